@@ -1,0 +1,419 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+)
+
+// Scalar math shared by Eval, the block kernels and the tests.
+
+func sigmoid(x float64) float64 {
+	if x >= 0 {
+		return 1 / (1 + math.Exp(-x))
+	}
+	e := math.Exp(x)
+	return e / (1 + e)
+}
+
+func softplus(x float64) float64 {
+	return math.Max(x, 0) + math.Log1p(math.Exp(-math.Abs(x)))
+}
+
+func sign(x float64) float64 {
+	switch {
+	case x > 0:
+		return 1
+	case x < 0:
+		return -1
+	}
+	return 0
+}
+
+// powi computes x**n by repeated squaring (n may be negative). The CUDA
+// emitter uses the same algorithm, so both engines round alike.
+func powi(x float64, n int) float64 {
+	if n < 0 {
+		return 1 / powi(x, -n)
+	}
+	r := 1.0
+	for n > 0 {
+		if n&1 == 1 {
+			r *= x
+		}
+		x *= x
+		n >>= 1
+	}
+	return r
+}
+
+func b2f(c bool) float64 {
+	if c {
+		return 1
+	}
+	return 0
+}
+
+// map1 makes a block kernel from a scalar function of one argument.
+func map1(f func(float64) float64) func([]float64, [][]float64, float64) {
+	return func(dst []float64, args [][]float64, _ float64) {
+		a := args[0][:len(dst)]
+		for i := range dst {
+			dst[i] = f(a[i])
+		}
+	}
+}
+
+// map2 makes a block kernel from a scalar function of two arguments.
+func map2(f func(x, y float64) float64) func([]float64, [][]float64, float64) {
+	return func(dst []float64, args [][]float64, _ float64) {
+		a, b := args[0][:len(dst)], args[1][:len(dst)]
+		for i := range dst {
+			dst[i] = f(a[i], b[i])
+		}
+	}
+}
+
+func cfn(name string) func([]string, float64) string {
+	return func(a []string, _ float64) string { return name + "(" + a[0] + ")" }
+}
+
+func cinfix(op string) func([]string, float64) string {
+	return func(a []string, _ float64) string { return "(" + a[0] + " " + op + " " + a[1] + ")" }
+}
+
+func ccmp(op string) func([]string, float64) string {
+	return func(a []string, _ float64) string {
+		return "((" + a[0] + " " + op + " " + a[1] + ") ? 1.0 : 0.0)"
+	}
+}
+
+func unaryDef(name string, f func(float64) float64, deriv func(b Builder, x, y Ref) Ref, c func([]string, float64) string) Def {
+	return Def{
+		Name:  name,
+		Arity: 1,
+		Eval:  func(a []float64, _ float64) float64 { return f(a[0]) },
+		VJP:   unaryVJP(deriv),
+		JVP:   unaryJVP(deriv),
+		Block: map1(f),
+		C:     c,
+	}
+}
+
+func compareDef(name string, f func(x, y float64) bool, c string) Def {
+	g := func(x, y float64) float64 { return b2f(f(x, y)) }
+	return Def{
+		Name:  name,
+		Arity: 2,
+		Eval:  func(a []float64, _ float64) float64 { return g(a[0], a[1]) },
+		Block: map2(g),
+		C:     ccmp(c),
+	}
+}
+
+// arith2 is the block kernel of a binary arithmetic op; either argument
+// may be uniform (length 1).
+func arith2(dst []float64, a, b []float64, op Op) {
+	n := len(dst)
+	switch {
+	case len(a) == 1 && n > 1:
+		s := a[0]
+		b = b[:n]
+		switch op {
+		case OpAdd:
+			for i := range dst {
+				dst[i] = s + b[i]
+			}
+		case OpSub:
+			for i := range dst {
+				dst[i] = s - b[i]
+			}
+		case OpMul:
+			for i := range dst {
+				dst[i] = s * b[i]
+			}
+		case OpDiv:
+			for i := range dst {
+				dst[i] = s / b[i]
+			}
+		}
+	case len(b) == 1 && n > 1:
+		s := b[0]
+		a = a[:n]
+		switch op {
+		case OpAdd:
+			for i := range dst {
+				dst[i] = a[i] + s
+			}
+		case OpSub:
+			for i := range dst {
+				dst[i] = a[i] - s
+			}
+		case OpMul:
+			for i := range dst {
+				dst[i] = a[i] * s
+			}
+		case OpDiv:
+			for i := range dst {
+				dst[i] = a[i] / s
+			}
+		}
+	default:
+		a, b = a[:n], b[:n]
+		switch op {
+		case OpAdd:
+			for i := range dst {
+				dst[i] = a[i] + b[i]
+			}
+		case OpSub:
+			for i := range dst {
+				dst[i] = a[i] - b[i]
+			}
+		case OpMul:
+			for i := range dst {
+				dst[i] = a[i] * b[i]
+			}
+		case OpDiv:
+			for i := range dst {
+				dst[i] = a[i] / b[i]
+			}
+		}
+	}
+}
+
+func arithDef(name string, op Op, f func(x, y float64) float64, c string,
+	vjp func(Builder, Ref, []Ref, func(Ref, int, Ref)), jvp func(Builder, Ref, func(Ref) Ref) Ref) Def {
+	return Def{
+		Name:  name,
+		Arity: 2,
+		Eval:  func(a []float64, _ float64) float64 { return f(a[0], a[1]) },
+		VJP:   vjp,
+		JVP:   jvp,
+		Block: func(dst []float64, args [][]float64, _ float64) { arith2(dst, args[0], args[1], op) },
+		Mixed: true,
+		C:     cinfix(c),
+	}
+}
+
+func fmaBlock(dst []float64, args [][]float64, _ float64) {
+	n := len(dst)
+	a, b, c := args[0], args[1], args[2]
+	switch {
+	case len(a) == 1 && len(b) > 1 && len(c) > 1:
+		s, b, c := a[0], b[:n], c[:n]
+		for i := range dst {
+			dst[i] = math.FMA(s, b[i], c[i])
+		}
+	case len(b) == 1 && len(a) > 1 && len(c) > 1:
+		s, a, c := b[0], a[:n], c[:n]
+		for i := range dst {
+			dst[i] = math.FMA(a[i], s, c[i])
+		}
+	case len(a) > 1 && len(b) > 1 && len(c) > 1:
+		a, b, c := a[:n], b[:n], c[:n]
+		for i := range dst {
+			dst[i] = math.FMA(a[i], b[i], c[i])
+		}
+	default:
+		at := func(x []float64, i int) float64 {
+			if len(x) == 1 {
+				return x[0]
+			}
+			return x[i]
+		}
+		for i := range dst {
+			dst[i] = math.FMA(at(a, i), at(b, i), at(c, i))
+		}
+	}
+}
+
+// dotBlock computes Σ w_j x_j + bias; weights are usually uniform.
+func dotBlock(dst []float64, args [][]float64, _ float64) {
+	n := len(dst)
+	k := (len(args) - 1) / 2
+	if bias := args[2*k]; len(bias) == 1 {
+		for i := range dst {
+			dst[i] = bias[0]
+		}
+	} else {
+		copy(dst, bias[:n])
+	}
+	for j := 0; j < k; j++ {
+		w, x := args[j], args[k+j]
+		switch {
+		case len(w) == 1 && len(x) > 1:
+			s, x := w[0], x[:n]
+			for i := range dst {
+				dst[i] += s * x[i]
+			}
+		case len(w) > 1 && len(x) == 1:
+			s, w := x[0], w[:n]
+			for i := range dst {
+				dst[i] += w[i] * s
+			}
+		case len(w) == 1 && len(x) == 1:
+			s := w[0] * x[0]
+			for i := range dst {
+				dst[i] += s
+			}
+		default:
+			w, x := w[:n], x[:n]
+			for i := range dst {
+				dst[i] += w[i] * x[i]
+			}
+		}
+	}
+}
+
+func dotEval(a []float64, _ float64) float64 {
+	k := (len(a) - 1) / 2
+	s := a[2*k]
+	for j := 0; j < k; j++ {
+		s += a[j] * a[k+j]
+	}
+	return s
+}
+
+func dotVJP(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) {
+	if g[0] == NoRef {
+		return
+	}
+	args := b.Args(r)
+	k := (len(args) - 1) / 2
+	for j := 0; j < k; j++ {
+		acc(args[j], 0, mul(b, g[0], args[k+j]))
+		acc(args[k+j], 0, mul(b, g[0], args[j]))
+	}
+	acc(args[2*k], 0, g[0])
+}
+
+func dotJVP(b Builder, r Ref, tan func(Ref) Ref) Ref {
+	args := b.Args(r)
+	k := (len(args) - 1) / 2
+	var ws, xs []Ref
+	for j := 0; j < k; j++ {
+		if t := tan(args[j]); t != NoRef {
+			ws, xs = append(ws, t), append(xs, args[k+j])
+		}
+		if t := tan(args[k+j]); t != NoRef {
+			ws, xs = append(ws, args[j]), append(xs, t)
+		}
+	}
+	bias := tan(args[2*k])
+	if len(ws) == 0 {
+		return bias
+	}
+	return b.Emit(OpDot, 0, append(append(ws, xs...), orZero(b, bias))...)
+}
+
+func dotC(a []string, _ float64) string {
+	k := (len(a) - 1) / 2
+	s := a[2*k]
+	for j := 0; j < k; j++ {
+		s = "fma(" + a[j] + ", " + a[k+j] + ", " + s + ")"
+	}
+	return s
+}
+
+func selectBlock(dst []float64, args [][]float64, _ float64) {
+	c, a, b := args[0][:len(dst)], args[1][:len(dst)], args[2][:len(dst)]
+	for i := range dst {
+		if c[i] != 0 {
+			dst[i] = a[i]
+		} else {
+			dst[i] = b[i]
+		}
+	}
+}
+
+func powVJP(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) {
+	if g[0] == NoRef {
+		return
+	}
+	a := b.Args(r)
+	x, y := a[0], a[1]
+	// d/dx x^y = y x^(y-1).
+	acc(x, 0, mul(b, g[0], mul(b, y, b.Emit(OpPow, 0, x, sub(b, y, b.Const(1))))))
+	// d/dy x^y = x^y log x, taken as 0 where x <= 0; the double Select
+	// keeps derivatives of the unused branch finite.
+	pos := b.Emit(OpGt, 0, x, b.Const(0))
+	xs := sel(b, pos, x, b.Const(1))
+	acc(y, 0, mul(b, g[0], sel(b, pos, mul(b, r, b.Emit(OpLog, 0, xs)), b.Const(0))))
+}
+
+func powJVP(b Builder, r Ref, tan func(Ref) Ref) Ref {
+	a := b.Args(r)
+	x, y := a[0], a[1]
+	tx, ty := tan(x), tan(y)
+	var out Ref = NoRef
+	if tx != NoRef {
+		out = mul(b, tx, mul(b, y, b.Emit(OpPow, 0, x, sub(b, y, b.Const(1)))))
+	}
+	if ty != NoRef {
+		pos := b.Emit(OpGt, 0, x, b.Const(0))
+		xs := sel(b, pos, x, b.Const(1))
+		t := mul(b, ty, sel(b, pos, mul(b, r, b.Emit(OpLog, 0, xs)), b.Const(0)))
+		if out == NoRef {
+			out = t
+		} else {
+			out = add(b, out, t)
+		}
+	}
+	return out
+}
+
+func powiDeriv(b Builder, x, y Ref) Ref {
+	n := b.Aux(y)
+	if n == 0 {
+		return b.Const(0)
+	}
+	return scale(b, n, b.Emit(OpPowi, n-1, x))
+}
+
+func powiC(a []string, aux float64) string {
+	return fmt.Sprintf("gs_powi(%s, %d)", a[0], int(aux))
+}
+
+// minMaxDef defines Min (le = OpLe) or Max (le = OpGe).
+func minMaxDef(name string, cmp Op, f func(x, y float64) float64, c string) Def {
+	cond := func(b Builder, r Ref) Ref {
+		a := b.Args(r)
+		return b.Emit(cmp, 0, a[0], a[1])
+	}
+	return Def{
+		Name:  name,
+		Arity: 2,
+		Eval:  func(a []float64, _ float64) float64 { return f(a[0], a[1]) },
+		VJP: func(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) {
+			if g[0] == NoRef {
+				return
+			}
+			a, c, z := b.Args(r), cond(b, r), b.Const(0)
+			acc(a[0], 0, sel(b, c, g[0], z))
+			acc(a[1], 0, sel(b, c, z, g[0]))
+		},
+		JVP: func(b Builder, r Ref, tan func(Ref) Ref) Ref {
+			a := b.Args(r)
+			t0, t1 := tan(a[0]), tan(a[1])
+			if t0 == NoRef && t1 == NoRef {
+				return NoRef
+			}
+			return sel(b, cond(b, r), orZero(b, t0), orZero(b, t1))
+		},
+		Block: map2(f),
+		C:     func(a []string, _ float64) string { return c + "(" + a[0] + ", " + a[1] + ")" },
+	}
+}
+
+func tieMin(x, y float64) float64 {
+	if x <= y || x != x {
+		return x
+	}
+	return y
+}
+
+func tieMax(x, y float64) float64 {
+	if x >= y || x != x {
+		return x
+	}
+	return y
+}

@@ -1,0 +1,285 @@
+package tape
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/gradsolve-go/gradsolve/ops"
+)
+
+// Builder appends values to a program under construction. It implements
+// ops.Builder, so derivative rules build into it. With simplification on
+// (the default for transforms and Simplify), Emit folds constants, absorbs
+// 0 and 1 (x*0 = 0 even for non-finite x, as in every AD system), and
+// reuses an existing identical value (common-subexpression elimination).
+// A Builder is not safe for concurrent use.
+type Builder struct {
+	p        Program
+	simplify bool
+	cse      map[string]ID
+	key      []byte
+	scratch  []float64
+}
+
+// NewBuilder returns a builder for a program named name. If simplify is
+// set, Emit simplifies as it goes (see Builder).
+func NewBuilder(name string, simplify bool) *Builder {
+	return &Builder{p: Program{Name: name}, simplify: simplify, cse: make(map[string]ID)}
+}
+
+var _ ops.Builder = (*Builder)(nil)
+
+// Input appends a program input and returns its traced value.
+func (b *Builder) Input(name string, shared bool) V {
+	k := len(b.p.Inputs)
+	b.p.Inputs = append(b.p.Inputs, Input{Name: name, Shared: shared})
+	return V{b, b.push(Value{Op: ops.OpInput, Aux: float64(k)})}
+}
+
+// Inputs appends n inputs named name[0], name[1], ….
+func (b *Builder) Inputs(name string, n int, shared bool) []V {
+	vs := make([]V, n)
+	for i := range vs {
+		vs[i] = b.Input(fmt.Sprintf("%s[%d]", name, i), shared)
+	}
+	return vs
+}
+
+// Const returns the constant c as a traced value.
+func (b *Builder) ConstV(c float64) V { return V{b, b.Const(c)} }
+
+// Len returns the number of values built so far.
+func (b *Builder) Len() int { return len(b.p.Values) }
+
+// Op returns the op of value r.
+func (b *Builder) Op(r ops.Ref) ops.Op { return b.p.Values[r].Op }
+
+// Aux returns the auxiliary number of value r.
+func (b *Builder) Aux(r ops.Ref) float64 { return b.p.Values[r].Aux }
+
+// Args returns the arguments of value r; the slice must not be modified.
+func (b *Builder) Args(r ops.Ref) []ops.Ref { return b.p.Values[r].Args }
+
+// Const returns the reference of the constant c.
+func (b *Builder) Const(c float64) ops.Ref {
+	return b.intern(Value{Op: ops.OpConst, Aux: c})
+}
+
+func (b *Builder) push(v Value) ID {
+	b.p.Values = append(b.p.Values, v)
+	return ID(len(b.p.Values) - 1)
+}
+
+// intern returns an existing identical value, or appends v. Constants are
+// always interned; other values only when simplifying. Input values are
+// never interned.
+func (b *Builder) intern(v Value) ID {
+	if !b.simplify && v.Op != ops.OpConst {
+		return b.push(v)
+	}
+	k := b.key[:0]
+	k = append(k, byte(v.Op))
+	k = binary.LittleEndian.AppendUint64(k, math.Float64bits(v.Aux))
+	for _, a := range v.Args {
+		k = binary.LittleEndian.AppendUint32(k, uint32(a))
+	}
+	b.key = k
+	if id, ok := b.cse[string(k)]; ok {
+		return id
+	}
+	id := b.push(v)
+	b.cse[string(k)] = id
+	return id
+}
+
+func (b *Builder) isConst(r ID, c float64) bool {
+	v := &b.p.Values[r]
+	return v.Op == ops.OpConst && v.Aux == c
+}
+
+func (b *Builder) constOf(r ID) (float64, bool) {
+	v := &b.p.Values[r]
+	return v.Aux, v.Op == ops.OpConst
+}
+
+// Emit appends op(args) and returns its reference. It panics with a
+// *TraceError if the arguments do not fit the op (wrong count, a tuple
+// where a scalar is needed, a reference out of range).
+func (b *Builder) Emit(op ops.Op, aux float64, args ...ops.Ref) ops.Ref {
+	argOps := make([]ops.Op, len(args))
+	argAux := make([]float64, len(args))
+	for i, a := range args {
+		if a < 0 || int(a) >= len(b.p.Values) {
+			fail(op.String(), "argument %d is %s, which does not exist in program %q", i+1, vname(a), b.p.Name)
+		}
+		argOps[i], argAux[i] = b.p.Values[a].Op, b.p.Values[a].Aux
+	}
+	if err := ops.CheckArgs(op, aux, argOps, argAux); err != nil {
+		fail(op.String(), "%v", err)
+	}
+	if op == ops.OpExtract {
+		if w := b.p.Width(args[0]); int(aux) >= w {
+			fail(op.String(), "component %v of a tuple of width %d", aux, w)
+		}
+	}
+	if b.simplify {
+		if r, ok := b.simplified(op, aux, args); ok {
+			return r
+		}
+	}
+	cp := make([]ID, len(args))
+	copy(cp, args)
+	return b.intern(Value{Op: op, Aux: aux, Args: cp})
+}
+
+// simplified applies constant folding and algebraic identities.
+func (b *Builder) simplified(op ops.Op, aux float64, args []ID) (ID, bool) {
+	def := ops.Lookup(op)
+	if def.Eval != nil && len(args) > 0 {
+		all := true
+		b.scratch = b.scratch[:0]
+		for _, a := range args {
+			c, ok := b.constOf(a)
+			all = all && ok
+			b.scratch = append(b.scratch, c)
+		}
+		if all {
+			return b.Const(def.Eval(b.scratch, aux)), true
+		}
+	}
+	zero := func(r ID) bool { return b.isConst(r, 0) }
+	one := func(r ID) bool { return b.isConst(r, 1) }
+	switch op {
+	case ops.OpAdd:
+		if zero(args[0]) {
+			return args[1], true
+		}
+		if zero(args[1]) {
+			return args[0], true
+		}
+		if args[0] > args[1] { // canonical order for CSE
+			return b.intern(Value{Op: op, Args: []ID{args[1], args[0]}}), true
+		}
+	case ops.OpSub:
+		if zero(args[1]) {
+			return args[0], true
+		}
+		if zero(args[0]) {
+			return b.Emit(ops.OpNeg, 0, args[1]), true
+		}
+	case ops.OpMul:
+		switch {
+		case zero(args[0]) || zero(args[1]):
+			return b.Const(0), true
+		case one(args[0]):
+			return args[1], true
+		case one(args[1]):
+			return args[0], true
+		case b.isConst(args[0], -1):
+			return b.Emit(ops.OpNeg, 0, args[1]), true
+		case b.isConst(args[1], -1):
+			return b.Emit(ops.OpNeg, 0, args[0]), true
+		}
+		if args[0] > args[1] {
+			return b.intern(Value{Op: op, Args: []ID{args[1], args[0]}}), true
+		}
+	case ops.OpDiv:
+		if one(args[1]) {
+			return args[0], true
+		}
+		if zero(args[0]) {
+			return b.Const(0), true
+		}
+	case ops.OpNeg:
+		if v := &b.p.Values[args[0]]; v.Op == ops.OpNeg {
+			return v.Args[0], true
+		}
+	case ops.OpFMA:
+		switch {
+		case zero(args[0]) || zero(args[1]):
+			return args[2], true
+		case zero(args[2]):
+			return b.Emit(ops.OpMul, 0, args[0], args[1]), true
+		case one(args[0]):
+			return b.Emit(ops.OpAdd, 0, args[1], args[2]), true
+		case one(args[1]):
+			return b.Emit(ops.OpAdd, 0, args[0], args[2]), true
+		}
+	case ops.OpPowi:
+		switch aux {
+		case 0:
+			return b.Const(1), true
+		case 1:
+			return args[0], true
+		case 2:
+			return b.Emit(ops.OpSquare, 0, args[0]), true
+		}
+	case ops.OpSelect:
+		if c, ok := b.constOf(args[0]); ok {
+			if c != 0 {
+				return args[1], true
+			}
+			return args[2], true
+		}
+		if args[1] == args[2] {
+			return args[1], true
+		}
+	case ops.OpDot:
+		k := (len(args) - 1) / 2
+		var ws, xs []ID
+		for j := 0; j < k; j++ {
+			if !zero(args[j]) && !zero(args[k+j]) {
+				ws, xs = append(ws, args[j]), append(xs, args[k+j])
+			}
+		}
+		bias := args[2*k]
+		switch {
+		case len(ws) == 0:
+			return bias, true
+		case len(ws) == 1 && zero(bias):
+			return b.Emit(ops.OpMul, 0, ws[0], xs[0]), true
+		case len(ws) == 1:
+			return b.Emit(ops.OpFMA, 0, ws[0], xs[0], bias), true
+		case len(ws) < k:
+			return b.intern(Value{Op: op, Args: append(append(ws, xs...), bias)}), true
+		}
+	}
+	return 0, false
+}
+
+// Build returns the program with the given outputs (named out0, out1, …
+// unless the caller renames them). The builder must not be used after.
+func (b *Builder) Build(outs ...V) (*Program, error) {
+	ids := make([]ID, len(outs))
+	for i, o := range outs {
+		if err := b.check(o, "Build", i+1); err != nil {
+			return nil, err
+		}
+		ids[i] = o.id
+	}
+	return b.build(ids)
+}
+
+func (b *Builder) build(ids []ID) (*Program, error) {
+	p := b.p
+	p.Outputs = make([]Output, len(ids))
+	for i, id := range ids {
+		p.Outputs[i] = Output{Name: fmt.Sprintf("out%d", i), ID: id}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// check reports whether v belongs to this builder.
+func (b *Builder) check(v V, op string, arg int) error {
+	switch {
+	case v.b == nil:
+		return &TraceError{Op: op, Msg: fmt.Sprintf("argument %d is the zero V, not a value of this trace", arg)}
+	case v.b != b:
+		return &TraceError{Op: op, Msg: fmt.Sprintf("argument %d is from another trace (program %q, not %q)", arg, v.b.p.Name, b.p.Name)}
+	}
+	return nil
+}

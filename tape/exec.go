@@ -1,0 +1,531 @@
+package tape
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gradsolve-go/gradsolve/ops"
+)
+
+// DefaultBlockSize is the number of trajectories the executor processes
+// per block when ExecSettings.BlockSize is 0.
+const DefaultBlockSize = 256
+
+// ExecSettings configures an Exec. The zero value means the defaults.
+type ExecSettings struct {
+	// BlockSize is the number of trajectories per block: every value of
+	// the program is a loop over one block, so a block's working set
+	// should stay in the core's cache. 0 means DefaultBlockSize.
+	BlockSize int
+
+	// Workers is the largest number of goroutines a Run uses. 0 means
+	// runtime.GOMAXPROCS(0). Blocks are shared among them dynamically.
+	Workers int
+
+	// CheckFinite makes Run return a *NonFiniteError naming the first
+	// trajectory, output and op that produced a NaN or an infinity.
+	// Without it non-finite numbers are returned as they are.
+	CheckFinite bool
+}
+
+type argKind uint8
+
+const (
+	argUnit  argKind = iota // a block buffer (unit, component)
+	argInput                // a per-trajectory input
+	argUni                  // a uniform value passed as a length-1 slice
+)
+
+type arg struct {
+	kind  argKind
+	unit  int // argUnit: first unit of the buffer
+	comp  int // argUnit: component within a tuple buffer
+	width int // argUnit: width of the buffer
+	idx   int // argInput: input index; argUni: offset in Exec.uni
+}
+
+type step struct {
+	def   *ops.Def
+	aux   float64
+	unit  int
+	width int
+	args  []arg
+}
+
+type bcast struct {
+	off, width, unit int
+}
+
+type outSpec struct {
+	src    arg
+	sum    bool
+	sumIdx int
+}
+
+type worker struct {
+	arena []float64
+	args  [][]float64
+	lastM int
+}
+
+// Exec runs a program over ensembles of trajectories on the CPU, a block
+// of trajectories at a time (structure of arrays: each value is a loop
+// over the block), on several goroutines. Values that depend only on
+// constants and shared inputs are computed once per Run. Buffers are
+// reused: after the first Run with a given number of trajectories, Run
+// allocates nothing. An Exec is not safe for concurrent use; create one
+// per goroutine (they are cheap next to a Run).
+type Exec struct {
+	p        *Program
+	bs       int
+	nworkers int
+	check    bool
+
+	uniVals []ID  // uniform values in program order
+	uniOff  []int // offset of each uniform value in uni, by ID (-1 if varying)
+	uni     []float64
+
+	steps []step
+	units int
+	bcast []bcast
+	outs  []outSpec
+	nsum  int
+
+	workers []*worker
+
+	// State of the Run in progress.
+	in, out [][]float64
+	n       int
+	nblocks int
+	next    atomic.Int64
+	claim   atomic.Int32
+	sums    []float64
+	wg      sync.WaitGroup
+	scal    []float64
+	tup     [][]float64
+}
+
+// NewExec prepares p for execution: it classifies values as uniform or per
+// trajectory and assigns block buffers by liveness so the working set stays
+// small. It returns an error if p is not a valid program.
+func NewExec(p *Program, s *ExecSettings) (*Exec, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	var set ExecSettings
+	if s != nil {
+		set = *s
+	}
+	if set.BlockSize <= 0 {
+		set.BlockSize = DefaultBlockSize
+	}
+	if set.Workers <= 0 {
+		set.Workers = runtime.GOMAXPROCS(0)
+	}
+	e := &Exec{p: p, bs: set.BlockSize, nworkers: set.Workers, check: set.CheckFinite}
+	e.plan()
+	return e, nil
+}
+
+// Program returns the program e runs.
+func (e *Exec) Program() *Program { return e.p }
+
+// plan assigns every value its place: uniform, input, or block buffer.
+func (e *Exec) plan() {
+	p := e.p
+	nv := len(p.Values)
+	e.uniOff = make([]int, nv)
+	loc := make([]arg, nv) // where a varying value lives
+	uniform := make([]bool, nv)
+	nuni := 0
+	for i, v := range p.Values {
+		e.uniOff[i] = -1
+		switch {
+		case v.Op == ops.OpConst:
+			uniform[i] = true
+		case v.Op == ops.OpInput:
+			uniform[i] = p.Inputs[int(v.Aux)].Shared
+			if !uniform[i] {
+				loc[i] = arg{kind: argInput, idx: int(v.Aux)}
+			}
+		default:
+			uniform[i] = true
+			for _, a := range v.Args {
+				uniform[i] = uniform[i] && uniform[a]
+			}
+		}
+		if uniform[i] {
+			e.uniOff[i] = nuni
+			nuni += p.Width(ID(i))
+			e.uniVals = append(e.uniVals, ID(i))
+		}
+	}
+	e.uni = make([]float64, nuni)
+
+	// Liveness: the last step using each value (extracts count for their
+	// tuple); outputs live to the end of the block.
+	last := make([]int, nv)
+	for i := range last {
+		last[i] = -1
+	}
+	root := func(id ID) ID {
+		if v := p.Values[id]; v.Op == ops.OpExtract && !uniform[id] {
+			return v.Args[0]
+		}
+		return id
+	}
+	for i, v := range p.Values {
+		for _, a := range v.Args {
+			last[root(a)] = i
+		}
+	}
+	for _, o := range p.Outputs {
+		last[root(o.ID)] = math.MaxInt
+	}
+
+	free := map[int][]int{}
+	alloc := func(w int) int {
+		if l := free[w]; len(l) > 0 {
+			u := l[len(l)-1]
+			free[w] = l[:len(l)-1]
+			return u
+		}
+		u := e.units
+		e.units += w
+		return u
+	}
+	bcastUnit := map[ID]int{}
+	argOf := func(a ID, mixed bool) arg {
+		if !uniform[a] {
+			return loc[a]
+		}
+		w := p.Width(a)
+		if mixed && w == 1 {
+			return arg{kind: argUni, idx: e.uniOff[a]}
+		}
+		u, ok := bcastUnit[a]
+		if !ok {
+			u = e.units
+			e.units += w
+			bcastUnit[a] = u
+			e.bcast = append(e.bcast, bcast{off: e.uniOff[a], width: w, unit: u})
+		}
+		return arg{kind: argUnit, unit: u, width: w}
+	}
+	// dying lists the values whose buffers are freed after step i.
+	dying := make(map[int][]ID)
+	for i, l := range last {
+		if l >= 0 && l != math.MaxInt {
+			dying[l] = append(dying[l], ID(i))
+		}
+	}
+	for i, v := range p.Values {
+		if uniform[i] || v.Op == ops.OpInput {
+			continue
+		}
+		if v.Op == ops.OpExtract {
+			t := loc[v.Args[0]]
+			loc[i] = arg{kind: argUnit, unit: t.unit, comp: int(v.Aux), width: t.width}
+			continue
+		}
+		def := ops.Lookup(v.Op)
+		st := step{def: def, aux: v.Aux, width: p.Width(ID(i))}
+		for _, a := range v.Args {
+			st.args = append(st.args, argOf(a, def.Mixed))
+		}
+		st.unit = alloc(st.width)
+		loc[i] = arg{kind: argUnit, unit: st.unit, width: st.width}
+		if last[i] < 0 { // unused and not an output: still computed, freed at once
+			dying[i] = append(dying[i], ID(i))
+		}
+		e.steps = append(e.steps, st)
+		for _, d := range dying[i] {
+			if l := loc[d]; l.kind == argUnit && !uniform[d] && p.Values[d].Op != ops.OpExtract {
+				free[l.width] = append(free[l.width], l.unit)
+			}
+		}
+	}
+	for _, o := range p.Outputs {
+		src := loc[root(o.ID)]
+		if p.Values[o.ID].Op == ops.OpExtract && !uniform[o.ID] {
+			src = loc[o.ID]
+		}
+		if uniform[o.ID] {
+			src = arg{kind: argUni, idx: e.uniOff[o.ID]}
+		}
+		spec := outSpec{src: src, sum: o.Sum}
+		if o.Sum {
+			spec.sumIdx = e.nsum
+			e.nsum++
+		}
+		e.outs = append(e.outs, spec)
+	}
+}
+
+// Run evaluates the program for trajectories 0…n-1. in[k] holds input k:
+// n values (trajectory i at in[k][i]) for a per-trajectory input, one for a
+// shared input. out[k] receives output k: n values, or one for an output
+// marked Sum (the sum over the n trajectories, added in a fixed order, so
+// results do not depend on scheduling). It panics if the slices are too
+// short. With CheckFinite set it returns a *NonFiniteError for the first
+// non-finite output.
+func (e *Exec) Run(out, in [][]float64, n int) error {
+	p := e.p
+	if len(in) != len(p.Inputs) || len(out) != len(p.Outputs) {
+		panic(fmt.Sprintf("tape: Exec.Run: program %s has %d inputs and %d outputs, got %d and %d",
+			p.Name, len(p.Inputs), len(p.Outputs), len(in), len(out)))
+	}
+	for k, s := range p.Inputs {
+		if want := e.need(s.Shared, n); len(in[k]) < want {
+			panic(fmt.Sprintf("tape: Exec.Run: input %d (%s) has %d values, want %d", k, s.Name, len(in[k]), want))
+		}
+	}
+	for k, o := range p.Outputs {
+		if want := e.need(o.Sum, n); len(out[k]) < want {
+			panic(fmt.Sprintf("tape: Exec.Run: output %d (%s) has room for %d values, want %d", k, o.Name, len(out[k]), want))
+		}
+	}
+	e.in, e.out, e.n = in, out, n
+	e.evalUniform()
+	if n == 0 {
+		for k, o := range e.outs {
+			if o.sum {
+				out[k][0] = 0
+			}
+		}
+		return nil
+	}
+	e.nblocks = (n + e.bs - 1) / e.bs
+	if need := e.nblocks * e.nsum; cap(e.sums) < need {
+		e.sums = make([]float64, need)
+	}
+	e.sums = e.sums[:e.nblocks*e.nsum]
+	nw := min(e.nworkers, e.nblocks)
+	for len(e.workers) < nw {
+		e.workers = append(e.workers, &worker{
+			arena: make([]float64, e.units*e.bs),
+			args:  make([][]float64, 0, 8),
+		})
+	}
+	e.next.Store(0)
+	e.claim.Store(0)
+	if nw > 1 {
+		startPool()
+		e.wg.Add(nw - 1)
+		for i := 1; i < nw; i++ {
+			pool <- e
+		}
+		e.work()
+		e.wg.Wait()
+	} else {
+		e.work()
+	}
+	for k, o := range e.outs {
+		if o.sum {
+			s := 0.0
+			for b := 0; b < e.nblocks; b++ {
+				s += e.sums[b*e.nsum+o.sumIdx]
+			}
+			out[k][0] = s
+		}
+	}
+	e.in, e.out = nil, nil
+	if e.check {
+		return e.checkFinite(out, in, n)
+	}
+	return nil
+}
+
+func (e *Exec) need(single bool, n int) int {
+	if single {
+		return 1
+	}
+	return n
+}
+
+var (
+	pool     chan *Exec
+	poolOnce sync.Once
+)
+
+// startPool starts the goroutines that run blocks for every Exec.
+func startPool() {
+	poolOnce.Do(func() {
+		pool = make(chan *Exec, runtime.GOMAXPROCS(0))
+		for i := 0; i < runtime.GOMAXPROCS(0); i++ {
+			go func() {
+				for e := range pool {
+					e.work()
+					e.wg.Done()
+				}
+			}()
+		}
+	})
+}
+
+// evalUniform computes the values that are the same for every trajectory.
+func (e *Exec) evalUniform() {
+	p := e.p
+	for _, id := range e.uniVals {
+		v := &p.Values[id]
+		off := e.uniOff[id]
+		switch v.Op {
+		case ops.OpConst:
+			e.uni[off] = v.Aux
+			continue
+		case ops.OpInput:
+			e.uni[off] = e.in[int(v.Aux)][0]
+			continue
+		case ops.OpExtract:
+			e.uni[off] = e.uni[e.uniOff[v.Args[0]]+int(v.Aux)]
+			continue
+		}
+		def := ops.Lookup(v.Op)
+		if def.EvalTuple != nil {
+			e.tup = e.tup[:0]
+			for _, a := range v.Args {
+				o := e.uniOff[a]
+				e.tup = append(e.tup, e.uni[o:o+p.Width(a)])
+			}
+			def.EvalTuple(e.uni[off:off+p.Width(id)], e.tup, v.Aux)
+			continue
+		}
+		e.scal = e.scal[:0]
+		for _, a := range v.Args {
+			e.scal = append(e.scal, e.uni[e.uniOff[a]])
+		}
+		e.uni[off] = def.Eval(e.scal, v.Aux)
+	}
+}
+
+// work runs blocks until none are left.
+func (e *Exec) work() {
+	w := e.workers[e.claim.Add(1)-1]
+	w.lastM = -1
+	for {
+		b := int(e.next.Add(1) - 1)
+		if b >= e.nblocks {
+			return
+		}
+		lo := b * e.bs
+		hi := min(lo+e.bs, e.n)
+		e.block(w, b, lo, hi)
+	}
+}
+
+// slice returns the block view of an argument for trajectories lo…lo+m-1.
+func (e *Exec) slice(w *worker, a arg, lo, m int) []float64 {
+	switch a.kind {
+	case argInput:
+		return e.in[a.idx][lo : lo+m]
+	case argUni:
+		return e.uni[a.idx : a.idx+1]
+	}
+	start := a.unit*e.bs + a.comp*m
+	if a.comp == 0 && a.width > 1 {
+		return w.arena[start : start+a.width*m]
+	}
+	return w.arena[start : start+m]
+}
+
+func (e *Exec) block(w *worker, b, lo, hi int) {
+	m := hi - lo
+	if m != w.lastM {
+		for _, bc := range e.bcast {
+			buf := w.arena[bc.unit*e.bs : bc.unit*e.bs+bc.width*m]
+			for c := 0; c < bc.width; c++ {
+				x := e.uni[bc.off+c]
+				seg := buf[c*m : (c+1)*m]
+				for i := range seg {
+					seg[i] = x
+				}
+			}
+		}
+		w.lastM = m
+	}
+	for si := range e.steps {
+		st := &e.steps[si]
+		w.args = w.args[:0]
+		for _, a := range st.args {
+			w.args = append(w.args, e.slice(w, a, lo, m))
+		}
+		dst := w.arena[st.unit*e.bs : st.unit*e.bs+st.width*m]
+		st.def.Block(dst, w.args, st.aux)
+	}
+	for k, o := range e.outs {
+		src := e.slice(w, o.src, lo, m)
+		if o.sum {
+			s := 0.0
+			if len(src) == 1 && m > 1 {
+				s = src[0] * float64(m)
+			} else {
+				for _, x := range src[:m] {
+					s += x
+				}
+			}
+			e.sums[b*e.nsum+o.sumIdx] = s
+			continue
+		}
+		dst := e.out[k][lo:hi]
+		if len(src) == 1 && m > 1 {
+			for i := range dst {
+				dst[i] = src[0]
+			}
+		} else {
+			copy(dst, src[:m])
+		}
+	}
+}
+
+// checkFinite looks for a non-finite output and explains it.
+func (e *Exec) checkFinite(out, in [][]float64, n int) error {
+	p := e.p
+	traj := -1
+	name := ""
+	for k, o := range p.Outputs {
+		if o.Sum {
+			if x := out[k][0]; math.IsNaN(x) || math.IsInf(x, 0) {
+				// Find a trajectory whose contribution is not finite.
+				for i := 0; i < n && traj < 0; i++ {
+					v := p.Eval(nil, e.gather(in, i))
+					if x := v[k]; math.IsNaN(x) || math.IsInf(x, 0) {
+						traj, name = i, o.Name
+					}
+				}
+				if traj < 0 {
+					return fmt.Errorf("tape: program %s: output %s summed over %d trajectories overflows to %v", p.Name, o.Name, n, x)
+				}
+				break
+			}
+			continue
+		}
+		for i, x := range out[k][:n] {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				if traj < 0 || i < traj {
+					traj, name = i, o.Name
+				}
+				break
+			}
+		}
+	}
+	if traj < 0 {
+		return nil
+	}
+	return p.locateNonFinite(e.gather(in, traj), traj, name)
+}
+
+// gather returns the inputs of trajectory i.
+func (e *Exec) gather(in [][]float64, i int) []float64 {
+	x := make([]float64, len(in))
+	for k, s := range e.p.Inputs {
+		if s.Shared {
+			x[k] = in[k][0]
+		} else {
+			x[k] = in[k][i]
+		}
+	}
+	return x
+}
