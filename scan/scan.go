@@ -1,0 +1,469 @@
+package scan
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Step is a one-step map y⁺ = Φ(t, h, y, p, s) to be scanned over a mesh.
+// Prog's inputs are, in order: t, h, y[0..D), p[0..P) (per trajectory),
+// s[0..S) (shared); its outputs are y⁺[0..D). With h == 0 the map must be
+// the identity in value and derivative (explicit Runge–Kutta steps are, as
+// y + 0·Σ b_i k_i; Rosenbrock steps mask their Jacobian terms).
+//
+// A Step caches the programs and executors derived from Prog, so reuse one
+// Step for repeated scans of the same map; a Step must not be used by two
+// scans at once.
+type Step struct {
+	Prog    *tape.Program
+	D, P, S int
+
+	fwd, rev *tape.Exec
+	revProg  *tape.Program
+}
+
+// forward returns the executor of the step, creating it on first use.
+func (s *Step) forward(set *tape.ExecSettings) (*tape.Exec, error) {
+	if s.fwd == nil {
+		e, err := tape.NewExec(s.Prog, set)
+		if err != nil {
+			return nil, err
+		}
+		s.fwd = e
+	}
+	return s.fwd, nil
+}
+
+// reverse returns the executor of the accumulating VJP of the step: inputs
+// t, h, y[D], p[P], s[S], λ[D] (the cotangent of y⁺), g[P]; outputs
+// λ' = (∂y⁺/∂y)ᵀλ [D], g + (∂y⁺/∂p)ᵀλ [P] and (∂y⁺/∂s)ᵀλ [S], the last summed
+// over trajectories.
+func (s *Step) reverse(set *tape.ExecSettings) (*tape.Exec, error) {
+	if s.rev != nil {
+		return s.rev, nil
+	}
+	wrt := make([]int, 0, s.D+s.P+s.S)
+	for k := 2; k < 2+s.D+s.P+s.S; k++ {
+		wrt = append(wrt, k)
+	}
+	vjp, err := tape.VJP(s.Prog, wrt)
+	if err != nil {
+		return nil, err
+	}
+	b := tape.NewBuilder(s.Prog.Name+".rev", true)
+	in := make([]tape.V, 0, len(vjp.Inputs)+s.P)
+	for _, x := range vjp.Inputs {
+		in = append(in, b.Input(x.Name, x.Shared))
+	}
+	g := b.Inputs("g", s.P, false)
+	var outs []tape.V
+	err = tape.Catch(s.Prog.Name, func() {
+		r := tape.Call(vjp, in)
+		outs = append(outs, r[:s.D]...)
+		for c := 0; c < s.P; c++ {
+			outs = append(outs, g[c].Add(r[s.D+c]))
+		}
+		outs = append(outs, r[s.D+s.P:]...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	p, err := b.Build(outs...)
+	if err != nil {
+		return nil, err
+	}
+	for k := s.D + s.P; k < len(p.Outputs); k++ {
+		p.Outputs[k].Sum = true
+	}
+	e, err := tape.NewExec(p, set)
+	if err != nil {
+		return nil, err
+	}
+	s.revProg, s.rev = p, e
+	return e, nil
+}
+
+// ReverseProgram returns the accumulating VJP program the backward sweep
+// runs (see Step's reverse executor), building it on first use.
+func (s *Step) ReverseProgram() (*tape.Program, error) {
+	if _, err := s.reverse(nil); err != nil {
+		return nil, err
+	}
+	return s.revProg, nil
+}
+
+func (s *Step) check() error {
+	p := s.Prog
+	if p == nil {
+		return errors.New("scan: Step has no program")
+	}
+	if want := 2 + s.D + s.P + s.S; len(p.Inputs) != want {
+		return fmt.Errorf("scan: step program %s has %d inputs, want 2+D+P+S = %d", p.Name, len(p.Inputs), want)
+	}
+	if len(p.Outputs) != s.D {
+		return fmt.Errorf("scan: step program %s has %d outputs, want D = %d", p.Name, len(p.Outputs), s.D)
+	}
+	for k := 0; k < 2+s.D+s.P; k++ {
+		if p.Inputs[k].Shared {
+			return fmt.Errorf("scan: step program %s: input %d (%s) must be per trajectory", p.Name, k, p.Inputs[k].Name)
+		}
+	}
+	for k := 2 + s.D + s.P; k < len(p.Inputs); k++ {
+		if !p.Inputs[k].Shared {
+			return fmt.Errorf("scan: step program %s: input %d (%s) must be shared", p.Name, k, p.Inputs[k].Name)
+		}
+	}
+	return nil
+}
+
+// Mesh is a step-major mesh of n trajectories: trajectory j takes Len[j]
+// steps, step s of size H[s*n+j] (entries past Len[j] are ignored). Rows is
+// the number of rows of H, at least max(Len).
+type Mesh struct {
+	N    int
+	Rows int
+	H    []float64
+	Len  []int
+}
+
+func (m *Mesh) check() error {
+	if m.N < 0 || len(m.Len) != m.N || m.Rows < 0 || len(m.H) < m.Rows*m.N {
+		return fmt.Errorf("scan: mesh shape: N %d, len(Len) %d, Rows %d, len(H) %d", m.N, len(m.Len), m.Rows, len(m.H))
+	}
+	for j, l := range m.Len {
+		if l < 0 || l > m.Rows {
+			return fmt.Errorf("scan: mesh: trajectory %d has %d steps, outside [0, %d]", j, l, m.Rows)
+		}
+	}
+	return nil
+}
+
+// Taps asks for extra evaluations of the step from mesh states: tap i
+// evaluates Φ(t_k, H[i], y_k, p, s) for trajectory Traj[i] at its state
+// after Step[i] steps (0 ≤ Step[i] ≤ Len). ODE solvers use taps to save
+// states at times between mesh points (bracket and re-step); a tap with
+// H[i] == 0 returns y_k exactly.
+type Taps struct {
+	Traj, Step []int
+	H          []float64
+}
+
+// Len returns the number of taps.
+func (t *Taps) Len() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.Traj)
+}
+
+// Problem is a scan to run. Arrays are structure-of-arrays: component c
+// of trajectory j at Y0[c*N+j] (likewise P), and tap outputs at
+// [c*ntaps+i].
+type Problem struct {
+	Step   *Step
+	Mesh   Mesh
+	T0     []float64 // start time of each trajectory, len N
+	Y0     []float64 // [D][N]
+	P      []float64 // [P][N]
+	Shared []float64 // [S]
+	Taps   *Taps
+}
+
+// Settings configure a scan. The zero value means the defaults.
+type Settings struct {
+	// Checkpoint is the checkpoint interval K of the gradient: the forward
+	// sweep stores the states at every K-th step and the backward sweep
+	// recomputes the steps in between. 1 stores every state (fastest);
+	// 0 picks 1 if every state fits in MemoryLimit, else the smallest K
+	// that fits.
+	Checkpoint int
+
+	// MemoryLimit bounds, in bytes, the stored states of a gradient when
+	// Checkpoint is 0. 0 means 4 GiB.
+	MemoryLimit int64
+
+	// Exec configures the executors; see tape.ExecSettings.
+	Exec tape.ExecSettings
+}
+
+// DefaultMemoryLimit is Settings.MemoryLimit's default.
+const DefaultMemoryLimit = 4 << 30
+
+func (p *Problem) check() error {
+	if p.Step == nil {
+		return errors.New("scan: Problem has no Step")
+	}
+	if err := p.Step.check(); err != nil {
+		return err
+	}
+	if err := p.Mesh.check(); err != nil {
+		return err
+	}
+	n, st := p.Mesh.N, p.Step
+	if len(p.T0) != n || len(p.Y0) != st.D*n || len(p.P) != st.P*n || len(p.Shared) != st.S {
+		return fmt.Errorf("scan: shapes: n %d, len(T0) %d, len(Y0) %d (want %d), len(P) %d (want %d), len(Shared) %d (want %d)",
+			n, len(p.T0), len(p.Y0), st.D*n, len(p.P), st.P*n, len(p.Shared), st.S)
+	}
+	if t := p.Taps; t != nil {
+		if len(t.Step) != len(t.Traj) || len(t.H) != len(t.Traj) {
+			return fmt.Errorf("scan: taps: len(Traj) %d, len(Step) %d, len(H) %d differ", len(t.Traj), len(t.Step), len(t.H))
+		}
+		for i, j := range t.Traj {
+			if j < 0 || j >= n || t.Step[i] < 0 || t.Step[i] > p.Mesh.Len[j] {
+				return fmt.Errorf("scan: tap %d: trajectory %d step %d out of range", i, j, t.Step[i])
+			}
+		}
+	}
+	return nil
+}
+
+// layout is the trajectory order of a sweep: perm lists the trajectories by
+// decreasing length, so that the trajectories still running at step s are
+// a prefix of perm, of length active[s].
+type layout struct {
+	n, rows int
+	perm    []int
+	active  []int // active[s] = #{j : Len[j] > s}
+	tapsAt  [][]int
+}
+
+func newLayout(p *Problem) *layout {
+	m := &p.Mesh
+	l := &layout{n: m.N, perm: make([]int, m.N)}
+	for j := range l.perm {
+		l.perm[j] = j
+	}
+	sort.SliceStable(l.perm, func(a, b int) bool { return m.Len[l.perm[a]] > m.Len[l.perm[b]] })
+	for _, j := range l.perm {
+		l.rows = max(l.rows, m.Len[j])
+	}
+	l.active = make([]int, l.rows)
+	for s := range l.active {
+		l.active[s] = sort.Search(m.N, func(i int) bool { return m.Len[l.perm[i]] <= s })
+	}
+	if t := p.Taps; t.Len() > 0 {
+		l.tapsAt = make([][]int, l.rows+1)
+		for i, s := range t.Step {
+			l.tapsAt[s] = append(l.tapsAt[s], i)
+		}
+	}
+	return l
+}
+
+// state is the carry of a sweep over the permuted trajectories.
+type state struct {
+	t []float64   // [n]
+	y [][]float64 // [D][n]
+	p [][]float64 // [P][n]
+	s [][]float64 // [S][1]
+	h []float64   // step sizes of the current row, [n]
+}
+
+func newState(p *Problem, l *layout) *state {
+	n, st := l.n, p.Step
+	x := &state{t: make([]float64, n), h: make([]float64, n)}
+	x.y = make([][]float64, st.D)
+	for c := range x.y {
+		x.y[c] = make([]float64, n)
+		for i, j := range l.perm {
+			x.y[c][i] = p.Y0[c*n+j]
+		}
+	}
+	x.p = make([][]float64, st.P)
+	for c := range x.p {
+		x.p[c] = make([]float64, n)
+		for i, j := range l.perm {
+			x.p[c][i] = p.P[c*n+j]
+		}
+	}
+	x.s = make([][]float64, st.S)
+	for c := range x.s {
+		x.s[c] = p.Shared[c : c+1]
+	}
+	for i, j := range l.perm {
+		x.t[i] = p.T0[j]
+	}
+	return x
+}
+
+// inputs fills in (len 2+D+P+S) with the step program's inputs for the
+// first m trajectories.
+func (x *state) inputs(in [][]float64, m int) [][]float64 {
+	in = append(in[:0], x.t[:m], x.h[:m])
+	for _, c := range x.y {
+		in = append(in, c[:m])
+	}
+	for _, c := range x.p {
+		in = append(in, c[:m])
+	}
+	return append(in, x.s...)
+}
+
+// loadH gathers row s of the mesh for the first m trajectories.
+func (x *state) loadH(p *Problem, l *layout, s, m int) {
+	row := p.Mesh.H[s*l.n : (s+1)*l.n]
+	for i, j := range l.perm[:m] {
+		x.h[i] = row[j]
+	}
+}
+
+// Result holds what a forward scan computes: the final states and the tap
+// outputs, structure-of-arrays.
+type Result struct {
+	Y    []float64 // [D][N]: final state of trajectory j at Y[c*N+j]
+	Taps []float64 // [D][ntaps]
+}
+
+// Replay runs the step over the mesh and returns the final states and the
+// taps. It stores nothing for a backward sweep. Each trajectory stops at
+// its own length, so a short trajectory costs only its own steps. dst may
+// be nil.
+func Replay(dst *Result, p *Problem, s *Settings) (*Result, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	var set Settings
+	if s != nil {
+		set = *s
+	}
+	e, err := p.Step.forward(&set.Exec)
+	if err != nil {
+		return nil, err
+	}
+	l := newLayout(p)
+	x := newState(p, l)
+	tp := newTapper(p, l)
+	in := make([][]float64, 0, len(p.Step.Prog.Inputs))
+	for s := 0; s < l.rows; s++ {
+		tp.collect(x, s)
+		m := l.active[s]
+		x.loadH(p, l, s, m)
+		if err := stepForward(e, x, in, m); err != nil {
+			return nil, err
+		}
+	}
+	tp.collect(x, l.rows)
+	return finishResult(dst, p, l, x, tp, e)
+}
+
+// stepForward advances the first m trajectories by one step, in place.
+func stepForward(e *tape.Exec, x *state, in [][]float64, m int) error {
+	in = x.inputs(in, m)
+	out := x.y
+	outs := make([][]float64, len(out))
+	for c := range out {
+		outs[c] = out[c][:m]
+	}
+	if err := e.Run(outs, in, m); err != nil {
+		return err
+	}
+	for i, h := range x.h[:m] {
+		x.t[i] += h
+	}
+	return nil
+}
+
+func finishResult(dst *Result, p *Problem, l *layout, x *state, tp *tapper, e *tape.Exec) (*Result, error) {
+	if dst == nil {
+		dst = &Result{}
+	}
+	n, d := l.n, p.Step.D
+	dst.Y = resize(dst.Y, d*n)
+	for c := 0; c < d; c++ {
+		for i, j := range l.perm {
+			dst.Y[c*n+j] = x.y[c][i]
+		}
+	}
+	nt := p.Taps.Len()
+	dst.Taps = resize(dst.Taps, d*nt)
+	if nt > 0 {
+		if err := tp.eval(e, dst.Taps); err != nil {
+			return nil, err
+		}
+	}
+	return dst, nil
+}
+
+func resize(x []float64, n int) []float64 {
+	if cap(x) < n {
+		return make([]float64, n)
+	}
+	return x[:n]
+}
+
+// tapper gathers the states the taps start from, in tap order.
+type tapper struct {
+	p   *Problem
+	l   *layout
+	pos []int // position of each trajectory in the permuted order
+	st  *state
+}
+
+func newTapper(p *Problem, l *layout) *tapper {
+	nt := p.Taps.Len()
+	if nt == 0 {
+		return &tapper{p: p, l: l}
+	}
+	t := &tapper{p: p, l: l, pos: make([]int, l.n)}
+	for i, j := range l.perm {
+		t.pos[j] = i
+	}
+	st := p.Step
+	t.st = &state{t: make([]float64, nt), h: append([]float64(nil), p.Taps.H...)}
+	t.st.y = make([][]float64, st.D)
+	for c := range t.st.y {
+		t.st.y[c] = make([]float64, nt)
+	}
+	t.st.p = make([][]float64, st.P)
+	for c := range t.st.p {
+		t.st.p[c] = make([]float64, nt)
+		for i, j := range p.Taps.Traj {
+			t.st.p[c][i] = p.P[c*l.n+j]
+		}
+	}
+	t.st.s = make([][]float64, st.S)
+	for c := range t.st.s {
+		t.st.s[c] = p.Shared[c : c+1]
+	}
+	return t
+}
+
+// collect copies the state after s steps of every trajectory with a tap
+// at step s.
+func (t *tapper) collect(x *state, s int) {
+	if t.st == nil || s >= len(t.l.tapsAt) {
+		return
+	}
+	for _, i := range t.l.tapsAt[s] {
+		k := t.pos[t.p.Taps.Traj[i]]
+		t.st.t[i] = x.t[k]
+		for c := range x.y {
+			t.st.y[c][i] = x.y[c][k]
+		}
+	}
+}
+
+// eval runs the tap steps; dst is [D][ntaps].
+func (t *tapper) eval(e *tape.Exec, dst []float64) error {
+	nt := len(t.st.t)
+	in := t.st.inputs(nil, nt)
+	outs := make([][]float64, t.p.Step.D)
+	for c := range outs {
+		outs[c] = dst[c*nt : (c+1)*nt]
+	}
+	return e.Run(outs, in, nt)
+}
+
+// finite reports whether every value is finite.
+func finite(x []float64) bool {
+	for _, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
+}
