@@ -1,0 +1,188 @@
+package ode
+
+import (
+	"fmt"
+
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Method is an integration method. The built-in methods are Tsit5, Vern7
+// (explicit) and, for stiff problems, Rodas5P and Rosenbrock23.
+type Method interface {
+	// Name returns the method's conventional name, as "Tsit5".
+	Name() string
+	// Order returns the order of the solution.
+	Order() int
+	// ErrOrder returns the order the step-size controller uses: its
+	// exponent is 1/(ErrOrder()+1).
+	ErrOrder() int
+
+	// steps builds the method's step programs from the traced field: the
+	// recorder's trial step and the replay step (see stepPrograms).
+	steps(f *Field, fp *tape.Program) (*stepPrograms, error)
+}
+
+// stepPrograms are the programs of one method and field.
+//
+// trial: inputs t, h, y[d], p[P], s[S] and, if fsal, k1[d]; outputs
+// y⁺[d], err[d] (the local error estimate, h included) and, if fsal, the
+// last stage k_s[d] = f(t+h, y⁺).
+//
+// replay: inputs t, h, y[d], p[P], s[S]; outputs y⁺[d], computed with the
+// same arithmetic as trial's y⁺, so record and replay agree bit for bit.
+type stepPrograms struct {
+	trial, replay *tape.Program
+	fsal          bool
+	fevals        int // field evaluations per trial step
+}
+
+// erk is an explicit Runge–Kutta method.
+type erk struct {
+	tab *ERKTableau
+}
+
+var (
+	// Tsit5 is Tsitouras' 5(4) Runge–Kutta pair (7 stages, FSAL): the
+	// default method for non-stiff problems.
+	Tsit5 Method = &erk{tab: tsit5Tableau}
+
+	// Vern7 is Verner's "most efficient" 7(6) Runge–Kutta pair (10
+	// stages): for tight tolerances.
+	Vern7 Method = &erk{tab: vern7Tableau}
+)
+
+func (m *erk) Name() string  { return m.tab.Name }
+func (m *erk) Order() int    { return m.tab.Order }
+func (m *erk) ErrOrder() int { return m.tab.ErrOrder }
+
+// stepInputs lists the inputs t, h, y, p, s of a step program.
+func stepInputs(f *Field, extra ...tape.Input) []tape.Input {
+	fin := f.inputs()
+	in := make([]tape.Input, 0, len(fin)+1+len(extra))
+	in = append(in, fin[0], tape.Input{Name: "h"})
+	in = append(in, fin[1:]...)
+	return append(in, extra...)
+}
+
+// combine returns y + h·Σ_j w_j k_j (zero weights dropped), written the
+// same way wherever the same weights appear so that CSE shares it.
+func combine(y, h tape.V, w []float64, k [][]tape.V, c int) tape.V {
+	d, ok := wsum(y, w, k, c)
+	if !ok {
+		return y
+	}
+	return y.Add(h.Mul(d))
+}
+
+// wsum returns Σ_j w_j k_j[c] as one Dot, and false if every weight is 0.
+func wsum(y tape.V, w []float64, k [][]tape.V, c int) (tape.V, bool) {
+	ws := make([]tape.V, 0, len(w))
+	xs := make([]tape.V, 0, len(w))
+	for j, wj := range w {
+		if wj != 0 {
+			ws = append(ws, y.Const(wj))
+			xs = append(xs, k[j][c])
+		}
+	}
+	if len(ws) == 0 {
+		return tape.V{}, false
+	}
+	return tape.Dot(ws, xs, y.Const(0)), true
+}
+
+func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
+	tab, d := m.tab, f.Dim
+	np := f.Params + f.Shared
+	fsal := tab.FSAL()
+	var extra []tape.Input
+	if fsal {
+		for i := 0; i < d; i++ {
+			extra = append(extra, tape.Input{Name: fmt.Sprintf("k1[%d]", i)})
+		}
+	}
+	in := stepInputs(f, extra...)
+	b := tape.NewBuilder(fmt.Sprintf("%s.%s", fp.Name, tab.Name), true)
+	vs := make([]tape.V, len(in))
+	for i, x := range in {
+		vs[i] = b.Input(x.Name, x.Shared)
+	}
+	t, h, y, p := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np]
+	call := func(tt tape.V, yy []tape.V) []tape.V {
+		args := append(append([]tape.V{tt}, yy...), p...)
+		return tape.Call(fp, args)
+	}
+	var yNew, errEst, kLast []tape.V
+	err := tape.Catch(fp.Name, func() {
+		s := tab.Stages()
+		k := make([][]tape.V, s)
+		if fsal {
+			k[0] = vs[2+d+np:]
+		} else {
+			k[0] = call(t, y)
+		}
+		for i := 1; i < s; i++ {
+			yi := make([]tape.V, d)
+			for c := range yi {
+				yi[c] = combine(y[c], h, tab.A[i], k, c)
+			}
+			ti := t.Add(h.MulC(tab.C[i]))
+			k[i] = call(ti, yi)
+		}
+		yNew = make([]tape.V, d)
+		errEst = make([]tape.V, d)
+		for c := 0; c < d; c++ {
+			yNew[c] = combine(y[c], h, tab.B, k, c)
+			if e, ok := wsum(y[c], tab.E, k, c); ok {
+				errEst[c] = h.Mul(e)
+			} else {
+				errEst[c] = y[c].Const(0)
+			}
+		}
+		kLast = k[s-1]
+	})
+	if err != nil {
+		return nil, err
+	}
+	outs := append(append([]tape.V(nil), yNew...), errEst...)
+	if fsal {
+		outs = append(outs, kLast...)
+	}
+	trial, err := b.Build(outs...)
+	if err != nil {
+		return nil, err
+	}
+	for c := 0; c < d; c++ {
+		trial.Outputs[c].Name = fmt.Sprintf("y⁺[%d]", c)
+		trial.Outputs[d+c].Name = fmt.Sprintf("err[%d]", c)
+	}
+	sp := &stepPrograms{trial: trial, fsal: fsal, fevals: tab.Stages()}
+	if fsal {
+		sp.fevals--
+	}
+	// The replay step: the same values, only y⁺, and k1 computed.
+	if fsal {
+		rb := tape.NewBuilder(fmt.Sprintf("%s.%s.replay", fp.Name, tab.Name), true)
+		rin := stepInputs(f)
+		rv := make([]tape.V, len(rin))
+		for i, x := range rin {
+			rv[i] = rb.Input(x.Name, x.Shared)
+		}
+		var out []tape.V
+		err := tape.Catch(fp.Name, func() {
+			k1 := tape.Call(fp, append(append([]tape.V{rv[0]}, rv[2:2+d]...), rv[2+d:]...))
+			out = tape.Call(trial, append(rv, k1...))[:d]
+		})
+		if err != nil {
+			return nil, err
+		}
+		if sp.replay, err = rb.Build(out...); err != nil {
+			return nil, err
+		}
+	} else {
+		r := *trial
+		r.Name = trial.Name + ".replay"
+		r.Outputs = trial.Outputs[:d]
+		sp.replay = tape.DeadCode(&r)
+	}
+	return sp, nil
+}

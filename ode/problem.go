@@ -1,0 +1,334 @@
+package ode
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/scan"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Problem is an ensemble of N initial-value problems sharing one field.
+//
+// Arrays are row-major: trajectory i's initial state is Y0[i*Dim:(i+1)*Dim]
+// and its parameters P[i*Params:(i+1)*Params]. A single row (len Dim, or
+// len Params) is used for every trajectory.
+type Problem struct {
+	Field Field
+
+	// N is the number of trajectories; 0 means len(Y0)/Dim.
+	N int
+
+	Y0     []float64 // [N×Dim] or [Dim]
+	P      []float64 // [N×Params] or [Params]; may be nil if Params is 0
+	Shared []float64 // [Shared]
+
+	// T0 and T1 bound the time span; T1 > T0. T1s, if not nil, gives each
+	// trajectory its own end time ([N], each > T0) instead of T1.
+	T0, T1 float64
+	T1s    []float64
+
+	// SaveAt lists times (non-decreasing, within [T0, min end time]) at
+	// which the states are returned, as accurate as the end state: each is
+	// one genuine step from the mesh point before it. Nil saves only the
+	// end state.
+	SaveAt []float64
+}
+
+// Settings configure a solve. The zero value means the defaults.
+type Settings struct {
+	// Method is the integration method; nil lets the router choose: Tsit5,
+	// or Rodas5P for a field marked Stiff.
+	Method Method
+
+	// RelTol and AbsTol are the tolerances of the error norm
+	// sqrt(mean((e_i/(AbsTol + RelTol·max(|y_i|, |y⁺_i|)))²)) ≤ 1.
+	// 0 means 1e-6 and 1e-9.
+	RelTol, AbsTol float64
+
+	// MaxSteps caps the attempted (accepted + rejected) steps of each
+	// trajectory; 0 means 100000.
+	MaxSteps int
+
+	// Dt0 is the first step size; 0 picks it per trajectory with Hairer's
+	// algorithm (one extra field evaluation).
+	Dt0 float64
+
+	// Controller sets the step-size controller; the zero value is the
+	// integral controller with the method's exponent.
+	Controller Controller
+
+	// AllowFailures returns per-trajectory statuses instead of an error
+	// when trajectories fail (as diffrax's throw=False). Grad never
+	// differentiates a failed mesh: it reports the failure regardless.
+	AllowFailures bool
+
+	// Checkpoint and MemoryLimit configure the gradient's storage of
+	// states; see scan.Settings.
+	Checkpoint  int
+	MemoryLimit int64
+
+	// Exec configures the executors; see tape.ExecSettings.
+	Exec tape.ExecSettings
+}
+
+// Controller is a PI step-size controller. After a step with error norm
+// err the next step is h·clip(Safety·err^(−Beta1)·errPrev^(Beta2),
+// FactorMin, FactorMax), where errPrev is the previous accepted error norm
+// (floored at 1e-4); a rejected step uses the same formula without the
+// errPrev factor. The zero value is the integral controller used by
+// gradsolve: Beta1 = 1/(ErrOrder+1), Beta2 = 0, Safety 0.9, clip [0.2, 5].
+type Controller struct {
+	Beta1, Beta2         float64 // 0: 1/(ErrOrder+1) and 0
+	Safety               float64 // 0: 0.9
+	FactorMin, FactorMax float64 // 0: 0.2 and 5
+}
+
+// PIController returns OrdinaryDiffEq.jl's default PI controller for m:
+// Beta1 = 7/(10q), Beta2 = 2/(5q) with q = ErrOrder+1, clip [0.2, 10].
+func PIController(m Method) Controller {
+	q := float64(m.ErrOrder() + 1)
+	return Controller{Beta1: 0.7 / q, Beta2: 0.4 / q, FactorMax: 10}
+}
+
+func (c Controller) withDefaults(m Method) Controller {
+	if c.Beta1 == 0 {
+		c.Beta1 = 1 / float64(m.ErrOrder()+1)
+	}
+	if c.Safety == 0 {
+		c.Safety = 0.9
+	}
+	if c.FactorMin == 0 {
+		c.FactorMin = 0.2
+	}
+	if c.FactorMax == 0 {
+		c.FactorMax = 5
+	}
+	return c
+}
+
+// Defaults of Settings.
+const (
+	DefaultRelTol   = 1e-6
+	DefaultAbsTol   = 1e-9
+	DefaultMaxSteps = 100000
+)
+
+func (s *Settings) withDefaults(f *Field) Settings {
+	var set Settings
+	if s != nil {
+		set = *s
+	}
+	if set.Method == nil {
+		set.Method = Route(f)
+	}
+	if set.RelTol == 0 {
+		set.RelTol = DefaultRelTol
+	}
+	if set.AbsTol == 0 {
+		set.AbsTol = DefaultAbsTol
+	}
+	if set.MaxSteps == 0 {
+		set.MaxSteps = DefaultMaxSteps
+	}
+	set.Controller = set.Controller.withDefaults(set.Method)
+	return set
+}
+
+// Route returns the method the router picks for f: Tsit5, or Rodas5P if f
+// is marked Stiff and Rodas5P is available.
+func Route(f *Field) Method {
+	if f.Stiff && stiffDefault != nil {
+		return stiffDefault
+	}
+	return Tsit5
+}
+
+// stiffDefault is the router's stiff method (nil until one is built in).
+var stiffDefault Method
+
+// Stats counts the work of each trajectory.
+type Stats struct {
+	Accepted, Rejected, FieldEvals []int // per trajectory
+	Wall                           time.Duration
+}
+
+// TotalAccepted returns the accepted steps of all trajectories.
+func (s *Stats) TotalAccepted() int { return sum(s.Accepted) }
+
+// TotalRejected returns the rejected steps of all trajectories.
+func (s *Stats) TotalRejected() int { return sum(s.Rejected) }
+
+func sum(x []int) int {
+	t := 0
+	for _, v := range x {
+		t += v
+	}
+	return t
+}
+
+// Mesh is a recorded mesh: the accepted step sizes of every trajectory,
+// step-major (step s of trajectory i is H[s*N+i], for s < Len[i]), with
+// what produced it. Grad replays it with the step sizes held fixed.
+type Mesh struct {
+	N, Rows int
+	H       []float64 // [Rows×N]
+	Len     []int     // [N]
+	T0      float64
+	T1      []float64 // end time of each trajectory [N]
+	Method  Method
+	RelTol  float64
+	AbsTol  float64
+	Status  []Status // [N]
+	Stats   Stats
+}
+
+// scanMesh returns the mesh in scan's terms.
+func (m *Mesh) scanMesh() scan.Mesh {
+	return scan.Mesh{N: m.N, Rows: m.Rows, H: m.H, Len: m.Len}
+}
+
+// Failed returns the first failed trajectory as a *TrajectoryError, or nil.
+func (m *Mesh) failed(t []float64, h []float64) error {
+	first, count := -1, 0
+	for i, s := range m.Status {
+		if s != OK {
+			count++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	e := &TrajectoryError{Index: first, Status: m.Status[first], Method: m.Method.Name(), Failed: count}
+	if t != nil {
+		e.T, e.H = t[first], h[first]
+	}
+	return e
+}
+
+// problem is a validated Problem with its arrays expanded to N rows.
+type problem struct {
+	*Problem
+	n     int
+	y0, p []float64 // [N×Dim], [N×Params]
+	t1    []float64 // [N]
+	tmin  float64   // smallest end time
+}
+
+func finiteAll(x []float64) int {
+	for i, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return i
+		}
+	}
+	return -1
+}
+
+// expand repeats a single row n times.
+func expand(x []float64, width, n int) []float64 {
+	if len(x) == width*n {
+		return x
+	}
+	out := make([]float64, width*n)
+	for i := 0; i < n; i++ {
+		copy(out[i*width:], x)
+	}
+	return out
+}
+
+// check validates the problem and expands its arrays. The error names the
+// field and what to fix.
+func (pr *Problem) check() (*problem, error) {
+	f := &pr.Field
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	d, np := f.Dim, f.Params
+	n := pr.N
+	if n == 0 {
+		if len(pr.Y0)%d != 0 || len(pr.Y0) == 0 {
+			return nil, fmt.Errorf("ode: %s: len(Y0) = %d is not a positive multiple of Dim = %d", f.name(), len(pr.Y0), d)
+		}
+		n = len(pr.Y0) / d
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("ode: %s: N = %d is negative", f.name(), n)
+	}
+	if len(pr.Y0) != d && len(pr.Y0) != n*d {
+		return nil, fmt.Errorf("ode: %s: len(Y0) = %d, want Dim = %d or N*Dim = %d", f.name(), len(pr.Y0), d, n*d)
+	}
+	if np > 0 && len(pr.P) != np && len(pr.P) != n*np {
+		return nil, fmt.Errorf("ode: %s: len(P) = %d, want Params = %d or N*Params = %d", f.name(), len(pr.P), np, n*np)
+	}
+	if np == 0 && len(pr.P) != 0 {
+		return nil, fmt.Errorf("ode: %s: len(P) = %d but the field has no per-trajectory parameters", f.name(), len(pr.P))
+	}
+	if len(pr.Shared) != f.Shared {
+		return nil, fmt.Errorf("ode: %s: len(Shared) = %d, want %d", f.name(), len(pr.Shared), f.Shared)
+	}
+	if i := finiteAll(pr.Y0); i >= 0 {
+		return nil, fmt.Errorf("ode: %s: Y0[%d] = %v is not finite (trajectory %d, component %d)", f.name(), i, pr.Y0[i], i/d, i%d)
+	}
+	if i := finiteAll(pr.P); i >= 0 {
+		return nil, fmt.Errorf("ode: %s: P[%d] = %v is not finite", f.name(), i, pr.P[i])
+	}
+	if i := finiteAll(pr.Shared); i >= 0 {
+		return nil, fmt.Errorf("ode: %s: Shared[%d] = %v is not finite", f.name(), i, pr.Shared[i])
+	}
+	if math.IsNaN(pr.T0) || math.IsInf(pr.T0, 0) {
+		return nil, fmt.Errorf("ode: %s: T0 = %v is not finite", f.name(), pr.T0)
+	}
+	q := &problem{Problem: pr, n: n, y0: expand(pr.Y0, d, n), p: expand(pr.P, np, n)}
+	q.t1 = make([]float64, n)
+	if pr.T1s != nil {
+		if len(pr.T1s) != n {
+			return nil, fmt.Errorf("ode: %s: len(T1s) = %d, want N = %d", f.name(), len(pr.T1s), n)
+		}
+		copy(q.t1, pr.T1s)
+	} else {
+		for i := range q.t1 {
+			q.t1[i] = pr.T1
+		}
+	}
+	q.tmin = math.Inf(1)
+	for i, t1 := range q.t1 {
+		if !(t1 > pr.T0) || math.IsInf(t1, 0) {
+			return nil, fmt.Errorf("ode: %s: end time %v of trajectory %d must be finite and greater than T0 = %v", f.name(), t1, i, pr.T0)
+		}
+		q.tmin = math.Min(q.tmin, t1)
+	}
+	for k, tau := range pr.SaveAt {
+		switch {
+		case math.IsNaN(tau) || math.IsInf(tau, 0):
+			return nil, fmt.Errorf("ode: %s: SaveAt[%d] = %v is not finite", f.name(), k, tau)
+		case tau < pr.T0 || tau > q.tmin:
+			return nil, fmt.Errorf("ode: %s: SaveAt[%d] = %v is outside [T0, T1] = [%v, %v]", f.name(), k, tau, pr.T0, q.tmin)
+		case k > 0 && tau < pr.SaveAt[k-1]:
+			return nil, fmt.Errorf("ode: %s: SaveAt is not sorted: SaveAt[%d] = %v < SaveAt[%d] = %v", f.name(), k, tau, k-1, pr.SaveAt[k-1])
+		}
+	}
+	return q, nil
+}
+
+// checkSettings validates the settings.
+func checkSettings(f *Field, s *Settings) error {
+	switch {
+	case !(s.RelTol > 0) || math.IsInf(s.RelTol, 0):
+		return fmt.Errorf("ode: %s: RelTol = %v must be positive and finite", f.name(), s.RelTol)
+	case !(s.AbsTol > 0) || math.IsInf(s.AbsTol, 0):
+		return fmt.Errorf("ode: %s: AbsTol = %v must be positive and finite", f.name(), s.AbsTol)
+	case s.MaxSteps < 0:
+		return fmt.Errorf("ode: %s: MaxSteps = %d is negative", f.name(), s.MaxSteps)
+	case s.Dt0 < 0 || math.IsNaN(s.Dt0):
+		return fmt.Errorf("ode: %s: Dt0 = %v must be positive (or 0 for automatic)", f.name(), s.Dt0)
+	}
+	c := s.Controller
+	if !(c.FactorMin > 0 && c.FactorMin < 1 && c.FactorMax > 1 && c.Safety > 0 && c.Safety <= 1 && c.Beta1 > 0) {
+		return fmt.Errorf("ode: %s: controller %+v: need 0 < FactorMin < 1 < FactorMax, 0 < Safety ≤ 1, Beta1 > 0", f.name(), c)
+	}
+	return nil
+}
