@@ -1,0 +1,301 @@
+package ode
+
+import (
+	"fmt"
+
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Rosenbrock methods: linearly implicit, for stiff problems. Their step
+// needs J = ∂f/∂y and f_t = ∂f/∂t at (t, y); both come from the traced
+// field by forward mode (or J from Field.Jac), so the step's reverse mode
+// contains second derivatives of f with no extra machinery. W is factored
+// once per step and its factors serve every stage and, in reverse mode,
+// every transposed solve.
+
+type rosenbrock struct {
+	tab *RosenbrockTableau // nil for Rosenbrock23
+	r23 *rosenbrock23Consts
+}
+
+var (
+	// Rodas5P is Steinebach's 5(4) Rosenbrock method (8 stages, stiffly
+	// accurate): the default for stiff problems.
+	Rodas5P Method = &rosenbrock{tab: rodas5PTableau}
+
+	// Rosenbrock23 is Shampine and Reichelt's 2(3) Rosenbrock method
+	// (MATLAB's ode23s): cheap steps for loose tolerances.
+	Rosenbrock23 Method = &rosenbrock{r23: &rosenbrock23Tableau}
+)
+
+func init() { stiffDefault = Rodas5P }
+
+func (m *rosenbrock) Name() string {
+	if m.tab != nil {
+		return m.tab.Name
+	}
+	return m.r23.Name
+}
+
+func (m *rosenbrock) Order() int {
+	if m.tab != nil {
+		return m.tab.Order
+	}
+	return m.r23.Order
+}
+
+// ErrOrder returns the controller's order: 4 for Rodas5P, 2 for
+// Rosenbrock23 (whose estimate is of order 3 but whose solution is of
+// order 2), giving the exponents 1/5 and 1/3.
+func (m *rosenbrock) ErrOrder() int {
+	if m.tab != nil {
+		return m.tab.ErrOrder
+	}
+	return m.r23.Order
+}
+
+// jacobianProgram returns the program with inputs t, y, p, s and outputs
+// f (d), then f_t (d), then J (d×d, row-major).
+func jacobianProgram(f *Field, fp *tape.Program) (*tape.Program, error) {
+	d := f.Dim
+	wrt := make([]int, 1+d)
+	for i := range wrt {
+		wrt[i] = i
+	}
+	if f.Jac == nil {
+		jp, err := tape.Jacobian(fp, wrt)
+		if err != nil {
+			return nil, err
+		}
+		// Reorder: outputs f, J[i, 0] = ∂f_i/∂t, J[i, 1+j] = ∂f_i/∂y_j.
+		outs := append([]tape.Output(nil), jp.Outputs[:d]...)
+		for i := 0; i < d; i++ {
+			outs = append(outs, jp.Outputs[d+i*(1+d)])
+		}
+		for i := 0; i < d; i++ {
+			outs = append(outs, jp.Outputs[d+i*(1+d)+1:d+(i+1)*(1+d)]...)
+		}
+		q := *jp
+		q.Outputs = outs
+		return &q, nil
+	}
+	// An analytic Jacobian: f_t still comes from forward mode.
+	ft, err := tape.Jacobian(fp, []int{0})
+	if err != nil {
+		return nil, err
+	}
+	b := tape.NewBuilder(fp.Name+".jac", true)
+	in := fp.Inputs
+	vs := make([]tape.V, len(in))
+	for i, x := range in {
+		vs[i] = b.Input(x.Name, x.Shared)
+	}
+	var outs []tape.V
+	err = tape.Catch(fp.Name, func() {
+		outs = tape.Call(ft, vs)
+		j := f.Jac(vs[0], vs[1:1+d], vs[1+d:])
+		if len(j) != d*d {
+			panic(fmt.Errorf("ode: field %s: Jac returned %d values, want Dim*Dim = %d", f.name(), len(j), d*d))
+		}
+		outs = append(outs, j...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b.Build(outs...)
+}
+
+func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
+	jp, err := jacobianProgram(f, fp)
+	if err != nil {
+		return nil, fmt.Errorf("ode: field %s: Jacobian: %w", f.name(), err)
+	}
+	d := f.Dim
+	np := f.Params + f.Shared
+	in := stepInputs(f)
+	b := tape.NewBuilder(fmt.Sprintf("%s.%s", fp.Name, m.Name()), true)
+	vs := make([]tape.V, len(in))
+	for i, x := range in {
+		vs[i] = b.Input(x.Name, x.Shared)
+	}
+	t, h, y, p := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np]
+	call := func(tt tape.V, yy []tape.V) []tape.V {
+		return tape.Call(fp, append(append([]tape.V{tt}, yy...), p...))
+	}
+	var yNew, errEst []tape.V
+	fevals := 0
+	err = tape.Catch(fp.Name, func() {
+		fj := tape.Call(jp, append(append([]tape.V{t}, y...), p...))
+		f0, ft, jac := fj[:d], fj[d:2*d], fj[2*d:]
+		// Mask J and f_t on padded steps (h == 0): the step is then the
+		// identity in value and derivative even where f_t is infinite.
+		live := tape.Ne(h, h.Const(0))
+		zero := h.Const(0)
+		for i := range ft {
+			ft[i] = tape.Select(live, ft[i], zero)
+		}
+		for i := range jac {
+			jac[i] = tape.Select(live, jac[i], zero)
+		}
+		jv := func(v []tape.V) []tape.V { // J·v
+			out := make([]tape.V, d)
+			for i := range out {
+				out[i] = tape.Dot(jac[i*d:(i+1)*d], v, zero)
+			}
+			return out
+		}
+		if m.tab != nil {
+			yNew, errEst, fevals = rodasStep(m.tab, t, h, y, f0, ft, jac, jv, call)
+		} else {
+			yNew, errEst, fevals = ros23Step(m.r23, t, h, y, f0, ft, jac, call)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	trial, err := b.Build(append(append([]tape.V(nil), yNew...), errEst...)...)
+	if err != nil {
+		return nil, err
+	}
+	for c := 0; c < d; c++ {
+		trial.Outputs[c].Name = fmt.Sprintf("y⁺[%d]", c)
+		trial.Outputs[d+c].Name = fmt.Sprintf("err[%d]", c)
+	}
+	r := *trial
+	r.Name = trial.Name + ".replay"
+	r.Outputs = trial.Outputs[:d]
+	return &stepPrograms{trial: trial, replay: tape.DeadCode(&r), fevals: fevals}, nil
+}
+
+// factorW factors W = I − c·J for the traced scalar c.
+func factorW(c tape.V, jac []tape.V, d int) tape.LU {
+	w := make([]tape.V, d*d)
+	mc := c.Neg()
+	for i := 0; i < d; i++ {
+		for j := 0; j < d; j++ {
+			w[i*d+j] = mc.Mul(jac[i*d+j])
+			if i == j {
+				w[i*d+j] = w[i*d+j].AddC(1)
+			}
+		}
+	}
+	return tape.Factor(w, d)
+}
+
+// rodasStep is one step of a Rosenbrock method in the α/Γ form (see
+// RosenbrockTableau): k_i = W⁻¹[h·f(t + c_i h, y + Σ α_ij k_j) +
+// h·J·Σ Γ_ij k_j + h²·d_i·f_t], y⁺ = y + Σ m_i k_i, err = Σ (m_i − m̂_i) k_i.
+func rodasStep(tab *RosenbrockTableau, t, h tape.V, y, f0, ft, jac []tape.V,
+	jv func([]tape.V) []tape.V, call func(tape.V, []tape.V) []tape.V) (yNew, errEst []tape.V, fevals int) {
+	d := len(y)
+	s := tab.Stages()
+	lu := factorW(h.MulC(tab.Gamma), jac, d)
+	h2 := h.Square()
+	k := make([][]tape.V, s)
+	for i := 0; i < s; i++ {
+		fi := f0
+		if i > 0 {
+			yi := make([]tape.V, d)
+			for c := range yi {
+				yi[c] = sumK(y[c], tab.Alpha[i], k, c)
+			}
+			fi = call(t.Add(h.MulC(tab.C[i])), yi)
+		}
+		fevals++
+		rhs := make([]tape.V, d)
+		var jg []tape.V
+		if i > 0 {
+			v := make([]tape.V, d)
+			any := false
+			for c := range v {
+				v[c] = sumK(y[c].Const(0), tab.GammaL[i], k, c)
+				any = true
+			}
+			if any {
+				jg = jv(v)
+			}
+		}
+		for c := range rhs {
+			r := h.Mul(fi[c])
+			if jg != nil {
+				r = r.Add(h.Mul(jg[c]))
+			}
+			if tab.D[i] != 0 {
+				r = r.Add(h2.MulC(tab.D[i]).Mul(ft[c]))
+			}
+			rhs[c] = r
+		}
+		k[i] = lu.Solve(rhs)
+	}
+	yNew = make([]tape.V, d)
+	errEst = make([]tape.V, d)
+	ew := make([]float64, s)
+	for i := range ew {
+		ew[i] = tab.M[i] - tab.MHat[i]
+	}
+	for c := 0; c < d; c++ {
+		yNew[c] = sumK(y[c], tab.M, k, c)
+		errEst[c] = sumK(y[c].Const(0), ew, k, c)
+	}
+	return yNew, errEst, fevals
+}
+
+// sumK returns base + Σ_j w_j k_j[c] over the nonzero weights.
+func sumK(base tape.V, w []float64, k [][]tape.V, c int) tape.V {
+	ws, xs := make([]tape.V, 0, len(w)), make([]tape.V, 0, len(w))
+	for j, wj := range w {
+		if wj != 0 && k[j] != nil {
+			ws = append(ws, base.Const(wj))
+			xs = append(xs, k[j][c])
+		}
+	}
+	if len(ws) == 0 {
+		return base
+	}
+	return tape.Dot(ws, xs, base)
+}
+
+// ros23Step is one Rosenbrock23 step (see tableau_rosenbrock23.go):
+// W = I − h·d·J, k1 = W⁻¹(F0 + h·d·T), F1 = f(t + h/2, y + (h/2)·k1),
+// k2 = W⁻¹(F1 − k1) + k1, y⁺ = y + h·k2, F2 = f(t + h, y⁺),
+// k3 = W⁻¹(F2 − e32·(k2 − F1) − 2·(k1 − F0) + h·d·T),
+// err = (h/6)·(k1 − 2·k2 + k3).
+func ros23Step(r *rosenbrock23Consts, t, h tape.V, y, f0, ft, jac []tape.V,
+	call func(tape.V, []tape.V) []tape.V) (yNew, errEst []tape.V, fevals int) {
+	d := len(y)
+	hd := h.MulC(r.D)
+	lu := factorW(hd, jac, d)
+	rhs := make([]tape.V, d)
+	for c := range rhs {
+		rhs[c] = f0[c].Add(hd.Mul(ft[c]))
+	}
+	k1 := lu.Solve(rhs)
+	half := h.MulC(0.5)
+	y1 := make([]tape.V, d)
+	for c := range y1 {
+		y1[c] = y[c].Add(half.Mul(k1[c]))
+	}
+	f1 := call(t.Add(half), y1)
+	for c := range rhs {
+		rhs[c] = f1[c].Sub(k1[c])
+	}
+	k2 := lu.Solve(rhs)
+	for c := range k2 {
+		k2[c] = k2[c].Add(k1[c])
+	}
+	yNew = make([]tape.V, d)
+	for c := range yNew {
+		yNew[c] = y[c].Add(h.Mul(k2[c]))
+	}
+	f2 := call(t.Add(h), yNew)
+	for c := range rhs {
+		rhs[c] = f2[c].Sub(k2[c].Sub(f1[c]).MulC(r.E32)).Sub(k1[c].Sub(f0[c]).MulC(2)).Add(hd.Mul(ft[c]))
+	}
+	k3 := lu.Solve(rhs)
+	errEst = make([]tape.V, d)
+	h6 := h.MulC(1.0 / 6)
+	for c := range errEst {
+		errEst[c] = h6.Mul(k1[c].Sub(k2[c].MulC(2)).Add(k3[c]))
+	}
+	return yNew, errEst, 3
+}
