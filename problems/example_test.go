@@ -1,0 +1,43 @@
+package problems_test
+
+import (
+	"fmt"
+
+	"github.com/gradsolve-go/gradsolve/problems"
+)
+
+// ExampleByName looks up a built-in problem, traces its field and
+// evaluates it at the default initial state and parameters.
+func ExampleByName() {
+	pr, err := problems.ByName("lorenz")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	prog, err := pr.Field.Program()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Program inputs: t, then y, then the per-trajectory and shared
+	// parameters.
+	in := append(append([]float64{pr.T0}, pr.Y0...), pr.P...)
+	fmt.Printf("%s: dim %d, %d parameters, t in [%g, %g]\n", pr.Name, pr.Field.Dim, pr.Field.Params, pr.T0, pr.T1)
+	fmt.Printf("f(y0) = %.4g\n", prog.Eval(nil, in))
+
+	// An ensemble of 4 trajectories sweeping ρ over [20, 30].
+	y0, params := pr.Ensemble(4)
+	rho := problems.LinSpace(make([]float64, 4), 20, 30)
+	for i := range rho {
+		params[i*pr.Field.Params+1] = rho[i]
+	}
+	fmt.Println(len(y0), params)
+
+	_, err = problems.ByName("lorentz")
+	fmt.Println(err)
+	// Output:
+	// lorenz: dim 3, 3 parameters, t in [0, 1]
+	// f(y0) = [-10 28 0]
+	// 12 [10 20 2.6666666666666665 10 23.333333333333332 2.6666666666666665 10 26.666666666666668 2.6666666666666665 10 30 2.6666666666666665]
+	// problems: unknown problem "lorentz"; valid names are lorenz, vdp, vdp-stiff, lorenz96, linear, kepler, robertson, hires, neural-robertson
+}
