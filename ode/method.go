@@ -32,6 +32,7 @@ type Method interface {
 // same arithmetic as trial's y⁺, so record and replay agree bit for bit.
 type stepPrograms struct {
 	trial, replay *tape.Program
+	dense         *tape.Program // inputs t, h, y, p, s, θ; outputs y(t+θh); nil if none
 	fsal          bool
 	fevals        int // field evaluations per trial step
 }

@@ -31,8 +31,10 @@ type Problem struct {
 
 	// SaveAt lists times (non-decreasing, within [T0, min end time]) at
 	// which the states are returned, as accurate as the end state: each is
-	// one genuine step from the mesh point before it. Nil saves only the
-	// end state.
+	// one genuine step from the mesh point before it (bracket and
+	// re-step). Rodas5P uses its order-4 continuous extension of the step
+	// that brackets the time instead. Save times are constants: there is no
+	// derivative with respect to them. Nil saves only the end state.
 	SaveAt []float64
 }
 

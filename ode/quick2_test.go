@@ -55,3 +55,68 @@ func TestQuickRobertson(t *testing.T) {
 		}
 	}
 }
+
+func TestQuickRodasDense(t *testing.T) {
+	k := [3]float64{0.04, 3e7, 1e4}
+	ts := []float64{0, 0.5, 3, 10, 40, 40, 100}
+	p := Problem{Field: robertsonField, Y0: []float64{1, 0, 0}, P: k[:], T0: 0, T1: 100, SaveAt: ts}
+	set := &Settings{Method: Rodas5P, RelTol: 1e-8, AbsTol: 1e-14}
+	sv, err := NewSolver(p.Field, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sol, err := sv.Solve(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tau := range ts {
+		if tau == 0 {
+			continue
+		}
+		ref, _, _ := refode.RobertsonRef(k, [3]float64{1, 0, 0}, tau)
+		for c := 0; c < 3; c++ {
+			got := sol.Ys[i*3+c]
+			rel := math.Abs(got-ref[c]) / math.Abs(ref[c])
+			if rel > 1e-6 {
+				t.Errorf("tau %v comp %d: got %v ref %v rel %v", tau, c, got, ref[c], rel)
+			}
+		}
+	}
+	m, _, _ := sv.Record(&p)
+	loss := Loss{Name: "obs", F: func(y, ys, _ []tape.V) tape.V {
+		s := ys[0].Square()
+		for _, v := range ys[1:] {
+			s = s.Add(v.Square())
+		}
+		return s
+	}}
+	g, err := sv.Grad(nil, &p, loss, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := 0; j < 3; j++ {
+		x := &p.P[j]
+		hh := 1e-6 * math.Abs(*x)
+		old := *x
+		lossAt := func() float64 {
+			s, err := sv.Replay(&p, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := 0.0
+			for _, v := range s.Ys {
+				l += v * v
+			}
+			return l
+		}
+		*x = old + hh
+		lp := lossAt()
+		*x = old - hh
+		lm := lossAt()
+		*x = old
+		fd := (lp - lm) / (2 * hh)
+		if math.Abs(fd-g.P[j]) > 1e-5*math.Abs(fd) {
+			t.Errorf("k%d: grad %v fd %v", j, g.P[j], fd)
+		}
+	}
+}

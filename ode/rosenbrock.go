@@ -111,9 +111,41 @@ func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 		return nil, fmt.Errorf("ode: field %s: Jacobian: %w", f.name(), err)
 	}
 	d := f.Dim
+	trial, fevals, err := m.build(f, fp, jp, false)
+	if err != nil {
+		return nil, err
+	}
+	for c := 0; c < d; c++ {
+		trial.Outputs[c].Name = fmt.Sprintf("y⁺[%d]", c)
+		trial.Outputs[d+c].Name = fmt.Sprintf("err[%d]", c)
+	}
+	r := *trial
+	r.Name = trial.Name + ".replay"
+	r.Outputs = trial.Outputs[:d]
+	sp := &stepPrograms{trial: trial, replay: tape.DeadCode(&r), fevals: fevals}
+	if m.tab != nil && m.tab.H != nil {
+		if sp.dense, _, err = m.build(f, fp, jp, true); err != nil {
+			return nil, err
+		}
+	}
+	return sp, nil
+}
+
+// build traces the step: with dense unset, inputs t, h, y, p, s and outputs
+// y⁺, err; with dense set, one more input θ and outputs y(t + θh) from the
+// method's continuous extension.
+func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, dense bool) (*tape.Program, int, error) {
+	d := f.Dim
 	np := f.Params + f.Shared
 	in := stepInputs(f)
-	b := tape.NewBuilder(fmt.Sprintf("%s.%s", fp.Name, m.Name()), true)
+	if dense {
+		in = append(in, tape.Input{Name: "theta"})
+	}
+	name := fmt.Sprintf("%s.%s", fp.Name, m.Name())
+	if dense {
+		name += ".dense"
+	}
+	b := tape.NewBuilder(name, true)
 	vs := make([]tape.V, len(in))
 	for i, x := range in {
 		vs[i] = b.Input(x.Name, x.Shared)
@@ -122,9 +154,9 @@ func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	call := func(tt tape.V, yy []tape.V) []tape.V {
 		return tape.Call(fp, append(append([]tape.V{tt}, yy...), p...))
 	}
-	var yNew, errEst []tape.V
+	var outs []tape.V
 	fevals := 0
-	err = tape.Catch(fp.Name, func() {
+	err := tape.Catch(fp.Name, func() {
 		fj := tape.Call(jp, append(append([]tape.V{t}, y...), p...))
 		f0, ft, jac := fj[:d], fj[d:2*d], fj[2*d:]
 		// Mask J and f_t on padded steps (h == 0): the step is then the
@@ -144,27 +176,42 @@ func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 			}
 			return out
 		}
-		if m.tab != nil {
-			yNew, errEst, fevals = rodasStep(m.tab, t, h, y, f0, ft, jac, jv, call)
-		} else {
+		if m.tab == nil {
+			var yNew, errEst []tape.V
 			yNew, errEst, fevals = ros23Step(m.r23, t, h, y, f0, ft, jac, call)
+			outs = append(yNew, errEst...)
+			return
+		}
+		yNew, errEst, k, n := rodasStep(m.tab, t, h, y, f0, ft, jac, jv, call)
+		fevals = n
+		if dense {
+			outs = denseOutput(m.tab, vs[len(vs)-1], y, yNew, k)
+		} else {
+			outs = append(yNew, errEst...)
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	trial, err := b.Build(append(append([]tape.V(nil), yNew...), errEst...)...)
-	if err != nil {
-		return nil, err
+	prog, err := b.Build(outs...)
+	return prog, fevals, err
+}
+
+// denseOutput is the continuous extension of a Rosenbrock step with dense
+// rows H: y(θ) = (1−θ)·y + θ·(y⁺ + (1−θ)·(D1 + θ·(D2 + θ·D3))),
+// D_r = Σ_i H[r][i]·k_i.
+func denseOutput(tab *RosenbrockTableau, theta tape.V, y, yNew []tape.V, k [][]tape.V) []tape.V {
+	out := make([]tape.V, len(y))
+	om := theta.Const(1).Sub(theta)
+	for c := range y {
+		zero := y[c].Const(0)
+		d1 := sumK(zero, tab.H[0], k, c)
+		d2 := sumK(zero, tab.H[1], k, c)
+		d3 := sumK(zero, tab.H[2], k, c)
+		inner := d1.Add(theta.Mul(d2.Add(theta.Mul(d3))))
+		out[c] = om.Mul(y[c]).Add(theta.Mul(yNew[c].Add(om.Mul(inner))))
 	}
-	for c := 0; c < d; c++ {
-		trial.Outputs[c].Name = fmt.Sprintf("y⁺[%d]", c)
-		trial.Outputs[d+c].Name = fmt.Sprintf("err[%d]", c)
-	}
-	r := *trial
-	r.Name = trial.Name + ".replay"
-	r.Outputs = trial.Outputs[:d]
-	return &stepPrograms{trial: trial, replay: tape.DeadCode(&r), fevals: fevals}, nil
+	return out
 }
 
 // factorW factors W = I − c·J for the traced scalar c.
@@ -186,12 +233,12 @@ func factorW(c tape.V, jac []tape.V, d int) tape.LU {
 // RosenbrockTableau): k_i = W⁻¹[h·f(t + c_i h, y + Σ α_ij k_j) +
 // h·J·Σ Γ_ij k_j + h²·d_i·f_t], y⁺ = y + Σ m_i k_i, err = Σ (m_i − m̂_i) k_i.
 func rodasStep(tab *RosenbrockTableau, t, h tape.V, y, f0, ft, jac []tape.V,
-	jv func([]tape.V) []tape.V, call func(tape.V, []tape.V) []tape.V) (yNew, errEst []tape.V, fevals int) {
+	jv func([]tape.V) []tape.V, call func(tape.V, []tape.V) []tape.V) (yNew, errEst []tape.V, k [][]tape.V, fevals int) {
 	d := len(y)
 	s := tab.Stages()
 	lu := factorW(h.MulC(tab.Gamma), jac, d)
 	h2 := h.Square()
-	k := make([][]tape.V, s)
+	k = make([][]tape.V, s)
 	for i := 0; i < s; i++ {
 		fi := f0
 		if i > 0 {
@@ -237,7 +284,7 @@ func rodasStep(tab *RosenbrockTableau, t, h tape.V, y, f0, ft, jac []tape.V,
 		yNew[c] = sumK(y[c], tab.M, k, c)
 		errEst[c] = sumK(y[c].Const(0), ew, k, c)
 	}
-	return yNew, errEst, fevals
+	return yNew, errEst, k, fevals
 }
 
 // sumK returns base + Σ_j w_j k_j[c] over the nonzero weights.

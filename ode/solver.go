@@ -47,7 +47,7 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 	if sv.texec, err = tape.NewExec(sp.trial, &set.Exec); err != nil {
 		return nil, err
 	}
-	sv.step = &scan.Step{Prog: sp.replay, D: f.Dim, P: f.Params, S: f.Shared}
+	sv.step = &scan.Step{Prog: sp.replay, Dense: sp.dense, D: f.Dim, P: f.Params, S: f.Shared}
 	return sv, nil
 }
 
@@ -200,20 +200,24 @@ func (sv *Solver) scanProblem(q *problem, m *Mesh) *scan.Problem {
 		sp.T0[i] = q.T0
 	}
 	if len(q.SaveAt) > 0 {
-		sp.Taps = saveTaps(m, q.T0, q.SaveAt)
+		sp.Taps = saveTaps(m, q.T0, q.SaveAt, sv.sp.dense != nil)
 	}
 	return sp
 }
 
 // saveTaps brackets every save time on every trajectory's mesh: save time
 // τ on trajectory i becomes one step of size τ − t_k from the mesh point
-// t_k < τ ≤ t_k + h_k; τ at or before T0 is y0 (a step of size 0), and τ
-// at or after the trajectory's final time is its final state. The time
-// points accumulate t_{k+1} = t_k + h_k exactly as the recorder and the
-// replay do. Tap i*K+k is save time k of trajectory i.
-func saveTaps(m *Mesh, t0 float64, ts []float64) *scan.Taps {
+// t_k < τ ≤ t_k + h_k (or, if dense, the method's continuous extension of
+// step k at θ = (τ − t_k)/h_k); τ at or before T0 is y0 (a step of size
+// 0), and τ at or after the trajectory's final time is its final state.
+// The time points accumulate t_{k+1} = t_k + h_k exactly as the recorder
+// and the replay do. Tap i*K+k is save time k of trajectory i.
+func saveTaps(m *Mesh, t0 float64, ts []float64, dense bool) *scan.Taps {
 	n, K := m.N, len(ts)
 	tp := &scan.Taps{Traj: make([]int, n*K), Step: make([]int, n*K), H: make([]float64, n*K)}
+	if dense {
+		tp.Theta = make([]float64, n*K)
+	}
 	for i := 0; i < n; i++ {
 		t, s := t0, 0
 		for k, tau := range ts {
@@ -229,6 +233,9 @@ func saveTaps(m *Mesh, t0 float64, ts []float64) *scan.Taps {
 				if tau <= t0 {
 					tp.Step[idx] = 0
 				}
+			case dense:
+				h := m.H[s*n+i]
+				tp.H[idx], tp.Theta[idx] = h, (tau-t)/h
 			default:
 				tp.H[idx] = tau - t
 			}

@@ -48,6 +48,7 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 	sw.cp = make([]float64, sw.cpOff[ncp])
 	x := newState(p, l)
 	sw.tp = newTapper(p, l)
+	sw.tp.set = &sw.set.Exec
 	in := make([][]float64, 0, len(p.Step.Prog.Inputs))
 	for s := 0; s < l.rows; s++ {
 		sw.tp.collect(x, s)
@@ -256,7 +257,14 @@ func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, err
 func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp [][]float64, gs []float64) ([][]float64, error) {
 	st, tp := sw.p.Step, sw.tp
 	nt := sw.p.Taps.Len()
-	in := tp.st.inputs(nil, nt)
+	in := tp.inputs()
+	if sw.p.Taps.Theta != nil {
+		_, drev, err := st.dense(&sw.set.Exec)
+		if err != nil {
+			return nil, err
+		}
+		rev = drev
+	}
 	y := make([][]float64, st.D)
 	out := make([][]float64, 0, st.D+st.P+st.S)
 	for c := range y {

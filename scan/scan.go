@@ -22,8 +22,14 @@ type Step struct {
 	Prog    *tape.Program
 	D, P, S int
 
-	fwd, rev *tape.Exec
-	revProg  *tape.Program
+	// Dense optionally interpolates within a step: inputs t, h, y[D],
+	// p[P], s[S], θ; outputs y(t + θh)[D] (θ = 0 must give y exactly).
+	// Taps with Theta set use it instead of re-stepping.
+	Dense *tape.Program
+
+	fwd, rev           *tape.Exec
+	revProg            *tape.Program
+	denseFwd, denseRev *tape.Exec
 }
 
 // forward returns the executor of the step, creating it on first use.
@@ -46,22 +52,38 @@ func (s *Step) reverse(set *tape.ExecSettings) (*tape.Exec, error) {
 	if s.rev != nil {
 		return s.rev, nil
 	}
+	p, err := s.buildReverse(s.Prog, 0)
+	if err != nil {
+		return nil, err
+	}
+	e, err := tape.NewExec(p, set)
+	if err != nil {
+		return nil, err
+	}
+	s.revProg, s.rev = p, e
+	return e, nil
+}
+
+// buildReverse builds the accumulating VJP (see reverse) of prog, whose
+// inputs are t, h, y[D], p[P], s[S] followed by extra inputs that are not
+// differentiated; the result's inputs are prog's followed by λ[D], g[P].
+func (s *Step) buildReverse(prog *tape.Program, extra int) (*tape.Program, error) {
 	wrt := make([]int, 0, s.D+s.P+s.S)
 	for k := 2; k < 2+s.D+s.P+s.S; k++ {
 		wrt = append(wrt, k)
 	}
-	vjp, err := tape.VJP(s.Prog, wrt)
+	vjp, err := tape.VJP(prog, wrt)
 	if err != nil {
 		return nil, err
 	}
-	b := tape.NewBuilder(s.Prog.Name+".rev", true)
+	b := tape.NewBuilder(prog.Name+".rev", true)
 	in := make([]tape.V, 0, len(vjp.Inputs)+s.P)
 	for _, x := range vjp.Inputs {
 		in = append(in, b.Input(x.Name, x.Shared))
 	}
 	g := b.Inputs("g", s.P, false)
 	var outs []tape.V
-	err = tape.Catch(s.Prog.Name, func() {
+	err = tape.Catch(prog.Name, func() {
 		r := tape.Call(vjp, in)
 		outs = append(outs, r[:s.D]...)
 		for c := 0; c < s.P; c++ {
@@ -79,12 +101,31 @@ func (s *Step) reverse(set *tape.ExecSettings) (*tape.Exec, error) {
 	for k := s.D + s.P; k < len(p.Outputs); k++ {
 		p.Outputs[k].Sum = true
 	}
-	e, err := tape.NewExec(p, set)
-	if err != nil {
-		return nil, err
+	return p, nil
+}
+
+// dense returns the executors of the dense-output program and its
+// accumulating VJP (extra input θ).
+func (s *Step) dense(set *tape.ExecSettings) (fwd, rev *tape.Exec, err error) {
+	if s.denseFwd != nil {
+		return s.denseFwd, s.denseRev, nil
 	}
-	s.revProg, s.rev = p, e
-	return e, nil
+	if want := 3 + s.D + s.P + s.S; len(s.Dense.Inputs) != want || len(s.Dense.Outputs) != s.D {
+		return nil, nil, fmt.Errorf("scan: dense program %s has %d inputs and %d outputs, want %d and %d",
+			s.Dense.Name, len(s.Dense.Inputs), len(s.Dense.Outputs), want, s.D)
+	}
+	if fwd, err = tape.NewExec(s.Dense, set); err != nil {
+		return nil, nil, err
+	}
+	p, err := s.buildReverse(s.Dense, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rev, err = tape.NewExec(p, set); err != nil {
+		return nil, nil, err
+	}
+	s.denseFwd, s.denseRev = fwd, rev
+	return fwd, rev, nil
 }
 
 // ReverseProgram returns the accumulating VJP program the backward sweep
@@ -147,9 +188,14 @@ func (m *Mesh) check() error {
 // after Step[i] steps (0 ≤ Step[i] ≤ Len). ODE solvers use taps to save
 // states at times between mesh points (bracket and re-step); a tap with
 // H[i] == 0 returns y_k exactly.
+//
+// If Theta is not nil the taps interpolate instead: tap i evaluates
+// Step.Dense(t_k, H[i], y_k, p, s, Theta[i]), where H[i] should be the
+// mesh step h_k (0 for a tap at the end of the mesh).
 type Taps struct {
 	Traj, Step []int
 	H          []float64
+	Theta      []float64
 }
 
 // Len returns the number of taps.
@@ -209,8 +255,11 @@ func (p *Problem) check() error {
 			n, len(p.T0), len(p.Y0), st.D*n, len(p.P), st.P*n, len(p.Shared), st.S)
 	}
 	if t := p.Taps; t != nil {
-		if len(t.Step) != len(t.Traj) || len(t.H) != len(t.Traj) {
-			return fmt.Errorf("scan: taps: len(Traj) %d, len(Step) %d, len(H) %d differ", len(t.Traj), len(t.Step), len(t.H))
+		if len(t.Step) != len(t.Traj) || len(t.H) != len(t.Traj) || (t.Theta != nil && len(t.Theta) != len(t.Traj)) {
+			return fmt.Errorf("scan: taps: len(Traj) %d, len(Step) %d, len(H) %d, len(Theta) %d differ", len(t.Traj), len(t.Step), len(t.H), len(t.Theta))
+		}
+		if t.Theta != nil && p.Step.Dense == nil {
+			return errors.New("scan: taps with Theta need Step.Dense")
 		}
 		for i, j := range t.Traj {
 			if j < 0 || j >= n || t.Step[i] < 0 || t.Step[i] > p.Mesh.Len[j] {
@@ -337,6 +386,7 @@ func Replay(dst *Result, p *Problem, s *Settings) (*Result, error) {
 	l := newLayout(p)
 	x := newState(p, l)
 	tp := newTapper(p, l)
+	tp.set = &set.Exec
 	in := make([][]float64, 0, len(p.Step.Prog.Inputs))
 	for s := 0; s < l.rows; s++ {
 		tp.collect(x, s)
@@ -397,6 +447,7 @@ func resize(x []float64, n int) []float64 {
 
 // tapper gathers the states the taps start from, in tap order.
 type tapper struct {
+	set *tape.ExecSettings
 	p   *Problem
 	l   *layout
 	pos []int // position of each trajectory in the permuted order
@@ -447,10 +498,27 @@ func (t *tapper) collect(x *state, s int) {
 	}
 }
 
+// inputs returns the tap program's inputs (with θ for dense taps).
+func (t *tapper) inputs() [][]float64 {
+	nt := len(t.st.t)
+	in := t.st.inputs(nil, nt)
+	if t.p.Taps.Theta != nil {
+		in = append(in, t.p.Taps.Theta)
+	}
+	return in
+}
+
 // eval runs the tap steps; dst is [D][ntaps].
 func (t *tapper) eval(e *tape.Exec, dst []float64) error {
 	nt := len(t.st.t)
-	in := t.st.inputs(nil, nt)
+	in := t.inputs()
+	if t.p.Taps.Theta != nil {
+		fwd, _, err := t.p.Step.dense(t.set)
+		if err != nil {
+			return err
+		}
+		e = fwd
+	}
 	outs := make([][]float64, t.p.Step.D)
 	for c := range outs {
 		outs[c] = dst[c*nt : (c+1)*nt]

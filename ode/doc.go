@@ -1,0 +1,43 @@
+// Package ode solves ensembles of small ordinary differential equations
+// and returns exact reverse-mode gradients of losses of their solutions.
+//
+// A Field is the right-hand side y' = F(t, y, p) written as a Go function
+// over traced values (package tape): it is traced once into a program that
+// every engine runs. A Problem pairs a field with N initial states,
+// per-trajectory parameters, shared parameters and a time span.
+//
+// The method is record and replay. Record integrates every trajectory
+// adaptively (Tsit5, Vern7, Rodas5P or Rosenbrock23; WRMS error norm,
+// I or PI step-size control, Hairer's initial step) and keeps the accepted
+// step sizes: the Mesh. Grad replays the mesh with the step sizes held
+// fixed and runs the reverse sweep (package scan): the gradient is the
+// exact derivative of the replayed solution, the discrete adjoint Diffrax
+// returns by default, at a small multiple of the cost of the solve. The
+// recorder and the replay use the same step program, so they agree bit for
+// bit. Grad can record a fresh mesh on every call or reuse one.
+//
+// # Shapes
+//
+// User-facing arrays are row-major: the initial state of trajectory i is
+// Y0[i*Dim:(i+1)*Dim], its parameters P[i*Params:(i+1)*Params], its saved
+// state at save time k Ys[(i*K+k)*Dim:]. A Mesh is step-major: step s of
+// trajectory i is H[s*N+i].
+//
+// # Failures
+//
+// Every trajectory ends with a Status (OK, MaxStepsReached,
+// StepSizeUnderflow, NonFinite). Unless Settings.AllowFailures is set, a
+// failure is returned as a *TrajectoryError that names the trajectory, the
+// time and what to try; it unwraps to ErrMaxSteps, ErrStepSizeUnderflow or
+// ErrNonFinite. A mesh with a failed trajectory is never replayed. Bad
+// input (shapes, non-finite values, T1 ≤ T0, unsorted save times,
+// tolerances ≤ 0) is reported before any work is done.
+//
+// # Stiff problems
+//
+// Rodas5P and Rosenbrock23 take J = ∂F/∂y and ∂F/∂t from the traced field
+// by forward mode (or J from Field.Jac); W = I − hγJ is factored once per
+// step. Their reverse sweep differentiates through the linear solves and
+// the Jacobian, i.e. uses second derivatives of F, with no extra code.
+// A field marked Stiff is routed to Rodas5P when no method is given.
+package ode
