@@ -221,7 +221,7 @@ func (sv *Solver) Grad(dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient
 	dst.P = fromSoA(dst.P, g.P, n, q.Field.Params)
 	dst.Shared = append(dst.Shared[:0], g.Shared...)
 	sol := &Solution{N: n, Dim: d, T: make([]float64, n), Y: fromSoA(nil, res.Y, n, d), SaveAt: q.SaveAt,
-		Status: m.Status, Stats: m.Stats}
+		Status: m.Status, Stats: m.Stats, Method: sv.set.Method.Name()}
 	for i := range sol.T {
 		sol.T[i] = q.t1[i]
 	}
@@ -278,7 +278,7 @@ func (sv *Solver) Replay(p *Problem, m *Mesh) (*Solution, error) {
 	}
 	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
 	sol := &Solution{N: n, Dim: d, T: append([]float64(nil), q.t1...), Y: fromSoA(nil, res.Y, n, d), SaveAt: q.SaveAt,
-		Status: m.Status, Stats: m.Stats}
+		Status: m.Status, Stats: m.Stats, Method: sv.set.Method.Name()}
 	if K > 0 {
 		sol.Ys = unpackTaps(nil, res.Taps, n, K, d)
 	}

@@ -71,7 +71,8 @@ func newRecorder(sv *Solver, q *problem, keep bool) *recorder {
 	r.mesh = &Mesh{N: n, Len: make([]int, n), T0: q.T0, T1: q.t1, Method: sv.set.Method,
 		RelTol: sv.set.RelTol, AbsTol: sv.set.AbsTol, Status: make([]Status, n)}
 	r.mesh.Stats = Stats{Accepted: make([]int, n), Rejected: make([]int, n), FieldEvals: make([]int, n)}
-	r.sol = &Solution{N: n, Dim: d, T: make([]float64, n), Y: make([]float64, n*d), SaveAt: q.SaveAt, Status: r.mesh.Status}
+	r.sol = &Solution{N: n, Dim: d, T: make([]float64, n), Y: make([]float64, n*d), SaveAt: q.SaveAt, Status: r.mesh.Status,
+		Method: sv.set.Method.Name()}
 	r.lastH = make([]float64, n)
 	return r
 }
@@ -92,8 +93,8 @@ func (r *recorder) fieldInputs(t []float64, y [][]float64) [][]float64 {
 	return in
 }
 
-func prefix(dst, x [][]float64, m int) [][]float64 {
-	dst = dst[:0]
+// appendPrefix appends the first m entries of each column of x to dst.
+func appendPrefix(dst, x [][]float64, m int) [][]float64 {
 	for _, c := range x {
 		dst = append(dst, c[:m])
 	}
@@ -108,7 +109,7 @@ func (r *recorder) initialStep() error {
 		return nil
 	}
 	fe := r.sv.fexec
-	if err := fe.Run(prefix(nil, r.k1, n), r.fieldInputs(r.t, r.y), n); err != nil {
+	if err := fe.Run(appendPrefix(nil, r.k1, n), r.fieldInputs(r.t, r.y), n); err != nil {
 		return err
 	}
 	st := &r.mesh.Stats
@@ -198,19 +199,18 @@ func (r *recorder) run() error {
 	st := &r.mesh.Stats
 	for r.m > 0 {
 		m := r.m
-		in := r.fieldInputs(r.t, r.y)
-		// Trial-step inputs: t, h, y, p, s (, k1).
-		in = append(in[:1], append([][]float64{r.h[:m]}, in[1:]...)...)
+		// Trial-step inputs: t, h, y, p, s (, k1); outputs y⁺, err (, k_s).
+		in := append(r.in[:0], r.t[:m], r.h[:m])
+		in = appendPrefix(in, r.y, m)
+		in = appendPrefix(in, r.p, m)
+		in = append(in, r.shared...)
+		out := appendPrefix(r.out[:0], r.yNew, m)
+		out = appendPrefix(out, r.e, m)
 		if r.sv.sp.fsal {
-			in = append(in, prefix(nil, r.k1, m)...)
+			in = appendPrefix(in, r.k1, m)
+			out = appendPrefix(out, r.kOut, m)
 		}
-		r.in = in
-		out := r.out[:0]
-		out = append(prefix(out, r.yNew, m), prefix(nil, r.e, m)...)
-		if r.sv.sp.fsal {
-			out = append(out, prefix(nil, r.kOut, m)...)
-		}
-		r.out = out
+		r.in, r.out = in, out
 		if err := r.sv.texec.Run(out, in, m); err != nil {
 			return err
 		}

@@ -85,6 +85,7 @@ type Solution struct {
 	Ys     []float64 // saved states [N×len(SaveAt)×Dim]: trajectory i, time k at Ys[(i*K+k)*Dim:]
 	Status []Status  // [N]
 	Stats  Stats
+	Method string // the method that produced it
 }
 
 // Err returns the first failure as a *TrajectoryError, or nil.
@@ -97,7 +98,7 @@ func (s *Solution) Err() error {
 					count++
 				}
 			}
-			return &TrajectoryError{Index: i, T: s.T[i], Status: st, Failed: count, Method: "?"}
+			return &TrajectoryError{Index: i, T: s.T[i], Status: st, Failed: count, Method: s.Method}
 		}
 	}
 	return nil
