@@ -2,6 +2,7 @@ package ode
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/scan"
@@ -243,8 +244,19 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 		return fmt.Errorf("ode: mesh starts at T0 = %v, problem at %v", m.T0, q.T0)
 	case m.Method != nil && m.Method.Name() != sv.set.Method.Name():
 		return fmt.Errorf("ode: mesh was recorded with %s but the settings use %s; replay it with the method that recorded it", m.Method.Name(), sv.set.Method.Name())
-	case len(m.Len) != m.N || len(m.H) < m.Rows*m.N:
-		return fmt.Errorf("ode: mesh arrays are inconsistent (N %d, Rows %d, len(H) %d, len(Len) %d)", m.N, m.Rows, len(m.H), len(m.Len))
+	case len(m.Len) != m.N || len(m.H) < m.Rows*m.N || len(m.Status) != m.N:
+		return fmt.Errorf("ode: mesh arrays are inconsistent (N %d, Rows %d, len(H) %d, len(Len) %d, len(Status) %d)",
+			m.N, m.Rows, len(m.H), len(m.Len), len(m.Status))
+	}
+	for i, l := range m.Len {
+		if l < 0 || l > m.Rows {
+			return fmt.Errorf("ode: mesh: trajectory %d has Len %d, outside [0, Rows = %d]", i, l, m.Rows)
+		}
+		for s := 0; s < l; s++ {
+			if h := m.H[s*m.N+i]; !(h >= 0) || math.IsInf(h, 0) {
+				return fmt.Errorf("ode: mesh: step %d of trajectory %d is %v; step sizes must be finite and non-negative", s, i, h)
+			}
+		}
 	}
 	return nil
 }

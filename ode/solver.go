@@ -136,20 +136,38 @@ func (sv *Solver) Solve(p *Problem) (*Solution, error) {
 	}
 	keep := len(p.SaveAt) > 0
 	m, sol, err := sv.record(q, keep)
-	if err != nil && !(sv.set.AllowFailures && isTrajectoryError(err)) {
-		return sol, err
-	}
-	if keep {
-		if ferr := m.failed(nil, nil); ferr != nil {
-			// Saved states of failed trajectories are not computed.
-			sol.Ys = nanSlice(q.n * len(p.SaveAt) * q.Field.Dim)
+	if err != nil {
+		if !isTrajectoryError(err) {
+			return nil, err
+		}
+		if !sv.set.AllowFailures {
 			return sol, err
 		}
-		res, rerr := scan.Replay(nil, sv.scanProblem(q, m), sv.scanSettings())
+		err = nil
+	}
+	if keep {
+		// Replay the trajectories that finished; failed ones keep NaN
+		// saved states.
+		rm := *m
+		rm.Len = append([]int(nil), m.Len...)
+		for i, st := range m.Status {
+			if st != OK {
+				rm.Len[i] = 0
+			}
+		}
+		res, rerr := scan.Replay(nil, sv.scanProblem(q, &rm), sv.scanSettings())
 		if rerr != nil {
 			return sol, rerr
 		}
-		sol.Ys = unpackTaps(nil, res.Taps, q.n, len(p.SaveAt), q.Field.Dim)
+		K, d := len(p.SaveAt), q.Field.Dim
+		sol.Ys = unpackTaps(nil, res.Taps, q.n, K, d)
+		for i, st := range m.Status {
+			if st != OK {
+				for x := range sol.Ys[i*K*d : (i+1)*K*d] {
+					sol.Ys[i*K*d+x] = math.NaN()
+				}
+			}
+		}
 	}
 	return sol, err
 }
@@ -171,14 +189,6 @@ func (sv *Solver) Record(p *Problem) (*Mesh, *Solution, error) {
 func isTrajectoryError(err error) bool {
 	_, ok := err.(*TrajectoryError)
 	return ok
-}
-
-func nanSlice(n int) []float64 {
-	x := make([]float64, n)
-	for i := range x {
-		x[i] = math.NaN()
-	}
-	return x
 }
 
 func (sv *Solver) scanSettings() *scan.Settings {

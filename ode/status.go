@@ -68,8 +68,13 @@ func (e *TrajectoryError) Error() string {
 		s += fmt.Sprintf(" (%d trajectories failed)", e.Failed)
 	}
 	hint := statusTable[e.Status].hint
-	if e.Status == MaxStepsReached && (e.Method == "Rodas5P" || e.Method == "Rosenbrock23") {
-		hint = "increase Settings.MaxSteps or loosen the tolerances"
+	if e.Method == Rodas5P.Name() || e.Method == Rosenbrock23.Name() {
+		switch e.Status {
+		case MaxStepsReached:
+			hint = "increase Settings.MaxSteps or loosen the tolerances"
+		case StepSizeUnderflow:
+			hint = "the solution may blow up near this time, or the tolerances may be too tight for float64"
+		}
 	}
 	if hint != "" {
 		s += "; " + hint

@@ -222,7 +222,7 @@ func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, err
 				out = append(out, gp[k][:m])
 			}
 			out = append(out, gsStep...)
-			if err := rev.Run(out, in, m); err != nil {
+			if err := x.mask.runLive(rev, out, in, x.h, m); err != nil {
 				return nil, err
 			}
 			for k := range gs {
@@ -283,7 +283,7 @@ func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp [][]float64, gs
 		sums[c] = make([]float64, 1)
 		out = append(out, sums[c])
 	}
-	if err := rev.Run(out, in, nt); err != nil {
+	if err := tp.st.mask.runLive(rev, out, in, tp.st.h, nt); err != nil {
 		return nil, err
 	}
 	for i, j := range sw.p.Taps.Traj {

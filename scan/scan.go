@@ -310,6 +310,9 @@ type state struct {
 	p [][]float64 // [P][n]
 	s [][]float64 // [S][1]
 	h []float64   // step sizes of the current row, [n]
+
+	outs [][]float64
+	mask masker
 }
 
 func newState(p *Problem, l *layout) *state {
@@ -403,12 +406,11 @@ func Replay(dst *Result, p *Problem, s *Settings) (*Result, error) {
 // stepForward advances the first m trajectories by one step, in place.
 func stepForward(e *tape.Exec, x *state, in [][]float64, m int) error {
 	in = x.inputs(in, m)
-	out := x.y
-	outs := make([][]float64, len(out))
-	for c := range out {
-		outs[c] = out[c][:m]
+	x.outs = x.outs[:0]
+	for _, c := range x.y {
+		x.outs = append(x.outs, c[:m])
 	}
-	if err := e.Run(outs, in, m); err != nil {
+	if err := x.mask.runLive(e, x.outs, in, x.h, m); err != nil {
 		return err
 	}
 	for i, h := range x.h[:m] {
@@ -522,8 +524,9 @@ func (t *tapper) eval(e *tape.Exec, dst []float64) error {
 	outs := make([][]float64, t.p.Step.D)
 	for c := range outs {
 		outs[c] = dst[c*nt : (c+1)*nt]
+		copy(outs[c], t.st.y[c]) // taps of size 0 return the state itself
 	}
-	return e.Run(outs, in, nt)
+	return t.st.mask.runLive(e, outs, in, t.st.h, nt)
 }
 
 // finite reports whether every value is finite.

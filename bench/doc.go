@@ -1,0 +1,22 @@
+// Package bench measures gradsolve against its targets: the Lorenz
+// reverse-mode protocol of gradsolve (REFERENCE.md §5.1), stiff ensembles
+// (Robertson and HIRES with Rodas5P and Rosenbrock23), and the memory of a
+// gradient over 2²⁰ trajectories. It also holds the hand-written Go Tsit5
+// loop for Lorenz ensembles (LorenzTsit5) that the library's forward solve
+// is compared with.
+//
+// Every suite times its cases side by side in one process: one untimed
+// warm-up, then the median of Reps repetitions, the cases of a row taking
+// turns within each repetition so that drift in the machine's speed affects
+// them alike. Accuracy is the median over trajectories of the relative
+// error ‖y − y_ref‖₂/‖y_ref‖₂ of the final state against a tight reference
+// from package internal/refode (DOP853 for Lorenz, Radau5 for the stiff
+// problems), computed once per ensemble, on an evenly spaced subsample of
+// the trajectories when the ensemble is large.
+//
+// Ensemble arrays are row-major [n×Dim]: y[i*Dim+j]. Times are reported in
+// milliseconds.
+//
+// RESULTS.md records the numbers of the last full run and the command that
+// produced them; cmd/gradsolve's "bench" command runs the suites.
+package bench

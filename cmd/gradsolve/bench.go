@@ -1,0 +1,158 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gradsolve-go/gradsolve/bench"
+)
+
+// benchUsage is the synopsis of the bench command.
+const benchUsage = `usage: gradsolve bench [flags]
+
+Runs the benchmark suites of package bench and prints their tables (or JSON
+lines with -json). Suites: lorenz (gradsolve's Lorenz protocol, library vs
+the hand-written Tsit5 baseline), stiff (Robertson and HIRES with Rodas5P
+and Rosenbrock23), memory (one gradient over 2^20 Lorenz trajectories with
+its peak memory), all (the three in turn).
+
+flags:
+`
+
+// benchCommand runs "gradsolve bench": it parses args, runs the chosen
+// suites and writes their output to stdout, or to the file named by -out.
+// Usage errors and progress go to stderr.
+func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, benchUsage)
+		fs.PrintDefaults()
+	}
+	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, memory or all")
+	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; for memory a single size, default 1048576)")
+	rtolList := fs.String("rtol", "", "comma-separated relative tolerances (default: the suite's; for memory a single value, default 1e-6)")
+	reps := fs.Int("reps", bench.DefaultReps, "timed repetitions per case (the median is reported, after one warm-up)")
+	workers := fs.Int("workers", 0, "goroutines of the parallel runs (0: GOMAXPROCS)")
+	refSample := fs.Int("ref-sample", 0, "most trajectories per reference solution (0: the suite's default)")
+	memLimit := fs.Int64("memory-limit", 0, "memory suite: Settings.MemoryLimit in bytes (0: the library's default)")
+	checkpoint := fs.Int("checkpoint", 0, "memory suite: Settings.Checkpoint interval (0: automatic)")
+	jsonOut := fs.Bool("json", false, "write JSON lines instead of tables")
+	out := fs.String("out", "", "write the results to `FILE` instead of stdout")
+	if err = fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	ns, err := benchParseInts(*nList)
+	if err != nil {
+		return fmt.Errorf("bench: -n: %w", err)
+	}
+	rtols, err := benchParseFloats(*rtolList)
+	if err != nil {
+		return fmt.Errorf("bench: -rtol: %w", err)
+	}
+	if *reps < 1 {
+		return fmt.Errorf("bench: -reps %d: need at least 1", *reps)
+	}
+	var suites []string
+	switch *suite {
+	case "lorenz", "stiff", "memory":
+		suites = []string{*suite}
+	case "all":
+		suites = []string{"lorenz", "stiff", "memory"}
+	default:
+		return fmt.Errorf("bench: unknown suite %q; valid suites are lorenz, stiff, memory, all", *suite)
+	}
+
+	w := stdout
+	if *out != "" {
+		f, ferr := os.Create(*out)
+		if ferr != nil {
+			return fmt.Errorf("bench: %w", ferr)
+		}
+		w = f
+		defer func() {
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("bench: %w", cerr)
+			}
+		}()
+	}
+	for k, s := range suites {
+		if k > 0 && !*jsonOut {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(stderr, "gradsolve bench: running suite %s\n", s)
+		switch s {
+		case "lorenz":
+			_, err = bench.RunLorenz(w, bench.LorenzConfig{N: ns, RelTol: rtols, Reps: *reps,
+				RefSample: *refSample, Workers: *workers, JSON: *jsonOut})
+		case "stiff":
+			_, err = bench.RunStiff(w, bench.StiffConfig{N: ns, RelTol: rtols, Reps: *reps,
+				RefSample: *refSample, Workers: *workers, JSON: *jsonOut})
+		case "memory":
+			cfg := bench.MemoryConfig{MemoryLimit: *memLimit, Checkpoint: *checkpoint, Workers: *workers, JSON: *jsonOut}
+			if len(ns) > 1 || len(rtols) > 1 {
+				return errors.New("bench: the memory suite takes a single -n and -rtol")
+			}
+			if len(ns) == 1 {
+				cfg.N = ns[0]
+			}
+			if len(rtols) == 1 {
+				cfg.RelTol = rtols[0]
+			}
+			_, err = bench.RunMemory(w, cfg)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchParseInts parses a comma-separated list of positive integers; "" gives
+// nil.
+func benchParseInts(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		if v <= 0 {
+			return nil, fmt.Errorf("%d is not positive", v)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// benchParseFloats parses a comma-separated list of positive numbers; "" gives
+// nil.
+func benchParseFloats(s string) ([]float64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return nil, err
+		}
+		if !(v > 0) {
+			return nil, fmt.Errorf("%v is not positive", v)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}

@@ -1,0 +1,41 @@
+// Command gradsolve solves ensembles of small ODEs on the CPU and returns
+// exact reverse-mode gradients of a loss of the solutions, for the
+// built-in problems of package problems.
+//
+// Usage:
+//
+//	gradsolve solve    [flags]  solve an ensemble
+//	gradsolve grad     [flags]  solve and differentiate a loss
+//	gradsolve bench    [flags]  run the benchmark suites
+//	gradsolve problems [-json]  list the built-in problems
+//	gradsolve help [command]
+//
+// The flags of solve and grad mirror ode.Settings and ode.Problem in kebab
+// case: -problem, -p, -y0, -t0, -t1, -saveat, -rtol, -atol, -max-steps,
+// -dt0, -method (tsit5, vern7, rodas5p, rosenbrock23; default ode.Route),
+// -loss (grad: sumsq or y:K), -n, -vary pK=LO:HI or y0K=LO:HI (repeatable),
+// -workers, -block, -json and -arrays. For example
+//
+//	gradsolve grad -problem lorenz -p 10,28,2.6666666666666665 -y0 1,0,0 -t0 0 -t1 1 -rtol 1e-10 -atol 1e-12 -loss sumsq -json
+//	gradsolve grad -problem robertson -p 0.04,3e7,1e4 -y0 1,0,0 -t1 100 -method rodas5p -loss y:0 -json
+//	gradsolve grad -problem lorenz -n 32768 -vary p1=0:21 -rtol 1e-6
+//
+// Output is a readable report by default and one JSON object with -json.
+// The JSON keys are command, problem, method, n, dim, params, t0, t1,
+// rtol, atol, vary, loss_name (grad), status ("ok" or the error text),
+// failed, loss (grad), y_final, grad_p, grad_y0, grad_shared (grad),
+// saveat and y_saved (with -saveat), accepted, rejected, steps_min,
+// steps_median, steps_max, checksum_y, checksum_grad_p and
+// checksum_grad_y0 (grad), time_ms, setup_ms, record_ms and grad_ms
+// (grad); "gradsolve help grad" describes each. Arrays are row-major
+// [n×width] and are left out for n > 1024 unless -arrays is given.
+//
+// The exit status is 0 on success, 1 if the solve or gradient failed (the
+// JSON object is still printed, with status the error text) and 2 for a
+// bad command line, with a message naming the flag.
+//
+// The command's code is a thin layer over packages ode and problems:
+// parse.go parses flag values, options.go checks them against the problem
+// and builds the ode.Problem and ode.Settings, solve.go runs them and
+// builds the JSON result, human.go writes the tables.
+package main

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+)
+
+// Help texts of solve and grad. Keep jsonSchema, doc.go and the README's
+// CLI section in step; TestJSONSchemaDocumented checks the keys.
+
+const solveHelp = `Usage: gradsolve solve [flags]
+
+Solves an ensemble of a built-in problem (see gradsolve problems) with an
+adaptive method and prints the final states, the step statistics and the
+status; with -saveat also the states at the given times.
+
+Examples:
+
+	gradsolve solve -problem vdp -p 5 -y0 2,0 -t1 3 -saveat 1,2,3
+	gradsolve solve -problem lorenz -n 1000 -vary p1=0:21 -json
+`
+
+const gradHelp = `Usage: gradsolve grad [flags]
+
+Records an adaptive solve of every trajectory, replays the recorded mesh and
+prints the loss with its exact gradient with respect to the per-trajectory
+parameters, the initial states and any shared parameters (the discrete
+adjoint of the replay).
+
+Examples:
+
+	gradsolve grad -problem lorenz -p 10,28,2.6666666666666665 -y0 1,0,0 -t0 0 -t1 1 -rtol 1e-10 -atol 1e-12 -loss sumsq -json
+	gradsolve grad -problem vdp -p 2 -y0 2,0
+	gradsolve grad -problem robertson -p 0.04,3e7,1e4 -y0 1,0,0 -t1 100 -method rodas5p -loss y:0 -json
+	gradsolve grad -problem lorenz -n 32768 -vary p1=0:21 -rtol 1e-6
+`
+
+const ensembleHelp = `Ensembles: -n N runs N trajectories. -p and -y0 take one row (used by every
+trajectory) or N rows, row-major. Each -vary pK=LO:HI (or y0K=LO:HI) sets
+parameter K (state component K) of trajectory i to LO + i·(HI−LO)/(N−1), so
+-n 64 -vary p1=0:21 sweeps Lorenz's rho over [0, 21]. For N > 1 the report
+adds the timing, the step statistics (totals and min/median/max accepted
+steps per trajectory) and checksums, and lists a sample of trajectories.
+`
+
+// jsonSchema documents the -json output of solve and grad.
+const jsonSchema = `JSON output (-json): one object. Arrays are row-major: trajectory i's row of
+y_final is y_final[i*dim:(i+1)*dim]. A value that could not be computed, or is
+NaN or infinite, is null.
+
+	command           "solve" or "grad"
+	problem, method   the problem's name; the method that ran, as "Tsit5"
+	n, dim, params    trajectories, state dimension, per-trajectory parameters
+	t0, t1            the time span
+	rtol, atol        the tolerances
+	vary              the -vary sweeps, as ["p1=0:21"]
+	loss_name         grad: the loss, "sumsq" or "y:K"
+	status            "ok", or the error text if the run failed
+	failed            number of failed trajectories
+	loss              grad: the loss, a number
+	y_final           [n×dim] final states (null entries for failed trajectories)
+	grad_p            grad: [n×params] dL/dp
+	grad_y0           grad: [n×dim] dL/dy0
+	grad_shared       grad, problems with shared parameters: [shared] dL/dshared
+	saveat, y_saved   with -saveat: the times, and [n×len(saveat)×dim] states
+	accepted          accepted steps, summed over the trajectories
+	rejected          rejected steps, summed over the trajectories
+	steps_min, steps_median, steps_max
+	                  accepted steps of one trajectory: min, (lower) median, max
+	checksum_y        sum of all entries of y_final
+	checksum_grad_p   grad: sum of all entries of grad_p
+	checksum_grad_y0  grad: sum of all entries of grad_y0
+	time_ms           wall time of the whole run, in milliseconds
+	setup_ms, record_ms, grad_ms
+	                  tracing and step programs; recording (solve: solving); gradient
+
+The per-trajectory arrays (y_final, grad_p, grad_y0, y_saved) are left out
+when n > 1024 unless -arrays is given; the other keys are always present.
+On a failure the object is still printed, with status the error text.
+`
+
+const exitHelp = `Exit status: 0 on success; 1 if the solve or gradient failed (status says
+where and why, with what to try); 2 for a bad command line (the message names
+the flag).
+`
+
+// commandHelp writes the help of solve or grad, with fs's flags.
+func commandHelp(w io.Writer, cmd string, fs *flag.FlagSet) {
+	if cmd == "grad" {
+		fmt.Fprint(w, gradHelp)
+	} else {
+		fmt.Fprint(w, solveHelp)
+	}
+	fmt.Fprint(w, "\nFlags:\n\n")
+	out := fs.Output()
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+	fmt.Fprintln(w)
+	fmt.Fprint(w, ensembleHelp)
+	fmt.Fprintln(w)
+	fmt.Fprint(w, jsonSchema)
+	fmt.Fprintln(w)
+	fmt.Fprint(w, exitHelp)
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0 // success
+	exitFail  = 1 // the solve, gradient or benchmark failed
+	exitUsage = 2 // bad command line
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run runs the command line args (without the program name), writing
+// results to stdout and diagnostics to stderr, and returns the exit
+// status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		mainHelp(stderr)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "solve", "grad":
+		return solveOrGrad(cmd, rest, stdout, stderr)
+	case "problems":
+		return problemsCommand(rest, stdout, stderr)
+	case "bench":
+		err := benchCommand(rest, stdout, stderr)
+		switch {
+		case err == nil || errors.Is(err, flag.ErrHelp):
+			return exitOK
+		case isUsage(err):
+			fmt.Fprintf(stderr, "gradsolve bench: %v\n", err)
+			return exitUsage
+		}
+		fmt.Fprintf(stderr, "gradsolve bench: %v\n", err)
+		return exitFail
+	case "help", "-h", "-help", "--help":
+		return helpCommand(rest, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "gradsolve: unknown command %q; the commands are solve, grad, bench, problems and help\n", cmd)
+	fmt.Fprintln(stderr, "Run 'gradsolve help' for usage.")
+	return exitUsage
+}
+
+// isUsage reports whether err is a command-line error: a *usageError,
+// or an error of package flag (which has no error type; its messages are
+// recognised by their stable prefixes), as bench returns them.
+func isUsage(err error) bool {
+	var u *usageError
+	if errors.As(err, &u) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"flag provided but not defined", "invalid value ", "invalid boolean ", "bad flag syntax", "flag needs an argument"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+const mainUsage = `gradsolve solves ensembles of small ODEs on the CPU and returns exact
+reverse-mode gradients of a loss of the solutions (record the adaptive mesh,
+differentiate its replay).
+
+Usage:
+
+	gradsolve <command> [flags]
+
+The commands are:
+
+	solve     solve an ensemble of a built-in problem
+	grad      solve and return the loss and its gradient
+	bench     run the benchmark suites
+	problems  list the built-in problems
+	help      show help for a command: gradsolve help grad
+
+Examples:
+
+	gradsolve grad -problem lorenz -p 10,28,2.6666666666666665 -y0 1,0,0 -t1 1 -rtol 1e-10 -atol 1e-12 -json
+	gradsolve grad -problem robertson -t1 100 -method rodas5p -loss y:0
+	gradsolve grad -problem lorenz -n 32768 -vary p1=0:21 -rtol 1e-6
+	gradsolve solve -problem vdp -p 5 -y0 2,0 -t1 3 -saveat 1,2,3
+
+Exit status: 0 on success, 1 if a solve or gradient failed (the output says
+why), 2 for a bad command line.
+`
+
+func mainHelp(w io.Writer) { fmt.Fprint(w, mainUsage) }
+
+// helpCommand runs "gradsolve help [command]".
+func helpCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		mainHelp(stdout)
+		return exitOK
+	}
+	switch args[0] {
+	case "solve", "grad":
+		var o options
+		commandHelp(stdout, args[0], newFlagSet(args[0], &o, stdout))
+		return exitOK
+	case "bench":
+		// bench documents itself through its flags.
+		if err := benchCommand([]string{"-h"}, stdout, stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "gradsolve bench: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	case "problems":
+		fmt.Fprint(stdout, problemsUsage)
+		return exitOK
+	case "help":
+		mainHelp(stdout)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "gradsolve help: unknown command %q; the commands are solve, grad, bench, problems and help\n", args[0])
+	return exitUsage
+}
+
+const problemsUsage = `Usage: gradsolve problems [-json]
+
+Lists the built-in problems: name, state dimension, parameters (per
+trajectory, with their names, and shared), stiffness, the default method and
+time span, and a one-line description with the equations and a reference.
+`
+
+// problemsCommand runs "gradsolve problems".
+func problemsCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("problems", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print a JSON array")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			fmt.Fprint(stderr, problemsUsage)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "gradsolve problems: %v\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gradsolve problems: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	var list []jsonObject
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	if !*asJSON {
+		fmt.Fprintln(tw, "NAME\tDIM\tPARAMS\tSHARED\tSTIFF\tMETHOD\tT0\tT1\tDESCRIPTION")
+	}
+	for _, name := range problems.Names() {
+		pr, err := problems.ByName(name)
+		if err != nil {
+			fmt.Fprintf(stderr, "gradsolve problems: %v\n", err)
+			return exitFail
+		}
+		f := pr.Field
+		pn := paramNames(pr)
+		method := ode.Route(&f).Name()
+		if *asJSON {
+			list = append(list, jsonObject{
+				{"name", pr.Name}, {"dim", f.Dim}, {"params", f.Params}, {"param_names", pn},
+				{"shared", f.Shared}, {"stiff", f.Stiff}, {"method", method},
+				{"y0", jsonFloats(pr.Y0)}, {"p", jsonFloats(pr.P)},
+				{"t0", jsonFloat(pr.T0)}, {"t1", jsonFloat(pr.T1)}, {"doc", pr.Doc},
+			})
+			continue
+		}
+		params := "-"
+		if f.Params > 0 {
+			params = fmt.Sprintf("%d (%s)", f.Params, strings.Join(pn, ", "))
+		}
+		stiff := "no"
+		if f.Stiff {
+			stiff = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%g\t%g\t%s\n", pr.Name, f.Dim, params, f.Shared, stiff, method, pr.T0, pr.T1, pr.Doc)
+	}
+	if *asJSON {
+		return writeJSON(stdout, stderr, list)
+	}
+	if err := tw.Flush(); err != nil {
+		fmt.Fprintf(stderr, "gradsolve problems: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// This file holds the parsers of flag values. They know nothing about
+// problems: length and index checks against a problem are done by the
+// caller (see options.build). Their errors quote the whole value and name
+// the bad token; the caller prefixes the flag, as
+//
+//	-p: "1,x,3": element 2 "x" is not a number
+
+// parseFloats parses a comma-separated list of finite numbers, as
+// "1,0,0" or "1e-3, -2.5". Spaces around elements are ignored. Elements
+// are numbered from 1 in errors.
+func parseFloats(s string) ([]float64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("%q: empty list; want comma-separated numbers, as 1,0,0", s)
+	}
+	toks := strings.Split(s, ",")
+	xs := make([]float64, len(toks))
+	for i, tok := range toks {
+		x, err := parseNumber(tok)
+		if err != nil {
+			return nil, fmt.Errorf("%q: element %d %w", s, i+1, err)
+		}
+		xs[i] = x
+	}
+	return xs, nil
+}
+
+// parseNumber parses one finite number; its error reads as the end of a
+// sentence that begins with what the number is ("element 2 ...").
+func parseNumber(tok string) (float64, error) {
+	t := strings.TrimSpace(tok)
+	if t == "" {
+		return 0, fmt.Errorf("is empty")
+	}
+	x, err := strconv.ParseFloat(t, 64)
+	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
+			return 0, fmt.Errorf("%q is out of the range of float64", t)
+		}
+		return 0, fmt.Errorf("%q is not a number", t)
+	}
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0, fmt.Errorf("%q is not finite", t)
+	}
+	return x, nil
+}
+
+// formatFloats formats xs as a comma-separated list that parseFloats reads
+// back exactly (shortest representation that round-trips).
+func formatFloats(xs []float64) string {
+	var b strings.Builder
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(formatFloat(x))
+	}
+	return b.String()
+}
+
+// formatFloat formats x in the shortest form that parses back to x.
+func formatFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// Targets of a -vary sweep.
+const (
+	varyP  = "p"  // a per-trajectory parameter
+	varyY0 = "y0" // a component of the initial state
+)
+
+// vary is one -vary sweep: Target[Index] takes n evenly spaced values
+// from Lo to Hi (both included) over the n trajectories of the ensemble.
+type vary struct {
+	Target string // varyP or varyY0
+	Index  int    // 0-based
+	Lo, Hi float64
+}
+
+// String returns the sweep in the form parseVary reads, as "p1=0:21".
+func (v vary) String() string {
+	return fmt.Sprintf("%s%d=%s:%s", v.Target, v.Index, formatFloat(v.Lo), formatFloat(v.Hi))
+}
+
+// parseVary parses a sweep "pK=LO:HI" or "y0K=LO:HI", K a 0-based index
+// (p1 is the second parameter, y02 the third state component). The
+// bracketed forms "p[K]" and "y0[K]" are also accepted. LO and HI are
+// finite numbers; HI < LO sweeps downwards.
+func parseVary(s string) (vary, error) {
+	const want = "want pK=LO:HI or y0K=LO:HI (K a 0-based index), as p1=0:21"
+	lhs, rhs, ok := strings.Cut(s, "=")
+	if !ok {
+		return vary{}, fmt.Errorf("%q: no '='; %s", s, want)
+	}
+	lhs = strings.TrimSpace(lhs)
+	var v vary
+	var idx string
+	switch {
+	case strings.HasPrefix(lhs, varyY0):
+		v.Target, idx = varyY0, lhs[len(varyY0):]
+	case strings.HasPrefix(lhs, varyP):
+		v.Target, idx = varyP, lhs[len(varyP):]
+	default:
+		return vary{}, fmt.Errorf("%q: target %q is neither pK nor y0K; %s", s, lhs, want)
+	}
+	if strings.HasPrefix(idx, "[") && strings.HasSuffix(idx, "]") {
+		idx = idx[1 : len(idx)-1]
+	}
+	if idx == "" || strings.TrimLeft(idx, "0123456789") != "" {
+		return vary{}, fmt.Errorf("%q: target %q has no index K; %s", s, lhs, want)
+	}
+	k, err := strconv.Atoi(idx)
+	if err != nil || k > 1<<20 {
+		return vary{}, fmt.Errorf("%q: index %q is too large", s, idx)
+	}
+	v.Index = k
+	lo, hi, ok := strings.Cut(rhs, ":")
+	if !ok {
+		return vary{}, fmt.Errorf("%q: range %q has no ':'; %s", s, rhs, want)
+	}
+	if v.Lo, err = parseNumber(lo); err != nil {
+		return vary{}, fmt.Errorf("%q: LO %w", s, err)
+	}
+	if v.Hi, err = parseNumber(hi); err != nil {
+		return vary{}, fmt.Errorf("%q: HI %w", s, err)
+	}
+	return v, nil
+}
+
+// Kinds of loss.
+const (
+	lossSumSquares = "sumsq" // Σ_i Σ_c y_i,c(t1)²: ode.SumSquares
+	lossComponent  = "y"     // Σ_i y_i,K(t1): ode.Component(K)
+)
+
+// lossSpec is a parsed -loss value.
+type lossSpec struct {
+	Kind string // lossSumSquares or lossComponent
+	K    int    // the component of lossComponent
+}
+
+// String returns the loss in the form parseLoss reads.
+func (l lossSpec) String() string {
+	if l.Kind == lossComponent {
+		return fmt.Sprintf("y:%d", l.K)
+	}
+	return l.Kind
+}
+
+// parseLoss parses a loss: "sumsq" (the sum of squares of the final
+// states) or "y:K" (the sum over trajectories of component K of the final
+// state, K 0-based).
+func parseLoss(s string) (lossSpec, error) {
+	const want = "want sumsq or y:K (K a 0-based state component)"
+	t := strings.TrimSpace(s)
+	if t == lossSumSquares {
+		return lossSpec{Kind: lossSumSquares}, nil
+	}
+	kind, idx, ok := strings.Cut(t, ":")
+	if !ok || strings.TrimSpace(kind) != lossComponent {
+		return lossSpec{}, fmt.Errorf("%q: unknown loss; %s", s, want)
+	}
+	idx = strings.TrimSpace(idx)
+	if idx == "" || strings.TrimLeft(idx, "0123456789") != "" {
+		return lossSpec{}, fmt.Errorf("%q: component %q is not a non-negative integer; %s", s, idx, want)
+	}
+	k, err := strconv.Atoi(idx)
+	if err != nil || k > 1<<20 {
+		return lossSpec{}, fmt.Errorf("%q: component %q is too large", s, idx)
+	}
+	return lossSpec{Kind: lossComponent, K: k}, nil
+}
+
+// methods are the -method values, in the order help lists them.
+var methods = []struct {
+	name string
+	m    ode.Method
+}{
+	{"tsit5", ode.Tsit5},
+	{"vern7", ode.Vern7},
+	{"rodas5p", ode.Rodas5P},
+	{"rosenbrock23", ode.Rosenbrock23},
+}
+
+// methodNames returns the -method values joined by sep.
+func methodNames(sep string) string {
+	names := make([]string, len(methods))
+	for i, m := range methods {
+		names[i] = m.name
+	}
+	return strings.Join(names, sep)
+}
+
+// parseMethod returns the method named s (case-insensitive), or nil for
+// "" (the router's choice).
+func parseMethod(s string) (ode.Method, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if t == "" {
+		return nil, nil
+	}
+	for _, m := range methods {
+		if m.name == t {
+			return m.m, nil
+		}
+	}
+	return nil, fmt.Errorf("%q: unknown method; want one of %s", s, methodNames(", "))
+}

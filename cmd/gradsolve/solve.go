@@ -1,0 +1,246 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// outcome is what a solve or grad computed, possibly in part: a failed
+// recording still has its statistics and the states its trajectories
+// reached.
+type outcome struct {
+	sol  *ode.Solution // final (and saved) states, statuses, statistics; nil if none
+	grad *ode.Gradient // grad only; nil if the gradient was not computed
+	err  error         // the failure, nil on success
+
+	setup, record, gradient, total time.Duration
+}
+
+// solveOrGrad runs the solve or grad command and returns the exit status.
+func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer) int {
+	o, err := parseArgs(cmd, args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	var j *job
+	if err == nil {
+		j, err = o.build()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "gradsolve %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "Run 'gradsolve help %s' for usage.\n", cmd)
+		if o != nil && o.json {
+			writeJSON(stdout, stderr, jsonObject{{"command", cmd}, {"status", err.Error()}})
+		}
+		return exitUsage
+	}
+	out := j.run()
+	status := exitOK
+	if out.err != nil {
+		status = exitFail
+		if !o.json {
+			fmt.Fprintf(stderr, "gradsolve %s: %s\n", cmd, out.statusText())
+		}
+	}
+	if o.json {
+		if writeJSON(stdout, stderr, j.jsonResult(out)) != exitOK {
+			return exitFail
+		}
+		return status
+	}
+	if err := j.writeHuman(stdout, out); err != nil {
+		fmt.Fprintf(stderr, "gradsolve %s: %v\n", cmd, err)
+		return exitFail
+	}
+	return status
+}
+
+// run solves (and, for grad, differentiates) the job.
+func (j *job) run() *outcome {
+	out := &outcome{}
+	start := time.Now()
+	defer func() { out.total = time.Since(start) }()
+	sv, err := ode.NewSolver(j.prob.Field, &j.set)
+	if err != nil {
+		out.err = err
+		return out
+	}
+	out.setup = time.Since(start)
+	if j.opts.cmd == "solve" {
+		t := time.Now()
+		out.sol, out.err = sv.Solve(&j.prob)
+		out.record = time.Since(t)
+		return out
+	}
+	t := time.Now()
+	m, sol, err := sv.Record(&j.prob)
+	out.record = time.Since(t)
+	out.sol = sol
+	if err != nil {
+		out.err = err
+		return out
+	}
+	t = time.Now()
+	g, err := sv.Grad(nil, &j.prob, j.odeLoss(), m)
+	out.gradient = time.Since(t)
+	if err != nil {
+		out.err = err
+		return out
+	}
+	out.grad, out.sol = g, g.Solution
+	return out
+}
+
+// odeLoss returns the loss of the job.
+func (j *job) odeLoss() ode.Loss {
+	if j.loss.Kind == lossComponent {
+		return ode.Component(j.loss.K)
+	}
+	return ode.SumSquares()
+}
+
+// stepSummary summarises the accepted steps per trajectory.
+type stepSummary struct {
+	accepted, rejected int // totals
+	min, median, max   int // accepted steps of one trajectory
+	failed             int // trajectories whose status is not OK
+}
+
+func summarize(sol *ode.Solution) stepSummary {
+	var s stepSummary
+	if sol == nil {
+		return s
+	}
+	s.accepted, s.rejected = sol.Stats.TotalAccepted(), sol.Stats.TotalRejected()
+	if acc := append([]int(nil), sol.Stats.Accepted...); len(acc) > 0 {
+		sort.Ints(acc)
+		s.min, s.median, s.max = acc[0], acc[(len(acc)-1)/2], acc[len(acc)-1]
+	}
+	for _, st := range sol.Status {
+		if st != ode.OK {
+			s.failed++
+		}
+	}
+	return s
+}
+
+// sum returns the sum of xs (NaN if xs is nil).
+func sum(xs []float64) float64 {
+	if xs == nil {
+		return nan
+	}
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+var nan = math.NaN()
+
+func ms(d time.Duration) jsonFloat { return jsonFloat(float64(d.Microseconds()) / 1e3) }
+
+// statusText is "ok" or the failure, its hints translated into flags.
+func (out *outcome) statusText() string {
+	if out.err == nil {
+		return "ok"
+	}
+	return cliHints.Replace(out.err.Error())
+}
+
+// cliHints rewrites the library's advice (see ode.TrajectoryError) in
+// terms of the command's flags.
+var cliHints = strings.NewReplacer(
+	"Settings.MaxSteps", "-max-steps",
+	"use Rodas5P", "use -method rodas5p",
+	"try Rodas5P", "try -method rodas5p",
+)
+
+// jsonResult builds the -json object. Its keys are documented in
+// jsonSchema; a key the run could not compute is null.
+func (j *job) jsonResult(out *outcome) jsonObject {
+	n, d, np := j.n(), j.prob.Field.Dim, j.prob.Field.Params
+	st := summarize(out.sol)
+	var vs []string
+	for _, v := range j.opts.vary {
+		vs = append(vs, v.String())
+	}
+	if vs == nil {
+		vs = []string{}
+	}
+	obj := jsonObject{
+		{"command", j.opts.cmd},
+		{"problem", j.pr.Name},
+		{"method", j.method.Name()},
+		{"n", n}, {"dim", d}, {"params", np},
+		{"t0", jsonFloat(j.prob.T0)}, {"t1", jsonFloat(j.prob.T1)},
+		{"rtol", jsonFloat(j.set.RelTol)}, {"atol", jsonFloat(j.set.AbsTol)},
+		{"vary", vs},
+	}
+	if j.opts.cmd == "grad" {
+		obj = append(obj, jsonField{"loss_name", j.loss.String()})
+	}
+	obj = append(obj, jsonField{"status", out.statusText()}, jsonField{"failed", st.failed})
+
+	arrays := n <= jsonArrayLimit || j.opts.arrays
+	var y, gp, gy, gs []float64
+	loss := nan
+	if out.sol != nil {
+		y = out.sol.Y
+	}
+	if out.grad != nil {
+		loss, gp, gy, gs = out.grad.Loss, out.grad.P, out.grad.Y0, out.grad.Shared
+	}
+	if j.opts.cmd == "grad" {
+		obj = append(obj, jsonField{"loss", jsonFloat(loss)})
+	}
+	if arrays {
+		obj = append(obj, jsonField{"y_final", jsonFloats(y)})
+		if j.opts.cmd == "grad" {
+			obj = append(obj, jsonField{"grad_p", nonNil(gp, out.grad)}, jsonField{"grad_y0", nonNil(gy, out.grad)})
+			if j.prob.Field.Shared > 0 {
+				obj = append(obj, jsonField{"grad_shared", nonNil(gs, out.grad)})
+			}
+		}
+		if len(j.prob.SaveAt) > 0 {
+			var ys []float64
+			if out.sol != nil {
+				ys = out.sol.Ys
+			}
+			obj = append(obj, jsonField{"saveat", jsonFloats(j.prob.SaveAt)}, jsonField{"y_saved", jsonFloats(ys)})
+		}
+	}
+	obj = append(obj,
+		jsonField{"accepted", st.accepted}, jsonField{"rejected", st.rejected},
+		jsonField{"steps_min", st.min}, jsonField{"steps_median", st.median}, jsonField{"steps_max", st.max},
+		jsonField{"checksum_y", jsonFloat(sum(y))},
+	)
+	if j.opts.cmd == "grad" {
+		obj = append(obj, jsonField{"checksum_grad_p", jsonFloat(sum(nonNil(gp, out.grad)))},
+			jsonField{"checksum_grad_y0", jsonFloat(sum(nonNil(gy, out.grad)))})
+	}
+	obj = append(obj,
+		jsonField{"time_ms", ms(out.total)}, jsonField{"setup_ms", ms(out.setup)},
+		jsonField{"record_ms", ms(out.record)})
+	if j.opts.cmd == "grad" {
+		obj = append(obj, jsonField{"grad_ms", ms(out.gradient)})
+	}
+	return obj
+}
+
+// nonNil returns xs, or an empty list (not nil) if the gradient g was
+// computed and xs is empty (a problem without parameters has grad_p []).
+func nonNil(xs []float64, g *ode.Gradient) jsonFloats {
+	if g != nil && xs == nil {
+		return jsonFloats{}
+	}
+	return jsonFloats(xs)
+}

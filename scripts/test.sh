@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# test.sh runs gradsolve's checks, as CI does (.ci/run):
+#
+#   gofmt -l, go vet ./..., go test ./..., go test -race on ./tape and ./scan,
+#   and a short fuzz run of each fuzz target listed below.
+#
+# Every check runs even if an earlier one fails; the script ends by listing
+# the failed checks and exits 1 if there are any. FUZZTIME sets the length of
+# each fuzz run (default 10s). Nothing here needs a GPU; the whole run takes a
+# few minutes on two cores.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+FUZZTIME=${FUZZTIME:-10s}
+
+# The fuzz targets, as "package target"; a target that does not exist (yet) is
+# skipped with a note.
+FUZZ_TARGETS=(
+	"./cmd/gradsolve FuzzParseFloats"
+	"./cmd/gradsolve FuzzParseVary"
+	"./tape FuzzTraceExpr"
+)
+
+failed=()
+
+# check runs a command, noting it if it fails.
+check() {
+	echo "== $*"
+	if ! "$@"; then
+		failed+=("$*")
+	fi
+}
+
+gofmt_clean() {
+	local files
+	files=$(gofmt -l .)
+	if [[ -n $files ]]; then
+		echo "these files need gofmt -w:" >&2
+		echo "$files" >&2
+		return 1
+	fi
+}
+
+check gofmt_clean
+check go vet ./...
+check go test ./...
+check go test -race ./tape ./scan
+
+for entry in "${FUZZ_TARGETS[@]}"; do
+	read -r pkg target <<<"$entry"
+	listed=$(go test -list "^${target}\$" "$pkg" 2>/dev/null || true)
+	if grep -qx "$target" <<<"$listed"; then
+		check go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg"
+	else
+		echo "== skipping $target: not defined in $pkg (or $pkg does not build; go vet reports that)"
+	fi
+done
+
+if ((${#failed[@]} > 0)); then
+	echo "test.sh: ${#failed[@]} check(s) failed:" >&2
+	printf '  %s\n' "${failed[@]}" >&2
+	exit 1
+fi
+echo "test.sh: all checks passed"
