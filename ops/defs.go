@@ -12,7 +12,7 @@ func init() {
 		OpConst: {Name: "Const", Arity: 0,
 			C: func(_ []string, aux float64) string { return cConst(aux) }},
 
-		OpAdd: arithDef("Add", OpAdd, func(x, y float64) float64 { return x + y }, "+",
+		OpAdd: arithDef("Add", func(x, y float64) float64 { return x + y }, addBlock, "+",
 			func(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) { accSigned(b, r, g[0], acc, 1, 1) },
 			func(b Builder, r Ref, tan func(Ref) Ref) Ref {
 				a := b.Args(r)
@@ -25,7 +25,7 @@ func init() {
 				}
 				return add(b, t0, t1)
 			}),
-		OpSub: arithDef("Sub", OpSub, func(x, y float64) float64 { return x - y }, "-",
+		OpSub: arithDef("Sub", func(x, y float64) float64 { return x - y }, subBlock, "-",
 			func(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) { accSigned(b, r, g[0], acc, 1, -1) },
 			func(b Builder, r Ref, tan func(Ref) Ref) Ref {
 				a := b.Args(r)
@@ -40,7 +40,7 @@ func init() {
 				}
 				return sub(b, t0, t1)
 			}),
-		OpMul: arithDef("Mul", OpMul, func(x, y float64) float64 { return x * y }, "*",
+		OpMul: arithDef("Mul", func(x, y float64) float64 { return x * y }, mulBlock, "*",
 			func(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) {
 				if g[0] == NoRef {
 					return
@@ -62,7 +62,7 @@ func init() {
 				}
 				return fma(b, t0, a[1], mul(b, a[0], t1))
 			}),
-		OpDiv: arithDef("Div", OpDiv, func(x, y float64) float64 { return x / y }, "/",
+		OpDiv: arithDef("Div", func(x, y float64) float64 { return x / y }, divBlock, "/",
 			func(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) {
 				if g[0] == NoRef {
 					return

@@ -54,7 +54,9 @@ const (
 	// OpDot is an affine dot product: with k = (len(args)-1)/2,
 	// Σ_{j<k} arg_j * arg_{k+j} + arg_{2k}. The first k arguments are the
 	// weights (usually shared parameters), the next k the inputs and the
-	// last the bias. One Dot is one row of y = W x + b.
+	// last the bias. One Dot is one row of y = W x + b. It is rounded as
+	// the chain s = fma(arg_j, arg_{k+j}, s) from s = arg_{2k}, j = 0…k-1,
+	// on every engine, so a Dot of one term is exactly an FMA.
 	OpDot
 
 	// OpLUFactor is the LU factorisation with partial pivoting of the d×d

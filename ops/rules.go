@@ -3,11 +3,11 @@ package ops
 // Small builders used by the derivative rules. Every rule is written with
 // ops of the set, so derivatives of derivatives need nothing more.
 
-func add(b Builder, x, y Ref) Ref   { return b.Emit(OpAdd, 0, x, y) }
-func sub(b Builder, x, y Ref) Ref   { return b.Emit(OpSub, 0, x, y) }
-func mul(b Builder, x, y Ref) Ref   { return b.Emit(OpMul, 0, x, y) }
-func div(b Builder, x, y Ref) Ref   { return b.Emit(OpDiv, 0, x, y) }
-func neg(b Builder, x Ref) Ref      { return b.Emit(OpNeg, 0, x) }
+func add(b Builder, x, y Ref) Ref    { return b.Emit(OpAdd, 0, x, y) }
+func sub(b Builder, x, y Ref) Ref    { return b.Emit(OpSub, 0, x, y) }
+func mul(b Builder, x, y Ref) Ref    { return b.Emit(OpMul, 0, x, y) }
+func div(b Builder, x, y Ref) Ref    { return b.Emit(OpDiv, 0, x, y) }
+func neg(b Builder, x Ref) Ref       { return b.Emit(OpNeg, 0, x) }
 func fma(b Builder, x, y, z Ref) Ref { return b.Emit(OpFMA, 0, x, y, z) }
 func sel(b Builder, c, x, y Ref) Ref { return b.Emit(OpSelect, 0, c, x, y) }
 func scale(b Builder, c float64, x Ref) Ref {

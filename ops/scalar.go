@@ -3,6 +3,8 @@ package ops
 import (
 	"fmt"
 	"math"
+
+	"gonum.org/v1/gonum/floats"
 )
 
 // Scalar math shared by Eval, the block kernels and the tests.
@@ -110,77 +112,88 @@ func compareDef(name string, f func(x, y float64) bool, c string) Def {
 	}
 }
 
-// arith2 is the block kernel of a binary arithmetic op; either argument
-// may be uniform (length 1).
-func arith2(dst []float64, a, b []float64, op Op) {
+// The block kernels of the binary arithmetic ops; either argument may be
+// uniform (length 1). Where gonum's floats package has an exact kernel
+// (vectorised assembly on amd64) it is used: x+y as 1·x+y, x−y as
+// (−1)·y+x or x+(−y), c·x, x/y and x+c are the very IEEE operations of
+// the scalar Eval, so the results agree bit for bit (NaN payloads aside).
+
+func addBlock(dst []float64, args [][]float64, _ float64) {
 	n := len(dst)
-	switch {
+	switch a, b := args[0], args[1]; {
 	case len(a) == 1 && n > 1:
-		s := a[0]
-		b = b[:n]
-		switch op {
-		case OpAdd:
-			for i := range dst {
-				dst[i] = s + b[i]
-			}
-		case OpSub:
-			for i := range dst {
-				dst[i] = s - b[i]
-			}
-		case OpMul:
-			for i := range dst {
-				dst[i] = s * b[i]
-			}
-		case OpDiv:
-			for i := range dst {
-				dst[i] = s / b[i]
-			}
-		}
+		copy(dst, b[:n])
+		floats.AddConst(a[0], dst)
 	case len(b) == 1 && n > 1:
-		s := b[0]
-		a = a[:n]
-		switch op {
-		case OpAdd:
-			for i := range dst {
-				dst[i] = a[i] + s
-			}
-		case OpSub:
-			for i := range dst {
-				dst[i] = a[i] - s
-			}
-		case OpMul:
-			for i := range dst {
-				dst[i] = a[i] * s
-			}
-		case OpDiv:
-			for i := range dst {
-				dst[i] = a[i] / s
-			}
-		}
+		copy(dst, a[:n])
+		floats.AddConst(b[0], dst)
 	default:
-		a, b = a[:n], b[:n]
-		switch op {
-		case OpAdd:
-			for i := range dst {
-				dst[i] = a[i] + b[i]
-			}
-		case OpSub:
-			for i := range dst {
-				dst[i] = a[i] - b[i]
-			}
-		case OpMul:
-			for i := range dst {
-				dst[i] = a[i] * b[i]
-			}
-		case OpDiv:
-			for i := range dst {
-				dst[i] = a[i] / b[i]
-			}
-		}
+		floats.AddTo(dst, a[:n], b[:n])
 	}
 }
 
-func arithDef(name string, op Op, f func(x, y float64) float64, c string,
+func subBlock(dst []float64, args [][]float64, _ float64) {
+	n := len(dst)
+	switch a, b := args[0], args[1]; {
+	case len(a) == 1 && n > 1:
+		floats.ScaleTo(dst, -1, b[:n])
+		floats.AddConst(a[0], dst)
+	case len(b) == 1 && n > 1:
+		copy(dst, a[:n])
+		floats.AddConst(-b[0], dst)
+	default:
+		floats.SubTo(dst, a[:n], b[:n])
+	}
+}
+
+func mulBlock(dst []float64, args [][]float64, _ float64) {
+	n := len(dst)
+	switch a, b := args[0], args[1]; {
+	case len(a) == 1 && n > 1:
+		floats.ScaleTo(dst, a[0], b[:n])
+	case len(b) == 1 && n > 1:
+		floats.ScaleTo(dst, b[0], a[:n])
+	default:
+		mulVV(dst, a[:n], b[:n])
+	}
+}
+
+func divBlock(dst []float64, args [][]float64, _ float64) {
+	n := len(dst)
+	switch a, b := args[0], args[1]; {
+	case len(a) == 1 && n > 1:
+		s, b := a[0], b[:n]
+		for i := range dst {
+			dst[i] = s / b[i]
+		}
+	case len(b) == 1 && n > 1:
+		s, a := b[0], a[:n]
+		for i := range dst {
+			dst[i] = a[i] / s
+		}
+	default:
+		floats.DivTo(dst, a[:n], b[:n])
+	}
+}
+
+// mulVV sets dst[i] = a[i]*b[i], unrolled by four.
+func mulVV(dst, a, b []float64) {
+	n := len(dst)
+	a, b = a[:n], b[:n]
+	i := 0
+	for ; i <= n-4; i += 4 {
+		d, x, y := dst[i:i+4:i+4], a[i:i+4:i+4], b[i:i+4:i+4]
+		d[0] = x[0] * y[0]
+		d[1] = x[1] * y[1]
+		d[2] = x[2] * y[2]
+		d[3] = x[3] * y[3]
+	}
+	for ; i < n; i++ {
+		dst[i] = a[i] * b[i]
+	}
+}
+
+func arithDef(name string, f func(x, y float64) float64, block func([]float64, [][]float64, float64), c string,
 	vjp func(Builder, Ref, []Ref, func(Ref, int, Ref)), jvp func(Builder, Ref, func(Ref) Ref) Ref) Def {
 	return Def{
 		Name:  name,
@@ -188,7 +201,7 @@ func arithDef(name string, op Op, f func(x, y float64) float64, c string,
 		Eval:  func(a []float64, _ float64) float64 { return f(a[0], a[1]) },
 		VJP:   vjp,
 		JVP:   jvp,
-		Block: func(dst []float64, args [][]float64, _ float64) { arith2(dst, args[0], args[1], op) },
+		Block: block,
 		Mixed: true,
 		C:     cinfix(c),
 	}
@@ -226,7 +239,9 @@ func fmaBlock(dst []float64, args [][]float64, _ float64) {
 	}
 }
 
-// dotBlock computes Σ w_j x_j + bias; weights are usually uniform.
+// dotBlock computes Σ w_j x_j + bias as a chain of fused multiply-adds,
+// s = fma(w_j, x_j, s) from s = bias, j = 0…k-1, exactly as dotEval and
+// the CUDA expression do; weights are usually uniform.
 func dotBlock(dst []float64, args [][]float64, _ float64) {
 	n := len(dst)
 	k := (len(args) - 1) / 2
@@ -243,22 +258,22 @@ func dotBlock(dst []float64, args [][]float64, _ float64) {
 		case len(w) == 1 && len(x) > 1:
 			s, x := w[0], x[:n]
 			for i := range dst {
-				dst[i] += s * x[i]
+				dst[i] = math.FMA(s, x[i], dst[i])
 			}
 		case len(w) > 1 && len(x) == 1:
 			s, w := x[0], w[:n]
 			for i := range dst {
-				dst[i] += w[i] * s
+				dst[i] = math.FMA(w[i], s, dst[i])
 			}
 		case len(w) == 1 && len(x) == 1:
-			s := w[0] * x[0]
+			s, t := w[0], x[0]
 			for i := range dst {
-				dst[i] += s
+				dst[i] = math.FMA(s, t, dst[i])
 			}
 		default:
 			w, x := w[:n], x[:n]
 			for i := range dst {
-				dst[i] += w[i] * x[i]
+				dst[i] = math.FMA(w[i], x[i], dst[i])
 			}
 		}
 	}
@@ -268,7 +283,7 @@ func dotEval(a []float64, _ float64) float64 {
 	k := (len(a) - 1) / 2
 	s := a[2*k]
 	for j := 0; j < k; j++ {
-		s += a[j] * a[k+j]
+		s = math.FMA(a[j], a[k+j], s)
 	}
 	return s
 }

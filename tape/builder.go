@@ -11,8 +11,9 @@ import (
 // Builder appends values to a program under construction. It implements
 // ops.Builder, so derivative rules build into it. With simplification on
 // (the default for transforms and Simplify), Emit folds constants, absorbs
-// 0 and 1 (x*0 = 0 even for non-finite x, as in every AD system), and
-// reuses an existing identical value (common-subexpression elimination).
+// 0 and 1 (x*0 = 0 even for non-finite x, as in every AD system), folds
+// negations into adds, subtracts and constant factors, and reuses an
+// existing identical value (common-subexpression elimination).
 // A Builder is not safe for concurrent use.
 type Builder struct {
 	p        Program
@@ -150,6 +151,14 @@ func (b *Builder) simplified(op ops.Op, aux float64, args []ID) (ID, bool) {
 	}
 	zero := func(r ID) bool { return b.isConst(r, 0) }
 	one := func(r ID) bool { return b.isConst(r, 1) }
+	// negOf returns x if r is Neg x. The rules that use it are exact:
+	// x + (-y) is x - y in IEEE arithmetic, and (-x)·c is x·(-c).
+	negOf := func(r ID) (ID, bool) {
+		if v := &b.p.Values[r]; v.Op == ops.OpNeg {
+			return v.Args[0], true
+		}
+		return 0, false
+	}
 	switch op {
 	case ops.OpAdd:
 		if zero(args[0]) {
@@ -157,6 +166,12 @@ func (b *Builder) simplified(op ops.Op, aux float64, args []ID) (ID, bool) {
 		}
 		if zero(args[1]) {
 			return args[0], true
+		}
+		if y, ok := negOf(args[1]); ok {
+			return b.Emit(ops.OpSub, 0, args[0], y), true
+		}
+		if x, ok := negOf(args[0]); ok {
+			return b.Emit(ops.OpSub, 0, args[1], x), true
 		}
 		if args[0] > args[1] { // canonical order for CSE
 			return b.intern(Value{Op: op, Args: []ID{args[1], args[0]}}), true
@@ -167,6 +182,9 @@ func (b *Builder) simplified(op ops.Op, aux float64, args []ID) (ID, bool) {
 		}
 		if zero(args[0]) {
 			return b.Emit(ops.OpNeg, 0, args[1]), true
+		}
+		if y, ok := negOf(args[1]); ok {
+			return b.Emit(ops.OpAdd, 0, args[0], y), true
 		}
 	case ops.OpMul:
 		switch {
@@ -180,6 +198,13 @@ func (b *Builder) simplified(op ops.Op, aux float64, args []ID) (ID, bool) {
 			return b.Emit(ops.OpNeg, 0, args[1]), true
 		case b.isConst(args[1], -1):
 			return b.Emit(ops.OpNeg, 0, args[0]), true
+		}
+		for i := 0; i < 2; i++ {
+			if c, ok := b.constOf(args[i]); ok {
+				if x, ok := negOf(args[1-i]); ok {
+					return b.Emit(ops.OpMul, 0, b.Const(-c), x), true
+				}
+			}
 		}
 		if args[0] > args[1] {
 			return b.intern(Value{Op: op, Args: []ID{args[1], args[0]}}), true

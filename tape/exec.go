@@ -6,6 +6,9 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
+
+	"gonum.org/v1/gonum/floats"
 
 	"github.com/gradsolve-go/gradsolve/ops"
 )
@@ -45,14 +48,23 @@ type arg struct {
 	comp  int // argUnit: component within a tuple buffer
 	width int // argUnit: width of the buffer
 	idx   int // argInput: input index; argUni: offset in Exec.uni
+	out   int // argUnit: the output written in place in direct mode, or -1
 }
 
 type step struct {
-	def   *ops.Def
+	block func(dst []float64, args [][]float64, aux float64) // the op's Block
 	aux   float64
 	unit  int
 	width int
 	args  []arg
+	slot  int // worker.slots[slot] is dst, the args follow it
+}
+
+// rebind is a slot whose slice depends on the block's first trajectory:
+// a per-trajectory input read in place, or (in direct mode) an output
+// written in place.
+type rebind struct {
+	slot, idx int
 }
 
 type bcast struct {
@@ -63,11 +75,15 @@ type outSpec struct {
 	src    arg
 	sum    bool
 	sumIdx int
+	direct bool // in direct mode, the step computing it writes it in place
 }
 
 type worker struct {
 	arena []float64
-	args  [][]float64
+	// slots holds every step's dst and argument slices for blocks of
+	// lastM trajectories, built once per Run and block size; only the
+	// rebind slots change from block to block.
+	slots [][]float64
 	lastM int
 }
 
@@ -88,11 +104,15 @@ type Exec struct {
 	uniOff  []int // offset of each uniform value in uni, by ID (-1 if varying)
 	uni     []float64
 
-	steps []step
-	units int
-	bcast []bcast
-	outs  []outSpec
-	nsum  int
+	steps  []step
+	nslots int
+	rebind []rebind // per-trajectory inputs
+	rebOut []rebind // values written to the outputs in direct mode
+	direct bool     // this Run writes outputs in place (no aliasing)
+	units  int
+	bcast  []bcast
+	outs   []outSpec
+	nsum   int
 
 	workers []*worker
 
@@ -213,7 +233,18 @@ func (e *Exec) plan() {
 			bcastUnit[a] = u
 			e.bcast = append(e.bcast, bcast{off: e.uniOff[a], width: w, unit: u})
 		}
-		return arg{kind: argUnit, unit: u, width: w}
+		return arg{kind: argUnit, unit: u, width: w, out: -1}
+	}
+	// A per-trajectory output computed by a scalar step is written straight
+	// into the output slice (direct mode) when the Run's outputs do not
+	// overlap its inputs; see Run.
+	directOut := make(map[ID]int)
+	for k, o := range p.Outputs {
+		v := p.Values[o.ID]
+		if _, dup := directOut[o.ID]; dup || o.Sum || uniform[o.ID] || v.Op == ops.OpInput || v.Op == ops.OpExtract || p.Width(o.ID) != 1 {
+			continue
+		}
+		directOut[o.ID] = k
 	}
 	// dying lists the values whose buffers are freed after step i.
 	dying := make(map[int][]ID)
@@ -228,16 +259,29 @@ func (e *Exec) plan() {
 		}
 		if v.Op == ops.OpExtract {
 			t := loc[v.Args[0]]
-			loc[i] = arg{kind: argUnit, unit: t.unit, comp: int(v.Aux), width: t.width}
+			loc[i] = arg{kind: argUnit, unit: t.unit, comp: int(v.Aux), width: t.width, out: -1}
 			continue
 		}
 		def := ops.Lookup(v.Op)
-		st := step{def: def, aux: v.Aux, width: p.Width(ID(i))}
-		for _, a := range v.Args {
-			st.args = append(st.args, argOf(a, def.Mixed))
+		st := step{block: def.Block, aux: v.Aux, width: p.Width(ID(i)), slot: e.nslots}
+		for j, a := range v.Args {
+			ar := argOf(a, def.Mixed)
+			switch {
+			case ar.kind == argInput:
+				e.rebind = append(e.rebind, rebind{slot: st.slot + 1 + j, idx: ar.idx})
+			case ar.kind == argUnit && ar.out >= 0:
+				e.rebOut = append(e.rebOut, rebind{slot: st.slot + 1 + j, idx: ar.out})
+			}
+			st.args = append(st.args, ar)
 		}
+		e.nslots += 1 + len(st.args)
 		st.unit = alloc(st.width)
-		loc[i] = arg{kind: argUnit, unit: st.unit, width: st.width}
+		out := -1
+		if k, ok := directOut[ID(i)]; ok {
+			out = k
+			e.rebOut = append(e.rebOut, rebind{slot: st.slot, idx: k})
+		}
+		loc[i] = arg{kind: argUnit, unit: st.unit, width: st.width, out: out}
 		if last[i] < 0 { // unused and not an output: still computed, freed at once
 			dying[i] = append(dying[i], ID(i))
 		}
@@ -248,7 +292,7 @@ func (e *Exec) plan() {
 			}
 		}
 	}
-	for _, o := range p.Outputs {
+	for k, o := range p.Outputs {
 		src := loc[root(o.ID)]
 		if p.Values[o.ID].Op == ops.OpExtract && !uniform[o.ID] {
 			src = loc[o.ID]
@@ -256,7 +300,7 @@ func (e *Exec) plan() {
 		if uniform[o.ID] {
 			src = arg{kind: argUni, idx: e.uniOff[o.ID]}
 		}
-		spec := outSpec{src: src, sum: o.Sum}
+		spec := outSpec{src: src, sum: o.Sum, direct: src.kind == argUnit && src.out == k}
 		if o.Sum {
 			spec.sumIdx = e.nsum
 			e.nsum++
@@ -269,9 +313,11 @@ func (e *Exec) plan() {
 // n values (trajectory i at in[k][i]) for a per-trajectory input, one for a
 // shared input. out[k] receives output k: n values, or one for an output
 // marked Sum (the sum over the n trajectories, added in a fixed order, so
-// results do not depend on scheduling). It panics if the slices are too
-// short. With CheckFinite set it returns a *NonFiniteError for the first
-// non-finite output.
+// results do not depend on scheduling). An output may share memory with
+// an input, to update a state in place (out[k] = in[k]): every block of
+// trajectories reads its inputs before it writes its outputs. It panics if
+// the slices are too short. With CheckFinite set it returns a
+// *NonFiniteError for the first non-finite output.
 func (e *Exec) Run(out, in [][]float64, n int) error {
 	p := e.p
 	if len(in) != len(p.Inputs) || len(out) != len(p.Outputs) {
@@ -289,6 +335,7 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 		}
 	}
 	e.in, e.out, e.n = in, out, n
+	e.direct = len(e.rebOut) > 0 && !e.aliased(n)
 	e.evalUniform()
 	if n == 0 {
 		for k, o := range e.outs {
@@ -307,7 +354,7 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 	for len(e.workers) < nw {
 		e.workers = append(e.workers, &worker{
 			arena: make([]float64, e.units*e.bs),
-			args:  make([][]float64, 0, 8),
+			slots: make([][]float64, e.nslots),
 		})
 	}
 	e.next.Store(0)
@@ -337,6 +384,39 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 		return e.checkFinite(out, in, n)
 	}
 	return nil
+}
+
+// aliased reports whether an output that the steps would write in place
+// overlaps a per-trajectory input or another output. The outputs are then
+// copied out after each block is computed instead, so that a Run may
+// update its inputs in place (y = f(y)).
+func (e *Exec) aliased(n int) bool {
+	if n == 0 {
+		return false
+	}
+	for k, o := range e.outs {
+		if !o.direct {
+			continue
+		}
+		x := e.out[k][:n]
+		for j, s := range e.p.Inputs {
+			if !s.Shared && overlap(x, e.in[j][:n]) {
+				return true
+			}
+		}
+		for j, q := range e.p.Outputs {
+			if j != k && !q.Sum && overlap(x, e.out[j][:n]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// overlap reports whether two non-empty slices share memory.
+func overlap(a, b []float64) bool {
+	pa, pb := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return pa < pb+uintptr(len(b))*8 && pb < pa+uintptr(len(a))*8
 }
 
 func (e *Exec) need(single bool, n int) int {
@@ -424,6 +504,9 @@ func (e *Exec) slice(w *worker, a arg, lo, m int) []float64 {
 	case argUni:
 		return e.uni[a.idx : a.idx+1]
 	}
+	if a.out >= 0 && e.direct {
+		return e.out[a.out][lo : lo+m]
+	}
 	start := a.unit*e.bs + a.comp*m
 	if a.comp == 0 && a.width > 1 {
 		return w.arena[start : start+a.width*m]
@@ -433,6 +516,7 @@ func (e *Exec) slice(w *worker, a arg, lo, m int) []float64 {
 
 func (e *Exec) block(w *worker, b, lo, hi int) {
 	m := hi - lo
+	slots := w.slots
 	if m != w.lastM {
 		for _, bc := range e.bcast {
 			buf := w.arena[bc.unit*e.bs : bc.unit*e.bs+bc.width*m]
@@ -444,27 +528,41 @@ func (e *Exec) block(w *worker, b, lo, hi int) {
 				}
 			}
 		}
+		for si := range e.steps {
+			st := &e.steps[si]
+			slots[st.slot] = w.arena[st.unit*e.bs : st.unit*e.bs+st.width*m]
+			for j, a := range st.args {
+				slots[st.slot+1+j] = e.slice(w, a, lo, m)
+			}
+		}
 		w.lastM = m
+	} else {
+		for _, r := range e.rebind {
+			slots[r.slot] = e.in[r.idx][lo : lo+m]
+		}
+	}
+	if e.direct {
+		for _, r := range e.rebOut {
+			slots[r.slot] = e.out[r.idx][lo : lo+m]
+		}
 	}
 	for si := range e.steps {
 		st := &e.steps[si]
-		w.args = w.args[:0]
-		for _, a := range st.args {
-			w.args = append(w.args, e.slice(w, a, lo, m))
-		}
-		dst := w.arena[st.unit*e.bs : st.unit*e.bs+st.width*m]
-		st.def.Block(dst, w.args, st.aux)
+		st.block(slots[st.slot], slots[st.slot+1:st.slot+1+len(st.args)], st.aux)
 	}
 	for k, o := range e.outs {
+		if o.direct && e.direct {
+			continue
+		}
 		src := e.slice(w, o.src, lo, m)
 		if o.sum {
-			s := 0.0
+			// A block's sum has a fixed order (floats.Sum's, with several
+			// accumulators), so the result does not depend on Workers.
+			var s float64
 			if len(src) == 1 && m > 1 {
 				s = src[0] * float64(m)
 			} else {
-				for _, x := range src[:m] {
-					s += x
-				}
+				s = floats.Sum(src[:m])
 			}
 			e.sums[b*e.nsum+o.sumIdx] = s
 			continue

@@ -114,10 +114,15 @@ func Call(p *Program, args []V) []V {
 		fail("Call", "program %s has no inputs; cannot tell which trace to call it in", p.Name)
 	}
 	b := args[0].b
+	if b == nil {
+		fail("Call", "argument 1 is the zero V, not a value of any trace")
+	}
 	ids := make([]ID, len(args))
 	for i, a := range args {
 		if err := b.check(a, "Call", i+1); err != nil {
-			panic(err)
+			e := err.(*TraceError)
+			e.Pos = callerPos()
+			panic(e)
 		}
 		ids[i] = a.id
 	}
@@ -326,8 +331,11 @@ func Dense(w, x, b []V) []V {
 // len(rhs)) as traced values, factoring W once with partial pivoting.
 // A matrix singular to working precision gives NaNs, which the executor
 // reports when it checks for non-finite results. It panics with a
-// *TraceError if len(w) != d*d.
+// *TraceError if len(rhs) == 0 or len(w) != d*d.
 func Solve(w, rhs []V) []V {
+	if d := len(rhs); d == 0 || len(w) != d*d {
+		fail("Solve", "len(w) = %d, len(rhs) = %d; want len(w) = len(rhs)² > 0", len(w), d)
+	}
 	f := Factor(w, len(rhs))
 	return f.Solve(rhs)
 }

@@ -110,7 +110,12 @@ func (a *adjoints) sweep(n int) {
 // products with respect to the inputs listed in wrt (all inputs if wrt is
 // nil), in that order, named "grad_" + the input's name. The gradient of a
 // shared input is marked Sum: the executor sums it over trajectories.
-func VJP(p *Program, wrt []int) (*Program, error) {
+func VJP(p *Program, wrt []int) (*Program, error) { return vjp(p, wrt, true) }
+
+// vjp is VJP with the builder's simplification optional (dead code is
+// removed either way); tests use simplify = false to measure what
+// simplification saves.
+func vjp(p *Program, wrt []int, simplify bool) (*Program, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -119,6 +124,7 @@ func VJP(p *Program, wrt []int) (*Program, error) {
 		return nil, err
 	}
 	b, in := newLike(p, p.Name+".vjp")
+	b.simplify = simplify
 	seeds := make([]ID, len(p.Outputs))
 	for i, o := range p.Outputs {
 		seeds[i] = b.Input("adj_"+o.Name, false).id
