@@ -13,15 +13,38 @@ import (
 	"github.com/gradsolve-go/gradsolve/ops"
 )
 
-// DefaultBlockSize is the number of trajectories the executor processes
-// per block when ExecSettings.BlockSize is 0.
+// Block sizes chosen when ExecSettings.BlockSize is 0: the largest power
+// of two between MinBlockSize and MaxBlockSize whose block buffers fit in
+// BlockBudget bytes, so that a block's working set stays in the core's L2
+// cache. Small programs (a field) get long blocks, which amortise the
+// per-value dispatch; large ones (a Rosenbrock step's reverse sweep) get
+// short blocks.
+const (
+	MinBlockSize = 64
+	MaxBlockSize = 1024
+	BlockBudget  = 512 << 10
+)
+
+// DefaultBlockSize is kept for reference: the block size that was the
+// default before sizes were chosen per program.
 const DefaultBlockSize = 256
+
+// autoBlockSize returns the block size for a program whose block buffers
+// take units float64s per trajectory.
+func autoBlockSize(units int) int {
+	bs := MaxBlockSize
+	for bs > MinBlockSize && bs*max(units, 1)*8 > BlockBudget {
+		bs /= 2
+	}
+	return bs
+}
 
 // ExecSettings configures an Exec. The zero value means the defaults.
 type ExecSettings struct {
 	// BlockSize is the number of trajectories per block: every value of
 	// the program is a loop over one block, so a block's working set
-	// should stay in the core's cache. 0 means DefaultBlockSize.
+	// should stay in the core's cache. 0 chooses it from the program's
+	// working set (see MinBlockSize).
 	BlockSize int
 
 	// Workers is the largest number of goroutines a Run uses. 0 means
@@ -139,16 +162,19 @@ func NewExec(p *Program, s *ExecSettings) (*Exec, error) {
 	if s != nil {
 		set = *s
 	}
-	if set.BlockSize <= 0 {
-		set.BlockSize = DefaultBlockSize
-	}
 	if set.Workers <= 0 {
 		set.Workers = runtime.GOMAXPROCS(0)
 	}
 	e := &Exec{p: p, bs: set.BlockSize, nworkers: set.Workers, check: set.CheckFinite}
 	e.plan()
+	if e.bs <= 0 {
+		e.bs = autoBlockSize(e.units)
+	}
 	return e, nil
 }
+
+// BlockSize returns the number of trajectories per block.
+func (e *Exec) BlockSize() int { return e.bs }
 
 // Program returns the program e runs.
 func (e *Exec) Program() *Program { return e.p }
