@@ -10,9 +10,11 @@
 // turns within each repetition so that drift in the machine's speed affects
 // them alike. Accuracy is the median over trajectories of the relative
 // error ‖y − y_ref‖₂/‖y_ref‖₂ of the final state against a tight reference
-// from package internal/refode (DOP853 for Lorenz, Radau5 for the stiff
-// problems), computed once per ensemble, on an evenly spaced subsample of
-// the trajectories when the ensemble is large.
+// from package internal/refode (DOP853 for Lorenz and HIRES, Radau5 for
+// Robertson), computed once per ensemble, on an evenly spaced subsample of
+// the trajectories when the ensemble is large. Timings are wall-clock; the
+// Lorenz suite also reports process CPU time for its single-threaded runs,
+// which a busy machine disturbs less.
 //
 // Ensemble arrays are row-major [n×Dim]: y[i*Dim+j]. Times are reported in
 // milliseconds.

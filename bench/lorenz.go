@@ -144,9 +144,9 @@ func RunLorenz(w io.Writer, cfg LorenzConfig) ([]LorenzRow, error) {
 	}
 	if !cfg.JSON {
 		fmt.Fprintf(w, "Lorenz, Tsit5, atol = rtol·1e-3, median of %d (ms); library and baseline with %d goroutines (suffix 1: one)\n", repsOrDefault(cfg.Reps), workers)
-		fmt.Fprintf(w, "%7s %6s %7s %9s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s\n",
+		fmt.Fprintf(w, "%7s %6s %7s %9s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %8s %9s\n",
 			"n", "rtol", "steps", "forward", "baseline", "fwd1", "base1", "record", "grad", "grad+rec",
-			"grad/fw", "fw/base", "fw1/b1", "(cpu)", "err")
+			"grad/fw", "g+r/fw", "fw/base", "fw1/b1", "(cpu)", "err")
 	}
 	var rows []LorenzRow
 	for _, n := range ns {
@@ -170,10 +170,10 @@ func RunLorenz(w io.Writer, cfg LorenzConfig) ([]LorenzRow, error) {
 					return rows, err
 				}
 			} else {
-				fmt.Fprintf(w, "%7d %6.0e %7.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f %9.2e\n",
+				fmt.Fprintf(w, "%7d %6.0e %7.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f %8.2f %9.2e\n",
 					row.N, row.RelTol, row.Steps, row.Forward, row.Baseline, row.Forward1, row.Baseline1,
-					row.Record, row.Grad, row.GradRecord, row.GradRatio, row.ForwardRatio, row.ForwardRatio1,
-					row.ForwardRatio1CPU, row.Err)
+					row.Record, row.Grad, row.GradRecord, row.GradRatio, row.GradRecordRatio, row.ForwardRatio,
+					row.ForwardRatio1, row.ForwardRatio1CPU, row.Err)
 			}
 		}
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -35,8 +34,8 @@ func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
 		fs.PrintDefaults()
 	}
 	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, memory or all")
-	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; for memory a single size, default 1048576)")
-	rtolList := fs.String("rtol", "", "comma-separated relative tolerances (default: the suite's; for memory a single value, default 1e-6)")
+	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; -suite memory takes one size, default 1048576)")
+	rtolList := fs.String("rtol", "", "comma-separated relative tolerances (default: the suite's; -suite memory takes one, default 1e-6)")
 	reps := fs.Int("reps", bench.DefaultReps, "timed repetitions per case (the median is reported, after one warm-up)")
 	workers := fs.Int("workers", 0, "goroutines of the parallel runs (0: GOMAXPROCS)")
 	refSample := fs.Int("ref-sample", 0, "most trajectories per reference solution (0: the suite's default)")
@@ -48,19 +47,18 @@ func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	if fs.NArg() > 0 {
-		fs.Usage()
-		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+		return usagef("unexpected arguments %q; bench takes only flags", fs.Args())
 	}
 	ns, err := benchParseInts(*nList)
 	if err != nil {
-		return fmt.Errorf("bench: -n: %w", err)
+		return usagef("-n %q: %v", *nList, err)
 	}
 	rtols, err := benchParseFloats(*rtolList)
 	if err != nil {
-		return fmt.Errorf("bench: -rtol: %w", err)
+		return usagef("-rtol %q: %v", *rtolList, err)
 	}
 	if *reps < 1 {
-		return fmt.Errorf("bench: -reps %d: need at least 1", *reps)
+		return usagef("-reps %d: need at least 1", *reps)
 	}
 	var suites []string
 	switch *suite {
@@ -69,19 +67,33 @@ func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
 	case "all":
 		suites = []string{"lorenz", "stiff", "memory"}
 	default:
-		return fmt.Errorf("bench: unknown suite %q; valid suites are lorenz, stiff, memory, all", *suite)
+		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, memory, all", *suite)
+	}
+	memCfg := bench.MemoryConfig{MemoryLimit: *memLimit, Checkpoint: *checkpoint, Workers: *workers, JSON: *jsonOut}
+	if *suite == "memory" {
+		// The memory suite runs one case; with -suite all it keeps its
+		// defaults and -n and -rtol apply to the other suites.
+		if len(ns) > 1 || len(rtols) > 1 {
+			return usagef("-n, -rtol: the memory suite takes a single size and tolerance")
+		}
+		if len(ns) == 1 {
+			memCfg.N = ns[0]
+		}
+		if len(rtols) == 1 {
+			memCfg.RelTol = rtols[0]
+		}
 	}
 
 	w := stdout
 	if *out != "" {
 		f, ferr := os.Create(*out)
 		if ferr != nil {
-			return fmt.Errorf("bench: %w", ferr)
+			return ferr
 		}
 		w = f
 		defer func() {
 			if cerr := f.Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("bench: %w", cerr)
+				err = cerr
 			}
 		}()
 	}
@@ -98,17 +110,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
 			_, err = bench.RunStiff(w, bench.StiffConfig{N: ns, RelTol: rtols, Reps: *reps,
 				RefSample: *refSample, Workers: *workers, JSON: *jsonOut})
 		case "memory":
-			cfg := bench.MemoryConfig{MemoryLimit: *memLimit, Checkpoint: *checkpoint, Workers: *workers, JSON: *jsonOut}
-			if len(ns) > 1 || len(rtols) > 1 {
-				return errors.New("bench: the memory suite takes a single -n and -rtol")
-			}
-			if len(ns) == 1 {
-				cfg.N = ns[0]
-			}
-			if len(rtols) == 1 {
-				cfg.RelTol = rtols[0]
-			}
-			_, err = bench.RunMemory(w, cfg)
+			_, err = bench.RunMemory(w, memCfg)
 		}
 		if err != nil {
 			return err
