@@ -373,11 +373,11 @@ func lorenzTsit5One(sigma, rho, beta float64, y0 [3]float64, t0, t1 float64, set
 			nonfinite = 0
 			t += h
 			y, k1 = yn, k7
-			factor = ctlSafety * math.Pow(max(errn, ctlErrFloor), -ctlBeta)
+			factor = ctlSafety * math.Exp(-ctlBeta*math.Log(max(errn, ctlErrFloor)))
 		default:
 			res.rejected++
 			nonfinite = 0
-			factor = ctlSafety * math.Pow(errn, -ctlBeta)
+			factor = ctlSafety * math.Exp(-ctlBeta*math.Log(errn))
 		}
 		if accepted && last {
 			res.status = ode.OK

@@ -2,6 +2,8 @@ package ode
 
 import (
 	"math"
+	"runtime"
+	"sync"
 )
 
 // recorder runs the adaptive integration of every trajectory at once. The
@@ -20,7 +22,7 @@ type recorder struct {
 	idx           []int
 	t, h, t1, ep  []float64
 	last          []bool
-	nonfinite     []int
+	nonfinite     []int // non-finite trial steps so far
 	y, k1, p      [][]float64
 	yNew, e, kOut [][]float64
 
@@ -32,6 +34,7 @@ type recorder struct {
 	lastH       []float64
 	rowsCap     int
 	fevalsTrial int
+	fin         []Status
 }
 
 func newRecorder(sv *Solver, q *problem, keep bool) *recorder {
@@ -214,95 +217,157 @@ func (r *recorder) run() error {
 		if err := r.sv.texec.Run(out, in, m); err != nil {
 			return err
 		}
+		// The controller decides every trajectory independently: in
+		// parallel over chunks for large ensembles; then the finished ones
+		// leave the active set, serially.
+		if cap(r.fin) < m {
+			r.fin = make([]Status, m)
+		}
+		fin := r.fin[:m]
+		if r.keep {
+			r.growMesh()
+		}
+		r.parallel(m, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				fin[i] = r.control(i, d, ctl, rtol, atol, st)
+			}
+		})
 		for i := m - 1; i >= 0; i-- {
-			j := r.idx[i]
-			st.FieldEvals[j] += r.fevalsTrial
-			h := r.h[i]
-			errn := 0.0
-			bad := false
-			for c := 0; c < d; c++ {
-				yn := r.yNew[c][i]
-				if math.IsNaN(yn) || math.IsInf(yn, 0) {
-					bad = true
-				}
-				sc := atol + rtol*math.Max(math.Abs(r.y[c][i]), math.Abs(yn))
-				errn += sq(r.e[c][i] / sc)
+			if fin[i] != running {
+				r.finish(i, fin[i])
 			}
-			errn = math.Sqrt(errn / float64(d))
-			if math.IsNaN(errn) || math.IsInf(errn, 0) {
-				bad = true
-			}
-			var factor float64
-			accepted := false
-			switch {
-			case bad:
-				st.Rejected[j]++
-				r.nonfinite[i]++
-				factor = ctl.FactorMin
-			case errn <= 1:
-				accepted = true
-				st.Accepted[j]++
-				r.nonfinite[i] = 0
-				if r.keep {
-					r.store(j, st.Accepted[j]-1, h)
-				}
-				r.t[i] += h
-				for c := 0; c < d; c++ {
-					r.y[c][i] = r.yNew[c][i]
-					r.k1[c][i] = r.kOut[c][i]
-				}
-				factor = ctl.Safety * math.Pow(math.Max(errn, 1e-10), -ctl.Beta1)
-				if ctl.Beta2 != 0 {
-					factor *= math.Pow(r.ep[i], ctl.Beta2)
-				}
-				r.ep[i] = math.Max(errn, 1e-4)
-			default:
-				st.Rejected[j]++
-				r.nonfinite[i] = 0
-				factor = ctl.Safety * math.Pow(errn, -ctl.Beta1)
-			}
-			r.lastH[j] = h
-			switch {
-			case accepted && r.last[i]:
-				r.finish(i, OK)
-				continue
-			case st.Accepted[j]+st.Rejected[j] >= set.MaxSteps:
-				r.finish(i, MaxStepsReached)
-				continue
-			}
-			factor = math.Min(ctl.FactorMax, math.Max(ctl.FactorMin, factor))
-			h *= factor
-			span := r.t1[i] - r.t[i]
-			if h < r.hmin[i] || r.t[i]+h == r.t[i] {
-				if r.nonfinite[i] > 0 {
-					r.finish(i, NonFinite)
-				} else {
-					r.finish(i, StepSizeUnderflow)
-				}
-				continue
-			}
-			r.last[i] = h >= span
-			if r.last[i] {
-				h = span
-			}
-			r.h[i] = h
 		}
 	}
 	return nil
 }
 
-// store records step s of trajectory j.
-func (r *recorder) store(j, s int, h float64) {
-	mesh := r.mesh
-	n := mesh.N
-	if s >= r.rowsCap {
+// running marks a trajectory the controller keeps going.
+const running Status = 255
+
+// parallel runs f over [0, m) in chunks on up to GOMAXPROCS goroutines.
+func (r *recorder) parallel(m int, f func(lo, hi int)) {
+	const chunk = 1024
+	nw := min(runtime.GOMAXPROCS(0), (m+chunk-1)/chunk)
+	if r.set.Exec.Workers > 0 {
+		nw = min(nw, r.set.Exec.Workers)
+	}
+	if nw <= 1 {
+		f(0, m)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (m + nw - 1) / nw
+	for lo := 0; lo < m; lo += per {
+		hi := min(lo+per, m)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// pow returns x**y for x > 0 as exp(y·log x): faster than math.Pow and
+// accurate enough for a step-size factor.
+func pow(x, y float64) float64 { return math.Exp(y * math.Log(x)) }
+
+// control applies the error norm and the step-size controller to active
+// trajectory i after a trial step: it accepts or rejects the step, picks
+// the next step size, and returns the trajectory's final status, or
+// running. It touches only trajectory i's state (and its own mesh column),
+// so trajectories can be controlled concurrently.
+func (r *recorder) control(i, d int, ctl Controller, rtol, atol float64, st *Stats) Status {
+	j := r.idx[i]
+	st.FieldEvals[j] += r.fevalsTrial
+	h := r.h[i]
+	errn := 0.0
+	bad := false
+	for c := 0; c < d; c++ {
+		yn := r.yNew[c][i]
+		if math.IsNaN(yn) || math.IsInf(yn, 0) {
+			bad = true
+		}
+		sc := atol + rtol*math.Max(math.Abs(r.y[c][i]), math.Abs(yn))
+		errn += sq(r.e[c][i] / sc)
+	}
+	errn = math.Sqrt(errn / float64(d))
+	if math.IsNaN(errn) || math.IsInf(errn, 0) {
+		bad = true
+	}
+	var factor float64
+	accepted := false
+	switch {
+	case bad:
+		st.Rejected[j]++
+		r.nonfinite[i]++
+		factor = ctl.FactorMin
+	case errn <= 1:
+		accepted = true
+		st.Accepted[j]++
+		if r.keep {
+			r.store(j, st.Accepted[j]-1, h)
+		}
+		r.t[i] += h
+		for c := 0; c < d; c++ {
+			r.y[c][i] = r.yNew[c][i]
+			r.k1[c][i] = r.kOut[c][i]
+		}
+		factor = ctl.Safety * pow(math.Max(errn, 1e-10), -ctl.Beta1)
+		if ctl.Beta2 != 0 {
+			factor *= pow(r.ep[i], ctl.Beta2)
+		}
+		r.ep[i] = math.Max(errn, 1e-4)
+	default:
+		st.Rejected[j]++
+		factor = ctl.Safety * pow(errn, -ctl.Beta1)
+	}
+	r.lastH[j] = h
+	switch {
+	case accepted && r.last[i]:
+		return OK
+	case st.Accepted[j]+st.Rejected[j] >= r.set.MaxSteps:
+		if 2*r.nonfinite[i] > st.Rejected[j] {
+			return NonFinite // mostly non-finite trial steps
+		}
+		return MaxStepsReached
+	}
+	factor = math.Min(ctl.FactorMax, math.Max(ctl.FactorMin, factor))
+	h *= factor
+	span := r.t1[i] - r.t[i]
+	if h < r.hmin[i] || r.t[i]+h == r.t[i] {
+		if bad || 2*r.nonfinite[i] > st.Rejected[j] {
+			return NonFinite
+		}
+		return StepSizeUnderflow
+	}
+	r.last[i] = h >= span
+	if r.last[i] {
+		h = span
+	}
+	r.h[i] = h
+	return running
+}
+
+// growMesh makes room for one more accepted step of every active
+// trajectory, before the controller runs concurrently.
+func (r *recorder) growMesh() {
+	most := 0
+	for _, j := range r.idx[:r.m] {
+		most = max(most, r.mesh.Stats.Accepted[j])
+	}
+	for most >= r.rowsCap {
 		grow := max(64, r.rowsCap)
-		mesh.H = append(mesh.H, make([]float64, grow*n)...)
+		r.mesh.H = append(r.mesh.H, make([]float64, grow*r.mesh.N)...)
 		r.rowsCap += grow
 	}
-	mesh.H[s*n+j] = h
-	mesh.Len[j] = s + 1
-	mesh.Rows = max(mesh.Rows, s+1)
+}
+
+// store records step s of trajectory j.
+// The mesh has room (growMesh); Rows is set when recording ends.
+func (r *recorder) store(j, s int, h float64) {
+	r.mesh.H[s*r.mesh.N+j] = h
+	r.mesh.Len[j] = s + 1
 }
 
 // finish ends active trajectory i with status s, moving the last active

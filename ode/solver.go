@@ -297,6 +297,10 @@ func (sv *Solver) record(q *problem, keep bool) (*Mesh, *Solution, error) {
 		return nil, nil, err
 	}
 	m, sol := r.mesh, r.sol
+	for _, l := range m.Len {
+		m.Rows = max(m.Rows, l)
+	}
+	m.H = m.H[:m.Rows*m.N]
 	m.Stats.Wall = time.Since(start)
 	sol.Stats = m.Stats
 	if err := m.failed(sol.T, r.lastH); err != nil {
