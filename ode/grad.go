@@ -232,7 +232,28 @@ func (sv *Solver) Grad(dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime = recordTime, time.Since(start)
 	dst.StoredBytes = sw.StoredBytes()
+	if err := checkGradient(dst, d, q.Field.Params); err != nil {
+		return dst, err
+	}
 	return dst, nil
+}
+
+// checkGradient reports the first non-finite gradient entry, so that a NaN
+// from the reverse sweep never passes silently.
+func checkGradient(g *Gradient, d, np int) error {
+	if i := finiteAll(g.Y0); i >= 0 {
+		return fmt.Errorf("ode: the gradient with respect to Y0 of trajectory %d (component %d) is %v; check the field's derivatives near its solution", i/d, i%d, g.Y0[i])
+	}
+	if i := finiteAll(g.P); i >= 0 {
+		return fmt.Errorf("ode: the gradient with respect to P of trajectory %d (parameter %d) is %v; check the field's derivatives near its solution", i/np, i%np, g.P[i])
+	}
+	if i := finiteAll(g.Shared); i >= 0 {
+		return fmt.Errorf("ode: the gradient with respect to Shared[%d] is %v; check the field's derivatives near the solutions", i, g.Shared[i])
+	}
+	if math.IsNaN(g.Loss) || math.IsInf(g.Loss, 0) {
+		return fmt.Errorf("ode: the loss is %v", g.Loss)
+	}
+	return nil
 }
 
 // checkMesh verifies that m can be replayed for q.

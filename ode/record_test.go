@@ -1,6 +1,7 @@
 package ode
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -46,5 +47,19 @@ func TestRecordParallelControllerMatchesSerial(t *testing.T) {
 		if serial.H[k] != par.H[k] {
 			t.Fatalf("H[%d]: want %v, got %v", k, serial.H[k], par.H[k])
 		}
+	}
+}
+
+// A gradient that is not finite is an error, not a silent NaN.
+func TestGradNonFiniteIsAnError(t *testing.T) {
+	t.Parallel()
+	// y' = -sqrt(y): the derivative 1/(2 sqrt y) is infinite at y = 0,
+	// where the solution from y0 = 0 stays.
+	f := Field{Name: "sqrt", Dim: 1, F: func(_ tape.V, y, _ []tape.V) []tape.V {
+		return []tape.V{y[0].Sqrt().Neg()}
+	}}
+	_, err := Grad(nil, Problem{Field: f, Y0: []float64{0}, T1: 1}, SumSquares(), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "gradient with respect to Y0 of trajectory 0") {
+		t.Fatalf("want an error naming the non-finite gradient of trajectory 0, got %v", err)
 	}
 }
