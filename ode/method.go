@@ -75,20 +75,15 @@ func combine(y, h tape.V, w []float64, k [][]tape.V, c int) tape.V {
 	return y.Add(h.Mul(d))
 }
 
-// wsum returns Σ_j w_j k_j[c] as one Dot, and false if every weight is 0.
+// wsum returns Σ_j w_j k_j[c] as one Dot (see sumK), and false if every
+// weight is 0.
 func wsum(y tape.V, w []float64, k [][]tape.V, c int) (tape.V, bool) {
-	ws := make([]tape.V, 0, len(w))
-	xs := make([]tape.V, 0, len(w))
-	for j, wj := range w {
+	for _, wj := range w {
 		if wj != 0 {
-			ws = append(ws, y.Const(wj))
-			xs = append(xs, k[j][c])
+			return sumK(y.Const(0), w, k, c), true
 		}
 	}
-	if len(ws) == 0 {
-		return tape.V{}, false
-	}
-	return tape.Dot(ws, xs, y.Const(0)), true
+	return tape.V{}, false
 }
 
 func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
