@@ -193,8 +193,19 @@ func (m *Mesh) scanMesh() scan.Mesh {
 
 // Failed returns the first failed trajectory as a *TrajectoryError, or nil.
 func (m *Mesh) failed(t []float64, h []float64) error {
+	method := ""
+	if m.Method != nil {
+		method = m.Method.Name()
+	}
+	return firstFailure(m.Status, t, h, method)
+}
+
+// firstFailure returns the first trajectory whose status is not OK as a
+// *TrajectoryError (with its time and last step if t and h are given), or
+// nil.
+func firstFailure(status []Status, t, h []float64, method string) error {
 	first, count := -1, 0
-	for i, s := range m.Status {
+	for i, s := range status {
 		if s != OK {
 			count++
 			if first < 0 {
@@ -205,9 +216,12 @@ func (m *Mesh) failed(t []float64, h []float64) error {
 	if first < 0 {
 		return nil
 	}
-	e := &TrajectoryError{Index: first, Status: m.Status[first], Method: m.Method.Name(), Failed: count}
+	e := &TrajectoryError{Index: first, Status: status[first], Method: method, Failed: count}
 	if t != nil {
-		e.T, e.H = t[first], h[first]
+		e.T = t[first]
+	}
+	if h != nil {
+		e.H = h[first]
 	}
 	return e
 }

@@ -89,20 +89,7 @@ type Solution struct {
 }
 
 // Err returns the first failure as a *TrajectoryError, or nil.
-func (s *Solution) Err() error {
-	for i, st := range s.Status {
-		if st != OK {
-			count := 0
-			for _, x := range s.Status {
-				if x != OK {
-					count++
-				}
-			}
-			return &TrajectoryError{Index: i, T: s.T[i], Status: st, Failed: count, Method: s.Method}
-		}
-	}
-	return nil
-}
+func (s *Solution) Err() error { return firstFailure(s.Status, s.T, nil, s.Method) }
 
 // Solve integrates the ensemble and returns the final (and saved) states.
 // Unless Settings.AllowFailures is set, a failed trajectory makes it
