@@ -169,34 +169,39 @@ func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, err
 	// Segments from last to first; within each, recompute the states, then
 	// sweep backwards.
 	x := newState(p, l)
-	seg := make([]float64, 0)
+	var seg []float64
 	in := make([][]float64, 0, len(rev.Program().Inputs))
 	out := make([][]float64, 0, len(rev.Program().Outputs))
 	ncp := len(sw.cpOff) - 1
 	for c := ncp - 1; c >= 0; c-- {
 		s0 := c * sw.k
 		s1 := min(s0+sw.k, l.rows)
-		// seg holds the states at steps s0…s1-1: t[m_s], y[D][m_s].
+		// seg holds the states at steps s0…s1-1: t[m_s], y[D][m_s]. With
+		// K = 1 that is the checkpoint itself.
 		off := make([]int, s1-s0+1)
 		for s := s0; s < s1; s++ {
 			off[s-s0+1] = off[s-s0] + l.active[s]*(1+d)
 		}
-		if cap(seg) < off[s1-s0] {
-			seg = make([]float64, off[s1-s0])
-		}
-		seg = seg[:off[s1-s0]]
-		sw.restore(x, c, l.active[s0])
-		for s := s0; s < s1; s++ {
-			m := l.active[s]
-			b := seg[off[s-s0]:off[s-s0+1]]
-			copy(b[:m], x.t[:m])
-			for k, y := range x.y {
-				copy(b[(1+k)*m:(2+k)*m], y[:m])
+		if sw.k == 1 {
+			seg = sw.cp[sw.cpOff[c]:sw.cpOff[c+1]]
+		} else {
+			if cap(seg) < off[s1-s0] {
+				seg = make([]float64, off[s1-s0])
 			}
-			if s+1 < s1 {
-				x.loadH(p, l, s, m)
-				if err := stepForward(sw.fwd, x, in, m); err != nil {
-					return nil, err
+			seg = seg[:off[s1-s0]]
+			sw.restore(x, c, l.active[s0])
+			for s := s0; s < s1; s++ {
+				m := l.active[s]
+				b := seg[off[s-s0]:off[s-s0+1]]
+				copy(b[:m], x.t[:m])
+				for k, y := range x.y {
+					copy(b[(1+k)*m:(2+k)*m], y[:m])
+				}
+				if s+1 < s1 {
+					x.loadH(p, l, s, m)
+					if err := stepForward(sw.fwd, x, in, m); err != nil {
+						return nil, err
+					}
 				}
 			}
 		}
