@@ -119,9 +119,7 @@ type worker struct {
 // per goroutine (they are cheap next to a Run).
 type Exec struct {
 	p        *Program
-	bs       int  // block stride of the arenas: the largest block
-	run      int  // block size of the Run in progress (≤ bs)
-	auto     bool // bs was chosen automatically
+	bs       int
 	nworkers int
 	check    bool
 
@@ -171,7 +169,6 @@ func NewExec(p *Program, s *ExecSettings) (*Exec, error) {
 	e.plan()
 	if e.bs <= 0 {
 		e.bs = autoBlockSize(e.units)
-		e.auto = true
 	}
 	return e, nil
 }
@@ -374,16 +371,7 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 		}
 		return nil
 	}
-	// An automatic block size shrinks for small ensembles so that the
-	// workers get several blocks each; it depends on n alone, so results
-	// do not depend on the number of workers.
-	e.run = e.bs
-	if e.auto {
-		for e.run > MinBlockSize && e.run*8 > n {
-			e.run /= 2
-		}
-	}
-	e.nblocks = (n + e.run - 1) / e.run
+	e.nblocks = (n + e.bs - 1) / e.bs
 	if need := e.nblocks * e.nsum; cap(e.sums) < need {
 		e.sums = make([]float64, need)
 	}
@@ -528,8 +516,8 @@ func (e *Exec) work() {
 		if b >= e.nblocks {
 			return
 		}
-		lo := b * e.run
-		hi := min(lo+e.run, e.n)
+		lo := b * e.bs
+		hi := min(lo+e.bs, e.n)
 		e.block(w, b, lo, hi)
 	}
 }
