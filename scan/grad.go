@@ -170,6 +170,7 @@ func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, err
 	// sweep backwards.
 	x := newState(p, l)
 	var seg []float64
+	off := make([]int, 0, sw.k+1)
 	in := make([][]float64, 0, len(rev.Program().Inputs))
 	out := make([][]float64, 0, len(rev.Program().Outputs))
 	ncp := len(sw.cpOff) - 1
@@ -178,9 +179,9 @@ func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, err
 		s1 := min(s0+sw.k, l.rows)
 		// seg holds the states at steps s0…s1-1: t[m_s], y[D][m_s]. With
 		// K = 1 that is the checkpoint itself.
-		off := make([]int, s1-s0+1)
+		off = append(off[:0], 0)
 		for s := s0; s < s1; s++ {
-			off[s-s0+1] = off[s-s0] + l.active[s]*(1+d)
+			off = append(off, off[s-s0]+l.active[s]*(1+d))
 		}
 		if sw.k == 1 {
 			seg = sw.cp[sw.cpOff[c]:sw.cpOff[c+1]]

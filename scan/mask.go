@@ -14,7 +14,6 @@ import "github.com/gradsolve-go/gradsolve/tape"
 // masker holds the scratch buffers of runLive.
 type masker struct {
 	live       []int
-	tin, tout  [][]float64
 	in, out    [][]float64
 	bufIn, buf []float64
 }

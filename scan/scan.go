@@ -3,7 +3,6 @@ package scan
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -527,14 +526,4 @@ func (t *tapper) eval(e *tape.Exec, dst []float64) error {
 		copy(outs[c], t.st.y[c]) // taps of size 0 return the state itself
 	}
 	return t.st.mask.runLive(e, outs, in, t.st.h, nt)
-}
-
-// finite reports whether every value is finite.
-func finite(x []float64) bool {
-	for _, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return false
-		}
-	}
-	return true
 }

@@ -27,12 +27,6 @@ func lorenzF(in []tape.V) []tape.V {
 	}
 }
 
-// lorenzGo is lorenzF in plain Go.
-func lorenzGo(x []float64) []float64 {
-	y0, y1, y2, sigma, rho, beta := x[1], x[2], x[3], x[4], x[5], x[6]
-	return []float64{sigma * (y1 - y0), y0*(rho-y2) - y1, y0*y1 - beta*y2}
-}
-
 func vdpF(in []tape.V) []tape.V {
 	x, v, mu := in[1], in[2], in[3]
 	one := x.Const(1)

@@ -100,20 +100,6 @@ func (p *Program) String() string {
 	return sb.String()
 }
 
-// inputIDs returns the ID of each input value.
-func (p *Program) inputIDs() []ID {
-	ids := make([]ID, len(p.Inputs))
-	for i := range ids {
-		ids[i] = ops.NoRef
-	}
-	for i, v := range p.Values {
-		if v.Op == ops.OpInput {
-			ids[int(v.Aux)] = ID(i)
-		}
-	}
-	return ids
-}
-
 // Validate checks the program's structure: topological order, argument
 // counts and kinds, inputs and outputs in range. Transforms and the
 // executor call it; programs built by Builder are valid by construction.
