@@ -47,7 +47,7 @@ func unaryJVP(deriv func(b Builder, x, y Ref) Ref) func(Builder, Ref, func(Ref) 
 	}
 }
 
-// accAll sends g to every argument of r with the given signs.
+// accSigned sends g (times each sign, ±1) to every argument of r.
 func accSigned(b Builder, r Ref, g Ref, acc func(Ref, int, Ref), signs ...float64) {
 	if g == NoRef {
 		return

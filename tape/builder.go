@@ -47,7 +47,7 @@ func (b *Builder) Inputs(name string, n int, shared bool) []V {
 	return vs
 }
 
-// Const returns the constant c as a traced value.
+// ConstV returns the constant c as a traced value.
 func (b *Builder) ConstV(c float64) V { return V{b, b.Const(c)} }
 
 // Len returns the number of values built so far.

@@ -15,7 +15,7 @@ var robertsonField = Field{Name: "robertson", Dim: 3, Params: 3, Stiff: true, F:
 	return []tape.V{b.Sub(a), a.Sub(b).Sub(c), c}
 }}
 
-func TestQuickRobertson(t *testing.T) {
+func TestRosenbrockRobertsonGradient(t *testing.T) {
 	k := [3]float64{0.04, 3e7, 1e4}
 	for _, meth := range []Method{Rodas5P, Rosenbrock23} {
 		tol := 1e-8
@@ -56,7 +56,7 @@ func TestQuickRobertson(t *testing.T) {
 	}
 }
 
-func TestQuickRodasDense(t *testing.T) {
+func TestRodas5PDenseSaveAt(t *testing.T) {
 	k := [3]float64{0.04, 3e7, 1e4}
 	ts := []float64{0, 0.5, 3, 10, 40, 40, 100}
 	p := Problem{Field: robertsonField, Y0: []float64{1, 0, 0}, P: k[:], T0: 0, T1: 100, SaveAt: ts}
