@@ -50,7 +50,7 @@ func TestRosenbrockRobertsonGradient(t *testing.T) {
 			fd := (sp.Y[0] - sm.Y[0]) / (2 * hh)
 			t.Logf("%s: dy0/dk%d grad %v fd %v", meth.Name(), j, g.P[j], fd)
 			if math.Abs(fd-g.P[j]) > 1e-5*math.Abs(fd) {
-				t.Errorf("mismatch")
+				t.Errorf("%s: ∂y0/∂k%d: want %v (frozen-mesh finite differences), got %v", meth.Name(), j, fd, g.P[j])
 			}
 		}
 	}
@@ -116,7 +116,7 @@ func TestRodas5PDenseSaveAt(t *testing.T) {
 		*x = old
 		fd := (lp - lm) / (2 * hh)
 		if math.Abs(fd-g.P[j]) > 1e-5*math.Abs(fd) {
-			t.Errorf("k%d: grad %v fd %v", j, g.P[j], fd)
+			t.Errorf("∂L/∂k%d through dense save times: want %v (finite differences), got %v", j, fd, g.P[j])
 		}
 	}
 }
