@@ -19,10 +19,10 @@ import (
 // callField is a right-hand side f(t, y, p) of d states and np parameters
 // (inputs t, y…, p…), with a generator of random states and parameters.
 type callField struct {
-	name string
-	f    *tape.Program
-	d    int
-	gen  func(r *rand.Rand) (y, p []float64)
+	name    string
+	f, flat *tape.Program // flat: f traced with Call in place of CallFunc
+	d       int
+	gen     func(r *rand.Rand) (y, p []float64)
 }
 
 func (cf callField) np() int { return len(cf.f.Inputs) - 1 - cf.d }
@@ -38,13 +38,15 @@ func callFields(t testing.TB) []callField {
 	cross := mustTrace(t, "cross", withNames("a", "b", "c"), func(in []tape.V) []tape.V {
 		return []tape.V{in[0].Mul(in[1].Sub(in[2])), in[0].Mul(in[1])}
 	})
-	nested := mustTrace(t, "lorenz-nested", withNames("t", "y0", "y1", "y2", "sigma", "rho", "beta"), func(in []tape.V) []tape.V {
-		y0, y1, y2 := in[1], in[2], in[3]
-		sigma, rho, beta := in[4], in[5], in[6]
-		a := tape.CallFunc(cross, []tape.V{sigma, y1, y0})
-		b := tape.CallFunc(cross, []tape.V{y0, rho, y2})
-		return []tape.V{a[0], b[0].Sub(y1), b[1].Sub(beta.Mul(y2)).Add(tape.CallFunc(cross, []tape.V{y0, y1, y1})[0])}
-	})
+	nested := func(call func(*tape.Program, []tape.V) []tape.V) *tape.Program {
+		return mustTrace(t, "lorenz-nested", withNames("t", "y0", "y1", "y2", "sigma", "rho", "beta"), func(in []tape.V) []tape.V {
+			y0, y1, y2 := in[1], in[2], in[3]
+			sigma, rho, beta := in[4], in[5], in[6]
+			a := call(cross, []tape.V{sigma, y1, y0})
+			b := call(cross, []tape.V{y0, rho, y2})
+			return []tape.V{a[0], b[0].Sub(y1), b[1].Sub(beta.Mul(y2)).Add(call(cross, []tape.V{y0, y1, y1})[0])}
+		})
+	}
 	mlp := nn.NewMLP([]int{3, 16, 3}, nn.Tanh, nn.Identity)
 	in := withNames("t", "y0", "y1", "y2")
 	for i := 0; i < mlp.NumParams(); i++ {
@@ -58,9 +60,9 @@ func callFields(t testing.TB) []callField {
 		return y
 	})
 	return []callField{
-		{"lorenz", lorenzProgram(t), 3, lorenzGen},
-		{"lorenz-nested", nested, 3, lorenzGen},
-		{"mlp", neural, 3, func(r *rand.Rand) (y, p []float64) {
+		{"lorenz", lorenzProgram(t), lorenzProgram(t), 3, lorenzGen},
+		{"lorenz-nested", nested(tape.CallFunc), nested(tape.Call), 3, lorenzGen},
+		{"mlp", neural, neural, 3, func(r *rand.Rand) (y, p []float64) {
 			p = mlp.Init(nil, r)
 			for i := range p {
 				p[i] += uniform(r, -0.1, 0.1)
@@ -101,10 +103,10 @@ func (cf callField) stepGen(r *rand.Rand, h float64) []float64 {
 	return cat([]float64{uniform(r, 0, 1), h}, y, p)
 }
 
-// rkStep traces one Dormand–Prince step over field cf, calling the field
-// with call (tape.Call or tape.CallFunc). Outputs: y1 (d), then the error
+// rkStep traces one Dormand–Prince step over field f (of the shape of
+// cf), calling it with call (tape.Call or tape.CallFunc). Outputs: y1 (d), then the error
 // estimate (d).
-func rkStep(t testing.TB, cf callField, call func(*tape.Program, []tape.V) []tape.V) *tape.Program {
+func rkStep(t testing.TB, cf callField, f *tape.Program, call func(*tape.Program, []tape.V) []tape.V) *tape.Program {
 	return mustTrace(t, "dp5-"+cf.name, cf.stepInputs(), func(in []tape.V) []tape.V {
 		tt, h, y, p := in[0], in[1], in[2:2+cf.d], in[2+cf.d:]
 		k := make([][]tape.V, len(dpA))
@@ -121,7 +123,7 @@ func rkStep(t testing.TB, cf callField, call func(*tape.Program, []tape.V) []tap
 				ys[i] = acc
 			}
 			ts := tt.Add(h.MulC(dpC[s]))
-			k[s] = call(cf.f, append(append([]tape.V{ts}, ys...), p...))
+			k[s] = call(f, append(append([]tape.V{ts}, ys...), p...))
 		}
 		out := ys
 		for i := 0; i < cf.d; i++ {
@@ -142,18 +144,18 @@ func rkStep(t testing.TB, cf callField, call func(*tape.Program, []tape.V) []tap
 	})
 }
 
-// rosenbrockStep traces a two-stage linearly implicit step over field cf
-// that calls jac, the field's Jacobian program (outputs f then ∂f/∂y), and
-// the field itself with call: W = I − hγJ, W k1 = f(y), W k2 =
+// rosenbrockStep traces a two-stage linearly implicit step over field f
+// (of the shape of cf) that calls jac, the field's Jacobian program
+// (outputs f then ∂f/∂y), and the field itself with call: W = I − hγJ, W k1 = f(y), W k2 =
 // f(y + h k1/2), y1 = y + h(k1 + k2)/2. Its VJP needs second derivatives
 // of the field.
-func rosenbrockStep(t testing.TB, cf callField, jac *tape.Program, call func(*tape.Program, []tape.V) []tape.V) *tape.Program {
+func rosenbrockStep(t testing.TB, cf callField, f, jac *tape.Program, call func(*tape.Program, []tape.V) []tape.V) *tape.Program {
 	const gamma = 0.4358665215
 	d := cf.d
 	return mustTrace(t, "ros2-"+cf.name, cf.stepInputs(), func(in []tape.V) []tape.V {
 		tt, h, y, p := in[0], in[1], in[2:2+d], in[2+d:]
 		fj := call(jac, append(append([]tape.V{tt}, y...), p...))
-		f, j := fj[:d], fj[d:]
+		f0, j := fj[:d], fj[d:]
 		w := make([]tape.V, d*d)
 		hg := h.MulC(gamma)
 		for r := 0; r < d; r++ {
@@ -165,12 +167,12 @@ func rosenbrockStep(t testing.TB, cf callField, jac *tape.Program, call func(*ta
 			}
 		}
 		lu := tape.Factor(w, d)
-		k1 := lu.Solve(f)
+		k1 := lu.Solve(f0)
 		y2 := make([]tape.V, d)
 		for i := range y2 {
 			y2[i] = y[i].Add(h.Mul(k1[i]).MulC(0.5))
 		}
-		k2 := lu.Solve(call(cf.f, append(append([]tape.V{tt.Add(h.MulC(0.5))}, y2...), p...)))
+		k2 := lu.Solve(call(f, append(append([]tape.V{tt.Add(h.MulC(0.5))}, y2...), p...)))
 		y1 := make([]tape.V, d)
 		for i := range y1 {
 			y1[i] = y[i].Add(h.Mul(k1[i].Add(k2[i])).MulC(0.5))
@@ -237,13 +239,16 @@ func callPairs(t testing.TB) []callPair {
 			h = 0.1
 		}
 		gen := func(r *rand.Rand) []float64 { return cf.stepGen(r, h) }
-		pairs = append(pairs, callPair{"dp5/" + cf.name, rkStep(t, cf, tape.CallFunc), rkStep(t, cf, tape.Call), gen})
+		pairs = append(pairs, callPair{"dp5/" + cf.name, rkStep(t, cf, cf.f, tape.CallFunc), rkStep(t, cf, cf.flat, tape.Call), gen})
 		ywrt := seq(1, 1+cf.d)
 		jac := mustProgram(t, cf.name)(tape.Jacobian(cf.f, ywrt))
-		pairs = append(pairs, callPair{"ros2/" + cf.name, rosenbrockStep(t, cf, jac, tape.CallFunc), rosenbrockStep(t, cf, jac, tape.Call), gen})
+		jacFlat := mustProgram(t, cf.name)(tape.Jacobian(cf.flat, ywrt))
+		pairs = append(pairs, callPair{"ros2/" + cf.name, rosenbrockStep(t, cf, cf.f, jac, tape.CallFunc),
+			rosenbrockStep(t, cf, cf.flat, jacFlat, tape.Call), gen})
 		jvp := mustProgram(t, cf.name)(tape.JVP(cf.f, nil))
+		jvpFlat := mustProgram(t, cf.name)(tape.JVP(cf.flat, nil))
 		vgen := func(r *rand.Rand) []float64 { return cat(cf.stepGen(r, h), randVec(r, cf.d)) }
-		pairs = append(pairs, callPair{"jv/" + cf.name, jvpCaller(t, cf, jvp, tape.CallFunc), jvpCaller(t, cf, jvp, tape.Call), vgen})
+		pairs = append(pairs, callPair{"jv/" + cf.name, jvpCaller(t, cf, jvp, tape.CallFunc), jvpCaller(t, cf, jvpFlat, tape.Call), vgen})
 	}
 	return pairs
 }
@@ -253,7 +258,7 @@ func callPairs(t testing.TB) []callPair {
 func TestCallInline(t *testing.T) {
 	t.Parallel()
 	for _, pr := range callPairs(t) {
-		if len(pr.calls.Funcs) == 0 || len(pr.flat.Funcs) != 0 && !strings.Contains(pr.name, "nested") {
+		if len(pr.calls.Funcs) == 0 || len(pr.flat.Funcs) != 0 {
 			t.Errorf("Case %v: %d funcs traced with CallFunc and %d with Call", pr.name, len(pr.calls.Funcs), len(pr.flat.Funcs))
 		}
 		inl := mustProgram(t, pr.name)(tape.Inline(pr.calls))
@@ -323,7 +328,7 @@ func relDiff(a, b []float64) float64 {
 }
 
 // TestCallDerivatives checks the transforms of programs with calls: VJP,
-// JVP and Grad against the same transforms of the program traced with
+// JVP, Jacobian and Grad against the same transforms of the program traced with
 // Call (to round-off), against central differences, and that the VJP of
 // a step calls the VJP of its field rather than inlining it.
 func TestCallDerivatives(t *testing.T) {
@@ -336,6 +341,7 @@ func TestCallDerivatives(t *testing.T) {
 			m, nin := len(pr.calls.Outputs), len(pr.calls.Inputs)
 			vjp, vjpFlat := must(tape.VJP(pr.calls, nil)), must(tape.VJP(pr.flat, nil))
 			jvp, jvpFlat := must(tape.JVP(pr.calls, nil)), must(tape.JVP(pr.flat, nil))
+			jac, jacFlat := must(tape.Jacobian(pr.calls, nil)), must(tape.Jacobian(pr.flat, nil))
 			vjpInl := must(tape.Inline(vjp))
 			if len(vjp.Funcs) == 0 {
 				t.Errorf("Case %v: the VJP program has no funcs; want calls of the callees' VJPs", pr.name)
@@ -384,6 +390,7 @@ func TestCallDerivatives(t *testing.T) {
 					}
 				}
 				worst["JVP"] = math.Max(worst["JVP"], relDiff(tan[m:], tanFlat[m:]))
+				worst["Jacobian"] = math.Max(worst["Jacobian"], relDiff(jac.Eval(nil, x), jacFlat.Eval(nil, x)))
 
 				y := pr.flat.Eval(nil, x)
 				gl := grad.Eval(nil, x)
