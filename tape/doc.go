@@ -27,9 +27,9 @@
 // Dense and Dot build neural-network layers (one Dot per row, weights
 // usually shared inputs); Solve, Factor and LU.Solve/SolveT build small
 // dense linear solves; Call inlines another program and CallFunc calls
-// it (see Calls). Misuse while tracing
-// (values of two traces mixed, the zero V, wrong lengths) is returned by
-// Trace as a *TraceError naming the op and the line of the caller.
+// it (see Calls). Misuse while tracing (values of two traces mixed, the
+// zero V, wrong lengths) is returned by Trace as a *TraceError naming the
+// op and the line of the caller.
 //
 // # Inputs and outputs
 //
