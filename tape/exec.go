@@ -151,10 +151,19 @@ type Exec struct {
 
 // NewExec prepares p for execution: it classifies values as uniform or per
 // trajectory and assigns block buffers by liveness so the working set stays
-// small. It returns an error if p is not a valid program.
+// small. A program with calls (Funcs) is run inlined: NewExec runs
+// Inline(p) and executes its result, which Program then returns. It
+// returns an error if p is not a valid program.
 func NewExec(p *Program, s *ExecSettings) (*Exec, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if len(p.Funcs) > 0 {
+		q, err := Inline(p)
+		if err != nil {
+			return nil, err
+		}
+		p = q
 	}
 	var set ExecSettings
 	if s != nil {
@@ -196,7 +205,8 @@ func (e *Exec) Clone(blockSize, workers int) *Exec {
 // BlockSize returns the number of trajectories per block.
 func (e *Exec) BlockSize() int { return e.bs }
 
-// Program returns the program e runs.
+// Program returns the program e runs: the one given to NewExec, or its
+// inlined form if it has calls.
 func (e *Exec) Program() *Program { return e.p }
 
 // plan assigns every value its place: uniform, input, or block buffer.
