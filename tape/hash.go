@@ -4,33 +4,39 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash"
 	"math"
 )
 
 // Hash returns a fingerprint of the program: the hex SHA-256 of its inputs
 // (names and sharing), values (ops, auxiliary numbers and arguments) and
-// outputs. Programs with equal hashes compute the same function the same
-// way; the name of the program does not enter. It costs one pass over the
-// program.
+// outputs, and those of its callees (Funcs). Programs with equal hashes
+// compute the same function the same way; the names of the programs do
+// not enter. It costs one pass over the program and its callees.
 func (p *Program) Hash() string {
 	h := sha256.New()
+	p.hashInto(h)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (p *Program) hashInto(h hash.Hash) {
 	var b [8]byte
 	u64 := func(x uint64) {
 		binary.LittleEndian.PutUint64(b[:], x)
 		h.Write(b[:])
 	}
-	str := func(s string) {
-		u64(uint64(len(s)))
-		h.Write([]byte(s))
-	}
-	u64(uint64(len(p.Inputs)))
-	for _, in := range p.Inputs {
-		str(in.Name)
-		if in.Shared {
+	flag := func(x bool) {
+		if x {
 			u64(1)
 		} else {
 			u64(0)
 		}
+	}
+	u64(uint64(len(p.Inputs)))
+	for _, in := range p.Inputs {
+		u64(uint64(len(in.Name)))
+		h.Write([]byte(in.Name))
+		flag(in.Shared)
 	}
 	u64(uint64(len(p.Values)))
 	for _, v := range p.Values {
@@ -44,11 +50,10 @@ func (p *Program) Hash() string {
 	u64(uint64(len(p.Outputs)))
 	for _, o := range p.Outputs {
 		u64(uint64(o.ID))
-		if o.Sum {
-			u64(1)
-		} else {
-			u64(0)
-		}
+		flag(o.Sum)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	u64(uint64(len(p.Funcs)))
+	for _, f := range p.Funcs {
+		f.hashInto(h)
+	}
 }
