@@ -1,9 +1,11 @@
 package tape
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"gonum.org/v1/gonum/floats"
@@ -73,13 +75,24 @@ type arg struct {
 	out   int // argUnit: the output written in place in direct mode, or -1
 }
 
+// step computes one value with its op's Block, or several values with a
+// fused kernel (see plan). Its slices are worker.slots[slot : slot+nslot]:
+// the destinations, then the arguments.
 type step struct {
-	block func(dst []float64, args [][]float64, aux float64) // the op's Block
+	block func(dst []float64, args [][]float64, aux float64) // the op's Block; nil for a fused step
+	kern  kernel                                             // the fused kernel, or nil
 	aux   float64
-	unit  int
-	width int
+	dst   []arg // the values computed, block buffers of width 1 (or the tuple's width)
 	args  []arg
-	slot  int // worker.slots[slot] is dst, the args follow it
+	slot  int
+	nslot int // len(dst) + len(args)
+}
+
+// kernel is a fused step: it computes several values of a block of m
+// trajectories from s, the step's destination and argument slices (see
+// step), and uni, the Exec's uniform values.
+type kernel interface {
+	run(s [][]float64, uni []float64, m int)
 }
 
 // rebind is a slot whose slice depends on the block's first trajectory:
@@ -103,10 +116,14 @@ type outSpec struct {
 type worker struct {
 	arena []float64
 	// slots holds every step's dst and argument slices for blocks of
-	// lastM trajectories, built once per Run and block size; only the
-	// rebind slots change from block to block.
-	slots [][]float64
-	lastM int
+	// lastM trajectories in direct mode lastDirect, built again only when
+	// either changes; only the rebind slots change from block to block.
+	slots      [][]float64
+	lastM      int
+	lastDirect bool
+	// filled reports that the broadcast buffers hold this Run's uniform
+	// values.
+	filled bool
 }
 
 // Exec runs a program over ensembles of trajectories on the CPU, a block
@@ -125,6 +142,11 @@ type Exec struct {
 	uniVals []ID  // uniform values in program order
 	uniOff  []int // offset of each uniform value in uni, by ID (-1 if varying)
 	uni     []float64
+	// pack lists the uniform values copied, after them, into uni[nuni:]
+	// at every Run: the coefficient matrices of the fused steps, in the
+	// order their kernels read them.
+	pack []packed
+	nuni int
 
 	steps  []step
 	nslots int
@@ -147,6 +169,11 @@ type Exec struct {
 	sums     []float64
 	scal     []float64
 	tup      [][]float64
+	// The last aliasing check: the slices' addresses, n and the answer.
+	spans               []span
+	aliasKey, aliasLast []uintptr
+	aliasN              int
+	aliasAns            bool
 }
 
 // NewExec prepares p for execution: it classifies values as uniform or per
@@ -190,6 +217,7 @@ func (e *Exec) Clone(blockSize, workers int) *Exec {
 	c := &Exec{
 		p: e.p, bs: e.bs, nworkers: e.nworkers, check: e.check,
 		uniVals: e.uniVals, uniOff: e.uniOff, uni: make([]float64, len(e.uni)),
+		pack: e.pack, nuni: e.nuni,
 		steps: e.steps, nslots: e.nslots, rebind: e.rebind, rebOut: e.rebOut,
 		units: e.units, bcast: e.bcast, outs: e.outs, nsum: e.nsum,
 	}
@@ -208,162 +236,6 @@ func (e *Exec) BlockSize() int { return e.bs }
 // Program returns the program e runs: the one given to NewExec, or its
 // inlined form if it has calls.
 func (e *Exec) Program() *Program { return e.p }
-
-// plan assigns every value its place: uniform, input, or block buffer.
-func (e *Exec) plan() {
-	p := e.p
-	nv := len(p.Values)
-	e.uniOff = make([]int, nv)
-	loc := make([]arg, nv) // where a varying value lives
-	uniform := make([]bool, nv)
-	nuni := 0
-	for i, v := range p.Values {
-		e.uniOff[i] = -1
-		switch {
-		case v.Op == ops.OpConst:
-			uniform[i] = true
-		case v.Op == ops.OpInput:
-			uniform[i] = p.Inputs[int(v.Aux)].Shared
-			if !uniform[i] {
-				loc[i] = arg{kind: argInput, idx: int(v.Aux)}
-			}
-		default:
-			uniform[i] = true
-			for _, a := range v.Args {
-				uniform[i] = uniform[i] && uniform[a]
-			}
-		}
-		if uniform[i] {
-			e.uniOff[i] = nuni
-			nuni += p.Width(ID(i))
-			e.uniVals = append(e.uniVals, ID(i))
-		}
-	}
-	e.uni = make([]float64, nuni)
-
-	// Liveness: the last step using each value (extracts count for their
-	// tuple); outputs live to the end of the block.
-	last := make([]int, nv)
-	for i := range last {
-		last[i] = -1
-	}
-	root := func(id ID) ID {
-		if v := p.Values[id]; v.Op == ops.OpExtract && !uniform[id] {
-			return v.Args[0]
-		}
-		return id
-	}
-	for i, v := range p.Values {
-		for _, a := range v.Args {
-			last[root(a)] = i
-		}
-	}
-	for _, o := range p.Outputs {
-		last[root(o.ID)] = math.MaxInt
-	}
-
-	free := map[int][]int{}
-	alloc := func(w int) int {
-		if l := free[w]; len(l) > 0 {
-			u := l[len(l)-1]
-			free[w] = l[:len(l)-1]
-			return u
-		}
-		u := e.units
-		e.units += w
-		return u
-	}
-	bcastUnit := map[ID]int{}
-	argOf := func(a ID, mixed bool) arg {
-		if !uniform[a] {
-			return loc[a]
-		}
-		w := p.Width(a)
-		if mixed && w == 1 {
-			return arg{kind: argUni, idx: e.uniOff[a]}
-		}
-		u, ok := bcastUnit[a]
-		if !ok {
-			u = e.units
-			e.units += w
-			bcastUnit[a] = u
-			e.bcast = append(e.bcast, bcast{off: e.uniOff[a], width: w, unit: u})
-		}
-		return arg{kind: argUnit, unit: u, width: w, out: -1}
-	}
-	// A per-trajectory output computed by a scalar step is written straight
-	// into the output slice (direct mode) when the Run's outputs do not
-	// overlap its inputs; see Run.
-	directOut := make(map[ID]int)
-	for k, o := range p.Outputs {
-		v := p.Values[o.ID]
-		if _, dup := directOut[o.ID]; dup || o.Sum || uniform[o.ID] || v.Op == ops.OpInput || v.Op == ops.OpExtract || p.Width(o.ID) != 1 {
-			continue
-		}
-		directOut[o.ID] = k
-	}
-	// dying lists the values whose buffers are freed after step i.
-	dying := make(map[int][]ID)
-	for i, l := range last {
-		if l >= 0 && l != math.MaxInt {
-			dying[l] = append(dying[l], ID(i))
-		}
-	}
-	for i, v := range p.Values {
-		if uniform[i] || v.Op == ops.OpInput {
-			continue
-		}
-		if v.Op == ops.OpExtract {
-			t := loc[v.Args[0]]
-			loc[i] = arg{kind: argUnit, unit: t.unit, comp: int(v.Aux), width: t.width, out: -1}
-			continue
-		}
-		def := ops.Lookup(v.Op)
-		st := step{block: def.Block, aux: v.Aux, width: p.Width(ID(i)), slot: e.nslots}
-		for j, a := range v.Args {
-			ar := argOf(a, def.Mixed)
-			switch {
-			case ar.kind == argInput:
-				e.rebind = append(e.rebind, rebind{slot: st.slot + 1 + j, idx: ar.idx})
-			case ar.kind == argUnit && ar.out >= 0:
-				e.rebOut = append(e.rebOut, rebind{slot: st.slot + 1 + j, idx: ar.out})
-			}
-			st.args = append(st.args, ar)
-		}
-		e.nslots += 1 + len(st.args)
-		st.unit = alloc(st.width)
-		out := -1
-		if k, ok := directOut[ID(i)]; ok {
-			out = k
-			e.rebOut = append(e.rebOut, rebind{slot: st.slot, idx: k})
-		}
-		loc[i] = arg{kind: argUnit, unit: st.unit, width: st.width, out: out}
-		if last[i] < 0 { // unused and not an output: still computed, freed at once
-			dying[i] = append(dying[i], ID(i))
-		}
-		e.steps = append(e.steps, st)
-		for _, d := range dying[i] {
-			if l := loc[d]; l.kind == argUnit && !uniform[d] && p.Values[d].Op != ops.OpExtract {
-				free[l.width] = append(free[l.width], l.unit)
-			}
-		}
-	}
-	for k, o := range p.Outputs {
-		src := loc[root(o.ID)]
-		if p.Values[o.ID].Op == ops.OpExtract && !uniform[o.ID] {
-			src = loc[o.ID]
-		}
-		if uniform[o.ID] {
-			src = arg{kind: argUni, idx: e.uniOff[o.ID]}
-		}
-		spec := outSpec{src: src, sum: o.Sum, direct: src.kind == argUnit && src.out == k}
-		if o.Sum {
-			spec.sumIdx = e.nsum
-			e.nsum++
-		}
-		e.outs = append(e.outs, spec)
-	}
-}
 
 // Run evaluates the program for trajectories 0…n-1. in[k] holds input k:
 // n values (trajectory i at in[k][i]) for a per-trajectory input, one for a
@@ -411,10 +283,11 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 		e.workers = append(e.workers, &worker{
 			arena: make([]float64, e.units*e.bs),
 			slots: make([][]float64, e.nslots),
+			lastM: -1,
 		})
 	}
 	for _, w := range e.workers[:nw] {
-		w.lastM = -1
+		w.filled = false
 	}
 	if e.runBlock == nil {
 		e.runBlock = func(w, b int) {
@@ -442,34 +315,69 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 // aliased reports whether an output that the steps would write in place
 // overlaps a per-trajectory input or another output. The outputs are then
 // copied out after each block is computed instead, so that a Run may
-// update its inputs in place (y = f(y)).
+// update its inputs in place (y = f(y)). It sorts the slices by address
+// and sweeps them once, O(s log s) for s slices, and remembers its answer
+// for the next Run with the same slices (an integrator's loop), which
+// costs O(s): programs with thousands of inputs and outputs (a reverse
+// step with per-trajectory gradient accumulators) run on small blocks.
 func (e *Exec) aliased(n int) bool {
 	if n == 0 {
 		return false
 	}
-	for k, o := range e.outs {
-		if !o.direct {
-			continue
-		}
-		x := e.out[k][:n]
-		for j, s := range e.p.Inputs {
-			if !s.Shared && overlap(x, e.in[j][:n]) {
-				return true
-			}
-		}
-		for j, q := range e.p.Outputs {
-			if j != k && !q.Sum && overlap(x, e.out[j][:n]) {
-				return true
-			}
+	key := e.aliasKey[:0]
+	for j, s := range e.p.Inputs {
+		if !s.Shared {
+			key = append(key, uintptr(unsafe.Pointer(&e.in[j][0])))
 		}
 	}
-	return false
+	for k, o := range e.outs {
+		if !o.sum {
+			key = append(key, uintptr(unsafe.Pointer(&e.out[k][0])))
+		}
+	}
+	if n == e.aliasN && slices.Equal(key, e.aliasLast) {
+		e.aliasKey = key
+		return e.aliasAns
+	}
+	iv := e.spans[:0]
+	i := 0
+	for _, s := range e.p.Inputs {
+		if !s.Shared {
+			iv = append(iv, span{lo: key[i], hi: key[i] + uintptr(n)*8})
+			i++
+		}
+	}
+	for _, o := range e.outs {
+		if !o.sum {
+			iv = append(iv, span{lo: key[i], hi: key[i] + uintptr(n)*8, direct: o.direct})
+			i++
+		}
+	}
+	e.spans = iv
+	slices.SortFunc(iv, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	// A span overlaps an earlier one (lower or equal start) iff it starts
+	// before that one's end.
+	var end, endDirect uintptr
+	ans := false
+	for _, s := range iv {
+		if s.lo < endDirect || s.direct && s.lo < end {
+			ans = true
+			break
+		}
+		end = max(end, s.hi)
+		if s.direct {
+			endDirect = max(endDirect, s.hi)
+		}
+	}
+	e.aliasKey, e.aliasLast = e.aliasLast[:0], key
+	e.aliasN, e.aliasAns = n, ans
+	return ans
 }
 
-// overlap reports whether two non-empty slices share memory.
-func overlap(a, b []float64) bool {
-	pa, pb := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
-	return pa < pb+uintptr(len(b))*8 && pb < pa+uintptr(len(a))*8
+// span is the memory of an input or output slice, for aliased.
+type span struct {
+	lo, hi uintptr
+	direct bool
 }
 
 func (e *Exec) need(single bool, n int) int {
@@ -512,6 +420,13 @@ func (e *Exec) evalUniform() {
 		}
 		e.uni[off] = def.Eval(e.scal, v.Aux)
 	}
+	for i, q := range e.pack {
+		x := e.uni[q.src]
+		if q.neg {
+			x = -x
+		}
+		e.uni[e.nuni+i] = x
+	}
 }
 
 // slice returns the block view of an argument for trajectories lo…lo+m-1.
@@ -535,7 +450,29 @@ func (e *Exec) slice(w *worker, a arg, lo, m int) []float64 {
 func (e *Exec) block(w *worker, b, lo, hi int) {
 	m := hi - lo
 	slots := w.slots
-	if m != w.lastM {
+	if m != w.lastM || e.direct != w.lastDirect {
+		for si := range e.steps {
+			st := &e.steps[si]
+			for d, a := range st.dst {
+				slots[st.slot+d] = e.slice(w, a, lo, m)
+			}
+			s := slots[st.slot+len(st.dst) : st.slot+st.nslot]
+			for j, a := range st.args {
+				s[j] = e.slice(w, a, lo, m)
+			}
+		}
+		w.lastM, w.lastDirect, w.filled = m, e.direct, false
+	} else {
+		for _, r := range e.rebind {
+			slots[r.slot] = e.in[r.idx][lo : lo+m]
+		}
+		if e.direct {
+			for _, r := range e.rebOut {
+				slots[r.slot] = e.out[r.idx][lo : lo+m]
+			}
+		}
+	}
+	if !w.filled {
 		for _, bc := range e.bcast {
 			buf := w.arena[bc.unit*e.bs : bc.unit*e.bs+bc.width*m]
 			for c := 0; c < bc.width; c++ {
@@ -546,27 +483,16 @@ func (e *Exec) block(w *worker, b, lo, hi int) {
 				}
 			}
 		}
-		for si := range e.steps {
-			st := &e.steps[si]
-			slots[st.slot] = w.arena[st.unit*e.bs : st.unit*e.bs+st.width*m]
-			for j, a := range st.args {
-				slots[st.slot+1+j] = e.slice(w, a, lo, m)
-			}
-		}
-		w.lastM = m
-	} else {
-		for _, r := range e.rebind {
-			slots[r.slot] = e.in[r.idx][lo : lo+m]
-		}
-	}
-	if e.direct {
-		for _, r := range e.rebOut {
-			slots[r.slot] = e.out[r.idx][lo : lo+m]
-		}
+		w.filled = true
 	}
 	for si := range e.steps {
 		st := &e.steps[si]
-		st.block(slots[st.slot], slots[st.slot+1:st.slot+1+len(st.args)], st.aux)
+		s := slots[st.slot : st.slot+st.nslot]
+		if st.kern != nil {
+			st.kern.run(s, e.uni, m)
+		} else {
+			st.block(s[0], s[1:], st.aux)
+		}
 	}
 	for k, o := range e.outs {
 		if o.direct && e.direct {

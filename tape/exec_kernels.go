@@ -1,0 +1,388 @@
+package tape
+
+import "math"
+
+// The fused kernels of the executor (see plan). They compute every value
+// term by term in the order of its ops, so their results are bit for bit
+// those of the ops' Block kernels. A product that is added is converted
+// to float64 explicitly before the addition: the Go specification then
+// forbids fusing the two into one multiply-add (which some architectures
+// would do), so the product is rounded as Mul rounds it.
+
+// matKernel computes rows values over a block, s_r = init_r ⊕ C[r][0]·v_0
+// ⊕ C[r][1]·v_1 ⊕ … for t < terms, where the C[r][t] are uniform
+// coefficients and the v_t per-trajectory vectors shared by all rows: the
+// rows of W·x + b (a run of Dots) or of Wᵀ·ȳ (reverse-mode sums). With fma,
+// each term is s = fma(C[r][t], v_t, s) (a Dot's chain); without, s = s +
+// C[r][t]·v_t, the product rounded first. Without init the sum starts
+// from the first product.
+//
+// Its slices are the rows destinations, then (with init) the rows initial
+// values (one value if uniform), then the terms vectors. The coefficients
+// are packed in Exec.uni at coef, in the order of layout: rows in tiles of
+// four, each tile term-major (the four rows' coefficients of a term side
+// by side), then the rows left over, each row-major.
+//
+// Cost: rows·terms multiply-adds a trajectory; a tile of four rows and two
+// trajectories keeps its eight sums in registers over the terms, loading
+// each vector element once for four rows.
+type matKernel struct {
+	fma         bool
+	init        bool
+	rows, terms int
+	coef        int
+}
+
+// layout calls f(r, t) for every coefficient in packed order.
+func (k *matKernel) layout(f func(r, t int)) {
+	r := 0
+	for ; r+4 <= k.rows; r += 4 {
+		for t := 0; t < k.terms; t++ {
+			for i := 0; i < 4; i++ {
+				f(r+i, t)
+			}
+		}
+	}
+	for ; r < k.rows; r++ {
+		for t := 0; t < k.terms; t++ {
+			f(r, t)
+		}
+	}
+}
+
+// at returns the packed coefficient C[r][t] from c.
+func (k *matKernel) at(c []float64, r, t int) float64 {
+	if r < k.rows&^3 {
+		return c[(r&^3)*k.terms+4*t+r&3]
+	}
+	return c[r*k.terms+t]
+}
+
+func (k *matKernel) run(s [][]float64, uni []float64, m int) {
+	R, T := k.rows, k.terms
+	dst, rest := s[:R], s[R:]
+	c := uni[k.coef : k.coef+R*T]
+	t0 := 0
+	if k.init {
+		for r, d := range dst {
+			d = d[:m]
+			if x := rest[r]; len(x) == 1 {
+				for l := range d {
+					d[l] = x[0]
+				}
+			} else {
+				copy(d, x[:m])
+			}
+		}
+		rest = rest[R:]
+	} else {
+		v := rest[0][:m]
+		for r, d := range dst {
+			cr := k.at(c, r, 0)
+			d = d[:m]
+			for l := range d {
+				d[l] = cr * v[l]
+			}
+		}
+		t0 = 1
+	}
+	vec := rest[:T]
+	if t0 == T {
+		return
+	}
+	avx := useAVX2
+	if avx {
+		for _, v := range vec {
+			_ = v[m-1] // the assembly reads m values of every vector
+		}
+	}
+	r := 0
+	for ; r+4 <= R; r += 4 {
+		cq := c[r*T : (r+4)*T]
+		d := dst[r : r+4 : r+4]
+		switch {
+		case avx && k.fma:
+			fma4AVX(&d[0][:m][0], &d[1][:m][0], &d[2][:m][0], &d[3][:m][0], &cq[4*t0], &vec[t0], T-t0, m)
+		case avx:
+			mad4AVX(&d[0][:m][0], &d[1][:m][0], &d[2][:m][0], &d[3][:m][0], &cq[4*t0], &vec[t0], T-t0, m)
+		case k.fma:
+			fma4(d, cq, vec, t0, m)
+		default:
+			mad4(d, cq, vec, t0, m)
+		}
+	}
+	for ; r < R; r++ {
+		cr := c[r*T : (r+1)*T]
+		d := dst[r][:m]
+		switch {
+		case avx && k.fma:
+			fma1AVX(&d[0], &cr[t0], &vec[t0], T-t0, m)
+		case avx:
+			mad1AVX(&d[0], &cr[t0], &vec[t0], T-t0, m)
+		case k.fma:
+			fma1(d, cr, vec, t0)
+		default:
+			mad1(d, cr, vec, t0)
+		}
+	}
+}
+
+// useAVX2 selects the assembly kernels where the processor has them;
+// tests turn it off to compare them with the Go ones.
+var useAVX2 = haveAVX2
+
+// fma4 runs terms t0… of four rows: d_i = fma(c[4t+i], v_t, d_i).
+func fma4(d [][]float64, c []float64, vec [][]float64, t0, m int) {
+	d0, d1, d2, d3 := d[0][:m], d[1][:m], d[2][:m], d[3][:m]
+	l := 0
+	for ; l+2 <= m; l += 2 {
+		a0, b0 := d0[l], d0[l+1]
+		a1, b1 := d1[l], d1[l+1]
+		a2, b2 := d2[l], d2[l+1]
+		a3, b3 := d3[l], d3[l+1]
+		for t := t0; t < len(vec); t++ {
+			v := vec[t][l : l+2 : l+2]
+			w := c[4*t : 4*t+4 : 4*t+4]
+			x, y := v[0], v[1]
+			a0, b0 = math.FMA(w[0], x, a0), math.FMA(w[0], y, b0)
+			a1, b1 = math.FMA(w[1], x, a1), math.FMA(w[1], y, b1)
+			a2, b2 = math.FMA(w[2], x, a2), math.FMA(w[2], y, b2)
+			a3, b3 = math.FMA(w[3], x, a3), math.FMA(w[3], y, b3)
+		}
+		d0[l], d0[l+1] = a0, b0
+		d1[l], d1[l+1] = a1, b1
+		d2[l], d2[l+1] = a2, b2
+		d3[l], d3[l+1] = a3, b3
+	}
+	for ; l < m; l++ {
+		a0, a1, a2, a3 := d0[l], d1[l], d2[l], d3[l]
+		for t := t0; t < len(vec); t++ {
+			x := vec[t][l]
+			w := c[4*t : 4*t+4 : 4*t+4]
+			a0, a1 = math.FMA(w[0], x, a0), math.FMA(w[1], x, a1)
+			a2, a3 = math.FMA(w[2], x, a2), math.FMA(w[3], x, a3)
+		}
+		d0[l], d1[l], d2[l], d3[l] = a0, a1, a2, a3
+	}
+}
+
+// mad4 is fma4 with the products rounded: d_i = d_i + c[4t+i]·v_t.
+func mad4(d [][]float64, c []float64, vec [][]float64, t0, m int) {
+	d0, d1, d2, d3 := d[0][:m], d[1][:m], d[2][:m], d[3][:m]
+	l := 0
+	for ; l+2 <= m; l += 2 {
+		a0, b0 := d0[l], d0[l+1]
+		a1, b1 := d1[l], d1[l+1]
+		a2, b2 := d2[l], d2[l+1]
+		a3, b3 := d3[l], d3[l+1]
+		for t := t0; t < len(vec); t++ {
+			v := vec[t][l : l+2 : l+2]
+			w := c[4*t : 4*t+4 : 4*t+4]
+			x, y := v[0], v[1]
+			a0, b0 = a0+float64(w[0]*x), b0+float64(w[0]*y)
+			a1, b1 = a1+float64(w[1]*x), b1+float64(w[1]*y)
+			a2, b2 = a2+float64(w[2]*x), b2+float64(w[2]*y)
+			a3, b3 = a3+float64(w[3]*x), b3+float64(w[3]*y)
+		}
+		d0[l], d0[l+1] = a0, b0
+		d1[l], d1[l+1] = a1, b1
+		d2[l], d2[l+1] = a2, b2
+		d3[l], d3[l+1] = a3, b3
+	}
+	for ; l < m; l++ {
+		a0, a1, a2, a3 := d0[l], d1[l], d2[l], d3[l]
+		for t := t0; t < len(vec); t++ {
+			x := vec[t][l]
+			w := c[4*t : 4*t+4 : 4*t+4]
+			a0, a1 = a0+float64(w[0]*x), a1+float64(w[1]*x)
+			a2, a3 = a2+float64(w[2]*x), a3+float64(w[3]*x)
+		}
+		d0[l], d1[l], d2[l], d3[l] = a0, a1, a2, a3
+	}
+}
+
+// fma1 runs terms t0… of one row: d = fma(c[t], v_t, d), four
+// trajectories at a time.
+func fma1(d, c []float64, vec [][]float64, t0 int) {
+	m := len(d)
+	l := 0
+	for ; l+4 <= m; l += 4 {
+		a0, a1, a2, a3 := d[l], d[l+1], d[l+2], d[l+3]
+		for t := t0; t < len(vec); t++ {
+			v := vec[t][l : l+4 : l+4]
+			w := c[t]
+			a0, a1 = math.FMA(w, v[0], a0), math.FMA(w, v[1], a1)
+			a2, a3 = math.FMA(w, v[2], a2), math.FMA(w, v[3], a3)
+		}
+		d[l], d[l+1], d[l+2], d[l+3] = a0, a1, a2, a3
+	}
+	for ; l < m; l++ {
+		a := d[l]
+		for t := t0; t < len(vec); t++ {
+			a = math.FMA(c[t], vec[t][l], a)
+		}
+		d[l] = a
+	}
+}
+
+// mad1 is fma1 with the products rounded.
+func mad1(d, c []float64, vec [][]float64, t0 int) {
+	m := len(d)
+	l := 0
+	for ; l+4 <= m; l += 4 {
+		a0, a1, a2, a3 := d[l], d[l+1], d[l+2], d[l+3]
+		for t := t0; t < len(vec); t++ {
+			v := vec[t][l : l+4 : l+4]
+			w := c[t]
+			a0, a1 = a0+float64(w*v[0]), a1+float64(w*v[1])
+			a2, a3 = a2+float64(w*v[2]), a3+float64(w*v[3])
+		}
+		d[l], d[l+1], d[l+2], d[l+3] = a0, a1, a2, a3
+	}
+	for ; l < m; l++ {
+		a := d[l]
+		for t := t0; t < len(vec); t++ {
+			a += float64(c[t] * vec[t][l])
+		}
+		d[l] = a
+	}
+}
+
+// Flags of a chainKernel term.
+const (
+	termProd = 1 << iota // the term is the product of two arguments
+	termNeg              // the term is subtracted
+)
+
+// chainKernel computes sum chains over a block: for each entry, s = its
+// first term, then s = s ± term for the others, where a term is a value
+// or the product of two, rounded. nterms holds the number of terms of each
+// entry and flags every term's flags; the slices are the destinations,
+// one an entry, then the terms' arguments in order (one value if uniform).
+// The first term of an entry is never subtracted.
+//
+// Cost: one pass over the block a term, the sum kept in its destination.
+type chainKernel struct {
+	nterms []int32
+	flags  []uint8
+}
+
+func (k *chainKernel) run(s [][]float64, _ []float64, m int) {
+	dst, args := s[:len(k.nterms)], s[len(k.nterms):]
+	f := k.flags
+	for e, n := range k.nterms {
+		d := dst[e][:m]
+		if f[0]&termProd != 0 {
+			setProd(d, args[0], args[1])
+			args = args[2:]
+		} else {
+			setVal(d, args[0])
+			args = args[1:]
+		}
+		for _, fl := range f[1:n] {
+			if fl&termProd != 0 {
+				addProd(d, args[0], args[1], fl&termNeg != 0)
+				args = args[2:]
+			} else {
+				addVal(d, args[0], fl&termNeg != 0)
+				args = args[1:]
+			}
+		}
+		f = f[n:]
+	}
+}
+
+// setVal sets d to x (one value if uniform).
+func setVal(d, x []float64) {
+	if len(x) == 1 {
+		x0 := x[0]
+		for l := range d {
+			d[l] = x0
+		}
+		return
+	}
+	copy(d, x[:len(d)])
+}
+
+// setProd sets d to a·b (either one value if uniform).
+func setProd(d, a, b []float64) {
+	if len(a) == 1 {
+		a, b = b, a
+	}
+	if len(b) == 1 {
+		if len(a) == 1 {
+			setVal(d, []float64{a[0] * b[0]})
+			return
+		}
+		a, y := a[:len(d)], b[0]
+		for l := range d {
+			d[l] = a[l] * y
+		}
+		return
+	}
+	a, b = a[:len(d)], b[:len(d)]
+	for l := range d {
+		d[l] = a[l] * b[l]
+	}
+}
+
+// addVal adds x to d (subtracts it if neg).
+func addVal(d, x []float64, neg bool) {
+	switch {
+	case len(x) == 1 && len(d) > 1:
+		y := x[0]
+		if neg {
+			for l := range d {
+				d[l] -= y
+			}
+			return
+		}
+		for l := range d {
+			d[l] += y
+		}
+	case neg:
+		x := x[:len(d)]
+		for l := range d {
+			d[l] -= x[l]
+		}
+	default:
+		x := x[:len(d)]
+		for l := range d {
+			d[l] += x[l]
+		}
+	}
+}
+
+// addProd adds a·b, rounded, to d (subtracts it if neg).
+func addProd(d, a, b []float64, neg bool) {
+	if len(a) == 1 && len(d) > 1 {
+		a, b = b, a
+	}
+	switch {
+	case len(b) == 1 && len(d) > 1:
+		if len(a) == 1 {
+			addVal(d, []float64{a[0] * b[0]}, neg)
+			return
+		}
+		a, y := a[:len(d)], b[0]
+		if neg {
+			for l := range d {
+				d[l] -= float64(a[l] * y)
+			}
+			return
+		}
+		for l := range d {
+			d[l] += float64(a[l] * y)
+		}
+	case neg:
+		a, b := a[:len(d)], b[:len(d)]
+		for l := range d {
+			d[l] -= float64(a[l] * b[l])
+		}
+	default:
+		a, b := a[:len(d)], b[:len(d)]
+		for l := range d {
+			d[l] += float64(a[l] * b[l])
+		}
+	}
+}
