@@ -181,7 +181,11 @@ type Exec struct {
 // small. A program with calls (Funcs) is run inlined: NewExec runs
 // Inline(p) and executes its result, which Program then returns. It
 // returns an error if p is not a valid program.
-func NewExec(p *Program, s *ExecSettings) (*Exec, error) {
+func NewExec(p *Program, s *ExecSettings) (*Exec, error) { return newExec(p, s, true) }
+
+// newExec is NewExec; fuse turns the fusion of dense layers and sum chains
+// on (see plan), which tests turn off to compare.
+func newExec(p *Program, s *ExecSettings, fuse bool) (*Exec, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -200,7 +204,7 @@ func NewExec(p *Program, s *ExecSettings) (*Exec, error) {
 		set.Workers = runtime.GOMAXPROCS(0)
 	}
 	e := &Exec{p: p, bs: set.BlockSize, nworkers: set.Workers, check: set.CheckFinite}
-	e.plan()
+	e.plan(fuse)
 	if e.bs <= 0 {
 		e.bs = autoBlockSize(e.units)
 	}

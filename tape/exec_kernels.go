@@ -4,10 +4,10 @@ import "math"
 
 // The fused kernels of the executor (see plan). They compute every value
 // term by term in the order of its ops, so their results are bit for bit
-// those of the ops' Block kernels. A product that is added is converted
-// to float64 explicitly before the addition: the Go specification then
-// forbids fusing the two into one multiply-add (which some architectures
-// would do), so the product is rounded as Mul rounds it.
+// those of the ops' Block kernels. Every product is converted to float64
+// explicitly: the Go specification then forbids fusing it with a later
+// addition into one multiply-add (which some architectures would do,
+// even across statements), so it is rounded as Mul rounds it.
 
 // matKernel computes rows values over a block, s_r = init_r ⊕ C[r][0]·v_0
 // ⊕ C[r][1]·v_1 ⊕ … for t < terms, where the C[r][t] are uniform
@@ -81,7 +81,7 @@ func (k *matKernel) run(s [][]float64, uni []float64, m int) {
 			cr := k.at(c, r, 0)
 			d = d[:m]
 			for l := range d {
-				d[l] = cr * v[l]
+				d[l] = float64(cr * v[l])
 			}
 		}
 		t0 = 1
@@ -258,131 +258,68 @@ const (
 // first term, then s = s ± term for the others, where a term is a value
 // or the product of two, rounded. nterms holds the number of terms of each
 // entry and flags every term's flags; the slices are the destinations,
-// one an entry, then the terms' arguments in order (one value if uniform).
-// The first term of an entry is never subtracted.
+// one an entry, then the terms' arguments in order, each a full block
+// (uniform values are broadcast). The first term of an entry is never
+// subtracted.
 //
-// Cost: one pass over the block a term, the sum kept in its destination.
+// Cost: a load of every argument and a multiply-add a term and
+// trajectory; the AVX2 kernel keeps sixteen trajectories' sums in
+// registers over an entry's terms.
 type chainKernel struct {
 	nterms []int32
 	flags  []uint8
 }
 
 func (k *chainKernel) run(s [][]float64, _ []float64, m int) {
+	if useAVX2 {
+		chainAVX(&s[0], &k.flags[0], &k.nterms[0], len(k.nterms), m)
+		return
+	}
 	dst, args := s[:len(k.nterms)], s[len(k.nterms):]
 	f := k.flags
 	for e, n := range k.nterms {
 		d := dst[e][:m]
+		copy(d, args[0][:m])
+		args = args[1:]
 		if f[0]&termProd != 0 {
-			setProd(d, args[0], args[1])
-			args = args[2:]
-		} else {
-			setVal(d, args[0])
+			mulTo(d, args[0])
 			args = args[1:]
 		}
 		for _, fl := range f[1:n] {
+			a := args[0][:m]
+			args = args[1:]
 			if fl&termProd != 0 {
-				addProd(d, args[0], args[1], fl&termNeg != 0)
-				args = args[2:]
-			} else {
-				addVal(d, args[0], fl&termNeg != 0)
+				b := args[0][:m]
 				args = args[1:]
+				if fl&termNeg != 0 {
+					for l := range d {
+						d[l] -= float64(a[l] * b[l])
+					}
+				} else {
+					for l := range d {
+						d[l] += float64(a[l] * b[l])
+					}
+				}
+				continue
+			}
+			if fl&termNeg != 0 {
+				for l := range d {
+					d[l] -= a[l]
+				}
+			} else {
+				for l := range d {
+					d[l] += a[l]
+				}
 			}
 		}
 		f = f[n:]
 	}
 }
 
-// setVal sets d to x (one value if uniform).
-func setVal(d, x []float64) {
-	if len(x) == 1 {
-		x0 := x[0]
-		for l := range d {
-			d[l] = x0
-		}
-		return
-	}
-	copy(d, x[:len(d)])
-}
-
-// setProd sets d to a·b (either one value if uniform).
-func setProd(d, a, b []float64) {
-	if len(a) == 1 {
-		a, b = b, a
-	}
-	if len(b) == 1 {
-		if len(a) == 1 {
-			setVal(d, []float64{a[0] * b[0]})
-			return
-		}
-		a, y := a[:len(d)], b[0]
-		for l := range d {
-			d[l] = a[l] * y
-		}
-		return
-	}
-	a, b = a[:len(d)], b[:len(d)]
+// mulTo sets d[l] = d[l]·b[l].
+func mulTo(d, b []float64) {
+	b = b[:len(d)]
 	for l := range d {
-		d[l] = a[l] * b[l]
-	}
-}
-
-// addVal adds x to d (subtracts it if neg).
-func addVal(d, x []float64, neg bool) {
-	switch {
-	case len(x) == 1 && len(d) > 1:
-		y := x[0]
-		if neg {
-			for l := range d {
-				d[l] -= y
-			}
-			return
-		}
-		for l := range d {
-			d[l] += y
-		}
-	case neg:
-		x := x[:len(d)]
-		for l := range d {
-			d[l] -= x[l]
-		}
-	default:
-		x := x[:len(d)]
-		for l := range d {
-			d[l] += x[l]
-		}
-	}
-}
-
-// addProd adds a·b, rounded, to d (subtracts it if neg).
-func addProd(d, a, b []float64, neg bool) {
-	if len(a) == 1 && len(d) > 1 {
-		a, b = b, a
-	}
-	switch {
-	case len(b) == 1 && len(d) > 1:
-		if len(a) == 1 {
-			addVal(d, []float64{a[0] * b[0]}, neg)
-			return
-		}
-		a, y := a[:len(d)], b[0]
-		if neg {
-			for l := range d {
-				d[l] -= float64(a[l] * y)
-			}
-			return
-		}
-		for l := range d {
-			d[l] += float64(a[l] * y)
-		}
-	case neg:
-		a, b := a[:len(d)], b[:len(d)]
-		for l := range d {
-			d[l] -= float64(a[l] * b[l])
-		}
-	default:
-		a, b := a[:len(d)], b[:len(d)]
-		for l := range d {
-			d[l] += float64(a[l] * b[l])
-		}
+		d[l] = float64(d[l] * b[l])
 	}
 }

@@ -41,3 +41,9 @@ func detectAVX2() bool {
 	_, b, _, _ := cpuid(7, 0)
 	return b&(1<<5) != 0
 }
+
+// chainAVX is the kernel of chainKernel (see exec_kernels_amd64.s): every
+// argument must hold at least m values, ne ≥ 1.
+//
+//go:noescape
+func chainAVX(s *[]float64, flags *uint8, nterms *int32, ne, m int)

@@ -258,3 +258,190 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-8
 	MOVL AX, eax+0(FP)
 	MOVL DX, edx+4(FP)
 	RET
+
+// func chainAVX(s *[]float64, flags *uint8, nterms *int32, ne, m int)
+//
+// The kernel of chainKernel: s holds the ne destinations, then every
+// entry's terms' arguments; flags holds every term's flags (bit 0 a
+// product, bit 1 subtracted); nterms the number of terms of each entry.
+// Lanes go sixteen, then four, then one at a time (AX); R12 and R13 walk
+// an entry's argument headers and flags, R14 counts its terms.
+TEXT ·chainAVX(SB), NOSPLIT, $0-40
+	MOVQ s+0(FP), R10
+	MOVQ flags+8(FP), DI
+	MOVQ nterms+16(FP), R8
+	MOVQ ne+24(FP), CX
+	MOVQ m+32(FP), DX
+	LEAQ (CX)(CX*2), R11
+	LEAQ (R10)(R11*8), R11 // the first argument header
+
+entry:
+	TESTQ CX, CX
+	JEQ   done
+	MOVQ  (R10), R9
+	MOVLQSX (R8), SI
+	XORQ  AX, AX
+
+c16:
+	LEAQ 16(AX), BX
+	CMPQ BX, DX
+	JGT  c4
+	MOVQ R11, R12
+	MOVQ DI, R13
+	MOVQ SI, R14
+	MOVQ (R12), BX
+	VMOVUPD (BX)(AX*8), Y0
+	VMOVUPD 32(BX)(AX*8), Y1
+	VMOVUPD 64(BX)(AX*8), Y2
+	VMOVUPD 96(BX)(AX*8), Y3
+	ADDQ  $24, R12
+	TESTB $1, (R13)
+	JEQ   f16
+	MOVQ  (R12), BX
+	VMULPD (BX)(AX*8), Y0, Y0
+	VMULPD 32(BX)(AX*8), Y1, Y1
+	VMULPD 64(BX)(AX*8), Y2, Y2
+	VMULPD 96(BX)(AX*8), Y3, Y3
+	ADDQ  $24, R12
+f16:
+	INCQ R13
+	DECQ R14
+	JEQ  s16
+t16:
+	MOVQ (R12), BX
+	VMOVUPD (BX)(AX*8), Y4
+	VMOVUPD 32(BX)(AX*8), Y5
+	VMOVUPD 64(BX)(AX*8), Y6
+	VMOVUPD 96(BX)(AX*8), Y7
+	ADDQ  $24, R12
+	TESTB $1, (R13)
+	JEQ   v16
+	MOVQ  (R12), BX
+	VMULPD (BX)(AX*8), Y4, Y4
+	VMULPD 32(BX)(AX*8), Y5, Y5
+	VMULPD 64(BX)(AX*8), Y6, Y6
+	VMULPD 96(BX)(AX*8), Y7, Y7
+	ADDQ  $24, R12
+v16:
+	TESTB $2, (R13)
+	JNE   n16
+	VADDPD Y4, Y0, Y0
+	VADDPD Y5, Y1, Y1
+	VADDPD Y6, Y2, Y2
+	VADDPD Y7, Y3, Y3
+	JMP   e16
+n16:
+	VSUBPD Y4, Y0, Y0
+	VSUBPD Y5, Y1, Y1
+	VSUBPD Y6, Y2, Y2
+	VSUBPD Y7, Y3, Y3
+e16:
+	INCQ R13
+	DECQ R14
+	JNE  t16
+s16:
+	VMOVUPD Y0, (R9)(AX*8)
+	VMOVUPD Y1, 32(R9)(AX*8)
+	VMOVUPD Y2, 64(R9)(AX*8)
+	VMOVUPD Y3, 96(R9)(AX*8)
+	ADDQ $16, AX
+	JMP  c16
+
+c4:
+	LEAQ 4(AX), BX
+	CMPQ BX, DX
+	JGT  c1
+	MOVQ R11, R12
+	MOVQ DI, R13
+	MOVQ SI, R14
+	MOVQ (R12), BX
+	VMOVUPD (BX)(AX*8), Y0
+	ADDQ  $24, R12
+	TESTB $1, (R13)
+	JEQ   f4
+	MOVQ  (R12), BX
+	VMULPD (BX)(AX*8), Y0, Y0
+	ADDQ  $24, R12
+f4:
+	INCQ R13
+	DECQ R14
+	JEQ  s4
+t4:
+	MOVQ (R12), BX
+	VMOVUPD (BX)(AX*8), Y4
+	ADDQ  $24, R12
+	TESTB $1, (R13)
+	JEQ   v4
+	MOVQ  (R12), BX
+	VMULPD (BX)(AX*8), Y4, Y4
+	ADDQ  $24, R12
+v4:
+	TESTB $2, (R13)
+	JNE   n4
+	VADDPD Y4, Y0, Y0
+	JMP   e4
+n4:
+	VSUBPD Y4, Y0, Y0
+e4:
+	INCQ R13
+	DECQ R14
+	JNE  t4
+s4:
+	VMOVUPD Y0, (R9)(AX*8)
+	ADDQ $4, AX
+	JMP  c4
+
+c1:
+	CMPQ AX, DX
+	JGE  next
+	MOVQ R11, R12
+	MOVQ DI, R13
+	MOVQ SI, R14
+	MOVQ (R12), BX
+	VMOVSD (BX)(AX*8), X0
+	ADDQ  $24, R12
+	TESTB $1, (R13)
+	JEQ   f1
+	MOVQ  (R12), BX
+	VMULSD (BX)(AX*8), X0, X0
+	ADDQ  $24, R12
+f1:
+	INCQ R13
+	DECQ R14
+	JEQ  s1
+t1:
+	MOVQ (R12), BX
+	VMOVSD (BX)(AX*8), X4
+	ADDQ  $24, R12
+	TESTB $1, (R13)
+	JEQ   v1
+	MOVQ  (R12), BX
+	VMULSD (BX)(AX*8), X4, X4
+	ADDQ  $24, R12
+v1:
+	TESTB $2, (R13)
+	JNE   n1
+	VADDSD X4, X0, X0
+	JMP   e1
+n1:
+	VSUBSD X4, X0, X0
+e1:
+	INCQ R13
+	DECQ R14
+	JNE  t1
+s1:
+	VMOVSD X0, (R9)(AX*8)
+	INCQ AX
+	JMP  c1
+
+next:
+	MOVQ R12, R11
+	ADDQ SI, DI
+	ADDQ $4, R8
+	ADDQ $24, R10
+	DECQ CX
+	JMP  entry
+
+done:
+	VZEROUPPER
+	RET

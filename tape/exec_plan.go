@@ -83,15 +83,16 @@ type planner struct {
 	output  []bool
 	// absorbed marks the values computed inside an entry's chain.
 	absorbed []bool
+	fuse     bool
 	packs    map[string]int // a coefficient matrix's key → its offset in uni
 }
 
 // plan assigns every value its place: uniform, input, or block buffer,
-// and builds the steps.
-func (e *Exec) plan() {
+// and builds the steps; fuse turns fusion on.
+func (e *Exec) plan(fuse bool) {
 	pl := &planner{e: e, p: e.p, packs: make(map[string]int)}
 	pl.classify()
-	pl.fusion()
+	pl.fusion(fuse)
 	items := pl.schedule()
 	pl.build(items)
 }
@@ -125,8 +126,9 @@ func (pl *planner) classify() {
 }
 
 // fusion counts the uses of every value and marks the values absorbed
-// into sum chains.
-func (pl *planner) fusion() {
+// into sum chains. Without fuse it marks every value unfusable, so that
+// every value is a step of its own.
+func (pl *planner) fusion(fuse bool) {
 	p := pl.p
 	nv := len(p.Values)
 	pl.uses = make([]int32, nv)
@@ -142,6 +144,10 @@ func (pl *planner) fusion() {
 	for _, o := range p.Outputs {
 		pl.uses[o.ID]++
 		pl.output[o.ID] = true
+	}
+	pl.fuse = fuse
+	if !fuse {
+		return
 	}
 	for i, v := range p.Values {
 		if !pl.sumOp(ID(i)) {
@@ -282,6 +288,8 @@ func (pl *planner) schedule() []item {
 		}
 		var en entry
 		switch {
+		case !pl.fuse:
+			en.root = ops.NoRef
 		case pl.sumOp(id):
 			en = pl.chain(id)
 		case v.Op == ops.OpDot:
@@ -504,7 +512,7 @@ func (pl *planner) build(items []item) {
 			st.dst = []arg{define(it.v, p.Width(it.v))}
 			defs = append(defs, it.v)
 		} else {
-			st.kern, st.args = pl.fused(it, func(a ID) arg { return argOf(a, true) })
+			st.kern, st.args = pl.fused(it, argOf)
 			for _, en := range it.ents {
 				st.dst = append(st.dst, define(en.root, 1))
 				defs = append(defs, en.root)
@@ -572,18 +580,18 @@ func (pl *planner) addStep(st step) {
 
 // fused returns the kernel of a batch item and its arguments (placed by
 // argOf), in the order the kernel reads them.
-func (pl *planner) fused(it item, argOf func(ID) arg) (kernel, []arg) {
+func (pl *planner) fused(it item, argOf func(a ID, mixed bool) arg) (kernel, []arg) {
 	var args []arg
 	if it.mat {
 		en0 := &it.ents[0]
 		k := &matKernel{fma: en0.fma, init: en0.init != ops.NoRef, rows: len(it.ents), terms: len(en0.terms)}
 		if k.init {
 			for _, en := range it.ents {
-				args = append(args, argOf(en.init))
+				args = append(args, argOf(en.init, true))
 			}
 		}
 		for _, t := range en0.terms {
-			args = append(args, argOf(t.b))
+			args = append(args, argOf(t.b, true))
 		}
 		coef := make([]packed, 0, k.rows*k.terms)
 		k.layout(func(r, t int) {
@@ -599,7 +607,7 @@ func (pl *planner) fused(it item, argOf func(ID) arg) (kernel, []arg) {
 		if en.init != ops.NoRef {
 			n++
 			k.flags = append(k.flags, 0)
-			args = append(args, argOf(en.init))
+			args = append(args, argOf(en.init, false))
 		}
 		k.nterms = append(k.nterms, int32(n))
 		for _, t := range en.terms {
@@ -607,10 +615,10 @@ func (pl *planner) fused(it item, argOf func(ID) arg) (kernel, []arg) {
 			if t.neg {
 				f |= termNeg
 			}
-			args = append(args, argOf(t.a))
+			args = append(args, argOf(t.a, false))
 			if t.b != ops.NoRef {
 				f |= termProd
-				args = append(args, argOf(t.b))
+				args = append(args, argOf(t.b, false))
 			}
 			k.flags = append(k.flags, f)
 		}

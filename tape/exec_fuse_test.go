@@ -1,0 +1,250 @@
+package tape_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// randomNet traces a random program shaped like a neural field: layers
+// of Dots over one vector of per-trajectory values (the rows of W·h + b)
+// whose weights are shared inputs, constants or, now and then,
+// per-trajectory values; a term's factors swapped at times; biases shared,
+// constant or per trajectory; activations; and sums of products added and
+// subtracted, some of them used twice. Activations follow their layer's
+// rows, or (now and then) each row. Inputs: x (per trajectory), q (per
+// trajectory), w (shared).
+func randomNet(t testing.TB, r *rand.Rand, name string) *tape.Program {
+	nx, nq, nw := 1+r.IntN(3), r.IntN(3), 4+r.IntN(30)
+	in := names("x", nx)
+	in = append(in, names("q", nq)...)
+	for i := 0; i < nw; i++ {
+		in = append(in, tape.Input{Name: fmt.Sprintf("w%d", i), Shared: true})
+	}
+	return mustTrace(t, name, in, func(v []tape.V) []tape.V {
+		x, q, w := v[:nx], v[nx:nx+nq], v[nx+nq:]
+		pool := append(append([]tape.V(nil), x...), q...)
+		pick := func() tape.V { return pool[r.IntN(len(pool))] }
+		h := x
+		var outs []tape.V
+		interleave := r.IntN(4) == 0
+		act := func(y tape.V) tape.V {
+			switch r.IntN(3) {
+			case 0:
+				return y.Tanh()
+			case 1:
+				return y.Sin()
+			}
+			return y
+		}
+		for layer := 1 + r.IntN(3); layer > 0; layer-- {
+			next := make([]tape.V, 1+r.IntN(7))
+			for i := range next {
+				ws, xs := make([]tape.V, len(h)), append([]tape.V(nil), h...)
+				for j := range ws {
+					switch r.IntN(12) {
+					case 0:
+						ws[j] = pick()
+					case 1:
+						ws[j] = v[0].Const(float64(r.IntN(5)) - 2)
+					default:
+						ws[j] = w[r.IntN(nw)]
+					}
+					if r.IntN(8) == 0 {
+						ws[j], xs[j] = xs[j], ws[j]
+					}
+				}
+				var bias tape.V
+				switch r.IntN(4) {
+				case 0:
+					bias = v[0].Const(0)
+				case 1:
+					bias = pick()
+				default:
+					bias = w[r.IntN(nw)]
+				}
+				next[i] = tape.Dot(ws, xs, bias)
+				if interleave {
+					next[i] = act(next[i])
+				}
+			}
+			if !interleave { // as nn.Dense: the rows, then the activations
+				for i := range next {
+					next[i] = act(next[i])
+				}
+			}
+			h = next
+			pool = append(pool, h...)
+		}
+		outs = append(outs, h...)
+		for c := r.IntN(4); c > 0; c-- {
+			s := pick()
+			for k := 1 + r.IntN(6); k > 0; k-- {
+				switch r.IntN(6) {
+				case 0:
+					s = s.Add(pick().Mul(pick()))
+				case 1:
+					s = s.Sub(pick().Mul(w[r.IntN(nw)]))
+				case 2:
+					s = pick().Mul(pick()).Sub(s)
+				case 3:
+					s = s.Add(pick())
+				case 4:
+					s = s.Sub(pick())
+				default:
+					s = w[r.IntN(nw)].Mul(pick()).Add(s)
+				}
+				if r.IntN(5) == 0 {
+					outs = append(outs, s) // used twice: the chain ends here
+				}
+			}
+			outs = append(outs, s)
+		}
+		return outs
+	})
+}
+
+// accumulatingVJP is the VJP of p with respect to all its inputs in the
+// form of a reverse step of package ode: inputs p's, one cotangent per
+// output, then one accumulator per input; outputs the accumulators plus
+// the input's cotangents, none summed (a shared input's gradient stays per
+// trajectory).
+func accumulatingVJP(t testing.TB, p *tape.Program) *tape.Program {
+	vjp, err := tape.VJP(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tape.NewBuilder(p.Name+".rev", true)
+	in := make([]tape.V, 0, len(vjp.Inputs))
+	for _, x := range vjp.Inputs {
+		in = append(in, b.Input(x.Name, x.Shared))
+	}
+	acc := b.Inputs("acc", len(p.Inputs), false)
+	var outs []tape.V
+	err = tape.Catch(p.Name, func() {
+		for k, g := range tape.Call(vjp, in) {
+			outs = append(outs, acc[k].Add(g))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := b.Build(outs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// fuseInputs draws inputs of p for n trajectories in [-2, 2], now and
+// then a special value (signed zeros, infinities, NaN, huge and
+// subnormal numbers) where special is set.
+func fuseInputs(r *rand.Rand, p *tape.Program, n int, special bool) [][]float64 {
+	sp := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 1e300, -1e300, 5e-324}
+	in := make([][]float64, len(p.Inputs))
+	for k, s := range p.Inputs {
+		m := n
+		if s.Shared {
+			m = 1
+		}
+		in[k] = make([]float64, m)
+		for i := range in[k] {
+			in[k][i] = uniform(r, -2, 2)
+			if special && r.IntN(30) == 0 {
+				in[k][i] = sp[r.IntN(len(sp))]
+			}
+		}
+	}
+	return in
+}
+
+// checkFused runs p fused (with the assembly kernels where they run, and
+// with the Go ones) and unfused, with the given settings, and compares
+// every output bit for bit with Program.Eval (any NaN equal to any NaN).
+func checkFused(t *testing.T, name string, p *tape.Program, in [][]float64, n int, s tape.ExecSettings) {
+	t.Helper()
+	want := evalAll(p, in, n)
+	run := func(kind string, newExec func(*tape.Program, *tape.ExecSettings) (*tape.Exec, error)) {
+		e, err := newExec(p, &s)
+		if err != nil {
+			t.Fatalf("Case %v: %s: %v", name, kind, err)
+		}
+		out := newOuts(p, n)
+		if err := e.Run(out, in, n); err != nil {
+			t.Fatalf("Case %v: %s: Run: %v", name, kind, err)
+		}
+		checkSentinels(t, name+"/"+kind, p, out, n)
+		for k := range p.Outputs {
+			for i := 0; i < n; i++ {
+				if !sameFloat(out[k][i], want[k][i]) || math.Signbit(out[k][i]) != math.Signbit(want[k][i]) && out[k][i] == out[k][i] {
+					t.Fatalf("Case %v: %s: output %s trajectory %d = %v, want %v (Eval)\n%s", name, kind, p.Outputs[k].Name, i, out[k][i], want[k][i], tape.ExecSteps(e))
+				}
+			}
+		}
+	}
+	run("unfused", tape.NewExecUnfused)
+	run("fused", tape.NewExec)
+	if tape.HaveAVX2() {
+		defer tape.SetAVX2(tape.SetAVX2(false))
+		run("fused-go", tape.NewExec)
+	}
+}
+
+// TestExecFused checks the fused steps (runs of Dots over a shared vector
+// with uniform weights as matrix steps, sum chains; see Exec) against
+// Program.Eval and the unfused executor, bit for bit: random network
+// programs, their accumulating reverse programs (transposed products and
+// weight-gradient chains) and their JVPs (Dots of per-trajectory
+// factors), with special values among the inputs, on odd block sizes
+// and ensemble sizes. It toggles the assembly kernels, so it does not run
+// in parallel.
+func TestExecFused(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for c := 0; c < 24; c++ {
+		name := fmt.Sprintf("net%d", c)
+		p := randomNet(t, r, name)
+		jvp, err := tape.JVP(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []*tape.Program{p, accumulatingVJP(t, p), jvp} {
+			for _, bs := range []int{1, 3, 8, 17} {
+				n := 1 + r.IntN(40)
+				s := tape.ExecSettings{BlockSize: bs, Workers: 1 + r.IntN(2)}
+				in := fuseInputs(r, q, n, c%2 == 1)
+				checkFused(t, fmt.Sprintf("%s/bs=%d/n=%d", q.Name, bs, n), q, in, n, s)
+			}
+		}
+	}
+}
+
+// TestExecFusedNeural checks the programs of the neural protocol (a Tsit5
+// step of an MLP 2→32→32→2 field and its reverse step) fused against
+// Program.Eval and the unfused executor, on blocks of 16 and 13
+// trajectories, and that their runs allocate nothing.
+func TestExecFusedNeural(t *testing.T) {
+	np := newNeuralProblem(t)
+	for _, p := range []*tape.Program{np.trial, np.rev} {
+		const n = 29
+		in := np.inputs(p, n, 3)
+		for _, bs := range []int{16, 13} {
+			checkFused(t, fmt.Sprintf("%s/bs=%d", p.Name, bs), p, in, n, tape.ExecSettings{BlockSize: bs, Workers: 2})
+		}
+		e, err := tape.NewExec(p, &tape.ExecSettings{Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := e.Clone(16, 1)
+		out := newOuts(p, 16)
+		in16 := np.inputs(p, 16, 4)
+		if err := c.Run(out, in16, 16); err != nil {
+			t.Fatal(err)
+		}
+		if a := testing.AllocsPerRun(5, func() { c.Run(out, in16, 16) }); a != 0 {
+			t.Errorf("Case %s: Run allocates %v times per call, want 0", p.Name, a)
+		}
+	}
+}
