@@ -323,3 +323,35 @@ func mulTo(d, b []float64) {
 		d[l] = float64(d[l] * b[l])
 	}
 }
+
+// mapKernel applies an elementwise op of one argument to a batch of
+// values: its slices are the destinations, then their arguments. It calls
+// the op's Block for each, with the value's aux, except for Tanh with
+// AVX2, whose kernel computes math.Tanh bit for bit four trajectories at
+// a time (see tanhAVX).
+type mapKernel struct {
+	block func(dst []float64, args [][]float64, aux float64)
+	aux   []float64
+	tanh  bool
+}
+
+func (k *mapKernel) run(s [][]float64, _ []float64, m int) {
+	n := len(k.aux)
+	dst, args := s[:n], s[n:2*n]
+	if k.tanh && useAVX2 {
+		m4 := m &^ 3
+		for e, d := range dst {
+			d, x := d[:m], args[e][:m]
+			if m4 > 0 {
+				tanhAVX(&d[0], &x[0], m4)
+			}
+			for l := m4; l < m; l++ {
+				d[l] = math.Tanh(x[l])
+			}
+		}
+		return
+	}
+	for e, d := range dst {
+		k.block(d[:m], args[e:e+1], k.aux[e])
+	}
+}

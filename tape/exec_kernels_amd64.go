@@ -47,3 +47,9 @@ func detectAVX2() bool {
 //
 //go:noescape
 func chainAVX(s *[]float64, flags *uint8, nterms *int32, ne, m int)
+
+// tanhAVX sets dst[i] = math.Tanh(x[i]) for i < n, n a multiple of 4
+// (see exec_kernels_amd64.s).
+//
+//go:noescape
+func tanhAVX(dst, x *float64, n int)

@@ -445,3 +445,252 @@ next:
 done:
 	VZEROUPPER
 	RET
+
+// Constants of tanhAVX, each four times (for memory operands): those of
+// math.tanh and of math.Exp's FMA path (exp_amd64.s), which it repeats
+// operation for operation.
+DATA tanhdata<>+0(SB)/8, $0x7fffffffffffffff
+DATA tanhdata<>+8(SB)/8, $0x7fffffffffffffff
+DATA tanhdata<>+16(SB)/8, $0x7fffffffffffffff
+DATA tanhdata<>+24(SB)/8, $0x7fffffffffffffff
+DATA tanhdata<>+32(SB)/8, $0x8000000000000000
+DATA tanhdata<>+40(SB)/8, $0x8000000000000000
+DATA tanhdata<>+48(SB)/8, $0x8000000000000000
+DATA tanhdata<>+56(SB)/8, $0x8000000000000000
+DATA tanhdata<>+64(SB)/8, $-9.64399179425052238628e-1
+DATA tanhdata<>+72(SB)/8, $-9.64399179425052238628e-1
+DATA tanhdata<>+80(SB)/8, $-9.64399179425052238628e-1
+DATA tanhdata<>+88(SB)/8, $-9.64399179425052238628e-1
+DATA tanhdata<>+96(SB)/8, $-9.92877231001918586564e1
+DATA tanhdata<>+104(SB)/8, $-9.92877231001918586564e1
+DATA tanhdata<>+112(SB)/8, $-9.92877231001918586564e1
+DATA tanhdata<>+120(SB)/8, $-9.92877231001918586564e1
+DATA tanhdata<>+128(SB)/8, $-1.61468768441708447952e3
+DATA tanhdata<>+136(SB)/8, $-1.61468768441708447952e3
+DATA tanhdata<>+144(SB)/8, $-1.61468768441708447952e3
+DATA tanhdata<>+152(SB)/8, $-1.61468768441708447952e3
+DATA tanhdata<>+160(SB)/8, $1.12811678491632931402e2
+DATA tanhdata<>+168(SB)/8, $1.12811678491632931402e2
+DATA tanhdata<>+176(SB)/8, $1.12811678491632931402e2
+DATA tanhdata<>+184(SB)/8, $1.12811678491632931402e2
+DATA tanhdata<>+192(SB)/8, $2.23548839060100448583e3
+DATA tanhdata<>+200(SB)/8, $2.23548839060100448583e3
+DATA tanhdata<>+208(SB)/8, $2.23548839060100448583e3
+DATA tanhdata<>+216(SB)/8, $2.23548839060100448583e3
+DATA tanhdata<>+224(SB)/8, $4.84406305325125486048e3
+DATA tanhdata<>+232(SB)/8, $4.84406305325125486048e3
+DATA tanhdata<>+240(SB)/8, $4.84406305325125486048e3
+DATA tanhdata<>+248(SB)/8, $4.84406305325125486048e3
+DATA tanhdata<>+256(SB)/8, $44.014845965556527147994
+DATA tanhdata<>+264(SB)/8, $44.014845965556527147994
+DATA tanhdata<>+272(SB)/8, $44.014845965556527147994
+DATA tanhdata<>+280(SB)/8, $44.014845965556527147994
+DATA tanhdata<>+288(SB)/8, $0.625
+DATA tanhdata<>+296(SB)/8, $0.625
+DATA tanhdata<>+304(SB)/8, $0.625
+DATA tanhdata<>+312(SB)/8, $0.625
+DATA tanhdata<>+320(SB)/8, $1.4426950408889634073599246810018920
+DATA tanhdata<>+328(SB)/8, $1.4426950408889634073599246810018920
+DATA tanhdata<>+336(SB)/8, $1.4426950408889634073599246810018920
+DATA tanhdata<>+344(SB)/8, $1.4426950408889634073599246810018920
+DATA tanhdata<>+352(SB)/8, $0.69314718055966295651160180568695068359375
+DATA tanhdata<>+360(SB)/8, $0.69314718055966295651160180568695068359375
+DATA tanhdata<>+368(SB)/8, $0.69314718055966295651160180568695068359375
+DATA tanhdata<>+376(SB)/8, $0.69314718055966295651160180568695068359375
+DATA tanhdata<>+384(SB)/8, $0.28235290563031577122588448175013436025525412068e-12
+DATA tanhdata<>+392(SB)/8, $0.28235290563031577122588448175013436025525412068e-12
+DATA tanhdata<>+400(SB)/8, $0.28235290563031577122588448175013436025525412068e-12
+DATA tanhdata<>+408(SB)/8, $0.28235290563031577122588448175013436025525412068e-12
+DATA tanhdata<>+416(SB)/8, $0.0625
+DATA tanhdata<>+424(SB)/8, $0.0625
+DATA tanhdata<>+432(SB)/8, $0.0625
+DATA tanhdata<>+440(SB)/8, $0.0625
+DATA tanhdata<>+448(SB)/8, $2.4801587301587301587e-5
+DATA tanhdata<>+456(SB)/8, $2.4801587301587301587e-5
+DATA tanhdata<>+464(SB)/8, $2.4801587301587301587e-5
+DATA tanhdata<>+472(SB)/8, $2.4801587301587301587e-5
+DATA tanhdata<>+480(SB)/8, $1.9841269841269841270e-4
+DATA tanhdata<>+488(SB)/8, $1.9841269841269841270e-4
+DATA tanhdata<>+496(SB)/8, $1.9841269841269841270e-4
+DATA tanhdata<>+504(SB)/8, $1.9841269841269841270e-4
+DATA tanhdata<>+512(SB)/8, $1.3888888888888888889e-3
+DATA tanhdata<>+520(SB)/8, $1.3888888888888888889e-3
+DATA tanhdata<>+528(SB)/8, $1.3888888888888888889e-3
+DATA tanhdata<>+536(SB)/8, $1.3888888888888888889e-3
+DATA tanhdata<>+544(SB)/8, $8.3333333333333333333e-3
+DATA tanhdata<>+552(SB)/8, $8.3333333333333333333e-3
+DATA tanhdata<>+560(SB)/8, $8.3333333333333333333e-3
+DATA tanhdata<>+568(SB)/8, $8.3333333333333333333e-3
+DATA tanhdata<>+576(SB)/8, $4.1666666666666666667e-2
+DATA tanhdata<>+584(SB)/8, $4.1666666666666666667e-2
+DATA tanhdata<>+592(SB)/8, $4.1666666666666666667e-2
+DATA tanhdata<>+600(SB)/8, $4.1666666666666666667e-2
+DATA tanhdata<>+608(SB)/8, $1.6666666666666666667e-1
+DATA tanhdata<>+616(SB)/8, $1.6666666666666666667e-1
+DATA tanhdata<>+624(SB)/8, $1.6666666666666666667e-1
+DATA tanhdata<>+632(SB)/8, $1.6666666666666666667e-1
+DATA tanhdata<>+640(SB)/8, $0.5
+DATA tanhdata<>+648(SB)/8, $0.5
+DATA tanhdata<>+656(SB)/8, $0.5
+DATA tanhdata<>+664(SB)/8, $0.5
+DATA tanhdata<>+672(SB)/8, $1.0
+DATA tanhdata<>+680(SB)/8, $1.0
+DATA tanhdata<>+688(SB)/8, $1.0
+DATA tanhdata<>+696(SB)/8, $1.0
+DATA tanhdata<>+704(SB)/8, $2.0
+DATA tanhdata<>+712(SB)/8, $2.0
+DATA tanhdata<>+720(SB)/8, $2.0
+DATA tanhdata<>+728(SB)/8, $2.0
+DATA tanhdata<>+736(SB)/8, $0x3ff
+DATA tanhdata<>+744(SB)/8, $0x3ff
+DATA tanhdata<>+752(SB)/8, $0x3ff
+DATA tanhdata<>+760(SB)/8, $0x3ff
+GLOBL tanhdata<>+0(SB), RODATA, $768
+
+#define T_ABS tanhdata<>+0(SB)
+#define T_SIGN tanhdata<>+32(SB)
+#define T_P0 tanhdata<>+64(SB)
+#define T_P1 tanhdata<>+96(SB)
+#define T_P2 tanhdata<>+128(SB)
+#define T_Q0 tanhdata<>+160(SB)
+#define T_Q1 tanhdata<>+192(SB)
+#define T_Q2 tanhdata<>+224(SB)
+#define T_HALFMAXLOG tanhdata<>+256(SB)
+#define T_C0625 tanhdata<>+288(SB)
+#define T_LOG2E tanhdata<>+320(SB)
+#define T_LN2U tanhdata<>+352(SB)
+#define T_LN2L tanhdata<>+384(SB)
+#define T_SIXTEENTH tanhdata<>+416(SB)
+#define T_E8 tanhdata<>+448(SB)
+#define T_E7 tanhdata<>+480(SB)
+#define T_E6 tanhdata<>+512(SB)
+#define T_E5 tanhdata<>+544(SB)
+#define T_E4 tanhdata<>+576(SB)
+#define T_E3 tanhdata<>+608(SB)
+#define T_HALF tanhdata<>+640(SB)
+#define T_ONE tanhdata<>+672(SB)
+#define T_TWO tanhdata<>+704(SB)
+#define T_BIAS tanhdata<>+736(SB)
+
+// The four phases of tanh on four lanes, in registers x (the argument),
+// z, s, p, n and q (qx: the low half of q); two sets of registers are interleaved phase by phase,
+// so that the processor has two independent chains of operations to
+// overlap.
+//
+// TANH1: z = |x|, n = x + x·s·P(s)/Q(s) with s = x² (math.tanh's rational
+// function for |x| < 0.625).
+#define TANH1(x, z, s, p, n, q, qx) \
+	VANDPD  T_ABS, x, z \
+	VMULPD  x, x, s \
+	VMULPD  T_P0, s, p \
+	VADDPD  T_P1, p, p \
+	VMULPD  s, p, p \
+	VADDPD  T_P2, p, p \
+	VMULPD  s, x, n \
+	VMULPD  p, n, n \
+	VADDPD  T_Q0, s, q \
+	VMULPD  s, q, q \
+	VADDPD  T_Q1, q, q \
+	VMULPD  s, q, q \
+	VADDPD  T_Q2, q, q \
+	VDIVPD  q, n, n \
+	VADDPD  n, x, n
+
+// TANH2: s = e^{2z} as math.Exp computes it on processors with FMA:
+// 2z = k·ln2 + r (k rounded to nearest, in the low half of q), r/16,
+// a Taylor polynomial, four squarings as (y+2)·y, times 2^k.
+#define TANH2(x, z, s, p, n, q, qx) \
+	VADDPD  z, z, s \
+	VMULPD  T_LOG2E, s, p \
+	VCVTPD2DQY p, qx \
+	VCVTDQ2PD qx, p \
+	VFNMADD231PD T_LN2U, p, s \
+	VFNMADD231PD T_LN2L, p, s \
+	VMULPD  T_SIXTEENTH, s, s \
+	VMOVUPD T_E8, p \
+	VFMADD213PD T_E7, s, p \
+	VFMADD213PD T_E6, s, p \
+	VFMADD213PD T_E5, s, p \
+	VFMADD213PD T_E4, s, p \
+	VFMADD213PD T_E3, s, p \
+	VFMADD213PD T_HALF, s, p \
+	VFMADD213PD T_ONE, s, p \
+	VMULPD  p, s, s \
+	VADDPD  T_TWO, s, p \
+	VMULPD  p, s, s \
+	VADDPD  T_TWO, s, p \
+	VMULPD  p, s, s \
+	VADDPD  T_TWO, s, p \
+	VMULPD  p, s, s \
+	VADDPD  T_TWO, s, p \
+	VFMADD213PD T_ONE, p, s \
+	VPMOVSXDQ qx, p \
+	VPADDQ  T_BIAS, p, p \
+	VPSLLQ  $52, p, p \
+	VMULPD  p, s, s
+
+// TANH3: s = ±(1 − 2/(s+1)) with the sign of x (in p).
+#define TANH3(x, z, s, p, n, q, qx) \
+	VADDPD  T_ONE, s, s \
+	VMOVUPD T_TWO, p \
+	VDIVPD  s, p, s \
+	VMOVUPD T_ONE, p \
+	VSUBPD  s, p, s \
+	VANDPD  T_SIGN, x, p \
+	VORPD   p, s, s
+
+// TANH4: n = the case math.tanh takes: s if |x| ≥ 0.625, ±1 if |x| >
+// 0.5·MAXLOG, x if x = ±0.
+#define TANH4(x, z, s, p, n, q, qx) \
+	VCMPPD  $0x1d, T_C0625, z, q \
+	VBLENDVPD q, s, n, n \
+	VCMPPD  $0x1e, T_HALFMAXLOG, z, q \
+	VORPD   T_ONE, p, s \
+	VBLENDVPD q, s, n, n \
+	VXORPD  q, q, q \
+	VCMPPD  $0x00, q, x, q \
+	VBLENDVPD q, x, n, n
+
+// func tanhAVX(dst, x *float64, n int)
+//
+// dst[i] = math.Tanh(x[i]) for i < n, n a multiple of 4, eight then four
+// at a time: every lane computes the three cases of math.tanh and keeps
+// the one it takes.
+TEXT ·tanhAVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+
+t8:
+	CMPQ CX, $8
+	JLT  t4
+	VMOVUPD (SI), Y0
+	VMOVUPD 32(SI), Y6
+	TANH1(Y0, Y1, Y2, Y3, Y4, Y5, X5)
+	TANH1(Y6, Y7, Y8, Y9, Y10, Y11, X11)
+	TANH2(Y0, Y1, Y2, Y3, Y4, Y5, X5)
+	TANH2(Y6, Y7, Y8, Y9, Y10, Y11, X11)
+	TANH3(Y0, Y1, Y2, Y3, Y4, Y5, X5)
+	TANH3(Y6, Y7, Y8, Y9, Y10, Y11, X11)
+	TANH4(Y0, Y1, Y2, Y3, Y4, Y5, X5)
+	TANH4(Y6, Y7, Y8, Y9, Y10, Y11, X11)
+	VMOVUPD Y4, (DI)
+	VMOVUPD Y10, 32(DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $8, CX
+	JMP  t8
+
+t4:
+	CMPQ CX, $4
+	JLT  tdone
+	VMOVUPD (SI), Y0
+	TANH1(Y0, Y1, Y2, Y3, Y4, Y5, X5)
+	TANH2(Y0, Y1, Y2, Y3, Y4, Y5, X5)
+	TANH3(Y0, Y1, Y2, Y3, Y4, Y5, X5)
+	TANH4(Y0, Y1, Y2, Y3, Y4, Y5, X5)
+	VMOVUPD Y4, (DI)
+
+tdone:
+	VZEROUPPER
+	RET

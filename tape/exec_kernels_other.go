@@ -11,3 +11,5 @@ func fma1AVX(d, c *float64, vec *[]float64, nt, m int)              { panic("tap
 func mad1AVX(d, c *float64, vec *[]float64, nt, m int)              { panic("tape: no AVX2") }
 
 func chainAVX(s *[]float64, flags *uint8, nterms *int32, ne, m int) { panic("tape: no AVX2") }
+
+func tanhAVX(dst, x *float64, n int) { panic("tape: no AVX2") }

@@ -47,7 +47,8 @@ type term struct {
 
 // entry is a value computed by a fused step: s = init (or the first
 // term), then s = s ± term for each term in order, where fma computes
-// each term as s = fma(a, b, s) (a Dot) instead of rounding a·b first.
+// each term as s = fma(a, b, s) (a Dot) instead of rounding a·b first;
+// or, if unary is set, that op applied to init.
 type entry struct {
 	root  ID // the value computed
 	init  ID // ops.NoRef if the first term starts the sum
@@ -55,7 +56,9 @@ type entry struct {
 	fma   bool
 	// mat reports that every term multiplies a uniform coefficient (a)
 	// with a per-trajectory vector (b).
-	mat bool
+	mat   bool
+	unary ops.Op
+	aux   float64 // the unary op's aux
 }
 
 // item is one step of the schedule: a value computed by its op's Block
@@ -296,6 +299,8 @@ func (pl *planner) schedule() []item {
 			if en = pl.dot(id); !en.mat {
 				en.root = ops.NoRef
 			}
+		case pl.unary(v.Op):
+			en = entry{root: id, init: v.Args[0], unary: v.Op, aux: v.Aux}
 		default:
 			en.root = ops.NoRef
 		}
@@ -320,6 +325,13 @@ func (pl *planner) schedule() []item {
 	}
 	flush()
 	return items
+}
+
+// unary reports whether op is an elementwise op of one argument, which
+// batches compute together, one step for each op.
+func (pl *planner) unary(op ops.Op) bool {
+	def := ops.Lookup(op)
+	return def.Arity == 1 && def.Block != nil && !ops.IsTuple(op)
 }
 
 // group splits a batch into steps, appended to dst: one matrix step for
@@ -356,7 +368,19 @@ func (pl *planner) group(dst []item, batch []entry) []item {
 	}
 	mats := make([]item, len(first))
 	var chains []entry
+	var maps []item // by op, in order of first appearance
 	for i, en := range batch {
+		if en.unary != 0 {
+			j := 0
+			for j < len(maps) && maps[j].ents[0].unary != en.unary {
+				j++
+			}
+			if j == len(maps) {
+				maps = append(maps, item{v: ops.NoRef})
+			}
+			maps[j].ents = append(maps[j].ents, en)
+			continue
+		}
 		g := gi[i]
 		if g >= 0 && (en.fma || n[g] > 1) {
 			mats[g].ents = append(mats[g].ents, en)
@@ -374,7 +398,7 @@ func (pl *planner) group(dst []item, batch []entry) []item {
 	if len(chains) > 0 {
 		dst = append(dst, item{v: ops.NoRef, ents: chains})
 	}
-	return dst
+	return append(dst, maps...)
 }
 
 func b2byte(b bool) byte {
@@ -599,6 +623,14 @@ func (pl *planner) fused(it item, argOf func(a ID, mixed bool) arg) (kernel, []a
 			coef = append(coef, packed{src: pl.e.uniOff[a.a], neg: a.neg})
 		})
 		k.coef = pl.pack(coef)
+		return k, args
+	}
+	if op := it.ents[0].unary; op != 0 {
+		k := &mapKernel{block: ops.Lookup(op).Block, tanh: op == ops.OpTanh}
+		for _, en := range it.ents {
+			k.aux = append(k.aux, en.aux)
+			args = append(args, argOf(en.init, false))
+		}
 		return k, args
 	}
 	k := &chainKernel{}
