@@ -62,7 +62,6 @@ func (k *matKernel) run(s [][]float64, uni []float64, m int) {
 	R, T := k.rows, k.terms
 	dst, rest := s[:R], s[R:]
 	c := uni[k.coef : k.coef+R*T]
-	t0 := 0
 	if k.init {
 		for r, d := range dst {
 			d = d[:m]
@@ -75,8 +74,38 @@ func (k *matKernel) run(s [][]float64, uni []float64, m int) {
 			}
 		}
 		rest = rest[R:]
-	} else {
-		v := rest[0][:m]
+	}
+	vec := rest[:T]
+	if useAVX2 {
+		for _, v := range vec {
+			_ = v[m-1] // the assembly reads m values of every vector
+		}
+		first := !k.init
+		r := 0
+		for ; r+4 <= R; r += 4 {
+			cq := c[r*T : (r+4)*T]
+			d := dst[r : r+4 : r+4]
+			d0, d1, d2, d3 := &d[0][:m][0], &d[1][:m][0], &d[2][:m][0], &d[3][:m][0]
+			if k.fma {
+				fma4AVX(d0, d1, d2, d3, &cq[0], &vec[0], T, m, first)
+			} else {
+				mad4AVX(d0, d1, d2, d3, &cq[0], &vec[0], T, m, first)
+			}
+		}
+		for ; r < R; r++ {
+			cr := c[r*T : (r+1)*T]
+			d := &dst[r][:m][0]
+			if k.fma {
+				fma1AVX(d, &cr[0], &vec[0], T, m, first)
+			} else {
+				mad1AVX(d, &cr[0], &vec[0], T, m, first)
+			}
+		}
+		return
+	}
+	t0 := 0
+	if !k.init {
+		v := vec[0][:m]
 		for r, d := range dst {
 			cr := k.at(c, r, 0)
 			d = d[:m]
@@ -86,43 +115,22 @@ func (k *matKernel) run(s [][]float64, uni []float64, m int) {
 		}
 		t0 = 1
 	}
-	vec := rest[:T]
-	if t0 == T {
-		return
-	}
-	avx := useAVX2
-	if avx {
-		for _, v := range vec {
-			_ = v[m-1] // the assembly reads m values of every vector
-		}
-	}
 	r := 0
 	for ; r+4 <= R; r += 4 {
 		cq := c[r*T : (r+4)*T]
 		d := dst[r : r+4 : r+4]
-		switch {
-		case avx && k.fma:
-			fma4AVX(&d[0][:m][0], &d[1][:m][0], &d[2][:m][0], &d[3][:m][0], &cq[4*t0], &vec[t0], T-t0, m)
-		case avx:
-			mad4AVX(&d[0][:m][0], &d[1][:m][0], &d[2][:m][0], &d[3][:m][0], &cq[4*t0], &vec[t0], T-t0, m)
-		case k.fma:
+		if k.fma {
 			fma4(d, cq, vec, t0, m)
-		default:
+		} else {
 			mad4(d, cq, vec, t0, m)
 		}
 	}
 	for ; r < R; r++ {
 		cr := c[r*T : (r+1)*T]
-		d := dst[r][:m]
-		switch {
-		case avx && k.fma:
-			fma1AVX(&d[0], &cr[t0], &vec[t0], T-t0, m)
-		case avx:
-			mad1AVX(&d[0], &cr[t0], &vec[t0], T-t0, m)
-		case k.fma:
-			fma1(d, cr, vec, t0)
-		default:
-			mad1(d, cr, vec, t0)
+		if k.fma {
+			fma1(dst[r][:m], cr, vec, t0)
+		} else {
+			mad1(dst[r][:m], cr, vec, t0)
 		}
 	}
 }

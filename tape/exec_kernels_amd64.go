@@ -5,19 +5,20 @@ package tape
 // The AVX2 kernels of exec_kernels_amd64.s. Each takes rows as pointers
 // to their first lane, the packed coefficients of the first term, the
 // terms' vectors as a pointer to the first slice header, nt ≥ 1 terms and
-// m lanes; every vector must hold at least m values.
+// m lanes; every vector must hold at least m values. The sums start from
+// the rows' values, or with first from the first term's products.
 
 //go:noescape
-func fma4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int)
+func fma4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, first bool)
 
 //go:noescape
-func mad4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int)
+func mad4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, first bool)
 
 //go:noescape
-func fma1AVX(d, c *float64, vec *[]float64, nt, m int)
+func fma1AVX(d, c *float64, vec *[]float64, nt, m int, first bool)
 
 //go:noescape
-func mad1AVX(d, c *float64, vec *[]float64, nt, m int)
+func mad1AVX(d, c *float64, vec *[]float64, nt, m int, first bool)
 
 func cpuid(eaxIn, ecxIn uint32) (eax, ebx, ecx, edx uint32)
 

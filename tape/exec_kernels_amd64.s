@@ -15,9 +15,10 @@
 
 // ROWS4 is the body of fma4AVX and mad4AVX: rows d0…d3 (R8…R11), packed
 // coefficients c (SI, four a term), term vectors vec (DI, slice headers),
-// nt terms (CX), m lanes (DX). Lanes go eight, then four, then one at a
-// time (AX); R12, R13, R14 walk the coefficients, the vectors and the
-// count of terms.
+// nt ≥ 1 terms (CX), m lanes (DX); the sums start from the rows' values,
+// or with first from the first term's products. Lanes go eight, then
+// four, then one at a time (AX); R12, R13, R14 walk the coefficients, the
+// vectors and the count of terms.
 #define ROWS4(OPY, OPX) \
 	MOVQ d0+0(FP), R8 \
 	MOVQ d1+8(FP), R9 \
@@ -32,6 +33,11 @@ l8: \
 	LEAQ 8(AX), BX \
 	CMPQ BX, DX \
 	JGT  l4 \
+	MOVQ SI, R12 \
+	MOVQ DI, R13 \
+	MOVQ CX, R14 \
+	CMPB first+64(FP), $0 \
+	JNE  i8 \
 	VMOVUPD (R8)(AX*8), Y0 \
 	VMOVUPD 32(R8)(AX*8), Y1 \
 	VMOVUPD (R9)(AX*8), Y2 \
@@ -40,10 +46,29 @@ l8: \
 	VMOVUPD 32(R10)(AX*8), Y5 \
 	VMOVUPD (R11)(AX*8), Y6 \
 	VMOVUPD 32(R11)(AX*8), Y7 \
-	MOVQ SI, R12 \
-	MOVQ DI, R13 \
-	MOVQ CX, R14 \
+	JMP  t8 \
+i8: \
+	MOVQ (R13), BX \
+	VMOVUPD (BX)(AX*8), Y8 \
+	VMOVUPD 32(BX)(AX*8), Y9 \
+	VBROADCASTSD (R12), Y10 \
+	VMULPD Y10, Y8, Y0 \
+	VMULPD Y10, Y9, Y1 \
+	VBROADCASTSD 8(R12), Y11 \
+	VMULPD Y11, Y8, Y2 \
+	VMULPD Y11, Y9, Y3 \
+	VBROADCASTSD 16(R12), Y12 \
+	VMULPD Y12, Y8, Y4 \
+	VMULPD Y12, Y9, Y5 \
+	VBROADCASTSD 24(R12), Y13 \
+	VMULPD Y13, Y8, Y6 \
+	VMULPD Y13, Y9, Y7 \
+	ADDQ $32, R12 \
+	ADDQ $24, R13 \
+	DECQ R14 \
 t8: \
+	TESTQ R14, R14 \
+	JEQ  s8 \
 	MOVQ (R13), BX \
 	VMOVUPD (BX)(AX*8), Y8 \
 	VMOVUPD 32(BX)(AX*8), Y9 \
@@ -62,7 +87,8 @@ t8: \
 	ADDQ $32, R12 \
 	ADDQ $24, R13 \
 	DECQ R14 \
-	JNE  t8 \
+	JMP  t8 \
+s8: \
 	VMOVUPD Y0, (R8)(AX*8) \
 	VMOVUPD Y1, 32(R8)(AX*8) \
 	VMOVUPD Y2, (R9)(AX*8) \
@@ -77,14 +103,33 @@ l4: \
 	LEAQ 4(AX), BX \
 	CMPQ BX, DX \
 	JGT  l1 \
+	MOVQ SI, R12 \
+	MOVQ DI, R13 \
+	MOVQ CX, R14 \
+	CMPB first+64(FP), $0 \
+	JNE  i4 \
 	VMOVUPD (R8)(AX*8), Y0 \
 	VMOVUPD (R9)(AX*8), Y2 \
 	VMOVUPD (R10)(AX*8), Y4 \
 	VMOVUPD (R11)(AX*8), Y6 \
-	MOVQ SI, R12 \
-	MOVQ DI, R13 \
-	MOVQ CX, R14 \
+	JMP  t4 \
+i4: \
+	MOVQ (R13), BX \
+	VMOVUPD (BX)(AX*8), Y8 \
+	VBROADCASTSD (R12), Y10 \
+	VMULPD Y10, Y8, Y0 \
+	VBROADCASTSD 8(R12), Y11 \
+	VMULPD Y11, Y8, Y2 \
+	VBROADCASTSD 16(R12), Y12 \
+	VMULPD Y12, Y8, Y4 \
+	VBROADCASTSD 24(R12), Y13 \
+	VMULPD Y13, Y8, Y6 \
+	ADDQ $32, R12 \
+	ADDQ $24, R13 \
+	DECQ R14 \
 t4: \
+	TESTQ R14, R14 \
+	JEQ  s4 \
 	MOVQ (R13), BX \
 	VMOVUPD (BX)(AX*8), Y8 \
 	VBROADCASTSD (R12), Y10 \
@@ -98,7 +143,8 @@ t4: \
 	ADDQ $32, R12 \
 	ADDQ $24, R13 \
 	DECQ R14 \
-	JNE  t4 \
+	JMP  t4 \
+s4: \
 	VMOVUPD Y0, (R8)(AX*8) \
 	VMOVUPD Y2, (R9)(AX*8) \
 	VMOVUPD Y4, (R10)(AX*8) \
@@ -107,14 +153,29 @@ t4: \
 l1: \
 	CMPQ AX, DX \
 	JGE  done \
+	MOVQ SI, R12 \
+	MOVQ DI, R13 \
+	MOVQ CX, R14 \
+	CMPB first+64(FP), $0 \
+	JNE  i1 \
 	VMOVSD (R8)(AX*8), X0 \
 	VMOVSD (R9)(AX*8), X2 \
 	VMOVSD (R10)(AX*8), X4 \
 	VMOVSD (R11)(AX*8), X6 \
-	MOVQ SI, R12 \
-	MOVQ DI, R13 \
-	MOVQ CX, R14 \
+	JMP  t1 \
+i1: \
+	MOVQ (R13), BX \
+	VMOVSD (BX)(AX*8), X8 \
+	VMULSD (R12), X8, X0 \
+	VMULSD 8(R12), X8, X2 \
+	VMULSD 16(R12), X8, X4 \
+	VMULSD 24(R12), X8, X6 \
+	ADDQ $32, R12 \
+	ADDQ $24, R13 \
+	DECQ R14 \
 t1: \
+	TESTQ R14, R14 \
+	JEQ  s1 \
 	MOVQ (R13), BX \
 	VMOVSD (BX)(AX*8), X8 \
 	VMOVSD (R12), X10 \
@@ -128,7 +189,8 @@ t1: \
 	ADDQ $32, R12 \
 	ADDQ $24, R13 \
 	DECQ R14 \
-	JNE  t1 \
+	JMP  t1 \
+s1: \
 	VMOVSD X0, (R8)(AX*8) \
 	VMOVSD X2, (R9)(AX*8) \
 	VMOVSD X4, (R10)(AX*8) \
@@ -140,8 +202,8 @@ done: \
 	RET
 
 // ROWS1 is the body of fma1AVX and mad1AVX: one row d (R8), coefficients
-// c (SI, one a term), vectors vec (DI), nt terms (CX), m lanes (DX);
-// lanes sixteen, then four, then one at a time.
+// c (SI, one a term), vectors vec (DI), nt ≥ 1 terms (CX), m lanes (DX),
+// first as for ROWS4; lanes sixteen, then four, then one at a time.
 #define ROWS1(OPY, OPX) \
 	MOVQ d+0(FP), R8 \
 	MOVQ c+8(FP), SI \
@@ -153,14 +215,29 @@ l16: \
 	LEAQ 16(AX), BX \
 	CMPQ BX, DX \
 	JGT  l4 \
+	MOVQ SI, R12 \
+	MOVQ DI, R13 \
+	MOVQ CX, R14 \
+	CMPB first+40(FP), $0 \
+	JNE  i16 \
 	VMOVUPD (R8)(AX*8), Y0 \
 	VMOVUPD 32(R8)(AX*8), Y1 \
 	VMOVUPD 64(R8)(AX*8), Y2 \
 	VMOVUPD 96(R8)(AX*8), Y3 \
-	MOVQ SI, R12 \
-	MOVQ DI, R13 \
-	MOVQ CX, R14 \
+	JMP  t16 \
+i16: \
+	MOVQ (R13), BX \
+	VBROADCASTSD (R12), Y10 \
+	VMULPD (BX)(AX*8), Y10, Y0 \
+	VMULPD 32(BX)(AX*8), Y10, Y1 \
+	VMULPD 64(BX)(AX*8), Y10, Y2 \
+	VMULPD 96(BX)(AX*8), Y10, Y3 \
+	ADDQ $8, R12 \
+	ADDQ $24, R13 \
+	DECQ R14 \
 t16: \
+	TESTQ R14, R14 \
+	JEQ  s16 \
 	MOVQ (R13), BX \
 	VBROADCASTSD (R12), Y10 \
 	VMOVUPD (BX)(AX*8), Y4 \
@@ -174,7 +251,8 @@ t16: \
 	ADDQ $8, R12 \
 	ADDQ $24, R13 \
 	DECQ R14 \
-	JNE  t16 \
+	JMP  t16 \
+s16: \
 	VMOVUPD Y0, (R8)(AX*8) \
 	VMOVUPD Y1, 32(R8)(AX*8) \
 	VMOVUPD Y2, 64(R8)(AX*8) \
@@ -185,11 +263,23 @@ l4: \
 	LEAQ 4(AX), BX \
 	CMPQ BX, DX \
 	JGT  l1 \
-	VMOVUPD (R8)(AX*8), Y0 \
 	MOVQ SI, R12 \
 	MOVQ DI, R13 \
 	MOVQ CX, R14 \
+	CMPB first+40(FP), $0 \
+	JNE  i4 \
+	VMOVUPD (R8)(AX*8), Y0 \
+	JMP  t4 \
+i4: \
+	MOVQ (R13), BX \
+	VBROADCASTSD (R12), Y10 \
+	VMULPD (BX)(AX*8), Y10, Y0 \
+	ADDQ $8, R12 \
+	ADDQ $24, R13 \
+	DECQ R14 \
 t4: \
+	TESTQ R14, R14 \
+	JEQ  s4 \
 	MOVQ (R13), BX \
 	VBROADCASTSD (R12), Y10 \
 	VMOVUPD (BX)(AX*8), Y4 \
@@ -197,18 +287,31 @@ t4: \
 	ADDQ $8, R12 \
 	ADDQ $24, R13 \
 	DECQ R14 \
-	JNE  t4 \
+	JMP  t4 \
+s4: \
 	VMOVUPD Y0, (R8)(AX*8) \
 	ADDQ $4, AX \
 	JMP  l4 \
 l1: \
 	CMPQ AX, DX \
 	JGE  done \
-	VMOVSD (R8)(AX*8), X0 \
 	MOVQ SI, R12 \
 	MOVQ DI, R13 \
 	MOVQ CX, R14 \
+	CMPB first+40(FP), $0 \
+	JNE  i1 \
+	VMOVSD (R8)(AX*8), X0 \
+	JMP  t1 \
+i1: \
+	MOVQ (R13), BX \
+	VMOVSD (BX)(AX*8), X4 \
+	VMULSD (R12), X4, X0 \
+	ADDQ $8, R12 \
+	ADDQ $24, R13 \
+	DECQ R14 \
 t1: \
+	TESTQ R14, R14 \
+	JEQ  s1 \
 	MOVQ (R13), BX \
 	VMOVSD (R12), X10 \
 	VMOVSD (BX)(AX*8), X4 \
@@ -216,7 +319,8 @@ t1: \
 	ADDQ $8, R12 \
 	ADDQ $24, R13 \
 	DECQ R14 \
-	JNE  t1 \
+	JMP  t1 \
+s1: \
 	VMOVSD X0, (R8)(AX*8) \
 	INCQ AX \
 	JMP  l1 \
@@ -224,20 +328,20 @@ done: \
 	VZEROUPPER \
 	RET
 
-// func fma4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int)
-TEXT ·fma4AVX(SB), NOSPLIT, $0-64
+// func fma4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, first bool)
+TEXT ·fma4AVX(SB), NOSPLIT, $0-65
 	ROWS4(FMAY, FMAX)
 
-// func mad4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int)
-TEXT ·mad4AVX(SB), NOSPLIT, $0-64
+// func mad4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, first bool)
+TEXT ·mad4AVX(SB), NOSPLIT, $0-65
 	ROWS4(MADY, MADX)
 
-// func fma1AVX(d, c *float64, vec *[]float64, nt, m int)
-TEXT ·fma1AVX(SB), NOSPLIT, $0-40
+// func fma1AVX(d, c *float64, vec *[]float64, nt, m int, first bool)
+TEXT ·fma1AVX(SB), NOSPLIT, $0-41
 	ROWS1(FMAY, FMAX)
 
-// func mad1AVX(d, c *float64, vec *[]float64, nt, m int)
-TEXT ·mad1AVX(SB), NOSPLIT, $0-40
+// func mad1AVX(d, c *float64, vec *[]float64, nt, m int, first bool)
+TEXT ·mad1AVX(SB), NOSPLIT, $0-41
 	ROWS1(MADY, MADX)
 
 // func cpuid(eaxIn, ecxIn uint32) (eax, ebx, ecx, edx uint32)
@@ -573,13 +677,13 @@ GLOBL tanhdata<>+0(SB), RODATA, $768
 #define T_BIAS tanhdata<>+736(SB)
 
 // The four phases of tanh on four lanes, in registers x (the argument),
-// z, s, p, n and q (qx: the low half of q); two sets of registers are interleaved phase by phase,
-// so that the processor has two independent chains of operations to
-// overlap.
+// z, s, p, n, q and kx (k of TANH2, four int32s); two sets of registers
+// are interleaved phase by phase, so that the processor has two
+// independent chains of operations to overlap.
 //
-// TANH1: z = |x|, n = x + x·s·P(s)/Q(s) with s = x² (math.tanh's rational
-// function for |x| < 0.625).
-#define TANH1(x, z, s, p, n, q, qx) \
+// TANH1: z = |x|, n = x·s·P(s) and q = Q(s) with s = x² (math.tanh's
+// rational function for |x| < 0.625 is x + n/q).
+#define TANH1(x, z, s, p, n, q, kx) \
 	VANDPD  T_ABS, x, z \
 	VMULPD  x, x, s \
 	VMULPD  T_P0, s, p \
@@ -592,18 +696,16 @@ GLOBL tanhdata<>+0(SB), RODATA, $768
 	VMULPD  s, q, q \
 	VADDPD  T_Q1, q, q \
 	VMULPD  s, q, q \
-	VADDPD  T_Q2, q, q \
-	VDIVPD  q, n, n \
-	VADDPD  n, x, n
+	VADDPD  T_Q2, q, q
 
 // TANH2: s = e^{2z} as math.Exp computes it on processors with FMA:
-// 2z = k·ln2 + r (k rounded to nearest, in the low half of q), r/16,
-// a Taylor polynomial, four squarings as (y+2)·y, times 2^k.
-#define TANH2(x, z, s, p, n, q, qx) \
+// 2z = k·ln2 + r (k rounded to nearest), r/16,
+// a Taylor polynomial, four squarings as (y+2)·y, times 2^k (k in kx).
+#define TANH2(x, z, s, p, n, q, kx) \
 	VADDPD  z, z, s \
 	VMULPD  T_LOG2E, s, p \
-	VCVTPD2DQY p, qx \
-	VCVTDQ2PD qx, p \
+	VCVTPD2DQY p, kx \
+	VCVTDQ2PD kx, p \
 	VFNMADD231PD T_LN2U, p, s \
 	VFNMADD231PD T_LN2L, p, s \
 	VMULPD  T_SIXTEENTH, s, s \
@@ -624,32 +726,36 @@ GLOBL tanhdata<>+0(SB), RODATA, $768
 	VMULPD  p, s, s \
 	VADDPD  T_TWO, s, p \
 	VFMADD213PD T_ONE, p, s \
-	VPMOVSXDQ qx, p \
+	VPMOVSXDQ kx, p \
 	VPADDQ  T_BIAS, p, p \
 	VPSLLQ  $52, p, p \
 	VMULPD  p, s, s
 
-// TANH3: s = ±(1 − 2/(s+1)) with the sign of x (in p).
-#define TANH3(x, z, s, p, n, q, qx) \
+// TANH3: one division for both cases: n/q below 0.625, 2/(e+1) above
+// (p marks those lanes); then s = x + n/q or ±(1 − 2/(e+1)) with the sign
+// of x (in n). Y14 is scratch.
+#define TANH3(x, z, s, p, n, q, kx) \
+	VCMPPD  $0x1d, T_C0625, z, p \
 	VADDPD  T_ONE, s, s \
-	VMOVUPD T_TWO, p \
-	VDIVPD  s, p, s \
-	VMOVUPD T_ONE, p \
-	VSUBPD  s, p, s \
-	VANDPD  T_SIGN, x, p \
-	VORPD   p, s, s
+	VMOVUPD T_TWO, Y14 \
+	VBLENDVPD p, Y14, n, n \
+	VBLENDVPD p, s, q, q \
+	VDIVPD  q, n, n \
+	VADDPD  n, x, s \
+	VMOVUPD T_ONE, q \
+	VSUBPD  n, q, q \
+	VANDPD  T_SIGN, x, n \
+	VORPD   n, q, q \
+	VBLENDVPD p, q, s, s
 
-// TANH4: n = the case math.tanh takes: s if |x| ≥ 0.625, ±1 if |x| >
-// 0.5·MAXLOG, x if x = ±0.
-#define TANH4(x, z, s, p, n, q, qx) \
-	VCMPPD  $0x1d, T_C0625, z, q \
-	VBLENDVPD q, s, n, n \
-	VCMPPD  $0x1e, T_HALFMAXLOG, z, q \
-	VORPD   T_ONE, p, s \
-	VBLENDVPD q, s, n, n \
-	VXORPD  q, q, q \
-	VCMPPD  $0x00, q, x, q \
-	VBLENDVPD q, x, n, n
+// TANH4: s = ±1 if |x| > 0.5·MAXLOG, x if x = ±0.
+#define TANH4(x, z, s, p, n, q, kx) \
+	VCMPPD  $0x1e, T_HALFMAXLOG, z, p \
+	VORPD   T_ONE, n, q \
+	VBLENDVPD p, q, s, s \
+	VXORPD  p, p, p \
+	VCMPPD  $0x00, p, x, p \
+	VBLENDVPD p, x, s, s
 
 // func tanhAVX(dst, x *float64, n int)
 //
@@ -665,17 +771,17 @@ t8:
 	CMPQ CX, $8
 	JLT  t4
 	VMOVUPD (SI), Y0
-	VMOVUPD 32(SI), Y6
-	TANH1(Y0, Y1, Y2, Y3, Y4, Y5, X5)
-	TANH1(Y6, Y7, Y8, Y9, Y10, Y11, X11)
-	TANH2(Y0, Y1, Y2, Y3, Y4, Y5, X5)
-	TANH2(Y6, Y7, Y8, Y9, Y10, Y11, X11)
-	TANH3(Y0, Y1, Y2, Y3, Y4, Y5, X5)
-	TANH3(Y6, Y7, Y8, Y9, Y10, Y11, X11)
-	TANH4(Y0, Y1, Y2, Y3, Y4, Y5, X5)
-	TANH4(Y6, Y7, Y8, Y9, Y10, Y11, X11)
-	VMOVUPD Y4, (DI)
-	VMOVUPD Y10, 32(DI)
+	VMOVUPD 32(SI), Y7
+	TANH1(Y0, Y1, Y2, Y3, Y4, Y5, X6)
+	TANH1(Y7, Y8, Y9, Y10, Y11, Y12, X13)
+	TANH2(Y0, Y1, Y2, Y3, Y4, Y5, X6)
+	TANH2(Y7, Y8, Y9, Y10, Y11, Y12, X13)
+	TANH3(Y0, Y1, Y2, Y3, Y4, Y5, X6)
+	TANH3(Y7, Y8, Y9, Y10, Y11, Y12, X13)
+	TANH4(Y0, Y1, Y2, Y3, Y4, Y5, X6)
+	TANH4(Y7, Y8, Y9, Y10, Y11, Y12, X13)
+	VMOVUPD Y2, (DI)
+	VMOVUPD Y9, 32(DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
 	SUBQ $8, CX
@@ -685,11 +791,11 @@ t4:
 	CMPQ CX, $4
 	JLT  tdone
 	VMOVUPD (SI), Y0
-	TANH1(Y0, Y1, Y2, Y3, Y4, Y5, X5)
-	TANH2(Y0, Y1, Y2, Y3, Y4, Y5, X5)
-	TANH3(Y0, Y1, Y2, Y3, Y4, Y5, X5)
-	TANH4(Y0, Y1, Y2, Y3, Y4, Y5, X5)
-	VMOVUPD Y4, (DI)
+	TANH1(Y0, Y1, Y2, Y3, Y4, Y5, X6)
+	TANH2(Y0, Y1, Y2, Y3, Y4, Y5, X6)
+	TANH3(Y0, Y1, Y2, Y3, Y4, Y5, X6)
+	TANH4(Y0, Y1, Y2, Y3, Y4, Y5, X6)
+	VMOVUPD Y2, (DI)
 
 tdone:
 	VZEROUPPER
