@@ -339,8 +339,8 @@ func (e *Exec) aliased(n int) bool {
 			key = append(key, uintptr(unsafe.Pointer(&e.out[k][0])))
 		}
 	}
+	e.aliasKey = key
 	if n == e.aliasN && slices.Equal(key, e.aliasLast) {
-		e.aliasKey = key
 		return e.aliasAns
 	}
 	iv := e.spans[:0]
@@ -373,7 +373,7 @@ func (e *Exec) aliased(n int) bool {
 			endDirect = max(endDirect, s.hi)
 		}
 	}
-	e.aliasKey, e.aliasLast = e.aliasLast[:0], key
+	e.aliasLast = append(e.aliasLast[:0], key...)
 	e.aliasN, e.aliasAns = n, ans
 	return ans
 }
