@@ -147,6 +147,9 @@ type Exec struct {
 	// order their kernels read them.
 	pack []packed
 	nuni int
+	// sharedIn lists the shared inputs: input idx at uni[off].
+	sharedIn []struct{ idx, off int }
+	uniDone  bool // uni holds the values of the last Run's shared inputs
 
 	steps  []step
 	nslots int
@@ -221,7 +224,7 @@ func (e *Exec) Clone(blockSize, workers int) *Exec {
 	c := &Exec{
 		p: e.p, bs: e.bs, nworkers: e.nworkers, check: e.check,
 		uniVals: e.uniVals, uniOff: e.uniOff, uni: make([]float64, len(e.uni)),
-		pack: e.pack, nuni: e.nuni,
+		pack: e.pack, nuni: e.nuni, sharedIn: e.sharedIn,
 		steps: e.steps, nslots: e.nslots, rebind: e.rebind, rebOut: e.rebOut,
 		units: e.units, bcast: e.bcast, outs: e.outs, nsum: e.nsum,
 	}
@@ -268,7 +271,12 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 	}
 	e.in, e.out, e.n = in, out, n
 	e.direct = len(e.rebOut) > 0 && !e.aliased(n)
-	e.evalUniform()
+	if e.uniformStale() {
+		e.evalUniform()
+		for _, w := range e.workers {
+			w.filled = false
+		}
+	}
 	if n == 0 {
 		for k, o := range e.outs {
 			if o.sum {
@@ -289,9 +297,6 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 			slots: make([][]float64, e.nslots),
 			lastM: -1,
 		})
-	}
-	for _, w := range e.workers[:nw] {
-		w.filled = false
 	}
 	if e.runBlock == nil {
 		e.runBlock = func(w, b int) {
@@ -389,6 +394,24 @@ func (e *Exec) need(single bool, n int) int {
 		return 1
 	}
 	return n
+}
+
+// uniformStale reports whether the uniform values must be computed: on
+// the first Run, and when a shared input differs (bit for bit) from the
+// value it had then. Integrators run a program many times with the same
+// shared parameters (a network's weights), so this saves O(uniform
+// values) a Run.
+func (e *Exec) uniformStale() bool {
+	if !e.uniDone {
+		e.uniDone = true
+		return true
+	}
+	for _, s := range e.sharedIn {
+		if math.Float64bits(e.uni[s.off]) != math.Float64bits(e.in[s.idx][0]) {
+			return true
+		}
+	}
+	return false
 }
 
 // evalUniform computes the values that are the same for every trajectory.

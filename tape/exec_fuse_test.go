@@ -248,3 +248,59 @@ func TestExecFusedNeural(t *testing.T) {
 		}
 	}
 }
+
+// TestExecSharedChange runs one executor (and a clone) again and again
+// while its shared inputs change, one at a time, to NaN and back, or not
+// at all, and checks every Run against Program.Eval: uniform values, the
+// packed coefficients of the matrix steps and the broadcast buffers must
+// follow the shared inputs, although they are computed again only when
+// one changed.
+func TestExecSharedChange(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(9, 10))
+	for c := 0; c < 6; c++ {
+		p := randomNet(t, r, fmt.Sprintf("net%d", c))
+		for _, q := range []*tape.Program{p, accumulatingVJP(t, p)} {
+			const n = 21
+			in := fuseInputs(r, q, n, false)
+			e, err := tape.NewExec(q, &tape.ExecSettings{BlockSize: 8, Workers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			execs := []*tape.Exec{e, e.Clone(5, 1)}
+			var shared []int
+			for k, s := range q.Inputs {
+				if s.Shared {
+					shared = append(shared, k)
+				}
+			}
+			for rep := 0; rep < 12; rep++ {
+				switch k := shared[r.IntN(len(shared))]; rep % 4 {
+				case 1:
+					in[k][0] = uniform(r, -2, 2)
+				case 2:
+					in[k][0] = math.NaN()
+				case 3:
+					in[k][0] = uniform(r, -2, 2)
+					for _, j := range shared {
+						in[j][0] += 0.25
+					}
+				}
+				want := evalAll(q, in, n)
+				for x, ex := range execs {
+					out := newOuts(q, n)
+					if err := ex.Run(out, in, n); err != nil {
+						t.Fatal(err)
+					}
+					for k := range q.Outputs {
+						for i := 0; i < n; i++ {
+							if !sameFloat(out[k][i], want[k][i]) {
+								t.Fatalf("Case %s/rep=%d/exec=%d: output %d trajectory %d = %v, want %v", q.Name, rep, x, k, i, out[k][i], want[k][i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

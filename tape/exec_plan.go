@@ -121,6 +121,9 @@ func (pl *planner) classify() {
 			}
 		}
 		if uniform[i] {
+			if v.Op == ops.OpInput {
+				e.sharedIn = append(e.sharedIn, struct{ idx, off int }{int(v.Aux), e.nuni})
+			}
 			e.uniOff[i] = e.nuni
 			e.nuni += p.Width(ID(i))
 			e.uniVals = append(e.uniVals, ID(i))
