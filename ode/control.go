@@ -16,17 +16,17 @@ import (
 // it updates, and its first outputs, in this order. Counts are exact
 // integers held as float64.
 const (
-	StateT        = iota // time reached
-	StateH               // step size to try next (on input: the step just tried)
-	StateErrPrev         // error norm of the last accepted step (floored at 1e-4), 1 before the first
-	StateLast            // 1 if the step tried ends at the end time
-	StateAccepted        // accepted steps so far
-	StateRejected        // rejected steps so far
-	StateNonFinite       // rejected trial steps whose state or error estimate was not finite
-	StateStiffRun        // consecutive-ish steps at the stability boundary (DOPRI5's iasti)
-	StateCalmRun         // steps since the last one at the stability boundary (DOPRI5's nonsti)
-	StateStiff           // 1 once the stiffness test has fired (sticky)
-	NumState             // number of state entries
+	StateT         = iota // time reached
+	StateH                // step size to try next (on input: the step just tried)
+	StateErrPrev          // error norm of the last accepted step (floored at 1e-4), 1 before the first
+	StateLast             // 1 if the step tried ends at the end time
+	StateAccepted         // accepted steps so far
+	StateRejected         // rejected steps so far
+	StateNonFinite        // rejected trial steps whose state or error estimate was not finite
+	StateStiffRun         // consecutive-ish steps at the stability boundary (DOPRI5's iasti)
+	StateCalmRun          // steps since the last one at the stability boundary (DOPRI5's nonsti)
+	StateStiff            // 1 once the stiffness test has fired (sticky)
+	NumState              // number of state entries
 )
 
 // StatusRunning is the status Plan.Control returns for a trajectory that
