@@ -305,9 +305,7 @@ func (o *options) build(lim limits) (*job, error) {
 		MaxSteps: o.maxSteps,
 		Dt0:      o.dt0,
 	}
-	if err := setAbsTol(&j.set, j.atol); err != nil {
-		return nil, err
-	}
+	setAbsTol(&j.set, j.atol)
 	if lim.maxSteps > 0 && (j.set.MaxSteps == 0 || j.set.MaxSteps > lim.maxSteps) {
 		j.set.MaxSteps = lim.maxSteps
 	}
@@ -413,14 +411,14 @@ func parseAbsTol(s string, d int, name string) ([]float64, error) {
 	return atol, nil
 }
 
-// setAbsTol sets the absolute tolerance of set: AbsTol for one value;
-// one per component needs ode.Settings.AbsTols.
-func setAbsTol(set *ode.Settings, atol []float64) error {
+// setAbsTol sets the absolute tolerance of set: AbsTol for one value,
+// AbsTols for one per component.
+func setAbsTol(set *ode.Settings, atol []float64) {
 	if len(atol) == 1 {
 		set.AbsTol = atol[0]
-		return nil
+		return
 	}
-	return usagef("-atol: one tolerance per component needs ode.Settings.AbsTols, which this version of the library does not have yet; give one value")
+	set.AbsTols = atol
 }
 
 // count returns n and the noun, plural unless n is 1: "1 parameter",

@@ -537,13 +537,33 @@ func TestFormatFlags(t *testing.T) {
 	checkGradObject(t, decodeObject(t, stdout), 1, 2, 1)
 }
 
-// checkAbsTolList checks -atol with one value per component: until
-// ode.Settings has AbsTols it is parsed and checked, then refused with a
-// message saying why.
+// checkAbsTolList checks -atol with one value per component: the same
+// value for every component gives the numbers of one -atol, and a looser
+// tolerance on components that grow changes the mesh.
 func checkAbsTolList(t *testing.T) {
 	t.Helper()
-	code, _, stderr := runArgs("grad", "-atol", "1e-6,1e-10,1e-9")
-	if code != exitUsage || !strings.Contains(stderr, "ode.Settings.AbsTols") {
-		t.Errorf("-atol 1e-6,1e-10,1e-9: exit %d\n%s", code, stderr)
+	const cmd = "grad -problem robertson -t1 10 -rtol 1e-4 -format csv -atol "
+	code, one, stderr := runArgs(strings.Fields(cmd + "1e-8")...)
+	if code != exitOK {
+		t.Fatalf("-atol 1e-8: exit %d\n%s", code, stderr)
+	}
+	code, three, stderr := runArgs(strings.Fields(cmd + "1e-8,1e-8,1e-8")...)
+	if code != exitOK || three != one {
+		t.Errorf("-atol 1e-8,1e-8,1e-8: exit %d, output differs from -atol 1e-8:\n%s\n%s\n%s", code, three, one, stderr)
+	}
+	code, mixed, stderr := runArgs(strings.Fields(cmd + "1e-8,1e-2,1e-8")...)
+	if code != exitOK || mixed == one {
+		t.Errorf("-atol 1e-8,1e-2,1e-8: exit %d, output the same as -atol 1e-8\n%s", code, stderr)
+	}
+	code, stdout, stderr := runArgs("grad", "-atol", "1e-6,1e-10,1e-9", "-json")
+	if code != exitOK {
+		t.Fatalf("-atol 1e-6,1e-10,1e-9: exit %d\n%s", code, stderr)
+	}
+	if got := numbers(t, decodeObject(t, stdout), "atol", 3); got[0] != 1e-6 || got[1] != 1e-10 || got[2] != 1e-9 {
+		t.Errorf("JSON atol = %v", got)
+	}
+	_, stdout, _ = runArgs("grad", "-atol", "1e-6,1e-10,1e-9")
+	if !strings.Contains(stdout, "atol 1e-06,1e-10,1e-09") {
+		t.Errorf("report does not show the tolerances:\n%s", stdout)
 	}
 }
