@@ -159,9 +159,11 @@ func (j *job) writeEnsemble(w io.Writer, out *outcome, np int) error {
 	for _, i := range sampleIndices(n, sampleRows) {
 		row := []string{fmt.Sprint(i)}
 		for _, v := range j.opts.vary {
-			x := j.prob.P[i*np+v.Index]
+			var x float64
 			if v.Target == varyY0 {
 				x = j.prob.Y0[i*d+v.Index]
+			} else {
+				x = j.prob.P[i*np+v.Index]
 			}
 			row = append(row, fmt.Sprintf("%.6g", x))
 		}
