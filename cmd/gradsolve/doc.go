@@ -1,7 +1,6 @@
 // Command gradsolve solves ensembles of small ODEs on the CPU (there is no
-// GPU engine yet) and returns
-// exact reverse-mode gradients of a loss of the solutions, for the
-// built-in problems of package problems.
+// GPU engine yet) and returns exact reverse-mode gradients of a loss of the
+// solutions, for the built-in problems of package problems.
 //
 // Usage:
 //

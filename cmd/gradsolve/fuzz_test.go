@@ -51,6 +51,7 @@ func FuzzCLI(f *testing.F) {
 		"problems -json",
 		"help grad",
 		"help bench",
+		"grad -h",
 		"",
 		"-h",
 	} {
@@ -266,4 +267,3 @@ func TestMemoryEstimate(t *testing.T) {
 		t.Errorf("saved states (%v) or arrays (%v) add nothing", a, b)
 	}
 }
-
