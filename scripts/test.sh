@@ -19,6 +19,7 @@ FUZZTIME=${FUZZTIME:-10s}
 FUZZ_TARGETS=(
 	"./cmd/gradsolve FuzzParseFloats"
 	"./cmd/gradsolve FuzzParseVary"
+	"./cmd/gradsolve FuzzCLI"
 	"./tape FuzzTraceExpr"
 )
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gradsolve-go/gradsolve/bench"
+	"github.com/gradsolve-go/gradsolve/ode"
 )
 
 // benchUsage is the synopsis of the bench command.
@@ -25,8 +26,9 @@ flags:
 
 // benchCommand runs "gradsolve bench": it parses args, runs the chosen
 // suites and writes their output to stdout, or to the file named by -out.
-// Usage errors and progress go to stderr.
-func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
+// Usage errors and progress go to stderr. Ensemble sizes are checked
+// against lim before any work.
+func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -57,8 +59,17 @@ func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return usagef("-rtol %q: %v", *rtolList, err)
 	}
-	if *reps < 1 {
+	switch {
+	case *reps < 1:
 		return usagef("-reps %d: need at least 1", *reps)
+	case *workers < 0:
+		return usagef("-workers %d: want 0 (all cores) or more", *workers)
+	case *refSample < 0:
+		return usagef("-ref-sample %d: want 0 (the suite's default) or more", *refSample)
+	case *memLimit < 0:
+		return usagef("-memory-limit %d: want 0 (the library's default) or more bytes", *memLimit)
+	case *checkpoint < 0 || *checkpoint > ode.DefaultMaxSteps:
+		return usagef("-checkpoint %d: want 0 (automatic) to %d (the step budget of a trajectory: a longer interval is the same as storing only the initial state)", *checkpoint, ode.DefaultMaxSteps)
 	}
 	var suites []string
 	switch *suite {
@@ -68,6 +79,23 @@ func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
 		suites = []string{"lorenz", "stiff", "memory"}
 	default:
 		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, memory, all", *suite)
+	}
+	// The suites' gradients: Lorenz (d = 3, 3 parameters) and, for the
+	// stiff suite, HIRES and Robertson (d ≤ 8, ≤ 3 parameters).
+	for _, s := range suites {
+		perTraj := trajectoryBytes("grad", 3, 3, 0, false)
+		if s == "stiff" {
+			perTraj = trajectoryBytes("grad", 8, 3, 0, false)
+		}
+		sizes := ns
+		if s == "memory" && len(ns) == 0 {
+			sizes = []int{bench.DefaultMemoryN}
+		}
+		for _, n := range sizes {
+			if err := checkMemory("the "+s+" suite", n, perTraj, lim); err != nil {
+				return err
+			}
+		}
 	}
 	memCfg := bench.MemoryConfig{MemoryLimit: *memLimit, Checkpoint: *checkpoint, Workers: *workers, JSON: *jsonOut}
 	if *suite == "memory" {
