@@ -277,27 +277,6 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 }
 
-func TestFloatsJSON(t *testing.T) {
-	t.Parallel()
-	in := Floats{0, math.Copysign(0, -1), 1, 0.1, math.SmallestNonzeroFloat64, math.MaxFloat64, math.NaN(), math.Inf(1), math.Inf(-1), -1.0 / 3}
-	b, err := in.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out Floats
-	if err := out.UnmarshalJSON(b); err != nil {
-		t.Fatalf("%s: %v", b, err)
-	}
-	for i := range in {
-		if math.Float64bits(in[i]) != math.Float64bits(out[i]) {
-			t.Errorf("element %d: %v → %s → %v", i, in[i], b, out[i])
-		}
-	}
-	if err := out.UnmarshalJSON([]byte(`["nan"]`)); err == nil {
-		t.Error(`"nan" accepted`)
-	}
-}
-
 func TestPanics(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
+
+	"github.com/gradsolve-go/gradsolve/internal/exactjson"
 )
 
 // Identification of state files.
@@ -99,62 +99,4 @@ func LoadState(r io.Reader, o Optimizer) error {
 // Floats is a []float64 that encodes to JSON exactly: finite values as
 // numbers in their shortest round-trip form, NaN and ±Inf as the strings
 // "NaN", "+Inf" and "-Inf".
-type Floats []float64
-
-// MarshalJSON encodes f.
-func (f Floats) MarshalJSON() ([]byte, error) {
-	if f == nil {
-		return []byte("null"), nil
-	}
-	b := make([]byte, 0, 2+24*len(f))
-	b = append(b, '[')
-	for i, x := range f {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		switch {
-		case math.IsNaN(x):
-			b = append(b, `"NaN"`...)
-		case math.IsInf(x, 1):
-			b = append(b, `"+Inf"`...)
-		case math.IsInf(x, -1):
-			b = append(b, `"-Inf"`...)
-		default:
-			b = strconv.AppendFloat(b, x, 'g', -1, 64)
-		}
-	}
-	return append(b, ']'), nil
-}
-
-// UnmarshalJSON decodes what MarshalJSON writes.
-func (f *Floats) UnmarshalJSON(b []byte) error {
-	var raw []json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return err
-	}
-	if raw == nil {
-		*f = nil
-		return nil
-	}
-	out := make(Floats, len(raw))
-	for i, r := range raw {
-		s := string(r)
-		if len(s) > 0 && s[0] == '"' {
-			if err := json.Unmarshal(r, &s); err != nil {
-				return err
-			}
-			switch s {
-			case "NaN", "+Inf", "-Inf":
-			default:
-				return fmt.Errorf("optim: %q is not a number", s)
-			}
-		}
-		x, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return fmt.Errorf("optim: element %d: %w", i, err)
-		}
-		out[i] = x
-	}
-	*f = out
-	return nil
-}
+type Floats = exactjson.Floats
