@@ -151,7 +151,7 @@ func TestRecoversEachFit(t *testing.T) {
 		}
 	}
 	// The result's problem carries the fitted values into every trajectory.
-	if res.Problem.P[2*(4*fits-1)] != res.FitP(fits-1)[0] {
+	if res.Problem.P[2*(4*fits-1)] != res.FitP(fits - 1)[0] {
 		t.Errorf("Result.Problem.P was not updated")
 	}
 }
