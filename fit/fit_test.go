@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -326,6 +327,24 @@ func TestNewErrors(t *testing.T) {
 	} {
 		if _, err := New(tc.p, nil); err == nil {
 			t.Errorf("Case %s: no error", tc.name)
+		}
+	}
+}
+
+func TestResultRender(t *testing.T) {
+	t.Parallel()
+	prob, data, _ := ensemble(2, 2, nil)
+	res, err := Fit(context.Background(), Problem{ODE: prob, Loss: observed(data), Vars: Vars{P: []int{0}}, Fits: 2}, nil, &Settings{Steps: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := res.PNG(); len(b) < 8 || string(b[1:4]) != "PNG" {
+		t.Errorf("PNG() does not return a PNG (%d bytes)", len(b))
+	}
+	h := res.HTML()
+	for _, want := range []string{"max steps", "fit 1: P", "<img"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("HTML lacks %q", want)
 		}
 	}
 }
