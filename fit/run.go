@@ -11,6 +11,7 @@ import (
 	"github.com/gradsolve-go/gradsolve/nn"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
+	"github.com/gradsolve-go/gradsolve/progress"
 )
 
 // Settings configure Fitter.Run. The zero value means the defaults.
@@ -46,6 +47,10 @@ type Settings struct {
 	// before its update. Returning ErrStop ends the fit (Status Stopped)
 	// without an error; any other error ends it and is returned, wrapped.
 	Callback func(*Step) error
+
+	// Progress, if not nil, is told the step count and loss after each
+	// step and finished when the fit ends (see package progress).
+	Progress progress.Reporter
 
 	// SkipFinal leaves out the evaluation of the loss at the final
 	// parameters on a freshly recorded mesh (Result.FinalLoss is then
@@ -195,6 +200,9 @@ func (f *Fitter) Run(ctx context.Context, s *Settings) (*Result, error) {
 		err   error
 	)
 	finish := func(status Status, e error) (*Result, error) {
+		if set.Progress != nil {
+			set.Progress.Finish()
+		}
 		res.Status = status
 		res.X = x
 		if !set.SkipFinal && status != Failed {
@@ -266,6 +274,9 @@ func (f *Fitter) Run(ctx context.Context, s *Settings) (*Result, error) {
 		}
 		set.Optimizer.Step(x, grad)
 		res.Steps++
+		if set.Progress != nil {
+			set.Progress.Report(res.Steps, loss)
+		}
 	}
 	return finish(MaxSteps, nil)
 }
