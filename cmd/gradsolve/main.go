@@ -36,6 +36,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return solveOrGrad(cmd, rest, stdout, stderr)
 	case "problems":
 		return problemsCommand(rest, stdout, stderr)
+	case "fit":
+		return fitCommand(rest, stdout, stderr)
 	case "bench":
 		err := benchCommand(rest, stdout, stderr)
 		switch {
@@ -84,6 +86,7 @@ The commands are:
 
 	solve     solve an ensemble of a built-in problem
 	grad      solve and return the loss and its gradient
+	fit       fit parameters of a problem to data with Adam
 	bench     run the benchmark suites
 	problems  list the built-in problems
 	help      show help for a command: gradsolve help grad
@@ -121,6 +124,9 @@ func helpCommand(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "problems":
 		fmt.Fprint(stdout, problemsUsage)
+		return exitOK
+	case "fit":
+		fmt.Fprint(stdout, fitHelp)
 		return exitOK
 	case "help":
 		mainHelp(stdout)
