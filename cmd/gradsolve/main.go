@@ -52,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		return helpCommand(rest, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "gradsolve: unknown command %q; the commands are solve, grad, bench, problems and help\n", cmd)
+	fmt.Fprintf(stderr, "gradsolve: unknown command %q; the commands are solve, grad, fit, bench, problems and help\n", cmd)
 	fmt.Fprintln(stderr, "Run 'gradsolve help' for usage.")
 	return exitUsage
 }
@@ -132,7 +132,7 @@ func helpCommand(args []string, stdout, stderr io.Writer) int {
 		mainHelp(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "gradsolve help: unknown command %q; the commands are solve, grad, bench, problems and help\n", args[0])
+	fmt.Fprintf(stderr, "gradsolve help: unknown command %q; the commands are solve, grad, fit, bench, problems and help\n", args[0])
 	return exitUsage
 }
 
