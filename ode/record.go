@@ -35,6 +35,7 @@ type recorder struct {
 	rowsCap     int
 	fevalsTrial int
 	fin         []Status
+	hrho        []float64
 }
 
 func newRecorder(sv *Solver, q *problem, keep bool) *recorder {
@@ -213,6 +214,10 @@ func (r *recorder) run() error {
 			in = appendPrefix(in, r.k1, m)
 			out = appendPrefix(out, r.kOut, m)
 		}
+		if len(r.hrho) < m {
+			r.hrho = make([]float64, m)
+		}
+		out = append(out, r.hrho[:m])
 		r.in, r.out = in, out
 		if err := r.sv.texec.Run(out, in, m); err != nil {
 			return err
