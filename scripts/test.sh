@@ -2,7 +2,10 @@
 # test.sh runs gradsolve's checks, as CI does (.ci/run):
 #
 #   gofmt -l, go vet ./..., go test ./..., go test -race on ./tape and ./scan,
-#   and a short fuzz run of each fuzz target listed below.
+#   a short fuzz run of each fuzz target listed below, and the notebook
+#   (scripts/notebook.sh: installs Debian's jupyter and GoNB, executes
+#   examples/notebooks/quickstart.ipynb; skipped with a note if they cannot
+#   be installed; NOTEBOOK=0 skips it).
 #
 # Every check runs even if an earlier one fails; the script ends by listing
 # the failed checks and exits 1 if there are any. FUZZTIME sets the length of
@@ -57,6 +60,21 @@ for entry in "${FUZZ_TARGETS[@]}"; do
 		echo "== skipping $target: not defined in $pkg (or $pkg does not build; go vet reports that)"
 	fi
 done
+
+notebook_check() {
+	local rc=0
+	bash scripts/notebook.sh || rc=$?
+	if ((rc == 3)); then
+		echo "== skipped the notebook check: jupyter or GoNB could not be installed (see the SKIP line above)"
+		return 0
+	fi
+	return "$rc"
+}
+if [[ ${NOTEBOOK:-1} == 0 ]]; then
+	echo "== skipping the notebook check: NOTEBOOK=0"
+else
+	check notebook_check
+fi
 
 if ((${#failed[@]} > 0)); then
 	echo "test.sh: ${#failed[@]} check(s) failed:" >&2

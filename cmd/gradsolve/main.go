@@ -51,6 +51,8 @@ func runLimited(args []string, stdout, stderr io.Writer, lim limits) (code int) 
 		return solveOrGrad(cmd, rest, stdout, stderr, lim)
 	case "problems":
 		return problemsCommand(rest, stdout, stderr)
+	case "fit":
+		return fitCommand(rest, stdout, stderr)
 	case "bench":
 		err := benchCommand(rest, stdout, stderr, lim)
 		switch {
@@ -65,7 +67,7 @@ func runLimited(args []string, stdout, stderr io.Writer, lim limits) (code int) 
 	case "help", "-h", "-help", "--help":
 		return helpCommand(rest, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "gradsolve: unknown command %q; the commands are solve, grad, bench, problems and help\n", cmd)
+	fmt.Fprintf(stderr, "gradsolve: unknown command %q; the commands are solve, grad, fit, bench, problems and help\n", cmd)
 	fmt.Fprintln(stderr, "Run 'gradsolve help' for usage.")
 	return exitUsage
 }
@@ -130,6 +132,7 @@ The commands are:
 
 	solve     solve an ensemble of a built-in problem
 	grad      solve and return the loss and its gradient
+	fit       fit parameters of a problem to data with Adam
 	bench     run the benchmark suites
 	problems  list the built-in problems
 	help      show help for a command: gradsolve help grad
@@ -170,11 +173,14 @@ func helpCommand(args []string, stdout, stderr io.Writer) int {
 	case "problems":
 		fmt.Fprint(stdout, problemsUsage)
 		return exitOK
+	case "fit":
+		fmt.Fprint(stdout, fitHelp)
+		return exitOK
 	case "help":
 		mainHelp(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "gradsolve help: unknown command %q; the commands are solve, grad, bench, problems and help\n", args[0])
+	fmt.Fprintf(stderr, "gradsolve help: unknown command %q; the commands are solve, grad, fit, bench, problems and help\n", args[0])
 	return exitUsage
 }
 
