@@ -1,9 +1,10 @@
 // Package bench measures gradsolve against its targets: the Lorenz
 // reverse-mode protocol of gradsolve (REFERENCE.md §5.1), stiff ensembles
-// (Robertson and HIRES with Rodas5P and Rosenbrock23), and the memory of a
-// gradient over 2²⁰ trajectories. It also holds the hand-written Go Tsit5
-// loop for Lorenz ensembles (LorenzTsit5) that the library's forward solve
-// is compared with.
+// (Robertson and HIRES with Rodas5P and Rosenbrock23), a neural ODE whose
+// field is a small MLP with shared weights (RunNeural, ProtocolNeural), and
+// the memory of a gradient over 2²⁰ trajectories. It also holds the
+// hand-written Go Tsit5 loop for Lorenz ensembles (LorenzTsit5) that the
+// library's forward solve is compared with.
 //
 // Every suite times its cases side by side in one process: one untimed
 // warm-up, then the median of Reps repetitions, the cases of a row taking
