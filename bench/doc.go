@@ -6,6 +6,12 @@
 // hand-written Go Tsit5 loop for Lorenz ensembles (LorenzTsit5) that the
 // library's forward solve is compared with.
 //
+// The folder anchors holds Python scripts that run Diffrax (JAX) on the same
+// protocols, on the CPU or a GPU, for comparison: the Lorenz grid, the neural
+// suite (reading the problem that "gradsolve bench -suite neural -dump"
+// writes, so both solve the same weights and initial states) and Robertson
+// with Kvaerno5.
+//
 // Every suite times its cases side by side in one process: one untimed
 // warm-up, then the median of Reps repetitions, the cases of a row taking
 // turns within each repetition so that drift in the machine's speed affects
