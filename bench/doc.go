@@ -4,7 +4,11 @@
 // field is a small MLP with shared weights (RunNeural, ProtocolNeural), and
 // the memory of a gradient over 2²⁰ trajectories. It also holds the
 // hand-written Go Tsit5 loop for Lorenz ensembles (LorenzTsit5) that the
-// library's forward solve is compared with.
+// library's forward solve is compared with, and its CUDA twins in
+// lorenz_tsit5.cu: a fused forward kernel and a record + discrete adjoint
+// kernel (LorenzTsit5CUDA, LorenzGradCUDA), the baselines of the GPU
+// engine. Their source is also host C++; the tests compile it with g++ and
+// check it against LorenzTsit5 and ode.Grad.
 //
 // The folder anchors holds Python scripts that run Diffrax (JAX) on the same
 // protocols, on the CPU or a GPU, for comparison: the Lorenz grid, the neural
