@@ -116,6 +116,12 @@ def main(argv=None):
     ns = C.int_list(args.n)
     rtols = C.float_list(args.rtol)
     budget = C.Budget(args.max_seconds)
+
+    def left(start):
+        """Seconds of the cell budget left (None: no budget), at least 1."""
+        if not args.max_seconds:
+            return None
+        return max(1.0, args.max_seconds - (time.perf_counter() - start))
     calls_per_fn = args.reps + 1
     for n in sorted(ns):
         rho_np = np.linspace(0.0, 21.0, n)
@@ -134,7 +140,8 @@ def main(argv=None):
                 if ref is None:
                     t = time.perf_counter()
                     ref = reference(rho_np[idx])
-                    C.log(f"n={n}: scipy DOP853 reference for {len(idx)} trajectories in {time.perf_counter() - t:.1f} s")
+                    C.log(f"n={n}: scipy DOP853 reference for {len(idx)} trajectories "
+                          f"in {time.perf_counter() - t:.1f} s")
                 rho = jnp.asarray(rho_np)
                 C.log(f"n={n} rtol={rtol:g}: probe (max_steps {C.PROBE_MAX_STEPS})")
                 t = time.perf_counter()
@@ -152,13 +159,13 @@ def main(argv=None):
                 batch = jax.vmap(lambda r: one(r).ys[-1])
                 fwd = jax.jit(batch)
                 grad = jax.jit(jax.grad(lambda r: jnp.sum(batch(r) ** 2)))
-                remaining = None if not args.max_seconds else max(1.0, args.max_seconds - (time.perf_counter() - cell_start))
+                remaining = left(cell_start)
                 res = {}
                 if not args.no_forward:
                     C.log(f"n={n} rtol={rtol:g}: forward (max_steps = checkpoints = {max_steps})")
                     res["fwd"] = C.time_fn(jax, fwd, (rho,), args.reps, budget_s=remaining and remaining / 3)
                 C.log(f"n={n} rtol={rtol:g}: gradient")
-                remaining = None if not args.max_seconds else max(1.0, args.max_seconds - (time.perf_counter() - cell_start))
+                remaining = left(cell_start)
                 res["grad"] = C.time_fn(jax, grad, (rho,), args.reps, budget_s=remaining)
                 yf = np.asarray(res["fwd"]["out"]) if "fwd" in res else np.asarray(yf_p)
                 if not np.allclose(yf, np.asarray(yf_p), rtol=1e-6, atol=1e-12):
@@ -188,7 +195,8 @@ def main(argv=None):
                 compile_s = probe_compile_s + max(0.0, res["grad"]["warmup_s"] - res["grad"]["best_ms"] / 1e3) + (
                     max(0.0, res["fwd"]["warmup_s"] - res["fwd"]["best_ms"] / 1e3) if "fwd" in res else 0.0)
                 budget.record(rtol, n, per_call, probe_s, compile_s)
-                C.log(f"n={n} rtol={rtol:g}: grad {row['grad_ms']:.3f} ms, forward {row['forward_ms']} ms, "
+                fwd_ms = row["forward_ms"] if row["forward_ms"] is not None else float("nan")
+                C.log(f"n={n} rtol={rtol:g}: grad {row['grad_ms']:.3f} ms, forward {fwd_ms:.3f} ms, "
                       f"err {row['median_rel_err']:.2e}, steps {row['steps_mean']:.1f}, cell {row['cell_s']:.1f} s")
                 C.emit(row, out)
             except Exception as exc:  # noqa: BLE001 - report the cell and go on

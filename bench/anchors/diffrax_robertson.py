@@ -211,7 +211,8 @@ def main(argv=None):
                 per_call = (res["grad"]["best_ms"] + (res["fwd"]["best_ms"] if "fwd" in res else 0)) / 1e3
                 compile_s = probe_compile_s + sum(max(0.0, r["warmup_s"] - r["best_ms"] / 1e3) for r in res.values())
                 budget.record(rtol, n, per_call, probe_s, compile_s)
-                C.log(f"n={n} rtol={rtol:g}: grad {row['grad_ms']:.3f} ms, forward {row['forward_ms']} ms, "
+                fwd_ms = row["forward_ms"] if row["forward_ms"] is not None else float("nan")
+                C.log(f"n={n} rtol={rtol:g}: grad {row['grad_ms']:.3f} ms, forward {fwd_ms:.3f} ms, "
                       f"err {row['median_rel_err']:.2e}, steps {row['steps_mean']:.1f}")
                 C.emit(row, out)
             except Exception as exc:  # noqa: BLE001 - report the cell and go on
