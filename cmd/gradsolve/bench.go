@@ -18,8 +18,9 @@ const benchUsage = `usage: gradsolve bench [flags]
 Runs the benchmark suites of package bench and prints their tables (or JSON
 lines with -json). Suites: lorenz (gradsolve's Lorenz protocol, library vs
 the hand-written Tsit5 baseline), stiff (Robertson and HIRES with Rodas5P
-and Rosenbrock23), memory (one gradient over 2^20 Lorenz trajectories with
-its peak memory), all (the three in turn).
+and Rosenbrock23), neural (y' = MLP(y) with a 2-32-32-2 tanh network of 1218
+shared weights; -n sets the batch sizes), memory (one gradient over 2^20
+Lorenz trajectories with its peak memory), all (the four in turn).
 
 flags:
 `
@@ -35,7 +36,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err erro
 		fmt.Fprint(stderr, benchUsage)
 		fs.PrintDefaults()
 	}
-	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, memory or all")
+	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory or all")
 	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; -suite memory takes one size, default 1048576)")
 	rtolList := fs.String("rtol", "", "comma-separated relative tolerances (default: the suite's; -suite memory takes one, default 1e-6)")
 	reps := fs.Int("reps", bench.DefaultReps, "timed repetitions per case (the median is reported, after one warm-up)")
@@ -43,6 +44,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err erro
 	refSample := fs.Int("ref-sample", 0, "most trajectories per reference solution (0: the suite's default)")
 	memLimit := fs.Int64("memory-limit", 0, "memory suite: Settings.MemoryLimit in bytes (0: the library's default)")
 	checkpoint := fs.Int("checkpoint", 0, "memory suite: Settings.Checkpoint interval (0: automatic)")
+	dump := fs.String("dump", "", "neural suite: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
 	jsonOut := fs.Bool("json", false, "write JSON lines instead of tables")
 	out := fs.String("out", "", "write the results to `FILE` instead of stdout")
 	if err = fs.Parse(args); err != nil {
@@ -73,12 +75,15 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err erro
 	}
 	var suites []string
 	switch *suite {
-	case "lorenz", "stiff", "memory":
+	case "lorenz", "stiff", "neural", "memory":
 		suites = []string{*suite}
 	case "all":
-		suites = []string{"lorenz", "stiff", "memory"}
+		suites = []string{"lorenz", "stiff", "neural", "memory"}
 	default:
-		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, memory, all", *suite)
+		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all", *suite)
+	}
+	if *dump != "" && *suite != "neural" && *suite != "all" {
+		return usagef("-dump: only the neural suite writes a dump")
 	}
 	// The suites' gradients: Lorenz (d = 3, 3 parameters) and, for the
 	// stiff suite, HIRES and Robertson (d ≤ 8, ≤ 3 parameters).
@@ -137,6 +142,9 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err erro
 		case "stiff":
 			_, err = bench.RunStiff(w, bench.StiffConfig{N: ns, RelTol: rtols, Reps: *reps,
 				RefSample: *refSample, Workers: *workers, JSON: *jsonOut})
+		case "neural":
+			err = benchNeural(w, bench.NeuralConfig{B: ns, Reps: *reps, RefSample: *refSample,
+				Workers: *workers, JSON: *jsonOut}, *dump)
 		case "memory":
 			_, err = bench.RunMemory(w, memCfg)
 		}
@@ -145,6 +153,25 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err erro
 		}
 	}
 	return nil
+}
+
+// benchNeural runs the neural suite with cfg, writing its dump to the file
+// named dump unless dump is "".
+func benchNeural(w io.Writer, cfg bench.NeuralConfig, dump string) (err error) {
+	if dump != "" {
+		f, ferr := os.Create(dump)
+		if ferr != nil {
+			return ferr
+		}
+		defer func() {
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		cfg.Dump = f
+	}
+	_, err = bench.RunNeural(w, cfg)
+	return err
 }
 
 // benchParseInts parses a comma-separated list of positive integers; "" gives
