@@ -6,86 +6,7 @@ import (
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/scan"
-	"github.com/gradsolve-go/gradsolve/tape"
 )
-
-// Loss is a scalar loss of the solutions: the sum (or mean) over the
-// trajectories of a per-trajectory term ℓ_i = F(y_i(t1), ys_i, data_i).
-type Loss struct {
-	// Name names the loss in programs and errors.
-	Name string
-
-	// F computes one trajectory's term from its final state y (len Dim),
-	// its saved states ys (len(SaveAt)·Dim, save time k at
-	// ys[k*Dim:(k+1)*Dim]) and its data row (len DataDim).
-	F func(y, ys, data []tape.V) tape.V
-
-	// Data holds per-trajectory data (observations, targets), [N×DataDim]
-	// row-major, or a single row used for every trajectory. DataDim is its
-	// width; both may be zero.
-	Data    []float64
-	DataDim int
-
-	// Mean averages the terms over the trajectories instead of summing.
-	Mean bool
-}
-
-// SumSquares is the loss Σ_i Σ_c y_i,c(t1)², the sum of squares of the
-// final states.
-func SumSquares() Loss {
-	return Loss{Name: "sumsq", F: func(y, _, _ []tape.V) tape.V {
-		s := y[0].Square()
-		for _, x := range y[1:] {
-			s = s.Add(x.Square())
-		}
-		return s
-	}}
-}
-
-// Component is the loss Σ_i y_i,k(t1), component k of the final states.
-func Component(k int) Loss {
-	return Loss{Name: fmt.Sprintf("y:%d", k), F: func(y, _, _ []tape.V) tape.V {
-		if k < 0 || k >= len(y) {
-			panic(fmt.Errorf("ode: loss y:%d: the state has %d components", k, len(y)))
-		}
-		return y[k]
-	}}
-}
-
-// program traces the gradient program of the loss term: inputs y[d],
-// ys[K·d], data[m]; outputs ℓ and its gradient with respect to y and ys.
-func (l *Loss) program(d, K int) (*tape.Program, error) {
-	if l.F == nil {
-		return nil, fmt.Errorf("ode: loss %s has no F", l.Name)
-	}
-	var in []tape.Input
-	for c := 0; c < d; c++ {
-		in = append(in, tape.Input{Name: fmt.Sprintf("y[%d]", c)})
-	}
-	for k := 0; k < K; k++ {
-		for c := 0; c < d; c++ {
-			in = append(in, tape.Input{Name: fmt.Sprintf("ys[%d,%d]", k, c)})
-		}
-	}
-	for c := 0; c < l.DataDim; c++ {
-		in = append(in, tape.Input{Name: fmt.Sprintf("data[%d]", c)})
-	}
-	name := l.Name
-	if name == "" {
-		name = "loss"
-	}
-	p, err := tape.Trace(name, in, func(v []tape.V) []tape.V {
-		return []tape.V{l.F(v[:d], v[d:d+K*d], v[d+K*d:])}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ode: loss: %w", err)
-	}
-	wrt := make([]int, d+K*d)
-	for i := range wrt {
-		wrt[i] = i
-	}
-	return tape.Grad(p, wrt)
-}
 
 // Gradient is the value and gradient of a loss, with the solution it was
 // computed on.
@@ -141,7 +62,7 @@ func (sv *Solver) Grad(dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient
 		return nil, fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
 	}
 	start := time.Now()
-	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
+	n, d := q.n, q.Field.Dim
 	sp := sv.scanProblem(q, m)
 	sw, err := scan.Forward(sp, sv.scanSettings())
 	if err != nil {
@@ -149,87 +70,30 @@ func (sv *Solver) Grad(dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient
 	}
 	res := sw.Result()
 
-	// The loss and its cotangents, per trajectory.
-	lp, err := loss.program(d, K)
+	lv, err := sv.evalLoss(q, &loss, res, true)
 	if err != nil {
 		return nil, err
 	}
-	if loss.DataDim < 0 || (len(loss.Data) != loss.DataDim && len(loss.Data) != n*loss.DataDim) {
-		return nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", loss.Name, len(loss.Data), loss.DataDim, n*loss.DataDim)
-	}
-	le, err := tape.NewExec(lp, &tape.ExecSettings{BlockSize: sv.set.Exec.BlockSize, Workers: sv.set.Exec.Workers, CheckFinite: true})
-	if err != nil {
-		return nil, err
-	}
-	in := make([][]float64, 0, d+K*d+loss.DataDim)
-	for c := 0; c < d; c++ {
-		in = append(in, res.Y[c*n:(c+1)*n])
-	}
-	nt := n * K
-	for k := 0; k < K; k++ {
-		for c := 0; c < d; c++ {
-			col := make([]float64, n)
-			for i := 0; i < n; i++ {
-				col[i] = res.Taps[c*nt+i*K+k]
-			}
-			in = append(in, col)
-		}
-	}
-	if loss.DataDim > 0 {
-		data := toSoA(nil, expand(loss.Data, loss.DataDim, n), n, loss.DataDim)
-		for c := 0; c < loss.DataDim; c++ {
-			in = append(in, data[c*n:(c+1)*n])
-		}
-	}
-	out := make([][]float64, 1+d+K*d)
-	for i := range out {
-		out[i] = make([]float64, n)
-	}
-	if err := le.Run(out, in, n); err != nil {
-		return nil, fmt.Errorf("ode: loss %s: %w", loss.Name, err)
-	}
-	scale := 1.0
-	if loss.Mean {
-		scale = 1 / float64(n)
-	}
-	total := 0.0
-	for _, v := range out[0] {
-		total += v
-	}
-	ybar := make([]float64, d*n)
-	for c := 0; c < d; c++ {
-		for i, v := range out[1+c] {
-			ybar[c*n+i] = scale * v
-		}
-	}
-	tapbar := make([]float64, d*nt)
-	for k := 0; k < K; k++ {
-		for c := 0; c < d; c++ {
-			for i, v := range out[1+d+k*d+c] {
-				tapbar[c*nt+i*K+k] = scale * v
-			}
-		}
-	}
-	g, err := sw.Backward(nil, ybar, tapbar)
+	g, err := sw.Backward(nil, lv.ybar, lv.tapbar)
 	if err != nil {
 		return nil, err
 	}
 	if dst == nil {
 		dst = &Gradient{}
 	}
-	dst.Loss = scale * total
+	dst.Loss = lv.value
 	dst.Y0 = fromSoA(dst.Y0, g.Y0, n, d)
+	for c, col := range lv.pbar {
+		for i, v := range col {
+			g.P[c*n+i] += v
+		}
+	}
 	dst.P = fromSoA(dst.P, g.P, n, q.Field.Params)
 	dst.Shared = append(dst.Shared[:0], g.Shared...)
-	sol := &Solution{N: n, Dim: d, T: make([]float64, n), Y: fromSoA(nil, res.Y, n, d), SaveAt: q.SaveAt,
-		Status: m.Status, Stats: m.Stats, Method: sv.set.Method.Name()}
-	for i := range sol.T {
-		sol.T[i] = q.t1[i]
+	for c, v := range lv.sbar {
+		dst.Shared[c] += v
 	}
-	if K > 0 {
-		sol.Ys = unpackTaps(nil, res.Taps, n, K, d)
-	}
-	dst.Solution, dst.Mesh = sol, m
+	dst.Solution, dst.Mesh = sv.replaySolution(q, m, res), m
 	dst.RecordTime, dst.GradTime = recordTime, time.Since(start)
 	dst.StoredBytes = sw.StoredBytes()
 	if err := checkGradient(dst, d, q.Field.Params); err != nil {
@@ -309,11 +173,16 @@ func (sv *Solver) Replay(p *Problem, m *Mesh) (*Solution, error) {
 	if err != nil {
 		return nil, err
 	}
+	return sv.replaySolution(q, m, res), nil
+}
+
+// replaySolution returns the solution held by a replay's result.
+func (sv *Solver) replaySolution(q *problem, m *Mesh, res *scan.Result) *Solution {
 	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
 	sol := &Solution{N: n, Dim: d, T: append([]float64(nil), q.t1...), Y: fromSoA(nil, res.Y, n, d), SaveAt: q.SaveAt,
 		Status: m.Status, Stats: m.Stats, Method: sv.set.Method.Name()}
 	if K > 0 {
 		sol.Ys = unpackTaps(nil, res.Taps, n, K, d)
 	}
-	return sol, nil
+	return sol
 }

@@ -25,8 +25,9 @@ type Method interface {
 // stepPrograms are the programs of one method and field.
 //
 // trial: inputs t, h, y[d], p[P], s[S] and, if fsal, k1[d]; outputs
-// y⁺[d], err[d] (the local error estimate, h included) and, if fsal, the
-// last stage k_s[d] = f(t+h, y⁺).
+// y⁺[d], err[d] (the local error estimate, h included), if fsal the last
+// stage k_s[d] = f(t+h, y⁺), and last h·ρ, the stiffness estimate (see
+// stiffnessEstimate; 0 for methods without one).
 //
 // replay: inputs t, h, y[d], p[P], s[S]; outputs y⁺[d], computed with the
 // same arithmetic as trial's y⁺, so record and replay agree bit for bit.
@@ -108,9 +109,12 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 		return tape.Call(fp, args)
 	}
 	var yNew, errEst, kLast []tape.V
+	var hrho tape.V
 	err := tape.Catch(fp.Name, func() {
 		s := tab.Stages()
 		k := make([][]tape.V, s)
+		g := make([][]tape.V, s) // stage inputs
+		g[0] = y
 		if fsal {
 			k[0] = vs[2+d+np:]
 		} else {
@@ -123,7 +127,9 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 			}
 			ti := t.Add(h.MulC(tab.C[i]))
 			k[i] = call(ti, yi)
+			g[i] = yi
 		}
+		hrho = stiffnessEstimate(tab, h, k, g)
 		yNew = make([]tape.V, d)
 		errEst = make([]tape.V, d)
 		for c := 0; c < d; c++ {
@@ -143,14 +149,12 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	if fsal {
 		outs = append(outs, kLast...)
 	}
+	outs = append(outs, hrho)
 	trial, err := b.Build(outs...)
 	if err != nil {
 		return nil, err
 	}
-	for c := 0; c < d; c++ {
-		trial.Outputs[c].Name = fmt.Sprintf("y⁺[%d]", c)
-		trial.Outputs[d+c].Name = fmt.Sprintf("err[%d]", c)
-	}
+	nameTrialOutputs(trial, d, fsal)
 	sp := &stepPrograms{trial: trial, fsal: fsal, fevals: tab.Stages()}
 	if fsal {
 		sp.fevals--
@@ -181,4 +185,42 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 		sp.replay = tape.DeadCode(&r)
 	}
 	return sp, nil
+}
+
+// nameTrialOutputs names the outputs of a trial-step program.
+func nameTrialOutputs(trial *tape.Program, d int, fsal bool) {
+	for c := 0; c < d; c++ {
+		trial.Outputs[c].Name = fmt.Sprintf("y⁺[%d]", c)
+		trial.Outputs[d+c].Name = fmt.Sprintf("err[%d]", c)
+		if fsal {
+			trial.Outputs[2*d+c].Name = fmt.Sprintf("k_s[%d]", c)
+		}
+	}
+	trial.Outputs[len(trial.Outputs)-1].Name = "hrho"
+}
+
+// stiffnessEstimate returns h·ρ, where ρ = ‖k_j − k_i‖/‖g_j − g_i‖ estimates
+// the dominant eigenvalue of ∂f/∂y along the step from the last two stages
+// i < j that share the abscissa c = 1 (g are the stage inputs): Hairer's
+// stiffness test (Solving ODEs I, §IV.2). It is 0 if the method has no
+// such pair or the stage inputs coincide.
+func stiffnessEstimate(tab *ERKTableau, h tape.V, k, g [][]tape.V) tape.V {
+	s := tab.Stages()
+	zero := h.Const(0)
+	if s < 2 || tab.C[s-1] != 1 || tab.C[s-2] != 1 {
+		return zero
+	}
+	var num, den tape.V
+	for c := range k[s-1] {
+		dk := k[s-1][c].Sub(k[s-2][c]).Square()
+		dg := g[s-1][c].Sub(g[s-2][c]).Square()
+		if c == 0 {
+			num, den = dk, dg
+		} else {
+			num, den = num.Add(dk), den.Add(dg)
+		}
+	}
+	live := tape.Gt(den, zero)
+	safe := tape.Select(live, den, h.Const(1))
+	return tape.Select(live, h.Abs().Mul(num.Div(safe).Sqrt()), zero)
 }

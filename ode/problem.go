@@ -49,6 +49,11 @@ type Settings struct {
 	// 0 means 1e-6 and 1e-9.
 	RelTol, AbsTol float64
 
+	// AbsTols, if not nil, gives each state component its own absolute
+	// tolerance ([Dim], each positive and finite) in place of AbsTol, for
+	// systems whose components differ in scale by orders of magnitude.
+	AbsTols []float64
+
 	// MaxSteps caps the attempted (accepted + rejected) steps of each
 	// trajectory; 0 means 100000.
 	MaxSteps int
@@ -73,6 +78,19 @@ type Settings struct {
 
 	// Exec configures the executors; see tape.ExecSettings.
 	Exec tape.ExecSettings
+
+	// Progress, if not nil, is called as work on the ensemble completes,
+	// with the number of trajectories done so far and the total. It may be
+	// called from several goroutines at once and must return quickly.
+	Progress func(done, total int)
+}
+
+// absTol returns the absolute tolerance of state component c.
+func (s *Settings) absTol(c int) float64 {
+	if s.AbsTols != nil {
+		return s.AbsTols[c]
+	}
+	return s.AbsTol
 }
 
 // Controller is a PI step-size controller. After a step with error norm
@@ -135,6 +153,9 @@ func (s *Settings) withDefaults(f *Field) Settings {
 		set.MaxSteps = DefaultMaxSteps
 	}
 	set.Controller = set.Controller.withDefaults(set.Method)
+	if set.AbsTols != nil {
+		set.AbsTols = append([]float64(nil), set.AbsTols...)
+	}
 	return set
 }
 
@@ -341,6 +362,13 @@ func checkSettings(f *Field, s *Settings) error {
 		return fmt.Errorf("ode: %s: MaxSteps = %d is negative", f.name(), s.MaxSteps)
 	case s.Dt0 < 0 || math.IsNaN(s.Dt0):
 		return fmt.Errorf("ode: %s: Dt0 = %v must be positive (or 0 for automatic)", f.name(), s.Dt0)
+	case s.AbsTols != nil && len(s.AbsTols) != f.Dim:
+		return fmt.Errorf("ode: %s: len(AbsTols) = %d, want Dim = %d (one absolute tolerance per state component)", f.name(), len(s.AbsTols), f.Dim)
+	}
+	for c, a := range s.AbsTols {
+		if !(a > 0) || math.IsInf(a, 0) {
+			return fmt.Errorf("ode: %s: AbsTols[%d] = %v must be positive and finite", f.name(), c, a)
+		}
 	}
 	c := s.Controller
 	if !(c.FactorMin > 0 && c.FactorMin < 1 && c.FactorMax > 1 && c.Safety > 0 && c.Safety <= 1 && c.Beta1 > 0) {

@@ -35,6 +35,7 @@ type recorder struct {
 	rowsCap     int
 	fevalsTrial int
 	fin         []Status
+	hrho        []float64
 }
 
 func newRecorder(sv *Solver, q *problem, keep bool) *recorder {
@@ -124,7 +125,7 @@ func (r *recorder) initialStep() error {
 			r.h[i] = dt0
 		}
 	} else {
-		rtol, atol := r.set.RelTol, r.set.AbsTol
+		rtol := r.set.RelTol
 		h0 := make([]float64, n)
 		d1s := make([]float64, n)
 		t1 := make([]float64, n)
@@ -135,7 +136,7 @@ func (r *recorder) initialStep() error {
 		for i := 0; i < n; i++ {
 			d0, d1 := 0.0, 0.0
 			for c := 0; c < d; c++ {
-				sc := atol + rtol*math.Abs(r.y[c][i])
+				sc := r.set.absTol(c) + rtol*math.Abs(r.y[c][i])
 				d0 += sq(r.y[c][i] / sc)
 				d1 += sq(r.k1[c][i] / sc)
 			}
@@ -166,7 +167,7 @@ func (r *recorder) initialStep() error {
 			st.FieldEvals[i]++
 			d2 := 0.0
 			for c := 0; c < d; c++ {
-				sc := atol + rtol*math.Abs(r.y[c][i])
+				sc := r.set.absTol(c) + rtol*math.Abs(r.y[c][i])
 				d2 += sq((f1[c][i] - r.k1[c][i]) / sc)
 			}
 			d2 = math.Sqrt(d2/float64(d)) / h0[i]
@@ -198,7 +199,7 @@ func (r *recorder) run() error {
 	d := r.d
 	set := r.set
 	ctl := set.Controller
-	rtol, atol := set.RelTol, set.AbsTol
+	rtol := set.RelTol
 	st := &r.mesh.Stats
 	for r.m > 0 {
 		m := r.m
@@ -213,6 +214,10 @@ func (r *recorder) run() error {
 			in = appendPrefix(in, r.k1, m)
 			out = appendPrefix(out, r.kOut, m)
 		}
+		if len(r.hrho) < m {
+			r.hrho = make([]float64, m)
+		}
+		out = append(out, r.hrho[:m])
 		r.in, r.out = in, out
 		if err := r.sv.texec.Run(out, in, m); err != nil {
 			return err
@@ -229,7 +234,7 @@ func (r *recorder) run() error {
 		}
 		r.parallel(m, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
-				fin[i] = r.control(i, d, ctl, rtol, atol, st)
+				fin[i] = r.control(i, d, ctl, rtol, st)
 			}
 		})
 		for i := m - 1; i >= 0; i-- {
@@ -277,7 +282,7 @@ func pow(x, y float64) float64 { return math.Exp(y * math.Log(x)) }
 // the next step size, and returns the trajectory's final status, or
 // running. It touches only trajectory i's state (and its own mesh column),
 // so trajectories can be controlled concurrently.
-func (r *recorder) control(i, d int, ctl Controller, rtol, atol float64, st *Stats) Status {
+func (r *recorder) control(i, d int, ctl Controller, rtol float64, st *Stats) Status {
 	j := r.idx[i]
 	st.FieldEvals[j] += r.fevalsTrial
 	h := r.h[i]
@@ -288,7 +293,7 @@ func (r *recorder) control(i, d int, ctl Controller, rtol, atol float64, st *Sta
 		if math.IsNaN(yn) || math.IsInf(yn, 0) {
 			bad = true
 		}
-		sc := atol + rtol*math.Max(math.Abs(r.y[c][i]), math.Abs(yn))
+		sc := r.set.absTol(c) + rtol*math.Max(math.Abs(r.y[c][i]), math.Abs(yn))
 		errn += sq(r.e[c][i] / sc)
 	}
 	errn = math.Sqrt(errn / float64(d))

@@ -115,10 +115,7 @@ func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	if err != nil {
 		return nil, err
 	}
-	for c := 0; c < d; c++ {
-		trial.Outputs[c].Name = fmt.Sprintf("y⁺[%d]", c)
-		trial.Outputs[d+c].Name = fmt.Sprintf("err[%d]", c)
-	}
+	nameTrialOutputs(trial, d, false)
 	r := *trial
 	r.Name = trial.Name + ".replay"
 	r.Outputs = trial.Outputs[:d]
@@ -179,7 +176,7 @@ func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, dense bool) (*tape.Pr
 		if m.tab == nil {
 			var yNew, errEst []tape.V
 			yNew, errEst, fevals = ros23Step(m.r23, t, h, y, f0, ft, jac, call)
-			outs = append(yNew, errEst...)
+			outs = append(append(yNew, errEst...), zero)
 			return
 		}
 		yNew, errEst, k, n := rodasStep(m.tab, t, h, y, f0, ft, jac, jv, call)
@@ -187,7 +184,7 @@ func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, dense bool) (*tape.Pr
 		if dense {
 			outs = denseOutput(m.tab, vs[len(vs)-1], y, yNew, k)
 		} else {
-			outs = append(yNew, errEst...)
+			outs = append(append(yNew, errEst...), zero) // no stiffness estimate
 		}
 	})
 	if err != nil {

@@ -258,6 +258,8 @@ func init() {
 				}
 				return extract(b, t, int(b.Aux(r)))
 			}},
+		// Package tape evaluates and differentiates calls through the callee.
+		OpCall: {Name: "Call", Arity: -1},
 	}
 }
 

@@ -46,6 +46,13 @@
 // (b̄ = W⁻ᵀx̄, W̄ = −b̄xᵀ). A matrix singular to working precision gives a
 // factor, and solutions, of NaNs.
 //
+// Call is the one op not described by its Def alone: a call of a
+// sub-program of the enclosing program (tape's Program.Funcs), whose
+// value is the tuple of the callee's outputs. Package tape evaluates,
+// executes and differentiates it through the callee program, and
+// package cuda emits the callee as a device function; the Def holds only
+// its name.
+//
 // Rounding is part of an op's definition, the same on every engine: FMA
 // and Dot round once per multiply-add (Dot is the chain
 // s = fma(w_j, x_j, s) from the bias), Powi multiplies by repeated

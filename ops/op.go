@@ -80,6 +80,15 @@ const (
 	// OpExtract is component int(aux) of the tuple arg0.
 	OpExtract
 
+	// OpCall calls sub-program number int(aux) of the enclosing program
+	// (Program.Funcs in package tape) with one argument per input of the
+	// callee, in order, shared inputs included. Its value is the tuple of
+	// the callee's outputs, whose width only the program knows (Width
+	// returns -1 for it); its components are taken with OpExtract. Package
+	// tape evaluates, executes and differentiates calls through the
+	// callee, so the Def has no Eval, Block or derivative rules.
+	OpCall
+
 	numOps
 )
 
@@ -172,8 +181,12 @@ func Lookup(op Op) *Def {
 
 // Width returns the number of scalars in the value of op with auxiliary
 // number aux whose first argument (if any) has auxiliary number aux0.
+// It returns -1 for OpCall, whose width is the number of outputs of the
+// callee, known only to the program (tape's Program.Width).
 func Width(op Op, aux, aux0 float64) int {
 	switch op {
+	case OpCall:
+		return -1
 	case OpLUFactor:
 		d := int(aux)
 		return d*d + d
@@ -185,12 +198,15 @@ func Width(op Op, aux, aux0 float64) int {
 
 // IsTuple reports whether op has a tuple value.
 func IsTuple(op Op) bool {
-	return op == OpLUFactor || op == OpLUSolve || op == OpLUSolveT
+	return op == OpLUFactor || op == OpLUSolve || op == OpLUSolveT || op == OpCall
 }
 
 // CheckArgs reports an error if nargs arguments do not fit op with the
 // given aux, or if tuple-ness of arguments is wrong. argOps holds the op
-// of each argument.
+// of each argument. For OpCall it checks only that aux is a callee index
+// (a non-negative integer) and that the arguments are scalars; the
+// program checks the index and the number of arguments against the
+// callee.
 func CheckArgs(op Op, aux float64, argOps []Op, argAux []float64) error {
 	def := Lookup(op)
 	n := len(argOps)
@@ -237,6 +253,10 @@ func CheckArgs(op Op, aux float64, argOps []Op, argAux []float64) error {
 			return fmt.Errorf("ops: Extract component %v out of range", aux)
 		}
 		return nil
+	case OpCall:
+		if k := int(aux); k < 0 || float64(k) != aux {
+			return fmt.Errorf("ops: Call of sub-program %v: not a non-negative integer", aux)
+		}
 	case OpPowi:
 		if aux != float64(int(aux)) {
 			return fmt.Errorf("ops: Powi exponent %v is not an integer", aux)

@@ -20,6 +20,7 @@ var (
 		OpEq:       "comparisons are piecewise constant",
 		OpNe:       "comparisons are piecewise constant",
 		OpLUFactor: "the solves that use the factors carry the derivatives with respect to the matrix",
+		OpCall:     "package tape differentiates a call through the callee program",
 	}
 	noJVP = map[Op]string{
 		OpInput: "transforms seed input tangents themselves",
@@ -31,10 +32,11 @@ var (
 		OpGe:    "comparisons are piecewise constant",
 		OpEq:    "comparisons are piecewise constant",
 		OpNe:    "comparisons are piecewise constant",
+		OpCall:  "package tape differentiates a call through the callee program",
 	}
 	// Ops the interpreter and the executor handle themselves: they need
 	// no Eval, EvalTuple or Block.
-	builtin = map[Op]bool{OpInput: true, OpConst: true, OpExtract: true}
+	builtin = map[Op]bool{OpInput: true, OpConst: true, OpExtract: true, OpCall: true}
 )
 
 func TestRegistry(t *testing.T) {
@@ -87,7 +89,7 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("Case %v: JVP nil want %v, got %v", op, ok, def.JVP == nil)
 		}
 		switch op {
-		case OpDot, OpLUFactor, OpLUSolve, OpLUSolveT:
+		case OpDot, OpLUFactor, OpLUSolve, OpLUSolveT, OpCall:
 			if def.Arity != -1 {
 				t.Errorf("Case %v: Arity want -1, got %d", op, def.Arity)
 			}
@@ -138,6 +140,7 @@ func TestWidth(t *testing.T) {
 		{OpLUFactor, 3, 0, 12, true},
 		{OpLUSolve, 0, 3, 3, true},
 		{OpLUSolveT, 0, 5, 5, true},
+		{OpCall, 2, 0, -1, true},
 	} {
 		if got := Width(tc.op, tc.aux, tc.aux0); got != tc.want {
 			t.Errorf("Case %v(%v, %v): Width want %d, got %d", tc.op, tc.aux, tc.aux0, tc.want, got)
@@ -182,6 +185,12 @@ func TestCheckArgs(t *testing.T) {
 		{"Extract/negative", OpExtract, -1, []Op{OpLUSolve}, []float64{0}, "out of range"},
 		{"Extract/fraction", OpExtract, 0.5, []Op{OpLUSolve}, []float64{0}, "out of range"},
 		{"Extract/scalar", OpExtract, 0, []Op{s}, []float64{0}, "Extract of a non-tuple"},
+		{"Extract/call", OpExtract, 7, []Op{OpCall}, []float64{0}, ""},
+		{"Call", OpCall, 2, []Op{s, s, s}, make([]float64, 3), ""},
+		{"Call/no-args", OpCall, 0, nil, nil, ""},
+		{"Call/negative", OpCall, -1, []Op{s}, []float64{0}, "not a non-negative integer"},
+		{"Call/fraction", OpCall, 0.5, []Op{s}, []float64{0}, "not a non-negative integer"},
+		{"Call/tuple-arg", OpCall, 0, []Op{s, OpLUSolve}, []float64{0, 0}, "Call argument 1 is a tuple"},
 	} {
 		err := CheckArgs(tc.op, tc.aux, tc.argOps, tc.argAux)
 		switch {

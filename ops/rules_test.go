@@ -169,6 +169,32 @@ func opCases() []opCase {
 				}},
 		)
 	}
+	// Call: a callee of two inputs and two outputs, called twice, once on
+	// the outputs of the first call; and a call inside a callee.
+	callee, err := tape.Trace("callee", inputs(2), func(x []tape.V) []tape.V {
+		return []tape.V{x[0].Mul(x[1]).Sin(), x[0].Exp().Add(x[1].Square())}
+	})
+	if err != nil {
+		panic(err)
+	}
+	outer, err := tape.Trace("outer", inputs(2), func(x []tape.V) []tape.V {
+		y := tape.CallFunc(callee, []tape.V{x[1], x[0]})
+		return []tape.V{y[0].Tanh(), y[1].Mul(x[0])}
+	})
+	if err != nil {
+		panic(err)
+	}
+	cs = append(cs,
+		opCase{name: "Call", n: 2, gen: in(2, -1, 1), f: func(x []tape.V) []tape.V {
+			y := tape.CallFunc(callee, x)
+			z := tape.CallFunc(callee, []tape.V{y[1], x[0]})
+			return []tape.V{y[0], z[0].Mul(z[1])}
+		}},
+		opCase{name: "Call/nested", n: 2, gen: in(2, -1, 1), f: func(x []tape.V) []tape.V {
+			y := tape.CallFunc(outer, x)
+			return []tape.V{y[0].Add(y[1]), tape.CallFunc(callee, []tape.V{y[1], x[1]})[1]}
+		}},
+	)
 	return cs
 }
 

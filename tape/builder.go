@@ -119,9 +119,14 @@ func (b *Builder) Emit(op ops.Op, aux float64, args ...ops.Ref) ops.Ref {
 	if err := ops.CheckArgs(op, aux, argOps, argAux); err != nil {
 		fail(op.String(), "%v", err)
 	}
-	if op == ops.OpExtract {
+	switch op {
+	case ops.OpExtract:
 		if w := b.p.Width(args[0]); int(aux) >= w {
 			fail(op.String(), "component %v of a tuple of width %d", aux, w)
+		}
+	case ops.OpCall:
+		if err := b.p.checkCall(int(aux), len(args)); err != nil {
+			fail(op.String(), "%v", err)
 		}
 	}
 	if b.simplify {
@@ -132,6 +137,28 @@ func (b *Builder) Emit(op ops.Op, aux float64, args ...ops.Ref) ops.Ref {
 	cp := make([]ID, len(args))
 	copy(cp, args)
 	return b.intern(Value{Op: op, Aux: aux, Args: cp})
+}
+
+// funcIndex returns the index of f in the program's Funcs, adding f if
+// it is not there yet (programs are told apart by pointer).
+func (b *Builder) funcIndex(f *Program) int {
+	for k, g := range b.p.Funcs {
+		if g == f {
+			return k
+		}
+	}
+	b.p.Funcs = append(b.p.Funcs, f)
+	return len(b.p.Funcs) - 1
+}
+
+// emitFrom emits value v of program p with its arguments replaced by
+// args (values of b), a call calling the same callee in b's Funcs.
+func (b *Builder) emitFrom(p *Program, v *Value, args []ID) ID {
+	aux := v.Aux
+	if v.Op == ops.OpCall {
+		aux = float64(b.funcIndex(p.Funcs[int(aux)]))
+	}
+	return b.Emit(v.Op, aux, args...)
 }
 
 // simplified applies constant folding and algebraic identities.

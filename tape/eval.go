@@ -10,7 +10,8 @@ import (
 // Eval evaluates p for one trajectory: in holds one number per input,
 // and the outputs are written to dst (allocated if nil, else of length
 // len(p.Outputs)). It is the reference interpreter the executor is tested
-// against; it allocates and is slow. It panics if len(in) or len(dst) is
+// against; it allocates and is slow. A call evaluates its callee with
+// Eval. It panics if len(in) or len(dst) is
 // wrong.
 func (p *Program) Eval(dst, in []float64) []float64 {
 	vals, off := p.evalAll(in)
@@ -49,6 +50,13 @@ func (p *Program) evalAll(in []float64) (vals []float64, off []int) {
 			continue
 		case ops.OpExtract:
 			dst[0] = vals[off[v.Args[0]]+int(v.Aux)]
+			continue
+		case ops.OpCall:
+			scal = scal[:0]
+			for _, a := range v.Args {
+				scal = append(scal, vals[off[a]])
+			}
+			p.Funcs[int(v.Aux)].Eval(dst, scal)
 			continue
 		}
 		def := ops.Lookup(v.Op)
@@ -131,17 +139,4 @@ func (p *Program) locateNonFinite(in []float64, traj int, output string) *NonFin
 		return e
 	}
 	return e
-}
-
-// line prints one value as in Program.String.
-func (p *Program) line(id ID) string {
-	v := p.Values[id]
-	s := fmt.Sprintf("%s = %v", vname(id), v.Op)
-	if v.Op == ops.OpConst || v.Op == ops.OpPowi || v.Op == ops.OpExtract || v.Op == ops.OpLUFactor {
-		s += fmt.Sprintf(" [%v]", v.Aux)
-	}
-	for _, a := range v.Args {
-		s += " " + vname(a)
-	}
-	return s
 }

@@ -129,3 +129,70 @@ func ExampleJacobian() {
 	// J[1] = [0.04 -700 -0.1]
 	// J[2] = [0 600 0]
 }
+
+func ExampleCallFunc() {
+	// The field f(y; k) = −ky, called twice by a midpoint step
+	// y1 = y + h·f(y + h/2·f(y)) without being inlined.
+	f, err := tape.Trace("decay", []tape.Input{{Name: "y"}, {Name: "k", Shared: true}},
+		func(in []tape.V) []tape.V { return []tape.V{in[1].Mul(in[0]).Neg()} })
+	if err != nil {
+		log.Fatal(err)
+	}
+	step, err := tape.Trace("midpoint", []tape.Input{{Name: "y"}, {Name: "h"}, {Name: "k", Shared: true}},
+		func(in []tape.V) []tape.V {
+			y, h, k := in[0], in[1], in[2]
+			k1 := tape.CallFunc(f, []tape.V{y, k})
+			k2 := tape.CallFunc(f, []tape.V{y.Add(h.MulC(0.5).Mul(k1[0])), k})
+			return []tape.V{y.Add(h.Mul(k2[0]))}
+		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(step)
+	x := []float64{1, 0.1, 2}
+	fmt.Printf("y1 = %.4g\n", step.Eval(nil, x))
+
+	// The CPU executor runs the inlined program; the transforms keep the
+	// calls: the VJP of the step calls the VJP of the field.
+	flat, err := tape.Inline(step)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("inlined: %d values, %d funcs, y1 = %.4g\n", len(flat.Values), len(flat.Funcs), flat.Eval(nil, x))
+	vjp, err := tape.VJP(step, []int{0})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, fn := range vjp.Funcs {
+		fmt.Printf("VJP calls %s: %d inputs, %d outputs\n", fn.Name, len(fn.Inputs), len(fn.Outputs))
+	}
+	fmt.Printf("∂y1/∂y = %.4g\n", vjp.Eval(nil, append(x, 1)))
+	// Output:
+	// program midpoint: 3 inputs, 13 values, 1 outputs, 1 funcs
+	// v0 = Input [0] y
+	// v1 = Input [1] h
+	// v2 = Input [2] k shared
+	// v3 = Call [0] decay v0 v2
+	// v4 = Extract [0] v3
+	// v5 = Const [0.5]
+	// v6 = Mul v5 v1
+	// v7 = Mul v6 v4
+	// v8 = Add v0 v7
+	// v9 = Call [0] decay v8 v2
+	// v10 = Extract [0] v9
+	// v11 = Mul v1 v10
+	// v12 = Add v0 v11
+	// out 0 out0 = v12
+	// func 0:
+	// 	program decay: 2 inputs, 4 values, 1 outputs
+	// 	v0 = Input [0] y
+	// 	v1 = Input [1] k shared
+	// 	v2 = Mul v1 v0
+	// 	v3 = Neg v2
+	// 	out 0 out0 = v3
+	// y1 = [0.82]
+	// inlined: 13 values, 0 funcs, y1 = [0.82]
+	// VJP calls decay: 2 inputs, 1 outputs
+	// VJP calls decay.vjp: 3 inputs, 2 outputs
+	// ∂y1/∂y = [0.82]
+}

@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"gonum.org/v1/gonum/floats"
 
+	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/ops"
 )
 
@@ -140,23 +139,31 @@ type Exec struct {
 	workers []*worker
 
 	// State of the Run in progress.
-	in, out [][]float64
-	n       int
-	nblocks int
-	next    atomic.Int64
-	claim   atomic.Int32
-	sums    []float64
-	wg      sync.WaitGroup
-	scal    []float64
-	tup     [][]float64
+	in, out  [][]float64
+	n        int
+	nblocks  int
+	group    par.Group
+	runBlock func(worker, block int)
+	sums     []float64
+	scal     []float64
+	tup      [][]float64
 }
 
 // NewExec prepares p for execution: it classifies values as uniform or per
 // trajectory and assigns block buffers by liveness so the working set stays
-// small. It returns an error if p is not a valid program.
+// small. A program with calls (Funcs) is run inlined: NewExec runs
+// Inline(p) and executes its result, which Program then returns. It
+// returns an error if p is not a valid program.
 func NewExec(p *Program, s *ExecSettings) (*Exec, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if len(p.Funcs) > 0 {
+		q, err := Inline(p)
+		if err != nil {
+			return nil, err
+		}
+		p = q
 	}
 	var set ExecSettings
 	if s != nil {
@@ -173,10 +180,33 @@ func NewExec(p *Program, s *ExecSettings) (*Exec, error) {
 	return e, nil
 }
 
+// Clone returns an executor of the same program that shares e's
+// preparation (its immutable plan of buffers and steps) but has buffers of
+// its own, so the two may run concurrently. blockSize, if positive,
+// replaces the block size and workers, if positive, the number of
+// goroutines. Cloning costs O(len(program)) small allocations, far less
+// than NewExec.
+func (e *Exec) Clone(blockSize, workers int) *Exec {
+	c := &Exec{
+		p: e.p, bs: e.bs, nworkers: e.nworkers, check: e.check,
+		uniVals: e.uniVals, uniOff: e.uniOff, uni: make([]float64, len(e.uni)),
+		steps: e.steps, nslots: e.nslots, rebind: e.rebind, rebOut: e.rebOut,
+		units: e.units, bcast: e.bcast, outs: e.outs, nsum: e.nsum,
+	}
+	if blockSize > 0 {
+		c.bs = blockSize
+	}
+	if workers > 0 {
+		c.nworkers = workers
+	}
+	return c
+}
+
 // BlockSize returns the number of trajectories per block.
 func (e *Exec) BlockSize() int { return e.bs }
 
-// Program returns the program e runs.
+// Program returns the program e runs: the one given to NewExec, or its
+// inlined form if it has calls.
 func (e *Exec) Program() *Program { return e.p }
 
 // plan assigns every value its place: uniform, input, or block buffer.
@@ -383,19 +413,16 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 			slots: make([][]float64, e.nslots),
 		})
 	}
-	e.next.Store(0)
-	e.claim.Store(0)
-	if nw > 1 {
-		startPool()
-		e.wg.Add(nw - 1)
-		for i := 1; i < nw; i++ {
-			pool <- e
-		}
-		e.work()
-		e.wg.Wait()
-	} else {
-		e.work()
+	for _, w := range e.workers[:nw] {
+		w.lastM = -1
 	}
+	if e.runBlock == nil {
+		e.runBlock = func(w, b int) {
+			lo := b * e.bs
+			e.block(e.workers[w], b, lo, min(lo+e.bs, e.n))
+		}
+	}
+	e.group.Run(e.nblocks, nw, e.runBlock)
 	for k, o := range e.outs {
 		if o.sum {
 			s := 0.0
@@ -452,26 +479,6 @@ func (e *Exec) need(single bool, n int) int {
 	return n
 }
 
-var (
-	pool     chan *Exec
-	poolOnce sync.Once
-)
-
-// startPool starts the goroutines that run blocks for every Exec.
-func startPool() {
-	poolOnce.Do(func() {
-		pool = make(chan *Exec, runtime.GOMAXPROCS(0))
-		for i := 0; i < runtime.GOMAXPROCS(0); i++ {
-			go func() {
-				for e := range pool {
-					e.work()
-					e.wg.Done()
-				}
-			}()
-		}
-	})
-}
-
 // evalUniform computes the values that are the same for every trajectory.
 func (e *Exec) evalUniform() {
 	p := e.p
@@ -504,21 +511,6 @@ func (e *Exec) evalUniform() {
 			e.scal = append(e.scal, e.uni[e.uniOff[a]])
 		}
 		e.uni[off] = def.Eval(e.scal, v.Aux)
-	}
-}
-
-// work runs blocks until none are left.
-func (e *Exec) work() {
-	w := e.workers[e.claim.Add(1)-1]
-	w.lastM = -1
-	for {
-		b := int(e.next.Add(1) - 1)
-		if b >= e.nblocks {
-			return
-		}
-		lo := b * e.bs
-		hi := min(lo+e.bs, e.n)
-		e.block(w, b, lo, hi)
 	}
 }
 

@@ -10,7 +10,8 @@ import (
 // The fuzz target decodes its bytes as a program for a small stack
 // machine over 2 or 3 inputs, runs it twice — once traced, once in plain
 // Go — and checks that Program.Eval and Exec.Run agree with plain Go bit
-// for bit (or both give NaN).
+// for bit (or both give NaN), also when the program is called from
+// another (CallFunc) and inlined again (Inline).
 
 // Stack-machine instructions; an instruction byte is taken modulo fzNum.
 const (
@@ -371,6 +372,36 @@ func FuzzTraceExpr(f *testing.F) {
 		}
 		if _, err := tape.JVP(p, nil); err != nil {
 			t.Fatalf("JVP: %v", err)
+		}
+
+		// The program called from another: Eval gives the same bits,
+		// Inline the same values when all are finite, and the transforms
+		// accept the caller.
+		caller, err := tape.Trace("caller", p.Inputs, func(in []tape.V) []tape.V { return tape.CallFunc(p, in) })
+		if err != nil {
+			t.Fatalf("Trace of a call: %v", err)
+		}
+		for k, y := range caller.Eval(nil, x) {
+			if !sameBits(y, want[k]) {
+				t.Fatalf("Eval of a call, output %d: want %v, got %v\n%v", k, want[k], y, caller)
+			}
+		}
+		inl, err := tape.Inline(caller)
+		if err != nil {
+			t.Fatalf("Inline: %v", err)
+		}
+		if finite {
+			for k, y := range inl.Eval(nil, x) {
+				if y != want[k] {
+					t.Fatalf("Inline output %d: want %v, got %v\n%v\n%v", k, want[k], y, caller, inl)
+				}
+			}
+		}
+		if _, err := tape.VJP(caller, nil); err != nil {
+			t.Fatalf("VJP of a call: %v", err)
+		}
+		if _, err := tape.JVP(caller, nil); err != nil {
+			t.Fatalf("JVP of a call: %v", err)
 		}
 	})
 }

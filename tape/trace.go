@@ -104,29 +104,12 @@ func Catch(name string, f func()) (err error) {
 }
 
 // Call inlines program p into the trace of args (one value per input of
-// p) and returns p's outputs as traced values. It panics with a
-// *TraceError if len(args) != len(p.Inputs) or the args mix traces.
+// p) and returns p's outputs as traced values. The calls p itself makes
+// stay calls (see CallFunc). It panics with a *TraceError if len(args) !=
+// len(p.Inputs) or the args mix traces.
 func Call(p *Program, args []V) []V {
-	if len(args) != len(p.Inputs) {
-		fail("Call", "program %s has %d inputs, got %d values", p.Name, len(p.Inputs), len(args))
-	}
-	if len(args) == 0 {
-		fail("Call", "program %s has no inputs; cannot tell which trace to call it in", p.Name)
-	}
-	b := args[0].b
-	if b == nil {
-		fail("Call", "argument 1 is the zero V, not a value of any trace")
-	}
-	ids := make([]ID, len(args))
-	for i, a := range args {
-		if err := b.check(a, "Call", i+1); err != nil {
-			e := err.(*TraceError)
-			e.Pos = callerPos()
-			panic(e)
-		}
-		ids[i] = a.id
-	}
-	m := b.copyProgram(p, ids)
+	b, ids := callArgs("Call", p, args)
+	m := b.copyProgram(p, ids, false)
 	out := make([]V, len(p.Outputs))
 	for i, o := range p.Outputs {
 		out[i] = V{b, m[o.ID]}
@@ -134,24 +117,103 @@ func Call(p *Program, args []V) []V {
 	return out
 }
 
-// copyProgram emits the values of p into b with input k replaced by
-// in[k], and returns the map from p's IDs to b's.
-func (b *Builder) copyProgram(p *Program, in []ID) []ID {
-	m := make([]ID, len(p.Values))
-	args := make([]ID, 0, 8)
-	for i, v := range p.Values {
-		switch v.Op {
-		case ops.OpInput:
-			m[i] = in[int(v.Aux)]
-		case ops.OpConst:
-			m[i] = b.Const(v.Aux)
-		default:
-			args = args[:0]
-			for _, a := range v.Args {
-				args = append(args, m[a])
+// CallFunc traces a call of program p with args (one value per input of
+// p, shared inputs included) without inlining it: it adds p to the
+// program's Funcs (once: callees are told apart by pointer), appends one
+// OpCall value and returns p's outputs as OpExtract values of it. Inline
+// flattens the calls again. It panics with a *TraceError if len(args) !=
+// len(p.Inputs), the args mix traces, p is not valid, or an output of p
+// is marked Sum. Cost: one Validate of p the first time a trace calls it,
+// then a few values per call.
+func CallFunc(p *Program, args []V) []V {
+	b, ids := callArgs("CallFunc", p, args)
+	n := len(b.p.Funcs)
+	k := b.funcIndex(p)
+	if k == n { // new callee
+		err := p.Validate()
+		for j, o := range p.Outputs {
+			if err == nil && o.Sum {
+				err = fmt.Errorf("output %d (%s) is summed; a callee's outputs must not be", j, o.Name)
 			}
-			m[i] = b.Emit(v.Op, v.Aux, args...)
 		}
+		if err != nil {
+			b.p.Funcs = b.p.Funcs[:n]
+			fail("CallFunc", "program %s: %v", p.Name, err)
+		}
+	}
+	c := b.Emit(ops.OpCall, float64(k), ids...)
+	out := make([]V, len(p.Outputs))
+	for i := range out {
+		out[i] = V{b, b.Emit(ops.OpExtract, float64(i), c)}
+	}
+	return out
+}
+
+// callArgs checks the arguments of a call of p and returns their trace
+// and IDs.
+func callArgs(name string, p *Program, args []V) (*Builder, []ID) {
+	if len(args) != len(p.Inputs) {
+		fail(name, "program %s has %d inputs, got %d values", p.Name, len(p.Inputs), len(args))
+	}
+	if len(args) == 0 {
+		fail(name, "program %s has no inputs; cannot tell which trace to call it in", p.Name)
+	}
+	b := args[0].b
+	if b == nil {
+		fail(name, "argument 1 is the zero V, not a value of any trace")
+	}
+	ids := make([]ID, len(args))
+	for i, a := range args {
+		if err := b.check(a, name, i+1); err != nil {
+			e := err.(*TraceError)
+			e.Pos = callerPos()
+			panic(e)
+		}
+		ids[i] = a.id
+	}
+	return b, ids
+}
+
+// copyProgram emits the values of p into b with input k replaced by
+// in[k], and returns the map from p's IDs to b's. If inline is set, the
+// calls of p are inlined too, recursively (a call maps to NoRef, its
+// extracts to the callee's outputs); otherwise they stay calls.
+func (b *Builder) copyProgram(p *Program, in []ID, inline bool) []ID {
+	m := make([]ID, len(p.Values))
+	var outs map[ID][]ID // inline: the outputs of each call
+	args := make([]ID, 0, 8)
+	for i := range p.Values {
+		v := &p.Values[i]
+		switch {
+		case v.Op == ops.OpInput:
+			m[i] = in[int(v.Aux)]
+			continue
+		case v.Op == ops.OpConst:
+			m[i] = b.Const(v.Aux)
+			continue
+		case inline && v.Op == ops.OpExtract && p.Values[v.Args[0]].Op == ops.OpCall:
+			m[i] = outs[v.Args[0]][int(v.Aux)]
+			continue
+		}
+		args = args[:0]
+		for _, a := range v.Args {
+			args = append(args, m[a])
+		}
+		if inline && v.Op == ops.OpCall {
+			f := p.Funcs[int(v.Aux)]
+			fm := b.copyProgram(f, append([]ID(nil), args...), true)
+			o := make([]ID, len(f.Outputs))
+			for j, out := range f.Outputs {
+				o[j] = fm[out.ID]
+			}
+			if outs == nil {
+				outs = make(map[ID][]ID)
+			}
+			outs[ID(i)] = o
+			m[i] = ops.NoRef
+			continue
+		}
+		m[i] = b.emitFrom(p, v, args)
 	}
 	return m
 }

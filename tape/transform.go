@@ -36,10 +36,88 @@ func newLike(p *Program, name string) (*Builder, []ID) {
 	return b, in
 }
 
-// reverse accumulates adjoints in b, whose values below n are the primal
-// copy, given seeds added to adj. It returns the adjoint lookup.
+// derivs holds, for one transform, the derivative programs of the callees
+// it meets, so that each is built once however often it is called.
+type derivs struct {
+	vjp map[*Program]*Program
+	jvp map[*Program]*Program
+}
+
+func newDerivs() *derivs {
+	return &derivs{vjp: make(map[*Program]*Program), jvp: make(map[*Program]*Program)}
+}
+
+// vjpOf returns the VJP program of callee f: its inputs are f's inputs
+// followed by one cotangent per output of f; its outputs are the
+// cotangents of all of f's inputs, none summed. It panics with the error
+// of a failed build, for Catch.
+func (d *derivs) vjpOf(f *Program) *Program {
+	if q, ok := d.vjp[f]; ok {
+		return q
+	}
+	b, in := newLike(f, f.Name+".vjp")
+	seeds := make([]ID, len(f.Outputs))
+	for i, o := range f.Outputs {
+		seeds[i] = b.Input("adj_"+o.Name, false).id
+	}
+	out := vjpInto(b, f, in, seeds, allInputs(f), d)
+	for i := range out {
+		out[i].Sum = false
+	}
+	q, err := finish(b, out)
+	if err != nil {
+		panic(err)
+	}
+	d.vjp[f] = q
+	return q
+}
+
+// jvpOf returns the JVP program of callee f: its inputs are f's inputs
+// followed by one tangent per input of f (named "d_" + the input's name);
+// its outputs are the tangents of f's outputs only (named "d_" + the
+// output's name), since a caller already has the outputs themselves. It
+// panics with the error of a failed build, for Catch.
+func (d *derivs) jvpOf(f *Program) *Program {
+	if q, ok := d.jvp[f]; ok {
+		return q
+	}
+	b, in := newLike(f, f.Name+".jvp")
+	seed := make(map[int]ID)
+	for k, s := range f.Inputs {
+		seed[k] = b.Input("d_"+s.Name, s.Shared).id
+	}
+	_, tans := jvpPass(b, f, in, seed, d)
+	out := make([]Output, len(f.Outputs))
+	for i, o := range f.Outputs {
+		out[i] = Output{Name: "d_" + o.Name, ID: orZero(b, tans[i])}
+	}
+	q, err := finish(b, out)
+	if err != nil {
+		panic(err)
+	}
+	d.jvp[f] = q
+	return q
+}
+
+// allInputs returns 0, 1, …, len(p.Inputs)-1.
+func allInputs(p *Program) []int {
+	wrt, _ := resolveWrt(p, nil)
+	return wrt
+}
+
+// orZero maps the zero derivative NoRef to the constant 0.
+func orZero(b *Builder, r ID) ID {
+	if r == ops.NoRef {
+		return b.Const(0)
+	}
+	return r
+}
+
+// adjoints accumulates the cotangents of the values of b in the reverse
+// sweep.
 type adjoints struct {
 	b      *Builder
+	d      *derivs
 	scalar map[ID]ID
 	tuple  map[ID][]ID
 }
@@ -85,6 +163,12 @@ func (a *adjoints) sweep(n int) {
 	b := a.b
 	g1 := make([]ID, 1)
 	for r := ID(n - 1); r >= 0; r-- {
+		if b.Op(r) == ops.OpCall {
+			if g := a.tuple[r]; g != nil {
+				a.call(r, g)
+			}
+			continue
+		}
 		def := ops.Lookup(b.Op(r))
 		if def.VJP == nil {
 			continue
@@ -104,12 +188,34 @@ func (a *adjoints) sweep(n int) {
 	}
 }
 
+// call sends the cotangent g (one per output of the callee; NoRef for 0)
+// of call r back to its arguments through a call of the callee's VJP
+// program.
+func (a *adjoints) call(r ID, g []ID) {
+	b := a.b
+	q := a.d.vjpOf(b.p.Funcs[int(b.Aux(r))])
+	args := append([]ID(nil), b.Args(r)...)
+	n := len(args)
+	for _, c := range g {
+		args = append(args, orZero(b, c))
+	}
+	c := b.Emit(ops.OpCall, float64(b.funcIndex(q)), args...)
+	for j, x := range args[:n] {
+		if b.Op(x) != ops.OpConst {
+			a.acc(x, 0, b.Emit(ops.OpExtract, float64(j), c))
+		}
+	}
+}
+
 // VJP returns the reverse-mode program of p: its inputs are p's inputs
 // followed by one cotangent input per output of p (named "adj_" + the
 // output's name, per trajectory); its outputs are the vector–Jacobian
 // products with respect to the inputs listed in wrt (all inputs if wrt is
 // nil), in that order, named "grad_" + the input's name. The gradient of a
 // shared input is marked Sum: the executor sums it over trajectories.
+// A call of a callee f in p becomes, in the VJP program, a call of f (for
+// the values the sweep needs) and a call of f's VJP program (see the
+// package documentation, Calls), added to the result's Funcs.
 func VJP(p *Program, wrt []int) (*Program, error) { return vjp(p, wrt, true) }
 
 // vjp is VJP with the builder's simplification optional (dead code is
@@ -130,28 +236,27 @@ func vjp(p *Program, wrt []int, simplify bool) (*Program, error) {
 		seeds[i] = b.Input("adj_"+o.Name, false).id
 	}
 	var out []Output
-	err = Catch(p.Name, func() { out = vjpInto(b, p, in, seeds, wrt) })
+	err = Catch(p.Name, func() { out = vjpInto(b, p, in, seeds, wrt, newDerivs()) })
 	if err != nil {
 		return nil, err
 	}
 	return finish(b, out)
 }
 
-func vjpInto(b *Builder, p *Program, in, seeds []ID, wrt []int) []Output {
-	m := b.copyProgram(p, in)
+// vjpInto copies p into b with inputs in, runs the reverse sweep from the
+// output cotangents seeds and returns the gradients of the inputs wrt,
+// those of shared inputs marked Sum.
+func vjpInto(b *Builder, p *Program, in, seeds []ID, wrt []int, d *derivs) []Output {
+	m := b.copyProgram(p, in, false)
 	n := b.Len()
-	a := &adjoints{b: b, scalar: make(map[ID]ID), tuple: make(map[ID][]ID)}
+	a := &adjoints{b: b, d: d, scalar: make(map[ID]ID), tuple: make(map[ID][]ID)}
 	for i, o := range p.Outputs {
 		a.acc(m[o.ID], 0, seeds[i])
 	}
 	a.sweep(n)
 	out := make([]Output, len(wrt))
 	for i, k := range wrt {
-		g := a.get(in[k])
-		if g == ops.NoRef {
-			g = b.Const(0)
-		}
-		out[i] = Output{Name: "grad_" + p.Inputs[k].Name, ID: g, Sum: p.Inputs[k].Shared}
+		out[i] = Output{Name: "grad_" + p.Inputs[k].Name, ID: orZero(b, a.get(in[k])), Sum: p.Inputs[k].Shared}
 	}
 	return out
 }
@@ -174,8 +279,8 @@ func Grad(p *Program, wrt []int) (*Program, error) {
 	b, in := newLike(p, p.Name+".grad")
 	var out []Output
 	err = Catch(p.Name, func() {
-		grads := vjpInto(b, p, in, []ID{b.Const(1)}, wrt)
-		m := b.copyProgram(p, in) // CSE: the primal values already exist
+		grads := vjpInto(b, p, in, []ID{b.Const(1)}, wrt, newDerivs())
+		m := b.copyProgram(p, in, false) // CSE: the primal values already exist
 		out = append([]Output{{Name: "value", ID: m[p.Outputs[0].ID]}}, grads...)
 	})
 	if err != nil {
@@ -187,7 +292,7 @@ func Grad(p *Program, wrt []int) (*Program, error) {
 // jvpPass copies p into b and propagates tangents seeded at inputs; seed
 // maps an input index to its tangent. It returns the primal map and the
 // tangent of each output (NoRef for zero).
-func jvpPass(b *Builder, p *Program, in []ID, seed map[int]ID) ([]ID, []ID) {
+func jvpPass(b *Builder, p *Program, in []ID, seed map[int]ID, d *derivs) ([]ID, []ID) {
 	tan := make(map[ID]ID)
 	done := make(map[ID]bool)
 	look := func(r ID) ID {
@@ -214,9 +319,9 @@ func jvpPass(b *Builder, p *Program, in []ID, seed map[int]ID) ([]ID, []ID) {
 		for _, a := range v.Args {
 			args = append(args, m[a])
 		}
-		r := b.Emit(v.Op, v.Aux, args...)
+		r := b.emitFrom(p, &v, args)
 		m[i] = r
-		tangentOf(b, r, tan, done, look)
+		tangentOf(b, r, tan, done, look, d)
 	}
 	outs := make([]ID, len(p.Outputs))
 	for i, o := range p.Outputs {
@@ -227,7 +332,7 @@ func jvpPass(b *Builder, p *Program, in []ID, seed map[int]ID) ([]ID, []ID) {
 
 // tangentOf computes the tangent of r (and, if CSE made r a value whose
 // arguments have no tangent yet, of those first).
-func tangentOf(b *Builder, r ID, tan map[ID]ID, done map[ID]bool, look func(ID) ID) {
+func tangentOf(b *Builder, r ID, tan map[ID]ID, done map[ID]bool, look func(ID) ID, d *derivs) {
 	if done[r] {
 		return
 	}
@@ -237,7 +342,13 @@ func tangentOf(b *Builder, r ID, tan map[ID]ID, done map[ID]bool, look func(ID) 
 		return
 	}
 	for _, a := range b.Args(r) {
-		tangentOf(b, a, tan, done, look)
+		tangentOf(b, a, tan, done, look, d)
+	}
+	if op == ops.OpCall {
+		if t := callTangent(b, r, look, d); t != ops.NoRef {
+			tan[r] = t
+		}
+		return
 	}
 	def := ops.Lookup(op)
 	if def.JVP == nil {
@@ -248,10 +359,31 @@ func tangentOf(b *Builder, r ID, tan map[ID]ID, done map[ID]bool, look func(ID) 
 	}
 }
 
+// callTangent returns the tangent of call r, a call of the callee's JVP
+// program (a tuple of the call's width), or NoRef if no argument has a
+// tangent.
+func callTangent(b *Builder, r ID, look func(ID) ID, d *derivs) ID {
+	args := append([]ID(nil), b.Args(r)...)
+	n := len(args)
+	nonzero := false
+	for _, x := range args[:n] {
+		t := look(x)
+		nonzero = nonzero || t != ops.NoRef
+		args = append(args, orZero(b, t))
+	}
+	if !nonzero {
+		return ops.NoRef
+	}
+	q := d.jvpOf(b.p.Funcs[int(b.Aux(r))])
+	return b.Emit(ops.OpCall, float64(b.funcIndex(q)), args...)
+}
+
 // JVP returns the forward-mode program of p: its inputs are p's inputs
 // followed by one tangent input per input listed in wrt (all if nil),
 // named "d_" + the input's name and shared like it; its outputs are p's
 // outputs followed by their tangents (named "d_" + the output's name).
+// The tangent of a call of a callee f in p is a call of f's JVP program
+// (see the package documentation, Calls), added to the result's Funcs.
 func JVP(p *Program, wrt []int) (*Program, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -267,16 +399,12 @@ func JVP(p *Program, wrt []int) (*Program, error) {
 	}
 	var out []Output
 	err = Catch(p.Name, func() {
-		m, tans := jvpPass(b, p, in, seed)
+		m, tans := jvpPass(b, p, in, seed, newDerivs())
 		for _, o := range p.Outputs {
 			out = append(out, Output{Name: o.Name, ID: m[o.ID]})
 		}
 		for i, o := range p.Outputs {
-			t := tans[i]
-			if t == ops.NoRef {
-				t = b.Const(0)
-			}
-			out = append(out, Output{Name: "d_" + o.Name, ID: t})
+			out = append(out, Output{Name: "d_" + o.Name, ID: orZero(b, tans[i])})
 		}
 	})
 	if err != nil {
@@ -302,22 +430,19 @@ func Jacobian(p *Program, wrt []int) (*Program, error) {
 	err = Catch(p.Name, func() {
 		cols := make([][]ID, len(wrt))
 		var m []ID
+		d := newDerivs()
 		for j, k := range wrt {
-			m, cols[j] = jvpPass(b, p, in, map[int]ID{k: b.Const(1)})
+			m, cols[j] = jvpPass(b, p, in, map[int]ID{k: b.Const(1)}, d)
 		}
 		if m == nil {
-			m = b.copyProgram(p, in)
+			m = b.copyProgram(p, in, false)
 		}
 		for _, o := range p.Outputs {
 			out = append(out, Output{Name: o.Name, ID: m[o.ID]})
 		}
 		for i := range p.Outputs {
 			for j := range wrt {
-				t := cols[j][i]
-				if t == ops.NoRef {
-					t = b.Const(0)
-				}
-				out = append(out, Output{Name: fmt.Sprintf("J[%d,%d]", i, j), ID: t})
+				out = append(out, Output{Name: fmt.Sprintf("J[%d,%d]", i, j), ID: orZero(b, cols[j][i])})
 			}
 		}
 	})
@@ -330,15 +455,28 @@ func Jacobian(p *Program, wrt []int) (*Program, error) {
 // Simplify returns p with constants folded, 0 and 1 absorbed, common
 // subexpressions merged and dead values removed. The inputs and outputs
 // are unchanged. It keeps values identical except where an absorption
-// replaces 0*x by 0 for a non-finite x.
-func Simplify(p *Program) (*Program, error) {
+// replaces 0*x by 0 for a non-finite x. Calls stay calls (identical calls
+// are merged); callees are not changed.
+func Simplify(p *Program) (*Program, error) { return simplify(p, false) }
+
+// Inline returns p with every call replaced by the callee's values,
+// recursively, simplified as by Simplify: a program without Funcs with
+// p's inputs and outputs. For a program traced with CallFunc it computes
+// the same values, bit for bit, as the program traced with Call instead
+// (except where Simplify's absorption replaces 0*x by 0 for a non-finite
+// x). It returns an error if p is not valid. Cost: proportional to the
+// size of the inlined program.
+func Inline(p *Program) (*Program, error) { return simplify(p, true) }
+
+// simplify is Simplify, or Inline if inline is set.
+func simplify(p *Program, inline bool) (*Program, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	b, in := newLike(p, p.Name)
 	var out []Output
 	err := Catch(p.Name, func() {
-		m := b.copyProgram(p, in)
+		m := b.copyProgram(p, in, inline)
 		for _, o := range p.Outputs {
 			out = append(out, Output{Name: o.Name, ID: m[o.ID], Sum: o.Sum})
 		}
@@ -361,7 +499,10 @@ func finish(b *Builder, out []Output) (*Program, error) {
 }
 
 // DeadCode returns p without the values no output depends on. Inputs are
-// always kept, in order, so the program's interface does not change.
+// always kept, in order, so the program's interface does not change. A
+// call none of whose outputs is used is removed, and so is a callee no
+// call is left to (the others keep their order); callees themselves are
+// not changed.
 func DeadCode(p *Program) *Program {
 	live := make([]bool, len(p.Values))
 	for _, o := range p.Outputs {
@@ -378,12 +519,30 @@ func DeadCode(p *Program) *Program {
 			}
 		}
 	}
-	m := make([]ID, len(p.Values))
+	fn := make([]int, len(p.Funcs)) // new index of each callee, -1 if unused
+	for k := range fn {
+		fn[k] = -1
+	}
+	for i, v := range p.Values {
+		if live[i] && v.Op == ops.OpCall {
+			fn[int(v.Aux)] = 0
+		}
+	}
 	q := &Program{Name: p.Name, Inputs: append([]Input(nil), p.Inputs...)}
+	for k, f := range p.Funcs {
+		if fn[k] == 0 {
+			fn[k] = len(q.Funcs)
+			q.Funcs = append(q.Funcs, f)
+		}
+	}
+	m := make([]ID, len(p.Values))
 	for i, v := range p.Values {
 		if !live[i] {
 			m[i] = ops.NoRef
 			continue
+		}
+		if v.Op == ops.OpCall {
+			v.Aux = float64(fn[int(v.Aux)])
 		}
 		args := make([]ID, len(v.Args))
 		for j, a := range v.Args {

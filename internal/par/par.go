@@ -1,0 +1,121 @@
+// Package par runs work on the library's one pool of goroutines, shared by
+// the CPU executor (package tape) and the ODE engine (package ode), so that
+// nested and concurrent users never oversubscribe the machine.
+//
+// A Group hands out task indices through an atomic counter to the calling
+// goroutine and to pool goroutines recruited without blocking: a pool
+// goroutine that is busy is not waited for, and the caller itself always
+// works, so Run never deadlocks, even when called from inside a task.
+package par
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+var (
+	once  sync.Once
+	queue chan *Group
+)
+
+func start() {
+	once.Do(func() {
+		np := runtime.GOMAXPROCS(0)
+		queue = make(chan *Group)
+		var ready sync.WaitGroup
+		ready.Add(np)
+		for i := 0; i < np; i++ {
+			go func() {
+				ready.Done()
+				for g := range queue {
+					g.work(int(g.ids.Add(1)))
+					g.wg.Done()
+				}
+			}()
+		}
+		ready.Wait()
+	})
+}
+
+// Workers returns the number of goroutines a Run uses for want (0 or
+// less: GOMAXPROCS) and n tasks: at most n, at least 1.
+func Workers(want, n int) int {
+	if want <= 0 {
+		want = runtime.GOMAXPROCS(0)
+	}
+	return max(1, min(want, n))
+}
+
+// Group runs the tasks of one Run at a time. Its zero value is ready to
+// use; reusing one Group for repeated Runs allocates nothing.
+type Group struct {
+	next  atomic.Int64
+	ids   atomic.Int32
+	n     int64
+	f     func(worker, task int)
+	wg    sync.WaitGroup
+	pmu   sync.Mutex
+	panic any
+}
+
+func (g *Group) work(id int) {
+	defer func() {
+		if r := recover(); r != nil {
+			g.pmu.Lock()
+			if g.panic == nil {
+				g.panic = r
+			}
+			g.pmu.Unlock()
+			g.next.Store(g.n) // stop handing out tasks
+		}
+	}()
+	for {
+		t := g.next.Add(1) - 1
+		if t >= g.n {
+			return
+		}
+		g.f(id, int(t))
+	}
+}
+
+// Run calls f(worker, task) for every task in [0, n), on up to workers
+// goroutines (see Workers) including the caller, and returns when all
+// calls have returned. Tasks are handed out in increasing order as
+// goroutines become free. worker is in [0, workers): calls with the same
+// worker never overlap, so f may index per-worker scratch with it. A panic
+// in f stops the handing out of tasks and is re-raised in the caller.
+// A Group must not be used by two Runs at once.
+func (g *Group) Run(n, workers int, f func(worker, task int)) {
+	if n <= 0 {
+		return
+	}
+	nw := Workers(workers, n)
+	g.next.Store(0)
+	g.ids.Store(0)
+	g.n, g.f, g.panic = int64(n), f, nil
+	if nw > 1 {
+		start()
+		for id := 1; id < nw; id++ {
+			g.wg.Add(1)
+			select {
+			case queue <- g:
+			default:
+				g.wg.Done() // no idle pool goroutine: the others share its tasks
+			}
+		}
+	}
+	g.work(0)
+	g.wg.Wait()
+	g.f = nil
+	if p := g.panic; p != nil {
+		g.panic = nil
+		panic(p)
+	}
+}
+
+// Run is a Group's Run on a new Group.
+func Run(n, workers int, f func(worker, task int)) {
+	var g Group
+	g.Run(n, workers, f)
+}

@@ -1,0 +1,233 @@
+package ode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Engine runs whole operations on ensembles — adaptive solves, records,
+// replays, gradients with or without the record — from a Plan. The CPU
+// engine (name "cpu") is built in and always present; other engines (the
+// GPU one in package cuda) register themselves with Register, as
+// database/sql drivers do, so package ode never imports them and a program
+// that does not import them never loads them.
+type Engine interface {
+	// Name returns the engine's registered name, as "cpu".
+	Name() string
+
+	// Available returns nil if the engine can run here, or an error saying
+	// why not (no GPU, no driver).
+	Available() error
+
+	// Prepare readies the engine for the plan (compiling kernels, building
+	// executors) and returns an Executor for it. Prepare may be slow; the
+	// Executor is reused for every operation of the plan.
+	Prepare(p *Plan) (Executor, error)
+}
+
+// Executor runs operations of one plan. It must be safe for concurrent
+// use: a Solver shared by goroutines calls Run concurrently.
+type Executor interface {
+	// Run performs job and returns its result. ctx cancels a long run: Run
+	// then returns ctx.Err() (or an error wrapping it) and no result.
+	Run(ctx context.Context, job *Job) (*Result, error)
+}
+
+// Op is the operation of a Job.
+type Op int
+
+const (
+	// OpSolve integrates adaptively and returns final (and saved) states.
+	OpSolve Op = iota
+	// OpRecord integrates adaptively and returns the mesh with the states.
+	OpRecord
+	// OpReplay runs Job.Mesh forward (no gradient).
+	OpReplay
+	// OpLoss replays Job.Mesh (recording it first if nil) and evaluates the
+	// loss without its gradient.
+	OpLoss
+	// OpGrad computes the loss and its gradient: on Job.Mesh, or recording
+	// the mesh first (in the same pass where the engine can) if it is nil.
+	OpGrad
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpSolve:
+		return "solve"
+	case OpRecord:
+		return "record"
+	case OpReplay:
+		return "replay"
+	case OpLoss:
+		return "loss"
+	case OpGrad:
+		return "grad"
+	}
+	return fmt.Sprintf("Op(%d)", int(o))
+}
+
+// Job is one operation on an ensemble of N trajectories: validated,
+// expanded inputs (every array has all N rows) and the settings an engine
+// needs. Arrays are row-major: trajectory i's state is Y0[i*Dim:(i+1)*Dim].
+type Job struct {
+	Op   Op
+	Plan *Plan
+
+	N      int
+	T0     float64
+	T1     []float64 // [N] end times
+	Y0     []float64 // [N×Dim]
+	P      []float64 // [N×Params]
+	Shared []float64 // [Shared]
+	SaveAt []float64 // save times, sorted, within [T0, min T1]
+
+	// Mesh is the mesh to replay (OpReplay, and OpLoss and OpGrad when not
+	// nil); it has been checked against the plan and the problem.
+	Mesh *Mesh
+
+	// Loss is the loss of OpLoss and OpGrad.
+	Loss *LossPlan
+
+	// Tolerances and limits of the controller: RelTol, AbsTol per state
+	// component [Dim], MaxSteps (attempts per trajectory).
+	RelTol   float64
+	AbsTol   []float64
+	MaxSteps int
+
+	// Checkpoint and MemoryLimit bound the states a gradient stores (see
+	// Settings); Workers and ChunkSize the CPU work division (0: automatic).
+	Checkpoint  int
+	MemoryLimit int64
+	Workers     int
+	ChunkSize   int
+
+	// Progress, if not nil, receives (done, N) as trajectories complete.
+	Progress func(done, total int)
+}
+
+// LossPlan is a traced loss: per-trajectory programs and how to combine
+// their values.
+type LossPlan struct {
+	// Term computes one trajectory's term: inputs y[Dim] (final state),
+	// ys[K·Dim] (saved states, time k at k·Dim), data[DataDim],
+	// p[Params], s[Shared] (shared); one output ℓ.
+	Term *tape.Program
+	// Grad has Term's inputs and outputs ℓ, then ∂ℓ/∂y [Dim], ∂ℓ/∂ys
+	// [K·Dim], ∂ℓ/∂p [Params] and ∂ℓ/∂s [Shared], all per trajectory.
+	Grad *tape.Program
+	// Data is the data, [N×DataDim] row-major.
+	Data    []float64
+	DataDim int
+	// Scale multiplies the sum of the terms (1, or 1/N for a mean).
+	Scale float64
+	// Hash identifies Term, so engines can cache what they derive from it.
+	Hash string
+}
+
+// Result is what an Executor returns. Per-trajectory arrays are
+// row-major with N rows; fields an operation does not produce are nil.
+type Result struct {
+	T      []float64 // [N] time reached
+	Y      []float64 // [N×Dim] final states (NaN rows for failed trajectories)
+	Ys     []float64 // [N×K×Dim] saved states
+	Status []Status  // [N]
+	Stats  Stats     // per-trajectory counts (records only)
+	Stiff  []bool    // [N] the stiffness test fired (records of explicit methods)
+	Mesh   *Mesh     // the mesh recorded (OpRecord, OpGrad and OpLoss without a mesh)
+
+	Loss   float64   // Σ terms · Scale (OpLoss, OpGrad); Reg is added by package ode
+	GradY0 []float64 // [N×Dim] ∂L/∂Y0
+	GradP  []float64 // [N×Params]
+	GradS  []float64 // [Shared], summed over trajectories in index order
+
+	// StoredBytes is the memory the gradient's stored states took at their
+	// peak; RecordTime and GradTime split the work of OpGrad.
+	StoredBytes          int64
+	RecordTime, GradTime time.Duration
+}
+
+var (
+	enginesMu sync.RWMutex
+	engines   = map[string]Engine{}
+	order     []string // registration order, for "auto"
+)
+
+// Register makes an engine available by name to Settings.Engine. It
+// panics if the name is empty, "auto", or already registered. Engines
+// call it from an init function or a Register function of their package.
+func Register(e Engine) {
+	name := e.Name()
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	if name == "" || name == "auto" {
+		panic(fmt.Sprintf("ode: Register: invalid engine name %q", name))
+	}
+	if _, dup := engines[name]; dup {
+		panic(fmt.Sprintf("ode: Register: engine %q registered twice", name))
+	}
+	engines[name] = e
+	order = append(order, name)
+}
+
+// Engines returns the names of the registered engines, sorted.
+func Engines() []string {
+	enginesMu.RLock()
+	defer enginesMu.RUnlock()
+	names := make([]string, 0, len(engines))
+	for n := range engines {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ErrNoEngine is returned (wrapped) when Settings.Engine names an engine
+// that is not registered.
+var ErrNoEngine = errors.New("no such engine")
+
+// lookupEngine returns the engine for Settings.Engine: "" and "cpu" the CPU
+// engine; "auto" the first registered engine other than the CPU that is
+// available, else the CPU; any other name that engine, which must be
+// available.
+func lookupEngine(name string) (Engine, error) {
+	enginesMu.RLock()
+	defer enginesMu.RUnlock()
+	switch name {
+	case "", "cpu":
+		return engines["cpu"], nil
+	case "auto":
+		for _, n := range order {
+			if n == "cpu" {
+				continue
+			}
+			if e := engines[n]; e.Available() == nil {
+				return e, nil
+			}
+		}
+		return engines["cpu"], nil
+	}
+	e, ok := engines[name]
+	if !ok {
+		names := make([]string, 0, len(engines))
+		for n := range engines {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		hint := ""
+		if name == "cuda" {
+			hint = " (import github.com/gradsolve-go/gradsolve/cuda to register it)"
+		}
+		return nil, fmt.Errorf("ode: engine %q: %w%s; registered: %v, or \"auto\"", name, ErrNoEngine, hint, names)
+	}
+	if err := e.Available(); err != nil {
+		return nil, fmt.Errorf("ode: engine %q is not available: %w", name, err)
+	}
+	return e, nil
+}

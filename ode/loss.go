@@ -1,0 +1,335 @@
+package ode
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/gradsolve-go/gradsolve/scan"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Loss is a scalar loss of the solutions: the sum (or mean) over the
+// trajectories of a per-trajectory term, plus an optional term of the
+// shared parameters alone:
+//
+//	L = Σ_i ℓ_i (or (1/N)·Σ_i ℓ_i with Mean) + Reg(s),
+//	ℓ_i = F(y_i(t1), ys_i, data_i), or FP(y_i(t1), ys_i, data_i, p_i, s).
+type Loss struct {
+	// Name names the loss in programs and errors ("loss" if empty).
+	Name string
+
+	// F computes one trajectory's term from its final state y (len Dim),
+	// its saved states ys (len(SaveAt)·Dim, save time k at
+	// ys[k*Dim:(k+1)*Dim]) and its data row (len DataDim).
+	F func(y, ys, data []tape.V) tape.V
+
+	// FP, if not nil, is used instead of F: the term may also read the
+	// trajectory's per-trajectory parameters p (len Params) and the shared
+	// parameters s (len Shared), for penalties on them. Its gradient with
+	// respect to p and s is added to the gradient of the solution.
+	FP func(y, ys, data, p, s []tape.V) tape.V
+
+	// Reg, if not nil, is a term of the shared parameters alone (len
+	// Shared), added once to the loss and not averaged by Mean: weight
+	// decay, a prior.
+	Reg func(s []tape.V) tape.V
+
+	// Data holds per-trajectory data (observations, targets), [N×DataDim]
+	// row-major, or a single row used for every trajectory. DataDim is its
+	// width; both may be zero.
+	Data    []float64
+	DataDim int
+
+	// Mean averages the per-trajectory terms over the trajectories instead
+	// of summing them.
+	Mean bool
+}
+
+// SumSquares is the loss Σ_i Σ_c y_i,c(t1)², the sum of squares of the
+// final states.
+func SumSquares() Loss {
+	return Loss{Name: "sumsq", F: func(y, _, _ []tape.V) tape.V {
+		s := y[0].Square()
+		for _, x := range y[1:] {
+			s = s.Add(x.Square())
+		}
+		return s
+	}}
+}
+
+// Component is the loss Σ_i y_i,k(t1), component k of the final states.
+func Component(k int) Loss {
+	return Loss{Name: fmt.Sprintf("y:%d", k), F: func(y, _, _ []tape.V) tape.V {
+		if k < 0 || k >= len(y) {
+			panic(fmt.Errorf("ode: loss y:%d: the state has %d components", k, len(y)))
+		}
+		return y[k]
+	}}
+}
+
+func (l *Loss) name() string {
+	if l.Name == "" {
+		return "loss"
+	}
+	return l.Name
+}
+
+// lossShape is the shape of a loss term's inputs.
+type lossShape struct {
+	d, k, data, p, s int // state, save times, data width, parameters, shared
+}
+
+// term traces the per-trajectory term: inputs y[d], ys[K·d], data[m] and,
+// if FP is set, p[P] and s[S] (shared); one output ℓ.
+func (l *Loss) term(sh lossShape) (*tape.Program, error) {
+	if l.F == nil && l.FP == nil {
+		if l.Name == "" {
+			return nil, errors.New("ode: the loss has no F (or FP): set its per-trajectory term")
+		}
+		return nil, fmt.Errorf("ode: loss %s has no F (or FP): set its per-trajectory term", l.Name)
+	}
+	var in []tape.Input
+	for c := 0; c < sh.d; c++ {
+		in = append(in, tape.Input{Name: fmt.Sprintf("y[%d]", c)})
+	}
+	for k := 0; k < sh.k; k++ {
+		for c := 0; c < sh.d; c++ {
+			in = append(in, tape.Input{Name: fmt.Sprintf("ys[%d,%d]", k, c)})
+		}
+	}
+	for c := 0; c < sh.data; c++ {
+		in = append(in, tape.Input{Name: fmt.Sprintf("data[%d]", c)})
+	}
+	if l.FP != nil {
+		for c := 0; c < sh.p; c++ {
+			in = append(in, tape.Input{Name: fmt.Sprintf("p[%d]", c)})
+		}
+		for c := 0; c < sh.s; c++ {
+			in = append(in, tape.Input{Name: fmt.Sprintf("s[%d]", c), Shared: true})
+		}
+	}
+	d, K := sh.d, sh.k
+	p, err := tape.Trace(l.name(), in, func(v []tape.V) []tape.V {
+		y, ys, rest := v[:d], v[d:d+K*d], v[d+K*d:]
+		data := rest[:sh.data]
+		if l.FP != nil {
+			return []tape.V{l.FP(y, ys, data, rest[sh.data:sh.data+sh.p], rest[sh.data+sh.p:])}
+		}
+		return []tape.V{l.F(y, ys, data)}
+	})
+	if err != nil {
+		var re runtime.Error
+		if K == 0 && errors.As(err, &re) {
+			return nil, fmt.Errorf("ode: loss %s: %w (does the loss read saved states ys? Problem.SaveAt is empty, so ys has no values)", l.name(), err)
+		}
+		return nil, fmt.Errorf("ode: loss %s: %w", l.name(), err)
+	}
+	return p, nil
+}
+
+// termGrad returns the gradient program of the term (see term): outputs ℓ
+// and its derivatives with respect to y, ys and, with FP, p and s (the
+// latter summed over trajectories).
+func (l *Loss) termGrad(sh lossShape) (*tape.Program, error) {
+	p, err := l.term(sh)
+	if err != nil {
+		return nil, err
+	}
+	wrt := make([]int, 0, len(p.Inputs))
+	for i := range p.Inputs {
+		if i < sh.d+sh.k*sh.d || i >= sh.d+sh.k*sh.d+sh.data {
+			wrt = append(wrt, i)
+		}
+	}
+	return tape.Grad(p, wrt)
+}
+
+// reg traces the gradient program of Reg: inputs s[S]; outputs Reg(s)
+// and ∂Reg/∂s. It returns nil if Reg is nil.
+func (l *Loss) reg(ns int) (*tape.Program, error) {
+	if l.Reg == nil {
+		return nil, nil
+	}
+	in := make([]tape.Input, ns)
+	for c := range in {
+		in[c] = tape.Input{Name: fmt.Sprintf("s[%d]", c)}
+	}
+	p, err := tape.Trace(l.name()+".reg", in, func(v []tape.V) []tape.V { return []tape.V{l.Reg(v)} })
+	if err != nil {
+		return nil, fmt.Errorf("ode: loss %s: Reg: %w", l.name(), err)
+	}
+	if ns == 0 {
+		return p, nil
+	}
+	return tape.Grad(p, nil)
+}
+
+// evalReg returns Reg(s) and adds ∂Reg/∂s to gs (if gs is not nil).
+func (l *Loss) evalReg(s, gs []float64) (float64, error) {
+	rp, err := l.reg(len(s))
+	if err != nil || rp == nil {
+		return 0, err
+	}
+	out := rp.Eval(nil, s)
+	if gs != nil {
+		for c := range gs {
+			gs[c] += out[1+c]
+		}
+	}
+	return out[0], nil
+}
+
+// lossValue is a loss evaluated on a replay: its value and, if asked for,
+// its cotangents, scaled by 1/N for Mean.
+type lossValue struct {
+	value  float64
+	ybar   []float64   // ∂L/∂y(t1), [d][n]
+	tapbar []float64   // ∂L/∂ys, [d][n·K] (tap i·K+k)
+	pbar   [][]float64 // ∂L/∂p from FP, [P][n]; nil without FP
+	sbar   []float64   // ∂L/∂s from FP and Reg, [S]
+}
+
+// evalLoss evaluates loss l on the final states and taps of res (scan's
+// layout) for problem q; with grad it also returns the cotangents.
+func (sv *Solver) evalLoss(q *problem, l *Loss, res *scan.Result, grad bool) (*lossValue, error) {
+	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
+	np, ns := q.Field.Params, q.Field.Shared
+	if l.DataDim < 0 || (len(l.Data) != l.DataDim && len(l.Data) != n*l.DataDim) {
+		return nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim)
+	}
+	sh := lossShape{d: d, k: K, data: l.DataDim, p: np, s: ns}
+	var lp *tape.Program
+	var err error
+	if grad {
+		lp, err = l.termGrad(sh)
+	} else {
+		lp, err = l.term(sh)
+	}
+	if err != nil {
+		return nil, err
+	}
+	le, err := tape.NewExec(lp, &tape.ExecSettings{BlockSize: sv.set.Exec.BlockSize, Workers: sv.set.Exec.Workers, CheckFinite: true})
+	if err != nil {
+		return nil, err
+	}
+	in := make([][]float64, 0, len(lp.Inputs))
+	for c := 0; c < d; c++ {
+		in = append(in, res.Y[c*n:(c+1)*n])
+	}
+	nt := n * K
+	for k := 0; k < K; k++ {
+		for c := 0; c < d; c++ {
+			col := make([]float64, n)
+			for i := 0; i < n; i++ {
+				col[i] = res.Taps[c*nt+i*K+k]
+			}
+			in = append(in, col)
+		}
+	}
+	if l.DataDim > 0 {
+		data := toSoA(nil, expand(l.Data, l.DataDim, n), n, l.DataDim)
+		for c := 0; c < l.DataDim; c++ {
+			in = append(in, data[c*n:(c+1)*n])
+		}
+	}
+	if l.FP != nil {
+		pc := toSoA(nil, q.p, n, np)
+		for c := 0; c < np; c++ {
+			in = append(in, pc[c*n:(c+1)*n])
+		}
+		for c := 0; c < ns; c++ {
+			in = append(in, q.Shared[c:c+1])
+		}
+	}
+	out := make([][]float64, len(lp.Outputs))
+	for i, o := range lp.Outputs {
+		if o.Sum {
+			out[i] = make([]float64, 1)
+		} else {
+			out[i] = make([]float64, n)
+		}
+	}
+	if err := le.Run(out, in, n); err != nil {
+		return nil, fmt.Errorf("ode: loss %s: %w", l.name(), err)
+	}
+	scale := 1.0
+	if l.Mean {
+		scale = 1 / float64(n)
+	}
+	lv := &lossValue{}
+	for _, v := range out[0] {
+		lv.value += v
+	}
+	lv.value *= scale
+	var gs []float64
+	if grad {
+		lv.sbar = make([]float64, ns)
+		gs = lv.sbar
+	}
+	r, err := l.evalReg(q.Shared, gs)
+	if err != nil {
+		return nil, err
+	}
+	lv.value += r
+	if !grad {
+		return lv, nil
+	}
+	lv.ybar = make([]float64, d*n)
+	for c := 0; c < d; c++ {
+		for i, v := range out[1+c] {
+			lv.ybar[c*n+i] = scale * v
+		}
+	}
+	lv.tapbar = make([]float64, d*nt)
+	for k := 0; k < K; k++ {
+		for c := 0; c < d; c++ {
+			for i, v := range out[1+d+k*d+c] {
+				lv.tapbar[c*nt+i*K+k] = scale * v
+			}
+		}
+	}
+	if l.FP != nil {
+		o := 1 + d + K*d
+		lv.pbar = make([][]float64, np)
+		for c := range lv.pbar {
+			lv.pbar[c] = make([]float64, n)
+			for i, v := range out[o+c] {
+				lv.pbar[c][i] = scale * v
+			}
+		}
+		for c := 0; c < ns; c++ {
+			lv.sbar[c] += scale * out[o+np+c][0]
+		}
+	}
+	return lv, nil
+}
+
+// Loss returns the value of the loss on the replay of mesh m (recording
+// one first if m is nil), without its gradient, and the solution it was
+// computed on. The mesh rules are those of Grad.
+func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, error) {
+	q, err := sv.checkProblem(p)
+	if err != nil {
+		return 0, nil, err
+	}
+	if m == nil {
+		if m, _, err = sv.record(q, true); err != nil {
+			return 0, nil, err
+		}
+	} else if err := sv.checkMesh(q, m); err != nil {
+		return 0, nil, err
+	}
+	if err := m.failed(nil, nil); err != nil {
+		return 0, nil, fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
+	}
+	res, err := scan.Replay(nil, sv.scanProblem(q, m), sv.scanSettings())
+	if err != nil {
+		return 0, nil, err
+	}
+	lv, err := sv.evalLoss(q, &loss, res, false)
+	if err != nil {
+		return 0, nil, err
+	}
+	return lv.value, sv.replaySolution(q, m, res), nil
+}

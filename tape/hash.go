@@ -1,0 +1,59 @@
+package tape
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"hash"
+	"math"
+)
+
+// Hash returns a fingerprint of the program: the hex SHA-256 of its inputs
+// (names and sharing), values (ops, auxiliary numbers and arguments) and
+// outputs, and those of its callees (Funcs). Programs with equal hashes
+// compute the same function the same way; the names of the programs do
+// not enter. It costs one pass over the program and its callees.
+func (p *Program) Hash() string {
+	h := sha256.New()
+	p.hashInto(h)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (p *Program) hashInto(h hash.Hash) {
+	var b [8]byte
+	u64 := func(x uint64) {
+		binary.LittleEndian.PutUint64(b[:], x)
+		h.Write(b[:])
+	}
+	flag := func(x bool) {
+		if x {
+			u64(1)
+		} else {
+			u64(0)
+		}
+	}
+	u64(uint64(len(p.Inputs)))
+	for _, in := range p.Inputs {
+		u64(uint64(len(in.Name)))
+		h.Write([]byte(in.Name))
+		flag(in.Shared)
+	}
+	u64(uint64(len(p.Values)))
+	for _, v := range p.Values {
+		u64(uint64(v.Op))
+		u64(math.Float64bits(v.Aux))
+		u64(uint64(len(v.Args)))
+		for _, a := range v.Args {
+			u64(uint64(a))
+		}
+	}
+	u64(uint64(len(p.Outputs)))
+	for _, o := range p.Outputs {
+		u64(uint64(o.ID))
+		flag(o.Sum)
+	}
+	u64(uint64(len(p.Funcs)))
+	for _, f := range p.Funcs {
+		f.hashInto(h)
+	}
+}
