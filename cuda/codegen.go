@@ -56,18 +56,27 @@ type SourceSettings struct {
 // its IR, so a compiler message points back to an op; tuples (LU factors,
 // solves) are local arrays t<ID>.
 //
-// A program called by another is emitted once, as its own GS_CALLEE
-// function (noinline on the device), however many calls it has.
+// A program called by another (a value of op Call, calling one of its
+// Funcs) is emitted once, before its first caller, as its own GS_CALLEE
+// function (noinline on the device), however many calls it has and
+// however many callers: programs are deduplicated by pointer and by
+// Program.Hash. A call passes the callee's non-shared inputs as scalars
+// and, for its shared inputs, the caller's gs_sh (offset) where the
+// arguments are consecutive shared inputs of the caller, the usual case of
+// a field called with the step's parameters; otherwise a small local array
+// holding them. The call's value is the returned struct, whose v[c] its
+// Extracts read.
 type Source struct {
-	prec  Precision
-	funcs map[*tape.Program]string // emitted programs and their names
-	names map[string]bool
-	parts []string
+	prec   Precision
+	funcs  map[*tape.Program]string // emitted programs and their names
+	hashes map[string]string        // the same, by Program.Hash
+	names  map[string]bool
+	parts  []string
 }
 
 // NewSource starts a translation unit.
 func NewSource(s *SourceSettings) *Source {
-	src := &Source{funcs: make(map[*tape.Program]string), names: make(map[string]bool)}
+	src := &Source{funcs: make(map[*tape.Program]string), hashes: make(map[string]string), names: make(map[string]bool)}
 	if s != nil {
 		src.prec = s.Precision
 	}
@@ -115,6 +124,11 @@ func (s *Source) function(p *tape.Program, qual string) (string, error) {
 	if err := p.Validate(); err != nil {
 		return "", err
 	}
+	hash := p.Hash()
+	if name, ok := s.hashes[hash]; ok {
+		s.funcs[p] = name
+		return name, nil
+	}
 	name := s.newName(p.Name)
 	e := &emitter{src: s, p: p, name: name}
 	code, err := e.emit(qual)
@@ -122,6 +136,7 @@ func (s *Source) function(p *tape.Program, qual string) (string, error) {
 		return "", err
 	}
 	s.funcs[p] = name
+	s.hashes[hash] = name
 	s.parts = append(s.parts, code)
 	return name, nil
 }
@@ -242,6 +257,15 @@ func (e *emitter) emit(qual string) (string, error) {
 			nshared++
 		}
 	}
+	// Callees first: their text must precede this function's.
+	callee := make([]string, len(p.Funcs))
+	for k, f := range p.Funcs {
+		name, err := e.src.function(f, "GS_CALLEE")
+		if err != nil {
+			return "", fmt.Errorf("cuda: program %s: func %d: %w", p.Name, k, err)
+		}
+		callee[k] = name
+	}
 	w := &e.sb
 	fmt.Fprintf(w, "// program %s: %d inputs (%d shared), %d values, %d outputs\n",
 		strings.ReplaceAll(p.Name, "\n", " "), len(p.Inputs), nshared, len(p.Values), len(p.Outputs))
@@ -292,6 +316,8 @@ func (e *emitter) emit(qual string) (string, error) {
 				fn = "gs_lu_solve_t"
 			}
 			fmt.Fprintf(w, "  %s<%d>(t%d, t%d);\n", fn, d, id, v.Args[0])
+		case ops.OpCall:
+			e.call(id, p.Funcs[int(v.Aux)], callee[int(v.Aux)], v.Args, shIndex, comment)
 		case ops.OpExtract:
 			get := e.tuple[v.Args[0]]
 			if get == nil {
@@ -316,6 +342,45 @@ func (e *emitter) emit(qual string) (string, error) {
 	}
 	w.WriteString("  return gs_r;\n}\n")
 	return w.String(), nil
+}
+
+// call emits "const F_out tN = F(sh, args...);" for a call of f (whose
+// function is named fname) with arguments args; shIndex maps the caller's
+// inputs to their shared index.
+func (e *emitter) call(id tape.ID, f *tape.Program, fname string, args []tape.ID, shIndex []int, comment string) {
+	var scalars, shared []string
+	// The callee's shared inputs come straight from the caller's gs_sh if
+	// they are the caller's shared inputs j0, j0+1, ...
+	j0, direct := -1, true
+	for k, in := range f.Inputs {
+		a := args[k]
+		if !in.Shared {
+			scalars = append(scalars, vname(a))
+			continue
+		}
+		shared = append(shared, vname(a))
+		av := e.p.Values[a]
+		j := -1
+		if av.Op == ops.OpInput {
+			j = shIndex[int(av.Aux)]
+		}
+		if j < 0 || (j0 >= 0 && j != j0+len(shared)-1) {
+			direct = false
+		}
+		if j0 < 0 {
+			j0 = j
+		}
+	}
+	sh := "gs_sh"
+	switch {
+	case len(shared) > 0 && direct && j0 > 0:
+		sh = fmt.Sprintf("gs_sh + %d", j0)
+	case len(shared) > 0 && !direct:
+		sh = fmt.Sprintf("s%d", id)
+		fmt.Fprintf(&e.sb, "  const gs_real s%d[%d] = {%s};\n", id, len(shared), strings.Join(shared, ", "))
+	}
+	fmt.Fprintf(&e.sb, "  const %s t%d = %s(%s);  // %s\n", OutType(fname), id, fname, strings.Join(append([]string{sh}, scalars...), ", "), comment)
+	e.tuple[id] = func(c int) string { return fmt.Sprintf("t%d.v[%d]", id, c) }
 }
 
 // scalar emits "const gs_real vN = expr;".

@@ -187,7 +187,7 @@ int main() {
 // new op without a CUDA form fails here.
 func TestOpCoverage(t *testing.T) {
 	t.Parallel()
-	tuple := map[ops.Op]bool{ops.OpInput: true, ops.OpLUFactor: true, ops.OpLUSolve: true, ops.OpLUSolveT: true, ops.OpExtract: true}
+	tuple := map[ops.Op]bool{ops.OpInput: true, ops.OpLUFactor: true, ops.OpLUSolve: true, ops.OpLUSolveT: true, ops.OpExtract: true, ops.OpCall: true}
 	tps := allPrograms(t, 1)
 	seen := make(map[ops.Op]bool)
 	for _, tp := range tps {
@@ -273,6 +273,45 @@ func TestSourceDeterministic(t *testing.T) {
 		if c := strings.Count(s1, "struct "+OutType(n)+" {"); c != 1 {
 			t.Errorf("function %s defined %d times", n, c)
 		}
+	}
+}
+
+// TestSourceCalls: a callee is defined once however many calls and
+// callers it has, before its first caller, and called at every call.
+func TestSourceCalls(t *testing.T) {
+	t.Parallel()
+	field := lorenzField(t)
+	step, scaled := rk4Step(t, field, false), rk4Step(t, field, true)
+	src := NewSource(nil)
+	for _, p := range []*tape.Program{step, scaled} {
+		if _, err := src.MapKernel(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code := src.String()
+	fname, _ := src.Func(field)
+	cname := src.funcs[field.Funcs[0]]
+	for _, tc := range []struct {
+		what string
+		got  int
+		want int
+	}{
+		{"definitions of the field", strings.Count(code, "struct "+OutType(fname)+" {"), 1},
+		{"definitions of the nested callee", strings.Count(code, "struct "+OutType(cname)+" {"), 1},
+		{"calls of the field", strings.Count(code, " = "+fname+"("), 8},
+		{"calls of the field with gs_sh + 1", strings.Count(code, " = "+fname+"(gs_sh + 1, "), 4},
+		{"calls of the nested callee", strings.Count(code, " = "+cname+"(gs_sh, "), 2},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.what, tc.got, tc.want)
+		}
+	}
+	if strings.Index(code, "struct "+OutType(cname)) > strings.Index(code, "struct "+OutType(fname)) ||
+		strings.Index(code, "struct "+OutType(fname)) > strings.Index(code, "// program rk4") {
+		t.Errorf("a callee is defined after its caller")
+	}
+	if !strings.Contains(code, "GS_CALLEE "+OutType(fname)+" "+fname+"(") {
+		t.Errorf("the field is not a GS_CALLEE function")
 	}
 }
 

@@ -33,6 +33,7 @@ var opClasses = map[ops.Op]opClass{
 	ops.OpLt: exactOp, ops.OpLe: exactOp, ops.OpGt: exactOp, ops.OpGe: exactOp, ops.OpEq: exactOp, ops.OpNe: exactOp,
 	ops.OpSelect: exactOp, ops.OpDot: exactOp,
 	ops.OpLUFactor: exactOp, ops.OpLUSolve: exactOp, ops.OpLUSolveT: exactOp, ops.OpExtract: exactOp,
+	ops.OpCall: exactOp,
 
 	ops.OpPow: libmOp, ops.OpExp: libmOp, ops.OpExpm1: libmOp, ops.OpLog: libmOp, ops.OpLog1p: libmOp,
 	ops.OpSin: libmOp, ops.OpCos: libmOp, ops.OpTan: libmOp, ops.OpTanh: libmOp,
@@ -549,5 +550,86 @@ func allPrograms(t testing.TB, n int) []testProgram {
 		}
 	}
 	tps = append(tps, edgePrograms(t)...)
+	tps = append(tps, callPrograms(t, r, n)...)
 	return append(tps, modelPrograms(t, r, n)...)
+}
+
+// lorenzField is the Lorenz field f(y, σ, ρ, β) with shared parameters,
+// made of a nested callee: cross(a, b, c) = (a·(b − c), a·b), which has
+// no shared inputs.
+func lorenzField(t testing.TB) *tape.Program {
+	cross := trace(t, "cross", []tape.Input{{Name: "a"}, {Name: "b"}, {Name: "c"}}, func(in []tape.V) []tape.V {
+		return []tape.V{in[0].Mul(in[1].Sub(in[2])), in[0].Mul(in[1])}
+	})
+	return trace(t, "lorenz_field", []tape.Input{{Name: "y0"}, {Name: "y1"}, {Name: "y2"},
+		{Name: "sigma", Shared: true}, {Name: "rho", Shared: true}, {Name: "beta", Shared: true}},
+		func(in []tape.V) []tape.V {
+			y0, y1, y2, sigma, rho, beta := in[0], in[1], in[2], in[3], in[4], in[5]
+			a := tape.CallFunc(cross, []tape.V{sigma, y1, y0})
+			b := tape.CallFunc(cross, []tape.V{y0, rho, y2})
+			return []tape.V{a[0], b[0].Sub(y1), b[1].Sub(beta.Mul(y2))}
+		})
+}
+
+// rk4Step traces one classical Runge–Kutta step of field (inputs y0, y1,
+// y2, then three shared parameters) that calls the field four times.
+// Inputs: y0, y1, y2, h, then shared: scale, sigma, rho, beta. With
+// scaled set the field gets scale·σ (computed, so passed in a local
+// array), else the step's own σ, ρ, β (passed as gs_sh + 1).
+func rk4Step(t testing.TB, field *tape.Program, scaled bool) *tape.Program {
+	name := "rk4"
+	if scaled {
+		name = "rk4_scaled"
+	}
+	return trace(t, name, []tape.Input{{Name: "y0"}, {Name: "y1"}, {Name: "y2"}, {Name: "h"},
+		{Name: "scale", Shared: true}, {Name: "sigma", Shared: true}, {Name: "rho", Shared: true}, {Name: "beta", Shared: true}},
+		func(in []tape.V) []tape.V {
+			y, h, p := in[:3], in[3], in[5:8]
+			if scaled {
+				p = []tape.V{in[4].Mul(p[0]), p[1], p[2]}
+			}
+			f := func(y []tape.V) []tape.V { return tape.CallFunc(field, append(slices.Clone(y), p...)) }
+			axpy := func(a float64, k []tape.V) []tape.V {
+				z := make([]tape.V, 3)
+				for i := range z {
+					z[i] = y[i].Add(h.MulC(a).Mul(k[i]))
+				}
+				return z
+			}
+			k1 := f(y)
+			k2 := f(axpy(0.5, k1))
+			k3 := f(axpy(0.5, k2))
+			k4 := f(axpy(1, k3))
+			out := make([]tape.V, 3)
+			for i := range out {
+				s := k1[i].Add(k2[i].MulC(2)).Add(k3[i].MulC(2)).Add(k4[i])
+				out[i] = y[i].Add(h.MulC(1.0 / 6).Mul(s))
+			}
+			return out
+		})
+}
+
+// callPrograms are programs with calls: RK4 steps of the nested Lorenz
+// field (shared parameters passed through and computed) and the VJP of
+// one, whose callees are the field's own VJP programs.
+func callPrograms(t testing.TB, r *rand.Rand, n int) []testProgram {
+	field := lorenzField(t)
+	step := rk4Step(t, field, false)
+	vjp, err := tape.VJP(step, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tps []testProgram
+	for _, p := range []*tape.Program{field, step, rk4Step(t, field, true), vjp} {
+		in, sh := randInputs(p, n, func() float64 { return 4 * r.NormFloat64() })
+		for k, inp := range p.Inputs {
+			if inp.Name == "h" {
+				for i := range in[k] {
+					in[k][i] = 0.01 * r.Float64()
+				}
+			}
+		}
+		tps = append(tps, testProgram{p: p, in: in, sh: sh, float: p != vjp})
+	}
+	return tps
 }
