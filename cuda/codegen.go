@@ -226,22 +226,63 @@ type emitter struct {
 	sb   strings.Builder
 	// tuple[i] formats component c of tuple value i.
 	tuple map[tape.ID]func(c int) string
+	// shIndex[k] is input k's index among the shared inputs, or -1.
+	shIndex []int
 }
 
-// live marks the values the outputs depend on.
-func live(p *tape.Program) []bool {
+// live marks the values the outputs depend on. The shared arguments of a
+// call that passes gs_sh through (directShared) are not uses.
+func (e *emitter) live() []bool {
+	p := e.p
 	l := make([]bool, len(p.Values))
 	for _, o := range p.Outputs {
 		l[o.ID] = true
 	}
 	for i := len(p.Values) - 1; i >= 0; i-- {
-		if l[i] {
-			for _, a := range p.Values[i].Args {
+		if !l[i] {
+			continue
+		}
+		v := &p.Values[i]
+		var f *tape.Program
+		if v.Op == ops.OpCall {
+			f = p.Funcs[int(v.Aux)]
+			if _, ok := e.directShared(f, v.Args); !ok {
+				f = nil
+			}
+		}
+		for k, a := range v.Args {
+			if f == nil || !f.Inputs[k].Shared {
 				l[a] = true
 			}
 		}
 	}
 	return l
+}
+
+// directShared reports whether the arguments args of a call of f pass
+// the caller's shared inputs j0, j0+1, ... to f's shared inputs, in
+// order, so that the call can pass gs_sh + j0. It returns j0 = 0, true if
+// f has no shared inputs.
+func (e *emitter) directShared(f *tape.Program, args []tape.ID) (j0 int, ok bool) {
+	n := 0
+	for k, in := range f.Inputs {
+		if !in.Shared {
+			continue
+		}
+		av := e.p.Values[args[k]]
+		if av.Op != ops.OpInput {
+			return 0, false
+		}
+		j := e.shIndex[int(av.Aux)]
+		if j < 0 || (n > 0 && j != j0+n) {
+			return 0, false
+		}
+		if n == 0 {
+			j0 = j
+		}
+		n++
+	}
+	return j0, true
 }
 
 func vname(id tape.ID) string { return fmt.Sprintf("v%d", id) }
@@ -271,8 +312,8 @@ func (e *emitter) emit(qual string) (string, error) {
 		strings.ReplaceAll(p.Name, "\n", " "), len(p.Inputs), nshared, len(p.Values), len(p.Outputs))
 	fmt.Fprintf(w, "struct %s { gs_real v[%d]; };\n", OutType(e.name), max(len(p.Outputs), 1))
 	fmt.Fprintf(w, "%s %s %s(const gs_real* GS_RESTRICT gs_sh", qual, OutType(e.name), e.name)
-	// shIndex[k] is input k's index among the shared inputs, or -1.
 	shIndex := make([]int, len(p.Inputs))
+	e.shIndex = shIndex
 	j := 0
 	for k, in := range p.Inputs {
 		shIndex[k] = -1
@@ -284,7 +325,7 @@ func (e *emitter) emit(qual string) (string, error) {
 		fmt.Fprintf(w, ", gs_real a%d", k)
 	}
 	w.WriteString(") {\n")
-	isLive := live(p)
+	isLive := e.live()
 	args := make([]string, 0, 8)
 	for i, v := range p.Values {
 		id := tape.ID(i)
@@ -317,7 +358,7 @@ func (e *emitter) emit(qual string) (string, error) {
 			}
 			fmt.Fprintf(w, "  %s<%d>(t%d, t%d);\n", fn, d, id, v.Args[0])
 		case ops.OpCall:
-			e.call(id, p.Funcs[int(v.Aux)], callee[int(v.Aux)], v.Args, shIndex, comment)
+			e.call(id, p.Funcs[int(v.Aux)], callee[int(v.Aux)], v.Args, comment)
 		case ops.OpExtract:
 			get := e.tuple[v.Args[0]]
 			if get == nil {
@@ -345,39 +386,22 @@ func (e *emitter) emit(qual string) (string, error) {
 }
 
 // call emits "const F_out tN = F(sh, args...);" for a call of f (whose
-// function is named fname) with arguments args; shIndex maps the caller's
-// inputs to their shared index.
-func (e *emitter) call(id tape.ID, f *tape.Program, fname string, args []tape.ID, shIndex []int, comment string) {
+// function is named fname) with arguments args.
+func (e *emitter) call(id tape.ID, f *tape.Program, fname string, args []tape.ID, comment string) {
 	var scalars, shared []string
-	// The callee's shared inputs come straight from the caller's gs_sh if
-	// they are the caller's shared inputs j0, j0+1, ...
-	j0, direct := -1, true
 	for k, in := range f.Inputs {
-		a := args[k]
-		if !in.Shared {
-			scalars = append(scalars, vname(a))
-			continue
-		}
-		shared = append(shared, vname(a))
-		av := e.p.Values[a]
-		j := -1
-		if av.Op == ops.OpInput {
-			j = shIndex[int(av.Aux)]
-		}
-		if j < 0 || (j0 >= 0 && j != j0+len(shared)-1) {
-			direct = false
-		}
-		if j0 < 0 {
-			j0 = j
+		if in.Shared {
+			shared = append(shared, vname(args[k]))
+		} else {
+			scalars = append(scalars, vname(args[k]))
 		}
 	}
 	sh := "gs_sh"
-	switch {
-	case len(shared) > 0 && direct && j0 > 0:
-		sh = fmt.Sprintf("gs_sh + %d", j0)
-	case len(shared) > 0 && !direct:
+	if j0, ok := e.directShared(f, args); !ok {
 		sh = fmt.Sprintf("s%d", id)
 		fmt.Fprintf(&e.sb, "  const gs_real s%d[%d] = {%s};\n", id, len(shared), strings.Join(shared, ", "))
+	} else if j0 > 0 {
+		sh = fmt.Sprintf("gs_sh + %d", j0)
 	}
 	fmt.Fprintf(&e.sb, "  const %s t%d = %s(%s);  // %s\n", OutType(fname), id, fname, strings.Join(append([]string{sh}, scalars...), ", "), comment)
 	e.tuple[id] = func(c int) string { return fmt.Sprintf("t%d.v[%d]", id, c) }

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -284,12 +285,7 @@ func TestGPUMap(t *testing.T) {
 // and its time (logged, not asserted).
 func TestGPULorenz(t *testing.T) {
 	d := openGPU(t)
-	var lorenz testProgram
-	for _, tp := range allPrograms(t, 1<<20) {
-		if tp.p.Name == "lorenz" {
-			lorenz = tp
-		}
-	}
+	lorenz := lorenzTest(t, rand.New(rand.NewPCG(3, 4)), 1<<20)
 	src := NewSource(nil)
 	kname, err := src.MapKernel(lorenz.p)
 	if err != nil {

@@ -373,13 +373,9 @@ func trace(t testing.TB, name string, in []tape.Input, f func([]tape.V) []tape.V
 	return p
 }
 
-// modelPrograms are right-hand sides and steps of the kind the engine
-// runs: Lorenz with shared parameters, a tanh MLP (Dense), a
-// linearly-implicit Euler step of Robertson (LU solve of I − hJ).
-func modelPrograms(t testing.TB, r *rand.Rand, n int) []testProgram {
-	var tps []testProgram
-	uni := func(lo, hi float64) func() float64 { return func() float64 { return lo + (hi-lo)*r.Float64() } }
-
+// lorenzTest is the Lorenz field with shared parameters σ, ρ, β on n
+// random states.
+func lorenzTest(t testing.TB, r *rand.Rand, n int) testProgram {
 	lorenz := trace(t, "lorenz", []tape.Input{{Name: "y0"}, {Name: "y1"}, {Name: "y2"},
 		{Name: "sigma", Shared: true}, {Name: "rho", Shared: true}, {Name: "beta", Shared: true}},
 		func(in []tape.V) []tape.V {
@@ -390,8 +386,18 @@ func modelPrograms(t testing.TB, r *rand.Rand, n int) []testProgram {
 				y0.Mul(y1).Sub(beta.Mul(y2)),
 			}
 		})
-	in, _ := randInputs(lorenz, n, uni(-20, 20))
-	tps = append(tps, testProgram{p: lorenz, in: in, sh: []float64{10, 28, 8.0 / 3}, float: true})
+	in, _ := randInputs(lorenz, n, func() float64 { return -20 + 40*r.Float64() })
+	return testProgram{p: lorenz, in: in, sh: []float64{10, 28, 8.0 / 3}, float: true}
+}
+
+// modelPrograms are right-hand sides and steps of the kind the engine
+// runs: Lorenz with shared parameters, a tanh MLP (Dense), a
+// linearly-implicit Euler step of Robertson (LU solve of I − hJ).
+func modelPrograms(t testing.TB, r *rand.Rand, n int) []testProgram {
+	var tps []testProgram
+	uni := func(lo, hi float64) func() float64 { return func() float64 { return lo + (hi-lo)*r.Float64() } }
+
+	tps = append(tps, lorenzTest(t, r, n))
 
 	// MLP 2 → 8 → 2 with tanh, weights shared, followed by its VJP.
 	const hidden = 8
@@ -448,7 +454,7 @@ func modelPrograms(t testing.TB, r *rand.Rand, n int) []testProgram {
 			kt := lu.SolveT(f)
 			return []tape.V{y1.Add(h.Mul(k[0])), y2.Add(h.Mul(k[1])), y3.Add(h.Mul(k[2])), kt[0], kt[1], kt[2]}
 		})
-	in, _ = randInputs(rob, n, uni(0, 1))
+	in, _ := randInputs(rob, n, uni(0, 1))
 	for i := range in[3] {
 		in[3][i] = math.Pow(10, -6+6*r.Float64()) // h
 	}
