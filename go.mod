@@ -3,6 +3,7 @@ module github.com/gradsolve-go/gradsolve
 go 1.25.0
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/janpfeifer/gonb v0.11.4
 	github.com/schollz/progressbar/v3 v3.19.1
 	golang.org/x/term v0.44.0

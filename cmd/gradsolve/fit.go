@@ -78,7 +78,7 @@ type fitVar struct {
 }
 
 // fitCommand runs "gradsolve fit".
-func fitCommand(args []string, stdout, stderr io.Writer) int {
+func fitCommand(args []string, stdout, stderr io.Writer, lim limits) int {
 	o := &options{}
 	fo := &fitOptions{}
 	fs := newFlagSet("fit", o, stderr)
@@ -112,7 +112,7 @@ func fitCommand(args []string, stdout, stderr io.Writer) int {
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	err := runFit(ctx, o, fo, stdout, stderr)
+	err := runFit(ctx, o, fo, stdout, stderr, lim)
 	var u *usageError
 	switch {
 	case err == nil:
@@ -267,7 +267,7 @@ func (ob *observations) loss() ode.Loss {
 	}}
 }
 
-func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.Writer) error {
+func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.Writer, lim limits) error {
 	pr, err := problems.ByName(strings.TrimSpace(o.problem))
 	if err != nil {
 		return usagef("-problem: %q is not a built-in problem; valid names are %s", o.problem, strings.Join(problems.Names(), ", "))
@@ -295,7 +295,7 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 		}
 		o.n = ob.n
 	}
-	j, err := o.build()
+	j, err := o.build(lim)
 	if err != nil {
 		return err
 	}

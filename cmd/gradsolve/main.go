@@ -52,7 +52,7 @@ func runLimited(args []string, stdout, stderr io.Writer, lim limits) (code int) 
 	case "problems":
 		return problemsCommand(rest, stdout, stderr)
 	case "fit":
-		return fitCommand(rest, stdout, stderr)
+		return fitCommand(rest, stdout, stderr, lim)
 	case "bench":
 		err := benchCommand(rest, stdout, stderr, lim)
 		switch {

@@ -298,8 +298,8 @@ func TestAbsTolPerComponent(t *testing.T) {
 	checkAbsTolList(t)
 }
 
-// readCSV reads a CSV file: its header and rows.
-func readCSV(t *testing.T, path string) (hdr []string, rows [][]string) {
+// readCSVFile reads a CSV file: its header and rows.
+func readCSVFile(t *testing.T, path string) (hdr []string, rows [][]string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -354,7 +354,7 @@ func TestOutCSV(t *testing.T) {
 	if !strings.Contains(stdout, "status") || !strings.Contains(stdout, "output    "+path+" (csv, 5 rows)") {
 		t.Errorf("stdout lacks the report or the output line:\n%s", stdout)
 	}
-	hdr, rows := readCSV(t, path)
+	hdr, rows := readCSVFile(t, path)
 	want := "i,y0[0],y0[1],y0[2],sigma,rho,beta,t,y[0],y[1],y[2],status,accepted,rejected,dL/dy0[0],dL/dy0[1],dL/dy0[2],dL/dsigma,dL/drho,dL/dbeta"
 	if got := strings.Join(hdr, ","); got != want {
 		t.Errorf("header\n%s\nwant\n%s", got, want)
@@ -418,7 +418,7 @@ func TestOutSaved(t *testing.T) {
 	if !strings.Contains(stdout, filepath.Join(dir, "s.saved.csv")+" (saved states, 6 rows)") {
 		t.Errorf("report does not name the saved-states file:\n%s", stdout)
 	}
-	hdr, rows := readCSV(t, filepath.Join(dir, "s.saved.csv"))
+	hdr, rows := readCSVFile(t, filepath.Join(dir, "s.saved.csv"))
 	if strings.Join(hdr, ",") != "i,t,y[0],y[1]" || len(rows) != 6 {
 		t.Fatalf("saved table: header %q, %d rows", hdr, len(rows))
 	}
@@ -435,7 +435,7 @@ func TestOutSaved(t *testing.T) {
 			}
 		}
 	}
-	if _, rows := readCSV(t, path); len(rows) != 2 {
+	if _, rows := readCSVFile(t, path); len(rows) != 2 {
 		t.Errorf("trajectory table has %d rows, want 2", len(rows))
 	}
 	checkNoTemp(t, dir)
@@ -475,7 +475,7 @@ func TestOutFailedRun(t *testing.T) {
 	if code != exitFail || !strings.Contains(stderr, "max steps reached") {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	hdr, rows := readCSV(t, path)
+	hdr, rows := readCSVFile(t, path)
 	if len(rows) != 2 {
 		t.Fatalf("%d rows, want 2", len(rows))
 	}
