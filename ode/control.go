@@ -198,7 +198,7 @@ func buildInit(f *Field, fp *tape.Program, order int, dt0 float64) (*tape.Progra
 		rtol, atol := v[2+d+np], v[3+d+np:3+2*d+np]
 		c := func(x float64) tape.V { return t0.Const(x) }
 		call := func(t tape.V, y []tape.V) []tape.V {
-			return tape.Call(fp, append(append([]tape.V{t}, y...), p...))
+			return tape.CallFunc(fp, append(append([]tape.V{t}, y...), p...))
 		}
 		f0 := call(t0, y)
 		span := t1.Sub(t0)

@@ -106,7 +106,7 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	t, h, y, p := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np]
 	call := func(tt tape.V, yy []tape.V) []tape.V {
 		args := append(append([]tape.V{tt}, yy...), p...)
-		return tape.Call(fp, args)
+		return tape.CallFunc(fp, args)
 	}
 	var yNew, errEst, kLast []tape.V
 	var hrho tape.V

@@ -149,12 +149,12 @@ func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, dense bool) (*tape.Pr
 	}
 	t, h, y, p := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np]
 	call := func(tt tape.V, yy []tape.V) []tape.V {
-		return tape.Call(fp, append(append([]tape.V{tt}, yy...), p...))
+		return tape.CallFunc(fp, append(append([]tape.V{tt}, yy...), p...))
 	}
 	var outs []tape.V
 	fevals := 0
 	err := tape.Catch(fp.Name, func() {
-		fj := tape.Call(jp, append(append([]tape.V{t}, y...), p...))
+		fj := tape.CallFunc(jp, append(append([]tape.V{t}, y...), p...))
 		f0, ft, jac := fj[:d], fj[d:2*d], fj[2*d:]
 		// Mask J and f_t on padded steps (h == 0): the step is then the
 		// identity in value and derivative even where f_t is infinite.
