@@ -125,13 +125,15 @@ func buildControl(ctl Controller, d int, stab float64) (*tape.Program, error) {
 		accept := tape.Select(bad, zero, tape.Le(errn, one))
 		rejected := not(accept)
 
+		// One power serves both branches: a rejected step has err > 1, so
+		// max(err, 1e-10) is err itself there.
 		pow := func(x tape.V, y float64) tape.V { return c(y).Mul(x.Log()).Exp() }
-		facc := c(ctl.Safety).Mul(pow(tape.Max(errn, c(1e-10)), -ctl.Beta1))
+		base := c(ctl.Safety).Mul(pow(tape.Max(errn, c(1e-10)), -ctl.Beta1))
+		facc := base
 		if ctl.Beta2 != 0 {
 			facc = facc.Mul(pow(ep, ctl.Beta2))
 		}
-		frej := c(ctl.Safety).Mul(pow(errn, -ctl.Beta1))
-		factor := tape.Select(bad, c(ctl.FactorMin), tape.Select(accept, facc, frej))
+		factor := tape.Select(bad, c(ctl.FactorMin), tape.Select(accept, facc, base))
 		factor = tape.Min(c(ctl.FactorMax), tape.Max(c(ctl.FactorMin), factor))
 
 		acc1 := acc.Add(accept)

@@ -36,7 +36,7 @@ func sharedInputs(j *Job) (shared, rtol, atol, maxSteps [][]float64) {
 // gradient, its states) and compacting finished lanes away. It reports
 // whether every trajectory ended OK.
 func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
-	pl, j, res := w.ex.plan, r.job, r.res
+	pl, j := w.ex.plan, r.job
 	d, np := pl.Dim, pl.Params
 	m, width := hi-lo, hi-lo
 	shared, rtol, atol, maxSteps := sharedInputs(j)
@@ -69,7 +69,6 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		for _, k := range []int{StateAccepted, StateRejected, StateNonFinite, StateStiffRun, StateCalmRun, StateStiff} {
 			w.st[k][i] = 0
 		}
-		res.Stats.FieldEvals[lo+i] = pl.InitEvals
 	}
 
 	w.rows = 0
@@ -121,18 +120,14 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 			return false, err
 		}
 		// Commit the accepted steps.
-		most := 0
 		for i := 0; i < m; i++ {
-			most = max(most, int(w.st2[StateAccepted][i]))
-		}
-		w.grow(r, most, width, stride)
-		for i := 0; i < m; i++ {
-			g := w.idx[i]
-			res.Stats.FieldEvals[g] += pl.TrialEvals
 			if w.acc[i] == 0 {
 				continue
 			}
-			s, slot := int(w.st[StateAccepted][i]), g-lo
+			s, slot := int(w.st[StateAccepted][i]), w.idx[i]-lo
+			if s >= w.rows {
+				w.grow(r, s+1, width, stride)
+			}
 			if w.hbuf != nil {
 				w.hbuf[s*width+slot] = w.st[StateH][i]
 			}
@@ -206,6 +201,8 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 	res.T[g] = w.st[StateT][i]
 	res.Stats.Accepted[g] = int(w.st[StateAccepted][i])
 	res.Stats.Rejected[g] = int(w.st[StateRejected][i])
+	pl := w.ex.plan
+	res.Stats.FieldEvals[g] = pl.InitEvals + pl.TrialEvals*(res.Stats.Accepted[g]+res.Stats.Rejected[g])
 	res.Stiff[g] = w.st[StateStiff][i] != 0
 	r.lastH[g] = w.st2[StateH][i] // the step last tried
 	for c := 0; c < d; c++ {

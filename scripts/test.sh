@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh runs gradsolve's checks, as CI does (.ci/run):
 #
-#   gofmt -l, go vet ./..., go test ./..., go test -race on ./tape and ./scan,
+#   gofmt -l, go vet ./..., go test ./..., go test -race on ./tape, ./scan and
+#   ./internal/par and on ode's concurrency and determinism tests,
 #   a short fuzz run of each fuzz target listed below, and the notebook
 #   (scripts/notebook.sh: installs Debian's jupyter and GoNB, executes
 #   examples/notebooks/quickstart.ipynb; skipped with a note if they cannot
@@ -49,7 +50,8 @@ gofmt_clean() {
 check gofmt_clean
 check go vet ./...
 check go test ./...
-check go test -race ./tape ./scan
+check go test -race ./tape ./scan ./internal/par
+check go test -race -run 'Concurrent|Determinism' ./ode
 
 for entry in "${FUZZ_TARGETS[@]}"; do
 	read -r pkg target <<<"$entry"
