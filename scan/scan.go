@@ -106,11 +106,7 @@ func Reverse(prog *tape.Program, d, np, ns int) (*tape.Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := tape.NewBuilder(prog.Name+".rev", true)
-	in := make([]tape.V, 0, len(vjp.Inputs)+np+ns)
-	for _, x := range vjp.Inputs {
-		in = append(in, b.Input(x.Name, x.Shared))
-	}
+	b, in := tape.NewBuilderFor(prog.Name+".rev", vjp.Inputs)
 	gp := b.Inputs("gp", np, false)
 	gs := b.Inputs("gs", ns, false)
 	var outs []tape.V
