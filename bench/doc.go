@@ -1,9 +1,20 @@
 // Package bench measures gradsolve against its targets: the Lorenz
 // reverse-mode protocol of gradsolve (REFERENCE.md §5.1), stiff ensembles
-// (Robertson and HIRES with Rodas5P and Rosenbrock23), and the memory of a
-// gradient over 2²⁰ trajectories. It also holds the hand-written Go Tsit5
-// loop for Lorenz ensembles (LorenzTsit5) that the library's forward solve
-// is compared with.
+// (Robertson and HIRES with Rodas5P and Rosenbrock23), a neural ODE whose
+// field is a small MLP with shared weights (RunNeural, ProtocolNeural), and
+// the memory of a gradient over 2²⁰ trajectories. It also holds the
+// hand-written Go Tsit5 loop for Lorenz ensembles (LorenzTsit5) that the
+// library's forward solve is compared with, and its CUDA twins in
+// lorenz_tsit5.cu: a fused forward kernel and a record + discrete adjoint
+// kernel (LorenzTsit5CUDA, LorenzGradCUDA), the baselines of the GPU
+// engine. Their source is also host C++; the tests compile it with g++ and
+// check it against LorenzTsit5 and ode.Grad.
+//
+// The folder anchors holds Python scripts that run Diffrax (JAX) on the same
+// protocols, on the CPU or a GPU, for comparison: the Lorenz grid, the neural
+// suite (reading the problem that "gradsolve bench -suite neural -dump"
+// writes, so both solve the same weights and initial states) and Robertson
+// with Kvaerno5.
 //
 // Every suite times its cases side by side in one process: one untimed
 // warm-up, then the median of Reps repetitions, the cases of a row taking

@@ -26,6 +26,16 @@
 // and panic with a message prefixed "nn: "; inside tape.Trace or
 // ode.Field.Program such a panic is returned as an error.
 //
+// # Parameter sets and weight files
+//
+// A Set names the blocks of a flat parameter vector and gives their
+// shapes: MLP.Params returns "layer0.W" [Out, In], "layer0.b" [Out],
+// "layer1.W", … in the layout above, and Set.View returns a block as a
+// sub-slice of the flat vector, so an optimiser (package optim) updates
+// the flat vector while people, files and regularisers see named arrays.
+// Save and Load write and read a flat vector as JSON records of name,
+// shape and data, exactly (bit for bit).
+//
 // Initialisers take an explicit *rand.Rand (math/rand/v2), so results are
 // reproducible from a seed.
 package nn

@@ -16,17 +16,17 @@ import (
 // it updates, and its first outputs, in this order. Counts are exact
 // integers held as float64.
 const (
-	StateT        = iota // time reached
-	StateH               // step size to try next (on input: the step just tried)
-	StateErrPrev         // error norm of the last accepted step (floored at 1e-4), 1 before the first
-	StateLast            // 1 if the step tried ends at the end time
-	StateAccepted        // accepted steps so far
-	StateRejected        // rejected steps so far
-	StateNonFinite       // rejected trial steps whose state or error estimate was not finite
-	StateStiffRun        // consecutive-ish steps at the stability boundary (DOPRI5's iasti)
-	StateCalmRun         // steps since the last one at the stability boundary (DOPRI5's nonsti)
-	StateStiff           // 1 once the stiffness test has fired (sticky)
-	NumState             // number of state entries
+	StateT         = iota // time reached
+	StateH                // step size to try next (on input: the step just tried)
+	StateErrPrev          // error norm of the last accepted step (floored at 1e-4), 1 before the first
+	StateLast             // 1 if the step tried ends at the end time
+	StateAccepted         // accepted steps so far
+	StateRejected         // rejected steps so far
+	StateNonFinite        // rejected trial steps whose state or error estimate was not finite
+	StateStiffRun         // consecutive-ish steps at the stability boundary (DOPRI5's iasti)
+	StateCalmRun          // steps since the last one at the stability boundary (DOPRI5's nonsti)
+	StateStiff            // 1 once the stiffness test has fired (sticky)
+	NumState              // number of state entries
 )
 
 // StatusRunning is the status Plan.Control returns for a trajectory that
@@ -125,13 +125,15 @@ func buildControl(ctl Controller, d int, stab float64) (*tape.Program, error) {
 		accept := tape.Select(bad, zero, tape.Le(errn, one))
 		rejected := not(accept)
 
+		// One power serves both branches: a rejected step has err > 1, so
+		// max(err, 1e-10) is err itself there.
 		pow := func(x tape.V, y float64) tape.V { return c(y).Mul(x.Log()).Exp() }
-		facc := c(ctl.Safety).Mul(pow(tape.Max(errn, c(1e-10)), -ctl.Beta1))
+		base := c(ctl.Safety).Mul(pow(tape.Max(errn, c(1e-10)), -ctl.Beta1))
+		facc := base
 		if ctl.Beta2 != 0 {
 			facc = facc.Mul(pow(ep, ctl.Beta2))
 		}
-		frej := c(ctl.Safety).Mul(pow(errn, -ctl.Beta1))
-		factor := tape.Select(bad, c(ctl.FactorMin), tape.Select(accept, facc, frej))
+		factor := tape.Select(bad, c(ctl.FactorMin), tape.Select(accept, facc, base))
 		factor = tape.Min(c(ctl.FactorMax), tape.Max(c(ctl.FactorMin), factor))
 
 		acc1 := acc.Add(accept)
@@ -198,7 +200,7 @@ func buildInit(f *Field, fp *tape.Program, order int, dt0 float64) (*tape.Progra
 		rtol, atol := v[2+d+np], v[3+d+np:3+2*d+np]
 		c := func(x float64) tape.V { return t0.Const(x) }
 		call := func(t tape.V, y []tape.V) []tape.V {
-			return tape.Call(fp, append(append([]tape.V{t}, y...), p...))
+			return tape.CallFunc(fp, append(append([]tape.V{t}, y...), p...))
 		}
 		f0 := call(t0, y)
 		span := t1.Sub(t0)

@@ -141,6 +141,7 @@ type Result struct {
 	Stats  Stats     // per-trajectory counts (records only)
 	Stiff  []bool    // [N] the stiffness test fired (records of explicit methods)
 	Mesh   *Mesh     // the mesh recorded (OpRecord, OpGrad and OpLoss without a mesh)
+	LastH  []float64 // [N] the step size last tried (records), for error messages
 
 	Loss   float64   // Σ terms · Scale (OpLoss, OpGrad); Reg is added by package ode
 	GradY0 []float64 // [N×Dim] ∂L/∂Y0

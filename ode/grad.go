@@ -1,11 +1,10 @@
 package ode
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/gradsolve-go/gradsolve/scan"
 )
 
 // Gradient is the value and gradient of a loss, with the solution it was
@@ -21,17 +20,23 @@ type Gradient struct {
 
 	// RecordTime is the time spent recording the mesh (0 if a mesh was
 	// given), GradTime the time of the replay, loss and backward sweep.
+	// When the engine records and differentiates in one pass (the CPU
+	// engine does, chunk by chunk), the split is its estimate.
 	RecordTime, GradTime time.Duration
-	// StoredBytes is the memory the backward sweep's checkpoints took.
+	// StoredBytes is the peak memory the stored states of the backward
+	// sweep took (per worker chunk on the CPU engine, largest chunk).
 	StoredBytes int64
 }
 
 // Grad returns the loss and its gradient with respect to Y0, P and Shared.
 // If m is nil it records a mesh first; otherwise it replays m, which must
-// come from Record on a problem of the same shape (the step sizes are held
-// fixed: the result is the exact derivative of the replay, the frozen-mesh
-// discrete adjoint). A mesh with a failed trajectory is never replayed: Grad
-// returns a *TrajectoryError. dst may be nil.
+// have been recorded for this problem (the same field and method, start
+// and end times: a mismatch is an error naming what differs; save times
+// may differ from the record's, within the same span). The step sizes are held fixed: the result is the exact
+// derivative of the replay, the frozen-mesh discrete adjoint. A mesh with
+// a failed trajectory is never replayed, and a mesh on which an explicit
+// method ran at its stability limit (Solution.Stiff) is not differentiated:
+// Grad returns a *TrajectoryError. dst may be nil.
 func Grad(dst *Gradient, p Problem, loss Loss, m *Mesh, s *Settings) (*Gradient, error) {
 	sv, err := NewSolver(p.Field, s)
 	if err != nil {
@@ -42,64 +47,78 @@ func Grad(dst *Gradient, p Problem, loss Loss, m *Mesh, s *Settings) (*Gradient,
 
 // Grad is the Solver form of the package function Grad.
 func (sv *Solver) Grad(dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient, error) {
+	return sv.GradContext(context.Background(), dst, p, loss, m)
+}
+
+// GradContext is Grad with a context: cancelling it stops the work and
+// returns ctx.Err().
+func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient, error) {
 	q, err := sv.checkProblem(p)
 	if err != nil {
 		return nil, err
 	}
-	var recordTime time.Duration
-	if m == nil {
-		start := time.Now()
-		var rerr error
-		m, _, rerr = sv.record(q, true)
-		if rerr != nil {
-			return nil, rerr
+	if m != nil {
+		if err := sv.checkMesh(q, m); err != nil {
+			return nil, err
 		}
-		recordTime = time.Since(start)
-	} else if err := sv.checkMesh(q, m); err != nil {
-		return nil, err
 	}
-	if err := m.failed(nil, nil); err != nil {
-		return nil, fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
-	}
-	start := time.Now()
-	n, d := q.n, q.Field.Dim
-	sp := sv.scanProblem(q, m)
-	sw, err := scan.Forward(sp, sv.scanSettings())
+	res, used, err := sv.run(ctx, OpGrad, q, &loss, m)
 	if err != nil {
 		return nil, err
 	}
-	res := sw.Result()
-
-	lv, err := sv.evalLoss(q, &loss, res, true)
-	if err != nil {
+	if m == nil {
+		m = used.mesh(q, res)
+	}
+	status := m.Status
+	if err := failure(status, res.T, res.LastH, used.plan.Method); err != nil {
+		if res.T == nil {
+			return nil, fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
+		}
 		return nil, err
 	}
-	g, err := sw.Backward(nil, lv.ybar, lv.tapbar)
-	if err != nil {
+	if err := stiffFailure(m, used.plan.Method); err != nil {
 		return nil, err
 	}
 	if dst == nil {
 		dst = &Gradient{}
 	}
-	dst.Loss = lv.value
-	dst.Y0 = fromSoA(dst.Y0, g.Y0, n, d)
-	for c, col := range lv.pbar {
-		for i, v := range col {
-			g.P[c*n+i] += v
-		}
+	dst.Loss = res.Loss
+	dst.Y0 = append(dst.Y0[:0], res.GradY0...)
+	dst.P = append(dst.P[:0], res.GradP...)
+	dst.Shared = append(dst.Shared[:0], res.GradS...)
+	if r, err := loss.evalReg(q.Shared, dst.Shared); err != nil {
+		return nil, err
+	} else {
+		dst.Loss += r
 	}
-	dst.P = fromSoA(dst.P, g.P, n, q.Field.Params)
-	dst.Shared = append(dst.Shared[:0], g.Shared...)
-	for c, v := range lv.sbar {
-		dst.Shared[c] += v
-	}
-	dst.Solution, dst.Mesh = sv.replaySolution(q, m, res), m
-	dst.RecordTime, dst.GradTime = recordTime, time.Since(start)
-	dst.StoredBytes = sw.StoredBytes()
-	if err := checkGradient(dst, d, q.Field.Params); err != nil {
+	sol := used.solution(q, res, m.Status)
+	sol.T = append([]float64(nil), q.t1...)
+	sol.Stats = m.Stats
+	dst.Solution, dst.Mesh = sol, m
+	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
+	dst.StoredBytes = res.StoredBytes
+	if err := checkGradient(dst, q.Field.Dim, q.Field.Params); err != nil {
 		return dst, err
 	}
 	return dst, nil
+}
+
+// stiffFailure returns a *TrajectoryError for the first trajectory of m
+// on which the stiffness test fired, or nil.
+func stiffFailure(m *Mesh, method string) error {
+	first, count := -1, 0
+	for i, s := range m.Stiff {
+		if s {
+			count++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	return &TrajectoryError{Index: first, T: m.T1[first], Status: Stiff, Method: method, Failed: count}
 }
 
 // checkGradient reports the first non-finite gradient entry, so that a NaN
@@ -120,18 +139,28 @@ func checkGradient(g *Gradient, d, np int) error {
 	return nil
 }
 
-// checkMesh verifies that m can be replayed for q.
+// checkMesh verifies that m can be replayed for q: it must have been
+// recorded for the same problem (trajectories, start and end times), with
+// the same method and field (fingerprint), and be well formed. The error
+// names what differs. Save times may differ from the record's: any time in
+// [T0, T1] is one step from a mesh point.
 func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
+	method := sv.plan.Method
+	if sv.set.Method == Auto && m.Method != nil {
+		method = m.Method.Name() // Auto replays the mesh with the method that recorded it
+	}
 	switch {
 	case m.N != q.n:
 		return fmt.Errorf("ode: mesh has %d trajectories, problem %d", m.N, q.n)
 	case m.T0 != q.T0:
-		return fmt.Errorf("ode: mesh starts at T0 = %v, problem at %v", m.T0, q.T0)
-	case m.Method != nil && m.Method.Name() != sv.set.Method.Name():
-		return fmt.Errorf("ode: mesh was recorded with %s but the settings use %s; replay it with the method that recorded it", m.Method.Name(), sv.set.Method.Name())
+		return fmt.Errorf("ode: mesh starts at T0 = %v, problem at %v; record a mesh for this problem", m.T0, q.T0)
+	case m.Method != nil && m.Method.Name() != method:
+		return fmt.Errorf("ode: mesh was recorded with %s but the settings use %s; replay it with the method that recorded it", m.Method.Name(), method)
 	case len(m.Len) != m.N || len(m.H) < m.Rows*m.N || len(m.Status) != m.N:
 		return fmt.Errorf("ode: mesh arrays are inconsistent (N %d, Rows %d, len(H) %d, len(Len) %d, len(Status) %d)",
 			m.N, m.Rows, len(m.H), len(m.Len), len(m.Status))
+	case m.T1 != nil && len(m.T1) != m.N:
+		return fmt.Errorf("ode: mesh has %d end times for %d trajectories", len(m.T1), m.N)
 	}
 	for i, l := range m.Len {
 		if l < 0 || l > m.Rows {
@@ -142,6 +171,29 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 				return fmt.Errorf("ode: mesh: step %d of trajectory %d is %v; step sizes must be finite and non-negative", s, i, h)
 			}
 		}
+	}
+	if m.T1 != nil {
+		for i, t1 := range m.T1 {
+			if t1 != q.t1[i] {
+				return fmt.Errorf("ode: mesh was recorded to T1 = %v for trajectory %d, but the problem ends at %v; record a mesh for this problem", t1, i, q.t1[i])
+			}
+		}
+	}
+	if m.Fingerprint != "" {
+		want := sv.plan.Fingerprint
+		if sv.set.Method == Auto && method != sv.plan.Method {
+			alt, err := sv.stiffSolver()
+			if err != nil {
+				return err
+			}
+			want = alt.plan.Fingerprint
+		}
+		if m.Fingerprint != want {
+			return fmt.Errorf("ode: mesh fingerprint %s differs from the solver's %s: it was recorded for another field (or another version of its F); record a mesh with this solver", m.Fingerprint, want)
+		}
+	}
+	if err := m.failed(nil, nil); err != nil {
+		return fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
 	}
 	return nil
 }
@@ -166,23 +218,11 @@ func (sv *Solver) Replay(p *Problem, m *Mesh) (*Solution, error) {
 	if err := sv.checkMesh(q, m); err != nil {
 		return nil, err
 	}
-	if err := m.failed(nil, nil); err != nil {
-		return nil, fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
-	}
-	res, err := scan.Replay(nil, sv.scanProblem(q, m), sv.scanSettings())
+	res, used, err := sv.run(context.Background(), OpReplay, q, nil, m)
 	if err != nil {
 		return nil, err
 	}
-	return sv.replaySolution(q, m, res), nil
-}
-
-// replaySolution returns the solution held by a replay's result.
-func (sv *Solver) replaySolution(q *problem, m *Mesh, res *scan.Result) *Solution {
-	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
-	sol := &Solution{N: n, Dim: d, T: append([]float64(nil), q.t1...), Y: fromSoA(nil, res.Y, n, d), SaveAt: q.SaveAt,
-		Status: m.Status, Stats: m.Stats, Method: sv.set.Method.Name()}
-	if K > 0 {
-		sol.Ys = unpackTaps(nil, res.Taps, n, K, d)
-	}
-	return sol
+	sol := used.solution(q, res, m.Status)
+	sol.Stats = m.Stats
+	return sol, nil
 }

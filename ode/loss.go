@@ -1,11 +1,11 @@
 package ode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
 
-	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -80,8 +80,8 @@ type lossShape struct {
 	d, k, data, p, s int // state, save times, data width, parameters, shared
 }
 
-// term traces the per-trajectory term: inputs y[d], ys[K·d], data[m] and,
-// if FP is set, p[P] and s[S] (shared); one output ℓ.
+// term traces the per-trajectory term: inputs y[d], ys[K·d], data[m],
+// p[P] and s[S] (shared; read only by FP); one output ℓ.
 func (l *Loss) term(sh lossShape) (*tape.Program, error) {
 	if l.F == nil && l.FP == nil {
 		if l.Name == "" {
@@ -101,13 +101,11 @@ func (l *Loss) term(sh lossShape) (*tape.Program, error) {
 	for c := 0; c < sh.data; c++ {
 		in = append(in, tape.Input{Name: fmt.Sprintf("data[%d]", c)})
 	}
-	if l.FP != nil {
-		for c := 0; c < sh.p; c++ {
-			in = append(in, tape.Input{Name: fmt.Sprintf("p[%d]", c)})
-		}
-		for c := 0; c < sh.s; c++ {
-			in = append(in, tape.Input{Name: fmt.Sprintf("s[%d]", c), Shared: true})
-		}
+	for c := 0; c < sh.p; c++ {
+		in = append(in, tape.Input{Name: fmt.Sprintf("p[%d]", c)})
+	}
+	for c := 0; c < sh.s; c++ {
+		in = append(in, tape.Input{Name: fmt.Sprintf("s[%d]", c), Shared: true})
 	}
 	d, K := sh.d, sh.k
 	p, err := tape.Trace(l.name(), in, func(v []tape.V) []tape.V {
@@ -128,21 +126,24 @@ func (l *Loss) term(sh lossShape) (*tape.Program, error) {
 	return p, nil
 }
 
-// termGrad returns the gradient program of the term (see term): outputs ℓ
-// and its derivatives with respect to y, ys and, with FP, p and s (the
-// latter summed over trajectories).
-func (l *Loss) termGrad(sh lossShape) (*tape.Program, error) {
-	p, err := l.term(sh)
-	if err != nil {
-		return nil, err
-	}
+// termGrad returns the gradient program of the term p (see term):
+// outputs ℓ and its derivatives with respect to y, ys, p and s, all per
+// trajectory (engines sum the shared ones).
+func (l *Loss) termGrad(p *tape.Program, sh lossShape) (*tape.Program, error) {
 	wrt := make([]int, 0, len(p.Inputs))
 	for i := range p.Inputs {
 		if i < sh.d+sh.k*sh.d || i >= sh.d+sh.k*sh.d+sh.data {
 			wrt = append(wrt, i)
 		}
 	}
-	return tape.Grad(p, wrt)
+	g, err := tape.Grad(p, wrt)
+	if err != nil {
+		return nil, fmt.Errorf("ode: loss %s: %w", l.name(), err)
+	}
+	for k := range g.Outputs {
+		g.Outputs[k].Sum = false
+	}
+	return g, nil
 }
 
 // reg traces the gradient program of Reg: inputs s[S]; outputs Reg(s)
@@ -180,129 +181,42 @@ func (l *Loss) evalReg(s, gs []float64) (float64, error) {
 	return out[0], nil
 }
 
-// lossValue is a loss evaluated on a replay: its value and, if asked for,
-// its cotangents, scaled by 1/N for Mean.
-type lossValue struct {
-	value  float64
-	ybar   []float64   // ∂L/∂y(t1), [d][n]
-	tapbar []float64   // ∂L/∂ys, [d][n·K] (tap i·K+k)
-	pbar   [][]float64 // ∂L/∂p from FP, [P][n]; nil without FP
-	sbar   []float64   // ∂L/∂s from FP and Reg, [S]
-}
-
-// evalLoss evaluates loss l on the final states and taps of res (scan's
-// layout) for problem q; with grad it also returns the cotangents.
-func (sv *Solver) evalLoss(q *problem, l *Loss, res *scan.Result, grad bool) (*lossValue, error) {
+// lossPlan returns the traced loss l for problem q, from the solver's
+// cache when its term traces to a program seen before (the cache key is
+// the program's hash and the data), so the gradient program and the
+// engines' executors are built once per loss.
+func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
 	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
-	np, ns := q.Field.Params, q.Field.Shared
 	if l.DataDim < 0 || (len(l.Data) != l.DataDim && len(l.Data) != n*l.DataDim) {
 		return nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim)
 	}
-	sh := lossShape{d: d, k: K, data: l.DataDim, p: np, s: ns}
-	var lp *tape.Program
-	var err error
-	if grad {
-		lp, err = l.termGrad(sh)
-	} else {
-		lp, err = l.term(sh)
-	}
+	sh := lossShape{d: d, k: K, data: l.DataDim, p: q.Field.Params, s: q.Field.Shared}
+	term, err := l.term(sh)
 	if err != nil {
 		return nil, err
-	}
-	le, err := tape.NewExec(lp, &tape.ExecSettings{BlockSize: sv.set.Exec.BlockSize, Workers: sv.set.Exec.Workers, CheckFinite: true})
-	if err != nil {
-		return nil, err
-	}
-	in := make([][]float64, 0, len(lp.Inputs))
-	for c := 0; c < d; c++ {
-		in = append(in, res.Y[c*n:(c+1)*n])
-	}
-	nt := n * K
-	for k := 0; k < K; k++ {
-		for c := 0; c < d; c++ {
-			col := make([]float64, n)
-			for i := 0; i < n; i++ {
-				col[i] = res.Taps[c*nt+i*K+k]
-			}
-			in = append(in, col)
-		}
-	}
-	if l.DataDim > 0 {
-		data := toSoA(nil, expand(l.Data, l.DataDim, n), n, l.DataDim)
-		for c := 0; c < l.DataDim; c++ {
-			in = append(in, data[c*n:(c+1)*n])
-		}
-	}
-	if l.FP != nil {
-		pc := toSoA(nil, q.p, n, np)
-		for c := 0; c < np; c++ {
-			in = append(in, pc[c*n:(c+1)*n])
-		}
-		for c := 0; c < ns; c++ {
-			in = append(in, q.Shared[c:c+1])
-		}
-	}
-	out := make([][]float64, len(lp.Outputs))
-	for i, o := range lp.Outputs {
-		if o.Sum {
-			out[i] = make([]float64, 1)
-		} else {
-			out[i] = make([]float64, n)
-		}
-	}
-	if err := le.Run(out, in, n); err != nil {
-		return nil, fmt.Errorf("ode: loss %s: %w", l.name(), err)
 	}
 	scale := 1.0
 	if l.Mean {
 		scale = 1 / float64(n)
 	}
-	lv := &lossValue{}
-	for _, v := range out[0] {
-		lv.value += v
-	}
-	lv.value *= scale
-	var gs []float64
-	if grad {
-		lv.sbar = make([]float64, ns)
-		gs = lv.sbar
-	}
-	r, err := l.evalReg(q.Shared, gs)
-	if err != nil {
-		return nil, err
-	}
-	lv.value += r
-	if !grad {
-		return lv, nil
-	}
-	lv.ybar = make([]float64, d*n)
-	for c := 0; c < d; c++ {
-		for i, v := range out[1+c] {
-			lv.ybar[c*n+i] = scale * v
+	hash := term.Hash()
+	var cached *LossPlan
+	if v, ok := sv.losses.Load(hash); ok {
+		cached = v.(*LossPlan)
+	} else {
+		g, err := l.termGrad(term, sh)
+		if err != nil {
+			return nil, err
+		}
+		cached = &LossPlan{Term: term, Grad: g, DataDim: l.DataDim, Hash: hash}
+		if v, loaded := sv.losses.LoadOrStore(hash, cached); loaded {
+			cached = v.(*LossPlan)
 		}
 	}
-	lv.tapbar = make([]float64, d*nt)
-	for k := 0; k < K; k++ {
-		for c := 0; c < d; c++ {
-			for i, v := range out[1+d+k*d+c] {
-				lv.tapbar[c*nt+i*K+k] = scale * v
-			}
-		}
-	}
-	if l.FP != nil {
-		o := 1 + d + K*d
-		lv.pbar = make([][]float64, np)
-		for c := range lv.pbar {
-			lv.pbar[c] = make([]float64, n)
-			for i, v := range out[o+c] {
-				lv.pbar[c][i] = scale * v
-			}
-		}
-		for c := 0; c < ns; c++ {
-			lv.sbar[c] += scale * out[o+np+c][0]
-		}
-	}
-	return lv, nil
+	lp := *cached
+	lp.Data = expand(l.Data, l.DataDim, n)
+	lp.Scale = scale
+	return &lp, nil
 }
 
 // Loss returns the value of the loss on the replay of mesh m (recording
@@ -313,23 +227,28 @@ func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	if m == nil {
-		if m, _, err = sv.record(q, true); err != nil {
+	if m != nil {
+		if err := sv.checkMesh(q, m); err != nil {
 			return 0, nil, err
 		}
-	} else if err := sv.checkMesh(q, m); err != nil {
-		return 0, nil, err
 	}
-	if err := m.failed(nil, nil); err != nil {
-		return 0, nil, fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
-	}
-	res, err := scan.Replay(nil, sv.scanProblem(q, m), sv.scanSettings())
+	res, used, err := sv.run(context.Background(), OpLoss, q, &loss, m)
 	if err != nil {
 		return 0, nil, err
 	}
-	lv, err := sv.evalLoss(q, &loss, res, false)
+	if m == nil {
+		m = used.mesh(q, res)
+	}
+	if err := failure(m.Status, res.T, res.LastH, used.plan.Method); err != nil {
+		return 0, nil, err
+	}
+	v := res.Loss
+	r, err := loss.evalReg(q.Shared, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	return lv.value, sv.replaySolution(q, m, res), nil
+	sol := used.solution(q, res, m.Status)
+	sol.T = append([]float64(nil), q.t1...)
+	sol.Stats = m.Stats
+	return v + r, sol, nil
 }

@@ -98,15 +98,11 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 		}
 	}
 	in := stepInputs(f, extra...)
-	b := tape.NewBuilder(fmt.Sprintf("%s.%s", fp.Name, tab.Name), true)
-	vs := make([]tape.V, len(in))
-	for i, x := range in {
-		vs[i] = b.Input(x.Name, x.Shared)
-	}
+	b, vs := tape.NewBuilderFor(fmt.Sprintf("%s.%s", fp.Name, tab.Name), in)
 	t, h, y, p := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np]
 	call := func(tt tape.V, yy []tape.V) []tape.V {
 		args := append(append([]tape.V{tt}, yy...), p...)
-		return tape.Call(fp, args)
+		return tape.CallFunc(fp, args)
 	}
 	var yNew, errEst, kLast []tape.V
 	var hrho tape.V
@@ -161,12 +157,7 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	}
 	// The replay step: the same values, only y⁺, and k1 computed.
 	if fsal {
-		rb := tape.NewBuilder(fmt.Sprintf("%s.%s.replay", fp.Name, tab.Name), true)
-		rin := stepInputs(f)
-		rv := make([]tape.V, len(rin))
-		for i, x := range rin {
-			rv[i] = rb.Input(x.Name, x.Shared)
-		}
+		rb, rv := tape.NewBuilderFor(fmt.Sprintf("%s.%s.replay", fp.Name, tab.Name), stepInputs(f))
 		var out []tape.V
 		err := tape.Catch(fp.Name, func() {
 			k1 := tape.Call(fp, append(append([]tape.V{rv[0]}, rv[2:2+d]...), rv[2+d:]...))

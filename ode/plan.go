@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -98,54 +99,11 @@ func (pl *Plan) DenseReverse() (*tape.Program, error) {
 
 func (pl *Plan) buildReverse() {
 	pl.once.Do(func() {
-		pl.rev, pl.revErr = accumulatingVJP(pl.Replay, pl.Dim, pl.Params, pl.Shared)
+		pl.rev, pl.revErr = scan.Reverse(pl.Replay, pl.Dim, pl.Params, pl.Shared)
 		if pl.revErr == nil && pl.Dense != nil {
-			pl.denseRev, pl.revErr = accumulatingVJP(pl.Dense, pl.Dim, pl.Params, pl.Shared)
+			pl.denseRev, pl.revErr = scan.Reverse(pl.Dense, pl.Dim, pl.Params, pl.Shared)
 		}
 	})
-}
-
-// accumulatingVJP builds the accumulating VJP (see Plan.Reverse) of prog,
-// whose inputs are t, h, y[d], p[np], s[ns] and possibly more that are not
-// differentiated.
-func accumulatingVJP(prog *tape.Program, d, np, ns int) (*tape.Program, error) {
-	wrt := make([]int, 0, d+np+ns)
-	for k := 2; k < 2+d+np+ns; k++ {
-		wrt = append(wrt, k)
-	}
-	vjp, err := tape.VJP(prog, wrt)
-	if err != nil {
-		return nil, err
-	}
-	b := tape.NewBuilder(prog.Name+".rev", true)
-	in := make([]tape.V, 0, len(vjp.Inputs)+np+ns)
-	for _, x := range vjp.Inputs {
-		in = append(in, b.Input(x.Name, x.Shared))
-	}
-	gp := b.Inputs("gp", np, false)
-	gs := b.Inputs("gs", ns, false)
-	var outs []tape.V
-	err = tape.Catch(prog.Name, func() {
-		r := tape.Call(vjp, in)
-		outs = append(outs, r[:d]...)
-		for c := 0; c < np; c++ {
-			outs = append(outs, gp[c].Add(r[d+c]))
-		}
-		for c := 0; c < ns; c++ {
-			outs = append(outs, gs[c].Add(r[d+np+c]))
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	p, err := b.Build(outs...)
-	if err != nil {
-		return nil, err
-	}
-	for k := range p.Outputs {
-		p.Outputs[k].Sum = false
-	}
-	return p, nil
 }
 
 // newPlan builds the plan of field f (traced as fp) for the settings s

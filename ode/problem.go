@@ -41,8 +41,15 @@ type Problem struct {
 // Settings configure a solve. The zero value means the defaults.
 type Settings struct {
 	// Method is the integration method; nil lets the router choose: Tsit5,
-	// or Rodas5P for a field marked Stiff.
+	// or Rodas5P for a field marked Stiff. Auto runs Tsit5 and switches to
+	// Rodas5P when the stiffness test fires on a trajectory.
 	Method Method
+
+	// Engine names the engine that runs the work: "" or "cpu" for the
+	// built-in CPU engine, the name of a registered engine (package cuda
+	// registers "cuda"), or "auto" for the first registered engine that is
+	// available here, else the CPU. Results record the engine that ran.
+	Engine string
 
 	// RelTol and AbsTol are the tolerances of the error norm
 	// sqrt(mean((e_i/(AbsTol + RelTol·max(|y_i|, |y⁺_i|)))²)) ≤ 1.
@@ -159,6 +166,31 @@ func (s *Settings) withDefaults(f *Field) Settings {
 	return set
 }
 
+// Auto, as Settings.Method, integrates with Tsit5 and, if the stiffness
+// test fires on any trajectory (Solution.Stiff), runs the whole operation
+// again with Rodas5P; results name the method that produced them. It never
+// returns the gradient of an explicit method at its stability limit.
+var Auto Method = autoMethod{}
+
+type autoMethod struct{}
+
+func (autoMethod) Name() string  { return "Auto" }
+func (autoMethod) Order() int    { return Tsit5.Order() }
+func (autoMethod) ErrOrder() int { return Tsit5.ErrOrder() }
+func (autoMethod) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
+	return Tsit5.steps(f, fp)
+}
+
+// methodByName returns the built-in method called name, or nil.
+func methodByName(name string) Method {
+	for _, m := range []Method{Tsit5, Vern7, Rodas5P, Rosenbrock23} {
+		if m.Name() == name {
+			return m
+		}
+	}
+	return nil
+}
+
 // Route returns the method the router picks for f: Tsit5, or Rodas5P if f
 // is marked Stiff and Rodas5P is available.
 func Route(f *Field) Method {
@@ -198,13 +230,21 @@ type Mesh struct {
 	N, Rows int
 	H       []float64 // [Rows×N]
 	Len     []int     // [N]
-	T0      float64
-	T1      []float64 // end time of each trajectory [N]
-	Method  Method
-	RelTol  float64
-	AbsTol  float64
-	Status  []Status // [N]
+	Status  []Status  // [N]
 	Stats   Stats
+
+	// What the mesh was recorded for; a replay checks them against its
+	// problem and plan.
+	T0          float64
+	T1          []float64 // end time of each trajectory [N]
+	SaveAt      []float64 // the save times of the record
+	Method      Method
+	RelTol      float64
+	AbsTol      float64
+	AbsTols     []float64
+	Fingerprint string // Plan.Fingerprint of the field and method that recorded it ("" skips the check)
+	Engine      string // the engine that recorded it
+	Stiff       []bool // [N] the stiffness test fired (explicit methods; see Solution.Stiff)
 }
 
 // scanMesh returns the mesh in scan's terms.

@@ -84,12 +84,7 @@ func jacobianProgram(f *Field, fp *tape.Program) (*tape.Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := tape.NewBuilder(fp.Name+".jac", true)
-	in := fp.Inputs
-	vs := make([]tape.V, len(in))
-	for i, x := range in {
-		vs[i] = b.Input(x.Name, x.Shared)
-	}
+	b, vs := tape.NewBuilderFor(fp.Name+".jac", fp.Inputs)
 	var outs []tape.V
 	err = tape.Catch(fp.Name, func() {
 		outs = tape.Call(ft, vs)
@@ -142,19 +137,15 @@ func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, dense bool) (*tape.Pr
 	if dense {
 		name += ".dense"
 	}
-	b := tape.NewBuilder(name, true)
-	vs := make([]tape.V, len(in))
-	for i, x := range in {
-		vs[i] = b.Input(x.Name, x.Shared)
-	}
+	b, vs := tape.NewBuilderFor(name, in)
 	t, h, y, p := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np]
 	call := func(tt tape.V, yy []tape.V) []tape.V {
-		return tape.Call(fp, append(append([]tape.V{tt}, yy...), p...))
+		return tape.CallFunc(fp, append(append([]tape.V{tt}, yy...), p...))
 	}
 	var outs []tape.V
 	fevals := 0
 	err := tape.Catch(fp.Name, func() {
-		fj := tape.Call(jp, append(append([]tape.V{t}, y...), p...))
+		fj := tape.CallFunc(jp, append(append([]tape.V{t}, y...), p...))
 		f0, ft, jac := fj[:d], fj[d:2*d], fj[2*d:]
 		// Mask J and f_t on padded steps (h == 0): the step is then the
 		// identity in value and derivative even where f_t is infinite.

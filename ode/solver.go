@@ -1,32 +1,41 @@
 package ode
 
 import (
+	"context"
 	"fmt"
-	"math"
-	"time"
+	"reflect"
+	"sync"
 
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // Solver solves, records and differentiates ensembles of one field with
-// fixed settings. It traces the field and builds its step programs and
-// executors once, so repeated calls (a training loop) pay for them once.
-// A Solver is not safe for concurrent use.
+// fixed settings. It traces the field once, builds the Plan of its method
+// (every program an adaptive solve needs) and prepares it on the engine
+// the settings choose, so repeated calls (a training loop) pay for that
+// once; losses are traced on each call and their derived programs cached
+// by their hash. A Solver is safe for concurrent use: every call works in
+// its own workspace.
 type Solver struct {
 	field Field
 	set   Settings
+	fkey  uintptr // code pointer of field.F
 
-	fprog *tape.Program
-	sp    *stepPrograms
-	fexec *tape.Exec // the field: inputs t, y, p, s
-	texec *tape.Exec // the trial step
-	step  *scan.Step // the replay step
+	fprog  *tape.Program
+	plan   *Plan
+	engine Engine
+	exec   Executor
+
+	losses sync.Map // hash of a loss term → *LossPlan
+	mu     sync.Mutex
+	alt    *Solver // the stiff solver of Settings.Method = Auto, built on first need
 }
 
-// NewSolver traces f and prepares the programs of the method in s (nil
-// means default settings). It returns an error if f cannot be traced or
-// the settings are invalid.
+// NewSolver traces f, builds the plan of the method in s (nil means
+// default settings) and prepares it on the engine s names. It returns an
+// error if f cannot be traced, the settings are invalid, or the engine is
+// unknown or unavailable.
 func NewSolver(f Field, s *Settings) (*Solver, error) {
 	set := s.withDefaults(&f)
 	if err := checkSettings(&f, &set); err != nil {
@@ -36,43 +45,69 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 	if err != nil {
 		return nil, err
 	}
-	sp, err := set.Method.steps(&f, fp)
+	method := set.Method
+	if method == Auto {
+		set.Method = Tsit5
+	}
+	pl, err := newPlan(&f, fp, &set)
 	if err != nil {
-		return nil, fmt.Errorf("ode: %s: building the %s step: %w", f.name(), set.Method.Name(), err)
-	}
-	sv := &Solver{field: f, set: set, fprog: fp, sp: sp}
-	if sv.fexec, err = tape.NewExec(fp, &set.Exec); err != nil {
 		return nil, err
 	}
-	if sv.texec, err = tape.NewExec(sp.trial, &set.Exec); err != nil {
+	eng, err := lookupEngine(set.Engine)
+	if err != nil {
 		return nil, err
 	}
-	sv.step = &scan.Step{Prog: sp.replay, Dense: sp.dense, D: f.Dim, P: f.Params, S: f.Shared}
-	return sv, nil
+	ex, err := eng.Prepare(pl)
+	if err != nil {
+		return nil, fmt.Errorf("ode: %s: preparing the %s engine: %w", f.name(), eng.Name(), err)
+	}
+	set.Method = method
+	return &Solver{field: f, set: set, fkey: funcKey(f.F), fprog: fp, plan: pl, engine: eng, exec: ex}, nil
+}
+
+// funcKey returns the code pointer of a function (0 for nil).
+func funcKey(f any) uintptr {
+	v := reflect.ValueOf(f)
+	if !v.IsValid() || v.IsNil() {
+		return 0
+	}
+	return v.Pointer()
 }
 
 // Settings returns the solver's settings with defaults filled in.
 func (sv *Solver) Settings() Settings { return sv.set }
 
-// Method returns the solver's method.
+// Method returns the solver's method (Auto if the settings ask for it).
 func (sv *Solver) Method() Method { return sv.set.Method }
+
+// Plan returns the plan the solver's engine runs.
+func (sv *Solver) Plan() *Plan { return sv.plan }
+
+// Engine returns the name of the engine that runs the solver's work.
+func (sv *Solver) Engine() string { return sv.engine.Name() }
 
 // FieldProgram returns the traced field.
 func (sv *Solver) FieldProgram() *tape.Program { return sv.fprog }
 
 // StepPrograms returns the recorder's trial step and the replay step.
-func (sv *Solver) StepPrograms() (trial, replay *tape.Program) { return sv.sp.trial, sv.sp.replay }
+func (sv *Solver) StepPrograms() (trial, replay *tape.Program) { return sv.plan.Trial, sv.plan.Replay }
 
+// checkProblem validates p for the solver: its field must be the solver's
+// (same shape and, if F is set, the same function: a Solver traced its own
+// field once and never sees another).
 func (sv *Solver) checkProblem(p *Problem) (*problem, error) {
 	f, g := &sv.field, &p.Field
 	if f.Dim != g.Dim || f.Params != g.Params || f.Shared != g.Shared {
 		return nil, fmt.Errorf("ode: problem field %s (Dim %d, Params %d, Shared %d) does not match the solver's %s (Dim %d, Params %d, Shared %d)",
 			g.name(), g.Dim, g.Params, g.Shared, f.name(), f.Dim, f.Params, f.Shared)
 	}
-	if g.F == nil {
-		g.F = f.F
+	if g.F != nil && (funcKey(g.F) != sv.fkey || g.Name != f.Name) {
+		return nil, fmt.Errorf("ode: problem field %s is not the solver's field %s: a Solver runs the field it was made with; make a Solver for this field (or leave Problem.Field.F nil to use the solver's)",
+			g.name(), f.name())
 	}
-	return p.check()
+	pf := *p
+	pf.Field = *f
+	return pf.check()
 }
 
 // Solution is the result of a solve: final states, saved states, and the
@@ -86,6 +121,14 @@ type Solution struct {
 	Status []Status  // [N]
 	Stats  Stats
 	Method string // the method that produced it
+	Engine string // the engine that ran it
+
+	// Stiff marks the trajectories on which the stiffness test of an
+	// explicit method fired ([N], nil for Rosenbrock methods): their
+	// solution is accurate, but the method ran at its stability limit, so
+	// it was slow and a gradient of its replay would be meaningless (Grad
+	// refuses it). Rodas5P, or Method Auto, suits them.
+	Stiff []bool
 }
 
 // Err returns the first failure as a *TrajectoryError, or nil.
@@ -115,92 +158,170 @@ func Record(p Problem, s *Settings) (*Mesh, error) {
 }
 
 // Solve is the Solver form of the package function Solve; p.Field must
-// have the solver's shape.
+// be the solver's field (or have F nil).
 func (sv *Solver) Solve(p *Problem) (*Solution, error) {
+	return sv.SolveContext(context.Background(), p)
+}
+
+// SolveContext is Solve with a context: cancelling it stops the work and
+// returns ctx.Err().
+func (sv *Solver) SolveContext(ctx context.Context, p *Problem) (*Solution, error) {
 	q, err := sv.checkProblem(p)
 	if err != nil {
 		return nil, err
 	}
-	keep := len(p.SaveAt) > 0
-	m, sol, err := sv.record(q, keep)
+	res, used, err := sv.run(ctx, OpSolve, q, nil, nil)
 	if err != nil {
-		if !isTrajectoryError(err) {
-			return nil, err
-		}
-		if !sv.set.AllowFailures {
-			return sol, err
-		}
-		err = nil
+		return nil, err
 	}
-	if keep {
-		// Replay the trajectories that finished; failed ones keep NaN
-		// saved states.
-		rm := *m
-		rm.Len = append([]int(nil), m.Len...)
-		for i, st := range m.Status {
-			if st != OK {
-				rm.Len[i] = 0
-			}
-		}
-		res, rerr := scan.Replay(nil, sv.scanProblem(q, &rm), sv.scanSettings())
-		if rerr != nil {
-			return sol, rerr
-		}
-		K, d := len(p.SaveAt), q.Field.Dim
-		sol.Ys = unpackTaps(nil, res.Taps, q.n, K, d)
-		for i, st := range m.Status {
-			if st != OK {
-				for x := range sol.Ys[i*K*d : (i+1)*K*d] {
-					sol.Ys[i*K*d+x] = math.NaN()
-				}
-			}
-		}
+	sol := used.solution(q, res, res.Status)
+	if err := failure(res.Status, res.T, res.LastH, sol.Method); err != nil && !sv.set.AllowFailures {
+		return sol, err
 	}
-	return sol, err
+	return sol, nil
 }
 
 // Record is the Solver form of the package function Record. It also
 // returns the solution the recording computed.
 func (sv *Solver) Record(p *Problem) (*Mesh, *Solution, error) {
+	return sv.RecordContext(context.Background(), p)
+}
+
+// RecordContext is Record with a context.
+func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Solution, error) {
 	q, err := sv.checkProblem(p)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, sol, err := sv.record(q, true)
-	if err != nil && sv.set.AllowFailures && isTrajectoryError(err) {
-		err = nil
+	res, used, err := sv.run(ctx, OpRecord, q, nil, nil)
+	if err != nil {
+		return nil, nil, err
 	}
-	return m, sol, err
+	sol := used.solution(q, res, res.Status)
+	m := used.mesh(q, res)
+	if err := failure(res.Status, res.T, res.LastH, sol.Method); err != nil && !sv.set.AllowFailures {
+		return m, sol, err
+	}
+	return m, sol, nil
 }
 
-func isTrajectoryError(err error) bool {
-	_, ok := err.(*TrajectoryError)
-	return ok
+// run runs op on the solver's engine; with Method Auto, a record whose
+// stiffness test fired is run again with the stiff method. It returns the
+// result and the solver that produced it.
+func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh) (*Result, *Solver, error) {
+	used := sv
+	if m != nil && sv.set.Method == Auto && m.Method != nil && m.Method.Name() != sv.plan.Method {
+		alt, err := sv.stiffSolver()
+		if err != nil {
+			return nil, nil, err
+		}
+		used = alt
+	}
+	res, err := used.runPlan(ctx, op, q, loss, m)
+	if err != nil || m != nil || sv.set.Method != Auto || !anyTrue(res.Stiff) {
+		return res, used, err
+	}
+	alt, err := sv.stiffSolver()
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err = alt.runPlan(ctx, op, q, loss, m)
+	return res, alt, err
 }
 
-func (sv *Solver) scanSettings() *scan.Settings {
-	return &scan.Settings{Checkpoint: sv.set.Checkpoint, MemoryLimit: sv.set.MemoryLimit, Exec: sv.set.Exec}
+func anyTrue(x []bool) bool {
+	for _, v := range x {
+		if v {
+			return true
+		}
+	}
+	return false
 }
 
-// scanProblem lays the problem out for scan over mesh m, with taps for
-// the save times.
-func (sv *Solver) scanProblem(q *problem, m *Mesh) *scan.Problem {
-	n, d, np := q.n, q.Field.Dim, q.Field.Params
-	sp := &scan.Problem{
-		Step:   sv.step,
-		Mesh:   m.scanMesh(),
-		T0:     make([]float64, n),
-		Y0:     toSoA(nil, q.y0, n, d),
-		P:      toSoA(nil, q.p, n, np),
-		Shared: q.Shared,
+// stiffSolver returns the Rodas5P solver Method Auto switches to.
+func (sv *Solver) stiffSolver() (*Solver, error) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.alt == nil {
+		set := sv.set
+		set.Method = Rodas5P
+		set.Controller = Controller{}
+		alt, err := NewSolver(sv.field, &set)
+		if err != nil {
+			return nil, err
+		}
+		sv.alt = alt
 	}
-	for i := range sp.T0 {
-		sp.T0[i] = q.T0
+	return sv.alt, nil
+}
+
+// runPlan builds the job of op and runs it on the solver's engine.
+func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh) (*Result, error) {
+	j := sv.job(op, q, m)
+	if loss != nil {
+		lp, err := sv.lossPlan(loss, q)
+		if err != nil {
+			return nil, err
+		}
+		j.Loss = lp
 	}
-	if len(q.SaveAt) > 0 {
-		sp.Taps = saveTaps(m, q.T0, q.SaveAt, sv.sp.dense != nil)
+	if err := checkSize(j); err != nil {
+		return nil, err
 	}
-	return sp
+	res, err := sv.exec.Run(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// job returns the Job of op for problem q (on mesh m, if not nil).
+func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
+	set := &sv.set
+	j := &Job{Op: op, Plan: sv.plan, N: q.n, T0: q.T0, T1: q.t1, Y0: q.y0, P: q.p, Shared: q.Shared, SaveAt: q.SaveAt,
+		Mesh: m, RelTol: set.RelTol, MaxSteps: set.MaxSteps, Checkpoint: set.Checkpoint, MemoryLimit: set.MemoryLimit,
+		Workers: set.Exec.Workers, ChunkSize: set.Exec.BlockSize, Progress: set.Progress}
+	j.AbsTol = make([]float64, q.Field.Dim)
+	for c := range j.AbsTol {
+		j.AbsTol[c] = set.absTol(c)
+	}
+	if j.Shared == nil {
+		j.Shared = []float64{}
+	}
+	return j
+}
+
+// solution returns the Solution of a result.
+func (sv *Solver) solution(q *problem, res *Result, status []Status) *Solution {
+	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: res.T, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Status: status,
+		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff}
+	if sol.T == nil {
+		sol.T = append([]float64(nil), q.t1...)
+	}
+	return sol
+}
+
+// mesh returns the mesh a result recorded, with what it was recorded for.
+func (sv *Solver) mesh(q *problem, res *Result) *Mesh {
+	m := res.Mesh
+	if m == nil {
+		return nil
+	}
+	m.T0, m.T1 = q.T0, append([]float64(nil), q.t1...)
+	m.Method = methodByName(sv.plan.Method)
+	m.RelTol, m.AbsTol = sv.set.RelTol, sv.set.AbsTol
+	m.AbsTols = sv.set.AbsTols
+	m.SaveAt = append([]float64(nil), q.SaveAt...)
+	m.Fingerprint = sv.plan.Fingerprint
+	m.Engine = sv.engine.Name()
+	m.Stiff = res.Stiff
+	return m
+}
+
+// failure returns the first failed trajectory as a *TrajectoryError, or
+// nil.
+func failure(status []Status, t, h []float64, method string) error {
+	return firstFailure(status, t, h, method)
 }
 
 // saveTaps brackets every save time on every trajectory's mesh: save time
@@ -210,7 +331,7 @@ func (sv *Solver) scanProblem(q *problem, m *Mesh) *scan.Problem {
 // 0), and τ at or after the trajectory's final time is its final state.
 // The time points accumulate t_{k+1} = t_k + h_k exactly as the recorder
 // and the replay do. Tap i*K+k is save time k of trajectory i.
-func saveTaps(m *Mesh, t0 float64, ts []float64, dense bool) *scan.Taps {
+func saveTaps(m scan.Mesh, t0 float64, ts []float64, dense bool) *scan.Taps {
 	n, K := m.N, len(ts)
 	tp := &scan.Taps{Traj: make([]int, n*K), Step: make([]int, n*K), H: make([]float64, n*K)}
 	if dense {
@@ -273,25 +394,4 @@ func fromSoA(dst, x []float64, n, w int) []float64 {
 // unpackTaps turns tap outputs [d][n*K] into [n×K×d].
 func unpackTaps(dst, taps []float64, n, K, d int) []float64 {
 	return fromSoA(dst, taps, n*K, d)
-}
-
-// record runs the adaptive recorder over all trajectories. If keep is
-// false the step sizes are not stored (a plain solve).
-func (sv *Solver) record(q *problem, keep bool) (*Mesh, *Solution, error) {
-	start := time.Now()
-	r := newRecorder(sv, q, keep)
-	if err := r.run(); err != nil {
-		return nil, nil, err
-	}
-	m, sol := r.mesh, r.sol
-	for _, l := range m.Len {
-		m.Rows = max(m.Rows, l)
-	}
-	m.H = m.H[:m.Rows*m.N]
-	m.Stats.Wall = time.Since(start)
-	sol.Stats = m.Stats
-	if err := m.failed(sol.T, r.lastH); err != nil {
-		return m, sol, err
-	}
-	return m, sol, nil
 }

@@ -14,6 +14,7 @@ const (
 	StepSizeUnderflow               // the step size fell below the resolution of t
 	NonFinite                       // the state or the error estimate stayed NaN or infinite
 	NotRun                          // not integrated (another trajectory failed first)
+	Stiff                           // an explicit method ran at its stability limit: no gradient
 )
 
 // Sentinel errors, one per failure status; a *TrajectoryError unwraps to one.
@@ -21,6 +22,7 @@ var (
 	ErrMaxSteps          = errors.New("maximum number of steps reached")
 	ErrStepSizeUnderflow = errors.New("step size underflow")
 	ErrNonFinite         = errors.New("non-finite state or error estimate")
+	ErrStiff             = errors.New("stiff for the explicit method")
 )
 
 var statusTable = [...]struct {
@@ -33,6 +35,8 @@ var statusTable = [...]struct {
 	StepSizeUnderflow: {"step size underflow", ErrStepSizeUnderflow, "the problem may be stiff (try Rodas5P) or the solution may blow up near this time"},
 	NonFinite:         {"non-finite state", ErrNonFinite, "check the field and parameters for overflow, division by zero or log of a negative number near this state"},
 	NotRun:            {"not run", nil, ""},
+	Stiff: {"stiff for the explicit method", ErrStiff, "the explicit method ran at the edge of its stability region, where the exact derivative of its replay grows without bound; " +
+		"use Rodas5P (Settings.Method), or Auto to switch when the stiffness test fires"},
 }
 
 // String returns the status in words, as "step size underflow".
@@ -64,7 +68,13 @@ type TrajectoryError struct {
 
 func (e *TrajectoryError) Error() string {
 	s := fmt.Sprintf("ode: trajectory %d stopped at t=%.6g (h=%.3g, %s): %v", e.Index, e.T, e.H, e.Method, e.Status)
-	if e.Failed > 1 {
+	if e.Status == Stiff {
+		s = fmt.Sprintf("ode: trajectory %d reached t=%.6g but is stiff for %s: no gradient", e.Index, e.T, e.Method)
+	}
+	switch {
+	case e.Failed > 1 && e.Status == Stiff:
+		s += fmt.Sprintf(" (%d trajectories are stiff)", e.Failed)
+	case e.Failed > 1:
 		s += fmt.Sprintf(" (%d trajectories failed)", e.Failed)
 	}
 	hint := statusTable[e.Status].hint

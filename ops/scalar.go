@@ -89,6 +89,13 @@ func ccmp(op string) func([]string, float64) string {
 	}
 }
 
+// withBlock returns d with its block kernel replaced by a specialised one
+// that computes the same values.
+func withBlock(d Def, block func([]float64, [][]float64, float64)) Def {
+	d.Block = block
+	return d
+}
+
 func unaryDef(name string, f func(float64) float64, deriv func(b Builder, x, y Ref) Ref, c func([]string, float64) string) Def {
 	return Def{
 		Name:  name,
@@ -101,13 +108,13 @@ func unaryDef(name string, f func(float64) float64, deriv func(b Builder, x, y R
 	}
 }
 
-func compareDef(name string, f func(x, y float64) bool, c string) Def {
+func compareDef(name string, f func(x, y float64) bool, block func([]float64, [][]float64, float64), c string) Def {
 	g := func(x, y float64) float64 { return b2f(f(x, y)) }
 	return Def{
 		Name:  name,
 		Arity: 2,
 		Eval:  func(a []float64, _ float64) float64 { return g(a[0], a[1]) },
-		Block: map2(g),
+		Block: block,
 		C:     ccmp(c),
 	}
 }
@@ -389,7 +396,7 @@ func powiC(a []string, aux float64) string {
 }
 
 // minMaxDef defines Min (le = OpLe) or Max (le = OpGe).
-func minMaxDef(name string, cmp Op, f func(x, y float64) float64, c string) Def {
+func minMaxDef(name string, cmp Op, f func(x, y float64) float64, block func([]float64, [][]float64, float64), c string) Def {
 	cond := func(b Builder, r Ref) Ref {
 		a := b.Args(r)
 		return b.Emit(cmp, 0, a[0], a[1])
@@ -414,7 +421,7 @@ func minMaxDef(name string, cmp Op, f func(x, y float64) float64, c string) Def 
 			}
 			return sel(b, cond(b, r), orZero(b, t0), orZero(b, t1))
 		},
-		Block: map2(f),
+		Block: block,
 		C:     func(a []string, _ float64) string { return c + "(" + a[0] + ", " + a[1] + ")" },
 	}
 }

@@ -6,13 +6,16 @@ import (
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
-// Sweep is a forward scan that kept what its backward sweep needs:
-// checkpoints of the states every K steps (every state if K = 1).
+// Sweep is a forward scan that kept what its backward sweep needs: the
+// states before every step (Stored, or stored by Forward when they fit),
+// or checkpoints of them every K steps, from which the backward sweep
+// recomputes the steps in between.
 type Sweep struct {
 	p   *Problem
 	set Settings
 	l   *layout
-	k   int
+	k   int  // checkpoint interval
+	seg bool // with k > 1: recompute a segment into a buffer of k states (else step by step)
 	fwd *tape.Exec
 
 	cpOff []int     // offset of checkpoint c (at step c*K) in cp
@@ -20,10 +23,12 @@ type Sweep struct {
 	x     *state    // state after the last step
 	tp    *tapper
 	res   Result
+	bytes int64 // peak bytes of stored states
 }
 
-// Forward runs the scan like Replay and keeps checkpoints for Backward.
-// The checkpoint interval follows Settings.Checkpoint.
+// Forward runs the scan like Replay and keeps what Backward needs. If the
+// problem has Stored states it steps nothing and keeps nothing more; else
+// the checkpoint interval follows Settings.Checkpoint and MemoryLimit.
 func Forward(p *Problem, s *Settings) (*Sweep, error) {
 	if err := p.check(); err != nil {
 		return nil, err
@@ -38,8 +43,28 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 	}
 	sw.fwd = e
 	sw.l = newLayout(p)
-	sw.k = sw.interval()
 	l, d := sw.l, p.Step.D
+	sw.tp = newTapper(p, l)
+	sw.tp.set = &sw.set.Exec
+	if st := p.Stored; st != nil {
+		sw.k = 1
+		x := newState(p, l)
+		for i, j := range l.perm {
+			x.t[i] = st.EndT[j]
+			for c := range x.y {
+				x.y[c][i] = st.EndY[c*l.n+j]
+			}
+		}
+		sw.tp.collectStored(st, d)
+		sw.x = x
+		if _, err := finishResult(&sw.res, p, l, x, sw.tp, e); err != nil {
+			return nil, err
+		}
+		return sw, nil
+	}
+	if err := sw.interval(); err != nil {
+		return nil, err
+	}
 	ncp := (l.rows + sw.k - 1) / sw.k
 	sw.cpOff = make([]int, ncp+1)
 	for c := 0; c < ncp; c++ {
@@ -47,8 +72,6 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 	}
 	sw.cp = make([]float64, sw.cpOff[ncp])
 	x := newState(p, l)
-	sw.tp = newTapper(p, l)
-	sw.tp.set = &sw.set.Exec
 	in := make([][]float64, 0, len(p.Step.Prog.Inputs))
 	for s := 0; s < l.rows; s++ {
 		sw.tp.collect(x, s)
@@ -69,31 +92,76 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 	return sw, nil
 }
 
-// interval chooses the checkpoint interval.
-func (sw *Sweep) interval() int {
-	if sw.set.Checkpoint > 0 {
-		return sw.set.Checkpoint
+// interval chooses the checkpoint interval K and the backward mode from
+// the bytes of the states: every state if they fit in the memory limit;
+// else checkpoints every K steps plus a buffer of one segment of K states
+// (the forward is recomputed once); else, if even that does not fit,
+// checkpoints alone, with each backward step recomputed from its
+// checkpoint (the forward is recomputed about K/2 times), down to one
+// checkpoint of the initial states if nothing more fits.
+func (sw *Sweep) interval() error {
+	l := sw.l
+	unit := int64(1+sw.p.Step.D) * 8
+	if k := sw.set.Checkpoint; k > 0 {
+		sw.k, sw.seg = k, k > 1
+		return nil
 	}
 	limit := sw.set.MemoryLimit
 	if limit <= 0 {
 		limit = DefaultMemoryLimit
 	}
 	total := int64(0)
-	for _, m := range sw.l.active {
+	for _, m := range l.active {
 		total += int64(m)
 	}
-	bytes := total * int64(1+sw.p.Step.D) * 8
-	if bytes <= limit {
-		return 1
+	if total*unit <= limit || l.rows <= 1 {
+		sw.k = 1
+		return nil
 	}
-	return int((bytes + limit - 1) / limit)
+	// cps returns the bytes of checkpoints every k steps and of the largest
+	// segment of k states.
+	cps := func(k int) (cp, seg int64) {
+		for s := 0; s < l.rows; s += k {
+			cp += int64(l.active[s])
+			var sg int64
+			for r := s; r < min(s+k, l.rows); r++ {
+				sg += int64(l.active[r])
+			}
+			seg = max(seg, sg)
+		}
+		return cp * unit, seg * unit
+	}
+	for k := 2; k <= l.rows; k = max(k+1, k*5/4) {
+		if cp, seg := cps(k); cp+seg <= limit {
+			sw.k, sw.seg = k, true
+			return nil
+		}
+	}
+	for k := max(2, int(total*unit/limit)); k < l.rows; k = max(k+1, k*5/4) {
+		if cp, _ := cps(k); cp <= limit {
+			sw.k = k
+			return nil
+		}
+	}
+	// One checkpoint, the initial states: the working set of O(N·D).
+	sw.k = l.rows
+	return nil
 }
 
-// Interval returns the checkpoint interval the sweep uses.
+// Interval returns the checkpoint interval the sweep uses (1 if every
+// state is stored).
 func (sw *Sweep) Interval() int { return sw.k }
 
-// StoredBytes returns the memory held by the checkpoints.
-func (sw *Sweep) StoredBytes() int64 { return int64(len(sw.cp)) * 8 }
+// StoredBytes returns the peak memory held for the backward sweep: the
+// checkpoints and the segment buffer (after Backward), or the stored
+// states of the problem. The working set of O(N·D) values (the carry and
+// one step's states) is not included.
+func (sw *Sweep) StoredBytes() int64 {
+	if st := sw.p.Stored; st != nil {
+		return int64(len(st.States)) * 8
+	}
+	return max(sw.bytes, int64(len(sw.cp))*8)
+}
 
 // Result returns the final states and taps of the forward scan. The
 // slices belong to the sweep.
@@ -118,9 +186,70 @@ func (sw *Sweep) restore(x *state, c, m int) {
 // Gradient holds the gradient of a scalar loss with respect to the inputs
 // of a scan, in the layout of Problem.
 type Gradient struct {
-	Y0     []float64 // [D][N]
-	P      []float64 // [P][N]
-	Shared []float64 // [S]
+	Y0 []float64 // [D][N]
+	P  []float64 // [P][N]
+	// SharedTraj holds each trajectory's own contribution to the shared
+	// gradient, [S][N]; Shared is their sum over trajectories, in the
+	// fixed order of SumShared.
+	SharedTraj []float64
+	Shared     []float64 // [S]
+}
+
+// TileSize is the number of consecutive trajectories whose contributions
+// to a shared gradient SumShared adds first, before adding the tiles in
+// order. Engines that split an ensemble into chunks keep chunk boundaries
+// on multiples of TileSize, so the sum is the same for any chunking.
+const TileSize = 8
+
+// TileSums sets dst[k*s+c] to the sum of per[c*n+j] over the trajectories
+// j of tile k (j from k·TileSize, ascending), for the ceil(n/TileSize)
+// tiles of n trajectories, and returns dst (allocated if too short).
+func TileSums(dst, per []float64, n, s int) []float64 {
+	nt := (n + TileSize - 1) / TileSize
+	if cap(dst) < nt*s {
+		dst = make([]float64, nt*s)
+	}
+	dst = dst[:nt*s]
+	for k := 0; k < nt; k++ {
+		lo, hi := k*TileSize, min(k*TileSize+TileSize, n)
+		for c := 0; c < s; c++ {
+			col := per[c*n : (c+1)*n]
+			sum := col[lo]
+			for j := lo + 1; j < hi; j++ {
+				sum += col[j]
+			}
+			dst[k*s+c] = sum
+		}
+	}
+	return dst
+}
+
+// SumTiles sets dst[c] to the sum over tiles k = 0, 1, … (in order) of
+// tiles[k*s+c], and returns dst (allocated if too short).
+func SumTiles(dst, tiles []float64, s int) []float64 {
+	if cap(dst) < s {
+		dst = make([]float64, s)
+	}
+	dst = dst[:s]
+	for c := range dst {
+		dst[c] = 0
+	}
+	if s == 0 {
+		return dst
+	}
+	for k := 0; k+s <= len(tiles); k += s {
+		for c := 0; c < s; c++ {
+			dst[c] += tiles[k+c]
+		}
+	}
+	return dst
+}
+
+// SumShared returns the sum over the n trajectories of per ([s][n]) in the
+// library's fixed order: tiles of TileSize trajectories (TileSums), then
+// the tiles in order (SumTiles). dst may be nil.
+func SumShared(dst, per []float64, n, s int) []float64 {
+	return SumTiles(dst, TileSums(nil, per, n, s), s)
 }
 
 // Backward returns the gradient of a loss L given its cotangents: ybar
@@ -128,33 +257,39 @@ type Gradient struct {
 // (nil if there are no taps). It is the exact adjoint of the forward scan
 // (the mesh held fixed). dst may be nil.
 func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, error) {
+	return sw.BackwardFrom(dst, ybar, tapbar, nil, nil)
+}
+
+// BackwardFrom is Backward with the parameter gradients starting from
+// gp0 ([P][N], ∂L/∂p from the loss itself) and gs0 ([S][N], each
+// trajectory's ∂ℓ/∂s from the loss) instead of zero; either may be nil.
+func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (*Gradient, error) {
 	p, l := sw.p, sw.l
 	st := p.Step
 	n, d := l.n, st.D
 	nt := p.Taps.Len()
-	if len(ybar) != d*n || len(tapbar) != d*nt {
-		return nil, fmt.Errorf("scan: Backward: len(ybar) %d (want %d), len(tapbar) %d (want %d)", len(ybar), d*n, len(tapbar), d*nt)
+	if len(ybar) != d*n || len(tapbar) != d*nt || (gp0 != nil && len(gp0) != st.P*n) || (gs0 != nil && len(gs0) != st.S*n) {
+		return nil, fmt.Errorf("scan: Backward: len(ybar) %d (want %d), len(tapbar) %d (want %d), len(gp0) %d (want 0 or %d), len(gs0) %d (want 0 or %d)",
+			len(ybar), d*n, len(tapbar), d*nt, len(gp0), st.P*n, len(gs0), st.S*n)
 	}
 	rev, err := st.reverse(&sw.set.Exec)
 	if err != nil {
 		return nil, err
 	}
-	lam := make([][]float64, d)
-	for c := range lam {
-		lam[c] = make([]float64, n)
-		for i, j := range l.perm {
-			lam[c][i] = ybar[c*n+j]
+	// The adjoint carry, in the permuted order: λ, gp, gs.
+	perm := func(src []float64, w int) [][]float64 {
+		x := make([][]float64, w)
+		for c := range x {
+			x[c] = make([]float64, n)
+			if src != nil {
+				for i, j := range l.perm {
+					x[c][i] = src[c*n+j]
+				}
+			}
 		}
+		return x
 	}
-	gp := make([][]float64, st.P)
-	for c := range gp {
-		gp[c] = make([]float64, n)
-	}
-	gs := make([]float64, st.S)
-	gsStep := make([][]float64, st.S)
-	for c := range gsStep {
-		gsStep[c] = make([]float64, 1)
-	}
+	lam, gp, gs := perm(ybar, d), perm(gp0, st.P), perm(gs0, st.S)
 
 	// Taps first: their cotangents become contributions to λ at their step.
 	var tapY [][]float64
@@ -166,78 +301,9 @@ func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, err
 		sw.addTaps(lam, tapY, l.rows)
 	}
 
-	// Segments from last to first; within each, recompute the states, then
-	// sweep backwards.
-	x := newState(p, l)
-	var seg []float64
-	off := make([]int, 0, sw.k+1)
-	in := make([][]float64, 0, len(rev.Program().Inputs))
-	out := make([][]float64, 0, len(rev.Program().Outputs))
-	ncp := len(sw.cpOff) - 1
-	for c := ncp - 1; c >= 0; c-- {
-		s0 := c * sw.k
-		s1 := min(s0+sw.k, l.rows)
-		// seg holds the states at steps s0…s1-1: t[m_s], y[D][m_s]. With
-		// K = 1 that is the checkpoint itself.
-		off = append(off[:0], 0)
-		for s := s0; s < s1; s++ {
-			off = append(off, off[s-s0]+l.active[s]*(1+d))
-		}
-		if sw.k == 1 {
-			seg = sw.cp[sw.cpOff[c]:sw.cpOff[c+1]]
-		} else {
-			if cap(seg) < off[s1-s0] {
-				seg = make([]float64, off[s1-s0])
-			}
-			seg = seg[:off[s1-s0]]
-			sw.restore(x, c, l.active[s0])
-			for s := s0; s < s1; s++ {
-				m := l.active[s]
-				b := seg[off[s-s0]:off[s-s0+1]]
-				copy(b[:m], x.t[:m])
-				for k, y := range x.y {
-					copy(b[(1+k)*m:(2+k)*m], y[:m])
-				}
-				if s+1 < s1 {
-					x.loadH(p, l, s, m)
-					if err := stepForward(sw.fwd, x, in, m); err != nil {
-						return nil, err
-					}
-				}
-			}
-		}
-		for s := s1 - 1; s >= s0; s-- {
-			m := l.active[s]
-			b := seg[off[s-s0]:off[s-s0+1]]
-			x.loadH(p, l, s, m)
-			in = append(in[:0], b[:m], x.h[:m])
-			for k := 0; k < d; k++ {
-				in = append(in, b[(1+k)*m:(2+k)*m])
-			}
-			for _, pc := range x.p {
-				in = append(in, pc[:m])
-			}
-			in = append(in, x.s...)
-			out = out[:0]
-			for k := 0; k < d; k++ {
-				in = append(in, lam[k][:m])
-				out = append(out, lam[k][:m])
-			}
-			for k := range gp {
-				in = append(in, gp[k][:m])
-				out = append(out, gp[k][:m])
-			}
-			out = append(out, gsStep...)
-			if err := x.mask.runLive(rev, out, in, x.h, m); err != nil {
-				return nil, err
-			}
-			for k := range gs {
-				gs[k] += gsStep[k][0]
-			}
-			if tapY != nil {
-				sw.addTaps(lam, tapY, s)
-			}
-		}
+	b := &backward{sw: sw, rev: rev, x: newState(p, l), lam: lam, gp: gp, gs: gs, tapY: tapY}
+	if err := b.run(); err != nil {
+		return nil, err
 	}
 
 	if dst == nil {
@@ -245,7 +311,7 @@ func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, err
 	}
 	dst.Y0 = resize(dst.Y0, d*n)
 	dst.P = resize(dst.P, st.P*n)
-	dst.Shared = resize(dst.Shared, st.S)
+	dst.SharedTraj = resize(dst.SharedTraj, st.S*n)
 	for i, j := range l.perm {
 		for c := 0; c < d; c++ {
 			dst.Y0[c*n+j] = lam[c][i]
@@ -253,14 +319,175 @@ func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, err
 		for c := 0; c < st.P; c++ {
 			dst.P[c*n+j] = gp[c][i]
 		}
+		for c := 0; c < st.S; c++ {
+			dst.SharedTraj[c*n+j] = gs[c][i]
+		}
 	}
-	copy(dst.Shared, gs)
+	dst.Shared = SumShared(dst.Shared, dst.SharedTraj, n, st.S)
 	return dst, nil
 }
 
-// tapAdjoint runs the VJP of every tap: it returns the cotangent of each
-// tap's starting state ([D][ntaps]) and adds the parameter gradients.
-func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp [][]float64, gs []float64) ([][]float64, error) {
+// backward is the reverse sweep of a Sweep: the adjoint carry (λ, gp, gs
+// in the permuted order) and the buffers the steps use.
+type backward struct {
+	sw          *Sweep
+	rev         *tape.Exec
+	x           *state
+	lam, gp, gs [][]float64
+	tapY        [][]float64
+	buf         []float64 // states of the current segment, or of one step
+	off         []int
+	in, out     [][]float64
+}
+
+// run sweeps the steps from the last to the first, segment by segment.
+func (b *backward) run() error {
+	sw, l := b.sw, b.sw.l
+	if sw.p.Stored != nil {
+		for s := l.rows - 1; s >= 0; s-- {
+			if err := b.step(s, b.gather(s)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ncp := len(sw.cpOff) - 1
+	for c := ncp - 1; c >= 0; c-- {
+		s0 := c * sw.k
+		s1 := min(s0+sw.k, l.rows)
+		switch {
+		case sw.k == 1:
+			if err := b.step(s0, sw.cp[sw.cpOff[c]:sw.cpOff[c+1]]); err != nil {
+				return err
+			}
+		case sw.seg:
+			if err := b.segment(c, s0, s1); err != nil {
+				return err
+			}
+		default:
+			for s := s1 - 1; s >= s0; s-- {
+				st, err := b.recompute(c, s0, s)
+				if err != nil {
+					return err
+				}
+				if err := b.step(s, st); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// segment recomputes the states of steps s0…s1-1 from checkpoint c into
+// the segment buffer, then sweeps them backwards.
+func (b *backward) segment(c, s0, s1 int) error {
+	sw, l, x := b.sw, b.sw.l, b.x
+	d := sw.p.Step.D
+	b.off = append(b.off[:0], 0)
+	for s := s0; s < s1; s++ {
+		b.off = append(b.off, b.off[s-s0]+l.active[s]*(1+d))
+	}
+	b.buf = resize(b.buf, b.off[s1-s0])
+	sw.bytes = max(sw.bytes, int64(len(sw.cp)+len(b.buf))*8)
+	sw.restore(x, c, l.active[s0])
+	for s := s0; s < s1; s++ {
+		m := l.active[s]
+		st := b.buf[b.off[s-s0]:b.off[s-s0+1]]
+		copy(st[:m], x.t[:m])
+		for k, y := range x.y {
+			copy(st[(1+k)*m:(2+k)*m], y[:m])
+		}
+		if s+1 < s1 {
+			x.loadH(sw.p, l, s, m)
+			if err := stepForward(sw.fwd, x, b.in, m); err != nil {
+				return err
+			}
+		}
+	}
+	for s := s1 - 1; s >= s0; s-- {
+		if err := b.step(s, b.buf[b.off[s-s0]:b.off[s-s0+1]]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recompute returns the state before step s, recomputed from checkpoint c
+// at step s0, in one step's buffer.
+func (b *backward) recompute(c, s0, s int) ([]float64, error) {
+	sw, l, x := b.sw, b.sw.l, b.x
+	sw.restore(x, c, l.active[s0])
+	for r := s0; r < s; r++ {
+		m := l.active[r]
+		x.loadH(sw.p, l, r, m)
+		if err := stepForward(sw.fwd, x, b.in, m); err != nil {
+			return nil, err
+		}
+	}
+	m := l.active[s]
+	d := sw.p.Step.D
+	b.buf = resize(b.buf, m*(1+d)) // one state: working set, not stored
+	copy(b.buf[:m], x.t[:m])
+	for k, y := range x.y {
+		copy(b.buf[(1+k)*m:(2+k)*m], y[:m])
+	}
+	return b.buf, nil
+}
+
+// gather returns the stored state before step s of the active
+// trajectories, in the permuted order.
+func (b *backward) gather(s int) []float64 {
+	sw, l := b.sw, b.sw.l
+	d, n := sw.p.Step.D, l.n
+	m := l.active[s]
+	b.buf = resize(b.buf, m*(1+d))
+	row := sw.p.Stored.States[s*(1+d)*n : (s+1)*(1+d)*n]
+	for k := 0; k <= d; k++ {
+		src, dst := row[k*n:(k+1)*n], b.buf[k*m:(k+1)*m]
+		for i, j := range l.perm[:m] {
+			dst[i] = src[j]
+		}
+	}
+	return b.buf
+}
+
+// step runs the reverse program of step s, whose starting states (t[m],
+// y[D][m] of the active trajectories) are in st, and adds the cotangents
+// of the taps at step s.
+func (b *backward) step(s int, st []float64) error {
+	sw, l, x := b.sw, b.sw.l, b.x
+	d := sw.p.Step.D
+	m := l.active[s]
+	x.loadH(sw.p, l, s, m)
+	b.in = append(b.in[:0], st[:m], x.h[:m])
+	for k := 0; k < d; k++ {
+		b.in = append(b.in, st[(1+k)*m:(2+k)*m])
+	}
+	for _, pc := range x.p {
+		b.in = append(b.in, pc[:m])
+	}
+	b.in = append(b.in, x.s...)
+	b.out = b.out[:0]
+	for _, acc := range [][][]float64{b.lam, b.gp, b.gs} {
+		for _, c := range acc {
+			b.in = append(b.in, c[:m])
+			b.out = append(b.out, c[:m])
+		}
+	}
+	if err := x.mask.runLive(b.rev, b.out, b.in, x.h, m); err != nil {
+		return err
+	}
+	if b.tapY != nil {
+		sw.addTaps(b.lam, b.tapY, s)
+	}
+	return nil
+}
+
+// tapAdjoint runs the reverse program of every tap: it returns the
+// cotangent of each tap's starting state ([D][ntaps]) and adds the
+// parameter gradients to gp and gs.
+func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp, gs [][]float64) ([][]float64, error) {
 	st, tp := sw.p.Step, sw.tp
 	nt := sw.p.Taps.Len()
 	in := tp.inputs()
@@ -278,28 +505,23 @@ func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp [][]float64, gs
 		in = append(in, y[c])
 		out = append(out, y[c])
 	}
-	g := make([][]float64, st.P)
+	g := make([][]float64, st.P+st.S)
 	for c := range g {
 		g[c] = make([]float64, nt)
 		in = append(in, g[c])
 		out = append(out, g[c])
-	}
-	sums := make([][]float64, st.S)
-	for c := range sums {
-		sums[c] = make([]float64, 1)
-		out = append(out, sums[c])
 	}
 	if err := tp.st.mask.runLive(rev, out, in, tp.st.h, nt); err != nil {
 		return nil, err
 	}
 	for i, j := range sw.p.Taps.Traj {
 		k := tp.pos[j]
-		for c := range g {
+		for c := 0; c < st.P; c++ {
 			gp[c][k] += g[c][i]
 		}
-	}
-	for c := range sums {
-		gs[c] += sums[c][0]
+		for c := 0; c < st.S; c++ {
+			gs[c][k] += g[st.P+c][i]
+		}
 	}
 	return y, nil
 }

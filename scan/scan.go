@@ -16,7 +16,7 @@ import (
 //
 // A Step caches the programs and executors derived from Prog, so reuse one
 // Step for repeated scans of the same map; a Step must not be used by two
-// scans at once.
+// scans at once (Clone gives each goroutine its own).
 type Step struct {
 	Prog    *tape.Program
 	D, P, S int
@@ -26,9 +26,34 @@ type Step struct {
 	// Taps with Theta set use it instead of re-stepping.
 	Dense *tape.Program
 
+	// Rev and DenseRev optionally give the accumulating reverse programs
+	// of Prog and Dense (see Reverse); nil builds them on first use.
+	Rev, DenseRev *tape.Program
+
 	fwd, rev           *tape.Exec
-	revProg            *tape.Program
 	denseFwd, denseRev *tape.Exec
+}
+
+// Clone returns a Step with the same programs whose executors are clones
+// of s's (created first if needed) running blocks of blockSize
+// trajectories on workers goroutines (0: s's settings), for use by another
+// goroutine. set configures the executors if s has none yet.
+func (s *Step) Clone(set *tape.ExecSettings, blockSize, workers int) (*Step, error) {
+	if _, err := s.forward(set); err != nil {
+		return nil, err
+	}
+	if _, err := s.reverse(set); err != nil {
+		return nil, err
+	}
+	c := &Step{Prog: s.Prog, D: s.D, P: s.P, S: s.S, Dense: s.Dense, Rev: s.Rev, DenseRev: s.DenseRev}
+	c.fwd, c.rev = s.fwd.Clone(blockSize, workers), s.rev.Clone(blockSize, workers)
+	if s.Dense != nil {
+		if _, _, err := s.dense(set); err != nil {
+			return nil, err
+		}
+		c.denseFwd, c.denseRev = s.denseFwd.Clone(blockSize, workers), s.denseRev.Clone(blockSize, workers)
+	}
+	return c, nil
 }
 
 // forward returns the executor of the step, creating it on first use.
@@ -43,52 +68,57 @@ func (s *Step) forward(set *tape.ExecSettings) (*tape.Exec, error) {
 	return s.fwd, nil
 }
 
-// reverse returns the executor of the accumulating VJP of the step: inputs
-// t, h, y[D], p[P], s[S], λ[D] (the cotangent of y⁺), g[P]; outputs
-// λ' = (∂y⁺/∂y)ᵀλ [D], g + (∂y⁺/∂p)ᵀλ [P] and (∂y⁺/∂s)ᵀλ [S], the last summed
-// over trajectories.
+// reverse returns the executor of the step's accumulating reverse program
+// (see Reverse), creating it on first use.
 func (s *Step) reverse(set *tape.ExecSettings) (*tape.Exec, error) {
 	if s.rev != nil {
 		return s.rev, nil
 	}
-	p, err := s.buildReverse(s.Prog, 0)
+	if s.Rev == nil {
+		p, err := Reverse(s.Prog, s.D, s.P, s.S)
+		if err != nil {
+			return nil, err
+		}
+		s.Rev = p
+	}
+	e, err := tape.NewExec(s.Rev, set)
 	if err != nil {
 		return nil, err
 	}
-	e, err := tape.NewExec(p, set)
-	if err != nil {
-		return nil, err
-	}
-	s.revProg, s.rev = p, e
+	s.rev = e
 	return e, nil
 }
 
-// buildReverse builds the accumulating VJP (see reverse) of prog, whose
-// inputs are t, h, y[D], p[P], s[S] followed by extra inputs that are not
-// differentiated; the result's inputs are prog's followed by λ[D], g[P].
-func (s *Step) buildReverse(prog *tape.Program, extra int) (*tape.Program, error) {
-	wrt := make([]int, 0, s.D+s.P+s.S)
-	for k := 2; k < 2+s.D+s.P+s.S; k++ {
+// Reverse builds the accumulating reverse (VJP) program of a step program
+// prog whose inputs are t, h, y[d], p[np], s[ns] (shared), possibly
+// followed by more inputs that are not differentiated (θ of a dense
+// program). Its inputs are prog's followed by λ[d] (the cotangent of y⁺),
+// gp[np] and gs[ns]; its outputs are λ' = (∂y⁺/∂y)ᵀλ [d],
+// gp + (∂y⁺/∂p)ᵀλ [np] and gs + (∂y⁺/∂s)ᵀλ [ns], all per trajectory: gs
+// accumulates each trajectory's own contribution to the shared gradient,
+// which the caller sums over trajectories in a fixed order (SumShared).
+func Reverse(prog *tape.Program, d, np, ns int) (*tape.Program, error) {
+	wrt := make([]int, 0, d+np+ns)
+	for k := 2; k < 2+d+np+ns; k++ {
 		wrt = append(wrt, k)
 	}
 	vjp, err := tape.VJP(prog, wrt)
 	if err != nil {
 		return nil, err
 	}
-	b := tape.NewBuilder(prog.Name+".rev", true)
-	in := make([]tape.V, 0, len(vjp.Inputs)+s.P)
-	for _, x := range vjp.Inputs {
-		in = append(in, b.Input(x.Name, x.Shared))
-	}
-	g := b.Inputs("g", s.P, false)
+	b, in := tape.NewBuilderFor(prog.Name+".rev", vjp.Inputs)
+	gp := b.Inputs("gp", np, false)
+	gs := b.Inputs("gs", ns, false)
 	var outs []tape.V
 	err = tape.Catch(prog.Name, func() {
 		r := tape.Call(vjp, in)
-		outs = append(outs, r[:s.D]...)
-		for c := 0; c < s.P; c++ {
-			outs = append(outs, g[c].Add(r[s.D+c]))
+		outs = append(outs, r[:d]...)
+		for c := 0; c < np; c++ {
+			outs = append(outs, gp[c].Add(r[d+c]))
 		}
-		outs = append(outs, r[s.D+s.P:]...)
+		for c := 0; c < ns; c++ {
+			outs = append(outs, gs[c].Add(r[d+np+c]))
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -97,14 +127,14 @@ func (s *Step) buildReverse(prog *tape.Program, extra int) (*tape.Program, error
 	if err != nil {
 		return nil, err
 	}
-	for k := s.D + s.P; k < len(p.Outputs); k++ {
-		p.Outputs[k].Sum = true
+	for k := range p.Outputs {
+		p.Outputs[k].Sum = false
 	}
 	return p, nil
 }
 
 // dense returns the executors of the dense-output program and its
-// accumulating VJP (extra input θ).
+// accumulating reverse program (extra input θ).
 func (s *Step) dense(set *tape.ExecSettings) (fwd, rev *tape.Exec, err error) {
 	if s.denseFwd != nil {
 		return s.denseFwd, s.denseRev, nil
@@ -116,24 +146,25 @@ func (s *Step) dense(set *tape.ExecSettings) (fwd, rev *tape.Exec, err error) {
 	if fwd, err = tape.NewExec(s.Dense, set); err != nil {
 		return nil, nil, err
 	}
-	p, err := s.buildReverse(s.Dense, 1)
-	if err != nil {
-		return nil, nil, err
+	if s.DenseRev == nil {
+		if s.DenseRev, err = Reverse(s.Dense, s.D, s.P, s.S); err != nil {
+			return nil, nil, err
+		}
 	}
-	if rev, err = tape.NewExec(p, set); err != nil {
+	if rev, err = tape.NewExec(s.DenseRev, set); err != nil {
 		return nil, nil, err
 	}
 	s.denseFwd, s.denseRev = fwd, rev
 	return fwd, rev, nil
 }
 
-// ReverseProgram returns the accumulating VJP program the backward sweep
-// runs (see Step's reverse executor), building it on first use.
+// ReverseProgram returns the accumulating reverse program the backward
+// sweep runs (see Reverse), building it on first use.
 func (s *Step) ReverseProgram() (*tape.Program, error) {
 	if _, err := s.reverse(nil); err != nil {
 		return nil, err
 	}
-	return s.revProg, nil
+	return s.Rev, nil
 }
 
 func (s *Step) check() error {
@@ -216,6 +247,22 @@ type Problem struct {
 	P      []float64 // [P][N]
 	Shared []float64 // [S]
 	Taps   *Taps
+
+	// Stored, if not nil, holds the states the forward sweep would compute
+	// (a recorder's accepted states, bit for bit those of the replay), so
+	// that Forward copies them instead of stepping and the backward sweep
+	// reads them in place.
+	Stored *Stored
+}
+
+// Stored holds the states of every trajectory before each of its steps:
+// row s of States, laid out [1+D][N], holds t at States[s*(1+D)*N+j] and
+// y_c at States[s*(1+D)*N+(1+c)*N+j], for s < Len[j] (other entries are
+// not read). EndT [N] and EndY [D][N] hold the final times and states.
+type Stored struct {
+	States []float64
+	EndT   []float64
+	EndY   []float64
 }
 
 // Settings configure a scan. The zero value means the defaults.
@@ -264,6 +311,16 @@ func (p *Problem) check() error {
 			if j < 0 || j >= n || t.Step[i] < 0 || t.Step[i] > p.Mesh.Len[j] {
 				return fmt.Errorf("scan: tap %d: trajectory %d step %d out of range", i, j, t.Step[i])
 			}
+		}
+	}
+	if s := p.Stored; s != nil {
+		rows := 0
+		for _, l := range p.Mesh.Len {
+			rows = max(rows, l)
+		}
+		if len(s.States) < rows*(1+st.D)*n || len(s.EndT) != n || len(s.EndY) != st.D*n {
+			return fmt.Errorf("scan: stored states: len(States) %d (want ≥ %d), len(EndT) %d (want %d), len(EndY) %d (want %d)",
+				len(s.States), rows*(1+st.D)*n, len(s.EndT), n, len(s.EndY), st.D*n)
 		}
 	}
 	return nil
@@ -495,6 +552,29 @@ func (t *tapper) collect(x *state, s int) {
 		t.st.t[i] = x.t[k]
 		for c := range x.y {
 			t.st.y[c][i] = x.y[c][k]
+		}
+	}
+}
+
+// collectStored copies the tap states from stored states.
+func (t *tapper) collectStored(st *Stored, d int) {
+	if t.st == nil {
+		return
+	}
+	n := t.l.n
+	for i, j := range t.p.Taps.Traj {
+		s := t.p.Taps.Step[i]
+		if s == t.p.Mesh.Len[j] {
+			t.st.t[i] = st.EndT[j]
+			for c := 0; c < d; c++ {
+				t.st.y[c][i] = st.EndY[c*n+j]
+			}
+			continue
+		}
+		row := st.States[s*(1+d)*n:]
+		t.st.t[i] = row[j]
+		for c := 0; c < d; c++ {
+			t.st.y[c][i] = row[(1+c)*n+j]
 		}
 	}
 }

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # test.sh runs gradsolve's checks, as CI does (.ci/run):
 #
-#   gofmt -l, go vet ./..., go test ./..., go test -race on ./tape and ./scan,
-#   and a short fuzz run of each fuzz target listed below.
+#   gofmt -l, go vet ./..., go test ./..., go test -race on ./tape, ./scan and
+#   ./internal/par and on ode's concurrency and determinism tests,
+#   a short fuzz run of each fuzz target listed below, and the notebook
+#   (scripts/notebook.sh: installs Debian's jupyter and GoNB, executes
+#   examples/notebooks/quickstart.ipynb; skipped with a note if they cannot
+#   be installed; NOTEBOOK=0 skips it).
 #
 # Every check runs even if an earlier one fails; the script ends by listing
 # the failed checks and exits 1 if there are any. FUZZTIME sets the length of
@@ -19,6 +23,7 @@ FUZZTIME=${FUZZTIME:-10s}
 FUZZ_TARGETS=(
 	"./cmd/gradsolve FuzzParseFloats"
 	"./cmd/gradsolve FuzzParseVary"
+	"./cmd/gradsolve FuzzCLI"
 	"./tape FuzzTraceExpr"
 )
 
@@ -45,7 +50,8 @@ gofmt_clean() {
 check gofmt_clean
 check go vet ./...
 check go test ./...
-check go test -race ./tape ./scan
+check go test -race ./tape ./scan ./internal/par
+check go test -race -run 'Concurrent|Determinism' ./ode
 
 for entry in "${FUZZ_TARGETS[@]}"; do
 	read -r pkg target <<<"$entry"
@@ -56,6 +62,21 @@ for entry in "${FUZZ_TARGETS[@]}"; do
 		echo "== skipping $target: not defined in $pkg (or $pkg does not build; go vet reports that)"
 	fi
 done
+
+notebook_check() {
+	local rc=0
+	bash scripts/notebook.sh || rc=$?
+	if ((rc == 3)); then
+		echo "== skipped the notebook check: jupyter or GoNB could not be installed (see the SKIP line above)"
+		return 0
+	fi
+	return "$rc"
+}
+if [[ ${NOTEBOOK:-1} == 0 ]]; then
+	echo "== skipping the notebook check: NOTEBOOK=0"
+else
+	check notebook_check
+fi
 
 if ((${#failed[@]} > 0)); then
 	echo "test.sh: ${#failed[@]} check(s) failed:" >&2

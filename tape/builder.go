@@ -31,6 +31,19 @@ func NewBuilder(name string, simplify bool) *Builder {
 
 var _ ops.Builder = (*Builder)(nil)
 
+// NewBuilderFor returns a simplifying builder for a program named name
+// whose inputs are inputs (in order), and the inputs' traced values: the
+// start of every hand-built program (a method's step, a transform's
+// result).
+func NewBuilderFor(name string, inputs []Input) (*Builder, []V) {
+	b := NewBuilder(name, true)
+	vs := make([]V, len(inputs))
+	for i, x := range inputs {
+		vs[i] = b.Input(x.Name, x.Shared)
+	}
+	return b, vs
+}
+
 // Input appends a program input and returns its traced value.
 func (b *Builder) Input(name string, shared bool) V {
 	k := len(b.p.Inputs)

@@ -28,10 +28,10 @@ func resolveWrt(p *Program, wrt []int) ([]int, error) {
 
 // newLike starts a simplifying builder with p's inputs.
 func newLike(p *Program, name string) (*Builder, []ID) {
-	b := NewBuilder(name, true)
-	in := make([]ID, len(p.Inputs))
-	for i, s := range p.Inputs {
-		in[i] = b.Input(s.Name, s.Shared).id
+	b, vs := NewBuilderFor(name, p.Inputs)
+	in := make([]ID, len(vs))
+	for i, v := range vs {
+		in[i] = v.id
 	}
 	return b, in
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gradsolve-go/gradsolve/bench"
+	"github.com/gradsolve-go/gradsolve/ode"
 )
 
 // benchUsage is the synopsis of the bench command.
@@ -17,23 +18,25 @@ const benchUsage = `usage: gradsolve bench [flags]
 Runs the benchmark suites of package bench and prints their tables (or JSON
 lines with -json). Suites: lorenz (gradsolve's Lorenz protocol, library vs
 the hand-written Tsit5 baseline), stiff (Robertson and HIRES with Rodas5P
-and Rosenbrock23), memory (one gradient over 2^20 Lorenz trajectories with
-its peak memory), all (the three in turn).
+and Rosenbrock23), neural (y' = MLP(y) with a 2-32-32-2 tanh network of 1218
+shared weights; -n sets the batch sizes), memory (one gradient over 2^20
+Lorenz trajectories with its peak memory), all (the four in turn).
 
 flags:
 `
 
 // benchCommand runs "gradsolve bench": it parses args, runs the chosen
 // suites and writes their output to stdout, or to the file named by -out.
-// Usage errors and progress go to stderr.
-func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
+// Usage errors and progress go to stderr. Ensemble sizes are checked
+// against lim before any work.
+func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, benchUsage)
 		fs.PrintDefaults()
 	}
-	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, memory or all")
+	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory or all")
 	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; -suite memory takes one size, default 1048576)")
 	rtolList := fs.String("rtol", "", "comma-separated relative tolerances (default: the suite's; -suite memory takes one, default 1e-6)")
 	reps := fs.Int("reps", bench.DefaultReps, "timed repetitions per case (the median is reported, after one warm-up)")
@@ -41,6 +44,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
 	refSample := fs.Int("ref-sample", 0, "most trajectories per reference solution (0: the suite's default)")
 	memLimit := fs.Int64("memory-limit", 0, "memory suite: Settings.MemoryLimit in bytes (0: the library's default)")
 	checkpoint := fs.Int("checkpoint", 0, "memory suite: Settings.Checkpoint interval (0: automatic)")
+	dump := fs.String("dump", "", "neural suite: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
 	jsonOut := fs.Bool("json", false, "write JSON lines instead of tables")
 	out := fs.String("out", "", "write the results to `FILE` instead of stdout")
 	if err = fs.Parse(args); err != nil {
@@ -57,17 +61,46 @@ func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return usagef("-rtol %q: %v", *rtolList, err)
 	}
-	if *reps < 1 {
+	switch {
+	case *reps < 1:
 		return usagef("-reps %d: need at least 1", *reps)
+	case *workers < 0:
+		return usagef("-workers %d: want 0 (all cores) or more", *workers)
+	case *refSample < 0:
+		return usagef("-ref-sample %d: want 0 (the suite's default) or more", *refSample)
+	case *memLimit < 0:
+		return usagef("-memory-limit %d: want 0 (the library's default) or more bytes", *memLimit)
+	case *checkpoint < 0 || *checkpoint > ode.DefaultMaxSteps:
+		return usagef("-checkpoint %d: want 0 (automatic) to %d (the step budget of a trajectory: a longer interval is the same as storing only the initial state)", *checkpoint, ode.DefaultMaxSteps)
 	}
 	var suites []string
 	switch *suite {
-	case "lorenz", "stiff", "memory":
+	case "lorenz", "stiff", "neural", "memory":
 		suites = []string{*suite}
 	case "all":
-		suites = []string{"lorenz", "stiff", "memory"}
+		suites = []string{"lorenz", "stiff", "neural", "memory"}
 	default:
-		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, memory, all", *suite)
+		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all", *suite)
+	}
+	if *dump != "" && *suite != "neural" && *suite != "all" {
+		return usagef("-dump: only the neural suite writes a dump")
+	}
+	// The suites' gradients: Lorenz (d = 3, 3 parameters) and, for the
+	// stiff suite, HIRES and Robertson (d ≤ 8, ≤ 3 parameters).
+	for _, s := range suites {
+		perTraj := trajectoryBytes("grad", 3, 3, 0, false)
+		if s == "stiff" {
+			perTraj = trajectoryBytes("grad", 8, 3, 0, false)
+		}
+		sizes := ns
+		if s == "memory" && len(ns) == 0 {
+			sizes = []int{bench.DefaultMemoryN}
+		}
+		for _, n := range sizes {
+			if err := checkMemory("the "+s+" suite", n, perTraj, lim); err != nil {
+				return err
+			}
+		}
 	}
 	memCfg := bench.MemoryConfig{MemoryLimit: *memLimit, Checkpoint: *checkpoint, Workers: *workers, JSON: *jsonOut}
 	if *suite == "memory" {
@@ -109,6 +142,9 @@ func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
 		case "stiff":
 			_, err = bench.RunStiff(w, bench.StiffConfig{N: ns, RelTol: rtols, Reps: *reps,
 				RefSample: *refSample, Workers: *workers, JSON: *jsonOut})
+		case "neural":
+			err = benchNeural(w, bench.NeuralConfig{B: ns, Reps: *reps, RefSample: *refSample,
+				Workers: *workers, JSON: *jsonOut}, *dump)
 		case "memory":
 			_, err = bench.RunMemory(w, memCfg)
 		}
@@ -117,6 +153,25 @@ func benchCommand(args []string, stdout, stderr io.Writer) (err error) {
 		}
 	}
 	return nil
+}
+
+// benchNeural runs the neural suite with cfg, writing its dump to the file
+// named dump unless dump is "".
+func benchNeural(w io.Writer, cfg bench.NeuralConfig, dump string) (err error) {
+	if dump != "" {
+		f, ferr := os.Create(dump)
+		if ferr != nil {
+			return ferr
+		}
+		defer func() {
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		cfg.Dump = f
+	}
+	_, err = bench.RunNeural(w, cfg)
+	return err
 }
 
 // benchParseInts parses a comma-separated list of positive integers; "" gives

@@ -1,6 +1,6 @@
-// Command gradsolve solves ensembles of small ODEs on the CPU and returns
-// exact reverse-mode gradients of a loss of the solutions, for the
-// built-in problems of package problems.
+// Command gradsolve solves ensembles of small ODEs on the CPU (there is no
+// GPU engine yet) and returns exact reverse-mode gradients of a loss of the
+// solutions, for the built-in problems of package problems.
 //
 // Usage:
 //
@@ -14,13 +14,21 @@
 // case: -problem, -p, -y0, -t0, -t1, -saveat, -rtol, -atol, -max-steps,
 // -dt0, -method (tsit5, vern7, rodas5p, rosenbrock23; default ode.Route),
 // -loss (grad: sumsq or y:K), -n, -vary pK=LO:HI or y0K=LO:HI (repeatable),
-// -workers, -block, -json and -arrays. For example
+// -workers, -block, -format human|csv|json (-json is -format json), -out
+// FILE and -arrays. -atol takes one value or one per state component
+// (ode.Settings.AbsTols). For example
 //
 //	gradsolve grad -problem lorenz -p 10,28,2.6666666666666665 -y0 1,0,0 -t0 0 -t1 1 -rtol 1e-10 -atol 1e-12 -loss sumsq -json
 //	gradsolve grad -problem robertson -p 0.04,3e7,1e4 -y0 1,0,0 -t1 100 -method rodas5p -loss y:0 -json
 //	gradsolve grad -problem lorenz -n 32768 -vary p1=0:21 -rtol 1e-6
 //
-// Output is a readable report by default and one JSON object with -json.
+// Output is a readable report by default, one JSON object with -json, and
+// with -format csv a table with one row per trajectory (index, initial
+// state, parameters by name, t, final state, status, accepted, rejected
+// and, for grad, dL/dy0[c] and dL/d<parameter>); with -saveat the saved
+// states are a second, long table (i, t, y[c]) written beside -out FILE.csv
+// as FILE.saved.csv. -out writes through a temporary file renamed when
+// complete, so no half-written file is left.
 // The JSON keys are command, problem, method, n, dim, params, t0, t1,
 // rtol, atol, vary, loss_name (grad), status ("ok" or the error text),
 // failed, loss (grad), y_final, grad_p, grad_y0, grad_shared (grad),
@@ -30,12 +38,16 @@
 // (grad); "gradsolve help grad" describes each. Arrays are row-major
 // [n×width] and are left out for n > 1024 unless -arrays is given.
 //
-// The exit status is 0 on success, 1 if the solve or gradient failed (the
-// JSON object is still printed, with status the error text) and 2 for a
-// bad command line, with a message naming the flag.
+// The exit status is 0 on success, 1 if the run failed (a trajectory, a
+// non-finite gradient, writing the output; the JSON object is still
+// printed, with status the error text) and 2 for a bad command line, with
+// a message naming the flag, and for an internal error: a panic anywhere
+// in a command is recovered and reported as a bug. Ensembles too large for
+// the machine's memory are refused before any work (limits.go).
 //
 // The command's code is a thin layer over packages ode and problems:
 // parse.go parses flag values, options.go checks them against the problem
-// and builds the ode.Problem and ode.Settings, solve.go runs them and
-// builds the JSON result, human.go writes the tables.
+// and builds the ode.Problem and ode.Settings, limits.go estimates the
+// memory of a run, solve.go runs them and builds the JSON result,
+// human.go writes the tables, output.go the CSV and the output files.
 package main

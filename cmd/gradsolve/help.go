@@ -39,9 +39,46 @@ Examples:
 const ensembleHelp = `Ensembles: -n N runs N trajectories. -p and -y0 take one row (used by every
 trajectory) or N rows, row-major. Each -vary pK=LO:HI (or y0K=LO:HI) sets
 parameter K (state component K) of trajectory i to LO + i·(HI−LO)/(N−1), so
--n 64 -vary p1=0:21 sweeps Lorenz's rho over [0, 21]. For N > 1 the report
-adds the timing, the step statistics (totals and min/median/max accepted
-steps per trajectory) and checksums, and lists a sample of trajectories.
+-n 64 -vary p1=0:21 sweeps Lorenz's rho over [0, 21]. A sweep needs N ≥ 2; it
+replaces column K of a one-row -p (or -y0), with a note on stderr, and is an
+error with N rows (write the sweep into the rows instead). For N > 1 the
+report adds the timing, the step statistics (totals and min/median/max
+accepted steps per trajectory) and checksums, and lists a sample of
+trajectories.
+
+Sizes: a command line whose ensemble needs more memory than the machine has
+(physical memory, or GOMEMLIMIT if smaller) is refused before any work, with
+the estimate and the largest -n that fits. A grad also stores about
+8·(dim+1) bytes per step of each trajectory, beyond the estimate.
+`
+
+const outputHelp = `Output: -format human (the default) prints a readable report; -format json
+(or -json) one object, described below; -format csv a table with a header
+and one row per trajectory:
+
+	i                 the trajectory's index, from 0
+	y0[0], ...        its initial state
+	sigma, ...        its parameters, by name (p0, p1, ... if unnamed)
+	t                 the time it reached (t1, unless it failed)
+	y[0], ...         its state at t
+	status            ok, max steps reached, step size underflow, non-finite state, not run
+	accepted, rejected  its steps
+	dL/dy0[0], ...    grad: the gradient with respect to the initial state
+	dL/dsigma, ...    grad: the gradient with respect to each parameter
+
+An empty field is a value that could not be computed, or is NaN or
+infinite (null in JSON). The gradient with respect to shared parameters
+is in the JSON output only. With -saveat, the saved states are a second
+table in long form, one row per trajectory and save time (i, t, y[0], ...),
+written beside -out FILE.csv as FILE.saved.csv; CSV with -saveat needs
+-out.
+
+-out FILE writes the output to FILE, through a temporary file in the same
+directory renamed when it is complete: a run that fails or is interrupted
+leaves no half-written file, and a failed run (exit status 1) still writes
+its complete output with the statuses. Without -format, an -out name ending
+in .csv or .json picks that format. With csv or json going to FILE, the
+readable report goes to stdout. -out - (or /dev/stdout) is stdout.
 `
 
 // jsonSchema documents the -json output of solve and grad.
@@ -53,7 +90,7 @@ NaN or infinite, is null.
 	problem, method   the problem's name; the method that ran, as "Tsit5"
 	n, dim, params    trajectories, state dimension, per-trajectory parameters
 	t0, t1            the time span
-	rtol, atol        the tolerances
+	rtol, atol        the tolerances (atol: a list if one per component)
 	vary              the -vary sweeps, as ["p1=0:21"]
 	loss_name         grad: the loss, "sumsq" or "y:K"
 	status            "ok", or the error text if the run failed
@@ -80,9 +117,10 @@ when n > 1024 unless -arrays is given; the other keys are always present.
 On a failure the object is still printed, with status the error text.
 `
 
-const exitHelp = `Exit status: 0 on success; 1 if the solve or gradient failed (status says
-where and why, with what to try); 2 for a bad command line (the message names
-the flag).
+const exitHelp = `Exit status: 0 on success; 1 if the run failed: a trajectory failed, the
+gradient is not finite, or the output could not be written (stderr and the
+status say where and why, with what to try); 2 for a bad command line (the
+message names the flag), and for an internal error (a bug: please report it).
 `
 
 // commandHelp writes the help of solve or grad, with fs's flags.
@@ -99,6 +137,8 @@ func commandHelp(w io.Writer, cmd string, fs *flag.FlagSet) {
 	fs.SetOutput(out)
 	fmt.Fprintln(w)
 	fmt.Fprint(w, ensembleHelp)
+	fmt.Fprintln(w)
+	fmt.Fprint(w, outputHelp)
 	fmt.Fprintln(w)
 	fmt.Fprint(w, jsonSchema)
 	fmt.Fprintln(w)

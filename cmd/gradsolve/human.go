@@ -24,9 +24,9 @@ func (j *job) writeHuman(w io.Writer, out *outcome) error {
 		what = "gradient"
 	}
 	if n == 1 {
-		fmt.Fprintf(tw, "%s: %s with %s, t from %g to %g, rtol %g, atol %g\n", j.pr.Name, what, j.method.Name(), j.prob.T0, j.prob.T1, j.set.RelTol, j.set.AbsTol)
+		fmt.Fprintf(tw, "%s: %s with %s, t from %g to %g, rtol %g, atol %s\n", j.pr.Name, what, j.method.Name(), j.prob.T0, j.prob.T1, j.set.RelTol, j.atolText())
 	} else {
-		fmt.Fprintf(tw, "%s: %s of %d trajectories with %s, t from %g to %g, rtol %g, atol %g\n", j.pr.Name, what, n, j.method.Name(), j.prob.T0, j.prob.T1, j.set.RelTol, j.set.AbsTol)
+		fmt.Fprintf(tw, "%s: %s of %d trajectories with %s, t from %g to %g, rtol %g, atol %s\n", j.pr.Name, what, n, j.method.Name(), j.prob.T0, j.prob.T1, j.set.RelTol, j.atolText())
 	}
 	for _, v := range j.opts.vary {
 		fmt.Fprintf(tw, "vary\t%s%d (%s) from %g to %g\n", v.Target, v.Index, j.varyName(v), v.Lo, v.Hi)
@@ -59,13 +59,19 @@ func (j *job) writeHuman(w io.Writer, out *outcome) error {
 	if n > 1 && out.sol != nil {
 		cs := fmt.Sprintf("sum y(t1) = %.10g", sum(out.sol.Y))
 		if out.grad != nil {
-			cs += fmt.Sprintf(", sum dL/dp = %.10g, sum dL/dy0 = %.10g", sum(out.grad.P), sum(out.grad.Y0))
+			if np > 0 { // a problem without parameters has no dL/dp to sum
+				cs += fmt.Sprintf(", sum dL/dp = %.10g", sum(out.grad.P))
+			}
+			cs += fmt.Sprintf(", sum dL/dy0 = %.10g", sum(out.grad.Y0))
 		}
 		fmt.Fprintf(tw, "checksum\t%s\n", cs)
 	}
 	if out.grad != nil && len(out.grad.Shared) > 0 {
 		g := out.grad.Shared
-		fmt.Fprintf(tw, "dL/dshared\t%d values, sum %.6g, norm %.6g\n", len(g), sum(g), norm(g))
+		fmt.Fprintf(tw, "dL/dshared\t%s, sum %.6g, norm %.6g\n", count(len(g), "value"), sum(g), norm(g))
+	}
+	for _, f := range out.written {
+		fmt.Fprintf(tw, "output\t%s\n", f)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -153,9 +159,11 @@ func (j *job) writeEnsemble(w io.Writer, out *outcome, np int) error {
 	for _, i := range sampleIndices(n, sampleRows) {
 		row := []string{fmt.Sprint(i)}
 		for _, v := range j.opts.vary {
-			x := j.prob.P[i*np+v.Index]
+			var x float64
 			if v.Target == varyY0 {
 				x = j.prob.Y0[i*d+v.Index]
+			} else {
+				x = j.prob.P[i*np+v.Index]
 			}
 			row = append(row, fmt.Sprintf("%.6g", x))
 		}
@@ -173,12 +181,12 @@ func (j *job) writeEnsemble(w io.Writer, out *outcome, np int) error {
 		return err
 	}
 	if n > sampleRows {
-		if _, err := fmt.Fprintf(w, "(%d of %d trajectories shown; -json -arrays gives all)\n", sampleRows, n); err != nil {
+		if _, err := fmt.Fprintf(w, "(%d of %d trajectories shown; -format csv or -json -arrays gives all)\n", sampleRows, n); err != nil {
 			return err
 		}
 	}
 	if K := len(j.prob.SaveAt); K > 0 {
-		_, err := fmt.Fprintf(w, "(the states at the %d -saveat times are in the -json output, y_saved)\n", K)
+		_, err := fmt.Fprintf(w, "(the states at the %s are in the -json output, y_saved, and in the -format csv -out FILE output)\n", count(K, "-saveat time"))
 		return err
 	}
 	return nil

@@ -75,15 +75,20 @@ func (xs jsonFloats) MarshalJSON() ([]byte, error) {
 	return append(b, ']'), nil
 }
 
+// encodeJSON writes v to w, indented, and a newline.
+func encodeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
 // writeJSON writes v, indented, and a newline, and returns the exit
 // status of a successful command (or exitFail if writing fails).
 func writeJSON(stdout, stderr io.Writer, v any) int {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err == nil {
-		b = append(b, '\n')
-		_, err = stdout.Write(b)
-	}
-	if err != nil {
+	if err := encodeJSON(stdout, v); err != nil {
 		fmt.Fprintf(stderr, "gradsolve: writing JSON: %v\n", err)
 		return exitFail
 	}

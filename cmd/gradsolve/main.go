@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 
@@ -24,8 +26,21 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // run runs the command line args (without the program name), writing
 // results to stdout and diagnostics to stderr, and returns the exit
-// status.
+// status. Runs are bounded by the machine's memory (see machineLimits).
 func run(args []string, stdout, stderr io.Writer) int {
+	return runLimited(args, stdout, stderr, machineLimits())
+}
+
+// runLimited is run with the given limits. A panic anywhere in the
+// command (a bug) is recovered here: it is reported as an internal error
+// and the status is exitUsage, so that no input crashes the process.
+func runLimited(args []string, stdout, stderr io.Writer, lim limits) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			reportPanic(stderr, r)
+			code = exitUsage
+		}
+	}()
 	if len(args) == 0 {
 		mainHelp(stderr)
 		return exitUsage
@@ -33,11 +48,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "solve", "grad":
-		return solveOrGrad(cmd, rest, stdout, stderr)
+		return solveOrGrad(cmd, rest, stdout, stderr, lim)
 	case "problems":
 		return problemsCommand(rest, stdout, stderr)
+	case "fit":
+		return fitCommand(rest, stdout, stderr, lim)
 	case "bench":
-		err := benchCommand(rest, stdout, stderr)
+		err := benchCommand(rest, stdout, stderr, lim)
 		switch {
 		case err == nil || errors.Is(err, flag.ErrHelp):
 			return exitOK
@@ -50,9 +67,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		return helpCommand(rest, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "gradsolve: unknown command %q; the commands are solve, grad, bench, problems and help\n", cmd)
+	fmt.Fprintf(stderr, "gradsolve: unknown command %q; the commands are solve, grad, fit, bench, problems and help\n", cmd)
 	fmt.Fprintln(stderr, "Run 'gradsolve help' for usage.")
 	return exitUsage
+}
+
+// reportPanic writes the internal error of a recovered panic r, with
+// where it happened and a request to report it. It does not panic itself,
+// even if stderr does.
+func reportPanic(stderr io.Writer, r any) {
+	where := panicSite()
+	defer func() { recover() }() // a stderr that panics has nowhere to report to
+	fmt.Fprintf(stderr, "gradsolve: internal error: %v%s\n", r, where)
+	fmt.Fprintln(stderr, "This is a bug in gradsolve, not in your command line: please report it with the command line that caused it.")
+}
+
+// panicSite returns " (at file:line)" for the function that panicked,
+// the first frame below runtime.gopanic on the stack of the deferred call
+// that recovers it, or "" if it cannot be found.
+func panicSite() string {
+	pc := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pc[:runtime.Callers(1, pc)])
+	panicking := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			panicking = true
+		case panicking && !strings.HasPrefix(f.Function, "runtime."):
+			return fmt.Sprintf(" (at %s:%d)", filepath.Base(f.File), f.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
 }
 
 // isUsage reports whether err is a command-line error: a *usageError,
@@ -72,9 +120,9 @@ func isUsage(err error) bool {
 	return false
 }
 
-const mainUsage = `gradsolve solves ensembles of small ODEs on the CPU and returns exact
-reverse-mode gradients of a loss of the solutions (record the adaptive mesh,
-differentiate its replay).
+const mainUsage = `gradsolve solves ensembles of small ODEs on the CPU (there is no GPU engine
+yet) and returns exact reverse-mode gradients of a loss of the solutions
+(record the adaptive mesh, differentiate its replay).
 
 Usage:
 
@@ -84,6 +132,7 @@ The commands are:
 
 	solve     solve an ensemble of a built-in problem
 	grad      solve and return the loss and its gradient
+	fit       fit parameters of a problem to data with Adam
 	bench     run the benchmark suites
 	problems  list the built-in problems
 	help      show help for a command: gradsolve help grad
@@ -94,9 +143,11 @@ Examples:
 	gradsolve grad -problem robertson -t1 100 -method rodas5p -loss y:0
 	gradsolve grad -problem lorenz -n 32768 -vary p1=0:21 -rtol 1e-6
 	gradsolve solve -problem vdp -p 5 -y0 2,0 -t1 3 -saveat 1,2,3
+	gradsolve grad -problem lorenz -n 1000 -vary p1=0:21 -out sweep.csv
 
-Exit status: 0 on success, 1 if a solve or gradient failed (the output says
-why), 2 for a bad command line.
+Exit status: 0 on success, 1 if a run failed (a trajectory, a non-finite
+gradient, writing the output: stderr says why), 2 for a bad command line or
+an internal error.
 `
 
 func mainHelp(w io.Writer) { fmt.Fprint(w, mainUsage) }
@@ -114,7 +165,7 @@ func helpCommand(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "bench":
 		// bench documents itself through its flags.
-		if err := benchCommand([]string{"-h"}, stdout, stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+		if err := benchCommand([]string{"-h"}, stdout, stdout, limits{}); err != nil && !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "gradsolve bench: %v\n", err)
 			return exitFail
 		}
@@ -122,11 +173,14 @@ func helpCommand(args []string, stdout, stderr io.Writer) int {
 	case "problems":
 		fmt.Fprint(stdout, problemsUsage)
 		return exitOK
+	case "fit":
+		fmt.Fprint(stdout, fitHelp)
+		return exitOK
 	case "help":
 		mainHelp(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "gradsolve help: unknown command %q; the commands are solve, grad, bench, problems and help\n", args[0])
+	fmt.Fprintf(stderr, "gradsolve help: unknown command %q; the commands are solve, grad, fit, bench, problems and help\n", args[0])
 	return exitUsage
 }
 

@@ -325,7 +325,7 @@ func TestBadInput(t *testing.T) {
 		{"grad -vary p3=0:1", "-vary p3=0:1: lorenz has 3 parameters, p0 to p2"},
 		{"grad -vary y03=0:1", "-vary y03=0:1: lorenz has state dimension 3"},
 		{"grad -vary p1", "-vary"},
-		{"grad -vary p1=0:1 -vary p1=2:3", "-vary p1=2:3: p1 is swept twice"},
+		{"grad -n 2 -vary p1=0:1 -vary p1=2:3", "-vary p1=2:3: p1 is swept twice"},
 		{"grad -loss y:3", "-loss y:3: lorenz has 3 state components"},
 		{"grad -loss mse", "-loss"},
 		{"grad -method rk4", "-method"},

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // jsonArrayLimit is the largest ensemble whose per-trajectory arrays -json
@@ -31,24 +33,38 @@ func usagef(format string, args ...any) error {
 type options struct {
 	cmd string // "solve" or "grad"
 
-	problem    string
-	p, y0      string
-	t0, t1     float64
-	saveat     string
-	rtol, atol float64
-	maxSteps   int
-	dt0        float64
-	method     string
-	loss       string // grad only
-	n          int
-	vary       varyFlag
-	workers    int
-	block      int
-	json       bool
-	arrays     bool
+	problem  string
+	p, y0    string
+	t0, t1   float64
+	saveat   string
+	rtol     float64
+	atol     string // one value, or one per state component
+	maxSteps int
+	dt0      float64
+	method   string
+	loss     string // grad only
+	n        int
+	vary     varyFlag
+	workers  int
+	block    int
+	json     bool
+	arrays   bool
+	format   string // formatHuman, formatCSV or formatJSON; "" until resolved
+	out      string // the output file; "" for stdout
 
 	set map[string]bool // the flags given on the command line
 }
+
+// Output formats.
+const (
+	formatHuman = "human" // the readable report
+	formatCSV   = "csv"   // one row per trajectory (saved states: per trajectory and time)
+	formatJSON  = "json"  // one object
+)
+
+// maxBlock is the largest -block: the automatic block size is 64 to 1024
+// trajectories, and larger blocks only add memory.
+const maxBlock = 1 << 16
 
 // varyFlag collects repeated -vary flags.
 type varyFlag []vary
@@ -86,7 +102,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&o.t1, "t1", 0, "end `time` (default: the problem's)")
 	fs.StringVar(&o.saveat, "saveat", "", "comma `list` of times in [t0, t1], non-decreasing, at which to save the states")
 	fs.Float64Var(&o.rtol, "rtol", ode.DefaultRelTol, "relative `tolerance`")
-	fs.Float64Var(&o.atol, "atol", ode.DefaultAbsTol, "absolute `tolerance`")
+	fs.StringVar(&o.atol, "atol", formatFloat(ode.DefaultAbsTol), "absolute `tolerance`: one value, or a comma list of one per state component")
 	fs.IntVar(&o.maxSteps, "max-steps", ode.DefaultMaxSteps, "maximum attempted (accepted + rejected) steps per trajectory")
 	fs.Float64Var(&o.dt0, "dt0", 0, "first step `size`; 0 picks it per trajectory")
 	fs.StringVar(&o.method, "method", "", "integration method `"+methodNames("|")+"` (default: Tsit5, or Rodas5P for a stiff problem)")
@@ -96,8 +112,10 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.n, "n", 1, "number of `trajectories`")
 	fs.Var(&o.vary, "vary", "sweep parameter K from LO to HI over the n trajectories as `pK=LO:HI`, or state component K as y0K=LO:HI (K 0-based; may repeat)")
 	fs.IntVar(&o.workers, "workers", 0, "goroutines of the executor; 0 means GOMAXPROCS")
-	fs.IntVar(&o.block, "block", 0, "trajectories per executor block; 0 means the default (256)")
-	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of tables")
+	fs.IntVar(&o.block, "block", 0, fmt.Sprintf("`trajectories` per executor block, at most %d (larger than n counts as n); 0 chooses it per program from its working set (%d to %d)", maxBlock, tape.MinBlockSize, tape.MaxBlockSize))
+	fs.StringVar(&o.format, "format", "", "output `format`: human (a readable report), csv (one row per trajectory) or json (one object); default human, or csv or json for an -out FILE ending in .csv or .json")
+	fs.StringVar(&o.out, "out", "", "write the output to `FILE` (a temporary file renamed when it is complete); the readable report of a csv or json output then goes to stdout")
+	fs.BoolVar(&o.json, "json", false, "the same as -format json")
 	fs.BoolVar(&o.arrays, "arrays", false, fmt.Sprintf("with -json, print the per-trajectory arrays even when n > %d", jsonArrayLimit))
 	fs.Usage = func() { commandHelp(fs.Output(), cmd, fs) }
 	return fs
@@ -132,18 +150,21 @@ type job struct {
 
 	prob   ode.Problem // N rows of Y0 and P
 	set    ode.Settings
+	atol   []float64  // the absolute tolerance: one value, or one per component
 	method ode.Method // the method that runs (the router's choice if -method is not given)
 	loss   lossSpec
 
 	pnames []string // names of the per-trajectory parameters
+	notes  []string // remarks on the command line, written to stderr before the run
 }
 
 // n returns the number of trajectories.
 func (j *job) n() int { return j.prob.N }
 
 // build checks the options against the problem and returns the job. Every
-// error is a *usageError naming the flag.
-func (o *options) build() (*job, error) {
+// error is a *usageError naming the flag. Sizes are checked against lim
+// before anything of size n is allocated.
+func (o *options) build(lim limits) (*job, error) {
 	pr, err := problems.ByName(strings.TrimSpace(o.problem))
 	if err != nil {
 		return nil, usagef("-problem: %q is not a built-in problem; valid names are %s", o.problem, strings.Join(problems.Names(), ", "))
@@ -156,54 +177,8 @@ func (o *options) build() (*job, error) {
 	if n < 1 {
 		return nil, usagef("-n: %d; want at least 1 trajectory", n)
 	}
-
-	y0 := pr.Y0
-	if o.set["y0"] {
-		if y0, err = parseFloats(o.y0); err != nil {
-			return nil, usagef("-y0: %v", err)
-		}
-		if len(y0) != d && len(y0) != n*d {
-			return nil, usagef("-y0 has %d values, %s needs %d (its state dimension)%s", len(y0), pr.Name, d, rowsHint(n, d))
-		}
-	}
-	p := pr.P
-	if o.set["p"] {
-		if np == 0 {
-			return nil, usagef("-p: %s has no per-trajectory parameters", pr.Name)
-		}
-		if p, err = parseFloats(o.p); err != nil {
-			return nil, usagef("-p: %v", err)
-		}
-		if len(p) != np && len(p) != n*np {
-			return nil, usagef("-p has %d values, %s needs %d (%s)%s", len(p), pr.Name, np, strings.Join(j.pnames, ", "), rowsHint(n, np))
-		}
-	}
-	y0, p = tileRows(y0, d, n), tileRows(p, np, n)
-
-	seen := make(map[string]bool)
-	for _, v := range o.vary {
-		key := fmt.Sprintf("%s%d", v.Target, v.Index)
-		if seen[key] {
-			return nil, usagef("-vary %s: %s is swept twice", v, key)
-		}
-		seen[key] = true
-		dst, width := p, np
-		if v.Target == varyY0 {
-			dst, width = y0, d
-		}
-		if v.Index >= width {
-			if v.Target == varyY0 {
-				return nil, usagef("-vary %s: %s has state dimension %d, so K is 0 to %d (y00 to y0%d)", v, pr.Name, d, d-1, d-1)
-			}
-			if np == 0 {
-				return nil, usagef("-vary %s: %s has no per-trajectory parameters", v, pr.Name)
-			}
-			return nil, usagef("-vary %s: %s has %d parameters, p0 to p%d (%s)", v, pr.Name, np, np-1, strings.Join(j.pnames, ", "))
-		}
-		col := problems.LinSpace(make([]float64, n), v.Lo, v.Hi)
-		for i, x := range col {
-			dst[i*width+v.Index] = x
-		}
+	if err := o.resolveFormat(); err != nil {
+		return nil, err
 	}
 
 	t0, t1 := pr.T0, pr.T1
@@ -234,21 +209,65 @@ func (o *options) build() (*job, error) {
 				return nil, usagef("-saveat: element %d (%v) is smaller than element %d (%v); the times must be non-decreasing", k+1, tau, k, saveat[k-1])
 			}
 		}
+		if o.format == formatCSV && writesStdout(o.out) {
+			return nil, usagef("-saveat with -format csv writes two tables, the trajectories and the saved states; give -out FILE (the saved states go to %s)", savedPath("FILE.csv"))
+		}
 	}
 
-	switch {
-	case !(o.rtol > 0) || !finite(o.rtol):
+	// Sizes, before anything of size n is allocated.
+	arrays := o.format == formatJSON && (n <= jsonArrayLimit || o.arrays)
+	var more []string
+	if arrays && n > jsonArrayLimit {
+		more = append(more, "drop -arrays, or use -format csv, which is written as it goes")
+	}
+	if len(saveat) > 0 {
+		more = append(more, "save at fewer times")
+	}
+	what := fmt.Sprintf("a %s of %s", o.cmd, pr.Name)
+	if err := checkMemory(what, n, trajectoryBytes(o.cmd, d, np, len(saveat), arrays), lim, more...); err != nil {
+		return nil, err
+	}
+
+	y0 := pr.Y0
+	if o.set["y0"] {
+		if y0, err = parseFloats(o.y0); err != nil {
+			return nil, usagef("-y0: %v", err)
+		}
+		if len(y0) != d && len(y0) != n*d {
+			return nil, usagef("-y0 has %s, %s needs %d (its state dimension)%s", count(len(y0), "value"), pr.Name, d, rowsHint(n, d))
+		}
+	}
+	p := pr.P
+	if o.set["p"] {
+		if np == 0 {
+			return nil, usagef("-p: %s has no per-trajectory parameters", pr.Name)
+		}
+		if p, err = parseFloats(o.p); err != nil {
+			return nil, usagef("-p: %v", err)
+		}
+		if len(p) != np && len(p) != n*np {
+			return nil, usagef("-p has %s, %s needs %d (%s)%s", count(len(p), "value"), pr.Name, np, strings.Join(j.pnames, ", "), rowsHint(n, np))
+		}
+	}
+	if err := j.checkVary(n, len(y0) == d, len(p) == np, y0, p); err != nil {
+		return nil, err
+	}
+
+	if !(o.rtol > 0) || !finite(o.rtol) {
 		return nil, usagef("-rtol: %v; want a positive number", o.rtol)
-	case !(o.atol > 0) || !finite(o.atol):
-		return nil, usagef("-atol: %v; want a positive number", o.atol)
+	}
+	if j.atol, err = parseAbsTol(o.atol, d, pr.Name); err != nil {
+		return nil, err
+	}
+	switch {
 	case o.maxSteps < 0:
 		return nil, usagef("-max-steps: %d; want a positive number (0 means %d)", o.maxSteps, ode.DefaultMaxSteps)
 	case !(o.dt0 >= 0) || !finite(o.dt0):
 		return nil, usagef("-dt0: %v; want a positive number, or 0 to pick it automatically", o.dt0)
 	case o.workers < 0:
 		return nil, usagef("-workers: %d; want 0 (all cores) or more", o.workers)
-	case o.block < 0:
-		return nil, usagef("-block: %d; want 0 (the default) or more", o.block)
+	case o.block < 0 || o.block > maxBlock:
+		return nil, usagef("-block: %d; want 0 (chosen per program, %d to %d) to %d", o.block, tape.MinBlockSize, tape.MaxBlockSize, maxBlock)
 	}
 	m, err := parseMethod(o.method)
 	if err != nil {
@@ -263,7 +282,19 @@ func (o *options) build() (*job, error) {
 			return nil, usagef("-loss: %v", err)
 		}
 		if j.loss.Kind == lossComponent && j.loss.K >= d {
-			return nil, usagef("-loss %s: %s has %d state components, so K is 0 to %d", j.loss, pr.Name, d, d-1)
+			return nil, usagef("-loss %s: %s has %s, so K is 0 to %d", j.loss, pr.Name, count(d, "state component"), d-1)
+		}
+	}
+
+	y0, p = tileRows(y0, d, n), tileRows(p, np, n)
+	for _, v := range o.vary {
+		dst, width := p, np
+		if v.Target == varyY0 {
+			dst, width = y0, d
+		}
+		col := problems.LinSpace(make([]float64, n), v.Lo, v.Hi)
+		for i, x := range col {
+			dst[i*width+v.Index] = x
 		}
 	}
 
@@ -271,13 +302,145 @@ func (o *options) build() (*job, error) {
 	j.set = ode.Settings{
 		Method:   m,
 		RelTol:   o.rtol,
-		AbsTol:   o.atol,
 		MaxSteps: o.maxSteps,
 		Dt0:      o.dt0,
 	}
+	setAbsTol(&j.set, j.atol)
+	if lim.maxSteps > 0 && (j.set.MaxSteps == 0 || j.set.MaxSteps > lim.maxSteps) {
+		j.set.MaxSteps = lim.maxSteps
+	}
 	j.set.Exec.Workers = o.workers
-	j.set.Exec.BlockSize = o.block
+	// A block of more than n trajectories holds the same n trajectories
+	// as a block of n (the same results) in more memory.
+	j.set.Exec.BlockSize = min(o.block, n)
 	return j, nil
+}
+
+// resolveFormat checks -format, -json and -out against each other and
+// sets o.format.
+func (o *options) resolveFormat() error {
+	f := strings.ToLower(strings.TrimSpace(o.format))
+	switch f {
+	case "", formatHuman, formatCSV, formatJSON:
+	default:
+		return usagef("-format: %q; want human, csv or json", o.format)
+	}
+	if o.json {
+		if f != "" && f != formatJSON {
+			return usagef("-json asks for -format json, but -format is %s; give one of them", f)
+		}
+		f = formatJSON
+	}
+	if o.set["out"] && strings.TrimSpace(o.out) == "" {
+		return usagef("-out: empty file name")
+	}
+	if f == "" {
+		f = formatHuman
+		switch strings.ToLower(filepath.Ext(filepath.Base(o.out))) {
+		case ".csv":
+			f = formatCSV
+		case ".json":
+			f = formatJSON
+		}
+	}
+	if o.arrays && f != formatJSON {
+		return usagef("-arrays applies to -format json; the csv output always has every trajectory, the human report a sample (use -format csv or -json -arrays)")
+	}
+	o.format = f
+	return nil
+}
+
+// checkVary checks the -vary sweeps against the problem and the rows of
+// -y0 and -p (y0 and p, oneY0 and oneP if they are a single row), and
+// notes a sweep that replaces a value given by a one-row -p or -y0.
+func (j *job) checkVary(n int, oneY0, oneP bool, y0, p []float64) error {
+	o, pr := j.opts, j.pr
+	d, np := pr.Field.Dim, pr.Field.Params
+	seen := make(map[string]bool)
+	for _, v := range o.vary {
+		key := fmt.Sprintf("%s%d", v.Target, v.Index)
+		if seen[key] {
+			return usagef("-vary %s: %s is swept twice", v, key)
+		}
+		seen[key] = true
+		if v.Target == varyY0 && v.Index >= d {
+			return usagef("-vary %s: %s has state dimension %d, so K is 0 to %d (y00 to y0%d)", v, pr.Name, d, d-1, d-1)
+		}
+		if v.Target == varyP && v.Index >= np {
+			if np == 0 {
+				return usagef("-vary %s: %s has no per-trajectory parameters", v, pr.Name)
+			}
+			return usagef("-vary %s: %s has %s, p0 to p%d (%s)", v, pr.Name, count(np, "parameter"), np-1, strings.Join(j.pnames, ", "))
+		}
+		if n == 1 {
+			return usagef("-vary %s sweeps over the trajectories, but n = 1, which would take LO alone; use -n 2 or more, or set the value with -%s", v, v.Target)
+		}
+		flag, one, row := "-p", oneP, p
+		if v.Target == varyY0 {
+			flag, one, row = "-y0", oneY0, y0
+		}
+		if !o.set[flag[1:]] {
+			continue
+		}
+		if !one {
+			return usagef("-vary %s would overwrite column %d of the %d rows given by %s; give %s one row, or write the sweep into its rows", v, v.Index, n, flag, flag)
+		}
+		j.notes = append(j.notes, fmt.Sprintf("note: -vary %s replaces %s = %s given by %s", v, j.varyName(v), formatFloat(row[v.Index]), flag))
+	}
+	return nil
+}
+
+// parseAbsTol parses -atol: one positive finite value, or d of them (one
+// per state component of the problem named name).
+func parseAbsTol(s string, d int, name string) ([]float64, error) {
+	atol, err := parseFloats(s)
+	if err != nil {
+		return nil, usagef("-atol: %v", err)
+	}
+	if len(atol) != 1 && len(atol) != d {
+		return nil, usagef("-atol has %s; want one for every component, or %d (one per state component of %s)", count(len(atol), "value"), d, name)
+	}
+	for k, a := range atol {
+		if !(a > 0) {
+			if len(atol) == 1 {
+				return nil, usagef("-atol: %v; want a positive number", a)
+			}
+			return nil, usagef("-atol: element %d (%v, component y[%d]) is not positive", k+1, a, k)
+		}
+	}
+	return atol, nil
+}
+
+// setAbsTol sets the absolute tolerance of set: AbsTol for one value,
+// AbsTols for one per component.
+func setAbsTol(set *ode.Settings, atol []float64) {
+	if len(atol) == 1 {
+		set.AbsTol = atol[0]
+		return
+	}
+	set.AbsTols = atol
+}
+
+// count returns n and the noun, plural unless n is 1: "1 parameter",
+// "3 parameters".
+func count(n int, noun string) string {
+	switch {
+	case n == 1:
+		return "1 " + noun
+	case strings.HasSuffix(noun, "y"):
+		return fmt.Sprintf("%d %sies", n, noun[:len(noun)-1])
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// atolText returns the absolute tolerance as given: one number, or a
+// comma list of one per component.
+func (j *job) atolText() string {
+	s := make([]string, len(j.atol))
+	for i, a := range j.atol {
+		s[i] = fmt.Sprintf("%g", a)
+	}
+	return strings.Join(s, ",")
 }
 
 // rowsHint completes a length error for an ensemble of n > 1.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -22,45 +23,116 @@ type outcome struct {
 	err  error         // the failure, nil on success
 
 	setup, record, gradient, total time.Duration
+
+	written []string // the output files written, as "runs.csv (64 trajectories)"
 }
 
 // solveOrGrad runs the solve or grad command and returns the exit status.
-func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer) int {
+func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer, lim limits) int {
 	o, err := parseArgs(cmd, args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
 	var j *job
 	if err == nil {
-		j, err = o.build()
+		j, err = o.build(lim)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gradsolve %s: %v\n", cmd, err)
 		fmt.Fprintf(stderr, "Run 'gradsolve help %s' for usage.\n", cmd)
-		if o != nil && o.json {
+		if o != nil && (o.json || strings.EqualFold(strings.TrimSpace(o.format), formatJSON)) && writesStdout(o.out) {
 			writeJSON(stdout, stderr, jsonObject{{"command", cmd}, {"status", err.Error()}})
 		}
 		return exitUsage
 	}
+	for _, note := range j.notes {
+		fmt.Fprintf(stderr, "gradsolve %s: %s\n", cmd, note)
+	}
+
+	// Create the output files before the run, so that a path that cannot
+	// be written costs no work.
+	var file, saved *atomicFile
+	if !writesStdout(o.out) {
+		if file, err = createAtomic(o.out); err != nil {
+			fmt.Fprintf(stderr, "gradsolve %s: -out: %v\n", cmd, err)
+			return exitFail
+		}
+		defer file.abort()
+		if o.format == formatCSV && len(j.prob.SaveAt) > 0 {
+			if saved, err = createAtomic(savedPath(o.out)); err != nil {
+				fmt.Fprintf(stderr, "gradsolve %s: -out: %v\n", cmd, err)
+				return exitFail
+			}
+			defer saved.abort()
+		}
+	}
+
 	out := j.run()
 	status := exitOK
 	if out.err != nil {
 		status = exitFail
-		if !o.json {
-			fmt.Fprintf(stderr, "gradsolve %s: %s\n", cmd, out.statusText())
-		}
+		fmt.Fprintf(stderr, "gradsolve %s: %s\n", cmd, out.statusText())
 	}
-	if o.json {
-		if writeJSON(stdout, stderr, j.jsonResult(out)) != exitOK {
+
+	if file == nil {
+		if err := j.writeOutput(stdout, o.format, out); err != nil {
+			fmt.Fprintf(stderr, "gradsolve %s: writing the output: %v\n", cmd, err)
 			return exitFail
 		}
 		return status
 	}
-	if err := j.writeHuman(stdout, out); err != nil {
+	err = j.writeOutput(file, o.format, out)
+	if err == nil {
+		err = file.commit()
+	} else {
+		err = fmt.Errorf("writing %s: %v", o.out, err)
+	}
+	if err == nil && saved != nil {
+		if err = j.writeSavedCSV(saved, out); err == nil {
+			err = saved.commit()
+		} else {
+			err = fmt.Errorf("writing %s: %v", saved.path, err)
+		}
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "gradsolve %s: %v\n", cmd, err)
-		return exitFail
+		status = exitFail
+	} else {
+		what := count(j.n(), "trajectory")
+		if o.format == formatCSV {
+			what = count(j.n(), "row")
+		}
+		out.written = append(out.written, fmt.Sprintf("%s (%s, %s)", o.out, o.format, what))
+		if saved != nil {
+			out.written = append(out.written, fmt.Sprintf("%s (saved states, %s)", saved.path, count(j.n()*len(j.prob.SaveAt), "row")))
+		}
+	}
+	if o.format != formatHuman {
+		// The data went to the file; the readable report goes to stdout.
+		if err := j.writeHuman(stdout, out); err != nil {
+			fmt.Fprintf(stderr, "gradsolve %s: writing the report: %v\n", cmd, err)
+			return exitFail
+		}
 	}
 	return status
+}
+
+// writesStdout reports whether -out path names the standard output: ""
+// (no -out), "-" or /dev/stdout.
+func writesStdout(path string) bool {
+	return path == "" || path == "-" || filepath.Clean(path) == "/dev/stdout"
+}
+
+// writeOutput writes out to w in format (formatHuman, formatCSV or
+// formatJSON).
+func (j *job) writeOutput(w io.Writer, format string, out *outcome) error {
+	switch format {
+	case formatCSV:
+		return j.writeCSV(w, out)
+	case formatJSON:
+		return encodeJSON(w, j.jsonResult(out))
+	}
+	return j.writeHuman(w, out)
 }
 
 // run solves (and, for grad, differentiates) the job.
@@ -96,7 +168,36 @@ func (j *job) run() *outcome {
 		return out
 	}
 	out.grad, out.sol = g, g.Solution
+	out.err = checkFiniteGradient(g)
 	return out
+}
+
+// checkFiniteGradient returns an error naming the first NaN or infinite
+// number among the loss and the gradient of g, or nil. (Grad reports a
+// non-finite gradient itself; this makes sure no such number is printed
+// with status ok.)
+func checkFiniteGradient(g *ode.Gradient) error {
+	if !finite(g.Loss) {
+		return fmt.Errorf("the loss is %v", g.Loss)
+	}
+	n := g.Solution.N
+	for _, part := range []struct {
+		name string
+		xs   []float64
+	}{{"dL/dy0", g.Y0}, {"dL/dp", g.P}} {
+		for k, x := range part.xs {
+			if !finite(x) {
+				w := len(part.xs) / max(n, 1)
+				return fmt.Errorf("non-finite gradient: %s[%d] of trajectory %d is %v", part.name, k%w, k/w, x)
+			}
+		}
+	}
+	for k, x := range g.Shared {
+		if !finite(x) {
+			return fmt.Errorf("non-finite gradient: dL/dshared[%d] is %v", k, x)
+		}
+	}
+	return nil
 }
 
 // odeLoss returns the loss of the job.
@@ -182,7 +283,7 @@ func (j *job) jsonResult(out *outcome) jsonObject {
 		{"method", j.method.Name()},
 		{"n", n}, {"dim", d}, {"params", np},
 		{"t0", jsonFloat(j.prob.T0)}, {"t1", jsonFloat(j.prob.T1)},
-		{"rtol", jsonFloat(j.set.RelTol)}, {"atol", jsonFloat(j.set.AbsTol)},
+		{"rtol", jsonFloat(j.set.RelTol)}, {"atol", j.atolJSON()},
 		{"vary", vs},
 	}
 	if j.opts.cmd == "grad" {
@@ -234,6 +335,15 @@ func (j *job) jsonResult(out *outcome) jsonObject {
 		obj = append(obj, jsonField{"grad_ms", ms(out.gradient)})
 	}
 	return obj
+}
+
+// atolJSON returns the absolute tolerance for the JSON output: a number,
+// or a list of one per component.
+func (j *job) atolJSON() any {
+	if len(j.atol) == 1 {
+		return jsonFloat(j.atol[0])
+	}
+	return jsonFloats(j.atol)
 }
 
 // nonNil returns xs, or an empty list (not nil) if the gradient g was

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/bench"
+)
+
+// TestBenchNeuralDump runs the neural suite on two tiny batches and checks
+// the JSON rows and the dump file.
+func TestBenchNeuralDump(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "neural.json")
+	code, stdout, stderr := runCmd(t, "bench -suite neural -n 3,5 -reps 1 -ref-sample 2 -json -dump "+path)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d JSON lines, want 2:\n%s", len(lines), stdout)
+	}
+	for k, l := range lines {
+		if obj := decodeObject(t, l); number(t, obj, "b") != float64([]int{3, 5}[k]) || !(number(t, obj, "grad_record_ms") > 0) {
+			t.Errorf("row %d: %s", k, l)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d bench.NeuralDump
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Y0) != 10 || len(d.Results) != 2 || len(d.Results[1].Grad) != len(d.Weights) {
+		t.Errorf("dump: %d y0 values, %d results", len(d.Y0), len(d.Results))
+	}
+}
+
+// TestBenchDumpUsage checks that -dump is refused for suites that write
+// no dump.
+func TestBenchDumpUsage(t *testing.T) {
+	code, _, stderr := runCmd(t, "bench -suite lorenz -dump x.json")
+	if code != exitUsage || !strings.Contains(stderr, "-dump") {
+		t.Errorf("exit %d, stderr %q; want a usage error naming -dump", code, stderr)
+	}
+}

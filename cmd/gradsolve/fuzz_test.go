@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// fuzzLimits keep every command line of FuzzCLI to milliseconds: a small
+// memory limit (the size check refuses large ensembles, as it would on a
+// small machine) and a small step budget.
+var fuzzLimits = limits{memory: 256 << 10, source: "the fuzz target's memory limit", maxSteps: 300}
+
+// FuzzCLI runs arbitrary command lines (arguments separated by single
+// spaces) end to end through runLimited and checks that none panics (a
+// recovered panic is reported as an internal error), that the exit
+// status is 0, 1 or 2, and that a non-zero status comes with a message on
+// stderr. bench is left out (it runs for seconds); -out files are kept in
+// a temporary directory.
+func FuzzCLI(f *testing.F) {
+	for _, s := range []string{
+		"grad -problem vdp",
+		"solve -problem lorenz -n 3 -vary p1=0:21 -json",
+		"grad -problem lorenz -p 10,28,2.6666666666666665 -y0 1,0,0 -t0 0 -t1 1 -rtol 1e-10 -atol 1e-12 -loss sumsq -json",
+		"grad -problem robertson -t1 1 -method rodas5p -loss y:0",
+		"grad -problem neural-robertson -n 2 -t1 0.01",
+		"grad -problem hires -n 2 -t1 1",
+		"solve -problem kepler -saveat 0,1,2 -out k.csv",
+		"grad -problem vdp -n 4 -vary y01=-1:1 -format csv -out g.csv",
+		"grad -problem vdp -out g.json",
+		"grad -n 9223372036854775807",
+		"grad -n 1000000000000",
+		"grad -block 1000000000 -n 3",
+		"grad -n -1",
+		"grad -atol 1e-6,1e-10,1e-9",
+		"grad -atol 1e-6,1e-10",
+		"grad -vary p0=1:2",
+		"grad -n 2 -p 1,2,3,4,5,6 -vary p0=1:2",
+		"grad -json -format csv",
+		"grad -t1 1e300",
+		"grad -dt0 1e-300",
+		"grad -problem vdp-stiff -method tsit5",
+		"grad -max-steps 1 -json",
+		"grad -saveat 1,0",
+		"solve -saveat 0.5 -format csv",
+		"grad -out",
+		"grad -out=",
+		"problems -json",
+		"help grad",
+		"help bench",
+		"grad -h",
+		"",
+		"-h",
+	} {
+		f.Add(s)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Split(line, " ")
+		if args[0] == "bench" {
+			return
+		}
+		confineOut(args, dir)
+		var stdout, stderr bytes.Buffer
+		code := runLimited(args, &stdout, &stderr, fuzzLimits)
+		msg := stderr.String()
+		switch {
+		case strings.Contains(msg, "gradsolve: internal error:"):
+			t.Fatalf("%q panicked:\n%s", args, msg)
+		case code != exitOK && code != exitFail && code != exitUsage:
+			t.Fatalf("%q: exit status %d", args, code)
+		case code != exitOK && strings.TrimSpace(msg) == "":
+			t.Fatalf("%q: exit status %d with nothing on stderr", args, code)
+		}
+	})
+}
+
+// confineOut rewrites the value of every -out flag in args to a file in
+// dir, so that fuzzed command lines write nowhere else.
+func confineOut(args []string, dir string) {
+	safe := func(name string) string {
+		if name == "" || name == "-" {
+			return name
+		}
+		b := []byte(filepath.Base(name))
+		for i, c := range b {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_') {
+				b[i] = '_'
+			}
+		}
+		if strings.Trim(string(b), ".") == "" { // ".", ".."
+			return filepath.Join(dir, "out")
+		}
+		return filepath.Join(dir, string(b))
+	}
+	for i, a := range args {
+		name := strings.TrimLeft(a, "-")
+		if len(a)-len(name) < 1 || len(a)-len(name) > 2 {
+			continue
+		}
+		switch {
+		case name == "out" && i+1 < len(args):
+			args[i+1] = safe(args[i+1])
+		case strings.HasPrefix(name, "out="):
+			args[i] = "-out=" + safe(name[len("out="):])
+		}
+	}
+}
+
+// TestConfineOut checks that confineOut leaves no -out outside dir.
+func TestConfineOut(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, line := range []string{
+		"grad -out /etc/passwd", "grad --out ../../x.csv", "grad -out=/dev/stdout", "grad --out=/tmp/../etc/x",
+		"grad -out ..", "grad -out . -json", "grad -p -out /x", "grad -out",
+	} {
+		args := strings.Split(line, " ")
+		confineOut(args, dir)
+		for i, a := range args {
+			v, isOut := "", false
+			if strings.TrimLeft(a, "-") == "out" && i+1 < len(args) {
+				v, isOut = args[i+1], true
+			} else if _, after, ok := strings.Cut(a, "out="); ok && strings.HasPrefix(a, "-") {
+				v, isOut = after, true
+			}
+			if isOut && v != "" && v != "-" && filepath.Dir(v) != dir {
+				t.Errorf("%q: -out %q is outside %s", line, v, dir)
+			}
+		}
+	}
+}
+
+// TestAtomicFile checks that an output file is replaced only by commit:
+// abort (a failed or interrupted write) leaves the old file and no
+// temporary file, commit replaces it and keeps its mode, and a symbolic
+// link is kept while the file it names is replaced.
+func TestAtomicFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.csv")
+	if err := os.WriteFile(path, []byte("old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := createAtomic(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Write([]byte("half"))
+	a.abort()
+	if b, _ := os.ReadFile(path); string(b) != "old\n" {
+		t.Errorf("after abort the file is %q, want the old content", b)
+	}
+	checkNoTemp(t, dir)
+
+	a, err = createAtomic(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Write([]byte("new\n"))
+	if b, _ := os.ReadFile(path); string(b) != "old\n" {
+		t.Errorf("before commit the file is %q, want the old content", b)
+	}
+	if err := a.commit(); err != nil {
+		t.Fatal(err)
+	}
+	a.abort() // after commit: nothing
+	if b, _ := os.ReadFile(path); string(b) != "new\n" {
+		t.Errorf("after commit the file is %q", b)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want the old file's 0600", fi.Mode().Perm())
+	}
+	checkNoTemp(t, dir)
+
+	link := filepath.Join(dir, "link.csv")
+	if err := os.Symlink("out.csv", link); err != nil {
+		t.Skip("no symbolic links:", err)
+	}
+	a, err = createAtomic(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Write([]byte("via link\n"))
+	if err := a.commit(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v, %v", fi, err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "via link\n" {
+		t.Errorf("the link's target is %q", b)
+	}
+
+	if _, err := createAtomic(filepath.Join(dir, "no", "x.csv")); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "no", "x.csv")) {
+		t.Errorf("a missing directory: error %v, want it to name the path", err)
+	}
+	if _, err := createAtomic(dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("a directory: error %v", err)
+	}
+}
+
+// TestMemTotal checks the parsing of /proc/meminfo.
+func TestMemTotal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		text string
+		want int64
+		ok   bool
+	}{
+		{"MemTotal:       24683568 kB\nMemFree: 1 kB\n", 24683568 << 10, true},
+		{"MemFree: 1 kB\nMemTotal: 1024 kB\n", 1 << 20, true},
+		{"MemTotal: 1024 MB\n", 0, false},
+		{"MemTotal: x kB\n", 0, false},
+		{"MemTotal: 9223372036854775807 kB\n", 0, false},
+		{"", 0, false},
+	} {
+		path := filepath.Join(dir, "meminfo")
+		os.WriteFile(path, []byte(tc.text), 0o644)
+		if got, ok := memTotal(path); got != tc.want || ok != tc.ok {
+			t.Errorf("memTotal(%q) = %d, %v; want %d, %v", tc.text, got, ok, tc.want, tc.ok)
+		}
+	}
+	if _, ok := memTotal(filepath.Join(dir, "none")); ok {
+		t.Errorf("memTotal of a missing file reports ok")
+	}
+	if lim := machineLimits(); lim.memory <= 0 || lim.source == "" {
+		t.Errorf("machineLimits() = %+v", lim)
+	}
+}
+
+// TestMemoryEstimate checks the size check against a given limit: the
+// message names the estimate, the limit and the largest n that fits, and
+// that n passes.
+func TestMemoryEstimate(t *testing.T) {
+	t.Parallel()
+	lim := limits{memory: 10 << 20, source: "a test limit"}
+	per := trajectoryBytes("grad", 3, 3, 0, false)
+	most := int(float64(lim.memory) / per)
+	var stdout, stderr bytes.Buffer
+	code := runLimited([]string{"grad", "-n", "100000"}, &stdout, &stderr, lim)
+	msg := stderr.String()
+	if code != exitUsage {
+		t.Fatalf("exit %d, want %d\n%s", code, exitUsage, msg)
+	}
+	for _, want := range []string{"-n 100000", "a grad of lorenz needs at least", "more than the 10 MiB of a test limit", "use -n " + strconv.Itoa(most) + " or fewer"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	if err := checkMemory("x", most, per, lim); err != nil {
+		t.Errorf("the suggested -n %d is refused: %v", most, err)
+	}
+	if err := checkMemory("x", most+1, per, lim); err == nil {
+		t.Errorf("-n %d is accepted", most+1)
+	}
+	// A solve takes less memory per trajectory than a grad, and saved
+	// states and JSON arrays add to it.
+	if s, g := trajectoryBytes("solve", 3, 3, 0, false), per; !(s < g) {
+		t.Errorf("solve %v bytes per trajectory, grad %v", s, g)
+	}
+	if a, b := trajectoryBytes("solve", 3, 3, 10, false), trajectoryBytes("solve", 3, 3, 0, true); !(a > trajectoryBytes("solve", 3, 3, 0, false) && b > trajectoryBytes("solve", 3, 3, 0, false)) {
+		t.Errorf("saved states (%v) or arrays (%v) add nothing", a, b)
+	}
+}

@@ -1,0 +1,64 @@
+// Package cuda is the GPU engine's foundation: it loads the CUDA driver
+// and NVRTC at run time, compiles generated CUDA C++ for the device at
+// hand and runs it, and generates that C++ from tape programs.
+//
+// Nothing here needs cgo, CUDA headers or a toolkit at build time:
+// CGO_ENABLED=0 builds, and a program that never calls into this package
+// never loads the driver.
+//
+// # Loading
+//
+// The driver (libcuda.so.1, else libcuda.so) is opened through
+// github.com/ebitengine/purego on first use, and every entry point is
+// resolved through cuGetProcAddress_v2 with an explicit ABI version (the
+// version of cudaTypedefs.h's PFN_<name>_v<version> that the Go
+// signature follows), so a renamed or re-versioned symbol in a newer
+// cuda.h cannot change what is called. The driver must support CUDA 12.0
+// or later (MinDriverVersion). Without a usable driver, or without a
+// device, Open and DeviceCount return an error wrapping ErrNoGPU; an
+// engine treats that as "no GPU" and runs on the CPU.
+//
+// NVRTC is found by soname (libnvrtc.so.13, .12, .11.2, ...), then in
+// $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64 and
+// /usr/local/cuda-*/lib64. Compile compiles for the device's own
+// architecture: a cubin for sm_XY where that NVRTC supports it, else PTX
+// for compute_XY that the driver compiles on load. Floating-point
+// contraction is off by default (--fmad=false), so device arithmetic
+// rounds exactly as the CPU engine's. Compiled images are cached on disk
+// (see Compile).
+//
+// # Devices and threads
+//
+// A CUDA context is bound to an OS thread. Each Device owns one goroutine,
+// locked to its OS thread, with the device's primary context current;
+// every driver call for the device runs there, so Device methods may be
+// called from any goroutine. There is no global device state besides the
+// lazily loaded libraries: several Devices, one per GPU, work side by
+// side. Device memory is held in typed buffers (Buffer, Alloc), freed
+// explicitly.
+//
+// Every driver failure is an *Error naming the call, the CUDA error's
+// name and number, and its description:
+//
+//	cuda: cuLaunchKernel: CUDA_ERROR_INVALID_VALUE (1): invalid argument
+//
+// # Code generation
+//
+// Source turns tape programs into one CUDA C++ translation unit (see
+// Source for the calling convention). Each value of a program is a const
+// local (registers); the tuple ops (LUFactor, LUSolve, LUSolveT) work on
+// small local arrays; every scalar op uses its C form from package ops,
+// and the helpers those forms call (gs_powi, gs_min, gs_sigmoid, the LU
+// routines, ...) are written once, in the prelude (Prelude), matching
+// ops' Eval bit for bit. Qualifiers are macros (GS_DEVICE, GS_GLOBAL,
+// GS_FUNC, GS_CALLEE), so the same source is valid host C++: the tests
+// compile it with g++ and compare it with tape's Eval, bit for bit where
+// the arithmetic is IEEE-exact, on machines without a GPU. Float64 is the
+// default; Float32 is available (SourceSettings).
+//
+// # Layouts
+//
+// Ensemble arrays on the device are step-major (structure of arrays):
+// input k of trajectory i of n is at in[k*n+i], so the threads of a warp,
+// one per trajectory, read consecutive addresses.
+package cuda

@@ -1,0 +1,228 @@
+package cuda
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// MinDriverVersion is the oldest CUDA driver API version this package
+// loads (cuDriverGetVersion's encoding: 1000·major + 10·minor, so 12000
+// is CUDA 12.0). Entry points are resolved through cuGetProcAddress_v2,
+// which CUDA 12.0 introduced.
+const MinDriverVersion = 12000
+
+// driverNames are the driver library's names, tried in order.
+var driverNames = []string{"libcuda.so.1", "libcuda.so"}
+
+// CUresult codes this package handles specially.
+const (
+	errNoDevice   = 100 // CUDA_ERROR_NO_DEVICE
+	errNotReady   = 600 // CUDA_ERROR_NOT_READY
+	procAddrFound = 0   // CU_GET_PROC_ADDRESS_SUCCESS
+)
+
+// cuGetProcAddress flags: CU_GET_PROC_ADDRESS_LEGACY_STREAM asks for the
+// entry points that use the legacy default stream (not the _ptsz/_ptds
+// variants).
+const procAddrLegacyStream = 1
+
+// result is a CUresult.
+type result int32
+
+// driver holds the CUDA driver's entry points. It is loaded once per
+// process (loadDriver) and holds no device state.
+type driver struct {
+	version int // cuDriverGetVersion
+
+	cuGetErrorName            func(result, **byte) result
+	cuGetErrorString          func(result, **byte) result
+	cuInit                    func(flags uint32) result
+	cuDriverGetVersion        func(*int32) result
+	cuDeviceGetCount          func(*int32) result
+	cuDeviceGet               func(*int32, int32) result
+	cuDeviceGetName           func(*byte, int32, int32) result
+	cuDeviceGetAttribute      func(*int32, int32, int32) result
+	cuDeviceTotalMem          func(*uint64, int32) result
+	cuDevicePrimaryCtxRetain  func(*uintptr, int32) result
+	cuDevicePrimaryCtxRelease func(int32) result
+	cuCtxSetCurrent           func(uintptr) result
+	cuCtxSynchronize          func() result
+	cuMemGetInfo              func(free, total *uint64) result
+	cuMemAlloc                func(*uint64, uint64) result
+	cuMemFree                 func(uint64) result
+	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) result
+	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, n uint64) result
+	cuMemsetD8                func(dst uint64, v uint8, n uint64) result
+	cuModuleLoadDataEx        func(mod *uintptr, image unsafe.Pointer, nopt uint32, opts *int32, vals *unsafe.Pointer) result
+	cuModuleGetFunction       func(fn *uintptr, mod uintptr, name *byte) result
+	cuModuleUnload            func(uintptr) result
+	cuFuncGetAttribute        func(*int32, int32, uintptr) result
+	cuLaunchKernel            func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params *unsafe.Pointer, extra uintptr) result
+	cuStreamCreate            func(*uintptr, uint32) result
+	cuStreamDestroy           func(uintptr) result
+	cuStreamSynchronize       func(uintptr) result
+	cuEventCreate             func(*uintptr, uint32) result
+	cuEventRecord             func(event, stream uintptr) result
+	cuEventSynchronize        func(uintptr) result
+	cuEventElapsedTime        func(ms *float32, start, end uintptr) result
+	cuEventDestroy            func(uintptr) result
+}
+
+// entry is one driver entry point: its name, the CUDA version whose ABI
+// the Go signature follows (cudaTypedefs.h's PFN_<name>_v<version>), and
+// the field to bind.
+type entry struct {
+	name    string
+	version int32
+	fn      any
+}
+
+func (d *driver) entries() []entry {
+	return []entry{
+		{"cuGetErrorName", 6000, &d.cuGetErrorName},
+		{"cuGetErrorString", 6000, &d.cuGetErrorString},
+		{"cuInit", 2000, &d.cuInit},
+		{"cuDriverGetVersion", 2020, &d.cuDriverGetVersion},
+		{"cuDeviceGetCount", 2000, &d.cuDeviceGetCount},
+		{"cuDeviceGet", 2000, &d.cuDeviceGet},
+		{"cuDeviceGetName", 2000, &d.cuDeviceGetName},
+		{"cuDeviceGetAttribute", 2000, &d.cuDeviceGetAttribute},
+		{"cuDeviceTotalMem", 3020, &d.cuDeviceTotalMem},
+		{"cuDevicePrimaryCtxRetain", 7000, &d.cuDevicePrimaryCtxRetain},
+		{"cuDevicePrimaryCtxRelease", 11000, &d.cuDevicePrimaryCtxRelease},
+		{"cuCtxSetCurrent", 4000, &d.cuCtxSetCurrent},
+		{"cuCtxSynchronize", 2000, &d.cuCtxSynchronize},
+		{"cuMemGetInfo", 3020, &d.cuMemGetInfo},
+		{"cuMemAlloc", 3020, &d.cuMemAlloc},
+		{"cuMemFree", 3020, &d.cuMemFree},
+		{"cuMemcpyHtoD", 3020, &d.cuMemcpyHtoD},
+		{"cuMemcpyDtoH", 3020, &d.cuMemcpyDtoH},
+		{"cuMemsetD8", 3020, &d.cuMemsetD8},
+		{"cuModuleLoadDataEx", 2010, &d.cuModuleLoadDataEx},
+		{"cuModuleGetFunction", 2000, &d.cuModuleGetFunction},
+		{"cuModuleUnload", 2000, &d.cuModuleUnload},
+		{"cuFuncGetAttribute", 2020, &d.cuFuncGetAttribute},
+		{"cuLaunchKernel", 4000, &d.cuLaunchKernel},
+		{"cuStreamCreate", 2000, &d.cuStreamCreate},
+		{"cuStreamDestroy", 4000, &d.cuStreamDestroy},
+		{"cuStreamSynchronize", 2000, &d.cuStreamSynchronize},
+		{"cuEventCreate", 2000, &d.cuEventCreate},
+		{"cuEventRecord", 2000, &d.cuEventRecord},
+		{"cuEventSynchronize", 2000, &d.cuEventSynchronize},
+		// The _v2 of CUDA 12.8 has the same signature; older drivers
+		// answer with the original.
+		{"cuEventElapsedTime", 12080, &d.cuEventElapsedTime},
+		{"cuEventDestroy", 4000, &d.cuEventDestroy},
+	}
+}
+
+var (
+	driverOnce sync.Once
+	driverLib  *driver
+	driverErr  error
+)
+
+// loadDriver loads the driver library once per process and initialises
+// it (cuInit). Its error wraps ErrNoGPU when there is no usable GPU.
+func loadDriver() (*driver, error) {
+	driverOnce.Do(func() { driverLib, driverErr = openDriver(driverNames) })
+	return driverLib, driverErr
+}
+
+// openDriver opens the first of names that loads, resolves every entry
+// point and calls cuInit.
+func openDriver(names []string) (*driver, error) {
+	var lib uintptr
+	var errs []string
+	for _, name := range names {
+		h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err == nil {
+			lib = h
+			break
+		}
+		errs = append(errs, err.Error())
+	}
+	if lib == 0 {
+		return nil, fmt.Errorf("cuda: %w: %s not found (%s)", ErrNoGPU, names[0], strings.Join(errs, "; "))
+	}
+	sym, err := purego.Dlsym(lib, "cuGetProcAddress_v2")
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w: the driver has no cuGetProcAddress_v2; it is older than CUDA %s", ErrNoGPU, versionString(MinDriverVersion))
+	}
+	var getProc func(symbol *byte, pfn *uintptr, version int32, flags uint64, status *int32) result
+	purego.RegisterFunc(&getProc, sym)
+	d := new(driver)
+	for _, e := range d.entries() {
+		var fn uintptr
+		var status int32
+		if r := getProc(cstring(e.name), &fn, e.version, procAddrLegacyStream, &status); r != 0 || status != procAddrFound || fn == 0 {
+			return nil, fmt.Errorf("cuda: %w: cuGetProcAddress_v2 found no %s (ABI version %d): result %d, status %d",
+				ErrNoGPU, e.name, e.version, r, status)
+		}
+		purego.RegisterFunc(e.fn, fn)
+	}
+	var v int32
+	if err := d.check("cuDriverGetVersion", d.cuDriverGetVersion(&v)); err != nil {
+		return nil, fmt.Errorf("cuda: %w: %w", ErrNoGPU, err)
+	}
+	d.version = int(v)
+	if d.version < MinDriverVersion {
+		return nil, fmt.Errorf("cuda: %w: the driver supports CUDA %s, older than the minimum %s",
+			ErrNoGPU, versionString(d.version), versionString(MinDriverVersion))
+	}
+	if err := d.check("cuInit", d.cuInit(0)); err != nil {
+		return nil, fmt.Errorf("cuda: %w: %w", ErrNoGPU, err)
+	}
+	return d, nil
+}
+
+// check turns a CUresult into nil or an *Error naming call.
+func (d *driver) check(call string, r result) error {
+	if r == 0 {
+		return nil
+	}
+	e := &Error{Call: call, Code: int(r), Name: fmt.Sprintf("CUDA_ERROR_%d", int(r))}
+	var s *byte
+	if d.cuGetErrorName(r, &s) == 0 && s != nil {
+		e.Name = gostring(s)
+	}
+	s = nil
+	if d.cuGetErrorString(r, &s) == 0 && s != nil {
+		e.Desc = gostring(s)
+	}
+	return e
+}
+
+// DriverVersion returns the CUDA version of the installed driver, in
+// cuDriverGetVersion's encoding (13000 for CUDA 13.0), loading the driver
+// if need be. Its error wraps ErrNoGPU if there is no usable driver.
+func DriverVersion() (int, error) {
+	d, err := loadDriver()
+	if err != nil {
+		return 0, err
+	}
+	return d.version, nil
+}
+
+// versionString formats 12040 as "12.4".
+func versionString(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
+
+// cstring returns a NUL-terminated copy of s.
+func cstring(s string) *byte {
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return &b[0]
+}
+
+// gostring copies the NUL-terminated C string at p.
+func gostring(p *byte) string {
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return strings.Clone(unsafe.String(p, n))
+}

@@ -1,0 +1,138 @@
+package cuda
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestNoDriver(t *testing.T) {
+	t.Parallel()
+	_, err := openDriver([]string{"libgradsolve-missing-driver.so.1"})
+	if !errors.Is(err, ErrNoGPU) {
+		t.Fatalf("want an error wrapping ErrNoGPU, got %v", err)
+	}
+	if want := "no GPU: libgradsolve-missing-driver.so.1 not found"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+}
+
+func TestErrorMessages(t *testing.T) {
+	t.Parallel()
+	e := &Error{Call: "cuLaunchKernel", Code: 1, Name: "CUDA_ERROR_INVALID_VALUE", Desc: "invalid argument"}
+	if got, want := e.Error(), "cuda: cuLaunchKernel: CUDA_ERROR_INVALID_VALUE (1): invalid argument"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if errors.Is(e, ErrNoGPU) {
+		t.Errorf("CUDA_ERROR_INVALID_VALUE reported as ErrNoGPU")
+	}
+	if nd := (&Error{Call: "cuInit", Code: errNoDevice}); !errors.Is(nd, ErrNoGPU) {
+		t.Errorf("CUDA_ERROR_NO_DEVICE not reported as ErrNoGPU")
+	}
+	c := &CompileError{Program: "p.cu", Options: []string{"--fmad=false"}, Code: 6, Msg: "NVRTC_ERROR_COMPILATION", Log: "p.cu(3): error: x\n"}
+	if got := c.Error(); !strings.Contains(got, "p.cu(3): error: x") || !strings.Contains(got, "NVRTC_ERROR_COMPILATION (6)") {
+		t.Errorf("CompileError %q lacks the log or the code", got)
+	}
+}
+
+func TestVersionString(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[int]string{12000: "12.0", 12040: "12.4", 13000: "13.0", 11080: "11.8"} {
+		if got := versionString(v); got != want {
+			t.Errorf("versionString(%d) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestSortNewestFirst(t *testing.T) {
+	t.Parallel()
+	got := []string{"/usr/local/cuda-11.8/lib64", "/usr/local/cuda-12.9/lib64", "/usr/local/cuda-13.0/lib64", "/usr/local/cuda-12.10/lib64"}
+	sortNewestFirst(got)
+	want := []string{"/usr/local/cuda-13.0/lib64", "/usr/local/cuda-12.10/lib64", "/usr/local/cuda-12.9/lib64", "/usr/local/cuda-11.8/lib64"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+func TestNVRTCCandidates(t *testing.T) {
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "lib64")
+	if err := os.MkdirAll(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"libnvrtc.so.12", "libnvrtc.so.13", "libnvrtc-builtins.so.13.0"} {
+		os.WriteFile(filepath.Join(lib, f), nil, 0o644)
+	}
+	t.Setenv("CUDA_HOME", dir)
+	t.Setenv("CUDA_PATH", "")
+	c := nvrtcCandidates()
+	if !slices.Equal(c[:len(nvrtcSonames)], nvrtcSonames) {
+		t.Errorf("candidates do not start with the sonames: %v", c)
+	}
+	i13 := slices.Index(c, filepath.Join(lib, "libnvrtc.so.13"))
+	i12 := slices.Index(c, filepath.Join(lib, "libnvrtc.so.12"))
+	if i13 < 0 || i12 < 0 || i13 > i12 {
+		t.Errorf("$CUDA_HOME/lib64 libraries missing or out of order: %v", c)
+	}
+	if slices.ContainsFunc(c, func(s string) bool { return strings.Contains(s, "builtins") }) {
+		t.Errorf("the builtins library is a candidate: %v", c)
+	}
+	if !slices.Contains(c, "/usr/local/cuda/lib64/libnvrtc.so") {
+		t.Errorf("/usr/local/cuda/lib64 not searched: %v", c)
+	}
+}
+
+func TestCache(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "cache")
+	img := &Image{Data: []byte("cubin bytes"), Target: "sm_90"}
+	img.Key = cacheKey("src", "p.cu", []string{"-a"}, "sm_90", 13, 0)
+	if _, ok := cacheRead(dir, "p.cu", img); ok {
+		t.Fatalf("hit in an empty cache")
+	}
+	cacheWrite(dir, "p.cu", img)
+	data, ok := cacheRead(dir, "p.cu", img)
+	if !ok || !bytes.Equal(data, img.Data) {
+		t.Fatalf("cache read back %q, %v", data, ok)
+	}
+	if name := filepath.Base(cacheFile(dir, "p.cu", img)); name != "gs_p_"+img.Key[:16]+".sm_90.cubin" {
+		t.Errorf("cache file named %s", name)
+	}
+	// Every ingredient changes the key.
+	base := img.Key
+	for _, k := range []string{
+		cacheKey("src2", "p.cu", []string{"-a"}, "sm_90", 13, 0),
+		cacheKey("src", "q.cu", []string{"-a"}, "sm_90", 13, 0),
+		cacheKey("src", "p.cu", []string{"-b"}, "sm_90", 13, 0),
+		cacheKey("src", "p.cu", []string{"-a"}, "sm_80", 13, 0),
+		cacheKey("src", "p.cu", []string{"-a"}, "sm_90", 12, 0),
+		cacheKey("src", "p.cu", []string{"-a"}, "sm_90", 13, 1),
+	} {
+		if k == base {
+			t.Errorf("key unchanged by an ingredient")
+		}
+	}
+	// A cache that cannot be written is no error.
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	cacheWrite(filepath.Join(file, "sub"), "p.cu", img)
+}
+
+func TestCacheDir(t *testing.T) {
+	t.Setenv(cacheEnv, "/some/where")
+	if got := cacheDir(); got != "/some/where" {
+		t.Errorf("cacheDir with %s set = %q", cacheEnv, got)
+	}
+	t.Setenv(cacheEnv, "off")
+	if got := cacheDir(); got != "" {
+		t.Errorf("cacheDir with %s=off = %q", cacheEnv, got)
+	}
+	t.Setenv(cacheEnv, "")
+	if got := cacheDir(); got != "" && !strings.HasSuffix(got, filepath.Join("gradsolve", "cuda")) {
+		t.Errorf("default cacheDir = %q", got)
+	}
+}

@@ -1,0 +1,327 @@
+package cuda
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ops"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// The generated code is valid host C++: these tests compile it with g++
+// and run it against tape's Eval, so code generation is tested on
+// machines without a GPU. They skip where g++ is missing.
+
+// gxx returns the path of g++, or skips the test.
+func gxx(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("g++ not found; the host C++ tests need it")
+	}
+	return path
+}
+
+// gxxFlags keep IEEE semantics: no contraction into FMA, no fast math.
+var gxxFlags = []string{"-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w"}
+
+// compileHost compiles src with g++ into an executable in dir.
+func compileHost(t *testing.T, dir, src string) string {
+	t.Helper()
+	cc := gxx(t)
+	file := filepath.Join(dir, "gen.cpp")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "gen")
+	cmd := exec.Command(cc, append(gxxFlags, "-o", exe, file)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("g++ failed: %v\n%s\nsource in %s", err, firstLines(string(out), 40), file)
+	}
+	return exe
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// harness is a host main that runs the map kernels named in kernels on
+// records read from argv[1], writing the outputs to argv[2]. A record is
+// five int64 (kernel, n, number of inputs, of shared inputs, of outputs)
+// followed by the inputs and shared inputs as gs_real.
+func harness(kernels []string) string {
+	var sb strings.Builder
+	sb.WriteString(`
+#include <stdio.h>
+#include <stdlib.h>
+typedef void (*gs_kernel)(long long, const gs_real*, const gs_real*, gs_real*);
+static const gs_kernel gs_kernels[] = {` + strings.Join(kernels, ", ") + `};
+int main(int argc, char** argv) {
+  FILE* f = fopen(argv[1], "rb");
+  FILE* o = fopen(argv[2], "wb");
+  if (!f || !o) return 2;
+  long long h[5];
+  while (fread(h, sizeof h, 1, f) == 1) {
+    gs_real* in = (gs_real*)malloc((h[2] + 1) * sizeof(gs_real));
+    gs_real* sh = (gs_real*)malloc((h[3] + 1) * sizeof(gs_real));
+    gs_real* out = (gs_real*)malloc((h[4] + 1) * sizeof(gs_real));
+    if (fread(in, sizeof(gs_real), h[2], f) != (size_t)h[2] || fread(sh, sizeof(gs_real), h[3], f) != (size_t)h[3]) return 3;
+    gs_kernels[h[0]](h[1], in, sh, out);
+    fwrite(out, sizeof(gs_real), h[4], o);
+    free(in); free(sh); free(out);
+  }
+  fclose(o);
+  return 0;
+}
+`)
+	return sb.String()
+}
+
+// runHost generates one translation unit with a map kernel per program,
+// compiles it with g++ once, runs every program and returns the outputs,
+// [program][output][trajectory].
+func runHost(t *testing.T, tps []testProgram, prec Precision) [][][]float64 {
+	t.Helper()
+	src := NewSource(&SourceSettings{Precision: prec})
+	kernels := make([]string, len(tps))
+	for j, tp := range tps {
+		k, err := src.MapKernel(tp.p)
+		if err != nil {
+			t.Fatalf("program %s: %v", tp.p.Name, err)
+		}
+		kernels[j] = k
+	}
+	dir := t.TempDir()
+	exe := compileHost(t, dir, src.String()+harness(kernels))
+
+	var rec bytes.Buffer
+	put := func(xs []float64) {
+		for _, x := range xs {
+			if prec == Float32 {
+				binary.Write(&rec, binary.LittleEndian, float32(x))
+			} else {
+				binary.Write(&rec, binary.LittleEndian, x)
+			}
+		}
+	}
+	for j, tp := range tps {
+		n := tp.n()
+		binary.Write(&rec, binary.LittleEndian, []int64{int64(j), int64(n), int64(len(tp.in) * n), int64(len(tp.sh)), int64(len(tp.p.Outputs) * n)})
+		for _, col := range tp.in {
+			put(col)
+		}
+		put(tp.sh)
+	}
+	inFile, outFile := filepath.Join(dir, "in.bin"), filepath.Join(dir, "out.bin")
+	if err := os.WriteFile(inFile, rec.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(exe, inFile, outFile).CombinedOutput(); err != nil {
+		t.Fatalf("running the generated code: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bytes.NewReader(data)
+	res := make([][][]float64, len(tps))
+	for j, tp := range tps {
+		res[j] = make([][]float64, len(tp.p.Outputs))
+		for m := range res[j] {
+			res[j][m] = make([]float64, tp.n())
+			for i := range res[j][m] {
+				if prec == Float32 {
+					var v float32
+					binary.Read(r, binary.LittleEndian, &v)
+					res[j][m][i] = float64(v)
+				} else {
+					binary.Read(r, binary.LittleEndian, &res[j][m][i])
+				}
+			}
+		}
+	}
+	if r.Len() != 0 {
+		t.Fatalf("the generated code wrote %d bytes too many", r.Len())
+	}
+	return res
+}
+
+func TestPreludeCompiles(t *testing.T) {
+	t.Parallel()
+	gxx(t)
+	// Every template instantiated, in both precisions.
+	use := `
+int main() {
+  gs_real f[12] = {4, 1, 0, 1, 3, 1, 0, 1, 2};
+  gs_lu_factor<3>(f);
+  gs_real x[3] = {1, 2, 3};
+  gs_lu_solve<3>(x, f);
+  gs_lu_solve_t<3>(x, f);
+  gs_real s = gs_powi(x[0], -3) + gs_min(x[1], x[2]) + gs_max(x[1], x[2]) + gs_relu(x[0]) +
+      gs_sign(x[1]) + gs_sigmoid(x[2]) + gs_softplus(x[0]) + gs_nan();
+  return s == s;  // NaN: returns 0
+}
+`
+	for _, prec := range []Precision{Float64, Float32} {
+		src := NewSource(&SourceSettings{Precision: prec}).String() + use
+		dir := t.TempDir()
+		exe := compileHost(t, dir, src)
+		if out, err := exec.Command(exe).CombinedOutput(); err != nil {
+			t.Errorf("precision %d: %v %s", prec, err, out)
+		}
+	}
+}
+
+// TestOpCoverage walks ops' registry: every op must be classified for the
+// tests, and emitted by the generator (a C form or a tuple-op case), so a
+// new op without a CUDA form fails here.
+func TestOpCoverage(t *testing.T) {
+	t.Parallel()
+	tuple := map[ops.Op]bool{ops.OpInput: true, ops.OpLUFactor: true, ops.OpLUSolve: true, ops.OpLUSolveT: true, ops.OpExtract: true, ops.OpCall: true}
+	tps := allPrograms(t, 1)
+	seen := make(map[ops.Op]bool)
+	for _, tp := range tps {
+		for _, v := range tp.p.Values {
+			seen[v.Op] = true
+		}
+	}
+	for op := ops.Op(1); int(op) < ops.NumOps; op++ {
+		if _, ok := opClasses[op]; !ok {
+			t.Errorf("op %v is not classified in opClasses; add it and a test program", op)
+		}
+		if ops.Lookup(op).C == nil && !tuple[op] {
+			t.Errorf("op %v has no C form and the generator has no case for it", op)
+		}
+		if !seen[op] {
+			t.Errorf("op %v appears in no test program", op)
+		}
+	}
+}
+
+func TestHostFloat64(t *testing.T) {
+	t.Parallel()
+	gxx(t)
+	tps := allPrograms(t, 64)
+	got := runHost(t, tps, Float64)
+	for j, tp := range tps {
+		tp.compare(t, "g++ float64", got[j], tp.tol)
+	}
+}
+
+func TestHostFloat32(t *testing.T) {
+	t.Parallel()
+	gxx(t)
+	var tps []testProgram
+	for _, tp := range allPrograms(t, 64) {
+		if !tp.float {
+			continue
+		}
+		// The reference runs on the inputs rounded to float32.
+		for _, col := range tp.in {
+			for i := range col {
+				col[i] = float64(float32(col[i]))
+			}
+		}
+		for i := range tp.sh {
+			tp.sh[i] = float64(float32(tp.sh[i]))
+		}
+		tps = append(tps, tp)
+	}
+	got := runHost(t, tps, Float32)
+	for j, tp := range tps {
+		tp.compare(t, "g++ float32", got[j], tolerance{rel: 1e-4})
+	}
+}
+
+// TestSourceDeterministic: the same calls give the same text, and a
+// program is emitted once however often it is asked for.
+func TestSourceDeterministic(t *testing.T) {
+	t.Parallel()
+	gen := func() (string, []string) {
+		tps := allPrograms(t, 1)
+		src := NewSource(nil)
+		var names []string
+		for _, tp := range tps[:5] {
+			a, err := src.Func(tp.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := src.Func(tp.p)
+			if a != b {
+				t.Errorf("program %s emitted twice: %s, %s", tp.p.Name, a, b)
+			}
+			names = append(names, a)
+		}
+		return src.String(), names
+	}
+	s1, n1 := gen()
+	s2, n2 := gen()
+	if s1 != s2 || fmt.Sprint(n1) != fmt.Sprint(n2) {
+		t.Errorf("two generations of the same programs differ")
+	}
+	for _, n := range n1 {
+		if c := strings.Count(s1, "struct "+OutType(n)+" {"); c != 1 {
+			t.Errorf("function %s defined %d times", n, c)
+		}
+	}
+}
+
+// TestSourceCalls: a callee is defined once however many calls and
+// callers it has, before its first caller, and called at every call.
+func TestSourceCalls(t *testing.T) {
+	t.Parallel()
+	field := lorenzField(t)
+	step, scaled := rk4Step(t, field, false), rk4Step(t, field, true)
+	src := NewSource(nil)
+	for _, p := range []*tape.Program{step, scaled} {
+		if _, err := src.MapKernel(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code := src.String()
+	fname, _ := src.Func(field)
+	cname := src.funcs[field.Funcs[0]]
+	for _, tc := range []struct {
+		what string
+		got  int
+		want int
+	}{
+		{"definitions of the field", strings.Count(code, "struct "+OutType(fname)+" {"), 1},
+		{"definitions of the nested callee", strings.Count(code, "struct "+OutType(cname)+" {"), 1},
+		{"calls of the field", strings.Count(code, " = "+fname+"("), 8},
+		{"calls of the field with gs_sh + 1", strings.Count(code, " = "+fname+"(gs_sh + 1, "), 4},
+		{"calls of the nested callee", strings.Count(code, " = "+cname+"(gs_sh, "), 2},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.what, tc.got, tc.want)
+		}
+	}
+	if strings.Index(code, "struct "+OutType(cname)) > strings.Index(code, "struct "+OutType(fname)) ||
+		strings.Index(code, "struct "+OutType(fname)) > strings.Index(code, "// program rk4") {
+		t.Errorf("a callee is defined after its caller")
+	}
+	if !strings.Contains(code, "GS_CALLEE "+OutType(fname)+" "+fname+"(") {
+		t.Errorf("the field is not a GS_CALLEE function")
+	}
+}
+
+// TestSourceErrors: invalid programs are reported, naming the program.
+func TestSourceErrors(t *testing.T) {
+	t.Parallel()
+	b, x := newProg("bad", 1, 0)
+	b.add(ops.OpAdd, 0, x[0], 5) // uses a value not defined before it
+	b.p.Outputs = []tape.Output{{Name: "o", ID: 1}}
+	if _, err := NewSource(nil).Func(b.p); err == nil || !strings.Contains(err.Error(), "bad") {
+		t.Errorf("want an error naming program bad, got %v", err)
+	}
+}

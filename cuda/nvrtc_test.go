@@ -1,0 +1,94 @@
+package cuda
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// These tests need NVRTC but no GPU; they skip where it is not found.
+
+func needNVRTC(t *testing.T) {
+	t.Helper()
+	major, minor, path, err := NVRTCVersion()
+	if errors.Is(err, ErrNoNVRTC) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("NVRTC %d.%d from %s", major, minor, path)
+}
+
+// testArch is an architecture every NVRTC from 11.2 to 13 compiles for.
+var testArch = Arch{8, 0}
+
+// TestNVRTCCompile compiles the generated code of test programs that
+// hold every op, in both precisions, and checks the disk cache. (Of the
+// random programs it takes a few: correctly rounded division and square
+// root are long inline sequences, and NVRTC needs about 0.3 s for each of
+// those programs.)
+func TestNVRTCCompile(t *testing.T) {
+	needNVRTC(t)
+	t.Setenv(cacheEnv, t.TempDir())
+	var tps []testProgram
+	for _, tp := range allPrograms(t, 1) {
+		if !strings.HasPrefix(tp.p.Name, "exact") || len(tps) < 3 {
+			tps = append(tps, tp)
+		}
+	}
+	precs := []Precision{Float64, Float32}
+	if testing.Short() {
+		precs = precs[:1]
+	}
+	for i, prec := range precs {
+		src := NewSource(&SourceSettings{Precision: prec})
+		for _, tp := range tps {
+			if _, err := src.MapKernel(tp.p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		img, err := Compile(src.String(), testArch, nil)
+		if err != nil {
+			t.Fatalf("precision %d: %v", prec, err)
+		}
+		if len(img.Data) == 0 || img.Cached {
+			t.Fatalf("precision %d: image of %d bytes, cached %v", prec, len(img.Data), img.Cached)
+		}
+		if !slices.Contains(img.Options, "--fmad=false") {
+			t.Errorf("options %v lack --fmad=false", img.Options)
+		}
+		if strings.TrimSpace(img.Log) != "" {
+			t.Errorf("precision %d: NVRTC warns:\n%s", prec, firstLines(img.Log, 20))
+		}
+		again, err := Compile(src.String(), testArch, nil)
+		if err != nil || !again.Cached || !bytes.Equal(again.Data, img.Data) {
+			t.Errorf("second compilation: cached %v, same data %v, err %v", again.Cached, bytes.Equal(again.Data, img.Data), err)
+		}
+		if i > 0 {
+			continue
+		}
+		fresh, err := Compile(src.String(), testArch, &CompileSettings{NoCache: true})
+		if err != nil || fresh.Cached {
+			t.Errorf("NoCache compilation: cached %v, err %v", fresh != nil && fresh.Cached, err)
+		}
+	}
+}
+
+func TestNVRTCCompileError(t *testing.T) {
+	needNVRTC(t)
+	src := NewSource(nil).String() + "\nGS_GLOBAL void broken(gs_real* x) { x[0] = undefined_name; }\n"
+	_, err := Compile(src, testArch, &CompileSettings{Name: "broken.cu", NoCache: true})
+	var ce *CompileError
+	if !errors.As(err, &ce) {
+		t.Fatalf("want a *CompileError, got %v", err)
+	}
+	if !strings.Contains(ce.Log, "undefined_name") || !strings.Contains(ce.Log, "broken.cu") {
+		t.Errorf("the log does not point at the error:\n%s", ce.Log)
+	}
+	if !strings.Contains(err.Error(), "undefined_name") {
+		t.Errorf("the error does not show the log: %v", err)
+	}
+}

@@ -1,0 +1,196 @@
+// gradsolve CUDA prelude: the types, qualifiers and helper functions that
+// generated code uses. It is valid CUDA C++ (NVRTC, -std=c++17) and valid
+// host C++ (g++ -std=c++17): the qualifiers are macros, chosen by
+// __CUDACC__, so the generated code can be compiled and tested on a
+// machine without a GPU. Define GS_FLOAT32 before it for single precision.
+//
+// Every helper matches the Eval of its op in package ops bit for bit
+// (ties, NaN and signed zero included); libm functions (exp, log, sin,
+// ...) are the compiler's and round as it does.
+#ifndef GS_PRELUDE_CUH
+#define GS_PRELUDE_CUH
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define GS_CUDA 1
+#define GS_DEVICE __device__ __forceinline__
+#define GS_GLOBAL extern "C" __global__
+// GS_FUNC qualifies the function of a program; GS_CALLEE that of a
+// program called by another (kept a call, not inlined, so a field called
+// by every stage of a step is compiled once).
+#ifndef GS_FUNC
+#define GS_FUNC __device__
+#endif
+#ifndef GS_CALLEE
+#define GS_CALLEE __device__ __noinline__
+#endif
+#else
+#include <math.h>
+#define GS_DEVICE static inline
+#define GS_GLOBAL extern "C"
+#ifndef GS_FUNC
+#define GS_FUNC static
+#endif
+#ifndef GS_CALLEE
+#define GS_CALLEE static
+#endif
+#endif
+#define GS_RESTRICT __restrict__
+
+#ifdef GS_FLOAT32
+typedef float gs_real;
+#define GS_EPS 0x1p-23f
+#define GS_REAL_MAX 0x1.fffffep+127f
+#else
+typedef double gs_real;
+#define GS_EPS 0x1p-52
+#define GS_REAL_MAX 0x1.fffffffffffffp+1023
+#endif
+
+// gs_nan returns a quiet NaN.
+GS_DEVICE gs_real gs_nan() { return (gs_real)(0.0 / 0.0); }
+
+// gs_powi is x**n by repeated squaring, 1/x**-n for n < 0 (ops.OpPowi).
+GS_DEVICE gs_real gs_powi(gs_real x, int n) {
+  unsigned int m = n < 0 ? 0u - (unsigned int)n : (unsigned int)n;
+  gs_real r = 1;
+  while (m > 0) {
+    if (m & 1u) r *= x;
+    x *= x;
+    m >>= 1;
+  }
+  return n < 0 ? (gs_real)1 / r : r;
+}
+
+// gs_min is x if x <= y or x is NaN, else y (ops.OpMin: a tie or a NaN
+// x gives x).
+GS_DEVICE gs_real gs_min(gs_real x, gs_real y) { return (x <= y || x != x) ? x : y; }
+
+// gs_max is x if x >= y or x is NaN, else y (ops.OpMax).
+GS_DEVICE gs_real gs_max(gs_real x, gs_real y) { return (x >= y || x != x) ? x : y; }
+
+// gs_relu is x if x > 0, else +0 (NaN gives 0, as ops.OpRelu).
+GS_DEVICE gs_real gs_relu(gs_real x) { return x > 0 ? x : (gs_real)0; }
+
+// gs_sign is 1, -1 or 0 (0 for ±0 and NaN).
+GS_DEVICE gs_real gs_sign(gs_real x) { return x > 0 ? (gs_real)1 : (x < 0 ? (gs_real)-1 : (gs_real)0); }
+
+// gs_sigmoid is 1/(1+e^-x), computed as e^x/(1+e^x) for x < 0.
+GS_DEVICE gs_real gs_sigmoid(gs_real x) {
+  if (x >= 0) return (gs_real)1 / ((gs_real)1 + exp(-x));
+  gs_real e = exp(x);
+  return e / ((gs_real)1 + e);
+}
+
+// gs_softplus is max(x, 0) + log1p(e^-|x|), with Go's math.Max (NaN
+// propagates, max(-0, 0) = +0).
+GS_DEVICE gs_real gs_softplus(gs_real x) {
+  gs_real m = (x > 0 || x != x) ? x : (gs_real)0;
+  return m + log1p(exp(-fabs(x)));
+}
+
+// gs_lu_factor factors the D×D row-major matrix in f[0:D*D] in place
+// with partial pivoting, P W = L U, and stores the pivot rows in
+// f[D*D:D*D+D] (ops.OpLUFactor). A matrix with a non-finite entry or a
+// pivot of magnitude at most D·ε·max|W| gives a factor of NaNs. The
+// arithmetic is ops' luLane, operation for operation.
+template <int D>
+GS_DEVICE void gs_lu_factor(gs_real* f) {
+  gs_real amax = 0;
+  for (int c = 0; c < D * D; c++) {
+    gs_real v = fabs(f[c]);
+    if (!(v <= GS_REAL_MAX)) {
+      amax = gs_nan();
+      break;
+    }
+    amax = v > amax ? v : amax;
+  }
+  gs_real tol = (gs_real)D * GS_EPS * amax;
+  for (int k = 0; k < D; k++) {
+    int p = k;
+    gs_real pv = fabs(f[k * D + k]);
+    for (int r = k + 1; r < D; r++) {
+      gs_real v = fabs(f[r * D + k]);
+      if (v > pv) {
+        p = r;
+        pv = v;
+      }
+    }
+    if (!(pv > tol) || amax == 0) {
+      for (int c = 0; c < D * D + D; c++) f[c] = gs_nan();
+      return;
+    }
+    f[D * D + k] = (gs_real)p;
+    if (p != k) {
+      for (int c = 0; c < D; c++) {
+        gs_real t = f[k * D + c];
+        f[k * D + c] = f[p * D + c];
+        f[p * D + c] = t;
+      }
+    }
+    gs_real inv = (gs_real)1 / f[k * D + k];
+    for (int r = k + 1; r < D; r++) {
+      gs_real l = f[r * D + k] * inv;
+      f[r * D + k] = l;
+      if (l == 0) continue;
+      for (int c = k + 1; c < D; c++) f[r * D + c] -= l * f[k * D + c];
+    }
+  }
+}
+
+// gs_lu_solve overwrites x (holding b) with the solution of W x = b given
+// W's factors f (ops.OpLUSolve; ops' solveLane).
+template <int D>
+GS_DEVICE void gs_lu_solve(gs_real* x, const gs_real* f) {
+  if (f[D * D] != f[D * D]) {
+    for (int k = 0; k < D; k++) x[k] = gs_nan();
+    return;
+  }
+  for (int k = 0; k < D; k++) {
+    int p = (int)f[D * D + k];
+    if (p != k) {
+      gs_real t = x[k];
+      x[k] = x[p];
+      x[p] = t;
+    }
+  }
+  for (int r = 1; r < D; r++) {
+    gs_real s = x[r];
+    for (int c = 0; c < r; c++) s -= f[r * D + c] * x[c];
+    x[r] = s;
+  }
+  for (int r = D - 1; r >= 0; r--) {
+    gs_real s = x[r];
+    for (int c = r + 1; c < D; c++) s -= f[r * D + c] * x[c];
+    x[r] = s / f[r * D + r];
+  }
+}
+
+// gs_lu_solve_t overwrites x (holding b) with the solution of Wᵀ x = b
+// given W's factors f (ops.OpLUSolveT).
+template <int D>
+GS_DEVICE void gs_lu_solve_t(gs_real* x, const gs_real* f) {
+  if (f[D * D] != f[D * D]) {
+    for (int k = 0; k < D; k++) x[k] = gs_nan();
+    return;
+  }
+  for (int r = 0; r < D; r++) {
+    gs_real s = x[r];
+    for (int c = 0; c < r; c++) s -= f[c * D + r] * x[c];
+    x[r] = s / f[r * D + r];
+  }
+  for (int r = D - 2; r >= 0; r--) {
+    gs_real s = x[r];
+    for (int c = r + 1; c < D; c++) s -= f[c * D + r] * x[c];
+    x[r] = s;
+  }
+  for (int k = D - 1; k >= 0; k--) {
+    int p = (int)f[D * D + k];
+    if (p != k) {
+      gs_real t = x[k];
+      x[k] = x[p];
+      x[p] = t;
+    }
+  }
+}
+
+#endif  // GS_PRELUDE_CUH

@@ -1,0 +1,37 @@
+// Package fit fits parameters of an ODE ensemble to data: it minimises a
+// loss of the solutions (ode.Loss) over chosen per-trajectory parameters,
+// initial states and shared parameters with a first-order optimiser
+// (package optim), taking exact gradients from ode.Solver.Grad.
+//
+// A Fitter traces the field and builds its programs once (one ode.Solver
+// for the whole fit) and only calls ode's public API (NewSolver, Grad,
+// Loss), so it runs on whatever engine the solver settings choose.
+//
+//	f, err := fit.New(fit.Problem{ODE: prob, Loss: loss, Vars: fit.Vars{P: []int{1}}}, nil)
+//	res, err := f.Run(ctx, &fit.Settings{Steps: 200, Optimizer: &optim.Adam{LearnRate: 0.05}})
+//
+// # What is fitted
+//
+// Vars selects per-trajectory parameter columns (P), initial-state
+// components (Y0) and the shared parameters. The ensemble's N trajectories
+// form Fits independent fits of N/Fits consecutive trajectories each
+// (Fits = 1 by default): a fitted parameter column has one value per fit,
+// tied across its trajectories, and its gradient is the sum over them;
+// fitted initial states belong to each trajectory. One replay and one
+// reverse sweep per step serve all fits. The fitted values form a flat
+// vector x whose blocks are named in Fitter.Set: "fit<b>.p" (len(Vars.P)
+// values of fit b), "fit<b>.y0" ([N/Fits, len(Vars.Y0)], its
+// trajectories' fitted initial states) and "shared" (all shared
+// parameters).
+//
+// # Meshes
+//
+// The gradient is exact for the mesh it replays (ode.Grad). Settings.Remesh
+// chooses how often the fit records a new adaptive mesh: every step (the
+// default; the gradient is that of the adaptive solution at the current
+// parameters up to the frozen step sizes), every K steps, or once (the
+// first mesh is replayed throughout: cheapest, but the mesh stops
+// matching the tolerances as the parameters move). The final loss is
+// always evaluated on a freshly recorded mesh, so the policies compare
+// fairly.
+package fit

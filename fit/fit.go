@@ -1,0 +1,338 @@
+package fit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/floats"
+
+	"github.com/gradsolve-go/gradsolve/nn"
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/optim"
+)
+
+// Vars selects the parameters a fit adjusts; the others keep the values
+// they have in Problem.ODE.
+type Vars struct {
+	// P lists the per-trajectory parameter columns fitted (indices in
+	// [0, Field.Params)). Each fit has one value per listed column, shared
+	// by its trajectories.
+	P []int
+	// Y0 lists the state components whose initial values are fitted, one
+	// value per trajectory and listed component.
+	Y0 []int
+	// Shared fits all the shared parameters (Field.Shared of them). It
+	// needs Fits = 1: shared parameters belong to the whole ensemble.
+	Shared bool
+}
+
+// Problem is a fitting problem: an ensemble, a loss and what to fit.
+type Problem struct {
+	// ODE is the ensemble. Its Y0, P and Shared are the starting values of
+	// the fitted parameters and the fixed values of the others; they are
+	// not modified (the Fitter works on copies).
+	ODE ode.Problem
+	// Loss is minimised; its Data (observations) and Mean are used as given.
+	Loss ode.Loss
+	// Vars selects the fitted parameters; at least one must be selected.
+	Vars Vars
+	// Fits is the number of independent fits B the N trajectories are
+	// split into (N/B consecutive trajectories each); 0 means 1. N must be
+	// a multiple of B.
+	Fits int
+}
+
+// Fitter evaluates the loss and its gradient as functions of the fitted
+// values x, and runs fits. It owns one ode.Solver, built by New, and is
+// not safe for concurrent use.
+type Fitter struct {
+	sv   *ode.Solver
+	prob ode.Problem // a private copy; Y0 and P expanded to N rows
+	loss ode.Loss
+	vars Vars
+	n, b int // trajectories, fits
+	per  int // trajectories per fit
+	set  *nn.Set
+	x0   []float64
+	g    *ode.Gradient
+}
+
+// New checks the fitting problem and builds its solver with the solver
+// settings s (nil means defaults); it traces the field once. It returns
+// an error if nothing is selected, an index is out of range, N is not a
+// multiple of Fits, Shared is selected with several fits, or the solver
+// cannot be built.
+func New(p Problem, s *ode.Settings) (*Fitter, error) {
+	sv, err := ode.NewSolver(p.ODE.Field, s)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithSolver(sv, p)
+}
+
+// NewWithSolver is New with a solver built by the caller (for the same
+// field shape), so several fits can share one solver's programs.
+func NewWithSolver(sv *ode.Solver, p Problem) (*Fitter, error) {
+	f := p.ODE.Field
+	d, np := f.Dim, f.Params
+	n := p.ODE.N
+	if n == 0 && d > 0 {
+		n = len(p.ODE.Y0) / d
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("fit: the ensemble has no trajectories (N = %d, len(Y0) = %d)", p.ODE.N, len(p.ODE.Y0))
+	}
+	b := p.Fits
+	if b == 0 {
+		b = 1
+	}
+	switch {
+	case b < 0 || n%b != 0:
+		return nil, fmt.Errorf("fit: N = %d trajectories cannot be split into Fits = %d equal fits", n, p.Fits)
+	case len(p.Vars.P) == 0 && len(p.Vars.Y0) == 0 && !p.Vars.Shared:
+		return nil, errors.New("fit: Vars selects nothing to fit")
+	case p.Vars.Shared && b > 1:
+		return nil, fmt.Errorf("fit: shared parameters belong to the whole ensemble; with Fits = %d fit only P and Y0", b)
+	case p.Vars.Shared && f.Shared == 0:
+		return nil, fmt.Errorf("fit: Vars.Shared is set but field %s has no shared parameters", f.Name)
+	}
+	if err := checkIndices("P", p.Vars.P, np); err != nil {
+		return nil, err
+	}
+	if err := checkIndices("Y0", p.Vars.Y0, d); err != nil {
+		return nil, err
+	}
+	q := p.ODE
+	q.N = n
+	var err error
+	if q.Y0, err = rows("Y0", p.ODE.Y0, d, n); err != nil {
+		return nil, err
+	}
+	if q.P, err = rows("P", p.ODE.P, np, n); err != nil {
+		return nil, err
+	}
+	q.Shared = slices.Clone(p.ODE.Shared)
+	fr := &Fitter{sv: sv, prob: q, loss: p.Loss, vars: Vars{P: slices.Clone(p.Vars.P), Y0: slices.Clone(p.Vars.Y0), Shared: p.Vars.Shared},
+		n: n, b: b, per: n / b, set: &nn.Set{}}
+	for k := 0; k < b; k++ {
+		if len(fr.vars.P) > 0 {
+			fr.set.Add(fmt.Sprintf("fit%d.p", k), len(fr.vars.P))
+		}
+		if len(fr.vars.Y0) > 0 {
+			fr.set.Add(fmt.Sprintf("fit%d.y0", k), fr.per, len(fr.vars.Y0))
+		}
+	}
+	if fr.vars.Shared {
+		fr.set.Add("shared", f.Shared)
+	}
+	fr.x0 = fr.gather(make([]float64, fr.set.Len()))
+	return fr, nil
+}
+
+func checkIndices(what string, idx []int, n int) error {
+	seen := make(map[int]bool)
+	for _, i := range idx {
+		if i < 0 || i >= n {
+			return fmt.Errorf("fit: Vars.%s has index %d, outside [0, %d)", what, i, n)
+		}
+		if seen[i] {
+			return fmt.Errorf("fit: Vars.%s lists index %d twice", what, i)
+		}
+		seen[i] = true
+	}
+	return nil
+}
+
+// rows returns x expanded to n rows of width w (a copy).
+func rows(what string, x []float64, w, n int) ([]float64, error) {
+	switch len(x) {
+	case n * w:
+		return slices.Clone(x), nil
+	case w:
+		out := make([]float64, 0, n*w)
+		for range n {
+			out = append(out, x...)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("fit: len(%s) = %d, want %d or %d·%d", what, len(x), w, n, w)
+}
+
+// Solver returns the fitter's solver.
+func (f *Fitter) Solver() *ode.Solver { return f.sv }
+
+// Set returns the names and shapes of the blocks of x (see the package
+// doc).
+func (f *Fitter) Set() *nn.Set { return f.set }
+
+// Len returns the length of x.
+func (f *Fitter) Len() int { return f.set.Len() }
+
+// Fits returns the number of independent fits.
+func (f *Fitter) Fits() int { return f.b }
+
+// Init returns the starting values x0 from Problem.ODE in dst (len Len();
+// nil allocates). Fit b's value of a P column is taken from its first
+// trajectory.
+func (f *Fitter) Init(dst []float64) []float64 {
+	if dst == nil {
+		dst = make([]float64, f.Len())
+	}
+	copy(dst, f.x0)
+	return dst
+}
+
+// gather reads the fitted values from the fitter's problem into x.
+func (f *Fitter) gather(x []float64) []float64 {
+	d, np := f.prob.Field.Dim, f.prob.Field.Params
+	o := 0
+	for k := 0; k < f.b; k++ {
+		first := k * f.per
+		for _, c := range f.vars.P {
+			x[o] = f.prob.P[first*np+c]
+			o++
+		}
+		if len(f.vars.Y0) > 0 {
+			for i := first; i < first+f.per; i++ {
+				for _, c := range f.vars.Y0 {
+					x[o] = f.prob.Y0[i*d+c]
+					o++
+				}
+			}
+		}
+	}
+	if f.vars.Shared {
+		o += copy(x[o:], f.prob.Shared)
+	}
+	return x
+}
+
+// scatter writes x into the fitter's problem.
+func (f *Fitter) scatter(x []float64) {
+	if len(x) != f.Len() {
+		panic(fmt.Sprintf("fit: len(x) = %d, want Len() = %d", len(x), f.Len()))
+	}
+	d, np := f.prob.Field.Dim, f.prob.Field.Params
+	o := 0
+	for k := 0; k < f.b; k++ {
+		first := k * f.per
+		for j, c := range f.vars.P {
+			for i := first; i < first+f.per; i++ {
+				f.prob.P[i*np+c] = x[o+j]
+			}
+		}
+		o += len(f.vars.P)
+		if len(f.vars.Y0) > 0 {
+			for i := first; i < first+f.per; i++ {
+				for _, c := range f.vars.Y0 {
+					f.prob.Y0[i*d+c] = x[o]
+					o++
+				}
+			}
+		}
+	}
+	if f.vars.Shared {
+		copy(f.prob.Shared, x[o:])
+	}
+}
+
+// reduce sums the solver's gradient into the layout of x: dst[fit b's P
+// column j] = Σ over b's trajectories of ∂L/∂P[i, c_j].
+func (f *Fitter) reduce(dst []float64, g *ode.Gradient) {
+	d, np := f.prob.Field.Dim, f.prob.Field.Params
+	o := 0
+	for k := 0; k < f.b; k++ {
+		first := k * f.per
+		for _, c := range f.vars.P {
+			s := 0.0
+			for i := first; i < first+f.per; i++ {
+				s += g.P[i*np+c]
+			}
+			dst[o] = s
+			o++
+		}
+		if len(f.vars.Y0) > 0 {
+			for i := first; i < first+f.per; i++ {
+				for _, c := range f.vars.Y0 {
+					dst[o] = g.Y0[i*d+c]
+					o++
+				}
+			}
+		}
+	}
+	if f.vars.Shared {
+		copy(dst[o:], g.Shared)
+	}
+}
+
+// Problem returns a copy of the ensemble with x written into it: the
+// fitted columns of P, components of Y0 and the shared parameters. Y0 and
+// P have N rows. It panics if len(x) != Len().
+func (f *Fitter) Problem(x []float64) ode.Problem {
+	f.scatter(x)
+	p := f.prob
+	p.Y0, p.P, p.Shared = slices.Clone(p.Y0), slices.Clone(p.P), slices.Clone(p.Shared)
+	return p
+}
+
+// Grad returns the loss at x and its gradient with respect to x in dst
+// (len Len(); nil allocates), replaying mesh m, or recording one first if
+// m is nil. It also returns the solver's gradient, whose Mesh field is the
+// mesh replayed and whose Solution holds the states; it is reused by the
+// next call. It panics if len(x) != Len().
+func (f *Fitter) Grad(dst, x []float64, m *ode.Mesh) (float64, *ode.Gradient, []float64, error) {
+	f.scatter(x)
+	g, err := f.sv.Grad(f.g, &f.prob, f.loss, m)
+	if err != nil {
+		return math.NaN(), g, dst, err
+	}
+	f.g = g
+	if dst == nil {
+		dst = make([]float64, f.Len())
+	}
+	f.reduce(dst, g)
+	return g.Loss, g, dst, nil
+}
+
+// Loss returns the loss at x on mesh m (recorded first if m is nil),
+// without its gradient, and the solution. It panics if len(x) != Len().
+func (f *Fitter) Loss(x []float64, m *ode.Mesh) (float64, *ode.Solution, error) {
+	f.scatter(x)
+	return f.sv.Loss(&f.prob, f.loss, m)
+}
+
+// Fit builds a Fitter for p with solver settings s and runs it with set.
+// See Fitter.Run.
+func Fit(ctx context.Context, p Problem, s *ode.Settings, set *Settings) (*Result, error) {
+	f, err := New(p, s)
+	if err != nil {
+		return nil, err
+	}
+	return f.Run(ctx, set)
+}
+
+// blockNorms returns the Euclidean norm of each fit's part of g and of g
+// as a whole.
+func (f *Fitter) blockNorms(dst, g []float64) ([]float64, float64) {
+	dst = dst[:0]
+	if f.b == 1 {
+		n := floats.Norm(g, 2)
+		return append(dst, n), n
+	}
+	per := f.Len() / f.b
+	for k := 0; k < f.b; k++ {
+		dst = append(dst, floats.Norm(g[k*per:(k+1)*per], 2))
+	}
+	return dst, floats.Norm(g, 2)
+}
+
+// clip clips each fit's part of g to norm at most c.
+func (f *Fitter) clip(g []float64, c float64) {
+	per := f.Len() / f.b
+	for k := 0; k < f.b; k++ {
+		optim.ClipNorm(g[k*per:(k+1)*per], c)
+	}
+}

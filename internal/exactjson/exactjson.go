@@ -1,0 +1,75 @@
+// Package exactjson encodes float64 slices as JSON that decodes bit for
+// bit: finite values as numbers in Go's shortest round-trip form
+// (strconv.FormatFloat(x, 'g', -1, 64)), and NaN, +Inf and −Inf, which
+// JSON lacks, as the strings "NaN", "+Inf" and "-Inf". The optimiser
+// state files (package optim) and weight files (package nn) use it.
+package exactjson
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// Floats is a []float64 with the exact JSON encoding of the package doc.
+// A nil Floats encodes as null.
+type Floats []float64
+
+// MarshalJSON encodes f.
+func (f Floats) MarshalJSON() ([]byte, error) {
+	if f == nil {
+		return []byte("null"), nil
+	}
+	b := make([]byte, 0, 2+24*len(f))
+	b = append(b, '[')
+	for i, x := range f {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		switch {
+		case math.IsNaN(x):
+			b = append(b, `"NaN"`...)
+		case math.IsInf(x, 1):
+			b = append(b, `"+Inf"`...)
+		case math.IsInf(x, -1):
+			b = append(b, `"-Inf"`...)
+		default:
+			b = strconv.AppendFloat(b, x, 'g', -1, 64)
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// UnmarshalJSON decodes what MarshalJSON writes.
+func (f *Floats) UnmarshalJSON(b []byte) error {
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		*f = nil
+		return nil
+	}
+	out := make(Floats, len(raw))
+	for i, r := range raw {
+		s := string(r)
+		if len(s) > 0 && s[0] == '"' {
+			if err := json.Unmarshal(r, &s); err != nil {
+				return err
+			}
+			switch s {
+			case "NaN", "+Inf", "-Inf":
+			default:
+				return fmt.Errorf("element %d: %q is not a number", i, s)
+			}
+		}
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("element %d: %w", i, err)
+		}
+		out[i] = x
+	}
+	*f = out
+	return nil
+}

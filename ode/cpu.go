@@ -1,0 +1,411 @@
+package ode
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/internal/par"
+	"github.com/gradsolve-go/gradsolve/scan"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// The CPU engine runs whole solves per worker: each worker takes a chunk
+// of consecutive trajectories and runs the complete adaptive loop on it
+// (trial step, controller, commit and compaction of its finished lanes,
+// its own part of the mesh), then, for a gradient, that chunk's loss and
+// reverse sweep while its states are still in cache. Chunks are handed out
+// dynamically, so uneven trajectories balance; there is no barrier across
+// the ensemble. Every program runs over a chunk as one block of the CPU
+// executor on the worker's goroutine.
+//
+// Results are bitwise identical for any number of workers and any chunk
+// size: every per-trajectory computation is independent of its
+// neighbours; the loss is summed over trajectories in index order; shared
+// gradients are each trajectory's own contributions summed in the fixed
+// order of scan.SumShared, and chunk boundaries fall on multiples of
+// scan.TileSize.
+
+func init() { Register(cpuEngine{}) }
+
+type cpuEngine struct{}
+
+func (cpuEngine) Name() string     { return "cpu" }
+func (cpuEngine) Available() error { return nil }
+
+// Prepare builds the executors of the plan's programs once; workers clone
+// them.
+func (cpuEngine) Prepare(pl *Plan) (Executor, error) {
+	ex := &cpuExec{plan: pl}
+	set := &tape.ExecSettings{Workers: 1}
+	var err error
+	if ex.init, err = tape.NewExec(pl.Init, set); err != nil {
+		return nil, err
+	}
+	if ex.trial, err = tape.NewExec(pl.Trial, set); err != nil {
+		return nil, err
+	}
+	if ex.control, err = tape.NewExec(pl.Control, set); err != nil {
+		return nil, err
+	}
+	ex.step = &scan.Step{Prog: pl.Replay, Dense: pl.Dense, D: pl.Dim, P: pl.Params, S: pl.Shared}
+	return ex, nil
+}
+
+// cpuExec is the CPU engine's executor of one plan.
+type cpuExec struct {
+	plan                 *Plan
+	init, trial, control *tape.Exec // masters, cloned by workers
+
+	stepOnce sync.Once
+	step     *scan.Step // master of the replay step and its reverse
+	stepErr  error
+
+	losses sync.Map // LossPlan.Hash (+ ".grad") → *tape.Exec, masters of the loss programs
+
+	mu   sync.Mutex
+	free []*cpuWorker
+}
+
+// chunkSize returns the chunk size of job: Job.ChunkSize, or the trial
+// step's working-set block size (an L2-sized block), reduced so that
+// every worker gets about four chunks; a multiple of scan.TileSize.
+func (ex *cpuExec) chunkSize(j *Job, workers int) int {
+	tile := scan.TileSize
+	round := func(c int) int { return max(tile, (c+tile-1)/tile*tile) }
+	if j.ChunkSize > 0 {
+		return round(min(j.ChunkSize, j.N))
+	}
+	c := ex.trial.BlockSize()
+	if per := (j.N + 4*workers - 1) / (4 * workers); per < c {
+		c = per
+	}
+	return round(c)
+}
+
+// stepMaster returns the master replay Step, building its executors.
+func (ex *cpuExec) stepMaster() (*scan.Step, error) {
+	ex.stepOnce.Do(func() {
+		pl := ex.plan
+		rev, err := pl.Reverse()
+		if err != nil {
+			ex.stepErr = err
+			return
+		}
+		ex.step.Rev = rev
+		if pl.Dense != nil {
+			if ex.step.DenseRev, err = pl.DenseReverse(); err != nil {
+				ex.stepErr = err
+				return
+			}
+		}
+		set := &tape.ExecSettings{Workers: 1}
+		_, ex.stepErr = ex.step.Clone(set, 0, 1) // builds the master executors
+	})
+	return ex.step, ex.stepErr
+}
+
+// lossMaster returns the master executor of a loss program, by key.
+func (ex *cpuExec) lossMaster(key string, prog *tape.Program) (*tape.Exec, error) {
+	if e, ok := ex.losses.Load(key); ok {
+		return e.(*tape.Exec), nil
+	}
+	e, err := tape.NewExec(prog, &tape.ExecSettings{Workers: 1, CheckFinite: true})
+	if err != nil {
+		return nil, err
+	}
+	got, _ := ex.losses.LoadOrStore(key, e)
+	return got.(*tape.Exec), nil
+}
+
+// run is the state of one Run: the job, its chunking, and the outputs the
+// workers fill.
+type cpuRun struct {
+	ex      *cpuExec
+	job     *Job
+	ctx     context.Context
+	chunk   int
+	nchunks int
+	res     *Result
+
+	keepMesh, keepStates bool
+	hbufs                [][]float64 // per chunk: its mesh rows [rows][chunk]
+	lossTerms            []float64   // [N] per-trajectory loss terms
+	tiles                []float64   // [ntiles][S] shared-gradient tile sums
+	lastH                []float64   // [N] last step size tried
+	stateBudget          int64       // bytes of stored states a worker may hold
+
+	done        atomic.Int64
+	failed      atomic.Bool
+	recordNanos atomic.Int64
+	storedPeak  atomic.Int64
+	errMu       sync.Mutex
+	err         error
+}
+
+func (r *cpuRun) fail(err error) {
+	r.errMu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.errMu.Unlock()
+}
+
+// Run performs job.
+func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	pl := ex.plan
+	n, d := j.N, pl.Dim
+	workers := j.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	r := &cpuRun{ex: ex, job: j, ctx: ctx, res: &Result{}}
+	r.chunk = ex.chunkSize(j, workers)
+	r.nchunks = (n + r.chunk - 1) / r.chunk
+	workers = par.Workers(workers, r.nchunks)
+	res := r.res
+	recording := j.Mesh == nil
+	r.keepMesh = recording && (j.Op != OpSolve || len(j.SaveAt) > 0)
+	r.keepStates = recording && j.Op == OpGrad
+	limit := j.MemoryLimit
+	if limit <= 0 {
+		limit = scan.DefaultMemoryLimit
+	}
+	r.stateBudget = limit / int64(workers)
+	if recording {
+		res.Status = make([]Status, n)
+		for i := range res.Status {
+			res.Status[i] = NotRun
+		}
+		res.T = make([]float64, n)
+		res.Stiff = make([]bool, n)
+		res.Stats = Stats{Accepted: make([]int, n), Rejected: make([]int, n), FieldEvals: make([]int, n)}
+		r.lastH = make([]float64, n)
+	}
+	res.Y = make([]float64, n*d)
+	if len(j.SaveAt) > 0 {
+		res.Ys = make([]float64, n*len(j.SaveAt)*d)
+	}
+	if r.keepMesh {
+		r.hbufs = make([][]float64, r.nchunks)
+	}
+	if j.Op == OpGrad || j.Op == OpLoss {
+		r.lossTerms = make([]float64, n)
+	}
+	if j.Op == OpGrad {
+		res.GradY0 = make([]float64, n*d)
+		res.GradP = make([]float64, n*pl.Params)
+		r.tiles = make([]float64, (n+scan.TileSize-1)/scan.TileSize*pl.Shared)
+	}
+
+	start := time.Now()
+	ws := ex.workers(workers)
+	par.Run(r.nchunks, workers, func(w, c int) {
+		if r.failed.Load() {
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			r.fail(err)
+			r.failed.Store(true)
+			return
+		}
+		if err := ws[w].runChunk(r, c); err != nil {
+			r.fail(err)
+			r.failed.Store(true)
+		}
+	})
+	ex.release(ws)
+	if r.err != nil {
+		return nil, r.err
+	}
+	wall := time.Since(start)
+
+	if recording {
+		res.Stats.Wall = wall
+		res.LastH = r.lastH
+	}
+	if r.keepMesh {
+		res.Mesh = r.assembleMesh()
+	}
+	if r.lossTerms != nil {
+		for _, v := range r.lossTerms {
+			res.Loss += v
+		}
+		res.Loss *= j.Loss.Scale
+	}
+	if j.Op == OpGrad {
+		res.GradS = scan.SumTiles(nil, r.tiles, pl.Shared)
+		res.StoredBytes = r.storedPeak.Load()
+		if recording {
+			res.RecordTime = time.Duration(r.recordNanos.Load() / int64(workers))
+			res.GradTime = max(0, wall-res.RecordTime)
+		} else {
+			res.GradTime = wall
+		}
+	}
+	return res, nil
+}
+
+// assembleMesh gathers the chunks' mesh rows into one step-major mesh.
+func (r *cpuRun) assembleMesh() *Mesh {
+	j, n := r.job, r.job.N
+	m := &Mesh{N: n, Len: make([]int, n), Status: r.res.Status, Stats: r.res.Stats}
+	for i := 0; i < n; i++ {
+		m.Len[i] = r.res.Stats.Accepted[i]
+		m.Rows = max(m.Rows, m.Len[i])
+	}
+	m.H = make([]float64, m.Rows*n)
+	for c, hb := range r.hbufs {
+		lo := c * r.chunk
+		w := min(r.chunk, n-lo)
+		for i := 0; i < w; i++ {
+			for s := 0; s < m.Len[lo+i]; s++ {
+				m.H[s*n+lo+i] = hb[s*w+i]
+			}
+		}
+	}
+	m.T0, m.T1 = j.T0, j.T1
+	return m
+}
+
+// workers takes k workspaces from the pool.
+func (ex *cpuExec) workers(k int) []*cpuWorker {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ws := make([]*cpuWorker, k)
+	for i := range ws {
+		if l := len(ex.free); l > 0 {
+			ws[i], ex.free = ex.free[l-1], ex.free[:l-1]
+		} else {
+			ws[i] = &cpuWorker{ex: ex}
+		}
+	}
+	return ws
+}
+
+func (ex *cpuExec) release(ws []*cpuWorker) {
+	ex.mu.Lock()
+	ex.free = append(ex.free, ws...)
+	ex.mu.Unlock()
+}
+
+// cpuWorker is one worker's workspace: executor clones for its chunk size
+// and the lanes of the chunk it is running, structure of arrays.
+type cpuWorker struct {
+	ex   *cpuExec
+	cap  int // chunk size the clones and lanes are sized for
+	init *tape.Exec
+	tri  *tape.Exec
+	ctl  *tape.Exec
+	step *scan.Step
+	loss map[string]*tape.Exec
+
+	// Lanes: the active trajectories of the chunk are lanes 0…m-1.
+	idx                  []int
+	st, st2              [NumState][]float64 // controller state in and out
+	t1, hrho, acc, stat  []float64
+	y, yn, e, k1, ko, p  [][]float64
+	in, out              [][]float64
+	hbuf, sbuf           []float64 // chunk's mesh rows [rows][cap] and states [rows][1+d][cap]
+	rows                 int
+	storing              bool
+	scratch, scratch2    []float64
+	t0s                  []float64
+	endT, endY           []float64
+	rtol, atol, maxSteps [][]float64 // shared inputs as length-1 columns
+}
+
+func cols(w, n int) [][]float64 {
+	x := make([][]float64, w)
+	for i := range x {
+		x[i] = make([]float64, n)
+	}
+	return x
+}
+
+// size prepares the workspace for chunks of c lanes.
+func (w *cpuWorker) size(c int) {
+	if w.cap == c {
+		return
+	}
+	ex, pl := w.ex, w.ex.plan
+	d := pl.Dim
+	w.cap = c
+	w.init = ex.init.Clone(c, 1)
+	w.tri = ex.trial.Clone(c, 1)
+	w.ctl = ex.control.Clone(c, 1)
+	w.step, w.loss = nil, nil
+	w.idx = make([]int, c)
+	for k := range w.st {
+		w.st[k] = make([]float64, c)
+		w.st2[k] = make([]float64, c)
+	}
+	w.t1, w.hrho, w.acc, w.stat = make([]float64, c), make([]float64, c), make([]float64, c), make([]float64, c)
+	w.y, w.yn, w.e, w.k1, w.ko = cols(d, c), cols(d, c), cols(d, c), cols(d, c), cols(d, c)
+	w.p = cols(pl.Params, c)
+	w.t0s = make([]float64, c)
+	w.endT, w.endY = make([]float64, c), make([]float64, d*c)
+}
+
+// runChunk runs chunk c of the job.
+func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
+	j := r.job
+	w.size(r.chunk)
+	lo := c * r.chunk
+	hi := min(lo+r.chunk, j.N)
+	if j.Mesh == nil {
+		t := time.Now()
+		ok, err := w.record(r, c, lo, hi)
+		if err != nil {
+			return err
+		}
+		if j.Op == OpGrad {
+			r.recordNanos.Add(int64(time.Since(t)))
+		}
+		switch {
+		case j.Op == OpRecord, j.Op == OpSolve && len(j.SaveAt) == 0:
+		case j.Op == OpSolve:
+			// Saved states: replay the trajectories that finished; failed
+			// ones keep NaN saved states.
+			lens := append([]int(nil), r.res.Stats.Accepted[lo:hi]...)
+			for i := range lens {
+				if r.res.Status[lo+i] != OK {
+					lens[i] = 0
+				}
+			}
+			if err := w.replay(r, lo, hi, r.hbufs[c], hi-lo, lens); err != nil {
+				return err
+			}
+			K, d := len(j.SaveAt), w.ex.plan.Dim
+			for i := lo; i < hi; i++ {
+				if r.res.Status[i] != OK {
+					for x := i * K * d; x < (i+1)*K*d; x++ {
+						r.res.Ys[x] = math.NaN()
+					}
+				}
+			}
+		case !ok:
+			// A failed trajectory: no loss, no gradient (Grad reports it).
+			r.failed.Store(j.Op == OpGrad || j.Op == OpLoss)
+		default:
+			if err := w.replay(r, lo, hi, r.hbufs[c], hi-lo, r.res.Stats.Accepted[lo:hi]); err != nil {
+				return err
+			}
+		}
+	} else {
+		m := j.Mesh
+		if err := w.replay(r, lo, hi, m.H[lo:], m.N, m.Len[lo:hi]); err != nil {
+			return err
+		}
+	}
+	if j.Progress != nil {
+		j.Progress(int(r.done.Add(int64(hi-lo))), j.N)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package ode
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gradsolve-go/gradsolve/scan"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// replay runs the chunk lo…hi-1 over its mesh: h holds the mesh rows with
+// stride (trajectory i of the chunk, step s at h[s*stride+i-lo]) and lens
+// the chunk's step counts. With the run's op it fills the saved states
+// (OpSolve), the final and saved states (OpReplay), the loss terms (OpLoss)
+// or the loss terms and the gradient (OpGrad). For a gradient after a
+// record, the recorder's stored states replace the forward sweep.
+func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens []int) error {
+	ex, pl, j, res := w.ex, w.ex.plan, r.job, r.res
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	width := hi - lo
+	rows := 0
+	for _, l := range lens {
+		rows = max(rows, l)
+	}
+	if w.step == nil {
+		master, err := ex.stepMaster()
+		if err != nil {
+			return err
+		}
+		if w.step, err = master.Clone(nil, w.cap, 1); err != nil {
+			return err
+		}
+	}
+	mesh := scan.Mesh{N: width, Rows: rows, Len: lens}
+	if stride == width {
+		mesh.H = h[:rows*width]
+	} else {
+		mesh.H = make([]float64, rows*width)
+		for s := 0; s < rows; s++ {
+			copy(mesh.H[s*width:(s+1)*width], h[s*stride:s*stride+width])
+		}
+	}
+	q := &scan.Problem{Step: w.step, Mesh: mesh, T0: w.t0s[:width], Shared: j.Shared,
+		Y0: toSoA(nil, j.Y0[lo*d:hi*d], width, d), P: toSoA(nil, j.P[lo*np:hi*np], width, np)}
+	for i := range q.T0 {
+		q.T0[i] = j.T0
+	}
+	K := len(j.SaveAt)
+	if K > 0 {
+		q.Taps = saveTaps(mesh, j.T0, j.SaveAt, pl.Dense != nil)
+	}
+	set := &scan.Settings{Checkpoint: j.Checkpoint, MemoryLimit: r.stateBudget}
+
+	var sw *scan.Sweep
+	var out *scan.Result
+	if j.Op == OpGrad {
+		if j.Mesh == nil {
+			q.Stored = w.storedStates(width)
+		}
+		var err error
+		if sw, err = scan.Forward(q, set); err != nil {
+			return err
+		}
+		out = sw.Result()
+	} else {
+		var err error
+		if out, err = scan.Replay(nil, q, set); err != nil {
+			return err
+		}
+	}
+	if j.Op == OpReplay || j.Op == OpLoss || j.Op == OpGrad {
+		fromSoA(res.Y[lo*d:hi*d], out.Y, width, d)
+	}
+	if K > 0 {
+		unpackTaps(res.Ys[lo*K*d:hi*K*d], out.Taps, width, K, d)
+	}
+	if j.Op != OpLoss && j.Op != OpGrad {
+		return nil
+	}
+
+	// The loss terms and their cotangents.
+	lp := j.Loss
+	prog := lp.Term
+	var le *tape.Exec
+	if j.Op == OpGrad {
+		prog = lp.Grad
+	}
+	le, err := w.lossExec(lp, prog)
+	if err != nil {
+		return err
+	}
+	in := make([][]float64, 0, len(prog.Inputs))
+	for c := 0; c < d; c++ {
+		in = append(in, out.Y[c*width:(c+1)*width])
+	}
+	nt := width * K
+	for k := 0; k < K; k++ {
+		for c := 0; c < d; c++ {
+			col := make([]float64, width)
+			for i := range col {
+				col[i] = out.Taps[c*nt+i*K+k]
+			}
+			in = append(in, col)
+		}
+	}
+	if lp.DataDim > 0 {
+		data := toSoA(nil, lp.Data[lo*lp.DataDim:hi*lp.DataDim], width, lp.DataDim)
+		for c := 0; c < lp.DataDim; c++ {
+			in = append(in, data[c*width:(c+1)*width])
+		}
+	}
+	for c := 0; c < np; c++ {
+		in = append(in, q.P[c*width:(c+1)*width])
+	}
+	for c := 0; c < ns; c++ {
+		in = append(in, j.Shared[c:c+1])
+	}
+	lout := make([][]float64, len(prog.Outputs))
+	for i := range lout {
+		lout[i] = make([]float64, width)
+	}
+	if err := le.Run(lout, in, width); err != nil {
+		var nf *tape.NonFiniteError
+		if errors.As(err, &nf) {
+			nf.Trajectory += lo // the chunk's lane to the ensemble's trajectory
+		}
+		return fmt.Errorf("ode: loss %s: %w", lp.Term.Name, err)
+	}
+	copy(r.lossTerms[lo:hi], lout[0])
+	if j.Op != OpGrad {
+		return nil
+	}
+	scale := lp.Scale
+	ybar := make([]float64, d*width)
+	for c := 0; c < d; c++ {
+		for i, v := range lout[1+c] {
+			ybar[c*width+i] = scale * v
+		}
+	}
+	tapbar := make([]float64, d*nt)
+	for k := 0; k < K; k++ {
+		for c := 0; c < d; c++ {
+			for i, v := range lout[1+d+k*d+c] {
+				tapbar[c*nt+i*K+k] = scale * v
+			}
+		}
+	}
+	o := 1 + d + K*d
+	scaled := func(first, w int) []float64 {
+		x := make([]float64, w*width)
+		for c := 0; c < w; c++ {
+			for i, v := range lout[first+c] {
+				x[c*width+i] = scale * v
+			}
+		}
+		return x
+	}
+	g, err := sw.BackwardFrom(nil, ybar, tapbar, scaled(o, np), scaled(o+np, ns))
+	if err != nil {
+		return err
+	}
+	for b := sw.StoredBytes(); ; {
+		peak := r.storedPeak.Load()
+		if b <= peak || r.storedPeak.CompareAndSwap(peak, b) {
+			break
+		}
+	}
+	fromSoA(res.GradY0[lo*d:hi*d], g.Y0, width, d)
+	fromSoA(res.GradP[lo*np:hi*np], g.P, width, np)
+	if ns > 0 {
+		tiles := scan.TileSums(nil, g.SharedTraj, width, ns)
+		copy(r.tiles[lo/scan.TileSize*ns:], tiles)
+	}
+	return nil
+}
+
+// lossExec returns the worker's clone of the executor of prog, one of the
+// programs of lp.
+func (w *cpuWorker) lossExec(lp *LossPlan, prog *tape.Program) (*tape.Exec, error) {
+	key := lp.Hash
+	if prog == lp.Grad {
+		key += ".grad"
+	}
+	if e, ok := w.loss[key]; ok {
+		return e, nil
+	}
+	master, err := w.ex.lossMaster(key, prog)
+	if err != nil {
+		return nil, err
+	}
+	if w.loss == nil {
+		w.loss = map[string]*tape.Exec{}
+	}
+	e := master.Clone(w.cap, 1)
+	w.loss[key] = e
+	return e, nil
+}

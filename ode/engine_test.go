@@ -1,0 +1,190 @@
+package ode_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+func sameBitsF(t *testing.T, what string, want, got []float64) {
+	t.Helper()
+	if len(want) != len(got) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
+			t.Fatalf("%s[%d] = %v, want %v bit for bit", what, i, got[i], want[i])
+		}
+	}
+}
+
+func sameInts(t *testing.T, what string, want, got []int) {
+	t.Helper()
+	if fmt.Sprint(want) != fmt.Sprint(got) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// TestEngineDeterminism checks that the CPU engine's meshes, states and
+// gradients (shared ones included) are the same bit for bit for any
+// number of workers and any chunk size.
+func TestEngineDeterminism(t *testing.T) {
+	t.Parallel()
+	neural := problems.NeuralRobertson(2)
+	neural.T1 = 5
+	cases := []struct {
+		name string
+		pr   func() ode.Problem
+		set  ode.Settings
+		loss ode.Loss
+	}{
+		{"lorenz-shared", func() ode.Problem {
+			n := 37
+			pr := ode.Problem{Field: lorenzSharedField(), N: n, Y0: make([]float64, 3*n), P: make([]float64, n), Shared: []float64{10, 8.0 / 3}, T1: 1, SaveAt: []float64{0.3, 0.7}}
+			for i := 0; i < n; i++ {
+				pr.Y0[3*i] = 1 + 0.01*float64(i)
+				pr.P[i] = 21 * float64(i) / float64(n-1)
+			}
+			return pr
+		}, ode.Settings{RelTol: 1e-7}, ode.Loss{Name: "mix", Mean: true, F: func(y, ys, _ []tape.V) tape.V {
+			return y[0].Square().Add(ys[1].Mul(ys[4]))
+		}}},
+		{"neural-robertson", func() ode.Problem {
+			n := 19
+			y0, p := neural.Ensemble(n)
+			for i := 0; i < n; i++ {
+				p[2*i] = 0.02 + 0.002*float64(i)
+			}
+			return ode.Problem{Field: neural.Field, N: n, Y0: y0, P: p, Shared: neural.Shared, T1: neural.T1}
+		}, ode.Settings{Method: ode.Rodas5P, RelTol: 1e-5, AbsTol: 1e-9}, ode.Component(2)},
+	}
+	for _, c := range cases {
+		var ref *ode.Gradient
+		var refSol *ode.Solution
+		for _, workers := range []int{1, 2, 3} {
+			for _, chunk := range []int{0, 8, 24, 1000} {
+				set := c.set
+				set.Exec.Workers, set.Exec.BlockSize = workers, chunk
+				pr := c.pr()
+				sv, err := ode.NewSolver(pr.Field, &set)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := sv.Grad(nil, &pr, c.loss, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sol, err := sv.Solve(&pr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ref == nil {
+					ref, refSol = g, sol
+					continue
+				}
+				what := fmt.Sprintf("%s, workers %d, chunk %d", c.name, workers, chunk)
+				sameBitsF(t, what+": mesh", ref.Mesh.H, g.Mesh.H)
+				sameInts(t, what+": Len", ref.Mesh.Len, g.Mesh.Len)
+				sameBitsF(t, what+": dL/dY0", ref.Y0, g.Y0)
+				sameBitsF(t, what+": dL/dP", ref.P, g.P)
+				sameBitsF(t, what+": dL/dShared", ref.Shared, g.Shared)
+				sameBitsF(t, what+": loss", []float64{ref.Loss}, []float64{g.Loss})
+				sameBitsF(t, what+": final states", refSol.Y, sol.Y)
+				sameBitsF(t, what+": saved states", refSol.Ys, sol.Ys)
+			}
+		}
+	}
+}
+
+// TestSolverConcurrent runs one Solver from several goroutines at once
+// (run it with -race) and checks that every call gets what a serial call
+// gets.
+func TestSolverConcurrent(t *testing.T) {
+	t.Parallel()
+	f := lorenzSharedField()
+	sv, err := ode.NewSolver(f, &ode.Settings{RelTol: 1e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	problem := func(k int) ode.Problem {
+		n := 5 + k
+		pr := ode.Problem{Field: f, N: n, Y0: make([]float64, 3*n), P: make([]float64, n), Shared: []float64{10, 8.0 / 3}, T1: 0.5 + 0.1*float64(k)}
+		for i := 0; i < n; i++ {
+			pr.Y0[3*i] = 1
+			pr.P[i] = 10 + float64(i+k)
+		}
+		return pr
+	}
+	const calls = 8
+	want := make([]*ode.Gradient, calls)
+	for k := range want {
+		pr := problem(k)
+		if want[k], err = sv.Grad(nil, &pr, ode.SumSquares(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	got := make([]*ode.Gradient, calls)
+	errs := make([]error, calls)
+	for rep := 0; rep < 3; rep++ {
+		for k := 0; k < calls; k++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pr := problem(k)
+				if k%2 == 1 {
+					if _, err := sv.Solve(&pr); err != nil {
+						errs[k] = err
+						return
+					}
+				}
+				got[k], errs[k] = sv.Grad(nil, &pr, ode.SumSquares(), nil)
+			}()
+		}
+		wg.Wait()
+		for k := 0; k < calls; k++ {
+			if errs[k] != nil {
+				t.Fatal(errs[k])
+			}
+			what := fmt.Sprintf("call %d", k)
+			sameBitsF(t, what+": dL/dP", want[k].P, got[k].P)
+			sameBitsF(t, what+": dL/dShared", want[k].Shared, got[k].Shared)
+		}
+	}
+}
+
+// TestEngineSelection checks Settings.Engine and that results name their
+// engine.
+func TestEngineSelection(t *testing.T) {
+	t.Parallel()
+	pr := ode.Problem{Field: lorenzField(), Y0: []float64{1, 0, 0}, P: []float64{10, 28, 8.0 / 3}, T1: 0.1}
+	for _, name := range []string{"", "cpu", "auto"} {
+		sol, err := ode.Solve(pr, &ode.Settings{Engine: name})
+		if err != nil {
+			t.Fatalf("engine %q: %v", name, err)
+		}
+		if sol.Engine == "" {
+			t.Errorf("engine %q: the solution does not name its engine", name)
+		}
+	}
+	_, err := ode.Solve(pr, &ode.Settings{Engine: "warp"})
+	if err == nil || !strings.Contains(err.Error(), `"warp"`) || !strings.Contains(err.Error(), "cpu") {
+		t.Errorf("unknown engine: error %v, want one naming it and the registered engines", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sv, err := ode.NewSolver(pr.Field, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sv.SolveContext(ctx, &pr); err != context.Canceled {
+		t.Errorf("cancelled context: error %v, want context.Canceled", err)
+	}
+}

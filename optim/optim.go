@@ -1,0 +1,317 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/floats"
+)
+
+// Panic messages for programming errors.
+const (
+	badLength  = "optim: len(grad) != len(params)"
+	badResize  = "optim: the parameter vector changed length between steps"
+	badHyper   = "optim: invalid hyperparameter"
+	badMaxNorm = "optim: ClipNorm: maxNorm must be positive"
+)
+
+// Optimizer updates a parameter vector in place from its gradient. All the
+// optimisers of this package implement it.
+type Optimizer interface {
+	// Step takes one step: it updates params (len n) in place from grad
+	// (len n), and counts the step. It panics if the lengths differ or n
+	// changes between steps.
+	Step(params, grad []float64)
+
+	// Steps returns the number of steps taken.
+	Steps() int
+
+	// Rate returns the learning rate of the next step.
+	Rate() float64
+
+	// Reset forgets the state (moments and step count), keeping the
+	// hyperparameters.
+	Reset()
+
+	// State returns a copy of the optimiser's state; SetState replaces it
+	// (also copying). SetState returns an error if s was saved by another
+	// kind of optimiser or is inconsistent.
+	State() *State
+	SetState(s *State) error
+}
+
+var (
+	_ Optimizer = (*Adam)(nil)
+	_ Optimizer = (*AdamW)(nil)
+	_ Optimizer = (*SGD)(nil)
+)
+
+// Defaults of the zero values.
+const (
+	DefaultAdamRate    = 1e-3  // Adam and AdamW learning rate
+	DefaultBeta1       = 0.9   // first-moment decay
+	DefaultBeta2       = 0.999 // second-moment decay
+	DefaultEps         = 1e-8  // denominator offset
+	DefaultWeightDecay = 1e-2  // AdamW decoupled weight decay (as PyTorch's AdamW)
+	DefaultSGDRate     = 1e-2  // SGD learning rate
+)
+
+// rate returns the learning rate of step k: the schedule's if any, else
+// the constant lr, else def.
+func rate(sched Schedule, lr, def float64, k int) float64 {
+	if sched != nil {
+		return sched.Rate(k)
+	}
+	if lr == 0 {
+		return def
+	}
+	return lr
+}
+
+func or(x, def float64) float64 {
+	if x == 0 {
+		return def
+	}
+	return x
+}
+
+// moments are the state of the Adam family.
+type moments struct {
+	t    int
+	m, v []float64
+}
+
+func (s *moments) ensure(params, grad []float64) {
+	if len(grad) != len(params) {
+		panic(badLength)
+	}
+	if s.m == nil {
+		s.m = make([]float64, len(params))
+		s.v = make([]float64, len(params))
+	}
+	if len(s.m) != len(params) {
+		panic(badResize)
+	}
+}
+
+// adamStep is the update shared by Adam and AdamW (Kingma & Ba 2015,
+// Algorithm 1; Loshchilov & Hutter 2019, Algorithm 2 with the schedule
+// multiplier folded into lr, as PyTorch's AdamW):
+//
+//	t ← t+1
+//	m ← β1·m + (1−β1)·g
+//	v ← β2·v + (1−β2)·g²
+//	θ ← θ − lr·λ·θ − lr·(m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + ε)
+//
+// with λ = wd (0 for Adam); the decay uses θ before the step.
+func adamStep(s *moments, params, grad []float64, lr, b1, b2, eps, wd float64) {
+	s.ensure(params, grad)
+	if !(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1 && eps >= 0 && wd >= 0) {
+		panic(fmt.Sprintf("%s: β1 = %v, β2 = %v (need [0, 1)), ε = %v, weight decay = %v (need ≥ 0)", badHyper, b1, b2, eps, wd))
+	}
+	s.t++
+	c1 := 1 - math.Pow(b1, float64(s.t))
+	c2 := 1 - math.Pow(b2, float64(s.t))
+	for i, g := range grad {
+		m := b1*s.m[i] + (1-b1)*g
+		v := b2*s.v[i] + (1-b2)*g*g
+		s.m[i], s.v[i] = m, v
+		p := params[i]
+		params[i] = p - lr*wd*p - lr*(m/c1)/(math.Sqrt(v/c2)+eps)
+	}
+}
+
+// Adam is the Adam optimiser with bias correction (Kingma & Ba, "Adam: A
+// Method for Stochastic Optimization", ICLR 2015, Algorithm 1):
+//
+//	m ← β1·m + (1−β1)·g,  v ← β2·v + (1−β2)·g²
+//	θ ← θ − lr·m̂/(√v̂ + ε),  m̂ = m/(1−β1ᵗ), v̂ = v/(1−β2ᵗ)
+//
+// at step t = 1, 2, …. The zero value is ready to use. Each Step costs
+// O(n) and allocates only on the first call (2n floats of state).
+type Adam struct {
+	// LearnRate is the constant learning rate; 0 means 1e-3. Ignored if
+	// Schedule is set.
+	LearnRate float64
+	// Schedule, if not nil, gives the learning rate of each step.
+	Schedule Schedule
+	// Beta1 and Beta2 are the moment decays, in [0, 1); 0 means 0.9 and
+	// 0.999 (so a decay of exactly 0 cannot be asked for).
+	Beta1, Beta2 float64
+	// Eps is added to √v̂; 0 means 1e-8.
+	Eps float64
+
+	s moments
+}
+
+// Step takes one Adam step; see Optimizer.
+func (a *Adam) Step(params, grad []float64) {
+	lr := rate(a.Schedule, a.LearnRate, DefaultAdamRate, a.s.t)
+	adamStep(&a.s, params, grad, lr, or(a.Beta1, DefaultBeta1), or(a.Beta2, DefaultBeta2), or(a.Eps, DefaultEps), 0)
+}
+
+// Steps returns the number of steps taken.
+func (a *Adam) Steps() int { return a.s.t }
+
+// Rate returns the learning rate of the next step.
+func (a *Adam) Rate() float64 { return rate(a.Schedule, a.LearnRate, DefaultAdamRate, a.s.t) }
+
+// Reset forgets the moments and the step count.
+func (a *Adam) Reset() { a.s = moments{} }
+
+// State returns a copy of the state: kind "adam", moments "m" and "v".
+func (a *Adam) State() *State { return a.s.state("adam") }
+
+// SetState replaces the state with a copy of s.
+func (a *Adam) SetState(s *State) error { return a.s.set("adam", s) }
+
+// AdamW is Adam with decoupled weight decay (Loshchilov & Hutter,
+// "Decoupled Weight Decay Regularization", ICLR 2019): each step first
+// shrinks the parameters by lr·λ·θ, then takes the Adam step, so the
+// decay is not scaled by the adaptive denominator as an L2 term in the
+// loss would be. The learning rate multiplies the decay, as in PyTorch's
+// AdamW and optax.adamw. The zero value is ready to use.
+type AdamW struct {
+	// LearnRate, Schedule, Beta1, Beta2 and Eps are as in Adam.
+	LearnRate    float64
+	Schedule     Schedule
+	Beta1, Beta2 float64
+	Eps          float64
+	// WeightDecay is λ ≥ 0; 0 means 1e-2 (PyTorch's default). For no decay
+	// use Adam.
+	WeightDecay float64
+
+	s moments
+}
+
+// Step takes one AdamW step; see Optimizer.
+func (a *AdamW) Step(params, grad []float64) {
+	lr := rate(a.Schedule, a.LearnRate, DefaultAdamRate, a.s.t)
+	adamStep(&a.s, params, grad, lr, or(a.Beta1, DefaultBeta1), or(a.Beta2, DefaultBeta2), or(a.Eps, DefaultEps),
+		or(a.WeightDecay, DefaultWeightDecay))
+}
+
+// Steps returns the number of steps taken.
+func (a *AdamW) Steps() int { return a.s.t }
+
+// Rate returns the learning rate of the next step.
+func (a *AdamW) Rate() float64 { return rate(a.Schedule, a.LearnRate, DefaultAdamRate, a.s.t) }
+
+// Reset forgets the moments and the step count.
+func (a *AdamW) Reset() { a.s = moments{} }
+
+// State returns a copy of the state: kind "adamw", moments "m" and "v".
+func (a *AdamW) State() *State { return a.s.state("adamw") }
+
+// SetState replaces the state with a copy of s.
+func (a *AdamW) SetState(s *State) error { return a.s.set("adamw", s) }
+
+// SGD is stochastic gradient descent with optional momentum μ, in
+// PyTorch's form (Sutskever et al., ICML 2013):
+//
+//	b ← μ·b + g
+//	θ ← θ − lr·b             (heavy ball)
+//	θ ← θ − lr·(g + μ·b)     (Nesterov)
+//
+// With μ = 0 it is plain gradient descent θ ← θ − lr·g and keeps no
+// moment. The zero value is ready to use.
+type SGD struct {
+	// LearnRate is the constant learning rate; 0 means 1e-2. Ignored if
+	// Schedule is set.
+	LearnRate float64
+	// Schedule, if not nil, gives the learning rate of each step.
+	Schedule Schedule
+	// Momentum is μ in [0, 1); 0 means none.
+	Momentum float64
+	// Nesterov selects Nesterov momentum.
+	Nesterov bool
+
+	t int
+	b []float64
+}
+
+// Step takes one SGD step; see Optimizer.
+func (o *SGD) Step(params, grad []float64) {
+	if len(grad) != len(params) {
+		panic(badLength)
+	}
+	mu := o.Momentum
+	if !(mu >= 0 && mu < 1) {
+		panic(fmt.Sprintf("%s: SGD momentum %v (need [0, 1))", badHyper, mu))
+	}
+	lr := o.Rate()
+	o.t++
+	if mu == 0 {
+		for i, g := range grad {
+			params[i] -= lr * g
+		}
+		return
+	}
+	if o.b == nil {
+		o.b = make([]float64, len(params))
+	}
+	if len(o.b) != len(params) {
+		panic(badResize)
+	}
+	for i, g := range grad {
+		b := mu*o.b[i] + g
+		o.b[i] = b
+		if o.Nesterov {
+			params[i] -= lr * (g + mu*b)
+		} else {
+			params[i] -= lr * b
+		}
+	}
+}
+
+// Steps returns the number of steps taken.
+func (o *SGD) Steps() int { return o.t }
+
+// Rate returns the learning rate of the next step.
+func (o *SGD) Rate() float64 { return rate(o.Schedule, o.LearnRate, DefaultSGDRate, o.t) }
+
+// Reset forgets the momentum and the step count.
+func (o *SGD) Reset() { o.t, o.b = 0, nil }
+
+// State returns a copy of the state: kind "sgd", moment "b" (absent
+// without momentum or before the first step).
+func (o *SGD) State() *State {
+	s := &State{Kind: "sgd", Step: o.t, N: len(o.b), Moments: map[string]Floats{}}
+	if o.b != nil {
+		s.Moments["b"] = append(Floats(nil), o.b...)
+	}
+	return s
+}
+
+// SetState replaces the state with a copy of s.
+func (o *SGD) SetState(s *State) error {
+	if err := s.check("sgd"); err != nil {
+		return err
+	}
+	b, ok := s.Moments["b"]
+	if ok && len(b) != s.N {
+		return fmt.Errorf("optim: sgd state: len(b) = %d, want n = %d", len(b), s.N)
+	}
+	o.t, o.b = s.Step, nil
+	if ok {
+		o.b = append([]float64(nil), b...)
+	}
+	return nil
+}
+
+// ClipNorm scales g in place so that its Euclidean norm is at most
+// maxNorm (clipping by global norm, Pascanu et al. 2013) and returns the
+// norm before clipping. A g whose norm is at most maxNorm, or not finite,
+// is left unchanged. It panics if maxNorm ≤ 0. To clip several vectors
+// together (a global norm over groups), pass their concatenation or use
+// Norm and Scale.
+func ClipNorm(g []float64, maxNorm float64) float64 {
+	if !(maxNorm > 0) {
+		panic(badMaxNorm)
+	}
+	n := floats.Norm(g, 2)
+	if n > maxNorm && !math.IsInf(n, 0) {
+		floats.Scale(maxNorm/n, g)
+	}
+	return n
+}

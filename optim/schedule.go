@@ -1,0 +1,80 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+)
+
+// Schedule gives the learning rate of each optimiser step. Rate(k) is the
+// rate of the step taken after k steps (k = 0 for the first step). The
+// schedules here are values with no state, so one can serve several
+// optimisers.
+type Schedule interface {
+	Rate(k int) float64
+}
+
+var (
+	_ Schedule = Constant(0)
+	_ Schedule = Exponential{}
+	_ Schedule = WarmupCosine{}
+)
+
+// Constant is a constant learning rate.
+type Constant float64
+
+// Rate returns c for every step.
+func (c Constant) Rate(int) float64 { return float64(c) }
+
+// Exponential decays the rate geometrically: Rate(k) = Init·Decay^(k/Every)
+// (optax.exponential_decay), with k/Every an integer division if Staircase
+// is set and a real one otherwise.
+type Exponential struct {
+	Init  float64 // the rate of step 0
+	Decay float64 // the factor per Every steps, in (0, 1] to decay
+	// Every is the number of steps over which the rate is multiplied by
+	// Decay; 0 means 1.
+	Every     int
+	Staircase bool
+}
+
+// Rate returns Init·Decay^(k/Every).
+func (e Exponential) Rate(k int) float64 {
+	every := e.Every
+	if every <= 0 {
+		every = 1
+	}
+	x := float64(k) / float64(every)
+	if e.Staircase {
+		x = float64(k / every)
+	}
+	return e.Init * math.Pow(e.Decay, x)
+}
+
+// WarmupCosine rises linearly from Init to Peak over the first Warmup
+// steps, then follows a half cosine from Peak down to Final at step
+// Steps, and stays at Final after (optax.warmup_cosine_decay_schedule):
+//
+//	k < Warmup:           Init + (Peak − Init)·k/Warmup
+//	Warmup ≤ k < Steps:   Final + (Peak − Final)·(1 + cos(π·(k−Warmup)/(Steps−Warmup)))/2
+//	k ≥ Steps:            Final
+//
+// It panics if Warmup < 0 or Steps < Warmup.
+type WarmupCosine struct {
+	Init, Peak, Final float64
+	Warmup, Steps     int
+}
+
+// Rate returns the rate of step k.
+func (w WarmupCosine) Rate(k int) float64 {
+	if w.Warmup < 0 || w.Steps < w.Warmup {
+		panic(fmt.Sprintf("optim: WarmupCosine: Warmup = %d, Steps = %d; need 0 ≤ Warmup ≤ Steps", w.Warmup, w.Steps))
+	}
+	switch {
+	case k < w.Warmup:
+		return w.Init + (w.Peak-w.Init)*float64(k)/float64(w.Warmup)
+	case k >= w.Steps:
+		return w.Final
+	}
+	x := float64(k-w.Warmup) / float64(w.Steps-w.Warmup)
+	return w.Final + (w.Peak-w.Final)*(1+math.Cos(math.Pi*x))/2
+}

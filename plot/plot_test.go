@@ -1,0 +1,102 @@
+package plot
+
+import (
+	"bytes"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// circle is a solution of 2 trajectories on circles of radius 1 and 2,
+// saved at 50 times.
+func circle() *ode.Solution {
+	K := 50
+	sol := &ode.Solution{N: 2, Dim: 2, SaveAt: make([]float64, K), Ys: make([]float64, 2*K*2)}
+	for k := range K {
+		t := 2 * math.Pi * float64(k) / float64(K-1)
+		sol.SaveAt[k] = t
+		for i := range 2 {
+			r := float64(i + 1)
+			sol.Ys[(i*K+k)*2], sol.Ys[(i*K+k)*2+1] = r*math.Cos(t), r*math.Sin(t)
+		}
+	}
+	return sol
+}
+
+func TestFigures(t *testing.T) {
+	t.Parallel()
+	sol := circle()
+	obs := append([]float64(nil), sol.Ys...)
+	obs[3] = math.NaN()
+	mk := map[string]func() (*Figure, error){
+		"trajectories": func() (*Figure, error) { return Trajectories(sol, nil, nil, []string{"x", "y"}) },
+		"phase":        func() (*Figure, error) { return Phase(sol, []int{1}, 0, 1, nil) },
+		"loss":         func() (*Figure, error) { return Loss([]float64{1, 0.1, 1e-3, 1e-5}) },
+		"loss linear":  func() (*Figure, error) { return Loss([]float64{1, 0, -1}) },
+		"fit":          func() (*Figure, error) { return FitVsObserved(sol, obs, nil, []int{0}, nil) },
+	}
+	for name, f := range mk {
+		fig, err := f()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b := fig.PNG()
+		img, err := png.Decode(bytes.NewReader(b))
+		if err != nil {
+			t.Fatalf("%s: PNG does not decode: %v", name, err)
+		}
+		if w := img.Bounds().Dx(); w < 300 {
+			t.Errorf("%s: PNG is %d pixels wide", name, w)
+		}
+		if svg := fig.SVG(); !strings.Contains(svg, "<svg") {
+			t.Errorf("%s: SVG lacks <svg", name)
+		}
+		if h := fig.HTML(); !strings.HasPrefix(h, `<img src="data:image/png;base64,`) {
+			t.Errorf("%s: HTML = %.40q", name, h)
+		}
+	}
+}
+
+func TestSave(t *testing.T) {
+	t.Parallel()
+	fig, err := Loss([]float64{3, 2, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"a.png", "a.svg", "a.pdf"} {
+		p := filepath.Join(dir, name)
+		if err := fig.Save(p); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(p); err != nil || st.Size() < 100 {
+			t.Errorf("%s: %v (%v)", name, err, st)
+		}
+	}
+	if err := fig.Save(filepath.Join(dir, "noext")); err == nil {
+		t.Error("a file name without an extension was accepted")
+	}
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	sol := circle()
+	noSave := &ode.Solution{N: 1, Dim: 2, Y: []float64{1, 2}}
+	for name, f := range map[string]func() (*Figure, error){
+		"no saved states": func() (*Figure, error) { return Trajectories(noSave, nil, nil, nil) },
+		"trajectory":      func() (*Figure, error) { return Trajectories(sol, []int{2}, nil, nil) },
+		"component":       func() (*Figure, error) { return Phase(sol, nil, 0, 2, nil) },
+		"observed":        func() (*Figure, error) { return FitVsObserved(sol, []float64{1}, nil, nil, nil) },
+		"labels":          func() (*Figure, error) { return Losses([]string{"a"}, nil) },
+		"empty":           func() (*Figure, error) { return Loss(nil) },
+	} {
+		if _, err := f(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
