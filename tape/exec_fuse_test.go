@@ -14,7 +14,7 @@ import (
 // whose weights are shared inputs, constants or, now and then,
 // per-trajectory values; a term's factors swapped at times; biases shared,
 // constant or per trajectory; activations; and sums of products added and
-// subtracted, some of them used twice. Activations follow their layer's
+// subtracted, some of them used twice or scaled. Activations follow their layer's
 // rows, or (now and then) each row. Inputs: x (per trajectory), q (per
 // trajectory), w (shared).
 func randomNet(t testing.TB, r *rand.Rand, name string) *tape.Program {
@@ -99,6 +99,9 @@ func randomNet(t testing.TB, r *rand.Rand, name string) *tape.Program {
 				}
 				if r.IntN(5) == 0 {
 					outs = append(outs, s) // used twice: the chain ends here
+				}
+				if r.IntN(4) == 0 {
+					s = pick().Mul(s) // a chain scaled
 				}
 			}
 			outs = append(outs, s)

@@ -258,13 +258,14 @@ func mad1(d, c []float64, vec [][]float64, t0 int) {
 
 // Flags of a chainKernel term.
 const (
-	termProd = 1 << iota // the term is the product of two arguments
-	termNeg              // the term is subtracted
+	termProd  = 1 << iota // the term is the product of two arguments
+	termNeg               // the term is subtracted
+	termScale             // the sum is multiplied by the term
 )
 
 // chainKernel computes sum chains over a block: for each entry, s = its
 // first term, then s = s ± term for the others, where a term is a value
-// or the product of two, rounded. nterms holds the number of terms of each
+// or the product of two, rounded, or s = s·a for a scale term. nterms holds the number of terms of each
 // entry and flags every term's flags; the slices are the destinations,
 // one an entry, then the terms' arguments in order, each a full block
 // (uniform values are broadcast). The first term of an entry is never
@@ -310,11 +311,14 @@ func (k *chainKernel) run(s [][]float64, _ []float64, m int) {
 				}
 				continue
 			}
-			if fl&termNeg != 0 {
+			switch {
+			case fl&termScale != 0:
+				mulTo(d, a)
+			case fl&termNeg != 0:
 				for l := range d {
 					d[l] -= a[l]
 				}
-			} else {
+			default:
 				for l := range d {
 					d[l] += a[l]
 				}

@@ -367,7 +367,8 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-8
 //
 // The kernel of chainKernel: s holds the ne destinations, then every
 // entry's terms' arguments; flags holds every term's flags (bit 0 a
-// product, bit 1 subtracted); nterms the number of terms of each entry.
+// product, bit 1 subtracted, bit 2 a factor of the sum); nterms the
+// number of terms of each entry.
 // Lanes go sixteen, then four, then one at a time (AX); R12 and R13 walk
 // an entry's argument headers and flags, R14 counts its terms.
 TEXT ·chainAVX(SB), NOSPLIT, $0-40
@@ -427,6 +428,8 @@ t16:
 	VMULPD 96(BX)(AX*8), Y7, Y7
 	ADDQ  $24, R12
 v16:
+	TESTB $4, (R13)
+	JNE   m16
 	TESTB $2, (R13)
 	JNE   n16
 	VADDPD Y4, Y0, Y0
@@ -439,6 +442,12 @@ n16:
 	VSUBPD Y5, Y1, Y1
 	VSUBPD Y6, Y2, Y2
 	VSUBPD Y7, Y3, Y3
+	JMP   e16
+m16:
+	VMULPD Y4, Y0, Y0
+	VMULPD Y5, Y1, Y1
+	VMULPD Y6, Y2, Y2
+	VMULPD Y7, Y3, Y3
 e16:
 	INCQ R13
 	DECQ R14
@@ -480,12 +489,17 @@ t4:
 	VMULPD (BX)(AX*8), Y4, Y4
 	ADDQ  $24, R12
 v4:
+	TESTB $4, (R13)
+	JNE   m4
 	TESTB $2, (R13)
 	JNE   n4
 	VADDPD Y4, Y0, Y0
 	JMP   e4
 n4:
 	VSUBPD Y4, Y0, Y0
+	JMP   e4
+m4:
+	VMULPD Y4, Y0, Y0
 e4:
 	INCQ R13
 	DECQ R14
@@ -523,12 +537,17 @@ t1:
 	VMULSD (BX)(AX*8), X4, X4
 	ADDQ  $24, R12
 v1:
+	TESTB $4, (R13)
+	JNE   m1
 	TESTB $2, (R13)
 	JNE   n1
 	VADDSD X4, X0, X0
 	JMP   e1
 n1:
 	VSUBSD X4, X0, X0
+	JMP   e1
+m1:
+	VMULSD X4, X0, X0
 e1:
 	INCQ R13
 	DECQ R14

@@ -124,7 +124,8 @@ func TestMatKernel(t *testing.T) {
 
 // TestChainKernel compares the chain kernel, in assembly and in Go, with
 // its terms added one op at a time: entries of 1…6 terms, values and
-// products, added and subtracted, over blocks of 1…37 trajectories.
+// products, added and subtracted, and a last factor, over blocks of 1…37
+// trajectories.
 func TestChainKernel(t *testing.T) {
 	defer SetAVX2(SetAVX2(true))
 	r := rand.New(rand.NewPCG(3, 4))
@@ -140,10 +141,13 @@ func TestChainKernel(t *testing.T) {
 			want[e] = make([]float64, m)
 			for j := 0; j < n; j++ {
 				var f uint8
-				if r.IntN(2) == 0 {
+				switch {
+				case j > 0 && j == n-1 && r.IntN(3) == 0:
+					f |= termScale
+				case r.IntN(2) == 0:
 					f |= termProd
 				}
-				if j > 0 && r.IntN(3) == 0 {
+				if j > 0 && f&termScale == 0 && r.IntN(3) == 0 {
 					f |= termNeg
 				}
 				k.flags = append(k.flags, f)
@@ -162,6 +166,8 @@ func TestChainKernel(t *testing.T) {
 					switch {
 					case j == 0:
 						want[e][l] = x
+					case f&termScale != 0:
+						want[e][l] = float64(want[e][l] * x)
 					case f&termNeg != 0:
 						want[e][l] -= x
 					default:

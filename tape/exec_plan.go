@@ -23,7 +23,8 @@ import (
 //     every term a value or a product a·b (rounded), added left to right
 //     exactly as the ops would. Reverse mode accumulates cotangents so:
 //     x̄_j = Σ_i w_ij·ȳ_i over the rows of a dense layer, and a weight's
-//     gradient over the stages of a step.
+//     gradient over the stages of a step. A Mul absorbs a sum used only
+//     by it, s·a: a row's cotangent ȳ_i·(1 − y_i²) through a tanh.
 //   - Dots whose terms each pair a uniform coefficient with a
 //     per-trajectory value: s = fma(c_j, x_j, s) from the bias, in order.
 //
@@ -39,10 +40,12 @@ import (
 // the results are bit for bit those of the ops (NaN payloads aside).
 
 // term is one term of a chain: a (b == ops.NoRef), or the product a·b,
-// rounded once; neg subtracts it.
+// rounded once; neg subtracts it. A scale term multiplies the sum by a
+// instead (the last term of a chain, if any).
 type term struct {
-	a, b ID
-	neg  bool
+	a, b  ID
+	neg   bool
+	scale bool
 }
 
 // entry is a value computed by a fused step: s = init (or the first
@@ -86,7 +89,9 @@ type planner struct {
 	output  []bool
 	// absorbed marks the values computed inside an entry's chain.
 	absorbed []bool
-	fuse     bool
+	// scaled holds, for a Mul, the sum it absorbs (ops.NoRef if none).
+	scaled []ID
+	fuse   bool
 	packs    map[string]int // a coefficient matrix's key → its offset in uni
 }
 
@@ -165,6 +170,22 @@ func (pl *planner) fusion(fuse bool) {
 		for _, a := range v.Args {
 			if pl.single(a) && p.Values[a].Op == ops.OpMul {
 				pl.absorbed[a] = true
+			}
+		}
+	}
+	// A Mul that is not a term absorbs a sum used only by it, s·a, unless
+	// the sum is a row of a matrix step.
+	pl.scaled = make([]ID, nv)
+	for i, v := range p.Values {
+		pl.scaled[i] = ops.NoRef
+		if v.Op != ops.OpMul || pl.uniform[i] || pl.absorbed[i] {
+			continue
+		}
+		for _, a := range v.Args {
+			if pl.sumOp(a) && pl.single(a) && !pl.absorbed[a] && !pl.chain(a).mat {
+				pl.absorbed[a] = true
+				pl.scaled[i] = a
+				break
 			}
 		}
 	}
@@ -298,6 +319,15 @@ func (pl *planner) schedule() []item {
 			en.root = ops.NoRef
 		case pl.sumOp(id):
 			en = pl.chain(id)
+		case pl.fuse && v.Op == ops.OpMul && pl.scaled[i] != ops.NoRef:
+			s := pl.scaled[i]
+			f := v.Args[0]
+			if f == s {
+				f = v.Args[1]
+			}
+			en = pl.chain(s)
+			en.root, en.mat = id, false
+			en.terms = append(en.terms, term{a: f, b: ops.NoRef, scale: true})
 		case v.Op == ops.OpDot:
 			if en = pl.dot(id); !en.mat {
 				en.root = ops.NoRef
@@ -649,6 +679,9 @@ func (pl *planner) fused(it item, argOf func(a ID, mixed bool) arg) (kernel, []a
 			var f uint8
 			if t.neg {
 				f |= termNeg
+			}
+			if t.scale {
+				f |= termScale
 			}
 			args = append(args, argOf(t.a, false))
 			if t.b != ops.NoRef {

@@ -11,7 +11,7 @@ import (
 )
 
 // The neural-ODE protocol's programs, built here with tape alone as
-// package ode builds them: the field y' = MLP(y) with the MLP 2→32→32→2
+// package ode builds them (the reverse step as scan.Reverse does): the field y' = MLP(y) with the MLP 2→32→32→2
 // (tanh hidden, identity output, 1,218 shared weights), one Tsit5 trial
 // step with its error estimate, FSAL stage and stiffness estimate, and the
 // accumulating VJP of the replay step (per-lane gradient accumulators gs,
@@ -78,7 +78,8 @@ func newNeuralProblem(t testing.TB) *neuralProblem {
 	return np
 }
 
-// buildTrial is one FSAL Tsit5 step, as ode's erk.steps builds it.
+// buildTrial is one FSAL Tsit5 step, as ode's erk.steps builds it: the
+// field called (tape.CallFunc), the executor inlines it.
 func (np *neuralProblem) buildTrial(t testing.TB) *tape.Program {
 	d := np.d
 	b := tape.NewBuilder("neural.Tsit5", true)
@@ -88,7 +89,7 @@ func (np *neuralProblem) buildTrial(t testing.TB) *tape.Program {
 	}
 	tt, h, y, s := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np.nw]
 	call := func(ti tape.V, yi []tape.V) []tape.V {
-		return tape.Call(np.field, append(append([]tape.V{ti}, yi...), s...))
+		return tape.CallFunc(np.field, append(append([]tape.V{ti}, yi...), s...))
 	}
 	// wsum is Σ_j w_j k_j[c] as one Dot from 0, zero weights dropped.
 	wsum := func(w []float64, k [][]tape.V, c int) tape.V {
