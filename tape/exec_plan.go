@@ -92,7 +92,7 @@ type planner struct {
 	// scaled holds, for a Mul, the sum it absorbs (ops.NoRef if none).
 	scaled []ID
 	fuse   bool
-	packs    map[string]int // a coefficient matrix's key → its offset in uni
+	packs  map[string]int // a coefficient matrix's key → its offset in uni
 }
 
 // plan assigns every value its place: uniform, input, or block buffer,
