@@ -116,8 +116,9 @@ type outSpec struct {
 type worker struct {
 	arena []float64
 	// slots holds every step's dst and argument slices for blocks of
-	// lastM trajectories in direct mode lastDirect, built again only when
-	// either changes; only the rebind slots change from block to block.
+	// lastM trajectories in direct mode lastDirect, built once, then
+	// again when the mode changes; when m changes only the slots of
+	// Exec.mdep change, and from block to block the rebind slots.
 	slots      [][]float64
 	lastM      int
 	lastDirect bool
@@ -153,6 +154,13 @@ type Exec struct {
 
 	steps  []step
 	nslots int
+	// slotArg is the place of every slot's slice; mdep lists the slots
+	// whose slice depends on the number of trajectories in the block: the
+	// destinations of the ops' Block kernels (which take it from their
+	// length) and tuples (laid out component-major). The others hold
+	// whole buffers, built once per worker.
+	slotArg []arg
+	mdep    []int32
 	rebind []rebind // per-trajectory inputs
 	rebOut []rebind // values written to the outputs in direct mode
 	direct bool     // this Run writes outputs in place (no aliasing)
@@ -172,11 +180,12 @@ type Exec struct {
 	sums     []float64
 	scal     []float64
 	tup      [][]float64
-	// The last aliasing check: the slices' addresses, n and the answer.
+	// The last aliasing check: the slices' addresses and the smallest
+	// distance between two of them that matters (see aliased).
 	spans               []span
 	aliasKey, aliasLast []uintptr
-	aliasN              int
-	aliasAns            bool
+	aliasGap            uintptr
+	aliasValid          bool
 }
 
 // NewExec prepares p for execution: it classifies values as uniform or per
@@ -225,7 +234,7 @@ func (e *Exec) Clone(blockSize, workers int) *Exec {
 		p: e.p, bs: e.bs, nworkers: e.nworkers, check: e.check,
 		uniVals: e.uniVals, uniOff: e.uniOff, uni: make([]float64, len(e.uni)),
 		pack: e.pack, nuni: e.nuni, sharedIn: e.sharedIn,
-		steps: e.steps, nslots: e.nslots, rebind: e.rebind, rebOut: e.rebOut,
+		steps: e.steps, nslots: e.nslots, slotArg: e.slotArg, mdep: e.mdep, rebind: e.rebind, rebOut: e.rebOut,
 		units: e.units, bcast: e.bcast, outs: e.outs, nsum: e.nsum,
 	}
 	if blockSize > 0 {
@@ -324,11 +333,12 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 // aliased reports whether an output that the steps would write in place
 // overlaps a per-trajectory input or another output. The outputs are then
 // copied out after each block is computed instead, so that a Run may
-// update its inputs in place (y = f(y)). It sorts the slices by address
-// and sweeps them once, O(s log s) for s slices, and remembers its answer
-// for the next Run with the same slices (an integrator's loop), which
-// costs O(s): programs with thousands of inputs and outputs (a reverse
-// step with per-trajectory gradient accumulators) run on small blocks.
+// update its inputs in place (y = f(y)). The slices of n values all have
+// the same length, so two overlap iff their starts are less than n values
+// apart: aliased sorts the starts, O(s log s) for s slices, finds the
+// closest pair that matters (one slice written in place), and remembers
+// that distance for the next Runs with the same slices (an integrator's
+// loop, whatever its number of active trajectories), which cost O(s).
 func (e *Exec) aliased(n int) bool {
 	if n == 0 {
 		return false
@@ -345,47 +355,58 @@ func (e *Exec) aliased(n int) bool {
 		}
 	}
 	e.aliasKey = key
-	if n == e.aliasN && slices.Equal(key, e.aliasLast) {
-		return e.aliasAns
+	if !e.aliasValid || !slices.Equal(key, e.aliasLast) {
+		e.aliasGap = e.minGap(key)
+		e.aliasLast = append(e.aliasLast[:0], key...)
+		e.aliasValid = true
 	}
+	return e.aliasGap < uintptr(n)*8
+}
+
+// minGap returns the smallest distance in bytes between the start of a
+// slice written in place and the start of any other slice (the inputs' and
+// outputs' starts, in the order of key), or the largest uintptr.
+func (e *Exec) minGap(key []uintptr) uintptr {
 	iv := e.spans[:0]
 	i := 0
 	for _, s := range e.p.Inputs {
 		if !s.Shared {
-			iv = append(iv, span{lo: key[i], hi: key[i] + uintptr(n)*8})
+			iv = append(iv, span{lo: key[i]})
 			i++
 		}
 	}
 	for _, o := range e.outs {
 		if !o.sum {
-			iv = append(iv, span{lo: key[i], hi: key[i] + uintptr(n)*8, direct: o.direct})
+			iv = append(iv, span{lo: key[i], direct: o.direct})
 			i++
 		}
 	}
 	e.spans = iv
 	slices.SortFunc(iv, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
-	// A span overlaps an earlier one (lower or equal start) iff it starts
-	// before that one's end.
-	var end, endDirect uintptr
-	ans := false
+	// The closest pair with a slice written in place is, for some slice,
+	// that slice and the last slice written in place before it, or (if it
+	// is written in place) the slice just before it.
+	gap := ^uintptr(0)
+	var prev, prevDirect uintptr
+	havePrev, haveDirect := false, false
 	for _, s := range iv {
-		if s.lo < endDirect || s.direct && s.lo < end {
-			ans = true
-			break
+		if haveDirect {
+			gap = min(gap, s.lo-prevDirect)
 		}
-		end = max(end, s.hi)
+		if s.direct && havePrev {
+			gap = min(gap, s.lo-prev)
+		}
+		prev, havePrev = s.lo, true
 		if s.direct {
-			endDirect = max(endDirect, s.hi)
+			prevDirect, haveDirect = s.lo, true
 		}
 	}
-	e.aliasLast = append(e.aliasLast[:0], key...)
-	e.aliasN, e.aliasAns = n, ans
-	return ans
+	return gap
 }
 
-// span is the memory of an input or output slice, for aliased.
+// span is the start of an input or output slice, for minGap.
 type span struct {
-	lo, hi uintptr
+	lo     uintptr
 	direct bool
 }
 
@@ -456,6 +477,17 @@ func (e *Exec) evalUniform() {
 	}
 }
 
+// sliceFull is slice, except that a scalar in the arena gets its whole
+// buffer (BlockSize values): the kernels read the first m, so the slot
+// need not change with m.
+func (e *Exec) sliceFull(w *worker, a arg, lo, m int) []float64 {
+	if a.kind == argUnit && a.width == 1 && (a.out < 0 || !e.direct) {
+		start := a.unit * e.bs
+		return w.arena[start : start+e.bs]
+	}
+	return e.slice(w, a, lo, m)
+}
+
 // slice returns the block view of an argument for trajectories lo…lo+m-1.
 func (e *Exec) slice(w *worker, a arg, lo, m int) []float64 {
 	switch a.kind {
@@ -477,19 +509,22 @@ func (e *Exec) slice(w *worker, a arg, lo, m int) []float64 {
 func (e *Exec) block(w *worker, b, lo, hi int) {
 	m := hi - lo
 	slots := w.slots
-	if m != w.lastM || e.direct != w.lastDirect {
-		for si := range e.steps {
-			st := &e.steps[si]
-			for d, a := range st.dst {
-				slots[st.slot+d] = e.slice(w, a, lo, m)
-			}
-			s := slots[st.slot+len(st.dst) : st.slot+st.nslot]
-			for j, a := range st.args {
-				s[j] = e.slice(w, a, lo, m)
-			}
+	switch {
+	case w.lastM < 0 || e.direct != w.lastDirect:
+		for i, a := range e.slotArg {
+			slots[i] = e.sliceFull(w, a, lo, m)
+		}
+		for _, i := range e.mdep {
+			slots[i] = e.slice(w, e.slotArg[i], lo, m)
 		}
 		w.lastM, w.lastDirect, w.filled = m, e.direct, false
-	} else {
+	case m != w.lastM:
+		for _, i := range e.mdep {
+			slots[i] = e.slice(w, e.slotArg[i], lo, m)
+		}
+		w.lastM, w.filled = m, false
+		fallthrough
+	default:
 		for _, r := range e.rebind {
 			slots[r.slot] = e.in[r.idx][lo : lo+m]
 		}

@@ -227,7 +227,9 @@ func TestExecFused(t *testing.T) {
 // TestExecFusedNeural checks the programs of the neural protocol (a Tsit5
 // step of an MLP 2→32→32→2 field and its reverse step) fused against
 // Program.Eval and the unfused executor, on blocks of 16 and 13
-// trajectories, and that their runs allocate nothing.
+// trajectories; that their runs allocate nothing; and, as an integrator
+// runs them, one clone over fewer and more active trajectories with the
+// state and the accumulators updated in place.
 func TestExecFusedNeural(t *testing.T) {
 	np := newNeuralProblem(t)
 	for _, p := range []*tape.Program{np.trial, np.rev} {
@@ -248,6 +250,54 @@ func TestExecFusedNeural(t *testing.T) {
 		}
 		if a := testing.AllocsPerRun(5, func() { c.Run(out, in16, 16) }); a != 0 {
 			t.Errorf("Case %s: Run allocates %v times per call, want 0", p.Name, a)
+		}
+		// In place: the state (and k1 or the cotangents) and the
+		// accumulators are updated in their input arrays.
+		st := np.inputs(p, 16, 5)
+		index := make(map[string]int)
+		for j, x := range p.Inputs {
+			index[x.Name] = j
+		}
+		input := func(name string) []float64 {
+			j, ok := index[name]
+			if !ok {
+				t.Fatalf("Case %s: no input %s", p.Name, name)
+			}
+			return st[j]
+		}
+		io := make([][]float64, len(p.Outputs))
+		for k := range io {
+			io[k] = make([]float64, 16)
+		}
+		aliased := 0
+		for c := 0; c < np.d; c++ {
+			if p == np.trial {
+				io[c], io[2*np.d+c] = input(fmt.Sprintf("y%d", c)), input(fmt.Sprintf("k1_%d", c))
+				aliased += 2
+				continue
+			}
+			io[c] = input(fmt.Sprintf("adj_out%d", c))
+			aliased++
+		}
+		for c := 0; c < np.nw && p == np.rev; c++ {
+			io[np.d+c] = input(fmt.Sprintf("gs[%d]", c))
+			aliased++
+		}
+		if want := map[bool]int{true: 4, false: 2 + np.nw}[p == np.trial]; aliased != want {
+			t.Fatalf("Case %s: %d outputs in place, want %d", p.Name, aliased, want)
+		}
+		for _, m := range []int{16, 13, 16, 7, 1, 9} {
+			want := evalAll(p, prefix(p, st, m), m)
+			if err := c.Run(io, st, m); err != nil {
+				t.Fatal(err)
+			}
+			for k := range p.Outputs {
+				for i := 0; i < m; i++ {
+					if !sameFloat(io[k][i], want[k][i]) {
+						t.Fatalf("Case %s/in-place/m=%d: output %d trajectory %d = %v, want %v", p.Name, m, k, i, io[k][i], want[k][i])
+					}
+				}
+			}
 		}
 	}
 }
@@ -302,6 +352,43 @@ func TestExecSharedChange(t *testing.T) {
 							}
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestExecAliasShift runs one executor on the same slices with a varying
+// number of trajectories, its outputs starting a few values after its
+// inputs in the same arrays: they overlap for n above that distance, and
+// then the outputs must not be written in place (the executor remembers
+// the distance between the slices, not an answer for one n). Within one
+// block every input is read before any output is written, so the results
+// are those of Eval on the inputs as they were.
+func TestExecAliasShift(t *testing.T) {
+	t.Parallel()
+	p := mustTrace(t, "shift", withNames("a", "b"), func(in []tape.V) []tape.V {
+		u := in[0].Mul(in[1])
+		return []tape.V{u, u.Mul(in[0])} // reads a after writing output 0
+	})
+	r := rand.New(rand.NewPCG(11, 12))
+	const shift = 5
+	e, err := tape.NewExec(p, &tape.ExecSettings{BlockSize: 64, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{3, 9, 5, 6, 2, 20, 1} {
+		a, b := randVec(r, 64), randVec(r, 64)
+		in := [][]float64{a[shift:], b[shift:]}
+		want := evalAll(p, [][]float64{append([]float64(nil), in[0]...), append([]float64(nil), in[1]...)}, n)
+		out := [][]float64{a, b} // output k starts shift values before input k
+		if err := e.Run(out, in, n); err != nil {
+			t.Fatal(err)
+		}
+		for k := range want {
+			for i := 0; i < n; i++ {
+				if out[k][i] != want[k][i] {
+					t.Fatalf("Case n=%d: output %d trajectory %d = %v, want %v", n, k, i, out[k][i], want[k][i])
 				}
 			}
 		}

@@ -621,9 +621,17 @@ func (pl *planner) addStep(st step) {
 		if a.out >= 0 {
 			e.rebOut = append(e.rebOut, rebind{slot: st.slot + d, idx: a.out})
 		}
+		if st.kern == nil || a.width > 1 {
+			e.mdep = append(e.mdep, int32(st.slot+d))
+		}
+		e.slotArg = append(e.slotArg, a)
 	}
 	for j, a := range st.args {
 		slot := st.slot + len(st.dst) + j
+		if a.kind == argUnit && a.width > 1 {
+			e.mdep = append(e.mdep, int32(slot))
+		}
+		e.slotArg = append(e.slotArg, a)
 		switch {
 		case a.kind == argInput:
 			e.rebind = append(e.rebind, rebind{slot: slot, idx: a.idx})
