@@ -161,13 +161,13 @@ type Exec struct {
 	// whole buffers, built once per worker.
 	slotArg []arg
 	mdep    []int32
-	rebind []rebind // per-trajectory inputs
-	rebOut []rebind // values written to the outputs in direct mode
-	direct bool     // this Run writes outputs in place (no aliasing)
-	units  int
-	bcast  []bcast
-	outs   []outSpec
-	nsum   int
+	rebind  []rebind // per-trajectory inputs
+	rebOut  []rebind // values written to the outputs in direct mode
+	direct  bool     // this Run writes outputs in place (no aliasing)
+	units   int
+	bcast   []bcast
+	outs    []outSpec
+	nsum    int
 
 	workers []*worker
 
