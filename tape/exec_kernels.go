@@ -17,11 +17,13 @@ import "math"
 // C[r][t]·v_t, the product rounded first. Without init the sum starts
 // from the first product.
 //
-// Its slices are the rows destinations, then (with init) the rows initial
-// values (one value if uniform), then the terms vectors. The coefficients
-// are packed in Exec.uni at coef, in the order of layout: rows in tiles of
-// four, each tile term-major (the four rows' coefficients of a term side
-// by side), then the rows left over, each row-major.
+// Its slices are the rows destinations, then (with init, unless bias ≥ 0)
+// the rows initial values (one value if uniform), then the terms vectors.
+// The coefficients are packed in Exec.uni at coef, in the order of
+// layout: rows in tiles of four, each tile term-major (the four rows'
+// coefficients of a term side by side), then the rows left over, each
+// row-major. If the initial values are all uniform (a layer's biases),
+// they are packed at bias instead, one a row in order.
 //
 // Cost: rows·terms multiply-adds a trajectory; a tile of four rows and two
 // trajectories keeps its eight sums in registers over the terms, loading
@@ -31,6 +33,7 @@ type matKernel struct {
 	init        bool
 	rows, terms int
 	coef        int
+	bias        int // -1 if the initial values are slices
 }
 
 // layout calls f(r, t) for every coefficient in packed order.
@@ -62,8 +65,19 @@ func (k *matKernel) run(s [][]float64, uni []float64, m int) {
 	R, T := k.rows, k.terms
 	dst, rest := s[:R], s[R:]
 	c := uni[k.coef : k.coef+R*T]
-	if k.init {
+	var bias []float64
+	if k.init && k.bias >= 0 {
+		bias = uni[k.bias : k.bias+R]
+	}
+	if k.init && (bias == nil || !useAVX2) {
 		for r, d := range dst {
+			if bias != nil {
+				d, x := d[:m], bias[r]
+				for l := range d {
+					d[l] = x
+				}
+				continue
+			}
 			d = d[:m]
 			if x := rest[r]; len(x) == 1 {
 				for l := range d {
@@ -73,6 +87,8 @@ func (k *matKernel) run(s [][]float64, uni []float64, m int) {
 				copy(d, x[:m])
 			}
 		}
+	}
+	if k.init && bias == nil {
 		rest = rest[R:]
 	}
 	vec := rest[:T]
@@ -80,25 +96,38 @@ func (k *matKernel) run(s [][]float64, uni []float64, m int) {
 		for _, v := range vec {
 			_ = v[m-1] // the assembly reads m values of every vector
 		}
-		first := !k.init
+		var start int8 // the sums start from dst
+		switch {
+		case !k.init:
+			start = 1 // from the first products
+		case bias != nil:
+			start = 2 // from bias
+		}
+		b := &c[0] // not read unless start is 2
 		r := 0
 		for ; r+4 <= R; r += 4 {
 			cq := c[r*T : (r+4)*T]
 			d := dst[r : r+4 : r+4]
 			d0, d1, d2, d3 := &d[0][:m][0], &d[1][:m][0], &d[2][:m][0], &d[3][:m][0]
+			if bias != nil {
+				b = &bias[r : r+4][0]
+			}
 			if k.fma {
-				fma4AVX(d0, d1, d2, d3, &cq[0], &vec[0], T, m, first)
+				fma4AVX(d0, d1, d2, d3, &cq[0], &vec[0], T, m, b, start)
 			} else {
-				mad4AVX(d0, d1, d2, d3, &cq[0], &vec[0], T, m, first)
+				mad4AVX(d0, d1, d2, d3, &cq[0], &vec[0], T, m, b, start)
 			}
 		}
 		for ; r < R; r++ {
 			cr := c[r*T : (r+1)*T]
 			d := &dst[r][:m][0]
+			if bias != nil {
+				b = &bias[r]
+			}
 			if k.fma {
-				fma1AVX(d, &cr[0], &vec[0], T, m, first)
+				fma1AVX(d, &cr[0], &vec[0], T, m, b, start)
 			} else {
-				mad1AVX(d, &cr[0], &vec[0], T, m, first)
+				mad1AVX(d, &cr[0], &vec[0], T, m, b, start)
 			}
 		}
 		return

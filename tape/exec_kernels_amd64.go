@@ -6,19 +6,20 @@ package tape
 // to their first lane, the packed coefficients of the first term, the
 // terms' vectors as a pointer to the first slice header, nt ≥ 1 terms and
 // m lanes; every vector must hold at least m values. The sums start from
-// the rows' values, or with first from the first term's products.
+// the rows' values (start 0), the first term's products (1) or the rows'
+// initial values at b, one a row (2).
 
 //go:noescape
-func fma4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, first bool)
+func fma4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, b *float64, start int8)
 
 //go:noescape
-func mad4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, first bool)
+func mad4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, b *float64, start int8)
 
 //go:noescape
-func fma1AVX(d, c *float64, vec *[]float64, nt, m int, first bool)
+func fma1AVX(d, c *float64, vec *[]float64, nt, m int, b *float64, start int8)
 
 //go:noescape
-func mad1AVX(d, c *float64, vec *[]float64, nt, m int, first bool)
+func mad1AVX(d, c *float64, vec *[]float64, nt, m int, b *float64, start int8)
 
 func cpuid(eaxIn, ecxIn uint32) (eax, ebx, ecx, edx uint32)
 

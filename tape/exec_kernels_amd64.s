@@ -15,8 +15,9 @@
 
 // ROWS4 is the body of fma4AVX and mad4AVX: rows d0…d3 (R8…R11), packed
 // coefficients c (SI, four a term), term vectors vec (DI, slice headers),
-// nt ≥ 1 terms (CX), m lanes (DX); the sums start from the rows' values,
-// or with first from the first term's products. Lanes go eight, then
+// nt ≥ 1 terms (CX), m lanes (DX); the sums start (start) from the rows'
+// values (0), the first term's products (1) or the row's values at b
+// (2: uniform initial values). Lanes go eight, then
 // four, then one at a time (AX); R12, R13, R14 walk the coefficients, the
 // vectors and the count of terms.
 #define ROWS4(OPY, OPX) \
@@ -36,8 +37,9 @@ l8: \
 	MOVQ SI, R12 \
 	MOVQ DI, R13 \
 	MOVQ CX, R14 \
-	CMPB first+64(FP), $0 \
-	JNE  i8 \
+	CMPB start+72(FP), $1 \
+	JEQ  i8 \
+	JGT  b8 \
 	VMOVUPD (R8)(AX*8), Y0 \
 	VMOVUPD 32(R8)(AX*8), Y1 \
 	VMOVUPD (R9)(AX*8), Y2 \
@@ -46,6 +48,17 @@ l8: \
 	VMOVUPD 32(R10)(AX*8), Y5 \
 	VMOVUPD (R11)(AX*8), Y6 \
 	VMOVUPD 32(R11)(AX*8), Y7 \
+	JMP  t8 \
+b8: \
+	MOVQ b+64(FP), BX \
+	VBROADCASTSD (BX), Y0 \
+	VMOVAPD Y0, Y1 \
+	VBROADCASTSD 8(BX), Y2 \
+	VMOVAPD Y2, Y3 \
+	VBROADCASTSD 16(BX), Y4 \
+	VMOVAPD Y4, Y5 \
+	VBROADCASTSD 24(BX), Y6 \
+	VMOVAPD Y6, Y7 \
 	JMP  t8 \
 i8: \
 	MOVQ (R13), BX \
@@ -106,12 +119,20 @@ l4: \
 	MOVQ SI, R12 \
 	MOVQ DI, R13 \
 	MOVQ CX, R14 \
-	CMPB first+64(FP), $0 \
-	JNE  i4 \
+	CMPB start+72(FP), $1 \
+	JEQ  i4 \
+	JGT  b4 \
 	VMOVUPD (R8)(AX*8), Y0 \
 	VMOVUPD (R9)(AX*8), Y2 \
 	VMOVUPD (R10)(AX*8), Y4 \
 	VMOVUPD (R11)(AX*8), Y6 \
+	JMP  t4 \
+b4: \
+	MOVQ b+64(FP), BX \
+	VBROADCASTSD (BX), Y0 \
+	VBROADCASTSD 8(BX), Y2 \
+	VBROADCASTSD 16(BX), Y4 \
+	VBROADCASTSD 24(BX), Y6 \
 	JMP  t4 \
 i4: \
 	MOVQ (R13), BX \
@@ -156,12 +177,20 @@ l1: \
 	MOVQ SI, R12 \
 	MOVQ DI, R13 \
 	MOVQ CX, R14 \
-	CMPB first+64(FP), $0 \
-	JNE  i1 \
+	CMPB start+72(FP), $1 \
+	JEQ  i1 \
+	JGT  b1 \
 	VMOVSD (R8)(AX*8), X0 \
 	VMOVSD (R9)(AX*8), X2 \
 	VMOVSD (R10)(AX*8), X4 \
 	VMOVSD (R11)(AX*8), X6 \
+	JMP  t1 \
+b1: \
+	MOVQ b+64(FP), BX \
+	VMOVSD (BX), X0 \
+	VMOVSD 8(BX), X2 \
+	VMOVSD 16(BX), X4 \
+	VMOVSD 24(BX), X6 \
 	JMP  t1 \
 i1: \
 	MOVQ (R13), BX \
@@ -203,7 +232,7 @@ done: \
 
 // ROWS1 is the body of fma1AVX and mad1AVX: one row d (R8), coefficients
 // c (SI, one a term), vectors vec (DI), nt ≥ 1 terms (CX), m lanes (DX),
-// first as for ROWS4; lanes sixteen, then four, then one at a time.
+// b and start as for ROWS4; lanes sixteen, then four, then one at a time.
 #define ROWS1(OPY, OPX) \
 	MOVQ d+0(FP), R8 \
 	MOVQ c+8(FP), SI \
@@ -218,12 +247,20 @@ l16: \
 	MOVQ SI, R12 \
 	MOVQ DI, R13 \
 	MOVQ CX, R14 \
-	CMPB first+40(FP), $0 \
-	JNE  i16 \
+	CMPB start+48(FP), $1 \
+	JEQ  i16 \
+	JGT  b16 \
 	VMOVUPD (R8)(AX*8), Y0 \
 	VMOVUPD 32(R8)(AX*8), Y1 \
 	VMOVUPD 64(R8)(AX*8), Y2 \
 	VMOVUPD 96(R8)(AX*8), Y3 \
+	JMP  t16 \
+b16: \
+	MOVQ b+40(FP), BX \
+	VBROADCASTSD (BX), Y0 \
+	VMOVAPD Y0, Y1 \
+	VMOVAPD Y0, Y2 \
+	VMOVAPD Y0, Y3 \
 	JMP  t16 \
 i16: \
 	MOVQ (R13), BX \
@@ -266,9 +303,14 @@ l4: \
 	MOVQ SI, R12 \
 	MOVQ DI, R13 \
 	MOVQ CX, R14 \
-	CMPB first+40(FP), $0 \
-	JNE  i4 \
+	CMPB start+48(FP), $1 \
+	JEQ  i4 \
+	JGT  b4 \
 	VMOVUPD (R8)(AX*8), Y0 \
+	JMP  t4 \
+b4: \
+	MOVQ b+40(FP), BX \
+	VBROADCASTSD (BX), Y0 \
 	JMP  t4 \
 i4: \
 	MOVQ (R13), BX \
@@ -298,9 +340,14 @@ l1: \
 	MOVQ SI, R12 \
 	MOVQ DI, R13 \
 	MOVQ CX, R14 \
-	CMPB first+40(FP), $0 \
-	JNE  i1 \
+	CMPB start+48(FP), $1 \
+	JEQ  i1 \
+	JGT  b1 \
 	VMOVSD (R8)(AX*8), X0 \
+	JMP  t1 \
+b1: \
+	MOVQ b+40(FP), BX \
+	VMOVSD (BX), X0 \
 	JMP  t1 \
 i1: \
 	MOVQ (R13), BX \
@@ -328,20 +375,20 @@ done: \
 	VZEROUPPER \
 	RET
 
-// func fma4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, first bool)
-TEXT ·fma4AVX(SB), NOSPLIT, $0-65
+// func fma4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, b *float64, start int8)
+TEXT ·fma4AVX(SB), NOSPLIT, $0-73
 	ROWS4(FMAY, FMAX)
 
-// func mad4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, first bool)
-TEXT ·mad4AVX(SB), NOSPLIT, $0-65
+// func mad4AVX(d0, d1, d2, d3, c *float64, vec *[]float64, nt, m int, b *float64, start int8)
+TEXT ·mad4AVX(SB), NOSPLIT, $0-73
 	ROWS4(MADY, MADX)
 
-// func fma1AVX(d, c *float64, vec *[]float64, nt, m int, first bool)
-TEXT ·fma1AVX(SB), NOSPLIT, $0-41
+// func fma1AVX(d, c *float64, vec *[]float64, nt, m int, b *float64, start int8)
+TEXT ·fma1AVX(SB), NOSPLIT, $0-49
 	ROWS1(FMAY, FMAX)
 
-// func mad1AVX(d, c *float64, vec *[]float64, nt, m int, first bool)
-TEXT ·mad1AVX(SB), NOSPLIT, $0-41
+// func mad1AVX(d, c *float64, vec *[]float64, nt, m int, b *float64, start int8)
+TEXT ·mad1AVX(SB), NOSPLIT, $0-49
 	ROWS1(MADY, MADX)
 
 // func cpuid(eaxIn, ecxIn uint32) (eax, ebx, ecx, edx uint32)

@@ -35,7 +35,7 @@ func sameBits(a, b float64) bool {
 // the ops it fuses computed one at a time (math.FMA, or a rounded product
 // then a sum), for every shape of tile and tail: rows 1…9, terms 1…6,
 // blocks of 1…37 trajectories, with and without initial values (uniform
-// or per trajectory).
+// or per trajectory, or uniform and packed).
 func TestMatKernel(t *testing.T) {
 	defer SetAVX2(SetAVX2(true))
 	r := rand.New(rand.NewPCG(1, 2))
@@ -61,13 +61,22 @@ func TestMatKernel(t *testing.T) {
 			}
 		}
 		var init, vec [][]float64
+		packedBias := r.IntN(2) == 0 // uniform initial values packed in uni
+		k.bias = -1
 		for range k.rows {
-			if r.IntN(2) == 0 {
+			if packedBias || r.IntN(2) == 0 {
 				init = append(init, []float64{kernelValue(r)})
 			} else {
 				init = append(init, kernelVec(r, m))
 			}
 		}
+		if k.init && packedBias {
+			k.bias = len(uni)
+			for _, x := range init {
+				uni = append(uni, x[0])
+			}
+		}
+		name += fmt.Sprintf("/bias=%d", k.bias)
 		for range k.terms {
 			vec = append(vec, kernelVec(r, m))
 		}
@@ -106,7 +115,7 @@ func TestMatKernel(t *testing.T) {
 				dst[i] = make([]float64, m)
 				s = append(s, dst[i])
 			}
-			if k.init {
+			if k.init && k.bias < 0 {
 				s = append(s, init...)
 			}
 			s = append(s, vec...)

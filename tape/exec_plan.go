@@ -649,10 +649,20 @@ func (pl *planner) fused(it item, argOf func(a ID, mixed bool) arg) (kernel, []a
 	var args []arg
 	if it.mat {
 		en0 := &it.ents[0]
-		k := &matKernel{fma: en0.fma, init: en0.init != ops.NoRef, rows: len(it.ents), terms: len(en0.terms)}
+		k := &matKernel{fma: en0.fma, init: en0.init != ops.NoRef, rows: len(it.ents), terms: len(en0.terms), bias: -1}
 		if k.init {
+			var bias []packed
 			for _, en := range it.ents {
-				args = append(args, argOf(en.init, true))
+				if pl.uniform[en.init] && pl.p.Width(en.init) == 1 {
+					bias = append(bias, packed{src: pl.e.uniOff[en.init]})
+				}
+			}
+			if len(bias) == len(it.ents) {
+				k.bias = pl.pack(bias)
+			} else {
+				for _, en := range it.ents {
+					args = append(args, argOf(en.init, true))
+				}
 			}
 		}
 		for _, t := range en0.terms {

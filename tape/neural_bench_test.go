@@ -226,13 +226,16 @@ func newOutsN(p *tape.Program, m int) [][]float64 {
 var neuralLanes = []int{16, 64, 256}
 
 // BenchmarkNeural runs the trial step and the reverse replay step of the
-// neural protocol on one block of m lanes, one goroutine.
+// neural protocol on one block of m lanes, one goroutine; rev-inplace is
+// the reverse step as an integrator runs it, the cotangents and the
+// gradient accumulators updated in place.
 func BenchmarkNeural(b *testing.B) {
 	np := newNeuralProblem(b)
 	for _, pc := range []struct {
-		name string
-		p    *tape.Program
-	}{{"trial", np.trial}, {"rev", np.rev}} {
+		name    string
+		p       *tape.Program
+		inPlace bool
+	}{{"trial", np.trial, false}, {"rev", np.rev, false}, {"rev-inplace", np.rev, true}} {
 		e0, err := tape.NewExec(pc.p, &tape.ExecSettings{Workers: 1})
 		if err != nil {
 			b.Fatal(err)
@@ -241,6 +244,11 @@ func BenchmarkNeural(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/m=%d", pc.name, m), func(b *testing.B) {
 				e := e0.Clone(m, 1)
 				in, out := np.inputs(pc.p, m, 1), newOutsN(pc.p, m)
+				if pc.inPlace { // λ and gs: the inputs after t, h, y, s
+					for k := range out {
+						out[k] = in[2+np.d+np.nw+k]
+					}
+				}
 				e.Run(out, in, m)
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
