@@ -130,10 +130,14 @@ type worker struct {
 // Exec runs a program over ensembles of trajectories on the CPU, a block
 // of trajectories at a time (structure of arrays: each value is a loop
 // over the block), on several goroutines. Values that depend only on
-// constants and shared inputs are computed once per Run. Buffers are
-// reused: after the first Run with a given number of trajectories, Run
-// allocates nothing. An Exec is not safe for concurrent use; create one
-// per goroutine (they are cheap next to a Run).
+// constants and shared inputs are computed on the first Run and again
+// only when a shared input changes. Dense layers with shared weights run
+// as blocked matrix products over the block, forward and reverse, and
+// sums of products as fused chains, bit for bit as the ops one at a time
+// (see plan; AVX2 kernels on amd64). Buffers are reused: after the first
+// Run with a given number of trajectories, Run allocates nothing. An
+// Exec is not safe for concurrent use; create one per goroutine (they
+// are cheap next to a Run).
 type Exec struct {
 	p        *Program
 	bs       int
@@ -143,9 +147,9 @@ type Exec struct {
 	uniVals []ID  // uniform values in program order
 	uniOff  []int // offset of each uniform value in uni, by ID (-1 if varying)
 	uni     []float64
-	// pack lists the uniform values copied, after them, into uni[nuni:]
-	// at every Run: the coefficient matrices of the fused steps, in the
-	// order their kernels read them.
+	// pack lists the uniform values copied, after them, into uni[nuni:]:
+	// the coefficient matrices (and biases) of the fused matrix steps, in
+	// the order their kernels read them.
 	pack []packed
 	nuni int
 	// sharedIn lists the shared inputs: input idx at uni[off].

@@ -14,9 +14,10 @@ import (
 // # Fusion
 //
 // A program's per-trajectory values are computed one op at a time, each a
-// loop over the block, except for two patterns that the plan fuses into
-// one step of several values, to cut the per-step dispatch and to keep
-// partial sums in registers:
+// loop over the block, except for three patterns that the plan fuses,
+// several values to a step, to cut the per-step dispatch (a reverse step
+// of a neural field has tens of thousands of values) and to keep partial
+// sums in registers:
 //
 //   - Sum chains. An Add or Sub whose operand is an Add, Sub or Mul used
 //     nowhere else absorbs it: the value s = ((t0 ± t1) ± t2) … with
@@ -27,17 +28,23 @@ import (
 //     by it, s·a: a row's cotangent ȳ_i·(1 − y_i²) through a tanh.
 //   - Dots whose terms each pair a uniform coefficient with a
 //     per-trajectory value: s = fma(c_j, x_j, s) from the bias, in order.
+//   - Elementwise ops of one argument (activations).
 //
-// A chain or such a Dot is an entry. Entries are not computed where the
-// program has them but gathered into a batch, which is computed as late
-// as possible: just before the first value that uses one of them. A batch
-// becomes steps as follows. Entries whose terms all pair a uniform
-// coefficient with a per-trajectory vector, and which share the same
-// vectors in the same order (the rows of W·x + b, or of Wᵀ·ȳ), are one
-// matrix step: a register-blocked kernel over rows and trajectories,
-// with the coefficients packed per Run. The other chains are one step of
-// the batch. Every entry is still computed term by term in its order, so
-// the results are bit for bit those of the ops (NaN payloads aside).
+// Each is an entry. Entries are not computed where the program has them
+// but gathered into a batch, which is computed as late as possible: just
+// before the first value that uses one of them. A batch becomes steps as
+// follows. Entries whose terms all pair a uniform coefficient with a
+// per-trajectory vector, and which share the same vectors in the same
+// order (the rows of W·x + b, or of Wᵀ·ȳ), are one matrix step: a
+// register-blocked kernel over rows and trajectories (matKernel), with
+// the coefficients packed. The other chains are one step (chainKernel),
+// and the activations one step an op (mapKernel). Every entry is still
+// computed term by term in its order, so the results are bit for bit
+// those of the ops (NaN payloads aside); the kernels say how.
+//
+// A program whose values interleave with their uses (each Dot followed by
+// its activation) batches little: nn.Dense and the transforms emit a
+// layer's rows, then their activations.
 
 // term is one term of a chain: a (b == ops.NoRef), or the product a·b,
 // rounded once; neg subtracts it. A scale term multiplies the sum by a
@@ -73,7 +80,7 @@ type item struct {
 }
 
 // packed is a uniform value copied into the coefficient area of Exec.uni
-// at every Run (negated if neg).
+// (negated if neg) whenever the uniform values are computed.
 type packed struct {
 	src int
 	neg bool
@@ -85,7 +92,6 @@ type planner struct {
 	p       *Program
 	uniform []bool
 	uses    []int32 // number of arguments and outputs that are the value
-	user    []ID    // for a value used once as an argument, the value using it
 	output  []bool
 	// absorbed marks the values computed inside an entry's chain.
 	absorbed []bool
@@ -143,13 +149,11 @@ func (pl *planner) fusion(fuse bool) {
 	p := pl.p
 	nv := len(p.Values)
 	pl.uses = make([]int32, nv)
-	pl.user = make([]ID, nv)
 	pl.output = make([]bool, nv)
 	pl.absorbed = make([]bool, nv)
-	for i, v := range p.Values {
+	for _, v := range p.Values {
 		for _, a := range v.Args {
 			pl.uses[a]++
-			pl.user[a] = ID(i)
 		}
 	}
 	for _, o := range p.Outputs {
@@ -319,7 +323,7 @@ func (pl *planner) schedule() []item {
 			en.root = ops.NoRef
 		case pl.sumOp(id):
 			en = pl.chain(id)
-		case pl.fuse && v.Op == ops.OpMul && pl.scaled[i] != ops.NoRef:
+		case v.Op == ops.OpMul && pl.scaled[i] != ops.NoRef:
 			s := pl.scaled[i]
 			f := v.Args[0]
 			if f == s {
@@ -712,8 +716,9 @@ func (pl *planner) fused(it item, argOf func(a ID, mixed bool) arg) (kernel, []a
 	return k, args
 }
 
-// pack returns the offset in Exec.uni of the coefficients c, copied
-// there at every Run; identical lists share one copy.
+// pack returns the offset in Exec.uni of the coefficients c, copied there
+// whenever the uniform values are computed; identical lists share one
+// copy.
 func (pl *planner) pack(c []packed) int {
 	key := make([]byte, 0, 5*len(c))
 	for _, q := range c {
