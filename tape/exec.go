@@ -111,6 +111,17 @@ type outSpec struct {
 	sum    bool
 	sumIdx int
 	direct bool // in direct mode, the step computing it writes it in place
+	// step is the index of that step in Exec.steps, and entry its index
+	// among the step's values if it is a chain step (else -1).
+	step, entry int32
+}
+
+// inRead is where the steps read a per-trajectory input last: the index
+// of the last step reading it (math.MaxInt32 if an output copies it after
+// the steps), and, if that step is a chain step whose entry of that index
+// alone reads it, the entry (else -1).
+type inRead struct {
+	step, entry int32
 }
 
 type worker struct {
@@ -166,6 +177,7 @@ type Exec struct {
 	slotArg []arg
 	mdep    []int32
 	rebind  []rebind // per-trajectory inputs
+	reads   []inRead // by input
 	rebOut  []rebind // values written to the outputs in direct mode
 	direct  bool     // this Run writes outputs in place (no aliasing)
 	units   int
@@ -238,7 +250,7 @@ func (e *Exec) Clone(blockSize, workers int) *Exec {
 		p: e.p, bs: e.bs, nworkers: e.nworkers, check: e.check,
 		uniVals: e.uniVals, uniOff: e.uniOff, uni: make([]float64, len(e.uni)),
 		pack: e.pack, nuni: e.nuni, sharedIn: e.sharedIn,
-		steps: e.steps, nslots: e.nslots, slotArg: e.slotArg, mdep: e.mdep, rebind: e.rebind, rebOut: e.rebOut,
+		steps: e.steps, nslots: e.nslots, slotArg: e.slotArg, mdep: e.mdep, rebind: e.rebind, reads: e.reads, rebOut: e.rebOut,
 		units: e.units, bcast: e.bcast, outs: e.outs, nsum: e.nsum,
 	}
 	if blockSize > 0 {
@@ -337,12 +349,17 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 // aliased reports whether an output that the steps would write in place
 // overlaps a per-trajectory input or another output. The outputs are then
 // copied out after each block is computed instead, so that a Run may
-// update its inputs in place (y = f(y)). The slices of n values all have
-// the same length, so two overlap iff their starts are less than n values
-// apart: aliased sorts the starts, O(s log s) for s slices, finds the
-// closest pair that matters (one slice written in place), and remembers
-// that distance for the next Runs with the same slices (an integrator's
-// loop, whatever its number of active trajectories), which cost O(s).
+// update its inputs in place (y = f(y)). An output that is exactly an
+// input's slice may still be written in place if the steps have read that
+// input for good before (inPlaceOK): an integrator's reverse step updates
+// its cotangents and gradient accumulators so.
+//
+// The slices of n values all have the same length, so two overlap iff
+// their starts are less than n values apart: aliased sorts the starts,
+// O(s log s) for s slices, finds the closest pair that matters, and
+// remembers that distance for the next Runs with the same slices (an
+// integrator's loop, whatever its number of active trajectories), which
+// cost O(s).
 func (e *Exec) aliased(n int) bool {
 	if n == 0 {
 		return false
@@ -368,50 +385,103 @@ func (e *Exec) aliased(n int) bool {
 }
 
 // minGap returns the smallest distance in bytes between the start of a
-// slice written in place and the start of any other slice (the inputs' and
-// outputs' starts, in the order of key), or the largest uintptr.
+// slice written in place and the start of another slice (the inputs' and
+// outputs' starts, in the order of key), or the largest uintptr; an
+// output written in place over exactly the inputs that allow it does not
+// count.
 func (e *Exec) minGap(key []uintptr) uintptr {
 	iv := e.spans[:0]
 	i := 0
-	for _, s := range e.p.Inputs {
+	for j, s := range e.p.Inputs {
 		if !s.Shared {
-			iv = append(iv, span{lo: key[i]})
+			iv = append(iv, span{lo: key[i], in: int32(j), out: -1})
 			i++
 		}
 	}
-	for _, o := range e.outs {
+	for k, o := range e.outs {
 		if !o.sum {
-			iv = append(iv, span{lo: key[i], direct: o.direct})
+			iv = append(iv, span{lo: key[i], in: -1, out: int32(k), direct: o.direct})
 			i++
 		}
 	}
 	e.spans = iv
 	slices.SortFunc(iv, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
-	// The closest pair with a slice written in place is, for some slice,
-	// that slice and the last slice written in place before it, or (if it
-	// is written in place) the slice just before it.
+	// Slices that start together are one group. Between groups, the
+	// closest pair with a slice written in place is, for some group, that
+	// group and the last group written in place before it, or (if it is
+	// written in place) the group just before it.
 	gap := ^uintptr(0)
 	var prev, prevDirect uintptr
 	havePrev, haveDirect := false, false
-	for _, s := range iv {
+	for lo := 0; lo < len(iv); {
+		hi := lo + 1
+		for hi < len(iv) && iv[hi].lo == iv[lo].lo {
+			hi++
+		}
+		g := iv[lo:hi]
+		direct, ok := e.groupInPlace(g)
+		if !ok {
+			return 0
+		}
+		at := g[0].lo
 		if haveDirect {
-			gap = min(gap, s.lo-prevDirect)
+			gap = min(gap, at-prevDirect)
 		}
-		if s.direct && havePrev {
-			gap = min(gap, s.lo-prev)
+		if direct && havePrev {
+			gap = min(gap, at-prev)
 		}
-		prev, havePrev = s.lo, true
-		if s.direct {
-			prevDirect, haveDirect = s.lo, true
+		prev, havePrev = at, true
+		if direct {
+			prevDirect, haveDirect = at, true
 		}
+		lo = hi
 	}
 	return gap
 }
 
-// span is the start of an input or output slice, for minGap.
+// groupInPlace reports whether the slices g, which start at the same
+// address, include an output written in place (direct), and whether they
+// may share their memory: yes unless one written in place shares it with
+// another output or with an input that does not allow it (inPlaceOK).
+func (e *Exec) groupInPlace(g []span) (direct, ok bool) {
+	outs, k := 0, -1
+	for _, s := range g {
+		if s.out >= 0 {
+			outs++
+			if s.direct {
+				direct, k = true, int(s.out)
+			}
+		}
+	}
+	if !direct || len(g) == 1 {
+		return direct, true
+	}
+	if outs > 1 {
+		return true, false
+	}
+	for _, s := range g {
+		if s.in >= 0 && !e.inPlaceOK(k, int(s.in)) {
+			return true, false
+		}
+	}
+	return true, true
+}
+
+// inPlaceOK reports whether output k may be written in place over input
+// j: the steps read input j for the last time before the step writing
+// output k, or in that step only in the chain that computes output k
+// (the chain kernels read a block's terms before they write its sum).
+func (e *Exec) inPlaceOK(k, j int) bool {
+	o, r := &e.outs[k], e.reads[j]
+	return r.step < o.step || r.step == o.step && r.entry >= 0 && r.entry == o.entry
+}
+
+// span is the start of input in or output out (the other -1), for
+// minGap.
 type span struct {
-	lo     uintptr
-	direct bool
+	lo      uintptr
+	in, out int32
+	direct  bool
 }
 
 func (e *Exec) need(single bool, n int) int {

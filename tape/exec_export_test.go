@@ -37,3 +37,6 @@ func ExecSteps(e *Exec) string {
 	return fmt.Sprintf("%d steps: %d single, %d matrix (%d values), %d chain (%d values); %d units, %d packed",
 		len(e.steps), single, mat, matv, chain, chainv, e.units, len(e.pack))
 }
+
+// ExecDirect reports whether e's last Run wrote its outputs in place.
+func ExecDirect(e *Exec) bool { return e.direct }

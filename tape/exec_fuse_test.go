@@ -286,18 +286,91 @@ func TestExecFusedNeural(t *testing.T) {
 		if want := map[bool]int{true: 4, false: 2 + np.nw}[p == np.trial]; aliased != want {
 			t.Fatalf("Case %s: %d outputs in place, want %d", p.Name, aliased, want)
 		}
-		for _, m := range []int{16, 13, 16, 7, 1, 9} {
-			want := evalAll(p, prefix(p, st, m), m)
-			if err := c.Run(io, st, m); err != nil {
-				t.Fatal(err)
-			}
-			for k := range p.Outputs {
-				for i := 0; i < m; i++ {
-					if !sameFloat(io[k][i], want[k][i]) {
-						t.Fatalf("Case %s/in-place/m=%d: output %d trajectory %d = %v, want %v", p.Name, m, k, i, io[k][i], want[k][i])
+		for _, avx := range []bool{true, false} {
+			old := tape.SetAVX2(avx)
+			for _, m := range []int{16, 13, 16, 7, 1, 9} {
+				want := evalAll(p, prefix(p, st, m), m)
+				if err := c.Run(io, st, m); err != nil {
+					t.Fatal(err)
+				}
+				for k := range p.Outputs {
+					for i := 0; i < m; i++ {
+						if !sameFloat(io[k][i], want[k][i]) {
+							t.Fatalf("Case %s/in-place/avx=%v/m=%d: output %d trajectory %d = %v, want %v", p.Name, avx, m, k, i, io[k][i], want[k][i])
+						}
 					}
 				}
+				// The reverse step's cotangents and accumulators are read
+				// before (or by the chains that) update them: in place.
+				if p == np.rev && !tape.ExecDirect(c) {
+					t.Errorf("Case %s/in-place/m=%d: outputs copied, want them written in place", p.Name, m)
+				}
 			}
+			tape.SetAVX2(old)
+		}
+	}
+}
+
+// TestExecInPlaceReads updates inputs in place with outputs that may or
+// may not be written straight over them: an output computed by a chain
+// may overwrite an input that only that chain, or steps before it, read;
+// not one that a later step or another chain of the same step reads.
+// Every case must give Eval's results, with the assembly and the Go
+// kernels.
+func TestExecInPlaceReads(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, tc := range []struct {
+		name   string
+		f      func(in []tape.V) []tape.V
+		direct bool // output 0 over input 0 written in place
+	}{
+		// a is read only by the chain of output 0.
+		{"own", func(in []tape.V) []tape.V {
+			return []tape.V{in[1].Mul(in[2]).Add(in[0]), in[1].Sin()}
+		}, true},
+		// a is read by steps before the chain of output 0 only.
+		{"before", func(in []tape.V) []tape.V {
+			u := in[0].Sin().Mul(in[1])
+			return []tape.V{u.Mul(in[2]).Add(in[1]), u}
+		}, true},
+		// a is read by another chain of the same step.
+		{"sibling", func(in []tape.V) []tape.V {
+			return []tape.V{in[1].Mul(in[2]).Add(in[0]), in[2].Mul(in[1]).Sub(in[0])}
+		}, false},
+		// a is read after output 0 is written.
+		{"after", func(in []tape.V) []tape.V {
+			u := in[1].Mul(in[2]).Add(in[0])
+			return []tape.V{u, u.Sin().Mul(in[0])}
+		}, false},
+	} {
+		p := mustTrace(t, tc.name, withNames("a", "b", "c"), tc.f)
+		for _, avx := range []bool{true, false} {
+			old := tape.SetAVX2(avx)
+			for _, bs := range []int{4, 64} {
+				const n = 37
+				e, err := tape.NewExec(p, &tape.ExecSettings{BlockSize: bs, Workers: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				in := [][]float64{randVec(r, n), randVec(r, n), randVec(r, n)}
+				want := evalAll(p, in, n)
+				out := [][]float64{in[0], make([]float64, n)}
+				if err := e.Run(out, in, n); err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("%s/avx=%v/bs=%d", tc.name, avx, bs)
+				for k := range want {
+					for i := 0; i < n; i++ {
+						if out[k][i] != want[k][i] {
+							t.Fatalf("Case %s: output %d trajectory %d = %v, want %v\n%v", name, k, i, out[k][i], want[k][i], p)
+						}
+					}
+				}
+				if got := tape.ExecDirect(e); got != tc.direct {
+					t.Errorf("Case %s: written in place %v, want %v", name, got, tc.direct)
+				}
+			}
+			tape.SetAVX2(old)
 		}
 	}
 }

@@ -25,9 +25,11 @@ import "math"
 // row-major. If the initial values are all uniform (a layer's biases),
 // they are packed at bias instead, one a row in order.
 //
-// Cost: rows·terms multiply-adds a trajectory; a tile of four rows and two
-// trajectories keeps its eight sums in registers over the terms, loading
-// each vector element once for four rows.
+// Cost: rows·terms multiply-adds a trajectory. The AVX2 kernel keeps the
+// sums of a tile of four rows and eight trajectories in registers over
+// the terms, loading each vector element once for four rows and each
+// coefficient once for eight trajectories; the Go kernels (other
+// processors) tile four rows and two trajectories.
 type matKernel struct {
 	fma         bool
 	init        bool
@@ -294,11 +296,12 @@ const (
 
 // chainKernel computes sum chains over a block: for each entry, s = its
 // first term, then s = s ± term for the others, where a term is a value
-// or the product of two, rounded, or s = s·a for a scale term. nterms holds the number of terms of each
-// entry and flags every term's flags; the slices are the destinations,
-// one an entry, then the terms' arguments in order, each a full block
-// (uniform values are broadcast). The first term of an entry is never
-// subtracted.
+// or the product of two, rounded, or s = s·a for a scale term. nterms
+// holds the number of terms of each entry and flags every term's flags;
+// the slices are the destinations, one an entry, then the terms'
+// arguments in order, each a full block (uniform values are broadcast):
+// the plan guarantees that every slice holds at least m values, which the
+// assembly does not check. The first term of an entry is never subtracted.
 //
 // Cost: a load of every argument and a multiply-add a term and
 // trajectory; the AVX2 kernel keeps sixteen trajectories' sums in
@@ -308,52 +311,78 @@ type chainKernel struct {
 	flags  []uint8
 }
 
+// entryOf returns the function from the index of an argument of the
+// kernel to the index of the entry that reads it.
+func (k *chainKernel) entryOf() func(int) int {
+	var of []int
+	f := k.flags
+	for e, n := range k.nterms {
+		for _, fl := range f[:n] {
+			of = append(of, e)
+			if fl&termProd != 0 {
+				of = append(of, e)
+			}
+		}
+		f = f[n:]
+	}
+	return func(j int) int { return of[j] }
+}
+
 func (k *chainKernel) run(s [][]float64, _ []float64, m int) {
 	if useAVX2 {
 		chainAVX(&s[0], &k.flags[0], &k.nterms[0], len(k.nterms), m)
 		return
 	}
-	dst, args := s[:len(k.nterms)], s[len(k.nterms):]
-	f := k.flags
-	for e, n := range k.nterms {
-		d := dst[e][:m]
-		copy(d, args[0][:m])
-		args = args[1:]
-		if f[0]&termProd != 0 {
-			mulTo(d, args[0])
+	// As the assembly, a chunk of trajectories at a time: its terms are
+	// all read before its sum is written, so a destination may be the
+	// slice of one of its entry's terms (an output written in place).
+	const chunk = 64
+	var acc [chunk]float64
+	ne := len(k.nterms)
+	for lo := 0; lo < m; lo += chunk {
+		hi := min(lo+chunk, m)
+		args, f := s[ne:], k.flags
+		for e, n := range k.nterms {
+			d := acc[:hi-lo]
+			copy(d, args[0][lo:hi])
 			args = args[1:]
-		}
-		for _, fl := range f[1:n] {
-			a := args[0][:m]
-			args = args[1:]
-			if fl&termProd != 0 {
-				b := args[0][:m]
+			if f[0]&termProd != 0 {
+				mulTo(d, args[0][lo:hi])
 				args = args[1:]
-				if fl&termNeg != 0 {
-					for l := range d {
-						d[l] -= float64(a[l] * b[l])
-					}
-				} else {
-					for l := range d {
-						d[l] += float64(a[l] * b[l])
-					}
-				}
-				continue
 			}
-			switch {
-			case fl&termScale != 0:
-				mulTo(d, a)
-			case fl&termNeg != 0:
-				for l := range d {
-					d[l] -= a[l]
+			for _, fl := range f[1:n] {
+				a := args[0][lo:hi]
+				args = args[1:]
+				if fl&termProd != 0 {
+					b := args[0][lo:hi]
+					args = args[1:]
+					if fl&termNeg != 0 {
+						for l := range d {
+							d[l] -= float64(a[l] * b[l])
+						}
+					} else {
+						for l := range d {
+							d[l] += float64(a[l] * b[l])
+						}
+					}
+					continue
 				}
-			default:
-				for l := range d {
-					d[l] += a[l]
+				switch {
+				case fl&termScale != 0:
+					mulTo(d, a)
+				case fl&termNeg != 0:
+					for l := range d {
+						d[l] -= a[l]
+					}
+				default:
+					for l := range d {
+						d[l] += a[l]
+					}
 				}
 			}
+			copy(s[e][lo:hi], d)
+			f = f[n:]
 		}
-		f = f[n:]
 	}
 }
 

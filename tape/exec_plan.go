@@ -606,7 +606,7 @@ func (pl *planner) build(items []item) {
 		if uniform[o.ID] {
 			src = arg{kind: argUni, idx: e.uniOff[o.ID]}
 		}
-		spec := outSpec{src: src, sum: o.Sum, direct: src.kind == argUnit && src.out == k}
+		spec := outSpec{src: src, sum: o.Sum, direct: src.kind == argUnit && src.out == k, step: -1, entry: -1}
 		if o.Sum {
 			spec.sumIdx = e.nsum
 			e.nsum++
@@ -614,6 +614,54 @@ func (pl *planner) build(items []item) {
 		e.outs = append(e.outs, spec)
 	}
 	e.uni = make([]float64, e.nuni+len(e.pack))
+	pl.readsAndWrites()
+}
+
+// readsAndWrites finds, for every input, the last step that reads it (and
+// the chain that does, in a chain step), and for every output written in
+// place the step that writes it (and its chain): see Exec.inPlaceOK.
+func (pl *planner) readsAndWrites() {
+	e := pl.e
+	e.reads = make([]inRead, len(pl.p.Inputs))
+	for j := range e.reads {
+		e.reads[j] = inRead{step: -1, entry: -1}
+	}
+	read := func(j, si, en int) {
+		switch r := &e.reads[j]; {
+		case int32(si) > r.step:
+			*r = inRead{step: int32(si), entry: int32(en)}
+		case r.entry != int32(en):
+			r.entry = -1
+		}
+	}
+	for si := range e.steps {
+		st := &e.steps[si]
+		entryOf := func(int) int { return -1 }
+		if k, ok := st.kern.(*chainKernel); ok {
+			entryOf = k.entryOf()
+		}
+		for j, a := range st.args {
+			if a.kind == argInput {
+				read(a.idx, si, entryOf(j))
+			}
+		}
+		for d, a := range st.dst {
+			if a.out < 0 {
+				continue
+			}
+			en := -1
+			if _, ok := st.kern.(*chainKernel); ok {
+				en = d
+			}
+			o := &e.outs[a.out]
+			o.step, o.entry = int32(si), int32(en)
+		}
+	}
+	for _, o := range e.outs {
+		if !o.sum && o.src.kind == argInput { // copied after the steps
+			e.reads[o.src.idx] = inRead{step: math.MaxInt32, entry: -1}
+		}
+	}
 }
 
 // addStep appends st to the Exec's steps, giving it its slots.
