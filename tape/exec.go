@@ -136,6 +136,9 @@ type worker struct {
 	// filled reports that the broadcast buffers hold this Run's uniform
 	// values.
 	filled bool
+	// The rebind slots hold the inputs and outputs of generation ioGen
+	// (Exec.ioGen) from trajectory lastLo on.
+	ioGen, lastLo int
 }
 
 // Exec runs a program over ensembles of trajectories on the CPU, a block
@@ -183,6 +186,7 @@ type Exec struct {
 	units   int
 	bcast   []bcast
 	outs    []outSpec
+	copied  []int // the outputs that the steps do not write in place
 	nsum    int
 
 	workers []*worker
@@ -196,12 +200,14 @@ type Exec struct {
 	sums     []float64
 	scal     []float64
 	tup      [][]float64
-	// The last aliasing check: the slices' addresses and the smallest
-	// distance between two of them that matters (see aliased).
+	// The last Run's input and output addresses, their generation, and
+	// the smallest distance between two of them that matters (see
+	// trackIO).
 	spans               []span
 	aliasKey, aliasLast []uintptr
 	aliasGap            uintptr
 	aliasValid          bool
+	ioGen               int
 }
 
 // NewExec prepares p for execution: it classifies values as uniform or per
@@ -251,7 +257,7 @@ func (e *Exec) Clone(blockSize, workers int) *Exec {
 		uniVals: e.uniVals, uniOff: e.uniOff, uni: make([]float64, len(e.uni)),
 		pack: e.pack, nuni: e.nuni, sharedIn: e.sharedIn,
 		steps: e.steps, nslots: e.nslots, slotArg: e.slotArg, mdep: e.mdep, rebind: e.rebind, reads: e.reads, rebOut: e.rebOut,
-		units: e.units, bcast: e.bcast, outs: e.outs, nsum: e.nsum,
+		units: e.units, bcast: e.bcast, outs: e.outs, copied: e.copied, nsum: e.nsum,
 	}
 	if blockSize > 0 {
 		c.bs = blockSize
@@ -295,7 +301,13 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 		}
 	}
 	e.in, e.out, e.n = in, out, n
-	e.direct = len(e.rebOut) > 0 && !e.aliased(n)
+	if n > 0 {
+		e.trackIO()
+	}
+	// Outputs are written in place by the steps unless one overlaps
+	// another output or an input (an update y = f(y)) in a way that
+	// forbids it (see minGap).
+	e.direct = len(e.rebOut) > 0 && n > 0 && e.aliasGap >= uintptr(n)*8
 	if e.uniformStale() {
 		e.evalUniform()
 		for _, w := range e.workers {
@@ -346,24 +358,17 @@ func (e *Exec) Run(out, in [][]float64, n int) error {
 	return nil
 }
 
-// aliased reports whether an output that the steps would write in place
-// overlaps a per-trajectory input or another output. The outputs are then
-// copied out after each block is computed instead, so that a Run may
-// update its inputs in place (y = f(y)). An output that is exactly an
-// input's slice may still be written in place if the steps have read that
-// input for good before (inPlaceOK): an integrator's reverse step updates
-// its cotangents and gradient accumulators so.
-//
-// The slices of n values all have the same length, so two overlap iff
-// their starts are less than n values apart: aliased sorts the starts,
-// O(s log s) for s slices, finds the closest pair that matters, and
-// remembers that distance for the next Runs with the same slices (an
-// integrator's loop, whatever its number of active trajectories), which
-// cost O(s).
-func (e *Exec) aliased(n int) bool {
-	if n == 0 {
-		return false
-	}
+// trackIO notes the addresses of the Run's per-trajectory inputs and
+// outputs. When they differ from the last Run's, it bumps ioGen (the
+// workers bind their slots to them again) and measures aliasGap again:
+// the smallest distance between an output that the steps would write in
+// place and another input or output, in bytes (see minGap). Outputs are
+// written in place only if no other slice starts within n values of
+// theirs: the slices of n values overlap iff their starts are less than n
+// values apart. An integrator calls Run again and again with the same
+// slices (whatever its number of active trajectories): that costs O(s)
+// for s slices; new slices cost O(s log s).
+func (e *Exec) trackIO() {
 	key := e.aliasKey[:0]
 	for j, s := range e.p.Inputs {
 		if !s.Shared {
@@ -376,12 +381,16 @@ func (e *Exec) aliased(n int) bool {
 		}
 	}
 	e.aliasKey = key
-	if !e.aliasValid || !slices.Equal(key, e.aliasLast) {
-		e.aliasGap = e.minGap(key)
-		e.aliasLast = append(e.aliasLast[:0], key...)
-		e.aliasValid = true
+	if e.aliasValid && slices.Equal(key, e.aliasLast) {
+		return
 	}
-	return e.aliasGap < uintptr(n)*8
+	e.ioGen++
+	e.aliasGap = ^uintptr(0)
+	if len(e.rebOut) > 0 {
+		e.aliasGap = e.minGap(key)
+	}
+	e.aliasLast = append(e.aliasLast[:0], key...)
+	e.aliasValid = true
 }
 
 // minGap returns the smallest distance in bytes between the start of a
@@ -583,6 +592,7 @@ func (e *Exec) slice(w *worker, a arg, lo, m int) []float64 {
 func (e *Exec) block(w *worker, b, lo, hi int) {
 	m := hi - lo
 	slots := w.slots
+	bind := lo != w.lastLo || e.ioGen != w.ioGen
 	switch {
 	case w.lastM < 0 || e.direct != w.lastDirect:
 		for i, a := range e.slotArg {
@@ -592,13 +602,15 @@ func (e *Exec) block(w *worker, b, lo, hi int) {
 			slots[i] = e.slice(w, e.slotArg[i], lo, m)
 		}
 		w.lastM, w.lastDirect, w.filled = m, e.direct, false
+		bind = true
 	case m != w.lastM:
 		for _, i := range e.mdep {
 			slots[i] = e.slice(w, e.slotArg[i], lo, m)
 		}
 		w.lastM, w.filled = m, false
-		fallthrough
-	default:
+		bind = true
+	}
+	if bind {
 		for _, r := range e.rebind {
 			slots[r.slot] = e.in[r.idx][lo : lo+m]
 		}
@@ -607,6 +619,7 @@ func (e *Exec) block(w *worker, b, lo, hi int) {
 				slots[r.slot] = e.out[r.idx][lo : lo+m]
 			}
 		}
+		w.lastLo, w.ioGen = lo, e.ioGen
 	}
 	if !w.filled {
 		for _, bc := range e.bcast {
@@ -630,31 +643,41 @@ func (e *Exec) block(w *worker, b, lo, hi int) {
 			st.block(s[0], s[1:], st.aux)
 		}
 	}
-	for k, o := range e.outs {
-		if o.direct && e.direct {
-			continue
+	if e.direct {
+		for _, k := range e.copied {
+			e.copyOut(w, b, k, lo, hi)
 		}
-		src := e.slice(w, o.src, lo, m)
-		if o.sum {
-			// A block's sum has a fixed order (floats.Sum's, with several
-			// accumulators), so the result does not depend on Workers.
-			var s float64
-			if len(src) == 1 && m > 1 {
-				s = src[0] * float64(m)
-			} else {
-				s = floats.Sum(src[:m])
-			}
-			e.sums[b*e.nsum+o.sumIdx] = s
-			continue
-		}
-		dst := e.out[k][lo:hi]
+		return
+	}
+	for k := range e.outs {
+		e.copyOut(w, b, k, lo, hi)
+	}
+}
+
+// copyOut copies output k of the block from where it was computed, or adds
+// it up for a summed output.
+func (e *Exec) copyOut(w *worker, b, k, lo, hi int) {
+	o, m := &e.outs[k], hi-lo
+	src := e.slice(w, o.src, lo, m)
+	if o.sum {
+		// A block's sum has a fixed order (floats.Sum's, with several
+		// accumulators), so the result does not depend on Workers.
+		var s float64
 		if len(src) == 1 && m > 1 {
-			for i := range dst {
-				dst[i] = src[0]
-			}
+			s = src[0] * float64(m)
 		} else {
-			copy(dst, src[:m])
+			s = floats.Sum(src[:m])
 		}
+		e.sums[b*e.nsum+o.sumIdx] = s
+		return
+	}
+	dst := e.out[k][lo:hi]
+	if len(src) == 1 && m > 1 {
+		for i := range dst {
+			dst[i] = src[0]
+		}
+	} else {
+		copy(dst, src[:m])
 	}
 }
 

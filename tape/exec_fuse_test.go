@@ -467,3 +467,44 @@ func TestExecAliasShift(t *testing.T) {
 		}
 	}
 }
+
+// TestExecBuffers runs one executor again and again over two sets of
+// input and output arrays in turn and different numbers of trajectories
+// (one block or several, shared by two workers): a worker binds its
+// slots to the Run's arrays again only when they or its block changed,
+// and every Run must give Eval's results in its own arrays.
+func TestExecBuffers(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(15, 16))
+	p := randomNet(t, r, "net")
+	q := accumulatingVJP(t, p)
+	e, err := tape.NewExec(q, &tape.ExecSettings{BlockSize: 8, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const nmax = 29
+	sets := [2]struct{ in, out [][]float64 }{}
+	for i := range sets {
+		sets[i].in = fuseInputs(r, q, nmax, false)
+		sets[i].out = newOuts(q, nmax)
+	}
+	for rep, n := range []int{8, 8, 29, 29, 8, 3, 3, 17, 8, 29} {
+		set := sets[rep%2]
+		if rep%3 == 0 { // new values in the same arrays
+			set.in = fuseInputs(r, q, nmax, false)
+			sets[rep%2].in = set.in
+		}
+		in := prefix(q, set.in, n)
+		want := evalAll(q, in, n)
+		if err := e.Run(set.out, in, n); err != nil {
+			t.Fatal(err)
+		}
+		for k := range want {
+			for i := 0; i < n; i++ {
+				if !sameFloat(set.out[k][i], want[k][i]) {
+					t.Fatalf("Case rep=%d/n=%d: output %d trajectory %d = %v, want %v", rep, n, k, i, set.out[k][i], want[k][i])
+				}
+			}
+		}
+	}
+}

@@ -612,6 +612,9 @@ func (pl *planner) build(items []item) {
 			e.nsum++
 		}
 		e.outs = append(e.outs, spec)
+		if !spec.direct {
+			e.copied = append(e.copied, k)
+		}
 	}
 	e.uni = make([]float64, e.nuni+len(e.pack))
 	pl.readsAndWrites()
