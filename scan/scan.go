@@ -89,14 +89,14 @@ func (s *Step) reverse(set *tape.ExecSettings) (*tape.Exec, error) {
 	return e, nil
 }
 
-// Reverse builds the accumulating reverse (VJP) program of a step program
-// prog whose inputs are t, h, y[d], p[np], s[ns] (shared), possibly
-// followed by more inputs that are not differentiated (θ of a dense
-// program). Its inputs are prog's followed by λ[d] (the cotangent of y⁺),
-// gp[np] and gs[ns]; its outputs are λ' = (∂y⁺/∂y)ᵀλ [d],
-// gp + (∂y⁺/∂p)ᵀλ [np] and gs + (∂y⁺/∂s)ᵀλ [ns], all per trajectory: gs
-// accumulates each trajectory's own contribution to the shared gradient,
-// which the caller sums over trajectories in a fixed order (SumShared).
+// Reverse builds the reverse (VJP) program of a step program prog whose
+// inputs are t, h, y[d], p[np], s[ns] (shared), possibly followed by more
+// inputs that are not differentiated (θ of a dense program). Its inputs
+// are prog's followed by λ[d] (the cotangent of y⁺) and gp[np]; its
+// outputs are λ' = (∂y⁺/∂y)ᵀλ [d], gp + (∂y⁺/∂p)ᵀλ [np] (accumulated per
+// trajectory) and gs = (∂y⁺/∂s)ᵀλ [ns], this step's own contribution to
+// the shared gradient, per trajectory: the caller sums the contributions
+// over trajectories in a fixed order (see TileSize).
 func Reverse(prog *tape.Program, d, np, ns int) (*tape.Program, error) {
 	wrt := make([]int, 0, d+np+ns)
 	for k := 2; k < 2+d+np+ns; k++ {
@@ -108,7 +108,6 @@ func Reverse(prog *tape.Program, d, np, ns int) (*tape.Program, error) {
 	}
 	b, in := tape.NewBuilderFor(prog.Name+".rev", vjp.Inputs)
 	gp := b.Inputs("gp", np, false)
-	gs := b.Inputs("gs", ns, false)
 	var outs []tape.V
 	err = tape.Catch(prog.Name, func() {
 		r := tape.Call(vjp, in)
@@ -116,9 +115,7 @@ func Reverse(prog *tape.Program, d, np, ns int) (*tape.Program, error) {
 		for c := 0; c < np; c++ {
 			outs = append(outs, gp[c].Add(r[d+c]))
 		}
-		for c := 0; c < ns; c++ {
-			outs = append(outs, gs[c].Add(r[d+np+c]))
-		}
+		outs = append(outs, r[d+np:d+np+ns]...)
 	})
 	if err != nil {
 		return nil, err
@@ -332,6 +329,7 @@ func (p *Problem) check() error {
 type layout struct {
 	n, rows int
 	perm    []int
+	pos     []int // pos[perm[i]] = i
 	active  []int // active[s] = #{j : Len[j] > s}
 	tapsAt  [][]int
 }
@@ -343,8 +341,10 @@ func newLayout(p *Problem) *layout {
 		l.perm[j] = j
 	}
 	sort.SliceStable(l.perm, func(a, b int) bool { return m.Len[l.perm[a]] > m.Len[l.perm[b]] })
-	for _, j := range l.perm {
+	l.pos = make([]int, m.N)
+	for i, j := range l.perm {
 		l.rows = max(l.rows, m.Len[j])
+		l.pos[j] = i
 	}
 	l.active = make([]int, l.rows)
 	for s := range l.active {
