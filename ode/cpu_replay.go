@@ -49,7 +49,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	if K > 0 {
 		q.Taps = saveTaps(mesh, j.T0, j.SaveAt, pl.Dense != nil)
 	}
-	set := &scan.Settings{Checkpoint: j.Checkpoint, MemoryLimit: r.stateBudget}
+	set := &scan.Settings{Checkpoint: j.Checkpoint, MemoryLimit: max(1, r.stateBudget)}
 
 	var sw *scan.Sweep
 	var out *scan.Result
