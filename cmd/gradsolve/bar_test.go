@@ -93,8 +93,14 @@ func TestBarsForced(t *testing.T) {
 			t.Errorf("%q: exit %d, no bar:\n%q", args, code, stderr)
 		}
 	}
+	// A timer that fires while the work reports from several goroutines
+	// (for the race detector; whether the bar shows depends on timing).
+	args := []string{"grad", "-problem", "lorenz", "-n", "256", "-vary", "p1=0:21"}
+	if code, stdout, _ := runBars(barConfig{delay: time.Millisecond, force: true}, args...); code != exitOK || terminalCodes(stdout) {
+		t.Errorf("%q with a 1 ms delay: exit %d, stdout %q", args, code, stdout)
+	}
 	// -format json to stdout is as quiet as -json.
-	args := []string{"solve", "-problem", "lorenz", "-n", "64", "-format", "json"}
+	args = []string{"solve", "-problem", "lorenz", "-n", "64", "-format", "json"}
 	if code, _, stderr := runBars(forced, args...); code != exitOK || terminalCodes(stderr) {
 		t.Errorf("%q: exit %d, a bar:\n%q", args, code, stderr)
 	}

@@ -29,7 +29,11 @@ Fits chosen parameters of a built-in problem (see gradsolve problems) to
 observed states with Adam, taking exact gradients of the squared error of
 the states at the observation times (record the adaptive mesh, differentiate
 its replay). It prints the fitted values, the loss before and after and the
-timing; -plot writes the loss curve, -json one JSON object.
+timing; -plot writes the loss curve, -json one JSON object. On a terminal,
+a fit that lasts more than a second shows a progress bar on stderr (-quiet:
+none). -method auto and -engine work as for solve and grad (gradsolve help
+solve); a gradient refused because a trajectory is stiff for the explicit
+method ends the fit with status stiff and exit status 1.
 
 What is fitted (-fit, comma list): pK or a parameter's name (as rho) for
 per-trajectory parameter K, one value per fit shared by its trajectories;
@@ -480,7 +484,7 @@ func writeFitHuman(w io.Writer, name, engine string, j *job, vars []fitVar, fo *
 	if fo.data != "" {
 		src = fo.data
 	}
-	fmt.Fprintf(w, "fit %s (%s): %d trajectories, %d fit(s), %s, %s on the %s engine\n", name, strings.Join(varNames(vars), ", "), j.prob.N, fo.fits, src, j.method.Name(), engine)
+	fmt.Fprintf(w, "fit %s (%s): %s, %s, %s, %s on the %s engine\n", name, strings.Join(varNames(vars), ", "), count(j.prob.N, "trajectory"), count(fo.fits, "fit"), src, j.method.Name(), engine)
 	fmt.Fprintf(w, "%d Adam steps (%v), %d meshes recorded, %v\n", res.Steps, res.Status, res.Records, fmtDur(res.Time))
 	if len(res.History) > 0 {
 		fmt.Fprintf(w, "loss %.6g -> %.6g (best %.6g at step %d)\n", res.History[0], res.FinalLoss, res.BestLoss, res.BestStep)
