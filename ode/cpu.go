@@ -391,7 +391,8 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 				}
 			}
 		case !ok:
-			// A failed trajectory: no loss, no gradient (Grad reports it).
+			// A failed (or, with StopOnStiff, stiff) trajectory: no loss,
+			// no gradient (Grad reports it).
 			r.failed.Store(j.Op == OpGrad || j.Op == OpLoss)
 		default:
 			if err := w.replay(r, lo, hi, r.hbufs[c], hi-lo, r.res.Stats.Accepted[lo:hi]); err != nil {

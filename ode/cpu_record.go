@@ -34,7 +34,8 @@ func sharedInputs(j *Job) (shared, rtol, atol, maxSteps [][]float64) {
 // Init, then trial step and controller until every lane has finished,
 // committing accepted steps (and storing the chunk's mesh rows and, for a
 // gradient, its states) and compacting finished lanes away. It reports
-// whether every trajectory ended OK.
+// whether every trajectory ended OK (and, with Job.StopOnStiff, without
+// firing the stiffness test).
 func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	pl, j := w.ex.plan, r.job
 	d, np := pl.Dim, pl.Params
@@ -155,7 +156,7 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 			}
 			g := w.idx[i]
 			st := Status(w.stat[i])
-			ok = ok && st == OK
+			ok = ok && st == OK && (!j.StopOnStiff || w.st[StateStiff][i] == 0)
 			w.finish(r, i, g, lo, width, st)
 			m--
 			w.move(m, i)

@@ -110,6 +110,11 @@ type Job struct {
 
 	// Progress, if not nil, receives (done, N) as trajectories complete.
 	Progress func(done, total int)
+
+	// StopOnStiff asks a record for OpGrad to stop, as on a
+	// failed trajectory, when the stiffness test fires (Result.Stiff): the
+	// caller will not use a gradient of that mesh.
+	StopOnStiff bool
 }
 
 // LossPlan is a traced loss: per-trajectory programs and how to combine

@@ -265,11 +265,13 @@ func (m *Mesh) failed(t []float64, h []float64) error {
 // *TrajectoryError (with its time and last step if t and h are given), or
 // nil.
 func firstFailure(status []Status, t, h []float64, method string) error {
+	// The first failure that is not NotRun (trajectories an engine left
+	// when another failed), else the first NotRun.
 	first, count := -1, 0
 	for i, s := range status {
 		if s != OK {
 			count++
-			if first < 0 {
+			if first < 0 || status[first] == NotRun && s != NotRun {
 				first = i
 			}
 		}

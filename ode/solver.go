@@ -258,6 +258,7 @@ func (sv *Solver) stiffSolver() (*Solver, error) {
 // runPlan builds the job of op and runs it on the solver's engine.
 func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh) (*Result, error) {
 	j := sv.job(op, q, m)
+	j.StopOnStiff = op == OpGrad
 	if loss != nil {
 		lp, err := sv.lossPlan(loss, q)
 		if err != nil {
