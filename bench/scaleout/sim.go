@@ -173,9 +173,6 @@ type op func(a, b float64) float64
 var (
 	opSum = func(a, b float64) float64 { return a + b }
 	opMax = math.Max
-	// opBits adds bit patterns as unsigned integers: with zeros everywhere
-	// but one GPU it is an exact broadcast through an integer all-reduce.
-	opBits = func(a, b float64) float64 { return math.Float64frombits(math.Float64bits(a) + math.Float64bits(b)) }
 )
 
 // event is a callback at a simulated time; seq breaks ties in the order
