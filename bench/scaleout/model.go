@@ -32,6 +32,7 @@ var (
 	DefaultNet    = Link{Latency: 2e-6, Bandwidth: 50e9}
 )
 
+// Defaults of a Cluster's counts and overheads (see the links above).
 const (
 	DefaultGPUsPerHost    = 8
 	DefaultCallOverhead   = 6.6e-6

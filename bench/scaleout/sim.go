@@ -1,6 +1,7 @@
 package scaleout
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -39,14 +40,14 @@ func Simulate(c *Cluster, w Workload, a Algorithm, leaves [][]float64) (*Outcome
 	if leaves == nil {
 		leaves = randomLeaves(nl*cl.p, w.Shared)
 	} else {
-		for _, v := range leaves {
+		for i, v := range leaves {
 			if len(v) != w.Shared {
-				return nil, ErrInvalid
+				return nil, fmt.Errorf("%w: leaf %d has %d values, want %d", ErrInvalid, i, len(v), w.Shared)
 			}
 		}
 	}
 	if a == FixedPoint && len(leaves) > maxLimbs {
-		return nil, ErrInvalid
+		return nil, fmt.Errorf("%w: fixed-point: %d leaves, at most 2^20 in float64 limbs", ErrInvalid, len(leaves))
 	}
 	s := newSim(cl)
 	out := &Outcome{Cost: Cost{GPUs: cl.p, Serial: float64(w.Trajectories) * w.PerTrajectory}, Sum: make([][]float64, cl.p)}
