@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -123,10 +124,9 @@ func TestEnsembleTooLarge(t *testing.T) {
 
 // TestExtremeSizes checks that extreme but valid sizes run and give the
 // defaults' numbers bit for bit: a BlockSize of 2⁴⁰ (capped at N), a
-// Checkpoint interval of MaxInt (one checkpoint, the initial states; its
-// interval arithmetic must not overflow) both when the gradient records
-// the mesh (with a memory limit small enough that the recorder cannot keep
-// the states) and when it replays a given mesh, and MaxSteps = MaxInt.
+// Checkpoint interval of MaxInt while the recorder keeps every state, a
+// memory limit of 1 byte (checkpoints recomputed step by step) on a given
+// mesh, MaxSteps = MaxInt and more workers than chunks.
 func TestExtremeSizes(t *testing.T) {
 	t.Parallel()
 	p := lorenzProblem()
@@ -145,8 +145,6 @@ func TestExtremeSizes(t *testing.T) {
 	}{
 		{"BlockSize 2^40", ode.Settings{Exec: tape.ExecSettings{BlockSize: 1 << 40}}, false},
 		{"BlockSize MaxInt", ode.Settings{Exec: tape.ExecSettings{BlockSize: math.MaxInt}}, false},
-		{"Checkpoint MaxInt, recorded", ode.Settings{Checkpoint: math.MaxInt, MemoryLimit: 1}, false},
-		{"Checkpoint MaxInt, given mesh", ode.Settings{Checkpoint: math.MaxInt}, true},
 		{"Checkpoint MaxInt, no limit", ode.Settings{Checkpoint: math.MaxInt}, false},
 		{"MemoryLimit 1, given mesh", ode.Settings{MemoryLimit: 1}, true},
 		{"MemoryLimit MaxInt64", ode.Settings{MemoryLimit: math.MaxInt64}, false},
@@ -183,3 +181,83 @@ func gradNoPanic(p ode.Problem, m *ode.Mesh, s *ode.Settings) (g *ode.Gradient, 
 type panicError struct{ v any }
 
 func (e panicError) Error() string { return fmt.Sprint("panic: ", e.v) }
+
+// TestFailureHints checks that a failed trajectory's message names the
+// likely cause from what the error knows, where it used to say "the
+// problem may be stiff" for every step-size underflow: the cases are the
+// errors of real runs (lorenz with T1 = 1e300, with ρ = 1e300, with
+// Dt0 = 1e-300 at t = 1, on [1e20, 1e20 + 1e6]; y' = y² from y(0) = 1;
+// Tsit5 on Robertson; Rosenbrock23 on HIRES at RelTol 1e-12), and errors
+// that know only their time and step fall back to the general advice.
+func TestFailureHints(t *testing.T) {
+	t.Parallel()
+	lorenz := func(e ode.TrajectoryError) *ode.TrajectoryError {
+		e.Method, e.Failed, e.MaxSteps, e.RelTol = "Tsit5", 1, 100000, 1e-6
+		e.Y0 = []float64{1, 0, 0}
+		if e.Y == nil {
+			e.Y = []float64{1, 0, 0}
+		}
+		return &e
+	}
+	for _, tc := range []struct {
+		name   string
+		err    *ode.TrajectoryError
+		want   []string
+		reject []string
+	}{
+		{"span far beyond the time scale (T1 = 1e300)", lorenz(ode.TrajectoryError{Status: ode.MaxStepsReached, T: 2112.45, H: 0.0164,
+			T1: 1e300, Accepted: 89082, Rejected: 10918, Y: []float64{-3, -5, 17}}),
+			[]string{"max steps reached", "100000 steps for t from 0 to 2112.45", "span T1 − T0 = 1e+300 needs about 4.7e+301 steps",
+				"far beyond the field's time scale", "shorten the span or rescale time"},
+			[]string{"stiffness test", "increase Settings.MaxSteps"}},
+		{"field out of scale (ρ = 1e300)", lorenz(ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 0, H: 0, T1: 1, Accepted: 1}),
+			[]string{"step size underflow", "the step size shrank to zero", "extreme parameter or initial value", "overflow inside the field"},
+			[]string{"stiff"}},
+		{"first step below the resolution of t (Dt0 = 1e-300 at t = 1)", lorenz(ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 1, H: 1e-300,
+			T0: 1, T1: 2, Accepted: 1}),
+			[]string{"the first step (h=1e-300) did not advance t=1", "4ε·|t| = 8.88e-16", "Settings.Dt0"},
+			[]string{"stiff"}},
+		{"time origin far from the span", lorenz(ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 1e20, H: 88817.84,
+			T0: 1e20, T1: 1e20 + 1e6, Accepted: 1, Rejected: 1}),
+			[]string{"at t=1e+20 float64 resolves no step below 4ε·|t| = 8.88e+04", "far from the time origin",
+				"solving from 0 to T1 − T0 = 999424", "t replaced by t + T0"},
+			[]string{"stiff"}},
+		{"blow-up", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 1.000001, H: 1.07e-15, Method: "Tsit5", Failed: 1,
+			T1: 2, Accepted: 168, Rejected: 168, Y0: []float64{1}, Y: []float64{2.12e14}},
+			[]string{"grew from max|y0| = 1 to max|y| = 2.12e+14", "blows up", "near t=1", "end the span before that time"},
+			[]string{"stiff"}},
+		{"blow-up with Rodas5P", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 1.0000007, H: 9.3e-16, Method: "Rodas5P", Failed: 1,
+			T1: 2, Accepted: 328, Y0: []float64{1}, Y: []float64{1.12e14}},
+			[]string{"blows up"}, []string{"Rodas5P;", "use Rodas5P", "try Rodas5P"}},
+		{"stiff for Tsit5 (Robertson)", &ode.TrajectoryError{Status: ode.MaxStepsReached, T: 3.0077, H: 0.00168, Method: "Tsit5", Failed: 1,
+			T1: 1e5, Accepted: 1892, Rejected: 108, MaxSteps: 2000, Stiff: true, Y0: []float64{1, 0, 0}, Y: []float64{0.9, 1e-5, 0.1}},
+			[]string{"stiffness test fired", "Tsit5 is held to small steps by its stability", "use Rodas5P"},
+			[]string{"far beyond"}},
+		{"Rosenbrock23 at a tight tolerance (HIRES)", &ode.TrajectoryError{Status: ode.MaxStepsReached, T: 314.957, H: 0.00129,
+			Method: "Rosenbrock23", Failed: 1, T1: 321.8122, Accepted: 100000, MaxSteps: 100000, RelTol: 1e-12},
+			[]string{"Rosenbrock23 is a low-order method (order 2", "at RelTol = 1e-12", "use Rodas5P (order 5)",
+				"increase Settings.MaxSteps (to about 130000", "needs about 103000 steps"}, nil},
+		{"max steps, explicit, nothing known", &ode.TrajectoryError{Status: ode.MaxStepsReached, T: 2, H: 0.01, Method: "Tsit5", Failed: 2},
+			[]string{"(2 trajectories failed)", "increase Settings.MaxSteps, loosen the tolerances, or, if the problem is stiff, use Rodas5P"}, nil},
+		{"max steps, Rodas5P, pace known", &ode.TrajectoryError{Status: ode.MaxStepsReached, T: 5, H: 0.01, Method: "Rodas5P", Failed: 1,
+			T1: 10, Accepted: 90, Rejected: 10, MaxSteps: 100},
+			[]string{"increase Settings.MaxSteps (to about 240: at its pace so far the trajectory needs about 200 steps) or loosen the tolerances"},
+			[]string{"use Rodas5P"}},
+		{"underflow, explicit, nothing known", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 3.2, H: 1e-15, Method: "Tsit5", Failed: 1},
+			[]string{"the problem may be stiff (try Rodas5P) or the solution may blow up near this time"}, nil},
+		{"underflow, step unknown (Solution.Err)", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 1, Method: "Tsit5", Failed: 1},
+			[]string{"the problem may be stiff (try Rodas5P) or the solution may blow up near this time"}, []string{"shrank to zero"}},
+		{"underflow, explicit, stiffness test fired", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 3.2, H: 1e-15, Method: "Vern7", Failed: 1,
+			T1: 10, Accepted: 500, Stiff: true, Y0: []float64{1}, Y: []float64{2}},
+			[]string{"stiffness test fired", "stiff for Vern7; use Rodas5P"}, nil},
+		{"underflow, Rosenbrock, nothing known", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 3.2, H: 1e-15, Method: "Rosenbrock23", Failed: 1},
+			[]string{"blow up near this time", "too tight for float64"}, []string{"Rodas5P;"}},
+	} {
+		wantErr(t, tc.name, tc.err, tc.want...)
+		for _, r := range tc.reject {
+			if strings.Contains(tc.err.Error(), r) {
+				t.Errorf("Case %v: want no %q in the message, got %q", tc.name, r, tc.err)
+			}
+		}
+	}
+}
