@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -257,6 +258,46 @@ func TestFailureHints(t *testing.T) {
 		for _, r := range tc.reject {
 			if strings.Contains(tc.err.Error(), r) {
 				t.Errorf("Case %v: want no %q in the message, got %q", tc.name, r, tc.err)
+			}
+		}
+	}
+}
+
+// TestPollutionRelativeTolerance checks the published POLL problem (20
+// species spanning 4e-18 to 0.3) with a pure relative tolerance, AbsTol
+// 1e-25, and with per-component AbsTols: Rodas5P and Rosenbrock23
+// complete (with a step-size floor relative to the span, 4ε·(T1 − T0),
+// they stopped with "step size underflow" at t = 1.15e-16, right after
+// the first step) and every component of y(60) matches the published
+// reference to within 100·RelTol relative, the tiny ones included.
+func TestPollutionRelativeTolerance(t *testing.T) {
+	t.Parallel()
+	pr := problems.Pollution()
+	p := ode.Problem{Field: pr.Field, Y0: pr.Y0, P: pr.P, T1: pr.T1}
+	scaled := func(f float64) []float64 { // AbsTols f·|y(60)|
+		a := make([]float64, len(problems.PollutionRef))
+		for i, y := range problems.PollutionRef {
+			a[i] = f * y
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		name string
+		set  ode.Settings
+	}{
+		{"Rodas5P rtol 1e-6 atol 1e-25", ode.Settings{Method: ode.Rodas5P, RelTol: 1e-6, AbsTol: 1e-25}},
+		{"Rodas5P rtol 1e-8 atol 1e-25", ode.Settings{Method: ode.Rodas5P, RelTol: 1e-8, AbsTol: 1e-25}},
+		{"Rodas5P rtol 1e-8 AbsTols 1e-11·|y|", ode.Settings{Method: ode.Rodas5P, RelTol: 1e-8, AbsTols: scaled(1e-11)}},
+		{"Rosenbrock23 rtol 1e-6 atol 1e-25", ode.Settings{Method: ode.Rosenbrock23, RelTol: 1e-6, AbsTol: 1e-25}},
+	} {
+		sol, err := ode.Solve(p, &tc.set)
+		if err != nil {
+			t.Errorf("Case %v: %v", tc.name, err)
+			continue
+		}
+		for i, want := range problems.PollutionRef {
+			if got := sol.Y[i]; !(math.Abs(got-want) <= 100*tc.set.RelTol*want) {
+				t.Errorf("Case %v: y%d(60): Want: %v, Got: %v (relative error %.2g).", tc.name, i+1, want, got, math.Abs(got-want)/want)
 			}
 		}
 	}
