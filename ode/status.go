@@ -155,8 +155,8 @@ func (e *TrajectoryError) underflowHint() string {
 		return fmt.Sprintf("at t=%.6g float64 resolves no step below 4ε·|t| = %.3g, and the solution needs smaller ones; the span [%v, %v] lies far from the time origin: "+
 			"shift it, solving from 0 to T1 − T0 = %.6g with the field's t replaced by t + T0 (an autonomous field needs no change)", e.T, floor, e.T0, e.T1, span)
 	case e.Y != nil && e.Y0 != nil && maxAbs(e.Y) > blowUpGrowth*math.Max(1, maxAbs(e.Y0)):
-		return fmt.Sprintf("the solution grew from max|y0| = %.3g to max|y| = %.3g: it likely blows up (a finite-time singularity) near t=%.6g; "+
-			"end the span before that time, or check the parameters and initial state", maxAbs(e.Y0), maxAbs(e.Y), e.T)
+		return fmt.Sprintf("the solution grew from max|y0| = %.3g to max|y| = %.3g: it seems to blow up near this time (a finite-time singularity near t=%.6g); "+
+			"end the span before it, or check the parameters and initial state", maxAbs(e.Y0), maxAbs(e.Y), e.T)
 	case e.spanKnown() && e.T == e.T0 && e.Accepted <= 1 && e.H < floor:
 		return fmt.Sprintf("the first step (h=%.3g) did not advance t=%.6g in float64, whose smallest step there is 4ε·|t| = %.3g; if Settings.Dt0 is set, make it larger", e.H, e.T, floor)
 	case e.Stiff && !rosenbrockMethod(e.Method):
