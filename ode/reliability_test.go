@@ -302,3 +302,56 @@ func TestPollutionRelativeTolerance(t *testing.T) {
 		}
 	}
 }
+
+// TestPollutionGradient checks the gradient of POLL at a pure relative
+// tolerance (Rodas5P, RelTol 1e-8, AbsTol 1e-25): the loss is the ozone
+// y4(60) plus 100·y16(60) (a 4e-18 species, so the tiny components
+// count), differentiated with respect to rate constants spanning 3.5e-4
+// to 4.4e11 and two initial states, against central differences (steps
+// of 1e-4 relative) of Replay on the same mesh (the map whose exact
+// derivative Grad is).
+func TestPollutionGradient(t *testing.T) {
+	t.Parallel()
+	pr := problems.Pollution()
+	p := ode.Problem{Field: pr.Field, Y0: append([]float64(nil), pr.Y0...), P: append([]float64(nil), pr.P...), T1: pr.T1}
+	set := &ode.Settings{Method: ode.Rodas5P, RelTol: 1e-8, AbsTol: 1e-25}
+	loss := ode.Loss{Name: "ozone", F: func(y, _, _ []tape.V) tape.V { return y[3].Add(y[15].MulC(100)) }}
+	value := func(sol *ode.Solution) float64 { return sol.Y[3] + 100*sol.Y[15] }
+	g, err := ode.Grad(nil, p, loss, nil, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		slot *float64
+		grad float64
+	}{
+		{"k1", &p.P[0], g.P[0]},
+		{"k3", &p.P[2], g.P[2]},
+		{"k16", &p.P[15], g.P[15]},
+		{"k19", &p.P[18], g.P[18]},
+		{"k25", &p.P[24], g.P[24]},
+		{"y2(0)", &p.Y0[1], g.Y0[1]},
+		{"y17(0)", &p.Y0[16], g.Y0[16]},
+	} {
+		x := *tc.slot
+		h := 1e-4 * math.Abs(x)
+		*tc.slot = x + h
+		up, err := ode.Replay(p, g.Mesh, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*tc.slot = x - h
+		down, err := ode.Replay(p, g.Mesh, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*tc.slot = x
+		fd := (value(up) - value(down)) / (2 * h)
+		// Each derivative to 5e-4 of itself: the central difference's
+		// rounding noise is at most 8e-5 of the smallest (k16).
+		if d := math.Abs(fd - tc.grad); !(d <= 5e-4*math.Abs(tc.grad)) {
+			t.Errorf("Case %v: ∂L/∂%s: Grad %v, central difference %v (relative difference %.2g)", tc.name, tc.name, tc.grad, fd, d/math.Abs(tc.grad))
+		}
+	}
+}
