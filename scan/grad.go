@@ -103,6 +103,7 @@ func (sw *Sweep) interval() error {
 	l := sw.l
 	unit := int64(1+sw.p.Step.D) * 8
 	if k := sw.set.Checkpoint; k > 0 {
+		k = min(k, max(1, l.rows)) // an interval past the last step is one checkpoint
 		sw.k, sw.seg = k, k > 1
 		return nil
 	}
