@@ -1,6 +1,7 @@
 package ode_test
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -41,6 +42,59 @@ func TestCheckpointMaxInt(t *testing.T) {
 		}
 		if got.Loss != want.Loss || !slices.Equal(got.Y0, want.Y0) || !slices.Equal(got.P, want.P) {
 			t.Errorf("Case %v: gradient differs from the default's", tc.name)
+		}
+	}
+}
+
+// TestStepFloorAfterAcceptedStep checks the step-size floor 4ε·|t| after
+// an accepted step: a first step below it (Dt0 = 1e-300 at t = 1, or
+// Hairer's 3.6e-5 at t = 1e12, where the floor is 8.9e-4) used to end the
+// trajectory with "step size underflow" right after that step; now the
+// next step starts at the floor and the solve matches the same solve
+// started at the time origin. Where the floor is far above every step the
+// field allows (t = 1e20: 8.9e4), the solve still fails.
+func TestStepFloorAfterAcceptedStep(t *testing.T) {
+	t.Parallel()
+	ref, err := ode.Solve(lorenzProblem(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		t0     float64
+		set    ode.Settings
+		tol    float64
+		status ode.Status
+		want   []string
+	}{
+		{"Dt0 1e-300 at t = 1", 1, ode.Settings{Dt0: 1e-300}, 1e-5, ode.OK, nil},
+		// At t = 1e12 t itself rounds by up to 6e-5 at every step, so the
+		// time integrated differs from 1 by about 1e-4.
+		{"t from 1e12", 1e12, ode.Settings{}, 2e-3, ode.OK, nil},
+		{"t from 1e20", 1e20, ode.Settings{}, 0, ode.StepSizeUnderflow, nil},
+	} {
+		p := lorenzProblem()
+		p.T0, p.T1 = tc.t0, tc.t0+1
+		if tc.t0 == 1e20 {
+			p.T1 = tc.t0 + 1e6
+		}
+		sol, err := ode.Solve(p, &tc.set)
+		if tc.status != ode.OK {
+			var te *ode.TrajectoryError
+			if !errors.As(err, &te) || te.Status != tc.status {
+				t.Errorf("Case %v: want a %v failure, got %v", tc.name, tc.status, err)
+			}
+			wantErr(t, tc.name, err, tc.want...)
+			continue
+		}
+		if err != nil {
+			t.Errorf("Case %v: %v", tc.name, err)
+			continue
+		}
+		for c := range ref.Y {
+			if d := math.Abs(sol.Y[c] - ref.Y[c]); !(d <= tc.tol*math.Abs(ref.Y[c])) {
+				t.Errorf("Case %v: y[%d](T1): Want: %v, Got: %v.", tc.name, c, ref.Y[c], sol.Y[c])
+			}
 		}
 	}
 }
