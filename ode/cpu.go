@@ -144,6 +144,7 @@ type cpuRun struct {
 	storedPeak  atomic.Int64
 	errMu       sync.Mutex
 	err         error
+	lastYMu     sync.Mutex // guards res.LastY
 }
 
 func (r *cpuRun) fail(err error) {

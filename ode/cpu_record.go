@@ -206,6 +206,18 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 	res.Stats.FieldEvals[g] = pl.InitEvals + pl.TrialEvals*(res.Stats.Accepted[g]+res.Stats.Rejected[g])
 	res.Stiff[g] = w.st[StateStiff][i] != 0
 	r.lastH[g] = w.st2[StateH][i] // the step last tried
+	if st != OK {
+		y := make([]float64, d)
+		for c := range y {
+			y[c] = w.y[c][i]
+		}
+		r.lastYMu.Lock()
+		if res.LastY == nil {
+			res.LastY = map[int][]float64{}
+		}
+		res.LastY[g] = y
+		r.lastYMu.Unlock()
+	}
 	for c := 0; c < d; c++ {
 		v := w.y[c][i]
 		if st != OK {

@@ -72,7 +72,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	if err := stiffFailure(m, used.plan.Method); err != nil {
 		return nil, err
 	}
-	if err := failure(m.Status, res.T, res.LastH, used.plan.Method); err != nil {
+	if err := used.failure(q, res, m.Status, used.plan.Method); err != nil {
 		return nil, err
 	}
 	if dst == nil {

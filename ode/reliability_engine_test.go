@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
 )
 
 // TestCheckpointMaxInt checks that a Checkpoint interval of MaxInt (one
@@ -95,6 +96,50 @@ func TestStepFloorAfterAcceptedStep(t *testing.T) {
 			if d := math.Abs(sol.Y[c] - ref.Y[c]); !(d <= tc.tol*math.Abs(ref.Y[c])) {
 				t.Errorf("Case %v: y[%d](T1): Want: %v, Got: %v.", tc.name, c, ref.Y[c], sol.Y[c])
 			}
+		}
+	}
+}
+
+// TestFailureHintsEndToEnd checks the hints of real failed runs, with the
+// fields of the *TrajectoryError filled in by the engine: each names its
+// cause (see TestFailureHints for the messages in full).
+func TestFailureHintsEndToEnd(t *testing.T) {
+	t.Parallel()
+	lorenz := func(modify func(p *ode.Problem)) ode.Problem {
+		p := lorenzProblem()
+		modify(&p)
+		return p
+	}
+	rob, hires := problems.Robertson(), problems.HIRES()
+	for _, tc := range []struct {
+		name string
+		prob ode.Problem
+		set  ode.Settings
+		want []string
+	}{
+		{"T1 = 1e300", lorenz(func(p *ode.Problem) { p.T1 = 1e300 }), ode.Settings{MaxSteps: 2000},
+			[]string{"max steps reached", "far beyond the field's time scale"}},
+		{"ρ = 1e300", lorenz(func(p *ode.Problem) { p.P = []float64{10, 1e300, 8.0 / 3} }), ode.Settings{},
+			[]string{"step size underflow", "shrank to zero", "extreme parameter"}},
+		{"t from 1e20", lorenz(func(p *ode.Problem) { p.T0, p.T1 = 1e20, 1e20+1e6 }), ode.Settings{},
+			[]string{"step size underflow", "4ε·|t| = 8.88e+04", "far from the time origin"}},
+		{"blow-up", ode.Problem{Field: blowupField(), Y0: []float64{1}, P: []float64{1}, T1: 2}, ode.Settings{},
+			[]string{"step size underflow", "grew from max|y0| = 1", "blow up near this time"}},
+		{"blow-up, Rodas5P", ode.Problem{Field: blowupField(), Y0: []float64{1}, P: []float64{1}, T1: 2}, ode.Settings{Method: ode.Rodas5P},
+			[]string{"step size underflow", "blow up near this time"}},
+		{"Tsit5 on Robertson", ode.Problem{Field: rob.Field, Y0: rob.Y0, P: rob.P, T1: rob.T1}, ode.Settings{Method: ode.Tsit5, MaxSteps: 2000},
+			[]string{"max steps reached", "stiffness test fired", "use Rodas5P"}},
+		{"Rosenbrock23 on HIRES at rtol 1e-12", ode.Problem{Field: hires.Field, Y0: hires.Y0, T1: hires.T1},
+			ode.Settings{Method: ode.Rosenbrock23, RelTol: 1e-12, AbsTol: 1e-14, MaxSteps: 20000},
+			[]string{"max steps reached", "Rosenbrock23 is a low-order method", "use Rodas5P", "increase Settings.MaxSteps (to about"}},
+		{"Lorenz, MaxSteps 40", lorenz(func(p *ode.Problem) { p.T1 = 5 }), ode.Settings{MaxSteps: 40},
+			[]string{"max steps reached", "increase Settings.MaxSteps (to about", "at its pace so far"}},
+	} {
+		_, err := ode.Solve(tc.prob, &tc.set)
+		wantErr(t, tc.name, err, tc.want...)
+		var te *ode.TrajectoryError
+		if errors.As(err, &te) && (te.T1 <= te.T0 || te.Accepted+te.Rejected == 0 || te.MaxSteps == 0 || te.Y0 == nil) {
+			t.Errorf("Case %v: fields not filled: %+v", tc.name, te)
 		}
 	}
 }
