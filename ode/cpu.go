@@ -178,7 +178,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	if limit <= 0 {
 		limit = scan.DefaultMemoryLimit
 	}
-	r.stateBudget = limit / int64(workers)
+	r.stateBudget = max(1, limit/int64(workers)) // 0 would mean scan's default
 	if recording {
 		res.Status = make([]Status, n)
 		for i := range res.Status {

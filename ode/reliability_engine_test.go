@@ -8,6 +8,7 @@ import (
 
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // TestCheckpointMaxInt checks that a Checkpoint interval of MaxInt (one
@@ -141,5 +142,26 @@ func TestFailureHintsEndToEnd(t *testing.T) {
 		if errors.As(err, &te) && (te.T1 <= te.T0 || te.Accepted+te.Rejected == 0 || te.MaxSteps == 0 || te.Y0 == nil) {
 			t.Errorf("Case %v: fields not filled: %+v", tc.name, te)
 		}
+	}
+}
+
+// TestMemoryLimitBelowWorkers checks that a MemoryLimit smaller than the
+// number of workers stores the least, as any tiny limit does: each
+// worker's share of the limit was 0 bytes, which scan read as its 4 GiB
+// default, so MemoryLimit = 1 stored every state of each chunk.
+func TestMemoryLimitBelowWorkers(t *testing.T) {
+	t.Parallel()
+	p := lorenzProblem()
+	p.N = 64
+	stored := func(limit int64) int64 {
+		g, err := ode.Grad(nil, p, ode.SumSquares(), nil, &ode.Settings{MemoryLimit: limit, Exec: tape.ExecSettings{Workers: 2, BlockSize: 32}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.StoredBytes
+	}
+	one, small := stored(1), stored(64)
+	if one != small {
+		t.Errorf("StoredBytes with MemoryLimit 1: %d, with MemoryLimit 64: %d; want the same (one checkpoint per chunk)", one, small)
 	}
 }
