@@ -73,10 +73,8 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	}
 
 	w.rows = 0
-	w.hbuf = nil
-	if r.keepMesh {
-		w.hbuf = make([]float64, 0)
-	}
+	w.hbuf = w.hbuf[:0]
+	keepMesh := r.keepMesh
 	w.storing = r.keepStates
 	stride := (1 + d) * width // one row of stored states
 	ok := true
@@ -129,7 +127,7 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 			if s >= w.rows {
 				w.grow(r, s+1, width, stride)
 			}
-			if w.hbuf != nil {
+			if keepMesh {
 				w.hbuf[s*width+slot] = w.st[StateH][i]
 			}
 			if w.storing {
@@ -162,8 +160,8 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 			w.move(m, i)
 		}
 	}
-	if w.hbuf != nil {
-		r.hbufs[chunk] = w.hbuf[:w.rows*width]
+	if keepMesh {
+		r.storeMesh(lo, width, w.hbuf, r.res.Stats.Accepted[lo:hi])
 	}
 	return ok, nil
 }
@@ -176,10 +174,14 @@ func (w *cpuWorker) grow(r *cpuRun, most, width, stride int) {
 		return
 	}
 	rows := max(most, 2*w.rows, 16)
-	if w.hbuf != nil {
-		h := make([]float64, rows*width)
-		copy(h, w.hbuf[:w.rows*width])
-		w.hbuf = h
+	if r.keepMesh {
+		if cap(w.hbuf) < rows*width {
+			h := make([]float64, rows*width)
+			copy(h, w.hbuf[:w.rows*width])
+			w.hbuf = h
+		} else {
+			w.hbuf = w.hbuf[:rows*width]
+		}
 	}
 	if w.storing {
 		if int64(rows*stride)*8 > r.stateBudget {

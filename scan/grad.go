@@ -48,7 +48,7 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 	sw.tp.set = &sw.set.Exec
 	if st := p.Stored; st != nil {
 		sw.k = 1
-		x := newState(p, l)
+		x := newState(p, l, 0)
 		for i, j := range l.perm {
 			x.t[i] = st.EndT[j]
 			for c := range x.y {
@@ -71,7 +71,7 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 		sw.cpOff[c+1] = sw.cpOff[c] + l.active[c*sw.k]*(1+d)
 	}
 	sw.cp = make([]float64, sw.cpOff[ncp])
-	x := newState(p, l)
+	x := newState(p, l, 0)
 	in := make([][]float64, 0, len(p.Step.Prog.Inputs))
 	for s := 0; s < l.rows; s++ {
 		sw.tp.collect(x, s)
@@ -295,7 +295,7 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 		sw.addTaps(lam, tapY, l.rows)
 	}
 
-	b := &backward{sw: sw, rev: rev, x: newState(p, l), lam: lam, gp: gp, gs: cols(st.S, n), tiles: tiles, tapY: tapY}
+	b := &backward{sw: sw, rev: rev, x: newState(p, l, 1), lam: lam, gp: gp, gs: cols(st.S, n), tiles: tiles, tapY: tapY}
 	if err := b.run(); err != nil {
 		return nil, err
 	}

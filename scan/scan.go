@@ -32,6 +32,7 @@ type Step struct {
 
 	fwd, rev           *tape.Exec
 	denseFwd, denseRev *tape.Exec
+	states             [2]*state // carries reused by newState
 }
 
 // Clone returns a Step with the same programs whose executors are clones
@@ -371,24 +372,39 @@ type state struct {
 	mask masker
 }
 
-func newState(p *Problem, l *layout) *state {
+// newState returns the carry of a sweep, initialised from the problem.
+// Its arrays are the Step's own (slot 0 for a forward sweep, 1 for a
+// backward one), reused from one scan to the next, since a Step serves one
+// scan at a time.
+func newState(p *Problem, l *layout, slot int) *state {
 	n, st := l.n, p.Step
-	x := &state{t: make([]float64, n), h: make([]float64, n)}
-	x.y = make([][]float64, st.D)
+	x := st.states[slot]
+	if x == nil || cap(x.t) < n || len(x.y) != st.D || len(x.p) != st.P {
+		x = &state{t: make([]float64, n), h: make([]float64, n), y: make([][]float64, st.D), p: make([][]float64, st.P)}
+		for c := range x.y {
+			x.y[c] = make([]float64, n)
+		}
+		for c := range x.p {
+			x.p[c] = make([]float64, n)
+		}
+		st.states[slot] = x
+	}
+	x.t, x.h = x.t[:n], x.h[:n]
 	for c := range x.y {
-		x.y[c] = make([]float64, n)
+		x.y[c] = x.y[c][:n]
 		for i, j := range l.perm {
 			x.y[c][i] = p.Y0[c*n+j]
 		}
 	}
-	x.p = make([][]float64, st.P)
 	for c := range x.p {
-		x.p[c] = make([]float64, n)
+		x.p[c] = x.p[c][:n]
 		for i, j := range l.perm {
 			x.p[c][i] = p.P[c*n+j]
 		}
 	}
-	x.s = make([][]float64, st.S)
+	if len(x.s) != st.S {
+		x.s = make([][]float64, st.S)
+	}
 	for c := range x.s {
 		x.s[c] = p.Shared[c : c+1]
 	}
@@ -443,7 +459,7 @@ func Replay(dst *Result, p *Problem, s *Settings) (*Result, error) {
 		return nil, err
 	}
 	l := newLayout(p)
-	x := newState(p, l)
+	x := newState(p, l, 0)
 	tp := newTapper(p, l)
 	tp.set = &set.Exec
 	in := make([][]float64, 0, len(p.Step.Prog.Inputs))
