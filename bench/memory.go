@@ -85,6 +85,10 @@ type MemoryRow struct {
 	// earlier work in the process.
 	VmHWM     uint64 `json:"vm_hwm"`
 	PeakReset bool   `json:"peak_reset"`
+	// RSSBefore is the resident set (VmRSS) just before the gradient: the
+	// runtime, the solver and the problem's inputs. VmHWM − RSSBefore is
+	// what the gradient added at its peak.
+	RSSBefore uint64 `json:"rss_before"`
 }
 
 // RunMemory computes one gradient of Σ_i ‖y_i(1)‖² with respect to every
@@ -117,6 +121,7 @@ func RunMemory(w io.Writer, cfg MemoryConfig) (*MemoryRow, error) {
 	runtime.GC()
 	debug.FreeOSMemory()
 	reset := resetPeakRSS()
+	rssBefore := procStatusBytes("VmRSS")
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	smp := startSampler(10 * time.Millisecond)
@@ -147,6 +152,7 @@ func RunMemory(w io.Writer, cfg MemoryConfig) (*MemoryRow, error) {
 		PeakMapped:  peakMapped,
 		VmHWM:       procStatusBytes("VmHWM"),
 		PeakReset:   reset,
+		RSSBefore:   rssBefore,
 	}
 	if cfg.JSON {
 		return row, writeJSON(w, row)
@@ -156,8 +162,8 @@ func RunMemory(w io.Writer, cfg MemoryConfig) (*MemoryRow, error) {
 	fmt.Fprintf(w, "  steps/traj %.1f, mesh rows %d\n", row.Steps, row.Rows)
 	fmt.Fprintf(w, "  wall %.0f ms = record %.0f ms + grad %.0f ms\n", row.Wall, row.Record, row.Grad)
 	fmt.Fprintf(w, "  mesh %s, checkpoints (StoredBytes) %s, inputs %s\n", mib(row.MeshBytes), mib(row.StoredBytes), mib(row.InputBytes))
-	fmt.Fprintf(w, "  peak heap %s, peak mapped %s, VmHWM %s (reset before the run: %v)\n",
-		mib(int64(row.PeakHeap)), mib(int64(row.PeakMapped)), mib(int64(row.VmHWM)), row.PeakReset)
+	fmt.Fprintf(w, "  peak heap %s, peak mapped %s, VmHWM %s (reset before the run: %v; VmRSS before %s)\n",
+		mib(int64(row.PeakHeap)), mib(int64(row.PeakMapped)), mib(int64(row.VmHWM)), row.PeakReset, mib(int64(row.RSSBefore)))
 	fmt.Fprintf(w, "  MemStats after: HeapSys %s, TotalAlloc during the run %s\n", mib(int64(row.HeapSys)), mib(int64(row.TotalAlloc)))
 	return row, nil
 }

@@ -83,9 +83,12 @@ func controlInputs(d int) []tape.Input {
 // trajectory ends with OK after an accepted last step, with
 // MaxStepsReached (or NonFinite if most rejections were non-finite) when
 // accepted + rejected reaches maxsteps, and with StepSizeUnderflow (or
-// NonFinite) when the next step would fall below the step-size floor
-// 4·ε·max(|t|, |t + h|) or not advance t. The next step is clamped to end
-// exactly at t1.
+// NonFinite) when the step after a rejected one would fall below the
+// step-size floor 4·ε·max(|t|, |t + h|), or a step would not advance t.
+// After an accepted step the next step is at least 4·ε·|t| (the error
+// test of that step decides), so a first step below the floor (a tiny
+// Dt0, or Hairer's estimate far from the time origin) grows instead of
+// failing. The next step is clamped to end exactly at t1.
 func buildControl(ctl Controller, d int, stab float64) (*tape.Program, error) {
 	in := controlInputs(d)
 	return tape.Trace("control", in, func(v []tape.V) []tape.V {
@@ -157,8 +160,13 @@ func buildControl(ctl Controller, d int, stab float64) (*tape.Program, error) {
 
 		hn := h.Mul(factor)
 		span := t1.Sub(t1n)
+		// After an accepted step the next one is at least the floor at the
+		// new time (the error test of that step decides); a rejected step
+		// that would fall below the floor, or a step that does not advance
+		// t, ends the trajectory.
+		hn = tape.Select(accept, tape.Max(hn, c(4*0x1p-52).Mul(t1n.Abs())), hn)
 		floor := c(4 * 0x1p-52).Mul(tape.Max(t1n.Abs(), t1n.Add(hn).Abs()))
-		under := or(tape.Lt(hn, floor), tape.Eq(t1n.Add(hn), t1n))
+		under := or(and(rejected, tape.Lt(hn, floor)), tape.Eq(t1n.Add(hn), t1n))
 		lastn := tape.Ge(hn, span)
 		hn = tape.Select(lastn, span, hn)
 

@@ -132,7 +132,8 @@ type cpuRun struct {
 	res     *Result
 
 	keepMesh, keepStates bool
-	hbufs                [][]float64 // per chunk: its mesh rows [rows][chunk]
+	meshMu               sync.Mutex
+	meshPages            [][]float64 // the mesh in pages of meshPage rows [meshPage][N]
 	lossTerms            []float64   // [N] per-trajectory loss terms
 	tiles                []float64   // [ntiles][S] shared-gradient tile sums
 	lastH                []float64   // [N] last step size tried
@@ -144,6 +145,7 @@ type cpuRun struct {
 	storedPeak  atomic.Int64
 	errMu       sync.Mutex
 	err         error
+	lastYMu     sync.Mutex // guards res.LastY
 }
 
 func (r *cpuRun) fail(err error) {
@@ -177,7 +179,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	if limit <= 0 {
 		limit = scan.DefaultMemoryLimit
 	}
-	r.stateBudget = limit / int64(workers)
+	r.stateBudget = max(1, limit/int64(workers)) // 0 would mean scan's default
 	if recording {
 		res.Status = make([]Status, n)
 		for i := range res.Status {
@@ -191,9 +193,6 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	res.Y = make([]float64, n*d)
 	if len(j.SaveAt) > 0 {
 		res.Ys = make([]float64, n*len(j.SaveAt)*d)
-	}
-	if r.keepMesh {
-		r.hbufs = make([][]float64, r.nchunks)
 	}
 	if j.Op == OpGrad || j.Op == OpLoss {
 		r.lossTerms = make([]float64, n)
@@ -252,7 +251,34 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	return res, nil
 }
 
-// assembleMesh gathers the chunks' mesh rows into one step-major mesh.
+// meshPage is the number of mesh rows the CPU engine allocates at once.
+const meshPage = 16
+
+// storeMesh copies the mesh rows of the chunk of trajectories lo…
+// lo+width-1 (h: step s of the chunk's trajectory i at h[s*width+i]; lens:
+// their step counts) into the run's mesh, held in pages of meshPage rows
+// that are allocated as chunks need them and never copied until
+// assembleMesh, so the mesh is held about once while the work runs.
+func (r *cpuRun) storeMesh(lo, width int, h []float64, lens []int) {
+	n := r.job.N
+	rows := 0
+	for _, l := range lens {
+		rows = max(rows, l)
+	}
+	r.meshMu.Lock()
+	for len(r.meshPages)*meshPage < rows {
+		r.meshPages = append(r.meshPages, make([]float64, meshPage*n))
+	}
+	pages := r.meshPages
+	r.meshMu.Unlock()
+	for i, l := range lens {
+		for s := 0; s < l; s++ {
+			pages[s/meshPage][s%meshPage*n+lo+i] = h[s*width+i]
+		}
+	}
+}
+
+// assembleMesh returns the run's mesh, its pages copied into one array.
 func (r *cpuRun) assembleMesh() *Mesh {
 	j, n := r.job, r.job.N
 	m := &Mesh{N: n, Len: make([]int, n), Status: r.res.Status, Stats: r.res.Stats}
@@ -261,14 +287,9 @@ func (r *cpuRun) assembleMesh() *Mesh {
 		m.Rows = max(m.Rows, m.Len[i])
 	}
 	m.H = make([]float64, m.Rows*n)
-	for c, hb := range r.hbufs {
-		lo := c * r.chunk
-		w := min(r.chunk, n-lo)
-		for i := 0; i < w; i++ {
-			for s := 0; s < m.Len[lo+i]; s++ {
-				m.H[s*n+lo+i] = hb[s*w+i]
-			}
-		}
+	for p, page := range r.meshPages {
+		copy(m.H[p*meshPage*n:], page[:min(meshPage, m.Rows-p*meshPage)*n])
+		r.meshPages[p] = nil
 	}
 	m.T0, m.T1 = j.T0, j.T1
 	return m
@@ -379,7 +400,7 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 					lens[i] = 0
 				}
 			}
-			if err := w.replay(r, lo, hi, r.hbufs[c], hi-lo, lens); err != nil {
+			if err := w.replay(r, lo, hi, w.hbuf, hi-lo, lens); err != nil {
 				return err
 			}
 			K, d := len(j.SaveAt), w.ex.plan.Dim
@@ -391,10 +412,11 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 				}
 			}
 		case !ok:
-			// A failed trajectory: no loss, no gradient (Grad reports it).
+			// A failed (or, with StopOnStiff, stiff) trajectory: no loss,
+			// no gradient (Grad reports it).
 			r.failed.Store(j.Op == OpGrad || j.Op == OpLoss)
 		default:
-			if err := w.replay(r, lo, hi, r.hbufs[c], hi-lo, r.res.Stats.Accepted[lo:hi]); err != nil {
+			if err := w.replay(r, lo, hi, w.hbuf, hi-lo, r.res.Stats.Accepted[lo:hi]); err != nil {
 				return err
 			}
 		}

@@ -34,7 +34,8 @@ func sharedInputs(j *Job) (shared, rtol, atol, maxSteps [][]float64) {
 // Init, then trial step and controller until every lane has finished,
 // committing accepted steps (and storing the chunk's mesh rows and, for a
 // gradient, its states) and compacting finished lanes away. It reports
-// whether every trajectory ended OK.
+// whether every trajectory ended OK (and, with Job.StopOnStiff, without
+// firing the stiffness test).
 func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	pl, j := w.ex.plan, r.job
 	d, np := pl.Dim, pl.Params
@@ -72,10 +73,8 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	}
 
 	w.rows = 0
-	w.hbuf = nil
-	if r.keepMesh {
-		w.hbuf = make([]float64, 0)
-	}
+	w.hbuf = w.hbuf[:0]
+	keepMesh := r.keepMesh
 	w.storing = r.keepStates
 	stride := (1 + d) * width // one row of stored states
 	ok := true
@@ -128,7 +127,7 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 			if s >= w.rows {
 				w.grow(r, s+1, width, stride)
 			}
-			if w.hbuf != nil {
+			if keepMesh {
 				w.hbuf[s*width+slot] = w.st[StateH][i]
 			}
 			if w.storing {
@@ -155,14 +154,14 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 			}
 			g := w.idx[i]
 			st := Status(w.stat[i])
-			ok = ok && st == OK
+			ok = ok && st == OK && (!j.StopOnStiff || w.st[StateStiff][i] == 0)
 			w.finish(r, i, g, lo, width, st)
 			m--
 			w.move(m, i)
 		}
 	}
-	if w.hbuf != nil {
-		r.hbufs[chunk] = w.hbuf[:w.rows*width]
+	if keepMesh {
+		r.storeMesh(lo, width, w.hbuf, r.res.Stats.Accepted[lo:hi])
 	}
 	return ok, nil
 }
@@ -175,10 +174,14 @@ func (w *cpuWorker) grow(r *cpuRun, most, width, stride int) {
 		return
 	}
 	rows := max(most, 2*w.rows, 16)
-	if w.hbuf != nil {
-		h := make([]float64, rows*width)
-		copy(h, w.hbuf[:w.rows*width])
-		w.hbuf = h
+	if r.keepMesh {
+		if cap(w.hbuf) < rows*width {
+			h := make([]float64, rows*width)
+			copy(h, w.hbuf[:w.rows*width])
+			w.hbuf = h
+		} else {
+			w.hbuf = w.hbuf[:rows*width]
+		}
 	}
 	if w.storing {
 		if int64(rows*stride)*8 > r.stateBudget {
@@ -205,6 +208,18 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 	res.Stats.FieldEvals[g] = pl.InitEvals + pl.TrialEvals*(res.Stats.Accepted[g]+res.Stats.Rejected[g])
 	res.Stiff[g] = w.st[StateStiff][i] != 0
 	r.lastH[g] = w.st2[StateH][i] // the step last tried
+	if st != OK {
+		y := make([]float64, d)
+		for c := range y {
+			y[c] = w.y[c][i]
+		}
+		r.lastYMu.Lock()
+		if res.LastY == nil {
+			res.LastY = map[int][]float64{}
+		}
+		res.LastY[g] = y
+		r.lastYMu.Unlock()
+	}
 	for c := 0; c < d; c++ {
 		v := w.y[c][i]
 		if st != OK {

@@ -49,7 +49,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	if K > 0 {
 		q.Taps = saveTaps(mesh, j.T0, j.SaveAt, pl.Dense != nil)
 	}
-	set := &scan.Settings{Checkpoint: j.Checkpoint, MemoryLimit: r.stateBudget}
+	set := &scan.Settings{Checkpoint: j.Checkpoint, MemoryLimit: max(1, r.stateBudget)}
 
 	var sw *scan.Sweep
 	var out *scan.Result
@@ -167,10 +167,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	}
 	fromSoA(res.GradY0[lo*d:hi*d], g.Y0, width, d)
 	fromSoA(res.GradP[lo*np:hi*np], g.P, width, np)
-	if ns > 0 {
-		tiles := scan.TileSums(nil, g.SharedTraj, width, ns)
-		copy(r.tiles[lo/scan.TileSize*ns:], tiles)
-	}
+	copy(r.tiles[lo/scan.TileSize*ns:], g.SharedTiles)
 	return nil
 }
 

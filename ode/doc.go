@@ -2,9 +2,11 @@
 // and returns exact reverse-mode gradients of losses of their solutions.
 //
 // A Field is the right-hand side y' = F(t, y, p) written as a Go function
-// over traced values (package tape): it is traced once into a program that
-// every engine runs. A Problem pairs a field with N initial states,
-// per-trajectory parameters, shared parameters and a time span.
+// over traced values (package tape): a Solver traces it once into a
+// program that its engine runs (the package functions Solve, Record, Grad
+// and Replay make a Solver, and so trace F, on each call). A Problem
+// pairs a field with N initial states, per-trajectory parameters, shared
+// parameters and a time span.
 //
 // The method is record and replay. Record integrates every trajectory
 // adaptively (Tsit5, Vern7, Rodas5P or Rosenbrock23; WRMS error norm,
@@ -15,6 +17,21 @@
 // returns by default, at a small multiple of the cost of the solve. The
 // recorder and the replay use the same step program, so they agree bit for
 // bit. Grad can record a fresh mesh on every call or reuse one.
+//
+// # Plans and engines
+//
+// Everything an adaptive solve computes is a traced program of its Plan:
+// the trial step with its error estimate and stiffness estimate, the
+// controller (error norm, accept/reject, step-size control, failure tests,
+// last-step clamp), the initial step, the replay step, the dense output and
+// their reverse programs. An Engine runs whole operations from a Plan with
+// a small driver loop; every engine runs the same programs, so every
+// engine takes the same steps. The CPU engine ("cpu") is built in: each
+// worker runs the complete adaptive loop on a chunk of trajectories, then
+// that chunk's reverse sweep from the states it kept, with no barrier
+// across the ensemble; its results are bitwise identical for any number
+// of workers and any chunk size. Other engines register themselves
+// (package cuda registers "cuda"), and Settings.Engine chooses one.
 //
 // # Shapes
 //
@@ -29,9 +46,17 @@
 // StepSizeUnderflow, NonFinite). Unless Settings.AllowFailures is set, a
 // failure is returned as a *TrajectoryError that names the trajectory, the
 // time and what to try; it unwraps to ErrMaxSteps, ErrStepSizeUnderflow or
-// ErrNonFinite. A mesh with a failed trajectory is never replayed. Bad
-// input (shapes, non-finite values, T1 ≤ T0, unsorted save times,
-// tolerances ≤ 0) is reported before any work is done.
+// ErrNonFinite. A mesh with a failed trajectory is never replayed, nor one
+// recorded for another problem or field. Bad input (shapes, non-finite
+// values, T1 ≤ T0, unsorted save times, tolerances ≤ 0) is reported before
+// any work is done.
+//
+// An explicit method on a stiff problem stays accurate (its controller
+// keeps the steps at the edge of its stability region) but the exact
+// derivative of its replay grows without bound there. Tsit5 and Vern7
+// therefore run Hairer's stiffness test on every accepted step
+// (Solution.Stiff), and Grad refuses such trajectories with Status Stiff;
+// Method Auto switches to Rodas5P instead.
 //
 // # Stiff problems
 //

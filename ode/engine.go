@@ -110,6 +110,11 @@ type Job struct {
 
 	// Progress, if not nil, receives (done, N) as trajectories complete.
 	Progress func(done, total int)
+
+	// StopOnStiff asks a record for OpGrad to stop, as on a
+	// failed trajectory, when the stiffness test fires (Result.Stiff): the
+	// caller will not use a gradient of that mesh.
+	StopOnStiff bool
 }
 
 // LossPlan is a traced loss: per-trajectory programs and how to combine
@@ -134,14 +139,15 @@ type LossPlan struct {
 // Result is what an Executor returns. Per-trajectory arrays are
 // row-major with N rows; fields an operation does not produce are nil.
 type Result struct {
-	T      []float64 // [N] time reached
-	Y      []float64 // [N×Dim] final states (NaN rows for failed trajectories)
-	Ys     []float64 // [N×K×Dim] saved states
-	Status []Status  // [N]
-	Stats  Stats     // per-trajectory counts (records only)
-	Stiff  []bool    // [N] the stiffness test fired (records of explicit methods)
-	Mesh   *Mesh     // the mesh recorded (OpRecord, OpGrad and OpLoss without a mesh)
-	LastH  []float64 // [N] the step size last tried (records), for error messages
+	T      []float64         // [N] time reached
+	Y      []float64         // [N×Dim] final states (NaN rows for failed trajectories)
+	Ys     []float64         // [N×K×Dim] saved states
+	Status []Status          // [N]
+	Stats  Stats             // per-trajectory counts (records only)
+	Stiff  []bool            // [N] the stiffness test fired (records of explicit methods)
+	Mesh   *Mesh             // the mesh recorded (OpRecord, OpGrad and OpLoss without a mesh)
+	LastH  []float64         // [N] the step size last tried (records), for error messages
+	LastY  map[int][]float64 // the last accepted state [Dim] of each failed trajectory (records), for error messages
 
 	Loss   float64   // Σ terms · Scale (OpLoss, OpGrad); Reg is added by package ode
 	GradY0 []float64 // [N×Dim] ∂L/∂Y0

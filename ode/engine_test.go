@@ -188,3 +188,40 @@ func TestEngineSelection(t *testing.T) {
 		t.Errorf("cancelled context: error %v, want context.Canceled", err)
 	}
 }
+
+// TestMemoryLimitSameGradient checks that a memory limit, which makes the
+// CPU engine drop the recorder's states and recompute them from
+// checkpoints, changes neither the mesh nor the gradient, and that the
+// stored bytes respect it (beyond the working set of one state per
+// trajectory of a chunk).
+func TestMemoryLimitSameGradient(t *testing.T) {
+	t.Parallel()
+	n := 24
+	pr := ode.Problem{Field: lorenzSharedField(), N: n, Y0: make([]float64, 3*n), P: make([]float64, n), Shared: []float64{10, 8.0 / 3}, T1: 2, SaveAt: []float64{0.5, 1.5}}
+	for i := 0; i < n; i++ {
+		pr.Y0[3*i] = 1
+		pr.P[i] = 28 + float64(i)/4
+	}
+	loss := ode.Loss{Name: "saved", F: func(y, ys, _ []tape.V) tape.V { return y[2].Add(ys[0].Mul(ys[5])) }}
+	want, err := ode.Grad(nil, pr, loss, nil, &ode.Settings{Exec: tape.ExecSettings{Workers: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int64{1 << 12, 1} {
+		g, err := ode.Grad(nil, pr, loss, nil, &ode.Settings{MemoryLimit: limit, Exec: tape.ExecSettings{Workers: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		what := fmt.Sprintf("MemoryLimit %d", limit)
+		sameBitsF(t, what+": mesh", want.Mesh.H, g.Mesh.H)
+		sameBitsF(t, what+": dL/dY0", want.Y0, g.Y0)
+		sameBitsF(t, what+": dL/dP", want.P, g.P)
+		sameBitsF(t, what+": dL/dShared", want.Shared, g.Shared)
+		if one := int64(n * 4 * 8); g.StoredBytes > max(limit, one) {
+			t.Errorf("%s: stored %d bytes", what, g.StoredBytes)
+		}
+		if g.StoredBytes >= want.StoredBytes {
+			t.Errorf("%s: stored %d bytes, no fewer than the %d without a limit", what, g.StoredBytes, want.StoredBytes)
+		}
+	}
+}

@@ -8,8 +8,10 @@ import (
 
 // Field is the right-hand side y' = F(t, y, p) of an ODE system of
 // dimension Dim, written as an ordinary Go function over traced values
-// (package tape). F runs once, when the field is first used, and its
-// trace is the program every engine runs.
+// (package tape). A Solver traces F once, when it is made, and its trace is
+// the program every engine runs: keep F deterministic (the same Go code
+// path on every call), since meshes are checked against the trace's
+// fingerprint.
 //
 // p holds the field's parameters: the first Params are per trajectory
 // (one value per trajectory, gradient per trajectory), the next Shared are

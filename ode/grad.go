@@ -69,14 +69,10 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	if m == nil {
 		m = used.mesh(q, res)
 	}
-	status := m.Status
-	if err := failure(status, res.T, res.LastH, used.plan.Method); err != nil {
-		if res.T == nil {
-			return nil, fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
-		}
+	if err := stiffFailure(m, used.plan.Method); err != nil {
 		return nil, err
 	}
-	if err := stiffFailure(m, used.plan.Method); err != nil {
+	if err := used.failure(q, res, m.Status, used.plan.Method); err != nil {
 		return nil, err
 	}
 	if dst == nil {

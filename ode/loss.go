@@ -239,7 +239,7 @@ func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, erro
 	if m == nil {
 		m = used.mesh(q, res)
 	}
-	if err := failure(m.Status, res.T, res.LastH, used.plan.Method); err != nil {
+	if err := used.failure(q, res, m.Status, used.plan.Method); err != nil {
 		return 0, nil, err
 	}
 	v := res.Loss

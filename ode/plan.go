@@ -79,19 +79,19 @@ type Plan struct {
 	revErr   error
 }
 
-// Reverse returns the accumulating reverse (VJP) program of Replay:
-// inputs t, h, y, p, s (shared), λ[Dim], gp[Params], gs[Shared]; outputs
-// λ' = (∂y⁺/∂y)ᵀλ [Dim], gp + (∂y⁺/∂p)ᵀλ [Params] and gs + (∂y⁺/∂s)ᵀλ
-// [Shared], all per trajectory (gs is a per-trajectory accumulator of the
-// shared gradient; engines sum it over trajectories). It is built on first
-// use.
+// Reverse returns the reverse (VJP) program of Replay: inputs t, h, y, p,
+// s (shared), λ[Dim], gp[Params]; outputs λ' = (∂y⁺/∂y)ᵀλ [Dim],
+// gp + (∂y⁺/∂p)ᵀλ [Params] and gs = (∂y⁺/∂s)ᵀλ [Shared], all per
+// trajectory: gs is the step's own contribution to the shared gradient,
+// which engines sum over steps and trajectories (see scan.Reverse). It is
+// built on first use.
 func (pl *Plan) Reverse() (*tape.Program, error) {
 	pl.buildReverse()
 	return pl.rev, pl.revErr
 }
 
-// DenseReverse returns the accumulating reverse program of Dense (nil if
-// there is none): inputs t, h, y, p, s, θ, λ, gp, gs; outputs as Reverse.
+// DenseReverse returns the reverse program of Dense (nil if there is
+// none): inputs t, h, y, p, s, θ, λ, gp; outputs as Reverse.
 func (pl *Plan) DenseReverse() (*tape.Program, error) {
 	pl.buildReverse()
 	return pl.denseRev, pl.revErr

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/sysmem"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -17,15 +18,22 @@ import (
 type Problem struct {
 	Field Field
 
-	// N is the number of trajectories; 0 means len(Y0)/Dim.
+	// N is the number of trajectories; 0 means len(Y0)/Dim. An ensemble
+	// whose inputs and results alone would not fit in the machine's
+	// memory (MemTotal, or GOMEMLIMIT if smaller) is refused with an
+	// error wrapping ErrTooLarge before anything is allocated.
 	N int
 
 	Y0     []float64 // [N×Dim] or [Dim]
 	P      []float64 // [N×Params] or [Params]; may be nil if Params is 0
 	Shared []float64 // [Shared]
 
-	// T0 and T1 bound the time span; T1 > T0. T1s, if not nil, gives each
-	// trajectory its own end time ([N], each > T0) instead of T1.
+	// T0 and T1 bound the time span; T1 > T0, both finite, with T1 − T0
+	// finite and at least 4ε·max(|T0|, |T1|), the smallest step the
+	// solver takes at those times (a span far from the origin, as
+	// [1e20, 1e20 + 1e5], resolves only steps of 4ε·|t|: shift the
+	// origin to 0). T1s, if not nil, gives each trajectory its own end
+	// time ([N], each > T0) instead of T1.
 	T0, T1 float64
 	T1s    []float64
 
@@ -53,7 +61,10 @@ type Settings struct {
 
 	// RelTol and AbsTol are the tolerances of the error norm
 	// sqrt(mean((e_i/(AbsTol + RelTol·max(|y_i|, |y⁺_i|)))²)) ≤ 1.
-	// 0 means 1e-6 and 1e-9.
+	// 0 means 1e-6 and 1e-9. RelTol must lie in [10ε, 1) (10ε ≈ 2.2e-15,
+	// the smallest relative tolerance float64 can meet, as in Hairer's
+	// codes); AbsTol must be positive and finite: a tiny AbsTol (1e-30)
+	// makes the tolerance purely relative.
 	RelTol, AbsTol float64
 
 	// AbsTols, if not nil, gives each state component its own absolute
@@ -62,15 +73,16 @@ type Settings struct {
 	AbsTols []float64
 
 	// MaxSteps caps the attempted (accepted + rejected) steps of each
-	// trajectory; 0 means 100000.
+	// trajectory; 0 means 100000, a negative value is an error.
 	MaxSteps int
 
-	// Dt0 is the first step size; 0 picks it per trajectory with Hairer's
-	// algorithm (one extra field evaluation).
+	// Dt0 is the first step size (positive and finite); 0 picks it per
+	// trajectory with Hairer's algorithm (one extra field evaluation).
 	Dt0 float64
 
 	// Controller sets the step-size controller; the zero value is the
-	// integral controller with the method's exponent.
+	// integral controller with the method's exponent. Its constants must
+	// be finite (see Controller for their ranges).
 	Controller Controller
 
 	// AllowFailures returns per-trajectory statuses instead of an error
@@ -79,11 +91,15 @@ type Settings struct {
 	AllowFailures bool
 
 	// Checkpoint and MemoryLimit configure the gradient's storage of
-	// states; see scan.Settings.
+	// states; see scan.Settings. Both must be non-negative (0: automatic,
+	// and 4 GiB); a Checkpoint interval longer than a trajectory stores
+	// its initial state only.
 	Checkpoint  int
 	MemoryLimit int64
 
-	// Exec configures the executors; see tape.ExecSettings.
+	// Exec configures the executors; see tape.ExecSettings. Workers and
+	// BlockSize must be non-negative (0: automatic); a BlockSize above N
+	// is N.
 	Exec tape.ExecSettings
 
 	// Progress, if not nil, is called as work on the ensemble completes,
@@ -106,6 +122,8 @@ func (s *Settings) absTol(c int) float64 {
 // (floored at 1e-4); a rejected step uses the same formula without the
 // errPrev factor. The zero value is the integral controller used by
 // gradsolve: Beta1 = 1/(ErrOrder+1), Beta2 = 0, Safety 0.9, clip [0.2, 5].
+// Valid constants are finite with Beta1 > 0, 0 < Safety ≤ 1 and
+// 0 < FactorMin < 1 < FactorMax; anything else is an error.
 type Controller struct {
 	Beta1, Beta2         float64 // 0: 1/(ErrOrder+1) and 0
 	Safety               float64 // 0: 0.9
@@ -265,11 +283,13 @@ func (m *Mesh) failed(t []float64, h []float64) error {
 // *TrajectoryError (with its time and last step if t and h are given), or
 // nil.
 func firstFailure(status []Status, t, h []float64, method string) error {
+	// The first failure that is not NotRun (trajectories an engine left
+	// when another failed), else the first NotRun.
 	first, count := -1, 0
 	for i, s := range status {
 		if s != OK {
 			count++
-			if first < 0 {
+			if first < 0 || status[first] == NotRun && s != NotRun {
 				first = i
 			}
 		}
@@ -317,6 +337,57 @@ func expand(x []float64, width, n int) []float64 {
 	return out
 }
 
+// minStep returns the smallest step size the controller takes at times
+// up to |t| = tmax: 4ε·tmax (see buildControl).
+func minStep(tmax float64) float64 { return 4 * 0x1p-52 * tmax }
+
+// checkSpan reports a span [t0, t1] (t1 > t0, both finite) of trajectory
+// i whose length overflows float64 or is shorter than the smallest step
+// the controller takes at those times, so that no step of the solve could
+// be resolved.
+func checkSpan(f *Field, i int, t0, t1 float64) error {
+	span := t1 - t0
+	tmax := math.Max(math.Abs(t0), math.Abs(t1))
+	switch {
+	case math.IsInf(span, 0):
+		return fmt.Errorf("ode: %s: the span T1 − T0 = %v − (%v) of trajectory %d overflows float64; use a shorter span, or rescale time (solve in units in which the span is moderate)", f.name(), t1, t0, i)
+	case span < minStep(tmax):
+		return fmt.Errorf("ode: %s: the span [T0, T1] = [%v, %v] of trajectory %d is %.3g long, shorter than the smallest step float64 resolves at those times (4ε·max(|T0|, |T1|) = %.3g); "+
+			"shift the time origin: solve from 0 to T1 − T0 with the field's t replaced by t + T0 (an autonomous field needs no change)", f.name(), t0, t1, i, span, minStep(tmax))
+	}
+	return nil
+}
+
+// perTrajectoryBytes is a lower bound of the memory any operation needs
+// per trajectory of a field with d state components and np per-trajectory
+// parameters: the inputs expanded to N rows (y0, p, end time) and the
+// results (final state, time reached, status, step counts, last step).
+func perTrajectoryBytes(d, np int) float64 { return 8 * float64(2*d+np+6) }
+
+// maxProblemBytes bounds a problem's memory where the machine's is
+// unknown: the largest allocation the Go runtime can make on 64-bit
+// systems.
+const maxProblemBytes = 1 << 48
+
+// checkEnsembleSize refuses, before anything is allocated, an ensemble of
+// n trajectories whose inputs and results alone would not fit in the
+// machine's memory (or, where that is unknown, in maxProblemBytes).
+func checkEnsembleSize(f *Field, n int) error {
+	per := perTrajectoryBytes(f.Dim, f.Params)
+	need := float64(n) * per
+	lim := sysmem.Machine()
+	limit, source := float64(lim.Bytes), lim.Source
+	if lim.Bytes == 0 {
+		limit, source = maxProblemBytes, "largest allocation of the Go runtime"
+	}
+	if need <= limit {
+		return nil
+	}
+	return fmt.Errorf("ode: %s: N = %d trajectories need at least %s (%.0f bytes each for the expanded inputs and the results), more than the %s of %s: %w; "+
+		"solve at most %d trajectories per call and split the ensemble over several calls",
+		f.name(), n, sysmem.Format(need), per, sysmem.Format(limit), source, ErrTooLarge, int64(limit/per))
+}
+
 // check validates the problem and expands its arrays. The error names the
 // field and what to fix.
 func (pr *Problem) check() (*problem, error) {
@@ -334,6 +405,9 @@ func (pr *Problem) check() (*problem, error) {
 	}
 	if n < 0 {
 		return nil, fmt.Errorf("ode: %s: N = %d is negative", f.name(), n)
+	}
+	if err := checkEnsembleSize(f, n); err != nil {
+		return nil, err
 	}
 	if len(pr.Y0) != d && len(pr.Y0) != n*d {
 		return nil, fmt.Errorf("ode: %s: len(Y0) = %d, want Dim = %d or N*Dim = %d", f.name(), len(pr.Y0), d, n*d)
@@ -376,6 +450,9 @@ func (pr *Problem) check() (*problem, error) {
 		if !(t1 > pr.T0) || math.IsInf(t1, 0) {
 			return nil, fmt.Errorf("ode: %s: end time %v of trajectory %d must be finite and greater than T0 = %v", f.name(), t1, i, pr.T0)
 		}
+		if err := checkSpan(f, i, pr.T0, t1); err != nil {
+			return nil, err
+		}
 		q.tmin = math.Min(q.tmin, t1)
 	}
 	for k, tau := range pr.SaveAt {
@@ -391,28 +468,61 @@ func (pr *Problem) check() (*problem, error) {
 	return q, nil
 }
 
-// checkSettings validates the settings.
+// minRelTol is the smallest relative tolerance float64 can meet: ten
+// units of its rounding error ε, the bound of Hairer's DOPRI5 and DOP853.
+const minRelTol = 10 * 0x1p-52
+
+// checkSettings validates the settings (with their defaults filled in).
+// Each error names the setting, its value and the fix.
 func checkSettings(f *Field, s *Settings) error {
+	name := f.name()
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
-	case !(s.RelTol > 0) || math.IsInf(s.RelTol, 0):
-		return fmt.Errorf("ode: %s: RelTol = %v must be positive and finite", f.name(), s.RelTol)
-	case !(s.AbsTol > 0) || math.IsInf(s.AbsTol, 0):
-		return fmt.Errorf("ode: %s: AbsTol = %v must be positive and finite", f.name(), s.AbsTol)
+	case !(s.RelTol > 0) || !finite(s.RelTol):
+		return fmt.Errorf("ode: %s: RelTol = %v must be positive and finite (0 means %g)", name, s.RelTol, DefaultRelTol)
+	case s.RelTol >= 1:
+		return fmt.Errorf("ode: %s: RelTol = %v must be below 1: a relative error of 100%% or more accepts any step; typical values are 1e-3 to 1e-10", name, s.RelTol)
+	case s.RelTol < minRelTol:
+		return fmt.Errorf("ode: %s: RelTol = %v is below 10ε = %.2g, the smallest relative tolerance float64 can meet (each operation rounds by up to ε = %.2g); use RelTol ≥ %.2g",
+			name, s.RelTol, minRelTol, 0x1p-52, minRelTol)
+	case !(s.AbsTol > 0) || !finite(s.AbsTol):
+		return fmt.Errorf("ode: %s: AbsTol = %v must be positive and finite (0 means %g; use a tiny value such as 1e-30 for a pure relative tolerance)", name, s.AbsTol, DefaultAbsTol)
 	case s.MaxSteps < 0:
-		return fmt.Errorf("ode: %s: MaxSteps = %d is negative", f.name(), s.MaxSteps)
-	case s.Dt0 < 0 || math.IsNaN(s.Dt0):
-		return fmt.Errorf("ode: %s: Dt0 = %v must be positive (or 0 for automatic)", f.name(), s.Dt0)
+		return fmt.Errorf("ode: %s: MaxSteps = %d is negative; use 0 for the default %d", name, s.MaxSteps, DefaultMaxSteps)
+	case !(s.Dt0 >= 0) || !finite(s.Dt0):
+		return fmt.Errorf("ode: %s: Dt0 = %v must be positive (or 0 for automatic) and finite", name, s.Dt0)
 	case s.AbsTols != nil && len(s.AbsTols) != f.Dim:
-		return fmt.Errorf("ode: %s: len(AbsTols) = %d, want Dim = %d (one absolute tolerance per state component)", f.name(), len(s.AbsTols), f.Dim)
+		return fmt.Errorf("ode: %s: len(AbsTols) = %d, want Dim = %d (one absolute tolerance per state component)", name, len(s.AbsTols), f.Dim)
+	case s.Checkpoint < 0:
+		return fmt.Errorf("ode: %s: Checkpoint = %d is negative; use 0 to choose the interval from MemoryLimit, or k ≥ 1 to store every k-th state", name, s.Checkpoint)
+	case s.MemoryLimit < 0:
+		return fmt.Errorf("ode: %s: MemoryLimit = %d is negative; use 0 for the default of %d bytes, or a positive number of bytes", name, s.MemoryLimit, scan.DefaultMemoryLimit)
+	case s.Exec.Workers < 0:
+		return fmt.Errorf("ode: %s: Exec.Workers = %d is negative; use 0 for runtime.GOMAXPROCS(0) goroutines, or a positive count", name, s.Exec.Workers)
+	case s.Exec.BlockSize < 0:
+		return fmt.Errorf("ode: %s: Exec.BlockSize = %d is negative; use 0 to size blocks automatically, or a positive number of trajectories", name, s.Exec.BlockSize)
 	}
 	for c, a := range s.AbsTols {
-		if !(a > 0) || math.IsInf(a, 0) {
-			return fmt.Errorf("ode: %s: AbsTols[%d] = %v must be positive and finite", f.name(), c, a)
+		if !(a > 0) || !finite(a) {
+			return fmt.Errorf("ode: %s: AbsTols[%d] = %v must be positive and finite (use a tiny value such as 1e-30 for a pure relative tolerance)", name, c, a)
 		}
 	}
 	c := s.Controller
-	if !(c.FactorMin > 0 && c.FactorMin < 1 && c.FactorMax > 1 && c.Safety > 0 && c.Safety <= 1 && c.Beta1 > 0) {
-		return fmt.Errorf("ode: %s: controller %+v: need 0 < FactorMin < 1 < FactorMax, 0 < Safety ≤ 1, Beta1 > 0", f.name(), c)
+	var bad string
+	switch {
+	case !(c.Beta1 > 0) || !finite(c.Beta1):
+		bad = fmt.Sprintf("Beta1 = %v must be positive and finite (0 means 1/(ErrOrder+1))", c.Beta1)
+	case !finite(c.Beta2):
+		bad = fmt.Sprintf("Beta2 = %v must be finite (0 means the integral controller)", c.Beta2)
+	case !(c.Safety > 0 && c.Safety <= 1):
+		bad = fmt.Sprintf("Safety = %v must be in (0, 1] (0 means 0.9)", c.Safety)
+	case !(c.FactorMin > 0 && c.FactorMin < 1):
+		bad = fmt.Sprintf("FactorMin = %v must be in (0, 1) (0 means 0.2)", c.FactorMin)
+	case !(c.FactorMax > 1) || !finite(c.FactorMax):
+		bad = fmt.Sprintf("FactorMax = %v must be finite and greater than 1 (0 means 5)", c.FactorMax)
+	}
+	if bad != "" {
+		return fmt.Errorf("ode: %s: controller %+v: %s; need 0 < FactorMin < 1 < FactorMax < ∞, 0 < Safety ≤ 1, Beta1 > 0, Beta2 finite", name, c, bad)
 	}
 	return nil
 }

@@ -175,7 +175,7 @@ func (sv *Solver) SolveContext(ctx context.Context, p *Problem) (*Solution, erro
 		return nil, err
 	}
 	sol := used.solution(q, res, res.Status)
-	if err := failure(res.Status, res.T, res.LastH, sol.Method); err != nil && !sv.set.AllowFailures {
+	if err := used.failure(q, res, res.Status, sol.Method); err != nil && !sv.set.AllowFailures {
 		return sol, err
 	}
 	return sol, nil
@@ -199,7 +199,7 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 	}
 	sol := used.solution(q, res, res.Status)
 	m := used.mesh(q, res)
-	if err := failure(res.Status, res.T, res.LastH, sol.Method); err != nil && !sv.set.AllowFailures {
+	if err := used.failure(q, res, res.Status, sol.Method); err != nil && !sv.set.AllowFailures {
 		return m, sol, err
 	}
 	return m, sol, nil
@@ -258,6 +258,7 @@ func (sv *Solver) stiffSolver() (*Solver, error) {
 // runPlan builds the job of op and runs it on the solver's engine.
 func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh) (*Result, error) {
 	j := sv.job(op, q, m)
+	j.StopOnStiff = op == OpGrad
 	if loss != nil {
 		lp, err := sv.lossPlan(loss, q)
 		if err != nil {
@@ -319,9 +320,15 @@ func (sv *Solver) mesh(q *problem, res *Result) *Mesh {
 }
 
 // failure returns the first failed trajectory as a *TrajectoryError, or
-// nil.
-func failure(status []Status, t, h []float64, method string) error {
-	return firstFailure(status, t, h, method)
+// nil, with what its hint needs from the problem, the settings and the
+// result.
+func (sv *Solver) failure(q *problem, res *Result, status []Status, method string) error {
+	err := firstFailure(status, res.T, res.LastH, method)
+	if te, ok := err.(*TrajectoryError); ok && res.T != nil {
+		te.describe(q, &sv.set, res)
+		te.Y = res.LastY[te.Index]
+	}
+	return err
 }
 
 // saveTaps brackets every save time on every trajectory's mesh: save time

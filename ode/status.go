@@ -3,6 +3,7 @@ package ode
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Status is the outcome of one trajectory.
@@ -56,7 +57,11 @@ func (s Status) Err() error {
 }
 
 // TrajectoryError reports a failed trajectory: which one, where it
-// stopped, why, and what to try.
+// stopped, why, and what to try. Its message names the likely cause from
+// what it knows: the time and step size reached, the span, the step
+// counts and budget, the method, the stiffness test and the states (the
+// fields after Failed are zero where unknown, and the hint then falls
+// back to the status's general advice).
 type TrajectoryError struct {
 	Index  int     // trajectory index
 	T      float64 // time reached
@@ -64,6 +69,14 @@ type TrajectoryError struct {
 	Status Status
 	Method string
 	Failed int // number of failed trajectories in the ensemble
+
+	T0, T1             float64   // the trajectory's span (T1 = its end time); equal if unknown
+	Accepted, Rejected int       // its steps so far
+	MaxSteps           int       // the step budget it ran under (Settings.MaxSteps)
+	RelTol             float64   // the relative tolerance (Settings.RelTol)
+	Stiff              bool      // the stiffness test of an explicit method fired on it
+	Y0                 []float64 // its initial state [Dim]
+	Y                  []float64 // its last accepted state [Dim], at T
 }
 
 func (e *TrajectoryError) Error() string {
@@ -77,16 +90,7 @@ func (e *TrajectoryError) Error() string {
 	case e.Failed > 1:
 		s += fmt.Sprintf(" (%d trajectories failed)", e.Failed)
 	}
-	hint := statusTable[e.Status].hint
-	if e.Method == Rodas5P.Name() || e.Method == Rosenbrock23.Name() {
-		switch e.Status {
-		case MaxStepsReached:
-			hint = "increase Settings.MaxSteps or loosen the tolerances"
-		case StepSizeUnderflow:
-			hint = "the solution may blow up near this time, or the tolerances may be too tight for float64"
-		}
-	}
-	if hint != "" {
+	if hint := e.hint(); hint != "" {
 		s += "; " + hint
 	}
 	return s
@@ -94,3 +98,136 @@ func (e *TrajectoryError) Error() string {
 
 // Unwrap returns the sentinel error of the status.
 func (e *TrajectoryError) Unwrap() error { return e.Status.Err() }
+
+// rosenbrockMethod reports whether the method called name is one of the
+// built-in stiff (Rosenbrock) methods.
+func rosenbrockMethod(name string) bool {
+	return name == Rodas5P.Name() || name == Rosenbrock23.Name()
+}
+
+// farOrigin is how many times the span |t| must exceed before the
+// resolution of t, rather than the solution, is named as the cause of a
+// step-size underflow: shifting the origin then makes the smallest step
+// at least that much smaller.
+const farOrigin = 1e3
+
+// blowUpGrowth is the growth of max|y| over max(1, max|y0|) at which a
+// step-size underflow is named a likely blow-up.
+const blowUpGrowth = 1e6
+
+// farSpan is the factor by which the steps a span needs at a
+// trajectory's pace must exceed its step budget for the span, rather
+// than the budget, to be named as the cause of MaxStepsReached.
+const farSpan = 1e3
+
+// hint returns the advice of the error's message: the likely cause, from
+// what the error knows, and the fix.
+func (e *TrajectoryError) hint() string {
+	switch e.Status {
+	case StepSizeUnderflow:
+		return e.underflowHint()
+	case MaxStepsReached:
+		return e.maxStepsHint()
+	}
+	return statusTable[e.Status].hint
+}
+
+// spanKnown reports whether the error knows the trajectory's span.
+func (e *TrajectoryError) spanKnown() bool { return e.T1 > e.T0 }
+
+// maxAbs returns max |x_i| (0 for an empty x).
+func maxAbs(x []float64) float64 {
+	m := 0.0
+	for _, v := range x {
+		m = math.Max(m, math.Abs(v))
+	}
+	return m
+}
+
+func (e *TrajectoryError) underflowHint() string {
+	floor := minStep(math.Abs(e.T))
+	span := e.T1 - e.T0
+	switch {
+	case e.Accepted+e.Rejected > 0 && math.Abs(e.H) < 0x1p-1022: // H is known when the counts are
+		return fmt.Sprintf("the step size shrank to zero: no step, however small, met the tolerance at t=%.6g, so the field's values are out of all proportion to the state there; "+
+			"look for an extreme parameter or initial value (as 1e300) or an overflow inside the field", e.T)
+	case e.spanKnown() && math.Max(math.Abs(e.T0), math.Abs(e.T1)) > farOrigin*span:
+		return fmt.Sprintf("at t=%.6g float64 resolves no step below 4ε·|t| = %.3g, and the solution needs smaller ones; the span [%v, %v] lies far from the time origin: "+
+			"shift it, solving from 0 to T1 − T0 = %.6g with the field's t replaced by t + T0 (an autonomous field needs no change)", e.T, floor, e.T0, e.T1, span)
+	case e.Y != nil && e.Y0 != nil && maxAbs(e.Y) > blowUpGrowth*math.Max(1, maxAbs(e.Y0)):
+		return fmt.Sprintf("the solution grew from max|y0| = %.3g to max|y| = %.3g: it seems to blow up near this time (a finite-time singularity near t=%.6g); "+
+			"end the span before it, or check the parameters and initial state", maxAbs(e.Y0), maxAbs(e.Y), e.T)
+	case e.spanKnown() && e.T == e.T0 && e.Accepted <= 1 && e.H < floor:
+		return fmt.Sprintf("the first step (h=%.3g) did not advance t=%.6g in float64, whose smallest step there is 4ε·|t| = %.3g; if Settings.Dt0 is set, make it larger", e.H, e.T, floor)
+	case e.Stiff && !rosenbrockMethod(e.Method):
+		return fmt.Sprintf("the stiffness test fired on this trajectory: the problem is stiff for %s; use Rodas5P", e.Method)
+	case rosenbrockMethod(e.Method):
+		return "the solution may blow up near this time, or the tolerances may be too tight for float64"
+	}
+	return statusTable[StepSizeUnderflow].hint
+}
+
+func (e *TrajectoryError) maxStepsHint() string {
+	tries := e.Accepted + e.Rejected
+	explicit := !rosenbrockMethod(e.Method)
+	if e.Stiff && explicit {
+		return fmt.Sprintf("the stiffness test fired on this trajectory: %s is held to small steps by its stability, not by the tolerances; use Rodas5P", e.Method)
+	}
+	// need estimates the attempts the whole span takes at the pace so far.
+	need := math.Inf(1)
+	if e.spanKnown() && tries > 0 && e.T > e.T0 {
+		need = float64(tries) * (e.T1 - e.T0) / (e.T - e.T0)
+	}
+	budget := float64(max(e.MaxSteps, tries))
+	ifStiff := ""
+	if explicit {
+		ifStiff = " (or, if the problem is stiff, use Rodas5P)"
+	}
+	switch {
+	case e.spanKnown() && tries > 0 && e.T > e.T0 && need > farSpan*budget:
+		return fmt.Sprintf("at its pace so far (%d steps for t from %.6g to %.6g) the span T1 − T0 = %.3g needs about %.2g steps: it is far beyond the field's time scale; "+
+			"shorten the span or rescale time%s", tries, e.T0, e.T, e.T1-e.T0, need, ifStiff)
+	case e.Method == Rosenbrock23.Name():
+		s := fmt.Sprintf("Rosenbrock23 is a low-order method (order %d, meant for loose tolerances) and needs many small steps", Rosenbrock23.Order())
+		if e.RelTol > 0 {
+			s += fmt.Sprintf(" at RelTol = %.3g", e.RelTol)
+		}
+		return s + fmt.Sprintf("; use Rodas5P (order %d), or increase Settings.MaxSteps", Rodas5P.Order()) + e.aboutSteps(need)
+	case explicit:
+		return "increase Settings.MaxSteps" + e.aboutSteps(need) + ", loosen the tolerances, or, if the problem is stiff, use Rodas5P"
+	}
+	return "increase Settings.MaxSteps" + e.aboutSteps(need) + " or loosen the tolerances"
+}
+
+// aboutSteps returns " (to about K: at its pace so far the trajectory
+// needs about N steps)" for an estimate need of the attempts the whole
+// trajectory takes, or "" if it is unknown.
+func (e *TrajectoryError) aboutSteps(need float64) string {
+	if math.IsInf(need, 0) || math.IsNaN(need) || need > 1e15 {
+		return ""
+	}
+	return fmt.Sprintf(" (to about %.0f: at its pace so far the trajectory needs about %.0f steps)", roundUp(1.2*need, 2), roundUp(need, 3))
+}
+
+// roundUp rounds x > 0 up to k significant digits.
+func roundUp(x float64, k int) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(x))+1-float64(k))
+	return math.Ceil(x/p) * p
+}
+
+// describe fills in the fields the hint reads, for trajectory e.Index
+// of problem q run with settings set, from the engine's result res.
+// (Y, the last accepted state, comes from the engine: Result.Y holds NaN
+// for a failed trajectory.)
+func (e *TrajectoryError) describe(q *problem, set *Settings, res *Result) {
+	i, d := e.Index, q.Field.Dim
+	e.T0, e.T1 = q.T0, q.t1[i]
+	e.MaxSteps, e.RelTol = set.MaxSteps, set.RelTol
+	if st := res.Stats; len(st.Accepted) > i && len(st.Rejected) > i {
+		e.Accepted, e.Rejected = st.Accepted[i], st.Rejected[i]
+	}
+	if len(res.Stiff) > i {
+		e.Stiff = res.Stiff[i]
+	}
+	e.Y0 = append([]float64(nil), q.y0[i*d:(i+1)*d]...)
+}

@@ -367,12 +367,13 @@ var byName = []struct {
 	{"kepler", Kepler},
 	{"robertson", Robertson},
 	{"hires", HIRES},
+	{"pollution", Pollution},
 	{"neural-robertson", func() Problem { return NeuralRobertson(1) }},
 }
 
 // Names returns the names of the built-in problems, in a fixed order:
 // lorenz, vdp, vdp-stiff, lorenz96, linear, kepler, robertson, hires,
-// neural-robertson.
+// pollution, neural-robertson.
 func Names() []string {
 	names := make([]string, len(byName))
 	for i, e := range byName {

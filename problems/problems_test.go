@@ -141,6 +141,7 @@ func fieldCases() []fieldCase {
 		{"kepler", Kepler(), keplerRef, nil},
 		{"robertson", Robertson(), robertsonRef, robertsonState},
 		{"hires", HIRES(), hiresRef, nil},
+		{"pollution", Pollution(), pollutionRef, nil},
 		{"neural-robertson seed 7", NeuralRobertson(7), neuralRobertsonRef, robertsonState},
 	}
 }
@@ -150,7 +151,7 @@ func byNameCases(t *testing.T) []fieldCase {
 	refs := map[string]func(y, p, s []float64) []float64{
 		"lorenz": lorenzRef, "vdp": vdpRef, "vdp-stiff": vdpRef, "lorenz96": lorenz96Ref,
 		"linear": linearRef([]float64{-0.5, 2, 0, -2, -0.5, 0, 0.5, 0, -1}),
-		"kepler": keplerRef, "robertson": robertsonRef, "hires": hiresRef,
+		"kepler": keplerRef, "robertson": robertsonRef, "hires": hiresRef, "pollution": pollutionRef,
 		"neural-robertson": neuralRobertsonRef,
 	}
 	var cs []fieldCase
@@ -264,7 +265,7 @@ func TestDefaults(t *testing.T) {
 				tc.name, len(prog.Inputs), len(prog.Outputs), n, f.Dim)
 		}
 	}
-	want := map[string]bool{"vdp-stiff": true, "robertson": true, "hires": true, "neural-robertson": true}
+	want := map[string]bool{"vdp-stiff": true, "robertson": true, "hires": true, "pollution": true, "neural-robertson": true}
 	for _, name := range Names() {
 		pr, _ := ByName(name)
 		if pr.Stiff != want[name] {
@@ -276,7 +277,7 @@ func TestDefaults(t *testing.T) {
 func TestByName(t *testing.T) {
 	t.Parallel()
 	names := Names()
-	want := []string{"lorenz", "vdp", "vdp-stiff", "lorenz96", "linear", "kepler", "robertson", "hires", "neural-robertson"}
+	want := []string{"lorenz", "vdp", "vdp-stiff", "lorenz96", "linear", "kepler", "robertson", "hires", "pollution", "neural-robertson"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Errorf("Names: Want: %v, Got: %v.", want, names)
 	}

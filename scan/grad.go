@@ -48,7 +48,7 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 	sw.tp.set = &sw.set.Exec
 	if st := p.Stored; st != nil {
 		sw.k = 1
-		x := newState(p, l)
+		x := newState(p, l, 0)
 		for i, j := range l.perm {
 			x.t[i] = st.EndT[j]
 			for c := range x.y {
@@ -71,7 +71,7 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 		sw.cpOff[c+1] = sw.cpOff[c] + l.active[c*sw.k]*(1+d)
 	}
 	sw.cp = make([]float64, sw.cpOff[ncp])
-	x := newState(p, l)
+	x := newState(p, l, 0)
 	in := make([][]float64, 0, len(p.Step.Prog.Inputs))
 	for s := 0; s < l.rows; s++ {
 		sw.tp.collect(x, s)
@@ -103,6 +103,7 @@ func (sw *Sweep) interval() error {
 	l := sw.l
 	unit := int64(1+sw.p.Step.D) * 8
 	if k := sw.set.Checkpoint; k > 0 {
+		k = min(k, max(1, l.rows)) // an interval past the last step is one checkpoint
 		sw.k, sw.seg = k, k > 1
 		return nil
 	}
@@ -188,41 +189,21 @@ func (sw *Sweep) restore(x *state, c, m int) {
 type Gradient struct {
 	Y0 []float64 // [D][N]
 	P  []float64 // [P][N]
-	// SharedTraj holds each trajectory's own contribution to the shared
-	// gradient, [S][N]; Shared is their sum over trajectories, in the
-	// fixed order of SumShared.
-	SharedTraj []float64
-	Shared     []float64 // [S]
+	// SharedTiles holds the shared gradient summed over each tile of
+	// TileSize consecutive trajectories, [ceil(N/TileSize)][S]; Shared is
+	// the sum of the tiles in order (SumTiles).
+	SharedTiles []float64
+	Shared      []float64 // [S]
 }
 
 // TileSize is the number of consecutive trajectories whose contributions
-// to a shared gradient SumShared adds first, before adding the tiles in
-// order. Engines that split an ensemble into chunks keep chunk boundaries
-// on multiples of TileSize, so the sum is the same for any chunking.
+// to a shared gradient are summed together first. The backward sweep adds
+// each step's contributions to its tile's sum, trajectory by trajectory in
+// index order; tiles are then summed in order (SumTiles). The result
+// depends neither on the order of the sweep's work nor on how an engine
+// splits an ensemble into chunks, as long as chunk boundaries fall on
+// multiples of TileSize.
 const TileSize = 8
-
-// TileSums sets dst[k*s+c] to the sum of per[c*n+j] over the trajectories
-// j of tile k (j from k·TileSize, ascending), for the ceil(n/TileSize)
-// tiles of n trajectories, and returns dst (allocated if too short).
-func TileSums(dst, per []float64, n, s int) []float64 {
-	nt := (n + TileSize - 1) / TileSize
-	if cap(dst) < nt*s {
-		dst = make([]float64, nt*s)
-	}
-	dst = dst[:nt*s]
-	for k := 0; k < nt; k++ {
-		lo, hi := k*TileSize, min(k*TileSize+TileSize, n)
-		for c := 0; c < s; c++ {
-			col := per[c*n : (c+1)*n]
-			sum := col[lo]
-			for j := lo + 1; j < hi; j++ {
-				sum += col[j]
-			}
-			dst[k*s+c] = sum
-		}
-	}
-	return dst
-}
 
 // SumTiles sets dst[c] to the sum over tiles k = 0, 1, … (in order) of
 // tiles[k*s+c], and returns dst (allocated if too short).
@@ -245,13 +226,6 @@ func SumTiles(dst, tiles []float64, s int) []float64 {
 	return dst
 }
 
-// SumShared returns the sum over the n trajectories of per ([s][n]) in the
-// library's fixed order: tiles of TileSize trajectories (TileSums), then
-// the tiles in order (SumTiles). dst may be nil.
-func SumShared(dst, per []float64, n, s int) []float64 {
-	return SumTiles(dst, TileSums(nil, per, n, s), s)
-}
-
 // Backward returns the gradient of a loss L given its cotangents: ybar
 // [D][N] = ∂L/∂(final states) and tapbar [D][ntaps] = ∂L/∂(tap outputs)
 // (nil if there are no taps). It is the exact adjoint of the forward scan
@@ -262,7 +236,8 @@ func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, err
 
 // BackwardFrom is Backward with the parameter gradients starting from
 // gp0 ([P][N], ∂L/∂p from the loss itself) and gs0 ([S][N], each
-// trajectory's ∂ℓ/∂s from the loss) instead of zero; either may be nil.
+// trajectory's ∂ℓ/∂s from the loss, added to the tiles first) instead of
+// zero; either may be nil.
 func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (*Gradient, error) {
 	p, l := sw.p, sw.l
 	st := p.Step
@@ -289,29 +264,44 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 		}
 		return x
 	}
-	lam, gp, gs := perm(ybar, d), perm(gp0, st.P), perm(gs0, st.S)
+	lam, gp := perm(ybar, d), perm(gp0, st.P)
+	if dst == nil {
+		dst = &Gradient{}
+	}
+	ntiles := (n + TileSize - 1) / TileSize
+	tiles := resize(dst.SharedTiles, ntiles*st.S)
+	for i := range tiles {
+		tiles[i] = 0
+	}
+	if gs0 != nil {
+		for k := 0; k < ntiles; k++ {
+			for c := 0; c < st.S; c++ {
+				acc := tiles[k*st.S+c]
+				for j := k * TileSize; j < min(n, k*TileSize+TileSize); j++ {
+					acc += gs0[c*n+j]
+				}
+				tiles[k*st.S+c] = acc
+			}
+		}
+	}
 
 	// Taps first: their cotangents become contributions to λ at their step.
 	var tapY [][]float64
 	if nt > 0 {
-		tapY, err = sw.tapAdjoint(rev, tapbar, gp, gs)
+		tapY, err = sw.tapAdjoint(rev, tapbar, gp, tiles)
 		if err != nil {
 			return nil, err
 		}
 		sw.addTaps(lam, tapY, l.rows)
 	}
 
-	b := &backward{sw: sw, rev: rev, x: newState(p, l), lam: lam, gp: gp, gs: gs, tapY: tapY}
+	b := &backward{sw: sw, rev: rev, x: newState(p, l, 1), lam: lam, gp: gp, gs: cols(st.S, n), tiles: tiles, tapY: tapY}
 	if err := b.run(); err != nil {
 		return nil, err
 	}
 
-	if dst == nil {
-		dst = &Gradient{}
-	}
 	dst.Y0 = resize(dst.Y0, d*n)
 	dst.P = resize(dst.P, st.P*n)
-	dst.SharedTraj = resize(dst.SharedTraj, st.S*n)
 	for i, j := range l.perm {
 		for c := 0; c < d; c++ {
 			dst.Y0[c*n+j] = lam[c][i]
@@ -319,12 +309,19 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 		for c := 0; c < st.P; c++ {
 			dst.P[c*n+j] = gp[c][i]
 		}
-		for c := 0; c < st.S; c++ {
-			dst.SharedTraj[c*n+j] = gs[c][i]
-		}
 	}
-	dst.Shared = SumShared(dst.Shared, dst.SharedTraj, n, st.S)
+	dst.SharedTiles = tiles
+	dst.Shared = SumTiles(dst.Shared, tiles, st.S)
 	return dst, nil
+}
+
+// cols returns w columns of n zeros.
+func cols(w, n int) [][]float64 {
+	x := make([][]float64, w)
+	for c := range x {
+		x[c] = make([]float64, n)
+	}
+	return x
 }
 
 // backward is the reverse sweep of a Sweep: the adjoint carry (λ, gp, gs
@@ -333,7 +330,8 @@ type backward struct {
 	sw          *Sweep
 	rev         *tape.Exec
 	x           *state
-	lam, gp, gs [][]float64
+	lam, gp, gs [][]float64 // gs: one step's shared-gradient contributions
+	tiles       []float64   // shared gradient per tile, [ntiles][S]
 	tapY        [][]float64
 	buf         []float64 // states of the current segment, or of one step
 	off         []int
@@ -469,25 +467,56 @@ func (b *backward) step(s int, st []float64) error {
 	}
 	b.in = append(b.in, x.s...)
 	b.out = b.out[:0]
-	for _, acc := range [][][]float64{b.lam, b.gp, b.gs} {
+	for _, acc := range [][][]float64{b.lam, b.gp} {
 		for _, c := range acc {
 			b.in = append(b.in, c[:m])
 			b.out = append(b.out, c[:m])
 		}
 	}
+	for _, c := range b.gs {
+		b.out = append(b.out, c[:m])
+	}
 	if err := x.mask.runLive(b.rev, b.out, b.in, x.h, m); err != nil {
 		return err
 	}
+	b.addShared(m)
 	if b.tapY != nil {
 		sw.addTaps(b.lam, b.tapY, s)
 	}
 	return nil
 }
 
+// addShared adds one step's shared-gradient contributions (gs, of the m
+// active trajectories in the permuted order) to the tiles, trajectory by
+// trajectory in index order within each tile. Padded steps (h == 0)
+// contribute nothing.
+func (b *backward) addShared(m int) {
+	ns := len(b.gs)
+	if ns == 0 {
+		return
+	}
+	l, h := b.sw.l, b.x.h
+	n := l.n
+	for k := 0; k*TileSize < n; k++ {
+		lo, hi := k*TileSize, min(n, k*TileSize+TileSize)
+		for c := 0; c < ns; c++ {
+			g := b.gs[c]
+			acc := b.tiles[k*ns+c]
+			for j := lo; j < hi; j++ {
+				if i := l.pos[j]; i < m && h[i] != 0 {
+					acc += g[i]
+				}
+			}
+			b.tiles[k*ns+c] = acc
+		}
+	}
+}
+
 // tapAdjoint runs the reverse program of every tap: it returns the
-// cotangent of each tap's starting state ([D][ntaps]) and adds the
-// parameter gradients to gp and gs.
-func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp, gs [][]float64) ([][]float64, error) {
+// cotangent of each tap's starting state ([D][ntaps]), adds the parameter
+// gradients to gp and the shared-gradient contributions to the tiles, tap
+// by tap in order.
+func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp [][]float64, tiles []float64) ([][]float64, error) {
 	st, tp := sw.p.Step, sw.tp
 	nt := sw.p.Taps.Len()
 	in := tp.inputs()
@@ -508,7 +537,9 @@ func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp, gs [][]float64
 	g := make([][]float64, st.P+st.S)
 	for c := range g {
 		g[c] = make([]float64, nt)
-		in = append(in, g[c])
+		if c < st.P {
+			in = append(in, g[c])
+		}
 		out = append(out, g[c])
 	}
 	if err := tp.st.mask.runLive(rev, out, in, tp.st.h, nt); err != nil {
@@ -519,8 +550,11 @@ func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp, gs [][]float64
 		for c := 0; c < st.P; c++ {
 			gp[c][k] += g[c][i]
 		}
+		if tp.st.h[i] == 0 {
+			continue // a tap of size 0 is the state itself
+		}
 		for c := 0; c < st.S; c++ {
-			gs[c][k] += g[st.P+c][i]
+			tiles[j/TileSize*st.S+c] += g[st.P+c][i]
 		}
 	}
 	return y, nil

@@ -32,6 +32,7 @@ type Step struct {
 
 	fwd, rev           *tape.Exec
 	denseFwd, denseRev *tape.Exec
+	states             [2]*state // carries reused by newState
 }
 
 // Clone returns a Step with the same programs whose executors are clones
@@ -89,14 +90,14 @@ func (s *Step) reverse(set *tape.ExecSettings) (*tape.Exec, error) {
 	return e, nil
 }
 
-// Reverse builds the accumulating reverse (VJP) program of a step program
-// prog whose inputs are t, h, y[d], p[np], s[ns] (shared), possibly
-// followed by more inputs that are not differentiated (θ of a dense
-// program). Its inputs are prog's followed by λ[d] (the cotangent of y⁺),
-// gp[np] and gs[ns]; its outputs are λ' = (∂y⁺/∂y)ᵀλ [d],
-// gp + (∂y⁺/∂p)ᵀλ [np] and gs + (∂y⁺/∂s)ᵀλ [ns], all per trajectory: gs
-// accumulates each trajectory's own contribution to the shared gradient,
-// which the caller sums over trajectories in a fixed order (SumShared).
+// Reverse builds the reverse (VJP) program of a step program prog whose
+// inputs are t, h, y[d], p[np], s[ns] (shared), possibly followed by more
+// inputs that are not differentiated (θ of a dense program). Its inputs
+// are prog's followed by λ[d] (the cotangent of y⁺) and gp[np]; its
+// outputs are λ' = (∂y⁺/∂y)ᵀλ [d], gp + (∂y⁺/∂p)ᵀλ [np] (accumulated per
+// trajectory) and gs = (∂y⁺/∂s)ᵀλ [ns], this step's own contribution to
+// the shared gradient, per trajectory: the caller sums the contributions
+// over trajectories in a fixed order (see TileSize).
 func Reverse(prog *tape.Program, d, np, ns int) (*tape.Program, error) {
 	wrt := make([]int, 0, d+np+ns)
 	for k := 2; k < 2+d+np+ns; k++ {
@@ -108,7 +109,6 @@ func Reverse(prog *tape.Program, d, np, ns int) (*tape.Program, error) {
 	}
 	b, in := tape.NewBuilderFor(prog.Name+".rev", vjp.Inputs)
 	gp := b.Inputs("gp", np, false)
-	gs := b.Inputs("gs", ns, false)
 	var outs []tape.V
 	err = tape.Catch(prog.Name, func() {
 		r := tape.Call(vjp, in)
@@ -116,9 +116,7 @@ func Reverse(prog *tape.Program, d, np, ns int) (*tape.Program, error) {
 		for c := 0; c < np; c++ {
 			outs = append(outs, gp[c].Add(r[d+c]))
 		}
-		for c := 0; c < ns; c++ {
-			outs = append(outs, gs[c].Add(r[d+np+c]))
-		}
+		outs = append(outs, r[d+np:d+np+ns]...)
 	})
 	if err != nil {
 		return nil, err
@@ -332,6 +330,7 @@ func (p *Problem) check() error {
 type layout struct {
 	n, rows int
 	perm    []int
+	pos     []int // pos[perm[i]] = i
 	active  []int // active[s] = #{j : Len[j] > s}
 	tapsAt  [][]int
 }
@@ -343,8 +342,10 @@ func newLayout(p *Problem) *layout {
 		l.perm[j] = j
 	}
 	sort.SliceStable(l.perm, func(a, b int) bool { return m.Len[l.perm[a]] > m.Len[l.perm[b]] })
-	for _, j := range l.perm {
+	l.pos = make([]int, m.N)
+	for i, j := range l.perm {
 		l.rows = max(l.rows, m.Len[j])
+		l.pos[j] = i
 	}
 	l.active = make([]int, l.rows)
 	for s := range l.active {
@@ -371,24 +372,39 @@ type state struct {
 	mask masker
 }
 
-func newState(p *Problem, l *layout) *state {
+// newState returns the carry of a sweep, initialised from the problem.
+// Its arrays are the Step's own (slot 0 for a forward sweep, 1 for a
+// backward one), reused from one scan to the next, since a Step serves one
+// scan at a time.
+func newState(p *Problem, l *layout, slot int) *state {
 	n, st := l.n, p.Step
-	x := &state{t: make([]float64, n), h: make([]float64, n)}
-	x.y = make([][]float64, st.D)
+	x := st.states[slot]
+	if x == nil || cap(x.t) < n || len(x.y) != st.D || len(x.p) != st.P {
+		x = &state{t: make([]float64, n), h: make([]float64, n), y: make([][]float64, st.D), p: make([][]float64, st.P)}
+		for c := range x.y {
+			x.y[c] = make([]float64, n)
+		}
+		for c := range x.p {
+			x.p[c] = make([]float64, n)
+		}
+		st.states[slot] = x
+	}
+	x.t, x.h = x.t[:n], x.h[:n]
 	for c := range x.y {
-		x.y[c] = make([]float64, n)
+		x.y[c] = x.y[c][:n]
 		for i, j := range l.perm {
 			x.y[c][i] = p.Y0[c*n+j]
 		}
 	}
-	x.p = make([][]float64, st.P)
 	for c := range x.p {
-		x.p[c] = make([]float64, n)
+		x.p[c] = x.p[c][:n]
 		for i, j := range l.perm {
 			x.p[c][i] = p.P[c*n+j]
 		}
 	}
-	x.s = make([][]float64, st.S)
+	if len(x.s) != st.S {
+		x.s = make([][]float64, st.S)
+	}
 	for c := range x.s {
 		x.s[c] = p.Shared[c : c+1]
 	}
@@ -443,7 +459,7 @@ func Replay(dst *Result, p *Problem, s *Settings) (*Result, error) {
 		return nil, err
 	}
 	l := newLayout(p)
-	x := newState(p, l)
+	x := newState(p, l, 0)
 	tp := newTapper(p, l)
 	tp.set = &set.Exec
 	in := make([][]float64, 0, len(p.Step.Prog.Inputs))

@@ -114,29 +114,49 @@ func TestStoredAndMemoryModes(t *testing.T) {
 	}
 }
 
-// TestSumShared checks the fixed summation order of shared gradients.
-func TestSumShared(t *testing.T) {
+// TestSharedTiles checks that the shared gradient is the ordered sum of
+// its tiles and that each tile holds the sum over its own trajectories:
+// the gradient of a problem restricted to one tile's trajectories equals
+// that tile's entry.
+func TestSharedTiles(t *testing.T) {
 	t.Parallel()
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{0, 1, 7, 8, 9, 100} {
-		const s = 3
-		per := make([]float64, s*n)
-		for i := range per {
-			per[i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(20)-10))
+	rng := rand.New(rand.NewPCG(9, 9))
+	n := 19
+	p := raggedProblem(midpointStep(t), n, rng, false)
+	ybar := make([]float64, 2*n)
+	for i := range ybar {
+		ybar[i] = rng.NormFloat64()
+	}
+	sw, err := Forward(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := sw.Backward(nil, ybar, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := SumTiles(nil, g.SharedTiles, 1); want[0] != g.Shared[0] {
+		t.Errorf("Shared = %v, want the ordered sum of the tiles %v", g.Shared[0], want[0])
+	}
+	for k := 0; k*TileSize < n; k++ {
+		lo, hi := k*TileSize, min(n, k*TileSize+TileSize)
+		q := *p
+		q.Mesh = Mesh{N: hi - lo, Rows: p.Mesh.Rows, Len: p.Mesh.Len[lo:hi], H: make([]float64, p.Mesh.Rows*(hi-lo))}
+		for s := 0; s < p.Mesh.Rows; s++ {
+			copy(q.Mesh.H[s*(hi-lo):], p.Mesh.H[s*n+lo:s*n+hi])
 		}
-		got := SumShared(nil, per, n, s)
-		for c := 0; c < s; c++ {
-			want := 0.0
-			for k := 0; k*TileSize < n; k++ {
-				tile := per[c*n+k*TileSize]
-				for j := k*TileSize + 1; j < min(n, k*TileSize+TileSize); j++ {
-					tile += per[c*n+j]
-				}
-				want += tile
-			}
-			if math.Float64bits(got[c]) != math.Float64bits(want) {
-				t.Errorf("n %d: component %d = %v, want %v", n, c, got[c], want)
-			}
+		q.T0, q.P = p.T0[lo:hi], p.P[lo:hi]
+		q.Y0 = append(append([]float64(nil), p.Y0[lo:hi]...), p.Y0[n+lo:n+hi]...)
+		sq, err := Forward(&q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gq, err := sq.Backward(nil, append(append([]float64(nil), ybar[lo:hi]...), ybar[n+lo:n+hi]...), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Float64bits(gq.Shared[0]) != math.Float64bits(g.SharedTiles[k]) {
+			t.Errorf("tile %d: %v alone, %v in the ensemble; want them equal bit for bit", k, gq.Shared[0], g.SharedTiles[k])
 		}
 	}
 }

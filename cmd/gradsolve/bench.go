@@ -27,9 +27,10 @@ flags:
 
 // benchCommand runs "gradsolve bench": it parses args, runs the chosen
 // suites and writes their output to stdout, or to the file named by -out.
-// Usage errors and progress go to stderr. Ensemble sizes are checked
-// against lim before any work.
-func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err error) {
+// Usage errors and progress (a bar over the cases of each suite, see
+// benchBar) go to stderr. Ensemble sizes are checked against lim before
+// any work.
+func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barConfig) (err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -47,6 +48,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err erro
 	dump := fs.String("dump", "", "neural suite: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
 	jsonOut := fs.Bool("json", false, "write JSON lines instead of tables")
 	out := fs.String("out", "", "write the results to `FILE` instead of stdout")
+	quiet := fs.Bool("quiet", false, "no progress bar (there is none off a terminal, for suites under a second, or with -json to stdout)")
 	if err = fs.Parse(args); err != nil {
 		return err
 	}
@@ -135,6 +137,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err erro
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(stderr, "gradsolve bench: running suite %s\n", s)
+		w, bar := benchBar(w, stderr, s, ns, rtols, *jsonOut, *quiet || (*jsonOut && *out == ""), bars) // this suite's w counts its cases
 		switch s {
 		case "lorenz":
 			_, err = bench.RunLorenz(w, bench.LorenzConfig{N: ns, RelTol: rtols, Reps: *reps,
@@ -148,6 +151,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits) (err erro
 		case "memory":
 			_, err = bench.RunMemory(w, memCfg)
 		}
+		bar.Finish()
 		if err != nil {
 			return err
 		}

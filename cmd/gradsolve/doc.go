@@ -1,21 +1,26 @@
-// Command gradsolve solves ensembles of small ODEs on the CPU (there is no
-// GPU engine yet) and returns exact reverse-mode gradients of a loss of the
-// solutions, for the built-in problems of package problems.
+// Command gradsolve solves ensembles of small ODEs and returns exact
+// reverse-mode gradients of a loss of the solutions, for the built-in
+// problems of package problems, on the CPU engine or another registered
+// one (-engine; this build registers only the CPU engine: -engine cuda
+// needs package cuda).
 //
 // Usage:
 //
 //	gradsolve solve    [flags]  solve an ensemble
 //	gradsolve grad     [flags]  solve and differentiate a loss
+//	gradsolve fit      [flags]  fit parameters to data with Adam
 //	gradsolve bench    [flags]  run the benchmark suites
 //	gradsolve problems [-json]  list the built-in problems
 //	gradsolve help [command]
 //
 // The flags of solve and grad mirror ode.Settings and ode.Problem in kebab
 // case: -problem, -p, -y0, -t0, -t1, -saveat, -rtol, -atol, -max-steps,
-// -dt0, -method (tsit5, vern7, rodas5p, rosenbrock23; default ode.Route),
-// -loss (grad: sumsq or y:K), -n, -vary pK=LO:HI or y0K=LO:HI (repeatable),
-// -workers, -block, -format human|csv|json (-json is -format json), -out
-// FILE and -arrays. -atol takes one value or one per state component
+// -dt0, -method (tsit5, vern7, rodas5p, rosenbrock23, or auto: ode.Auto;
+// default ode.Route), -engine (cpu, auto or a registered engine:
+// ode.Settings.Engine), -loss (grad: sumsq or y:K), -n, -vary pK=LO:HI or
+// y0K=LO:HI (repeatable), -workers, -block, -format human|csv|json (-json
+// is -format json), -out FILE, -arrays, -plot FILE (.png, .svg, .pdf) and
+// -quiet. -atol takes one value or one per state component
 // (ode.Settings.AbsTols). For example
 //
 //	gradsolve grad -problem lorenz -p 10,28,2.6666666666666665 -y0 1,0,0 -t0 0 -t1 1 -rtol 1e-10 -atol 1e-12 -loss sumsq -json
@@ -29,18 +34,29 @@
 // states are a second, long table (i, t, y[c]) written beside -out FILE.csv
 // as FILE.saved.csv. -out writes through a temporary file renamed when
 // complete, so no half-written file is left.
-// The JSON keys are command, problem, method, n, dim, params, t0, t1,
-// rtol, atol, vary, loss_name (grad), status ("ok" or the error text),
-// failed, loss (grad), y_final, grad_p, grad_y0, grad_shared (grad),
+// The JSON keys are command, problem, method (the method that ran), engine
+// (the engine that ran), n, dim, params, t0, t1, rtol, atol, vary,
+// loss_name (grad), status ("ok", "stiff" for a gradient refused because
+// a trajectory is stiff for the explicit method, or the error text),
+// error (null or the error text), failed, stiff (trajectories stiff for
+// the explicit method), loss (grad), y_final, grad_p, grad_y0, grad_shared (grad),
 // saveat and y_saved (with -saveat), accepted, rejected, steps_min,
 // steps_median, steps_max, checksum_y, checksum_grad_p and
 // checksum_grad_y0 (grad), time_ms, setup_ms, record_ms and grad_ms
 // (grad); "gradsolve help grad" describes each. Arrays are row-major
 // [n×width] and are left out for n > 1024 unless -arrays is given.
 //
+// -plot draws the states at the save times of a few trajectories, one
+// trajectory solved again at many times, or, for an ensemble without
+// -saveat, the final states (grad: the gradient) against the first swept
+// quantity. On a terminal, a run that lasts more than a second shows a
+// progress bar on stderr (bench: over the cases of each suite), except
+// with -quiet or csv or json output to stdout.
+//
 // The exit status is 0 on success, 1 if the run failed (a trajectory, a
-// non-finite gradient, writing the output; the JSON object is still
-// printed, with status the error text) and 2 for a bad command line, with
+// gradient refused as stiff, a non-finite gradient, writing the output or
+// the plot; the JSON object is still printed, with status and error
+// saying why) and 2 for a bad command line, with
 // a message naming the flag, and for an internal error: a panic anywhere
 // in a command is recovered and reported as a bug. Ensembles too large for
 // the machine's memory are refused before any work (limits.go).
@@ -49,5 +65,7 @@
 // parse.go parses flag values, options.go checks them against the problem
 // and builds the ode.Problem and ode.Settings, limits.go estimates the
 // memory of a run, solve.go runs them and builds the JSON result,
-// human.go writes the tables, output.go the CSV and the output files.
+// human.go writes the tables, output.go the CSV and the output files,
+// figure.go the plots, bar.go the progress bars; fit.go and bench.go are
+// the fit and bench commands.
 package main

@@ -20,7 +20,6 @@ import (
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
 	"github.com/gradsolve-go/gradsolve/problems"
-	"github.com/gradsolve-go/gradsolve/progress"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -30,7 +29,11 @@ Fits chosen parameters of a built-in problem (see gradsolve problems) to
 observed states with Adam, taking exact gradients of the squared error of
 the states at the observation times (record the adaptive mesh, differentiate
 its replay). It prints the fitted values, the loss before and after and the
-timing; -plot writes the loss curve, -json one JSON object.
+timing; -plot writes the loss curve, -json one JSON object. On a terminal,
+a fit that lasts more than a second shows a progress bar on stderr (-quiet:
+none). -method auto and -engine work as for solve and grad (gradsolve help
+solve); a gradient refused because a trajectory is stiff for the explicit
+method ends the fit with status stiff and exit status 1.
 
 What is fitted (-fit, comma list): pK or a parameter's name (as rho) for
 per-trajectory parameter K, one value per fit shared by its trajectories;
@@ -67,7 +70,6 @@ type fitOptions struct {
 	lr, noise, clip        float64
 	remesh                 int
 	seed                   uint64
-	quiet                  bool
 }
 
 // fitVar is one fitted quantity.
@@ -78,7 +80,7 @@ type fitVar struct {
 }
 
 // fitCommand runs "gradsolve fit".
-func fitCommand(args []string, stdout, stderr io.Writer, lim limits) int {
+func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
 	o := &options{}
 	fo := &fitOptions{}
 	fs := newFlagSet("fit", o, stderr)
@@ -93,7 +95,6 @@ func fitCommand(args []string, stdout, stderr io.Writer, lim limits) int {
 	fs.IntVar(&fo.remesh, "remesh", 0, "record a new mesh every K steps (0: every step; -1: once)")
 	fs.Uint64Var(&fo.seed, "seed", 1, "seed of the synthetic noise")
 	fs.StringVar(&fo.plot, "plot", "", "write the loss curve to this `file` (.png, .svg, .pdf)")
-	fs.BoolVar(&fo.quiet, "quiet", false, "no progress bar")
 	fs.Usage = func() { fitUsage(fs.Output(), fs) }
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
@@ -112,7 +113,7 @@ func fitCommand(args []string, stdout, stderr io.Writer, lim limits) int {
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	err := runFit(ctx, o, fo, stdout, stderr, lim)
+	err := runFit(ctx, o, fo, stdout, stderr, su)
 	var u *usageError
 	switch {
 	case err == nil:
@@ -121,7 +122,7 @@ func fitCommand(args []string, stdout, stderr io.Writer, lim limits) int {
 		fmt.Fprintf(stderr, "gradsolve fit: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "gradsolve fit: %v\n", err)
+	fmt.Fprintf(stderr, "gradsolve fit: %s\n", cliHints.Replace(err.Error()))
 	return exitFail
 }
 
@@ -267,7 +268,7 @@ func (ob *observations) loss() ode.Loss {
 	}}
 }
 
-func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.Writer, lim limits) error {
+func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.Writer, su setup) error {
 	pr, err := problems.ByName(strings.TrimSpace(o.problem))
 	if err != nil {
 		return usagef("-problem: %q is not a built-in problem; valid names are %s", o.problem, strings.Join(problems.Names(), ", "))
@@ -295,10 +296,29 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 		}
 		o.n = ob.n
 	}
-	j, err := o.build(lim)
+	j, err := o.build(su.lim)
 	if err != nil {
 		return err
 	}
+	switch {
+	case o.set["out"]:
+		return usagef("-out: fit writes to stdout; redirect it to a file")
+	case o.format == formatCSV:
+		return usagef("-format csv: fit writes a readable report or, with -format json (-json), one JSON object")
+	}
+	var plotFile *atomicFile
+	if fo.plot != "" {
+		if _, err := figureFormat(fo.plot); err != nil {
+			return usagef("-plot: %v", err)
+		}
+		// Created before the fit, so that a path that cannot be written
+		// costs no work.
+		if plotFile, err = createAtomic(fo.plot); err != nil {
+			return fmt.Errorf("-plot: %v", err)
+		}
+		defer plotFile.abort()
+	}
+	asJSON := o.format == formatJSON
 	prob := j.prob
 	d, np := prob.Field.Dim, prob.Field.Params
 	if fo.fits < 1 || prob.N%fo.fits != 0 {
@@ -368,18 +388,14 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	bar := progress.New(fo.steps, &progress.Settings{Quiet: fo.quiet, Writer: stderr, Description: "fit " + pr.Name})
+	bar := newBar(fo.steps, o.quiet || asJSON, stderr, "fit "+pr.Name, "steps", su.bars)
 	res, err := fr.Run(ctx, &fit.Settings{Steps: fo.steps, Optimizer: &optim.Adam{LearnRate: fo.lr}, Remesh: fo.remesh, ClipNorm: fo.clip, Progress: bar})
 	if err != nil && res == nil {
 		return err
 	}
-	if fo.plot != "" && len(res.History) > 0 {
-		fig, perr := res.Figure()
-		if perr == nil {
-			perr = fig.Save(fo.plot)
-		}
-		if perr != nil {
-			return perr
+	if plotFile != nil && len(res.History) > 0 {
+		if perr := writeLossCurve(plotFile, res); perr != nil {
+			return fmt.Errorf("-plot: %v", perr)
 		}
 	}
 	// The fitted values of each fit: P columns from the fit, y0 components
@@ -396,14 +412,15 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 			}
 		}
 	}
-	if o.json {
-		obj := fitJSON(pr.Name, j, vars, fo, res, fitted, truth, err)
+	engine := fr.Solver().Engine()
+	if asJSON {
+		obj := fitJSON(pr.Name, engine, j, vars, fo, res, fitted, truth, err)
 		if code := writeJSON(stdout, stderr, obj); code != exitOK {
 			return errors.New("writing JSON")
 		}
 		return err
 	}
-	writeFitHuman(stdout, pr.Name, j, vars, fo, res, fitted, truth)
+	writeFitHuman(stdout, pr.Name, engine, j, vars, fo, res, fitted, truth)
 	return err
 }
 
@@ -415,10 +432,32 @@ func varNames(vars []fitVar) []string {
 	return s
 }
 
-func fitJSON(name string, j *job, vars []fitVar, fo *fitOptions, res *fit.Result, fitted [][]float64, truth []float64, err error) jsonObject {
-	status := res.Status.String()
+// writeLossCurve draws the loss curve of res to f and commits f. Errors
+// name f's path.
+func writeLossCurve(f *atomicFile, res *fit.Result) error {
+	format, err := figureFormat(f.path)
 	if err != nil {
-		status = err.Error()
+		return err
+	}
+	fig, err := res.Figure()
+	if err != nil {
+		return fmt.Errorf("%s: %v", f.path, err)
+	}
+	if err := fig.WriteTo(f, format); err != nil {
+		return fmt.Errorf("writing %s: %v", f.path, err)
+	}
+	return f.commit()
+}
+
+func fitJSON(name, engine string, j *job, vars []fitVar, fo *fitOptions, res *fit.Result, fitted [][]float64, truth []float64, err error) jsonObject {
+	status := res.Status.String()
+	var errText any // null on success
+	if err != nil {
+		status = cliHints.Replace(err.Error())
+		errText = status
+		if errors.Is(err, ode.ErrStiff) {
+			status = "stiff"
+		}
 	}
 	fj := make([]jsonFloats, len(fitted))
 	for b := range fitted {
@@ -429,10 +468,10 @@ func fitJSON(name string, j *job, vars []fitVar, fo *fitOptions, res *fit.Result
 		first = res.History[0]
 	}
 	return jsonObject{
-		{"command", "fit"}, {"problem", name}, {"method", j.method.Name()},
+		{"command", "fit"}, {"problem", name}, {"method", j.method.Name()}, {"engine", engine},
 		{"n", j.prob.N}, {"fits", fo.fits}, {"fit", varNames(vars)},
 		{"data", fo.data}, {"truth", jsonFloats(truth)},
-		{"status", status}, {"steps", res.Steps}, {"records", res.Records},
+		{"status", status}, {"error", errText}, {"steps", res.Steps}, {"records", res.Records},
 		{"loss_first", jsonFloat(first)}, {"loss_final", jsonFloat(res.FinalLoss)},
 		{"loss_best", jsonFloat(res.BestLoss)}, {"best_step", res.BestStep},
 		{"fitted", fj}, {"history", jsonFloats(res.History)},
@@ -440,12 +479,12 @@ func fitJSON(name string, j *job, vars []fitVar, fo *fitOptions, res *fit.Result
 	}
 }
 
-func writeFitHuman(w io.Writer, name string, j *job, vars []fitVar, fo *fitOptions, res *fit.Result, fitted [][]float64, truth []float64) {
+func writeFitHuman(w io.Writer, name, engine string, j *job, vars []fitVar, fo *fitOptions, res *fit.Result, fitted [][]float64, truth []float64) {
 	src := "synthetic data"
 	if fo.data != "" {
 		src = fo.data
 	}
-	fmt.Fprintf(w, "fit %s (%s): %d trajectories, %d fit(s), %s, %s\n", name, strings.Join(varNames(vars), ", "), j.prob.N, fo.fits, src, j.method.Name())
+	fmt.Fprintf(w, "fit %s (%s): %s, %s, %s, %s on the %s engine\n", name, strings.Join(varNames(vars), ", "), count(j.prob.N, "trajectory"), count(fo.fits, "fit"), src, j.method.Name(), engine)
 	fmt.Fprintf(w, "%d Adam steps (%v), %d meshes recorded, %v\n", res.Steps, res.Status, res.Records, fmtDur(res.Time))
 	if len(res.History) > 0 {
 		fmt.Fprintf(w, "loss %.6g -> %.6g (best %.6g at step %d)\n", res.History[0], res.FinalLoss, res.BestLoss, res.BestStep)

@@ -18,8 +18,8 @@ var fuzzLimits = limits{memory: 256 << 10, source: "the fuzz target's memory lim
 // spaces) end to end through runLimited and checks that none panics (a
 // recovered panic is reported as an internal error), that the exit
 // status is 0, 1 or 2, and that a non-zero status comes with a message on
-// stderr. bench is left out (it runs for seconds); -out files are kept in
-// a temporary directory.
+// stderr. bench is left out (it runs for seconds); -out and -plot files
+// are kept in a temporary directory.
 func FuzzCLI(f *testing.F) {
 	for _, s := range []string{
 		"grad -problem vdp",
@@ -43,6 +43,14 @@ func FuzzCLI(f *testing.F) {
 		"grad -t1 1e300",
 		"grad -dt0 1e-300",
 		"grad -problem vdp-stiff -method tsit5",
+		"grad -problem vdp-stiff -method auto -json",
+		"solve -engine auto",
+		"grad -engine cuda",
+		"grad -engine ''",
+		"solve -n 3 -vary p1=0:21 -plot p.png",
+		"grad -saveat 0.5,1 -plot p.svg -quiet",
+		"solve -plot p.txt",
+		"grad -quiet -json",
 		"grad -max-steps 1 -json",
 		"grad -saveat 1,0",
 		"solve -saveat 0.5 -format csv",
@@ -78,8 +86,8 @@ func FuzzCLI(f *testing.F) {
 	})
 }
 
-// confineOut rewrites the value of every -out flag in args to a file in
-// dir, so that fuzzed command lines write nowhere else.
+// confineOut rewrites the value of every -out and -plot flag in args to a
+// file in dir, so that fuzzed command lines write nowhere else.
 func confineOut(args []string, dir string) {
 	safe := func(name string) string {
 		if name == "" || name == "-" {
@@ -101,30 +109,35 @@ func confineOut(args []string, dir string) {
 		if len(a)-len(name) < 1 || len(a)-len(name) > 2 {
 			continue
 		}
-		switch {
-		case name == "out" && i+1 < len(args):
-			args[i+1] = safe(args[i+1])
-		case strings.HasPrefix(name, "out="):
-			args[i] = "-out=" + safe(name[len("out="):])
+		for _, flag := range []string{"out", "plot"} {
+			switch {
+			case name == flag && i+1 < len(args):
+				args[i+1] = safe(args[i+1])
+			case strings.HasPrefix(name, flag+"="):
+				args[i] = "-" + flag + "=" + safe(name[len(flag)+1:])
+			}
 		}
 	}
 }
 
-// TestConfineOut checks that confineOut leaves no -out outside dir.
+// TestConfineOut checks that confineOut leaves no -out or -plot outside
+// dir.
 func TestConfineOut(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for _, line := range []string{
 		"grad -out /etc/passwd", "grad --out ../../x.csv", "grad -out=/dev/stdout", "grad --out=/tmp/../etc/x",
 		"grad -out ..", "grad -out . -json", "grad -p -out /x", "grad -out",
+		"grad -plot /etc/x.png", "solve --plot=../x.svg", "grad -plot -out /x.csv",
 	} {
 		args := strings.Split(line, " ")
 		confineOut(args, dir)
 		for i, a := range args {
 			v, isOut := "", false
-			if strings.TrimLeft(a, "-") == "out" && i+1 < len(args) {
+			name := strings.TrimLeft(a, "-")
+			if (name == "out" || name == "plot") && i+1 < len(args) {
 				v, isOut = args[i+1], true
-			} else if _, after, ok := strings.Cut(a, "out="); ok && strings.HasPrefix(a, "-") {
+			} else if flag, after, ok := strings.Cut(name, "="); ok && (flag == "out" || flag == "plot") && strings.HasPrefix(a, "-") {
 				v, isOut = after, true
 			}
 			if isOut && v != "" && v != "-" && filepath.Dir(v) != dir {

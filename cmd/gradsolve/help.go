@@ -4,6 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
+
+	"github.com/gradsolve-go/gradsolve/ode"
 )
 
 // Help texts of solve and grad. Keep jsonSchema, doc.go and the README's
@@ -19,6 +23,8 @@ Examples:
 
 	gradsolve solve -problem vdp -p 5 -y0 2,0 -t1 3 -saveat 1,2,3
 	gradsolve solve -problem lorenz -n 1000 -vary p1=0:21 -json
+	gradsolve solve -problem lorenz -n 8 -vary p1=0:28 -saveat 0.25,0.5,0.75,1 -plot states.png
+	gradsolve solve -problem vdp-stiff -method auto
 `
 
 const gradHelp = `Usage: gradsolve grad [flags]
@@ -34,6 +40,8 @@ Examples:
 	gradsolve grad -problem vdp -p 2 -y0 2,0
 	gradsolve grad -problem robertson -p 0.04,3e7,1e4 -y0 1,0,0 -t1 100 -method rodas5p -loss y:0 -json
 	gradsolve grad -problem lorenz -n 32768 -vary p1=0:21 -rtol 1e-6
+	gradsolve grad -problem lorenz -n 256 -vary p1=0:28 -plot grad.svg
+	gradsolve grad -problem vdp-stiff -method auto -json
 `
 
 const ensembleHelp = `Ensembles: -n N runs N trajectories. -p and -y0 take one row (used by every
@@ -52,6 +60,34 @@ the estimate and the largest -n that fits. A grad also stores about
 8·(dim+1) bytes per step of each trajectory, beyond the estimate.
 `
 
+// runHelp is the help on methods, engines, progress and plots; its
+// arguments are engineNote(), plotLines and densePoints.
+const runHelp = `Methods: -method auto integrates with Tsit5 and, if the stiffness test
+fires on any trajectory, runs the whole ensemble again with Rodas5P; the
+output names the method that ran. On a trajectory that is stiff for it, an
+explicit method (tsit5, vern7) runs at its stability limit: its states are
+accurate (solve reports the trajectories as stiff), but the derivative of
+its replay is meaningless, so grad refuses it: status stiff, exit status 1,
+use -method rodas5p or -method auto.
+
+Engines: -engine cpu (the default) runs the work on the CPU; -engine NAME on
+a registered engine; -engine auto on the first available registered engine
+other than the CPU, else the CPU. The output names the engine that ran.
+%s
+
+Progress: on a terminal, a run that lasts more than a second shows a bar on
+stderr (grad counts every trajectory twice: recorded, then differentiated).
+-quiet turns it off; there is none when stderr is not a terminal, nor with
+csv or json output to stdout.
+
+Plots: -plot FILE.png (or .svg, .pdf) draws the results, written through a
+temporary file like -out: with -saveat, the states at the save times of up
+to %d trajectories, evenly spaced over the ensemble; without, a single
+trajectory at %d times (a second solve), or, for n > 1, the final states
+(grad: the gradient with respect to the parameters) against the first
+-vary quantity, or against the trajectory's index.
+`
+
 const outputHelp = `Output: -format human (the default) prints a readable report; -format json
 (or -json) one object, described below; -format csv a table with a header
 and one row per trajectory:
@@ -61,7 +97,8 @@ and one row per trajectory:
 	sigma, ...        its parameters, by name (p0, p1, ... if unnamed)
 	t                 the time it reached (t1, unless it failed)
 	y[0], ...         its state at t
-	status            ok, max steps reached, step size underflow, non-finite state, not run
+	status            ok, max steps reached, step size underflow, non-finite state,
+	                  not run; grad: stiff for the explicit method (no gradient)
 	accepted, rejected  its steps
 	dL/dy0[0], ...    grad: the gradient with respect to the initial state
 	dL/dsigma, ...    grad: the gradient with respect to each parameter
@@ -87,14 +124,22 @@ y_final is y_final[i*dim:(i+1)*dim]. A value that could not be computed, or is
 NaN or infinite, is null.
 
 	command           "solve" or "grad"
-	problem, method   the problem's name; the method that ran, as "Tsit5"
+	problem, method   the problem's name; the method that ran, as "Tsit5" (-method
+	                  auto: Tsit5, or Rodas5P if the stiffness test fired)
+	engine            the engine that ran, as "cpu"
 	n, dim, params    trajectories, state dimension, per-trajectory parameters
 	t0, t1            the time span
 	rtol, atol        the tolerances (atol: a list if one per component)
 	vary              the -vary sweeps, as ["p1=0:21"]
 	loss_name         grad: the loss, "sumsq" or "y:K"
-	status            "ok", or the error text if the run failed
+	status            "ok"; "stiff" if the gradient was refused because a
+	                  trajectory is stiff for the explicit method; otherwise the
+	                  error text of the failed run
+	error             null, or the error text (with what to try)
 	failed            number of failed trajectories
+	stiff             number of trajectories stiff for the explicit method (its
+	                  stiffness test fired): solve's states are accurate, grad
+	                  refuses their gradient
 	loss              grad: the loss, a number
 	y_final           [n×dim] final states (null entries for failed trajectories)
 	grad_p            grad: [n×params] dL/dp
@@ -114,14 +159,27 @@ NaN or infinite, is null.
 
 The per-trajectory arrays (y_final, grad_p, grad_y0, y_saved) are left out
 when n > 1024 unless -arrays is given; the other keys are always present.
-On a failure the object is still printed, with status the error text.
+On a failure the object is still printed, with status and error saying why.
 `
 
 const exitHelp = `Exit status: 0 on success; 1 if the run failed: a trajectory failed, the
-gradient is not finite, or the output could not be written (stderr and the
-status say where and why, with what to try); 2 for a bad command line (the
-message names the flag), and for an internal error (a bug: please report it).
+gradient was refused because a trajectory is stiff for the explicit method,
+the gradient is not finite, or the output or the plot could not be written
+(stderr and the status say where and why, with what to try); 2 for a bad
+command line (the message names the flag), and for an internal error (a
+bug: please report it).
 `
+
+// engineNote lists the engines of this build and says where the GPU
+// engine comes from if this build lacks it.
+func engineNote() string {
+	names := ode.Engines()
+	s := "This build has: " + strings.Join(names, ", ") + "."
+	if !slices.Contains(names, "cuda") {
+		s += " The GPU engine, cuda, needs package cuda,\nwhich this build does not include."
+	}
+	return s
+}
 
 // commandHelp writes the help of solve or grad, with fs's flags.
 func commandHelp(w io.Writer, cmd string, fs *flag.FlagSet) {
@@ -137,6 +195,8 @@ func commandHelp(w io.Writer, cmd string, fs *flag.FlagSet) {
 	fs.SetOutput(out)
 	fmt.Fprintln(w)
 	fmt.Fprint(w, ensembleHelp)
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, runHelp, engineNote(), plotLines, densePoints)
 	fmt.Fprintln(w)
 	fmt.Fprint(w, outputHelp)
 	fmt.Fprintln(w)

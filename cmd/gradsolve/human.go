@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gradsolve-go/gradsolve/ode"
 )
 
 // sampleRows is the most trajectories the human output of an ensemble
@@ -23,11 +25,11 @@ func (j *job) writeHuman(w io.Writer, out *outcome) error {
 	if isGrad {
 		what = "gradient"
 	}
-	if n == 1 {
-		fmt.Fprintf(tw, "%s: %s with %s, t from %g to %g, rtol %g, atol %s\n", j.pr.Name, what, j.method.Name(), j.prob.T0, j.prob.T1, j.set.RelTol, j.atolText())
-	} else {
-		fmt.Fprintf(tw, "%s: %s of %d trajectories with %s, t from %g to %g, rtol %g, atol %s\n", j.pr.Name, what, n, j.method.Name(), j.prob.T0, j.prob.T1, j.set.RelTol, j.atolText())
+	if n > 1 {
+		what += fmt.Sprintf(" of %d trajectories", n)
 	}
+	fmt.Fprintf(tw, "%s: %s with %s on the %s engine, t from %g to %g, rtol %g, atol %s\n",
+		j.pr.Name, what, j.methodText(out), j.engineRan(out), j.prob.T0, j.prob.T1, j.set.RelTol, j.atolText())
 	for _, v := range j.opts.vary {
 		fmt.Fprintf(tw, "vary\t%s%d (%s) from %g to %g\n", v.Target, v.Index, j.varyName(v), v.Lo, v.Hi)
 	}
@@ -35,6 +37,9 @@ func (j *job) writeHuman(w io.Writer, out *outcome) error {
 	st := summarize(out.sol)
 	if st.failed > 0 && n > 1 {
 		fmt.Fprintf(tw, "failed\t%d of %d trajectories\n", st.failed, n)
+	}
+	if k := out.stiff(); k > 0 {
+		fmt.Fprintf(tw, "stiff\t%s\n", j.stiffText(out, k))
 	}
 	if isGrad && out.grad != nil {
 		fmt.Fprintf(tw, "loss\t%s = %.10g\n", j.loss, out.grad.Loss)
@@ -84,6 +89,32 @@ func (j *job) writeHuman(w io.Writer, out *outcome) error {
 		return j.writeSingle(w, out)
 	}
 	return j.writeEnsemble(w, out, np)
+}
+
+// methodText names the method that ran; with -method auto, also why.
+func (j *job) methodText(out *outcome) string {
+	ran := j.methodRan(out)
+	if j.set.Method != ode.Auto || out.sol == nil {
+		return ran
+	}
+	if ran == ode.Tsit5.Name() {
+		return ran + " (-method auto: the stiffness test did not fire)"
+	}
+	return ran + " (-method auto: the stiffness test fired with Tsit5)"
+}
+
+// stiffText says that k trajectories are stiff for the explicit method
+// that ran, and what it means for the command.
+func (j *job) stiffText(out *outcome, k int) string {
+	which := "yes"
+	if n := j.n(); n > 1 {
+		which = fmt.Sprintf("%d of %d trajectories", k, n)
+	}
+	s := fmt.Sprintf("%s (the stiffness test of %s fired): ", which, j.methodRan(out))
+	if out.refusedStiff() {
+		return s + "no gradient; use -method rodas5p or -method auto"
+	}
+	return s + "the states are accurate, but -method rodas5p or -method auto is faster here, and grad needs one of them"
 }
 
 // writeSingle writes the tables of one trajectory: states, parameters

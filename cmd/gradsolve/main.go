@@ -31,10 +31,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return runLimited(args, stdout, stderr, machineLimits())
 }
 
-// runLimited is run with the given limits. A panic anywhere in the
-// command (a bug) is recovered here: it is reported as an internal error
-// and the status is exitUsage, so that no input crashes the process.
-func runLimited(args []string, stdout, stderr io.Writer, lim limits) (code int) {
+// runLimited is run with the given limits and the default progress bars.
+func runLimited(args []string, stdout, stderr io.Writer, lim limits) int {
+	return runWith(args, stdout, stderr, setup{lim: lim, bars: defaultBars})
+}
+
+// setup is what a command runs with besides its arguments and streams.
+type setup struct {
+	lim  limits    // resource limits
+	bars barConfig // progress bars
+}
+
+// runWith is run with the given setup. A panic anywhere in the command (a
+// bug) is recovered here: it is reported as an internal error and the
+// status is exitUsage, so that no input crashes the process.
+func runWith(args []string, stdout, stderr io.Writer, su setup) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
 			reportPanic(stderr, r)
@@ -48,13 +59,13 @@ func runLimited(args []string, stdout, stderr io.Writer, lim limits) (code int) 
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "solve", "grad":
-		return solveOrGrad(cmd, rest, stdout, stderr, lim)
+		return solveOrGrad(cmd, rest, stdout, stderr, su)
 	case "problems":
 		return problemsCommand(rest, stdout, stderr)
 	case "fit":
-		return fitCommand(rest, stdout, stderr, lim)
+		return fitCommand(rest, stdout, stderr, su)
 	case "bench":
-		err := benchCommand(rest, stdout, stderr, lim)
+		err := benchCommand(rest, stdout, stderr, su.lim, su.bars)
 		switch {
 		case err == nil || errors.Is(err, flag.ErrHelp):
 			return exitOK
@@ -120,9 +131,11 @@ func isUsage(err error) bool {
 	return false
 }
 
-const mainUsage = `gradsolve solves ensembles of small ODEs on the CPU (there is no GPU engine
-yet) and returns exact reverse-mode gradients of a loss of the solutions
-(record the adaptive mesh, differentiate its replay).
+const mainUsage = `gradsolve solves ensembles of small ODEs and returns exact reverse-mode
+gradients of a loss of the solutions (record the adaptive mesh, differentiate
+its replay). The work runs on the CPU, or on another engine chosen with
+-engine (see gradsolve help solve).
+%s
 
 Usage:
 
@@ -144,13 +157,19 @@ Examples:
 	gradsolve grad -problem lorenz -n 32768 -vary p1=0:21 -rtol 1e-6
 	gradsolve solve -problem vdp -p 5 -y0 2,0 -t1 3 -saveat 1,2,3
 	gradsolve grad -problem lorenz -n 1000 -vary p1=0:21 -out sweep.csv
+	gradsolve grad -problem vdp-stiff -method auto
+	gradsolve solve -problem lorenz -n 64 -vary p1=0:28 -plot sweep.png
 
-Exit status: 0 on success, 1 if a run failed (a trajectory, a non-finite
+A run that lasts more than a second shows a progress bar on a terminal
+(stderr); -quiet turns it off.
+
+Exit status: 0 on success, 1 if a run failed (a trajectory, a gradient
+refused because a trajectory is stiff for the explicit method, a non-finite
 gradient, writing the output: stderr says why), 2 for a bad command line or
 an internal error.
 `
 
-func mainHelp(w io.Writer) { fmt.Fprint(w, mainUsage) }
+func mainHelp(w io.Writer) { fmt.Fprintf(w, mainUsage, engineNote()) }
 
 // helpCommand runs "gradsolve help [command]".
 func helpCommand(args []string, stdout, stderr io.Writer) int {
@@ -165,7 +184,7 @@ func helpCommand(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "bench":
 		// bench documents itself through its flags.
-		if err := benchCommand([]string{"-h"}, stdout, stdout, limits{}); err != nil && !errors.Is(err, flag.ErrHelp) {
+		if err := benchCommand([]string{"-h"}, stdout, stdout, limits{}, defaultBars); err != nil && !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "gradsolve bench: %v\n", err)
 			return exitFail
 		}

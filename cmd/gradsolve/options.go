@@ -42,6 +42,7 @@ type options struct {
 	maxSteps int
 	dt0      float64
 	method   string
+	engine   string // the -engine value; build resolves it (see parseEngine)
 	loss     string // grad only
 	n        int
 	vary     varyFlag
@@ -51,6 +52,8 @@ type options struct {
 	arrays   bool
 	format   string // formatHuman, formatCSV or formatJSON; "" until resolved
 	out      string // the output file; "" for stdout
+	plot     string // solve and grad: the figure file; "" for none
+	quiet    bool   // no progress bar
 
 	set map[string]bool // the flags given on the command line
 }
@@ -105,7 +108,8 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.atol, "atol", formatFloat(ode.DefaultAbsTol), "absolute `tolerance`: one value, or a comma list of one per state component")
 	fs.IntVar(&o.maxSteps, "max-steps", ode.DefaultMaxSteps, "maximum attempted (accepted + rejected) steps per trajectory")
 	fs.Float64Var(&o.dt0, "dt0", 0, "first step `size`; 0 picks it per trajectory")
-	fs.StringVar(&o.method, "method", "", "integration method `"+methodNames("|")+"` (default: Tsit5, or Rodas5P for a stiff problem)")
+	fs.StringVar(&o.method, "method", "", "integration method `"+methodNames("|")+"` (default: Tsit5, or Rodas5P for a stiff problem); auto runs Tsit5 and, if the stiffness test fires on any trajectory, runs again with Rodas5P")
+	fs.StringVar(&o.engine, "engine", "cpu", "the engine that runs the work, `cpu|auto|NAME`: auto is the first available registered engine other than cpu, else cpu; this build has "+strings.Join(ode.Engines(), ", "))
 	if cmd == "grad" {
 		fs.StringVar(&o.loss, "loss", lossSumSquares, "loss `sumsq|y:K`: the sum of squares of the final states, or the sum of their component K")
 	}
@@ -117,6 +121,10 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.out, "out", "", "write the output to `FILE` (a temporary file renamed when it is complete); the readable report of a csv or json output then goes to stdout")
 	fs.BoolVar(&o.json, "json", false, "the same as -format json")
 	fs.BoolVar(&o.arrays, "arrays", false, fmt.Sprintf("with -json, print the per-trajectory arrays even when n > %d", jsonArrayLimit))
+	if cmd != "fit" { // fit's -plot is its loss curve
+		fs.StringVar(&o.plot, "plot", "", "draw the results to `FILE` (.png, .svg or .pdf): the states against time, or for an ensemble without -saveat the final states (grad: the gradient) against the first -vary quantity; see Plots below")
+	}
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar (there is none off a terminal, for runs under a second, or with csv or json output to stdout)")
 	fs.Usage = func() { commandHelp(fs.Output(), cmd, fs) }
 	return fs
 }
@@ -273,6 +281,15 @@ func (o *options) build(lim limits) (*job, error) {
 	if err != nil {
 		return nil, usagef("-method: %v", err)
 	}
+	engine, err := parseEngine(o.engine)
+	if err != nil {
+		return nil, usagef("-engine: %v", err)
+	}
+	if o.cmd != "fit" && o.set["plot"] {
+		if _, err := figureFormat(o.plot); err != nil {
+			return nil, usagef("-plot: %v", err)
+		}
+	}
 	j.method = m
 	if m == nil {
 		j.method = ode.Route(&f)
@@ -301,6 +318,7 @@ func (o *options) build(lim limits) (*job, error) {
 	j.prob = ode.Problem{Field: f, N: n, Y0: y0, P: p, Shared: pr.Shared, T0: t0, T1: t1, SaveAt: saveat}
 	j.set = ode.Settings{
 		Method:   m,
+		Engine:   engine,
 		RelTol:   o.rtol,
 		MaxSteps: o.maxSteps,
 		Dt0:      o.dt0,

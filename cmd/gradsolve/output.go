@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gradsolve-go/gradsolve/ode"
 )
 
 // atomicFile is an output file written through a temporary file in the
@@ -206,6 +208,7 @@ func (j *job) writeCSV(w io.Writer, out *outcome) error {
 		cw.Flush()
 		return cw.Error()
 	}
+	refused := out.refusedStiff() // the stiff trajectories are the cause
 	row := make([]string, 0, len(hdr))
 	for i := 0; i < n; i++ {
 		row = append(row[:0], strconv.Itoa(i))
@@ -222,6 +225,9 @@ func (j *job) writeCSV(w io.Writer, out *outcome) error {
 		st := ""
 		if i < len(sol.Status) {
 			st = sol.Status[i].String()
+		}
+		if refused && i < len(sol.Stiff) && sol.Stiff[i] {
+			st = ode.Stiff.String()
 		}
 		row = append(row, st, strconv.Itoa(atInt(sol.Stats.Accepted, i)), strconv.Itoa(atInt(sol.Stats.Rejected, i)))
 		if j.opts.cmd == "grad" {

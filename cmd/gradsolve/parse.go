@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -190,6 +191,7 @@ var methods = []struct {
 	{"vern7", ode.Vern7},
 	{"rodas5p", ode.Rodas5P},
 	{"rosenbrock23", ode.Rosenbrock23},
+	{"auto", ode.Auto},
 }
 
 // methodNames returns the -method values joined by sep.
@@ -214,4 +216,24 @@ func parseMethod(s string) (ode.Method, error) {
 		}
 	}
 	return nil, fmt.Errorf("%q: unknown method; want one of %s", s, methodNames(", "))
+}
+
+// parseEngine returns the engine named s (case-insensitive, spaces
+// trimmed) for ode.Settings.Engine: "cpu" for "" and "cpu", "auto", or
+// the name of an engine registered with package ode in this build. The
+// error for any other name lists the valid ones; for "cuda" it says that
+// the engine comes with package cuda, which this build does not include.
+func parseEngine(s string) (string, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	switch {
+	case t == "" || t == "cpu":
+		return "cpu", nil
+	case t == "auto" || slices.Contains(ode.Engines(), t):
+		return t, nil
+	}
+	valid := strings.Join(append(ode.Engines(), "auto"), ", ")
+	if t == "cuda" {
+		return "", fmt.Errorf("%q: this build of gradsolve has no cuda engine (package cuda registers it when it is imported); the engines here are %s", s, valid)
+	}
+	return "", fmt.Errorf("%q: unknown engine; want one of %s", s, valid)
 }

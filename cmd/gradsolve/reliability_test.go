@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
 )
 
 // runArgs runs args in-process and returns the exit status, stdout and
@@ -245,8 +248,8 @@ func TestPlurals(t *testing.T) {
 }
 
 // TestHelpTruths checks statements of the help and the README that were
-// once wrong: the block size is chosen per program, and there is no GPU
-// engine (nor an -engine flag) yet.
+// once wrong: the block size is chosen per program, and the engines the
+// help and README name are those of this build.
 func TestHelpTruths(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
@@ -259,18 +262,30 @@ func TestHelpTruths(t *testing.T) {
 		if strings.Contains(text, "(256)") || strings.Contains(text, "default 256") {
 			t.Errorf("%s says the block default is 256", name)
 		}
-		if strings.Contains(text, "-engine") {
-			t.Errorf("%s mentions -engine, which does not exist", name)
+		if !strings.Contains(text, "-engine") {
+			t.Errorf("%s does not mention -engine", name)
+		}
+		if strings.Contains(text, "no GPU engine yet") {
+			t.Errorf("%s says there is no GPU engine yet", name)
 		}
 	}
 	if !strings.Contains(help, "working set") {
 		t.Errorf("help grad does not say how the block size is chosen")
 	}
-	if !strings.Contains(mainHelp, "no GPU engine") || !strings.Contains(string(readme), "no GPU engine") {
-		t.Errorf("help or README does not say that there is no GPU engine yet")
+	engines := strings.Join(ode.Engines(), ", ")
+	if !strings.Contains(help, "This build has: "+engines+".") || !strings.Contains(mainHelp, "This build has: "+engines+".") {
+		t.Errorf("help or help grad does not list this build's engines (%s)", engines)
 	}
-	if code, _, stderr := runArgs("grad", "-engine", "cpu"); code != exitUsage || !strings.Contains(stderr, "-engine") {
-		t.Errorf("-engine: exit %d, stderr %q", code, stderr)
+	if slices.Contains(ode.Engines(), "cuda") {
+		return
+	}
+	// Without package cuda, the help, the README and the error say that
+	// -engine cuda needs it.
+	if !strings.Contains(help, "needs package cuda") || !strings.Contains(string(readme), "`-engine cuda` needs package `cuda`") {
+		t.Errorf("help grad or README does not say that -engine cuda needs package cuda")
+	}
+	if code, _, stderr := runArgs("grad", "-engine", "cuda"); code != exitUsage || !strings.Contains(stderr, "-engine") || !strings.Contains(stderr, "package cuda") {
+		t.Errorf("-engine cuda: exit %d, stderr %q", code, stderr)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/progress"
 )
 
 // outcome is what a solve or grad computed, possibly in part: a failed
@@ -25,23 +26,65 @@ type outcome struct {
 	setup, record, gradient, total time.Duration
 
 	written []string // the output files written, as "runs.csv (64 trajectories)"
+
+	solver *ode.Solver // the solver that ran; nil if it could not be made
 }
 
+// methodRan returns the name of the method that produced the solution (with
+// -method auto, Tsit5 or Rodas5P), or of the method asked for if there is
+// no solution.
+func (j *job) methodRan(out *outcome) string {
+	if out.sol != nil && out.sol.Method != "" {
+		return out.sol.Method
+	}
+	return j.method.Name()
+}
+
+// engineRan returns the name of the engine that ran the job, or of the
+// engine asked for if none ran.
+func (j *job) engineRan(out *outcome) string {
+	switch {
+	case out.sol != nil && out.sol.Engine != "":
+		return out.sol.Engine
+	case out.solver != nil:
+		return out.solver.Engine()
+	}
+	return j.set.Engine
+}
+
+// stiff returns the number of trajectories on which the stiffness test
+// of an explicit method fired (ode.Solution.Stiff).
+func (out *outcome) stiff() int {
+	k := 0
+	if out.sol != nil {
+		for _, s := range out.sol.Stiff {
+			if s {
+				k++
+			}
+		}
+	}
+	return k
+}
+
+// refusedStiff reports whether the gradient was refused because a
+// trajectory is stiff for the explicit method that recorded it.
+func (out *outcome) refusedStiff() bool { return errors.Is(out.err, ode.ErrStiff) }
+
 // solveOrGrad runs the solve or grad command and returns the exit status.
-func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer, lim limits) int {
+func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer, su setup) int {
 	o, err := parseArgs(cmd, args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
 	var j *job
 	if err == nil {
-		j, err = o.build(lim)
+		j, err = o.build(su.lim)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gradsolve %s: %v\n", cmd, err)
 		fmt.Fprintf(stderr, "Run 'gradsolve help %s' for usage.\n", cmd)
 		if o != nil && (o.json || strings.EqualFold(strings.TrimSpace(o.format), formatJSON)) && writesStdout(o.out) {
-			writeJSON(stdout, stderr, jsonObject{{"command", cmd}, {"status", err.Error()}})
+			writeJSON(stdout, stderr, jsonObject{{"command", cmd}, {"status", err.Error()}, {"error", err.Error()}})
 		}
 		return exitUsage
 	}
@@ -51,7 +94,7 @@ func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer, lim limits
 
 	// Create the output files before the run, so that a path that cannot
 	// be written costs no work.
-	var file, saved *atomicFile
+	var file, saved, fig *atomicFile
 	if !writesStdout(o.out) {
 		if file, err = createAtomic(o.out); err != nil {
 			fmt.Fprintf(stderr, "gradsolve %s: -out: %v\n", cmd, err)
@@ -66,12 +109,35 @@ func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer, lim limits
 			defer saved.abort()
 		}
 	}
+	if o.plot != "" {
+		if fig, err = createAtomic(o.plot); err != nil {
+			fmt.Fprintf(stderr, "gradsolve %s: -plot: %v\n", cmd, err)
+			return exitFail
+		}
+		defer fig.abort()
+	}
 
-	out := j.run()
+	// No bar when the data go to stdout: that output is for a program.
+	quiet := o.quiet || (o.format != formatHuman && writesStdout(o.out))
+	passes := 1
+	if cmd == "grad" {
+		passes = 2 // record, then differentiate
+	}
+	desc := fmt.Sprintf("%s %s", cmd, j.pr.Name)
+	out := j.run(newBar(passes*j.n(), quiet, stderr, desc, "traj", su.bars))
 	status := exitOK
 	if out.err != nil {
 		status = exitFail
 		fmt.Fprintf(stderr, "gradsolve %s: %s\n", cmd, out.statusText())
+	}
+	if fig != nil {
+		what, err := j.writeFigure(fig, out)
+		if err != nil {
+			fmt.Fprintf(stderr, "gradsolve %s: -plot: %v\n", cmd, err)
+			status = exitFail
+		} else {
+			out.written = append(out.written, fmt.Sprintf("%s (plot: %s)", o.plot, what))
+		}
 	}
 
 	if file == nil {
@@ -135,16 +201,26 @@ func (j *job) writeOutput(w io.Writer, format string, out *outcome) error {
 	return j.writeHuman(w, out)
 }
 
-// run solves (and, for grad, differentiates) the job.
-func (j *job) run() *outcome {
+// run solves (and, for grad, differentiates) the job, reporting the
+// trajectories done to bar (grad: those recorded, then those
+// differentiated) and finishing it before it returns.
+func (j *job) run(bar progress.Reporter) *outcome {
+	defer bar.Finish()
 	out := &outcome{}
 	start := time.Now()
 	defer func() { out.total = time.Since(start) }()
-	sv, err := ode.NewSolver(j.prob.Field, &j.set)
+	set := j.set
+	var pass *passes
+	if _, ok := bar.(progress.Nop); !ok {
+		pass = newPasses(bar, j.n())
+		set.Progress = pass.progress
+	}
+	sv, err := ode.NewSolver(j.prob.Field, &set)
 	if err != nil {
 		out.err = err
 		return out
 	}
+	out.solver = sv
 	out.setup = time.Since(start)
 	if j.opts.cmd == "solve" {
 		t := time.Now()
@@ -159,6 +235,9 @@ func (j *job) run() *outcome {
 	if err != nil {
 		out.err = err
 		return out
+	}
+	if pass != nil {
+		pass.next()
 	}
 	t = time.Now()
 	g, err := sv.Grad(nil, &j.prob, j.odeLoss(), m)
@@ -257,9 +336,21 @@ func (out *outcome) statusText() string {
 	return cliHints.Replace(out.err.Error())
 }
 
+// jsonStatus is the status of the JSON output: "ok", "stiff" if the
+// gradient was refused because a trajectory is stiff for the explicit
+// method, or the failure (statusText).
+func (out *outcome) jsonStatus() string {
+	if out.refusedStiff() {
+		return "stiff"
+	}
+	return out.statusText()
+}
+
 // cliHints rewrites the library's advice (see ode.TrajectoryError) in
-// terms of the command's flags.
+// terms of the command's flags. Earlier pairs win where two match.
 var cliHints = strings.NewReplacer(
+	"use Rodas5P (Settings.Method), or Auto to switch when the stiffness test fires",
+	"use -method rodas5p, or -method auto to switch to Rodas5P when the stiffness test fires",
 	"Settings.MaxSteps", "-max-steps",
 	"use Rodas5P", "use -method rodas5p",
 	"try Rodas5P", "try -method rodas5p",
@@ -280,7 +371,8 @@ func (j *job) jsonResult(out *outcome) jsonObject {
 	obj := jsonObject{
 		{"command", j.opts.cmd},
 		{"problem", j.pr.Name},
-		{"method", j.method.Name()},
+		{"method", j.methodRan(out)},
+		{"engine", j.engineRan(out)},
 		{"n", n}, {"dim", d}, {"params", np},
 		{"t0", jsonFloat(j.prob.T0)}, {"t1", jsonFloat(j.prob.T1)},
 		{"rtol", jsonFloat(j.set.RelTol)}, {"atol", j.atolJSON()},
@@ -289,7 +381,12 @@ func (j *job) jsonResult(out *outcome) jsonObject {
 	if j.opts.cmd == "grad" {
 		obj = append(obj, jsonField{"loss_name", j.loss.String()})
 	}
-	obj = append(obj, jsonField{"status", out.statusText()}, jsonField{"failed", st.failed})
+	var errText any // null on success
+	if out.err != nil {
+		errText = out.statusText()
+	}
+	obj = append(obj, jsonField{"status", out.jsonStatus()}, jsonField{"error", errText},
+		jsonField{"failed", st.failed}, jsonField{"stiff", out.stiff()})
 
 	arrays := n <= jsonArrayLimit || j.opts.arrays
 	var y, gp, gy, gs []float64
