@@ -11,12 +11,14 @@ import (
 )
 
 // The neural-ODE protocol's programs, built here with tape alone as
-// package ode builds them (the reverse step as scan.Reverse does): the field y' = MLP(y) with the MLP 2→32→32→2
-// (tanh hidden, identity output, 1,218 shared weights), one Tsit5 trial
-// step with its error estimate, FSAL stage and stiffness estimate, and the
-// accumulating VJP of the replay step (per-lane gradient accumulators gs,
-// no summed outputs). The benchmarks run one block of m lanes on one
-// goroutine, as a worker of a whole-solve engine does:
+// package ode builds them (the reverse step as scan.Reverse does): the
+// field y' = MLP(y) with the MLP 2→32→32→2 (tanh hidden, identity output,
+// 1,218 shared weights), one Tsit5 trial step with its error estimate,
+// FSAL stage and stiffness estimate, and the reverse of the replay step
+// (λ' and the step's own per-lane contribution to the weights' gradient,
+// which the sweep sums over lanes; no summed outputs). The benchmarks run
+// one block of m lanes on one goroutine, as a worker of a whole-solve
+// engine does:
 //
 //	go test -run XXX -bench Neural -count 5 ./tape
 //
@@ -49,7 +51,7 @@ type neuralProblem struct {
 	field        *tape.Program // t, y[2], s[1218] → f[2]
 	trial        *tape.Program // t, h, y, s, k1 → y⁺, err, k7, hρ
 	replay       *tape.Program // t, h, y, s → y⁺
-	rev          *tape.Program // t, h, y, s, λ, gs → λ', gs'
+	rev          *tape.Program // t, h, y, s, λ → λ', gs
 	weights      []float64
 	d, nw        int
 	trialIn      []tape.Input
@@ -160,9 +162,9 @@ func (np *neuralProblem) buildReplay(t testing.TB) *tape.Program {
 	return p
 }
 
-// buildReverse is the accumulating VJP of the replay step, as ode's
-// accumulatingVJP builds it: inputs t, h, y, s, λ, gs; outputs λ' and
-// gs + (∂y⁺/∂s)ᵀλ, per lane.
+// buildReverse is the reverse step of the replay step, as scan.Reverse
+// builds it: inputs t, h, y, s, λ; outputs λ' = (∂y⁺/∂y)ᵀλ and this
+// step's contribution gs = (∂y⁺/∂s)ᵀλ, per lane.
 func (np *neuralProblem) buildReverse(t testing.TB) *tape.Program {
 	d, nw := np.d, np.nw
 	wrt := make([]int, 0, d+nw)
@@ -174,17 +176,11 @@ func (np *neuralProblem) buildReverse(t testing.TB) *tape.Program {
 		t.Fatal(err)
 	}
 	b := tape.NewBuilder("neural.Tsit5.replay.rev", true)
-	in := make([]tape.V, 0, len(vjp.Inputs)+nw)
+	in := make([]tape.V, 0, len(vjp.Inputs))
 	for _, x := range vjp.Inputs {
 		in = append(in, b.Input(x.Name, x.Shared))
 	}
-	gs := b.Inputs("gs", nw, false)
-	r := tape.Call(vjp, in)
-	outs := append([]tape.V(nil), r[:d]...)
-	for c := 0; c < nw; c++ {
-		outs = append(outs, gs[c].Add(r[d+c]))
-	}
-	p, err := b.Build(outs...)
+	p, err := b.Build(tape.Call(vjp, in)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +223,8 @@ var neuralLanes = []int{16, 64, 256}
 
 // BenchmarkNeural runs the trial step and the reverse replay step of the
 // neural protocol on one block of m lanes, one goroutine; rev-inplace is
-// the reverse step as an integrator runs it, the cotangents and the
-// gradient accumulators updated in place.
+// the reverse step as an integrator runs it, the cotangents λ updated in
+// place.
 func BenchmarkNeural(b *testing.B) {
 	np := newNeuralProblem(b)
 	for _, pc := range []struct {
@@ -244,8 +240,8 @@ func BenchmarkNeural(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/m=%d", pc.name, m), func(b *testing.B) {
 				e := e0.Clone(m, 1)
 				in, out := np.inputs(pc.p, m, 1), newOutsN(pc.p, m)
-				if pc.inPlace { // λ and gs: the inputs after t, h, y, s
-					for k := range out {
+				if pc.inPlace { // λ: the inputs after t, h, y, s
+					for k := 0; k < np.d; k++ {
 						out[k] = in[2+np.d+np.nw+k]
 					}
 				}
