@@ -70,21 +70,34 @@ type cpuExec struct {
 	free []*cpuWorker
 }
 
-// chunkSize returns the chunk size of job: Job.ChunkSize, or the trial
-// step's working-set block size (an L2-sized block), reduced so that
-// every worker gets about four chunks; a multiple of scan.TileSize.
+// chunkSize returns the chunk size of job: Job.ChunkSize, or else two
+// chunks per worker, so that uneven trajectories balance, within limits:
+// no more than the trial step's working-set block size (at most
+// maxChunk, to stay in the core's cache) and, while every worker still
+// gets a chunk, no fewer lanes than make a trial step's fixed costs small
+// next to its work (chunkWork values of the trial program per chunk). The
+// result is a multiple of scan.TileSize.
 func (ex *cpuExec) chunkSize(j *Job, workers int) int {
 	tile := scan.TileSize
 	round := func(c int) int { return max(tile, (c+tile-1)/tile*tile) }
 	if j.ChunkSize > 0 {
 		return round(min(j.ChunkSize, j.N))
 	}
-	c := ex.trial.BlockSize()
-	if per := (j.N + 4*workers - 1) / (4 * workers); per < c {
-		c = per
-	}
-	return round(c)
+	n := j.N
+	perTwo := (n + 2*workers - 1) / (2 * workers)
+	perOne := (n + workers - 1) / workers
+	floor := chunkWork / max(1, ex.trial.Program().Len())
+	c := max(perTwo, min(floor, perOne))
+	return round(min(c, ex.trial.BlockSize(), maxChunk))
 }
+
+// Chunk sizing of the CPU engine (see chunkSize), measured on the Lorenz
+// and neural protocols: below about 128 lanes a Lorenz trial step's fixed
+// costs show (1.5× at 64 lanes), above 512 its buffers leave the cache.
+const (
+	chunkWork = 1 << 14
+	maxChunk  = 512
+)
 
 // stepMaster returns the master replay Step, building its executors.
 func (ex *cpuExec) stepMaster() (*scan.Step, error) {
@@ -330,6 +343,7 @@ type cpuWorker struct {
 	// Lanes: the active trajectories of the chunk are lanes 0…m-1.
 	idx                  []int
 	st, st2              [NumState][]float64 // controller state in and out
+	hTried               []float64           // the step each lane last tried
 	t1, hrho, acc, stat  []float64
 	y, yn, e, k1, ko, p  [][]float64
 	in, out              [][]float64
@@ -368,6 +382,7 @@ func (w *cpuWorker) size(c int) {
 		w.st2[k] = make([]float64, c)
 	}
 	w.t1, w.hrho, w.acc, w.stat = make([]float64, c), make([]float64, c), make([]float64, c), make([]float64, c)
+	w.hTried = make([]float64, c)
 	w.y, w.yn, w.e, w.k1, w.ko = cols(d, c), cols(d, c), cols(d, c), cols(d, c), cols(d, c)
 	w.p = cols(pl.Params, c)
 	w.t0s = make([]float64, c)

@@ -146,7 +146,13 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 				}
 			}
 		}
-		w.st, w.st2 = w.st2, w.st
+		// The new state into place, in the same arrays on every iteration
+		// (the executors then reuse their layout of the slices), keeping
+		// the step just tried for the messages of finished lanes.
+		copy(w.hTried[:m], w.st[StateH][:m])
+		for k := range w.st {
+			copy(w.st[k][:m], w.st2[k][:m])
+		}
 		// Retire finished lanes, moving the last active lane into each.
 		for i := m - 1; i >= 0; i-- {
 			if w.stat[i] == StatusRunning {
@@ -207,7 +213,7 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 	pl := w.ex.plan
 	res.Stats.FieldEvals[g] = pl.InitEvals + pl.TrialEvals*(res.Stats.Accepted[g]+res.Stats.Rejected[g])
 	res.Stiff[g] = w.st[StateStiff][i] != 0
-	r.lastH[g] = w.st2[StateH][i] // the step last tried
+	r.lastH[g] = w.hTried[i] // the step last tried
 	if st != OK {
 		y := make([]float64, d)
 		for c := range y {
