@@ -31,6 +31,12 @@ const (
 // defaults.
 type SourceSettings struct {
 	Precision Precision // zero: Float64
+
+	// InlineCallees, if positive, emits a called program of at most this
+	// many values as a GS_CALLEE_INLINE function (inlined on the device)
+	// instead of a GS_CALLEE one (kept a call): a small field costs less
+	// inlined into every stage than called. Zero keeps every callee a call.
+	InlineCallees int
 }
 
 // Source builds one CUDA C++ translation unit from programs: the prelude,
@@ -65,9 +71,11 @@ type SourceSettings struct {
 // arguments are consecutive shared inputs of the caller, the usual case of
 // a field called with the step's parameters; otherwise a small local array
 // holding them. The call's value is the returned struct, whose v[c] its
-// Extracts read.
+// Extracts read. SourceSettings.InlineCallees makes small callees
+// GS_CALLEE_INLINE functions instead.
 type Source struct {
 	prec   Precision
+	inline int
 	funcs  map[*tape.Program]string // emitted programs and their names
 	hashes map[string]string        // the same, by Program.Hash
 	names  map[string]bool
@@ -79,6 +87,7 @@ func NewSource(s *SourceSettings) *Source {
 	src := &Source{funcs: make(map[*tape.Program]string), hashes: make(map[string]string), names: make(map[string]bool)}
 	if s != nil {
 		src.prec = s.Precision
+		src.inline = s.InlineCallees
 	}
 	return src
 }
@@ -301,7 +310,11 @@ func (e *emitter) emit(qual string) (string, error) {
 	// Callees first: their text must precede this function's.
 	callee := make([]string, len(p.Funcs))
 	for k, f := range p.Funcs {
-		name, err := e.src.function(f, "GS_CALLEE")
+		qual := "GS_CALLEE"
+		if e.src.inline > 0 && len(f.Values) <= e.src.inline {
+			qual = "GS_CALLEE_INLINE"
+		}
+		name, err := e.src.function(f, qual)
 		if err != nil {
 			return "", fmt.Errorf("cuda: program %s: func %d: %w", p.Name, k, err)
 		}

@@ -23,6 +23,11 @@
 #ifndef GS_CALLEE
 #define GS_CALLEE __device__ __noinline__
 #endif
+// GS_CALLEE_INLINE qualifies a small callee (SourceSettings.InlineCallees),
+// which is cheaper inlined than called.
+#ifndef GS_CALLEE_INLINE
+#define GS_CALLEE_INLINE __device__ __forceinline__
+#endif
 #else
 #include <math.h>
 #define GS_DEVICE static inline
@@ -32,6 +37,9 @@
 #endif
 #ifndef GS_CALLEE
 #define GS_CALLEE static
+#endif
+#ifndef GS_CALLEE_INLINE
+#define GS_CALLEE_INLINE static inline
 #endif
 #endif
 #define GS_RESTRICT __restrict__
