@@ -16,6 +16,11 @@
 //   GS_STORE                          keep (t, y) before every step in a.store
 //   GS_LOSS, GS_GRAD                  loss terms; loss and adjoint
 //   GS_SACC                           reduce shared gradients in shared memory
+//   GS_REV_ACC, GS_TAP_ACC, GS_LOSS_ACC
+//                                     the reverse steps (of the mesh, of the
+//                                     save times) and the loss VJP add their
+//                                     shared-gradient contributions
+//                                     themselves (AccFunc)
 //
 // Adapters (generated; they call the programs' functions):
 //   gs_a_init, gs_a_trial, gs_a_control, gs_a_replay, gs_a_dense,
@@ -59,7 +64,7 @@ struct gs_args {
   const gs_real* data;    // [DD][n]
   const gs_real* hin;     // [rows][n] the mesh to replay
   const int* len;         // [n] its lengths
-  gs_real* gs;            // [NS] dL/ds, summed (atomics)
+  gs_real* gs;            // [2][NS] dL/ds, summed (atomics): steps, then the loss's own (unscaled)
   gs_real* y;             // [D][n] final states
   gs_real* t;             // [n] time reached
   gs_real* lasth;         // [n] the last step size tried
@@ -91,36 +96,19 @@ GS_DEVICE int gs_warp_max(int v) {
 
 // gs_warp_add adds the sum over the warp's lanes of v[0:NS] (0 for lanes
 // with on false) to acc[0:NS], one atomic per entry and warp. Small NS
-// reduce entry by entry; larger NS transpose-reduce 32 entries at a time
-// (31 shuffles per 32 entries, lane l ending with entry l's sum). Every
-// lane of the warp must call it.
+// reduce entry by entry; larger NS transpose 32 entries at a time
+// (gs_acc32). Every lane of the warp must call it.
 template <int NS>
 GS_DEVICE void gs_warp_add(gs_real* acc, const gs_real* v, bool on) {
-  if (NS == 0 || !__any_sync(0xffffffffu, on)) return;
-  const int lane = threadIdx.x & 31;
-  if (NS < 8) {
+  if constexpr (NS > 0 && NS < 8) {
+    if (!__any_sync(0xffffffffu, on)) return;
     for (int j = 0; j < NS; j++) {
       gs_real x = on ? v[j] : (gs_real)0;
       for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-      if (lane == 0) atomicAdd(&acc[j], x);
+      if ((threadIdx.x & 31) == 0) atomicAdd(&acc[j], x);
     }
-    return;
-  }
-  for (int g = 0; g < NS; g += 32) {
-    gs_real x[32];
-#pragma unroll
-    for (int k = 0; k < 32; k++) x[k] = (on && g + k < NS) ? v[g + k] : (gs_real)0;
-#pragma unroll
-    for (int w = 16; w >= 1; w >>= 1) {
-      const bool upper = (lane & w) != 0;
-#pragma unroll
-      for (int k = 0; k < w; k++) {
-        const gs_real send = upper ? x[k] : x[k + w];
-        const gs_real keep = upper ? x[k + w] : x[k];
-        x[k] = keep + __shfl_xor_sync(0xffffffffu, send, w);
-      }
-    }
-    if (g + lane < NS) atomicAdd(&acc[g + lane], x[0]);
+  } else if constexpr (NS >= 8) {
+    for (int g = 0; g < NS; g += 32) gs_acc32(acc + g, v + g, on, NS - g < 32 ? NS - g : 32);
   }
 }
 #else
@@ -178,16 +166,24 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
   for (int c = 0; c < GS_D; c++) lam[c] = 0;
   for (int c = 0; c < GS_NPX; c++) gp[c] = 0;
   {
+    // The loss's own dL/ds goes to the second half of the accumulator,
+    // unscaled (the host scales it).
+#if GS_LOSS_ACC
+    const gs_lgrad_out r = gs_a_loss_grad(sh, acc + GS_NS, act, y, a.ys, n, act ? i : 0, a.data, p);
+    if (act) {
+#else
     gs_lgrad_out r;
     if (act) {
       r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p);
+#endif
       a.loss[i] = r.v[0];
       for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[1 + c];
       for (int q = 0; q < GS_K * GS_D; q++) a.tb[(long long)q * n + i] = sc * r.v[1 + GS_D + q];
       for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + GS_K * GS_D + c];
-      for (int c = 0; c < GS_NS; c++) r.v[1 + GS_D + GS_K * GS_D + GS_NP + c] *= sc;
     }
-    gs_warp_add<GS_NS>(acc, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
+#if !GS_LOSS_ACC
+    gs_warp_add<GS_NS>(acc + GS_NS, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
+#endif
   }
 #if GS_K > 0
   // The save times' VJPs, in order; each one's cotangent of its starting
@@ -196,26 +192,46 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
   for (int k = 0; k < GS_K; k++) {
     const int s = act ? a.tapstep[(long long)k * n + i] : 0;
     const bool on = act && s < len && a.saveat[k] > (gs_real)a.t0;
-    gs_tap_rev_out r;
+    // With GS_TAP_ACC every lane calls the step (the field's VJP reduces
+    // across the warp); a lane that is off passes zeros.
+    gs_real ts = 0, hs = 0, ys[GS_D], lt[GS_D];
+    for (int c = 0; c < GS_D; c++) ys[c] = lt[c] = 0;
     if (on) {
       const gs_real* row = a.store + (long long)s * (1 + GS_D) * n + i;
-      const gs_real ts = row[0];
-      gs_real ys[GS_D], lt[GS_D];
+      ts = row[0];
       for (int c = 0; c < GS_D; c++) {
         ys[c] = row[(long long)(1 + c) * n];
         lt[c] = a.tb[((long long)k * GS_D + c) * n + i];
       }
-      const gs_real tau = a.saveat[k];
-#if GS_DENSE
-      const gs_real h = GS_HSRC[(long long)s * n + i];
-      r = gs_a_tap_rev(sh, ts, h, ys, p, (tau - ts) / h, lt, gp);
+      hs = GS_HSRC[(long long)s * n + i];
+    }
+    const gs_real tau = a.saveat[k];
+    (void)hs;
+#if GS_TAP_ACC
+    {
+#else
+    gs_tap_rev_out r;
+    if (on) {
+#endif
+#if GS_DENSE && GS_TAP_ACC
+      const gs_tap_rev_out r = gs_a_tap_rev(sh, acc, on, ts, hs, ys, p, on ? (tau - ts) / hs : (gs_real)0, lt, gp);
+#elif GS_DENSE
+      r = gs_a_tap_rev(sh, ts, hs, ys, p, (tau - ts) / hs, lt, gp);
+#elif GS_TAP_ACC
+      const gs_tap_rev_out r = gs_a_tap_rev(sh, acc, on, ts, on ? tau - ts : (gs_real)0, ys, p, lt, gp);
 #else
       r = gs_a_tap_rev(sh, ts, tau - ts, ys, p, lt, gp);
 #endif
-      for (int c = 0; c < GS_D; c++) a.tb[((long long)k * GS_D + c) * n + i] = r.v[c];
-      for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
+      if (on) {
+        for (int c = 0; c < GS_D; c++) a.tb[((long long)k * GS_D + c) * n + i] = r.v[c];
+        for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
+      }
+#if !GS_TAP_ACC
     }
     gs_warp_add<GS_NS>(acc, &r.v[GS_D + GS_NP], on);
+#else
+    }
+#endif
   }
   // Save times past the last step add to the final state's cotangent.
   int kq = GS_K;
@@ -229,6 +245,27 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
   for (int s = smax - 1; s >= 0; s--) {
     const bool on = act && s < len;
     gs_real h = 0;
+#if GS_REV_ACC
+    // Every lane calls the step (the field's VJP reduces across the warp);
+    // a lane that is off, or on a step of size 0, passes zeros.
+    {
+      gs_real ts = 0, ys[GS_D];
+      for (int c = 0; c < GS_D; c++) ys[c] = 0;
+      if (on) {
+        h = GS_HSRC[(long long)s * n + i];
+        const gs_real* row = a.store + (long long)s * (1 + GS_D) * n + i;
+        ts = row[0];
+        for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(1 + c) * n];
+      }
+      const bool live = on && h != 0;
+      const gs_rev_out r = gs_a_rev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, gp);
+      if (live) {
+        for (int c = 0; c < GS_D; c++) lam[c] = r.v[c];
+        for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
+      }
+    }
+    if (on) {
+#else
     gs_rev_out r;
     if (on) {
       h = GS_HSRC[(long long)s * n + i];
@@ -240,6 +277,7 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
         for (int c = 0; c < GS_D; c++) lam[c] = r.v[c];
         for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
       }
+#endif
 #if GS_K > 0
       int k0 = kq;
       while (k0 > 0 && a.tapstep[(long long)(k0 - 1) * n + i] == s) k0--;
@@ -248,7 +286,9 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
       kq = k0;
 #endif
     }
+#if !GS_REV_ACC
     gs_warp_add<GS_NS>(acc, &r.v[GS_D + GS_NP], on && h != 0);
+#endif
   }
   if (act) {
     for (int c = 0; c < GS_D; c++) a.gy0[(long long)c * n + i] = lam[c];
@@ -264,6 +304,8 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
   const gs_real* sh = a.sh;
   const gs_real t0 = (gs_real)a.t0;
   gs_real y[GS_D], p[GS_NPX];
+  for (int c = 0; c < GS_D; c++) y[c] = 0;
+  for (int c = 0; c < GS_NPX; c++) p[c] = 0;
   int status = GS_RUNNING, len = 0;
   bool overflow = false;
   if (valid) {
@@ -290,7 +332,9 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
       gs_a_control(sh + GS_NS, st, t1, y, yn, e, hrho, st2, &accept, &stat);
       lasth = st[GS_ST_H];
       if (accept != 0) {
+#if GS_MESH_OUT || GS_STORE || GS_K > 0
         const long long s = (long long)st[GS_ST_ACCEPTED];
+#endif
 #if GS_MESH_OUT || GS_STORE
         if (s < a.rows) {
 #if GS_MESH_OUT
@@ -368,7 +412,7 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
 #ifdef GS_CUDA
 #if GS_GRAD && GS_NS > 0 && GS_SACC
   extern __shared__ gs_real gs_smem[];
-  for (int j = threadIdx.x; j < GS_NS; j += blockDim.x) gs_smem[j] = 0;
+  for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) gs_smem[j] = 0;
   __syncthreads();
   gs_real* acc = gs_smem;
 #else
@@ -378,7 +422,7 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   gs_body(a, i, i < a.n, acc);
 #if GS_GRAD && GS_NS > 0 && GS_SACC
   __syncthreads();
-  for (int j = threadIdx.x; j < GS_NS; j += blockDim.x) atomicAdd(&a.gs[j], gs_smem[j]);
+  for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) atomicAdd(&a.gs[j], gs_smem[j]);
 #endif
 #else
   for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs);

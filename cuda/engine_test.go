@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -517,4 +518,40 @@ func TestHostEngineErrors(t *testing.T) {
 	if !errors.As(err, &nf) || nf.Trajectory != 0 {
 		t.Errorf("loss error %v, want a NonFiniteError of trajectory 0", err)
 	}
+}
+
+// spyEngine captures the jobs it is given (and runs nothing), so tests
+// can see the loss plans ode builds.
+type spyEngine struct{}
+
+func (spyEngine) Name() string                            { return "cuda-spy" }
+func (spyEngine) Available() error                        { return nil }
+func (spyEngine) Prepare(*ode.Plan) (ode.Executor, error) { return spyExec{}, nil }
+
+type spyExec struct{}
+
+// errSpy carries the job a spy executor was given.
+type errSpy struct{ j *ode.Job }
+
+func (errSpy) Error() string { return "spy" }
+
+func (spyExec) Run(_ context.Context, j *ode.Job) (*ode.Result, error) { return nil, errSpy{j} }
+
+func init() { ode.Register(spyEngine{}) }
+
+// jobOf returns the job that op (OpGrad or OpSolve) of c makes.
+func jobOf(t *testing.T, c engineCase, op ode.Op) *ode.Job {
+	t.Helper()
+	sv := c.solver(t, "cuda-spy")
+	var err error
+	if op == ode.OpGrad {
+		_, err = sv.Grad(nil, &c.prob, c.loss, nil)
+	} else {
+		_, err = sv.Solve(&c.prob)
+	}
+	var spy errSpy
+	if !errors.As(err, &spy) {
+		t.Fatalf("spy engine: %v", err)
+	}
+	return spy.j
 }

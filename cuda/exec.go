@@ -209,7 +209,7 @@ type run struct {
 
 	d, np, ns, k, dd int
 	terms            []float64  // [N] loss terms
-	gs               []float64  // [NS] shared gradient, summed over launches
+	gs, gsLoss       []float64  // [NS] shared gradient of the steps and of the loss itself (unscaled), summed over launches
 	parts            []meshPart // recorded mesh rows, launch by launch
 	stored           int64      // bytes of stored states of the largest launch
 }
@@ -247,7 +247,7 @@ func newRun(ex *executor, j *ode.Job, v variant, ke *kernelEntry, tr *Trace) *ru
 	if v.grad {
 		res.GradY0 = make([]float64, n*d)
 		res.GradP = make([]float64, n*pl.Params)
-		r.gs = make([]float64, pl.Shared)
+		r.gs, r.gsLoss = make([]float64, pl.Shared), make([]float64, pl.Shared)
 	}
 	return r
 }
@@ -318,7 +318,7 @@ func (r *run) layout(n, rows int) layout {
 		elems[argData], elems[argLoss] = cnt(dd), cnt(1)
 	}
 	if v.grad {
-		elems[argGS], elems[argGY0], elems[argGP], elems[argTB] = int64(ns), cnt(d), cnt(np), cnt(k*d)
+		elems[argGS], elems[argGY0], elems[argGP], elems[argTB] = int64(2*ns), cnt(d), cnt(np), cnt(k*d)
 	}
 	if v.meshOut {
 		elems[argHout] = cnt(rows)
@@ -519,7 +519,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	shmem := 0
 	if v.grad && sharedAccumulator(r.ns, ex.prec) {
-		shmem = r.ns * ex.prec.size()
+		shmem = 2 * r.ns * ex.prec.size()
 	}
 	dt, err := be.launch(r.ke.k, n, r.ke.block, shmem, args[:])
 	if err != nil {
@@ -547,9 +547,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	if v.grad {
 		gy0, gp = rv(down, outLo, argGY0), rv(down, outLo, argGP)
+		// The steps' contributions, then the loss's own, to be scaled.
 		gs := rv(down, outLo, argGS)
 		for c := range r.gs {
 			r.gs[c] += gs.get(c)
+			r.gsLoss[c] += gs.get(r.ns + c)
 		}
 	}
 	var status, acc, rej, flags []int32
@@ -670,6 +672,9 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		res.Loss *= j.Loss.Scale
 	}
 	if v.grad {
+		for c := range r.gs {
+			r.gs[c] += j.Loss.Scale * r.gsLoss[c]
+		}
 		res.GradS = r.gs
 		res.StoredBytes = r.stored
 		res.GradTime = wall

@@ -181,17 +181,34 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, gs_real* yn",
 			cat([]string{"t", "h"}, y, p, []string{"theta"}), idx("yn", d))
 	}
+	revAcc, tapAcc, lossAcc := false, false, false
 	if v.grad {
-		// The reverse steps return their output struct: its last ns
-		// entries, the shared-gradient contributions, are reduced in place.
-		g.adapter("gs_a_rev", sp.rev, "gs_rev_out",
-			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp",
-			cat([]string{"t", "h"}, y, p, idx("lam", d), idx("gp", np)), nil)
-		if pl.Dense != nil {
-			g.adapter("gs_a_tap_rev", sp.tapRev, "gs_tap_rev_out",
-				"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, const gs_real* lam, const gs_real* gp",
-				cat([]string{"t", "h"}, y, p, []string{"theta"}, idx("lam", d), idx("gp", np)), nil)
+		// The reverse steps return their output struct. Its last ns
+		// entries, the shared-gradient contributions, are reduced in place;
+		// or, where the step's form allows, the field's VJP adds them to the
+		// accumulator as it computes them (AccFunc), and the struct holds
+		// λ' and gp' only.
+		revArgs := cat([]string{"t", "h"}, y, p, idx("lam", d), idx("gp", np))
+		revParams := "const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
+		accParams := "const gs_real* sh, gs_real* acc, bool on, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
+		if f, ok := g.accFunc(sp.rev, d+np, ns); ok {
+			revAcc = true
+			g.accAdapter("gs_a_rev", f, sp.rev, "gs_rev_out", accParams, revArgs)
 		} else {
+			g.adapter("gs_a_rev", sp.rev, "gs_rev_out", revParams, revArgs, nil)
+		}
+		if pl.Dense != nil {
+			tapArgs := cat([]string{"t", "h"}, y, p, []string{"theta"}, idx("lam", d), idx("gp", np))
+			if f, ok := g.accFunc(sp.tapRev, d+np, ns); ok {
+				tapAcc = true
+				g.accAdapter("gs_a_tap_rev", f, sp.tapRev, "gs_tap_rev_out",
+					"const gs_real* sh, gs_real* acc, bool on, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, const gs_real* lam, const gs_real* gp", tapArgs)
+			} else {
+				g.adapter("gs_a_tap_rev", sp.tapRev, "gs_tap_rev_out",
+					"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, const gs_real* lam, const gs_real* gp", tapArgs, nil)
+			}
+		} else {
+			tapAcc = revAcc
 			g.sb.WriteString("typedef gs_rev_out gs_tap_rev_out;\n#define gs_a_tap_rev gs_a_rev\n")
 		}
 	}
@@ -202,7 +219,13 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		in := cat(y, glob("ys", v.k*d), glob("data", v.dataDim), p)
 		sig := "const gs_real* sh, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p"
 		if v.grad {
-			g.adapter("gs_a_loss_grad", lp.Grad, "gs_lgrad_out", sig, in, nil)
+			if f, ok := g.accFunc(lp.Grad, 1+d+v.k*d+np, ns); ok {
+				lossAcc = true
+				g.accAdapter("gs_a_loss_grad", f, lp.Grad, "gs_lgrad_out",
+					"const gs_real* sh, gs_real* acc, bool on, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p", in)
+			} else {
+				g.adapter("gs_a_loss_grad", lp.Grad, "gs_lgrad_out", sig, in, nil)
+			}
 		} else {
 			g.adapter("gs_a_loss", lp.Term, real, sig, in, []string{"return"})
 		}
@@ -220,6 +243,7 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		{"GS_FSAL", b2i(pl.FSAL)}, {"GS_DENSE", b2i(pl.Dense != nil)},
 		{"GS_ADAPTIVE", b2i(v.adaptive)}, {"GS_MESH_OUT", b2i(v.meshOut)}, {"GS_STORE", b2i(v.store)},
 		{"GS_LOSS", b2i(v.loss)}, {"GS_GRAD", b2i(v.grad)}, {"GS_SACC", b2i(sharedAccumulator(ns, prec))},
+		{"GS_REV_ACC", b2i(revAcc)}, {"GS_TAP_ACC", b2i(tapAcc)}, {"GS_LOSS_ACC", b2i(lossAcc)},
 	}
 	for _, x := range defs {
 		fmt.Fprintf(&sb, "#define %s %d\n", x.name, x.val)
@@ -231,11 +255,27 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	return src.String(), nil
 }
 
+// accFunc emits p as an accumulating function (AccFunc) of its outputs
+// first…first+n-1, if it has their form and n > 0.
+func (g *adapters) accFunc(p *tape.Program, first, n int) (string, bool) {
+	if g.err != nil || n == 0 || noAccumulate {
+		return "", false
+	}
+	f, ok, err := g.src.AccFunc(p, first, n)
+	if err != nil {
+		g.err = err
+	}
+	return f, ok && err == nil
+}
+
+// noAccumulate disables accumulating functions (tests compare both forms).
+var noAccumulate bool
+
 // sharedAccumulator reports whether a kernel reduces a shared gradient
-// of ns entries in shared memory (one block's copy, at most 32 KiB), else
-// directly in global memory.
+// of ns entries in shared memory (one block's copy of its two halves, at
+// most 32 KiB), else directly in global memory.
 func sharedAccumulator(ns int, prec Precision) bool {
-	return ns > 0 && ns*prec.size() <= 32<<10
+	return ns > 0 && 2*ns*prec.size() <= 32<<10
 }
 
 // size returns the bytes of one value.
@@ -279,6 +319,21 @@ func (g *adapters) adapter(name string, p *tape.Program, ret, params string, arg
 		g.err = fmt.Errorf("cuda: program %s: %w", p.Name, err)
 		return
 	}
+	g.adapterOf(name, f, "sh", p, ret, params, args, outs)
+}
+
+// accAdapter is adapter for the accumulating function f of p (AccFunc),
+// whose adapter takes the accumulator and the lane's flag after sh.
+func (g *adapters) accAdapter(name, f string, p *tape.Program, ret, params string, args []string) {
+	if g.err != nil {
+		return
+	}
+	g.adapterOf(name, f, "sh, acc, on", p, ret, params, args, nil)
+}
+
+// adapterOf writes the adapter of function f of p, called with the
+// leading arguments lead.
+func (g *adapters) adapterOf(name, f, lead string, p *tape.Program, ret, params string, args, outs []string) {
 	nin := 0
 	for _, in := range p.Inputs {
 		if !in.Shared {
@@ -302,7 +357,7 @@ func (g *adapters) adapter(name string, p *tape.Program, ret, params string, arg
 		return
 	}
 	fmt.Fprintf(&g.sb, "GS_DEVICE %s %s(%s) {\n", ret, name, params)
-	call := fmt.Sprintf("%s(%s)", f, strings.Join(append([]string{"sh"}, args...), ", "))
+	call := fmt.Sprintf("%s(%s)", f, strings.Join(append([]string{lead}, args...), ", "))
 	switch {
 	case outs == nil:
 		fmt.Fprintf(&g.sb, "  return %s;\n", call)

@@ -201,4 +201,34 @@ GS_DEVICE void gs_lu_solve_t(gs_real* x, const gs_real* f) {
   }
 }
 
+// gs_acc32 adds the entries x[0:n] (n <= 32) of the lanes of the warp
+// whose on is set, summed over those lanes, to acc[0:n]. On the device
+// every lane of the warp must call it: it transposes the 32 lanes' values
+// with 31 shuffles, so that lane l ends with entry l's sum, and adds it
+// with one atomic per entry (acc in shared or global memory). On the host
+// it adds x to acc if on.
+GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
+#ifdef GS_CUDA
+  if (!__any_sync(0xffffffffu, on)) return;
+  const int lane = threadIdx.x & 31;
+  gs_real x[32];
+#pragma unroll
+  for (int k = 0; k < 32; k++) x[k] = (on && k < n) ? xin[k] : (gs_real)0;
+#pragma unroll
+  for (int w = 16; w >= 1; w >>= 1) {
+    const bool upper = (lane & w) != 0;
+#pragma unroll
+    for (int k = 0; k < w; k++) {
+      const gs_real send = upper ? x[k] : x[k + w];
+      const gs_real keep = upper ? x[k + w] : x[k];
+      x[k] = keep + __shfl_xor_sync(0xffffffffu, send, w);
+    }
+  }
+  if (lane < n) atomicAdd(&acc[lane], x[0]);
+#else
+  if (on)
+    for (int k = 0; k < n; k++) acc[k] += xin[k];
+#endif
+}
+
 #endif  // GS_PRELUDE_CUH
