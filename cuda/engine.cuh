@@ -82,44 +82,6 @@ struct gs_args {
   gs_real* store;         // [rows][1+D][n] states before each step
 };
 
-// Warp collectives: a reduction of the shared gradient contributions and
-// the longest trajectory of the warp, so every lane runs the same number
-// of backward steps.
-#ifdef GS_CUDA
-GS_DEVICE int gs_warp_max(int v) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const int w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = w > v ? w : v;
-  }
-  return v;
-}
-
-// gs_warp_add adds the sum over the warp's lanes of v[0:NS] (0 for lanes
-// with on false) to acc[0:NS], one atomic per entry and warp. Small NS
-// reduce entry by entry; larger NS transpose 32 entries at a time
-// (gs_acc32). Every lane of the warp must call it.
-template <int NS>
-GS_DEVICE void gs_warp_add(gs_real* acc, const gs_real* v, bool on) {
-  if constexpr (NS > 0 && NS < 8) {
-    if (!__any_sync(0xffffffffu, on)) return;
-    for (int j = 0; j < NS; j++) {
-      gs_real x = on ? v[j] : (gs_real)0;
-      for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-      if ((threadIdx.x & 31) == 0) atomicAdd(&acc[j], x);
-    }
-  } else if constexpr (NS >= 8) {
-    for (int g = 0; g < NS; g += 32) gs_acc32(acc + g, v + g, on, NS - g < 32 ? NS - g : 32);
-  }
-}
-#else
-GS_DEVICE int gs_warp_max(int v) { return v; }
-template <int NS>
-GS_DEVICE void gs_warp_add(gs_real* acc, const gs_real* v, bool on) {
-  if (!on) return;
-  for (int j = 0; j < NS; j++) acc[j] += v[j];
-}
-#endif
-
 #if GS_ADAPTIVE
 #define GS_HSRC a.hout
 #else
