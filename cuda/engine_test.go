@@ -380,131 +380,46 @@ func needHost(t *testing.T) {
 	}
 }
 
+// The host tests run the engine's tests on small ensembles with the
+// kernels compiled by g++; the GPU tests (gpu_engine_test.go) run the same
+// on larger ones.
+
 func TestHostEngine(t *testing.T) {
 	needHost(t)
-	for _, tc := range []struct {
-		c engineCase
-		o caseOpts
-	}{
-		{lorenzCase(37, 1e-7), caseOpts{}},
-		{vdpCase(20), caseOpts{ops: []string{"solve", "grad", "lossmesh"}}},
-		{robertsonCase(12, ode.Rodas5P, 1e3), caseOpts{ops: []string{"solve", "grad", "gradmesh"}}},
-		{mlpCase(40, []int{2, 5, 2}), caseOpts{ops: []string{"solve", "grad", "gradmesh", "loss"}}},
-	} {
-		t.Run(tc.c.name, func(t *testing.T) {
-			t.Parallel()
-			compareEngines(t, "cuda-host", tc.c, tc.o)
-		})
-	}
+	testSuite(t, "cuda-host", 1)
 }
 
-// TestHostEngineRosenbrock23 checks the second Rosenbrock method, which
-// has no dense output (save times re-step).
-func TestHostEngineRosenbrock23(t *testing.T) {
+func TestHostEngineSharedSum(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	compareEngines(t, "cuda-host", robertsonCase(8, ode.Rosenbrock23, 10), caseOpts{ops: []string{"solve", "grad"}})
+	testSharedSum(t, "cuda-host", 12)
 }
 
-// TestHostEngineChunks runs ensembles in several launches (a memory
-// limit of a few trajectories) whose record buffers are too short (a
-// first guess of 4 rows), so that trajectories are rerun: the results are
-// those of one launch.
-func TestHostEngineChunks(t *testing.T) {
+func TestHostEngineFiniteDifferences(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	c := lorenzCase(200, 1e-6)
-	set := c.set
-	set.Engine = "cuda-host"
-	set.MemoryLimit = 160 << 10
-	sv, err := ode.NewSolver(c.prob.Field, &set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpu := c.solver(t, "cpu")
-	want, err := cpu.Grad(nil, &c.prob, c.loss, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testRows.Store(4)
-	defer testRows.Store(0)
-	var tr Trace
-	got, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := tr.Stats()
-	t.Logf("trace: %+v", s)
-	if s.Launches < 4 || s.Reruns == 0 {
-		t.Errorf("%d launches, %d reruns: want several launches and reruns", s.Launches, s.Reruns)
-	}
-	skip := compareCounts(t, "chunks", got.Mesh.Stats, want.Mesh.Stats, 0)
-	compareMesh(t, "chunks", got.Mesh, want.Mesh, skip)
-	closeRows(t, "chunks dL/dY0", got.Y0, want.Y0, 3, c.tol, nil)
-	closeRows(t, "chunks dL/dP", got.P, want.P, 3, c.tol, nil)
-	closeRows(t, "chunks loss", []float64{got.Loss}, []float64{want.Loss}, 1, c.tol, nil)
+	testFiniteDifferences(t, "cuda-host", 24)
 }
 
-// TestHostEngineFloat32 runs Lorenz in float32: counts may differ, final
-// states agree to float32 accuracy at a loose tolerance.
-func TestHostEngineFloat32(t *testing.T) {
-	needHost(t)
-	t.Parallel()
-	c := lorenzCase(16, 1e-4)
-	got, err := c.solver(t, "cuda-host-f32").Solve(&c.prob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := c.solver(t, "cpu").Solve(&c.prob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeRows(t, "float32 Y", got.Y, want.Y, 3, 1e-2, nil)
-	g, err := c.solver(t, "cuda-host-f32").Grad(nil, &c.prob, c.loss, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := c.solver(t, "cpu").Grad(nil, &c.prob, c.loss, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeRows(t, "float32 dL/dP", g.P, w.P, 3, 5e-2, nil)
-}
-
-// TestHostEngineStatuses: a trajectory that runs out of steps, and one
-// that blows up, get their own statuses; the others are unaffected.
 func TestHostEngineStatuses(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	f := ode.Field{Name: "blowup", Dim: 1, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
-		return []tape.V{p[0].Mul(y[0].Square())}
-	}}
-	// y' = a y², y(0) = 1 blows up at t = 1/a: a = 2 within [0, 1].
-	prob := ode.Problem{Field: f, N: 4, Y0: []float64{1, 1, 1, 1}, P: []float64{0.5, 2, 0.3, 0.9}, T0: 0, T1: 1}
-	for _, engine := range []string{"cpu", "cuda-host"} {
-		set := ode.Settings{Method: ode.Tsit5, Engine: engine, AllowFailures: true, MaxSteps: 40}
-		sv, err := ode.NewSolver(f, &set)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sol, err := sv.Solve(&prob)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: statuses %v, accepted %v, rejected %v", engine, sol.Status, sol.Stats.Accepted, sol.Stats.Rejected)
-		if sol.Status[0] != ode.OK || sol.Status[2] != ode.OK || sol.Status[1] == ode.OK {
-			t.Errorf("%s: statuses %v, want OK for trajectories 0, 2 and 3 and a failure for 1", engine, sol.Status)
-		}
-		if !math.IsNaN(sol.Y[1]) {
-			t.Errorf("%s: failed trajectory's state %v, want NaN", engine, sol.Y[1])
-		}
-	}
-	// Same statuses and counts on both.
-	c := engineCase{name: "blowup", prob: prob, set: ode.Settings{Method: ode.Tsit5, AllowFailures: true, MaxSteps: 40}, tol: 1e-10}
-	compareEngines(t, "cuda-host", c, caseOpts{ops: []string{"solve"}})
-	// A tight step budget: max steps on every trajectory that needs more.
-	c.set.MaxSteps = 6
-	compareEngines(t, "cuda-host", c, caseOpts{ops: []string{"solve"}})
+	testStatuses(t, "cuda-host")
+}
+
+// TestHostEngineChunks runs an ensemble in several launches (a memory
+// limit of a few trajectories) whose record buffers are too short (a
+// first guess of 4 rows), so that trajectories are rerun.
+func TestHostEngineChunks(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testChunks(t, "cuda-host", 200, 160<<10, 4)
+}
+
+func TestHostEngineFloat32(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testFloat32(t, "cuda-host-f32", 64)
 }
 
 // TestHostEngineErrors: a loss that is not finite names the trajectory.
