@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -39,6 +41,25 @@ type backendKernel interface {
 	maxBlock() int
 }
 
+// Tuning knobs of the engine's kernels, read from the environment when a
+// kernel is compiled: the most registers a thread may use (NVRTC's
+// --maxrregcount; more threads fit on a multiprocessor, at the price of
+// spills) and the threads per block.
+const (
+	maxRegEnv = "GRADSOLVE_CUDA_MAXREG"
+	blockEnv  = "GRADSOLVE_CUDA_BLOCK"
+)
+
+// envInt returns the positive integer value of the environment variable
+// name, or 0.
+func envInt(name string) int {
+	v, err := strconv.Atoi(os.Getenv(name))
+	if err != nil || v <= 0 {
+		return 0
+	}
+	return v
+}
+
 // gpuBackend is a backend on a GPU.
 type gpuBackend struct {
 	dev *Device
@@ -59,7 +80,11 @@ type gpuKernel struct {
 func (k *gpuKernel) maxBlock() int { return k.attrs.MaxThreadsPerBlock }
 
 func (b *gpuBackend) compile(src, name string) (backendKernel, error) {
-	m, _, err := b.dev.Build(src, &CompileSettings{Name: name + ".cu"})
+	set := &CompileSettings{Name: name + ".cu"}
+	if r := envInt(maxRegEnv); r > 0 {
+		set.Options = append(set.Options, fmt.Sprintf("--maxrregcount=%d", r))
+	}
+	m, _, err := b.dev.Build(src, set)
 	if err != nil {
 		return nil, err
 	}

@@ -81,6 +81,9 @@ func (ex *executor) kernel(v variant, lp *ode.LossPlan, tr *Trace) (*kernelEntry
 			return
 		}
 		e.block = defaultBlock
+		if b := envInt(blockEnv); b >= 32 {
+			e.block = b / 32 * 32
+		}
 		if m := e.k.maxBlock(); m > 0 && m < e.block {
 			e.block = max(32, m/32*32)
 		}

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -15,6 +16,9 @@ import (
 // Tests of the engine "cuda" against the CPU engine on a GPU. They skip
 // where there is no GPU (or no NVRTC). Run them alone with -run GPUEngine.
 // The cases and test bodies are shared with the host tests (engine_test.go).
+
+// long runs the GPU tests whose kernels take NVRTC minutes.
+var long = flag.Bool("long", false, "run the GPU tests with kernels that take NVRTC minutes to compile")
 
 // needGPUEngine skips the test unless the engine "cuda" can run.
 func needGPUEngine(t *testing.T) {
@@ -115,19 +119,32 @@ func TestGPUEngine(t *testing.T) {
 	testSuite(t, "cuda", 100)
 }
 
-// TestGPUEngineDims: fields of d = 64 (Tsit5, gradient) and Rodas5P at
-// d = 32 (gradient) and d = 64 (forward) compile and run.
+// TestGPUEngineDims: a field of d = 64 (Tsit5, gradient) compiles and
+// runs, and Rodas5P at d = 16 (gradient) and d = 32 (forward). Larger
+// Rosenbrock kernels (d = 32 gradients, d = 64) take NVRTC minutes (their
+// Jacobians and LU factors are unrolled into scalar values) and run only
+// with -long.
 func TestGPUEngineDims(t *testing.T) {
 	needGPUEngine(t)
-	for _, tc := range []struct {
+	cases := []struct {
 		c engineCase
 		o caseOpts
 	}{
 		{lorenz96Case(256, 64, ode.Tsit5), caseOpts{ops: []string{"solve", "grad"}}},
-		{lorenz96Case(64, 32, ode.Rodas5P), caseOpts{ops: []string{"solve", "grad"}}},
-		{lorenz96Case(64, 64, ode.Rodas5P), caseOpts{ops: []string{"solve"}}},
-	} {
-		t.Run(fmt.Sprintf("%s-%d", tc.c.name, tc.c.prob.Field.Dim), func(t *testing.T) {
+		{lorenz96Case(64, 16, ode.Rodas5P), caseOpts{ops: []string{"solve", "grad"}}},
+		{lorenz96Case(64, 32, ode.Rodas5P), caseOpts{ops: []string{"solve"}}},
+	}
+	if *long {
+		cases = append(cases, struct {
+			c engineCase
+			o caseOpts
+		}{lorenz96Case(64, 32, ode.Rodas5P), caseOpts{ops: []string{"grad"}}}, struct {
+			c engineCase
+			o caseOpts
+		}{lorenz96Case(64, 64, ode.Rodas5P), caseOpts{ops: []string{"solve"}}})
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s-%d-%s", tc.c.name, tc.c.prob.Field.Dim, tc.o.ops[len(tc.o.ops)-1]), func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
 			compareEngines(t, "cuda", tc.c, tc.o)
