@@ -26,6 +26,8 @@ type backend interface {
 	// write copies src to the device at addr; read copies back.
 	write(addr uint64, src []byte) error
 	read(dst []byte, addr uint64) error
+	// zero sets n bytes at addr to zero.
+	zero(addr uint64, n int64) error
 	// memFree returns the device memory free for allocation, in bytes.
 	memFree() (int64, error)
 	// launch runs k over threads trajectories in blocks of block threads
@@ -139,6 +141,14 @@ func (b *gpuBackend) read(dst []byte, addr uint64) error {
 	return d.do(func() error {
 		return d.drv.check("cuMemcpyDtoH", d.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), addr, uint64(len(dst))))
 	})
+}
+
+func (b *gpuBackend) zero(addr uint64, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	d := b.dev
+	return d.do(func() error { return d.drv.check("cuMemsetD8", d.drv.cuMemsetD8(addr, 0, uint64(n))) })
 }
 
 func (b *gpuBackend) memFree() (int64, error) {

@@ -211,18 +211,10 @@ type run struct {
 	res *ode.Result
 
 	d, np, ns, k, dd int
-	terms            []float64  // [N] loss terms
-	gs, gsLoss       []float64  // [NS] shared gradient of the steps and of the loss itself (unscaled), summed over launches
-	parts            []meshPart // recorded mesh rows, launch by launch
-	stored           int64      // bytes of stored states of the largest launch
-}
-
-// meshPart is the mesh of one launch: rows [rows][len(idx)] of the
-// trajectories idx.
-type meshPart struct {
-	idx  []int
-	rows int
-	h    []float64
+	terms            []float64 // [N] loss terms
+	gs, gsLoss       []float64 // [NS] shared gradient of the steps and of the loss itself (unscaled), summed over launches
+	meshH            []float64 // the recorded mesh, step-major [rows][N]
+	stored           int64     // bytes of stored states of the largest launch
 }
 
 func newRun(ex *executor, j *ode.Job, v variant, ke *kernelEntry, tr *Trace) *run {
@@ -508,6 +500,12 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	if err := be.write(ar.addr, up); err != nil {
 		return nil, err
 	}
+	if v.meshOut {
+		// Rows past a trajectory's last step read 0, as the CPU's.
+		if err := be.zero(ar.addr+uint64(l.off[argHout]), l.bytes[argHout]); err != nil {
+			return nil, err
+		}
+	}
 
 	var args [numArgs]uint64
 	args[argN], args[argRows] = uint64(n), uint64(rows)
@@ -619,20 +617,58 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		ex.notice(longest)
 	}
 	if v.meshOut && longest > 0 {
-		rowsUsed := min(longest, rows)
-		hb := make([]byte, int64(rowsUsed)*int64(n)*int64(ex.prec.size()))
-		if err := be.read(hb, ar.addr+uint64(l.off[argHout])); err != nil {
+		if err := r.readMesh(ar.addr+uint64(l.off[argHout]), g, min(longest, rows), rows); err != nil {
 			return nil, err
 		}
-		r.tr.add(func(t *TraceStats) { t.Download += int64(len(hb)) })
-		hv := r.reals(hb, 0, int64(len(hb)))
-		h := make([]float64, rowsUsed*n)
-		for x := range h {
-			h[x] = hv.get(x)
-		}
-		r.parts = append(r.parts, meshPart{idx: g, rows: rowsUsed, h: h})
 	}
 	return over, nil
+}
+
+// readMesh copies the first used rows of the launch's mesh (rows
+// [used][len(g)] at addr on the device) to the run's mesh, which it grows
+// to rows rows if need be. Rows of consecutive trajectories in float64 are
+// copied straight into place.
+func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
+	N, n := r.j.N, len(g)
+	if len(r.meshH) < rows*N {
+		h := make([]float64, rows*N)
+		copy(h, r.meshH) // step-major: the old rows are a prefix
+		r.meshH = h
+	}
+	es := r.ex.prec.size()
+	r.tr.add(func(t *TraceStats) { t.Download += int64(used) * int64(n) * int64(es) })
+	lo := g[0]
+	contiguous := g[n-1]-lo == n-1
+	if contiguous && r.ex.prec == Float64 {
+		if n == N {
+			return r.ex.be.read(f64bytes(r.meshH[:used*N]), addr)
+		}
+		for s := 0; s < used; s++ {
+			if err := r.ex.be.read(f64bytes(r.meshH[s*N+lo:s*N+lo+n]), addr+uint64(s*n*es)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	buf := make([]byte, used*n*es)
+	if err := r.ex.be.read(buf, addr); err != nil {
+		return err
+	}
+	hv := r.reals(buf, 0, int64(len(buf)))
+	for s := 0; s < used; s++ {
+		for q, i := range g {
+			r.meshH[s*N+i] = hv.get(s*n + q)
+		}
+	}
+	return nil
+}
+
+// f64bytes returns the bytes of x.
+func f64bytes(x []float64) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 8*len(x))
 }
 
 // Kernel flags (GS_FLAG_* of engine.cuh).
@@ -653,15 +689,10 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		for _, l := range m.Len {
 			m.Rows = max(m.Rows, l)
 		}
-		m.H = make([]float64, m.Rows*n)
-		for _, p := range r.parts {
-			w := len(p.idx)
-			for q, i := range p.idx {
-				for s := 0; s < min(m.Len[i], p.rows); s++ {
-					m.H[s*n+i] = p.h[s*w+q]
-				}
-			}
+		if len(r.meshH) < m.Rows*n { // no launch had steps to copy
+			r.meshH = make([]float64, m.Rows*n)
 		}
+		m.H = r.meshH[:m.Rows*n]
 		m.T0, m.T1 = j.T0, j.T1
 		res.Mesh = m
 	}

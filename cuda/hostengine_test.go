@@ -193,6 +193,15 @@ func (b *hostBackend) read(dst []byte, addr uint64) error {
 	return nil
 }
 
+func (b *hostBackend) zero(addr uint64, n int64) error {
+	m, _, off := b.at(addr)
+	if m == nil || off+uint64(n) > uint64(len(m)) {
+		return fmt.Errorf("host backend: zero out of bounds")
+	}
+	clear(m[off : off+uint64(n)])
+	return nil
+}
+
 func (b *hostBackend) memFree() (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
