@@ -14,6 +14,7 @@
 //   GS_ADAPTIVE                       run the controller (else replay a.hin)
 //   GS_MESH_OUT                       write accepted step sizes to a.hout
 //   GS_STORE                          keep (t, y) before every step in a.store
+//   GS_STORE_T                        store t too (the reverse steps use it)
 //   GS_LOSS, GS_GRAD                  loss terms; loss and adjoint
 //   GS_SACC                           reduce shared gradients in shared memory
 //   GS_REV_ACC, GS_TAP_ACC, GS_LOSS_ACC
@@ -28,8 +29,8 @@
 //   gs_a_loss, gs_a_loss_grad (-> gs_lgrad_out)
 //
 // Layouts are step-major: component c of trajectory i of n at [c*n + i],
-// step s at [s*n + i], stored state s at [(s*(1+D) + c)*n + i] (c = 0 the
-// time), save time k at [(k*D + c)*n + i].
+// step s at [s*n + i], stored state s at [(s*GS_SW + c)*n + i] (c = 0 the
+// time, if stored), save time k at [(k*D + c)*n + i].
 //
 // The same text is host C++: without GS_CUDA the kernel is a loop over
 // the trajectories and the warp reductions are plain sums.
@@ -38,6 +39,8 @@
 #define GS_NPX (GS_NP > 0 ? GS_NP : 1)
 #endif
 #define GS_KX (GS_K > 0 ? GS_K : 1)
+// A stored row holds t (if GS_STORE_T) and y.
+#define GS_SW (GS_STORE_T + GS_D)
 
 // The controller state (ode.StateT, ...), its length and the statuses.
 enum {
@@ -79,7 +82,7 @@ struct gs_args {
   int* tapstep;           // [K][n] the step each save time lies on
   gs_real* tb;            // [K][D][n] cotangents of the saved states
   gs_real* hout;          // [rows][n] the recorded mesh
-  gs_real* store;         // [rows][1+D][n] states before each step
+  gs_real* store;         // [rows][GS_SW][n] states before each step
 };
 
 #if GS_ADAPTIVE
@@ -159,10 +162,10 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
     gs_real ts = 0, hs = 0, ys[GS_D], lt[GS_D];
     for (int c = 0; c < GS_D; c++) ys[c] = lt[c] = 0;
     if (on) {
-      const gs_real* row = a.store + (long long)s * (1 + GS_D) * n + i;
-      ts = row[0];
+      const gs_real* row = a.store + (long long)s * GS_SW * n + i;
+      ts = GS_STORE_T ? row[0] : (gs_real)0;
       for (int c = 0; c < GS_D; c++) {
-        ys[c] = row[(long long)(1 + c) * n];
+        ys[c] = row[(long long)(GS_STORE_T + c) * n];
         lt[c] = a.tb[((long long)k * GS_D + c) * n + i];
       }
       hs = GS_HSRC[(long long)s * n + i];
@@ -215,9 +218,9 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
       for (int c = 0; c < GS_D; c++) ys[c] = 0;
       if (on) {
         h = GS_HSRC[(long long)s * n + i];
-        const gs_real* row = a.store + (long long)s * (1 + GS_D) * n + i;
-        ts = row[0];
-        for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(1 + c) * n];
+        const gs_real* row = a.store + (long long)s * GS_SW * n + i;
+        ts = GS_STORE_T ? row[0] : (gs_real)0;
+        for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(GS_STORE_T + c) * n];
       }
       const bool live = on && h != 0;
       const gs_rev_out r = gs_a_rev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, gp);
@@ -232,10 +235,10 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
     if (on) {
       h = GS_HSRC[(long long)s * n + i];
       if (h != 0) {
-        const gs_real* row = a.store + (long long)s * (1 + GS_D) * n + i;
+        const gs_real* row = a.store + (long long)s * GS_SW * n + i;
         gs_real ys[GS_D];
-        for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(1 + c) * n];
-        r = gs_a_rev(sh, row[0], h, ys, p, lam, gp);
+        for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(GS_STORE_T + c) * n];
+        r = gs_a_rev(sh, GS_STORE_T ? row[0] : (gs_real)0, h, ys, p, lam, gp);
         for (int c = 0; c < GS_D; c++) lam[c] = r.v[c];
         for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
       }
@@ -303,9 +306,9 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
           a.hout[s * n + i] = st[GS_ST_H];
 #endif
 #if GS_STORE
-          gs_real* row = a.store + s * (1 + GS_D) * n + i;
-          row[0] = st[GS_ST_T];
-          for (int c = 0; c < GS_D; c++) row[(long long)(1 + c) * n] = y[c];
+          gs_real* row = a.store + s * GS_SW * n + i;
+          if (GS_STORE_T) row[0] = st[GS_ST_T];
+          for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
 #endif
         } else {
           overflow = true;
@@ -338,9 +341,9 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
     for (int s = 0; s < len; s++) {
       const gs_real h = a.hin[(long long)s * n + i];
 #if GS_STORE
-      gs_real* row = a.store + (long long)s * (1 + GS_D) * n + i;
-      row[0] = t;
-      for (int c = 0; c < GS_D; c++) row[(long long)(1 + c) * n] = y[c];
+      gs_real* row = a.store + (long long)s * GS_SW * n + i;
+      if (GS_STORE_T) row[0] = t;
+      for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
 #endif
 #if GS_K > 0
       while (k < GS_K && a.saveat[k] <= t + h) gs_save(a, k++, i, s, t, h, y, p);

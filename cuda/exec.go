@@ -40,6 +40,7 @@ type executor struct {
 type kernelEntry struct {
 	once  sync.Once
 	k     backendKernel
+	info  kernelInfo
 	block int
 	err   error
 }
@@ -72,11 +73,12 @@ func (ex *executor) kernel(v variant, lp *ode.LossPlan, tr *Trace) (*kernelEntry
 			e.err = ex.progErr
 			return
 		}
-		src, err := kernelSource(ex.progs, v, lp, ex.prec)
+		src, info, err := kernelSource(ex.progs, v, lp, ex.prec)
 		if err != nil {
 			e.err = err
 			return
 		}
+		e.info = info
 		if e.k, e.err = ex.be.compile(src, kernelName); e.err != nil {
 			return
 		}
@@ -319,7 +321,7 @@ func (r *run) layout(n, rows int) layout {
 		elems[argHout] = cnt(rows)
 	}
 	if v.store {
-		elems[argStore] = cnt(rows * (1 + d))
+		elems[argStore] = cnt(rows * (d + b2i(r.ke.info.storeT)))
 	}
 	var l layout
 	off := int64(0)

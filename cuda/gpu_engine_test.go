@@ -45,6 +45,14 @@ func lorenz96Case(n, d int, m ode.Method) engineCase {
 	}
 }
 
+// lorenzNoSaveCase is lorenzCase without save times (the kernels then
+// store no times: the field is autonomous) and the loss Σ‖y(T)‖².
+func lorenzNoSaveCase(n int, rtol float64) engineCase {
+	c := lorenzCase(n, rtol)
+	c.name, c.prob.SaveAt, c.loss = "lorenz-nosave", nil, ode.SumSquares()
+	return c
+}
+
 // hiresCase is HIRES with y0[7] spread over [0.005, 0.006].
 func hiresCase(n int) engineCase {
 	pr := problems.HIRES()
@@ -97,6 +105,7 @@ func testSuite(t *testing.T, engine string, scale int) {
 		o []string
 	}{
 		{lorenzCase(37*scale, 1e-7), nil},
+		{lorenzNoSaveCase(23*scale, 1e-6), grads},
 		{vdpCase(20 * scale), []string{"solve", "grad", "lossmesh"}},
 		{lorenz96Case(8*scale, 40, ode.Tsit5), grads},
 		{robertsonCase(12*scale, ode.Rodas5P, 1e3), grads},

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -124,9 +125,17 @@ func withoutSharedAccumulator(rev *tape.Program, ns int) (*tape.Program, error) 
 	return p, nil
 }
 
+// kernelInfo describes a generated kernel to the executor.
+type kernelInfo struct {
+	// storeT reports that the stored rows hold the time (the reverse
+	// steps use it, or save times need it).
+	storeT bool
+}
+
 // kernelSource returns the translation unit of variant v of the plan
 // (with the loss lp for loss and gradient variants) in precision prec.
-func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision) (string, error) {
+func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision) (string, kernelInfo, error) {
+	var info kernelInfo
 	pl := sp.plan
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
 	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees})
@@ -214,7 +223,7 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	}
 	if v.loss || v.grad {
 		if lp == nil {
-			return "", fmt.Errorf("cuda: a loss kernel needs a loss")
+			return "", info, fmt.Errorf("cuda: a loss kernel needs a loss")
 		}
 		in := cat(y, glob("ys", v.k*d), glob("data", v.dataDim), p)
 		sig := "const gs_real* sh, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p"
@@ -231,8 +240,11 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		}
 	}
 	if g.err != nil {
-		return "", g.err
+		return "", info, g.err
 	}
+	// An autonomous field's reverse step ignores t: the stored rows then
+	// hold y only (a fifth less traffic for Lorenz).
+	info.storeT = v.store && (v.k > 0 || liveInputs(sp.rev, map[*tape.Program][]bool{})[0])
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "// Kernel %s of method %s (fingerprint %s): %s\n", kernelName, pl.Method, pl.Fingerprint, v.key())
 	defs := []struct {
@@ -244,6 +256,7 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		{"GS_ADAPTIVE", b2i(v.adaptive)}, {"GS_MESH_OUT", b2i(v.meshOut)}, {"GS_STORE", b2i(v.store)},
 		{"GS_LOSS", b2i(v.loss)}, {"GS_GRAD", b2i(v.grad)}, {"GS_SACC", b2i(sharedAccumulator(ns, prec))},
 		{"GS_REV_ACC", b2i(revAcc)}, {"GS_TAP_ACC", b2i(tapAcc)}, {"GS_LOSS_ACC", b2i(lossAcc)},
+		{"GS_STORE_T", b2i(info.storeT)},
 	}
 	for _, x := range defs {
 		fmt.Fprintf(&sb, "#define %s %d\n", x.name, x.val)
@@ -252,7 +265,43 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	sb.WriteString(g.sb.String())
 	sb.WriteString(engineTemplate)
 	src.Add(sb.String())
-	return src.String(), nil
+	return src.String(), info, nil
+}
+
+// liveInputs reports which inputs of p its outputs depend on, following
+// calls into their callees (memo holds the callees' answers).
+func liveInputs(p *tape.Program, memo map[*tape.Program][]bool) []bool {
+	if r, ok := memo[p]; ok {
+		return r
+	}
+	live := make([]bool, len(p.Values))
+	for _, o := range p.Outputs {
+		live[o.ID] = true
+	}
+	in := make([]bool, len(p.Inputs))
+	for i := len(p.Values) - 1; i >= 0; i-- {
+		if !live[i] {
+			continue
+		}
+		v := &p.Values[i]
+		switch v.Op {
+		case ops.OpInput:
+			in[int(v.Aux)] = true
+		case ops.OpCall:
+			fl := liveInputs(p.Funcs[int(v.Aux)], memo)
+			for k, a := range v.Args {
+				if fl[k] {
+					live[a] = true
+				}
+			}
+		default:
+			for _, a := range v.Args {
+				live[a] = true
+			}
+		}
+	}
+	memo[p] = in
+	return in
 }
 
 // accFunc emits p as an accumulating function (AccFunc) of its outputs
