@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/cuda"
@@ -179,6 +181,27 @@ func traced(compile *time.Duration, last *cuda.TraceStats, f func(ctx context.Co
 	}
 }
 
+// warmUp runs the cases concurrently once, so that their kernels compile
+// side by side (NVRTC runs one compilation per thread); compile
+// accumulates the compilation time.
+func warmUp(compile *time.Duration, cases ...func(ctx context.Context) error) error {
+	errs := make([]error, len(cases))
+	traces := make([]cuda.Trace, len(cases))
+	var wg sync.WaitGroup
+	for k, c := range cases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = c(cuda.WithTrace(context.Background(), &traces[k]))
+		}()
+	}
+	wg.Wait()
+	for k := range traces {
+		*compile += traces[k].Stats().Compile
+	}
+	return errors.Join(errs...)
+}
+
 // writeGPURow writes a row as JSON or as a table line.
 func writeGPURow(w io.Writer, row *GPURow, asJSON bool) error {
 	if asJSON {
@@ -266,6 +289,13 @@ func gpuLorenzRow(e *LorenzEnsemble, rtol float64, cfg *GPUConfig, idx []int, re
 		return nil, err
 	}
 	loss := ode.SumSquares()
+	if err := warmUp(&compile,
+		func(ctx context.Context) error { _, err := sv.SolveContext(ctx, &p); return err },
+		func(ctx context.Context) error { _, err := sv.GradContext(ctx, nil, &p, loss, nil); return err },
+		func(ctx context.Context) error { _, err := sv.GradContext(ctx, nil, &p, loss, mesh); return err },
+	); err != nil {
+		return nil, err
+	}
 	bset := &BaselineSettings{RelTol: rtol, AbsTol: atol}
 	yhand := make([]float64, 3*n)
 	yhand2 := make([]float64, 3*n)
@@ -399,6 +429,13 @@ func gpuRow(suite string, prob *ode.Problem, set *ode.Settings, loss ode.Loss, c
 		mesh, sol, err = sv.RecordContext(ctx, prob)
 		return err
 	})(); err != nil {
+		return nil, nil, err
+	}
+	if err := warmUp(&compile,
+		func(ctx context.Context) error { _, err := sv.SolveContext(ctx, prob); return err },
+		func(ctx context.Context) error { _, err := sv.GradContext(ctx, nil, prob, loss, nil); return err },
+		func(ctx context.Context) error { _, err := sv.GradContext(ctx, nil, prob, loss, mesh); return err },
+	); err != nil {
 		return nil, nil, err
 	}
 	var g, gm ode.Gradient

@@ -433,8 +433,8 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 			return nil, err
 		}
 		over = append(over, o...)
-		if j.Progress != nil {
-			j.Progress(min(lo+n, m), m)
+		if j.Progress != nil && idx == nil { // reruns are not progress
+			j.Progress(lo+n, m)
 		}
 	}
 	return over, nil
