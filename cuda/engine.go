@@ -28,9 +28,14 @@ func init() {
 // every trajectory (the controller is the same program, compiled without
 // contraction into fused multiply-adds), states and gradients within
 // rounding (the device's libm and the order of the shared-gradient sum
-// differ in the last bits). Ensembles larger than the device memory are run
-// in chunks of trajectories; a record whose buffer proves too short is
-// rerun for the trajectories that need more room.
+// differ in the last bits; a step-size decision at the edge of rounding
+// can then, rarely, go the other way). Ensembles larger than the device
+// memory (or than Settings.MemoryLimit, which caps the device memory of
+// one launch) are run in chunks of trajectories; a record whose buffer
+// proves too short is rerun for the trajectories that need more room. A
+// gradient keeps every state before an accepted step on the device
+// (Settings.Checkpoint does not apply); it reports its whole time as
+// GradTime (the record and the adjoint are one launch).
 type Engine struct {
 	name    string
 	ordinal int
