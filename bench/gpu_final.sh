@@ -1,6 +1,6 @@
 #!/bin/bash
 # The final measurement of the CUDA engine on an H200, in two halves of at
-# most about 500 s each (each fits one device call of 9 minutes):
+# most about 510 s each (each fits one device call of 9 minutes):
 #
 #   bash .gpu/final.sh first    # GPU: gradsolve's GPU suite (Lorenz grid beside the
 #                               # hand-written kernels, Robertson, neural), Diffrax
@@ -64,14 +64,14 @@ first)
 	tests gpu-tests 80 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Chunks|Float32)$' -test.timeout 75s
 	;;
 second)
-	step dx-lorenz-gpu 200 python3 bench/anchors/diffrax_lorenz.py --platform gpu --reps 3 --max-seconds 40
-	step dx-robertson-gpu 100 python3 bench/anchors/diffrax_robertson.py --platform gpu --n 2048 --rtol 1e-4,1e-5,1e-6,1e-7,1e-8 --reps 3 --max-seconds 30
-	tests gpu-tests-2 45 "$bin/cuda.test" -test.run 'TestGPUEngineDims|TestGPUDevice$' -test.timeout 40s
+	step dx-lorenz-gpu 160 python3 bench/anchors/diffrax_lorenz.py --platform gpu --reps 3 --max-seconds 40
+	step dx-robertson-gpu 85 python3 bench/anchors/diffrax_robertson.py --platform gpu --n 2048 --rtol 1e-4,1e-5,1e-6,1e-7,1e-8 --reps 3 --max-seconds 30
+	tests gpu-tests-2 75 "$bin/cuda.test" -test.run 'TestGPUEngineDims|TestGPUDevice$' -test.timeout 70s
 	tests hand-kernels 15 "$bin/bench.test" -test.run 'TestLorenzCUDAGPU' -test.timeout 12s
-	step cpu-lorenz 60 "$bin/gradsolve" bench -suite lorenz -json -reps 3
-	step cpu-stiff-16 30 "$bin/gradsolve" bench -suite stiff -n 2048 -rtol 1e-6 -json -reps 3 -workers 16
-	step cpu-stiff-1 40 "$bin/gradsolve" bench -suite stiff -n 2048 -rtol 1e-6 -json -reps 3 -workers 1
-	step cpu-neural 40 "$bin/gradsolve" bench -suite neural -n 256,4096 -json -reps 3 -dump /tmp/neural-cpu.json
+	step cpu-lorenz 50 "$bin/gradsolve" bench -suite lorenz -json -reps 3
+	step cpu-stiff-16 25 "$bin/gradsolve" bench -suite stiff -n 2048 -rtol 1e-6 -json -reps 3 -workers 16
+	step cpu-stiff-1 35 "$bin/gradsolve" bench -suite stiff -n 2048 -rtol 1e-6 -json -reps 3 -workers 1
+	step cpu-neural 35 "$bin/gradsolve" bench -suite neural -n 256,4096 -json -reps 3 -dump /tmp/neural-cpu.json
 	step dx-neural-cpu 30 python3 bench/anchors/diffrax_neural.py --problem /tmp/neural-cpu.json --platform cpu --b 256,4096 --reps 3 --max-seconds 25
 	;;
 *)
