@@ -1,11 +1,16 @@
 package bench
 
 import (
+	"bytes"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"time"
 
+	"github.com/gradsolve-go/gradsolve/cuda"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -69,9 +74,9 @@ func newLorenzKernelParams(e *LorenzEnsemble, s *BaselineSettings, rows int) (lo
 	}, nil
 }
 
-// ErrNoCUDA is returned by the CUDA baselines while they are not wired to
-// a GPU loader.
-var ErrNoCUDA = errors.New("bench: the CUDA Lorenz baselines are not wired to a GPU loader yet")
+// ErrNoCUDA is returned (wrapped, with the reason) by the CUDA baselines
+// where there is no GPU or no NVRTC.
+var ErrNoCUDA = errors.New("bench: no GPU for the CUDA Lorenz baselines")
 
 // lorenzCUDABuffers are the host-side arrays of one kernel launch:
 // component-major states y[c*n+i], and per-trajectory outputs. Drho and
@@ -81,27 +86,181 @@ type lorenzCUDABuffers struct {
 	Accepted, Rejected, Statuses []int32
 }
 
+// CUDAStats are the statistics of a run of a CUDA baseline: the steps of
+// every trajectory and the kernel's device time (CUDA events; copies
+// excluded).
+type CUDAStats struct {
+	BaselineStats
+	Kernel time.Duration
+}
+
+func (s *CUDAStats) base() *BaselineStats {
+	if s == nil {
+		return nil
+	}
+	return &s.BaselineStats
+}
+
+// lorenzGPU holds the device and the compiled kernels of the baselines,
+// made on first use.
+var lorenzGPU struct {
+	once sync.Once
+	dev  *cuda.Device
+	fwd  *cuda.Kernel
+	adj  *cuda.Kernel
+	err  error
+}
+
+// lorenzKernels opens GPU 0 and compiles lorenzCUDASource (cached on
+// disk), once per process.
+func lorenzKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
+	g := &lorenzGPU
+	g.once.Do(func() {
+		d, err := cuda.Open(0)
+		if err != nil {
+			g.err = err
+			return
+		}
+		m, _, err := d.Build(lorenzCUDASource, &cuda.CompileSettings{Name: "lorenz_tsit5.cu"})
+		if err != nil {
+			g.err = err
+			return
+		}
+		if g.fwd, g.err = m.Kernel(lorenzForwardKernel); g.err != nil {
+			return
+		}
+		if g.adj, g.err = m.Kernel(lorenzAdjointKernel); g.err != nil {
+			return
+		}
+		g.dev = d
+	})
+	if g.err != nil {
+		if errors.Is(g.err, cuda.ErrNoGPU) || errors.Is(g.err, cuda.ErrNoNVRTC) {
+			return nil, nil, nil, fmt.Errorf("%w: %w", ErrNoCUDA, g.err)
+		}
+		return nil, nil, nil, g.err
+	}
+	return g.dev, g.fwd, g.adj, nil
+}
+
 // launchLorenzCUDA runs kernel (lorenzForwardKernel or lorenzAdjointKernel)
-// of lorenzCUDASource on the GPU for p.N trajectories, copying b.Rho in and
+// of lorenzCUDASource on GPU 0 for p.N trajectories, copying b.Rho in and
 // the other buffers of b out; the record buffer (p.Rows×3×N states and
-// p.Rows×N step sizes) lives on the device only.
-//
-// TODO(cuda): wire this once package cuda is on main: compile
-// lorenzCUDASource with NVRTC for the device's architecture (cached), load
-// kernel, allocate and copy the buffers, launch ⌈N/128⌉ blocks of 128
-// threads with p passed by value, copy back, and time the launch with CUDA
-// events. Until then it returns ErrNoCUDA.
-func launchLorenzCUDA(kernel string, p lorenzKernelParams, b *lorenzCUDABuffers) error {
-	_, _, _ = kernel, p, b
-	return ErrNoCUDA
+// p.Rows×N step sizes) lives on the device only. It launches ⌈N/128⌉
+// blocks of 128 threads with p passed by value and returns the kernel's
+// device time (CUDA events; copies excluded).
+func launchLorenzCUDA(kernel string, p lorenzKernelParams, b *lorenzCUDABuffers) (time.Duration, error) {
+	d, fwd, adj, err := lorenzKernels()
+	if err != nil {
+		return 0, err
+	}
+	n := int(p.N)
+	var bufs []interface{ Free() error }
+	defer func() {
+		for _, x := range bufs {
+			x.Free()
+		}
+	}()
+	f64 := func(len int) (*cuda.Buffer[float64], error) {
+		x, err := cuda.Alloc[float64](d, len)
+		if err == nil {
+			bufs = append(bufs, x)
+		}
+		return x, err
+	}
+	i32 := func() (*cuda.Buffer[int32], error) {
+		x, err := cuda.Alloc[int32](d, n)
+		if err == nil {
+			bufs = append(bufs, x)
+		}
+		return x, err
+	}
+	rho, err := f64(n)
+	if err != nil {
+		return 0, err
+	}
+	y, err := f64(3 * n)
+	if err != nil {
+		return 0, err
+	}
+	acc, err := i32()
+	if err != nil {
+		return 0, err
+	}
+	rej, err := i32()
+	if err != nil {
+		return 0, err
+	}
+	st, err := i32()
+	if err != nil {
+		return 0, err
+	}
+	if err := rho.Write(b.Rho); err != nil {
+		return 0, err
+	}
+	var raw bytes.Buffer
+	if err := binary.Write(&raw, binary.LittleEndian, p); err != nil {
+		return 0, err
+	}
+	l := cuda.Linear(n, 128)
+	e0, err := d.NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer e0.Destroy()
+	e1, err := d.NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer e1.Destroy()
+	var drho *cuda.Buffer[float64]
+	if kernel == lorenzAdjointKernel {
+		if drho, err = f64(n); err != nil {
+			return 0, err
+		}
+		ys, err := f64(max(1, 3*n*int(p.Rows)))
+		if err != nil {
+			return 0, err
+		}
+		hs, err := f64(max(1, n*int(p.Rows)))
+		if err != nil {
+			return 0, err
+		}
+		e0.Record(nil)
+		err = adj.Launch(l, raw.Bytes(), rho, y, drho, ys, hs, acc, rej, st)
+		if err != nil {
+			return 0, err
+		}
+	} else {
+		e0.Record(nil)
+		if err := fwd.Launch(l, raw.Bytes(), rho, y, acc, rej, st); err != nil {
+			return 0, err
+		}
+	}
+	e1.Record(nil)
+	dt, err := cuda.Elapsed(e0, e1)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range []error{y.Read(b.Y), acc.Read(b.Accepted), rej.Read(b.Rejected), st.Read(b.Statuses)} {
+		if c != nil {
+			return 0, c
+		}
+	}
+	if drho != nil {
+		if err := drho.Read(b.Drho); err != nil {
+			return 0, err
+		}
+	}
+	return dt, nil
 }
 
 // LorenzTsit5CUDA is LorenzTsit5 on the GPU: the hand-written kernel
 // lorenz_tsit5_forward integrates every trajectory of e in one thread and
 // the final states are stored in dst ([n×3]; nil allocates), which it
-// returns. Settings and stats are as for LorenzTsit5. It returns ErrNoCUDA
-// until the kernels are wired to a GPU loader.
-func LorenzTsit5CUDA(dst []float64, e *LorenzEnsemble, s *BaselineSettings, stats *BaselineStats) ([]float64, error) {
+// returns. Settings and stats are as for LorenzTsit5; the kernel's device time
+// goes to stats.Kernel. Its error wraps ErrNoCUDA where there is no GPU.
+func LorenzTsit5CUDA(dst []float64, e *LorenzEnsemble, s *BaselineSettings, stats *CUDAStats) ([]float64, error) {
 	p, err := newLorenzKernelParams(e, s, 0)
 	if err != nil {
 		return nil, err
@@ -114,10 +273,14 @@ func LorenzTsit5CUDA(dst []float64, e *LorenzEnsemble, s *BaselineSettings, stat
 		panic(badDstLength)
 	}
 	b := newLorenzCUDABuffers(e, false)
-	if err := launchLorenzCUDA(lorenzForwardKernel, p, b); err != nil {
+	dt, err := launchLorenzCUDA(lorenzForwardKernel, p, b)
+	if err != nil {
 		return nil, err
 	}
-	return dst, b.results(dst, nil, stats)
+	if stats != nil {
+		stats.Kernel = dt
+	}
+	return dst, b.results(dst, nil, stats.base())
 }
 
 // LorenzGradCUDA runs the hand-written kernel lorenz_tsit5_record_adjoint:
@@ -126,9 +289,9 @@ func LorenzTsit5CUDA(dst []float64, e *LorenzEnsemble, s *BaselineSettings, stat
 // computes dL/dρ_i of L = Σ_i ‖y_i(T1)‖² on the recorded mesh (the
 // frozen-mesh discrete adjoint, as ode.Grad). It stores the final states in
 // y ([n×3]) and the gradient in drho ([n]). A trajectory with more than rows
-// accepted steps fails. It returns ErrNoCUDA until the kernels are wired to
-// a GPU loader.
-func LorenzGradCUDA(y, drho []float64, e *LorenzEnsemble, s *BaselineSettings, rows int, stats *BaselineStats) error {
+// accepted steps fails. stats.Kernel gets the kernel's device time. Its
+// error wraps ErrNoCUDA where there is no GPU.
+func LorenzGradCUDA(y, drho []float64, e *LorenzEnsemble, s *BaselineSettings, rows int, stats *CUDAStats) error {
 	p, err := newLorenzKernelParams(e, s, rows)
 	if err != nil {
 		return err
@@ -138,10 +301,14 @@ func LorenzGradCUDA(y, drho []float64, e *LorenzEnsemble, s *BaselineSettings, r
 		panic(badDstLength)
 	}
 	b := newLorenzCUDABuffers(e, true)
-	if err := launchLorenzCUDA(lorenzAdjointKernel, p, b); err != nil {
+	dt, err := launchLorenzCUDA(lorenzAdjointKernel, p, b)
+	if err != nil {
 		return err
 	}
-	return b.results(y, drho, stats)
+	if stats != nil {
+		stats.Kernel = dt
+	}
+	return b.results(y, drho, stats.base())
 }
 
 func newLorenzCUDABuffers(e *LorenzEnsemble, grad bool) *lorenzCUDABuffers {

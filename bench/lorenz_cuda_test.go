@@ -13,6 +13,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gradsolve-go/gradsolve/cuda"
 	"github.com/gradsolve-go/gradsolve/internal/refode"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
@@ -231,9 +232,12 @@ func TestLorenzCUDAOnHostFailures(t *testing.T) {
 	}
 }
 
-// TestLorenzCUDAUnwired checks that the GPU entry points report ErrNoCUDA
-// while the launch is not wired, after validating their arguments.
-func TestLorenzCUDAUnwired(t *testing.T) {
+// TestLorenzCUDANoGPU checks that, without a GPU, the GPU entry points
+// validate their arguments and then report ErrNoCUDA.
+func TestLorenzCUDANoGPU(t *testing.T) {
+	if n, err := cuda.DeviceCount(); err == nil && n > 0 {
+		t.Skip("a GPU is present")
+	}
 	e := ProtocolLorenz(3)
 	if _, err := LorenzTsit5CUDA(nil, e, nil, nil); !errors.Is(err, ErrNoCUDA) {
 		t.Errorf("LorenzTsit5CUDA: err = %v, want ErrNoCUDA", err)
@@ -246,4 +250,54 @@ func TestLorenzCUDAUnwired(t *testing.T) {
 	if _, err := LorenzTsit5CUDA(nil, &bad, nil, nil); err == nil || errors.Is(err, ErrNoCUDA) {
 		t.Errorf("LorenzTsit5CUDA with T1 = T0: err = %v, want an argument error", err)
 	}
+}
+
+// TestLorenzCUDAGPU runs the hand-written kernels on the GPU: the forward
+// kernel takes LorenzTsit5's steps (final states within 1e-11), the
+// record+adjoint kernel gives ode.Grad's dL/dρ within 1e-8. It skips
+// without a GPU.
+func TestLorenzCUDAGPU(t *testing.T) {
+	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no GPU")
+	}
+	e := ProtocolLorenz(4096)
+	set := &BaselineSettings{RelTol: 1e-8, AbsTol: 1e-11}
+	var st BaselineStats
+	want, err := LorenzTsit5(nil, e, set, &st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs CUDAStats
+	got, err := LorenzTsit5CUDA(nil, e, set, &cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i := range e.Rho {
+		if cs.Accepted[i] != st.Accepted[i] || cs.Rejected[i] != st.Rejected[i] || !(relErr(got[3*i:3*i+3], want[3*i:3*i+3]) <= 1e-11) {
+			if bad++; bad <= 3 {
+				t.Errorf("trajectory %d: kernel %d/%d steps, y %v; baseline %d/%d, %v", i, cs.Accepted[i], cs.Rejected[i],
+					got[3*i:3*i+3], st.Accepted[i], st.Rejected[i], want[3*i:3*i+3])
+			}
+		}
+	}
+	prob := e.Problem()
+	g, err := ode.Grad(nil, prob, ode.SumSquares(), nil, &ode.Settings{Method: ode.Tsit5, RelTol: set.RelTol, AbsTol: set.AbsTol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := make([]float64, 3*len(e.Rho))
+	drho := make([]float64, len(e.Rho))
+	if err := LorenzGradCUDA(y, drho, e, set, g.Mesh.Rows+1, &cs); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range drho {
+		want := g.P[3*i+1]
+		if r := math.Abs(d-want) / math.Max(math.Abs(want), 1e-300); !(r <= 1e-8) {
+			if bad++; bad <= 6 {
+				t.Errorf("trajectory %d: kernel dL/dρ = %v, ode.Grad %v (rel %.2g)", i, d, want, r)
+			}
+		}
+	}
+	t.Logf("record+adjoint kernel: %v", cs.Kernel)
 }

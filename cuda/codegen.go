@@ -31,6 +31,12 @@ const (
 // defaults.
 type SourceSettings struct {
 	Precision Precision // zero: Float64
+
+	// InlineCallees, if positive, emits a called program of at most this
+	// many values as a GS_CALLEE_INLINE function (inlined on the device)
+	// instead of a GS_CALLEE one (kept a call): a small field costs less
+	// inlined into every stage than called. Zero keeps every callee a call.
+	InlineCallees int
 }
 
 // Source builds one CUDA C++ translation unit from programs: the prelude,
@@ -65,9 +71,11 @@ type SourceSettings struct {
 // arguments are consecutive shared inputs of the caller, the usual case of
 // a field called with the step's parameters; otherwise a small local array
 // holding them. The call's value is the returned struct, whose v[c] its
-// Extracts read.
+// Extracts read. SourceSettings.InlineCallees makes small callees
+// GS_CALLEE_INLINE functions instead.
 type Source struct {
 	prec   Precision
+	inline int
 	funcs  map[*tape.Program]string // emitted programs and their names
 	hashes map[string]string        // the same, by Program.Hash
 	names  map[string]bool
@@ -79,6 +87,7 @@ func NewSource(s *SourceSettings) *Source {
 	src := &Source{funcs: make(map[*tape.Program]string), hashes: make(map[string]string), names: make(map[string]bool)}
 	if s != nil {
 		src.prec = s.Precision
+		src.inline = s.InlineCallees
 	}
 	return src
 }
@@ -228,6 +237,13 @@ type emitter struct {
 	tuple map[tape.ID]func(c int) string
 	// shIndex[k] is input k's index among the shared inputs, or -1.
 	shIndex []int
+	// expr holds the expressions of values that have no local (shared
+	// inputs, read where used).
+	expr map[tape.ID]string
+	// acc, if not nil, makes the function accumulate (see AccFunc).
+	acc *accSpec
+	// calleeAcc[k] is the accumulating spec of Funcs[k], or nil.
+	calleeAcc []*accSpec
 }
 
 // live marks the values the outputs depend on. The shared arguments of a
@@ -235,8 +251,22 @@ type emitter struct {
 func (e *emitter) live() []bool {
 	p := e.p
 	l := make([]bool, len(p.Values))
-	for _, o := range p.Outputs {
-		l[o.ID] = true
+	for m, o := range p.Outputs {
+		if !e.acc.dropped(m) {
+			l[o.ID] = true
+		}
+	}
+	if e.acc != nil {
+		// Terms it adds, and calls that accumulate, have an effect besides
+		// the outputs.
+		for _, t := range e.acc.terms {
+			l[t.id] = true
+		}
+		for i, v := range p.Values {
+			if v.Op == ops.OpCall && e.acc.callee(p.Funcs[int(v.Aux)]) != nil {
+				l[i] = true
+			}
+		}
 	}
 	for i := len(p.Values) - 1; i >= 0; i-- {
 		if !l[i] {
@@ -287,9 +317,19 @@ func (e *emitter) directShared(f *tape.Program, args []tape.ID) (j0 int, ok bool
 
 func vname(id tape.ID) string { return fmt.Sprintf("v%d", id) }
 
+// ref returns the C expression of value id: its local, or for a shared
+// input its read from gs_sh.
+func (e *emitter) ref(id tape.ID) string {
+	if x, ok := e.expr[id]; ok {
+		return x
+	}
+	return vname(id)
+}
+
 func (e *emitter) emit(qual string) (string, error) {
 	p := e.p
 	e.tuple = make(map[tape.ID]func(int) string)
+	e.expr = make(map[tape.ID]string)
 	// The program's own lines, "v12 = Mul v3 v7", for the comments.
 	lines := strings.Split(p.String(), "\n")[1:]
 	nshared := 0
@@ -300,8 +340,20 @@ func (e *emitter) emit(qual string) (string, error) {
 	}
 	// Callees first: their text must precede this function's.
 	callee := make([]string, len(p.Funcs))
+	e.calleeAcc = make([]*accSpec, len(p.Funcs))
 	for k, f := range p.Funcs {
-		name, err := e.src.function(f, "GS_CALLEE")
+		qual := "GS_CALLEE"
+		if e.src.inline > 0 && len(f.Values) <= e.src.inline {
+			qual = "GS_CALLEE_INLINE"
+		}
+		var name string
+		var err error
+		if fs := e.acc.callee(f); fs != nil {
+			e.calleeAcc[k] = fs
+			name, err = e.src.accFunction(f, qual, fs)
+		} else {
+			name, err = e.src.function(f, qual)
+		}
 		if err != nil {
 			return "", fmt.Errorf("cuda: program %s: func %d: %w", p.Name, k, err)
 		}
@@ -310,8 +362,19 @@ func (e *emitter) emit(qual string) (string, error) {
 	w := &e.sb
 	fmt.Fprintf(w, "// program %s: %d inputs (%d shared), %d values, %d outputs\n",
 		strings.ReplaceAll(p.Name, "\n", " "), len(p.Inputs), nshared, len(p.Values), len(p.Outputs))
-	fmt.Fprintf(w, "struct %s { gs_real v[%d]; };\n", OutType(e.name), max(len(p.Outputs), 1))
+	nret := 0
+	for m := range p.Outputs {
+		if e.acc.returned(m) {
+			nret++
+		}
+	}
+	fmt.Fprintf(w, "struct %s { gs_real v[%d]; };\n", OutType(e.name), max(nret, 1))
 	fmt.Fprintf(w, "%s %s %s(const gs_real* GS_RESTRICT gs_sh", qual, OutType(e.name), e.name)
+	var groups map[tape.ID][][]accTerm
+	if e.acc != nil {
+		w.WriteString(", gs_real* GS_RESTRICT gs_acc, bool gs_on")
+		groups = e.accGroups()
+	}
 	shIndex := make([]int, len(p.Inputs))
 	e.shIndex = shIndex
 	j := 0
@@ -335,13 +398,15 @@ func (e *emitter) emit(qual string) (string, error) {
 		comment := strings.ReplaceAll(lines[i], "\n", " ")
 		args = args[:0]
 		for _, a := range v.Args {
-			args = append(args, vname(a))
+			args = append(args, e.ref(a))
 		}
 		switch v.Op {
 		case ops.OpInput:
 			k := int(v.Aux)
 			if shIndex[k] >= 0 {
-				e.scalar(id, fmt.Sprintf("gs_sh[%d]", shIndex[k]), comment)
+				// Read where used, not up front: a thousand weights loaded
+				// at the top of a function would all be live at once.
+				e.expr[id] = fmt.Sprintf("gs_sh[%d]", shIndex[k])
 			} else {
 				e.scalar(id, fmt.Sprintf("a%d", k), comment)
 			}
@@ -358,7 +423,7 @@ func (e *emitter) emit(qual string) (string, error) {
 			}
 			fmt.Fprintf(w, "  %s<%d>(t%d, t%d);\n", fn, d, id, v.Args[0])
 		case ops.OpCall:
-			e.call(id, p.Funcs[int(v.Aux)], callee[int(v.Aux)], v.Args, comment)
+			e.call(id, p.Funcs[int(v.Aux)], callee[int(v.Aux)], e.calleeAcc[int(v.Aux)], v.Args, comment)
 		case ops.OpExtract:
 			get := e.tuple[v.Args[0]]
 			if get == nil {
@@ -376,10 +441,15 @@ func (e *emitter) emit(qual string) (string, error) {
 			}
 			e.scalar(id, expr, comment)
 		}
+		for _, g := range groups[id] {
+			e.emitReduce(g)
+		}
 	}
 	w.WriteString("  " + OutType(e.name) + " gs_r;\n")
 	for m, o := range p.Outputs {
-		fmt.Fprintf(w, "  gs_r.v[%d] = %s;\n", m, vname(o.ID))
+		if e.acc.returned(m) {
+			fmt.Fprintf(w, "  gs_r.v[%d] = %s;\n", e.acc.index(m), e.ref(o.ID))
+		}
 	}
 	w.WriteString("  return gs_r;\n}\n")
 	return w.String(), nil
@@ -387,13 +457,13 @@ func (e *emitter) emit(qual string) (string, error) {
 
 // call emits "const F_out tN = F(sh, args...);" for a call of f (whose
 // function is named fname) with arguments args.
-func (e *emitter) call(id tape.ID, f *tape.Program, fname string, args []tape.ID, comment string) {
+func (e *emitter) call(id tape.ID, f *tape.Program, fname string, fs *accSpec, args []tape.ID, comment string) {
 	var scalars, shared []string
 	for k, in := range f.Inputs {
 		if in.Shared {
-			shared = append(shared, vname(args[k]))
+			shared = append(shared, e.ref(args[k]))
 		} else {
-			scalars = append(scalars, vname(args[k]))
+			scalars = append(scalars, e.ref(args[k]))
 		}
 	}
 	sh := "gs_sh"
@@ -403,8 +473,11 @@ func (e *emitter) call(id tape.ID, f *tape.Program, fname string, args []tape.ID
 	} else if j0 > 0 {
 		sh = fmt.Sprintf("gs_sh + %d", j0)
 	}
+	if fs != nil {
+		sh += ", gs_acc, gs_on"
+	}
 	fmt.Fprintf(&e.sb, "  const %s t%d = %s(%s);  // %s\n", OutType(fname), id, fname, strings.Join(append([]string{sh}, scalars...), ", "), comment)
-	e.tuple[id] = func(c int) string { return fmt.Sprintf("t%d.v[%d]", id, c) }
+	e.tuple[id] = func(c int) string { return fmt.Sprintf("t%d.v[%d]", id, fs.index(c)) }
 }
 
 // scalar emits "const gs_real vN = expr;".

@@ -56,6 +56,27 @@
 // the arithmetic is IEEE-exact, on machines without a GPU. Float64 is the
 // default; Float32 is available (SourceSettings).
 //
+// # The engine
+//
+// Importing the package registers two ode engines: "cuda" (float64) and
+// "cuda-f32" (float32), on GPU 0; NewEngine makes one for another GPU.
+// Each operation of a Job runs as one kernel per chunk of trajectories,
+// generated from the plan's programs around a template (engine.cuh): a
+// forward solve (final and saved states, statuses, counts), a record (the
+// mesh), the loss, a record and its adjoint in one launch (the thread keeps
+// the states before its accepted steps in a step-major buffer, runs the
+// loss VJP, then Reverse backwards), and the replay of a given mesh with or
+// without its adjoint. Shared-parameter gradients are summed across the
+// warp as they are computed (AccFunc) and added once per block. Ensembles
+// that do not fit in device memory (or Settings.MemoryLimit) are run in
+// chunks; a record buffer that proves too short is rerun, with the exact
+// length, for the trajectories that need it. WithTrace reports the kernels'
+// device time, transfers, chunks and reruns.
+//
+// Two environment variables tune the kernels: GRADSOLVE_CUDA_MAXREG caps
+// the registers of a thread (NVRTC's --maxrregcount) and
+// GRADSOLVE_CUDA_BLOCK sets the threads per block (default 128).
+//
 // # Layouts
 //
 // Ensemble arrays on the device are step-major (structure of arrays):

@@ -31,8 +31,7 @@ func ExampleSource() {
 	// struct gs_decay_0_out { gs_real v[1]; };
 	// GS_FUNC gs_decay_0_out gs_decay_0(const gs_real* GS_RESTRICT gs_sh, gs_real a0) {
 	//   const gs_real v0 = a0;  // v0 = Input [0] y
-	//   const gs_real v1 = gs_sh[0];  // v1 = Input [1] k shared
-	//   const gs_real v2 = (-v1);  // v2 = Neg v1
+	//   const gs_real v2 = (-gs_sh[0]);  // v2 = Neg v1
 	//   const gs_real v3 = (v2 * v0);  // v3 = Mul v2 v0
 	//   gs_decay_0_out gs_r;
 	//   gs_r.v[0] = v3;

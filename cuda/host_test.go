@@ -325,3 +325,115 @@ func TestSourceErrors(t *testing.T) {
 		t.Errorf("want an error naming program bad, got %v", err)
 	}
 }
+
+// warpSim simulates a warp on the host: 32 threads, shuffles through a
+// shared slot array and a barrier, atomics under a lock. It is defined
+// before the prelude, whose warp collectives (GS_WARP_SIM) then run the
+// device code.
+const warpSim = `
+#include <barrier>
+#include <mutex>
+#include <thread>
+#include <vector>
+#include <stdio.h>
+#include <stdlib.h>
+#define GS_WARP_SIM 1
+struct gs_sim_idx { unsigned x; };
+static thread_local gs_sim_idx threadIdx;
+static std::barrier<>* gs_sim_bar;
+static double gs_sim_slot[32];
+static std::mutex gs_sim_mu;
+template <class T> T __shfl_xor_sync(unsigned, T v, int o) {
+  const int lane = threadIdx.x & 31;
+  gs_sim_slot[lane] = (double)v;
+  gs_sim_bar->arrive_and_wait();
+  T r = (T)gs_sim_slot[lane ^ o];
+  gs_sim_bar->arrive_and_wait();
+  return r;
+}
+static int __any_sync(unsigned, bool p) {
+  const int lane = threadIdx.x & 31;
+  gs_sim_slot[lane] = p ? 1 : 0;
+  gs_sim_bar->arrive_and_wait();
+  int any = 0;
+  for (int l = 0; l < 32; l++) any |= gs_sim_slot[l] != 0;
+  gs_sim_bar->arrive_and_wait();
+  return any;
+}
+template <class T> T atomicAdd(T* a, T v) {
+  std::lock_guard<std::mutex> g(gs_sim_mu);
+  T old = *a;
+  *a += v;
+  return old;
+}
+`
+
+// warpSimMain runs the warp collectives on random lanes and prints the
+// largest error against plain sums.
+const warpSimMain = `
+static double val(int lane, int k) { return (double)((lane * 7919 + k * 104729) % 1000) / 7.0 - 50.0; }
+static bool onOf(int lane) { return (lane * 37) % 5 != 0; }
+int main() {
+  std::barrier<> bar(32);
+  gs_sim_bar = &bar;
+  const int NS = 70;
+  static double acc32a[32], acc32b[32], acc3[3], accNS[NS];
+  int maxv[32];
+  std::vector<std::thread> th;
+  for (int lane = 0; lane < 32; lane++) th.emplace_back([&, lane] {
+    threadIdx.x = lane;
+    double x[NS];
+    for (int k = 0; k < NS; k++) x[k] = val(lane, k);
+    gs_acc32(acc32a, x, onOf(lane), 32);
+    gs_acc32(acc32b, x, lane == 5, 7);
+    gs_warp_add<3>(acc3, x, onOf(lane));
+    gs_warp_add<NS>(accNS, x, onOf(lane));
+    maxv[lane] = gs_warp_max((lane * 13) % 29);
+  });
+  for (auto& t : th) t.join();
+  double err = 0;
+  auto check = [&](double got, double want) { double e = got - want; if (e < 0) e = -e; if (e > err) err = e; };
+  for (int k = 0; k < NS; k++) {
+    double all = 0;
+    for (int lane = 0; lane < 32; lane++) if (onOf(lane)) all += val(lane, k);
+    if (k < 32) check(acc32a[k], all);
+    if (k < 7) check(acc32b[k], val(5, k));
+    if (k >= 7 && k < 32) check(acc32b[k], 0);
+    if (k < 3) check(acc3[k], all);
+    check(accNS[k], all);
+  }
+  int bad = 0;
+  for (int lane = 0; lane < 32; lane++) bad += maxv[lane] != 28;
+  printf("%g %d\n", err, bad);
+  return 0;
+}
+`
+
+// TestWarpCollectives runs the device code of the warp collectives (the
+// transposing reduction of shared gradients, the warp maximum) on a warp
+// simulated with threads.
+func TestWarpCollectives(t *testing.T) {
+	t.Parallel()
+	cc := gxx(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "warp.cpp")
+	if err := os.WriteFile(file, []byte(warpSim+NewSource(nil).String()+warpSimMain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "warp")
+	if out, err := exec.Command(cc, "-std=c++20", "-O1", "-pthread", "-w", "-o", exe, file).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, firstLines(string(out), 30))
+	}
+	out, err := exec.Command(exe).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var maxErr float64
+	var bad int
+	if _, err := fmt.Sscan(string(out), &maxErr, &bad); err != nil {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	if maxErr > 1e-9 || bad != 0 {
+		t.Errorf("warp sums off by %g, %d lanes with a wrong maximum", maxErr, bad)
+	}
+}

@@ -169,15 +169,25 @@ func Linear(n, block int) Launch {
 type DevicePointer interface{ devicePtr() uint64 }
 
 // Launch queues the kernel with the given arguments, one per kernel
-// parameter, in order: int32, uint32, int64, uint64, float32, float64 or
-// a *Buffer (passed as its device address). The launch is asynchronous:
+// parameter, in order: int32, uint32, int64, uint64, float32, float64, a
+// *Buffer (passed as its device address) or a []byte (a struct passed by
+// value: its bytes, laid out as the kernel's parameter type, which the
+// driver copies; it must not be empty). The launch is asynchronous:
 // a fault while the kernel runs is reported by the next synchronising
 // call (Device.Synchronize, Stream.Synchronize, a Buffer copy).
 func (k *Kernel) Launch(l Launch, args ...any) error {
 	slots := make([]uint64, len(args)+1) // +1: never empty
 	params := make([]unsafe.Pointer, len(args)+1)
+	var structs [][]byte
 	for i, a := range args {
 		switch v := a.(type) {
+		case []byte:
+			if len(v) == 0 {
+				return fmt.Errorf("cuda: kernel %s: argument %d is an empty []byte", k.name, i)
+			}
+			structs = append(structs, v)
+			params[i] = unsafe.Pointer(&v[0])
+			continue
 		case int32:
 			slots[i] = uint64(uint32(v))
 		case uint32:
@@ -209,6 +219,9 @@ func (k *Kernel) Launch(l Launch, args ...any) error {
 		defer pin.Unpin()
 		pin.Pin(&slots[0])
 		pin.Pin(&params[0])
+		for _, b := range structs {
+			pin.Pin(&b[0])
+		}
 		return d.drv.check("cuLaunchKernel", d.drv.cuLaunchKernel(k.h, gx, gy, gz, bx, by, bz,
 			uint32(l.SharedMem), stream, &params[0], 0))
 	})

@@ -23,7 +23,7 @@ type nvrtc struct {
 	major, minor int
 	archs        []int // supported sm_XY as 10·X+Y, ascending; nil if NVRTC cannot tell
 
-	mu sync.Mutex // serialises compilations
+	mu sync.Mutex // serialises compilations of NVRTC before 12 (see compile)
 
 	nvrtcVersion           func(major, minor *int32) int32
 	nvrtcGetErrorString    func(int32) *byte
@@ -307,9 +307,14 @@ func Compile(src string, arch Arch, s *CompileSettings) (*Image, error) {
 }
 
 // compile runs NVRTC and fills img.Data and img.Log.
+// NVRTC 12 and later compile programs concurrently (each its own
+// nvrtcProgram); older ones are serialised, as their thread safety is
+// not documented.
 func (l *nvrtc) compile(img *Image, src, name string, cubin bool) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	if l.major < 12 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+	}
 	var prog uintptr
 	if r := l.nvrtcCreateProgram(&prog, cstring(src), cstring(name), 0, nil, nil); r != 0 {
 		return &CompileError{Program: name, Options: img.Options, Code: int(r), Msg: l.errName(r)}

@@ -23,6 +23,11 @@
 #ifndef GS_CALLEE
 #define GS_CALLEE __device__ __noinline__
 #endif
+// GS_CALLEE_INLINE qualifies a small callee (SourceSettings.InlineCallees),
+// which is cheaper inlined than called.
+#ifndef GS_CALLEE_INLINE
+#define GS_CALLEE_INLINE __device__ __forceinline__
+#endif
 #else
 #include <math.h>
 #define GS_DEVICE static inline
@@ -32,6 +37,9 @@
 #endif
 #ifndef GS_CALLEE
 #define GS_CALLEE static
+#endif
+#ifndef GS_CALLEE_INLINE
+#define GS_CALLEE_INLINE static inline
 #endif
 #endif
 #define GS_RESTRICT __restrict__
@@ -191,6 +199,76 @@ GS_DEVICE void gs_lu_solve_t(gs_real* x, const gs_real* f) {
       x[p] = t;
     }
   }
+}
+
+// Warp collectives of the engine's kernels. On the device every lane of
+// a warp must call them together; on the host (a loop over trajectories)
+// they act on the one thread. GS_WARP_SIM compiles the device versions on
+// the host, where a test simulates a warp with threads.
+#if defined(GS_CUDA) || defined(GS_WARP_SIM)
+#define GS_WARPS 1
+#endif
+
+// gs_acc32 adds the entries x[0:n] (n <= 32) of the lanes of the warp
+// whose on is set, summed over those lanes, to acc[0:n]. On the device it
+// transposes the 32 lanes' values with 31 shuffles, so that lane l ends
+// with entry l's sum, and adds it with one atomic per entry (acc in
+// shared or global memory).
+GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
+#ifdef GS_WARPS
+  if (!__any_sync(0xffffffffu, on)) return;
+  const int lane = threadIdx.x & 31;
+  gs_real x[32];
+#pragma unroll
+  for (int k = 0; k < 32; k++) x[k] = (on && k < n) ? xin[k] : (gs_real)0;
+#pragma unroll
+  for (int w = 16; w >= 1; w >>= 1) {
+    const bool upper = (lane & w) != 0;
+#pragma unroll
+    for (int k = 0; k < w; k++) {
+      const gs_real send = upper ? x[k] : x[k + w];
+      const gs_real keep = upper ? x[k + w] : x[k];
+      x[k] = keep + __shfl_xor_sync(0xffffffffu, send, w);
+    }
+  }
+  if (lane < n) atomicAdd(&acc[lane], x[0]);
+#else
+  if (on)
+    for (int k = 0; k < n; k++) acc[k] += xin[k];
+#endif
+}
+
+// gs_warp_max returns the largest v of the warp's lanes.
+GS_DEVICE int gs_warp_max(int v) {
+#ifdef GS_WARPS
+  for (int o = 16; o > 0; o >>= 1) {
+    const int w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+#endif
+  return v;
+}
+
+// gs_warp_add adds the sum over the warp's lanes of v[0:NS] (0 for lanes
+// with on false) to acc[0:NS], one atomic per entry and warp: small NS
+// entry by entry, larger NS 32 entries at a time (gs_acc32).
+template <int NS>
+GS_DEVICE void gs_warp_add(gs_real* acc, const gs_real* v, bool on) {
+#ifdef GS_WARPS
+  if constexpr (NS > 0 && NS < 8) {
+    if (!__any_sync(0xffffffffu, on)) return;
+    for (int j = 0; j < NS; j++) {
+      gs_real x = on ? v[j] : (gs_real)0;
+      for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+      if ((threadIdx.x & 31) == 0) atomicAdd(&acc[j], x);
+    }
+  } else if constexpr (NS >= 8) {
+    for (int g = 0; g < NS; g += 32) gs_acc32(acc + g, v + g, on, NS - g < 32 ? NS - g : 32);
+  }
+#else
+  if (on)
+    for (int j = 0; j < NS; j++) acc[j] += v[j];
+#endif
 }
 
 #endif  // GS_PRELUDE_CUH

@@ -20,7 +20,10 @@ lines with -json). Suites: lorenz (gradsolve's Lorenz protocol, library vs
 the hand-written Tsit5 baseline), stiff (Robertson and HIRES with Rodas5P
 and Rosenbrock23), neural (y' = MLP(y) with a 2-32-32-2 tanh network of 1218
 shared weights; -n sets the batch sizes), memory (one gradient over 2^20
-Lorenz trajectories with its peak memory), all (the four in turn).
+Lorenz trajectories with its peak memory), all (the four in turn); on a GPU
+(package cuda, -engine): gpu-lorenz (the Lorenz protocol beside hand-written
+fused kernels), gpu-robertson (Rodas5P), gpu-neural, gpu (the three in
+turn).
 
 flags:
 `
@@ -37,7 +40,8 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		fmt.Fprint(stderr, benchUsage)
 		fs.PrintDefaults()
 	}
-	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory or all")
+	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural or gpu")
+	engine := fs.String("engine", "cuda", "engine of the gpu suites: cuda or cuda-f32")
 	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; -suite memory takes one size, default 1048576)")
 	rtolList := fs.String("rtol", "", "comma-separated relative tolerances (default: the suite's; -suite memory takes one, default 1e-6)")
 	reps := fs.Int("reps", bench.DefaultReps, "timed repetitions per case (the median is reported, after one warm-up)")
@@ -45,7 +49,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	refSample := fs.Int("ref-sample", 0, "most trajectories per reference solution (0: the suite's default)")
 	memLimit := fs.Int64("memory-limit", 0, "memory suite: Settings.MemoryLimit in bytes (0: the library's default)")
 	checkpoint := fs.Int("checkpoint", 0, "memory suite: Settings.Checkpoint interval (0: automatic)")
-	dump := fs.String("dump", "", "neural suite: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
+	dump := fs.String("dump", "", "neural and gpu-neural suites: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
 	jsonOut := fs.Bool("json", false, "write JSON lines instead of tables")
 	out := fs.String("out", "", "write the results to `FILE` instead of stdout")
 	quiet := fs.Bool("quiet", false, "no progress bar (there is none off a terminal, for suites under a second, or with -json to stdout)")
@@ -81,11 +85,15 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		suites = []string{*suite}
 	case "all":
 		suites = []string{"lorenz", "stiff", "neural", "memory"}
+	case "gpu-lorenz", "gpu-robertson", "gpu-neural":
+		suites = []string{*suite}
+	case "gpu":
+		suites = []string{"gpu-lorenz", "gpu-robertson", "gpu-neural"}
 	default:
-		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all", *suite)
+		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu", *suite)
 	}
-	if *dump != "" && *suite != "neural" && *suite != "all" {
-		return usagef("-dump: only the neural suite writes a dump")
+	if *dump != "" && *suite != "neural" && *suite != "all" && *suite != "gpu-neural" && *suite != "gpu" {
+		return usagef("-dump: only the neural suites write a dump")
 	}
 	// The suites' gradients: Lorenz (d = 3, 3 parameters) and, for the
 	// stiff suite, HIRES and Robertson (d ≤ 8, ≤ 3 parameters).
@@ -150,6 +158,9 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 				Workers: *workers, JSON: *jsonOut}, *dump)
 		case "memory":
 			_, err = bench.RunMemory(w, memCfg)
+		case "gpu-lorenz", "gpu-robertson", "gpu-neural":
+			err = benchGPU(w, s, bench.GPUConfig{N: ns, RelTol: rtols, Reps: *reps, RefSample: *refSample,
+				Engine: *engine, JSON: *jsonOut}, *dump)
 		}
 		bar.Finish()
 		if err != nil {
@@ -175,6 +186,32 @@ func benchNeural(w io.Writer, cfg bench.NeuralConfig, dump string) (err error) {
 		cfg.Dump = f
 	}
 	_, err = bench.RunNeural(w, cfg)
+	return err
+}
+
+// benchGPU runs one of the GPU suites with cfg, writing the neural dump to
+// the file named dump unless dump is "".
+func benchGPU(w io.Writer, suite string, cfg bench.GPUConfig, dump string) (err error) {
+	switch suite {
+	case "gpu-lorenz":
+		_, err = bench.RunGPU(w, cfg)
+	case "gpu-robertson":
+		_, err = bench.RunGPURobertson(w, cfg)
+	case "gpu-neural":
+		if dump != "" {
+			f, ferr := os.Create(dump)
+			if ferr != nil {
+				return ferr
+			}
+			defer func() {
+				if cerr := f.Close(); cerr != nil && err == nil {
+					err = cerr
+				}
+			}()
+			cfg.Dump = f
+		}
+		_, err = bench.RunGPUNeural(w, cfg)
+	}
 	return err
 }
 

@@ -1,0 +1,183 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// backend is what the engine's executor needs of a device: compile a
+// kernel, hold memory, copy, launch. The GPU backend runs on a Device; the
+// tests' host backend compiles the same source with g++ and runs it on
+// the CPU, so the executor is tested on machines without a GPU.
+//
+// Memory is handed out as arenas: one allocation per pass, whose device
+// address plus an offset is a kernel's pointer argument.
+type backend interface {
+	// compile compiles src and returns its kernel called name.
+	compile(src, name string) (backendKernel, error)
+	// alloc allocates n bytes and returns their device address.
+	alloc(n int64) (uint64, error)
+	// free releases an allocation.
+	free(addr uint64) error
+	// write copies src to the device at addr; read copies back.
+	write(addr uint64, src []byte) error
+	read(dst []byte, addr uint64) error
+	// zero sets n bytes at addr to zero.
+	zero(addr uint64, n int64) error
+	// memFree returns the device memory free for allocation, in bytes.
+	memFree() (int64, error)
+	// launch runs k over threads trajectories in blocks of block threads
+	// with shmem bytes of dynamic shared memory and the kernel's argument
+	// struct args (8-byte words), waits for it, and returns its device
+	// time.
+	launch(k backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error)
+}
+
+// backendKernel is a compiled kernel of a backend.
+type backendKernel interface {
+	// maxBlock returns the most threads a block of it may have.
+	maxBlock() int
+}
+
+// Tuning knobs of the engine's kernels, read from the environment when a
+// kernel is compiled: the most registers a thread may use (NVRTC's
+// --maxrregcount; more threads fit on a multiprocessor, at the price of
+// spills) and the threads per block.
+const (
+	maxRegEnv = "GRADSOLVE_CUDA_MAXREG"
+	blockEnv  = "GRADSOLVE_CUDA_BLOCK"
+)
+
+// envInt returns the positive integer value of the environment variable
+// name, or 0.
+func envInt(name string) int {
+	v, err := strconv.Atoi(os.Getenv(name))
+	if err != nil || v <= 0 {
+		return 0
+	}
+	return v
+}
+
+// gpuBackend is a backend on a GPU.
+type gpuBackend struct {
+	dev *Device
+
+	mu   sync.Mutex
+	bufs map[uint64]*Buffer[uint8]
+}
+
+func newGPUBackend(d *Device) *gpuBackend {
+	return &gpuBackend{dev: d, bufs: make(map[uint64]*Buffer[uint8])}
+}
+
+type gpuKernel struct {
+	k     *Kernel
+	attrs KernelAttrs
+}
+
+func (k *gpuKernel) maxBlock() int { return k.attrs.MaxThreadsPerBlock }
+
+func (b *gpuBackend) compile(src, name string) (backendKernel, error) {
+	set := &CompileSettings{Name: name + ".cu"}
+	if r := envInt(maxRegEnv); r > 0 {
+		set.Options = append(set.Options, fmt.Sprintf("--maxrregcount=%d", r))
+	}
+	m, _, err := b.dev.Build(src, set)
+	if err != nil {
+		return nil, err
+	}
+	k, err := m.Kernel(name)
+	if err != nil {
+		return nil, err
+	}
+	a, err := k.Attrs()
+	if err != nil {
+		return nil, err
+	}
+	return &gpuKernel{k: k, attrs: a}, nil
+}
+
+func (b *gpuBackend) alloc(n int64) (uint64, error) {
+	buf, err := Alloc[uint8](b.dev, int(max(n, 1)))
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	b.bufs[buf.ptr] = buf
+	b.mu.Unlock()
+	return buf.ptr, nil
+}
+
+func (b *gpuBackend) free(addr uint64) error {
+	b.mu.Lock()
+	buf := b.bufs[addr]
+	delete(b.bufs, addr)
+	b.mu.Unlock()
+	if buf == nil {
+		return fmt.Errorf("cuda: free of an unknown allocation %#x", addr)
+	}
+	return buf.Free()
+}
+
+func (b *gpuBackend) write(addr uint64, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	d := b.dev
+	return d.do(func() error {
+		return d.drv.check("cuMemcpyHtoD", d.drv.cuMemcpyHtoD(addr, unsafe.Pointer(&src[0]), uint64(len(src))))
+	})
+}
+
+func (b *gpuBackend) read(dst []byte, addr uint64) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	d := b.dev
+	return d.do(func() error {
+		return d.drv.check("cuMemcpyDtoH", d.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), addr, uint64(len(dst))))
+	})
+}
+
+func (b *gpuBackend) zero(addr uint64, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	d := b.dev
+	return d.do(func() error { return d.drv.check("cuMemsetD8", d.drv.cuMemsetD8(addr, 0, uint64(n))) })
+}
+
+func (b *gpuBackend) memFree() (int64, error) {
+	free, _, err := b.dev.MemInfo()
+	return int64(free), err
+}
+
+func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
+	k := bk.(*gpuKernel)
+	start, err := b.dev.NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer start.Destroy()
+	end, err := b.dev.NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer end.Destroy()
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&args[0])), 8*len(args))
+	l := Launch{Grid: Dim{X: (threads + block - 1) / block}, Block: Dim{X: block}, SharedMem: shmem}
+	if err := start.Record(nil); err != nil {
+		return 0, err
+	}
+	if err := k.k.Launch(l, raw); err != nil {
+		return 0, err
+	}
+	if err := end.Record(nil); err != nil {
+		return 0, err
+	}
+	return Elapsed(start, end)
+}

@@ -1,0 +1,395 @@
+// gradsolve CUDA engine: the kernel template. Generated code defines the
+// configuration macros and the adapter functions below, then includes this
+// text; the result is one kernel, GS_KERNEL_NAME, that runs one trajectory
+// per thread through the driver loop of ode.Plan:
+//
+//   Init; repeat { Trial; Control; on accept: store, save, y = y+ } until done
+//   [loss] [adjoint: loss VJP, save-time VJPs, Reverse backwards over the steps]
+//
+// Configuration (0 or 1 unless noted):
+//   GS_D, GS_NP, GS_NS, GS_DD, GS_K   state, per-trajectory and shared
+//                                     parameters, data per trajectory, save times
+//   GS_FSAL, GS_DENSE                 the method's Trial takes k1; save times
+//                                     use Dense (Rosenbrock methods)
+//   GS_ADAPTIVE                       run the controller (else replay a.hin)
+//   GS_MESH_OUT                       write accepted step sizes to a.hout
+//   GS_STORE                          keep (t, y) before every step in a.store
+//   GS_STORE_T                        store t too (the reverse steps use it)
+//   GS_LOSS, GS_GRAD                  loss terms; loss and adjoint
+//   GS_SACC                           reduce shared gradients in shared memory
+//   GS_REV_ACC, GS_TAP_ACC, GS_LOSS_ACC
+//                                     the reverse steps (of the mesh, of the
+//                                     save times) and the loss VJP add their
+//                                     shared-gradient contributions
+//                                     themselves (AccFunc)
+//
+// Adapters (generated; they call the programs' functions):
+//   gs_a_init, gs_a_trial, gs_a_control, gs_a_replay, gs_a_dense,
+//   gs_a_rev (-> gs_rev_out), gs_a_tap_rev (-> gs_tap_rev_out),
+//   gs_a_loss, gs_a_loss_grad (-> gs_lgrad_out)
+//
+// Layouts are step-major: component c of trajectory i of n at [c*n + i],
+// step s at [s*n + i], stored state s at [(s*GS_SW + c)*n + i] (c = 0 the
+// time, if stored), save time k at [(k*D + c)*n + i].
+//
+// The same text is host C++: without GS_CUDA the kernel is a loop over
+// the trajectories and the warp reductions are plain sums.
+
+#ifndef GS_NPX
+#define GS_NPX (GS_NP > 0 ? GS_NP : 1)
+#endif
+#define GS_KX (GS_K > 0 ? GS_K : 1)
+// A stored row holds t (if GS_STORE_T) and y.
+#define GS_SW (GS_STORE_T + GS_D)
+
+// The controller state (ode.StateT, ...), its length and the statuses.
+enum {
+  GS_ST_T = 0, GS_ST_H, GS_ST_ERRPREV, GS_ST_LAST, GS_ST_ACCEPTED, GS_ST_REJECTED,
+  GS_ST_NONFINITE, GS_ST_STIFFRUN, GS_ST_CALMRUN, GS_ST_STIFF, GS_NSTATE
+};
+#define GS_RUNNING (-1)
+#define GS_OK 0
+#define GS_FLAG_STIFF 1
+#define GS_FLAG_OVERFLOW 2
+
+// gs_args is the kernel's one parameter; every field is 8 bytes, in the
+// order of the Go side's argument words (exec.go).
+struct gs_args {
+  long long n;     // trajectories of this launch
+  long long rows;  // rows of a.hout/a.store (record) or of a.hin (replay)
+  double t0;       // start time
+  double scale;    // the loss's scale
+  const gs_real* sh;      // shared block: s[NS], rtol, atol[D], maxsteps
+  const gs_real* saveat;  // [K]
+  const gs_real* t1;      // [n]
+  const gs_real* y0;      // [D][n]
+  const gs_real* p;       // [NP][n]
+  const gs_real* data;    // [DD][n]
+  const gs_real* hin;     // [rows][n] the mesh to replay
+  const int* len;         // [n] its lengths
+  gs_real* gs;            // [2][NS] dL/ds, summed (atomics): steps, then the loss's own (unscaled)
+  gs_real* y;             // [D][n] final states
+  gs_real* t;             // [n] time reached
+  gs_real* lasth;         // [n] the last step size tried
+  int* status;            // [n]
+  int* acc;               // [n] accepted steps
+  int* rej;               // [n] rejected steps
+  int* flags;             // [n] GS_FLAG_*
+  gs_real* ys;            // [K][D][n] saved states
+  gs_real* loss;          // [n] loss terms
+  gs_real* gy0;           // [D][n] dL/dy0
+  gs_real* gp;            // [NP][n] dL/dp
+  int* tapstep;           // [K][n] the step each save time lies on
+  gs_real* tb;            // [K][D][n] cotangents of the saved states
+  gs_real* hout;          // [rows][n] the recorded mesh
+  gs_real* store;         // [rows][GS_SW][n] states before each step
+};
+
+#if GS_ADAPTIVE
+#define GS_HSRC a.hout
+#else
+#define GS_HSRC a.hin
+#endif
+
+#if GS_K > 0
+// gs_save computes save time k of trajectory i, on step s from (t, y) of
+// size h: the Replay step of size tau - t (or Dense at theta).
+GS_DEVICE void gs_save(const gs_args& a, int k, long long i, long long s, gs_real t, gs_real h,
+                       const gs_real* y, const gs_real* p) {
+  const long long n = a.n;
+  const gs_real tau = a.saveat[k];
+  gs_real out[GS_D];
+#if GS_DENSE
+  gs_a_dense(a.sh, t, h, y, p, (tau - t) / h, out);
+#else
+  gs_a_replay(a.sh, t, tau - t, y, p, out);
+#endif
+  for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = out[c];
+  a.tapstep[(long long)k * n + i] = (int)s;
+}
+
+// gs_save_state sets save time k of trajectory i to the state y, on step s.
+GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const gs_real* y) {
+  const long long n = a.n;
+  for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = y[c];
+  a.tapstep[(long long)k * n + i] = s;
+}
+#endif
+
+#if GS_GRAD
+// gs_backward is the adjoint of trajectory i (act false: a lane that only
+// takes part in the warp's reductions): the loss VJP, the VJPs of the save
+// times, then Reverse over the steps from the last to the first. It writes
+// the loss term and dL/dy0, dL/dp, and adds dL/ds to acc. Every lane of
+// the warp must call it.
+GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, const gs_real* y,
+                           const gs_real* p, gs_real* acc) {
+  const long long n = a.n;
+  const gs_real* sh = a.sh;
+  const gs_real sc = (gs_real)a.scale;
+  gs_real lam[GS_D], gp[GS_NPX];
+  for (int c = 0; c < GS_D; c++) lam[c] = 0;
+  for (int c = 0; c < GS_NPX; c++) gp[c] = 0;
+  {
+    // The loss's own dL/ds goes to the second half of the accumulator,
+    // unscaled (the host scales it).
+#if GS_LOSS_ACC
+    const gs_lgrad_out r = gs_a_loss_grad(sh, acc + GS_NS, act, y, a.ys, n, act ? i : 0, a.data, p);
+    if (act) {
+#else
+    gs_lgrad_out r;
+    if (act) {
+      r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p);
+#endif
+      a.loss[i] = r.v[0];
+      for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[1 + c];
+      for (int q = 0; q < GS_K * GS_D; q++) a.tb[(long long)q * n + i] = sc * r.v[1 + GS_D + q];
+      for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + GS_K * GS_D + c];
+    }
+#if !GS_LOSS_ACC
+    gs_warp_add<GS_NS>(acc + GS_NS, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
+#endif
+  }
+#if GS_K > 0
+  // The save times' VJPs, in order; each one's cotangent of its starting
+  // state replaces its entry of a.tb. Save times at or before t0 and past
+  // the last step are identities.
+  for (int k = 0; k < GS_K; k++) {
+    const int s = act ? a.tapstep[(long long)k * n + i] : 0;
+    const bool on = act && s < len && a.saveat[k] > (gs_real)a.t0;
+    // With GS_TAP_ACC every lane calls the step (the field's VJP reduces
+    // across the warp); a lane that is off passes zeros.
+    gs_real ts = 0, hs = 0, ys[GS_D], lt[GS_D];
+    for (int c = 0; c < GS_D; c++) ys[c] = lt[c] = 0;
+    if (on) {
+      const gs_real* row = a.store + (long long)s * GS_SW * n + i;
+      ts = GS_STORE_T ? row[0] : (gs_real)0;
+      for (int c = 0; c < GS_D; c++) {
+        ys[c] = row[(long long)(GS_STORE_T + c) * n];
+        lt[c] = a.tb[((long long)k * GS_D + c) * n + i];
+      }
+      hs = GS_HSRC[(long long)s * n + i];
+    }
+    const gs_real tau = a.saveat[k];
+    (void)hs;
+#if GS_TAP_ACC
+    {
+#else
+    gs_tap_rev_out r;
+    if (on) {
+#endif
+#if GS_DENSE && GS_TAP_ACC
+      const gs_tap_rev_out r = gs_a_tap_rev(sh, acc, on, ts, hs, ys, p, on ? (tau - ts) / hs : (gs_real)0, lt, gp);
+#elif GS_DENSE
+      r = gs_a_tap_rev(sh, ts, hs, ys, p, (tau - ts) / hs, lt, gp);
+#elif GS_TAP_ACC
+      const gs_tap_rev_out r = gs_a_tap_rev(sh, acc, on, ts, on ? tau - ts : (gs_real)0, ys, p, lt, gp);
+#else
+      r = gs_a_tap_rev(sh, ts, tau - ts, ys, p, lt, gp);
+#endif
+      if (on) {
+        for (int c = 0; c < GS_D; c++) a.tb[((long long)k * GS_D + c) * n + i] = r.v[c];
+        for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
+      }
+#if !GS_TAP_ACC
+    }
+    gs_warp_add<GS_NS>(acc, &r.v[GS_D + GS_NP], on);
+#else
+    }
+#endif
+  }
+  // Save times past the last step add to the final state's cotangent.
+  int kq = GS_K;
+  if (act) {
+    while (kq > 0 && a.tapstep[(long long)(kq - 1) * n + i] >= len) kq--;
+    for (int k = kq; k < GS_K; k++)
+      for (int c = 0; c < GS_D; c++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
+  }
+#endif
+  const int smax = gs_warp_max(act ? len : 0);
+  for (int s = smax - 1; s >= 0; s--) {
+    const bool on = act && s < len;
+    gs_real h = 0;
+#if GS_REV_ACC
+    // Every lane calls the step (the field's VJP reduces across the warp);
+    // a lane that is off, or on a step of size 0, passes zeros.
+    {
+      gs_real ts = 0, ys[GS_D];
+      for (int c = 0; c < GS_D; c++) ys[c] = 0;
+      if (on) {
+        h = GS_HSRC[(long long)s * n + i];
+        const gs_real* row = a.store + (long long)s * GS_SW * n + i;
+        ts = GS_STORE_T ? row[0] : (gs_real)0;
+        for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(GS_STORE_T + c) * n];
+      }
+      const bool live = on && h != 0;
+      const gs_rev_out r = gs_a_rev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, gp);
+      if (live) {
+        for (int c = 0; c < GS_D; c++) lam[c] = r.v[c];
+        for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
+      }
+    }
+    if (on) {
+#else
+    gs_rev_out r;
+    if (on) {
+      h = GS_HSRC[(long long)s * n + i];
+      if (h != 0) {
+        const gs_real* row = a.store + (long long)s * GS_SW * n + i;
+        gs_real ys[GS_D];
+        for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(GS_STORE_T + c) * n];
+        r = gs_a_rev(sh, GS_STORE_T ? row[0] : (gs_real)0, h, ys, p, lam, gp);
+        for (int c = 0; c < GS_D; c++) lam[c] = r.v[c];
+        for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
+      }
+#endif
+#if GS_K > 0
+      int k0 = kq;
+      while (k0 > 0 && a.tapstep[(long long)(k0 - 1) * n + i] == s) k0--;
+      for (int k = k0; k < kq; k++)
+        for (int c = 0; c < GS_D; c++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
+      kq = k0;
+#endif
+    }
+#if !GS_REV_ACC
+    gs_warp_add<GS_NS>(acc, &r.v[GS_D + GS_NP], on && h != 0);
+#endif
+  }
+  if (act) {
+    for (int c = 0; c < GS_D; c++) a.gy0[(long long)c * n + i] = lam[c];
+    for (int c = 0; c < GS_NP; c++) a.gp[(long long)c * n + i] = gp[c];
+  }
+}
+#endif
+
+// gs_body runs trajectory i (valid false: a lane past the end that only
+// takes part in the warp's reductions).
+GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs_real* acc) {
+  const long long n = a.n;
+  const gs_real* sh = a.sh;
+  const gs_real t0 = (gs_real)a.t0;
+  gs_real y[GS_D], p[GS_NPX];
+  for (int c = 0; c < GS_D; c++) y[c] = 0;
+  for (int c = 0; c < GS_NPX; c++) p[c] = 0;
+  int status = GS_RUNNING, len = 0;
+  bool overflow = false;
+  if (valid) {
+    for (int c = 0; c < GS_D; c++) y[c] = a.y0[(long long)c * n + i];
+    for (int c = 0; c < GS_NPX; c++) p[c] = c < GS_NP ? a.p[(long long)c * n + i] : (gs_real)0;
+#if GS_K > 0
+    int k = 0;
+    while (k < GS_K && a.saveat[k] <= t0) gs_save_state(a, k++, i, 0, y);
+#endif
+#if GS_ADAPTIVE
+    const gs_real t1 = a.t1[i];
+    gs_real st[GS_NSTATE], st2[GS_NSTATE], k1[GS_D];
+    gs_real h0, last;
+    gs_a_init(sh, t0, t1, y, p, &h0, &last, k1);
+    for (int q = 0; q < GS_NSTATE; q++) st[q] = 0;
+    st[GS_ST_T] = t0;
+    st[GS_ST_H] = h0;
+    st[GS_ST_ERRPREV] = 1;
+    st[GS_ST_LAST] = last;
+    gs_real lasth = h0;
+    for (;;) {
+      gs_real yn[GS_D], e[GS_D], ks[GS_D], hrho, accept, stat;
+      gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho);
+      gs_a_control(sh + GS_NS, st, t1, y, yn, e, hrho, st2, &accept, &stat);
+      lasth = st[GS_ST_H];
+      if (accept != 0) {
+#if GS_MESH_OUT || GS_STORE || GS_K > 0
+        const long long s = (long long)st[GS_ST_ACCEPTED];
+#endif
+#if GS_MESH_OUT || GS_STORE
+        if (s < a.rows) {
+#if GS_MESH_OUT
+          a.hout[s * n + i] = st[GS_ST_H];
+#endif
+#if GS_STORE
+          gs_real* row = a.store + s * GS_SW * n + i;
+          if (GS_STORE_T) row[0] = st[GS_ST_T];
+          for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
+#endif
+        } else {
+          overflow = true;
+        }
+#endif
+#if GS_K > 0
+        while (k < GS_K && a.saveat[k] <= st2[GS_ST_T]) gs_save(a, k++, i, s, st[GS_ST_T], st[GS_ST_H], y, p);
+#endif
+        for (int c = 0; c < GS_D; c++) y[c] = yn[c];
+#if GS_FSAL
+        for (int c = 0; c < GS_D; c++) k1[c] = ks[c];
+#endif
+      }
+      for (int q = 0; q < GS_NSTATE; q++) st[q] = st2[q];
+      if (stat != (gs_real)GS_RUNNING) {
+        status = (int)stat;
+        break;
+      }
+    }
+    len = (int)st[GS_ST_ACCEPTED];
+    a.t[i] = st[GS_ST_T];
+    a.lasth[i] = lasth;
+    a.acc[i] = len;
+    a.rej[i] = (int)st[GS_ST_REJECTED];
+    a.status[i] = status;
+    a.flags[i] = (st[GS_ST_STIFF] != 0 ? GS_FLAG_STIFF : 0) | (overflow ? GS_FLAG_OVERFLOW : 0);
+#else
+    len = a.len[i];
+    gs_real t = t0;
+    for (int s = 0; s < len; s++) {
+      const gs_real h = a.hin[(long long)s * n + i];
+#if GS_STORE
+      gs_real* row = a.store + (long long)s * GS_SW * n + i;
+      if (GS_STORE_T) row[0] = t;
+      for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
+#endif
+#if GS_K > 0
+      while (k < GS_K && a.saveat[k] <= t + h) gs_save(a, k++, i, s, t, h, y, p);
+#endif
+      if (h != 0) {
+        gs_real yn[GS_D];
+        gs_a_replay(sh, t, h, y, p, yn);
+        for (int c = 0; c < GS_D; c++) y[c] = yn[c];
+      }
+      t = t + h;
+    }
+    status = GS_OK;
+#endif
+#if GS_K > 0
+    if (status == GS_OK)
+      while (k < GS_K) gs_save_state(a, k++, i, len, y);
+#endif
+    for (int c = 0; c < GS_D; c++) a.y[(long long)c * n + i] = y[c];
+#if GS_LOSS && !GS_GRAD
+    if (status == GS_OK && !overflow) a.loss[i] = gs_a_loss(sh, y, a.ys, n, i, a.data, p);
+#endif
+  }
+#if GS_GRAD
+  gs_backward(a, i, valid && status == GS_OK && !overflow, len, y, p, acc);
+#else
+  (void)acc;
+#endif
+}
+
+GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
+#ifdef GS_CUDA
+#if GS_GRAD && GS_NS > 0 && GS_SACC
+  extern __shared__ gs_real gs_smem[];
+  for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) gs_smem[j] = 0;
+  __syncthreads();
+  gs_real* acc = gs_smem;
+#else
+  gs_real* acc = a.gs;
+#endif
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  gs_body(a, i, i < a.n, acc);
+#if GS_GRAD && GS_NS > 0 && GS_SACC
+  __syncthreads();
+  for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) atomicAdd(&a.gs[j], gs_smem[j]);
+#endif
+#else
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs);
+#endif
+}

@@ -1,0 +1,174 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// The engines this package registers with package ode: "cuda" runs in
+// float64 on GPU 0, "cuda-f32" in float32. Importing the package (a blank
+// import is enough) registers them; nothing is loaded until one is asked
+// whether it is available or prepares a plan.
+func init() {
+	ode.Register(NewEngine("cuda", 0, Float64))
+	ode.Register(NewEngine("cuda-f32", 0, Float32))
+}
+
+// Engine is the GPU engine: an ode.Engine that runs whole adaptive solves,
+// records, replays, losses and gradients on one GPU, one thread per
+// trajectory, with kernels generated from the plan's programs (see the
+// package doc). It opens its device on first use and holds it for the
+// life of the process; engines of different GPUs are independent.
+//
+// Results match the CPU engine's: the same accepted and rejected steps on
+// every trajectory (the controller is the same program, compiled without
+// contraction into fused multiply-adds), states and gradients within
+// rounding (the device's libm and the order of the shared-gradient sum
+// differ in the last bits; a step-size decision at the edge of rounding
+// can then, rarely, go the other way). Ensembles larger than the device
+// memory (or than Settings.MemoryLimit, which caps the device memory of
+// one launch) are run in chunks of trajectories; a record whose buffer
+// proves too short is rerun for the trajectories that need more room. A
+// gradient keeps every state before an accepted step on the device
+// (Settings.Checkpoint does not apply); it reports its whole time as
+// GradTime (the record and the adjoint are one launch).
+type Engine struct {
+	name    string
+	ordinal int
+	prec    Precision
+
+	mu  sync.Mutex
+	be  backend
+	err error
+}
+
+// NewEngine returns an engine called name that runs on GPU ordinal in
+// precision prec. Register it with ode.Register to make it available to
+// ode.Settings.Engine. It opens nothing until it is used.
+func NewEngine(name string, ordinal int, prec Precision) *Engine {
+	return &Engine{name: name, ordinal: ordinal, prec: prec}
+}
+
+// Name returns the engine's name.
+func (e *Engine) Name() string { return e.name }
+
+// Available returns nil if the engine's GPU and NVRTC are present, else
+// an error wrapping ErrNoGPU or ErrNoNVRTC. It loads the driver and NVRTC
+// (once per process) but opens no device.
+func (e *Engine) Available() error {
+	e.mu.Lock()
+	be := e.be
+	e.mu.Unlock()
+	if be != nil {
+		return nil
+	}
+	n, err := DeviceCount()
+	if err != nil {
+		return err
+	}
+	if e.ordinal >= n {
+		return fmt.Errorf("cuda: %w: device %d requested, %d present", ErrNoGPU, e.ordinal, n)
+	}
+	_, err = loadNVRTC()
+	return err
+}
+
+// backend opens the engine's device on first use.
+func (e *Engine) backend() (backend, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.be != nil || e.err != nil {
+		return e.be, e.err
+	}
+	if err := e.available(); err != nil {
+		e.err = err
+		return nil, err
+	}
+	d, err := Open(e.ordinal)
+	if err != nil {
+		e.err = err
+		return nil, err
+	}
+	e.be = newGPUBackend(d)
+	return e.be, nil
+}
+
+func (e *Engine) available() error {
+	if _, err := loadNVRTC(); err != nil {
+		return err
+	}
+	_, err := DeviceCount()
+	return err
+}
+
+// Prepare opens the device (on first use) and returns the executor of the
+// plan. Kernels are generated and compiled on first use of each kind of
+// operation (forward solve, record, loss, gradient, with or without a
+// mesh, per number of save times and per loss), and cached on disk.
+func (e *Engine) Prepare(pl *ode.Plan) (ode.Executor, error) {
+	be, err := e.backend()
+	if err != nil {
+		return nil, err
+	}
+	return newExecutor(be, pl, e.prec, e.name), nil
+}
+
+// Trace receives what the GPU engine did in the operations run with a
+// context made by WithTrace (see TraceStats). The engine adds to it; it is
+// safe for concurrent use.
+type Trace struct {
+	mu sync.Mutex
+	s  TraceStats
+}
+
+// TraceStats are the counts of a Trace.
+type TraceStats struct {
+	Kernel   time.Duration // device time of the kernels (CUDA events: no transfers, no host work)
+	Compile  time.Duration // generating and compiling kernels (their first use)
+	Upload   int64         // bytes copied to the device
+	Download int64         // bytes copied back
+	Launches int           // kernel launches (one per chunk of trajectories and pass)
+	Reruns   int           // trajectories run again with a longer record buffer
+	Rows     int           // record buffer rows of the last pass
+}
+
+// Stats returns the trace's counts.
+func (t *Trace) Stats() TraceStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.s
+}
+
+// Reset sets the trace's counts to zero.
+func (t *Trace) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.s = TraceStats{}
+}
+
+func (t *Trace) add(f func(s *TraceStats)) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	f(&t.s)
+	t.mu.Unlock()
+}
+
+type traceKey struct{}
+
+// WithTrace returns a context that makes the GPU engine add what it does
+// to t (as net/http/httptrace does for requests). Pass it to the Context
+// methods of ode.Solver.
+func WithTrace(ctx context.Context, t *Trace) context.Context {
+	return context.WithValue(ctx, traceKey{}, t)
+}
+
+func traceOf(ctx context.Context) *Trace {
+	t, _ := ctx.Value(traceKey{}).(*Trace)
+	return t
+}

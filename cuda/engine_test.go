@@ -1,0 +1,473 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os/exec"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/nn"
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Tests of the engine against the CPU engine, shared by the host tests
+// (engine "cuda-host", every kernel template compiled with g++) and the
+// GPU tests (engine "cuda").
+
+// engineCase is an ensemble, settings and a loss run on two engines.
+type engineCase struct {
+	name string
+	prob ode.Problem
+	set  ode.Settings
+	loss ode.Loss
+	tol  float64 // relative tolerance of states and gradients
+}
+
+// caseOpts say what to run and how strictly to compare.
+type caseOpts struct {
+	// knife is the number of trajectories whose step counts may differ
+	// from the CPU's (a controller decision at the edge of rounding,
+	// where the device's exp and log differ from Go's in the last bit);
+	// they are left out of the comparisons of states and gradients.
+	knife int
+	// ops lists the operations: "solve", "record", "grad", "gradmesh",
+	// "loss", "lossmesh", "replay"; nil means all.
+	ops []string
+}
+
+func (o caseOpts) has(op string) bool {
+	if o.ops == nil {
+		return true
+	}
+	for _, x := range o.ops {
+		if x == op {
+			return true
+		}
+	}
+	return false
+}
+
+// lorenzCase is a Lorenz ensemble with ρ spread over [0, 28] and perturbed
+// initial states, two save times, and a loss of the final and saved states.
+func lorenzCase(n int, rtol float64) engineCase {
+	pr := problems.Lorenz()
+	r := rand.New(rand.NewPCG(1, 2))
+	y0 := make([]float64, 3*n)
+	p := make([]float64, 3*n)
+	for i := 0; i < n; i++ {
+		for c := 0; c < 3; c++ {
+			y0[3*i+c] = pr.Y0[c] + 0.1*r.Float64()
+		}
+		p[3*i], p[3*i+1], p[3*i+2] = pr.P[0], 28*float64(i)/float64(max(n-1, 1)), pr.P[2]
+	}
+	return engineCase{
+		name: "lorenz",
+		prob: ode.Problem{Field: pr.Field, N: n, Y0: y0, P: p, T0: 0, T1: 1, SaveAt: []float64{0, 0.25, 0.5}},
+		set:  ode.Settings{Method: ode.Tsit5, RelTol: rtol, AbsTol: rtol * 1e-3},
+		loss: ode.Loss{Name: "lorenz-loss", F: func(y, ys, _ []tape.V) tape.V {
+			s := y[0].Square().Add(y[1].Square()).Add(y[2].Square())
+			return s.Add(ys[3].Mul(ys[7])).Add(ys[8].MulC(0.5))
+		}},
+		tol: 1e-10,
+	}
+}
+
+// vdpCase is a Van der Pol ensemble with μ spread over [0.5, 3].
+func vdpCase(n int) engineCase {
+	pr := problems.VanDerPol()
+	y0, p := pr.Ensemble(n)
+	for i := 0; i < n; i++ {
+		p[i] = 0.5 + 2.5*float64(i)/float64(max(n-1, 1))
+		y0[2*i] += 0.01 * float64(i%7)
+	}
+	return engineCase{
+		name: "vdp",
+		prob: ode.Problem{Field: pr.Field, N: n, Y0: y0, P: p, T0: pr.T0, T1: 3, SaveAt: []float64{1.5}},
+		set:  ode.Settings{Method: ode.Tsit5, RelTol: 1e-7, AbsTol: 1e-9},
+		loss: ode.Loss{Name: "vdp-loss", F: func(y, ys, _ []tape.V) tape.V { return y[0].Add(ys[1].Square()) }},
+		tol:  1e-10,
+	}
+}
+
+// robertsonCase is a Robertson ensemble with Rodas5P (or Rosenbrock23),
+// k1 spread over [0.02, 0.06], save times on the dense output.
+func robertsonCase(n int, m ode.Method, t1 float64) engineCase {
+	pr := problems.Robertson()
+	y0, p := pr.Ensemble(n)
+	k1 := problems.LinSpace(make([]float64, n), 0.02, 0.06)
+	for i := range k1 {
+		p[3*i] = k1[i]
+	}
+	return engineCase{
+		name: "robertson-" + m.Name(),
+		prob: ode.Problem{Field: pr.Field, N: n, Y0: y0, P: p, T0: 0, T1: t1, SaveAt: []float64{t1 / 100, t1 / 3}},
+		set:  ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-10},
+		loss: ode.Loss{Name: "robertson-loss", F: func(y, ys, _ []tape.V) tape.V { return y[0].Add(ys[4].MulC(1e4)) }},
+		tol:  1e-10,
+	}
+}
+
+// mlpCase is y' = MLP(y) with a small network whose weights are shared,
+// each trajectory with its own target (loss data).
+func mlpCase(n int, sizes []int) engineCase {
+	mlp := nn.NewMLP(sizes, nn.Tanh, nn.Identity)
+	w := mlp.Init(nil, rand.New(rand.NewPCG(3, 3)))
+	r := rand.New(rand.NewPCG(4, 4))
+	d := sizes[0]
+	y0 := make([]float64, d*n)
+	data := make([]float64, d*n)
+	for i := range y0 {
+		y0[i] = 2*r.Float64() - 1
+		data[i] = r.Float64()
+	}
+	f := ode.Field{Name: "mlp", Dim: d, Shared: mlp.NumParams(),
+		F: func(_ tape.V, y, p []tape.V) []tape.V { return mlp.Apply(p, y) }}
+	return engineCase{
+		name: "mlp",
+		prob: ode.Problem{Field: f, N: n, Y0: y0, Shared: w, T0: 0, T1: 1, SaveAt: []float64{0.5}},
+		set:  ode.Settings{Method: ode.Tsit5, RelTol: 1e-6, AbsTol: 1e-8},
+		loss: ode.Loss{Name: "mlp-mse", Data: data, DataDim: d, Mean: true,
+			FP: func(y, ys, dt, _, s []tape.V) tape.V {
+				l := ys[0].Mul(s[0])
+				for c := range y {
+					l = l.Add(y[c].Sub(dt[c]).Square())
+				}
+				return l
+			}},
+		tol: 1e-10,
+	}
+}
+
+// solver returns a solver of c on engine.
+func (c *engineCase) solver(t *testing.T, engine string) *ode.Solver {
+	t.Helper()
+	set := c.set
+	set.Engine = engine
+	sv, err := ode.NewSolver(c.prob.Field, &set)
+	if err != nil {
+		t.Fatalf("%s on %s: %v", c.name, engine, err)
+	}
+	return sv
+}
+
+// compareEngines runs c on engine and on the CPU and compares what o
+// asks for.
+func compareEngines(t *testing.T, engine string, c engineCase, o caseOpts) {
+	t.Helper()
+	cpu, dev := c.solver(t, "cpu"), c.solver(t, engine)
+	if dev.Engine() != engine {
+		t.Fatalf("solver runs on %s, want %s", dev.Engine(), engine)
+	}
+	p := c.prob
+	var skip map[int]bool
+	if o.has("solve") {
+		want, err := cpu.Solve(&p)
+		if err != nil {
+			t.Fatalf("%s: CPU solve: %v", c.name, err)
+		}
+		got, err := dev.Solve(&p)
+		if err != nil {
+			t.Fatalf("%s: %s solve: %v", c.name, engine, err)
+		}
+		skip = compareSolutions(t, c.name+" solve", got, want, c.tol, o.knife)
+	}
+	mesh, _, err := cpu.Record(&p)
+	if err != nil {
+		t.Fatalf("%s: CPU record: %v", c.name, err)
+	}
+	if o.has("record") {
+		got, sol, err := dev.Record(&p)
+		if err != nil {
+			t.Fatalf("%s: %s record: %v", c.name, engine, err)
+		}
+		skip = compareCounts(t, c.name+" record", got.Stats, mesh.Stats, o.knife)
+		compareMesh(t, c.name+" record", got, mesh, skip)
+		if got.Engine != engine || sol.Engine != engine {
+			t.Errorf("%s: mesh engine %q, solution engine %q, want %q", c.name, got.Engine, sol.Engine, engine)
+		}
+	}
+	if o.has("replay") {
+		want, err := cpu.Replay(&p, mesh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := dev.Replay(&p, mesh)
+		if err != nil {
+			t.Fatalf("%s: %s replay: %v", c.name, engine, err)
+		}
+		closeRows(t, c.name+" replay Y", got.Y, want.Y, c.prob.Field.Dim, c.tol, nil)
+		closeRows(t, c.name+" replay Ys", got.Ys, want.Ys, c.prob.Field.Dim*len(p.SaveAt), c.tol, nil)
+	}
+	for _, op := range []string{"loss", "lossmesh"} {
+		if !o.has(op) {
+			continue
+		}
+		m := mesh
+		if op == "loss" {
+			m = nil
+		}
+		want, _, err := cpu.Loss(&p, c.loss, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := dev.Loss(&p, c.loss, m)
+		if err != nil {
+			t.Fatalf("%s: %s %s: %v", c.name, engine, op, err)
+		}
+		if len(skip) == 0 || m != nil {
+			closeRows(t, c.name+" "+op, []float64{got}, []float64{want}, 1, c.tol, nil)
+		}
+	}
+	for _, op := range []string{"grad", "gradmesh"} {
+		if !o.has(op) {
+			continue
+		}
+		m := mesh
+		if op == "grad" {
+			m = nil
+		}
+		want, err := cpu.Grad(nil, &p, c.loss, m)
+		if err != nil {
+			t.Fatalf("%s: CPU %s: %v", c.name, op, err)
+		}
+		got, err := dev.Grad(nil, &p, c.loss, m)
+		if err != nil {
+			t.Fatalf("%s: %s %s: %v", c.name, engine, op, err)
+		}
+		s := skip
+		if m != nil {
+			s = nil
+		} else {
+			s = compareCounts(t, c.name+" "+op, got.Mesh.Stats, want.Mesh.Stats, o.knife)
+			compareMesh(t, c.name+" "+op, got.Mesh, want.Mesh, s)
+		}
+		d, np := c.prob.Field.Dim, c.prob.Field.Params
+		what := c.name + " " + op
+		closeRows(t, what+" Y", got.Solution.Y, want.Solution.Y, d, c.tol, s)
+		closeRows(t, what+" Ys", got.Solution.Ys, want.Solution.Ys, d*len(p.SaveAt), c.tol, s)
+		closeRows(t, what+" dL/dY0", got.Y0, want.Y0, d, c.tol, s)
+		closeRows(t, what+" dL/dP", got.P, want.P, np, c.tol, s)
+		if len(s) == 0 {
+			closeRows(t, what+" loss", []float64{got.Loss}, []float64{want.Loss}, 1, c.tol, nil)
+			closeRows(t, what+" dL/dShared", got.Shared, want.Shared, len(got.Shared), c.tol, nil)
+		}
+	}
+}
+
+// compareCounts checks the accepted and rejected steps of every
+// trajectory and returns those that differ (at most knife may).
+func compareCounts(t *testing.T, what string, got, want ode.Stats, knife int) map[int]bool {
+	t.Helper()
+	if len(got.Accepted) != len(want.Accepted) || len(got.Rejected) != len(want.Rejected) {
+		t.Fatalf("%s: stats of %d and %d trajectories, want %d and %d", what, len(got.Accepted), len(got.Rejected), len(want.Accepted), len(want.Rejected))
+	}
+	skip := map[int]bool{}
+	for i := range want.Accepted {
+		if got.Accepted[i] != want.Accepted[i] || got.Rejected[i] != want.Rejected[i] {
+			skip[i] = true
+			if len(skip) <= 5 {
+				t.Logf("%s: trajectory %d: %d accepted, %d rejected; CPU %d, %d", what, i, got.Accepted[i], got.Rejected[i], want.Accepted[i], want.Rejected[i])
+			}
+		}
+		if got.FieldEvals != nil && got.FieldEvals[i] != want.FieldEvals[i] && !skip[i] {
+			t.Errorf("%s: trajectory %d: %d field evaluations, CPU %d", what, i, got.FieldEvals[i], want.FieldEvals[i])
+		}
+	}
+	if len(skip) > knife {
+		t.Errorf("%s: %d of %d trajectories take other steps than on the CPU (%d allowed)", what, len(skip), len(want.Accepted), knife)
+	}
+	return skip
+}
+
+// compareMesh checks the step sizes of the trajectories not in skip.
+func compareMesh(t *testing.T, what string, got, want *ode.Mesh, skip map[int]bool) {
+	t.Helper()
+	if got.N != want.N {
+		t.Fatalf("%s: mesh of %d trajectories, want %d", what, got.N, want.N)
+	}
+	bad := 0
+	for i := 0; i < want.N; i++ {
+		if skip[i] || got.Status[i] != want.Status[i] {
+			if !skip[i] {
+				t.Errorf("%s: trajectory %d: status %v, CPU %v", what, i, got.Status[i], want.Status[i])
+			}
+			continue
+		}
+		// The step sizes (and so the mesh points) agree to the rounding of
+		// the controller's exp and log, amplified on stiff problems, where
+		// the error estimate cancels: 1e-6 relative.
+		span := want.T1[i] - want.T0
+		tg, tw := 0.0, 0.0
+		for s := 0; s < want.Len[i]; s++ {
+			g, w := got.H[s*got.N+i], want.H[s*want.N+i]
+			tg, tw = tg+g, tw+w
+			if math.Abs(g-w) > 1e-6*math.Abs(w) || math.Abs(tg-tw) > 1e-6*span {
+				if bad++; bad <= 3 {
+					t.Errorf("%s: trajectory %d step %d: h = %v, CPU %v", what, i, s, g, w)
+				}
+			}
+		}
+	}
+}
+
+// compareSolutions compares two solutions and returns the trajectories
+// whose step counts differ.
+func compareSolutions(t *testing.T, what string, got, want *ode.Solution, tol float64, knife int) map[int]bool {
+	t.Helper()
+	skip := compareCounts(t, what, got.Stats, want.Stats, knife)
+	for i := range want.Status {
+		if !skip[i] && (got.Status[i] != want.Status[i] || !(math.Abs(got.T[i]-want.T[i]) <= 1e-9*math.Abs(want.T[i]))) {
+			t.Errorf("%s: trajectory %d: status %v at t = %v, CPU %v at %v", what, i, got.Status[i], got.T[i], want.Status[i], want.T[i])
+		}
+		if want.Stiff != nil && got.Stiff[i] != want.Stiff[i] && !skip[i] {
+			t.Errorf("%s: trajectory %d: stiff %v, CPU %v", what, i, got.Stiff[i], want.Stiff[i])
+		}
+	}
+	closeRows(t, what+" Y", got.Y, want.Y, got.Dim, tol, skip)
+	closeRows(t, what+" Ys", got.Ys, want.Ys, got.Dim*len(want.SaveAt), tol, skip)
+	return skip
+}
+
+// closeRows checks got against want, [n×w] row-major, row by row (rows
+// in skip are left out): every entry within tol relative to the larger
+// of its own magnitude and 1e-3 of the row's largest, NaN where NaN.
+func closeRows(t *testing.T, what string, got, want []float64, w int, tol float64, skip map[int]bool) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
+		return
+	}
+	if w == 0 {
+		return
+	}
+	bad := 0
+	for i := 0; i*w < len(want); i++ {
+		if skip[i] {
+			continue
+		}
+		row, grow := want[i*w:(i+1)*w], got[i*w:(i+1)*w]
+		scale := 0.0
+		for _, x := range row {
+			if !math.IsNaN(x) {
+				scale = math.Max(scale, math.Abs(x))
+			}
+		}
+		for c, x := range row {
+			g := grow[c]
+			if math.IsNaN(x) && math.IsNaN(g) {
+				continue
+			}
+			if !(math.Abs(g-x) <= tol*math.Max(math.Abs(x), 1e-3*scale)) {
+				if bad++; bad <= 3 {
+					t.Errorf("%s: row %d entry %d: %v, CPU %v (rel %.2g)", what, i, c, g, x, math.Abs(g-x)/math.Abs(x))
+				}
+			}
+		}
+	}
+	if bad > 3 {
+		t.Errorf("%s: %d entries differ", what, bad)
+	}
+}
+
+// needHost skips a test where g++ is missing.
+func needHost(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("g++"); err != nil {
+		t.Skip("g++ not found; the host engine tests need it")
+	}
+}
+
+// The host tests run the engine's tests on small ensembles with the
+// kernels compiled by g++; the GPU tests (gpu_engine_test.go) run the same
+// on larger ones.
+
+func TestHostEngine(t *testing.T) {
+	needHost(t)
+	testSuite(t, "cuda-host", 1)
+}
+
+func TestHostEngineSharedSum(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testSharedSum(t, "cuda-host", 12)
+}
+
+func TestHostEngineFiniteDifferences(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testFiniteDifferences(t, "cuda-host", 24)
+}
+
+func TestHostEngineStatuses(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testStatuses(t, "cuda-host")
+}
+
+// TestHostEngineChunks runs an ensemble in several launches (a memory
+// limit of a few trajectories) whose record buffers are too short (a
+// first guess of 4 rows), so that trajectories are rerun.
+func TestHostEngineChunks(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testChunks(t, "cuda-host", 200, 160<<10, 4)
+}
+
+func TestHostEngineFloat32(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testFloat32(t, "cuda-host-f32", 64)
+}
+
+// TestHostEngineErrors: a loss that is not finite names the trajectory.
+func TestHostEngineErrors(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	c := lorenzCase(8, 1e-5)
+	loss := ode.Loss{Name: "logloss", F: func(y, _, _ []tape.V) tape.V { return y[2].Sub(y[2]).Log() }}
+	_, _, err := c.solver(t, "cuda-host").Loss(&c.prob, loss, nil)
+	var nf *tape.NonFiniteError
+	if !errors.As(err, &nf) || nf.Trajectory != 0 {
+		t.Errorf("loss error %v, want a NonFiniteError of trajectory 0", err)
+	}
+}
+
+// spyEngine captures the jobs it is given (and runs nothing), so tests
+// can see the loss plans ode builds.
+type spyEngine struct{}
+
+func (spyEngine) Name() string                            { return "cuda-spy" }
+func (spyEngine) Available() error                        { return nil }
+func (spyEngine) Prepare(*ode.Plan) (ode.Executor, error) { return spyExec{}, nil }
+
+type spyExec struct{}
+
+// errSpy carries the job a spy executor was given.
+type errSpy struct{ j *ode.Job }
+
+func (errSpy) Error() string { return "spy" }
+
+func (spyExec) Run(_ context.Context, j *ode.Job) (*ode.Result, error) { return nil, errSpy{j} }
+
+func init() { ode.Register(spyEngine{}) }
+
+// jobOf returns the job that op (OpGrad or OpSolve) of c makes.
+func jobOf(t *testing.T, c engineCase, op ode.Op) *ode.Job {
+	t.Helper()
+	sv := c.solver(t, "cuda-spy")
+	var err error
+	if op == ode.OpGrad {
+		_, err = sv.Grad(nil, &c.prob, c.loss, nil)
+	} else {
+		_, err = sv.Solve(&c.prob)
+	}
+	var spy errSpy
+	if !errors.As(err, &spy) {
+		t.Fatalf("spy engine: %v", err)
+	}
+	return spy.j
+}

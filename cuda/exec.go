@@ -1,0 +1,796 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// defaultBlock is the threads per block of the engine's kernels (fewer if
+// a kernel's registers allow fewer).
+const defaultBlock = 128
+
+// executor runs the operations of one plan on one backend.
+type executor struct {
+	be   backend
+	plan *ode.Plan
+	prec Precision
+	name string
+
+	progOnce sync.Once
+	progs    *stepPrograms
+	progErr  error
+
+	mu      sync.Mutex
+	kernels map[string]*kernelEntry
+	spare   *arena // a free arena, kept for the next pass
+
+	rows atomic.Int64 // most accepted steps of a trajectory seen, to size record buffers
+}
+
+// kernelEntry is a compiled kernel of the executor.
+type kernelEntry struct {
+	once  sync.Once
+	k     backendKernel
+	info  kernelInfo
+	block int
+	err   error
+}
+
+// arena is one device allocation.
+type arena struct {
+	addr uint64
+	size int64
+}
+
+func newExecutor(be backend, pl *ode.Plan, prec Precision, name string) *executor {
+	return &executor{be: be, plan: pl, prec: prec, name: name, kernels: make(map[string]*kernelEntry)}
+}
+
+// kernel returns the compiled kernel of variant v, compiling it on first
+// use.
+func (ex *executor) kernel(v variant, lp *ode.LossPlan, tr *Trace) (*kernelEntry, error) {
+	ex.mu.Lock()
+	e := ex.kernels[v.key()]
+	if e == nil {
+		e = &kernelEntry{}
+		ex.kernels[v.key()] = e
+	}
+	ex.mu.Unlock()
+	e.once.Do(func() {
+		start := time.Now()
+		defer func() { tr.add(func(t *TraceStats) { t.Compile += time.Since(start) }) }()
+		ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
+		if ex.progErr != nil {
+			e.err = ex.progErr
+			return
+		}
+		src, info, err := kernelSource(ex.progs, v, lp, ex.prec)
+		if err != nil {
+			e.err = err
+			return
+		}
+		e.info = info
+		if e.k, e.err = ex.be.compile(src, kernelName); e.err != nil {
+			return
+		}
+		e.block = defaultBlock
+		if b := envInt(blockEnv); b >= 32 {
+			e.block = b / 32 * 32
+		}
+		if m := e.k.maxBlock(); m > 0 && m < e.block {
+			e.block = max(32, m/32*32)
+		}
+	})
+	return e, e.err
+}
+
+// takeArena returns an allocation of at least size bytes, reusing the
+// spare one if it is large enough.
+func (ex *executor) takeArena(size int64) (*arena, error) {
+	ex.mu.Lock()
+	sp := ex.spare
+	if sp != nil && sp.size >= size {
+		ex.spare = nil
+		ex.mu.Unlock()
+		return sp, nil
+	}
+	ex.mu.Unlock()
+	addr, err := ex.be.alloc(size)
+	if err != nil {
+		return nil, err
+	}
+	return &arena{addr: addr, size: size}, nil
+}
+
+// giveArena keeps a (the larger of it and the spare) for the next pass.
+func (ex *executor) giveArena(a *arena) {
+	ex.mu.Lock()
+	if ex.spare == nil || ex.spare.size < a.size {
+		a, ex.spare = ex.spare, a
+	}
+	ex.mu.Unlock()
+	if a != nil {
+		ex.be.free(a.addr)
+	}
+}
+
+// spareSize returns the size of the spare arena.
+func (ex *executor) spareSize() int64 {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if ex.spare == nil {
+		return 0
+	}
+	return ex.spare.size
+}
+
+// Run performs job j on the device.
+func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	start := time.Now()
+	v := variantOf(j)
+	if (v.loss || v.grad) && j.Loss == nil {
+		return nil, fmt.Errorf("cuda: %v needs a loss", j.Op)
+	}
+	tr := traceOf(ctx)
+	ke, err := ex.kernel(v, j.Loss, tr)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
+	}
+	r := newRun(ex, j, v, ke, tr)
+	rows := 0
+	switch {
+	case !v.adaptive:
+		rows = j.Mesh.Rows
+	case v.meshOut || v.store:
+		rows = ex.rowsGuess(j.MaxSteps)
+	}
+	over, err := r.pass(ctx, nil, rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(over) > 0 {
+		need := 0
+		for _, g := range over {
+			need = max(need, r.res.Stats.Accepted[g])
+		}
+		tr.add(func(t *TraceStats) { t.Reruns += len(over) })
+		if over, err = r.pass(ctx, over, need); err != nil {
+			return nil, err
+		}
+		if len(over) > 0 {
+			return nil, fmt.Errorf("cuda: engine %s: trajectory %d overflowed its record buffer twice", ex.name, over[0])
+		}
+	}
+	return r.finish(time.Since(start))
+}
+
+// rowsGuess returns the record buffer rows of a first pass: a little more
+// than the longest trajectory seen so far, or 128.
+func (ex *executor) rowsGuess(maxSteps int) int {
+	if t := int(testRows.Load()); t > 0 {
+		return min(t, maxSteps)
+	}
+	r := 128
+	if h := int(ex.rows.Load()); h > 0 {
+		r = h + h/8 + 8
+	}
+	return max(1, min(r, maxSteps))
+}
+
+// testRows, if positive, replaces the first guess of rowsGuess (tests
+// use it to make record buffers too short).
+var testRows atomic.Int64
+
+// notice records that a trajectory took rows accepted steps.
+func (ex *executor) notice(rows int) {
+	for {
+		old := ex.rows.Load()
+		if int64(rows) <= old || ex.rows.CompareAndSwap(old, int64(rows)) {
+			return
+		}
+	}
+}
+
+// run is the state of one Run.
+type run struct {
+	ex  *executor
+	j   *ode.Job
+	v   variant
+	ke  *kernelEntry
+	tr  *Trace
+	res *ode.Result
+
+	d, np, ns, k, dd int
+	terms            []float64 // [N] loss terms
+	gs, gsLoss       []float64 // [NS] shared gradient of the steps and of the loss itself (unscaled), summed over launches
+	meshH            []float64 // the recorded mesh, step-major [rows][N]
+	stored           int64     // bytes of stored states of the largest launch
+}
+
+func newRun(ex *executor, j *ode.Job, v variant, ke *kernelEntry, tr *Trace) *run {
+	pl := ex.plan
+	r := &run{ex: ex, j: j, v: v, ke: ke, tr: tr, res: &ode.Result{},
+		d: pl.Dim, np: pl.Params, ns: pl.Shared, k: v.k, dd: v.dataDim}
+	n, d, res := j.N, pl.Dim, r.res
+	if v.adaptive {
+		res.Status = make([]ode.Status, n)
+		for i := range res.Status {
+			res.Status[i] = ode.NotRun
+		}
+		res.T = make([]float64, n)
+		res.Stiff = make([]bool, n)
+		res.LastH = make([]float64, n)
+		res.Stats = ode.Stats{Accepted: make([]int, n), Rejected: make([]int, n), FieldEvals: make([]int, n)}
+	}
+	res.Y = make([]float64, n*d)
+	if r.k > 0 {
+		res.Ys = make([]float64, n*r.k*d)
+	}
+	if v.loss || v.grad {
+		r.terms = make([]float64, n)
+	}
+	if v.grad {
+		res.GradY0 = make([]float64, n*d)
+		res.GradP = make([]float64, n*pl.Params)
+		r.gs, r.gsLoss = make([]float64, pl.Shared), make([]float64, pl.Shared)
+	}
+	return r
+}
+
+// Argument words of the kernel (struct gs_args of engine.cuh), in order,
+// which is also the order of its arrays in the arena.
+const (
+	argN = iota
+	argRows
+	argT0
+	argScale
+	argSh // first pointer
+	argSaveAt
+	argT1
+	argY0
+	argP
+	argData
+	argHin
+	argLen
+	argGS // last of the upload region, first of the download region
+	argY
+	argT
+	argLastH
+	argStatus
+	argAcc
+	argRej
+	argFlags
+	argYs
+	argLoss
+	argGY0
+	argGP // last of the download region
+	argTapStep
+	argTB
+	argHout
+	argStore
+	numArgs
+)
+
+// layout places the arrays of a launch of n trajectories with record
+// buffers of rows rows in one arena, inputs first, then the shared
+// gradient and the outputs that are copied back, then the device-only
+// arrays.
+type layout struct {
+	off   [numArgs]int64 // byte offset of each pointer argument; -1 if unused
+	bytes [numArgs]int64
+	size  int64
+}
+
+// layout returns the layout of a launch of n trajectories.
+func (r *run) layout(n, rows int) layout {
+	v, d, np, ns, k, dd := r.v, r.d, r.np, r.ns, r.k, r.dd
+	es := int64(r.ex.prec.size())
+	cnt := func(x int) int64 { return int64(x) * int64(n) }
+	var elems [numArgs]int64 // reals, or int32 for the int arrays
+	elems[argSh] = int64(ns + d + 2)
+	elems[argSaveAt] = int64(k)
+	if v.adaptive {
+		elems[argT1] = cnt(1)
+		elems[argT], elems[argLastH] = cnt(1), cnt(1)
+		elems[argStatus], elems[argAcc], elems[argRej], elems[argFlags] = cnt(1), cnt(1), cnt(1), cnt(1)
+	} else {
+		elems[argHin] = cnt(rows)
+		elems[argLen] = cnt(1)
+	}
+	elems[argY0], elems[argP], elems[argY] = cnt(d), cnt(np), cnt(d)
+	elems[argYs], elems[argTapStep] = cnt(k*d), cnt(k)
+	if v.loss || v.grad {
+		elems[argData], elems[argLoss] = cnt(dd), cnt(1)
+	}
+	if v.grad {
+		elems[argGS], elems[argGY0], elems[argGP], elems[argTB] = int64(2*ns), cnt(d), cnt(np), cnt(k*d)
+	}
+	if v.meshOut {
+		elems[argHout] = cnt(rows)
+	}
+	if v.store {
+		elems[argStore] = cnt(rows * (d + b2i(r.ke.info.storeT)))
+	}
+	var l layout
+	off := int64(0)
+	for a := argSh; a < numArgs; a++ {
+		l.off[a] = -1
+		if elems[a] == 0 {
+			continue
+		}
+		size := es
+		switch a {
+		case argLen, argStatus, argAcc, argRej, argFlags, argTapStep:
+			size = 4
+		}
+		l.off[a] = off
+		l.bytes[a] = elems[a] * size
+		off += (l.bytes[a] + 255) &^ 255
+	}
+	l.size = max(off, 256)
+	return l
+}
+
+// region returns the byte range [lo, hi) of the arena covering the
+// arguments first…last that are used.
+func (l *layout) region(first, last int) (lo, hi int64) {
+	lo, hi = -1, -1
+	for a := first; a <= last; a++ {
+		if l.off[a] < 0 {
+			continue
+		}
+		if lo < 0 {
+			lo = l.off[a]
+		}
+		hi = l.off[a] + l.bytes[a]
+	}
+	if lo < 0 {
+		return 0, 0
+	}
+	return lo, hi
+}
+
+// chunk returns the trajectories per launch of a pass over m trajectories
+// with record buffers of rows rows: all of them if they fit in the
+// device's free memory (and Job.MemoryLimit, if set), else a multiple of
+// 32 that does.
+func (r *run) chunk(m, rows int) (int, error) {
+	free, err := r.ex.be.memFree()
+	if err != nil {
+		return 0, err
+	}
+	budget := int64(float64(free)*0.9) + r.ex.spareSize() - 64<<20
+	if lim := r.j.MemoryLimit; lim > 0 {
+		budget = min(budget, lim)
+	}
+	fits := func(n int) bool { l := r.layout(n, rows); return l.size <= budget }
+	if fits(m) {
+		return m, nil
+	}
+	base := r.layout(0, rows).size
+	per := (r.layout(1024, rows).size - base) / 1024
+	n := int((budget - base) / max(per, 1))
+	n = min(n, m) / 32 * 32
+	for n >= 32 && !fits(n) {
+		n -= 32
+	}
+	if n < 32 {
+		l := r.layout(32, rows)
+		return 0, fmt.Errorf("cuda: engine %s: 32 trajectories with %d record rows need %d bytes of device memory, %d are available: %w",
+			r.ex.name, rows, l.size, budget, ode.ErrTooLarge)
+	}
+	return n, nil
+}
+
+// pass runs the trajectories idx (nil: all) in launches of as many as fit,
+// with record buffers of rows rows. It returns the trajectories whose
+// record buffer was too short.
+func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err error) {
+	j := r.j
+	m := j.N
+	if idx != nil {
+		m = len(idx)
+	}
+	c, err := r.chunk(m, rows)
+	if err != nil {
+		return nil, err
+	}
+	full := r.layout(c, rows)
+	ar, err := r.ex.takeArena(full.size)
+	if err != nil {
+		return nil, err
+	}
+	defer r.ex.giveArena(ar)
+	r.stored = max(r.stored, full.bytes[argStore])
+	r.tr.add(func(t *TraceStats) { t.Rows = rows })
+	for lo := 0; lo < m; lo += c {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n := min(c, m-lo)
+		g := make([]int, n) // the launch's trajectories
+		for q := range g {
+			if idx == nil {
+				g[q] = lo + q
+			} else {
+				g[q] = idx[lo+q]
+			}
+		}
+		o, err := r.launch(ar, g, rows)
+		if err != nil {
+			return nil, err
+		}
+		over = append(over, o...)
+		if j.Progress != nil && idx == nil { // reruns are not progress
+			j.Progress(lo+n, m)
+		}
+	}
+	return over, nil
+}
+
+// launch runs the trajectories g in one launch.
+func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
+	ex, j, v := r.ex, r.j, r.v
+	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
+	l := r.layout(n, rows)
+	inLo, inHi := l.region(argSh, argGS)
+	outLo, outHi := l.region(argGS, argGP)
+	if inLo != 0 {
+		return nil, fmt.Errorf("cuda: internal error: upload region starts at %d", inLo)
+	}
+	up := make([]byte, inHi)
+	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
+	iv := func(buf []byte, base int64, a int) []int32 { return int32s(buf, l.off[a]-base, l.bytes[a]) }
+
+	// Inputs, step-major.
+	sh := rv(up, 0, argSh)
+	for c, x := range j.Shared {
+		sh.set(c, x)
+	}
+	sh.set(r.ns, j.RelTol)
+	for c, x := range j.AbsTol {
+		sh.set(r.ns+1+c, x)
+	}
+	sh.set(r.ns+1+d, float64(j.MaxSteps))
+	if k > 0 {
+		sa := rv(up, 0, argSaveAt)
+		for q, x := range j.SaveAt {
+			sa.set(q, x)
+		}
+	}
+	transpose := func(dst reals, src []float64, w int) {
+		for q, i := range g {
+			for c := 0; c < w; c++ {
+				dst.set(c*n+q, src[i*w+c])
+			}
+		}
+	}
+	transpose(rv(up, 0, argY0), j.Y0, d)
+	if np > 0 {
+		transpose(rv(up, 0, argP), j.P, np)
+	}
+	if dd > 0 {
+		transpose(rv(up, 0, argData), j.Loss.Data, dd)
+	}
+	if v.adaptive {
+		t1 := rv(up, 0, argT1)
+		for q, i := range g {
+			t1.set(q, j.T1[i])
+		}
+	} else {
+		mh, hin, ln := j.Mesh, rv(up, 0, argHin), iv(up, 0, argLen)
+		for q, i := range g {
+			ln[q] = int32(mh.Len[i])
+			for s := 0; s < mh.Len[i]; s++ {
+				hin.set(s*n+q, mh.H[s*mh.N+i])
+			}
+		}
+	}
+	be := ex.be
+	if err := be.write(ar.addr, up); err != nil {
+		return nil, err
+	}
+	if v.meshOut {
+		// Rows past a trajectory's last step read 0, as the CPU's.
+		if err := be.zero(ar.addr+uint64(l.off[argHout]), l.bytes[argHout]); err != nil {
+			return nil, err
+		}
+	}
+
+	var args [numArgs]uint64
+	args[argN], args[argRows] = uint64(n), uint64(rows)
+	args[argT0] = math.Float64bits(j.T0)
+	if j.Loss != nil {
+		args[argScale] = math.Float64bits(j.Loss.Scale)
+	}
+	for a := argSh; a < numArgs; a++ {
+		if l.off[a] >= 0 {
+			args[a] = ar.addr + uint64(l.off[a])
+		}
+	}
+	shmem := 0
+	if v.grad && sharedAccumulator(r.ns, ex.prec) {
+		shmem = 2 * r.ns * ex.prec.size()
+	}
+	dt, err := be.launch(r.ke.k, n, r.ke.block, shmem, args[:])
+	if err != nil {
+		return nil, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
+	}
+
+	down := make([]byte, outHi-outLo)
+	if err := be.read(down, ar.addr+uint64(outLo)); err != nil {
+		return nil, err
+	}
+	r.tr.add(func(t *TraceStats) {
+		t.Kernel += dt
+		t.Launches++
+		t.Upload += int64(len(up))
+		t.Download += int64(len(down))
+	})
+	res := r.res
+	y := rv(down, outLo, argY)
+	var ys, loss, gy0, gp reals
+	if k > 0 {
+		ys = rv(down, outLo, argYs)
+	}
+	if v.loss || v.grad {
+		loss = rv(down, outLo, argLoss)
+	}
+	if v.grad {
+		gy0, gp = rv(down, outLo, argGY0), rv(down, outLo, argGP)
+		// The steps' contributions, then the loss's own, to be scaled.
+		gs := rv(down, outLo, argGS)
+		for c := range r.gs {
+			r.gs[c] += gs.get(c)
+			r.gsLoss[c] += gs.get(r.ns + c)
+		}
+	}
+	var status, acc, rej, flags []int32
+	var tt, lasth reals
+	if v.adaptive {
+		status, acc, rej, flags = iv(down, outLo, argStatus), iv(down, outLo, argAcc), iv(down, outLo, argRej), iv(down, outLo, argFlags)
+		tt, lasth = rv(down, outLo, argT), rv(down, outLo, argLastH)
+	}
+	pl := ex.plan
+	longest := 0
+	for q, i := range g {
+		ok := true
+		if v.adaptive {
+			if flags[q]&flagOverflow != 0 {
+				over = append(over, i)
+				res.Stats.Accepted[i] = int(acc[q])
+				continue
+			}
+			st := ode.Status(status[q])
+			ok = st == ode.OK
+			res.Status[i] = st
+			res.T[i] = tt.get(q)
+			res.LastH[i] = lasth.get(q)
+			res.Stiff[i] = flags[q]&flagStiff != 0
+			res.Stats.Accepted[i] = int(acc[q])
+			res.Stats.Rejected[i] = int(rej[q])
+			res.Stats.FieldEvals[i] = pl.InitEvals + pl.TrialEvals*int(acc[q]+rej[q])
+			longest = max(longest, int(acc[q]))
+		}
+		for c := 0; c < d; c++ {
+			x := y.get(c*n + q)
+			if !ok {
+				x = math.NaN()
+			}
+			res.Y[i*d+c] = x
+		}
+		for s := 0; s < k; s++ {
+			for c := 0; c < d; c++ {
+				x := ys.get((s*d+c)*n + q)
+				if !ok {
+					x = math.NaN()
+				}
+				res.Ys[(i*k+s)*d+c] = x
+			}
+		}
+		if !ok {
+			continue
+		}
+		if v.loss || v.grad {
+			r.terms[i] = loss.get(q)
+		}
+		if v.grad {
+			for c := 0; c < d; c++ {
+				res.GradY0[i*d+c] = gy0.get(c*n + q)
+			}
+			for c := 0; c < np; c++ {
+				res.GradP[i*np+c] = gp.get(c*n + q)
+			}
+		}
+	}
+	if v.adaptive && (v.meshOut || v.store) {
+		ex.notice(longest)
+	}
+	if v.meshOut && longest > 0 {
+		if err := r.readMesh(ar.addr+uint64(l.off[argHout]), g, min(longest, rows), rows); err != nil {
+			return nil, err
+		}
+	}
+	return over, nil
+}
+
+// readMesh copies the first used rows of the launch's mesh (rows
+// [used][len(g)] at addr on the device) to the run's mesh, which it grows
+// to rows rows if need be. Rows of consecutive trajectories in float64 are
+// copied straight into place.
+func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
+	N, n := r.j.N, len(g)
+	if len(r.meshH) < rows*N {
+		h := make([]float64, rows*N)
+		copy(h, r.meshH) // step-major: the old rows are a prefix
+		r.meshH = h
+	}
+	es := r.ex.prec.size()
+	r.tr.add(func(t *TraceStats) { t.Download += int64(used) * int64(n) * int64(es) })
+	lo := g[0]
+	contiguous := g[n-1]-lo == n-1
+	if contiguous && r.ex.prec == Float64 {
+		if n == N {
+			return r.ex.be.read(f64bytes(r.meshH[:used*N]), addr)
+		}
+		for s := 0; s < used; s++ {
+			if err := r.ex.be.read(f64bytes(r.meshH[s*N+lo:s*N+lo+n]), addr+uint64(s*n*es)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	buf := make([]byte, used*n*es)
+	if err := r.ex.be.read(buf, addr); err != nil {
+		return err
+	}
+	hv := r.reals(buf, 0, int64(len(buf)))
+	for s := 0; s < used; s++ {
+		for q, i := range g {
+			r.meshH[s*N+i] = hv.get(s*n + q)
+		}
+	}
+	return nil
+}
+
+// f64bytes returns the bytes of x.
+func f64bytes(x []float64) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 8*len(x))
+}
+
+// Kernel flags (GS_FLAG_* of engine.cuh).
+const (
+	flagStiff    = 1
+	flagOverflow = 2
+)
+
+// finish assembles the result.
+func (r *run) finish(wall time.Duration) (*ode.Result, error) {
+	j, v, res := r.j, r.v, r.res
+	n := j.N
+	if v.adaptive {
+		res.Stats.Wall = wall
+	}
+	if v.meshOut {
+		m := &ode.Mesh{N: n, Len: append([]int(nil), res.Stats.Accepted...), Status: res.Status, Stats: res.Stats}
+		for _, l := range m.Len {
+			m.Rows = max(m.Rows, l)
+		}
+		if len(r.meshH) < m.Rows*n { // no launch had steps to copy
+			r.meshH = make([]float64, m.Rows*n)
+		}
+		m.H = r.meshH[:m.Rows*n]
+		m.T0, m.T1 = j.T0, j.T1
+		res.Mesh = m
+	}
+	if v.loss || v.grad {
+		for i, x := range r.terms {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, r.lossError(i)
+			}
+			res.Loss += x
+		}
+		res.Loss *= j.Loss.Scale
+	}
+	if v.grad {
+		for c := range r.gs {
+			r.gs[c] += j.Loss.Scale * r.gsLoss[c]
+		}
+		res.GradS = r.gs
+		res.StoredBytes = r.stored
+		res.GradTime = wall
+	}
+	return res, nil
+}
+
+// lossError explains the non-finite loss term of trajectory i: the loss
+// program evaluated on the host names the op, as the CPU engine does.
+func (r *run) lossError(i int) error {
+	j, d, k := r.j, r.d, r.k
+	lp := j.Loss
+	in := make([][]float64, 0, len(lp.Term.Inputs))
+	one := func(x float64) { in = append(in, []float64{x}) }
+	for c := 0; c < d; c++ {
+		one(r.res.Y[i*d+c])
+	}
+	for q := 0; q < k*d; q++ {
+		one(r.res.Ys[i*k*d+q])
+	}
+	for c := 0; c < lp.DataDim; c++ {
+		one(lp.Data[i*lp.DataDim+c])
+	}
+	for c := 0; c < r.np; c++ {
+		one(j.P[i*r.np+c])
+	}
+	for c := 0; c < r.ns; c++ {
+		one(j.Shared[c])
+	}
+	err := fmt.Errorf("the loss term of trajectory %d is %v", i, r.terms[i])
+	if e, xerr := tape.NewExec(lp.Term, &tape.ExecSettings{Workers: 1, CheckFinite: true}); xerr == nil {
+		if rerr := e.Run([][]float64{{0}}, in, 1); rerr != nil {
+			var nf *tape.NonFiniteError
+			if errors.As(rerr, &nf) {
+				nf.Trajectory = i
+			}
+			err = rerr
+		}
+	}
+	return fmt.Errorf("ode: loss %s: %w", lp.Term.Name, err)
+}
+
+// reals is a view of device-format reals (float64 or float32) in a byte
+// buffer.
+type reals struct {
+	f64 []float64
+	f32 []float32
+}
+
+// reals returns the view of the bytes [off, off+bytes) of buf.
+func (r *run) reals(buf []byte, off, bytes int64) reals {
+	if bytes == 0 {
+		return reals{}
+	}
+	p := unsafe.Pointer(&buf[off])
+	if r.ex.prec == Float32 {
+		return reals{f32: unsafe.Slice((*float32)(p), bytes/4)}
+	}
+	return reals{f64: unsafe.Slice((*float64)(p), bytes/8)}
+}
+
+func (x reals) set(i int, v float64) {
+	if x.f32 != nil {
+		x.f32[i] = float32(v)
+		return
+	}
+	x.f64[i] = v
+}
+
+func (x reals) get(i int) float64 {
+	if x.f32 != nil {
+		return float64(x.f32[i])
+	}
+	return x.f64[i]
+}
+
+// int32s returns the int32 view of the bytes [off, off+bytes) of buf.
+func int32s(buf []byte, off, bytes int64) []int32 {
+	if bytes == 0 {
+		return nil
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(&buf[off])), bytes/4)
+}

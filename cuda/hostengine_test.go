@@ -1,0 +1,252 @@
+package cuda
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// The host backend runs the engine's kernels on the CPU: it compiles the
+// kernel source (the text NVRTC compiles, its qualifiers as host C++) with
+// g++ together with a small main, and runs each launch as a process that
+// reads the launch's argument words and arena from a file, runs the
+// kernel (a loop over the trajectories) and writes the arena back. The
+// executor above it is the GPU engine's own: chunking, record buffers and
+// reruns, layouts and result assembly are tested on machines without a GPU.
+
+// Engines on the host backend, registered for the tests.
+var (
+	hostF64 = &Engine{name: "cuda-host", prec: Float64, be: newHostBackend(1 << 30)}
+	hostF32 = &Engine{name: "cuda-host-f32", prec: Float32, be: newHostBackend(1 << 30)}
+)
+
+func init() {
+	ode.Register(hostF64)
+	ode.Register(hostF32)
+}
+
+// hostDir holds the compiled host kernels of the test process.
+var (
+	hostDirOnce sync.Once
+	hostDir     string
+	hostDirErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if hostDir != "" && os.Getenv("GRADSOLVE_KEEP_HOST") == "" {
+		os.RemoveAll(hostDir)
+	}
+	os.Exit(code)
+}
+
+// hostMain is the main function of a host kernel executable.
+const hostMain = `
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static_assert(sizeof(gs_args) == 8 * GS_HOST_WORDS, "gs_args is not made of 8-byte words");
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  FILE* f = fopen(argv[1], "rb");
+  if (!f) return 3;
+  unsigned long long w[GS_HOST_WORDS], base, size;
+  if (fread(w, 8, GS_HOST_WORDS, f) != GS_HOST_WORDS || fread(&base, 8, 1, f) != 1 || fread(&size, 8, 1, f) != 1) return 4;
+  unsigned char* mem = (unsigned char*)malloc(size + 1);
+  if (fread(mem, 1, size, f) != size) return 5;
+  fclose(f);
+  for (int k = 4; k < GS_HOST_WORDS; k++)
+    if (w[k]) w[k] = (unsigned long long)(mem + (w[k] - base));
+  gs_args a;
+  memcpy(&a, w, sizeof a);
+  gs_engine(a);
+  FILE* o = fopen(argv[2], "wb");
+  if (!o || fwrite(mem, 1, size, o) != size) return 6;
+  fclose(o);
+  return 0;
+}
+`
+
+// hostBackend is the backend of the host engines.
+type hostBackend struct {
+	total int64 // memory it reports
+
+	mu    sync.Mutex
+	next  uint64
+	mem   map[uint64][]byte
+	used  int64
+	exes  map[string]*hostKernel
+	calls int // launches, for the tests
+}
+
+func newHostBackend(total int64) *hostBackend {
+	return &hostBackend{total: total, mem: make(map[uint64][]byte), exes: make(map[string]*hostKernel)}
+}
+
+type hostKernel struct {
+	once sync.Once
+	exe  string
+	err  error
+}
+
+func (*hostKernel) maxBlock() int { return 0 }
+
+// hostAddrBits is the address space of one host arena.
+const hostAddrBits = 40
+
+func (b *hostBackend) compile(src, name string) (backendKernel, error) {
+	if name != kernelName {
+		return nil, fmt.Errorf("host backend: kernel %s", name)
+	}
+	cc, err := exec.LookPath("g++")
+	if err != nil {
+		return nil, fmt.Errorf("host backend: %w", err)
+	}
+	hostDirOnce.Do(func() { hostDir, hostDirErr = os.MkdirTemp("", "gradsolve-cuda-host-") })
+	if hostDirErr != nil {
+		return nil, hostDirErr
+	}
+	sum := sha256.Sum256([]byte(src))
+	key := hex.EncodeToString(sum[:8])
+	b.mu.Lock()
+	k := b.exes[key]
+	if k == nil {
+		k = &hostKernel{}
+		b.exes[key] = k
+	}
+	b.mu.Unlock()
+	k.once.Do(func() {
+		file := filepath.Join(hostDir, key+".cpp")
+		text := src + fmt.Sprintf("\n#define GS_HOST_WORDS %d\n", numArgs) + hostMain
+		if k.err = os.WriteFile(file, []byte(text), 0o644); k.err != nil {
+			return
+		}
+		exe := filepath.Join(hostDir, key)
+		out, err := exec.Command(cc, "-std=c++17", "-O0", "-ffp-contract=off", "-fno-fast-math", "-w", "-o", exe, file).CombinedOutput()
+		if err != nil {
+			k.err = fmt.Errorf("host backend: g++: %v\n%s\n(source in %s)", err, firstLines(string(out), 30), file)
+			return
+		}
+		k.exe = exe
+	})
+	return k, k.err
+}
+
+func (b *hostBackend) alloc(n int64) (uint64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.total {
+		return 0, fmt.Errorf("host backend: out of memory (%d + %d > %d)", b.used, n, b.total)
+	}
+	b.next++
+	addr := b.next << hostAddrBits
+	b.mem[addr] = make([]byte, n)
+	b.used += n
+	return addr, nil
+}
+
+func (b *hostBackend) free(addr uint64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m, ok := b.mem[addr]
+	if !ok {
+		return fmt.Errorf("host backend: free of unknown %#x", addr)
+	}
+	b.used -= int64(len(m))
+	delete(b.mem, addr)
+	return nil
+}
+
+// at returns the arena holding addr and addr's offset in it.
+func (b *hostBackend) at(addr uint64) ([]byte, uint64, uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	base := addr &^ (1<<hostAddrBits - 1)
+	return b.mem[base], base, addr - base
+}
+
+func (b *hostBackend) write(addr uint64, src []byte) error {
+	m, _, off := b.at(addr)
+	if m == nil || off+uint64(len(src)) > uint64(len(m)) {
+		return fmt.Errorf("host backend: write out of bounds")
+	}
+	copy(m[off:], src)
+	return nil
+}
+
+func (b *hostBackend) read(dst []byte, addr uint64) error {
+	m, _, off := b.at(addr)
+	if m == nil || off+uint64(len(dst)) > uint64(len(m)) {
+		return fmt.Errorf("host backend: read out of bounds")
+	}
+	copy(dst, m[off:])
+	return nil
+}
+
+func (b *hostBackend) zero(addr uint64, n int64) error {
+	m, _, off := b.at(addr)
+	if m == nil || off+uint64(n) > uint64(len(m)) {
+		return fmt.Errorf("host backend: zero out of bounds")
+	}
+	clear(m[off : off+uint64(n)])
+	return nil
+}
+
+func (b *hostBackend) memFree() (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total - b.used, nil
+}
+
+func (b *hostBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
+	k := bk.(*hostKernel)
+	mem, base, _ := b.at(args[argSh])
+	if mem == nil {
+		return 0, fmt.Errorf("host backend: launch without an arena")
+	}
+	for a := argSh; a < numArgs; a++ {
+		if args[a] != 0 && args[a]&^(1<<hostAddrBits-1) != base {
+			return 0, fmt.Errorf("host backend: argument %d outside the arena", a)
+		}
+	}
+	b.mu.Lock()
+	b.calls++
+	b.mu.Unlock()
+	dir, err := os.MkdirTemp(hostDir, "launch-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	var in bytes.Buffer
+	binary.Write(&in, binary.LittleEndian, args)
+	binary.Write(&in, binary.LittleEndian, []uint64{base, uint64(len(mem))})
+	in.Write(mem)
+	inFile, outFile := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+	if err := os.WriteFile(inFile, in.Bytes(), 0o644); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if out, err := exec.Command(k.exe, inFile, outFile).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("host backend: kernel: %v\n%s", err, out)
+	}
+	dt := time.Since(start)
+	data, err := os.ReadFile(outFile)
+	if err != nil {
+		return 0, err
+	}
+	if len(data) != len(mem) {
+		return 0, fmt.Errorf("host backend: kernel wrote %d bytes, want %d", len(data), len(mem))
+	}
+	copy(mem, data)
+	return dt, nil
+}
