@@ -64,14 +64,14 @@ first)
 	tests gpu-tests 80 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Chunks|Float32)$' -test.timeout 75s
 	;;
 second)
-	step dx-lorenz-gpu 160 python3 bench/anchors/diffrax_lorenz.py --platform gpu --reps 3 --max-seconds 40
-	step dx-robertson-gpu 85 python3 bench/anchors/diffrax_robertson.py --platform gpu --n 2048 --rtol 1e-4,1e-5,1e-6,1e-7,1e-8 --reps 3 --max-seconds 30
-	tests gpu-tests-2 75 "$bin/cuda.test" -test.run 'TestGPUEngineDims|TestGPUDevice$' -test.timeout 70s
+	step dx-lorenz-gpu 150 python3 bench/anchors/diffrax_lorenz.py --platform gpu --reps 3 --max-seconds 40
+	step dx-robertson-gpu 70 python3 bench/anchors/diffrax_robertson.py --platform gpu --n 2048 --rtol 1e-4,1e-5,1e-6,1e-7,1e-8 --reps 3 --max-seconds 30
+	tests gpu-tests-2 60 "$bin/cuda.test" -test.run 'TestGPUEngineDims|TestGPUDevice$' -test.timeout 55s
 	tests hand-kernels 15 "$bin/bench.test" -test.run 'TestLorenzCUDAGPU' -test.timeout 12s
-	step cpu-lorenz 50 "$bin/gradsolve" bench -suite lorenz -json -reps 3
-	step cpu-stiff-16 25 "$bin/gradsolve" bench -suite stiff -n 2048 -rtol 1e-6 -json -reps 3 -workers 16
-	step cpu-stiff-1 35 "$bin/gradsolve" bench -suite stiff -n 2048 -rtol 1e-6 -json -reps 3 -workers 1
-	step cpu-neural 35 "$bin/gradsolve" bench -suite neural -n 256,4096 -json -reps 3 -dump /tmp/neural-cpu.json
+	step cpu-lorenz 80 "$bin/gradsolve" bench -suite lorenz -n 2048,32768,262144 -rtol 1e-4,1e-6 -json -reps 3 -quiet
+	step cpu-stiff-16 20 "$bin/gradsolve" bench -suite stiff -problems robertson -n 2048 -rtol 1e-6 -json -reps 3 -workers 16 -quiet
+	step cpu-stiff-1 30 "$bin/gradsolve" bench -suite stiff -problems robertson -n 2048 -rtol 1e-6 -json -reps 3 -workers 1 -quiet
+	step cpu-neural 30 "$bin/gradsolve" bench -suite neural -n 256,4096 -json -reps 3 -quiet -dump /tmp/neural-cpu.json
 	step dx-neural-cpu 30 python3 bench/anchors/diffrax_neural.py --problem /tmp/neural-cpu.json --platform cpu --b 256,4096 --reps 3 --max-seconds 25
 	;;
 *)

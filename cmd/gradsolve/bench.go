@@ -47,6 +47,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	reps := fs.Int("reps", bench.DefaultReps, "timed repetitions per case (the median is reported, after one warm-up)")
 	workers := fs.Int("workers", 0, "goroutines of the parallel runs (0: GOMAXPROCS)")
 	refSample := fs.Int("ref-sample", 0, "most trajectories per reference solution (0: the suite's default)")
+	problemList := fs.String("problems", "", "stiff suite: comma-separated problems, robertson and hires (default: both)")
 	memLimit := fs.Int64("memory-limit", 0, "memory suite: Settings.MemoryLimit in bytes (0: the library's default)")
 	checkpoint := fs.Int("checkpoint", 0, "memory suite: Settings.Checkpoint interval (0: automatic)")
 	dump := fs.String("dump", "", "neural and gpu-neural suites: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
@@ -151,7 +152,11 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 			_, err = bench.RunLorenz(w, bench.LorenzConfig{N: ns, RelTol: rtols, Reps: *reps,
 				RefSample: *refSample, Workers: *workers, JSON: *jsonOut})
 		case "stiff":
-			_, err = bench.RunStiff(w, bench.StiffConfig{N: ns, RelTol: rtols, Reps: *reps,
+			var names []string
+			if *problemList != "" {
+				names = strings.Split(*problemList, ",")
+			}
+			_, err = bench.RunStiff(w, bench.StiffConfig{N: ns, RelTol: rtols, Reps: *reps, Problems: names,
 				RefSample: *refSample, Workers: *workers, JSON: *jsonOut})
 		case "neural":
 			err = benchNeural(w, bench.NeuralConfig{B: ns, Reps: *reps, RefSample: *refSample,
