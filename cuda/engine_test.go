@@ -289,7 +289,7 @@ func compareMesh(t *testing.T, what string, got, want *ode.Mesh, skip map[int]bo
 	if got.N != want.N {
 		t.Fatalf("%s: mesh of %d trajectories, want %d", what, got.N, want.N)
 	}
-	bad := 0
+	bad, worst, worstAt := 0, 0.0, [2]int{}
 	for i := 0; i < want.N; i++ {
 		if skip[i] || got.Status[i] != want.Status[i] {
 			if !skip[i] {
@@ -297,20 +297,30 @@ func compareMesh(t *testing.T, what string, got, want *ode.Mesh, skip map[int]bo
 			}
 			continue
 		}
-		// The step sizes (and so the mesh points) agree to the rounding of
-		// the controller's exp and log, amplified on stiff problems, where
-		// the error estimate cancels: 1e-6 relative.
+		// The accepted and rejected counts are equal (compareCounts); the
+		// step sizes agree to the rounding of the controller's exp and log
+		// (CUDA's and Go's differ in the last bit), which the error
+		// estimate can amplify where it cancels (stiff problems) and which
+		// makes a tiny last step (t1 − t) differ relatively while the mesh
+		// points agree. A step is wrong only beyond 1e-4 relative plus
+		// 1e-8 of the span; the largest deviation is logged.
 		span := want.T1[i] - want.T0
 		tg, tw := 0.0, 0.0
 		for s := 0; s < want.Len[i]; s++ {
 			g, w := got.H[s*got.N+i], want.H[s*want.N+i]
 			tg, tw = tg+g, tw+w
-			if math.Abs(g-w) > 1e-6*math.Abs(w) || math.Abs(tg-tw) > 1e-6*span {
+			if r := math.Abs(g-w) / math.Abs(w); r > worst {
+				worst, worstAt = r, [2]int{i, s}
+			}
+			if math.Abs(g-w) > 1e-4*math.Abs(w)+1e-8*span || math.Abs(tg-tw) > 1e-8*span {
 				if bad++; bad <= 3 {
 					t.Errorf("%s: trajectory %d step %d: h = %v, CPU %v", what, i, s, g, w)
 				}
 			}
 		}
+	}
+	if worst > 0 {
+		t.Logf("%s: largest relative step-size difference %.2g (trajectory %d, step %d)", what, worst, worstAt[0], worstAt[1])
 	}
 }
 

@@ -61,14 +61,13 @@ func (v variant) key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.lossKey)
 }
 
-// stepPrograms are the plan's programs a kernel calls, with the reverse
-// programs in the form the kernel wants.
+// stepPrograms are the plan's programs a kernel calls.
 type stepPrograms struct {
 	plan *ode.Plan
-	// rev and tapRev are Plan.Reverse and (for methods with Dense) the
-	// reverse of Dense with their gs inputs removed: their gs outputs are
-	// one step's contribution to the shared gradient, which the kernel
-	// reduces across the warp instead of accumulating per thread.
+	// rev and tapRev are Plan.Reverse and (for methods with Dense)
+	// Plan.DenseReverse: their gs outputs are one step's contribution to
+	// the shared gradient, which the kernel reduces across the warp
+	// instead of accumulating per thread.
 	rev, tapRev *tape.Program
 }
 
@@ -79,50 +78,13 @@ func newStepPrograms(pl *ode.Plan) (*stepPrograms, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sp.rev, err = withoutSharedAccumulator(rev, pl.Shared); err != nil {
-		return nil, err
-	}
-	sp.tapRev = sp.rev
+	sp.rev, sp.tapRev = rev, rev
 	if pl.Dense != nil {
-		drev, err := pl.DenseReverse()
-		if err != nil {
-			return nil, err
-		}
-		if sp.tapRev, err = withoutSharedAccumulator(drev, pl.Shared); err != nil {
+		if sp.tapRev, err = pl.DenseReverse(); err != nil {
 			return nil, err
 		}
 	}
 	return sp, nil
-}
-
-// withoutSharedAccumulator returns rev (an accumulating reverse program
-// whose last ns inputs are the shared-gradient accumulator gs) with gs
-// fixed at zero and dropped from the inputs: its last ns outputs are then
-// the contributions themselves (gs + x with gs = 0 is x exactly).
-func withoutSharedAccumulator(rev *tape.Program, ns int) (*tape.Program, error) {
-	nin := len(rev.Inputs) - ns
-	b := tape.NewBuilder(rev.Name+".contrib", true)
-	in := make([]tape.V, 0, len(rev.Inputs))
-	for _, x := range rev.Inputs[:nin] {
-		in = append(in, b.Input(x.Name, x.Shared))
-	}
-	zero := b.ConstV(0)
-	for range ns {
-		in = append(in, zero)
-	}
-	var outs []tape.V
-	if err := tape.Catch(rev.Name, func() { outs = tape.Call(rev, in) }); err != nil {
-		return nil, err
-	}
-	p, err := b.Build(outs...)
-	if err != nil {
-		return nil, err
-	}
-	for k := range p.Outputs {
-		p.Outputs[k].Name = rev.Outputs[k].Name
-		p.Outputs[k].Sum = false
-	}
-	return p, nil
 }
 
 // kernelInfo describes a generated kernel to the executor.
