@@ -302,8 +302,11 @@ func compareMesh(t *testing.T, what string, got, want *ode.Mesh, skip map[int]bo
 		// (CUDA's and Go's differ in the last bit), which the error
 		// estimate can amplify where it cancels (stiff problems) and which
 		// makes a tiny last step (t1 − t) differ relatively while the mesh
-		// points agree. A step is wrong only beyond 1e-4 relative plus
-		// 1e-8 of the span; the largest deviation is logged.
+		// points agree; on the long steps of a stiff solution's late phase
+		// the mesh points then drift apart by about 1e-8 of t. A step is
+		// wrong only beyond 1e-4 relative plus 1e-8 of the span, a mesh
+		// point beyond 1e-6 of t plus 1e-8 of the span; the largest
+		// step-size deviation is logged.
 		span := want.T1[i] - want.T0
 		tg, tw := 0.0, 0.0
 		for s := 0; s < want.Len[i]; s++ {
@@ -312,7 +315,7 @@ func compareMesh(t *testing.T, what string, got, want *ode.Mesh, skip map[int]bo
 			if r := math.Abs(g-w) / math.Abs(w); r > worst {
 				worst, worstAt = r, [2]int{i, s}
 			}
-			if math.Abs(g-w) > 1e-4*math.Abs(w)+1e-8*span || math.Abs(tg-tw) > 1e-8*span {
+			if math.Abs(g-w) > 1e-4*math.Abs(w)+1e-8*span || math.Abs(tg-tw) > 1e-6*math.Abs(tw)+1e-8*span {
 				if bad++; bad <= 3 {
 					t.Errorf("%s: trajectory %d step %d: h = %v, CPU %v", what, i, s, g, w)
 				}
