@@ -146,11 +146,12 @@ type cpuRun struct {
 
 	keepMesh, keepStates bool
 	meshMu               sync.Mutex
-	meshPages            [][]float64 // the mesh in pages of meshPage rows [meshPage][N]
-	lossTerms            []float64   // [N] per-trajectory loss terms
-	tiles                []float64   // [ntiles][S] shared-gradient tile sums
-	lastH                []float64   // [N] last step size tried
-	stateBudget          int64       // bytes of stored states a worker may hold
+	meshH                []float64 // the mesh being filled, [meshRows][N]
+	meshRows             int
+	lossTerms            []float64 // [N] per-trajectory loss terms
+	tiles                []float64 // [ntiles][S] shared-gradient tile sums
+	lastH                []float64 // [N] last step size tried
+	stateBudget          int64     // bytes of stored states a worker may hold
 
 	done        atomic.Int64
 	failed      atomic.Bool
@@ -264,14 +265,13 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	return res, nil
 }
 
-// meshPage is the number of mesh rows the CPU engine allocates at once.
-const meshPage = 16
-
 // storeMesh copies the mesh rows of the chunk of trajectories lo…
 // lo+width-1 (h: step s of the chunk's trajectory i at h[s*width+i]; lens:
-// their step counts) into the run's mesh, held in pages of meshPage rows
-// that are allocated as chunks need them and never copied until
-// assembleMesh, so the mesh is held about once while the work runs.
+// their step counts) into the run's step-major mesh. The mesh is allocated
+// once, with twice the rows of the first chunk to finish (chunks are
+// handed out in order and neighbours take similar steps), and grown by
+// half when a chunk needs more; it is returned as it is, so the mesh is
+// held about once.
 func (r *cpuRun) storeMesh(lo, width int, h []float64, lens []int) {
 	n := r.job.N
 	rows := 0
@@ -279,19 +279,24 @@ func (r *cpuRun) storeMesh(lo, width int, h []float64, lens []int) {
 		rows = max(rows, l)
 	}
 	r.meshMu.Lock()
-	for len(r.meshPages)*meshPage < rows {
-		r.meshPages = append(r.meshPages, make([]float64, meshPage*n))
+	defer r.meshMu.Unlock()
+	if rows > r.meshRows {
+		grown := max(rows, 2*rows+8)
+		if r.meshRows > 0 {
+			grown = max(rows, r.meshRows+r.meshRows/2)
+		}
+		g := make([]float64, grown*n)
+		copy(g, r.meshH[:r.meshRows*n])
+		r.meshH, r.meshRows = g, grown
 	}
-	pages := r.meshPages
-	r.meshMu.Unlock()
 	for i, l := range lens {
 		for s := 0; s < l; s++ {
-			pages[s/meshPage][s%meshPage*n+lo+i] = h[s*width+i]
+			r.meshH[s*n+lo+i] = h[s*width+i]
 		}
 	}
 }
 
-// assembleMesh returns the run's mesh, its pages copied into one array.
+// assembleMesh returns the run's mesh.
 func (r *cpuRun) assembleMesh() *Mesh {
 	j, n := r.job, r.job.N
 	m := &Mesh{N: n, Len: make([]int, n), Status: r.res.Status, Stats: r.res.Stats}
@@ -299,11 +304,7 @@ func (r *cpuRun) assembleMesh() *Mesh {
 		m.Len[i] = r.res.Stats.Accepted[i]
 		m.Rows = max(m.Rows, m.Len[i])
 	}
-	m.H = make([]float64, m.Rows*n)
-	for p, page := range r.meshPages {
-		copy(m.H[p*meshPage*n:], page[:min(meshPage, m.Rows-p*meshPage)*n])
-		r.meshPages[p] = nil
-	}
+	m.H = r.meshH[: m.Rows*n : m.Rows*n]
 	m.T0, m.T1 = j.T0, j.T1
 	return m
 }
