@@ -118,32 +118,35 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		if err := w.ctl.Run(out, in, m); err != nil {
 			return false, err
 		}
-		// Commit the accepted steps.
-		for i := 0; i < m; i++ {
-			if w.acc[i] == 0 {
-				continue
-			}
-			s, slot := int(w.st[StateAccepted][i]), w.idx[i]-lo
-			if s >= w.rows {
-				w.grow(r, s+1, width, stride)
-			}
-			if keepMesh {
-				w.hbuf[s*width+slot] = w.st[StateH][i]
-			}
-			if w.storing {
-				row := w.sbuf[s*stride:]
-				row[slot] = w.st[StateT][i]
-				for c := 0; c < d; c++ {
-					row[(1+c)*width+slot] = w.y[c][i]
+		// Commit the accepted steps: the mesh and the stored states first
+		// (they need the state before the step), then the states
+		// themselves, a component at a time so the loops stream.
+		acc := w.acc[:m]
+		if keepMesh || w.storing {
+			for i, a := range acc {
+				if a == 0 {
+					continue
+				}
+				s, slot := int(w.st[StateAccepted][i]), w.idx[i]-lo
+				if s >= w.rows {
+					w.grow(r, s+1, width, stride)
+				}
+				if keepMesh {
+					w.hbuf[s*width+slot] = w.st[StateH][i]
+				}
+				if w.storing {
+					row := w.sbuf[s*stride:]
+					row[slot] = w.st[StateT][i]
+					for c := 0; c < d; c++ {
+						row[(1+c)*width+slot] = w.y[c][i]
+					}
 				}
 			}
-			for c := 0; c < d; c++ {
-				w.y[c][i] = w.yn[c][i]
-			}
+		}
+		for c := 0; c < d; c++ {
+			commit(w.y[c][:m], w.yn[c][:m], acc)
 			if pl.FSAL {
-				for c := 0; c < d; c++ {
-					w.k1[c][i] = w.ko[c][i]
-				}
+				commit(w.k1[c][:m], w.ko[c][:m], acc)
 			}
 		}
 		// The new state into place, in the same arrays on every iteration
@@ -265,4 +268,15 @@ func (w *cpuWorker) storedStates(width int) *scan.Stored {
 	}
 	d := w.ex.plan.Dim
 	return &scan.Stored{States: w.sbuf[:w.rows*(1+d)*width], EndT: w.endT[:width], EndY: w.endY[:d*width]}
+}
+
+// commit sets dst[i] = src[i] where accept[i] != 0.
+func commit(dst, src, accept []float64) {
+	src = src[:len(dst)]
+	accept = accept[:len(dst)]
+	for i := range dst {
+		if accept[i] != 0 {
+			dst[i] = src[i]
+		}
+	}
 }
