@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"math"
-	"os"
-	"runtime/debug"
-	"strconv"
-	"strings"
+
+	"github.com/gradsolve-go/gradsolve/internal/sysmem"
 )
 
 // limits bounds the resources of one command.
@@ -28,43 +24,16 @@ const assumedMemory = 64 << 30
 
 // machineLimits returns the limits of this machine: its physical memory
 // (MemTotal in /proc/meminfo), or GOMEMLIMIT if that is smaller, or
-// assumedMemory if neither is known.
+// assumedMemory if neither is known (see package sysmem).
 func machineLimits() limits {
-	lim := limits{memory: assumedMemory, source: "memory assumed for a machine whose memory is unknown"}
-	if b, ok := memTotal("/proc/meminfo"); ok {
-		lim = limits{memory: b, source: "physical memory (MemTotal in /proc/meminfo)"}
+	if m := sysmem.Machine(); m.Bytes > 0 {
+		return limits{memory: m.Bytes, source: m.Source}
 	}
-	if g := debug.SetMemoryLimit(-1); g > 0 && g < lim.memory {
-		lim = limits{memory: g, source: "GOMEMLIMIT"}
-	}
-	return lim
+	return limits{memory: assumedMemory, source: "memory assumed for a machine whose memory is unknown"}
 }
 
 // memTotal returns MemTotal from the meminfo file at path, in bytes.
-func memTotal(path string) (int64, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, false
-		}
-		kb, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil || kb <= 0 || kb > math.MaxInt64/1024 {
-			return 0, false
-		}
-		return kb * 1024, true
-	}
-	return 0, false
-}
+func memTotal(path string) (int64, bool) { return sysmem.MemTotal(path) }
 
 // trajectoryBytes estimates the memory one trajectory of a run takes, in
 // bytes, for a problem with d state components and np per-trajectory
@@ -109,15 +78,4 @@ func checkMemory(what string, n int, perTraj float64, lim limits, more ...string
 }
 
 // formatBytes formats b bytes with a binary unit, as "1.5 GiB".
-func formatBytes(b float64) string {
-	units := []string{"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	u := 0
-	for b >= 1024 && u < len(units)-1 {
-		b /= 1024
-		u++
-	}
-	if u == 0 {
-		return fmt.Sprintf("%.0f bytes", b)
-	}
-	return fmt.Sprintf("%.3g %s", b, units[u])
-}
+func formatBytes(b float64) string { return sysmem.Format(b) }
