@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -743,3 +745,87 @@ func ExampleMultiEngine() {
 	// Output:
 	// dL/dk = -36.6313 (exact -36.6313)
 }
+
+// TestNVRTCTileKernels compiles the tile-mode gradient kernels of Lorenz
+// with shared parameters (per-entry butterflies) and of an MLP field
+// (22 weights: accumulating functions, 32 entries at a time) with NVRTC
+// to PTX, and checks that they hold warp shuffles and no atomic
+// instruction (atom, red), where the one-GPU engine's kernel of the same
+// job does have atomics. It needs NVRTC, not a GPU.
+func TestNVRTCTileKernels(t *testing.T) {
+	needNVRTC(t)
+	t.Parallel()
+	l, err := loadNVRTC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptx := func(c engineCase, tiles bool) string {
+		start := time.Now()
+		j := jobOf(t, c, ode.OpGrad)
+		sp, err := newStepPrograms(j.Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := variantOf(j)
+		v.tiles = tiles
+		src, _, err := kernelSource(sp, v, j.Loss, Float64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img := &Image{Options: []string{fmt.Sprintf("--gpu-architecture=compute_%d%d", testArch.Major, testArch.Minor), "--fmad=false", "-std=c++17", "-default-device"}}
+		if err := l.compile(img, src, c.name+".cu", false); err != nil {
+			t.Fatalf("%s (tiles %v): %v", c.name, tiles, err)
+		}
+		t.Logf("%s (tiles %v): %v", c.name, tiles, time.Since(start))
+		return string(img.Data)
+	}
+	atomic := regexp.MustCompile(`(?m)^\s*(@\S+\s+)?(atom|red)\.`)
+	atomics := func(code string) int { return len(atomic.FindAllString(code, -1)) }
+	for _, c := range []engineCase{lorenzSharedCase(8), mlpCase(8, []int{2, 4, 2})} {
+		code := ptx(c, true)
+		if n := atomics(code); n != 0 || !strings.Contains(code, "shfl.sync.bfly") {
+			t.Errorf("%s: the tile kernel has %d atomic instructions and shuffles %v; want none and some", c.name, n, strings.Contains(code, "shfl.sync.bfly"))
+		}
+	}
+	if n := atomics(ptx(lorenzSharedCase(8), false)); n == 0 {
+		t.Errorf("the one-GPU kernel has no atomic instruction: the check above proves nothing")
+	}
+}
+
+// TestGPUMultiEngine runs MultiEngine on the GPUs (skipped without one):
+// on every visible GPU (on one GPU, two shards on it, each with its own
+// Device), evenly and skewed, every result bitwise that of GPU 0 alone,
+// and close to the CPU engine's.
+func TestGPUMultiEngine(t *testing.T) {
+	needGPUEngine(t)
+	n, err := DeviceCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ords := make([]int, max(n, 2)) // one GPU: [0 0]
+	for k := range ords {
+		ords[k] = k % n
+	}
+	t.Logf("devices %v", ords)
+	one := NewMultiEngine("gpu-multi-one", []int{0}, Float64)
+	many := NewMultiEngine("gpu-multi-test", ords, Float64)
+	skew := make([]float64, len(ords))
+	for k := range skew {
+		skew[k] = float64(1 + k%3)
+	}
+	for _, c := range []engineCase{lorenzSharedCase(4099), mlpCase(1027, []int{2, 8, 2})} {
+		rec, _ := runOn(t, one, multiJob(t, c, "record", nil), nil)
+		for _, op := range []string{"solve", "record", "grad", "gradmesh"} {
+			j := multiJob(t, c, op, rec.Mesh)
+			want, _ := runOn(t, one, j, nil)
+			for _, per := range [][]float64{nil, skew} {
+				got, bounds := runOn(t, many, j, per)
+				sameResult(t, fmt.Sprintf("%s %s, shards %v", c.name, op, bounds), got, want)
+			}
+		}
+	}
+	registerOnce.Do(func() { ode.Register(many) })
+	compareEngines(t, "gpu-multi-test", lorenzSharedCase(4099), caseOpts{knife: knife(4099), ops: []string{"solve", "grad", "gradmesh"}})
+}
+
+var registerOnce sync.Once
