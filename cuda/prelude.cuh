@@ -214,9 +214,11 @@ GS_DEVICE void gs_lu_solve_t(gs_real* x, const gs_real* f) {
 // two, scan.TileSize = 8 trajectories) instead of per warp: each tile has
 // its own accumulator (every lane of a tile passes the same acc), and a
 // tile's sum is formed by a butterfly over its lanes in a fixed order
-// (lane t adds the value of lane t^w, w = GS_TILE/2, ..., 1) and added by
-// the lanes that hold it, without atomics: a tile lies in one warp, which
-// alone writes its accumulator. A tile's sums therefore depend on its own
+// (lane t adds the value of lane t^w, w = GS_TILE/2, ..., 1) and added
+// without atomics: a tile lies in one warp, which alone writes its
+// accumulator, and entry j (counted from the acc passed) is always added
+// by the tile's lane j mod GS_TILE, so every address has one writer, in
+// its program order. A tile's sums therefore depend on its own
 // lanes only, never on the warps, blocks or launches around it, and a tile
 // with no lane on adds nothing. On the host (no warps) every trajectory
 // adds its own terms to its tile's accumulator in index order.
@@ -302,15 +304,16 @@ GS_DEVICE void gs_warp_add(gs_real* acc, const gs_real* v, bool on) {
 #if defined(GS_WARPS) && defined(GS_TILES)
   if constexpr (NS > 0 && NS < 8) {
     // Per tile (see GS_TILES): a butterfly over the tile's lanes, after
-    // which every lane of the tile holds the same sum; its first lane adds it.
+    // which every lane of the tile holds the same sum; lane j mod GS_TILE
+    // adds entry j, as in gs_acc32.
     const unsigned m = __ballot_sync(0xffffffffu, on);
     if (m == 0) return;
     const int lane = threadIdx.x & 31;
-    const bool first = (lane & (GS_TILE - 1)) == 0 && GS_TILE_LANES(m, lane) != 0;
+    const bool live = GS_TILE_LANES(m, lane) != 0;
     for (int j = 0; j < NS; j++) {
       gs_real x = on ? v[j] : (gs_real)0;
       for (int w = GS_TILE / 2; w >= 1; w >>= 1) x += __shfl_xor_sync(0xffffffffu, x, w);
-      if (first) acc[j] += x;
+      if (live && (lane & (GS_TILE - 1)) == (j & (GS_TILE - 1))) acc[j] += x;
     }
   } else if constexpr (NS >= 8) {
     for (int g = 0; g < NS; g += 32) gs_acc32(acc + g, v + g, on, NS - g < 32 ? NS - g : 32);
