@@ -47,14 +47,14 @@ func (f *fakeDevice) launch(k backendKernel, threads, block, shmem int, args []u
 	return f.hostBackend.launch(k, threads, block, shmem, args)
 }
 
-// fakeMulti returns a MultiEngine called name on fake devices, each with
-// mem bytes of memory.
-func fakeMulti(name string, devices int, mem int64) *MultiEngine {
+// fakeMulti returns a MultiEngine called name in precision prec on fake
+// devices, each with mem bytes of memory.
+func fakeMulti(name string, devices int, mem int64, prec Precision) *MultiEngine {
 	bes := make([]backend, devices)
 	for k := range bes {
 		bes[k] = &fakeDevice{hostBackend: newHostBackend(mem), kernels: hostF64.be.(*hostBackend)}
 	}
-	return newMultiEngineOn(name, Float64, bes)
+	return newMultiEngineOn(name, prec, bes)
 }
 
 // The fake multi-device engines of the tests, registered as
@@ -63,7 +63,7 @@ var fakeMultis = map[int]*MultiEngine{}
 
 func init() {
 	for _, k := range []int{1, 2, 3} {
-		fakeMultis[k] = fakeMulti(fmt.Sprintf("cuda-multi-host%d", k), k, 1<<30)
+		fakeMultis[k] = fakeMulti(fmt.Sprintf("cuda-multi-host%d", k), k, 1<<30, Float64)
 		ode.Register(fakeMultis[k])
 	}
 }
@@ -227,6 +227,19 @@ func TestMultiBitwise(t *testing.T) {
 	}
 }
 
+// TestMultiFloat32: in float32 too, a gradient (the tile sums in float32
+// on the devices) has the same bits on 1 and 3 fake devices.
+func TestMultiFloat32(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	c := lorenzSharedCase(45)
+	c.set.RelTol, c.set.AbsTol = 1e-4, 1e-7
+	j := multiJob(t, c, "grad", nil)
+	want, _ := runOn(t, fakeMulti("f32-1", 1, 1<<30, Float32), j, nil)
+	got, bounds := runOn(t, fakeMulti("f32-3", 3, 1<<30, Float32), j, []float64{1, 3, 2})
+	sameResult(t, fmt.Sprintf("float32 grad, shards %v", bounds), got, want)
+}
+
 // TestMultiChunks: with a memory limit that makes each device run its
 // shard in several launches, and record buffers first too short (so whole
 // tiles are rerun), a gradient on 1 and 3 fake devices is bitwise the
@@ -342,7 +355,7 @@ func TestMultiProgressAndErrors(t *testing.T) {
 		t.Errorf("progress %v: want increasing to 45", seen)
 	}
 
-	broken := fakeMulti("cuda-multi-broken", 3, 1<<30)
+	broken := fakeMulti("cuda-multi-broken", 3, 1<<30, Float64)
 	boom := errors.New("boom")
 	broken.devs[1].be.(*fakeDevice).fail = boom
 	x, err := broken.Prepare(j.Plan)
