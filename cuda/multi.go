@@ -46,9 +46,11 @@ func init() {
 // the terms in index order; the gradient kernels sum shared-parameter
 // contributions per tile of scan.TileSize trajectories in a fixed order
 // (no atomics) and the host adds the tiles in index order, as
-// scan.SumTiles does. The bits are the same on one GPU as on eight, as
-// long as the GPUs are of one architecture (each compiles its own
-// kernels). They are not the bits of the one-GPU engine "cuda", whose
+// scan.SumTiles does. By construction the bits are the same on one GPU as
+// on eight, as long as the GPUs are of one architecture (each compiles its
+// own kernels); the tests check it on fake devices (host backends running
+// the same kernels) and, where there are GPUs, against GPU 0 alone. They
+// are not the bits of the one-GPU engine "cuda", whose
 // shared-gradient sums are reduced with atomics in no fixed order, nor
 // the CPU engine's (a tile's sum is a butterfly over its lanes, and the
 // device's libm differs in the last bits).
