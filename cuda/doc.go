@@ -117,8 +117,13 @@
 // per trajectory for the 1,218 weights of a 2-32-32-2 MLP in float64.
 //
 // The tests run it on fake devices: host backends that compile the same
-// kernels with g++, three at most (go test ./cuda). Beyond one host, see
-// docs/scale-out.md.
+// kernels with g++, three at most (go test ./cuda). Its scaling is
+// measured with the GPU suites, on one GPU and on two:
+//
+//	GRADSOLVE_CUDA_DEVICES=0 gradsolve bench -suite gpu-lorenz -engine cuda-multi -n 1048576,4194304
+//	GRADSOLVE_CUDA_DEVICES=0,1 gradsolve bench -suite gpu-lorenz -engine cuda-multi -n 1048576,4194304
+//
+// Beyond one host, see docs/scale-out.md.
 //
 // # Layouts
 //
