@@ -17,6 +17,10 @@
 //   GS_STORE_T                        store t too (the reverse steps use it)
 //   GS_LOSS, GS_GRAD                  loss terms; loss and adjoint
 //   GS_SACC                           reduce shared gradients in shared memory
+//   GS_TILES, GS_TILE                 (defined before the prelude, if at all)
+//                                     reduce shared gradients per tile of
+//                                     GS_TILE trajectories into a.gs[tile][2][NS]
+//                                     in a fixed order (see the prelude)
 //   GS_REV_ACC, GS_TAP_ACC, GS_LOSS_ACC
 //                                     the reverse steps (of the mesh, of the
 //                                     save times) and the loss VJP add their
@@ -67,7 +71,8 @@ struct gs_args {
   const gs_real* data;    // [DD][n]
   const gs_real* hin;     // [rows][n] the mesh to replay
   const int* len;         // [n] its lengths
-  gs_real* gs;            // [2][NS] dL/ds, summed (atomics): steps, then the loss's own (unscaled)
+  gs_real* gs;            // [2][NS] dL/ds, summed (atomics): steps, then the loss's own (unscaled);
+                          // with GS_TILES [ceil(n/GS_TILE)][2][NS], one sum per tile
   gs_real* y;             // [D][n] final states
   gs_real* t;             // [n] time reached
   gs_real* lasth;         // [n] the last step size tried
@@ -380,6 +385,9 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) gs_smem[j] = 0;
   __syncthreads();
   gs_real* acc = gs_smem;
+#elif defined(GS_TILES) && GS_GRAD
+  // Each tile of GS_TILE trajectories has its own accumulator, a.gs[tile][2][NS].
+  gs_real* acc = a.gs + (((long long)blockIdx.x * blockDim.x + threadIdx.x) / GS_TILE) * (2 * GS_NS);
 #else
   gs_real* acc = a.gs;
 #endif
@@ -389,6 +397,8 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   __syncthreads();
   for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) atomicAdd(&a.gs[j], gs_smem[j]);
 #endif
+#elif defined(GS_TILES) && GS_GRAD
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs + (i / GS_TILE) * (2 * GS_NS));
 #else
   for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs);
 #endif

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -24,6 +25,9 @@ type executor struct {
 	plan *ode.Plan
 	prec Precision
 	name string
+	// tiles makes gradients sum shared contributions per tile of
+	// scan.TileSize trajectories (variant.tiles): set by MultiEngine.
+	tiles bool
 
 	progOnce sync.Once
 	progs    *stepPrograms
@@ -139,14 +143,41 @@ func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 		ctx = context.Background()
 	}
 	start := time.Now()
-	v := variantOf(j)
-	if (v.loss || v.grad) && j.Loss == nil {
-		return nil, fmt.Errorf("cuda: %v needs a loss", j.Op)
+	r, err := ex.runJob(ctx, j)
+	if err != nil {
+		return nil, err
 	}
-	tr := traceOf(ctx)
+	return r.finish(time.Since(start))
+}
+
+// variant returns the kernel variant of job j on this executor.
+func (ex *executor) variant(j *ode.Job) variant {
+	v := variantOf(j)
+	v.tiles = ex.tiles && v.grad
+	return v
+}
+
+// prepare compiles the kernel of job j (on first use) and returns it.
+func (ex *executor) prepare(j *ode.Job, tr *Trace) (variant, *kernelEntry, error) {
+	v := ex.variant(j)
+	if (v.loss || v.grad) && j.Loss == nil {
+		return v, nil, fmt.Errorf("cuda: %v needs a loss", j.Op)
+	}
 	ke, err := ex.kernel(v, j.Loss, tr)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
+		return v, nil, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
+	}
+	return v, ke, nil
+}
+
+// runJob runs the passes of job j and returns the run, whose
+// per-trajectory results are complete and whose sums are not yet formed
+// (finish forms them).
+func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
+	tr := traceOf(ctx)
+	v, ke, err := ex.prepare(j, tr)
+	if err != nil {
+		return nil, err
 	}
 	r := newRun(ex, j, v, ke, tr)
 	rows := 0
@@ -166,6 +197,11 @@ func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 			need = max(need, r.res.Stats.Accepted[g])
 		}
 		tr.add(func(t *TraceStats) { t.Reruns += len(over) })
+		if v.tiles {
+			// A tile's shared-gradient sum comes from one launch of all
+			// its trajectories.
+			over = wholeTiles(over, j.N)
+		}
 		if over, err = r.pass(ctx, over, need); err != nil {
 			return nil, err
 		}
@@ -173,7 +209,25 @@ func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 			return nil, fmt.Errorf("cuda: engine %s: trajectory %d overflowed its record buffer twice", ex.name, over[0])
 		}
 	}
-	return r.finish(time.Since(start))
+	return r, nil
+}
+
+// wholeTiles returns the trajectories of the tiles of scan.TileSize
+// trajectories (of n) that hold one of idx (ascending), in order.
+func wholeTiles(idx []int, n int) []int {
+	var out []int
+	last := -1
+	for _, i := range idx {
+		k := i / scan.TileSize
+		if k == last {
+			continue
+		}
+		last = k
+		for q := k * scan.TileSize; q < min(n, (k+1)*scan.TileSize); q++ {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // rowsGuess returns the record buffer rows of a first pass: a little more
@@ -215,6 +269,7 @@ type run struct {
 	d, np, ns, k, dd int
 	terms            []float64 // [N] loss terms
 	gs, gsLoss       []float64 // [NS] shared gradient of the steps and of the loss itself (unscaled), summed over launches
+	tiles            []float64 // with v.tiles instead: [ceil(N/scan.TileSize)][2][NS], the same per tile
 	meshH            []float64 // the recorded mesh, step-major [rows][N]
 	stored           int64     // bytes of stored states of the largest launch
 }
@@ -245,9 +300,15 @@ func newRun(ex *executor, j *ode.Job, v variant, ke *kernelEntry, tr *Trace) *ru
 		res.GradY0 = make([]float64, n*d)
 		res.GradP = make([]float64, n*pl.Params)
 		r.gs, r.gsLoss = make([]float64, pl.Shared), make([]float64, pl.Shared)
+		if v.tiles {
+			r.tiles = make([]float64, numTiles(n)*2*pl.Shared)
+		}
 	}
 	return r
 }
+
+// numTiles returns the number of tiles of scan.TileSize trajectories of n.
+func numTiles(n int) int { return (n + scan.TileSize - 1) / scan.TileSize }
 
 // Argument words of the kernel (struct gs_args of engine.cuh), in order,
 // which is also the order of its arrays in the arena.
@@ -316,6 +377,9 @@ func (r *run) layout(n, rows int) layout {
 	}
 	if v.grad {
 		elems[argGS], elems[argGY0], elems[argGP], elems[argTB] = int64(2*ns), cnt(d), cnt(np), cnt(k*d)
+		if v.tiles {
+			elems[argGS] *= int64(numTiles(n))
+		}
 	}
 	if v.meshOut {
 		elems[argHout] = cnt(rows)
@@ -450,6 +514,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	if inLo != 0 {
 		return nil, fmt.Errorf("cuda: internal error: upload region starts at %d", inLo)
 	}
+	zeroGS := v.tiles && l.off[argGS] >= 0
+	if zeroGS {
+		inHi = l.off[argGS] // the tile sums are zeroed on the device, not uploaded
+	}
 	up := make([]byte, inHi)
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
 	iv := func(buf []byte, base int64, a int) []int32 { return int32s(buf, l.off[a]-base, l.bytes[a]) }
@@ -502,6 +570,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	if err := be.write(ar.addr, up); err != nil {
 		return nil, err
 	}
+	if zeroGS {
+		if err := be.zero(ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
+			return nil, err
+		}
+	}
 	if v.meshOut {
 		// Rows past a trajectory's last step read 0, as the CPU's.
 		if err := be.zero(ar.addr+uint64(l.off[argHout]), l.bytes[argHout]); err != nil {
@@ -521,7 +594,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 	}
 	shmem := 0
-	if v.grad && sharedAccumulator(r.ns, ex.prec) {
+	if v.grad && !v.tiles && sharedAccumulator(r.ns, ex.prec) {
 		shmem = 2 * r.ns * ex.prec.size()
 	}
 	dt, err := be.launch(r.ke.k, n, r.ke.block, shmem, args[:])
@@ -552,9 +625,22 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		gy0, gp = rv(down, outLo, argGY0), rv(down, outLo, argGP)
 		// The steps' contributions, then the loss's own, to be scaled.
 		gs := rv(down, outLo, argGS)
-		for c := range r.gs {
-			r.gs[c] += gs.get(c)
-			r.gsLoss[c] += gs.get(r.ns + c)
+		if v.tiles {
+			// Launches start on tile boundaries (chunks are multiples of
+			// 32, reruns whole tiles): launch tile q is the tile of
+			// trajectory g[q*TileSize], computed whole in this launch.
+			w := 2 * r.ns
+			for q := 0; q*scan.TileSize < n; q++ {
+				k := g[q*scan.TileSize] / scan.TileSize
+				for c := 0; c < w; c++ {
+					r.tiles[k*w+c] = gs.get(q*w + c)
+				}
+			}
+		} else {
+			for c := range r.gs {
+				r.gs[c] += gs.get(c)
+				r.gsLoss[c] += gs.get(r.ns + c)
+			}
 		}
 	}
 	var status, acc, rej, flags []int32
@@ -708,14 +794,34 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		res.Loss *= j.Loss.Scale
 	}
 	if v.grad {
-		for c := range r.gs {
-			r.gs[c] += j.Loss.Scale * r.gsLoss[c]
+		if v.tiles {
+			r.gs = sumTiles(r.gs, r.tiles, r.ns, j.Loss.Scale)
+		} else {
+			for c := range r.gs {
+				r.gs[c] += j.Loss.Scale * r.gsLoss[c]
+			}
 		}
 		res.GradS = r.gs
 		res.StoredBytes = r.stored
 		res.GradTime = wall
 	}
 	return res, nil
+}
+
+// sumTiles sets dst ([ns]) to the shared gradient of the tile sums
+// tiles ([tiles][2][ns]: the steps', then the loss's own, unscaled): per
+// tile steps + scale·loss, the tiles added in index order as
+// scan.SumTiles adds them (without the array of combined tiles). It
+// returns dst.
+func sumTiles(dst, tiles []float64, ns int, scale float64) []float64 {
+	dst = scan.SumTiles(dst, nil, ns) // zeros
+	for k := 0; k+2*ns <= len(tiles) && ns > 0; k += 2 * ns {
+		for c := 0; c < ns; c++ {
+			// The conversion keeps the product rounded (no fused multiply-add).
+			dst[c] += tiles[k+c] + float64(scale*tiles[k+ns+c])
+		}
+	}
+	return dst
 }
 
 // lossError explains the non-finite loss term of trajectory i: the loss

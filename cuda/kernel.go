@@ -7,6 +7,7 @@ import (
 
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/ops"
+	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -34,6 +35,10 @@ type variant struct {
 	k        int  // save times
 	dataDim  int  // loss data per trajectory
 	lossKey  string
+	// tiles makes a gradient kernel sum shared gradients per tile of
+	// scan.TileSize trajectories in a fixed order (GS_TILES), for results
+	// that do not depend on how an ensemble is split (MultiEngine).
+	tiles bool
 }
 
 // variantOf returns the kernel that runs job j.
@@ -58,7 +63,7 @@ func variantOf(j *ode.Job) variant {
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lossKey)
 }
 
 // stepPrograms are the plan's programs a kernel calls.
@@ -101,6 +106,9 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	pl := sp.plan
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
 	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees})
+	if v.tiles {
+		src.defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
+	}
 	g := &adapters{src: src}
 	idx := func(name string, w int) []string {
 		x := make([]string, w)
@@ -216,7 +224,7 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		{"GS_D", d}, {"GS_NP", np}, {"GS_NS", ns}, {"GS_DD", v.dataDim}, {"GS_K", v.k},
 		{"GS_FSAL", b2i(pl.FSAL)}, {"GS_DENSE", b2i(pl.Dense != nil)},
 		{"GS_ADAPTIVE", b2i(v.adaptive)}, {"GS_MESH_OUT", b2i(v.meshOut)}, {"GS_STORE", b2i(v.store)},
-		{"GS_LOSS", b2i(v.loss)}, {"GS_GRAD", b2i(v.grad)}, {"GS_SACC", b2i(sharedAccumulator(ns, prec))},
+		{"GS_LOSS", b2i(v.loss)}, {"GS_GRAD", b2i(v.grad)}, {"GS_SACC", b2i(!v.tiles && sharedAccumulator(ns, prec))},
 		{"GS_REV_ACC", b2i(revAcc)}, {"GS_TAP_ACC", b2i(tapAcc)}, {"GS_LOSS_ACC", b2i(lossAcc)},
 		{"GS_STORE_T", b2i(info.storeT)},
 	}

@@ -209,13 +209,59 @@ GS_DEVICE void gs_lu_solve_t(gs_real* x, const gs_real* f) {
 #define GS_WARPS 1
 #endif
 
+// Tile reductions. Defined before the prelude, GS_TILES makes the two
+// reductions below sum per tile of GS_TILE consecutive lanes (a power of
+// two, scan.TileSize = 8 trajectories) instead of per warp: each tile has
+// its own accumulator (every lane of a tile passes the same acc), and a
+// tile's sum is formed by a butterfly over its lanes in a fixed order
+// (lane t adds the value of lane t^w, w = GS_TILE/2, ..., 1) and added
+// without atomics: a tile lies in one warp, which alone writes its
+// accumulator, and entry j (counted from the acc passed) is always added
+// by the tile's lane j mod GS_TILE, so every address has one writer, in
+// its program order. A tile's sums therefore depend on its own
+// lanes only, never on the warps, blocks or launches around it, and a tile
+// with no lane on adds nothing. On the host (no warps) every trajectory
+// adds its own terms to its tile's accumulator in index order.
+#if defined(GS_WARPS) && defined(GS_TILES)
+#define GS_TILE_LANES(m, lane) (((m) >> ((lane) & ~(GS_TILE - 1))) & (GS_TILE == 32 ? 0xffffffffu : ((1u << (GS_TILE & 31)) - 1u)))
+#endif
+
 // gs_acc32 adds the entries x[0:n] (n <= 32) of the lanes of the warp
 // whose on is set, summed over those lanes, to acc[0:n]. On the device it
 // transposes the 32 lanes' values with 31 shuffles, so that lane l ends
 // with entry l's sum, and adds it with one atomic per entry (acc in
-// shared or global memory).
+// shared or global memory). With GS_TILES the sums are per tile.
 GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
-#ifdef GS_WARPS
+#if defined(GS_WARPS) && defined(GS_TILES)
+  // Per tile: the same transposition within each block of GS_TILE
+  // entries, over the tile's lanes; lane t of a tile ends with the tile's
+  // sum of entry b+t of every block b in x[b].
+  const unsigned m = __ballot_sync(0xffffffffu, on);
+  if (m == 0) return;
+  const int lane = threadIdx.x & 31;
+  gs_real x[32];
+#pragma unroll
+  for (int k = 0; k < 32; k++) x[k] = (on && k < n) ? xin[k] : (gs_real)0;
+#pragma unroll
+  for (int w = GS_TILE / 2; w >= 1; w >>= 1) {
+    const bool upper = (lane & w) != 0;
+#pragma unroll
+    for (int b = 0; b < 32; b += GS_TILE) {
+#pragma unroll
+      for (int k = 0; k < w; k++) {
+        const gs_real send = upper ? x[b + k] : x[b + k + w];
+        const gs_real keep = upper ? x[b + k + w] : x[b + k];
+        x[b + k] = keep + __shfl_xor_sync(0xffffffffu, send, w);
+      }
+    }
+  }
+  if (GS_TILE_LANES(m, lane) != 0) {
+    const int t = lane & (GS_TILE - 1);
+#pragma unroll
+    for (int b = 0; b < 32; b += GS_TILE)
+      if (b + t < n) acc[b + t] += x[b];
+  }
+#elif defined(GS_WARPS)
   if (!__any_sync(0xffffffffu, on)) return;
   const int lane = threadIdx.x & 31;
   gs_real x[32];
@@ -251,10 +297,28 @@ GS_DEVICE int gs_warp_max(int v) {
 
 // gs_warp_add adds the sum over the warp's lanes of v[0:NS] (0 for lanes
 // with on false) to acc[0:NS], one atomic per entry and warp: small NS
-// entry by entry, larger NS 32 entries at a time (gs_acc32).
+// entry by entry, larger NS 32 entries at a time (gs_acc32). With
+// GS_TILES the sums are per tile, without atomics.
 template <int NS>
 GS_DEVICE void gs_warp_add(gs_real* acc, const gs_real* v, bool on) {
-#ifdef GS_WARPS
+#if defined(GS_WARPS) && defined(GS_TILES)
+  if constexpr (NS > 0 && NS < 8) {
+    // Per tile (see GS_TILES): a butterfly over the tile's lanes, after
+    // which every lane of the tile holds the same sum; lane j mod GS_TILE
+    // adds entry j, as in gs_acc32.
+    const unsigned m = __ballot_sync(0xffffffffu, on);
+    if (m == 0) return;
+    const int lane = threadIdx.x & 31;
+    const bool live = GS_TILE_LANES(m, lane) != 0;
+    for (int j = 0; j < NS; j++) {
+      gs_real x = on ? v[j] : (gs_real)0;
+      for (int w = GS_TILE / 2; w >= 1; w >>= 1) x += __shfl_xor_sync(0xffffffffu, x, w);
+      if (live && (lane & (GS_TILE - 1)) == (j & (GS_TILE - 1))) acc[j] += x;
+    }
+  } else if constexpr (NS >= 8) {
+    for (int g = 0; g < NS; g += 32) gs_acc32(acc + g, v + g, on, NS - g < 32 ? NS - g : 32);
+  }
+#elif defined(GS_WARPS)
   if constexpr (NS > 0 && NS < 8) {
     if (!__any_sync(0xffffffffu, on)) return;
     for (int j = 0; j < NS; j++) {

@@ -5,7 +5,12 @@
 //
 // A Fitter traces the field and builds its programs once (one ode.Solver
 // for the whole fit) and only calls ode's public API (NewSolver, Grad,
-// Loss), so it runs on whatever engine the solver settings choose.
+// Loss), so it runs on whatever engine the solver settings choose: with
+// package cuda imported, Engine "cuda-multi" runs each step's replay and
+// reverse sweep over all the GPUs of the host (or those
+// GRADSOLVE_CUDA_DEVICES lists), its B concurrent fits or its one large
+// ensemble alike, with the shared-gradient sum formed in the same order,
+// hence the same fit, for any number of GPUs.
 //
 //	f, err := fit.New(fit.Problem{ODE: prob, Loss: loss, Vars: fit.Vars{P: []int{1}}}, nil)
 //	res, err := f.Run(ctx, &fit.Settings{Steps: 200, Optimizer: &optim.Adam{LearnRate: 0.05}})
