@@ -41,7 +41,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		fs.PrintDefaults()
 	}
 	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural or gpu")
-	engine := fs.String("engine", "cuda", "engine of the gpu suites: cuda or cuda-f32")
+	engine := fs.String("engine", "cuda", "engine of the gpu suites: cuda, cuda-f32 or cuda-multi")
 	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; -suite memory takes one size, default 1048576)")
 	rtolList := fs.String("rtol", "", "comma-separated relative tolerances (default: the suite's; -suite memory takes one, default 1e-6)")
 	reps := fs.Int("reps", bench.DefaultReps, "timed repetitions per case (the median is reported, after one warm-up)")
