@@ -164,8 +164,8 @@ func buildControl(ctl Controller, d int, stab float64) (*tape.Program, error) {
 		// new time (the error test of that step decides); a rejected step
 		// that would fall below the floor, or a step that does not advance
 		// t, ends the trajectory.
-		hn = tape.Select(accept, tape.Max(hn, c(4*0x1p-52).Mul(t1n.Abs())), hn)
-		floor := c(4 * 0x1p-52).Mul(tape.Max(t1n.Abs(), t1n.Add(hn).Abs()))
+		hn = tape.Select(accept, tape.Max(hn, c(stepFloor).Mul(t1n.Abs())), hn)
+		floor := c(stepFloor).Mul(tape.Max(t1n.Abs(), t1n.Add(hn).Abs()))
 		under := or(and(rejected, tape.Lt(hn, floor)), tape.Eq(t1n.Add(hn), t1n))
 		lastn := tape.Ge(hn, span)
 		hn = tape.Select(lastn, span, hn)

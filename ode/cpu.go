@@ -148,13 +148,16 @@ type cpuRun struct {
 	res     *Result
 
 	keepMesh, keepStates bool
-	meshMu               sync.Mutex
-	meshH                []float64 // the mesh being filled, [meshRows][N]
-	meshRows             int
-	lossTerms            []float64 // [N] per-trajectory loss terms
-	tiles                []float64 // [ntiles][S] shared-gradient tile sums
-	lastH                []float64 // [N] last step size tried
-	stateBudget          int64     // bytes of stored states a worker may hold
+	// The job's shared inputs as length-1 columns, made once per run:
+	// Shared, then rtol, atol[d] and maxsteps (see sharedInputs).
+	shared, rtol, atol, maxSteps [][]float64
+	meshMu                       sync.Mutex
+	meshH                        []float64 // the mesh being filled, [meshRows][N]
+	meshRows                     int
+	lossTerms                    []float64 // [N] per-trajectory loss terms
+	tiles                        []float64 // [ntiles][S] shared-gradient tile sums
+	lastH                        []float64 // [N] last step size tried
+	stateBudget                  int64     // bytes of stored states a worker may hold
 
 	done        atomic.Int64
 	failed      atomic.Bool
@@ -185,6 +188,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	r := &cpuRun{ex: ex, job: j, ctx: ctx, res: &Result{}}
+	r.shared, r.rtol, r.atol, r.maxSteps = sharedInputs(j)
 	r.chunk = ex.chunkSize(j, workers)
 	r.nchunks = (n + r.chunk - 1) / r.chunk
 	workers = par.Workers(workers, r.nchunks)
@@ -345,19 +349,19 @@ type cpuWorker struct {
 	loss map[string]*tape.Exec
 
 	// Lanes: the active trajectories of the chunk are lanes 0…m-1.
-	idx                  []int
-	st, st2              [NumState][]float64 // controller state in and out
-	hTried               []float64           // the step each lane last tried
-	t1, hrho, acc, stat  []float64
-	y, yn, e, k1, ko, p  [][]float64
-	in, out              [][]float64
-	hbuf, sbuf           []float64 // chunk's mesh rows [rows][cap] and states [rows][1+d][cap]
-	rows                 int
-	storing              bool
-	scratch, scratch2    []float64
-	t0s                  []float64
-	endT, endY           []float64
-	rtol, atol, maxSteps [][]float64 // shared inputs as length-1 columns
+	idx                 []int
+	st, st2             [NumState][]float64 // controller state in and out
+	hTried              []float64           // the step each lane last tried
+	t1, hrho, acc, stat []float64
+	y, yn, e, k1, ko, p [][]float64
+	in, out             [][]float64
+	hbuf, sbuf          []float64 // chunk's mesh rows [rows][cap] and states [rows][1+d][cap]
+	rows                int
+	storing             bool
+	t0s                 []float64
+	endT, endY          []float64
+	scr                 [numScratch][]float64 // see scratch
+	grad                *scan.Gradient        // the last chunk's, reused
 }
 
 func cols(w, n int) [][]float64 {

@@ -40,7 +40,7 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	pl, j := w.ex.plan, r.job
 	d, np := pl.Dim, pl.Params
 	m, width := hi-lo, hi-lo
-	shared, rtol, atol, maxSteps := sharedInputs(j)
+	shared, rtol, atol, maxSteps := r.shared, r.rtol, r.atol, r.maxSteps
 	for i := 0; i < m; i++ {
 		g := lo + i
 		w.idx[i] = g
@@ -64,11 +64,19 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	if err := w.init.Run(out, in, m); err != nil {
 		return false, err
 	}
-	for i := 0; i < m; i++ {
-		w.st[StateT][i] = j.T0
-		w.st[StateErrPrev][i] = 1
-		for _, k := range []int{StateAccepted, StateRejected, StateNonFinite, StateStiffRun, StateCalmRun, StateStiff} {
-			w.st[k][i] = 0
+	// The rest of the state: t0, no previous error (1), counts 0.
+	for k := range w.st {
+		var v float64
+		switch k {
+		case StateH, StateLast:
+			continue // from Init
+		case StateT:
+			v = j.T0
+		case StateErrPrev:
+			v = 1
+		}
+		for i := range w.st[k][:m] {
+			w.st[k][i] = v
 		}
 	}
 

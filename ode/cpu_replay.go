@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"gonum.org/v1/gonum/floats"
+
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -35,13 +37,14 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	if stride == width {
 		mesh.H = h[:rows*width]
 	} else {
-		mesh.H = make([]float64, rows*width)
+		mesh.H = w.scratch(scrMesh, rows*width)
 		for s := 0; s < rows; s++ {
 			copy(mesh.H[s*width:(s+1)*width], h[s*stride:s*stride+width])
 		}
 	}
 	q := &scan.Problem{Step: w.step, Mesh: mesh, T0: w.t0s[:width], Shared: j.Shared,
-		Y0: toSoA(nil, j.Y0[lo*d:hi*d], width, d), P: toSoA(nil, j.P[lo*np:hi*np], width, np)}
+		Y0: toSoA(w.scratch(scrY0, width*d), j.Y0[lo*d:hi*d], width, d),
+		P:  toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)}
 	for i := range q.T0 {
 		q.T0[i] = j.T0
 	}
@@ -89,14 +92,15 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	if err != nil {
 		return err
 	}
-	in := make([][]float64, 0, len(prog.Inputs))
+	in := w.in[:0]
 	for c := 0; c < d; c++ {
 		in = append(in, out.Y[c*width:(c+1)*width])
 	}
 	nt := width * K
+	ys := w.scratch(scrTaps, K*d*width) // the saved states by save time, [K·d][width]
 	for k := 0; k < K; k++ {
 		for c := 0; c < d; c++ {
-			col := make([]float64, width)
+			col := ys[(k*d+c)*width : (k*d+c+1)*width]
 			for i := range col {
 				col[i] = out.Taps[c*nt+i*K+k]
 			}
@@ -104,7 +108,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 		}
 	}
 	if lp.DataDim > 0 {
-		data := toSoA(nil, lp.Data[lo*lp.DataDim:hi*lp.DataDim], width, lp.DataDim)
+		data := toSoA(w.scratch(scrData, width*lp.DataDim), lp.Data[lo*lp.DataDim:hi*lp.DataDim], width, lp.DataDim)
 		for c := 0; c < lp.DataDim; c++ {
 			in = append(in, data[c*width:(c+1)*width])
 		}
@@ -115,10 +119,14 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	for c := 0; c < ns; c++ {
 		in = append(in, j.Shared[c:c+1])
 	}
-	lout := make([][]float64, len(prog.Outputs))
-	for i := range lout {
-		lout[i] = make([]float64, width)
+	// The loss's outputs in one block, [output][width]: ℓ, then its
+	// cotangents, which the gradient scales in place.
+	lbuf := w.scratch(scrLoss, len(prog.Outputs)*width)
+	lout := w.out[:0]
+	for i := range prog.Outputs {
+		lout = append(lout, lbuf[i*width:(i+1)*width])
 	}
+	w.in, w.out = in, lout
 	if err := le.Run(lout, in, width); err != nil {
 		var nf *tape.NonFiniteError
 		if errors.As(err, &nf) {
@@ -130,32 +138,21 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	if j.Op != OpGrad {
 		return nil
 	}
-	scale := lp.Scale
-	ybar := make([]float64, d*width)
-	for c := 0; c < d; c++ {
-		for i, v := range lout[1+c] {
-			ybar[c*width+i] = scale * v
-		}
-	}
-	tapbar := make([]float64, d*nt)
+	// Scaled cotangents: ∂L/∂y(t1) [d][width], ∂L/∂p [np][width] and the
+	// loss's own shared-gradient terms [ns][width] are ranges of lbuf;
+	// the saved states' go to scan's tap layout [d][width·K].
+	floats.Scale(lp.Scale, lbuf[width:])
+	at := func(first, w int) []float64 { return lbuf[first*width : (first+w)*width] }
+	tapbar := w.scratch(scrTapBar, d*nt)
 	for k := 0; k < K; k++ {
 		for c := 0; c < d; c++ {
 			for i, v := range lout[1+d+k*d+c] {
-				tapbar[c*nt+i*K+k] = scale * v
+				tapbar[c*nt+i*K+k] = v
 			}
 		}
 	}
 	o := 1 + d + K*d
-	scaled := func(first, w int) []float64 {
-		x := make([]float64, w*width)
-		for c := 0; c < w; c++ {
-			for i, v := range lout[first+c] {
-				x[c*width+i] = scale * v
-			}
-		}
-		return x
-	}
-	g, err := sw.BackwardFrom(nil, ybar, tapbar, scaled(o, np), scaled(o+np, ns))
+	g, err := sw.BackwardFrom(w.grad, at(1, d), tapbar, at(o, np), at(o+np, ns))
 	if err != nil {
 		return err
 	}
@@ -165,6 +162,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 			break
 		}
 	}
+	w.grad = g
 	fromSoA(res.GradY0[lo*d:hi*d], g.Y0, width, d)
 	fromSoA(res.GradP[lo*np:hi*np], g.P, width, np)
 	copy(r.tiles[lo/scan.TileSize*ns:], g.SharedTiles)
@@ -191,4 +189,25 @@ func (w *cpuWorker) lossExec(lp *LossPlan, prog *tape.Program) (*tape.Exec, erro
 	e := master.Clone(w.cap, 1)
 	w.loss[key] = e
 	return e, nil
+}
+
+// The worker's scratch arrays (see scratch).
+const (
+	scrMesh = iota
+	scrY0
+	scrP
+	scrTaps
+	scrData
+	scrLoss
+	scrTapBar
+	numScratch
+)
+
+// scratch returns the worker's scratch array k, n values long, reused from
+// chunk to chunk (its contents are left over from the last use).
+func (w *cpuWorker) scratch(k, n int) []float64 {
+	if cap(w.scr[k]) < n {
+		w.scr[k] = make([]float64, n)
+	}
+	return w.scr[k][:n]
 }

@@ -1,6 +1,7 @@
 package ode
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -265,11 +266,6 @@ type Mesh struct {
 	Stiff       []bool // [N] the stiffness test fired (explicit methods; see Solution.Stiff)
 }
 
-// scanMesh returns the mesh in scan's terms.
-func (m *Mesh) scanMesh() scan.Mesh {
-	return scan.Mesh{N: m.N, Rows: m.Rows, H: m.H, Len: m.Len}
-}
-
 // Failed returns the first failed trajectory as a *TrajectoryError, or nil.
 func (m *Mesh) failed(t []float64, h []float64) error {
 	method := ""
@@ -337,9 +333,13 @@ func expand(x []float64, width, n int) []float64 {
 	return out
 }
 
+// stepFloor is the smallest step the controller takes relative to |t|:
+// 4ε (see buildControl).
+const stepFloor = 4 * 0x1p-52
+
 // minStep returns the smallest step size the controller takes at times
-// up to |t| = tmax: 4ε·tmax (see buildControl).
-func minStep(tmax float64) float64 { return 4 * 0x1p-52 * tmax }
+// up to |t| = tmax.
+func minStep(tmax float64) float64 { return stepFloor * tmax }
 
 // checkSpan reports a span [t0, t1] (t1 > t0, both finite) of trajectory
 // i whose length overflows float64 or is shorter than the smallest step
@@ -360,9 +360,14 @@ func checkSpan(f *Field, i int, t0, t1 float64) error {
 
 // perTrajectoryBytes is a lower bound of the memory any operation needs
 // per trajectory of a field with d state components and np per-trajectory
-// parameters: the inputs expanded to N rows (y0, p, end time) and the
-// results (final state, time reached, status, step counts, last step).
-func perTrajectoryBytes(d, np int) float64 { return 8 * float64(2*d+np+6) }
+// parameters, saving k states: the inputs expanded to N rows (y0, p, end
+// time) and the results (final state, saved states, time reached, status,
+// step counts, last step).
+func perTrajectoryBytes(d, np, k int) float64 { return 8 * float64(2*d+np+6+k*d) }
+
+// ErrTooLarge is returned (wrapped) when an ensemble would not fit in
+// memory: the error gives the estimate, the limit and the fix.
+var ErrTooLarge = errors.New("too large")
 
 // maxProblemBytes bounds a problem's memory where the machine's is
 // unknown: the largest allocation the Go runtime can make on 64-bit
@@ -372,8 +377,8 @@ const maxProblemBytes = 1 << 48
 // checkEnsembleSize refuses, before anything is allocated, an ensemble of
 // n trajectories whose inputs and results alone would not fit in the
 // machine's memory (or, where that is unknown, in maxProblemBytes).
-func checkEnsembleSize(f *Field, n int) error {
-	per := perTrajectoryBytes(f.Dim, f.Params)
+func checkEnsembleSize(f *Field, n, nsave int) error {
+	per := perTrajectoryBytes(f.Dim, f.Params, nsave)
 	need := float64(n) * per
 	lim := sysmem.Machine()
 	limit, source := float64(lim.Bytes), lim.Source
@@ -406,7 +411,7 @@ func (pr *Problem) check() (*problem, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("ode: %s: N = %d is negative", f.name(), n)
 	}
-	if err := checkEnsembleSize(f, n); err != nil {
+	if err := checkEnsembleSize(f, n, len(pr.SaveAt)); err != nil {
 		return nil, err
 	}
 	if len(pr.Y0) != d && len(pr.Y0) != n*d {

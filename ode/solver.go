@@ -266,9 +266,6 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 		}
 		j.Loss = lp
 	}
-	if err := checkSize(j); err != nil {
-		return nil, err
-	}
 	res, err := sv.exec.Run(ctx, j)
 	if err != nil {
 		return nil, err

@@ -295,7 +295,7 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 		sw.addTaps(lam, tapY, l.rows)
 	}
 
-	b := &backward{sw: sw, rev: rev, x: newState(p, l, 1), lam: lam, gp: gp, gs: cols(st.S, n), tiles: tiles, tapY: tapY}
+	b := &backward{sw: sw, rev: rev, x: newState(p, l, 1), lam: lam, gp: gp, gs: st.contributions(n), tiles: tiles, tapY: tapY}
 	if err := b.run(); err != nil {
 		return nil, err
 	}
@@ -313,15 +313,6 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 	dst.SharedTiles = tiles
 	dst.Shared = SumTiles(dst.Shared, tiles, st.S)
 	return dst, nil
-}
-
-// cols returns w columns of n zeros.
-func cols(w, n int) [][]float64 {
-	x := make([][]float64, w)
-	for c := range x {
-		x[c] = make([]float64, n)
-	}
-	return x
 }
 
 // backward is the reverse sweep of a Sweep: the adjoint carry (λ, gp, gs

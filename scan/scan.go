@@ -32,7 +32,24 @@ type Step struct {
 
 	fwd, rev           *tape.Exec
 	denseFwd, denseRev *tape.Exec
-	states             [2]*state // carries reused by newState
+	states             [2]*state   // carries reused by newState
+	contrib            [][]float64 // a reverse step's shared-gradient contributions, reused
+}
+
+// contributions returns S columns of n values for one reverse step's
+// shared-gradient contributions, the Step's own, reused from one sweep to
+// the next (every entry a step reads, the step writes first).
+func (s *Step) contributions(n int) [][]float64 {
+	if len(s.contrib) != s.S || (s.S > 0 && cap(s.contrib[0]) < n) {
+		s.contrib = make([][]float64, s.S)
+		for c := range s.contrib {
+			s.contrib[c] = make([]float64, n)
+		}
+	}
+	for c := range s.contrib {
+		s.contrib[c] = s.contrib[c][:n]
+	}
+	return s.contrib
 }
 
 // Clone returns a Step with the same programs whose executors are clones
