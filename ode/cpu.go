@@ -118,8 +118,7 @@ func (ex *cpuExec) stepMaster() (*scan.Step, error) {
 				return
 			}
 		}
-		set := &tape.ExecSettings{Workers: 1}
-		_, ex.stepErr = ex.step.Clone(set, 0, 1) // builds the master executors
+		ex.stepErr = ex.step.Prepare(&tape.ExecSettings{Workers: 1})
 	})
 	return ex.step, ex.stepErr
 }

@@ -82,7 +82,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	dst.Y0 = append(dst.Y0[:0], res.GradY0...)
 	dst.P = append(dst.P[:0], res.GradP...)
 	dst.Shared = append(dst.Shared[:0], res.GradS...)
-	if r, err := loss.evalReg(q.Shared, dst.Shared); err != nil {
+	if r, err := used.evalReg(&loss, q.Shared, dst.Shared); err != nil {
 		return nil, err
 	} else {
 		dst.Loss += r

@@ -146,9 +146,11 @@ func (l *Loss) termGrad(p *tape.Program, sh lossShape) (*tape.Program, error) {
 	return g, nil
 }
 
-// reg traces the gradient program of Reg: inputs s[S]; outputs Reg(s)
-// and ∂Reg/∂s. It returns nil if Reg is nil.
-func (l *Loss) reg(ns int) (*tape.Program, error) {
+// reg returns the gradient program of Reg (inputs s[S]; outputs Reg(s)
+// and ∂Reg/∂s), or nil if Reg is nil. Reg is traced on every call; its
+// gradient program is cached in the solver by the trace's hash, as the
+// per-trajectory term's is (see lossPlan).
+func (sv *Solver) reg(l *Loss, ns int) (*tape.Program, error) {
 	if l.Reg == nil {
 		return nil, nil
 	}
@@ -163,12 +165,21 @@ func (l *Loss) reg(ns int) (*tape.Program, error) {
 	if ns == 0 {
 		return p, nil
 	}
-	return tape.Grad(p, nil)
+	key := "reg." + p.Hash()
+	if g, ok := sv.losses.Load(key); ok {
+		return g.(*tape.Program), nil
+	}
+	g, err := tape.Grad(p, nil)
+	if err != nil {
+		return nil, err
+	}
+	sv.losses.Store(key, g)
+	return g, nil
 }
 
 // evalReg returns Reg(s) and adds ∂Reg/∂s to gs (if gs is not nil).
-func (l *Loss) evalReg(s, gs []float64) (float64, error) {
-	rp, err := l.reg(len(s))
+func (sv *Solver) evalReg(l *Loss, s, gs []float64) (float64, error) {
+	rp, err := sv.reg(l, len(s))
 	if err != nil || rp == nil {
 		return 0, err
 	}
@@ -243,7 +254,7 @@ func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, erro
 		return 0, nil, err
 	}
 	v := res.Loss
-	r, err := loss.evalReg(q.Shared, nil)
+	r, err := used.evalReg(&loss, q.Shared, nil)
 	if err != nil {
 		return 0, nil, err
 	}

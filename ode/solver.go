@@ -27,7 +27,7 @@ type Solver struct {
 	engine Engine
 	exec   Executor
 
-	losses sync.Map // hash of a loss term → *LossPlan
+	losses sync.Map // hash of a loss term → *LossPlan; "reg." + hash of a Reg → its gradient program
 	mu     sync.Mutex
 	alt    *Solver // the stiff solver of Settings.Method = Auto, built on first need
 }

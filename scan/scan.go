@@ -57,21 +57,33 @@ func (s *Step) contributions(n int) [][]float64 {
 // trajectories on workers goroutines (0: s's settings), for use by another
 // goroutine. set configures the executors if s has none yet.
 func (s *Step) Clone(set *tape.ExecSettings, blockSize, workers int) (*Step, error) {
-	if _, err := s.forward(set); err != nil {
-		return nil, err
-	}
-	if _, err := s.reverse(set); err != nil {
+	if err := s.Prepare(set); err != nil {
 		return nil, err
 	}
 	c := &Step{Prog: s.Prog, D: s.D, P: s.P, S: s.S, Dense: s.Dense, Rev: s.Rev, DenseRev: s.DenseRev}
 	c.fwd, c.rev = s.fwd.Clone(blockSize, workers), s.rev.Clone(blockSize, workers)
 	if s.Dense != nil {
-		if _, _, err := s.dense(set); err != nil {
-			return nil, err
-		}
 		c.denseFwd, c.denseRev = s.denseFwd.Clone(blockSize, workers), s.denseRev.Clone(blockSize, workers)
 	}
 	return c, nil
+}
+
+// Prepare builds the Step's reverse programs (if not given) and its
+// executors with settings set, if it has none yet: the work a first scan
+// would do, done ahead (Clone does it to the Step it copies).
+func (s *Step) Prepare(set *tape.ExecSettings) error {
+	if _, err := s.forward(set); err != nil {
+		return err
+	}
+	if _, err := s.reverse(set); err != nil {
+		return err
+	}
+	if s.Dense != nil {
+		if _, _, err := s.dense(set); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // forward returns the executor of the step, creating it on first use.
