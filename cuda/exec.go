@@ -35,7 +35,8 @@ type executor struct {
 
 	mu      sync.Mutex
 	kernels map[string]*kernelEntry
-	spare   *arena // a free arena, kept for the next pass
+	spare   *arena   // a free arena, kept for the next pass
+	staging [][]byte // free host staging buffers, kept for the next launches
 
 	rows atomic.Int64 // most accepted steps of a trajectory seen, to size record buffers
 }
@@ -124,6 +125,38 @@ func (ex *executor) giveArena(a *arena) {
 	ex.mu.Unlock()
 	if a != nil {
 		ex.be.free(a.addr)
+	}
+}
+
+// takeStaging returns a host staging buffer of n bytes (its contents are
+// left over from an earlier launch), reusing a kept one if large enough:
+// launches of a large ensemble stage hundreds of megabytes each.
+func (ex *executor) takeStaging(n int64) []byte {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	for i, b := range ex.staging {
+		if int64(cap(b)) >= n {
+			ex.staging = append(ex.staging[:i], ex.staging[i+1:]...)
+			return b[:n]
+		}
+	}
+	return make([]byte, n)
+}
+
+// giveStaging keeps b for later launches (at most two buffers, the
+// largest).
+func (ex *executor) giveStaging(b []byte) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	ex.staging = append(ex.staging, b)
+	if len(ex.staging) > 2 {
+		small := 0
+		for i, x := range ex.staging {
+			if cap(x) < cap(ex.staging[small]) {
+				small = i
+			}
+		}
+		ex.staging = append(ex.staging[:small], ex.staging[small+1:]...)
 	}
 }
 
@@ -518,7 +551,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	if zeroGS {
 		inHi = l.off[argGS] // the tile sums are zeroed on the device, not uploaded
 	}
-	up := make([]byte, inHi)
+	up := ex.takeStaging(inHi)
+	defer ex.giveStaging(up)
+	clear(up) // as a new buffer: regions a variant does not fill stay zero
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
 	iv := func(buf []byte, base int64, a int) []int32 { return int32s(buf, l.off[a]-base, l.bytes[a]) }
 
@@ -602,7 +637,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		return nil, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
 	}
 
-	down := make([]byte, outHi-outLo)
+	down := ex.takeStaging(outHi - outLo)
+	defer ex.giveStaging(down)
 	if err := be.read(down, ar.addr+uint64(outLo)); err != nil {
 		return nil, err
 	}
@@ -814,7 +850,7 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 // scan.SumTiles adds them (without the array of combined tiles). It
 // returns dst.
 func sumTiles(dst, tiles []float64, ns int, scale float64) []float64 {
-	dst = scan.SumTiles(dst, nil, ns) // zeros
+	dst = append(dst[:0], make([]float64, ns)...)
 	for k := 0; k+2*ns <= len(tiles) && ns > 0; k += 2 * ns {
 		for c := 0; c < ns; c++ {
 			// The conversion keeps the product rounded (no fused multiply-add).
