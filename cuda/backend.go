@@ -168,6 +168,9 @@ func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []
 		return 0, err
 	}
 	defer end.Destroy()
+	if envInt(blockEnv) == 0 {
+		block = spreadBlock(threads, block, b.dev.Info().SMs)
+	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&args[0])), 8*len(args))
 	l := Launch{Grid: Dim{X: (threads + block - 1) / block}, Block: Dim{X: block}, SharedMem: shmem}
 	if err := start.Record(nil); err != nil {
@@ -180,4 +183,19 @@ func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []
 		return 0, err
 	}
 	return Elapsed(start, end)
+}
+
+// spreadBlock returns the threads per block of a launch of threads
+// threads on sms multiprocessors, at most block: block itself when the
+// grid has a block for every multiprocessor, else the smallest multiple of
+// 32 that still gives each multiprocessor at most one block. One thread
+// per trajectory makes small ensembles small grids: 4,096 threads in
+// blocks of 128 would leave 100 of an H200's 132 multiprocessors idle,
+// where blocks of 32 occupy 128 of them.
+func spreadBlock(threads, block, sms int) int {
+	if sms <= 0 || threads <= 0 || (threads+block-1)/block >= sms {
+		return block
+	}
+	per := (threads + sms - 1) / sms
+	return min(block, max(32, (per+31)/32*32))
 }

@@ -136,3 +136,25 @@ func TestCacheDir(t *testing.T) {
 		t.Errorf("default cacheDir = %q", got)
 	}
 }
+
+func TestSpreadBlock(t *testing.T) {
+	for _, c := range []struct{ threads, block, sms, want int }{
+		{4096, 128, 132, 32},     // 128 blocks of 32 instead of 32 of 128
+		{65536, 128, 132, 128},   // 512 blocks: every multiprocessor has one
+		{16896, 128, 132, 128},   // exactly one block of 128 per multiprocessor
+		{16000, 128, 132, 128},   // 125 blocks of 128 → 121.2 per SM → 128
+		{8000, 128, 132, 64},     // 61 per multiprocessor, rounded up to a warp
+		{10, 128, 132, 32},       // a warp at least
+		{4096, 256, 0, 256},      // unknown multiprocessor count
+		{4096, 64, 132, 32},      // never more than block
+		{1 << 20, 128, 132, 128}, // large grids unchanged
+	} {
+		got := spreadBlock(c.threads, c.block, c.sms)
+		if got != c.want {
+			t.Errorf("spreadBlock(%d, %d, %d) = %d, want %d", c.threads, c.block, c.sms, got, c.want)
+		}
+		if c.sms > 0 && got < c.block && (c.threads+got-1)/got > c.sms && got > 32 {
+			t.Errorf("spreadBlock(%d, %d, %d) = %d gives more blocks than multiprocessors", c.threads, c.block, c.sms, got)
+		}
+	}
+}

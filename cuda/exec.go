@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gradsolve-go/gradsolve/internal/buf"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -304,6 +305,7 @@ type run struct {
 	gs, gsLoss       []float64 // [NS] shared gradient of the steps and of the loss itself (unscaled), summed over launches
 	tiles            []float64 // with v.tiles instead: [ceil(N/scan.TileSize)][2][NS], the same per tile
 	meshH            []float64 // the recorded mesh, step-major [rows][N]
+	meshLen          []int     // storage for the mesh's Len (Job.Reuse)
 	stored           int64     // bytes of stored states of the largest launch
 }
 
@@ -312,26 +314,34 @@ func newRun(ex *executor, j *ode.Job, v variant, ke *kernelEntry, tr *Trace) *ru
 	r := &run{ex: ex, j: j, v: v, ke: ke, tr: tr, res: &ode.Result{},
 		d: pl.Dim, np: pl.Params, ns: pl.Shared, k: v.k, dd: v.dataDim}
 	n, d, res := j.N, pl.Dim, r.res
+	old := j.Reuse
+	if old == nil {
+		old = &ode.Result{}
+	}
 	if v.adaptive {
-		res.Status = make([]ode.Status, n)
+		res.Status = buf.Make(old.Status, n)
 		for i := range res.Status {
 			res.Status[i] = ode.NotRun
 		}
-		res.T = make([]float64, n)
-		res.Stiff = make([]bool, n)
+		res.T = buf.Make(old.T, n)
+		res.Stiff = buf.Make(old.Stiff, n)
 		res.LastH = make([]float64, n)
-		res.Stats = ode.Stats{Accepted: make([]int, n), Rejected: make([]int, n), FieldEvals: make([]int, n)}
+		res.Stats = ode.Stats{Accepted: buf.Make(old.Stats.Accepted, n), Rejected: buf.Make(old.Stats.Rejected, n),
+			FieldEvals: buf.Make(old.Stats.FieldEvals, n)}
+		if v.meshOut && old.Mesh != nil {
+			r.meshH, r.meshLen = old.Mesh.H[:0], old.Mesh.Len
+		}
 	}
-	res.Y = make([]float64, n*d)
+	res.Y = buf.Make(old.Y, n*d)
 	if r.k > 0 {
-		res.Ys = make([]float64, n*r.k*d)
+		res.Ys = buf.Make(old.Ys, n*r.k*d)
 	}
 	if v.loss || v.grad {
 		r.terms = make([]float64, n)
 	}
 	if v.grad {
-		res.GradY0 = make([]float64, n*d)
-		res.GradP = make([]float64, n*pl.Params)
+		res.GradY0 = buf.Make(old.GradY0, n*d)
+		res.GradP = buf.Make(old.GradP, n*pl.Params)
 		r.gs, r.gsLoss = make([]float64, pl.Shared), make([]float64, pl.Shared)
 		if v.tiles {
 			r.tiles = make([]float64, numTiles(n)*2*pl.Shared)
@@ -755,9 +765,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
 	N, n := r.j.N, len(g)
 	if len(r.meshH) < rows*N {
-		h := make([]float64, rows*N)
-		copy(h, r.meshH) // step-major: the old rows are a prefix
-		r.meshH = h
+		// Step-major: the old rows are a prefix; new rows start at 0 (rows
+		// past a trajectory's last step read 0, as the CPU's).
+		l := len(r.meshH)
+		r.meshH = buf.Grow(r.meshH, rows*N)
+		clear(r.meshH[l:])
 	}
 	es := r.ex.prec.size()
 	r.tr.add(func(t *TraceStats) { t.Download += int64(used) * int64(n) * int64(es) })
@@ -809,12 +821,12 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		res.Stats.Wall = wall
 	}
 	if v.meshOut {
-		m := &ode.Mesh{N: n, Len: append([]int(nil), res.Stats.Accepted...), Status: res.Status, Stats: res.Stats}
+		m := &ode.Mesh{N: n, Len: append(r.meshLen[:0], res.Stats.Accepted...), Status: res.Status, Stats: res.Stats}
 		for _, l := range m.Len {
 			m.Rows = max(m.Rows, l)
 		}
 		if len(r.meshH) < m.Rows*n { // no launch had steps to copy
-			r.meshH = make([]float64, m.Rows*n)
+			r.meshH = buf.Make(r.meshH, m.Rows*n)
 		}
 		m.H = r.meshH[:m.Rows*n]
 		m.T0, m.T1 = j.T0, j.T1

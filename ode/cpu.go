@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/buf"
 	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -153,6 +154,7 @@ type cpuRun struct {
 	meshMu                       sync.Mutex
 	meshH                        []float64 // the mesh being filled, [meshRows][N]
 	meshRows                     int
+	meshLen                      []int     // storage for the mesh's Len (Job.Reuse)
 	lossTerms                    []float64 // [N] per-trajectory loss terms
 	tiles                        []float64 // [ntiles][S] shared-gradient tile sums
 	lastH                        []float64 // [N] last step size tried
@@ -200,26 +202,38 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		limit = scan.DefaultMemoryLimit
 	}
 	r.stateBudget = max(1, limit/int64(workers)) // 0 would mean scan's default
+	old := j.Reuse
+	if old == nil {
+		old = &Result{}
+	}
 	if recording {
-		res.Status = make([]Status, n)
+		res.Status = buf.Make(old.Status, n)
 		for i := range res.Status {
 			res.Status[i] = NotRun
 		}
-		res.T = make([]float64, n)
-		res.Stiff = make([]bool, n)
-		res.Stats = Stats{Accepted: make([]int, n), Rejected: make([]int, n), FieldEvals: make([]int, n)}
+		res.T = buf.Make(old.T, n)
+		res.Stiff = buf.Make(old.Stiff, n)
+		res.Stats = Stats{Accepted: buf.Make(old.Stats.Accepted, n), Rejected: buf.Make(old.Stats.Rejected, n),
+			FieldEvals: buf.Make(old.Stats.FieldEvals, n)}
 		r.lastH = make([]float64, n)
+		if r.keepMesh && old.Mesh != nil && n > 0 {
+			// The mesh grows into the old one's storage first.
+			r.meshH = old.Mesh.H[:cap(old.Mesh.H)]
+			clear(r.meshH) // rows past a trajectory's end read 0
+			r.meshRows = cap(old.Mesh.H) / n
+			r.meshLen = old.Mesh.Len
+		}
 	}
-	res.Y = make([]float64, n*d)
+	res.Y = buf.Make(old.Y, n*d)
 	if len(j.SaveAt) > 0 {
-		res.Ys = make([]float64, n*len(j.SaveAt)*d)
+		res.Ys = buf.Make(old.Ys, n*len(j.SaveAt)*d)
 	}
 	if j.Op == OpGrad || j.Op == OpLoss {
 		r.lossTerms = make([]float64, n)
 	}
 	if j.Op == OpGrad {
-		res.GradY0 = make([]float64, n*d)
-		res.GradP = make([]float64, n*pl.Params)
+		res.GradY0 = buf.Make(old.GradY0, n*d)
+		res.GradP = buf.Make(old.GradP, n*pl.Params)
 		r.tiles = make([]float64, (n+scan.TileSize-1)/scan.TileSize*pl.Shared)
 	}
 
@@ -305,7 +319,7 @@ func (r *cpuRun) storeMesh(lo, width int, h []float64, lens []int) {
 // assembleMesh returns the run's mesh.
 func (r *cpuRun) assembleMesh() *Mesh {
 	j, n := r.job, r.job.N
-	m := &Mesh{N: n, Len: make([]int, n), Status: r.res.Status, Stats: r.res.Stats}
+	m := &Mesh{N: n, Len: buf.Make(r.meshLen, n), Status: r.res.Status, Stats: r.res.Stats}
 	for i := 0; i < n; i++ {
 		m.Len[i] = r.res.Stats.Accepted[i]
 		m.Rows = max(m.Rows, m.Len[i])

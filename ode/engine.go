@@ -111,6 +111,13 @@ type Job struct {
 	// Progress, if not nil, receives (done, N) as trajectories complete.
 	Progress func(done, total int)
 
+	// Reuse, if not nil, holds arrays of an earlier result (and its Mesh)
+	// that the engine may fill instead of allocating new ones: a training
+	// loop's results then reuse their storage from call to call. Their
+	// lengths do not matter (only their capacity), their contents are
+	// overwritten, and the Result returned may alias them.
+	Reuse *Result
+
 	// StopOnStiff asks a record for OpGrad to stop, as on a
 	// failed trajectory, when the stiffness test fires (Result.Stiff): the
 	// caller will not use a gradient of that mesh.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/gradsolve-go/gradsolve/internal/buf"
 )
 
 // Gradient is the value and gradient of a loss, with the solution it was
@@ -36,7 +38,14 @@ type Gradient struct {
 // derivative of the replay, the frozen-mesh discrete adjoint. A mesh with
 // a failed trajectory is never replayed, and a mesh on which an explicit
 // method ran at its stability limit (Solution.Stiff) is not differentiated:
-// Grad returns a *TrajectoryError. dst may be nil.
+// Grad returns a *TrajectoryError.
+//
+// dst may be nil. A dst from an earlier call is filled in place: its
+// gradient arrays, its Solution's arrays and (when m is nil, so that a
+// new mesh is recorded) its Mesh's arrays are reused where large enough,
+// which at millions of trajectories saves most of a call's time outside
+// the solve. Copy what you keep from dst before passing it again; dst.Mesh
+// itself may be passed as m (it is then replayed, not overwritten).
 func Grad(dst *Gradient, p Problem, loss Loss, m *Mesh, s *Settings) (*Gradient, error) {
 	sv, err := NewSolver(p.Field, s)
 	if err != nil {
@@ -62,12 +71,17 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 			return nil, err
 		}
 	}
-	res, used, err := sv.run(ctx, OpGrad, q, &loss, m)
+	reuse := dst.reusable(m == nil)
+	res, used, err := sv.run(ctx, OpGrad, q, &loss, m, reuse)
 	if err != nil {
 		return nil, err
 	}
 	if m == nil {
-		m = used.mesh(q, res)
+		var old *Mesh
+		if reuse != nil {
+			old = reuse.Mesh
+		}
+		m = used.mesh(q, res, old)
 	}
 	if err := stiffFailure(m, used.plan.Method); err != nil {
 		return nil, err
@@ -79,16 +93,20 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		dst = &Gradient{}
 	}
 	dst.Loss = res.Loss
-	dst.Y0 = append(dst.Y0[:0], res.GradY0...)
-	dst.P = append(dst.P[:0], res.GradP...)
+	dst.Y0 = reuseCopy(dst.Y0, res.GradY0)
+	dst.P = reuseCopy(dst.P, res.GradP)
 	dst.Shared = append(dst.Shared[:0], res.GradS...)
 	if r, err := used.evalReg(&loss, q.Shared, dst.Shared); err != nil {
 		return nil, err
 	} else {
 		dst.Loss += r
 	}
+	var oldT []float64
+	if reuse != nil {
+		oldT = reuse.T
+	}
 	sol := used.solution(q, res, m.Status)
-	sol.T = append([]float64(nil), q.t1...)
+	sol.T = append(oldT[:0], q.t1...)
 	sol.Stats = m.Stats
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
@@ -97,6 +115,37 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		return dst, err
 	}
 	return dst, nil
+}
+
+// reusable returns the arrays of g (of its Solution, and of its Mesh if
+// mesh is set: a new mesh is to be recorded) that the next result may
+// fill, or nil if g is nil. A Solution's T is offered as Result.T, which
+// the engines fill with the time reached, and is then replaced by the end
+// times (see GradContext).
+func (g *Gradient) reusable(mesh bool) *Result {
+	if g == nil {
+		return nil
+	}
+	r := &Result{GradY0: g.Y0, GradP: g.P}
+	if s := g.Solution; s != nil {
+		r.Y, r.Ys, r.T = s.Y, s.Ys, s.T
+		if mesh {
+			// Status, Stats and Stiff are the mesh's when one was given.
+			r.Status, r.Stats, r.Stiff = s.Status, s.Stats, s.Stiff
+		}
+	}
+	if mesh {
+		r.Mesh = g.Mesh
+	}
+	return r
+}
+
+// reuseCopy returns src in dst's storage (src itself if it already is).
+func reuseCopy(dst, src []float64) []float64 {
+	if buf.Same(dst, src) {
+		return dst[:len(src)]
+	}
+	return append(dst[:0], src...)
 }
 
 // stiffFailure returns a *TrajectoryError for the first trajectory of m
@@ -214,7 +263,7 @@ func (sv *Solver) Replay(p *Problem, m *Mesh) (*Solution, error) {
 	if err := sv.checkMesh(q, m); err != nil {
 		return nil, err
 	}
-	res, used, err := sv.run(context.Background(), OpReplay, q, nil, m)
+	res, used, err := sv.run(context.Background(), OpReplay, q, nil, m, nil)
 	if err != nil {
 		return nil, err
 	}

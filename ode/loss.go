@@ -243,12 +243,12 @@ func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, erro
 			return 0, nil, err
 		}
 	}
-	res, used, err := sv.run(context.Background(), OpLoss, q, &loss, m)
+	res, used, err := sv.run(context.Background(), OpLoss, q, &loss, m, nil)
 	if err != nil {
 		return 0, nil, err
 	}
 	if m == nil {
-		m = used.mesh(q, res)
+		m = used.mesh(q, res, nil)
 	}
 	if err := used.failure(q, res, m.Status, used.plan.Method); err != nil {
 		return 0, nil, err

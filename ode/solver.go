@@ -170,7 +170,7 @@ func (sv *Solver) SolveContext(ctx context.Context, p *Problem) (*Solution, erro
 	if err != nil {
 		return nil, err
 	}
-	res, used, err := sv.run(ctx, OpSolve, q, nil, nil)
+	res, used, err := sv.run(ctx, OpSolve, q, nil, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -193,12 +193,12 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 	if err != nil {
 		return nil, nil, err
 	}
-	res, used, err := sv.run(ctx, OpRecord, q, nil, nil)
+	res, used, err := sv.run(ctx, OpRecord, q, nil, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	sol := used.solution(q, res, res.Status)
-	m := used.mesh(q, res)
+	m := used.mesh(q, res, nil)
 	if err := used.failure(q, res, res.Status, sol.Method); err != nil && !sv.set.AllowFailures {
 		return m, sol, err
 	}
@@ -208,7 +208,7 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 // run runs op on the solver's engine; with Method Auto, a record whose
 // stiffness test fired is run again with the stiff method. It returns the
 // result and the solver that produced it.
-func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh) (*Result, *Solver, error) {
+func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, *Solver, error) {
 	used := sv
 	if m != nil && sv.set.Method == Auto && m.Method != nil && m.Method.Name() != sv.plan.Method {
 		alt, err := sv.stiffSolver()
@@ -217,7 +217,7 @@ func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mes
 		}
 		used = alt
 	}
-	res, err := used.runPlan(ctx, op, q, loss, m)
+	res, err := used.runPlan(ctx, op, q, loss, m, reuse)
 	if err != nil || m != nil || sv.set.Method != Auto || !anyTrue(res.Stiff) {
 		return res, used, err
 	}
@@ -225,7 +225,7 @@ func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mes
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err = alt.runPlan(ctx, op, q, loss, m)
+	res, err = alt.runPlan(ctx, op, q, loss, m, reuse)
 	return res, alt, err
 }
 
@@ -256,8 +256,9 @@ func (sv *Solver) stiffSolver() (*Solver, error) {
 }
 
 // runPlan builds the job of op and runs it on the solver's engine.
-func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh) (*Result, error) {
+func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, error) {
 	j := sv.job(op, q, m)
+	j.Reuse = reuse
 	j.StopOnStiff = op == OpGrad
 	if loss != nil {
 		lp, err := sv.lossPlan(loss, q)
@@ -300,12 +301,16 @@ func (sv *Solver) solution(q *problem, res *Result, status []Status) *Solution {
 }
 
 // mesh returns the mesh a result recorded, with what it was recorded for.
-func (sv *Solver) mesh(q *problem, res *Result) *Mesh {
+func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
 	m := res.Mesh
 	if m == nil {
 		return nil
 	}
-	m.T0, m.T1 = q.T0, append([]float64(nil), q.t1...)
+	var t1 []float64
+	if old != nil {
+		t1 = old.T1
+	}
+	m.T0, m.T1 = q.T0, append(t1[:0], q.t1...)
 	m.Method = methodByName(sv.plan.Method)
 	m.RelTol, m.AbsTol = sv.set.RelTol, sv.set.AbsTol
 	m.AbsTols = sv.set.AbsTols

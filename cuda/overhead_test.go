@@ -1,0 +1,136 @@
+package cuda
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
+)
+
+// nullBackend is the host backend with kernels that do no work: every
+// trajectory "takes" nullSteps steps of size 1/nullSteps and ends OK. It
+// measures what a call costs outside the kernels.
+type nullBackend struct{ *hostBackend }
+
+const nullSteps = 20
+
+type nullKernel struct{}
+
+func (nullKernel) maxBlock() int { return 0 }
+
+func (b nullBackend) compile(src, name string) (backendKernel, error) { return nullKernel{}, nil }
+
+func (b nullBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
+	n := int(args[argN])
+	rows := int(args[argRows])
+	if args[argAcc] != 0 {
+		m, _, off := b.at(args[argAcc])
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint32(m[off+uint64(4*i):], nullSteps)
+		}
+	}
+	if args[argHout] != 0 {
+		m, _, off := b.at(args[argHout])
+		for s := 0; s < min(rows, nullSteps); s++ {
+			for i := 0; i < n; i++ {
+				binary.LittleEndian.PutUint64(m[off+uint64(8*(s*n+i)):], math.Float64bits(1.0/nullSteps))
+			}
+		}
+	}
+	if args[argT] != 0 {
+		m, _, off := b.at(args[argT])
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint64(m[off+uint64(8*i):], math.Float64bits(1))
+		}
+	}
+	return 0, nil
+}
+
+var nullF64 = &Engine{name: "cuda-null", prec: Float64, be: nullBackend{newHostBackend(16 << 30)}}
+
+func init() { ode.Register(nullF64) }
+
+// BenchmarkCallOverhead measures a whole Solver.Grad call (record
+// included) of the Lorenz protocol on kernels that do no work: what the
+// engine and package ode cost around the kernels.
+func BenchmarkCallOverhead(b *testing.B) {
+	const n = 1 << 20
+	pr := problems.Lorenz()
+	p := make([]float64, 3*n)
+	for i := range n {
+		p[3*i], p[3*i+1], p[3*i+2] = 10, 21*float64(i)/float64(n-1), 8.0/3
+	}
+	prob := ode.Problem{Field: pr.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T0: 0, T1: 1}
+	sv, err := ode.NewSolver(prob.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-4, AbsTol: 1e-7, Engine: "cuda-null"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var g ode.Gradient
+	loss := ode.SumSquares()
+	if _, err := sv.GradContext(context.Background(), &g, &prob, loss, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := sv.GradContext(context.Background(), &g, &prob, loss, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestHostEngineReuse checks on the host engine that a Gradient passed
+// back to Grad is filled in place (mesh, solution, gradients) and equals a
+// fresh call's result bit for bit, after a longer mesh (stale steps must
+// read 0) and after a shorter one (the storage grows).
+func TestHostEngineReuse(t *testing.T) {
+	f := problems.Lorenz().Field
+	prob := func(n int) *ode.Problem {
+		p := make([]float64, 3*n)
+		for i := range n {
+			p[3*i], p[3*i+1], p[3*i+2] = 10, 20+float64(i%7), 8.0/3
+		}
+		return &ode.Problem{Field: f, N: n, Y0: []float64{1, 0, 0}, P: p, T1: 1}
+	}
+	solver := func(rtol float64) *ode.Solver {
+		sv, err := ode.NewSolver(f, &ode.Settings{Method: ode.Tsit5, RelTol: rtol, AbsTol: rtol * 1e-3, Engine: hostF64.name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sv
+	}
+	long, short := solver(1e-8), solver(1e-4)
+	loss := ode.SumSquares()
+	var g ode.Gradient
+	for k, c := range []struct {
+		sv     *ode.Solver
+		n      int
+		reused bool
+	}{{long, 40, false}, {short, 40, true}, {long, 40, false}, {short, 33, true}} {
+		p := prob(c.n)
+		want, err := c.sv.Grad(nil, p, loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var oldH *float64
+		if g.Mesh != nil {
+			oldH = &g.Mesh.H[0]
+		}
+		if _, err := c.sv.Grad(&g, p, loss, nil); err != nil {
+			t.Fatal(err)
+		}
+		if c.reused && &g.Mesh.H[0] != oldH {
+			t.Errorf("case %d: the mesh was reallocated", k)
+		}
+		if g.Loss != want.Loss || !slices.Equal(g.P, want.P) || !slices.Equal(g.Y0, want.Y0) ||
+			!slices.Equal(g.Solution.Y, want.Solution.Y) || !slices.Equal(g.Mesh.H, want.Mesh.H) ||
+			!slices.Equal(g.Mesh.Len, want.Mesh.Len) || g.Mesh.Rows != want.Mesh.Rows ||
+			!slices.Equal(g.Solution.Stats.Rejected, want.Solution.Stats.Rejected) {
+			t.Errorf("case %d: the reused result differs from a fresh one (rows %d, want %d)", k, g.Mesh.Rows, want.Mesh.Rows)
+		}
+	}
+}

@@ -1,0 +1,35 @@
+// Package buf reuses the storage of slices: the engines fill a caller's
+// arrays from an earlier call instead of allocating new ones, which for
+// ensembles of millions of trajectories saves more time than the copies
+// into them cost (fresh memory is zeroed and faulted in page by page).
+package buf
+
+// Make returns a slice of length n with every element zero: s resliced and
+// cleared if its capacity is at least n, else a new slice. Its contents
+// are those of make([]T, n) either way.
+func Make[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// Grow returns a slice of length n whose first len(s) elements (at most n)
+// are those of s: s resliced if its capacity is at least n, else a new
+// slice with s copied in. Elements past len(s) are zero only in a new slice.
+func Grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	g := make([]T, n)
+	copy(g, s)
+	return g
+}
+
+// Same reports whether a and b start at the same element (both non-empty),
+// so that copying one into the other would be a copy onto itself.
+func Same[T any](a, b []T) bool {
+	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0]
+}

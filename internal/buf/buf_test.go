@@ -1,0 +1,46 @@
+package buf
+
+import "testing"
+
+func TestMake(t *testing.T) {
+	s := []float64{1, 2, 3, 4}
+	got := Make(s[:1], 3)
+	if !Same(got, s) || len(got) != 3 {
+		t.Fatalf("Make did not reuse the storage: len %d", len(got))
+	}
+	for i, x := range got {
+		if x != 0 {
+			t.Errorf("Make(...)[%d] = %v, want 0", i, x)
+		}
+	}
+	if s[3] != 4 {
+		t.Errorf("Make cleared past n: s[3] = %v", s[3])
+	}
+	big := Make(s, 8)
+	if Same(big, s) || len(big) != 8 {
+		t.Errorf("Make(s, 8) reused a slice of capacity %d", cap(s))
+	}
+	if x := Make[int](nil, 0); len(x) != 0 {
+		t.Errorf("Make(nil, 0) has length %d", len(x))
+	}
+}
+
+func TestGrow(t *testing.T) {
+	s := make([]int, 2, 5)
+	s[0], s[1] = 7, 8
+	g := Grow(s, 4)
+	if !Same(g, s) || len(g) != 4 || g[0] != 7 || g[1] != 8 {
+		t.Errorf("Grow(s, 4) = %v (same %t)", g, Same(g, s))
+	}
+	h := Grow(s, 9)
+	if Same(h, s) || len(h) != 9 || h[0] != 7 || h[1] != 8 || h[8] != 0 {
+		t.Errorf("Grow(s, 9) = %v", h)
+	}
+}
+
+func TestSame(t *testing.T) {
+	a := []int{1, 2, 3}
+	if !Same(a, a[:1]) || Same(a, a[1:]) || Same(a[:0], a) || Same[int](nil, nil) {
+		t.Error("Same is wrong")
+	}
+}
