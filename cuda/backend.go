@@ -30,6 +30,8 @@ type backend interface {
 	zero(addr uint64, n int64) error
 	// memFree returns the device memory free for allocation, in bytes.
 	memFree() (int64, error)
+	// sms returns the device's multiprocessors (0 if it has none).
+	sms() int
 	// launch runs k over threads trajectories in blocks of block threads
 	// with shmem bytes of dynamic shared memory and the kernel's argument
 	// struct args (8-byte words), waits for it, and returns its device
@@ -156,6 +158,8 @@ func (b *gpuBackend) memFree() (int64, error) {
 	return int64(free), err
 }
 
+func (b *gpuBackend) sms() int { return b.dev.Info().SMs }
+
 func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
 	k := bk.(*gpuKernel)
 	start, err := b.dev.NewEvent()
@@ -168,9 +172,6 @@ func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []
 		return 0, err
 	}
 	defer end.Destroy()
-	if envInt(blockEnv) == 0 {
-		block = spreadBlock(threads, block, b.dev.Info().SMs)
-	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&args[0])), 8*len(args))
 	l := Launch{Grid: Dim{X: (threads + block - 1) / block}, Block: Dim{X: block}, SharedMem: shmem}
 	if err := start.Record(nil); err != nil {

@@ -158,3 +158,37 @@ func TestSpreadBlock(t *testing.T) {
 		}
 	}
 }
+
+func TestLaunchShape(t *testing.T) {
+	grad, tiles := variant{grad: true, adaptive: true}, variant{grad: true, tiles: true}
+	const scratch = 32 * xposeRow * 8 // one warp's, float64
+	for _, c := range []struct {
+		name             string
+		n, block, sms    int
+		v                variant
+		ns               int
+		prec             Precision
+		wantBlock, wantB int
+	}{
+		// 1,218 weights: a 19,488-byte accumulator and 8,448 bytes per
+		// warp fit 48 KiB with 3 warps, so a block of 128 halves to 64.
+		{"neural 65536", 65536, 128, 132, grad, 1218, Float64, 64, 2*1218*8 + 2*scratch},
+		{"neural 4096", 4096, 128, 132, grad, 1218, Float64, 32, 2*1218*8 + scratch},
+		{"float32", 65536, 128, 132, grad, 1218, Float32, 128, 2*1218*4 + 4*scratch/2},
+		// No shared parameters: no scratch, no accumulator.
+		{"lorenz", 1 << 20, 128, 132, grad, 0, Float64, 128, 0},
+		// Tiles sum without atomics: no scratch.
+		{"tiles", 65536, 128, 132, tiles, 1218, Float64, 128, 0},
+		// A large network: the accumulator is global, the scratch alone.
+		{"wide", 65536, 256, 132, grad, 5000, Float64, 128, 4 * scratch},
+		{"forward", 65536, 128, 132, variant{adaptive: true}, 1218, Float64, 128, 0},
+	} {
+		b, sh := launchShape(c.n, c.block, c.sms, c.v, c.ns, c.prec)
+		if b != c.wantBlock || sh != c.wantB {
+			t.Errorf("%s: launchShape = %d threads, %d bytes; want %d, %d", c.name, b, sh, c.wantBlock, c.wantB)
+		}
+		if sh > maxShared {
+			t.Errorf("%s: %d bytes of shared memory exceed %d", c.name, sh, maxShared)
+		}
+	}
+}

@@ -382,9 +382,13 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
 #ifdef GS_CUDA
 #if GS_GRAD && GS_NS > 0 && GS_SACC
   extern __shared__ gs_real gs_smem[];
-  for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) gs_smem[j] = 0;
-  __syncthreads();
+#ifdef GS_XPOSE
+  gs_real* acc = gs_smem + (blockDim.x >> 5) * (32 * GS_XPOSE_ROW);  // after the warps' scratch
+#else
   gs_real* acc = gs_smem;
+#endif
+  for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) acc[j] = 0;
+  __syncthreads();
 #elif defined(GS_TILES) && GS_GRAD
   // Each tile of GS_TILE trajectories has its own accumulator, a.gs[tile][2][NS].
   gs_real* acc = a.gs + (((long long)blockIdx.x * blockDim.x + threadIdx.x) / GS_TILE) * (2 * GS_NS);
@@ -395,7 +399,7 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   gs_body(a, i, i < a.n, acc);
 #if GS_GRAD && GS_NS > 0 && GS_SACC
   __syncthreads();
-  for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) atomicAdd(&a.gs[j], gs_smem[j]);
+  for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) atomicAdd(&a.gs[j], acc[j]);
 #endif
 #elif defined(GS_TILES) && GS_GRAD
   for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs + (i / GS_TILE) * (2 * GS_NS));

@@ -638,11 +638,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			args[a] = ar.addr + uint64(l.off[a])
 		}
 	}
-	shmem := 0
-	if v.grad && !v.tiles && sharedAccumulator(r.ns, ex.prec) {
-		shmem = 2 * r.ns * ex.prec.size()
-	}
-	dt, err := be.launch(r.ke.k, n, r.ke.block, shmem, args[:])
+	block, shmem := launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
+	dt, err := be.launch(r.ke.k, n, block, shmem, args[:])
 	if err != nil {
 		return nil, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
 	}
@@ -756,6 +753,35 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 	}
 	return over, nil
+}
+
+// maxShared is the dynamic shared memory a block may use without opting
+// in to more (48 KiB on every architecture the engine compiles for).
+const maxShared = 48 << 10
+
+// launchShape returns the threads per block and the bytes of dynamic
+// shared memory of a launch of n threads of variant v (ns shared
+// parameters), with kernel block size block on sms multiprocessors (0 if
+// unknown): the block shrinks for small grids (spreadBlock, unless set
+// by GRADSOLVE_CUDA_BLOCK) and until the warps' transposition scratch
+// (GS_XPOSE) and the block's shared accumulator (GS_SACC) fit in
+// maxShared.
+func launchShape(n, block, sms int, v variant, ns int, prec Precision) (int, int) {
+	if envInt(blockEnv) == 0 {
+		block = spreadBlock(n, block, sms)
+	}
+	acc := 0
+	if v.grad && !v.tiles && sharedAccumulator(ns, prec) {
+		acc = 2 * ns * prec.size()
+	}
+	if !v.xpose(ns) {
+		return block, acc
+	}
+	perWarp := 32 * xposeRow * prec.size()
+	for block > 32 && acc+block/32*perWarp > maxShared {
+		block = max(32, block/2/32*32)
+	}
+	return block, acc + block/32*perWarp
 }
 
 // readMesh copies the first used rows of the launch's mesh (rows

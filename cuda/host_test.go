@@ -360,6 +360,10 @@ static int __any_sync(unsigned, bool p) {
   gs_sim_bar->arrive_and_wait();
   return any;
 }
+static void __syncwarp() { gs_sim_bar->arrive_and_wait(); }
+#ifdef GS_XPOSE
+static double gs_smem[32 * 33];  // one warp's transposition scratch
+#endif
 template <class T> T atomicAdd(T* a, T v) {
   std::lock_guard<std::mutex> g(gs_sim_mu);
   T old = *a;
@@ -410,14 +414,32 @@ int main() {
 `
 
 // TestWarpCollectives runs the device code of the warp collectives (the
-// transposing reduction of shared gradients, the warp maximum) on a warp
-// simulated with threads.
+// transposing reduction of shared gradients, by shuffles and through
+// shared memory (GS_XPOSE), and the warp maximum) on a warp simulated with
+// threads.
 func TestWarpCollectives(t *testing.T) {
 	t.Parallel()
+	for _, xpose := range []bool{false, true} {
+		t.Run(fmt.Sprintf("xpose=%t", xpose), func(t *testing.T) {
+			t.Parallel()
+			src := NewSource(nil)
+			if xpose {
+				src.defines = []string{"GS_XPOSE 1"}
+			}
+			runWarpSim(t, src.String())
+		})
+	}
+}
+
+// runWarpSim compiles the unit src (a prelude) with the warp simulation
+// and checks the collectives' results.
+func runWarpSim(t *testing.T, src string) {
 	cc := gxx(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "warp.cpp")
-	if err := os.WriteFile(file, []byte(warpSim+NewSource(nil).String()+warpSimMain), 0o644); err != nil {
+	// The unit's defines come before the simulation, which reads GS_XPOSE.
+	head, body, _ := strings.Cut(src, "#ifndef GS_PRELUDE_CUH")
+	if err := os.WriteFile(file, []byte(head+warpSim+"#ifndef GS_PRELUDE_CUH"+body+warpSimMain), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	exe := filepath.Join(dir, "warp")

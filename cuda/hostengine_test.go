@@ -202,6 +202,8 @@ func (b *hostBackend) zero(addr uint64, n int64) error {
 	return nil
 }
 
+func (b *hostBackend) sms() int { return 0 }
+
 func (b *hostBackend) memFree() (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -61,6 +61,17 @@ func variantOf(j *ode.Job) variant {
 	return v
 }
 
+// xpose reports whether the kernel's warps reduce shared gradients (of ns
+// entries) by transposing them through shared memory (GS_XPOSE): every
+// gradient kernel that sums with atomics. Each warp then has xposeRow·32
+// values of dynamic shared memory before the block's accumulator.
+func (v variant) xpose(ns int) bool { return v.grad && !v.tiles && ns > 0 }
+
+// xposeRow is the row stride of a warp's transposition scratch, in values
+// (GS_XPOSE_ROW): 33, so that a lane's row and a column fall in distinct
+// banks.
+const xposeRow = 33
+
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lossKey)
@@ -108,6 +119,9 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees})
 	if v.tiles {
 		src.defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
+	}
+	if v.xpose(ns) {
+		src.defines = append(src.defines, "GS_XPOSE 1")
 	}
 	g := &adapters{src: src}
 	idx := func(name string, w int) []string {

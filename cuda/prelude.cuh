@@ -226,6 +226,18 @@ GS_DEVICE void gs_lu_solve_t(gs_real* x, const gs_real* f) {
 #define GS_TILE_LANES(m, lane) (((m) >> ((lane) & ~(GS_TILE - 1))) & (GS_TILE == 32 ? 0xffffffffu : ((1u << (GS_TILE & 31)) - 1u)))
 #endif
 
+#if defined(GS_WARPS) && defined(GS_XPOSE)
+// GS_XPOSE: each warp of a block has 32 rows of GS_XPOSE_ROW values of
+// scratch at the start of the block's dynamic shared memory, for
+// gs_acc32's transposition; the block's shared accumulator, if any,
+// follows them (gs_xpose_end).
+#define GS_XPOSE_ROW 33
+#ifdef GS_CUDA
+extern __shared__ gs_real gs_smem[];
+#endif
+GS_DEVICE gs_real* gs_xpose_rows() { return gs_smem + (threadIdx.x >> 5) * (32 * GS_XPOSE_ROW); }
+#endif
+
 // gs_acc32 adds the entries x[0:n] (n <= 32) of the lanes of the warp
 // whose on is set, summed over those lanes, to acc[0:n]. On the device it
 // transposes the 32 lanes' values with 31 shuffles, so that lane l ends
@@ -261,6 +273,23 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
     for (int b = 0; b < 32; b += GS_TILE)
       if (b + t < n) acc[b + t] += x[b];
   }
+#elif defined(GS_WARPS) && defined(GS_XPOSE)
+  // Through the warp's scratch rows (gs_xpose_rows): lane l writes its
+  // entries to row l, then lane k sums column k over the 32 rows and adds
+  // it with one atomic. Fewer instructions than the shuffles below (32
+  // stores and 32 loads against 31 shuffles of two words, each with its
+  // selects), and no array of 32 values held in registers.
+  if (!__any_sync(0xffffffffu, on)) return;
+  const int lane = threadIdx.x & 31;
+  gs_real* rows = gs_xpose_rows();
+  for (int k = 0; k < n; k++) rows[lane * GS_XPOSE_ROW + k] = on ? xin[k] : (gs_real)0;
+  __syncwarp();
+  if (lane < n) {
+    gs_real sum = 0;
+    for (int l = 0; l < 32; l++) sum += rows[l * GS_XPOSE_ROW + lane];
+    atomicAdd(&acc[lane], sum);
+  }
+  __syncwarp();
 #elif defined(GS_WARPS)
   if (!__any_sync(0xffffffffu, on)) return;
   const int lane = threadIdx.x & 31;
