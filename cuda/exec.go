@@ -434,6 +434,8 @@ func (r *run) layout(n, rows int) layout {
 	off := int64(0)
 	for a := argSh; a < numArgs; a++ {
 		l.off[a] = -1
+	}
+	for _, a := range layoutOrder {
 		if elems[a] == 0 {
 			continue
 		}
@@ -450,6 +452,24 @@ func (r *run) layout(n, rows int) layout {
 	return l
 }
 
+// layoutOrder is the order of the arrays in the arena: the arguments'
+// order, except that the mesh to replay (argHin) comes last of the inputs,
+// so that the inputs before it go up from one staging buffer and the mesh
+// straight from the caller's rows.
+var layoutOrder = func() []int {
+	var o []int
+	for a := argSh; a < numArgs; a++ {
+		switch a {
+		case argHin:
+		case argGS:
+			o = append(o, argHin, argGS)
+		default:
+			o = append(o, a)
+		}
+	}
+	return o
+}()
+
 // region returns the byte range [lo, hi) of the arena covering the
 // arguments first…last that are used.
 func (l *layout) region(first, last int) (lo, hi int64) {
@@ -458,10 +478,10 @@ func (l *layout) region(first, last int) (lo, hi int64) {
 		if l.off[a] < 0 {
 			continue
 		}
-		if lo < 0 {
+		if lo < 0 || l.off[a] < lo {
 			lo = l.off[a]
 		}
-		hi = l.off[a] + l.bytes[a]
+		hi = max(hi, l.off[a]+l.bytes[a])
 	}
 	if lo < 0 {
 		return 0, 0
@@ -557,9 +577,16 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	if inLo != 0 {
 		return nil, fmt.Errorf("cuda: internal error: upload region starts at %d", inLo)
 	}
-	zeroGS := v.tiles && l.off[argGS] >= 0
+	// The shared-gradient sums are zeroed on the device and the mesh to
+	// replay written from its own rows: neither goes through the staging
+	// buffer.
+	zeroGS := l.off[argGS] >= 0
 	if zeroGS {
-		inHi = l.off[argGS] // the tile sums are zeroed on the device, not uploaded
+		inHi = l.off[argGS]
+	}
+	hinAt := l.off[argHin]
+	if hinAt >= 0 {
+		inHi = hinAt
 	}
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
@@ -603,17 +630,19 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			t1.set(q, j.T1[i])
 		}
 	} else {
-		mh, hin, ln := j.Mesh, rv(up, 0, argHin), iv(up, 0, argLen)
+		ln := iv(up, 0, argLen)
 		for q, i := range g {
-			ln[q] = int32(mh.Len[i])
-			for s := 0; s < mh.Len[i]; s++ {
-				hin.set(s*n+q, mh.H[s*mh.N+i])
-			}
+			ln[q] = int32(j.Mesh.Len[i])
 		}
 	}
 	be := ex.be
 	if err := be.write(ar.addr, up); err != nil {
 		return nil, err
+	}
+	if hinAt >= 0 {
+		if err := r.writeMesh(ar.addr+uint64(hinAt), g, rows); err != nil {
+			return nil, err
+		}
 	}
 	if zeroGS {
 		if err := be.zero(ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
@@ -782,6 +811,41 @@ func launchShape(n, block, sms int, v variant, ns int, prec Precision) (int, int
 		block = max(32, block/2/32*32)
 	}
 	return block, acc + block/32*perWarp
+}
+
+// writeMesh copies rows rows of the job's mesh for the trajectories g to
+// the device at addr, step-major ([rows][len(g)]), row by row: straight
+// from the mesh's rows where g is consecutive and the precision float64,
+// else through a staging buffer filled row by row (the mesh's steps of
+// one trajectory lie N apart: reading them trajectory by trajectory
+// misses the cache and the TLB on every step). Entries past a trajectory's
+// length are the mesh's own (0); the kernel does not read them.
+func (r *run) writeMesh(addr uint64, g []int, rows int) error {
+	mh, n := r.j.Mesh, len(g)
+	N := mh.N
+	es := r.ex.prec.size()
+	lo := g[0]
+	if g[n-1]-lo == n-1 && r.ex.prec == Float64 {
+		if n == N {
+			return r.ex.be.write(addr, f64bytes(mh.H[:rows*N]))
+		}
+		for s := 0; s < rows; s++ {
+			if err := r.ex.be.write(addr+uint64(s*n*es), f64bytes(mh.H[s*N+lo:s*N+lo+n])); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	b := r.ex.takeStaging(int64(rows * n * es))
+	defer r.ex.giveStaging(b)
+	hv := r.reals(b, 0, int64(len(b)))
+	for s := 0; s < rows; s++ {
+		row := mh.H[s*N : (s+1)*N]
+		for q, i := range g {
+			hv.set(s*n+q, row[i])
+		}
+	}
+	return r.ex.be.write(addr, b)
 }
 
 // readMesh copies the first used rows of the launch's mesh (rows

@@ -342,6 +342,13 @@ func testChunks(t *testing.T, engine string, n int, limit int64, rows int) {
 	if len(skip) == 0 {
 		closeRows(t, "chunks loss", []float64{got.Loss}, []float64{want.Loss}, 1, c.tol, nil)
 	}
+	// On the CPU's mesh: the replay's launches take it in chunks of rows.
+	onMesh, err := sv.Grad(nil, &c.prob, c.loss, want.Mesh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeRows(t, "chunks dL/dP on a mesh", onMesh.P, want.P, 3, c.tol, nil)
+	closeRows(t, "chunks dL/dY0 on a mesh", onMesh.Y0, want.Y0, 3, c.tol, nil)
 }
 
 // testFloat32: the float32 engine agrees with float64 to its precision.
@@ -370,6 +377,14 @@ func testFloat32(t *testing.T, engine string, n int) {
 	}
 	if med, _ := rowErrors(g.P, w.P, 3); med > 1e-3 {
 		t.Errorf("float32 gradient: median relative error %.2g", med)
+	}
+	// On the float64 mesh, converted as it goes up.
+	gm, err := c.solver(t, engine).Grad(nil, &c.prob, c.loss, w.Mesh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if med, _ := rowErrors(gm.P, w.P, 3); med > 1e-3 {
+		t.Errorf("float32 gradient on a mesh: median relative error %.2g", med)
 	}
 }
 

@@ -56,9 +56,14 @@ var nullF64 = &Engine{name: "cuda-null", prec: Float64, be: nullBackend{newHostB
 func init() { ode.Register(nullF64) }
 
 // BenchmarkCallOverhead measures a whole Solver.Grad call (record
-// included) of the Lorenz protocol on kernels that do no work: what the
+// included, or on a given mesh) of the Lorenz protocol on kernels that do no work: what the
 // engine and package ode cost around the kernels.
 func BenchmarkCallOverhead(b *testing.B) {
+	b.Run("record", func(b *testing.B) { benchCallOverhead(b, false) })
+	b.Run("mesh", func(b *testing.B) { benchCallOverhead(b, true) })
+}
+
+func benchCallOverhead(b *testing.B, mesh bool) {
 	const n = 1 << 20
 	pr := problems.Lorenz()
 	p := make([]float64, 3*n)
@@ -75,9 +80,14 @@ func BenchmarkCallOverhead(b *testing.B) {
 	if _, err := sv.GradContext(context.Background(), &g, &prob, loss, nil); err != nil {
 		b.Fatal(err)
 	}
+	var m *ode.Mesh
+	if mesh {
+		m = g.Mesh
+	}
+	var g2 ode.Gradient
 	b.ResetTimer()
 	for range b.N {
-		if _, err := sv.GradContext(context.Background(), &g, &prob, loss, nil); err != nil {
+		if _, err := sv.GradContext(context.Background(), &g2, &prob, loss, m); err != nil {
 			b.Fatal(err)
 		}
 	}

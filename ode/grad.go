@@ -211,8 +211,12 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 		if l < 0 || l > m.Rows {
 			return fmt.Errorf("ode: mesh: trajectory %d has Len %d, outside [0, Rows = %d]", i, l, m.Rows)
 		}
-		for s := 0; s < l; s++ {
-			if h := m.H[s*m.N+i]; !(h >= 0) || math.IsInf(h, 0) {
+	}
+	// Row by row (H is step-major: a trajectory's steps are N apart).
+	for s := 0; s < m.Rows; s++ {
+		row := m.H[s*m.N : (s+1)*m.N]
+		for i, h := range row {
+			if (!(h >= 0) || math.IsInf(h, 0)) && s < m.Len[i] {
 				return fmt.Errorf("ode: mesh: step %d of trajectory %d is %v; step sizes must be finite and non-negative", s, i, h)
 			}
 		}
