@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
+	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -721,57 +722,73 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		status, acc, rej, flags = iv(down, outLo, argStatus), iv(down, outLo, argAcc), iv(down, outLo, argRej), iv(down, outLo, argFlags)
 		tt, lasth = rv(down, outLo, argT), rv(down, outLo, argLastH)
 	}
+	// Per trajectory, in blocks of resultBlock on all cores (a launch of
+	// millions of trajectories writes tens of arrays per trajectory); each
+	// block keeps its own overflows and longest record, merged in order.
 	pl := ex.plan
-	longest := 0
-	for q, i := range g {
-		ok := true
-		if v.adaptive {
-			if flags[q]&flagOverflow != 0 {
-				over = append(over, i)
+	nb := (n + resultBlock - 1) / resultBlock
+	overs := make([][]int, nb)
+	longs := make([]int, nb)
+	par.Run(nb, 0, func(_, b int) {
+		var over []int
+		longest := 0
+		for q := b * resultBlock; q < min(n, (b+1)*resultBlock); q++ {
+			i := g[q]
+			ok := true
+			if v.adaptive {
+				if flags[q]&flagOverflow != 0 {
+					over = append(over, i)
+					res.Stats.Accepted[i] = int(acc[q])
+					continue
+				}
+				st := ode.Status(status[q])
+				ok = st == ode.OK
+				res.Status[i] = st
+				res.T[i] = tt.get(q)
+				res.LastH[i] = lasth.get(q)
+				res.Stiff[i] = flags[q]&flagStiff != 0
 				res.Stats.Accepted[i] = int(acc[q])
-				continue
+				res.Stats.Rejected[i] = int(rej[q])
+				res.Stats.FieldEvals[i] = pl.InitEvals + pl.TrialEvals*int(acc[q]+rej[q])
+				longest = max(longest, int(acc[q]))
 			}
-			st := ode.Status(status[q])
-			ok = st == ode.OK
-			res.Status[i] = st
-			res.T[i] = tt.get(q)
-			res.LastH[i] = lasth.get(q)
-			res.Stiff[i] = flags[q]&flagStiff != 0
-			res.Stats.Accepted[i] = int(acc[q])
-			res.Stats.Rejected[i] = int(rej[q])
-			res.Stats.FieldEvals[i] = pl.InitEvals + pl.TrialEvals*int(acc[q]+rej[q])
-			longest = max(longest, int(acc[q]))
-		}
-		for c := 0; c < d; c++ {
-			x := y.get(c*n + q)
-			if !ok {
-				x = math.NaN()
-			}
-			res.Y[i*d+c] = x
-		}
-		for s := 0; s < k; s++ {
 			for c := 0; c < d; c++ {
-				x := ys.get((s*d+c)*n + q)
+				x := y.get(c*n + q)
 				if !ok {
 					x = math.NaN()
 				}
-				res.Ys[(i*k+s)*d+c] = x
+				res.Y[i*d+c] = x
+			}
+			for s := 0; s < k; s++ {
+				for c := 0; c < d; c++ {
+					x := ys.get((s*d+c)*n + q)
+					if !ok {
+						x = math.NaN()
+					}
+					res.Ys[(i*k+s)*d+c] = x
+				}
+			}
+			if !ok {
+				continue
+			}
+			if v.loss || v.grad {
+				r.terms[i] = loss.get(q)
+			}
+			if v.grad {
+				for c := 0; c < d; c++ {
+					res.GradY0[i*d+c] = gy0.get(c*n + q)
+				}
+				for c := 0; c < np; c++ {
+					res.GradP[i*np+c] = gp.get(c*n + q)
+				}
 			}
 		}
-		if !ok {
-			continue
-		}
-		if v.loss || v.grad {
-			r.terms[i] = loss.get(q)
-		}
-		if v.grad {
-			for c := 0; c < d; c++ {
-				res.GradY0[i*d+c] = gy0.get(c*n + q)
-			}
-			for c := 0; c < np; c++ {
-				res.GradP[i*np+c] = gp.get(c*n + q)
-			}
-		}
+		overs[b], longs[b] = over, longest
+	})
+	longest := 0
+	for b := range nb {
+		over = append(over, overs[b]...)
+		longest = max(longest, longs[b])
 	}
 	if v.adaptive && (v.meshOut || v.store) {
 		ex.notice(longest)
@@ -783,6 +800,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	return over, nil
 }
+
+// resultBlock is the trajectories per task of a launch's result loop.
+const resultBlock = 1 << 14
 
 // maxShared is the dynamic shared memory a block may use without opting
 // in to more (48 KiB on every architecture the engine compiles for).
