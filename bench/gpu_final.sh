@@ -7,6 +7,7 @@
 #                               # neural on the GPU, the GPU tests
 #   bash .gpu/final.sh second   # Diffrax Lorenz grid and Robertson Kvaerno5 on the GPU;
 #                               # the 16-core CPU suites and Diffrax neural on the CPU
+#   bash .gpu/final.sh gpu      # the GPU parts of both in one call (under 600 s)
 #
 # It builds nothing: the binaries are in .gpu/bin (built with CGO_ENABLED=0
 # from the commit this script belongs to: cuda.test, bench.test, gradsolve),
@@ -74,8 +75,19 @@ second)
 	step cpu-neural 30 "$bin/gradsolve" bench -suite neural -n 256,4096 -json -reps 3 -quiet -dump /tmp/neural-cpu.json
 	step dx-neural-cpu 30 python3 bench/anchors/diffrax_neural.py --problem /tmp/neural-cpu.json --platform cpu --b 256,4096 --reps 3 --max-seconds 25
 	;;
+gpu)
+	# The GPU parts of both halves in one call (no Diffrax Robertson, no
+	# d = 64 test, no CPU suites): the engine beside the hand-written
+	# kernels and Diffrax, and the engine tests.
+	step gs-gpu-lorenz 95 "$bin/gradsolve" bench -suite gpu-lorenz -json -reps 5
+	step gs-gpu-robertson 60 "$bin/gradsolve" bench -suite gpu-robertson -json -reps 5
+	step gs-gpu-neural 150 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5 -dump /tmp/neural-gpu.json
+	step dx-neural-gpu 75 python3 bench/anchors/diffrax_neural.py --problem /tmp/neural-gpu.json --platform gpu --b 4096,65536 --reps 5 --max-seconds 60
+	step dx-lorenz-gpu 130 python3 bench/anchors/diffrax_lorenz.py --platform gpu --reps 3 --max-seconds 35
+	tests gpu-tests 70 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Chunks|Float32)$' -test.timeout 65s
+	;;
 *)
-	echo "usage: bash .gpu/final.sh first|second" >&2
+	echo "usage: bash .gpu/final.sh first|second|gpu" >&2
 	exit 2
 	;;
 esac
