@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
+	"github.com/gradsolve-go/gradsolve/internal/par"
 )
 
 // Gradient is the value and gradient of a loss, with the solution it was
@@ -117,6 +118,35 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	return dst, nil
 }
 
+// badStep returns the first step (in row-major order) of m within its
+// trajectory's length whose size is negative, infinite or NaN, or -1, -1.
+// It scans row by row (H is step-major: a trajectory's steps lie N apart),
+// blocks of rows on all cores: a mesh of 2^20 trajectories and 90 steps
+// is 94 million sizes.
+func badStep(m *Mesh) (step, traj int) {
+	const rowsPerTask = 4
+	tasks := (m.Rows + rowsPerTask - 1) / rowsPerTask
+	first := make([]int, tasks) // per task: the first bad entry's index in H, or -1
+	par.Run(tasks, 0, func(_, k int) {
+		first[k] = -1
+		for s := k * rowsPerTask; s < min(m.Rows, (k+1)*rowsPerTask); s++ {
+			row := m.H[s*m.N : (s+1)*m.N]
+			for i, h := range row {
+				if (!(h >= 0) || math.IsInf(h, 0)) && s < m.Len[i] {
+					first[k] = s*m.N + i
+					return
+				}
+			}
+		}
+	})
+	for _, at := range first {
+		if at >= 0 {
+			return at / m.N, at % m.N
+		}
+	}
+	return -1, -1
+}
+
 // reusable returns the arrays of g (of its Solution, and of its Mesh if
 // mesh is set: a new mesh is to be recorded) that the next result may
 // fill, or nil if g is nil. A Solution's T is offered as Result.T, which
@@ -212,14 +242,8 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 			return fmt.Errorf("ode: mesh: trajectory %d has Len %d, outside [0, Rows = %d]", i, l, m.Rows)
 		}
 	}
-	// Row by row (H is step-major: a trajectory's steps are N apart).
-	for s := 0; s < m.Rows; s++ {
-		row := m.H[s*m.N : (s+1)*m.N]
-		for i, h := range row {
-			if (!(h >= 0) || math.IsInf(h, 0)) && s < m.Len[i] {
-				return fmt.Errorf("ode: mesh: step %d of trajectory %d is %v; step sizes must be finite and non-negative", s, i, h)
-			}
-		}
+	if s, i := badStep(m); s >= 0 {
+		return fmt.Errorf("ode: mesh: step %d of trajectory %d is %v; step sizes must be finite and non-negative", s, i, m.H[s*m.N+i])
 	}
 	if m.T1 != nil {
 		for i, t1 := range m.T1 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -54,8 +55,25 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	jsonOut := fs.Bool("json", false, "write JSON lines instead of tables")
 	out := fs.String("out", "", "write the results to `FILE` instead of stdout")
 	quiet := fs.Bool("quiet", false, "no progress bar (there is none off a terminal, for suites under a second, or with -json to stdout)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (go tool pprof format) to `FILE`: where a call's host time goes")
 	if err = fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if cerr := f.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("-cpuprofile: %w", cerr)
+			}
+		}()
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q; bench takes only flags", fs.Args())
