@@ -68,7 +68,9 @@
 // the states before its accepted steps in a step-major buffer, runs the
 // loss VJP, then Reverse backwards), and the replay of a given mesh with or
 // without its adjoint. Shared-parameter gradients are summed across the
-// warp as they are computed (AccFunc) and added once per block. Ensembles
+// warp as they are computed (AccFunc: the lanes' values transposed through
+// the warp's scratch in shared memory, one atomic per entry) and added once
+// per block. Ensembles
 // that do not fit in device memory (or Settings.MemoryLimit) are run in
 // chunks; a record buffer that proves too short is rerun, with the exact
 // length, for the trajectories that need it. WithTrace reports the kernels'
@@ -76,7 +78,15 @@
 //
 // Two environment variables tune the kernels: GRADSOLVE_CUDA_MAXREG caps
 // the registers of a thread (NVRTC's --maxrregcount) and
-// GRADSOLVE_CUDA_BLOCK sets the threads per block (default 128).
+// GRADSOLVE_CUDA_BLOCK sets the threads per block. By default a block has
+// 128 threads, fewer where the grid would leave multiprocessors idle (a
+// small ensemble: 4,096 trajectories run as 128 blocks of 32 on an H200's
+// 132 multiprocessors) or where a gradient kernel's shared memory would
+// exceed 48 KiB.
+//
+// Results of a Solver.Grad with a Gradient passed back reuse its arrays
+// (ode.Job.Reuse): at millions of trajectories a fresh result costs more
+// than the kernels (page faults), so training loops should pass theirs.
 //
 // # Several GPUs
 //
