@@ -46,7 +46,8 @@ type Gradient struct {
 // new mesh is recorded) its Mesh's arrays are reused where large enough,
 // which at millions of trajectories saves most of a call's time outside
 // the solve. Copy what you keep from dst before passing it again; dst.Mesh
-// itself may be passed as m (it is then replayed, not overwritten).
+// itself may be passed as m (it is then replayed, not overwritten). After
+// an error, dst's contents are unspecified.
 func Grad(dst *Gradient, p Problem, loss Loss, m *Mesh, s *Settings) (*Gradient, error) {
 	sv, err := NewSolver(p.Field, s)
 	if err != nil {
