@@ -820,7 +820,7 @@ func launchShape(n, block, sms int, v variant, ns int, prec Precision) (int, int
 		block = spreadBlock(n, block, sms)
 	}
 	acc := 0
-	if v.grad && !v.tiles && sharedAccumulator(ns, prec) {
+	if v.sharedAcc(ns, prec) {
 		acc = 2 * ns * prec.size()
 	}
 	if !v.xpose(ns) {
@@ -877,9 +877,7 @@ func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
 	if len(r.meshH) < rows*N {
 		// Step-major: the old rows are a prefix; new rows start at 0 (rows
 		// past a trajectory's last step read 0, as the CPU's).
-		l := len(r.meshH)
 		r.meshH = buf.Grow(r.meshH, rows*N)
-		clear(r.meshH[l:])
 	}
 	es := r.ex.prec.size()
 	r.tr.add(func(t *TraceStats) { t.Download += int64(used) * int64(n) * int64(es) })

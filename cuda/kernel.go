@@ -67,6 +67,13 @@ func variantOf(j *ode.Job) variant {
 // values of dynamic shared memory before the block's accumulator.
 func (v variant) xpose(ns int) bool { return v.grad && !v.tiles && ns > 0 }
 
+// sharedAcc reports whether the kernel sums the shared gradient (of ns
+// entries) in a block's shared memory (GS_SACC) before adding it to the
+// result, else straight into global memory or per tile.
+func (v variant) sharedAcc(ns int, prec Precision) bool {
+	return v.grad && !v.tiles && sharedAccumulator(ns, prec)
+}
+
 // xposeRow is the row stride of a warp's transposition scratch, in values
 // (GS_XPOSE_ROW): 33, so that a lane's row and a column fall in distinct
 // banks.
@@ -238,7 +245,7 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		{"GS_D", d}, {"GS_NP", np}, {"GS_NS", ns}, {"GS_DD", v.dataDim}, {"GS_K", v.k},
 		{"GS_FSAL", b2i(pl.FSAL)}, {"GS_DENSE", b2i(pl.Dense != nil)},
 		{"GS_ADAPTIVE", b2i(v.adaptive)}, {"GS_MESH_OUT", b2i(v.meshOut)}, {"GS_STORE", b2i(v.store)},
-		{"GS_LOSS", b2i(v.loss)}, {"GS_GRAD", b2i(v.grad)}, {"GS_SACC", b2i(!v.tiles && sharedAccumulator(ns, prec))},
+		{"GS_LOSS", b2i(v.loss)}, {"GS_GRAD", b2i(v.grad)}, {"GS_SACC", b2i(v.sharedAcc(ns, prec))},
 		{"GS_REV_ACC", b2i(revAcc)}, {"GS_TAP_ACC", b2i(tapAcc)}, {"GS_LOSS_ACC", b2i(lossAcc)},
 		{"GS_STORE_T", b2i(info.storeT)},
 	}

@@ -218,8 +218,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		r.lastH = make([]float64, n)
 		if r.keepMesh && old.Mesh != nil && n > 0 {
 			// The mesh grows into the old one's storage first.
-			r.meshH = old.Mesh.H[:cap(old.Mesh.H)]
-			clear(r.meshH) // rows past a trajectory's end read 0
+			r.meshH = buf.Make(old.Mesh.H, cap(old.Mesh.H)) // rows past a trajectory's end read 0
 			r.meshRows = cap(old.Mesh.H) / n
 			r.meshLen = old.Mesh.Len
 		}

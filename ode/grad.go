@@ -79,11 +79,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		return nil, err
 	}
 	if m == nil {
-		var old *Mesh
-		if reuse != nil {
-			old = reuse.Mesh
-		}
-		m = used.mesh(q, res, old)
+		m = used.mesh(q, res, reuse.Mesh)
 	}
 	if err := stiffFailure(m, used.plan.Method); err != nil {
 		return nil, err
@@ -103,12 +99,8 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	} else {
 		dst.Loss += r
 	}
-	var oldT []float64
-	if reuse != nil {
-		oldT = reuse.T
-	}
 	sol := used.solution(q, res, m.Status)
-	sol.T = append(oldT[:0], q.t1...)
+	sol.T = append(reuse.T[:0], q.t1...)
 	sol.Stats = m.Stats
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
@@ -150,12 +142,12 @@ func badStep(m *Mesh) (step, traj int) {
 
 // reusable returns the arrays of g (of its Solution, and of its Mesh if
 // mesh is set: a new mesh is to be recorded) that the next result may
-// fill, or nil if g is nil. A Solution's T is offered as Result.T, which
+// fill; none if g is nil. A Solution's T is offered as Result.T, which
 // the engines fill with the time reached, and is then replaced by the end
 // times (see GradContext).
 func (g *Gradient) reusable(mesh bool) *Result {
 	if g == nil {
-		return nil
+		return &Result{}
 	}
 	r := &Result{GradY0: g.Y0, GradP: g.P}
 	if s := g.Solution; s != nil {

@@ -15,12 +15,7 @@ import (
 func TestGradMeshSteps(t *testing.T) {
 	t.Parallel()
 	f := lorenzField()
-	p := lorenzProblem()
-	p.Field, p.N = f, 6
-	p.P = nil
-	for i := range 6 {
-		p.P = append(p.P, 10, 20+2*float64(i), 8.0/3)
-	}
+	p := lorenzEnsemble(f, []float64{20, 22, 24, 26, 28, 30})
 	sv, err := ode.NewSolver(f, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-6, AbsTol: 1e-9})
 	if err != nil {
 		t.Fatal(err)

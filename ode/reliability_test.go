@@ -26,6 +26,17 @@ func lorenzProblem() ode.Problem {
 	return ode.Problem{Field: lorenzField(), Y0: []float64{1, 0, 0}, P: []float64{10, 28, 8.0 / 3}, T1: 1}
 }
 
+// lorenzEnsemble is lorenzProblem with field f and one trajectory per
+// value of ρ (σ and β the classic ones).
+func lorenzEnsemble(f ode.Field, rho []float64) ode.Problem {
+	p := lorenzProblem()
+	p.Field, p.N, p.P = f, len(rho), make([]float64, 0, 3*len(rho))
+	for _, r := range rho {
+		p.P = append(p.P, 10, r, 8.0/3)
+	}
+	return p
+}
+
 // TestSettingsValidation checks each setting that used to be accepted
 // silently (NaN or infinite controller constants, negative sizes, RelTol
 // ≥ 1 or below what float64 can meet, an infinite Dt0) and each problem

@@ -19,12 +19,11 @@ func TestGradReuse(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	f := lorenzField()
 	problem := func(n int) *ode.Problem {
-		p := lorenzProblem()
-		p.Field, p.N = f, n
-		p.P = make([]float64, 3*n)
-		for i := range n {
-			p.P[3*i], p.P[3*i+1], p.P[3*i+2] = 10, 20+10*r.Float64(), 8.0/3
+		rho := make([]float64, n)
+		for i := range rho {
+			rho[i] = 20 + 10*r.Float64()
 		}
+		p := lorenzEnsemble(f, rho)
 		return &p
 	}
 	solver := func(rtol float64) *ode.Solver {

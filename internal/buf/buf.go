@@ -17,11 +17,15 @@ func Make[T any](s []T, n int) []T {
 }
 
 // Grow returns a slice of length n whose first len(s) elements (at most n)
-// are those of s: s resliced if its capacity is at least n, else a new
-// slice with s copied in. Elements past len(s) are zero only in a new slice.
+// are those of s and whose other elements are zero: s resliced (and its
+// new tail cleared) if its capacity is at least n, else a new slice with s
+// copied in.
 func Grow[T any](s []T, n int) []T {
 	if cap(s) >= n {
-		return s[:n]
+		l := min(len(s), n)
+		s = s[:n]
+		clear(s[l:])
+		return s
 	}
 	g := make([]T, n)
 	copy(g, s)
