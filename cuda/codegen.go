@@ -37,6 +37,13 @@ type SourceSettings struct {
 	// instead of a GS_CALLEE one (kept a call): a small field costs less
 	// inlined into every stage than called. Zero keeps every callee a call.
 	InlineCallees int
+
+	// Lanes emits every function for one warp per trajectory (see
+	// lanes.go): each function reads gs_sh padded (entry j at j + j/32,
+	// in shared memory on the device) and, if it accumulates, adds to
+	// gs_acc padded alike, atomically; every lane of a warp must make the
+	// same calls with the same arguments.
+	Lanes bool
 }
 
 // Source builds one CUDA C++ translation unit from programs: the prelude,
@@ -76,6 +83,7 @@ type SourceSettings struct {
 type Source struct {
 	prec   Precision
 	inline int
+	lanes  bool
 	funcs  map[*tape.Program]string // emitted programs and their names
 	hashes map[string]string        // the same, by Program.Hash
 	names  map[string]bool
@@ -91,6 +99,7 @@ func NewSource(s *SourceSettings) *Source {
 	if s != nil {
 		src.prec = s.Precision
 		src.inline = s.InlineCallees
+		src.lanes = s.Lanes
 	}
 	return src
 }
@@ -199,7 +208,12 @@ func cIdent(s string) string {
 // consecutive addresses; the shared inputs at sh[j] (as Func); and
 // writes output m at out[m*n+i]. A summed output is written per
 // trajectory too; the caller sums. Compiled as host C++ the kernel is a
-// loop over i, so the same code runs under g++.
+// loop over i, so the same code runs under g++. In lanes mode
+// (SourceSettings.Lanes) warp i runs trajectory i, and sh must hold the
+// shared inputs padded (input j at j + j/32, as SharedPad).
+//
+// SharedPad returns the padded copy of shared inputs sh that lanes-mode
+// code reads.
 func (s *Source) MapKernel(p *tape.Program) (string, error) {
 	f, err := s.Func(p)
 	if err != nil {
@@ -224,13 +238,30 @@ func (s *Source) MapKernel(p *tape.Program) (string, error) {
 	sb.WriteString("}\n")
 	fmt.Fprintf(&sb, "GS_GLOBAL void %s(long long n, const gs_real* GS_RESTRICT in, const gs_real* GS_RESTRICT sh, gs_real* GS_RESTRICT out) {\n", kname)
 	sb.WriteString("#ifdef GS_CUDA\n")
-	sb.WriteString("  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n")
+	if s.lanes {
+		sb.WriteString("  const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;\n")
+	} else {
+		sb.WriteString("  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n")
+	}
 	fmt.Fprintf(&sb, "  if (i < n) %s_body(i, n, in, sh, out);\n", kname)
 	sb.WriteString("#else\n")
 	fmt.Fprintf(&sb, "  for (long long i = 0; i < n; i++) %s_body(i, n, in, sh, out);\n", kname)
 	sb.WriteString("#endif\n}\n")
 	s.parts = append(s.parts, sb.String())
 	return kname, nil
+}
+
+// SharedPad returns sh padded as lanes-mode code reads it: entry j at
+// j + j/32, zeros between.
+func SharedPad(sh []float64) []float64 {
+	if len(sh) == 0 {
+		return nil
+	}
+	out := make([]float64, lanePad(len(sh)-1)+1)
+	for j, x := range sh {
+		out[lanePad(j)] = x
+	}
+	return out
 }
 
 // emitter writes the function of one program.
@@ -250,6 +281,10 @@ type emitter struct {
 	acc *accSpec
 	// calleeAcc[k] is the accumulating spec of Funcs[k], or nil.
 	calleeAcc []*accSpec
+	// lp is the function's vectors in lanes mode, nil otherwise; bcast
+	// marks the elements already taken into a local of every lane.
+	lp    *lanePlan
+	bcast map[tape.ID]bool
 }
 
 // live marks the values the outputs depend on. The shared arguments of a
@@ -282,7 +317,7 @@ func (e *emitter) live() []bool {
 		var f *tape.Program
 		if v.Op == ops.OpCall {
 			f = p.Funcs[int(v.Aux)]
-			if _, ok := e.directShared(f, v.Args); !ok {
+			if j0, ok := e.directShared(f, v.Args); !ok || e.src.lanes && j0%laneWidth != 0 {
 				f = nil
 			}
 		}
@@ -379,7 +414,9 @@ func (e *emitter) emit(qual string) (string, error) {
 	var groups map[tape.ID][][]accTerm
 	if e.acc != nil {
 		w.WriteString(", gs_real* GS_RESTRICT gs_acc, bool gs_on")
-		groups = e.accGroups()
+		if !e.src.lanes {
+			groups = e.accGroups()
+		}
 	}
 	shIndex := make([]int, len(p.Inputs))
 	e.shIndex = shIndex
@@ -395,15 +432,23 @@ func (e *emitter) emit(qual string) (string, error) {
 	}
 	w.WriteString(") {\n")
 	isLive := e.live()
+	order, err := e.order(isLive)
+	if err != nil {
+		return "", err
+	}
 	args := make([]string, 0, 8)
-	for i, v := range p.Values {
-		id := tape.ID(i)
-		if !isLive[i] {
+	for _, nd := range order {
+		if nd.vec >= 0 {
+			e.vector(nd.vec, lines)
 			continue
 		}
+		id := nd.id
+		i := int(id)
+		v := &p.Values[i]
 		comment := strings.ReplaceAll(lines[i], "\n", " ")
 		args = args[:0]
 		for _, a := range v.Args {
+			e.need(a)
 			args = append(args, e.ref(a))
 		}
 		switch v.Op {
@@ -412,7 +457,7 @@ func (e *emitter) emit(qual string) (string, error) {
 			if shIndex[k] >= 0 {
 				// Read where used, not up front: a thousand weights loaded
 				// at the top of a function would all be live at once.
-				e.expr[id] = fmt.Sprintf("gs_sh[%d]", shIndex[k])
+				e.expr[id] = fmt.Sprintf("gs_sh[%d]", e.shPos(shIndex[k]))
 			} else {
 				e.scalar(id, fmt.Sprintf("a%d", k), comment)
 			}
@@ -447,8 +492,16 @@ func (e *emitter) emit(qual string) (string, error) {
 			}
 			e.scalar(id, expr, comment)
 		}
+		if e.lp != nil {
+			e.laneAcc(id)
+		}
 		for _, g := range groups[id] {
 			e.emitReduce(g)
+		}
+	}
+	for m, o := range p.Outputs {
+		if e.acc.returned(m) {
+			e.need(o.ID)
 		}
 	}
 	w.WriteString("  " + OutType(e.name) + " gs_r;\n")
@@ -473,11 +526,22 @@ func (e *emitter) call(id tape.ID, f *tape.Program, fname string, fs *accSpec, a
 		}
 	}
 	sh := "gs_sh"
-	if j0, ok := e.directShared(f, args); !ok {
+	if j0, ok := e.directShared(f, args); !ok || e.src.lanes && j0%laneWidth != 0 {
+		if e.src.lanes && len(shared) > 0 {
+			// Padded, as the callee reads it.
+			padded := make([]string, lanePad(len(shared)-1)+1)
+			for q := range padded {
+				padded[q] = "0"
+			}
+			for q, x := range shared {
+				padded[lanePad(q)] = x
+			}
+			shared = padded
+		}
 		sh = fmt.Sprintf("s%d", id)
-		fmt.Fprintf(&e.sb, "  const gs_real s%d[%d] = {%s};\n", id, len(shared), strings.Join(shared, ", "))
+		fmt.Fprintf(&e.sb, "  const gs_real s%d[%d] = {%s};\n", id, max(len(shared), 1), strings.Join(shared, ", "))
 	} else if j0 > 0 {
-		sh = fmt.Sprintf("gs_sh + %d", j0)
+		sh = fmt.Sprintf("gs_sh + %d", e.shPos(j0))
 	}
 	if fs != nil {
 		sh += ", gs_acc, gs_on"

@@ -17,6 +17,8 @@
 //   GS_STORE_T                        store t too (the reverse steps use it)
 //   GS_LOSS, GS_GRAD                  loss terms; loss and adjoint
 //   GS_SACC                           reduce shared gradients in shared memory
+//   GS_LANEMODE                       (defined before the prelude, if at all)
+//                                     one warp per trajectory (lanes.go)
 //   GS_TILES, GS_TILE                 (defined before the prelude, if at all)
 //                                     reduce shared gradients per tile of
 //                                     GS_TILE trajectories into a.gs[tile][2][NS]
@@ -39,6 +41,21 @@
 // The same text is host C++: without GS_CUDA the kernel is a loop over
 // the trajectories and the warp reductions are plain sums.
 
+#ifndef GS_LANEMODE
+#define GS_LANEMODE 0
+#endif
+// The second half of the accumulator (the loss's own dL/ds) starts
+// GS_ACC2 entries after the first; in lanes mode both are padded (entry j
+// at GS_PAD(j)), and GS_CSH is the padded length of the controller's
+// shared block (rtol, atol[D], maxsteps) and GS_SSH that of the whole
+// shared block (the shared parameters, then the controller's).
+#if GS_LANEMODE
+#define GS_ACC2 (33 * ((GS_NS + 31) / 32) > 0 ? 33 * ((GS_NS + 31) / 32) : 1)
+#define GS_CSH (33 * ((GS_D + 2 + 31) / 32))
+#define GS_SSH (33 * ((GS_NS + GS_D + 2 + 31) / 32))
+#else
+#define GS_ACC2 GS_NS
+#endif
 #ifndef GS_NPX
 #define GS_NPX (GS_NP > 0 ? GS_NP : 1)
 #endif
@@ -99,15 +116,15 @@ struct gs_args {
 #if GS_K > 0
 // gs_save computes save time k of trajectory i, on step s from (t, y) of
 // size h: the Replay step of size tau - t (or Dense at theta).
-GS_DEVICE void gs_save(const gs_args& a, int k, long long i, long long s, gs_real t, gs_real h,
+GS_DEVICE void gs_save(const gs_args& a, const gs_real* sh, int k, long long i, long long s, gs_real t, gs_real h,
                        const gs_real* y, const gs_real* p) {
   const long long n = a.n;
   const gs_real tau = a.saveat[k];
   gs_real out[GS_D];
 #if GS_DENSE
-  gs_a_dense(a.sh, t, h, y, p, (tau - t) / h, out);
+  gs_a_dense(sh, t, h, y, p, (tau - t) / h, out);
 #else
-  gs_a_replay(a.sh, t, tau - t, y, p, out);
+  gs_a_replay(sh, t, tau - t, y, p, out);
 #endif
   for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = out[c];
   a.tapstep[(long long)k * n + i] = (int)s;
@@ -127,10 +144,9 @@ GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const 
 // times, then Reverse over the steps from the last to the first. It writes
 // the loss term and dL/dy0, dL/dp, and adds dL/ds to acc. Every lane of
 // the warp must call it.
-GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, const gs_real* y,
+GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, bool act, int len, const gs_real* y,
                            const gs_real* p, gs_real* acc) {
   const long long n = a.n;
-  const gs_real* sh = a.sh;
   const gs_real sc = (gs_real)a.scale;
   gs_real lam[GS_D], gp[GS_NPX];
   for (int c = 0; c < GS_D; c++) lam[c] = 0;
@@ -139,7 +155,7 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
     // The loss's own dL/ds goes to the second half of the accumulator,
     // unscaled (the host scales it).
 #if GS_LOSS_ACC
-    const gs_lgrad_out r = gs_a_loss_grad(sh, acc + GS_NS, act, y, a.ys, n, act ? i : 0, a.data, p);
+    const gs_lgrad_out r = gs_a_loss_grad(sh, acc + GS_ACC2, act, y, a.ys, n, act ? i : 0, a.data, p);
     if (act) {
 #else
     gs_lgrad_out r;
@@ -152,7 +168,7 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
       for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + GS_K * GS_D + c];
     }
 #if !GS_LOSS_ACC
-    gs_warp_add<GS_NS>(acc + GS_NS, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
+    gs_warp_add<GS_NS>(acc + GS_ACC2, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
 #endif
   }
 #if GS_K > 0
@@ -269,9 +285,9 @@ GS_DEVICE void gs_backward(const gs_args& a, long long i, bool act, int len, con
 
 // gs_body runs trajectory i (valid false: a lane past the end that only
 // takes part in the warp's reductions).
-GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs_real* acc) {
+GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs_real* acc,
+                       const gs_real* sh, const gs_real* csh) {
   const long long n = a.n;
-  const gs_real* sh = a.sh;
   const gs_real t0 = (gs_real)a.t0;
   gs_real y[GS_D], p[GS_NPX];
   for (int c = 0; c < GS_D; c++) y[c] = 0;
@@ -299,7 +315,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
     for (;;) {
       gs_real yn[GS_D], e[GS_D], ks[GS_D], hrho, accept, stat;
       gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho);
-      gs_a_control(sh + GS_NS, st, t1, y, yn, e, hrho, st2, &accept, &stat);
+      gs_a_control(csh, st, t1, y, yn, e, hrho, st2, &accept, &stat);
       lasth = st[GS_ST_H];
       if (accept != 0) {
 #if GS_MESH_OUT || GS_STORE || GS_K > 0
@@ -320,7 +336,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
         }
 #endif
 #if GS_K > 0
-        while (k < GS_K && a.saveat[k] <= st2[GS_ST_T]) gs_save(a, k++, i, s, st[GS_ST_T], st[GS_ST_H], y, p);
+        while (k < GS_K && a.saveat[k] <= st2[GS_ST_T]) gs_save(a, sh, k++, i, s, st[GS_ST_T], st[GS_ST_H], y, p);
 #endif
         for (int c = 0; c < GS_D; c++) y[c] = yn[c];
 #if GS_FSAL
@@ -351,7 +367,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
       for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
 #endif
 #if GS_K > 0
-      while (k < GS_K && a.saveat[k] <= t + h) gs_save(a, k++, i, s, t, h, y, p);
+      while (k < GS_K && a.saveat[k] <= t + h) gs_save(a, sh, k++, i, s, t, h, y, p);
 #endif
       if (h != 0) {
         gs_real yn[GS_D];
@@ -372,14 +388,53 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 #endif
   }
 #if GS_GRAD
-  gs_backward(a, i, valid && status == GS_OK && !overflow, len, y, p, acc);
+  gs_backward(a, sh, i, valid && status == GS_OK && !overflow, len, y, p, acc);
 #else
   (void)acc;
 #endif
 }
 
 GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
+#if GS_LANEMODE
+  // One warp per trajectory (lanes.go): the shared parameters and the
+  // controller's block padded in shared memory, as the functions read
+  // them; the block's accumulator padded alike, its halves GS_ACC2 apart.
 #ifdef GS_CUDA
+  extern __shared__ gs_real gs_smem[];
+  gs_real* ssh = gs_smem;
+  gs_real* csh = ssh + GS_SSH;
+  gs_real* acc = csh + GS_CSH;
+  const int tid = threadIdx.x, nt = blockDim.x;
+#else
+  gs_real ssh[GS_SSH], csh[GS_CSH], acc[2 * GS_ACC2];
+  const int tid = 0, nt = 1;
+#endif
+  for (int j = tid; j < GS_NS + GS_D + 2; j += nt) ssh[GS_PAD(j)] = a.sh[j];
+  for (int j = tid; j < GS_D + 2; j += nt) csh[GS_PAD(j)] = a.sh[GS_NS + j];
+#if GS_GRAD
+  for (int j = tid; j < 2 * GS_ACC2; j += nt) acc[j] = 0;
+#endif
+#ifdef GS_CUDA
+  __syncthreads();
+  const long long wpb = blockDim.x >> 5;
+  for (long long i = blockIdx.x * wpb + (threadIdx.x >> 5); i < a.n; i += (long long)gridDim.x * wpb)
+    gs_body(a, i, true, acc, ssh, csh);
+  __syncthreads();
+#else
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, acc, ssh, csh);
+#endif
+#if GS_GRAD
+  for (int j = tid; j < GS_NS; j += nt) {
+#ifdef GS_CUDA
+    atomicAdd(&a.gs[j], acc[GS_PAD(j)]);
+    atomicAdd(&a.gs[GS_NS + j], acc[GS_ACC2 + GS_PAD(j)]);
+#else
+    a.gs[j] += acc[GS_PAD(j)];
+    a.gs[GS_NS + j] += acc[GS_ACC2 + GS_PAD(j)];
+#endif
+  }
+#endif
+#elif defined(GS_CUDA)
 #if GS_GRAD && GS_NS > 0 && GS_SACC
   extern __shared__ gs_real gs_smem[];
 #ifdef GS_XPOSE
@@ -396,14 +451,14 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   gs_real* acc = a.gs;
 #endif
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  gs_body(a, i, i < a.n, acc);
+  gs_body(a, i, i < a.n, acc, a.sh, a.sh + GS_NS);
 #if GS_GRAD && GS_NS > 0 && GS_SACC
   __syncthreads();
   for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) atomicAdd(&a.gs[j], acc[j]);
 #endif
 #elif defined(GS_TILES) && GS_GRAD
-  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs + (i / GS_TILE) * (2 * GS_NS));
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs + (i / GS_TILE) * (2 * GS_NS), a.sh, a.sh + GS_NS);
 #else
-  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs);
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs, a.sh, a.sh + GS_NS);
 #endif
 }

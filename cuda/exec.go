@@ -189,6 +189,10 @@ func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 func (ex *executor) variant(j *ode.Job) variant {
 	v := variantOf(j)
 	v.tiles = ex.tiles && v.grad
+	if !ex.tiles {
+		ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
+		v.lanes = ex.progErr == nil && ex.progs.lanes && lanesFit(ex.plan, ex.prec)
+	}
 	return v
 }
 
@@ -668,8 +672,16 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			args[a] = ar.addr + uint64(l.off[a])
 		}
 	}
+	threads := n
 	block, shmem := launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
-	dt, err := be.launch(r.ke.k, n, block, shmem, args[:])
+	if v.lanes {
+		block, shmem = min(lanesBlock, r.ke.block), lanesShared(d, r.ns, v.grad, ex.prec)
+		threads = 32 * n
+		if sms := be.sms(); sms > 0 {
+			threads = min(threads, sms*lanesBlocksPerSM*block)
+		}
+	}
+	dt, err := be.launch(r.ke.k, threads, block, shmem, args[:])
 	if err != nil {
 		return nil, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
 	}

@@ -92,7 +92,22 @@ int main(int argc, char** argv) {
 // [program][output][trajectory].
 func runHost(t *testing.T, tps []testProgram, prec Precision) [][][]float64 {
 	t.Helper()
-	src := NewSource(&SourceSettings{Precision: prec})
+	return runHostWith(t, tps, &SourceSettings{Precision: prec})
+}
+
+// runHostWith is runHost with the given settings.
+func runHostWith(t *testing.T, tps []testProgram, set *SourceSettings) [][][]float64 {
+	t.Helper()
+	return runHostSim(t, tps, set, false)
+}
+
+// runHostSim is runHostWith; with sim (lanes mode) the device code of
+// every trajectory runs on a warp simulated with 32 threads (warpSim),
+// and the run fails unless every lane returns the same outputs.
+func runHostSim(t *testing.T, tps []testProgram, set *SourceSettings, sim bool) [][][]float64 {
+	t.Helper()
+	prec := set.Precision
+	src := NewSource(set)
 	kernels := make([]string, len(tps))
 	for j, tp := range tps {
 		k, err := src.MapKernel(tp.p)
@@ -102,7 +117,24 @@ func runHost(t *testing.T, tps []testProgram, prec Precision) [][][]float64 {
 		kernels[j] = k
 	}
 	dir := t.TempDir()
-	exe := compileHost(t, dir, src.String()+harness(kernels))
+	var exe string
+	if sim {
+		head, body, _ := strings.Cut(src.String(), "#ifndef GS_PRELUDE_CUH")
+		bodies := make([]string, len(kernels))
+		for j, k := range kernels {
+			bodies[j] = k + "_body"
+		}
+		file := filepath.Join(dir, "sim.cpp")
+		if err := os.WriteFile(file, []byte(head+warpSim+"#ifndef GS_PRELUDE_CUH"+body+laneSimHarness(bodies)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		exe = filepath.Join(dir, "sim")
+		if out, err := exec.Command(gxx(t), append(append([]string(nil), gxxFlags...), "-std=c++20", "-pthread", "-o", exe, file)...).CombinedOutput(); err != nil {
+			t.Fatalf("g++: %v\n%s\nsource in %s", err, firstLines(string(out), 30), file)
+		}
+	} else {
+		exe = compileHost(t, dir, src.String()+harness(kernels))
+	}
 
 	var rec bytes.Buffer
 	put := func(xs []float64) {
@@ -116,11 +148,15 @@ func runHost(t *testing.T, tps []testProgram, prec Precision) [][][]float64 {
 	}
 	for j, tp := range tps {
 		n := tp.n()
-		binary.Write(&rec, binary.LittleEndian, []int64{int64(j), int64(n), int64(len(tp.in) * n), int64(len(tp.sh)), int64(len(tp.p.Outputs) * n)})
+		sh := tp.sh
+		if set.Lanes {
+			sh = SharedPad(sh)
+		}
+		binary.Write(&rec, binary.LittleEndian, []int64{int64(j), int64(n), int64(len(tp.in) * n), int64(len(sh)), int64(len(tp.p.Outputs) * n)})
 		for _, col := range tp.in {
 			put(col)
 		}
-		put(tp.sh)
+		put(sh)
 	}
 	inFile, outFile := filepath.Join(dir, "in.bin"), filepath.Join(dir, "out.bin")
 	if err := os.WriteFile(inFile, rec.Bytes(), 0o644); err != nil {
@@ -215,6 +251,73 @@ func TestHostFloat64(t *testing.T) {
 	got := runHost(t, tps, Float64)
 	for j, tp := range tps {
 		tp.compare(t, "g++ float64", got[j], tp.tol)
+	}
+}
+
+// TestHostLanes runs every test program in lanes mode (one warp per
+// trajectory; on the host, lanes as loops): the same results as the
+// programs' Eval, bit for bit where that holds one thread per trajectory.
+func TestHostLanes(t *testing.T) {
+	t.Parallel()
+	gxx(t)
+	tps := allPrograms(t, 64)
+	got := runHostWith(t, tps, &SourceSettings{Lanes: true})
+	for j, tp := range tps {
+		tp.compare(t, "g++ lanes", got[j], tp.tol)
+	}
+}
+
+// laneSimHarness is harness for the bodies of lanes-mode map kernels run
+// on a simulated warp: 32 threads per trajectory, each writing its own
+// copy of the outputs; lane 0's are written out, and the program exits
+// with status 4 if another lane's differ.
+func laneSimHarness(bodies []string) string {
+	return `
+#include <string.h>
+typedef void (*gs_body_fn)(long long, long long, const gs_real*, const gs_real*, gs_real*);
+static const gs_body_fn gs_bodies[] = {` + strings.Join(bodies, ", ") + `};
+int main(int argc, char** argv) {
+  FILE* f = fopen(argv[1], "rb");
+  FILE* o = fopen(argv[2], "wb");
+  if (!f || !o) return 2;
+  long long h[5];
+  int bad = 0;
+  while (fread(h, sizeof h, 1, f) == 1) {
+    gs_real* in = (gs_real*)malloc((h[2] + 1) * sizeof(gs_real));
+    gs_real* sh = (gs_real*)malloc((h[3] + 1) * sizeof(gs_real));
+    std::vector<std::vector<gs_real>> out(32, std::vector<gs_real>(h[4] + 1));
+    if (fread(in, sizeof(gs_real), h[2], f) != (size_t)h[2] || fread(sh, sizeof(gs_real), h[3], f) != (size_t)h[3]) return 3;
+    for (long long i = 0; i < h[1]; i++) {
+      std::barrier<> bar(32);
+      gs_sim_bar = &bar;
+      std::vector<std::thread> th;
+      for (int lane = 0; lane < 32; lane++) th.emplace_back([&, lane] {
+        threadIdx.x = lane;
+        gs_bodies[h[0]](i, h[1], in, sh, out[lane].data());
+      });
+      for (auto& t : th) t.join();
+    }
+    for (int lane = 1; lane < 32; lane++)
+      if (memcmp(out[lane].data(), out[0].data(), h[4] * sizeof(gs_real)) != 0) bad = 1;
+    fwrite(out[0].data(), sizeof(gs_real), h[4], o);
+    free(in); free(sh);
+  }
+  fclose(o);
+  return bad ? 4 : 0;
+}
+`
+}
+
+// TestLanesWarpSim runs the device form of lanes-mode code (shuffles,
+// lanes computing their own elements) for the test programs on a warp
+// simulated with threads: every lane ends with the results of Eval.
+func TestLanesWarpSim(t *testing.T) {
+	t.Parallel()
+	gxx(t)
+	tps := allPrograms(t, 3)
+	got := runHostSim(t, tps, &SourceSettings{Lanes: true}, true)
+	for j, tp := range tps {
+		tp.compare(t, "warp sim", got[j], tp.tol)
 	}
 }
 
@@ -359,6 +462,14 @@ static int __any_sync(unsigned, bool p) {
   for (int l = 0; l < 32; l++) any |= gs_sim_slot[l] != 0;
   gs_sim_bar->arrive_and_wait();
   return any;
+}
+template <class T> T __shfl_sync(unsigned, T v, int src) {
+  const int lane = threadIdx.x & 31;
+  gs_sim_slot[lane] = (double)v;
+  gs_sim_bar->arrive_and_wait();
+  T r = (T)gs_sim_slot[src & 31];
+  gs_sim_bar->arrive_and_wait();
+  return r;
 }
 static void __syncwarp() { gs_sim_bar->arrive_and_wait(); }
 #ifdef GS_XPOSE

@@ -39,6 +39,9 @@ type variant struct {
 	// scan.TileSize trajectories in a fixed order (GS_TILES), for results
 	// that do not depend on how an ensemble is split (MultiEngine).
 	tiles bool
+	// lanes runs one warp per trajectory (GS_LANEMODE, lanes.go), for
+	// fields that are mostly vectors (stepPrograms.lanes).
+	lanes bool
 }
 
 // variantOf returns the kernel that runs job j.
@@ -65,13 +68,13 @@ func variantOf(j *ode.Job) variant {
 // entries) by transposing them through shared memory (GS_XPOSE): every
 // gradient kernel that sums with atomics. Each warp then has xposeRow·32
 // values of dynamic shared memory before the block's accumulator.
-func (v variant) xpose(ns int) bool { return v.grad && !v.tiles && ns > 0 }
+func (v variant) xpose(ns int) bool { return v.grad && !v.tiles && !v.lanes && ns > 0 }
 
 // sharedAcc reports whether the kernel sums the shared gradient (of ns
 // entries) in a block's shared memory (GS_SACC) before adding it to the
 // result, else straight into global memory or per tile.
 func (v variant) sharedAcc(ns int, prec Precision) bool {
-	return v.grad && !v.tiles && sharedAccumulator(ns, prec)
+	return v.grad && !v.tiles && !v.lanes && sharedAccumulator(ns, prec)
 }
 
 // xposeRow is the row stride of a warp's transposition scratch, in values
@@ -81,7 +84,7 @@ const xposeRow = 33
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lossKey)
 }
 
 // stepPrograms are the plan's programs a kernel calls.
@@ -92,6 +95,9 @@ type stepPrograms struct {
 	// the shared gradient, which the kernel reduces across the warp
 	// instead of accumulating per thread.
 	rev, tapRev *tape.Program
+	// lanes reports that the plan's kernels run one warp per trajectory
+	// (useLanes).
+	lanes bool
 }
 
 // newStepPrograms derives the reverse programs of pl.
@@ -107,6 +113,7 @@ func newStepPrograms(pl *ode.Plan) (*stepPrograms, error) {
 			return nil, err
 		}
 	}
+	sp.lanes = useLanes(sp)
 	return sp, nil
 }
 
@@ -123,9 +130,12 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	var info kernelInfo
 	pl := sp.plan
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
-	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees})
+	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees, Lanes: v.lanes})
 	if v.tiles {
 		src.defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
+	}
+	if v.lanes {
+		src.defines = append(src.defines, "GS_LANEMODE 1")
 	}
 	if v.xpose(ns) {
 		src.defines = append(src.defines, "GS_XPOSE 1")

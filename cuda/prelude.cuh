@@ -313,6 +313,40 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 #endif
 }
 
+// Lanes mode (GS_LANEMODE; the functions of SourceSettings.Lanes): one
+// warp per trajectory. A vector u (see lanes.go) holds element e in lane
+// e: GS_VEC declares it, GS_LANES(w) ... GS_END computes element gs_l in
+// lane gs_l (lanes past w repeat lane w-1's indices and compute what
+// nobody reads), GS_EL is the lane's element and GS_BCAST(u, e) element e
+// in every lane. GS_ACC_LANES(w, m) ... GS_ACC_END runs for the elements
+// in mask m (of a function with gs_on set), GS_ACC_ADD adds to the
+// accumulator (atomically: the warps of a block share it), and GS_PAD is
+// the padded position of shared entry j. On the host (no warps) a vector
+// is an array and the lanes a loop.
+#define GS_PAD(j) ((j) + ((j) >> 5))
+#ifdef GS_WARPS
+#define GS_LANE ((int)(threadIdx.x & 31))
+#define GS_LANE0 (GS_LANE == 0)
+#define GS_VEC(u) gs_real u
+#define GS_LANES(w) { const int gs_l = GS_LANE < (w) ? GS_LANE : (w) - 1;
+#define GS_END }
+#define GS_EL(u) u
+#define GS_BCAST(u, e) __shfl_sync(0xffffffffu, u, e)
+#define GS_ACC_LANES(w, m) { const int gs_l = GS_LANE; if (gs_on && gs_l < (w) && (((m) >> gs_l) & 1u)) {
+#define GS_ACC_END } }
+#define GS_ACC_ADD(p, v) atomicAdd(p, v)
+#else
+#define GS_LANE0 true
+#define GS_VEC(u) gs_real u[32]
+#define GS_LANES(w) for (int gs_l = 0; gs_l < (w); gs_l++) {
+#define GS_END }
+#define GS_EL(u) u[gs_l]
+#define GS_BCAST(u, e) u[e]
+#define GS_ACC_LANES(w, m) for (int gs_l = 0; gs_l < (w); gs_l++) if (gs_on && (((m) >> gs_l) & 1u)) {
+#define GS_ACC_END }
+#define GS_ACC_ADD(p, v) (*(p) += (v))
+#endif
+
 // gs_warp_max returns the largest v of the warp's lanes.
 GS_DEVICE int gs_warp_max(int v) {
 #ifdef GS_WARPS
@@ -330,7 +364,11 @@ GS_DEVICE int gs_warp_max(int v) {
 // GS_TILES the sums are per tile, without atomics.
 template <int NS>
 GS_DEVICE void gs_warp_add(gs_real* acc, const gs_real* v, bool on) {
-#if defined(GS_WARPS) && defined(GS_TILES)
+#if defined(GS_LANEMODE) && GS_LANEMODE
+  // One trajectory per warp: every lane holds the same v.
+  if (on && GS_LANE0)
+    for (int j = 0; j < NS; j++) GS_ACC_ADD(&acc[GS_PAD(j)], v[j]);
+#elif defined(GS_WARPS) && defined(GS_TILES)
   if constexpr (NS > 0 && NS < 8) {
     // Per tile (see GS_TILES): a butterfly over the tile's lanes, after
     // which every lane of the tile holds the same sum; lane j mod GS_TILE

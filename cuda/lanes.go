@@ -1,0 +1,802 @@
+package cuda
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/ops"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Lanes: one warp per trajectory.
+//
+// A field with a neural network in it costs thousands of values per
+// evaluation, almost all of them in groups of the same op over a layer's
+// rows: the Dots of W·x + b, their activations, the products and sums of
+// Wᵀ·ȳ and of the weights' cotangents ȳ·xᵀ. With one thread per
+// trajectory a thread runs all of them one after another (and keeps tens
+// of thousands of values in flight: spills), and a small ensemble leaves
+// most of the GPU idle. In lanes mode (SourceSettings.Lanes) a whole warp
+// runs one trajectory: the values of such a group, a vector, are computed
+// at once, element e by lane e; every other value is computed by every
+// lane alike (replicated), so the solver's own arithmetic, branches
+// included, is the same in every lane. A replicated value or a vector's
+// element common to all lanes that needs element e of a vector takes it
+// from lane e with a shuffle. Each value is still computed by its own op
+// from the same arguments in the same order, so results are those of one
+// thread per trajectory, bit for bit.
+//
+// Vectors are found in two passes over a program (planLanes). Seeds: values
+// of one op whose arguments are the same values except for shared inputs
+// (weights), whose indices run in arithmetic progressions (the rows of a
+// dense layer, the columns of Wᵀ·ȳ). Then, until nothing changes, values
+// of one op whose arguments include element e of a vector, the same
+// vectors in the same places, form a vector whose element e they are
+// (activations, sum chains, the products ȳ_i·x_j of a weight row). A
+// vector has at most 32 elements and may have holes (lanes that compute
+// something nobody reads).
+//
+// Shared inputs: in lanes mode every gs_sh a function reads is a padded
+// copy in shared memory, entry j at lanePad(j) = j + j/32, so that lanes
+// reading entries 32 apart (a row of W each) hit different banks.
+
+// lanePad returns the padded position of entry j.
+func lanePad(j int) int { return j + j>>5 }
+
+// laneWidth is the number of lanes of a warp.
+const laneWidth = 32
+
+type laneArgKind uint8
+
+const (
+	laneCommon  laneArgKind = iota // the same value for every element
+	laneShared                     // shared input base + stride·e
+	laneAligned                    // element e of another vector
+)
+
+// laneArg says where element e of a vector reads one argument.
+type laneArg struct {
+	kind         laneArgKind
+	id           tape.ID // laneCommon
+	base, stride int     // laneShared: index among the shared inputs
+	vec          int     // laneAligned
+}
+
+// laneVec is a vector: ids[e] is element e (a value of op op), or -1.
+type laneVec struct {
+	ids  []tape.ID
+	op   ops.Op
+	aux  float64
+	args []laneArg
+}
+
+// lanePlan is the vectorisation of one program.
+type lanePlan struct {
+	vecs []laneVec
+	// vec[id] is 1 + the vector value id belongs to, 0 if replicated;
+	// el[id] its element.
+	vec []int32
+	el  []uint8
+}
+
+// in returns the vector and element of value id, or ok false.
+func (lp *lanePlan) in(id tape.ID) (q, e int, ok bool) {
+	if q := lp.vec[id]; q > 0 {
+		return int(q - 1), int(lp.el[id]), true
+	}
+	return 0, 0, false
+}
+
+// elements returns the number of values in vectors.
+func (lp *lanePlan) elements() int {
+	n := 0
+	for _, v := range lp.vecs {
+		for _, id := range v.ids {
+			if id >= 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// vectorizable reports whether value v can be an element of a vector: a
+// scalar op with a C form of scalar arguments.
+func vectorizable(p *tape.Program, v *tape.Value) bool {
+	switch v.Op {
+	case ops.OpInput, ops.OpConst, ops.OpCall, ops.OpExtract:
+		return false
+	}
+	if ops.IsTuple(v.Op) || ops.Lookup(v.Op).C == nil {
+		return false
+	}
+	for _, a := range v.Args {
+		if ops.IsTuple(p.Values[a].Op) || p.Values[a].Op == ops.OpCall {
+			return false
+		}
+	}
+	return true
+}
+
+// planLanes finds the vectors of p; shIndex[k] is input k's index among
+// the shared inputs, or -1.
+func planLanes(p *tape.Program, shIndex []int) *lanePlan {
+	lp := &lanePlan{vec: make([]int32, len(p.Values)), el: make([]uint8, len(p.Values))}
+	nsh := 0
+	for _, j := range shIndex {
+		nsh = max(nsh, j+1)
+	}
+	shared := func(a tape.ID) (int, bool) {
+		v := &p.Values[a]
+		if v.Op != ops.OpInput {
+			return 0, false
+		}
+		j := shIndex[int(v.Aux)]
+		return j, j >= 0
+	}
+	opKey := func(sb *strings.Builder, v *tape.Value) {
+		sb.WriteString(strconv.Itoa(int(v.Op)))
+		sb.WriteByte('/')
+		sb.WriteString(strconv.FormatUint(math.Float64bits(v.Aux), 16))
+		sb.WriteByte('/')
+		sb.WriteString(strconv.Itoa(len(v.Args)))
+	}
+	add := func(ids []tape.ID, v *tape.Value, args []laneArg) int {
+		q := len(lp.vecs)
+		lp.vecs = append(lp.vecs, laneVec{ids: ids, op: v.Op, aux: v.Aux, args: args})
+		for e, id := range ids {
+			if id >= 0 {
+				lp.vec[id] = int32(q + 1)
+				lp.el[id] = uint8(e)
+			}
+		}
+		return q
+	}
+	// fitShared checks that the shared arguments at positions pos of the
+	// elements ids (element e = ids[e], holes -1) are base + stride·e for
+	// every e in [0, len(ids)), within the shared inputs, and returns them.
+	fitShared := func(ids []tape.ID, pos int) (base, stride int, ok bool) {
+		e0, e1 := -1, -1
+		for e, id := range ids {
+			if id < 0 {
+				continue
+			}
+			if e0 < 0 {
+				e0 = e
+			} else if e1 < 0 {
+				e1 = e
+			}
+		}
+		j0, _ := shared(p.Values[ids[e0]].Args[pos])
+		if e1 < 0 {
+			return j0, 0, e0 == 0 && len(ids) == 1
+		}
+		j1, _ := shared(p.Values[ids[e1]].Args[pos])
+		if (j1-j0)%(e1-e0) != 0 {
+			return 0, 0, false
+		}
+		stride = (j1 - j0) / (e1 - e0)
+		base = j0 - stride*e0
+		for e, id := range ids {
+			if id < 0 {
+				continue
+			}
+			if j, _ := shared(p.Values[id].Args[pos]); j != base+stride*e {
+				return 0, 0, false
+			}
+		}
+		last := base + stride*(len(ids)-1)
+		if base < 0 || base >= nsh || last < 0 || last >= nsh {
+			return 0, 0, false
+		}
+		return base, stride, true
+	}
+
+	// Seeds: values equal but for shared arguments in progressions.
+	var sb strings.Builder
+	buckets := map[string][]tape.ID{}
+	var order []string
+	for i := range p.Values {
+		v := &p.Values[i]
+		if !vectorizable(p, v) {
+			continue
+		}
+		sb.Reset()
+		opKey(&sb, v)
+		nS := 0
+		for _, a := range v.Args {
+			if _, ok := shared(a); ok {
+				sb.WriteString(",S")
+				nS++
+			} else {
+				sb.WriteString(",R")
+				sb.WriteString(strconv.Itoa(int(a)))
+			}
+		}
+		if nS == 0 {
+			continue
+		}
+		k := sb.String()
+		if buckets[k] == nil {
+			order = append(order, k)
+		}
+		buckets[k] = append(buckets[k], tape.ID(i))
+	}
+	for _, k := range order {
+		ids := buckets[k]
+		if len(ids) < 2 {
+			continue
+		}
+		v0 := &p.Values[ids[0]]
+		var pos []int
+		for q, a := range v0.Args {
+			if _, ok := shared(a); ok {
+				pos = append(pos, q)
+			}
+		}
+		idx := func(id tape.ID, q int) int { j, _ := shared(p.Values[id].Args[q]); return j }
+		sort.SliceStable(ids, func(a, b int) bool {
+			for _, q := range pos {
+				if x, y := idx(ids[a], q), idx(ids[b], q); x != y {
+					return x < y
+				}
+			}
+			return ids[a] < ids[b]
+		})
+		flush := func(run []tape.ID) {
+			if len(run) < 2 {
+				return
+			}
+			args := make([]laneArg, len(v0.Args))
+			for q, a := range v0.Args {
+				args[q] = laneArg{kind: laneCommon, id: a}
+			}
+			for _, q := range pos {
+				base, stride, ok := fitShared(run, q)
+				if !ok {
+					return
+				}
+				args[q] = laneArg{kind: laneShared, base: base, stride: stride}
+			}
+			add(append([]tape.ID(nil), run...), v0, args)
+		}
+		run := []tape.ID{ids[0]}
+		for _, id := range ids[1:] {
+			fits := len(run) < laneWidth
+			if fits {
+				moved := false
+				for _, q := range pos {
+					st := idx(run[0], q)
+					var stride int
+					if len(run) >= 2 {
+						stride = idx(run[1], q) - st
+					} else {
+						stride = idx(id, q) - st
+					}
+					if idx(id, q) != st+stride*len(run) {
+						fits = false
+						break
+					}
+					moved = moved || stride != 0
+				}
+				fits = fits && moved
+			}
+			if !fits {
+				flush(run)
+				run = run[:0]
+			}
+			run = append(run, id)
+		}
+		flush(run)
+	}
+
+	// Propagation: values whose arguments include aligned elements.
+	users := make([][]tape.ID, len(p.Values))
+	for i := range p.Values {
+		for _, a := range p.Values[i].Args {
+			if n := len(users[a]); n == 0 || users[a][n-1] != tape.ID(i) {
+				users[a] = append(users[a], tape.ID(i))
+			}
+		}
+	}
+	fresh := make([]int, 0, len(lp.vecs))
+	for q := range lp.vecs {
+		fresh = append(fresh, q)
+	}
+	type member struct {
+		id tape.ID
+		e  int
+	}
+	for len(fresh) > 0 {
+		// The candidates: users of the new vectors' elements.
+		seen := map[tape.ID]bool{}
+		var cands []tape.ID
+		for _, q := range fresh {
+			for _, id := range lp.vecs[q].ids {
+				if id < 0 {
+					continue
+				}
+				for _, u := range users[id] {
+					if !seen[u] && lp.vec[u] == 0 && vectorizable(p, &p.Values[u]) {
+						seen[u] = true
+						cands = append(cands, u)
+					}
+				}
+			}
+		}
+		sort.Slice(cands, func(a, b int) bool { return cands[a] < cands[b] })
+		fresh = fresh[:0]
+		buckets := map[string][]member{}
+		var order []string
+		for _, id := range cands {
+			v := &p.Values[id]
+			// Each argument that is an element may be the aligned one.
+			for _, a := range v.Args {
+				_, ec, ok := lp.in(a)
+				if !ok {
+					continue
+				}
+				sb.Reset()
+				opKey(&sb, v)
+				for _, b := range v.Args {
+					qb, eb, okb := lp.in(b)
+					if _, sh := shared(b); sh {
+						sb.WriteString(",S")
+					} else if okb && eb == ec {
+						sb.WriteString(",A")
+						sb.WriteString(strconv.Itoa(qb))
+					} else {
+						sb.WriteString(",R")
+						sb.WriteString(strconv.Itoa(int(b)))
+					}
+				}
+				k := sb.String()
+				if buckets[k] == nil {
+					order = append(order, k)
+				}
+				buckets[k] = append(buckets[k], member{id, ec})
+			}
+		}
+		// Larger groups first; then in order of appearance.
+		first := map[string]int{}
+		for r, k := range order {
+			first[k] = r
+		}
+		sort.SliceStable(order, func(a, b int) bool { return len(buckets[order[a]]) > len(buckets[order[b]]) })
+		for _, k := range order {
+			ms := buckets[k]
+			width := 0
+			for _, m := range ms {
+				if lp.vec[m.id] == 0 {
+					width = max(width, m.e+1)
+				}
+			}
+			if width == 0 {
+				continue
+			}
+			ids := make([]tape.ID, width)
+			for e := range ids {
+				ids[e] = -1
+			}
+			n := 0
+			for _, m := range ms {
+				if lp.vec[m.id] != 0 || ids[m.e] >= 0 {
+					continue
+				}
+				ids[m.e] = m.id
+				n++
+			}
+			if n < 2 {
+				continue
+			}
+			var v0 *tape.Value
+			for _, id := range ids {
+				if id >= 0 {
+					v0 = &p.Values[id]
+					break
+				}
+			}
+			args := make([]laneArg, len(v0.Args))
+			ok := true
+			for q, a := range v0.Args {
+				tag := keyArg(k, q, len(v0.Args))
+				switch tag[0] {
+				case 'S':
+					base, stride, fit := fitShared(ids, q)
+					if !fit {
+						ok = false
+					}
+					args[q] = laneArg{kind: laneShared, base: base, stride: stride}
+				case 'A':
+					qa, _ := strconv.Atoi(tag[1:])
+					args[q] = laneArg{kind: laneAligned, vec: qa}
+				default:
+					args[q] = laneArg{kind: laneCommon, id: a}
+				}
+			}
+			if !ok {
+				continue
+			}
+			fresh = append(fresh, add(ids, v0, args))
+		}
+	}
+	return lp
+}
+
+// keyArg returns the tag of argument q of a bucket key (op/aux/n,tag,...).
+func keyArg(k string, q, n int) string {
+	parts := strings.Split(k, ",")
+	return parts[len(parts)-n+q]
+}
+
+// laneNode is a unit of emission in lanes mode: a vector (vec >= 0) or a
+// replicated value.
+type laneNode struct {
+	vec int
+	id  tape.ID
+}
+
+// laneOrder returns the order in which to emit the live values of p
+// (live[id]) in lanes mode: every vector as one node, placed after the
+// nodes of all its elements' arguments and before any use of an element;
+// ties go to the lowest value. A vector with a live element is live as a
+// whole (its holes compute what nobody reads), so liveness is extended to
+// its arguments first. It returns false if the vectors' dependencies form
+// a cycle.
+func laneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]laneNode, bool) {
+	live = append([]bool(nil), live...)
+	// Extend liveness backwards through whole vectors.
+	vlive := make([]bool, len(lp.vecs))
+	for i := len(p.Values) - 1; i >= 0; i-- {
+		if !live[i] {
+			continue
+		}
+		if q, _, ok := lp.in(tape.ID(i)); ok {
+			if !vlive[q] {
+				vlive[q] = true
+				for _, id := range lp.vecs[q].ids {
+					if id < 0 {
+						continue
+					}
+					live[id] = true
+					for _, a := range p.Values[id].Args {
+						live[a] = true
+					}
+				}
+			}
+			continue
+		}
+		for _, a := range p.Values[i].Args {
+			live[a] = true
+		}
+	}
+	// Nodes: replicated live values, live vectors.
+	node := make([]int, len(p.Values)) // value -> node index
+	var nodes []laneNode
+	var key []tape.ID // lowest value of each node
+	vnode := make([]int, len(lp.vecs))
+	for q := range vnode {
+		vnode[q] = -1
+	}
+	for i := range p.Values {
+		node[i] = -1
+		if !live[i] {
+			continue
+		}
+		if q, _, ok := lp.in(tape.ID(i)); ok {
+			if vnode[q] < 0 {
+				vnode[q] = len(nodes)
+				nodes = append(nodes, laneNode{vec: q, id: tape.ID(i)})
+				key = append(key, tape.ID(i))
+			}
+			node[i] = vnode[q]
+			continue
+		}
+		node[i] = len(nodes)
+		nodes = append(nodes, laneNode{vec: -1, id: tape.ID(i)})
+		key = append(key, tape.ID(i))
+	}
+	deps := make([][]int, len(nodes))
+	indeg := make([]int, len(nodes))
+	for i := range p.Values {
+		if node[i] < 0 {
+			continue
+		}
+		for _, a := range p.Values[i].Args {
+			if node[a] < 0 || node[a] == node[i] {
+				continue
+			}
+			deps[node[a]] = append(deps[node[a]], node[i])
+			indeg[node[i]]++
+		}
+	}
+	h := &nodeHeap{key: key}
+	for n := range nodes {
+		if indeg[n] == 0 {
+			heap.Push(h, n)
+		}
+	}
+	out := make([]laneNode, 0, len(nodes))
+	for h.Len() > 0 {
+		n := heap.Pop(h).(int)
+		out = append(out, nodes[n])
+		for _, m := range deps[n] {
+			if indeg[m]--; indeg[m] == 0 {
+				heap.Push(h, m)
+			}
+		}
+	}
+	return out, len(out) == len(nodes)
+}
+
+// nodeHeap orders node indices by their lowest value.
+type nodeHeap struct {
+	xs  []int
+	key []tape.ID
+}
+
+func (h *nodeHeap) Len() int           { return len(h.xs) }
+func (h *nodeHeap) Less(a, b int) bool { return h.key[h.xs[a]] < h.key[h.xs[b]] }
+func (h *nodeHeap) Swap(a, b int)      { h.xs[a], h.xs[b] = h.xs[b], h.xs[a] }
+func (h *nodeHeap) Push(x any)         { h.xs = append(h.xs, x.(int)) }
+func (h *nodeHeap) Pop() any {
+	x := h.xs[len(h.xs)-1]
+	h.xs = h.xs[:len(h.xs)-1]
+	return x
+}
+
+// shPos returns the position of shared input j in gs_sh.
+func (e *emitter) shPos(j int) int {
+	if e.src.lanes {
+		return lanePad(j)
+	}
+	return j
+}
+
+// padIndex returns the C expression of the padded position of base +
+// stride·gs_l for gs_l in [0, w): a constant plus a multiple of gs_l where
+// the progression allows, so that the address is one multiply per lane.
+func padIndex(base, stride, w int) string {
+	switch {
+	case stride%laneWidth == 0:
+		return fmt.Sprintf("%d + %d * gs_l", lanePad(base), stride/laneWidth*(laneWidth+1))
+	case stride > 0 && base%laneWidth+stride*(w-1) < laneWidth:
+		return fmt.Sprintf("%d + %d * gs_l", lanePad(base), stride)
+	}
+	return fmt.Sprintf("GS_PAD(%d + %d * gs_l)", base, stride)
+}
+
+// order returns the nodes to emit: in lanes mode the vectors and the
+// replicated values in dependency order (laneOrder); otherwise the live
+// values in program order.
+func (e *emitter) order(live []bool) ([]laneNode, error) {
+	p := e.p
+	if e.src.lanes {
+		e.lp = planLanes(p, e.shIndex)
+		e.bcast = make(map[tape.ID]bool)
+		if len(e.lp.vecs) > 0 {
+			if order, ok := laneOrder(p, e.lp, live); ok {
+				return order, nil
+			}
+			// A cycle between vectors: every value replicated.
+			e.lp = &lanePlan{vec: make([]int32, len(p.Values)), el: make([]uint8, len(p.Values))}
+		}
+	}
+	var order []laneNode
+	for i := range p.Values {
+		if live[i] {
+			order = append(order, laneNode{vec: -1, id: tape.ID(i)})
+		}
+	}
+	return order, nil
+}
+
+// need makes value id readable by every lane: an element of a vector is
+// taken from its lane into a local of the same name, once.
+func (e *emitter) need(id tape.ID) {
+	if e.lp == nil || e.bcast[id] {
+		return
+	}
+	q, el, ok := e.lp.in(id)
+	if !ok {
+		return
+	}
+	e.bcast[id] = true
+	fmt.Fprintf(&e.sb, "  const gs_real %s = GS_BCAST(u%d, %d);\n", vname(id), q, el)
+}
+
+// vector emits vector q: one statement computing element gs_l in lane
+// gs_l, then the adds of its elements that are accumulator terms.
+func (e *emitter) vector(q int, lines []string) {
+	v := &e.lp.vecs[q]
+	w := len(v.ids)
+	for _, a := range v.args {
+		if a.kind == laneCommon {
+			e.need(a.id)
+		}
+	}
+	args := make([]string, len(v.args))
+	for k, a := range v.args {
+		switch a.kind {
+		case laneCommon:
+			args[k] = e.ref(a.id)
+		case laneShared:
+			args[k] = "gs_sh[" + padIndex(a.base, a.stride, w) + "]"
+		case laneAligned:
+			args[k] = fmt.Sprintf("GS_EL(u%d)", a.vec)
+		}
+	}
+	first := tape.ID(-1)
+	for _, id := range v.ids {
+		if id >= 0 {
+			first = id
+			break
+		}
+	}
+	comment := strings.ReplaceAll(lines[first], "\n", " ")
+	expr := ops.Lookup(v.op).C(args, v.aux)
+	fmt.Fprintf(&e.sb, "  GS_VEC(u%d); GS_LANES(%d) GS_EL(u%d) = %s; GS_END  // %d lanes, e.g. %s\n", q, w, q, expr, w, comment)
+	e.laneVecAcc(q)
+}
+
+// accTermsOf returns the accumulator entries value id is added to.
+func (e *emitter) accTermsOf(id tape.ID) []int {
+	if e.acc == nil {
+		return nil
+	}
+	var js []int
+	for _, t := range e.acc.terms {
+		if t.id == id {
+			js = append(js, t.j)
+		}
+	}
+	for m, j := range e.acc.reduce {
+		if e.p.Outputs[m].ID == id {
+			js = append(js, j)
+		}
+	}
+	sort.Ints(js)
+	return js
+}
+
+// laneVecAcc adds the elements of vector q that are accumulator terms:
+// lane e adds element e where the entries run in a progression over the
+// elements, else one lane adds each term.
+func (e *emitter) laneVecAcc(q int) {
+	if e.acc == nil {
+		return
+	}
+	v := &e.lp.vecs[q]
+	type pair struct{ el, j int }
+	var ps []pair
+	multi := false
+	for el, id := range v.ids {
+		if id < 0 {
+			continue
+		}
+		js := e.accTermsOf(id)
+		multi = multi || len(js) > 1
+		for _, j := range js {
+			ps = append(ps, pair{el, j})
+		}
+	}
+	if len(ps) == 0 {
+		return
+	}
+	affine := !multi && len(ps) >= 2
+	var base, stride int
+	if affine {
+		p0, p1 := ps[0], ps[1]
+		if (p1.j-p0.j)%(p1.el-p0.el) != 0 {
+			affine = false
+		} else {
+			stride = (p1.j - p0.j) / (p1.el - p0.el)
+			base = p0.j - stride*p0.el
+			affine = stride != 0 && base >= 0 && base+stride*(len(v.ids)-1) >= 0
+			for _, p := range ps {
+				affine = affine && p.j == base+stride*p.el
+			}
+		}
+	}
+	if !affine {
+		for _, p := range ps {
+			e.need(v.ids[p.el])
+			fmt.Fprintf(&e.sb, "  if (gs_on && GS_LANE0) GS_ACC_ADD(&gs_acc[%d], %s);\n", lanePad(p.j), vname(v.ids[p.el]))
+		}
+		return
+	}
+	var mask uint32
+	for _, p := range ps {
+		mask |= 1 << p.el
+	}
+	fmt.Fprintf(&e.sb, "  GS_ACC_LANES(%d, 0x%08xu) GS_ACC_ADD(&gs_acc[%s], GS_EL(u%d)); GS_ACC_END\n",
+		len(v.ids), mask, padIndex(base, stride, len(v.ids)), q)
+}
+
+// laneAcc adds replicated value id to the accumulator entries it is a
+// term of, from lane 0.
+func (e *emitter) laneAcc(id tape.ID) {
+	for _, j := range e.accTermsOf(id) {
+		fmt.Fprintf(&e.sb, "  if (gs_on && GS_LANE0) GS_ACC_ADD(&gs_acc[%d], %s);\n", lanePad(j), e.ref(id))
+	}
+}
+
+// lanesEnv forces lanes mode on (1) or off (0) for every plan.
+const lanesEnv = "GRADSOLVE_CUDA_LANES"
+
+// useLanes reports whether the kernels of sp's plan run one warp per
+// trajectory: the programs the reverse step calls (the field and its VJP)
+// have at least 512 computed values, three quarters of them in vectors.
+// A small or scalar field (Lorenz, Robertson) runs faster with one thread
+// per trajectory. GRADSOLVE_CUDA_LANES=0 or 1 overrides the choice.
+func useLanes(sp *stepPrograms) bool {
+	switch os.Getenv(lanesEnv) {
+	case "0":
+		return false
+	case "1":
+		return true
+	}
+	total, inVec := 0, 0
+	seen := map[*tape.Program]bool{}
+	var walk func(p *tape.Program)
+	walk = func(p *tape.Program) {
+		for _, f := range p.Funcs {
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			walk(f)
+			sh := make([]int, len(f.Inputs))
+			n := 0
+			for k, in := range f.Inputs {
+				sh[k] = -1
+				if in.Shared {
+					sh[k] = n
+					n++
+				}
+			}
+			for _, v := range f.Values {
+				if v.Op != ops.OpInput && v.Op != ops.OpConst {
+					total++
+				}
+			}
+			inVec += planLanes(f, sh).elements()
+		}
+	}
+	walk(sp.rev)
+	return total >= 512 && 4*inVec >= 3*total
+}
+
+// Lanes-mode launches: lanesBlock threads (warps, trajectories) per
+// block and at most lanesBlocksPerSM blocks per multiprocessor, each warp
+// running trajectories until none is left.
+const (
+	lanesBlock       = 128
+	lanesBlocksPerSM = 8
+)
+
+// lanesShared returns the bytes of shared memory of a lanes-mode block:
+// the padded shared block and controller block, and for a gradient
+// the padded accumulator's two halves (engine.cuh, GS_ACC2 and GS_CSH).
+func lanesShared(d, ns int, grad bool, prec Precision) int {
+	acc2 := max(33*((ns+31)/32), 1)
+	csh := 33 * ((d + 2 + 31) / 32)
+	ssh := 33 * ((ns + d + 2 + 31) / 32)
+	n := ssh + csh
+	if grad {
+		n += 2 * acc2
+	}
+	return n * prec.size()
+}
+
+// lanesFit reports whether a lanes-mode gradient block of pl fits in the
+// shared memory a block may use without opting in to more.
+func lanesFit(pl *ode.Plan, prec Precision) bool {
+	return lanesShared(pl.Dim, pl.Shared, true, prec) <= maxShared
+}

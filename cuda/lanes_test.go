@@ -1,0 +1,222 @@
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/ops"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// wideMLP returns an MLP sizes[0] → ... → sizes[len-1] with tanh hidden
+// layers and shared weights (layer by layer: W row-major, then b), and
+// its VJP.
+func wideMLP(t testing.TB, sizes []int) (*tape.Program, *tape.Program) {
+	var in []tape.Input
+	for k := range sizes[0] {
+		in = append(in, tape.Input{Name: fmt.Sprintf("x%d", k)})
+	}
+	nw := 0
+	for l := 1; l < len(sizes); l++ {
+		nw += sizes[l]*sizes[l-1] + sizes[l]
+	}
+	for k := range nw {
+		in = append(in, tape.Input{Name: fmt.Sprintf("w%d", k), Shared: true})
+	}
+	f := trace(t, fmt.Sprintf("mlp%v", sizes), in, func(v []tape.V) []tape.V {
+		x, w := v[:sizes[0]], v[sizes[0]:]
+		for l := 1; l < len(sizes); l++ {
+			m, k := sizes[l], sizes[l-1]
+			x = tape.Dense(w[:m*k], x, w[m*k:m*k+m])
+			w = w[m*k+m:]
+			if l < len(sizes)-1 {
+				for i := range x {
+					x[i] = x[i].Tanh()
+				}
+			}
+		}
+		return x
+	})
+	vjp, err := tape.VJP(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, vjp
+}
+
+// lanePrograms are MLPs wider than a warp (layers split across vectors,
+// shared indices past 32 padded) and their VJPs.
+func lanePrograms(t testing.TB, n int) []testProgram {
+	r := rand.New(rand.NewPCG(7, 7))
+	var tps []testProgram
+	for _, sizes := range [][]int{{3, 40, 33, 2}, {2, 32, 32, 2}} {
+		f, vjp := wideMLP(t, sizes)
+		for _, p := range []*tape.Program{f, vjp} {
+			in, sh := randInputs(p, n, func() float64 { return 2*r.Float64() - 1 })
+			tps = append(tps, testProgram{p: p, in: in, sh: sh, tol: tolerance{rel: 1e-13}})
+		}
+	}
+	return tps
+}
+
+func shIndexOf(p *tape.Program) []int {
+	sh := make([]int, len(p.Inputs))
+	n := 0
+	for k, in := range p.Inputs {
+		sh[k] = -1
+		if in.Shared {
+			sh[k] = n
+			n++
+		}
+	}
+	return sh
+}
+
+// TestPlanLanes: the values of an MLP and of its VJP fall almost all in
+// vectors (the layers' rows, activations, Wᵀ·ȳ and the weights'
+// cotangents), every vector's elements are values of its op whose
+// arguments are where its laneArgs say, and the emission order puts
+// every value after its arguments.
+func TestPlanLanes(t *testing.T) {
+	t.Parallel()
+	for _, sizes := range [][]int{{2, 32, 32, 2}, {3, 40, 33, 2}, {4, 16, 4}} {
+		f, vjp := wideMLP(t, sizes)
+		for _, p := range []*tape.Program{f, vjp} {
+			sh := shIndexOf(p)
+			lp := planLanes(p, sh)
+			computed := 0
+			for _, v := range p.Values {
+				if v.Op != ops.OpInput && v.Op != ops.OpConst {
+					computed++
+				}
+			}
+			if got := lp.elements(); 10*got < 9*computed {
+				t.Errorf("%s: %d of %d computed values in vectors, want 90%%", p.Name, got, computed)
+			}
+			for q, v := range lp.vecs {
+				if len(v.ids) > laneWidth {
+					t.Fatalf("%s: vector %d has %d elements", p.Name, q, len(v.ids))
+				}
+				for e, id := range v.ids {
+					if id < 0 {
+						continue
+					}
+					pv := &p.Values[id]
+					if pv.Op != v.op || pv.Aux != v.aux || len(pv.Args) != len(v.args) {
+						t.Fatalf("%s: vector %d element %d is %v, not the vector's op %v", p.Name, q, e, pv.Op, v.op)
+					}
+					for k, a := range v.args {
+						arg := pv.Args[k]
+						switch a.kind {
+						case laneCommon:
+							if arg != a.id {
+								t.Fatalf("%s: vector %d element %d argument %d is v%d, want common v%d", p.Name, q, e, k, arg, a.id)
+							}
+						case laneShared:
+							if av := p.Values[arg]; av.Op != ops.OpInput || sh[int(av.Aux)] != a.base+a.stride*e {
+								t.Fatalf("%s: vector %d element %d argument %d is not shared input %d", p.Name, q, e, k, a.base+a.stride*e)
+							}
+						case laneAligned:
+							if qa, ea, ok := lp.in(arg); !ok || qa != a.vec || ea != e {
+								t.Fatalf("%s: vector %d element %d argument %d is not element %d of vector %d", p.Name, q, e, k, e, a.vec)
+							}
+						}
+					}
+				}
+			}
+			live := make([]bool, len(p.Values))
+			for _, o := range p.Outputs {
+				live[o.ID] = true
+			}
+			for i := len(p.Values) - 1; i >= 0; i-- {
+				if live[i] {
+					for _, a := range p.Values[i].Args {
+						live[a] = true
+					}
+				}
+			}
+			order, ok := laneOrder(p, lp, live)
+			if !ok {
+				t.Fatalf("%s: vectors form a cycle", p.Name)
+			}
+			done := make([]bool, len(p.Values))
+			mark := func(nd laneNode) []tape.ID {
+				if nd.vec < 0 {
+					return []tape.ID{nd.id}
+				}
+				var ids []tape.ID
+				for _, id := range lp.vecs[nd.vec].ids {
+					if id >= 0 {
+						ids = append(ids, id)
+					}
+				}
+				return ids
+			}
+			for _, nd := range order {
+				ids := mark(nd)
+				for _, id := range ids {
+					for _, a := range p.Values[id].Args {
+						if q, _, inv := lp.in(a); !done[a] && !(inv && nd.vec == q) {
+							t.Fatalf("%s: v%d is emitted before its argument v%d", p.Name, id, a)
+						}
+					}
+				}
+				for _, id := range ids {
+					done[id] = true
+				}
+			}
+			for _, o := range p.Outputs {
+				if !done[o.ID] {
+					t.Fatalf("%s: output v%d is never emitted", p.Name, o.ID)
+				}
+			}
+		}
+	}
+}
+
+// TestHostLanesWide runs lanePrograms in lanes mode on the host and on a
+// simulated warp.
+func TestHostLanesWide(t *testing.T) {
+	t.Parallel()
+	gxx(t)
+	tps := lanePrograms(t, 3)
+	for _, sim := range []bool{false, true} {
+		got := runHostSim(t, tps, &SourceSettings{Lanes: true}, sim)
+		for j, tp := range tps {
+			tp.compare(t, fmt.Sprintf("lanes (warp sim %v)", sim), got[j], tp.tol)
+		}
+	}
+}
+
+// TestUseLanes: the engine runs MLP fields one warp per trajectory and
+// small scalar fields (Lorenz) one thread per trajectory.
+func TestUseLanes(t *testing.T) {
+	t.Setenv(lanesEnv, "")
+	for _, c := range []struct {
+		c    engineCase
+		want bool
+	}{{mlpCase(4, []int{2, 32, 32, 2}), true}, {mlpCase(4, []int{2, 4, 2}), false}, {lorenzSharedCase(4), false}} {
+		j := jobOf(t, c.c, ode.OpGrad)
+		sp, err := newStepPrograms(j.Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.lanes != c.want {
+			t.Errorf("%s (%d values in the reverse step): lanes %v, want %v", c.c.name, len(sp.rev.Values), sp.lanes, c.want)
+		}
+		if c.want {
+			v := variantOf(j)
+			v.lanes = true
+			src, _, err := kernelSource(sp, v, j.Loss, Float64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(src, "#define GS_LANEMODE 1") || !strings.Contains(src, "GS_BCAST(") {
+				t.Errorf("%s: the lanes kernel has no GS_LANEMODE or no shuffles", c.c.name)
+			}
+		}
+	}
+}
