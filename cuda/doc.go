@@ -76,7 +76,29 @@
 // length, for the trajectories that need it. WithTrace reports the kernels'
 // device time, transfers, chunks and reruns.
 //
-// Two environment variables tune the kernels: GRADSOLVE_CUDA_MAXREG caps
+// # One warp per trajectory
+//
+// A field whose programs are mostly layers (a neural network: thousands of
+// values per evaluation, in groups of one op over a layer's rows) runs in
+// lanes mode: a whole warp runs each trajectory. The values of such a
+// group, a vector, are computed at once, element e by lane e (row e of
+// W·x + b, its activation, column e of Wᵀ·ȳ, the cotangents of row e's
+// weights); every other value, the solver's own arithmetic included, is
+// computed alike by all 32 lanes, and a value one lane holds reaches the
+// others by a shuffle. Each value is still its own op on the same
+// arguments in the same order, so the results are those of one thread per
+// trajectory. The weights are read from a padded copy in shared memory
+// (entry j at j + j/32, so that lanes reading a row each hit distinct
+// banks), and each lane adds its weights' cotangents to the block's
+// accumulator there. A small ensemble then fills the GPU (4,096
+// trajectories are 4,096 warps, not 128), and a thread holds a layer's
+// values one per lane instead of all of them. The engine chooses lanes
+// mode when the programs the reverse step calls have at least 512 computed
+// values, three quarters of them in vectors (not for cuda-multi, whose
+// tile sums need one thread per trajectory); GRADSOLVE_CUDA_LANES=0 or 1
+// overrides the choice. See lanes.go for how vectors are found.
+//
+// Two more environment variables tune the kernels: GRADSOLVE_CUDA_MAXREG caps
 // the registers of a thread (NVRTC's --maxrregcount) and
 // GRADSOLVE_CUDA_BLOCK sets the threads per block. By default a block has
 // 128 threads, fewer where the grid would leave multiprocessors idle (a
