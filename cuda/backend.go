@@ -48,10 +48,12 @@ type backendKernel interface {
 // Tuning knobs of the engine's kernels, read from the environment when a
 // kernel is compiled: the most registers a thread may use (NVRTC's
 // --maxrregcount; more threads fit on a multiprocessor, at the price of
-// spills) and the threads per block.
+// spills), the threads per block, and the size (values) up to which a
+// called program is inlined (inlineCallees by default).
 const (
 	maxRegEnv = "GRADSOLVE_CUDA_MAXREG"
 	blockEnv  = "GRADSOLVE_CUDA_BLOCK"
+	inlineEnv = "GRADSOLVE_CUDA_INLINE"
 )
 
 // envInt returns the positive integer value of the environment variable

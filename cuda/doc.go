@@ -98,9 +98,11 @@
 // tile sums need one thread per trajectory); GRADSOLVE_CUDA_LANES=0 or 1
 // overrides the choice. See lanes.go for how vectors are found.
 //
-// Two more environment variables tune the kernels: GRADSOLVE_CUDA_MAXREG caps
-// the registers of a thread (NVRTC's --maxrregcount) and
-// GRADSOLVE_CUDA_BLOCK sets the threads per block. By default a block has
+// Three more environment variables tune the kernels: GRADSOLVE_CUDA_MAXREG
+// caps the registers of a thread (NVRTC's --maxrregcount),
+// GRADSOLVE_CUDA_BLOCK sets the threads per block, and
+// GRADSOLVE_CUDA_INLINE the size (values) up to which a called program
+// (the field, its VJP) is inlined into its callers instead of called (300). By default a block has
 // 128 threads, fewer where the grid would leave multiprocessors idle (a
 // small ensemble: 4,096 trajectories run as 128 blocks of 32 on an H200's
 // 132 multiprocessors) or where a gradient kernel's shared memory would

@@ -130,7 +130,11 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	var info kernelInfo
 	pl := sp.plan
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
-	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees, Lanes: v.lanes})
+	inline := inlineCallees
+	if k := envInt(inlineEnv); k > 0 {
+		inline = k
+	}
+	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inline, Lanes: v.lanes})
 	if v.tiles {
 		src.defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
 	}
