@@ -32,6 +32,10 @@ type backend interface {
 	memFree() (int64, error)
 	// sms returns the device's multiprocessors (0 if it has none).
 	sms() int
+	// sharedLimit returns the bytes of dynamic shared memory a block of
+	// the kernels it compiles may use (maxShared, or more where the
+	// device lets kernels opt in).
+	sharedLimit() int
 	// launch runs k over threads trajectories in blocks of block threads
 	// with shmem bytes of dynamic shared memory and the kernel's argument
 	// struct args (8-byte words), waits for it, and returns its device
@@ -102,6 +106,11 @@ func (b *gpuBackend) compile(src, name string) (backendKernel, error) {
 	if err != nil {
 		return nil, err
 	}
+	if lim := b.sharedLimit(); lim > maxShared {
+		if err := k.SetMaxDynamicShared(lim - a.SharedBytes); err != nil {
+			return nil, err
+		}
+	}
 	return &gpuKernel{k: k, attrs: a}, nil
 }
 
@@ -161,6 +170,8 @@ func (b *gpuBackend) memFree() (int64, error) {
 }
 
 func (b *gpuBackend) sms() int { return b.dev.Info().SMs }
+
+func (b *gpuBackend) sharedLimit() int { return max(maxShared, b.dev.Info().SharedOptin) }
 
 func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
 	k := bk.(*gpuKernel)

@@ -14,6 +14,7 @@ const (
 	attrL2CacheSize        = 38
 	attrComputeMajor       = 75
 	attrComputeMinor       = 76
+	attrSharedOptin        = 97 // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
 )
 
 // Info describes a GPU.
@@ -26,6 +27,7 @@ type Info struct {
 	MaxThreadsPerBlock int
 	WarpSize           int
 	L2Cache            int // bytes
+	SharedOptin        int // bytes of shared memory a block may use when its kernel opts in
 	Driver             int // the driver's CUDA version, as 13000 for 13.0
 }
 
@@ -152,6 +154,7 @@ func (d *Device) query(ordinal int) (Info, error) {
 		{attrMaxThreadsPerBlock, &info.MaxThreadsPerBlock},
 		{attrWarpSize, &info.WarpSize},
 		{attrL2CacheSize, &info.L2Cache},
+		{attrSharedOptin, &info.SharedOptin},
 	} {
 		var v int32
 		if err := drv.check("cuDeviceGetAttribute", drv.cuDeviceGetAttribute(&v, a.attr, d.dev)); err != nil {

@@ -61,6 +61,7 @@ type driver struct {
 	cuModuleGetFunction       func(fn *uintptr, mod uintptr, name *byte) result
 	cuModuleUnload            func(uintptr) result
 	cuFuncGetAttribute        func(*int32, int32, uintptr) result
+	cuFuncSetAttribute        func(fn uintptr, attr int32, v int32) result
 	cuLaunchKernel            func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params *unsafe.Pointer, extra uintptr) result
 	cuStreamCreate            func(*uintptr, uint32) result
 	cuStreamDestroy           func(uintptr) result
@@ -106,6 +107,7 @@ func (d *driver) entries() []entry {
 		{"cuModuleGetFunction", 2000, &d.cuModuleGetFunction},
 		{"cuModuleUnload", 2000, &d.cuModuleUnload},
 		{"cuFuncGetAttribute", 2020, &d.cuFuncGetAttribute},
+		{"cuFuncSetAttribute", 9000, &d.cuFuncSetAttribute},
 		{"cuLaunchKernel", 4000, &d.cuLaunchKernel},
 		{"cuStreamCreate", 2000, &d.cuStreamCreate},
 		{"cuStreamDestroy", 4000, &d.cuStreamDestroy},

@@ -191,7 +191,7 @@ func (ex *executor) variant(j *ode.Job) variant {
 	v.tiles = ex.tiles && v.grad
 	if !ex.tiles {
 		ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
-		v.lanes = ex.progErr == nil && ex.progs.lanes && lanesFit(ex.plan, ex.prec)
+		v.lanes = ex.progErr == nil && ex.progs.lanes && lanesFit(ex.plan, ex.prec, ex.be.sharedLimit())
 	}
 	return v
 }

@@ -204,6 +204,8 @@ func (b *hostBackend) zero(addr uint64, n int64) error {
 
 func (b *hostBackend) sms() int { return 0 }
 
+func (b *hostBackend) sharedLimit() int { return maxShared }
+
 func (b *hostBackend) memFree() (int64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

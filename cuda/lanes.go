@@ -795,8 +795,9 @@ func lanesShared(d, ns int, grad bool, prec Precision) int {
 	return n * prec.size()
 }
 
-// lanesFit reports whether a lanes-mode gradient block of pl fits in the
-// shared memory a block may use without opting in to more.
-func lanesFit(pl *ode.Plan, prec Precision) bool {
-	return lanesShared(pl.Dim, pl.Shared, true, prec) <= maxShared
+// lanesFit reports whether a lanes-mode gradient block of pl fits in
+// limit bytes of shared memory (backend.sharedLimit: 227 KiB on an H200,
+// some 9,000 float64 weights).
+func lanesFit(pl *ode.Plan, prec Precision, limit int) bool {
+	return lanesShared(pl.Dim, pl.Shared, true, prec) <= limit
 }

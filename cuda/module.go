@@ -138,6 +138,19 @@ func (k *Kernel) Attrs() (KernelAttrs, error) {
 	return a, err
 }
 
+// funcMaxDynamicShared is CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES.
+const funcMaxDynamicShared = 8
+
+// SetMaxDynamicShared lets launches of the kernel use up to bytes of
+// dynamic shared memory per block: more than 48 KiB needs it, up to the
+// device's Info().SharedOptin less the kernel's static shared memory.
+func (k *Kernel) SetMaxDynamicShared(bytes int) error {
+	d := k.mod.dev
+	return d.do(func() error {
+		return d.drv.check("cuFuncSetAttribute", d.drv.cuFuncSetAttribute(k.h, funcMaxDynamicShared, int32(bytes)))
+	})
+}
+
 // Dim is a grid or block shape; a zero Y or Z means 1.
 type Dim struct{ X, Y, Z int }
 
