@@ -405,3 +405,26 @@ func rowErrors(got, want []float64, w int) (med, worst float64) {
 	slices.Sort(errs)
 	return errs[len(errs)/2], worst
 }
+
+// TestGPUEngineLanes: MLP fields run one warp per trajectory (lanes mode;
+// the 64-wide network's block needs more than 48 KiB of shared memory)
+// and agree with the CPU engine.
+func TestGPUEngineLanes(t *testing.T) {
+	needGPUEngine(t)
+	for _, c := range []engineCase{mlpCase(3000, []int{2, 32, 32, 2}), mlpCase(700, []int{2, 64, 64, 2})} {
+		sizes := c.prob.Field.Shared
+		t.Run(fmt.Sprintf("%s-%d", c.name, sizes), func(t *testing.T) {
+			t.Parallel()
+			sp, err := newStepPrograms(jobOf(t, c, ode.OpGrad).Plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sp.lanes {
+				t.Fatalf("%d shared weights: not lanes mode", sizes)
+			}
+			start := time.Now()
+			compareEngines(t, "cuda", c, caseOpts{knife: knife(c.prob.N), ops: []string{"solve", "grad", "gradmesh"}})
+			t.Logf("%v", time.Since(start))
+		})
+	}
+}
