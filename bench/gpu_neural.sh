@@ -1,0 +1,32 @@
+#!/bin/bash
+# The neural suite on the GPU beside Diffrax, in one device call (about
+# 3 minutes): gradsolve's default (lanes mode, one warp per trajectory),
+# Diffrax on the same weights, the GPU engine tests, then gradsolve with
+# the field's VJP inlined (GRADSOLVE_CUDA_INLINE=6000) and with one thread
+# per trajectory (GRADSOLVE_CUDA_LANES=0) for comparison.
+#
+# It builds nothing: .gpu/bin holds gradsolve and cuda.test built with
+# CGO_ENABLED=0 from the commit this script belongs to. Run from the
+# repository root with .gpu carried; logs and JSON lines go to $OUT.
+set -u
+root=$(pwd); bin=$root/.gpu/bin; out=${OUT:-/tmp/gpu-neural}; mkdir -p "$out"
+export GRADSOLVE_CUDA_CACHE=/tmp/gradsolve-cuda-cache PYTHONUNBUFFERED=1
+T0=$(date +%s)
+step() {
+	local name=$1 budget=$2
+	shift 2
+	echo "=== $name at $(($(date +%s) - T0)) s"
+	timeout --kill-after=5 "$budget" "$@" > "$out/$name.jsonl" 2> "$out/$name.log"
+	echo "rc $? after $(($(date +%s) - T0)) s"
+	tail -3 "$out/$name.log" | cut -c1-300
+	cut -c1-900 "$out/$name.jsonl"
+}
+step neural-lanes 200 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5 -dump /tmp/neural-gpu.json
+step dx-neural 80 python3 bench/anchors/diffrax_neural.py --problem /tmp/neural-gpu.json --platform gpu --b 4096,65536 --reps 5 --max-seconds 60
+echo "=== tests at $(($(date +%s) - T0)) s"
+timeout 170 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Float32|Lanes)$' -test.v -test.timeout 165s > "$out/tests.log" 2>&1
+echo "rc $?"
+grep -E '^(--- |    --- |ok|FAIL|PASS|panic)' "$out/tests.log" | cut -c1-200
+step neural-inline 120 env GRADSOLVE_CUDA_INLINE=6000 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
+step neural-threads 150 env GRADSOLVE_CUDA_LANES=0 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
+echo "done at $(($(date +%s) - T0)) s"
