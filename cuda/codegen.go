@@ -84,6 +84,10 @@ type Source struct {
 	prec   Precision
 	inline int
 	lanes  bool
+	// accShared makes the accumulating functions emitted while it is set
+	// add to an accumulator other warps share (lanes mode: atomically,
+	// unpadded) instead of the warp's own.
+	accShared bool
 	funcs  map[*tape.Program]string // emitted programs and their names
 	hashes map[string]string        // the same, by Program.Hash
 	names  map[string]bool

@@ -45,16 +45,20 @@
 #define GS_LANEMODE 0
 #endif
 // The second half of the accumulator (the loss's own dL/ds) starts
-// GS_ACC2 entries after the first; in lanes mode both are padded (entry j
-// at GS_PAD(j)), and GS_CSH is the padded length of the controller's
+// GS_ACC2 entries after the first. In lanes mode each warp has its own
+// first half, padded (entry j at GS_PAD(j)), GS_ACC2 entries long, added
+// to without atomics; the loss's half is the result's (a.gs + GS_NS),
+// added to atomically and unpadded. GS_CSH is the padded length of the controller's
 // shared block (rtol, atol[D], maxsteps) and GS_SSH that of the whole
 // shared block (the shared parameters, then the controller's).
 #if GS_LANEMODE
 #define GS_ACC2 (33 * ((GS_NS + 31) / 32) > 0 ? 33 * ((GS_NS + 31) / 32) : 1)
 #define GS_CSH (33 * ((GS_D + 2 + 31) / 32))
 #define GS_SSH (33 * ((GS_NS + GS_D + 2 + 31) / 32))
+#define GS_LOSS_ACC_AT (a.gs + GS_NS)
 #else
 #define GS_ACC2 GS_NS
+#define GS_LOSS_ACC_AT (acc + GS_NS)
 #endif
 #ifndef GS_NPX
 #define GS_NPX (GS_NP > 0 ? GS_NP : 1)
@@ -155,7 +159,7 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
     // The loss's own dL/ds goes to the second half of the accumulator,
     // unscaled (the host scales it).
 #if GS_LOSS_ACC
-    const gs_lgrad_out r = gs_a_loss_grad(sh, acc + GS_ACC2, act, y, a.ys, n, act ? i : 0, a.data, p);
+    const gs_lgrad_out r = gs_a_loss_grad(sh, GS_LOSS_ACC_AT, act, y, a.ys, n, act ? i : 0, a.data, p);
     if (act) {
 #else
     gs_lgrad_out r;
@@ -168,7 +172,12 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
       for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + GS_K * GS_D + c];
     }
 #if !GS_LOSS_ACC
+#if GS_LANEMODE
+    if (act && GS_LANE0)
+      for (int j = 0; j < GS_NS; j++) GS_ACC_ATOMIC(&a.gs[GS_NS + j], r.v[1 + GS_D + GS_K * GS_D + GS_NP + j]);
+#else
     gs_warp_add<GS_NS>(acc + GS_ACC2, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
+#endif
 #endif
   }
 #if GS_K > 0
@@ -396,23 +405,26 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 
 GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
 #if GS_LANEMODE
-  // One warp per trajectory (lanes.go): the shared parameters and the
-  // controller's block padded in shared memory, as the functions read
-  // them; the block's accumulator padded alike, its halves GS_ACC2 apart.
+  // One warp per trajectory (lanes.go): the shared block and the
+  // controller's padded in shared memory, as the functions read them, then
+  // each warp's accumulator (GS_ACC2 entries, padded).
 #ifdef GS_CUDA
   extern __shared__ gs_real gs_smem[];
   gs_real* ssh = gs_smem;
   gs_real* csh = ssh + GS_SSH;
-  gs_real* acc = csh + GS_CSH;
+  gs_real* accs = csh + GS_CSH;
+  gs_real* acc = accs + (threadIdx.x >> 5) * GS_ACC2;
   const int tid = threadIdx.x, nt = blockDim.x;
+  const int nacc = (blockDim.x >> 5) * GS_ACC2;
 #else
-  gs_real ssh[GS_SSH], csh[GS_CSH], acc[2 * GS_ACC2];
-  const int tid = 0, nt = 1;
+  gs_real ssh[GS_SSH], csh[GS_CSH], acc[GS_ACC2];
+  gs_real* accs = acc;
+  const int tid = 0, nt = 1, nacc = GS_ACC2;
 #endif
   for (int j = tid; j < GS_NS + GS_D + 2; j += nt) ssh[GS_PAD(j)] = a.sh[j];
   for (int j = tid; j < GS_D + 2; j += nt) csh[GS_PAD(j)] = a.sh[GS_NS + j];
 #if GS_GRAD
-  for (int j = tid; j < 2 * GS_ACC2; j += nt) acc[j] = 0;
+  for (int j = tid; j < nacc; j += nt) accs[j] = 0;
 #endif
 #ifdef GS_CUDA
   __syncthreads();
@@ -425,13 +437,9 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
 #endif
 #if GS_GRAD
   for (int j = tid; j < GS_NS; j += nt) {
-#ifdef GS_CUDA
-    atomicAdd(&a.gs[j], acc[GS_PAD(j)]);
-    atomicAdd(&a.gs[GS_NS + j], acc[GS_ACC2 + GS_PAD(j)]);
-#else
-    a.gs[j] += acc[GS_PAD(j)];
-    a.gs[GS_NS + j] += acc[GS_ACC2 + GS_PAD(j)];
-#endif
+    gs_real sum = 0;
+    for (int w = 0; w < nacc; w += GS_ACC2) sum += accs[w + GS_PAD(j)];
+    GS_ACC_ATOMIC(&a.gs[j], sum);
   }
 #endif
 #elif defined(GS_CUDA)

@@ -675,7 +675,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	threads := n
 	block, shmem := launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
 	if v.lanes {
-		block, shmem = min(lanesBlock, r.ke.block), lanesShared(d, r.ns, v.grad, ex.prec)
+		w := lanesWarps(d, r.ns, v.grad, ex.prec, min(lanesBlock, r.ke.block), be.sharedLimit())
+		block, shmem = 32*w, lanesShared(d, r.ns, v.grad, ex.prec, w)
 		threads = 32 * n
 		if sms := be.sms(); sms > 0 {
 			threads = min(threads, sms*lanesBlocksPerSM*block)

@@ -233,7 +233,12 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		in := cat(y, glob("ys", v.k*d), glob("data", v.dataDim), p)
 		sig := "const gs_real* sh, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p"
 		if v.grad {
-			if f, ok := g.accFunc(lp.Grad, 1+d+v.k*d+np, ns); ok {
+			// In lanes mode the loss's own dL/ds goes straight to the
+			// result, atomically (engine.cuh, GS_LOSS_ACC_AT).
+			src.accShared = v.lanes
+			f, ok := g.accFunc(lp.Grad, 1+d+v.k*d+np, ns)
+			src.accShared = false
+			if ok {
 				lossAcc = true
 				g.accAdapter("gs_a_loss_grad", f, lp.Grad, "gs_lgrad_out",
 					"const gs_real* sh, gs_real* acc, bool on, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p", in)

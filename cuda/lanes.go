@@ -707,7 +707,7 @@ func (e *emitter) laneVecAcc(q int) {
 	if !affine {
 		for _, p := range ps {
 			e.need(v.ids[p.el])
-			fmt.Fprintf(&e.sb, "  if (gs_on && GS_LANE0) GS_ACC_ADD(&gs_acc[%d], %s);\n", lanePad(p.j), vname(v.ids[p.el]))
+			e.laneAdd(p.j, vname(v.ids[p.el]))
 		}
 		return
 	}
@@ -715,15 +715,30 @@ func (e *emitter) laneVecAcc(q int) {
 	for _, p := range ps {
 		mask |= 1 << p.el
 	}
-	fmt.Fprintf(&e.sb, "  GS_ACC_LANES(%d, 0x%08xu) GS_ACC_ADD(&gs_acc[%s], GS_EL(u%d)); GS_ACC_END\n",
-		len(v.ids), mask, padIndex(base, stride, len(v.ids)), q)
+	add, at := "GS_ACC_ADD", padIndex(base, stride, len(v.ids))
+	if e.src.accShared {
+		add, at = "GS_ACC_ATOMIC", fmt.Sprintf("%d + %d * gs_l", base, stride)
+	}
+	fmt.Fprintf(&e.sb, "  GS_ACC_LANES(%d, 0x%08xu) %s(&gs_acc[%s], GS_EL(u%d)); GS_ACC_END\n",
+		len(v.ids), mask, add, at, q)
+}
+
+// laneAdd adds replicated x to accumulator entry j from lane 0: to the
+// warp's own accumulator (padded), or atomically to a shared one
+// (Source.accShared).
+func (e *emitter) laneAdd(j int, x string) {
+	if e.src.accShared {
+		fmt.Fprintf(&e.sb, "  if (gs_on && GS_LANE0) GS_ACC_ATOMIC(&gs_acc[%d], %s);\n", j, x)
+		return
+	}
+	fmt.Fprintf(&e.sb, "  if (gs_on && GS_LANE0) GS_ACC_ADD(&gs_acc[%d], %s);\n  GS_SYNCWARP();\n", lanePad(j), x)
 }
 
 // laneAcc adds replicated value id to the accumulator entries it is a
 // term of, from lane 0.
 func (e *emitter) laneAcc(id tape.ID) {
 	for _, j := range e.accTermsOf(id) {
-		fmt.Fprintf(&e.sb, "  if (gs_on && GS_LANE0) GS_ACC_ADD(&gs_acc[%d], %s);\n", lanePad(j), e.ref(id))
+		e.laneAdd(j, e.ref(id))
 	}
 }
 
@@ -773,31 +788,42 @@ func useLanes(sp *stepPrograms) bool {
 	return total >= 512 && 4*inVec >= 3*total
 }
 
-// Lanes-mode launches: lanesBlock threads (warps, trajectories) per
-// block and at most lanesBlocksPerSM blocks per multiprocessor, each warp
+// Lanes-mode launches: at most lanesBlock threads (warps, trajectories)
+// per block and lanesBlocksPerSM blocks per multiprocessor, each warp
 // running trajectories until none is left.
 const (
 	lanesBlock       = 128
 	lanesBlocksPerSM = 8
 )
 
-// lanesShared returns the bytes of shared memory of a lanes-mode block:
-// the padded shared block and controller block, and for a gradient
-// the padded accumulator's two halves (engine.cuh, GS_ACC2 and GS_CSH).
-func lanesShared(d, ns int, grad bool, prec Precision) int {
-	acc2 := max(33*((ns+31)/32), 1)
+// lanesShared returns the bytes of shared memory of a lanes-mode block of
+// warps warps: the padded shared block and controller block, and for a
+// gradient each warp's padded accumulator (engine.cuh: GS_SSH, GS_CSH,
+// GS_ACC2).
+func lanesShared(d, ns int, grad bool, prec Precision, warps int) int {
+	acc := max(33*((ns+31)/32), 1)
 	csh := 33 * ((d + 2 + 31) / 32)
 	ssh := 33 * ((ns + d + 2 + 31) / 32)
 	n := ssh + csh
 	if grad {
-		n += 2 * acc2
+		n += warps * acc
 	}
 	return n * prec.size()
 }
 
-// lanesFit reports whether a lanes-mode gradient block of pl fits in
-// limit bytes of shared memory (backend.sharedLimit: 227 KiB on an H200,
-// some 9,000 float64 weights).
+// lanesWarps returns the warps of a lanes-mode block, at most block/32,
+// as many as fit in limit bytes of shared memory (at least one).
+func lanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
+	w := max(block/32, 1)
+	for w > 1 && lanesShared(d, ns, grad, prec, w) > limit {
+		w--
+	}
+	return w
+}
+
+// lanesFit reports whether a lanes-mode gradient block of one warp of pl
+// fits in limit bytes of shared memory (backend.sharedLimit: 227 KiB on
+// an H200, some 13,000 float64 weights).
 func lanesFit(pl *ode.Plan, prec Precision, limit int) bool {
-	return lanesShared(pl.Dim, pl.Shared, true, prec) <= limit
+	return lanesShared(pl.Dim, pl.Shared, true, prec, 1) <= limit
 }

@@ -319,10 +319,12 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 // lane gs_l (lanes past w repeat lane w-1's indices and compute what
 // nobody reads), GS_EL is the lane's element and GS_BCAST(u, e) element e
 // in every lane. GS_ACC_LANES(w, m) ... GS_ACC_END runs for the elements
-// in mask m (of a function with gs_on set), GS_ACC_ADD adds to the
-// accumulator (atomically: the warps of a block share it), and GS_PAD is
-// the padded position of shared entry j. On the host (no warps) a vector
-// is an array and the lanes a loop.
+// in mask m (of a function with gs_on set), GS_ACC_ADD adds to the warp's
+// own accumulator (no atomics: within a statement its lanes add to
+// distinct entries, and GS_ACC_END and GS_SYNCWARP order the statements),
+// GS_ACC_ATOMIC adds to one shared with other warps, and GS_PAD is the
+// padded position of shared entry j. On the host (no warps) a vector is an
+// array and the lanes a loop.
 #define GS_PAD(j) ((j) + ((j) >> 5))
 #ifdef GS_WARPS
 #define GS_LANE ((int)(threadIdx.x & 31))
@@ -333,8 +335,10 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 #define GS_EL(u) u
 #define GS_BCAST(u, e) __shfl_sync(0xffffffffu, u, e)
 #define GS_ACC_LANES(w, m) { const int gs_l = GS_LANE; if (gs_on && gs_l < (w) && (((m) >> gs_l) & 1u)) {
-#define GS_ACC_END } }
-#define GS_ACC_ADD(p, v) atomicAdd(p, v)
+#define GS_ACC_END } __syncwarp(); }
+#define GS_ACC_ADD(p, v) (*(p) += (v))
+#define GS_ACC_ATOMIC(p, v) atomicAdd(p, v)
+#define GS_SYNCWARP() __syncwarp()
 #else
 #define GS_LANE0 true
 #define GS_VEC(u) gs_real u[32]
@@ -345,6 +349,8 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 #define GS_ACC_LANES(w, m) for (int gs_l = 0; gs_l < (w); gs_l++) if (gs_on && (((m) >> gs_l) & 1u)) {
 #define GS_ACC_END }
 #define GS_ACC_ADD(p, v) (*(p) += (v))
+#define GS_ACC_ATOMIC(p, v) (*(p) += (v))
+#define GS_SYNCWARP()
 #endif
 
 // gs_warp_max returns the largest v of the warp's lanes.
@@ -368,6 +374,7 @@ GS_DEVICE void gs_warp_add(gs_real* acc, const gs_real* v, bool on) {
   // One trajectory per warp: every lane holds the same v.
   if (on && GS_LANE0)
     for (int j = 0; j < NS; j++) GS_ACC_ADD(&acc[GS_PAD(j)], v[j]);
+  GS_SYNCWARP();
 #elif defined(GS_WARPS) && defined(GS_TILES)
   if constexpr (NS > 0 && NS < 8) {
     // Per tile (see GS_TILES): a butterfly over the tile's lanes, after
