@@ -403,7 +403,17 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 #endif
 }
 
-GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
+// In lanes mode the block has at most 128 threads, and GS_LANES_MINB
+// blocks fit in a multiprocessor's shared memory: ptxas keeps the
+// registers of a thread to what lets them all run (128 for 4 blocks of 4
+// warps), rather than spending more and leaving shared memory unused.
+#if GS_LANEMODE && defined(GS_CUDA) && defined(GS_LANES_MINB)
+#define GS_BOUNDS __launch_bounds__(128, GS_LANES_MINB)
+#else
+#define GS_BOUNDS
+#endif
+
+GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
 #if GS_LANEMODE
   // One warp per trajectory (lanes.go): the shared block and the
   // controller's padded in shared memory, as the functions read them, then

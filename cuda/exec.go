@@ -192,6 +192,9 @@ func (ex *executor) variant(j *ode.Job) variant {
 	if !ex.tiles {
 		ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
 		v.lanes = ex.progErr == nil && ex.progs.lanes && lanesFit(ex.plan, ex.prec, ex.be.sharedLimit())
+		if v.lanes {
+			v.lanesMinBlocks = lanesMinBlocks(ex.plan.Dim, ex.plan.Shared, v.grad, ex.prec, ex.be.sharedLimit())
+		}
 	}
 	return v
 }

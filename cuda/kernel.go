@@ -40,8 +40,10 @@ type variant struct {
 	// that do not depend on how an ensemble is split (MultiEngine).
 	tiles bool
 	// lanes runs one warp per trajectory (GS_LANEMODE, lanes.go), for
-	// fields that are mostly vectors (stepPrograms.lanes).
-	lanes bool
+	// fields that are mostly vectors (stepPrograms.lanes); lanesMinBlocks
+	// blocks of it fit in a multiprocessor (GS_LANES_MINB).
+	lanes          bool
+	lanesMinBlocks int
 }
 
 // variantOf returns the kernel that runs job j.
@@ -84,7 +86,7 @@ const xposeRow = 33
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lossKey)
 }
 
 // stepPrograms are the plan's programs a kernel calls.
@@ -140,6 +142,9 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	}
 	if v.lanes {
 		src.defines = append(src.defines, "GS_LANEMODE 1")
+		if v.lanesMinBlocks > 0 {
+			src.defines = append(src.defines, fmt.Sprintf("GS_LANES_MINB %d", v.lanesMinBlocks))
+		}
 	}
 	if v.xpose(ns) {
 		src.defines = append(src.defines, "GS_XPOSE 1")

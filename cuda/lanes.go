@@ -821,6 +821,17 @@ func lanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
 	return w
 }
 
+// lanesMinBlocks returns how many lanes-mode blocks (of lanesBlock
+// threads, or fewer where shared memory forces it) fit in the shared
+// memory of a multiprocessor, taken as limit (the most a block may opt in
+// to: a multiprocessor holds that plus 1 KiB reserved per block), at most
+// 4: the blocks the kernel's registers should leave room for.
+func lanesMinBlocks(d, ns int, grad bool, prec Precision, limit int) int {
+	w := lanesWarps(d, ns, grad, prec, lanesBlock, limit)
+	per := lanesShared(d, ns, grad, prec, w) + 1024
+	return max(1, min(4, (limit+1024)/per))
+}
+
 // lanesFit reports whether a lanes-mode gradient block of one warp of pl
 // fits in limit bytes of shared memory (backend.sharedLimit: 227 KiB on
 // an H200, some 13,000 float64 weights).

@@ -220,3 +220,23 @@ func TestUseLanes(t *testing.T) {
 		}
 	}
 }
+
+// TestLanesShape: a lanes-mode block has as many warps (at most 4) as fit
+// in the shared memory limit, and the blocks its registers leave room for
+// fit in a multiprocessor.
+func TestLanesShape(t *testing.T) {
+	for _, c := range []struct{ ns, limit int }{{1218, 232448}, {4482, 232448}, {1218, maxShared}, {13000, 232448}, {0, maxShared}} {
+		w := lanesWarps(2, c.ns, true, Float64, lanesBlock, c.limit)
+		sh := lanesShared(2, c.ns, true, Float64, w)
+		if w < 1 || w > lanesBlock/32 || (sh > c.limit && w > 1) || (w < lanesBlock/32 && lanesShared(2, c.ns, true, Float64, w+1) <= c.limit) {
+			t.Errorf("ns %d, limit %d: %d warps (%d bytes)", c.ns, c.limit, w, sh)
+		}
+		b := lanesMinBlocks(2, c.ns, true, Float64, c.limit)
+		if b < 1 || b > 4 || (b > 1 && b*(sh+1024) > c.limit+1024) {
+			t.Errorf("ns %d, limit %d: %d blocks of %d bytes", c.ns, c.limit, b, sh)
+		}
+	}
+	if w, b := lanesWarps(2, 1218, true, Float64, lanesBlock, 232448), lanesMinBlocks(2, 1218, true, Float64, 232448); w != 4 || b != 4 {
+		t.Errorf("the neural suite's network (1,218 weights) on an H200: %d warps, %d blocks; want 4 and 4", w, b)
+	}
+}
