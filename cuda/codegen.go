@@ -88,10 +88,10 @@ type Source struct {
 	// add to an accumulator other warps share (lanes mode: atomically,
 	// unpadded) instead of the warp's own.
 	accShared bool
-	funcs  map[*tape.Program]string // emitted programs and their names
-	hashes map[string]string        // the same, by Program.Hash
-	names  map[string]bool
-	parts  []string
+	funcs     map[*tape.Program]string // emitted programs and their names
+	hashes    map[string]string        // the same, by Program.Hash
+	names     map[string]bool
+	parts     []string
 	// defines are macro definitions written before the prelude (the
 	// engine's tile reduction, GS_TILES, selects prelude code).
 	defines []string
