@@ -62,7 +62,7 @@ first)
 	step gs-gpu-robertson 60 "$bin/gradsolve" bench -suite gpu-robertson -json -reps 5
 	step gs-gpu-neural 180 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5 -dump /tmp/neural-gpu.json
 	step dx-neural-gpu 75 python3 bench/anchors/diffrax_neural.py --problem /tmp/neural-gpu.json --platform gpu --b 4096,65536 --reps 5 --max-seconds 60
-	tests gpu-tests 80 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Chunks|Float32)$' -test.timeout 75s
+	tests gpu-tests 80 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Chunks|Float32|Lanes)$' -test.timeout 75s
 	;;
 second)
 	step dx-lorenz-gpu 150 python3 bench/anchors/diffrax_lorenz.py --platform gpu --reps 3 --max-seconds 40
@@ -84,7 +84,7 @@ gpu)
 	step gs-gpu-neural 150 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5 -dump /tmp/neural-gpu.json
 	step dx-neural-gpu 75 python3 bench/anchors/diffrax_neural.py --problem /tmp/neural-gpu.json --platform gpu --b 4096,65536 --reps 5 --max-seconds 60
 	step dx-lorenz-gpu 130 python3 bench/anchors/diffrax_lorenz.py --platform gpu --reps 3 --max-seconds 35
-	tests gpu-tests 70 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Chunks|Float32)$' -test.timeout 65s
+	tests gpu-tests 70 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Chunks|Float32|Lanes)$' -test.timeout 65s
 	;;
 *)
 	echo "usage: bash .gpu/final.sh first|second|gpu" >&2

@@ -362,6 +362,21 @@ func (e *emitter) directShared(f *tape.Program, args []tape.ID) (j0 int, ok bool
 
 func vname(id tape.ID) string { return fmt.Sprintf("v%d", id) }
 
+// sharedIndex returns, for each input of p, its index among p's shared
+// inputs, or -1 for an input that is not shared.
+func sharedIndex(p *tape.Program) []int {
+	sh := make([]int, len(p.Inputs))
+	j := 0
+	for k, in := range p.Inputs {
+		sh[k] = -1
+		if in.Shared {
+			sh[k] = j
+			j++
+		}
+	}
+	return sh
+}
+
 // ref returns the C expression of value id: its local, or for a shared
 // input its read from gs_sh.
 func (e *emitter) ref(id tape.ID) string {
@@ -422,17 +437,12 @@ func (e *emitter) emit(qual string) (string, error) {
 			groups = e.accGroups()
 		}
 	}
-	shIndex := make([]int, len(p.Inputs))
+	shIndex := sharedIndex(p)
 	e.shIndex = shIndex
-	j := 0
-	for k, in := range p.Inputs {
-		shIndex[k] = -1
-		if in.Shared {
-			shIndex[k] = j
-			j++
-			continue
+	for k := range p.Inputs {
+		if shIndex[k] < 0 {
+			fmt.Fprintf(w, ", gs_real a%d", k)
 		}
-		fmt.Fprintf(w, ", gs_real a%d", k)
 	}
 	w.WriteString(") {\n")
 	isLive := e.live()

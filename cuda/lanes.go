@@ -364,10 +364,6 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 			}
 		}
 		// Larger groups first; then in order of appearance.
-		first := map[string]int{}
-		for r, k := range order {
-			first[k] = r
-		}
 		sort.SliceStable(order, func(a, b int) bool { return len(buckets[order[a]]) > len(buckets[order[b]]) })
 		for _, k := range order {
 			ms := buckets[k]
@@ -767,21 +763,12 @@ func useLanes(sp *stepPrograms) bool {
 			}
 			seen[f] = true
 			walk(f)
-			sh := make([]int, len(f.Inputs))
-			n := 0
-			for k, in := range f.Inputs {
-				sh[k] = -1
-				if in.Shared {
-					sh[k] = n
-					n++
-				}
-			}
 			for _, v := range f.Values {
 				if v.Op != ops.OpInput && v.Op != ops.OpConst {
 					total++
 				}
 			}
-			inVec += planLanes(f, sh).elements()
+			inVec += planLanes(f, sharedIndex(f)).elements()
 		}
 	}
 	walk(sp.rev)

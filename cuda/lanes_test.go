@@ -62,19 +62,6 @@ func lanePrograms(t testing.TB, n int) []testProgram {
 	return tps
 }
 
-func shIndexOf(p *tape.Program) []int {
-	sh := make([]int, len(p.Inputs))
-	n := 0
-	for k, in := range p.Inputs {
-		sh[k] = -1
-		if in.Shared {
-			sh[k] = n
-			n++
-		}
-	}
-	return sh
-}
-
 // TestPlanLanes: the values of an MLP and of its VJP fall almost all in
 // vectors (the layers' rows, activations, Wᵀ·ȳ and the weights'
 // cotangents), every vector's elements are values of its op whose
@@ -85,7 +72,7 @@ func TestPlanLanes(t *testing.T) {
 	for _, sizes := range [][]int{{2, 32, 32, 2}, {3, 40, 33, 2}, {4, 16, 4}} {
 		f, vjp := wideMLP(t, sizes)
 		for _, p := range []*tape.Program{f, vjp} {
-			sh := shIndexOf(p)
+			sh := sharedIndex(p)
 			lp := planLanes(p, sh)
 			computed := 0
 			for _, v := range p.Values {
