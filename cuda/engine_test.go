@@ -434,6 +434,7 @@ func TestHostEngineFloat32(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	testFloat32(t, "cuda-host-f32", 64)
+	testFloat32Lanes(t, "cuda-host-f32", 32)
 }
 
 // TestHostEngineErrors: a loss that is not finite names the trajectory.

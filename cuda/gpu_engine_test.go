@@ -185,6 +185,7 @@ func TestGPUEngineChunks(t *testing.T) {
 func TestGPUEngineFloat32(t *testing.T) {
 	needGPUEngine(t)
 	testFloat32(t, "cuda-f32", 4096)
+	testFloat32Lanes(t, "cuda-f32", 2048)
 }
 
 // testSharedSum: the shared-parameter gradient of an ensemble of n is
@@ -426,5 +427,30 @@ func TestGPUEngineLanes(t *testing.T) {
 			compareEngines(t, "cuda", c, caseOpts{knife: knife(c.prob.N), ops: []string{"solve", "grad", "gradmesh"}})
 			t.Logf("%v", time.Since(start))
 		})
+	}
+}
+
+// testFloat32Lanes: an MLP field in float32 runs in lanes mode, with
+// gradients (dL/dy0 and the shared gradient) near the CPU's float64 ones.
+func testFloat32Lanes(t *testing.T, engine string, n int) {
+	c := mlpCase(n, []int{2, 32, 32, 2})
+	got, err := c.solver(t, engine).Grad(nil, &c.prob, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := c.solver(t, "cpu").Grad(nil, &c.prob, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	med, worst := rowErrors(got.Y0, want.Y0, 2)
+	var num, den float64
+	for k := range want.Shared {
+		num += (got.Shared[k] - want.Shared[k]) * (got.Shared[k] - want.Shared[k])
+		den += want.Shared[k] * want.Shared[k]
+	}
+	rel := math.Sqrt(num / den)
+	t.Logf("float32 lanes: dL/dy0 median relative error %.2g, largest %.2g; shared gradient %.2g", med, worst, rel)
+	if med > 1e-3 || worst > 0.1 || rel > 1e-3 {
+		t.Errorf("float32 lanes: dL/dy0 median relative error %.2g, largest %.2g; shared gradient relative error %.2g", med, worst, rel)
 	}
 }
