@@ -85,3 +85,37 @@ func ExampleDevice() {
 	out.Read(y) // waits for the kernel
 	fmt.Println(y[2])
 }
+
+// In lanes mode a warp runs each trajectory: the rows of a dense layer
+// form one vector, computed row e by lane e, and its elements reach the
+// code that needs all of them by shuffles (GS_BCAST).
+func ExampleSourceSettings_lanes() {
+	p, err := tape.Trace("layer", []tape.Input{{Name: "x0"}, {Name: "x1"},
+		{Name: "w0", Shared: true}, {Name: "w1", Shared: true}, {Name: "w2", Shared: true}, {Name: "w3", Shared: true},
+		{Name: "w4", Shared: true}, {Name: "w5", Shared: true}, {Name: "b0", Shared: true}, {Name: "b1", Shared: true}, {Name: "b2", Shared: true}},
+		func(in []tape.V) []tape.V {
+			h := tape.Dense(in[2:8], in[0:2], in[8:11]) // 3 rows of 2
+			return []tape.V{tape.Sum([]tape.V{h[0].Tanh(), h[1].Tanh(), h[2].Tanh()})}
+		})
+	if err != nil {
+		panic(err)
+	}
+	src := cuda.NewSource(&cuda.SourceSettings{Lanes: true})
+	if _, err := src.Func(p); err != nil {
+		panic(err)
+	}
+	for _, line := range strings.Split(src.String(), "\n") {
+		if strings.HasPrefix(line, "  GS_VEC(u") || strings.Contains(line, "= GS_BCAST(") {
+			fmt.Println(strings.TrimSpace(line))
+		}
+	}
+	// The shared inputs as lanes-mode code reads them: padded, entry j at j + j/32.
+	fmt.Println(len(cuda.SharedPad(make([]float64, 40))))
+	// Output:
+	// GS_VEC(u0); GS_LANES(3) GS_EL(u0) = fma(gs_sh[1 + 2 * gs_l], v1, fma(gs_sh[0 + 2 * gs_l], v0, gs_sh[6 + 1 * gs_l])); GS_END  // 3 lanes, e.g. v11 = Dot v2 v3 v0 v1 v8
+	// GS_VEC(u1); GS_LANES(3) GS_EL(u1) = tanh(GS_EL(u0)); GS_END  // 3 lanes, e.g. v14 = Tanh v11
+	// const gs_real v14 = GS_BCAST(u1, 0);
+	// const gs_real v15 = GS_BCAST(u1, 1);
+	// const gs_real v16 = GS_BCAST(u1, 2);
+	// 41
+}
