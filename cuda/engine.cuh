@@ -1,7 +1,9 @@
 // gradsolve CUDA engine: the kernel template. Generated code defines the
 // configuration macros and the adapter functions below, then includes this
 // text; the result is one kernel, GS_KERNEL_NAME, that runs one trajectory
-// per thread through the driver loop of ode.Plan:
+// per thread (in lanes mode, GS_LANEMODE: per warp, its lanes computing
+// the elements of the functions' vectors and alike everything else)
+// through the driver loop of ode.Plan:
 //
 //   Init; repeat { Trial; Control; on accept: store, save, y = y+ } until done
 //   [loss] [adjoint: loss VJP, save-time VJPs, Reverse backwards over the steps]
