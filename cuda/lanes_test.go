@@ -3,6 +3,8 @@ package cuda
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -225,5 +227,56 @@ func TestLanesShape(t *testing.T) {
 	}
 	if w, b := lanesWarps(2, 1218, true, Float64, lanesBlock, 232448), lanesMinBlocks(2, 1218, true, Float64, 232448); w != 4 || b != 4 {
 		t.Errorf("the neural suite's network (1,218 weights) on an H200: %d warps, %d blocks; want 4 and 4", w, b)
+	}
+}
+
+// TestHostLanesBitwise: on the host engine, lanes mode and one thread per
+// trajectory give the same bits (each value is the same op on the same
+// arguments in the same order, and the shared gradients are summed in the
+// same order on the host).
+func TestHostLanesBitwise(t *testing.T) {
+	// A network size no other test uses, so that the kernels of its
+	// shared-parameter count are this test's.
+	c := mlpCase(24, []int{2, 24, 24, 2})
+	grad := func(lanes string) *ode.Gradient {
+		t.Setenv(lanesEnv, lanes)
+		g, err := c.solver(t, "cuda-host").Grad(nil, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	on, off := grad("1"), grad("0")
+	// Both layouts were compiled: had either setting been ignored, the
+	// two runs would share one.
+	kinds := map[bool]bool{}
+	hb := hostF64.be.(*hostBackend)
+	hb.mu.Lock()
+	for key := range hb.exes {
+		src, err := os.ReadFile(filepath.Join(hostDir, key+".cpp"))
+		if err == nil && strings.Contains(string(src), fmt.Sprintf("#define GS_NS %d\n", c.prob.Field.Shared)) && strings.Contains(string(src), "#define GS_GRAD 1") {
+			kinds[strings.Contains(string(src), "#define GS_LANEMODE 1")] = true
+		}
+	}
+	hb.mu.Unlock()
+	if !kinds[true] || !kinds[false] {
+		t.Fatalf("gradient kernels compiled: lanes mode %v, thread per trajectory %v; want both", kinds[true], kinds[false])
+	}
+	if on.Loss != off.Loss {
+		t.Errorf("loss: lanes %v, threads %v", on.Loss, off.Loss)
+	}
+	for _, x := range []struct {
+		name   string
+		on, of []float64
+	}{{"dL/dy0", on.Y0, off.Y0}, {"dL/dshared", on.Shared, off.Shared}} {
+		for k := range x.on {
+			if x.on[k] != x.of[k] {
+				t.Errorf("%s[%d]: lanes %v, threads %v", x.name, k, x.on[k], x.of[k])
+				break
+			}
+		}
+	}
+	if on.Mesh == nil || off.Mesh == nil {
+		t.Fatal("no mesh")
 	}
 }
