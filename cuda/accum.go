@@ -254,10 +254,9 @@ func (s *Source) accFunction(p *tape.Program, qual string, spec *accSpec) (strin
 	return name, nil
 }
 
-// accGroups returns the groups of terms the function adds (its reduced
-// outputs and its own terms), at most one per entry and 32 consecutive
-// entries per group, by the value after which each group is complete.
-func (e *emitter) accGroups() map[tape.ID][][]accTerm {
+// accTerms returns the terms the function adds (its reduced outputs and
+// its own terms), by entry, then value.
+func (e *emitter) accTerms() []accTerm {
 	terms := append([]accTerm(nil), e.acc.terms...)
 	for m, j := range e.acc.reduce {
 		terms = append(terms, accTerm{e.p.Outputs[m].ID, j})
@@ -268,6 +267,14 @@ func (e *emitter) accGroups() map[tape.ID][][]accTerm {
 		}
 		return terms[a].id < terms[b].id
 	})
+	return terms
+}
+
+// accGroups returns the groups of terms the function adds (accTerms), at
+// most one per entry and 32 consecutive entries per group, by the value
+// after which each group is complete.
+func (e *emitter) accGroups() map[tape.ID][][]accTerm {
+	terms := e.accTerms()
 	// Group (block g of entries, r-th term of an entry).
 	type gk struct{ g, r int }
 	groups := map[gk][]accTerm{}

@@ -40,8 +40,8 @@ type SourceSettings struct {
 
 	// Lanes emits every function for one warp per trajectory (see
 	// lanes.go): each function reads gs_sh padded (entry j at j + j/32,
-	// in shared memory on the device) and, if it accumulates, adds to
-	// gs_acc padded alike, atomically; every lane of a warp must make the
+	// in shared memory on the device) and, if it accumulates, adds to the
+	// warp's own gs_acc, padded alike; every lane of a warp must make the
 	// same calls with the same arguments.
 	Lanes bool
 }
@@ -215,9 +215,6 @@ func cIdent(s string) string {
 // loop over i, so the same code runs under g++. In lanes mode
 // (SourceSettings.Lanes) warp i runs trajectory i, and sh must hold the
 // shared inputs padded (input j at j + j/32, as SharedPad).
-//
-// SharedPad returns the padded copy of shared inputs sh that lanes-mode
-// code reads.
 func (s *Source) MapKernel(p *tape.Program) (string, error) {
 	f, err := s.Func(p)
 	if err != nil {
@@ -257,16 +254,7 @@ func (s *Source) MapKernel(p *tape.Program) (string, error) {
 
 // SharedPad returns sh padded as lanes-mode code reads it: entry j at
 // j + j/32, zeros between.
-func SharedPad(sh []float64) []float64 {
-	if len(sh) == 0 {
-		return nil
-	}
-	out := make([]float64, lanePad(len(sh)-1)+1)
-	for j, x := range sh {
-		out[lanePad(j)] = x
-	}
-	return out
-}
+func SharedPad(sh []float64) []float64 { return padded(sh, 0) }
 
 // emitter writes the function of one program.
 type emitter struct {
@@ -289,6 +277,9 @@ type emitter struct {
 	// marks the elements already taken into a local of every lane.
 	lp    *lanePlan
 	bcast map[tape.ID]bool
+	// accOf maps a value to the accumulator entries it is added to
+	// (lanes mode; accTermsOf).
+	accOf map[tape.ID][]int
 }
 
 // live marks the values the outputs depend on. The shared arguments of a
@@ -541,16 +532,8 @@ func (e *emitter) call(id tape.ID, f *tape.Program, fname string, fs *accSpec, a
 	}
 	sh := "gs_sh"
 	if j0, ok := e.directShared(f, args); !ok || e.src.lanes && j0%laneWidth != 0 {
-		if e.src.lanes && len(shared) > 0 {
-			// Padded, as the callee reads it.
-			padded := make([]string, lanePad(len(shared)-1)+1)
-			for q := range padded {
-				padded[q] = "0"
-			}
-			for q, x := range shared {
-				padded[lanePad(q)] = x
-			}
-			shared = padded
+		if e.src.lanes {
+			shared = padded(shared, "0") // as the callee reads it
 		}
 		sh = fmt.Sprintf("s%d", id)
 		fmt.Fprintf(&e.sb, "  const gs_real s%d[%d] = {%s};\n", id, max(len(shared), 1), strings.Join(shared, ", "))

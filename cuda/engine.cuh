@@ -46,20 +46,20 @@
 #ifndef GS_LANEMODE
 #define GS_LANEMODE 0
 #endif
-// The second half of the accumulator (the loss's own dL/ds) starts
-// GS_ACC2 entries after the first. In lanes mode each warp has its own
-// first half, padded (entry j at GS_PAD(j)), GS_ACC2 entries long, added
-// to without atomics; the loss's half is the result's (a.gs + GS_NS),
-// added to atomically and unpadded. GS_CSH is the padded length of the controller's
-// shared block (rtol, atol[D], maxsteps) and GS_SSH that of the whole
-// shared block (the shared parameters, then the controller's).
+// In lanes mode each warp has its own accumulator of the steps' dL/ds,
+// padded (entry j at GS_PAD(j)), GS_WACC entries long, added to without
+// atomics; the loss's own dL/ds goes to the result (a.gs + GS_NS),
+// atomically and unpadded (GS_LOSS_ACC_AT; otherwise the second half of
+// acc). GS_CSH is the padded length of the controller's shared block
+// (rtol, atol[D], maxsteps) and GS_SSH that of the whole shared block (the
+// shared parameters, then the controller's); lanes.go's lanesShared sizes
+// them alike.
 #if GS_LANEMODE
-#define GS_ACC2 (33 * ((GS_NS + 31) / 32) > 0 ? 33 * ((GS_NS + 31) / 32) : 1)
+#define GS_WACC (GS_NS > 0 ? 33 * ((GS_NS + 31) / 32) : 1)
 #define GS_CSH (33 * ((GS_D + 2 + 31) / 32))
 #define GS_SSH (33 * ((GS_NS + GS_D + 2 + 31) / 32))
 #define GS_LOSS_ACC_AT (a.gs + GS_NS)
 #else
-#define GS_ACC2 GS_NS
 #define GS_LOSS_ACC_AT (acc + GS_NS)
 #endif
 #ifndef GS_NPX
@@ -178,7 +178,7 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
     if (act && GS_LANE0)
       for (int j = 0; j < GS_NS; j++) GS_ACC_ATOMIC(&a.gs[GS_NS + j], r.v[1 + GS_D + GS_K * GS_D + GS_NP + j]);
 #else
-    gs_warp_add<GS_NS>(acc + GS_ACC2, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
+    gs_warp_add<GS_NS>(acc + GS_NS, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
 #endif
 #endif
   }
@@ -419,19 +419,19 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
 #if GS_LANEMODE
   // One warp per trajectory (lanes.go): the shared block and the
   // controller's padded in shared memory, as the functions read them, then
-  // each warp's accumulator (GS_ACC2 entries, padded).
+  // each warp's accumulator (GS_WACC entries, padded).
 #ifdef GS_CUDA
   extern __shared__ gs_real gs_smem[];
   gs_real* ssh = gs_smem;
   gs_real* csh = ssh + GS_SSH;
   gs_real* accs = csh + GS_CSH;
-  gs_real* acc = accs + (threadIdx.x >> 5) * GS_ACC2;
+  gs_real* acc = accs + (threadIdx.x >> 5) * GS_WACC;
   const int tid = threadIdx.x, nt = blockDim.x;
-  const int nacc = (blockDim.x >> 5) * GS_ACC2;
+  const int nacc = (blockDim.x >> 5) * GS_WACC;
 #else
-  gs_real ssh[GS_SSH], csh[GS_CSH], acc[GS_ACC2];
+  gs_real ssh[GS_SSH], csh[GS_CSH], acc[GS_WACC];
   gs_real* accs = acc;
-  const int tid = 0, nt = 1, nacc = GS_ACC2;
+  const int tid = 0, nt = 1, nacc = GS_WACC;
 #endif
   for (int j = tid; j < GS_NS + GS_D + 2; j += nt) ssh[GS_PAD(j)] = a.sh[j];
   for (int j = tid; j < GS_D + 2; j += nt) csh[GS_PAD(j)] = a.sh[GS_NS + j];
@@ -450,7 +450,7 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
 #if GS_GRAD
   for (int j = tid; j < GS_NS; j += nt) {
     gs_real sum = 0;
-    for (int w = 0; w < nacc; w += GS_ACC2) sum += accs[w + GS_PAD(j)];
+    for (int w = 0; w < nacc; w += GS_WACC) sum += accs[w + GS_PAD(j)];
     GS_ACC_ATOMIC(&a.gs[j], sum);
   }
 #endif

@@ -675,15 +675,12 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			args[a] = ar.addr + uint64(l.off[a])
 		}
 	}
-	threads := n
-	block, shmem := launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
+	var threads, block, shmem int
 	if v.lanes {
-		w := lanesWarps(d, r.ns, v.grad, ex.prec, min(lanesBlock, r.ke.block), be.sharedLimit())
-		block, shmem = 32*w, lanesShared(d, r.ns, v.grad, ex.prec, w)
-		threads = 32 * n
-		if sms := be.sms(); sms > 0 {
-			threads = min(threads, sms*lanesBlocksPerSM*block)
-		}
+		threads, block, shmem = lanesLaunch(n, d, r.ns, v.grad, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
+	} else {
+		threads = n
+		block, shmem = launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
 	}
 	dt, err := be.launch(r.ke.k, threads, block, shmem, args[:])
 	if err != nil {

@@ -49,6 +49,27 @@ import (
 // lanePad returns the padded position of entry j.
 func lanePad(j int) int { return j + j>>5 }
 
+// padLen returns the length of a padded array of n entries rounded up to
+// whole rows of 32 (33 positions each), as engine.cuh sizes its shared
+// arrays (GS_WACC, GS_CSH, GS_SSH).
+func padLen(n int) int { return (laneWidth + 1) * ((n + laneWidth - 1) / laneWidth) }
+
+// padded returns xs with entry j at lanePad(j) and zero between (nil for
+// no entries).
+func padded[T any](xs []T, zero T) []T {
+	if len(xs) == 0 {
+		return nil
+	}
+	out := make([]T, lanePad(len(xs)-1)+1)
+	for q := range out {
+		out[q] = zero
+	}
+	for j, x := range xs {
+		out[lanePad(j)] = x
+	}
+	return out
+}
+
 // laneWidth is the number of lanes of a warp.
 const laneWidth = 32
 
@@ -313,6 +334,13 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 		id tape.ID
 		e  int
 	}
+	// A bucket holds the candidates of one key and, per argument, how its
+	// elements read it (the shared arguments' progressions are fitted when
+	// the vector forms).
+	type bucket struct {
+		args    []laneArg
+		members []member
+	}
 	for len(fresh) > 0 {
 		// The candidates: users of the new vectors' elements.
 		seen := map[tape.ID]bool{}
@@ -332,8 +360,8 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 		}
 		sort.Slice(cands, func(a, b int) bool { return cands[a] < cands[b] })
 		fresh = fresh[:0]
-		buckets := map[string][]member{}
-		var order []string
+		buckets := map[string]*bucket{}
+		var order []*bucket
 		for _, id := range cands {
 			v := &p.Values[id]
 			// Each argument that is an element may be the aligned one.
@@ -344,29 +372,35 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 				}
 				sb.Reset()
 				opKey(&sb, v)
-				for _, b := range v.Args {
+				args := make([]laneArg, len(v.Args))
+				for q, b := range v.Args {
 					qb, eb, okb := lp.in(b)
 					if _, sh := shared(b); sh {
 						sb.WriteString(",S")
+						args[q] = laneArg{kind: laneShared}
 					} else if okb && eb == ec {
 						sb.WriteString(",A")
 						sb.WriteString(strconv.Itoa(qb))
+						args[q] = laneArg{kind: laneAligned, vec: qb}
 					} else {
 						sb.WriteString(",R")
 						sb.WriteString(strconv.Itoa(int(b)))
+						args[q] = laneArg{kind: laneCommon, id: b}
 					}
 				}
-				k := sb.String()
-				if buckets[k] == nil {
-					order = append(order, k)
+				bk := buckets[sb.String()]
+				if bk == nil {
+					bk = &bucket{args: args}
+					buckets[sb.String()] = bk
+					order = append(order, bk)
 				}
-				buckets[k] = append(buckets[k], member{id, ec})
+				bk.members = append(bk.members, member{id, ec})
 			}
 		}
 		// Larger groups first; then in order of appearance.
-		sort.SliceStable(order, func(a, b int) bool { return len(buckets[order[a]]) > len(buckets[order[b]]) })
-		for _, k := range order {
-			ms := buckets[k]
+		sort.SliceStable(order, func(a, b int) bool { return len(order[a].members) > len(order[b].members) })
+		for _, bk := range order {
+			ms := bk.members
 			width := 0
 			for _, m := range ms {
 				if lp.vec[m.id] == 0 {
@@ -398,22 +432,13 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 					break
 				}
 			}
-			args := make([]laneArg, len(v0.Args))
+			args := append([]laneArg(nil), bk.args...)
 			ok := true
-			for q, a := range v0.Args {
-				tag := keyArg(k, q, len(v0.Args))
-				switch tag[0] {
-				case 'S':
+			for q := range args {
+				if args[q].kind == laneShared {
 					base, stride, fit := fitShared(ids, q)
-					if !fit {
-						ok = false
-					}
-					args[q] = laneArg{kind: laneShared, base: base, stride: stride}
-				case 'A':
-					qa, _ := strconv.Atoi(tag[1:])
-					args[q] = laneArg{kind: laneAligned, vec: qa}
-				default:
-					args[q] = laneArg{kind: laneCommon, id: a}
+					ok = ok && fit
+					args[q].base, args[q].stride = base, stride
 				}
 			}
 			if !ok {
@@ -423,12 +448,6 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 		}
 	}
 	return lp
-}
-
-// keyArg returns the tag of argument q of a bucket key (op/aux/n,tag,...).
-func keyArg(k string, q, n int) string {
-	parts := strings.Split(k, ",")
-	return parts[len(parts)-n+q]
 }
 
 // laneNode is a unit of emission in lanes mode: a vector (vec >= 0) or a
@@ -446,30 +465,36 @@ type laneNode struct {
 // its arguments first. It returns false if the vectors' dependencies form
 // a cycle.
 func laneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]laneNode, bool) {
+	// Extend liveness through whole vectors: an element made live may be
+	// later in the program than the value that made it so, hence a work
+	// list rather than one backward pass.
 	live = append([]bool(nil), live...)
-	// Extend liveness backwards through whole vectors.
-	vlive := make([]bool, len(lp.vecs))
-	for i := len(p.Values) - 1; i >= 0; i-- {
-		if !live[i] {
-			continue
+	var work []tape.ID
+	for i, l := range live {
+		if l {
+			work = append(work, tape.ID(i))
 		}
-		if q, _, ok := lp.in(tape.ID(i)); ok {
-			if !vlive[q] {
-				vlive[q] = true
-				for _, id := range lp.vecs[q].ids {
-					if id < 0 {
-						continue
-					}
-					live[id] = true
-					for _, a := range p.Values[id].Args {
-						live[a] = true
-					}
+	}
+	mark := func(id tape.ID) {
+		if !live[id] {
+			live[id] = true
+			work = append(work, id)
+		}
+	}
+	vlive := make([]bool, len(lp.vecs))
+	for len(work) > 0 {
+		id := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, a := range p.Values[id].Args {
+			mark(a)
+		}
+		if q, _, ok := lp.in(id); ok && !vlive[q] {
+			vlive[q] = true
+			for _, el := range lp.vecs[q].ids {
+				if el >= 0 {
+					mark(el)
 				}
 			}
-			continue
-		}
-		for _, a := range p.Values[i].Args {
-			live[a] = true
 		}
 	}
 	// Nodes: replicated live values, live vectors.
@@ -641,24 +666,19 @@ func (e *emitter) vector(q int, lines []string) {
 	e.laneVecAcc(q)
 }
 
-// accTermsOf returns the accumulator entries value id is added to.
+// accTermsOf returns the accumulator entries value id is added to, in
+// increasing order.
 func (e *emitter) accTermsOf(id tape.ID) []int {
 	if e.acc == nil {
 		return nil
 	}
-	var js []int
-	for _, t := range e.acc.terms {
-		if t.id == id {
-			js = append(js, t.j)
+	if e.accOf == nil {
+		e.accOf = make(map[tape.ID][]int)
+		for _, t := range e.accTerms() { // sorted by entry
+			e.accOf[t.id] = append(e.accOf[t.id], t.j)
 		}
 	}
-	for m, j := range e.acc.reduce {
-		if e.p.Outputs[m].ID == id {
-			js = append(js, j)
-		}
-	}
-	sort.Ints(js)
-	return js
+	return e.accOf[id]
 }
 
 // laneVecAcc adds the elements of vector q that are accumulator terms:
@@ -786,14 +806,11 @@ const (
 // lanesShared returns the bytes of shared memory of a lanes-mode block of
 // warps warps: the padded shared block and controller block, and for a
 // gradient each warp's padded accumulator (engine.cuh: GS_SSH, GS_CSH,
-// GS_ACC2).
+// GS_WACC).
 func lanesShared(d, ns int, grad bool, prec Precision, warps int) int {
-	acc := max(33*((ns+31)/32), 1)
-	csh := 33 * ((d + 2 + 31) / 32)
-	ssh := 33 * ((ns + d + 2 + 31) / 32)
-	n := ssh + csh
+	n := padLen(ns+d+2) + padLen(d+2)
 	if grad {
-		n += warps * acc
+		n += warps * max(padLen(ns), 1)
 	}
 	return n * prec.size()
 }
@@ -806,6 +823,21 @@ func lanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
 		w--
 	}
 	return w
+}
+
+// lanesLaunch returns the shape of a lanes-mode launch over n
+// trajectories of a kernel whose blocks may have up to block threads, on
+// sms multiprocessors (0 if unknown) with limit bytes of shared memory per
+// block: as many warps per block as fit (lanesWarps), at most
+// lanesBlocksPerSM blocks per multiprocessor, each warp running
+// trajectories until none is left.
+func lanesLaunch(n, d, ns int, grad bool, prec Precision, block, sms, limit int) (threads, blockThreads, shmem int) {
+	w := lanesWarps(d, ns, grad, prec, min(lanesBlock, block), limit)
+	threads = laneWidth * n
+	if sms > 0 {
+		threads = min(threads, sms*lanesBlocksPerSM*laneWidth*w)
+	}
+	return threads, laneWidth * w, lanesShared(d, ns, grad, prec, w)
 }
 
 // lanesMinBlocks returns how many lanes-mode blocks (of lanesBlock
