@@ -1,0 +1,138 @@
+package cuda
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Every built-in problem (problems.Names) with every method that suits it,
+// on the device engine against the CPU engine: meshes, states, loss and
+// gradients with respect to y0, the per-trajectory parameters and the
+// shared ones. The engine suite (testSuite) picks its problems and losses
+// by hand; this one takes them as a user would, at their defaults.
+
+// problemCase is n trajectories of the built-in problem name solved with
+// m: the default state and parameters, each row scaled by its own factor
+// in [0.9, 1.1] (a spread of meshes), one save time mid-way, and a loss of
+// the final and saved states.
+func problemCase(t *testing.T, name string, m ode.Method, n int) engineCase {
+	t.Helper()
+	pr, err := problems.ByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, np := pr.Field.Dim, pr.Field.Params
+	y0, p := pr.Ensemble(n)
+	for i := 0; i < n; i++ {
+		f := 0.9 + 0.2*float64(i)/float64(max(n-1, 1))
+		for c := 0; c < d; c++ {
+			y0[i*d+c] *= f
+		}
+		for c := 0; c < np; c++ {
+			p[i*np+c] *= 2 - f
+		}
+	}
+	ts := pr.T0 + (pr.T1-pr.T0)/3
+	rtol, atol := 1e-6, 1e-9
+	if pr.Stiff {
+		atol = 1e-10
+	}
+	return engineCase{
+		name: fmt.Sprintf("%s-%s", name, m.Name()),
+		prob: ode.Problem{Field: pr.Field, N: n, Y0: y0, P: p, Shared: pr.Shared,
+			T0: pr.T0, T1: pr.T1, SaveAt: []float64{ts}},
+		set: ode.Settings{Method: m, RelTol: rtol, AbsTol: atol},
+		loss: ode.Loss{Name: "problem-loss", F: func(y, ys, _ []tape.V) tape.V {
+			l := ys[0].Mul(ys[d-1])
+			for c := range y {
+				l = l.Add(y[c].Square().MulC(float64(c + 1)))
+			}
+			return l
+		}},
+		tol: 1e-10,
+	}
+}
+
+// problemMethods returns the methods each built-in problem runs with:
+// the explicit ones for non-stiff problems, the Rosenbrock ones for stiff
+// problems, and Rodas5P on one non-stiff problem too.
+func problemMethods(name string) []ode.Method {
+	pr, err := problems.ByName(name)
+	if err != nil {
+		panic(err)
+	}
+	switch {
+	case pr.Stiff:
+		return []ode.Method{ode.Rodas5P, ode.Rosenbrock23}
+	case name == "vdp":
+		return []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P}
+	}
+	return []ode.Method{ode.Tsit5, ode.Vern7}
+}
+
+// testProblems compares engine with the CPU on every built-in problem and
+// method, n trajectories each.
+func testProblems(t *testing.T, engine string, n int) {
+	for _, name := range problems.Names() {
+		for _, m := range problemMethods(name) {
+			c := problemCase(t, name, m, n)
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				compareEngines(t, engine, c, caseOpts{knife: knife(n), ops: []string{"solve", "gradmesh"}})
+				compareOwnMesh(t, engine, c, knife(n))
+			})
+		}
+	}
+}
+
+// compareOwnMesh compares the gradient with the record on engine against
+// the CPU's. The meshes agree to the rounding of the controller's exp and
+// log, which the error estimates of stiff problems amplify (Pollution with
+// Rodas5P: 1e-16 at the first step, 6e-10 at the last); the discrete
+// derivative moves with the mesh (there, one entry of dL/dy0 by 2e-6). So
+// the device's mesh is checked against the CPU's (counts, step sizes), and
+// its gradient against the CPU's gradient on that same mesh, to c.tol.
+func compareOwnMesh(t *testing.T, engine string, c engineCase, knife int) {
+	t.Helper()
+	cpu, dev := c.solver(t, "cpu"), c.solver(t, engine)
+	p := c.prob
+	got, err := dev.Grad(nil, &p, c.loss, nil)
+	if err != nil {
+		t.Fatalf("%s: %s grad: %v", c.name, engine, err)
+	}
+	rec, _, err := cpu.Record(&p)
+	if err != nil {
+		t.Fatalf("%s: CPU record: %v", c.name, err)
+	}
+	what := c.name + " grad"
+	skip := compareCounts(t, what, got.Mesh.Stats, rec.Stats, knife)
+	compareMesh(t, what, got.Mesh, rec, skip)
+	want, err := cpu.Grad(nil, &p, c.loss, got.Mesh)
+	if err != nil {
+		t.Fatalf("%s: CPU gradient on the %s mesh: %v", c.name, engine, err)
+	}
+	d, np := p.Field.Dim, p.Field.Params
+	closeRows(t, what+" Y", got.Solution.Y, want.Solution.Y, d, c.tol, nil)
+	closeRows(t, what+" Ys", got.Solution.Ys, want.Solution.Ys, d*len(p.SaveAt), c.tol, nil)
+	closeRows(t, what+" dL/dY0", got.Y0, want.Y0, d, c.tol, nil)
+	closeRows(t, what+" dL/dP", got.P, want.P, np, c.tol, nil)
+	closeRows(t, what+" loss", []float64{got.Loss}, []float64{want.Loss}, 1, c.tol, nil)
+	closeRows(t, what+" dL/dShared", got.Shared, want.Shared, len(got.Shared), c.tol, nil)
+}
+
+func TestHostEngineProblems(t *testing.T) {
+	needHost(t)
+	if testing.Short() {
+		t.Skip("compiles a kernel per problem and method; skipped with -short")
+	}
+	testProblems(t, "cuda-host", 6)
+}
+
+func TestGPUEngineProblems(t *testing.T) {
+	needGPUEngine(t)
+	testProblems(t, "cuda", 2000)
+}
