@@ -83,11 +83,20 @@ func testProblems(t *testing.T, engine string, n int) {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				compareEngines(t, engine, c, caseOpts{knife: knife(n), ops: []string{"solve", "gradmesh"}})
-				compareOwnMesh(t, engine, c, knife(n))
+				compareOwnMesh(t, engine, c, problemKnife(n))
 			})
 		}
 	}
 }
+
+// problemKnife is the number of trajectories of n whose meshes may part
+// from the CPU's (other step counts, or step sizes beyond compareMesh's
+// tolerance) on the built-in problems: 1%. Stiff Van der Pol (μ = 1e3)
+// with Rodas5P is the sensitive one: on the CPU alone, a change of y0 by
+// one ulp moves the step sizes of 4 of 1000 trajectories by up to 1e-3
+// relative at the fast transitions (same counts); on the H200, 2 of 1000
+// parted from the CPU's thus.
+func problemKnife(n int) int { return n / 100 }
 
 // compareOwnMesh compares the gradient with the record on engine against
 // the CPU's. The meshes agree to the rounding of the controller's exp and
@@ -96,6 +105,8 @@ func testProblems(t *testing.T, engine string, n int) {
 // derivative moves with the mesh (there, one entry of dL/dy0 by 2e-6). So
 // the device's mesh is checked against the CPU's (counts, step sizes), and
 // its gradient against the CPU's gradient on that same mesh, to c.tol.
+// At most knife trajectories may take other steps than the CPU's (see
+// problemKnife); their gradients are still checked on their own mesh.
 func compareOwnMesh(t *testing.T, engine string, c engineCase, knife int) {
 	t.Helper()
 	cpu, dev := c.solver(t, "cpu"), c.solver(t, engine)
@@ -110,7 +121,15 @@ func compareOwnMesh(t *testing.T, engine string, c engineCase, knife int) {
 	}
 	what := c.name + " grad"
 	skip := compareCounts(t, what, got.Mesh.Stats, rec.Stats, knife)
-	compareMesh(t, what, got.Mesh, rec, skip)
+	parted := meshDeviations(t, what, got.Mesh, rec, skip)
+	for k, msg := range parted {
+		if k < 5 {
+			t.Logf("%s: mesh parts from the CPU's: %s", what, msg)
+		}
+	}
+	if len(skip)+len(parted) > knife {
+		t.Errorf("%s: %d of %d trajectories take other steps than on the CPU (%d allowed)", what, len(skip)+len(parted), p.N, knife)
+	}
 	want, err := cpu.Grad(nil, &p, c.loss, got.Mesh)
 	if err != nil {
 		t.Fatalf("%s: CPU gradient on the %s mesh: %v", c.name, engine, err)
@@ -134,5 +153,5 @@ func TestHostEngineProblems(t *testing.T) {
 
 func TestGPUEngineProblems(t *testing.T) {
 	needGPUEngine(t)
-	testProblems(t, "cuda", 2000)
+	testProblems(t, "cuda", 1000)
 }
