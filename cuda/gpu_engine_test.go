@@ -454,3 +454,10 @@ func testFloat32Lanes(t *testing.T, engine string, n int) {
 		t.Errorf("float32 lanes: dL/dy0 median relative error %.2g, largest %.2g; shared gradient relative error %.2g", med, worst, rel)
 	}
 }
+
+// TestGPULanesNetworks: lanes mode on networks of other widths,
+// activations, per-trajectory parameters and Rodas5P (testLanesNetworks).
+func TestGPULanesNetworks(t *testing.T) {
+	needGPUEngine(t)
+	testLanesNetworks(t, "cuda", 100)
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/nn"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -279,4 +280,77 @@ func TestHostLanesBitwise(t *testing.T) {
 	if on.Mesh == nil || off.Mesh == nil {
 		t.Fatal("no mesh")
 	}
+}
+
+// netCase is y' = MLP(y)·p₀ − p₁·y with a network of the given sizes and
+// activations: shared weights and two per-trajectory parameters (a rate
+// and a damping), each trajectory with its own target (loss data).
+func netCase(n int, sizes []int, hidden, out nn.Activation, m ode.Method) engineCase {
+	c := mlpCase(n, sizes)
+	mlp := nn.NewMLP(sizes, hidden, out)
+	d := sizes[0]
+	c.name = fmt.Sprintf("net-%v-%v-%v-%s", sizes, hidden, out, m.Name())
+	c.prob.Field = ode.Field{Name: c.name, Dim: d, Params: 2, Shared: mlp.NumParams(),
+		F: func(_ tape.V, y, p []tape.V) []tape.V {
+			z := mlp.Apply(p[2:], y)
+			for k := range z {
+				z[k] = z[k].Mul(p[0]).Sub(p[1].Mul(y[k]))
+			}
+			return z
+		}}
+	c.prob.Shared = mlp.Init(nil, rand.New(rand.NewPCG(5, uint64(len(sizes)))))
+	c.prob.P = make([]float64, 2*n)
+	for i := 0; i < n; i++ {
+		c.prob.P[2*i] = 0.5 + float64(i)/float64(max(n-1, 1))
+		c.prob.P[2*i+1] = 0.1 * float64(i%5)
+	}
+	c.set.Method = m
+	return c
+}
+
+// testLanesNetworks runs networks of other widths (below, above and not a
+// multiple of the warp's 32), activations, per-trajectory parameters and
+// a Rosenbrock method on engine, n·scale trajectories each, against the
+// CPU, and checks that the engine chose lanes mode for them.
+//
+// A ReLU network's field has kinks, where an error estimate is O(h)
+// rather than O(h⁵) and the controller chaotic: on the CPU alone, a
+// change of y0 by one ulp moves one of eight trajectories' steps by 38%
+// (4-64-4 below). Its meshes are not compared; its gradients are, on the
+// CPU's mesh and on the engine's own (compareOwnMesh).
+func testLanesNetworks(t *testing.T, engine string, scale int) {
+	for _, tc := range []struct {
+		c     engineCase
+		o     []string
+		kinks bool
+	}{
+		{netCase(8*scale, []int{3, 20, 45, 3}, nn.Softplus, nn.Identity, ode.Tsit5), nil, false},
+		{netCase(8*scale, []int{2, 33, 33, 2}, nn.Sigmoid, nn.Tanh, ode.Vern7), nil, false},
+		{netCase(8*scale, []int{4, 64, 4}, nn.Relu, nn.Identity, ode.Tsit5), []string{"gradmesh", "lossmesh", "replay"}, true},
+		{netCase(4*scale, []int{2, 24, 24, 2}, nn.Tanh, nn.Identity, ode.Rodas5P), []string{"solve", "grad"}, false},
+	} {
+		t.Run(tc.c.name, func(t *testing.T) {
+			t.Parallel()
+			sp, err := newStepPrograms(jobOf(t, tc.c, ode.OpGrad).Plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sp.lanes && os.Getenv(lanesEnv) == "" {
+				t.Errorf("%d shared weights, %d values in the reverse step: not lanes mode", tc.c.prob.Field.Shared, len(sp.rev.Values))
+			}
+			ops := tc.o
+			if ops == nil {
+				ops = []string{"solve", "grad", "gradmesh", "loss"}
+			}
+			compareEngines(t, engine, tc.c, caseOpts{knife: knife(tc.c.prob.N), ops: ops})
+			if tc.kinks {
+				compareOwnMesh(t, engine, tc.c, tc.c.prob.N)
+			}
+		})
+	}
+}
+
+func TestHostLanesNetworks(t *testing.T) {
+	needHost(t)
+	testLanesNetworks(t, "cuda-host", 1)
 }
