@@ -21,6 +21,9 @@
 //   GS_SACC                           reduce shared gradients in shared memory
 //   GS_LANEMODE                       (defined before the prelude, if at all)
 //                                     one warp per trajectory (lanes.go)
+//   GS_LANES_GLOBAL                   lanes mode with the padded shared block
+//                                     (a.sh) and the warps' accumulators
+//                                     (a.work) in global memory
 //   GS_TILES, GS_TILE                 (defined before the prelude, if at all)
 //                                     reduce shared gradients per tile of
 //                                     GS_TILE trajectories into a.gs[tile][2][NS]
@@ -43,6 +46,9 @@
 // The same text is host C++: without GS_CUDA the kernel is a loop over
 // the trajectories and the warp reductions are plain sums.
 
+#ifndef GS_LANES_GLOBAL
+#define GS_LANES_GLOBAL 0
+#endif
 #ifndef GS_LANEMODE
 #define GS_LANEMODE 0
 #endif
@@ -111,6 +117,7 @@ struct gs_args {
   gs_real* tb;            // [K][D][n] cotangents of the saved states
   gs_real* hout;          // [rows][n] the recorded mesh
   gs_real* store;         // [rows][GS_SW][n] states before each step
+  gs_real* work;          // GS_LANES_GLOBAL: [warps][GS_WACC] the warps' accumulators
 };
 
 #if GS_ADAPTIVE
@@ -419,7 +426,24 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
 #if GS_LANEMODE
   // One warp per trajectory (lanes.go): the shared block and the
   // controller's padded in shared memory, as the functions read them, then
-  // each warp's accumulator (GS_WACC entries, padded).
+  // each warp's accumulator (GS_WACC entries, padded). With
+  // GS_LANES_GLOBAL (networks too large for shared memory) the host wrote
+  // both blocks padded in a.sh, and each warp's accumulator is its row of
+  // a.work.
+#if GS_LANES_GLOBAL
+  const gs_real* ssh = a.sh;
+  const gs_real* csh = a.sh + GS_SSH;
+#ifdef GS_CUDA
+  const int tid = threadIdx.x, nt = blockDim.x;
+  gs_real* accs = a.work + (long long)blockIdx.x * (blockDim.x >> 5) * GS_WACC;
+  gs_real* acc = accs + (threadIdx.x >> 5) * GS_WACC;
+  const int nacc = (blockDim.x >> 5) * GS_WACC;
+#else
+  gs_real* accs = a.work;
+  gs_real* acc = accs;
+  const int tid = 0, nt = 1, nacc = GS_WACC;
+#endif
+#else
 #ifdef GS_CUDA
   extern __shared__ gs_real gs_smem[];
   gs_real* ssh = gs_smem;
@@ -435,6 +459,7 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
 #endif
   for (int j = tid; j < GS_NS + GS_D + 2; j += nt) ssh[GS_PAD(j)] = a.sh[j];
   for (int j = tid; j < GS_D + 2; j += nt) csh[GS_PAD(j)] = a.sh[GS_NS + j];
+#endif
 #if GS_GRAD
   for (int j = tid; j < nacc; j += nt) accs[j] = 0;
 #endif

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,9 +192,14 @@ func (ex *executor) variant(j *ode.Job) variant {
 	v.tiles = ex.tiles && v.grad
 	if !ex.tiles {
 		ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
-		v.lanes = ex.progErr == nil && ex.progs.lanes && lanesFit(ex.plan, ex.prec, ex.be.sharedLimit())
+		v.lanes = ex.progErr == nil && ex.progs.lanes
 		if v.lanes {
-			v.lanesMinBlocks = lanesMinBlocks(ex.plan.Dim, ex.plan.Shared, v.grad, ex.prec, ex.be.sharedLimit())
+			v.lanesGlobal = lanesGlobalAlways || os.Getenv(lanesEnv) == "global" || !lanesFit(ex.plan, v.grad, ex.prec, ex.be.sharedLimit())
+			if v.lanesGlobal {
+				v.lanesMinBlocks = lanesGlobalBlocksPerSM
+			} else {
+				v.lanesMinBlocks = lanesMinBlocks(ex.plan.Dim, ex.plan.Shared, v.grad, ex.prec, ex.be.sharedLimit())
+			}
 		}
 	}
 	return v
@@ -392,6 +398,7 @@ const (
 	argTB
 	argHout
 	argStore
+	argWork // lanes mode in global memory: the warps' accumulators
 	numArgs
 )
 
@@ -437,6 +444,11 @@ func (r *run) layout(n, rows int) layout {
 	}
 	if v.store {
 		elems[argStore] = cnt(rows * (d + b2i(r.ke.info.storeT)))
+	}
+	if v.lanesGlobal {
+		threads, _, _ := r.launchShape(n)
+		block, accs := lanesGlobalLayout(d, ns, v.grad, threads)
+		elems[argSh], elems[argWork] = int64(block), int64(accs)
 	}
 	var l layout
 	off := int64(0)
@@ -575,6 +587,23 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 	return over, nil
 }
 
+// launchShape returns the threads, threads per block and bytes of
+// dynamic shared memory of a launch of n trajectories.
+func (r *run) launchShape(n int) (threads, block, shmem int) {
+	ex, v := r.ex, r.v
+	be := ex.be
+	if v.lanes {
+		return lanesLaunch(n, r.d, r.ns, v.grad, v.lanesGlobal, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
+	}
+	block, shmem = launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
+	return n, block, shmem
+}
+
+// lanesGlobalAlways makes every lanes-mode kernel keep its shared block
+// and accumulators in global memory (tests of GS_LANES_GLOBAL where
+// everything fits in shared memory).
+var lanesGlobalAlways bool
+
 // launch runs the trajectories g in one launch.
 func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	ex, j, v := r.ex, r.j, r.v
@@ -604,14 +633,15 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 
 	// Inputs, step-major.
 	sh := rv(up, 0, argSh)
-	for c, x := range j.Shared {
-		sh.set(c, x)
+	block := append(append(append(make([]float64, 0, r.ns+d+2), j.Shared...), j.RelTol), j.AbsTol...)
+	block = append(block, float64(j.MaxSteps))
+	if v.lanesGlobal {
+		lanesSharedBlock(sh.set, block, r.ns)
+	} else {
+		for c, x := range block {
+			sh.set(c, x)
+		}
 	}
-	sh.set(r.ns, j.RelTol)
-	for c, x := range j.AbsTol {
-		sh.set(r.ns+1+c, x)
-	}
-	sh.set(r.ns+1+d, float64(j.MaxSteps))
 	if k > 0 {
 		sa := rv(up, 0, argSaveAt)
 		for q, x := range j.SaveAt {
@@ -675,14 +705,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			args[a] = ar.addr + uint64(l.off[a])
 		}
 	}
-	var threads, block, shmem int
-	if v.lanes {
-		threads, block, shmem = lanesLaunch(n, d, r.ns, v.grad, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
-	} else {
-		threads = n
-		block, shmem = launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
-	}
-	dt, err := be.launch(r.ke.k, threads, block, shmem, args[:])
+	threads, bt, shmem := r.launchShape(n)
+	dt, err := be.launch(r.ke.k, threads, bt, shmem, args[:])
 	if err != nil {
 		return nil, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
 	}

@@ -41,9 +41,13 @@ type variant struct {
 	tiles bool
 	// lanes runs one warp per trajectory (GS_LANEMODE, lanes.go), for
 	// fields that are mostly vectors (stepPrograms.lanes); lanesMinBlocks
-	// blocks of it fit in a multiprocessor (GS_LANES_MINB).
+	// blocks of it fit in a multiprocessor (GS_LANES_MINB). lanesGlobal
+	// keeps the padded shared block and the warps' accumulators in global
+	// memory (GS_LANES_GLOBAL), for networks whose weights do not fit in
+	// shared memory (lanesFit).
 	lanes          bool
 	lanesMinBlocks int
+	lanesGlobal    bool
 }
 
 // variantOf returns the kernel that runs job j.
@@ -86,7 +90,7 @@ const xposeRow = 33
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lossKey)
 }
 
 // stepPrograms are the plan's programs a kernel calls.
@@ -144,6 +148,9 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		src.defines = append(src.defines, "GS_LANEMODE 1")
 		if v.lanesMinBlocks > 0 {
 			src.defines = append(src.defines, fmt.Sprintf("GS_LANES_MINB %d", v.lanesMinBlocks))
+		}
+		if v.lanesGlobal {
+			src.defines = append(src.defines, "GS_LANES_GLOBAL 1")
 		}
 	}
 	if v.xpose(ns) {

@@ -758,19 +758,21 @@ func (e *emitter) laneAcc(id tape.ID) {
 	}
 }
 
-// lanesEnv forces lanes mode on (1) or off (0) for every plan.
+// lanesEnv forces lanes mode on (1) or off (0) for every plan, or on
+// with the shared block and accumulators in global memory (global).
 const lanesEnv = "GRADSOLVE_CUDA_LANES"
 
 // useLanes reports whether the kernels of sp's plan run one warp per
 // trajectory: the programs the reverse step calls (the field and its VJP)
 // have at least 512 computed values, three quarters of them in vectors.
 // A small or scalar field (Lorenz, Robertson) runs faster with one thread
-// per trajectory. GRADSOLVE_CUDA_LANES=0 or 1 overrides the choice.
+// per trajectory. GRADSOLVE_CUDA_LANES=0, 1 or global overrides the
+// choice.
 func useLanes(sp *stepPrograms) bool {
 	switch os.Getenv(lanesEnv) {
 	case "0":
 		return false
-	case "1":
+	case "1", "global":
 		return true
 	}
 	total, inVec := 0, 0
@@ -830,14 +832,56 @@ func lanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
 // sms multiprocessors (0 if unknown) with limit bytes of shared memory per
 // block: as many warps per block as fit (lanesWarps), at most
 // lanesBlocksPerSM blocks per multiprocessor, each warp running
-// trajectories until none is left.
-func lanesLaunch(n, d, ns int, grad bool, prec Precision, block, sms, limit int) (threads, blockThreads, shmem int) {
+// trajectories until none is left. A kernel with its shared block and
+// accumulators in global memory (global, GS_LANES_GLOBAL) uses no shared
+// memory and runs lanesGlobalBlocksPerSM blocks of lanesBlock threads per
+// multiprocessor (each warp's accumulator takes global memory).
+func lanesLaunch(n, d, ns int, grad, global bool, prec Precision, block, sms, limit int) (threads, blockThreads, shmem int) {
+	if global {
+		w := max(min(lanesBlock, block)/laneWidth, 1)
+		threads = laneWidth * n
+		if sms > 0 {
+			threads = min(threads, sms*lanesGlobalBlocksPerSM*laneWidth*w)
+		}
+		return threads, laneWidth * w, 0
+	}
 	w := lanesWarps(d, ns, grad, prec, min(lanesBlock, block), limit)
 	threads = laneWidth * n
 	if sms > 0 {
 		threads = min(threads, sms*lanesBlocksPerSM*laneWidth*w)
 	}
 	return threads, laneWidth * w, lanesShared(d, ns, grad, prec, w)
+}
+
+// lanesGlobalBlocksPerSM is the number of blocks per multiprocessor of a
+// lanes-mode launch in global memory: as many as 128 registers per thread
+// let run.
+const lanesGlobalBlocksPerSM = 4
+
+// lanesGlobalLayout returns the reals of the shared block of a lanes-mode
+// kernel in global memory (the padded shared block, then the padded
+// controller block: GS_SSH + GS_CSH) and of its warps' accumulators
+// (GS_WACC each) for a launch of threads threads.
+func lanesGlobalLayout(d, ns int, grad bool, threads int) (block, accs int) {
+	block = padLen(ns+d+2) + padLen(d+2)
+	if grad {
+		accs = (threads / laneWidth) * max(padLen(ns), 1)
+	}
+	return block, accs
+}
+
+// lanesSharedBlock writes the shared block sh (shared parameters, rtol,
+// atol, maxsteps: ns+d+2 values) padded, as a lanes-mode kernel in global
+// memory reads it: the whole block at lanePad(j), then its last d+2 values
+// again at padLen(ns+d+2)+lanePad(j), the controller's block.
+func lanesSharedBlock(set func(int, float64), sh []float64, ns int) {
+	for j, x := range sh {
+		set(lanePad(j), x)
+	}
+	base := padLen(len(sh))
+	for j, x := range sh[ns:] {
+		set(base+lanePad(j), x)
+	}
 }
 
 // lanesMinBlocks returns how many lanes-mode blocks (of lanesBlock
@@ -851,9 +895,11 @@ func lanesMinBlocks(d, ns int, grad bool, prec Precision, limit int) int {
 	return max(1, min(4, (limit+1024)/per))
 }
 
-// lanesFit reports whether a lanes-mode gradient block of one warp of pl
-// fits in limit bytes of shared memory (backend.sharedLimit: 227 KiB on
-// an H200, some 13,000 float64 weights).
-func lanesFit(pl *ode.Plan, prec Precision, limit int) bool {
-	return lanesShared(pl.Dim, pl.Shared, true, prec, 1) <= limit
+// lanesFit reports whether a lanes-mode block of one warp of pl (with its
+// accumulator for a gradient) fits in limit bytes of shared memory
+// (backend.sharedLimit: 227 KiB on an H200, some 13,000 float64 weights
+// for a gradient); else the kernel keeps them in global memory
+// (variant.lanesGlobal).
+func lanesFit(pl *ode.Plan, grad bool, prec Precision, limit int) bool {
+	return lanesShared(pl.Dim, pl.Shared, grad, prec, 1) <= limit
 }
