@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/cuda"
 	"github.com/gradsolve-go/gradsolve/internal/refode"
+	"github.com/gradsolve-go/gradsolve/nn"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -62,6 +65,10 @@ type GPUConfig struct {
 	// Dump, if not nil, receives the neural problem and the engine's
 	// results as RunNeural's NeuralConfig.Dump does.
 	Dump io.Writer
+	// Hidden lists the widths of the neural suite's hidden layers (tanh;
+	// the input and output have 2); nil means those of NeuralSizes (32,
+	// 32). The weights are MLP.Init's from the protocol's seed.
+	Hidden []int
 }
 
 func (c *GPUConfig) engine() string {
@@ -464,7 +471,8 @@ func gpuRow(suite string, prob *ode.Problem, set *ode.Settings, loss ode.Loss, c
 // Tsit5, rtol 1e-6, atol 1e-8, the mean-square loss, gradient with
 // respect to the 1,218 shared weights) on the GPU engine for the batch
 // sizes cfg.N (default 4096 and 65536), and writes the dump of
-// cfg.Dump (the input of bench/anchors/diffrax_neural.py) if asked.
+// cfg.Dump (the input of bench/anchors/diffrax_neural.py) if asked. With
+// cfg.Hidden, the network has those hidden layers instead.
 func RunGPUNeural(w io.Writer, cfg GPUConfig) ([]GPURow, error) {
 	bs := cfg.N
 	if bs == nil {
@@ -474,17 +482,29 @@ func RunGPUNeural(w io.Writer, cfg GPUConfig) ([]GPURow, error) {
 	if refSample <= 0 {
 		refSample = DefaultLorenzRefSample
 	}
-	if !cfg.JSON {
-		writeGPUHeader(w, "Neural ODE y' = MLP(y), 2-32-32-2 tanh (1218 shared weights), Tsit5, rtol 1e-6, atol 1e-8", cfg.Reps, cfg.engine())
-	}
 	bmax := slices.Max(bs)
 	full := ProtocolNeural(bmax, NeuralSeed)
+	sizes := NeuralSizes
+	if cfg.Hidden != nil {
+		sizes = append(append([]int{NeuralSizes[0]}, cfg.Hidden...), NeuralSizes[len(NeuralSizes)-1])
+		for _, k := range cfg.Hidden {
+			if k < 1 {
+				return nil, fmt.Errorf("bench: GPU neural: hidden layer width %d must be positive", k)
+			}
+		}
+		full.MLP = nn.NewMLP(sizes, nn.Tanh, nn.Identity)
+		full.Weights = full.MLP.Init(nil, rand.New(rand.NewPCG(NeuralSeed, NeuralSeed)))
+	}
+	if !cfg.JSON {
+		writeGPUHeader(w, fmt.Sprintf("Neural ODE y' = MLP(y), %s tanh (%d shared weights), Tsit5, rtol 1e-6, atol 1e-8",
+			strings.Trim(strings.ReplaceAll(fmt.Sprint(sizes), " ", "-"), "[]"), full.MLP.NumParams()), cfg.Reps, cfg.engine())
+	}
 	var dump *NeuralDump
 	if cfg.Dump != nil {
 		dump = &NeuralDump{
 			Protocol: "neural ODE y' = MLP(y), t in [t0, t1], Tsit5; loss = mean_i |y_i(t1) - targets_i|^2; " +
 				"gradient with respect to the weights (gradsolve engine " + cfg.engine() + ")",
-			Sizes: NeuralSizes, Hidden: full.MLP[0].Act.String(), Output: full.MLP[len(full.MLP)-1].Act.String(), Layout: neuralLayout,
+			Sizes: sizes, Hidden: full.MLP[0].Act.String(), Output: full.MLP[len(full.MLP)-1].Act.String(), Layout: neuralLayout,
 			Seed: NeuralSeed, T0: full.T0, T1: full.T1, RelTol: NeuralRelTol, AbsTol: NeuralAbsTol,
 			Weights: full.Weights, Y0: full.Y0, Targets: full.Targets,
 		}

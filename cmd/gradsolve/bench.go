@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,6 +53,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	memLimit := fs.Int64("memory-limit", 0, "memory suite: Settings.MemoryLimit in bytes (0: the library's default)")
 	checkpoint := fs.Int("checkpoint", 0, "memory suite: Settings.Checkpoint interval (0: automatic)")
 	dump := fs.String("dump", "", "neural and gpu-neural suites: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
+	hiddenList := fs.String("hidden", "", "gpu-neural suite: comma-separated widths of the network's tanh hidden layers (default: 32,32, the protocol's)")
 	jsonOut := fs.Bool("json", false, "write JSON lines instead of tables")
 	out := fs.String("out", "", "write the results to `FILE` instead of stdout")
 	quiet := fs.Bool("quiet", false, "no progress bar (there is none off a terminal, for suites under a second, or with -json to stdout)")
@@ -86,6 +88,10 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	if err != nil {
 		return usagef("-rtol %q: %v", *rtolList, err)
 	}
+	hidden, err := benchParseInts(*hiddenList)
+	if err != nil {
+		return usagef("-hidden %q: %v", *hiddenList, err)
+	}
 	switch {
 	case *reps < 1:
 		return usagef("-reps %d: need at least 1", *reps)
@@ -110,6 +116,9 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		suites = []string{"gpu-lorenz", "gpu-robertson", "gpu-neural"}
 	default:
 		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu", *suite)
+	}
+	if hidden != nil && !slices.Contains(suites, "gpu-neural") {
+		return usagef("-hidden applies to the gpu-neural suite, not -suite %s", *suite)
 	}
 	if *dump != "" && *suite != "neural" && *suite != "all" && *suite != "gpu-neural" && *suite != "gpu" {
 		return usagef("-dump: only the neural suites write a dump")
@@ -183,7 +192,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 			_, err = bench.RunMemory(w, memCfg)
 		case "gpu-lorenz", "gpu-robertson", "gpu-neural":
 			err = benchGPU(w, s, bench.GPUConfig{N: ns, RelTol: rtols, Reps: *reps, RefSample: *refSample,
-				Engine: *engine, JSON: *jsonOut}, *dump)
+				Engine: *engine, JSON: *jsonOut, Hidden: hidden}, *dump)
 		}
 		bar.Finish()
 		if err != nil {
