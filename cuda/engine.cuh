@@ -24,6 +24,9 @@
 //   GS_LANES_GLOBAL                   lanes mode with the padded shared block
 //                                     (a.sh) and the warps' accumulators
 //                                     (a.work) in global memory
+//   GS_LANES_BLOCKACC, GS_LANES_BLOCK (with GS_LANES_GLOBAL) one accumulator
+//                                     per block of GS_LANES_BLOCK threads, in
+//                                     shared memory (atomics)
 //   GS_TILES, GS_TILE                 (defined before the prelude, if at all)
 //                                     reduce shared gradients per tile of
 //                                     GS_TILE trajectories into a.gs[tile][2][NS]
@@ -48,6 +51,9 @@
 
 #ifndef GS_LANES_GLOBAL
 #define GS_LANES_GLOBAL 0
+#endif
+#ifndef GS_LANES_BLOCKACC
+#define GS_LANES_BLOCKACC 0
 #endif
 #ifndef GS_LANEMODE
 #define GS_LANEMODE 0
@@ -416,7 +422,11 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 // blocks fit in a multiprocessor's shared memory: ptxas keeps the
 // registers of a thread to what lets them all run (128 for 4 blocks of 4
 // warps), rather than spending more and leaving shared memory unused.
-#if GS_LANEMODE && defined(GS_CUDA) && defined(GS_LANES_MINB)
+// With one accumulator per block (GS_LANES_BLOCKACC), one block of
+// GS_LANES_BLOCK threads runs per multiprocessor.
+#if GS_LANEMODE && defined(GS_CUDA) && GS_LANES_BLOCKACC
+#define GS_BOUNDS __launch_bounds__(GS_LANES_BLOCK, 1)
+#elif GS_LANEMODE && defined(GS_CUDA) && defined(GS_LANES_MINB)
 #define GS_BOUNDS __launch_bounds__(128, GS_LANES_MINB)
 #else
 #define GS_BOUNDS
@@ -429,15 +439,27 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
   // each warp's accumulator (GS_WACC entries, padded). With
   // GS_LANES_GLOBAL (networks too large for shared memory) the host wrote
   // both blocks padded in a.sh, and each warp's accumulator is its row of
-  // a.work.
+  // a.work, or the block's warps share one in shared memory
+  // (GS_LANES_BLOCKACC).
 #if GS_LANES_GLOBAL
   const gs_real* ssh = a.sh;
   const gs_real* csh = a.sh + GS_SSH;
-#ifdef GS_CUDA
+#if defined(GS_CUDA) && GS_LANES_BLOCKACC
+  // One accumulator for the block's warps, in shared memory (atomics).
+  extern __shared__ gs_real gs_smem[];
+  gs_real* accs = gs_smem;
+  gs_real* acc = accs;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int nacc = GS_WACC;
+#elif defined(GS_CUDA)
   const int tid = threadIdx.x, nt = blockDim.x;
   gs_real* accs = a.work + (long long)blockIdx.x * (blockDim.x >> 5) * GS_WACC;
   gs_real* acc = accs + (threadIdx.x >> 5) * GS_WACC;
   const int nacc = (blockDim.x >> 5) * GS_WACC;
+#elif GS_LANES_BLOCKACC
+  gs_real acc[GS_WACC];
+  gs_real* accs = acc;
+  const int tid = 0, nt = 1, nacc = GS_WACC;
 #else
   gs_real* accs = a.work;
   gs_real* acc = accs;

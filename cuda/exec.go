@@ -91,6 +91,9 @@ func (ex *executor) kernel(v variant, lp *ode.LossPlan, tr *Trace) (*kernelEntry
 			return
 		}
 		e.block = defaultBlock
+		if v.lanesBlockAcc {
+			e.block = lanesAccBlock
+		}
 		if b := envInt(blockEnv); b >= 32 {
 			e.block = b / 32 * 32
 		}
@@ -194,9 +197,11 @@ func (ex *executor) variant(j *ode.Job) variant {
 		ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
 		v.lanes = ex.progErr == nil && ex.progs.lanes
 		if v.lanes {
-			v.lanesGlobal = lanesGlobalAlways || os.Getenv(lanesEnv) == "global" || !lanesFit(ex.plan, v.grad, ex.prec, ex.be.sharedLimit())
+			lim := ex.be.sharedLimit()
+			v.lanesGlobal = lanesGlobalAlways || os.Getenv(lanesEnv) == "global" || !lanesFit(ex.plan, v.grad, ex.prec, lim)
 			if v.lanesGlobal {
 				v.lanesMinBlocks = lanesGlobalBlocksPerSM
+				v.lanesBlockAcc = v.grad && !lanesNoBlockAcc && lanesBlockAccFits(ex.plan.Shared, ex.prec, lim)
 			} else {
 				v.lanesMinBlocks = lanesMinBlocks(ex.plan.Dim, ex.plan.Shared, v.grad, ex.prec, ex.be.sharedLimit())
 			}
@@ -447,7 +452,7 @@ func (r *run) layout(n, rows int) layout {
 	}
 	if v.lanesGlobal {
 		threads, _, _ := r.launchShape(n)
-		block, accs := lanesGlobalLayout(d, ns, v.grad, threads)
+		block, accs := lanesGlobalLayout(d, ns, v.grad && !v.lanesBlockAcc, threads)
 		elems[argSh], elems[argWork] = int64(block), int64(accs)
 	}
 	var l layout
@@ -593,7 +598,7 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 	ex, v := r.ex, r.v
 	be := ex.be
 	if v.lanes {
-		return lanesLaunch(n, r.d, r.ns, v.grad, v.lanesGlobal, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
+		return lanesLaunch(n, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
 	}
 	block, shmem = launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
 	return n, block, shmem
@@ -601,8 +606,9 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 
 // lanesGlobalAlways makes every lanes-mode kernel keep its shared block
 // and accumulators in global memory (tests of GS_LANES_GLOBAL where
-// everything fits in shared memory).
-var lanesGlobalAlways bool
+// everything fits in shared memory); lanesNoBlockAcc keeps the warps'
+// accumulators there too (not GS_LANES_BLOCKACC).
+var lanesGlobalAlways, lanesNoBlockAcc bool
 
 // launch runs the trajectories g in one launch.
 func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {

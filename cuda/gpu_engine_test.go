@@ -465,3 +465,19 @@ func TestGPULanesNetworks(t *testing.T) {
 	needGPUEngine(t)
 	testLanesNetworks(t, "cuda", 100)
 }
+
+// TestGPULanesGlobal: lanes mode with the shared block in global memory
+// and one accumulator per block (GS_LANES_BLOCKACC) or per warp in global
+// memory, forced on the neural suite's network, against the CPU. (Not
+// parallel: it sets the package's switches.)
+func TestGPULanesGlobal(t *testing.T) {
+	needGPUEngine(t)
+	c := mlpCase(2000, []int{2, 32, 32, 2})
+	for _, warps := range []bool{false, true} {
+		t.Run(fmt.Sprintf("warp-accumulators-%v", warps), func(t *testing.T) {
+			lanesGlobalAlways, lanesNoBlockAcc = true, warps
+			defer func() { lanesGlobalAlways, lanesNoBlockAcc = false, false }()
+			compareEngines(t, "cuda", c, caseOpts{knife: knife(c.prob.N), ops: []string{"grad", "gradmesh"}})
+		})
+	}
+}

@@ -44,10 +44,13 @@ type variant struct {
 	// blocks of it fit in a multiprocessor (GS_LANES_MINB). lanesGlobal
 	// keeps the padded shared block and the warps' accumulators in global
 	// memory (GS_LANES_GLOBAL), for networks whose weights do not fit in
-	// shared memory (lanesFit).
+	// shared memory (lanesFit); lanesBlockAcc then gives a gradient
+	// kernel's blocks one accumulator each, in shared memory
+	// (GS_LANES_BLOCKACC), where it fits.
 	lanes          bool
 	lanesMinBlocks int
 	lanesGlobal    bool
+	lanesBlockAcc  bool
 }
 
 // variantOf returns the kernel that runs job j.
@@ -90,7 +93,7 @@ const xposeRow = 33
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lossKey)
 }
 
 // stepPrograms are the plan's programs a kernel calls.
@@ -151,6 +154,9 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		}
 		if v.lanesGlobal {
 			src.defines = append(src.defines, "GS_LANES_GLOBAL 1")
+		}
+		if v.lanesBlockAcc {
+			src.defines = append(src.defines, "GS_LANES_BLOCKACC 1", fmt.Sprintf("GS_LANES_BLOCK %d", lanesAccBlock))
 		}
 	}
 	if v.xpose(ns) {

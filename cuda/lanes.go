@@ -835,15 +835,21 @@ func lanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
 // trajectories until none is left. A kernel with its shared block and
 // accumulators in global memory (global, GS_LANES_GLOBAL) uses no shared
 // memory and runs lanesGlobalBlocksPerSM blocks of lanesBlock threads per
-// multiprocessor (each warp's accumulator takes global memory).
-func lanesLaunch(n, d, ns int, grad, global bool, prec Precision, block, sms, limit int) (threads, blockThreads, shmem int) {
+// multiprocessor (each warp's accumulator takes global memory); with one
+// accumulator per block in shared memory (blockAcc, GS_LANES_BLOCKACC),
+// one block of lanesAccBlock threads.
+func lanesLaunch(n, d, ns int, grad, global, blockAcc bool, prec Precision, block, sms, limit int) (threads, blockThreads, shmem int) {
 	if global {
+		per, shmem := lanesGlobalBlocksPerSM, 0
 		w := max(min(lanesBlock, block)/laneWidth, 1)
+		if blockAcc {
+			per, w, shmem = 1, max(min(lanesAccBlock, block)/laneWidth, 1), padLen(ns)*prec.size()
+		}
 		threads = laneWidth * n
 		if sms > 0 {
-			threads = min(threads, sms*lanesGlobalBlocksPerSM*laneWidth*w)
+			threads = min(threads, sms*per*laneWidth*w)
 		}
-		return threads, laneWidth * w, 0
+		return threads, laneWidth * w, shmem
 	}
 	w := lanesWarps(d, ns, grad, prec, min(lanesBlock, block), limit)
 	threads = laneWidth * n
@@ -851,6 +857,18 @@ func lanesLaunch(n, d, ns int, grad, global bool, prec Precision, block, sms, li
 		threads = min(threads, sms*lanesBlocksPerSM*laneWidth*w)
 	}
 	return threads, laneWidth * w, lanesShared(d, ns, grad, prec, w)
+}
+
+// lanesAccBlock is the threads of a block of a lanes-mode gradient kernel
+// whose warps share one accumulator (GS_LANES_BLOCK): 16 warps, one block
+// per multiprocessor.
+const lanesAccBlock = 512
+
+// lanesBlockAccFits reports whether one accumulator of ns shared
+// parameters fits in limit bytes of shared memory (GS_LANES_BLOCKACC:
+// some 28,000 float64 weights in an H200's 227 KiB).
+func lanesBlockAccFits(ns int, prec Precision, limit int) bool {
+	return ns > 0 && padLen(ns)*prec.size() <= limit
 }
 
 // lanesGlobalBlocksPerSM is the number of blocks per multiprocessor of a

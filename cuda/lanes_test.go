@@ -355,55 +355,61 @@ func TestHostLanesNetworks(t *testing.T) {
 	testLanesNetworks(t, "cuda-host", 1)
 }
 
-// TestHostLanesGlobal: lanes mode with the shared block and the warps'
-// accumulators in global memory (GS_LANES_GLOBAL, for networks too large
-// for shared memory) gives the same bits as in shared memory.
+// TestHostLanesGlobal: lanes mode with the shared block in global memory
+// (GS_LANES_GLOBAL, for networks too large for shared memory), the warps'
+// accumulators there too or one per block (GS_LANES_BLOCKACC), gives the
+// same bits as in shared memory.
 func TestHostLanesGlobal(t *testing.T) {
 	needHost(t)
 	// A network size no other test uses, so that its kernels are this
 	// test's.
 	c := mlpCase(20, []int{2, 26, 26, 2})
 	t.Setenv(lanesEnv, "1")
-	grad := func(global bool) *ode.Gradient {
-		lanesGlobalAlways = global
-		defer func() { lanesGlobalAlways = false }()
+	grad := func(global, warps bool) *ode.Gradient {
+		lanesGlobalAlways, lanesNoBlockAcc = global, warps
+		defer func() { lanesGlobalAlways, lanesNoBlockAcc = false, false }()
 		g, err := c.solver(t, "cuda-host").Grad(nil, &c.prob, c.loss, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return g
 	}
-	sh, gl := grad(false), grad(true)
-	kinds := map[bool]bool{}
+	sh := grad(false, false)
+	kinds := map[string]bool{}
 	hb := hostF64.be.(*hostBackend)
+	for _, warps := range []bool{false, true} {
+		gl := grad(true, warps)
+		what := fmt.Sprintf("global (accumulator per warp %v)", warps)
+		if sh.Loss != gl.Loss {
+			t.Errorf("loss: shared %v, %s %v", sh.Loss, what, gl.Loss)
+		}
+		for _, x := range []struct {
+			name   string
+			sh, gl []float64
+		}{{"dL/dy0", sh.Y0, gl.Y0}, {"dL/dshared", sh.Shared, gl.Shared}, {"y", sh.Solution.Y, gl.Solution.Y}} {
+			for k := range x.sh {
+				if x.sh[k] != x.gl[k] {
+					t.Errorf("%s[%d]: shared %v, %s %v", x.name, k, x.sh[k], what, x.gl[k])
+					break
+				}
+			}
+		}
+	}
 	hb.mu.Lock()
 	for key := range hb.exes {
 		src, err := os.ReadFile(filepath.Join(hostDir, key+".cpp"))
-		if err == nil && strings.Contains(string(src), fmt.Sprintf("#define GS_NS %d\n", c.prob.Field.Shared)) && strings.Contains(string(src), "#define GS_GRAD 1") && strings.Contains(string(src), "#define GS_LANEMODE 1") {
-			kinds[strings.Contains(string(src), "#define GS_LANES_GLOBAL 1")] = true
+		s := string(src)
+		if err == nil && strings.Contains(s, fmt.Sprintf("#define GS_NS %d\n", c.prob.Field.Shared)) && strings.Contains(s, "#define GS_GRAD 1") && strings.Contains(s, "#define GS_LANEMODE 1") {
+			kinds[fmt.Sprint(strings.Contains(s, "#define GS_LANES_GLOBAL 1"), strings.Contains(s, "#define GS_LANES_BLOCKACC 1"))] = true
 		}
 	}
 	hb.mu.Unlock()
-	if !kinds[true] || !kinds[false] {
-		t.Fatalf("gradient kernels compiled: global %v, shared %v; want both", kinds[true], kinds[false])
-	}
-	if sh.Loss != gl.Loss {
-		t.Errorf("loss: shared %v, global %v", sh.Loss, gl.Loss)
-	}
-	for _, x := range []struct {
-		name   string
-		sh, gl []float64
-	}{{"dL/dy0", sh.Y0, gl.Y0}, {"dL/dshared", sh.Shared, gl.Shared}, {"y", sh.Solution.Y, gl.Solution.Y}} {
-		for k := range x.sh {
-			if x.sh[k] != x.gl[k] {
-				t.Errorf("%s[%d]: shared %v, global %v", x.name, k, x.sh[k], x.gl[k])
-				break
-			}
-		}
+	if len(kinds) != 3 {
+		t.Fatalf("gradient kernels compiled (global, block accumulator): %v; want shared, global and global with a block accumulator", kinds)
 	}
 	want, err := c.solver(t, "cpu").Grad(nil, &c.prob, c.loss, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeRows(t, "global dL/dshared", gl.Shared, want.Shared, len(want.Shared), 1e-10, nil)
+	closeRows(t, "dL/dshared", sh.Shared, want.Shared, len(want.Shared), 1e-10, nil)
 }

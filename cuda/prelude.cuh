@@ -321,7 +321,8 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 // in every lane. GS_ACC_LANES(w, m) ... GS_ACC_END runs for the elements
 // in mask m (of a function with gs_on set), GS_ACC_ADD adds to the warp's
 // own accumulator (no atomics: within a statement its lanes add to
-// distinct entries, and GS_ACC_END and GS_SYNCWARP order the statements),
+// distinct entries, and GS_ACC_END and GS_SYNCWARP order the statements;
+// atomics where the block's warps share one, GS_LANES_BLOCKACC),
 // GS_ACC_ATOMIC adds to one shared with other warps, and GS_PAD is the
 // padded position of shared entry j. On the host (no warps) a vector is an
 // array and the lanes a loop.
@@ -336,7 +337,12 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 #define GS_BCAST(u, e) __shfl_sync(0xffffffffu, u, e)
 #define GS_ACC_LANES(w, m) { const int gs_l = GS_LANE; if (gs_on && gs_l < (w) && (((m) >> gs_l) & 1u)) {
 #define GS_ACC_END } __syncwarp(); }
+#if defined(GS_LANES_BLOCKACC) && GS_LANES_BLOCKACC
+// The warps of a block share one accumulator (GS_LANES_BLOCKACC).
+#define GS_ACC_ADD(p, v) atomicAdd(p, v)
+#else
 #define GS_ACC_ADD(p, v) (*(p) += (v))
+#endif
 #define GS_ACC_ATOMIC(p, v) atomicAdd(p, v)
 #define GS_SYNCWARP() __syncwarp()
 #else
