@@ -52,12 +52,16 @@ type backendKernel interface {
 // Tuning knobs of the engine's kernels, read from the environment when a
 // kernel is compiled: the most registers a thread may use (NVRTC's
 // --maxrregcount; more threads fit on a multiprocessor, at the price of
-// spills), the threads per block, and the size (values) up to which a
-// called program is inlined (inlineCallees by default).
+// spills), the threads per block, the size (values) up to which a
+// called program is inlined (inlineCallees by default), and the blocks per
+// multiprocessor a lanes-mode kernel's registers leave room for
+// (lanesMinBlocks by default; __launch_bounds__ takes precedence over the
+// register cap).
 const (
-	maxRegEnv = "GRADSOLVE_CUDA_MAXREG"
-	blockEnv  = "GRADSOLVE_CUDA_BLOCK"
-	inlineEnv = "GRADSOLVE_CUDA_INLINE"
+	maxRegEnv    = "GRADSOLVE_CUDA_MAXREG"
+	blockEnv     = "GRADSOLVE_CUDA_BLOCK"
+	inlineEnv    = "GRADSOLVE_CUDA_INLINE"
+	minBlocksEnv = "GRADSOLVE_CUDA_MINBLOCKS"
 )
 
 // envInt returns the positive integer value of the environment variable

@@ -121,11 +121,15 @@
 // shared accumulator bound the gradient, which batched matrix products
 // do better.
 //
-// Three more environment variables tune the kernels: GRADSOLVE_CUDA_MAXREG
+// Four more environment variables tune the kernels: GRADSOLVE_CUDA_MAXREG
 // caps the registers of a thread (NVRTC's --maxrregcount),
-// GRADSOLVE_CUDA_BLOCK sets the threads per block, and
+// GRADSOLVE_CUDA_BLOCK sets the threads per block,
 // GRADSOLVE_CUDA_INLINE the size (values) up to which a called program
-// (the field, its VJP) is inlined into its callers instead of called (300). By default a block has
+// (the field, its VJP) is inlined into its callers instead of called
+// (300), and GRADSOLVE_CUDA_MINBLOCKS the blocks per multiprocessor a
+// lanes-mode kernel's registers must leave room for (its
+// __launch_bounds__; by default as many as fit in shared memory, at most
+// 4: 128 registers for blocks of 4 warps). By default a block has
 // 128 threads, fewer where the grid would leave multiprocessors idle (a
 // small ensemble: 4,096 trajectories run as 128 blocks of 32 on an H200's
 // 132 multiprocessors) or where a gradient kernel's shared memory would

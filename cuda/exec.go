@@ -205,6 +205,9 @@ func (ex *executor) variant(j *ode.Job) variant {
 			} else {
 				v.lanesMinBlocks = lanesMinBlocks(ex.plan.Dim, ex.plan.Shared, v.grad, ex.prec, ex.be.sharedLimit())
 			}
+			if b := envInt(minBlocksEnv); b > 0 {
+				v.lanesMinBlocks = b
+			}
 		}
 	}
 	return v
