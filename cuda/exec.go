@@ -203,7 +203,7 @@ func (ex *executor) variant(j *ode.Job) variant {
 				v.lanesMinBlocks = lanesGlobalBlocksPerSM
 				v.lanesBlockAcc = v.grad && !lanesNoBlockAcc && lanesBlockAccFits(ex.plan.Shared, ex.prec, lim)
 			} else {
-				v.lanesMinBlocks = lanesMinBlocks(ex.plan.Dim, ex.plan.Shared, v.grad, ex.prec, ex.be.sharedLimit())
+				v.lanesMinBlocks = lanesMinBlocks(ex.plan.Dim, ex.plan.Shared, v.grad, ex.prec, lim)
 			}
 			if b := envInt(minBlocksEnv); b > 0 {
 				v.lanesMinBlocks = b
