@@ -195,7 +195,7 @@ func (ex *executor) variant(j *ode.Job) variant {
 	v.tiles = ex.tiles && v.grad
 	if !ex.tiles {
 		ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
-		v.lanes = ex.progErr == nil && ex.progs.lanes
+		v.lanes = ex.progErr == nil && ex.progs.lanes && !threadsFill(ex.plan, j.N, ex.be.sms())
 		if v.lanes {
 			lim := ex.be.sharedLimit()
 			v.lanesGlobal = lanesGlobalAlways || os.Getenv(lanesEnv) == "global" || !lanesFit(ex.plan, v.grad, ex.prec, lim)

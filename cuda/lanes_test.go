@@ -413,3 +413,31 @@ func TestHostLanesGlobal(t *testing.T) {
 	}
 	closeRows(t, "dL/dshared", sh.Shared, want.Shared, len(want.Shared), 1e-10, nil)
 }
+
+// TestThreadsFill: a small network's large jobs run one thread per
+// trajectory on a GPU (sms known), a large network's and small jobs in
+// lanes mode, and GRADSOLVE_CUDA_LANES=1 keeps lanes mode.
+func TestThreadsFill(t *testing.T) {
+	t.Setenv(lanesEnv, "")
+	for _, c := range []struct {
+		ns, n, sms int
+		want       bool
+	}{
+		{114, 65536, 132, true},
+		{354, 65536, 132, true},
+		{354, 4096, 132, false},
+		{1218, 65536, 132, false},
+		{354, 65536, 0, false},
+		{lanesSmallNet, 132 * lanesThreadFill, 132, true},
+		{lanesSmallNet + 1, 132 * lanesThreadFill, 132, false},
+		{lanesSmallNet, 132*lanesThreadFill - 1, 132, false},
+	} {
+		if got := threadsFill(&ode.Plan{Shared: c.ns}, c.n, c.sms); got != c.want {
+			t.Errorf("%d weights, %d trajectories, %d multiprocessors: one thread per trajectory %v, want %v", c.ns, c.n, c.sms, got, c.want)
+		}
+	}
+	t.Setenv(lanesEnv, "1")
+	if threadsFill(&ode.Plan{Shared: 114}, 65536, 132) {
+		t.Errorf("GRADSOLVE_CUDA_LANES=1: one thread per trajectory")
+	}
+}
