@@ -441,3 +441,32 @@ func TestThreadsFill(t *testing.T) {
 		t.Errorf("GRADSOLVE_CUDA_LANES=1: one thread per trajectory")
 	}
 }
+
+// TestLanesLaunchGlobal: a lanes-mode launch in global memory uses no
+// shared memory, or one padded accumulator per block of lanesAccBlock
+// threads, and no more warps than its multiprocessors run at once.
+func TestLanesLaunchGlobal(t *testing.T) {
+	for _, c := range []struct {
+		n, ns    int
+		blockAcc bool
+		threads  int
+		block    int
+		shmem    int
+	}{
+		{65536, 17154, true, 132 * lanesAccBlock, lanesAccBlock, padLen(17154) * 8},
+		{10, 17154, true, 320, lanesAccBlock, padLen(17154) * 8},
+		{65536, 40000, false, 132 * lanesGlobalBlocksPerSM * lanesBlock, lanesBlock, 0},
+	} {
+		threads, block, shmem := lanesLaunch(c.n, 2, c.ns, true, true, c.blockAcc, Float64, 1024, 132, 232448)
+		if threads != c.threads || block != c.block || shmem != c.shmem {
+			t.Errorf("n %d, %d weights, block accumulator %v: %d threads in blocks of %d, %d bytes; want %d, %d, %d",
+				c.n, c.ns, c.blockAcc, threads, block, shmem, c.threads, c.block, c.shmem)
+		}
+		if _, accs := lanesGlobalLayout(2, c.ns, !c.blockAcc, threads); !c.blockAcc && accs != threads/32*padLen(c.ns) {
+			t.Errorf("%d weights: %d accumulator reals for %d warps", c.ns, accs, threads/32)
+		}
+	}
+	if !lanesBlockAccFits(17154, Float64, 232448) || lanesBlockAccFits(40000, Float64, 232448) {
+		t.Errorf("an H200's 227 KiB holds one accumulator of 17,154 weights, not of 40,000")
+	}
+}
