@@ -534,8 +534,13 @@ func (r *run) chunk(m, rows int) (int, error) {
 	if fits(m) {
 		return m, nil
 	}
-	base := r.layout(0, rows).size
-	per := (r.layout(1024, rows).size - base) / 1024
+	// Bytes per trajectory and per launch, from two sizes at which the
+	// arrays sized by the launch's resident warps (the accumulators of
+	// lanes mode in global memory) no longer grow.
+	const probe = 1 << 17
+	lo := r.layout(probe, rows).size
+	per := (r.layout(2*probe, rows).size - lo) / probe
+	base := lo - probe*per
 	n := int((budget - base) / max(per, 1))
 	n = min(n, m) / 32 * 32
 	for n >= 32 && !fits(n) {
