@@ -100,9 +100,10 @@
 // (at most 512 weights) runs one thread per trajectory in jobs of at least
 // 256 trajectories per multiprocessor (33,792 on an H200), which fill the
 // GPU with threads (2-8-8-2 at B = 65536: 0.89 ms against 3.26 ms in lanes
-// mode); GRADSOLVE_CUDA_LANES=0 or 1 overrides the choice. A block has up to 4 warps, as many as its shared
-// memory allows (kernels opt in to more than 48 KiB where the device has
-// it: some 13,000 float64 weights fit in an H200's 227 KiB), and its
+// mode); GRADSOLVE_CUDA_LANES=0 or 1 overrides the choice. A block has up
+// to 4 warps, as many as its shared memory allows (kernels opt in to more
+// than 48 KiB where the device has it: some 13,000 float64 weights fit in
+// an H200's 227 KiB), and its
 // kernel is bounded to the registers that let the blocks that fit in a
 // multiprocessor's shared memory run (128 for the neural suite's 1,218
 // weights). See lanes.go for how vectors are found. On an H200 (bench
