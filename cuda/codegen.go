@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -377,6 +378,26 @@ func (e *emitter) ref(id tape.ID) string {
 	return vname(id)
 }
 
+// maxComment is the most bytes of a value's line that its comment in the
+// generated code keeps: a layer's Dot or a call of a network's VJP lists
+// thousands of arguments (2.4 MB of a 2-128-128-2 kernel's 3.3 MB).
+const maxComment = 160
+
+// commentOf returns the comment of a value from its line of the program's
+// text ("v12 = Mul v3 v7"), cut at maxComment bytes.
+func commentOf(line string) string {
+	line = strings.ReplaceAll(line, "\n", " ")
+	if len(line) <= maxComment {
+		return line
+	}
+	cut := strings.LastIndexByte(line[:maxComment], ' ')
+	if cut <= 0 {
+		for cut = maxComment; cut > 0 && !utf8.RuneStart(line[cut]); cut-- {
+		}
+	}
+	return line[:cut] + " …"
+}
+
 func (e *emitter) emit(qual string) (string, error) {
 	p := e.p
 	e.tuple = make(map[tape.ID]func(int) string)
@@ -450,7 +471,7 @@ func (e *emitter) emit(qual string) (string, error) {
 		id := nd.id
 		i := int(id)
 		v := &p.Values[i]
-		comment := strings.ReplaceAll(lines[i], "\n", " ")
+		comment := commentOf(lines[i])
 		args = args[:0]
 		for _, a := range v.Args {
 			e.need(a)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -568,5 +569,23 @@ func runWarpSim(t *testing.T, src string) {
 	}
 	if maxErr > 1e-9 || bad != 0 {
 		t.Errorf("warp sums off by %g, %d lanes with a wrong maximum", maxErr, bad)
+	}
+}
+
+// TestCommentOf: a value's comment keeps a short line whole and cuts a
+// long one at a space, or at a character boundary, under maxComment bytes.
+func TestCommentOf(t *testing.T) {
+	long := "v9 = Dot" + strings.Repeat(" v1234", 100)
+	runes := strings.Repeat("⁺", 100)
+	for _, c := range []struct{ in, want string }{
+		{"v12 = Mul v3 v7", "v12 = Mul v3 v7"},
+		{"a\nb", "a b"},
+		{long, long[:strings.LastIndexByte(long[:maxComment], ' ')] + " …"},
+		{runes, strings.Repeat("⁺", maxComment/len("⁺")) + " …"},
+	} {
+		got := commentOf(c.in)
+		if got != c.want || !utf8.ValidString(got) || len(got) > maxComment+len(" …") {
+			t.Errorf("commentOf(%.20q…) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }

@@ -660,7 +660,7 @@ func (e *emitter) vector(q int, lines []string) {
 			break
 		}
 	}
-	comment := strings.ReplaceAll(lines[first], "\n", " ")
+	comment := commentOf(lines[first])
 	expr := ops.Lookup(v.op).C(args, v.aux)
 	fmt.Fprintf(&e.sb, "  GS_VEC(u%d); GS_LANES(%d) GS_EL(u%d) = %s; GS_END  // %d lanes, e.g. %s\n", q, w, q, expr, w, comment)
 	e.laneVecAcc(q)
