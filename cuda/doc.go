@@ -120,11 +120,10 @@
 // arithmetic (10.5 MB of source for a 2-128-128-2 network against 0.8 MB
 // for 2-32-32-2, which NVRTC compiles in 73 s; lanes mode's is 0.85 MB,
 // compiled in 69 s). On an H200 a 2-128-128-2 network's gradient (17,154
-// weights) takes 16.5 ms at
-// B = 4096 and 163 ms at 32,768, about Diffrax's time at 4096 (15.5 ms)
-// and 1.6 times it at 32,768 (99 ms): at that width the atomics of the
-// shared accumulator bound the gradient, which batched matrix products
-// do better.
+// weights) takes 16.5 ms at B = 4096 and 163 ms at 32,768, about
+// Diffrax's time at 4096 (15.5 ms) and 1.6 times it at 32,768 (99 ms): at
+// that width the atomics of the shared accumulator bound the gradient,
+// which batched matrix products do better.
 //
 // Four more environment variables tune the kernels: GRADSOLVE_CUDA_MAXREG
 // caps the registers of a thread (NVRTC's --maxrregcount),
