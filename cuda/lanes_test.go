@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -468,5 +469,55 @@ func TestLanesLaunchGlobal(t *testing.T) {
 	}
 	if !lanesBlockAccFits(17154, Float64, 232448) || lanesBlockAccFits(40000, Float64, 232448) {
 		t.Errorf("an H200's 227 KiB holds one accumulator of 17,154 weights, not of 40,000")
+	}
+}
+
+// TestNVRTCLanesKernels compiles the lanes-mode gradient kernels of the
+// neural suite's network with NVRTC to PTX (it needs NVRTC, not a GPU):
+// the shared-memory layout, the global-memory layout with a block's
+// shared accumulator (atomics on shared memory) and with each warp's in
+// global memory, in float64 and float32; all shuffle, and only the block
+// accumulator adds to shared memory atomically.
+func TestNVRTCLanesKernels(t *testing.T) {
+	needNVRTC(t)
+	t.Parallel()
+	l, err := loadNVRTC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mlpCase(8, []int{2, 32, 32, 2})
+	j := jobOf(t, c, ode.OpGrad)
+	sp, err := newStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sharedAtom := regexp.MustCompile(`(?m)^\s*(@\S+\s+)?(atom|red)\.shared`)
+	for _, tc := range []struct {
+		name             string
+		global, blockAcc bool
+		prec             Precision
+	}{
+		{"shared", false, false, Float64},
+		{"global-block", true, true, Float64},
+		{"global-warps", true, false, Float64},
+		{"global-block-f32", true, true, Float32},
+	} {
+		v := variantOf(j)
+		v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc = true, 4, tc.global, tc.blockAcc
+		src, _, err := kernelSource(sp, v, j.Loss, tc.prec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img := &Image{Options: []string{fmt.Sprintf("--gpu-architecture=compute_%d%d", testArch.Major, testArch.Minor), "--fmad=false", "-std=c++17", "-default-device"}}
+		if err := l.compile(img, src, tc.name+".cu", false); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		code := string(img.Data)
+		if !strings.Contains(code, "shfl.sync") {
+			t.Errorf("%s: no shuffles in the PTX", tc.name)
+		}
+		if got := sharedAtom.MatchString(code); got != tc.blockAcc {
+			t.Errorf("%s: atomics on shared memory %v, want %v", tc.name, got, tc.blockAcc)
+		}
 	}
 }
