@@ -95,20 +95,22 @@
 // trajectories are 4,096 warps, not 128), and a thread holds a layer's
 // values one per lane instead of all of them. The engine chooses lanes
 // mode when the programs the reverse step calls have at least 512 computed
-// values, three quarters of them in vectors (not for cuda-multi, whose
-// tile sums need one thread per trajectory), except that a small network
+// values, three quarters of them in vectors, except that a small network
 // (at most 512 weights) runs one thread per trajectory in jobs of at least
 // 256 trajectories per multiprocessor (33,792 on an H200), which fill the
 // GPU with threads (2-8-8-2 at B = 65536: 0.89 ms against 3.26 ms in lanes
-// mode); GRADSOLVE_CUDA_LANES=0 or 1 overrides the choice. A block has up
+// mode). On cuda-multi the choice depends on the plan only (the two
+// layouts sum a tile in different orders), and a warp runs a tile's
+// trajectories in turn, summing the tile's shared gradient in a fixed
+// order. GRADSOLVE_CUDA_LANES=0 or 1 overrides the choice. A block has up
 // to 4 warps, as many as its shared memory allows (kernels opt in to more
 // than 48 KiB where the device has it: some 13,000 float64 weights fit in
-// an H200's 227 KiB), and its
-// kernel is bounded to the registers that let the blocks that fit in a
-// multiprocessor's shared memory run (128 for the neural suite's 1,218
-// weights). See lanes.go for how vectors are found. On an H200 (bench
-// RESULTS.md) the neural suite's gradient takes 0.61 ms at B = 4096
-// (4.8 ms one thread per trajectory) and 10.0 ms at 65536 (18.6 ms).
+// an H200's 227 KiB), and its kernel is bounded to the registers that let
+// the blocks that fit in a multiprocessor's shared memory run (128 for the
+// neural suite's 1,218 weights). See lanes.go for how vectors are found.
+// On an H200 (bench RESULTS.md) the neural suite's gradient takes 0.61 ms
+// at B = 4096 (4.8 ms one thread per trajectory) and 10.0 ms at 65536
+// (18.6 ms).
 //
 // A larger network keeps its padded weights in global memory instead
 // (read through the caches), and the warps of a gradient kernel's block

@@ -60,9 +60,9 @@
 #endif
 // In lanes mode each warp has its own accumulator of the steps' dL/ds,
 // padded (entry j at GS_PAD(j)), GS_WACC entries long, added to without
-// atomics; the loss's own dL/ds goes to the result (a.gs + GS_NS),
-// atomically and unpadded (GS_LOSS_ACC_AT; otherwise the second half of
-// acc). GS_CSH is the padded length of the controller's shared block
+// atomics; the loss's own dL/ds goes to the result (a.gs + GS_NS, or
+// with GS_TILES the second half of the trajectory's tile), atomically and
+// unpadded (GS_LOSS_ACC_AT; otherwise the second half of acc). GS_CSH is the padded length of the controller's shared block
 // (rtol, atol[D], maxsteps) and GS_SSH that of the whole shared block (the
 // shared parameters, then the controller's); lanes.go's lanesShared sizes
 // them alike.
@@ -70,7 +70,16 @@
 #define GS_WACC (GS_NS > 0 ? 33 * ((GS_NS + 31) / 32) : 1)
 #define GS_CSH (33 * ((GS_D + 2 + 31) / 32))
 #define GS_SSH (33 * ((GS_NS + GS_D + 2 + 31) / 32))
+#if defined(GS_TILES)
+#define GS_LOSS_ACC_AT (a.gs + (i / GS_TILE) * (2 * GS_NS) + GS_NS)
+#else
 #define GS_LOSS_ACC_AT (a.gs + GS_NS)
+#endif
+#ifdef GS_CUDA
+#define GS_LANES_PER_TRAJ 32
+#else
+#define GS_LANES_PER_TRAJ 1
+#endif
 #else
 #define GS_LOSS_ACC_AT (acc + GS_NS)
 #endif
@@ -485,6 +494,29 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
 #if GS_GRAD
   for (int j = tid; j < nacc; j += nt) accs[j] = 0;
 #endif
+#if defined(GS_TILES) && GS_GRAD
+  // Tile sums (MultiEngine): a warp runs whole tiles of GS_TILE
+  // trajectories in index order; its accumulator holds one tile's sum,
+  // which goes to a.gs[tile][0:NS] (the loss's own to a.gs[tile][NS:2NS],
+  // GS_LOSS_ACC_AT), so the sums do not depend on the split.
+#ifdef GS_CUDA
+  __syncthreads();
+  const long long wpb = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31;
+  for (long long tile = blockIdx.x * wpb + (threadIdx.x >> 5); tile * GS_TILE < a.n; tile += (long long)gridDim.x * wpb) {
+#else
+  const int lane = 0;
+  for (long long tile = 0; tile * GS_TILE < a.n; tile++) {
+#endif
+    for (int j = lane; j < GS_WACC; j += GS_LANES_PER_TRAJ) acc[j] = 0;
+    GS_SYNCWARP();
+    const long long end = (tile + 1) * GS_TILE < a.n ? (tile + 1) * GS_TILE : a.n;
+    for (long long i = tile * GS_TILE; i < end; i++) gs_body(a, i, true, acc, ssh, csh);
+    GS_SYNCWARP();
+    for (int j = lane; j < GS_NS; j += GS_LANES_PER_TRAJ) a.gs[tile * (2 * GS_NS) + j] = acc[GS_PAD(j)];
+    GS_SYNCWARP();
+  }
+#else
 #ifdef GS_CUDA
   __syncthreads();
   const long long wpb = blockDim.x >> 5;
@@ -500,6 +532,7 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
     for (int w = 0; w < nacc; w += GS_WACC) sum += accs[w + GS_PAD(j)];
     GS_ACC_ATOMIC(&a.gs[j], sum);
   }
+#endif
 #endif
 #elif defined(GS_CUDA)
 #if GS_GRAD && GS_NS > 0 && GS_SACC

@@ -193,21 +193,23 @@ func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 func (ex *executor) variant(j *ode.Job) variant {
 	v := variantOf(j)
 	v.tiles = ex.tiles && v.grad
-	if !ex.tiles {
-		ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
-		v.lanes = ex.progErr == nil && ex.progs.lanes && !threadsFill(ex.plan, j.N, ex.be.sms())
-		if v.lanes {
-			lim := ex.be.sharedLimit()
-			v.lanesGlobal = lanesGlobalAlways || os.Getenv(lanesEnv) == "global" || !lanesFit(ex.plan, v.grad, ex.prec, lim)
-			if v.lanesGlobal {
-				v.lanesMinBlocks = lanesGlobalBlocksPerSM
-				v.lanesBlockAcc = v.grad && !lanesNoBlockAcc && lanesBlockAccFits(ex.plan.Shared, ex.prec, lim)
-			} else {
-				v.lanesMinBlocks = lanesMinBlocks(ex.plan.Dim, ex.plan.Shared, v.grad, ex.prec, lim)
-			}
-			if b := envInt(minBlocksEnv); b > 0 {
-				v.lanesMinBlocks = b
-			}
+	ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
+	// With tile sums (MultiEngine) the layout must not depend on a shard's
+	// size: the two layouts sum a tile in different orders.
+	v.lanes = ex.progErr == nil && ex.progs.lanes && (ex.tiles || !threadsFill(ex.plan, j.N, ex.be.sms()))
+	if v.lanes {
+		lim := ex.be.sharedLimit()
+		v.lanesGlobal = lanesGlobalAlways || os.Getenv(lanesEnv) == "global" || !lanesFit(ex.plan, v.grad, ex.prec, lim)
+		if v.lanesGlobal {
+			v.lanesMinBlocks = lanesGlobalBlocksPerSM
+			// A tile's sum is one warp's: no accumulator shared by a
+			// block's warps.
+			v.lanesBlockAcc = v.grad && !v.tiles && !lanesNoBlockAcc && lanesBlockAccFits(ex.plan.Shared, ex.prec, lim)
+		} else {
+			v.lanesMinBlocks = lanesMinBlocks(ex.plan.Dim, ex.plan.Shared, v.grad, ex.prec, lim)
+		}
+		if b := envInt(minBlocksEnv); b > 0 {
+			v.lanesMinBlocks = b
 		}
 	}
 	return v
@@ -606,7 +608,11 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 	ex, v := r.ex, r.v
 	be := ex.be
 	if v.lanes {
-		return lanesLaunch(n, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
+		warps := n
+		if v.tiles {
+			warps = numTiles(n) // a warp runs a tile's trajectories in turn
+		}
+		return lanesLaunch(warps, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
 	}
 	block, shmem = launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
 	return n, block, shmem

@@ -856,16 +856,18 @@ func lanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
 }
 
 // lanesLaunch returns the shape of a lanes-mode launch over n
-// trajectories of a kernel whose blocks may have up to block threads, on
+// trajectories (or tiles of them, each a warp's) of a kernel whose blocks
+// may have up to block threads, on
 // sms multiprocessors (0 if unknown) with limit bytes of shared memory per
 // block: as many warps per block as fit (lanesWarps), at most
 // lanesBlocksPerSM blocks per multiprocessor, each warp running
 // trajectories until none is left. A kernel with its shared block and
 // accumulators in global memory (global, GS_LANES_GLOBAL) uses no shared
 // memory and runs lanesGlobalBlocksPerSM blocks of lanesBlock threads per
-// multiprocessor (each warp's accumulator takes global memory); with one
-// accumulator per block in shared memory (blockAcc, GS_LANES_BLOCKACC),
-// one block of lanesAccBlock threads.
+// multiprocessor (each warp's accumulator takes global memory, so the
+// threads are whole blocks); with one accumulator per block in shared
+// memory (blockAcc, GS_LANES_BLOCKACC), one block of lanesAccBlock
+// threads.
 func lanesLaunch(n, d, ns int, grad, global, blockAcc bool, prec Precision, block, sms, limit int) (threads, blockThreads, shmem int) {
 	if global {
 		per, shmem := lanesGlobalBlocksPerSM, 0
@@ -877,7 +879,9 @@ func lanesLaunch(n, d, ns int, grad, global, blockAcc bool, prec Precision, bloc
 		if sms > 0 {
 			threads = min(threads, sms*per*laneWidth*w)
 		}
-		return threads, laneWidth * w, shmem
+		// Whole blocks: every warp of the grid has its accumulator row.
+		bt := laneWidth * w
+		return (threads + bt - 1) / bt * bt, bt, shmem
 	}
 	w := lanesWarps(d, ns, grad, prec, min(lanesBlock, block), limit)
 	threads = laneWidth * n

@@ -232,6 +232,23 @@ func TestLanesShape(t *testing.T) {
 	}
 }
 
+// hostGradSources returns the sources of the gradient kernels the host
+// backend has compiled for fields of ns shared parameters.
+func hostGradSources(t *testing.T, ns int) []string {
+	t.Helper()
+	hb := hostF64.be.(*hostBackend)
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	var srcs []string
+	for key := range hb.exes {
+		src, err := os.ReadFile(filepath.Join(hostDir, key+".cpp"))
+		if err == nil && strings.Contains(string(src), fmt.Sprintf("#define GS_NS %d\n", ns)) && strings.Contains(string(src), "#define GS_GRAD 1") {
+			srcs = append(srcs, string(src))
+		}
+	}
+	return srcs
+}
+
 // TestHostLanesBitwise: on the host engine, lanes mode and one thread per
 // trajectory give the same bits (each value is the same op on the same
 // arguments in the same order, and the shared gradients are summed in the
@@ -252,15 +269,9 @@ func TestHostLanesBitwise(t *testing.T) {
 	// Both layouts were compiled: had either setting been ignored, the
 	// two runs would share one.
 	kinds := map[bool]bool{}
-	hb := hostF64.be.(*hostBackend)
-	hb.mu.Lock()
-	for key := range hb.exes {
-		src, err := os.ReadFile(filepath.Join(hostDir, key+".cpp"))
-		if err == nil && strings.Contains(string(src), fmt.Sprintf("#define GS_NS %d\n", c.prob.Field.Shared)) && strings.Contains(string(src), "#define GS_GRAD 1") {
-			kinds[strings.Contains(string(src), "#define GS_LANEMODE 1")] = true
-		}
+	for _, src := range hostGradSources(t, c.prob.Field.Shared) {
+		kinds[strings.Contains(src, "#define GS_LANEMODE 1")] = true
 	}
-	hb.mu.Unlock()
 	if !kinds[true] || !kinds[false] {
 		t.Fatalf("gradient kernels compiled: lanes mode %v, thread per trajectory %v; want both", kinds[true], kinds[false])
 	}
@@ -377,7 +388,6 @@ func TestHostLanesGlobal(t *testing.T) {
 	}
 	sh := grad(false, false)
 	kinds := map[string]bool{}
-	hb := hostF64.be.(*hostBackend)
 	for _, warps := range []bool{false, true} {
 		gl := grad(true, warps)
 		what := fmt.Sprintf("global (accumulator per warp %v)", warps)
@@ -396,15 +406,11 @@ func TestHostLanesGlobal(t *testing.T) {
 			}
 		}
 	}
-	hb.mu.Lock()
-	for key := range hb.exes {
-		src, err := os.ReadFile(filepath.Join(hostDir, key+".cpp"))
-		s := string(src)
-		if err == nil && strings.Contains(s, fmt.Sprintf("#define GS_NS %d\n", c.prob.Field.Shared)) && strings.Contains(s, "#define GS_GRAD 1") && strings.Contains(s, "#define GS_LANEMODE 1") {
+	for _, s := range hostGradSources(t, c.prob.Field.Shared) {
+		if strings.Contains(s, "#define GS_LANEMODE 1") {
 			kinds[fmt.Sprint(strings.Contains(s, "#define GS_LANES_GLOBAL 1"), strings.Contains(s, "#define GS_LANES_BLOCKACC 1"))] = true
 		}
 	}
-	hb.mu.Unlock()
 	if len(kinds) != 3 {
 		t.Fatalf("gradient kernels compiled (global, block accumulator): %v; want shared, global and global with a block accumulator", kinds)
 	}
@@ -455,8 +461,10 @@ func TestLanesLaunchGlobal(t *testing.T) {
 		shmem    int
 	}{
 		{65536, 17154, true, 132 * lanesAccBlock, lanesAccBlock, padLen(17154) * 8},
-		{10, 17154, true, 320, lanesAccBlock, padLen(17154) * 8},
+		{10, 17154, true, lanesAccBlock, lanesAccBlock, padLen(17154) * 8},
 		{65536, 40000, false, 132 * lanesGlobalBlocksPerSM * lanesBlock, lanesBlock, 0},
+		// 10 warps in whole blocks of 4: 12 warps, each with its row.
+		{10, 40000, false, 12 * 32, lanesBlock, 0},
 	} {
 		threads, block, shmem := lanesLaunch(c.n, 2, c.ns, true, true, c.blockAcc, Float64, 1024, 132, 232448)
 		if threads != c.threads || block != c.block || shmem != c.shmem {
@@ -476,8 +484,9 @@ func TestLanesLaunchGlobal(t *testing.T) {
 // neural suite's network with NVRTC to PTX (it needs NVRTC, not a GPU):
 // the shared-memory layout, the global-memory layout with a block's
 // shared accumulator (atomics on shared memory) and with each warp's in
-// global memory, in float64 and float32; all shuffle, and only the block
-// accumulator adds to shared memory atomically.
+// global memory, in float64 and float32, and both layouts with tile sums
+// (MultiEngine); all shuffle, and only the block accumulator adds to
+// shared memory atomically.
 func TestNVRTCLanesKernels(t *testing.T) {
 	needNVRTC(t)
 	t.Parallel()
@@ -493,17 +502,19 @@ func TestNVRTCLanesKernels(t *testing.T) {
 	}
 	sharedAtom := regexp.MustCompile(`(?m)^\s*(@\S+\s+)?(atom|red)\.shared`)
 	for _, tc := range []struct {
-		name             string
-		global, blockAcc bool
-		prec             Precision
+		name                    string
+		global, blockAcc, tiles bool
+		prec                    Precision
 	}{
-		{"shared", false, false, Float64},
-		{"global-block", true, true, Float64},
-		{"global-warps", true, false, Float64},
-		{"global-block-f32", true, true, Float32},
+		{"shared", false, false, false, Float64},
+		{"global-block", true, true, false, Float64},
+		{"global-warps", true, false, false, Float64},
+		{"global-block-f32", true, true, false, Float32},
+		{"tiles", false, false, true, Float64},
+		{"global-tiles", true, false, true, Float64},
 	} {
 		v := variantOf(j)
-		v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc = true, 4, tc.global, tc.blockAcc
+		v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.tiles = true, 4, tc.global, tc.blockAcc, tc.tiles
 		src, _, err := kernelSource(sp, v, j.Loss, tc.prec)
 		if err != nil {
 			t.Fatal(err)

@@ -42,18 +42,21 @@ func init() {
 //
 // Results do not depend on the number of GPUs or on the split: every
 // trajectory's results (states, mesh, statuses, counts, dL/dy0, dL/dp) are
-// computed by one thread, whatever GPU it is on; the loss is the sum of
-// the terms in index order; the gradient kernels sum shared-parameter
-// contributions per tile of scan.TileSize trajectories in a fixed order
-// (no atomics) and the host adds the tiles in index order, as
-// scan.SumTiles does. By construction the bits are the same on one GPU as
+// computed by one thread (one warp in lanes mode, for fields made of
+// network layers), whatever GPU it is on; the loss is the sum of the terms
+// in index order; the gradient kernels sum shared-parameter contributions
+// per tile of scan.TileSize trajectories in a fixed order (a butterfly
+// over the tile's threads; in lanes mode one warp runs the tile's
+// trajectories in turn) and the host adds the tiles in index order, as
+// scan.SumTiles does. The layout depends on the plan only, never on a
+// shard's size. By construction the bits are the same on one GPU as
 // on eight, as long as the GPUs are of one architecture (each compiles its
 // own kernels); the tests check it on fake devices (host backends running
 // the same kernels) and, where there are GPUs, against GPU 0 alone. They
 // are not the bits of the one-GPU engine "cuda", whose
 // shared-gradient sums are reduced with atomics in no fixed order, nor
-// the CPU engine's (a tile's sum is a butterfly over its lanes, and the
-// device's libm differs in the last bits).
+// the CPU engine's (a tile is summed in another order, and the device's
+// libm differs in the last bits).
 //
 // The tile sums cost device memory and transfers: ceil(n/8)·2·Shared
 // values per launch of n trajectories (2.4 KB per trajectory for the

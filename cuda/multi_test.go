@@ -196,15 +196,18 @@ func runOn(t *testing.T, e *MultiEngine, j *ode.Job, per []float64) (*ode.Result
 	return res, bounds
 }
 
-// TestMultiBitwise runs every operation of Lorenz with shared parameters
-// and of an MLP field (42 shared weights) on 1, 2 and 3 fake devices,
-// evenly split and skewed, and checks that every result is bitwise that
-// of one device: per-trajectory results, meshes, the loss and the shared
-// gradient. N = 45 leaves a partial last tile.
+// TestMultiBitwise runs every operation of Lorenz with shared parameters,
+// of an MLP field (42 shared weights) and of one that runs in lanes mode
+// (722 weights) on 1, 2 and 3 fake devices, evenly split and skewed, and
+// checks that every result is bitwise that of one device: per-trajectory
+// results, meshes, the loss and the shared gradient. N = 45 leaves a
+// partial last tile.
 func TestMultiBitwise(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	for _, c := range []engineCase{lorenzSharedCase(45), mlpCase(45, []int{2, 8, 2})} {
+	lanes := mlpCase(45, []int{2, 24, 24, 2})
+	lanes.name = "mlp-lanes"
+	for _, c := range []engineCase{lorenzSharedCase(45), mlpCase(45, []int{2, 8, 2}), lanes} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			one := fakeMultis[1]
@@ -221,6 +224,15 @@ func TestMultiBitwise(t *testing.T) {
 				}{{2, nil}, {3, nil}, {3, []float64{1, 5, 2}}, {2, []float64{3, 1}}} {
 					got, bounds := runOn(t, fakeMultis[cfg.devices], j, cfg.per)
 					sameResult(t, fmt.Sprintf("%s %s on %d devices, shards %v", c.name, op, cfg.devices, bounds), got, want)
+				}
+			}
+			if c.name == lanes.name {
+				tiled := false
+				for _, src := range hostGradSources(t, c.prob.Field.Shared) {
+					tiled = tiled || strings.Contains(src, "#define GS_LANEMODE 1") && strings.Contains(src, "#define GS_TILES 1")
+				}
+				if !tiled {
+					t.Errorf("%s: no gradient kernel in lanes mode with tile sums was compiled", c.name)
 				}
 			}
 		})
@@ -279,7 +291,9 @@ func TestMultiChunks(t *testing.T) {
 func TestMultiAgainstCPU(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	for _, c := range []engineCase{lorenzSharedCase(45), mlpCase(40, []int{2, 5, 2})} {
+	lanes := mlpCase(40, []int{2, 24, 24, 2})
+	lanes.name = "mlp-lanes"
+	for _, c := range []engineCase{lorenzSharedCase(45), mlpCase(40, []int{2, 5, 2}), lanes} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			compareEngines(t, "cuda-multi-host3", c, caseOpts{})
