@@ -822,7 +822,8 @@ func TestNVRTCTileKernels(t *testing.T) {
 // TestGPUMultiEngine runs MultiEngine on the GPUs (skipped without one):
 // on every visible GPU (on one GPU, two shards on it, each with its own
 // Device), evenly and skewed, every result bitwise that of GPU 0 alone,
-// and close to the CPU engine's.
+// and close to the CPU engine's; for Lorenz with shared parameters, a
+// small MLP and a network in lanes mode.
 func TestGPUMultiEngine(t *testing.T) {
 	needGPUEngine(t)
 	n, err := DeviceCount()
@@ -840,7 +841,9 @@ func TestGPUMultiEngine(t *testing.T) {
 	for k := range skew {
 		skew[k] = float64(1 + k%3)
 	}
-	for _, c := range []engineCase{lorenzSharedCase(4099), mlpCase(1027, []int{2, 8, 2})} {
+	lanes := mlpCase(1029, []int{2, 32, 32, 2})
+	lanes.name = "mlp-lanes"
+	for _, c := range []engineCase{lorenzSharedCase(4099), mlpCase(1027, []int{2, 8, 2}), lanes} {
 		rec, _ := runOn(t, one, multiJob(t, c, "record", nil), nil)
 		for _, op := range []string{"solve", "record", "grad", "gradmesh"} {
 			j := multiJob(t, c, op, rec.Mesh)
@@ -853,6 +856,7 @@ func TestGPUMultiEngine(t *testing.T) {
 	}
 	registerOnce.Do(func() { ode.Register(many) })
 	compareEngines(t, "gpu-multi-test", lorenzSharedCase(4099), caseOpts{knife: knife(4099), ops: []string{"solve", "grad", "gradmesh"}})
+	compareEngines(t, "gpu-multi-test", lanes, caseOpts{knife: knife(lanes.prob.N), ops: []string{"grad", "gradmesh"}})
 }
 
 var registerOnce sync.Once
