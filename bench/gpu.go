@@ -137,6 +137,9 @@ type GPURow struct {
 	Compile float64 `json:"compile_ms"`
 	Rows    int     `json:"record_rows"`
 	Reruns  int     `json:"reruns"`
+	// Layout is the GPU kernels' layout of the gradient with the record
+	// (cuda.TraceStats.Layout: thread, lanes, lanes-global, ...).
+	Layout string `json:"layout,omitempty"`
 }
 
 // gpuTiming is the median kernel and call time of one case, in ms.
@@ -214,18 +217,18 @@ func writeGPURow(w io.Writer, row *GPURow, asJSON bool) error {
 	if asJSON {
 		return writeJSON(w, row)
 	}
-	_, err := fmt.Fprintf(w, "%-9s %8d %6.0e %7.1f | %9.3f %9.3f %9.3f | %9.3f %9.3f | %7.2f %7.2f %7.2f | %9.3f %9.3f %9.3f | %9.2e\n",
+	_, err := fmt.Fprintf(w, "%-9s %8d %6.0e %7.1f | %9.3f %9.3f %9.3f | %9.3f %9.3f | %7.2f %7.2f %7.2f | %9.3f %9.3f %9.3f | %9.2e %s\n",
 		row.Suite, row.N, row.RelTol, row.Steps, row.Forward, row.GradRecord, row.Grad, row.HandForward, row.HandGrad,
-		row.ForwardOverHand, row.GradRecordOverHand, row.GradOverForward, row.ForwardCall, row.GradRecordCall, row.GradCall, row.Err)
+		row.ForwardOverHand, row.GradRecordOverHand, row.GradOverForward, row.ForwardCall, row.GradRecordCall, row.GradCall, row.Err, row.Layout)
 	return err
 }
 
 // writeGPUHeader writes the table's header.
 func writeGPUHeader(w io.Writer, title string, reps int, engine string) {
 	fmt.Fprintf(w, "%s on engine %s, median of %d (ms): kernel = device time of the kernels, call = whole ode.Solver call\n", title, engine, repsOrDefault(reps))
-	fmt.Fprintf(w, "%-9s %8s %6s %7s | %9s %9s %9s | %9s %9s | %7s %7s %7s | %9s %9s %9s | %9s\n",
+	fmt.Fprintf(w, "%-9s %8s %6s %7s | %9s %9s %9s | %9s %9s | %7s %7s %7s | %9s %9s %9s | %9s %s\n",
 		"suite", "n", "rtol", "steps", "fwd", "grad+rec", "grad", "hand-fwd", "hand-g+r", "fw/hand", "g+r/hd", "grad/fw",
-		"call-fwd", "call-g+r", "call-grad", "err")
+		"call-fwd", "call-g+r", "call-grad", "err", "layout")
 }
 
 // RunGPU runs the Lorenz protocol of RunLorenz on the GPU engine: for
@@ -335,7 +338,7 @@ func gpuLorenzRow(e *LorenzEnsemble, rtol float64, cfg *GPUConfig, idx []int, re
 		HandForward: times[3].kernel, HandGrad: times[4].kernel,
 		Err: medianRelErr(sol.Y, 3, idx, ref), RefSample: len(idx),
 		HandDiff: maxRelDiff(yhand, sol.Y, 3),
-		Compile:  ms(compile), Rows: gr.Rows, Reruns: gr.Reruns,
+		Compile:  ms(compile), Rows: gr.Rows, Reruns: gr.Reruns, Layout: gr.Layout,
 	}
 	var gmax, dmax float64
 	for i := range drho {
@@ -461,7 +464,7 @@ func gpuRow(suite string, prob *ode.Problem, set *ode.Settings, loss ode.Loss, c
 		Forward: times[0].kernel, GradRecord: times[1].kernel, Grad: times[2].kernel,
 		ForwardCall: times[0].call, GradRecordCall: times[1].call, GradCall: times[2].call,
 		Err: medianRelErr(sol.Y, d, idx, ref), RefSample: len(idx),
-		Loss: g.Loss, Compile: ms(compile), Rows: gr.Rows, Reruns: gr.Reruns,
+		Loss: g.Loss, Compile: ms(compile), Rows: gr.Rows, Reruns: gr.Reruns, Layout: gr.Layout,
 	}
 	row.ratios()
 	return row, &g, nil

@@ -134,6 +134,12 @@ type TraceStats struct {
 	Launches int           // kernel launches (one per chunk of trajectories and pass)
 	Reruns   int           // trajectories run again with a longer record buffer
 	Rows     int           // record buffer rows of the last pass
+	// Layout is the kernel layout of the last launch: "thread" (one
+	// thread per trajectory), "lanes" (one warp per trajectory, the
+	// network's weights in shared memory), "lanes-global" (in global
+	// memory, each warp's accumulator there too) or "lanes-global-block"
+	// (a block's warps share an accumulator); see the package doc.
+	Layout string
 }
 
 // Stats returns the trace's counts.

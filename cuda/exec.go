@@ -739,6 +739,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	r.tr.add(func(t *TraceStats) {
 		t.Kernel += dt
 		t.Launches++
+		t.Layout = v.layout()
 		t.Upload += int64(len(up))
 		t.Download += int64(len(down))
 	})

@@ -336,6 +336,9 @@ func testChunks(t *testing.T, engine string, n int, limit int64, rows int) {
 	if s.Launches < 4 || s.Reruns == 0 {
 		t.Errorf("%d launches, %d reruns: want several of each", s.Launches, s.Reruns)
 	}
+	if s.Layout != "thread" {
+		t.Errorf("Lorenz: trace layout %q, want thread", s.Layout)
+	}
 	skip := compareCounts(t, "chunks", got.Mesh.Stats, want.Mesh.Stats, knife(n))
 	compareMesh(t, "chunks", got.Mesh, want.Mesh, skip)
 	closeRows(t, "chunks dL/dP", got.P, want.P, 3, c.tol, skip)

@@ -91,6 +91,19 @@ func (v variant) sharedAcc(ns int, prec Precision) bool {
 // banks.
 const xposeRow = 33
 
+// layout names the variant's kernel layout (TraceStats.Layout).
+func (v variant) layout() string {
+	switch {
+	case !v.lanes:
+		return "thread"
+	case !v.lanesGlobal:
+		return "lanes"
+	case v.lanesBlockAcc:
+		return "lanes-global-block"
+	}
+	return "lanes-global"
+}
+
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lossKey)

@@ -380,9 +380,14 @@ func TestHostLanesGlobal(t *testing.T) {
 	grad := func(global, warps bool) *ode.Gradient {
 		lanesGlobalAlways, lanesNoBlockAcc = global, warps
 		defer func() { lanesGlobalAlways, lanesNoBlockAcc = false, false }()
-		g, err := c.solver(t, "cuda-host").Grad(nil, &c.prob, c.loss, nil)
+		var tr Trace
+		g, err := c.solver(t, "cuda-host").GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		want := map[[2]bool]string{{false, false}: "lanes", {true, false}: "lanes-global-block", {true, true}: "lanes-global"}[[2]bool{global, warps}]
+		if got := tr.Stats().Layout; got != want {
+			t.Errorf("global %v, accumulator per warp %v: trace layout %q, want %q", global, warps, got, want)
 		}
 		return g
 	}
