@@ -61,6 +61,31 @@ func init() { ode.Register(nullF64) }
 func BenchmarkCallOverhead(b *testing.B) {
 	b.Run("record", func(b *testing.B) { benchCallOverhead(b, false) })
 	b.Run("mesh", func(b *testing.B) { benchCallOverhead(b, true) })
+	b.Run("neural", benchCallOverheadNeural)
+}
+
+// benchCallOverheadNeural is a gradient call (record included) of 65,536
+// trajectories of the neural suite's network (2-32-32-2, 1,218 shared
+// weights, a mean loss against per-trajectory targets) on kernels that do
+// no work.
+func benchCallOverheadNeural(b *testing.B) {
+	c := mlpCase(1<<16, []int{2, 32, 32, 2})
+	set := c.set
+	set.Engine = "cuda-null"
+	sv, err := ode.NewSolver(c.prob.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var g ode.Gradient
+	if _, err := sv.GradContext(context.Background(), &g, &c.prob, c.loss, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := sv.GradContext(context.Background(), &g, &c.prob, c.loss, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func benchCallOverhead(b *testing.B, mesh bool) {
