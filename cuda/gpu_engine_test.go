@@ -484,3 +484,11 @@ func TestGPULanesGlobal(t *testing.T) {
 		})
 	}
 }
+
+// TestGPULanesStatuses: per-trajectory statuses in lanes mode
+// (testLanesStatuses).
+func TestGPULanesStatuses(t *testing.T) {
+	needGPUEngine(t)
+	t.Parallel()
+	testLanesStatuses(t, "cuda")
+}

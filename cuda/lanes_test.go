@@ -537,3 +537,56 @@ func TestNVRTCLanesKernels(t *testing.T) {
 		}
 	}
 }
+
+// testLanesStatuses: in lanes mode too each trajectory gets its own
+// status: a network field whose trajectories hit the step limit, blow up
+// (a negative damping makes y' ≈ |p₁|·y², past overflow before t = 1) or
+// go non-finite (a factor √(p₀ − t), NaN from the start for p₀ < 0),
+// beside ones that finish; statuses, times and states equal the CPU's.
+func testLanesStatuses(t *testing.T, engine string) {
+	c := netCase(6, []int{2, 24, 24, 2}, nn.Tanh, nn.Identity, ode.Tsit5)
+	mlp := nn.NewMLP([]int{2, 24, 24, 2}, nn.Tanh, nn.Identity)
+	c.prob.Field.F = func(tt tape.V, y, p []tape.V) []tape.V {
+		z := mlp.Apply(p[2:], y)
+		for k := range z {
+			z[k] = z[k].Mul(p[0].Sub(tt).Sqrt()).Sub(p[1].Mul(y[k]).Mul(y[k]))
+		}
+		return z
+	}
+	c.prob.Field.Name = "net-statuses"
+	c.prob.P = []float64{1.5, 0.1, 1.5, -3, -1, 0.1, 1.5, 0.1, 1.5, 0.1, 1.5, 0.1}
+	c.prob.Y0 = []float64{0.5, 0.5, 4, 4, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.3, 0.2}
+	c.set.AllowFailures = true
+	for _, maxSteps := range []int{0, 3} {
+		c := c
+		c.set.MaxSteps = maxSteps
+		sp, err := newStepPrograms(jobOf(t, c, ode.OpSolve).Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sp.lanes && os.Getenv(lanesEnv) == "" {
+			t.Fatalf("%d shared weights: not lanes mode", c.prob.Field.Shared)
+		}
+		compareEngines(t, engine, c, caseOpts{ops: []string{"solve"}})
+		sol, err := c.solver(t, engine).Solve(&c.prob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []ode.Status{ode.OK, ode.StepSizeUnderflow, ode.NonFinite, ode.OK, ode.OK, ode.OK}
+		if maxSteps > 0 {
+			want = []ode.Status{ode.MaxStepsReached, ode.MaxStepsReached, ode.NonFinite, ode.MaxStepsReached, ode.MaxStepsReached, ode.MaxStepsReached}
+		}
+		t.Logf("max steps %d: statuses %v", maxSteps, sol.Status)
+		for i, st := range want {
+			if sol.Status[i] != st {
+				t.Errorf("max steps %d: trajectory %d: status %v, want %v", maxSteps, i, sol.Status[i], st)
+			}
+		}
+	}
+}
+
+func TestHostLanesStatuses(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testLanesStatuses(t, "cuda-host")
+}
