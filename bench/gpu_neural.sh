@@ -1,9 +1,14 @@
 #!/bin/bash
 # The neural suite on the GPU beside Diffrax, in one device call (about
-# 3 minutes): gradsolve's default (lanes mode, one warp per trajectory),
-# Diffrax on the same weights, the GPU engine tests, then gradsolve with
-# the field's VJP inlined (GRADSOLVE_CUDA_INLINE=6000) and with one thread
-# per trajectory (GRADSOLVE_CUDA_LANES=0) for comparison.
+# 8 minutes): gradsolve's default (lanes mode, one warp per trajectory),
+# Diffrax on the same weights, the GPU engine and lanes tests, then other
+# network widths (-hidden; the rows' last column names the layout the
+# engine chose) beside Diffrax, and, with "all", the field's VJP inlined
+# (GRADSOLVE_CUDA_INLINE=6000) and one thread per trajectory
+# (GRADSOLVE_CUDA_LANES=0) for comparison:
+#
+#   bash bench/gpu_neural.sh        # default, tests, widths
+#   bash bench/gpu_neural.sh all    # and the two comparisons
 #
 # It builds nothing: .gpu/bin holds gradsolve and cuda.test built with
 # CGO_ENABLED=0 from the commit this script belongs to. Run from the
@@ -24,9 +29,15 @@ step() {
 step neural-lanes 200 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5 -dump /tmp/neural-gpu.json
 step dx-neural 80 python3 bench/anchors/diffrax_neural.py --problem /tmp/neural-gpu.json --platform gpu --b 4096,65536 --reps 5 --max-seconds 60
 echo "=== tests at $(($(date +%s) - T0)) s"
-timeout 170 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Float32|Lanes)$' -test.v -test.timeout 165s > "$out/tests.log" 2>&1
+timeout 200 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Float32|Lanes)$|TestGPULanes|TestGPUMultiEngine' -test.v -test.timeout 195s > "$out/tests.log" 2>&1
 echo "rc $?"
 grep -E '^(--- |    --- |ok|FAIL|PASS|panic)' "$out/tests.log" | cut -c1-200
-step neural-inline 120 env GRADSOLVE_CUDA_INLINE=6000 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
-step neural-threads 150 env GRADSOLVE_CUDA_LANES=0 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
+for h in 8,8 16,16 64,64; do
+	step "neural-h$h" 100 "$bin/gradsolve" bench -suite gpu-neural -hidden "$h" -n 4096,65536 -json -reps 3 -dump "/tmp/neural-h$h.json"
+	step "dx-neural-h$h" 60 python3 bench/anchors/diffrax_neural.py --problem "/tmp/neural-h$h.json" --platform gpu --b 4096,65536 --reps 3 --max-seconds 45
+done
+if [ "${1:-}" = all ]; then
+	step neural-inline 120 env GRADSOLVE_CUDA_INLINE=6000 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
+	step neural-threads 150 env GRADSOLVE_CUDA_LANES=0 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
+fi
 echo "done at $(($(date +%s) - T0)) s"
