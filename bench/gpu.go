@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -486,7 +485,6 @@ func RunGPUNeural(w io.Writer, cfg GPUConfig) ([]GPURow, error) {
 		refSample = DefaultLorenzRefSample
 	}
 	bmax := slices.Max(bs)
-	full := ProtocolNeural(bmax, NeuralSeed)
 	sizes := NeuralSizes
 	if cfg.Hidden != nil {
 		sizes = append(append([]int{NeuralSizes[0]}, cfg.Hidden...), NeuralSizes[len(NeuralSizes)-1])
@@ -495,9 +493,8 @@ func RunGPUNeural(w io.Writer, cfg GPUConfig) ([]GPURow, error) {
 				return nil, fmt.Errorf("bench: GPU neural: hidden layer width %d must be positive", k)
 			}
 		}
-		full.MLP = nn.NewMLP(sizes, nn.Tanh, nn.Identity)
-		full.Weights = full.MLP.Init(nil, rand.New(rand.NewPCG(NeuralSeed, NeuralSeed)))
 	}
+	full := protocolNeural(bmax, NeuralSeed, nn.NewMLP(sizes, nn.Tanh, nn.Identity))
 	if !cfg.JSON {
 		writeGPUHeader(w, fmt.Sprintf("Neural ODE y' = MLP(y), %s tanh (%d shared weights), Tsit5, rtol 1e-6, atol 1e-8",
 			strings.Trim(strings.ReplaceAll(fmt.Sprint(sizes), " ", "-"), "[]"), full.MLP.NumParams()), cfg.Reps, cfg.engine())

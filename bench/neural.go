@@ -55,10 +55,15 @@ type NeuralEnsemble struct {
 // prefix of a larger one), targets y0 rotated by 90° ((x, y) → (−y, x)),
 // t ∈ [0, 1]. It panics if b < 1.
 func ProtocolNeural(b int, seed uint64) *NeuralEnsemble {
+	return protocolNeural(b, seed, NeuralMLP())
+}
+
+// protocolNeural is ProtocolNeural with the network mlp (input and output
+// of 2), its weights drawn alike.
+func protocolNeural(b int, seed uint64, mlp nn.MLP) *NeuralEnsemble {
 	if b < 1 {
 		panic(fmt.Sprintf("bench: ProtocolNeural: b = %d < 1", b))
 	}
-	mlp := NeuralMLP()
 	e := &NeuralEnsemble{
 		MLP:     mlp,
 		Weights: mlp.Init(nil, rand.New(rand.NewPCG(seed, seed))),

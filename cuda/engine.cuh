@@ -62,10 +62,11 @@
 // padded (entry j at GS_PAD(j)), GS_WACC entries long, added to without
 // atomics; the loss's own dL/ds goes to the result (a.gs + GS_NS, or
 // with GS_TILES the second half of the trajectory's tile), atomically and
-// unpadded (GS_LOSS_ACC_AT; otherwise the second half of acc). GS_CSH is the padded length of the controller's shared block
-// (rtol, atol[D], maxsteps) and GS_SSH that of the whole shared block (the
-// shared parameters, then the controller's); lanes.go's lanesShared sizes
-// them alike.
+// unpadded (GS_LOSS_ACC_AT; otherwise the second half of acc). GS_CSH is
+// the padded length of the controller's shared block (rtol, atol[D],
+// maxsteps) and GS_SSH that of the whole shared block (the shared
+// parameters, then the controller's); lanes.go's lanesBlockLen and
+// lanesAccLen size them alike.
 #if GS_LANEMODE
 #define GS_WACC (GS_NS > 0 ? 33 * ((GS_NS + 31) / 32) : 1)
 #define GS_CSH (33 * ((GS_D + 2 + 31) / 32))
@@ -198,7 +199,7 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
 #if !GS_LOSS_ACC
 #if GS_LANEMODE
     if (act && GS_LANE0)
-      for (int j = 0; j < GS_NS; j++) GS_ACC_ATOMIC(&a.gs[GS_NS + j], r.v[1 + GS_D + GS_K * GS_D + GS_NP + j]);
+      for (int j = 0; j < GS_NS; j++) GS_ACC_ATOMIC(GS_LOSS_ACC_AT + j, r.v[1 + GS_D + GS_K * GS_D + GS_NP + j]);
 #else
     gs_warp_add<GS_NS>(acc + GS_NS, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
 #endif

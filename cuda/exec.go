@@ -199,7 +199,7 @@ func (ex *executor) variant(j *ode.Job) variant {
 	v.lanes = ex.progErr == nil && ex.progs.lanes && (ex.tiles || !threadsFill(ex.plan, j.N, ex.be.sms()))
 	if v.lanes {
 		lim := ex.be.sharedLimit()
-		v.lanesGlobal = lanesGlobalAlways || os.Getenv(lanesEnv) == "global" || !lanesFit(ex.plan, v.grad, ex.prec, lim)
+		v.lanesGlobal = os.Getenv(lanesEnv) == "global" || !lanesFit(ex.plan, v.grad, ex.prec, lim)
 		if v.lanesGlobal {
 			v.lanesMinBlocks = lanesGlobalBlocksPerSM
 			// A tile's sum is one warp's: no accumulator shared by a
@@ -325,6 +325,7 @@ type run struct {
 	res *ode.Result
 
 	d, np, ns, k, dd int
+	sharedBlock      []float64 // the kernels' shared block: Shared, rtol, atol[D], maxsteps
 	terms            []float64 // [N] loss terms
 	gs, gsLoss       []float64 // [NS] shared gradient of the steps and of the loss itself (unscaled), summed over launches
 	tiles            []float64 // with v.tiles instead: [ceil(N/scan.TileSize)][2][NS], the same per tile
@@ -338,6 +339,8 @@ func newRun(ex *executor, j *ode.Job, v variant, ke *kernelEntry, tr *Trace) *ru
 	r := &run{ex: ex, j: j, v: v, ke: ke, tr: tr, res: &ode.Result{},
 		d: pl.Dim, np: pl.Params, ns: pl.Shared, k: v.k, dd: v.dataDim}
 	n, d, res := j.N, pl.Dim, r.res
+	r.sharedBlock = append(append(append(make([]float64, 0, pl.Shared+d+2), j.Shared...), j.RelTol), j.AbsTol...)
+	r.sharedBlock = append(r.sharedBlock, float64(j.MaxSteps))
 	old := j.Reuse
 	if old == nil {
 		old = &ode.Result{}
@@ -618,11 +621,10 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 	return n, block, shmem
 }
 
-// lanesGlobalAlways makes every lanes-mode kernel keep its shared block
-// and accumulators in global memory (tests of GS_LANES_GLOBAL where
-// everything fits in shared memory); lanesNoBlockAcc keeps the warps'
-// accumulators there too (not GS_LANES_BLOCKACC).
-var lanesGlobalAlways, lanesNoBlockAcc bool
+// lanesNoBlockAcc keeps the warps' accumulators of lanes mode in global
+// memory too, where the shared block is there (tests of GS_LANES_GLOBAL
+// without GS_LANES_BLOCKACC, with GRADSOLVE_CUDA_LANES=global).
+var lanesNoBlockAcc bool
 
 // launch runs the trajectories g in one launch.
 func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
@@ -653,12 +655,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 
 	// Inputs, step-major.
 	sh := rv(up, 0, argSh)
-	block := append(append(append(make([]float64, 0, r.ns+d+2), j.Shared...), j.RelTol), j.AbsTol...)
-	block = append(block, float64(j.MaxSteps))
 	if v.lanesGlobal {
-		lanesSharedBlock(sh.set, block, r.ns)
+		lanesSharedBlock(sh.set, r.sharedBlock, r.ns)
 	} else {
-		for c, x := range block {
+		for c, x := range r.sharedBlock {
 			sh.set(c, x)
 		}
 	}

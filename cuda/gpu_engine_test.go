@@ -479,8 +479,9 @@ func TestGPULanesGlobal(t *testing.T) {
 	c := mlpCase(2000, []int{2, 32, 32, 2})
 	for _, warps := range []bool{false, true} {
 		t.Run(fmt.Sprintf("warp-accumulators-%v", warps), func(t *testing.T) {
-			lanesGlobalAlways, lanesNoBlockAcc = true, warps
-			defer func() { lanesGlobalAlways, lanesNoBlockAcc = false, false }()
+			t.Setenv(lanesEnv, "global")
+			lanesNoBlockAcc = warps
+			defer func() { lanesNoBlockAcc = false }()
 			compareEngines(t, "cuda", c, caseOpts{knife: knife(c.prob.N), ops: []string{"grad", "gradmesh"}})
 		})
 	}

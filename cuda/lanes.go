@@ -833,14 +833,21 @@ const (
 	lanesBlocksPerSM = 8
 )
 
+// lanesBlockLen returns the reals of a lanes-mode kernel's padded shared
+// block and, after it, the controller's (engine.cuh: GS_SSH + GS_CSH).
+func lanesBlockLen(d, ns int) int { return padLen(ns+d+2) + padLen(d+2) }
+
+// lanesAccLen returns the reals of a padded accumulator of ns shared
+// parameters (engine.cuh: GS_WACC).
+func lanesAccLen(ns int) int { return max(padLen(ns), 1) }
+
 // lanesShared returns the bytes of shared memory of a lanes-mode block of
 // warps warps: the padded shared block and controller block, and for a
-// gradient each warp's padded accumulator (engine.cuh: GS_SSH, GS_CSH,
-// GS_WACC).
+// gradient each warp's padded accumulator.
 func lanesShared(d, ns int, grad bool, prec Precision, warps int) int {
-	n := padLen(ns+d+2) + padLen(d+2)
+	n := lanesBlockLen(d, ns)
 	if grad {
-		n += warps * max(padLen(ns), 1)
+		n += warps * lanesAccLen(ns)
 	}
 	return n * prec.size()
 }
@@ -857,9 +864,9 @@ func lanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
 
 // lanesLaunch returns the shape of a lanes-mode launch over n
 // trajectories (or tiles of them, each a warp's) of a kernel whose blocks
-// may have up to block threads, on
-// sms multiprocessors (0 if unknown) with limit bytes of shared memory per
-// block: as many warps per block as fit (lanesWarps), at most
+// may have up to block threads, on sms multiprocessors (0 if unknown) with
+// limit bytes of shared memory per block: as many warps per block as fit
+// (lanesWarps), at most
 // lanesBlocksPerSM blocks per multiprocessor, each warp running
 // trajectories until none is left. A kernel with its shared block and
 // accumulators in global memory (global, GS_LANES_GLOBAL) uses no shared
@@ -873,7 +880,7 @@ func lanesLaunch(n, d, ns int, grad, global, blockAcc bool, prec Precision, bloc
 		per, shmem := lanesGlobalBlocksPerSM, 0
 		w := max(min(lanesBlock, block)/laneWidth, 1)
 		if blockAcc {
-			per, w, shmem = 1, max(min(lanesAccBlock, block)/laneWidth, 1), padLen(ns)*prec.size()
+			per, w, shmem = 1, max(min(lanesAccBlock, block)/laneWidth, 1), lanesAccLen(ns)*prec.size()
 		}
 		threads = laneWidth * n
 		if sms > 0 {
@@ -900,7 +907,7 @@ const lanesAccBlock = 512
 // parameters fits in limit bytes of shared memory (GS_LANES_BLOCKACC:
 // some 28,000 float64 weights in an H200's 227 KiB).
 func lanesBlockAccFits(ns int, prec Precision, limit int) bool {
-	return ns > 0 && padLen(ns)*prec.size() <= limit
+	return ns > 0 && lanesAccLen(ns)*prec.size() <= limit
 }
 
 // lanesGlobalBlocksPerSM is the number of blocks per multiprocessor of a
@@ -913,11 +920,10 @@ const lanesGlobalBlocksPerSM = 4
 // controller block: GS_SSH + GS_CSH) and of its warps' accumulators
 // (GS_WACC each) for a launch of threads threads.
 func lanesGlobalLayout(d, ns int, grad bool, threads int) (block, accs int) {
-	block = padLen(ns+d+2) + padLen(d+2)
 	if grad {
-		accs = (threads / laneWidth) * max(padLen(ns), 1)
+		accs = (threads / laneWidth) * lanesAccLen(ns)
 	}
-	return block, accs
+	return lanesBlockLen(d, ns), accs
 }
 
 // lanesSharedBlock writes the shared block sh (shared parameters, rtol,

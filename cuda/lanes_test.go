@@ -378,8 +378,13 @@ func TestHostLanesGlobal(t *testing.T) {
 	c := mlpCase(20, []int{2, 26, 26, 2})
 	t.Setenv(lanesEnv, "1")
 	grad := func(global, warps bool) *ode.Gradient {
-		lanesGlobalAlways, lanesNoBlockAcc = global, warps
-		defer func() { lanesGlobalAlways, lanesNoBlockAcc = false, false }()
+		mode := "1"
+		if global {
+			mode = "global"
+		}
+		t.Setenv(lanesEnv, mode)
+		lanesNoBlockAcc = warps
+		defer func() { lanesNoBlockAcc = false }()
 		var tr Trace
 		g, err := c.solver(t, "cuda-host").GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
 		if err != nil {
@@ -524,11 +529,7 @@ func TestNVRTCLanesKernels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		img := &Image{Options: []string{fmt.Sprintf("--gpu-architecture=compute_%d%d", testArch.Major, testArch.Minor), "--fmad=false", "-std=c++17", "-default-device"}}
-		if err := l.compile(img, src, tc.name+".cu", false); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		code := string(img.Data)
+		code := compilePTX(t, l, src, tc.name)
 		if !strings.Contains(code, "shfl.sync") {
 			t.Errorf("%s: no shuffles in the PTX", tc.name)
 		}

@@ -799,12 +799,9 @@ func TestNVRTCTileKernels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		img := &Image{Options: []string{fmt.Sprintf("--gpu-architecture=compute_%d%d", testArch.Major, testArch.Minor), "--fmad=false", "-std=c++17", "-default-device"}}
-		if err := l.compile(img, src, c.name+".cu", false); err != nil {
-			t.Fatalf("%s (tiles %v): %v", c.name, tiles, err)
-		}
+		code := compilePTX(t, l, src, fmt.Sprintf("%s-tiles-%v", c.name, tiles))
 		t.Logf("%s (tiles %v): %v", c.name, tiles, time.Since(start))
-		return string(img.Data)
+		return code
 	}
 	atomic := regexp.MustCompile(`(?m)^\s*(@\S+\s+)?(atom|red)\.`)
 	atomics := func(code string) int { return len(atomic.FindAllString(code, -1)) }

@@ -3,6 +3,7 @@ package cuda
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +25,17 @@ func needNVRTC(t *testing.T) {
 
 // testArch is an architecture every NVRTC from 11.2 to 13 compiles for.
 var testArch = Arch{8, 0}
+
+// compilePTX compiles src (named name in errors) with l to PTX for
+// testArch, as the engine does (no fused multiply-adds), and returns it.
+func compilePTX(t *testing.T, l *nvrtc, src, name string) string {
+	t.Helper()
+	img := &Image{Options: []string{fmt.Sprintf("--gpu-architecture=compute_%d%d", testArch.Major, testArch.Minor), "--fmad=false", "-std=c++17", "-default-device"}}
+	if err := l.compile(img, src, name+".cu", false); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return string(img.Data)
+}
 
 // TestNVRTCCompile compiles the generated code of test programs that
 // hold every op, in both precisions, and checks the disk cache. (Of the
