@@ -56,12 +56,14 @@ type backendKernel interface {
 // called program is inlined (inlineCallees by default), and the blocks per
 // multiprocessor a lanes-mode kernel's registers leave room for
 // (lanesMinBlocks by default; __launch_bounds__ takes precedence over the
-// register cap).
+// register cap); and, set to 0, lanes-mode kernels that take vectors'
+// elements by shuffles instead of through shared memory (Source.stage).
 const (
 	maxRegEnv    = "GRADSOLVE_CUDA_MAXREG"
 	blockEnv     = "GRADSOLVE_CUDA_BLOCK"
 	inlineEnv    = "GRADSOLVE_CUDA_INLINE"
 	minBlocksEnv = "GRADSOLVE_CUDA_MINBLOCKS"
+	stageEnv     = "GRADSOLVE_CUDA_STAGE"
 )
 
 // envInt returns the positive integer value of the environment variable

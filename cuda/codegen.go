@@ -89,10 +89,16 @@ type Source struct {
 	// add to an accumulator other warps share (lanes mode: atomically,
 	// unpadded) instead of the warp's own.
 	accShared bool
-	funcs     map[*tape.Program]string // emitted programs and their names
-	hashes    map[string]string        // the same, by Program.Hash
-	names     map[string]bool
-	parts     []string
+	// stage (lanes mode, the engine's kernels) takes vectors' elements
+	// through the warp's staging row in shared memory (lanes.go:
+	// resolveStages) rather than by shuffles; stageTop holds the slots
+	// each emitted function uses, itself and its callees.
+	stage    bool
+	stageTop map[string]int
+	funcs    map[*tape.Program]string // emitted programs and their names
+	hashes   map[string]string        // the same, by Program.Hash
+	names    map[string]bool
+	parts    []string
 	// defines are macro definitions written before the prelude (the
 	// engine's tile reduction, GS_TILES, selects prelude code).
 	defines []string
@@ -100,7 +106,7 @@ type Source struct {
 
 // NewSource starts a translation unit.
 func NewSource(s *SourceSettings) *Source {
-	src := &Source{funcs: make(map[*tape.Program]string), hashes: make(map[string]string), names: make(map[string]bool)}
+	src := &Source{funcs: make(map[*tape.Program]string), hashes: make(map[string]string), names: make(map[string]bool), stageTop: make(map[string]int)}
 	if s != nil {
 		src.prec = s.Precision
 		src.inline = s.InlineCallees
@@ -121,6 +127,9 @@ func (s *Source) String() string {
 	}
 	for _, d := range s.defines {
 		sb.WriteString("#define " + d + "\n")
+	}
+	if s.stage {
+		fmt.Fprintf(&sb, "#define GS_STAGE_LEN %d\n", laneStageLen)
 	}
 	sb.WriteString(prelude)
 	for _, p := range s.parts {
@@ -281,6 +290,10 @@ type emitter struct {
 	// accOf maps a value to the accumulator entries it is added to
 	// (lanes mode; accTermsOf).
 	accOf map[tape.ID][]int
+	// stages are the staged vectors' spans (Source.stage), calleeTop the
+	// staging slots the function's callees use.
+	stages    map[int]*stageSpan
+	calleeTop int
 }
 
 // live marks the values the outputs depend on. The shared arguments of a
@@ -537,7 +550,12 @@ func (e *emitter) emit(qual string) (string, error) {
 		}
 	}
 	w.WriteString("  return gs_r;\n}\n")
-	return w.String(), nil
+	if !e.src.stage {
+		return w.String(), nil
+	}
+	code, top := resolveStages(w.String(), e.stages, e.calleeTop)
+	e.src.stageTop[e.name] = top
+	return code, nil
 }
 
 // call emits "const F_out tN = F(sh, args...);" for a call of f (whose
@@ -564,6 +582,7 @@ func (e *emitter) call(id tape.ID, f *tape.Program, fname string, fs *accSpec, a
 	if fs != nil {
 		sh += ", gs_acc, gs_on"
 	}
+	e.calleeTop = max(e.calleeTop, e.src.stageTop[fname])
 	fmt.Fprintf(&e.sb, "  const %s t%d = %s(%s);  // %s\n", OutType(fname), id, fname, strings.Join(append([]string{sh}, scalars...), ", "), comment)
 	e.tuple[id] = func(c int) string { return fmt.Sprintf("t%d.v[%d]", id, fs.index(c)) }
 }

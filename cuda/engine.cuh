@@ -442,6 +442,16 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 #define GS_BOUNDS
 #endif
 
+// In lanes mode each warp's staging row (GS_STAGE_LEN reals, see the
+// prelude's GS_STAGE) comes first in the block's dynamic shared memory;
+// the kernel's own arrays follow the block's GS_STAGE_SKIP reals. (The
+// launch reserves the rows even where the functions stage nothing.)
+#if GS_LANEMODE && defined(GS_CUDA) && defined(GS_STAGE_LEN)
+#define GS_STAGE_SKIP ((int)(blockDim.x >> 5) * GS_STAGE_LEN)
+#else
+#define GS_STAGE_SKIP 0
+#endif
+
 GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
 #if GS_LANEMODE
   // One warp per trajectory (lanes.go): the shared block and the
@@ -457,7 +467,7 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
 #if defined(GS_CUDA) && GS_LANES_BLOCKACC
   // One accumulator for the block's warps, in shared memory (atomics).
   extern __shared__ gs_real gs_smem[];
-  gs_real* accs = gs_smem;
+  gs_real* accs = gs_smem + GS_STAGE_SKIP;
   gs_real* acc = accs;
   const int tid = threadIdx.x, nt = blockDim.x;
   const int nacc = GS_WACC;
@@ -478,7 +488,7 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
 #else
 #ifdef GS_CUDA
   extern __shared__ gs_real gs_smem[];
-  gs_real* ssh = gs_smem;
+  gs_real* ssh = gs_smem + GS_STAGE_SKIP;
   gs_real* csh = ssh + GS_SSH;
   gs_real* accs = csh + GS_CSH;
   gs_real* acc = accs + (threadIdx.x >> 5) * GS_WACC;

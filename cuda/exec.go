@@ -211,6 +211,7 @@ func (ex *executor) variant(j *ode.Job) variant {
 		if b := envInt(minBlocksEnv); b > 0 {
 			v.lanesMinBlocks = b
 		}
+		v.lanesShuffle = os.Getenv(stageEnv) == "0"
 	}
 	return v
 }

@@ -107,8 +107,16 @@ func runHostWith(t *testing.T, tps []testProgram, set *SourceSettings) [][][]flo
 // and the run fails unless every lane returns the same outputs.
 func runHostSim(t *testing.T, tps []testProgram, set *SourceSettings, sim bool) [][][]float64 {
 	t.Helper()
+	return runHostStaged(t, tps, set, sim, false)
+}
+
+// runHostStaged is runHostSim; with stage the functions take vectors'
+// elements through the warp's staging row (Source.stage).
+func runHostStaged(t *testing.T, tps []testProgram, set *SourceSettings, sim, stage bool) [][][]float64 {
+	t.Helper()
 	prec := set.Precision
 	src := NewSource(set)
+	src.stage = stage
 	kernels := make([]string, len(tps))
 	for j, tp := range tps {
 		k, err := src.MapKernel(tp.p)
@@ -119,6 +127,9 @@ func runHostSim(t *testing.T, tps []testProgram, set *SourceSettings, sim bool) 
 	}
 	dir := t.TempDir()
 	var exe string
+	if stage && !strings.Contains(src.String(), "GS_STAGE(0, u") {
+		t.Errorf("stage: no vector staged")
+	}
 	if sim {
 		head, body, _ := strings.Cut(src.String(), "#ifndef GS_PRELUDE_CUH")
 		bodies := make([]string, len(kernels))
@@ -315,10 +326,15 @@ int main(int argc, char** argv) {
 func TestLanesWarpSim(t *testing.T) {
 	t.Parallel()
 	gxx(t)
-	tps := allPrograms(t, 3)
-	got := runHostSim(t, tps, &SourceSettings{Lanes: true}, true)
-	for j, tp := range tps {
-		tp.compare(t, "warp sim", got[j], tp.tol)
+	for _, stage := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stage=%t", stage), func(t *testing.T) {
+			t.Parallel()
+			tps := allPrograms(t, 3)
+			got := runHostStaged(t, tps, &SourceSettings{Lanes: true}, true, stage)
+			for j, tp := range tps {
+				tp.compare(t, "warp sim", got[j], tp.tol)
+			}
+		})
 	}
 }
 
@@ -475,6 +491,8 @@ template <class T> T __shfl_sync(unsigned, T v, int src) {
 static void __syncwarp() { gs_sim_bar->arrive_and_wait(); }
 #ifdef GS_XPOSE
 static double gs_smem[32 * 33];  // one warp's transposition scratch
+#elif defined(GS_STAGE_LEN)
+static double gs_smem[GS_STAGE_LEN];  // one warp's staging row
 #endif
 template <class T> T atomicAdd(T* a, T v) {
   std::lock_guard<std::mutex> g(gs_sim_mu);

@@ -51,6 +51,9 @@ type variant struct {
 	lanesMinBlocks int
 	lanesGlobal    bool
 	lanesBlockAcc  bool
+	// lanesShuffle takes vectors' elements by shuffles rather than through
+	// the warps' staging rows (Source.stage; GRADSOLVE_CUDA_STAGE=0).
+	lanesShuffle bool
 }
 
 // variantOf returns the kernel that runs job j.
@@ -106,7 +109,7 @@ func (v variant) layout() string {
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.lossKey)
 }
 
 // stepPrograms are the plan's programs a kernel calls.
@@ -161,6 +164,7 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		src.defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
 	}
 	if v.lanes {
+		src.stage = !v.lanesShuffle
 		src.defines = append(src.defines, "GS_LANEMODE 1")
 		if v.lanesMinBlocks > 0 {
 			src.defines = append(src.defines, fmt.Sprintf("GS_LANES_MINB %d", v.lanesMinBlocks))

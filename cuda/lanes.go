@@ -629,7 +629,78 @@ func (e *emitter) need(id tape.ID) {
 		return
 	}
 	e.bcast[id] = true
-	fmt.Fprintf(&e.sb, "  const gs_real %s = GS_BCAST(u%d, %d);\n", vname(id), q, el)
+	if !e.src.stage {
+		fmt.Fprintf(&e.sb, "  const gs_real %s = GS_BCAST(u%d, %d);\n", vname(id), q, el)
+		return
+	}
+	// Staged (resolveStages): the first element taken stages the vector.
+	if e.stages == nil {
+		e.stages = make(map[int]*stageSpan)
+	}
+	sp := e.stages[q]
+	if sp == nil {
+		sp = &stageSpan{vec: q, first: e.sb.Len()}
+		e.stages[q] = sp
+		fmt.Fprintf(&e.sb, "  @S%d@\n", q)
+	}
+	fmt.Fprintf(&e.sb, "  const gs_real %s = @B%d@(u%d, %d);\n", vname(id), q, q, el)
+	sp.last = e.sb.Len()
+}
+
+// Staging (Source.stage, GS_STAGE): a vector whose elements every lane
+// needs goes through the warp's staging row in shared memory, written once
+// by its lanes and read back by broadcast loads, instead of a pair of
+// shuffles per element. A warp has laneStageSlots slots of 32 reals
+// (laneStageLen in all); a function's vectors take slots from the first
+// above those its callees use, a slot serving vectors whose spans (from
+// the first element taken to the last) do not overlap, and vectors left
+// without a slot keep the shuffles.
+const (
+	laneStageSlots = 4
+	laneStageLen   = laneStageSlots * laneWidth
+)
+
+// stageSpan is the span of the function's text over which a vector's
+// elements are taken: from its placeholder "@S<vec>@" to the end of the
+// last line reading "@B<vec>@(u<vec>, e)".
+type stageSpan struct {
+	vec, first, last int
+	slot             int
+}
+
+// resolveStages gives the staged vectors of the function text code their
+// slots (from base, greedily by first use) and returns the text with the
+// placeholders replaced, and the slot above the highest used (base if
+// none).
+func resolveStages(code string, spans map[int]*stageSpan, base int) (string, int) {
+	if len(spans) == 0 {
+		return code, base
+	}
+	list := make([]*stageSpan, 0, len(spans))
+	for _, sp := range spans {
+		list = append(list, sp)
+	}
+	sort.Slice(list, func(a, b int) bool { return list[a].first < list[b].first })
+	free := make([]int, laneStageSlots) // text position from which a slot is free
+	top := base
+	var pairs []string
+	for _, sp := range list {
+		sp.slot = -1
+		for k := base; k < laneStageSlots; k++ {
+			if free[k] <= sp.first {
+				sp.slot, free[k] = k, sp.last
+				top = max(top, k+1)
+				break
+			}
+		}
+		st, rd := fmt.Sprintf("@S%d@", sp.vec), fmt.Sprintf("@B%d@(", sp.vec)
+		if sp.slot < 0 {
+			pairs = append(pairs, st, "// shuffled: no staging slot free", rd, "GS_BCAST(")
+		} else {
+			pairs = append(pairs, st, fmt.Sprintf("GS_STAGE(%d, u%d);", sp.slot, sp.vec), rd, fmt.Sprintf("GS_STAGED(%d, ", sp.slot))
+		}
+	}
+	return strings.NewReplacer(pairs...).Replace(code), top
 }
 
 // vector emits vector q: one statement computing element gs_l in lane
@@ -842,10 +913,10 @@ func lanesBlockLen(d, ns int) int { return padLen(ns+d+2) + padLen(d+2) }
 func lanesAccLen(ns int) int { return max(padLen(ns), 1) }
 
 // lanesShared returns the bytes of shared memory of a lanes-mode block of
-// warps warps: the padded shared block and controller block, and for a
-// gradient each warp's padded accumulator.
+// warps warps: each warp's staging row, the padded shared block and
+// controller block, and for a gradient each warp's padded accumulator.
 func lanesShared(d, ns int, grad bool, prec Precision, warps int) int {
-	n := lanesBlockLen(d, ns)
+	n := warps*laneStageLen + lanesBlockLen(d, ns)
 	if grad {
 		n += warps * lanesAccLen(ns)
 	}
@@ -869,18 +940,22 @@ func lanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
 // (lanesWarps), at most
 // lanesBlocksPerSM blocks per multiprocessor, each warp running
 // trajectories until none is left. A kernel with its shared block and
-// accumulators in global memory (global, GS_LANES_GLOBAL) uses no shared
-// memory and runs lanesGlobalBlocksPerSM blocks of lanesBlock threads per
-// multiprocessor (each warp's accumulator takes global memory, so the
-// threads are whole blocks); with one accumulator per block in shared
-// memory (blockAcc, GS_LANES_BLOCKACC), one block of lanesAccBlock
-// threads.
+// accumulators in global memory (global, GS_LANES_GLOBAL) uses shared
+// memory only for its warps' staging rows and runs lanesGlobalBlocksPerSM
+// blocks of lanesBlock threads per multiprocessor (each warp's
+// accumulator takes global memory, so the threads are whole blocks); with
+// one accumulator per block in shared memory (blockAcc,
+// GS_LANES_BLOCKACC), one block of lanesAccBlock threads.
 func lanesLaunch(n, d, ns int, grad, global, blockAcc bool, prec Precision, block, sms, limit int) (threads, blockThreads, shmem int) {
 	if global {
-		per, shmem := lanesGlobalBlocksPerSM, 0
+		per := lanesGlobalBlocksPerSM
 		w := max(min(lanesBlock, block)/laneWidth, 1)
 		if blockAcc {
-			per, w, shmem = 1, max(min(lanesAccBlock, block)/laneWidth, 1), lanesAccLen(ns)*prec.size()
+			per, w = 1, max(min(lanesAccBlock, block)/laneWidth, 1)
+		}
+		shmem := w * laneStageLen * prec.size()
+		if blockAcc {
+			shmem += lanesAccLen(ns) * prec.size()
 		}
 		threads = laneWidth * n
 		if sms > 0 {
@@ -904,10 +979,11 @@ func lanesLaunch(n, d, ns int, grad, global, blockAcc bool, prec Precision, bloc
 const lanesAccBlock = 512
 
 // lanesBlockAccFits reports whether one accumulator of ns shared
-// parameters fits in limit bytes of shared memory (GS_LANES_BLOCKACC:
-// some 28,000 float64 weights in an H200's 227 KiB).
+// parameters, beside the staging rows of a block of lanesAccBlock
+// threads, fits in limit bytes of shared memory (GS_LANES_BLOCKACC: some
+// 26,000 float64 weights in an H200's 227 KiB).
 func lanesBlockAccFits(ns int, prec Precision, limit int) bool {
-	return ns > 0 && lanesAccLen(ns)*prec.size() <= limit
+	return ns > 0 && (lanesAccLen(ns)+lanesAccBlock/laneWidth*laneStageLen)*prec.size() <= limit
 }
 
 // lanesGlobalBlocksPerSM is the number of blocks per multiprocessor of a

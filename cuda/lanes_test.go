@@ -459,9 +459,10 @@ func TestThreadsFill(t *testing.T) {
 	}
 }
 
-// TestLanesLaunchGlobal: a lanes-mode launch in global memory uses no
-// shared memory, or one padded accumulator per block of lanesAccBlock
-// threads, and no more warps than its multiprocessors run at once.
+// TestLanesLaunchGlobal: a lanes-mode launch in global memory uses shared
+// memory for its warps' staging rows, and one padded accumulator per
+// block of lanesAccBlock threads, and no more warps than its
+// multiprocessors run at once.
 func TestLanesLaunchGlobal(t *testing.T) {
 	for _, c := range []struct {
 		n, ns    int
@@ -470,11 +471,11 @@ func TestLanesLaunchGlobal(t *testing.T) {
 		block    int
 		shmem    int
 	}{
-		{65536, 17154, true, 132 * lanesAccBlock, lanesAccBlock, padLen(17154) * 8},
-		{10, 17154, true, lanesAccBlock, lanesAccBlock, padLen(17154) * 8},
-		{65536, 40000, false, 132 * lanesGlobalBlocksPerSM * lanesBlock, lanesBlock, 0},
+		{65536, 17154, true, 132 * lanesAccBlock, lanesAccBlock, (padLen(17154) + 16*laneStageLen) * 8},
+		{10, 17154, true, lanesAccBlock, lanesAccBlock, (padLen(17154) + 16*laneStageLen) * 8},
+		{65536, 40000, false, 132 * lanesGlobalBlocksPerSM * lanesBlock, lanesBlock, 4 * laneStageLen * 8},
 		// 10 warps in whole blocks of 4: 12 warps, each with its row.
-		{10, 40000, false, 12 * 32, lanesBlock, 0},
+		{10, 40000, false, 12 * 32, lanesBlock, 4 * laneStageLen * 8},
 	} {
 		threads, block, shmem := lanesLaunch(c.n, 2, c.ns, true, true, c.blockAcc, Float64, 1024, 132, 232448)
 		if threads != c.threads || block != c.block || shmem != c.shmem {

@@ -345,6 +345,20 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 #endif
 #define GS_ACC_ATOMIC(p, v) atomicAdd(p, v)
 #define GS_SYNCWARP() __syncwarp()
+#if defined(GS_STAGE_LEN) && GS_STAGE_LEN > 0
+// GS_STAGE(s, u) writes each lane's element of vector u to slot s of the
+// warp's staging row (GS_STAGE_LEN reals per warp at the start of the
+// block's dynamic shared memory, lanes.go's laneStageSlots slots of 32),
+// and GS_STAGED(s, u, e) reads element e of it in every lane: one
+// broadcast load where GS_BCAST takes two shuffles. The first
+// __syncwarp keeps the slot's previous readers before the write.
+#ifdef GS_CUDA
+extern __shared__ gs_real gs_smem[];
+#endif
+#define GS_STAGE_ROW (gs_smem + (threadIdx.x >> 5) * GS_STAGE_LEN)
+#define GS_STAGE(s, u) { __syncwarp(); GS_STAGE_ROW[32 * (s) + GS_LANE] = (u); __syncwarp(); }
+#define GS_STAGED(s, u, e) (GS_STAGE_ROW[32 * (s) + (e)])
+#endif
 #else
 #define GS_LANE0 true
 #define GS_VEC(u) gs_real u[32]
@@ -357,6 +371,8 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 #define GS_ACC_ADD(p, v) (*(p) += (v))
 #define GS_ACC_ATOMIC(p, v) (*(p) += (v))
 #define GS_SYNCWARP()
+#define GS_STAGE(s, u)
+#define GS_STAGED(s, u, e) u[e]
 #endif
 
 // gs_warp_max returns the largest v of the warp's lanes.
