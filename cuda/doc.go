@@ -85,7 +85,12 @@
 // W·x + b, its activation, column e of Wᵀ·ȳ, the cotangents of row e's
 // weights); every other value, the solver's own arithmetic included, is
 // computed alike by all 32 lanes, and a value one lane holds reaches the
-// others by a shuffle. Each value is still its own op on the same
+// others through the warp's staging row in shared memory: the vector's
+// lanes write it once and every lane reads the elements it needs by
+// broadcast loads (one load where a float64 shuffle takes two, and a
+// value read where it is used need not stay in a register; four slots of
+// 32 reals per warp, reused by vectors one after another, and shuffles
+// for a vector that finds none free). Each value is still its own op on the same
 // arguments in the same order, so the results are those of one thread per
 // trajectory. The weights are read from a padded copy in shared memory
 // (entry j at j + j/32, so that lanes reading a row each hit distinct
@@ -127,7 +132,9 @@
 // that width the atomics of the shared accumulator bound the gradient,
 // which batched matrix products do better.
 //
-// Four more environment variables tune the kernels: GRADSOLVE_CUDA_MAXREG
+// Five more environment variables tune the kernels: GRADSOLVE_CUDA_STAGE=0
+// makes lanes mode take elements by shuffles instead of staging them,
+// GRADSOLVE_CUDA_MAXREG
 // caps the registers of a thread (NVRTC's --maxrregcount),
 // GRADSOLVE_CUDA_BLOCK sets the threads per block,
 // GRADSOLVE_CUDA_INLINE the size (values) up to which a called program

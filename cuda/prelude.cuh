@@ -318,7 +318,8 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 // e: GS_VEC declares it, GS_LANES(w) ... GS_END computes element gs_l in
 // lane gs_l (lanes past w repeat lane w-1's indices and compute what
 // nobody reads), GS_EL is the lane's element and GS_BCAST(u, e) element e
-// in every lane. GS_ACC_LANES(w, m) ... GS_ACC_END runs for the elements
+// in every lane (GS_STAGE and GS_STAGED below do the same through shared
+// memory). GS_ACC_LANES(w, m) ... GS_ACC_END runs for the elements
 // in mask m (of a function with gs_on set), GS_ACC_ADD adds to the warp's
 // own accumulator (no atomics: within a statement its lanes add to
 // distinct entries, and GS_ACC_END and GS_SYNCWARP order the statements;
