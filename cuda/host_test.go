@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -323,13 +324,18 @@ int main(int argc, char** argv) {
 // TestLanesWarpSim runs the device form of lanes-mode code (shuffles,
 // lanes computing their own elements) for the test programs on a warp
 // simulated with threads: every lane ends with the results of Eval.
+//
+// With stage the vectors go through the warp's staging row, and a program
+// whose staged layer is read again after a call of a function that stages
+// its own (nestedStaging) checks that callees keep to slots below their
+// callers'.
 func TestLanesWarpSim(t *testing.T) {
 	t.Parallel()
 	gxx(t)
 	for _, stage := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stage=%t", stage), func(t *testing.T) {
 			t.Parallel()
-			tps := allPrograms(t, 3)
+			tps := append(allPrograms(t, 3), nestedStaging(t, 3))
 			got := runHostStaged(t, tps, &SourceSettings{Lanes: true}, true, stage)
 			for j, tp := range tps {
 				tp.compare(t, "warp sim", got[j], tp.tol)
@@ -606,4 +612,47 @@ func TestCommentOf(t *testing.T) {
 			t.Errorf("commentOf(%.20q…) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// nestedStaging is a program whose layer h = tanh(W₁x + b₁) (width 20) is
+// taken element by element before and after a call of a network of its
+// own vectors (2 → 12 → 2, tanh): out = W₃h + b₃ + 0.5·net(h₀, h₁). In
+// lanes mode with staging the call's vectors take slots while h's is held.
+func nestedStaging(t testing.TB, n int) testProgram {
+	const wide, inner = 20, 12
+	netIn := []tape.Input{{Name: "a0"}, {Name: "a1"}}
+	for k := range inner*2 + inner + 2*inner + 2 {
+		netIn = append(netIn, tape.Input{Name: fmt.Sprintf("v%d", k), Shared: true})
+	}
+	net := trace(t, "inner", netIn, func(in []tape.V) []tape.V {
+		x, w := in[:2], in[2:]
+		h := tape.Dense(w[:2*inner], x, w[2*inner:3*inner])
+		for i := range h {
+			h[i] = h[i].Tanh()
+		}
+		o := w[3*inner:]
+		return tape.Dense(o[:2*inner], h, o[2*inner:])
+	})
+	in := []tape.Input{{Name: "x0"}, {Name: "x1"}}
+	nw := wide*2 + wide + 2*wide + 2
+	for k := range nw + len(netIn) - 2 {
+		in = append(in, tape.Input{Name: fmt.Sprintf("w%d", k), Shared: true})
+	}
+	p := trace(t, "nested", in, func(v []tape.V) []tape.V {
+		x, w := v[:2], v[2:]
+		h := tape.Dense(w[:2*wide], x, w[2*wide:3*wide])
+		for i := range h {
+			h[i] = h[i].Tanh()
+		}
+		z := tape.CallFunc(net, append([]tape.V{h[0], h[1]}, w[nw:]...))
+		o := w[3*wide : nw]
+		out := tape.Dense(o[:2*wide], h, o[2*wide:])
+		for c := range out {
+			out[c] = out[c].Add(z[c].MulC(0.5))
+		}
+		return out
+	})
+	r := rand.New(rand.NewPCG(7, 8))
+	ins, sh := randInputs(p, n, func() float64 { return 2*r.Float64() - 1 })
+	return testProgram{p: p, in: ins, sh: sh, tol: tolerance{rel: 1e-13}, float: true}
 }
