@@ -214,7 +214,11 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
     const bool on = act && s < len && a.saveat[k] > (gs_real)a.t0;
     // With GS_TAP_ACC every lane calls the step (the field's VJP reduces
     // across the warp); a lane that is off passes zeros.
-    gs_real ts = 0, hs = 0, ys[GS_D], lt[GS_D];
+    // (The step's size hs only for Dense, which interpolates on it.)
+    gs_real ts = 0, ys[GS_D], lt[GS_D];
+#if GS_DENSE
+    gs_real hs = 0;
+#endif
     for (int c = 0; c < GS_D; c++) ys[c] = lt[c] = 0;
     if (on) {
       const gs_real* row = a.store + (long long)s * GS_SW * n + i;
@@ -223,10 +227,11 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
         ys[c] = row[(long long)(GS_STORE_T + c) * n];
         lt[c] = a.tb[((long long)k * GS_D + c) * n + i];
       }
+#if GS_DENSE
       hs = GS_HSRC[(long long)s * n + i];
+#endif
     }
     const gs_real tau = a.saveat[k];
-    (void)hs;
 #if GS_TAP_ACC
     {
 #else

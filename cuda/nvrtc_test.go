@@ -27,12 +27,16 @@ func needNVRTC(t *testing.T) {
 var testArch = Arch{8, 0}
 
 // compilePTX compiles src (named name in errors) with l to PTX for
-// testArch, as the engine does (no fused multiply-adds), and returns it.
+// testArch, as the engine does (no fused multiply-adds), and returns it;
+// a warning in NVRTC's log fails the test.
 func compilePTX(t *testing.T, l *nvrtc, src, name string) string {
 	t.Helper()
 	img := &Image{Options: []string{fmt.Sprintf("--gpu-architecture=compute_%d%d", testArch.Major, testArch.Minor), "--fmad=false", "-std=c++17", "-default-device"}}
 	if err := l.compile(img, src, name+".cu", false); err != nil {
 		t.Fatalf("%s: %v", name, err)
+	}
+	if strings.TrimSpace(img.Log) != "" {
+		t.Errorf("%s: NVRTC warns:\n%s", name, firstLines(img.Log, 10))
 	}
 	return string(img.Data)
 }

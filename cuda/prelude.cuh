@@ -332,7 +332,7 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 #define GS_LANE ((int)(threadIdx.x & 31))
 #define GS_LANE0 (GS_LANE == 0)
 #define GS_VEC(u) gs_real u
-#define GS_LANES(w) { const int gs_l = GS_LANE < (w) ? GS_LANE : (w) - 1;
+#define GS_LANES(w) { const int gs_l = GS_LANE < (w) ? GS_LANE : (w) - 1; (void)gs_l;
 #define GS_END }
 #define GS_EL(u) u
 #define GS_BCAST(u, e) __shfl_sync(0xffffffffu, u, e)
