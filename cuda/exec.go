@@ -212,7 +212,6 @@ func (ex *executor) variant(j *ode.Job) variant {
 			v.lanesMinBlocks = b
 		}
 		v.lanesShuffle = os.Getenv(stageEnv) == "0"
-		v.lanesAccRed = os.Getenv("GRADSOLVE_CUDA_ACCRED") == "1"
 	}
 	return v
 }

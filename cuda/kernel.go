@@ -54,9 +54,6 @@ type variant struct {
 	// lanesShuffle takes vectors' elements by shuffles rather than through
 	// the warps' staging rows (Source.stage; GRADSOLVE_CUDA_STAGE=0).
 	lanesShuffle bool
-	// lanesAccRed adds to a warp's own accumulator by atomics
-	// (GS_LANES_ACCRED; GRADSOLVE_CUDA_ACCRED=1), an experiment.
-	lanesAccRed bool
 }
 
 // variantOf returns the kernel that runs job j.
@@ -112,7 +109,7 @@ func (v variant) layout() string {
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.lossKey) + fmt.Sprintf(" r%t", v.lanesAccRed)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.lossKey)
 }
 
 // stepPrograms are the plan's programs a kernel calls.
@@ -168,9 +165,6 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	}
 	if v.lanes {
 		src.stage = !v.lanesShuffle
-		if v.lanesAccRed {
-			src.defines = append(src.defines, "GS_LANES_ACCRED 1")
-		}
 		src.defines = append(src.defines, "GS_LANEMODE 1")
 		if v.lanesMinBlocks > 0 {
 			src.defines = append(src.defines, fmt.Sprintf("GS_LANES_MINB %d", v.lanesMinBlocks))

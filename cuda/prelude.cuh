@@ -338,9 +338,8 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 #define GS_BCAST(u, e) __shfl_sync(0xffffffffu, u, e)
 #define GS_ACC_LANES(w, m) { const int gs_l = GS_LANE; if (gs_on && gs_l < (w) && (((m) >> gs_l) & 1u)) {
 #define GS_ACC_END } __syncwarp(); }
-#if (defined(GS_LANES_BLOCKACC) && GS_LANES_BLOCKACC) || defined(GS_LANES_ACCRED)
-// The warps of a block share one accumulator (GS_LANES_BLOCKACC), or
-// (GS_LANES_ACCRED, an experiment) each warp adds to its own by atomics.
+#if defined(GS_LANES_BLOCKACC) && GS_LANES_BLOCKACC
+// The warps of a block share one accumulator (GS_LANES_BLOCKACC).
 #define GS_ACC_ADD(p, v) atomicAdd(p, v)
 #else
 #define GS_ACC_ADD(p, v) (*(p) += (v))
