@@ -113,9 +113,9 @@
 // an H200's 227 KiB), and its kernel is bounded to the registers that let
 // the blocks that fit in a multiprocessor's shared memory run (128 for the
 // neural suite's 1,218 weights). See lanes.go for how vectors are found.
-// On an H200 (bench RESULTS.md) the neural suite's gradient takes 0.61 ms
-// at B = 4096 (4.8 ms one thread per trajectory) and 10.0 ms at 65536
-// (18.6 ms).
+// On an H200 (bench RESULTS.md) the neural suite's gradient takes 0.44 ms
+// at B = 4096 (0.61 ms with shuffles instead of staging, 4.8 ms one thread
+// per trajectory) and 6.6 ms at 65536 (10.0 ms, 18.6 ms).
 //
 // A larger network keeps its padded weights in global memory instead
 // (read through the caches), and the warps of a gradient kernel's block
