@@ -874,12 +874,13 @@ func useLanes(sp *stepPrograms) bool {
 // trajectories to fill sms multiprocessors with threads
 // (lanesThreadFill per multiprocessor; 0 sms, unknown, never). There one
 // thread per trajectory reads each weight once for 32 trajectories and
-// its kernel stays small, while lanes mode pays a shared-memory load and
-// a shuffle per multiply-add: on an H200 at B = 65536, 2-8-8-2's gradient
-// takes 0.89 ms one thread per trajectory against 3.26 ms in lanes mode,
-// 2-16-16-2's 3.14 against 3.99 (at B = 4096 lanes mode is 2.1× and 3.4×
-// faster), while 2-32-32-2's (1,218 weights) is 1.9× faster in lanes
-// mode even at 65536. GRADSOLVE_CUDA_LANES=1 keeps lanes mode.
+// its kernel stays small, while lanes mode pays a shared-memory load of a
+// weight per multiply-add: on an H200 at B = 65536, 2-8-8-2's gradient
+// takes 0.92 ms one thread per trajectory against 2.86 ms in lanes mode
+// (vectors staged), 2-16-16-2's 3.07 against 3.33 (at B = 4096 lanes mode
+// is 2.1× and 3.8× faster), while 2-32-32-2's (1,218 weights) is faster in
+// lanes mode even at 65536 (6.6 ms against 18.6). GRADSOLVE_CUDA_LANES=1
+// keeps lanes mode.
 func threadsFill(pl *ode.Plan, n, sms int) bool {
 	switch os.Getenv(lanesEnv) {
 	case "1", "global":
