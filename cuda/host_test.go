@@ -619,23 +619,11 @@ func TestCommentOf(t *testing.T) {
 // own vectors (2 → 12 → 2, tanh): out = W₃h + b₃ + 0.5·net(h₀, h₁). In
 // lanes mode with staging the call's vectors take slots while h's is held.
 func nestedStaging(t testing.TB, n int) testProgram {
-	const wide, inner = 20, 12
-	netIn := []tape.Input{{Name: "a0"}, {Name: "a1"}}
-	for k := range inner*2 + inner + 2*inner + 2 {
-		netIn = append(netIn, tape.Input{Name: fmt.Sprintf("v%d", k), Shared: true})
-	}
-	net := trace(t, "inner", netIn, func(in []tape.V) []tape.V {
-		x, w := in[:2], in[2:]
-		h := tape.Dense(w[:2*inner], x, w[2*inner:3*inner])
-		for i := range h {
-			h[i] = h[i].Tanh()
-		}
-		o := w[3*inner:]
-		return tape.Dense(o[:2*inner], h, o[2*inner:])
-	})
+	const wide = 20
+	net := tanhNet(t, "inner", 12)
 	in := []tape.Input{{Name: "x0"}, {Name: "x1"}}
-	nw := wide*2 + wide + 2*wide + 2
-	for k := range nw + len(netIn) - 2 {
+	nw := wide*5 + 2
+	for k := range nw + len(net.Inputs) - 2 {
 		in = append(in, tape.Input{Name: fmt.Sprintf("w%d", k), Shared: true})
 	}
 	p := trace(t, "nested", in, func(v []tape.V) []tape.V {

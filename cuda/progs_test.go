@@ -400,21 +400,7 @@ func modelPrograms(t testing.TB, r *rand.Rand, n int) []testProgram {
 	tps = append(tps, lorenzTest(t, r, n))
 
 	// MLP 2 → 8 → 2 with tanh, weights shared, followed by its VJP.
-	const hidden = 8
-	mlpIn := []tape.Input{{Name: "x0"}, {Name: "x1"}}
-	nw := hidden*2 + hidden + 2*hidden + 2
-	for k := range nw {
-		mlpIn = append(mlpIn, tape.Input{Name: fmt.Sprintf("w%d", k), Shared: true})
-	}
-	mlp := trace(t, "mlp", mlpIn, func(in []tape.V) []tape.V {
-		x, w := in[:2], in[2:]
-		h := tape.Dense(w[:2*hidden], x, w[2*hidden:3*hidden])
-		for i := range h {
-			h[i] = h[i].Tanh()
-		}
-		o := w[3*hidden:]
-		return tape.Dense(o[:2*hidden], h, o[2*hidden:])
-	})
+	mlp := tanhNet(t, "mlp", 8)
 	mlpVJP, err := tape.VJP(mlp, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -558,6 +544,24 @@ func allPrograms(t testing.TB, n int) []testProgram {
 	tps = append(tps, edgePrograms(t)...)
 	tps = append(tps, callPrograms(t, r, n)...)
 	return append(tps, modelPrograms(t, r, n)...)
+}
+
+// tanhNet traces the network 2 → hidden → 2 with a tanh hidden layer:
+// inputs x0, x1, then its hidden·5 + 2 weights (shared).
+func tanhNet(t testing.TB, name string, hidden int) *tape.Program {
+	in := []tape.Input{{Name: "x0"}, {Name: "x1"}}
+	for k := range hidden*5 + 2 {
+		in = append(in, tape.Input{Name: fmt.Sprintf("w%d", k), Shared: true})
+	}
+	return trace(t, name, in, func(in []tape.V) []tape.V {
+		x, w := in[:2], in[2:]
+		h := tape.Dense(w[:2*hidden], x, w[2*hidden:3*hidden])
+		for i := range h {
+			h[i] = h[i].Tanh()
+		}
+		o := w[3*hidden:]
+		return tape.Dense(o[:2*hidden], h, o[2*hidden:])
+	})
 }
 
 // lorenzField is the Lorenz field f(y, σ, ρ, β) with shared parameters,
