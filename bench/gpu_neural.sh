@@ -4,8 +4,9 @@
 # Diffrax on the same weights, the GPU engine and lanes tests, then other
 # network widths (-hidden; the rows' last column names the layout the
 # engine chose) beside Diffrax, and, with "all", the field's VJP inlined
-# (GRADSOLVE_CUDA_INLINE=6000) and one thread per trajectory
-# (GRADSOLVE_CUDA_LANES=0) for comparison:
+# (GRADSOLVE_CUDA_INLINE=6000), one thread per trajectory
+# (GRADSOLVE_CUDA_LANES=0) and lanes mode with shuffles instead of staging
+# (GRADSOLVE_CUDA_STAGE=0) for comparison:
 #
 #   bash bench/gpu_neural.sh        # default, tests, widths
 #   bash bench/gpu_neural.sh all    # and the two comparisons
@@ -39,5 +40,6 @@ done
 if [ "${1:-}" = all ]; then
 	step neural-inline 120 env GRADSOLVE_CUDA_INLINE=6000 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
 	step neural-threads 150 env GRADSOLVE_CUDA_LANES=0 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
+	step neural-shuffles 100 env GRADSOLVE_CUDA_STAGE=0 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
 fi
 echo "done at $(($(date +%s) - T0)) s"
