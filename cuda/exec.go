@@ -764,6 +764,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			w := 2 * r.ns
 			for q := 0; q*scan.TileSize < n; q++ {
 				k := g[q*scan.TileSize] / scan.TileSize
+				if gs.f64 != nil {
+					copy(r.tiles[k*w:(k+1)*w], gs.f64[q*w:(q+1)*w])
+					continue
+				}
 				for c := 0; c < w; c++ {
 					r.tiles[k*w+c] = gs.get(q*w + c)
 				}

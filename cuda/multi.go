@@ -414,7 +414,9 @@ func gather(j *ode.Job, shards []*shard) *run {
 		g.stored += s.r.stored
 	}
 	g.terms = catRows(shards, n, 1, func(r *run) []float64 { return r.terms })
-	if r0.tiles != nil {
+	if r0.tiles != nil && len(shards) == 1 {
+		g.tiles = r0.tiles // one shard: its tiles are the job's
+	} else if r0.tiles != nil {
 		w := 2 * g.ns
 		g.tiles = make([]float64, numTiles(n)*w)
 		for _, s := range shards {
