@@ -134,9 +134,8 @@
 //
 // Five more environment variables tune the kernels: GRADSOLVE_CUDA_STAGE=0
 // makes lanes mode take elements by shuffles instead of staging them,
-// GRADSOLVE_CUDA_MAXREG
-// caps the registers of a thread (NVRTC's --maxrregcount),
-// GRADSOLVE_CUDA_BLOCK sets the threads per block,
+// GRADSOLVE_CUDA_MAXREG caps the registers of a thread (NVRTC's
+// --maxrregcount), GRADSOLVE_CUDA_BLOCK sets the threads per block,
 // GRADSOLVE_CUDA_INLINE the size (values) up to which a called program
 // (the field, its VJP) is inlined into its callers instead of called
 // (300), and GRADSOLVE_CUDA_MINBLOCKS the blocks per multiprocessor a
