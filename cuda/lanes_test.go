@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -641,6 +642,43 @@ func TestResolveStages(t *testing.T) {
 		}
 		if strings.Contains(got, "@") {
 			t.Errorf("%s: placeholders left:\n%s", c.name, got)
+		}
+	}
+}
+
+// TestLanesStageSource: the engine's lanes-mode kernels stage the neural
+// suite's layers (every slot within the four of a warp), and
+// GRADSOLVE_CUDA_STAGE=0 (variant.lanesShuffle) keeps the shuffles.
+func TestLanesStageSource(t *testing.T) {
+	c := mlpCase(8, []int{2, 32, 32, 2})
+	j := jobOf(t, c, ode.OpGrad)
+	sp, err := newStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := regexp.MustCompile(`GS_STAGE\((\d+), u\d+\);`)
+	for _, shuffle := range []bool{false, true} {
+		v := variantOf(j)
+		v.lanes, v.lanesMinBlocks, v.lanesShuffle = true, 4, shuffle
+		src, _, err := kernelSource(sp, v, j.Loss, Float64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		staged := stage.FindAllStringSubmatch(src, -1)
+		bcast := strings.Count(src, "= GS_BCAST(u")
+		if shuffle {
+			if len(staged) != 0 || bcast == 0 || strings.Contains(src, "#define GS_STAGE_LEN") {
+				t.Errorf("shuffles: %d vectors staged, %d shuffled reads", len(staged), bcast)
+			}
+			continue
+		}
+		if len(staged) == 0 || bcast != 0 || !strings.Contains(src, fmt.Sprintf("#define GS_STAGE_LEN %d", laneStageLen)) {
+			t.Errorf("staged: %d vectors staged, %d shuffled reads", len(staged), bcast)
+		}
+		for _, m := range staged {
+			if k, _ := strconv.Atoi(m[1]); k >= laneStageSlots {
+				t.Errorf("slot %d of %d", k, laneStageSlots)
+			}
 		}
 	}
 }
