@@ -663,10 +663,7 @@ const (
 // stageSpan is the span of the function's text over which a vector's
 // elements are taken: from its placeholder "@S<vec>@" to the end of the
 // last line reading "@B<vec>@(u<vec>, e)".
-type stageSpan struct {
-	vec, first, last int
-	slot             int
-}
+type stageSpan struct{ vec, first, last int }
 
 // resolveStages gives the staged vectors of the function text code their
 // slots (from base, greedily by first use) and returns the text with the
@@ -685,19 +682,19 @@ func resolveStages(code string, spans map[int]*stageSpan, base int) (string, int
 	top := base
 	var pairs []string
 	for _, sp := range list {
-		sp.slot = -1
+		slot := -1
 		for k := base; k < laneStageSlots; k++ {
 			if free[k] <= sp.first {
-				sp.slot, free[k] = k, sp.last
+				slot, free[k] = k, sp.last
 				top = max(top, k+1)
 				break
 			}
 		}
 		st, rd := fmt.Sprintf("@S%d@", sp.vec), fmt.Sprintf("@B%d@(", sp.vec)
-		if sp.slot < 0 {
+		if slot < 0 {
 			pairs = append(pairs, st, "// shuffled: no staging slot free", rd, "GS_BCAST(")
 		} else {
-			pairs = append(pairs, st, fmt.Sprintf("GS_STAGE(%d, u%d);", sp.slot, sp.vec), rd, fmt.Sprintf("GS_STAGED(%d, ", sp.slot))
+			pairs = append(pairs, st, fmt.Sprintf("GS_STAGE(%d, u%d);", slot, sp.vec), rd, fmt.Sprintf("GS_STAGED(%d, ", slot))
 		}
 	}
 	return strings.NewReplacer(pairs...).Replace(code), top

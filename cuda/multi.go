@@ -415,7 +415,7 @@ func gather(j *ode.Job, shards []*shard) *run {
 	}
 	g.terms = catRows(shards, n, 1, func(r *run) []float64 { return r.terms })
 	if r0.tiles != nil && len(shards) == 1 {
-		g.tiles = r0.tiles // one shard: its tiles are the job's
+		g.tiles = r0.tiles // as catRows: one shard's arrays are the job's
 	} else if r0.tiles != nil {
 		w := 2 * g.ns
 		g.tiles = make([]float64, numTiles(n)*w)
@@ -444,10 +444,11 @@ func gather(j *ode.Job, shards []*shard) *run {
 
 // catRows concatenates the per-trajectory arrays (w values per
 // trajectory) that get returns of the shards' runs, in order; nil if the
-// first shard's is nil.
+// first shard's is nil. One shard's array (the shards' results are fresh
+// arrays of their own) is the job's, not copied.
 func catRows[T any](shards []*shard, n, w int, get func(*run) []T) []T {
-	if get(shards[0].r) == nil {
-		return nil
+	if a := get(shards[0].r); a == nil || len(shards) == 1 {
+		return a
 	}
 	out := make([]T, n*w)
 	for _, s := range shards {
