@@ -104,8 +104,8 @@ type GPURow struct {
 	GradCall       float64 `json:"grad_call_ms"`
 
 	// HandForward and HandGrad are the device times of the hand-written
-	// kernels (Lorenz only): the forward Tsit5 kernel and the fused
-	// record+adjoint kernel.
+	// kernels (Lorenz, and the neural protocol's network): the forward
+	// Tsit5 kernel and the fused record+adjoint kernel.
 	HandForward float64 `json:"hand_forward_ms,omitempty"`
 	HandGrad    float64 `json:"hand_grad_ms,omitempty"`
 
@@ -124,7 +124,8 @@ type GPURow struct {
 
 	// HandDiff is the largest relative difference of the final states of
 	// the engine and the hand-written forward kernel; HandGradDiff that of
-	// dL/dρ from the two fused gradients, relative to the largest |dL/dρ|.
+	// the two fused gradients (dL/dρ, or the weights'), relative to the
+	// gradient's largest entry.
 	HandDiff     float64 `json:"hand_max_rel_diff,omitempty"`
 	HandGradDiff float64 `json:"hand_grad_max_rel_diff,omitempty"`
 
@@ -525,6 +526,11 @@ func RunGPUNeural(w io.Writer, cfg GPUConfig) ([]GPURow, error) {
 		row, g, err := gpuRow("neural", &p, &set, e.Loss(), &cfg, idx, ref)
 		if err != nil {
 			return rows, fmt.Errorf("bench: GPU neural B=%d: %w", b, err)
+		}
+		if slices.Equal(sizes, NeuralSizes) {
+			if err := neuralHandColumns(row, e, g, cfg.Reps); err != nil {
+				return rows, fmt.Errorf("bench: GPU neural B=%d: hand-written kernels: %w", b, err)
+			}
 		}
 		rows = append(rows, *row)
 		if dump != nil {

@@ -76,7 +76,7 @@ func newLorenzKernelParams(e *LorenzEnsemble, s *BaselineSettings, rows int) (lo
 
 // ErrNoCUDA is returned (wrapped, with the reason) by the CUDA baselines
 // where there is no GPU or no NVRTC.
-var ErrNoCUDA = errors.New("bench: no GPU for the CUDA Lorenz baselines")
+var ErrNoCUDA = errors.New("bench: no GPU for the CUDA baselines")
 
 // lorenzCUDABuffers are the host-side arrays of one kernel launch:
 // component-major states y[c*n+i], and per-trajectory outputs. Drho and

@@ -103,6 +103,20 @@ func maxRelDiff(a, b []float64, d int) float64 {
 	return m
 }
 
+// maxDiffOfLargest returns max_i |a_i − b_i| / max_i |b_i| (the
+// difference itself where b is zero).
+func maxDiffOfLargest(a, b []float64) float64 {
+	var d, s float64
+	for i := range b {
+		d = math.Max(d, math.Abs(a[i]-b[i]))
+		s = math.Max(s, math.Abs(b[i]))
+	}
+	if s == 0 {
+		return d
+	}
+	return d / s
+}
+
 // subsample returns min(n, k) evenly spaced indices in [0, n), the first
 // and last included. k ≤ 0 means all n.
 func subsample(n, k int) []int {

@@ -1,0 +1,440 @@
+package bench
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// neuralCUDASource is the CUDA C++ source of the hand-written fused kernels
+// of the neural protocol, neural_tsit5_forward and
+// neural_tsit5_record_adjoint: on the GPU one warp per tile of eight
+// trajectories, the network's layers as float64 tensor-core products over
+// the tile. The source is also valid host C++ (one trajectory per thread,
+// plain loops); TestNeuralCUDAOnHost compiles it with g++ and checks it
+// against the library's gradient.
+//
+//go:embed neural_tsit5.cu
+var neuralCUDASource string
+
+// Kernel names in neuralCUDASource.
+const (
+	neuralForwardKernel = "neural_tsit5_forward"
+	neuralAdjointKernel = "neural_tsit5_record_adjoint"
+)
+
+// The shared-memory layout of neuralCUDASource, in reals (its SWLEN, XLEN
+// and WARPLEN; TestNeuralCUDAOnHost checks them): the weights in fragment
+// order, then per warp the scratch tiles (forward) or the accumulator and
+// the scratch tiles (record + adjoint), for blocks of neuralWarps warps
+// (its GS_WARPS).
+const (
+	neuralSWLen   = 1864
+	neuralXLen    = 864
+	neuralWarpLen = 2400
+	neuralWarps   = 4
+)
+
+// neuralKernelParams mirrors struct gs_neural_params of neuralCUDASource,
+// which the kernels take by value: 56 bytes, no padding.
+type neuralKernelParams struct {
+	T0, T1, RelTol, AbsTol, Scale float64
+	MaxSteps, Rows                int32
+	N                             int64
+}
+
+// newNeuralKernelParams returns the kernel parameters of e with the
+// settings s (nil or zero fields mean the neural protocol's tolerances and
+// the library's step budget) and a record buffer of rows accepted steps per
+// trajectory. The network must be NeuralMLP's.
+func newNeuralKernelParams(e *NeuralEnsemble, s *BaselineSettings, rows int) (neuralKernelParams, error) {
+	var set BaselineSettings
+	if s != nil {
+		set = *s
+	}
+	if set.RelTol == 0 {
+		set.RelTol = NeuralRelTol
+	}
+	if set.AbsTol == 0 {
+		set.AbsTol = NeuralAbsTol
+	}
+	if set.MaxSteps == 0 {
+		set.MaxSteps = ode.DefaultMaxSteps
+	}
+	want := NeuralMLP()
+	switch {
+	case len(e.MLP) != len(want) || e.MLP.NumParams() != want.NumParams():
+		return neuralKernelParams{}, fmt.Errorf("bench: neural CUDA baseline: the kernels are written for the %v network of NeuralMLP, not %d layers of %d weights", NeuralSizes, len(e.MLP), e.MLP.NumParams())
+	case len(e.Weights) != want.NumParams() || len(e.Y0) != len(e.Targets) || len(e.Y0)%2 != 0 || len(e.Y0) == 0:
+		return neuralKernelParams{}, fmt.Errorf("bench: neural CUDA baseline: %d weights, %d initial values and %d targets (want %d, 2·B and 2·B)", len(e.Weights), len(e.Y0), len(e.Targets), want.NumParams())
+	case !(e.T1 > e.T0):
+		return neuralKernelParams{}, fmt.Errorf("bench: neural CUDA baseline: T1 = %v must exceed T0 = %v", e.T1, e.T0)
+	case set.MaxSteps > math.MaxInt32 || rows < 0 || rows > math.MaxInt32:
+		return neuralKernelParams{}, fmt.Errorf("bench: neural CUDA baseline: MaxSteps %d or rows %d out of range", set.MaxSteps, rows)
+	}
+	for k, l := range e.MLP {
+		if l != want[k] {
+			return neuralKernelParams{}, fmt.Errorf("bench: neural CUDA baseline: layer %d is %+v, the kernels' is %+v", k, l, want[k])
+		}
+	}
+	b := e.B()
+	return neuralKernelParams{
+		T0: e.T0, T1: e.T1, RelTol: set.RelTol, AbsTol: set.AbsTol, Scale: 2 / float64(b),
+		MaxSteps: int32(set.MaxSteps), Rows: int32(rows), N: int64(b),
+	}, nil
+}
+
+// neuralGPU holds the device and the compiled kernels, made on first use.
+var neuralGPU struct {
+	once     sync.Once
+	dev      *cuda.Device
+	fwd, adj *cuda.Kernel
+	err      error
+}
+
+// neuralKernels opens GPU 0 and compiles neuralCUDASource (cached on
+// disk), once per process, letting each kernel use the shared memory of
+// its launches.
+func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
+	g := &neuralGPU
+	g.once.Do(func() {
+		d, err := cuda.Open(0)
+		if err != nil {
+			g.err = err
+			return
+		}
+		m, _, err := d.Build(neuralCUDASource, &cuda.CompileSettings{Name: "neural_tsit5.cu"})
+		if err != nil {
+			g.err = err
+			return
+		}
+		if g.fwd, g.err = m.Kernel(neuralForwardKernel); g.err != nil {
+			return
+		}
+		if g.adj, g.err = m.Kernel(neuralAdjointKernel); g.err != nil {
+			return
+		}
+		if g.err = g.fwd.SetMaxDynamicShared(neuralShared(false)); g.err != nil {
+			return
+		}
+		if g.err = g.adj.SetMaxDynamicShared(neuralShared(true)); g.err != nil {
+			return
+		}
+		g.dev = d
+	})
+	if g.err != nil {
+		if errors.Is(g.err, cuda.ErrNoGPU) || errors.Is(g.err, cuda.ErrNoNVRTC) {
+			return nil, nil, nil, fmt.Errorf("%w: %w", ErrNoCUDA, g.err)
+		}
+		return nil, nil, nil, g.err
+	}
+	return g.dev, g.fwd, g.adj, nil
+}
+
+// neuralShared returns the bytes of dynamic shared memory of a block of
+// the forward kernel or (grad) of the record + adjoint kernel.
+func neuralShared(grad bool) int {
+	per := neuralXLen
+	if grad {
+		per = neuralWarpLen
+	}
+	return 8 * (neuralSWLen + neuralWarps*per)
+}
+
+// neuralGrid returns the blocks of a launch over n trajectories: one warp
+// per tile of eight, at most as many blocks as can run at once (by shared
+// memory and registers), each warp taking tiles until none is left.
+func neuralGrid(d *cuda.Device, k *cuda.Kernel, n int, grad bool) (int, error) {
+	a, err := k.Attrs()
+	if err != nil {
+		return 0, err
+	}
+	threads := 32 * neuralWarps
+	info := d.Info()
+	perSM := 1
+	if smem := neuralShared(grad) + a.SharedBytes; smem > 0 {
+		// An H100/H200 multiprocessor has 228 KiB, 1 KiB of it reserved
+		// per block.
+		perSM = max(1, 228*1024/(smem+1024))
+	}
+	if a.Registers > 0 {
+		perSM = min(perSM, max(1, 65536/(a.Registers*threads)))
+	}
+	tiles := (n + 7) / 8
+	blocks := (tiles + neuralWarps - 1) / neuralWarps
+	if info.SMs > 0 {
+		blocks = min(blocks, info.SMs*perSM)
+	}
+	return max(blocks, 1), nil
+}
+
+// neuralCUDABuffers are the host-side arrays of one kernel launch.
+type neuralCUDABuffers struct {
+	Y, Grad                      []float64
+	Accepted, Rejected, Statuses []int32
+}
+
+// launchNeuralCUDA runs kernel (neuralForwardKernel or neuralAdjointKernel)
+// on GPU 0 for the trajectories of e, copying the weights, initial values
+// (and targets) in and the buffers of b out; the record buffer (p.Rows×2×B
+// states and p.Rows×B step sizes) lives on the device only. It returns the
+// kernel's device time (CUDA events; copies and the gradient's zeroing
+// excluded).
+func launchNeuralCUDA(kernel string, p neuralKernelParams, e *NeuralEnsemble, b *neuralCUDABuffers) (time.Duration, error) {
+	d, fwd, adj, err := neuralKernels()
+	if err != nil {
+		return 0, err
+	}
+	n := int(p.N)
+	var bufs []interface{ Free() error }
+	defer func() {
+		for _, x := range bufs {
+			x.Free()
+		}
+	}()
+	f64 := func(src []float64, len int) (*cuda.Buffer[float64], error) {
+		x, err := cuda.Alloc[float64](d, len)
+		if err != nil {
+			return nil, err
+		}
+		bufs = append(bufs, x)
+		if src != nil {
+			err = x.Write(src)
+		}
+		return x, err
+	}
+	i32 := func() (*cuda.Buffer[int32], error) {
+		x, err := cuda.Alloc[int32](d, n)
+		if err == nil {
+			bufs = append(bufs, x)
+		}
+		return x, err
+	}
+	w, err := f64(e.Weights, len(e.Weights))
+	if err != nil {
+		return 0, err
+	}
+	y0, err := f64(e.Y0, 2*n)
+	if err != nil {
+		return 0, err
+	}
+	y, err := f64(nil, 2*n)
+	if err != nil {
+		return 0, err
+	}
+	acc, err := i32()
+	if err != nil {
+		return 0, err
+	}
+	rej, err := i32()
+	if err != nil {
+		return 0, err
+	}
+	st, err := i32()
+	if err != nil {
+		return 0, err
+	}
+	var raw bytes.Buffer
+	if err := binary.Write(&raw, binary.LittleEndian, p); err != nil {
+		return 0, err
+	}
+	grad := kernel == neuralAdjointKernel
+	k := fwd
+	if grad {
+		k = adj
+	}
+	blocks, err := neuralGrid(d, k, n, grad)
+	if err != nil {
+		return 0, err
+	}
+	l := cuda.Launch{Grid: cuda.Dim{X: blocks}, Block: cuda.Dim{X: 32 * neuralWarps}, SharedMem: neuralShared(grad)}
+	e0, err := d.NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer e0.Destroy()
+	e1, err := d.NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer e1.Destroy()
+	var g *cuda.Buffer[float64]
+	if grad {
+		if g, err = f64(make([]float64, len(e.Weights)), len(e.Weights)); err != nil {
+			return 0, err
+		}
+		tg, err := f64(e.Targets, 2*n)
+		if err != nil {
+			return 0, err
+		}
+		ys, err := f64(nil, max(1, 2*n*int(p.Rows)))
+		if err != nil {
+			return 0, err
+		}
+		hs, err := f64(nil, max(1, n*int(p.Rows)))
+		if err != nil {
+			return 0, err
+		}
+		e0.Record(nil)
+		if err := adj.Launch(l, raw.Bytes(), w, y0, tg, y, g, ys, hs, acc, rej, st); err != nil {
+			return 0, err
+		}
+	} else {
+		e0.Record(nil)
+		if err := fwd.Launch(l, raw.Bytes(), w, y0, y, acc, rej, st); err != nil {
+			return 0, err
+		}
+	}
+	e1.Record(nil)
+	dt, err := cuda.Elapsed(e0, e1)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range []error{y.Read(b.Y), acc.Read(b.Accepted), rej.Read(b.Rejected), st.Read(b.Statuses)} {
+		if c != nil {
+			return 0, c
+		}
+	}
+	if g != nil {
+		if err := g.Read(b.Grad); err != nil {
+			return 0, err
+		}
+	}
+	return dt, nil
+}
+
+// NeuralTsit5CUDA integrates every trajectory of e (the network must be
+// NeuralMLP's) with the hand-written kernel neural_tsit5_forward and
+// stores the final states in dst ([B×2]; nil allocates), which it returns.
+// Zero fields of s mean the protocol's tolerances (NeuralRelTol,
+// NeuralAbsTol); stats gets the steps and the kernel's device time. Its
+// error wraps ErrNoCUDA where there is no GPU.
+func NeuralTsit5CUDA(dst []float64, e *NeuralEnsemble, s *BaselineSettings, stats *CUDAStats) ([]float64, error) {
+	p, err := newNeuralKernelParams(e, s, 0)
+	if err != nil {
+		return nil, err
+	}
+	if dst == nil {
+		dst = make([]float64, len(e.Y0))
+	}
+	if len(dst) != len(e.Y0) {
+		panic(badDstLength)
+	}
+	b := newNeuralCUDABuffers(e, dst, nil)
+	dt, err := launchNeuralCUDA(neuralForwardKernel, p, e, b)
+	if err != nil {
+		return nil, err
+	}
+	if stats != nil {
+		stats.Kernel = dt
+	}
+	return dst, b.results(stats.base())
+}
+
+// NeuralGradCUDA runs the hand-written kernel neural_tsit5_record_adjoint:
+// in one launch every trajectory of e is integrated as NeuralTsit5CUDA
+// does, recording up to rows accepted steps, then the recorded steps are
+// swept backward for the gradient of the protocol's loss (the batch mean
+// of |y_i(T1) − target_i|²) with respect to the network's weights (the
+// frozen-mesh discrete adjoint, as ode.Grad). It stores the final states
+// in y ([B×2]) and the gradient in grad ([NumParams]). A trajectory with
+// more than rows accepted steps fails. stats gets the steps and the
+// kernel's device time. Its error wraps ErrNoCUDA where there is no GPU.
+func NeuralGradCUDA(y, grad []float64, e *NeuralEnsemble, s *BaselineSettings, rows int, stats *CUDAStats) error {
+	p, err := newNeuralKernelParams(e, s, rows)
+	if err != nil {
+		return err
+	}
+	if len(y) != len(e.Y0) || len(grad) != len(e.Weights) {
+		panic(badDstLength)
+	}
+	b := newNeuralCUDABuffers(e, y, grad)
+	dt, err := launchNeuralCUDA(neuralAdjointKernel, p, e, b)
+	if err != nil {
+		return err
+	}
+	if stats != nil {
+		stats.Kernel = dt
+	}
+	return b.results(stats.base())
+}
+
+func newNeuralCUDABuffers(e *NeuralEnsemble, y, grad []float64) *neuralCUDABuffers {
+	n := e.B()
+	return &neuralCUDABuffers{
+		Y: y, Grad: grad,
+		Accepted: make([]int32, n), Rejected: make([]int32, n), Statuses: make([]int32, n),
+	}
+}
+
+// results copies the step counts to stats and returns an
+// *ode.TrajectoryError for the first failed trajectory.
+func (b *neuralCUDABuffers) results(stats *BaselineStats) error {
+	n := len(b.Statuses)
+	if stats != nil {
+		stats.Accepted = resizeInts(stats.Accepted, n)
+		stats.Rejected = resizeInts(stats.Rejected, n)
+		for i := range n {
+			stats.Accepted[i], stats.Rejected[i] = int(b.Accepted[i]), int(b.Rejected[i])
+		}
+	}
+	failed, first := 0, -1
+	for i, st := range b.Statuses {
+		if st != int32(ode.OK) {
+			failed++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if failed == 0 {
+		return nil
+	}
+	if b.Statuses[first] == lorenzRecordFull {
+		return fmt.Errorf("bench: neural CUDA baseline: trajectory %d has more accepted steps than the record buffer's rows (%d trajectories failed)", first, failed)
+	}
+	return &ode.TrajectoryError{Index: first, T: math.NaN(), Status: ode.Status(b.Statuses[first]), Method: "Tsit5 (CUDA baseline)", Failed: failed}
+}
+
+// neuralHandColumns times the hand-written kernels on e (reps rounds after
+// a warm-up, as timeGPU) and fills row's hand-written columns and ratios:
+// their device times, and the largest differences of their final states
+// and gradient from the engine's g. Where there is no GPU it leaves the
+// row as it is.
+func neuralHandColumns(row *GPURow, e *NeuralEnsemble, g *ode.Gradient, reps int) error {
+	set := &BaselineSettings{RelTol: row.RelTol, AbsTol: row.AbsTol}
+	y := make([]float64, len(e.Y0))
+	y2 := make([]float64, len(e.Y0))
+	grad := make([]float64, len(e.Weights))
+	times, err := timeGPU(reps,
+		func() (time.Duration, error) {
+			var cs CUDAStats
+			_, err := NeuralTsit5CUDA(y, e, set, &cs)
+			return cs.Kernel, err
+		},
+		func() (time.Duration, error) {
+			var cs CUDAStats
+			err := NeuralGradCUDA(y2, grad, e, set, g.Mesh.Rows+1, &cs)
+			return cs.Kernel, err
+		},
+	)
+	if errors.Is(err, ErrNoCUDA) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	row.HandForward, row.HandGrad = times[0].kernel, times[1].kernel
+	row.HandDiff = maxRelDiff(y, g.Solution.Y, 2)
+	row.HandGradDiff = maxDiffOfLargest(grad, g.Shared)
+	row.ratios()
+	return nil
+}
