@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,14 +36,20 @@ const (
 // The shared-memory layout of neuralCUDASource, in reals (its SWLEN, XLEN
 // and WARPLEN; TestNeuralCUDAOnHost checks them): the weights in fragment
 // order, then per warp the scratch tiles (forward) or the accumulator and
-// the scratch tiles (record + adjoint), for blocks of neuralWarps warps
-// (its GS_WARPS).
+// the scratch tiles (record + adjoint).
 const (
 	neuralSWLen   = 1864
 	neuralXLen    = 864
-	neuralWarpLen = 2400
-	neuralWarps   = 4
+	neuralWarpLen = 2082
 )
+
+// neuralWarps is the number of warps of a block of the kernels (their
+// GS_WARPS): 4, or 1 to 8 from the environment variable
+// GRADSOLVE_NEURAL_WARPS, read once per process.
+var neuralWarps = 4
+
+// neuralWarpsEnv names the environment variable that sets neuralWarps.
+const neuralWarpsEnv = "GRADSOLVE_NEURAL_WARPS"
 
 // neuralKernelParams mirrors struct gs_neural_params of neuralCUDASource,
 // which the kernels take by value: 56 bytes, no padding.
@@ -106,12 +114,21 @@ var neuralGPU struct {
 func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
 	g := &neuralGPU
 	g.once.Do(func() {
+		if v := os.Getenv(neuralWarpsEnv); v != "" {
+			w, err := strconv.Atoi(v)
+			if err != nil || w < 1 || w > 8 {
+				g.err = fmt.Errorf("bench: %s = %q: want 1 to 8 warps per block", neuralWarpsEnv, v)
+				return
+			}
+			neuralWarps = w
+		}
 		d, err := cuda.Open(0)
 		if err != nil {
 			g.err = err
 			return
 		}
-		m, _, err := d.Build(neuralCUDASource, &cuda.CompileSettings{Name: "neural_tsit5.cu"})
+		m, _, err := d.Build(neuralCUDASource, &cuda.CompileSettings{Name: "neural_tsit5.cu",
+			Options: []string{fmt.Sprintf("-DGS_WARPS=%d", neuralWarps)}})
 		if err != nil {
 			g.err = err
 			return

@@ -160,12 +160,16 @@ enum {
 	SB1 = SB2 + NH,      // b1
 	SB3 = SB1 + NH,      // b3 (2, padded to 8)
 	SWLEN = SB3 + 8,
-	// A warp's accumulator: C fragments (two reals per lane) of the
-	// weight cotangents, summed over its tiles.
+	// A warp's accumulator of the weights' cotangents, summed over its
+	// tiles: the C fragments (two reals per lane) of W̄2, the elements of
+	// W̄1's and W̄3's fragments that are not padding, and the biases'.
 	ADW2 = 0,              // [m][nt] 16 tiles: W2[8m+g][8nt+2q+e]
-	ADW1 = ADW2 + 16 * 64, // [m] 4 tiles: W1[8m+g][2q+e] (q == 0)
-	ADW3 = ADW1 + 4 * 64,  // [nt] 4 tiles: W3[g][8nt+2q+e] (g < 2)
-	ALEN = ADW3 + 4 * 64,
+	ADW1 = ADW2 + 16 * 64, // [m][g][e]: W1[8m+g][e] (lanes q = 0)
+	ADW3 = ADW1 + 4 * 16,  // [nt][g][q][e]: W3[g][8nt+2q+e] (lanes g < 2)
+	ADB1 = ADW3 + 4 * 16,  // b1
+	ADB2 = ADB1 + NH,      // b2
+	ADB3 = ADB2 + NH,      // b3
+	ALEN = ADB3 + 2,
 	// A warp's scratch: two 32-row tiles and one of 8 rows (the
 	// network's input, rows 0–3, and its output or output cotangent,
 	// rows 4–7; rows 2, 3, 6, 7 stay zero).
@@ -177,15 +181,19 @@ enum {
 };
 
 #if GS_GPU
-// gs_ctx is a lane's view of its warp: its lane, its trajectory in the
-// tile (g) and its place among that trajectory's four lanes (q), the
-// block's weights and the warp's accumulator and scratch, and the lane's
-// partial sums of the biases' cotangents.
+// GS_NET marks the network's functions: each is one function the solver
+// calls, not a copy inlined at every stage (a copy is some 2,000
+// instructions; inlined, the kernels' code would not fit the instruction
+// caches).
+#define GS_NET static __device__ __noinline__
+
+// gs_ctx is a lane's view of its warp: the block's weights, the warp's
+// accumulator and scratch tiles, its lane, its trajectory in the tile (g)
+// and its place among that trajectory's four lanes (q).
 struct gs_ctx {
 	const double *w;
 	double *acc, *s1, *s2, *sx;
 	int lane, g, q;
-	double db1[4], db2[4], db3[2];
 };
 
 // gs_mma is D = A·B + C of one m8n8k4 float64 matrix product: a is the
@@ -206,10 +214,20 @@ GS_DEVICE void gs_put(double *s, const gs_ctx &c, int m, double v0, double v1)
 	*(double2 *)&s[(8 * m + c.g) * GS_TS + 2 * c.q] = v;
 }
 
+// gs_rowsum adds v, summed over the four lanes of each trajectory row
+// (q), to *p in the lanes with q = 0.
+GS_DEVICE void gs_rowsum(double *p, const gs_ctx &c, double v)
+{
+	v += __shfl_xor_sync(0xffffffffu, v, 1);
+	v += __shfl_xor_sync(0xffffffffu, v, 2);
+	if (c.q == 0)
+		*p += v;
+}
+
 // mlp_layers computes the hidden layers of the tile's network for the
 // lane's input x: h1 and h2 are the lane's C fragment elements of the
 // 32×8 activations, also stored in s1 and s2; x is stored in sx rows 0, 1.
-GS_DEVICE void mlp_layers(gs_ctx &c, v2 x, double h1[4][2], double h2[4][2])
+GS_DEVICE void mlp_layers(const gs_ctx &c, v2 x, double h1[4][2], double h2[4][2])
 {
 	const double *w = c.w;
 	if (c.q == 0) {
@@ -248,7 +266,7 @@ GS_DEVICE void mlp_layers(gs_ctx &c, v2 x, double h1[4][2], double h2[4][2])
 }
 
 // mlp returns the network's output for the lane's input x.
-GS_DEVICE v2 mlp(gs_ctx &c, v2 x)
+GS_NET v2 mlp(gs_ctx c, v2 x)
 {
 	double h1[4][2], h2[4][2];
 	mlp_layers(c, x, h1, h2);
@@ -266,20 +284,22 @@ GS_DEVICE v2 mlp(gs_ctx &c, v2 x)
 	return f;
 }
 
-// gs_acc adds A·B to the accumulator's C fragment at acc (two reals per
-// lane) for the k-steps kk = 0, 1 whose A and B elements are a[kk], b[kk].
-GS_DEVICE void gs_acc(double *acc, int lane, const double a[2], const double b[2])
+// gs_acc adds A·B, the k-steps kk = 0, 1 whose A and B elements are a[kk]
+// and b[kk], to the C fragment elements at p (two reals; nullptr: a lane
+// whose elements are padding).
+GS_DEVICE void gs_acc(double *p, const double a[2], const double b[2])
 {
-	double2 v = *(double2 *)&acc[2 * lane];
+	double2 v = p ? *(double2 *)p : double2{0, 0};
 	gs_mma(v.x, v.y, a[0], b[0], v.x, v.y);
 	gs_mma(v.x, v.y, a[1], b[1], v.x, v.y);
-	*(double2 *)&acc[2 * lane] = v;
+	if (p)
+		*(double2 *)p = v;
 }
 
 // mlp_vjp returns the cotangent of the lane's input x given the cotangent
 // ob of the network's output there, and adds the tile's weight cotangents
 // to the warp's accumulator.
-GS_DEVICE v2 mlp_vjp(gs_ctx &c, v2 x, v2 ob)
+GS_NET v2 mlp_vjp(gs_ctx c, v2 x, v2 ob)
 {
 	double h1[4][2], h2[4][2];
 	mlp_layers(c, x, h1, h2);
@@ -289,8 +309,18 @@ GS_DEVICE v2 mlp_vjp(gs_ctx &c, v2 x, v2 ob)
 	if (q == 0) {
 		c.sx[4 * GS_TS + g] = ob.x;
 		c.sx[5 * GS_TS + g] = ob.y;
-		c.db3[0] += ob.x;
-		c.db3[1] += ob.y;
+	}
+	{
+		// b̄3 += Σ over the tile's trajectories of ō.
+		double s0 = q == 0 ? ob.x : 0, s1 = q == 0 ? ob.y : 0;
+		for (int o = 4; o < 32; o <<= 1) {
+			s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+			s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+		}
+		if (lane == 0) {
+			acc[ADB3] += s0;
+			acc[ADB3 + 1] += s1;
+		}
 	}
 	__syncwarp();
 	// z̄2 = (W3ᵀ·ō) ⊙ (1 − h2²).
@@ -302,7 +332,7 @@ GS_DEVICE v2 mlp_vjp(gs_ctx &c, v2 x, v2 ob)
 		gs_mma(d0, d1, w[SW3T + m * 32 + lane], bo, 0, 0);
 		zb2[m][0] = d0 * (1 - h2[m][0] * h2[m][0]);
 		zb2[m][1] = d1 * (1 - h2[m][1] * h2[m][1]);
-		c.db2[m] += zb2[m][0] + zb2[m][1];
+		gs_rowsum(&acc[ADB2 + 8 * m + g], c, zb2[m][0] + zb2[m][1]);
 	}
 	// W̄3 += ō·h2ᵀ over the tile (A = ō, rows g < 2; B = h2ᵀ).
 	{
@@ -314,7 +344,7 @@ GS_DEVICE v2 mlp_vjp(gs_ctx &c, v2 x, v2 ob)
 			double b[2];
 			for (int kk = 0; kk < 2; kk++)
 				b[kk] = c.s2[(8 * nt + g) * GS_TS + 4 * kk + q];
-			gs_acc(acc + ADW3 + nt * 64, lane, a, b);
+			gs_acc(g < 2 ? acc + ADW3 + nt * 16 + g * 8 + 2 * q : nullptr, a, b);
 		}
 	}
 	__syncwarp();
@@ -342,7 +372,7 @@ GS_DEVICE v2 mlp_vjp(gs_ctx &c, v2 x, v2 ob)
 	for (int m = 0; m < 4; m++) {
 		zb1[m][0] *= 1 - h1[m][0] * h1[m][0];
 		zb1[m][1] *= 1 - h1[m][1] * h1[m][1];
-		c.db1[m] += zb1[m][0] + zb1[m][1];
+		gs_rowsum(&acc[ADB1 + 8 * m + g], c, zb1[m][0] + zb1[m][1]);
 	}
 	// W̄2 += z̄2·h1ᵀ over the tile.
 	{
@@ -357,7 +387,7 @@ GS_DEVICE v2 mlp_vjp(gs_ctx &c, v2 x, v2 ob)
 		for (int m = 0; m < 4; m++)
 #pragma unroll
 			for (int nt = 0; nt < 4; nt++)
-				gs_acc(acc + ADW2 + (m * 4 + nt) * 64, lane, a[m], b[nt]);
+				gs_acc(acc + ADW2 + (m * 4 + nt) * 64 + 2 * lane, a[m], b[nt]);
 	}
 	__syncwarp();
 #pragma unroll
@@ -374,7 +404,7 @@ GS_DEVICE v2 mlp_vjp(gs_ctx &c, v2 x, v2 ob)
 			double a[2];
 			for (int kk = 0; kk < 2; kk++)
 				a[kk] = c.s1[(8 * m + g) * GS_TS + 4 * kk + q];
-			gs_acc(acc + ADW1 + m * 64, lane, a, b);
+			gs_acc(q == 0 ? acc + ADW1 + m * 16 + 2 * g : nullptr, a, b);
 		}
 	}
 	// x̄ = W1ᵀ·z̄1 (rows g < 2).
@@ -422,7 +452,7 @@ GS_DEVICE void mlp_layers(const double *w, v2 x, double *h1, double *h2)
 		h2[i] = tanh(h2[i]);
 }
 
-GS_DEVICE v2 mlp(gs_ctx &c, v2 x)
+GS_DEVICE v2 mlp(gs_ctx c, v2 x)
 {
 	double h1[NH], h2[NH], o[2];
 	mlp_layers(c.w, x, h1, h2);
@@ -431,7 +461,7 @@ GS_DEVICE v2 mlp(gs_ctx &c, v2 x)
 	return f;
 }
 
-GS_DEVICE v2 mlp_vjp(gs_ctx &c, v2 x, v2 ob)
+GS_DEVICE v2 mlp_vjp(gs_ctx c, v2 x, v2 ob)
 {
 	const double *w = c.w;
 	double *gr = c.grad;
@@ -513,7 +543,7 @@ struct gs_traj {
 
 // initial_step is Hairer's initial step size with the library's clamps;
 // k1 = f(y0). Every lane evaluates the network once.
-GS_DEVICE double initial_step(gs_ctx &c, const gs_neural_params &p, v2 y, v2 k1)
+GS_DEVICE double initial_step(gs_ctx c, const gs_neural_params &p, v2 y, v2 k1)
 {
 	const double rtol = p.rtol, atol = p.atol;
 	v2 sc = {atol + rtol * fabs(y.x), atol + rtol * fabs(y.y)};
@@ -542,7 +572,7 @@ GS_DEVICE double initial_step(gs_ctx &c, const gs_neural_params &p, v2 y, v2 k1)
 // other trajectories of its tile. With Record it stores the start state
 // and size of every accepted step s in ys[(s*2 + c)*n + i] and hs[s*n + i].
 template <bool Record>
-GS_DEVICE gs_traj solve(gs_ctx &c, const gs_neural_params &p, long long i, bool live, v2 y, double *ys, double *hs,
+GS_DEVICE gs_traj solve(gs_ctx c, const gs_neural_params &p, long long i, bool live, v2 y, double *ys, double *hs,
                         bool writer)
 {
 	const double rtol = p.rtol, atol = p.atol, t1 = p.t1;
@@ -642,7 +672,7 @@ GS_DEVICE gs_traj solve(gs_ctx &c, const gs_neural_params &p, long long i, bool 
 // size h (held fixed) given the adjoint lam of its end state, adding the
 // step's weight cotangents. It recomputes the stages from y. With h = 0
 // (a trajectory with no step left) it returns lam and adds zero.
-GS_DEVICE v2 step_vjp(gs_ctx &c, v2 y, double h, v2 lam)
+GS_DEVICE v2 step_vjp(gs_ctx c, v2 y, double h, v2 lam)
 {
 	v2 k1 = mlp(c, y);
 	v2 Y2 = stage2(y, h, k1);
@@ -739,62 +769,45 @@ GS_DEVICE gs_ctx gs_block_setup(double *sm, const double *__restrict__ wg, bool 
 		warps[k] = 0;
 	__syncthreads();
 	gs_ctx c;
-	const int warp = tid >> 5;
+	double *mine = warps + (tid >> 5) * per;
 	c.w = sm;
-	c.lane = tid & 31;
-	c.g = c.lane >> 2;
-	c.q = c.lane & 3;
-	double *mine = warps + warp * per;
 	c.acc = grad ? mine : nullptr;
 	c.s1 = mine + (grad ? ALEN : 0) + XS1;
 	c.s2 = mine + (grad ? ALEN : 0) + XS2;
 	c.sx = mine + (grad ? ALEN : 0) + XSX;
-	for (int m = 0; m < 4; m++)
-		c.db1[m] = c.db2[m] = 0;
-	c.db3[0] = c.db3[1] = 0;
+	c.lane = tid & 31;
+	c.g = c.lane >> 2;
+	c.q = c.lane & 3;
 	return c;
 }
 
-// gs_block_flush adds the block's accumulators and the lanes' bias sums to
-// grad.
-GS_DEVICE void gs_block_flush(double *sm, gs_ctx &c, double *__restrict__ grad)
+// gs_block_flush adds the sum of the block's accumulators to grad.
+GS_DEVICE void gs_block_flush(const double *sm, double *__restrict__ grad)
 {
-	// Biases: sums over the four lanes of a trajectory row (q) or over
-	// the trajectories (g).
-	for (int m = 0; m < 4; m++) {
-		double s1 = c.db1[m], s2 = c.db2[m];
-		for (int o = 1; o < 4; o <<= 1) {
-			s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-			s2 += __shfl_xor_sync(0xffffffffu, s2, o);
-		}
-		if (c.q == 0) {
-			atomicAdd(&grad[OFF_B1 + 8 * m + c.g], s1);
-			atomicAdd(&grad[OFF_B2 + 8 * m + c.g], s2);
-		}
-	}
-	for (int e = 0; e < 2; e++) {
-		double s = c.db3[e];
-		for (int o = 4; o < 32; o <<= 1)
-			s += __shfl_xor_sync(0xffffffffu, s, o);
-		if (c.lane == 0)
-			atomicAdd(&grad[OFF_B3 + e], s);
-	}
 	__syncthreads();
 	const double *warps = sm + SWLEN;
 	for (int k = threadIdx.x; k < ALEN; k += blockDim.x) {
 		double s = 0;
 		for (int wp = 0; wp < GS_WARPS; wp++)
 			s += warps[wp * WARPLEN + k];
-		const int e = k & 1, lane = (k >> 1) & 31, g = lane >> 2, q = lane & 3, f = k >> 6;
-		if (k < ADW1) { // f = m*4 + nt
-			atomicAdd(&grad[OFF_W2 + (8 * (f >> 2) + g) * NH + 8 * (f & 3) + 2 * q + e], s);
-		} else if (k < ADW3) { // f - 16 = m
-			if (q == 0)
-				atomicAdd(&grad[OFF_W1 + (8 * (f - 16) + g) * 2 + e], s);
-		} else { // f - 20 = nt
-			if (g < 2)
-				atomicAdd(&grad[OFF_W3 + g * NH + 8 * (f - 20) + 2 * q + e], s);
+		int dst;
+		if (k < ADW1) { // [m*4 + nt][lane][e]
+			const int f = k >> 6, lane = (k >> 1) & 31, g = lane >> 2, q = lane & 3;
+			dst = OFF_W2 + (8 * (f >> 2) + g) * NH + 8 * (f & 3) + 2 * q + (k & 1);
+		} else if (k < ADW3) { // [m][g][e]
+			const int r = k - ADW1;
+			dst = OFF_W1 + (8 * (r >> 4) + ((r >> 1) & 7)) * 2 + (r & 1);
+		} else if (k < ADB1) { // [nt][g][q][e]
+			const int r = k - ADW3;
+			dst = OFF_W3 + ((r >> 3) & 1) * NH + 8 * (r >> 4) + 2 * ((r >> 1) & 3) + (r & 1);
+		} else if (k < ADB2) {
+			dst = OFF_B1 + k - ADB1;
+		} else if (k < ADB3) {
+			dst = OFF_B2 + k - ADB2;
+		} else {
+			dst = OFF_B3 + k - ADB3;
 		}
+		atomicAdd(&grad[dst], s);
 	}
 }
 #endif
@@ -900,6 +913,6 @@ GS_KERNEL void neural_tsit5_record_adjoint(gs_neural_params p, const double *__r
 		}
 	}
 #if GS_GPU
-	gs_block_flush(gs_sm, c, grad);
+	gs_block_flush(gs_sm, grad);
 #endif
 }
