@@ -7,8 +7,12 @@
 // library's forward solve is compared with, and its CUDA twins in
 // lorenz_tsit5.cu: a fused forward kernel and a record + discrete adjoint
 // kernel (LorenzTsit5CUDA, LorenzGradCUDA), the baselines of the GPU
-// engine. Their source is also host C++; the tests compile it with g++ and
-// check it against LorenzTsit5 and ode.Grad.
+// engine. neural_tsit5.cu holds the same two kernels for the neural
+// protocol's network (NeuralTsit5CUDA, NeuralGradCUDA), in a layout the
+// engine does not have: a warp per tile of eight trajectories, the layers
+// as float64 tensor-core products over the tile. Their sources are also
+// host C++; the tests compile them with g++ and check them against
+// LorenzTsit5 and ode.Grad.
 //
 // The folder anchors holds Python scripts that run Diffrax (JAX) on the same
 // protocols, on the CPU or a GPU, for comparison: the Lorenz grid, the neural

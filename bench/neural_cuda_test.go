@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -312,4 +314,89 @@ func TestNeuralCUDAGPU(t *testing.T) {
 			t.Logf("B = %d: states within %.2g, gradient within %.2g of the library's; kernels %v", b, maxY, d, cs.Kernel)
 		})
 	}
+}
+
+// TestNeuralCUDAMMARounding runs float64 m8n8k4 tensor-core products on
+// random normal matrices and compares every element
+// with the exact result (math/big) and with a chain of fused multiply-adds
+// from C in the order k = 0…3 (the library's Dot). Each element must be
+// within two ulps of the exact value; the test reports how often it equals
+// the chain bit for bit, which decides whether layers computed this way
+// could round as the CPU engine does. It skips without a GPU.
+func TestNeuralCUDAMMARounding(t *testing.T) {
+	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
+		t.Skip("no GPU")
+	}
+	d, _, _, err := neuralKernels()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := d.Build(neuralCUDASource, &cuda.CompileSettings{Name: "neural_tsit5.cu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := m.Kernel("neural_mma_probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const warps = 256
+	rng := rand.New(rand.NewPCG(7, 7))
+	a := make([]float64, warps*32)
+	b := make([]float64, warps*32)
+	c := make([]float64, warps*64)
+	for i := range a {
+		a[i] = rng.NormFloat64()
+		b[i] = rng.NormFloat64()
+	}
+	for i := range c {
+		c[i] = rng.NormFloat64()
+	}
+	bufs := make([]*cuda.Buffer[float64], 4)
+	for i, x := range [][]float64{a, b, c, make([]float64, warps*64)} {
+		if bufs[i], err = cuda.Alloc[float64](d, len(x)); err != nil {
+			t.Fatal(err)
+		}
+		defer bufs[i].Free()
+		if err := bufs[i].Write(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k.Launch(cuda.Linear(32*warps, 128), bufs[0], bufs[1], bufs[2], bufs[3], int32(warps)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float64, warps*64)
+	if err := bufs[3].Read(got); err != nil {
+		t.Fatal(err)
+	}
+	chain, far := 0, 0
+	for w := range warps {
+		for i := range 8 {
+			for j := range 8 {
+				e := w*64 + i*8 + j
+				s := c[e]
+				exact := new(big.Float).SetPrec(2000).SetFloat64(c[e])
+				for q := range 4 {
+					x, y := a[w*32+i*4+q], b[w*32+q*8+j]
+					s = math.FMA(x, y, s)
+					exact.Add(exact, new(big.Float).SetPrec(2000).Mul(big.NewFloat(x), big.NewFloat(y)))
+				}
+				ex, _ := exact.Float64()
+				if got[e] == s {
+					chain++
+				}
+				if math.Abs(got[e]-ex) > 2*ulp(ex) {
+					if far++; far <= 3 {
+						t.Errorf("warp %d D[%d][%d] = %.17g, exact %.17g", w, i, j, got[e], ex)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d of %d elements equal the fused multiply-add chain k = 0…3 bit for bit; %d more than 2 ulps from exact", chain, warps*64, far)
+}
+
+// ulp returns the spacing of float64 numbers at x.
+func ulp(x float64) float64 {
+	x = math.Abs(x)
+	return math.Nextafter(x, math.Inf(1)) - x
 }

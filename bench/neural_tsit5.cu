@@ -916,3 +916,22 @@ GS_KERNEL void neural_tsit5_record_adjoint(gs_neural_params p, const double *__r
 	gs_block_flush(gs_sm, grad);
 #endif
 }
+
+#if GS_GPU
+// neural_mma_probe computes, for each warp w, D = A·B + C of one m8n8k4
+// float64 product with the layers' fragment mapping: a [w][8][4], b
+// [w][4][8], c and d [w][8][8], row-major. Tests compare it with chains of
+// fused multiply-adds to learn the tensor cores' rounding.
+GS_KERNEL void neural_mma_probe(const double *__restrict__ a, const double *__restrict__ b,
+                                const double *__restrict__ c, double *__restrict__ d, int warps)
+{
+	const int w = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+	if (w >= warps)
+		return;
+	const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+	double d0, d1;
+	gs_mma(d0, d1, a[w * 32 + g * 4 + q], b[w * 32 + q * 8 + g], c[w * 64 + g * 8 + 2 * q], c[w * 64 + g * 8 + 2 * q + 1]);
+	d[w * 64 + g * 8 + 2 * q] = d0;
+	d[w * 64 + g * 8 + 2 * q + 1] = d1;
+}
+#endif
