@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,9 +31,10 @@ type hostNeuralResult struct {
 }
 
 // buildNeuralHost compiles the embedded kernels with the host harness
-// testdata/neural_tsit5_host.cpp and returns the executable's path. It
-// skips the test when g++ is not installed.
-func buildNeuralHost(t *testing.T) string {
+// testdata/neural_tsit5_host.cpp, their GPU form on a simulated warp if
+// sim, and returns the executable's path. It skips the test when g++ is
+// not installed.
+func buildNeuralHost(t *testing.T, sim bool) string {
 	t.Helper()
 	gxx, err := exec.LookPath("g++")
 	if err != nil {
@@ -47,8 +49,11 @@ func buildNeuralHost(t *testing.T) string {
 		t.Fatal(err)
 	}
 	exe := filepath.Join(dir, "neural_host")
-	cmd := exec.Command(gxx, "-std=c++17", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror",
-		"-I", dir, "-o", exe, harness)
+	args := []string{"-std=c++20", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall", "-Wextra", "-Werror"}
+	if sim {
+		args = append(args, "-DGS_WARP_SIM", "-pthread")
+	}
+	cmd := exec.Command(gxx, append(args, "-I", dir, "-o", exe, harness)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("g++ failed: %v\n%s", err, out)
 	}
@@ -138,7 +143,7 @@ func TestNeuralCUDAOnHost(t *testing.T) {
 		t.Fatalf("neuralKernelParams: %d bytes, N at %d; the kernels' struct has 56 bytes, n at 48",
 			unsafe.Sizeof(neuralKernelParams{}), unsafe.Offsetof(neuralKernelParams{}.N))
 	}
-	exe := buildNeuralHost(t)
+	exe := buildNeuralHost(t, false)
 	for _, tc := range []struct {
 		b    int
 		rtol float64
@@ -201,12 +206,55 @@ func TestNeuralCUDAOnHost(t *testing.T) {
 	}
 }
 
+// TestNeuralCUDAWarpSim runs the GPU form of the kernels on a simulated
+// warp (testdata/neural_tsit5_host.cpp with GS_WARP_SIM: one warp taking
+// every tile of eight trajectories in turn, the tensor-core products as
+// fused multiply-add chains in k order, the library's Dot order) and checks
+// it against the host form (one trajectory per thread, plain loops): the
+// same statuses and steps, the same states and step sizes bit for bit (the
+// layers round alike), and the same gradient within 1e-13 of its largest
+// entry (its sums run in another order), for batches that fill their last
+// tile and that do not.
+func TestNeuralCUDAWarpSim(t *testing.T) {
+	host := buildNeuralHost(t, false)
+	sim := buildNeuralHost(t, true)
+	for _, tc := range []struct {
+		b    int
+		rtol float64
+	}{
+		{13, 1e-6}, {16, 1e-8}, {3, 1e-5},
+	} {
+		t.Run(fmt.Sprintf("B=%d/rtol=%g", tc.b, tc.rtol), func(t *testing.T) {
+			e := ProtocolNeural(tc.b, NeuralSeed)
+			set := &BaselineSettings{RelTol: tc.rtol, AbsTol: tc.rtol * 1e-2}
+			p, err := newNeuralKernelParams(e, set, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantG, want := runNeuralHost(t, host, p, e)
+			gotG, got := runNeuralHost(t, sim, p, e)
+			for i := range want {
+				w, g := want[i], got[i]
+				if g.fwdStatus != w.fwdStatus || g.fwdAcc != w.fwdAcc || g.fwdRej != w.fwdRej || g.fwdY != w.fwdY ||
+					g.adjStatus != w.adjStatus || g.adjY != w.adjY || !slices.Equal(g.h, w.h) {
+					t.Errorf("trajectory %d: simulated warp %+v, host %+v", i, g, w)
+				}
+			}
+			d := maxDiffOfLargest(gotG, wantG)
+			if !(d <= 1e-13) {
+				t.Errorf("simulated warp's gradient differs from the host form's by %.2g of its largest entry", d)
+			}
+			t.Logf("gradient within %.2g of the host form's", d)
+		})
+	}
+}
+
 // TestNeuralCUDAOnHostFailures checks the kernels' statuses: a starved
 // step budget gives ode.MaxStepsReached and NaN states, a record buffer
 // that is too short its own status, and a failed trajectory adds nothing
 // to the gradient.
 func TestNeuralCUDAOnHostFailures(t *testing.T) {
-	exe := buildNeuralHost(t)
+	exe := buildNeuralHost(t, false)
 	e := ProtocolNeural(3, NeuralSeed)
 	p, err := newNeuralKernelParams(e, &BaselineSettings{RelTol: 1e-10, AbsTol: 1e-12, MaxSteps: 3}, 100)
 	if err != nil {

@@ -43,15 +43,31 @@
 #define GS_GPU 1
 #define GS_KERNEL extern "C" __global__
 #define GS_DEVICE static __device__ __forceinline__
+#define GS_NET static __device__ __noinline__
 #define GS_NAN __longlong_as_double(0x7ff8000000000000LL)
+#define GS_SMEM extern __shared__ double gs_sm[]
+#define GS_UNROLL _Pragma("unroll")
+#else
+// On the host: without GS_WARP_SIM one trajectory per thread; with it
+// (a harness that simulates a warp with 32 threads and defines the CUDA
+// built-ins the GPU form uses, the tensor-core product as gs_sim_mma and
+// the block's shared memory as gs_sim_smem) the GPU form.
+#ifdef GS_WARP_SIM
+#define GS_GPU 1
+#define GS_SMEM double *gs_sm = gs_sim_smem
 #else
 #define GS_GPU 0
+#endif
 #include <cmath>
 #define GS_KERNEL extern "C"
 #define GS_DEVICE static inline
+#define GS_NET static inline
+#define GS_UNROLL
 #define GS_NAN std::nan("")
+#ifndef GS_WARP_SIM
 // gs_host_tid is the "thread" (trajectory) a host harness runs.
 static long long gs_host_tid;
+#endif
 using std::exp;
 using std::fabs;
 using std::fma;
@@ -181,11 +197,10 @@ enum {
 };
 
 #if GS_GPU
-// GS_NET marks the network's functions: each is one function the solver
-// calls, not a copy inlined at every stage (a copy is some 2,000
-// instructions; inlined, the kernels' code would not fit the instruction
-// caches).
-#define GS_NET static __device__ __noinline__
+// GS_NET marks the network's functions: on the GPU each is one function
+// the solver calls, not a copy inlined at every stage (a copy is some
+// 2,000 instructions; inlined, the kernels' code would not fit the
+// instruction caches).
 
 // gs_ctx is a lane's view of its warp: the block's weights, the warp's
 // accumulator and scratch tiles, its lane, its trajectory in the tile (g)
@@ -201,9 +216,13 @@ struct gs_ctx {
 // c0, c1 and d0, d1 its elements [g][2q], [g][2q+1] of the 8×8 C and D.
 GS_DEVICE void gs_mma(double &d0, double &d1, double a, double b, double c0, double c1)
 {
+#ifdef GS_WARP_SIM
+	gs_sim_mma(d0, d1, a, b, c0, c1);
+#else
 	asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%4, %5};"
 	    : "=d"(d0), "=d"(d1)
 	    : "d"(a), "d"(b), "d"(c0), "d"(c1));
+#endif
 }
 
 // gs_put stores a lane's C fragment elements of rows 8m+g, columns 2q and
@@ -236,7 +255,7 @@ GS_DEVICE void mlp_layers(const gs_ctx &c, v2 x, double h1[4][2], double h2[4][2
 	}
 	__syncwarp();
 	double bx = c.sx[c.q * GS_TS + c.g];
-#pragma unroll
+GS_UNROLL
 	for (int m = 0; m < 4; m++) {
 		double b = w[SB1 + 8 * m + c.g];
 		gs_mma(h1[m][0], h1[m][1], w[SW1 + m * 32 + c.lane], bx, b, b);
@@ -246,17 +265,17 @@ GS_DEVICE void mlp_layers(const gs_ctx &c, v2 x, double h1[4][2], double h2[4][2
 	}
 	__syncwarp();
 	double z[4][2];
-#pragma unroll
+GS_UNROLL
 	for (int m = 0; m < 4; m++)
 		z[m][0] = z[m][1] = w[SB2 + 8 * m + c.g];
-#pragma unroll
+GS_UNROLL
 	for (int kk = 0; kk < 8; kk++) {
 		double b = c.s1[(4 * kk + c.q) * GS_TS + c.g];
-#pragma unroll
+GS_UNROLL
 		for (int m = 0; m < 4; m++)
 			gs_mma(z[m][0], z[m][1], w[SW2 + (m * 8 + kk) * 32 + c.lane], b, z[m][0], z[m][1]);
 	}
-#pragma unroll
+GS_UNROLL
 	for (int m = 0; m < 4; m++) {
 		h2[m][0] = tanh(z[m][0]);
 		h2[m][1] = tanh(z[m][1]);
@@ -273,7 +292,7 @@ GS_NET v2 mlp(gs_ctx c, v2 x)
 	const double *w = c.w;
 	double b3 = c.g < 2 ? w[SB3 + c.g] : 0;
 	double o0 = b3, o1 = b3;
-#pragma unroll
+GS_UNROLL
 	for (int kk = 0; kk < 8; kk++)
 		gs_mma(o0, o1, w[SW3 + kk * 32 + c.lane], c.s2[(4 * kk + c.q) * GS_TS + c.g], o0, o1);
 	if (c.g < 2)
@@ -326,7 +345,7 @@ GS_NET v2 mlp_vjp(gs_ctx c, v2 x, v2 ob)
 	// z̄2 = (W3ᵀ·ō) ⊙ (1 − h2²).
 	double bo = c.sx[(4 + q) * GS_TS + g];
 	double zb2[4][2];
-#pragma unroll
+GS_UNROLL
 	for (int m = 0; m < 4; m++) {
 		double d0, d1;
 		gs_mma(d0, d1, w[SW3T + m * 32 + lane], bo, 0, 0);
@@ -339,7 +358,7 @@ GS_NET v2 mlp_vjp(gs_ctx c, v2 x, v2 ob)
 		double a[2];
 		for (int kk = 0; kk < 2; kk++)
 			a[kk] = g < 2 ? c.sx[(4 + g) * GS_TS + 4 * kk + q] : 0;
-#pragma unroll
+GS_UNROLL
 		for (int nt = 0; nt < 4; nt++) {
 			double b[2];
 			for (int kk = 0; kk < 2; kk++)
@@ -348,27 +367,27 @@ GS_NET v2 mlp_vjp(gs_ctx c, v2 x, v2 ob)
 		}
 	}
 	__syncwarp();
-#pragma unroll
+GS_UNROLL
 	for (int m = 0; m < 4; m++)
 		gs_put(c.s2, c, m, zb2[m][0], zb2[m][1]);
 	__syncwarp();
 	// z̄1 = (W2ᵀ·z̄2) ⊙ (1 − h1²); W2ᵀ's fragments come from W2's.
 	double zb1[4][2];
-#pragma unroll
+GS_UNROLL
 	for (int m = 0; m < 4; m++)
 		zb1[m][0] = zb1[m][1] = 0;
-#pragma unroll
+GS_UNROLL
 	for (int kk = 0; kk < 8; kk++) {
 		double b = c.s2[(4 * kk + q) * GS_TS + g];
 		const int r = 4 * kk + q; // row of W2
-#pragma unroll
+GS_UNROLL
 		for (int m = 0; m < 4; m++) {
 			const int col = 8 * m + g; // column of W2
 			double a = w[SW2 + ((r >> 3) * 8 + (col >> 2)) * 32 + (r & 7) * 4 + (col & 3)];
 			gs_mma(zb1[m][0], zb1[m][1], a, b, zb1[m][0], zb1[m][1]);
 		}
 	}
-#pragma unroll
+GS_UNROLL
 	for (int m = 0; m < 4; m++) {
 		zb1[m][0] *= 1 - h1[m][0] * h1[m][0];
 		zb1[m][1] *= 1 - h1[m][1] * h1[m][1];
@@ -377,20 +396,20 @@ GS_NET v2 mlp_vjp(gs_ctx c, v2 x, v2 ob)
 	// W̄2 += z̄2·h1ᵀ over the tile.
 	{
 		double a[4][2], b[4][2];
-#pragma unroll
+GS_UNROLL
 		for (int m = 0; m < 4; m++)
 			for (int kk = 0; kk < 2; kk++) {
 				a[m][kk] = c.s2[(8 * m + g) * GS_TS + 4 * kk + q];
 				b[m][kk] = c.s1[(8 * m + g) * GS_TS + 4 * kk + q];
 			}
-#pragma unroll
+GS_UNROLL
 		for (int m = 0; m < 4; m++)
-#pragma unroll
+GS_UNROLL
 			for (int nt = 0; nt < 4; nt++)
 				gs_acc(acc + ADW2 + (m * 4 + nt) * 64 + 2 * lane, a[m], b[nt]);
 	}
 	__syncwarp();
-#pragma unroll
+GS_UNROLL
 	for (int m = 0; m < 4; m++)
 		gs_put(c.s1, c, m, zb1[m][0], zb1[m][1]);
 	__syncwarp();
@@ -399,7 +418,7 @@ GS_NET v2 mlp_vjp(gs_ctx c, v2 x, v2 ob)
 		double b[2];
 		for (int kk = 0; kk < 2; kk++)
 			b[kk] = g < 2 ? c.sx[g * GS_TS + 4 * kk + q] : 0;
-#pragma unroll
+GS_UNROLL
 		for (int m = 0; m < 4; m++) {
 			double a[2];
 			for (int kk = 0; kk < 2; kk++)
@@ -409,7 +428,7 @@ GS_NET v2 mlp_vjp(gs_ctx c, v2 x, v2 ob)
 	}
 	// x̄ = W1ᵀ·z̄1 (rows g < 2).
 	double x0 = 0, x1 = 0;
-#pragma unroll
+GS_UNROLL
 	for (int kk = 0; kk < 8; kk++)
 		gs_mma(x0, x1, w[SW1T + kk * 32 + lane], c.s1[(4 * kk + q) * GS_TS + g], x0, x1);
 	__syncwarp();
@@ -822,7 +841,7 @@ GS_KERNEL void neural_tsit5_forward(gs_neural_params p, const double *__restrict
                                     int *__restrict__ status)
 {
 #if GS_GPU
-	extern __shared__ double gs_sm[];
+	GS_SMEM;
 	gs_ctx c = gs_block_setup(gs_sm, wg, false);
 	const long long tiles = (p.n + 7) / 8;
 	const long long warps = (long long)gridDim.x * GS_WARPS;
@@ -865,7 +884,7 @@ GS_KERNEL void neural_tsit5_record_adjoint(gs_neural_params p, const double *__r
 {
 	const long long n = p.n;
 #if GS_GPU
-	extern __shared__ double gs_sm[];
+	GS_SMEM;
 	gs_ctx c = gs_block_setup(gs_sm, wg, true);
 	const long long tiles = (p.n + 7) / 8;
 	const long long warps = (long long)gridDim.x * GS_WARPS;
