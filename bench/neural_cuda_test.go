@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -365,12 +364,10 @@ func TestNeuralCUDAGPU(t *testing.T) {
 }
 
 // TestNeuralCUDAMMARounding runs float64 m8n8k4 tensor-core products on
-// random normal matrices and compares every element
-// with the exact result (math/big) and with a chain of fused multiply-adds
-// from C in the order k = 0…3 (the library's Dot). Each element must be
-// within two ulps of the exact value; the test reports how often it equals
-// the chain bit for bit, which decides whether layers computed this way
-// could round as the CPU engine does. It skips without a GPU.
+// random normal matrices and checks that every element equals the chain of
+// fused multiply-adds from C in the order k = 0…3, the library's Dot order:
+// layers computed this way round as the CPU engine's (on the H200 they do,
+// 16,384 of 16,384 elements). It skips without a GPU.
 func TestNeuralCUDAMMARounding(t *testing.T) {
 	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
 		t.Skip("no GPU")
@@ -416,35 +413,24 @@ func TestNeuralCUDAMMARounding(t *testing.T) {
 	if err := bufs[3].Read(got); err != nil {
 		t.Fatal(err)
 	}
-	chain, far := 0, 0
+	bad := 0
 	for w := range warps {
 		for i := range 8 {
 			for j := range 8 {
 				e := w*64 + i*8 + j
 				s := c[e]
-				exact := new(big.Float).SetPrec(2000).SetFloat64(c[e])
 				for q := range 4 {
-					x, y := a[w*32+i*4+q], b[w*32+q*8+j]
-					s = math.FMA(x, y, s)
-					exact.Add(exact, new(big.Float).SetPrec(2000).Mul(big.NewFloat(x), big.NewFloat(y)))
+					s = math.FMA(a[w*32+i*4+q], b[w*32+q*8+j], s)
 				}
-				ex, _ := exact.Float64()
-				if got[e] == s {
-					chain++
-				}
-				if math.Abs(got[e]-ex) > 2*ulp(ex) {
-					if far++; far <= 3 {
-						t.Errorf("warp %d D[%d][%d] = %.17g, exact %.17g", w, i, j, got[e], ex)
+				if got[e] != s {
+					if bad++; bad <= 3 {
+						t.Errorf("warp %d D[%d][%d] = %.17g, the chain %.17g", w, i, j, got[e], s)
 					}
 				}
 			}
 		}
 	}
-	t.Logf("%d of %d elements equal the fused multiply-add chain k = 0…3 bit for bit; %d more than 2 ulps from exact", chain, warps*64, far)
-}
-
-// ulp returns the spacing of float64 numbers at x.
-func ulp(x float64) float64 {
-	x = math.Abs(x)
-	return math.Nextafter(x, math.Inf(1)) - x
+	if bad > 0 {
+		t.Errorf("%d of %d elements differ from the fused multiply-add chain k = 0…3", bad, warps*64)
+	}
 }
