@@ -41,15 +41,27 @@ const (
 	neuralSWLen   = 1864
 	neuralXLen    = 864
 	neuralWarpLen = 2082
+	neuralALen    = neuralWarpLen - neuralXLen // a warp's accumulator (ALEN)
 )
 
 // neuralWarps is the number of warps of a block of the kernels (their
 // GS_WARPS): 4, or 1 to 8 from the environment variable
-// GRADSOLVE_NEURAL_WARPS, read once per process.
-var neuralWarps = 4
+// GRADSOLVE_NEURAL_WARPS, read once per process. neuralAccGlobal keeps
+// the adjoint's accumulators in global memory, with the kernels bounded to
+// neuralMinBlocks blocks per multiprocessor (GS_ACC_GLOBAL, GS_MINB):
+// GRADSOLVE_NEURAL_ACC=global, with GRADSOLVE_NEURAL_MINB (default 3).
+var (
+	neuralWarps     = 4
+	neuralAccGlobal bool
+	neuralMinBlocks = 3
+)
 
-// neuralWarpsEnv names the environment variable that sets neuralWarps.
-const neuralWarpsEnv = "GRADSOLVE_NEURAL_WARPS"
+// The environment variables of the kernels' variants.
+const (
+	neuralWarpsEnv = "GRADSOLVE_NEURAL_WARPS"
+	neuralAccEnv   = "GRADSOLVE_NEURAL_ACC"
+	neuralMinBEnv  = "GRADSOLVE_NEURAL_MINB"
+)
 
 // neuralKernelParams mirrors struct gs_neural_params of neuralCUDASource,
 // which the kernels take by value: 56 bytes, no padding.
@@ -122,13 +134,30 @@ func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
 			}
 			neuralWarps = w
 		}
+		opts := []string{fmt.Sprintf("-DGS_WARPS=%d", neuralWarps)}
+		switch v := os.Getenv(neuralAccEnv); v {
+		case "", "shared":
+		case "global":
+			neuralAccGlobal = true
+			if v := os.Getenv(neuralMinBEnv); v != "" {
+				b, err := strconv.Atoi(v)
+				if err != nil || b < 1 || b > 32 {
+					g.err = fmt.Errorf("bench: %s = %q: want 1 to 32 blocks per multiprocessor", neuralMinBEnv, v)
+					return
+				}
+				neuralMinBlocks = b
+			}
+			opts = append(opts, "-DGS_ACC_GLOBAL=1", fmt.Sprintf("-DGS_MINB=%d", neuralMinBlocks))
+		default:
+			g.err = fmt.Errorf("bench: %s = %q: want shared or global", neuralAccEnv, v)
+			return
+		}
 		d, err := cuda.Open(0)
 		if err != nil {
 			g.err = err
 			return
 		}
-		m, _, err := d.Build(neuralCUDASource, &cuda.CompileSettings{Name: "neural_tsit5.cu",
-			Options: []string{fmt.Sprintf("-DGS_WARPS=%d", neuralWarps)}})
+		m, _, err := d.Build(neuralCUDASource, &cuda.CompileSettings{Name: "neural_tsit5.cu", Options: opts})
 		if err != nil {
 			g.err = err
 			return
@@ -160,7 +189,7 @@ func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
 // the forward kernel or (grad) of the record + adjoint kernel.
 func neuralShared(grad bool) int {
 	per := neuralXLen
-	if grad {
+	if grad && !neuralAccGlobal {
 		per = neuralWarpLen
 	}
 	return 8 * (neuralSWLen + neuralWarps*per)
@@ -292,6 +321,15 @@ func launchNeuralCUDA(kernel string, p neuralKernelParams, e *NeuralEnsemble, b 
 		if err != nil {
 			return 0, err
 		}
+		work, err := f64(nil, 1)
+		if err != nil {
+			return 0, err
+		}
+		if neuralAccGlobal {
+			if work, err = f64(nil, blocks*neuralWarps*neuralALen); err != nil {
+				return 0, err
+			}
+		}
 		ys, err := f64(nil, max(1, 2*n*int(p.Rows)))
 		if err != nil {
 			return 0, err
@@ -301,7 +339,7 @@ func launchNeuralCUDA(kernel string, p neuralKernelParams, e *NeuralEnsemble, b 
 			return 0, err
 		}
 		e0.Record(nil)
-		if err := adj.Launch(l, raw.Bytes(), w, y0, tg, y, g, ys, hs, acc, rej, st); err != nil {
+		if err := adj.Launch(l, raw.Bytes(), w, y0, tg, y, g, work, ys, hs, acc, rej, st); err != nil {
 			return 0, err
 		}
 	} else {

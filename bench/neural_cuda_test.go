@@ -31,9 +31,9 @@ type hostNeuralResult struct {
 
 // buildNeuralHost compiles the embedded kernels with the host harness
 // testdata/neural_tsit5_host.cpp, their GPU form on a simulated warp if
-// sim, and returns the executable's path. It skips the test when g++ is
-// not installed.
-func buildNeuralHost(t *testing.T, sim bool) string {
+// sim, with the preprocessor definitions defs, and returns the
+// executable's path. It skips the test when g++ is not installed.
+func buildNeuralHost(t *testing.T, sim bool, defs ...string) string {
 	t.Helper()
 	gxx, err := exec.LookPath("g++")
 	if err != nil {
@@ -51,6 +51,9 @@ func buildNeuralHost(t *testing.T, sim bool) string {
 	args := []string{"-std=c++20", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall", "-Wextra", "-Werror"}
 	if sim {
 		args = append(args, "-DGS_WARP_SIM", "-pthread")
+	}
+	for _, d := range defs {
+		args = append(args, "-D"+d)
 	}
 	cmd := exec.Command(gxx, append(args, "-I", dir, "-o", exe, harness)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -213,17 +216,20 @@ func TestNeuralCUDAOnHost(t *testing.T) {
 // same statuses and steps, the same states and step sizes bit for bit (the
 // layers round alike), and the same gradient within 1e-13 of its largest
 // entry (its sums run in another order), for batches that fill their last
-// tile and that do not.
+// tile and that do not, with the warps' accumulators in shared memory and
+// (GS_ACC_GLOBAL) in global memory.
 func TestNeuralCUDAWarpSim(t *testing.T) {
 	host := buildNeuralHost(t, false)
-	sim := buildNeuralHost(t, true)
+	sims := []string{buildNeuralHost(t, true), buildNeuralHost(t, true, "GS_ACC_GLOBAL=1")}
 	for _, tc := range []struct {
 		b    int
 		rtol float64
+		acc  int // the simulated kernel: 0 shared, 1 global accumulators
 	}{
-		{13, 1e-6}, {16, 1e-8}, {3, 1e-5},
+		{13, 1e-6, 0}, {16, 1e-8, 0}, {3, 1e-5, 0}, {13, 1e-6, 1},
 	} {
-		t.Run(fmt.Sprintf("B=%d/rtol=%g", tc.b, tc.rtol), func(t *testing.T) {
+		sim := sims[tc.acc]
+		t.Run(fmt.Sprintf("B=%d/rtol=%g/acc=%d", tc.b, tc.rtol, tc.acc), func(t *testing.T) {
 			e := ProtocolNeural(tc.b, NeuralSeed)
 			set := &BaselineSettings{RelTol: tc.rtol, AbsTol: tc.rtol * 1e-2}
 			p, err := newNeuralKernelParams(e, set, 64)

@@ -82,6 +82,20 @@ using std::tanh;
 #define GS_WARPS 4
 #endif
 
+// GS_ACC_GLOBAL 1 keeps the warps' accumulators of the record + adjoint
+// kernel in global memory (the kernel's work array, ALEN reals per warp of
+// the grid, L2-resident) instead of shared memory, which then holds only
+// the weights and scratch tiles; GS_MINB, if defined, is the kernels'
+// lower bound of blocks per multiprocessor (__launch_bounds__).
+#ifndef GS_ACC_GLOBAL
+#define GS_ACC_GLOBAL 0
+#endif
+#if GS_GPU && !defined(GS_WARP_SIM) && defined(GS_MINB)
+#define GS_BOUNDS __launch_bounds__(32 * GS_WARPS, GS_MINB)
+#else
+#define GS_BOUNDS
+#endif
+
 // Statuses, the values of ode.Status, and one of the record kernel's own.
 enum {
 	GS_OK = 0,
@@ -763,7 +777,7 @@ GS_DEVICE v2 step_vjp(gs_ctx c, v2 y, double h, v2 lam)
 // gs_block_setup lays the weights out in fragment order in the block's
 // shared memory, zeroes the warps' accumulators and scratch, and returns
 // the lane's context.
-GS_DEVICE gs_ctx gs_block_setup(double *sm, const double *__restrict__ wg, bool grad)
+GS_DEVICE gs_ctx gs_block_setup(double *sm, const double *__restrict__ wg, bool grad, double *__restrict__ work)
 {
 	const int tid = threadIdx.x, nt = blockDim.x;
 	for (int k = tid; k < SWLEN; k += nt) {
@@ -789,17 +803,23 @@ GS_DEVICE gs_ctx gs_block_setup(double *sm, const double *__restrict__ wg, bool 
 		sm[k] = v;
 	}
 	double *warps = sm + SWLEN;
-	const int per = grad ? WARPLEN : XLEN;
+	const bool sacc = grad && !GS_ACC_GLOBAL;
+	const int per = sacc ? WARPLEN : XLEN;
 	for (int k = tid; k < GS_WARPS * per; k += nt)
 		warps[k] = 0;
-	__syncthreads();
-	gs_ctx c;
 	double *mine = warps + (tid >> 5) * per;
+	gs_ctx c;
+	c.acc = sacc ? mine : nullptr;
+	if (grad && GS_ACC_GLOBAL) {
+		c.acc = work + ((long long)blockIdx.x * GS_WARPS + (tid >> 5)) * ALEN;
+		for (int k = tid & 31; k < ALEN; k += 32)
+			c.acc[k] = 0;
+	}
+	__syncthreads();
 	c.w = sm;
-	c.acc = grad ? mine : nullptr;
-	c.s1 = mine + (grad ? ALEN : 0) + XS1;
-	c.s2 = mine + (grad ? ALEN : 0) + XS2;
-	c.sx = mine + (grad ? ALEN : 0) + XSX;
+	c.s1 = mine + (sacc ? ALEN : 0) + XS1;
+	c.s2 = mine + (sacc ? ALEN : 0) + XS2;
+	c.sx = mine + (sacc ? ALEN : 0) + XSX;
 	c.lane = tid & 31;
 	c.g = c.lane >> 2;
 	c.q = c.lane & 3;
@@ -807,14 +827,22 @@ GS_DEVICE gs_ctx gs_block_setup(double *sm, const double *__restrict__ wg, bool 
 }
 
 // gs_block_flush adds the sum of the block's accumulators to grad.
-GS_DEVICE void gs_block_flush(const double *sm, double *__restrict__ grad)
+GS_DEVICE void gs_block_flush(const double *sm, const double *__restrict__ work, double *__restrict__ grad)
 {
 	__syncthreads();
+#if GS_ACC_GLOBAL
+	const double *warps = work + (long long)blockIdx.x * GS_WARPS * ALEN;
+	const int stride = ALEN;
+	(void)sm;
+#else
 	const double *warps = sm + SWLEN;
+	const int stride = WARPLEN;
+	(void)work;
+#endif
 	for (int k = threadIdx.x; k < ALEN; k += blockDim.x) {
 		double s = 0;
 		for (int wp = 0; wp < GS_WARPS; wp++)
-			s += warps[wp * WARPLEN + k];
+			s += warps[wp * stride + k];
 		int dst;
 		if (k < ADW1) { // [m*4 + nt][lane][e]
 			const int f = k >> 6, lane = (k >> 1) & 31, g = lane >> 2, q = lane & 3;
@@ -842,13 +870,13 @@ GS_DEVICE void gs_block_flush(const double *sm, double *__restrict__ grad)
 // accepted and rejected step counts and its status (GS_*). On the GPU it
 // takes blocks of GS_WARPS warps and GS_WARPS·NEURAL_XLEN reals of
 // dynamic shared memory beside the weights (neural_smem_bytes).
-GS_KERNEL void neural_tsit5_forward(gs_neural_params p, const double *__restrict__ wg, const double *__restrict__ y0,
+GS_KERNEL void GS_BOUNDS neural_tsit5_forward(gs_neural_params p, const double *__restrict__ wg, const double *__restrict__ y0,
                                     double *__restrict__ y, int *__restrict__ accepted, int *__restrict__ rejected,
                                     int *__restrict__ status)
 {
 #if GS_GPU
 	GS_SMEM;
-	gs_ctx c = gs_block_setup(gs_sm, wg, false);
+	gs_ctx c = gs_block_setup(gs_sm, wg, false, nullptr);
 	const long long tiles = (p.n + 7) / 8;
 	const long long warps = (long long)gridDim.x * GS_WARPS;
 	for (long long tile = (long long)blockIdx.x * GS_WARPS + (threadIdx.x >> 5); tile < tiles; tile += warps) {
@@ -880,18 +908,20 @@ GS_KERNEL void neural_tsit5_forward(gs_neural_params p, const double *__restrict
 // neural_tsit5_forward does, recording the start state and size of each
 // accepted step in ys ([rows×2×n]) and hs ([rows×n]), then sweeps the
 // recorded steps backward from λ = scale·(y(t1) − target) and adds dL/dw
-// to grad (zero it first); a failed trajectory contributes nothing and
+// to grad (zero it first; with GS_ACC_GLOBAL work holds ALEN reals per
+// warp of the grid, else it is not used); a failed trajectory contributes nothing and
 // has its status.
-GS_KERNEL void neural_tsit5_record_adjoint(gs_neural_params p, const double *__restrict__ wg,
+GS_KERNEL void GS_BOUNDS neural_tsit5_record_adjoint(gs_neural_params p, const double *__restrict__ wg,
                                            const double *__restrict__ y0, const double *__restrict__ targets,
-                                           double *__restrict__ y, double *__restrict__ grad, double *__restrict__ ys,
+                                           double *__restrict__ y, double *__restrict__ grad, double *__restrict__ work,
+                                           double *__restrict__ ys,
                                            double *__restrict__ hs, int *__restrict__ accepted,
                                            int *__restrict__ rejected, int *__restrict__ status)
 {
 	const long long n = p.n;
 #if GS_GPU
 	GS_SMEM;
-	gs_ctx c = gs_block_setup(gs_sm, wg, true);
+	gs_ctx c = gs_block_setup(gs_sm, wg, true, work);
 	const long long tiles = (p.n + 7) / 8;
 	const long long warps = (long long)gridDim.x * GS_WARPS;
 	for (long long tile = (long long)blockIdx.x * GS_WARPS + (threadIdx.x >> 5); tile < tiles; tile += warps) {
@@ -899,6 +929,7 @@ GS_KERNEL void neural_tsit5_record_adjoint(gs_neural_params p, const double *__r
 		const bool live = i < n, writer = live && c.q == 0;
 #else
 	gs_ctx c = {wg, grad};
+	(void)work;
 	{
 		const long long i = gs_host_tid;
 		const bool live = true, writer = true;
@@ -938,7 +969,7 @@ GS_KERNEL void neural_tsit5_record_adjoint(gs_neural_params p, const double *__r
 		}
 	}
 #if GS_GPU
-	gs_block_flush(gs_sm, grad);
+	gs_block_flush(gs_sm, work, grad);
 #endif
 }
 

@@ -27,6 +27,9 @@
 #include <mutex>
 #include <thread>
 #define GS_WARPS 1
+#ifndef GS_ACC_GLOBAL
+#define GS_ACC_GLOBAL 0
+#endif
 struct gs_sim_dim {
 	unsigned x;
 };
@@ -141,11 +144,11 @@ int main()
 		for (double &x : *v)
 			if (std::scanf("%lf", &x) != 1)
 				return 2;
-	std::vector<double> y(2 * n), y2(2 * n), grad(NWEIGHTS), ys(2 * n * (size_t)p.rows), hs(n * (size_t)p.rows);
+	std::vector<double> y(2 * n), y2(2 * n), grad(NWEIGHTS), work(GS_WARPS * ALEN), ys(2 * n * (size_t)p.rows), hs(n * (size_t)p.rows);
 	std::vector<int> acc(n), rej(n), st(n), acc2(n), rej2(n), st2(n);
 	run(n, [&] { neural_tsit5_forward(p, w.data(), y0.data(), y.data(), acc.data(), rej.data(), st.data()); });
 	run(n, [&] {
-		neural_tsit5_record_adjoint(p, w.data(), y0.data(), tg.data(), y2.data(), grad.data(), ys.data(), hs.data(),
+		neural_tsit5_record_adjoint(p, w.data(), y0.data(), tg.data(), y2.data(), grad.data(), work.data(), ys.data(), hs.data(),
 		                            acc2.data(), rej2.data(), st2.data());
 	});
 	std::printf("%d %d %d\n", (int)SWLEN, (int)XLEN, (int)WARPLEN);
