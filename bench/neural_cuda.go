@@ -48,12 +48,16 @@ const (
 // GS_WARPS): 4, or 1 to 8 from the environment variable
 // GRADSOLVE_NEURAL_WARPS, read once per process. neuralAccGlobal keeps
 // the adjoint's accumulators in global memory, with the kernels bounded to
-// neuralMinBlocks blocks per multiprocessor (GS_ACC_GLOBAL, GS_MINB):
-// GRADSOLVE_NEURAL_ACC=global, with GRADSOLVE_NEURAL_MINB (default 3).
+// neuralMinBlocks blocks per multiprocessor (GS_ACC_GLOBAL, GS_MINB; 128
+// registers for 4 warps): the default, or GRADSOLVE_NEURAL_ACC=shared for
+// accumulators in shared memory and no bound; GRADSOLVE_NEURAL_MINB sets
+// the bound. On the H200 at B = 65536 the gradient with the record took
+// 3.39 ms with shared accumulators, 2.61 / 2.82 / 3.37 ms with global ones
+// and 4 / 3 / 2 blocks (bench/RESULTS.md).
 var (
 	neuralWarps     = 4
-	neuralAccGlobal bool
-	neuralMinBlocks = 3
+	neuralAccGlobal = true
+	neuralMinBlocks = 4
 )
 
 // The environment variables of the kernels' variants.
@@ -136,9 +140,9 @@ func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
 		}
 		opts := []string{fmt.Sprintf("-DGS_WARPS=%d", neuralWarps)}
 		switch v := os.Getenv(neuralAccEnv); v {
-		case "", "shared":
-		case "global":
-			neuralAccGlobal = true
+		case "shared":
+			neuralAccGlobal = false
+		case "", "global":
 			if v := os.Getenv(neuralMinBEnv); v != "" {
 				b, err := strconv.Atoi(v)
 				if err != nil || b < 1 || b > 32 {
