@@ -115,7 +115,11 @@
 // neural suite's 1,218 weights). See lanes.go for how vectors are found.
 // On an H200 (bench RESULTS.md) the neural suite's gradient takes 0.44 ms
 // at B = 4096 (0.61 ms with shuffles instead of staging, 4.8 ms one thread
-// per trajectory) and 6.6 ms at 65536 (10.0 ms, 18.6 ms).
+// per trajectory) and 6.6 ms at 65536 (10.0 ms, 18.6 ms). A third layout
+// the engine does not have yet, a warp per tile of eight trajectories with
+// the layers as float64 tensor-core products over the tile, written by
+// hand for that network in bench/neural_tsit5.cu, takes 2.6 ms at 65536;
+// its products round as the library's Dot (bench RESULTS.md).
 //
 // A larger network keeps its padded weights in global memory instead
 // (read through the caches), and the warps of a gradient kernel's block
