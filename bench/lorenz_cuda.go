@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +22,28 @@ import (
 // g++ and checks it against LorenzTsit5 and ode.Grad.
 //
 //go:embed lorenz_tsit5.cu
-var lorenzCUDASource string
+var lorenzCUDAFile string
+
+var lorenzCUDASource = withTsit5Header(lorenzCUDAFile)
+
+// tsit5Header is what the hand-written Tsit5 kernels share: statuses, the
+// tableau, the controller's constants and small helpers.
+//
+//go:embed tsit5.cuh
+var tsit5Header string
+
+// tsit5Include is the line of a kernel file that tsit5Header replaces.
+const tsit5Include = `#include "tsit5.cuh"` + "\n"
+
+// withTsit5Header returns the kernel source src with tsit5Header in place
+// of its #include line (NVRTC is given one source). It panics if src has
+// no such line.
+func withTsit5Header(src string) string {
+	if !strings.Contains(src, tsit5Include) {
+		panic("bench: a CUDA baseline does not include tsit5.cuh")
+	}
+	return strings.Replace(src, tsit5Include, tsit5Header, 1)
+}
 
 // Kernel names in lorenzCUDASource.
 const (

@@ -25,7 +25,9 @@ import (
 // against the library's gradient.
 //
 //go:embed neural_tsit5.cu
-var neuralCUDASource string
+var neuralCUDAFile string
+
+var neuralCUDASource = withTsit5Header(neuralCUDAFile)
 
 // Kernel names in neuralCUDASource.
 const (

@@ -308,19 +308,22 @@ func TestNeuralCUDAArgs(t *testing.T) {
 	}
 }
 
-// TestNeuralCUDACompiles compiles the kernels with NVRTC for sm_90 (the
-// float64 tensor-core products need sm_80 or later) and fails on any
-// warning. It needs NVRTC, not a GPU.
-func TestNeuralCUDACompiles(t *testing.T) {
-	img, err := cuda.Compile(neuralCUDASource, cuda.Arch{Major: 9, Minor: 0}, &cuda.CompileSettings{Name: "neural_tsit5.cu", NoCache: true})
-	if errors.Is(err, cuda.ErrNoNVRTC) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.TrimSpace(img.Log) != "" {
-		t.Errorf("NVRTC warns:\n%s", img.Log)
+// TestCUDABaselinesCompile compiles the hand-written kernels (the neural
+// and Lorenz sources, tsit5.cuh in place) with NVRTC for sm_90 (the
+// neural kernels' float64 tensor-core products need sm_80 or later) and
+// fails on any warning. It needs NVRTC, not a GPU.
+func TestCUDABaselinesCompile(t *testing.T) {
+	for name, src := range map[string]string{"neural_tsit5.cu": neuralCUDASource, "lorenz_tsit5.cu": lorenzCUDASource} {
+		img, err := cuda.Compile(src, cuda.Arch{Major: 9, Minor: 0}, &cuda.CompileSettings{Name: name, NoCache: true})
+		if errors.Is(err, cuda.ErrNoNVRTC) {
+			t.Skip(err)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if strings.TrimSpace(img.Log) != "" {
+			t.Errorf("%s: NVRTC warns:\n%s", name, img.Log)
+		}
 	}
 }
 
