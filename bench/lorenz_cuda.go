@@ -51,11 +51,6 @@ const (
 	lorenzAdjointKernel = "lorenz_tsit5_record_adjoint"
 )
 
-// Status of a trajectory whose accepted steps overflow the record buffer
-// of lorenz_tsit5_record_adjoint (the kernel's GS_RECORD_FULL); the other
-// statuses are ode.Status values.
-const lorenzRecordFull = 5
-
 // lorenzKernelParams mirrors struct gs_lorenz_params of lorenzCUDASource,
 // which the kernels take by value: 88 bytes, no padding.
 type lorenzKernelParams struct {
@@ -101,11 +96,11 @@ func newLorenzKernelParams(e *LorenzEnsemble, s *BaselineSettings, rows int) (lo
 var ErrNoCUDA = errors.New("bench: no GPU for the CUDA baselines")
 
 // lorenzCUDABuffers are the host-side arrays of one kernel launch:
-// component-major states y[c*n+i], and per-trajectory outputs. Drho and
-// the record buffer (Rows rows) belong to lorenz_tsit5_record_adjoint only.
+// component-major states y[c*n+i], the per-trajectory steps and statuses,
+// and dL/dρ (lorenz_tsit5_record_adjoint only).
 type lorenzCUDABuffers struct {
-	Rho, Y, Drho                 []float64
-	Accepted, Rejected, Statuses []int32
+	Rho, Y, Drho []float64
+	baselineSteps
 }
 
 // CUDAStats are the statistics of a run of a CUDA baseline: the steps of
@@ -177,47 +172,26 @@ func launchLorenzCUDA(kernel string, p lorenzKernelParams, b *lorenzCUDABuffers)
 		return 0, err
 	}
 	n := int(p.N)
-	var bufs []interface{ Free() error }
-	defer func() {
-		for _, x := range bufs {
-			x.Free()
-		}
-	}()
-	f64 := func(len int) (*cuda.Buffer[float64], error) {
-		x, err := cuda.Alloc[float64](d, len)
-		if err == nil {
-			bufs = append(bufs, x)
-		}
-		return x, err
-	}
-	i32 := func() (*cuda.Buffer[int32], error) {
-		x, err := cuda.Alloc[int32](d, n)
-		if err == nil {
-			bufs = append(bufs, x)
-		}
-		return x, err
-	}
-	rho, err := f64(n)
+	arr := &deviceArrays{d: d}
+	defer arr.free()
+	rho, err := arr.f64(b.Rho, n)
 	if err != nil {
 		return 0, err
 	}
-	y, err := f64(3 * n)
+	y, err := arr.f64(nil, 3*n)
 	if err != nil {
 		return 0, err
 	}
-	acc, err := i32()
+	acc, err := arr.i32(n)
 	if err != nil {
 		return 0, err
 	}
-	rej, err := i32()
+	rej, err := arr.i32(n)
 	if err != nil {
 		return 0, err
 	}
-	st, err := i32()
+	st, err := arr.i32(n)
 	if err != nil {
-		return 0, err
-	}
-	if err := rho.Write(b.Rho); err != nil {
 		return 0, err
 	}
 	var raw bytes.Buffer
@@ -225,49 +199,32 @@ func launchLorenzCUDA(kernel string, p lorenzKernelParams, b *lorenzCUDABuffers)
 		return 0, err
 	}
 	l := cuda.Linear(n, 128)
-	e0, err := d.NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer e0.Destroy()
-	e1, err := d.NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer e1.Destroy()
+	var dt time.Duration
 	var drho *cuda.Buffer[float64]
 	if kernel == lorenzAdjointKernel {
-		if drho, err = f64(n); err != nil {
+		if drho, err = arr.f64(nil, n); err != nil {
 			return 0, err
 		}
-		ys, err := f64(max(1, 3*n*int(p.Rows)))
+		ys, err := arr.f64(nil, max(1, 3*n*int(p.Rows)))
 		if err != nil {
 			return 0, err
 		}
-		hs, err := f64(max(1, n*int(p.Rows)))
+		hs, err := arr.f64(nil, max(1, n*int(p.Rows)))
 		if err != nil {
 			return 0, err
 		}
-		e0.Record(nil)
-		err = adj.Launch(l, raw.Bytes(), rho, y, drho, ys, hs, acc, rej, st)
+		dt, err = timedLaunch(d, adj, l, raw.Bytes(), rho, y, drho, ys, hs, acc, rej, st)
 		if err != nil {
 			return 0, err
 		}
-	} else {
-		e0.Record(nil)
-		if err := fwd.Launch(l, raw.Bytes(), rho, y, acc, rej, st); err != nil {
-			return 0, err
-		}
-	}
-	e1.Record(nil)
-	dt, err := cuda.Elapsed(e0, e1)
-	if err != nil {
+	} else if dt, err = timedLaunch(d, fwd, l, raw.Bytes(), rho, y, acc, rej, st); err != nil {
 		return 0, err
 	}
-	for _, c := range []error{y.Read(b.Y), acc.Read(b.Accepted), rej.Read(b.Rejected), st.Read(b.Statuses)} {
-		if c != nil {
-			return 0, c
-		}
+	if err := y.Read(b.Y); err != nil {
+		return 0, err
+	}
+	if err := b.read(acc, rej, st); err != nil {
+		return 0, err
 	}
 	if drho != nil {
 		if err := drho.Read(b.Drho); err != nil {
@@ -335,10 +292,7 @@ func LorenzGradCUDA(y, drho []float64, e *LorenzEnsemble, s *BaselineSettings, r
 
 func newLorenzCUDABuffers(e *LorenzEnsemble, grad bool) *lorenzCUDABuffers {
 	n := len(e.Rho)
-	b := &lorenzCUDABuffers{
-		Rho: e.Rho, Y: make([]float64, 3*n),
-		Accepted: make([]int32, n), Rejected: make([]int32, n), Statuses: make([]int32, n),
-	}
+	b := &lorenzCUDABuffers{Rho: e.Rho, Y: make([]float64, 3*n), baselineSteps: newBaselineSteps(n)}
 	if grad {
 		b.Drho = make([]float64, n)
 	}
@@ -346,7 +300,7 @@ func newLorenzCUDABuffers(e *LorenzEnsemble, grad bool) *lorenzCUDABuffers {
 }
 
 // results copies the kernel's outputs to y ([n×3]), drho and stats, and
-// returns an *ode.TrajectoryError for the first failed trajectory.
+// returns an error for the first failed trajectory (baselineSteps.results).
 func (b *lorenzCUDABuffers) results(y, drho []float64, stats *BaselineStats) error {
 	n := len(b.Rho)
 	for i := range n {
@@ -355,28 +309,5 @@ func (b *lorenzCUDABuffers) results(y, drho []float64, stats *BaselineStats) err
 		}
 	}
 	copy(drho, b.Drho)
-	if stats != nil {
-		stats.Accepted = resizeInts(stats.Accepted, n)
-		stats.Rejected = resizeInts(stats.Rejected, n)
-		for i := range n {
-			stats.Accepted[i], stats.Rejected[i] = int(b.Accepted[i]), int(b.Rejected[i])
-		}
-	}
-	failed, first := 0, -1
-	for i, st := range b.Statuses {
-		if st != int32(ode.OK) {
-			failed++
-			if first < 0 {
-				first = i
-			}
-		}
-	}
-	if failed == 0 {
-		return nil
-	}
-	st := ode.Status(b.Statuses[first])
-	if b.Statuses[first] == lorenzRecordFull {
-		return fmt.Errorf("bench: Lorenz CUDA baseline: trajectory %d has more accepted steps than the record buffer's rows (%d trajectories failed)", first, failed)
-	}
-	return &ode.TrajectoryError{Index: first, T: math.NaN(), Status: st, Method: "Tsit5 (CUDA baseline)", Failed: failed}
+	return b.baselineSteps.results(stats, "Lorenz")
 }

@@ -225,7 +225,7 @@ func TestLorenzCUDAOnHostFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, r := range runLorenzHost(t, exe, p, e.Rho) {
-		if r.fwdStatus != int(ode.OK) || r.adjStatus != lorenzRecordFull || r.adjAcc != 10 || !math.IsNaN(r.drho) {
+		if r.fwdStatus != int(ode.OK) || r.adjStatus != baselineRecordFull || r.adjAcc != 10 || !math.IsNaN(r.drho) {
 			t.Errorf("trajectory %d, 10 rows: forward status %d, record status %d, %d accepted, dL/dρ %v",
 				i, r.fwdStatus, r.adjStatus, r.adjAcc, r.drho)
 		}

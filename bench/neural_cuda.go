@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -132,26 +131,16 @@ var neuralGPU struct {
 func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
 	g := &neuralGPU
 	g.once.Do(func() {
-		if v := os.Getenv(neuralWarpsEnv); v != "" {
-			w, err := strconv.Atoi(v)
-			if err != nil || w < 1 || w > 8 {
-				g.err = fmt.Errorf("bench: %s = %q: want 1 to 8 warps per block", neuralWarpsEnv, v)
-				return
-			}
-			neuralWarps = w
+		if neuralWarps, g.err = envInt(neuralWarpsEnv, neuralWarps, 1, 8, "warps per block"); g.err != nil {
+			return
 		}
 		opts := []string{fmt.Sprintf("-DGS_WARPS=%d", neuralWarps)}
 		switch v := os.Getenv(neuralAccEnv); v {
 		case "shared":
 			neuralAccGlobal = false
 		case "", "global":
-			if v := os.Getenv(neuralMinBEnv); v != "" {
-				b, err := strconv.Atoi(v)
-				if err != nil || b < 1 || b > 32 {
-					g.err = fmt.Errorf("bench: %s = %q: want 1 to 32 blocks per multiprocessor", neuralMinBEnv, v)
-					return
-				}
-				neuralMinBlocks = b
+			if neuralMinBlocks, g.err = envInt(neuralMinBEnv, neuralMinBlocks, 1, 32, "blocks per multiprocessor"); g.err != nil {
+				return
 			}
 			opts = append(opts, "-DGS_ACC_GLOBAL=1", fmt.Sprintf("-DGS_MINB=%d", neuralMinBlocks))
 		default:
@@ -228,10 +217,12 @@ func neuralGrid(d *cuda.Device, k *cuda.Kernel, n int, grad bool) (int, error) {
 	return max(blocks, 1), nil
 }
 
-// neuralCUDABuffers are the host-side arrays of one kernel launch.
+// neuralCUDABuffers are the host-side arrays of one kernel launch: final
+// states [B×2], the gradient (record + adjoint only), the steps and
+// statuses.
 type neuralCUDABuffers struct {
-	Y, Grad                      []float64
-	Accepted, Rejected, Statuses []int32
+	Y, Grad []float64
+	baselineSteps
 }
 
 // launchNeuralCUDA runs kernel (neuralForwardKernel or neuralAdjointKernel)
@@ -246,51 +237,29 @@ func launchNeuralCUDA(kernel string, p neuralKernelParams, e *NeuralEnsemble, b 
 		return 0, err
 	}
 	n := int(p.N)
-	var bufs []interface{ Free() error }
-	defer func() {
-		for _, x := range bufs {
-			x.Free()
-		}
-	}()
-	f64 := func(src []float64, len int) (*cuda.Buffer[float64], error) {
-		x, err := cuda.Alloc[float64](d, len)
-		if err != nil {
-			return nil, err
-		}
-		bufs = append(bufs, x)
-		if src != nil {
-			err = x.Write(src)
-		}
-		return x, err
-	}
-	i32 := func() (*cuda.Buffer[int32], error) {
-		x, err := cuda.Alloc[int32](d, n)
-		if err == nil {
-			bufs = append(bufs, x)
-		}
-		return x, err
-	}
-	w, err := f64(e.Weights, len(e.Weights))
+	arr := &deviceArrays{d: d}
+	defer arr.free()
+	w, err := arr.f64(e.Weights, len(e.Weights))
 	if err != nil {
 		return 0, err
 	}
-	y0, err := f64(e.Y0, 2*n)
+	y0, err := arr.f64(e.Y0, 2*n)
 	if err != nil {
 		return 0, err
 	}
-	y, err := f64(nil, 2*n)
+	y, err := arr.f64(nil, 2*n)
 	if err != nil {
 		return 0, err
 	}
-	acc, err := i32()
+	acc, err := arr.i32(n)
 	if err != nil {
 		return 0, err
 	}
-	rej, err := i32()
+	rej, err := arr.i32(n)
 	if err != nil {
 		return 0, err
 	}
-	st, err := i32()
+	st, err := arr.i32(n)
 	if err != nil {
 		return 0, err
 	}
@@ -308,61 +277,44 @@ func launchNeuralCUDA(kernel string, p neuralKernelParams, e *NeuralEnsemble, b 
 		return 0, err
 	}
 	l := cuda.Launch{Grid: cuda.Dim{X: blocks}, Block: cuda.Dim{X: 32 * neuralWarps}, SharedMem: neuralShared(grad)}
-	e0, err := d.NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer e0.Destroy()
-	e1, err := d.NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer e1.Destroy()
+	var dt time.Duration
 	var g *cuda.Buffer[float64]
 	if grad {
-		if g, err = f64(make([]float64, len(e.Weights)), len(e.Weights)); err != nil {
+		if g, err = arr.f64(make([]float64, len(e.Weights)), len(e.Weights)); err != nil {
 			return 0, err
 		}
-		tg, err := f64(e.Targets, 2*n)
+		tg, err := arr.f64(e.Targets, 2*n)
 		if err != nil {
 			return 0, err
 		}
-		work, err := f64(nil, 1)
+		work, err := arr.f64(nil, 1)
 		if err != nil {
 			return 0, err
 		}
 		if neuralAccGlobal {
-			if work, err = f64(nil, blocks*neuralWarps*neuralALen); err != nil {
+			if work, err = arr.f64(nil, blocks*neuralWarps*neuralALen); err != nil {
 				return 0, err
 			}
 		}
-		ys, err := f64(nil, max(1, 2*n*int(p.Rows)))
+		ys, err := arr.f64(nil, max(1, 2*n*int(p.Rows)))
 		if err != nil {
 			return 0, err
 		}
-		hs, err := f64(nil, max(1, n*int(p.Rows)))
+		hs, err := arr.f64(nil, max(1, n*int(p.Rows)))
 		if err != nil {
 			return 0, err
 		}
-		e0.Record(nil)
-		if err := adj.Launch(l, raw.Bytes(), w, y0, tg, y, g, work, ys, hs, acc, rej, st); err != nil {
+		if dt, err = timedLaunch(d, adj, l, raw.Bytes(), w, y0, tg, y, g, work, ys, hs, acc, rej, st); err != nil {
 			return 0, err
 		}
-	} else {
-		e0.Record(nil)
-		if err := fwd.Launch(l, raw.Bytes(), w, y0, y, acc, rej, st); err != nil {
-			return 0, err
-		}
-	}
-	e1.Record(nil)
-	dt, err := cuda.Elapsed(e0, e1)
-	if err != nil {
+	} else if dt, err = timedLaunch(d, fwd, l, raw.Bytes(), w, y0, y, acc, rej, st); err != nil {
 		return 0, err
 	}
-	for _, c := range []error{y.Read(b.Y), acc.Read(b.Accepted), rej.Read(b.Rejected), st.Read(b.Statuses)} {
-		if c != nil {
-			return 0, c
-		}
+	if err := y.Read(b.Y); err != nil {
+		return 0, err
+	}
+	if err := b.read(acc, rej, st); err != nil {
+		return 0, err
 	}
 	if g != nil {
 		if err := g.Read(b.Grad); err != nil {
@@ -397,7 +349,7 @@ func NeuralTsit5CUDA(dst []float64, e *NeuralEnsemble, s *BaselineSettings, stat
 	if stats != nil {
 		stats.Kernel = dt
 	}
-	return dst, b.results(stats.base())
+	return dst, b.results(stats.base(), "neural")
 }
 
 // NeuralGradCUDA runs the hand-written kernel neural_tsit5_record_adjoint:
@@ -425,44 +377,11 @@ func NeuralGradCUDA(y, grad []float64, e *NeuralEnsemble, s *BaselineSettings, r
 	if stats != nil {
 		stats.Kernel = dt
 	}
-	return b.results(stats.base())
+	return b.results(stats.base(), "neural")
 }
 
 func newNeuralCUDABuffers(e *NeuralEnsemble, y, grad []float64) *neuralCUDABuffers {
-	n := e.B()
-	return &neuralCUDABuffers{
-		Y: y, Grad: grad,
-		Accepted: make([]int32, n), Rejected: make([]int32, n), Statuses: make([]int32, n),
-	}
-}
-
-// results copies the step counts to stats and returns an
-// *ode.TrajectoryError for the first failed trajectory.
-func (b *neuralCUDABuffers) results(stats *BaselineStats) error {
-	n := len(b.Statuses)
-	if stats != nil {
-		stats.Accepted = resizeInts(stats.Accepted, n)
-		stats.Rejected = resizeInts(stats.Rejected, n)
-		for i := range n {
-			stats.Accepted[i], stats.Rejected[i] = int(b.Accepted[i]), int(b.Rejected[i])
-		}
-	}
-	failed, first := 0, -1
-	for i, st := range b.Statuses {
-		if st != int32(ode.OK) {
-			failed++
-			if first < 0 {
-				first = i
-			}
-		}
-	}
-	if failed == 0 {
-		return nil
-	}
-	if b.Statuses[first] == lorenzRecordFull {
-		return fmt.Errorf("bench: neural CUDA baseline: trajectory %d has more accepted steps than the record buffer's rows (%d trajectories failed)", first, failed)
-	}
-	return &ode.TrajectoryError{Index: first, T: math.NaN(), Status: ode.Status(b.Statuses[first]), Method: "Tsit5 (CUDA baseline)", Failed: failed}
+	return &neuralCUDABuffers{Y: y, Grad: grad, baselineSteps: newBaselineSteps(e.B())}
 }
 
 // neuralHandColumns times the hand-written kernels on e (reps rounds after

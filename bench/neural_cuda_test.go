@@ -281,8 +281,8 @@ func TestNeuralCUDAOnHostFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, res = runNeuralHost(t, exe, p, e); res[0].adjStatus != lorenzRecordFull || res[0].fwdStatus != int(ode.OK) {
-		t.Errorf("one row: forward status %d, record status %d; want %d and %d", res[0].fwdStatus, res[0].adjStatus, ode.OK, lorenzRecordFull)
+	if _, res = runNeuralHost(t, exe, p, e); res[0].adjStatus != baselineRecordFull || res[0].fwdStatus != int(ode.OK) {
+		t.Errorf("one row: forward status %d, record status %d; want %d and %d", res[0].fwdStatus, res[0].adjStatus, ode.OK, baselineRecordFull)
 	}
 }
 
