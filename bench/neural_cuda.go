@@ -122,7 +122,10 @@ var neuralGPU struct {
 	once     sync.Once
 	dev      *cuda.Device
 	fwd, adj *cuda.Kernel
-	err      error
+	// attrs are the forward and adjoint kernels' resources, for their
+	// launches' shapes (neuralGrid).
+	attrs [2]cuda.KernelAttrs
+	err   error
 }
 
 // neuralKernels opens GPU 0 and compiles neuralCUDASource (cached on
@@ -169,6 +172,11 @@ func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
 		if g.err = g.adj.SetMaxDynamicShared(neuralShared(true)); g.err != nil {
 			return
 		}
+		for i, k := range []*cuda.Kernel{g.fwd, g.adj} {
+			if g.attrs[i], g.err = k.Attrs(); g.err != nil {
+				return
+			}
+		}
 		g.dev = d
 	})
 	if g.err != nil {
@@ -190,14 +198,11 @@ func neuralShared(grad bool) int {
 	return 8 * (neuralSWLen + neuralWarps*per)
 }
 
-// neuralGrid returns the blocks of a launch over n trajectories: one warp
-// per tile of eight, at most as many blocks as can run at once (by shared
-// memory and registers), each warp taking tiles until none is left.
-func neuralGrid(d *cuda.Device, k *cuda.Kernel, n int, grad bool) (int, error) {
-	a, err := k.Attrs()
-	if err != nil {
-		return 0, err
-	}
+// neuralGrid returns the blocks of a launch over n trajectories of the
+// kernel with resources a: one warp per tile of eight, at most as many
+// blocks as can run at once (by shared memory and registers), each warp
+// taking tiles until none is left.
+func neuralGrid(d *cuda.Device, a cuda.KernelAttrs, n int, grad bool) int {
 	threads := 32 * neuralWarps
 	info := d.Info()
 	perSM := 1
@@ -214,7 +219,7 @@ func neuralGrid(d *cuda.Device, k *cuda.Kernel, n int, grad bool) (int, error) {
 	if info.SMs > 0 {
 		blocks = min(blocks, info.SMs*perSM)
 	}
-	return max(blocks, 1), nil
+	return max(blocks, 1)
 }
 
 // neuralCUDABuffers are the host-side arrays of one kernel launch: final
@@ -268,14 +273,11 @@ func launchNeuralCUDA(kernel string, p neuralKernelParams, e *NeuralEnsemble, b 
 		return 0, err
 	}
 	grad := kernel == neuralAdjointKernel
-	k := fwd
+	attrs := neuralGPU.attrs[0]
 	if grad {
-		k = adj
+		attrs = neuralGPU.attrs[1]
 	}
-	blocks, err := neuralGrid(d, k, n, grad)
-	if err != nil {
-		return 0, err
-	}
+	blocks := neuralGrid(d, attrs, n, grad)
 	l := cuda.Launch{Grid: cuda.Dim{X: blocks}, Block: cuda.Dim{X: 32 * neuralWarps}, SharedMem: neuralShared(grad)}
 	var dt time.Duration
 	var g *cuda.Buffer[float64]
