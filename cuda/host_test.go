@@ -138,7 +138,11 @@ func runHostStaged(t *testing.T, tps []testProgram, set *SourceSettings, sim, st
 			bodies[j] = k + "_body"
 		}
 		file := filepath.Join(dir, "sim.cpp")
-		if err := os.WriteFile(file, []byte(head+warpSim+"#ifndef GS_PRELUDE_CUH"+body+laneSimHarness(bodies)), 0o644); err != nil {
+		main := laneSimHarness(bodies)
+		if src.tile {
+			main = tileSimHarness(bodies)
+		}
+		if err := os.WriteFile(file, []byte(head+warpSim+"#ifndef GS_PRELUDE_CUH"+body+main), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		exe = filepath.Join(dir, "sim")
@@ -162,7 +166,7 @@ func runHostStaged(t *testing.T, tps []testProgram, set *SourceSettings, sim, st
 	for j, tp := range tps {
 		n := tp.n()
 		sh := tp.sh
-		if set.Lanes {
+		if set.Lanes || set.Tiles {
 			sh = SharedPad(sh)
 		}
 		binary.Write(&rec, binary.LittleEndian, []int64{int64(j), int64(n), int64(len(tp.in) * n), int64(len(sh)), int64(len(tp.p.Outputs) * n)})
@@ -313,6 +317,57 @@ int main(int argc, char** argv) {
     for (int lane = 1; lane < 32; lane++)
       if (memcmp(out[lane].data(), out[0].data(), h[4] * sizeof(gs_real)) != 0) bad = 1;
     fwrite(out[0].data(), sizeof(gs_real), h[4], o);
+    free(in); free(sh);
+  }
+  fclose(o);
+  return bad ? 4 : 0;
+}
+`
+}
+
+// tileSimHarness is harness for the bodies of tile-mode map kernels run
+// on a simulated warp: 32 threads per tile of eight trajectories, lane l
+// on trajectory 8·tile + l/4, each lane writing its own copy of the
+// outputs; the four lanes of a trajectory must agree (else exit status
+// 4), and the first one's are written out.
+func tileSimHarness(bodies []string) string {
+	return `
+#include <string.h>
+typedef void (*gs_body_fn)(long long, long long, const gs_real*, const gs_real*, gs_real*);
+static const gs_body_fn gs_bodies[] = {` + strings.Join(bodies, ", ") + `};
+int main(int argc, char** argv) {
+  FILE* f = fopen(argv[1], "rb");
+  FILE* o = fopen(argv[2], "wb");
+  if (!f || !o) return 2;
+  long long h[5];
+  int bad = 0;
+  while (fread(h, sizeof h, 1, f) == 1) {
+    const long long n = h[1], nout = h[4];
+    gs_real* in = (gs_real*)malloc((h[2] + 1) * sizeof(gs_real));
+    gs_real* sh = (gs_real*)malloc((h[3] + 1) * sizeof(gs_real));
+    std::vector<std::vector<gs_real>> out(32, std::vector<gs_real>(nout + 1));
+    std::vector<gs_real> res(nout + 1);
+    if (fread(in, sizeof(gs_real), h[2], f) != (size_t)h[2] || fread(sh, sizeof(gs_real), h[3], f) != (size_t)h[3]) return 3;
+    for (long long tile = 0; tile * 8 < n; tile++) {
+      std::barrier<> bar(32);
+      gs_sim_bar = &bar;
+      std::vector<std::thread> th;
+      for (int lane = 0; lane < 32; lane++) th.emplace_back([&, lane] {
+        threadIdx.x = lane;
+        gs_bodies[h[0]](tile * 8 + lane / 4, n, in, sh, out[lane].data());
+      });
+      for (auto& t : th) t.join();
+      for (long long i = tile * 8; i < n && i < tile * 8 + 8; i++) {
+        const int l0 = 4 * (int)(i - tile * 8);
+        for (long long m = 0; m < nout / n; m++) {
+          const gs_real v = out[l0][m * n + i];
+          for (int q = 1; q < 4; q++)
+            if (memcmp(&out[l0 + q][m * n + i], &v, sizeof v) != 0) bad = 1;
+          res[m * n + i] = v;
+        }
+      }
+    }
+    fwrite(res.data(), sizeof(gs_real), nout, o);
     free(in); free(sh);
   }
   fclose(o);
@@ -495,6 +550,25 @@ template <class T> T __shfl_sync(unsigned, T v, int src) {
   return r;
 }
 static void __syncwarp() { gs_sim_bar->arrive_and_wait(); }
+static double gs_sim_slot2[32];
+// gs_sim_mma is the m8n8k4 float64 product D = A·B + D (see gs_mma884):
+// each lane's C element is the fma chain of its row's four terms in k
+// order, as the tensor cores round.
+static void gs_sim_mma(double* d, double a, double b) {
+  const int lane = threadIdx.x & 31, r = lane >> 2, q = lane & 3;
+  gs_sim_slot[lane] = a;
+  gs_sim_slot2[lane] = b;
+  gs_sim_bar->arrive_and_wait();
+  double d0 = d[0], d1 = d[1];
+  for (int k = 0; k < 4; k++) {
+    const double ark = gs_sim_slot[4 * r + k];
+    d0 = __builtin_fma(ark, gs_sim_slot2[4 * (2 * q) + k], d0);
+    d1 = __builtin_fma(ark, gs_sim_slot2[4 * (2 * q + 1) + k], d1);
+  }
+  gs_sim_bar->arrive_and_wait();
+  d[0] = d0;
+  d[1] = d1;
+}
 #ifdef GS_XPOSE
 static double gs_smem[32 * 33];  // one warp's transposition scratch
 #elif defined(GS_STAGE_LEN)

@@ -705,6 +705,18 @@ func resolveStages(code string, spans map[int]*stageSpan, base int) (string, int
 func (e *emitter) vector(q int, lines []string) {
 	v := &e.lp.vecs[q]
 	w := len(v.ids)
+	first := tape.ID(-1)
+	for _, id := range v.ids {
+		if id >= 0 {
+			first = id
+			break
+		}
+	}
+	comment := commentOf(lines[first])
+	if e.src.tile && e.tileVector(q, comment) {
+		e.laneVecAcc(q)
+		return
+	}
 	for _, a := range v.args {
 		if a.kind == laneCommon {
 			e.need(a.id)
@@ -721,14 +733,6 @@ func (e *emitter) vector(q int, lines []string) {
 			args[k] = fmt.Sprintf("GS_EL(u%d)", a.vec)
 		}
 	}
-	first := tape.ID(-1)
-	for _, id := range v.ids {
-		if id >= 0 {
-			first = id
-			break
-		}
-	}
-	comment := commentOf(lines[first])
 	expr := ops.Lookup(v.op).C(args, v.aux)
 	fmt.Fprintf(&e.sb, "  GS_VEC(u%d); GS_LANES(%d) GS_EL(u%d) = %s; GS_END  // %d lanes, e.g. %s\n", q, w, q, expr, w, comment)
 	e.laneVecAcc(q)
@@ -799,6 +803,10 @@ func (e *emitter) laneVecAcc(q int) {
 	for _, p := range ps {
 		mask |= 1 << p.el
 	}
+	if e.src.tile {
+		e.tileVecAcc(q, len(v.ids), mask, base, stride)
+		return
+	}
 	add, at := "GS_ACC_ADD", padIndex(base, stride, len(v.ids))
 	if e.src.accShared {
 		add, at = "GS_ACC_ATOMIC", fmt.Sprintf("%d + %d * gs_l", base, stride)
@@ -811,6 +819,10 @@ func (e *emitter) laneVecAcc(q int) {
 // warp's own accumulator (padded), or atomically to a shared one
 // (Source.accShared).
 func (e *emitter) laneAdd(j int, x string) {
+	if e.src.tile {
+		e.tileAdd(j, x)
+		return
+	}
 	if e.src.accShared {
 		fmt.Fprintf(&e.sb, "  if (gs_on && GS_LANE0) GS_ACC_ATOMIC(&gs_acc[%d], %s);\n", j, x)
 		return

@@ -328,7 +328,23 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 // padded position of shared entry j. On the host (no warps) a vector is an
 // array and the lanes a loop.
 #define GS_PAD(j) ((j) + ((j) >> 5))
-#ifdef GS_WARPS
+#if defined(GS_WARPS) && defined(GS_TILEMODE)
+// Tile mode (GS_TILEMODE; SourceSettings.Tiles, tiles.go): a warp runs a
+// tile of eight trajectories, lane l on trajectory l/4, the four lanes of
+// a trajectory computing its replicated values alike. A vector u holds
+// element e of the lane's trajectory in lane 4(l/4) + e%4, slot e/4 (8
+// slots): GS_LANES(w) ... GS_END runs over the lane's slots gs_m,
+// computing element gs_l = l%4 + 4·gs_m (clamped to w-1 past the end).
+#define GS_LANE ((int)(threadIdx.x & 31))
+#define GS_LANE0 (GS_LANE == 0)
+#define GS_VEC(u) gs_real u[8]
+#define GS_LANES(w) _Pragma("unroll") for (int gs_m = 0; gs_m < ((w) + 3) / 4; gs_m++) { \
+    const int gs_l = (GS_LANE & 3) + 4 * gs_m < (w) ? (GS_LANE & 3) + 4 * gs_m : (w) - 1; (void)gs_l;
+#define GS_END }
+#define GS_EL(u) u[gs_m]
+#define GS_BCAST(u, e) __shfl_sync(0xffffffffu, u[(e) >> 2], (GS_LANE & ~3) | ((e) & 3))
+#define GS_SYNCWARP() __syncwarp()
+#elif defined(GS_WARPS)
 #define GS_LANE ((int)(threadIdx.x & 31))
 #define GS_LANE0 (GS_LANE == 0)
 #define GS_VEC(u) gs_real u
@@ -374,6 +390,132 @@ extern __shared__ gs_real gs_smem[];
 #define GS_SYNCWARP()
 #define GS_STAGE(s, u)
 #define GS_STAGED(s, u, e) u[e]
+#endif
+
+#if defined(GS_TILEMODE)
+// Tile mode's matrix products and accumulations (tiles.go). On the host
+// (no warps) a tile is one trajectory, vectors are arrays of 32 and the
+// products plain loops; on the device (and GS_WARP_SIM) they run on the
+// warp's eight trajectories at once.
+
+// gs_mma884 is D = A·B + D of one m8n8k4 float64 tensor-core product: a is
+// the lane's element A[l/4][l%4] of the 8×4 A, b its element B[l%4][l/4]
+// of the 4×8 B, d its elements [l/4][2(l%4)] and [l/4][2(l%4)+1] of the
+// 8×8 D. The product adds the four terms of a row to D in k order, each a
+// fused multiply-add: the rounding of gs_dot's fma chain.
+#if defined(GS_WARPS)
+GS_DEVICE void gs_mma884(gs_real* d, gs_real a, gs_real b) {
+#ifdef GS_WARP_SIM
+  gs_sim_mma(d, a, b);
+#else
+  asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+      : "+d"(d[0]), "+d"(d[1])
+      : "d"(a), "d"(b));
+#endif
+}
+#endif
+
+// gs_tdot sets vector u (W <= 32 elements) to the rows of a dense layer:
+// element e = bias + Σ_q W[e][q]·x_q, summed as fma(W[e][q], x_q, ·) in
+// q order from the bias, with W[e][q] = sh[pad(wb + wq·q + ws·e)] and the
+// bias sh[pad(bb + bs·e)] (0 if bb < 0). The K inputs x_q are element
+// q + O of vector x (X) or the replicated values x[0:K] (REP). On the
+// device one m8n8k4 product per block of 8 rows and 4 inputs, the tile's
+// trajectories as columns; the result is moved to the vector's layout by
+// shuffles.
+template <int W, int K, int O, bool REP>
+GS_DEVICE void gs_tdot(gs_real* u, const gs_real* x, const gs_real* GS_RESTRICT sh, int wb, int wq, int ws, int bb, int bs) {
+#if defined(GS_WARPS)
+  constexpr int NB = (W + 7) / 8, NK = (K + 3) / 4;
+  const int lane = GS_LANE, tl = lane & 3, r = lane >> 2;
+  gs_real c[NB][2];
+#pragma unroll
+  for (int b = 0; b < NB; b++) {
+    const int e = 8 * b + r;
+    const gs_real bv = (bb >= 0 && e < W) ? sh[GS_PAD(bb + bs * e)] : (gs_real)0;
+    c[b][0] = bv;
+    c[b][1] = bv;
+  }
+#pragma unroll
+  for (int kc = 0; kc < NK; kc++) {
+    const int q = 4 * kc + tl;
+    gs_real bx;
+    if constexpr (REP) {
+      // x_q of the lane's own trajectory, q = 4kc + l%4.
+      const gs_real x0 = 4 * kc < K ? x[4 * kc] : (gs_real)0;
+      const gs_real x1 = 4 * kc + 1 < K ? x[4 * kc + 1] : (gs_real)0;
+      const gs_real x2 = 4 * kc + 2 < K ? x[4 * kc + 2] : (gs_real)0;
+      const gs_real x3 = 4 * kc + 3 < K ? x[4 * kc + 3] : (gs_real)0;
+      bx = tl == 0 ? x0 : tl == 1 ? x1 : tl == 2 ? x2 : x3;
+    } else {
+      // Element q + O of the lane's trajectory is its own slot kc + O/4.
+      bx = q < K ? x[kc + O / 4] : (gs_real)0;
+    }
+#pragma unroll
+    for (int b = 0; b < NB; b++) {
+      const int e = 8 * b + r;
+      const gs_real a = (q < K && e < W) ? sh[GS_PAD(wb + wq * q + ws * e)] : (gs_real)0;
+      gs_mma884(c[b], a, bx);
+    }
+  }
+  // Element e = l%4 + 4m of trajectory t = l/4 is row e%8 of block e/8 =
+  // m/2, column t: lane 4(e%8) + t/2, entry t%2.
+#pragma unroll
+  for (int m = 0; m < (W + 3) / 4; m++) {
+    const int src = 4 * (tl + 4 * (m & 1)) + (r >> 1);
+    const gs_real v0 = __shfl_sync(0xffffffffu, c[m >> 1][0], src);
+    const gs_real v1 = __shfl_sync(0xffffffffu, c[m >> 1][1], src);
+    u[m] = (r & 1) ? v1 : v0;
+  }
+#else
+  for (int e = 0; e < W; e++) {
+    gs_real s = bb >= 0 ? sh[GS_PAD(bb + bs * e)] : (gs_real)0;
+    for (int q = 0; q < K; q++) s = fma(sh[GS_PAD(wb + wq * q + ws * e)], REP ? x[q] : x[q + O], s);
+    u[e] = s;
+  }
+#endif
+}
+
+// gs_tacc_vec adds element e of vector u, for e < W in mask m, to
+// acc[pad(base + stride·e)]: on the device summed over the tile's
+// trajectories with on set (a butterfly over lanes 4, 8 and 16 apart, in
+// a fixed order), then added by lane e%4 of the tile's first trajectory:
+// every entry has one writer.
+template <int W>
+GS_DEVICE void gs_tacc_vec(gs_real* acc, const gs_real* u, unsigned m, bool on, int base, int stride) {
+#if defined(GS_WARPS)
+  const int lane = GS_LANE;
+#pragma unroll
+  for (int s = 0; s < (W + 3) / 4; s++) {
+    gs_real x = on ? u[s] : (gs_real)0;
+    x += __shfl_xor_sync(0xffffffffu, x, 4);
+    x += __shfl_xor_sync(0xffffffffu, x, 8);
+    x += __shfl_xor_sync(0xffffffffu, x, 16);
+    const int e = (lane & 3) + 4 * s;
+    if (lane < 4 && e < W && ((m >> e) & 1u)) acc[GS_PAD(base + stride * e)] += x;
+  }
+  __syncwarp();
+#else
+  if (on)
+    for (int e = 0; e < W; e++)
+      if ((m >> e) & 1u) acc[GS_PAD(base + stride * e)] += u[e];
+#endif
+}
+
+// gs_tacc_one adds replicated x, summed over the tile's trajectories with
+// on set, to acc[j] (j padded), from lane 0.
+GS_DEVICE void gs_tacc_one(gs_real* acc, int j, gs_real x, bool on) {
+#if defined(GS_WARPS)
+  x = on ? x : (gs_real)0;
+  x += __shfl_xor_sync(0xffffffffu, x, 4);
+  x += __shfl_xor_sync(0xffffffffu, x, 8);
+  x += __shfl_xor_sync(0xffffffffu, x, 16);
+  if (GS_LANE == 0) acc[j] += x;
+  __syncwarp();
+#else
+  if (on) acc[j] += x;
+#endif
+}
 #endif
 
 // gs_warp_max returns the largest v of the warp's lanes.
