@@ -24,6 +24,11 @@
 //   GS_LANES_GLOBAL                   lanes mode with the padded shared block
 //                                     (a.sh) and the warps' accumulators
 //                                     (a.work) in global memory
+//   GS_TILEMODE                       (with GS_LANEMODE, GS_LANES_GLOBAL;
+//                                     defined before the prelude) a warp
+//                                     per tile of 8 trajectories, lane l on
+//                                     trajectory 8·tile + l/4 (tiles.go),
+//                                     in lockstep (gs_body_tile)
 //   GS_LANES_BLOCKACC, GS_LANES_BLOCK (with GS_LANES_GLOBAL) one accumulator
 //                                     per block of GS_LANES_BLOCK threads, in
 //                                     shared memory (atomics)
@@ -80,6 +85,12 @@
 #define GS_LANES_PER_TRAJ 32
 #else
 #define GS_LANES_PER_TRAJ 1
+#endif
+// GS_TRAJ_LEAD is the one lane of a trajectory that writes for it.
+#if defined(GS_TILEMODE) && defined(GS_WARPS)
+#define GS_TRAJ_LEAD ((GS_LANE & 3) == 0)
+#else
+#define GS_TRAJ_LEAD GS_LANE0
 #endif
 #else
 #define GS_LOSS_ACC_AT (acc + GS_NS)
@@ -198,7 +209,7 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
     }
 #if !GS_LOSS_ACC
 #if GS_LANEMODE
-    if (act && GS_LANE0)
+    if (act && GS_TRAJ_LEAD)
       for (int j = 0; j < GS_NS; j++) GS_ACC_ATOMIC(GS_LOSS_ACC_AT + j, r.v[1 + GS_D + GS_K * GS_D + GS_NP + j]);
 #else
     gs_warp_add<GS_NS>(acc + GS_NS, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
@@ -433,6 +444,121 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 #endif
 }
 
+#if defined(GS_TILEMODE)
+#if defined(GS_WARPS)
+#define GS_ANY(p) __any_sync(0xffffffffu, (p))
+#else
+#define GS_ANY(p) (p)
+#endif
+// gs_body_tile is gs_body in tile mode: the lane runs trajectory i (valid
+// false: past the end, computing on zeros and writing nothing) with the
+// tile's other seven in lockstep, since the functions that evaluate the
+// field compute the tile's layers together. Every lane calls the step
+// functions on every round while any trajectory of the tile runs; a lane
+// whose trajectory is done (or invalid) computes a trial it discards. Only
+// kernels without save times or dense output (kernel.go: tileOK).
+GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool valid, gs_real* acc,
+                            const gs_real* sh, const gs_real* csh) {
+  const long long n = a.n;
+  const gs_real t0 = (gs_real)a.t0;
+  gs_real y[GS_D], p[GS_NPX];
+  for (int c = 0; c < GS_D; c++) y[c] = valid ? a.y0[(long long)c * n + i] : (gs_real)0;
+  for (int c = 0; c < GS_NPX; c++) p[c] = (valid && c < GS_NP) ? a.p[(long long)c * n + i] : (gs_real)0;
+  int status = GS_RUNNING, len = 0;
+  bool overflow = false;
+#if GS_ADAPTIVE
+  const gs_real t1 = valid ? a.t1[i] : t0 + 1;
+  gs_real st[GS_NSTATE], st2[GS_NSTATE], k1[GS_D];
+  gs_real h0, last;
+  gs_a_init(sh, t0, t1, y, p, &h0, &last, k1);
+  for (int q = 0; q < GS_NSTATE; q++) st[q] = 0;
+  st[GS_ST_T] = t0;
+  st[GS_ST_H] = h0;
+  st[GS_ST_ERRPREV] = 1;
+  st[GS_ST_LAST] = last;
+  gs_real lasth = h0;
+  bool run = valid;
+  while (GS_ANY(run)) {
+    gs_real yn[GS_D], e[GS_D], ks[GS_D], hrho, accept, stat;
+    gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho);
+    if (run) {
+      gs_a_control(csh, st, t1, y, yn, e, hrho, st2, &accept, &stat);
+      lasth = st[GS_ST_H];
+      if (accept != 0) {
+#if GS_MESH_OUT || GS_STORE
+        const long long s = (long long)st[GS_ST_ACCEPTED];
+        if (s < a.rows) {
+#if GS_MESH_OUT
+          if (GS_TRAJ_LEAD) a.hout[s * n + i] = st[GS_ST_H];
+#endif
+#if GS_STORE
+          if (GS_TRAJ_LEAD) {
+            gs_real* row = a.store + s * GS_SW * n + i;
+            if (GS_STORE_T) row[0] = st[GS_ST_T];
+            for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
+          }
+#endif
+        } else {
+          overflow = true;
+        }
+#endif
+        for (int c = 0; c < GS_D; c++) y[c] = yn[c];
+#if GS_FSAL
+        for (int c = 0; c < GS_D; c++) k1[c] = ks[c];
+#endif
+      }
+      for (int q = 0; q < GS_NSTATE; q++) st[q] = st2[q];
+      if (stat != (gs_real)GS_RUNNING) {
+        status = (int)stat;
+        run = false;
+      }
+    }
+  }
+  len = (int)st[GS_ST_ACCEPTED];
+  if (valid && GS_TRAJ_LEAD) {
+    a.t[i] = st[GS_ST_T];
+    a.lasth[i] = lasth;
+    a.acc[i] = len;
+    a.rej[i] = (int)st[GS_ST_REJECTED];
+    a.status[i] = status;
+    a.flags[i] = (st[GS_ST_STIFF] != 0 ? GS_FLAG_STIFF : 0) | (overflow ? GS_FLAG_OVERFLOW : 0);
+  }
+#else
+  len = valid ? a.len[i] : 0;
+  gs_real t = t0;
+  const int smax = gs_warp_max(len);
+  for (int s = 0; s < smax; s++) {
+    const bool on = s < len;
+    const gs_real h = on ? a.hin[(long long)s * n + i] : (gs_real)0;
+#if GS_STORE
+    if (on && GS_TRAJ_LEAD) {
+      gs_real* row = a.store + (long long)s * GS_SW * n + i;
+      if (GS_STORE_T) row[0] = t;
+      for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
+    }
+#endif
+    gs_real yn[GS_D];
+    gs_a_replay(sh, t, h, y, p, yn);
+    if (on && h != 0)
+      for (int c = 0; c < GS_D; c++) y[c] = yn[c];
+    if (on) t = t + h;
+  }
+  status = GS_OK;
+#endif
+  if (valid && GS_TRAJ_LEAD) {
+    for (int c = 0; c < GS_D; c++) a.y[(long long)c * n + i] = y[c];
+#if GS_LOSS && !GS_GRAD
+    if (status == GS_OK && !overflow) a.loss[i] = gs_a_loss(sh, y, a.ys, n, i, a.data, p);
+#endif
+  }
+#if GS_GRAD
+  gs_backward(a, sh, i, valid && status == GS_OK && !overflow, len, y, p, acc);
+#else
+  (void)acc;
+#endif
+}
+#endif
+
 // In lanes mode the block has at most 128 threads, and GS_LANES_MINB
 // blocks fit in a multiprocessor's shared memory: ptxas keeps the
 // registers of a thread to what lets them all run (128 for 4 blocks of 4
@@ -485,6 +611,11 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
   gs_real acc[GS_WACC];
   gs_real* accs = acc;
   const int tid = 0, nt = 1, nacc = GS_WACC;
+#elif defined(GS_WARP_SIM)
+  // One simulated warp (tests): its lanes share the work.
+  gs_real* accs = a.work;
+  gs_real* acc = accs;
+  const int tid = GS_LANE, nt = 32, nacc = GS_WACC;
 #else
   gs_real* accs = a.work;
   gs_real* acc = accs;
@@ -533,12 +664,30 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
     GS_SYNCWARP();
   }
 #else
-#ifdef GS_CUDA
+#if defined(GS_CUDA) && defined(GS_TILEMODE)
+  __syncthreads();
+  const long long wpb = blockDim.x >> 5;
+  for (long long tile = blockIdx.x * wpb + (threadIdx.x >> 5); tile * 8 < a.n; tile += (long long)gridDim.x * wpb) {
+    const long long i = tile * 8 + ((threadIdx.x & 31) >> 2);
+    gs_body_tile(a, i, i < a.n, acc, ssh, csh);
+  }
+  __syncthreads();
+#elif defined(GS_CUDA)
   __syncthreads();
   const long long wpb = blockDim.x >> 5;
   for (long long i = blockIdx.x * wpb + (threadIdx.x >> 5); i < a.n; i += (long long)gridDim.x * wpb)
     gs_body(a, i, true, acc, ssh, csh);
   __syncthreads();
+#elif defined(GS_WARP_SIM) && defined(GS_TILEMODE)
+  // One simulated warp (tests) runs every tile.
+  __syncwarp();
+  for (long long tile = 0; tile * 8 < a.n; tile++) {
+    const long long i = tile * 8 + (GS_LANE >> 2);
+    gs_body_tile(a, i, i < a.n, acc, ssh, csh);
+  }
+  __syncwarp();
+#elif defined(GS_TILEMODE)
+  for (long long i = 0; i < a.n; i++) gs_body_tile(a, i, true, acc, ssh, csh);
 #else
   for (long long i = 0; i < a.n; i++) gs_body(a, i, true, acc, ssh, csh);
 #endif

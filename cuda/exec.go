@@ -212,6 +212,16 @@ func (ex *executor) variant(j *ode.Job) variant {
 			v.lanesMinBlocks = b
 		}
 		v.lanesShuffle = os.Getenv(stageEnv) == "0"
+		if ex.useTileMode(j, v) {
+			// Tile mode: the shared block through the cache, each warp's
+			// accumulator in global memory (as GS_LANES_GLOBAL), and no
+			// staging rows.
+			v.tileMode, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle = true, true, false, true
+			v.lanesMinBlocks = tileBlocksPerSM
+			if b := envInt(minBlocksEnv); b > 0 {
+				v.lanesMinBlocks = b
+			}
+		}
 	}
 	return v
 }
@@ -613,7 +623,7 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 	be := ex.be
 	if v.lanes {
 		warps := n
-		if v.tiles {
+		if v.tiles || v.tileMode {
 			warps = numTiles(n) // a warp runs a tile's trajectories in turn
 		}
 		return lanesLaunch(warps, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())

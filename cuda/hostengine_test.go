@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,15 +26,54 @@ import (
 // reruns, layouts and result assembly are tested on machines without a GPU.
 
 // Engines on the host backend, registered for the tests.
+//
+// cuda-host-sim runs each launch on one warp simulated with 32 threads
+// (warpSim): the device form of the kernels' warp code (tile mode's
+// lockstep, shuffles and tensor-core products) on the host.
 var (
 	hostF64 = &Engine{name: "cuda-host", prec: Float64, be: newHostBackend(1 << 30)}
 	hostF32 = &Engine{name: "cuda-host-f32", prec: Float32, be: newHostBackend(1 << 30)}
+	hostSim = &Engine{name: "cuda-host-sim", prec: Float64, be: &hostBackend{total: 1 << 30, mem: make(map[uint64][]byte), exes: make(map[string]*hostKernel), sim: true}}
 )
 
 func init() {
 	ode.Register(hostF64)
 	ode.Register(hostF32)
+	ode.Register(hostSim)
 }
+
+// hostSimMain is the main function of a host kernel executable on a
+// simulated warp: 32 threads run the kernel, each as one lane.
+const hostSimMain = `
+#include <string.h>
+static_assert(sizeof(gs_args) == 8 * GS_HOST_WORDS, "gs_args is not made of 8-byte words");
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  FILE* f = fopen(argv[1], "rb");
+  if (!f) return 3;
+  unsigned long long w[GS_HOST_WORDS], base, size;
+  if (fread(w, 8, GS_HOST_WORDS, f) != GS_HOST_WORDS || fread(&base, 8, 1, f) != 1 || fread(&size, 8, 1, f) != 1) return 4;
+  unsigned char* mem = (unsigned char*)malloc(size + 1);
+  if (fread(mem, 1, size, f) != size) return 5;
+  fclose(f);
+  for (int k = 4; k < GS_HOST_WORDS; k++)
+    if (w[k]) w[k] = (unsigned long long)(mem + (w[k] - base));
+  gs_args a;
+  memcpy(&a, w, sizeof a);
+  std::barrier<> bar(32);
+  gs_sim_bar = &bar;
+  std::vector<std::thread> th;
+  for (int lane = 0; lane < 32; lane++) th.emplace_back([&, lane] {
+    threadIdx.x = lane;
+    gs_engine(a);
+  });
+  for (auto& t : th) t.join();
+  FILE* o = fopen(argv[2], "wb");
+  if (!o || fwrite(mem, 1, size, o) != size) return 6;
+  fclose(o);
+  return 0;
+}
+`
 
 // hostDir holds the compiled host kernels of the test process.
 var (
@@ -87,6 +127,7 @@ type hostBackend struct {
 	used  int64
 	exes  map[string]*hostKernel
 	calls int // launches, for the tests
+	sim   bool
 }
 
 func newHostBackend(total int64) *hostBackend {
@@ -118,6 +159,9 @@ func (b *hostBackend) compile(src, name string) (backendKernel, error) {
 	}
 	sum := sha256.Sum256([]byte(src))
 	key := hex.EncodeToString(sum[:8])
+	if b.sim {
+		key += "-sim"
+	}
 	b.mu.Lock()
 	k := b.exes[key]
 	if k == nil {
@@ -128,11 +172,17 @@ func (b *hostBackend) compile(src, name string) (backendKernel, error) {
 	k.once.Do(func() {
 		file := filepath.Join(hostDir, key+".cpp")
 		text := src + fmt.Sprintf("\n#define GS_HOST_WORDS %d\n", numArgs) + hostMain
+		flags := []string{"-std=c++17", "-O0"}
+		if b.sim {
+			head, body, _ := strings.Cut(src, "#ifndef GS_PRELUDE_CUH")
+			text = head + warpSim + "#ifndef GS_PRELUDE_CUH" + body + fmt.Sprintf("\n#define GS_HOST_WORDS %d\n", numArgs) + hostSimMain
+			flags = []string{"-std=c++20", "-O1", "-pthread"}
+		}
 		if k.err = os.WriteFile(file, []byte(text), 0o644); k.err != nil {
 			return
 		}
 		exe := filepath.Join(hostDir, key)
-		out, err := exec.Command(cc, "-std=c++17", "-O0", "-ffp-contract=off", "-fno-fast-math", "-w", "-o", exe, file).CombinedOutput()
+		out, err := exec.Command(cc, append(flags, "-ffp-contract=off", "-fno-fast-math", "-w", "-o", exe, file)...).CombinedOutput()
 		if err != nil {
 			k.err = fmt.Errorf("host backend: g++: %v\n%s\n(source in %s)", err, firstLines(string(out), 30), file)
 			return

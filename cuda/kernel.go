@@ -54,6 +54,10 @@ type variant struct {
 	// lanesShuffle takes vectors' elements by shuffles rather than through
 	// the warps' staging rows (Source.stage; GRADSOLVE_CUDA_STAGE=0).
 	lanesShuffle bool
+	// tileMode (with lanes, lanesGlobal) runs a warp per tile of eight
+	// trajectories in lockstep, dense layers on the tensor cores
+	// (GS_TILEMODE, tiles.go; executor.useTileMode).
+	tileMode bool
 }
 
 // variantOf returns the kernel that runs job j.
@@ -99,6 +103,8 @@ func (v variant) layout() string {
 	switch {
 	case !v.lanes:
 		return "thread"
+	case v.tileMode:
+		return "tile"
 	case !v.lanesGlobal:
 		return "lanes"
 	case v.lanesBlockAcc:
@@ -109,7 +115,7 @@ func (v variant) layout() string {
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.tileMode, v.lossKey)
 }
 
 // stepPrograms are the plan's programs a kernel calls.
@@ -159,7 +165,10 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	if k := envInt(inlineEnv); k > 0 {
 		inline = k
 	}
-	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inline, Lanes: v.lanes})
+	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inline, Lanes: v.lanes, Tiles: v.tileMode})
+	if v.tileMode && (!v.lanes || !v.lanesGlobal || prec != Float64 || v.k > 0 || pl.Dense != nil || v.tiles) {
+		return "", info, fmt.Errorf("cuda: tile mode needs float64, no save times, no dense output and no tile sums")
+	}
 	if v.tiles {
 		src.defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
 	}
@@ -243,6 +252,10 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		if f, ok := g.accFunc(sp.rev, d+np, ns); ok {
 			revAcc = true
 			g.accAdapter("gs_a_rev", f, sp.rev, "gs_rev_out", accParams, revArgs)
+		} else if v.tileMode {
+			// gs_backward calls a step that returns its shared gradient
+			// only for the trajectories on: not in lockstep.
+			return "", info, fmt.Errorf("cuda: tile mode: the reverse step of %s does not accumulate its shared gradient", pl.Method)
 		} else {
 			g.adapter("gs_a_rev", sp.rev, "gs_rev_out", revParams, revArgs, nil)
 		}

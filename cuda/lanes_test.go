@@ -546,8 +546,15 @@ func TestNVRTCLanesKernels(t *testing.T) {
 // (a negative damping makes y' ≈ |p₁|·y², past overflow before t = 1) or
 // go non-finite (a factor √(p₀ − t), NaN from the start for p₀ < 0),
 // beside ones that finish; statuses, times and states equal the CPU's.
-func testLanesStatuses(t *testing.T, engine string) {
+func testLanesStatuses(t *testing.T, engine string) { testNetStatuses(t, engine, true) }
+
+// testNetStatuses is testLanesStatuses, with the case's save time or
+// without (tile mode's kernels have none).
+func testNetStatuses(t *testing.T, engine string, saveAt bool) {
 	c := netCase(6, []int{2, 24, 24, 2}, nn.Tanh, nn.Identity, ode.Tsit5)
+	if !saveAt {
+		c.prob.SaveAt = nil
+	}
 	mlp := nn.NewMLP([]int{2, 24, 24, 2}, nn.Tanh, nn.Identity)
 	c.prob.Field.F = func(tt tape.V, y, p []tape.V) []tape.V {
 		z := mlp.Apply(p[2:], y)

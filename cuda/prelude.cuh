@@ -343,6 +343,8 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 #define GS_END }
 #define GS_EL(u) u[gs_m]
 #define GS_BCAST(u, e) __shfl_sync(0xffffffffu, u[(e) >> 2], (GS_LANE & ~3) | ((e) & 3))
+#define GS_ACC_ADD(p, v) (*(p) += (v))
+#define GS_ACC_ATOMIC(p, v) atomicAdd(p, v)
 #define GS_SYNCWARP() __syncwarp()
 #elif defined(GS_WARPS)
 #define GS_LANE ((int)(threadIdx.x & 31))
@@ -480,8 +482,10 @@ GS_DEVICE void gs_tdot(gs_real* u, const gs_real* x, const gs_real* GS_RESTRICT 
 // acc[pad(base + stride·e)]: on the device summed over the tile's
 // trajectories with on set (a butterfly over lanes 4, 8 and 16 apart, in
 // a fixed order), then added by lane e%4 of the tile's first trajectory:
-// every entry has one writer.
-template <int W>
+// every entry of the warp's own accumulator has one writer. With SHARED
+// the accumulator is shared with other warps: entries unpadded, added
+// atomically.
+template <int W, bool SHARED>
 GS_DEVICE void gs_tacc_vec(gs_real* acc, const gs_real* u, unsigned m, bool on, int base, int stride) {
 #if defined(GS_WARPS)
   const int lane = GS_LANE;
@@ -492,25 +496,37 @@ GS_DEVICE void gs_tacc_vec(gs_real* acc, const gs_real* u, unsigned m, bool on, 
     x += __shfl_xor_sync(0xffffffffu, x, 8);
     x += __shfl_xor_sync(0xffffffffu, x, 16);
     const int e = (lane & 3) + 4 * s;
-    if (lane < 4 && e < W && ((m >> e) & 1u)) acc[GS_PAD(base + stride * e)] += x;
+    if (lane < 4 && e < W && ((m >> e) & 1u)) {
+      if (SHARED)
+        atomicAdd(&acc[base + stride * e], x);
+      else
+        acc[GS_PAD(base + stride * e)] += x;
+    }
   }
   __syncwarp();
 #else
   if (on)
     for (int e = 0; e < W; e++)
-      if ((m >> e) & 1u) acc[GS_PAD(base + stride * e)] += u[e];
+      if ((m >> e) & 1u) acc[SHARED ? base + stride * e : GS_PAD(base + stride * e)] += u[e];
 #endif
 }
 
 // gs_tacc_one adds replicated x, summed over the tile's trajectories with
-// on set, to acc[j] (j padded), from lane 0.
+// on set, to acc[j] from lane 0 (j padded; with SHARED, an accumulator
+// shared with other warps, unpadded and atomically).
+template <bool SHARED>
 GS_DEVICE void gs_tacc_one(gs_real* acc, int j, gs_real x, bool on) {
 #if defined(GS_WARPS)
   x = on ? x : (gs_real)0;
   x += __shfl_xor_sync(0xffffffffu, x, 4);
   x += __shfl_xor_sync(0xffffffffu, x, 8);
   x += __shfl_xor_sync(0xffffffffu, x, 16);
-  if (GS_LANE == 0) acc[j] += x;
+  if (GS_LANE == 0) {
+    if (SHARED)
+      atomicAdd(&acc[j], x);
+    else
+      acc[j] += x;
+  }
   __syncwarp();
 #else
   if (on) acc[j] += x;
@@ -535,7 +551,10 @@ GS_DEVICE int gs_warp_max(int v) {
 // GS_TILES the sums are per tile, without atomics.
 template <int NS>
 GS_DEVICE void gs_warp_add(gs_real* acc, const gs_real* v, bool on) {
-#if defined(GS_LANEMODE) && GS_LANEMODE
+#if defined(GS_TILEMODE)
+  // A tile per warp: sums over its trajectories.
+  for (int j = 0; j < NS; j++) gs_tacc_one<false>(acc, GS_PAD(j), v[j], on);
+#elif defined(GS_LANEMODE) && GS_LANEMODE
   // One trajectory per warp: every lane holds the same v.
   if (on && GS_LANE0)
     for (int j = 0; j < NS; j++) GS_ACC_ADD(&acc[GS_PAD(j)], v[j]);

@@ -2,8 +2,10 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
+	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -133,10 +135,64 @@ func (e *emitter) tileVector(q int, comment string) bool {
 // tileVecAcc adds vector q's elements to the accumulator entries
 // base + stride·e of mask, summed over the tile.
 func (e *emitter) tileVecAcc(q, w int, mask uint32, base, stride int) {
-	fmt.Fprintf(&e.sb, "  gs_tacc_vec<%d>(gs_acc, u%d, 0x%08xu, gs_on, %d, %d);\n", w, q, mask, base, stride)
+	fmt.Fprintf(&e.sb, "  gs_tacc_vec<%d, %t>(gs_acc, u%d, 0x%08xu, gs_on, %d, %d);\n", w, e.src.accShared, q, mask, base, stride)
 }
 
 // tileAdd adds replicated x, summed over the tile, to entry j.
 func (e *emitter) tileAdd(j int, x string) {
-	fmt.Fprintf(&e.sb, "  gs_tacc_one(gs_acc, %d, %s, gs_on);\n", lanePad(j), x)
+	if e.src.accShared {
+		fmt.Fprintf(&e.sb, "  gs_tacc_one<true>(gs_acc, %d, %s, gs_on);\n", j, x)
+		return
+	}
+	fmt.Fprintf(&e.sb, "  gs_tacc_one<false>(gs_acc, %d, %s, gs_on);\n", lanePad(j), x)
+}
+
+// tileEnv forces tile mode on (1) where a job allows it, or off (0).
+const tileEnv = "GRADSOLVE_CUDA_TILEMODE"
+
+// Tile-mode launches: tileBlocksPerSM blocks of lanesBlock threads per
+// multiprocessor (what 128 registers a thread let run), and tile mode
+// where a job has at least tileFill tiles (warps) per multiprocessor.
+const (
+	tileBlocksPerSM = 4
+	tileFill        = 16
+)
+
+// useTileMode reports whether job j (kernel v, in lanes mode) runs in tile
+// mode: float64, no save times, no dense output and no tile sums
+// (gs_body_tile), a shared gradient the reverse step accumulates, a loss
+// without vectors (the kernel calls it for the trajectories that finished
+// only), and enough trajectories to give every multiprocessor tileFill
+// tiles (below that lanes mode's warp per trajectory keeps more of the GPU
+// busy). GRADSOLVE_CUDA_TILEMODE=1 or 0 overrides the last condition.
+func (ex *executor) useTileMode(j *ode.Job, v variant) bool {
+	env := os.Getenv(tileEnv)
+	if env == "0" || ex.prec != Float64 || ex.tiles || v.k > 0 || ex.plan.Dense != nil || ex.plan.Shared == 0 || noAccumulate {
+		return false
+	}
+	if (v.loss || v.grad) && j.Loss != nil && (hasVectors(j.Loss.Grad) || hasVectors(j.Loss.Term)) {
+		return false
+	}
+	if env == "1" {
+		return true
+	}
+	sms := ex.be.sms()
+	return sms > 0 && (j.N+tileWidth-1)/tileWidth >= sms*tileFill
+}
+
+// hasVectors reports whether lanes mode finds vectors in p or a program
+// it calls.
+func hasVectors(p *tape.Program) bool {
+	if p == nil {
+		return false
+	}
+	if planLanes(p, sharedIndex(p)).elements() > 0 {
+		return true
+	}
+	for _, f := range p.Funcs {
+		if hasVectors(f) {
+			return true
+		}
+	}
+	return false
 }

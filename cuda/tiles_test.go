@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/nn"
+	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -105,4 +107,98 @@ func TestTilesDense(t *testing.T) {
 	if src := NewSource(&SourceSettings{Tiles: true, Precision: Float32}); src.tile || src.lanes {
 		t.Errorf("Float32: tile mode on")
 	}
+}
+
+// tileCase is netCase without save times (tile-mode kernels have none),
+// its loss on the final state and the first shared weight only.
+func tileCase(n int, sizes []int, m ode.Method) engineCase {
+	c := netCase(n, sizes, nn.Tanh, nn.Identity, m)
+	c.name = "tile-" + c.name
+	c.prob.SaveAt = nil
+	c.loss = ode.Loss{Name: "tile-mse", Data: c.loss.Data, DataDim: c.loss.DataDim, Mean: true,
+		FP: func(y, _, dt, _, s []tape.V) tape.V {
+			l := y[0].Mul(s[0])
+			for k := range y {
+				l = l.Add(y[k].Sub(dt[k]).Square())
+			}
+			return l
+		}}
+	return c
+}
+
+// testTileMode runs tile-mode kernels on engine against the CPU: meshes,
+// states, losses and gradients (shared ones summed over tiles), over
+// ensembles that end in a partial tile, and checks that the kernels ran
+// in tile mode.
+func testTileMode(t *testing.T, engine string, cases []engineCase) {
+	t.Setenv(tileEnv, "1")
+	t.Setenv(lanesEnv, "1")
+	for _, c := range cases {
+		compareEngines(t, engine, c, caseOpts{})
+		var tr Trace
+		if _, err := c.solver(t, engine).GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := tr.Stats().Layout; got != "tile" {
+			t.Errorf("%s: layout %q, want tile", c.name, got)
+		}
+	}
+}
+
+// TestHostSimTileMode runs the device form of tile-mode kernels on one
+// simulated warp: eight trajectories in lockstep, the layers' tensor-core
+// products, the tile sums of the shared gradient.
+func TestHostSimTileMode(t *testing.T) {
+	needHost(t)
+	testTileMode(t, "cuda-host-sim", []engineCase{
+		tileCase(13, []int{2, 16, 16, 2}, ode.Tsit5),
+		tileCase(6, []int{3, 20, 9, 3}, ode.Vern7),
+	})
+}
+
+// TestHostTileMode runs tile-mode kernels' host form (a tile is one
+// trajectory).
+func TestHostTileMode(t *testing.T) {
+	needHost(t)
+	testTileMode(t, "cuda-host", []engineCase{tileCase(5, []int{2, 16, 16, 2}, ode.Tsit5)})
+}
+
+// TestHostSimTileBitwise: tile mode on a simulated warp computes what
+// lanes mode computes, bit for bit (the tensor-core products round as the
+// Dots' fused multiply-adds), but the shared gradient, which it sums over
+// each tile's trajectories first.
+func TestHostSimTileBitwise(t *testing.T) {
+	needHost(t)
+	t.Setenv(lanesEnv, "1")
+	c := tileCase(13, []int{2, 16, 16, 2}, ode.Tsit5)
+	grad := func(engine, tile string) *ode.Gradient {
+		t.Setenv(tileEnv, tile)
+		g, err := c.solver(t, engine).Grad(nil, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	tile, lanes := grad("cuda-host-sim", "1"), grad("cuda-host", "0")
+	for _, x := range []struct {
+		name        string
+		tile, lanes []float64
+	}{{"mesh", tile.Mesh.H, lanes.Mesh.H}, {"y", tile.Solution.Y, lanes.Solution.Y}, {"dL/dy0", tile.Y0, lanes.Y0}, {"dL/dp", tile.P, lanes.P}} {
+		for k := range x.lanes {
+			if x.tile[k] != x.lanes[k] {
+				t.Errorf("%s[%d]: tile mode %v, lanes mode %v", x.name, k, x.tile[k], x.lanes[k])
+				break
+			}
+		}
+	}
+	closeRows(t, "dL/dshared", tile.Shared, lanes.Shared, len(lanes.Shared), 1e-14, nil)
+}
+
+// TestHostSimTileStatuses: in tile mode each trajectory of a tile gets
+// its own status, steps and state, whatever the others of its tile do.
+func TestHostSimTileStatuses(t *testing.T) {
+	needHost(t)
+	t.Setenv(tileEnv, "1")
+	t.Setenv(lanesEnv, "1")
+	testNetStatuses(t, "cuda-host-sim", false)
 }
