@@ -621,6 +621,7 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
   gs_real* acc = accs;
   const int tid = 0, nt = 1, nacc = GS_WACC;
 #endif
+  (void)tid, (void)nt, (void)nacc, (void)accs;  // unused without GS_GRAD
 #else
 #ifdef GS_CUDA
   extern __shared__ gs_real gs_smem[];

@@ -134,7 +134,7 @@ func testTileMode(t *testing.T, engine string, cases []engineCase) {
 	t.Setenv(tileEnv, "1")
 	t.Setenv(lanesEnv, "1")
 	for _, c := range cases {
-		compareEngines(t, engine, c, caseOpts{})
+		compareEngines(t, engine, c, caseOpts{knife: knife(c.prob.N)})
 		var tr Trace
 		if _, err := c.solver(t, engine).GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil); err != nil {
 			t.Fatal(err)
@@ -169,8 +169,14 @@ func TestHostTileMode(t *testing.T) {
 // each tile's trajectories first.
 func TestHostSimTileBitwise(t *testing.T) {
 	needHost(t)
+	testTileBitwise(t, "cuda-host-sim", "cuda-host", 13)
+}
+
+// testTileBitwise compares tile mode on engine tile with lanes mode on
+// engine lanes, over n trajectories: bit for bit but the shared gradient.
+func testTileBitwise(t *testing.T, tileEngine, lanesEngine string, n int) {
 	t.Setenv(lanesEnv, "1")
-	c := tileCase(13, []int{2, 16, 16, 2}, ode.Tsit5)
+	c := tileCase(n, []int{2, 16, 16, 2}, ode.Tsit5)
 	grad := func(engine, tile string) *ode.Gradient {
 		t.Setenv(tileEnv, tile)
 		g, err := c.solver(t, engine).Grad(nil, &c.prob, c.loss, nil)
@@ -179,7 +185,7 @@ func TestHostSimTileBitwise(t *testing.T) {
 		}
 		return g
 	}
-	tile, lanes := grad("cuda-host-sim", "1"), grad("cuda-host", "0")
+	tile, lanes := grad(tileEngine, "1"), grad(lanesEngine, "0")
 	for _, x := range []struct {
 		name        string
 		tile, lanes []float64
@@ -201,4 +207,62 @@ func TestHostSimTileStatuses(t *testing.T) {
 	t.Setenv(tileEnv, "1")
 	t.Setenv(lanesEnv, "1")
 	testNetStatuses(t, "cuda-host-sim", false)
+}
+
+// TestGPUTileMode runs tile-mode kernels on the GPU against the CPU
+// (testTileMode), among them the neural suite's network.
+func TestGPUTileMode(t *testing.T) {
+	needGPUEngine(t)
+	testTileMode(t, "cuda", []engineCase{
+		tileCase(1003, []int{2, 32, 32, 2}, ode.Tsit5),
+		tileCase(301, []int{3, 20, 9, 3}, ode.Vern7),
+	})
+}
+
+// TestGPUTileBitwise: on the GPU, tile mode's tensor-core layers round
+// as lanes mode's fused multiply-adds: the same meshes, states and
+// per-trajectory gradients, bit for bit.
+func TestGPUTileBitwise(t *testing.T) {
+	needGPUEngine(t)
+	testTileBitwise(t, "cuda", "cuda", 2001)
+}
+
+// TestGPUTileStatuses: per-trajectory statuses in tile mode.
+func TestGPUTileStatuses(t *testing.T) {
+	needGPUEngine(t)
+	t.Setenv(tileEnv, "1")
+	t.Setenv(lanesEnv, "1")
+	testNetStatuses(t, "cuda", false)
+}
+
+// TestNVRTCTileModeKernels compiles the tile-mode kernels of the neural
+// suite's network with NVRTC (sm_90): the layers are tensor-core
+// products, and the warp code shuffles.
+func TestNVRTCTileModeKernels(t *testing.T) {
+	needNVRTC(t)
+	t.Parallel()
+	l, err := loadNVRTC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tileCase(8, []int{2, 32, 32, 2}, ode.Tsit5)
+	for _, op := range []ode.Op{ode.OpSolve, ode.OpGrad} {
+		j := jobOf(t, c, op)
+		sp, err := newStepPrograms(j.Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := variantOf(j)
+		v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesShuffle, v.tileMode = true, tileBlocksPerSM, true, true, true
+		src, _, err := kernelSource(sp, v, j.Loss, Float64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := compilePTX(t, l, src, fmt.Sprintf("tile-%v", op))
+		for _, want := range []string{"mma.sync.aligned.m8n8k4", "shfl.sync", "vote.sync.any"} {
+			if !strings.Contains(code, want) {
+				t.Errorf("%v: no %s in the PTX", op, want)
+			}
+		}
+	}
 }
