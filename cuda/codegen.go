@@ -320,6 +320,12 @@ type emitter struct {
 	// staging slots the function's callees use.
 	stages    map[int]*stageSpan
 	calleeTop int
+	// isLive marks the values the function computes (live); tp is its
+	// tile-mode products (tiles.go), planned on first use.
+	isLive []bool
+	tp     *tilePlan
+	// vecPos[q] is vector q's place in the order of emission.
+	vecPos map[int]int
 }
 
 // live marks the values the outputs depend on. The shared arguments of a
@@ -497,9 +503,16 @@ func (e *emitter) emit(qual string) (string, error) {
 	}
 	w.WriteString(") {\n")
 	isLive := e.live()
+	e.isLive = isLive
 	order, err := e.order(isLive)
 	if err != nil {
 		return "", err
+	}
+	e.vecPos = make(map[int]int)
+	for k, nd := range order {
+		if nd.vec >= 0 {
+			e.vecPos[nd.vec] = k
+		}
 	}
 	args := make([]string, 0, 8)
 	for _, nd := range order {

@@ -713,9 +713,18 @@ func (e *emitter) vector(q int, lines []string) {
 		}
 	}
 	comment := commentOf(lines[first])
-	if e.src.tile && e.tileVector(q, comment) {
-		e.laneVecAcc(q)
-		return
+	if e.src.tile {
+		switch done, acc := e.tileProducts(q, comment); {
+		case done && acc:
+			e.laneVecAcc(q)
+			return
+		case done:
+			return
+		}
+		if e.tileVector(q, comment) {
+			e.laneVecAcc(q)
+			return
+		}
 	}
 	for _, a := range v.args {
 		if a.kind == laneCommon {

@@ -478,6 +478,94 @@ GS_DEVICE void gs_tdot(gs_real* u, const gs_real* x, const gs_real* GS_RESTRICT 
 #endif
 }
 
+// gs_touter adds the outer products g·xᵀ of the tile's trajectories with
+// on set to the accumulator: for rows i < R in mask rows and columns j <
+// C, acc[pad(b0 + rs·i + j)] += Σ_t g_i(t)·x_j(t) (with SHARED: an
+// accumulator shared with other warps, unpadded, atomically). g is
+// vector g (slots) or (GREP) the replicated g_0..g_{R-1}; x is a vector.
+// On the device one m8n8k4 product per 8×8 block of entries and half
+// tile (the trajectories as the inner dimension; their operands brought
+// by shuffles), each entry added once per call; on the host each
+// trajectory adds its products.
+template <int R, int C, bool GREP, bool SHARED>
+GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool on, unsigned rows, int b0, int rs) {
+#if defined(GS_WARPS)
+  constexpr int NR = (R + 7) / 8, NC = (C + 7) / 8;
+  const int lane = GS_LANE, tl = lane & 3, r = lane >> 2;
+  gs_real c[NR][NC][2];
+#pragma unroll
+  for (int bi = 0; bi < NR; bi++)
+#pragma unroll
+    for (int bj = 0; bj < NC; bj++) c[bi][bj][0] = c[bi][bj][1] = 0;
+#pragma unroll
+  for (int ks = 0; ks < 2; ks++) {
+    // This lane's k is trajectory tk = 4ks + l%4 of the tile, lanes 4tk..4tk+3.
+    const int tk = 4 * ks + tl;
+    const bool onk = __shfl_sync(0xffffffffu, on ? 1 : 0, 4 * tk) != 0;
+    gs_real a[NR], b[NC];
+#pragma unroll
+    for (int bi = 0; bi < NR; bi++) {
+      // A[r][k] = g_{8bi+r} of trajectory tk.
+      const int i = 8 * bi + r;
+      gs_real v;
+      if constexpr (GREP) {
+        v = 0;
+#pragma unroll
+        for (int rr = 0; rr < 8; rr++) {
+          if (8 * bi + rr >= R) break;
+          const gs_real w = __shfl_sync(0xffffffffu, g[8 * bi + rr], 4 * tk);
+          v = r == rr ? w : v;
+        }
+      } else {
+        const gs_real v0 = __shfl_sync(0xffffffffu, g[2 * bi], 4 * tk + (r & 3));
+        const gs_real v1 = (8 * bi + 4 < R) ? __shfl_sync(0xffffffffu, g[2 * bi + 1], 4 * tk + (r & 3)) : (gs_real)0;
+        v = r < 4 ? v0 : v1;
+      }
+      a[bi] = (onk && i < R && ((rows >> i) & 1u)) ? v : (gs_real)0;
+    }
+#pragma unroll
+    for (int bj = 0; bj < NC; bj++) {
+      // B[k][n] = x_{8bj+n} of trajectory tk, n = l/4.
+      const int j = 8 * bj + r;
+      const gs_real v0 = __shfl_sync(0xffffffffu, x[2 * bj], 4 * tk + (r & 3));
+      const gs_real v1 = (8 * bj + 4 < C) ? __shfl_sync(0xffffffffu, x[2 * bj + 1], 4 * tk + (r & 3)) : (gs_real)0;
+      b[bj] = (onk && j < C) ? (r < 4 ? v0 : v1) : (gs_real)0;
+    }
+#pragma unroll
+    for (int bi = 0; bi < NR; bi++)
+#pragma unroll
+      for (int bj = 0; bj < NC; bj++) gs_mma884(c[bi][bj], a[bi], b[bj]);
+  }
+  // C[r][2tl+e] of block (bi, bj): row 8bi + r, column 8bj + 2tl + e.
+#pragma unroll
+  for (int bi = 0; bi < NR; bi++) {
+    const int i = 8 * bi + r;
+    if (i >= R || !((rows >> i) & 1u)) continue;
+#pragma unroll
+    for (int bj = 0; bj < NC; bj++)
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int j = 8 * bj + 2 * tl + e;
+        if (j >= C) continue;
+        if (SHARED)
+          atomicAdd(&acc[b0 + rs * i + j], c[bi][bj][e]);
+        else
+          acc[GS_PAD(b0 + rs * i + j)] += c[bi][bj][e];
+      }
+  }
+  __syncwarp();
+#else
+  if (!on) return;
+  for (int i = 0; i < R; i++) {
+    if (!((rows >> i) & 1u)) continue;
+    for (int j = 0; j < C; j++) {
+      const int at = SHARED ? b0 + rs * i + j : GS_PAD(b0 + rs * i + j);
+      acc[at] += g[i] * x[j];
+    }
+  }
+#endif
+}
+
 // gs_tacc_vec adds element e of vector u, for e < W in mask m, to
 // acc[pad(base + stride·e)]: on the device summed over the tile's
 // trajectories with on set (a butterfly over lanes 4, 8 and 16 apart, in

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -195,4 +196,360 @@ func hasVectors(p *tape.Program) bool {
 		}
 	}
 	return false
+}
+
+// The adjoint of a dense layer y = W·x + b is two more matrix products
+// over the tile, which a field's VJP holds as vectors that tile mode
+// would otherwise compute element by element:
+//
+//   - x̄ = Wᵀ·ȳ, as a chain of vector adds of the products ȳ_i·W[i][·],
+//     one per row i, each used once by the next add (a tileChain): one
+//     gs_tdot with W read transposed, its terms summed as fused
+//     multiply-adds in i order (not the chain's order and rounding: the
+//     adjoint's values may differ from lanes mode's in the last bits);
+//   - W̄ += ȳ·xᵀ, as the products ȳ_i·x[·] that the function adds to the
+//     accumulator entries of row i of W and uses for nothing else (a
+//     tileOuter): one gs_touter, a tensor-core product per 8×8 block of
+//     W with the tile's trajectories as the inner dimension, added to the
+//     warp's accumulator once per call.
+
+// tileChain is a chain of adds of products g_i·W[i][·] (tileProducts).
+type tileChain struct {
+	k          int // rows i = 0..k-1
+	g          int // the vector of the g_i, or -1: replicated gs
+	gs         []tape.ID
+	wb, wq, ws int // W[i][j] at wb + wq·i + ws·j
+}
+
+// tileOuter is a group of products g_i·x[·] added to W̄'s rows.
+type tileOuter struct {
+	last   int // the member emitted last (where the product is emitted)
+	r, c   int // rows (g_i) and columns (x_j)
+	x      int // the vector of the x_j
+	g      int // the vector of the g_i, or -1: replicated gs (by row)
+	gs     []tape.ID
+	rows   uint32 // rows that have a member
+	b0, rs int    // entry of row i, column j: b0 + rs·i + j
+}
+
+// tilePlan is what tile mode computes as matrix products in a function:
+// skip[q] marks vectors not emitted (members of a chain or a group),
+// chain[q] the chains ending in vector q, outer[q] the group emitted at
+// its last member q.
+type tilePlan struct {
+	skip  map[int]bool
+	chain map[int]*tileChain
+	outer map[int]*tileOuter
+}
+
+// tileProducts emits vector q where the tile plan makes it part of a
+// matrix product: it reports whether q is done, and whether its elements
+// still need their accumulator terms added (laneVecAcc).
+func (e *emitter) tileProducts(q int, comment string) (done, acc bool) {
+	if e.tp == nil {
+		e.tp = e.planTiles()
+	}
+	tp := e.tp
+	if ch := tp.chain[q]; ch != nil {
+		w := len(e.lp.vecs[q].ids)
+		x := fmt.Sprintf("u%d", ch.g)
+		if ch.g < 0 {
+			x = e.replicated(q, ch.gs)
+		}
+		fmt.Fprintf(&e.sb, "  GS_VEC(u%d); gs_tdot<%d, %d, 0, %t>(u%d, %s, gs_sh, %d, %d, %d, -1, 0);  // %d rows: Wᵀ·g over %d products, e.g. %s\n",
+			q, w, ch.k, ch.g < 0, q, x, ch.wb, ch.wq, ch.ws, w, ch.k, comment)
+		return true, true
+	}
+	if o := tp.outer[q]; o != nil {
+		g := fmt.Sprintf("u%d", o.g)
+		if o.g < 0 {
+			g = e.replicated(q, o.gs)
+		}
+		fmt.Fprintf(&e.sb, "  gs_touter<%d, %d, %t, %t>(gs_acc, %s, u%d, gs_on, 0x%08xu, %d, %d);  // W̄ += g·xᵀ over the tile, e.g. %s\n",
+			o.r, o.c, o.g < 0, e.src.accShared, g, o.x, o.rows, o.b0, o.rs, comment)
+		return true, false
+	}
+	return tp.skip[q], false
+}
+
+// replicated emits the array gs_x<q> of the replicated values ids (0
+// for -1) and returns its name.
+func (e *emitter) replicated(q int, ids []tape.ID) string {
+	refs := make([]string, len(ids))
+	for j, id := range ids {
+		if id < 0 {
+			refs[j] = "(gs_real)0"
+			continue
+		}
+		e.need(id)
+		refs[j] = e.ref(id)
+	}
+	name := fmt.Sprintf("gs_x%d", q)
+	fmt.Fprintf(&e.sb, "  const gs_real %s[%d] = {%s};\n", name, len(refs), strings.Join(refs, ", "))
+	return name
+}
+
+// planTiles finds the function's chains and groups (tileProducts).
+func (e *emitter) planTiles() *tilePlan {
+	tp := &tilePlan{skip: map[int]bool{}, chain: map[int]*tileChain{}, outer: map[int]*tileOuter{}}
+	p, lp := e.p, e.lp
+	// uses[id]: live values reading id, and outputs; user[id]: the last.
+	uses := make([]int, len(p.Values))
+	user := make([]tape.ID, len(p.Values))
+	for i := range p.Values {
+		if !e.isLive[i] {
+			continue
+		}
+		for _, a := range p.Values[i].Args {
+			uses[a]++
+			user[a] = tape.ID(i)
+		}
+	}
+	for m, o := range p.Outputs {
+		if e.acc.returned(m) {
+			uses[o.ID]++
+			user[o.ID] = -1
+		}
+	}
+	full := func(q int) bool {
+		for _, id := range lp.vecs[q].ids {
+			if id < 0 {
+				return false
+			}
+		}
+		return true
+	}
+	// feeds reports whether every element of vector q is used once only,
+	// by the element of vector u at its index, and adds nothing.
+	feeds := func(q, u int) bool {
+		for el, id := range lp.vecs[q].ids {
+			if uses[id] != 1 || user[id] < 0 || len(e.accTermsOf(id)) > 0 {
+				return false
+			}
+			if qu, eu, ok := lp.in(user[id]); !ok || qu != u || eu != el {
+				return false
+			}
+		}
+		return true
+	}
+	// product returns the shared argument and the common one of a Mul
+	// vector q of one of each.
+	product := func(q int) (sh, c laneArg, ok bool) {
+		v := &lp.vecs[q]
+		if v.op != ops.OpMul || len(v.args) != 2 || !full(q) {
+			return laneArg{}, laneArg{}, false
+		}
+		a, b := v.args[0], v.args[1]
+		if a.kind == laneCommon {
+			a, b = b, a
+		}
+		return a, b, a.kind == laneShared && b.kind == laneCommon
+	}
+	// links collects the products of the add chain ending in q.
+	var links func(q int, prods, inner []int) ([]int, []int, bool)
+	links = func(q int, prods, inner []int) ([]int, []int, bool) {
+		v := &lp.vecs[q]
+		if v.op != ops.OpAdd || len(v.args) != 2 || !full(q) {
+			return nil, nil, false
+		}
+		for _, a := range v.args {
+			if a.kind != laneAligned || !feeds(a.vec, q) {
+				return nil, nil, false
+			}
+			if _, _, ok := product(a.vec); ok {
+				prods = append(prods, a.vec)
+				continue
+			}
+			var ok bool
+			if prods, inner, ok = links(a.vec, prods, inner); !ok {
+				return nil, nil, false
+			}
+			inner = append(inner, a.vec)
+		}
+		return prods, inner, true
+	}
+	// rowOf returns the row of common value c: its element in vector g,
+	// or (replicated) -1.
+	rowOf := func(c tape.ID) (g, i int) {
+		if qg, eg, ok := lp.in(c); ok {
+			return qg, eg
+		}
+		return -1, -1
+	}
+	inChain := map[int]bool{}
+	for q := range lp.vecs {
+		if !full(q) || !e.isLive[lp.vecs[q].ids[0]] {
+			continue
+		}
+		prods, inner, ok := links(q, nil, nil)
+		if !ok || len(prods) < 2 {
+			continue
+		}
+		ch := &tileChain{k: len(prods), g: -2, gs: make([]tape.ID, len(prods))}
+		seen := make([]bool, len(prods))
+		for n, pq := range prods {
+			sh, c, _ := product(pq)
+			g, i := rowOf(c.id)
+			if g < 0 {
+				// Replicated g_i: the products' order is the rows'.
+				i = n
+			}
+			if ch.g == -2 {
+				ch.g = g
+			}
+			if g != ch.g || i < 0 || i >= len(prods) || seen[i] {
+				ok = false
+				break
+			}
+			seen[i] = true
+			ch.gs[i] = c.id
+			if n == 0 {
+				ch.ws = sh.stride
+			}
+			if sh.stride != ch.ws {
+				ok = false
+				break
+			}
+		}
+		if !ok || ch.ws == 0 && len(lp.vecs[q].ids) > 1 {
+			continue
+		}
+		// W[i][j] at wb + wq·i + ws·j: the products' bases by row.
+		base := make([]int, ch.k)
+		for _, pq := range prods {
+			sh, c, _ := product(pq)
+			i := 0
+			if g, gi := rowOf(c.id); g >= 0 {
+				i = gi
+			} else {
+				for i = range ch.gs {
+					if ch.gs[i] == c.id {
+						break
+					}
+				}
+			}
+			base[i] = sh.base
+		}
+		ch.wb = base[0]
+		if ch.k > 1 {
+			ch.wq = base[1] - base[0]
+		}
+		for i, b := range base {
+			ok = ok && b == ch.wb+ch.wq*i
+		}
+		if !ok || ch.g >= 0 && len(lp.vecs[ch.g].ids) < ch.k {
+			continue
+		}
+		if ch.g >= 0 {
+			ch.gs = nil
+		}
+		for _, x := range append(prods, inner...) {
+			inChain[x] = true
+		}
+		tp.chain[q] = ch
+	}
+	// A chain inside a larger one is the larger one's.
+	for q := range tp.chain {
+		if inChain[q] {
+			delete(tp.chain, q)
+		}
+	}
+	for q := range inChain {
+		tp.skip[q] = true
+	}
+
+	// Groups of outer products: by x vector, g vector (or replicated) and
+	// width.
+	type key struct{ x, g, c int }
+	type member struct{ q, base, row int }
+	groups := map[key][]member{}
+	var keys []key
+	for q := range lp.vecs {
+		v := &lp.vecs[q]
+		if tp.skip[q] || tp.chain[q] != nil || v.op != ops.OpMul || len(v.args) != 2 || !full(q) || !e.isLive[v.ids[0]] {
+			continue
+		}
+		a, b := v.args[0], v.args[1]
+		if a.kind == laneCommon {
+			a, b = b, a
+		}
+		if a.kind != laneAligned || b.kind != laneCommon {
+			continue
+		}
+		// Each element used by nothing, added to entry base + j only.
+		base, ok := -1, true
+		for el, id := range v.ids {
+			js := e.accTermsOf(id)
+			if uses[id] != 0 || len(js) != 1 {
+				ok = false
+				break
+			}
+			if el == 0 {
+				base = js[0]
+			}
+			ok = ok && js[0] == base+el
+		}
+		if !ok {
+			continue
+		}
+		g, i := rowOf(b.id)
+		k := key{a.vec, g, len(v.ids)}
+		if groups[k] == nil {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], member{q, base, i})
+	}
+	for _, k := range keys {
+		ms := groups[k]
+		if len(ms) < 2 {
+			continue
+		}
+		o := &tileOuter{x: k.x, g: k.g, c: k.c}
+		if k.g < 0 {
+			// Replicated g_i: rows in the order of their entries.
+			sort.Slice(ms, func(a, b int) bool { return ms[a].base < ms[b].base })
+			for r := range ms {
+				ms[r].row = r
+				_, c := e.outerArgs(ms[r].q)
+				o.gs = append(o.gs, c.id)
+			}
+		}
+		o.rs = ms[1].base - ms[0].base
+		if d := ms[1].row - ms[0].row; d == 0 || o.rs%d != 0 {
+			continue
+		} else {
+			o.rs /= d
+		}
+		o.b0 = ms[0].base - o.rs*ms[0].row
+		ok := o.rs >= o.c && o.b0 >= 0
+		for _, m := range ms {
+			ok = ok && m.base == o.b0+o.rs*m.row && o.rows>>m.row&1 == 0
+			o.rows |= 1 << m.row
+			o.r = max(o.r, m.row+1)
+		}
+		if !ok || o.r > laneWidth || k.g >= 0 && o.r > len(lp.vecs[k.g].ids) {
+			continue
+		}
+		// Emitted where the member emitted last would be.
+		o.last = ms[0].q
+		for _, m := range ms {
+			tp.skip[m.q] = true
+			if e.vecPos[m.q] > e.vecPos[o.last] {
+				o.last = m.q
+			}
+		}
+		delete(tp.skip, o.last)
+		tp.outer[o.last] = o
+	}
+	return tp
+}
+
+// outerArgs returns the aligned and the common argument of the Mul
+// vector q.
+func (e *emitter) outerArgs(q int) (x, c laneArg) {
+	a, b := e.lp.vecs[q].args[0], e.lp.vecs[q].args[1]
+	if a.kind == laneCommon {
+		a, b = b, a
+	}
+	return a, b
 }
