@@ -524,6 +524,10 @@ func (e *emitter) emit(qual string) (string, error) {
 		i := int(id)
 		v := &p.Values[i]
 		comment := commentOf(lines[i])
+		if e.src.tile && e.lp != nil && e.tileScalar(id, comment) {
+			e.laneAcc(id)
+			continue
+		}
 		args = args[:0]
 		for _, a := range v.Args {
 			e.need(a)

@@ -478,16 +478,44 @@ GS_DEVICE void gs_tdot(gs_real* u, const gs_real* x, const gs_real* GS_RESTRICT 
 #endif
 }
 
+// gs_tfrag returns, in lane l, element 8·blk + l/4 of trajectory tk of
+// the tile (0 past n) of v: a vector (MODE 0), the replicated values
+// v[0:n] (1), or ones (2). Every lane must call it.
+template <int N, int MODE>
+GS_DEVICE gs_real gs_tfrag(const gs_real* v, int blk, int tk) {
+#if defined(GS_WARPS)
+  const int r = GS_LANE >> 2;
+  gs_real x = 0;
+  if constexpr (MODE == 0) {
+    const gs_real v0 = __shfl_sync(0xffffffffu, v[2 * blk], 4 * tk + (r & 3));
+    const gs_real v1 = (8 * blk + 4 < N) ? __shfl_sync(0xffffffffu, v[2 * blk + 1], 4 * tk + (r & 3)) : (gs_real)0;
+    x = r < 4 ? v0 : v1;
+  } else if constexpr (MODE == 1) {
+#pragma unroll
+    for (int rr = 0; rr < 8; rr++) {
+      if (8 * blk + rr >= N) break;
+      const gs_real w = __shfl_sync(0xffffffffu, v[8 * blk + rr], 4 * tk);
+      x = r == rr ? w : x;
+    }
+  } else {
+    x = 1;
+  }
+  return 8 * blk + r < N ? x : (gs_real)0;
+#else
+  return 0;
+#endif
+}
+
 // gs_touter adds the outer products g·xᵀ of the tile's trajectories with
 // on set to the accumulator: for rows i < R in mask rows and columns j <
 // C, acc[pad(b0 + rs·i + j)] += Σ_t g_i(t)·x_j(t) (with SHARED: an
-// accumulator shared with other warps, unpadded, atomically). g is
-// vector g (slots) or (GREP) the replicated g_0..g_{R-1}; x is a vector.
-// On the device one m8n8k4 product per 8×8 block of entries and half
-// tile (the trajectories as the inner dimension; their operands brought
-// by shuffles), each entry added once per call; on the host each
-// trajectory adds its products.
-template <int R, int C, bool GREP, bool SHARED>
+// accumulator shared with other warps, unpadded, atomically). g and x
+// are vectors or replicated values (GM, XM: gs_tfrag's modes; x may be
+// ones, the sum of g over the tile). On the device one m8n8k4 product per
+// 8×8 block of entries and half tile (the trajectories as the inner
+// dimension, their operands brought by shuffles), each entry added once
+// per call; on the host each trajectory adds its products.
+template <int R, int C, int GM, int XM, bool SHARED>
 GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool on, unsigned rows, int b0, int rs) {
 #if defined(GS_WARPS)
   constexpr int NR = (R + 7) / 8, NC = (C + 7) / 8;
@@ -499,37 +527,21 @@ GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool 
     for (int bj = 0; bj < NC; bj++) c[bi][bj][0] = c[bi][bj][1] = 0;
 #pragma unroll
   for (int ks = 0; ks < 2; ks++) {
-    // This lane's k is trajectory tk = 4ks + l%4 of the tile, lanes 4tk..4tk+3.
+    // This lane's k is trajectory tk = 4ks + l%4 of the tile.
     const int tk = 4 * ks + tl;
     const bool onk = __shfl_sync(0xffffffffu, on ? 1 : 0, 4 * tk) != 0;
     gs_real a[NR], b[NC];
 #pragma unroll
     for (int bi = 0; bi < NR; bi++) {
       // A[r][k] = g_{8bi+r} of trajectory tk.
-      const int i = 8 * bi + r;
-      gs_real v;
-      if constexpr (GREP) {
-        v = 0;
-#pragma unroll
-        for (int rr = 0; rr < 8; rr++) {
-          if (8 * bi + rr >= R) break;
-          const gs_real w = __shfl_sync(0xffffffffu, g[8 * bi + rr], 4 * tk);
-          v = r == rr ? w : v;
-        }
-      } else {
-        const gs_real v0 = __shfl_sync(0xffffffffu, g[2 * bi], 4 * tk + (r & 3));
-        const gs_real v1 = (8 * bi + 4 < R) ? __shfl_sync(0xffffffffu, g[2 * bi + 1], 4 * tk + (r & 3)) : (gs_real)0;
-        v = r < 4 ? v0 : v1;
-      }
-      a[bi] = (onk && i < R && ((rows >> i) & 1u)) ? v : (gs_real)0;
+      const gs_real v = gs_tfrag<R, GM>(g, bi, tk);
+      a[bi] = (onk && ((rows >> ((8 * bi + r) & 31)) & 1u)) ? v : (gs_real)0;
     }
 #pragma unroll
     for (int bj = 0; bj < NC; bj++) {
       // B[k][n] = x_{8bj+n} of trajectory tk, n = l/4.
-      const int j = 8 * bj + r;
-      const gs_real v0 = __shfl_sync(0xffffffffu, x[2 * bj], 4 * tk + (r & 3));
-      const gs_real v1 = (8 * bj + 4 < C) ? __shfl_sync(0xffffffffu, x[2 * bj + 1], 4 * tk + (r & 3)) : (gs_real)0;
-      b[bj] = (onk && j < C) ? (r < 4 ? v0 : v1) : (gs_real)0;
+      const gs_real v = gs_tfrag<C, XM>(x, bj, tk);
+      b[bj] = onk ? v : (gs_real)0;
     }
 #pragma unroll
     for (int bi = 0; bi < NR; bi++)
@@ -560,42 +572,9 @@ GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool 
     if (!((rows >> i) & 1u)) continue;
     for (int j = 0; j < C; j++) {
       const int at = SHARED ? b0 + rs * i + j : GS_PAD(b0 + rs * i + j);
-      acc[at] += g[i] * x[j];
+      acc[at] += XM == 2 ? g[i] : g[i] * x[j];
     }
   }
-#endif
-}
-
-// gs_tacc_vec adds element e of vector u, for e < W in mask m, to
-// acc[pad(base + stride·e)]: on the device summed over the tile's
-// trajectories with on set (a butterfly over lanes 4, 8 and 16 apart, in
-// a fixed order), then added by lane e%4 of the tile's first trajectory:
-// every entry of the warp's own accumulator has one writer. With SHARED
-// the accumulator is shared with other warps: entries unpadded, added
-// atomically.
-template <int W, bool SHARED>
-GS_DEVICE void gs_tacc_vec(gs_real* acc, const gs_real* u, unsigned m, bool on, int base, int stride) {
-#if defined(GS_WARPS)
-  const int lane = GS_LANE;
-#pragma unroll
-  for (int s = 0; s < (W + 3) / 4; s++) {
-    gs_real x = on ? u[s] : (gs_real)0;
-    x += __shfl_xor_sync(0xffffffffu, x, 4);
-    x += __shfl_xor_sync(0xffffffffu, x, 8);
-    x += __shfl_xor_sync(0xffffffffu, x, 16);
-    const int e = (lane & 3) + 4 * s;
-    if (lane < 4 && e < W && ((m >> e) & 1u)) {
-      if (SHARED)
-        atomicAdd(&acc[base + stride * e], x);
-      else
-        acc[GS_PAD(base + stride * e)] += x;
-    }
-  }
-  __syncwarp();
-#else
-  if (on)
-    for (int e = 0; e < W; e++)
-      if ((m >> e) & 1u) acc[SHARED ? base + stride * e : GS_PAD(base + stride * e)] += u[e];
 #endif
 }
 

@@ -35,7 +35,7 @@ import (
 // lanes mode and one thread per trajectory compute.
 //
 // Terms a function adds to the warp's accumulator are summed over the
-// tile's trajectories first (gs_tacc_vec, gs_tacc_one): each entry has
+// tile's trajectories first (gs_touter, gs_tacc_one): each entry has
 // one writer. Tile mode is float64 only.
 
 // tileWidth is the number of trajectories of a tile.
@@ -134,9 +134,10 @@ func (e *emitter) tileVector(q int, comment string) bool {
 }
 
 // tileVecAcc adds vector q's elements to the accumulator entries
-// base + stride·e of mask, summed over the tile.
+// base + stride·e of mask, summed over the tile: the outer product of the
+// vector with ones (gs_touter).
 func (e *emitter) tileVecAcc(q, w int, mask uint32, base, stride int) {
-	fmt.Fprintf(&e.sb, "  gs_tacc_vec<%d, %t>(gs_acc, u%d, 0x%08xu, gs_on, %d, %d);\n", w, e.src.accShared, q, mask, base, stride)
+	fmt.Fprintf(&e.sb, "  gs_touter<%d, 1, 0, 2, %t>(gs_acc, u%d, nullptr, gs_on, 0x%08xu, %d, %d);\n", w, e.src.accShared, q, mask, base, stride)
 }
 
 // tileAdd adds replicated x, summed over the tile, to entry j.
@@ -221,25 +222,87 @@ type tileChain struct {
 	wb, wq, ws int // W[i][j] at wb + wq·i + ws·j
 }
 
-// tileOuter is a group of products g_i·x[·] added to W̄'s rows.
+// tileOuter is a group of products g_i·x_j added to W̄[i][j]: one vector
+// per row (its elements the columns) or one per column (its elements the
+// rows). g and x are vectors (gv, xv) or replicated values (gs, xs; gv or
+// xv -1).
 type tileOuter struct {
-	last   int // the member emitted last (where the product is emitted)
-	r, c   int // rows (g_i) and columns (x_j)
-	x      int // the vector of the x_j
-	g      int // the vector of the g_i, or -1: replicated gs (by row)
-	gs     []tape.ID
+	r, c   int
+	gv, xv int
+	gs, xs []tape.ID
 	rows   uint32 // rows that have a member
 	b0, rs int    // entry of row i, column j: b0 + rs·i + j
+}
+
+// mode returns gs_tfrag's mode of a source: vector (0) or replicated (1).
+func mode(v int) int {
+	if v >= 0 {
+		return 0
+	}
+	return 1
+}
+
+// tileColumns is Wᵀ·g where the products g_i·W[i][·] are short vectors
+// (a layer with few inputs, the state's cotangent) whose element j each
+// replicated add chain j (head_j + Σ_i) sums: one gs_tdot of the columns,
+// then head_j plus element j.
+type tileColumns struct {
+	n       int // index among the function's (its vector ut<n>)
+	emitted bool
+	ch      tileChain
+	w       int // columns
+}
+
+// tileColEnd is the last add of column j's chain.
+type tileColEnd struct {
+	cols *tileColumns
+	j    int
+	head tape.ID // -1: none
 }
 
 // tilePlan is what tile mode computes as matrix products in a function:
 // skip[q] marks vectors not emitted (members of a chain or a group),
 // chain[q] the chains ending in vector q, outer[q] the group emitted at
-// its last member q.
+// its last member q; skipID marks replicated values not emitted (the
+// adds of tileColumns' chains) and colEnd their ends.
 type tilePlan struct {
-	skip  map[int]bool
-	chain map[int]*tileChain
-	outer map[int]*tileOuter
+	skip   map[int]bool
+	chain  map[int]*tileChain
+	outer  map[int]*tileOuter
+	skipID map[tape.ID]bool
+	colEnd map[tape.ID]tileColEnd
+}
+
+// tileScalar emits replicated value id where the tile plan makes it part
+// of a matrix product and reports whether it did (or skipped it).
+func (e *emitter) tileScalar(id tape.ID, comment string) bool {
+	if e.tp == nil {
+		e.tp = e.planTiles()
+	}
+	if e.tp.skipID[id] {
+		return true
+	}
+	end, ok := e.tp.colEnd[id]
+	if !ok {
+		return false
+	}
+	c := end.cols
+	if !c.emitted {
+		c.emitted = true
+		x := fmt.Sprintf("u%d", c.ch.g)
+		if c.ch.g < 0 {
+			x = e.replicated(c.n, "xc", c.ch.gs)
+		}
+		fmt.Fprintf(&e.sb, "  GS_VEC(ut%d); gs_tdot<%d, %d, 0, %t>(ut%d, %s, gs_sh, %d, %d, %d, -1, 0);  // Wᵀ·g, %d columns over %d products\n",
+			c.n, c.w, c.ch.k, c.ch.g < 0, c.n, x, c.ch.wb, c.ch.wq, c.ch.ws, c.w, c.ch.k)
+	}
+	sum := fmt.Sprintf("GS_BCAST(ut%d, %d)", c.n, end.j)
+	if end.head >= 0 {
+		e.need(end.head)
+		sum = fmt.Sprintf("(%s + %s)", e.ref(end.head), sum)
+	}
+	e.scalar(id, sum, comment)
+	return true
 }
 
 // tileProducts emits vector q where the tile plan makes it part of a
@@ -254,27 +317,30 @@ func (e *emitter) tileProducts(q int, comment string) (done, acc bool) {
 		w := len(e.lp.vecs[q].ids)
 		x := fmt.Sprintf("u%d", ch.g)
 		if ch.g < 0 {
-			x = e.replicated(q, ch.gs)
+			x = e.replicated(q, "x", ch.gs)
 		}
 		fmt.Fprintf(&e.sb, "  GS_VEC(u%d); gs_tdot<%d, %d, 0, %t>(u%d, %s, gs_sh, %d, %d, %d, -1, 0);  // %d rows: Wᵀ·g over %d products, e.g. %s\n",
 			q, w, ch.k, ch.g < 0, q, x, ch.wb, ch.wq, ch.ws, w, ch.k, comment)
 		return true, true
 	}
 	if o := tp.outer[q]; o != nil {
-		g := fmt.Sprintf("u%d", o.g)
-		if o.g < 0 {
-			g = e.replicated(q, o.gs)
+		g, x := fmt.Sprintf("u%d", o.gv), fmt.Sprintf("u%d", o.xv)
+		if o.gv < 0 {
+			g = e.replicated(q, "g", o.gs)
 		}
-		fmt.Fprintf(&e.sb, "  gs_touter<%d, %d, %t, %t>(gs_acc, %s, u%d, gs_on, 0x%08xu, %d, %d);  // W̄ += g·xᵀ over the tile, e.g. %s\n",
-			o.r, o.c, o.g < 0, e.src.accShared, g, o.x, o.rows, o.b0, o.rs, comment)
+		if o.xv < 0 {
+			x = e.replicated(q, "x", o.xs)
+		}
+		fmt.Fprintf(&e.sb, "  gs_touter<%d, %d, %d, %d, %t>(gs_acc, %s, %s, gs_on, 0x%08xu, %d, %d);  // W̄ += g·xᵀ over the tile, e.g. %s\n",
+			o.r, o.c, mode(o.gv), mode(o.xv), e.src.accShared, g, x, o.rows, o.b0, o.rs, comment)
 		return true, false
 	}
 	return tp.skip[q], false
 }
 
-// replicated emits the array gs_x<q> of the replicated values ids (0
-// for -1) and returns its name.
-func (e *emitter) replicated(q int, ids []tape.ID) string {
+// replicated emits the array gs_<what><q> of the replicated values ids
+// (0 for -1) and returns its name.
+func (e *emitter) replicated(q int, what string, ids []tape.ID) string {
 	refs := make([]string, len(ids))
 	for j, id := range ids {
 		if id < 0 {
@@ -284,14 +350,15 @@ func (e *emitter) replicated(q int, ids []tape.ID) string {
 		e.need(id)
 		refs[j] = e.ref(id)
 	}
-	name := fmt.Sprintf("gs_x%d", q)
+	name := fmt.Sprintf("gs_%s%d", what, q)
 	fmt.Fprintf(&e.sb, "  const gs_real %s[%d] = {%s};\n", name, len(refs), strings.Join(refs, ", "))
 	return name
 }
 
 // planTiles finds the function's chains and groups (tileProducts).
 func (e *emitter) planTiles() *tilePlan {
-	tp := &tilePlan{skip: map[int]bool{}, chain: map[int]*tileChain{}, outer: map[int]*tileOuter{}}
+	tp := &tilePlan{skip: map[int]bool{}, chain: map[int]*tileChain{}, outer: map[int]*tileOuter{},
+		skipID: map[tape.ID]bool{}, colEnd: map[tape.ID]tileColEnd{}}
 	p, lp := e.p, e.lp
 	// uses[id]: live values reading id, and outputs; user[id]: the last.
 	uses := make([]int, len(p.Values))
@@ -458,10 +525,15 @@ func (e *emitter) planTiles() *tilePlan {
 		tp.skip[q] = true
 	}
 
-	// Groups of outer products: by x vector, g vector (or replicated) and
-	// width.
-	type key struct{ x, g, c int }
-	type member struct{ q, base, row int }
+	e.planColumns(tp, uses, user, product, rowOf)
+
+	// Groups of outer products. A Mul vector of an aligned vector a and a
+	// common value c, used for nothing but adding its elements to entries
+	// base + st·e, is a row of W̄ (st = 1: a is x, c a g_i) or a column
+	// (st > 1, the rows' stride: a is g, c an x_j). Members group by
+	// orientation, vector, c's vector (or replicated) and width.
+	type key struct{ col, a, cv, w, st int }
+	type member struct{ q, base, k int }
 	groups := map[key][]member{}
 	var keys []key
 	for q := range lp.vecs {
@@ -469,77 +541,113 @@ func (e *emitter) planTiles() *tilePlan {
 		if tp.skip[q] || tp.chain[q] != nil || v.op != ops.OpMul || len(v.args) != 2 || !full(q) || !e.isLive[v.ids[0]] {
 			continue
 		}
-		a, b := v.args[0], v.args[1]
-		if a.kind == laneCommon {
-			a, b = b, a
-		}
-		if a.kind != laneAligned || b.kind != laneCommon {
+		a, b := e.outerArgs(q)
+		if a.kind != laneAligned || b.kind != laneCommon || len(v.ids) < 2 {
 			continue
 		}
-		// Each element used by nothing, added to entry base + j only.
-		base, ok := -1, true
-		for el, id := range v.ids {
-			js := e.accTermsOf(id)
-			if uses[id] != 0 || len(js) != 1 {
+		var js []int
+		ok := true
+		for _, id := range v.ids {
+			t := e.accTermsOf(id)
+			if uses[id] != 0 || len(t) != 1 {
 				ok = false
 				break
 			}
-			if el == 0 {
-				base = js[0]
-			}
-			ok = ok && js[0] == base+el
+			js = append(js, t[0])
 		}
 		if !ok {
 			continue
 		}
-		g, i := rowOf(b.id)
-		k := key{a.vec, g, len(v.ids)}
-		if groups[k] == nil {
-			keys = append(keys, k)
+		st := js[1] - js[0]
+		for el, j := range js {
+			ok = ok && j == js[0]+st*el
 		}
-		groups[k] = append(groups[k], member{q, base, i})
+		if !ok || st < 1 {
+			continue
+		}
+		cv, k := rowOf(b.id)
+		kk := key{b2i(st > 1), a.vec, cv, len(v.ids), st}
+		if st == 1 {
+			kk.st = 0
+		}
+		if groups[kk] == nil {
+			keys = append(keys, kk)
+		}
+		groups[kk] = append(groups[kk], member{q, js[0], k})
 	}
-	for _, k := range keys {
-		ms := groups[k]
+	for _, kk := range keys {
+		ms := groups[kk]
 		if len(ms) < 2 {
 			continue
 		}
-		o := &tileOuter{x: k.x, g: k.g, c: k.c}
-		if k.g < 0 {
-			// Replicated g_i: rows in the order of their entries.
+		if kk.cv < 0 {
+			// Replicated c: rows (columns) in the order of their entries.
 			sort.Slice(ms, func(a, b int) bool { return ms[a].base < ms[b].base })
-			for r := range ms {
-				ms[r].row = r
-				_, c := e.outerArgs(ms[r].q)
-				o.gs = append(o.gs, c.id)
+			for n := range ms {
+				ms[n].k = n
 			}
 		}
-		o.rs = ms[1].base - ms[0].base
-		if d := ms[1].row - ms[0].row; d == 0 || o.rs%d != 0 {
-			continue
-		} else {
-			o.rs /= d
-		}
-		o.b0 = ms[0].base - o.rs*ms[0].row
-		ok := o.rs >= o.c && o.b0 >= 0
+		ids := make([]tape.ID, 0, len(ms))
 		for _, m := range ms {
-			ok = ok && m.base == o.b0+o.rs*m.row && o.rows>>m.row&1 == 0
-			o.rows |= 1 << m.row
-			o.r = max(o.r, m.row+1)
+			_, c := e.outerArgs(m.q)
+			ids = append(ids, c.id)
 		}
-		if !ok || o.r > laneWidth || k.g >= 0 && o.r > len(lp.vecs[k.g].ids) {
+		o := &tileOuter{gv: -1, xv: -1}
+		ok := true
+		span := 0
+		for _, m := range ms {
+			span = max(span, m.k+1)
+		}
+		if kk.col == 0 {
+			// Rows: entry of row k at b0 + rs·k.
+			o.r, o.c, o.xv = span, kk.w, kk.a
+			if kk.cv >= 0 {
+				o.gv = kk.cv
+				ok = span <= len(lp.vecs[kk.cv].ids)
+			} else {
+				o.gs = ids
+			}
+			if d := ms[1].k - ms[0].k; d == 0 || (ms[1].base-ms[0].base)%d != 0 {
+				continue
+			} else {
+				o.rs = (ms[1].base - ms[0].base) / d
+			}
+			o.b0 = ms[0].base - o.rs*ms[0].k
+			ok = ok && o.rs >= o.c
+			for _, m := range ms {
+				ok = ok && m.base == o.b0+o.rs*m.k && o.rows>>m.k&1 == 0
+				o.rows |= 1 << m.k
+			}
+		} else {
+			// Columns: entry of row i, column k at b0 + st·i + k; every
+			// column present.
+			o.r, o.c, o.gv, o.rs = kk.w, span, kk.a, kk.st
+			o.rows = 1<<o.r - 1
+			if kk.cv >= 0 {
+				o.xv = kk.cv
+				ok = span <= len(lp.vecs[kk.cv].ids)
+			} else {
+				o.xs = ids
+			}
+			o.b0 = ms[0].base - ms[0].k
+			ok = ok && len(ms) == span && o.rs >= o.c
+			for _, m := range ms {
+				ok = ok && m.base == o.b0+m.k
+			}
+		}
+		if !ok || o.r > laneWidth || o.c > laneWidth || o.b0 < 0 {
 			continue
 		}
 		// Emitted where the member emitted last would be.
-		o.last = ms[0].q
+		last := ms[0].q
 		for _, m := range ms {
 			tp.skip[m.q] = true
-			if e.vecPos[m.q] > e.vecPos[o.last] {
-				o.last = m.q
+			if e.vecPos[m.q] > e.vecPos[last] {
+				last = m.q
 			}
 		}
-		delete(tp.skip, o.last)
-		tp.outer[o.last] = o
+		delete(tp.skip, last)
+		tp.outer[last] = o
 	}
 	return tp
 }
@@ -552,4 +660,197 @@ func (e *emitter) outerArgs(q int) (x, c laneArg) {
 		a, b = b, a
 	}
 	return a, b
+}
+
+// planColumns finds tileColumns: product vectors g_i·W[i][·] (product)
+// whose element j is used once, by a replicated add of chain j, and
+// nothing else. uses, user and rowOf are planTiles'.
+func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID,
+	product func(q int) (sh, c laneArg, ok bool), rowOf func(tape.ID) (int, int)) {
+	p, lp := e.p, e.lp
+	isAdd := func(id tape.ID) bool {
+		_, _, inVec := lp.in(id)
+		return id >= 0 && !inVec && e.isLive[id] && p.Values[id].Op == ops.OpAdd && len(p.Values[id].Args) == 2
+	}
+	// term[id]: the product vector whose element id is.
+	term := map[tape.ID]int{}
+	var prods []int
+	for q := range lp.vecs {
+		if tp.skip[q] || tp.chain[q] != nil {
+			continue
+		}
+		if _, _, ok := product(q); !ok || !e.isLive[lp.vecs[q].ids[0]] {
+			continue
+		}
+		ok := true
+		for _, id := range lp.vecs[q].ids {
+			ok = ok && uses[id] == 1 && user[id] >= 0 && isAdd(user[id]) && len(e.accTermsOf(id)) == 0
+		}
+		if !ok {
+			continue
+		}
+		prods = append(prods, q)
+		for _, id := range lp.vecs[q].ids {
+			term[id] = q
+		}
+	}
+	if len(prods) < 2 {
+		return
+	}
+	// The chains: from each add whose arguments hold a term, follow the
+	// single uses up to the last add; by column, the products in order.
+	isLink := func(id tape.ID) bool {
+		if !isAdd(id) {
+			return false
+		}
+		a := p.Values[id].Args
+		_, ta := term[a[0]]
+		_, tb := term[a[1]]
+		return ta || tb
+	}
+	type chainOf struct {
+		prods []int
+		links []tape.ID
+		head  tape.ID
+		end   tape.ID
+	}
+	var chains []chainOf
+	started := map[tape.ID]bool{}
+	for _, q := range prods {
+		for el, id := range lp.vecs[q].ids {
+			start := user[id]
+			a := p.Values[start].Args
+			prev := a[0]
+			if prev == id {
+				prev = a[1]
+			}
+			if started[start] || isLink(prev) && uses[prev] == 1 {
+				continue // seen, or not the chain's first add
+			}
+			started[start] = true
+			c := chainOf{head: prev}
+			if _, ok := term[prev]; ok {
+				c.head = -1
+			}
+			ok := true
+			for cur := start; ; cur = user[cur] {
+				for _, x := range p.Values[cur].Args {
+					if tq, isTerm := term[x]; isTerm {
+						c.prods = append(c.prods, tq)
+						ok = ok && int(lp.el[x]) == el
+					}
+				}
+				c.links = append(c.links, cur)
+				c.end = cur
+				if uses[cur] != 1 || user[cur] < 0 || !isLink(user[cur]) {
+					break
+				}
+				ok = ok && len(e.accTermsOf(cur)) == 0
+			}
+			if ok {
+				chains = append(chains, c)
+			}
+		}
+	}
+	// Chains of one set of products, one per column, each product once
+	// per chain: one tileColumns.
+	byProds := map[string][]int{}
+	var order []string
+	for k, c := range chains {
+		seen := map[int]bool{}
+		ok := true
+		for _, q := range c.prods {
+			ok = ok && !seen[q]
+			seen[q] = true
+		}
+		if !ok || len(c.prods) != len(c.links)+b2i(c.head < 0) {
+			continue
+		}
+		key := fmt.Sprint(sortedCopy(c.prods))
+		if byProds[key] == nil {
+			order = append(order, key)
+		}
+		byProds[key] = append(byProds[key], k)
+	}
+	for _, key := range order {
+		cs := byProds[key]
+		qs := chains[cs[0]].prods
+		w := len(lp.vecs[qs[0]].ids)
+		if len(cs) != w {
+			continue
+		}
+		ch := tileChain{k: len(qs), g: -2, gs: make([]tape.ID, len(qs))}
+		base := make([]int, len(qs))
+		seen := make([]bool, len(qs))
+		ok := true
+		for n, q := range qs {
+			sh, c, _ := product(q)
+			g, i := rowOf(c.id)
+			if g < 0 {
+				i = n
+			}
+			if ch.g == -2 {
+				ch.g, ch.ws = g, sh.stride
+			}
+			if g != ch.g || i < 0 || i >= len(qs) || seen[i] || sh.stride != ch.ws || len(lp.vecs[q].ids) != w {
+				ok = false
+				break
+			}
+			seen[i] = true
+			ch.gs[i], base[i] = c.id, sh.base
+		}
+		if !ok || ch.g >= 0 && len(lp.vecs[ch.g].ids) < ch.k {
+			continue
+		}
+		ch.wb = base[0]
+		if ch.k > 1 {
+			ch.wq = base[1] - base[0]
+		}
+		for i, b := range base {
+			ok = ok && b == ch.wb+ch.wq*i
+		}
+		if !ok {
+			continue
+		}
+		cols := map[int]bool{}
+		for j := 0; j < w; j++ {
+			cols[j] = true
+		}
+		if ch.g >= 0 {
+			ch.gs = nil
+		}
+		// Every column once.
+		js := make([]int, len(cs))
+		for n, k := range cs {
+			js[n] = -1
+			for _, x := range p.Values[chains[k].links[0]].Args {
+				if _, isTerm := term[x]; isTerm {
+					js[n] = int(lp.el[x])
+				}
+			}
+			ok = ok && js[n] >= 0 && cols[js[n]]
+			cols[js[n]] = false
+		}
+		if !ok {
+			continue
+		}
+		tc := &tileColumns{n: len(tp.colEnd), ch: ch, w: w}
+		for n, k := range cs {
+			c := chains[k]
+			for _, l := range c.links[:len(c.links)-1] {
+				tp.skipID[l] = true
+			}
+			tp.colEnd[c.end] = tileColEnd{cols: tc, j: js[n], head: c.head}
+		}
+		for _, q := range qs {
+			tp.skip[q] = true
+		}
+	}
+}
+
+// sortedCopy returns xs sorted, as a new slice.
+func sortedCopy(xs []int) []int {
+	ys := append([]int(nil), xs...)
+	sort.Ints(ys)
+	return ys
 }
