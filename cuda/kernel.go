@@ -3,7 +3,6 @@ package cuda
 import (
 	_ "embed"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -172,9 +171,6 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	}
 	if v.tiles {
 		src.defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
-	}
-	if v.tileMode && os.Getenv(tileInlineEnv) == "1" {
-		src.defines = append(src.defines, "GS_TILE_INLINE 1")
 	}
 	if v.lanes {
 		src.stage = !v.lanesShuffle

@@ -400,18 +400,6 @@ extern __shared__ gs_real gs_smem[];
 // products plain loops; on the device (and GS_WARP_SIM) they run on the
 // warp's eight trajectories at once.
 
-// The products are functions of their own on the device (GS_TILE_FN,
-// noinline): one copy of each shape serves every layer and call site, so
-// that a kernel's code fits the instruction caches (inlined, the gradient
-// kernel of the neural suite spent 59% of its stalls fetching
-// instructions); their vectors pass through local memory (L1).
-// GS_TILE_INLINE (GRADSOLVE_CUDA_TILEINLINE=1) inlines them instead.
-#if defined(GS_CUDA) && !defined(GS_TILE_INLINE)
-#define GS_TILE_FN __device__ __noinline__
-#else
-#define GS_TILE_FN GS_DEVICE
-#endif
-
 // gs_mma884 is D = A·B + D of one m8n8k4 float64 tensor-core product: a is
 // the lane's element A[l/4][l%4] of the 8×4 A, b its element B[l%4][l/4]
 // of the 4×8 B, d its elements [l/4][2(l%4)] and [l/4][2(l%4)+1] of the
@@ -438,7 +426,7 @@ GS_DEVICE void gs_mma884(gs_real* d, gs_real a, gs_real b) {
 // trajectories as columns; the result is moved to the vector's layout by
 // shuffles.
 template <int W, int K, int O, bool REP>
-GS_TILE_FN void gs_tdot(gs_real* u, const gs_real* x, const gs_real* GS_RESTRICT sh, int wb, int wq, int ws, int bb, int bs) {
+GS_DEVICE void gs_tdot(gs_real* u, const gs_real* x, const gs_real* GS_RESTRICT sh, int wb, int wq, int ws, int bb, int bs) {
 #if defined(GS_WARPS)
   constexpr int NB = (W + 7) / 8, NK = (K + 3) / 4;
   const int lane = GS_LANE, tl = lane & 3, r = lane >> 2;
@@ -528,7 +516,7 @@ GS_DEVICE gs_real gs_tfrag(const gs_real* v, int blk, int tk) {
 // dimension, their operands brought by shuffles), each entry added once
 // per call; on the host each trajectory adds its products.
 template <int R, int C, int GM, int XM, bool SHARED>
-GS_TILE_FN void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool on, unsigned rows, int b0, int rs) {
+GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool on, unsigned rows, int b0, int rs) {
 #if defined(GS_WARPS)
   constexpr int NR = (R + 7) / 8, NC = (C + 7) / 8;
   const int lane = GS_LANE, tl = lane & 3, r = lane >> 2;

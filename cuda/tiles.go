@@ -149,12 +149,8 @@ func (e *emitter) tileAdd(j int, x string) {
 	fmt.Fprintf(&e.sb, "  gs_tacc_one<false>(gs_acc, %d, %s, gs_on);\n", lanePad(j), x)
 }
 
-// tileEnv forces tile mode on (1) where a job allows it, or off (0);
-// tileInlineEnv=1 inlines tile mode's products (GS_TILE_INLINE).
-const (
-	tileEnv       = "GRADSOLVE_CUDA_TILEMODE"
-	tileInlineEnv = "GRADSOLVE_CUDA_TILEINLINE"
-)
+// tileEnv forces tile mode on (1) where a job allows it, or off (0).
+const tileEnv = "GRADSOLVE_CUDA_TILEMODE"
 
 // Tile-mode launches: tileBlocksPerSM blocks of lanesBlock threads per
 // multiprocessor (what 128 registers a thread let run), and tile mode
