@@ -155,20 +155,25 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	if fsal {
 		sp.fevals--
 	}
-	// The replay step: the same values, only y⁺, and k1 computed.
+	// The replay step: the same values, only y⁺, and k1 computed (by a
+	// call, as the other stages: the field's code, and its VJP's in the
+	// reverse step, stays one function that every stage calls).
 	if fsal {
 		rb, rv := tape.NewBuilderFor(fmt.Sprintf("%s.%s.replay", fp.Name, tab.Name), stepInputs(f))
 		var out []tape.V
 		err := tape.Catch(fp.Name, func() {
-			k1 := tape.Call(fp, append(append([]tape.V{rv[0]}, rv[2:2+d]...), rv[2+d:]...))
+			k1 := tape.CallFunc(fp, append(append([]tape.V{rv[0]}, rv[2:2+d]...), rv[2+d:]...))
 			out = tape.Call(trial, append(rv, k1...))[:d]
 		})
 		if err != nil {
 			return nil, err
 		}
-		if sp.replay, err = rb.Build(out...); err != nil {
+		replay, err := rb.Build(out...)
+		if err != nil {
 			return nil, err
 		}
+		// Without the stages y⁺ does not use (Tsit5's seventh).
+		sp.replay = tape.DeadCode(replay)
 	} else {
 		r := *trial
 		r.Name = trial.Name + ".replay"
