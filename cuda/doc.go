@@ -113,13 +113,36 @@
 // an H200's 227 KiB), and its kernel is bounded to the registers that let
 // the blocks that fit in a multiprocessor's shared memory run (128 for the
 // neural suite's 1,218 weights). See lanes.go for how vectors are found.
-// On an H200 (bench RESULTS.md) the neural suite's gradient takes 0.44 ms
-// at B = 4096 (0.61 ms with shuffles instead of staging, 4.8 ms one thread
-// per trajectory) and 6.6 ms at 65536 (10.0 ms, 18.6 ms). A third layout
-// the engine does not have yet, a warp per tile of eight trajectories with
-// the layers as float64 tensor-core products over the tile, written by
-// hand for that network in bench/neural_tsit5.cu, takes 2.6 ms at 65536;
-// its products round as the library's Dot (bench RESULTS.md).
+//
+// A large job of such a field runs in tile mode (tiles.go): a warp runs a
+// tile of eight trajectories in lockstep, lane l on trajectory l/4, the
+// four lanes of a trajectory computing its replicated values alike, and
+// a vector holds element e of the lane's trajectory in lane 4(l/4) + e%4
+// (8 slots per lane). A dense layer, a vector of Dots over a matrix of
+// shared weights, is one m8n8k4 float64 tensor-core product per 8 rows
+// and 4 inputs with the tile's trajectories as columns (gs_tdot): one
+// weight load per 256 multiply-adds instead of one per multiply-add. The
+// product adds its terms in k order with fused multiply-adds, as the
+// Dot's C form does (the H200 measured bit for bit), so tile mode's
+// meshes and states are lanes mode's, bit for bit. The adjoint's layers
+// are products too: Wᵀ·ȳ (a chain of vector adds, or of replicated adds
+// for a layer with few inputs) as a gs_tdot over W read transposed, and
+// the weights' and biases' cotangents ȳ·xᵀ as products over the tile
+// (gs_touter) added once per call to the warp's accumulator in global
+// memory; their sums take another order than lanes mode's, so gradients
+// agree to rounding. The trajectories of a tile step together: every
+// lane calls the step functions while any of its tile's trajectories
+// runs, and one that finished discards its trial (gs_body_tile). The
+// engine runs a job in tile mode when it would run it in lanes mode, in
+// float64, without save times or dense output, and with at least 16
+// tiles per multiprocessor (33,792 trajectories on an H200; below that,
+// lanes mode's warp per trajectory keeps more of the GPU busy);
+// GRADSOLVE_CUDA_TILEMODE=1 or 0 overrides the last condition. On an
+// H200 (bench RESULTS.md) the neural suite's gradient takes 0.42 ms at
+// B = 4096 in lanes mode (0.64 in tile mode, 4.8 ms one thread per
+// trajectory) and 4.66 ms at 65536 in tile mode (5.93 in lanes mode); the
+// kernels written by hand for that network in bench/neural_tsit5.cu, the
+// layout tile mode follows, take 2.6 ms there.
 //
 // A larger network keeps its padded weights in global memory instead
 // (read through the caches), and the warps of a gradient kernel's block
