@@ -112,6 +112,9 @@ type Source struct {
 	// defines are macro definitions written before the prelude (the
 	// engine's tile reduction, GS_TILES, selects prelude code).
 	defines []string
+	// outlined holds tile mode's out-of-line functions of libm ops, by
+	// op and aux (tiles.go: outline).
+	outlined map[string]string
 }
 
 // NewSource starts a translation unit.

@@ -743,6 +743,9 @@ func (e *emitter) vector(q int, lines []string) {
 		}
 	}
 	expr := ops.Lookup(v.op).C(args, v.aux)
+	if e.src.tile {
+		expr = e.src.outline(v.op, v.aux, args, expr)
+	}
 	fmt.Fprintf(&e.sb, "  GS_VEC(u%d); GS_LANES(%d) GS_EL(u%d) = %s; GS_END  // %d lanes, e.g. %s\n", q, w, q, expr, w, comment)
 	e.laneVecAcc(q)
 }

@@ -400,6 +400,15 @@ extern __shared__ gs_real gs_smem[];
 // products plain loops; on the device (and GS_WARP_SIM) they run on the
 // warp's eight trajectories at once.
 
+// GS_OUTLINE qualifies tile mode's out-of-line libm functions (tiles.go:
+// outline): a call from each of a vector's eight slots to one copy, so
+// that a kernel's code fits the instruction caches.
+#if defined(GS_CUDA)
+#define GS_OUTLINE __device__ __noinline__
+#else
+#define GS_OUTLINE static
+#endif
+
 // gs_mma884 is D = A·B + D of one m8n8k4 float64 tensor-core product: a is
 // the lane's element A[l/4][l%4] of the 8×4 A, b its element B[l%4][l/4]
 // of the 4×8 B, d its elements [l/4][2(l%4)] and [l/4][2(l%4)+1] of the

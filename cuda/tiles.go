@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -853,4 +854,40 @@ func sortedCopy(xs []int) []int {
 	ys := append([]int(nil), xs...)
 	sort.Ints(ys)
 	return ys
+}
+
+// outlineOps are the ops whose C form is a libm function of some tens of
+// instructions: in tile mode a vector of them calls one out-of-line copy
+// (outline) from each of a lane's eight slots instead of inlining eight.
+var outlineOps = map[ops.Op]bool{
+	ops.OpPow: true, ops.OpExp: true, ops.OpExpm1: true, ops.OpLog: true, ops.OpLog1p: true,
+	ops.OpSin: true, ops.OpCos: true, ops.OpTan: true, ops.OpTanh: true,
+	ops.OpSigmoid: true, ops.OpSoftplus: true,
+}
+
+// outline returns expr, the C form of op (with aux) on args, as a call of
+// a GS_OUTLINE function computing it, emitted into the unit on first use
+// (the same code, so the same results); expr itself for other ops.
+func (s *Source) outline(op ops.Op, aux float64, args []string, expr string) string {
+	if !outlineOps[op] {
+		return expr
+	}
+	key := fmt.Sprintf("%d/%x/%d", op, math.Float64bits(aux), len(args))
+	name, ok := s.outlined[key]
+	if !ok {
+		if s.outlined == nil {
+			s.outlined = make(map[string]string)
+		}
+		name = fmt.Sprintf("gs_ol%d", len(s.outlined))
+		s.outlined[key] = name
+		params := make([]string, len(args))
+		formals := make([]string, len(args))
+		for k := range args {
+			params[k] = fmt.Sprintf("gs_real x%d", k)
+			formals[k] = fmt.Sprintf("x%d", k)
+		}
+		s.parts = append(s.parts, fmt.Sprintf("// %s, out of line (tile mode)\nGS_OUTLINE gs_real %s(%s) { return %s; }\n",
+			ops.Lookup(op).Name, name, strings.Join(params, ", "), ops.Lookup(op).C(formals, aux)))
+	}
+	return fmt.Sprintf("%s(%s)", name, strings.Join(args, ", "))
 }
