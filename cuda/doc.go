@@ -139,10 +139,12 @@
 // lanes mode's warp per trajectory keeps more of the GPU busy);
 // GRADSOLVE_CUDA_TILEMODE=1 or 0 overrides the last condition. On an
 // H200 (bench RESULTS.md) the neural suite's gradient takes 0.42 ms at
-// B = 4096 in lanes mode (0.64 in tile mode, 4.8 ms one thread per
-// trajectory) and 4.66 ms at 65536 in tile mode (5.93 in lanes mode); the
+// B = 4096 in lanes mode (0.57 in tile mode, 4.8 ms one thread per
+// trajectory) and 3.47 ms at 65536 in tile mode (5.91 in lanes mode); the
 // kernels written by hand for that network in bench/neural_tsit5.cu, the
-// layout tile mode follows, take 2.6 ms there.
+// layout tile mode follows, take 2.6 ms there. A vector's libm functions
+// (tanh) are called out of line in tile mode, one copy for the kernel
+// instead of one per slot: code that fits the instruction caches.
 //
 // A larger network keeps its padded weights in global memory instead
 // (read through the caches), and the warps of a gradient kernel's block
