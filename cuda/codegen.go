@@ -244,9 +244,7 @@ func cIdent(s string) string {
 // loop over i, so the same code runs under g++. In lanes mode
 // (SourceSettings.Lanes) warp i runs trajectory i, in tile mode
 // (SourceSettings.Tiles) trajectories 8i to 8i+7, and sh must hold the
-// shared inputs padded (input j at j + j/32, as SharedPad); a tile-mode
-// launch gives each warp TileScratchBytes of dynamic shared memory
-// (Launch.SharedMem = TileScratchBytes × warps per block).
+// shared inputs padded (input j at j + j/32, as SharedPad).
 func (s *Source) MapKernel(p *tape.Program) (string, error) {
 	f, err := s.Func(p)
 	if err != nil {

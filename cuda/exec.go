@@ -626,11 +626,7 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 		if v.tiles || v.tileMode {
 			warps = numTiles(n) // a warp runs a tile's trajectories in turn
 		}
-		threads, block, shmem = lanesLaunch(warps, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
-		if v.tileMode {
-			shmem = block / laneWidth * TileScratchBytes
-		}
-		return threads, block, shmem
+		return lanesLaunch(warps, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
 	}
 	block, shmem = launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
 	return n, block, shmem

@@ -573,8 +573,6 @@ static void gs_sim_mma(double* d, double a, double b) {
 static double gs_smem[32 * 33];  // one warp's transposition scratch
 #elif defined(GS_STAGE_LEN)
 static double gs_smem[GS_STAGE_LEN];  // one warp's staging row
-#elif defined(GS_TILEMODE)
-static double gs_smem[528];  // one warp's scratch (GS_TSCR_LEN)
 #endif
 template <class T> T atomicAdd(T* a, T v) {
   std::lock_guard<std::mutex> g(gs_sim_mu);

@@ -409,20 +409,6 @@ extern __shared__ gs_real gs_smem[];
 #define GS_OUTLINE static
 #endif
 
-// Each warp has GS_TSCR_LEN reals of scratch at the start of the block's
-// dynamic shared memory (the launch sizes it: tiles.go, tileScratchLen):
-// two tables of 8 trajectories × 33 (rows of 32 elements, padded), where
-// the products move vectors between a trajectory's lanes and the
-// fragments of the tensor-core products.
-#define GS_TSCR_LEN 528
-#define GS_TSCR_ROW 33
-#if defined(GS_WARPS)
-#ifdef GS_CUDA
-extern __shared__ gs_real gs_smem[];
-#endif
-GS_DEVICE gs_real* gs_tscratch() { return gs_smem + (threadIdx.x >> 5) * GS_TSCR_LEN; }
-#endif
-
 // gs_mma884 is D = A·B + D of one m8n8k4 float64 tensor-core product: a is
 // the lane's element A[l/4][l%4] of the 8×4 A, b its element B[l%4][l/4]
 // of the 4×8 B, d its elements [l/4][2(l%4)] and [l/4][2(l%4)+1] of the
@@ -446,8 +432,8 @@ GS_DEVICE void gs_mma884(gs_real* d, gs_real a, gs_real b) {
 // bias sh[pad(bb + bs·e)] (0 if bb < 0). The K inputs x_q are element
 // q + O of vector x (X) or the replicated values x[0:K] (REP). On the
 // device one m8n8k4 product per block of 8 rows and 4 inputs, the tile's
-// trajectories as columns; the result goes to the vector's layout through
-// the warp's scratch.
+// trajectories as columns; the result is moved to the vector's layout by
+// shuffles.
 template <int W, int K, int O, bool REP>
 GS_DEVICE void gs_tdot(gs_real* u, const gs_real* x, const gs_real* GS_RESTRICT sh, int wb, int wq, int ws, int bb, int bs) {
 #if defined(GS_WARPS)
@@ -483,24 +469,14 @@ GS_DEVICE void gs_tdot(gs_real* u, const gs_real* x, const gs_real* GS_RESTRICT 
       gs_mma884(c[b], a, bx);
     }
   }
-  // Through the warp's scratch: the lane's C entries (row 8b + l/4,
-  // trajectories 2(l%4) and 2(l%4)+1) to the trajectories' rows, then
-  // element l%4 + 4m of its own trajectory l/4 into slot m.
-  gs_real* scr = gs_tscratch();
-  __syncwarp();
-#pragma unroll
-  for (int b = 0; b < NB; b++) {
-    const int e = 8 * b + r;
-    if (e < W) {
-      scr[(2 * tl) * GS_TSCR_ROW + e] = c[b][0];
-      scr[(2 * tl + 1) * GS_TSCR_ROW + e] = c[b][1];
-    }
-  }
-  __syncwarp();
+  // Element e = l%4 + 4m of trajectory t = l/4 is row e%8 of block e/8 =
+  // m/2, column t: lane 4(e%8) + t/2, entry t%2.
 #pragma unroll
   for (int m = 0; m < (W + 3) / 4; m++) {
-    const int e = tl + 4 * m;
-    u[m] = scr[r * GS_TSCR_ROW + (e < W ? e : W - 1)];
+    const int src = 4 * (tl + 4 * (m & 1)) + (r >> 1);
+    const gs_real v0 = __shfl_sync(0xffffffffu, c[m >> 1][0], src);
+    const gs_real v1 = __shfl_sync(0xffffffffu, c[m >> 1][1], src);
+    u[m] = (r & 1) ? v1 : v0;
   }
 #else
   for (int e = 0; e < W; e++) {
@@ -511,22 +487,31 @@ GS_DEVICE void gs_tdot(gs_real* u, const gs_real* x, const gs_real* GS_RESTRICT 
 #endif
 }
 
-// gs_tput writes the lane's share of its trajectory's n values of v to
-// row l/4 of table tab (0 where on is false): a vector's slots (MODE 0),
-// replicated values v[0:n] (1), or nothing for ones (2).
+// gs_tfrag returns, in lane l, element 8·blk + l/4 of trajectory tk of
+// the tile (0 past n) of v: a vector (MODE 0), the replicated values
+// v[0:n] (1), or ones (2). Every lane must call it.
 template <int N, int MODE>
-GS_DEVICE void gs_tput(gs_real* tab, const gs_real* v, bool on) {
+GS_DEVICE gs_real gs_tfrag(const gs_real* v, int blk, int tk) {
 #if defined(GS_WARPS)
-  const int tl = GS_LANE & 3, r = GS_LANE >> 2;
+  const int r = GS_LANE >> 2;
+  gs_real x = 0;
   if constexpr (MODE == 0) {
-#pragma unroll
-    for (int m = 0; m < (N + 3) / 4; m++)
-      if (tl + 4 * m < N) tab[r * GS_TSCR_ROW + tl + 4 * m] = on ? v[m] : (gs_real)0;
+    const gs_real v0 = __shfl_sync(0xffffffffu, v[2 * blk], 4 * tk + (r & 3));
+    const gs_real v1 = (8 * blk + 4 < N) ? __shfl_sync(0xffffffffu, v[2 * blk + 1], 4 * tk + (r & 3)) : (gs_real)0;
+    x = r < 4 ? v0 : v1;
   } else if constexpr (MODE == 1) {
 #pragma unroll
-    for (int e = 0; e < N; e++)
-      if ((e & 3) == tl) tab[r * GS_TSCR_ROW + e] = on ? v[e] : (gs_real)0;
+    for (int rr = 0; rr < 8; rr++) {
+      if (8 * blk + rr >= N) break;
+      const gs_real w = __shfl_sync(0xffffffffu, v[8 * blk + rr], 4 * tk);
+      x = r == rr ? w : x;
+    }
+  } else {
+    x = 1;
   }
+  return 8 * blk + r < N ? x : (gs_real)0;
+#else
+  return 0;
 #endif
 }
 
@@ -534,24 +519,16 @@ GS_DEVICE void gs_tput(gs_real* tab, const gs_real* v, bool on) {
 // on set to the accumulator: for rows i < R in mask rows and columns j <
 // C, acc[pad(b0 + rs·i + j)] += Σ_t g_i(t)·x_j(t) (with SHARED: an
 // accumulator shared with other warps, unpadded, atomically). g and x
-// are vectors or replicated values (GM, XM: gs_tput's modes; x may be
+// are vectors or replicated values (GM, XM: gs_tfrag's modes; x may be
 // ones, the sum of g over the tile). On the device one m8n8k4 product per
 // 8×8 block of entries and half tile (the trajectories as the inner
-// dimension, their operands read from the warp's scratch), each entry
-// added once per call; on the host each trajectory adds its products.
+// dimension, their operands brought by shuffles), each entry added once
+// per call; on the host each trajectory adds its products.
 template <int R, int C, int GM, int XM, bool SHARED>
 GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool on, unsigned rows, int b0, int rs) {
 #if defined(GS_WARPS)
   constexpr int NR = (R + 7) / 8, NC = (C + 7) / 8;
   const int lane = GS_LANE, tl = lane & 3, r = lane >> 2;
-  // The tile's g and x as tables of trajectories × elements in the warp's
-  // scratch (zeros for the trajectories with on false), read as fragments.
-  gs_real* tg = gs_tscratch();
-  gs_real* tx = tg + 8 * GS_TSCR_ROW;
-  __syncwarp();
-  gs_tput<R, GM>(tg, g, on);
-  gs_tput<C, XM>(tx, x, on);
-  __syncwarp();
   gs_real c[NR][NC][2];
 #pragma unroll
   for (int bi = 0; bi < NR; bi++)
@@ -566,14 +543,14 @@ GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool 
 #pragma unroll
     for (int bi = 0; bi < NR; bi++) {
       // A[r][k] = g_{8bi+r} of trajectory tk.
-      const int i = 8 * bi + r;
-      a[bi] = (i < R && ((rows >> (i & 31)) & 1u)) ? tg[tk * GS_TSCR_ROW + i] : (gs_real)0;
+      const gs_real v = gs_tfrag<R, GM>(g, bi, tk);
+      a[bi] = (onk && ((rows >> ((8 * bi + r) & 31)) & 1u)) ? v : (gs_real)0;
     }
 #pragma unroll
     for (int bj = 0; bj < NC; bj++) {
       // B[k][n] = x_{8bj+n} of trajectory tk, n = l/4.
-      const int j = 8 * bj + r;
-      b[bj] = j < C ? (XM == 2 ? (onk ? (gs_real)1 : (gs_real)0) : tx[tk * GS_TSCR_ROW + j]) : (gs_real)0;
+      const gs_real v = gs_tfrag<C, XM>(x, bj, tk);
+      b[bj] = onk ? v : (gs_real)0;
     }
 #pragma unroll
     for (int bi = 0; bi < NR; bi++)

@@ -42,15 +42,6 @@ import (
 // tileWidth is the number of trajectories of a tile.
 const tileWidth = 8
 
-// tileScratchLen is the reals of a warp's scratch in shared memory
-// (prelude: GS_TSCR_LEN): two tables of 8 trajectories × 33.
-const tileScratchLen = 2 * tileWidth * 33
-
-// TileScratchBytes is the dynamic shared memory each warp of a tile-mode
-// kernel needs (Source.MapKernel with SourceSettings.Tiles): the scratch
-// through which its tensor-core products move vectors.
-const TileScratchBytes = tileScratchLen * 8
-
 // tileDot is how vector q computes as a dense layer (gs_tdot).
 type tileDot struct {
 	k, o       int // inputs, and the offset of input 0 in vector x
