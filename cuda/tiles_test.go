@@ -281,3 +281,97 @@ func TestNVRTCTileModeKernels(t *testing.T) {
 		}
 	}
 }
+
+// TestTileModeChoice: the jobs that run in tile mode, and the override.
+func TestTileModeChoice(t *testing.T) {
+	t.Setenv(tileEnv, "")
+	big := tileCase(65536, []int{2, 16, 16, 2}, ode.Tsit5)
+	small := tileCase(4096, []int{2, 16, 16, 2}, ode.Tsit5)
+	saved := tileCase(65536, []int{2, 16, 16, 2}, ode.Tsit5)
+	saved.prob.SaveAt = []float64{0.5}
+	// A loss that evaluates a layer of the shared weights has vectors.
+	vecLoss := tileCase(65536, []int{2, 16, 16, 2}, ode.Tsit5)
+	vecLoss.loss.FP = func(y, _, dt, _, s []tape.V) tape.V {
+		h := tape.Dense(s[:32], y, s[32:48])
+		l := y[0].Sub(dt[0]).Square()
+		for _, x := range h {
+			l = l.Add(x.Square())
+		}
+		return l
+	}
+	dense := tileCase(65536, []int{2, 16, 16, 2}, ode.Rodas5P)
+	for _, c := range []struct {
+		name  string
+		c     engineCase
+		op    ode.Op
+		prec  Precision
+		tiles bool
+		sms   int
+		env   string
+		want  bool
+	}{
+		{"65536 trajectories", big, ode.OpGrad, Float64, false, 132, "", true},
+		{"forward", big, ode.OpSolve, Float64, false, 132, "", true},
+		{"4096 trajectories", small, ode.OpGrad, Float64, false, 132, "", false},
+		{"4096 forced", small, ode.OpGrad, Float64, false, 132, "1", true},
+		{"65536 off", big, ode.OpGrad, Float64, false, 132, "0", false},
+		{"sms unknown", big, ode.OpGrad, Float64, false, 0, "", false},
+		{"float32", big, ode.OpGrad, Float32, false, 132, "1", false},
+		{"tile sums", big, ode.OpGrad, Float64, true, 132, "1", false},
+		{"save times", saved, ode.OpGrad, Float64, false, 132, "1", false},
+		{"loss with vectors", vecLoss, ode.OpGrad, Float64, false, 132, "1", false},
+		{"dense output", dense, ode.OpGrad, Float64, false, 132, "1", false},
+	} {
+		t.Setenv(tileEnv, c.env)
+		j := jobOf(t, c.c, c.op)
+		if got := tileMode(j, variantOf(j), j.Plan, c.prec, c.tiles, c.sms); got != c.want {
+			t.Errorf("%s: tile mode %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestTilesAdjoint checks that tile mode finds the adjoint's matrix
+// products in the reverse step of the neural suite's network: the
+// weights' and biases' cotangents as gs_touter, Wᵀ·ȳ as transposed
+// gs_tdot (by vector chains and by replicated chains), and few elements
+// left to take one by one.
+func TestTilesAdjoint(t *testing.T) {
+	c := tileCase(8, []int{2, 32, 32, 2}, ode.Tsit5)
+	j := jobOf(t, c, ode.OpGrad)
+	sp, err := newStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := variantOf(j)
+	v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesShuffle, v.tileMode = true, tileBlocksPerSM, true, true, true
+	src, _, err := kernelSource(sp, v, j.Loss, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The field's VJP, the function that accumulates.
+	start := strings.Index(src, "_vjp__0(const gs_real* GS_RESTRICT gs_sh, gs_real* GS_RESTRICT gs_acc")
+	if start < 0 {
+		t.Fatal("no accumulating VJP function in the kernel")
+	}
+	vjp := src[start:]
+	vjp = vjp[:strings.Index(vjp, "\n}\n")]
+	for _, x := range []struct {
+		what string
+		n    int
+	}{
+		{"gs_touter<32, 32, 0, 0, false>", 1}, // W2's cotangent, ȳ·xᵀ
+		{"gs_touter<2, 32, 1, 0, false>", 1},  // W3's, rows by replicated ȳ
+		{"gs_touter<32, 2, 0, 1, false>", 1},  // W1's, columns by replicated x
+		{"gs_touter<32, 1, 0, 2, false>", 2},  // the hidden biases'
+		{"Wᵀ·g over", 2},                      // chains of vector adds
+		{"Wᵀ·g, 2 columns", 1},                // the state's cotangent
+		{"gs_ol", 2},                          // tanh out of line, both layers
+	} {
+		if got := strings.Count(vjp, x.what); got != x.n {
+			t.Errorf("%q: %d in the VJP, want %d", x.what, got, x.n)
+		}
+	}
+	if n := strings.Count(vjp, "GS_BCAST("); n > 8 {
+		t.Errorf("%d elements taken one by one in the VJP, want at most 8", n)
+	}
+}
