@@ -132,10 +132,11 @@
 // memory; their sums take another order than lanes mode's, so gradients
 // agree to rounding. The trajectories of a tile step together: every
 // lane calls the step functions while any of its tile's trajectories
-// runs, and one that finished discards its trial (gs_body_tile). The
-// engine runs a job in tile mode when it would run it in lanes mode, in
-// float64, without save times or dense output, and with at least 16
-// tiles per multiprocessor (33,792 trajectories on an H200; below that,
+// runs, and one that finished discards its trial; save times are
+// computed in rounds after each step (gs_body_tile). The engine runs a
+// job in tile mode when it would run it in lanes mode, in float64, with a
+// loss that holds no layers, and with at least 16 tiles per
+// multiprocessor (33,792 trajectories on an H200; below that,
 // lanes mode's warp per trajectory keeps more of the GPU busy);
 // GRADSOLVE_CUDA_TILEMODE=1 or 0 overrides the last condition. On an
 // H200 (bench RESULTS.md) the neural suite's gradient takes 0.42 ms at

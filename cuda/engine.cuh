@@ -455,8 +455,47 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 // tile's other seven in lockstep, since the functions that evaluate the
 // field compute the tile's layers together. Every lane calls the step
 // functions on every round while any trajectory of the tile runs; a lane
-// whose trajectory is done (or invalid) computes a trial it discards. Only
-// kernels without save times or dense output (kernel.go: tileOK).
+// whose trajectory is done (or invalid) computes a trial it discards.
+// Save times lying on a step are computed in rounds too (gs_saves_tile),
+// after the round's step; one lane per trajectory (GS_TRAJ_LEAD) writes
+// the results.
+#if GS_K > 0
+// gs_saves_tile computes, in lockstep, the save times k, k+1, ... up to
+// time t2 of the lanes with want set, on step s from (t, y) of size h;
+// every lane calls it, and k advances past the times computed.
+GS_DEVICE void gs_saves_tile(const gs_args& a, const gs_real* sh, int& k, long long i, long long s, gs_real t,
+                             gs_real h, gs_real t2, const gs_real* y, const gs_real* p, bool want) {
+  const long long n = a.n;
+  bool more = want && k < GS_K && a.saveat[k] <= t2;
+  while (GS_ANY(more)) {
+    const gs_real tau = more ? a.saveat[k] : t;
+    gs_real out[GS_D];
+#if GS_DENSE
+    gs_a_dense(sh, t, h, y, p, more ? (tau - t) / h : (gs_real)0, out);
+#else
+    gs_a_replay(sh, t, tau - t, y, p, out);
+#endif
+    if (more) {
+      if (GS_TRAJ_LEAD) {
+        for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = out[c];
+        a.tapstep[(long long)k * n + i] = (int)s;
+      }
+      k++;
+      more = k < GS_K && a.saveat[k] <= t2;
+    }
+  }
+}
+
+// gs_states_tile sets the save times k, k+1, ... up to time t2 (all of
+// them with all set) of trajectory i to the state y, on step s.
+GS_DEVICE void gs_states_tile(const gs_args& a, int& k, long long i, int s, const gs_real* y, bool all, gs_real t2) {
+  while (k < GS_K && (all || a.saveat[k] <= t2)) {
+    if (GS_TRAJ_LEAD) gs_save_state(a, k, i, s, y);
+    k++;
+  }
+}
+#endif
+
 GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool valid, gs_real* acc,
                             const gs_real* sh, const gs_real* csh) {
   const long long n = a.n;
@@ -466,6 +505,10 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
   for (int c = 0; c < GS_NPX; c++) p[c] = (valid && c < GS_NP) ? a.p[(long long)c * n + i] : (gs_real)0;
   int status = GS_RUNNING, len = 0;
   bool overflow = false;
+#if GS_K > 0
+  int k = 0;
+  if (valid) gs_states_tile(a, k, i, 0, y, false, t0);
+#endif
 #if GS_ADAPTIVE
   const gs_real t1 = valid ? a.t1[i] : t0 + 1;
   gs_real st[GS_NSTATE], st2[GS_NSTATE], k1[GS_D];
@@ -481,12 +524,22 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
   while (GS_ANY(run)) {
     gs_real yn[GS_D], e[GS_D], ks[GS_D], hrho, accept, stat;
     gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho);
+#if GS_K > 0
+    // The step's save times, after the round: its start, size, end and
+    // the state it starts from.
+    bool saving = false;
+    long long sv_s = 0;
+    gs_real sv_t = 0, sv_h = 0, sv_t2 = 0, sv_y[GS_D];
+    for (int c = 0; c < GS_D; c++) sv_y[c] = y[c];
+#endif
     if (run) {
       gs_a_control(csh, st, t1, y, yn, e, hrho, st2, &accept, &stat);
       lasth = st[GS_ST_H];
       if (accept != 0) {
-#if GS_MESH_OUT || GS_STORE
+#if GS_MESH_OUT || GS_STORE || GS_K > 0
         const long long s = (long long)st[GS_ST_ACCEPTED];
+#endif
+#if GS_MESH_OUT || GS_STORE
         if (s < a.rows) {
 #if GS_MESH_OUT
           if (GS_TRAJ_LEAD) a.hout[s * n + i] = st[GS_ST_H];
@@ -502,6 +555,13 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
           overflow = true;
         }
 #endif
+#if GS_K > 0
+        saving = true;
+        sv_s = s;
+        sv_t = st[GS_ST_T];
+        sv_h = st[GS_ST_H];
+        sv_t2 = st2[GS_ST_T];
+#endif
         for (int c = 0; c < GS_D; c++) y[c] = yn[c];
 #if GS_FSAL
         for (int c = 0; c < GS_D; c++) k1[c] = ks[c];
@@ -513,6 +573,9 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
         run = false;
       }
     }
+#if GS_K > 0
+    gs_saves_tile(a, sh, k, i, sv_s, sv_t, sv_h, sv_t2, sv_y, p, saving);
+#endif
   }
   len = (int)st[GS_ST_ACCEPTED];
   if (valid && GS_TRAJ_LEAD) {
@@ -537,6 +600,9 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
       for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
     }
 #endif
+#if GS_K > 0
+    gs_saves_tile(a, sh, k, i, s, t, h, t + h, y, p, on);
+#endif
     gs_real yn[GS_D];
     gs_a_replay(sh, t, h, y, p, yn);
     if (on && h != 0)
@@ -544,6 +610,9 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
     if (on) t = t + h;
   }
   status = GS_OK;
+#endif
+#if GS_K > 0
+  if (valid && status == GS_OK) gs_states_tile(a, k, i, len, y, true, 0);
 #endif
   if (valid && GS_TRAJ_LEAD) {
     for (int c = 0; c < GS_D; c++) a.y[(long long)c * n + i] = y[c];

@@ -166,8 +166,8 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		inline = k
 	}
 	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inline, Lanes: v.lanes, Tiles: v.tileMode})
-	if v.tileMode && (!v.lanes || !v.lanesGlobal || prec != Float64 || v.k > 0 || pl.Dense != nil || v.tiles) {
-		return "", info, fmt.Errorf("cuda: tile mode needs float64, no save times, no dense output and no tile sums")
+	if v.tileMode && (!v.lanes || !v.lanesGlobal || prec != Float64 || v.tiles) {
+		return "", info, fmt.Errorf("cuda: tile mode needs lanes mode's global layout, float64 and no tile sums")
 	}
 	if v.tiles {
 		src.defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
@@ -272,6 +272,9 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		} else {
 			tapAcc = revAcc
 			g.sb.WriteString("typedef gs_rev_out gs_tap_rev_out;\n#define gs_a_tap_rev gs_a_rev\n")
+		}
+		if v.tileMode && v.k > 0 && !tapAcc {
+			return "", info, fmt.Errorf("cuda: tile mode: the save times' reverse step of %s does not accumulate its shared gradient", pl.Method)
 		}
 	}
 	if v.loss || v.grad {

@@ -169,16 +169,15 @@ func (ex *executor) useTileMode(j *ode.Job, v variant) bool {
 
 // tileMode reports whether job j of plan pl (kernel v, in lanes mode)
 // runs in tile mode in precision prec, with tile sums (MultiEngine) or
-// not, on sms multiprocessors (0: unknown): float64, no save times, no
-// dense output and no tile sums (gs_body_tile), a shared gradient the
-// reverse step accumulates, a loss without vectors (the kernel calls it
-// for the trajectories that finished only), and enough trajectories to
-// give every multiprocessor tileFill tiles (below that lanes mode's warp
-// per trajectory keeps more of the GPU busy). GRADSOLVE_CUDA_TILEMODE=1
-// or 0 overrides the last condition.
+// not, on sms multiprocessors (0: unknown): float64, no tile sums
+// (gs_body_tile), a shared gradient the reverse steps accumulate, a loss
+// without vectors (the kernel calls it for the trajectories that finished
+// only), and enough trajectories to give every multiprocessor tileFill
+// tiles (below that lanes mode's warp per trajectory keeps more of the
+// GPU busy). GRADSOLVE_CUDA_TILEMODE=1 or 0 overrides the last condition.
 func tileMode(j *ode.Job, v variant, pl *ode.Plan, prec Precision, tiles bool, sms int) bool {
 	env := os.Getenv(tileEnv)
-	if env == "0" || prec != Float64 || tiles || v.k > 0 || pl.Dense != nil || pl.Shared == 0 || noAccumulate {
+	if env == "0" || prec != Float64 || tiles || pl.Shared == 0 || noAccumulate {
 		return false
 	}
 	if (v.loss || v.grad) && j.Loss != nil && (hasVectors(j.Loss.Grad) || hasVectors(j.Loss.Term)) {

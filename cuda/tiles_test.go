@@ -126,6 +126,22 @@ func tileCase(n int, sizes []int, m ode.Method) engineCase {
 	return c
 }
 
+// tileSaveCase is tileCase with save times (one before the first step's
+// end, two in the middle, one at the end) and a loss that reads them.
+func tileSaveCase(n int, sizes []int, m ode.Method) engineCase {
+	c := tileCase(n, sizes, m)
+	c.name = "tile-save-" + c.name
+	c.prob.SaveAt = []float64{1e-3, 0.3, 0.55, 1}
+	c.loss.FP = func(y, ys, dt, _, s []tape.V) tape.V {
+		l := y[0].Mul(s[0]).Add(ys[2].Mul(ys[3]))
+		for k := range y {
+			l = l.Add(y[k].Sub(dt[k]).Square())
+		}
+		return l
+	}
+	return c
+}
+
 // testTileMode runs tile-mode kernels on engine against lanes mode on
 // the same engine (testTileAgainstLanes) and against the CPU: meshes,
 // states, losses and gradients (shared ones summed over tiles), over
@@ -156,6 +172,8 @@ func TestHostSimTileMode(t *testing.T) {
 	testTileMode(t, "cuda-host-sim", []engineCase{
 		tileCase(13, []int{2, 16, 16, 2}, ode.Tsit5),
 		tileCase(6, []int{3, 20, 9, 3}, ode.Vern7),
+		tileSaveCase(11, []int{2, 16, 16, 2}, ode.Tsit5),
+		tileSaveCase(5, []int{2, 12, 2}, ode.Rodas5P),
 	})
 }
 
@@ -230,7 +248,11 @@ func TestHostSimTileStatuses(t *testing.T) {
 // are the same bit for bit.)
 func TestGPUTileMode(t *testing.T) {
 	needGPUEngine(t)
-	testTileMode(t, "cuda", []engineCase{tileCase(1003, []int{2, 32, 32, 2}, ode.Tsit5)})
+	testTileMode(t, "cuda", []engineCase{
+		tileCase(1003, []int{2, 32, 32, 2}, ode.Tsit5),
+		tileSaveCase(1003, []int{2, 32, 32, 2}, ode.Tsit5),
+		tileSaveCase(203, []int{2, 24, 24, 2}, ode.Rodas5P),
+	})
 	testTileAgainstLanes(t, "cuda", "cuda", tileCase(301, []int{3, 20, 9, 3}, ode.Vern7))
 }
 
@@ -318,9 +340,9 @@ func TestTileModeChoice(t *testing.T) {
 		{"sms unknown", big, ode.OpGrad, Float64, false, 0, "", false},
 		{"float32", big, ode.OpGrad, Float32, false, 132, "1", false},
 		{"tile sums", big, ode.OpGrad, Float64, true, 132, "1", false},
-		{"save times", saved, ode.OpGrad, Float64, false, 132, "1", false},
+		{"save times", saved, ode.OpGrad, Float64, false, 132, "", true},
 		{"loss with vectors", vecLoss, ode.OpGrad, Float64, false, 132, "1", false},
-		{"dense output", dense, ode.OpGrad, Float64, false, 132, "1", false},
+		{"dense output", dense, ode.OpGrad, Float64, false, 132, "", true},
 	} {
 		t.Setenv(tileEnv, c.env)
 		j := jobOf(t, c.c, c.op)
