@@ -676,8 +676,11 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID,
 	product func(q int) (sh, c laneArg, ok bool), rowOf func(tape.ID) (int, int)) {
 	p, lp := e.p, e.lp
 	isAdd := func(id tape.ID) bool {
+		if id < 0 {
+			return false
+		}
 		_, _, inVec := lp.in(id)
-		return id >= 0 && !inVec && e.isLive[id] && p.Values[id].Op == ops.OpAdd && len(p.Values[id].Args) == 2
+		return !inVec && e.isLive[id] && p.Values[id].Op == ops.OpAdd && len(p.Values[id].Args) == 2
 	}
 	// term[id]: the product vector whose element id is.
 	term := map[tape.ID]int{}
