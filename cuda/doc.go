@@ -136,8 +136,9 @@
 // computed in rounds after each step (gs_body_tile). The engine runs a
 // job in tile mode when it would run it in lanes mode, in float64, with a
 // loss that holds no layers, and with at least 16 tiles per
-// multiprocessor (33,792 trajectories on an H200; below that,
-// lanes mode's warp per trajectory keeps more of the GPU busy);
+// multiprocessor (16,896 trajectories on an H200, a threshold between
+// the sizes measured, 4,096 and 65,536; below it lanes mode's warp per
+// trajectory keeps more of the GPU busy);
 // GRADSOLVE_CUDA_TILEMODE=1 or 0 overrides the last condition. On an
 // H200 (bench RESULTS.md) the neural suite's gradient takes 0.42 ms at
 // B = 4096 in lanes mode (0.57 in tile mode, 4.8 ms one thread per
