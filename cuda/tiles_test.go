@@ -174,6 +174,8 @@ func TestHostSimTileMode(t *testing.T) {
 		tileCase(6, []int{3, 20, 9, 3}, ode.Vern7),
 		tileSaveCase(11, []int{2, 16, 16, 2}, ode.Tsit5),
 		tileSaveCase(5, []int{2, 12, 2}, ode.Rodas5P),
+		// Layers of 64: two vectors of 32 rows each.
+		netCase(5, []int{4, 64, 4}, nn.Softplus, nn.Identity, ode.Tsit5),
 	})
 }
 
@@ -252,7 +254,9 @@ func TestGPUTileMode(t *testing.T) {
 		tileCase(1003, []int{2, 32, 32, 2}, ode.Tsit5),
 		tileSaveCase(1003, []int{2, 32, 32, 2}, ode.Tsit5),
 		tileSaveCase(203, []int{2, 24, 24, 2}, ode.Rodas5P),
+		netCase(301, []int{4, 64, 4}, nn.Softplus, nn.Identity, ode.Tsit5),
 	})
+	testTileAgainstLanes(t, "cuda", "cuda", netCase(301, []int{2, 33, 33, 2}, nn.Sigmoid, nn.Tanh, ode.Vern7))
 	testTileAgainstLanes(t, "cuda", "cuda", tileCase(301, []int{3, 20, 9, 3}, ode.Vern7))
 }
 
