@@ -324,10 +324,10 @@ type emitter struct {
 	stages    map[int]*stageSpan
 	calleeTop int
 	// isLive marks the values the function computes (live); tp is its
-	// tile-mode products (tiles.go), planned on first use.
+	// tile-mode products (tiles.go: planTiles).
 	isLive []bool
 	tp     *tilePlan
-	// vecPos[q] is vector q's place in the order of emission.
+	// vecPos[q] is vector q's place in the order of emission (tile mode).
 	vecPos map[int]int
 }
 
@@ -511,11 +511,14 @@ func (e *emitter) emit(qual string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	e.vecPos = make(map[int]int)
-	for k, nd := range order {
-		if nd.vec >= 0 {
-			e.vecPos[nd.vec] = k
+	if e.src.tile && e.lp != nil {
+		e.vecPos = make(map[int]int)
+		for k, nd := range order {
+			if nd.vec >= 0 {
+				e.vecPos[nd.vec] = k
+			}
 		}
+		e.tp = e.planTiles()
 	}
 	args := make([]string, 0, 8)
 	for _, nd := range order {

@@ -156,9 +156,15 @@ struct gs_args {
 #if GS_K > 0
 // gs_save computes save time k of trajectory i, on step s from (t, y) of
 // size h: the Replay step of size tau - t (or Dense at theta).
+// gs_save_state sets save time k of trajectory i to the state y, on step s.
+GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const gs_real* y) {
+  const long long n = a.n;
+  for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = y[c];
+  a.tapstep[(long long)k * n + i] = s;
+}
+
 GS_DEVICE void gs_save(const gs_args& a, const gs_real* sh, int k, long long i, long long s, gs_real t, gs_real h,
                        const gs_real* y, const gs_real* p) {
-  const long long n = a.n;
   const gs_real tau = a.saveat[k];
   gs_real out[GS_D];
 #if GS_DENSE
@@ -166,15 +172,50 @@ GS_DEVICE void gs_save(const gs_args& a, const gs_real* sh, int k, long long i, 
 #else
   gs_a_replay(sh, t, tau - t, y, p, out);
 #endif
-  for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = out[c];
-  a.tapstep[(long long)k * n + i] = (int)s;
+  gs_save_state(a, k, i, (int)s, out);
 }
+#endif
 
-// gs_save_state sets save time k of trajectory i to the state y, on step s.
-GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const gs_real* y) {
+#if GS_STORE
+// gs_store_row keeps (t, y), the state before step s of trajectory i.
+GS_DEVICE void gs_store_row(const gs_args& a, long long i, long long s, gs_real t, const gs_real* y) {
   const long long n = a.n;
-  for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = y[c];
-  a.tapstep[(long long)k * n + i] = s;
+  gs_real* row = a.store + s * GS_SW * n + i;
+  if (GS_STORE_T) row[0] = t;
+  for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
+}
+#endif
+
+#if GS_MESH_OUT || GS_STORE
+// gs_record writes accepted step s of trajectory i (of size st[H], from
+// (st[T], y)) to the mesh and the stored states if it fits in their rows
+// (from the lane lead only) and reports whether it did not.
+GS_DEVICE bool gs_record(const gs_args& a, long long i, long long s, const gs_real* st, const gs_real* y, bool lead) {
+  if (s >= a.rows) return true;
+  if (lead) {
+#if GS_MESH_OUT
+    a.hout[s * a.n + i] = st[GS_ST_H];
+#endif
+#if GS_STORE
+    gs_store_row(a, i, s, st[GS_ST_T], y);
+#endif
+  }
+  return false;
+}
+#endif
+
+#if GS_ADAPTIVE
+// gs_finish writes the outcome of trajectory i's adaptive solve: time
+// reached, last step tried, accepted steps (len) and rejected ones, status
+// and flags.
+GS_DEVICE void gs_finish(const gs_args& a, long long i, const gs_real* st, gs_real lasth, int len, int status,
+                         bool overflow) {
+  a.t[i] = st[GS_ST_T];
+  a.lasth[i] = lasth;
+  a.acc[i] = len;
+  a.rej[i] = (int)st[GS_ST_REJECTED];
+  a.status[i] = status;
+  a.flags[i] = (st[GS_ST_STIFF] != 0 ? GS_FLAG_STIFF : 0) | (overflow ? GS_FLAG_OVERFLOW : 0);
 }
 #endif
 
@@ -372,18 +413,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
         const long long s = (long long)st[GS_ST_ACCEPTED];
 #endif
 #if GS_MESH_OUT || GS_STORE
-        if (s < a.rows) {
-#if GS_MESH_OUT
-          a.hout[s * n + i] = st[GS_ST_H];
-#endif
-#if GS_STORE
-          gs_real* row = a.store + s * GS_SW * n + i;
-          if (GS_STORE_T) row[0] = st[GS_ST_T];
-          for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
-#endif
-        } else {
-          overflow = true;
-        }
+        overflow |= gs_record(a, i, s, st, y, true);
 #endif
 #if GS_K > 0
         while (k < GS_K && a.saveat[k] <= st2[GS_ST_T]) gs_save(a, sh, k++, i, s, st[GS_ST_T], st[GS_ST_H], y, p);
@@ -400,21 +430,14 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
       }
     }
     len = (int)st[GS_ST_ACCEPTED];
-    a.t[i] = st[GS_ST_T];
-    a.lasth[i] = lasth;
-    a.acc[i] = len;
-    a.rej[i] = (int)st[GS_ST_REJECTED];
-    a.status[i] = status;
-    a.flags[i] = (st[GS_ST_STIFF] != 0 ? GS_FLAG_STIFF : 0) | (overflow ? GS_FLAG_OVERFLOW : 0);
+    gs_finish(a, i, st, lasth, len, status, overflow);
 #else
     len = a.len[i];
     gs_real t = t0;
     for (int s = 0; s < len; s++) {
       const gs_real h = a.hin[(long long)s * n + i];
 #if GS_STORE
-      gs_real* row = a.store + (long long)s * GS_SW * n + i;
-      if (GS_STORE_T) row[0] = t;
-      for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
+      gs_store_row(a, i, s, t, y);
 #endif
 #if GS_K > 0
       while (k < GS_K && a.saveat[k] <= t + h) gs_save(a, sh, k++, i, s, t, h, y, p);
@@ -465,7 +488,6 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 // every lane calls it, and k advances past the times computed.
 GS_DEVICE void gs_saves_tile(const gs_args& a, const gs_real* sh, int& k, long long i, long long s, gs_real t,
                              gs_real h, gs_real t2, const gs_real* y, const gs_real* p, bool want) {
-  const long long n = a.n;
   bool more = want && k < GS_K && a.saveat[k] <= t2;
   while (GS_ANY(more)) {
     const gs_real tau = more ? a.saveat[k] : t;
@@ -476,10 +498,7 @@ GS_DEVICE void gs_saves_tile(const gs_args& a, const gs_real* sh, int& k, long l
     gs_a_replay(sh, t, tau - t, y, p, out);
 #endif
     if (more) {
-      if (GS_TRAJ_LEAD) {
-        for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = out[c];
-        a.tapstep[(long long)k * n + i] = (int)s;
-      }
+      if (GS_TRAJ_LEAD) gs_save_state(a, k, i, (int)s, out);
       k++;
       more = k < GS_K && a.saveat[k] <= t2;
     }
@@ -540,20 +559,7 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
         const long long s = (long long)st[GS_ST_ACCEPTED];
 #endif
 #if GS_MESH_OUT || GS_STORE
-        if (s < a.rows) {
-#if GS_MESH_OUT
-          if (GS_TRAJ_LEAD) a.hout[s * n + i] = st[GS_ST_H];
-#endif
-#if GS_STORE
-          if (GS_TRAJ_LEAD) {
-            gs_real* row = a.store + s * GS_SW * n + i;
-            if (GS_STORE_T) row[0] = st[GS_ST_T];
-            for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
-          }
-#endif
-        } else {
-          overflow = true;
-        }
+        overflow |= gs_record(a, i, s, st, y, GS_TRAJ_LEAD);
 #endif
 #if GS_K > 0
         saving = true;
@@ -578,14 +584,7 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
 #endif
   }
   len = (int)st[GS_ST_ACCEPTED];
-  if (valid && GS_TRAJ_LEAD) {
-    a.t[i] = st[GS_ST_T];
-    a.lasth[i] = lasth;
-    a.acc[i] = len;
-    a.rej[i] = (int)st[GS_ST_REJECTED];
-    a.status[i] = status;
-    a.flags[i] = (st[GS_ST_STIFF] != 0 ? GS_FLAG_STIFF : 0) | (overflow ? GS_FLAG_OVERFLOW : 0);
-  }
+  if (valid && GS_TRAJ_LEAD) gs_finish(a, i, st, lasth, len, status, overflow);
 #else
   len = valid ? a.len[i] : 0;
   gs_real t = t0;
@@ -594,11 +593,7 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
     const bool on = s < len;
     const gs_real h = on ? a.hin[(long long)s * n + i] : (gs_real)0;
 #if GS_STORE
-    if (on && GS_TRAJ_LEAD) {
-      gs_real* row = a.store + (long long)s * GS_SW * n + i;
-      if (GS_STORE_T) row[0] = t;
-      for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
-    }
+    if (on && GS_TRAJ_LEAD) gs_store_row(a, i, s, t, y);
 #endif
 #if GS_K > 0
     gs_saves_tile(a, sh, k, i, s, t, h, t + h, y, p, on);

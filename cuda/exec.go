@@ -42,6 +42,10 @@ type executor struct {
 	staging [][]byte // free host staging buffers, kept for the next launches
 
 	rows atomic.Int64 // most accepted steps of a trajectory seen, to size record buffers
+
+	// lossVectors caches, by LossPlan.Hash, whether a loss's programs hold
+	// vectors (hasVectors; tile mode's choice).
+	lossVectors sync.Map
 }
 
 // kernelEntry is a compiled kernel of the executor.
@@ -213,14 +217,7 @@ func (ex *executor) variant(j *ode.Job) variant {
 		}
 		v.lanesShuffle = os.Getenv(stageEnv) == "0"
 		if ex.useTileMode(j, v) {
-			// Tile mode: the shared block through the cache, each warp's
-			// accumulator in global memory (as GS_LANES_GLOBAL), and no
-			// staging rows.
-			v.tileMode, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle = true, true, false, true
-			v.lanesMinBlocks = tileBlocksPerSM
-			if b := envInt(minBlocksEnv); b > 0 {
-				v.lanesMinBlocks = b
-			}
+			v = v.tiled()
 		}
 	}
 	return v
@@ -623,7 +620,10 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 	be := ex.be
 	if v.lanes {
 		warps := n
-		if v.tiles || v.tileMode {
+		switch {
+		case v.tileMode:
+			warps = (n + tileWidth - 1) / tileWidth // a warp per tile of tile mode
+		case v.tiles:
 			warps = numTiles(n) // a warp runs a tile's trajectories in turn
 		}
 		return lanesLaunch(warps, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -138,10 +139,11 @@ func runHostStaged(t *testing.T, tps []testProgram, set *SourceSettings, sim, st
 			bodies[j] = k + "_body"
 		}
 		file := filepath.Join(dir, "sim.cpp")
-		main := laneSimHarness(bodies)
+		per := laneWidth
 		if src.tile {
-			main = tileSimHarness(bodies)
+			per = laneWidth / tileWidth
 		}
+		main := simHarness(bodies, per)
 		if err := os.WriteFile(file, []byte(head+warpSim+"#ifndef GS_PRELUDE_CUH"+body+main), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -284,58 +286,19 @@ func TestHostLanes(t *testing.T) {
 	}
 }
 
-// laneSimHarness is harness for the bodies of lanes-mode map kernels run
-// on a simulated warp: 32 threads per trajectory, each writing its own
-// copy of the outputs; lane 0's are written out, and the program exits
-// with status 4 if another lane's differ.
-func laneSimHarness(bodies []string) string {
+// simHarness is harness for the bodies of map kernels run on a simulated
+// warp, per lanes per trajectory (32 in lanes mode, 4 in tile mode, where
+// a warp runs 32/per trajectories): 32 threads per warp, lane l on
+// trajectory first + l/per, each lane writing its own copy of the
+// outputs; the lanes of a trajectory must agree (else exit status 4), and
+// its first lane's are written out.
+func simHarness(bodies []string, per int) string {
 	return `
 #include <string.h>
 typedef void (*gs_body_fn)(long long, long long, const gs_real*, const gs_real*, gs_real*);
 static const gs_body_fn gs_bodies[] = {` + strings.Join(bodies, ", ") + `};
 int main(int argc, char** argv) {
-  FILE* f = fopen(argv[1], "rb");
-  FILE* o = fopen(argv[2], "wb");
-  if (!f || !o) return 2;
-  long long h[5];
-  int bad = 0;
-  while (fread(h, sizeof h, 1, f) == 1) {
-    gs_real* in = (gs_real*)malloc((h[2] + 1) * sizeof(gs_real));
-    gs_real* sh = (gs_real*)malloc((h[3] + 1) * sizeof(gs_real));
-    std::vector<std::vector<gs_real>> out(32, std::vector<gs_real>(h[4] + 1));
-    if (fread(in, sizeof(gs_real), h[2], f) != (size_t)h[2] || fread(sh, sizeof(gs_real), h[3], f) != (size_t)h[3]) return 3;
-    for (long long i = 0; i < h[1]; i++) {
-      std::barrier<> bar(32);
-      gs_sim_bar = &bar;
-      std::vector<std::thread> th;
-      for (int lane = 0; lane < 32; lane++) th.emplace_back([&, lane] {
-        threadIdx.x = lane;
-        gs_bodies[h[0]](i, h[1], in, sh, out[lane].data());
-      });
-      for (auto& t : th) t.join();
-    }
-    for (int lane = 1; lane < 32; lane++)
-      if (memcmp(out[lane].data(), out[0].data(), h[4] * sizeof(gs_real)) != 0) bad = 1;
-    fwrite(out[0].data(), sizeof(gs_real), h[4], o);
-    free(in); free(sh);
-  }
-  fclose(o);
-  return bad ? 4 : 0;
-}
-`
-}
-
-// tileSimHarness is harness for the bodies of tile-mode map kernels run
-// on a simulated warp: 32 threads per tile of eight trajectories, lane l
-// on trajectory 8·tile + l/4, each lane writing its own copy of the
-// outputs; the four lanes of a trajectory must agree (else exit status
-// 4), and the first one's are written out.
-func tileSimHarness(bodies []string) string {
-	return `
-#include <string.h>
-typedef void (*gs_body_fn)(long long, long long, const gs_real*, const gs_real*, gs_real*);
-static const gs_body_fn gs_bodies[] = {` + strings.Join(bodies, ", ") + `};
-int main(int argc, char** argv) {
+  const int per = ` + strconv.Itoa(per) + `, tpw = 32 / per;
   FILE* f = fopen(argv[1], "rb");
   FILE* o = fopen(argv[2], "wb");
   if (!f || !o) return 2;
@@ -348,20 +311,20 @@ int main(int argc, char** argv) {
     std::vector<std::vector<gs_real>> out(32, std::vector<gs_real>(nout + 1));
     std::vector<gs_real> res(nout + 1);
     if (fread(in, sizeof(gs_real), h[2], f) != (size_t)h[2] || fread(sh, sizeof(gs_real), h[3], f) != (size_t)h[3]) return 3;
-    for (long long tile = 0; tile * 8 < n; tile++) {
+    for (long long first = 0; first < n; first += tpw) {
       std::barrier<> bar(32);
       gs_sim_bar = &bar;
       std::vector<std::thread> th;
       for (int lane = 0; lane < 32; lane++) th.emplace_back([&, lane] {
         threadIdx.x = lane;
-        gs_bodies[h[0]](tile * 8 + lane / 4, n, in, sh, out[lane].data());
+        gs_bodies[h[0]](first + lane / per, n, in, sh, out[lane].data());
       });
       for (auto& t : th) t.join();
-      for (long long i = tile * 8; i < n && i < tile * 8 + 8; i++) {
-        const int l0 = 4 * (int)(i - tile * 8);
+      for (long long i = first; i < n && i < first + tpw; i++) {
+        const int l0 = per * (int)(i - first);
         for (long long m = 0; m < nout / n; m++) {
           const gs_real v = out[l0][m * n + i];
-          for (int q = 1; q < 4; q++)
+          for (int q = 1; q < per; q++)
             if (memcmp(&out[l0 + q][m * n + i], &v, sizeof v) != 0) bad = 1;
           res[m * n + i] = v;
         }

@@ -33,7 +33,7 @@ import (
 var (
 	hostF64 = &Engine{name: "cuda-host", prec: Float64, be: newHostBackend(1 << 30)}
 	hostF32 = &Engine{name: "cuda-host-f32", prec: Float32, be: newHostBackend(1 << 30)}
-	hostSim = &Engine{name: "cuda-host-sim", prec: Float64, be: &hostBackend{total: 1 << 30, mem: make(map[uint64][]byte), exes: make(map[string]*hostKernel), sim: true}}
+	hostSim = &Engine{name: "cuda-host-sim", prec: Float64, be: newSimBackend(1 << 30)}
 )
 
 func init() {
@@ -41,39 +41,6 @@ func init() {
 	ode.Register(hostF32)
 	ode.Register(hostSim)
 }
-
-// hostSimMain is the main function of a host kernel executable on a
-// simulated warp: 32 threads run the kernel, each as one lane.
-const hostSimMain = `
-#include <string.h>
-static_assert(sizeof(gs_args) == 8 * GS_HOST_WORDS, "gs_args is not made of 8-byte words");
-int main(int argc, char** argv) {
-  if (argc != 3) return 2;
-  FILE* f = fopen(argv[1], "rb");
-  if (!f) return 3;
-  unsigned long long w[GS_HOST_WORDS], base, size;
-  if (fread(w, 8, GS_HOST_WORDS, f) != GS_HOST_WORDS || fread(&base, 8, 1, f) != 1 || fread(&size, 8, 1, f) != 1) return 4;
-  unsigned char* mem = (unsigned char*)malloc(size + 1);
-  if (fread(mem, 1, size, f) != size) return 5;
-  fclose(f);
-  for (int k = 4; k < GS_HOST_WORDS; k++)
-    if (w[k]) w[k] = (unsigned long long)(mem + (w[k] - base));
-  gs_args a;
-  memcpy(&a, w, sizeof a);
-  std::barrier<> bar(32);
-  gs_sim_bar = &bar;
-  std::vector<std::thread> th;
-  for (int lane = 0; lane < 32; lane++) th.emplace_back([&, lane] {
-    threadIdx.x = lane;
-    gs_engine(a);
-  });
-  for (auto& t : th) t.join();
-  FILE* o = fopen(argv[2], "wb");
-  if (!o || fwrite(mem, 1, size, o) != size) return 6;
-  fclose(o);
-  return 0;
-}
-`
 
 // hostDir holds the compiled host kernels of the test process.
 var (
@@ -90,8 +57,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// hostMain is the main function of a host kernel executable.
-const hostMain = `
+// hostMainOf returns the main function of a host kernel executable, which
+// runs the kernel with the statements run (the launch's arguments in a).
+func hostMainOf(run string) string {
+	return `
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,13 +78,28 @@ int main(int argc, char** argv) {
     if (w[k]) w[k] = (unsigned long long)(mem + (w[k] - base));
   gs_args a;
   memcpy(&a, w, sizeof a);
-  gs_engine(a);
+` + run + `
   FILE* o = fopen(argv[2], "wb");
   if (!o || fwrite(mem, 1, size, o) != size) return 6;
   fclose(o);
   return 0;
 }
 `
+}
+
+// hostMain runs the kernel as a loop over the trajectories; hostSimMain
+// on a simulated warp, 32 threads each running it as one lane.
+var (
+	hostMain    = hostMainOf("  gs_engine(a);")
+	hostSimMain = hostMainOf(`  std::barrier<> bar(32);
+  gs_sim_bar = &bar;
+  std::vector<std::thread> th;
+  for (int lane = 0; lane < 32; lane++) th.emplace_back([&, lane] {
+    threadIdx.x = lane;
+    gs_engine(a);
+  });
+  for (auto& t : th) t.join();`)
+)
 
 // hostBackend is the backend of the host engines.
 type hostBackend struct {
@@ -132,6 +116,13 @@ type hostBackend struct {
 
 func newHostBackend(total int64) *hostBackend {
 	return &hostBackend{total: total, mem: make(map[uint64][]byte), exes: make(map[string]*hostKernel)}
+}
+
+// newSimBackend is newHostBackend on a simulated warp (hostSimMain).
+func newSimBackend(total int64) *hostBackend {
+	b := newHostBackend(total)
+	b.sim = true
+	return b
 }
 
 type hostKernel struct {

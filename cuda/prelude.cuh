@@ -343,7 +343,6 @@ GS_DEVICE void gs_acc32(gs_real* acc, const gs_real* xin, bool on, int n) {
 #define GS_END }
 #define GS_EL(u) u[gs_m]
 #define GS_BCAST(u, e) __shfl_sync(0xffffffffu, u[(e) >> 2], (GS_LANE & ~3) | ((e) & 3))
-#define GS_ACC_ADD(p, v) (*(p) += (v))
 #define GS_ACC_ATOMIC(p, v) atomicAdd(p, v)
 #define GS_SYNCWARP() __syncwarp()
 #elif defined(GS_WARPS)

@@ -161,33 +161,56 @@ const (
 	tileFill        = 16
 )
 
+// tiled returns v in tile mode: the shared block read through the cache
+// and each warp's accumulator in global memory (as GS_LANES_GLOBAL), no
+// staging rows, tileBlocksPerSM blocks per multiprocessor
+// (GRADSOLVE_CUDA_MINBLOCKS overrides).
+func (v variant) tiled() variant {
+	v.lanes, v.tileMode, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle = true, true, true, false, true
+	v.lanesMinBlocks = tileBlocksPerSM
+	if b := envInt(minBlocksEnv); b > 0 {
+		v.lanesMinBlocks = b
+	}
+	return v
+}
+
 // useTileMode reports whether job j (kernel v, in lanes mode) runs in tile
 // mode on this executor (tileMode).
 func (ex *executor) useTileMode(j *ode.Job, v variant) bool {
-	return tileMode(j, v, ex.plan, ex.prec, ex.tiles, ex.be.sms())
+	lossVectors := false
+	if (v.loss || v.grad) && j.Loss != nil {
+		if x, ok := ex.lossVectors.Load(j.Loss.Hash); ok {
+			lossVectors = x.(bool)
+		} else {
+			lossVectors = lossHasVectors(j.Loss)
+			ex.lossVectors.Store(j.Loss.Hash, lossVectors)
+		}
+	}
+	return tileMode(j.N, v, ex.plan, ex.prec, ex.tiles, lossVectors, ex.be.sms())
 }
 
-// tileMode reports whether job j of plan pl (kernel v, in lanes mode)
-// runs in tile mode in precision prec, with tile sums (MultiEngine) or
-// not, on sms multiprocessors (0: unknown): float64, no tile sums
-// (gs_body_tile), a shared gradient the reverse steps accumulate, a loss
-// without vectors (the kernel calls it for the trajectories that finished
-// only), and enough trajectories to give every multiprocessor tileFill
-// tiles (below that lanes mode's warp per trajectory keeps more of the
-// GPU busy). GRADSOLVE_CUDA_TILEMODE=1 or 0 overrides the last condition.
-func tileMode(j *ode.Job, v variant, pl *ode.Plan, prec Precision, tiles bool, sms int) bool {
+// tileMode reports whether a job of n trajectories of plan pl (kernel v,
+// in lanes mode) runs in tile mode in precision prec, with tile sums
+// (MultiEngine) or not, whose loss holds vectors (lossVectors) or not, on
+// sms multiprocessors (0: unknown): float64, no tile sums (gs_body_tile),
+// a shared gradient the reverse steps accumulate, a loss without vectors
+// (the kernel calls it for the trajectories that finished only), and
+// enough trajectories to give every multiprocessor tileFill tiles (below
+// that lanes mode's warp per trajectory keeps more of the GPU busy).
+// GRADSOLVE_CUDA_TILEMODE=1 or 0 overrides the last condition.
+func tileMode(n int, v variant, pl *ode.Plan, prec Precision, tiles, lossVectors bool, sms int) bool {
 	env := os.Getenv(tileEnv)
-	if env == "0" || prec != Float64 || tiles || pl.Shared == 0 || noAccumulate {
-		return false
-	}
-	if (v.loss || v.grad) && j.Loss != nil && (hasVectors(j.Loss.Grad) || hasVectors(j.Loss.Term)) {
+	if env == "0" || prec != Float64 || tiles || pl.Shared == 0 || noAccumulate || lossVectors && (v.loss || v.grad) {
 		return false
 	}
 	if env == "1" {
 		return true
 	}
-	return sms > 0 && (j.N+tileWidth-1)/tileWidth >= sms*tileFill
+	return sms > 0 && (n+tileWidth-1)/tileWidth >= sms*tileFill
 }
+
+// lossHasVectors reports whether loss lp's programs hold vectors.
+func lossHasVectors(lp *ode.LossPlan) bool { return hasVectors(lp.Grad) || hasVectors(lp.Term) }
 
 // hasVectors reports whether lanes mode finds vectors in p or a program
 // it calls.
@@ -283,9 +306,6 @@ type tilePlan struct {
 // tileScalar emits replicated value id where the tile plan makes it part
 // of a matrix product and reports whether it did (or skipped it).
 func (e *emitter) tileScalar(id tape.ID, comment string) bool {
-	if e.tp == nil {
-		e.tp = e.planTiles()
-	}
 	if e.tp.skipID[id] {
 		return true
 	}
@@ -316,9 +336,6 @@ func (e *emitter) tileScalar(id tape.ID, comment string) bool {
 // matrix product: it reports whether q is done, and whether its elements
 // still need their accumulator terms added (laneVecAcc).
 func (e *emitter) tileProducts(q int, comment string) (done, acc bool) {
-	if e.tp == nil {
-		e.tp = e.planTiles()
-	}
 	tp := e.tp
 	if ch := tp.chain[q]; ch != nil {
 		w := len(e.lp.vecs[q].ids)
@@ -385,14 +402,6 @@ func (e *emitter) planTiles() *tilePlan {
 			user[o.ID] = -1
 		}
 	}
-	full := func(q int) bool {
-		for _, id := range lp.vecs[q].ids {
-			if id < 0 {
-				return false
-			}
-		}
-		return true
-	}
 	// feeds reports whether every element of vector q is used once only,
 	// by the element of vector u at its index, and adds nothing.
 	feeds := func(q, u int) bool {
@@ -406,31 +415,18 @@ func (e *emitter) planTiles() *tilePlan {
 		}
 		return true
 	}
-	// product returns the shared argument and the common one of a Mul
-	// vector q of one of each.
-	product := func(q int) (sh, c laneArg, ok bool) {
-		v := &lp.vecs[q]
-		if v.op != ops.OpMul || len(v.args) != 2 || !full(q) {
-			return laneArg{}, laneArg{}, false
-		}
-		a, b := v.args[0], v.args[1]
-		if a.kind == laneCommon {
-			a, b = b, a
-		}
-		return a, b, a.kind == laneShared && b.kind == laneCommon
-	}
 	// links collects the products of the add chain ending in q.
 	var links func(q int, prods, inner []int) ([]int, []int, bool)
 	links = func(q int, prods, inner []int) ([]int, []int, bool) {
 		v := &lp.vecs[q]
-		if v.op != ops.OpAdd || len(v.args) != 2 || !full(q) {
+		if v.op != ops.OpAdd || len(v.args) != 2 || !full(v) {
 			return nil, nil, false
 		}
 		for _, a := range v.args {
 			if a.kind != laneAligned || !feeds(a.vec, q) {
 				return nil, nil, false
 			}
-			if _, _, ok := product(a.vec); ok {
+			if _, _, ok := e.tileProduct(a.vec); ok {
 				prods = append(prods, a.vec)
 				continue
 			}
@@ -442,85 +438,23 @@ func (e *emitter) planTiles() *tilePlan {
 		}
 		return prods, inner, true
 	}
-	// rowOf returns the row of common value c: its element in vector g,
-	// or (replicated) -1.
-	rowOf := func(c tape.ID) (g, i int) {
-		if qg, eg, ok := lp.in(c); ok {
-			return qg, eg
-		}
-		return -1, -1
-	}
 	inChain := map[int]bool{}
 	for q := range lp.vecs {
-		if !full(q) || !e.isLive[lp.vecs[q].ids[0]] {
+		if !full(&lp.vecs[q]) || !e.isLive[lp.vecs[q].ids[0]] {
 			continue
 		}
 		prods, inner, ok := links(q, nil, nil)
 		if !ok || len(prods) < 2 {
 			continue
 		}
-		ch := &tileChain{k: len(prods), g: -2, gs: make([]tape.ID, len(prods))}
-		seen := make([]bool, len(prods))
-		for n, pq := range prods {
-			sh, c, _ := product(pq)
-			g, i := rowOf(c.id)
-			if g < 0 {
-				// Replicated g_i: the products' order is the rows'.
-				i = n
-			}
-			if ch.g == -2 {
-				ch.g = g
-			}
-			if g != ch.g || i < 0 || i >= len(prods) || seen[i] {
-				ok = false
-				break
-			}
-			seen[i] = true
-			ch.gs[i] = c.id
-			if n == 0 {
-				ch.ws = sh.stride
-			}
-			if sh.stride != ch.ws {
-				ok = false
-				break
-			}
-		}
-		if !ok || ch.ws == 0 && len(lp.vecs[q].ids) > 1 {
+		ch, ok := e.chainOf(prods)
+		if !ok {
 			continue
-		}
-		// W[i][j] at wb + wq·i + ws·j: the products' bases by row.
-		base := make([]int, ch.k)
-		for _, pq := range prods {
-			sh, c, _ := product(pq)
-			i := 0
-			if g, gi := rowOf(c.id); g >= 0 {
-				i = gi
-			} else {
-				for i = range ch.gs {
-					if ch.gs[i] == c.id {
-						break
-					}
-				}
-			}
-			base[i] = sh.base
-		}
-		ch.wb = base[0]
-		if ch.k > 1 {
-			ch.wq = base[1] - base[0]
-		}
-		for i, b := range base {
-			ok = ok && b == ch.wb+ch.wq*i
-		}
-		if !ok || ch.g >= 0 && len(lp.vecs[ch.g].ids) < ch.k {
-			continue
-		}
-		if ch.g >= 0 {
-			ch.gs = nil
 		}
 		for _, x := range append(prods, inner...) {
 			inChain[x] = true
 		}
-		tp.chain[q] = ch
+		tp.chain[q] = &ch
 	}
 	// A chain inside a larger one is the larger one's.
 	for q := range tp.chain {
@@ -532,7 +466,7 @@ func (e *emitter) planTiles() *tilePlan {
 		tp.skip[q] = true
 	}
 
-	e.planColumns(tp, uses, user, product, rowOf)
+	e.planColumns(tp, uses, user)
 
 	// Groups of outer products. A Mul vector of an aligned vector a and a
 	// common value c, used for nothing but adding its elements to entries
@@ -545,7 +479,7 @@ func (e *emitter) planTiles() *tilePlan {
 	var keys []key
 	for q := range lp.vecs {
 		v := &lp.vecs[q]
-		if tp.skip[q] || tp.chain[q] != nil || v.op != ops.OpMul || len(v.args) != 2 || !full(q) || !e.isLive[v.ids[0]] {
+		if tp.skip[q] || tp.chain[q] != nil || v.op != ops.OpMul || len(v.args) != 2 || !full(v) || !e.isLive[v.ids[0]] {
 			continue
 		}
 		a, b := e.outerArgs(q)
@@ -572,7 +506,7 @@ func (e *emitter) planTiles() *tilePlan {
 		if !ok || st < 1 {
 			continue
 		}
-		cv, k := rowOf(b.id)
+		cv, k := e.rowOf(b.id)
 		kk := key{b2i(st > 1), a.vec, cv, len(v.ids), st}
 		if st == 1 {
 			kk.st = 0
@@ -659,8 +593,8 @@ func (e *emitter) planTiles() *tilePlan {
 	return tp
 }
 
-// outerArgs returns the aligned and the common argument of the Mul
-// vector q.
+// outerArgs returns the arguments of the two-argument vector q, a common
+// one second.
 func (e *emitter) outerArgs(q int) (x, c laneArg) {
 	a, b := e.lp.vecs[q].args[0], e.lp.vecs[q].args[1]
 	if a.kind == laneCommon {
@@ -669,11 +603,10 @@ func (e *emitter) outerArgs(q int) (x, c laneArg) {
 	return a, b
 }
 
-// planColumns finds tileColumns: product vectors g_i·W[i][·] (product)
-// whose element j is used once, by a replicated add of chain j, and
-// nothing else. uses, user and rowOf are planTiles'.
-func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID,
-	product func(q int) (sh, c laneArg, ok bool), rowOf func(tape.ID) (int, int)) {
+// planColumns finds tileColumns: product vectors g_i·W[i][·]
+// (tileProduct) whose element j is used once, by a replicated add of
+// chain j, and nothing else. uses and user are planTiles'.
+func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID) {
 	p, lp := e.p, e.lp
 	isAdd := func(id tape.ID) bool {
 		if id < 0 {
@@ -689,7 +622,7 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID,
 		if tp.skip[q] || tp.chain[q] != nil {
 			continue
 		}
-		if _, _, ok := product(q); !ok || !e.isLive[lp.vecs[q].ids[0]] {
+		if _, _, ok := e.tileProduct(q); !ok || !e.isLive[lp.vecs[q].ids[0]] {
 			continue
 		}
 		ok := true
@@ -718,13 +651,13 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID,
 		_, tb := term[a[1]]
 		return ta || tb
 	}
-	type chainOf struct {
+	type addChain struct {
 		prods []int
 		links []tape.ID
 		head  tape.ID
 		end   tape.ID
 	}
-	var chains []chainOf
+	var chains []addChain
 	started := map[tape.ID]bool{}
 	for _, q := range prods {
 		for el, id := range lp.vecs[q].ids {
@@ -738,7 +671,7 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID,
 				continue // seen, or not the chain's first add
 			}
 			started[start] = true
-			c := chainOf{head: prev}
+			c := addChain{head: prev}
 			if _, ok := term[prev]; ok {
 				c.head = -1
 			}
@@ -789,45 +722,13 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID,
 		if len(cs) != w {
 			continue
 		}
-		ch := tileChain{k: len(qs), g: -2, gs: make([]tape.ID, len(qs))}
-		base := make([]int, len(qs))
-		seen := make([]bool, len(qs))
-		ok := true
-		for n, q := range qs {
-			sh, c, _ := product(q)
-			g, i := rowOf(c.id)
-			if g < 0 {
-				i = n
-			}
-			if ch.g == -2 {
-				ch.g, ch.ws = g, sh.stride
-			}
-			if g != ch.g || i < 0 || i >= len(qs) || seen[i] || sh.stride != ch.ws || len(lp.vecs[q].ids) != w {
-				ok = false
-				break
-			}
-			seen[i] = true
-			ch.gs[i], base[i] = c.id, sh.base
-		}
-		if !ok || ch.g >= 0 && len(lp.vecs[ch.g].ids) < ch.k {
-			continue
-		}
-		ch.wb = base[0]
-		if ch.k > 1 {
-			ch.wq = base[1] - base[0]
-		}
-		for i, b := range base {
-			ok = ok && b == ch.wb+ch.wq*i
-		}
+		ch, ok := e.chainOf(qs)
 		if !ok {
 			continue
 		}
 		cols := map[int]bool{}
 		for j := 0; j < w; j++ {
 			cols[j] = true
-		}
-		if ch.g >= 0 {
-			ch.gs = nil
 		}
 		// Every column once.
 		js := make([]int, len(cs))
@@ -856,6 +757,79 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID,
 			tp.skip[q] = true
 		}
 	}
+}
+
+// tileProduct returns the shared and the common argument of vector q, a
+// Mul of one of each (a product g_i·W[i][·]), or ok false.
+func (e *emitter) tileProduct(q int) (sh, c laneArg, ok bool) {
+	v := &e.lp.vecs[q]
+	if v.op != ops.OpMul || len(v.args) != 2 || !full(v) {
+		return laneArg{}, laneArg{}, false
+	}
+	a, b := e.outerArgs(q)
+	return a, b, a.kind == laneShared && b.kind == laneCommon
+}
+
+// rowOf returns the vector and element of value c, or -1, -1 for a
+// replicated value.
+func (e *emitter) rowOf(c tape.ID) (g, i int) {
+	if qg, eg, ok := e.lp.in(c); ok {
+		return qg, eg
+	}
+	return -1, -1
+}
+
+// chainOf fits the products prods (tileProduct, all of one width) to a
+// tileChain: row i is g_i's element in one vector g (all of its k rows
+// once), or with replicated g_i the products' order; W[i][j] lies at
+// wb + wq·i + ws·j.
+func (e *emitter) chainOf(prods []int) (tileChain, bool) {
+	lp := e.lp
+	k, w := len(prods), len(lp.vecs[prods[0]].ids)
+	ch := tileChain{k: k, g: -2, gs: make([]tape.ID, k)}
+	base := make([]int, k)
+	seen := make([]bool, k)
+	for n, q := range prods {
+		sh, c, _ := e.tileProduct(q)
+		g, i := e.rowOf(c.id)
+		if g < 0 {
+			i = n
+		}
+		if ch.g == -2 {
+			ch.g, ch.ws = g, sh.stride
+		}
+		if g != ch.g || i < 0 || i >= k || seen[i] || sh.stride != ch.ws || len(lp.vecs[q].ids) != w {
+			return tileChain{}, false
+		}
+		seen[i] = true
+		ch.gs[i], base[i] = c.id, sh.base
+	}
+	if ch.ws == 0 && w > 1 || ch.g >= 0 && len(lp.vecs[ch.g].ids) < k {
+		return tileChain{}, false
+	}
+	ch.wb = base[0]
+	if k > 1 {
+		ch.wq = base[1] - base[0]
+	}
+	for i, b := range base {
+		if b != ch.wb+ch.wq*i {
+			return tileChain{}, false
+		}
+	}
+	if ch.g >= 0 {
+		ch.gs = nil
+	}
+	return ch, true
+}
+
+// full reports whether every element of vector v is a value (no holes).
+func full(v *laneVec) bool {
+	for _, id := range v.ids {
+		if id < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // sortedCopy returns xs sorted, as a new slice.

@@ -288,17 +288,7 @@ func TestNVRTCTileModeKernels(t *testing.T) {
 	}
 	c := tileCase(8, []int{2, 32, 32, 2}, ode.Tsit5)
 	for _, op := range []ode.Op{ode.OpSolve, ode.OpGrad} {
-		j := jobOf(t, c, op)
-		sp, err := newStepPrograms(j.Plan)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := variantOf(j)
-		v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesShuffle, v.tileMode = true, tileBlocksPerSM, true, true, true
-		src, _, err := kernelSource(sp, v, j.Loss, Float64)
-		if err != nil {
-			t.Fatal(err)
-		}
+		src := tileKernelSource(t, c, op)
 		code := compilePTX(t, l, src, fmt.Sprintf("tile-%v", op))
 		for _, want := range []string{"mma.sync.aligned.m8n8k4", "shfl.sync", "vote.sync.any"} {
 			if !strings.Contains(code, want) {
@@ -350,7 +340,8 @@ func TestTileModeChoice(t *testing.T) {
 	} {
 		t.Setenv(tileEnv, c.env)
 		j := jobOf(t, c.c, c.op)
-		if got := tileMode(j, variantOf(j), j.Plan, c.prec, c.tiles, c.sms); got != c.want {
+		vecs := j.Loss != nil && lossHasVectors(j.Loss)
+		if got := tileMode(j.N, variantOf(j), j.Plan, c.prec, c.tiles, vecs, c.sms); got != c.want {
 			t.Errorf("%s: tile mode %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -362,18 +353,7 @@ func TestTileModeChoice(t *testing.T) {
 // gs_tdot (by vector chains and by replicated chains), and few elements
 // left to take one by one.
 func TestTilesAdjoint(t *testing.T) {
-	c := tileCase(8, []int{2, 32, 32, 2}, ode.Tsit5)
-	j := jobOf(t, c, ode.OpGrad)
-	sp, err := newStepPrograms(j.Plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := variantOf(j)
-	v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesShuffle, v.tileMode = true, tileBlocksPerSM, true, true, true
-	src, _, err := kernelSource(sp, v, j.Loss, Float64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := tileKernelSource(t, tileCase(8, []int{2, 32, 32, 2}, ode.Tsit5), ode.OpGrad)
 	// The field's VJP, the function that accumulates.
 	start := strings.Index(src, "_vjp__0(const gs_real* GS_RESTRICT gs_sh, gs_real* GS_RESTRICT gs_acc")
 	if start < 0 {
@@ -400,4 +380,20 @@ func TestTilesAdjoint(t *testing.T) {
 	if n := strings.Count(vjp, "GS_BCAST("); n > 8 {
 		t.Errorf("%d elements taken one by one in the VJP, want at most 8", n)
 	}
+}
+
+// tileKernelSource returns the source of the tile-mode kernel of case c's
+// job op.
+func tileKernelSource(t *testing.T, c engineCase, op ode.Op) string {
+	t.Helper()
+	j := jobOf(t, c, op)
+	sp, err := newStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _, err := kernelSource(sp, variantOf(j).tiled(), j.Loss, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
 }
