@@ -205,6 +205,16 @@ GS_DEVICE bool gs_record(const gs_args& a, long long i, long long s, const gs_re
 #endif
 
 #if GS_ADAPTIVE
+// gs_start sets the controller state st of a solve from t0 with the
+// first step h0 (last: whether it is the last).
+GS_DEVICE void gs_start(gs_real* st, gs_real t0, gs_real h0, gs_real last) {
+  for (int q = 0; q < GS_NSTATE; q++) st[q] = 0;
+  st[GS_ST_T] = t0;
+  st[GS_ST_H] = h0;
+  st[GS_ST_ERRPREV] = 1;
+  st[GS_ST_LAST] = last;
+}
+
 // gs_finish writes the outcome of trajectory i's adaptive solve: time
 // reached, last step tried, accepted steps (len) and rejected ones, status
 // and flags.
@@ -397,11 +407,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
     gs_real st[GS_NSTATE], st2[GS_NSTATE], k1[GS_D];
     gs_real h0, last;
     gs_a_init(sh, t0, t1, y, p, &h0, &last, k1);
-    for (int q = 0; q < GS_NSTATE; q++) st[q] = 0;
-    st[GS_ST_T] = t0;
-    st[GS_ST_H] = h0;
-    st[GS_ST_ERRPREV] = 1;
-    st[GS_ST_LAST] = last;
+    gs_start(st, t0, h0, last);
     gs_real lasth = h0;
     for (;;) {
       gs_real yn[GS_D], e[GS_D], ks[GS_D], hrho, accept, stat;
@@ -533,11 +539,7 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
   gs_real st[GS_NSTATE], st2[GS_NSTATE], k1[GS_D];
   gs_real h0, last;
   gs_a_init(sh, t0, t1, y, p, &h0, &last, k1);
-  for (int q = 0; q < GS_NSTATE; q++) st[q] = 0;
-  st[GS_ST_T] = t0;
-  st[GS_ST_H] = h0;
-  st[GS_ST_ERRPREV] = 1;
-  st[GS_ST_LAST] = last;
+  gs_start(st, t0, h0, last);
   gs_real lasth = h0;
   bool run = valid;
   while (GS_ANY(run)) {

@@ -261,8 +261,8 @@ func TestGPUTileMode(t *testing.T) {
 }
 
 // TestGPUTileBitwise: on the GPU, tile mode's tensor-core layers round
-// as lanes mode's fused multiply-adds: the same meshes, states and
-// per-trajectory gradients, bit for bit.
+// as lanes mode's fused multiply-adds: the same meshes and states, bit for
+// bit, and gradients to rounding (testTileAgainstLanes).
 func TestGPUTileBitwise(t *testing.T) {
 	needGPUEngine(t)
 	testTileBitwise(t, "cuda", "cuda", 2001)
