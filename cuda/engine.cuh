@@ -668,6 +668,13 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
   gs_real* acc = accs;
   const int tid = threadIdx.x, nt = blockDim.x;
   const int nacc = GS_WACC;
+#elif defined(GS_CUDA) && defined(GS_TILE_SACC)
+  // Tile mode: each warp's accumulator in the block's shared memory.
+  extern __shared__ gs_real gs_smem[];
+  gs_real* accs = gs_smem + GS_STAGE_SKIP;
+  gs_real* acc = accs + (threadIdx.x >> 5) * GS_WACC;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int nacc = (blockDim.x >> 5) * GS_WACC;
 #elif defined(GS_CUDA)
   const int tid = threadIdx.x, nt = blockDim.x;
   gs_real* accs = a.work + (long long)blockIdx.x * (blockDim.x >> 5) * GS_WACC;
@@ -731,7 +738,24 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
     GS_SYNCWARP();
   }
 #else
-#if defined(GS_CUDA) && defined(GS_TILEMODE)
+#if defined(GS_CUDA) && defined(GS_TILEMODE) && defined(GS_TILE_DYNAMIC)
+  // Tiles taken in turn (GS_TILE_DYNAMIC): a warp's first tile is its
+  // index in the grid, each next one the counter's (a.work[GS_TILE_NEXT],
+  // zeroed by the host) plus the grid's warps, so that warps whose tiles
+  // ran short take more and the last round is short.
+  __syncthreads();
+  const long long wpb = blockDim.x >> 5, nw = (long long)gridDim.x * wpb;
+  unsigned long long* next = (unsigned long long*)(a.work + GS_TILE_NEXT);
+  long long tile = blockIdx.x * wpb + (threadIdx.x >> 5);
+  while (tile * 8 < a.n) {
+    const long long i = tile * 8 + ((threadIdx.x & 31) >> 2);
+    gs_body_tile(a, i, i < a.n, acc, ssh, csh);
+    long long t = 0;
+    if ((threadIdx.x & 31) == 0) t = nw + (long long)atomicAdd(next, 1ull);
+    tile = __shfl_sync(0xffffffffu, t, 0);
+  }
+  __syncthreads();
+#elif defined(GS_CUDA) && defined(GS_TILEMODE)
   __syncthreads();
   const long long wpb = blockDim.x >> 5;
   for (long long tile = blockIdx.x * wpb + (threadIdx.x >> 5); tile * 8 < a.n; tile += (long long)gridDim.x * wpb) {

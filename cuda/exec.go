@@ -218,6 +218,10 @@ func (ex *executor) variant(j *ode.Job) variant {
 		v.lanesShuffle = os.Getenv(stageEnv) == "0"
 		if ex.useTileMode(j, v) {
 			v = v.tiled()
+			// The host backends (no multiprocessors) keep the accumulators in
+			// the work array: GS_TILE_SACC is the device's.
+			v.tileSharedAcc = v.grad && ex.be.sms() > 0 && os.Getenv(tileAccEnv) != "global" && tileSharedAccFits(ex.plan.Shared, lim)
+			v.tileDynamic = ex.be.sms() > 0 && os.Getenv(tileSchedEnv) != "static"
 		}
 	}
 	return v
@@ -468,7 +472,10 @@ func (r *run) layout(n, rows int) layout {
 	}
 	if v.lanesGlobal {
 		threads, _, _ := r.launchShape(n)
-		block, accs := lanesGlobalLayout(d, ns, v.grad && !v.lanesBlockAcc, threads)
+		block, accs := lanesGlobalLayout(d, ns, v.workAccs(), threads)
+		if v.tileDynamic {
+			accs++ // the tile counter, GS_TILE_NEXT
+		}
 		elems[argSh], elems[argWork] = int64(block), int64(accs)
 	}
 	var l layout
@@ -626,7 +633,11 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 		case v.tiles:
 			warps = numTiles(n) // a warp runs a tile's trajectories in turn
 		}
-		return lanesLaunch(warps, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
+		threads, block, shmem = lanesLaunch(warps, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
+		if v.tileSharedAcc {
+			shmem += block / laneWidth * lanesAccLen(r.ns) * ex.prec.size()
+		}
+		return threads, block, shmem
 	}
 	block, shmem = launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
 	return n, block, shmem
@@ -715,6 +726,12 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	if zeroGS {
 		if err := be.zero(ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
+			return nil, err
+		}
+	}
+	if v.tileDynamic {
+		// The tile counter, the work array's last real.
+		if err := be.zero(ar.addr+uint64(l.off[argWork]+l.bytes[argWork]-int64(ex.prec.size())), int64(ex.prec.size())); err != nil {
 			return nil, err
 		}
 	}

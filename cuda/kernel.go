@@ -58,7 +58,19 @@ type variant struct {
 	// trajectories in lockstep, dense layers on the tensor cores
 	// (GS_TILEMODE, tiles.go; executor.useTileMode).
 	tileMode bool
+	// tileSharedAcc (tile mode, a gradient) keeps each warp's accumulator
+	// in the block's shared memory (GS_TILE_SACC) instead of global
+	// memory, where tileBlocksPerSM blocks' fit (tileSharedAccFits).
+	tileSharedAcc bool
+	// tileDynamic (tile mode on a device) has warps take their tiles in
+	// turn from a counter after the work array's accumulators
+	// (GS_TILE_DYNAMIC, GS_TILE_NEXT) instead of every gridth one.
+	tileDynamic bool
 }
+
+// workAccs reports whether the warps' accumulators of a lanes-mode
+// kernel in global memory are rows of its work array.
+func (v variant) workAccs() bool { return v.grad && !v.lanesBlockAcc && !v.tileSharedAcc }
 
 // variantOf returns the kernel that runs job j.
 func variantOf(j *ode.Job) variant {
@@ -115,7 +127,7 @@ func (v variant) layout() string {
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.tileMode, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.tileMode, v.lossKey) + fmt.Sprintf(" sa%t td%t", v.tileSharedAcc, v.tileDynamic)
 }
 
 // stepPrograms are the plan's programs a kernel calls.
@@ -183,6 +195,18 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		}
 		if v.lanesBlockAcc {
 			src.defines = append(src.defines, "GS_LANES_BLOCKACC 1", fmt.Sprintf("GS_LANES_BLOCK %d", lanesAccBlock))
+		}
+		if v.tileSharedAcc {
+			src.defines = append(src.defines, "GS_TILE_SACC 1")
+		}
+		if v.tileDynamic {
+			// The counter follows the warps' accumulators in the work
+			// array, where they are there (lanesGlobalLayout).
+			at := "0"
+			if v.workAccs() {
+				at = "((long long)gridDim.x * (blockDim.x >> 5) * GS_WACC)"
+			}
+			src.defines = append(src.defines, "GS_TILE_DYNAMIC 1", "GS_TILE_NEXT "+at)
 		}
 	}
 	if v.xpose(ns) {

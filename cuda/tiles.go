@@ -153,6 +153,26 @@ func (e *emitter) tileAdd(j int, x string) {
 // tileEnv forces tile mode on (1) where a job allows it, or off (0).
 const tileEnv = "GRADSOLVE_CUDA_TILEMODE"
 
+// tileAccEnv set to "global" keeps tile mode's warp accumulators in
+// global memory (variant.tileSharedAcc), for comparisons.
+const tileAccEnv = "GRADSOLVE_CUDA_TILEACC"
+
+// tileSchedEnv set to "static" has tile mode's warps run every gridth
+// tile instead of taking them in turn (variant.tileDynamic), for
+// comparisons.
+const tileSchedEnv = "GRADSOLVE_CUDA_TILESCHED"
+
+// tileSharedAccFits reports whether tileBlocksPerSM blocks of lanesBlock
+// threads, each warp with an accumulator of ns shared parameters in
+// shared memory beside its staging row, fit in a multiprocessor whose
+// blocks may have limit bytes each (limit + 1 KiB per block in all): up to
+// 1,600 float64 weights on an H200.
+func tileSharedAccFits(ns, limit int) bool {
+	w := lanesBlock / laneWidth
+	per := w*(lanesAccLen(ns)+laneStageLen)*Float64.size() + 1024
+	return ns > 0 && tileBlocksPerSM*per <= limit+1024
+}
+
 // Tile-mode launches: tileBlocksPerSM blocks of lanesBlock threads per
 // multiprocessor (what 128 registers a thread let run), and tile mode
 // where a job has at least tileFill tiles (warps) per multiprocessor.

@@ -268,6 +268,65 @@ func TestGPUTileBitwise(t *testing.T) {
 	testTileBitwise(t, "cuda", "cuda", 2001)
 }
 
+// TestGPUTileGlobalAcc: tile mode with the warps' accumulators in global
+// memory (GRADSOLVE_CUDA_TILEACC=global, where shared memory is the
+// default for this network) against lanes mode, for the gradient and
+// the states.
+func TestGPUTileGlobalAcc(t *testing.T) {
+	needGPUEngine(t)
+	t.Setenv(tileAccEnv, "global")
+	testTileBitwise(t, "cuda", "cuda", 1001)
+}
+
+// TestGPUTileStatic: tile mode with warps running every gridth tile
+// (GRADSOLVE_CUDA_TILESCHED=static; by default they take tiles in turn),
+// with the accumulators in shared and in global memory, against lanes
+// mode; the forward solve too.
+func TestGPUTileStatic(t *testing.T) {
+	needGPUEngine(t)
+	t.Setenv(tileSchedEnv, "static")
+	for _, acc := range []string{"", "global"} {
+		t.Setenv(tileAccEnv, acc)
+		testTileBitwise(t, "cuda", "cuda", 3001)
+		c := tileCase(3001, []int{2, 16, 16, 2}, ode.Tsit5)
+		t.Setenv(tileEnv, "1")
+		tile, err := c.solver(t, "cuda").Solve(&c.prob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv(tileEnv, "0")
+		lanes, err := c.solver(t, "cuda").Solve(&c.prob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range lanes.Y {
+			if tile.Y[k] != lanes.Y[k] {
+				t.Fatalf("accumulators %q: forward y[%d]: tile mode %v, lanes mode %v", acc, k, tile.Y[k], lanes.Y[k])
+			}
+		}
+	}
+}
+
+// TestTileSharedAccFits: tile mode's warp accumulators go in shared
+// memory for the neural suite's 1,218 weights on an H200 (227 KiB a
+// block), not for 4,482 or where a block may have 48 KiB.
+func TestTileSharedAccFits(t *testing.T) {
+	for _, c := range []struct {
+		ns, limit int
+		want      bool
+	}{
+		{1218, 232448, true},
+		{1400, 232448, true},
+		{4482, 232448, false},
+		{1218, 49152, false},
+		{0, 232448, false},
+	} {
+		if got := tileSharedAccFits(c.ns, c.limit); got != c.want {
+			t.Errorf("%d weights, %d bytes: %v, want %v", c.ns, c.limit, got, c.want)
+		}
+	}
+}
+
 // TestGPUTileStatuses: per-trajectory statuses in tile mode.
 func TestGPUTileStatuses(t *testing.T) {
 	needGPUEngine(t)
