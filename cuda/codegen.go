@@ -329,6 +329,9 @@ type emitter struct {
 	tp     *tilePlan
 	// vecPos[q] is vector q's place in the order of emission (tile mode).
 	vecPos map[int]int
+	// biasAcc holds the emitted gs_touter calls of vectors with ones a
+	// layer's weights' product may take over (tile mode; tileVecAcc).
+	biasAcc map[int]biasAcc
 }
 
 // live marks the values the outputs depend on. The shared arguments of a

@@ -522,17 +522,22 @@ GS_DEVICE gs_real gs_tfrag(const gs_real* v, int blk, int tk) {
 // ones, the sum of g over the tile). On the device one m8n8k4 product per
 // 8×8 block of entries and half tile (the trajectories as the inner
 // dimension, their operands brought by shuffles), each entry added once
-// per call; on the host each trajectory adds its products.
+// per call; on the host each trajectory adds its products. With bb >= 0
+// it also adds g, summed over the tile, to entries pad(bb + bs·i) (a
+// layer's bias beside its weights: the product of g with ones that
+// gs_touter<R, 1, GM, 2, SHARED> computes, on the same fragments of g).
 template <int R, int C, int GM, int XM, bool SHARED>
-GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool on, unsigned rows, int b0, int rs) {
+GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool on, unsigned rows, int b0, int rs, int bb = -1, int bs = 0) {
 #if defined(GS_WARPS)
   constexpr int NR = (R + 7) / 8, NC = (C + 7) / 8;
   const int lane = GS_LANE, tl = lane & 3, r = lane >> 2;
-  gs_real c[NR][NC][2];
+  gs_real c[NR][NC][2], cb[NR][2];
 #pragma unroll
-  for (int bi = 0; bi < NR; bi++)
+  for (int bi = 0; bi < NR; bi++) {
+    cb[bi][0] = cb[bi][1] = 0;
 #pragma unroll
     for (int bj = 0; bj < NC; bj++) c[bi][bj][0] = c[bi][bj][1] = 0;
+  }
 #pragma unroll
   for (int ks = 0; ks < 2; ks++) {
     // This lane's k is trajectory tk = 4ks + l%4 of the tile.
@@ -555,6 +560,12 @@ GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool 
     for (int bi = 0; bi < NR; bi++)
 #pragma unroll
       for (int bj = 0; bj < NC; bj++) gs_mma884(c[bi][bj], a[bi], b[bj]);
+    if (bb >= 0) {
+      // B = ones in column 0 (gs_tfrag's mode 2 for one column).
+      const gs_real one = (onk && r == 0) ? (gs_real)1 : (gs_real)0;
+#pragma unroll
+      for (int bi = 0; bi < NR; bi++) gs_mma884(cb[bi], a[bi], one);
+    }
   }
   // C[r][2tl+e] of block (bi, bj): row 8bi + r, column 8bj + 2tl + e.
 #pragma unroll
@@ -572,12 +583,19 @@ GS_DEVICE void gs_touter(gs_real* acc, const gs_real* g, const gs_real* x, bool 
         else
           acc[GS_PAD(b0 + rs * i + j)] += c[bi][bj][e];
       }
+    if (bb >= 0 && tl == 0) {
+      if (SHARED)
+        atomicAdd(&acc[bb + bs * i], cb[bi][0]);
+      else
+        acc[GS_PAD(bb + bs * i)] += cb[bi][0];
+    }
   }
   __syncwarp();
 #else
   if (!on) return;
   for (int i = 0; i < R; i++) {
     if (!((rows >> i) & 1u)) continue;
+    if (bb >= 0) acc[SHARED ? bb + bs * i : GS_PAD(bb + bs * i)] += g[i];
     for (int j = 0; j < C; j++) {
       const int at = SHARED ? b0 + rs * i + j : GS_PAD(b0 + rs * i + j);
       acc[at] += XM == 2 ? g[i] : g[i] * x[j];

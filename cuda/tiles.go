@@ -137,8 +137,44 @@ func (e *emitter) tileVector(q int, comment string) bool {
 // tileVecAcc adds vector q's elements to the accumulator entries
 // base + stride·e of mask, summed over the tile: the outer product of the
 // vector with ones (gs_touter).
+// The call is kept in e.biasAcc, so that a gs_touter of the same vector
+// (the layer's weights) that follows can take it over (tileProducts).
 func (e *emitter) tileVecAcc(q, w int, mask uint32, base, stride int) {
-	fmt.Fprintf(&e.sb, "  gs_touter<%d, 1, 0, 2, %t>(gs_acc, u%d, nullptr, gs_on, 0x%08xu, %d, %d);\n", w, e.src.accShared, q, mask, base, stride)
+	line := fmt.Sprintf("  gs_touter<%d, 1, 0, 2, %t>(gs_acc, u%d, nullptr, gs_on, 0x%08xu, %d, %d);\n", w, e.src.accShared, q, mask, base, stride)
+	e.sb.WriteString(line)
+	if e.biasAcc == nil {
+		e.biasAcc = make(map[int]biasAcc)
+	}
+	e.biasAcc[q] = biasAcc{line: line, w: w, mask: mask, base: base, stride: stride}
+}
+
+// biasAcc is an emitted gs_touter of a vector with ones (tileVecAcc): its
+// line, the vector's width, the entries' mask, base and stride.
+type biasAcc struct {
+	line         string
+	w            int
+	mask         uint32
+	base, stride int
+}
+
+// takeBiasAcc removes the emitted gs_touter of vector g with ones of w
+// rows and mask (tileVecAcc) from the function's code and returns its
+// entries' base and stride, or ok false if there is none.
+func (e *emitter) takeBiasAcc(g, w int, mask uint32) (base, stride int, ok bool) {
+	b, found := e.biasAcc[g]
+	if !found || b.w != w || b.mask != mask || e.src.stage { // staging records offsets in the code
+		return 0, 0, false
+	}
+	code := e.sb.String()
+	at := strings.LastIndex(code, b.line)
+	if at < 0 {
+		return 0, 0, false
+	}
+	delete(e.biasAcc, g)
+	e.sb.Reset()
+	e.sb.WriteString(code[:at])
+	e.sb.WriteString(code[at+len(b.line):])
+	return b.base, b.stride, true
 }
 
 // tileAdd adds replicated x, summed over the tile, to entry j.
@@ -375,8 +411,16 @@ func (e *emitter) tileProducts(q int, comment string) (done, acc bool) {
 		if o.xv < 0 {
 			x = e.replicated(q, "x", o.xs)
 		}
-		fmt.Fprintf(&e.sb, "  gs_touter<%d, %d, %d, %d, %t>(gs_acc, %s, %s, gs_on, 0x%08xu, %d, %d);  // W̄ += g·xᵀ over the tile, e.g. %s\n",
-			o.r, o.c, mode(o.gv), mode(o.xv), e.src.accShared, g, x, o.rows, o.b0, o.rs, comment)
+		// A bias accumulated from the same vector joins the product: one
+		// set of g's fragments for both (gs_touter's bb, bs).
+		bias := ""
+		if o.gv >= 0 {
+			if bb, bs, ok := e.takeBiasAcc(o.gv, o.r, o.rows); ok {
+				bias = fmt.Sprintf(", %d, %d", bb, bs)
+			}
+		}
+		fmt.Fprintf(&e.sb, "  gs_touter<%d, %d, %d, %d, %t>(gs_acc, %s, %s, gs_on, 0x%08xu, %d, %d%s);  // W̄ += g·xᵀ over the tile, e.g. %s\n",
+			o.r, o.c, mode(o.gv), mode(o.xv), e.src.accShared, g, x, o.rows, o.b0, o.rs, bias, comment)
 		return true, false
 	}
 	return tp.skip[q], false

@@ -408,7 +408,8 @@ func TestTileModeChoice(t *testing.T) {
 
 // TestTilesAdjoint checks that tile mode finds the adjoint's matrix
 // products in the reverse step of the neural suite's network: the
-// weights' and biases' cotangents as gs_touter, Wᵀ·ȳ as transposed
+// weights' and biases' cotangents as gs_touter (a hidden layer's bias in
+// the call of its weights), Wᵀ·ȳ as transposed
 // gs_tdot (by vector chains and by replicated chains), and few elements
 // left to take one by one.
 func TestTilesAdjoint(t *testing.T) {
@@ -427,7 +428,9 @@ func TestTilesAdjoint(t *testing.T) {
 		{"gs_touter<32, 32, 0, 0, false>", 1}, // W2's cotangent, ȳ·xᵀ
 		{"gs_touter<2, 32, 1, 0, false>", 1},  // W3's, rows by replicated ȳ
 		{"gs_touter<32, 2, 0, 1, false>", 1},  // W1's, columns by replicated x
-		{"gs_touter<32, 1, 0, 2, false>", 2},  // the hidden biases'
+		{"gs_touter<32, 1, 0, 2, false>", 0},  // the hidden biases', taken over by
+		{"0xffffffffu, 96, 32, 1120, 1);", 1}, // W2's product
+		{"0xffffffffu, 0, 2, 64, 1);", 1},     // and W1's
 		{"Wᵀ·g over", 2},                      // chains of vector adds
 		{"Wᵀ·g, 2 columns", 1},                // the state's cotangent
 		{"gs_ol", 2},                          // tanh out of line, both layers
