@@ -668,13 +668,27 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
   gs_real* acc = accs;
   const int tid = threadIdx.x, nt = blockDim.x;
   const int nacc = GS_WACC;
-#elif defined(GS_CUDA) && defined(GS_TILE_SACC)
-  // Tile mode: each warp's accumulator in the block's shared memory.
+#elif defined(GS_CUDA) && (defined(GS_TILE_SACC) || defined(GS_TILE_SSH))
+  // Tile mode: the shared and controller blocks (GS_TILE_SSH, copied from
+  // a.sh as they are) and each warp's accumulator (GS_TILE_SACC) in the
+  // block's shared memory, in that order.
   extern __shared__ gs_real gs_smem[];
-  gs_real* accs = gs_smem + GS_STAGE_SKIP;
-  gs_real* acc = accs + (threadIdx.x >> 5) * GS_WACC;
   const int tid = threadIdx.x, nt = blockDim.x;
+#if defined(GS_TILE_SSH)
+  for (int j = tid; j < GS_SSH + GS_CSH; j += nt) gs_smem[j] = a.sh[j];
+  ssh = gs_smem;
+  csh = gs_smem + GS_SSH;
+  gs_real* accs = gs_smem + GS_SSH + GS_CSH;
+#else
+  gs_real* accs = gs_smem;
+#endif
+#if defined(GS_TILE_SACC)
+  gs_real* acc = accs + (threadIdx.x >> 5) * GS_WACC;
   const int nacc = (blockDim.x >> 5) * GS_WACC;
+#else
+  gs_real* acc = accs;  // no gradient
+  const int nacc = 0;
+#endif
 #elif defined(GS_CUDA)
   const int tid = threadIdx.x, nt = blockDim.x;
   gs_real* accs = a.work + (long long)blockIdx.x * (blockDim.x >> 5) * GS_WACC;

@@ -222,6 +222,8 @@ func (ex *executor) variant(j *ode.Job) variant {
 			// the work array: GS_TILE_SACC is the device's.
 			v.tileSharedAcc = v.grad && ex.be.sms() > 0 && os.Getenv(tileAccEnv) != "global" && tileSharedAccFits(ex.plan.Shared, lim)
 			v.tileDynamic = ex.be.sms() > 0 && os.Getenv(tileSchedEnv) != "static"
+			v.tileSharedSh = ex.be.sms() > 0 && (!v.grad || v.tileSharedAcc) && os.Getenv(tileShEnv) != "global" &&
+				tileSharedFits(ex.plan.Dim, ex.plan.Shared, v.tileSharedAcc, lim)
 		}
 	}
 	return v
@@ -634,8 +636,8 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 			warps = numTiles(n) // a warp runs a tile's trajectories in turn
 		}
 		threads, block, shmem = lanesLaunch(warps, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
-		if v.tileSharedAcc {
-			shmem += block / laneWidth * lanesAccLen(r.ns) * ex.prec.size()
+		if v.tileSharedAcc || v.tileSharedSh {
+			shmem = tileShared(block/laneWidth, r.d, r.ns, v.tileSharedAcc, v.tileSharedSh)
 		}
 		return threads, block, shmem
 	}

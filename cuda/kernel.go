@@ -62,6 +62,11 @@ type variant struct {
 	// in the block's shared memory (GS_TILE_SACC) instead of global
 	// memory, where tileBlocksPerSM blocks' fit (tileSharedAccFits).
 	tileSharedAcc bool
+	// tileSharedSh (tile mode) copies the padded shared and controller
+	// blocks into the block's shared memory (GS_TILE_SSH), before the
+	// accumulators, where they fit too (tileSharedFits); a gradient
+	// kernel only with tileSharedAcc.
+	tileSharedSh bool
 	// tileDynamic (tile mode on a device) has warps take their tiles in
 	// turn from a counter after the work array's accumulators
 	// (GS_TILE_DYNAMIC, GS_TILE_NEXT) instead of every gridth one.
@@ -127,7 +132,7 @@ func (v variant) layout() string {
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.tileMode, v.lossKey) + fmt.Sprintf(" sa%t td%t", v.tileSharedAcc, v.tileDynamic)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.tileMode, v.lossKey) + fmt.Sprintf(" sa%t ss%t td%t", v.tileSharedAcc, v.tileSharedSh, v.tileDynamic)
 }
 
 // stepPrograms are the plan's programs a kernel calls.
@@ -198,6 +203,9 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		}
 		if v.tileSharedAcc {
 			src.defines = append(src.defines, "GS_TILE_SACC 1")
+		}
+		if v.tileSharedSh {
+			src.defines = append(src.defines, "GS_TILE_SSH 1")
 		}
 		if v.tileDynamic {
 			// The counter follows the warps' accumulators in the work

@@ -198,14 +198,41 @@ const tileAccEnv = "GRADSOLVE_CUDA_TILEACC"
 // comparisons.
 const tileSchedEnv = "GRADSOLVE_CUDA_TILESCHED"
 
+// tileShEnv set to "global" has tile mode's functions read the shared
+// and controller blocks from global memory (variant.tileSharedSh), for
+// comparisons.
+const tileShEnv = "GRADSOLVE_CUDA_TILESH"
+
+// tileShared returns the bytes of shared memory of a tile-mode block of
+// warps warps (d states, ns shared parameters): the padded shared and
+// controller blocks with sh, then each warp's accumulator with acc.
+func tileShared(warps, d, ns int, acc, sh bool) int {
+	n := 0
+	if sh {
+		n += lanesBlockLen(d, ns)
+	}
+	if acc {
+		n += warps * lanesAccLen(ns)
+	}
+	return n * Float64.size()
+}
+
+// tileSharedFits reports whether tileBlocksPerSM blocks of lanesBlock
+// threads with the shared and controller blocks (and with acc each
+// warp's accumulator) in shared memory fit in a multiprocessor whose
+// blocks may have limit bytes each (limit + 1 KiB per block in all).
+func tileSharedFits(d, ns int, acc bool, limit int) bool {
+	per := tileShared(lanesBlock/laneWidth, d, ns, acc, true) + 1024
+	return tileBlocksPerSM*per <= limit+1024
+}
+
 // tileSharedAccFits reports whether tileBlocksPerSM blocks of lanesBlock
 // threads, each warp with an accumulator of ns shared parameters in
-// shared memory beside its staging row, fit in a multiprocessor whose
-// blocks may have limit bytes each (limit + 1 KiB per block in all): up to
-// 1,600 float64 weights on an H200.
+// shared memory, fit in a multiprocessor whose blocks may have limit
+// bytes each (limit + 1 KiB per block in all): up to 1,700 float64
+// weights on an H200.
 func tileSharedAccFits(ns, limit int) bool {
-	w := lanesBlock / laneWidth
-	per := w*(lanesAccLen(ns)+laneStageLen)*Float64.size() + 1024
+	per := tileShared(lanesBlock/laneWidth, 0, ns, true, false) + 1024
 	return ns > 0 && tileBlocksPerSM*per <= limit+1024
 }
 

@@ -309,8 +309,18 @@ func TestGPUTileStatic(t *testing.T) {
 
 // TestTileSharedAccFits: tile mode's warp accumulators go in shared
 // memory for the neural suite's 1,218 weights on an H200 (227 KiB a
-// block), not for 4,482 or where a block may have 48 KiB.
+// block), not for 4,482 or where a block may have 48 KiB; and the shared
+// block beside them for 1,218, not for 1,500.
 func TestTileSharedAccFits(t *testing.T) {
+	for _, c := range []struct {
+		ns   int
+		acc  bool
+		want bool
+	}{{1218, true, true}, {1500, true, false}, {1500, false, true}, {30000, false, false}} {
+		if got := tileSharedFits(2, c.ns, c.acc, 232448); got != c.want {
+			t.Errorf("shared block of %d weights, accumulators %v: %v, want %v", c.ns, c.acc, got, c.want)
+		}
+	}
 	for _, c := range []struct {
 		ns, limit int
 		want      bool
