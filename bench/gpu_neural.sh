@@ -3,7 +3,8 @@
 # 9 minutes): gradsolve's default (lanes mode, one warp per trajectory, at
 # B = 4096; tile mode, a warp per tile of eight trajectories on the tensor
 # cores, at 65536), the other layout at each size (GRADSOLVE_CUDA_TILEMODE),
-# Diffrax on the same weights, the GPU engine, lanes and tile tests, then
+# tile mode with its weights and accumulators in global memory and a fixed
+# order of tiles (GRADSOLVE_CUDA_TILESH, _TILEACC, _TILESCHED), Diffrax on the same weights, the GPU engine, lanes and tile tests, then
 # other network widths (-hidden; the rows' last column names the layout
 # the engine chose) beside Diffrax, and, with "all", the widths in tile
 # mode, the field's VJP inlined (GRADSOLVE_CUDA_INLINE=6000), one thread
@@ -32,6 +33,7 @@ step() {
 step neural 200 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5 -dump /tmp/neural-gpu.json
 step neural-tile4096 100 env GRADSOLVE_CUDA_TILEMODE=1 "$bin/gradsolve" bench -suite gpu-neural -n 4096 -json -reps 5
 step neural-lanes65536 100 env GRADSOLVE_CUDA_TILEMODE=0 "$bin/gradsolve" bench -suite gpu-neural -n 65536 -json -reps 5
+step neural-tile-global 100 env GRADSOLVE_CUDA_TILESH=global GRADSOLVE_CUDA_TILEACC=global GRADSOLVE_CUDA_TILESCHED=static "$bin/gradsolve" bench -suite gpu-neural -n 65536 -json -reps 5
 step dx-neural 80 python3 bench/anchors/diffrax_neural.py --problem /tmp/neural-gpu.json --platform gpu --b 4096,65536 --reps 5 --max-seconds 60
 echo "=== tests at $(($(date +%s) - T0)) s"
 timeout 250 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Float32|Lanes)$|TestGPULanes|TestGPUMultiEngine|TestGPUTile' -test.v -test.timeout 245s > "$out/tests.log" 2>&1

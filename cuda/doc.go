@@ -128,9 +128,18 @@
 // are products too: Wᵀ·ȳ (a chain of vector adds, or of replicated adds
 // for a layer with few inputs) as a gs_tdot over W read transposed, and
 // the weights' and biases' cotangents ȳ·xᵀ as products over the tile
-// (gs_touter) added once per call to the warp's accumulator in global
-// memory; their sums take another order than lanes mode's, so gradients
-// agree to rounding. The trajectories of a tile step together: every
+// (gs_touter; a hidden layer's bias in the call of its weights) added
+// once per call to the warp's accumulator; their sums take another order
+// than lanes mode's, so gradients agree to rounding. Where four blocks of
+// four warps fit in a multiprocessor's shared memory with them (up to
+// some 1,700 float64 weights for the accumulators alone, 1,370 with the
+// weights; an H200), each warp's accumulator is in shared memory
+// (GS_TILE_SACC) and so is the padded block of weights (GS_TILE_SSH);
+// otherwise both stay in global memory (GRADSOLVE_CUDA_TILEACC=global and
+// GRADSOLVE_CUDA_TILESH=global force that). A warp's first tile is its
+// index in the grid, each next one the next from a counter
+// (GS_TILE_DYNAMIC; GRADSOLVE_CUDA_TILESCHED=static: every gridth tile),
+// so that the warps whose tiles took few steps take more. The trajectories of a tile step together: every
 // lane calls the step functions while any of its tile's trajectories
 // runs, and one that finished discards its trial; save times are
 // computed in rounds after each step (gs_body_tile). The engine runs a
@@ -140,11 +149,12 @@
 // the sizes measured, 4,096 and 65,536; below it lanes mode's warp per
 // trajectory keeps more of the GPU busy);
 // GRADSOLVE_CUDA_TILEMODE=1 or 0 overrides the last condition. On an
-// H200 (bench RESULTS.md) the neural suite's gradient takes 0.42 ms at
-// B = 4096 in lanes mode (0.57 in tile mode, 4.8 ms one thread per
-// trajectory) and 3.47 ms at 65536 in tile mode (5.91 in lanes mode); the
-// kernels written by hand for that network in bench/neural_tsit5.cu, the
-// layout tile mode follows, take 2.6 ms there. A vector's libm functions
+// H200 (bench RESULTS.md) the neural suite's gradient takes 0.43 ms at
+// B = 4096 in lanes mode (0.49 in tile mode, 4.8 ms one thread per
+// trajectory) and 2.72 ms at 65536 in tile mode (5.91 in lanes mode),
+// 14.5 and 11.0 times faster than Diffrax; the kernels written by hand
+// for that network in bench/neural_tsit5.cu, the layout tile mode
+// follows, take 2.59 ms there. A vector's libm functions
 // (tanh) are called out of line in tile mode, one copy for the kernel
 // instead of one per slot: code that fits the instruction caches.
 //
