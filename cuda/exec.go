@@ -220,10 +220,11 @@ func (ex *executor) variant(j *ode.Job) variant {
 			v = v.tiled()
 			// The host backends (no multiprocessors) keep the accumulators in
 			// the work array: GS_TILE_SACC is the device's.
-			v.tileSharedAcc = v.grad && ex.be.sms() > 0 && os.Getenv(tileAccEnv) != "global" && tileSharedAccFits(ex.plan.Shared, lim)
+			v.tileSharedAcc = v.grad && ex.be.sms() > 0 && ex.plan.Shared > 0 && os.Getenv(tileAccEnv) != "global" &&
+				tileSharedFits(ex.plan.Dim, ex.plan.Shared, true, false, lim)
 			v.tileDynamic = ex.be.sms() > 0 && os.Getenv(tileSchedEnv) != "static"
 			v.tileSharedSh = ex.be.sms() > 0 && (!v.grad || v.tileSharedAcc) && os.Getenv(tileShEnv) != "global" &&
-				tileSharedFits(ex.plan.Dim, ex.plan.Shared, v.tileSharedAcc, lim)
+				tileSharedFits(ex.plan.Dim, ex.plan.Shared, v.tileSharedAcc, true, lim)
 		}
 	}
 	return v

@@ -136,9 +136,9 @@ func (e *emitter) tileVector(q int, comment string) bool {
 
 // tileVecAcc adds vector q's elements to the accumulator entries
 // base + stride·e of mask, summed over the tile: the outer product of the
-// vector with ones (gs_touter).
-// The call is kept in e.biasAcc, so that a gs_touter of the same vector
-// (the layer's weights) that follows can take it over (tileProducts).
+// vector with ones (gs_touter). The call is kept in e.biasAcc, so that a
+// gs_touter of the same vector that follows (the layer's weights) can
+// take it over (tileProducts).
 func (e *emitter) tileVecAcc(q, w int, mask uint32, base, stride int) {
 	line := fmt.Sprintf("  gs_touter<%d, 1, 0, 2, %t>(gs_acc, u%d, nullptr, gs_on, 0x%08xu, %d, %d);\n", w, e.src.accShared, q, mask, base, stride)
 	e.sb.WriteString(line)
@@ -218,22 +218,13 @@ func tileShared(warps, d, ns int, acc, sh bool) int {
 }
 
 // tileSharedFits reports whether tileBlocksPerSM blocks of lanesBlock
-// threads with the shared and controller blocks (and with acc each
-// warp's accumulator) in shared memory fit in a multiprocessor whose
-// blocks may have limit bytes each (limit + 1 KiB per block in all).
-func tileSharedFits(d, ns int, acc bool, limit int) bool {
-	per := tileShared(lanesBlock/laneWidth, d, ns, acc, true) + 1024
+// threads with what tileShared counts in shared memory (acc, sh) fit in
+// a multiprocessor whose blocks may have limit bytes each (limit + 1 KiB
+// per block in all): on an H200 the accumulators alone for up to 1,728
+// float64 weights, with the shared block for up to 1,376.
+func tileSharedFits(d, ns int, acc, sh bool, limit int) bool {
+	per := tileShared(lanesBlock/laneWidth, d, ns, acc, sh) + 1024
 	return tileBlocksPerSM*per <= limit+1024
-}
-
-// tileSharedAccFits reports whether tileBlocksPerSM blocks of lanesBlock
-// threads, each warp with an accumulator of ns shared parameters in
-// shared memory, fit in a multiprocessor whose blocks may have limit
-// bytes each (limit + 1 KiB per block in all): up to 1,700 float64
-// weights on an H200.
-func tileSharedAccFits(ns, limit int) bool {
-	per := tileShared(lanesBlock/laneWidth, 0, ns, true, false) + 1024
-	return ns > 0 && tileBlocksPerSM*per <= limit+1024
 }
 
 // Tile-mode launches: tileBlocksPerSM blocks of lanesBlock threads per

@@ -307,32 +307,28 @@ func TestGPUTileStatic(t *testing.T) {
 	}
 }
 
-// TestTileSharedAccFits: tile mode's warp accumulators go in shared
-// memory for the neural suite's 1,218 weights on an H200 (227 KiB a
-// block), not for 4,482 or where a block may have 48 KiB; and the shared
-// block beside them for 1,218, not for 1,500.
-func TestTileSharedAccFits(t *testing.T) {
+// TestTileSharedFits: on an H200 (227 KiB a block) tile mode's warp
+// accumulators go in shared memory for the neural suite's 1,218 weights,
+// not for 4,482 (or where a block may have 48 KiB), and the shared block
+// beside them for 1,218, not for 1,500; the shared block alone for 1,500.
+func TestTileSharedFits(t *testing.T) {
 	for _, c := range []struct {
-		ns   int
-		acc  bool
-		want bool
-	}{{1218, true, true}, {1500, true, false}, {1500, false, true}, {30000, false, false}} {
-		if got := tileSharedFits(2, c.ns, c.acc, 232448); got != c.want {
-			t.Errorf("shared block of %d weights, accumulators %v: %v, want %v", c.ns, c.acc, got, c.want)
-		}
-	}
-	for _, c := range []struct {
-		ns, limit int
-		want      bool
+		ns      int
+		acc, sh bool
+		limit   int
+		want    bool
 	}{
-		{1218, 232448, true},
-		{1400, 232448, true},
-		{4482, 232448, false},
-		{1218, 49152, false},
-		{0, 232448, false},
+		{1218, true, false, 232448, true},
+		{1700, true, false, 232448, true},
+		{4482, true, false, 232448, false},
+		{1218, true, false, 49152, false},
+		{1218, true, true, 232448, true},
+		{1500, true, true, 232448, false},
+		{1500, false, true, 232448, true},
+		{30000, false, true, 232448, false},
 	} {
-		if got := tileSharedAccFits(c.ns, c.limit); got != c.want {
-			t.Errorf("%d weights, %d bytes: %v, want %v", c.ns, c.limit, got, c.want)
+		if got := tileSharedFits(2, c.ns, c.acc, c.sh, c.limit); got != c.want {
+			t.Errorf("%d weights, accumulators %v, shared block %v, %d bytes: %v, want %v", c.ns, c.acc, c.sh, c.limit, got, c.want)
 		}
 	}
 }
