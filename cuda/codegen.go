@@ -329,8 +329,8 @@ type emitter struct {
 	tp     *tilePlan
 	// vecPos[q] is vector q's place in the order of emission (tile mode).
 	vecPos map[int]int
-	// biasAcc holds the emitted gs_touter calls of vectors with ones a
-	// layer's weights' product may take over (tile mode; tileVecAcc).
+	// biasAcc holds the accumulations of vectors with ones that wait for
+	// the product of a layer's weights (tile mode; tileVecAcc).
 	biasAcc map[int]biasAcc
 }
 
@@ -589,6 +589,9 @@ func (e *emitter) emit(qual string) (string, error) {
 		for _, g := range groups[id] {
 			e.emitReduce(g)
 		}
+	}
+	if e.tp != nil {
+		e.flushBiasAcc()
 	}
 	for m, o := range p.Outputs {
 		if e.acc.returned(m) {

@@ -217,14 +217,7 @@ func (ex *executor) variant(j *ode.Job) variant {
 		}
 		v.lanesShuffle = os.Getenv(stageEnv) == "0"
 		if ex.useTileMode(j, v) {
-			v = v.tiled()
-			// The host backends (no multiprocessors) keep the accumulators in
-			// the work array: GS_TILE_SACC is the device's.
-			v.tileSharedAcc = v.grad && ex.be.sms() > 0 && ex.plan.Shared > 0 && os.Getenv(tileAccEnv) != "global" &&
-				tileSharedFits(ex.plan.Dim, ex.plan.Shared, true, false, lim)
-			v.tileDynamic = ex.be.sms() > 0 && os.Getenv(tileSchedEnv) != "static"
-			v.tileSharedSh = ex.be.sms() > 0 && (!v.grad || v.tileSharedAcc) && os.Getenv(tileShEnv) != "global" &&
-				tileSharedFits(ex.plan.Dim, ex.plan.Shared, v.tileSharedAcc, true, lim)
+			v = v.tiled().tileMemory(ex.be.sms() > 0, ex.plan.Dim, ex.plan.Shared, lim)
 		}
 	}
 	return v

@@ -136,45 +136,48 @@ func (e *emitter) tileVector(q int, comment string) bool {
 
 // tileVecAcc adds vector q's elements to the accumulator entries
 // base + stride·e of mask, summed over the tile: the outer product of the
-// vector with ones (gs_touter). The call is kept in e.biasAcc, so that a
-// gs_touter of the same vector that follows (the layer's weights) can
-// take it over (tileProducts).
+// vector with ones (gs_touter). Where a product of the tile plan takes q
+// as its g over the same rows (a layer's bias beside its weights), the
+// sum waits in e.biasAcc for that product's call (tileProducts), which
+// adds it on the same fragments of g.
 func (e *emitter) tileVecAcc(q, w int, mask uint32, base, stride int) {
-	line := fmt.Sprintf("  gs_touter<%d, 1, 0, 2, %t>(gs_acc, u%d, nullptr, gs_on, 0x%08xu, %d, %d);\n", w, e.src.accShared, q, mask, base, stride)
-	e.sb.WriteString(line)
-	if e.biasAcc == nil {
-		e.biasAcc = make(map[int]biasAcc)
+	b := biasAcc{w: w, mask: mask, base: base, stride: stride}
+	for _, o := range e.tp.outer {
+		if o.gv == q && o.r == w && o.rows == mask {
+			if e.biasAcc == nil {
+				e.biasAcc = make(map[int]biasAcc)
+			}
+			e.biasAcc[q] = b
+			return
+		}
 	}
-	e.biasAcc[q] = biasAcc{line: line, w: w, mask: mask, base: base, stride: stride}
+	e.emitBiasAcc(q, b)
 }
 
-// biasAcc is an emitted gs_touter of a vector with ones (tileVecAcc): its
-// line, the vector's width, the entries' mask, base and stride.
+// biasAcc is an accumulation of a vector of w elements with ones
+// (tileVecAcc): the entries' mask, base and stride.
 type biasAcc struct {
-	line         string
 	w            int
 	mask         uint32
 	base, stride int
 }
 
-// takeBiasAcc removes the emitted gs_touter of vector g with ones of w
-// rows and mask (tileVecAcc) from the function's code and returns its
-// entries' base and stride, or ok false if there is none.
-func (e *emitter) takeBiasAcc(g, w int, mask uint32) (base, stride int, ok bool) {
-	b, found := e.biasAcc[g]
-	if !found || b.w != w || b.mask != mask || e.src.stage { // staging records offsets in the code
-		return 0, 0, false
+// emitBiasAcc emits the accumulation b of vector q with ones on its own.
+func (e *emitter) emitBiasAcc(q int, b biasAcc) {
+	fmt.Fprintf(&e.sb, "  gs_touter<%d, 1, 0, 2, %t>(gs_acc, u%d, nullptr, gs_on, 0x%08xu, %d, %d);\n", b.w, e.src.accShared, q, b.mask, b.base, b.stride)
+}
+
+// flushBiasAcc emits the accumulations still waiting in e.biasAcc (none
+// where every product the plan holds was emitted), in vector order.
+func (e *emitter) flushBiasAcc() {
+	qs := make([]int, 0, len(e.biasAcc))
+	for q := range e.biasAcc {
+		qs = append(qs, q)
 	}
-	code := e.sb.String()
-	at := strings.LastIndex(code, b.line)
-	if at < 0 {
-		return 0, 0, false
+	for _, q := range sortedCopy(qs) {
+		e.emitBiasAcc(q, e.biasAcc[q])
 	}
-	delete(e.biasAcc, g)
-	e.sb.Reset()
-	e.sb.WriteString(code[:at])
-	e.sb.WriteString(code[at+len(b.line):])
-	return b.base, b.stride, true
+	e.biasAcc = nil
 }
 
 // tileAdd adds replicated x, summed over the tile, to entry j.
@@ -202,6 +205,22 @@ const tileSchedEnv = "GRADSOLVE_CUDA_TILESCHED"
 // and controller blocks from global memory (variant.tileSharedSh), for
 // comparisons.
 const tileShEnv = "GRADSOLVE_CUDA_TILESH"
+
+// tileMemory returns tile-mode kernel v (d states, ns shared
+// parameters) with its shared memory and schedule chosen for a device
+// whose blocks may have limit bytes of shared memory: the accumulators
+// and the shared block in shared memory where they fit, tiles taken in
+// turn; the environment variables above override. Host backends
+// (device false: no multiprocessors, no shared memory) keep both in
+// global memory and run every gridth tile.
+func (v variant) tileMemory(device bool, d, ns, limit int) variant {
+	v.tileSharedAcc = device && v.grad && ns > 0 && os.Getenv(tileAccEnv) != "global" &&
+		tileSharedFits(d, ns, true, false, limit)
+	v.tileSharedSh = device && (!v.grad || v.tileSharedAcc) && os.Getenv(tileShEnv) != "global" &&
+		tileSharedFits(d, ns, v.tileSharedAcc, true, limit)
+	v.tileDynamic = device && os.Getenv(tileSchedEnv) != "static"
+	return v
+}
 
 // tileShared returns the bytes of shared memory of a tile-mode block of
 // warps warps (d states, ns shared parameters): the padded shared and
@@ -432,10 +451,9 @@ func (e *emitter) tileProducts(q int, comment string) (done, acc bool) {
 		// A bias accumulated from the same vector joins the product: one
 		// set of g's fragments for both (gs_touter's bb, bs).
 		bias := ""
-		if o.gv >= 0 {
-			if bb, bs, ok := e.takeBiasAcc(o.gv, o.r, o.rows); ok {
-				bias = fmt.Sprintf(", %d, %d", bb, bs)
-			}
+		if b, ok := e.biasAcc[o.gv]; ok && o.gv >= 0 && b.w == o.r && b.mask == o.rows {
+			bias = fmt.Sprintf(", %d, %d", b.base, b.stride)
+			delete(e.biasAcc, o.gv)
 		}
 		fmt.Fprintf(&e.sb, "  gs_touter<%d, %d, %d, %d, %t>(gs_acc, %s, %s, gs_on, 0x%08xu, %d, %d%s);  // W̄ += g·xᵀ over the tile, e.g. %s\n",
 			o.r, o.c, mode(o.gv), mode(o.xv), e.src.accShared, g, x, o.rows, o.b0, o.rs, bias, comment)

@@ -236,9 +236,14 @@ func testTileAgainstLanes(t *testing.T, tileEngine, lanesEngine string, c engine
 // its own status, steps and state, whatever the others of its tile do.
 func TestHostSimTileStatuses(t *testing.T) {
 	needHost(t)
+	testTileStatuses(t, "cuda-host-sim")
+}
+
+// testTileStatuses runs testNetStatuses on engine in tile mode.
+func testTileStatuses(t *testing.T, engine string) {
 	t.Setenv(tileEnv, "1")
 	t.Setenv(lanesEnv, "1")
-	testNetStatuses(t, "cuda-host-sim", false)
+	testNetStatuses(t, engine, false)
 }
 
 // TestGPUTileMode runs tile-mode kernels on the GPU against lanes mode
@@ -336,9 +341,7 @@ func TestTileSharedFits(t *testing.T) {
 // TestGPUTileStatuses: per-trajectory statuses in tile mode.
 func TestGPUTileStatuses(t *testing.T) {
 	needGPUEngine(t)
-	t.Setenv(tileEnv, "1")
-	t.Setenv(lanesEnv, "1")
-	testNetStatuses(t, "cuda", false)
+	testTileStatuses(t, "cuda")
 }
 
 // TestNVRTCTileModeKernels compiles the tile-mode kernels of the neural
