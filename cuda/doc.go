@@ -24,8 +24,12 @@
 // architecture: a cubin for sm_XY where that NVRTC supports it, else PTX
 // for compute_XY that the driver compiles on load. Floating-point
 // contraction is off by default (--fmad=false), so device arithmetic
-// rounds exactly as the CPU engine's. Compiled images are cached on disk
-// (see Compile).
+// rounds exactly as the CPU engine's. GRADSOLVE_CUDA_FMAD=1 turns it on
+// for every compilation, to measure what it is worth: the step programs
+// already sum their stages as fused Dot ops, so the engine's Lorenz
+// kernels gain 5–10% on an H200 (bench/RESULTS.md), and their results
+// then no longer match the CPU engine's bit for bit. Compiled images are
+// cached on disk (see Compile).
 //
 // # Devices and threads
 //

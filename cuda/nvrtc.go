@@ -229,6 +229,10 @@ func (l *nvrtc) target(a Arch) (arch string, cubin bool) {
 	return fmt.Sprintf("compute_%d", best), false
 }
 
+// fmadEnv, set to 1, compiles every program with --fmad=true
+// (CompileSettings.FMA).
+const fmadEnv = "GRADSOLVE_CUDA_FMAD"
+
 // CompileSettings are the options of Compile. The zero value means the
 // defaults.
 type CompileSettings struct {
@@ -238,7 +242,9 @@ type CompileSettings struct {
 	// FMA lets the compiler contract a*b + c into one fused multiply-add
 	// (--fmad=true). The default, false, keeps every operation rounded
 	// as written, so that the device rounds as the CPU engine does and
-	// a recorded solve and its replay agree bit for bit.
+	// a recorded solve and its replay agree bit for bit. The environment
+	// variable GRADSOLVE_CUDA_FMAD=1 sets it for every compilation (to
+	// measure what contraction is worth; see the package doc).
 	FMA bool
 
 	// Options are further NVRTC options, appended to the defaults
@@ -262,8 +268,8 @@ type Image struct {
 
 // Compile compiles CUDA C++ source for a device of architecture arch with
 // NVRTC: to a cubin for sm_XY where the NVRTC supports it, else to PTX for
-// compute_XY; with --fmad=false unless s.FMA, -std=c++17 and
-// -default-device. On failure it returns a *CompileError holding NVRTC's
+// compute_XY; with --fmad=false unless s.FMA (or GRADSOLVE_CUDA_FMAD=1),
+// -std=c++17 and -default-device. On failure it returns a *CompileError holding NVRTC's
 // log. Its error wraps ErrNoNVRTC if NVRTC is not found.
 //
 // Results are cached on disk under the key SHA-256(source, options,
@@ -285,7 +291,7 @@ func Compile(src string, arch Arch, s *CompileSettings) (*Image, error) {
 	}
 	target, cubin := l.target(arch)
 	fmad := "--fmad=false"
-	if s.FMA {
+	if s.FMA || os.Getenv(fmadEnv) == "1" {
 		fmad = "--fmad=true"
 	}
 	opts := append([]string{"--gpu-architecture=" + target, fmad, "-std=c++17", "-default-device"}, s.Options...)

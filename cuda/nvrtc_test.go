@@ -93,6 +93,30 @@ func TestNVRTCCompile(t *testing.T) {
 	}
 }
 
+// TestNVRTCFMAD checks that GRADSOLVE_CUDA_FMAD=1 compiles with
+// contraction, under a cache key of its own, and that contraction fuses
+// a product and a sum the default keeps apart.
+func TestNVRTCFMAD(t *testing.T) {
+	needNVRTC(t)
+	t.Setenv(cacheEnv, "off")
+	const src = `extern "C" __global__ void k(double* x) { x[0] = x[1] * x[2] + x[3]; }`
+	plain, err := Compile(src, testArch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(fmadEnv, "1")
+	fused, err := Compile(src, testArch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(fused.Options, "--fmad=true") || slices.Contains(fused.Options, "--fmad=false") {
+		t.Errorf("%s=1: options %v, want --fmad=true", fmadEnv, fused.Options)
+	}
+	if fused.Key == plain.Key || bytes.Equal(fused.Data, plain.Data) {
+		t.Errorf("%s=1: same cache key %v, same image %v as without", fmadEnv, fused.Key == plain.Key, bytes.Equal(fused.Data, plain.Data))
+	}
+}
+
 func TestNVRTCCompileError(t *testing.T) {
 	needNVRTC(t)
 	src := NewSource(nil).String() + "\nGS_GLOBAL void broken(gs_real* x) { x[0] = undefined_name; }\n"
