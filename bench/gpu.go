@@ -102,6 +102,10 @@ type GPURow struct {
 	ForwardCall    float64 `json:"forward_call_ms"`
 	GradRecordCall float64 `json:"grad_record_call_ms"`
 	GradCall       float64 `json:"grad_call_ms"`
+	// GradRecordTransfer is the time the last GradRecordCall spent in
+	// copies between host and device (cuda.TraceStats.Transfer; Lorenz
+	// suite).
+	GradRecordTransfer float64 `json:"grad_record_transfer_ms,omitempty"`
 
 	// HandForward and HandGrad are the device times of the hand-written
 	// kernels (Lorenz, and the neural protocol's network): the forward
@@ -339,6 +343,7 @@ func gpuLorenzRow(e *LorenzEnsemble, rtol float64, cfg *GPUConfig, idx []int, re
 		Err: medianRelErr(sol.Y, 3, idx, ref), RefSample: len(idx),
 		HandDiff: maxRelDiff(yhand, sol.Y, 3),
 		Compile:  ms(compile), Rows: gr.Rows, Reruns: gr.Reruns, Layout: gr.Layout,
+		GradRecordTransfer: ms(gr.Transfer),
 	}
 	var gmax, dmax float64
 	for i := range drho {

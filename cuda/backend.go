@@ -28,6 +28,12 @@ type backend interface {
 	read(dst []byte, addr uint64) error
 	// zero sets n bytes at addr to zero.
 	zero(addr uint64, n int64) error
+	// hostAlloc returns n bytes of host memory for staging copies
+	// (page-locked on a GPU, so copies from and to it run at the bus's
+	// speed), or nil if the backend has none to give: then the executor
+	// stages in Go memory. hostFree releases such memory.
+	hostAlloc(n int64) []byte
+	hostFree(b []byte)
 	// memFree returns the device memory free for allocation, in bytes.
 	memFree() (int64, error)
 	// sms returns the device's multiprocessors (0 if it has none).
@@ -168,6 +174,27 @@ func (b *gpuBackend) zero(addr uint64, n int64) error {
 	}
 	d := b.dev
 	return d.do(func() error { return d.drv.check("cuMemsetD8", d.drv.cuMemsetD8(addr, 0, uint64(n))) })
+}
+
+// pinnedEnv, set to 0, makes the GPU backend stage copies in Go memory
+// instead of page-locked memory (to compare).
+const pinnedEnv = "GRADSOLVE_CUDA_PINNED"
+
+func (b *gpuBackend) hostAlloc(n int64) []byte {
+	if n <= 0 || os.Getenv(pinnedEnv) == "0" {
+		return nil
+	}
+	p, err := b.dev.hostAlloc(n)
+	if err != nil {
+		return nil // no page-locked memory to spare: stage in Go memory
+	}
+	return p
+}
+
+func (b *gpuBackend) hostFree(p []byte) {
+	// A failure leaves the memory locked until the context goes; there is
+	// no one to report it to.
+	_ = b.dev.hostFree(p)
 }
 
 func (b *gpuBackend) memFree() (int64, error) {

@@ -57,6 +57,8 @@ type driver struct {
 	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) result
 	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, n uint64) result
 	cuMemsetD8                func(dst uint64, v uint8, n uint64) result
+	cuMemHostAlloc            func(pp *unsafe.Pointer, n uint64, flags uint32) result
+	cuMemFreeHost             func(p unsafe.Pointer) result
 	cuModuleLoadDataEx        func(mod *uintptr, image unsafe.Pointer, nopt uint32, opts *int32, vals *unsafe.Pointer) result
 	cuModuleGetFunction       func(fn *uintptr, mod uintptr, name *byte) result
 	cuModuleUnload            func(uintptr) result
@@ -103,6 +105,8 @@ func (d *driver) entries() []entry {
 		{"cuMemcpyHtoD", 3020, &d.cuMemcpyHtoD},
 		{"cuMemcpyDtoH", 3020, &d.cuMemcpyDtoH},
 		{"cuMemsetD8", 3020, &d.cuMemsetD8},
+		{"cuMemHostAlloc", 2020, &d.cuMemHostAlloc},
+		{"cuMemFreeHost", 2000, &d.cuMemFreeHost},
 		{"cuModuleLoadDataEx", 2010, &d.cuModuleLoadDataEx},
 		{"cuModuleGetFunction", 2000, &d.cuModuleGetFunction},
 		{"cuModuleUnload", 2000, &d.cuModuleUnload},

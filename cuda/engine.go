@@ -134,6 +134,7 @@ type TraceStats struct {
 	Launches int           // kernel launches (one per chunk of trajectories and pass)
 	Reruns   int           // trajectories run again with a longer record buffer
 	Rows     int           // record buffer rows of the last pass
+	Transfer time.Duration // copies between host and device (synchronous: part of a call's wall time)
 	// Layout is the kernel layout of the last launch: "thread" (one
 	// thread per trajectory), "lanes" (one warp per trajectory, the
 	// network's weights in shared memory), "lanes-global" (in global

@@ -40,6 +40,10 @@ type executor struct {
 	kernels map[string]*kernelEntry
 	spare   *arena   // a free arena, kept for the next pass
 	staging [][]byte // free host staging buffers, kept for the next launches
+	// hostMem marks the staging buffers of be.hostAlloc (page-locked on a
+	// GPU), by their first byte: a buffer dropped from staging is given
+	// back to the backend.
+	hostMem map[*byte]bool
 
 	rows atomic.Int64 // most accepted steps of a trajectory seen, to size record buffers
 
@@ -140,7 +144,9 @@ func (ex *executor) giveArena(a *arena) {
 
 // takeStaging returns a host staging buffer of n bytes (its contents are
 // left over from an earlier launch), reusing a kept one if large enough:
-// launches of a large ensemble stage hundreds of megabytes each.
+// launches of a large ensemble stage hundreds of megabytes each. A new
+// one is the backend's host memory where it gives some (page-locked on a
+// GPU, so the copies through it run at the bus's speed), else Go memory.
 func (ex *executor) takeStaging(n int64) []byte {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
@@ -150,15 +156,27 @@ func (ex *executor) takeStaging(n int64) []byte {
 			return b[:n]
 		}
 	}
+	if n > 0 {
+		if b := ex.be.hostAlloc(n); b != nil {
+			if ex.hostMem == nil {
+				ex.hostMem = make(map[*byte]bool)
+			}
+			ex.hostMem[&b[0]] = true
+			return b
+		}
+	}
 	return make([]byte, n)
 }
 
 // giveStaging keeps b for later launches (at most two buffers, the
-// largest).
+// largest); a buffer of the backend's that is dropped goes back to it.
 func (ex *executor) giveStaging(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	ex.staging = append(ex.staging, b)
+	ex.staging = append(ex.staging, b[:cap(b)])
 	if len(ex.staging) > 2 {
 		small := 0
 		for i, x := range ex.staging {
@@ -166,7 +184,12 @@ func (ex *executor) giveStaging(b []byte) {
 				small = i
 			}
 		}
+		drop := ex.staging[small]
 		ex.staging = append(ex.staging[:small], ex.staging[small+1:]...)
+		if p := &drop[0]; ex.hostMem[p] {
+			delete(ex.hostMem, p)
+			ex.be.hostFree(drop)
+		}
 	}
 }
 
@@ -686,33 +709,49 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			sa.set(q, x)
 		}
 	}
-	transpose := func(dst reals, src []float64, w int) {
-		for q, i := range g {
+	// The per-trajectory inputs, component-major, in blocks of
+	// resultBlock trajectories on all cores.
+	y0, pin, data := rv(up, 0, argY0), reals{}, reals{}
+	if np > 0 {
+		pin = rv(up, 0, argP)
+	}
+	if dd > 0 {
+		data = rv(up, 0, argData)
+	}
+	var t1 reals
+	var ln []int32
+	if v.adaptive {
+		t1 = rv(up, 0, argT1)
+	} else {
+		ln = iv(up, 0, argLen)
+	}
+	transpose := func(dst reals, src []float64, w, q0, q1 int) {
+		for q := q0; q < q1; q++ {
+			i := g[q]
 			for c := 0; c < w; c++ {
 				dst.set(c*n+q, src[i*w+c])
 			}
 		}
 	}
-	transpose(rv(up, 0, argY0), j.Y0, d)
-	if np > 0 {
-		transpose(rv(up, 0, argP), j.P, np)
-	}
-	if dd > 0 {
-		transpose(rv(up, 0, argData), j.Loss.Data, dd)
-	}
-	if v.adaptive {
-		t1 := rv(up, 0, argT1)
-		for q, i := range g {
-			t1.set(q, j.T1[i])
+	par.Run((n+resultBlock-1)/resultBlock, 0, func(_, b int) {
+		q0, q1 := b*resultBlock, min(n, (b+1)*resultBlock)
+		transpose(y0, j.Y0, d, q0, q1)
+		if np > 0 {
+			transpose(pin, j.P, np, q0, q1)
 		}
-	} else {
-		ln := iv(up, 0, argLen)
-		for q, i := range g {
-			ln[q] = int32(j.Mesh.Len[i])
+		if dd > 0 {
+			transpose(data, j.Loss.Data, dd, q0, q1)
 		}
-	}
+		for q := q0; q < q1; q++ {
+			if v.adaptive {
+				t1.set(q, j.T1[g[q]])
+			} else {
+				ln[q] = int32(j.Mesh.Len[g[q]])
+			}
+		}
+	})
 	be := ex.be
-	if err := be.write(ar.addr, up); err != nil {
+	if err := r.write(ar.addr, up); err != nil {
 		return nil, err
 	}
 	if hinAt >= 0 {
@@ -757,7 +796,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 
 	down := ex.takeStaging(outHi - outLo)
 	defer ex.giveStaging(down)
-	if err := be.read(down, ar.addr+uint64(outLo)); err != nil {
+	if err := r.read(down, ar.addr+uint64(outLo)); err != nil {
 		return nil, err
 	}
 	r.tr.add(func(t *TraceStats) {
@@ -933,10 +972,10 @@ func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 	lo := g[0]
 	if g[n-1]-lo == n-1 && r.ex.prec == Float64 {
 		if n == N {
-			return r.ex.be.write(addr, f64bytes(mh.H[:rows*N]))
+			return r.write(addr, f64bytes(mh.H[:rows*N]))
 		}
 		for s := 0; s < rows; s++ {
-			if err := r.ex.be.write(addr+uint64(s*n*es), f64bytes(mh.H[s*N+lo:s*N+lo+n])); err != nil {
+			if err := r.write(addr+uint64(s*n*es), f64bytes(mh.H[s*N+lo:s*N+lo+n])); err != nil {
 				return err
 			}
 		}
@@ -951,37 +990,59 @@ func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 			hv.set(s*n+q, row[i])
 		}
 	}
-	return r.ex.be.write(addr, b)
+	return r.write(addr, b)
 }
 
 // readMesh copies the first used rows of the launch's mesh (rows
-// [used][len(g)] at addr on the device) to the run's mesh, which it grows
-// to rows rows if need be. Rows of consecutive trajectories in float64 are
-// copied straight into place.
+// [used][len(g)] at addr on the device) to the run's mesh, which it extends
+// to rows rows if need be, and zeroes the rest of the launch's columns (the
+// device wrote zeros past each trajectory's last step; the run's mesh may
+// hold a mesh passed back, or an earlier launch's rows of a trajectory run
+// again). Rows new to the run's mesh read 0 in the other columns, so that
+// columns no launch has read yet read 0 throughout. Nothing else is
+// cleared: a launch of all N trajectories clears only its rows past the
+// longest. Rows of consecutive trajectories in float64 are copied straight
+// into place.
 func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
 	N, n := r.j.N, len(g)
-	if len(r.meshH) < rows*N {
-		// Step-major: the old rows are a prefix; new rows start at 0 (rows
-		// past a trajectory's last step read 0, as the CPU's).
-		r.meshH = buf.Grow(r.meshH, rows*N)
+	lo := g[0]
+	contiguous := g[n-1]-lo == n-1
+	if had := len(r.meshH) / N; had < rows {
+		var fresh bool
+		r.meshH, fresh = buf.Extend(r.meshH, rows*N)
+		if !fresh {
+			if contiguous {
+				clearRows(r.meshH, N, had, rows, 0, lo)
+				clearRows(r.meshH, N, had, rows, lo+n, N)
+			} else {
+				clearRows(r.meshH, N, had, rows, 0, N)
+			}
+		}
+	}
+	if contiguous {
+		clearRows(r.meshH, N, used, len(r.meshH)/N, lo, lo+n)
+	} else {
+		for s := used; s < len(r.meshH)/N; s++ {
+			for _, i := range g {
+				r.meshH[s*N+i] = 0
+			}
+		}
 	}
 	es := r.ex.prec.size()
 	r.tr.add(func(t *TraceStats) { t.Download += int64(used) * int64(n) * int64(es) })
-	lo := g[0]
-	contiguous := g[n-1]-lo == n-1
 	if contiguous && r.ex.prec == Float64 {
 		if n == N {
-			return r.ex.be.read(f64bytes(r.meshH[:used*N]), addr)
+			return r.read(f64bytes(r.meshH[:used*N]), addr)
 		}
 		for s := 0; s < used; s++ {
-			if err := r.ex.be.read(f64bytes(r.meshH[s*N+lo:s*N+lo+n]), addr+uint64(s*n*es)); err != nil {
+			if err := r.read(f64bytes(r.meshH[s*N+lo:s*N+lo+n]), addr+uint64(s*n*es)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	buf := make([]byte, used*n*es)
-	if err := r.ex.be.read(buf, addr); err != nil {
+	if err := r.read(buf, addr); err != nil {
 		return err
 	}
 	hv := r.reals(buf, 0, int64(len(buf)))
@@ -991,6 +1052,55 @@ func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
 		}
 	}
 	return nil
+}
+
+// clearRows zeroes columns [lo, hi) of rows [s0, s1) of the step-major
+// array h of rows of N, on all cores when that is more than a few
+// megabytes.
+func clearRows(h []float64, N, s0, s1, lo, hi int) {
+	if s0 >= s1 || lo >= hi {
+		return
+	}
+	if lo == 0 && hi == N {
+		h = h[s0*N : s1*N]
+		if len(h) < clearBlock {
+			clear(h)
+			return
+		}
+		par.Run((len(h)+clearBlock-1)/clearBlock, 0, func(_, b int) {
+			clear(h[b*clearBlock : min(len(h), (b+1)*clearBlock)])
+		})
+		return
+	}
+	if (s1-s0)*(hi-lo) < clearBlock {
+		for s := s0; s < s1; s++ {
+			clear(h[s*N+lo : s*N+hi])
+		}
+		return
+	}
+	par.Run(s1-s0, 0, func(_, s int) { clear(h[(s0+s)*N+lo : (s0+s)*N+hi]) })
+}
+
+// clearBlock is the elements per task of clearRows on all cores (4 MiB of
+// float64).
+const clearBlock = 1 << 19
+
+// read copies device memory at addr to dst, adding the time to the trace.
+func (r *run) read(dst []byte, addr uint64) error {
+	start := time.Now()
+	err := r.ex.be.read(dst, addr)
+	d := time.Since(start)
+	r.tr.add(func(t *TraceStats) { t.Transfer += d })
+	return err
+}
+
+// write copies src to device memory at addr, adding the time to the trace.
+func (r *run) write(addr uint64, src []byte) error {
+	start := time.Now()
+	err := r.ex.be.write(addr, src)
+	d := time.Since(start)
+	r.tr.add(func(t *TraceStats) { t.Transfer += d })
+	return err
 }
 
 // f64bytes returns the bytes of x.

@@ -337,6 +337,9 @@ func testChunks(t *testing.T, engine string, n int, limit int64, rows int) {
 	if s.Launches < 4 || s.Reruns == 0 {
 		t.Errorf("%d launches, %d reruns: want several of each", s.Launches, s.Reruns)
 	}
+	if s.Upload == 0 || s.Download == 0 || s.Transfer <= 0 {
+		t.Errorf("trace: %d bytes up, %d down in %v: want some of each", s.Upload, s.Download, s.Transfer)
+	}
 	if s.Layout != "thread" && os.Getenv(lanesEnv) == "" {
 		t.Errorf("Lorenz: trace layout %q, want thread", s.Layout)
 	}
@@ -346,6 +349,31 @@ func testChunks(t *testing.T, engine string, n int, limit int64, rows int) {
 	closeRows(t, "chunks dL/dY0", got.Y0, want.Y0, 3, c.tol, skip)
 	if len(skip) == 0 {
 		closeRows(t, "chunks loss", []float64{got.Loss}, []float64{want.Loss}, 1, c.tol, nil)
+	}
+	// Passed back with every element of its storage NaN, the result is
+	// filled in place with the same numbers: what the launches do not
+	// write (rows past a chunk's longest, a rerun trajectory's rows of
+	// its first launch, the rows a rerun adds to the others) reads 0.
+	// First records of the median length and of one less than the
+	// longest make half of the trajectories, then the longest alone, run
+	// again.
+	keepH, keepP, keepY0 := slices.Clone(got.Mesh.H), slices.Clone(got.P), slices.Clone(got.Y0)
+	lens := slices.Sorted(slices.Values(want.Mesh.Len))
+	for _, first := range []int{lens[len(lens)/2], lens[len(lens)-1] - 1} {
+		testRows.Store(int64(max(1, first)))
+		for _, x := range [][]float64{got.Mesh.H[:cap(got.Mesh.H)], got.P, got.Y0, got.Solution.Y} {
+			for i := range x {
+				x[i] = math.NaN()
+			}
+		}
+		again, err := sv.GradContext(t.Context(), got, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(again.Mesh.H, keepH) || !slices.Equal(again.P, keepP) || !slices.Equal(again.Y0, keepY0) {
+			t.Errorf("chunks, a result passed back, first record of %d rows: mesh equal %t (%d elements, want %d), dL/dP equal %t, dL/dY0 equal %t",
+				first, slices.Equal(again.Mesh.H, keepH), len(again.Mesh.H), len(keepH), slices.Equal(again.P, keepP), slices.Equal(again.Y0, keepY0))
+		}
 	}
 	// On the CPU's mesh: the replay's launches take it in chunks of rows.
 	onMesh, err := sv.Grad(nil, &c.prob, c.loss, want.Mesh)

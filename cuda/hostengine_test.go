@@ -112,6 +112,11 @@ type hostBackend struct {
 	exes  map[string]*hostKernel
 	calls int // launches, for the tests
 	sim   bool
+	// host counts the staging memory handed out by hostAlloc and given
+	// back by hostFree, by first byte (a double free is an error).
+	host     map[*byte]int64
+	hostErr  error
+	hostGets int
 }
 
 func newHostBackend(total int64) *hostBackend {
@@ -241,6 +246,44 @@ func (b *hostBackend) zero(addr uint64, n int64) error {
 	}
 	clear(m[off : off+uint64(n)])
 	return nil
+}
+
+// hostAlloc hands out Go memory, as a GPU hands out page-locked memory,
+// and keeps count, so that the tests see the executor give every buffer
+// it drops back once.
+func (b *hostBackend) hostAlloc(n int64) []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := make([]byte, n)
+	if b.host == nil {
+		b.host = make(map[*byte]int64)
+	}
+	b.host[&m[0]] = n
+	b.hostGets++
+	return m
+}
+
+func (b *hostBackend) hostFree(m []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := &m[:1][0]
+	if _, ok := b.host[p]; !ok || cap(m) != int(b.host[p]) {
+		b.hostErr = fmt.Errorf("host backend: hostFree of %d bytes not from hostAlloc (or freed twice)", cap(m))
+		return
+	}
+	delete(b.host, p)
+}
+
+// hostHeld returns the staging buffers handed out and not given back,
+// their bytes, the buffers handed out in all, and the first misuse.
+func (b *hostBackend) hostHeld() (bufs int, bytes int64, gets int, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, n := range b.host {
+		bufs++
+		bytes += n
+	}
+	return bufs, bytes, b.hostGets, b.hostErr
 }
 
 func (b *hostBackend) sms() int { return 0 }

@@ -101,3 +101,23 @@ func (b *Buffer[T]) Free() error {
 	b.ptr, b.n = 0, 0
 	return err
 }
+
+// hostAlloc returns n bytes of page-locked host memory of the device's
+// context (cuMemHostAlloc): copies between it and the device run at the
+// bus's speed, where copies from Go's (pageable) memory go through the
+// driver's own staging. Free it with hostFree. n must be positive.
+func (d *Device) hostAlloc(n int64) ([]byte, error) {
+	var p unsafe.Pointer
+	err := d.do(func() error { return d.drv.check("cuMemHostAlloc", d.drv.cuMemHostAlloc(&p, uint64(n), 0)) })
+	if err != nil {
+		return nil, fmt.Errorf("%w (%d bytes)", err, n)
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+// hostFree releases memory of hostAlloc (b as hostAlloc returned it, or
+// resliced from its start).
+func (d *Device) hostFree(b []byte) error {
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	return d.do(func() error { return d.drv.check("cuMemFreeHost", d.drv.cuMemFreeHost(p)) })
+}

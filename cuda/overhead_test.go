@@ -169,3 +169,60 @@ func TestHostEngineReuse(t *testing.T) {
 		}
 	}
 }
+
+// stagingEngine is the host engine on a backend of its own, so that a
+// test can count the staging memory its executors take and give back.
+var stagingEngine = &Engine{name: "cuda-host-staging", prec: Float64,
+	be: &fakeDevice{hostBackend: newHostBackend(1 << 30), kernels: hostF64.be.(*hostBackend)}}
+
+func init() { ode.Register(stagingEngine) }
+
+// TestHostEngineStaging checks that the executor stages copies in the
+// backend's host memory (page-locked on a GPU), keeps at most two buffers
+// per executor and gives every buffer it drops back once: over launches
+// of several sizes (chunks, reruns, meshes given and recorded), with
+// results bitwise those of the host engine.
+func TestHostEngineStaging(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(200, 1e-6)
+	want, err := c.solver(t, hostF64.name).Grad(nil, &c.prob, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := c.set
+	set.Engine = stagingEngine.name
+	defer testRows.Store(0)
+	for _, limit := range []int64{0, 160 << 10} {
+		set.MemoryLimit = limit
+		if limit > 0 {
+			testRows.Store(4) // short first records: reruns
+		}
+		before, _, _, _ := stagingEngine.be.(*fakeDevice).hostHeld()
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := sv.Grad(nil, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		onMesh, err := sv.Grad(nil, &c.prob, c.loss, want.Mesh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.P, want.P) || !slices.Equal(got.Mesh.H, want.Mesh.H) || !slices.Equal(onMesh.P, want.P) {
+			t.Errorf("memory limit %d: results differ from the host engine's (recorded %t, on the mesh %t)",
+				limit, slices.Equal(got.P, want.P) && slices.Equal(got.Mesh.H, want.Mesh.H), slices.Equal(onMesh.P, want.P))
+		}
+		// A solver has one executor, which holds at most two buffers.
+		after, bytes, gets, err := stagingEngine.be.(*fakeDevice).hostHeld()
+		if err != nil {
+			t.Error(err)
+		}
+		if gets == 0 || after-before > 2 {
+			t.Errorf("memory limit %d: %d staging buffers taken from the backend, %d more held (%d bytes in all): want some taken, at most 2 more held",
+				limit, gets, after-before, bytes)
+		}
+		t.Logf("memory limit %d: %d staging buffers taken, %d held (%d bytes)", limit, gets, after, bytes)
+	}
+}

@@ -32,6 +32,21 @@ func Grow[T any](s []T, n int) []T {
 	return g
 }
 
+// Extend returns a slice of length n (at least len(s)) whose first len(s)
+// elements are those of s, without clearing: if s's capacity is at least
+// n, s resliced, its elements past len(s) whatever the storage held
+// (fresh is false); else a new slice with s copied in and zeros after
+// (fresh is true). It is Grow for a caller that overwrites or clears the
+// new elements itself, only where it must.
+func Extend[T any](s []T, n int) (e []T, fresh bool) {
+	if cap(s) >= n {
+		return s[:n], false
+	}
+	g := make([]T, n)
+	copy(g, s)
+	return g, true
+}
+
 // Same reports whether a and b start at the same element (both non-empty),
 // so that copying one into the other would be a copy onto itself.
 func Same[T any](a, b []T) bool {

@@ -39,6 +39,20 @@ func TestGrow(t *testing.T) {
 	}
 }
 
+func TestExtend(t *testing.T) {
+	s := make([]int, 2, 5)
+	s[0], s[1] = 7, 8
+	s[:5][3] = 9 // stale storage past len(s)
+	e, fresh := Extend(s, 4)
+	if !Same(e, s) || fresh || len(e) != 4 || e[0] != 7 || e[1] != 8 || e[3] != 9 {
+		t.Errorf("Extend(s, 4) = %v, fresh %t (same %t): want s's storage, stale elements kept", e, fresh, Same(e, s))
+	}
+	f, fresh := Extend(s, 9)
+	if Same(f, s) || !fresh || len(f) != 9 || f[0] != 7 || f[1] != 8 || f[2] != 0 || f[8] != 0 {
+		t.Errorf("Extend(s, 9) = %v, fresh %t: want a new slice, zero past 2", f, fresh)
+	}
+}
+
 func TestSame(t *testing.T) {
 	a := []int{1, 2, 3}
 	if !Same(a, a[:1]) || Same(a, a[1:]) || Same(a[:0], a) || Same[int](nil, nil) {
