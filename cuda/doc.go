@@ -78,7 +78,22 @@
 // that do not fit in device memory (or Settings.MemoryLimit) are run in
 // chunks; a record buffer that proves too short is rerun, with the exact
 // length, for the trajectories that need it. WithTrace reports the kernels'
-// device time, transfers, chunks and reruns.
+// device time, transfers (bytes and time), chunks and reruns.
+//
+// Copies between host and device go through page-locked host memory
+// (cuMemHostAlloc): a launch's inputs and results are staged there
+// (transposed to and from the trajectories' order on all cores), and a
+// mesh of more than 32 MiB goes through two page-locked buffers of that
+// size, the device copying one while all cores move the other. Copied
+// straight from Go's pageable memory they go through the driver's own
+// staging at a fraction of the bus's speed: on the H200 host page-locked
+// staging alone makes whole calls of 262,144 to 2^20 trajectories 1.1–1.3
+// times faster (bench/RESULTS.md).
+// GRADSOLVE_CUDA_PINNED=0 stages in Go memory instead, as does an engine
+// whose driver gives no page-locked memory. What an executor keeps
+// between operations (the largest device arena, two staging buffers, the
+// two mesh buffers) goes back to the device and the driver when its
+// Solver is no longer reachable.
 //
 // # One warp per trajectory
 //

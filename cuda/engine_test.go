@@ -444,6 +444,11 @@ func TestHostEngineChunks(t *testing.T) {
 	testChunks(t, "cuda-host", 200, 160<<10, 4)
 }
 
+func TestHostEngineMeshChunks(t *testing.T) {
+	needHost(t)
+	testMeshChunks(t, "cuda-host", 200)
+}
+
 func TestHostEngineFloat32(t *testing.T) {
 	needHost(t)
 	t.Parallel()

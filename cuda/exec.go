@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,12 +39,11 @@ type executor struct {
 
 	mu      sync.Mutex
 	kernels map[string]*kernelEntry
-	spare   *arena   // a free arena, kept for the next pass
-	staging [][]byte // free host staging buffers, kept for the next launches
-	// hostMem marks the staging buffers of be.hostAlloc (page-locked on a
-	// GPU), by their first byte: a buffer dropped from staging is given
-	// back to the backend.
-	hostMem map[*byte]bool
+	keep    *kept // memory kept between operations (spare and staging under mu)
+
+	// chunkMu is held by the copy that uses keep.chunks (copyChunked).
+	chunkMu   sync.Mutex
+	chunkNone bool // the backend gave no host memory for the chunks
 
 	rows atomic.Int64 // most accepted steps of a trajectory seen, to size record buffers
 
@@ -68,7 +68,44 @@ type arena struct {
 }
 
 func newExecutor(be backend, pl *ode.Plan, prec Precision, name string) *executor {
-	return &executor{be: be, plan: pl, prec: prec, name: name, kernels: make(map[string]*kernelEntry)}
+	ex := &executor{be: be, plan: pl, prec: prec, name: name, kernels: make(map[string]*kernelEntry), keep: &kept{be: be}}
+	// A Solver holds its executor; once neither is reachable, the memory
+	// kept for later operations goes back to the device and the driver.
+	runtime.AddCleanup(ex, (*kept).release, ex.keep)
+	return ex
+}
+
+// kept is the memory an executor keeps between operations: the larger of
+// its arenas, host staging buffers, and the two chunk buffers of
+// copyChunked (taken on first use).
+type kept struct {
+	be      backend
+	spare   *arena   // a free arena, kept for the next pass
+	staging [][]byte // free host staging buffers, kept for the next launches
+	// hostMem marks the staging buffers of be.hostAlloc (page-locked on a
+	// GPU), by their first byte: a buffer dropped from staging is given
+	// back to the backend.
+	hostMem map[*byte]bool
+	chunks  [2][]byte // buffers of be.hostAlloc of meshChunk bytes each
+}
+
+// release gives the kept memory back to the backend (the executor is
+// unreachable: nothing else uses it). A failure to free leaves memory to
+// the context's end; there is no one to report it to.
+func (k *kept) release() {
+	if k.spare != nil {
+		_ = k.be.free(k.spare.addr)
+	}
+	for _, b := range k.staging {
+		if k.hostMem[&b[0]] {
+			k.be.hostFree(b)
+		}
+	}
+	for _, b := range k.chunks {
+		if b != nil {
+			k.be.hostFree(b)
+		}
+	}
 }
 
 // kernel returns the compiled kernel of variant v, compiling it on first
@@ -116,9 +153,9 @@ func (ex *executor) kernel(v variant, lp *ode.LossPlan, tr *Trace) (*kernelEntry
 // spare one if it is large enough.
 func (ex *executor) takeArena(size int64) (*arena, error) {
 	ex.mu.Lock()
-	sp := ex.spare
+	sp := ex.keep.spare
 	if sp != nil && sp.size >= size {
-		ex.spare = nil
+		ex.keep.spare = nil
 		ex.mu.Unlock()
 		return sp, nil
 	}
@@ -133,8 +170,8 @@ func (ex *executor) takeArena(size int64) (*arena, error) {
 // giveArena keeps a (the larger of it and the spare) for the next pass.
 func (ex *executor) giveArena(a *arena) {
 	ex.mu.Lock()
-	if ex.spare == nil || ex.spare.size < a.size {
-		a, ex.spare = ex.spare, a
+	if ex.keep.spare == nil || ex.keep.spare.size < a.size {
+		a, ex.keep.spare = ex.keep.spare, a
 	}
 	ex.mu.Unlock()
 	if a != nil {
@@ -150,18 +187,18 @@ func (ex *executor) giveArena(a *arena) {
 func (ex *executor) takeStaging(n int64) []byte {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	for i, b := range ex.staging {
+	for i, b := range ex.keep.staging {
 		if int64(cap(b)) >= n {
-			ex.staging = append(ex.staging[:i], ex.staging[i+1:]...)
+			ex.keep.staging = append(ex.keep.staging[:i], ex.keep.staging[i+1:]...)
 			return b[:n]
 		}
 	}
 	if n > 0 {
 		if b := ex.be.hostAlloc(n); b != nil {
-			if ex.hostMem == nil {
-				ex.hostMem = make(map[*byte]bool)
+			if ex.keep.hostMem == nil {
+				ex.keep.hostMem = make(map[*byte]bool)
 			}
-			ex.hostMem[&b[0]] = true
+			ex.keep.hostMem[&b[0]] = true
 			return b
 		}
 	}
@@ -176,18 +213,18 @@ func (ex *executor) giveStaging(b []byte) {
 	}
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	ex.staging = append(ex.staging, b[:cap(b)])
-	if len(ex.staging) > 2 {
+	ex.keep.staging = append(ex.keep.staging, b[:cap(b)])
+	if len(ex.keep.staging) > 2 {
 		small := 0
-		for i, x := range ex.staging {
-			if cap(x) < cap(ex.staging[small]) {
+		for i, x := range ex.keep.staging {
+			if cap(x) < cap(ex.keep.staging[small]) {
 				small = i
 			}
 		}
-		drop := ex.staging[small]
-		ex.staging = append(ex.staging[:small], ex.staging[small+1:]...)
-		if p := &drop[0]; ex.hostMem[p] {
-			delete(ex.hostMem, p)
+		drop := ex.keep.staging[small]
+		ex.keep.staging = append(ex.keep.staging[:small], ex.keep.staging[small+1:]...)
+		if p := &drop[0]; ex.keep.hostMem[p] {
+			delete(ex.keep.hostMem, p)
 			ex.be.hostFree(drop)
 		}
 	}
@@ -197,10 +234,10 @@ func (ex *executor) giveStaging(b []byte) {
 func (ex *executor) spareSize() int64 {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	if ex.spare == nil {
+	if ex.keep.spare == nil {
 		return 0
 	}
-	return ex.spare.size
+	return ex.keep.spare.size
 }
 
 // Run performs job j on the device.
@@ -972,7 +1009,13 @@ func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 	lo := g[0]
 	if g[n-1]-lo == n-1 && r.ex.prec == Float64 {
 		if n == N {
-			return r.write(addr, f64bytes(mh.H[:rows*N]))
+			b := f64bytes(mh.H[:rows*N])
+			if len(b) > meshChunk {
+				if ok, err := r.copyChunked(b, addr, true); ok {
+					return err
+				}
+			}
+			return r.write(addr, b)
 		}
 		for s := 0; s < rows; s++ {
 			if err := r.write(addr+uint64(s*n*es), f64bytes(mh.H[s*N+lo:s*N+lo+n])); err != nil {
@@ -1032,7 +1075,13 @@ func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
 	r.tr.add(func(t *TraceStats) { t.Download += int64(used) * int64(n) * int64(es) })
 	if contiguous && r.ex.prec == Float64 {
 		if n == N {
-			return r.read(f64bytes(r.meshH[:used*N]), addr)
+			b := f64bytes(r.meshH[:used*N])
+			if len(b) > meshChunk {
+				if ok, err := r.copyChunked(b, addr, false); ok {
+					return err
+				}
+			}
+			return r.read(b, addr)
 		}
 		for s := 0; s < used; s++ {
 			if err := r.read(f64bytes(r.meshH[s*N+lo:s*N+lo+n]), addr+uint64(s*n*es)); err != nil {
@@ -1101,6 +1150,114 @@ func (r *run) write(addr uint64, src []byte) error {
 	d := time.Since(start)
 	r.tr.add(func(t *TraceStats) { t.Transfer += d })
 	return err
+}
+
+// meshChunk is the size of each of the executor's two buffers through
+// which copyChunked moves meshes (32 MiB; a variable for the tests, read
+// when an executor takes its buffers and when a mesh is copied).
+var meshChunk = 32 << 20
+
+// copyChunked copies between the Go memory host and the device at addr
+// (to the device if toDevice) through the executor's two page-locked
+// chunk buffers: while the device copies one chunk, all cores move the
+// next (or the last) between the other and host. A mesh of a million
+// trajectories is hundreds of megabytes; copied straight from Go memory it
+// goes through the driver's own staging at a fraction of the bus's speed.
+// It reports false, having copied nothing, where the backend gives no
+// host memory or another copy holds the buffers: the caller then copies
+// directly. The time goes to the trace's Transfer.
+func (r *run) copyChunked(host []byte, addr uint64, toDevice bool) (bool, error) {
+	ex := r.ex
+	if !ex.chunkMu.TryLock() {
+		return false, nil
+	}
+	defer ex.chunkMu.Unlock()
+	if ex.keep.chunks[0] == nil && !ex.chunkNone {
+		a, b := ex.be.hostAlloc(int64(meshChunk)), ex.be.hostAlloc(int64(meshChunk))
+		if a != nil && b != nil {
+			ex.keep.chunks = [2][]byte{a, b}
+		} else {
+			if a != nil {
+				ex.be.hostFree(a)
+			}
+			if b != nil {
+				ex.be.hostFree(b)
+			}
+			ex.chunkNone = true
+		}
+	}
+	if ex.chunkNone {
+		return false, nil
+	}
+	size := len(ex.keep.chunks[0])
+	start := time.Now()
+	defer func() {
+		d := time.Since(start)
+		r.tr.add(func(t *TraceStats) { t.Transfer += d })
+	}()
+	nk := (len(host) + size - 1) / size
+	part := func(k int) (lo, hi int) { return k * size, min(len(host), (k+1)*size) }
+	// move copies chunk k between host and its buffer, on all cores.
+	move := func(k int) {
+		lo, hi := part(k)
+		b := ex.keep.chunks[k%2][:hi-lo]
+		h := host[lo:hi]
+		const block = 1 << 20
+		par.Run((len(b)+block-1)/block, 0, func(_, q int) {
+			a, z := q*block, min(len(b), (q+1)*block)
+			if toDevice {
+				copy(b[a:z], h[a:z])
+			} else {
+				copy(h[a:z], b[a:z])
+			}
+		})
+	}
+	// dev copies chunk k between its buffer and the device.
+	dev := func(k int) error {
+		lo, hi := part(k)
+		b := ex.keep.chunks[k%2][:hi-lo]
+		if toDevice {
+			return ex.be.write(addr+uint64(lo), b)
+		}
+		return ex.be.read(b, addr+uint64(lo))
+	}
+	if toDevice {
+		move(0)
+		for k := 0; k < nk; k++ {
+			done := make(chan struct{})
+			go func() {
+				if k+1 < nk {
+					move(k + 1)
+				}
+				close(done)
+			}()
+			err := dev(k)
+			<-done
+			if err != nil {
+				return true, err
+			}
+		}
+		return true, nil
+	}
+	if err := dev(0); err != nil {
+		return true, err
+	}
+	for k := 0; k < nk; k++ {
+		done := make(chan struct{})
+		go func() {
+			move(k)
+			close(done)
+		}()
+		var err error
+		if k+1 < nk {
+			err = dev(k + 1)
+		}
+		<-done
+		if err != nil {
+			return true, err
+		}
+	}
+	return true, nil
 }
 
 // f64bytes returns the bytes of x.

@@ -183,6 +183,49 @@ func TestGPUEngineChunks(t *testing.T) {
 	testChunks(t, "cuda", 20000, 2<<20, 8)
 }
 
+// TestGPUEngineMeshChunks: meshes copied through the executor's
+// page-locked chunk buffers, 4 KiB each (many chunks), give the results
+// of direct copies bit for bit, recorded and given.
+func TestGPUEngineMeshChunks(t *testing.T) {
+	needGPUEngine(t)
+	testMeshChunks(t, "cuda", 4096)
+}
+
+// testMeshChunks runs an ensemble of n on engine twice, with meshes copied
+// directly and through chunk buffers of 4 KiB, and compares the results.
+func testMeshChunks(t *testing.T, engine string, n int) {
+	c := lorenzCase(n, 1e-6)
+	set := c.set
+	set.Engine = engine
+	run := func() (*ode.Gradient, *ode.Gradient) {
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := sv.Grad(nil, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		given, err := sv.Grad(nil, &c.prob, c.loss, rec.Mesh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec, given
+	}
+	defer func(c int) { meshChunk = c }(meshChunk)
+	meshChunk = 1 << 40 // direct copies
+	wantRec, wantGiven := run()
+	meshChunk = 4 << 10
+	if b := 8 * len(wantRec.Mesh.H); b < 4*meshChunk {
+		t.Fatalf("the mesh has %d bytes: want several chunks of %d", b, meshChunk)
+	}
+	rec, given := run()
+	if !slices.Equal(rec.Mesh.H, wantRec.Mesh.H) || !slices.Equal(rec.P, wantRec.P) || !slices.Equal(given.P, wantGiven.P) || !slices.Equal(given.Y0, wantGiven.Y0) {
+		t.Errorf("meshes through chunks: recorded mesh equal %t, gradient %t; on the mesh %t",
+			slices.Equal(rec.Mesh.H, wantRec.Mesh.H), slices.Equal(rec.P, wantRec.P), slices.Equal(given.P, wantGiven.P))
+	}
+}
+
 func TestGPUEngineFloat32(t *testing.T) {
 	needGPUEngine(t)
 	testFloat32(t, "cuda-f32", 4096)
