@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
@@ -253,4 +254,59 @@ func TestHostEngineStaging(t *testing.T) {
 	}
 	bufs, used := held()
 	t.Errorf("after the solvers: %d host buffers and %d bytes of device memory held, want %d and %d", bufs, used, base, baseUsed)
+}
+
+// noHostMem is a backend that gives no host memory (a driver without
+// page-locked memory to spare).
+type noHostMem struct{ *fakeDevice }
+
+func (noHostMem) hostAlloc(int64) []byte { return nil }
+
+// TestCopyChunked copies byte arrays of sizes around multiples of the
+// chunk size to the device and back through the chunk buffers, and checks
+// that a copy reports false (copying nothing) where the buffers are busy
+// or the backend gives no host memory.
+func TestCopyChunked(t *testing.T) {
+	defer func(c int) { meshChunk = c }(meshChunk)
+	meshChunk = 1000
+	fd := &fakeDevice{hostBackend: newHostBackend(1 << 26), kernels: hostF64.be.(*hostBackend)}
+	r := &run{ex: newExecutor(fd, nil, Float64, "copy-test")}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 999, 1000, 1001, 2000, 2999, 3500} {
+		addr, err := fd.alloc(int64(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(rnd.IntN(256))
+		}
+		if ok, err := r.copyChunked(src, addr, true); !ok || err != nil {
+			t.Fatalf("%d bytes to the device: ok %t, err %v", n, ok, err)
+		}
+		got := make([]byte, n)
+		if err := fd.read(got, addr); err != nil {
+			t.Fatal(err)
+		}
+		back := make([]byte, n)
+		if ok, err := r.copyChunked(back, addr, false); !ok || err != nil {
+			t.Fatalf("%d bytes from the device: ok %t, err %v", n, ok, err)
+		}
+		if !slices.Equal(got, src) || !slices.Equal(back, src) {
+			t.Errorf("%d bytes: to the device equal %t, back equal %t", n, slices.Equal(got, src), slices.Equal(back, src))
+		}
+		if err := fd.free(addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 10)
+	r.ex.chunkMu.Lock()
+	if ok, _ := r.copyChunked(buf, 0, true); ok {
+		t.Error("copyChunked with its buffers busy reports a copy")
+	}
+	r.ex.chunkMu.Unlock()
+	none := &run{ex: newExecutor(noHostMem{fd}, nil, Float64, "copy-test-none")}
+	if ok, _ := none.copyChunked(buf, 0, true); ok {
+		t.Error("copyChunked without host memory reports a copy")
+	}
 }
