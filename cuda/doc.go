@@ -82,7 +82,9 @@
 //
 // Copies between host and device go through page-locked host memory
 // (cuMemHostAlloc): a launch's inputs and results are staged there
-// (transposed to and from the trajectories' order on all cores), and a
+// (transposed to and from the trajectories' order on all cores; a staging
+// buffer over 1 GiB, tens of millions of trajectories in one launch, is Go
+// memory, as page-locked memory is taken from the whole system), and a
 // mesh of more than 32 MiB goes through two page-locked buffers of that
 // size, the device copying one while all cores move the other. Copied
 // straight from Go's pageable memory they go through the driver's own

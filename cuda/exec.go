@@ -183,7 +183,8 @@ func (ex *executor) giveArena(a *arena) {
 // left over from an earlier launch), reusing a kept one if large enough:
 // launches of a large ensemble stage hundreds of megabytes each. A new
 // one is the backend's host memory where it gives some (page-locked on a
-// GPU, so the copies through it run at the bus's speed), else Go memory.
+// GPU, so the copies through it run at the bus's speed) and n is at most
+// maxHostStaging, else Go memory.
 func (ex *executor) takeStaging(n int64) []byte {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
@@ -193,7 +194,7 @@ func (ex *executor) takeStaging(n int64) []byte {
 			return b[:n]
 		}
 	}
-	if n > 0 {
+	if n > 0 && n <= maxHostStaging {
 		if b := ex.be.hostAlloc(n); b != nil {
 			if ex.keep.hostMem == nil {
 				ex.keep.hostMem = make(map[*byte]bool)
@@ -204,6 +205,12 @@ func (ex *executor) takeStaging(n int64) []byte {
 	}
 	return make([]byte, n)
 }
+
+// maxHostStaging is the largest staging buffer taken from the backend's
+// host memory (1 GiB): page-locked memory is taken from the whole
+// system, so a larger launch (tens of millions of trajectories at once)
+// stages in Go memory. A variable for the tests.
+var maxHostStaging int64 = 1 << 30
 
 // giveStaging keeps b for later launches (at most two buffers, the
 // largest); a buffer of the backend's that is dropped goes back to it.

@@ -244,6 +244,30 @@ func TestHostEngineStaging(t *testing.T) {
 		}
 		t.Logf("memory limit %d: %d host buffers taken, %d held (%d bytes); trace %+v", limit, gets, after, bytes, tr.Stats())
 	}
+	// Buffers over maxHostStaging are Go memory: none more is taken.
+	func() {
+		defer func(m int64) { maxHostStaging = m }(maxHostStaging)
+		maxHostStaging = 64
+		_, _, before, _ := fd.hostHeld()
+		set.MemoryLimit = 0
+		testRows.Store(0)
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		meshChunk = 1 << 40 // no chunk buffers either
+		got, err := sv.Grad(nil, &c.prob, c.loss, nil)
+		meshChunk = 4 << 10
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.P, want.P) {
+			t.Error("staging in Go memory: results differ from the host engine's")
+		}
+		if _, _, after, _ := fd.hostHeld(); after != before {
+			t.Errorf("staging capped at %d bytes: %d buffers taken from the backend, want none", maxHostStaging, after-before)
+		}
+	}()
 	// The solvers are gone: their executors' memory goes back.
 	for range 100 {
 		runtime.GC()
