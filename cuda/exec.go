@@ -1016,13 +1016,7 @@ func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 	lo := g[0]
 	if g[n-1]-lo == n-1 && r.ex.prec == Float64 {
 		if n == N {
-			b := f64bytes(mh.H[:rows*N])
-			if len(b) > meshChunk {
-				if ok, err := r.copyChunked(b, addr, true); ok {
-					return err
-				}
-			}
-			return r.write(addr, b)
+			return r.copyMesh(f64bytes(mh.H[:rows*N]), addr, true)
 		}
 		for s := 0; s < rows; s++ {
 			if err := r.write(addr+uint64(s*n*es), f64bytes(mh.H[s*N+lo:s*N+lo+n])); err != nil {
@@ -1082,13 +1076,7 @@ func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
 	r.tr.add(func(t *TraceStats) { t.Download += int64(used) * int64(n) * int64(es) })
 	if contiguous && r.ex.prec == Float64 {
 		if n == N {
-			b := f64bytes(r.meshH[:used*N])
-			if len(b) > meshChunk {
-				if ok, err := r.copyChunked(b, addr, false); ok {
-					return err
-				}
-			}
-			return r.read(b, addr)
+			return r.copyMesh(f64bytes(r.meshH[:used*N]), addr, false)
 		}
 		for s := 0; s < used; s++ {
 			if err := r.read(f64bytes(r.meshH[s*N+lo:s*N+lo+n]), addr+uint64(s*n*es)); err != nil {
@@ -1205,7 +1193,7 @@ func (r *run) copyChunked(host []byte, addr uint64, toDevice bool) (bool, error)
 	nk := (len(host) + size - 1) / size
 	part := func(k int) (lo, hi int) { return k * size, min(len(host), (k+1)*size) }
 	// move copies chunk k between host and its buffer, on all cores.
-	move := func(k int) {
+	move := func(k int) error {
 		lo, hi := part(k)
 		b := ex.keep.chunks[k%2][:hi-lo]
 		h := host[lo:hi]
@@ -1218,6 +1206,7 @@ func (r *run) copyChunked(host []byte, addr uint64, toDevice bool) (bool, error)
 				copy(h[a:z], b[a:z])
 			}
 		})
+		return nil
 	}
 	// dev copies chunk k between its buffer and the device.
 	dev := func(k int) error {
@@ -1228,43 +1217,49 @@ func (r *run) copyChunked(host []byte, addr uint64, toDevice bool) (bool, error)
 		}
 		return ex.be.read(b, addr+uint64(lo))
 	}
-	if toDevice {
-		move(0)
-		for k := 0; k < nk; k++ {
-			done := make(chan struct{})
-			go func() {
-				if k+1 < nk {
-					move(k + 1)
-				}
-				close(done)
-			}()
-			err := dev(k)
-			<-done
-			if err != nil {
-				return true, err
-			}
-		}
-		return true, nil
+	// A two-stage pipeline over the chunks: to the device, move then
+	// dev; back, dev then move. The second stage of chunk k runs beside
+	// the first of chunk k+1, which fills the other buffer.
+	first, second := move, dev
+	if !toDevice {
+		first, second = dev, move
 	}
-	if err := dev(0); err != nil {
+	if err := first(0); err != nil {
 		return true, err
 	}
 	for k := 0; k < nk; k++ {
-		done := make(chan struct{})
+		next := make(chan error, 1)
 		go func() {
-			move(k)
-			close(done)
+			if k+1 < nk {
+				next <- first(k + 1)
+				return
+			}
+			next <- nil
 		}()
-		var err error
-		if k+1 < nk {
-			err = dev(k + 1)
+		err := second(k)
+		if nerr := <-next; err == nil {
+			err = nerr
 		}
-		<-done
 		if err != nil {
 			return true, err
 		}
 	}
 	return true, nil
+}
+
+// copyMesh copies a whole mesh (host, all N trajectories) to the device
+// at addr if toDevice, else back: through the chunk buffers where it is
+// larger than one (copyChunked), else directly.
+func (r *run) copyMesh(host []byte, addr uint64, toDevice bool) error {
+	if len(host) > meshChunk {
+		if ok, err := r.copyChunked(host, addr, toDevice); ok {
+			return err
+		}
+	}
+	if toDevice {
+		return r.write(addr, host)
+	}
+	return r.read(host, addr)
 }
 
 // f64bytes returns the bytes of x.

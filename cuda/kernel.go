@@ -132,7 +132,8 @@ func (v variant) layout() string {
 
 // key identifies the variant's kernel among those of one plan.
 func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim, v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.tileMode, v.lossKey) + fmt.Sprintf(" sa%t ss%t td%t", v.tileSharedAcc, v.tileSharedSh, v.tileDynamic)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim,
+		v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.tileMode, v.tileSharedAcc, v.tileSharedSh, v.tileDynamic, v.lossKey)
 }
 
 // stepPrograms are the plan's programs a kernel calls.

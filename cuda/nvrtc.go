@@ -269,8 +269,8 @@ type Image struct {
 // Compile compiles CUDA C++ source for a device of architecture arch with
 // NVRTC: to a cubin for sm_XY where the NVRTC supports it, else to PTX for
 // compute_XY; with --fmad=false unless s.FMA (or GRADSOLVE_CUDA_FMAD=1),
-// -std=c++17 and -default-device. On failure it returns a *CompileError holding NVRTC's
-// log. Its error wraps ErrNoNVRTC if NVRTC is not found.
+// -std=c++17 and -default-device. On failure it returns a *CompileError
+// holding NVRTC's log. Its error wraps ErrNoNVRTC if NVRTC is not found.
 //
 // Results are cached on disk under the key SHA-256(source, options,
 // target, NVRTC version), in $GRADSOLVE_CUDA_CACHE if set (the value

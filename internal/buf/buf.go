@@ -16,28 +16,12 @@ func Make[T any](s []T, n int) []T {
 	return s
 }
 
-// Grow returns a slice of length n whose first len(s) elements (at most n)
-// are those of s and whose other elements are zero: s resliced (and its
-// new tail cleared) if its capacity is at least n, else a new slice with s
-// copied in.
-func Grow[T any](s []T, n int) []T {
-	if cap(s) >= n {
-		l := min(len(s), n)
-		s = s[:n]
-		clear(s[l:])
-		return s
-	}
-	g := make([]T, n)
-	copy(g, s)
-	return g
-}
-
 // Extend returns a slice of length n (at least len(s)) whose first len(s)
 // elements are those of s, without clearing: if s's capacity is at least
 // n, s resliced, its elements past len(s) whatever the storage held
 // (fresh is false); else a new slice with s copied in and zeros after
-// (fresh is true). It is Grow for a caller that overwrites or clears the
-// new elements itself, only where it must.
+// (fresh is true): for a caller that overwrites or clears the new elements
+// itself, only where it must.
 func Extend[T any](s []T, n int) (e []T, fresh bool) {
 	if cap(s) >= n {
 		return s[:n], false

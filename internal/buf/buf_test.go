@@ -25,20 +25,6 @@ func TestMake(t *testing.T) {
 	}
 }
 
-func TestGrow(t *testing.T) {
-	s := make([]int, 2, 5)
-	s[0], s[1] = 7, 8
-	s[:5][3] = 9 // stale storage past len(s)
-	g := Grow(s, 4)
-	if !Same(g, s) || len(g) != 4 || g[0] != 7 || g[1] != 8 || g[2] != 0 || g[3] != 0 {
-		t.Errorf("Grow(s, 4) = %v (same %t)", g, Same(g, s))
-	}
-	h := Grow(s, 9)
-	if Same(h, s) || len(h) != 9 || h[0] != 7 || h[1] != 8 || h[8] != 0 {
-		t.Errorf("Grow(s, 9) = %v", h)
-	}
-}
-
 func TestExtend(t *testing.T) {
 	s := make([]int, 2, 5)
 	s[0], s[1] = 7, 8
