@@ -182,6 +182,9 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if err := j.Mesh.Host(); err != nil { // the CPU engine reads steps on the host
+		return nil, err
+	}
 	pl := ex.plan
 	n, d := j.N, pl.Dim
 	workers := j.Workers

@@ -212,7 +212,21 @@ func checkGradient(g *Gradient, d, np int) error {
 // the same method and field (fingerprint), and be well formed. The error
 // names what differs. Save times may differ from the record's: any time in
 // [T0, T1] is one step from a mesh point.
+//
+// A mesh whose steps are resident on this solver's engine is used where
+// it is: its steps, written by the engine's own record, are not checked
+// again (they cannot have changed: H is nil). A mesh resident on another
+// engine is first copied to the host (Mesh.Host).
 func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
+	resident := m.residentOn(sv.engine.Name())
+	if m.Resident != nil && !resident {
+		if err := m.Host(); err != nil {
+			return err
+		}
+	}
+	if resident && m.Resident.Released() {
+		return fmt.Errorf("ode: mesh: its steps on engine %s have been released (Mesh.Release); record the mesh again", m.Resident.Engine())
+	}
 	method := sv.plan.Method
 	if sv.set.Method == Auto && m.Method != nil {
 		method = m.Method.Name() // Auto replays the mesh with the method that recorded it
@@ -224,7 +238,7 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 		return fmt.Errorf("ode: mesh starts at T0 = %v, problem at %v; record a mesh for this problem", m.T0, q.T0)
 	case m.Method != nil && m.Method.Name() != method:
 		return fmt.Errorf("ode: mesh was recorded with %s but the settings use %s; replay it with the method that recorded it", m.Method.Name(), method)
-	case len(m.Len) != m.N || len(m.H) < m.Rows*m.N || len(m.Status) != m.N:
+	case len(m.Len) != m.N || !resident && len(m.H) < m.Rows*m.N || len(m.Status) != m.N:
 		return fmt.Errorf("ode: mesh arrays are inconsistent (N %d, Rows %d, len(H) %d, len(Len) %d, len(Status) %d)",
 			m.N, m.Rows, len(m.H), len(m.Len), len(m.Status))
 	case m.T1 != nil && len(m.T1) != m.N:
@@ -235,8 +249,10 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 			return fmt.Errorf("ode: mesh: trajectory %d has Len %d, outside [0, Rows = %d]", i, l, m.Rows)
 		}
 	}
-	if s, i := badStep(m); s >= 0 {
-		return fmt.Errorf("ode: mesh: step %d of trajectory %d is %v; step sizes must be finite and non-negative", s, i, m.H[s*m.N+i])
+	if !resident { // resident steps are the engine's own record's: finite and non-negative
+		if s, i := badStep(m); s >= 0 {
+			return fmt.Errorf("ode: mesh: step %d of trajectory %d is %v; step sizes must be finite and non-negative", s, i, m.H[s*m.N+i])
+		}
 	}
 	if m.T1 != nil {
 		for i, t1 := range m.T1 {

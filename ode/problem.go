@@ -245,12 +245,25 @@ func sum(x []int) int {
 // Mesh is a recorded mesh: the accepted step sizes of every trajectory,
 // step-major (step s of trajectory i is H[s*N+i], for s < Len[i]), with
 // what produced it. Grad replays it with the step sizes held fixed.
+//
+// An engine that runs elsewhere than the host (a GPU engine) may keep the
+// steps where it recorded them: Resident is then set and H is nil until
+// Host copies them over. A replay or gradient on the same engine uses the
+// resident steps where they are; any other use (another engine, a check
+// of the steps, a caller reading H) needs Host first, which this package
+// calls where it needs the steps. Len, Status and Stats are always on the
+// host.
 type Mesh struct {
 	N, Rows int
-	H       []float64 // [Rows×N]
-	Len     []int     // [N]
-	Status  []Status  // [N]
-	Stats   Stats
+	H       []float64 // [Rows×N]; nil while Resident holds the steps
+
+	// Resident, if not nil, holds the [Rows×N] steps on the engine that
+	// recorded them (see Host and Release).
+	Resident ResidentSteps
+
+	Len    []int    // [N]
+	Status []Status // [N]
+	Stats  Stats
 
 	// What the mesh was recorded for; a replay checks them against its
 	// problem and plan.

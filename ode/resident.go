@@ -1,0 +1,67 @@
+package ode
+
+import "fmt"
+
+// ResidentSteps is a mesh's steps held by the engine that recorded them,
+// in that engine's memory (a GPU engine's device memory), so that the next
+// replay or gradient there does not move them. Engines implement it; users
+// meet it through Mesh.Resident, Mesh.Host and Mesh.Release.
+type ResidentSteps interface {
+	// Engine returns the name of the engine that holds the steps.
+	Engine() string
+
+	// Owner returns a value that identifies the memory the steps live in
+	// (a device's context, say); an engine uses the steps in place only if
+	// it is its own. It is compared with ==.
+	Owner() any
+
+	// CopyTo copies the [Rows×N] steps, step-major, to dst (len(dst) ≥
+	// Rows×N). It fails if the steps were released.
+	CopyTo(dst []float64) error
+
+	// Release frees the engine's memory. Later calls do nothing; CopyTo
+	// then fails.
+	Release()
+
+	// Released reports whether Release was called.
+	Released() bool
+}
+
+// Host makes the mesh's steps available in H: if they are resident on an
+// engine, it copies them to the host (Rows×N float64s, a device-to-host
+// copy) and releases the engine's copy, so that from then on H is the mesh,
+// as for a mesh recorded on the CPU (changes to H are then what a replay
+// uses). A mesh already on the host is left as it is. Host returns an
+// error if the resident steps were released or cannot be read.
+func (m *Mesh) Host() error {
+	if m == nil || m.Resident == nil {
+		return nil
+	}
+	r := m.Resident
+	if r.Released() {
+		return fmt.Errorf("ode: mesh: its steps were on engine %s and have been released (Mesh.Release); record the mesh again", r.Engine())
+	}
+	h := make([]float64, m.Rows*m.N)
+	if err := r.CopyTo(h); err != nil {
+		return fmt.Errorf("ode: mesh: copying its steps from engine %s: %w", r.Engine(), err)
+	}
+	m.H, m.Resident = h, nil
+	r.Release()
+	return nil
+}
+
+// Release frees the engine memory that holds the mesh's steps, if any,
+// without copying them; the mesh can then no longer be replayed. An
+// engine also frees it when the Mesh is no longer reachable: Release only
+// makes that happen now. A mesh on the host is left as it is.
+func (m *Mesh) Release() {
+	if m != nil && m.Resident != nil {
+		m.Resident.Release()
+	}
+}
+
+// residentOn reports whether m's steps are resident on an engine and that
+// engine is name.
+func (m *Mesh) residentOn(name string) bool {
+	return m.Resident != nil && m.Resident.Engine() == name
+}
