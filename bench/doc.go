@@ -34,6 +34,8 @@
 // Ensemble arrays are row-major [n×Dim]: y[i*Dim+j]. Times are reported in
 // milliseconds.
 //
-// RESULTS.md records the numbers of the last full run and the command that
-// produced them; cmd/gradsolve's "bench" command runs the suites.
+// RESULTS.md holds the current figures of every suite, each table with the
+// command that produced it, and the known limits; docs/bench-history.md is
+// the log of the runs behind them. cmd/gradsolve's "bench" command runs the
+// suites.
 package bench
