@@ -25,9 +25,10 @@ import (
 //
 // Results are bitwise identical for any number of workers and any chunk
 // size: every per-trajectory computation is independent of its
-// neighbours; the loss is summed over trajectories in index order; shared
-// gradients are each trajectory's own contributions summed in the fixed
-// order of scan.SumShared, and chunk boundaries fall on multiples of
+// neighbours; the loss is summed over trajectories in index order; a
+// shared gradient is summed in tiles of scan.TileSize consecutive
+// trajectories, each tile in index order, then over the tiles in order
+// (scan.SumTiles), and chunk boundaries fall on multiples of
 // scan.TileSize.
 
 func init() { Register(cpuEngine{}) }

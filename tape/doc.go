@@ -136,12 +136,17 @@
 //
 // # Cost
 //
-// On the Lorenz right-hand side (8 arithmetic values) over 2^16
-// trajectories, one worker runs at about 2 ns a trajectory with blocks of
-// 256 to 1024, within about 2× of a hand-written fused Go loop over the
-// same arrays (BenchmarkExecVsHandLorenz); blocks of 64 cost about 1.5×
-// more in dispatch. A Tsit5 step of a 2→32→32→2 tanh network costs about
-// 2 µs a lane and its reverse step about 4 µs (BenchmarkNeural). Tracing
-// and transforms cost microseconds per value and are meant to run once,
-// outside loops.
+// Exec pays a dispatch per value and block and then a tight loop over the
+// block's lanes, so its cost is linear in the program's values and the
+// trajectories, and dispatch is amortised once blocks hold some hundreds
+// of lanes (the default; blocks of tens of lanes pay it visibly). A
+// right-hand side such as Lorenz's runs within a small factor (about 2×)
+// of a hand-written fused Go loop over the same arrays
+// (BenchmarkExecVsHandLorenz), since every value is stored and loaded
+// where the hand-written loop keeps it in registers. A reverse step costs
+// a small multiple of its forward step (about 2× for a Tsit5 step of a
+// tanh network: BenchmarkNeural). Tracing and transforms cost time in
+// proportion to the program's size and are meant to run once, outside
+// loops. Measured figures are in bench/RESULTS.md and the benchmarks
+// named.
 package tape
