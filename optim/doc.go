@@ -23,6 +23,28 @@
 // the number of steps already taken) uses Schedule.Rate(k). There are no
 // package-level variables that change behaviour.
 //
+// # Invalid hyperparameters
+//
+// A learning rate (or a schedule's rate) that is negative, NaN or
+// infinite, a β outside [0, 1), a negative or NaN ε, weight decay or
+// momentum is invalid. Step has no error return, so it never panics on
+// them and never moves the parameters with them: it refuses the step,
+// leaving params and the state unchanged (the step is not counted), and
+// records a *HyperparameterError that Err returns. Validate returns the
+// same error before a step is tried; callers check it before each step
+// (fit.Run does, and fails the fit with it):
+//
+//	opt := &optim.Adam{LearnRate: lr}
+//	if err := opt.Validate(); err != nil {
+//		return err // "optim: adam: LearnRate = NaN; want a finite value ≥ 0 (0 means the default)"
+//	}
+//
+// Only a length mismatch (len(grad) != len(params), or a length that
+// changes between steps) is a programming error and panics. A zero rate
+// from a schedule is valid (a warm-up from 0); a constant LearnRate of 0
+// means the default. Schedules with invalid constants give NaN rates,
+// and their Validate methods say why.
+//
 // # State files
 //
 // SaveState and LoadState write and read an optimiser's state as one
@@ -36,4 +58,13 @@
 // the non-finite values, which JSON lacks, are written as the strings
 // "NaN", "+Inf" and "-Inf". The hyperparameters (learning rate, β, ε, ...)
 // belong to the optimiser value, not to its state, and are not saved.
+//
+// LoadState refuses, with an error naming the problem and the fix, and
+// leaving the optimiser unchanged: a file with anything after the first
+// state (two saves concatenated), an unknown field, another format,
+// version or optimiser kind, a negative step count, moments of the wrong
+// length, a non-finite moment or a negative second moment. The length of
+// the parameter vector is not known until the first Step; CheckLen(o, n)
+// reports a state saved for another length before Step would panic on it
+// (fit.Run checks it).
 package optim

@@ -11,9 +11,85 @@ import (
 const (
 	badLength  = "optim: len(grad) != len(params)"
 	badResize  = "optim: the parameter vector changed length between steps"
-	badHyper   = "optim: invalid hyperparameter"
 	badMaxNorm = "optim: ClipNorm: maxNorm must be positive"
 )
+
+// HyperparameterError reports an invalid hyperparameter or learning rate:
+// which optimiser, which field, its value and what is allowed. Step
+// refuses such a step (see Optimizer.Err) and Validate returns it.
+type HyperparameterError struct {
+	Optimizer string  // "adam", "adamw" or "sgd"
+	Field     string  // "LearnRate", "Schedule", "Beta1", "Beta2", "Eps", "WeightDecay" or "Momentum"
+	Value     float64 // the value found (for Schedule, its rate at Step)
+	Step      int     // the number of steps taken when it was found
+	Want      string  // what is allowed, in words
+}
+
+func (e *HyperparameterError) Error() string {
+	if e.Field == "Schedule" {
+		return fmt.Sprintf("optim: %s: Schedule gives learning rate %v for step %d; want %s", e.Optimizer, e.Value, e.Step, e.Want)
+	}
+	return fmt.Sprintf("optim: %s: %s = %v; want %s", e.Optimizer, e.Field, e.Value, e.Want)
+}
+
+// What the fields allow, in the words of HyperparameterError.Want.
+const (
+	wantRate  = "a finite value ≥ 0 (0 means the default)"
+	wantSched = "a finite rate ≥ 0 (check the schedule's constants)"
+	wantBeta  = "a value in [0, 1) (0 means the default)"
+	wantEps   = "a finite value > 0 (0 means 1e-8)"
+	wantDecay = "a finite value ≥ 0 (0 means 1e-2)"
+	wantMom   = "a value in [0, 1)"
+)
+
+// finiteNonNeg reports whether x is finite and ≥ 0.
+func finiteNonNeg(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
+
+// unit reports whether x lies in [0, 1).
+func unit(x float64) bool { return x >= 0 && x < 1 }
+
+// checkRate validates a constant rate lr (0: the default) or, if sched is
+// set, its rate r for step k.
+func checkRate(kind string, sched Schedule, lr, r float64, k int) error {
+	if sched != nil {
+		if v, ok := sched.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return &HyperparameterError{Optimizer: kind, Field: "Schedule", Value: r, Step: k, Want: wantSched + ": " + err.Error()}
+			}
+		}
+		if !finiteNonNeg(r) {
+			return &HyperparameterError{Optimizer: kind, Field: "Schedule", Value: r, Step: k, Want: wantSched}
+		}
+		return nil
+	}
+	if !finiteNonNeg(lr) {
+		return &HyperparameterError{Optimizer: kind, Field: "LearnRate", Value: lr, Step: k, Want: wantRate}
+	}
+	return nil
+}
+
+// checkAdam validates the Adam family's hyperparameters.
+func checkAdam(kind string, sched Schedule, lr, r, b1, b2, eps, wd float64, k int) error {
+	if err := checkRate(kind, sched, lr, r, k); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+		ok   bool
+		want string
+	}{
+		{"Beta1", b1, unit(b1), wantBeta},
+		{"Beta2", b2, unit(b2), wantBeta},
+		{"Eps", eps, finiteNonNeg(eps), wantEps},
+		{"WeightDecay", wd, finiteNonNeg(wd), wantDecay},
+	} {
+		if !f.ok {
+			return &HyperparameterError{Optimizer: kind, Field: f.name, Value: f.v, Step: k, Want: f.want}
+		}
+	}
+	return nil
+}
 
 // Optimizer updates a parameter vector in place from its gradient. All the
 // optimisers of this package implement it.
@@ -38,6 +114,17 @@ type Optimizer interface {
 	// kind of optimiser or is inconsistent.
 	State() *State
 	SetState(s *State) error
+
+	// Validate returns a *HyperparameterError if a hyperparameter, or the
+	// learning rate of the next step (the schedule's output), is invalid:
+	// Step would refuse it. Callers check it before each step (fit.Run
+	// does) to report the problem as an error.
+	Validate() error
+
+	// Err returns the error of the last Step: nil after a step taken, the
+	// *HyperparameterError of a step refused (Step then left params and
+	// the state unchanged).
+	Err() error
 }
 
 var (
@@ -79,6 +166,7 @@ func or(x, def float64) float64 {
 type moments struct {
 	t    int
 	m, v []float64
+	err  error // of the last Step
 }
 
 func (s *moments) ensure(params, grad []float64) {
@@ -104,11 +192,22 @@ func (s *moments) ensure(params, grad []float64) {
 //	θ ← θ − lr·λ·θ − lr·(m/(1−β1ᵗ)) / (√(v/(1−β2ᵗ)) + ε)
 //
 // with λ = wd (0 for Adam); the decay uses θ before the step.
-func adamStep(s *moments, params, grad []float64, lr, b1, b2, eps, wd float64) {
-	s.ensure(params, grad)
-	if !(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1 && eps >= 0 && wd >= 0) {
-		panic(fmt.Sprintf("%s: β1 = %v, β2 = %v (need [0, 1)), ε = %v, weight decay = %v (need ≥ 0)", badHyper, b1, b2, eps, wd))
+//
+// A step whose hyperparameters are invalid (see checkAdam) is not taken:
+// it leaves params and the state as they are and records the error.
+func adamStep(s *moments, kind string, a *Adam, wd float64, params, grad []float64) {
+	if len(grad) != len(params) {
+		panic(badLength)
 	}
+	if s.m != nil && len(s.m) != len(params) {
+		panic(badResize)
+	}
+	lr := rate(a.Schedule, a.LearnRate, DefaultAdamRate, s.t)
+	b1, b2, eps := or(a.Beta1, DefaultBeta1), or(a.Beta2, DefaultBeta2), or(a.Eps, DefaultEps)
+	if s.err = checkAdam(kind, a.Schedule, a.LearnRate, lr, a.Beta1, a.Beta2, a.Eps, wd, s.t); s.err != nil {
+		return
+	}
+	s.ensure(params, grad)
 	s.t++
 	c1 := 1 - math.Pow(b1, float64(s.t))
 	c2 := 1 - math.Pow(b2, float64(s.t))
@@ -144,11 +243,18 @@ type Adam struct {
 	s moments
 }
 
-// Step takes one Adam step; see Optimizer.
-func (a *Adam) Step(params, grad []float64) {
-	lr := rate(a.Schedule, a.LearnRate, DefaultAdamRate, a.s.t)
-	adamStep(&a.s, params, grad, lr, or(a.Beta1, DefaultBeta1), or(a.Beta2, DefaultBeta2), or(a.Eps, DefaultEps), 0)
+// Step takes one Adam step; see Optimizer. An invalid hyperparameter or
+// learning rate makes it leave params unchanged (see Err).
+func (a *Adam) Step(params, grad []float64) { adamStep(&a.s, "adam", a, 0, params, grad) }
+
+// Validate returns a *HyperparameterError for an invalid hyperparameter or
+// learning rate of the next step, else nil.
+func (a *Adam) Validate() error {
+	return checkAdam("adam", a.Schedule, a.LearnRate, a.Rate(), a.Beta1, a.Beta2, a.Eps, 0, a.s.t)
 }
+
+// Err returns the error of the last Step (nil if it was taken).
+func (a *Adam) Err() error { return a.s.err }
 
 // Steps returns the number of steps taken.
 func (a *Adam) Steps() int { return a.s.t }
@@ -184,12 +290,27 @@ type AdamW struct {
 	s moments
 }
 
-// Step takes one AdamW step; see Optimizer.
+// Step takes one AdamW step; see Optimizer. An invalid hyperparameter or
+// learning rate makes it leave params unchanged (see Err).
 func (a *AdamW) Step(params, grad []float64) {
-	lr := rate(a.Schedule, a.LearnRate, DefaultAdamRate, a.s.t)
-	adamStep(&a.s, params, grad, lr, or(a.Beta1, DefaultBeta1), or(a.Beta2, DefaultBeta2), or(a.Eps, DefaultEps),
-		or(a.WeightDecay, DefaultWeightDecay))
+	adamStep(&a.s, "adamw", a.adam(), a.decay(), params, grad)
 }
+
+func (a *AdamW) adam() *Adam {
+	return &Adam{LearnRate: a.LearnRate, Schedule: a.Schedule, Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps}
+}
+
+// decay returns the weight decay, NaN and negative values as they are.
+func (a *AdamW) decay() float64 { return or(a.WeightDecay, DefaultWeightDecay) }
+
+// Validate returns a *HyperparameterError for an invalid hyperparameter or
+// learning rate of the next step, else nil.
+func (a *AdamW) Validate() error {
+	return checkAdam("adamw", a.Schedule, a.LearnRate, a.Rate(), a.Beta1, a.Beta2, a.Eps, a.decay(), a.s.t)
+}
+
+// Err returns the error of the last Step (nil if it was taken).
+func (a *AdamW) Err() error { return a.s.err }
 
 // Steps returns the number of steps taken.
 func (a *AdamW) Steps() int { return a.s.t }
@@ -226,19 +347,41 @@ type SGD struct {
 	// Nesterov selects Nesterov momentum.
 	Nesterov bool
 
-	t int
-	b []float64
+	t   int
+	b   []float64
+	err error // of the last Step
 }
 
+// Validate returns a *HyperparameterError for an invalid hyperparameter or
+// learning rate of the next step, else nil.
+func (o *SGD) Validate() error {
+	if err := checkRate("sgd", o.Schedule, o.LearnRate, o.Rate(), o.t); err != nil {
+		return err
+	}
+	if !unit(o.Momentum) {
+		return &HyperparameterError{Optimizer: "sgd", Field: "Momentum", Value: o.Momentum, Step: o.t, Want: wantMom}
+	}
+	return nil
+}
+
+// Err returns the error of the last Step (nil if it was taken).
+func (o *SGD) Err() error { return o.err }
+
 // Step takes one SGD step; see Optimizer.
+//
+// An invalid hyperparameter or learning rate makes it leave params
+// unchanged (see Err).
 func (o *SGD) Step(params, grad []float64) {
 	if len(grad) != len(params) {
 		panic(badLength)
 	}
-	mu := o.Momentum
-	if !(mu >= 0 && mu < 1) {
-		panic(fmt.Sprintf("%s: SGD momentum %v (need [0, 1))", badHyper, mu))
+	if o.b != nil && len(o.b) != len(params) {
+		panic(badResize)
 	}
+	if o.err = o.Validate(); o.err != nil {
+		return
+	}
+	mu := o.Momentum
 	lr := o.Rate()
 	o.t++
 	if mu == 0 {
@@ -271,7 +414,7 @@ func (o *SGD) Steps() int { return o.t }
 func (o *SGD) Rate() float64 { return rate(o.Schedule, o.LearnRate, DefaultSGDRate, o.t) }
 
 // Reset forgets the momentum and the step count.
-func (o *SGD) Reset() { o.t, o.b = 0, nil }
+func (o *SGD) Reset() { o.t, o.b, o.err = 0, nil, nil }
 
 // State returns a copy of the state: kind "sgd", moment "b" (absent
 // without momentum or before the first step).
@@ -291,6 +434,17 @@ func (o *SGD) SetState(s *State) error {
 	b, ok := s.Moments["b"]
 	if ok && len(b) != s.N {
 		return fmt.Errorf("optim: sgd state: len(b) = %d, want n = %d", len(b), s.N)
+	}
+	if !ok && s.N > 0 {
+		return fmt.Errorf("optim: sgd state: n = %d but no moment b; the file is damaged: save the state again", s.N)
+	}
+	for name := range s.Moments {
+		if name != "b" {
+			return fmt.Errorf("optim: sgd state: unknown moment %q (want b)", name)
+		}
+	}
+	if err := checkMoment("sgd", "b", b, false); err != nil {
+		return err
 	}
 	o.t, o.b = s.Step, nil
 	if ok {

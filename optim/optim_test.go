@@ -289,12 +289,26 @@ func TestPanics(t *testing.T) {
 			a.Step([]float64{1}, []float64{1})
 			a.Step([]float64{1, 2}, []float64{1, 2})
 		}},
-		{"beta", func() { (&Adam{Beta1: 1}).Step([]float64{1}, []float64{1}) }},
-		{"momentum", func() { (&SGD{Momentum: 1}).Step([]float64{1}, []float64{1}) }},
-		{"cosine", func() { WarmupCosine{Warmup: 5, Steps: 2}.Rate(0) }},
 	} {
 		if !panics(tc.f) {
 			t.Errorf("Case %s: did not panic", tc.name)
+		}
+	}
+}
+
+// TestBadScheduleRate checks that a schedule with invalid constants gives
+// NaN rates (which the optimisers refuse) and a Validate error.
+func TestBadScheduleRate(t *testing.T) {
+	t.Parallel()
+	for _, s := range []interface {
+		Schedule
+		Validate() error
+	}{WarmupCosine{Warmup: 5, Steps: 2}, WarmupCosine{Warmup: -1, Steps: 2}, Exponential{Init: 1, Decay: -1}, Exponential{Init: math.NaN(), Decay: 0.5}} {
+		if r := s.Rate(0); !math.IsNaN(r) && s.Rate(1) >= 0 {
+			t.Errorf("%#v: Rate(0) = %v, want NaN or negative", s, r)
+		}
+		if s.Validate() == nil {
+			t.Errorf("%#v: Validate = nil", s)
 		}
 	}
 }

@@ -37,6 +37,15 @@ type Exponential struct {
 	Staircase bool
 }
 
+// Validate returns an error if Init is negative or not finite, Decay is
+// not positive and finite, or Every is negative.
+func (e Exponential) Validate() error {
+	if !finiteNonNeg(e.Init) || !(e.Decay > 0) || math.IsInf(e.Decay, 1) || e.Every < 0 {
+		return fmt.Errorf("optim: Exponential: Init = %v (want finite, ≥ 0), Decay = %v (want finite, > 0), Every = %d (want ≥ 0)", e.Init, e.Decay, e.Every)
+	}
+	return nil
+}
+
 // Rate returns Init·Decay^(k/Every).
 func (e Exponential) Rate(k int) float64 {
 	every := e.Every
@@ -58,16 +67,29 @@ func (e Exponential) Rate(k int) float64 {
 //	Warmup ≤ k < Steps:   Final + (Peak − Final)·(1 + cos(π·(k−Warmup)/(Steps−Warmup)))/2
 //	k ≥ Steps:            Final
 //
-// It panics if Warmup < 0 or Steps < Warmup.
+// Its rates are NaN if Warmup < 0 or Steps < Warmup (Validate says why);
+// the optimisers refuse NaN rates.
 type WarmupCosine struct {
 	Init, Peak, Final float64
 	Warmup, Steps     int
 }
 
-// Rate returns the rate of step k.
+// Validate returns an error if Warmup < 0, Steps < Warmup, or a rate
+// constant is negative or not finite.
+func (w WarmupCosine) Validate() error {
+	if w.Warmup < 0 || w.Steps < w.Warmup {
+		return fmt.Errorf("optim: WarmupCosine: Warmup = %d, Steps = %d; need 0 ≤ Warmup ≤ Steps", w.Warmup, w.Steps)
+	}
+	if !finiteNonNeg(w.Init) || !finiteNonNeg(w.Peak) || !finiteNonNeg(w.Final) {
+		return fmt.Errorf("optim: WarmupCosine: Init = %v, Peak = %v, Final = %v; need finite rates ≥ 0", w.Init, w.Peak, w.Final)
+	}
+	return nil
+}
+
+// Rate returns the rate of step k (NaN if Warmup < 0 or Steps < Warmup).
 func (w WarmupCosine) Rate(k int) float64 {
 	if w.Warmup < 0 || w.Steps < w.Warmup {
-		panic(fmt.Sprintf("optim: WarmupCosine: Warmup = %d, Steps = %d; need 0 ≤ Warmup ≤ Steps", w.Warmup, w.Steps))
+		return math.NaN()
 	}
 	switch {
 	case k < w.Warmup:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/gradsolve-go/gradsolve/internal/exactjson"
 )
@@ -33,16 +34,35 @@ type State struct {
 	Moments map[string]Floats `json:"moments"`
 }
 
-// check reports whether s is a state of the given kind.
+// check reports whether s is a state of the given kind with a valid step
+// count and length.
 func (s *State) check(kind string) error {
 	if s == nil {
 		return fmt.Errorf("optim: nil state")
 	}
 	if s.Kind != kind {
-		return fmt.Errorf("optim: the state is of a %q optimiser, not %q", s.Kind, kind)
+		return fmt.Errorf("optim: the state is of a %q optimiser, not %q: load it into a %s optimiser, or start this one afresh (Reset)", s.Kind, kind, s.Kind)
 	}
-	if s.Step < 0 || s.N < 0 {
-		return fmt.Errorf("optim: %s state: step %d and n %d must be non-negative", kind, s.Step, s.N)
+	if s.Step < 0 {
+		return fmt.Errorf("optim: %s state: step count %d is negative; the file is damaged: save the state again", kind, s.Step)
+	}
+	if s.N < 0 {
+		return fmt.Errorf("optim: %s state: n = %d is negative; the file is damaged: save the state again", kind, s.N)
+	}
+	return nil
+}
+
+// checkMoment reports the first entry of moment name that is not finite
+// (or, with nonNeg, negative).
+func checkMoment(kind, name string, x []float64, nonNeg bool) error {
+	for i, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) || (nonNeg && v < 0) {
+			want := "finite"
+			if nonNeg {
+				want = "finite and ≥ 0 (a second moment is a mean of squares)"
+			}
+			return fmt.Errorf("optim: %s state: moment %s[%d] = %v, want %s; the state is damaged or came from a diverged run: save a good state again, or Reset", kind, name, i, v, want)
+		}
 	}
 	return nil
 }
@@ -65,6 +85,23 @@ func (s *moments) set(kind string, st *State) error {
 	if okm != okv || (okm && (len(m) != st.N || len(v) != st.N)) {
 		return fmt.Errorf("optim: %s state: moments m and v must both be present with length n = %d", kind, st.N)
 	}
+	if !okm && (st.Step > 0 || st.N > 0) {
+		return fmt.Errorf("optim: %s state: step %d and n = %d but no moments m and v; the file is damaged: save the state again", kind, st.Step, st.N)
+	}
+	if okm && st.Step == 0 && st.N > 0 {
+		return fmt.Errorf("optim: %s state: moments of length %d but step count 0; the file is damaged: save the state again", kind, st.N)
+	}
+	for name := range st.Moments {
+		if name != "m" && name != "v" {
+			return fmt.Errorf("optim: %s state: unknown moment %q (want m and v)", kind, name)
+		}
+	}
+	if err := checkMoment(kind, "m", m, false); err != nil {
+		return err
+	}
+	if err := checkMoment(kind, "v", v, true); err != nil {
+		return err
+	}
 	*s = moments{t: st.Step}
 	if okm {
 		s.m = append([]float64(nil), m...)
@@ -85,15 +122,38 @@ func SaveState(w io.Writer, o Optimizer) error {
 // LoadState reads a state written by SaveState from r and sets it on o.
 // It returns an error if r does not hold a state of version 1 of o's
 // kind.
+//
+// The file must hold exactly one JSON object with only State's fields:
+// trailing data (two saves concatenated, a truncated rewrite) or an
+// unknown field is refused, as are moments that are not finite, a
+// negative second moment and a negative step count. LoadState cannot
+// know the length of the parameter vector the state is for; check it
+// with CheckLen before stepping. On error o is unchanged.
 func LoadState(r io.Reader, o Optimizer) error {
 	var s State
-	if err := json.NewDecoder(r).Decode(&s); err != nil {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
 		return fmt.Errorf("optim: reading state: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("optim: reading state: the file holds more after the first state (two saves concatenated?); keep one state per file")
 	}
 	if s.Format != StateFormat || s.Version != StateVersion {
 		return fmt.Errorf("optim: state has format %q version %d; want %q version %d", s.Format, s.Version, StateFormat, StateVersion)
 	}
 	return o.SetState(&s)
+}
+
+// CheckLen returns an error if o holds moments for a parameter vector of
+// another length than n (a state saved for another model or fit): Step
+// would panic on it. A fresh optimiser, or one without moments (SGD
+// without momentum), fits any n.
+func CheckLen(o Optimizer, n int) error {
+	if s := o.State(); s.N != 0 && s.N != n {
+		return fmt.Errorf("optim: the %s optimiser's state is for %d parameters, not %d: load the state saved with these parameters, or Reset the optimiser", s.Kind, s.N, n)
+	}
+	return nil
 }
 
 // Floats is a []float64 that encodes to JSON exactly: finite values as
