@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -18,13 +18,13 @@ import (
 // deviceArrays allocates the device arrays of one launch on d and frees
 // them together (free).
 type deviceArrays struct {
-	d    *cuda.Device
+	d    *driver.Device
 	held []interface{ Free() error }
 }
 
 // f64 returns an array of n float64s, holding src when it is not nil.
-func (a *deviceArrays) f64(src []float64, n int) (*cuda.Buffer[float64], error) {
-	x, err := cuda.Alloc[float64](a.d, n)
+func (a *deviceArrays) f64(src []float64, n int) (*driver.Buffer[float64], error) {
+	x, err := driver.Alloc[float64](a.d, n)
 	if err != nil {
 		return nil, err
 	}
@@ -36,8 +36,8 @@ func (a *deviceArrays) f64(src []float64, n int) (*cuda.Buffer[float64], error) 
 }
 
 // i32 returns an array of n int32s.
-func (a *deviceArrays) i32(n int) (*cuda.Buffer[int32], error) {
-	x, err := cuda.Alloc[int32](a.d, n)
+func (a *deviceArrays) i32(n int) (*driver.Buffer[int32], error) {
+	x, err := driver.Alloc[int32](a.d, n)
 	if err == nil {
 		a.held = append(a.held, x)
 	}
@@ -53,7 +53,7 @@ func (a *deviceArrays) free() {
 
 // timedLaunch launches k on d's legacy stream with l and args and returns
 // its device time (CUDA events around the launch).
-func timedLaunch(d *cuda.Device, k *cuda.Kernel, l cuda.Launch, args ...any) (time.Duration, error) {
+func timedLaunch(d *driver.Device, k *driver.Kernel, l driver.Launch, args ...any) (time.Duration, error) {
 	e0, err := d.NewEvent()
 	if err != nil {
 		return 0, err
@@ -73,7 +73,7 @@ func timedLaunch(d *cuda.Device, k *cuda.Kernel, l cuda.Launch, args ...any) (ti
 	if err := e1.Record(nil); err != nil {
 		return 0, err
 	}
-	return cuda.Elapsed(e0, e1)
+	return driver.Elapsed(e0, e1)
 }
 
 // baselineSteps are a kernel's per-trajectory accepted and rejected step
@@ -92,7 +92,7 @@ func newBaselineSteps(n int) baselineSteps {
 const baselineRecordFull = 5
 
 // read copies the device arrays of the counts and statuses to s.
-func (s *baselineSteps) read(acc, rej, st *cuda.Buffer[int32]) error {
+func (s *baselineSteps) read(acc, rej, st *driver.Buffer[int32]) error {
 	for _, err := range []error{acc.Read(s.Accepted), rej.Read(s.Rejected), st.Read(s.Statuses)} {
 		if err != nil {
 			return err

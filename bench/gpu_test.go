@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 )
 
 // TestGPUSuiteFlow runs the Robertson and neural rows of the GPU suite on
@@ -42,7 +42,7 @@ func TestGPUSuiteFlow(t *testing.T) {
 // TestGPUSuiteNoGPU: without a GPU the Lorenz rows (which need the
 // hand-written kernels) report ErrNoCUDA.
 func TestGPUSuiteNoGPU(t *testing.T) {
-	if n, err := cuda.DeviceCount(); err == nil && n > 0 {
+	if n, err := driver.DeviceCount(); err == nil && n > 0 {
 		t.Skip("a GPU is present")
 	}
 	_, err := RunGPU(&bytes.Buffer{}, GPUConfig{N: []int{4}, RelTol: []float64{1e-4}, Reps: 1, RefSample: 2, Engine: "cpu"})

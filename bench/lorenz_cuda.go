@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -122,23 +122,23 @@ func (s *CUDAStats) base() *BaselineStats {
 // made on first use.
 var lorenzGPU struct {
 	once sync.Once
-	dev  *cuda.Device
-	fwd  *cuda.Kernel
-	adj  *cuda.Kernel
+	dev  *driver.Device
+	fwd  *driver.Kernel
+	adj  *driver.Kernel
 	err  error
 }
 
 // lorenzKernels opens GPU 0 and compiles lorenzCUDASource (cached on
 // disk), once per process.
-func lorenzKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
+func lorenzKernels() (*driver.Device, *driver.Kernel, *driver.Kernel, error) {
 	g := &lorenzGPU
 	g.once.Do(func() {
-		d, err := cuda.Open(0)
+		d, err := driver.Open(0)
 		if err != nil {
 			g.err = err
 			return
 		}
-		m, _, err := d.Build(lorenzCUDASource, &cuda.CompileSettings{Name: "lorenz_tsit5.cu"})
+		m, _, err := d.Build(lorenzCUDASource, &driver.CompileSettings{Name: "lorenz_tsit5.cu"})
 		if err != nil {
 			g.err = err
 			return
@@ -152,7 +152,7 @@ func lorenzKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
 		g.dev = d
 	})
 	if g.err != nil {
-		if errors.Is(g.err, cuda.ErrNoGPU) || errors.Is(g.err, cuda.ErrNoNVRTC) {
+		if errors.Is(g.err, driver.ErrNoGPU) || errors.Is(g.err, driver.ErrNoNVRTC) {
 			return nil, nil, nil, fmt.Errorf("%w: %w", ErrNoCUDA, g.err)
 		}
 		return nil, nil, nil, g.err
@@ -198,9 +198,9 @@ func launchLorenzCUDA(kernel string, p lorenzKernelParams, b *lorenzCUDABuffers)
 	if err := binary.Write(&raw, binary.LittleEndian, p); err != nil {
 		return 0, err
 	}
-	l := cuda.Linear(n, 128)
+	l := driver.Linear(n, 128)
 	var dt time.Duration
-	var drho *cuda.Buffer[float64]
+	var drho *driver.Buffer[float64]
 	if kernel == lorenzAdjointKernel {
 		if drho, err = arr.f64(nil, n); err != nil {
 			return 0, err

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"github.com/gradsolve-go/gradsolve/internal/refode"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
@@ -235,7 +235,7 @@ func TestLorenzCUDAOnHostFailures(t *testing.T) {
 // TestLorenzCUDANoGPU checks that, without a GPU, the GPU entry points
 // validate their arguments and then report ErrNoCUDA.
 func TestLorenzCUDANoGPU(t *testing.T) {
-	if n, err := cuda.DeviceCount(); err == nil && n > 0 {
+	if n, err := driver.DeviceCount(); err == nil && n > 0 {
 		t.Skip("a GPU is present")
 	}
 	e := ProtocolLorenz(3)
@@ -257,7 +257,7 @@ func TestLorenzCUDANoGPU(t *testing.T) {
 // record+adjoint kernel gives ode.Grad's dL/dρ within 1e-8. It skips
 // without a GPU.
 func TestLorenzCUDAGPU(t *testing.T) {
-	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
+	if n, err := driver.DeviceCount(); err != nil || n == 0 {
 		t.Skip("no GPU")
 	}
 	e := ProtocolLorenz(4096)

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -120,18 +120,18 @@ func newNeuralKernelParams(e *NeuralEnsemble, s *BaselineSettings, rows int) (ne
 // neuralGPU holds the device and the compiled kernels, made on first use.
 var neuralGPU struct {
 	once     sync.Once
-	dev      *cuda.Device
-	fwd, adj *cuda.Kernel
+	dev      *driver.Device
+	fwd, adj *driver.Kernel
 	// attrs are the forward and adjoint kernels' resources, for their
 	// launches' shapes (neuralGrid).
-	attrs [2]cuda.KernelAttrs
+	attrs [2]driver.KernelAttrs
 	err   error
 }
 
 // neuralKernels opens GPU 0 and compiles neuralCUDASource (cached on
 // disk), once per process, letting each kernel use the shared memory of
 // its launches.
-func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
+func neuralKernels() (*driver.Device, *driver.Kernel, *driver.Kernel, error) {
 	g := &neuralGPU
 	g.once.Do(func() {
 		if neuralWarps, g.err = envInt(neuralWarpsEnv, neuralWarps, 1, 8, "warps per block"); g.err != nil {
@@ -150,12 +150,12 @@ func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
 			g.err = fmt.Errorf("bench: %s = %q: want shared or global", neuralAccEnv, v)
 			return
 		}
-		d, err := cuda.Open(0)
+		d, err := driver.Open(0)
 		if err != nil {
 			g.err = err
 			return
 		}
-		m, _, err := d.Build(neuralCUDASource, &cuda.CompileSettings{Name: "neural_tsit5.cu", Options: opts})
+		m, _, err := d.Build(neuralCUDASource, &driver.CompileSettings{Name: "neural_tsit5.cu", Options: opts})
 		if err != nil {
 			g.err = err
 			return
@@ -172,7 +172,7 @@ func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
 		if g.err = g.adj.SetMaxDynamicShared(neuralShared(true)); g.err != nil {
 			return
 		}
-		for i, k := range []*cuda.Kernel{g.fwd, g.adj} {
+		for i, k := range []*driver.Kernel{g.fwd, g.adj} {
 			if g.attrs[i], g.err = k.Attrs(); g.err != nil {
 				return
 			}
@@ -180,7 +180,7 @@ func neuralKernels() (*cuda.Device, *cuda.Kernel, *cuda.Kernel, error) {
 		g.dev = d
 	})
 	if g.err != nil {
-		if errors.Is(g.err, cuda.ErrNoGPU) || errors.Is(g.err, cuda.ErrNoNVRTC) {
+		if errors.Is(g.err, driver.ErrNoGPU) || errors.Is(g.err, driver.ErrNoNVRTC) {
 			return nil, nil, nil, fmt.Errorf("%w: %w", ErrNoCUDA, g.err)
 		}
 		return nil, nil, nil, g.err
@@ -202,7 +202,7 @@ func neuralShared(grad bool) int {
 // kernel with resources a: one warp per tile of eight, at most as many
 // blocks as can run at once (by shared memory and registers), each warp
 // taking tiles until none is left.
-func neuralGrid(d *cuda.Device, a cuda.KernelAttrs, n int, grad bool) int {
+func neuralGrid(d *driver.Device, a driver.KernelAttrs, n int, grad bool) int {
 	threads := 32 * neuralWarps
 	info := d.Info()
 	perSM := 1
@@ -278,9 +278,9 @@ func launchNeuralCUDA(kernel string, p neuralKernelParams, e *NeuralEnsemble, b 
 		attrs = neuralGPU.attrs[1]
 	}
 	blocks := neuralGrid(d, attrs, n, grad)
-	l := cuda.Launch{Grid: cuda.Dim{X: blocks}, Block: cuda.Dim{X: 32 * neuralWarps}, SharedMem: neuralShared(grad)}
+	l := driver.Launch{Grid: driver.Dim{X: blocks}, Block: driver.Dim{X: 32 * neuralWarps}, SharedMem: neuralShared(grad)}
 	var dt time.Duration
-	var g *cuda.Buffer[float64]
+	var g *driver.Buffer[float64]
 	if grad {
 		if g, err = arr.f64(make([]float64, len(e.Weights)), len(e.Weights)); err != nil {
 			return 0, err

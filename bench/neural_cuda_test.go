@@ -15,7 +15,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"github.com/gradsolve-go/gradsolve/nn"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
@@ -300,7 +300,7 @@ func TestNeuralCUDAArgs(t *testing.T) {
 	if err := NeuralGradCUDA(make([]float64, 8), make([]float64, len(e.Weights)), &bad, nil, 10, nil); err == nil || errors.Is(err, ErrNoCUDA) {
 		t.Errorf("T1 = T0: err = %v, want an argument error", err)
 	}
-	if n, err := cuda.DeviceCount(); err == nil && n > 0 {
+	if n, err := driver.DeviceCount(); err == nil && n > 0 {
 		return
 	}
 	if _, err := NeuralTsit5CUDA(nil, e, nil, nil); !errors.Is(err, ErrNoCUDA) {
@@ -314,8 +314,8 @@ func TestNeuralCUDAArgs(t *testing.T) {
 // fails on any warning. It needs NVRTC, not a GPU.
 func TestCUDABaselinesCompile(t *testing.T) {
 	for name, src := range map[string]string{"neural_tsit5.cu": neuralCUDASource, "lorenz_tsit5.cu": lorenzCUDASource} {
-		img, err := cuda.Compile(src, cuda.Arch{Major: 9, Minor: 0}, &cuda.CompileSettings{Name: name, NoCache: true})
-		if errors.Is(err, cuda.ErrNoNVRTC) {
+		img, err := driver.Compile(src, driver.Arch{Major: 9, Minor: 0}, &driver.CompileSettings{Name: name, NoCache: true})
+		if errors.Is(err, driver.ErrNoNVRTC) {
 			t.Skip(err)
 		}
 		if err != nil {
@@ -333,7 +333,7 @@ func TestCUDABaselinesCompile(t *testing.T) {
 // 1e-9 of its largest entry, for a batch that fills whole tiles and one
 // that does not. It skips without a GPU.
 func TestNeuralCUDAGPU(t *testing.T) {
-	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
+	if n, err := driver.DeviceCount(); err != nil || n == 0 {
 		t.Skip("no GPU")
 	}
 	for _, b := range []int{4096, 1003} {
@@ -378,14 +378,14 @@ func TestNeuralCUDAGPU(t *testing.T) {
 // layers computed this way round as the CPU engine's (on the H200 they do,
 // 16,384 of 16,384 elements). It skips without a GPU.
 func TestNeuralCUDAMMARounding(t *testing.T) {
-	if n, err := cuda.DeviceCount(); err != nil || n == 0 {
+	if n, err := driver.DeviceCount(); err != nil || n == 0 {
 		t.Skip("no GPU")
 	}
 	d, _, _, err := neuralKernels()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := d.Build(neuralCUDASource, &cuda.CompileSettings{Name: "neural_tsit5.cu"})
+	m, _, err := d.Build(neuralCUDASource, &driver.CompileSettings{Name: "neural_tsit5.cu"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,9 +405,9 @@ func TestNeuralCUDAMMARounding(t *testing.T) {
 	for i := range c {
 		c[i] = rng.NormFloat64()
 	}
-	bufs := make([]*cuda.Buffer[float64], 4)
+	bufs := make([]*driver.Buffer[float64], 4)
 	for i, x := range [][]float64{a, b, c, make([]float64, warps*64)} {
-		if bufs[i], err = cuda.Alloc[float64](d, len(x)); err != nil {
+		if bufs[i], err = driver.Alloc[float64](d, len(x)); err != nil {
 			t.Fatal(err)
 		}
 		defer bufs[i].Free()
@@ -415,7 +415,7 @@ func TestNeuralCUDAMMARounding(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := k.Launch(cuda.Linear(32*warps, 128), bufs[0], bufs[1], bufs[2], bufs[3], int32(warps)); err != nil {
+	if err := k.Launch(driver.Linear(32*warps, 128), bufs[0], bufs[1], bufs[2], bufs[3], int32(warps)); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]float64, warps*64)

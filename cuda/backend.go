@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"os"
 	"strconv"
 	"sync"
@@ -84,25 +85,25 @@ func envInt(name string) int {
 
 // gpuBackend is a backend on a GPU.
 type gpuBackend struct {
-	dev *Device
+	dev *driver.Device
 
 	mu   sync.Mutex
-	bufs map[uint64]*Buffer[uint8]
+	bufs map[uint64]*driver.Buffer[uint8]
 }
 
-func newGPUBackend(d *Device) *gpuBackend {
-	return &gpuBackend{dev: d, bufs: make(map[uint64]*Buffer[uint8])}
+func newGPUBackend(d *driver.Device) *gpuBackend {
+	return &gpuBackend{dev: d, bufs: make(map[uint64]*driver.Buffer[uint8])}
 }
 
 type gpuKernel struct {
-	k     *Kernel
-	attrs KernelAttrs
+	k     *driver.Kernel
+	attrs driver.KernelAttrs
 }
 
 func (k *gpuKernel) maxBlock() int { return k.attrs.MaxThreadsPerBlock }
 
 func (b *gpuBackend) compile(src, name string) (backendKernel, error) {
-	set := &CompileSettings{Name: name + ".cu"}
+	set := &driver.CompileSettings{Name: name + ".cu"}
 	if r := envInt(maxRegEnv); r > 0 {
 		set.Options = append(set.Options, fmt.Sprintf("--maxrregcount=%d", r))
 	}
@@ -127,14 +128,14 @@ func (b *gpuBackend) compile(src, name string) (backendKernel, error) {
 }
 
 func (b *gpuBackend) alloc(n int64) (uint64, error) {
-	buf, err := Alloc[uint8](b.dev, int(max(n, 1)))
+	buf, err := driver.Alloc[uint8](b.dev, int(max(n, 1)))
 	if err != nil {
 		return 0, err
 	}
 	b.mu.Lock()
-	b.bufs[buf.ptr] = buf
+	b.bufs[buf.Ptr()] = buf
 	b.mu.Unlock()
-	return buf.ptr, nil
+	return buf.Ptr(), nil
 }
 
 func (b *gpuBackend) free(addr uint64) error {
@@ -152,28 +153,21 @@ func (b *gpuBackend) write(addr uint64, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	d := b.dev
-	return d.do(func() error {
-		return d.drv.check("cuMemcpyHtoD", d.drv.cuMemcpyHtoD(addr, unsafe.Pointer(&src[0]), uint64(len(src))))
-	})
+	return b.dev.CopyToDevice(addr, src)
 }
 
 func (b *gpuBackend) read(dst []byte, addr uint64) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	d := b.dev
-	return d.do(func() error {
-		return d.drv.check("cuMemcpyDtoH", d.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), addr, uint64(len(dst))))
-	})
+	return b.dev.CopyFromDevice(dst, addr)
 }
 
 func (b *gpuBackend) zero(addr uint64, n int64) error {
 	if n == 0 {
 		return nil
 	}
-	d := b.dev
-	return d.do(func() error { return d.drv.check("cuMemsetD8", d.drv.cuMemsetD8(addr, 0, uint64(n))) })
+	return b.dev.Zero(addr, n)
 }
 
 // pinnedEnv, set to 0, makes the GPU backend stage copies in Go memory
@@ -184,7 +178,7 @@ func (b *gpuBackend) hostAlloc(n int64) []byte {
 	if n <= 0 || os.Getenv(pinnedEnv) == "0" {
 		return nil
 	}
-	p, err := b.dev.hostAlloc(n)
+	p, err := b.dev.HostAlloc(n)
 	if err != nil {
 		return nil // no page-locked memory to spare: stage in Go memory
 	}
@@ -194,7 +188,7 @@ func (b *gpuBackend) hostAlloc(n int64) []byte {
 func (b *gpuBackend) hostFree(p []byte) {
 	// A failure leaves the memory locked until the context goes; there is
 	// no one to report it to.
-	_ = b.dev.hostFree(p)
+	_ = b.dev.HostFree(p)
 }
 
 func (b *gpuBackend) memFree() (int64, error) {
@@ -219,7 +213,7 @@ func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []
 	}
 	defer end.Destroy()
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&args[0])), 8*len(args))
-	l := Launch{Grid: Dim{X: (threads + block - 1) / block}, Block: Dim{X: block}, SharedMem: shmem}
+	l := driver.Launch{Grid: driver.Dim{X: (threads + block - 1) / block}, Block: driver.Dim{X: block}, SharedMem: shmem}
 	if err := start.Record(nil); err != nil {
 		return 0, err
 	}
@@ -229,7 +223,7 @@ func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []
 	if err := end.Record(nil); err != nil {
 		return 0, err
 	}
-	return Elapsed(start, end)
+	return driver.Elapsed(start, end)
 }
 
 // spreadBlock returns the threads per block of a launch of threads

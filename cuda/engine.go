@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"sync"
 	"time"
 
@@ -66,14 +67,14 @@ func (e *Engine) Available() error {
 	if be != nil {
 		return nil
 	}
-	n, err := DeviceCount()
+	n, err := driver.DeviceCount()
 	if err != nil {
 		return err
 	}
 	if e.ordinal >= n {
-		return fmt.Errorf("cuda: %w: device %d requested, %d present", ErrNoGPU, e.ordinal, n)
+		return fmt.Errorf("cuda: %w: device %d requested, %d present", driver.ErrNoGPU, e.ordinal, n)
 	}
-	_, err = loadNVRTC()
+	err = driver.LoadNVRTC()
 	return err
 }
 
@@ -88,7 +89,7 @@ func (e *Engine) backend() (backend, error) {
 		e.err = err
 		return nil, err
 	}
-	d, err := Open(e.ordinal)
+	d, err := driver.Open(e.ordinal)
 	if err != nil {
 		e.err = err
 		return nil, err
@@ -98,10 +99,10 @@ func (e *Engine) backend() (backend, error) {
 }
 
 func (e *Engine) available() error {
-	if _, err := loadNVRTC(); err != nil {
+	if err := driver.LoadNVRTC(); err != nil {
 		return err
 	}
-	_, err := DeviceCount()
+	_, err := driver.DeviceCount()
 	return err
 }
 

@@ -3,6 +3,7 @@ package cuda_test
 import (
 	"errors"
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"strings"
 
 	"github.com/gradsolve-go/gradsolve/cuda"
@@ -45,7 +46,7 @@ func ExampleSource() {
 // launch one thread per trajectory. On a machine without a GPU, Open's
 // error wraps ErrNoGPU.
 func ExampleDevice() {
-	d, err := cuda.Open(0)
+	d, err := driver.Open(0)
 	if errors.Is(err, cuda.ErrNoGPU) {
 		fmt.Println("no GPU; use the CPU engine:", err)
 		return
@@ -71,15 +72,15 @@ func ExampleDevice() {
 	for i := range y {
 		y[i] = float64(i)
 	}
-	in, _ := cuda.Alloc[float64](d, n)
-	k, _ := cuda.Alloc[float64](d, 1)
-	out, _ := cuda.Alloc[float64](d, n)
+	in, _ := driver.Alloc[float64](d, n)
+	k, _ := driver.Alloc[float64](d, 1)
+	out, _ := driver.Alloc[float64](d, n)
 	defer in.Free()
 	defer k.Free()
 	defer out.Free()
 	in.Write(y)
 	k.Write([]float64{0.5})
-	if err := kernel.Launch(cuda.Linear(n, 256), int64(n), in, k, out); err != nil {
+	if err := kernel.Launch(driver.Linear(n, 256), int64(n), in, k, out); err != nil {
 		panic(err)
 	}
 	out.Read(y) // waits for the kernel

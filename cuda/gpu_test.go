@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -13,9 +14,9 @@ import (
 // device. Run them alone with -run GPU.
 
 // openGPU opens device 0, closed at the end of the test, or skips.
-func openGPU(t *testing.T) *Device {
+func openGPU(t *testing.T) *driver.Device {
 	t.Helper()
-	d, err := Open(0)
+	d, err := driver.Open(0)
 	if errors.Is(err, ErrNoGPU) {
 		t.Skip(err)
 	}
@@ -34,7 +35,7 @@ func TestGPUDevice(t *testing.T) {
 	d := openGPU(t)
 	info := d.Info()
 	t.Logf("device: %+v", info)
-	if info.Name == "" || info.Arch.Major < 3 || info.SMs <= 0 || info.TotalMem == 0 || info.WarpSize != 32 || info.Driver < MinDriverVersion {
+	if info.Name == "" || info.Arch.Major < 3 || info.SMs <= 0 || info.TotalMem == 0 || info.WarpSize != 32 || info.Driver < driver.MinDriverVersion {
 		t.Errorf("implausible device info %+v", info)
 	}
 	free, total, err := d.MemInfo()
@@ -47,7 +48,7 @@ func TestGPUDevice(t *testing.T) {
 	for i := range x {
 		x[i] = float64(i) * 0.25
 	}
-	b, err := Alloc[float64](d, len(x))
+	b, err := driver.Alloc[float64](d, len(x))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,10 +81,10 @@ func TestGPUDevice(t *testing.T) {
 	}
 
 	// Out of memory is an *Error naming the call.
-	_, err = Alloc[float64](d, 1<<50)
-	var ce *Error
+	_, err = driver.Alloc[float64](d, 1<<50)
+	var ce *driver.Error
 	if !errors.As(err, &ce) || ce.Call != "cuMemAlloc" || ce.Name != "CUDA_ERROR_OUT_OF_MEMORY" {
-		t.Errorf("allocating 8 PiB: want an *Error of cuMemAlloc, CUDA_ERROR_OUT_OF_MEMORY; got %v", err)
+		t.Errorf("allocating 8 PiB: want an *driver.Error of cuMemAlloc, CUDA_ERROR_OUT_OF_MEMORY; got %v", err)
 	} else {
 		t.Logf("allocating 8 PiB: %v", err)
 	}
@@ -93,7 +94,7 @@ func TestGPUDevice(t *testing.T) {
 // goroutines, and closing one leaves the other working.
 func TestGPUDevices(t *testing.T) {
 	d1 := openGPU(t)
-	d2, err := Open(0)
+	d2, err := driver.Open(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestGPUDevices(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, err := Alloc[int32](d, 4096)
+			b, err := driver.Alloc[int32](d, 4096)
 			if err != nil {
 				errs <- err
 				return
@@ -144,7 +145,7 @@ func TestGPUDevices(t *testing.T) {
 	if err := d2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := d2.MemInfo(); !errors.Is(err, ErrClosed) {
+	if _, _, err := d2.MemInfo(); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("a closed device answered %v, want ErrClosed", err)
 	}
 	if _, _, err := d1.MemInfo(); err != nil {
@@ -155,7 +156,7 @@ func TestGPUDevices(t *testing.T) {
 // runGPU compiles one map kernel per program, runs each on the device
 // over its trajectories (inputs [k][n], step-major) and returns the
 // outputs, [program][output][trajectory].
-func runGPU(t *testing.T, d *Device, tps []testProgram, prec Precision) [][][]float64 {
+func runGPU(t *testing.T, d *driver.Device, tps []testProgram, prec Precision) [][][]float64 {
 	t.Helper()
 	src := NewSource(&SourceSettings{Precision: prec})
 	names := make([]string, len(tps))
@@ -211,10 +212,10 @@ func to32(x []float64) []float32 {
 }
 
 // runKernel runs a map kernel and returns its output.
-func runKernel[T float32 | float64](t *testing.T, d *Device, k *Kernel, n int, in, sh []T, nout int) []T {
+func runKernel[T float32 | float64](t *testing.T, d *driver.Device, k *driver.Kernel, n int, in, sh []T, nout int) []T {
 	t.Helper()
-	alloc := func(x []T, size int) *Buffer[T] {
-		b, err := Alloc[T](d, max(size, 1))
+	alloc := func(x []T, size int) *driver.Buffer[T] {
+		b, err := driver.Alloc[T](d, max(size, 1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +228,7 @@ func runKernel[T float32 | float64](t *testing.T, d *Device, k *Kernel, n int, i
 	defer bin.Free()
 	defer bsh.Free()
 	defer bout.Free()
-	if err := k.Launch(Linear(n, 128), int64(n), bin, bsh, bout); err != nil {
+	if err := k.Launch(driver.Linear(n, 128), int64(n), bin, bsh, bout); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Synchronize(); err != nil {
@@ -322,9 +323,9 @@ func TestGPULorenz(t *testing.T) {
 		flat = append(flat, col...)
 	}
 	nout := 3 * n
-	bin, _ := Alloc[float64](d, len(flat))
-	bsh, _ := Alloc[float64](d, 3)
-	bout, err := Alloc[float64](d, nout)
+	bin, _ := driver.Alloc[float64](d, len(flat))
+	bsh, _ := driver.Alloc[float64](d, 3)
+	bout, err := driver.Alloc[float64](d, nout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestGPULorenz(t *testing.T) {
 	}
 	defer e0.Destroy()
 	defer e1.Destroy()
-	l := Linear(n, 256)
+	l := driver.Linear(n, 256)
 	l.Stream = s
 	for range 3 { // warm up, then time the last
 		e0.Record(s)
@@ -354,7 +355,7 @@ func TestGPULorenz(t *testing.T) {
 		}
 		e1.Record(s)
 	}
-	dt, err := Elapsed(e0, e1)
+	dt, err := driver.Elapsed(e0, e1)
 	if err != nil || dt <= 0 {
 		t.Errorf("Elapsed = %v, %v", dt, err)
 	}
@@ -379,7 +380,7 @@ func TestGPUErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mod.Unload()
-	var ce *Error
+	var ce *driver.Error
 	if _, err := mod.Kernel("no_such_kernel"); !errors.As(err, &ce) || ce.Call != "cuModuleGetFunction" {
 		t.Errorf("looking up a missing kernel: %v", err)
 	} else {
@@ -389,21 +390,21 @@ func TestGPUErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Alloc[float64](d, 100)
+	b, err := driver.Alloc[float64](d, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Free()
-	err = k.Launch(Launch{Grid: Dim{X: 1}, Block: Dim{X: 4096}}, int64(100), b)
+	err = k.Launch(driver.Launch{Grid: driver.Dim{X: 1}, Block: driver.Dim{X: 4096}}, int64(100), b)
 	if !errors.As(err, &ce) || ce.Call != "cuLaunchKernel" || ce.Code != 1 || ce.Name != "CUDA_ERROR_INVALID_VALUE" {
 		t.Errorf("a block of 4096 threads: want cuLaunchKernel CUDA_ERROR_INVALID_VALUE (1), got %v", err)
 	} else {
 		t.Logf("a block of 4096 threads: %v", err)
 	}
-	if err := k.Launch(Linear(100, 64), 100, b); err == nil {
+	if err := k.Launch(driver.Linear(100, 64), 100, b); err == nil {
 		t.Errorf("an int argument (not int32 or int64) was accepted")
 	}
-	if err := k.Launch(Linear(100, 64), int64(100), b); err != nil {
+	if err := k.Launch(driver.Linear(100, 64), int64(100), b); err != nil {
 		t.Fatal(err)
 	}
 	x := make([]float64, 100)
@@ -415,7 +416,7 @@ func TestGPUErrors(t *testing.T) {
 			t.Fatalf("gs_fill: element %d is %v", i, v)
 		}
 	}
-	if _, err := d.Load(&Image{Data: []byte("not an image")}); !errors.As(err, &ce) || ce.Call != "cuModuleLoadDataEx" {
+	if _, err := d.Load(&driver.Image{Data: []byte("not an image")}); !errors.As(err, &ce) || ce.Call != "cuModuleLoadDataEx" {
 		t.Errorf("loading garbage: %v", err)
 	}
 }

@@ -502,10 +502,6 @@ func TestLanesLaunchGlobal(t *testing.T) {
 func TestNVRTCLanesKernels(t *testing.T) {
 	needNVRTC(t)
 	t.Parallel()
-	l, err := loadNVRTC()
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := mlpCase(8, []int{2, 32, 32, 2})
 	j := jobOf(t, c, ode.OpGrad)
 	sp, err := newStepPrograms(j.Plan)
@@ -531,7 +527,7 @@ func TestNVRTCLanesKernels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		code := compilePTX(t, l, src, tc.name)
+		code := compilePTX(t, src, tc.name)
 		if !strings.Contains(code, "shfl.sync") {
 			t.Errorf("%s: no shuffles in the PTX", tc.name)
 		}

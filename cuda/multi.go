@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"math"
 	"os"
 	"strconv"
@@ -112,12 +113,12 @@ func (e *MultiEngine) Devices() ([]int, error) {
 	if s := os.Getenv(devicesEnv); s != "" {
 		return parseDevices(s)
 	}
-	n, err := DeviceCount()
+	n, err := driver.DeviceCount()
 	if err != nil {
 		return nil, err
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("cuda: %w: no device", ErrNoGPU)
+		return nil, fmt.Errorf("cuda: %w: no device", driver.ErrNoGPU)
 	}
 	all := make([]int, n)
 	for k := range all {
@@ -160,16 +161,16 @@ func (e *MultiEngine) Available() error {
 	if err != nil {
 		return err
 	}
-	n, err := DeviceCount()
+	n, err := driver.DeviceCount()
 	if err != nil {
 		return err
 	}
 	for _, k := range ords {
 		if k >= n {
-			return fmt.Errorf("cuda: %w: device %d requested, %d present", ErrNoGPU, k, n)
+			return fmt.Errorf("cuda: %w: device %d requested, %d present", driver.ErrNoGPU, k, n)
 		}
 	}
-	_, err = loadNVRTC()
+	err = driver.LoadNVRTC()
 	return err
 }
 
@@ -190,7 +191,7 @@ func (e *MultiEngine) devices() ([]multiDevice, error) {
 	}
 	devs := make([]multiDevice, len(ords))
 	for k, o := range ords {
-		d, err := Open(o)
+		d, err := driver.Open(o)
 		if err != nil {
 			for _, opened := range devs[:k] {
 				opened.be.(*gpuBackend).dev.Close()
@@ -205,10 +206,10 @@ func (e *MultiEngine) devices() ([]multiDevice, error) {
 }
 
 func (e *MultiEngine) availableLocked() error {
-	if _, err := loadNVRTC(); err != nil {
+	if err := driver.LoadNVRTC(); err != nil {
 		return err
 	}
-	_, err := DeviceCount()
+	_, err := driver.DeviceCount()
 	return err
 }
 

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -782,10 +783,6 @@ func ExampleMultiEngine() {
 func TestNVRTCTileKernels(t *testing.T) {
 	needNVRTC(t)
 	t.Parallel()
-	l, err := loadNVRTC()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ptx := func(c engineCase, tiles bool) string {
 		start := time.Now()
 		j := jobOf(t, c, ode.OpGrad)
@@ -799,7 +796,7 @@ func TestNVRTCTileKernels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		code := compilePTX(t, l, src, fmt.Sprintf("%s-tiles-%v", c.name, tiles))
+		code := compilePTX(t, src, fmt.Sprintf("%s-tiles-%v", c.name, tiles))
 		t.Logf("%s (tiles %v): %v", c.name, tiles, time.Since(start))
 		return code
 	}
@@ -823,7 +820,7 @@ func TestNVRTCTileKernels(t *testing.T) {
 // small MLP and a network in lanes mode.
 func TestGPUMultiEngine(t *testing.T) {
 	needGPUEngine(t)
-	n, err := DeviceCount()
+	n, err := driver.DeviceCount()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package cuda
 import (
 	"bytes"
 	"errors"
-	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +13,7 @@ import (
 
 func needNVRTC(t *testing.T) {
 	t.Helper()
-	major, minor, path, err := NVRTCVersion()
+	major, minor, path, err := driver.NVRTCVersion()
 	if errors.Is(err, ErrNoNVRTC) {
 		t.Skip(err)
 	}
@@ -24,15 +24,15 @@ func needNVRTC(t *testing.T) {
 }
 
 // testArch is an architecture every NVRTC from 11.2 to 13 compiles for.
-var testArch = Arch{8, 0}
+var testArch = driver.Arch{Major: 8, Minor: 0}
 
 // compilePTX compiles src (named name in errors) with l to PTX for
 // testArch, as the engine does (no fused multiply-adds), and returns it;
 // a warning in NVRTC's log fails the test.
-func compilePTX(t *testing.T, l *nvrtc, src, name string) string {
+func compilePTX(t *testing.T, src, name string) string {
 	t.Helper()
-	img := &Image{Options: []string{fmt.Sprintf("--gpu-architecture=compute_%d%d", testArch.Major, testArch.Minor), "--fmad=false", "-std=c++17", "-default-device"}}
-	if err := l.compile(img, src, name+".cu", false); err != nil {
+	img, err := driver.CompilePTX(src, name+".cu", testArch)
+	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
 	if strings.TrimSpace(img.Log) != "" {
@@ -48,7 +48,7 @@ func compilePTX(t *testing.T, l *nvrtc, src, name string) string {
 // those programs.)
 func TestNVRTCCompile(t *testing.T) {
 	needNVRTC(t)
-	t.Setenv(cacheEnv, t.TempDir())
+	t.Setenv("GRADSOLVE_CUDA_CACHE", t.TempDir())
 	var tps []testProgram
 	for _, tp := range allPrograms(t, 1) {
 		if !strings.HasPrefix(tp.p.Name, "exact") || len(tps) < 3 {
@@ -66,7 +66,7 @@ func TestNVRTCCompile(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		img, err := Compile(src.String(), testArch, nil)
+		img, err := driver.Compile(src.String(), testArch, nil)
 		if err != nil {
 			t.Fatalf("precision %d: %v", prec, err)
 		}
@@ -79,51 +79,50 @@ func TestNVRTCCompile(t *testing.T) {
 		if strings.TrimSpace(img.Log) != "" {
 			t.Errorf("precision %d: NVRTC warns:\n%s", prec, firstLines(img.Log, 20))
 		}
-		again, err := Compile(src.String(), testArch, nil)
+		again, err := driver.Compile(src.String(), testArch, nil)
 		if err != nil || !again.Cached || !bytes.Equal(again.Data, img.Data) {
 			t.Errorf("second compilation: cached %v, same data %v, err %v", again.Cached, bytes.Equal(again.Data, img.Data), err)
 		}
 		if i > 0 {
 			continue
 		}
-		fresh, err := Compile(src.String(), testArch, &CompileSettings{NoCache: true})
+		fresh, err := driver.Compile(src.String(), testArch, &driver.CompileSettings{NoCache: true})
 		if err != nil || fresh.Cached {
 			t.Errorf("NoCache compilation: cached %v, err %v", fresh != nil && fresh.Cached, err)
 		}
 	}
 }
 
-// TestNVRTCFMAD checks that GRADSOLVE_CUDA_FMAD=1 compiles with
+// TestNVRTCFMAD checks that CompileSettings.FMA compiles with
 // contraction, under a cache key of its own, and that contraction fuses
 // a product and a sum the default keeps apart.
 func TestNVRTCFMAD(t *testing.T) {
 	needNVRTC(t)
-	t.Setenv(cacheEnv, "off")
+	t.Setenv("GRADSOLVE_CUDA_CACHE", "off")
 	const src = `extern "C" __global__ void k(double* x) { x[0] = x[1] * x[2] + x[3]; }`
-	plain, err := Compile(src, testArch, nil)
+	plain, err := driver.Compile(src, testArch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(fmadEnv, "1")
-	fused, err := Compile(src, testArch, nil)
+	fused, err := driver.Compile(src, testArch, &driver.CompileSettings{FMA: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(fused.Options, "--fmad=true") || slices.Contains(fused.Options, "--fmad=false") {
-		t.Errorf("%s=1: options %v, want --fmad=true", fmadEnv, fused.Options)
+		t.Errorf("%s=1: options %v, want --fmad=true", "FMA", fused.Options)
 	}
 	if fused.Key == plain.Key || bytes.Equal(fused.Data, plain.Data) {
-		t.Errorf("%s=1: same cache key %v, same image %v as without", fmadEnv, fused.Key == plain.Key, bytes.Equal(fused.Data, plain.Data))
+		t.Errorf("%s=1: same cache key %v, same image %v as without", "FMA", fused.Key == plain.Key, bytes.Equal(fused.Data, plain.Data))
 	}
 }
 
 func TestNVRTCCompileError(t *testing.T) {
 	needNVRTC(t)
 	src := NewSource(nil).String() + "\nGS_GLOBAL void broken(gs_real* x) { x[0] = undefined_name; }\n"
-	_, err := Compile(src, testArch, &CompileSettings{Name: "broken.cu", NoCache: true})
-	var ce *CompileError
+	_, err := driver.Compile(src, testArch, &driver.CompileSettings{Name: "broken.cu", NoCache: true})
+	var ce *driver.CompileError
 	if !errors.As(err, &ce) {
-		t.Fatalf("want a *CompileError, got %v", err)
+		t.Fatalf("want a *driver.CompileError, got %v", err)
 	}
 	if !strings.Contains(ce.Log, "undefined_name") || !strings.Contains(ce.Log, "broken.cu") {
 		t.Errorf("the log does not point at the error:\n%s", ce.Log)

@@ -1,4 +1,4 @@
-package cuda
+package driver
 
 import (
 	"crypto/sha256"
@@ -86,4 +86,25 @@ func cacheWrite(dir, name string, img *Image) {
 	if werr != nil || cerr != nil || os.Rename(f.Name(), cacheFile(dir, name, img)) != nil {
 		os.Remove(f.Name())
 	}
+}
+
+// cIdent returns s as a C identifier of at most 40 bytes (as package
+// kernelgen names functions), for a cache file's name.
+func cIdent(s string) string {
+	var sb strings.Builder
+	for _, r := range s {
+		if sb.Len() >= 40 {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
+			sb.WriteRune(r)
+		default:
+			sb.WriteByte('_')
+		}
+	}
+	if sb.Len() == 0 {
+		return "p"
+	}
+	return sb.String()
 }

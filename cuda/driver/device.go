@@ -1,4 +1,4 @@
-package cuda
+package driver
 
 import (
 	"fmt"
@@ -165,9 +165,12 @@ func (d *Device) query(ordinal int) (Info, error) {
 	return info, nil
 }
 
-// do runs f on the device's goroutine and returns its error, or
-// ErrClosed if the device is closed. A panic in f is re-raised in the
-// caller. f must not call do.
+// Do runs f on the device's goroutine (the OS thread that holds its
+// context) and returns its error, or ErrClosed if the device is closed.
+// A panic in f is re-raised in the caller. f must not call Do.
+func (d *Device) Do(f func() error) error { return d.do(f) }
+
+// do is Do.
 func (d *Device) do(f func() error) error {
 	type outcome struct {
 		err   error

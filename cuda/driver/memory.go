@@ -1,4 +1,4 @@
-package cuda
+package driver
 
 import (
 	"fmt"
@@ -102,11 +102,11 @@ func (b *Buffer[T]) Free() error {
 	return err
 }
 
-// hostAlloc returns n bytes of page-locked host memory of the device's
+// HostAlloc returns n bytes of page-locked host memory of the device's
 // context (cuMemHostAlloc): copies between it and the device run at the
 // bus's speed, where copies from Go's (pageable) memory go through the
-// driver's own staging. Free it with hostFree. n must be positive.
-func (d *Device) hostAlloc(n int64) ([]byte, error) {
+// driver's own staging. Free it with HostFree. n must be positive.
+func (d *Device) HostAlloc(n int64) ([]byte, error) {
 	var p unsafe.Pointer
 	err := d.do(func() error { return d.drv.check("cuMemHostAlloc", d.drv.cuMemHostAlloc(&p, uint64(n), 0)) })
 	if err != nil {
@@ -115,9 +115,38 @@ func (d *Device) hostAlloc(n int64) ([]byte, error) {
 	return unsafe.Slice((*byte)(p), n), nil
 }
 
-// hostFree releases memory of hostAlloc (b as hostAlloc returned it, or
+// HostFree releases memory of HostAlloc (b as HostAlloc returned it, or
 // resliced from its start).
-func (d *Device) hostFree(b []byte) error {
+func (d *Device) HostFree(b []byte) error {
 	p := unsafe.Pointer(unsafe.SliceData(b))
 	return d.do(func() error { return d.drv.check("cuMemFreeHost", d.drv.cuMemFreeHost(p)) })
+}
+
+// CopyToDevice copies src to device memory at addr (an address within an
+// allocation of the device, such as Buffer.Ptr plus an offset).
+func (d *Device) CopyToDevice(addr uint64, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return d.do(func() error {
+		return d.drv.check("cuMemcpyHtoD", d.drv.cuMemcpyHtoD(addr, unsafe.Pointer(&src[0]), uint64(len(src))))
+	})
+}
+
+// CopyFromDevice copies device memory at addr to dst.
+func (d *Device) CopyFromDevice(dst []byte, addr uint64) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	return d.do(func() error {
+		return d.drv.check("cuMemcpyDtoH", d.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), addr, uint64(len(dst))))
+	})
+}
+
+// Zero sets n bytes of device memory at addr to zero.
+func (d *Device) Zero(addr uint64, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	return d.do(func() error { return d.drv.check("cuMemsetD8", d.drv.cuMemsetD8(addr, 0, uint64(n))) })
 }

@@ -1,4 +1,4 @@
-package cuda
+package driver
 
 import (
 	"fmt"
@@ -49,6 +49,13 @@ var (
 func loadNVRTC() (*nvrtc, error) {
 	nvrtcOnce.Do(func() { nvrtcLib, nvrtcErr = openNVRTC(nvrtcCandidates()) })
 	return nvrtcLib, nvrtcErr
+}
+
+// LoadNVRTC finds and loads NVRTC (once per process) and returns an error
+// wrapping ErrNoNVRTC if there is none.
+func LoadNVRTC() error {
+	_, err := loadNVRTC()
+	return err
 }
 
 // NVRTCVersion returns the version of the NVRTC library Compile uses and
@@ -229,10 +236,6 @@ func (l *nvrtc) target(a Arch) (arch string, cubin bool) {
 	return fmt.Sprintf("compute_%d", best), false
 }
 
-// fmadEnv, set to 1, compiles every program with --fmad=true
-// (CompileSettings.FMA).
-const fmadEnv = "GRADSOLVE_CUDA_FMAD"
-
 // CompileSettings are the options of Compile. The zero value means the
 // defaults.
 type CompileSettings struct {
@@ -242,9 +245,8 @@ type CompileSettings struct {
 	// FMA lets the compiler contract a*b + c into one fused multiply-add
 	// (--fmad=true). The default, false, keeps every operation rounded
 	// as written, so that the device rounds as the CPU engine does and
-	// a recorded solve and its replay agree bit for bit. The environment
-	// variable GRADSOLVE_CUDA_FMAD=1 sets it for every compilation (to
-	// measure what contraction is worth; see the package doc).
+	// a recorded solve and its replay agree bit for bit (what contraction
+	// is worth is measured in bench/RESULTS.md).
 	FMA bool
 
 	// Options are further NVRTC options, appended to the defaults
@@ -268,7 +270,7 @@ type Image struct {
 
 // Compile compiles CUDA C++ source for a device of architecture arch with
 // NVRTC: to a cubin for sm_XY where the NVRTC supports it, else to PTX for
-// compute_XY; with --fmad=false unless s.FMA (or GRADSOLVE_CUDA_FMAD=1),
+// compute_XY; with --fmad=false unless s.FMA,
 // -std=c++17 and -default-device. On failure it returns a *CompileError
 // holding NVRTC's log. Its error wraps ErrNoNVRTC if NVRTC is not found.
 //
@@ -291,7 +293,7 @@ func Compile(src string, arch Arch, s *CompileSettings) (*Image, error) {
 	}
 	target, cubin := l.target(arch)
 	fmad := "--fmad=false"
-	if s.FMA || os.Getenv(fmadEnv) == "1" {
+	if s.FMA {
 		fmad = "--fmad=true"
 	}
 	opts := append([]string{"--gpu-architecture=" + target, fmad, "-std=c++17", "-default-device"}, s.Options...)
@@ -368,4 +370,21 @@ func (d *Device) Build(src string, s *CompileSettings) (*Module, *Image, error) 
 	}
 	m, err := d.Load(img)
 	return m, img, err
+}
+
+// CompilePTX compiles src (named name in NVRTC's log) to PTX for
+// compute_XY of arch with the options Compile uses by default
+// (--fmad=false), bypassing the disk cache; the image's Log holds NVRTC's
+// warnings. It is for inspecting generated code.
+func CompilePTX(src, name string, arch Arch) (*Image, error) {
+	l, err := loadNVRTC()
+	if err != nil {
+		return nil, err
+	}
+	img := &Image{PTX: true, Target: fmt.Sprintf("compute_%d%d", arch.Major, arch.Minor)}
+	img.Options = []string{"--gpu-architecture=" + img.Target, "--fmad=false", "-std=c++17", "-default-device"}
+	if err := l.compile(img, src, name, false); err != nil {
+		return nil, err
+	}
+	return img, nil
 }

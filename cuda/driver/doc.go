@@ -1,0 +1,24 @@
+// Package driver binds the CUDA driver API and NVRTC for package cuda's
+// engine and for hand-written kernels (bench's baselines).
+//
+// Nothing is linked at build time: libcuda.so.1 and libnvrtc.so.{13,12,...}
+// are loaded at run time through purego, their entry points resolved with
+// cuGetProcAddress at explicit ABI versions, so CGO_ENABLED=0 builds work on
+// machines without CUDA. Without a driver, DeviceCount and Open return an
+// error wrapping ErrNoGPU; without NVRTC, Compile returns one wrapping
+// ErrNoNVRTC.
+//
+// A Device owns one context and one goroutine locked to an OS thread; every
+// driver call of the device runs there (Device.Do), so a context is never
+// used from a migrated goroutine. Buffer is typed device memory; Module,
+// Kernel, Stream and Event wrap their driver objects; Device.HostAlloc
+// gives page-locked host memory for staging copies.
+//
+// Compile compiles CUDA C++ with NVRTC for a device's own architecture (a
+// cubin where the NVRTC supports it, else PTX), with --fmad=false unless
+// CompileSettings.FMA, so device arithmetic rounds as written. Results are
+// cached on disk under a hash of the source, options, target and NVRTC
+// version: in $GRADSOLVE_CUDA_CACHE if set ("off" disables the cache), else
+// in os.UserCacheDir()/gradsolve/cuda. Compiling a large program takes
+// NVRTC seconds; a cache hit costs a file read.
+package driver
