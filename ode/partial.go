@@ -1,0 +1,483 @@
+package ode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// GradPartial is GradContext for an ensemble of independent parts, as the
+// independent fits of package fit: a trajectory that fails does not fail
+// the call. The gradient is that of the trajectories that finished; the
+// others are left out of it.
+//
+// A trajectory is left out if skip[i] is set (skip is nil or [N]), if m is
+// not nil and its Status there is not OK (or the stiffness test fired on
+// it, Mesh.Stiff), or if it fails in this call: its record stops with a
+// failure status (MaxStepsReached, StepSizeUnderflow, NonFinite), an
+// explicit method's stiffness test fires on it (Stiff), or its loss term
+// or its rows of the gradient are not finite (NonFinite). A left-out
+// trajectory contributes nothing: its loss term is not in Loss, its rows
+// of Y0 and P are zero and it adds nothing to Shared. Loss sums the other
+// terms in index order, as Grad does (with Loss.Mean, the sum is divided
+// by N, the left-out trajectories counting as zero terms). On the CPU
+// engine each trajectory's results are those of an ensemble without the
+// left-out trajectories, bit for bit.
+//
+// Solution.Status says what happened to each trajectory: OK, its failure
+// status, NotRun for a skipped one, or m's status. Y and Ys are NaN for
+// the left-out trajectories. The returned failures are the trajectories
+// that failed in this call (not those skipped or already failed in m),
+// one *TrajectoryError each, in index order, with the fields that
+// TrajectoryError's message reads. When m is nil the returned Mesh has
+// all N trajectories; a left-out trajectory has Len 0 and its status, so
+// passing the mesh back leaves it out again. When m is not nil the
+// returned Mesh is m.
+//
+// The error is non-nil, and the gradient nil, for what is not one
+// trajectory's failure: invalid input, a mesh that does not fit the
+// problem, a cancelled context, an engine's error, a non-finite Shared
+// gradient or Reg term. Every trajectory's inputs must be valid, skipped
+// ones included.
+//
+// GradPartial needs nothing of the engine beyond what Grad does: each
+// trajectory's status in Result.Status (an engine may stop early when one
+// fails, leaving others NotRun, as the CPU engine does) and a non-finite
+// loss term reported as a *tape.NonFiniteError whose Trajectory is the
+// ensemble's index. A call in which trajectories fail is run again on the
+// others, so a failure costs at most one more call; a call without
+// failures or skips costs what GradContext does. dst is reused as by
+// GradContext.
+func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, loss Loss, m *Mesh, skip []bool) (*Gradient, []*TrajectoryError, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	q, err := sv.checkProblem(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := q.n
+	if skip != nil && len(skip) != n {
+		return nil, nil, fmt.Errorf("ode: GradPartial: len(skip) = %d, want N = %d", len(skip), n)
+	}
+	if m != nil && (m.N != n || len(m.Status) != n || (m.Stiff != nil && len(m.Stiff) != n)) {
+		return nil, nil, fmt.Errorf("ode: mesh has %d trajectories (%d statuses), problem %d", m.N, len(m.Status), n)
+	}
+	if loss.DataDim < 0 || (len(loss.Data) != loss.DataDim && len(loss.Data) != n*loss.DataDim) {
+		return nil, nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", loss.name(), len(loss.Data), loss.DataDim, n*loss.DataDim)
+	}
+	scale := 1.0
+	if loss.Mean {
+		scale = 1 / float64(n)
+	}
+	// status holds the outcome of the left-out trajectories (OK: in).
+	status := make([]Status, n)
+	out := 0
+	for i := range status {
+		switch {
+		case skip != nil && skip[i]:
+			status[i] = NotRun
+		case m != nil && m.Status[i] != OK:
+			status[i] = m.Status[i]
+		case m != nil && m.Stiff != nil && m.Stiff[i]:
+			status[i] = Stiff
+		default:
+			continue
+		}
+		out++
+	}
+	var fails []*TrajectoryError
+	for {
+		if out == n {
+			return sv.partialNone(dst, q, &loss, m, status), fails, nil
+		}
+		if out == 0 {
+			g, tf, err := sv.gradOnce(ctx, dst, q, &loss, m, scale)
+			if err != nil {
+				return nil, nil, err
+			}
+			if tf == nil {
+				return g, fails, nil
+			}
+			for _, e := range tf {
+				status[e.Index] = e.Status
+				out++
+			}
+			fails = append(fails, tf...)
+			continue
+		}
+		idx := make([]int, 0, n-out)
+		for i, s := range status {
+			if s == OK {
+				idx = append(idx, i)
+			}
+		}
+		sp, sl := subProblem(q, &loss, idx)
+		sq, err := sv.checkProblem(sp)
+		if err != nil {
+			return nil, nil, err
+		}
+		var sm *Mesh
+		if m != nil {
+			if sm, err = m.subset(idx); err != nil {
+				return nil, nil, err
+			}
+		}
+		g, tf, err := sv.gradOnce(ctx, nil, sq, sl, sm, scale)
+		if err != nil {
+			return nil, nil, err
+		}
+		if tf == nil {
+			return sv.partialExpand(dst, q, g, m, idx, status), fails, nil
+		}
+		for _, e := range tf {
+			e.Index = idx[e.Index]
+			status[e.Index] = e.Status
+			out++
+		}
+		fails = append(fails, tf...)
+		slices.SortFunc(fails, func(a, b *TrajectoryError) int { return a.Index - b.Index })
+	}
+}
+
+// gradOnce is GradContext on a checked problem, with the loss scaled by
+// scale in place of Loss.Mean's 1/N. If trajectories fail it returns a
+// nil gradient and their errors (in q's indices), with a nil error.
+func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss *Loss, m *Mesh, scale float64) (*Gradient, []*TrajectoryError, error) {
+	if m != nil {
+		if err := sv.checkMesh(q, m); err != nil {
+			return nil, nil, err
+		}
+	}
+	reuse := dst.reusable(m == nil)
+	res, used, err := sv.runScaled(ctx, q, loss, m, reuse, scale)
+	if err != nil {
+		var nf *tape.NonFiniteError
+		if errors.As(err, &nf) && nf.Trajectory >= 0 && nf.Trajectory < q.n && !errors.Is(err, context.Canceled) {
+			e := &TrajectoryError{Index: nf.Trajectory, T: q.t1[nf.Trajectory], Status: NonFinite, Method: used.plan.Method, Failed: 1}
+			return nil, []*TrajectoryError{e}, nil
+		}
+		return nil, nil, err
+	}
+	if m == nil {
+		m = used.mesh(q, res, reuse.Mesh)
+	}
+	if tf := used.failures(q, res, m); tf != nil {
+		return nil, tf, nil
+	}
+	if dst == nil {
+		dst = &Gradient{}
+	}
+	dst.Loss = res.Loss
+	dst.Y0 = reuseCopy(dst.Y0, res.GradY0)
+	dst.P = reuseCopy(dst.P, res.GradP)
+	dst.Shared = append(dst.Shared[:0], res.GradS...)
+	r, err := used.evalReg(loss, q.Shared, dst.Shared)
+	if err != nil {
+		return nil, nil, err
+	}
+	dst.Loss += r
+	sol := used.solution(q, res, m.Status)
+	sol.T = append(reuse.T[:0], q.t1...)
+	sol.Stats = m.Stats
+	dst.Solution, dst.Mesh = sol, m
+	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
+	dst.StoredBytes = res.StoredBytes
+	if tf := nonFiniteRows(dst, q, used.plan.Method); tf != nil {
+		return nil, tf, nil
+	}
+	if err := checkGradient(dst, q.Field.Dim, q.Field.Params); err != nil {
+		return nil, nil, err
+	}
+	return dst, nil, nil
+}
+
+// runScaled is Solver.run of OpGrad with the loss's scale set.
+func (sv *Solver) runScaled(ctx context.Context, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, *Solver, error) {
+	used := sv
+	if m != nil && sv.set.Method == Auto && m.Method != nil && m.Method.Name() != sv.plan.Method {
+		alt, err := sv.stiffSolver()
+		if err != nil {
+			return nil, sv, err
+		}
+		used = alt
+	}
+	res, err := used.runScaledPlan(ctx, q, loss, m, reuse, scale)
+	if err != nil || m != nil || sv.set.Method != Auto || !anyTrue(res.Stiff) {
+		return res, used, err
+	}
+	alt, err := sv.stiffSolver()
+	if err != nil {
+		return nil, sv, err
+	}
+	res, err = alt.runScaledPlan(ctx, q, loss, m, reuse, scale)
+	return res, alt, err
+}
+
+func (sv *Solver) runScaledPlan(ctx context.Context, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, error) {
+	j := sv.job(OpGrad, q, m)
+	j.Reuse = reuse
+	j.StopOnStiff = true
+	lp, err := sv.lossPlan(loss, q)
+	if err != nil {
+		return nil, err
+	}
+	lp.Scale = scale
+	j.Loss = lp
+	return sv.exec.Run(ctx, j)
+}
+
+// failures returns a *TrajectoryError for each trajectory of the mesh
+// that failed or is stiff, or nil if none did.
+func (sv *Solver) failures(q *problem, res *Result, m *Mesh) []*TrajectoryError {
+	var tf []*TrajectoryError
+	notRun := 0
+	for i, s := range m.Status {
+		stiff := s == OK && m.Stiff != nil && m.Stiff[i]
+		if s == NotRun {
+			notRun++
+		}
+		if (s == OK || s == NotRun) && !stiff {
+			continue
+		}
+		e := &TrajectoryError{Index: i, Status: s, Method: sv.plan.Method}
+		if stiff {
+			e.Status = Stiff
+		}
+		if res.T != nil {
+			e.T = res.T[i]
+			e.describe(q, &sv.set, res)
+			e.Y = res.LastY[i]
+		} else {
+			e.T = q.t1[i]
+		}
+		if res.LastH != nil {
+			e.H = res.LastH[i]
+		}
+		tf = append(tf, e)
+	}
+	for _, e := range tf {
+		e.Failed = len(tf)
+	}
+	if tf == nil && notRun > 0 {
+		// An engine left trajectories unrun without a failure: report the
+		// first as failed, so that the caller retries without it.
+		i := slices.Index(m.Status, NotRun)
+		return []*TrajectoryError{{Index: i, T: q.T0, Status: NotRun, Method: sv.plan.Method, Failed: notRun}}
+	}
+	return tf
+}
+
+// nonFiniteRows returns a NonFinite *TrajectoryError for each trajectory
+// whose rows of the gradient are not finite, or nil.
+func nonFiniteRows(g *Gradient, q *problem, method string) []*TrajectoryError {
+	d, np := q.Field.Dim, q.Field.Params
+	var tf []*TrajectoryError
+	for i := 0; i < q.n; i++ {
+		if finiteAll(g.Y0[i*d:(i+1)*d]) >= 0 || finiteAll(g.P[i*np:(i+1)*np]) >= 0 {
+			tf = append(tf, &TrajectoryError{Index: i, T: q.t1[i], Status: NonFinite, Method: method})
+		}
+	}
+	for _, e := range tf {
+		e.Failed = len(tf)
+	}
+	return tf
+}
+
+// subProblem returns the problem and loss of trajectories idx of q.
+func subProblem(q *problem, loss *Loss, idx []int) (*Problem, *Loss) {
+	d, np := q.Field.Dim, q.Field.Params
+	p := &Problem{Field: q.Field, N: len(idx), Shared: q.Shared, T0: q.T0, SaveAt: q.SaveAt,
+		Y0: rowsOf(q.y0, d, idx), T1s: rowsOf(q.t1, 1, idx)}
+	if np > 0 {
+		p.P = rowsOf(q.p, np, idx)
+	}
+	l := *loss
+	if loss.DataDim > 0 && len(loss.Data) != loss.DataDim {
+		l.Data = rowsOf(loss.Data, loss.DataDim, idx)
+	}
+	return p, &l
+}
+
+// rowsOf returns rows idx of the row-major x of width w.
+func rowsOf(x []float64, w int, idx []int) []float64 {
+	out := make([]float64, 0, len(idx)*w)
+	for _, i := range idx {
+		out = append(out, x[i*w:(i+1)*w]...)
+	}
+	return out
+}
+
+// subset returns the mesh of trajectories idx (increasing) of m.
+func (m *Mesh) subset(idx []int) (*Mesh, error) {
+	if len(m.H) < m.Rows*m.N || len(m.Len) != m.N {
+		return nil, fmt.Errorf("ode: mesh arrays are inconsistent (N %d, Rows %d, len(H) %d, len(Len) %d): its steps must be on the host",
+			m.N, m.Rows, len(m.H), len(m.Len))
+	}
+	s := *m
+	k := len(idx)
+	s.N, s.Rows = k, 0
+	s.Len, s.Status = make([]int, k), make([]Status, k)
+	for j, i := range idx {
+		s.Len[j], s.Status[j] = m.Len[i], m.Status[i]
+		s.Rows = max(s.Rows, m.Len[i])
+	}
+	s.H = make([]float64, s.Rows*k)
+	for r := 0; r < s.Rows; r++ {
+		row, src := s.H[r*k:(r+1)*k], m.H[r*m.N:(r+1)*m.N]
+		for j, i := range idx {
+			row[j] = src[i]
+		}
+	}
+	s.Stats = Stats{Accepted: intsOf(m.Stats.Accepted, idx), Rejected: intsOf(m.Stats.Rejected, idx),
+		FieldEvals: intsOf(m.Stats.FieldEvals, idx), Wall: m.Stats.Wall}
+	if m.T1 != nil {
+		s.T1 = rowsOf(m.T1, 1, idx)
+	}
+	if m.Stiff != nil {
+		s.Stiff = make([]bool, k)
+		for j, i := range idx {
+			s.Stiff[j] = m.Stiff[i]
+		}
+	}
+	return &s, nil
+}
+
+// intsOf returns x[idx] (nil for a nil or short x).
+func intsOf(x []int, idx []int) []int {
+	if len(x) == 0 {
+		return nil
+	}
+	out := make([]int, len(idx))
+	for j, i := range idx {
+		out[j] = x[i]
+	}
+	return out
+}
+
+// partialExpand returns in dst the gradient g of trajectories idx of q
+// as one of all N: zero rows and NaN states for the others, whose
+// statuses are in status.
+func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh, idx []int, status []Status) *Gradient {
+	n, d, np := q.n, q.Field.Dim, q.Field.Params
+	if dst == nil {
+		dst = &Gradient{}
+	}
+	dst.Loss = g.Loss
+	dst.Y0 = zeros(dst.Y0, n*d)
+	dst.P = zeros(dst.P, n*np)
+	for j, i := range idx {
+		copy(dst.Y0[i*d:(i+1)*d], g.Y0[j*d:(j+1)*d])
+		copy(dst.P[i*np:(i+1)*np], g.P[j*np:(j+1)*np])
+	}
+	dst.Shared = append(dst.Shared[:0], g.Shared...)
+	gs := g.Solution
+	sol := &Solution{N: n, Dim: d, SaveAt: q.SaveAt, Method: gs.Method, Engine: gs.Engine,
+		T: make([]float64, n), Y: nans(n * d), Status: slices.Clone(status)}
+	K := len(q.SaveAt)
+	if K > 0 {
+		sol.Ys = nans(n * K * d)
+	}
+	for i := range sol.T {
+		sol.T[i] = q.T0
+	}
+	for j, i := range idx {
+		sol.T[i] = gs.T[j]
+		copy(sol.Y[i*d:(i+1)*d], gs.Y[j*d:(j+1)*d])
+		if K > 0 {
+			copy(sol.Ys[i*K*d:(i+1)*K*d], gs.Ys[j*K*d:(j+1)*K*d])
+		}
+		sol.Status[i] = gs.Status[j]
+	}
+	gm := g.Mesh
+	sol.Stats = Stats{Accepted: expandInts(gs.Stats.Accepted, idx, n), Rejected: expandInts(gs.Stats.Rejected, idx, n),
+		FieldEvals: expandInts(gs.Stats.FieldEvals, idx, n), Wall: gs.Stats.Wall}
+	if gs.Stiff != nil {
+		sol.Stiff = make([]bool, n)
+		for j, i := range idx {
+			sol.Stiff[i] = gs.Stiff[j]
+		}
+	}
+	dst.Solution = sol
+	if m == nil {
+		em := *gm
+		em.N = n
+		em.H = make([]float64, gm.Rows*n)
+		for r := 0; r < gm.Rows; r++ {
+			row, src := em.H[r*n:(r+1)*n], gm.H[r*gm.N:(r+1)*gm.N]
+			for j, i := range idx {
+				row[i] = src[j]
+			}
+		}
+		em.Len = expandInts(gm.Len, idx, n)
+		em.Status = sol.Status
+		em.Stats = sol.Stats
+		em.T1 = slices.Clone(q.t1)
+		em.Stiff = sol.Stiff
+		m = &em
+	}
+	dst.Mesh = m
+	dst.RecordTime, dst.GradTime, dst.StoredBytes = g.RecordTime, g.GradTime, g.StoredBytes
+	return dst
+}
+
+// partialNone returns the gradient of a call that left every trajectory
+// out: zero, with the Reg term alone as the loss.
+func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, m *Mesh, status []Status) *Gradient {
+	n, d, np := q.n, q.Field.Dim, q.Field.Params
+	if dst == nil {
+		dst = &Gradient{}
+	}
+	dst.Y0, dst.P = zeros(dst.Y0, n*d), zeros(dst.P, n*np)
+	dst.Shared = zeros(dst.Shared, q.Field.Shared)
+	dst.Loss, _ = sv.evalReg(loss, q.Shared, dst.Shared)
+	sol := &Solution{N: n, Dim: d, SaveAt: q.SaveAt, Method: sv.plan.Method, Engine: sv.engine.Name(),
+		T: make([]float64, n), Y: nans(n * d), Status: slices.Clone(status)}
+	for i := range sol.T {
+		sol.T[i] = q.T0
+	}
+	if len(q.SaveAt) > 0 {
+		sol.Ys = nans(n * len(q.SaveAt) * d)
+	}
+	if m == nil {
+		m = &Mesh{N: n, Len: make([]int, n), Status: sol.Status, T0: q.T0, T1: slices.Clone(q.t1), SaveAt: q.SaveAt,
+			Method: methodByName(sv.plan.Method), RelTol: sv.set.RelTol, AbsTol: sv.set.AbsTol, AbsTols: sv.set.AbsTols,
+			Fingerprint: sv.plan.Fingerprint, Engine: sv.engine.Name()}
+	}
+	dst.Solution, dst.Mesh = sol, m
+	dst.RecordTime, dst.GradTime, dst.StoredBytes = 0, 0, 0
+	return dst
+}
+
+// expandInts returns x (over idx) as n entries, 0 elsewhere.
+func expandInts(x []int, idx []int, n int) []int {
+	out := make([]int, n)
+	if len(x) == 0 {
+		return out
+	}
+	for j, i := range idx {
+		out[i] = x[j]
+	}
+	return out
+}
+
+func zeros(dst []float64, n int) []float64 {
+	if cap(dst) < n {
+		return make([]float64, n)
+	}
+	dst = dst[:n]
+	clear(dst)
+	return dst
+}
+
+func nans(n int) []float64 {
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = math.NaN()
+	}
+	return x
+}
