@@ -22,6 +22,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	gplot "gonum.org/v1/plot"
@@ -30,6 +31,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/gradsolve-go/gradsolve/internal/atomicfile"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -80,15 +82,29 @@ func (f *Figure) WriteTo(w io.Writer, format string) error {
 	return err
 }
 
+// Formats are the formats WriteTo and Save write, by their file
+// extensions.
+var Formats = []string{"png", "svg", "pdf", "eps", "jpg", "jpeg", "tif", "tiff"}
+
 // Save writes the figure to a file, in the format its extension names
-// (.png, .svg, .pdf, ...).
+// (.png, .svg, .pdf, ...: see Formats). The format is checked and the
+// figure drawn before the file is touched; it is then written through a
+// temporary file in the same directory, synced and renamed into place,
+// so that an existing file is replaced whole or, on any error, left as it
+// was.
 func (f *Figure) Save(path string) error {
 	ext := strings.TrimPrefix(strings.ToLower(filepath.Ext(path)), ".")
 	if ext == "" {
 		return fmt.Errorf("plot: %s: the file name has no extension to choose a format (.png, .svg, .pdf)", path)
 	}
-	wd, ht := f.size()
-	if err := f.Plot.Save(wd, ht, path); err != nil {
+	if !slices.Contains(Formats, ext) {
+		return fmt.Errorf("plot: %s: unsupported format %q; want one of %s", path, ext, strings.Join(Formats, ", "))
+	}
+	var b bytes.Buffer
+	if err := f.WriteTo(&b, ext); err != nil {
+		return fmt.Errorf("plot: %s: %w", path, err)
+	}
+	if err := atomicfile.WriteFile(path, b.Bytes()); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
 	return nil

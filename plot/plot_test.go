@@ -83,6 +83,47 @@ func TestSave(t *testing.T) {
 	}
 }
 
+// TestSaveKeepsFile checks that Save leaves an existing file as it was
+// (and no temporary file) when the format is unsupported or the file
+// cannot be written, and replaces it whole otherwise.
+func TestSaveKeepsFile(t *testing.T) {
+	t.Parallel()
+	fig, err := Loss([]float64{3, 2, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"old.txt", "old.csv", "old"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("old\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := fig.Save(p); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("Save(%s): error %v, want one naming the file", name, err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "old\n" {
+			t.Errorf("Save(%s) with an unsupported format changed the file to %.20q", name, b)
+		}
+	}
+	p := filepath.Join(dir, "old.png")
+	os.WriteFile(p, []byte("old\n"), 0o644)
+	if err := fig.Save(p); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("Save(%s): %.20q, want a PNG", p, b)
+	}
+	if err := fig.Save(filepath.Join(dir, "missing", "x.png")); err == nil {
+		t.Error("Save into a missing directory: no error")
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temporary file %s left", e.Name())
+		}
+	}
+}
+
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	sol := circle()

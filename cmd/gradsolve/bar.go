@@ -161,16 +161,19 @@ func (l *lazyBar) Finish() {
 }
 
 // passes reports the trajectories of several passes over an ensemble
-// (grad records, then differentiates) to one bar of passes·n units, for
-// ode.Settings.Progress. It is safe for concurrent use.
+// (grad records, then differentiates) to a bar of n units, for
+// ode.Settings.Progress: a trajectory is done when every pass has done
+// it, each pass doing 1/passes of it, so that the bar's count and rate are
+// trajectories, those of the report. It is safe for concurrent use.
 type passes struct {
 	report func(done, total int) // progress.SolveFunc: never goes backwards
 	n      int
+	passes int // the number of passes; 1 if 0
 	pass   atomic.Int64
 }
 
 func newPasses(r progress.Reporter, n int) *passes {
-	return &passes{report: progress.SolveFunc(r), n: n}
+	return &passes{report: progress.SolveFunc(r), n: n, passes: 1}
 }
 
 // next starts the next pass.
@@ -179,7 +182,9 @@ func (p *passes) next() { p.pass.Add(1) }
 // progress is the ode.Settings.Progress function: done trajectories of the
 // current pass.
 func (p *passes) progress(done, _ int) {
-	p.report(int(p.pass.Load())*p.n+done, 0)
+	k := max(p.passes, 1)
+	units := int64(p.pass.Load())*int64(p.n) + int64(min(done, p.n))
+	p.report(int(units/int64(k)), 0)
 }
 
 // benchCases returns the number of cases (result rows) the bench suite

@@ -33,7 +33,7 @@ var barCommands = []struct {
 	desc, count string
 }{
 	{[]string{"solve", "-problem", "lorenz", "-n", "64", "-vary", "p1=0:21"}, "solve lorenz", "64/64"},
-	{[]string{"grad", "-problem", "lorenz", "-n", "64", "-vary", "p1=0:21"}, "grad lorenz", "128/128"},
+	{[]string{"grad", "-problem", "lorenz", "-n", "64", "-vary", "p1=0:21"}, "grad lorenz", "64/64"},
 	{[]string{"fit", "-problem", "lorenz", "-fit", "rho", "-n", "2", "-steps", "3"}, "fit lorenz", "3/3"},
 	{[]string{"bench", "-suite", "lorenz", "-n", "8", "-rtol", "1e-4", "-reps", "1", "-ref-sample", "2"}, "bench lorenz", "1/1"},
 }

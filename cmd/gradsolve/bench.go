@@ -1,11 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,27 +54,11 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	dump := fs.String("dump", "", "neural and gpu-neural suites: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
 	hiddenList := fs.String("hidden", "", "gpu-neural suite: comma-separated widths of the network's tanh hidden layers (default: 32,32, the protocol's)")
 	jsonOut := fs.Bool("json", false, "write JSON lines instead of tables")
-	out := fs.String("out", "", "write the results to `FILE` instead of stdout")
+	out := fs.String("out", "", "write the results to `FILE` instead of stdout, through a temporary file renamed into place only if every suite succeeds")
 	quiet := fs.Bool("quiet", false, "no progress bar (there is none off a terminal, for suites under a second, or with -json to stdout)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (go tool pprof format) to `FILE`: where a call's host time goes")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (go tool pprof format) to `FILE`: where a call's host time goes (started once the command line is valid, written only if every suite succeeds)")
 	if err = fs.Parse(args); err != nil {
 		return err
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("-cpuprofile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return fmt.Errorf("-cpuprofile: %w", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			if cerr := f.Close(); err == nil && cerr != nil {
-				err = fmt.Errorf("-cpuprofile: %w", cerr)
-			}
-		}()
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected arguments %q; bench takes only flags", fs.Args())
@@ -155,18 +138,19 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		}
 	}
 
+	// The command line is valid: start the outputs (replaced only if every
+	// suite succeeds) and the profile.
+	if err := checkFiles(fileArg{flag: "-out", path: *out}, fileArg{flag: "-cpuprofile", path: *cpuProfile}, fileArg{flag: "-dump", path: *dump}); err != nil {
+		return err
+	}
+	outs, err := startBenchOutputs(*out, *cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer func() { err = outs.finish(err) }()
 	w := stdout
-	if *out != "" {
-		f, ferr := os.Create(*out)
-		if ferr != nil {
-			return ferr
-		}
-		w = f
-		defer func() {
-			if cerr := f.Close(); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
+	if outs.out != nil {
+		w = outs.out
 	}
 	for k, s := range suites {
 		if k > 0 && !*jsonOut {
@@ -206,15 +190,11 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 // named dump unless dump is "".
 func benchNeural(w io.Writer, cfg bench.NeuralConfig, dump string) (err error) {
 	if dump != "" {
-		f, ferr := os.Create(dump)
+		f, ferr := createAtomic(dump)
 		if ferr != nil {
-			return ferr
+			return fmt.Errorf("-dump: %v", ferr)
 		}
-		defer func() {
-			if cerr := f.Close(); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
+		defer func() { err = commitIf(f, err) }()
 		cfg.Dump = f
 	}
 	_, err = bench.RunNeural(w, cfg)
@@ -231,15 +211,11 @@ func benchGPU(w io.Writer, suite string, cfg bench.GPUConfig, dump string) (err 
 		_, err = bench.RunGPURobertson(w, cfg)
 	case "gpu-neural":
 		if dump != "" {
-			f, ferr := os.Create(dump)
+			f, ferr := createAtomic(dump)
 			if ferr != nil {
-				return ferr
+				return fmt.Errorf("-dump: %v", ferr)
 			}
-			defer func() {
-				if cerr := f.Close(); cerr != nil && err == nil {
-					err = cerr
-				}
-			}()
+			defer func() { err = commitIf(f, err) }()
 			cfg.Dump = f
 		}
 		_, err = bench.RunGPUNeural(w, cfg)
@@ -267,20 +243,20 @@ func benchParseInts(s string) ([]int, error) {
 	return out, nil
 }
 
-// benchParseFloats parses a comma-separated list of positive numbers; "" gives
-// nil.
+// benchParseFloats parses a comma-separated list of tolerances, finite
+// numbers in (0, 1); "" gives nil.
 func benchParseFloats(s string) ([]float64, error) {
 	if s == "" {
 		return nil, nil
 	}
 	var out []float64
 	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		v, err := parseNumber(f)
 		if err != nil {
-			return nil, err
+			return nil, errors.New(strings.TrimPrefix(err.Error(), " "))
 		}
-		if !(v > 0) {
-			return nil, fmt.Errorf("%v is not positive", v)
+		if !(v > 0) || v >= 1 {
+			return nil, fmt.Errorf("%v is not a tolerance; want numbers in (0, 1)", v)
 		}
 		out = append(out, v)
 	}

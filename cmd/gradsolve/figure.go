@@ -45,18 +45,18 @@ func figureFormat(path string) (string, error) {
 // writeFigure draws the figure of out (see figure) to f, commits f and
 // returns what it shows. Errors name f's path.
 func (j *job) writeFigure(f *atomicFile, out *outcome) (string, error) {
-	format, err := figureFormat(f.path)
+	format, err := figureFormat(f.Path())
 	if err != nil {
 		return "", err
 	}
 	fig, what, err := j.figure(out)
 	if err != nil {
-		return "", fmt.Errorf("%s: %v", f.path, err)
+		return "", fmt.Errorf("%s: %v", f.Path(), err)
 	}
 	if err := fig.WriteTo(f, format); err != nil {
-		return "", fmt.Errorf("writing %s: %v", f.path, err)
+		return "", fmt.Errorf("writing %s: %v", f.Path(), err)
 	}
-	if err := f.commit(); err != nil {
+	if err := f.Commit(); err != nil {
 		return "", err
 	}
 	return what, nil

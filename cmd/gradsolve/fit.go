@@ -10,7 +10,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
 	"github.com/gradsolve-go/gradsolve/problems"
-	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 const fitHelp = `Usage: gradsolve fit -fit NAMES [-data obs.csv] [flags]
@@ -29,37 +27,60 @@ Fits chosen parameters of a built-in problem (see gradsolve problems) to
 observed states with Adam, taking exact gradients of the squared error of
 the states at the observation times (record the adaptive mesh, differentiate
 its replay). It prints the fitted values, the loss before and after and the
-timing; -plot writes the loss curve, -json one JSON object. On a terminal,
-a fit that lasts more than a second shows a progress bar on stderr (-quiet:
-none). -method auto and -engine work as for solve and grad (gradsolve help
-solve); a gradient refused because a trajectory is stiff for the explicit
-method ends the fit with status stiff and exit status 1.
+timing; -plot writes the loss curve, -json one JSON object, -format csv one
+row per trajectory, and -out FILE writes the output to FILE (the format
+from its extension, .csv or .json, unless -format says; the readable
+report then goes to stdout). On a terminal, a fit that lasts more than a
+second shows a progress bar on stderr (-quiet: none). -method auto and
+-engine work as for solve and grad (gradsolve help solve); a gradient
+refused because a trajectory is stiff for the explicit method ends the fit
+with status stiff and exit status 1.
 
 What is fitted (-fit, comma list): pK or a parameter's name (as rho) for
 per-trajectory parameter K, one value per fit shared by its trajectories;
 y0K for initial-state component K, one value per trajectory. The other
-parameters keep the values of -p / -y0 (default: the problem's).
+parameters keep the values of -p / -y0 (default: the problem's). The
+output has the fitted parameters of every fit and the fitted initial
+states of every trajectory (the report lists the first 16 of each; csv and
+json list all).
 
-Data (-data FILE): a CSV file with a header row and one row per observation:
+Data (-data FILE): a CSV file with one row per observation and an optional
+header row (a first row whose first field is not a number is the header);
+lines starting with # are comments:
 
 	traj,t,y0,y1,...      trajectory index (0-based), time, then the Dim
 	0,0.1,1.02,0.98,...   observed state components; an empty cell is a
 	0,0.2,...             missing value
 
-The save times are the distinct times of the file; n is the largest
-trajectory index + 1. Without -data the data are synthetic: the problem is
-solved at -p / -y0 (the truth) at -saveat times (default: 10 equal steps
-ending at t1), -noise adds Gaussian noise, and the fitted values start at
--start (default: the truth times 1.1).
+Every row has 2 + Dim fields; the index is an integer from 0 to n − 1 and
+every trajectory from 0 to n − 1 has a row (n is the largest index + 1,
+or -n if given); times and values are finite numbers. A repeated
+trajectory and time is a repeated measurement: each row counts in the
+loss (a note names the lines). The save times are the distinct times of
+the file. Without -data the data are synthetic: the problem is solved at
+-p / -y0 (the truth) at -saveat times (default: 10 equal steps ending at
+t1), -noise adds Gaussian noise, and the fitted values start at -start
+(default: the truth times 1.1).
 
 Loss: the mean over trajectories of the sum over observations of
 (y − observed)², missing values left out.
+
+Numbers: -steps is at least 1 (the loss is evaluated before the first step
+and after the last); -lr is positive and finite; -noise and -clip are zero
+or positive and finite; -fits is at least 1 and divides n; -remesh is -1
+or more. A value outside these is a command-line error (exit status 2).
+
+Files: nothing is written until the command line and -data are valid;
+-out and -plot are written through temporary files renamed into place when
+complete, so an existing file is replaced whole or left as it was (a fit
+interrupted by SIGINT or SIGTERM leaves no file and no temporary file);
+-out, -plot and -data must name different files.
 
 Examples:
 
 	gradsolve fit -problem lorenz -fit rho -n 16 -start 25 -noise 0.1 -plot loss.png
 	gradsolve fit -problem lorenz -fit p1 -data obs.csv -p 10,25,2.6666666666666665 -json
-	gradsolve fit -problem vdp -fit mu,y01 -n 8 -vary y00=1:3 -steps 300 -lr 0.02
+	gradsolve fit -problem vdp -fit mu,y01 -n 8 -vary y00=1:3 -steps 300 -lr 0.02 -out fit.csv
 `
 
 // fitOptions are fit's own flags; the problem and solver flags are those
@@ -85,12 +106,12 @@ func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
 	fo := &fitOptions{}
 	fs := newFlagSet("fit", o, stderr)
 	fs.StringVar(&fo.fit, "fit", "", "comma `list` of what to fit: pK or a parameter name, y0K")
-	fs.StringVar(&fo.data, "data", "", "observations, a CSV `file` (traj,t,y0,...); none: synthetic data")
+	fs.StringVar(&fo.data, "data", "", "observations, a CSV `file` (traj,t,y0,...; see Data above); none: synthetic data")
 	fs.StringVar(&fo.start, "start", "", "starting values of the fitted quantities, comma `list` in -fit order (synthetic data; default: truth × 1.1)")
-	fs.Float64Var(&fo.noise, "noise", 0, "standard deviation of the Gaussian noise of synthetic data")
-	fs.IntVar(&fo.fits, "fits", 1, "independent fits B; each owns n/B consecutive trajectories")
-	fs.IntVar(&fo.steps, "steps", 200, "Adam steps")
-	fs.Float64Var(&fo.lr, "lr", 0.05, "Adam learning rate")
+	fs.Float64Var(&fo.noise, "noise", 0, "standard deviation of the Gaussian noise of synthetic data, 0 or more")
+	fs.IntVar(&fo.fits, "fits", 1, "independent fits B, at least 1, dividing n; each owns n/B consecutive trajectories")
+	fs.IntVar(&fo.steps, "steps", 200, "Adam steps, at least 1")
+	fs.Float64Var(&fo.lr, "lr", 0.05, "Adam learning rate, positive")
 	fs.Float64Var(&fo.clip, "clip", 0, "clip each fit's gradient to this norm (0: no clipping)")
 	fs.IntVar(&fo.remesh, "remesh", 0, "record a new mesh every K steps (0: every step; -1: once)")
 	fs.Uint64Var(&fo.seed, "seed", 1, "seed of the synthetic noise")
@@ -111,19 +132,39 @@ func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
 	}
 	o.set = make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	err := runFit(ctx, o, fo, stdout, stderr, su)
+	err := runFit(context.Background(), o, fo, stdout, stderr, su)
 	var u *usageError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &u):
 		fmt.Fprintf(stderr, "gradsolve fit: %v\n", err)
+		fmt.Fprintln(stderr, "Run 'gradsolve help fit' for usage.")
 		return exitUsage
 	}
 	fmt.Fprintf(stderr, "gradsolve fit: %s\n", cliHints.Replace(err.Error()))
 	return exitFail
+}
+
+// check checks fit's own numeric flags (the solver's are checked by
+// options.build). Every error is a *usageError naming the flag and its
+// valid range.
+func (fo *fitOptions) check() error {
+	switch {
+	case fo.steps < 1:
+		return usagef("-steps: %d; want 1 or more Adam steps (the loss is evaluated before the first step and after the last)", fo.steps)
+	case !(fo.lr > 0) || !finite(fo.lr):
+		return usagef("-lr: %v; want a positive finite learning rate", fo.lr)
+	case !(fo.noise >= 0) || !finite(fo.noise):
+		return usagef("-noise: %v; want a standard deviation of 0 or more, finite", fo.noise)
+	case !(fo.clip >= 0) || !finite(fo.clip):
+		return usagef("-clip: %v; want a gradient norm of 0 (no clipping) or more, finite", fo.clip)
+	case fo.fits < 1:
+		return usagef("-fits: %d; want 1 or more independent fits (dividing -n)", fo.fits)
+	case fo.remesh < -1:
+		return usagef("-remesh: %d; want -1 (record once), 0 (every step) or K > 0 (every K steps)", fo.remesh)
+	}
+	return nil
 }
 
 func fitUsage(w io.Writer, fs *flag.FlagSet) {
@@ -174,100 +215,23 @@ func parseFitVars(s string, pr problems.Problem) ([]fitVar, error) {
 	return vars, nil
 }
 
-// observations are data at save times: per trajectory, K·Dim values and
-// as many weights (1 observed, 0 missing).
-type observations struct {
-	n, dim int
-	times  []float64
-	value  []float64 // [n×K×dim]
-	weight []float64 // [n×K×dim]
+// fitOutcome is what a fit produced, for its outputs.
+type fitOutcome struct {
+	name, engine string
+	j            *job
+	vars         []fitVar
+	fo           *fitOptions
+	ob           *observations
+	res          *fit.Result
+	err          error       // the fit's failure, nil on success
+	fitted       [][]float64 // per fit: the fitted values in -fit order (y0K: the fit's first trajectory's)
+	fittedY0     [][]float64 // per trajectory: its fitted y0K values, in -fit order; nil if no y0K is fitted
+	truth        []float64   // synthetic data only: the true values, per var (trajectory 0's)
+	written      []string    // the lines of the report on the files written
 }
 
-// readCSV reads observations in the documented format.
-func readCSV(r io.Reader, dim int) (*observations, error) {
-	cr := csv.NewReader(r)
-	cr.Comment = '#'
-	cr.FieldsPerRecord = 2 + dim
-	cr.TrimLeadingSpace = true
-	recs, err := cr.ReadAll()
-	if err != nil {
-		return nil, err
-	}
-	if len(recs) < 2 {
-		return nil, errors.New("no observations (a header row, then one row per observation)")
-	}
-	type row struct {
-		i int
-		t float64
-		y []float64
-	}
-	var rows []row
-	tset := map[float64]bool{}
-	n := 0
-	for li, rec := range recs[1:] {
-		line := li + 2
-		i, err := strconv.Atoi(strings.TrimSpace(rec[0]))
-		if err != nil || i < 0 {
-			return nil, fmt.Errorf("line %d: trajectory %q is not a non-negative integer", line, rec[0])
-		}
-		t, err := parseNumber(rec[1])
-		if err != nil {
-			return nil, fmt.Errorf("line %d: time %v", line, err)
-		}
-		y := make([]float64, dim)
-		for c := range y {
-			if strings.TrimSpace(rec[2+c]) == "" {
-				y[c] = math.NaN()
-				continue
-			}
-			if y[c], err = parseNumber(rec[2+c]); err != nil {
-				return nil, fmt.Errorf("line %d: component %d %v", line, c, err)
-			}
-		}
-		rows = append(rows, row{i, t, y})
-		tset[t] = true
-		n = max(n, i+1)
-	}
-	ob := &observations{n: n, dim: dim}
-	for t := range tset {
-		ob.times = append(ob.times, t)
-	}
-	slices.Sort(ob.times)
-	K := len(ob.times)
-	ob.value = make([]float64, n*K*dim)
-	ob.weight = make([]float64, n*K*dim)
-	for _, r := range rows {
-		k, _ := slices.BinarySearch(ob.times, r.t)
-		for c, v := range r.y {
-			if !math.IsNaN(v) {
-				at := (r.i*K+k)*dim + c
-				ob.value[at], ob.weight[at] = v, 1
-			}
-		}
-	}
-	return ob, nil
-}
-
-// loss returns the weighted squared error against ob, averaged over
-// trajectories. The data row of a trajectory is its K·dim values then
-// its K·dim weights.
-func (ob *observations) loss() ode.Loss {
-	K, d := len(ob.times), ob.dim
-	w := K * d
-	data := make([]float64, 0, ob.n*2*w)
-	for i := range ob.n {
-		data = append(data, ob.value[i*w:(i+1)*w]...)
-		data = append(data, ob.weight[i*w:(i+1)*w]...)
-	}
-	return ode.Loss{Name: "sse", Data: data, DataDim: 2 * w, Mean: true, F: func(_, ys, row []tape.V) tape.V {
-		s := ys[0].Sub(row[0]).Square().Mul(row[w])
-		for j := 1; j < w; j++ {
-			s = s.Add(ys[j].Sub(row[j]).Square().Mul(row[w+j]))
-		}
-		return s
-	}}
-}
-
+// runFit validates the whole command line and reads -data, then creates
+// the output files, runs the fit and writes its outputs.
 func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.Writer, su setup) error {
 	pr, err := problems.ByName(strings.TrimSpace(o.problem))
 	if err != nil {
@@ -277,22 +241,51 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	if err := fo.check(); err != nil {
+		return err
+	}
+	if o.set["out"] && strings.TrimSpace(o.out) == "" {
+		return usagef("-out: empty file name")
+	}
+	out := ""
+	if !writesStdout(o.out) {
+		out = o.out
+	}
+	if fo.plot != "" {
+		if _, err := figureFormat(fo.plot); err != nil {
+			return usagef("-plot: %v", err)
+		}
+	}
+	if err := checkFiles(fileArg{flag: "-data", path: fo.data, input: true}, fileArg{flag: "-out", path: out}, fileArg{flag: "-plot", path: fo.plot}); err != nil {
+		return err
+	}
 	var ob *observations
 	if fo.data != "" {
+		if o.set["saveat"] {
+			return usagef("-saveat: with -data the save times are the file's")
+		}
+		if fo.start != "" {
+			return usagef("-start: with -data the fit starts from -p and -y0")
+		}
+		n := 0
+		if o.set["n"] {
+			if o.n < 1 {
+				return usagef("-n: %d; want at least 1 trajectory", o.n)
+			}
+			n = o.n
+		}
 		f, err := os.Open(fo.data)
 		if err != nil {
 			return usagef("-data: %v", err)
 		}
-		ob, err = readCSV(f, pr.Field.Dim)
+		var notes []string
+		ob, notes, err = readObservations(f, pr.Field.Dim, n, su.lim)
 		f.Close()
 		if err != nil {
 			return usagef("-data %s: %v", fo.data, err)
 		}
-		if o.set["n"] && o.n != ob.n {
-			return usagef("-n %d, but %s has trajectories 0 to %d", o.n, fo.data, ob.n-1)
-		}
-		if o.set["saveat"] {
-			return usagef("-saveat: with -data the save times are the file's")
+		for _, note := range notes {
+			fmt.Fprintf(stderr, "gradsolve fit: -data %s: %s\n", fo.data, note)
 		}
 		o.n = ob.n
 	}
@@ -300,31 +293,46 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	switch {
-	case o.set["out"]:
-		return usagef("-out: fit writes to stdout; redirect it to a file")
-	case o.format == formatCSV:
-		return usagef("-format csv: fit writes a readable report or, with -format json (-json), one JSON object")
+	prob := j.prob
+	d, np := prob.Field.Dim, prob.Field.Params
+	if prob.N%fo.fits != 0 {
+		return usagef("-fits %d must divide -n %d", fo.fits, prob.N)
 	}
-	var plotFile *atomicFile
-	if fo.plot != "" {
-		if _, err := figureFormat(fo.plot); err != nil {
-			return usagef("-plot: %v", err)
+	var start []float64
+	if fo.start != "" {
+		if ob != nil {
+			return usagef("-start: with -data the fit starts from -p and -y0")
 		}
-		// Created before the fit, so that a path that cannot be written
-		// costs no work.
+		if start, err = parseFloats(fo.start); err != nil {
+			return usagef("-start: %v", err)
+		}
+		if len(start) != len(vars) {
+			return usagef("-start has %s for %s", count(len(start), "value"), count(len(vars), "fitted quantity"))
+		}
+	}
+	if ob != nil {
+		prob.SaveAt = ob.times
+		if prob.SaveAt[0] < prob.T0 || prob.SaveAt[len(prob.SaveAt)-1] > prob.T1 {
+			return usagef("-data: times %v to %v are outside [t0, t1] = [%v, %v]; set -t0/-t1", prob.SaveAt[0], prob.SaveAt[len(prob.SaveAt)-1], prob.T0, prob.T1)
+		}
+	}
+
+	// The command line is valid: create the outputs, then work.
+	var plotFile, outFile *atomicFile
+	if fo.plot != "" {
 		if plotFile, err = createAtomic(fo.plot); err != nil {
 			return fmt.Errorf("-plot: %v", err)
 		}
-		defer plotFile.abort()
+		defer plotFile.Abort()
 	}
-	asJSON := o.format == formatJSON
-	prob := j.prob
-	d, np := prob.Field.Dim, prob.Field.Params
-	if fo.fits < 1 || prob.N%fo.fits != 0 {
-		return usagef("-fits %d must divide -n %d", fo.fits, prob.N)
+	if out != "" {
+		if outFile, err = createAtomic(out); err != nil {
+			return fmt.Errorf("-out: %v", err)
+		}
+		defer outFile.Abort()
 	}
-	var truth []float64 // synthetic only: the true fitted values, per var (trajectory 0's)
+
+	var truth []float64
 	if ob == nil {
 		if prob.SaveAt == nil {
 			prob.SaveAt = problems.LinSpace(make([]float64, 10), prob.T0+(prob.T1-prob.T0)/10, prob.T1)
@@ -334,7 +342,7 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 			return fmt.Errorf("simulating the data: %w", err)
 		}
 		rng := rand.New(rand.NewPCG(fo.seed, fo.seed))
-		ob = &observations{n: prob.N, dim: d, times: prob.SaveAt, value: sol.Ys, weight: make([]float64, len(sol.Ys))}
+		ob = &observations{n: prob.N, dim: d, times: prob.SaveAt, value: sol.Ys, weight: make([]float64, len(sol.Ys)), count: len(sol.Ys)}
 		for i := range ob.value {
 			ob.value[i] += fo.noise * rng.NormFloat64()
 			ob.weight[i] = 1
@@ -346,18 +354,13 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 				truth = append(truth, prob.P[v.k])
 			}
 		}
-		start := make([]float64, len(vars))
-		for i, t := range truth {
-			start[i] = 1.1 * t
-		}
-		if fo.start != "" {
-			if start, err = parseFloats(fo.start); err != nil {
-				return usagef("-start: %v", err)
-			}
-			if len(start) != len(vars) {
-				return usagef("-start has %d values for %d fitted quantities", len(start), len(vars))
+		if start == nil {
+			start = make([]float64, len(vars))
+			for i, t := range truth {
+				start[i] = 1.1 * t
 			}
 		}
+		prob.Y0, prob.P = slices.Clone(prob.Y0), slices.Clone(prob.P)
 		for i, v := range vars {
 			for r := range prob.N {
 				if v.y0 {
@@ -366,14 +369,6 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 					prob.P[r*np+v.k] = start[i]
 				}
 			}
-		}
-	} else {
-		if fo.start != "" {
-			return usagef("-start: with -data the fit starts from -p and -y0")
-		}
-		prob.SaveAt = ob.times
-		if prob.SaveAt[0] < prob.T0 || prob.SaveAt[len(prob.SaveAt)-1] > prob.T1 {
-			return usagef("-data: times %v to %v are outside [t0, t1] = [%v, %v]; set -t0/-t1", prob.SaveAt[0], prob.SaveAt[len(prob.SaveAt)-1], prob.T0, prob.T1)
 		}
 	}
 	fv := fit.Vars{}
@@ -388,40 +383,91 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	bar := newBar(fo.steps, o.quiet || asJSON, stderr, "fit "+pr.Name, "steps", su.bars)
+	bar := newBar(fo.steps, o.quiet || (o.format != formatHuman && out == ""), stderr, "fit "+pr.Name, "steps", su.bars)
 	res, err := fr.Run(ctx, &fit.Settings{Steps: fo.steps, Optimizer: &optim.Adam{LearnRate: fo.lr}, Remesh: fo.remesh, ClipNorm: fo.clip, Progress: bar})
+	bar.Finish()
 	if err != nil && res == nil {
 		return err
 	}
+	fo2 := &fitOutcome{name: pr.Name, engine: fr.Solver().Engine(), j: j, vars: vars, fo: fo, ob: ob, res: res, err: err, truth: truth}
+	fo2.collect(prob.N, d, np)
+
+	var werr error // the first error writing an output
 	if plotFile != nil && len(res.History) > 0 {
 		if perr := writeLossCurve(plotFile, res); perr != nil {
-			return fmt.Errorf("-plot: %v", perr)
+			werr = fmt.Errorf("-plot: %v", perr)
+		} else {
+			fo2.written = append(fo2.written, "loss curve written to "+fo.plot)
 		}
 	}
-	// The fitted values of each fit: P columns from the fit, y0 components
-	// from its first trajectory.
-	per := prob.N / fo.fits
-	fitted := make([][]float64, fo.fits)
-	for b := range fitted {
-		for _, v := range vars {
-			i := b * per
+	if outFile != nil {
+		e := fo2.write(outFile, o.format)
+		if e == nil {
+			e = outFile.Commit()
+		} else {
+			e = fmt.Errorf("writing %s: %v", out, e)
+		}
+		if e != nil && werr == nil {
+			werr = e
+		}
+		if e == nil {
+			fo2.written = append(fo2.written, fmt.Sprintf("output written to %s (%s, %s)", out, o.format, count(prob.N, "trajectory")))
+		}
+		if o.format != formatHuman {
+			// The data went to the file; the readable report goes to stdout.
+			if e := fo2.write(stdout, formatHuman); e != nil && werr == nil {
+				werr = fmt.Errorf("writing the report: %v", e)
+			}
+		}
+	} else if e := fo2.write(stdout, o.format); e != nil && werr == nil {
+		werr = fmt.Errorf("writing the output: %v", e)
+	}
+	if werr != nil {
+		if err != nil {
+			return fmt.Errorf("%v; %v", err, werr)
+		}
+		return werr
+	}
+	return err
+}
+
+// collect gathers the fitted values of every fit and every trajectory.
+func (f *fitOutcome) collect(n, d, np int) {
+	res := f.res
+	per := n / f.fo.fits
+	f.fitted = make([][]float64, f.fo.fits)
+	for b := range f.fitted {
+		i := b * per
+		for _, v := range f.vars {
 			if v.y0 {
-				fitted[b] = append(fitted[b], res.Problem.Y0[i*d+v.k])
+				f.fitted[b] = append(f.fitted[b], res.Problem.Y0[i*d+v.k])
 			} else {
-				fitted[b] = append(fitted[b], res.Problem.P[i*np+v.k])
+				f.fitted[b] = append(f.fitted[b], res.Problem.P[i*np+v.k])
 			}
 		}
 	}
-	engine := fr.Solver().Engine()
-	if asJSON {
-		obj := fitJSON(pr.Name, engine, j, vars, fo, res, fitted, truth, err)
-		if code := writeJSON(stdout, stderr, obj); code != exitOK {
-			return errors.New("writing JSON")
+	for _, v := range f.vars {
+		if !v.y0 {
+			continue
 		}
-		return err
+		if f.fittedY0 == nil {
+			f.fittedY0 = make([][]float64, n)
+		}
+		for i := range n {
+			f.fittedY0[i] = append(f.fittedY0[i], res.Problem.Y0[i*d+v.k])
+		}
 	}
-	writeFitHuman(stdout, pr.Name, engine, j, vars, fo, res, fitted, truth)
-	return err
+}
+
+// write writes the output of the fit to w in format.
+func (f *fitOutcome) write(w io.Writer, format string) error {
+	switch format {
+	case formatJSON:
+		return encodeJSON(w, f.json())
+	case formatCSV:
+		return f.writeCSV(w)
+	}
+	return f.writeHuman(w)
 }
 
 func varNames(vars []fitVar) []string {
@@ -435,85 +481,180 @@ func varNames(vars []fitVar) []string {
 // writeLossCurve draws the loss curve of res to f and commits f. Errors
 // name f's path.
 func writeLossCurve(f *atomicFile, res *fit.Result) error {
-	format, err := figureFormat(f.path)
+	format, err := figureFormat(f.Path())
 	if err != nil {
 		return err
 	}
 	fig, err := res.Figure()
 	if err != nil {
-		return fmt.Errorf("%s: %v", f.path, err)
+		return fmt.Errorf("%s: %v", f.Path(), err)
 	}
 	if err := fig.WriteTo(f, format); err != nil {
-		return fmt.Errorf("writing %s: %v", f.path, err)
+		return fmt.Errorf("writing %s: %v", f.Path(), err)
 	}
-	return f.commit()
+	return f.Commit()
 }
 
-func fitJSON(name, engine string, j *job, vars []fitVar, fo *fitOptions, res *fit.Result, fitted [][]float64, truth []float64, err error) jsonObject {
+// json returns fit's JSON object.
+func (f *fitOutcome) json() jsonObject {
+	res, j := f.res, f.j
 	status := res.Status.String()
 	var errText any // null on success
-	if err != nil {
-		status = cliHints.Replace(err.Error())
+	if f.err != nil {
+		status = cliHints.Replace(f.err.Error())
 		errText = status
-		if errors.Is(err, ode.ErrStiff) {
+		if errors.Is(f.err, ode.ErrStiff) {
 			status = "stiff"
 		}
 	}
-	fj := make([]jsonFloats, len(fitted))
-	for b := range fitted {
-		fj[b] = fitted[b]
+	fj := make([]jsonFloats, len(f.fitted))
+	for b := range f.fitted {
+		fj[b] = f.fitted[b]
+	}
+	var fy any // null if no initial state is fitted
+	if f.fittedY0 != nil {
+		rows := make([]jsonFloats, len(f.fittedY0))
+		for i := range rows {
+			rows[i] = f.fittedY0[i]
+		}
+		fy = rows
 	}
 	first := math.NaN()
 	if len(res.History) > 0 {
 		first = res.History[0]
 	}
 	return jsonObject{
-		{"command", "fit"}, {"problem", name}, {"method", j.method.Name()}, {"engine", engine},
-		{"n", j.prob.N}, {"fits", fo.fits}, {"fit", varNames(vars)},
-		{"data", fo.data}, {"truth", jsonFloats(truth)},
+		{"command", "fit"}, {"problem", f.name}, {"method", j.method.Name()}, {"engine", f.engine},
+		{"n", j.prob.N}, {"fits", f.fo.fits}, {"fit", varNames(f.vars)},
+		{"data", f.fo.data}, {"observations", f.ob.count}, {"truth", jsonFloats(f.truth)},
 		{"status", status}, {"error", errText}, {"steps", res.Steps}, {"records", res.Records},
 		{"loss_first", jsonFloat(first)}, {"loss_final", jsonFloat(res.FinalLoss)},
 		{"loss_best", jsonFloat(res.BestLoss)}, {"best_step", res.BestStep},
-		{"fitted", fj}, {"history", jsonFloats(res.History)},
+		{"fitted", fj}, {"fitted_y0", fy}, {"history", jsonFloats(res.History)},
 		{"time_ms", ms(res.Time)}, {"record_ms", ms(res.RecordTime)}, {"grad_ms", ms(res.GradTime)},
 	}
 }
 
-func writeFitHuman(w io.Writer, name, engine string, j *job, vars []fitVar, fo *fitOptions, res *fit.Result, fitted [][]float64, truth []float64) {
+// writeCSV writes one row per trajectory: its index, its fit and the
+// fitted values in -fit order (pK: its fit's, y0K: its own).
+func (f *fitOutcome) writeCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	cw.Write(append([]string{"traj", "fit"}, varNames(f.vars)...))
+	n := f.j.prob.N
+	per := n / f.fo.fits
+	row := make([]string, 0, 2+len(f.vars))
+	for i := range n {
+		b := i / per
+		row = append(row[:0], strconv.Itoa(i), strconv.Itoa(b))
+		y := 0
+		for k, v := range f.vars {
+			x := f.fitted[b][k]
+			if v.y0 {
+				x = f.fittedY0[i][y]
+				y++
+			}
+			row = append(row, csvFloat(x))
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// fitRows is the most fits, and trajectories, the report lists.
+const fitRows = 16
+
+// writeHuman writes the readable report: the fit, the loss, the fitted
+// parameters of each fit and the fitted initial states of each
+// trajectory.
+func (f *fitOutcome) writeHuman(w io.Writer) error {
+	res, j, fo, vars := f.res, f.j, f.fo, f.vars
 	src := "synthetic data"
 	if fo.data != "" {
-		src = fo.data
+		src = fmt.Sprintf("%s (%s)", fo.data, count(f.ob.count, "observation"))
 	}
-	fmt.Fprintf(w, "fit %s (%s): %s, %s, %s, %s on the %s engine\n", name, strings.Join(varNames(vars), ", "), count(j.prob.N, "trajectory"), count(fo.fits, "fit"), src, j.method.Name(), engine)
-	fmt.Fprintf(w, "%d Adam steps (%v), %d meshes recorded, %v\n", res.Steps, res.Status, res.Records, fmtDur(res.Time))
+	bw := &errWriter{w: w}
+	fmt.Fprintf(bw, "fit %s (%s): %s, %s, %s, %s on the %s engine\n", f.name, strings.Join(varNames(vars), ", "), count(j.prob.N, "trajectory"), count(fo.fits, "fit"), src, j.method.Name(), f.engine)
+	fmt.Fprintf(bw, "%d Adam steps (%v), %d meshes recorded, %v\n", res.Steps, res.Status, res.Records, fmtDur(res.Time))
 	if len(res.History) > 0 {
-		fmt.Fprintf(w, "loss %.6g -> %.6g (best %.6g at step %d)\n", res.History[0], res.FinalLoss, res.BestLoss, res.BestStep)
+		fmt.Fprintf(bw, "loss %.6g -> %.6g (best %.6g at step %d)\n", res.History[0], res.FinalLoss, res.BestLoss, res.BestStep)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "FIT")
-	for _, v := range vars {
-		fmt.Fprintf(tw, "\t%s", v.name)
+	var pIdx, yIdx []int // the positions in vars of the parameters and the initial-state components
+	for k, v := range vars {
+		if v.y0 {
+			yIdx = append(yIdx, k)
+		} else {
+			pIdx = append(pIdx, k)
+		}
 	}
-	fmt.Fprintln(tw)
-	if truth != nil {
-		fmt.Fprint(tw, "truth")
-		for _, t := range truth {
-			fmt.Fprintf(tw, "\t%.6g", t)
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	if len(pIdx) > 0 {
+		fmt.Fprint(tw, "FIT")
+		for _, k := range pIdx {
+			fmt.Fprintf(tw, "\t%s", vars[k].name)
 		}
 		fmt.Fprintln(tw)
+		if f.truth != nil {
+			fmt.Fprint(tw, "truth")
+			for _, k := range pIdx {
+				fmt.Fprintf(tw, "\t%.6g", f.truth[k])
+			}
+			fmt.Fprintln(tw)
+		}
+		for b := 0; b < len(f.fitted) && b < fitRows; b++ {
+			fmt.Fprintf(tw, "%d", b)
+			for _, k := range pIdx {
+				fmt.Fprintf(tw, "\t%.6g", f.fitted[b][k])
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+		if len(f.fitted) > fitRows {
+			fmt.Fprintf(bw, "(%d more fits; -format csv or -json lists all)\n", len(f.fitted)-fitRows)
+		}
 	}
-	for b := 0; b < len(fitted) && b < 16; b++ {
-		fmt.Fprintf(tw, "%d", b)
-		for _, x := range fitted[b] {
-			fmt.Fprintf(tw, "\t%.6g", x)
+	if len(yIdx) > 0 {
+		if len(pIdx) > 0 {
+			fmt.Fprintln(bw)
+		}
+		n := j.prob.N
+		per := n / fo.fits
+		fmt.Fprint(tw, "TRAJ\tFIT")
+		for _, k := range yIdx {
+			fmt.Fprintf(tw, "\t%s", vars[k].name)
 		}
 		fmt.Fprintln(tw)
+		for i := 0; i < n && i < fitRows; i++ {
+			fmt.Fprintf(tw, "%d\t%d", i, i/per)
+			for y := range yIdx {
+				fmt.Fprintf(tw, "\t%.6g", f.fittedY0[i][y])
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+		if n > fitRows {
+			fmt.Fprintf(bw, "(%d more trajectories; -format csv or -json lists all)\n", n-fitRows)
+		}
 	}
-	tw.Flush()
-	if len(fitted) > 16 {
-		fmt.Fprintf(w, "(%d more fits; -json lists all)\n", len(fitted)-16)
+	for _, line := range f.written {
+		fmt.Fprintln(bw, line)
 	}
-	if fo.plot != "" {
-		fmt.Fprintf(w, "loss curve written to %s\n", fo.plot)
+	return bw.err
+}
+
+// errWriter passes writes to w and keeps the first error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
 	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
 }

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
+	"github.com/gradsolve-go/gradsolve/internal/atomicfile"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
 )
@@ -22,7 +25,30 @@ const (
 	exitUsage = 2 // bad command line
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	handleSignals()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// handleSignals makes SIGINT and SIGTERM end the process with status 130
+// or 143 (128 + the signal's number, as a shell reports it) once the
+// temporary files of the outputs being written are removed: an
+// interrupted run leaves every output file as it was and no temporary
+// file behind.
+func handleSignals() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-ch
+		atomicfile.RemovePending()
+		fmt.Fprintf(os.Stderr, "\ngradsolve: interrupted (%v); no output file was written or changed\n", sig)
+		code := 130
+		if sig == syscall.SIGTERM {
+			code = 143
+		}
+		os.Exit(code)
+	}()
+}
 
 // run runs the command line args (without the program name), writing
 // results to stdout and diagnostics to stderr, and returns the exit
@@ -52,6 +78,20 @@ func runWith(args []string, stdout, stderr io.Writer, su setup) (code int) {
 			code = exitUsage
 		}
 	}()
+	// Every write error on stdout (a full disk, a closed pipe) makes the
+	// command fail, whichever part of it wrote.
+	out := &errWriter{w: stdout}
+	defer func() {
+		if out.err != nil && code == exitOK {
+			fmt.Fprintf(stderr, "gradsolve: writing the standard output: %v\n", out.err)
+			code = exitFail
+		}
+	}()
+	return runCommand(args, out, stderr, su)
+}
+
+// runCommand runs the command of args.
+func runCommand(args []string, stdout, stderr io.Writer, su setup) int {
 	if len(args) == 0 {
 		mainHelp(stderr)
 		return exitUsage

@@ -1,153 +1,117 @@
 package main
 
 import (
-	"bufio"
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
+	"github.com/gradsolve-go/gradsolve/internal/atomicfile"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
 // atomicFile is an output file written through a temporary file in the
-// same directory and renamed to its name by commit, so that a run that
+// same directory and renamed to its name by Commit, so that a run that
 // fails, is interrupted or cannot write leaves no half-written file: the
-// file is complete or as it was. A symbolic link is followed (the file it
-// names is replaced, the link kept). A path that is not a regular file (a
-// device such as /dev/stdout, a pipe), or that is or leads into /dev or
-// /proc, is written directly, appending.
-type atomicFile struct {
-	path string   // the name the user gave
-	f    *os.File // the temporary file, or the file itself if direct
-	w    *bufio.Writer
-	dest string // the file to rename f to; "" if direct
-	done bool
+// file is complete or as it was (see package internal/atomicfile).
+type atomicFile = atomicfile.File
+
+// createAtomic creates the temporary file of path. It is called once the
+// command line and its inputs are valid, before the run, so that a path
+// that cannot be written is reported before any work. Errors name path.
+func createAtomic(path string) (*atomicFile, error) { return atomicfile.Create(path) }
+
+// fileArg is a file named on the command line: the flag and the path.
+type fileArg struct {
+	flag, path string
+	input      bool // read, not written
 }
 
-// createAtomic creates the temporary file of path. It is called before
-// the run, so that a path that cannot be written is reported before any
-// work. Errors name path.
-func createAtomic(path string) (*atomicFile, error) {
-	target, direct, err := resolveOutput(path)
-	if err != nil {
-		return nil, fmt.Errorf("cannot write %s: %v", path, pathErr(err))
-	}
-	fi, err := os.Stat(target)
-	switch {
-	case err == nil && fi.IsDir():
-		return nil, fmt.Errorf("cannot write %s: it is a directory", path)
-	case err == nil && !fi.Mode().IsRegular():
-		direct = true
-	}
-	if direct {
-		f, err := os.OpenFile(target, os.O_WRONLY|os.O_APPEND, 0)
-		if err != nil {
-			return nil, fmt.Errorf("cannot write %s: %v", path, pathErr(err))
+// checkFiles returns a *usageError if two of files, at least one of them
+// written, name one file: the same path, through a symbolic link to the
+// file or to a directory above it, or a hard link. The error names both
+// flags. Paths that are the standard output or a device (/dev/...) are
+// not compared: writing one twice replaces nothing.
+func checkFiles(files ...fileArg) error {
+	var fs []fileArg
+	for _, f := range files {
+		if f.path != "" && (f.input || !writesStdout(f.path)) && !strings.HasPrefix(atomicfile.Resolve(f.path), "/dev/") {
+			fs = append(fs, f)
 		}
-		return &atomicFile{path: path, f: f, w: bufio.NewWriter(f)}, nil
 	}
-	mode := fs.FileMode(0o644)
-	if err == nil {
-		mode = fi.Mode().Perm()
-	}
-	f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".tmp-*")
-	if err != nil {
-		return nil, fmt.Errorf("cannot write %s: %v", path, pathErr(err))
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, fmt.Errorf("cannot write %s: %v", path, pathErr(err))
-	}
-	return &atomicFile{path: path, f: f, w: bufio.NewWriter(f), dest: target}, nil
-}
-
-// resolveOutput follows the symbolic links of path's last element and
-// returns the file they lead to, and whether it must be written directly
-// (the path or a link leads into /dev or /proc, as /dev/stdout does).
-func resolveOutput(path string) (target string, direct bool, err error) {
-	special := func(p string) bool {
-		abs, err := filepath.Abs(p)
-		return err == nil && (strings.HasPrefix(abs, "/dev/") || strings.HasPrefix(abs, "/proc/"))
-	}
-	target = path
-	for hops := 0; ; hops++ {
-		if special(target) {
-			return target, true, nil
+	for i, a := range fs {
+		for _, b := range fs[i+1:] {
+			if (a.input && b.input) || !atomicfile.Same(a.path, b.path) {
+				continue
+			}
+			how := "one output would overwrite the other"
+			if a.input || b.input {
+				how = "the output would overwrite the input"
+			}
+			return usagef("%s %s and %s %s name the same file (%s), %s; give them different files", a.flag, a.path, b.flag, b.path, atomicfile.Resolve(a.path), how)
 		}
-		fi, err := os.Lstat(target)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			return target, false, nil // a missing file is created
-		}
-		if hops == 40 {
-			return "", false, errors.New("too many levels of symbolic links")
-		}
-		link, err := os.Readlink(target)
-		if err != nil {
-			return "", false, err
-		}
-		if !filepath.IsAbs(link) {
-			link = filepath.Join(filepath.Dir(target), link)
-		}
-		target = link
-	}
-}
-
-// pathErr returns the cause of a *fs.PathError (the path in it is the
-// temporary file's, which means nothing to the user), or err.
-func pathErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-// Write writes to the file's buffer.
-func (a *atomicFile) Write(p []byte) (int, error) { return a.w.Write(p) }
-
-// commit flushes the file to disk and renames it to its path.
-func (a *atomicFile) commit() error {
-	if a.done {
-		return nil
-	}
-	a.done = true
-	err := a.w.Flush()
-	if err == nil && a.dest != "" {
-		err = a.f.Sync()
-	}
-	if cerr := a.f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && a.dest != "" {
-		err = os.Rename(a.f.Name(), a.dest)
-	}
-	if err != nil {
-		if a.dest != "" {
-			os.Remove(a.f.Name())
-		}
-		return fmt.Errorf("writing %s: %v", a.path, pathErr(err))
 	}
 	return nil
 }
 
-// abort removes the temporary file unless the file was committed.
-func (a *atomicFile) abort() {
-	if a.done {
-		return
+// benchOutputs are the files of bench: -out and the CPU profile; nil
+// where not asked for (-out empty, "-" or /dev/stdout: stdout).
+type benchOutputs struct {
+	out, prof *atomicFile
+}
+
+// startBenchOutputs creates the temporary files of bench's -out and
+// -cpuprofile and starts the CPU profile. Call it once the command line
+// is valid.
+func startBenchOutputs(out, prof string) (_ *benchOutputs, err error) {
+	b := &benchOutputs{}
+	defer func() {
+		if err != nil {
+			b.finish(err)
+		}
+	}()
+	if !writesStdout(out) {
+		if b.out, err = createAtomic(out); err != nil {
+			return nil, fmt.Errorf("-out: %v", err)
+		}
 	}
-	a.done = true
-	a.f.Close()
-	if a.dest != "" {
-		os.Remove(a.f.Name())
+	if prof != "" {
+		if b.prof, err = createAtomic(prof); err != nil {
+			return nil, fmt.Errorf("-cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(b.prof); err != nil {
+			return nil, fmt.Errorf("-cpuprofile: %v", err)
+		}
 	}
+	return b, nil
+}
+
+// finish stops the profile and, if err is nil, commits the files; else
+// it aborts them (the files are as they were). It returns err, or the
+// first error committing.
+func (b *benchOutputs) finish(err error) error {
+	if b.prof != nil {
+		pprof.StopCPUProfile()
+	}
+	err = commitIf(b.out, err)
+	return commitIf(b.prof, err)
+}
+
+// commitIf commits f if err is nil and aborts it otherwise, and returns
+// err or the error of the commit. A nil f is nothing to do.
+func commitIf(f *atomicFile, err error) error {
+	if f == nil {
+		return err
+	}
+	if err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
 }
 
 // savedPath returns the name of the saved-states table written beside

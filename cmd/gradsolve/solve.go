@@ -92,6 +92,19 @@ func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer, su setup) 
 		fmt.Fprintf(stderr, "gradsolve %s: %s\n", cmd, note)
 	}
 
+	// The outputs must be different files.
+	var outs []fileArg
+	if !writesStdout(o.out) {
+		outs = append(outs, fileArg{flag: "-out", path: o.out})
+		if o.format == formatCSV && len(j.prob.SaveAt) > 0 {
+			outs = append(outs, fileArg{flag: "-out (its saved states)", path: savedPath(o.out)})
+		}
+	}
+	if err := checkFiles(append(outs, fileArg{flag: "-plot", path: o.plot})...); err != nil {
+		fmt.Fprintf(stderr, "gradsolve %s: %v\n", cmd, err)
+		return exitUsage
+	}
+
 	// Create the output files before the run, so that a path that cannot
 	// be written costs no work.
 	var file, saved, fig *atomicFile
@@ -100,13 +113,13 @@ func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer, su setup) 
 			fmt.Fprintf(stderr, "gradsolve %s: -out: %v\n", cmd, err)
 			return exitFail
 		}
-		defer file.abort()
+		defer file.Abort()
 		if o.format == formatCSV && len(j.prob.SaveAt) > 0 {
 			if saved, err = createAtomic(savedPath(o.out)); err != nil {
 				fmt.Fprintf(stderr, "gradsolve %s: -out: %v\n", cmd, err)
 				return exitFail
 			}
-			defer saved.abort()
+			defer saved.Abort()
 		}
 	}
 	if o.plot != "" {
@@ -114,17 +127,13 @@ func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer, su setup) 
 			fmt.Fprintf(stderr, "gradsolve %s: -plot: %v\n", cmd, err)
 			return exitFail
 		}
-		defer fig.abort()
+		defer fig.Abort()
 	}
 
 	// No bar when the data go to stdout: that output is for a program.
 	quiet := o.quiet || (o.format != formatHuman && writesStdout(o.out))
-	passes := 1
-	if cmd == "grad" {
-		passes = 2 // record, then differentiate
-	}
 	desc := fmt.Sprintf("%s %s", cmd, j.pr.Name)
-	out := j.run(newBar(passes*j.n(), quiet, stderr, desc, "traj", su.bars))
+	out := j.run(newBar(j.n(), quiet, stderr, desc, "traj", su.bars))
 	status := exitOK
 	if out.err != nil {
 		status = exitFail
@@ -149,15 +158,15 @@ func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer, su setup) 
 	}
 	err = j.writeOutput(file, o.format, out)
 	if err == nil {
-		err = file.commit()
+		err = file.Commit()
 	} else {
 		err = fmt.Errorf("writing %s: %v", o.out, err)
 	}
 	if err == nil && saved != nil {
 		if err = j.writeSavedCSV(saved, out); err == nil {
-			err = saved.commit()
+			err = saved.Commit()
 		} else {
-			err = fmt.Errorf("writing %s: %v", saved.path, err)
+			err = fmt.Errorf("writing %s: %v", saved.Path(), err)
 		}
 	}
 	if err != nil {
@@ -170,7 +179,7 @@ func solveOrGrad(cmd string, args []string, stdout, stderr io.Writer, su setup) 
 		}
 		out.written = append(out.written, fmt.Sprintf("%s (%s, %s)", o.out, o.format, what))
 		if saved != nil {
-			out.written = append(out.written, fmt.Sprintf("%s (saved states, %s)", saved.path, count(j.n()*len(j.prob.SaveAt), "row")))
+			out.written = append(out.written, fmt.Sprintf("%s (saved states, %s)", saved.Path(), count(j.n()*len(j.prob.SaveAt), "row")))
 		}
 	}
 	if o.format != formatHuman {
@@ -202,8 +211,9 @@ func (j *job) writeOutput(w io.Writer, format string, out *outcome) error {
 }
 
 // run solves (and, for grad, differentiates) the job, reporting the
-// trajectories done to bar (grad: those recorded, then those
-// differentiated) and finishing it before it returns.
+// trajectories done to bar (grad: half a trajectory for each recorded,
+// half for each differentiated, so that the bar counts n trajectories, as
+// the report does) and finishing it before it returns.
 func (j *job) run(bar progress.Reporter) *outcome {
 	defer bar.Finish()
 	out := &outcome{}
@@ -213,6 +223,9 @@ func (j *job) run(bar progress.Reporter) *outcome {
 	var pass *passes
 	if _, ok := bar.(progress.Nop); !ok {
 		pass = newPasses(bar, j.n())
+		if j.opts.cmd == "grad" {
+			pass.passes = 2 // record, then differentiate
+		}
 		set.Progress = pass.progress
 	}
 	sv, err := ode.NewSolver(j.prob.Field, &set)

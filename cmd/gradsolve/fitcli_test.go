@@ -1,0 +1,248 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestNumericFlagDomains checks, for every command, that a numeric flag
+// outside its domain (NaN, an infinity, a negative number, zero where it
+// means nothing) is a command-line error: exit status 2, a message that
+// names the flag and says what it wants, and no run.
+func TestNumericFlagDomains(t *testing.T) {
+	t.Parallel()
+	fit := []string{"fit", "-problem", "vdp", "-fit", "mu", "-quiet"}
+	bench := []string{"bench", "-suite", "lorenz", "-n", "4", "-reps", "1", "-quiet"}
+	for _, tc := range []struct {
+		base       []string
+		flag       string
+		values     []string
+		wantInText string
+	}{
+		{fit, "-lr", []string{"NaN", "Inf", "-Inf", "-0.1", "0"}, "want"},
+		{fit, "-steps", []string{"-3", "0"}, "want"},
+		{fit, "-noise", []string{"NaN", "Inf", "-1"}, "want"},
+		{fit, "-clip", []string{"NaN", "Inf", "-1"}, "want"},
+		{fit, "-fits", []string{"0", "-1"}, "want"},
+		{fit, "-remesh", []string{"-2"}, "want"},
+		{fit, "-n", []string{"0", "-1"}, "want"},
+		{fit, "-rtol", []string{"NaN", "Inf", "0", "-1"}, "want"},
+		{fit, "-atol", []string{"NaN", "Inf", "0", "-1"}, ""},
+		{fit, "-t1", []string{"NaN", "Inf"}, ""},
+		{fit, "-start", []string{"NaN", "Inf"}, ""},
+		{fit, "-max-steps", []string{"-1"}, "want"},
+		{fit, "-dt0", []string{"NaN", "Inf", "-1"}, "want"},
+		{fit, "-workers", []string{"-1"}, "want"},
+		{[]string{"solve", "-problem", "vdp"}, "-rtol", []string{"NaN", "Inf", "0", "-1"}, "want"},
+		{[]string{"solve", "-problem", "vdp"}, "-t0", []string{"NaN", "Inf", "-Inf"}, ""},
+		{[]string{"solve", "-problem", "vdp"}, "-n", []string{"0", "-1"}, "want"},
+		{[]string{"grad", "-problem", "vdp"}, "-dt0", []string{"NaN", "-1"}, "want"},
+		{[]string{"grad", "-problem", "vdp"}, "-block", []string{"-1"}, "want"},
+		{[]string{"grad", "-problem", "vdp"}, "-max-steps", []string{"-5"}, "want"},
+		{bench, "-rtol", []string{"NaN", "Inf", "0", "-1", "1e400"}, ""},
+		{bench, "-n", []string{"0", "-1", "1e3"}, ""},
+		{bench, "-reps", []string{"0", "-1"}, ""},
+		{bench, "-workers", []string{"-1"}, ""},
+		{bench, "-ref-sample", []string{"-1"}, ""},
+	} {
+		for _, v := range tc.values {
+			args := append(append([]string(nil), tc.base...), tc.flag, v)
+			code, _, stderr := runArgs(args...)
+			if code != exitUsage || !strings.Contains(stderr, tc.flag) || !strings.Contains(stderr, tc.wantInText) {
+				t.Errorf("%s %s: exit %d, want %d with a message naming %s:\n%s", tc.flag, v, code, exitUsage, tc.flag, stderr)
+			}
+		}
+	}
+}
+
+// fitResult is the part of fit's JSON object the tests read.
+type fitResult struct {
+	N            int         `json:"n"`
+	Status       string      `json:"status"`
+	Steps        int         `json:"steps"`
+	Observations int         `json:"observations"`
+	LossFirst    float64     `json:"loss_first"`
+	Fitted       [][]float64 `json:"fitted"`
+	FittedY0     [][]float64 `json:"fitted_y0"`
+	History      []float64   `json:"history"`
+}
+
+// runFitJSON runs fit with args and -json and decodes its object.
+func runFitJSON(t *testing.T, args ...string) fitResult {
+	t.Helper()
+	args = append([]string{"fit"}, append(args, "-json")...)
+	code, stdout, stderr := runArgs(args...)
+	if code != exitOK {
+		t.Fatalf("%q: exit %d:\n%s", args, code, stderr)
+	}
+	var r fitResult
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("%q: %v:\n%s", args, err, stdout)
+	}
+	return r
+}
+
+// writeFile writes s to dir/name and returns its path.
+func writeFile(t *testing.T, dir, name, s string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// vdpRows are observations of two Van der Pol trajectories (mu = 2,
+// y0 = (2, 0)), without a header: trajectory 1 has a single observation,
+// on the first line.
+const vdpRows = `1,0.5,1.8,-0.6
+0,0.5,1.8,-0.6
+0,1,1.3,-1.1
+`
+
+// TestFitDataHeader checks that a data file without a header keeps its
+// first row (a first row of numbers is data), and that one with a header
+// reads the same observations.
+func TestFitDataHeader(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	noHeader := writeFile(t, dir, "a.csv", vdpRows)
+	header := writeFile(t, dir, "b.csv", "traj,t,x,v\n"+vdpRows)
+	common := []string{"-problem", "vdp", "-fit", "mu", "-steps", "1", "-lr", "1e-9"}
+	a := runFitJSON(t, append(common, "-data", noHeader)...)
+	b := runFitJSON(t, append(common, "-data", header)...)
+	if a.N != 2 || b.N != 2 || a.Observations != 6 || b.Observations != 6 {
+		t.Errorf("n = %d and %d, observations %d and %d; want 2 trajectories and 6 observations in both", a.N, b.N, a.Observations, b.Observations)
+	}
+	if a.LossFirst != b.LossFirst {
+		t.Errorf("loss %v without a header, %v with one", a.LossFirst, b.LossFirst)
+	}
+}
+
+// TestFitDataDuplicates checks that a repeated observation (the same
+// trajectory and time twice) is kept, each counting in the loss, and
+// that a note names both lines.
+func TestFitDataDuplicates(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	once := writeFile(t, dir, "once.csv", "traj,t,x,v\n0,0.5,1.8,-0.6\n0,1,1.3,-1.1\n")
+	twice := writeFile(t, dir, "twice.csv", "traj,t,x,v\n0,0.5,1.8,-0.6\n0,1,1.3,-1.1\n0,1,1.3,-1.1\n")
+	common := []string{"-problem", "vdp", "-fit", "mu", "-steps", "1", "-lr", "1e-9"}
+	a := runFitJSON(t, append(common, "-data", once)...)
+	b := runFitJSON(t, append(common, "-data", twice)...)
+	if a.Observations != 4 || b.Observations != 6 {
+		t.Errorf("observations %d and %d, want 4 and 6", a.Observations, b.Observations)
+	}
+	// The loss with the row twice: the loss at t = 0.5 plus twice that at t = 1.
+	c := runFitJSON(t, append(common, "-data", writeFile(t, dir, "half.csv", "traj,t,x,v\n0,0.5,1.8,-0.6\n"))...)
+	want := c.LossFirst + 2*(a.LossFirst-c.LossFirst)
+	if math.Abs(b.LossFirst-want) > 1e-9*math.Abs(want) {
+		t.Errorf("loss with the row twice %v, want %v", b.LossFirst, want)
+	}
+	_, _, stderr := runArgs(append([]string{"fit"}, append(common, "-data", twice)...)...)
+	if !strings.Contains(stderr, "line 4") || !strings.Contains(stderr, "line 3") {
+		t.Errorf("no note naming the repeated lines:\n%s", stderr)
+	}
+}
+
+// TestFitDataErrors checks that bad rows of a data file are command-line
+// errors naming the line, never a crash: trajectory indices that are
+// huge, negative, not integers or not numbers, beyond -n, a trajectory
+// without observations, times and values that are not finite, and rows
+// of the wrong width.
+func TestFitDataErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for k, tc := range []struct{ data, want string }{
+		{"traj,t,x,v\n0,0.5,1,2\n1000000000000000,1,1,2\n", "line 3"},
+		{"traj,t,x,v\n0,0.5,1,2\n1e15,1,1,2\n", "line 3"},
+		{"traj,t,x,v\n-1,0.5,1,2\n", "line 2"},
+		{"traj,t,x,v\n0.5,0.5,1,2\n", "line 2"},
+		{"traj,t,x,v\nNaN,0.5,1,2\n", "line 2"},
+		{"traj,t,x,v\n,0.5,1,2\n", "line 2"},
+		{"traj,t,x,v\n0,NaN,1,2\n", "line 2"},
+		{"traj,t,x,v\n0,0.5,Inf,2\n", "line 2"},
+		{"traj,t,x,v\n0,0.5,1\n", "line 2"},
+		{"traj,t,x,v\n0,0.5,1,2,3\n", "line 2"},
+		{"# comment\ntraj,t,x,v\n0,0.5,1,2\n0,0.5,1,x\n", "line 4"},
+		{"traj,t,x,v\n0,0.5,1,2\n2,0.5,1,2\n", "trajectory 1"},
+		{"traj,t,x,v\n", "no observations"},
+		{"", "no observations"},
+		{"traj,t,x,v\n0,0.5,,\n", "no observed value"},
+	} {
+		path := writeFile(t, dir, fmt.Sprintf("d%d.csv", k), tc.data)
+		code, _, stderr := runArgs("fit", "-problem", "vdp", "-fit", "mu", "-steps", "1", "-data", path)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "internal error") {
+			t.Errorf("%q: exit %d, want %d naming %q:\n%s", tc.data, code, exitUsage, tc.want, stderr)
+		}
+	}
+	path := writeFile(t, dir, "ok.csv", "traj,t,x,v\n0,0.5,1,2\n5,0.5,1,2\n")
+	code, _, stderr := runArgs("fit", "-problem", "vdp", "-fit", "mu", "-steps", "1", "-n", "2", "-data", path)
+	if code != exitUsage || !strings.Contains(stderr, "line 3") {
+		t.Errorf("an index beyond -n: exit %d:\n%s", code, stderr)
+	}
+}
+
+// TestFitOutputs checks -out and -format csv of fit, and that with fitted
+// initial states every trajectory's appear in the output (human, JSON and
+// CSV), not only trajectory 0's.
+func TestFitOutputs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	common := []string{"fit", "-problem", "vdp", "-fit", "mu,y00", "-n", "4", "-vary", "y00=1:2.5", "-steps", "3", "-quiet"}
+	// JSON: fitted_y0 has one row per trajectory.
+	r := runFitJSON(t, common[1:]...)
+	if len(r.FittedY0) != 4 {
+		t.Fatalf("fitted_y0 has %d rows, want 4", len(r.FittedY0))
+	}
+	for i, row := range r.FittedY0 {
+		if len(row) != 1 || (i > 0 && row[0] == r.FittedY0[0][0]) {
+			t.Errorf("fitted_y0 = %v: want each trajectory's own y00", r.FittedY0)
+		}
+	}
+	// Human: the initial states of all four trajectories.
+	code, stdout, stderr := runArgs(common...)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	for _, row := range r.FittedY0 {
+		if !strings.Contains(stdout, fmt.Sprintf("%.6g", row[0])) {
+			t.Errorf("the report lacks y00 = %.6g:\n%s", row[0], stdout)
+		}
+	}
+	// CSV to stdout, and to -out.
+	code, stdout, stderr = runArgs(append(common, "-format", "csv")...)
+	if code != exitOK {
+		t.Fatalf("-format csv: exit %d:\n%s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 5 || lines[0] != "traj,fit,mu,y00" {
+		t.Errorf("-format csv:\n%s", stdout)
+	}
+	out := writeOld(t, dir, "fit.csv")
+	code, stdout, stderr = runArgs(append(common, "-out", out)...)
+	if code != exitOK {
+		t.Fatalf("-out: exit %d:\n%s", code, stderr)
+	}
+	hdr, rows := readCSVFile(t, out)
+	if strings.Join(hdr, ",") != "traj,fit,mu,y00" || len(rows) != 4 {
+		t.Errorf("-out %s: header %v, %d rows", out, hdr, len(rows))
+	}
+	if !strings.Contains(stdout, "fit vdp") || !strings.Contains(stdout, out) {
+		t.Errorf("-out: the report on stdout does not name the file:\n%s", stdout)
+	}
+	js := filepath.Join(dir, "fit.json")
+	if code, _, stderr = runArgs(append(common, "-out", js)...); code != exitOK {
+		t.Fatalf("-out json: exit %d:\n%s", code, stderr)
+	}
+	var obj fitResult
+	if b, err := os.ReadFile(js); err != nil || json.Unmarshal(b, &obj) != nil || len(obj.FittedY0) != 4 {
+		t.Errorf("-out %s: %v, %+v", js, err, obj)
+	}
+	checkNoTemp(t, dir)
+}
