@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,31 +27,14 @@ type hostLorenzResult struct {
 }
 
 // buildLorenzHost compiles the embedded kernels with the host harness
-// testdata/lorenz_tsit5_host.cpp and returns the executable's path. It
-// skips the test when g++ is not installed.
+// testdata/lorenz_tsit5_host.cpp and returns the executable's path (built
+// once per test process). It skips the test when g++ is not installed.
 func buildLorenzHost(t *testing.T) string {
 	t.Helper()
-	gxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("g++ not found: the CUDA kernels cannot be compiled as host C++")
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "lorenz_tsit5.cu"), []byte(lorenzCUDASource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	harness, err := filepath.Abs(filepath.Join("testdata", "lorenz_tsit5_host.cpp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "lorenz_host")
 	// No contraction into fused multiply-adds: the harness then rounds as
 	// the Go baseline does.
-	cmd := exec.Command(gxx, "-std=c++17", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror",
-		"-I", dir, "-o", exe, harness)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("g++ failed: %v\n%s", err, out)
-	}
-	return exe
+	return buildHost(t, "lorenz_host", "lorenz_tsit5.cu", lorenzCUDASource, "lorenz_tsit5_host.cpp",
+		"-std=c++17", "-O2", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror")
 }
 
 // runLorenzHost runs the harness on the kernel parameters p and ρ values
@@ -112,6 +93,7 @@ func runLorenzHost(t *testing.T, exe string, p lorenzKernelParams, rho []float64
 // (ode.Grad on its own mesh) within 1e-8 and, at rtol 1e-10, refode's
 // forward sensitivities within 1e-7.
 func TestLorenzCUDAOnHost(t *testing.T) {
+	t.Parallel()
 	if unsafe.Sizeof(lorenzKernelParams{}) != 88 || unsafe.Offsetof(lorenzKernelParams{}.N) != 80 {
 		t.Fatalf("lorenzKernelParams: %d bytes, N at %d; the kernels' struct has 88 bytes, n at 80",
 			unsafe.Sizeof(lorenzKernelParams{}), unsafe.Offsetof(lorenzKernelParams{}.N))
@@ -208,6 +190,7 @@ func TestLorenzCUDAOnHost(t *testing.T) {
 // budget gives ode.MaxStepsReached (as LorenzTsit5) and NaN results, and a
 // record buffer that is too short gives its own status.
 func TestLorenzCUDAOnHostFailures(t *testing.T) {
+	t.Parallel()
 	exe := buildLorenzHost(t)
 	e := ProtocolLorenz(4)
 	p, err := newLorenzKernelParams(e, &BaselineSettings{RelTol: 1e-8, AbsTol: 1e-11, MaxSteps: 5}, 100)

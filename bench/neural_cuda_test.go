@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,19 +33,6 @@ type hostNeuralResult struct {
 // executable's path. It skips the test when g++ is not installed.
 func buildNeuralHost(t *testing.T, sim bool, defs ...string) string {
 	t.Helper()
-	gxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("g++ not found: the CUDA kernels cannot be compiled as host C++")
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "neural_tsit5.cu"), []byte(neuralCUDASource), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	harness, err := filepath.Abs(filepath.Join("testdata", "neural_tsit5_host.cpp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "neural_host")
 	args := []string{"-std=c++20", "-O2", "-ffp-contract=off", "-fno-strict-aliasing", "-Wall", "-Wextra", "-Werror"}
 	if sim {
 		args = append(args, "-DGS_WARP_SIM", "-pthread")
@@ -55,11 +40,7 @@ func buildNeuralHost(t *testing.T, sim bool, defs ...string) string {
 	for _, d := range defs {
 		args = append(args, "-D"+d)
 	}
-	cmd := exec.Command(gxx, append(args, "-I", dir, "-o", exe, harness)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("g++ failed: %v\n%s", err, out)
-	}
-	return exe
+	return buildHost(t, "neural_host", "neural_tsit5.cu", neuralCUDASource, "neural_tsit5_host.cpp", args...)
 }
 
 // runNeuralHost runs the harness on the kernel parameters p and the batch
@@ -141,6 +122,7 @@ func libraryNeuralGrad(t *testing.T, e *NeuralEnsemble, set *BaselineSettings) *
 // kernel's states equal to the forward kernel's, and ode.Grad's gradient
 // with respect to the 1,218 weights within 1e-10 (of its largest entry).
 func TestNeuralCUDAOnHost(t *testing.T) {
+	t.Parallel()
 	if unsafe.Sizeof(neuralKernelParams{}) != 56 || unsafe.Offsetof(neuralKernelParams{}.N) != 48 {
 		t.Fatalf("neuralKernelParams: %d bytes, N at %d; the kernels' struct has 56 bytes, n at 48",
 			unsafe.Sizeof(neuralKernelParams{}), unsafe.Offsetof(neuralKernelParams{}.N))
@@ -216,19 +198,31 @@ func TestNeuralCUDAOnHost(t *testing.T) {
 // same statuses and steps, the same states and step sizes bit for bit (the
 // layers round alike), and the same gradient within 1e-13 of its largest
 // entry (its sums run in another order), for batches that fill their last
-// tile and that do not, with the warps' accumulators in shared memory and
-// (GS_ACC_GLOBAL) in global memory.
+// tile and that do not, with the warps' accumulators in global memory
+// (GS_ACC_GLOBAL, the kernels' default) and in shared memory. By default
+// the global-memory form runs on three batches (two tiles, the last
+// partly filled; one full tile; one partial tile); -long adds the
+// shared-memory form on the batches of 13, 16 (rtol 1e-8) and 3
+// trajectories: on two cores its build and runs take half a minute.
 func TestNeuralCUDAWarpSim(t *testing.T) {
+	t.Parallel()
 	host := buildNeuralHost(t, false)
-	sims := []string{buildNeuralHost(t, true), buildNeuralHost(t, true, "GS_ACC_GLOBAL=1")}
-	for _, tc := range []struct {
+	type simCase struct {
 		b    int
 		rtol float64
 		acc  int // the simulated kernel: 0 shared, 1 global accumulators
-	}{
-		{13, 1e-6, 0}, {16, 1e-8, 0}, {3, 1e-5, 0}, {13, 1e-6, 1},
-	} {
-		sim := sims[tc.acc]
+	}
+	cases := []simCase{{13, 1e-6, 1}, {8, 1e-6, 1}, {3, 1e-5, 1}}
+	if *long {
+		cases = append(cases, simCase{13, 1e-6, 0}, simCase{16, 1e-8, 0}, simCase{3, 1e-5, 0})
+	}
+	for _, tc := range cases {
+		var sim string
+		if tc.acc == 1 {
+			sim = buildNeuralHost(t, true, "GS_ACC_GLOBAL=1")
+		} else {
+			sim = buildNeuralHost(t, true)
+		}
 		t.Run(fmt.Sprintf("B=%d/rtol=%g/acc=%d", tc.b, tc.rtol, tc.acc), func(t *testing.T) {
 			e := ProtocolNeural(tc.b, NeuralSeed)
 			set := &BaselineSettings{RelTol: tc.rtol, AbsTol: tc.rtol * 1e-2}
@@ -259,6 +253,7 @@ func TestNeuralCUDAWarpSim(t *testing.T) {
 // that is too short its own status, and a failed trajectory adds nothing
 // to the gradient.
 func TestNeuralCUDAOnHostFailures(t *testing.T) {
+	t.Parallel()
 	exe := buildNeuralHost(t, false)
 	e := ProtocolNeural(3, NeuralSeed)
 	p, err := newNeuralKernelParams(e, &BaselineSettings{RelTol: 1e-10, AbsTol: 1e-12, MaxSteps: 3}, 100)
