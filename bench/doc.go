@@ -20,6 +20,19 @@
 // writes, so both solve the same weights and initial states) and Robertson
 // with Kvaerno5.
 //
+// The training suite (RunTrain; "gradsolve bench -suite train", and
+// "-suite gpu-train" on a GPU engine) times what a user runs: steps of
+// fit.Run (a fresh mesh, the gradient and an Adam update every step) for
+// one fit of the neural protocol's shared weights and for the Lorenz
+// calibration of n independent fits of ρ, fit.New, and whole
+// ode.Solver.Grad calls of the Lorenz protocol with host slices in and
+// out, with the record and on a reused mesh, beside the kernels' device
+// time where the GPU engine's trace sees it (issue 23). Its dump
+// (TrainDump) holds the fits' problems and gradsolve's losses for the
+// anchors diffrax_train.py (jitted Diffrax + optax train steps) and
+// torchdiffeq_train.py; gpu_train.sh runs the three on the GPU host and
+// anchors/train_summary.py tabulates them.
+//
 // Every suite times its cases side by side in one process: one untimed
 // warm-up, then the median of Reps repetitions, the cases of a row taking
 // turns within each repetition so that drift in the machine's speed affects

@@ -224,3 +224,131 @@ def float_list(s):
 
 def int_list(s):
     return [int(float(x)) for x in s.replace(",", " ").split()]
+
+
+# --- training steps (diffrax_train.py, torchdiffeq_train.py) ---------------
+
+TRAIN_DUMP_FORMAT = "gradsolve/bench-train"
+
+
+def load_train_dump(path):
+    """The problem file of `gradsolve bench -suite train|gpu-train -dump FILE` (bench.TrainDump)."""
+    with open(path) as fh:
+        d = json.load(fh)
+    if d.get("format") != TRAIN_DUMP_FORMAT:
+        raise ValueError(f"{path}: format {d.get('format')!r}, want {TRAIN_DUMP_FORMAT!r} "
+                         f"(write it with gradsolve bench -suite train -dump)")
+    nd = d.get("neural")
+    if nd is not None:
+        sizes = nd["sizes"]
+        nparams = sum(sizes[k] * sizes[k + 1] + sizes[k + 1] for k in range(len(sizes) - 1))
+        if len(nd["weights"]) != nparams:
+            raise ValueError(f"{path}: {len(nd['weights'])} weights, sizes {sizes} need {nparams}")
+        if sizes[0] != sizes[-1] or len(nd["y0"]) % sizes[0] or len(nd["y0"]) != len(nd["targets"]):
+            raise ValueError(f"{path}: inconsistent neural sizes, y0 or targets")
+        for act in (nd["hidden_activation"], nd["output_activation"]):
+            if act not in ("tanh", "identity"):
+                raise ValueError(f"{path}: activation {act!r} not supported here")
+    ld = d.get("lorenz_fit")
+    if ld is not None:
+        for c in ld["cases"]:
+            if len(c["targets"]) != 3 * c["n"]:
+                raise ValueError(f"{path}: Lorenz calibration n={c['n']}: {len(c['targets'])} targets")
+    return d
+
+
+def time_train_steps(step, state, steps, budget_s=None):
+    """Run up to `steps` training steps, state, loss = step(state), the first untimed.
+
+    step must leave its results computed (block_until_ready, a synchronised
+    device) and return the loss as a Python float, read back inside the
+    step as a training loop does. The first call is the warm-up (the
+    compile of a jitted step, step 1 of the fit: its loss is the step-1
+    loss); the others are timed one by one. If budget_s is given, the timed
+    steps stop early once the next would overrun it (at least one is run).
+    Returns dict(warmup_s, times_ms, median_ms, best_ms, losses, state,
+    steps_done).
+    """
+    t = time.perf_counter()
+    state, loss = step(state)
+    warm = time.perf_counter() - t
+    losses = [float(loss)]
+    times = []
+    start = time.perf_counter()
+    for _ in range(max(1, steps - 1)):
+        if times and budget_s is not None and time.perf_counter() - start + min(times) / 1e3 > budget_s:
+            break
+        t = time.perf_counter()
+        state, loss = step(state)
+        times.append((time.perf_counter() - t) * 1e3)
+        losses.append(float(loss))
+    return dict(warmup_s=warm, times_ms=times, median_ms=median(times), best_ms=min(times), losses=losses,
+                state=state, steps_done=len(losses))
+
+
+def median(xs):
+    """Median of a non-empty list (the mean of the middle two for an even length), NaN if empty."""
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    m = len(s) // 2
+    return s[m] if len(s) % 2 else 0.5 * (s[m - 1] + s[m])
+
+
+def rel_diff(a, b):
+    """|a - b| / |b| (|a - b| if b == 0; None if either is None)."""
+    if a is None or b is None:
+        return None
+    return abs(a - b) / abs(b) if b else abs(a - b)
+
+
+def loss_checks(row, gs, tol=1e-8):
+    """Add gradsolve's losses from a dump result gs and the relative differences to row."""
+    if gs is None:
+        return row
+    row["gradsolve_loss_first"] = gs.get("loss_first")
+    row["gradsolve_loss_last"] = gs.get("loss_last")
+    row["gradsolve_loss_final"] = gs.get("loss_final")
+    row["gradsolve_step_ms"] = gs.get("step_ms")
+    row["loss_first_rel_diff"] = rel_diff(row.get("loss_first"), gs.get("loss_first"))
+    row["loss_last_rel_diff"] = rel_diff(row.get("loss_last"), gs.get("loss_last"))
+    row["loss_final_rel_diff"] = rel_diff(row.get("loss_final"), gs.get("loss_final"))
+    d = row["loss_first_rel_diff"]
+    row["loss_first_agrees"] = d is not None and d <= tol
+    row["loss_tol"] = tol
+    return row
+
+
+def setup_torch(device, cpu_threads=0):
+    """Import torch, choose the device ("auto", "cpu" or "cuda") and the CPU threads.
+
+    "cuda" fails without a usable GPU; "auto" takes one if there is one.
+    cpu_threads > 0 pins the process to its first cpu_threads CPUs and sets
+    torch's intra-op threads alike. Returns (torch, dev, env).
+    """
+    if cpu_threads and cpu_threads > 0:
+        if not hasattr(os, "sched_setaffinity"):
+            raise RuntimeError("--cpu-threads needs os.sched_setaffinity (Linux)")
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:cpu_threads]))
+    import torch
+
+    if cpu_threads and cpu_threads > 0:
+        torch.set_num_threads(cpu_threads)
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("asked for cuda, torch sees no GPU")
+    dev = torch.device(device)
+    env = {
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "torchdiffeq": _version("torchdiffeq"),
+        "numpy": _version("numpy"),
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else _platform.processor() or "cpu",
+        "cuda": getattr(torch.version, "cuda", None),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "torch_threads": torch.get_num_threads(),
+        "machine": _platform.machine(),
+    }
+    return torch, dev, env

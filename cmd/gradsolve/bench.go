@@ -24,7 +24,8 @@ shared weights; -n sets the batch sizes), memory (one gradient over 2^20
 Lorenz trajectories with its peak memory), all (the four in turn); on a GPU
 (package cuda, -engine): gpu-lorenz (the Lorenz protocol beside hand-written
 fused kernels), gpu-robertson (Rodas5P), gpu-neural, gpu (the three in
-turn).
+turn); train (training steps of fits and whole Grad calls, on the CPU:
+-b, -fits, -calls, -cases) and gpu-train (the same on -engine).
 
 flags:
 `
@@ -41,8 +42,9 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		fmt.Fprint(stderr, benchUsage)
 		fs.PrintDefaults()
 	}
-	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural or gpu")
+	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, train or gpu-train")
 	engine := fs.String("engine", "cuda", "engine of the gpu suites: cuda, cuda-f32 or cuda-multi")
+	trainOpts := benchTrainFlags(fs)
 	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; -suite memory takes one size, default 1048576)")
 	rtolList := fs.String("rtol", "", "comma-separated relative tolerances (default: the suite's; -suite memory takes one, default 1e-6)")
 	reps := fs.Int("reps", bench.DefaultReps, "timed repetitions per case (the median is reported, after one warm-up)")
@@ -51,7 +53,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	problemList := fs.String("problems", "", "stiff suite: comma-separated problems, robertson and hires (default: both)")
 	memLimit := fs.Int64("memory-limit", 0, "memory suite: Settings.MemoryLimit in bytes (0: the library's default)")
 	checkpoint := fs.Int("checkpoint", 0, "memory suite: Settings.Checkpoint interval (0: automatic)")
-	dump := fs.String("dump", "", "neural and gpu-neural suites: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
+	dump := fs.String("dump", "", "neural, gpu-neural and train suites: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
 	hiddenList := fs.String("hidden", "", "gpu-neural suite: comma-separated widths of the network's tanh hidden layers (default: 32,32, the protocol's)")
 	jsonOut := fs.Bool("json", false, "write JSON lines instead of tables")
 	out := fs.String("out", "", "write the results to `FILE` instead of stdout, through a temporary file renamed into place only if every suite succeeds")
@@ -97,14 +99,16 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		suites = []string{*suite}
 	case "gpu":
 		suites = []string{"gpu-lorenz", "gpu-robertson", "gpu-neural"}
+	case "train", "gpu-train":
+		suites = []string{*suite}
 	default:
-		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu", *suite)
+		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, train, gpu-train", *suite)
 	}
 	if hidden != nil && !slices.Contains(suites, "gpu-neural") {
 		return usagef("-hidden applies to the gpu-neural suite, not -suite %s", *suite)
 	}
-	if *dump != "" && *suite != "neural" && *suite != "all" && *suite != "gpu-neural" && *suite != "gpu" {
-		return usagef("-dump: only the neural suites write a dump")
+	if *dump != "" && *suite != "neural" && *suite != "all" && *suite != "gpu-neural" && *suite != "gpu" && *suite != "train" && *suite != "gpu-train" {
+		return usagef("-dump: only the neural and train suites write a dump")
 	}
 	// The suites' gradients: Lorenz (d = 3, 3 parameters) and, for the
 	// stiff suite, HIRES and Robertson (d ≤ 8, ≤ 3 parameters).
@@ -174,6 +178,8 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 				Workers: *workers, JSON: *jsonOut}, *dump)
 		case "memory":
 			_, err = bench.RunMemory(w, memCfg)
+		case "train", "gpu-train":
+			err = benchTrain(w, s, trainOpts, ns, rtols, *reps, *workers, *engine, *jsonOut, *dump, lim)
 		case "gpu-lorenz", "gpu-robertson", "gpu-neural":
 			err = benchGPU(w, s, bench.GPUConfig{N: ns, RelTol: rtols, Reps: *reps, RefSample: *refSample,
 				Engine: *engine, JSON: *jsonOut, Hidden: hidden}, *dump)
