@@ -55,16 +55,43 @@ type Fitter struct {
 	vars Vars
 	n, b int // trajectories, fits
 	per  int // trajectories per fit
-	set  *nn.Set
+	lay  layout
+	set  *nn.Set // built by Set on first use
 	x0   []float64
 	g    *ode.Gradient
+}
+
+// layout is the arithmetic of x: fit b's block starts at b·stride and
+// holds its np P values, then its ny fitted initial states; the shared
+// parameters follow the B blocks.
+type layout struct {
+	fits, np, ny, stride, length int
+}
+
+// pView returns fit b's P values in x (nil if no column is fitted).
+func (l layout) pView(x []float64, b int) []float64 {
+	if l.np == 0 {
+		return nil
+	}
+	o := b * l.stride
+	return x[o : o+l.np : o+l.np]
+}
+
+// y0View returns fit b's fitted initial states in x (nil if none).
+func (l layout) y0View(x []float64, b int) []float64 {
+	if l.ny == 0 {
+		return nil
+	}
+	o := b*l.stride + l.np
+	return x[o : o+l.ny : o+l.ny]
 }
 
 // New checks the fitting problem and builds its solver with the solver
 // settings s (nil means defaults); it traces the field once. It returns
 // an error if nothing is selected, an index is out of range, N is not a
-// multiple of Fits, Shared is selected with several fits, or the solver
-// cannot be built.
+// multiple of Fits, Shared is selected with several fits, a starting
+// value of a fitted parameter is not finite, or the solver cannot be
+// built. Its cost is linear in N (and in Fits).
 func New(p Problem, s *ode.Settings) (*Fitter, error) {
 	sv, err := ode.NewSolver(p.ODE.Field, s)
 	if err != nil {
@@ -115,25 +142,43 @@ func NewWithSolver(sv *ode.Solver, p Problem) (*Fitter, error) {
 		return nil, err
 	}
 	q.Shared = slices.Clone(p.ODE.Shared)
+	if p.Vars.Shared && len(q.Shared) != f.Shared {
+		return nil, fmt.Errorf("fit: len(Shared) = %d, want the field's %d", len(q.Shared), f.Shared)
+	}
 	fr := &Fitter{sv: sv, prob: q, loss: p.Loss, vars: Vars{P: slices.Clone(p.Vars.P), Y0: slices.Clone(p.Vars.Y0), Shared: p.Vars.Shared},
-		n: n, b: b, per: n / b, set: &nn.Set{}}
-	for k := 0; k < b; k++ {
-		if len(fr.vars.P) > 0 {
-			fr.set.Add(fmt.Sprintf("fit%d.p", k), len(fr.vars.P))
-		}
-		if len(fr.vars.Y0) > 0 {
-			fr.set.Add(fmt.Sprintf("fit%d.y0", k), fr.per, len(fr.vars.Y0))
-		}
-	}
+		n: n, b: b, per: n / b}
+	fr.lay = layout{fits: b, np: len(fr.vars.P), ny: fr.per * len(fr.vars.Y0)}
+	fr.lay.stride = fr.lay.np + fr.lay.ny
+	fr.lay.length = b * fr.lay.stride
 	if fr.vars.Shared {
-		fr.set.Add("shared", f.Shared)
+		fr.lay.length += f.Shared
 	}
-	fr.x0 = fr.gather(make([]float64, fr.set.Len()))
+	fr.x0 = fr.gather(make([]float64, fr.lay.length))
+	for i, v := range fr.x0 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("fit: the starting value x[%d] (%s) is %v; start from finite values", i, fr.blockOf(i), v)
+		}
+	}
 	return fr, nil
 }
 
+// blockOf names the block of x[i], as "fit3.p".
+func (f *Fitter) blockOf(i int) string {
+	l := f.lay
+	if i >= l.fits*l.stride {
+		return "shared"
+	}
+	b, o := i/l.stride, i%l.stride
+	if o < l.np {
+		return fmt.Sprintf("fit%d.p", b)
+	}
+	return fmt.Sprintf("fit%d.y0", b)
+}
+
+// checkIndices reports an index outside [0, n) or listed twice; it costs
+// O(len(idx) + n).
 func checkIndices(what string, idx []int, n int) error {
-	seen := make(map[int]bool)
+	seen := make([]bool, n)
 	for _, i := range idx {
 		if i < 0 || i >= n {
 			return fmt.Errorf("fit: Vars.%s has index %d, outside [0, %d)", what, i, n)
@@ -165,11 +210,30 @@ func rows(what string, x []float64, w, n int) ([]float64, error) {
 func (f *Fitter) Solver() *ode.Solver { return f.sv }
 
 // Set returns the names and shapes of the blocks of x (see the package
-// doc).
-func (f *Fitter) Set() *nn.Set { return f.set }
+// doc). It is built on the first call: New does not need it, and building
+// B named blocks costs nn.Set's name checks (at large B, prefer the views
+// of Result.FitP and FitY0, which cost O(1)).
+func (f *Fitter) Set() *nn.Set {
+	if f.set == nil {
+		s := &nn.Set{}
+		for k := 0; k < f.b; k++ {
+			if f.lay.np > 0 {
+				s.Add(fmt.Sprintf("fit%d.p", k), f.lay.np)
+			}
+			if f.lay.ny > 0 {
+				s.Add(fmt.Sprintf("fit%d.y0", k), f.per, len(f.vars.Y0))
+			}
+		}
+		if f.vars.Shared {
+			s.Add("shared", f.prob.Field.Shared)
+		}
+		f.set = s
+	}
+	return f.set
+}
 
 // Len returns the length of x.
-func (f *Fitter) Len() int { return f.set.Len() }
+func (f *Fitter) Len() int { return f.lay.length }
 
 // Fits returns the number of independent fits.
 func (f *Fitter) Fits() int { return f.b }
@@ -284,8 +348,14 @@ func (f *Fitter) Problem(x []float64) ode.Problem {
 // mesh replayed and whose Solution holds the states; it is reused by the
 // next call. It panics if len(x) != Len().
 func (f *Fitter) Grad(dst, x []float64, m *ode.Mesh) (float64, *ode.Gradient, []float64, error) {
+	return f.GradContext(context.Background(), dst, x, m)
+}
+
+// GradContext is Grad with a context: cancelling it stops the solver's
+// work and returns ctx.Err().
+func (f *Fitter) GradContext(ctx context.Context, dst, x []float64, m *ode.Mesh) (float64, *ode.Gradient, []float64, error) {
 	f.scatter(x)
-	g, err := f.sv.Grad(f.g, &f.prob, f.loss, m)
+	g, err := f.sv.GradContext(ctx, f.g, &f.prob, f.loss, m)
 	if err != nil {
 		return math.NaN(), g, dst, err
 	}
@@ -322,7 +392,7 @@ func (f *Fitter) blockNorms(dst, g []float64) ([]float64, float64) {
 		n := floats.Norm(g, 2)
 		return append(dst, n), n
 	}
-	per := f.Len() / f.b
+	per := f.lay.stride
 	for k := 0; k < f.b; k++ {
 		dst = append(dst, floats.Norm(g[k*per:(k+1)*per], 2))
 	}
@@ -331,7 +401,11 @@ func (f *Fitter) blockNorms(dst, g []float64) ([]float64, float64) {
 
 // clip clips each fit's part of g to norm at most c.
 func (f *Fitter) clip(g []float64, c float64) {
-	per := f.Len() / f.b
+	if f.b == 1 {
+		optim.ClipNorm(g, c)
+		return
+	}
+	per := f.lay.stride
 	for k := 0; k < f.b; k++ {
 		optim.ClipNorm(g[k*per:(k+1)*per], c)
 	}

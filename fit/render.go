@@ -42,11 +42,13 @@ func (r *Result) HTML() string {
 	row("best loss", fmt.Sprintf("%.6g (step %d)", r.BestLoss, r.BestStep))
 	row("meshes recorded", fmt.Sprint(r.Records))
 	row("time", r.Time.String())
-	if r.set != nil {
-		if _, ok := r.set.Lookup("fit0.p"); ok {
-			for k := 0; k < r.fits && k < 16; k++ {
-				row(fmt.Sprintf("fit %d: P", k), fmt.Sprintf("%.6g", r.FitP(k)))
+	if r.lay.np > 0 && r.X != nil {
+		for k := 0; k < r.lay.fits && k < 16; k++ {
+			v := fmt.Sprintf("%.6g", r.FitP(k))
+			if k < len(r.FitStatus) && r.FitStatus[k] == Failed {
+				v += " (" + html.EscapeString(r.FitErr[k].Error()) + ")"
 			}
+			row(fmt.Sprintf("fit %d: P", k), v)
 		}
 	}
 	b.WriteString("</table>")

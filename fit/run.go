@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gradsolve-go/gradsolve/nn"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
 	"github.com/gradsolve-go/gradsolve/progress"
@@ -16,7 +15,8 @@ import (
 
 // Settings configure Fitter.Run. The zero value means the defaults.
 type Settings struct {
-	// Steps is the maximum number of optimiser steps; 0 means 100.
+	// Steps is the maximum number of optimiser steps of the fit, those
+	// before a Resume included; 0 means 100, a negative value is an error.
 	Steps int
 
 	// Optimizer updates x; nil means a fresh optim.Adam (learning rate
@@ -33,9 +33,11 @@ type Settings struct {
 	// Euclidean norm before the optimiser sees it.
 	ClipNorm float64
 
-	// Patience, if positive, stops the fit when the loss has not fallen
-	// below (1 − Tol)·best for Patience consecutive steps (Status
-	// NoProgress). Tol defaults to 0: any decrease counts.
+	// Patience, if positive, stops the fit when the loss has not improved
+	// on the best loss so far for Patience consecutive steps (Status
+	// NoProgress). A loss improves on best if it is below
+	// best − Tol·|best|: a relative improvement of Tol, whatever the sign
+	// of the loss. Tol, in [0, 1), defaults to 0: any decrease counts.
 	Patience int
 	Tol      float64
 
@@ -56,6 +58,41 @@ type Settings struct {
 	// parameters on a freshly recorded mesh (Result.FinalLoss is then
 	// NaN), which saves one solve.
 	SkipFinal bool
+
+	// Resume, if not nil, continues a fit from where an earlier Run left
+	// it (Result.Checkpoint), with the Optimizer holding the state it had
+	// then (optim.SaveState and LoadState): the fit goes on exactly as if
+	// it had not stopped, bit for bit on the CPU engine, with the same
+	// steps recording meshes, the same patience count and the same failed
+	// fits.
+	Resume *Checkpoint
+}
+
+// Checkpoint is where a fit stands after its last step: with the
+// optimiser's state, what Settings.Resume needs to continue it exactly.
+// It encodes to JSON (encoding/json) exactly: its values are written in
+// their shortest round-trip form.
+type Checkpoint struct {
+	Step int          `json:"step"` // optimiser steps taken
+	X    optim.Floats `json:"x"`    // the fitted values after them (len Fitter.Len())
+
+	// MeshStep is the step that recorded the mesh the next steps replay
+	// (under Settings.Remesh), MeshX the values it recorded it at; nil if
+	// the next step records a mesh anyway. The mesh is recorded again from
+	// them on Resume, the same mesh.
+	MeshStep int          `json:"mesh_step"`
+	MeshX    optim.Floats `json:"mesh_x,omitempty"`
+
+	// The patience state: the best loss so far, its step and values, and
+	// the steps since the loss last improved.
+	BestLoss float64      `json:"best_loss"`
+	BestStep int          `json:"best_step"`
+	BestX    optim.Floats `json:"best_x,omitempty"`
+	Stale    int          `json:"stale"`
+
+	// Failed lists the independent fits that had stopped (their reasons
+	// are in the Result that made the checkpoint).
+	Failed []int `json:"failed,omitempty"`
 }
 
 // ErrStop, returned by a Callback, ends a fit early without an error.
@@ -85,7 +122,8 @@ const (
 	NoProgress               // Patience steps without improvement
 	Stopped                  // the callback returned ErrStop
 	Cancelled                // the context was cancelled
-	Failed                   // the solver or a callback returned an error
+	Failed                   // the solver or a callback returned an error; for one of several fits: that fit failed
+	Running                  // (Result.FitStatus) the fit was still going when the run ended for another reason
 )
 
 var statusNames = [...]string{
@@ -95,6 +133,7 @@ var statusNames = [...]string{
 	Stopped:    "stopped",
 	Cancelled:  "cancelled",
 	Failed:     "failed",
+	Running:    "running",
 }
 
 // String returns the status in words, as "no progress".
@@ -105,6 +144,26 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", uint8(s))
 }
 
+// FitError is why one of several independent fits stopped: the step at
+// which it failed and the cause (an *ode.TrajectoryError naming the
+// trajectory, or parameters that turned non-finite).
+type FitError struct {
+	Fit  int   // the fit
+	Step int   // the step whose gradient or update failed
+	Err  error // the cause
+}
+
+func (e *FitError) Error() string {
+	return fmt.Sprintf("fit: fit %d stopped at step %d: %v", e.Fit, e.Step, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *FitError) Unwrap() error { return e.Err }
+
+// ErrNonFinite is the cause of a FitError for parameters that an
+// optimiser step made non-finite (the step is not applied to that fit).
+var ErrNonFinite = errors.New("the optimiser step made the fitted values non-finite")
+
 // Result is the outcome of a fit.
 type Result struct {
 	// X holds the final fitted values (after the last update), laid out
@@ -113,11 +172,16 @@ type Result struct {
 	Problem ode.Problem
 
 	// FinalLoss is the loss at X on a freshly recorded mesh (NaN with
-	// Settings.SkipFinal or if that solve failed).
+	// Settings.SkipFinal or if that solve failed); with failed fits, the
+	// loss of the others.
 	FinalLoss float64
 
-	// History holds the loss at the start of each step (before its
-	// update), GradNorms the gradient norms; both have length Steps.
+	// History holds the loss at the start of each step this run evaluated
+	// (before its update), GradNorms the gradient norms: Steps − Start
+	// entries, one more if the run stopped after evaluating a step
+	// without applying it (Converged, NoProgress, Stopped; a resume
+	// evaluates that step again). With several fits, a failed fit's terms
+	// are left out from the step at which it failed on.
 	History, GradNorms []float64
 
 	// BestLoss is the smallest loss seen (History and FinalLoss), BestX the
@@ -126,8 +190,18 @@ type Result struct {
 	BestX    []float64
 	BestStep int
 
-	Steps  int    // optimiser steps taken
+	Start  int    // the steps taken before this run (Settings.Resume)
+	Steps  int    // optimiser steps taken, Start included
 	Status Status // why the fit ended
+
+	// FitStatus holds each independent fit's status (len Fits): Failed
+	// for a fit that stopped on its own, with FitErr[b] (a *FitError) the
+	// reason; the others have the run's Status (Running if the run ended
+	// Failed for another reason). A failed fit's values in X are those
+	// before the step at which it failed; the other fits went on without
+	// it, as if it had not been part of the ensemble.
+	FitStatus []Status
+	FitErr    []error
 
 	// Records is the number of meshes recorded (the final evaluation
 	// included); Time the wall time of Run, RecordTime and GradTime its
@@ -135,16 +209,58 @@ type Result struct {
 	Records                    int
 	Time, RecordTime, GradTime time.Duration
 
-	set  *nn.Set
-	fits int
+	lay  layout
+	ckpt *Checkpoint
 }
 
-// FitP returns fit b's fitted P columns in X (a view, len(Vars.P)).
+// FitP returns fit b's fitted P columns in X (a view, len(Vars.P)), or
+// nil if no P column is fitted. It panics if b is not in [0, Fits).
 func (r *Result) FitP(b int) []float64 {
-	if b < 0 || b >= r.fits {
-		panic(fmt.Sprintf("fit: FitP(%d): there are %d fits", b, r.fits))
+	r.checkFit("FitP", b)
+	return r.lay.pView(r.X, b)
+}
+
+// FitY0 returns fit b's fitted initial states in X (a view,
+// [N/Fits × len(Vars.Y0)], its trajectories in order), or nil if no
+// initial state is fitted. It panics if b is not in [0, Fits).
+func (r *Result) FitY0(b int) []float64 {
+	r.checkFit("FitY0", b)
+	return r.lay.y0View(r.X, b)
+}
+
+func (r *Result) checkFit(fn string, b int) {
+	if b < 0 || b >= r.lay.fits {
+		panic(fmt.Sprintf("fit: %s(%d): there are %d fits", fn, b, r.lay.fits))
 	}
-	return r.set.View(r.X, fmt.Sprintf("fit%d.p", b))
+}
+
+// Checkpoint returns where the fit stands at the end of the run, for
+// Settings.Resume (a copy). Save the optimiser's state with it.
+func (r *Result) Checkpoint() *Checkpoint {
+	if r.ckpt == nil {
+		return nil
+	}
+	c := *r.ckpt
+	c.X, c.MeshX, c.BestX = slices.Clone(c.X), slices.Clone(c.MeshX), slices.Clone(c.BestX)
+	c.Failed = slices.Clone(c.Failed)
+	return &c
+}
+
+// check validates the settings.
+func (s *Settings) check() error {
+	switch {
+	case s.Steps < 0:
+		return fmt.Errorf("fit: Steps = %d is negative", s.Steps)
+	case !(s.ClipNorm >= 0) || math.IsInf(s.ClipNorm, 1):
+		return fmt.Errorf("fit: ClipNorm = %v; want a finite value ≥ 0 (0: no clipping)", s.ClipNorm)
+	case s.Patience < 0:
+		return fmt.Errorf("fit: Patience = %d is negative", s.Patience)
+	case !(s.Tol >= 0 && s.Tol < 1):
+		return fmt.Errorf("fit: Tol = %v; want a value in [0, 1)", s.Tol)
+	case !(s.LossTol >= 0 || s.LossTol < 0) || !(s.GradTol >= 0):
+		return fmt.Errorf("fit: LossTol = %v, GradTol = %v; want numbers (GradTol ≥ 0; 0: unused)", s.LossTol, s.GradTol)
+	}
+	return nil
 }
 
 func (s *Settings) withDefaults() Settings {
@@ -172,111 +288,376 @@ func (s *Settings) remesh(k int) bool {
 	return k%s.Remesh == 0
 }
 
-// Run fits from the starting values (Init) with the settings s (nil means
-// defaults). Each step records a mesh (as Settings.Remesh says) or reuses
-// the last one, computes the loss and its gradient (one replay and one
-// reverse sweep for all fits), clips it, calls the callback and updates x
-// with the optimiser. The context is checked between steps. Run returns
-// the result so far with a non-nil error if the solver fails (a
-// trajectory fails, a replay diverges), a callback returns an error other
-// than ErrStop, or the context is cancelled (its error, Status
-// Cancelled).
+// improves reports whether loss improves on best by the relative margin
+// tol (any sign of best).
+func improves(loss, best, tol float64) bool {
+	if math.IsInf(best, 1) {
+		return !math.IsNaN(loss)
+	}
+	return loss < best-tol*math.Abs(best)
+}
+
+// Run fits from the starting values (Init, or Settings.Resume's) with the
+// settings s (nil means defaults). Each step records a mesh (as
+// Settings.Remesh says) or reuses the last one, computes the loss and its
+// gradient (one replay and one reverse sweep for all fits), clips it,
+// calls the callback and updates x with the optimiser.
+//
+// The settings and the optimiser (Validate, before every step; its state's
+// length, optim.CheckLen) are checked first: an invalid one is an error
+// before any step. The context is passed to the solver: a step during
+// which it is cancelled is not applied (Status Cancelled, its error).
+//
+// With several fits (Problem.Fits > 1) the fits are isolated: a fit whose
+// trajectory fails (the solver refuses it, or its loss or gradient is not
+// finite), or whose values an update makes non-finite, stops (FitStatus
+// Failed, FitErr its *FitError) and the others go on without it, their
+// losses and values those of a fit of the ensemble without it (bit for
+// bit on the CPU engine; with Loss.Mean the mean still divides by all N).
+// Only when every fit has stopped does the run end Failed, with an error.
+// With one fit, a failure ends the run (Status Failed) with the solver's
+// error. Run also returns the result so far with a non-nil error if a
+// callback returns an error other than ErrStop, or the context is
+// cancelled (its error, Status Cancelled).
 func (f *Fitter) Run(ctx context.Context, s *Settings) (*Result, error) {
 	set := s.withDefaults()
-	if set.Steps < 0 {
-		return nil, fmt.Errorf("fit: Steps = %d is negative", set.Steps)
+	if err := set.check(); err != nil {
+		return nil, err
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	start := time.Now()
-	x := f.Init(nil)
-	res := &Result{BestLoss: math.Inf(1), BestStep: -1, FinalLoss: math.NaN(), set: f.set, fits: f.b}
-	st := &Step{}
-	var (
-		grad  = make([]float64, f.Len())
-		mesh  *ode.Mesh
-		stale int
-		err   error
-	)
-	finish := func(status Status, e error) (*Result, error) {
-		if set.Progress != nil {
-			set.Progress.Finish()
-		}
-		res.Status = status
-		res.X = x
-		if !set.SkipFinal && status != Failed {
-			l, _, ferr := f.Loss(x, nil)
-			res.Records++
-			if ferr == nil {
-				res.FinalLoss = l
-				if l < res.BestLoss {
-					res.BestLoss, res.BestX, res.BestStep = l, slices.Clone(x), res.Steps
-				}
-			}
-		}
-		res.Problem = f.Problem(x)
-		res.Time = time.Since(start)
-		return res, e
+	opt := set.Optimizer
+	if err := optim.CheckLen(opt, f.Len()); err != nil {
+		return nil, fmt.Errorf("fit: %w", err)
 	}
-	for k := 0; k < set.Steps; k++ {
-		if cerr := ctx.Err(); cerr != nil {
-			return finish(Cancelled, cerr)
+	r := &runner{f: f, set: &set, opt: opt, ctx: ctx, start: time.Now()}
+	if err := r.init(); err != nil {
+		return nil, err
+	}
+	return r.run()
+}
+
+// runner is the state of one Run.
+type runner struct {
+	f     *Fitter
+	set   *Settings
+	opt   optim.Optimizer
+	ctx   context.Context
+	start time.Time
+	res   *Result
+
+	x, prev, grad []float64
+	mesh          *ode.Mesh
+	meshStep      int
+	meshX         []float64 // the values the mesh was recorded at
+	stale         int
+	k0            int
+
+	pre      patience  // before the last evaluated step's loss
+	preBestX []float64 // BestX before it, if that step improved it
+
+	isolate bool
+	skip    []bool // [N] trajectories of failed fits (nil until one fails)
+	failed  int    // fits failed
+	st      Step
+}
+
+func (r *runner) init() error {
+	f, set := r.f, r.set
+	r.isolate = f.b > 1
+	r.res = &Result{BestLoss: math.Inf(1), BestStep: -1, FinalLoss: math.NaN(), lay: f.lay,
+		FitStatus: make([]Status, f.b), FitErr: make([]error, f.b)}
+	r.x = f.Init(nil)
+	r.grad = make([]float64, f.Len())
+	if r.isolate {
+		r.prev = make([]float64, f.Len())
+	}
+	c := set.Resume
+	if c == nil {
+		return nil
+	}
+	switch {
+	case len(c.X) != f.Len():
+		return fmt.Errorf("fit: Resume: the checkpoint has %d values, the fit %d: resume with the checkpoint of this fit", len(c.X), f.Len())
+	case c.Step < 0 || c.Step != r.opt.Steps():
+		return fmt.Errorf("fit: Resume: the checkpoint is at step %d but the optimiser has taken %d steps: load the optimiser state saved with the checkpoint", c.Step, r.opt.Steps())
+	case c.MeshX != nil && (len(c.MeshX) != f.Len() || c.MeshStep < 0 || c.MeshStep > c.Step):
+		return fmt.Errorf("fit: Resume: the checkpoint's mesh values (%d, at step %d) do not fit a fit of %d values at step %d", len(c.MeshX), c.MeshStep, f.Len(), c.Step)
+	case c.BestX != nil && len(c.BestX) != f.Len():
+		return fmt.Errorf("fit: Resume: the checkpoint's best values have length %d, want %d", len(c.BestX), f.Len())
+	case c.Stale < 0:
+		return fmt.Errorf("fit: Resume: the checkpoint's patience count %d is negative", c.Stale)
+	}
+	for i, v := range c.X {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("fit: Resume: the checkpoint's x[%d] (%s) is %v", i, f.blockOf(i), v)
 		}
-		remesh := mesh == nil || set.remesh(k)
+	}
+	copy(r.x, c.X)
+	r.k0 = c.Step
+	r.res.Start, r.res.Steps = c.Step, c.Step
+	r.res.BestLoss, r.res.BestStep, r.res.BestX, r.stale = c.BestLoss, c.BestStep, slices.Clone([]float64(c.BestX)), c.Stale
+	for _, b := range c.Failed {
+		if b < 0 || b >= f.b {
+			return fmt.Errorf("fit: Resume: the checkpoint names failed fit %d of %d", b, f.b)
+		}
+		r.fail(b, c.Step, errors.New("failed before the run was resumed"))
+	}
+	if c.MeshX != nil && !set.remesh(c.Step) {
+		// Record the mesh the uninterrupted run replays, from the values it
+		// was recorded at.
+		g, err := r.gradient(c.MeshX, nil)
+		if err != nil {
+			return fmt.Errorf("fit: Resume: recording the mesh of step %d again: %w", c.MeshStep, err)
+		}
+		r.mesh, r.meshStep, r.meshX = g.Mesh, c.MeshStep, slices.Clone([]float64(c.MeshX))
+		r.res.Records++
+		r.res.RecordTime += g.RecordTime
+		r.res.GradTime += g.GradTime
+		f.g = nil // the mesh is kept: the next record must not write into it
+	}
+	return nil
+}
+
+// patience is the patience state before a step's loss: the best loss, its
+// step and the stale count; pending while the step is not applied, swapped
+// if it improved on the best (whose values are then runner.preBestX).
+type patience struct {
+	best     float64
+	bestStep int
+	stale    int
+	pending  bool
+	swapped  bool
+}
+
+// fail stops fit b at step k with cause err (if it has not stopped yet).
+func (r *runner) fail(b, k int, err error) {
+	res, f := r.res, r.f
+	if res.FitStatus[b] == Failed {
+		return
+	}
+	res.FitStatus[b], res.FitErr[b] = Failed, &FitError{Fit: b, Step: k, Err: err}
+	r.failed++
+	if r.skip == nil {
+		r.skip = make([]bool, f.n)
+	}
+	for i := b * f.per; i < (b+1)*f.per; i++ {
+		r.skip[i] = true
+	}
+}
+
+// gradient returns the gradient at x on mesh m (recorded if nil) into
+// r.grad: through GradPartial with several fits, failing the fits whose
+// trajectories fail (at step r.st.Step).
+func (r *runner) gradient(x []float64, m *ode.Mesh) (*ode.Gradient, error) {
+	f := r.f
+	if !r.isolate {
+		_, g, _, err := f.GradContext(r.ctx, r.grad, x, m)
+		return g, err
+	}
+	f.scatter(x)
+	g, fails, err := f.sv.GradPartial(r.ctx, f.g, &f.prob, f.loss, m, r.skip)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range fails {
+		r.fail(e.Index/f.per, r.st.Step, e)
+	}
+	f.g = g
+	f.reduce(r.grad, g)
+	return g, nil
+}
+
+// allFailed returns the error of a run whose fits have all stopped.
+func (r *runner) allFailed() error {
+	return fmt.Errorf("fit: all %d fits failed; fit 0: %w", r.f.b, r.res.FitErr[0])
+}
+
+func (r *runner) run() (*Result, error) {
+	f, set, res, opt := r.f, r.set, r.res, r.opt
+	if r.isolate && r.failed == f.b {
+		return r.finish(Failed, r.allFailed())
+	}
+	for k := r.k0; k < set.Steps; k++ {
+		if err := r.ctx.Err(); err != nil {
+			return r.finish(Cancelled, err)
+		}
+		if err := opt.Validate(); err != nil {
+			return r.finish(Failed, fmt.Errorf("fit: step %d: %w", k, err))
+		}
+		r.st.Step = k
+		remesh := r.mesh == nil || set.remesh(k)
 		var m *ode.Mesh
 		if !remesh {
-			m = mesh
+			m = r.mesh
 		}
-		var loss float64
-		var g *ode.Gradient
-		loss, g, grad, err = f.Grad(grad, x, m)
+		g, err := r.gradient(r.x, m)
+		if cerr := r.ctx.Err(); cerr != nil {
+			// Cancelled during the step: the step is not applied.
+			return r.finish(Cancelled, cerr)
+		}
 		if err != nil {
-			return finish(Failed, fmt.Errorf("fit: step %d: %w", k, err))
+			return r.finish(Failed, fmt.Errorf("fit: step %d: %w", k, err))
 		}
+		if r.isolate && r.failed == f.b {
+			return r.finish(Failed, r.allFailed())
+		}
+		loss := g.Loss
+		// The patience state before this step's loss, for a checkpoint of
+		// a run that ends before the step is applied.
+		r.pre = patience{best: res.BestLoss, bestStep: res.BestStep, stale: r.stale, pending: true}
 		if remesh {
 			res.Records++
-			mesh = g.Mesh
+			r.mesh, r.meshStep = g.Mesh, k
+			r.meshX = append(r.meshX[:0], r.x...)
 		}
 		res.RecordTime += g.RecordTime
 		res.GradTime += g.GradTime
-		st.FitNorms, st.GradNorm = f.blockNorms(st.FitNorms, grad)
+		st := &r.st
+		st.FitNorms, st.GradNorm = f.blockNorms(st.FitNorms, r.grad)
 		res.History = append(res.History, loss)
 		res.GradNorms = append(res.GradNorms, st.GradNorm)
-		improved := loss < res.BestLoss*(1-set.Tol) || math.IsInf(res.BestLoss, 1)
+		improved := improves(loss, res.BestLoss, set.Tol)
 		if loss < res.BestLoss {
 			res.BestLoss, res.BestStep = loss, k
-			res.BestX = append(res.BestX[:0], x...)
+			r.preBestX, res.BestX = res.BestX, r.preBestX
+			res.BestX = append(res.BestX[:0], r.x...)
+			r.pre.swapped = true
+		} else {
+			r.pre.swapped = false
 		}
 		if improved {
-			stale = 0
+			r.stale = 0
 		} else {
-			stale++
+			r.stale++
 		}
 		if (set.LossTol > 0 && loss <= set.LossTol) || (set.GradTol > 0 && st.GradNorm <= set.GradTol) {
-			return finish(Converged, nil)
+			return r.finish(Converged, nil)
 		}
-		if set.Patience > 0 && stale >= set.Patience {
-			return finish(NoProgress, nil)
+		if set.Patience > 0 && r.stale >= set.Patience {
+			return r.finish(NoProgress, nil)
 		}
 		if set.ClipNorm > 0 {
-			f.clip(grad, set.ClipNorm)
+			f.clip(r.grad, set.ClipNorm)
 		}
-		st.Step, st.Loss, st.Rate, st.Remeshed = k, loss, set.Optimizer.Rate(), remesh
-		st.Elapsed, st.X, st.Grad, st.Gradient = time.Since(start), x, grad, g
+		st.Loss, st.Rate, st.Remeshed = loss, opt.Rate(), remesh
+		st.Elapsed, st.X, st.Grad, st.Gradient = time.Since(r.start), r.x, r.grad, g
 		if set.Callback != nil {
 			if cerr := set.Callback(st); cerr != nil {
 				if errors.Is(cerr, ErrStop) {
-					return finish(Stopped, nil)
+					return r.finish(Stopped, nil)
 				}
-				return finish(Failed, fmt.Errorf("fit: callback at step %d: %w", k, cerr))
+				return r.finish(Failed, fmt.Errorf("fit: callback at step %d: %w", k, cerr))
 			}
 		}
-		set.Optimizer.Step(x, grad)
+		if r.isolate {
+			copy(r.prev, r.x)
+		}
+		opt.Step(r.x, r.grad)
+		if err := opt.Err(); err != nil {
+			return r.finish(Failed, fmt.Errorf("fit: step %d: %w", k, err))
+		}
 		res.Steps++
+		r.pre.pending = false
+		if r.isolate {
+			r.guard(k)
+			if r.failed == f.b {
+				return r.finish(Failed, r.allFailed())
+			}
+		}
 		if set.Progress != nil {
 			set.Progress.Report(res.Steps, loss)
 		}
 	}
-	return finish(MaxSteps, nil)
+	return r.finish(MaxSteps, nil)
+}
+
+// guard undoes step k's update of the failed fits and fails the fits it
+// made non-finite.
+func (r *runner) guard(k int) {
+	l := r.f.lay
+	for b := 0; b < l.fits; b++ {
+		blk := r.x[b*l.stride : (b+1)*l.stride]
+		if r.res.FitStatus[b] != Failed {
+			i := finite(blk)
+			if i < 0 {
+				continue
+			}
+			r.fail(b, k, fmt.Errorf("%w: x[%d] (%s) = %v; lower the learning rate or clip the gradient (Settings.ClipNorm)",
+				ErrNonFinite, b*l.stride+i, r.f.blockOf(b*l.stride+i), blk[i]))
+		}
+		copy(blk, r.prev[b*l.stride:(b+1)*l.stride])
+	}
+}
+
+// finite returns the index of the first non-finite entry of x, or -1.
+func finite(x []float64) int {
+	for i, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *runner) finish(status Status, e error) (*Result, error) {
+	f, set, res, x := r.f, r.set, r.res, r.x
+	if set.Progress != nil {
+		set.Progress.Finish()
+	}
+	res.Status = status
+	res.X = x
+	for b := range res.FitStatus {
+		if res.FitStatus[b] == Failed {
+			continue
+		}
+		res.FitStatus[b] = status
+		if status == Failed && r.isolate && r.failed < f.b {
+			res.FitStatus[b] = Running
+		}
+	}
+	c := &Checkpoint{Step: res.Steps, X: slices.Clone(x), BestLoss: res.BestLoss, BestStep: res.BestStep,
+		BestX: slices.Clone(res.BestX), Stale: r.stale}
+	if r.pre.pending {
+		// The run ended after evaluating step Steps without applying it:
+		// a resume evaluates it again, from the state before it.
+		c.BestLoss, c.BestStep, c.Stale = r.pre.best, r.pre.bestStep, r.pre.stale
+		if r.pre.swapped {
+			c.BestX = slices.Clone(r.preBestX)
+		}
+	}
+	if r.mesh != nil && !set.remesh(res.Steps) {
+		c.MeshStep, c.MeshX = r.meshStep, slices.Clone(r.meshX)
+	}
+	for b, s := range res.FitStatus {
+		if s == Failed {
+			c.Failed = append(c.Failed, b)
+		}
+	}
+	res.ckpt = c
+	if !set.SkipFinal && status != Failed {
+		var l float64
+		var ferr error
+		if r.isolate {
+			var g *ode.Gradient
+			f.scatter(x)
+			g, _, ferr = f.sv.GradPartial(r.ctx, nil, &f.prob, f.loss, nil, r.skip)
+			if ferr == nil {
+				l = g.Loss
+			}
+		} else {
+			l, _, ferr = f.Loss(x, nil)
+		}
+		res.Records++
+		if ferr == nil {
+			res.FinalLoss = l
+			if l < res.BestLoss {
+				res.BestLoss, res.BestX, res.BestStep = l, slices.Clone(x), res.Steps
+			}
+		}
+	}
+	res.Problem = f.Problem(x)
+	res.Time = time.Since(r.start)
+	return res, e
 }
