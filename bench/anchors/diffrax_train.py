@@ -253,7 +253,7 @@ def main(argv=None):
 
                 def loss_fn(w, y0, tg):
                     sol = jax.vmap(lambda y: trainer.solve(max_steps, adjoint, y, w))(y0)
-                    nf = jnp.sum(sol.result != diffrax.RESULTS.successful)
+                    nf = jnp.sum(jnp.logical_not(sol.result == diffrax.RESULTS.successful))
                     return jnp.mean(jnp.sum((sol.ys[:, -1] - tg) ** 2, axis=1)), nf
                 C.log(f"neural B={b}: attempts {attempts}, max_steps = checkpoints = {max_steps}; {steps} steps")
                 row = run_cell(jax, trainer, cell, w0, (y0, tg), loss_fn, lr, steps, cell_budget(start))
@@ -295,7 +295,7 @@ def main(argv=None):
 
                 def loss_fn(rho, tg):
                     sol = jax.vmap(lambda r: trainer.solve(max_steps, adjoint, y0, r))(rho)
-                    return jnp.sum((sol.ys[:, -1] - tg) ** 2), jnp.sum(sol.result != diffrax.RESULTS.successful)
+                    return jnp.sum((sol.ys[:, -1] - tg) ** 2), jnp.sum(jnp.logical_not(sol.result == diffrax.RESULTS.successful))
                 C.log(f"lorenz-fit n={n}: attempts {attempts}, max_steps = checkpoints = {max_steps}; {steps} steps")
                 row = run_cell(jax, trainer, cell, rho0, (tg,), loss_fn, lr, steps, cell_budget(start))
                 row.update(attempts_max=attempts, max_steps=max_steps, checkpoints=max_steps, steps_per_traj=acc_mean,
