@@ -464,6 +464,13 @@ func (r *runner) gradient(x []float64, m *ode.Mesh) (*ode.Gradient, error) {
 	for _, e := range fails {
 		r.fail(e.Index/f.per, r.st.Step, e)
 	}
+	if len(fails) > 0 && f.per > 1 && r.failed < f.b {
+		// The failed fits' other trajectories are still in this loss: take
+		// it again without them, as a fit without those fits would.
+		if g, _, err = f.sv.GradPartial(r.ctx, g, &f.prob, f.loss, m, r.skip); err != nil {
+			return nil, err
+		}
+	}
 	f.g = g
 	f.reduce(r.grad, g)
 	return g, nil
