@@ -328,7 +328,13 @@ func TestPollutionGradient(t *testing.T) {
 	set := &ode.Settings{Method: ode.Rodas5P, RelTol: 1e-8, AbsTol: 1e-25}
 	loss := ode.Loss{Name: "ozone", F: func(y, _, _ []tape.V) tape.V { return y[3].Add(y[15].MulC(100)) }}
 	value := func(sol *ode.Solution) float64 { return sol.Y[3] + 100*sol.Y[15] }
-	g, err := ode.Grad(nil, p, loss, nil, set)
+	// One Solver for the gradient and the 14 replays: each Solver builds
+	// its programs once.
+	sv, err := ode.NewSolver(p.Field, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := sv.Grad(nil, &p, loss, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,12 +354,12 @@ func TestPollutionGradient(t *testing.T) {
 		x := *tc.slot
 		h := 1e-4 * math.Abs(x)
 		*tc.slot = x + h
-		up, err := ode.Replay(p, g.Mesh, set)
+		up, err := sv.Replay(&p, g.Mesh)
 		if err != nil {
 			t.Fatal(err)
 		}
 		*tc.slot = x - h
-		down, err := ode.Replay(p, g.Mesh, set)
+		down, err := sv.Replay(&p, g.Mesh)
 		if err != nil {
 			t.Fatal(err)
 		}
