@@ -39,4 +39,42 @@
 // matching the tolerances as the parameters move). The final loss is
 // always evaluated on a freshly recorded mesh, so the policies compare
 // fairly.
+//
+// # Independent fits are isolated
+//
+// With Fits > 1 the fits share one solver call per step but not their
+// fates. A fit whose trajectory fails (the solver refuses it: step-size
+// underflow, max steps, a non-finite state, an explicit method's
+// stiffness test, a non-finite loss term or gradient) or whose values an
+// update makes non-finite stops on its own: Result.FitStatus[b] is
+// Failed and Result.FitErr[b] a *FitError naming the fit, the step and
+// the cause (an *ode.TrajectoryError, or ErrNonFinite). Its values stay
+// those before the failing step. The others go on as if it had never
+// been part of the ensemble: from the failing step on, their losses, and
+// throughout their values, are those of the fit without it, bit for bit
+// on the CPU engine (with Loss.Mean the mean still divides by all N
+// trajectories). Only when every fit has stopped does Run end Failed.
+// This works on every engine: the Fitter goes through ode.Solver's
+// GradPartial, which leaves failed and stopped trajectories out of the
+// gradient. With one fit, a failure ends the run with the solver's error.
+//
+// # Checks, cancellation and resuming
+//
+// Run checks its settings and the optimiser before the first step (and
+// the optimiser's Validate before every step, so a schedule whose rate
+// turns invalid fails the fit with a clear error, never an update uphill
+// or to NaN); an optimiser state of another length is refused
+// (optim.CheckLen). The context reaches the solver: a step during which
+// it is cancelled is not applied.
+//
+// Result.Checkpoint is where a fit stands at the end of a run; with the
+// optimiser's state (optim.SaveState), Settings.Resume continues it
+// exactly as if it had not stopped, bit for bit on the CPU engine: the
+// same steps record meshes under Remesh K (the mesh in use is recorded
+// again from the values it was recorded at), patience counts on, and the
+// failed fits stay stopped. Both encode to JSON exactly.
+//
+// New's cost is linear in N and Fits: the layout of x is arithmetic
+// (Result.FitP and FitY0 are O(1) views), and the named blocks of
+// Fitter.Set are built on first use only.
 package fit

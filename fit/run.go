@@ -646,15 +646,18 @@ func (r *runner) finish(status Status, e error) (*Result, error) {
 	if !set.SkipFinal && status != Failed {
 		var l float64
 		var ferr error
-		if r.isolate {
+		if r.skip == nil {
+			l, _, ferr = f.Loss(x, nil)
+		}
+		if r.isolate && (r.skip != nil || ferr != nil) {
+			// Leave the failed fits out (and any that fail now: the final
+			// evaluation does not stop them).
 			var g *ode.Gradient
 			f.scatter(x)
 			g, _, ferr = f.sv.GradPartial(r.ctx, nil, &f.prob, f.loss, nil, r.skip)
 			if ferr == nil {
 				l = g.Loss
 			}
-		} else {
-			l, _, ferr = f.Loss(x, nil)
 		}
 		res.Records++
 		if ferr == nil {
