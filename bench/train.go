@@ -64,6 +64,11 @@ const (
 	TrainLorenzRho0      = 10.0
 	TrainLorenzRhoStarLo = 5.0
 	TrainLorenzRhoStarHi = 20.0
+
+	// TrainTightRelTol and TrainTightAbsTol are the tolerances of the
+	// tight step-1 loss (TrainRow.LossFirstTight).
+	TrainTightRelTol = 1e-12
+	TrainTightAbsTol = 1e-14
 )
 
 // TrainCases are the names of the training suite's kinds of case, for
@@ -186,6 +191,13 @@ type TrainRow struct {
 	LossLast  float64 `json:"loss_last,omitempty"`
 	LossFinal float64 `json:"loss_final,omitempty"`
 	Steps     int     `json:"steps,omitempty"`
+	// LossFirstTight is the step-1 loss solved at rtol 1e-12, atol 1e-14
+	// (TrainTightRelTol, TrainTightAbsTol) on the same engine (fits): the
+	// problem's loss nearly free of the solver's error, which another
+	// library's solve of the same problem at those tolerances reproduces
+	// to 1e-8, while LossFirst differs from theirs at the level of the
+	// local error of rtol 1e-6 (the controllers, hence the meshes, differ).
+	LossFirstTight float64 `json:"loss_first_tight,omitempty"`
 }
 
 // TrainDump is the JSON document RunTrain writes to TrainConfig.Dump:
@@ -199,9 +211,13 @@ type TrainDump struct {
 	Engine  string `json:"engine"`
 	// Steps is the number of optimiser steps of every fit (Reps + 1: a
 	// warm-up and Reps timed steps); the anchors run as many.
-	Steps     int              `json:"steps"`
-	Neural    *TrainNeuralDump `json:"neural,omitempty"`
-	LorenzFit *TrainLorenzDump `json:"lorenz_fit,omitempty"`
+	Steps int `json:"steps"`
+	// TightRelTol and TightAbsTol are the tolerances of the results'
+	// LossFirstTight.
+	TightRelTol float64          `json:"tight_rtol"`
+	TightAbsTol float64          `json:"tight_atol"`
+	Neural      *TrainNeuralDump `json:"neural,omitempty"`
+	LorenzFit   *TrainLorenzDump `json:"lorenz_fit,omitempty"`
 }
 
 // TrainNeuralDump is the neural fit's problem: the keys of NeuralDump
@@ -251,12 +267,13 @@ type TrainLorenzCase struct {
 // TrainDumpResult is gradsolve's result for one fit: the losses of
 // TrainRow and the median step time.
 type TrainDumpResult struct {
-	N         int     `json:"n"`
-	LossFirst float64 `json:"loss_first"`
-	LossLast  float64 `json:"loss_last"`
-	LossFinal float64 `json:"loss_final"`
-	StepMs    float64 `json:"step_ms"`
-	Steps     int     `json:"steps"`
+	N              int     `json:"n"`
+	LossFirst      float64 `json:"loss_first"`
+	LossLast       float64 `json:"loss_last"`
+	LossFinal      float64 `json:"loss_final"`
+	LossFirstTight float64 `json:"loss_first_tight"`
+	StepMs         float64 `json:"step_ms"`
+	Steps          int     `json:"steps"`
 }
 
 // ReadTrainDump reads a TrainDump.
@@ -323,7 +340,8 @@ func RunTrain(w io.Writer, cfg TrainConfig) ([]TrainRow, error) {
 	}
 	var dump *TrainDump
 	if cfg.Dump != nil {
-		dump = &TrainDump{Format: trainDumpFormat, Version: 1, Engine: engineName(cfg.engine()), Steps: cfg.reps() + 1}
+		dump = &TrainDump{Format: trainDumpFormat, Version: 1, Engine: engineName(cfg.engine()), Steps: cfg.reps() + 1,
+			TightRelTol: TrainTightRelTol, TightAbsTol: TrainTightAbsTol}
 	}
 	var rows []TrainRow
 	emit := func(row *TrainRow) error {
@@ -576,6 +594,14 @@ func trainFitRow(cfg *TrainConfig, name string, prob fit.Problem, rtol, atol, lr
 		ck = append(ck, ms(read().sub(c1).kernel))
 	}
 	row.GradCallMs, row.GradKernelMs = median(call), median(ck)
+	// The step-1 loss solved tightly, for the anchors.
+	tight, err := ode.NewSolver(prob.ODE.Field, cfg.settings(TrainTightRelTol, TrainTightAbsTol))
+	if err != nil {
+		return nil, err
+	}
+	if row.LossFirstTight, _, err = tight.Loss(&p0, prob.Loss, nil); err != nil {
+		return nil, fmt.Errorf("the loss at rtol %g: %w", TrainTightRelTol, err)
+	}
 	return row, nil
 }
 
@@ -650,7 +676,8 @@ func (r *TrainRow) ratios() {
 }
 
 func (r *TrainRow) dumpResult() TrainDumpResult {
-	return TrainDumpResult{N: r.N, LossFirst: r.LossFirst, LossLast: r.LossLast, LossFinal: r.LossFinal, StepMs: r.Ms, Steps: r.Steps}
+	return TrainDumpResult{N: r.N, LossFirst: r.LossFirst, LossLast: r.LossLast, LossFinal: r.LossFinal,
+		LossFirstTight: r.LossFirstTight, StepMs: r.Ms, Steps: r.Steps}
 }
 
 // finiteOr0 returns x, or 0 if it is not finite (JSON has no NaN).

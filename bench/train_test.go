@@ -43,6 +43,9 @@ func TestTrainDumpRoundTrip(t *testing.T) {
 			if r.Steps != 3 || !(r.NewMs > 0 && r.GradCallMs > 0 && r.LossLast > 0 && r.LossFinal > 0) {
 				t.Errorf("%s n=%d: incomplete fit row %+v", r.Case, r.N, r)
 			}
+			if d := math.Abs(r.LossFirstTight-r.LossFirst) / r.LossFirst; !(d < 1e-5) {
+				t.Errorf("%s n=%d: loss %v at rtol 1e-6, %v at 1e-12 (%.1e apart)", r.Case, r.N, r.LossFirst, r.LossFirstTight, d)
+			}
 			if !(r.LossFinal < r.LossFirst) {
 				t.Errorf("%s n=%d: loss %g after %d steps, %g at the start", r.Case, r.N, r.LossFinal, r.Steps, r.LossFirst)
 			}

@@ -316,6 +316,12 @@ def loss_checks(row, gs, tol=1e-8):
     d = row["loss_first_rel_diff"]
     row["loss_first_agrees"] = d is not None and d <= tol
     row["loss_tol"] = tol
+    # The same problem solved tightly on both sides (rtol 1e-12): agreement
+    # to tol shows that both fit the same weights, data and initial values.
+    row["gradsolve_loss_first_tight"] = gs.get("loss_first_tight")
+    dt = rel_diff(row.get("loss_first_tight"), gs.get("loss_first_tight"))
+    row["loss_tight_rel_diff"] = dt
+    row["same_problem"] = dt is not None and dt <= tol
     return row
 
 

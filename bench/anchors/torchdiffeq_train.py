@@ -22,7 +22,9 @@ Two gradients: "backprop" (autograd through the solver's operations) and
 A step is zero_grad, solve, loss, backward, Adam and the loss read back
 (loss.item(), which synchronises the device). The fit runs the dump's number
 of steps, the first untimed (the warm-up: step 1, its loss the step-1 loss),
-on cuda if there is a GPU. Output: JSON lines (a header, then one line per
+on cuda if there is a GPU. The step-1 loss is also solved at the dump's tight
+tolerances (rtol 1e-12, atol 1e-14, untimed), to be checked against
+gradsolve's to 1e-8 (loss_tight_rel_diff, same_problem). Output: JSON lines (a header, then one line per
 (mode, B)); progress on stderr.
 
     python3 torchdiffeq_train.py --problem train.json
@@ -117,6 +119,8 @@ def main(argv=None):
     for m in modes:
         if m not in MODES:
             raise SystemExit(f"--modes: unknown mode {m!r} (want {', '.join(MODES)})")
+    tight_rtol, tight_atol = float(dump.get("tight_rtol") or 1e-12), float(dump.get("tight_atol") or 1e-14)
+    tight = {}  # B -> (loss, seconds): the step-1 loss at the tight tolerances, once per batch
     budget = C.Budget(args.max_seconds)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
@@ -171,6 +175,12 @@ def main(argv=None):
                     nfe0 = nfe[0]
                     final = float(((solve() - tg) ** 2).sum(dim=1).mean().item())
                     nfe_forward = nfe[0] - nfe0
+                    if b not in tight:
+                        t = time.perf_counter()
+                        f0 = make_model(torch, nd["sizes"], nd["hidden_activation"], nd["output_activation"],
+                                        nd["weights"], dev)
+                        yt = torchdiffeq.odeint(f0, y0, ts, rtol=tight_rtol, atol=tight_atol, method="dopri5")[-1]
+                        tight[b] = (float(((yt - tg) ** 2).sum(dim=1).mean().item()), time.perf_counter() - t)
                 row = {
                     **cell,
                     "steps": r["steps_done"], "reps_done": len(r["times_ms"]),
@@ -178,6 +188,8 @@ def main(argv=None):
                     "warmup_s": r["warmup_s"],
                     "loss_first": r["losses"][0], "loss_last": r["losses"][-1], "loss_final": final,
                     "nfe_forward": nfe_forward if mode == "backprop" else None,
+                    "loss_first_tight": tight[b][0], "tight_rtol": tight_rtol, "tight_atol": tight_atol,
+                    "tight_s": tight[b][1],
                 }
                 C.loss_checks(row, gs.get(b))
                 row["cell_s"] = time.perf_counter() - start
