@@ -24,6 +24,8 @@ FUZZ_TARGETS=(
 	"./cmd/gradsolve FuzzParseFloats"
 	"./cmd/gradsolve FuzzParseVary"
 	"./cmd/gradsolve FuzzCLI"
+	"./cmd/gradsolve FuzzFitData"
+	"./cmd/gradsolve FuzzFitArgs"
 	"./tape FuzzTraceExpr"
 )
 

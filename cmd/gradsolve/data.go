@@ -176,6 +176,12 @@ func readObservations(r io.Reader, dim, n int, lim limits) (ob *observations, no
 	if ob.count == 0 {
 		return nil, nil, errors.New("no observed value: every state cell of the file is empty")
 	}
+	w := K * dim
+	for i := range n {
+		if !slices.ContainsFunc(ob.weight[i*w:(i+1)*w], func(x float64) bool { return x > 0 }) {
+			return nil, nil, fmt.Errorf("line %d: trajectory %d has no observed value (its state cells are empty), so nothing fits it", seen[i], i)
+		}
+	}
 	for j, w := range ob.weight {
 		if w > 1 {
 			ob.value[j] /= w
@@ -229,9 +235,10 @@ func parseIndex(s string) (int, error) {
 	return int(i), nil
 }
 
-// writeCSV writes ob in the format readObservations reads, with
-// a header: one row per trajectory and time with an observed value
-// (repeated observations are written once, as their mean).
+// writeCSV writes ob in the format readObservations reads, with a
+// header: one row per trajectory and time with an observed value
+// (repeated observations are written once, as their mean), and a row of
+// empty cells for a time without any.
 func (ob *observations) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	hdr := []string{"traj", "t"}
@@ -240,6 +247,17 @@ func (ob *observations) writeCSV(w io.Writer) error {
 	}
 	cw.Write(hdr)
 	K := len(ob.times)
+	for k, t := range ob.times {
+		empty := true
+		for i := 0; i < ob.n && empty; i++ {
+			for c := 0; c < ob.dim; c++ {
+				empty = empty && ob.weight[(i*K+k)*ob.dim+c] == 0
+			}
+		}
+		if empty {
+			cw.Write(append([]string{"0", formatFloat(t)}, make([]string, ob.dim)...))
+		}
+	}
 	for i := 0; i < ob.n; i++ {
 		for k, t := range ob.times {
 			row := []string{strconv.Itoa(i), formatFloat(t)}

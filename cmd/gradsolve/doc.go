@@ -1,8 +1,8 @@
 // Command gradsolve solves ensembles of small ODEs and returns exact
 // reverse-mode gradients of a loss of the solutions, for the built-in
 // problems of package problems, on the CPU engine or another registered
-// one (-engine; this build registers only the CPU engine: -engine cuda
-// needs package cuda).
+// one (-engine: the CPU engine and the GPU engines of package cuda,
+// "cuda", "cuda-f32" and "cuda-multi", which need an NVIDIA GPU).
 //
 // Usage:
 //
@@ -32,8 +32,8 @@
 // state, parameters by name, t, final state, status, accepted, rejected
 // and, for grad, dL/dy0[c] and dL/d<parameter>); with -saveat the saved
 // states are a second, long table (i, t, y[c]) written beside -out FILE.csv
-// as FILE.saved.csv. -out writes through a temporary file renamed when
-// complete, so no half-written file is left.
+// as FILE.saved.csv.
+//
 // The JSON keys are command, problem, method (the method that ran), engine
 // (the engine that ran), n, dim, params, t0, t1, rtol, atol, vary,
 // loss_name (grad), status ("ok", "stiff" for a gradient refused because
@@ -61,11 +61,45 @@
 // in a command is recovered and reported as a bug. Ensembles too large for
 // the machine's memory are refused before any work (limits.go).
 //
+// # Fit
+//
+// fit takes the flags of solve and its own: -fit (what to fit), -data (a
+// CSV file of observations: an optional header, then traj,t,y0,... rows;
+// indices 0 to n − 1 each with an observation; a repeated trajectory and
+// time counts as a repeated measurement; a bad row is an error naming its
+// line), -start, -noise, -fits, -steps (at least 1), -lr (positive), -clip,
+// -remesh, -seed and -plot (the loss curve). Every numeric flag outside its
+// domain (NaN, an infinity, a negative or zero value where it means
+// nothing) is a command-line error naming the flag and its range. The
+// output (human, -json, or -format csv: one row per trajectory with its
+// fit's parameters and its own fitted initial state) goes to stdout or to
+// -out FILE; the JSON has every fit's values (fitted) and every
+// trajectory's fitted initial state (fitted_y0).
+//
+// # Output files
+//
+// No file is lost or half-written. Every file a command writes (solve and
+// grad -out, FILE.saved.csv and -plot; fit -out and -plot; bench -out,
+// -dump and -cpuprofile) is created only once the whole command line and
+// its inputs (fit -data) are valid, written to a temporary file in the
+// same directory (".NAME.tmp-*"), synced, and renamed into place when
+// complete (package internal/atomicfile); on any error the temporary file
+// is removed and an existing file is left as it was. bench replaces -out
+// and the profile only if every suite succeeds. A symbolic link is
+// followed (the file it names is replaced, the link kept); devices such
+// as /dev/stdout are written directly. Two outputs, or an output and
+// fit's -data, that name one file (the same path, through a symbolic link
+// to the file or a directory, or a hard link) are refused with exit
+// status 2, naming both flags. A write error on any output, stdout
+// included (gradsolve fit > /dev/full), gives exit status 1. SIGINT and
+// SIGTERM remove the temporary files of the outputs being written and
+// exit with status 130 and 143.
+//
 // The command's code is a thin layer over packages ode and problems:
 // parse.go parses flag values, options.go checks them against the problem
 // and builds the ode.Problem and ode.Settings, limits.go estimates the
 // memory of a run, solve.go runs them and builds the JSON result,
 // human.go writes the tables, output.go the CSV and the output files,
 // figure.go the plots, bar.go the progress bars; fit.go and bench.go are
-// the fit and bench commands.
+// the fit and bench commands, data.go reads fit's -data.
 package main

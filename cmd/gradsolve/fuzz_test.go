@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,4 +213,169 @@ func TestMemoryEstimate(t *testing.T) {
 	if a, b := trajectoryBytes("solve", 3, 3, 10, false), trajectoryBytes("solve", 3, 3, 0, true); !(a > trajectoryBytes("solve", 3, 3, 0, false) && b > trajectoryBytes("solve", 3, 3, 0, false)) {
 		t.Errorf("saved states (%v) or arrays (%v) add nothing", a, b)
 	}
+}
+
+// FuzzFitData reads arbitrary data files as fit -data does (for Van der
+// Pol, two state components) and checks that reading never panics, that
+// what it accepts is consistent (n trajectories 0 to n−1 each with an
+// observed value, distinct increasing finite times, tables of n×K×2,
+// observation counts that add up, finite values) and that it round-trips:
+// written back with writeCSV and read again, the observations are the
+// same (repeated ones as their mean).
+func FuzzFitData(f *testing.F) {
+	for _, s := range []string{
+		"traj,t,x,v\n0,0.5,1.8,-0.6\n0,1,1.3,-1.1\n",
+		"1,0.5,1.8,-0.6\n0,0.5,1.8,-0.6\n0,1,1.3,\n",
+		"# comment\ntraj,t,x,v\n0,1,1,2\n0,1,3,2\n",
+		"traj,t,x,v\n1000000000000000,1,1,2\n",
+		"traj,t,x,v\n1e15,1,1,2\n",
+		"traj,t,x,v\n-1,1,1,2\n",
+		"0,NaN,1,2\n",
+		"0,1,Inf,2\n",
+		"0,1,,\n0,2,1,\n",
+		"0,1,1\n",
+		"\"0\",\"1\",\"2\",\"3\"\n",
+		"0,1e-400,1e308,-1e308\n",
+		"",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		ob, _, err := readObservations(strings.NewReader(data), 2, 0, fuzzLimits)
+		if err != nil {
+			if ob != nil {
+				t.Fatalf("%q: an error and observations", data)
+			}
+			return
+		}
+		checkObservations(t, data, ob)
+		var b bytes.Buffer
+		if err := ob.writeCSV(&b); err != nil {
+			t.Fatal(err)
+		}
+		back, _, err := readObservations(&b, 2, 0, fuzzLimits)
+		if err != nil {
+			t.Fatalf("%q: written back as %q: %v", data, b.String(), err)
+		}
+		if back.n != ob.n || !slices.Equal(back.times, ob.times) {
+			t.Fatalf("%q: round trip: n %d → %d, times %v → %v", data, ob.n, back.n, ob.times, back.times)
+		}
+		for j := range ob.value {
+			if (ob.weight[j] > 0) != (back.weight[j] > 0) || (ob.weight[j] > 0 && ob.value[j] != back.value[j]) {
+				t.Fatalf("%q: round trip: cell %d: %v (weight %v) → %v (weight %v)", data, j, ob.value[j], ob.weight[j], back.value[j], back.weight[j])
+			}
+		}
+	})
+}
+
+// checkObservations checks the invariants of observations read from data.
+func checkObservations(t *testing.T, data string, ob *observations) {
+	t.Helper()
+	K, d := len(ob.times), ob.dim
+	if ob.n < 1 || K < 1 || len(ob.value) != ob.n*K*d || len(ob.weight) != len(ob.value) || len(ob.spread) != ob.n {
+		t.Fatalf("%q: n %d, K %d, %d values, %d weights, %d spreads", data, ob.n, K, len(ob.value), len(ob.weight), len(ob.spread))
+	}
+	for k, tau := range ob.times {
+		if !finite(tau) || (k > 0 && !(tau > ob.times[k-1])) {
+			t.Fatalf("%q: times %v", data, ob.times)
+		}
+	}
+	total := 0.0
+	for i := range ob.n {
+		seen := false
+		for j := i * K * d; j < (i+1)*K*d; j++ {
+			w := ob.weight[j]
+			if w < 0 || w != math.Trunc(w) || !finite(ob.value[j]) || (w == 0 && ob.value[j] != 0) {
+				t.Fatalf("%q: cell %d: value %v, weight %v", data, j, ob.value[j], w)
+			}
+			seen = seen || w > 0
+			total += w
+		}
+		if !seen {
+			t.Fatalf("%q: trajectory %d has no observation", data, i)
+		}
+		if !(ob.spread[i] >= 0) {
+			t.Fatalf("%q: spread %v", data, ob.spread[i])
+		}
+	}
+	if int(total) != ob.count {
+		t.Fatalf("%q: %d observations, weights add up to %v", data, ob.count, total)
+	}
+}
+
+// FuzzFitArgs runs fit end to end with an arbitrary command line (after
+// "fit", arguments separated by single spaces) and data file (the value
+// of every -data flag), with at most 2 Adam steps and the small limits of
+// FuzzCLI, and checks that it never panics, that the exit status is 0, 1
+// or 2 with a message on stderr for 1 and 2, that a JSON output is valid
+// JSON, and that no file is written outside a temporary directory.
+func FuzzFitArgs(f *testing.F) {
+	data := "traj,t,x,v\n0,0.5,1.8,-0.6\n0,1,1.3,-1.1\n1,1,1.2,-1\n"
+	for _, s := range []string{
+		"-problem vdp -fit mu",
+		"-problem vdp -fit mu -data obs.csv -json",
+		"-problem vdp -fit mu,y00 -data obs.csv -format csv",
+		"-problem vdp -fit mu -n 4 -fits 2 -vary y00=1:2 -out fit.csv",
+		"-problem vdp -fit y01 -n 2 -out fit.json -plot loss.svg",
+		"-problem lorenz -fit rho -lr NaN",
+		"-problem lorenz -fit rho -steps 0",
+		"-problem lorenz -fit rho -noise -1",
+		"-problem lorenz -fit rho -clip Inf",
+		"-problem vdp -fit mu -data obs.csv -n 1",
+		"-problem vdp -fit mu -data obs.csv -out obs.csv",
+		"-problem vdp -fit mu -plot loss.svg -out loss.svg",
+		"-problem vdp -fit mu -remesh -1 -start 3",
+		"-problem vdp -fit mu -data obs.csv -start 3",
+		"-fit",
+	} {
+		f.Add(s, data)
+	}
+	f.Add("-problem vdp -fit mu -data obs.csv", "0,1,2,3\n1000000000000000,1,2,3\n")
+	f.Add("-problem vdp -fit mu -data obs.csv", "0,0.5,1,2\n0,0.5,1,2\n")
+	f.Add("-problem vdp -fit mu -data obs.csv -t1 0.1", "0,0.5,1,2\n")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, line, data string) {
+		tdir, err := os.MkdirTemp(dir, "run")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(tdir)
+		obs := filepath.Join(tdir, "obs.csv")
+		if err := os.WriteFile(obs, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"fit"}, strings.Split(line, " ")...)
+		confineOut(args, tdir)
+		for i, a := range args {
+			switch {
+			case (a == "-data" || a == "--data") && i+1 < len(args):
+				args[i+1] = obs
+			case strings.HasPrefix(a, "-data=") || strings.HasPrefix(a, "--data="):
+				args[i] = "-data=" + obs
+			}
+		}
+		args = append(args, "-steps", "2", "-quiet")
+		var stdout, stderr bytes.Buffer
+		code := runLimited(args, &stdout, &stderr, fuzzLimits)
+		msg := stderr.String()
+		switch {
+		case strings.Contains(msg, "gradsolve: internal error:"):
+			t.Fatalf("%q with data %q panicked:\n%s", args, data, msg)
+		case code != exitOK && code != exitFail && code != exitUsage:
+			t.Fatalf("%q: exit status %d", args, code)
+		case code != exitOK && strings.TrimSpace(msg) == "":
+			t.Fatalf("%q: exit status %d with nothing on stderr", args, code)
+		case strings.HasPrefix(stdout.String(), "{") && !json.Valid(stdout.Bytes()):
+			t.Fatalf("%q: invalid JSON:\n%s", args, stdout.String())
+		}
+		if b, err := os.ReadFile(obs); err != nil || string(b) != data {
+			t.Fatalf("%q: the data file changed", args)
+		}
+		ents, _ := os.ReadDir(tdir)
+		for _, e := range ents {
+			if strings.Contains(e.Name(), ".tmp-") {
+				t.Fatalf("%q: temporary file %s left", args, e.Name())
+			}
+		}
+	})
 }

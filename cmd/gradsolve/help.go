@@ -116,6 +116,15 @@ leaves no half-written file, and a failed run (exit status 1) still writes
 its complete output with the statuses. Without -format, an -out name ending
 in .csv or .json picks that format. With csv or json going to FILE, the
 readable report goes to stdout. -out - (or /dev/stdout) is stdout.
+
+Files: no file is created or changed until the whole command line is
+valid; every output (-out, its .saved.csv, -plot) is written to a
+temporary file in its directory, synced and renamed into place, so an
+existing file is replaced whole or left as it was. Two outputs that name
+one file (also through a symbolic link) are refused (exit status 2). A
+write error, on stdout too (a full disk), gives exit status 1. SIGINT or
+SIGTERM removes the temporary files and exits with status 130 or 143,
+leaving every file as it was.
 `
 
 // jsonSchema documents the -json output of solve and grad.
