@@ -178,3 +178,52 @@ func TestAllFitsFail(t *testing.T) {
 		t.Errorf("one fit: status %v after %d steps, error %v", res.Status, res.Steps, err)
 	}
 }
+
+// TestResumeIsolated resumes fits among which one fails, before and after
+// its failure, and checks the result against the uninterrupted run.
+func TestResumeIsolated(t *testing.T) {
+	t.Parallel()
+	p := isolated(6, []int{2, 4}, nil)
+	const steps = 20
+	for _, tc := range []struct {
+		name   string
+		remesh int
+		split  int
+	}{
+		{"before the failure", 0, 5},
+		{"after the failure", 0, 13},
+		{"after, remesh 3", 3, 13},
+		{"at the failure, remesh 5", 5, 10},
+	} {
+		whole, err := Fit(context.Background(), p, nil, &Settings{Steps: steps, Remesh: tc.remesh, Optimizer: &optim.Adam{LearnRate: 0.1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := &optim.Adam{LearnRate: 0.1}
+		first, err := Fit(context.Background(), p, nil, &Settings{Steps: tc.split, Remesh: tc.remesh, Optimizer: o, SkipFinal: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := Fit(context.Background(), p, nil, &Settings{Steps: steps, Remesh: tc.remesh, Optimizer: o, Resume: first.Checkpoint()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := sameBits(whole.X, second.X); i >= 0 {
+			t.Errorf("Case %s: x[%d] = %v resumed, %v uninterrupted", tc.name, i, second.X[i], whole.X[i])
+		}
+		if i := sameBits(whole.History, append(append([]float64(nil), first.History...), second.History...)); i >= 0 {
+			t.Errorf("Case %s: the loss of step %d differs", tc.name, i)
+		}
+		for b := range 6 {
+			if e, f := whole.FitErr[b], second.FitErr[b]; (e == nil) != (f == nil) || e != nil && e.Error() != f.Error() {
+				t.Errorf("Case %s: fit %d: error %v resumed, %v uninterrupted", tc.name, b, f, e)
+			}
+			if whole.FitStatus[b] != second.FitStatus[b] {
+				t.Errorf("Case %s: fit %d: status %v resumed, %v uninterrupted", tc.name, b, second.FitStatus[b], whole.FitStatus[b])
+			}
+		}
+		if whole.FitStatus[2] != Failed || math.Float64bits(whole.FinalLoss) != math.Float64bits(second.FinalLoss) {
+			t.Errorf("Case %s: fit 2 %v; final loss %v resumed, %v uninterrupted", tc.name, whole.FitStatus[2], second.FinalLoss, whole.FinalLoss)
+		}
+	}
+}

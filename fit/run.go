@@ -90,9 +90,16 @@ type Checkpoint struct {
 	BestX    optim.Floats `json:"best_x,omitempty"`
 	Stale    int          `json:"stale"`
 
-	// Failed lists the independent fits that had stopped (their reasons
-	// are in the Result that made the checkpoint).
-	Failed []int `json:"failed,omitempty"`
+	// Failed lists the independent fits that had stopped, in order.
+	Failed []StoppedFit `json:"failed,omitempty"`
+}
+
+// StoppedFit records a failed fit in a Checkpoint: on Resume its FitErr
+// is a *FitError with this step and reason.
+type StoppedFit struct {
+	Fit    int    `json:"fit"`
+	Step   int    `json:"step"`
+	Reason string `json:"reason"`
 }
 
 // ErrStop, returned by a Callback, ends a fit early without an error.
@@ -398,11 +405,11 @@ func (r *runner) init() error {
 	r.k0 = c.Step
 	r.res.Start, r.res.Steps = c.Step, c.Step
 	r.res.BestLoss, r.res.BestStep, r.res.BestX, r.stale = c.BestLoss, c.BestStep, slices.Clone([]float64(c.BestX)), c.Stale
-	for _, b := range c.Failed {
-		if b < 0 || b >= f.b {
-			return fmt.Errorf("fit: Resume: the checkpoint names failed fit %d of %d", b, f.b)
+	for _, s := range c.Failed {
+		if s.Fit < 0 || s.Fit >= f.b || s.Step < 0 || s.Step > c.Step {
+			return fmt.Errorf("fit: Resume: the checkpoint names failed fit %d (at step %d) of %d fits at step %d", s.Fit, s.Step, f.b, c.Step)
 		}
-		r.fail(b, c.Step, errors.New("failed before the run was resumed"))
+		r.fail(s.Fit, s.Step, errors.New(s.Reason))
 	}
 	if c.MeshX != nil && !set.remesh(c.Step) {
 		// Record the mesh the uninterrupted run replays, from the values it
@@ -638,8 +645,8 @@ func (r *runner) finish(status Status, e error) (*Result, error) {
 		c.MeshStep, c.MeshX = r.meshStep, slices.Clone(r.meshX)
 	}
 	for b, s := range res.FitStatus {
-		if s == Failed {
-			c.Failed = append(c.Failed, b)
+		if fe, ok := res.FitErr[b].(*FitError); ok && s == Failed {
+			c.Failed = append(c.Failed, StoppedFit{Fit: b, Step: fe.Step, Reason: fe.Err.Error()})
 		}
 	}
 	res.ckpt = c

@@ -92,6 +92,11 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 	}
 	var fails []*TrajectoryError
 	for {
+		// Each failure counts all of the call's: which call of the loop
+		// found it depends on where the engine stopped.
+		for _, e := range fails {
+			e.Failed = len(fails)
+		}
 		if out == n {
 			return sv.partialNone(dst, q, &loss, m, status), fails, nil
 		}
