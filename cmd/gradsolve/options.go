@@ -65,6 +65,10 @@ const (
 	formatJSON  = "json"  // one object
 )
 
+// minRelTol is the smallest -rtol: ten units of float64 rounding (10ε),
+// the floor package ode refuses below (see ode.Settings.RelTol).
+const minRelTol = 10 * 0x1p-52
+
 // maxBlock is the largest -block: the automatic block size is 64 to 1024
 // trajectories, and larger blocks only add memory.
 const maxBlock = 1 << 16
@@ -203,6 +207,8 @@ func (o *options) build(lim limits) (*job, error) {
 		return nil, usagef("-t1: %v is not finite", t1)
 	case !(t1 > t0):
 		return nil, usagef("-t1 = %v must be greater than -t0 = %v", t1, t0)
+	case !finite(t1 - t0):
+		return nil, usagef("-t0, -t1: the span t1 − t0 = %v − (%v) overflows float64; use a shorter span, or rescale time", t1, t0)
 	}
 	var saveat []float64
 	if o.set["saveat"] {
@@ -261,8 +267,8 @@ func (o *options) build(lim limits) (*job, error) {
 		return nil, err
 	}
 
-	if !(o.rtol > 0) || !finite(o.rtol) {
-		return nil, usagef("-rtol: %v; want a positive number", o.rtol)
+	if !(o.rtol >= minRelTol && o.rtol < 1) {
+		return nil, usagef("-rtol: %v; want a relative tolerance from %.2g (10ε, the smallest float64 can meet) to below 1", o.rtol, minRelTol)
 	}
 	if j.atol, err = parseAbsTol(o.atol, d, pr.Name); err != nil {
 		return nil, err
@@ -389,6 +395,9 @@ func (j *job) checkVary(n int, oneY0, oneP bool, y0, p []float64) error {
 				return usagef("-vary %s: %s has no per-trajectory parameters", v, pr.Name)
 			}
 			return usagef("-vary %s: %s has %s, p0 to p%d (%s)", v, pr.Name, count(np, "parameter"), np-1, strings.Join(j.pnames, ", "))
+		}
+		if !finite(v.Hi - v.Lo) {
+			return usagef("-vary %s: HI − LO overflows float64; sweep a narrower range", v)
 		}
 		if n == 1 {
 			return usagef("-vary %s sweeps over the trajectories, but n = 1, which would take LO alone; use -n 2 or more, or set the value with -%s", v, v.Target)
