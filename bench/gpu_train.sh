@@ -16,7 +16,8 @@
 #   5. bench/anchors/train_summary.py $OUT: the tables.
 #
 #   bash bench/gpu_train.sh             # 1, 2, 3, 5: under 10 minutes
-#   bash bench/gpu_train.sh dx-lorenz   # 4 and 5 alone (a second call: about 2.5 minutes)
+#   bash bench/gpu_train.sh dx-lorenz   # 4 and 5 alone (a second call: about 2.5 minutes;
+#                                       # then train_summary.py DIR1 DIR2 on both calls' folders)
 #   bash bench/gpu_train.sh all         # 1-5: over 10 minutes unless the budgets are lowered
 #
 # It builds nothing. Before the call, build on the development machine, from
@@ -33,9 +34,10 @@
 #            REPS + 1 steps, and so do the anchors, from the dump)
 #   GS_ARGS  more flags of both gradsolve runs, e.g. "-fits 65536 -calls 128,1048576"
 #   FIT_BUDGET, CALL_BUDGET, DX_BUDGET, TORCH_BUDGET, DXL_BUDGET: seconds
-#            for each part (default 220, 60, 160, 90, 150; the anchors skip
-#            cells predicted to overrun a little less). The dump appears
-#            only if the fits' run completes.
+#            for each part (default 150, 60, 220, 90, 150; the anchors skip
+#            a cell predicted to take more than half their budget, and lines
+#            written before a timeout stay). The dump appears only if the
+#            fits' run completes.
 # Logs and JSON lines go to $OUT (default /tmp/gpu-train).
 set -u
 root=$(pwd); out=${OUT:-/tmp/gpu-train}; mkdir -p "$out"
@@ -51,7 +53,7 @@ if [ -z "$bin" ] || [ ! -x "$bin" ]; then
 fi
 export GRADSOLVE_CUDA_CACHE=${GRADSOLVE_CUDA_CACHE:-/tmp/gradsolve-cuda-cache} PYTHONUNBUFFERED=1
 ENGINE=${ENGINE:-cuda}; REPS=${REPS:-5}
-FIT_BUDGET=${FIT_BUDGET:-220}; CALL_BUDGET=${CALL_BUDGET:-60}; DX_BUDGET=${DX_BUDGET:-160}; TORCH_BUDGET=${TORCH_BUDGET:-90}
+FIT_BUDGET=${FIT_BUDGET:-150}; CALL_BUDGET=${CALL_BUDGET:-60}; DX_BUDGET=${DX_BUDGET:-220}; TORCH_BUDGET=${TORCH_BUDGET:-90}
 DXL_BUDGET=${DXL_BUDGET:-150}
 dump=$out/train.json
 SUITE=${SUITE:-gpu-train}
@@ -82,16 +84,16 @@ step gradsolve-calls "$CALL_BUDGET" "$bin" bench -suite "$SUITE" "${engine_args[
 	-cases grad-call ${GS_ARGS:-}
 if [ -s "$dump" ]; then
 	step diffrax "$DX_BUDGET" python3 bench/anchors/diffrax_train.py --problem "$dump" --platform "$dx_platform" \
-		--max-seconds $((DX_BUDGET - 20))
+		--max-seconds $((DX_BUDGET / 2))
 	step torchdiffeq "$TORCH_BUDGET" python3 bench/anchors/torchdiffeq_train.py --problem "$dump" --device "$torch_device" \
-		--b "$torch_b" --max-seconds $((TORCH_BUDGET - 15))
+		--b "$torch_b" --max-seconds $((TORCH_BUDGET / 2))
 else
 	echo "no dump at $dump: the anchors are not run"
 fi
 fi
 if [ "$mode" = all ] || [ "$mode" = dx-lorenz ]; then
 	step diffrax-lorenz "$DXL_BUDGET" python3 bench/anchors/diffrax_lorenz.py --platform "$dx_platform" --rtol 1e-6 \
-		--n 128,32768,262144,1048576 --no-forward --reps "$REPS" --max-seconds $((DXL_BUDGET - 15))
+		--n 128,32768,262144,1048576 --no-forward --reps "$REPS" --max-seconds $((DXL_BUDGET / 2))
 fi
 echo "=== summary at $(($(date +%s) - T0)) s"
 python3 bench/anchors/train_summary.py "$out" | tee "$out/summary.txt"
