@@ -220,8 +220,8 @@ type TrainDump struct {
 	LorenzFit   *TrainLorenzDump `json:"lorenz_fit,omitempty"`
 }
 
-// TrainNeuralDump is the neural fit's problem: the keys of NeuralDump
-// (read by diffrax_neural.py too), the learning rate and the results.
+// TrainNeuralDump is the neural fit's problem, with the keys of
+// NeuralDump for the problem, the learning rate and the results.
 type TrainNeuralDump struct {
 	Protocol  string    `json:"protocol"`
 	Sizes     []int     `json:"sizes"`
@@ -406,8 +406,7 @@ func RunTrain(w io.Writer, cfg TrainConfig) ([]TrainRow, error) {
 			}
 		}
 	}
-	// The dump holds the fits' problems: written before the Grad calls, so
-	// that a run stopped during those still leaves it.
+	// The dump holds the fits' problems: written once they are done.
 	if dump != nil {
 		if err := json.NewEncoder(cfg.Dump).Encode(dump); err != nil {
 			return rows, fmt.Errorf("bench: %s: writing the dump: %w", cfg.suite(), err)
