@@ -197,7 +197,11 @@ func readObservations(r io.Reader, dim, n int, lim limits) (ob *observations, no
 			}
 		}
 		const shown = 3
-		note := fmt.Sprintf("note: %s repeat a trajectory and time (%s", count(len(repeats), "row"), strings.Join(repeats[:min(shown, len(repeats))], "; "))
+		verb := "repeat"
+		if len(repeats) == 1 {
+			verb = "repeats"
+		}
+		note := fmt.Sprintf("note: %s %s a trajectory and time (%s", count(len(repeats), "row"), verb, strings.Join(repeats[:min(shown, len(repeats))], "; "))
 		if len(repeats) > shown {
 			note += fmt.Sprintf("; %d more", len(repeats)-shown)
 		}

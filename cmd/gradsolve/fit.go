@@ -65,6 +65,15 @@ t1), -noise adds Gaussian noise, and the fitted values start at -start
 Loss: the mean over trajectories of the sum over observations of
 (y − observed)², missing values left out.
 
+JSON (-json): command, problem, method, engine, n, fits, fit (the names),
+data, observations (the observed values, repeated ones included), truth
+(synthetic data: the true values, trajectory 0's for y0K), status, error,
+steps, records, loss_first, loss_final, loss_best, best_step, fitted (per
+fit, the values in -fit order; y0K: the fit's first trajectory's),
+fitted_y0 (per trajectory, its fitted y0K values; null if none is
+fitted), truth_y0 (synthetic data: per trajectory, its true y0K values),
+history (the loss per step), time_ms, record_ms and grad_ms.
+
 Numbers: -steps is at least 1 (the loss is evaluated before the first step
 and after the last); -lr is positive and finite; -noise and -clip are zero
 or positive and finite; -fits is at least 1 and divides n; -remesh is -1
@@ -227,6 +236,7 @@ type fitOutcome struct {
 	fitted       [][]float64 // per fit: the fitted values in -fit order (y0K: the fit's first trajectory's)
 	fittedY0     [][]float64 // per trajectory: its fitted y0K values, in -fit order; nil if no y0K is fitted
 	truth        []float64   // synthetic data only: the true values, per var (trajectory 0's)
+	truthY0      [][]float64 // synthetic data only: per trajectory, its true y0K values
 	written      []string    // the lines of the report on the files written
 }
 
@@ -391,6 +401,16 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 	}
 	fo2 := &fitOutcome{name: pr.Name, engine: fr.Solver().Engine(), j: j, vars: vars, fo: fo, ob: ob, res: res, err: err, truth: truth}
 	fo2.collect(prob.N, d, np)
+	if truth != nil && fo2.fittedY0 != nil {
+		fo2.truthY0 = make([][]float64, prob.N)
+		for i := range prob.N {
+			for _, v := range vars {
+				if v.y0 {
+					fo2.truthY0[i] = append(fo2.truthY0[i], j.prob.Y0[i*d+v.k])
+				}
+			}
+		}
+	}
 
 	var werr error // the first error writing an output
 	if plotFile != nil && len(res.History) > 0 {
@@ -511,13 +531,15 @@ func (f *fitOutcome) json() jsonObject {
 	for b := range f.fitted {
 		fj[b] = f.fitted[b]
 	}
-	var fy any // null if no initial state is fitted
-	if f.fittedY0 != nil {
-		rows := make([]jsonFloats, len(f.fittedY0))
-		for i := range rows {
-			rows[i] = f.fittedY0[i]
+	rows := func(xs [][]float64) any { // null if nil
+		if xs == nil {
+			return nil
 		}
-		fy = rows
+		r := make([]jsonFloats, len(xs))
+		for i := range r {
+			r[i] = xs[i]
+		}
+		return r
 	}
 	first := math.NaN()
 	if len(res.History) > 0 {
@@ -530,7 +552,7 @@ func (f *fitOutcome) json() jsonObject {
 		{"status", status}, {"error", errText}, {"steps", res.Steps}, {"records", res.Records},
 		{"loss_first", jsonFloat(first)}, {"loss_final", jsonFloat(res.FinalLoss)},
 		{"loss_best", jsonFloat(res.BestLoss)}, {"best_step", res.BestStep},
-		{"fitted", fj}, {"fitted_y0", fy}, {"history", jsonFloats(res.History)},
+		{"fitted", fj}, {"fitted_y0", rows(f.fittedY0)}, {"truth_y0", rows(f.truthY0)}, {"history", jsonFloats(res.History)},
 		{"time_ms", ms(res.Time)}, {"record_ms", ms(res.RecordTime)}, {"grad_ms", ms(res.GradTime)},
 	}
 }
@@ -624,12 +646,18 @@ func (f *fitOutcome) writeHuman(w io.Writer) error {
 		fmt.Fprint(tw, "TRAJ\tFIT")
 		for _, k := range yIdx {
 			fmt.Fprintf(tw, "\t%s", vars[k].name)
+			if f.truthY0 != nil {
+				fmt.Fprintf(tw, "\t(truth)")
+			}
 		}
 		fmt.Fprintln(tw)
 		for i := 0; i < n && i < fitRows; i++ {
 			fmt.Fprintf(tw, "%d\t%d", i, i/per)
 			for y := range yIdx {
 				fmt.Fprintf(tw, "\t%.6g", f.fittedY0[i][y])
+				if f.truthY0 != nil {
+					fmt.Fprintf(tw, "\t%.6g", f.truthY0[i][y])
+				}
 			}
 			fmt.Fprintln(tw)
 		}
