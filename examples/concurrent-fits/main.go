@@ -139,15 +139,24 @@ func run(ctx context.Context, c config, out io.Writer) (*outcome, error) {
 	}
 	el := time.Since(start)
 	o.res = res
+	failed := 0
 	for b := range c.fits {
 		o.got[b] = append([]float64(nil), res.FitP(b)...)
+		if res.FitStatus[b] == fit.Failed {
+			// An isolated failure: this fit stopped (FitErr says why) and
+			// the others went on without it.
+			if failed++; failed <= 3 {
+				fmt.Fprintf(out, "  %v\n", res.FitErr[b])
+			}
+			continue
+		}
 		for j := range 4 {
 			o.worst = math.Max(o.worst, math.Abs(o.got[b][j]-o.truth[b][j])/o.truth[b][j])
 		}
 	}
 	fmt.Fprintf(out, "concurrent-fits: %d fits × %d trajectories, %d Adam steps in %v (%.3g ms per step for all fits)\n",
 		c.fits, c.per, res.Steps, el.Round(time.Millisecond), float64(el.Microseconds())/1e3/float64(max(res.Steps, 1)))
-	fmt.Fprintf(out, "  loss %.4g -> %.4g; worst relative parameter error over all fits %.3f%%\n", res.History[0], res.FinalLoss, 100*o.worst)
+	fmt.Fprintf(out, "  loss %.4g -> %.4g; worst relative parameter error over the %d fits that finished %.3f%%\n", res.History[0], res.FinalLoss, c.fits-failed, 100*o.worst)
 	for b := 0; b < c.fits && b < 4; b++ {
 		fmt.Fprintf(out, "  fit %d:", b)
 		for j, name := range paramNames {
