@@ -218,19 +218,27 @@ func isHeader(rec []string) bool {
 }
 
 // parseIndex parses a trajectory index: a non-negative integer below
-// maxDataTrajectories. Its error reads as the end of a sentence that
-// begins with what the index is.
+// maxDataTrajectories, in integer or number notation ("3", "3.0", "3e0",
+// as programs that write integer columns as floats do). Its error reads
+// as the end of a sentence that begins with what the index is.
 func parseIndex(s string) (int, error) {
 	t := strings.TrimSpace(s)
 	i, err := strconv.ParseInt(t, 10, 64)
+	if t != "" && err != nil {
+		x, ferr := strconv.ParseFloat(t, 64)
+		switch {
+		case ferr != nil || math.IsNaN(x) || math.IsInf(x, 0):
+			return 0, fmt.Errorf("%q is not an integer from 0", t)
+		case x != math.Trunc(x):
+			return 0, fmt.Errorf("%q is not an integer; want an integer from 0", t)
+		case math.Abs(x) >= maxDataTrajectories:
+			return 0, fmt.Errorf("%q is too large (at most %d)", t, int64(maxDataTrajectories-1))
+		}
+		i, err = int64(x), nil
+	}
 	switch {
 	case t == "":
 		return 0, errors.New("is empty; want an integer from 0")
-	case err != nil:
-		if _, ferr := strconv.ParseFloat(t, 64); ferr == nil {
-			return 0, fmt.Errorf("%q is not an integer; want an integer from 0", t)
-		}
-		return 0, fmt.Errorf("%q is not an integer from 0", t)
 	case i < 0:
 		return 0, fmt.Errorf("%q is negative; want an integer from 0", t)
 	case i >= maxDataTrajectories:

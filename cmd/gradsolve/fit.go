@@ -356,6 +356,9 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 		for i := range ob.value {
 			ob.value[i] += fo.noise * rng.NormFloat64()
 			ob.weight[i] = 1
+			if !finite(ob.value[i]) {
+				return usagef("-noise: %v: the synthetic data overflow float64 (an observation is %v); want a smaller standard deviation", fo.noise, ob.value[i])
+			}
 		}
 		for _, v := range vars {
 			if v.y0 {

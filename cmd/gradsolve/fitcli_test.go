@@ -26,7 +26,7 @@ func TestNumericFlagDomains(t *testing.T) {
 	}{
 		{fit, "-lr", []string{"NaN", "Inf", "-Inf", "-0.1", "0"}, "want"},
 		{fit, "-steps", []string{"-3", "0"}, "want"},
-		{fit, "-noise", []string{"NaN", "Inf", "-1"}, "want"},
+		{fit, "-noise", []string{"NaN", "Inf", "-1", "1e308"}, "want"},
 		{fit, "-clip", []string{"NaN", "Inf", "-1"}, "want"},
 		{fit, "-fits", []string{"0", "-1"}, "want"},
 		{fit, "-remesh", []string{"-2"}, "want"},
@@ -163,6 +163,9 @@ func TestFitDataErrors(t *testing.T) {
 	for k, tc := range []struct{ data, want string }{
 		{"traj,t,x,v\n0,0.5,1,2\n1000000000000000,1,1,2\n", "line 3"},
 		{"traj,t,x,v\n0,0.5,1,2\n1e15,1,1,2\n", "line 3"},
+		{"traj,t,x,v\n0,0.5,1,2\n1e11,1,1,2\n", "line 3"},
+		{"traj,t,x,v\n0,0.5,1,2\n9223372036854775807,1,1,2\n", "line 3"},
+		{"traj,t,x,v\n0,0.5,1,2\n-1e300,1,1,2\n", "line 3"},
 		{"traj,t,x,v\n-1,0.5,1,2\n", "line 2"},
 		{"traj,t,x,v\n0.5,0.5,1,2\n", "line 2"},
 		{"traj,t,x,v\nNaN,0.5,1,2\n", "line 2"},
@@ -183,7 +186,13 @@ func TestFitDataErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, want %d naming %q:\n%s", tc.data, code, exitUsage, tc.want, stderr)
 		}
 	}
-	path := writeFile(t, dir, "ok.csv", "traj,t,x,v\n0,0.5,1,2\n5,0.5,1,2\n")
+	// An index in number notation, as a program that writes integer
+	// columns as floats writes it, is read as the integer.
+	path := writeFile(t, dir, "float.csv", "traj,t,x,v\n0.0,0.5,1.8,-0.6\n1e0,0.5,1.8,-0.6\n")
+	if r := runFitJSON(t, "-problem", "vdp", "-fit", "mu", "-steps", "1", "-data", path); r.N != 2 {
+		t.Errorf("indices 0.0 and 1e0: n = %d, want 2", r.N)
+	}
+	path = writeFile(t, dir, "ok.csv", "traj,t,x,v\n0,0.5,1,2\n5,0.5,1,2\n")
 	code, _, stderr := runArgs("fit", "-problem", "vdp", "-fit", "mu", "-steps", "1", "-n", "2", "-data", path)
 	if code != exitUsage || !strings.Contains(stderr, "line 3") {
 		t.Errorf("an index beyond -n: exit %d:\n%s", code, stderr)

@@ -124,7 +124,9 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.format, "format", "", "output `format`: human (a readable report), csv (one row per trajectory) or json (one object); default human, or csv or json for an -out FILE ending in .csv or .json")
 	fs.StringVar(&o.out, "out", "", "write the output to `FILE` (a temporary file renamed when it is complete); the readable report of a csv or json output then goes to stdout")
 	fs.BoolVar(&o.json, "json", false, "the same as -format json")
-	fs.BoolVar(&o.arrays, "arrays", false, fmt.Sprintf("with -json, print the per-trajectory arrays even when n > %d", jsonArrayLimit))
+	if cmd != "fit" { // fit's JSON always lists every fit and trajectory
+		fs.BoolVar(&o.arrays, "arrays", false, fmt.Sprintf("with -json, print the per-trajectory arrays even when n > %d", jsonArrayLimit))
+	}
 	if cmd != "fit" { // fit's -plot is its loss curve
 		fs.StringVar(&o.plot, "plot", "", "draw the results to `FILE` (.png, .svg or .pdf): the states against time, or for an ensemble without -saveat the final states (grad: the gradient) against the first -vary quantity; see Plots below")
 	}
