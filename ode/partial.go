@@ -137,6 +137,14 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 			return nil, nil, err
 		}
 		if tf == nil {
+			if m == nil {
+				if err := toHost(g.Mesh); err != nil {
+					return nil, nil, err
+				}
+				if gm := g.Mesh; len(gm.H) < gm.Rows*gm.N {
+					return nil, nil, fmt.Errorf("ode: GradPartial: the mesh recorded (N %d, Rows %d) has %d steps on the host", gm.N, gm.Rows, len(gm.H))
+				}
+			}
 			return sv.partialExpand(dst, q, g, m, idx, status), fails, nil
 		}
 		for _, e := range tf {
@@ -317,8 +325,20 @@ func rowsOf(x []float64, w int, idx []int) []float64 {
 	return out
 }
 
+// toHost brings m's steps into H if an engine holds them elsewhere (the
+// Mesh.Host of resident meshes, where the package has it).
+func toHost(m *Mesh) error {
+	if h, ok := any(m).(interface{ Host() error }); ok {
+		return h.Host()
+	}
+	return nil
+}
+
 // subset returns the mesh of trajectories idx (increasing) of m.
 func (m *Mesh) subset(idx []int) (*Mesh, error) {
+	if err := toHost(m); err != nil {
+		return nil, err
+	}
 	if len(m.H) < m.Rows*m.N || len(m.Len) != m.N {
 		return nil, fmt.Errorf("ode: mesh arrays are inconsistent (N %d, Rows %d, len(H) %d, len(Len) %d): its steps must be on the host",
 			m.N, m.Rows, len(m.H), len(m.Len))
