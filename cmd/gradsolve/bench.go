@@ -152,10 +152,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		return err
 	}
 	defer func() { err = outs.finish(err) }()
-	w := stdout
-	if outs.out != nil {
-		w = outs.out
-	}
+	w := outs.writer(stdout)
 	for k, s := range suites {
 		if k > 0 && !*jsonOut {
 			fmt.Fprintln(w)

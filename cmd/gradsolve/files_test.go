@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -296,6 +297,41 @@ func TestInterrupt(t *testing.T) {
 			checkNoTemp(t, dir)
 		})
 	}
+}
+
+// TestBrokenPipe starts the command as a process whose stdout is a pipe
+// closed at once (as "gradsolve bench | head -0" does) with a CPU profile
+// over an existing file: the process is not killed by SIGPIPE but fails
+// with exit status 1, leaving the profile as it was and no temporary
+// file.
+func TestBrokenPipe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	prof := writeOld(t, dir, "cpu.prof")
+	cmd := exec.Command(exe, "bench", "-suite", "lorenz", "-n", "8", "-rtol", "1e-4", "-reps", "1", "-ref-sample", "2", "-quiet", "-cpuprofile", prof)
+	cmd.Env = append(os.Environ(), "GRADSOLVE_TEST_MAIN=1")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	cmd.Stdout = w
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	w.Close()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFail {
+		t.Errorf("exit: %v, want status %d:\n%s", err, exitFail, stderr.String())
+	}
+	checkOld(t, "a broken pipe", prof)
+	checkNoTemp(t, dir)
 }
 
 // TestBarCountsTrajectories checks that the bar of grad counts each

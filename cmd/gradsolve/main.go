@@ -35,7 +35,12 @@ func main() {
 // temporary files of the outputs being written are removed: an
 // interrupted run leaves every output file as it was and no temporary
 // file behind.
+//
+// A broken pipe on stdout (gradsolve ... | head) is not a signal that
+// kills the process here: the write fails with EPIPE, and the command
+// fails as on any write error (exit status 1), its outputs aborted.
 func handleSignals() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {

@@ -62,6 +62,16 @@ func checkFiles(files ...fileArg) error {
 // where not asked for (-out empty, "-" or /dev/stdout: stdout).
 type benchOutputs struct {
 	out, prof *atomicFile
+	stdout    *errWriter // the results' writer when they go to stdout
+}
+
+// writer returns the writer of the results: -out's file, or stdout.
+func (b *benchOutputs) writer(stdout io.Writer) io.Writer {
+	if b.out != nil {
+		return b.out
+	}
+	b.stdout = &errWriter{w: stdout}
+	return b.stdout
 }
 
 // startBenchOutputs creates the temporary files of bench's -out and
@@ -90,12 +100,15 @@ func startBenchOutputs(out, prof string) (_ *benchOutputs, err error) {
 	return b, nil
 }
 
-// finish stops the profile and, if err is nil, commits the files; else
-// it aborts them (the files are as they were). It returns err, or the
-// first error committing.
+// finish stops the profile and, if err is nil and the results could be
+// written to stdout, commits the files; else it aborts them (the files
+// are as they were). It returns err, or the first error writing.
 func (b *benchOutputs) finish(err error) error {
 	if b.prof != nil {
 		pprof.StopCPUProfile()
+	}
+	if err == nil && b.stdout != nil && b.stdout.err != nil {
+		err = fmt.Errorf("writing the results: %v", b.stdout.err)
 	}
 	err = commitIf(b.out, err)
 	return commitIf(b.prof, err)
