@@ -75,6 +75,9 @@ func readObservations(r io.Reader, dim, n int, lim limits) (ob *observations, no
 		}
 		line, _ := cr.FieldPos(0)
 		records++
+		if records == 1 {
+			rec[0] = strings.TrimPrefix(rec[0], "\ufeff") // a byte-order mark, as spreadsheets write
+		}
 		if records == 1 && isHeader(rec) {
 			if len(rec) != width {
 				return nil, nil, fmt.Errorf("line %d: the header has %s; want %d: traj, t and the %s", line, count(len(rec), "column"), width, count(dim, "state component"))

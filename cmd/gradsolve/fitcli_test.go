@@ -124,6 +124,14 @@ func TestFitDataHeader(t *testing.T) {
 	if a.LossFirst != b.LossFirst {
 		t.Errorf("loss %v without a header, %v with one", a.LossFirst, b.LossFirst)
 	}
+	// A byte-order mark (as spreadsheets write) does not make the first
+	// row a header, nor spoils a header.
+	for _, s := range []string{"\ufeff" + vdpRows, "\ufefftraj,t,x,v\r\n" + strings.ReplaceAll(vdpRows, "\n", "\r\n")} {
+		c := runFitJSON(t, append(common, "-data", writeFile(t, dir, "bom.csv", s))...)
+		if c.N != 2 || c.Observations != 6 || c.LossFirst != a.LossFirst {
+			t.Errorf("%q: n = %d, observations %d, loss %v; want 2, 6, %v", s, c.N, c.Observations, c.LossFirst, a.LossFirst)
+		}
+	}
 }
 
 // TestFitDataDuplicates checks that a repeated observation (the same
