@@ -46,7 +46,7 @@ func handleSignals() {
 	go func() {
 		sig := <-ch
 		atomicfile.RemovePending()
-		fmt.Fprintf(os.Stderr, "\ngradsolve: interrupted (%v); no output file was written or changed\n", sig)
+		fmt.Fprintf(os.Stderr, "\ngradsolve: interrupted (%v); the outputs not yet complete are left as they were, with no temporary file\n", sig)
 		code := 130
 		if sig == syscall.SIGTERM {
 			code = 143
@@ -210,8 +210,11 @@ A run that lasts more than a second shows a progress bar on a terminal
 
 Exit status: 0 on success, 1 if a run failed (a trajectory, a gradient
 refused because a trajectory is stiff for the explicit method, a non-finite
-gradient, writing the output: stderr says why), 2 for a bad command line or
-an internal error.
+gradient, writing the output, stdout included: stderr says why), 2 for a bad
+command line or an internal error, 130 or 143 if interrupted by SIGINT or
+SIGTERM (the outputs not yet complete are left as they were). No file is
+written before the command line is valid, every output replaces its file
+whole, and two outputs that name one file are refused.
 `
 
 func mainHelp(w io.Writer) { fmt.Fprintf(w, mainUsage, engineNote()) }
