@@ -225,7 +225,7 @@ func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
 		}
 	}
 	lp := *cached
-	lp.Data = expand(l.Data, l.DataDim, n)
+	lp.Data = sv.expanded.expand(l.Data, l.DataDim, n)
 	lp.Scale = scale
 	return &lp, nil
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/internal/sysmem"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -326,24 +328,41 @@ type problem struct {
 }
 
 func finiteAll(x []float64) int {
-	for i, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+	if len(x) <= scanBlock {
+		return firstNonFinite(x)
+	}
+	// An ensemble's inputs and gradients are tens of megabytes: the
+	// blocks are read on all cores and the first bad one wins.
+	nb := (len(x) + scanBlock - 1) / scanBlock
+	first := make([]int, nb)
+	par.Run(nb, 0, func(_, b int) {
+		lo := b * scanBlock
+		first[b] = firstNonFinite(x[lo:min(len(x), lo+scanBlock)])
+		if first[b] >= 0 {
+			first[b] += lo
+		}
+	})
+	for _, i := range first {
+		if i >= 0 {
 			return i
 		}
 	}
 	return -1
 }
 
-// expand repeats a single row n times.
-func expand(x []float64, width, n int) []float64 {
-	if len(x) == width*n {
-		return x
+// scanBlock is the elements per task of the checks that read a whole
+// ensemble's arrays on all cores.
+const scanBlock = 1 << 16
+
+// firstNonFinite returns the index of the first NaN or infinity in x, or
+// -1.
+func firstNonFinite(x []float64) int {
+	for i, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return i
+		}
 	}
-	out := make([]float64, width*n)
-	for i := 0; i < n; i++ {
-		copy(out[i*width:], x)
-	}
-	return out
+	return -1
 }
 
 // stepFloor is the smallest step the controller takes relative to |t|:
@@ -353,6 +372,15 @@ const stepFloor = 4 * 0x1p-52
 // minStep returns the smallest step size the controller takes at times
 // up to |t| = tmax.
 func minStep(tmax float64) float64 { return stepFloor * tmax }
+
+// checkEndTime reports an end time t1 of trajectory i that is not finite
+// and greater than t0, or whose span fails checkSpan.
+func checkEndTime(f *Field, i int, t0, t1 float64) error {
+	if !(t1 > t0) || math.IsInf(t1, 0) {
+		return fmt.Errorf("ode: %s: end time %v of trajectory %d must be finite and greater than T0 = %v", f.name(), t1, i, t0)
+	}
+	return checkSpan(f, i, t0, t1)
+}
 
 // checkSpan reports a span [t0, t1] (t1 > t0, both finite) of trajectory
 // i whose length overflows float64 or is shorter than the smallest step
@@ -408,7 +436,11 @@ func checkEnsembleSize(f *Field, n, nsave int) error {
 
 // check validates the problem and expands its arrays. The error names the
 // field and what to fix.
-func (pr *Problem) check() (*problem, error) {
+func (pr *Problem) check() (*problem, error) { return pr.checkWith(nil) }
+
+// checkWith is check with the expanded single rows kept in c (nil: none
+// kept). The checks read the arrays on all cores.
+func (pr *Problem) checkWith(c *expansions) (*problem, error) {
 	f := &pr.Field
 	if err := f.check(); err != nil {
 		return nil, err
@@ -451,27 +483,40 @@ func (pr *Problem) check() (*problem, error) {
 	if math.IsNaN(pr.T0) || math.IsInf(pr.T0, 0) {
 		return nil, fmt.Errorf("ode: %s: T0 = %v is not finite", f.name(), pr.T0)
 	}
-	q := &problem{Problem: pr, n: n, y0: expand(pr.Y0, d, n), p: expand(pr.P, np, n)}
-	q.t1 = make([]float64, n)
+	q := &problem{Problem: pr, n: n, y0: c.expand(pr.Y0, d, n), p: c.expand(pr.P, np, n)}
 	if pr.T1s != nil {
 		if len(pr.T1s) != n {
 			return nil, fmt.Errorf("ode: %s: len(T1s) = %d, want N = %d", f.name(), len(pr.T1s), n)
 		}
-		copy(q.t1, pr.T1s)
+		q.t1 = slices.Clone(pr.T1s)
 	} else {
-		for i := range q.t1 {
-			q.t1[i] = pr.T1
-		}
+		q.t1 = c.expand([]float64{pr.T1}, 1, n)
 	}
 	q.tmin = math.Inf(1)
-	for i, t1 := range q.t1 {
-		if !(t1 > pr.T0) || math.IsInf(t1, 0) {
-			return nil, fmt.Errorf("ode: %s: end time %v of trajectory %d must be finite and greater than T0 = %v", f.name(), t1, i, pr.T0)
-		}
-		if err := checkSpan(f, i, pr.T0, t1); err != nil {
+	if pr.T1s == nil && n > 0 { // one end time: one check
+		if err := checkEndTime(f, 0, pr.T0, pr.T1); err != nil {
 			return nil, err
 		}
-		q.tmin = math.Min(q.tmin, t1)
+		q.tmin = pr.T1
+	} else {
+		nb := (n + scanBlock - 1) / scanBlock
+		errs, mins := make([]error, nb), make([]float64, nb)
+		par.Run(nb, 0, func(_, b int) {
+			mins[b] = math.Inf(1)
+			for i := b * scanBlock; i < min(n, (b+1)*scanBlock); i++ {
+				if err := checkEndTime(f, i, pr.T0, q.t1[i]); err != nil {
+					errs[b] = err
+					return
+				}
+				mins[b] = math.Min(mins[b], q.t1[i])
+			}
+		})
+		for b := range nb {
+			if errs[b] != nil {
+				return nil, errs[b]
+			}
+			q.tmin = math.Min(q.tmin, mins[b])
+		}
 	}
 	for k, tau := range pr.SaveAt {
 		switch {

@@ -27,9 +27,10 @@ type Solver struct {
 	engine Engine
 	exec   Executor
 
-	losses sync.Map // hash of a loss term → *LossPlan; "reg." + hash of a Reg → its gradient program
-	mu     sync.Mutex
-	alt    *Solver // the stiff solver of Settings.Method = Auto, built on first need
+	losses   sync.Map   // hash of a loss term → *LossPlan; "reg." + hash of a Reg → its gradient program
+	expanded expansions // inputs expanded from single rows, kept for the next calls
+	mu       sync.Mutex
+	alt      *Solver // the stiff solver of Settings.Method = Auto, built on first need
 }
 
 // NewSolver traces f, builds the plan of the method in s (nil means
@@ -107,7 +108,7 @@ func (sv *Solver) checkProblem(p *Problem) (*problem, error) {
 	}
 	pf := *p
 	pf.Field = *f
-	return pf.check()
+	return pf.checkWith(&sv.expanded)
 }
 
 // Solution is the result of a solve: final states, saved states, and the
