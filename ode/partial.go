@@ -74,6 +74,22 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 	if loss.Mean {
 		scale = 1 / float64(n)
 	}
+	// A call that leaves nothing out costs what GradContext does.
+	leftOut := func(i int) bool {
+		return skip != nil && skip[i] || m != nil && (m.Status[i] != OK || m.Stiff != nil && m.Stiff[i])
+	}
+	none := true
+	for i := 0; i < n && none; i++ {
+		none = !leftOut(i)
+	}
+	var first []*TrajectoryError
+	if none {
+		g, tf, err := sv.gradOnce(ctx, dst, q, &loss, m, scale)
+		if err != nil || tf == nil {
+			return g, nil, err
+		}
+		first = tf
+	}
 	// status holds the outcome of the left-out trajectories (OK: in).
 	status := make([]Status, n)
 	out := 0
@@ -90,7 +106,11 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		}
 		out++
 	}
-	var fails []*TrajectoryError
+	fails := first
+	for _, e := range first {
+		status[e.Index] = e.Status
+		out++
+	}
 	for {
 		// Each failure counts all of the call's: which call of the loop
 		// found it depends on where the engine stopped.
