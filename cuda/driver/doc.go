@@ -19,6 +19,10 @@
 // CompileSettings.FMA, so device arithmetic rounds as written. Results are
 // cached on disk under a hash of the source, options, target and NVRTC
 // version: in $GRADSOLVE_CUDA_CACHE if set ("off" disables the cache), else
-// in os.UserCacheDir()/gradsolve/cuda. Compiling a large program takes
-// NVRTC seconds; a cache hit costs a file read.
+// in os.UserCacheDir()/gradsolve/cuda. An entry carries hashes of its key
+// and its data, checked before loading; a damaged one is rebuilt with a
+// warning on standard error, and entries are written through a synced
+// temporary file renamed into place, so processes may share the folder.
+// Compiling a large program takes NVRTC seconds; a cache hit costs a file
+// read.
 package driver

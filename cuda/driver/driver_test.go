@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -91,13 +92,13 @@ func TestCache(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cache")
 	img := &Image{Data: []byte("cubin bytes"), Target: "sm_90"}
 	img.Key = cacheKey("src", "p.cu", []string{"-a"}, "sm_90", 13, 0)
-	if _, ok := cacheRead(dir, "p.cu", img); ok {
-		t.Fatalf("hit in an empty cache")
+	if _, ok, bad := cacheRead(dir, "p.cu", img); ok || bad != nil {
+		t.Fatalf("hit in an empty cache (%v)", bad)
 	}
 	cacheWrite(dir, "p.cu", img)
-	data, ok := cacheRead(dir, "p.cu", img)
-	if !ok || !bytes.Equal(data, img.Data) {
-		t.Fatalf("cache read back %q, %v", data, ok)
+	data, ok, bad := cacheRead(dir, "p.cu", img)
+	if !ok || bad != nil || !bytes.Equal(data, img.Data) {
+		t.Fatalf("cache read back %q, %v, %v", data, ok, bad)
 	}
 	if name := filepath.Base(cacheFile(dir, "p.cu", img)); name != "gs_p_"+img.Key[:16]+".sm_90.cubin" {
 		t.Errorf("cache file named %s", name)
@@ -120,6 +121,104 @@ func TestCache(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, nil, 0o644)
 	cacheWrite(filepath.Join(file, "sub"), "p.cu", img)
+}
+
+// TestCacheDamage: a cache entry that is truncated, has a byte flipped or
+// was written for another key is not read: cacheRead reports it, removes
+// it, and the next write gives a good entry again.
+func TestCacheDamage(t *testing.T) {
+	t.Parallel()
+	mk := func(src string) *Image {
+		img := &Image{Data: []byte("cubin bytes of " + src), Target: "sm_90"}
+		img.Key = cacheKey(src, "p.cu", nil, "sm_90", 13, 0)
+		return img
+	}
+	for _, c := range []struct {
+		name   string
+		damage func(t *testing.T, dir string, img *Image)
+	}{
+		{"truncated", func(t *testing.T, dir string, img *Image) {
+			path := cacheFile(dir, "p.cu", img)
+			raw, _ := os.ReadFile(path)
+			os.WriteFile(path, raw[:len(raw)-3], 0o644)
+		}},
+		{"truncated header", func(t *testing.T, dir string, img *Image) {
+			path := cacheFile(dir, "p.cu", img)
+			raw, _ := os.ReadFile(path)
+			os.WriteFile(path, raw[:20], 0o644)
+		}},
+		{"flipped byte", func(t *testing.T, dir string, img *Image) {
+			path := cacheFile(dir, "p.cu", img)
+			raw, _ := os.ReadFile(path)
+			raw[len(raw)-5] ^= 0x20
+			os.WriteFile(path, raw, 0o644)
+		}},
+		{"another key", func(t *testing.T, dir string, img *Image) {
+			other := mk("other src")
+			cacheWrite(dir, "p.cu", other)
+			raw, _ := os.ReadFile(cacheFile(dir, "p.cu", other))
+			os.WriteFile(cacheFile(dir, "p.cu", img), raw, 0o644)
+		}},
+		{"raw data (format 1)", func(t *testing.T, dir string, img *Image) {
+			os.WriteFile(cacheFile(dir, "p.cu", img), img.Data, 0o644)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			img := mk("src")
+			cacheWrite(dir, "p.cu", img)
+			c.damage(t, dir, img)
+			data, ok, bad := cacheRead(dir, "p.cu", img)
+			if ok || !errors.Is(bad, errCacheEntry) {
+				t.Fatalf("damaged entry read: %q, ok %v, error %v", data, ok, bad)
+			}
+			if _, err := os.Stat(cacheFile(dir, "p.cu", img)); !os.IsNotExist(err) {
+				t.Errorf("damaged entry left in place (%v)", err)
+			}
+			cacheWrite(dir, "p.cu", img)
+			if data, ok, bad := cacheRead(dir, "p.cu", img); !ok || bad != nil || !bytes.Equal(data, img.Data) {
+				t.Errorf("rewritten entry: %q, ok %v, error %v", data, ok, bad)
+			}
+		})
+	}
+}
+
+// TestCacheConcurrent: processes sharing a folder write entries through
+// temporary files renamed into place, so a reader sees a whole entry or
+// none, and no temporary file is left.
+func TestCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	img := &Image{Data: bytes.Repeat([]byte("0123456789abcdef"), 1<<14), Target: "sm_90"}
+	img.Key = cacheKey("big", "p.cu", nil, "sm_90", 13, 0)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				cacheWrite(dir, "p.cu", img)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if _, _, bad := cacheRead(dir, "p.cu", img); bad != nil {
+					t.Errorf("reader saw %v", bad)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("cache folder holds %v, want the entry alone", names)
+	}
 }
 
 func TestCacheDir(t *testing.T) {

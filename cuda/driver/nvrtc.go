@@ -277,8 +277,13 @@ type Image struct {
 // Results are cached on disk under the key SHA-256(source, options,
 // target, NVRTC version), in $GRADSOLVE_CUDA_CACHE if set (the value
 // "off" disables the cache), else in os.UserCacheDir()/gradsolve/cuda.
-// A failure to write the cache is not an error. Compiling a large program
-// takes NVRTC seconds; a cache hit costs a file read.
+// Each entry carries the hash of its key and of its data, checked before
+// it is used: a damaged entry (truncated, altered, or written for another
+// key) is compiled and written again, with a warning on standard error
+// (once per entry and process). Entries are written to a temporary file
+// in the cache folder, synced and renamed into place, so processes may
+// share a folder. A failure to write the cache is not an error. Compiling
+// a large program takes NVRTC seconds; a cache hit costs a file read.
 func Compile(src string, arch Arch, s *CompileSettings) (*Image, error) {
 	if s == nil {
 		s = &CompileSettings{}
@@ -303,7 +308,11 @@ func Compile(src string, arch Arch, s *CompileSettings) (*Image, error) {
 	if !s.NoCache {
 		cache = cacheDir()
 	}
-	if data, ok := cacheRead(cache, name, img); ok {
+	data, ok, bad := cacheRead(cache, name, img)
+	if bad != nil {
+		cacheWarn(bad)
+	}
+	if ok {
 		img.Data, img.Cached = data, true
 		return img, nil
 	}
