@@ -2,6 +2,7 @@ package ode_test
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,6 +14,10 @@ import (
 	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
+
+// long runs the long cases too: every variable of the frozen-mesh finite
+// differences. By default a representative subset runs.
+var long = flag.Bool("long", false, "run the long cases too (every variable of TestStiffFrozenMeshFD)")
 
 // ---- Frozen-mesh finite differences ----
 
@@ -229,7 +234,8 @@ func stiffFDCases(rng *rand.Rand) []stiffFDCase {
 // dense output, Rosenbrock23's a re-step). The loss weights every final and
 // saved component.
 //
-// With -short only every third variable of each case is checked.
+// By default (and with -short) every third variable of each case is
+// checked; -long checks them all.
 func TestStiffFrozenMeshFD(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -237,7 +243,7 @@ func TestStiffFrozenMeshFD(t *testing.T) {
 	worst := map[string]float64{}
 	worstLimited := 0.0 // over the entries the central difference cannot resolve to 1e-5
 	for _, tc := range stiffFDCases(rng) {
-		if testing.Short() {
+		if testing.Short() || !*long {
 			var some []stiffVar
 			for j := 0; j < len(tc.vars); j += 3 {
 				some = append(some, tc.vars[j])
