@@ -88,7 +88,15 @@ func controlInputs(d int) []tape.Input {
 // After an accepted step the next step is at least 4·ε·|t| (the error
 // test of that step decides), so a first step below the floor (a tiny
 // Dt0, or Hairer's estimate far from the time origin) grows instead of
-// failing. The next step is clamped to end exactly at t1.
+// failing. The next step is clamped to end exactly at t1 (it is the last
+// step when h ≥ t1 − t or t + h ≥ t1 in float64).
+//
+// Every step tried is an exact advance (exactAdvance): h is replaced by
+// (t + h) − t, so that t + h is exact and the state integrates exactly
+// the time that t advances. Far from the time origin (|t| = 1e12, where
+// float64 resolves 1.2e-4) the steps then sum exactly to T1 − T0 and a
+// replay's t += h reproduces the record's times; near the origin h
+// changes by at most half an ulp of t.
 func buildControl(ctl Controller, d int, stab float64) (*tape.Program, error) {
 	in := controlInputs(d)
 	return tape.Trace("control", in, func(v []tape.V) []tape.V {
@@ -167,8 +175,11 @@ func buildControl(ctl Controller, d int, stab float64) (*tape.Program, error) {
 		hn = tape.Select(accept, tape.Max(hn, c(stepFloor).Mul(t1n.Abs())), hn)
 		floor := c(stepFloor).Mul(tape.Max(t1n.Abs(), t1n.Add(hn).Abs()))
 		under := or(and(rejected, tape.Lt(hn, floor)), tape.Eq(t1n.Add(hn), t1n))
-		lastn := tape.Ge(hn, span)
+		lastn := or(tape.Ge(hn, span), tape.Ge(t1n.Add(hn), t1))
 		hn = tape.Select(lastn, span, hn)
+		// The step tried is the advance t + h − t that float64 represents
+		// exactly (see exactAdvance).
+		hn = exactAdvance(t1n, hn)
 
 		mostlyNF := tape.Gt(nf1.MulC(2), rej1)
 		status := c(StatusRunning)
@@ -184,14 +195,27 @@ func buildControl(ctl Controller, d int, stab float64) (*tape.Program, error) {
 	})
 }
 
+// exactAdvance returns (t + h) − t: the advance of t by h that float64
+// represents, so that t + exactAdvance(t, h) == t + h exactly (the
+// subtraction is exact by Sterbenz's lemma when |h| ≤ |t|; for |h| > |t|
+// it differs from h by at most half an ulp of t + h). A step of that
+// size moves the state by exactly the time it moves t.
+func exactAdvance(t, h tape.V) tape.V { return t.Add(h).Sub(t) }
+
 // buildInit traces the initial-step program of a method of order p for
 // field program fp (dimension d, np = Params + Shared parameters). With
 // dt0 > 0 the first step is dt0; otherwise Hairer's algorithm (Solving
 // ODEs I, §II.4), with the arithmetic of the recorder it replaces.
 //
+// The step is at least the step floor 4ε·|t0| and an exact advance of t0
+// (see exactAdvance); on any span (1e-300 or 1e300 long, at t0 = 0 or far
+// from it) it is positive and at most the span, whatever Hairer's
+// estimates underflow or overflow to.
+//
 // Inputs: t0, t1, y[d], p[Params], s[Shared] (shared), then shared rtol,
-// atol[d]. Outputs: h, last (1 if h reaches t1; h is then t1 − t0 exactly)
-// and f0[d] = f(t0, y0). It evaluates the field twice (once with dt0).
+// atol[d]. Outputs: h, last (1 if h reaches t1; h is then t1 − t0, the
+// exact advance to t1) and f0[d] = f(t0, y0). It evaluates the field twice
+// (once with dt0).
 func buildInit(f *Field, fp *tape.Program, order int, dt0 float64) (*tape.Program, error) {
 	d := f.Dim
 	in := []tape.Input{{Name: "t0"}, {Name: "t1"}}
@@ -232,25 +256,46 @@ func buildInit(f *Field, fp *tape.Program, order int, dt0 float64) (*tape.Progra
 			}
 			d0 := rms(func(i int) tape.V { return y[i] })
 			d1 := rms(func(i int) tape.V { return f0[i] })
+			// Hairer's fallback guesses 1e-6 and 1e-6 (below) assume spans of
+			// order 1: on a longer span they are 1e-6·span, so that a span
+			// of 1e300 is not crossed by growing from 1e-6 five-fold per
+			// step (430 steps). On spans up to 1 they are Hairer's.
+			guess := c(1e-6).Mul(tape.Max(c(1), span))
 			big := tape.Min(tape.Ge(d0, c(1e-5)), tape.Ge(d1, c(1e-5)))
-			h0 := tape.Select(big, c(0.01).Mul(d0).Div(d1), c(1e-6))
+			h0 := tape.Select(big, c(0.01).Mul(d0).Div(d1), guess)
 			ok := tape.Min(tape.Gt(h0, c(0)), tape.Eq(h0.Sub(h0), c(0)))
-			h0 = tape.Select(ok, h0, c(1e-6))
+			h0 = tape.Select(ok, h0, guess)
 			h0 = tape.Min(h0, span)
 			y1 := make([]tape.V, d)
 			for i := range y1 {
 				y1[i] = y[i].Add(h0.Mul(f0[i]))
 			}
 			f1 := call(t0.Add(h0), y1)
-			d2 := rms(func(i int) tape.V { return f1[i].Sub(f0[i]) }).Div(h0)
+			r := rms(func(i int) tape.V { return f1[i].Sub(f0[i]) })
+			d2 := r.Div(h0)
 			dm := tape.Max(d1, d2)
 			nan := tape.Max(tape.Ne(d1, d1), tape.Ne(d2, d2))
 			tiny := tape.Max(tape.Le(dm, c(1e-15)), nan)
-			h1 := tape.Select(tiny, tape.Max(c(1e-6), h0.Mul(c(1e-3))), c(0.01).Div(dm).Pow(c(1/float64(order+1))))
+			q := c(1 / float64(order+1))
+			h1 := c(0.01).Div(dm).Pow(q)
+			// On a tiny span h0 is tiny too, and d2 = r/h0 may overflow
+			// where (0.01·h0/r)^q, the same quantity, does not.
+			over := tape.Ne(dm.Sub(dm), c(0))
+			h1 = tape.Select(over, c(0.01).Mul(h0).Div(r).Pow(q), h1)
+			h1 = tape.Select(tiny, tape.Max(guess, h0.Mul(c(1e-3))), h1)
 			h = tape.Min(c(100).Mul(h0), h1)
+			// Whatever underflowed or overflowed, the first step is
+			// positive: h0 (at most the span) if nothing better.
+			good := tape.Min(tape.Gt(h, c(0)), tape.Eq(h.Sub(h), c(0)))
+			h = tape.Select(good, h, h0)
 		}
-		last := tape.Ge(h, span)
+		// At least the step floor 4ε·|t0| (a smaller step would not move t
+		// as it moves the state; the error test of the first step
+		// decides), at most the span, and an exact advance of t0.
+		h = tape.Max(h, c(stepFloor).Mul(t0.Abs()))
+		last := tape.Max(tape.Ge(h, span), tape.Ge(t0.Add(h), t1))
 		h = tape.Select(last, span, h)
+		h = exactAdvance(t0, h)
 		out := append([]tape.V{h, last}, f0...)
 		nout = len(out)
 		return out

@@ -35,7 +35,9 @@ func sharedInputs(j *Job) (shared, rtol, atol, maxSteps [][]float64) {
 // committing accepted steps (and storing the chunk's mesh rows and, for a
 // gradient, its states) and compacting finished lanes away. It reports
 // whether every trajectory ended OK (and, with Job.StopOnStiff, without
-// firing the stiffness test).
+// firing the stiffness test: a lane then stops, with status Stiff, at the
+// step where the test fires, so the refusal costs the steps up to there,
+// not those of a whole solve at the stability limit).
 func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	pl, j := w.ex.plan, r.job
 	d, np := pl.Dim, pl.Params
@@ -165,9 +167,14 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 			copy(w.st[k][:m], w.st2[k][:m])
 		}
 		// Retire finished lanes, moving the last active lane into each.
+		// With StopOnStiff a lane stops, with status Stiff, at the step
+		// where its stiffness test fires.
 		for i := m - 1; i >= 0; i-- {
 			if w.stat[i] == StatusRunning {
-				continue
+				if !j.StopOnStiff || w.st[StateStiff][i] == 0 {
+					continue
+				}
+				w.stat[i] = float64(Stiff)
 			}
 			g := w.idx[i]
 			st := Status(w.stat[i])

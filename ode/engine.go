@@ -31,6 +31,31 @@ type Engine interface {
 	Prepare(p *Plan) (Executor, error)
 }
 
+// PrecisionEngine is implemented by an Engine whose arithmetic is not
+// float64's (a float32 GPU engine): UnitRoundoff returns the unit
+// roundoff u of the arithmetic its states, stages and controller use
+// (2^-53 for float64, 2^-24 for float32). NewSolver refuses a RelTol
+// below MinRelTol(u), the smallest relative tolerance that arithmetic
+// can meet, with an error naming the engine, the tolerance and that
+// minimum. An Engine without the method computes in float64.
+type PrecisionEngine interface {
+	Engine
+	UnitRoundoff() float64
+}
+
+// MinRelTol returns the smallest relative tolerance an engine whose
+// arithmetic has unit roundoff u can meet: 20u (10ε, Hairer's bound in
+// DOPRI5 and DOP853, 2.2e-15) for float64, and 200u (100ε) for any
+// coarser arithmetic, whose rounding of the state at every step
+// accumulates over a solve's hundreds of steps to about 100ε: 1.2e-5
+// for float32.
+func MinRelTol(u float64) float64 {
+	if u <= 0x1p-53 {
+		return 20 * u
+	}
+	return 200 * u
+}
+
 // Executor runs operations of one plan. It must be safe for concurrent
 // use: a Solver shared by goroutines calls Run concurrently.
 type Executor interface {
@@ -118,9 +143,14 @@ type Job struct {
 	// overwritten, and the Result returned may alias them.
 	Reuse *Result
 
-	// StopOnStiff asks a record for OpGrad to stop, as on a
-	// failed trajectory, when the stiffness test fires (Result.Stiff): the
-	// caller will not use a gradient of that mesh.
+	// StopOnStiff asks a record to stop a trajectory, with status Stiff,
+	// at the accepted step where its stiffness test fires
+	// (state'[StateStiff] becomes 1 while Control's status is still
+	// StatusRunning), as on a failed trajectory: its Result.T is the
+	// time reached there and Result.Stiff is set. The caller (Grad, and
+	// Method Auto, which runs the operation again with Rodas5P) will not
+	// use that trajectory's mesh, so the rest of the trajectory, at the
+	// method's stability limit, would be wasted work.
 	StopOnStiff bool
 }
 

@@ -78,10 +78,12 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	if err != nil {
 		return nil, err
 	}
+	var reached []float64 // the times the record reached (nil for a given mesh: T1)
 	if m == nil {
 		m = used.mesh(q, res, reuse.Mesh)
+		reached = res.T
 	}
-	if err := stiffFailure(m, used.plan.Method); err != nil {
+	if err := stiffFailure(m, used.plan.Method, q.T0, reached); err != nil {
 		return nil, err
 	}
 	if err := used.failure(q, res, m.Status, used.plan.Method); err != nil {
@@ -112,32 +114,68 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 }
 
 // badStep returns the first step (in row-major order) of m within its
-// trajectory's length whose size is negative, infinite or NaN, or -1, -1.
-// It scans row by row (H is step-major: a trajectory's steps lie N apart),
-// blocks of rows on all cores: a mesh of 2^20 trajectories and 90 steps
-// is 94 million sizes.
-func badStep(m *Mesh) (step, traj int) {
-	const rowsPerTask = 4
-	tasks := (m.Rows + rowsPerTask - 1) / rowsPerTask
+// trajectory's length whose size is negative, infinite or NaN, or -1, -1;
+// and, in end[i], the time trajectory i's steps reach from T0,
+// accumulated t += h in step order as a replay accumulates it. It walks
+// blocks of trajectories on all cores, row by row within a block (H is
+// step-major: a trajectory's steps lie N apart, a row's block is
+// contiguous): a mesh of 2^20 trajectories and 90 steps is 94 million
+// sizes.
+func badStep(m *Mesh) (step, traj int, end []float64) {
+	const colsPerTask = 1 << 12
+	end = make([]float64, m.N)
+	tasks := (m.N + colsPerTask - 1) / colsPerTask
 	first := make([]int, tasks) // per task: the first bad entry's index in H, or -1
 	par.Run(tasks, 0, func(_, k int) {
 		first[k] = -1
-		for s := k * rowsPerTask; s < min(m.Rows, (k+1)*rowsPerTask); s++ {
-			row := m.H[s*m.N : (s+1)*m.N]
+		lo, hi := k*colsPerTask, min(m.N, (k+1)*colsPerTask)
+		t := end[lo:hi]
+		for i := range t {
+			t[i] = m.T0
+		}
+		rows := 0
+		for _, l := range m.Len[lo:hi] {
+			rows = max(rows, l)
+		}
+		for s := 0; s < rows; s++ {
+			row := m.H[s*m.N+lo : s*m.N+hi]
 			for i, h := range row {
-				if (!(h >= 0) || math.IsInf(h, 0)) && s < m.Len[i] {
-					first[k] = s*m.N + i
-					return
+				if s >= m.Len[lo+i] {
+					continue
 				}
+				if (!(h >= 0) || math.IsInf(h, 0)) && first[k] < 0 {
+					first[k] = s*m.N + lo + i
+				}
+				t[i] += h
 			}
 		}
 	})
+	best := -1
 	for _, at := range first {
-		if at >= 0 {
-			return at / m.N, at % m.N
+		if at >= 0 && (best < 0 || at < best) {
+			best = at
 		}
 	}
-	return -1, -1
+	if best >= 0 {
+		return best / m.N, best % m.N, end
+	}
+	return -1, -1, end
+}
+
+// meshEndSlack is the bound, in ulps of max(|T0|, |T1|), by which the time
+// a mesh's steps reach may miss T1: the rounding of Len additions t += h
+// (each at most half an ulp of the larger time) plus that of steps built
+// as (T1 − T0)/k. A recorded mesh reaches T1 exactly (every step is an
+// exact advance, see buildControl); a mesh built by hand with k uniform
+// steps misses it by at most about k/2 ulps; a missing step of any size
+// that moves the state more than rounding does is a larger gap.
+const meshEndSlack = 2
+
+// meshEndTol returns the largest |end − T1| checkMesh accepts for a
+// trajectory of l steps on [t0, t1].
+func meshEndTol(l int, t0, t1 float64) float64 {
+	// (Below 2^-1022 an ulp is the smallest subnormal, not ε·|t|.)
+	return (float64(l)/2+meshEndSlack)*0x1p-52*math.Max(math.Abs(t0), math.Abs(t1)) + float64(l+1)*0x1p-1074
 }
 
 // reusable returns the arrays of g (of its Solution, and of its Mesh if
@@ -172,8 +210,10 @@ func reuseCopy(dst, src []float64) []float64 {
 }
 
 // stiffFailure returns a *TrajectoryError for the first trajectory of m
-// on which the stiffness test fired, or nil.
-func stiffFailure(m *Mesh, method string) error {
+// on which the stiffness test fired, or nil. Its time is where the
+// trajectory stopped (reached, from the record that stopped at the
+// stiffness test: Job.StopOnStiff), or its end time if reached is nil.
+func stiffFailure(m *Mesh, method string, t0 float64, reached []float64) error {
 	first, count := -1, 0
 	for i, s := range m.Stiff {
 		if s {
@@ -186,7 +226,15 @@ func stiffFailure(m *Mesh, method string) error {
 	if first < 0 {
 		return nil
 	}
-	return &TrajectoryError{Index: first, T: m.T1[first], Status: Stiff, Method: method, Failed: count}
+	e := &TrajectoryError{Index: first, T: m.T1[first], Status: Stiff, Method: method, Failed: count,
+		T0: t0, T1: m.T1[first], Stiff: true}
+	if reached != nil {
+		e.T = reached[first]
+	}
+	if st := m.Stats; len(st.Accepted) > first && len(st.Rejected) > first {
+		e.Accepted, e.Rejected = st.Accepted[first], st.Rejected[first]
+	}
+	return e
 }
 
 // checkGradient reports the first non-finite gradient entry, so that a NaN
@@ -249,8 +297,10 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 			return fmt.Errorf("ode: mesh: trajectory %d has Len %d, outside [0, Rows = %d]", i, l, m.Rows)
 		}
 	}
-	if !resident { // resident steps are the engine's own record's: finite and non-negative
-		if s, i := badStep(m); s >= 0 {
+	var end []float64 // the time each trajectory's steps reach
+	if !resident {    // resident steps are the engine's own record's: finite, non-negative, ending at T1
+		var s, i int
+		if s, i, end = badStep(m); s >= 0 {
 			return fmt.Errorf("ode: mesh: step %d of trajectory %d is %v; step sizes must be finite and non-negative", s, i, m.H[s*m.N+i])
 		}
 	}
@@ -276,6 +326,15 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 	}
 	if err := m.failed(nil, nil); err != nil {
 		return fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
+	}
+	// Every trajectory's steps must reach its end time: a replay of a
+	// mesh with a step missing would end short of T1, at a wrong state.
+	for i, t := range end {
+		t1 := q.t1[i]
+		if tol := meshEndTol(m.Len[i], q.T0, t1); !(math.Abs(t-t1) <= tol) {
+			return fmt.Errorf("ode: mesh: the %d steps of trajectory %d sum to %v, reaching t = %v, but it ends at T1 = %v (a gap of %.3g, beyond the rounding bound %.3g): "+
+				"a step is missing or wrong; record the mesh again, or give it steps that reach T1", m.Len[i], i, t-q.T0, t, t1, t1-t, tol)
+		}
 	}
 	return nil
 }

@@ -70,7 +70,10 @@ type Plan struct {
 	Replay *tape.Program
 
 	// Dense, if not nil, is the method's continuous extension: inputs t,
-	// h, y, p, s, θ; outputs y(t + θ·h)[Dim].
+	// h, y, p, s, θ; outputs y(t + θ·h)[Dim]. Save times are then read
+	// from it; when nil, each save time is a genuine step from the mesh
+	// point before it (Replay with h = τ − t_k). It is set only with
+	// Settings.DenseOutput, for a method that has one (Rodas5P).
 	Dense *tape.Program
 
 	once     sync.Once
@@ -118,8 +121,11 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 		Method: m.Name(), Order: m.Order(), ErrOrder: m.ErrOrder(),
 		Dim: f.Dim, Params: f.Params, Shared: f.Shared,
 		FSAL: sp.fsal, TrialEvals: sp.fevals, InitEvals: 2,
-		Field: fp, Trial: sp.trial, Replay: sp.replay, Dense: sp.dense,
+		Field: fp, Trial: sp.trial, Replay: sp.replay,
 		Fingerprint: sp.trial.Hash()[:16],
+	}
+	if s.DenseOutput {
+		pl.Dense = sp.dense // nil for a method without a continuous extension
 	}
 	if s.Dt0 > 0 {
 		pl.InitEvals = 1

@@ -41,10 +41,21 @@ type Problem struct {
 	T1s    []float64
 
 	// SaveAt lists times (non-decreasing, within [T0, min end time]) at
-	// which the states are returned, as accurate as the end state: each is
-	// one genuine step from the mesh point before it (bracket and
-	// re-step). Rodas5P uses its order-4 continuous extension of the step
-	// that brackets the time instead. Save times are constants: there is no
+	// which the states are returned, as accurate as the states at the
+	// mesh points: each is one genuine step of the method from the mesh
+	// point before it (bracket and re-step), for every method. Measured
+	// on linear problems with closed-form solutions (decay, a damped
+	// oscillator, a stiff 2×2 system with eigenvalues −1 and −1000) at
+	// RelTol 1e-4, 1e-6 and 1e-8, the largest error of 97 saved states,
+	// in units of the tolerance atol + rtol·‖y(t)‖∞, is 0.73–1.17× the
+	// largest error of the mesh states (the end state's included) for
+	// Tsit5, Vern7, Rosenbrock23 and Rodas5P alike: 0.99–1.0× on decay,
+	// 0.99–1.17× on the oscillator, 0.73–1.03× on the stiff system.
+	// Settings.DenseOutput reads Rodas5P's states from its order-4
+	// continuous extension of the bracketing step instead, at the same
+	// cost and 1.1–40× that error (20–40× on decay, 1.1–2× on the
+	// oscillator, 5.6–9.6× on the stiff system; see
+	// TestSaveAtMeshAccuracy). Save times are constants: there is no
 	// derivative with respect to them. Nil saves only the end state.
 	SaveAt []float64
 }
@@ -81,7 +92,19 @@ type Settings struct {
 
 	// Dt0 is the first step size (positive and finite); 0 picks it per
 	// trajectory with Hairer's algorithm (one extra field evaluation).
+	// Either way the first step is at least 4ε·|T0|, the smallest step
+	// float64 resolves there, and at most T1 − T0.
 	Dt0 float64
+
+	// DenseOutput reads saved states (Problem.SaveAt) from the method's
+	// continuous extension of the step that brackets each save time,
+	// where the method has one (Rodas5P's, of order 4), instead of a
+	// genuine step from the mesh point before it. Both cost one step per
+	// save time; the extension's states are less accurate than the
+	// mesh's (1.1–40× as measured, see Problem.SaveAt), the re-step's as
+	// accurate. Methods without one (Tsit5, Vern7, Rosenbrock23) re-step
+	// regardless.
+	DenseOutput bool
 
 	// Controller sets the step-size controller; the zero value is the
 	// integral controller with the method's exponent. Its constants must

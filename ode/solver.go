@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
+	"unsafe"
 
+	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -58,12 +61,124 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPrecision(&f, eng, set.RelTol); err != nil {
+		return nil, err
+	}
 	ex, err := eng.Prepare(pl)
 	if err != nil {
 		return nil, fmt.Errorf("ode: %s: preparing the %s engine: %w", f.name(), eng.Name(), err)
 	}
 	set.Method = method
 	return &Solver{field: f, set: set, fkey: funcKey(f.F), fprog: fp, plan: pl, engine: eng, exec: ex}, nil
+}
+
+// checkPrecision refuses a relative tolerance below what the engine's
+// arithmetic can meet (see PrecisionEngine).
+func checkPrecision(f *Field, eng Engine, rtol float64) error {
+	pe, ok := eng.(PrecisionEngine)
+	if !ok {
+		return nil
+	}
+	u := pe.UnitRoundoff()
+	if floor := MinRelTol(u); !(rtol >= floor) {
+		return fmt.Errorf("ode: %s: RelTol = %v is below %.2g, the smallest relative tolerance engine %s can meet (its arithmetic rounds by up to u = %.2g; RelTol must be at least MinRelTol(u)); "+
+			"use RelTol ≥ %.2g, or a float64 engine (\"cpu\", \"cuda\") for tighter tolerances", f.name(), rtol, floor, eng.Name(), u, floor)
+	}
+	return nil
+}
+
+// sameField reports, as an error saying why, whether the problem's field
+// g (with F set, of the solver's shape) computes what the solver's field
+// does. The same closure (the same F value, and the same Jac where a
+// Rosenbrock method uses it) is the solver's field; any other F, such as
+// a second call of the constructor that made the solver's, is traced and
+// its program compared with the solver's by hash (tape.Program.Hash: the
+// ops, constants and their order, not the names), and so is its Jac. A
+// field's Name does not enter: it names the field in errors only.
+func (sv *Solver) sameField(g *Field) error {
+	f := &sv.field
+	usesJac := (f.Jac != nil || g.Jac != nil) && (rosenbrockMethod(sv.plan.Method) || sv.set.Method == Auto)
+	sameF := closureOf(g.F) == closureOf(f.F)
+	sameJac := !usesJac || closureOf(g.Jac) == closureOf(f.Jac)
+	if sameF && sameJac {
+		return nil
+	}
+	if !sameF {
+		gp, err := g.Program()
+		if err != nil {
+			return fmt.Errorf("ode: problem field %s: %w", g.name(), err)
+		}
+		if gh, fh := gp.Hash(), sv.fprog.Hash(); gh != fh {
+			return fmt.Errorf("ode: problem field %s does not compute what the solver's field %s does: their traced programs differ (hash %s against %s: %s); "+
+				"a Solver runs the field it was made with: make a Solver for this field (or leave Problem.Field.F nil to use the solver's)",
+				g.name(), f.name(), gh[:16], fh[:16], programDiff(gp, sv.fprog))
+		}
+	}
+	if !sameJac {
+		switch {
+		case g.Jac == nil || f.Jac == nil:
+			have := func(x *Field) string {
+				if x.Jac == nil {
+					return "derives J by forward mode"
+				}
+				return "has an analytic Jac"
+			}
+			return fmt.Errorf("ode: problem field %s %s but the solver's field %s %s; make a Solver for this field (or leave Problem.Field.F nil to use the solver's)",
+				g.name(), have(g), f.name(), have(f))
+		}
+		gp, err := g.Program()
+		if err != nil {
+			return fmt.Errorf("ode: problem field %s: %w", g.name(), err)
+		}
+		gj, err := jacobianProgram(g, gp)
+		if err != nil {
+			return fmt.Errorf("ode: problem field %s: Jacobian: %w", g.name(), err)
+		}
+		fj, err := jacobianProgram(f, sv.fprog)
+		if err != nil {
+			return fmt.Errorf("ode: field %s: Jacobian: %w", f.name(), err)
+		}
+		if gh, fh := gj.Hash(), fj.Hash(); gh != fh {
+			return fmt.Errorf("ode: problem field %s has another Jacobian than the solver's field %s: their traced Jac programs differ (hash %s against %s: %s); make a Solver for this field",
+				g.name(), f.name(), gh[:16], fh[:16], programDiff(gj, fj))
+		}
+	}
+	return nil
+}
+
+// closureOf returns the address of a function value's closure (its code
+// and captured variables; nil for a nil function): two function values
+// with the same closure compute the same thing.
+func closureOf(f func(t tape.V, y, p []tape.V) []tape.V) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&f))
+}
+
+// programDiff says where programs a and b first differ.
+func programDiff(a, b *tape.Program) string {
+	if len(a.Values) != len(b.Values) {
+		return fmt.Sprintf("%d operations against %d", len(a.Values), len(b.Values))
+	}
+	for i := range a.Values {
+		x, y := &a.Values[i], &b.Values[i]
+		if x.Op != y.Op || x.Aux != y.Aux && !(x.Aux != x.Aux && y.Aux != y.Aux) || !slices.Equal(x.Args, y.Args) {
+			what := func(v *tape.Value) string {
+				if v.Op == ops.OpConst {
+					return fmt.Sprintf("the constant %v", v.Aux)
+				}
+				return fmt.Sprintf("%s(aux %v, args %v)", ops.Lookup(v.Op).Name, v.Aux, v.Args)
+			}
+			return fmt.Sprintf("operation %d is %s against %s", i, what(x), what(y))
+		}
+	}
+	if len(a.Outputs) != len(b.Outputs) {
+		return fmt.Sprintf("%d outputs against %d", len(a.Outputs), len(b.Outputs))
+	}
+	for i := range a.Outputs {
+		if a.Outputs[i].ID != b.Outputs[i].ID {
+			return fmt.Sprintf("output %d is operation %d against %d", i, a.Outputs[i].ID, b.Outputs[i].ID)
+		}
+	}
+	return "their inputs or called programs differ"
 }
 
 // funcKey returns the code pointer of a function (0 for nil).
@@ -94,17 +209,18 @@ func (sv *Solver) FieldProgram() *tape.Program { return sv.fprog }
 func (sv *Solver) StepPrograms() (trial, replay *tape.Program) { return sv.plan.Trial, sv.plan.Replay }
 
 // checkProblem validates p for the solver: its field must be the solver's
-// (same shape and, if F is set, the same function: a Solver traced its own
-// field once and never sees another).
+// (same shape and, if F is set, the same computation: a Solver traced its
+// own field once and runs that trace; see sameField).
 func (sv *Solver) checkProblem(p *Problem) (*problem, error) {
 	f, g := &sv.field, &p.Field
 	if f.Dim != g.Dim || f.Params != g.Params || f.Shared != g.Shared {
 		return nil, fmt.Errorf("ode: problem field %s (Dim %d, Params %d, Shared %d) does not match the solver's %s (Dim %d, Params %d, Shared %d)",
 			g.name(), g.Dim, g.Params, g.Shared, f.name(), f.Dim, f.Params, f.Shared)
 	}
-	if g.F != nil && (funcKey(g.F) != sv.fkey || g.Name != f.Name) {
-		return nil, fmt.Errorf("ode: problem field %s is not the solver's field %s: a Solver runs the field it was made with; make a Solver for this field (or leave Problem.Field.F nil to use the solver's)",
-			g.name(), f.name())
+	if g.F != nil {
+		if err := sv.sameField(g); err != nil {
+			return nil, err
+		}
 	}
 	pf := *p
 	pf.Field = *f
@@ -260,7 +376,9 @@ func (sv *Solver) stiffSolver() (*Solver, error) {
 func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, error) {
 	j := sv.job(op, q, m)
 	j.Reuse = reuse
-	j.StopOnStiff = op == OpGrad
+	// A gradient refuses a stiff trajectory, and Auto runs the whole
+	// operation again with Rodas5P: neither uses the rest of it.
+	j.StopOnStiff = op == OpGrad || sv.set.Method == Auto
 	if loss != nil {
 		lp, err := sv.lossPlan(loss, q)
 		if err != nil {

@@ -83,6 +83,10 @@ func (e *TrajectoryError) Error() string {
 	s := fmt.Sprintf("ode: trajectory %d stopped at t=%.6g (h=%.3g, %s): %v", e.Index, e.T, e.H, e.Method, e.Status)
 	if e.Status == Stiff {
 		s = fmt.Sprintf("ode: trajectory %d reached t=%.6g but is stiff for %s: no gradient", e.Index, e.T, e.Method)
+		if e.spanKnown() && e.T < e.T1 {
+			s = fmt.Sprintf("ode: trajectory %d stopped at t=%.6g (of T1 = %.6g, after %d steps) where the stiffness test of %s fired: no gradient",
+				e.Index, e.T, e.T1, e.Accepted+e.Rejected, e.Method)
+		}
 	}
 	switch {
 	case e.Failed > 1 && e.Status == Stiff:
@@ -157,7 +161,9 @@ func (e *TrajectoryError) underflowHint() string {
 	case e.Y != nil && e.Y0 != nil && maxAbs(e.Y) > blowUpGrowth*math.Max(1, maxAbs(e.Y0)):
 		return fmt.Sprintf("the solution grew from max|y0| = %.3g to max|y| = %.3g: it seems to blow up near this time (a finite-time singularity near t=%.6g); "+
 			"end the span before it, or check the parameters and initial state", maxAbs(e.Y0), maxAbs(e.Y), e.T)
-	case e.spanKnown() && e.T == e.T0 && e.Accepted <= 1 && e.H < floor:
+	case e.spanKnown() && e.T == e.T0 && e.Accepted <= 1 && e.H < floor/2:
+		// Plan.Init makes the first step at least the floor: an engine
+		// whose first step is smaller did not advance t.
 		return fmt.Sprintf("the first step (h=%.3g) did not advance t=%.6g in float64, whose smallest step there is 4ε·|t| = %.3g; if Settings.Dt0 is set, make it larger", e.H, e.T, floor)
 	case e.Stiff && !rosenbrockMethod(e.Method):
 		return fmt.Sprintf("the stiffness test fired on this trajectory: the problem is stiff for %s; use Rodas5P", e.Method)
