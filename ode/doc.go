@@ -77,7 +77,9 @@
 // (1e-300 to 1e300 long, at 0 or far from it). A mesh given to Replay or
 // Grad must reach each trajectory's T1: steps that, summed as the replay
 // sums them, miss T1 by more than rounding (about Len/2 + 2 ulps of
-// max(|T0|, |T1|)) are refused, naming the trajectory.
+// max(|T0|, |T1|), in the arithmetic of the engine that recorded it:
+// a float32 engine's mesh reaches T1 rounded to float32) are refused,
+// naming the trajectory.
 //
 // Saved states (Problem.SaveAt) are each one genuine step from the mesh
 // point before them, for every method, and as accurate as the mesh's

@@ -163,19 +163,35 @@ func badStep(m *Mesh) (step, traj int, end []float64) {
 }
 
 // meshEndSlack is the bound, in ulps of max(|T0|, |T1|), by which the time
-// a mesh's steps reach may miss T1: the rounding of Len additions t += h
-// (each at most half an ulp of the larger time) plus that of steps built
-// as (T1 − T0)/k. A recorded mesh reaches T1 exactly (every step is an
+// a mesh's steps reach may miss T1 beyond Len/2 ulps: the rounding of Len
+// additions t += h (each at most half an ulp of the larger time) plus
+// that of steps built as (T1 − T0)/k. The ulps are those of the
+// arithmetic of the engine that recorded the mesh (Mesh.Engine). A recorded mesh reaches T1 exactly (every step is an
 // exact advance, see buildControl); a mesh built by hand with k uniform
 // steps misses it by at most about k/2 ulps; a missing step of any size
 // that moves the state more than rounding does is a larger gap.
 const meshEndSlack = 2
 
 // meshEndTol returns the largest |end − T1| checkMesh accepts for a
-// trajectory of l steps on [t0, t1].
-func meshEndTol(l int, t0, t1 float64) float64 {
+// trajectory of l steps on [t0, t1], recorded in arithmetic of machine
+// epsilon eps (2^-52 for float64; a float32 engine's mesh sums to T1
+// rounded to float32).
+func meshEndTol(l int, t0, t1, eps float64) float64 {
 	// (Below 2^-1022 an ulp is the smallest subnormal, not ε·|t|.)
-	return (float64(l)/2+meshEndSlack)*0x1p-52*math.Max(math.Abs(t0), math.Abs(t1)) + float64(l+1)*0x1p-1074
+	return (float64(l)/2+meshEndSlack)*eps*math.Max(math.Abs(t0), math.Abs(t1)) + float64(l+1)*0x1p-1074
+}
+
+// meshEpsilon returns the machine epsilon of the arithmetic of the engine
+// called name (see PrecisionEngine): float64's for the CPU engine, an
+// engine without UnitRoundoff and an unknown name.
+func meshEpsilon(name string) float64 {
+	enginesMu.RLock()
+	e := engines[name]
+	enginesMu.RUnlock()
+	if pe, ok := e.(PrecisionEngine); ok {
+		return math.Max(0x1p-52, 2*pe.UnitRoundoff())
+	}
+	return 0x1p-52
 }
 
 // reusable returns the arrays of g (of its Solution, and of its Mesh if
@@ -329,9 +345,11 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 	}
 	// Every trajectory's steps must reach its end time: a replay of a
 	// mesh with a step missing would end short of T1, at a wrong state.
+	// (A mesh recorded in float32 reaches T1 to float32's rounding.)
+	eps := meshEpsilon(m.Engine)
 	for i, t := range end {
 		t1 := q.t1[i]
-		if tol := meshEndTol(m.Len[i], q.T0, t1); !(math.Abs(t-t1) <= tol) {
+		if tol := meshEndTol(m.Len[i], q.T0, t1, eps); !(math.Abs(t-t1) <= tol) {
 			return fmt.Errorf("ode: mesh: the %d steps of trajectory %d sum to %v, reaching t = %v, but it ends at T1 = %v (a gap of %.3g, beyond the rounding bound %.3g): "+
 				"a step is missing or wrong; record the mesh again, or give it steps that reach T1", m.Len[i], i, t-q.T0, t, t1, t1-t, tol)
 		}

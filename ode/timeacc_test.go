@@ -222,6 +222,39 @@ func TestMeshMustReachT1(t *testing.T) {
 	}
 }
 
+// TestMeshFloat32Reach checks that a mesh recorded by a float32 engine
+// (its steps exact advances of t in float32, summing to T1 rounded to
+// float32) is replayed in float64, as comparing an f32 record with an
+// f64 replay of the same mesh needs, while the same steps from a float64
+// engine miss T1 = 0.1 by 1.5e-9 and are refused.
+func TestMeshFloat32Reach(t *testing.T) {
+	t.Parallel()
+	var steps []float64
+	t32, h32, end := float32(0), float32(0.0123), float32(0.1)
+	for t32 < end {
+		next := t32 + h32
+		if next >= end {
+			next = end
+		}
+		steps = append(steps, float64(next-t32))
+		t32 = next
+	}
+	q := ode.Problem{Field: decayField(), Y0: []float64{1}, P: []float64{1}, T1: 0.1}
+	for _, c := range []struct {
+		engine string
+		ok     bool
+	}{{"test-float32", true}, {"cpu", false}, {"", false}} {
+		mesh := &ode.Mesh{N: 1, Rows: len(steps), H: steps, Len: []int{len(steps)}, Status: []ode.Status{ode.OK}, Engine: c.engine}
+		_, err := ode.Replay(q, mesh, &ode.Settings{Method: ode.Tsit5})
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("mesh from %q: %v", c.engine, err)
+		case !c.ok:
+			wantErr(t, "mesh from "+c.engine, err, "trajectory 0", "but it ends at T1 = 0.1")
+		}
+	}
+}
+
 // measure returns the largest error of ys (n states of dimension 2 at
 // times ts) against the exact solution, in units of the tolerance
 // atol + rtol·‖y(t)‖∞.
