@@ -31,6 +31,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/fit"
@@ -177,15 +178,7 @@ func run(ctx context.Context, c config, out io.Writer) (*outcome, error) {
 	fmt.Fprintf(out, "  loss %.4g -> %.4g: reduced %.0fx\n", res.History[0], res.FinalLoss, o.reduction)
 	fmt.Fprintf(out, "  learned rate vs true k3 = 1e4 on %d held-out states: largest relative error %.2f%%\n", len(states)/3, 100*o.rateErr)
 	if c.weights != "" {
-		fw, err := os.Create(c.weights)
-		if err != nil {
-			return o, err
-		}
-		if err := nn.Save(fw, mlp.Params(), w); err != nil {
-			fw.Close()
-			return o, err
-		}
-		if err := fw.Close(); err != nil {
+		if err := saveWeights(c.weights, mlp, w); err != nil {
 			return o, err
 		}
 		fmt.Fprintf(out, "  weights written to %s\n", c.weights)
@@ -211,4 +204,29 @@ func mlpProgram(mlp nn.MLP) (*tape.Program, error) {
 		in = append(in, tape.Input{Name: "w"})
 	}
 	return tape.Trace("mlp", in, func(v []tape.V) []tape.V { return mlp.Apply(v[2:], v[:2]) })
+}
+
+// saveWeights writes the network's weights w to path through a temporary
+// file in the same folder, synced and renamed into place, so that a failed
+// or interrupted write leaves an existing file as it was.
+func saveWeights(path string, mlp nn.MLP, w []float64) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	err = nn.Save(f, mlp.Params(), w)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
