@@ -2,17 +2,17 @@
 # The neural suite on the GPU beside Diffrax, in one device call (about
 # 9 minutes): gradsolve's default (lanes mode, one warp per trajectory, at
 # B = 4096; tile mode, a warp per tile of eight trajectories on the tensor
-# cores, at 65536), the other layout at each size (GRADSOLVE_CUDA_TILEMODE),
-# tile mode with its weights and accumulators in global memory and a fixed
-# order of tiles (GRADSOLVE_CUDA_TILESH, _TILEACC, _TILESCHED), Diffrax on the same weights, the GPU engine, lanes and tile tests, then
+# cores, at 65536), the other layout at each size (GRADSOLVE_CUDA_LAYOUT),
+# Diffrax on the same weights, the GPU engine, lanes and tile tests, then
 # other network widths (-hidden; the rows' last column names the layout
 # the engine chose) beside Diffrax, and, with "all", the widths in tile
-# mode, the field's VJP inlined (GRADSOLVE_CUDA_INLINE=6000), one thread
-# per trajectory (GRADSOLVE_CUDA_LANES=0) and lanes mode with shuffles
-# instead of staging (GRADSOLVE_CUDA_STAGE=0) for comparison:
+# mode and one thread per trajectory (GRADSOLVE_CUDA_LAYOUT=thread) for
+# comparison. (The variants with tile mode's memory in global memory, the
+# field's VJP inlined and shuffles instead of staging were switches that
+# are gone; their results are in bench/RESULTS.md.)
 #
 #   bash bench/gpu_neural.sh        # default, tests, widths
-#   bash bench/gpu_neural.sh all    # and the two comparisons
+#   bash bench/gpu_neural.sh all    # and the comparisons
 #
 # It builds nothing: .gpu/bin holds gradsolve and cuda.test built with
 # CGO_ENABLED=0 from the commit this script belongs to. Run from the
@@ -31,9 +31,8 @@ step() {
 	cut -c1-900 "$out/$name.jsonl"
 }
 step neural 200 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5 -dump /tmp/neural-gpu.json
-step neural-tile4096 100 env GRADSOLVE_CUDA_TILEMODE=1 "$bin/gradsolve" bench -suite gpu-neural -n 4096 -json -reps 5
-step neural-lanes65536 100 env GRADSOLVE_CUDA_TILEMODE=0 "$bin/gradsolve" bench -suite gpu-neural -n 65536 -json -reps 5
-step neural-tile-global 100 env GRADSOLVE_CUDA_TILESH=global GRADSOLVE_CUDA_TILEACC=global GRADSOLVE_CUDA_TILESCHED=static "$bin/gradsolve" bench -suite gpu-neural -n 65536 -json -reps 5
+step neural-tile4096 100 env GRADSOLVE_CUDA_LAYOUT=tile "$bin/gradsolve" bench -suite gpu-neural -n 4096 -json -reps 5
+step neural-lanes65536 100 env GRADSOLVE_CUDA_LAYOUT=lanes "$bin/gradsolve" bench -suite gpu-neural -n 65536 -json -reps 5
 step dx-neural 80 python3 bench/anchors/diffrax_neural.py --problem /tmp/neural-gpu.json --platform gpu --b 4096,65536 --reps 5 --max-seconds 60
 echo "=== tests at $(($(date +%s) - T0)) s"
 timeout 250 "$bin/cuda.test" -test.run 'TestGPUEngine$|TestGPUEngine(SharedSum|FiniteDifferences|Statuses|Float32|Lanes)$|TestGPULanes|TestGPUMultiEngine|TestGPUTile' -test.v -test.timeout 245s > "$out/tests.log" 2>&1
@@ -45,10 +44,8 @@ for h in 8,8 16,16 64,64; do
 done
 if [ "${1:-}" = all ]; then
 	for h in 8,8 16,16 64,64; do
-		step "neural-tile-h$h" 100 env GRADSOLVE_CUDA_LANES=1 GRADSOLVE_CUDA_TILEMODE=1 "$bin/gradsolve" bench -suite gpu-neural -hidden "$h" -n 4096,65536 -json -reps 3
+		step "neural-tile-h$h" 100 env GRADSOLVE_CUDA_LAYOUT=tile "$bin/gradsolve" bench -suite gpu-neural -hidden "$h" -n 4096,65536 -json -reps 3
 	done
-	step neural-inline 120 env GRADSOLVE_CUDA_INLINE=6000 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
-	step neural-threads 150 env GRADSOLVE_CUDA_LANES=0 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
-	step neural-shuffles 100 env GRADSOLVE_CUDA_STAGE=0 "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
+	step neural-threads 150 env GRADSOLVE_CUDA_LAYOUT=thread "$bin/gradsolve" bench -suite gpu-neural -n 4096,65536 -json -reps 5
 fi
 echo "done at $(($(date +%s) - T0)) s"

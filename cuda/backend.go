@@ -3,8 +3,7 @@ package cuda
 import (
 	"fmt"
 	"github.com/gradsolve-go/gradsolve/cuda/driver"
-	"os"
-	"strconv"
+	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -56,33 +55,6 @@ type backendKernel interface {
 	maxBlock() int
 }
 
-// Tuning knobs of the engine's kernels, read from the environment when a
-// kernel is compiled: the most registers a thread may use (NVRTC's
-// --maxrregcount; more threads fit on a multiprocessor, at the price of
-// spills), the threads per block, the size (values) up to which a
-// called program is inlined (inlineCallees by default), and the blocks per
-// multiprocessor a lanes-mode kernel's registers leave room for
-// (lanesMinBlocks by default; __launch_bounds__ takes precedence over the
-// register cap); and, set to 0, lanes-mode kernels that take vectors'
-// elements by shuffles instead of through shared memory (Source.stage).
-const (
-	maxRegEnv    = "GRADSOLVE_CUDA_MAXREG"
-	blockEnv     = "GRADSOLVE_CUDA_BLOCK"
-	inlineEnv    = "GRADSOLVE_CUDA_INLINE"
-	minBlocksEnv = "GRADSOLVE_CUDA_MINBLOCKS"
-	stageEnv     = "GRADSOLVE_CUDA_STAGE"
-)
-
-// envInt returns the positive integer value of the environment variable
-// name, or 0.
-func envInt(name string) int {
-	v, err := strconv.Atoi(os.Getenv(name))
-	if err != nil || v <= 0 {
-		return 0
-	}
-	return v
-}
-
 // gpuBackend is a backend on a GPU.
 type gpuBackend struct {
 	dev *driver.Device
@@ -100,13 +72,15 @@ type gpuKernel struct {
 	attrs driver.KernelAttrs
 }
 
+// unload unloads a kernel's module once its gpuKernel is unreachable
+// (forgotten by the executor's cache and used by no operation). A failure
+// (a closed device) has no one to report to.
+func unload(m *driver.Module) { _ = m.Unload() }
+
 func (k *gpuKernel) maxBlock() int { return k.attrs.MaxThreadsPerBlock }
 
 func (b *gpuBackend) compile(src, name string) (backendKernel, error) {
 	set := &driver.CompileSettings{Name: name + ".cu"}
-	if r := envInt(maxRegEnv); r > 0 {
-		set.Options = append(set.Options, fmt.Sprintf("--maxrregcount=%d", r))
-	}
 	m, _, err := b.dev.Build(src, set)
 	if err != nil {
 		return nil, err
@@ -124,7 +98,9 @@ func (b *gpuBackend) compile(src, name string) (backendKernel, error) {
 			return nil, err
 		}
 	}
-	return &gpuKernel{k: k, attrs: a}, nil
+	gk := &gpuKernel{k: k, attrs: a}
+	runtime.AddCleanup(gk, unload, m)
+	return gk, nil
 }
 
 func (b *gpuBackend) alloc(n int64) (uint64, error) {
@@ -170,12 +146,8 @@ func (b *gpuBackend) zero(addr uint64, n int64) error {
 	return b.dev.Zero(addr, n)
 }
 
-// pinnedEnv, set to 0, makes the GPU backend stage copies in Go memory
-// instead of page-locked memory (to compare).
-const pinnedEnv = "GRADSOLVE_CUDA_PINNED"
-
 func (b *gpuBackend) hostAlloc(n int64) []byte {
-	if n <= 0 || os.Getenv(pinnedEnv) == "0" {
+	if n <= 0 {
 		return nil
 	}
 	p, err := b.dev.HostAlloc(n)

@@ -15,14 +15,26 @@ import (
 // import is enough) registers them; nothing is loaded until one is asked
 // whether it is available or prepares a plan.
 func init() {
-	ode.Register(NewEngine("cuda", 0, Float64))
-	ode.Register(NewEngine("cuda-f32", 0, Float32))
+	for _, e := range registered {
+		ode.Register(e)
+	}
 }
 
+// registered are the engines the package registers.
+var registered = []*Engine{NewEngine("cuda", 0, Float64), NewEngine("cuda-f32", 0, Float32)}
+
+var (
+	_ ode.Engine   = (*Engine)(nil)
+	_ ode.Engine   = (*MultiEngine)(nil)
+	_ ode.Executor = (*executor)(nil)
+	_ ode.Executor = (*multiExecutor)(nil)
+)
+
 // Engine is the GPU engine: an ode.Engine that runs whole adaptive solves,
-// records, replays, losses and gradients on one GPU, one thread per
-// trajectory, with kernels generated from the plan's programs (see the
-// package doc). It opens its device on first use and holds it for the
+// records, replays, losses and gradients on one GPU, with kernels
+// generated from the plan's programs in the layout chosen per job (a
+// thread, a warp or a warp per tile of trajectories: see the package doc
+// and Tuning). It opens its device on first use and holds it for the
 // life of the process; engines of different GPUs are independent.
 //
 // Results match the CPU engine's: the same accepted and rejected steps on
@@ -41,6 +53,7 @@ type Engine struct {
 	name    string
 	ordinal int
 	prec    Precision
+	tuning  *Tuning // nil: envTuning
 
 	mu  sync.Mutex
 	be  backend
@@ -111,11 +124,32 @@ func (e *Engine) available() error {
 // operation (forward solve, record, loss, gradient, with or without a
 // mesh, per number of save times and per loss), and cached on disk.
 func (e *Engine) Prepare(pl *ode.Plan) (ode.Executor, error) {
+	tun := e.tuningOf()
+	if err := tun.check(); err != nil {
+		return nil, err
+	}
 	be, err := e.backend()
 	if err != nil {
 		return nil, err
 	}
-	return newExecutor(be, pl, e.prec, e.name), nil
+	return newExecutor(be, pl, e.prec, e.name, tun), nil
+}
+
+// SetTuning sets the engine's Tuning for the plans it prepares from now
+// on (by default the environment's: see Tuning).
+func (e *Engine) SetTuning(t Tuning) {
+	e.mu.Lock()
+	e.tuning = &t
+	e.mu.Unlock()
+}
+
+func (e *Engine) tuningOf() Tuning {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tuning != nil {
+		return *e.tuning
+	}
+	return envTuning()
 }
 
 // Trace receives what the GPU engine did in the operations run with a

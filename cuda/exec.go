@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"math"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -29,17 +29,18 @@ type executor struct {
 	plan *ode.Plan
 	prec Precision
 	name string
+	tun  Tuning
 	// tiles makes gradients sum shared contributions per tile of
-	// scan.TileSize trajectories (variant.tiles): set by MultiEngine.
+	// scan.TileSize trajectories (Config.TileSums): set by MultiEngine.
 	tiles bool
 
 	progOnce sync.Once
-	progs    *stepPrograms
+	progs    *kernelgen.StepPrograms
 	progErr  error
 
 	mu      sync.Mutex
-	kernels map[string]*kernelEntry
-	keep    *kept // memory kept between operations (spare and staging under mu)
+	kernels *lru[string, *kernelEntry] // by Config.Key, under mu
+	keep    *kept                      // memory kept between operations (spare and staging under mu)
 
 	// chunkMu is held by the copy that uses keep.chunks (copyChunked).
 	chunkMu   sync.Mutex
@@ -48,15 +49,15 @@ type executor struct {
 	rows atomic.Int64 // most accepted steps of a trajectory seen, to size record buffers
 
 	// lossVectors caches, by LossPlan.Hash, whether a loss's programs hold
-	// vectors (hasVectors; tile mode's choice).
-	lossVectors sync.Map
+	// vectors (tile mode's choice), under mu.
+	lossVectors *lru[string, bool]
 }
 
 // kernelEntry is a compiled kernel of the executor.
 type kernelEntry struct {
 	once  sync.Once
 	k     backendKernel
-	info  kernelInfo
+	info  kernelgen.KernelInfo
 	block int
 	err   error
 }
@@ -67,8 +68,8 @@ type arena struct {
 	size int64
 }
 
-func newExecutor(be backend, pl *ode.Plan, prec Precision, name string) *executor {
-	ex := &executor{be: be, plan: pl, prec: prec, name: name, kernels: make(map[string]*kernelEntry), keep: &kept{be: be}}
+func newExecutor(be backend, pl *ode.Plan, prec Precision, name string, tun Tuning) *executor {
+	ex := &executor{be: be, plan: pl, prec: prec, name: name, tun: tun, kernels: newLRU[string, *kernelEntry](&maxCache), lossVectors: newLRU[string, bool](&maxCache), keep: &kept{be: be}}
 	// A Solver holds its executor; once neither is reachable, the memory
 	// kept for later operations goes back to the device and the driver.
 	runtime.AddCleanup(ex, (*kept).release, ex.keep)
@@ -108,39 +109,36 @@ func (k *kept) release() {
 	}
 }
 
-// kernel returns the compiled kernel of variant v, compiling it on first
+// kernel returns the compiled kernel of configuration v, compiling it on first
 // use.
-func (ex *executor) kernel(v variant, lp *ode.LossPlan, tr *Trace) (*kernelEntry, error) {
+func (ex *executor) kernel(v kernelgen.Config, lp *ode.LossPlan, tr *Trace) (*kernelEntry, error) {
 	ex.mu.Lock()
-	e := ex.kernels[v.key()]
-	if e == nil {
+	e, ok := ex.kernels.get(v.Key())
+	if !ok {
 		e = &kernelEntry{}
-		ex.kernels[v.key()] = e
+		ex.kernels.add(v.Key(), e)
 	}
 	ex.mu.Unlock()
 	e.once.Do(func() {
 		start := time.Now()
 		defer func() { tr.add(func(t *TraceStats) { t.Compile += time.Since(start) }) }()
-		ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
+		ex.progOnce.Do(func() { ex.progs, ex.progErr = kernelgen.NewStepPrograms(ex.plan) })
 		if ex.progErr != nil {
 			e.err = ex.progErr
 			return
 		}
-		src, info, err := kernelSource(ex.progs, v, lp, ex.prec)
+		src, info, err := kernelgen.KernelSource(ex.progs, v, lp, ex.prec)
 		if err != nil {
 			e.err = err
 			return
 		}
 		e.info = info
-		if e.k, e.err = ex.be.compile(src, kernelName); e.err != nil {
+		if e.k, e.err = ex.be.compile(src, kernelgen.KernelName); e.err != nil {
 			return
 		}
 		e.block = defaultBlock
-		if v.lanesBlockAcc {
-			e.block = lanesAccBlock
-		}
-		if b := envInt(blockEnv); b >= 32 {
-			e.block = b / 32 * 32
+		if v.LanesBlockAcc {
+			e.block = kernelgen.LanesAccBlock
 		}
 		if m := e.k.maxBlock(); m > 0 && m < e.block {
 			e.block = max(32, m/32*32)
@@ -260,40 +258,37 @@ func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 	return r.finish(time.Since(start))
 }
 
-// variant returns the kernel variant of job j on this executor.
-func (ex *executor) variant(j *ode.Job) variant {
-	v := variantOf(j)
-	v.tiles = ex.tiles && v.grad
-	ex.progOnce.Do(func() { ex.progs, ex.progErr = newStepPrograms(ex.plan) })
-	// With tile sums (MultiEngine) the layout must not depend on a shard's
-	// size: the two layouts sum a tile in different orders.
-	v.lanes = ex.progErr == nil && ex.progs.lanes && (ex.tiles || !threadsFill(ex.plan, j.N, ex.be.sms()))
-	if v.lanes {
-		lim := ex.be.sharedLimit()
-		v.lanesGlobal = os.Getenv(lanesEnv) == "global" || !lanesFit(ex.plan, v.grad, ex.prec, lim)
-		if v.lanesGlobal {
-			v.lanesMinBlocks = lanesGlobalBlocksPerSM
-			// A tile's sum is one warp's: no accumulator shared by a
-			// block's warps.
-			v.lanesBlockAcc = v.grad && !v.tiles && !lanesNoBlockAcc && lanesBlockAccFits(ex.plan.Shared, ex.prec, lim)
-		} else {
-			v.lanesMinBlocks = lanesMinBlocks(ex.plan.Dim, ex.plan.Shared, v.grad, ex.prec, lim)
-		}
-		if b := envInt(minBlocksEnv); b > 0 {
-			v.lanesMinBlocks = b
-		}
-		v.lanesShuffle = os.Getenv(stageEnv) == "0"
-		if ex.useTileMode(j, v) {
-			v = v.tiled().tileMemory(ex.be.sms() > 0, ex.plan.Dim, ex.plan.Shared, lim)
-		}
+// variant returns the kernel configuration of job j on this executor
+// (chooseLayout).
+func (ex *executor) variant(j *ode.Job) kernelgen.Config {
+	ex.progOnce.Do(func() { ex.progs, ex.progErr = kernelgen.NewStepPrograms(ex.plan) })
+	sp := ex.progs
+	if ex.progErr != nil {
+		sp = nil
 	}
-	return v
+	lj := layoutJob{n: j.N, lossVectors: func() bool {
+		if j.Loss == nil {
+			return false
+		}
+		ex.mu.Lock()
+		x, ok := ex.lossVectors.get(j.Loss.Hash)
+		ex.mu.Unlock()
+		if !ok {
+			x = kernelgen.LossHasVectors(j.Loss)
+			ex.mu.Lock()
+			ex.lossVectors.add(j.Loss.Hash, x)
+			ex.mu.Unlock()
+		}
+		return x
+	}}
+	dev := device{sms: ex.be.sms(), sharedLimit: ex.be.sharedLimit()}
+	return chooseLayout(kernelgen.ConfigOf(j), ex.plan, sp, lj, ex.prec, ex.tiles, dev, ex.tun)
 }
 
 // prepare compiles the kernel of job j (on first use) and returns it.
-func (ex *executor) prepare(j *ode.Job, tr *Trace) (variant, *kernelEntry, error) {
+func (ex *executor) prepare(j *ode.Job, tr *Trace) (kernelgen.Config, *kernelEntry, error) {
 	v := ex.variant(j)
-	if (v.loss || v.grad) && j.Loss == nil {
+	if (v.Loss || v.Grad) && j.Loss == nil {
 		return v, nil, fmt.Errorf("cuda: %v needs a loss", j.Op)
 	}
 	ke, err := ex.kernel(v, j.Loss, tr)
@@ -315,9 +310,9 @@ func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
 	r := newRun(ex, j, v, ke, tr)
 	rows := 0
 	switch {
-	case !v.adaptive:
+	case !v.Adaptive:
 		rows = j.Mesh.Rows
-	case v.meshOut || v.store:
+	case v.MeshOut || v.Store:
 		rows = ex.rowsGuess(j.MaxSteps)
 	}
 	over, err := r.pass(ctx, nil, rows)
@@ -330,7 +325,7 @@ func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
 			need = max(need, r.res.Stats.Accepted[g])
 		}
 		tr.add(func(t *TraceStats) { t.Reruns += len(over) })
-		if v.tiles {
+		if v.TileSums {
 			// A tile's shared-gradient sum comes from one launch of all
 			// its trajectories.
 			over = wholeTiles(over, j.N)
@@ -394,7 +389,7 @@ func (ex *executor) notice(rows int) {
 type run struct {
 	ex  *executor
 	j   *ode.Job
-	v   variant
+	v   kernelgen.Config
 	ke  *kernelEntry
 	tr  *Trace
 	res *ode.Result
@@ -409,10 +404,10 @@ type run struct {
 	stored           int64     // bytes of stored states of the largest launch
 }
 
-func newRun(ex *executor, j *ode.Job, v variant, ke *kernelEntry, tr *Trace) *run {
+func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *Trace) *run {
 	pl := ex.plan
 	r := &run{ex: ex, j: j, v: v, ke: ke, tr: tr, res: &ode.Result{},
-		d: pl.Dim, np: pl.Params, ns: pl.Shared, k: v.k, dd: v.dataDim}
+		d: pl.Dim, np: pl.Params, ns: pl.Shared, k: v.Saves, dd: v.DataDim}
 	n, d, res := j.N, pl.Dim, r.res
 	r.sharedBlock = append(append(append(make([]float64, 0, pl.Shared+d+2), j.Shared...), j.RelTol), j.AbsTol...)
 	r.sharedBlock = append(r.sharedBlock, float64(j.MaxSteps))
@@ -420,7 +415,7 @@ func newRun(ex *executor, j *ode.Job, v variant, ke *kernelEntry, tr *Trace) *ru
 	if old == nil {
 		old = &ode.Result{}
 	}
-	if v.adaptive {
+	if v.Adaptive {
 		res.Status = buf.Make(old.Status, n)
 		for i := range res.Status {
 			res.Status[i] = ode.NotRun
@@ -430,7 +425,7 @@ func newRun(ex *executor, j *ode.Job, v variant, ke *kernelEntry, tr *Trace) *ru
 		res.LastH = make([]float64, n)
 		res.Stats = ode.Stats{Accepted: buf.Make(old.Stats.Accepted, n), Rejected: buf.Make(old.Stats.Rejected, n),
 			FieldEvals: buf.Make(old.Stats.FieldEvals, n)}
-		if v.meshOut && old.Mesh != nil {
+		if v.MeshOut && old.Mesh != nil {
 			r.meshH, r.meshLen = old.Mesh.H[:0], old.Mesh.Len
 		}
 	}
@@ -438,14 +433,14 @@ func newRun(ex *executor, j *ode.Job, v variant, ke *kernelEntry, tr *Trace) *ru
 	if r.k > 0 {
 		res.Ys = buf.Make(old.Ys, n*r.k*d)
 	}
-	if v.loss || v.grad {
+	if v.Loss || v.Grad {
 		r.terms = make([]float64, n)
 	}
-	if v.grad {
+	if v.Grad {
 		res.GradY0 = buf.Make(old.GradY0, n*d)
 		res.GradP = buf.Make(old.GradP, n*pl.Params)
 		r.gs, r.gsLoss = make([]float64, pl.Shared), make([]float64, pl.Shared)
-		if v.tiles {
+		if v.TileSums {
 			r.tiles = make([]float64, numTiles(n)*2*pl.Shared)
 		}
 	}
@@ -503,12 +498,12 @@ type layout struct {
 // layout returns the layout of a launch of n trajectories.
 func (r *run) layout(n, rows int) layout {
 	v, d, np, ns, k, dd := r.v, r.d, r.np, r.ns, r.k, r.dd
-	es := int64(r.ex.prec.size())
+	es := int64(r.ex.prec.Size())
 	cnt := func(x int) int64 { return int64(x) * int64(n) }
 	var elems [numArgs]int64 // reals, or int32 for the int arrays
 	elems[argSh] = int64(ns + d + 2)
 	elems[argSaveAt] = int64(k)
-	if v.adaptive {
+	if v.Adaptive {
 		elems[argT1] = cnt(1)
 		elems[argT], elems[argLastH] = cnt(1), cnt(1)
 		elems[argStatus], elems[argAcc], elems[argRej], elems[argFlags] = cnt(1), cnt(1), cnt(1), cnt(1)
@@ -518,25 +513,25 @@ func (r *run) layout(n, rows int) layout {
 	}
 	elems[argY0], elems[argP], elems[argY] = cnt(d), cnt(np), cnt(d)
 	elems[argYs], elems[argTapStep] = cnt(k*d), cnt(k)
-	if v.loss || v.grad {
+	if v.Loss || v.Grad {
 		elems[argData], elems[argLoss] = cnt(dd), cnt(1)
 	}
-	if v.grad {
+	if v.Grad {
 		elems[argGS], elems[argGY0], elems[argGP], elems[argTB] = int64(2*ns), cnt(d), cnt(np), cnt(k*d)
-		if v.tiles {
+		if v.TileSums {
 			elems[argGS] *= int64(numTiles(n))
 		}
 	}
-	if v.meshOut {
+	if v.MeshOut {
 		elems[argHout] = cnt(rows)
 	}
-	if v.store {
-		elems[argStore] = cnt(rows * (d + b2i(r.ke.info.storeT)))
+	if v.Store {
+		elems[argStore] = cnt(rows * (d + kernelgen.B2i(r.ke.info.StoreT)))
 	}
-	if v.lanesGlobal {
+	if v.LanesGlobal {
 		threads, _, _ := r.launchShape(n)
-		block, accs := lanesGlobalLayout(d, ns, v.workAccs(), threads)
-		if v.tileDynamic {
+		block, accs := kernelgen.LanesGlobalLayout(d, ns, v.WorkAccs(), threads)
+		if v.TileDynamic {
 			accs++ // the tile counter, GS_TILE_NEXT
 		}
 		elems[argSh], elems[argWork] = int64(block), int64(accs)
@@ -688,17 +683,17 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 func (r *run) launchShape(n int) (threads, block, shmem int) {
 	ex, v := r.ex, r.v
 	be := ex.be
-	if v.lanes {
+	if v.Lanes {
 		warps := n
 		switch {
-		case v.tileMode:
-			warps = (n + tileWidth - 1) / tileWidth // a warp per tile of tile mode
-		case v.tiles:
+		case v.TileMode:
+			warps = (n + kernelgen.TileWidth - 1) / kernelgen.TileWidth // a warp per tile of tile mode
+		case v.TileSums:
 			warps = numTiles(n) // a warp runs a tile's trajectories in turn
 		}
-		threads, block, shmem = lanesLaunch(warps, r.d, r.ns, v.grad, v.lanesGlobal, v.lanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
-		if v.tileSharedAcc || v.tileSharedSh {
-			shmem = tileShared(block/laneWidth, r.d, r.ns, v.tileSharedAcc, v.tileSharedSh)
+		threads, block, shmem = kernelgen.LanesLaunch(warps, r.d, r.ns, v.Grad, v.LanesGlobal, v.LanesBlockAcc, ex.prec, r.ke.block, be.sms(), be.sharedLimit())
+		if v.TileSharedAcc || v.TileSharedSh {
+			shmem = kernelgen.TileShared(block/kernelgen.LaneWidth, r.d, r.ns, v.TileSharedAcc, v.TileSharedSh)
 		}
 		return threads, block, shmem
 	}
@@ -706,15 +701,11 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 	return n, block, shmem
 }
 
-// lanesNoBlockAcc keeps the warps' accumulators of lanes mode in global
-// memory too, where the shared block is there (tests of GS_LANES_GLOBAL
-// without GS_LANES_BLOCKACC, with GRADSOLVE_CUDA_LANES=global).
-var lanesNoBlockAcc bool
-
-// launch runs the trajectories g in one launch.
+// launch runs the trajectories g in one launch: their inputs staged and
+// copied (stage), the kernel (launchKernel), the results copied back and
+// scattered (scatter).
 func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
-	ex, j, v := r.ex, r.j, r.v
-	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
+	ex, v, n := r.ex, r.v, len(g)
 	l := r.layout(n, rows)
 	inLo, inHi := l.region(argSh, argGS)
 	outLo, outHi := l.region(argGS, argGP)
@@ -734,14 +725,43 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
-	clear(up) // as a new buffer: regions a variant does not fill stay zero
+	clear(up) // as a new buffer: regions a kernel does not fill stay zero
+	if err := r.stage(up, ar, g, rows, &l, hinAt, zeroGS); err != nil {
+		return nil, err
+	}
+	dt, err := r.launchKernel(ar, n, rows, &l)
+	if err != nil {
+		return nil, err
+	}
+	down := ex.takeStaging(outHi - outLo)
+	defer ex.giveStaging(down)
+	if err := r.read(down, ar.addr+uint64(outLo)); err != nil {
+		return nil, err
+	}
+	r.tr.add(func(t *TraceStats) {
+		t.Kernel += dt
+		t.Launches++
+		t.Layout = v.Layout()
+		t.Upload += int64(len(up))
+		t.Download += int64(len(down))
+	})
+	return r.scatter(down, outLo, ar, g, rows, &l)
+}
+
+// stage fills the staging buffer up with the inputs of a launch over the
+// trajectories g (rows record rows each) in layout l, step-major, copies
+// it to the arena, writes the mesh to replay (at hinAt, if not -1) and
+// zeroes the regions the kernel adds to or leaves unwritten.
+func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, hinAt int64, zeroGS bool) error {
+	ex, j, v := r.ex, r.j, r.v
+	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
 	iv := func(buf []byte, base int64, a int) []int32 { return int32s(buf, l.off[a]-base, l.bytes[a]) }
 
 	// Inputs, step-major.
 	sh := rv(up, 0, argSh)
-	if v.lanesGlobal {
-		lanesSharedBlock(sh.set, r.sharedBlock, r.ns)
+	if v.LanesGlobal {
+		kernelgen.LanesSharedBlock(sh.set, r.sharedBlock, r.ns)
 	} else {
 		for c, x := range r.sharedBlock {
 			sh.set(c, x)
@@ -764,7 +784,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	var t1 reals
 	var ln []int32
-	if v.adaptive {
+	if v.Adaptive {
 		t1 = rv(up, 0, argT1)
 	} else {
 		ln = iv(up, 0, argLen)
@@ -787,7 +807,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			transpose(data, j.Loss.Data, dd, q0, q1)
 		}
 		for q := q0; q < q1; q++ {
-			if v.adaptive {
+			if v.Adaptive {
 				t1.set(q, j.T1[g[q]])
 			} else {
 				ln[q] = int32(j.Mesh.Len[g[q]])
@@ -796,31 +816,38 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	})
 	be := ex.be
 	if err := r.write(ar.addr, up); err != nil {
-		return nil, err
+		return err
 	}
 	if hinAt >= 0 {
 		if err := r.writeMesh(ar.addr+uint64(hinAt), g, rows); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if zeroGS {
 		if err := be.zero(ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if v.tileDynamic {
+	if v.TileDynamic {
 		// The tile counter, the work array's last real.
-		if err := be.zero(ar.addr+uint64(l.off[argWork]+l.bytes[argWork]-int64(ex.prec.size())), int64(ex.prec.size())); err != nil {
-			return nil, err
+		if err := be.zero(ar.addr+uint64(l.off[argWork]+l.bytes[argWork]-int64(ex.prec.Size())), int64(ex.prec.Size())); err != nil {
+			return err
 		}
 	}
-	if v.meshOut {
+	if v.MeshOut {
 		// Rows past a trajectory's last step read 0, as the CPU's.
 		if err := be.zero(ar.addr+uint64(l.off[argHout]), l.bytes[argHout]); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
+	return nil
+}
+
+// launchKernel launches the kernel over n trajectories (rows record rows each) on
+// the arena ar in layout l and returns its device time.
+func (r *run) launchKernel(ar *arena, n, rows int, l *layout) (time.Duration, error) {
+	ex, j, be := r.ex, r.j, r.ex.be
 	var args [numArgs]uint64
 	args[argN], args[argRows] = uint64(n), uint64(rows)
 	args[argT0] = math.Float64bits(j.T0)
@@ -835,35 +862,34 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	threads, bt, shmem := r.launchShape(n)
 	dt, err := be.launch(r.ke.k, threads, bt, shmem, args[:])
 	if err != nil {
-		return nil, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
+		return 0, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
 	}
+	return dt, nil
+}
 
-	down := ex.takeStaging(outHi - outLo)
-	defer ex.giveStaging(down)
-	if err := r.read(down, ar.addr+uint64(outLo)); err != nil {
-		return nil, err
-	}
-	r.tr.add(func(t *TraceStats) {
-		t.Kernel += dt
-		t.Launches++
-		t.Layout = v.layout()
-		t.Upload += int64(len(up))
-		t.Download += int64(len(down))
-	})
+// scatter copies the results of a launch over the trajectories g (rows
+// record rows each) from the staging buffer down (the arena's bytes from
+// outLo on, in layout l) into the run's results, reads back the recorded
+// mesh, and returns the trajectories whose record overflowed.
+func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l *layout) (over []int, err error) {
+	ex, v := r.ex, r.v
+	n, d, np, k := len(g), r.d, r.np, r.k
+	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
+	iv := func(buf []byte, base int64, a int) []int32 { return int32s(buf, l.off[a]-base, l.bytes[a]) }
 	res := r.res
 	y := rv(down, outLo, argY)
 	var ys, loss, gy0, gp reals
 	if k > 0 {
 		ys = rv(down, outLo, argYs)
 	}
-	if v.loss || v.grad {
+	if v.Loss || v.Grad {
 		loss = rv(down, outLo, argLoss)
 	}
-	if v.grad {
+	if v.Grad {
 		gy0, gp = rv(down, outLo, argGY0), rv(down, outLo, argGP)
 		// The steps' contributions, then the loss's own, to be scaled.
 		gs := rv(down, outLo, argGS)
-		if v.tiles {
+		if v.TileSums {
 			// Launches start on tile boundaries (chunks are multiples of
 			// 32, reruns whole tiles): launch tile q is the tile of
 			// trajectory g[q*TileSize], computed whole in this launch.
@@ -887,7 +913,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	var status, acc, rej, flags []int32
 	var tt, lasth reals
-	if v.adaptive {
+	if v.Adaptive {
 		status, acc, rej, flags = iv(down, outLo, argStatus), iv(down, outLo, argAcc), iv(down, outLo, argRej), iv(down, outLo, argFlags)
 		tt, lasth = rv(down, outLo, argT), rv(down, outLo, argLastH)
 	}
@@ -904,7 +930,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		for q := b * resultBlock; q < min(n, (b+1)*resultBlock); q++ {
 			i := g[q]
 			ok := true
-			if v.adaptive {
+			if v.Adaptive {
 				if flags[q]&flagOverflow != 0 {
 					over = append(over, i)
 					res.Stats.Accepted[i] = int(acc[q])
@@ -940,10 +966,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if !ok {
 				continue
 			}
-			if v.loss || v.grad {
+			if v.Loss || v.Grad {
 				r.terms[i] = loss.get(q)
 			}
-			if v.grad {
+			if v.Grad {
 				for c := 0; c < d; c++ {
 					res.GradY0[i*d+c] = gy0.get(c*n + q)
 				}
@@ -959,10 +985,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		over = append(over, overs[b]...)
 		longest = max(longest, longs[b])
 	}
-	if v.adaptive && (v.meshOut || v.store) {
+	if v.Adaptive && (v.MeshOut || v.Store) {
 		ex.notice(longest)
 	}
-	if v.meshOut && longest > 0 {
+	if v.MeshOut && longest > 0 {
 		if err := r.readMesh(ar.addr+uint64(l.off[argHout]), g, min(longest, rows), rows); err != nil {
 			return nil, err
 		}
@@ -978,24 +1004,21 @@ const resultBlock = 1 << 14
 const maxShared = 48 << 10
 
 // launchShape returns the threads per block and the bytes of dynamic
-// shared memory of a launch of n threads of variant v (ns shared
+// shared memory of a launch of n threads of kernel v (ns shared
 // parameters), with kernel block size block on sms multiprocessors (0 if
-// unknown): the block shrinks for small grids (spreadBlock, unless set
-// by GRADSOLVE_CUDA_BLOCK) and until the warps' transposition scratch
+// unknown): the block shrinks for small grids (spreadBlock) and until the warps' transposition scratch
 // (GS_XPOSE) and the block's shared accumulator (GS_SACC) fit in
 // maxShared.
-func launchShape(n, block, sms int, v variant, ns int, prec Precision) (int, int) {
-	if envInt(blockEnv) == 0 {
-		block = spreadBlock(n, block, sms)
-	}
+func launchShape(n, block, sms int, v kernelgen.Config, ns int, prec Precision) (int, int) {
+	block = spreadBlock(n, block, sms)
 	acc := 0
-	if v.sharedAcc(ns, prec) {
-		acc = 2 * ns * prec.size()
+	if v.SharedAcc(ns, prec) {
+		acc = 2 * ns * prec.Size()
 	}
-	if !v.xpose(ns) {
+	if !v.Xpose(ns) {
 		return block, acc
 	}
-	perWarp := 32 * xposeRow * prec.size()
+	perWarp := 32 * kernelgen.XposeRow * prec.Size()
 	for block > 32 && acc+block/32*perWarp > maxShared {
 		block = max(32, block/2/32*32)
 	}
@@ -1012,7 +1035,7 @@ func launchShape(n, block, sms int, v variant, ns int, prec Precision) (int, int
 func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 	mh, n := r.j.Mesh, len(g)
 	N := mh.N
-	es := r.ex.prec.size()
+	es := r.ex.prec.Size()
 	lo := g[0]
 	if g[n-1]-lo == n-1 && r.ex.prec == Float64 {
 		if n == N {
@@ -1072,7 +1095,7 @@ func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
 			}
 		}
 	}
-	es := r.ex.prec.size()
+	es := r.ex.prec.Size()
 	r.tr.add(func(t *TraceStats) { t.Download += int64(used) * int64(n) * int64(es) })
 	if contiguous && r.ex.prec == Float64 {
 		if n == N {
@@ -1280,10 +1303,10 @@ const (
 func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 	j, v, res := r.j, r.v, r.res
 	n := j.N
-	if v.adaptive {
+	if v.Adaptive {
 		res.Stats.Wall = wall
 	}
-	if v.meshOut {
+	if v.MeshOut {
 		m := &ode.Mesh{N: n, Len: append(r.meshLen[:0], res.Stats.Accepted...), Status: res.Status, Stats: res.Stats}
 		for _, l := range m.Len {
 			m.Rows = max(m.Rows, l)
@@ -1295,7 +1318,7 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		m.T0, m.T1 = j.T0, j.T1
 		res.Mesh = m
 	}
-	if v.loss || v.grad {
+	if v.Loss || v.Grad {
 		for i, x := range r.terms {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				return nil, r.lossError(i)
@@ -1304,8 +1327,8 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		}
 		res.Loss *= j.Loss.Scale
 	}
-	if v.grad {
-		if v.tiles {
+	if v.Grad {
+		if v.TileSums {
 			r.gs = sumTiles(r.gs, r.tiles, r.ns, j.Loss.Scale)
 		} else {
 			for c := range r.gs {

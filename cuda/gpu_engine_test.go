@@ -3,6 +3,7 @@ package cuda
 import (
 	"flag"
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"math"
 	"os"
 	"slices"
@@ -19,7 +20,12 @@ import (
 // The cases and test bodies are shared with the host tests (engine_test.go).
 
 // long runs the GPU tests whose kernels take NVRTC minutes.
-var long = flag.Bool("long", false, "run the GPU tests with kernels that take NVRTC minutes to compile")
+var long = flag.Bool("long", false, "run the long tests (also GRADSOLVE_LONG_TESTS=1): GPU tests with kernels that take NVRTC minutes to compile, and every case of the host simulations")
+
+// longTests reports whether the long tests run (-long or
+// GRADSOLVE_LONG_TESTS=1); without, the host simulations run a
+// representative subset of their cases.
+func longTests() bool { return *long || os.Getenv("GRADSOLVE_LONG_TESTS") == "1" }
 
 // needGPUEngine skips the test unless the engine "cuda" can run.
 func needGPUEngine(t *testing.T) {
@@ -144,7 +150,7 @@ func TestGPUEngineDims(t *testing.T) {
 		{lorenz96Case(64, 16, ode.Rodas5P), caseOpts{ops: []string{"solve", "grad"}}},
 		{lorenz96Case(64, 32, ode.Rodas5P), caseOpts{ops: []string{"solve"}}},
 	}
-	if *long {
+	if longTests() {
 		cases = append(cases, struct {
 			c engineCase
 			o caseOpts
@@ -383,7 +389,7 @@ func testChunks(t *testing.T, engine string, n int, limit int64, rows int) {
 	if s.Upload == 0 || s.Download == 0 || s.Transfer <= 0 {
 		t.Errorf("trace: %d bytes up, %d down in %v: want some of each", s.Upload, s.Download, s.Transfer)
 	}
-	if s.Layout != "thread" && os.Getenv(lanesEnv) == "" {
+	if s.Layout != "thread" && envTuning().Layout == LayoutAuto {
 		t.Errorf("Lorenz: trace layout %q, want thread", s.Layout)
 	}
 	skip := compareCounts(t, "chunks", got.Mesh.Stats, want.Mesh.Stats, knife(n))
@@ -494,14 +500,14 @@ func TestGPUEngineLanes(t *testing.T) {
 		t.Run(fmt.Sprintf("%s-%d", c.name, sizes), func(t *testing.T) {
 			t.Parallel()
 			pl := jobOf(t, c, ode.OpGrad).Plan
-			sp, err := newStepPrograms(pl)
+			sp, err := kernelgen.NewStepPrograms(pl)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !sp.lanes {
+			if !sp.Lanes {
 				t.Fatalf("%d shared weights: not lanes mode", sizes)
 			}
-			t.Logf("%d shared weights: gradient blocks fit in 227 KiB of shared memory (an H200's): %v", sizes, lanesFit(pl, true, Float64, 227<<10))
+			t.Logf("%d shared weights: gradient blocks fit in 227 KiB of shared memory (an H200's): %v", sizes, kernelgen.LanesFit(pl, true, Float64, 227<<10))
 			start := time.Now()
 			compareEngines(t, "cuda", c, caseOpts{knife: knife(c.prob.N), ops: []string{"solve", "grad", "gradmesh"}})
 			t.Logf("%v", time.Since(start))
@@ -543,17 +549,15 @@ func TestGPULanesNetworks(t *testing.T) {
 
 // TestGPULanesGlobal: lanes mode with the shared block in global memory
 // and one accumulator per block (GS_LANES_BLOCKACC) or per warp in global
-// memory, forced on the neural suite's network, against the CPU. (Not
-// parallel: it sets the package's switches.)
+// memory, forced on the neural suite's network, against the CPU.
 func TestGPULanesGlobal(t *testing.T) {
 	needGPUEngine(t)
+	t.Parallel()
 	c := mlpCase(2000, []int{2, 32, 32, 2})
 	for _, warps := range []bool{false, true} {
 		t.Run(fmt.Sprintf("warp-accumulators-%v", warps), func(t *testing.T) {
-			t.Setenv(lanesEnv, "global")
-			lanesNoBlockAcc = warps
-			defer func() { lanesNoBlockAcc = false }()
-			compareEngines(t, "cuda", c, caseOpts{knife: knife(c.prob.N), ops: []string{"grad", "gradmesh"}})
+			engine := tuned(t, "cuda", Tuning{Layout: LayoutLanesGlobal, NoBlockAcc: warps})
+			compareEngines(t, engine, c, caseOpts{knife: knife(c.prob.N), ops: []string{"grad", "gradmesh"}})
 		})
 	}
 }

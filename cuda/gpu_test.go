@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gradsolve-go/gradsolve/cuda/driver"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -158,7 +159,7 @@ func TestGPUDevices(t *testing.T) {
 // outputs, [program][output][trajectory].
 func runGPU(t *testing.T, d *driver.Device, tps []testProgram, prec Precision) [][][]float64 {
 	t.Helper()
-	src := NewSource(&SourceSettings{Precision: prec})
+	src := kernelgen.NewSource(&kernelgen.SourceSettings{Precision: prec})
 	names := make([]string, len(tps))
 	for j, tp := range tps {
 		k, err := src.MapKernel(tp.p)
@@ -287,7 +288,7 @@ func TestGPUMap(t *testing.T) {
 func TestGPULorenz(t *testing.T) {
 	d := openGPU(t)
 	lorenz := lorenzTest(t, rand.New(rand.NewPCG(3, 4)), 1<<20)
-	src := NewSource(nil)
+	src := kernelgen.NewSource(nil)
 	kname, err := src.MapKernel(lorenz.p)
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +374,7 @@ func TestGPULorenz(t *testing.T) {
 // TestGPUErrors: failures are *Errors naming the call and the CUDA error.
 func TestGPUErrors(t *testing.T) {
 	d := openGPU(t)
-	src := NewSource(nil)
+	src := kernelgen.NewSource(nil)
 	src.Add("GS_GLOBAL void gs_fill(long long n, gs_real* x) {\n#ifdef GS_CUDA\n  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] = (gs_real)i;\n#endif\n}\n")
 	mod, _, err := d.Build(src.String(), nil)
 	if err != nil {

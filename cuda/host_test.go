@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -95,11 +96,11 @@ int main(int argc, char** argv) {
 // [program][output][trajectory].
 func runHost(t *testing.T, tps []testProgram, prec Precision) [][][]float64 {
 	t.Helper()
-	return runHostWith(t, tps, &SourceSettings{Precision: prec})
+	return runHostWith(t, tps, &kernelgen.SourceSettings{Precision: prec})
 }
 
 // runHostWith is runHost with the given settings.
-func runHostWith(t *testing.T, tps []testProgram, set *SourceSettings) [][][]float64 {
+func runHostWith(t *testing.T, tps []testProgram, set *kernelgen.SourceSettings) [][][]float64 {
 	t.Helper()
 	return runHostSim(t, tps, set, false)
 }
@@ -107,18 +108,18 @@ func runHostWith(t *testing.T, tps []testProgram, set *SourceSettings) [][][]flo
 // runHostSim is runHostWith; with sim (lanes mode) the device code of
 // every trajectory runs on a warp simulated with 32 threads (warpSim),
 // and the run fails unless every lane returns the same outputs.
-func runHostSim(t *testing.T, tps []testProgram, set *SourceSettings, sim bool) [][][]float64 {
+func runHostSim(t *testing.T, tps []testProgram, set *kernelgen.SourceSettings, sim bool) [][][]float64 {
 	t.Helper()
 	return runHostStaged(t, tps, set, sim, false)
 }
 
 // runHostStaged is runHostSim; with stage the functions take vectors'
 // elements through the warp's staging row (Source.stage).
-func runHostStaged(t *testing.T, tps []testProgram, set *SourceSettings, sim, stage bool) [][][]float64 {
+func runHostStaged(t *testing.T, tps []testProgram, set *kernelgen.SourceSettings, sim, stage bool) [][][]float64 {
 	t.Helper()
 	prec := set.Precision
-	src := NewSource(set)
-	src.stage = stage
+	src := kernelgen.NewSource(set)
+	src.Stage = stage
 	kernels := make([]string, len(tps))
 	for j, tp := range tps {
 		k, err := src.MapKernel(tp.p)
@@ -139,9 +140,9 @@ func runHostStaged(t *testing.T, tps []testProgram, set *SourceSettings, sim, st
 			bodies[j] = k + "_body"
 		}
 		file := filepath.Join(dir, "sim.cpp")
-		per := laneWidth
-		if src.tile {
-			per = laneWidth / tileWidth
+		per := kernelgen.LaneWidth
+		if src.Tile {
+			per = kernelgen.LaneWidth / kernelgen.TileWidth
 		}
 		main := simHarness(bodies, per)
 		if err := os.WriteFile(file, []byte(head+warpSim+"#ifndef GS_PRELUDE_CUH"+body+main), 0o644); err != nil {
@@ -168,8 +169,8 @@ func runHostStaged(t *testing.T, tps []testProgram, set *SourceSettings, sim, st
 	for j, tp := range tps {
 		n := tp.n()
 		sh := tp.sh
-		if set.Lanes || set.Tiles {
-			sh = SharedPad(sh)
+		if set.Lanes || set.TileMode {
+			sh = kernelgen.SharedPad(sh)
 		}
 		binary.Write(&rec, binary.LittleEndian, []int64{int64(j), int64(n), int64(len(tp.in) * n), int64(len(sh)), int64(len(tp.p.Outputs) * n)})
 		for _, col := range tp.in {
@@ -228,7 +229,7 @@ int main() {
 }
 `
 	for _, prec := range []Precision{Float64, Float32} {
-		src := NewSource(&SourceSettings{Precision: prec}).String() + use
+		src := kernelgen.NewSource(&kernelgen.SourceSettings{Precision: prec}).String() + use
 		dir := t.TempDir()
 		exe := compileHost(t, dir, src)
 		if out, err := exec.Command(exe).CombinedOutput(); err != nil {
@@ -280,7 +281,7 @@ func TestHostLanes(t *testing.T) {
 	t.Parallel()
 	gxx(t)
 	tps := allPrograms(t, 64)
-	got := runHostWith(t, tps, &SourceSettings{Lanes: true})
+	got := runHostWith(t, tps, &kernelgen.SourceSettings{Lanes: true})
 	for j, tp := range tps {
 		tp.compare(t, "g++ lanes", got[j], tp.tol)
 	}
@@ -350,11 +351,16 @@ int main(int argc, char** argv) {
 func TestLanesWarpSim(t *testing.T) {
 	t.Parallel()
 	gxx(t)
-	for _, stage := range []bool{false, true} {
+	// Without longTests, staged only (the engine's default).
+	stages := []bool{true}
+	if longTests() {
+		stages = []bool{false, true}
+	}
+	for _, stage := range stages {
 		t.Run(fmt.Sprintf("stage=%t", stage), func(t *testing.T) {
 			t.Parallel()
 			tps := append(allPrograms(t, 3), nestedStaging(t, 3))
-			got := runHostStaged(t, tps, &SourceSettings{Lanes: true}, true, stage)
+			got := runHostStaged(t, tps, &kernelgen.SourceSettings{Lanes: true}, true, stage)
 			for j, tp := range tps {
 				tp.compare(t, "warp sim", got[j], tp.tol)
 			}
@@ -393,7 +399,7 @@ func TestSourceDeterministic(t *testing.T) {
 	t.Parallel()
 	gen := func() (string, []string) {
 		tps := allPrograms(t, 1)
-		src := NewSource(nil)
+		src := kernelgen.NewSource(nil)
 		var names []string
 		for _, tp := range tps[:5] {
 			a, err := src.Func(tp.p)
@@ -414,7 +420,7 @@ func TestSourceDeterministic(t *testing.T) {
 		t.Errorf("two generations of the same programs differ")
 	}
 	for _, n := range n1 {
-		if c := strings.Count(s1, "struct "+OutType(n)+" {"); c != 1 {
+		if c := strings.Count(s1, "struct "+kernelgen.OutType(n)+" {"); c != 1 {
 			t.Errorf("function %s defined %d times", n, c)
 		}
 	}
@@ -426,7 +432,7 @@ func TestSourceCalls(t *testing.T) {
 	t.Parallel()
 	field := lorenzField(t)
 	step, scaled := rk4Step(t, field, false), rk4Step(t, field, true)
-	src := NewSource(nil)
+	src := kernelgen.NewSource(nil)
 	for _, p := range []*tape.Program{step, scaled} {
 		if _, err := src.MapKernel(p); err != nil {
 			t.Fatal(err)
@@ -434,14 +440,14 @@ func TestSourceCalls(t *testing.T) {
 	}
 	code := src.String()
 	fname, _ := src.Func(field)
-	cname := src.funcs[field.Funcs[0]]
+	cname := src.Funcs[field.Funcs[0]]
 	for _, tc := range []struct {
 		what string
 		got  int
 		want int
 	}{
-		{"definitions of the field", strings.Count(code, "struct "+OutType(fname)+" {"), 1},
-		{"definitions of the nested callee", strings.Count(code, "struct "+OutType(cname)+" {"), 1},
+		{"definitions of the field", strings.Count(code, "struct "+kernelgen.OutType(fname)+" {"), 1},
+		{"definitions of the nested callee", strings.Count(code, "struct "+kernelgen.OutType(cname)+" {"), 1},
 		{"calls of the field", strings.Count(code, " = "+fname+"("), 8},
 		{"calls of the field with gs_sh + 1", strings.Count(code, " = "+fname+"(gs_sh + 1, "), 4},
 		{"calls of the nested callee", strings.Count(code, " = "+cname+"(gs_sh, "), 2},
@@ -450,11 +456,11 @@ func TestSourceCalls(t *testing.T) {
 			t.Errorf("%s: %d, want %d", tc.what, tc.got, tc.want)
 		}
 	}
-	if strings.Index(code, "struct "+OutType(cname)) > strings.Index(code, "struct "+OutType(fname)) ||
-		strings.Index(code, "struct "+OutType(fname)) > strings.Index(code, "// program rk4") {
+	if strings.Index(code, "struct "+kernelgen.OutType(cname)) > strings.Index(code, "struct "+kernelgen.OutType(fname)) ||
+		strings.Index(code, "struct "+kernelgen.OutType(fname)) > strings.Index(code, "// program rk4") {
 		t.Errorf("a callee is defined after its caller")
 	}
-	if !strings.Contains(code, "GS_CALLEE "+OutType(fname)+" "+fname+"(") {
+	if !strings.Contains(code, "GS_CALLEE "+kernelgen.OutType(fname)+" "+fname+"(") {
 		t.Errorf("the field is not a GS_CALLEE function")
 	}
 }
@@ -465,7 +471,7 @@ func TestSourceErrors(t *testing.T) {
 	b, x := newProg("bad", 1, 0)
 	b.add(ops.OpAdd, 0, x[0], 5) // uses a value not defined before it
 	b.p.Outputs = []tape.Output{{Name: "o", ID: 1}}
-	if _, err := NewSource(nil).Func(b.p); err == nil || !strings.Contains(err.Error(), "bad") {
+	if _, err := kernelgen.NewSource(nil).Func(b.p); err == nil || !strings.Contains(err.Error(), "bad") {
 		t.Errorf("want an error naming program bad, got %v", err)
 	}
 }
@@ -595,9 +601,9 @@ func TestWarpCollectives(t *testing.T) {
 	for _, xpose := range []bool{false, true} {
 		t.Run(fmt.Sprintf("xpose=%t", xpose), func(t *testing.T) {
 			t.Parallel()
-			src := NewSource(nil)
+			src := kernelgen.NewSource(nil)
 			if xpose {
-				src.defines = []string{"GS_XPOSE 1"}
+				src.Defines = []string{"GS_XPOSE 1"}
 			}
 			runWarpSim(t, src.String())
 		})
@@ -636,16 +642,17 @@ func runWarpSim(t *testing.T, src string) {
 // TestCommentOf: a value's comment keeps a short line whole and cuts a
 // long one at a space, or at a character boundary, under maxComment bytes.
 func TestCommentOf(t *testing.T) {
+	t.Parallel()
 	long := "v9 = Dot" + strings.Repeat(" v1234", 100)
 	runes := strings.Repeat("⁺", 100)
 	for _, c := range []struct{ in, want string }{
 		{"v12 = Mul v3 v7", "v12 = Mul v3 v7"},
 		{"a\nb", "a b"},
-		{long, long[:strings.LastIndexByte(long[:maxComment], ' ')] + " …"},
-		{runes, strings.Repeat("⁺", maxComment/len("⁺")) + " …"},
+		{long, long[:strings.LastIndexByte(long[:kernelgen.MaxComment], ' ')] + " …"},
+		{runes, strings.Repeat("⁺", kernelgen.MaxComment/len("⁺")) + " …"},
 	} {
-		got := commentOf(c.in)
-		if got != c.want || !utf8.ValidString(got) || len(got) > maxComment+len(" …") {
+		got := kernelgen.CommentOf(c.in)
+		if got != c.want || !utf8.ValidString(got) || len(got) > kernelgen.MaxComment+len(" …") {
 			t.Errorf("commentOf(%.20q…) = %q, want %q", c.in, got, c.want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,7 +143,7 @@ func (*hostKernel) maxBlock() int { return 0 }
 const hostAddrBits = 40
 
 func (b *hostBackend) compile(src, name string) (backendKernel, error) {
-	if name != kernelName {
+	if name != kernelgen.KernelName {
 		return nil, fmt.Errorf("host backend: kernel %s", name)
 	}
 	cc, err := exec.LookPath("g++")

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -77,43 +78,43 @@ func TestPlanLanes(t *testing.T) {
 	for _, sizes := range [][]int{{2, 32, 32, 2}, {3, 40, 33, 2}, {4, 16, 4}} {
 		f, vjp := wideMLP(t, sizes)
 		for _, p := range []*tape.Program{f, vjp} {
-			sh := sharedIndex(p)
-			lp := planLanes(p, sh)
+			sh := kernelgen.SharedIndex(p)
+			lp := kernelgen.PlanLanes(p, sh)
 			computed := 0
 			for _, v := range p.Values {
 				if v.Op != ops.OpInput && v.Op != ops.OpConst {
 					computed++
 				}
 			}
-			if got := lp.elements(); 10*got < 9*computed {
+			if got := lp.Elements(); 10*got < 9*computed {
 				t.Errorf("%s: %d of %d computed values in vectors, want 90%%", p.Name, got, computed)
 			}
-			for q, v := range lp.vecs {
-				if len(v.ids) > laneWidth {
-					t.Fatalf("%s: vector %d has %d elements", p.Name, q, len(v.ids))
+			for q, v := range lp.Vecs {
+				if len(v.Ids) > kernelgen.LaneWidth {
+					t.Fatalf("%s: vector %d has %d elements", p.Name, q, len(v.Ids))
 				}
-				for e, id := range v.ids {
+				for e, id := range v.Ids {
 					if id < 0 {
 						continue
 					}
 					pv := &p.Values[id]
-					if pv.Op != v.op || pv.Aux != v.aux || len(pv.Args) != len(v.args) {
-						t.Fatalf("%s: vector %d element %d is %v, not the vector's op %v", p.Name, q, e, pv.Op, v.op)
+					if pv.Op != v.Op || pv.Aux != v.Aux || len(pv.Args) != len(v.Args) {
+						t.Fatalf("%s: vector %d element %d is %v, not the vector's op %v", p.Name, q, e, pv.Op, v.Op)
 					}
-					for k, a := range v.args {
+					for k, a := range v.Args {
 						arg := pv.Args[k]
-						switch a.kind {
-						case laneCommon:
-							if arg != a.id {
-								t.Fatalf("%s: vector %d element %d argument %d is v%d, want common v%d", p.Name, q, e, k, arg, a.id)
+						switch a.Kind {
+						case kernelgen.LaneCommon:
+							if arg != a.Id {
+								t.Fatalf("%s: vector %d element %d argument %d is v%d, want common v%d", p.Name, q, e, k, arg, a.Id)
 							}
-						case laneShared:
-							if av := p.Values[arg]; av.Op != ops.OpInput || sh[int(av.Aux)] != a.base+a.stride*e {
-								t.Fatalf("%s: vector %d element %d argument %d is not shared input %d", p.Name, q, e, k, a.base+a.stride*e)
+						case kernelgen.LaneShared:
+							if av := p.Values[arg]; av.Op != ops.OpInput || sh[int(av.Aux)] != a.Base+a.Stride*e {
+								t.Fatalf("%s: vector %d element %d argument %d is not shared input %d", p.Name, q, e, k, a.Base+a.Stride*e)
 							}
-						case laneAligned:
-							if qa, ea, ok := lp.in(arg); !ok || qa != a.vec || ea != e {
-								t.Fatalf("%s: vector %d element %d argument %d is not element %d of vector %d", p.Name, q, e, k, e, a.vec)
+						case kernelgen.LaneAligned:
+							if qa, ea, ok := lp.In(arg); !ok || qa != a.Vec || ea != e {
+								t.Fatalf("%s: vector %d element %d argument %d is not element %d of vector %d", p.Name, q, e, k, e, a.Vec)
 							}
 						}
 					}
@@ -130,17 +131,17 @@ func TestPlanLanes(t *testing.T) {
 					}
 				}
 			}
-			order, ok := laneOrder(p, lp, live)
+			order, ok := kernelgen.LaneOrder(p, lp, live)
 			if !ok {
 				t.Fatalf("%s: vectors form a cycle", p.Name)
 			}
 			done := make([]bool, len(p.Values))
-			mark := func(nd laneNode) []tape.ID {
-				if nd.vec < 0 {
-					return []tape.ID{nd.id}
+			mark := func(nd kernelgen.LaneNode) []tape.ID {
+				if nd.Vec < 0 {
+					return []tape.ID{nd.Id}
 				}
 				var ids []tape.ID
-				for _, id := range lp.vecs[nd.vec].ids {
+				for _, id := range lp.Vecs[nd.Vec].Ids {
 					if id >= 0 {
 						ids = append(ids, id)
 					}
@@ -151,7 +152,7 @@ func TestPlanLanes(t *testing.T) {
 				ids := mark(nd)
 				for _, id := range ids {
 					for _, a := range p.Values[id].Args {
-						if q, _, inv := lp.in(a); !done[a] && !(inv && nd.vec == q) {
+						if q, _, inv := lp.In(a); !done[a] && !(inv && nd.Vec == q) {
 							t.Fatalf("%s: v%d is emitted before its argument v%d", p.Name, id, a)
 						}
 					}
@@ -175,8 +176,12 @@ func TestHostLanesWide(t *testing.T) {
 	t.Parallel()
 	gxx(t)
 	tps := lanePrograms(t, 3)
-	for _, sim := range []bool{false, true} {
-		got := runHostSim(t, tps, &SourceSettings{Lanes: true}, sim)
+	sims := []bool{false}
+	if longTests() {
+		sims = append(sims, true) // the warp simulation of these programs
+	}
+	for _, sim := range sims {
+		got := runHostSim(t, tps, &kernelgen.SourceSettings{Lanes: true}, sim)
 		for j, tp := range tps {
 			tp.compare(t, fmt.Sprintf("lanes (warp sim %v)", sim), got[j], tp.tol)
 		}
@@ -186,23 +191,23 @@ func TestHostLanesWide(t *testing.T) {
 // TestUseLanes: the engine runs MLP fields one warp per trajectory and
 // small scalar fields (Lorenz) one thread per trajectory.
 func TestUseLanes(t *testing.T) {
-	t.Setenv(lanesEnv, "")
+	t.Parallel()
 	for _, c := range []struct {
 		c    engineCase
 		want bool
 	}{{mlpCase(4, []int{2, 32, 32, 2}), true}, {mlpCase(4, []int{2, 4, 2}), false}, {lorenzSharedCase(4), false}} {
 		j := jobOf(t, c.c, ode.OpGrad)
-		sp, err := newStepPrograms(j.Plan)
+		sp, err := kernelgen.NewStepPrograms(j.Plan)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sp.lanes != c.want {
-			t.Errorf("%s (%d values in the reverse step): lanes %v, want %v", c.c.name, len(sp.rev.Values), sp.lanes, c.want)
+		if sp.Lanes != c.want {
+			t.Errorf("%s (%d values in the reverse step): lanes %v, want %v", c.c.name, len(sp.Rev.Values), sp.Lanes, c.want)
 		}
 		if c.want {
-			v := variantOf(j)
-			v.lanes = true
-			src, _, err := kernelSource(sp, v, j.Loss, Float64)
+			v := kernelgen.ConfigOf(j)
+			v.Lanes = true
+			src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,18 +222,19 @@ func TestUseLanes(t *testing.T) {
 // in the shared memory limit, and the blocks its registers leave room for
 // fit in a multiprocessor.
 func TestLanesShape(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ ns, limit int }{{1218, 232448}, {4482, 232448}, {1218, maxShared}, {13000, 232448}, {0, maxShared}} {
-		w := lanesWarps(2, c.ns, true, Float64, lanesBlock, c.limit)
-		sh := lanesShared(2, c.ns, true, Float64, w)
-		if w < 1 || w > lanesBlock/32 || (sh > c.limit && w > 1) || (w < lanesBlock/32 && lanesShared(2, c.ns, true, Float64, w+1) <= c.limit) {
+		w := kernelgen.LanesWarps(2, c.ns, true, Float64, kernelgen.LanesBlock, c.limit)
+		sh := kernelgen.LanesShared(2, c.ns, true, Float64, w)
+		if w < 1 || w > kernelgen.LanesBlock/32 || (sh > c.limit && w > 1) || (w < kernelgen.LanesBlock/32 && kernelgen.LanesShared(2, c.ns, true, Float64, w+1) <= c.limit) {
 			t.Errorf("ns %d, limit %d: %d warps (%d bytes)", c.ns, c.limit, w, sh)
 		}
-		b := lanesMinBlocks(2, c.ns, true, Float64, c.limit)
+		b := kernelgen.LanesMinBlocks(2, c.ns, true, Float64, c.limit)
 		if b < 1 || b > 4 || (b > 1 && b*(sh+1024) > c.limit+1024) {
 			t.Errorf("ns %d, limit %d: %d blocks of %d bytes", c.ns, c.limit, b, sh)
 		}
 	}
-	if w, b := lanesWarps(2, 1218, true, Float64, lanesBlock, 232448), lanesMinBlocks(2, 1218, true, Float64, 232448); w != 4 || b != 4 {
+	if w, b := kernelgen.LanesWarps(2, 1218, true, Float64, kernelgen.LanesBlock, 232448), kernelgen.LanesMinBlocks(2, 1218, true, Float64, 232448); w != 4 || b != 4 {
 		t.Errorf("the neural suite's network (1,218 weights) on an H200: %d warps, %d blocks; want 4 and 4", w, b)
 	}
 }
@@ -255,18 +261,18 @@ func hostGradSources(t *testing.T, ns int) []string {
 // arguments in the same order, and the shared gradients are summed in the
 // same order on the host).
 func TestHostLanesBitwise(t *testing.T) {
+	t.Parallel()
 	// A network size no other test uses, so that the kernels of its
 	// shared-parameter count are this test's.
 	c := mlpCase(24, []int{2, 24, 24, 2})
-	grad := func(lanes string) *ode.Gradient {
-		t.Setenv(lanesEnv, lanes)
-		g, err := c.solver(t, "cuda-host").Grad(nil, &c.prob, c.loss, nil)
+	grad := func(layout Layout) *ode.Gradient {
+		g, err := c.solver(t, tuned(t, "cuda-host", Tuning{Layout: layout})).Grad(nil, &c.prob, c.loss, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return g
 	}
-	on, off := grad("1"), grad("0")
+	on, off := grad(LayoutLanes), grad(LayoutThread)
 	// Both layouts were compiled: had either setting been ignored, the
 	// two runs would share one.
 	kinds := map[bool]bool{}
@@ -344,12 +350,12 @@ func testLanesNetworks(t *testing.T, engine string, scale int) {
 	} {
 		t.Run(tc.c.name, func(t *testing.T) {
 			t.Parallel()
-			sp, err := newStepPrograms(jobOf(t, tc.c, ode.OpGrad).Plan)
+			sp, err := kernelgen.NewStepPrograms(jobOf(t, tc.c, ode.OpGrad).Plan)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !sp.lanes && os.Getenv(lanesEnv) == "" {
-				t.Errorf("%d shared weights, %d values in the reverse step: not lanes mode", tc.c.prob.Field.Shared, len(sp.rev.Values))
+			if !sp.Lanes {
+				t.Errorf("%d shared weights, %d values in the reverse step: not lanes mode", tc.c.prob.Field.Shared, len(sp.Rev.Values))
 			}
 			ops := tc.o
 			if ops == nil {
@@ -374,20 +380,17 @@ func TestHostLanesNetworks(t *testing.T) {
 // same bits as in shared memory.
 func TestHostLanesGlobal(t *testing.T) {
 	needHost(t)
+	t.Parallel()
 	// A network size no other test uses, so that its kernels are this
 	// test's.
 	c := mlpCase(20, []int{2, 26, 26, 2})
-	t.Setenv(lanesEnv, "1")
 	grad := func(global, warps bool) *ode.Gradient {
-		mode := "1"
+		tun := Tuning{Layout: LayoutLanes, NoBlockAcc: warps}
 		if global {
-			mode = "global"
+			tun.Layout = LayoutLanesGlobal
 		}
-		t.Setenv(lanesEnv, mode)
-		lanesNoBlockAcc = warps
-		defer func() { lanesNoBlockAcc = false }()
 		var tr Trace
-		g, err := c.solver(t, "cuda-host").GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
+		g, err := c.solver(t, tuned(t, "cuda-host", tun)).GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -434,9 +437,9 @@ func TestHostLanesGlobal(t *testing.T) {
 
 // TestThreadsFill: a small network's large jobs run one thread per
 // trajectory on a GPU (sms known), a large network's and small jobs in
-// lanes mode, and GRADSOLVE_CUDA_LANES=1 keeps lanes mode.
+// lanes mode, and LayoutLanes keeps lanes mode.
 func TestThreadsFill(t *testing.T) {
-	t.Setenv(lanesEnv, "")
+	t.Parallel()
 	for _, c := range []struct {
 		ns, n, sms int
 		want       bool
@@ -446,17 +449,21 @@ func TestThreadsFill(t *testing.T) {
 		{354, 4096, 132, false},
 		{1218, 65536, 132, false},
 		{354, 65536, 0, false},
-		{lanesSmallNet, 132 * lanesThreadFill, 132, true},
-		{lanesSmallNet + 1, 132 * lanesThreadFill, 132, false},
-		{lanesSmallNet, 132*lanesThreadFill - 1, 132, false},
+		{kernelgen.LanesSmallNet, 132 * kernelgen.LanesThreadFill, 132, true},
+		{kernelgen.LanesSmallNet + 1, 132 * kernelgen.LanesThreadFill, 132, false},
+		{kernelgen.LanesSmallNet, 132*kernelgen.LanesThreadFill - 1, 132, false},
 	} {
-		if got := threadsFill(&ode.Plan{Shared: c.ns}, c.n, c.sms); got != c.want {
+		if got := kernelgen.ThreadsFill(&ode.Plan{Shared: c.ns}, c.n, c.sms); got != c.want {
 			t.Errorf("%d weights, %d trajectories, %d multiprocessors: one thread per trajectory %v, want %v", c.ns, c.n, c.sms, got, c.want)
 		}
 	}
-	t.Setenv(lanesEnv, "1")
-	if threadsFill(&ode.Plan{Shared: 114}, 65536, 132) {
-		t.Errorf("GRADSOLVE_CUDA_LANES=1: one thread per trajectory")
+	pl, sp := &ode.Plan{Shared: 114}, &kernelgen.StepPrograms{Lanes: true}
+	dev := device{sms: 132, sharedLimit: maxShared}
+	if v := chooseLayout(kernelgen.Config{Grad: true}, pl, sp, layoutJob{n: 65536}, Float64, false, dev, Tuning{}); v.Lanes {
+		t.Errorf("default layout: lanes mode, want one thread per trajectory")
+	}
+	if v := chooseLayout(kernelgen.Config{Grad: true}, pl, sp, layoutJob{n: 65536}, Float64, false, dev, Tuning{Layout: LayoutLanes}); !v.Lanes || v.TileMode {
+		t.Errorf("LayoutLanes: lanes mode %v, tile mode %v; want lanes mode", v.Lanes, v.TileMode)
 	}
 }
 
@@ -465,6 +472,7 @@ func TestThreadsFill(t *testing.T) {
 // block of lanesAccBlock threads, and no more warps than its
 // multiprocessors run at once.
 func TestLanesLaunchGlobal(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		n, ns    int
 		blockAcc bool
@@ -472,22 +480,22 @@ func TestLanesLaunchGlobal(t *testing.T) {
 		block    int
 		shmem    int
 	}{
-		{65536, 17154, true, 132 * lanesAccBlock, lanesAccBlock, (padLen(17154) + 16*laneStageLen) * 8},
-		{10, 17154, true, lanesAccBlock, lanesAccBlock, (padLen(17154) + 16*laneStageLen) * 8},
-		{65536, 40000, false, 132 * lanesGlobalBlocksPerSM * lanesBlock, lanesBlock, 4 * laneStageLen * 8},
+		{65536, 17154, true, 132 * kernelgen.LanesAccBlock, kernelgen.LanesAccBlock, (kernelgen.PadLen(17154) + 16*kernelgen.LaneStageLen) * 8},
+		{10, 17154, true, kernelgen.LanesAccBlock, kernelgen.LanesAccBlock, (kernelgen.PadLen(17154) + 16*kernelgen.LaneStageLen) * 8},
+		{65536, 40000, false, 132 * kernelgen.LanesGlobalBlocksPerSM * kernelgen.LanesBlock, kernelgen.LanesBlock, 4 * kernelgen.LaneStageLen * 8},
 		// 10 warps in whole blocks of 4: 12 warps, each with its row.
-		{10, 40000, false, 12 * 32, lanesBlock, 4 * laneStageLen * 8},
+		{10, 40000, false, 12 * 32, kernelgen.LanesBlock, 4 * kernelgen.LaneStageLen * 8},
 	} {
-		threads, block, shmem := lanesLaunch(c.n, 2, c.ns, true, true, c.blockAcc, Float64, 1024, 132, 232448)
+		threads, block, shmem := kernelgen.LanesLaunch(c.n, 2, c.ns, true, true, c.blockAcc, Float64, 1024, 132, 232448)
 		if threads != c.threads || block != c.block || shmem != c.shmem {
 			t.Errorf("n %d, %d weights, block accumulator %v: %d threads in blocks of %d, %d bytes; want %d, %d, %d",
 				c.n, c.ns, c.blockAcc, threads, block, shmem, c.threads, c.block, c.shmem)
 		}
-		if _, accs := lanesGlobalLayout(2, c.ns, !c.blockAcc, threads); !c.blockAcc && accs != threads/32*padLen(c.ns) {
+		if _, accs := kernelgen.LanesGlobalLayout(2, c.ns, !c.blockAcc, threads); !c.blockAcc && accs != threads/32*kernelgen.PadLen(c.ns) {
 			t.Errorf("%d weights: %d accumulator reals for %d warps", c.ns, accs, threads/32)
 		}
 	}
-	if !lanesBlockAccFits(17154, Float64, 232448) || lanesBlockAccFits(40000, Float64, 232448) {
+	if !kernelgen.LanesBlockAccFits(17154, Float64, 232448) || kernelgen.LanesBlockAccFits(40000, Float64, 232448) {
 		t.Errorf("an H200's 227 KiB holds one accumulator of 17,154 weights, not of 40,000")
 	}
 }
@@ -504,7 +512,7 @@ func TestNVRTCLanesKernels(t *testing.T) {
 	t.Parallel()
 	c := mlpCase(8, []int{2, 32, 32, 2})
 	j := jobOf(t, c, ode.OpGrad)
-	sp, err := newStepPrograms(j.Plan)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,9 +529,9 @@ func TestNVRTCLanesKernels(t *testing.T) {
 		{"tiles", false, false, true, Float64},
 		{"global-tiles", true, false, true, Float64},
 	} {
-		v := variantOf(j)
-		v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.tiles = true, 4, tc.global, tc.blockAcc, tc.tiles
-		src, _, err := kernelSource(sp, v, j.Loss, tc.prec)
+		v := kernelgen.ConfigOf(j)
+		v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.TileSums = true, 4, tc.global, tc.blockAcc, tc.tiles
+		src, _, err := kernelgen.KernelSource(sp, v, j.Loss, tc.prec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -566,11 +574,11 @@ func testNetStatuses(t *testing.T, engine string, saveAt bool) {
 	for _, maxSteps := range []int{0, 3} {
 		c := c
 		c.set.MaxSteps = maxSteps
-		sp, err := newStepPrograms(jobOf(t, c, ode.OpSolve).Plan)
+		sp, err := kernelgen.NewStepPrograms(jobOf(t, c, ode.OpSolve).Plan)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !sp.lanes && os.Getenv(lanesEnv) == "" {
+		if !sp.Lanes {
 			t.Fatalf("%d shared weights: not lanes mode", c.prob.Field.Shared)
 		}
 		compareEngines(t, engine, c, caseOpts{ops: []string{"solve"}})
@@ -602,6 +610,7 @@ func TestHostLanesStatuses(t *testing.T) {
 // start above its callees' (base), and a vector that finds no free slot
 // keeps the shuffles.
 func TestResolveStages(t *testing.T) {
+	t.Parallel()
 	// Vector q is staged at position 10q and read until last[q].
 	text := func(vecs ...int) string {
 		var sb strings.Builder
@@ -622,15 +631,15 @@ func TestResolveStages(t *testing.T) {
 		{"above callees", []int{100, 15}, 2, []int{2, 3}, 4},
 		{"full", []int{100, 100, 100, 100, 100}, 0, []int{0, 1, 2, 3, -1}, 4},
 		{"full above callees", []int{100, 100}, 3, []int{3, -1}, 4},
-		{"none free", []int{100}, laneStageSlots, []int{-1}, laneStageSlots},
+		{"none free", []int{100}, kernelgen.LaneStageSlots, []int{-1}, kernelgen.LaneStageSlots},
 	} {
-		spans := map[int]*stageSpan{}
+		spans := map[int]*kernelgen.StageSpan{}
 		var vecs []int
 		for q, l := range c.last {
-			spans[q] = &stageSpan{vec: q, first: 10 * q, last: l}
+			spans[q] = &kernelgen.StageSpan{Vec: q, First: 10 * q, Last: l}
 			vecs = append(vecs, q)
 		}
-		got, top := resolveStages(text(vecs...), spans, c.base)
+		got, top := kernelgen.ResolveStages(text(vecs...), spans, c.base)
 		if top != c.top {
 			t.Errorf("%s: top %d, want %d", c.name, top, c.top)
 		}
@@ -651,19 +660,20 @@ func TestResolveStages(t *testing.T) {
 
 // TestLanesStageSource: the engine's lanes-mode kernels stage the neural
 // suite's layers (every slot within the four of a warp), and
-// GRADSOLVE_CUDA_STAGE=0 (variant.lanesShuffle) keeps the shuffles.
+// Config.LanesShuffle keeps the shuffles.
 func TestLanesStageSource(t *testing.T) {
+	t.Parallel()
 	c := mlpCase(8, []int{2, 32, 32, 2})
 	j := jobOf(t, c, ode.OpGrad)
-	sp, err := newStepPrograms(j.Plan)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stage := regexp.MustCompile(`GS_STAGE\((\d+), u\d+\);`)
 	for _, shuffle := range []bool{false, true} {
-		v := variantOf(j)
-		v.lanes, v.lanesMinBlocks, v.lanesShuffle = true, 4, shuffle
-		src, _, err := kernelSource(sp, v, j.Loss, Float64)
+		v := kernelgen.ConfigOf(j)
+		v.Lanes, v.LanesMinBlocks, v.LanesShuffle = true, 4, shuffle
+		src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -675,12 +685,12 @@ func TestLanesStageSource(t *testing.T) {
 			}
 			continue
 		}
-		if len(staged) == 0 || bcast != 0 || !strings.Contains(src, fmt.Sprintf("#define GS_STAGE_LEN %d", laneStageLen)) {
+		if len(staged) == 0 || bcast != 0 || !strings.Contains(src, fmt.Sprintf("#define GS_STAGE_LEN %d", kernelgen.LaneStageLen)) {
 			t.Errorf("staged: %d vectors staged, %d shuffled reads", len(staged), bcast)
 		}
 		for _, m := range staged {
-			if k, _ := strconv.Atoi(m[1]); k >= laneStageSlots {
-				t.Errorf("slot %d of %d", k, laneStageSlots)
+			if k, _ := strconv.Atoi(m[1]); k >= kernelgen.LaneStageSlots {
+				t.Errorf("slot %d of %d", k, kernelgen.LaneStageSlots)
 			}
 		}
 	}

@@ -1,8 +1,12 @@
 package cuda
 
-import "testing"
+import (
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"testing"
+)
 
 func TestSpreadBlock(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ threads, block, sms, want int }{
 		{4096, 128, 132, 32},     // 128 blocks of 32 instead of 32 of 128
 		{65536, 128, 132, 128},   // 512 blocks: every multiprocessor has one
@@ -25,12 +29,13 @@ func TestSpreadBlock(t *testing.T) {
 }
 
 func TestLaunchShape(t *testing.T) {
-	grad, tiles := variant{grad: true, adaptive: true}, variant{grad: true, tiles: true}
-	const scratch = 32 * xposeRow * 8 // one warp's, float64
+	t.Parallel()
+	grad, tiles := kernelgen.Config{Grad: true, Adaptive: true}, kernelgen.Config{Grad: true, TileSums: true}
+	const scratch = 32 * kernelgen.XposeRow * 8 // one warp's, float64
 	for _, c := range []struct {
 		name             string
 		n, block, sms    int
-		v                variant
+		v                kernelgen.Config
 		ns               int
 		prec             Precision
 		wantBlock, wantB int
@@ -46,7 +51,7 @@ func TestLaunchShape(t *testing.T) {
 		{"tiles", 65536, 128, 132, tiles, 1218, Float64, 128, 0},
 		// A large network: the accumulator is global, the scratch alone.
 		{"wide", 65536, 256, 132, grad, 5000, Float64, 128, 4 * scratch},
-		{"forward", 65536, 128, 132, variant{adaptive: true}, 1218, Float64, 128, 0},
+		{"forward", 65536, 128, 132, kernelgen.Config{Adaptive: true}, 1218, Float64, 128, 0},
 	} {
 		b, sh := launchShape(c.n, c.block, c.sms, c.v, c.ns, c.prec)
 		if b != c.wantBlock || sh != c.wantB {

@@ -67,6 +67,7 @@ type MultiEngine struct {
 	name     string
 	ordinals []int
 	prec     Precision
+	tuning   *Tuning // nil: envTuning
 
 	mu   sync.Mutex
 	devs []multiDevice // opened on first use
@@ -218,17 +219,38 @@ func (e *MultiEngine) availableLocked() error {
 // first use of each kind of operation (on the first device first; the
 // others then find the image in the disk cache).
 func (e *MultiEngine) Prepare(pl *ode.Plan) (ode.Executor, error) {
+	tun := e.tuningOf()
+	if err := tun.check(); err != nil {
+		return nil, err
+	}
 	devs, err := e.devices()
 	if err != nil {
 		return nil, err
 	}
 	m := &multiExecutor{bal: newBalancer(len(devs))}
 	for _, d := range devs {
-		ex := newExecutor(d.be, pl, e.prec, fmt.Sprintf("%s (%s)", e.name, d.label))
+		ex := newExecutor(d.be, pl, e.prec, fmt.Sprintf("%s (%s)", e.name, d.label), tun)
 		ex.tiles = true
 		m.exs = append(m.exs, ex)
 	}
 	return m, nil
+}
+
+// SetTuning sets the engine's Tuning for the plans it prepares from now
+// on (by default the environment's: see Tuning).
+func (e *MultiEngine) SetTuning(t Tuning) {
+	e.mu.Lock()
+	e.tuning = &t
+	e.mu.Unlock()
+}
+
+func (e *MultiEngine) tuningOf() Tuning {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.tuning != nil {
+		return *e.tuning
+	}
+	return envTuning()
 }
 
 // multiExecutor runs the operations of one plan over several devices.
@@ -424,7 +446,7 @@ func gather(j *ode.Job, shards []*shard) *run {
 			copy(g.tiles[s.lo/scan.TileSize*w:], s.r.tiles)
 		}
 	}
-	if g.v.meshOut {
+	if g.v.MeshOut {
 		rows := 0
 		for _, a := range res.Stats.Accepted {
 			rows = max(rows, a)

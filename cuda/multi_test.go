@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gradsolve-go/gradsolve/cuda/driver"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -459,7 +460,7 @@ func TestGather(t *testing.T) {
 	t.Parallel()
 	const n, d, ns = 29, 2, 3
 	j := &ode.Job{Op: ode.OpGrad, N: n, Loss: &ode.LossPlan{Scale: 0.5}}
-	v := variant{adaptive: true, meshOut: true, store: true, grad: true, tiles: true}
+	v := kernelgen.Config{Adaptive: true, MeshOut: true, Store: true, Grad: true, TileSums: true}
 	bounds := []int{0, 8, 24, 29}
 	val := func(i, c int) float64 { return float64(100*i + c) }
 	var shards []*shard
@@ -726,7 +727,7 @@ func TestTileCollectives(t *testing.T) {
 	cc := gxx(t)
 	dir := t.TempDir()
 	pre := fmt.Sprintf("#include <string.h>\n#define GS_TILES 1\n#define GS_TILE %d\n", scan.TileSize)
-	if err := os.WriteFile(filepath.Join(dir, "prelude"), []byte(NewSource(nil).String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "prelude"), []byte(kernelgen.NewSource(nil).String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "tiles.cpp")
@@ -786,13 +787,13 @@ func TestNVRTCTileKernels(t *testing.T) {
 	ptx := func(c engineCase, tiles bool) string {
 		start := time.Now()
 		j := jobOf(t, c, ode.OpGrad)
-		sp, err := newStepPrograms(j.Plan)
+		sp, err := kernelgen.NewStepPrograms(j.Plan)
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := variantOf(j)
-		v.tiles = tiles
-		src, _, err := kernelSource(sp, v, j.Loss, Float64)
+		v := kernelgen.ConfigOf(j)
+		v.TileSums = tiles
+		src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"github.com/gradsolve-go/gradsolve/cuda/driver"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"slices"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func TestNVRTCCompile(t *testing.T) {
 		precs = precs[:1]
 	}
 	for i, prec := range precs {
-		src := NewSource(&SourceSettings{Precision: prec})
+		src := kernelgen.NewSource(&kernelgen.SourceSettings{Precision: prec})
 		for _, tp := range tps {
 			if _, err := src.MapKernel(tp.p); err != nil {
 				t.Fatal(err)
@@ -118,7 +119,7 @@ func TestNVRTCFMAD(t *testing.T) {
 
 func TestNVRTCCompileError(t *testing.T) {
 	needNVRTC(t)
-	src := NewSource(nil).String() + "\nGS_GLOBAL void broken(gs_real* x) { x[0] = undefined_name; }\n"
+	src := kernelgen.NewSource(nil).String() + "\nGS_GLOBAL void broken(gs_real* x) { x[0] = undefined_name; }\n"
 	_, err := driver.Compile(src, testArch, &driver.CompileSettings{Name: "broken.cu", NoCache: true})
 	var ce *driver.CompileError
 	if !errors.As(err, &ce) {

@@ -294,7 +294,7 @@ func TestCopyChunked(t *testing.T) {
 	defer func(c int) { meshChunk = c }(meshChunk)
 	meshChunk = 1000
 	fd := &fakeDevice{hostBackend: newHostBackend(1 << 26), kernels: hostF64.be.(*hostBackend)}
-	r := &run{ex: newExecutor(fd, nil, Float64, "copy-test")}
+	r := &run{ex: newExecutor(fd, nil, Float64, "copy-test", Tuning{})}
 	rnd := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{1, 999, 1000, 1001, 2000, 2999, 3500} {
 		addr, err := fd.alloc(int64(n))
@@ -329,7 +329,7 @@ func TestCopyChunked(t *testing.T) {
 		t.Error("copyChunked with its buffers busy reports a copy")
 	}
 	r.ex.chunkMu.Unlock()
-	none := &run{ex: newExecutor(noHostMem{fd}, nil, Float64, "copy-test-none")}
+	none := &run{ex: newExecutor(noHostMem{fd}, nil, Float64, "copy-test-none", Tuning{})}
 	if ok, _ := none.copyChunked(buf, 0, true); ok {
 		t.Error("copyChunked without host memory reports a copy")
 	}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -62,8 +63,13 @@ func tilePrograms(t testing.TB, n int) []testProgram {
 func TestTilesWarpSim(t *testing.T) {
 	t.Parallel()
 	gxx(t)
-	tps := append(allPrograms(t, 11), tilePrograms(t, 11)...)
-	got := runHostSim(t, tps, &SourceSettings{Tiles: true}, true)
+	// Without longTests, the tile programs only (the others run in tile
+	// mode's host form, TestTilesHost).
+	tps := tilePrograms(t, 11)
+	if longTests() {
+		tps = append(allPrograms(t, 11), tps...)
+	}
+	got := runHostSim(t, tps, &kernelgen.SourceSettings{TileMode: true}, true)
 	for j, tp := range tps {
 		tp.compare(t, "tile sim", got[j], tp.tol)
 	}
@@ -75,7 +81,7 @@ func TestTilesHost(t *testing.T) {
 	t.Parallel()
 	gxx(t)
 	tps := append(allPrograms(t, 5), tilePrograms(t, 5)...)
-	got := runHostWith(t, tps, &SourceSettings{Tiles: true})
+	got := runHostWith(t, tps, &kernelgen.SourceSettings{TileMode: true})
 	for j, tp := range tps {
 		tp.compare(t, "tile host", got[j], tp.tol)
 	}
@@ -85,11 +91,12 @@ func TestTilesHost(t *testing.T) {
 // every layer of the forward networks is one gs_tdot, those from the
 // inputs on replicated values, the others on the previous layer's vector.
 func TestTilesDense(t *testing.T) {
+	t.Parallel()
 	for _, tp := range tilePrograms(t, 1) {
 		if strings.Contains(tp.p.Name, "vjp") || strings.Contains(tp.p.Name, "VJP") {
 			continue
 		}
-		src := NewSource(&SourceSettings{Tiles: true})
+		src := kernelgen.NewSource(&kernelgen.SourceSettings{TileMode: true})
 		if _, err := src.Func(tp.p); err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +111,7 @@ func TestTilesDense(t *testing.T) {
 			t.Errorf("%s: %d layers on replicated inputs, want 1", tp.p.Name, got)
 		}
 	}
-	if src := NewSource(&SourceSettings{Tiles: true, Precision: Float32}); src.tile || src.lanes {
+	if src := kernelgen.NewSource(&kernelgen.SourceSettings{TileMode: true, Precision: Float32}); src.Tile || src.Lanes {
 		t.Errorf("Float32: tile mode on")
 	}
 }
@@ -148,14 +155,12 @@ func tileSaveCase(n int, sizes []int, m ode.Method) engineCase {
 // ensembles that end in a partial tile, and checks that the kernels ran
 // in tile mode.
 func testTileMode(t *testing.T, engine string, cases []engineCase) {
-	t.Setenv(tileEnv, "1")
-	t.Setenv(lanesEnv, "1")
+	tile := tuned(t, engine, Tuning{Layout: LayoutTile})
 	for _, c := range cases {
-		testTileAgainstLanes(t, engine, engine, c)
-		t.Setenv(tileEnv, "1")
-		compareEngines(t, engine, c, caseOpts{knife: knife(c.prob.N)})
+		testTileAgainstLanes(t, engine, engine, c, Tuning{})
+		compareEngines(t, tile, c, caseOpts{knife: knife(c.prob.N)})
 		var tr Trace
-		if _, err := c.solver(t, engine).GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil); err != nil {
+		if _, err := c.solver(t, tile).GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := tr.Stats().Layout; got != "tile" {
@@ -166,23 +171,30 @@ func testTileMode(t *testing.T, engine string, cases []engineCase) {
 
 // TestHostSimTileMode runs the device form of tile-mode kernels on one
 // simulated warp: eight trajectories in lockstep, the layers' tensor-core
-// products, the tile sums of the shared gradient.
+// products, the tile sums of the shared gradient. Without longTests, the
+// first case only (a full tile and a partial one).
 func TestHostSimTileMode(t *testing.T) {
 	needHost(t)
-	testTileMode(t, "cuda-host-sim", []engineCase{
+	t.Parallel()
+	cases := []engineCase{
 		tileCase(13, []int{2, 16, 16, 2}, ode.Tsit5),
 		tileCase(6, []int{3, 20, 9, 3}, ode.Vern7),
 		tileSaveCase(11, []int{2, 16, 16, 2}, ode.Tsit5),
 		tileSaveCase(5, []int{2, 12, 2}, ode.Rodas5P),
 		// Layers of 64: two vectors of 32 rows each.
 		netCase(5, []int{4, 64, 4}, nn.Softplus, nn.Identity, ode.Tsit5),
-	})
+	}
+	if !longTests() {
+		cases = cases[:1]
+	}
+	testTileMode(t, "cuda-host-sim", cases)
 }
 
 // TestHostTileMode runs tile-mode kernels' host form (a tile is one
 // trajectory).
 func TestHostTileMode(t *testing.T) {
 	needHost(t)
+	t.Parallel()
 	testTileMode(t, "cuda-host", []engineCase{tileCase(5, []int{2, 16, 16, 2}, ode.Tsit5)})
 }
 
@@ -192,28 +204,29 @@ func TestHostTileMode(t *testing.T) {
 // (the adjoint's products sum in other orders).
 func TestHostSimTileBitwise(t *testing.T) {
 	needHost(t)
-	testTileBitwise(t, "cuda-host-sim", "cuda-host", 13)
+	t.Parallel()
+	testTileBitwise(t, "cuda-host-sim", "cuda-host", 13, Tuning{})
 }
 
 // testTileBitwise compares tile mode on engine tile with lanes mode on
 // engine lanes, over n trajectories (TestHostSimTileBitwise).
-func testTileBitwise(t *testing.T, tileEngine, lanesEngine string, n int) {
-	testTileAgainstLanes(t, tileEngine, lanesEngine, tileCase(n, []int{2, 16, 16, 2}, ode.Tsit5))
+func testTileBitwise(t *testing.T, tileEngine, lanesEngine string, n int, tun Tuning) {
+	testTileAgainstLanes(t, tileEngine, lanesEngine, tileCase(n, []int{2, 16, 16, 2}, ode.Tsit5), tun)
 }
 
 // testTileAgainstLanes compares case c in tile mode on engine tileEngine
-// with lanes mode on lanesEngine.
-func testTileAgainstLanes(t *testing.T, tileEngine, lanesEngine string, c engineCase) {
-	t.Setenv(lanesEnv, "1")
-	grad := func(engine, tile string) *ode.Gradient {
-		t.Setenv(tileEnv, tile)
-		g, err := c.solver(t, engine).Grad(nil, &c.prob, c.loss, nil)
+// with lanes mode on lanesEngine, both tuned by tun but for the layout.
+func testTileAgainstLanes(t *testing.T, tileEngine, lanesEngine string, c engineCase, tun Tuning) {
+	grad := func(engine string, layout Layout) *ode.Gradient {
+		tun := tun
+		tun.Layout = layout
+		g, err := c.solver(t, tuned(t, engine, tun)).Grad(nil, &c.prob, c.loss, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return g
 	}
-	tile, lanes := grad(tileEngine, "1"), grad(lanesEngine, "0")
+	tile, lanes := grad(tileEngine, LayoutTile), grad(lanesEngine, LayoutLanes)
 	for _, x := range []struct {
 		name        string
 		tile, lanes []float64
@@ -234,16 +247,20 @@ func testTileAgainstLanes(t *testing.T, tileEngine, lanesEngine string, c engine
 
 // TestHostSimTileStatuses: in tile mode each trajectory of a tile gets
 // its own status, steps and state, whatever the others of its tile do.
+// A long test (longTests): statuses in lanes mode are
+// TestHostLanesStatuses'.
 func TestHostSimTileStatuses(t *testing.T) {
 	needHost(t)
+	if !longTests() {
+		t.Skip("a long test: -long or GRADSOLVE_LONG_TESTS=1")
+	}
+	t.Parallel()
 	testTileStatuses(t, "cuda-host-sim")
 }
 
 // testTileStatuses runs testNetStatuses on engine in tile mode.
 func testTileStatuses(t *testing.T, engine string) {
-	t.Setenv(tileEnv, "1")
-	t.Setenv(lanesEnv, "1")
-	testNetStatuses(t, engine, false)
+	testNetStatuses(t, tuned(t, engine, Tuning{Layout: LayoutTile}), false)
 }
 
 // TestGPUTileMode runs tile-mode kernels on the GPU against lanes mode
@@ -255,14 +272,15 @@ func testTileStatuses(t *testing.T, engine string) {
 // are the same bit for bit.)
 func TestGPUTileMode(t *testing.T) {
 	needGPUEngine(t)
+	t.Parallel()
 	testTileMode(t, "cuda", []engineCase{
 		tileCase(1003, []int{2, 32, 32, 2}, ode.Tsit5),
 		tileSaveCase(1003, []int{2, 32, 32, 2}, ode.Tsit5),
 		tileSaveCase(203, []int{2, 24, 24, 2}, ode.Rodas5P),
 		netCase(301, []int{4, 64, 4}, nn.Softplus, nn.Identity, ode.Tsit5),
 	})
-	testTileAgainstLanes(t, "cuda", "cuda", netCase(301, []int{2, 33, 33, 2}, nn.Sigmoid, nn.Tanh, ode.Vern7))
-	testTileAgainstLanes(t, "cuda", "cuda", tileCase(301, []int{3, 20, 9, 3}, ode.Vern7))
+	testTileAgainstLanes(t, "cuda", "cuda", netCase(301, []int{2, 33, 33, 2}, nn.Sigmoid, nn.Tanh, ode.Vern7), Tuning{})
+	testTileAgainstLanes(t, "cuda", "cuda", tileCase(301, []int{3, 20, 9, 3}, ode.Vern7), Tuning{})
 }
 
 // TestGPUTileBitwise: on the GPU, tile mode's tensor-core layers round
@@ -270,43 +288,44 @@ func TestGPUTileMode(t *testing.T) {
 // bit, and gradients to rounding (testTileAgainstLanes).
 func TestGPUTileBitwise(t *testing.T) {
 	needGPUEngine(t)
-	testTileBitwise(t, "cuda", "cuda", 2001)
+	t.Parallel()
+	testTileBitwise(t, "cuda", "cuda", 2001, Tuning{})
 }
 
 // TestGPUTileGlobalAcc: tile mode with the warps' accumulators in global
-// memory (GRADSOLVE_CUDA_TILEACC=global, where shared memory is the
+// memory (Tuning.TileAccGlobal, where shared memory is the
 // default for this network) against lanes mode, for the gradient and
 // the states.
 func TestGPUTileGlobalAcc(t *testing.T) {
 	needGPUEngine(t)
-	t.Setenv(tileAccEnv, "global")
-	testTileBitwise(t, "cuda", "cuda", 1001)
+	t.Parallel()
+	testTileBitwise(t, "cuda", "cuda", 1001, Tuning{TileAccGlobal: true})
 }
 
 // TestGPUTileStatic: tile mode with warps running every gridth tile
-// (GRADSOLVE_CUDA_TILESCHED=static; by default they take tiles in turn),
+// (Tuning.TileStatic; by default they take tiles in turn),
 // with the accumulators in shared and in global memory, against lanes
 // mode; the forward solve too.
 func TestGPUTileStatic(t *testing.T) {
 	needGPUEngine(t)
-	t.Setenv(tileSchedEnv, "static")
-	for _, acc := range []string{"", "global"} {
-		t.Setenv(tileAccEnv, acc)
-		testTileBitwise(t, "cuda", "cuda", 3001)
+	t.Parallel()
+	for _, acc := range []bool{false, true} {
+		tun := Tuning{TileStatic: true, TileAccGlobal: acc}
+		testTileBitwise(t, "cuda", "cuda", 3001, tun)
 		c := tileCase(3001, []int{2, 16, 16, 2}, ode.Tsit5)
-		t.Setenv(tileEnv, "1")
-		tile, err := c.solver(t, "cuda").Solve(&c.prob)
+		tun.Layout = LayoutTile
+		tile, err := c.solver(t, tuned(t, "cuda", tun)).Solve(&c.prob)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Setenv(tileEnv, "0")
-		lanes, err := c.solver(t, "cuda").Solve(&c.prob)
+		tun.Layout = LayoutLanes
+		lanes, err := c.solver(t, tuned(t, "cuda", tun)).Solve(&c.prob)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for k := range lanes.Y {
 			if tile.Y[k] != lanes.Y[k] {
-				t.Fatalf("accumulators %q: forward y[%d]: tile mode %v, lanes mode %v", acc, k, tile.Y[k], lanes.Y[k])
+				t.Fatalf("accumulators global %v: forward y[%d]: tile mode %v, lanes mode %v", acc, k, tile.Y[k], lanes.Y[k])
 			}
 		}
 	}
@@ -317,6 +336,7 @@ func TestGPUTileStatic(t *testing.T) {
 // not for 4,482 (or where a block may have 48 KiB), and the shared block
 // beside them for 1,218, not for 1,500; the shared block alone for 1,500.
 func TestTileSharedFits(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		ns      int
 		acc, sh bool
@@ -332,7 +352,7 @@ func TestTileSharedFits(t *testing.T) {
 		{1500, false, true, 232448, true},
 		{30000, false, true, 232448, false},
 	} {
-		if got := tileSharedFits(2, c.ns, c.acc, c.sh, c.limit); got != c.want {
+		if got := kernelgen.TileSharedFits(2, c.ns, c.acc, c.sh, c.limit); got != c.want {
 			t.Errorf("%d weights, accumulators %v, shared block %v, %d bytes: %v, want %v", c.ns, c.acc, c.sh, c.limit, got, c.want)
 		}
 	}
@@ -341,6 +361,7 @@ func TestTileSharedFits(t *testing.T) {
 // TestGPUTileStatuses: per-trajectory statuses in tile mode.
 func TestGPUTileStatuses(t *testing.T) {
 	needGPUEngine(t)
+	t.Parallel()
 	testTileStatuses(t, "cuda")
 }
 
@@ -364,7 +385,7 @@ func TestNVRTCTileModeKernels(t *testing.T) {
 
 // TestTileModeChoice: the jobs that run in tile mode, and the override.
 func TestTileModeChoice(t *testing.T) {
-	t.Setenv(tileEnv, "")
+	t.Parallel()
 	big := tileCase(65536, []int{2, 16, 16, 2}, ode.Tsit5)
 	small := tileCase(4096, []int{2, 16, 16, 2}, ode.Tsit5)
 	saved := tileCase(65536, []int{2, 16, 16, 2}, ode.Tsit5)
@@ -387,25 +408,25 @@ func TestTileModeChoice(t *testing.T) {
 		prec  Precision
 		tiles bool
 		sms   int
-		env   string
+		l     Layout
 		want  bool
 	}{
-		{"65536 trajectories", big, ode.OpGrad, Float64, false, 132, "", true},
-		{"forward", big, ode.OpSolve, Float64, false, 132, "", true},
-		{"4096 trajectories", small, ode.OpGrad, Float64, false, 132, "", false},
-		{"4096 forced", small, ode.OpGrad, Float64, false, 132, "1", true},
-		{"65536 off", big, ode.OpGrad, Float64, false, 132, "0", false},
-		{"sms unknown", big, ode.OpGrad, Float64, false, 0, "", false},
-		{"float32", big, ode.OpGrad, Float32, false, 132, "1", false},
-		{"tile sums", big, ode.OpGrad, Float64, true, 132, "1", false},
-		{"save times", saved, ode.OpGrad, Float64, false, 132, "", true},
-		{"loss with vectors", vecLoss, ode.OpGrad, Float64, false, 132, "1", false},
-		{"dense output", dense, ode.OpGrad, Float64, false, 132, "", true},
+		{"65536 trajectories", big, ode.OpGrad, Float64, false, 132, LayoutAuto, true},
+		{"forward", big, ode.OpSolve, Float64, false, 132, LayoutAuto, true},
+		{"4096 trajectories", small, ode.OpGrad, Float64, false, 132, LayoutAuto, false},
+		{"4096 forced", small, ode.OpGrad, Float64, false, 132, LayoutTile, true},
+		{"65536 off", big, ode.OpGrad, Float64, false, 132, LayoutLanes, false},
+		{"sms unknown", big, ode.OpGrad, Float64, false, 0, LayoutAuto, false},
+		{"float32", big, ode.OpGrad, Float32, false, 132, LayoutTile, false},
+		{"tile sums", big, ode.OpGrad, Float64, true, 132, LayoutTile, false},
+		{"save times", saved, ode.OpGrad, Float64, false, 132, LayoutAuto, true},
+		{"loss with vectors", vecLoss, ode.OpGrad, Float64, false, 132, LayoutTile, false},
+		{"dense output", dense, ode.OpGrad, Float64, false, 132, LayoutAuto, true},
 	} {
-		t.Setenv(tileEnv, c.env)
 		j := jobOf(t, c.c, c.op)
-		vecs := j.Loss != nil && lossHasVectors(j.Loss)
-		if got := tileMode(j.N, variantOf(j), j.Plan, c.prec, c.tiles, vecs, c.sms); got != c.want {
+		vecs := j.Loss != nil && kernelgen.LossHasVectors(j.Loss)
+		lj := layoutJob{n: j.N, lossVectors: func() bool { return vecs }}
+		if got := useTileMode(kernelgen.ConfigOf(j), j.Plan, lj, c.prec, c.tiles, c.sms, c.l); got != c.want {
 			t.Errorf("%s: tile mode %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -418,6 +439,7 @@ func TestTileModeChoice(t *testing.T) {
 // gs_tdot (by vector chains and by replicated chains), and few elements
 // left to take one by one.
 func TestTilesAdjoint(t *testing.T) {
+	t.Parallel()
 	src := tileKernelSource(t, tileCase(8, []int{2, 32, 32, 2}, ode.Tsit5), ode.OpGrad)
 	// The field's VJP, the function that accumulates.
 	start := strings.Index(src, "_vjp__0(const gs_real* GS_RESTRICT gs_sh, gs_real* GS_RESTRICT gs_acc")
@@ -454,11 +476,11 @@ func TestTilesAdjoint(t *testing.T) {
 func tileKernelSource(t *testing.T, c engineCase, op ode.Op) string {
 	t.Helper()
 	j := jobOf(t, c, op)
-	sp, err := newStepPrograms(j.Plan)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, _, err := kernelSource(sp, variantOf(j).tiled(), j.Loss, Float64)
+	src, _, err := kernelgen.KernelSource(sp, kernelgen.ConfigOf(j).Tiled(), j.Loss, Float64)
 	if err != nil {
 		t.Fatal(err)
 	}

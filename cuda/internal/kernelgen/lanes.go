@@ -1,10 +1,9 @@
-package cuda
+package kernelgen
 
 import (
 	"container/heap"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,10 +48,10 @@ import (
 // lanePad returns the padded position of entry j.
 func lanePad(j int) int { return j + j>>5 }
 
-// padLen returns the length of a padded array of n entries rounded up to
+// PadLen returns the length of a padded array of n entries rounded up to
 // whole rows of 32 (33 positions each), as engine.cuh sizes its shared
 // arrays (GS_WACC, GS_CSH, GS_SSH).
-func padLen(n int) int { return (laneWidth + 1) * ((n + laneWidth - 1) / laneWidth) }
+func PadLen(n int) int { return (LaneWidth + 1) * ((n + LaneWidth - 1) / LaneWidth) }
 
 // padded returns xs with entry j at lanePad(j) and zero between (nil for
 // no entries).
@@ -70,55 +69,55 @@ func padded[T any](xs []T, zero T) []T {
 	return out
 }
 
-// laneWidth is the number of lanes of a warp.
-const laneWidth = 32
+// LaneWidth is the number of lanes of a warp.
+const LaneWidth = 32
 
 type laneArgKind uint8
 
 const (
-	laneCommon  laneArgKind = iota // the same value for every element
-	laneShared                     // shared input base + stride·e
-	laneAligned                    // element e of another vector
+	LaneCommon  laneArgKind = iota // the same value for every element
+	LaneShared                     // shared input base + stride·e
+	LaneAligned                    // element e of another vector
 )
 
 // laneArg says where element e of a vector reads one argument.
 type laneArg struct {
-	kind         laneArgKind
-	id           tape.ID // laneCommon
-	base, stride int     // laneShared: index among the shared inputs
-	vec          int     // laneAligned
+	Kind         laneArgKind
+	Id           tape.ID // laneCommon
+	Base, Stride int     // laneShared: index among the shared inputs
+	Vec          int     // laneAligned
 }
 
 // laneVec is a vector: ids[e] is element e (a value of op op), or -1.
 type laneVec struct {
-	ids  []tape.ID
-	op   ops.Op
-	aux  float64
-	args []laneArg
+	Ids  []tape.ID
+	Op   ops.Op
+	Aux  float64
+	Args []laneArg
 }
 
 // lanePlan is the vectorisation of one program.
 type lanePlan struct {
-	vecs []laneVec
+	Vecs []laneVec
 	// vec[id] is 1 + the vector value id belongs to, 0 if replicated;
 	// el[id] its element.
 	vec []int32
 	el  []uint8
 }
 
-// in returns the vector and element of value id, or ok false.
-func (lp *lanePlan) in(id tape.ID) (q, e int, ok bool) {
+// In returns the vector and element of value id, or ok false.
+func (lp *lanePlan) In(id tape.ID) (q, e int, ok bool) {
 	if q := lp.vec[id]; q > 0 {
 		return int(q - 1), int(lp.el[id]), true
 	}
 	return 0, 0, false
 }
 
-// elements returns the number of values in vectors.
-func (lp *lanePlan) elements() int {
+// Elements returns the number of values in vectors.
+func (lp *lanePlan) Elements() int {
 	n := 0
-	for _, v := range lp.vecs {
-		for _, id := range v.ids {
+	for _, v := range lp.Vecs {
+		for _, id := range v.Ids {
 			if id >= 0 {
 				n++
 			}
@@ -145,9 +144,9 @@ func vectorizable(p *tape.Program, v *tape.Value) bool {
 	return true
 }
 
-// planLanes finds the vectors of p; shIndex[k] is input k's index among
+// PlanLanes finds the vectors of p; shIndex[k] is input k's index among
 // the shared inputs, or -1.
-func planLanes(p *tape.Program, shIndex []int) *lanePlan {
+func PlanLanes(p *tape.Program, shIndex []int) *lanePlan {
 	lp := &lanePlan{vec: make([]int32, len(p.Values)), el: make([]uint8, len(p.Values))}
 	nsh := 0
 	for _, j := range shIndex {
@@ -169,8 +168,8 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 		sb.WriteString(strconv.Itoa(len(v.Args)))
 	}
 	add := func(ids []tape.ID, v *tape.Value, args []laneArg) int {
-		q := len(lp.vecs)
-		lp.vecs = append(lp.vecs, laneVec{ids: ids, op: v.Op, aux: v.Aux, args: args})
+		q := len(lp.Vecs)
+		lp.Vecs = append(lp.Vecs, laneVec{Ids: ids, Op: v.Op, Aux: v.Aux, Args: args})
 		for e, id := range ids {
 			if id >= 0 {
 				lp.vec[id] = int32(q + 1)
@@ -276,20 +275,20 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 			}
 			args := make([]laneArg, len(v0.Args))
 			for q, a := range v0.Args {
-				args[q] = laneArg{kind: laneCommon, id: a}
+				args[q] = laneArg{Kind: LaneCommon, Id: a}
 			}
 			for _, q := range pos {
 				base, stride, ok := fitShared(run, q)
 				if !ok {
 					return
 				}
-				args[q] = laneArg{kind: laneShared, base: base, stride: stride}
+				args[q] = laneArg{Kind: LaneShared, Base: base, Stride: stride}
 			}
 			add(append([]tape.ID(nil), run...), v0, args)
 		}
 		run := []tape.ID{ids[0]}
 		for _, id := range ids[1:] {
-			fits := len(run) < laneWidth
+			fits := len(run) < LaneWidth
 			if fits {
 				moved := false
 				for _, q := range pos {
@@ -326,8 +325,8 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 			}
 		}
 	}
-	fresh := make([]int, 0, len(lp.vecs))
-	for q := range lp.vecs {
+	fresh := make([]int, 0, len(lp.Vecs))
+	for q := range lp.Vecs {
 		fresh = append(fresh, q)
 	}
 	type member struct {
@@ -346,7 +345,7 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 		seen := map[tape.ID]bool{}
 		var cands []tape.ID
 		for _, q := range fresh {
-			for _, id := range lp.vecs[q].ids {
+			for _, id := range lp.Vecs[q].Ids {
 				if id < 0 {
 					continue
 				}
@@ -366,7 +365,7 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 			v := &p.Values[id]
 			// Each argument that is an element may be the aligned one.
 			for _, a := range v.Args {
-				_, ec, ok := lp.in(a)
+				_, ec, ok := lp.In(a)
 				if !ok {
 					continue
 				}
@@ -374,18 +373,18 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 				opKey(&sb, v)
 				args := make([]laneArg, len(v.Args))
 				for q, b := range v.Args {
-					qb, eb, okb := lp.in(b)
+					qb, eb, okb := lp.In(b)
 					if _, sh := shared(b); sh {
 						sb.WriteString(",S")
-						args[q] = laneArg{kind: laneShared}
+						args[q] = laneArg{Kind: LaneShared}
 					} else if okb && eb == ec {
 						sb.WriteString(",A")
 						sb.WriteString(strconv.Itoa(qb))
-						args[q] = laneArg{kind: laneAligned, vec: qb}
+						args[q] = laneArg{Kind: LaneAligned, Vec: qb}
 					} else {
 						sb.WriteString(",R")
 						sb.WriteString(strconv.Itoa(int(b)))
-						args[q] = laneArg{kind: laneCommon, id: b}
+						args[q] = laneArg{Kind: LaneCommon, Id: b}
 					}
 				}
 				bk := buckets[sb.String()]
@@ -435,10 +434,10 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 			args := append([]laneArg(nil), bk.args...)
 			ok := true
 			for q := range args {
-				if args[q].kind == laneShared {
+				if args[q].Kind == LaneShared {
 					base, stride, fit := fitShared(ids, q)
 					ok = ok && fit
-					args[q].base, args[q].stride = base, stride
+					args[q].Base, args[q].Stride = base, stride
 				}
 			}
 			if !ok {
@@ -450,21 +449,21 @@ func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 	return lp
 }
 
-// laneNode is a unit of emission in lanes mode: a vector (vec >= 0) or a
+// LaneNode is a unit of emission in lanes mode: a vector (vec >= 0) or a
 // replicated value.
-type laneNode struct {
-	vec int
-	id  tape.ID
+type LaneNode struct {
+	Vec int
+	Id  tape.ID
 }
 
-// laneOrder returns the order in which to emit the live values of p
+// LaneOrder returns the order in which to emit the live values of p
 // (live[id]) in lanes mode: every vector as one node, placed after the
 // nodes of all its elements' arguments and before any use of an element;
 // ties go to the lowest value. A vector with a live element is live as a
 // whole (its holes compute what nobody reads), so liveness is extended to
 // its arguments first. It returns false if the vectors' dependencies form
 // a cycle.
-func laneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]laneNode, bool) {
+func LaneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]LaneNode, bool) {
 	// Extend liveness through whole vectors: an element made live may be
 	// later in the program than the value that made it so, hence a work
 	// list rather than one backward pass.
@@ -481,16 +480,16 @@ func laneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]laneNode, bool) {
 			work = append(work, id)
 		}
 	}
-	vlive := make([]bool, len(lp.vecs))
+	vlive := make([]bool, len(lp.Vecs))
 	for len(work) > 0 {
 		id := work[len(work)-1]
 		work = work[:len(work)-1]
 		for _, a := range p.Values[id].Args {
 			mark(a)
 		}
-		if q, _, ok := lp.in(id); ok && !vlive[q] {
+		if q, _, ok := lp.In(id); ok && !vlive[q] {
 			vlive[q] = true
-			for _, el := range lp.vecs[q].ids {
+			for _, el := range lp.Vecs[q].Ids {
 				if el >= 0 {
 					mark(el)
 				}
@@ -499,9 +498,9 @@ func laneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]laneNode, bool) {
 	}
 	// Nodes: replicated live values, live vectors.
 	node := make([]int, len(p.Values)) // value -> node index
-	var nodes []laneNode
+	var nodes []LaneNode
 	var key []tape.ID // lowest value of each node
-	vnode := make([]int, len(lp.vecs))
+	vnode := make([]int, len(lp.Vecs))
 	for q := range vnode {
 		vnode[q] = -1
 	}
@@ -510,17 +509,17 @@ func laneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]laneNode, bool) {
 		if !live[i] {
 			continue
 		}
-		if q, _, ok := lp.in(tape.ID(i)); ok {
+		if q, _, ok := lp.In(tape.ID(i)); ok {
 			if vnode[q] < 0 {
 				vnode[q] = len(nodes)
-				nodes = append(nodes, laneNode{vec: q, id: tape.ID(i)})
+				nodes = append(nodes, LaneNode{Vec: q, Id: tape.ID(i)})
 				key = append(key, tape.ID(i))
 			}
 			node[i] = vnode[q]
 			continue
 		}
 		node[i] = len(nodes)
-		nodes = append(nodes, laneNode{vec: -1, id: tape.ID(i)})
+		nodes = append(nodes, LaneNode{Vec: -1, Id: tape.ID(i)})
 		key = append(key, tape.ID(i))
 	}
 	deps := make([][]int, len(nodes))
@@ -543,7 +542,7 @@ func laneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]laneNode, bool) {
 			heap.Push(h, n)
 		}
 	}
-	out := make([]laneNode, 0, len(nodes))
+	out := make([]LaneNode, 0, len(nodes))
 	for h.Len() > 0 {
 		n := heap.Pop(h).(int)
 		out = append(out, nodes[n])
@@ -574,7 +573,7 @@ func (h *nodeHeap) Pop() any {
 
 // shPos returns the position of shared input j in gs_sh.
 func (e *emitter) shPos(j int) int {
-	if e.src.lanes {
+	if e.src.Lanes {
 		return lanePad(j)
 	}
 	return j
@@ -585,9 +584,9 @@ func (e *emitter) shPos(j int) int {
 // the progression allows, so that the address is one multiply per lane.
 func padIndex(base, stride, w int) string {
 	switch {
-	case stride%laneWidth == 0:
-		return fmt.Sprintf("%d + %d * gs_l", lanePad(base), stride/laneWidth*(laneWidth+1))
-	case stride > 0 && base%laneWidth+stride*(w-1) < laneWidth:
+	case stride%LaneWidth == 0:
+		return fmt.Sprintf("%d + %d * gs_l", lanePad(base), stride/LaneWidth*(LaneWidth+1))
+	case stride > 0 && base%LaneWidth+stride*(w-1) < LaneWidth:
 		return fmt.Sprintf("%d + %d * gs_l", lanePad(base), stride)
 	}
 	return fmt.Sprintf("GS_PAD(%d + %d * gs_l)", base, stride)
@@ -596,23 +595,23 @@ func padIndex(base, stride, w int) string {
 // order returns the nodes to emit: in lanes mode the vectors and the
 // replicated values in dependency order (laneOrder); otherwise the live
 // values in program order.
-func (e *emitter) order(live []bool) ([]laneNode, error) {
+func (e *emitter) order(live []bool) ([]LaneNode, error) {
 	p := e.p
-	if e.src.lanes {
-		e.lp = planLanes(p, e.shIndex)
+	if e.src.Lanes {
+		e.lp = PlanLanes(p, e.shIndex)
 		e.bcast = make(map[tape.ID]bool)
-		if len(e.lp.vecs) > 0 {
-			if order, ok := laneOrder(p, e.lp, live); ok {
+		if len(e.lp.Vecs) > 0 {
+			if order, ok := LaneOrder(p, e.lp, live); ok {
 				return order, nil
 			}
 			// A cycle between vectors: every value replicated.
 			e.lp = &lanePlan{vec: make([]int32, len(p.Values)), el: make([]uint8, len(p.Values))}
 		}
 	}
-	var order []laneNode
+	var order []LaneNode
 	for i := range p.Values {
 		if live[i] {
-			order = append(order, laneNode{vec: -1, id: tape.ID(i)})
+			order = append(order, LaneNode{Vec: -1, Id: tape.ID(i)})
 		}
 	}
 	return order, nil
@@ -624,27 +623,27 @@ func (e *emitter) need(id tape.ID) {
 	if e.lp == nil || e.bcast[id] {
 		return
 	}
-	q, el, ok := e.lp.in(id)
+	q, el, ok := e.lp.In(id)
 	if !ok {
 		return
 	}
 	e.bcast[id] = true
-	if !e.src.stage {
+	if !e.src.Stage {
 		fmt.Fprintf(&e.sb, "  const gs_real %s = GS_BCAST(u%d, %d);\n", vname(id), q, el)
 		return
 	}
 	// Staged (resolveStages): the first element taken stages the vector.
 	if e.stages == nil {
-		e.stages = make(map[int]*stageSpan)
+		e.stages = make(map[int]*StageSpan)
 	}
 	sp := e.stages[q]
 	if sp == nil {
-		sp = &stageSpan{vec: q, first: e.sb.Len()}
+		sp = &StageSpan{Vec: q, First: e.sb.Len()}
 		e.stages[q] = sp
 		fmt.Fprintf(&e.sb, "  @S%d@\n", q)
 	}
 	fmt.Fprintf(&e.sb, "  const gs_real %s = @B%d@(u%d, %d);\n", vname(id), q, q, el)
-	sp.last = e.sb.Len()
+	sp.Last = e.sb.Len()
 }
 
 // Staging (Source.stage, GS_STAGE): a vector whose elements every lane
@@ -656,45 +655,45 @@ func (e *emitter) need(id tape.ID) {
 // the first element taken to the last) do not overlap, and vectors left
 // without a slot keep the shuffles.
 const (
-	laneStageSlots = 4
-	laneStageLen   = laneStageSlots * laneWidth
+	LaneStageSlots = 4
+	LaneStageLen   = LaneStageSlots * LaneWidth
 )
 
-// stageSpan is the span of the function's text over which a vector's
+// StageSpan is the span of the function's text over which a vector's
 // elements are taken: from its placeholder "@S<vec>@" to the end of the
 // last line reading "@B<vec>@(u<vec>, e)".
-type stageSpan struct{ vec, first, last int }
+type StageSpan struct{ Vec, First, Last int }
 
-// resolveStages gives the staged vectors of the function text code their
+// ResolveStages gives the staged vectors of the function text code their
 // slots (from base, greedily by first use) and returns the text with the
 // placeholders replaced, and the slot above the highest used (base if
 // none).
-func resolveStages(code string, spans map[int]*stageSpan, base int) (string, int) {
+func ResolveStages(code string, spans map[int]*StageSpan, base int) (string, int) {
 	if len(spans) == 0 {
 		return code, base
 	}
-	list := make([]*stageSpan, 0, len(spans))
+	list := make([]*StageSpan, 0, len(spans))
 	for _, sp := range spans {
 		list = append(list, sp)
 	}
-	sort.Slice(list, func(a, b int) bool { return list[a].first < list[b].first })
-	free := make([]int, laneStageSlots) // text position from which a slot is free
+	sort.Slice(list, func(a, b int) bool { return list[a].First < list[b].First })
+	free := make([]int, LaneStageSlots) // text position from which a slot is free
 	top := base
 	var pairs []string
 	for _, sp := range list {
 		slot := -1
-		for k := base; k < laneStageSlots; k++ {
-			if free[k] <= sp.first {
-				slot, free[k] = k, sp.last
+		for k := base; k < LaneStageSlots; k++ {
+			if free[k] <= sp.First {
+				slot, free[k] = k, sp.Last
 				top = max(top, k+1)
 				break
 			}
 		}
-		st, rd := fmt.Sprintf("@S%d@", sp.vec), fmt.Sprintf("@B%d@(", sp.vec)
+		st, rd := fmt.Sprintf("@S%d@", sp.Vec), fmt.Sprintf("@B%d@(", sp.Vec)
 		if slot < 0 {
 			pairs = append(pairs, st, "// shuffled: no staging slot free", rd, "GS_BCAST(")
 		} else {
-			pairs = append(pairs, st, fmt.Sprintf("GS_STAGE(%d, u%d);", slot, sp.vec), rd, fmt.Sprintf("GS_STAGED(%d, ", slot))
+			pairs = append(pairs, st, fmt.Sprintf("GS_STAGE(%d, u%d);", slot, sp.Vec), rd, fmt.Sprintf("GS_STAGED(%d, ", slot))
 		}
 	}
 	return strings.NewReplacer(pairs...).Replace(code), top
@@ -703,17 +702,17 @@ func resolveStages(code string, spans map[int]*stageSpan, base int) (string, int
 // vector emits vector q: one statement computing element gs_l in lane
 // gs_l, then the adds of its elements that are accumulator terms.
 func (e *emitter) vector(q int, lines []string) {
-	v := &e.lp.vecs[q]
-	w := len(v.ids)
+	v := &e.lp.Vecs[q]
+	w := len(v.Ids)
 	first := tape.ID(-1)
-	for _, id := range v.ids {
+	for _, id := range v.Ids {
 		if id >= 0 {
 			first = id
 			break
 		}
 	}
-	comment := commentOf(lines[first])
-	if e.src.tile {
+	comment := CommentOf(lines[first])
+	if e.src.Tile {
 		switch done, acc := e.tileProducts(q, comment); {
 		case done && acc:
 			e.laneVecAcc(q)
@@ -726,25 +725,25 @@ func (e *emitter) vector(q int, lines []string) {
 			return
 		}
 	}
-	for _, a := range v.args {
-		if a.kind == laneCommon {
-			e.need(a.id)
+	for _, a := range v.Args {
+		if a.Kind == LaneCommon {
+			e.need(a.Id)
 		}
 	}
-	args := make([]string, len(v.args))
-	for k, a := range v.args {
-		switch a.kind {
-		case laneCommon:
-			args[k] = e.ref(a.id)
-		case laneShared:
-			args[k] = "gs_sh[" + padIndex(a.base, a.stride, w) + "]"
-		case laneAligned:
-			args[k] = fmt.Sprintf("GS_EL(u%d)", a.vec)
+	args := make([]string, len(v.Args))
+	for k, a := range v.Args {
+		switch a.Kind {
+		case LaneCommon:
+			args[k] = e.ref(a.Id)
+		case LaneShared:
+			args[k] = "gs_sh[" + padIndex(a.Base, a.Stride, w) + "]"
+		case LaneAligned:
+			args[k] = fmt.Sprintf("GS_EL(u%d)", a.Vec)
 		}
 	}
-	expr := ops.Lookup(v.op).C(args, v.aux)
-	if e.src.tile {
-		expr = e.src.outline(v.op, v.aux, args, expr)
+	expr := ops.Lookup(v.Op).C(args, v.Aux)
+	if e.src.Tile {
+		expr = e.src.outline(v.Op, v.Aux, args, expr)
 	}
 	fmt.Fprintf(&e.sb, "  GS_VEC(u%d); GS_LANES(%d) GS_EL(u%d) = %s; GS_END  // %d lanes, e.g. %s\n", q, w, q, expr, w, comment)
 	e.laneVecAcc(q)
@@ -772,11 +771,11 @@ func (e *emitter) laneVecAcc(q int) {
 	if e.acc == nil {
 		return
 	}
-	v := &e.lp.vecs[q]
+	v := &e.lp.Vecs[q]
 	type pair struct{ el, j int }
 	var ps []pair
 	multi := false
-	for el, id := range v.ids {
+	for el, id := range v.Ids {
 		if id < 0 {
 			continue
 		}
@@ -798,7 +797,7 @@ func (e *emitter) laneVecAcc(q int) {
 		} else {
 			stride = (p1.j - p0.j) / (p1.el - p0.el)
 			base = p0.j - stride*p0.el
-			affine = stride != 0 && base >= 0 && base+stride*(len(v.ids)-1) >= 0
+			affine = stride != 0 && base >= 0 && base+stride*(len(v.Ids)-1) >= 0
 			for _, p := range ps {
 				affine = affine && p.j == base+stride*p.el
 			}
@@ -806,8 +805,8 @@ func (e *emitter) laneVecAcc(q int) {
 	}
 	if !affine {
 		for _, p := range ps {
-			e.need(v.ids[p.el])
-			e.laneAdd(p.j, vname(v.ids[p.el]))
+			e.need(v.Ids[p.el])
+			e.laneAdd(p.j, vname(v.Ids[p.el]))
 		}
 		return
 	}
@@ -815,23 +814,23 @@ func (e *emitter) laneVecAcc(q int) {
 	for _, p := range ps {
 		mask |= 1 << p.el
 	}
-	if e.src.tile {
-		e.tileVecAcc(q, len(v.ids), mask, base, stride)
+	if e.src.Tile {
+		e.tileVecAcc(q, len(v.Ids), mask, base, stride)
 		return
 	}
-	add, at := "GS_ACC_ADD", padIndex(base, stride, len(v.ids))
+	add, at := "GS_ACC_ADD", padIndex(base, stride, len(v.Ids))
 	if e.src.accShared {
 		add, at = "GS_ACC_ATOMIC", fmt.Sprintf("%d + %d * gs_l", base, stride)
 	}
 	fmt.Fprintf(&e.sb, "  GS_ACC_LANES(%d, 0x%08xu) %s(&gs_acc[%s], GS_EL(u%d)); GS_ACC_END\n",
-		len(v.ids), mask, add, at, q)
+		len(v.Ids), mask, add, at, q)
 }
 
 // laneAdd adds replicated x to accumulator entry j from lane 0: to the
 // warp's own accumulator (padded), or atomically to a shared one
 // (Source.accShared).
 func (e *emitter) laneAdd(j int, x string) {
-	if e.src.tile {
+	if e.src.Tile {
 		e.tileAdd(j, x)
 		return
 	}
@@ -850,23 +849,12 @@ func (e *emitter) laneAcc(id tape.ID) {
 	}
 }
 
-// lanesEnv forces lanes mode on (1) or off (0) for every plan, or on
-// with the shared block and accumulators in global memory (global).
-const lanesEnv = "GRADSOLVE_CUDA_LANES"
-
 // useLanes reports whether the kernels of sp's plan run one warp per
 // trajectory: the programs the reverse step calls (the field and its VJP)
 // have at least 512 computed values, three quarters of them in vectors.
 // A small or scalar field (Lorenz, Robertson) runs faster with one thread
-// per trajectory. GRADSOLVE_CUDA_LANES=0, 1 or global overrides the
-// choice.
-func useLanes(sp *stepPrograms) bool {
-	switch os.Getenv(lanesEnv) {
-	case "0":
-		return false
-	case "1", "global":
-		return true
-	}
+// per trajectory.
+func useLanes(sp *StepPrograms) bool {
 	total, inVec := 0, 0
 	seen := map[*tape.Program]bool{}
 	var walk func(p *tape.Program)
@@ -882,14 +870,14 @@ func useLanes(sp *stepPrograms) bool {
 					total++
 				}
 			}
-			inVec += planLanes(f, sharedIndex(f)).elements()
+			inVec += PlanLanes(f, SharedIndex(f)).Elements()
 		}
 	}
-	walk(sp.rev)
+	walk(sp.Rev)
 	return total >= 512 && 4*inVec >= 3*total
 }
 
-// threadsFill reports whether a job of n trajectories of pl runs one
+// ThreadsFill reports whether a job of n trajectories of pl runs one
 // thread per trajectory although pl's field is one for lanes mode: a
 // small network (at most lanesSmallNet shared weights), and enough
 // trajectories to fill sms multiprocessors with threads
@@ -900,62 +888,57 @@ func useLanes(sp *stepPrograms) bool {
 // takes 0.92 ms one thread per trajectory against 2.86 ms in lanes mode
 // (vectors staged), 2-16-16-2's 3.07 against 3.33 (at B = 4096 lanes mode
 // is 2.1× and 3.8× faster), while 2-32-32-2's (1,218 weights) is faster in
-// lanes mode even at 65536 (6.6 ms against 18.6). GRADSOLVE_CUDA_LANES=1
-// keeps lanes mode.
-func threadsFill(pl *ode.Plan, n, sms int) bool {
-	switch os.Getenv(lanesEnv) {
-	case "1", "global":
-		return false
-	}
-	return sms > 0 && pl.Shared <= lanesSmallNet && n >= sms*lanesThreadFill
+// lanes mode even at 65536 (6.6 ms against 18.6).
+func ThreadsFill(pl *ode.Plan, n, sms int) bool {
+	return sms > 0 && pl.Shared <= LanesSmallNet && n >= sms*LanesThreadFill
 }
 
 // A network of at most lanesSmallNet shared weights runs one thread per
 // trajectory when a job has at least lanesThreadFill trajectories per
 // multiprocessor (threadsFill).
 const (
-	lanesSmallNet   = 512
-	lanesThreadFill = 256
+	LanesSmallNet   = 512
+	LanesThreadFill = 256
 )
 
 // Lanes-mode launches: at most lanesBlock threads (warps, trajectories)
 // per block and lanesBlocksPerSM blocks per multiprocessor, each warp
 // running trajectories until none is left.
 const (
-	lanesBlock       = 128
+	LanesBlock       = 128
 	lanesBlocksPerSM = 8
 )
 
 // lanesBlockLen returns the reals of a lanes-mode kernel's padded shared
 // block and, after it, the controller's (engine.cuh: GS_SSH + GS_CSH).
-func lanesBlockLen(d, ns int) int { return padLen(ns+d+2) + padLen(d+2) }
+func lanesBlockLen(d, ns int) int { return PadLen(ns+d+2) + PadLen(d+2) }
 
 // lanesAccLen returns the reals of a padded accumulator of ns shared
 // parameters (engine.cuh: GS_WACC).
-func lanesAccLen(ns int) int { return max(padLen(ns), 1) }
+func lanesAccLen(ns int) int { return max(PadLen(ns), 1) }
 
-// lanesShared returns the bytes of shared memory of a lanes-mode block of
+// LanesShared returns the bytes of shared memory of a lanes-mode block of
 // warps warps: each warp's staging row, the padded shared block and
 // controller block, and for a gradient each warp's padded accumulator.
-func lanesShared(d, ns int, grad bool, prec Precision, warps int) int {
-	n := warps*laneStageLen + lanesBlockLen(d, ns)
+func LanesShared(d, ns int, grad bool, prec Precision, warps int) int {
+	n := warps*LaneStageLen + lanesBlockLen(d, ns)
 	if grad {
 		n += warps * lanesAccLen(ns)
 	}
-	return n * prec.size()
+	return n * prec.Size()
 }
 
-// lanesWarps returns the warps of a lanes-mode block, at most block/32,
+// LanesWarps returns the warps of a lanes-mode block, at most block/32,
 // as many as fit in limit bytes of shared memory (at least one).
-func lanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
+func LanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
 	w := max(block/32, 1)
-	for w > 1 && lanesShared(d, ns, grad, prec, w) > limit {
+	for w > 1 && LanesShared(d, ns, grad, prec, w) > limit {
 		w--
 	}
 	return w
 }
 
-// lanesLaunch returns the shape of a lanes-mode launch over n
+// LanesLaunch returns the shape of a lanes-mode launch over n
 // trajectories (or tiles of them, each a warp's) of a kernel whose blocks
 // may have up to block threads, on sms multiprocessors (0 if unknown) with
 // limit bytes of shared memory per block: as many warps per block as fit
@@ -968,92 +951,92 @@ func lanesWarps(d, ns int, grad bool, prec Precision, block, limit int) int {
 // accumulator takes global memory, so the threads are whole blocks); with
 // one accumulator per block in shared memory (blockAcc,
 // GS_LANES_BLOCKACC), one block of lanesAccBlock threads.
-func lanesLaunch(n, d, ns int, grad, global, blockAcc bool, prec Precision, block, sms, limit int) (threads, blockThreads, shmem int) {
+func LanesLaunch(n, d, ns int, grad, global, blockAcc bool, prec Precision, block, sms, limit int) (threads, blockThreads, shmem int) {
 	if global {
-		per := lanesGlobalBlocksPerSM
-		w := max(min(lanesBlock, block)/laneWidth, 1)
+		per := LanesGlobalBlocksPerSM
+		w := max(min(LanesBlock, block)/LaneWidth, 1)
 		if blockAcc {
-			per, w = 1, max(min(lanesAccBlock, block)/laneWidth, 1)
+			per, w = 1, max(min(LanesAccBlock, block)/LaneWidth, 1)
 		}
-		shmem := w * laneStageLen * prec.size()
+		shmem := w * LaneStageLen * prec.Size()
 		if blockAcc {
-			shmem += lanesAccLen(ns) * prec.size()
+			shmem += lanesAccLen(ns) * prec.Size()
 		}
-		threads = laneWidth * n
+		threads = LaneWidth * n
 		if sms > 0 {
-			threads = min(threads, sms*per*laneWidth*w)
+			threads = min(threads, sms*per*LaneWidth*w)
 		}
 		// Whole blocks: every warp of the grid has its accumulator row.
-		bt := laneWidth * w
+		bt := LaneWidth * w
 		return (threads + bt - 1) / bt * bt, bt, shmem
 	}
-	w := lanesWarps(d, ns, grad, prec, min(lanesBlock, block), limit)
-	threads = laneWidth * n
+	w := LanesWarps(d, ns, grad, prec, min(LanesBlock, block), limit)
+	threads = LaneWidth * n
 	if sms > 0 {
-		threads = min(threads, sms*lanesBlocksPerSM*laneWidth*w)
+		threads = min(threads, sms*lanesBlocksPerSM*LaneWidth*w)
 	}
-	return threads, laneWidth * w, lanesShared(d, ns, grad, prec, w)
+	return threads, LaneWidth * w, LanesShared(d, ns, grad, prec, w)
 }
 
-// lanesAccBlock is the threads of a block of a lanes-mode gradient kernel
+// LanesAccBlock is the threads of a block of a lanes-mode gradient kernel
 // whose warps share one accumulator (GS_LANES_BLOCK): 16 warps, one block
 // per multiprocessor.
-const lanesAccBlock = 512
+const LanesAccBlock = 512
 
-// lanesBlockAccFits reports whether one accumulator of ns shared
+// LanesBlockAccFits reports whether one accumulator of ns shared
 // parameters, beside the staging rows of a block of lanesAccBlock
 // threads, fits in limit bytes of shared memory (GS_LANES_BLOCKACC: some
 // 26,000 float64 weights in an H200's 227 KiB).
-func lanesBlockAccFits(ns int, prec Precision, limit int) bool {
-	return ns > 0 && (lanesAccLen(ns)+lanesAccBlock/laneWidth*laneStageLen)*prec.size() <= limit
+func LanesBlockAccFits(ns int, prec Precision, limit int) bool {
+	return ns > 0 && (lanesAccLen(ns)+LanesAccBlock/LaneWidth*LaneStageLen)*prec.Size() <= limit
 }
 
-// lanesGlobalBlocksPerSM is the number of blocks per multiprocessor of a
+// LanesGlobalBlocksPerSM is the number of blocks per multiprocessor of a
 // lanes-mode launch in global memory: as many as 128 registers per thread
 // let run.
-const lanesGlobalBlocksPerSM = 4
+const LanesGlobalBlocksPerSM = 4
 
-// lanesGlobalLayout returns the reals of the shared block of a lanes-mode
+// LanesGlobalLayout returns the reals of the shared block of a lanes-mode
 // kernel in global memory (the padded shared block, then the padded
 // controller block: GS_SSH + GS_CSH) and of its warps' accumulators
 // (GS_WACC each) for a launch of threads threads.
-func lanesGlobalLayout(d, ns int, grad bool, threads int) (block, accs int) {
+func LanesGlobalLayout(d, ns int, grad bool, threads int) (block, accs int) {
 	if grad {
-		accs = (threads / laneWidth) * lanesAccLen(ns)
+		accs = (threads / LaneWidth) * lanesAccLen(ns)
 	}
 	return lanesBlockLen(d, ns), accs
 }
 
-// lanesSharedBlock writes the shared block sh (shared parameters, rtol,
+// LanesSharedBlock writes the shared block sh (shared parameters, rtol,
 // atol, maxsteps: ns+d+2 values) padded, as a lanes-mode kernel in global
 // memory reads it: the whole block at lanePad(j), then its last d+2 values
 // again at padLen(ns+d+2)+lanePad(j), the controller's block.
-func lanesSharedBlock(set func(int, float64), sh []float64, ns int) {
+func LanesSharedBlock(set func(int, float64), sh []float64, ns int) {
 	for j, x := range sh {
 		set(lanePad(j), x)
 	}
-	base := padLen(len(sh))
+	base := PadLen(len(sh))
 	for j, x := range sh[ns:] {
 		set(base+lanePad(j), x)
 	}
 }
 
-// lanesMinBlocks returns how many lanes-mode blocks (of lanesBlock
+// LanesMinBlocks returns how many lanes-mode blocks (of lanesBlock
 // threads, or fewer where shared memory forces it) fit in the shared
 // memory of a multiprocessor, taken as limit (the most a block may opt in
 // to: a multiprocessor holds that plus 1 KiB reserved per block), at most
 // 4: the blocks the kernel's registers should leave room for.
-func lanesMinBlocks(d, ns int, grad bool, prec Precision, limit int) int {
-	w := lanesWarps(d, ns, grad, prec, lanesBlock, limit)
-	per := lanesShared(d, ns, grad, prec, w) + 1024
+func LanesMinBlocks(d, ns int, grad bool, prec Precision, limit int) int {
+	w := LanesWarps(d, ns, grad, prec, LanesBlock, limit)
+	per := LanesShared(d, ns, grad, prec, w) + 1024
 	return max(1, min(4, (limit+1024)/per))
 }
 
-// lanesFit reports whether a lanes-mode block of one warp of pl (with its
+// LanesFit reports whether a lanes-mode block of one warp of pl (with its
 // accumulator for a gradient) fits in limit bytes of shared memory
 // (backend.sharedLimit: 227 KiB on an H200, some 13,000 float64 weights
 // for a gradient); else the kernel keeps them in global memory
-// (variant.lanesGlobal).
-func lanesFit(pl *ode.Plan, grad bool, prec Precision, limit int) bool {
-	return lanesShared(pl.Dim, pl.Shared, grad, prec, 1) <= limit
+// (Config.LanesGlobal).
+func LanesFit(pl *ode.Plan, grad bool, prec Precision, limit int) bool {
+	return LanesShared(pl.Dim, pl.Shared, grad, prec, 1) <= limit
 }

@@ -1,4 +1,4 @@
-package cuda
+package kernelgen
 
 import (
 	_ "embed"
@@ -46,12 +46,12 @@ type SourceSettings struct {
 	// same calls with the same arguments.
 	Lanes bool
 
-	// Tiles emits every function for tiles of eight trajectories per warp
+	// TileMode emits every function for tiles of eight trajectories per warp
 	// (see tiles.go), dense layers as float64 tensor-core products: the
 	// shared inputs as with Lanes, and every lane of a warp must make the
 	// same calls. It implies Lanes and is float64 only; with Float32 it is
 	// ignored.
-	Tiles bool
+	TileMode bool
 }
 
 // Source builds one CUDA C++ translation unit from programs: the prelude,
@@ -91,27 +91,27 @@ type SourceSettings struct {
 type Source struct {
 	prec   Precision
 	inline int
-	lanes  bool
-	// tile (with lanes) emits for tiles of eight trajectories per warp
+	Lanes  bool
+	// Tile (with lanes) emits for tiles of eight trajectories per warp
 	// (tiles.go).
-	tile bool
+	Tile bool
 	// accShared makes the accumulating functions emitted while it is set
 	// add to an accumulator other warps share (lanes mode: atomically,
 	// unpadded) instead of the warp's own.
 	accShared bool
-	// stage (lanes mode, the engine's kernels) takes vectors' elements
+	// Stage (lanes mode, the engine's kernels) takes vectors' elements
 	// through the warp's staging row in shared memory (lanes.go:
 	// resolveStages) rather than by shuffles; stageTop holds the slots
 	// each emitted function uses, itself and its callees.
-	stage    bool
+	Stage    bool
 	stageTop map[string]int
-	funcs    map[*tape.Program]string // emitted programs and their names
+	Funcs    map[*tape.Program]string // emitted programs and their names
 	hashes   map[string]string        // the same, by Program.Hash
 	names    map[string]bool
 	parts    []string
-	// defines are macro definitions written before the prelude (the
+	// Defines are macro definitions written before the prelude (the
 	// engine's tile reduction, GS_TILES, selects prelude code).
-	defines []string
+	Defines []string
 	// outlined holds tile mode's out-of-line functions of libm ops, by
 	// op and aux (tiles.go: outline).
 	outlined map[string]string
@@ -119,13 +119,13 @@ type Source struct {
 
 // NewSource starts a translation unit.
 func NewSource(s *SourceSettings) *Source {
-	src := &Source{funcs: make(map[*tape.Program]string), hashes: make(map[string]string), names: make(map[string]bool), stageTop: make(map[string]int)}
+	src := &Source{Funcs: make(map[*tape.Program]string), hashes: make(map[string]string), names: make(map[string]bool), stageTop: make(map[string]int)}
 	if s != nil {
 		src.prec = s.Precision
 		src.inline = s.InlineCallees
-		src.lanes = s.Lanes
-		if s.Tiles && s.Precision == Float64 {
-			src.lanes, src.tile = true, true
+		src.Lanes = s.Lanes
+		if s.TileMode && s.Precision == Float64 {
+			src.Lanes, src.Tile = true, true
 		}
 	}
 	return src
@@ -141,14 +141,14 @@ func (s *Source) String() string {
 	if s.prec == Float32 {
 		sb.WriteString("#define GS_FLOAT32 1\n")
 	}
-	if s.tile {
+	if s.Tile {
 		sb.WriteString("#define GS_TILEMODE 1\n")
 	}
-	for _, d := range s.defines {
+	for _, d := range s.Defines {
 		sb.WriteString("#define " + d + "\n")
 	}
-	if s.stage {
-		fmt.Fprintf(&sb, "#define GS_STAGE_LEN %d\n", laneStageLen)
+	if s.Stage {
+		fmt.Fprintf(&sb, "#define GS_STAGE_LEN %d\n", LaneStageLen)
 	}
 	sb.WriteString(prelude)
 	for _, p := range s.parts {
@@ -175,7 +175,7 @@ func OutType(name string) string { return name + "_out" }
 
 // function emits p with the given qualifier macro.
 func (s *Source) function(p *tape.Program, qual string) (string, error) {
-	if name, ok := s.funcs[p]; ok {
+	if name, ok := s.Funcs[p]; ok {
 		return name, nil
 	}
 	if err := p.Validate(); err != nil {
@@ -183,7 +183,7 @@ func (s *Source) function(p *tape.Program, qual string) (string, error) {
 	}
 	hash := p.Hash()
 	if name, ok := s.hashes[hash]; ok {
-		s.funcs[p] = name
+		s.Funcs[p] = name
 		return name, nil
 	}
 	name := s.newName(p.Name)
@@ -192,7 +192,7 @@ func (s *Source) function(p *tape.Program, qual string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s.funcs[p] = name
+	s.Funcs[p] = name
 	s.hashes[hash] = name
 	s.parts = append(s.parts, code)
 	return name, nil
@@ -243,7 +243,7 @@ func cIdent(s string) string {
 // trajectory too; the caller sums. Compiled as host C++ the kernel is a
 // loop over i, so the same code runs under g++. In lanes mode
 // (SourceSettings.Lanes) warp i runs trajectory i, in tile mode
-// (SourceSettings.Tiles) trajectories 8i to 8i+7, and sh must hold the
+// (SourceSettings.TileMode) trajectories 8i to 8i+7, and sh must hold the
 // shared inputs padded (input j at j + j/32, as SharedPad).
 func (s *Source) MapKernel(p *tape.Program) (string, error) {
 	f, err := s.Func(p)
@@ -274,10 +274,10 @@ func (s *Source) MapKernel(p *tape.Program) (string, error) {
 	fmt.Fprintf(&sb, "GS_GLOBAL void %s(long long n, const gs_real* GS_RESTRICT in, const gs_real* GS_RESTRICT sh, gs_real* GS_RESTRICT out) {\n", kname)
 	sb.WriteString("#ifdef GS_CUDA\n")
 	switch {
-	case s.tile:
+	case s.Tile:
 		sb.WriteString("  const long long i = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * 8 + ((threadIdx.x & 31) >> 2);\n")
 		fmt.Fprintf(&sb, "  if ((i & ~7LL) < n) %s_body(i, n, in, sh, out);\n", kname)
-	case s.lanes:
+	case s.Lanes:
 		sb.WriteString("  const long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;\n")
 		fmt.Fprintf(&sb, "  if (i < n) %s_body(i, n, in, sh, out);\n", kname)
 	default:
@@ -321,7 +321,7 @@ type emitter struct {
 	accOf map[tape.ID][]int
 	// stages are the staged vectors' spans (Source.stage), calleeTop the
 	// staging slots the function's callees use.
-	stages    map[int]*stageSpan
+	stages    map[int]*StageSpan
 	calleeTop int
 	// isLive marks the values the function computes (live); tp is its
 	// tile-mode products (tiles.go: planTiles).
@@ -364,7 +364,7 @@ func (e *emitter) live() []bool {
 		var f *tape.Program
 		if v.Op == ops.OpCall {
 			f = p.Funcs[int(v.Aux)]
-			if j0, ok := e.directShared(f, v.Args); !ok || e.src.lanes && j0%laneWidth != 0 {
+			if j0, ok := e.directShared(f, v.Args); !ok || e.src.Lanes && j0%LaneWidth != 0 {
 				f = nil
 			}
 		}
@@ -405,9 +405,9 @@ func (e *emitter) directShared(f *tape.Program, args []tape.ID) (j0 int, ok bool
 
 func vname(id tape.ID) string { return fmt.Sprintf("v%d", id) }
 
-// sharedIndex returns, for each input of p, its index among p's shared
+// SharedIndex returns, for each input of p, its index among p's shared
 // inputs, or -1 for an input that is not shared.
-func sharedIndex(p *tape.Program) []int {
+func SharedIndex(p *tape.Program) []int {
 	sh := make([]int, len(p.Inputs))
 	j := 0
 	for k, in := range p.Inputs {
@@ -429,21 +429,21 @@ func (e *emitter) ref(id tape.ID) string {
 	return vname(id)
 }
 
-// maxComment is the most bytes of a value's line that its comment in the
+// MaxComment is the most bytes of a value's line that its comment in the
 // generated code keeps: a layer's Dot or a call of a network's VJP lists
 // thousands of arguments (2.4 MB of a 2-128-128-2 kernel's 3.3 MB).
-const maxComment = 160
+const MaxComment = 160
 
-// commentOf returns the comment of a value from its line of the program's
+// CommentOf returns the comment of a value from its line of the program's
 // text ("v12 = Mul v3 v7"), cut at maxComment bytes.
-func commentOf(line string) string {
+func CommentOf(line string) string {
 	line = strings.ReplaceAll(line, "\n", " ")
-	if len(line) <= maxComment {
+	if len(line) <= MaxComment {
 		return line
 	}
-	cut := strings.LastIndexByte(line[:maxComment], ' ')
+	cut := strings.LastIndexByte(line[:MaxComment], ' ')
 	if cut <= 0 {
-		for cut = maxComment; cut > 0 && !utf8.RuneStart(line[cut]); cut-- {
+		for cut = MaxComment; cut > 0 && !utf8.RuneStart(line[cut]); cut-- {
 		}
 	}
 	return line[:cut] + " …"
@@ -496,11 +496,11 @@ func (e *emitter) emit(qual string) (string, error) {
 	var groups map[tape.ID][][]accTerm
 	if e.acc != nil {
 		w.WriteString(", gs_real* GS_RESTRICT gs_acc, bool gs_on")
-		if !e.src.lanes {
+		if !e.src.Lanes {
 			groups = e.accGroups()
 		}
 	}
-	shIndex := sharedIndex(p)
+	shIndex := SharedIndex(p)
 	e.shIndex = shIndex
 	for k := range p.Inputs {
 		if shIndex[k] < 0 {
@@ -514,26 +514,26 @@ func (e *emitter) emit(qual string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if e.src.tile && e.lp != nil {
+	if e.src.Tile && e.lp != nil {
 		e.vecPos = make(map[int]int)
 		for k, nd := range order {
-			if nd.vec >= 0 {
-				e.vecPos[nd.vec] = k
+			if nd.Vec >= 0 {
+				e.vecPos[nd.Vec] = k
 			}
 		}
 		e.tp = e.planTiles()
 	}
 	args := make([]string, 0, 8)
 	for _, nd := range order {
-		if nd.vec >= 0 {
-			e.vector(nd.vec, lines)
+		if nd.Vec >= 0 {
+			e.vector(nd.Vec, lines)
 			continue
 		}
-		id := nd.id
+		id := nd.Id
 		i := int(id)
 		v := &p.Values[i]
-		comment := commentOf(lines[i])
-		if e.src.tile && e.lp != nil && e.tileScalar(id, comment) {
+		comment := CommentOf(lines[i])
+		if e.src.Tile && e.lp != nil && e.tileScalar(id, comment) {
 			e.laneAcc(id)
 			continue
 		}
@@ -605,10 +605,10 @@ func (e *emitter) emit(qual string) (string, error) {
 		}
 	}
 	w.WriteString("  return gs_r;\n}\n")
-	if !e.src.stage {
+	if !e.src.Stage {
 		return w.String(), nil
 	}
-	code, top := resolveStages(w.String(), e.stages, e.calleeTop)
+	code, top := ResolveStages(w.String(), e.stages, e.calleeTop)
 	e.src.stageTop[e.name] = top
 	return code, nil
 }
@@ -625,8 +625,8 @@ func (e *emitter) call(id tape.ID, f *tape.Program, fname string, fs *accSpec, a
 		}
 	}
 	sh := "gs_sh"
-	if j0, ok := e.directShared(f, args); !ok || e.src.lanes && j0%laneWidth != 0 {
-		if e.src.lanes {
+	if j0, ok := e.directShared(f, args); !ok || e.src.Lanes && j0%LaneWidth != 0 {
+		if e.src.Lanes {
 			shared = padded(shared, "0") // as the callee reads it
 		}
 		sh = fmt.Sprintf("s%d", id)

@@ -1,4 +1,4 @@
-package cuda
+package kernelgen
 
 import (
 	_ "embed"
@@ -22,24 +22,27 @@ var engineTemplate string
 // inline a called program (a small field) instead of calling it.
 const inlineCallees = 300
 
-// kernelName is the name of the one kernel of an engine module.
-const kernelName = "gs_engine"
+// KernelName is the name of the one kernel of an engine module.
+const KernelName = "gs_engine"
 
-// variant is one kernel of a plan: which parts of the driver loop it runs.
-type variant struct {
-	adaptive bool // run the controller (else replay the given mesh)
-	meshOut  bool // write the mesh
-	store    bool // keep the states before every step (adjoint)
-	loss     bool // loss terms
-	grad     bool // loss, its VJP and the adjoint sweep
-	k        int  // save times
-	dataDim  int  // loss data per trajectory
+// Config is one kernel of a plan: which parts of the driver loop it runs,
+// in which layout (package cuda's chooseLayout decides). Its Key is the
+// executor's kernel cache key.
+type Config struct {
+	Adaptive bool // run the controller (else replay the given mesh)
+	MeshOut  bool // write the mesh
+	Store    bool // keep the states before every step (adjoint)
+	Loss     bool // loss terms
+	Grad     bool // loss, its VJP and the adjoint sweep
+	Saves    int  // save times
+	DataDim  int  // loss data per trajectory
 	lossKey  string
-	// tiles makes a gradient kernel sum shared gradients per tile of
-	// scan.TileSize trajectories in a fixed order (GS_TILES), for results
+	// TileSums makes a gradient kernel sum shared gradients per sum tile
+	// of scan.TileSize trajectories in a fixed order (GS_TILES; not tile
+	// mode's tiles of TileWidth trajectories), for results
 	// that do not depend on how an ensemble is split (MultiEngine).
-	tiles bool
-	// lanes runs one warp per trajectory (GS_LANEMODE, lanes.go), for
+	TileSums bool
+	// Lanes runs one warp per trajectory (GS_LANEMODE, lanes.go), for
 	// fields that are mostly vectors (stepPrograms.lanes); lanesMinBlocks
 	// blocks of it fit in a multiprocessor (GS_LANES_MINB). lanesGlobal
 	// keeps the padded shared block and the warps' accumulators in global
@@ -47,179 +50,175 @@ type variant struct {
 	// shared memory (lanesFit); lanesBlockAcc then gives a gradient
 	// kernel's blocks one accumulator each, in shared memory
 	// (GS_LANES_BLOCKACC), where it fits.
-	lanes          bool
-	lanesMinBlocks int
-	lanesGlobal    bool
-	lanesBlockAcc  bool
-	// lanesShuffle takes vectors' elements by shuffles rather than through
-	// the warps' staging rows (Source.stage; GRADSOLVE_CUDA_STAGE=0).
-	lanesShuffle bool
-	// tileMode (with lanes, lanesGlobal) runs a warp per tile of eight
+	Lanes          bool
+	LanesMinBlocks int
+	LanesGlobal    bool
+	LanesBlockAcc  bool
+	// LanesShuffle takes vectors' elements by shuffles rather than through
+	// the warps' staging rows (Source.stage).
+	LanesShuffle bool
+	// TileMode (with lanes, lanesGlobal) runs a warp per tile of eight
 	// trajectories in lockstep, dense layers on the tensor cores
-	// (GS_TILEMODE, tiles.go; executor.useTileMode).
-	tileMode bool
-	// tileSharedAcc (tile mode, a gradient) keeps each warp's accumulator
+	// (GS_TILEMODE, tiles.go; chosen by package cuda's chooseLayout).
+	TileMode bool
+	// TileSharedAcc (tile mode, a gradient) keeps each warp's accumulator
 	// in the block's shared memory (GS_TILE_SACC) instead of global
 	// memory, where tileBlocksPerSM blocks' fit (tileSharedAccFits).
-	tileSharedAcc bool
-	// tileSharedSh (tile mode) copies the padded shared and controller
+	TileSharedAcc bool
+	// TileSharedSh (tile mode) copies the padded shared and controller
 	// blocks into the block's shared memory (GS_TILE_SSH), before the
 	// accumulators, where they fit too (tileSharedFits); a gradient
 	// kernel only with tileSharedAcc.
-	tileSharedSh bool
-	// tileDynamic (tile mode on a device) has warps take their tiles in
+	TileSharedSh bool
+	// TileDynamic (tile mode on a device) has warps take their tiles in
 	// turn from a counter after the work array's accumulators
 	// (GS_TILE_DYNAMIC, GS_TILE_NEXT) instead of every gridth one.
-	tileDynamic bool
+	TileDynamic bool
 }
 
-// workAccs reports whether the warps' accumulators of a lanes-mode
+// WorkAccs reports whether the warps' accumulators of a lanes-mode
 // kernel in global memory are rows of its work array.
-func (v variant) workAccs() bool { return v.grad && !v.lanesBlockAcc && !v.tileSharedAcc }
+func (v Config) WorkAccs() bool { return v.Grad && !v.LanesBlockAcc && !v.TileSharedAcc }
 
-// variantOf returns the kernel that runs job j.
-func variantOf(j *ode.Job) variant {
-	v := variant{k: len(j.SaveAt), adaptive: j.Mesh == nil}
+// ConfigOf returns the kernel that runs job j, before its layout is chosen.
+func ConfigOf(j *ode.Job) Config {
+	v := Config{Saves: len(j.SaveAt), Adaptive: j.Mesh == nil}
 	switch j.Op {
 	case ode.OpRecord:
-		v.meshOut, v.k = true, 0
+		v.MeshOut, v.Saves = true, 0
 	case ode.OpReplay:
-		v.adaptive = false
+		v.Adaptive = false
 	case ode.OpLoss:
-		v.loss, v.meshOut = true, v.adaptive
+		v.Loss, v.MeshOut = true, v.Adaptive
 	case ode.OpGrad:
-		v.grad, v.store, v.meshOut = true, true, v.adaptive
+		v.Grad, v.Store, v.MeshOut = true, true, v.Adaptive
 	}
-	if (v.loss || v.grad) && j.Loss != nil {
-		v.dataDim = j.Loss.DataDim
+	if (v.Loss || v.Grad) && j.Loss != nil {
+		v.DataDim = j.Loss.DataDim
 		v.lossKey = j.Loss.Hash
 	}
 	return v
 }
 
-// xpose reports whether the kernel's warps reduce shared gradients (of ns
+// Xpose reports whether the kernel's warps reduce shared gradients (of ns
 // entries) by transposing them through shared memory (GS_XPOSE): every
 // gradient kernel that sums with atomics. Each warp then has xposeRow·32
 // values of dynamic shared memory before the block's accumulator.
-func (v variant) xpose(ns int) bool { return v.grad && !v.tiles && !v.lanes && ns > 0 }
+func (v Config) Xpose(ns int) bool { return v.Grad && !v.TileSums && !v.Lanes && ns > 0 }
 
-// sharedAcc reports whether the kernel sums the shared gradient (of ns
+// SharedAcc reports whether the kernel sums the shared gradient (of ns
 // entries) in a block's shared memory (GS_SACC) before adding it to the
 // result, else straight into global memory or per tile.
-func (v variant) sharedAcc(ns int, prec Precision) bool {
-	return v.grad && !v.tiles && !v.lanes && sharedAccumulator(ns, prec)
+func (v Config) SharedAcc(ns int, prec Precision) bool {
+	return v.Grad && !v.TileSums && !v.Lanes && sharedAccumulator(ns, prec)
 }
 
-// xposeRow is the row stride of a warp's transposition scratch, in values
+// XposeRow is the row stride of a warp's transposition scratch, in values
 // (GS_XPOSE_ROW): 33, so that a lane's row and a column fall in distinct
 // banks.
-const xposeRow = 33
+const XposeRow = 33
 
-// layout names the variant's kernel layout (TraceStats.Layout).
-func (v variant) layout() string {
+// Layout names the kernel's layout (TraceStats.Layout).
+func (v Config) Layout() string {
 	switch {
-	case !v.lanes:
+	case !v.Lanes:
 		return "thread"
-	case v.tileMode:
+	case v.TileMode:
 		return "tile"
-	case !v.lanesGlobal:
+	case !v.LanesGlobal:
 		return "lanes"
-	case v.lanesBlockAcc:
+	case v.LanesBlockAcc:
 		return "lanes-global-block"
 	}
 	return "lanes-global"
 }
 
-// key identifies the variant's kernel among those of one plan.
-func (v variant) key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t %s", v.adaptive, v.meshOut, v.store, v.loss, v.grad, v.k, v.dataDim,
-		v.tiles, v.lanes, v.lanesMinBlocks, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle, v.tileMode, v.tileSharedAcc, v.tileSharedSh, v.tileDynamic, v.lossKey)
+// Key identifies the kernel among those of one plan.
+func (v Config) Key() string {
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t %s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.lossKey)
 }
 
-// stepPrograms are the plan's programs a kernel calls.
-type stepPrograms struct {
+// StepPrograms are the plan's programs a kernel calls.
+type StepPrograms struct {
 	plan *ode.Plan
 	// rev and tapRev are Plan.Reverse and (for methods with Dense)
 	// Plan.DenseReverse: their gs outputs are one step's contribution to
 	// the shared gradient, which the kernel reduces across the warp
 	// instead of accumulating per thread.
-	rev, tapRev *tape.Program
-	// lanes reports that the plan's kernels run one warp per trajectory
+	Rev, tapRev *tape.Program
+	// Lanes reports that the plan's kernels run one warp per trajectory
 	// (useLanes).
-	lanes bool
+	Lanes bool
 }
 
-// newStepPrograms derives the reverse programs of pl.
-func newStepPrograms(pl *ode.Plan) (*stepPrograms, error) {
-	sp := &stepPrograms{plan: pl}
+// NewStepPrograms derives the reverse programs of pl.
+func NewStepPrograms(pl *ode.Plan) (*StepPrograms, error) {
+	sp := &StepPrograms{plan: pl}
 	rev, err := pl.Reverse()
 	if err != nil {
 		return nil, err
 	}
-	sp.rev, sp.tapRev = rev, rev
+	sp.Rev, sp.tapRev = rev, rev
 	if pl.Dense != nil {
 		if sp.tapRev, err = pl.DenseReverse(); err != nil {
 			return nil, err
 		}
 	}
-	sp.lanes = useLanes(sp)
+	sp.Lanes = useLanes(sp)
 	return sp, nil
 }
 
-// kernelInfo describes a generated kernel to the executor.
-type kernelInfo struct {
-	// storeT reports that the stored rows hold the time (the reverse
+// KernelInfo describes a generated kernel to the executor.
+type KernelInfo struct {
+	// StoreT reports that the stored rows hold the time (the reverse
 	// steps use it, or save times need it).
-	storeT bool
+	StoreT bool
 }
 
-// kernelSource returns the translation unit of variant v of the plan
+// KernelSource returns the translation unit of kernel v of the plan
 // (with the loss lp for loss and gradient variants) in precision prec.
-func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision) (string, kernelInfo, error) {
-	var info kernelInfo
+func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (string, KernelInfo, error) {
+	var info KernelInfo
 	pl := sp.plan
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
-	inline := inlineCallees
-	if k := envInt(inlineEnv); k > 0 {
-		inline = k
-	}
-	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inline, Lanes: v.lanes, Tiles: v.tileMode})
-	if v.tileMode && (!v.lanes || !v.lanesGlobal || prec != Float64 || v.tiles) {
+	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees, Lanes: v.Lanes, TileMode: v.TileMode})
+	if v.TileMode && (!v.Lanes || !v.LanesGlobal || prec != Float64 || v.TileSums) {
 		return "", info, fmt.Errorf("cuda: tile mode needs lanes mode's global layout, float64 and no tile sums")
 	}
-	if v.tiles {
-		src.defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
+	if v.TileSums {
+		src.Defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
 	}
-	if v.lanes {
-		src.stage = !v.lanesShuffle
-		src.defines = append(src.defines, "GS_LANEMODE 1")
-		if v.lanesMinBlocks > 0 {
-			src.defines = append(src.defines, fmt.Sprintf("GS_LANES_MINB %d", v.lanesMinBlocks))
+	if v.Lanes {
+		src.Stage = !v.LanesShuffle
+		src.Defines = append(src.Defines, "GS_LANEMODE 1")
+		if v.LanesMinBlocks > 0 {
+			src.Defines = append(src.Defines, fmt.Sprintf("GS_LANES_MINB %d", v.LanesMinBlocks))
 		}
-		if v.lanesGlobal {
-			src.defines = append(src.defines, "GS_LANES_GLOBAL 1")
+		if v.LanesGlobal {
+			src.Defines = append(src.Defines, "GS_LANES_GLOBAL 1")
 		}
-		if v.lanesBlockAcc {
-			src.defines = append(src.defines, "GS_LANES_BLOCKACC 1", fmt.Sprintf("GS_LANES_BLOCK %d", lanesAccBlock))
+		if v.LanesBlockAcc {
+			src.Defines = append(src.Defines, "GS_LANES_BLOCKACC 1", fmt.Sprintf("GS_LANES_BLOCK %d", LanesAccBlock))
 		}
-		if v.tileSharedAcc {
-			src.defines = append(src.defines, "GS_TILE_SACC 1")
+		if v.TileSharedAcc {
+			src.Defines = append(src.Defines, "GS_TILE_SACC 1")
 		}
-		if v.tileSharedSh {
-			src.defines = append(src.defines, "GS_TILE_SSH 1")
+		if v.TileSharedSh {
+			src.Defines = append(src.Defines, "GS_TILE_SSH 1")
 		}
-		if v.tileDynamic {
+		if v.TileDynamic {
 			// The counter follows the warps' accumulators in the work
 			// array, where they are there (lanesGlobalLayout).
 			at := "0"
-			if v.workAccs() {
+			if v.WorkAccs() {
 				at = "((long long)gridDim.x * (blockDim.x >> 5) * GS_WACC)"
 			}
-			src.defines = append(src.defines, "GS_TILE_DYNAMIC 1", "GS_TILE_NEXT "+at)
+			src.Defines = append(src.Defines, "GS_TILE_DYNAMIC 1", "GS_TILE_NEXT "+at)
 		}
 	}
-	if v.xpose(ns) {
-		src.defines = append(src.defines, "GS_XPOSE 1")
+	if v.Xpose(ns) {
+		src.Defines = append(src.Defines, "GS_XPOSE 1")
 	}
 	g := &adapters{src: src}
 	idx := func(name string, w int) []string {
@@ -273,7 +272,7 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 			cat([]string{"t", "h"}, y, p, []string{"theta"}), idx("yn", d))
 	}
 	revAcc, tapAcc, lossAcc := false, false, false
-	if v.grad {
+	if v.Grad {
 		// The reverse steps return their output struct. Its last ns
 		// entries, the shared-gradient contributions, are reduced in place;
 		// or, where the step's form allows, the field's VJP adds them to the
@@ -282,15 +281,15 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 		revArgs := cat([]string{"t", "h"}, y, p, idx("lam", d), idx("gp", np))
 		revParams := "const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
 		accParams := "const gs_real* sh, gs_real* acc, bool on, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
-		if f, ok := g.accFunc(sp.rev, d+np, ns); ok {
+		if f, ok := g.accFunc(sp.Rev, d+np, ns); ok {
 			revAcc = true
-			g.accAdapter("gs_a_rev", f, sp.rev, "gs_rev_out", accParams, revArgs)
-		} else if v.tileMode {
+			g.accAdapter("gs_a_rev", f, sp.Rev, "gs_rev_out", accParams, revArgs)
+		} else if v.TileMode {
 			// gs_backward calls a step that returns its shared gradient
 			// only for the trajectories on: not in lockstep.
 			return "", info, fmt.Errorf("cuda: tile mode: the reverse step of %s does not accumulate its shared gradient", pl.Method)
 		} else {
-			g.adapter("gs_a_rev", sp.rev, "gs_rev_out", revParams, revArgs, nil)
+			g.adapter("gs_a_rev", sp.Rev, "gs_rev_out", revParams, revArgs, nil)
 		}
 		if pl.Dense != nil {
 			tapArgs := cat([]string{"t", "h"}, y, p, []string{"theta"}, idx("lam", d), idx("gp", np))
@@ -306,21 +305,21 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 			tapAcc = revAcc
 			g.sb.WriteString("typedef gs_rev_out gs_tap_rev_out;\n#define gs_a_tap_rev gs_a_rev\n")
 		}
-		if v.tileMode && v.k > 0 && !tapAcc {
+		if v.TileMode && v.Saves > 0 && !tapAcc {
 			return "", info, fmt.Errorf("cuda: tile mode: the save times' reverse step of %s does not accumulate its shared gradient", pl.Method)
 		}
 	}
-	if v.loss || v.grad {
+	if v.Loss || v.Grad {
 		if lp == nil {
 			return "", info, fmt.Errorf("cuda: a loss kernel needs a loss")
 		}
-		in := cat(y, glob("ys", v.k*d), glob("data", v.dataDim), p)
+		in := cat(y, glob("ys", v.Saves*d), glob("data", v.DataDim), p)
 		sig := "const gs_real* sh, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p"
-		if v.grad {
+		if v.Grad {
 			// In lanes mode the loss's own dL/ds goes straight to the
 			// result, atomically (engine.cuh, GS_LOSS_ACC_AT).
-			src.accShared = v.lanes
-			f, ok := g.accFunc(lp.Grad, 1+d+v.k*d+np, ns)
+			src.accShared = v.Lanes
+			f, ok := g.accFunc(lp.Grad, 1+d+v.Saves*d+np, ns)
 			src.accShared = false
 			if ok {
 				lossAcc = true
@@ -338,24 +337,24 @@ func kernelSource(sp *stepPrograms, v variant, lp *ode.LossPlan, prec Precision)
 	}
 	// An autonomous field's reverse step ignores t: the stored rows then
 	// hold y only (a fifth less traffic for Lorenz).
-	info.storeT = v.store && (v.k > 0 || liveInputs(sp.rev, map[*tape.Program][]bool{})[0])
+	info.StoreT = v.Store && (v.Saves > 0 || liveInputs(sp.Rev, map[*tape.Program][]bool{})[0])
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "// Kernel %s of method %s (fingerprint %s): %s\n", kernelName, pl.Method, pl.Fingerprint, v.key())
+	fmt.Fprintf(&sb, "// Kernel %s of method %s (fingerprint %s): %s\n", KernelName, pl.Method, pl.Fingerprint, v.Key())
 	defs := []struct {
 		name string
 		val  int
 	}{
-		{"GS_D", d}, {"GS_NP", np}, {"GS_NS", ns}, {"GS_DD", v.dataDim}, {"GS_K", v.k},
-		{"GS_FSAL", b2i(pl.FSAL)}, {"GS_DENSE", b2i(pl.Dense != nil)},
-		{"GS_ADAPTIVE", b2i(v.adaptive)}, {"GS_MESH_OUT", b2i(v.meshOut)}, {"GS_STORE", b2i(v.store)},
-		{"GS_LOSS", b2i(v.loss)}, {"GS_GRAD", b2i(v.grad)}, {"GS_SACC", b2i(v.sharedAcc(ns, prec))},
-		{"GS_REV_ACC", b2i(revAcc)}, {"GS_TAP_ACC", b2i(tapAcc)}, {"GS_LOSS_ACC", b2i(lossAcc)},
-		{"GS_STORE_T", b2i(info.storeT)},
+		{"GS_D", d}, {"GS_NP", np}, {"GS_NS", ns}, {"GS_DD", v.DataDim}, {"GS_K", v.Saves},
+		{"GS_FSAL", B2i(pl.FSAL)}, {"GS_DENSE", B2i(pl.Dense != nil)},
+		{"GS_ADAPTIVE", B2i(v.Adaptive)}, {"GS_MESH_OUT", B2i(v.MeshOut)}, {"GS_STORE", B2i(v.Store)},
+		{"GS_LOSS", B2i(v.Loss)}, {"GS_GRAD", B2i(v.Grad)}, {"GS_SACC", B2i(v.SharedAcc(ns, prec))},
+		{"GS_REV_ACC", B2i(revAcc)}, {"GS_TAP_ACC", B2i(tapAcc)}, {"GS_LOSS_ACC", B2i(lossAcc)},
+		{"GS_STORE_T", B2i(info.StoreT)},
 	}
 	for _, x := range defs {
 		fmt.Fprintf(&sb, "#define %s %d\n", x.name, x.val)
 	}
-	fmt.Fprintf(&sb, "#define GS_KERNEL_NAME %s\n", kernelName)
+	fmt.Fprintf(&sb, "#define GS_KERNEL_NAME %s\n", KernelName)
 	sb.WriteString(g.sb.String())
 	sb.WriteString(engineTemplate)
 	src.Add(sb.String())
@@ -418,18 +417,18 @@ var noAccumulate bool
 // of ns entries in shared memory (one block's copy of its two halves, at
 // most 32 KiB), else directly in global memory.
 func sharedAccumulator(ns int, prec Precision) bool {
-	return ns > 0 && 2*ns*prec.size() <= 32<<10
+	return ns > 0 && 2*ns*prec.Size() <= 32<<10
 }
 
-// size returns the bytes of one value.
-func (p Precision) size() int {
+// Size returns the bytes of one value.
+func (p Precision) Size() int {
 	if p == Float32 {
 		return 4
 	}
 	return 8
 }
 
-func b2i(b bool) int {
+func B2i(b bool) int {
 	if b {
 		return 1
 	}

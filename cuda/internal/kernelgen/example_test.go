@@ -1,4 +1,4 @@
-package cuda_test
+package kernelgen_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"strings"
 
-	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -18,7 +18,7 @@ func ExampleSource() {
 	if err != nil {
 		panic(err)
 	}
-	src := cuda.NewSource(nil)
+	src := kernelgen.NewSource(nil)
 	kernel, err := src.MapKernel(p)
 	if err != nil {
 		panic(err)
@@ -45,9 +45,9 @@ func ExampleSource() {
 // compile the generated source for it, copy the inputs (step-major) and
 // launch one thread per trajectory. On a machine without a GPU, Open's
 // error wraps ErrNoGPU.
-func ExampleDevice() {
+func Example_device() {
 	d, err := driver.Open(0)
-	if errors.Is(err, cuda.ErrNoGPU) {
+	if errors.Is(err, driver.ErrNoGPU) {
 		fmt.Println("no GPU; use the CPU engine:", err)
 		return
 	}
@@ -58,7 +58,7 @@ func ExampleDevice() {
 
 	p, _ := tape.Trace("decay", []tape.Input{{Name: "y"}, {Name: "k", Shared: true}},
 		func(in []tape.V) []tape.V { return []tape.V{in[1].Neg().Mul(in[0])} })
-	src := cuda.NewSource(nil)
+	src := kernelgen.NewSource(nil)
 	name, _ := src.MapKernel(p)
 	mod, _, err := d.Build(src.String(), nil) // NVRTC, cached on disk
 	if err != nil {
@@ -101,7 +101,7 @@ func ExampleSourceSettings_lanes() {
 	if err != nil {
 		panic(err)
 	}
-	src := cuda.NewSource(&cuda.SourceSettings{Lanes: true})
+	src := kernelgen.NewSource(&kernelgen.SourceSettings{Lanes: true})
 	if _, err := src.Func(p); err != nil {
 		panic(err)
 	}
@@ -111,7 +111,7 @@ func ExampleSourceSettings_lanes() {
 		}
 	}
 	// The shared inputs as lanes-mode code reads them: padded, entry j at j + j/32.
-	fmt.Println(len(cuda.SharedPad(make([]float64, 40))))
+	fmt.Println(len(kernelgen.SharedPad(make([]float64, 40))))
 	// Output:
 	// GS_VEC(u0); GS_LANES(3) GS_EL(u0) = fma(gs_sh[1 + 2 * gs_l], v1, fma(gs_sh[0 + 2 * gs_l], v0, gs_sh[6 + 1 * gs_l])); GS_END  // 3 lanes, e.g. v11 = Dot v2 v3 v0 v1 v8
 	// GS_VEC(u1); GS_LANES(3) GS_EL(u1) = tanh(GS_EL(u0)); GS_END  // 3 lanes, e.g. v14 = Tanh v11

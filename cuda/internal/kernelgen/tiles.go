@@ -1,9 +1,8 @@
-package cuda
+package kernelgen
 
 import (
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 
@@ -16,7 +15,7 @@ import (
 //
 // Lanes mode (lanes.go) gives a trajectory a whole warp and reads a
 // weight from shared memory for every multiply-add: at large ensembles
-// the layers' loads bound it. In tile mode (SourceSettings.Tiles) a warp
+// the layers' loads bound it. In tile mode (SourceSettings.TileMode) a warp
 // runs a tile of eight trajectories, lane l on trajectory l/4: the four
 // lanes of a trajectory compute its replicated values alike, and a
 // vector (the lanes plan's, planLanes) holds element e of the lane's own
@@ -39,8 +38,8 @@ import (
 // tile's trajectories first (gs_touter, gs_tacc_one): each entry has
 // one writer. Tile mode is float64 only.
 
-// tileWidth is the number of trajectories of a tile.
-const tileWidth = 8
+// TileWidth is the number of trajectories of a tile.
+const TileWidth = 8
 
 // tileDot is how vector q computes as a dense layer (gs_tdot).
 type tileDot struct {
@@ -54,40 +53,40 @@ type tileDot struct {
 // tileDotOf reports whether vector q is a dense layer tile mode computes
 // with tensor-core products, and how.
 func (e *emitter) tileDotOf(q int) (tileDot, bool) {
-	v := &e.lp.vecs[q]
-	if v.op != ops.OpDot || len(v.args) < 3 || len(v.ids) > laneWidth {
+	v := &e.lp.Vecs[q]
+	if v.Op != ops.OpDot || len(v.Args) < 3 || len(v.Ids) > LaneWidth {
 		return tileDot{}, false
 	}
-	k := (len(v.args) - 1) / 2
+	k := (len(v.Args) - 1) / 2
 	td := tileDot{k: k, x: -1}
 	for j := 0; j < k; j++ {
-		a := v.args[j]
-		if a.kind != laneShared {
+		a := v.Args[j]
+		if a.Kind != LaneShared {
 			return tileDot{}, false
 		}
 		switch j {
 		case 0:
-			td.wb, td.ws = a.base, a.stride
+			td.wb, td.ws = a.Base, a.Stride
 		case 1:
-			td.wq = a.base - td.wb
+			td.wq = a.Base - td.wb
 		}
-		if a.stride != td.ws || a.base != td.wb+td.wq*j {
+		if a.Stride != td.ws || a.Base != td.wb+td.wq*j {
 			return tileDot{}, false
 		}
 	}
-	if td.ws == 0 && len(v.ids) > 1 {
+	if td.ws == 0 && len(v.Ids) > 1 {
 		return tileDot{}, false
 	}
 	// Inputs: common to the rows; elements q + o of one vector, or
 	// replicated values.
 	fromVec := true
 	for j := 0; j < k; j++ {
-		a := v.args[k+j]
-		if a.kind != laneCommon {
+		a := v.Args[k+j]
+		if a.Kind != LaneCommon {
 			return tileDot{}, false
 		}
-		td.xs = append(td.xs, a.id)
-		xq, xe, ok := e.lp.in(a.id)
+		td.xs = append(td.xs, a.Id)
+		xq, xe, ok := e.lp.In(a.Id)
 		switch {
 		case !ok:
 			fromVec = false
@@ -97,13 +96,13 @@ func (e *emitter) tileDotOf(q int) (tileDot, bool) {
 			fromVec = false
 		}
 	}
-	if !fromVec || td.o%4 != 0 || td.o+k > len(e.lp.vecs[td.x].ids) {
+	if !fromVec || td.o%4 != 0 || td.o+k > len(e.lp.Vecs[td.x].Ids) {
 		td.x = -1
 	}
-	switch b := v.args[2*k]; {
-	case b.kind == laneShared:
-		td.bb, td.bs = b.base, b.stride
-	case b.kind == laneCommon && e.p.Values[b.id].Op == ops.OpConst && e.p.Values[b.id].Aux == 0:
+	switch b := v.Args[2*k]; {
+	case b.Kind == LaneShared:
+		td.bb, td.bs = b.Base, b.Stride
+	case b.Kind == LaneCommon && e.p.Values[b.Id].Op == ops.OpConst && e.p.Values[b.Id].Aux == 0:
 		td.bb = -1
 	default:
 		return tileDot{}, false
@@ -118,7 +117,7 @@ func (e *emitter) tileVector(q int, comment string) bool {
 	if !ok {
 		return false
 	}
-	w := len(e.lp.vecs[q].ids)
+	w := len(e.lp.Vecs[q].Ids)
 	x := fmt.Sprintf("u%d", td.x)
 	if td.x < 0 {
 		refs := make([]string, len(td.xs))
@@ -189,43 +188,28 @@ func (e *emitter) tileAdd(j int, x string) {
 	fmt.Fprintf(&e.sb, "  gs_tacc_one<false>(gs_acc, %d, %s, gs_on);\n", lanePad(j), x)
 }
 
-// tileEnv forces tile mode on (1) where a job allows it, or off (0).
-const tileEnv = "GRADSOLVE_CUDA_TILEMODE"
-
-// tileAccEnv set to "global" keeps tile mode's warp accumulators in
-// global memory (variant.tileSharedAcc), for comparisons.
-const tileAccEnv = "GRADSOLVE_CUDA_TILEACC"
-
-// tileSchedEnv set to "static" has tile mode's warps run every gridth
-// tile instead of taking them in turn (variant.tileDynamic), for
-// comparisons.
-const tileSchedEnv = "GRADSOLVE_CUDA_TILESCHED"
-
-// tileShEnv set to "global" has tile mode's functions read the shared
-// and controller blocks from global memory (variant.tileSharedSh), for
-// comparisons.
-const tileShEnv = "GRADSOLVE_CUDA_TILESH"
-
-// tileMemory returns tile-mode kernel v (d states, ns shared
+// TileMemory returns tile-mode kernel v (d states, ns shared
 // parameters) with its shared memory and schedule chosen for a device
 // whose blocks may have limit bytes of shared memory: the accumulators
 // and the shared block in shared memory where they fit, tiles taken in
-// turn; the environment variables above override. Host backends
-// (device false: no multiprocessors, no shared memory) keep both in
-// global memory and run every gridth tile.
-func (v variant) tileMemory(device bool, d, ns, limit int) variant {
-	v.tileSharedAcc = device && v.grad && ns > 0 && os.Getenv(tileAccEnv) != "global" &&
-		tileSharedFits(d, ns, true, false, limit)
-	v.tileSharedSh = device && (!v.grad || v.tileSharedAcc) && os.Getenv(tileShEnv) != "global" &&
-		tileSharedFits(d, ns, v.tileSharedAcc, true, limit)
-	v.tileDynamic = device && os.Getenv(tileSchedEnv) != "static"
+// turn. accGlobal keeps the warps' accumulators in global memory,
+// shGlobal the shared and controller blocks, and static has warps run
+// every gridth tile instead of taking tiles in turn (for comparisons).
+// Host backends (device false: no multiprocessors, no shared memory) keep
+// both in global memory and run every gridth tile.
+func (v Config) TileMemory(device bool, d, ns, limit int, accGlobal, shGlobal, static bool) Config {
+	v.TileSharedAcc = device && v.Grad && ns > 0 && !accGlobal &&
+		TileSharedFits(d, ns, true, false, limit)
+	v.TileSharedSh = device && (!v.Grad || v.TileSharedAcc) && !shGlobal &&
+		TileSharedFits(d, ns, v.TileSharedAcc, true, limit)
+	v.TileDynamic = device && !static
 	return v
 }
 
-// tileShared returns the bytes of shared memory of a tile-mode block of
+// TileShared returns the bytes of shared memory of a tile-mode block of
 // warps warps (d states, ns shared parameters): the padded shared and
 // controller blocks with sh, then each warp's accumulator with acc.
-func tileShared(warps, d, ns int, acc, sh bool) int {
+func TileShared(warps, d, ns int, acc, sh bool) int {
 	n := 0
 	if sh {
 		n += lanesBlockLen(d, ns)
@@ -233,16 +217,16 @@ func tileShared(warps, d, ns int, acc, sh bool) int {
 	if acc {
 		n += warps * lanesAccLen(ns)
 	}
-	return n * Float64.size()
+	return n * Float64.Size()
 }
 
-// tileSharedFits reports whether tileBlocksPerSM blocks of lanesBlock
+// TileSharedFits reports whether tileBlocksPerSM blocks of lanesBlock
 // threads with what tileShared counts in shared memory (acc, sh) fit in
 // a multiprocessor whose blocks may have limit bytes each (limit + 1 KiB
 // per block in all): on an H200 the accumulators alone for up to 1,728
 // float64 weights, with the shared block for up to 1,376.
-func tileSharedFits(d, ns int, acc, sh bool, limit int) bool {
-	per := tileShared(lanesBlock/laneWidth, d, ns, acc, sh) + 1024
+func TileSharedFits(d, ns int, acc, sh bool, limit int) bool {
+	per := TileShared(LanesBlock/LaneWidth, d, ns, acc, sh) + 1024
 	return tileBlocksPerSM*per <= limit+1024
 }
 
@@ -254,56 +238,34 @@ const (
 	tileFill        = 16
 )
 
-// tiled returns v in tile mode: the shared block read through the cache
+// Tiled returns v in tile mode: the shared block read through the cache
 // and each warp's accumulator in global memory (as GS_LANES_GLOBAL), no
-// staging rows, tileBlocksPerSM blocks per multiprocessor
-// (GRADSOLVE_CUDA_MINBLOCKS overrides).
-func (v variant) tiled() variant {
-	v.lanes, v.tileMode, v.lanesGlobal, v.lanesBlockAcc, v.lanesShuffle = true, true, true, false, true
-	v.lanesMinBlocks = tileBlocksPerSM
-	if b := envInt(minBlocksEnv); b > 0 {
-		v.lanesMinBlocks = b
-	}
+// staging rows, tileBlocksPerSM blocks per multiprocessor.
+func (v Config) Tiled() Config {
+	v.Lanes, v.TileMode, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle = true, true, true, false, true
+	v.LanesMinBlocks = tileBlocksPerSM
 	return v
 }
 
-// useTileMode reports whether job j (kernel v, in lanes mode) runs in tile
-// mode on this executor (tileMode).
-func (ex *executor) useTileMode(j *ode.Job, v variant) bool {
-	lossVectors := false
-	if (v.loss || v.grad) && j.Loss != nil {
-		if x, ok := ex.lossVectors.Load(j.Loss.Hash); ok {
-			lossVectors = x.(bool)
-		} else {
-			lossVectors = lossHasVectors(j.Loss)
-			ex.lossVectors.Store(j.Loss.Hash, lossVectors)
-		}
-	}
-	return tileMode(j.N, v, ex.plan, ex.prec, ex.tiles, lossVectors, ex.be.sms())
+// TileModeAllowed reports whether a job of plan pl (kernel v, in lanes
+// mode) may run in tile mode in precision prec, with tile sums
+// (MultiEngine) or not, whose loss holds vectors (lossVectors) or not:
+// float64, no tile sums (gs_body_tile), a shared gradient the reverse
+// steps accumulate, and a loss without vectors (the kernel calls it for
+// the trajectories that finished only).
+func TileModeAllowed(v Config, pl *ode.Plan, prec Precision, tileSums, lossVectors bool) bool {
+	return !(prec != Float64 || tileSums || pl.Shared == 0 || noAccumulate || lossVectors && (v.Loss || v.Grad))
 }
 
-// tileMode reports whether a job of n trajectories of plan pl (kernel v,
-// in lanes mode) runs in tile mode in precision prec, with tile sums
-// (MultiEngine) or not, whose loss holds vectors (lossVectors) or not, on
-// sms multiprocessors (0: unknown): float64, no tile sums (gs_body_tile),
-// a shared gradient the reverse steps accumulate, a loss without vectors
-// (the kernel calls it for the trajectories that finished only), and
-// enough trajectories to give every multiprocessor tileFill tiles (below
-// that lanes mode's warp per trajectory keeps more of the GPU busy).
-// GRADSOLVE_CUDA_TILEMODE=1 or 0 overrides the last condition.
-func tileMode(n int, v variant, pl *ode.Plan, prec Precision, tiles, lossVectors bool, sms int) bool {
-	env := os.Getenv(tileEnv)
-	if env == "0" || prec != Float64 || tiles || pl.Shared == 0 || noAccumulate || lossVectors && (v.loss || v.grad) {
-		return false
-	}
-	if env == "1" {
-		return true
-	}
-	return sms > 0 && (n+tileWidth-1)/tileWidth >= sms*tileFill
+// TileModeFills reports whether n trajectories give every one of sms
+// multiprocessors (0: unknown, never) tileFill tiles: below that lanes
+// mode's warp per trajectory keeps more of the GPU busy.
+func TileModeFills(n, sms int) bool {
+	return sms > 0 && (n+TileWidth-1)/TileWidth >= sms*tileFill
 }
 
-// lossHasVectors reports whether loss lp's programs hold vectors.
-func lossHasVectors(lp *ode.LossPlan) bool { return hasVectors(lp.Grad) || hasVectors(lp.Term) }
+// LossHasVectors reports whether loss lp's programs hold vectors.
+func LossHasVectors(lp *ode.LossPlan) bool { return hasVectors(lp.Grad) || hasVectors(lp.Term) }
 
 // hasVectors reports whether lanes mode finds vectors in p or a program
 // it calls.
@@ -311,7 +273,7 @@ func hasVectors(p *tape.Program) bool {
 	if p == nil {
 		return false
 	}
-	if planLanes(p, sharedIndex(p)).elements() > 0 {
+	if PlanLanes(p, SharedIndex(p)).Elements() > 0 {
 		return true
 	}
 	for _, f := range p.Funcs {
@@ -431,7 +393,7 @@ func (e *emitter) tileScalar(id tape.ID, comment string) bool {
 func (e *emitter) tileProducts(q int, comment string) (done, acc bool) {
 	tp := e.tp
 	if ch := tp.chain[q]; ch != nil {
-		w := len(e.lp.vecs[q].ids)
+		w := len(e.lp.Vecs[q].Ids)
 		x := fmt.Sprintf("u%d", ch.g)
 		if ch.g < 0 {
 			x = e.replicated(q, "x", ch.gs)
@@ -505,11 +467,11 @@ func (e *emitter) planTiles() *tilePlan {
 	// feeds reports whether every element of vector q is used once only,
 	// by the element of vector u at its index, and adds nothing.
 	feeds := func(q, u int) bool {
-		for el, id := range lp.vecs[q].ids {
+		for el, id := range lp.Vecs[q].Ids {
 			if uses[id] != 1 || user[id] < 0 || len(e.accTermsOf(id)) > 0 {
 				return false
 			}
-			if qu, eu, ok := lp.in(user[id]); !ok || qu != u || eu != el {
+			if qu, eu, ok := lp.In(user[id]); !ok || qu != u || eu != el {
 				return false
 			}
 		}
@@ -518,29 +480,29 @@ func (e *emitter) planTiles() *tilePlan {
 	// links collects the products of the add chain ending in q.
 	var links func(q int, prods, inner []int) ([]int, []int, bool)
 	links = func(q int, prods, inner []int) ([]int, []int, bool) {
-		v := &lp.vecs[q]
-		if v.op != ops.OpAdd || len(v.args) != 2 || !full(v) {
+		v := &lp.Vecs[q]
+		if v.Op != ops.OpAdd || len(v.Args) != 2 || !full(v) {
 			return nil, nil, false
 		}
-		for _, a := range v.args {
-			if a.kind != laneAligned || !feeds(a.vec, q) {
+		for _, a := range v.Args {
+			if a.Kind != LaneAligned || !feeds(a.Vec, q) {
 				return nil, nil, false
 			}
-			if _, _, ok := e.tileProduct(a.vec); ok {
-				prods = append(prods, a.vec)
+			if _, _, ok := e.tileProduct(a.Vec); ok {
+				prods = append(prods, a.Vec)
 				continue
 			}
 			var ok bool
-			if prods, inner, ok = links(a.vec, prods, inner); !ok {
+			if prods, inner, ok = links(a.Vec, prods, inner); !ok {
 				return nil, nil, false
 			}
-			inner = append(inner, a.vec)
+			inner = append(inner, a.Vec)
 		}
 		return prods, inner, true
 	}
 	inChain := map[int]bool{}
-	for q := range lp.vecs {
-		if !full(&lp.vecs[q]) || !e.isLive[lp.vecs[q].ids[0]] {
+	for q := range lp.Vecs {
+		if !full(&lp.Vecs[q]) || !e.isLive[lp.Vecs[q].Ids[0]] {
 			continue
 		}
 		prods, inner, ok := links(q, nil, nil)
@@ -577,18 +539,18 @@ func (e *emitter) planTiles() *tilePlan {
 	type member struct{ q, base, k int }
 	groups := map[key][]member{}
 	var keys []key
-	for q := range lp.vecs {
-		v := &lp.vecs[q]
-		if tp.skip[q] || tp.chain[q] != nil || v.op != ops.OpMul || len(v.args) != 2 || !full(v) || !e.isLive[v.ids[0]] {
+	for q := range lp.Vecs {
+		v := &lp.Vecs[q]
+		if tp.skip[q] || tp.chain[q] != nil || v.Op != ops.OpMul || len(v.Args) != 2 || !full(v) || !e.isLive[v.Ids[0]] {
 			continue
 		}
 		a, b := e.outerArgs(q)
-		if a.kind != laneAligned || b.kind != laneCommon || len(v.ids) < 2 {
+		if a.Kind != LaneAligned || b.Kind != LaneCommon || len(v.Ids) < 2 {
 			continue
 		}
 		var js []int
 		ok := true
-		for _, id := range v.ids {
+		for _, id := range v.Ids {
 			t := e.accTermsOf(id)
 			if uses[id] != 0 || len(t) != 1 {
 				ok = false
@@ -606,8 +568,8 @@ func (e *emitter) planTiles() *tilePlan {
 		if !ok || st < 1 {
 			continue
 		}
-		cv, k := e.rowOf(b.id)
-		kk := key{b2i(st > 1), a.vec, cv, len(v.ids), st}
+		cv, k := e.rowOf(b.Id)
+		kk := key{B2i(st > 1), a.Vec, cv, len(v.Ids), st}
 		if st == 1 {
 			kk.st = 0
 		}
@@ -631,7 +593,7 @@ func (e *emitter) planTiles() *tilePlan {
 		ids := make([]tape.ID, 0, len(ms))
 		for _, m := range ms {
 			_, c := e.outerArgs(m.q)
-			ids = append(ids, c.id)
+			ids = append(ids, c.Id)
 		}
 		o := &tileOuter{gv: -1, xv: -1}
 		ok := true
@@ -644,7 +606,7 @@ func (e *emitter) planTiles() *tilePlan {
 			o.r, o.c, o.xv = span, kk.w, kk.a
 			if kk.cv >= 0 {
 				o.gv = kk.cv
-				ok = span <= len(lp.vecs[kk.cv].ids)
+				ok = span <= len(lp.Vecs[kk.cv].Ids)
 			} else {
 				o.gs = ids
 			}
@@ -666,7 +628,7 @@ func (e *emitter) planTiles() *tilePlan {
 			o.rows = 1<<o.r - 1
 			if kk.cv >= 0 {
 				o.xv = kk.cv
-				ok = span <= len(lp.vecs[kk.cv].ids)
+				ok = span <= len(lp.Vecs[kk.cv].Ids)
 			} else {
 				o.xs = ids
 			}
@@ -676,7 +638,7 @@ func (e *emitter) planTiles() *tilePlan {
 				ok = ok && m.base == o.b0+m.k
 			}
 		}
-		if !ok || o.r > laneWidth || o.c > laneWidth || o.b0 < 0 {
+		if !ok || o.r > LaneWidth || o.c > LaneWidth || o.b0 < 0 {
 			continue
 		}
 		// Emitted where the member emitted last would be.
@@ -696,8 +658,8 @@ func (e *emitter) planTiles() *tilePlan {
 // outerArgs returns the arguments of the two-argument vector q, a common
 // one second.
 func (e *emitter) outerArgs(q int) (x, c laneArg) {
-	a, b := e.lp.vecs[q].args[0], e.lp.vecs[q].args[1]
-	if a.kind == laneCommon {
+	a, b := e.lp.Vecs[q].Args[0], e.lp.Vecs[q].Args[1]
+	if a.Kind == LaneCommon {
 		a, b = b, a
 	}
 	return a, b
@@ -712,28 +674,28 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID) {
 		if id < 0 {
 			return false
 		}
-		_, _, inVec := lp.in(id)
+		_, _, inVec := lp.In(id)
 		return !inVec && e.isLive[id] && p.Values[id].Op == ops.OpAdd && len(p.Values[id].Args) == 2
 	}
 	// term[id]: the product vector whose element id is.
 	term := map[tape.ID]int{}
 	var prods []int
-	for q := range lp.vecs {
+	for q := range lp.Vecs {
 		if tp.skip[q] || tp.chain[q] != nil {
 			continue
 		}
-		if _, _, ok := e.tileProduct(q); !ok || !e.isLive[lp.vecs[q].ids[0]] {
+		if _, _, ok := e.tileProduct(q); !ok || !e.isLive[lp.Vecs[q].Ids[0]] {
 			continue
 		}
 		ok := true
-		for _, id := range lp.vecs[q].ids {
+		for _, id := range lp.Vecs[q].Ids {
 			ok = ok && uses[id] == 1 && user[id] >= 0 && isAdd(user[id]) && len(e.accTermsOf(id)) == 0
 		}
 		if !ok {
 			continue
 		}
 		prods = append(prods, q)
-		for _, id := range lp.vecs[q].ids {
+		for _, id := range lp.Vecs[q].Ids {
 			term[id] = q
 		}
 	}
@@ -760,7 +722,7 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID) {
 	var chains []addChain
 	started := map[tape.ID]bool{}
 	for _, q := range prods {
-		for el, id := range lp.vecs[q].ids {
+		for el, id := range lp.Vecs[q].Ids {
 			start := user[id]
 			a := p.Values[start].Args
 			prev := a[0]
@@ -806,7 +768,7 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID) {
 			ok = ok && !seen[q]
 			seen[q] = true
 		}
-		if !ok || len(c.prods) != len(c.links)+b2i(c.head < 0) {
+		if !ok || len(c.prods) != len(c.links)+B2i(c.head < 0) {
 			continue
 		}
 		key := fmt.Sprint(sortedCopy(c.prods))
@@ -818,7 +780,7 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID) {
 	for _, key := range order {
 		cs := byProds[key]
 		qs := chains[cs[0]].prods
-		w := len(lp.vecs[qs[0]].ids)
+		w := len(lp.Vecs[qs[0]].Ids)
 		if len(cs) != w {
 			continue
 		}
@@ -862,18 +824,18 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID) {
 // tileProduct returns the shared and the common argument of vector q, a
 // Mul of one of each (a product g_i·W[i][·]), or ok false.
 func (e *emitter) tileProduct(q int) (sh, c laneArg, ok bool) {
-	v := &e.lp.vecs[q]
-	if v.op != ops.OpMul || len(v.args) != 2 || !full(v) {
+	v := &e.lp.Vecs[q]
+	if v.Op != ops.OpMul || len(v.Args) != 2 || !full(v) {
 		return laneArg{}, laneArg{}, false
 	}
 	a, b := e.outerArgs(q)
-	return a, b, a.kind == laneShared && b.kind == laneCommon
+	return a, b, a.Kind == LaneShared && b.Kind == LaneCommon
 }
 
 // rowOf returns the vector and element of value c, or -1, -1 for a
 // replicated value.
 func (e *emitter) rowOf(c tape.ID) (g, i int) {
-	if qg, eg, ok := e.lp.in(c); ok {
+	if qg, eg, ok := e.lp.In(c); ok {
 		return qg, eg
 	}
 	return -1, -1
@@ -885,26 +847,26 @@ func (e *emitter) rowOf(c tape.ID) (g, i int) {
 // wb + wq·i + ws·j.
 func (e *emitter) chainOf(prods []int) (tileChain, bool) {
 	lp := e.lp
-	k, w := len(prods), len(lp.vecs[prods[0]].ids)
+	k, w := len(prods), len(lp.Vecs[prods[0]].Ids)
 	ch := tileChain{k: k, g: -2, gs: make([]tape.ID, k)}
 	base := make([]int, k)
 	seen := make([]bool, k)
 	for n, q := range prods {
 		sh, c, _ := e.tileProduct(q)
-		g, i := e.rowOf(c.id)
+		g, i := e.rowOf(c.Id)
 		if g < 0 {
 			i = n
 		}
 		if ch.g == -2 {
-			ch.g, ch.ws = g, sh.stride
+			ch.g, ch.ws = g, sh.Stride
 		}
-		if g != ch.g || i < 0 || i >= k || seen[i] || sh.stride != ch.ws || len(lp.vecs[q].ids) != w {
+		if g != ch.g || i < 0 || i >= k || seen[i] || sh.Stride != ch.ws || len(lp.Vecs[q].Ids) != w {
 			return tileChain{}, false
 		}
 		seen[i] = true
-		ch.gs[i], base[i] = c.id, sh.base
+		ch.gs[i], base[i] = c.Id, sh.Base
 	}
-	if ch.ws == 0 && w > 1 || ch.g >= 0 && len(lp.vecs[ch.g].ids) < k {
+	if ch.ws == 0 && w > 1 || ch.g >= 0 && len(lp.Vecs[ch.g].Ids) < k {
 		return tileChain{}, false
 	}
 	ch.wb = base[0]
@@ -924,7 +886,7 @@ func (e *emitter) chainOf(prods []int) (tileChain, bool) {
 
 // full reports whether every element of vector v is a value (no holes).
 func full(v *laneVec) bool {
-	for _, id := range v.ids {
+	for _, id := range v.Ids {
 		if id < 0 {
 			return false
 		}

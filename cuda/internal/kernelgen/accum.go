@@ -1,4 +1,4 @@
-package cuda
+package kernelgen
 
 import (
 	"fmt"
@@ -239,7 +239,7 @@ func (s *Source) AccFunc(p *tape.Program, first, n int) (name string, ok bool, e
 
 // accFunction emits p with spec, once per program and reductions.
 func (s *Source) accFunction(p *tape.Program, qual string, spec *accSpec) (string, error) {
-	key := fmt.Sprintf("acc %s %s %t", p.Hash(), spec.key(), s.lanes && s.accShared)
+	key := fmt.Sprintf("acc %s %s %t", p.Hash(), spec.key(), s.Lanes && s.accShared)
 	if name, ok := s.hashes[key]; ok {
 		return name, nil
 	}

@@ -1,0 +1,167 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// Layout is how a kernel maps trajectories to the GPU's threads.
+type Layout string
+
+// The layouts. LayoutAuto lets chooseLayout decide from the plan, the job
+// and the device; the others force a layout where the job allows it.
+const (
+	LayoutAuto Layout = ""
+	// LayoutThread runs one thread per trajectory.
+	LayoutThread Layout = "thread"
+	// LayoutLanes runs one warp per trajectory, its field's vectors
+	// spread over the 32 lanes, the shared parameters in shared memory
+	// where they fit (else as LayoutLanesGlobal).
+	LayoutLanes Layout = "lanes"
+	// LayoutLanesGlobal is LayoutLanes with the shared parameters and the
+	// warps' gradient accumulators in global memory.
+	LayoutLanesGlobal Layout = "lanes-global"
+	// LayoutTile runs one warp per tile of eight trajectories in
+	// lockstep, dense layers as tensor-core products; where a job does
+	// not allow it (float32, tile sums, a loss holding vectors, no shared
+	// parameters), lanes mode.
+	LayoutTile Layout = "tile"
+)
+
+// layoutEnv names the environment variable that sets Tuning.Layout of the
+// registered engines (see the package doc).
+const layoutEnv = "GRADSOLVE_CUDA_LAYOUT"
+
+func (l Layout) valid() bool {
+	switch l {
+	case LayoutAuto, LayoutThread, LayoutLanes, LayoutLanesGlobal, LayoutTile:
+		return true
+	}
+	return false
+}
+
+// Tuning is the configuration of an engine's kernel layouts, beyond what
+// the plan, the job and the device decide. The zero value means the
+// defaults; an engine without a Tuning of its own (SetTuning) takes the
+// registered engines' one, read once from the environment (Layout from
+// GRADSOLVE_CUDA_LAYOUT).
+//
+// The fields other than Layout are switches for tests and benchmarks:
+// each turns off one optimisation of the default layout, whose gain is
+// measured in bench/RESULTS.md.
+type Tuning struct {
+	// Layout forces a layout (see Layout); LayoutAuto (the default)
+	// chooses one.
+	Layout Layout
+
+	// NoBlockAcc keeps a lanes-mode gradient kernel's warps' accumulators
+	// in global memory when its shared parameters do, instead of one
+	// accumulator per block in shared memory (GS_LANES_BLOCKACC).
+	NoBlockAcc bool
+	// TileAccGlobal keeps tile mode's warp accumulators in global memory
+	// instead of the block's shared memory (GS_TILE_SACC).
+	TileAccGlobal bool
+	// TileShGlobal has tile mode read the shared and controller blocks
+	// from global memory instead of copying them into shared memory
+	// (GS_TILE_SSH).
+	TileShGlobal bool
+	// TileStatic has tile mode's warps run every gridth tile instead of
+	// taking tiles in turn from a counter (GS_TILE_DYNAMIC).
+	TileStatic bool
+}
+
+// envTuning returns the Tuning of the environment, read once per process.
+var envTuning = sync.OnceValue(func() Tuning { return Tuning{Layout: Layout(os.Getenv(layoutEnv))} })
+
+// check returns an error if t is not valid.
+func (t *Tuning) check() error {
+	if !t.Layout.valid() {
+		return fmt.Errorf("cuda: layout %q (%s): want %q, %q, %q, %q or none", t.Layout, layoutEnv, LayoutThread, LayoutLanes, LayoutLanesGlobal, LayoutTile)
+	}
+	return nil
+}
+
+// device is what chooseLayout needs of a backend: its multiprocessors (0:
+// a host backend, which has none) and the shared memory a block may use.
+type device struct{ sms, sharedLimit int }
+
+// layoutJob is what chooseLayout needs of a job beyond its kernel
+// configuration: its trajectories and whether its loss holds vectors.
+type layoutJob struct {
+	n           int
+	lossVectors func() bool // called only where it matters
+}
+
+// chooseLayout returns the kernel configuration of job j (base, from
+// kernelgen.ConfigOf) of plan pl, whose step programs are sp (nil if
+// they failed to build: then one thread per trajectory, whose build
+// reports the error), in precision prec, with tile sums (MultiEngine) or
+// not, on device dev, tuned by tun. It is the one place where the
+// layout and its launch parameters are decided:
+//
+//   - Lanes mode (a warp per trajectory) where the plan's field is mostly
+//     vectors (StepPrograms.Lanes: at least 512 values, three quarters in
+//     vectors), unless a small network (at most LanesSmallNet shared
+//     weights) has enough trajectories to fill the device with threads
+//     (LanesThreadFill per multiprocessor; ThreadsFill). With tile sums
+//     the layout never depends on the job's size, as the layouts sum a
+//     tile in different orders.
+//   - In lanes mode, the shared block and the accumulators in shared
+//     memory where one warp's fit in the device's limit (LanesFit), else
+//     in global memory (LanesGlobal) with one accumulator per block in
+//     shared memory where it fits (LanesBlockAccFits); the blocks per
+//     multiprocessor the kernel's registers leave room for.
+//   - Tile mode (a warp per tile of TileWidth trajectories) where the job
+//     allows it (TileModeAllowed) and gives every multiprocessor enough
+//     tiles (TileModeFills); its shared memory where it fits (TileMemory).
+//
+// tun.Layout overrides the first and last choices and may force the
+// global layout.
+func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, tileSums bool, dev device, tun Tuning) kernelgen.Config {
+	v := base
+	v.TileSums = tileSums && v.Grad
+	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
+	switch {
+	case sp == nil || tun.Layout == LayoutThread:
+		v.Lanes = false
+	case forced:
+		v.Lanes = true
+	default:
+		v.Lanes = sp.Lanes && (tileSums || !kernelgen.ThreadsFill(pl, j.n, dev.sms))
+	}
+	if !v.Lanes {
+		return v
+	}
+	lim := dev.sharedLimit
+	v.LanesGlobal = tun.Layout == LayoutLanesGlobal || !kernelgen.LanesFit(pl, v.Grad, prec, lim)
+	if v.LanesGlobal {
+		v.LanesMinBlocks = kernelgen.LanesGlobalBlocksPerSM
+		// A tile's sum is one warp's: no accumulator shared by a block's
+		// warps.
+		v.LanesBlockAcc = v.Grad && !v.TileSums && !tun.NoBlockAcc && kernelgen.LanesBlockAccFits(pl.Shared, prec, lim)
+	} else {
+		v.LanesMinBlocks = kernelgen.LanesMinBlocks(pl.Dim, pl.Shared, v.Grad, prec, lim)
+	}
+	if useTileMode(v, pl, j, prec, tileSums, dev.sms, tun.Layout) {
+		v = v.Tiled().TileMemory(dev.sms > 0, pl.Dim, pl.Shared, lim, tun.TileAccGlobal, tun.TileShGlobal, tun.TileStatic)
+	}
+	return v
+}
+
+// useTileMode reports whether a job j of plan pl (kernel v, in lanes
+// mode) runs in tile mode on sms multiprocessors under layout.
+func useTileMode(v kernelgen.Config, pl *ode.Plan, j layoutJob, prec Precision, tileSums bool, sms int, layout Layout) bool {
+	switch layout {
+	case LayoutLanes, LayoutLanesGlobal, LayoutThread:
+		return false
+	}
+	lossVectors := (v.Loss || v.Grad) && j.lossVectors != nil && j.lossVectors()
+	if !kernelgen.TileModeAllowed(v, pl, prec, tileSums, lossVectors) {
+		return false
+	}
+	return layout == LayoutTile || kernelgen.TileModeFills(j.n, sms)
+}

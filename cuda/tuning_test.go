@@ -1,0 +1,56 @@
+package cuda
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// tunedEngines are the engines tuned has registered, by name.
+var (
+	tunedMu      sync.Mutex
+	tunedEngines = map[string]bool{}
+)
+
+// tuned returns the name of an engine like the engine called name (a host
+// engine of the tests or one the package registers) whose plans run with
+// Tuning tun, registering it on first use. It shares name's backend.
+func tuned(t testing.TB, name string, tun Tuning) string {
+	t.Helper()
+	var base *Engine
+	for _, e := range append([]*Engine{hostF64, hostF32, hostSim}, registered...) {
+		if e.name == name {
+			base = e
+		}
+	}
+	if base == nil {
+		t.Fatalf("tuned: no engine %q", name)
+	}
+	if tun == (Tuning{}) {
+		return name
+	}
+	tn := fmt.Sprintf("%s/%s", name, tun.Layout)
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}} {
+		if f.on {
+			tn += "," + f.name
+		}
+	}
+	tunedMu.Lock()
+	defer tunedMu.Unlock()
+	if !tunedEngines[tn] {
+		be, err := base.backend()
+		if err != nil {
+			t.Fatalf("tuned %s: %v", tn, err)
+		}
+		e := &Engine{name: tn, ordinal: base.ordinal, prec: base.prec, be: be}
+		e.SetTuning(tun)
+		ode.Register(e)
+		tunedEngines[tn] = true
+	}
+	return tn
+}
