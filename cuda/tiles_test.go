@@ -154,11 +154,11 @@ func tileSaveCase(n int, sizes []int, m ode.Method) engineCase {
 // states, losses and gradients (shared ones summed over tiles), over
 // ensembles that end in a partial tile, and checks that the kernels ran
 // in tile mode.
-func testTileMode(t *testing.T, engine string, cases []engineCase) {
+func testTileMode(t *testing.T, engine string, cases []engineCase, ops []string) {
 	tile := tuned(t, engine, Tuning{Layout: LayoutTile})
 	for _, c := range cases {
 		testTileAgainstLanes(t, engine, engine, c, Tuning{})
-		compareEngines(t, tile, c, caseOpts{knife: knife(c.prob.N)})
+		compareEngines(t, tile, c, caseOpts{knife: knife(c.prob.N), ops: ops})
 		var tr Trace
 		if _, err := c.solver(t, tile).GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil); err != nil {
 			t.Fatal(err)
@@ -172,7 +172,8 @@ func testTileMode(t *testing.T, engine string, cases []engineCase) {
 // TestHostSimTileMode runs the device form of tile-mode kernels on one
 // simulated warp: eight trajectories in lockstep, the layers' tensor-core
 // products, the tile sums of the shared gradient. Without longTests, the
-// first case only (a full tile and a partial one).
+// first case only (a full tile and a partial one), for a forward solve, a
+// record and a gradient on a given mesh.
 func TestHostSimTileMode(t *testing.T) {
 	needHost(t)
 	t.Parallel()
@@ -184,10 +185,11 @@ func TestHostSimTileMode(t *testing.T) {
 		// Layers of 64: two vectors of 32 rows each.
 		netCase(5, []int{4, 64, 4}, nn.Softplus, nn.Identity, ode.Tsit5),
 	}
+	var ops []string // all
 	if !longTests() {
-		cases = cases[:1]
+		cases, ops = cases[:1], []string{"solve", "record", "gradmesh"}
 	}
-	testTileMode(t, "cuda-host-sim", cases)
+	testTileMode(t, "cuda-host-sim", cases, ops)
 }
 
 // TestHostTileMode runs tile-mode kernels' host form (a tile is one
@@ -195,7 +197,7 @@ func TestHostSimTileMode(t *testing.T) {
 func TestHostTileMode(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	testTileMode(t, "cuda-host", []engineCase{tileCase(5, []int{2, 16, 16, 2}, ode.Tsit5)})
+	testTileMode(t, "cuda-host", []engineCase{tileCase(5, []int{2, 16, 16, 2}, ode.Tsit5)}, nil)
 }
 
 // TestHostSimTileBitwise: tile mode on a simulated warp computes the
@@ -278,7 +280,7 @@ func TestGPUTileMode(t *testing.T) {
 		tileSaveCase(1003, []int{2, 32, 32, 2}, ode.Tsit5),
 		tileSaveCase(203, []int{2, 24, 24, 2}, ode.Rodas5P),
 		netCase(301, []int{4, 64, 4}, nn.Softplus, nn.Identity, ode.Tsit5),
-	})
+	}, nil)
 	testTileAgainstLanes(t, "cuda", "cuda", netCase(301, []int{2, 33, 33, 2}, nn.Sigmoid, nn.Tanh, ode.Vern7), Tuning{})
 	testTileAgainstLanes(t, "cuda", "cuda", tileCase(301, []int{3, 20, 9, 3}, ode.Vern7), Tuning{})
 }
