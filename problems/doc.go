@@ -10,10 +10,14 @@
 //	vdp               2    1       0       no     VanDerPol
 //	vdp-stiff         2    1       0       yes    StiffVanDerPol(1e3)
 //	lorenz96          8    1       0       no     Lorenz96(8)
+//	lorenz96-64       64   1       0       no     Lorenz96(64)
+//	lorenz96-256      256  1       0       no     Lorenz96(256)
 //	linear            3    1       0       no     Linear(default A, 3)
 //	kepler            4    1       0       no     Kepler
 //	robertson         3    3       0       yes    Robertson
 //	hires             8    0       0       yes    HIRES
+//	pollution         20   25      0       yes    Pollution
+//	brusselator       64   1       0       yes    Brusselator(32)
 //	neural-robertson  3    2       337     yes    NeuralRobertson(1)
 //
 // # Conventions

@@ -16,6 +16,11 @@ var PollutionRates = [25]float64{
 	2.1, 5.78, 4.74e-2, 1.78e3, 3.12,
 }
 
+// pollutionRateNames lists the names of the rate constants, k1 to k25,
+// for Problem.Doc (the command line reads the parameters' names there).
+const pollutionRateNames = "k1, k2, k3, k4, k5, k6, k7, k8, k9, k10, k11, k12, k13, " +
+	"k14, k15, k16, k17, k18, k19, k20, k21, k22, k23, k24, k25"
+
 // PollutionY0 is the initial state of the pollution problem: y2 = 0.2,
 // y4 = 0.04, y7 = 0.1, y8 = 0.3, y9 = 0.01, y17 = 0.007 (1-based, as in
 // the literature), the other species 0.
@@ -27,8 +32,9 @@ var PollutionY0 = [20]float64{
 // PollutionRef is the solution of the pollution problem at t = 60 from
 // PollutionY0 with PollutionRates: "computed using true double precision
 // RADAU5 on Cray C90, uround = 1.01e-19, rtol = atol = h0 = 1.1e-18" (Bari
-// test set, pollu.f, subroutine solut). Its components span 4.4e-18 (y16)
-// to 0.32 (y8).
+// test set, pollu.f revision 1.2 of 2006/10/02, subroutine solut; the
+// tests check every value, bit for bit, against solut's Fortran
+// literals). Its components span 4.4e-18 (y16) to 0.32 (y8).
 var PollutionRef = [20]float64{
 	0.5646255480022769e-01, 0.1342484130422339e+00, 0.4139734331099427e-08,
 	0.5523140207484359e-02, 0.2018977262302196e-06, 0.1464541863493966e-06,
@@ -146,7 +152,7 @@ func Pollution() Problem {
 		P:     append([]float64(nil), PollutionRates[:]...),
 		T1:    60,
 		Stiff: true,
-		Doc: "POLL: air pollution chemistry (RIVM), 20 species, 25 reactions, rates p = (k1, …, k25) up to 4.44e11; " +
-			"Verwer (1994), Hairer & Wanner II, Bari test set pollu.f",
+		Doc: "POLL: air pollution chemistry (RIVM), 20 species, 25 reactions, rates up to 4.44e11, " +
+			"p = (" + pollutionRateNames + ") = (0.35, 26.6, …, 3.12); Verwer (1994), Hairer & Wanner II, Bari test set pollu.f",
 	}
 }

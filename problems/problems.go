@@ -178,8 +178,14 @@ func StiffVanDerPol(mu float64) Problem {
 //	y_i' = (y_{i+1} − y_{i−2})·y_{i−1} − y_i + F,  indices mod d.
 //
 // Defaults: F = 8 (chaotic), y0 = (F + 0.01, F, …, F) (the unstable
-// equilibrium y = F, perturbed), t ∈ [0, 1]. ByName("lorenz96") uses
-// d = 8. It panics if d < 4.
+// equilibrium y = F, perturbed), t ∈ [0, 1]. The problem is not stiff:
+// its Jacobian's entries are at most |y| ≈ 10 whatever d, so an explicit
+// method's step does not shrink with d, and a step costs O(d).
+//
+// Its name is "lorenz96" for d = 8 and "lorenz96-<d>" otherwise (as
+// "lorenz96-64"). ByName("lorenz96") uses d = 8, ByName("lorenz96-64")
+// and ByName("lorenz96-256") d = 64 and 256, the larger states of the
+// benchmark suite. It panics if d < 4.
 func Lorenz96(d int) Problem {
 	if d < 4 {
 		panic(fmt.Sprintf("problems: Lorenz96: d = %d; it must be at least 4", d))
@@ -191,9 +197,13 @@ func Lorenz96(d int) Problem {
 	}
 	y0[0] += 0.01
 	idx := func(i int) int { return (i + d) % d }
+	name := "lorenz96"
+	if d != 8 {
+		name = fmt.Sprintf("lorenz96-%d", d)
+	}
 	return Problem{
-		Name: "lorenz96",
-		Field: ode.Field{Name: "lorenz96", Dim: d, Params: 1,
+		Name: name,
+		Field: ode.Field{Name: name, Dim: d, Params: 1,
 			F: func(_ tape.V, y, p []tape.V) []tape.V {
 				dy := make([]tape.V, d)
 				for i := range dy {
@@ -363,17 +373,20 @@ var byName = []struct {
 	{"vdp", VanDerPol},
 	{"vdp-stiff", func() Problem { return StiffVanDerPol(1e3) }},
 	{"lorenz96", func() Problem { return Lorenz96(8) }},
+	{"lorenz96-64", func() Problem { return Lorenz96(64) }},
+	{"lorenz96-256", func() Problem { return Lorenz96(256) }},
 	{"linear", func() Problem { return Linear(defaultLinearA(), 3) }},
 	{"kepler", Kepler},
 	{"robertson", Robertson},
 	{"hires", HIRES},
 	{"pollution", Pollution},
+	{"brusselator", func() Problem { return Brusselator(32) }},
 	{"neural-robertson", func() Problem { return NeuralRobertson(1) }},
 }
 
 // Names returns the names of the built-in problems, in a fixed order:
-// lorenz, vdp, vdp-stiff, lorenz96, linear, kepler, robertson, hires,
-// pollution, neural-robertson.
+// lorenz, vdp, vdp-stiff, lorenz96, lorenz96-64, lorenz96-256, linear,
+// kepler, robertson, hires, pollution, brusselator, neural-robertson.
 func Names() []string {
 	names := make([]string, len(byName))
 	for i, e := range byName {
@@ -384,7 +397,9 @@ func Names() []string {
 
 // ByName returns the built-in problem with the given name (see Names) at
 // its defaults. Where a constructor takes arguments, ByName uses:
-// vdp-stiff StiffVanDerPol(1e3); lorenz96 Lorenz96(8); linear Linear with
+// vdp-stiff StiffVanDerPol(1e3); lorenz96 Lorenz96(8); lorenz96-64
+// Lorenz96(64); lorenz96-256 Lorenz96(256); brusselator Brusselator(32)
+// (d = 64); linear Linear with
 // d = 3 and A = [[−0.5, 2, 0], [−2, −0.5, 0], [0.5, 0, −1]];
 // neural-robertson NeuralRobertson(1). An unknown name gives an error
 // listing the valid ones.

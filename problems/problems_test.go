@@ -142,6 +142,8 @@ func fieldCases() []fieldCase {
 		{"robertson", Robertson(), robertsonRef, robertsonState},
 		{"hires", HIRES(), hiresRef, nil},
 		{"pollution", Pollution(), pollutionRef, nil},
+		{"brusselator 2 cells", Brusselator(2), brusselatorRef, nil},
+		{"brusselator 5 cells", Brusselator(5), brusselatorRef, nil},
 		{"neural-robertson seed 7", NeuralRobertson(7), neuralRobertsonRef, robertsonState},
 	}
 }
@@ -150,6 +152,7 @@ func fieldCases() []fieldCase {
 func byNameCases(t *testing.T) []fieldCase {
 	refs := map[string]func(y, p, s []float64) []float64{
 		"lorenz": lorenzRef, "vdp": vdpRef, "vdp-stiff": vdpRef, "lorenz96": lorenz96Ref,
+		"lorenz96-64": lorenz96Ref, "lorenz96-256": lorenz96Ref, "brusselator": brusselatorRef,
 		"linear": linearRef([]float64{-0.5, 2, 0, -2, -0.5, 0, 0.5, 0, -1}),
 		"kepler": keplerRef, "robertson": robertsonRef, "hires": hiresRef, "pollution": pollutionRef,
 		"neural-robertson": neuralRobertsonRef,
@@ -265,7 +268,8 @@ func TestDefaults(t *testing.T) {
 				tc.name, len(prog.Inputs), len(prog.Outputs), n, f.Dim)
 		}
 	}
-	want := map[string]bool{"vdp-stiff": true, "robertson": true, "hires": true, "pollution": true, "neural-robertson": true}
+	want := map[string]bool{"vdp-stiff": true, "robertson": true, "hires": true, "pollution": true, "brusselator": true,
+		"neural-robertson": true}
 	for _, name := range Names() {
 		pr, _ := ByName(name)
 		if pr.Stiff != want[name] {
@@ -277,7 +281,8 @@ func TestDefaults(t *testing.T) {
 func TestByName(t *testing.T) {
 	t.Parallel()
 	names := Names()
-	want := []string{"lorenz", "vdp", "vdp-stiff", "lorenz96", "linear", "kepler", "robertson", "hires", "pollution", "neural-robertson"}
+	want := []string{"lorenz", "vdp", "vdp-stiff", "lorenz96", "lorenz96-64", "lorenz96-256", "linear", "kepler",
+		"robertson", "hires", "pollution", "brusselator", "neural-robertson"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Errorf("Names: Want: %v, Got: %v.", want, names)
 	}
