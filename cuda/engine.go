@@ -132,7 +132,9 @@ func (e *Engine) Prepare(pl *ode.Plan) (ode.Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newExecutor(be, pl, e.prec, e.name, tun), nil
+	ex := newExecutor(be, pl, e.prec, e.name, tun)
+	ex.keepMesh = true
+	return ex, nil
 }
 
 // SetTuning sets the engine's Tuning for the plans it prepares from now

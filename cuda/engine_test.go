@@ -284,6 +284,15 @@ func compareCounts(t *testing.T, what string, got, want ode.Stats, knife int) ma
 	return skip
 }
 
+// hostMesh brings m's steps to the host (Mesh.Host), failing the test if
+// that fails.
+func hostMesh(t testing.TB, m *ode.Mesh) {
+	t.Helper()
+	if err := m.Host(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // compareMesh checks the step sizes of the trajectories not in skip.
 func compareMesh(t *testing.T, what string, got, want *ode.Mesh, skip map[int]bool) {
 	t.Helper()
@@ -298,6 +307,8 @@ func compareMesh(t *testing.T, what string, got, want *ode.Mesh, skip map[int]bo
 // and returns a line for each trajectory whose mesh deviates, in order.
 // It fails the test where a status differs.
 func meshDeviations(t *testing.T, what string, got, want *ode.Mesh, skip map[int]bool) []string {
+	hostMesh(t, got)
+	hostMesh(t, want)
 	t.Helper()
 	if got.N != want.N {
 		t.Fatalf("%s: mesh of %d trajectories, want %d", what, got.N, want.N)

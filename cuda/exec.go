@@ -33,6 +33,9 @@ type executor struct {
 	// tiles makes gradients sum shared contributions per tile of
 	// scan.TileSize trajectories (Config.TileSums): set by MultiEngine.
 	tiles bool
+	// keepMesh keeps recorded meshes in device memory (ode.Mesh.Resident)
+	// where a record runs in one launch: set by Engine in float64.
+	keepMesh bool
 
 	progOnce sync.Once
 	progs    *kernelgen.StepPrograms
@@ -186,11 +189,19 @@ func (ex *executor) giveArena(a *arena) {
 func (ex *executor) takeStaging(n int64) []byte {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
+	// The smallest kept buffer that fits: a launch holds its inputs' and
+	// its results' buffers at once, and the first that fits could be the
+	// larger one, leaving the results a new buffer every call.
+	best := -1
 	for i, b := range ex.keep.staging {
-		if int64(cap(b)) >= n {
-			ex.keep.staging = append(ex.keep.staging[:i], ex.keep.staging[i+1:]...)
-			return b[:n]
+		if int64(cap(b)) >= n && (best < 0 || cap(b) < cap(ex.keep.staging[best])) {
+			best = i
 		}
+	}
+	if best >= 0 {
+		b := ex.keep.staging[best]
+		ex.keep.staging = append(ex.keep.staging[:best], ex.keep.staging[best+1:]...)
+		return b[:n]
 	}
 	if n > 0 && n <= maxHostStaging {
 		if b := ex.be.hostAlloc(n); b != nil {
@@ -308,6 +319,13 @@ func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
 		return nil, err
 	}
 	r := newRun(ex, j, v, ke, tr)
+	if j.Mesh != nil && j.Mesh.Resident != nil {
+		if r.hin = ex.residentOf(j.Mesh); r.hin == nil {
+			if err := j.Mesh.Host(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	rows := 0
 	switch {
 	case !v.Adaptive:
@@ -323,6 +341,9 @@ func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
 		need := 0
 		for _, g := range over {
 			need = max(need, r.res.Stats.Accepted[g])
+		}
+		if err := r.unkeepMesh(rows); err != nil { // reruns go through the host mesh
+			return nil, err
 		}
 		tr.add(func(t *TraceStats) { t.Reruns += len(over) })
 		if v.TileSums {
@@ -402,6 +423,11 @@ type run struct {
 	meshH            []float64 // the recorded mesh, step-major [rows][N]
 	meshLen          []int     // storage for the mesh's Len (Job.Reuse)
 	stored           int64     // bytes of stored states of the largest launch
+
+	// hin holds the steps of the mesh to replay in device memory, read in
+	// place (instead of argHin in the arena); hout receives the recorded
+	// mesh in device memory (instead of argHout), which the result keeps.
+	hin, hout *residentMesh
 }
 
 func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *Trace) *run {
@@ -508,7 +534,9 @@ func (r *run) layout(n, rows int) layout {
 		elems[argT], elems[argLastH] = cnt(1), cnt(1)
 		elems[argStatus], elems[argAcc], elems[argRej], elems[argFlags] = cnt(1), cnt(1), cnt(1), cnt(1)
 	} else {
-		elems[argHin] = cnt(rows)
+		if r.hin == nil {
+			elems[argHin] = cnt(rows)
+		}
 		elems[argLen] = cnt(1)
 	}
 	elems[argY0], elems[argP], elems[argY] = cnt(d), cnt(np), cnt(d)
@@ -522,7 +550,7 @@ func (r *run) layout(n, rows int) layout {
 			elems[argGS] *= int64(numTiles(n))
 		}
 	}
-	if v.MeshOut {
+	if v.MeshOut && r.hout == nil {
 		elems[argHout] = cnt(rows)
 	}
 	if v.Store {
@@ -644,6 +672,20 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 	c, err := r.chunk(m, rows)
 	if err != nil {
 		return nil, err
+	}
+	if r.hin != nil && c < m {
+		// Chunks read rows of their own width: the mesh goes through the
+		// host.
+		r.hin = nil
+		if err := j.Mesh.Host(); err != nil {
+			return nil, err
+		}
+		if c, err = r.chunk(m, rows); err != nil {
+			return nil, err
+		}
+	}
+	if r.v.MeshOut && idx == nil && c == m && r.ex.keepsMeshes() {
+		r.keepMesh(rows)
 	}
 	full := r.layout(c, rows)
 	ar, err := r.ex.takeArena(full.size)
@@ -836,7 +878,11 @@ func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, hinAt in
 	}
 	if v.MeshOut {
 		// Rows past a trajectory's last step read 0, as the CPU's.
-		if err := be.zero(ar.addr+uint64(l.off[argHout]), l.bytes[argHout]); err != nil {
+		addr, bytes := ar.addr+uint64(l.off[argHout]), l.bytes[argHout]
+		if r.hout != nil {
+			addr, bytes = r.hout.mem.addr, int64(rows)*int64(n)*8
+		}
+		if err := be.zero(addr, bytes); err != nil {
 			return err
 		}
 	}
@@ -858,6 +904,12 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout) (time.Duration, er
 		if l.off[a] >= 0 {
 			args[a] = ar.addr + uint64(l.off[a])
 		}
+	}
+	if r.hin != nil {
+		args[argHin] = r.hin.mem.addr
+	}
+	if r.v.MeshOut && r.hout != nil {
+		args[argHout] = r.hout.mem.addr
 	}
 	threads, bt, shmem := r.launchShape(n)
 	dt, err := be.launch(r.ke.k, threads, bt, shmem, args[:])
@@ -988,7 +1040,7 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	if v.Adaptive && (v.MeshOut || v.Store) {
 		ex.notice(longest)
 	}
-	if v.MeshOut && longest > 0 {
+	if v.MeshOut && longest > 0 && r.hout == nil {
 		if err := r.readMesh(ar.addr+uint64(l.off[argHout]), g, min(longest, rows), rows); err != nil {
 			return nil, err
 		}
@@ -1311,10 +1363,15 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		for _, l := range m.Len {
 			m.Rows = max(m.Rows, l)
 		}
-		if len(r.meshH) < m.Rows*n { // no launch had steps to copy
+		switch {
+		case r.hout != nil:
+			m.Resident = r.hout // H stays nil: the steps are on the device
+		case len(r.meshH) < m.Rows*n: // no launch had steps to copy
 			r.meshH = buf.Make(r.meshH, m.Rows*n)
+			fallthrough
+		default:
+			m.H = r.meshH[:m.Rows*n]
 		}
-		m.H = r.meshH[:m.Rows*n]
 		m.T0, m.T1 = j.T0, j.T1
 		res.Mesh = m
 	}
@@ -1380,7 +1437,11 @@ func (r *run) lossError(i int) error {
 	for c := 0; c < r.ns; c++ {
 		one(j.Shared[c])
 	}
-	err := fmt.Errorf("the loss term of trajectory %d is %v", i, r.terms[i])
+	// A NonFiniteError naming the trajectory even where the host's
+	// evaluation is finite, so that callers (ode.Solver.GradPartial) can
+	// tell which trajectory failed.
+	var err error = &tape.NonFiniteError{Program: lp.Term.Name, Trajectory: i, Output: "loss", Result: r.terms[i],
+		Line: "the device's evaluation (the host's is finite)"}
 	if e, xerr := tape.NewExec(lp.Term, &tape.ExecSettings{Workers: 1, CheckFinite: true}); xerr == nil {
 		if rerr := e.Run([][]float64{{0}}, in, 1); rerr != nil {
 			var nf *tape.NonFiniteError

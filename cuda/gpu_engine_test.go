@@ -212,6 +212,9 @@ func testMeshChunks(t *testing.T, engine string, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The resident mesh comes back to the host, then goes up again
+		// for the replay: both copies go through the chunk buffers.
+		hostMesh(t, rec.Mesh)
 		given, err := sv.Grad(nil, &c.prob, c.loss, rec.Mesh)
 		if err != nil {
 			t.Fatal(err)
@@ -406,6 +409,7 @@ func testChunks(t *testing.T, engine string, n int, limit int64, rows int) {
 	// First records of the median length and of one less than the
 	// longest make half of the trajectories, then the longest alone, run
 	// again.
+	hostMesh(t, got.Mesh)
 	keepH, keepP, keepY0 := slices.Clone(got.Mesh.H), slices.Clone(got.P), slices.Clone(got.Y0)
 	lens := slices.Sorted(slices.Values(want.Mesh.Len))
 	for _, first := range []int{lens[len(lens)/2], lens[len(lens)-1] - 1} {
@@ -519,6 +523,9 @@ func TestGPUEngineLanes(t *testing.T) {
 // gradients (dL/dy0 and the shared gradient) near the CPU's float64 ones.
 func testFloat32Lanes(t *testing.T, engine string, n int) {
 	c := mlpCase(n, []int{2, 32, 32, 2})
+	// The tightest tolerance float32 meets (ode.MinRelTol of its unit
+	// roundoff, 1.2e-5), on both engines.
+	c.set.RelTol, c.set.AbsTol = 2e-5, 1e-7
 	got, err := c.solver(t, engine).Grad(nil, &c.prob, c.loss, nil)
 	if err != nil {
 		t.Fatal(err)

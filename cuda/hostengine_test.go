@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -299,15 +300,47 @@ func (b *hostBackend) memFree() (int64, error) {
 
 func (b *hostBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
 	k := bk.(*hostKernel)
-	mem, base, _ := b.at(args[argSh])
-	if mem == nil {
+	arena, base, _ := b.at(args[argSh])
+	if arena == nil {
 		return 0, fmt.Errorf("host backend: launch without an arena")
 	}
-	for a := argSh; a < numArgs; a++ {
-		if args[a] != 0 && args[a]&^(1<<hostAddrBits-1) != base {
-			return 0, fmt.Errorf("host backend: argument %d outside the arena", a)
-		}
+	// The kernel sees one block of memory at base: the arena, then any
+	// other allocation an argument points into (a resident mesh), the
+	// arguments rebased to their place in it.
+	args = slices.Clone(args)
+	type part struct {
+		mem []byte
+		at  uint64 // offset in the block
 	}
+	parts := []part{{arena, 0}}
+	placed := map[uint64]uint64{base: 0}
+	size := uint64(len(arena))
+	for a := argSh; a < numArgs; a++ {
+		if args[a] == 0 {
+			continue
+		}
+		m, mb, off := b.at(args[a])
+		if m == nil {
+			return 0, fmt.Errorf("host backend: argument %d points to no allocation", a)
+		}
+		at, ok := placed[mb]
+		if !ok {
+			at = (size + 255) &^ 255
+			placed[mb] = at
+			parts = append(parts, part{m, at})
+			size = at + uint64(len(m))
+		}
+		args[a] = base + at + off
+	}
+	mem := make([]byte, size)
+	for _, q := range parts {
+		copy(mem[q.at:], q.mem)
+	}
+	defer func() {
+		for _, q := range parts {
+			copy(q.mem, mem[q.at:q.at+uint64(len(q.mem))])
+		}
+	}()
 	b.mu.Lock()
 	b.calls++
 	b.mu.Unlock()

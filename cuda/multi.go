@@ -273,6 +273,9 @@ type shard struct {
 // gathers their results. The first error (in device order) of a device
 // cancels the others and is returned.
 func (m *multiExecutor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
+	if err := j.Mesh.Host(); err != nil { // shards take rows of a host mesh
+		return nil, err
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}

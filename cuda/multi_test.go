@@ -149,6 +149,8 @@ func sameResult(t *testing.T, what string, got, want *ode.Result) {
 		t.Errorf("%s: mesh %v, want %v", what, got.Mesh != nil, want.Mesh != nil)
 	case got.Mesh != nil:
 		gm, wm := got.Mesh, want.Mesh
+		hostMesh(t, gm)
+		hostMesh(t, wm)
 		if gm.N != wm.N || gm.Rows != wm.Rows || !slices.Equal(gm.Len, wm.Len) || !slices.Equal(gm.Status, wm.Status) {
 			t.Errorf("%s: mesh shape: N %d rows %d, want N %d rows %d (or lengths, statuses differ)", what, gm.N, gm.Rows, wm.N, wm.Rows)
 		} else if ok, i := bitsEqual(gm.H, wm.H); !ok {

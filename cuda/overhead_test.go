@@ -121,9 +121,10 @@ func benchCallOverhead(b *testing.B, mesh bool) {
 }
 
 // TestHostEngineReuse checks on the host engine that a Gradient passed
-// back to Grad is filled in place (mesh, solution, gradients) and equals a
-// fresh call's result bit for bit, after a longer mesh (stale steps must
-// read 0) and after a shorter one (the storage grows).
+// back to Grad is filled in place (its mesh's device memory, solution,
+// gradients) and equals a fresh call's result bit for bit, after a longer
+// mesh (stale steps must read 0) and after a shorter one (the storage
+// grows).
 func TestHostEngineReuse(t *testing.T) {
 	f := problems.Lorenz().Field
 	prob := func(n int) *ode.Problem {
@@ -153,18 +154,26 @@ func TestHostEngineReuse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var oldH *float64
+		var old ode.ResidentSteps
 		if g.Mesh != nil {
-			oldH = &g.Mesh.H[0]
+			old = g.Mesh.Resident
 		}
 		if _, err := c.sv.Grad(&g, p, loss, nil); err != nil {
 			t.Fatal(err)
 		}
-		if c.reused && &g.Mesh.H[0] != oldH {
-			t.Errorf("case %d: the mesh was reallocated", k)
+		if g.Mesh.Resident == nil || g.Mesh.H != nil {
+			t.Fatalf("case %d: the mesh is not resident on the device (Resident %v, len(H) %d)", k, g.Mesh.Resident, len(g.Mesh.H))
 		}
+		if c.reused && g.Mesh.Resident != old {
+			t.Errorf("case %d: the mesh's device memory was reallocated", k)
+		}
+		steps := make([]float64, g.Mesh.Rows*g.Mesh.N)
+		if err := g.Mesh.Resident.CopyTo(steps); err != nil {
+			t.Fatal(err)
+		}
+		hostMesh(t, want.Mesh)
 		if g.Loss != want.Loss || !slices.Equal(g.P, want.P) || !slices.Equal(g.Y0, want.Y0) ||
-			!slices.Equal(g.Solution.Y, want.Solution.Y) || !slices.Equal(g.Mesh.H, want.Mesh.H) ||
+			!slices.Equal(g.Solution.Y, want.Solution.Y) || !slices.Equal(steps, want.Mesh.H) ||
 			!slices.Equal(g.Mesh.Len, want.Mesh.Len) || g.Mesh.Rows != want.Mesh.Rows ||
 			!slices.Equal(g.Solution.Stats.Rejected, want.Solution.Stats.Rejected) {
 			t.Errorf("case %d: the reused result differs from a fresh one (rows %d, want %d)", k, g.Mesh.Rows, want.Mesh.Rows)
@@ -207,6 +216,7 @@ func TestHostEngineStaging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hostMesh(t, want.Mesh)
 	if b := 8 * len(want.Mesh.H); b < 8*meshChunk {
 		t.Fatalf("the mesh has %d bytes: want several chunks of %d", b, meshChunk)
 	}
@@ -232,6 +242,7 @@ func TestHostEngineStaging(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		hostMesh(t, got.Mesh) // a resident mesh (limit 0) comes back through the chunk buffers
 		if !slices.Equal(got.P, want.P) || !slices.Equal(got.Mesh.H, want.Mesh.H) || !slices.Equal(onMesh.P, want.P) {
 			t.Errorf("memory limit %d: results differ from the host engine's (recorded %t, on the mesh %t)",
 				limit, slices.Equal(got.P, want.P) && slices.Equal(got.Mesh.H, want.Mesh.H), slices.Equal(onMesh.P, want.P))

@@ -229,6 +229,8 @@ func testTileAgainstLanes(t *testing.T, tileEngine, lanesEngine string, c engine
 		return g
 	}
 	tile, lanes := grad(tileEngine, LayoutTile), grad(lanesEngine, LayoutLanes)
+	hostMesh(t, tile.Mesh)
+	hostMesh(t, lanes.Mesh)
 	for _, x := range []struct {
 		name        string
 		tile, lanes []float64

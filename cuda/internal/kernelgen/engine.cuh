@@ -430,6 +430,11 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 #endif
       }
       for (int q = 0; q < GS_NSTATE; q++) st[q] = st2[q];
+#ifdef GS_STOP_STIFF
+      // The stiffness test fired: the gradient will be refused, so the
+      // trajectory ends here with status Stiff (GS_STOP_STIFF's value).
+      if (stat == (gs_real)GS_RUNNING && st[GS_ST_STIFF] != 0) stat = (gs_real)GS_STOP_STIFF;
+#endif
       if (stat != (gs_real)GS_RUNNING) {
         status = (int)stat;
         break;
@@ -576,6 +581,11 @@ GS_DEVICE void gs_body_tile(const gs_args& a, const long long i, const bool vali
 #endif
       }
       for (int q = 0; q < GS_NSTATE; q++) st[q] = st2[q];
+#ifdef GS_STOP_STIFF
+      // The stiffness test fired: the gradient will be refused, so the
+      // trajectory ends here with status Stiff (GS_STOP_STIFF's value).
+      if (stat == (gs_real)GS_RUNNING && st[GS_ST_STIFF] != 0) stat = (gs_real)GS_STOP_STIFF;
+#endif
       if (stat != (gs_real)GS_RUNNING) {
         status = (int)stat;
         run = false;

@@ -74,6 +74,11 @@ type Config struct {
 	// turn from a counter after the work array's accumulators
 	// (GS_TILE_DYNAMIC, GS_TILE_NEXT) instead of every gridth one.
 	TileDynamic bool
+	// StopStiff (an adaptive record of a gradient, Job.StopOnStiff) ends a
+	// trajectory with status Stiff at the step where the stiffness test
+	// fires (GS_STOP_STIFF), as the CPU engine does, instead of running it
+	// to its end for a gradient that will be refused.
+	StopStiff bool
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -97,6 +102,7 @@ func ConfigOf(j *ode.Job) Config {
 		v.DataDim = j.Loss.DataDim
 		v.lossKey = j.Loss.Hash
 	}
+	v.StopStiff = j.StopOnStiff && v.Adaptive
 	return v
 }
 
@@ -135,8 +141,8 @@ func (v Config) Layout() string {
 
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t %s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t %s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -350,6 +356,12 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 		{"GS_LOSS", B2i(v.Loss)}, {"GS_GRAD", B2i(v.Grad)}, {"GS_SACC", B2i(v.SharedAcc(ns, prec))},
 		{"GS_REV_ACC", B2i(revAcc)}, {"GS_TAP_ACC", B2i(tapAcc)}, {"GS_LOSS_ACC", B2i(lossAcc)},
 		{"GS_STORE_T", B2i(info.StoreT)},
+	}
+	if v.StopStiff {
+		defs = append(defs, struct {
+			name string
+			val  int
+		}{"GS_STOP_STIFF", int(ode.Stiff)})
 	}
 	for _, x := range defs {
 		fmt.Fprintf(&sb, "#define %s %d\n", x.name, x.val)

@@ -1,0 +1,186 @@
+package cuda
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// residentMesh holds a mesh's steps in device memory, where the record
+// that wrote them ran (ode.ResidentSteps): float64, step-major, rows
+// rows of n (the record buffer's rows; the mesh uses the first Rows). A
+// replay or gradient on the same device reads them in place; the memory
+// goes back with Release or once the handle is unreachable.
+type residentMesh struct {
+	ex   *executor // the executor whose record wrote the steps (for copies)
+	mem  *deviceBlock
+	rows int // rows of the buffer
+	n    int // trajectories (row length)
+}
+
+// deviceBlock is one device allocation with a once-only free, shared by a
+// handle and its cleanup.
+type deviceBlock struct {
+	be    backend
+	addr  uint64
+	bytes int64
+	mu    sync.Mutex
+	freed bool
+}
+
+func (b *deviceBlock) free() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.freed {
+		b.freed = true
+		live.Delete(b)
+		_ = b.be.free(b.addr)
+	}
+}
+
+// live holds the deviceBlocks not yet freed (for residentOn).
+var live sync.Map
+
+// residentOn returns the bytes of device memory that resident meshes hold
+// on be.
+func residentOn(be backend) int64 {
+	n := int64(0)
+	live.Range(func(k, _ any) bool {
+		if b := k.(*deviceBlock); b.be == be {
+			n += b.bytes
+		}
+		return true
+	})
+	return n
+}
+
+func (b *deviceBlock) isFreed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.freed
+}
+
+var _ ode.ResidentSteps = (*residentMesh)(nil)
+
+// newResidentMesh allocates device memory for rows rows of n steps.
+func newResidentMesh(ex *executor, rows, n int) (*residentMesh, error) {
+	bytes := int64(rows) * int64(n) * 8
+	addr, err := ex.be.alloc(max(bytes, 8))
+	if err != nil {
+		return nil, err
+	}
+	m := &residentMesh{ex: ex, mem: &deviceBlock{be: ex.be, addr: addr, bytes: bytes}, rows: rows, n: n}
+	live.Store(m.mem, struct{}{})
+	runtime.AddCleanup(m, (*deviceBlock).free, m.mem)
+	return m, nil
+}
+
+// Engine returns the name of the engine that recorded the steps.
+func (m *residentMesh) Engine() string { return m.ex.name }
+
+// Owner returns the backend (device) whose memory holds the steps.
+func (m *residentMesh) Owner() any { return m.ex.be }
+
+// Released reports whether the device memory was given back.
+func (m *residentMesh) Released() bool { return m.mem.isFreed() }
+
+// Release gives the device memory back.
+func (m *residentMesh) Release() { m.mem.free() }
+
+// CopyTo copies the first len(dst)/n rows to dst (at most the buffer's).
+func (m *residentMesh) CopyTo(dst []float64) error {
+	if m.Released() {
+		return fmt.Errorf("cuda: engine %s: the mesh's device memory was released", m.ex.name)
+	}
+	if len(dst) > m.rows*m.n {
+		return fmt.Errorf("cuda: engine %s: %d steps asked of a resident mesh of %d", m.ex.name, len(dst), m.rows*m.n)
+	}
+	r := &run{ex: m.ex}
+	return r.copyMesh(f64bytes(dst), m.mem.addr, false)
+}
+
+// fits reports whether m holds rows rows of n steps on ex's device.
+func (m *residentMesh) fits(ex *executor, rows, n int) bool {
+	return m != nil && !m.Released() && m.ex.be == ex.be && m.n == n && m.rows >= rows
+}
+
+// reshape makes m, if it is large enough, a buffer of rows rows (or more)
+// of n steps on ex's device, and reports whether it did.
+func (m *residentMesh) reshape(ex *executor, rows, n int) bool {
+	if m == nil || m.Released() || m.ex.be != ex.be || n < 1 || m.mem.bytes < int64(rows)*int64(n)*8 {
+		return false
+	}
+	m.ex, m.n, m.rows = ex, n, int(m.mem.bytes/(8*int64(n)))
+	return true
+}
+
+// residentOf returns the resident steps of mesh m that ex can read in
+// place, or nil.
+func (ex *executor) residentOf(m *ode.Mesh) *residentMesh {
+	if m == nil || !ex.keepsMeshes() {
+		return nil
+	}
+	rm, ok := m.Resident.(*residentMesh)
+	if !ok || !rm.fits(ex, m.Rows, m.N) {
+		return nil
+	}
+	return rm
+}
+
+// keepsMeshes reports whether ex keeps recorded meshes on the device: the
+// single-device engines in float64 do (a MultiEngine's shards are
+// gathered on the host).
+func (ex *executor) keepsMeshes() bool { return ex.keepMesh && !ex.tiles && ex.prec == Float64 }
+
+// keepMesh makes the run record its mesh (rows rows of all N
+// trajectories, one launch) into device memory that the result keeps:
+// the resident mesh of the Result passed back (Job.Reuse) where it is
+// large enough, else a new allocation. If none can be had the mesh goes
+// to the host as before.
+func (r *run) keepMesh(rows int) {
+	n := r.j.N
+	if old := r.j.Reuse; old != nil && old.Mesh != nil {
+		if rm, ok := old.Mesh.Resident.(*residentMesh); ok {
+			if rm.reshape(r.ex, rows, n) {
+				r.hout = rm // filled in place, as a host mesh passed back is
+				return
+			}
+			if rm.ex.be == r.ex.be {
+				rm.Release() // replaced by the new record: its memory goes back now
+			}
+		}
+	}
+	rm, err := newResidentMesh(r.ex, rows, n)
+	if err != nil {
+		return
+	}
+	r.hout = rm
+}
+
+// unkeepMesh moves a mesh being recorded on the device (rows rows) to
+// the run's host mesh and gives the device memory back: a rerun of some
+// trajectories goes through the host.
+func (r *run) unkeepMesh(rows int) error {
+	rm := r.hout
+	if rm == nil {
+		return nil
+	}
+	r.hout = nil
+	n := r.j.N
+	used := 0
+	for _, a := range r.res.Stats.Accepted {
+		used = max(used, a)
+	}
+	used = min(used, rows)
+	g := make([]int, n)
+	for i := range g {
+		g[i] = i
+	}
+	defer rm.Release()
+	if used == 0 {
+		return nil
+	}
+	return r.readMesh(rm.mem.addr, g, used, rows)
+}
