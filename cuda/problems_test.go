@@ -80,6 +80,12 @@ func testProblems(t *testing.T, engine string, n int) {
 	for _, name := range problems.Names() {
 		for _, m := range problemMethods(name) {
 			c := problemCase(t, name, m, n)
+			if c.name == "pollution-Rodas5P" && engine == "cuda-host" && !longTests() {
+				// The largest kernels of the suite (20 states, Rodas5P's
+				// six stages); Rodas5P runs on the others, Pollution
+				// with Rosenbrock23.
+				continue
+			}
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				compareEngines(t, engine, c, caseOpts{knife: knife(n), ops: []string{"solve", "gradmesh"}})
