@@ -78,6 +78,13 @@ func problemMethods(name string) []ode.Method {
 // method, n trajectories each.
 func testProblems(t *testing.T, engine string, n int) {
 	for _, name := range problems.Names() {
+		if pr, err := problems.ByName(name); err == nil && pr.Field.Dim > maxProblemDim && !longTests() {
+			// Lorenz-96 at d = 64 and 256, the Brusselator (d = 64): their
+			// kernels unroll the state (and a Rosenbrock method's LU)
+			// into straight-line code that takes NVRTC and g++ minutes.
+			t.Logf("%s (d = %d) runs with -long", name, pr.Field.Dim)
+			continue
+		}
 		for _, m := range problemMethods(name) {
 			c := problemCase(t, name, m, n)
 			if c.name == "pollution-Rodas5P" && engine == "cuda-host" && !longTests() {
@@ -94,6 +101,10 @@ func testProblems(t *testing.T, engine string, n int) {
 		}
 	}
 }
+
+// maxProblemDim is the largest state of the built-in problems that
+// testProblems runs without -long.
+const maxProblemDim = 20
 
 // problemKnife is the number of trajectories of n whose meshes may part
 // from the CPU's (other step counts, or step sizes beyond compareMesh's
