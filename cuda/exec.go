@@ -51,6 +51,13 @@ type executor struct {
 
 	rows atomic.Int64 // most accepted steps of a trajectory seen, to size record buffers
 
+	// terms holds [N] loss-term buffers between runs, and ident the
+	// identity 0, 1, … (read-only, grown under mu) that names the
+	// trajectories of a launch of consecutive ones: a call of a million
+	// trajectories would otherwise allocate and fill 16 MB of them.
+	terms sync.Pool
+	ident []int
+
 	// lossVectors caches, by LossPlan.Hash, whether a loss's programs hold
 	// vectors (tile mode's choice), under mu.
 	lossVectors *lru[string, bool]
@@ -448,7 +455,8 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		}
 		res.T = buf.Make(old.T, n)
 		res.Stiff = buf.Make(old.Stiff, n)
-		res.LastH = make([]float64, n)
+		// LastH is set for failed trajectories only (scatter): nil when
+		// all end well.
 		res.Stats = ode.Stats{Accepted: buf.Make(old.Stats.Accepted, n), Rejected: buf.Make(old.Stats.Rejected, n),
 			FieldEvals: buf.Make(old.Stats.FieldEvals, n)}
 		if v.MeshOut && old.Mesh != nil {
@@ -460,7 +468,7 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		res.Ys = buf.Make(old.Ys, n*r.k*d)
 	}
 	if v.Loss || v.Grad {
-		r.terms = make([]float64, n)
+		r.terms = ex.takeTerms(n)
 	}
 	if v.Grad {
 		res.GradY0 = buf.Make(old.GradY0, n*d)
@@ -700,13 +708,11 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 			return nil, err
 		}
 		n := min(c, m-lo)
-		g := make([]int, n) // the launch's trajectories
-		for q := range g {
-			if idx == nil {
-				g[q] = lo + q
-			} else {
-				g[q] = idx[lo+q]
-			}
+		var g []int // the launch's trajectories
+		if idx == nil {
+			g = r.ex.identity(lo + n)[lo:]
+		} else {
+			g = idx[lo : lo+n]
 		}
 		o, err := r.launch(ar, g, rows)
 		if err != nil {
@@ -976,6 +982,7 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	nb := (n + resultBlock - 1) / resultBlock
 	overs := make([][]int, nb)
 	longs := make([]int, nb)
+	failed := make([]bool, nb)
 	par.Run(nb, 0, func(_, b int) {
 		var over []int
 		longest := 0
@@ -990,9 +997,9 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 				}
 				st := ode.Status(status[q])
 				ok = st == ode.OK
+				failed[b] = failed[b] || !ok
 				res.Status[i] = st
 				res.T[i] = tt.get(q)
-				res.LastH[i] = lasth.get(q)
 				res.Stiff[i] = flags[q]&flagStiff != 0
 				res.Stats.Accepted[i] = int(acc[q])
 				res.Stats.Rejected[i] = int(rej[q])
@@ -1036,6 +1043,17 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	for b := range nb {
 		over = append(over, overs[b]...)
 		longest = max(longest, longs[b])
+		if failed[b] {
+			// The last step tried, for the failures' messages.
+			if res.LastH == nil {
+				res.LastH = make([]float64, r.j.N)
+			}
+			for q := b * resultBlock; q < min(n, (b+1)*resultBlock); q++ {
+				if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
+					res.LastH[g[q]] = lasth.get(q)
+				}
+			}
+		}
 	}
 	if v.Adaptive && (v.MeshOut || v.Store) {
 		ex.notice(longest)
@@ -1376,6 +1394,9 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		res.Mesh = m
 	}
 	if v.Loss || v.Grad {
+		if r.ex != nil { // nil: a MultiEngine's gathered run
+			defer r.ex.giveTerms(r.terms)
+		}
 		for i, x := range r.terms {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				return nil, r.lossError(i)
@@ -1494,4 +1515,36 @@ func int32s(buf []byte, off, bytes int64) []int32 {
 		return nil
 	}
 	return unsafe.Slice((*int32)(unsafe.Pointer(&buf[off])), bytes/4)
+}
+
+// identity returns 0, 1, …, n−1, shared and read-only.
+func (ex *executor) identity(n int) []int {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if len(ex.ident) < n {
+		id := make([]int, n)
+		for i := range id {
+			id[i] = i
+		}
+		ex.ident = id
+	}
+	return ex.ident[:n]
+}
+
+// takeTerms returns a zeroed buffer of n loss terms, reusing one a run
+// gave back.
+func (ex *executor) takeTerms(n int) []float64 {
+	if b, ok := ex.terms.Get().(*[]float64); ok && cap(*b) >= n {
+		t := (*b)[:n]
+		clear(t) // a failed trajectory's term is 0
+		return t
+	}
+	return make([]float64, n)
+}
+
+// giveTerms keeps b for a later run.
+func (ex *executor) giveTerms(b []float64) {
+	if cap(b) > 0 {
+		ex.terms.Put(&b)
+	}
 }

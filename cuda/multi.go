@@ -424,7 +424,14 @@ func gather(j *ode.Job, shards []*shard) *run {
 	res.Ys = catRows(shards, n, g.k*g.d, func(r *run) []float64 { return r.res.Ys })
 	res.Status = catRows(shards, n, 1, func(r *run) []ode.Status { return r.res.Status })
 	res.Stiff = catRows(shards, n, 1, func(r *run) []bool { return r.res.Stiff })
-	res.LastH = catRows(shards, n, 1, func(r *run) []float64 { return r.res.LastH })
+	for _, s := range shards { // set where a shard had failures (see scatter)
+		if h := s.r.res.LastH; h != nil {
+			if res.LastH == nil {
+				res.LastH = make([]float64, n)
+			}
+			copy(res.LastH[s.lo:s.hi], h)
+		}
+	}
 	res.GradY0 = catRows(shards, n, g.d, func(r *run) []float64 { return r.res.GradY0 })
 	res.GradP = catRows(shards, n, g.np, func(r *run) []float64 { return r.res.GradP })
 	res.Stats.Accepted = catRows(shards, n, 1, func(r *run) []int { return r.res.Stats.Accepted })
