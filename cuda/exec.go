@@ -985,7 +985,7 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	failed := make([]bool, nb)
 	par.Run(nb, 0, func(_, b int) {
 		var over []int
-		longest := 0
+		longest, fail := 0, false // kept in registers: the blocks' slots share cache lines
 		for q := b * resultBlock; q < min(n, (b+1)*resultBlock); q++ {
 			i := g[q]
 			ok := true
@@ -997,7 +997,7 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 				}
 				st := ode.Status(status[q])
 				ok = st == ode.OK
-				failed[b] = failed[b] || !ok
+				fail = fail || !ok
 				res.Status[i] = st
 				res.T[i] = tt.get(q)
 				res.Stiff[i] = flags[q]&flagStiff != 0
@@ -1037,7 +1037,7 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 				}
 			}
 		}
-		overs[b], longs[b] = over, longest
+		overs[b], longs[b], failed[b] = over, longest, fail
 	})
 	longest := 0
 	for b := range nb {
