@@ -59,11 +59,28 @@
 // trajectory i of n at in[k*n+i], so a warp's threads read consecutive
 // addresses.
 //
+// # Meshes stay on the device
+//
+// The single-GPU float64 engines ("cuda", NewEngine) keep a mesh
+// recorded in one launch where the kernel wrote it: the ode.Mesh of a
+// record or of a gradient with the record has Resident set and H nil. A replay, loss or gradient
+// on that mesh on the same device reads it in place; a Gradient passed
+// back has its mesh's device memory refilled; Mesh.Host copies it to the
+// host (and releases the device's copy), which package ode does for any
+// other engine; Mesh.Release frees it now, and it is freed anyway once
+// the Mesh is unreachable. A record run in chunks, with reruns, in
+// float32 or on cuda-multi returns a host mesh as before. A record for a
+// gradient stops a trajectory where the stiffness test of an explicit
+// method fires (ode.Job.StopOnStiff), as the CPU engine does.
+//
 // # Costs
 //
 // A whole call costs its kernels' time, the transfer of the bytes that
 // must move (staged through page-locked host memory, transposed on all
-// cores; meshes over 32 MiB in two pipelined chunks), and a fixed latency
+// cores; a resident mesh does not move; host meshes over 32 MiB in two
+// pipelined chunks), the host's work on the per-trajectory results (of
+// the order of the kernel's time and more at millions of trajectories),
+// and a fixed latency
 // of launches and synchronisation; the first call of a kind of operation
 // adds NVRTC's compile time (seconds, a file read once cached). The
 // memory an executor keeps between operations goes back when its Solver

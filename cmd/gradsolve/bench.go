@@ -50,7 +50,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	reps := fs.Int("reps", bench.DefaultReps, "timed repetitions per case (the median is reported, after one warm-up)")
 	workers := fs.Int("workers", 0, "goroutines of the parallel runs (0: GOMAXPROCS)")
 	refSample := fs.Int("ref-sample", 0, "most trajectories per reference solution (0: the suite's default)")
-	problemList := fs.String("problems", "", "stiff suite: comma-separated problems, robertson and hires (default: both)")
+	problemList := fs.String("problems", "", "stiff suite: comma-separated problems: robertson, hires, pollution, brusselator (default: robertson,hires)")
 	memLimit := fs.Int64("memory-limit", 0, "memory suite: Settings.MemoryLimit in bytes (0: the library's default)")
 	checkpoint := fs.Int("checkpoint", 0, "memory suite: Settings.Checkpoint interval (0: automatic)")
 	dump := fs.String("dump", "", "neural, gpu-neural and train suites: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
