@@ -1377,10 +1377,7 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		res.Stats.Wall = wall
 	}
 	if v.MeshOut {
-		m := &ode.Mesh{N: n, Len: append(r.meshLen[:0], res.Stats.Accepted...), Status: res.Status, Stats: res.Stats}
-		for _, l := range m.Len {
-			m.Rows = max(m.Rows, l)
-		}
+		m := ode.RecordedMesh(j, res, r.meshLen)
 		switch {
 		case r.hout != nil:
 			m.Resident = r.hout // H stays nil: the steps are on the device
@@ -1390,7 +1387,6 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		default:
 			m.H = r.meshH[:m.Rows*n]
 		}
-		m.T0, m.T1 = j.T0, j.T1
 		res.Mesh = m
 	}
 	if v.Loss || v.Grad {

@@ -321,14 +321,8 @@ func (r *cpuRun) storeMesh(lo, width int, h []float64, lens []int) {
 
 // assembleMesh returns the run's mesh.
 func (r *cpuRun) assembleMesh() *Mesh {
-	j, n := r.job, r.job.N
-	m := &Mesh{N: n, Len: buf.Make(r.meshLen, n), Status: r.res.Status, Stats: r.res.Stats}
-	for i := 0; i < n; i++ {
-		m.Len[i] = r.res.Stats.Accepted[i]
-		m.Rows = max(m.Rows, m.Len[i])
-	}
-	m.H = r.meshH[: m.Rows*n : m.Rows*n]
-	m.T0, m.T1 = j.T0, j.T1
+	m := RecordedMesh(r.job, r.res, r.meshLen)
+	m.H = r.meshH[: m.Rows*m.N : m.Rows*m.N]
 	return m
 }
 

@@ -275,3 +275,18 @@ func lookupEngine(name string) (Engine, error) {
 	}
 	return e, nil
 }
+
+// RecordedMesh returns the mesh of a record of job j whose result is res,
+// for an engine to complete with its steps (H, or Resident): N and the
+// span of j, each trajectory's length its accepted steps (in the storage
+// of lens where it is large enough), Rows the longest, and res's statuses
+// and counts. Every engine builds its meshes with it.
+func RecordedMesh(j *Job, res *Result, lens []int) *Mesh {
+	n := j.N
+	m := &Mesh{N: n, Len: append(lens[:0], res.Stats.Accepted[:n]...), Status: res.Status, Stats: res.Stats,
+		T0: j.T0, T1: j.T1}
+	for _, l := range m.Len {
+		m.Rows = max(m.Rows, l)
+	}
+	return m
+}
