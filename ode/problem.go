@@ -113,7 +113,9 @@ type Settings struct {
 
 	// AllowFailures returns per-trajectory statuses instead of an error
 	// when trajectories fail (as diffrax's throw=False). Grad never
-	// differentiates a failed mesh: it reports the failure regardless.
+	// differentiates a failed mesh: it reports the failure regardless;
+	// Solver.GradPartial returns the gradient of the trajectories that
+	// finish and a status for each that does not.
 	AllowFailures bool
 
 	// Checkpoint and MemoryLimit configure the gradient's storage of

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/cname"
 )
 
 // cacheFormat changes whenever the cache's layout or the meaning of its
@@ -56,7 +58,7 @@ func cacheFile(dir, name string, img *Image) string {
 		ext = "ptx"
 	}
 	base := strings.TrimSuffix(name, filepath.Ext(name))
-	return filepath.Join(dir, fmt.Sprintf("gs_%s_%s.%s.%s", cIdent(base), img.Key[:16], img.Target, ext))
+	return filepath.Join(dir, fmt.Sprintf("gs_%s_%s.%s.%s", cname.Ident(base), img.Key[:16], img.Target, ext))
 }
 
 // An entry is a header, then the image's data:
@@ -161,25 +163,4 @@ func cacheWarn(err error) {
 	if _, seen := cacheWarned.LoadOrStore(err.Error(), true); !seen {
 		fmt.Fprintf(os.Stderr, "gradsolve: %v; compiling it again\n", err)
 	}
-}
-
-// cIdent returns s as a C identifier of at most 40 bytes (as package
-// kernelgen names functions), for a cache file's name.
-func cIdent(s string) string {
-	var sb strings.Builder
-	for _, r := range s {
-		if sb.Len() >= 40 {
-			break
-		}
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
-			sb.WriteRune(r)
-		default:
-			sb.WriteByte('_')
-		}
-	}
-	if sb.Len() == 0 {
-		return "p"
-	}
-	return sb.String()
 }

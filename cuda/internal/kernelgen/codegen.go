@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/gradsolve-go/gradsolve/cuda/internal/cname"
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -201,7 +202,7 @@ func (s *Source) function(p *tape.Program, qual string) (string, error) {
 // newName returns an unused C name for a function of a program called
 // pname: gs_<pname>_<k>.
 func (s *Source) newName(pname string) string {
-	base := "gs_" + cIdent(pname)
+	base := "gs_" + cname.Ident(pname)
 	for k := 0; ; k++ {
 		n := fmt.Sprintf("%s_%d", base, k)
 		if !s.names[n] {
@@ -209,26 +210,6 @@ func (s *Source) newName(pname string) string {
 			return n
 		}
 	}
-}
-
-// cIdent turns s into a C identifier fragment of at most 40 characters.
-func cIdent(s string) string {
-	var sb strings.Builder
-	for _, r := range s {
-		if sb.Len() >= 40 {
-			break
-		}
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
-			sb.WriteRune(r)
-		default:
-			sb.WriteByte('_')
-		}
-	}
-	if sb.Len() == 0 {
-		return "p"
-	}
-	return sb.String()
 }
 
 // MapKernel emits p's function and a kernel that evaluates p over an
