@@ -984,20 +984,20 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	longs := make([]int, nb)
 	failed := make([]bool, nb)
 	par.Run(nb, 0, func(_, b int) {
+		q0, q1 := b*resultBlock, min(n, (b+1)*resultBlock)
 		var over []int
 		longest, fail := 0, false // kept in registers: the blocks' slots share cache lines
-		for q := b * resultBlock; q < min(n, (b+1)*resultBlock); q++ {
-			i := g[q]
-			ok := true
-			if v.Adaptive {
+		if v.Adaptive {
+			for q := q0; q < q1; q++ {
+				i := g[q]
 				if flags[q]&flagOverflow != 0 {
+					// Run again: the rerun writes all its results.
 					over = append(over, i)
 					res.Stats.Accepted[i] = int(acc[q])
 					continue
 				}
 				st := ode.Status(status[q])
-				ok = st == ode.OK
-				fail = fail || !ok
+				fail = fail || st != ode.OK
 				res.Status[i] = st
 				res.T[i] = tt.get(q)
 				res.Stiff[i] = flags[q]&flagStiff != 0
@@ -1006,34 +1006,35 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 				res.Stats.FieldEvals[i] = pl.InitEvals + pl.TrialEvals*int(acc[q]+rej[q])
 				longest = max(longest, int(acc[q]))
 			}
-			for c := 0; c < d; c++ {
-				x := y.get(c*n + q)
-				if !ok {
-					x = math.NaN()
+		}
+		// The arrays one at a time (component-major on the device,
+		// row-major here), then the failures' rows overwritten.
+		gb := g[q0:q1]
+		scatterCols(res.Y, d, y, n, q0, gb)
+		if k > 0 {
+			scatterCols(res.Ys, k*d, ys, n, q0, gb)
+		}
+		if v.Loss || v.Grad {
+			scatterCols(r.terms, 1, loss, n, q0, gb)
+		}
+		if v.Grad {
+			scatterCols(res.GradY0, d, gy0, n, q0, gb)
+			scatterCols(res.GradP, np, gp, n, q0, gb)
+		}
+		if fail {
+			for q := q0; q < q1; q++ {
+				if flags[q]&flagOverflow != 0 || ode.Status(status[q]) == ode.OK {
+					continue
 				}
-				res.Y[i*d+c] = x
-			}
-			for s := 0; s < k; s++ {
-				for c := 0; c < d; c++ {
-					x := ys.get((s*d+c)*n + q)
-					if !ok {
-						x = math.NaN()
-					}
-					res.Ys[(i*k+s)*d+c] = x
+				i := g[q]
+				for c := i * d; c < (i+1)*d; c++ {
+					res.Y[c] = math.NaN()
 				}
-			}
-			if !ok {
-				continue
-			}
-			if v.Loss || v.Grad {
-				r.terms[i] = loss.get(q)
-			}
-			if v.Grad {
-				for c := 0; c < d; c++ {
-					res.GradY0[i*d+c] = gy0.get(c*n + q)
+				for c := i * k * d; c < (i+1)*k*d; c++ {
+					res.Ys[c] = math.NaN()
 				}
-				for c := 0; c < np; c++ {
-					res.GradP[i*np+c] = gp.get(c*n + q)
+				if v.Loss || v.Grad {
+					r.terms[i] = 0
 				}
 			}
 		}
@@ -1542,5 +1543,26 @@ func (ex *executor) takeTerms(n int) []float64 {
 func (ex *executor) giveTerms(b []float64) {
 	if cap(b) > 0 {
 		ex.terms.Put(&b)
+	}
+}
+
+// scatterCols copies the columns of trajectories q0, q0+1, … of a launch
+// of n (src component-major: component c of launch trajectory q at
+// src[c*n+q]) to the rows g of dst (row-major, w components a row:
+// trajectory i's at dst[i*w:(i+1)*w]), one component at a time.
+func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) {
+	for c := 0; c < w; c++ {
+		at := c*n + q0
+		if f := src.f64; f != nil {
+			col := f[at : at+len(g)]
+			for j, i := range g {
+				dst[i*w+c] = col[j]
+			}
+			continue
+		}
+		col := src.f32[at : at+len(g)]
+		for j, i := range g {
+			dst[i*w+c] = float64(col[j])
+		}
 	}
 }

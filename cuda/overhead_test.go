@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,7 +91,12 @@ func benchCallOverheadNeural(b *testing.B) {
 	}
 }
 
-func benchCallOverhead(b *testing.B, mesh bool) {
+func benchCallOverhead(b *testing.B, mesh bool) { benchCallOn(b, "cuda-null", mesh) }
+
+// benchCallOn times Solver.Grad of 2^20 Lorenz trajectories on engine,
+// with the record or on the mesh of an earlier call, a Gradient passed
+// back.
+func benchCallOn(b *testing.B, engine string, mesh bool) {
 	const n = 1 << 20
 	pr := problems.Lorenz()
 	p := make([]float64, 3*n)
@@ -98,7 +104,7 @@ func benchCallOverhead(b *testing.B, mesh bool) {
 		p[3*i], p[3*i+1], p[3*i+2] = 10, 21*float64(i)/float64(n-1), 8.0/3
 	}
 	prob := ode.Problem{Field: pr.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T0: 0, T1: 1}
-	sv, err := ode.NewSolver(prob.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-4, AbsTol: 1e-7, Engine: "cuda-null"})
+	sv, err := ode.NewSolver(prob.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-4, AbsTol: 1e-7, Engine: engine})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -343,5 +349,41 @@ func TestCopyChunked(t *testing.T) {
 	none := &run{ex: newExecutor(noHostMem{fd}, nil, Float64, "copy-test-none", Tuning{})}
 	if ok, _ := none.copyChunked(buf, 0, true); ok {
 		t.Error("copyChunked without host memory reports a copy")
+	}
+}
+
+// hostWorkBackend is the null backend with device memory that holds
+// nothing: copies, zeroing and kernels cost nothing, so a call on it
+// costs only the host's work (checks, staging, the result loop, package
+// ode), the part of a whole call that is not the device's or the bus's.
+type hostWorkBackend struct {
+	nullBackend
+	next atomic.Uint64
+}
+
+func (b *hostWorkBackend) alloc(n int64) (uint64, error) { return b.next.Add(1) << hostAddrBits, nil }
+func (b *hostWorkBackend) free(uint64) error             { return nil }
+func (b *hostWorkBackend) write(uint64, []byte) error    { return nil }
+func (b *hostWorkBackend) read([]byte, uint64) error     { return nil }
+func (b *hostWorkBackend) zero(uint64, int64) error      { return nil }
+func (b *hostWorkBackend) launch(backendKernel, int, int, int, []uint64) (time.Duration, error) {
+	return 0, nil
+}
+
+var hostWork = &Engine{name: "cuda-hostwork", prec: Float64, be: &hostWorkBackend{nullBackend: nullBackend{newHostBackend(1 << 50)}}}
+
+func init() { ode.Register(hostWork) }
+
+// BenchmarkCallHostWork measures the host's work in a whole Solver.Grad
+// call of 2^20 Lorenz trajectories (record included, or on the resident
+// mesh), on a backend whose copies and kernels take no time: on the H200
+// host this is what a whole call costs beyond its kernels and copies.
+func BenchmarkCallHostWork(b *testing.B) {
+	for _, mesh := range []bool{false, true} {
+		name := "record"
+		if mesh {
+			name = "mesh"
+		}
+		b.Run(name, func(b *testing.B) { benchCallOn(b, hostWork.name, mesh) })
 	}
 }
