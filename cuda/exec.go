@@ -453,26 +453,26 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		for i := range res.Status {
 			res.Status[i] = ode.NotRun
 		}
-		res.T = buf.Make(old.T, n)
-		res.Stiff = buf.Make(old.Stiff, n)
+		res.T = overwrite(old.T, n)
+		res.Stiff = overwrite(old.Stiff, n)
 		// LastH is set for failed trajectories only (scatter): nil when
 		// all end well.
-		res.Stats = ode.Stats{Accepted: buf.Make(old.Stats.Accepted, n), Rejected: buf.Make(old.Stats.Rejected, n),
-			FieldEvals: buf.Make(old.Stats.FieldEvals, n)}
+		res.Stats = ode.Stats{Accepted: overwrite(old.Stats.Accepted, n), Rejected: overwrite(old.Stats.Rejected, n),
+			FieldEvals: overwrite(old.Stats.FieldEvals, n)}
 		if v.MeshOut && old.Mesh != nil {
 			r.meshH, r.meshLen = old.Mesh.H[:0], old.Mesh.Len
 		}
 	}
-	res.Y = buf.Make(old.Y, n*d)
+	res.Y = overwrite(old.Y, n*d)
 	if r.k > 0 {
-		res.Ys = buf.Make(old.Ys, n*r.k*d)
+		res.Ys = overwrite(old.Ys, n*r.k*d)
 	}
 	if v.Loss || v.Grad {
 		r.terms = ex.takeTerms(n)
 	}
 	if v.Grad {
-		res.GradY0 = buf.Make(old.GradY0, n*d)
-		res.GradP = buf.Make(old.GradP, n*pl.Params)
+		res.GradY0 = overwrite(old.GradY0, n*d)
+		res.GradP = overwrite(old.GradP, n*pl.Params)
 		r.gs, r.gsLoss = make([]float64, pl.Shared), make([]float64, pl.Shared)
 		if v.TileSums {
 			r.tiles = make([]float64, numTiles(n)*2*pl.Shared)
@@ -1565,4 +1565,14 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) {
 			dst[i*w+c] = float64(col[j])
 		}
 	}
+}
+
+// overwrite returns s's storage with length n, uncleared, where it is
+// large enough (else a new slice): for the result arrays that every run
+// writes whole (scatter writes every launched trajectory's row, and every
+// trajectory is launched), so clearing them first would only cost a pass
+// over tens of megabytes per call.
+func overwrite[T any](s []T, n int) []T {
+	e, _ := buf.Extend(s[:0], n)
+	return e
 }

@@ -217,10 +217,15 @@ func (g *Gradient) reusable(mesh bool) *Result {
 	return r
 }
 
-// reuseCopy returns src in dst's storage (src itself if it already is).
+// reuseCopy returns src in dst's storage (src itself if it already is,
+// or if dst cannot hold it: the engine's result arrays are the caller's
+// to keep).
 func reuseCopy(dst, src []float64) []float64 {
 	if buf.Same(dst, src) {
 		return dst[:len(src)]
+	}
+	if cap(dst) < len(src) {
+		return src
 	}
 	return append(dst[:0], src...)
 }
