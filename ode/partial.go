@@ -187,7 +187,7 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 		}
 	}
 	reuse := dst.reusable(m == nil)
-	res, used, err := sv.runScaled(ctx, q, loss, m, reuse, scale)
+	res, used, err := sv.runScaled(ctx, OpGrad, q, loss, m, reuse, scale)
 	if err != nil {
 		var nf *tape.NonFiniteError
 		if errors.As(err, &nf) && nf.Trajectory >= 0 && nf.Trajectory < q.n && !errors.Is(err, context.Canceled) {
@@ -227,41 +227,6 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 		return nil, nil, err
 	}
 	return dst, nil, nil
-}
-
-// runScaled is Solver.run of OpGrad with the loss's scale set.
-func (sv *Solver) runScaled(ctx context.Context, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, *Solver, error) {
-	used := sv
-	if m != nil && sv.set.Method == Auto && m.Method != nil && m.Method.Name() != sv.plan.Method {
-		alt, err := sv.stiffSolver()
-		if err != nil {
-			return nil, sv, err
-		}
-		used = alt
-	}
-	res, err := used.runScaledPlan(ctx, q, loss, m, reuse, scale)
-	if err != nil || m != nil || sv.set.Method != Auto || !anyTrue(res.Stiff) {
-		return res, used, err
-	}
-	alt, err := sv.stiffSolver()
-	if err != nil {
-		return nil, sv, err
-	}
-	res, err = alt.runScaledPlan(ctx, q, loss, m, reuse, scale)
-	return res, alt, err
-}
-
-func (sv *Solver) runScaledPlan(ctx context.Context, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, error) {
-	j := sv.job(OpGrad, q, m)
-	j.Reuse = reuse
-	j.StopOnStiff = true
-	lp, err := sv.lossPlan(loss, q)
-	if err != nil {
-		return nil, err
-	}
-	lp.Scale = scale
-	j.Loss = lp
-	return sv.exec.Run(ctx, j)
 }
 
 // failures returns a *TrajectoryError for each trajectory of the mesh

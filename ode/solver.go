@@ -324,25 +324,32 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 
 // run runs op on the solver's engine; with Method Auto, a record whose
 // stiffness test fired is run again with the stiff method. It returns the
-// result and the solver that produced it.
+// result and the solver that produced it (or, with an error, that ran
+// or was to run it).
 func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, *Solver, error) {
+	return sv.runScaled(ctx, op, q, loss, m, reuse, 0)
+}
+
+// runScaled is run with the loss's terms scaled by scale instead of the
+// loss's own (1, or 1/N for a mean) where scale is not 0.
+func (sv *Solver) runScaled(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, *Solver, error) {
 	used := sv
 	if m != nil && sv.set.Method == Auto && m.Method != nil && m.Method.Name() != sv.plan.Method {
 		alt, err := sv.stiffSolver()
 		if err != nil {
-			return nil, nil, err
+			return nil, sv, err
 		}
 		used = alt
 	}
-	res, err := used.runPlan(ctx, op, q, loss, m, reuse)
+	res, err := used.runPlan(ctx, op, q, loss, m, reuse, scale)
 	if err != nil || m != nil || sv.set.Method != Auto || !anyTrue(res.Stiff) {
 		return res, used, err
 	}
 	alt, err := sv.stiffSolver()
 	if err != nil {
-		return nil, nil, err
+		return nil, sv, err
 	}
-	res, err = alt.runPlan(ctx, op, q, loss, m, reuse)
+	res, err = alt.runPlan(ctx, op, q, loss, m, reuse, scale)
 	return res, alt, err
 }
 
@@ -373,7 +380,7 @@ func (sv *Solver) stiffSolver() (*Solver, error) {
 }
 
 // runPlan builds the job of op and runs it on the solver's engine.
-func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, error) {
+func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, error) {
 	j := sv.job(op, q, m)
 	j.Reuse = reuse
 	// A gradient refuses a stiff trajectory, and Auto runs the whole
@@ -383,6 +390,9 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 		lp, err := sv.lossPlan(loss, q)
 		if err != nil {
 			return nil, err
+		}
+		if scale != 0 {
+			lp.Scale = scale
 		}
 		j.Loss = lp
 	}
