@@ -53,7 +53,7 @@ type Engine struct {
 	name    string
 	ordinal int
 	prec    Precision
-	tuning  *Tuning // nil: envTuning
+	tuningSlot
 
 	mu  sync.Mutex
 	be  backend
@@ -137,19 +137,27 @@ func (e *Engine) Prepare(pl *ode.Plan) (ode.Executor, error) {
 	return ex, nil
 }
 
-// SetTuning sets the engine's Tuning for the plans it prepares from now
-// on (by default the environment's: see Tuning).
-func (e *Engine) SetTuning(t Tuning) {
-	e.mu.Lock()
-	e.tuning = &t
-	e.mu.Unlock()
+// tuningSlot holds an engine's Tuning: the environment's (envTuning)
+// until SetTuning sets one.
+type tuningSlot struct {
+	mu     sync.Mutex
+	tuning *Tuning
 }
 
-func (e *Engine) tuningOf() Tuning {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.tuning != nil {
-		return *e.tuning
+// SetTuning sets the engine's Tuning for the plans it prepares from now
+// on (by default the environment's: see Tuning).
+func (t *tuningSlot) SetTuning(tun Tuning) {
+	t.mu.Lock()
+	t.tuning = &tun
+	t.mu.Unlock()
+}
+
+// tuningOf returns the Tuning plans are prepared with now.
+func (t *tuningSlot) tuningOf() Tuning {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tuning != nil {
+		return *t.tuning
 	}
 	return envTuning()
 }

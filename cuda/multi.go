@@ -67,7 +67,7 @@ type MultiEngine struct {
 	name     string
 	ordinals []int
 	prec     Precision
-	tuning   *Tuning // nil: envTuning
+	tuningSlot
 
 	mu   sync.Mutex
 	devs []multiDevice // opened on first use
@@ -234,23 +234,6 @@ func (e *MultiEngine) Prepare(pl *ode.Plan) (ode.Executor, error) {
 		m.exs = append(m.exs, ex)
 	}
 	return m, nil
-}
-
-// SetTuning sets the engine's Tuning for the plans it prepares from now
-// on (by default the environment's: see Tuning).
-func (e *MultiEngine) SetTuning(t Tuning) {
-	e.mu.Lock()
-	e.tuning = &t
-	e.mu.Unlock()
-}
-
-func (e *MultiEngine) tuningOf() Tuning {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.tuning != nil {
-		return *e.tuning
-	}
-	return envTuning()
 }
 
 // multiExecutor runs the operations of one plan over several devices.
