@@ -191,17 +191,23 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 
 // benchNeural runs the neural suite with cfg, writing its dump to the file
 // named dump unless dump is "".
-func benchNeural(w io.Writer, cfg bench.NeuralConfig, dump string) (err error) {
+func benchNeural(w io.Writer, cfg bench.NeuralConfig, dump string) error {
+	return withDump(dump, &cfg.Dump, func() error { _, err := bench.RunNeural(w, cfg); return err })
+}
+
+// withDump runs run with *to set to the file named dump (to left alone
+// if dump is ""), written through a temporary file that is put in place
+// only if run succeeds.
+func withDump(dump string, to *io.Writer, run func() error) (err error) {
 	if dump != "" {
 		f, ferr := createAtomic(dump)
 		if ferr != nil {
 			return fmt.Errorf("-dump: %v", ferr)
 		}
 		defer func() { err = commitIf(f, err) }()
-		cfg.Dump = f
+		*to = f
 	}
-	_, err = bench.RunNeural(w, cfg)
-	return err
+	return run()
 }
 
 // benchGPU runs one of the GPU suites with cfg, writing the neural dump to
@@ -213,15 +219,7 @@ func benchGPU(w io.Writer, suite string, cfg bench.GPUConfig, dump string) (err 
 	case "gpu-robertson":
 		_, err = bench.RunGPURobertson(w, cfg)
 	case "gpu-neural":
-		if dump != "" {
-			f, ferr := createAtomic(dump)
-			if ferr != nil {
-				return fmt.Errorf("-dump: %v", ferr)
-			}
-			defer func() { err = commitIf(f, err) }()
-			cfg.Dump = f
-		}
-		_, err = bench.RunGPUNeural(w, cfg)
+		err = withDump(dump, &cfg.Dump, func() error { _, err := bench.RunGPUNeural(w, cfg); return err })
 	}
 	return err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
 	"strings"
 
@@ -67,14 +66,5 @@ func benchTrain(w io.Writer, suite string, tf *trainFlags, ns []int, rtols []flo
 			return err
 		}
 	}
-	if dump != "" {
-		f, ferr := createAtomic(dump)
-		if ferr != nil {
-			return fmt.Errorf("-dump: %v", ferr)
-		}
-		defer func() { err = commitIf(f, err) }()
-		cfg.Dump = f
-	}
-	_, err = bench.RunTrain(w, cfg)
-	return err
+	return withDump(dump, &cfg.Dump, func() error { _, err := bench.RunTrain(w, cfg); return err })
 }
