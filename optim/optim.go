@@ -202,22 +202,13 @@ func adamStep(s *moments, kind string, a *Adam, wd float64, params, grad []float
 	if s.m != nil && len(s.m) != len(params) {
 		panic(badResize)
 	}
-	lr := rate(a.Schedule, a.LearnRate, DefaultAdamRate, s.t)
-	b1, b2, eps := or(a.Beta1, DefaultBeta1), or(a.Beta2, DefaultBeta2), or(a.Eps, DefaultEps)
-	if s.err = checkAdam(kind, a.Schedule, a.LearnRate, lr, a.Beta1, a.Beta2, a.Eps, wd, s.t); s.err != nil {
+	r, err := adamRule(kind, a, wd, s.t)
+	if s.err = err; err != nil {
 		return
 	}
 	s.ensure(params, grad)
 	s.t++
-	c1 := 1 - math.Pow(b1, float64(s.t))
-	c2 := 1 - math.Pow(b2, float64(s.t))
-	for i, g := range grad {
-		m := b1*s.m[i] + (1-b1)*g
-		v := b2*s.v[i] + (1-b2)*g*g
-		s.m[i], s.v[i] = m, v
-		p := params[i]
-		params[i] = p - lr*wd*p - lr*(m/c1)/(math.Sqrt(v/c2)+eps)
-	}
+	r.Apply(params, grad, [][]float64{s.m, s.v})
 }
 
 // Adam is the Adam optimiser with bias correction (Kingma & Ba, "Adam: A
@@ -250,7 +241,8 @@ func (a *Adam) Step(params, grad []float64) { adamStep(&a.s, "adam", a, 0, param
 // Validate returns a *HyperparameterError for an invalid hyperparameter or
 // learning rate of the next step, else nil.
 func (a *Adam) Validate() error {
-	return checkAdam("adam", a.Schedule, a.LearnRate, a.Rate(), a.Beta1, a.Beta2, a.Eps, 0, a.s.t)
+	_, err := a.RuleAt(a.s.t)
+	return err
 }
 
 // Err returns the error of the last Step (nil if it was taken).
@@ -306,7 +298,8 @@ func (a *AdamW) decay() float64 { return or(a.WeightDecay, DefaultWeightDecay) }
 // Validate returns a *HyperparameterError for an invalid hyperparameter or
 // learning rate of the next step, else nil.
 func (a *AdamW) Validate() error {
-	return checkAdam("adamw", a.Schedule, a.LearnRate, a.Rate(), a.Beta1, a.Beta2, a.Eps, a.decay(), a.s.t)
+	_, err := a.RuleAt(a.s.t)
+	return err
 }
 
 // Err returns the error of the last Step (nil if it was taken).
@@ -355,13 +348,8 @@ type SGD struct {
 // Validate returns a *HyperparameterError for an invalid hyperparameter or
 // learning rate of the next step, else nil.
 func (o *SGD) Validate() error {
-	if err := checkRate("sgd", o.Schedule, o.LearnRate, o.Rate(), o.t); err != nil {
-		return err
-	}
-	if !unit(o.Momentum) {
-		return &HyperparameterError{Optimizer: "sgd", Field: "Momentum", Value: o.Momentum, Step: o.t, Want: wantMom}
-	}
-	return nil
+	_, err := o.RuleAt(o.t)
+	return err
 }
 
 // Err returns the error of the last Step (nil if it was taken).
@@ -378,33 +366,19 @@ func (o *SGD) Step(params, grad []float64) {
 	if o.b != nil && len(o.b) != len(params) {
 		panic(badResize)
 	}
-	if o.err = o.Validate(); o.err != nil {
+	r, err := o.RuleAt(o.t)
+	if o.err = err; err != nil {
 		return
 	}
-	mu := o.Momentum
-	lr := o.Rate()
 	o.t++
-	if mu == 0 {
-		for i, g := range grad {
-			params[i] -= lr * g
+	var moments [][]float64
+	if r.Momentum != 0 {
+		if o.b == nil {
+			o.b = make([]float64, len(params))
 		}
-		return
+		moments = [][]float64{o.b}
 	}
-	if o.b == nil {
-		o.b = make([]float64, len(params))
-	}
-	if len(o.b) != len(params) {
-		panic(badResize)
-	}
-	for i, g := range grad {
-		b := mu*o.b[i] + g
-		o.b[i] = b
-		if o.Nesterov {
-			params[i] -= lr * (g + mu*b)
-		} else {
-			params[i] -= lr * b
-		}
-	}
+	r.Apply(params, grad, moments)
 }
 
 // Steps returns the number of steps taken.
