@@ -47,6 +47,13 @@ type backend interface {
 	// struct args (8-byte words), waits for it, and returns its device
 	// time.
 	launch(k backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error)
+	// enqueue queues k as launch does, without waiting for it or timing
+	// it: the device runs it after the work queued before it, and the next
+	// read waits for it.
+	enqueue(k backendKernel, threads, block, shmem int, args []uint64) error
+	// copyDevice copies n bytes of device memory from src to dst, after
+	// the work queued before it.
+	copyDevice(dst, src uint64, n int64) error
 }
 
 // backendKernel is a compiled kernel of a backend.
@@ -196,6 +203,17 @@ func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []
 		return 0, err
 	}
 	return driver.Elapsed(start, end)
+}
+
+func (b *gpuBackend) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
+	k := bk.(*gpuKernel)
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&args[0])), 8*len(args))
+	l := driver.Launch{Grid: driver.Dim{X: (threads + block - 1) / block}, Block: driver.Dim{X: block}, SharedMem: shmem}
+	return k.k.Launch(l, raw)
+}
+
+func (b *gpuBackend) copyDevice(dst, src uint64, n int64) error {
+	return b.dev.CopyDevice(dst, src, n)
 }
 
 // spreadBlock returns the threads per block of a launch of threads

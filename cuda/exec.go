@@ -61,6 +61,11 @@ type executor struct {
 	// lossVectors caches, by LossPlan.Hash, whether a loss's programs hold
 	// vectors (tile mode's choice), under mu.
 	lossVectors *lru[string, bool]
+
+	// train holds the training kernels (train.go), compiled on first use.
+	trainOnce sync.Once
+	train     *trainKernels
+	trainErr  error
 }
 
 // kernelEntry is a compiled kernel of the executor.
@@ -899,7 +904,19 @@ func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, hinAt in
 // launchKernel launches the kernel over n trajectories (rows record rows each) on
 // the arena ar in layout l and returns its device time.
 func (r *run) launchKernel(ar *arena, n, rows int, l *layout) (time.Duration, error) {
-	ex, j, be := r.ex, r.j, r.ex.be
+	args := r.kernelArgs(ar, n, rows, l)
+	threads, bt, shmem := r.launchShape(n)
+	dt, err := r.ex.be.launch(r.ke.k, threads, bt, shmem, args[:])
+	if err != nil {
+		return 0, fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
+	}
+	return dt, nil
+}
+
+// kernelArgs returns the argument words of a launch over n trajectories
+// (rows record rows each) on the arena ar in layout l.
+func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
+	j := r.j
 	var args [numArgs]uint64
 	args[argN], args[argRows] = uint64(n), uint64(rows)
 	args[argT0] = math.Float64bits(j.T0)
@@ -917,12 +934,7 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout) (time.Duration, er
 	if r.v.MeshOut && r.hout != nil {
 		args[argHout] = r.hout.mem.addr
 	}
-	threads, bt, shmem := r.launchShape(n)
-	dt, err := be.launch(r.ke.k, threads, bt, shmem, args[:])
-	if err != nil {
-		return 0, fmt.Errorf("cuda: engine %s: %w", ex.name, err)
-	}
-	return dt, nil
+	return args
 }
 
 // scatter copies the results of a launch over the trajectories g (rows

@@ -66,7 +66,7 @@ func hostMainOf(run string) string {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-static_assert(sizeof(gs_args) == 8 * GS_HOST_WORDS, "gs_args is not made of 8-byte words");
+static_assert(sizeof(GS_HOST_ARGS) == 8 * GS_HOST_WORDS, "the argument struct is not made of 8-byte words");
 int main(int argc, char** argv) {
   if (argc != 3) return 2;
   FILE* f = fopen(argv[1], "rb");
@@ -76,9 +76,9 @@ int main(int argc, char** argv) {
   unsigned char* mem = (unsigned char*)malloc(size + 1);
   if (fread(mem, 1, size, f) != size) return 5;
   fclose(f);
-  for (int k = 4; k < GS_HOST_WORDS; k++)
+  for (int k = GS_HOST_PTR; k < GS_HOST_WORDS; k++)
     if (w[k]) w[k] = (unsigned long long)(mem + (w[k] - base));
-  gs_args a;
+  GS_HOST_ARGS a;
   memcpy(&a, w, sizeof a);
 ` + run + `
   FILE* o = fopen(argv[2], "wb");
@@ -136,6 +136,20 @@ type hostKernel struct {
 	once sync.Once
 	exe  string
 	err  error
+	// words is the length of the kernel's argument struct, ptr the first
+	// of its words that are pointers (gs_args's or gs_targs's).
+	words, ptr int
+}
+
+// hostKernelArgs returns the defines of a host kernel executable of the
+// kernel called name: its argument struct, its words and its first
+// pointer word.
+func hostKernelArgs(name string) (words, ptr int, defs string) {
+	words, ptr, typ := numArgs, argSh, "gs_args"
+	if name != kernelgen.KernelName {
+		words, ptr, typ = numTrainWords, trainFirstPtr, "gs_targs"
+	}
+	return words, ptr, fmt.Sprintf("\n#define GS_HOST_WORDS %d\n#define GS_HOST_PTR %d\n#define GS_HOST_ARGS %s\n", words, ptr, typ)
 }
 
 func (*hostKernel) maxBlock() int { return 0 }
@@ -144,9 +158,6 @@ func (*hostKernel) maxBlock() int { return 0 }
 const hostAddrBits = 40
 
 func (b *hostBackend) compile(src, name string) (backendKernel, error) {
-	if name != kernelgen.KernelName {
-		return nil, fmt.Errorf("host backend: kernel %s", name)
-	}
 	cc, err := exec.LookPath("g++")
 	if err != nil {
 		return nil, fmt.Errorf("host backend: %w", err)
@@ -155,7 +166,7 @@ func (b *hostBackend) compile(src, name string) (backendKernel, error) {
 	if hostDirErr != nil {
 		return nil, hostDirErr
 	}
-	sum := sha256.Sum256([]byte(src))
+	sum := sha256.Sum256([]byte(src + "\x00" + name))
 	key := hex.EncodeToString(sum[:8])
 	if b.sim {
 		key += "-sim"
@@ -168,12 +179,22 @@ func (b *hostBackend) compile(src, name string) (backendKernel, error) {
 	}
 	b.mu.Unlock()
 	k.once.Do(func() {
+		words, ptr, defs := hostKernelArgs(name)
+		k.words, k.ptr = words, ptr
 		file := filepath.Join(hostDir, key+".cpp")
-		text := src + fmt.Sprintf("\n#define GS_HOST_WORDS %d\n", numArgs) + hostMain
+		main := hostMain
+		if name != kernelgen.KernelName {
+			main = hostMainOf("  " + name + "(a);")
+		}
+		text := src + defs + main
 		flags := []string{"-std=c++17", "-O0"}
 		if b.sim {
+			if name != kernelgen.KernelName {
+				k.err = fmt.Errorf("host backend: kernel %s on a simulated warp", name)
+				return
+			}
 			head, body, _ := strings.Cut(src, "#ifndef GS_PRELUDE_CUH")
-			text = head + warpSim + "#ifndef GS_PRELUDE_CUH" + body + fmt.Sprintf("\n#define GS_HOST_WORDS %d\n", numArgs) + hostSimMain
+			text = head + warpSim + "#ifndef GS_PRELUDE_CUH" + body + defs + hostSimMain
 			flags = []string{"-std=c++20", "-O1", "-pthread"}
 		}
 		if k.err = os.WriteFile(file, []byte(text), 0o644); k.err != nil {
@@ -288,6 +309,21 @@ func (b *hostBackend) hostHeld() (bufs int, bytes int64, gets int, err error) {
 	return bufs, bytes, b.hostGets, b.hostErr
 }
 
+func (b *hostBackend) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
+	_, err := b.launch(bk, threads, block, shmem, args)
+	return err
+}
+
+func (b *hostBackend) copyDevice(dst, src uint64, n int64) error {
+	ms, _, so := b.at(src)
+	md, _, do := b.at(dst)
+	if ms == nil || md == nil || so+uint64(n) > uint64(len(ms)) || do+uint64(n) > uint64(len(md)) {
+		return fmt.Errorf("host backend: copyDevice out of bounds")
+	}
+	copy(md[do:do+uint64(n)], ms[so:so+uint64(n)])
+	return nil
+}
+
 func (b *hostBackend) sms() int { return 0 }
 
 func (b *hostBackend) sharedLimit() int { return maxShared }
@@ -300,28 +336,30 @@ func (b *hostBackend) memFree() (int64, error) {
 
 func (b *hostBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
 	k := bk.(*hostKernel)
-	arena, base, _ := b.at(args[argSh])
-	if arena == nil {
-		return 0, fmt.Errorf("host backend: launch without an arena")
+	if len(args) != k.words {
+		return 0, fmt.Errorf("host backend: %d argument words, want %d", len(args), k.words)
 	}
-	// The kernel sees one block of memory at base: the arena, then any
-	// other allocation an argument points into (a resident mesh), the
-	// arguments rebased to their place in it.
+	// The kernel sees one block of memory at base: the allocations its
+	// pointer arguments point into (the arena first, for the engine's
+	// kernel), the arguments rebased to their place in it.
 	args = slices.Clone(args)
 	type part struct {
 		mem []byte
 		at  uint64 // offset in the block
 	}
-	parts := []part{{arena, 0}}
-	placed := map[uint64]uint64{base: 0}
-	size := uint64(len(arena))
-	for a := argSh; a < numArgs; a++ {
+	var parts []part
+	placed := map[uint64]uint64{}
+	base, size := uint64(0), uint64(0)
+	for a := k.ptr; a < len(args); a++ {
 		if args[a] == 0 {
 			continue
 		}
 		m, mb, off := b.at(args[a])
 		if m == nil {
 			return 0, fmt.Errorf("host backend: argument %d points to no allocation", a)
+		}
+		if parts == nil {
+			base = mb
 		}
 		at, ok := placed[mb]
 		if !ok {
@@ -331,6 +369,9 @@ func (b *hostBackend) launch(bk backendKernel, threads, block, shmem int, args [
 			size = at + uint64(len(m))
 		}
 		args[a] = base + at + off
+	}
+	if parts == nil {
+		return 0, fmt.Errorf("host backend: launch without memory")
 	}
 	mem := make([]byte, size)
 	for _, q := range parts {

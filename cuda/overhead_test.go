@@ -54,6 +54,11 @@ func (b nullBackend) launch(bk backendKernel, threads, block, shmem int, args []
 	return 0, nil
 }
 
+// enqueue runs nothing: the null engine's kernels do no work.
+func (b nullBackend) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
+	return nil
+}
+
 var nullF64 = &Engine{name: "cuda-null", prec: Float64, be: nullBackend{newHostBackend(16 << 30)}}
 
 func init() { ode.Register(nullF64) }

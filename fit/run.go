@@ -59,6 +59,22 @@ type Settings struct {
 	// NaN), which saves one solve.
 	SkipFinal bool
 
+	// OnHost keeps the fit on the host where the engine could hold it in
+	// its own memory. By default, on an engine that can (package cuda's
+	// float64 single-GPU engines, ode.Trainer), a run with an optimiser of
+	// package optim (optim.Ruled), a new mesh every step (Remesh 0 or 1),
+	// no Reg term in the loss and no failed fits keeps the fitted values,
+	// the gradient, the optimiser's moments, the best values and the
+	// loss's reduction there: a step moves a few scalars (and X, Grad and
+	// FitNorms when a Callback asks; Step.Gradient is then nil). Losses,
+	// values and the optimiser's state are those of the host loop to
+	// rounding (the update is the optimiser's own arithmetic, bit for bit;
+	// sums are formed in another order). Where a trajectory fails or
+	// values turn non-finite, the host takes over from that step, with
+	// the state the engine reached. Result.DeviceSteps and DeviceNote say
+	// what ran where.
+	OnHost bool
+
 	// Resume, if not nil, continues a fit from where an earlier Run left
 	// it (Result.Checkpoint), with the Optimizer holding the state it had
 	// then (optim.SaveState and LoadState): the fit goes on exactly as if
@@ -216,6 +232,12 @@ type Result struct {
 	Records                    int
 	Time, RecordTime, GradTime time.Duration
 
+	// DeviceSteps is the number of steps this run took with the fit held
+	// in the engine's memory (see Settings.OnHost); DeviceNote says why
+	// the others ran on the host ("" if none did).
+	DeviceSteps int
+	DeviceNote  string
+
 	lay  layout
 	ckpt *Checkpoint
 }
@@ -341,6 +363,11 @@ func (f *Fitter) Run(ctx context.Context, s *Settings) (*Result, error) {
 	r := &runner{f: f, set: &set, opt: opt, ctx: ctx, start: time.Now()}
 	if err := r.init(); err != nil {
 		return nil, err
+	}
+	if d := r.trainer(); d != nil {
+		if res, err, done := r.runDevice(d); done {
+			return res, err
+		}
 	}
 	return r.run()
 }
@@ -518,9 +545,6 @@ func (r *runner) run() (*Result, error) {
 			return r.finish(Failed, r.allFailed())
 		}
 		loss := g.Loss
-		// The patience state before this step's loss, for a checkpoint of
-		// a run that ends before the step is applied.
-		r.pre = patience{best: res.BestLoss, bestStep: res.BestStep, stale: r.stale, pending: true}
 		if remesh {
 			res.Records++
 			r.mesh, r.meshStep = g.Mesh, k
@@ -530,27 +554,12 @@ func (r *runner) run() (*Result, error) {
 		res.GradTime += g.GradTime
 		st := &r.st
 		st.FitNorms, st.GradNorm = f.blockNorms(st.FitNorms, r.grad)
-		res.History = append(res.History, loss)
-		res.GradNorms = append(res.GradNorms, st.GradNorm)
-		improved := improves(loss, res.BestLoss, set.Tol)
 		if loss < res.BestLoss {
-			res.BestLoss, res.BestStep = loss, k
 			r.preBestX, res.BestX = res.BestX, r.preBestX
 			res.BestX = append(res.BestX[:0], r.x...)
-			r.pre.swapped = true
-		} else {
-			r.pre.swapped = false
 		}
-		if improved {
-			r.stale = 0
-		} else {
-			r.stale++
-		}
-		if (set.LossTol > 0 && loss <= set.LossTol) || (set.GradTol > 0 && st.GradNorm <= set.GradTol) {
-			return r.finish(Converged, nil)
-		}
-		if set.Patience > 0 && r.stale >= set.Patience {
-			return r.finish(NoProgress, nil)
+		if status, end := r.account(k, loss, st.GradNorm); end {
+			return r.finish(status, nil)
 		}
 		if set.ClipNorm > 0 {
 			f.clip(r.grad, set.ClipNorm)
@@ -585,6 +594,36 @@ func (r *runner) run() (*Result, error) {
 		}
 	}
 	return r.finish(MaxSteps, nil)
+}
+
+// account enters the loss and gradient norm of step k (evaluated, not yet
+// applied) in the history, the best loss (its values the caller keeps)
+// and the patience count, and reports whether the fit ends there, and
+// with which status.
+func (r *runner) account(k int, loss, gradNorm float64) (Status, bool) {
+	res, set := r.res, r.set
+	// The patience state before this step's loss, for a checkpoint of a
+	// run that ends before the step is applied.
+	r.pre = patience{best: res.BestLoss, bestStep: res.BestStep, stale: r.stale, pending: true}
+	res.History = append(res.History, loss)
+	res.GradNorms = append(res.GradNorms, gradNorm)
+	improved := improves(loss, res.BestLoss, set.Tol)
+	if loss < res.BestLoss {
+		res.BestLoss, res.BestStep = loss, k
+		r.pre.swapped = true
+	}
+	if improved {
+		r.stale = 0
+	} else {
+		r.stale++
+	}
+	if (set.LossTol > 0 && loss <= set.LossTol) || (set.GradTol > 0 && gradNorm <= set.GradTol) {
+		return Converged, true
+	}
+	if set.Patience > 0 && r.stale >= set.Patience {
+		return NoProgress, true
+	}
+	return 0, false
 }
 
 // guard undoes step k's update of the failed fits and fails the fits it

@@ -56,6 +56,7 @@ type driver struct {
 	cuMemFree                 func(uint64) result
 	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) result
 	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, n uint64) result
+	cuMemcpyDtoD              func(dst, src uint64, n uint64) result
 	cuMemsetD8                func(dst uint64, v uint8, n uint64) result
 	cuMemHostAlloc            func(pp *unsafe.Pointer, n uint64, flags uint32) result
 	cuMemFreeHost             func(p unsafe.Pointer) result
@@ -104,6 +105,7 @@ func (d *driver) entries() []entry {
 		{"cuMemFree", 3020, &d.cuMemFree},
 		{"cuMemcpyHtoD", 3020, &d.cuMemcpyHtoD},
 		{"cuMemcpyDtoH", 3020, &d.cuMemcpyDtoH},
+		{"cuMemcpyDtoD", 3020, &d.cuMemcpyDtoD},
 		{"cuMemsetD8", 3020, &d.cuMemsetD8},
 		{"cuMemHostAlloc", 2020, &d.cuMemHostAlloc},
 		{"cuMemFreeHost", 2000, &d.cuMemFreeHost},

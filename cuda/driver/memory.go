@@ -143,6 +143,16 @@ func (d *Device) CopyFromDevice(dst []byte, addr uint64) error {
 	})
 }
 
+// CopyDevice copies n bytes of device memory from src to dst (addresses
+// within allocations of the device; the ranges must not overlap). The
+// copy is ordered with the device's other work and does not wait for it.
+func (d *Device) CopyDevice(dst, src uint64, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	return d.do(func() error { return d.drv.check("cuMemcpyDtoD", d.drv.cuMemcpyDtoD(dst, src, uint64(n))) })
+}
+
 // Zero sets n bytes of device memory at addr to zero.
 func (d *Device) Zero(addr uint64, n int64) error {
 	if n == 0 {

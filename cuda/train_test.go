@@ -1,0 +1,377 @@
+package cuda
+
+import (
+	"bytes"
+	"errors"
+	"gonum.org/v1/gonum/floats"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/fit"
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/optim"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// A fit held in the engine's memory (ode.Trainer on the host engine) is the
+// host loop's fit: the same losses, gradient norms, values, best values
+// and optimiser state to rounding (the update is the optimiser's own
+// arithmetic; the engine sums in another order), every step run on the
+// device. The engine's kernels are the same in both runs.
+func TestHostTrainMatchesHost(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	type rec struct{ x, g, norms []float64 }
+	for _, tc := range []struct {
+		name   string
+		engine string
+		prob   fit.Problem
+		opt    func() optim.Optimizer
+		set    fit.Settings
+	}{
+		{"fits-rho-adam", "cuda-host", lorenzFits(6, 6, fit.Vars{P: []int{0}}), func() optim.Optimizer { return &optim.Adam{LearnRate: 0.1} },
+			fit.Settings{Steps: 5}},
+		{"groups-y0-nesterov-clip", "cuda-host", lorenzFits(6, 2, fit.Vars{P: []int{0}, Y0: []int{0, 2}}),
+			func() optim.Optimizer { return &optim.SGD{LearnRate: 0.002, Momentum: 0.8, Nesterov: true} },
+			fit.Settings{Steps: 4, ClipNorm: 5}},
+		{"shared-adamw-clip", "cuda-host", lorenzFits(5, 1, fit.Vars{Shared: true}),
+			func() optim.Optimizer { return &optim.AdamW{LearnRate: 0.05, WeightDecay: 0.01} },
+			fit.Settings{Steps: 4, ClipNorm: 0.5}},
+		{"shared-lanes-global-heavyball", tuned(t, "cuda-host", Tuning{Layout: LayoutLanesGlobal}), lorenzFits(4, 1, fit.Vars{Shared: true, Y0: []int{1}}),
+			func() optim.Optimizer { return &optim.SGD{LearnRate: 1e-3, Momentum: 0.5} },
+			fit.Settings{Steps: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var runs [2]*fit.Result
+			var recs [2][]rec
+			var opts [2]optim.Optimizer
+			for k, onHost := range []bool{true, false} {
+				set := tc.set
+				set.OnHost = onHost
+				opts[k] = tc.opt()
+				set.Optimizer = opts[k]
+				set.Callback = func(st *fit.Step) error {
+					recs[k] = append(recs[k], rec{slices.Clone(st.X), slices.Clone(st.Grad), slices.Clone(st.FitNorms)})
+					return nil
+				}
+				res, err := fit.Fit(t.Context(), tc.prob, &ode.Settings{Engine: tc.engine, RelTol: 1e-7, AbsTol: 1e-10}, &set)
+				if err != nil {
+					t.Fatalf("OnHost %t: %v", onHost, err)
+				}
+				runs[k] = res
+			}
+			h, d := runs[0], runs[1]
+			if h.DeviceSteps != 0 || d.DeviceSteps != tc.set.Steps {
+				t.Fatalf("device steps: host run %d, device run %d (%s), want 0 and %d", h.DeviceSteps, d.DeviceSteps, d.DeviceNote, tc.set.Steps)
+			}
+			const tol = 1e-12
+			near(t, "History", d.History, h.History, tol)
+			near(t, "GradNorms", d.GradNorms, h.GradNorms, tol)
+			near(t, "X", d.X, h.X, tol)
+			near(t, "BestX", d.BestX, h.BestX, tol)
+			near(t, "FinalLoss", []float64{d.FinalLoss}, []float64{h.FinalLoss}, tol)
+			if d.BestStep != h.BestStep || d.Steps != h.Steps || d.Status != h.Status {
+				t.Errorf("best step, steps, status: device %d %d %v, host %d %d %v", d.BestStep, d.Steps, d.Status, h.BestStep, h.Steps, h.Status)
+			}
+			sh, sd := opts[0].State(), opts[1].State()
+			if sh.Step != sd.Step || sh.N != sd.N || len(sh.Moments) != len(sd.Moments) {
+				t.Fatalf("optimiser state: device step %d n %d %d moments, host %d %d %d", sd.Step, sd.N, len(sd.Moments), sh.Step, sh.N, len(sh.Moments))
+			}
+			for name, m := range sh.Moments {
+				near(t, "moment "+name, sd.Moments[name], m, 1e-11)
+			}
+			if len(recs[0]) != len(recs[1]) {
+				t.Fatalf("callbacks: device %d, host %d", len(recs[1]), len(recs[0]))
+			}
+			for k := range recs[0] {
+				near(t, "callback X", recs[1][k].x, recs[0][k].x, tol)
+				near(t, "callback Grad", recs[1][k].g, recs[0][k].g, 1e-10)
+				near(t, "callback FitNorms", recs[1][k].norms, recs[0][k].norms, 1e-10)
+			}
+			if !(d.FinalLoss < d.History[0]) {
+				t.Errorf("the loss did not fall: %v → %v", d.History[0], d.FinalLoss)
+			}
+		})
+	}
+}
+
+// lorenzFits is a fitting problem on the Lorenz ensemble of
+// lorenzSharedCase (n trajectories in fits groups): the data are the final
+// states at the true parameters, and the fit starts from others.
+func lorenzFits(n, fits int, vars fit.Vars) fit.Problem {
+	c := lorenzSharedCase(n)
+	truth := c.prob
+	truth.SaveAt = nil
+	sv, err := ode.NewSolver(truth.Field, &ode.Settings{RelTol: 1e-9, AbsTol: 1e-12})
+	if err != nil {
+		panic(err)
+	}
+	sol, err := sv.Solve(&truth)
+	if err != nil {
+		panic(err)
+	}
+	p := truth
+	p.Shared = []float64{9, 2.5}
+	p.P = slices.Clone(p.P)
+	p.Y0 = slices.Clone(p.Y0)
+	for i := range p.P {
+		p.P[i] = 0.9*p.P[i] + 1
+		p.Y0[3*i] += 0.05
+	}
+	// A fit's P value is its first trajectory's: give its trajectories
+	// that one.
+	per := n / fits
+	for i := range p.P {
+		p.P[i] = p.P[i/per*per]
+	}
+	loss := ode.Loss{Name: "fit-mse", Data: sol.Y, DataDim: 3, Mean: true,
+		F: func(y, _, data []tape.V) tape.V {
+			l := y[0].Sub(data[0]).Square()
+			for k := 1; k < 3; k++ {
+				l = l.Add(y[k].Sub(data[k]).Square())
+			}
+			return l
+		}}
+	return fit.Problem{ODE: p, Loss: loss, Vars: vars, Fits: fits}
+}
+
+// near checks got against want entrywise to relative tolerance tol (of
+// the larger magnitude; exact for zeros and equal non-finite values).
+func near(t *testing.T, what string, got, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: length %d, want %d", what, len(got), len(want))
+		return
+	}
+	for i := range want {
+		a, b := got[i], want[i]
+		if a == b || (math.IsNaN(a) && math.IsNaN(b)) {
+			continue
+		}
+		if math.Abs(a-b) > tol*max(math.Abs(a), math.Abs(b)) {
+			t.Errorf("%s[%d] = %v, want %v (rel %.2g)", what, i, a, b, math.Abs(a-b)/max(math.Abs(a), math.Abs(b)))
+			return
+		}
+	}
+}
+
+// blowupFits is y' = p·y², y(0) = 1 on [0, 1] (y(1) = 1/(1 − p), which
+// blows up for p ≥ 1), four fits of one trajectory each from p = 0.5 with
+// targets y(1) = 3, 3, 3 and target: a large gradient takes the last fit
+// past p = 1.
+func blowupFits(target float64) fit.Problem {
+	f := ode.Field{Name: "blowup", Dim: 1, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Mul(y[0]).Mul(y[0])}
+	}}
+	loss := ode.Loss{Name: "blowup-sq", Data: []float64{3, 3, 3, target}, DataDim: 1,
+		F: func(y, _, data []tape.V) tape.V { return y[0].Sub(data[0]).Square() }}
+	return fit.Problem{ODE: ode.Problem{Field: f, N: 4, Y0: []float64{1}, P: []float64{0.5}, T1: 1},
+		Loss: loss, Vars: fit.Vars{P: []int{0}}, Fits: 4}
+}
+
+// Where a fit's trajectory fails, or an update makes its values
+// non-finite, the host takes over from that step and the run is the host
+// loop's: the failed fit stops, the others go on without it.
+func TestHostTrainHandsBack(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		prob     fit.Problem
+		lr       float64
+		steps    int
+		failStep int // the step at which fit 3 fails
+		allFail  bool
+	}{
+		// Fit 3's first step takes p to 1.27: its trajectory blows up at
+		// step 1.
+		{"trajectory-fails", blowupFits(50), 0.002, 4, 1, false},
+		// Fit 3's first step overflows p to +Inf (the update is refused
+		// for it); the others' p go far past 1 and fail at step 1.
+		{"update-overflows", blowupFits(50), 1e306, 3, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var runs [2]*fit.Result
+			var errs [2]error
+			for k, onHost := range []bool{true, false} {
+				set := fit.Settings{Steps: tc.steps, OnHost: onHost, Optimizer: &optim.SGD{LearnRate: tc.lr}}
+				runs[k], errs[k] = fit.Fit(t.Context(), tc.prob, &ode.Settings{Engine: "cuda-host", RelTol: 1e-8, AbsTol: 1e-10}, &set)
+				if (errs[k] != nil) != tc.allFail || runs[k] == nil {
+					t.Fatalf("OnHost %t: error %v, want one: %t", onHost, errs[k], tc.allFail)
+				}
+			}
+			h, d := runs[0], runs[1]
+			if d.DeviceSteps == 0 || d.DeviceSteps >= tc.steps || d.DeviceNote == "" {
+				t.Errorf("device run: %d device steps (%q), want some and fewer than %d", d.DeviceSteps, d.DeviceNote, tc.steps)
+			}
+			if !slices.Equal(d.FitStatus, h.FitStatus) {
+				t.Errorf("fit statuses: device %v, host %v", d.FitStatus, h.FitStatus)
+			}
+			var fe *fit.FitError
+			if !errors.As(d.FitErr[3], &fe) || fe.Step != tc.failStep {
+				t.Errorf("fit 3's error on the device run: %v, want a *FitError at step %d", d.FitErr[3], tc.failStep)
+			}
+			if he := h.FitErr[3]; he == nil || d.FitErr[3] == nil || he.Error() != d.FitErr[3].Error() {
+				t.Errorf("fit 3's error: device %v, host %v", d.FitErr[3], he)
+			}
+			near(t, "History", d.History, h.History, 1e-12)
+			near(t, "X", d.X, h.X, 1e-12)
+			if d.Steps != h.Steps || d.Status != h.Status {
+				t.Errorf("steps, status: device %d %v, host %d %v", d.Steps, d.Status, h.Steps, h.Status)
+			}
+		})
+	}
+}
+
+// A device fit stopped and resumed from its checkpoint and optimiser state
+// is the uninterrupted device fit, bit for bit.
+func TestHostTrainResume(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	prob := lorenzFits(4, 2, fit.Vars{P: []int{0}, Y0: []int{1}})
+	s := &ode.Settings{Engine: "cuda-host", RelTol: 1e-7, AbsTol: 1e-10}
+	whole, err := fit.Fit(t.Context(), prob, s, &fit.Settings{Steps: 5, Optimizer: &optim.Adam{LearnRate: 0.05}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := &optim.Adam{LearnRate: 0.05}
+	first, err := fit.Fit(t.Context(), prob, s, &fit.Settings{Steps: 2, Optimizer: opt, SkipFinal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := optim.SaveState(&buf, opt); err != nil {
+		t.Fatal(err)
+	}
+	opt2 := &optim.Adam{LearnRate: 0.05}
+	if err := optim.LoadState(&buf, opt2); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := fit.Fit(t.Context(), prob, s, &fit.Settings{Steps: 5, Optimizer: opt2, Resume: first.Checkpoint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole.DeviceSteps != 5 || first.DeviceSteps != 2 || rest.DeviceSteps != 3 {
+		t.Fatalf("device steps %d, %d, %d, want 5, 2, 3 (%s)", whole.DeviceSteps, first.DeviceSteps, rest.DeviceSteps, rest.DeviceNote)
+	}
+	if ok, i := bitsEqual(rest.X, whole.X); !ok {
+		t.Errorf("resumed X differs at %d: %v, want %v", i, rest.X, whole.X)
+	}
+	if ok, i := bitsEqual(append(first.History, rest.History...), whole.History); !ok {
+		t.Errorf("resumed history differs at %d: %v + %v, want %v", i, first.History, rest.History, whole.History)
+	}
+}
+
+// The engine applies an optimiser's rule with the optimiser's own
+// arithmetic: on the same gradient, its values and moments are
+// optim.Rule.Apply's bit for bit (device code is compiled without fused
+// multiply-adds), for every rule, with and without clipping.
+func TestHostTrainUpdateBitwise(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testTrainUpdateBitwise(t, "cuda-host")
+}
+
+func TestGPUTrainUpdateBitwise(t *testing.T) {
+	needGPUEngine(t)
+	testTrainUpdateBitwise(t, "cuda")
+}
+
+func testTrainUpdateBitwise(t *testing.T, engine string) {
+	prob := lorenzFits(8, 4, fit.Vars{P: []int{0}, Y0: []int{0, 1}})
+	sv, err := ode.NewSolver(prob.ODE.Field, &ode.Settings{Engine: engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, o := range []optim.Ruled{
+		&optim.Adam{LearnRate: 0.01}, &optim.AdamW{LearnRate: 0.3, WeightDecay: 0.05, Beta1: 0.7, Eps: 1e-3},
+		&optim.SGD{LearnRate: 0.1}, &optim.SGD{LearnRate: 0.1, Momentum: 0.9}, &optim.SGD{LearnRate: 0.1, Momentum: 0.6, Nesterov: true},
+	} {
+		r0, _ := o.RuleAt(0)
+		spec := &ode.TrainSpec{Fits: 4, P: []int{0}, Y0: []int{0, 1}, Moments: len(r0.Moments())}
+		p := prob.ODE
+		tri, err := sv.NewTrainer(&p, prob.Loss, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tri.(*trainer)
+		L := spec.Len(p.N, 0)
+		x := make([]float64, L)
+		moments := make([][]float64, spec.Moments)
+		for i := range x {
+			x[i] = rng.NormFloat64()
+		}
+		for q := range moments {
+			moments[q] = make([]float64, L)
+			for i := range moments[q] {
+				moments[q][i] = rng.Float64() // v ≥ 0
+			}
+		}
+		if err := tr.Load(x, moments); err != nil {
+			t.Fatal(err)
+		}
+		for k, clip := range []float64{0, 0.5, 1e9} {
+			g := make([]float64, L)
+			for i := range g {
+				g[i] = 3 * rng.NormFloat64()
+			}
+			if err := tr.ex.be.write(tr.g, f64bytes(g)); err != nil {
+				t.Fatal(err)
+			}
+			if clip > 0 {
+				// The engine clips by each fit's norm as Eval computes it.
+				norms := make([]float64, 4)
+				for b := range norms {
+					s := 0.0
+					for _, v := range g[b*L/4 : (b+1)*L/4] {
+						s += v * v
+					}
+					norms[b] = math.Sqrt(s)
+				}
+				if err := tr.ex.be.write(tr.norms, f64bytes(norms)); err != nil {
+					t.Fatal(err)
+				}
+				if err := tr.Clip(clip); err != nil {
+					t.Fatal(err)
+				}
+				for b, nb := range norms {
+					if nb > clip {
+						floats.Scale(clip/nb, g[b*L/4:(b+1)*L/4])
+					}
+				}
+			}
+			r, err := o.RuleAt(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Update(&r); err != nil {
+				t.Fatal(err)
+			}
+			r.Apply(x, g, moments)
+			st := &ode.TrainState{X: make([]float64, L), Grad: make([]float64, L), Moments: make([][]float64, len(moments))}
+			for q := range st.Moments {
+				st.Moments[q] = make([]float64, L)
+			}
+			if err := tr.Read(st); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range append([][2][]float64{{st.X, x}, {st.Grad, g}}, func() [][2][]float64 {
+				var m [][2][]float64
+				for q := range moments {
+					m = append(m, [2][]float64{st.Moments[q], moments[q]})
+				}
+				return m
+			}()...) {
+				if ok, i := bitsEqual(c[0], c[1]); !ok {
+					t.Fatalf("%T step %d (clip %v): entry %d is %v on the engine, %v by Rule.Apply", o, k, clip, i, c[0][i], c[1][i])
+				}
+			}
+		}
+		tr.Release()
+	}
+}
