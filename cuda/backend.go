@@ -51,6 +51,10 @@ type backend interface {
 	// it: the device runs it after the work queued before it, and the next
 	// read waits for it.
 	enqueue(k backendKernel, threads, block, shmem int, args []uint64) error
+	// enqueueTimed is enqueue, with a clock around the kernel: elapsed,
+	// called after a read has waited for the kernel, returns its device
+	// time (and frees the clock).
+	enqueueTimed(k backendKernel, threads, block, shmem int, args []uint64) (elapsed func() (time.Duration, error), err error)
 	// copyDevice copies n bytes of device memory from src to dst, after
 	// the work queued before it.
 	copyDevice(dst, src uint64, n int64) error
@@ -210,6 +214,34 @@ func (b *gpuBackend) enqueue(bk backendKernel, threads, block, shmem int, args [
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&args[0])), 8*len(args))
 	l := driver.Launch{Grid: driver.Dim{X: (threads + block - 1) / block}, Block: driver.Dim{X: block}, SharedMem: shmem}
 	return k.k.Launch(l, raw)
+}
+
+func (b *gpuBackend) enqueueTimed(bk backendKernel, threads, block, shmem int, args []uint64) (func() (time.Duration, error), error) {
+	start, err := b.dev.NewEvent()
+	if err != nil {
+		return nil, err
+	}
+	end, err := b.dev.NewEvent()
+	if err != nil {
+		start.Destroy()
+		return nil, err
+	}
+	free := func() { start.Destroy(); end.Destroy() }
+	err = start.Record(nil)
+	if err == nil {
+		err = b.enqueue(bk, threads, block, shmem, args)
+	}
+	if err == nil {
+		err = end.Record(nil)
+	}
+	if err != nil {
+		free()
+		return nil, err
+	}
+	return func() (time.Duration, error) {
+		defer free()
+		return driver.Elapsed(start, end)
+	}, nil
 }
 
 func (b *gpuBackend) copyDevice(dst, src uint64, n int64) error {

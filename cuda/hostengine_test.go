@@ -314,6 +314,11 @@ func (b *hostBackend) enqueue(bk backendKernel, threads, block, shmem int, args 
 	return err
 }
 
+func (b *hostBackend) enqueueTimed(bk backendKernel, threads, block, shmem int, args []uint64) (func() (time.Duration, error), error) {
+	dt, err := b.launch(bk, threads, block, shmem, args)
+	return func() (time.Duration, error) { return dt, nil }, err
+}
+
 func (b *hostBackend) copyDevice(dst, src uint64, n int64) error {
 	ms, _, so := b.at(src)
 	md, _, do := b.at(dst)

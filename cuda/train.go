@@ -408,7 +408,7 @@ func (t *trainer) Eval(ctx context.Context) (ode.TrainEval, error) {
 		return ode.TrainEval{}, err
 	}
 	for {
-		s, err := t.eval()
+		s, err := t.eval(traceOf(ctx))
 		if err != nil {
 			return ode.TrainEval{}, err
 		}
@@ -436,7 +436,7 @@ type summary struct {
 	maxAcc int
 }
 
-func (t *trainer) eval() (summary, error) {
+func (t *trainer) eval(tr *Trace) (summary, error) {
 	r, be, l := t.r, t.ex.be, &t.l
 	// The counters of this evaluation start at 0 (the update's is read
 	// below and cleared after).
@@ -455,7 +455,8 @@ func (t *trainer) eval() (summary, error) {
 	}
 	args := r.kernelArgs(t.ar, t.n, t.rows, l)
 	threads, block, shmem := r.launchShape(t.n)
-	if err := be.enqueue(r.ke.k, threads, block, shmem, args[:]); err != nil {
+	elapsed, err := be.enqueueTimed(r.ke.k, threads, block, shmem, args[:])
+	if err != nil {
 		return summary{}, fmt.Errorf("cuda: engine %s: %w", t.ex.name, err)
 	}
 	// The loss and the checks of every trajectory.
@@ -509,6 +510,16 @@ func (t *trainer) eval() (summary, error) {
 	if err := be.read(t.down, t.sum); err != nil {
 		return summary{}, err
 	}
+	dt, err := elapsed()
+	if err != nil {
+		return summary{}, err
+	}
+	tr.add(func(s *TraceStats) {
+		s.Kernel += dt
+		s.Launches++
+		s.Layout = r.v.Layout()
+		s.Download += int64(len(t.down))
+	})
 	word := func(i int) uint64 { return binary.LittleEndian.Uint64(t.down[8*i:]) }
 	s := summary{ev: ode.TrainEval{Loss: math.Float64frombits(word(0)), GradNorm: math.Sqrt(math.Float64frombits(word(1))),
 		Failed: int(word(2 + tcFailed)), NonFinite: int(word(2 + tcNonFinite))},
