@@ -23,6 +23,15 @@ import (
 func TestHostTrainMatchesHost(t *testing.T) {
 	needHost(t)
 	t.Parallel()
+	testTrainMatchesHost(t, "cuda-host")
+}
+
+func TestGPUTrainMatchesHost(t *testing.T) {
+	needGPUEngine(t)
+	testTrainMatchesHost(t, "cuda")
+}
+
+func testTrainMatchesHost(t *testing.T, engine string) {
 	type rec struct{ x, g, norms []float64 }
 	for _, tc := range []struct {
 		name   string
@@ -31,15 +40,15 @@ func TestHostTrainMatchesHost(t *testing.T) {
 		opt    func() optim.Optimizer
 		set    fit.Settings
 	}{
-		{"fits-rho-adam", "cuda-host", lorenzFits(6, 6, fit.Vars{P: []int{0}}), func() optim.Optimizer { return &optim.Adam{LearnRate: 0.1} },
+		{"fits-rho-adam", engine, lorenzFits(6, 6, fit.Vars{P: []int{0}}), func() optim.Optimizer { return &optim.Adam{LearnRate: 0.1} },
 			fit.Settings{Steps: 5}},
-		{"groups-y0-nesterov-clip", "cuda-host", lorenzFits(6, 2, fit.Vars{P: []int{0}, Y0: []int{0, 2}}),
+		{"groups-y0-nesterov-clip", engine, lorenzFits(6, 2, fit.Vars{P: []int{0}, Y0: []int{0, 2}}),
 			func() optim.Optimizer { return &optim.SGD{LearnRate: 0.002, Momentum: 0.8, Nesterov: true} },
 			fit.Settings{Steps: 4, ClipNorm: 5}},
-		{"shared-adamw-clip", "cuda-host", lorenzFits(5, 1, fit.Vars{Shared: true}),
+		{"shared-adamw-clip", engine, lorenzFits(5, 1, fit.Vars{Shared: true}),
 			func() optim.Optimizer { return &optim.AdamW{LearnRate: 0.05, WeightDecay: 0.01} },
 			fit.Settings{Steps: 4, ClipNorm: 0.5}},
-		{"shared-lanes-global-heavyball", tuned(t, "cuda-host", Tuning{Layout: LayoutLanesGlobal}), lorenzFits(4, 1, fit.Vars{Shared: true, Y0: []int{1}}),
+		{"shared-lanes-global-heavyball", tuned(t, engine, Tuning{Layout: LayoutLanesGlobal}), lorenzFits(4, 1, fit.Vars{Shared: true, Y0: []int{1}}),
 			func() optim.Optimizer { return &optim.SGD{LearnRate: 1e-3, Momentum: 0.5} },
 			fit.Settings{Steps: 3}},
 	} {
@@ -178,6 +187,15 @@ func blowupFits(target float64) fit.Problem {
 func TestHostTrainHandsBack(t *testing.T) {
 	needHost(t)
 	t.Parallel()
+	testTrainHandsBack(t, "cuda-host")
+}
+
+func TestGPUTrainHandsBack(t *testing.T) {
+	needGPUEngine(t)
+	testTrainHandsBack(t, "cuda")
+}
+
+func testTrainHandsBack(t *testing.T, engine string) {
 	for _, tc := range []struct {
 		name     string
 		prob     fit.Problem
@@ -199,7 +217,7 @@ func TestHostTrainHandsBack(t *testing.T) {
 			var errs [2]error
 			for k, onHost := range []bool{true, false} {
 				set := fit.Settings{Steps: tc.steps, OnHost: onHost, Optimizer: &optim.SGD{LearnRate: tc.lr}}
-				runs[k], errs[k] = fit.Fit(t.Context(), tc.prob, &ode.Settings{Engine: "cuda-host", RelTol: 1e-8, AbsTol: 1e-10}, &set)
+				runs[k], errs[k] = fit.Fit(t.Context(), tc.prob, &ode.Settings{Engine: engine, RelTol: 1e-8, AbsTol: 1e-10}, &set)
 				if (errs[k] != nil) != tc.allFail || runs[k] == nil {
 					t.Fatalf("OnHost %t: error %v, want one: %t", onHost, errs[k], tc.allFail)
 				}
@@ -232,8 +250,17 @@ func TestHostTrainHandsBack(t *testing.T) {
 func TestHostTrainResume(t *testing.T) {
 	needHost(t)
 	t.Parallel()
+	testTrainResume(t, "cuda-host")
+}
+
+func TestGPUTrainResume(t *testing.T) {
+	needGPUEngine(t)
+	testTrainResume(t, "cuda")
+}
+
+func testTrainResume(t *testing.T, engine string) {
 	prob := lorenzFits(4, 2, fit.Vars{P: []int{0}, Y0: []int{1}})
-	s := &ode.Settings{Engine: "cuda-host", RelTol: 1e-7, AbsTol: 1e-10}
+	s := &ode.Settings{Engine: engine, RelTol: 1e-7, AbsTol: 1e-10}
 	whole, err := fit.Fit(t.Context(), prob, s, &fit.Settings{Steps: 5, Optimizer: &optim.Adam{LearnRate: 0.05}})
 	if err != nil {
 		t.Fatal(err)
