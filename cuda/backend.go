@@ -47,18 +47,36 @@ type backend interface {
 	// struct args (8-byte words), waits for it, and returns its device
 	// time.
 	launch(k backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error)
-	// enqueue queues k as launch does, without waiting for it or timing
-	// it: the device runs it after the work queued before it, and the next
-	// read waits for it.
-	enqueue(k backendKernel, threads, block, shmem int, args []uint64) error
-	// enqueueTimed is enqueue, with a clock around the kernel: elapsed,
-	// called after a read has waited for the kernel, returns its device
-	// time (and frees the clock).
-	enqueueTimed(k backendKernel, threads, block, shmem int, args []uint64) (elapsed func() (time.Duration, error), err error)
-	// copyDevice copies n bytes of device memory from src to dst, after
-	// the work queued before it.
-	copyDevice(dst, src uint64, n int64) error
+	// batch runs f with a queue of the backend's copies and launches that
+	// costs one hand-over to the device's goroutine for the lot (a
+	// training step's dozen operations), not one each. f must not call
+	// the backend's other methods.
+	batch(f func(q queue) error) error
+	// newClock returns a timer of device work (two events on a GPU).
+	newClock() (clock, error)
 }
+
+// queue is what a batch can do (backend.batch).
+type queue interface {
+	write(addr uint64, src []byte) error
+	read(dst []byte, addr uint64) error
+	zero(addr uint64, n int64) error
+	// copyDevice copies n bytes of device memory from src to dst.
+	copyDevice(dst, src uint64, n int64) error
+	// enqueue queues k as launch runs it, without waiting for it: the
+	// device runs it after the work queued before it, and the next read
+	// waits for it.
+	enqueue(k backendKernel, threads, block, shmem int, args []uint64) error
+	// mark records the start (end false) or the end of the work a clock
+	// times, after the work queued before it.
+	mark(c clock, end bool) error
+	// elapsed returns the device time between c's marks, waiting for the
+	// end.
+	elapsed(c clock) (time.Duration, error)
+}
+
+// clock is a timer of device work (backend.newClock); free releases it.
+type clock interface{ free() }
 
 // backendKernel is a compiled kernel of a backend.
 type backendKernel interface {
@@ -209,14 +227,49 @@ func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []
 	return driver.Elapsed(start, end)
 }
 
-func (b *gpuBackend) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
+func (b *gpuBackend) batch(f func(q queue) error) error {
+	return b.dev.Batch(func(q *driver.Queue) error { return f(gpuQueue{q}) })
+}
+
+// gpuQueue is the queue of a GPU batch.
+type gpuQueue struct{ q *driver.Queue }
+
+func (g gpuQueue) write(addr uint64, src []byte) error { return g.q.CopyToDevice(addr, src) }
+func (g gpuQueue) read(dst []byte, addr uint64) error  { return g.q.CopyFromDevice(dst, addr) }
+func (g gpuQueue) zero(addr uint64, n int64) error     { return g.q.Zero(addr, n) }
+func (g gpuQueue) copyDevice(dst, src uint64, n int64) error {
+	return g.q.CopyDevice(dst, src, n)
+}
+
+func (g gpuQueue) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
 	k := bk.(*gpuKernel)
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&args[0])), 8*len(args))
 	l := driver.Launch{Grid: driver.Dim{X: (threads + block - 1) / block}, Block: driver.Dim{X: block}, SharedMem: shmem}
-	return k.k.Launch(l, raw)
+	return g.q.Launch(k.k, l, raw)
 }
 
-func (b *gpuBackend) enqueueTimed(bk backendKernel, threads, block, shmem int, args []uint64) (func() (time.Duration, error), error) {
+func (g gpuQueue) mark(c clock, end bool) error {
+	e := c.(*gpuClock).start
+	if end {
+		e = c.(*gpuClock).end
+	}
+	return g.q.Record(e)
+}
+
+func (g gpuQueue) elapsed(c clock) (time.Duration, error) {
+	gc := c.(*gpuClock)
+	return g.q.Elapsed(gc.start, gc.end)
+}
+
+// gpuClock is a pair of events.
+type gpuClock struct{ start, end *driver.Event }
+
+func (c *gpuClock) free() {
+	c.start.Destroy()
+	c.end.Destroy()
+}
+
+func (b *gpuBackend) newClock() (clock, error) {
 	start, err := b.dev.NewEvent()
 	if err != nil {
 		return nil, err
@@ -226,26 +279,7 @@ func (b *gpuBackend) enqueueTimed(bk backendKernel, threads, block, shmem int, a
 		start.Destroy()
 		return nil, err
 	}
-	free := func() { start.Destroy(); end.Destroy() }
-	err = start.Record(nil)
-	if err == nil {
-		err = b.enqueue(bk, threads, block, shmem, args)
-	}
-	if err == nil {
-		err = end.Record(nil)
-	}
-	if err != nil {
-		free()
-		return nil, err
-	}
-	return func() (time.Duration, error) {
-		defer free()
-		return driver.Elapsed(start, end)
-	}, nil
-}
-
-func (b *gpuBackend) copyDevice(dst, src uint64, n int64) error {
-	return b.dev.CopyDevice(dst, src, n)
+	return &gpuClock{start, end}, nil
 }
 
 // spreadBlock returns the threads per block of a launch of threads

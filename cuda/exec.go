@@ -103,6 +103,7 @@ type kept struct {
 	// back to the backend.
 	hostMem map[*byte]bool
 	chunks  [2][]byte // buffers of be.hostAlloc of meshChunk bytes each
+	clocks  []clock   // kernel timers, kept for the next launches (under the executor's mu)
 }
 
 // release gives the kept memory back to the backend (the executor is
@@ -121,6 +122,9 @@ func (k *kept) release() {
 		if b != nil {
 			k.be.hostFree(b)
 		}
+	}
+	for _, c := range k.clocks {
+		c.free()
 	}
 }
 
@@ -160,6 +164,30 @@ func (ex *executor) kernel(v kernelgen.Config, lp *ode.LossPlan, tr *Trace) (*ke
 		}
 	})
 	return e, e.err
+}
+
+// takeClock returns a kernel timer, a kept one if there is one.
+func (ex *executor) takeClock() (clock, error) {
+	ex.mu.Lock()
+	if k := len(ex.keep.clocks); k > 0 {
+		c := ex.keep.clocks[k-1]
+		ex.keep.clocks = ex.keep.clocks[:k-1]
+		ex.mu.Unlock()
+		return c, nil
+	}
+	ex.mu.Unlock()
+	return ex.be.newClock()
+}
+
+// giveClock keeps c for a later launch (at most four are kept).
+func (ex *executor) giveClock(c clock) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	if len(ex.keep.clocks) < 4 {
+		ex.keep.clocks = append(ex.keep.clocks, c)
+		return
+	}
+	c.free()
 }
 
 // takeArena returns an allocation of at least size bytes, reusing the
@@ -440,6 +468,10 @@ type run struct {
 	// place (instead of argHin in the arena); hout receives the recorded
 	// mesh in device memory (instead of argHout), which the result keeps.
 	hin, hout *residentMesh
+
+	// q is the queue of the batch a launch's copies and kernel run in
+	// (nil outside one: then they go to the backend one by one).
+	q queue
 }
 
 func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *Trace) *run {
@@ -779,16 +811,32 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
 	clear(up) // as a new buffer: regions a kernel does not fill stay zero
-	if err := r.stage(up, ar, g, rows, &l, hinAt, zeroGS); err != nil {
-		return nil, err
-	}
-	dt, err := r.launchKernel(ar, n, rows, &l)
-	if err != nil {
-		return nil, err
+	r.fill(up, g, &l)
+	if hinAt >= 0 {
+		// Before the batch: a large mesh goes up through the chunk
+		// buffers, from other goroutines.
+		if err := r.writeMesh(ar.addr+uint64(hinAt), g, rows); err != nil {
+			return nil, err
+		}
 	}
 	down := ex.takeStaging(outHi - outLo)
 	defer ex.giveStaging(down)
-	if err := r.read(down, ar.addr+uint64(outLo)); err != nil {
+	// The inputs, the kernel and the results in one batch: one hand-over
+	// to the device's goroutine.
+	var dt time.Duration
+	err = ex.be.batch(func(q queue) error {
+		r.q = q
+		defer func() { r.q = nil }()
+		if err := r.upload(up, ar, n, rows, &l, zeroGS); err != nil {
+			return err
+		}
+		var err error
+		if dt, err = r.launchKernel(ar, n, rows, &l); err != nil {
+			return err
+		}
+		return r.read(down, ar.addr+uint64(outLo))
+	})
+	if err != nil {
 		return nil, err
 	}
 	r.tr.add(func(t *TraceStats) {
@@ -802,11 +850,17 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 }
 
 // stage fills the staging buffer up with the inputs of a launch over the
-// trajectories g (rows record rows each) in layout l, step-major, copies
-// it to the arena, writes the mesh to replay (at hinAt, if not -1) and
-// zeroes the regions the kernel adds to or leaves unwritten.
-func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, hinAt int64, zeroGS bool) error {
-	ex, j, v := r.ex, r.j, r.v
+// trajectories g (rows record rows each) in layout l and uploads them
+// (fill, then upload), without the mesh to replay (writeMesh).
+func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, zeroGS bool) error {
+	r.fill(up, g, l)
+	return r.upload(up, ar, len(g), rows, l, zeroGS)
+}
+
+// fill fills the staging buffer up with the inputs of a launch over the
+// trajectories g in layout l, step-major.
+func (r *run) fill(up []byte, g []int, l *layout) {
+	j, v := r.j, r.v
 	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
 	iv := func(buf []byte, base int64, a int) []int32 { return int32s(buf, l.off[a]-base, l.bytes[a]) }
@@ -867,23 +921,23 @@ func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, hinAt in
 			}
 		}
 	})
-	be := ex.be
+}
+
+// upload copies the staged inputs of a launch of n trajectories up to the
+// arena and zeroes the regions the kernel adds to or leaves unwritten.
+func (r *run) upload(up []byte, ar *arena, n, rows int, l *layout, zeroGS bool) error {
+	ex, v := r.ex, r.v
 	if err := r.write(ar.addr, up); err != nil {
 		return err
 	}
-	if hinAt >= 0 {
-		if err := r.writeMesh(ar.addr+uint64(hinAt), g, rows); err != nil {
-			return err
-		}
-	}
 	if zeroGS {
-		if err := be.zero(ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
+		if err := r.zero(ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
 			return err
 		}
 	}
 	if v.TileDynamic {
 		// The tile counter, the work array's last real.
-		if err := be.zero(ar.addr+uint64(l.off[argWork]+l.bytes[argWork]-int64(ex.prec.Size())), int64(ex.prec.Size())); err != nil {
+		if err := r.zero(ar.addr+uint64(l.off[argWork]+l.bytes[argWork]-int64(ex.prec.Size())), int64(ex.prec.Size())); err != nil {
 			return err
 		}
 	}
@@ -893,11 +947,10 @@ func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, hinAt in
 		if r.hout != nil {
 			addr, bytes = r.hout.mem.addr, int64(rows)*int64(n)*8
 		}
-		if err := be.zero(addr, bytes); err != nil {
+		if err := r.zero(addr, bytes); err != nil {
 			return err
 		}
 	}
-
 	return nil
 }
 
@@ -906,11 +959,29 @@ func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, hinAt in
 func (r *run) launchKernel(ar *arena, n, rows int, l *layout) (time.Duration, error) {
 	args := r.kernelArgs(ar, n, rows, l)
 	threads, bt, shmem := r.launchShape(n)
-	dt, err := r.ex.be.launch(r.ke.k, threads, bt, shmem, args[:])
+	if r.q == nil {
+		dt, err := r.ex.be.launch(r.ke.k, threads, bt, shmem, args[:])
+		if err != nil {
+			return 0, fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
+		}
+		return dt, nil
+	}
+	c, err := r.ex.takeClock()
 	if err != nil {
+		return 0, err
+	}
+	defer r.ex.giveClock(c)
+	q := r.q
+	if err := q.mark(c, false); err != nil {
+		return 0, err
+	}
+	if err := q.enqueue(r.ke.k, threads, bt, shmem, args[:]); err != nil {
 		return 0, fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
 	}
-	return dt, nil
+	if err := q.mark(c, true); err != nil {
+		return 0, err
+	}
+	return q.elapsed(c)
 }
 
 // kernelArgs returns the argument words of a launch over n trajectories
@@ -1238,7 +1309,12 @@ const clearBlock = 1 << 19
 // read copies device memory at addr to dst, adding the time to the trace.
 func (r *run) read(dst []byte, addr uint64) error {
 	start := time.Now()
-	err := r.ex.be.read(dst, addr)
+	var err error
+	if r.q != nil {
+		err = r.q.read(dst, addr)
+	} else {
+		err = r.ex.be.read(dst, addr)
+	}
 	d := time.Since(start)
 	r.tr.add(func(t *TraceStats) { t.Transfer += d })
 	return err
@@ -1247,10 +1323,24 @@ func (r *run) read(dst []byte, addr uint64) error {
 // write copies src to device memory at addr, adding the time to the trace.
 func (r *run) write(addr uint64, src []byte) error {
 	start := time.Now()
-	err := r.ex.be.write(addr, src)
+	var err error
+	if r.q != nil {
+		err = r.q.write(addr, src)
+	} else {
+		err = r.ex.be.write(addr, src)
+	}
 	d := time.Since(start)
 	r.tr.add(func(t *TraceStats) { t.Transfer += d })
 	return err
+}
+
+// zero sets n bytes of device memory at addr to zero (in the batch, if
+// one runs).
+func (r *run) zero(addr uint64, n int64) error {
+	if r.q != nil {
+		return r.q.zero(addr, n)
+	}
+	return r.ex.be.zero(addr, n)
 }
 
 // meshChunk is the size of each of the executor's two buffers through

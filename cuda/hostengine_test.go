@@ -119,6 +119,8 @@ type hostBackend struct {
 	host     map[*byte]int64
 	hostErr  error
 	hostGets int
+	// launched is the time the enqueued launches took, for clocks.
+	launched time.Duration
 }
 
 func newHostBackend(total int64) *hostBackend {
@@ -309,15 +311,38 @@ func (b *hostBackend) hostHeld() (bufs int, bytes int64, gets int, err error) {
 	return bufs, bytes, b.hostGets, b.hostErr
 }
 
+// The host backend is its own queue: its copies and launches are
+// synchronous.
+func (b *hostBackend) batch(f func(q queue) error) error { return f(b) }
+
 func (b *hostBackend) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
-	_, err := b.launch(bk, threads, block, shmem, args)
+	dt, err := b.launch(bk, threads, block, shmem, args)
+	b.mu.Lock()
+	b.launched += dt
+	b.mu.Unlock()
 	return err
 }
 
-func (b *hostBackend) enqueueTimed(bk backendKernel, threads, block, shmem int, args []uint64) (func() (time.Duration, error), error) {
-	dt, err := b.launch(bk, threads, block, shmem, args)
-	return func() (time.Duration, error) { return dt, nil }, err
+// hostClock times a host launch: the launch between its marks.
+type hostClock struct{ at, dt time.Duration }
+
+func (*hostClock) free() {}
+
+func (b *hostBackend) newClock() (clock, error) { return &hostClock{}, nil }
+
+func (b *hostBackend) mark(c clock, end bool) error {
+	hc := c.(*hostClock)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !end {
+		hc.at = b.launched
+		return nil
+	}
+	hc.dt = b.launched - hc.at
+	return nil
 }
+
+func (b *hostBackend) elapsed(c clock) (time.Duration, error) { return c.(*hostClock).dt, nil }
 
 func (b *hostBackend) copyDevice(dst, src uint64, n int64) error {
 	ms, _, so := b.at(src)

@@ -49,6 +49,19 @@ func (f *fakeDevice) launch(k backendKernel, threads, block, shmem int, args []u
 	return f.hostBackend.launch(k, threads, block, shmem, args)
 }
 
+// batch runs f on a queue whose launches fail as launch does.
+func (f *fakeDevice) batch(fn func(q queue) error) error { return fn(fakeQueue{f.hostBackend, f}) }
+
+type fakeQueue struct {
+	*hostBackend
+	f *fakeDevice
+}
+
+func (q fakeQueue) enqueue(k backendKernel, threads, block, shmem int, args []uint64) error {
+	_, err := q.f.launch(k, threads, block, shmem, args)
+	return err
+}
+
 // fakeMulti returns a MultiEngine called name in precision prec on fake
 // devices, each with mem bytes of memory.
 func fakeMulti(name string, devices int, mem int64, prec Precision) *MultiEngine {

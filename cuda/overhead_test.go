@@ -54,14 +54,14 @@ func (b nullBackend) launch(bk backendKernel, threads, block, shmem int, args []
 	return 0, nil
 }
 
-// enqueue runs nothing: the null engine's kernels do no work.
-func (b nullBackend) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
-	return nil
-}
+// batch runs f on a queue whose launches do nothing: the null engine's
+// kernels do no work.
+func (b nullBackend) batch(f func(q queue) error) error { return f(nullQueue{b.hostBackend}) }
 
-// enqueueTimed runs nothing, in no time.
-func (b nullBackend) enqueueTimed(bk backendKernel, threads, block, shmem int, args []uint64) (func() (time.Duration, error), error) {
-	return func() (time.Duration, error) { return 0, nil }, nil
+type nullQueue struct{ *hostBackend }
+
+func (nullQueue) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
+	return nil
 }
 
 var nullF64 = &Engine{name: "cuda-null", prec: Float64, be: nullBackend{newHostBackend(16 << 30)}}

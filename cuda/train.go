@@ -148,6 +148,7 @@ type trainer struct {
 	idx      uint64 // pcols, ycols, shpos (int64)
 	idxBytes [3]uint64
 	down     []byte // the summary's bytes
+	clock    clock  // times the engine kernel
 	released bool
 }
 
@@ -182,7 +183,11 @@ func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, er
 	}
 	t.len = spec.Len(j.N, pl.Shared)
 	t.r = newRun(ex, j, v, ke, nil)
+	if t.clock, err = ex.be.newClock(); err != nil {
+		return nil, err
+	}
 	if err := t.arena(ex.rowsGuess(j.MaxSteps), true); err != nil {
+		t.clock.free()
 		return nil, err
 	}
 	if err := t.alloc(spec); err != nil {
@@ -217,10 +222,12 @@ func (t *trainer) arena(rows int, stage bool) error {
 	if stage {
 		up := ex.takeStaging(inHi)
 		clear(up)
-		err = r.stage(up, ar, ex.identity(t.n), rows, &l, -1, false)
+		err = r.stage(up, ar, ex.identity(t.n), rows, &l, false)
 		ex.giveStaging(up)
 	} else {
-		err = ex.be.copyDevice(ar.addr+uint64(inLo), t.ar.addr+uint64(inLo), inHi-inLo)
+		err = ex.be.batch(func(q queue) error {
+			return q.copyDevice(ar.addr+uint64(inLo), t.ar.addr+uint64(inLo), inHi-inLo)
+		})
 	}
 	if err != nil {
 		ex.be.free(addr)
@@ -277,10 +284,12 @@ func (t *trainer) alloc(spec *ode.TrainSpec) error {
 		binary.LittleEndian.PutUint64(buf[8*i:], uint64(v))
 	}
 	t.idxBytes = [3]uint64{0, uint64(8 * t.np1), uint64(8 * (t.np1 + t.ny1))}
-	if err := be.zero(t.mem, off); err != nil {
-		return err
-	}
-	return be.write(t.idx, buf)
+	return be.batch(func(q queue) error {
+		if err := q.zero(t.mem, off); err != nil {
+			return err
+		}
+		return q.write(t.idx, buf)
+	})
 }
 
 // sharedPlaces returns, for each fitted shared parameter, its place in the
@@ -349,10 +358,9 @@ func (t *trainer) fixed() [numTrainWords]uint64 {
 	return w
 }
 
-// queue enqueues training kernel k over threads threads with words w.
-func (t *trainer) queue(k backendKernel, threads int, w *[numTrainWords]uint64) error {
-	block := trainBlock
-	return t.ex.be.enqueue(k, max(threads, 1), block, 0, w[:])
+// launch enqueues training kernel k over threads threads with words w.
+func launch(q queue, k backendKernel, threads int, w *[numTrainWords]uint64) error {
+	return q.enqueue(k, max(threads, 1), trainBlock, 0, w[:])
 }
 
 // errReleased is the error of a Trainer used after Release.
@@ -367,34 +375,39 @@ func (t *trainer) Load(x []float64, moments [][]float64) error {
 	if len(x) != t.len {
 		return fmt.Errorf("cuda: Trainer.Load: len(x) = %d, want %d", len(x), t.len)
 	}
-	be := t.ex.be
-	if err := be.write(t.x, f64bytes(x)); err != nil {
-		return err
-	}
-	for q := range t.moments {
-		if q < len(moments) && len(moments[q]) > 0 {
-			if len(moments[q]) != t.len {
-				return fmt.Errorf("cuda: Trainer.Load: len(moments[%d]) = %d, want %d", q, len(moments[q]), t.len)
-			}
-			if err := be.write(t.mom[q], f64bytes(moments[q])); err != nil {
-				return err
-			}
-		} else if err := be.zero(t.mom[q], int64(8*t.len)); err != nil {
-			return err
+	for q := range moments {
+		if len(moments[q]) > 0 && len(moments[q]) != t.len {
+			return fmt.Errorf("cuda: Trainer.Load: len(moments[%d]) = %d, want %d", q, len(moments[q]), t.len)
 		}
 	}
-	if err := be.copyDevice(t.prev, t.x, int64(8*t.len)); err != nil {
-		return err
-	}
-	return t.put()
+	return t.ex.be.batch(func(q queue) error {
+		if err := q.write(t.x, f64bytes(x)); err != nil {
+			return err
+		}
+		for k := range t.moments {
+			var err error
+			if k < len(moments) && len(moments[k]) > 0 {
+				err = q.write(t.mom[k], f64bytes(moments[k]))
+			} else {
+				err = q.zero(t.mom[k], int64(8*t.len))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := q.copyDevice(t.prev, t.x, int64(8*t.len)); err != nil {
+			return err
+		}
+		return t.put(q)
+	})
 }
 
 // put writes x into the arena's inputs.
-func (t *trainer) put() error {
+func (t *trainer) put(q queue) error {
 	w := t.fixed()
 	cnt := (t.np1+t.ny1)*t.n + t.ns1
 	w[twCount] = uint64(cnt)
-	return t.queue(t.tk.put, cnt, &w)
+	return launch(q, t.tk.put, cnt, &w)
 }
 
 // Eval runs the engine's kernel (a record and its gradient) on the current
@@ -408,7 +421,12 @@ func (t *trainer) Eval(ctx context.Context) (ode.TrainEval, error) {
 		return ode.TrainEval{}, err
 	}
 	for {
-		s, err := t.eval(traceOf(ctx))
+		var s summary
+		err := t.ex.be.batch(func(q queue) error {
+			var err error
+			s, err = t.eval(q, traceOf(ctx))
+			return err
+		})
 		if err != nil {
 			return ode.TrainEval{}, err
 		}
@@ -436,37 +454,44 @@ type summary struct {
 	maxAcc int
 }
 
-func (t *trainer) eval(tr *Trace) (summary, error) {
-	r, be, l := t.r, t.ex.be, &t.l
+// eval is one evaluation, in a batch: the engine kernel, the reductions,
+// and the summary read back.
+func (t *trainer) eval(q queue, tr *Trace) (summary, error) {
+	r, l := t.r, &t.l
 	// The counters of this evaluation start at 0 (the update's is read
 	// below and cleared after).
-	if err := be.zero(t.sum, 8*(2+tcNonFinite)); err != nil {
+	if err := q.zero(t.sum, 8*(2+tcNonFinite)); err != nil {
 		return summary{}, err
 	}
 	if l.off[argGS] >= 0 {
-		if err := be.zero(t.ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
+		if err := q.zero(t.ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
 			return summary{}, err
 		}
 	}
 	if r.v.TileDynamic {
-		if err := be.zero(t.ar.addr+uint64(l.off[argWork]+l.bytes[argWork]-8), 8); err != nil {
+		if err := q.zero(t.ar.addr+uint64(l.off[argWork]+l.bytes[argWork]-8), 8); err != nil {
 			return summary{}, err
 		}
 	}
 	args := r.kernelArgs(t.ar, t.n, t.rows, l)
 	threads, block, shmem := r.launchShape(t.n)
-	elapsed, err := be.enqueueTimed(r.ke.k, threads, block, shmem, args[:])
-	if err != nil {
+	if err := q.mark(t.clock, false); err != nil {
+		return summary{}, err
+	}
+	if err := q.enqueue(r.ke.k, threads, block, shmem, args[:]); err != nil {
 		return summary{}, fmt.Errorf("cuda: engine %s: %w", t.ex.name, err)
+	}
+	if err := q.mark(t.clock, true); err != nil {
+		return summary{}, err
 	}
 	// The loss and the checks of every trajectory.
 	w := t.fixed()
 	w[twCount], w[twMode] = uint64(t.n), 0
-	if err := t.queue(t.tk.chunks, chunksOf(t.n)*trainBlock, &w); err != nil {
+	if err := launch(q, t.tk.chunks, chunksOf(t.n)*trainBlock, &w); err != nil {
 		return summary{}, err
 	}
 	w[twCount], w[twDst] = uint64(chunksOf(t.n)), t.sum
-	if err := t.queue(t.tk.total, trainBlock, &w); err != nil {
+	if err := launch(q, t.tk.total, trainBlock, &w); err != nil {
 		return summary{}, err
 	}
 	// The gradient with respect to x: the P part summed over each fit's
@@ -474,14 +499,14 @@ func (t *trainer) eval(tr *Trace) (summary, error) {
 	if t.np1 > 0 {
 		w = t.fixed()
 		w[twSrc], w[twDst] = w[twGP], t.g
-		if err := t.seg(&w, t.fits*t.np1, t.per, t.np1, t.stride, 0); err != nil {
+		if err := t.seg(q, &w, t.fits*t.np1, t.per, t.np1, t.stride, 0); err != nil {
 			return summary{}, err
 		}
 	}
 	if cnt := t.ny1*t.n + t.ns1; cnt > 0 {
 		w = t.fixed()
 		w[twCount] = uint64(cnt)
-		if err := t.queue(t.tk.gy, cnt, &w); err != nil {
+		if err := launch(q, t.tk.gy, cnt, &w); err != nil {
 			return summary{}, err
 		}
 	}
@@ -492,26 +517,30 @@ func (t *trainer) eval(tr *Trace) (summary, error) {
 	if t.fits == 1 {
 		seg = t.len
 	}
-	if err := t.seg(&w, t.fits, seg, 1, 1, 1); err != nil {
+	if err := t.seg(q, &w, t.fits, seg, 1, 1, 1); err != nil {
 		return summary{}, err
 	}
 	w = t.fixed()
 	w[twSrc], w[twCount], w[twMode] = t.g, uint64(t.len), 1
-	if err := t.queue(t.tk.chunks, chunksOf(t.len)*trainBlock, &w); err != nil {
+	if err := launch(q, t.tk.chunks, chunksOf(t.len)*trainBlock, &w); err != nil {
 		return summary{}, err
 	}
 	w[twCount], w[twDst], w[twScale] = uint64(chunksOf(t.len)), t.sum+8, math.Float64bits(1)
-	if err := t.queue(t.tk.total, trainBlock, &w); err != nil {
+	if err := launch(q, t.tk.total, trainBlock, &w); err != nil {
 		return summary{}, err
 	}
 	if t.down == nil {
 		t.down = make([]byte, 8*(2+numTrainCounters))
 	}
-	if err := be.read(t.down, t.sum); err != nil {
+	if err := q.read(t.down, t.sum); err != nil {
 		return summary{}, err
 	}
-	dt, err := elapsed()
+	dt, err := q.elapsed(t.clock)
 	if err != nil {
+		return summary{}, err
+	}
+	// The update's count is read: clear it for the next.
+	if err := q.zero(t.sum+8*(2+tcNonFinite), 8); err != nil {
 		return summary{}, err
 	}
 	tr.add(func(s *TraceStats) {
@@ -527,23 +556,19 @@ func (t *trainer) eval(tr *Trace) (summary, error) {
 	if s.over == 0 {
 		t.ex.notice(s.maxAcc)
 	}
-	// The update's count is read: clear it for the next.
-	if err := be.zero(t.sum+8*(2+tcNonFinite), 8); err != nil {
-		return summary{}, err
-	}
 	return s, nil
 }
 
 // seg queues a segmented sum (gs_t_seg): count segments of length seg,
 // ncol per row, rows ostride apart in the output; mode 1 sums squares and
 // takes the root.
-func (t *trainer) seg(w *[numTrainWords]uint64, count, seg, ncol, ostride, mode int) error {
+func (t *trainer) seg(q queue, w *[numTrainWords]uint64, count, seg, ncol, ostride, mode int) error {
 	w[twCount], w[twSeg], w[twNCol], w[twOStride], w[twMode] = uint64(count), uint64(seg), uint64(ncol), uint64(ostride), uint64(mode)
 	threads := count
 	if seg > trainSeg {
 		threads = count * trainBlock // a block per segment
 	}
-	return t.queue(t.tk.seg, threads, w)
+	return launch(q, t.tk.seg, threads, w)
 }
 
 // Clip scales each fit's part of the gradient to norm at most c.
@@ -556,11 +581,12 @@ func (t *trainer) Clip(c float64) error {
 	}
 	w := t.fixed()
 	w[twClip] = math.Float64bits(c)
-	return t.queue(t.tk.clip, t.len, &w)
+	return t.ex.be.batch(func(q queue) error { return launch(q, t.tk.clip, t.len, &w) })
 }
 
-// Update applies rule ru to x and writes x into the problem.
-func (t *trainer) Update(ru *optim.Rule) error {
+// Update keeps x as the best values if best, applies rule ru to x and
+// writes x into the problem.
+func (t *trainer) Update(ru *optim.Rule, best bool) error {
 	if t.released {
 		return errReleased
 	}
@@ -583,18 +609,17 @@ func (t *trainer) Update(ru *optim.Rule) error {
 	for q, v := range []float64{ru.Rate, ru.Beta1, ru.Beta2, ru.Eps, ru.Decay, ru.C1, ru.C2, ru.Momentum} {
 		w[twLR+q] = math.Float64bits(v)
 	}
-	if err := t.queue(t.tk.update, t.len, &w); err != nil {
-		return err
-	}
-	return t.put()
-}
-
-// KeepBest copies x to the best values.
-func (t *trainer) KeepBest() error {
-	if t.released {
-		return errReleased
-	}
-	return t.ex.be.copyDevice(t.best, t.x, int64(8*t.len))
+	return t.ex.be.batch(func(q queue) error {
+		if best {
+			if err := q.copyDevice(t.best, t.x, int64(8*t.len)); err != nil {
+				return err
+			}
+		}
+		if err := launch(q, t.tk.update, t.len, &w); err != nil {
+			return err
+		}
+		return t.put(q)
+	})
 }
 
 // Read copies what dst asks for to the host.
@@ -602,7 +627,10 @@ func (t *trainer) Read(dst *ode.TrainState) error {
 	if t.released {
 		return errReleased
 	}
-	be := t.ex.be
+	return t.ex.be.batch(func(q queue) error { return t.read(q, dst) })
+}
+
+func (t *trainer) read(q queue, dst *ode.TrainState) error {
 	for _, c := range []struct {
 		dst  []float64
 		addr uint64
@@ -618,23 +646,23 @@ func (t *trainer) Read(dst *ode.TrainState) error {
 		if len(c.dst) != c.n {
 			return fmt.Errorf("cuda: Trainer.Read: len(%s) = %d, want %d", c.what, len(c.dst), c.n)
 		}
-		if err := be.read(f64bytes(c.dst), c.addr); err != nil {
+		if err := q.read(f64bytes(c.dst), c.addr); err != nil {
 			return err
 		}
 	}
-	for q, m := range dst.Moments {
+	for k, m := range dst.Moments {
 		if m == nil {
 			continue
 		}
-		if q >= t.moments || len(m) != t.len {
-			return fmt.Errorf("cuda: Trainer.Read: moment %d of length %d; the trainer holds %d of length %d", q, len(m), t.moments, t.len)
+		if k >= t.moments || len(m) != t.len {
+			return fmt.Errorf("cuda: Trainer.Read: moment %d of length %d; the trainer holds %d of length %d", k, len(m), t.moments, t.len)
 		}
-		if err := be.read(f64bytes(m), t.mom[q]); err != nil {
+		if err := q.read(f64bytes(m), t.mom[k]); err != nil {
 			return err
 		}
 	}
 	var c [8]byte
-	if err := be.read(c[:], t.sum+8*(2+tcNonFinite)); err != nil {
+	if err := q.read(c[:], t.sum+8*(2+tcNonFinite)); err != nil {
 		return err
 	}
 	dst.NonFinite = int(binary.LittleEndian.Uint64(c[:]))
@@ -647,6 +675,9 @@ func (t *trainer) Release() {
 		return
 	}
 	t.released = true
+	if t.clock != nil {
+		t.clock.free()
+	}
 	if t.ar != nil {
 		_ = t.ex.be.free(t.ar.addr)
 	}

@@ -376,7 +376,7 @@ func testTrainUpdateBitwise(t *testing.T, engine string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := tr.Update(&r); err != nil {
+			if err := tr.Update(&r, k == 1); err != nil {
 				t.Fatal(err)
 			}
 			r.Apply(x, g, moments)

@@ -16,9 +16,9 @@ type device struct {
 	names []string // the optimiser's moments, in the rule's order
 	t     int      // the optimiser's steps taken, counted here while the engine applies them
 	kind  string   // the optimiser's State kind
-	// best reports that the engine holds the best values (KeepBest was
-	// called); pending that step's values (x, not yet updated) improved on
-	// them and are to be kept before the update.
+	// best reports that the engine holds the best values (an Update kept
+	// them); pending that the last step's values (x, not updated) improved
+	// on them.
 	best, pending bool
 }
 
@@ -136,13 +136,8 @@ func (r *runner) runDevice(d *device) (res *Result, err error, done bool) {
 				return r.deviceFinish(d, Failed, fmt.Errorf("fit: callback at step %d: %w", k, cerr))
 			}
 		}
-		if improved {
-			if err := d.tr.KeepBest(); err != nil {
-				return r.deviceFinish(d, Failed, err)
-			}
-			d.best = true
-		}
-		if err := d.tr.Update(&rule); err != nil {
+		d.best = d.best || improved
+		if err := d.tr.Update(&rule, improved); err != nil {
 			return r.deviceFinish(d, Failed, fmt.Errorf("fit: step %d: %w", k, err))
 		}
 		d.t++

@@ -61,13 +61,11 @@ type Trainer interface {
 	// Clip scales each fit's part of the gradient to Euclidean norm at
 	// most c (as optim.ClipNorm on each part); c must be positive.
 	Clip(c float64) error
-	// Update copies x to the previous values, applies r to x and the
-	// moments with the gradient (the arithmetic of optim.Rule.Apply), and
-	// writes x into the problem. The next Eval reports the entries it
-	// made non-finite.
-	Update(r *optim.Rule) error
-	// KeepBest copies x to the best values.
-	KeepBest() error
+	// Update copies x to the best values if best is true, and to the
+	// previous values, applies r to x and the moments with the gradient
+	// (the arithmetic of optim.Rule.Apply), and writes x into the problem.
+	// The next Eval reports the entries it made non-finite.
+	Update(r *optim.Rule, best bool) error
 	// Read copies to the host what dst asks for (nil slices are skipped;
 	// each must have its full length).
 	Read(dst *TrainState) error
