@@ -50,7 +50,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	}
 	K := len(j.SaveAt)
 	if K > 0 {
-		q.Taps = saveTaps(mesh, j.T0, j.SaveAt, pl.Dense != nil)
+		q.Taps = saveTaps(mesh, j.T0, j.SaveAt, pl.DenseStep != nil)
 	}
 	set := &scan.Settings{Checkpoint: j.Checkpoint, MemoryLimit: max(1, r.stateBudget)}
 

@@ -462,35 +462,41 @@ func (sv *Solver) failure(q *problem, res *Result, status []Status, method strin
 	return err
 }
 
-// saveTaps brackets every save time on every trajectory's mesh: save time
-// τ on trajectory i becomes one step of size τ − t_k from the mesh point
-// t_k < τ ≤ t_k + h_k (or, if dense, the method's continuous extension of
-// step k at θ = (τ − t_k)/h_k); τ at or before T0 is y0 (a step of size
-// 0), and τ at or after the trajectory's final time is its final state.
-// The time points accumulate t_{k+1} = t_k + h_k exactly as the recorder
-// and the replay do. Tap i*K+k is save time k of trajectory i.
-func saveTaps(m scan.Mesh, t0 float64, ts []float64, dense bool) *scan.Taps {
+// saveTaps brackets every save time on every trajectory's mesh, the time
+// points accumulated t_{k+1} = t_k + h_k exactly as the recorder and the
+// replay do. Tap i*K+k is save time k of trajectory i. τ at or before T0
+// is y0 (a tap of size 0 on step 0), τ at or after the trajectory's final
+// time its final state (a tap on step Len). With interp, τ is read from
+// the continuous extension of the step k with t_k ≤ τ < t_k + h_k, at
+// θ = (τ − t_k)/h_k (θ = 0, the state itself, on a mesh point); else it
+// is one genuine step of size τ − t_k from the mesh point t_k < τ ≤
+// t_k + h_k.
+func saveTaps(m scan.Mesh, t0 float64, ts []float64, interp bool) *scan.Taps {
 	n, K := m.N, len(ts)
 	tp := &scan.Taps{Traj: make([]int, n*K), Step: make([]int, n*K), H: make([]float64, n*K)}
-	if dense {
+	if interp {
 		tp.Theta = make([]float64, n*K)
 	}
 	for i := 0; i < n; i++ {
 		t, s := t0, 0
 		for k, tau := range ts {
-			for s < m.Len[i] && t+m.H[s*n+i] < tau {
-				t += m.H[s*n+i]
+			// Past the steps that end before τ (at or before τ, to
+			// interpolate: τ on a mesh point is that point's state).
+			for s < m.Len[i] {
+				next := t + m.H[s*n+i]
+				if next > tau || !interp && next == tau {
+					break
+				}
+				t = next
 				s++
 			}
 			idx := i*K + k
 			tp.Traj[idx], tp.Step[idx] = i, s
 			switch {
-			case tau <= t0 || s == m.Len[i]:
-				tp.H[idx] = 0
-				if tau <= t0 {
-					tp.Step[idx] = 0
-				}
-			case dense:
+			case tau <= t0:
+				tp.Step[idx] = 0
+			case s == m.Len[i]:
+			case interp:
 				h := m.H[s*n+i]
 				tp.H[idx], tp.Theta[idx] = h, (tau-t)/h
 			default:
