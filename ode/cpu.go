@@ -373,6 +373,7 @@ type cpuWorker struct {
 	t0s                 []float64
 	endT, endY          []float64
 	scr                 [numScratch][]float64 // see scratch
+	taps                *scan.Taps            // the chunk's save times, reused
 	grad                *scan.Gradient        // the last chunk's, reused
 }
 

@@ -230,8 +230,8 @@ func SumTiles(dst, tiles []float64, s int) []float64 {
 }
 
 // Backward returns the gradient of a loss L given its cotangents: ybar
-// [D][N] = ∂L/∂(final states) and tapbar [D][ntaps] = ∂L/∂(tap outputs)
-// (nil if there are no taps). It is the exact adjoint of the forward scan
+// [D][N] = ∂L/∂(final states) and tapbar = ∂L/∂(tap outputs), in the
+// taps' layout (nil if there are no taps). It is the exact adjoint of the forward scan
 // (the mesh held fixed). dst may be nil.
 func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, error) {
 	return sw.BackwardFrom(dst, ybar, tapbar, nil, nil)
@@ -294,12 +294,21 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 	// whose cotangents the reverse of that step takes.
 	var tapY [][]float64
 	if nt > 0 {
+		soa := tapbar
+		if p.Taps.TapMajor {
+			soa = make([]float64, d*nt)
+			for i := 0; i < nt; i++ {
+				for c := 0; c < d; c++ {
+					soa[c*nt+i] = tapbar[i*d+c]
+				}
+			}
+		}
 		if sw.tp.it != nil {
 			tapY = make([][]float64, d)
 			for c := range tapY {
-				tapY[c] = tapbar[c*nt : (c+1)*nt]
+				tapY[c] = soa[c*nt : (c+1)*nt]
 			}
-		} else if tapY, err = sw.tapAdjoint(rev, tapbar, gp, tiles); err != nil {
+		} else if tapY, err = sw.tapAdjoint(rev, soa, gp, tiles); err != nil {
 			return nil, err
 		}
 		sw.addTaps(lam, tapY, l.rows)
@@ -583,10 +592,7 @@ func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp [][]float64, ti
 
 // addTaps adds the tap cotangents of taps at step s to λ.
 func (sw *Sweep) addTaps(lam, tapY [][]float64, s int) {
-	if s >= len(sw.l.tapsAt) {
-		return
-	}
-	for _, i := range sw.l.tapsAt[s] {
+	for _, i := range sw.l.tapsAt(s) {
 		k := sw.tp.pos[sw.p.Taps.Traj[i]]
 		for c := range lam {
 			lam[c][k] += tapY[c][i]

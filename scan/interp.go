@@ -1,6 +1,9 @@
 package scan
 
-import "github.com/gradsolve-go/gradsolve/tape"
+import (
+	"github.com/gradsolve-go/gradsolve/internal/buf"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
 
 // interpTaps evaluates taps from the continuous extension of the steps
 // that bracket them (Step.Ext, Taps with Theta). A row (step) s with an
@@ -25,6 +28,7 @@ type interpTaps struct {
 	ys          [][]float64 // [D][n]: the states before the current row's step
 	wbar        [][]float64 // [m·D][n]: the coefficients' cotangents
 	row         []float64   // a row of stored states (fromStored)
+	lane, acc   []float64   // one trajectory's state and coefficients, its Horner sums (eval)
 	mask        masker
 }
 
@@ -37,17 +41,23 @@ func newInterpTaps(p *Problem, l *layout, pos []int, set *tape.ExecSettings, out
 	if err != nil {
 		return nil, err
 	}
-	it := &interpTaps{p: p, l: l, pos: pos, d: st.D, m: st.Terms, out: out, ext: ext, extRev: extRev,
-		interp: make([]bool, tp.Len()), has: make([]bool, l.rows+1)}
+	// The buffers of the Step's last scan, if large enough.
 	n := l.n
+	it := st.interp
+	if it == nil || len(it.w) != st.Terms*st.D || cap(it.ys[0]) < n {
+		it = &interpTaps{w: cols(st.Terms*st.D, n), wbar: cols(st.Terms*st.D, n), ys: cols(st.D, n),
+			lane: make([]float64, (st.Terms+1)*st.D), acc: make([]float64, st.D)}
+		st.interp = it
+	}
+	it.p, it.l, it.pos, it.d, it.m, it.out, it.ext, it.extRev = p, l, pos, st.D, st.Terms, out, ext, extRev
+	it.interp = buf.Make(it.interp, tp.Len())
+	it.has = buf.Make(it.has, l.rows+1)
 	for i, j := range tp.Traj {
 		s := tp.Step[i]
 		if tp.Theta[i] != 0 && s < p.Mesh.Len[j] && p.Mesh.H[s*n+j] != 0 {
 			it.interp[i], it.has[s] = true, true
 		}
 	}
-	it.w, it.wbar = cols(it.m*it.d, n), cols(it.m*it.d, n)
-	it.ys = cols(it.d, n)
 	return it, nil
 }
 
@@ -65,17 +75,14 @@ func (it *interpTaps) rowHas(s int) bool { return s < len(it.has) && it.has[s] }
 // collect writes the taps at step s that are the state itself (the state
 // after s steps, in x).
 func (it *interpTaps) collect(x *state, s int) {
-	if s >= len(it.l.tapsAt) {
-		return
-	}
-	nt := len(it.interp)
-	for _, i := range it.l.tapsAt[s] {
+	tp, nt := it.p.Taps, len(it.interp)
+	for _, i := range it.l.tapsAt(s) {
 		if it.interp[i] {
 			continue
 		}
-		k := it.pos[it.p.Taps.Traj[i]]
+		k := it.pos[tp.Traj[i]]
 		for c := range x.y {
-			it.out[c*nt+i] = x.y[c][k]
+			it.out[tp.index(i, c, nt, it.d)] = x.y[c][k]
 		}
 	}
 }
@@ -107,20 +114,47 @@ func (it *interpTaps) stepRow(x *state, in [][]float64, s, m int) error {
 // eval writes the interpolating taps of row s from the states before the
 // step (ys, permuted) and the row's coefficients: y + θ·(w_1 + θ·(w_2 +
 // … + θ·w_m)), Horner's rule in that order (every product rounded before
-// its sum, as the ops compute it).
+// its sum, as the ops compute it). The taps of one trajectory are
+// consecutive in the row's list: its coefficients are gathered once.
 func (it *interpTaps) eval(ys [][]float64, s int) {
 	tp, nt, d, m := it.p.Taps, len(it.interp), it.d, it.m
-	for _, i := range it.l.tapsAt[s] {
+	taps := it.l.tapsAt(s)
+	lane := it.lane[:(m+1)*d] // y then w_1 … w_m of one trajectory, component-major
+	last := -1
+	for _, i := range taps {
 		if !it.interp[i] {
 			continue
 		}
-		k, th := it.pos[tp.Traj[i]], tp.Theta[i]
-		for c := 0; c < d; c++ {
-			acc := it.w[(m-1)*d+c][k]
-			for j := m - 2; j >= 0; j-- {
-				acc = it.w[j*d+c][k] + float64(th*acc)
+		if j := tp.Traj[i]; j != last {
+			last = j
+			k := it.pos[j]
+			for c := 0; c < d; c++ {
+				lane[c] = ys[c][k]
 			}
-			it.out[c*nt+i] = ys[c][k] + float64(th*acc)
+			for x := range it.w {
+				lane[d+x] = it.w[x][k]
+			}
+		}
+		// The components' Horner chains side by side, so that their
+		// latencies overlap.
+		th := tp.Theta[i]
+		acc := it.acc[:d]
+		copy(acc, lane[d+(m-1)*d:])
+		for j := m - 2; j >= 0; j-- {
+			wj := lane[d+j*d : d+(j+1)*d]
+			for c, v := range wj {
+				acc[c] = v + float64(th*acc[c])
+			}
+		}
+		if tp.TapMajor {
+			o := it.out[i*d : (i+1)*d]
+			for c, v := range lane[:d] {
+				o[c] = v + float64(th*acc[c])
+			}
+			continue
+		}
+		for c, v := range lane[:d] {
+			it.out[c*nt+i] = v + float64(th*acc[c])
 		}
 	}
 }
@@ -138,9 +172,9 @@ func (it *interpTaps) fromStored(st *Stored) error {
 		s := p.Taps.Step[i]
 		for c := 0; c < d; c++ {
 			if s == p.Mesh.Len[j] {
-				it.out[c*nt+i] = st.EndY[c*n+j]
+				it.out[p.Taps.index(i, c, nt, d)] = st.EndY[c*n+j]
 			} else {
-				it.out[c*nt+i] = st.States[s*(1+d)*n+(1+c)*n+j]
+				it.out[p.Taps.index(i, c, nt, d)] = st.States[s*(1+d)*n+(1+c)*n+j]
 			}
 		}
 	}
@@ -192,19 +226,19 @@ func (it *interpTaps) fromStored(st *Stored) error {
 
 // coefBar returns the cotangents of row s's coefficients for its first m
 // trajectories: w̄_j = Σ θ^j·ȳ over the row's interpolating taps (tapbar
-// [D][ntaps]), zero elsewhere.
+// [D][ntaps] or tap-major), zero elsewhere.
 func (it *interpTaps) coefBar(tapbar []float64, s, m int) [][]float64 {
 	for _, c := range it.wbar {
 		clear(c[:m])
 	}
 	tp, nt, d := it.p.Taps, len(it.interp), it.d
-	for _, i := range it.l.tapsAt[s] {
+	for _, i := range it.l.tapsAt(s) {
 		if !it.interp[i] {
 			continue
 		}
 		k, th := it.pos[tp.Traj[i]], tp.Theta[i]
 		for c := 0; c < d; c++ {
-			g := tapbar[c*nt+i]
+			g := tapbar[tp.index(i, c, nt, d)]
 			pw := th
 			for j := 0; j < it.m; j++ {
 				it.wbar[j*d+c][k] += pw * g

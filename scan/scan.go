@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/gradsolve-go/gradsolve/internal/buf"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -16,7 +17,8 @@ import (
 //
 // A Step caches the programs and executors derived from Prog, so reuse one
 // Step for repeated scans of the same map; a Step must not be used by two
-// scans at once (Clone gives each goroutine its own).
+// scans at once (Clone gives each goroutine its own), and a Sweep is a
+// scan until its Backward returns.
 type Step struct {
 	Prog    *tape.Program
 	D, P, S int
@@ -50,6 +52,8 @@ type Step struct {
 	ext, extRev        *tape.Exec
 	states             [2]*state   // carries reused by newState
 	contrib            [][]float64 // a reverse step's shared-gradient contributions, reused
+	tapIdx, tapOff     []int       // a layout's taps by step, reused (newLayout)
+	interp             *interpTaps // the interpolating taps' buffers, reused
 }
 
 // contributions returns S columns of n values for one reverse step's
@@ -304,10 +308,27 @@ func (m *Mesh) check() error {
 // a step of size 0 is the state y_k itself. Without Step.Ext, tap i
 // evaluates Step.Dense(t_k, H[i], y_k, p, s, Theta[i]), where H[i] should
 // be the mesh step h_k (0 for a tap at the end of the mesh).
+//
+// Tap outputs (Result.Taps) and their cotangents (Backward's tapbar) are
+// [D][ntaps], or, with TapMajor, [ntaps][D] (tap i, component c at
+// i·D + c). Out, if not nil (len D·ntaps), is where the outputs are
+// written (Result.Taps then aliases it), so that a caller can have them
+// in place in its own array.
 type Taps struct {
 	Traj, Step []int
 	H          []float64
 	Theta      []float64
+	TapMajor   bool
+	Out        []float64
+}
+
+// index returns the position of component c of tap i in the taps'
+// output layout for nt taps of dimension d.
+func (t *Taps) index(i, c, nt, d int) int {
+	if t.TapMajor {
+		return i*d + c
+	}
+	return c*nt + i
 }
 
 // Len returns the number of taps.
@@ -386,6 +407,9 @@ func (p *Problem) check() error {
 		if len(t.Step) != len(t.Traj) || len(t.H) != len(t.Traj) || (t.Theta != nil && len(t.Theta) != len(t.Traj)) {
 			return fmt.Errorf("scan: taps: len(Traj) %d, len(Step) %d, len(H) %d, len(Theta) %d differ", len(t.Traj), len(t.Step), len(t.H), len(t.Theta))
 		}
+		if t.Out != nil && len(t.Out) != st.D*len(t.Traj) {
+			return fmt.Errorf("scan: taps: len(Out) %d, want D·ntaps = %d", len(t.Out), st.D*len(t.Traj))
+		}
 		if t.Theta != nil && p.Step.Dense == nil && p.Step.Ext == nil {
 			return errors.New("scan: taps with Theta need Step.Ext or Step.Dense")
 		}
@@ -416,7 +440,16 @@ type layout struct {
 	perm    []int
 	pos     []int // pos[perm[i]] = i
 	active  []int // active[s] = #{j : Len[j] > s}
-	tapsAt  [][]int
+	// The taps at step s are tapIdx[tapOff[s]:tapOff[s+1]], in order.
+	tapIdx, tapOff []int
+}
+
+// tapsAt returns the taps at step s, in order.
+func (l *layout) tapsAt(s int) []int {
+	if s+1 >= len(l.tapOff) {
+		return nil
+	}
+	return l.tapIdx[l.tapOff[s]:l.tapOff[s+1]]
 }
 
 func newLayout(p *Problem) *layout {
@@ -436,9 +469,23 @@ func newLayout(p *Problem) *layout {
 		l.active[s] = sort.Search(m.N, func(i int) bool { return m.Len[l.perm[i]] <= s })
 	}
 	if t := p.Taps; t.Len() > 0 {
-		l.tapsAt = make([][]int, l.rows+1)
+		// A counting sort of the taps by step.
+		st := p.Step
+		st.tapOff = buf.Make(st.tapOff, 2*(l.rows+2))
+		l.tapOff = st.tapOff[:l.rows+2]
+		for _, s := range t.Step {
+			l.tapOff[s+1]++
+		}
+		for s := 1; s < len(l.tapOff); s++ {
+			l.tapOff[s] += l.tapOff[s-1]
+		}
+		st.tapIdx, _ = buf.Extend(st.tapIdx[:0], len(t.Step))
+		l.tapIdx = st.tapIdx
+		next := st.tapOff[l.rows+2:]
+		copy(next, l.tapOff[:l.rows+1])
 		for i, s := range t.Step {
-			l.tapsAt[s] = append(l.tapsAt[s], i)
+			l.tapIdx[next[s]] = i
+			next[s]++
 		}
 	}
 	return l
@@ -595,13 +642,32 @@ func finishResult(dst *Result, p *Problem, l *layout, x *state, tp *tapper, e *t
 		return dst, nil // the rows wrote the taps
 	}
 	nt := p.Taps.Len()
-	dst.Taps = resize(dst.Taps, d*nt)
+	dst.Taps = tapsOut(dst.Taps, p.Taps, d)
 	if nt > 0 {
-		if err := tp.eval(e, dst.Taps); err != nil {
+		soa := dst.Taps
+		if p.Taps.TapMajor {
+			soa = make([]float64, d*nt)
+		}
+		if err := tp.eval(e, soa); err != nil {
 			return nil, err
+		}
+		if p.Taps.TapMajor {
+			for c := 0; c < d; c++ {
+				for i, v := range soa[c*nt : (c+1)*nt] {
+					dst.Taps[i*d+c] = v
+				}
+			}
 		}
 	}
 	return dst, nil
+}
+
+// tapsOut returns the storage of the taps' outputs: t.Out, or x resized.
+func tapsOut(x []float64, t *Taps, d int) []float64 {
+	if t != nil && t.Out != nil {
+		return t.Out
+	}
+	return resize(x, d*t.Len())
 }
 
 func resize(x []float64, n int) []float64 {
@@ -635,7 +701,7 @@ func newTapper(p *Problem, l *layout, set *tape.ExecSettings, res *Result) (*tap
 		t.pos[j] = i
 	}
 	if p.Taps.Theta != nil && p.Step.Ext != nil {
-		res.Taps = resize(res.Taps, p.Step.D*nt)
+		res.Taps = tapsOut(res.Taps, p.Taps, p.Step.D)
 		var err error
 		t.it, err = newInterpTaps(p, l, t.pos, set, res.Taps)
 		return t, err
@@ -677,10 +743,10 @@ func (t *tapper) collect(x *state, s int) {
 		t.it.collect(x, s)
 		return
 	}
-	if t.st == nil || s >= len(t.l.tapsAt) {
+	if t.st == nil {
 		return
 	}
-	for _, i := range t.l.tapsAt[s] {
+	for _, i := range t.l.tapsAt(s) {
 		k := t.pos[t.p.Taps.Traj[i]]
 		t.st.t[i] = x.t[k]
 		for c := range x.y {
