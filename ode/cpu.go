@@ -53,7 +53,9 @@ func (cpuEngine) Prepare(pl *Plan) (Executor, error) {
 	if ex.control, err = tape.NewExec(pl.Control, set); err != nil {
 		return nil, err
 	}
-	ex.step = &scan.Step{Prog: pl.Replay, Dense: pl.Dense, D: pl.Dim, P: pl.Params, S: pl.Shared}
+	// Save times interpolate from the steps that bracket them (DenseStep,
+	// no extra steps), never through Dense.
+	ex.step = &scan.Step{Prog: pl.Replay, Ext: pl.DenseStep, Terms: pl.DenseTerms, D: pl.Dim, P: pl.Params, S: pl.Shared}
 	return ex, nil
 }
 
@@ -114,8 +116,8 @@ func (ex *cpuExec) stepMaster() (*scan.Step, error) {
 			return
 		}
 		ex.step.Rev = rev
-		if pl.Dense != nil {
-			if ex.step.DenseRev, err = pl.DenseReverse(); err != nil {
+		if pl.DenseStep != nil {
+			if ex.step.ExtRev, err = pl.DenseStepReverse(); err != nil {
 				ex.stepErr = err
 				return
 			}
@@ -371,6 +373,7 @@ type cpuWorker struct {
 	t0s                 []float64
 	endT, endY          []float64
 	scr                 [numScratch][]float64 // see scratch
+	taps                *scan.Taps            // the chunk's save times, reused
 	grad                *scan.Gradient        // the last chunk's, reused
 }
 

@@ -48,9 +48,13 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	for i := range q.T0 {
 		q.T0[i] = j.T0
 	}
+	// The saved states go straight into the result, tap-major: tap
+	// i*K+k of the chunk is trajectory lo+i's save time k.
 	K := len(j.SaveAt)
 	if K > 0 {
-		q.Taps = saveTaps(mesh, j.T0, j.SaveAt, pl.Dense != nil)
+		w.taps = saveTaps(w.taps, mesh, j.T0, j.SaveAt, pl.DenseStep != nil)
+		w.taps.TapMajor, w.taps.Out = true, res.Ys[lo*K*d:hi*K*d]
+		q.Taps = w.taps
 	}
 	set := &scan.Settings{Checkpoint: j.Checkpoint, MemoryLimit: max(1, r.stateBudget)}
 
@@ -74,9 +78,6 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	if j.Op == OpReplay || j.Op == OpLoss || j.Op == OpGrad {
 		fromSoA(res.Y[lo*d:hi*d], out.Y, width, d)
 	}
-	if K > 0 {
-		unpackTaps(res.Ys[lo*K*d:hi*K*d], out.Taps, width, K, d)
-	}
 	if j.Op != OpLoss && j.Op != OpGrad {
 		return nil
 	}
@@ -98,14 +99,9 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	}
 	nt := width * K
 	ys := w.scratch(scrTaps, K*d*width) // the saved states by save time, [K·d][width]
-	for k := 0; k < K; k++ {
-		for c := 0; c < d; c++ {
-			col := ys[(k*d+c)*width : (k*d+c+1)*width]
-			for i := range col {
-				col[i] = out.Taps[c*nt+i*K+k]
-			}
-			in = append(in, col)
-		}
+	toSoA(ys, out.Taps, width, K*d)
+	for x := 0; x < K*d; x++ {
+		in = append(in, ys[x*width:(x+1)*width])
 	}
 	if lp.DataDim > 0 {
 		data := toSoA(w.scratch(scrData, width*lp.DataDim), lp.Data[lo*lp.DataDim:hi*lp.DataDim], width, lp.DataDim)
@@ -143,14 +139,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	// the saved states' go to scan's tap layout [d][width·K].
 	floats.Scale(lp.Scale, lbuf[width:])
 	at := func(first, w int) []float64 { return lbuf[first*width : (first+w)*width] }
-	tapbar := w.scratch(scrTapBar, d*nt)
-	for k := 0; k < K; k++ {
-		for c := 0; c < d; c++ {
-			for i, v := range lout[1+d+k*d+c] {
-				tapbar[c*nt+i*K+k] = v
-			}
-		}
-	}
+	tapbar := fromSoA(w.scratch(scrTapBar, d*nt), at(1+d, K*d), width, K*d) // tap-major
 	o := 1 + d + K*d
 	g, err := sw.BackwardFrom(w.grad, at(1, d), tapbar, at(o, np), at(o+np, ns))
 	if err != nil {

@@ -32,7 +32,10 @@ import (
 // amplifies rounding), the shared gradient within its tolerance; the
 // saved states of the two Rodas5P cases moved by 3.8e-6 and 5.4e-7
 // relative as they came to be re-stepped, like every method's, instead of
-// read from the order-4 continuous extension.)
+// read from the order-4 continuous extension. When every method's saved
+// states came to be read from its continuous extension by default, the
+// re-stepped ones (Settings.Saves = SaveStep) kept their fingerprints,
+// now ysStep, and ys was recorded anew.)
 // Gradients with respect to shared parameters are sums over trajectories
 // whose order is an engine's choice; they are compared to a tolerance.
 // Every fingerprint covers data: one of no values, or of a value of a
@@ -48,9 +51,10 @@ type goldenCase struct {
 	set  ode.Settings
 	loss ode.Loss
 	// Fingerprints of the mesh (H, Len, Status, counts), the final states
-	// of Solve, the saved states, and the gradient (Y0, P).
-	mesh, y, ys, grad string
-	shared            map[int]float64 // entries of the gradient with respect to Shared (tolerance)
+	// of Solve, the saved states (interpolated, the default, and with
+	// Settings.Saves = SaveStep), and the gradient (Y0, P).
+	mesh, y, ys, ysStep, grad string
+	shared                    map[int]float64 // entries of the gradient with respect to Shared (tolerance)
 }
 
 // fingerprint hashes the float64, int and Status slices xs in order. It
@@ -120,23 +124,23 @@ func goldenCases() []goldenCase {
 	neural.T1 = 10
 	return []goldenCase{
 		{name: "lorenz-tsit5", pr: withSave(lorenzRho, 0.25, 0.5, 1), set: ode.Settings{Method: ode.Tsit5}, loss: ode.SumSquares(),
-			mesh: "0459a9f3a5e1af95", y: "40546e38dcdba778", ys: "64207724f5aacb3a", grad: "674503ad1271f2ab"},
+			mesh: "0459a9f3a5e1af95", y: "40546e38dcdba778", ys: "7d62e3354b407188", ysStep: "64207724f5aacb3a", grad: "674503ad1271f2ab"},
 		{name: "lorenz-vern7", pr: withSave(lorenzRho, 0.3, 0.9), set: ode.Settings{Method: ode.Vern7, RelTol: 1e-9, AbsTol: 1e-12}, loss: ode.Component(2),
-			mesh: "b45a79fe64f23733", y: "c8977dc82a7710ab", ys: "e68ef35ab28411c8", grad: "93cea4f7e3bf31bc"},
+			mesh: "b45a79fe64f23733", y: "c8977dc82a7710ab", ys: "f5048528608450d9", ysStep: "e68ef35ab28411c8", grad: "93cea4f7e3bf31bc"},
 		{name: "lorenz-dt0", pr: withSave(lorenzRho, 0.5), set: ode.Settings{Dt0: 1e-3, RelTol: 1e-4}, loss: ode.SumSquares(),
-			mesh: "614a78712c6dd570", y: "b921416224742721", ys: "6188977ca6dce1ee", grad: "01dfaa07c7018ef3"},
+			mesh: "614a78712c6dd570", y: "b921416224742721", ys: "d68ebfdcbdd8e303", ysStep: "6188977ca6dce1ee", grad: "01dfaa07c7018ef3"},
 		{name: "vdp-pi", pr: withSave(goldenProblem(vdp, 16, func(i int, y, p []float64) { p[0] = 0.6 + 0.04*float64(i); y[0] = 1 + 0.1*float64(i) }), 0.25, 0.75),
 			set: ode.Settings{Controller: ode.PIController(ode.Tsit5), RelTol: 1e-7}, loss: ode.SumSquares(),
-			mesh: "12f923ad2b2842db", y: "3fd865d92109cb02", ys: "acaa35a93af646a8", grad: "255dcc486d1636fd"},
+			mesh: "12f923ad2b2842db", y: "3fd865d92109cb02", ys: "01f143875a450f54", ysStep: "acaa35a93af646a8", grad: "255dcc486d1636fd"},
 		{name: "robertson-rodas5p", pr: withSave(goldenProblem(rob, 8, func(i int, _, p []float64) { p[0] = 0.02 + 0.005*float64(i) }), 1, 10, 500),
 			set: ode.Settings{Method: ode.Rodas5P, RelTol: 1e-6, AbsTol: 1e-10}, loss: ode.Component(0),
-			mesh: "f12f14bb0247c9a2", y: "84494b053317d8b2", ys: "54e695f0f1f0af91", grad: "b4eec2eea21d1b62"},
+			mesh: "f12f14bb0247c9a2", y: "84494b053317d8b2", ys: "e9ba3fb4f32490c2", ysStep: "54e695f0f1f0af91", grad: "b4eec2eea21d1b62"},
 		{name: "hires-ros23", pr: withSave(goldenProblem(hires, 2, func(i int, y, _ []float64) { y[0] = 1 - 0.1*float64(i) }), 1, 100),
 			set: ode.Settings{Method: ode.Rosenbrock23, RelTol: 1e-4, AbsTol: 1e-8}, loss: ode.SumSquares(),
-			mesh: "6c2dd50ea1c65794", y: "5c01cdad5a88d2c2", ys: "f7c97a759b24666f", grad: "42ea7300996fa09c"},
+			mesh: "6c2dd50ea1c65794", y: "5c01cdad5a88d2c2", ys: "9c5a456083d1e39d", ysStep: "f7c97a759b24666f", grad: "42ea7300996fa09c"},
 		{name: "neural-robertson", pr: withSave(goldenProblem(neural, 4, func(i int, _, p []float64) { p[0] = 0.03 + 0.01*float64(i) }), 0.1, 1),
 			set: ode.Settings{Method: ode.Rodas5P, RelTol: 1e-5, AbsTol: 1e-9}, loss: ode.Component(2),
-			mesh: "6bf913611013f140", y: "3e4d4f2deb816024", ys: "d7a26770cd1f7c43", grad: "774bd33f3f491a3b",
+			mesh: "6bf913611013f140", y: "3e4d4f2deb816024", ys: "27553b1b8c883315", ysStep: "d7a26770cd1f7c43", grad: "774bd33f3f491a3b",
 			shared: map[int]float64{0: -0.011712387460437332, 40: 0.019725772291071624, 100: 0.0027812623927970146, 336: -0.21685987502884568}},
 	}
 }
@@ -165,12 +169,19 @@ func TestGolden(t *testing.T) {
 		mesh := fingerprint(t, c.name+" mesh", m.H[:m.Rows*m.N], m.Len, m.Status, m.Stats.Accepted, m.Stats.Rejected, m.Stats.FieldEvals)
 		y := fingerprint(t, c.name+" final states", sol.Y, sol.T)
 		ys := fingerprint(t, c.name+" saved states", sol.Ys)
+		stepSet := c.set
+		stepSet.Saves = ode.SaveStep
+		stepSol, err := ode.Solve(pr, &stepSet)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		ysStep := fingerprint(t, c.name+" saved states, SaveStep", stepSol.Ys)
 		grad := fingerprint(t, c.name+" gradient", g.Y0, g.P, []float64{g.Loss}, g.Solution.Y)
 		if print {
-			fmt.Printf("%s: mesh: %q, y: %q, ys: %q, grad: %q, shared %v\n", c.name, mesh, y, ys, grad, g.Shared)
+			fmt.Printf("%s: mesh: %q, y: %q, ys: %q, ysStep: %q, grad: %q, shared %v\n", c.name, mesh, y, ys, ysStep, grad, g.Shared)
 			continue
 		}
-		for _, x := range []struct{ what, got, want string }{{"mesh", mesh, c.mesh}, {"final states", y, c.y}, {"saved states", ys, c.ys}, {"gradient", grad, c.grad}} {
+		for _, x := range []struct{ what, got, want string }{{"mesh", mesh, c.mesh}, {"final states", y, c.y}, {"saved states", ys, c.ys}, {"saved states, SaveStep", ysStep, c.ysStep}, {"gradient", grad, c.grad}} {
 			if x.got != x.want {
 				t.Errorf("%s: %s fingerprint %s, want %s", c.name, x.what, x.got, x.want)
 			}

@@ -31,9 +31,14 @@ type Method interface {
 //
 // replay: inputs t, h, y[d], p[P], s[S]; outputs y⁺[d], computed with the
 // same arithmetic as trial's y⁺, so record and replay agree bit for bit.
+//
+// denseStep: inputs t, h, y[d], p[P], s[S]; outputs y⁺[d] (as replay
+// computes it) and the terms·d coefficients of the method's continuous
+// extension (see Plan.DenseStep).
 type stepPrograms struct {
 	trial, replay *tape.Program
-	dense         *tape.Program // inputs t, h, y, p, s, θ; outputs y(t+θh); nil if none
+	denseStep     *tape.Program
+	terms         int
 	fsal          bool
 	fevals        int // field evaluations per trial step
 }
@@ -108,23 +113,11 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	var hrho tape.V
 	err := tape.Catch(fp.Name, func() {
 		s := tab.Stages()
-		k := make([][]tape.V, s)
-		g := make([][]tape.V, s) // stage inputs
-		g[0] = y
+		var k1 []tape.V
 		if fsal {
-			k[0] = vs[2+d+np:]
-		} else {
-			k[0] = call(t, y)
+			k1 = vs[2+d+np:]
 		}
-		for i := 1; i < s; i++ {
-			yi := make([]tape.V, d)
-			for c := range yi {
-				yi[c] = combine(y[c], h, tab.A[i], k, c)
-			}
-			ti := t.Add(h.MulC(tab.C[i]))
-			k[i] = call(ti, yi)
-			g[i] = yi
-		}
+		k, g := erkStages(tab.C, tab.A, t, h, y, k1, call)
 		hrho = stiffnessEstimate(tab, h, k, g)
 		yNew = make([]tape.V, d)
 		errEst = make([]tape.V, d)
@@ -180,7 +173,37 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 		r.Outputs = trial.Outputs[:d]
 		sp.replay = tape.DeadCode(&r)
 	}
+	if sp.denseStep, sp.terms, err = m.denseStep(f, fp); err != nil {
+		return nil, err
+	}
 	return sp, nil
+}
+
+// erkStages traces the stages k_i = f(t + c_i·h, y + h·Σ_j a_ij·k_j) of
+// an explicit Runge–Kutta step and returns them with their inputs g_i
+// (the stage states); k1, if not nil, is the first stage (FSAL). A stage
+// whose node and weights are those of another is the same traced value
+// (the builder's CSE), so stages computed in several programs are
+// computed by the same operations.
+func erkStages(c []float64, a [][]float64, t, h tape.V, y, k1 []tape.V, call func(tape.V, []tape.V) []tape.V) (k, g [][]tape.V) {
+	s, d := len(c), len(y)
+	k = make([][]tape.V, s)
+	g = make([][]tape.V, s)
+	g[0] = y
+	if k1 != nil {
+		k[0] = k1
+	} else {
+		k[0] = call(t, y)
+	}
+	for i := 1; i < s; i++ {
+		yi := make([]tape.V, d)
+		for j := range yi {
+			yi[j] = combine(y[j], h, a[i], k, j)
+		}
+		k[i] = call(t.Add(h.MulC(c[i])), yi)
+		g[i] = yi
+	}
+	return k, g
 }
 
 // nameTrialOutputs names the outputs of a trial-step program.

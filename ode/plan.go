@@ -22,8 +22,12 @@ import (
 //	until status != StatusRunning
 //
 // A replay runs Replay over a mesh; a gradient runs Reverse backwards over
-// it (Dense and DenseReverse interpolate save times of Rosenbrock
-// methods). A Plan is immutable once built and safe for concurrent use.
+// it. Save times are read from the method's continuous extension (unless
+// Settings.Saves is SaveStep): an engine either runs DenseStep on each step
+// that brackets a save time and Interp for each save time in it (the CPU
+// engine: no extra steps), or Dense for each save time (one step each);
+// both compute the same values, to rounding. A Plan is immutable once
+// built and safe for concurrent use.
 //
 // Common inputs: t (time), h (step size), y[Dim] (state), p[Params]
 // (per-trajectory parameters), s[Shared] (shared parameters, marked
@@ -69,17 +73,45 @@ type Plan struct {
 	// for bit Trial's y⁺.
 	Replay *tape.Program
 
-	// Dense, if not nil, is the method's continuous extension: inputs t,
-	// h, y, p, s, θ; outputs y(t + θ·h)[Dim]. Save times are then read
-	// from it; when nil, each save time is a genuine step from the mesh
-	// point before it (Replay with h = τ − t_k). It is set only with
-	// Settings.DenseOutput, for a method that has one (Rodas5P).
-	Dense *tape.Program
+	// DenseStep, Interp and Dense are the method's continuous extension
+	// (dense output), set unless Settings.Saves is SaveStep; when nil,
+	// each save time is a genuine step from the mesh point before it
+	// (Replay with h = τ − t_k). On a step from (t, y) of size h the
+	// extension is
+	//
+	//	y(t + θh) = y + Σ_{j=1…DenseTerms} θ^j·w_j,   θ ∈ [0, 1],
+	//
+	// DenseStep is the replay step that also returns the coefficients:
+	// inputs t, h, y, p, s; outputs y⁺[Dim] (bit for bit Replay's), then
+	// w[DenseTerms·Dim] (w_j[c] at (j−1)·Dim + c). Its cost is a replay
+	// step's plus, for Vern7, six extra stages (Tsit5 7 field
+	// evaluations, Vern7 15, Rodas5P and Rosenbrock23 as their steps).
+	// Interp evaluates the polynomial: inputs y[Dim], w[DenseTerms·Dim],
+	// θ (all per trajectory); outputs y(t + θh)[Dim], by Horner's rule
+	// (y + θ·(w_1 + θ·(w_2 + …))), DenseTerms·Dim multiply-adds. Dense
+	// is the two composed, for engines that evaluate each save time with
+	// one program: inputs t, h, y, p, s, θ; outputs y(t + θh)[Dim].
+	//
+	// A save time τ on a trajectory is read from the step k with
+	// t_k ≤ τ < t_k + h_k at θ = (τ − t_k)/h_k (the CPU engine; τ on a
+	// mesh point is then that point's state exactly), or from the step
+	// with t_k < τ ≤ t_k + h_k (θ = 1 at a mesh point: the same state to
+	// rounding, since each extension ends at its step's y⁺); τ ≤ T0 is
+	// y0 and τ at or after the trajectory's end its final state.
+	DenseStep  *tape.Program
+	Interp     *tape.Program
+	Dense      *tape.Program
+	DenseTerms int
 
-	once     sync.Once
-	rev      *tape.Program
-	denseRev *tape.Program
-	revErr   error
+	once         sync.Once
+	rev          *tape.Program
+	denseRev     *tape.Program
+	denseStepRev *tape.Program
+	revErr       error
+	denseOnce    sync.Once
+	denseErr     error
+	stepOnce     sync.Once
+	stepErr      error
 }
 
 // Reverse returns the reverse (VJP) program of Replay: inputs t, h, y, p,
@@ -94,18 +126,40 @@ func (pl *Plan) Reverse() (*tape.Program, error) {
 }
 
 // DenseReverse returns the reverse program of Dense (nil if there is
-// none): inputs t, h, y, p, s, θ, λ, gp; outputs as Reverse.
+// none): inputs t, h, y, p, s, θ, λ, gp; outputs as Reverse. It is built
+// on first use.
 func (pl *Plan) DenseReverse() (*tape.Program, error) {
 	pl.buildReverse()
-	return pl.denseRev, pl.revErr
+	if pl.revErr != nil {
+		return nil, pl.revErr
+	}
+	pl.denseOnce.Do(func() {
+		if pl.Dense != nil {
+			pl.denseRev, pl.denseErr = scan.Reverse(pl.Dense, pl.Dim, pl.Params, pl.Shared)
+		}
+	})
+	return pl.denseRev, pl.denseErr
+}
+
+// DenseStepReverse returns the reverse program of DenseStep (nil if there
+// is none): inputs t, h, y, p, s, λ[Dim] (the cotangent of y⁺),
+// w̄[DenseTerms·Dim] (the cotangents of the coefficients), gp[Params];
+// outputs as Reverse. A gradient runs it, in place of Reverse, on the
+// steps that bracket save times, with w̄ = Σ over the save times in the
+// step of θ^j·ȳ(τ) for w_j (the interpolant's VJP). It is built on first
+// use.
+func (pl *Plan) DenseStepReverse() (*tape.Program, error) {
+	pl.stepOnce.Do(func() {
+		if pl.DenseStep != nil {
+			pl.denseStepRev, pl.stepErr = scan.Reverse(pl.DenseStep, pl.Dim, pl.Params, pl.Shared)
+		}
+	})
+	return pl.denseStepRev, pl.stepErr
 }
 
 func (pl *Plan) buildReverse() {
 	pl.once.Do(func() {
 		pl.rev, pl.revErr = scan.Reverse(pl.Replay, pl.Dim, pl.Params, pl.Shared)
-		if pl.revErr == nil && pl.Dense != nil {
-			pl.denseRev, pl.revErr = scan.Reverse(pl.Dense, pl.Dim, pl.Params, pl.Shared)
-		}
 	})
 }
 
@@ -124,8 +178,10 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 		Field: fp, Trial: sp.trial, Replay: sp.replay,
 		Fingerprint: sp.trial.Hash()[:16],
 	}
-	if s.DenseOutput {
-		pl.Dense = sp.dense // nil for a method without a continuous extension
+	if s.Saves == SaveInterpolate {
+		if err := pl.setDense(f, sp); err != nil {
+			return nil, fmt.Errorf("ode: %s: building the %s dense output: %w", f.name(), m.Name(), err)
+		}
 	}
 	if s.Dt0 > 0 {
 		pl.InitEvals = 1
@@ -137,4 +193,16 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 		return nil, fmt.Errorf("ode: %s: building the controller: %w", f.name(), err)
 	}
 	return pl, nil
+}
+
+// setDense sets the plan's continuous extension from the method's dense
+// step.
+func (pl *Plan) setDense(f *Field, sp *stepPrograms) error {
+	pl.DenseStep, pl.DenseTerms = sp.denseStep, sp.terms
+	var err error
+	if pl.Interp, err = buildInterp(sp.denseStep.Name, f.Dim, sp.terms); err != nil {
+		return err
+	}
+	pl.Dense, err = buildDense(f, pl.DenseStep, pl.Interp)
+	return err
 }

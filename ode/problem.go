@@ -96,15 +96,15 @@ type Settings struct {
 	// float64 resolves there, and at most T1 − T0.
 	Dt0 float64
 
-	// DenseOutput reads saved states (Problem.SaveAt) from the method's
-	// continuous extension of the step that brackets each save time,
-	// where the method has one (Rodas5P's, of order 4), instead of a
-	// genuine step from the mesh point before it. Both cost one step per
-	// save time; the extension's states are less accurate than the
-	// mesh's (1.1–40× as measured, see Problem.SaveAt), the re-step's as
-	// accurate. Methods without one (Tsit5, Vern7, Rosenbrock23) re-step
-	// regardless.
-	DenseOutput bool
+	// Saves says how saved states (Problem.SaveAt) are computed: the
+	// zero value, SaveInterpolate, reads them from the method's
+	// continuous extension of the step that brackets each save time (no
+	// extra steps); SaveStep makes each one a genuine step from the mesh
+	// point before it (one step per save time, as accurate as the mesh
+	// states). See Problem.SaveAt for their accuracy. Every engine
+	// computes the same values in either mode; a GPU engine evaluates
+	// each interpolated save time with Plan.Dense, one step each.
+	Saves SaveMode
 
 	// Controller sets the step-size controller; the zero value is the
 	// integral controller with the method's exponent. Its constants must

@@ -115,27 +115,51 @@ func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	r.Name = trial.Name + ".replay"
 	r.Outputs = trial.Outputs[:d]
 	sp := &stepPrograms{trial: trial, replay: tape.DeadCode(&r), fevals: fevals}
-	if m.tab != nil && m.tab.H != nil {
-		if sp.dense, _, err = m.build(f, fp, jp, true); err != nil {
-			return nil, err
-		}
+	if sp.denseStep, _, err = m.build(f, fp, jp, true); err != nil {
+		return nil, err
 	}
+	nameDenseStepOutputs(sp.denseStep, d)
+	sp.denseStep = tape.DeadCode(sp.denseStep)
+	sp.terms = len(m.denseWeights()[0])
 	return sp, nil
 }
 
-// build traces the step: with dense unset, inputs t, h, y, p, s and outputs
-// y⁺, err; with dense set, one more input θ and outputs y(t + θh) from the
-// method's continuous extension.
-func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, dense bool) (*tape.Program, int, error) {
+// denseWeights returns the method's continuous extension in power form,
+// y(t + θh) = y + Σ_j θ^j·w_j with w_j = Σ_i P[i][j−1]·k_i (the k_i of
+// RosenbrockTableau, which contain h) for Rodas5P, and w_j = h·Σ_i
+// P[i][j−1]·k_i (k1, k2 of ros23Step) for Rosenbrock23.
+//
+// Rodas5P: (1−θ)·y + θ·(y⁺ + (1−θ)·(D_0 + θ·(D_1 + θ·D_2))) with
+// y⁺ − y = Σ M_i·k_i is y + θ·(y⁺ − y + D_0) + θ²·(D_1 − D_0) +
+// θ³·(D_2 − D_1) − θ⁴·D_2, so P[i] = (M_i + H_0i, H_1i − H_0i,
+// H_2i − H_1i, −H_2i).
+//
+// Rosenbrock23 (Shampine & Reichelt's interpolant, OrdinaryDiffEq.jl's
+// rosenbrock_interpolants.jl): y + h·(θ(1−θ)·k1 + θ(θ−2d)·k2)/(1−2d),
+// where 1/(1−2d) = 1 + √2 and 2d/(1−2d) = √2.
+func (m *rosenbrock) denseWeights() [][]float64 {
+	if m.tab == nil {
+		return rosenbrock23Interp
+	}
+	tab := m.tab
+	p := make([][]float64, tab.Stages())
+	for i := range p {
+		h0, h1, h2 := tab.H[0][i], tab.H[1][i], tab.H[2][i]
+		p[i] = []float64{tab.M[i] + h0, h1 - h0, h2 - h1, -h2}
+	}
+	return p
+}
+
+// build traces the step: with denseStep unset, inputs t, h, y, p, s and
+// outputs y⁺, err; with denseStep set, outputs y⁺ and the coefficients of
+// the method's continuous extension (see denseWeights and Plan.DenseStep).
+func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, denseStep bool) (*tape.Program, int, error) {
 	d := f.Dim
 	np := f.Params + f.Shared
 	in := stepInputs(f)
-	if dense {
-		in = append(in, tape.Input{Name: "theta"})
-	}
 	name := fmt.Sprintf("%s.%s", fp.Name, m.Name())
-	if dense {
-		name += ".dense"
+	if denseStep {
+		name += ".dense_step"
 	}
 	b, vs := tape.NewBuilderFor(name, in)
 	t, h, y, p := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np]
@@ -165,15 +189,29 @@ func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, dense bool) (*tape.Pr
 			return out
 		}
 		if m.tab == nil {
-			var yNew, errEst []tape.V
-			yNew, errEst, fevals = ros23Step(m.r23, t, h, y, f0, ft, jac, call)
-			outs = append(append(yNew, errEst...), zero)
+			yNew, errEst, k, n := ros23Step(m.r23, t, h, y, f0, ft, jac, call)
+			fevals = n
+			if denseStep {
+				outs = append(yNew, denseCoefficients(h, rosenbrock23Interp, k, d)...)
+			} else {
+				outs = append(append(yNew, errEst...), zero)
+			}
 			return
 		}
 		yNew, errEst, k, n := rodasStep(m.tab, t, h, y, f0, ft, jac, jv, call)
 		fevals = n
-		if dense {
-			outs = denseOutput(m.tab, vs[len(vs)-1], y, yNew, k)
+		if denseStep {
+			outs = yNew
+			p := m.denseWeights()
+			col := make([]float64, len(p))
+			for j := range p[0] {
+				for i := range p {
+					col[i] = p[i][j]
+				}
+				for c := 0; c < d; c++ {
+					outs = append(outs, sumK(zero, col, k, c))
+				}
+			}
 		} else {
 			outs = append(append(yNew, errEst...), zero) // no stiffness estimate
 		}
@@ -183,23 +221,6 @@ func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, dense bool) (*tape.Pr
 	}
 	prog, err := b.Build(outs...)
 	return prog, fevals, err
-}
-
-// denseOutput is the continuous extension of a Rosenbrock step with dense
-// rows H: y(θ) = (1−θ)·y + θ·(y⁺ + (1−θ)·(D1 + θ·(D2 + θ·D3))),
-// D_r = Σ_i H[r][i]·k_i.
-func denseOutput(tab *RosenbrockTableau, theta tape.V, y, yNew []tape.V, k [][]tape.V) []tape.V {
-	out := make([]tape.V, len(y))
-	om := theta.Const(1).Sub(theta)
-	for c := range y {
-		zero := y[c].Const(0)
-		d1 := sumK(zero, tab.H[0], k, c)
-		d2 := sumK(zero, tab.H[1], k, c)
-		d3 := sumK(zero, tab.H[2], k, c)
-		inner := d1.Add(theta.Mul(d2.Add(theta.Mul(d3))))
-		out[c] = om.Mul(y[c]).Add(theta.Mul(yNew[c].Add(om.Mul(inner))))
-	}
-	return out
 }
 
 // factorW factors W = I − c·J for the traced scalar c.
@@ -296,7 +317,7 @@ func sumK(base tape.V, w []float64, k [][]tape.V, c int) tape.V {
 // k3 = W⁻¹(F2 − e32·(k2 − F1) − 2·(k1 − F0) + h·d·T),
 // err = (h/6)·(k1 − 2·k2 + k3).
 func ros23Step(r *rosenbrock23Consts, t, h tape.V, y, f0, ft, jac []tape.V,
-	call func(tape.V, []tape.V) []tape.V) (yNew, errEst []tape.V, fevals int) {
+	call func(tape.V, []tape.V) []tape.V) (yNew, errEst []tape.V, k [][]tape.V, fevals int) {
 	d := len(y)
 	hd := h.MulC(r.D)
 	lu := factorW(hd, jac, d)
@@ -332,5 +353,5 @@ func ros23Step(r *rosenbrock23Consts, t, h tape.V, y, f0, ft, jac []tape.V,
 	for c := range errEst {
 		errEst[c] = h6.Mul(k1[c].Sub(k2[c].MulC(2)).Add(k3[c]))
 	}
-	return yNew, errEst, 3
+	return yNew, errEst, [][]tape.V{k1, k2}, 3
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/gradsolve-go/gradsolve/internal/buf"
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -283,15 +284,38 @@ func (sv *Solver) Solve(p *Problem) (*Solution, error) {
 // SolveContext is Solve with a context: cancelling it stops the work and
 // returns ctx.Err().
 func (sv *Solver) SolveContext(ctx context.Context, p *Problem) (*Solution, error) {
+	return sv.solveTo(ctx, nil, p)
+}
+
+// SolveTo is Solve with the arrays of dst (a Solution of an earlier call,
+// or nil) reused where they are large enough, and dst set to the
+// solution and returned (a new Solution if dst is nil). A loop that
+// solves repeatedly with many save times (N×K×Dim saved values: 131 MB
+// for 4,096 trajectories of 4 components at 1,000 save times) then
+// allocates nothing large and does not fault fresh memory in on every
+// call, as Grad reuses its dst.
+func (sv *Solver) SolveTo(dst *Solution, p *Problem) (*Solution, error) {
+	return sv.solveTo(context.Background(), dst, p)
+}
+
+func (sv *Solver) solveTo(ctx context.Context, dst *Solution, p *Problem) (*Solution, error) {
 	q, err := sv.checkProblem(p)
 	if err != nil {
 		return nil, err
 	}
-	res, used, err := sv.run(ctx, OpSolve, q, nil, nil, nil)
+	var reuse *Result
+	if dst != nil {
+		reuse = &Result{Y: dst.Y, Ys: dst.Ys, T: dst.T, Status: dst.Status, Stats: dst.Stats, Stiff: dst.Stiff}
+	}
+	res, used, err := sv.run(ctx, OpSolve, q, nil, nil, reuse)
 	if err != nil {
 		return nil, err
 	}
 	sol := used.solution(q, res, res.Status)
+	if dst != nil {
+		*dst = *sol
+		sol = dst
+	}
 	if err := used.failure(q, res, res.Status, sol.Method); err != nil && !sv.set.AllowFailures {
 		return sol, err
 	}
@@ -462,35 +486,54 @@ func (sv *Solver) failure(q *problem, res *Result, status []Status, method strin
 	return err
 }
 
-// saveTaps brackets every save time on every trajectory's mesh: save time
-// τ on trajectory i becomes one step of size τ − t_k from the mesh point
-// t_k < τ ≤ t_k + h_k (or, if dense, the method's continuous extension of
-// step k at θ = (τ − t_k)/h_k); τ at or before T0 is y0 (a step of size
-// 0), and τ at or after the trajectory's final time is its final state.
-// The time points accumulate t_{k+1} = t_k + h_k exactly as the recorder
-// and the replay do. Tap i*K+k is save time k of trajectory i.
-func saveTaps(m scan.Mesh, t0 float64, ts []float64, dense bool) *scan.Taps {
+// saveTaps brackets every save time on every trajectory's mesh, the time
+// points accumulated t_{k+1} = t_k + h_k exactly as the recorder and the
+// replay do. Tap i*K+k is save time k of trajectory i. τ at or before T0
+// is y0 (a tap of size 0 on step 0), τ at or after the trajectory's final
+// time its final state (a tap on step Len). With interp, τ is read from
+// the continuous extension of the step k with t_k ≤ τ < t_k + h_k, at
+// θ = (τ − t_k)/h_k (θ = 0, the state itself, on a mesh point); else it
+// is one genuine step of size τ − t_k from the mesh point t_k < τ ≤
+// t_k + h_k.
+// dst, if not nil, is reused.
+func saveTaps(dst *scan.Taps, m scan.Mesh, t0 float64, ts []float64, interp bool) *scan.Taps {
 	n, K := m.N, len(ts)
-	tp := &scan.Taps{Traj: make([]int, n*K), Step: make([]int, n*K), H: make([]float64, n*K)}
-	if dense {
-		tp.Theta = make([]float64, n*K)
+	if dst == nil {
+		dst = &scan.Taps{}
+	}
+	// Every entry is written below: the storage need not be cleared.
+	tp := dst
+	tp.Traj, _ = buf.Extend(tp.Traj[:0], n*K)
+	tp.Step, _ = buf.Extend(tp.Step[:0], n*K)
+	tp.H, _ = buf.Extend(tp.H[:0], n*K)
+	theta := tp.Theta
+	tp.Theta = nil
+	if interp {
+		tp.Theta, _ = buf.Extend(theta[:0], n*K)
 	}
 	for i := 0; i < n; i++ {
 		t, s := t0, 0
 		for k, tau := range ts {
-			for s < m.Len[i] && t+m.H[s*n+i] < tau {
-				t += m.H[s*n+i]
+			// Past the steps that end before τ (at or before τ, to
+			// interpolate: τ on a mesh point is that point's state).
+			for s < m.Len[i] {
+				next := t + m.H[s*n+i]
+				if next > tau || !interp && next == tau {
+					break
+				}
+				t = next
 				s++
 			}
 			idx := i*K + k
-			tp.Traj[idx], tp.Step[idx] = i, s
+			tp.Traj[idx], tp.Step[idx], tp.H[idx] = i, s, 0
+			if interp {
+				tp.Theta[idx] = 0
+			}
 			switch {
-			case tau <= t0 || s == m.Len[i]:
-				tp.H[idx] = 0
-				if tau <= t0 {
-					tp.Step[idx] = 0
-				}
-			case dense:
+			case tau <= t0:
+				tp.Step[idx] = 0
+			case s == m.Len[i]:
+			case interp:
 				h := m.H[s*n+i]
 				tp.H[idx], tp.Theta[idx] = h, (tau-t)/h
 			default:
@@ -527,9 +570,4 @@ func fromSoA(dst, x []float64, n, w int) []float64 {
 		}
 	}
 	return dst
-}
-
-// unpackTaps turns tap outputs [d][n*K] into [n×K×d].
-func unpackTaps(dst, taps []float64, n, K, d int) []float64 {
-	return fromSoA(dst, taps, n*K, d)
 }

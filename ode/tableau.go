@@ -51,6 +51,86 @@ type ERKTableau struct {
 	B []float64
 	// E holds the error weights e_i = b_i − b̂_i, len s.
 	E []float64
+
+	// Interp is the method's continuous extension (dense output), or nil.
+	Interp *ERKInterp
+}
+
+// ERKInterp is the continuous extension of an explicit Runge–Kutta step
+// (Hairer, Nørsett & Wanner, Solving ODEs I, §II.6): after the s stages of
+// a step, e = len(ExtraC) extra stages
+//
+//	k_{s+i} = f(t + ExtraC[i]·h, y + h·Σ_{j<s+i} ExtraA[i][j]·k_j),
+//
+// and then, for θ ∈ [0, 1],
+//
+//	y(t + θh) = y + h·Σ_i b_i(θ)·k_i,   b_i(θ) = Σ_{j=1…m} R[i][j−1]·θ^j,
+//
+// over the s + e stages, with m = len(R[i]) the same for every row. It
+// is consistent when b_i(1) = b_i (the step's weights; 0 for the extra
+// stages), so that y(t + h) = y⁺, and Σ_i b_i(θ) = θ (R's first column
+// sums to 1 and the others to 0); validate checks both.
+type ERKInterp struct {
+	// ExtraC and ExtraA are the nodes and stage weights of the extra
+	// stages: ExtraA[i] has s + i entries.
+	ExtraC []float64
+	ExtraA [][]float64
+	// R holds the polynomial coefficients: R[i][j−1] multiplies θ^j in
+	// b_i(θ), one row per stage (s + e rows).
+	R [][]float64
+}
+
+// Terms returns m, the degree of the interpolating polynomials.
+func (p *ERKInterp) Terms() int { return len(p.R[0]) }
+
+// validate checks the extension against its tableau t: the shapes, the
+// extra stages' row sums Σ_j ExtraA[i][j] = ExtraC[i], b_i(1) = b_i and
+// Σ_i R[i][j] = 1 for j = 0, else 0, each to tableauERKTol relative to the
+// absolute sum of its terms.
+func (p *ERKInterp) validate(t *ERKTableau) error {
+	s, e := len(t.C), len(p.ExtraC)
+	if len(p.ExtraA) != e || len(p.R) != s+e || len(p.R) == 0 {
+		return fmt.Errorf("ode: tableau %q: interpolant has %d extra nodes, %d extra rows and %d coefficient rows, want %d rows for %d stages",
+			t.Name, e, len(p.ExtraA), len(p.R), s+e, s+e)
+	}
+	for i, row := range p.ExtraA {
+		if len(row) != s+i {
+			return fmt.Errorf("ode: tableau %q: interpolant's extra stage %d has %d weights, want %d", t.Name, s+i, len(row), s+i)
+		}
+		if sum, abs := tableauSum(row); !tableauClose(sum, p.ExtraC[i], abs, tableauERKTol) {
+			return fmt.Errorf("ode: tableau %q: interpolant's extra stage %d: weights sum to %v, want its node %v", t.Name, s+i, sum, p.ExtraC[i])
+		}
+	}
+	m := p.Terms()
+	for i, row := range p.R {
+		if len(row) != m {
+			return fmt.Errorf("ode: tableau %q: interpolant row %d has %d coefficients, want %d", t.Name, i, len(row), m)
+		}
+		if err := tableauCheckFinite(t.Name, fmt.Sprintf("R[%d]", i), row); err != nil {
+			return err
+		}
+		want := 0.0
+		if i < s {
+			want = t.B[i]
+		}
+		if sum, abs := tableauSum(row); !tableauClose(sum, want, abs, tableauERKTol) {
+			return fmt.Errorf("ode: tableau %q: interpolant b_%d(1) = %v, want b_%d = %v", t.Name, i, sum, i, want)
+		}
+	}
+	for j := 0; j < m; j++ {
+		col := make([]float64, len(p.R))
+		for i, row := range p.R {
+			col[i] = row[j]
+		}
+		want := 0.0
+		if j == 0 {
+			want = 1
+		}
+		if sum, abs := tableauSum(col); !tableauClose(sum, want, abs, tableauERKTol) {
+			return fmt.Errorf("ode: tableau %q: interpolant's θ^%d coefficients sum to %v, want %v (Σ_i b_i(θ) = θ)", t.Name, j+1, sum, want)
+		}
+	}
+	return nil
 }
 
 // Stages returns the number of stages of the method.
@@ -120,6 +200,9 @@ func (t *ERKTableau) validate() error {
 	}
 	if sum, abs := tableauSum(t.E); !tableauClose(sum, 0, abs, tableauERKTol) {
 		return fmt.Errorf("ode: tableau %q: error weights E sum to %v, want 0", t.Name, sum)
+	}
+	if t.Interp != nil {
+		return t.Interp.validate(t)
 	}
 	return nil
 }

@@ -58,3 +58,20 @@ var rosenbrock23Tableau = rosenbrock23Consts{
 	D:        rosenbrock23D,
 	E32:      rosenbrock23E32,
 }
+
+// rosenbrock23Interp is the power form of ode23s's continuous extension
+// (Shampine & Reichelt 1997, §3; OrdinaryDiffEq.jl,
+// lib/OrdinaryDiffEqRosenbrock/src/rosenbrock_interpolants.jl:
+// y(t + θh) = y + h·(θ(1−θ)·k1 + θ(θ−2d)·k2)/(1−2d)): row i holds the
+// coefficients of θ and θ² in stage k_{i+1}'s weight, with 1/(1−2d) = 1 + √2
+// and 2d/(1−2d) = √2 for d = 1 − √2/2. The extension is of order 2, as the
+// solution, and y(t + h) = y + h·k2 = y⁺.
+var rosenbrock23Interp = [][]float64{
+	{rosenbrock23OnePlusSqrt2, -rosenbrock23OnePlusSqrt2},
+	{-rosenbrock23Sqrt2, rosenbrock23OnePlusSqrt2},
+}
+
+const (
+	rosenbrock23Sqrt2        = 1.414213562373095048801688724209698078570
+	rosenbrock23OnePlusSqrt2 = 2.414213562373095048801688724209698078570
+)

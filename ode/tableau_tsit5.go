@@ -42,6 +42,7 @@ var tsit5Tableau = &ERKTableau{
 	Name:     "Tsit5",
 	Order:    5,
 	ErrOrder: 4,
+	Interp:   tsit5Interp,
 	C: []float64{
 		0,
 		161.0 / 1000,
@@ -87,5 +88,31 @@ var tsit5Tableau = &ERKTableau{
 		tsit5B5 - tsit5BHat5,
 		tsit5B6 - tsit5BHat6,
 		0 - tsit5BHat7,
+	},
+}
+
+// tsit5Interp is Tsitouras' free order-4 continuous extension of Tsit5: on
+// a step from (t, y) of size h, y(t + θh) = y + h·Σ_i b_i(θ)·k_i with
+// b_i(θ) = Σ_j R[i][j−1]·θ^j over the seven stages (the seventh is
+// f(t + h, y⁺), the FSAL stage), no extra stages.
+//
+// Transcribed from SciML/OrdinaryDiffEq.jl,
+// lib/OrdinaryDiffEqTsit5/src/tsit_tableaus.jl (Tsit5Interp, the generic-T
+// method: ri1…ri4, the expanded polynomials of Tsitouras' paper, with up
+// to 50 digits); patrick-kidger/diffrax, diffrax/_solver/tsit5.py
+// (_Tsit5Interpolation) writes the same polynomials in factored form.
+// Stage 2's row is 0.1317, −0.2234, 0.1017 exactly (OrdinaryDiffEq's digits
+// are those values rounded to float64 and printed; diffrax's factored form
+// 0.1017·(θ² − 2.19665…θ + 1.29498…) gives them to 16 digits). The tests
+// check b_i(1) = b_i, b_i(0) = 0, Σ_i b_i(θ) = θ and the order.
+var tsit5Interp = &ERKInterp{
+	R: [][]float64{
+		{1, -2.763706197274825911336735930481400260916070804192, 2.91325546182191274375068099306808, -1.0530884977290216},
+		{0, 0.1317, -0.2234, 0.1017},
+		{0, 3.93029623689475152850687446709813398, -5.94103387213150473470249202589458001, 2.490627285651252793},
+		{0, -12.411077166933676983734381540685453484102414134010752, 30.3381886302823215981729903691836576, -16.54810288924490272},
+		{0, 37.50931341651103919496903965334519631242339792120440212, -88.1789048947664011014276693541209817, 47.37952196281928122},
+		{0, -27.896526289197287805948263144598643896, 65.09189467479367152629021928716553658, -34.87065786149660974},
+		{0, 1.5, -4, 2.5},
 	},
 }

@@ -44,8 +44,9 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 	sw.fwd = e
 	sw.l = newLayout(p)
 	l, d := sw.l, p.Step.D
-	sw.tp = newTapper(p, l)
-	sw.tp.set = &sw.set.Exec
+	if sw.tp, err = newTapper(p, l, &sw.set.Exec, &sw.res); err != nil {
+		return nil, err
+	}
 	if st := p.Stored; st != nil {
 		sw.k = 1
 		x := newState(p, l, 0)
@@ -55,7 +56,9 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 				x.y[c][i] = st.EndY[c*l.n+j]
 			}
 		}
-		sw.tp.collectStored(st, d)
+		if err := sw.tp.collectStored(st, d); err != nil {
+			return nil, err
+		}
 		sw.x = x
 		if _, err := finishResult(&sw.res, p, l, x, sw.tp, e); err != nil {
 			return nil, err
@@ -80,7 +83,7 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 			sw.save(x, s/sw.k, m)
 		}
 		x.loadH(p, l, s, m)
-		if err := stepForward(e, x, in, m); err != nil {
+		if err := sw.tp.stepRow(e, x, in, s, m); err != nil {
 			return nil, err
 		}
 	}
@@ -227,8 +230,8 @@ func SumTiles(dst, tiles []float64, s int) []float64 {
 }
 
 // Backward returns the gradient of a loss L given its cotangents: ybar
-// [D][N] = ∂L/∂(final states) and tapbar [D][ntaps] = ∂L/∂(tap outputs)
-// (nil if there are no taps). It is the exact adjoint of the forward scan
+// [D][N] = ∂L/∂(final states) and tapbar = ∂L/∂(tap outputs), in the
+// taps' layout (nil if there are no taps). It is the exact adjoint of the forward scan
 // (the mesh held fixed). dst may be nil.
 func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, error) {
 	return sw.BackwardFrom(dst, ybar, tapbar, nil, nil)
@@ -285,17 +288,36 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 		}
 	}
 
-	// Taps first: their cotangents become contributions to λ at their step.
+	// Taps first: their cotangents become contributions to λ at their
+	// step. An interpolating tap's cotangent reaches λ at its step
+	// directly (∂y(θ)/∂y_k = I) and through its step's coefficients,
+	// whose cotangents the reverse of that step takes.
 	var tapY [][]float64
 	if nt > 0 {
-		tapY, err = sw.tapAdjoint(rev, tapbar, gp, tiles)
-		if err != nil {
+		soa := tapbar
+		if p.Taps.TapMajor {
+			soa = make([]float64, d*nt)
+			for i := 0; i < nt; i++ {
+				for c := 0; c < d; c++ {
+					soa[c*nt+i] = tapbar[i*d+c]
+				}
+			}
+		}
+		if sw.tp.it != nil {
+			tapY = make([][]float64, d)
+			for c := range tapY {
+				tapY[c] = soa[c*nt : (c+1)*nt]
+			}
+		} else if tapY, err = sw.tapAdjoint(rev, soa, gp, tiles); err != nil {
 			return nil, err
 		}
 		sw.addTaps(lam, tapY, l.rows)
 	}
 
 	b := &backward{sw: sw, rev: rev, x: newState(p, l, 1), lam: lam, gp: gp, gs: st.contributions(n), tiles: tiles, tapY: tapY}
+	if sw.tp.it != nil {
+		b.it, b.tapbar = sw.tp.it, tapbar
+	}
 	if err := b.run(); err != nil {
 		return nil, err
 	}
@@ -324,6 +346,8 @@ type backward struct {
 	lam, gp, gs [][]float64 // gs: one step's shared-gradient contributions
 	tiles       []float64   // shared gradient per tile, [ntiles][S]
 	tapY        [][]float64
+	it          *interpTaps // interpolating taps, whose steps' reverse takes their cotangents
+	tapbar      []float64
 	buf         []float64 // states of the current segment, or of one step
 	off         []int
 	in, out     [][]float64
@@ -427,18 +451,23 @@ func (b *backward) recompute(c, s0, s int) ([]float64, error) {
 // gather returns the stored state before step s of the active
 // trajectories, in the permuted order.
 func (b *backward) gather(s int) []float64 {
-	sw, l := b.sw, b.sw.l
-	d, n := sw.p.Step.D, l.n
-	m := l.active[s]
-	b.buf = resize(b.buf, m*(1+d))
-	row := sw.p.Stored.States[s*(1+d)*n : (s+1)*(1+d)*n]
+	b.buf = gatherStored(b.buf, b.sw.p.Stored, b.sw.l, b.sw.p.Step.D, s)
+	return b.buf
+}
+
+// gatherStored returns in dst the stored state before step s of the
+// active trajectories (t[m], then y[D][m]) in the permuted order.
+func gatherStored(dst []float64, st *Stored, l *layout, d, s int) []float64 {
+	n, m := l.n, l.active[s]
+	dst = resize(dst, m*(1+d))
+	row := st.States[s*(1+d)*n : (s+1)*(1+d)*n]
 	for k := 0; k <= d; k++ {
-		src, dst := row[k*n:(k+1)*n], b.buf[k*m:(k+1)*m]
+		src, out := row[k*n:(k+1)*n], dst[k*m:(k+1)*m]
 		for i, j := range l.perm[:m] {
-			dst[i] = src[j]
+			out[i] = src[j]
 		}
 	}
-	return b.buf
+	return dst
 }
 
 // step runs the reverse program of step s, whose starting states (t[m],
@@ -458,16 +487,26 @@ func (b *backward) step(s int, st []float64) error {
 	}
 	b.in = append(b.in, x.s...)
 	b.out = b.out[:0]
-	for _, acc := range [][][]float64{b.lam, b.gp} {
-		for _, c := range acc {
+	rev := b.rev
+	for _, c := range b.lam {
+		b.in = append(b.in, c[:m])
+		b.out = append(b.out, c[:m])
+	}
+	if b.it != nil && b.it.rowHas(s) {
+		// The step's coefficients have cotangents: its extended reverse.
+		rev = b.it.extRev
+		for _, c := range b.it.coefBar(b.tapbar, s, m) {
 			b.in = append(b.in, c[:m])
-			b.out = append(b.out, c[:m])
 		}
+	}
+	for _, c := range b.gp {
+		b.in = append(b.in, c[:m])
+		b.out = append(b.out, c[:m])
 	}
 	for _, c := range b.gs {
 		b.out = append(b.out, c[:m])
 	}
-	if err := x.mask.runLive(b.rev, b.out, b.in, x.h, m); err != nil {
+	if err := x.mask.runLive(rev, b.out, b.in, x.h, m); err != nil {
 		return err
 	}
 	b.addShared(m)
@@ -553,10 +592,7 @@ func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp [][]float64, ti
 
 // addTaps adds the tap cotangents of taps at step s to λ.
 func (sw *Sweep) addTaps(lam, tapY [][]float64, s int) {
-	if s >= len(sw.l.tapsAt) {
-		return
-	}
-	for _, i := range sw.l.tapsAt[s] {
+	for _, i := range sw.l.tapsAt(s) {
 		k := sw.tp.pos[sw.p.Taps.Traj[i]]
 		for c := range lam {
 			lam[c][k] += tapY[c][i]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/gradsolve-go/gradsolve/internal/buf"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -16,7 +17,8 @@ import (
 //
 // A Step caches the programs and executors derived from Prog, so reuse one
 // Step for repeated scans of the same map; a Step must not be used by two
-// scans at once (Clone gives each goroutine its own).
+// scans at once (Clone gives each goroutine its own), and a Sweep is a
+// scan until its Backward returns.
 type Step struct {
 	Prog    *tape.Program
 	D, P, S int
@@ -30,10 +32,28 @@ type Step struct {
 	// of Prog and Dense (see Reverse); nil builds them on first use.
 	Rev, DenseRev *tape.Program
 
+	// Ext optionally extends the step with the coefficients of its
+	// continuous extension: inputs as Prog's; outputs y⁺[D], bit for bit
+	// Prog's, then w[Terms·D] (w_j[c] at (j−1)·D + c), such that
+	//
+	//	y(t + θh) = y + Σ_{j=1…Terms} θ^j·w_j   (θ ∈ [0, 1]).
+	//
+	// Taps with Theta then interpolate from the step that brackets them,
+	// whose own sweep computes the coefficients: no extra step (see
+	// Taps). ExtRev optionally gives Ext's accumulating reverse program
+	// (Reverse(Ext, D, P, S): inputs Ext's, λ[D], w̄[Terms·D], gp[P]);
+	// nil builds it on first use.
+	Ext    *tape.Program
+	Terms  int
+	ExtRev *tape.Program
+
 	fwd, rev           *tape.Exec
 	denseFwd, denseRev *tape.Exec
+	ext, extRev        *tape.Exec
 	states             [2]*state   // carries reused by newState
 	contrib            [][]float64 // a reverse step's shared-gradient contributions, reused
+	tapIdx, tapOff     []int       // a layout's taps by step, reused (newLayout)
+	interp             *interpTaps // the interpolating taps' buffers, reused
 }
 
 // contributions returns S columns of n values for one reverse step's
@@ -60,10 +80,14 @@ func (s *Step) Clone(set *tape.ExecSettings, blockSize, workers int) (*Step, err
 	if err := s.Prepare(set); err != nil {
 		return nil, err
 	}
-	c := &Step{Prog: s.Prog, D: s.D, P: s.P, S: s.S, Dense: s.Dense, Rev: s.Rev, DenseRev: s.DenseRev}
+	c := &Step{Prog: s.Prog, D: s.D, P: s.P, S: s.S, Dense: s.Dense, Rev: s.Rev, DenseRev: s.DenseRev,
+		Ext: s.Ext, Terms: s.Terms, ExtRev: s.ExtRev}
 	c.fwd, c.rev = s.fwd.Clone(blockSize, workers), s.rev.Clone(blockSize, workers)
-	if s.Dense != nil {
+	if s.denseFwd != nil {
 		c.denseFwd, c.denseRev = s.denseFwd.Clone(blockSize, workers), s.denseRev.Clone(blockSize, workers)
+	}
+	if s.Ext != nil {
+		c.ext, c.extRev = s.ext.Clone(blockSize, workers), s.extRev.Clone(blockSize, workers)
 	}
 	return c, nil
 }
@@ -78,12 +102,42 @@ func (s *Step) Prepare(set *tape.ExecSettings) error {
 	if _, err := s.reverse(set); err != nil {
 		return err
 	}
-	if s.Dense != nil {
+	if s.Ext != nil {
+		if _, _, err := s.extended(set); err != nil {
+			return err
+		}
+	} else if s.Dense != nil {
 		if _, _, err := s.dense(set); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// extended returns the executors of the extended step and its
+// accumulating reverse program, creating them on first use.
+func (s *Step) extended(set *tape.ExecSettings) (fwd, rev *tape.Exec, err error) {
+	if s.ext != nil {
+		return s.ext, s.extRev, nil
+	}
+	d := s.D
+	if want := 2 + d + s.P + s.S; s.Terms < 1 || len(s.Ext.Inputs) != want || len(s.Ext.Outputs) != d+s.Terms*d {
+		return nil, nil, fmt.Errorf("scan: extended step %s has %d inputs and %d outputs with Terms %d, want %d inputs and D·(1+Terms) = %d outputs, Terms ≥ 1",
+			s.Ext.Name, len(s.Ext.Inputs), len(s.Ext.Outputs), s.Terms, want, d+s.Terms*d)
+	}
+	if fwd, err = tape.NewExec(s.Ext, set); err != nil {
+		return nil, nil, err
+	}
+	if s.ExtRev == nil {
+		if s.ExtRev, err = Reverse(s.Ext, d, s.P, s.S); err != nil {
+			return nil, nil, err
+		}
+	}
+	if rev, err = tape.NewExec(s.ExtRev, set); err != nil {
+		return nil, nil, err
+	}
+	s.ext, s.extRev = fwd, rev
+	return fwd, rev, nil
 }
 
 // forward returns the executor of the step, creating it on first use.
@@ -246,13 +300,35 @@ func (m *Mesh) check() error {
 // states at times between mesh points (bracket and re-step); a tap with
 // H[i] == 0 returns y_k exactly.
 //
-// If Theta is not nil the taps interpolate instead: tap i evaluates
-// Step.Dense(t_k, H[i], y_k, p, s, Theta[i]), where H[i] should be the
-// mesh step h_k (0 for a tap at the end of the mesh).
+// If Theta is not nil the taps interpolate instead. With Step.Ext, tap i
+// is read from the continuous extension of step Step[i] (which must
+// bracket the tap's time): y_k + Σ_j Theta[i]^j·w_j, with the
+// coefficients w of that step, which its own sweep computes (no extra
+// step; H is not read); a tap with Theta[i] == 0, at Step[i] == Len or on
+// a step of size 0 is the state y_k itself. Without Step.Ext, tap i
+// evaluates Step.Dense(t_k, H[i], y_k, p, s, Theta[i]), where H[i] should
+// be the mesh step h_k (0 for a tap at the end of the mesh).
+//
+// Tap outputs (Result.Taps) and their cotangents (Backward's tapbar) are
+// [D][ntaps], or, with TapMajor, [ntaps][D] (tap i, component c at
+// i·D + c). Out, if not nil (len D·ntaps), is where the outputs are
+// written (Result.Taps then aliases it), so that a caller can have them
+// in place in its own array.
 type Taps struct {
 	Traj, Step []int
 	H          []float64
 	Theta      []float64
+	TapMajor   bool
+	Out        []float64
+}
+
+// index returns the position of component c of tap i in the taps'
+// output layout for nt taps of dimension d.
+func (t *Taps) index(i, c, nt, d int) int {
+	if t.TapMajor {
+		return i*d + c
+	}
+	return c*nt + i
 }
 
 // Len returns the number of taps.
@@ -331,8 +407,11 @@ func (p *Problem) check() error {
 		if len(t.Step) != len(t.Traj) || len(t.H) != len(t.Traj) || (t.Theta != nil && len(t.Theta) != len(t.Traj)) {
 			return fmt.Errorf("scan: taps: len(Traj) %d, len(Step) %d, len(H) %d, len(Theta) %d differ", len(t.Traj), len(t.Step), len(t.H), len(t.Theta))
 		}
-		if t.Theta != nil && p.Step.Dense == nil {
-			return errors.New("scan: taps with Theta need Step.Dense")
+		if t.Out != nil && len(t.Out) != st.D*len(t.Traj) {
+			return fmt.Errorf("scan: taps: len(Out) %d, want D·ntaps = %d", len(t.Out), st.D*len(t.Traj))
+		}
+		if t.Theta != nil && p.Step.Dense == nil && p.Step.Ext == nil {
+			return errors.New("scan: taps with Theta need Step.Ext or Step.Dense")
 		}
 		for i, j := range t.Traj {
 			if j < 0 || j >= n || t.Step[i] < 0 || t.Step[i] > p.Mesh.Len[j] {
@@ -361,7 +440,16 @@ type layout struct {
 	perm    []int
 	pos     []int // pos[perm[i]] = i
 	active  []int // active[s] = #{j : Len[j] > s}
-	tapsAt  [][]int
+	// The taps at step s are tapIdx[tapOff[s]:tapOff[s+1]], in order.
+	tapIdx, tapOff []int
+}
+
+// tapsAt returns the taps at step s, in order.
+func (l *layout) tapsAt(s int) []int {
+	if s+1 >= len(l.tapOff) {
+		return nil
+	}
+	return l.tapIdx[l.tapOff[s]:l.tapOff[s+1]]
 }
 
 func newLayout(p *Problem) *layout {
@@ -381,9 +469,23 @@ func newLayout(p *Problem) *layout {
 		l.active[s] = sort.Search(m.N, func(i int) bool { return m.Len[l.perm[i]] <= s })
 	}
 	if t := p.Taps; t.Len() > 0 {
-		l.tapsAt = make([][]int, l.rows+1)
+		// A counting sort of the taps by step.
+		st := p.Step
+		st.tapOff = buf.Make(st.tapOff, 2*(l.rows+2))
+		l.tapOff = st.tapOff[:l.rows+2]
+		for _, s := range t.Step {
+			l.tapOff[s+1]++
+		}
+		for s := 1; s < len(l.tapOff); s++ {
+			l.tapOff[s] += l.tapOff[s-1]
+		}
+		st.tapIdx, _ = buf.Extend(st.tapIdx[:0], len(t.Step))
+		l.tapIdx = st.tapIdx
+		next := st.tapOff[l.rows+2:]
+		copy(next, l.tapOff[:l.rows+1])
 		for i, s := range t.Step {
-			l.tapsAt[s] = append(l.tapsAt[s], i)
+			l.tapIdx[next[s]] = i
+			next[s]++
 		}
 	}
 	return l
@@ -489,14 +591,19 @@ func Replay(dst *Result, p *Problem, s *Settings) (*Result, error) {
 	}
 	l := newLayout(p)
 	x := newState(p, l, 0)
-	tp := newTapper(p, l)
-	tp.set = &set.Exec
+	if dst == nil {
+		dst = &Result{}
+	}
+	tp, err := newTapper(p, l, &set.Exec, dst)
+	if err != nil {
+		return nil, err
+	}
 	in := make([][]float64, 0, len(p.Step.Prog.Inputs))
 	for s := 0; s < l.rows; s++ {
 		tp.collect(x, s)
 		m := l.active[s]
 		x.loadH(p, l, s, m)
-		if err := stepForward(e, x, in, m); err != nil {
+		if err := tp.stepRow(e, x, in, s, m); err != nil {
 			return nil, err
 		}
 	}
@@ -531,14 +638,36 @@ func finishResult(dst *Result, p *Problem, l *layout, x *state, tp *tapper, e *t
 			dst.Y[c*n+j] = x.y[c][i]
 		}
 	}
+	if tp.it != nil {
+		return dst, nil // the rows wrote the taps
+	}
 	nt := p.Taps.Len()
-	dst.Taps = resize(dst.Taps, d*nt)
+	dst.Taps = tapsOut(dst.Taps, p.Taps, d)
 	if nt > 0 {
-		if err := tp.eval(e, dst.Taps); err != nil {
+		soa := dst.Taps
+		if p.Taps.TapMajor {
+			soa = make([]float64, d*nt)
+		}
+		if err := tp.eval(e, soa); err != nil {
 			return nil, err
+		}
+		if p.Taps.TapMajor {
+			for c := 0; c < d; c++ {
+				for i, v := range soa[c*nt : (c+1)*nt] {
+					dst.Taps[i*d+c] = v
+				}
+			}
 		}
 	}
 	return dst, nil
+}
+
+// tapsOut returns the storage of the taps' outputs: t.Out, or x resized.
+func tapsOut(x []float64, t *Taps, d int) []float64 {
+	if t != nil && t.Out != nil {
+		return t.Out
+	}
+	return resize(x, d*t.Len())
 }
 
 func resize(x []float64, n int) []float64 {
@@ -548,23 +677,34 @@ func resize(x []float64, n int) []float64 {
 	return x[:n]
 }
 
-// tapper gathers the states the taps start from, in tap order.
+// tapper gathers the states the taps start from, in tap order, or, for
+// taps that interpolate from the extended step (it), writes their
+// outputs as the sweep computes them.
 type tapper struct {
 	set *tape.ExecSettings
 	p   *Problem
 	l   *layout
 	pos []int // position of each trajectory in the permuted order
 	st  *state
+	it  *interpTaps
 }
 
-func newTapper(p *Problem, l *layout) *tapper {
+// newTapper returns the tapper of a forward sweep; interpolating taps
+// write their outputs to res.Taps, which it sizes.
+func newTapper(p *Problem, l *layout, set *tape.ExecSettings, res *Result) (*tapper, error) {
 	nt := p.Taps.Len()
 	if nt == 0 {
-		return &tapper{p: p, l: l}
+		return &tapper{p: p, l: l, set: set}, nil
 	}
-	t := &tapper{p: p, l: l, pos: make([]int, l.n)}
+	t := &tapper{p: p, l: l, set: set, pos: make([]int, l.n)}
 	for i, j := range l.perm {
 		t.pos[j] = i
+	}
+	if p.Taps.Theta != nil && p.Step.Ext != nil {
+		res.Taps = tapsOut(res.Taps, p.Taps, p.Step.D)
+		var err error
+		t.it, err = newInterpTaps(p, l, t.pos, set, res.Taps)
+		return t, err
 	}
 	st := p.Step
 	t.st = &state{t: make([]float64, nt), h: append([]float64(nil), p.Taps.H...)}
@@ -583,16 +723,30 @@ func newTapper(p *Problem, l *layout) *tapper {
 	for c := range t.st.s {
 		t.st.s[c] = p.Shared[c : c+1]
 	}
-	return t
+	return t, nil
+}
+
+// stepRow advances the first m trajectories by step s (their step sizes
+// loaded in x.h): with the extended step where a tap interpolates on it.
+func (t *tapper) stepRow(e *tape.Exec, x *state, in [][]float64, s, m int) error {
+	if t.it != nil && t.it.rowHas(s) {
+		return t.it.stepRow(x, in, s, m)
+	}
+	return stepForward(e, x, in, m)
 }
 
 // collect copies the state after s steps of every trajectory with a tap
-// at step s.
+// at step s (or, for interpolating taps, writes the taps that are that
+// state).
 func (t *tapper) collect(x *state, s int) {
-	if t.st == nil || s >= len(t.l.tapsAt) {
+	if t.it != nil {
+		t.it.collect(x, s)
 		return
 	}
-	for _, i := range t.l.tapsAt[s] {
+	if t.st == nil {
+		return
+	}
+	for _, i := range t.l.tapsAt(s) {
 		k := t.pos[t.p.Taps.Traj[i]]
 		t.st.t[i] = x.t[k]
 		for c := range x.y {
@@ -601,10 +755,14 @@ func (t *tapper) collect(x *state, s int) {
 	}
 }
 
-// collectStored copies the tap states from stored states.
-func (t *tapper) collectStored(st *Stored, d int) {
+// collectStored copies the tap states from stored states (or evaluates
+// the interpolating taps from them).
+func (t *tapper) collectStored(st *Stored, d int) error {
+	if t.it != nil {
+		return t.it.fromStored(st)
+	}
 	if t.st == nil {
-		return
+		return nil
 	}
 	n := t.l.n
 	for i, j := range t.p.Taps.Traj {
@@ -622,6 +780,7 @@ func (t *tapper) collectStored(st *Stored, d int) {
 			t.st.y[c][i] = row[(1+c)*n+j]
 		}
 	}
+	return nil
 }
 
 // inputs returns the tap program's inputs (with θ for dense taps).
