@@ -605,59 +605,6 @@ func TestHostLanesStatuses(t *testing.T) {
 	testLanesStatuses(t, "cuda-host")
 }
 
-// TestResolveStages: staged vectors whose spans overlap get distinct
-// slots, a slot serves vectors one after another, a function's slots
-// start above its callees' (base), and a vector that finds no free slot
-// keeps the shuffles.
-func TestResolveStages(t *testing.T) {
-	t.Parallel()
-	// Vector q is staged at position 10q and read until last[q].
-	text := func(vecs ...int) string {
-		var sb strings.Builder
-		for _, q := range vecs {
-			fmt.Fprintf(&sb, "@S%d@\nx = @B%d@(u%d, 3);\n", q, q, q)
-		}
-		return sb.String()
-	}
-	for _, c := range []struct {
-		name  string
-		last  []int // per vector; staged at 10q
-		base  int
-		slots []int // -1: shuffled
-		top   int
-	}{
-		{"disjoint", []int{5, 15, 25}, 0, []int{0, 0, 0}, 1},
-		{"nested", []int{100, 15, 25}, 0, []int{0, 1, 1}, 2},
-		{"above callees", []int{100, 15}, 2, []int{2, 3}, 4},
-		{"full", []int{100, 100, 100, 100, 100}, 0, []int{0, 1, 2, 3, -1}, 4},
-		{"full above callees", []int{100, 100}, 3, []int{3, -1}, 4},
-		{"none free", []int{100}, kernelgen.LaneStageSlots, []int{-1}, kernelgen.LaneStageSlots},
-	} {
-		spans := map[int]*kernelgen.StageSpan{}
-		var vecs []int
-		for q, l := range c.last {
-			spans[q] = &kernelgen.StageSpan{Vec: q, First: 10 * q, Last: l}
-			vecs = append(vecs, q)
-		}
-		got, top := kernelgen.ResolveStages(text(vecs...), spans, c.base)
-		if top != c.top {
-			t.Errorf("%s: top %d, want %d", c.name, top, c.top)
-		}
-		for q, slot := range c.slots {
-			want := fmt.Sprintf("GS_STAGE(%d, u%d);\nx = GS_STAGED(%d, u%d, 3);", slot, q, slot, q)
-			if slot < 0 {
-				want = fmt.Sprintf("// shuffled: no staging slot free\nx = GS_BCAST(u%d, 3);", q)
-			}
-			if !strings.Contains(got, want) {
-				t.Errorf("%s: vector %d: want %q in\n%s", c.name, q, want, got)
-			}
-		}
-		if strings.Contains(got, "@") {
-			t.Errorf("%s: placeholders left:\n%s", c.name, got)
-		}
-	}
-}
-
 // TestLanesStageSource: the engine's lanes-mode kernels stage the neural
 // suite's layers (every slot within the four of a warp), and
 // Config.LanesShuffle keeps the shuffles.

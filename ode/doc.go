@@ -81,13 +81,28 @@
 // a float32 engine's mesh reaches T1 rounded to float32) are refused,
 // naming the trajectory.
 //
-// Saved states (Problem.SaveAt) are each one genuine step from the mesh
-// point before them, for every method, and as accurate as the mesh's
-// states: measured at RelTol 1e-4 to 1e-8 against closed-form solutions,
-// at most 1.17× the largest mesh-state error for Tsit5, Vern7, Rodas5P
-// and Rosenbrock23 (see Problem.SaveAt for the table's summary).
-// Settings.DenseOutput reads Rodas5P's from its order-4 continuous
-// extension instead, at 1.1–40× that error.
+// # Dense output
+//
+// Every method has a continuous extension (Tsit5's free order-4
+// interpolant, Vern7's lazy order-7 one with six extra stages, Rodas5P's
+// order-4 and Rosenbrock23's order-2 ones), written in one form,
+// y(t_k + θh_k) = y_k + Σ_j θ^j·w_j, whose coefficients the step computes
+// from its stages (Plan.DenseStep). Saved states (Problem.SaveAt) are
+// read from the step that brackets each save time, with no extra steps;
+// their gradient is the interpolant's VJP, added to that step's reverse
+// (Plan.DenseStepReverse). Measured (BenchmarkSaveAtKepler, 4,096 Kepler
+// orbits at RelTol 1e-8, 2 cores): see the benchmark's documentation and
+// the figures in bench/RESULTS.md. Their accuracy against closed forms is
+// within a small multiple of the mesh states' (≤ 2.9× for Tsit5, Vern7 and
+// Rosenbrock23), up to 40× for Rodas5P's coarser extension (Problem.SaveAt
+// has the table's summary); Settings.Saves = SaveStep re-steps instead,
+// as accurate as the mesh states at one step per save time. Every engine
+// computes the same values: a GPU engine evaluates each save time with
+// Plan.Dense (the dense step and the interpolant in one program, one step
+// per save time) until it interpolates from its steps' stages.
+// Solver.SolveDense keeps the dense output of a whole ensemble, within
+// Settings.MemoryLimit, for DenseSolution.Evaluate at any time
+// afterwards.
 //
 // RelTol must be at least 10ε = 2.2e-15 on float64 engines; an engine
 // whose arithmetic is coarser (a float32 GPU engine) reports its unit

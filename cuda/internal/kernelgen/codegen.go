@@ -101,9 +101,9 @@ type Source struct {
 	// unpadded) instead of the warp's own.
 	accShared bool
 	// Stage (lanes mode, the engine's kernels) takes vectors' elements
-	// through the warp's staging row in shared memory (lanes.go:
-	// resolveStages) rather than by shuffles; stageTop holds the slots
-	// each emitted function uses, itself and its callees.
+	// through the warp's staging row in shared memory (stage.go) rather
+	// than by shuffles; stageTop holds the slots each emitted function
+	// uses, itself and its callees.
 	Stage    bool
 	stageTop map[string]int
 	Funcs    map[*tape.Program]string // emitted programs and their names
@@ -291,7 +291,9 @@ type emitter struct {
 	expr map[tape.ID]string
 	// acc, if not nil, makes the function accumulate (see AccFunc).
 	acc *accSpec
-	// calleeAcc[k] is the accumulating spec of Funcs[k], or nil.
+	// callee[k] is the name of the function of Funcs[k], calleeAcc[k]
+	// its accumulating spec, or nil.
+	callee    []string
 	calleeAcc []*accSpec
 	// lp is the function's vectors in lanes mode, nil otherwise; bcast
 	// marks the elements already taken into a local of every lane.
@@ -300,9 +302,11 @@ type emitter struct {
 	// accOf maps a value to the accumulator entries it is added to
 	// (lanes mode; accTermsOf).
 	accOf map[tape.ID][]int
-	// stages are the staged vectors' spans (Source.stage), calleeTop the
-	// staging slots the function's callees use.
-	stages    map[int]*StageSpan
+	// parts are the function's code up to its last take (stage.go), and
+	// stages the staged vectors' spans over them (Source.Stage); calleeTop
+	// is the staging slots the function's callees use.
+	parts     []bodyPart
+	stages    map[int]*stageSpan
 	calleeTop int
 	// isLive marks the values the function computes (live); tp is its
 	// tile-mode products (tiles.go: planTiles).
@@ -430,20 +434,58 @@ func CommentOf(line string) string {
 	return line[:cut] + " …"
 }
 
+// emit writes the function with the given qualifier macro and returns
+// its code: its callees first (emitCallees), then its signature, its
+// values in the order of emission (plan), and its returned outputs.
 func (e *emitter) emit(qual string) (string, error) {
 	p := e.p
 	e.tuple = make(map[tape.ID]func(int) string)
 	e.expr = make(map[tape.ID]string)
+	// Callees first: their text must precede this function's.
+	if err := e.emitCallees(); err != nil {
+		return "", err
+	}
+	e.signature(qual)
+	order, err := e.plan()
+	if err != nil {
+		return "", err
+	}
+	var groups map[tape.ID][][]accTerm
+	if e.acc != nil && !e.src.Lanes {
+		groups = e.accGroups()
+	}
 	// The program's own lines, "v12 = Mul v3 v7", for the comments.
 	lines := strings.Split(p.String(), "\n")[1:]
-	nshared := 0
-	for _, in := range p.Inputs {
-		if in.Shared {
-			nshared++
+	for _, nd := range order {
+		if nd.Vec >= 0 {
+			e.vector(nd.Vec, lines)
+			continue
+		}
+		if err := e.value(nd.Id, CommentOf(lines[nd.Id])); err != nil {
+			return "", err
+		}
+		for _, g := range groups[nd.Id] {
+			e.emitReduce(g)
 		}
 	}
-	// Callees first: their text must precede this function's.
-	callee := make([]string, len(p.Funcs))
+	if e.tp != nil {
+		e.flushBiasAcc()
+	}
+	e.returns()
+	code, top := e.body()
+	if e.src.Stage {
+		e.src.stageTop[e.name] = top
+	}
+	return code, nil
+}
+
+// emitCallees emits the programs p calls (e.callee), as GS_CALLEE
+// functions or, up to the size SourceSettings.InlineCallees, as
+// GS_CALLEE_INLINE ones, accumulating where the function's accSpec says
+// (e.calleeAcc).
+func (e *emitter) emitCallees() error {
+	p := e.p
+	e.callee = make([]string, len(p.Funcs))
 	e.calleeAcc = make([]*accSpec, len(p.Funcs))
 	for k, f := range p.Funcs {
 		qual := "GS_CALLEE"
@@ -459,11 +501,23 @@ func (e *emitter) emit(qual string) (string, error) {
 			name, err = e.src.function(f, qual)
 		}
 		if err != nil {
-			return "", fmt.Errorf("cuda: program %s: func %d: %w", p.Name, k, err)
+			return fmt.Errorf("cuda: program %s: func %d: %w", p.Name, k, err)
 		}
-		callee[k] = name
+		e.callee[k] = name
 	}
-	w := &e.sb
+	return nil
+}
+
+// signature writes the function's comment, its output struct and its
+// opening line (see Source's calling convention and AccFunc).
+func (e *emitter) signature(qual string) {
+	p, w := e.p, &e.sb
+	nshared := 0
+	for _, in := range p.Inputs {
+		if in.Shared {
+			nshared++
+		}
+	}
 	fmt.Fprintf(w, "// program %s: %d inputs (%d shared), %d values, %d outputs\n",
 		strings.ReplaceAll(p.Name, "\n", " "), len(p.Inputs), nshared, len(p.Values), len(p.Outputs))
 	nret := 0
@@ -474,26 +528,26 @@ func (e *emitter) emit(qual string) (string, error) {
 	}
 	fmt.Fprintf(w, "struct %s { gs_real v[%d]; };\n", OutType(e.name), max(nret, 1))
 	fmt.Fprintf(w, "%s %s %s(const gs_real* GS_RESTRICT gs_sh", qual, OutType(e.name), e.name)
-	var groups map[tape.ID][][]accTerm
 	if e.acc != nil {
 		w.WriteString(", gs_real* GS_RESTRICT gs_acc, bool gs_on")
-		if !e.src.Lanes {
-			groups = e.accGroups()
-		}
 	}
-	shIndex := SharedIndex(p)
-	e.shIndex = shIndex
+	e.shIndex = SharedIndex(p)
 	for k := range p.Inputs {
-		if shIndex[k] < 0 {
+		if e.shIndex[k] < 0 {
 			fmt.Fprintf(w, ", gs_real a%d", k)
 		}
 	}
 	w.WriteString(") {\n")
-	isLive := e.live()
-	e.isLive = isLive
-	order, err := e.order(isLive)
+}
+
+// plan returns the nodes to emit (order): the live values and, in lanes
+// mode, the vectors they form, and in tile mode the matrix products
+// among them (planTiles).
+func (e *emitter) plan() ([]LaneNode, error) {
+	e.isLive = e.live()
+	order, err := e.order(e.isLive)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if e.src.Tile && e.lp != nil {
 		e.vecPos = make(map[int]int)
@@ -504,76 +558,74 @@ func (e *emitter) emit(qual string) (string, error) {
 		}
 		e.tp = e.planTiles()
 	}
-	args := make([]string, 0, 8)
-	for _, nd := range order {
-		if nd.Vec >= 0 {
-			e.vector(nd.Vec, lines)
-			continue
-		}
-		id := nd.Id
-		i := int(id)
-		v := &p.Values[i]
-		comment := CommentOf(lines[i])
-		if e.src.Tile && e.lp != nil && e.tileScalar(id, comment) {
-			e.laneAcc(id)
-			continue
-		}
-		args = args[:0]
-		for _, a := range v.Args {
-			e.need(a)
-			args = append(args, e.ref(a))
-		}
-		switch v.Op {
-		case ops.OpInput:
-			k := int(v.Aux)
-			if shIndex[k] >= 0 {
-				// Read where used, not up front: a thousand weights loaded
-				// at the top of a function would all be live at once.
-				e.expr[id] = fmt.Sprintf("gs_sh[%d]", e.shPos(shIndex[k]))
-			} else {
-				e.scalar(id, fmt.Sprintf("a%d", k), comment)
-			}
-		case ops.OpLUFactor:
-			d := int(v.Aux)
-			e.array(id, d*d+d, args, comment)
-			fmt.Fprintf(w, "  gs_lu_factor<%d>(t%d);\n", d, id)
-		case ops.OpLUSolve, ops.OpLUSolveT:
-			d := len(v.Args) - 1
-			e.array(id, d, args[1:], comment)
-			fn := "gs_lu_solve"
-			if v.Op == ops.OpLUSolveT {
-				fn = "gs_lu_solve_t"
-			}
-			fmt.Fprintf(w, "  %s<%d>(t%d, t%d);\n", fn, d, id, v.Args[0])
-		case ops.OpCall:
-			e.call(id, p.Funcs[int(v.Aux)], callee[int(v.Aux)], e.calleeAcc[int(v.Aux)], v.Args, comment)
-		case ops.OpExtract:
-			get := e.tuple[v.Args[0]]
-			if get == nil {
-				return "", fmt.Errorf("cuda: program %s: %s extracts from %s, which is not a tuple", p.Name, vname(id), vname(v.Args[0]))
-			}
-			e.scalar(id, get(int(v.Aux)), comment)
-		default:
-			def := ops.Lookup(v.Op)
-			if def.C == nil {
-				return "", fmt.Errorf("cuda: program %s: %s: op %v has no C form", p.Name, vname(id), v.Op)
-			}
-			expr := def.C(args, v.Aux)
-			if v.Op == ops.OpConst {
-				expr = "(gs_real)" + expr
-			}
-			e.scalar(id, expr, comment)
-		}
-		if e.lp != nil {
-			e.laneAcc(id)
-		}
-		for _, g := range groups[id] {
-			e.emitReduce(g)
-		}
+	return order, nil
+}
+
+// value emits replicated value id (comment: its line of the program).
+func (e *emitter) value(id tape.ID, comment string) error {
+	p := e.p
+	v := &p.Values[id]
+	if e.src.Tile && e.lp != nil && e.tileScalar(id, comment) {
+		e.laneAcc(id)
+		return nil
 	}
-	if e.tp != nil {
-		e.flushBiasAcc()
+	args := make([]string, 0, len(v.Args))
+	for _, a := range v.Args {
+		e.need(a)
+		args = append(args, e.ref(a))
 	}
+	switch v.Op {
+	case ops.OpInput:
+		k := int(v.Aux)
+		if j := e.shIndex[k]; j >= 0 {
+			// Read where used, not up front: a thousand weights loaded
+			// at the top of a function would all be live at once.
+			e.expr[id] = fmt.Sprintf("gs_sh[%d]", e.shPos(j))
+		} else {
+			e.scalar(id, fmt.Sprintf("a%d", k), comment)
+		}
+	case ops.OpLUFactor:
+		d := int(v.Aux)
+		e.array(id, d*d+d, args, comment)
+		fmt.Fprintf(&e.sb, "  gs_lu_factor<%d>(t%d);\n", d, id)
+	case ops.OpLUSolve, ops.OpLUSolveT:
+		d := len(v.Args) - 1
+		e.array(id, d, args[1:], comment)
+		fn := "gs_lu_solve"
+		if v.Op == ops.OpLUSolveT {
+			fn = "gs_lu_solve_t"
+		}
+		fmt.Fprintf(&e.sb, "  %s<%d>(t%d, t%d);\n", fn, d, id, v.Args[0])
+	case ops.OpCall:
+		k := int(v.Aux)
+		e.call(id, p.Funcs[k], e.callee[k], e.calleeAcc[k], v.Args, comment)
+	case ops.OpExtract:
+		get := e.tuple[v.Args[0]]
+		if get == nil {
+			return fmt.Errorf("cuda: program %s: %s extracts from %s, which is not a tuple", p.Name, vname(id), vname(v.Args[0]))
+		}
+		e.scalar(id, get(int(v.Aux)), comment)
+	default:
+		def := ops.Lookup(v.Op)
+		if def.C == nil {
+			return fmt.Errorf("cuda: program %s: %s: op %v has no C form", p.Name, vname(id), v.Op)
+		}
+		expr := def.C(args, v.Aux)
+		if v.Op == ops.OpConst {
+			expr = "(gs_real)" + expr
+		}
+		e.scalar(id, expr, comment)
+	}
+	if e.lp != nil {
+		e.laneAcc(id)
+	}
+	return nil
+}
+
+// returns writes the function's end: its returned outputs (those it does
+// not accumulate) into the output struct.
+func (e *emitter) returns() {
+	p, w := e.p, &e.sb
 	for m, o := range p.Outputs {
 		if e.acc.returned(m) {
 			e.need(o.ID)
@@ -586,12 +638,6 @@ func (e *emitter) emit(qual string) (string, error) {
 		}
 	}
 	w.WriteString("  return gs_r;\n}\n")
-	if !e.src.Stage {
-		return w.String(), nil
-	}
-	code, top := ResolveStages(w.String(), e.stages, e.calleeTop)
-	e.src.stageTop[e.name] = top
-	return code, nil
 }
 
 // call emits "const F_out tN = F(sh, args...);" for a call of f (whose

@@ -145,81 +145,111 @@ func vectorizable(p *tape.Program, v *tape.Value) bool {
 }
 
 // PlanLanes finds the vectors of p; shIndex[k] is input k's index among
-// the shared inputs, or -1.
+// the shared inputs, or -1. It seeds vectors of values alike but for
+// their shared arguments (seed), then grows vectors of values that read
+// the elements of others (propagate).
 func PlanLanes(p *tape.Program, shIndex []int) *lanePlan {
 	lp := &lanePlan{vec: make([]int32, len(p.Values)), el: make([]uint8, len(p.Values))}
-	nsh := 0
+	pl := &lanePlanner{p: p, shIndex: shIndex, lp: lp}
 	for _, j := range shIndex {
-		nsh = max(nsh, j+1)
+		pl.nsh = max(pl.nsh, j+1)
 	}
-	shared := func(a tape.ID) (int, bool) {
-		v := &p.Values[a]
-		if v.Op != ops.OpInput {
-			return 0, false
-		}
-		j := shIndex[int(v.Aux)]
-		return j, j >= 0
-	}
-	opKey := func(sb *strings.Builder, v *tape.Value) {
-		sb.WriteString(strconv.Itoa(int(v.Op)))
-		sb.WriteByte('/')
-		sb.WriteString(strconv.FormatUint(math.Float64bits(v.Aux), 16))
-		sb.WriteByte('/')
-		sb.WriteString(strconv.Itoa(len(v.Args)))
-	}
-	add := func(ids []tape.ID, v *tape.Value, args []laneArg) int {
-		q := len(lp.Vecs)
-		lp.Vecs = append(lp.Vecs, laneVec{Ids: ids, Op: v.Op, Aux: v.Aux, Args: args})
-		for e, id := range ids {
-			if id >= 0 {
-				lp.vec[id] = int32(q + 1)
-				lp.el[id] = uint8(e)
-			}
-		}
-		return q
-	}
-	// fitShared checks that the shared arguments at positions pos of the
-	// elements ids (element e = ids[e], holes -1) are base + stride·e for
-	// every e in [0, len(ids)), within the shared inputs, and returns them.
-	fitShared := func(ids []tape.ID, pos int) (base, stride int, ok bool) {
-		e0, e1 := -1, -1
-		for e, id := range ids {
-			if id < 0 {
-				continue
-			}
-			if e0 < 0 {
-				e0 = e
-			} else if e1 < 0 {
-				e1 = e
-			}
-		}
-		j0, _ := shared(p.Values[ids[e0]].Args[pos])
-		if e1 < 0 {
-			return j0, 0, e0 == 0 && len(ids) == 1
-		}
-		j1, _ := shared(p.Values[ids[e1]].Args[pos])
-		if (j1-j0)%(e1-e0) != 0 {
-			return 0, 0, false
-		}
-		stride = (j1 - j0) / (e1 - e0)
-		base = j0 - stride*e0
-		for e, id := range ids {
-			if id < 0 {
-				continue
-			}
-			if j, _ := shared(p.Values[id].Args[pos]); j != base+stride*e {
-				return 0, 0, false
-			}
-		}
-		last := base + stride*(len(ids)-1)
-		if base < 0 || base >= nsh || last < 0 || last >= nsh {
-			return 0, 0, false
-		}
-		return base, stride, true
-	}
+	pl.seed()
+	pl.propagate()
+	return lp
+}
 
-	// Seeds: values equal but for shared arguments in progressions.
-	var sb strings.Builder
+// lanePlanner finds the vectors of one program (PlanLanes).
+type lanePlanner struct {
+	p       *tape.Program
+	shIndex []int
+	nsh     int // shared inputs
+	lp      *lanePlan
+	sb      strings.Builder // keys
+}
+
+// shared returns the index among the shared inputs of value a, if it is
+// a shared input.
+func (pl *lanePlanner) shared(a tape.ID) (int, bool) {
+	v := &pl.p.Values[a]
+	if v.Op != ops.OpInput {
+		return 0, false
+	}
+	j := pl.shIndex[int(v.Aux)]
+	return j, j >= 0
+}
+
+// opKey starts the key of value v in pl.sb: its op, aux and arity.
+func (pl *lanePlanner) opKey(v *tape.Value) {
+	pl.sb.Reset()
+	pl.sb.WriteString(strconv.Itoa(int(v.Op)))
+	pl.sb.WriteByte('/')
+	pl.sb.WriteString(strconv.FormatUint(math.Float64bits(v.Aux), 16))
+	pl.sb.WriteByte('/')
+	pl.sb.WriteString(strconv.Itoa(len(v.Args)))
+}
+
+// add makes the values ids (holes -1) a vector of v's op reading args
+// and returns its index.
+func (pl *lanePlanner) add(ids []tape.ID, v *tape.Value, args []laneArg) int {
+	lp := pl.lp
+	q := len(lp.Vecs)
+	lp.Vecs = append(lp.Vecs, laneVec{Ids: ids, Op: v.Op, Aux: v.Aux, Args: args})
+	for e, id := range ids {
+		if id >= 0 {
+			lp.vec[id] = int32(q + 1)
+			lp.el[id] = uint8(e)
+		}
+	}
+	return q
+}
+
+// fitShared checks that the shared arguments at positions pos of the
+// elements ids (element e = ids[e], holes -1) are base + stride·e for
+// every e in [0, len(ids)), within the shared inputs, and returns them.
+func (pl *lanePlanner) fitShared(ids []tape.ID, pos int) (base, stride int, ok bool) {
+	p := pl.p
+	e0, e1 := -1, -1
+	for e, id := range ids {
+		if id < 0 {
+			continue
+		}
+		if e0 < 0 {
+			e0 = e
+		} else if e1 < 0 {
+			e1 = e
+		}
+	}
+	j0, _ := pl.shared(p.Values[ids[e0]].Args[pos])
+	if e1 < 0 {
+		return j0, 0, e0 == 0 && len(ids) == 1
+	}
+	j1, _ := pl.shared(p.Values[ids[e1]].Args[pos])
+	if (j1-j0)%(e1-e0) != 0 {
+		return 0, 0, false
+	}
+	stride = (j1 - j0) / (e1 - e0)
+	base = j0 - stride*e0
+	for e, id := range ids {
+		if id < 0 {
+			continue
+		}
+		if j, _ := pl.shared(p.Values[id].Args[pos]); j != base+stride*e {
+			return 0, 0, false
+		}
+	}
+	last := base + stride*(len(ids)-1)
+	if base < 0 || base >= pl.nsh || last < 0 || last >= pl.nsh {
+		return 0, 0, false
+	}
+	return base, stride, true
+}
+
+// seed forms the seed vectors: values equal but for shared arguments
+// whose indices run in progressions (a layer's rows), in runs of at most
+// LaneWidth.
+func (pl *lanePlanner) seed() {
+	p := pl.p
 	buckets := map[string][]tape.ID{}
 	var order []string
 	for i := range p.Values {
@@ -227,96 +257,120 @@ func PlanLanes(p *tape.Program, shIndex []int) *lanePlan {
 		if !vectorizable(p, v) {
 			continue
 		}
-		sb.Reset()
-		opKey(&sb, v)
+		pl.opKey(v)
 		nS := 0
 		for _, a := range v.Args {
-			if _, ok := shared(a); ok {
-				sb.WriteString(",S")
+			if _, ok := pl.shared(a); ok {
+				pl.sb.WriteString(",S")
 				nS++
 			} else {
-				sb.WriteString(",R")
-				sb.WriteString(strconv.Itoa(int(a)))
+				pl.sb.WriteString(",R")
+				pl.sb.WriteString(strconv.Itoa(int(a)))
 			}
 		}
 		if nS == 0 {
 			continue
 		}
-		k := sb.String()
+		k := pl.sb.String()
 		if buckets[k] == nil {
 			order = append(order, k)
 		}
 		buckets[k] = append(buckets[k], tape.ID(i))
 	}
 	for _, k := range order {
-		ids := buckets[k]
-		if len(ids) < 2 {
-			continue
+		if ids := buckets[k]; len(ids) >= 2 {
+			pl.seedRuns(ids)
 		}
-		v0 := &p.Values[ids[0]]
-		var pos []int
+	}
+}
+
+// seedRuns forms the vectors of one bucket of seed candidates ids: sorted
+// by their shared arguments, each run of values whose shared arguments
+// advance in step.
+func (pl *lanePlanner) seedRuns(ids []tape.ID) {
+	p := pl.p
+	v0 := &p.Values[ids[0]]
+	var pos []int
+	for q, a := range v0.Args {
+		if _, ok := pl.shared(a); ok {
+			pos = append(pos, q)
+		}
+	}
+	idx := func(id tape.ID, q int) int { j, _ := pl.shared(p.Values[id].Args[q]); return j }
+	sort.SliceStable(ids, func(a, b int) bool {
+		for _, q := range pos {
+			if x, y := idx(ids[a], q), idx(ids[b], q); x != y {
+				return x < y
+			}
+		}
+		return ids[a] < ids[b]
+	})
+	flush := func(run []tape.ID) {
+		if len(run) < 2 {
+			return
+		}
+		args := make([]laneArg, len(v0.Args))
 		for q, a := range v0.Args {
-			if _, ok := shared(a); ok {
-				pos = append(pos, q)
-			}
+			args[q] = laneArg{Kind: LaneCommon, Id: a}
 		}
-		idx := func(id tape.ID, q int) int { j, _ := shared(p.Values[id].Args[q]); return j }
-		sort.SliceStable(ids, func(a, b int) bool {
-			for _, q := range pos {
-				if x, y := idx(ids[a], q), idx(ids[b], q); x != y {
-					return x < y
-				}
-			}
-			return ids[a] < ids[b]
-		})
-		flush := func(run []tape.ID) {
-			if len(run) < 2 {
+		for _, q := range pos {
+			base, stride, ok := pl.fitShared(run, q)
+			if !ok {
 				return
 			}
-			args := make([]laneArg, len(v0.Args))
-			for q, a := range v0.Args {
-				args[q] = laneArg{Kind: LaneCommon, Id: a}
-			}
-			for _, q := range pos {
-				base, stride, ok := fitShared(run, q)
-				if !ok {
-					return
-				}
-				args[q] = laneArg{Kind: LaneShared, Base: base, Stride: stride}
-			}
-			add(append([]tape.ID(nil), run...), v0, args)
+			args[q] = laneArg{Kind: LaneShared, Base: base, Stride: stride}
 		}
-		run := []tape.ID{ids[0]}
-		for _, id := range ids[1:] {
-			fits := len(run) < LaneWidth
-			if fits {
-				moved := false
-				for _, q := range pos {
-					st := idx(run[0], q)
-					var stride int
-					if len(run) >= 2 {
-						stride = idx(run[1], q) - st
-					} else {
-						stride = idx(id, q) - st
-					}
-					if idx(id, q) != st+stride*len(run) {
-						fits = false
-						break
-					}
-					moved = moved || stride != 0
-				}
-				fits = fits && moved
-			}
-			if !fits {
-				flush(run)
-				run = run[:0]
-			}
-			run = append(run, id)
-		}
-		flush(run)
+		pl.add(append([]tape.ID(nil), run...), v0, args)
 	}
+	run := []tape.ID{ids[0]}
+	for _, id := range ids[1:] {
+		fits := len(run) < LaneWidth
+		if fits {
+			moved := false
+			for _, q := range pos {
+				st := idx(run[0], q)
+				var stride int
+				if len(run) >= 2 {
+					stride = idx(run[1], q) - st
+				} else {
+					stride = idx(id, q) - st
+				}
+				if idx(id, q) != st+stride*len(run) {
+					fits = false
+					break
+				}
+				moved = moved || stride != 0
+			}
+			fits = fits && moved
+		}
+		if !fits {
+			flush(run)
+			run = run[:0]
+		}
+		run = append(run, id)
+	}
+	flush(run)
+}
 
-	// Propagation: values whose arguments include aligned elements.
+// laneMember is a candidate element e of a vector, value id.
+type laneMember struct {
+	id tape.ID
+	e  int
+}
+
+// laneBucket holds the candidates of one key and, per argument, how its
+// elements read it (the shared arguments' progressions are fitted when
+// the vector forms).
+type laneBucket struct {
+	args    []laneArg
+	members []laneMember
+}
+
+// propagate grows vectors until nothing changes: values of one op whose
+// arguments include element e of a vector, the same vectors in the same
+// places, form a vector whose element e they are.
+func (pl *lanePlanner) propagate() {
+	p, lp := pl.p, pl.lp
 	users := make([][]tape.ID, len(p.Values))
 	for i := range p.Values {
 		for _, a := range p.Values[i].Args {
@@ -328,17 +382,6 @@ func PlanLanes(p *tape.Program, shIndex []int) *lanePlan {
 	fresh := make([]int, 0, len(lp.Vecs))
 	for q := range lp.Vecs {
 		fresh = append(fresh, q)
-	}
-	type member struct {
-		id tape.ID
-		e  int
-	}
-	// A bucket holds the candidates of one key and, per argument, how its
-	// elements read it (the shared arguments' progressions are fitted when
-	// the vector forms).
-	type bucket struct {
-		args    []laneArg
-		members []member
 	}
 	for len(fresh) > 0 {
 		// The candidates: users of the new vectors' elements.
@@ -359,94 +402,107 @@ func PlanLanes(p *tape.Program, shIndex []int) *lanePlan {
 		}
 		sort.Slice(cands, func(a, b int) bool { return cands[a] < cands[b] })
 		fresh = fresh[:0]
-		buckets := map[string]*bucket{}
-		var order []*bucket
-		for _, id := range cands {
-			v := &p.Values[id]
-			// Each argument that is an element may be the aligned one.
-			for _, a := range v.Args {
-				_, ec, ok := lp.In(a)
-				if !ok {
-					continue
-				}
-				sb.Reset()
-				opKey(&sb, v)
-				args := make([]laneArg, len(v.Args))
-				for q, b := range v.Args {
-					qb, eb, okb := lp.In(b)
-					if _, sh := shared(b); sh {
-						sb.WriteString(",S")
-						args[q] = laneArg{Kind: LaneShared}
-					} else if okb && eb == ec {
-						sb.WriteString(",A")
-						sb.WriteString(strconv.Itoa(qb))
-						args[q] = laneArg{Kind: LaneAligned, Vec: qb}
-					} else {
-						sb.WriteString(",R")
-						sb.WriteString(strconv.Itoa(int(b)))
-						args[q] = laneArg{Kind: LaneCommon, Id: b}
-					}
-				}
-				bk := buckets[sb.String()]
-				if bk == nil {
-					bk = &bucket{args: args}
-					buckets[sb.String()] = bk
-					order = append(order, bk)
-				}
-				bk.members = append(bk.members, member{id, ec})
+		for _, bk := range pl.buckets(cands) {
+			if q, ok := pl.form(bk); ok {
+				fresh = append(fresh, q)
 			}
 		}
-		// Larger groups first; then in order of appearance.
-		sort.SliceStable(order, func(a, b int) bool { return len(order[a].members) > len(order[b].members) })
-		for _, bk := range order {
-			ms := bk.members
-			width := 0
-			for _, m := range ms {
-				if lp.vec[m.id] == 0 {
-					width = max(width, m.e+1)
-				}
-			}
-			if width == 0 {
-				continue
-			}
-			ids := make([]tape.ID, width)
-			for e := range ids {
-				ids[e] = -1
-			}
-			n := 0
-			for _, m := range ms {
-				if lp.vec[m.id] != 0 || ids[m.e] >= 0 {
-					continue
-				}
-				ids[m.e] = m.id
-				n++
-			}
-			if n < 2 {
-				continue
-			}
-			var v0 *tape.Value
-			for _, id := range ids {
-				if id >= 0 {
-					v0 = &p.Values[id]
-					break
-				}
-			}
-			args := append([]laneArg(nil), bk.args...)
-			ok := true
-			for q := range args {
-				if args[q].Kind == LaneShared {
-					base, stride, fit := fitShared(ids, q)
-					ok = ok && fit
-					args[q].Base, args[q].Stride = base, stride
-				}
-			}
+	}
+}
+
+// buckets sorts the candidates cands into buckets by key, an element
+// argument taken as the aligned one in turn; larger buckets first, then
+// in order of appearance.
+func (pl *lanePlanner) buckets(cands []tape.ID) []*laneBucket {
+	p, lp := pl.p, pl.lp
+	buckets := map[string]*laneBucket{}
+	var order []*laneBucket
+	for _, id := range cands {
+		v := &p.Values[id]
+		// Each argument that is an element may be the aligned one.
+		for _, a := range v.Args {
+			_, ec, ok := lp.In(a)
 			if !ok {
 				continue
 			}
-			fresh = append(fresh, add(ids, v0, args))
+			pl.opKey(v)
+			args := make([]laneArg, len(v.Args))
+			for q, b := range v.Args {
+				qb, eb, okb := lp.In(b)
+				if _, sh := pl.shared(b); sh {
+					pl.sb.WriteString(",S")
+					args[q] = laneArg{Kind: LaneShared}
+				} else if okb && eb == ec {
+					pl.sb.WriteString(",A")
+					pl.sb.WriteString(strconv.Itoa(qb))
+					args[q] = laneArg{Kind: LaneAligned, Vec: qb}
+				} else {
+					pl.sb.WriteString(",R")
+					pl.sb.WriteString(strconv.Itoa(int(b)))
+					args[q] = laneArg{Kind: LaneCommon, Id: b}
+				}
+			}
+			bk := buckets[pl.sb.String()]
+			if bk == nil {
+				bk = &laneBucket{args: args}
+				buckets[pl.sb.String()] = bk
+				order = append(order, bk)
+			}
+			bk.members = append(bk.members, laneMember{id, ec})
 		}
 	}
-	return lp
+	sort.SliceStable(order, func(a, b int) bool { return len(order[a].members) > len(order[b].members) })
+	return order
+}
+
+// form makes a vector of the members of bk not yet in one, one per
+// element, if at least two are and its shared arguments fit, and returns
+// its index.
+func (pl *lanePlanner) form(bk *laneBucket) (int, bool) {
+	p, lp := pl.p, pl.lp
+	ms := bk.members
+	width := 0
+	for _, m := range ms {
+		if lp.vec[m.id] == 0 {
+			width = max(width, m.e+1)
+		}
+	}
+	if width == 0 {
+		return 0, false
+	}
+	ids := make([]tape.ID, width)
+	for e := range ids {
+		ids[e] = -1
+	}
+	n := 0
+	for _, m := range ms {
+		if lp.vec[m.id] != 0 || ids[m.e] >= 0 {
+			continue
+		}
+		ids[m.e] = m.id
+		n++
+	}
+	if n < 2 {
+		return 0, false
+	}
+	var v0 *tape.Value
+	for _, id := range ids {
+		if id >= 0 {
+			v0 = &p.Values[id]
+			break
+		}
+	}
+	args := append([]laneArg(nil), bk.args...)
+	for q := range args {
+		if args[q].Kind == LaneShared {
+			base, stride, fit := pl.fitShared(ids, q)
+			if !fit {
+				return 0, false
+			}
+			args[q].Base, args[q].Stride = base, stride
+		}
+	}
+	return pl.add(ids, v0, args), true
 }
 
 // LaneNode is a unit of emission in lanes mode: a vector (vec >= 0) or a
@@ -615,88 +671,6 @@ func (e *emitter) order(live []bool) ([]LaneNode, error) {
 		}
 	}
 	return order, nil
-}
-
-// need makes value id readable by every lane: an element of a vector is
-// taken from its lane into a local of the same name, once.
-func (e *emitter) need(id tape.ID) {
-	if e.lp == nil || e.bcast[id] {
-		return
-	}
-	q, el, ok := e.lp.In(id)
-	if !ok {
-		return
-	}
-	e.bcast[id] = true
-	if !e.src.Stage {
-		fmt.Fprintf(&e.sb, "  const gs_real %s = GS_BCAST(u%d, %d);\n", vname(id), q, el)
-		return
-	}
-	// Staged (resolveStages): the first element taken stages the vector.
-	if e.stages == nil {
-		e.stages = make(map[int]*StageSpan)
-	}
-	sp := e.stages[q]
-	if sp == nil {
-		sp = &StageSpan{Vec: q, First: e.sb.Len()}
-		e.stages[q] = sp
-		fmt.Fprintf(&e.sb, "  @S%d@\n", q)
-	}
-	fmt.Fprintf(&e.sb, "  const gs_real %s = @B%d@(u%d, %d);\n", vname(id), q, q, el)
-	sp.Last = e.sb.Len()
-}
-
-// Staging (Source.stage, GS_STAGE): a vector whose elements every lane
-// needs goes through the warp's staging row in shared memory, written once
-// by its lanes and read back by broadcast loads, instead of a pair of
-// shuffles per element. A warp has laneStageSlots slots of 32 reals
-// (laneStageLen in all); a function's vectors take slots from the first
-// above those its callees use, a slot serving vectors whose spans (from
-// the first element taken to the last) do not overlap, and vectors left
-// without a slot keep the shuffles.
-const (
-	LaneStageSlots = 4
-	LaneStageLen   = LaneStageSlots * LaneWidth
-)
-
-// StageSpan is the span of the function's text over which a vector's
-// elements are taken: from its placeholder "@S<vec>@" to the end of the
-// last line reading "@B<vec>@(u<vec>, e)".
-type StageSpan struct{ Vec, First, Last int }
-
-// ResolveStages gives the staged vectors of the function text code their
-// slots (from base, greedily by first use) and returns the text with the
-// placeholders replaced, and the slot above the highest used (base if
-// none).
-func ResolveStages(code string, spans map[int]*StageSpan, base int) (string, int) {
-	if len(spans) == 0 {
-		return code, base
-	}
-	list := make([]*StageSpan, 0, len(spans))
-	for _, sp := range spans {
-		list = append(list, sp)
-	}
-	sort.Slice(list, func(a, b int) bool { return list[a].First < list[b].First })
-	free := make([]int, LaneStageSlots) // text position from which a slot is free
-	top := base
-	var pairs []string
-	for _, sp := range list {
-		slot := -1
-		for k := base; k < LaneStageSlots; k++ {
-			if free[k] <= sp.First {
-				slot, free[k] = k, sp.Last
-				top = max(top, k+1)
-				break
-			}
-		}
-		st, rd := fmt.Sprintf("@S%d@", sp.Vec), fmt.Sprintf("@B%d@(", sp.Vec)
-		if slot < 0 {
-			pairs = append(pairs, st, "// shuffled: no staging slot free", rd, "GS_BCAST(")
-		} else {
-			pairs = append(pairs, st, fmt.Sprintf("GS_STAGE(%d, u%d);", slot, sp.Vec), rd, fmt.Sprintf("GS_STAGED(%d, ", slot))
-		}
-	}
-	return strings.NewReplacer(pairs...).Replace(code), top
 }
 
 // vector emits vector q: one statement computing element gs_l in lane
