@@ -17,7 +17,9 @@ import (
 // θ·(D_1 + θ·D_2))) on random stages.
 func TestDenseCoefficients(t *testing.T) {
 	t.Parallel()
-	ulps := func(a, b float64) float64 { return math.Abs(a-b) / (math.Nextafter(math.Abs(b), math.Inf(1)) - math.Abs(b)) }
+	ulps := func(a, b float64) float64 {
+		return math.Abs(a-b) / (math.Nextafter(math.Abs(b), math.Inf(1)) - math.Abs(b))
+	}
 	for _, c := range []struct {
 		name string
 		got  float64

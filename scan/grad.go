@@ -24,6 +24,8 @@ type Sweep struct {
 	tp    *tapper
 	res   Result
 	bytes int64 // peak bytes of stored states
+
+	tapBar []float64 // the cotangents of interpolating taps, during Backward
 }
 
 // Forward runs the scan like Replay and keeps what Backward needs. If the
@@ -294,22 +296,22 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 	// whose cotangents the reverse of that step takes.
 	var tapY [][]float64
 	if nt > 0 {
-		soa := tapbar
-		if p.Taps.TapMajor {
-			soa = make([]float64, d*nt)
-			for i := 0; i < nt; i++ {
-				for c := 0; c < d; c++ {
-					soa[c*nt+i] = tapbar[i*d+c]
+		if sw.tp.it != nil {
+			// ∂y(θ)/∂y_k = I: the cotangents themselves, in their layout.
+			sw.tapBar = tapbar
+		} else {
+			soa := tapbar
+			if p.Taps.TapMajor {
+				soa = make([]float64, d*nt)
+				for i := 0; i < nt; i++ {
+					for c := 0; c < d; c++ {
+						soa[c*nt+i] = tapbar[i*d+c]
+					}
 				}
 			}
-		}
-		if sw.tp.it != nil {
-			tapY = make([][]float64, d)
-			for c := range tapY {
-				tapY[c] = soa[c*nt : (c+1)*nt]
+			if tapY, err = sw.tapAdjoint(rev, soa, gp, tiles); err != nil {
+				return nil, err
 			}
-		} else if tapY, err = sw.tapAdjoint(rev, soa, gp, tiles); err != nil {
-			return nil, err
 		}
 		sw.addTaps(lam, tapY, l.rows)
 	}
@@ -510,7 +512,7 @@ func (b *backward) step(s int, st []float64) error {
 		return err
 	}
 	b.addShared(m)
-	if b.tapY != nil {
+	if b.tapY != nil || sw.tapBar != nil {
 		sw.addTaps(b.lam, b.tapY, s)
 	}
 	return nil
@@ -592,8 +594,16 @@ func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp [][]float64, ti
 
 // addTaps adds the tap cotangents of taps at step s to λ.
 func (sw *Sweep) addTaps(lam, tapY [][]float64, s int) {
+	tp := sw.p.Taps
+	nt, d := tp.Len(), len(lam)
 	for _, i := range sw.l.tapsAt(s) {
-		k := sw.tp.pos[sw.p.Taps.Traj[i]]
+		k := sw.tp.pos[tp.Traj[i]]
+		if tapY == nil { // the cotangents of interpolating taps, in their layout
+			for c := range lam {
+				lam[c][k] += sw.tapBar[tp.index(i, c, nt, d)]
+			}
+			continue
+		}
 		for c := range lam {
 			lam[c][k] += tapY[c][i]
 		}

@@ -226,25 +226,52 @@ func (it *interpTaps) fromStored(st *Stored) error {
 
 // coefBar returns the cotangents of row s's coefficients for its first m
 // trajectories: w̄_j = Σ θ^j·ȳ over the row's interpolating taps (tapbar
-// [D][ntaps] or tap-major), zero elsewhere.
+// [D][ntaps] or tap-major), zero elsewhere. The taps of one trajectory are
+// consecutive in the row's list: their sums are kept in lane and written
+// once.
 func (it *interpTaps) coefBar(tapbar []float64, s, m int) [][]float64 {
 	for _, c := range it.wbar {
 		clear(c[:m])
 	}
-	tp, nt, d := it.p.Taps, len(it.interp), it.d
+	tp, nt, d, terms := it.p.Taps, len(it.interp), it.d, it.m
+	lane := it.lane[:terms*d]
+	g := it.acc[:d]
+	last := -1
+	flush := func() {
+		if last < 0 {
+			return
+		}
+		k := it.pos[last]
+		for x, v := range lane {
+			it.wbar[x][k] = v
+		}
+	}
 	for _, i := range it.l.tapsAt(s) {
 		if !it.interp[i] {
 			continue
 		}
-		k, th := it.pos[tp.Traj[i]], tp.Theta[i]
-		for c := 0; c < d; c++ {
-			g := tapbar[tp.index(i, c, nt, d)]
-			pw := th
-			for j := 0; j < it.m; j++ {
-				it.wbar[j*d+c][k] += pw * g
-				pw *= th
+		if j := tp.Traj[i]; j != last {
+			flush()
+			last = j
+			clear(lane)
+		}
+		th := tp.Theta[i]
+		if tp.TapMajor {
+			copy(g, tapbar[i*d:(i+1)*d])
+		} else {
+			for c := range g {
+				g[c] = tapbar[c*nt+i]
 			}
 		}
+		pw := th
+		for j := 0; j < terms; j++ {
+			lj := lane[j*d : (j+1)*d]
+			for c, v := range g {
+				lj[c] += pw * v
+			}
+			pw *= th
+		}
 	}
+	flush()
 	return it.wbar
 }
