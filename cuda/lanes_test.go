@@ -249,7 +249,7 @@ func hostGradSources(t *testing.T, ns int) []string {
 	var srcs []string
 	for key := range hb.exes {
 		src, err := os.ReadFile(filepath.Join(hostDir, key+".cpp"))
-		if err == nil && strings.Contains(string(src), fmt.Sprintf("#define GS_NS %d\n", ns)) && strings.Contains(string(src), "#define GS_GRAD 1") {
+		if err == nil && strings.Contains(string(src), fmt.Sprintf("#define GS_NS %d\n", ns)) && strings.Contains(string(src), "gs_backward(") {
 			srcs = append(srcs, string(src))
 		}
 	}
@@ -421,8 +421,10 @@ func TestHostLanesGlobal(t *testing.T) {
 		}
 	}
 	for _, s := range hostGradSources(t, c.prob.Field.Shared) {
-		if strings.Contains(s, "#define GS_LANEMODE 1") {
-			kinds[fmt.Sprint(strings.Contains(s, "#define GS_LANES_GLOBAL 1"), strings.Contains(s, "#define GS_LANES_BLOCKACC 1"))] = true
+		for _, layout := range []string{"lanes", "lanes-global", "lanes-global-block"} {
+			if strings.Contains(s, ", layout "+layout+": ") {
+				kinds[layout] = true
+			}
 		}
 	}
 	if len(kinds) != 3 {

@@ -1,27 +1,39 @@
 // Package kernelgen writes the GPU engine's CUDA C++ from tape programs:
 // the field and its derivatives as device functions (Source) and, from an
-// ode.Plan, whole-solve kernels around the template engine.cuh
-// (KernelSource), in the layout a Config names.
+// ode.Plan, whole-solve kernels (KernelSource), in the layout a Config
+// names.
 //
 // Each value of a program is a const local (a register); tuple ops (the
 // LU factorisation and solves of Rosenbrock stages) work on small local
 // arrays; every scalar op uses its C form from package ops, and the
 // helpers those forms call are written once, in the prelude (Prelude),
 // matching ops' Eval bit for bit. Qualifiers are macros (GS_DEVICE,
-// GS_GLOBAL, ...), so the same source is valid host C++: the engine's
-// tests compile it with g++ and compare it with the CPU engine on machines
-// without a GPU.
+// GS_GLOBAL, ...), so the same source is valid host C++: the tests
+// compile it with g++ and compare it with tape's evaluation and the CPU
+// engine on machines without a GPU.
 //
-// Layouts: one thread per trajectory; lanes mode (lanes.go), one warp per
-// trajectory with a layer's rows spread over the lanes, values a lane
-// holds passed through the warp's staging row in shared memory, each value
-// still its own op on the same arguments in the same order (so the
-// results are one thread's); and tile mode (tiles.go), one warp per tile
-// of TileWidth trajectories with dense layers as m8n8k4 tensor-core
-// products. Shared-parameter gradients are accumulated without atomics per
-// warp (lanes and tile mode) or summed across the warp and added once per
-// block (one thread per trajectory); with Config.TileSums, per tile of
-// scan.TileSize trajectories in a fixed order (AccFunc, accum.go).
+// A kernel is the adapters of the plan's programs (adapters.go) and the
+// kernel templates (text/template, kernel.cuh), executed with the
+// kernel's plan: the driver loop once, with the forward loop of its kind
+// (solve.cuh: a solve or record; replay.cuh: a given mesh), the adjoint
+// of a gradient (adjoint.cuh), and one template per layout for the
+// layout's hooks into the driver loop and the kernel's entry. Go decides
+// which parts a kernel has; the preprocessor only tells the device
+// compiler from the host's.
+//
+// Layouts, each with its emitter file and template: one thread per
+// trajectory (thread.go, thread.cuh); lanes mode (lanes.go, lanes.cuh),
+// one warp per trajectory with a layer's rows spread over the lanes,
+// values a lane holds passed through the warp's staging row in shared
+// memory (stage.go) or by shuffles, each value still its own op on the
+// same arguments in the same order (so the results are one thread's); and
+// tile mode (tiles.go, tile.cuh), one warp per tile of TileWidth
+// trajectories with dense layers as m8n8k4 tensor-core products; the two
+// warp layouts share warp.cuh. Shared-parameter gradients are accumulated
+// without atomics per warp (lanes and tile mode) or summed across the
+// warp and added once per block (one thread per trajectory); with
+// Config.TileSums, per tile of scan.TileSize trajectories in a fixed
+// order (AccFunc, accum.go).
 //
 // The package is internal: its exported names are the engine's and its
 // tests' interface to it, not a public API.

@@ -1,9 +1,10 @@
 package kernelgen
 
 import (
-	_ "embed"
+	"embed"
 	"fmt"
 	"strings"
+	"text/template"
 
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/ops"
@@ -11,12 +12,35 @@ import (
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
-// engineTemplate is the kernel template of the engine (engine.cuh): the
-// driver loop of ode.Plan around generated adapter functions, configured
-// by macros.
-//
-//go:embed engine.cuh
-var engineTemplate string
+// kernelTemplates are the engine's kernel templates, by the name of the
+// layout file they end with (Config.layoutFile): kernel.cuh, the root,
+// with the forward loops of the kernel kinds (solve.cuh, replay.cuh) and
+// the adjoint (adjoint.cuh), and the layout's hooks and entry.
+var kernelTemplates = map[string]*template.Template{
+	"thread.cuh": parseKernel("thread.cuh"),
+	"lanes.cuh":  parseKernel("warp.cuh", "lanes.cuh"),
+	"tile.cuh":   parseKernel("warp.cuh", "tile.cuh"),
+}
+
+//go:embed kernel.cuh solve.cuh replay.cuh adjoint.cuh thread.cuh warp.cuh lanes.cuh tile.cuh
+var templateFiles embed.FS
+
+// parseKernel returns the kernel templates with the layout's files.
+func parseKernel(layout ...string) *template.Template {
+	files := append([]string{"kernel.cuh", "solve.cuh", "replay.cuh", "adjoint.cuh"}, layout...)
+	return template.Must(template.New("kernel.cuh").ParseFS(templateFiles, files...))
+}
+
+// layoutFile returns the template file of the kernel's layout.
+func (v Config) layoutFile() string {
+	switch {
+	case v.TileMode:
+		return "tile.cuh"
+	case v.Lanes:
+		return "lanes.cuh"
+	}
+	return "thread.cuh"
+}
 
 // inlineCallees is the size (values) up to which the engine's kernels
 // inline a called program (a small field) instead of calling it.
@@ -39,17 +63,17 @@ type Config struct {
 	lossKey  string
 	// TileSums makes a gradient kernel sum shared gradients per sum tile
 	// of scan.TileSize trajectories in a fixed order (GS_TILES; not tile
-	// mode's tiles of TileWidth trajectories), for results
-	// that do not depend on how an ensemble is split (MultiEngine).
+	// mode's tiles of TileWidth trajectories), for results that do not
+	// depend on how an ensemble is split (MultiEngine).
 	TileSums bool
-	// Lanes runs one warp per trajectory (GS_LANEMODE, lanes.go), for
-	// fields that are mostly vectors (stepPrograms.lanes); lanesMinBlocks
-	// blocks of it fit in a multiprocessor (GS_LANES_MINB). lanesGlobal
+	// Lanes runs one warp per trajectory (GS_LANEMODE; lanes.go,
+	// lanes.cuh), for fields that are mostly vectors (StepPrograms.Lanes);
+	// LanesMinBlocks blocks of it fit in a multiprocessor. LanesGlobal
 	// keeps the padded shared block and the warps' accumulators in global
-	// memory (GS_LANES_GLOBAL), for networks whose weights do not fit in
-	// shared memory (lanesFit); lanesBlockAcc then gives a gradient
-	// kernel's blocks one accumulator each, in shared memory
-	// (GS_LANES_BLOCKACC), where it fits.
+	// memory, for networks whose weights do not fit in shared memory
+	// (LanesFit); LanesBlockAcc then gives a gradient kernel's blocks one
+	// accumulator each, in shared memory (GS_LANES_BLOCKACC), where it
+	// fits.
 	Lanes          bool
 	LanesMinBlocks int
 	LanesGlobal    bool
@@ -57,32 +81,33 @@ type Config struct {
 	// LanesShuffle takes vectors' elements by shuffles rather than through
 	// the warps' staging rows (Source.stage).
 	LanesShuffle bool
-	// TileMode (with lanes, lanesGlobal) runs a warp per tile of eight
+	// TileMode (with Lanes, LanesGlobal) runs a warp per tile of eight
 	// trajectories in lockstep, dense layers on the tensor cores
-	// (GS_TILEMODE, tiles.go; chosen by package cuda's chooseLayout).
+	// (GS_TILEMODE; tiles.go, tile.cuh; chosen by package cuda's
+	// chooseLayout).
 	TileMode bool
 	// TileSharedAcc (tile mode, a gradient) keeps each warp's accumulator
-	// in the block's shared memory (GS_TILE_SACC) instead of global
-	// memory, where tileBlocksPerSM blocks' fit (tileSharedAccFits).
+	// in the block's shared memory instead of global memory, where
+	// tileBlocksPerSM blocks' fit (TileSharedFits).
 	TileSharedAcc bool
 	// TileSharedSh (tile mode) copies the padded shared and controller
-	// blocks into the block's shared memory (GS_TILE_SSH), before the
-	// accumulators, where they fit too (tileSharedFits); a gradient
-	// kernel only with tileSharedAcc.
+	// blocks into the block's shared memory, before the accumulators,
+	// where they fit too (TileSharedFits); a gradient kernel only with
+	// TileSharedAcc.
 	TileSharedSh bool
 	// TileDynamic (tile mode on a device) has warps take their tiles in
-	// turn from a counter after the work array's accumulators
-	// (GS_TILE_DYNAMIC, GS_TILE_NEXT) instead of every gridth one.
+	// turn from a counter after the work array's accumulators instead of
+	// every gridth one.
 	TileDynamic bool
 	// StopStiff (an adaptive record of a gradient, Job.StopOnStiff) ends a
 	// trajectory with status Stiff at the step where the stiffness test
-	// fires (GS_STOP_STIFF), as the CPU engine does, instead of running it
-	// to its end for a gradient that will be refused.
+	// fires, as the CPU engine does, instead of running it to its end for
+	// a gradient that will be refused.
 	StopStiff bool
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
-// kernel in global memory are rows of its work array.
+// kernel in global memory are rows of its work array (gs_args.work).
 func (v Config) WorkAccs() bool { return v.Grad && !v.LanesBlockAcc && !v.TileSharedAcc }
 
 // ConfigOf returns the kernel that runs job j, before its layout is chosen.
@@ -105,24 +130,6 @@ func ConfigOf(j *ode.Job) Config {
 	v.StopStiff = j.StopOnStiff && v.Adaptive
 	return v
 }
-
-// Xpose reports whether the kernel's warps reduce shared gradients (of ns
-// entries) by transposing them through shared memory (GS_XPOSE): every
-// gradient kernel that sums with atomics. Each warp then has xposeRow·32
-// values of dynamic shared memory before the block's accumulator.
-func (v Config) Xpose(ns int) bool { return v.Grad && !v.TileSums && !v.Lanes && ns > 0 }
-
-// SharedAcc reports whether the kernel sums the shared gradient (of ns
-// entries) in a block's shared memory (GS_SACC) before adding it to the
-// result, else straight into global memory or per tile.
-func (v Config) SharedAcc(ns int, prec Precision) bool {
-	return v.Grad && !v.TileSums && !v.Lanes && sharedAccumulator(ns, prec)
-}
-
-// XposeRow is the row stride of a warp's transposition scratch, in values
-// (GS_XPOSE_ROW): 33, so that a lane's row and a column fall in distinct
-// banks.
-const XposeRow = 33
 
 // Layout names the kernel's layout (TraceStats.Layout).
 func (v Config) Layout() string {
@@ -183,194 +190,77 @@ type KernelInfo struct {
 }
 
 // KernelSource returns the translation unit of kernel v of the plan
-// (with the loss lp for loss and gradient variants) in precision prec.
+// (with the loss lp for loss and gradient variants) in precision prec:
+// the adapters of the plan's programs (kernelAdapters) and the kernel
+// templates of v's layout executed with its kernelPlan.
 func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (string, KernelInfo, error) {
 	var info KernelInfo
 	pl := sp.plan
-	d, np, ns := pl.Dim, pl.Params, pl.Shared
-	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees, Lanes: v.Lanes, TileMode: v.TileMode})
 	if v.TileMode && (!v.Lanes || !v.LanesGlobal || prec != Float64 || v.TileSums) {
 		return "", info, fmt.Errorf("cuda: tile mode needs lanes mode's global layout, float64 and no tile sums")
 	}
+	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees, Lanes: v.Lanes, TileMode: v.TileMode})
+	src.Stage = v.Lanes && !v.LanesShuffle
+	src.Defines = v.preludeDefines(pl.Shared)
+	k := &kernelPlan{Config: v, Name: KernelName, Method: pl.Method, Fingerprint: pl.Fingerprint,
+		D: pl.Dim, NP: pl.Params, NS: pl.Shared, FSAL: pl.FSAL, Dense: pl.Dense != nil,
+		SharedAcc: v.SharedAcc(pl.Shared, prec), Xpose: v.Xpose(pl.Shared), Stage: src.Stage,
+		StiffStatus: int(ode.Stiff), LanesBlock: LanesBlock, LanesAccBlock: LanesAccBlock, TileWidth: TileWidth}
+	// An autonomous field's reverse step ignores t: the stored rows then
+	// hold y only (a fifth less traffic for Lorenz).
+	k.StoreT = v.Store && (v.Saves > 0 || liveInputs(sp.Rev, map[*tape.Program][]bool{})[0])
+	g := &adapters{src: src}
+	if err := g.kernelAdapters(sp, v, lp, k); err != nil {
+		return "", info, err
+	}
+	info.StoreT = k.StoreT
+	var sb strings.Builder
+	sb.WriteString(g.sb.String())
+	if err := kernelTemplates[v.layoutFile()].Execute(&sb, k); err != nil {
+		return "", info, fmt.Errorf("cuda: kernel template: %w", err)
+	}
+	src.Add(sb.String())
+	return src.String(), info, nil
+}
+
+// kernelPlan is what the kernel templates (kernel.cuh) read: the
+// kernel's configuration, the plan's shape, and what KernelSource derived
+// from them.
+type kernelPlan struct {
+	Config
+	Name, Method, Fingerprint string
+	D, NP, NS                 int  // state, per-trajectory and shared parameters
+	FSAL                      bool // the method's Trial takes k1
+	Dense                     bool // save times use Dense
+	StoreT                    bool // a stored row holds the time (KernelInfo.StoreT)
+	// RevAcc, TapAcc and LossAcc report that the reverse steps (of the
+	// mesh, of the save times) and the loss VJP add their shared-gradient
+	// contributions themselves (AccFunc).
+	RevAcc, TapAcc, LossAcc bool
+	SharedAcc, Xpose        bool // thread layout: Config.SharedAcc, Config.Xpose
+	Stage                   bool // lanes layout: the warps' staging rows (Source.Stage)
+	StiffStatus             int  // ode.Stiff (Config.StopStiff)
+	// LanesBlock, LanesAccBlock and TileWidth are the package's constants.
+	LanesBlock, LanesAccBlock, TileWidth int
+}
+
+// preludeDefines returns the macros that configure the prelude for
+// kernel v with ns shared parameters (Source.Defines).
+func (v Config) preludeDefines(ns int) []string {
+	var defs []string
 	if v.TileSums {
-		src.Defines = []string{"GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize)}
+		defs = append(defs, "GS_TILES 1", fmt.Sprintf("GS_TILE %d", scan.TileSize))
 	}
 	if v.Lanes {
-		src.Stage = !v.LanesShuffle
-		src.Defines = append(src.Defines, "GS_LANEMODE 1")
-		if v.LanesMinBlocks > 0 {
-			src.Defines = append(src.Defines, fmt.Sprintf("GS_LANES_MINB %d", v.LanesMinBlocks))
-		}
-		if v.LanesGlobal {
-			src.Defines = append(src.Defines, "GS_LANES_GLOBAL 1")
-		}
+		defs = append(defs, "GS_LANEMODE 1")
 		if v.LanesBlockAcc {
-			src.Defines = append(src.Defines, "GS_LANES_BLOCKACC 1", fmt.Sprintf("GS_LANES_BLOCK %d", LanesAccBlock))
-		}
-		if v.TileSharedAcc {
-			src.Defines = append(src.Defines, "GS_TILE_SACC 1")
-		}
-		if v.TileSharedSh {
-			src.Defines = append(src.Defines, "GS_TILE_SSH 1")
-		}
-		if v.TileDynamic {
-			// The counter follows the warps' accumulators in the work
-			// array, where they are there (lanesGlobalLayout).
-			at := "0"
-			if v.WorkAccs() {
-				at = "((long long)gridDim.x * (blockDim.x >> 5) * GS_WACC)"
-			}
-			src.Defines = append(src.Defines, "GS_TILE_DYNAMIC 1", "GS_TILE_NEXT "+at)
+			defs = append(defs, "GS_LANES_BLOCKACC 1")
 		}
 	}
 	if v.Xpose(ns) {
-		src.Defines = append(src.Defines, "GS_XPOSE 1")
+		defs = append(defs, "GS_XPOSE 1")
 	}
-	g := &adapters{src: src}
-	idx := func(name string, w int) []string {
-		x := make([]string, w)
-		for c := range x {
-			x[c] = fmt.Sprintf("%s[%d]", name, c)
-		}
-		return x
-	}
-	glob := func(name string, w int) []string {
-		x := make([]string, w)
-		for c := range x {
-			x[c] = fmt.Sprintf("%s[%dLL * n + i]", name, c)
-		}
-		return x
-	}
-	cat := func(xs ...[]string) []string {
-		var out []string
-		for _, x := range xs {
-			out = append(out, x...)
-		}
-		return out
-	}
-	y, p := idx("y", d), idx("p", np)
-	const real = "gs_real"
-
-	// Init: t0, t1, y, p → h, last, f0.
-	g.adapter("gs_a_init", pl.Init, "void",
-		"const gs_real* sh, gs_real t0, gs_real t1, const gs_real* y, const gs_real* p, gs_real* h, gs_real* last, gs_real* f0",
-		cat([]string{"t0", "t1"}, y, p), cat([]string{"*h", "*last"}, idx("f0", d)))
-	// Trial: t, h, y, p[, k1] → y⁺, err[, k_s], hρ.
-	tin, tout := cat([]string{"t", "h"}, y, p), cat(idx("yn", d), idx("e", d))
-	if pl.FSAL {
-		tin, tout = append(tin, idx("k1", d)...), append(tout, idx("ks", d)...)
-	}
-	g.adapter("gs_a_trial", pl.Trial, "void",
-		"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* k1, gs_real* yn, gs_real* e, gs_real* ks, gs_real* hrho",
-		tin, append(tout, "*hrho"))
-	// Control: state, t1, y, y⁺, err, hρ → state', accept, status.
-	g.adapter("gs_a_control", pl.Control, "void",
-		"const gs_real* sh, const gs_real* st, gs_real t1, const gs_real* y, const gs_real* yn, const gs_real* e, gs_real hrho, gs_real* st2, gs_real* accept, gs_real* status",
-		cat(idx("st", ode.NumState), []string{"t1"}, y, idx("yn", d), idx("e", d), []string{"hrho"}),
-		cat(idx("st2", ode.NumState), []string{"*accept", "*status"}))
-	// Replay and Dense: t, h, y, p[, θ] → y⁺.
-	g.adapter("gs_a_replay", pl.Replay, "void",
-		"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real* yn",
-		cat([]string{"t", "h"}, y, p), idx("yn", d))
-	if pl.Dense != nil {
-		g.adapter("gs_a_dense", pl.Dense, "void",
-			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, gs_real* yn",
-			cat([]string{"t", "h"}, y, p, []string{"theta"}), idx("yn", d))
-	}
-	revAcc, tapAcc, lossAcc := false, false, false
-	if v.Grad {
-		// The reverse steps return their output struct. Its last ns
-		// entries, the shared-gradient contributions, are reduced in place;
-		// or, where the step's form allows, the field's VJP adds them to the
-		// accumulator as it computes them (AccFunc), and the struct holds
-		// λ' and gp' only.
-		revArgs := cat([]string{"t", "h"}, y, p, idx("lam", d), idx("gp", np))
-		revParams := "const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
-		accParams := "const gs_real* sh, gs_real* acc, bool on, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
-		if f, ok := g.accFunc(sp.Rev, d+np, ns); ok {
-			revAcc = true
-			g.accAdapter("gs_a_rev", f, sp.Rev, "gs_rev_out", accParams, revArgs)
-		} else if v.TileMode {
-			// gs_backward calls a step that returns its shared gradient
-			// only for the trajectories on: not in lockstep.
-			return "", info, fmt.Errorf("cuda: tile mode: the reverse step of %s does not accumulate its shared gradient", pl.Method)
-		} else {
-			g.adapter("gs_a_rev", sp.Rev, "gs_rev_out", revParams, revArgs, nil)
-		}
-		if pl.Dense != nil {
-			tapArgs := cat([]string{"t", "h"}, y, p, []string{"theta"}, idx("lam", d), idx("gp", np))
-			if f, ok := g.accFunc(sp.tapRev, d+np, ns); ok {
-				tapAcc = true
-				g.accAdapter("gs_a_tap_rev", f, sp.tapRev, "gs_tap_rev_out",
-					"const gs_real* sh, gs_real* acc, bool on, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, const gs_real* lam, const gs_real* gp", tapArgs)
-			} else {
-				g.adapter("gs_a_tap_rev", sp.tapRev, "gs_tap_rev_out",
-					"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, const gs_real* lam, const gs_real* gp", tapArgs, nil)
-			}
-		} else {
-			tapAcc = revAcc
-			g.sb.WriteString("typedef gs_rev_out gs_tap_rev_out;\n#define gs_a_tap_rev gs_a_rev\n")
-		}
-		if v.TileMode && v.Saves > 0 && !tapAcc {
-			return "", info, fmt.Errorf("cuda: tile mode: the save times' reverse step of %s does not accumulate its shared gradient", pl.Method)
-		}
-	}
-	if v.Loss || v.Grad {
-		if lp == nil {
-			return "", info, fmt.Errorf("cuda: a loss kernel needs a loss")
-		}
-		in := cat(y, glob("ys", v.Saves*d), glob("data", v.DataDim), p)
-		sig := "const gs_real* sh, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p"
-		if v.Grad {
-			// In lanes mode the loss's own dL/ds goes straight to the
-			// result, atomically (engine.cuh, GS_LOSS_ACC_AT).
-			src.accShared = v.Lanes
-			f, ok := g.accFunc(lp.Grad, 1+d+v.Saves*d+np, ns)
-			src.accShared = false
-			if ok {
-				lossAcc = true
-				g.accAdapter("gs_a_loss_grad", f, lp.Grad, "gs_lgrad_out",
-					"const gs_real* sh, gs_real* acc, bool on, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p", in)
-			} else {
-				g.adapter("gs_a_loss_grad", lp.Grad, "gs_lgrad_out", sig, in, nil)
-			}
-		} else {
-			g.adapter("gs_a_loss", lp.Term, real, sig, in, []string{"return"})
-		}
-	}
-	if g.err != nil {
-		return "", info, g.err
-	}
-	// An autonomous field's reverse step ignores t: the stored rows then
-	// hold y only (a fifth less traffic for Lorenz).
-	info.StoreT = v.Store && (v.Saves > 0 || liveInputs(sp.Rev, map[*tape.Program][]bool{})[0])
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "// Kernel %s of method %s (fingerprint %s): %s\n", KernelName, pl.Method, pl.Fingerprint, v.Key())
-	defs := []struct {
-		name string
-		val  int
-	}{
-		{"GS_D", d}, {"GS_NP", np}, {"GS_NS", ns}, {"GS_DD", v.DataDim}, {"GS_K", v.Saves},
-		{"GS_FSAL", B2i(pl.FSAL)}, {"GS_DENSE", B2i(pl.Dense != nil)},
-		{"GS_ADAPTIVE", B2i(v.Adaptive)}, {"GS_MESH_OUT", B2i(v.MeshOut)}, {"GS_STORE", B2i(v.Store)},
-		{"GS_LOSS", B2i(v.Loss)}, {"GS_GRAD", B2i(v.Grad)}, {"GS_SACC", B2i(v.SharedAcc(ns, prec))},
-		{"GS_REV_ACC", B2i(revAcc)}, {"GS_TAP_ACC", B2i(tapAcc)}, {"GS_LOSS_ACC", B2i(lossAcc)},
-		{"GS_STORE_T", B2i(info.StoreT)},
-	}
-	if v.StopStiff {
-		defs = append(defs, struct {
-			name string
-			val  int
-		}{"GS_STOP_STIFF", int(ode.Stiff)})
-	}
-	for _, x := range defs {
-		fmt.Fprintf(&sb, "#define %s %d\n", x.name, x.val)
-	}
-	fmt.Fprintf(&sb, "#define GS_KERNEL_NAME %s\n", KernelName)
-	sb.WriteString(g.sb.String())
-	sb.WriteString(engineTemplate)
-	src.Add(sb.String())
-	return src.String(), info, nil
+	return defs
 }
 
 // liveInputs reports which inputs of p its outputs depend on, following
@@ -409,29 +299,6 @@ func liveInputs(p *tape.Program, memo map[*tape.Program][]bool) []bool {
 	return in
 }
 
-// accFunc emits p as an accumulating function (AccFunc) of its outputs
-// first…first+n-1, if it has their form and n > 0.
-func (g *adapters) accFunc(p *tape.Program, first, n int) (string, bool) {
-	if g.err != nil || n == 0 || noAccumulate {
-		return "", false
-	}
-	f, ok, err := g.src.AccFunc(p, first, n)
-	if err != nil {
-		g.err = err
-	}
-	return f, ok && err == nil
-}
-
-// noAccumulate disables accumulating functions (tests compare both forms).
-var noAccumulate bool
-
-// sharedAccumulator reports whether a kernel reduces a shared gradient
-// of ns entries in shared memory (one block's copy of its two halves, at
-// most 32 KiB), else directly in global memory.
-func sharedAccumulator(ns int, prec Precision) bool {
-	return ns > 0 && 2*ns*prec.Size() <= 32<<10
-}
-
 // Size returns the bytes of one value.
 func (p Precision) Size() int {
 	if p == Float32 {
@@ -440,88 +307,10 @@ func (p Precision) Size() int {
 	return 8
 }
 
+// B2i returns 1 for true and 0 for false.
 func B2i(b bool) int {
 	if b {
 		return 1
 	}
 	return 0
-}
-
-// adapters writes the adapter functions of a kernel: each calls the
-// function of one program with scalar arguments taken from the kernel's
-// arrays, and stores its outputs.
-type adapters struct {
-	src *Source
-	sb  strings.Builder
-	err error
-}
-
-// adapter emits
-//
-//	GS_DEVICE ret name(params) { const F_out r = F(sh, args...); outs[m] = r.v[m]; ... }
-//
-// for program p. args are the C expressions of p's non-shared inputs, in
-// order; outs those receiving its outputs (nil: the function returns r,
-// and ret names the typedef of F_out it declares; {"return"}: it returns
-// r.v[0]).
-func (g *adapters) adapter(name string, p *tape.Program, ret, params string, args, outs []string) {
-	if g.err != nil {
-		return
-	}
-	f, err := g.src.Func(p)
-	if err != nil {
-		g.err = fmt.Errorf("cuda: program %s: %w", p.Name, err)
-		return
-	}
-	g.adapterOf(name, f, "sh", p, ret, params, args, outs)
-}
-
-// accAdapter is adapter for the accumulating function f of p (AccFunc),
-// whose adapter takes the accumulator and the lane's flag after sh.
-func (g *adapters) accAdapter(name, f string, p *tape.Program, ret, params string, args []string) {
-	if g.err != nil {
-		return
-	}
-	g.adapterOf(name, f, "sh, acc, on", p, ret, params, args, nil)
-}
-
-// adapterOf writes the adapter of function f of p, called with the
-// leading arguments lead.
-func (g *adapters) adapterOf(name, f, lead string, p *tape.Program, ret, params string, args, outs []string) {
-	nin := 0
-	for _, in := range p.Inputs {
-		if !in.Shared {
-			nin++
-		}
-	}
-	if nin != len(args) {
-		g.err = fmt.Errorf("cuda: program %s has %d per-trajectory inputs, the kernel passes %d", p.Name, nin, len(args))
-		return
-	}
-	switch {
-	case outs == nil:
-		fmt.Fprintf(&g.sb, "typedef %s %s;\n", OutType(f), ret)
-	case len(outs) == 1 && outs[0] == "return":
-		if len(p.Outputs) != 1 {
-			g.err = fmt.Errorf("cuda: program %s has %d outputs, want 1", p.Name, len(p.Outputs))
-			return
-		}
-	case len(outs) != len(p.Outputs):
-		g.err = fmt.Errorf("cuda: program %s has %d outputs, the kernel takes %d", p.Name, len(p.Outputs), len(outs))
-		return
-	}
-	fmt.Fprintf(&g.sb, "GS_DEVICE %s %s(%s) {\n", ret, name, params)
-	call := fmt.Sprintf("%s(%s)", f, strings.Join(append([]string{lead}, args...), ", "))
-	switch {
-	case outs == nil:
-		fmt.Fprintf(&g.sb, "  return %s;\n", call)
-	case outs[0] == "return":
-		fmt.Fprintf(&g.sb, "  return %s.v[0];\n", call)
-	default:
-		fmt.Fprintf(&g.sb, "  const %s r = %s;\n", OutType(f), call)
-		for m, o := range outs {
-			fmt.Fprintf(&g.sb, "  %s = r.v[%d];\n", o, m)
-		}
-	}
-	g.sb.WriteString("}\n")
 }

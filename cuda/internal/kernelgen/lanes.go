@@ -49,7 +49,7 @@ import (
 func lanePad(j int) int { return j + j>>5 }
 
 // PadLen returns the length of a padded array of n entries rounded up to
-// whole rows of 32 (33 positions each), as engine.cuh sizes its shared
+// whole rows of 32 (33 positions each), as warp.cuh sizes its shared
 // arrays (GS_WACC, GS_CSH, GS_SSH).
 func PadLen(n int) int { return (LaneWidth + 1) * ((n + LaneWidth - 1) / LaneWidth) }
 
@@ -884,11 +884,11 @@ const (
 )
 
 // lanesBlockLen returns the reals of a lanes-mode kernel's padded shared
-// block and, after it, the controller's (engine.cuh: GS_SSH + GS_CSH).
+// block and, after it, the controller's (warp.cuh: GS_SSH + GS_CSH).
 func lanesBlockLen(d, ns int) int { return PadLen(ns+d+2) + PadLen(d+2) }
 
 // lanesAccLen returns the reals of a padded accumulator of ns shared
-// parameters (engine.cuh: GS_WACC).
+// parameters (warp.cuh: GS_WACC).
 func lanesAccLen(ns int) int { return max(PadLen(ns), 1) }
 
 // LanesShared returns the bytes of shared memory of a lanes-mode block of

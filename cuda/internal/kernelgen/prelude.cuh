@@ -230,7 +230,7 @@ GS_DEVICE void gs_lu_solve_t(gs_real* x, const gs_real* f) {
 // GS_XPOSE: each warp of a block has 32 rows of GS_XPOSE_ROW values of
 // scratch at the start of the block's dynamic shared memory, for
 // gs_acc32's transposition; the block's shared accumulator (GS_SACC), if
-// any, follows them (the kernel in engine.cuh places it).
+// any, follows them (the kernel in thread.cuh places it).
 #define GS_XPOSE_ROW 33
 #ifdef GS_CUDA
 extern __shared__ gs_real gs_smem[];

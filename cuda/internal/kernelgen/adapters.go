@@ -1,0 +1,246 @@
+package kernelgen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// adapters writes the adapter functions of a kernel: each calls the
+// function of one program with scalar arguments taken from the kernel's
+// arrays, and stores its outputs.
+type adapters struct {
+	src *Source
+	sb  strings.Builder
+	err error
+}
+
+// adapter emits
+//
+//	GS_DEVICE ret name(params) { const F_out r = F(sh, args...); outs[m] = r.v[m]; ... }
+//
+// for program p. args are the C expressions of p's non-shared inputs, in
+// order; outs those receiving its outputs (nil: the function returns r,
+// and ret names the typedef of F_out it declares; {"return"}: it returns
+// r.v[0]).
+func (g *adapters) adapter(name string, p *tape.Program, ret, params string, args, outs []string) {
+	if g.err != nil {
+		return
+	}
+	f, err := g.src.Func(p)
+	if err != nil {
+		g.err = fmt.Errorf("cuda: program %s: %w", p.Name, err)
+		return
+	}
+	g.adapterOf(name, f, "sh", p, ret, params, args, outs)
+}
+
+// accAdapter is adapter for the accumulating function f of p (AccFunc),
+// whose adapter takes the accumulator and the lane's flag after sh.
+func (g *adapters) accAdapter(name, f string, p *tape.Program, ret, params string, args []string) {
+	if g.err != nil {
+		return
+	}
+	g.adapterOf(name, f, "sh, acc, on", p, ret, params, args, nil)
+}
+
+// adapterOf writes the adapter of function f of p, called with the
+// leading arguments lead.
+func (g *adapters) adapterOf(name, f, lead string, p *tape.Program, ret, params string, args, outs []string) {
+	nin := 0
+	for _, in := range p.Inputs {
+		if !in.Shared {
+			nin++
+		}
+	}
+	if nin != len(args) {
+		g.err = fmt.Errorf("cuda: program %s has %d per-trajectory inputs, the kernel passes %d", p.Name, nin, len(args))
+		return
+	}
+	switch {
+	case outs == nil:
+		fmt.Fprintf(&g.sb, "typedef %s %s;\n", OutType(f), ret)
+	case len(outs) == 1 && outs[0] == "return":
+		if len(p.Outputs) != 1 {
+			g.err = fmt.Errorf("cuda: program %s has %d outputs, want 1", p.Name, len(p.Outputs))
+			return
+		}
+	case len(outs) != len(p.Outputs):
+		g.err = fmt.Errorf("cuda: program %s has %d outputs, the kernel takes %d", p.Name, len(p.Outputs), len(outs))
+		return
+	}
+	fmt.Fprintf(&g.sb, "GS_DEVICE %s %s(%s) {\n", ret, name, params)
+	call := fmt.Sprintf("%s(%s)", f, strings.Join(append([]string{lead}, args...), ", "))
+	switch {
+	case outs == nil:
+		fmt.Fprintf(&g.sb, "  return %s;\n", call)
+	case outs[0] == "return":
+		fmt.Fprintf(&g.sb, "  return %s.v[0];\n", call)
+	default:
+		fmt.Fprintf(&g.sb, "  const %s r = %s;\n", OutType(f), call)
+		for m, o := range outs {
+			fmt.Fprintf(&g.sb, "  %s = r.v[%d];\n", o, m)
+		}
+	}
+	g.sb.WriteString("}\n")
+}
+
+// accFunc emits p as an accumulating function (AccFunc) of its outputs
+// first…first+n-1, if it has their form and n > 0.
+func (g *adapters) accFunc(p *tape.Program, first, n int) (string, bool) {
+	if g.err != nil || n == 0 || noAccumulate {
+		return "", false
+	}
+	f, ok, err := g.src.AccFunc(p, first, n)
+	if err != nil {
+		g.err = err
+	}
+	return f, ok && err == nil
+}
+
+// noAccumulate disables accumulating functions (tests compare both forms).
+var noAccumulate bool
+
+// kernelAdapters writes the adapters kernel v calls (kernel.cuh lists
+// them) for the programs of sp's plan and loss lp, and records in k which
+// of them accumulate their shared gradients.
+func (g *adapters) kernelAdapters(sp *StepPrograms, v Config, lp *ode.LossPlan, k *kernelPlan) error {
+	pl := sp.plan
+	d := pl.Dim
+	y, p := idx("y", d), idx("p", pl.Params)
+	// Init: t0, t1, y, p → h, last, f0.
+	g.adapter("gs_a_init", pl.Init, "void",
+		"const gs_real* sh, gs_real t0, gs_real t1, const gs_real* y, const gs_real* p, gs_real* h, gs_real* last, gs_real* f0",
+		cat([]string{"t0", "t1"}, y, p), cat([]string{"*h", "*last"}, idx("f0", d)))
+	// Trial: t, h, y, p[, k1] → y⁺, err[, k_s], hρ.
+	tin, tout := cat([]string{"t", "h"}, y, p), cat(idx("yn", d), idx("e", d))
+	if pl.FSAL {
+		tin, tout = append(tin, idx("k1", d)...), append(tout, idx("ks", d)...)
+	}
+	g.adapter("gs_a_trial", pl.Trial, "void",
+		"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* k1, gs_real* yn, gs_real* e, gs_real* ks, gs_real* hrho",
+		tin, append(tout, "*hrho"))
+	// Control: state, t1, y, y⁺, err, hρ → state', accept, status.
+	g.adapter("gs_a_control", pl.Control, "void",
+		"const gs_real* sh, const gs_real* st, gs_real t1, const gs_real* y, const gs_real* yn, const gs_real* e, gs_real hrho, gs_real* st2, gs_real* accept, gs_real* status",
+		cat(idx("st", ode.NumState), []string{"t1"}, y, idx("yn", d), idx("e", d), []string{"hrho"}),
+		cat(idx("st2", ode.NumState), []string{"*accept", "*status"}))
+	// Replay and Dense: t, h, y, p[, θ] → y⁺.
+	g.adapter("gs_a_replay", pl.Replay, "void",
+		"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real* yn",
+		cat([]string{"t", "h"}, y, p), idx("yn", d))
+	if pl.Dense != nil {
+		g.adapter("gs_a_dense", pl.Dense, "void",
+			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, gs_real* yn",
+			cat([]string{"t", "h"}, y, p, []string{"theta"}), idx("yn", d))
+	}
+	if v.Grad {
+		if err := g.reverseAdapters(sp, v, k); err != nil {
+			return err
+		}
+	}
+	if v.Loss || v.Grad {
+		if lp == nil {
+			return fmt.Errorf("cuda: a loss kernel needs a loss")
+		}
+		g.lossAdapter(pl, v, lp, k)
+	}
+	return g.err
+}
+
+// reverseAdapters writes the adapters of the reverse steps of a gradient
+// kernel v, gs_a_rev and gs_a_tap_rev. They return their output struct.
+// Its last ns entries, the shared-gradient contributions, are reduced in
+// place; or, where the step's form allows, the field's VJP adds them to
+// the accumulator as it computes them (AccFunc; k.RevAcc, k.TapAcc), and
+// the struct holds λ' and gp' only.
+func (g *adapters) reverseAdapters(sp *StepPrograms, v Config, k *kernelPlan) error {
+	pl := sp.plan
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	y, p := idx("y", d), idx("p", np)
+	revArgs := cat([]string{"t", "h"}, y, p, idx("lam", d), idx("gp", np))
+	revParams := "const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
+	accParams := "const gs_real* sh, gs_real* acc, bool on, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
+	if f, ok := g.accFunc(sp.Rev, d+np, ns); ok {
+		k.RevAcc = true
+		g.accAdapter("gs_a_rev", f, sp.Rev, "gs_rev_out", accParams, revArgs)
+	} else if v.TileMode {
+		// gs_backward calls a step that returns its shared gradient
+		// only for the trajectories on: not in lockstep.
+		return fmt.Errorf("cuda: tile mode: the reverse step of %s does not accumulate its shared gradient", pl.Method)
+	} else {
+		g.adapter("gs_a_rev", sp.Rev, "gs_rev_out", revParams, revArgs, nil)
+	}
+	if pl.Dense != nil {
+		tapArgs := cat([]string{"t", "h"}, y, p, []string{"theta"}, idx("lam", d), idx("gp", np))
+		if f, ok := g.accFunc(sp.tapRev, d+np, ns); ok {
+			k.TapAcc = true
+			g.accAdapter("gs_a_tap_rev", f, sp.tapRev, "gs_tap_rev_out",
+				"const gs_real* sh, gs_real* acc, bool on, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, const gs_real* lam, const gs_real* gp", tapArgs)
+		} else {
+			g.adapter("gs_a_tap_rev", sp.tapRev, "gs_tap_rev_out",
+				"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, const gs_real* lam, const gs_real* gp", tapArgs, nil)
+		}
+	} else {
+		k.TapAcc = k.RevAcc
+		g.sb.WriteString("typedef gs_rev_out gs_tap_rev_out;\n#define gs_a_tap_rev gs_a_rev\n")
+	}
+	if v.TileMode && v.Saves > 0 && !k.TapAcc {
+		return fmt.Errorf("cuda: tile mode: the save times' reverse step of %s does not accumulate its shared gradient", pl.Method)
+	}
+	return nil
+}
+
+// lossAdapter writes the adapter of loss lp for kernel v: gs_a_loss_grad
+// for a gradient (accumulating where it can, k.LossAcc), else gs_a_loss.
+func (g *adapters) lossAdapter(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kernelPlan) {
+	d, np := pl.Dim, pl.Params
+	in := cat(idx("y", d), glob("ys", v.Saves*d), glob("data", v.DataDim), idx("p", np))
+	sig := "const gs_real* sh, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p"
+	if !v.Grad {
+		g.adapter("gs_a_loss", lp.Term, "gs_real", sig, in, []string{"return"})
+		return
+	}
+	// In lanes mode the loss's own dL/ds goes straight to the result,
+	// atomically (warp.cuh, GS_LOSS_ACC_AT).
+	g.src.accShared = v.Lanes
+	f, ok := g.accFunc(lp.Grad, 1+d+v.Saves*d+np, pl.Shared)
+	g.src.accShared = false
+	if !ok {
+		g.adapter("gs_a_loss_grad", lp.Grad, "gs_lgrad_out", sig, in, nil)
+		return
+	}
+	k.LossAcc = true
+	g.accAdapter("gs_a_loss_grad", f, lp.Grad, "gs_lgrad_out",
+		"const gs_real* sh, gs_real* acc, bool on, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p", in)
+}
+
+// idx returns the C expressions name[0], ..., name[w-1].
+func idx(name string, w int) []string {
+	x := make([]string, w)
+	for c := range x {
+		x[c] = fmt.Sprintf("%s[%d]", name, c)
+	}
+	return x
+}
+
+// glob returns the C expressions of entries 0, ..., w-1 of trajectory i
+// of the step-major ensemble array name: name[c * n + i].
+func glob(name string, w int) []string {
+	x := make([]string, w)
+	for c := range x {
+		x[c] = fmt.Sprintf("%s[%dLL * n + i]", name, c)
+	}
+	return x
+}
+
+// cat returns the concatenation of xs.
+func cat(xs ...[]string) []string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, x...)
+	}
+	return out
+}

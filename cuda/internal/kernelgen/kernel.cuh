@@ -1,0 +1,238 @@
+{{- /*
+kernel.cuh is the root template of the engine's kernels (KernelSource),
+executed with a kernelPlan after the adapter functions it calls. Its
+parts are chosen in Go, by the plan, not by the preprocessor: the
+forward loop of the kernel's kind (solve.cuh: "adaptive", a solve or a
+record; replay.cuh: "replay", a given mesh), the adjoint of a gradient
+(adjoint.cuh), and the layout's hooks and entry ("hooks", "loss-own",
+"entry": thread.cuh, lanes.cuh, tile.cuh, the last two with warp.cuh).
+The only conditionals left to the preprocessor are the compiler's: the
+same text is CUDA C++ (GS_CUDA), host C++, or host C++ on a simulated
+warp (GS_WARP_SIM, the tests').
+
+The generated code defines before it the adapters gs_a_init, gs_a_trial,
+gs_a_control, gs_a_replay, gs_a_dense, gs_a_rev (-> gs_rev_out),
+gs_a_tap_rev (-> gs_tap_rev_out), gs_a_loss, gs_a_loss_grad
+(-> gs_lgrad_out): those its kind calls.
+
+The layout's hooks define what the driver loop (gs_body) needs of it:
+  GS_ANY(p)        whether p holds in any trajectory run in lockstep with
+                   this one (tile mode), else p
+  GS_STEPS(len)    the steps a replay of len steps runs: the largest len
+                   of the trajectories in lockstep, else len
+  GS_WRITER        whether this thread writes its trajectory's results
+  GS_LOSS_ACC_AT   where the loss's own dL/ds goes (a pointer)
+*/ -}}
+// gradsolve CUDA engine: one kernel, GS_KERNEL_NAME, running the driver
+// loop of ode.Plan for the trajectories of a launch:
+//
+//   Init; repeat { Trial; Control; on accept: store, save, y = y+ } until done
+//   [loss] [adjoint: loss VJP, save-time VJPs, Reverse backwards over the steps]
+//
+// Layouts are step-major: component c of trajectory i of n at [c*n + i],
+// step s at [s*n + i], stored state s at [(s*GS_SW + c)*n + i] (c = 0 the
+// time, if stored), save time k at [(k*D + c)*n + i].
+//
+// The same text is host C++: without GS_CUDA the kernel is a loop over
+// the trajectories and the warp reductions are plain sums.
+//
+// Kernel {{.Name}} of method {{.Method}} (fingerprint {{.Fingerprint}}), layout {{.Layout}}: {{.Key}}
+#define GS_KERNEL_NAME {{.Name}}
+// The state, per-trajectory and shared parameters, save times.
+#define GS_D {{.D}}
+#define GS_NP {{.NP}}
+#define GS_NS {{.NS}}
+#define GS_K {{.Saves}}
+// A stored row holds the time (the reverse steps use it, or save times
+// need it), then y.
+#define GS_STORE_T {{if .StoreT}}1{{else}}0{{end}}
+#define GS_SW (GS_STORE_T + GS_D)
+{{template "hooks" .}}
+#define GS_NPX (GS_NP > 0 ? GS_NP : 1)
+
+// The controller state (ode.StateT, ...), its length and the statuses.
+enum {
+  GS_ST_T = 0, GS_ST_H, GS_ST_ERRPREV, GS_ST_LAST, GS_ST_ACCEPTED, GS_ST_REJECTED,
+  GS_ST_NONFINITE, GS_ST_STIFFRUN, GS_ST_CALMRUN, GS_ST_STIFF, GS_NSTATE
+};
+#define GS_RUNNING (-1)
+#define GS_OK 0
+#define GS_FLAG_STIFF 1
+#define GS_FLAG_OVERFLOW 2
+
+// gs_args is the kernel's one parameter; every field is 8 bytes, in the
+// order of the Go side's argument words (exec.go).
+struct gs_args {
+  long long n;     // trajectories of this launch
+  long long rows;  // rows of a.hout/a.store (record) or of a.hin (replay)
+  double t0;       // start time
+  double scale;    // the loss's scale
+  const gs_real* sh;      // shared block: s[NS], rtol, atol[D], maxsteps
+  const gs_real* saveat;  // [K]
+  const gs_real* t1;      // [n]
+  const gs_real* y0;      // [D][n]
+  const gs_real* p;       // [NP][n]
+  const gs_real* data;    // [DD][n]
+  const gs_real* hin;     // [rows][n] the mesh to replay
+  const int* len;         // [n] its lengths
+  gs_real* gs;            // [2][NS] dL/ds, summed (atomics): steps, then the loss's own (unscaled);
+                          // with tile sums (GS_TILES) [ceil(n/GS_TILE)][2][NS], one sum per tile
+  gs_real* y;             // [D][n] final states
+  gs_real* t;             // [n] time reached
+  gs_real* lasth;         // [n] the last step size tried
+  int* status;            // [n]
+  int* acc;               // [n] accepted steps
+  int* rej;               // [n] rejected steps
+  int* flags;             // [n] GS_FLAG_*
+  gs_real* ys;            // [K][D][n] saved states
+  gs_real* loss;          // [n] loss terms
+  gs_real* gy0;           // [D][n] dL/dy0
+  gs_real* gp;            // [NP][n] dL/dp
+  int* tapstep;           // [K][n] the step each save time lies on
+  gs_real* tb;            // [K][D][n] cotangents of the saved states
+  gs_real* hout;          // [rows][n] the recorded mesh
+  gs_real* store;         // [rows][GS_SW][n] states before each step
+  gs_real* work;          // lanes mode in global memory: [warps][GS_WACC] the warps' accumulators
+};
+
+// GS_HSRC is the mesh: the one the kernel records, or the one it replays.
+#define GS_HSRC {{if .Adaptive}}a.hout{{else}}a.hin{{end}}
+{{- if .Saves}}
+
+// gs_save_state sets save time k of trajectory i to the state y, on step s.
+GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const gs_real* y) {
+  const long long n = a.n;
+  for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = y[c];
+  a.tapstep[(long long)k * n + i] = s;
+}
+
+// gs_saves computes the save times k, k+1, ... up to time t2 of the
+// trajectories with want set, on step s from (t, y) of size h: Dense at
+// theta where the method has it, else the Replay step of size tau - t.
+// Every thread calls it, in lockstep with those it runs with (GS_ANY),
+// and k advances past the times computed.
+GS_DEVICE void gs_saves(const gs_args& a, const gs_real* sh, int& k, long long i, long long s, gs_real t,
+                        gs_real h, gs_real t2, const gs_real* y, const gs_real* p, bool want) {
+  bool more = want && k < GS_K && a.saveat[k] <= t2;
+  while (GS_ANY(more)) {
+    const gs_real tau = more ? a.saveat[k] : t;
+    gs_real out[GS_D];
+{{- if .Dense}}
+    gs_a_dense(sh, t, h, y, p, more ? (tau - t) / h : (gs_real)0, out);
+{{- else}}
+    gs_a_replay(sh, t, tau - t, y, p, out);
+{{- end}}
+    if (more) {
+      if (GS_WRITER) gs_save_state(a, k, i, (int)s, out);
+      k++;
+      more = k < GS_K && a.saveat[k] <= t2;
+    }
+  }
+}
+
+// gs_save_states sets the save times k, k+1, ... up to time t2 (all of
+// them with all set) of trajectory i to the state y, on step s.
+GS_DEVICE void gs_save_states(const gs_args& a, int& k, long long i, int s, const gs_real* y, bool all, gs_real t2) {
+  while (k < GS_K && (all || a.saveat[k] <= t2)) {
+    if (GS_WRITER) gs_save_state(a, k, i, s, y);
+    k++;
+  }
+}
+{{- end}}
+{{- if .Store}}
+
+// gs_store_row keeps (t, y), the state before step s of trajectory i.
+GS_DEVICE void gs_store_row(const gs_args& a, long long i, long long s, gs_real t, const gs_real* y) {
+  const long long n = a.n;
+  gs_real* row = a.store + s * GS_SW * n + i;
+  if (GS_STORE_T) row[0] = t;
+  for (int c = 0; c < GS_D; c++) row[(long long)(GS_STORE_T + c) * n] = y[c];
+}
+{{- end}}
+{{- if or .MeshOut .Store}}
+
+// gs_record writes accepted step s of trajectory i (of size st[H], from
+// (st[T], y)) to the mesh and the stored states if it fits in their rows
+// (from a writer only) and reports whether it did not.
+GS_DEVICE bool gs_record(const gs_args& a, long long i, long long s, const gs_real* st, const gs_real* y, bool writer) {
+  if (s >= a.rows) return true;
+  if (writer) {
+{{- if .MeshOut}}
+    a.hout[s * a.n + i] = st[GS_ST_H];
+{{- end}}
+{{- if .Store}}
+    gs_store_row(a, i, s, st[GS_ST_T], y);
+{{- end}}
+  }
+  return false;
+}
+{{- end}}
+{{- if .Adaptive}}
+
+// gs_start sets the controller state st of a solve from t0 with the
+// first step h0 (last: whether it is the last).
+GS_DEVICE void gs_start(gs_real* st, gs_real t0, gs_real h0, gs_real last) {
+  for (int q = 0; q < GS_NSTATE; q++) st[q] = 0;
+  st[GS_ST_T] = t0;
+  st[GS_ST_H] = h0;
+  st[GS_ST_ERRPREV] = 1;
+  st[GS_ST_LAST] = last;
+}
+
+// gs_finish writes the outcome of trajectory i's adaptive solve: time
+// reached, last step tried, accepted steps (len) and rejected ones, status
+// and flags.
+GS_DEVICE void gs_finish(const gs_args& a, long long i, const gs_real* st, gs_real lasth, int len, int status,
+                         bool overflow) {
+  a.t[i] = st[GS_ST_T];
+  a.lasth[i] = lasth;
+  a.acc[i] = len;
+  a.rej[i] = (int)st[GS_ST_REJECTED];
+  a.status[i] = status;
+  a.flags[i] = (st[GS_ST_STIFF] != 0 ? GS_FLAG_STIFF : 0) | (overflow ? GS_FLAG_OVERFLOW : 0);
+}
+{{- end}}
+{{- if .Grad}}
+{{template "adjoint" .}}
+{{- end}}
+
+// gs_body runs trajectory i (valid false: past the end, computing on
+// zeros and writing nothing, so that it takes part in the collectives of
+// the trajectories it runs with): the forward loop of the kernel's kind,
+// its final and saved states, and its loss term or its adjoint. In tile
+// mode the trajectories of a tile run in lockstep (GS_ANY): the
+// functions that evaluate the field compute the tile's layers together,
+// so every thread calls them on every round while any trajectory of the
+// tile runs, a thread whose trajectory is done computing what it
+// discards; save times are computed in rounds too (gs_saves), after the
+// round's step.
+GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs_real* acc,
+                       const gs_real* sh, const gs_real* csh) {
+  const long long n = a.n;
+  const gs_real t0 = (gs_real)a.t0;
+  gs_real y[GS_D], p[GS_NPX];
+  for (int c = 0; c < GS_D; c++) y[c] = valid ? a.y0[(long long)c * n + i] : (gs_real)0;
+  for (int c = 0; c < GS_NPX; c++) p[c] = (valid && c < GS_NP) ? a.p[(long long)c * n + i] : (gs_real)0;
+  int status = GS_RUNNING, len = 0;
+  bool overflow = false;
+{{- if .Saves}}
+  int k = 0;
+  if (valid) gs_save_states(a, k, i, 0, y, false, t0);
+{{- end}}
+{{if .Adaptive}}{{template "adaptive" .}}{{else}}{{template "replay" .}}{{end}}
+{{- if .Saves}}
+  if (valid && status == GS_OK) gs_save_states(a, k, i, len, y, true, 0);
+{{- end}}
+  if (valid && GS_WRITER) {
+    for (int c = 0; c < GS_D; c++) a.y[(long long)c * n + i] = y[c];
+{{- if and .Loss (not .Grad)}}
+    if (status == GS_OK && !overflow) a.loss[i] = gs_a_loss(sh, y, a.ys, n, i, a.data, p);
+{{- end}}
+  }
+{{- if .Grad}}
+  gs_backward(a, sh, i, valid && status == GS_OK && !overflow, len, y, p, acc);
+{{- else}}
+  (void)acc;
+{{- end}}
+}
+{{template "entry" .}}

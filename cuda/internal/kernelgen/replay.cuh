@@ -1,0 +1,31 @@
+{{- /*
+replay.cuh: the forward loop of a kernel on a given mesh ("replay"): a
+replay, or the forward sweep of a loss or a gradient on a mesh. It runs
+the Replay step over the mesh's steps, keeping the states before them
+(Store) and computing the save times they pass; see kernel.cuh for the
+hooks (GS_STEPS, GS_ANY, GS_WRITER).
+*/ -}}
+{{define "replay" -}}
+  len = valid ? a.len[i] : 0;
+  gs_real t = t0;
+  const int smax = GS_STEPS(len);
+  for (int s = 0; s < smax; s++) {
+    const bool on = s < len;
+    const gs_real h = on ? a.hin[(long long)s * n + i] : (gs_real)0;
+{{- if .Store}}
+    if (on && GS_WRITER) gs_store_row(a, i, s, t, y);
+{{- end}}
+{{- if .Saves}}
+    gs_saves(a, sh, k, i, s, t, h, t + h, y, p, on);
+{{- end}}
+    // A step of size 0 is the identity.
+    if (GS_ANY(on && h != 0)) {
+      gs_real yn[GS_D];
+      gs_a_replay(sh, t, h, y, p, yn);
+      if (on && h != 0)
+        for (int c = 0; c < GS_D; c++) y[c] = yn[c];
+    }
+    if (on) t = t + h;
+  }
+  status = GS_OK;
+{{- end}}

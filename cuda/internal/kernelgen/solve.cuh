@@ -1,0 +1,66 @@
+{{- /*
+solve.cuh: the forward loop of an adaptive kernel ("adaptive"): a solve,
+a record, or the record of a loss or a gradient. It runs the controller
+from Init until the trajectory's status is set, writing the mesh
+(MeshOut), the states before its steps (Store) and the save times it
+passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
+*/ -}}
+{{define "adaptive" -}}
+  const gs_real t1 = valid ? a.t1[i] : t0 + 1;
+  gs_real st[GS_NSTATE], st2[GS_NSTATE], k1[GS_D];
+  gs_real h0, last;
+  gs_a_init(sh, t0, t1, y, p, &h0, &last, k1);
+  gs_start(st, t0, h0, last);
+  gs_real lasth = h0;
+  bool run = valid;
+  while (GS_ANY(run)) {
+    gs_real yn[GS_D], e[GS_D], ks[GS_D], hrho, accept, stat;
+    gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho);
+{{- if .Saves}}
+    // The step's save times, after the round: its start, size, end and
+    // the state it starts from.
+    bool saving = false;
+    long long sv_s = 0;
+    gs_real sv_t = 0, sv_h = 0, sv_t2 = 0, sv_y[GS_D];
+    for (int c = 0; c < GS_D; c++) sv_y[c] = y[c];
+{{- end}}
+    if (run) {
+      gs_a_control(csh, st, t1, y, yn, e, hrho, st2, &accept, &stat);
+      lasth = st[GS_ST_H];
+      if (accept != 0) {
+{{- if or .MeshOut .Store .Saves}}
+        const long long s = (long long)st[GS_ST_ACCEPTED];
+{{- end}}
+{{- if or .MeshOut .Store}}
+        overflow |= gs_record(a, i, s, st, y, GS_WRITER);
+{{- end}}
+{{- if .Saves}}
+        saving = true;
+        sv_s = s;
+        sv_t = st[GS_ST_T];
+        sv_h = st[GS_ST_H];
+        sv_t2 = st2[GS_ST_T];
+{{- end}}
+        for (int c = 0; c < GS_D; c++) y[c] = yn[c];
+{{- if .FSAL}}
+        for (int c = 0; c < GS_D; c++) k1[c] = ks[c];
+{{- end}}
+      }
+      for (int q = 0; q < GS_NSTATE; q++) st[q] = st2[q];
+{{- if .StopStiff}}
+      // The stiffness test fired: the gradient will be refused, so the
+      // trajectory ends here with status Stiff.
+      if (stat == (gs_real)GS_RUNNING && st[GS_ST_STIFF] != 0) stat = (gs_real){{.StiffStatus}};
+{{- end}}
+      if (stat != (gs_real)GS_RUNNING) {
+        status = (int)stat;
+        run = false;
+      }
+    }
+{{- if .Saves}}
+    gs_saves(a, sh, k, i, sv_s, sv_t, sv_h, sv_t2, sv_y, p, saving);
+{{- end}}
+  }
+  len = (int)st[GS_ST_ACCEPTED];
+  if (valid && GS_WRITER) gs_finish(a, i, st, lasth, len, status, overflow);
+{{- end}}

@@ -1,0 +1,56 @@
+{{- /*
+thread.cuh: the thread layout (one thread per trajectory) of the
+engine's kernels: its hooks of the driver loop ("hooks", "loss-own"; see
+kernel.cuh) and the kernel ("entry"). On the device thread i runs
+trajectory i; the block reduces its shared gradients in shared memory
+(SharedAcc; after the warps' transposition rows with Xpose), or each
+tile of TileSize trajectories into its own sum (TileSums); on the host
+the kernel is a loop over the trajectories.
+*/ -}}
+{{define "hooks"}}
+// One thread per trajectory: a trajectory's loops are its thread's own,
+// and it writes its results; the loss's own dL/ds goes to the second half
+// of the accumulator.
+#define GS_ANY(p) (p)
+#define GS_STEPS(len) (len)
+#define GS_WRITER true
+#define GS_LOSS_ACC_AT (acc + GS_NS)
+{{- end}}
+
+{{define "loss-own" -}}
+    gs_warp_add<GS_NS>(acc + GS_NS, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
+{{- end}}
+
+{{define "entry"}}
+GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
+#ifdef GS_CUDA
+{{- if .SharedAcc}}
+  extern __shared__ gs_real gs_smem[];
+{{- if .Xpose}}
+  gs_real* acc = gs_smem + (blockDim.x >> 5) * (32 * GS_XPOSE_ROW);  // after the warps' scratch
+{{- else}}
+  gs_real* acc = gs_smem;
+{{- end}}
+  for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) acc[j] = 0;
+  __syncthreads();
+{{- else if and .TileSums .Grad}}
+  // Each tile of GS_TILE trajectories has its own accumulator, a.gs[tile][2][NS].
+  gs_real* acc = a.gs + (((long long)blockIdx.x * blockDim.x + threadIdx.x) / GS_TILE) * (2 * GS_NS);
+{{- else}}
+  gs_real* acc = a.gs;
+{{- end}}
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  gs_body(a, i, i < a.n, acc, a.sh, a.sh + GS_NS);
+{{- if .SharedAcc}}
+  __syncthreads();
+  for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) atomicAdd(&a.gs[j], acc[j]);
+{{- end}}
+#else
+{{- if and .TileSums .Grad}}
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs + (i / GS_TILE) * (2 * GS_NS), a.sh, a.sh + GS_NS);
+{{- else}}
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs, a.sh, a.sh + GS_NS);
+{{- end}}
+#endif
+}
+{{- end}}
