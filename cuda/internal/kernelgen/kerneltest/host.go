@@ -1,0 +1,126 @@
+package kerneltest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The generated code is valid host C++: tests compile it with g++ and
+// run it, so code generation is tested on machines without a GPU. They
+// skip where g++ is missing.
+
+// GXX returns the path of g++, or skips the test.
+func GXX(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("g++ not found; the host C++ tests need it")
+	}
+	return path
+}
+
+// GXXFlags keep IEEE semantics: no contraction into FMA, no fast math.
+var GXXFlags = []string{"-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w"}
+
+// CompileHost compiles src with g++ into an executable in dir.
+func CompileHost(t *testing.T, dir, src string) string {
+	t.Helper()
+	cc := GXX(t)
+	file := filepath.Join(dir, "gen.cpp")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "gen")
+	cmd := exec.Command(cc, append(GXXFlags, "-o", exe, file)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("g++ failed: %v\n%s\nsource in %s", err, FirstLines(string(out), 40), file)
+	}
+	return exe
+}
+
+// FirstLines returns the first n lines of s (a compiler's messages).
+func FirstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// WarpSim simulates a warp on the host: 32 threads, shuffles through a
+// shared slot array and a barrier, atomics under a lock. It is defined
+// before the prelude, whose warp collectives (GS_WARP_SIM) then run the
+// device code.
+const WarpSim = `
+#include <barrier>
+#include <mutex>
+#include <thread>
+#include <vector>
+#include <stdio.h>
+#include <stdlib.h>
+#define GS_WARP_SIM 1
+struct gs_sim_idx { unsigned x; };
+static thread_local gs_sim_idx threadIdx;
+static std::barrier<>* gs_sim_bar;
+static double gs_sim_slot[32];
+static std::mutex gs_sim_mu;
+template <class T> T __shfl_xor_sync(unsigned, T v, int o) {
+  const int lane = threadIdx.x & 31;
+  gs_sim_slot[lane] = (double)v;
+  gs_sim_bar->arrive_and_wait();
+  T r = (T)gs_sim_slot[lane ^ o];
+  gs_sim_bar->arrive_and_wait();
+  return r;
+}
+static int __any_sync(unsigned, bool p) {
+  const int lane = threadIdx.x & 31;
+  gs_sim_slot[lane] = p ? 1 : 0;
+  gs_sim_bar->arrive_and_wait();
+  int any = 0;
+  for (int l = 0; l < 32; l++) any |= gs_sim_slot[l] != 0;
+  gs_sim_bar->arrive_and_wait();
+  return any;
+}
+template <class T> T __shfl_sync(unsigned, T v, int src) {
+  const int lane = threadIdx.x & 31;
+  gs_sim_slot[lane] = (double)v;
+  gs_sim_bar->arrive_and_wait();
+  T r = (T)gs_sim_slot[src & 31];
+  gs_sim_bar->arrive_and_wait();
+  return r;
+}
+static void __syncwarp() { gs_sim_bar->arrive_and_wait(); }
+static double gs_sim_slot2[32];
+// gs_sim_mma is the m8n8k4 float64 product D = A·B + D (see gs_mma884):
+// each lane's C element is the fma chain of its row's four terms in k
+// order, as the tensor cores round.
+static void gs_sim_mma(double* d, double a, double b) {
+  const int lane = threadIdx.x & 31, r = lane >> 2, q = lane & 3;
+  gs_sim_slot[lane] = a;
+  gs_sim_slot2[lane] = b;
+  gs_sim_bar->arrive_and_wait();
+  double d0 = d[0], d1 = d[1];
+  for (int k = 0; k < 4; k++) {
+    const double ark = gs_sim_slot[4 * r + k];
+    d0 = __builtin_fma(ark, gs_sim_slot2[4 * (2 * q) + k], d0);
+    d1 = __builtin_fma(ark, gs_sim_slot2[4 * (2 * q + 1) + k], d1);
+  }
+  gs_sim_bar->arrive_and_wait();
+  d[0] = d0;
+  d[1] = d1;
+}
+#ifdef GS_XPOSE
+static double gs_smem[32 * 33];  // one warp's transposition scratch
+#elif defined(GS_STAGE_LEN)
+static double gs_smem[GS_STAGE_LEN];  // one warp's staging row
+#endif
+template <class T> T atomicAdd(T* a, T v) {
+  std::lock_guard<std::mutex> g(gs_sim_mu);
+  T old = *a;
+  *a += v;
+  return old;
+}
+`
