@@ -61,7 +61,7 @@ func (g *adapters) adapterOf(name, f, lead string, p *tape.Program, ret, params 
 	}
 	switch {
 	case outs == nil:
-		fmt.Fprintf(&g.sb, "typedef %s %s;\n", OutType(f), ret)
+		fmt.Fprintf(&g.sb, "typedef %s %s;\n", outType(f), ret)
 	case len(outs) == 1 && outs[0] == "return":
 		if len(p.Outputs) != 1 {
 			g.err = fmt.Errorf("cuda: program %s has %d outputs, want 1", p.Name, len(p.Outputs))
@@ -79,7 +79,7 @@ func (g *adapters) adapterOf(name, f, lead string, p *tape.Program, ret, params 
 	case outs[0] == "return":
 		fmt.Fprintf(&g.sb, "  return %s.v[0];\n", call)
 	default:
-		fmt.Fprintf(&g.sb, "  const %s r = %s;\n", OutType(f), call)
+		fmt.Fprintf(&g.sb, "  const %s r = %s;\n", outType(f), call)
 		for m, o := range outs {
 			fmt.Fprintf(&g.sb, "  %s = r.v[%d];\n", o, m)
 		}

@@ -170,9 +170,9 @@ func (s *Source) Func(p *tape.Program) (string, error) {
 	return s.function(p, "GS_FUNC")
 }
 
-// OutType returns the name of the struct that the function called name
+// outType returns the name of the struct that the function called name
 // returns.
-func OutType(name string) string { return name + "_out" }
+func outType(name string) string { return name + "_out" }
 
 // function emits p with the given qualifier macro.
 func (s *Source) function(p *tape.Program, qual string) (string, error) {
@@ -238,7 +238,7 @@ func (s *Source) MapKernel(p *tape.Program) (string, error) {
 	// A lane past the end (tile mode's last tile) computes trajectory n-1
 	// again and writes nothing.
 	sb.WriteString("  const long long ii = i < n ? i : n - 1;\n")
-	fmt.Fprintf(&sb, "  const %s r = %s(sh", OutType(f), f)
+	fmt.Fprintf(&sb, "  const %s r = %s(sh", outType(f), f)
 	k := 0
 	for _, in := range p.Inputs {
 		if !in.Shared {
@@ -390,9 +390,9 @@ func (e *emitter) directShared(f *tape.Program, args []tape.ID) (j0 int, ok bool
 
 func vname(id tape.ID) string { return fmt.Sprintf("v%d", id) }
 
-// SharedIndex returns, for each input of p, its index among p's shared
+// sharedIndex returns, for each input of p, its index among p's shared
 // inputs, or -1 for an input that is not shared.
-func SharedIndex(p *tape.Program) []int {
+func sharedIndex(p *tape.Program) []int {
 	sh := make([]int, len(p.Inputs))
 	j := 0
 	for k, in := range p.Inputs {
@@ -414,21 +414,21 @@ func (e *emitter) ref(id tape.ID) string {
 	return vname(id)
 }
 
-// MaxComment is the most bytes of a value's line that its comment in the
+// maxComment is the most bytes of a value's line that its comment in the
 // generated code keeps: a layer's Dot or a call of a network's VJP lists
 // thousands of arguments (2.4 MB of a 2-128-128-2 kernel's 3.3 MB).
-const MaxComment = 160
+const maxComment = 160
 
-// CommentOf returns the comment of a value from its line of the program's
+// commentOf returns the comment of a value from its line of the program's
 // text ("v12 = Mul v3 v7"), cut at maxComment bytes.
-func CommentOf(line string) string {
+func commentOf(line string) string {
 	line = strings.ReplaceAll(line, "\n", " ")
-	if len(line) <= MaxComment {
+	if len(line) <= maxComment {
 		return line
 	}
-	cut := strings.LastIndexByte(line[:MaxComment], ' ')
+	cut := strings.LastIndexByte(line[:maxComment], ' ')
 	if cut <= 0 {
-		for cut = MaxComment; cut > 0 && !utf8.RuneStart(line[cut]); cut-- {
+		for cut = maxComment; cut > 0 && !utf8.RuneStart(line[cut]); cut-- {
 		}
 	}
 	return line[:cut] + " …"
@@ -461,7 +461,7 @@ func (e *emitter) emit(qual string) (string, error) {
 			e.vector(nd.Vec, lines)
 			continue
 		}
-		if err := e.value(nd.Id, CommentOf(lines[nd.Id])); err != nil {
+		if err := e.value(nd.Id, commentOf(lines[nd.Id])); err != nil {
 			return "", err
 		}
 		for _, g := range groups[nd.Id] {
@@ -526,12 +526,12 @@ func (e *emitter) signature(qual string) {
 			nret++
 		}
 	}
-	fmt.Fprintf(w, "struct %s { gs_real v[%d]; };\n", OutType(e.name), max(nret, 1))
-	fmt.Fprintf(w, "%s %s %s(const gs_real* GS_RESTRICT gs_sh", qual, OutType(e.name), e.name)
+	fmt.Fprintf(w, "struct %s { gs_real v[%d]; };\n", outType(e.name), max(nret, 1))
+	fmt.Fprintf(w, "%s %s %s(const gs_real* GS_RESTRICT gs_sh", qual, outType(e.name), e.name)
 	if e.acc != nil {
 		w.WriteString(", gs_real* GS_RESTRICT gs_acc, bool gs_on")
 	}
-	e.shIndex = SharedIndex(p)
+	e.shIndex = sharedIndex(p)
 	for k := range p.Inputs {
 		if e.shIndex[k] < 0 {
 			fmt.Fprintf(w, ", gs_real a%d", k)
@@ -543,7 +543,7 @@ func (e *emitter) signature(qual string) {
 // plan returns the nodes to emit (order): the live values and, in lanes
 // mode, the vectors they form, and in tile mode the matrix products
 // among them (planTiles).
-func (e *emitter) plan() ([]LaneNode, error) {
+func (e *emitter) plan() ([]laneNode, error) {
 	e.isLive = e.live()
 	order, err := e.order(e.isLive)
 	if err != nil {
@@ -631,7 +631,7 @@ func (e *emitter) returns() {
 			e.need(o.ID)
 		}
 	}
-	w.WriteString("  " + OutType(e.name) + " gs_r;\n")
+	w.WriteString("  " + outType(e.name) + " gs_r;\n")
 	for m, o := range p.Outputs {
 		if e.acc.returned(m) {
 			fmt.Fprintf(w, "  gs_r.v[%d] = %s;\n", e.acc.index(m), e.ref(o.ID))
@@ -665,7 +665,7 @@ func (e *emitter) call(id tape.ID, f *tape.Program, fname string, fs *accSpec, a
 		sh += ", gs_acc, gs_on"
 	}
 	e.calleeTop = max(e.calleeTop, e.src.stageTop[fname])
-	fmt.Fprintf(&e.sb, "  const %s t%d = %s(%s);  // %s\n", OutType(fname), id, fname, strings.Join(append([]string{sh}, scalars...), ", "), comment)
+	fmt.Fprintf(&e.sb, "  const %s t%d = %s(%s);  // %s\n", outType(fname), id, fname, strings.Join(append([]string{sh}, scalars...), ", "), comment)
 	e.tuple[id] = func(c int) string { return fmt.Sprintf("t%d.v[%d]", id, fs.index(c)) }
 }
 

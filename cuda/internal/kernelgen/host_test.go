@@ -394,7 +394,7 @@ func TestSourceDeterministic(t *testing.T) {
 		t.Errorf("two generations of the same programs differ")
 	}
 	for _, n := range n1 {
-		if c := strings.Count(s1, "struct "+OutType(n)+" {"); c != 1 {
+		if c := strings.Count(s1, "struct "+outType(n)+" {"); c != 1 {
 			t.Errorf("function %s defined %d times", n, c)
 		}
 	}
@@ -420,8 +420,8 @@ func TestSourceCalls(t *testing.T) {
 		got  int
 		want int
 	}{
-		{"definitions of the field", strings.Count(code, "struct "+OutType(fname)+" {"), 1},
-		{"definitions of the nested callee", strings.Count(code, "struct "+OutType(cname)+" {"), 1},
+		{"definitions of the field", strings.Count(code, "struct "+outType(fname)+" {"), 1},
+		{"definitions of the nested callee", strings.Count(code, "struct "+outType(cname)+" {"), 1},
 		{"calls of the field", strings.Count(code, " = "+fname+"("), 8},
 		{"calls of the field with gs_sh + 1", strings.Count(code, " = "+fname+"(gs_sh + 1, "), 4},
 		{"calls of the nested callee", strings.Count(code, " = "+cname+"(gs_sh, "), 2},
@@ -430,11 +430,11 @@ func TestSourceCalls(t *testing.T) {
 			t.Errorf("%s: %d, want %d", tc.what, tc.got, tc.want)
 		}
 	}
-	if strings.Index(code, "struct "+OutType(cname)) > strings.Index(code, "struct "+OutType(fname)) ||
-		strings.Index(code, "struct "+OutType(fname)) > strings.Index(code, "// program rk4") {
+	if strings.Index(code, "struct "+outType(cname)) > strings.Index(code, "struct "+outType(fname)) ||
+		strings.Index(code, "struct "+outType(fname)) > strings.Index(code, "// program rk4") {
 		t.Errorf("a callee is defined after its caller")
 	}
-	if !strings.Contains(code, "GS_CALLEE "+OutType(fname)+" "+fname+"(") {
+	if !strings.Contains(code, "GS_CALLEE "+outType(fname)+" "+fname+"(") {
 		t.Errorf("the field is not a GS_CALLEE function")
 	}
 }
@@ -547,11 +547,11 @@ func TestCommentOf(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"v12 = Mul v3 v7", "v12 = Mul v3 v7"},
 		{"a\nb", "a b"},
-		{long, long[:strings.LastIndexByte(long[:MaxComment], ' ')] + " …"},
-		{runes, strings.Repeat("⁺", MaxComment/len("⁺")) + " …"},
+		{long, long[:strings.LastIndexByte(long[:maxComment], ' ')] + " …"},
+		{runes, strings.Repeat("⁺", maxComment/len("⁺")) + " …"},
 	} {
-		got := CommentOf(c.in)
-		if got != c.want || !utf8.ValidString(got) || len(got) > MaxComment+len(" …") {
+		got := commentOf(c.in)
+		if got != c.want || !utf8.ValidString(got) || len(got) > maxComment+len(" …") {
 			t.Errorf("commentOf(%.20q…) = %q, want %q", c.in, got, c.want)
 		}
 	}

@@ -75,9 +75,9 @@ const LaneWidth = 32
 type laneArgKind uint8
 
 const (
-	LaneCommon  laneArgKind = iota // the same value for every element
-	LaneShared                     // shared input base + stride·e
-	LaneAligned                    // element e of another vector
+	laneCommon  laneArgKind = iota // the same value for every element
+	laneShared                     // shared input base + stride·e
+	laneAligned                    // element e of another vector
 )
 
 // laneArg says where element e of a vector reads one argument.
@@ -144,11 +144,11 @@ func vectorizable(p *tape.Program, v *tape.Value) bool {
 	return true
 }
 
-// PlanLanes finds the vectors of p; shIndex[k] is input k's index among
+// planLanes finds the vectors of p; shIndex[k] is input k's index among
 // the shared inputs, or -1. It seeds vectors of values alike but for
 // their shared arguments (seed), then grows vectors of values that read
 // the elements of others (propagate).
-func PlanLanes(p *tape.Program, shIndex []int) *lanePlan {
+func planLanes(p *tape.Program, shIndex []int) *lanePlan {
 	lp := &lanePlan{vec: make([]int32, len(p.Values)), el: make([]uint8, len(p.Values))}
 	pl := &lanePlanner{p: p, shIndex: shIndex, lp: lp}
 	for _, j := range shIndex {
@@ -159,7 +159,7 @@ func PlanLanes(p *tape.Program, shIndex []int) *lanePlan {
 	return lp
 }
 
-// lanePlanner finds the vectors of one program (PlanLanes).
+// lanePlanner finds the vectors of one program (planLanes).
 type lanePlanner struct {
 	p       *tape.Program
 	shIndex []int
@@ -311,14 +311,14 @@ func (pl *lanePlanner) seedRuns(ids []tape.ID) {
 		}
 		args := make([]laneArg, len(v0.Args))
 		for q, a := range v0.Args {
-			args[q] = laneArg{Kind: LaneCommon, Id: a}
+			args[q] = laneArg{Kind: laneCommon, Id: a}
 		}
 		for _, q := range pos {
 			base, stride, ok := pl.fitShared(run, q)
 			if !ok {
 				return
 			}
-			args[q] = laneArg{Kind: LaneShared, Base: base, Stride: stride}
+			args[q] = laneArg{Kind: laneShared, Base: base, Stride: stride}
 		}
 		pl.add(append([]tape.ID(nil), run...), v0, args)
 	}
@@ -431,15 +431,15 @@ func (pl *lanePlanner) buckets(cands []tape.ID) []*laneBucket {
 				qb, eb, okb := lp.In(b)
 				if _, sh := pl.shared(b); sh {
 					pl.sb.WriteString(",S")
-					args[q] = laneArg{Kind: LaneShared}
+					args[q] = laneArg{Kind: laneShared}
 				} else if okb && eb == ec {
 					pl.sb.WriteString(",A")
 					pl.sb.WriteString(strconv.Itoa(qb))
-					args[q] = laneArg{Kind: LaneAligned, Vec: qb}
+					args[q] = laneArg{Kind: laneAligned, Vec: qb}
 				} else {
 					pl.sb.WriteString(",R")
 					pl.sb.WriteString(strconv.Itoa(int(b)))
-					args[q] = laneArg{Kind: LaneCommon, Id: b}
+					args[q] = laneArg{Kind: laneCommon, Id: b}
 				}
 			}
 			bk := buckets[pl.sb.String()]
@@ -494,7 +494,7 @@ func (pl *lanePlanner) form(bk *laneBucket) (int, bool) {
 	}
 	args := append([]laneArg(nil), bk.args...)
 	for q := range args {
-		if args[q].Kind == LaneShared {
+		if args[q].Kind == laneShared {
 			base, stride, fit := pl.fitShared(ids, q)
 			if !fit {
 				return 0, false
@@ -505,21 +505,21 @@ func (pl *lanePlanner) form(bk *laneBucket) (int, bool) {
 	return pl.add(ids, v0, args), true
 }
 
-// LaneNode is a unit of emission in lanes mode: a vector (vec >= 0) or a
+// laneNode is a unit of emission in lanes mode: a vector (vec >= 0) or a
 // replicated value.
-type LaneNode struct {
+type laneNode struct {
 	Vec int
 	Id  tape.ID
 }
 
-// LaneOrder returns the order in which to emit the live values of p
+// laneOrder returns the order in which to emit the live values of p
 // (live[id]) in lanes mode: every vector as one node, placed after the
 // nodes of all its elements' arguments and before any use of an element;
 // ties go to the lowest value. A vector with a live element is live as a
 // whole (its holes compute what nobody reads), so liveness is extended to
 // its arguments first. It returns false if the vectors' dependencies form
 // a cycle.
-func LaneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]LaneNode, bool) {
+func laneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]laneNode, bool) {
 	// Extend liveness through whole vectors: an element made live may be
 	// later in the program than the value that made it so, hence a work
 	// list rather than one backward pass.
@@ -554,7 +554,7 @@ func LaneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]LaneNode, bool) {
 	}
 	// Nodes: replicated live values, live vectors.
 	node := make([]int, len(p.Values)) // value -> node index
-	var nodes []LaneNode
+	var nodes []laneNode
 	var key []tape.ID // lowest value of each node
 	vnode := make([]int, len(lp.Vecs))
 	for q := range vnode {
@@ -568,14 +568,14 @@ func LaneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]LaneNode, bool) {
 		if q, _, ok := lp.In(tape.ID(i)); ok {
 			if vnode[q] < 0 {
 				vnode[q] = len(nodes)
-				nodes = append(nodes, LaneNode{Vec: q, Id: tape.ID(i)})
+				nodes = append(nodes, laneNode{Vec: q, Id: tape.ID(i)})
 				key = append(key, tape.ID(i))
 			}
 			node[i] = vnode[q]
 			continue
 		}
 		node[i] = len(nodes)
-		nodes = append(nodes, LaneNode{Vec: -1, Id: tape.ID(i)})
+		nodes = append(nodes, laneNode{Vec: -1, Id: tape.ID(i)})
 		key = append(key, tape.ID(i))
 	}
 	deps := make([][]int, len(nodes))
@@ -598,7 +598,7 @@ func LaneOrder(p *tape.Program, lp *lanePlan, live []bool) ([]LaneNode, bool) {
 			heap.Push(h, n)
 		}
 	}
-	out := make([]LaneNode, 0, len(nodes))
+	out := make([]laneNode, 0, len(nodes))
 	for h.Len() > 0 {
 		n := heap.Pop(h).(int)
 		out = append(out, nodes[n])
@@ -651,23 +651,23 @@ func padIndex(base, stride, w int) string {
 // order returns the nodes to emit: in lanes mode the vectors and the
 // replicated values in dependency order (laneOrder); otherwise the live
 // values in program order.
-func (e *emitter) order(live []bool) ([]LaneNode, error) {
+func (e *emitter) order(live []bool) ([]laneNode, error) {
 	p := e.p
 	if e.src.Lanes {
-		e.lp = PlanLanes(p, e.shIndex)
+		e.lp = planLanes(p, e.shIndex)
 		e.bcast = make(map[tape.ID]bool)
 		if len(e.lp.Vecs) > 0 {
-			if order, ok := LaneOrder(p, e.lp, live); ok {
+			if order, ok := laneOrder(p, e.lp, live); ok {
 				return order, nil
 			}
 			// A cycle between vectors: every value replicated.
 			e.lp = &lanePlan{vec: make([]int32, len(p.Values)), el: make([]uint8, len(p.Values))}
 		}
 	}
-	var order []LaneNode
+	var order []laneNode
 	for i := range p.Values {
 		if live[i] {
-			order = append(order, LaneNode{Vec: -1, Id: tape.ID(i)})
+			order = append(order, laneNode{Vec: -1, Id: tape.ID(i)})
 		}
 	}
 	return order, nil
@@ -685,7 +685,7 @@ func (e *emitter) vector(q int, lines []string) {
 			break
 		}
 	}
-	comment := CommentOf(lines[first])
+	comment := commentOf(lines[first])
 	if e.src.Tile {
 		switch done, acc := e.tileProducts(q, comment); {
 		case done && acc:
@@ -700,18 +700,18 @@ func (e *emitter) vector(q int, lines []string) {
 		}
 	}
 	for _, a := range v.Args {
-		if a.Kind == LaneCommon {
+		if a.Kind == laneCommon {
 			e.need(a.Id)
 		}
 	}
 	args := make([]string, len(v.Args))
 	for k, a := range v.Args {
 		switch a.Kind {
-		case LaneCommon:
+		case laneCommon:
 			args[k] = e.ref(a.Id)
-		case LaneShared:
+		case laneShared:
 			args[k] = "gs_sh[" + padIndex(a.Base, a.Stride, w) + "]"
-		case LaneAligned:
+		case laneAligned:
 			args[k] = fmt.Sprintf("GS_EL(u%d)", a.Vec)
 		}
 	}
@@ -844,7 +844,7 @@ func useLanes(sp *StepPrograms) bool {
 					total++
 				}
 			}
-			inVec += PlanLanes(f, SharedIndex(f)).Elements()
+			inVec += planLanes(f, sharedIndex(f)).Elements()
 		}
 	}
 	walk(sp.Rev)

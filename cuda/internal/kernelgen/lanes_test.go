@@ -71,8 +71,8 @@ func TestPlanLanes(t *testing.T) {
 	for _, sizes := range [][]int{{2, 32, 32, 2}, {3, 40, 33, 2}, {4, 16, 4}} {
 		f, vjp := wideMLP(t, sizes)
 		for _, p := range []*tape.Program{f, vjp} {
-			sh := SharedIndex(p)
-			lp := PlanLanes(p, sh)
+			sh := sharedIndex(p)
+			lp := planLanes(p, sh)
 			computed := 0
 			for _, v := range p.Values {
 				if v.Op != ops.OpInput && v.Op != ops.OpConst {
@@ -97,15 +97,15 @@ func TestPlanLanes(t *testing.T) {
 					for k, a := range v.Args {
 						arg := pv.Args[k]
 						switch a.Kind {
-						case LaneCommon:
+						case laneCommon:
 							if arg != a.Id {
 								t.Fatalf("%s: vector %d element %d argument %d is v%d, want common v%d", p.Name, q, e, k, arg, a.Id)
 							}
-						case LaneShared:
+						case laneShared:
 							if av := p.Values[arg]; av.Op != ops.OpInput || sh[int(av.Aux)] != a.Base+a.Stride*e {
 								t.Fatalf("%s: vector %d element %d argument %d is not shared input %d", p.Name, q, e, k, a.Base+a.Stride*e)
 							}
-						case LaneAligned:
+						case laneAligned:
 							if qa, ea, ok := lp.In(arg); !ok || qa != a.Vec || ea != e {
 								t.Fatalf("%s: vector %d element %d argument %d is not element %d of vector %d", p.Name, q, e, k, e, a.Vec)
 							}
@@ -124,12 +124,12 @@ func TestPlanLanes(t *testing.T) {
 					}
 				}
 			}
-			order, ok := LaneOrder(p, lp, live)
+			order, ok := laneOrder(p, lp, live)
 			if !ok {
 				t.Fatalf("%s: vectors form a cycle", p.Name)
 			}
 			done := make([]bool, len(p.Values))
-			mark := func(nd LaneNode) []tape.ID {
+			mark := func(nd laneNode) []tape.ID {
 				if nd.Vec < 0 {
 					return []tape.ID{nd.Id}
 				}

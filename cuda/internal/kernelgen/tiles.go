@@ -61,7 +61,7 @@ func (e *emitter) tileDotOf(q int) (tileDot, bool) {
 	td := tileDot{k: k, x: -1}
 	for j := 0; j < k; j++ {
 		a := v.Args[j]
-		if a.Kind != LaneShared {
+		if a.Kind != laneShared {
 			return tileDot{}, false
 		}
 		switch j {
@@ -82,7 +82,7 @@ func (e *emitter) tileDotOf(q int) (tileDot, bool) {
 	fromVec := true
 	for j := 0; j < k; j++ {
 		a := v.Args[k+j]
-		if a.Kind != LaneCommon {
+		if a.Kind != laneCommon {
 			return tileDot{}, false
 		}
 		td.xs = append(td.xs, a.Id)
@@ -100,9 +100,9 @@ func (e *emitter) tileDotOf(q int) (tileDot, bool) {
 		td.x = -1
 	}
 	switch b := v.Args[2*k]; {
-	case b.Kind == LaneShared:
+	case b.Kind == laneShared:
 		td.bb, td.bs = b.Base, b.Stride
-	case b.Kind == LaneCommon && e.p.Values[b.Id].Op == ops.OpConst && e.p.Values[b.Id].Aux == 0:
+	case b.Kind == laneCommon && e.p.Values[b.Id].Op == ops.OpConst && e.p.Values[b.Id].Aux == 0:
 		td.bb = -1
 	default:
 		return tileDot{}, false
@@ -273,7 +273,7 @@ func hasVectors(p *tape.Program) bool {
 	if p == nil {
 		return false
 	}
-	if PlanLanes(p, SharedIndex(p)).Elements() > 0 {
+	if planLanes(p, sharedIndex(p)).Elements() > 0 {
 		return true
 	}
 	for _, f := range p.Funcs {
@@ -485,7 +485,7 @@ func (e *emitter) planTiles() *tilePlan {
 			return nil, nil, false
 		}
 		for _, a := range v.Args {
-			if a.Kind != LaneAligned || !feeds(a.Vec, q) {
+			if a.Kind != laneAligned || !feeds(a.Vec, q) {
 				return nil, nil, false
 			}
 			if _, _, ok := e.tileProduct(a.Vec); ok {
@@ -545,7 +545,7 @@ func (e *emitter) planTiles() *tilePlan {
 			continue
 		}
 		a, b := e.outerArgs(q)
-		if a.Kind != LaneAligned || b.Kind != LaneCommon || len(v.Ids) < 2 {
+		if a.Kind != laneAligned || b.Kind != laneCommon || len(v.Ids) < 2 {
 			continue
 		}
 		var js []int
@@ -659,7 +659,7 @@ func (e *emitter) planTiles() *tilePlan {
 // one second.
 func (e *emitter) outerArgs(q int) (x, c laneArg) {
 	a, b := e.lp.Vecs[q].Args[0], e.lp.Vecs[q].Args[1]
-	if a.Kind == LaneCommon {
+	if a.Kind == laneCommon {
 		a, b = b, a
 	}
 	return a, b
@@ -829,7 +829,7 @@ func (e *emitter) tileProduct(q int) (sh, c laneArg, ok bool) {
 		return laneArg{}, laneArg{}, false
 	}
 	a, b := e.outerArgs(q)
-	return a, b, a.Kind == LaneShared && b.Kind == LaneCommon
+	return a, b, a.Kind == laneShared && b.Kind == laneCommon
 }
 
 // rowOf returns the vector and element of value c, or -1, -1 for a
