@@ -521,7 +521,7 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 // numTiles returns the number of tiles of scan.TileSize trajectories of n.
 func numTiles(n int) int { return (n + scan.TileSize - 1) / scan.TileSize }
 
-// Argument words of the kernel (struct gs_args of engine.cuh), in order,
+// Argument words of the kernel (struct gs_args of kernel.cuh), in order,
 // which is also the order of its arrays in the arena.
 const (
 	argN = iota
@@ -823,6 +823,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	defer ex.giveStaging(down)
 	// The inputs, the kernel and the results in one batch: one hand-over
 	// to the device's goroutine.
+	// The clock is taken and given back outside the batch: making or
+	// freeing one is a call of the device's own.
+	c, err := ex.takeClock()
+	if err != nil {
+		return nil, err
+	}
+	defer ex.giveClock(c)
 	var dt time.Duration
 	err = ex.be.batch(func(q queue) error {
 		r.q = q
@@ -831,7 +838,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return err
 		}
 		var err error
-		if dt, err = r.launchKernel(ar, n, rows, &l); err != nil {
+		if dt, err = r.launchKernel(ar, n, rows, &l, c); err != nil {
 			return err
 		}
 		return r.read(down, ar.addr+uint64(outLo))
@@ -954,9 +961,10 @@ func (r *run) upload(up []byte, ar *arena, n, rows int, l *layout, zeroGS bool) 
 	return nil
 }
 
-// launchKernel launches the kernel over n trajectories (rows record rows each) on
-// the arena ar in layout l and returns its device time.
-func (r *run) launchKernel(ar *arena, n, rows int, l *layout) (time.Duration, error) {
+// launchKernel launches the kernel over n trajectories (rows record rows
+// each) on the arena ar in layout l and returns its device time: timed by
+// c in the run's batch, else by the backend's launch.
+func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) (time.Duration, error) {
 	args := r.kernelArgs(ar, n, rows, l)
 	threads, bt, shmem := r.launchShape(n)
 	if r.q == nil {
@@ -966,11 +974,6 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout) (time.Duration, er
 		}
 		return dt, nil
 	}
-	c, err := r.ex.takeClock()
-	if err != nil {
-		return 0, err
-	}
-	defer r.ex.giveClock(c)
 	q := r.q
 	if err := q.mark(c, false); err != nil {
 		return 0, err
@@ -1466,7 +1469,7 @@ func f64bytes(x []float64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 8*len(x))
 }
 
-// Kernel flags (GS_FLAG_* of engine.cuh).
+// Kernel flags (GS_FLAG_* of kernel.cuh).
 const (
 	flagStiff    = 1
 	flagOverflow = 2

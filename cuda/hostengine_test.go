@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -119,6 +120,8 @@ type hostBackend struct {
 	host     map[*byte]int64
 	hostErr  error
 	hostGets int
+	// batching holds the goroutines inside a batch (goid).
+	batching sync.Map
 	// launched is the time the enqueued launches took, for clocks.
 	launched time.Duration
 }
@@ -160,6 +163,7 @@ func (*hostKernel) maxBlock() int { return 0 }
 const hostAddrBits = 40
 
 func (b *hostBackend) compile(src, name string) (backendKernel, error) {
+	b.direct("compile")
 	cc, err := exec.LookPath("g++")
 	if err != nil {
 		return nil, fmt.Errorf("host backend: %w", err)
@@ -214,6 +218,7 @@ func (b *hostBackend) compile(src, name string) (backendKernel, error) {
 }
 
 func (b *hostBackend) alloc(n int64) (uint64, error) {
+	b.direct("alloc")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > b.total {
@@ -227,6 +232,7 @@ func (b *hostBackend) alloc(n int64) (uint64, error) {
 }
 
 func (b *hostBackend) free(addr uint64) error {
+	b.direct("free")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m, ok := b.mem[addr]
@@ -246,7 +252,7 @@ func (b *hostBackend) at(addr uint64) ([]byte, uint64, uint64) {
 	return b.mem[base], base, addr - base
 }
 
-func (b *hostBackend) write(addr uint64, src []byte) error {
+func (b *hostBackend) writeRaw(addr uint64, src []byte) error {
 	m, _, off := b.at(addr)
 	if m == nil || off+uint64(len(src)) > uint64(len(m)) {
 		return fmt.Errorf("host backend: write out of bounds")
@@ -255,7 +261,7 @@ func (b *hostBackend) write(addr uint64, src []byte) error {
 	return nil
 }
 
-func (b *hostBackend) read(dst []byte, addr uint64) error {
+func (b *hostBackend) readRaw(dst []byte, addr uint64) error {
 	m, _, off := b.at(addr)
 	if m == nil || off+uint64(len(dst)) > uint64(len(m)) {
 		return fmt.Errorf("host backend: read out of bounds")
@@ -264,7 +270,7 @@ func (b *hostBackend) read(dst []byte, addr uint64) error {
 	return nil
 }
 
-func (b *hostBackend) zero(addr uint64, n int64) error {
+func (b *hostBackend) zeroRaw(addr uint64, n int64) error {
 	m, _, off := b.at(addr)
 	if m == nil || off+uint64(n) > uint64(len(m)) {
 		return fmt.Errorf("host backend: zero out of bounds")
@@ -277,6 +283,7 @@ func (b *hostBackend) zero(addr uint64, n int64) error {
 // and keeps count, so that the tests see the executor give every buffer
 // it drops back once.
 func (b *hostBackend) hostAlloc(n int64) []byte {
+	b.direct("hostAlloc")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := make([]byte, n)
@@ -289,6 +296,7 @@ func (b *hostBackend) hostAlloc(n int64) []byte {
 }
 
 func (b *hostBackend) hostFree(m []byte) {
+	b.direct("hostFree")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	p := &m[:1][0]
@@ -311,12 +319,70 @@ func (b *hostBackend) hostHeld() (bufs int, bytes int64, gets int, err error) {
 	return bufs, bytes, b.hostGets, b.hostErr
 }
 
-// The host backend is its own queue: its copies and launches are
-// synchronous.
-func (b *hostBackend) batch(f func(q queue) error) error { return f(b) }
+// The host backend's copies and launches are synchronous. A batch runs on
+// the caller's goroutine; a call of the backend's own methods from inside
+// one panics, as on a GPU it would wait forever for the device's
+// goroutine (which runs the batch).
+func (b *hostBackend) batch(f func(q queue) error) error {
+	b.direct("batch")
+	id := goid()
+	b.batching.Store(id, true)
+	defer b.batching.Delete(id)
+	return f(hostQueue{b})
+}
 
-func (b *hostBackend) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
-	dt, err := b.launch(bk, threads, block, shmem, args)
+// direct panics if the calling goroutine is inside a batch of b.
+func (b *hostBackend) direct(call string) {
+	if _, in := b.batching.Load(goid()); in {
+		panic("host backend: " + call + " called inside a batch (on a GPU: a deadlock)")
+	}
+}
+
+// goid returns the calling goroutine's id, from its stack header.
+func goid() uint64 {
+	var buf [64]byte
+	s := buf[:runtime.Stack(buf[:], false)]
+	s = bytes.TrimPrefix(s, []byte("goroutine "))
+	var id uint64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = 10*id + uint64(c-'0')
+	}
+	return id
+}
+
+func (b *hostBackend) write(addr uint64, src []byte) error {
+	b.direct("write")
+	return b.writeRaw(addr, src)
+}
+
+func (b *hostBackend) read(dst []byte, addr uint64) error {
+	b.direct("read")
+	return b.readRaw(dst, addr)
+}
+
+func (b *hostBackend) zero(addr uint64, n int64) error {
+	b.direct("zero")
+	return b.zeroRaw(addr, n)
+}
+
+func (b *hostBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
+	b.direct("launch")
+	return b.launchRaw(bk, threads, block, shmem, args)
+}
+
+// hostQueue is the queue of a host batch.
+type hostQueue struct{ b *hostBackend }
+
+func (q hostQueue) write(addr uint64, src []byte) error { return q.b.writeRaw(addr, src) }
+func (q hostQueue) read(dst []byte, addr uint64) error  { return q.b.readRaw(dst, addr) }
+func (q hostQueue) zero(addr uint64, n int64) error     { return q.b.zeroRaw(addr, n) }
+
+func (q hostQueue) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
+	b := q.b
+	dt, err := b.launchRaw(bk, threads, block, shmem, args)
 	b.mu.Lock()
 	b.launched += dt
 	b.mu.Unlock()
@@ -328,9 +394,13 @@ type hostClock struct{ at, dt time.Duration }
 
 func (*hostClock) free() {}
 
-func (b *hostBackend) newClock() (clock, error) { return &hostClock{}, nil }
+func (b *hostBackend) newClock() (clock, error) {
+	b.direct("newClock")
+	return &hostClock{}, nil
+}
 
-func (b *hostBackend) mark(c clock, end bool) error {
+func (q hostQueue) mark(c clock, end bool) error {
+	b := q.b
 	hc := c.(*hostClock)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -342,9 +412,10 @@ func (b *hostBackend) mark(c clock, end bool) error {
 	return nil
 }
 
-func (b *hostBackend) elapsed(c clock) (time.Duration, error) { return c.(*hostClock).dt, nil }
+func (q hostQueue) elapsed(c clock) (time.Duration, error) { return c.(*hostClock).dt, nil }
 
-func (b *hostBackend) copyDevice(dst, src uint64, n int64) error {
+func (q hostQueue) copyDevice(dst, src uint64, n int64) error {
+	b := q.b
 	ms, _, so := b.at(src)
 	md, _, do := b.at(dst)
 	if ms == nil || md == nil || so+uint64(n) > uint64(len(ms)) || do+uint64(n) > uint64(len(md)) {
@@ -359,12 +430,13 @@ func (b *hostBackend) sms() int { return 0 }
 func (b *hostBackend) sharedLimit() int { return maxShared }
 
 func (b *hostBackend) memFree() (int64, error) {
+	b.direct("memFree")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.total - b.used, nil
 }
 
-func (b *hostBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
+func (b *hostBackend) launchRaw(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
 	k := bk.(*hostKernel)
 	if len(args) != k.words {
 		return 0, fmt.Errorf("host backend: %d argument words, want %d", len(args), k.words)

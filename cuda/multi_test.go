@@ -50,16 +50,20 @@ func (f *fakeDevice) launch(k backendKernel, threads, block, shmem int, args []u
 }
 
 // batch runs f on a queue whose launches fail as launch does.
-func (f *fakeDevice) batch(fn func(q queue) error) error { return fn(fakeQueue{f.hostBackend, f}) }
+func (f *fakeDevice) batch(fn func(q queue) error) error {
+	return f.hostBackend.batch(func(q queue) error { return fn(fakeQueue{q.(hostQueue), f}) })
+}
 
 type fakeQueue struct {
-	*hostBackend
+	hostQueue
 	f *fakeDevice
 }
 
 func (q fakeQueue) enqueue(k backendKernel, threads, block, shmem int, args []uint64) error {
-	_, err := q.f.launch(k, threads, block, shmem, args)
-	return err
+	if q.f.fail != nil {
+		return q.f.fail
+	}
+	return q.hostQueue.enqueue(k, threads, block, shmem, args)
 }
 
 // fakeMulti returns a MultiEngine called name in precision prec on fake
