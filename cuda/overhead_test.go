@@ -56,7 +56,9 @@ func (b nullBackend) launch(bk backendKernel, threads, block, shmem int, args []
 
 // batch runs f on a queue whose launches do nothing: the null engine's
 // kernels do no work.
-func (b nullBackend) batch(f func(q queue) error) error { return f(nullQueue{hostQueue{b.hostBackend}}) }
+func (b nullBackend) batch(f func(q queue) error) error {
+	return f(nullQueue{hostQueue{b.hostBackend}})
+}
 
 type nullQueue struct{ hostQueue }
 
