@@ -673,6 +673,11 @@ func (l *layout) region(first, last int) (lo, hi int64) {
 // device's free memory (and Job.MemoryLimit, if set), else a multiple of
 // 32 that does.
 func (r *run) chunk(m, rows int) (int, error) {
+	if size := r.layout(m, rows).size; size <= r.ex.spareSize() && (r.j.MemoryLimit <= 0 || size <= r.j.MemoryLimit) {
+		// The kept arena holds the whole pass: no need to ask the device
+		// (a call of the driver's of its own, tens of microseconds).
+		return m, nil
+	}
 	free, err := r.ex.be.memFree()
 	if err != nil {
 		return 0, err
@@ -810,7 +815,6 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
-	clear(up) // as a new buffer: regions a kernel does not fill stay zero
 	r.fill(up, g, &l)
 	if hinAt >= 0 {
 		// Before the batch: a large mesh goes up through the chunk
@@ -872,8 +876,11 @@ func (r *run) fill(up []byte, g []int, l *layout) {
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
 	iv := func(buf []byte, base int64, a int) []int32 { return int32s(buf, l.off[a]-base, l.bytes[a]) }
 
-	// Inputs, step-major.
+	// Inputs, step-major. Fill writes every input array whole but the
+	// shared block in lanes mode, padded: its gaps are cleared (a staging
+	// buffer holds what an earlier launch left).
 	sh := rv(up, 0, argSh)
+	clear(up[l.off[argSh] : l.off[argSh]+l.bytes[argSh]])
 	if v.LanesGlobal {
 		kernelgen.LanesSharedBlock(sh.set, r.sharedBlock, r.ns)
 	} else {

@@ -382,6 +382,19 @@ func (b *hostWorkBackend) launch(backendKernel, int, int, int, []uint64) (time.D
 	return 0, nil
 }
 
+// batch runs f on a queue that, like the backend, moves nothing.
+func (b *hostWorkBackend) batch(f func(q queue) error) error { return f(hostWorkQueue{}) }
+
+type hostWorkQueue struct{}
+
+func (hostWorkQueue) write(uint64, []byte) error                           { return nil }
+func (hostWorkQueue) read([]byte, uint64) error                            { return nil }
+func (hostWorkQueue) zero(uint64, int64) error                             { return nil }
+func (hostWorkQueue) copyDevice(uint64, uint64, int64) error               { return nil }
+func (hostWorkQueue) enqueue(backendKernel, int, int, int, []uint64) error { return nil }
+func (hostWorkQueue) mark(clock, bool) error                               { return nil }
+func (hostWorkQueue) elapsed(clock) (time.Duration, error)                 { return 0, nil }
+
 var hostWork = &Engine{name: "cuda-hostwork", prec: Float64, be: &hostWorkBackend{nullBackend: nullBackend{newHostBackend(1 << 50)}}}
 
 func init() { ode.Register(hostWork) }

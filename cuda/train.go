@@ -221,7 +221,6 @@ func (t *trainer) arena(rows int, stage bool) error {
 	}
 	if stage {
 		up := ex.takeStaging(inHi)
-		clear(up)
 		err = r.stage(up, ar, ex.identity(t.n), rows, &l, false)
 		ex.giveStaging(up)
 	} else {
