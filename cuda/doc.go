@@ -73,6 +73,24 @@
 // gradient stops a trajectory where the stiffness test of an explicit
 // method fires (ode.Job.StopOnStiff), as the CPU engine does.
 //
+// # Fits stay on the device
+//
+// The single-GPU float64 engines implement ode.TrainExecutor: a fit
+// (package fit, ode.Solver.NewTrainer) keeps its fitted values, the
+// gradient with respect to them, the optimiser's moments, the best values
+// and the loss's reduction in device memory, beside the kernel's arena,
+// whose inputs the training kernels (train.cuh) update in place. A step is
+// two batches: the gradient with its record and the reductions (loss,
+// each fit's gradient norm, the checks of every trajectory; sums in a
+// fixed order, so a step does not depend on timing), then the optimiser's
+// rule (optim.Rule, with the optimiser's own arithmetic: the values and
+// moments are its Step's bit for bit on the same gradient) and the
+// writing of x into the inputs. Only the loss, the gradient norm and a few
+// counts come back. A step whose trajectories fail, or whose update makes
+// values non-finite, is handed back to the host (fit.Settings.OnHost
+// documents the rules). A job that does not fit one launch, float32 and
+// cuda-multi keep the fit on the host.
+//
 // # Costs
 //
 // A whole call costs its kernels' time, the transfer of the bytes that
@@ -80,8 +98,9 @@
 // cores; a resident mesh does not move; host meshes over 32 MiB in two
 // pipelined chunks), the host's work on the per-trajectory results (of
 // the order of the kernel's time and more at millions of trajectories),
-// and a fixed latency
-// of launches and synchronisation; the first call of a kind of operation
+// and a fixed latency of launches and synchronisation: a launch's copies,
+// kernel and reads go to the device's goroutine as one batch
+// (driver.Device.Batch), one hand-over of an OS thread per launch; the first call of a kind of operation
 // adds NVRTC's compile time (seconds, a file read once cached). The
 // memory an executor keeps between operations goes back when its Solver
 // is no longer reachable. Results of a Solver.Grad with a Gradient passed

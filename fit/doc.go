@@ -40,6 +40,24 @@
 // always evaluated on a freshly recorded mesh, so the policies compare
 // fairly.
 //
+// # On a GPU engine the fit stays on the device
+//
+// On an engine that can hold a fit in its memory (ode.Trainer: package
+// cuda's float64 single-GPU engines), Run keeps x, the gradient, the
+// optimiser's moments, the best values and the loss's reduction there by
+// default: a step is the gradient with a fresh record, the reductions and
+// the optimiser's rule (optim.Ruled: Adam, AdamW, SGD) applied on the
+// device, and only the loss and the gradient norm come back (X, Grad and
+// FitNorms too when a Callback is set; Step.Gradient is then nil). The
+// losses, values and optimiser state are those of the host loop to
+// rounding, and a resumed device fit is the uninterrupted one bit for
+// bit. The host takes over from the step at which a trajectory fails or
+// an update makes values non-finite, with the state the engine reached,
+// and a run with Remesh other than every step, a Reg term, an optimiser
+// outside package optim or failed fits runs on the host throughout;
+// Settings.OnHost asks for the host loop, and Result.DeviceSteps and
+// DeviceNote say what ran where.
+//
 // # Independent fits are isolated
 //
 // With Fits > 1 the fits share one solver call per step but not their
