@@ -339,14 +339,7 @@ func TestMultiFit(t *testing.T) {
 	}
 	p := c.prob
 	p.Shared = []float64{9, 2.5}
-	loss := ode.Loss{Name: "fit-mse", Data: sol.Y, DataDim: 3, Mean: true,
-		F: func(y, _, data []tape.V) tape.V {
-			l := y[0].Sub(data[0]).Square()
-			for k := 1; k < 3; k++ {
-				l = l.Add(y[k].Sub(data[k]).Square())
-			}
-			return l
-		}}
+	loss := fitMSE(sol.Y)
 	var runs []*fit.Result
 	for _, engine := range []string{"cuda-multi-host1", "cuda-multi-host3"} {
 		set := c.set

@@ -136,7 +136,14 @@ func lorenzFits(n, fits int, vars fit.Vars) fit.Problem {
 	for i := range p.P {
 		p.P[i] = p.P[i/per*per]
 	}
-	loss := ode.Loss{Name: "fit-mse", Data: sol.Y, DataDim: 3, Mean: true,
+	loss := fitMSE(sol.Y)
+	return fit.Problem{ODE: p, Loss: loss, Vars: vars, Fits: fits}
+}
+
+// fitMSE is the mean squared distance of the final states (Dim 3) from
+// the rows of data.
+func fitMSE(data []float64) ode.Loss {
+	return ode.Loss{Name: "fit-mse", Data: data, DataDim: 3, Mean: true,
 		F: func(y, _, data []tape.V) tape.V {
 			l := y[0].Sub(data[0]).Square()
 			for k := 1; k < 3; k++ {
@@ -144,7 +151,6 @@ func lorenzFits(n, fits int, vars fit.Vars) fit.Problem {
 			}
 			return l
 		}}
-	return fit.Problem{ODE: p, Loss: loss, Vars: vars, Fits: fits}
 }
 
 // near checks got against want entrywise to relative tolerance tol (of
