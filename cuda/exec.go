@@ -102,7 +102,7 @@ type kept struct {
 	// GPU), by their first byte: a buffer dropped from staging is given
 	// back to the backend.
 	hostMem map[*byte]bool
-	chunks  [2][]byte // buffers of be.hostAlloc of meshChunk bytes each
+	chunks  [2][]byte // buffers of be.hostAlloc of meshChunk() bytes each
 	clocks  []clock   // kernel timers, kept for the next launches (under the executor's mu)
 }
 
@@ -225,7 +225,7 @@ func (ex *executor) giveArena(a *arena) {
 // launches of a large ensemble stage hundreds of megabytes each. A new
 // one is the backend's host memory where it gives some (page-locked on a
 // GPU, so the copies through it run at the bus's speed) and n is at most
-// maxHostStaging, else Go memory.
+// maxStaging(), else Go memory.
 func (ex *executor) takeStaging(n int64) []byte {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
@@ -243,7 +243,7 @@ func (ex *executor) takeStaging(n int64) []byte {
 		ex.keep.staging = append(ex.keep.staging[:best], ex.keep.staging[best+1:]...)
 		return b[:n]
 	}
-	if n > 0 && n <= maxHostStaging {
+	if n > 0 && n <= ex.maxStaging() {
 		if b := ex.be.hostAlloc(n); b != nil {
 			if ex.keep.hostMem == nil {
 				ex.keep.hostMem = make(map[*byte]bool)
@@ -255,11 +255,18 @@ func (ex *executor) takeStaging(n int64) []byte {
 	return make([]byte, n)
 }
 
-// maxHostStaging is the largest staging buffer taken from the backend's
-// host memory (1 GiB): page-locked memory is taken from the whole
-// system, so a larger launch (tens of millions of trajectories at once)
-// stages in Go memory. A variable for the tests.
-var maxHostStaging int64 = 1 << 30
+// defaultMaxStaging is the largest staging buffer taken from the
+// backend's host memory (1 GiB; Tuning.maxStaging for the tests):
+// page-locked memory is taken from the whole system, so a larger launch
+// (tens of millions of trajectories at once) stages in Go memory.
+const defaultMaxStaging int64 = 1 << 30
+
+func (ex *executor) maxStaging() int64 {
+	if m := ex.tun.maxStaging; m > 0 {
+		return m
+	}
+	return defaultMaxStaging
+}
 
 // giveStaging keeps b for later launches (at most two buffers, the
 // largest); a buffer of the backend's that is dropped goes back to it.
@@ -422,7 +429,7 @@ func wholeTiles(idx []int, n int) []int {
 // rowsGuess returns the record buffer rows of a first pass: a little more
 // than the longest trajectory seen so far, or 128.
 func (ex *executor) rowsGuess(maxSteps int) int {
-	if t := int(testRows.Load()); t > 0 {
+	if t := ex.tun.firstRows; t > 0 {
 		return min(t, maxSteps)
 	}
 	r := 128
@@ -432,9 +439,7 @@ func (ex *executor) rowsGuess(maxSteps int) int {
 	return max(1, min(r, maxSteps))
 }
 
-// testRows, if positive, replaces the first guess of rowsGuess (tests
-// use it to make record buffers too short).
-var testRows atomic.Int64
+
 
 // notice records that a trajectory took rows accepted steps.
 func (ex *executor) notice(rows int) {
@@ -1353,10 +1358,17 @@ func (r *run) zero(addr uint64, n int64) error {
 	return r.ex.be.zero(addr, n)
 }
 
-// meshChunk is the size of each of the executor's two buffers through
-// which copyChunked moves meshes (32 MiB; a variable for the tests, read
-// when an executor takes its buffers and when a mesh is copied).
-var meshChunk = 32 << 20
+// defaultMeshChunk is the size of each of an executor's two buffers
+// through which copyChunked moves meshes (32 MiB; Tuning.meshChunk for
+// the tests).
+const defaultMeshChunk = 32 << 20
+
+func (ex *executor) meshChunk() int {
+	if c := ex.tun.meshChunk; c > 0 {
+		return c
+	}
+	return defaultMeshChunk
+}
 
 // copyChunked copies between the Go memory host and the device at addr
 // (to the device if toDevice) through the executor's two page-locked
@@ -1374,7 +1386,7 @@ func (r *run) copyChunked(host []byte, addr uint64, toDevice bool) (bool, error)
 	}
 	defer ex.chunkMu.Unlock()
 	if ex.keep.chunks[0] == nil && !ex.chunkNone {
-		a, b := ex.be.hostAlloc(int64(meshChunk)), ex.be.hostAlloc(int64(meshChunk))
+		a, b := ex.be.hostAlloc(int64(ex.meshChunk())), ex.be.hostAlloc(int64(ex.meshChunk()))
 		if a != nil && b != nil {
 			ex.keep.chunks = [2][]byte{a, b}
 		} else {
@@ -1457,7 +1469,7 @@ func (r *run) copyChunked(host []byte, addr uint64, toDevice bool) (bool, error)
 // at addr if toDevice, else back: through the chunk buffers where it is
 // larger than one (copyChunked), else directly.
 func (r *run) copyMesh(host []byte, addr uint64, toDevice bool) error {
-	if len(host) > meshChunk {
+	if len(host) > r.ex.meshChunk() {
 		if ok, err := r.copyChunked(host, addr, toDevice); ok {
 			return err
 		}

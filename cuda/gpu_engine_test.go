@@ -203,7 +203,9 @@ func testMeshChunks(t *testing.T, engine string, n int) {
 	c := lorenzCase(n, 1e-6)
 	set := c.set
 	set.Engine = engine
-	run := func() (*ode.Gradient, *ode.Gradient) {
+	run := func(chunk int) (*ode.Gradient, *ode.Gradient) {
+		set := set
+		set.Engine = tuned(t, engine, Tuning{meshChunk: chunk})
 		sv, err := ode.NewSolver(c.prob.Field, &set)
 		if err != nil {
 			t.Fatal(err)
@@ -221,14 +223,12 @@ func testMeshChunks(t *testing.T, engine string, n int) {
 		}
 		return rec, given
 	}
-	defer func(c int) { meshChunk = c }(meshChunk)
-	meshChunk = 1 << 40 // direct copies
-	wantRec, wantGiven := run()
-	meshChunk = 4 << 10
-	if b := 8 * len(wantRec.Mesh.H); b < 4*meshChunk {
-		t.Fatalf("the mesh has %d bytes: want several chunks of %d", b, meshChunk)
+	const chunk = 4 << 10
+	wantRec, wantGiven := run(1 << 40) // direct copies
+	if b := 8 * len(wantRec.Mesh.H); b < 4*chunk {
+		t.Fatalf("the mesh has %d bytes: want several chunks of %d", b, chunk)
 	}
-	rec, given := run()
+	rec, given := run(chunk)
 	if !slices.Equal(rec.Mesh.H, wantRec.Mesh.H) || !slices.Equal(rec.P, wantRec.P) || !slices.Equal(given.P, wantGiven.P) || !slices.Equal(given.Y0, wantGiven.Y0) {
 		t.Errorf("meshes through chunks: recorded mesh equal %t, gradient %t; on the mesh %t",
 			slices.Equal(rec.Mesh.H, wantRec.Mesh.H), slices.Equal(rec.P, wantRec.P), slices.Equal(given.P, wantGiven.P))
@@ -366,19 +366,23 @@ func testStatuses(t *testing.T, engine string) {
 // gives the CPU's results.
 func testChunks(t *testing.T, engine string, n int, limit int64, rows int) {
 	c := lorenzCase(n, 1e-6)
-	set := c.set
-	set.Engine = engine
-	set.MemoryLimit = limit
-	sv, err := ode.NewSolver(c.prob.Field, &set)
-	if err != nil {
-		t.Fatal(err)
+	// solver returns a solver on engine whose first record buffers have
+	// rows rows.
+	solver := func(rows int) *ode.Solver {
+		set := c.set
+		set.Engine = tuned(t, engine, Tuning{firstRows: rows})
+		set.MemoryLimit = limit
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sv
 	}
+	sv := solver(rows)
 	want, err := c.solver(t, "cpu").Grad(nil, &c.prob, c.loss, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testRows.Store(int64(rows))
-	defer testRows.Store(0)
 	var tr Trace
 	got, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
 	if err != nil {
@@ -413,7 +417,7 @@ func testChunks(t *testing.T, engine string, n int, limit int64, rows int) {
 	keepH, keepP, keepY0 := slices.Clone(got.Mesh.H), slices.Clone(got.P), slices.Clone(got.Y0)
 	lens := slices.Sorted(slices.Values(want.Mesh.Len))
 	for _, first := range []int{lens[len(lens)/2], lens[len(lens)-1] - 1} {
-		testRows.Store(int64(max(1, first)))
+		sv := solver(max(1, first))
 		for _, x := range [][]float64{got.Mesh.H[:cap(got.Mesh.H)], got.P, got.Y0, got.Solution.Y} {
 			for i := range x {
 				x[i] = math.NaN()

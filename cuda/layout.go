@@ -72,6 +72,12 @@ type Tuning struct {
 	// TileStatic has tile mode's warps run every gridth tile instead of
 	// taking tiles in turn from a counter (GS_TILE_DYNAMIC).
 	TileStatic bool
+
+	// Sizes the package's tests shrink to exercise reruns and chunked
+	// copies (zero: the defaults).
+	firstRows  int   // the rows of a first record buffer, instead of rowsGuess's guess
+	meshChunk  int   // the bytes of each chunk buffer of copyChunked (defaultMeshChunk)
+	maxStaging int64 // the largest staging buffer taken from the backend's host memory (defaultMaxStaging)
 }
 
 // envTuning returns the Tuning of the environment, read once per process.

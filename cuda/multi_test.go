@@ -279,17 +279,17 @@ func TestMultiFloat32(t *testing.T) {
 // same, and matches the one without chunks or reruns.
 func TestMultiChunks(t *testing.T) {
 	needHost(t)
-	// Not parallel: testRows is global.
+	t.Parallel()
 	c := lorenzSharedCase(150)
 	j := multiJob(t, c, "grad", nil)
 	want, _ := runOn(t, fakeMultis[1], j, nil)
 
-	testRows.Store(4)
-	defer testRows.Store(0)
 	j.MemoryLimit = 100 << 10
 	for _, devices := range []int{1, 3} {
 		var tr Trace
-		x, err := fakeMultis[devices].Prepare(j.Plan)
+		e := fakeMulti(fmt.Sprintf("cuda-multi-rows4-%d", devices), devices, 1<<30, Float64)
+		e.SetTuning(Tuning{firstRows: 4})
+		x, err := e.Prepare(j.Plan)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -227,25 +227,26 @@ func TestHostEngineStaging(t *testing.T) {
 		return bufs, fd.used
 	}
 	base, baseUsed := held()
-	defer func(c int) { meshChunk = c }(meshChunk)
-	meshChunk = 4 << 10
+	const chunk = 4 << 10
+	defer stagingEngine.SetTuning(Tuning{})
 	c := lorenzCase(200, 1e-6)
 	want, err := c.solver(t, hostF64.name).Grad(nil, &c.prob, c.loss, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hostMesh(t, want.Mesh)
-	if b := 8 * len(want.Mesh.H); b < 8*meshChunk {
-		t.Fatalf("the mesh has %d bytes: want several chunks of %d", b, meshChunk)
+	if b := 8 * len(want.Mesh.H); b < 8*chunk {
+		t.Fatalf("the mesh has %d bytes: want several chunks of %d", b, chunk)
 	}
 	set := c.set
 	set.Engine = stagingEngine.name
-	defer testRows.Store(0)
 	for _, limit := range []int64{0, 160 << 10} {
 		set.MemoryLimit = limit
+		tun := Tuning{meshChunk: chunk}
 		if limit > 0 {
-			testRows.Store(4) // short first records: reruns
+			tun.firstRows = 4 // short first records: reruns
 		}
+		stagingEngine.SetTuning(tun)
 		before, _ := held()
 		sv, err := ode.NewSolver(c.prob.Field, &set)
 		if err != nil {
@@ -273,20 +274,18 @@ func TestHostEngineStaging(t *testing.T) {
 		}
 		t.Logf("memory limit %d: %d host buffers taken, %d held (%d bytes); trace %+v", limit, gets, after, bytes, tr.Stats())
 	}
-	// Buffers over maxHostStaging are Go memory: none more is taken.
+	// Buffers over Tuning.maxStaging are Go memory: none more is taken.
 	func() {
-		defer func(m int64) { maxHostStaging = m }(maxHostStaging)
-		maxHostStaging = 64
+		const maxStaging = 64
+		// No chunk buffers either.
+		stagingEngine.SetTuning(Tuning{maxStaging: maxStaging, meshChunk: 1 << 40})
 		_, _, before, _ := fd.hostHeld()
 		set.MemoryLimit = 0
-		testRows.Store(0)
 		sv, err := ode.NewSolver(c.prob.Field, &set)
 		if err != nil {
 			t.Fatal(err)
 		}
-		meshChunk = 1 << 40 // no chunk buffers either
 		got, err := sv.Grad(nil, &c.prob, c.loss, nil)
-		meshChunk = 4 << 10
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +293,7 @@ func TestHostEngineStaging(t *testing.T) {
 			t.Error("staging in Go memory: results differ from the host engine's")
 		}
 		if _, _, after, _ := fd.hostHeld(); after != before {
-			t.Errorf("staging capped at %d bytes: %d buffers taken from the backend, want none", maxHostStaging, after-before)
+			t.Errorf("staging capped at %d bytes: %d buffers taken from the backend, want none", maxStaging, after-before)
 		}
 	}()
 	// The solvers are gone: their executors' memory goes back.
@@ -320,10 +319,9 @@ func (noHostMem) hostAlloc(int64) []byte { return nil }
 // that a copy reports false (copying nothing) where the buffers are busy
 // or the backend gives no host memory.
 func TestCopyChunked(t *testing.T) {
-	defer func(c int) { meshChunk = c }(meshChunk)
-	meshChunk = 1000
+	t.Parallel()
 	fd := &fakeDevice{hostBackend: newHostBackend(1 << 26), kernels: hostF64.be.(*hostBackend)}
-	r := &run{ex: newExecutor(fd, nil, Float64, "copy-test", Tuning{})}
+	r := &run{ex: newExecutor(fd, nil, Float64, "copy-test", Tuning{meshChunk: 1000})}
 	rnd := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{1, 999, 1000, 1001, 2000, 2999, 3500} {
 		addr, err := fd.alloc(int64(n))
@@ -358,7 +356,7 @@ func TestCopyChunked(t *testing.T) {
 		t.Error("copyChunked with its buffers busy reports a copy")
 	}
 	r.ex.chunkMu.Unlock()
-	none := &run{ex: newExecutor(noHostMem{fd}, nil, Float64, "copy-test-none", Tuning{})}
+	none := &run{ex: newExecutor(noHostMem{fd}, nil, Float64, "copy-test-none", Tuning{meshChunk: 1000})}
 	if ok, _ := none.copyChunked(buf, 0, true); ok {
 		t.Error("copyChunked without host memory reports a copy")
 	}

@@ -118,8 +118,12 @@ func TestHostEngineResident(t *testing.T) {
 
 	// Reruns (short first records) and chunks go through the host.
 	func() {
-		defer testRows.Store(0)
-		testRows.Store(4)
+		set := set
+		set.Engine = tuned(t, residentEngine.name, Tuning{firstRows: 4})
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
 		g, err := sv.Grad(nil, &c.prob, c.loss, nil)
 		if err != nil {
 			t.Fatal(err)

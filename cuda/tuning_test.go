@@ -20,7 +20,7 @@ var (
 func tuned(t testing.TB, name string, tun Tuning) string {
 	t.Helper()
 	var base *Engine
-	for _, e := range append([]*Engine{hostF64, hostF32, hostSim}, registered...) {
+	for _, e := range append([]*Engine{hostF64, hostF32, hostSim, residentEngine, stagingEngine}, registered...) {
 		if e.name == name {
 			base = e
 		}
@@ -38,6 +38,14 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}} {
 		if f.on {
 			tn += "," + f.name
+		}
+	}
+	for _, f := range []struct {
+		v    int64
+		name string
+	}{{int64(tun.firstRows), "rows"}, {int64(tun.meshChunk), "chunk"}, {tun.maxStaging, "staging"}} {
+		if f.v > 0 {
+			tn += fmt.Sprintf(",%s=%d", f.name, f.v)
 		}
 	}
 	tunedMu.Lock()
