@@ -439,8 +439,6 @@ func (ex *executor) rowsGuess(maxSteps int) int {
 	return max(1, min(r, maxSteps))
 }
 
-
-
 // notice records that a trajectory took rows accepted steps.
 func (ex *executor) notice(rows int) {
 	for {
