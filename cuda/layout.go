@@ -78,6 +78,7 @@ type Tuning struct {
 	firstRows  int   // the rows of a first record buffer, instead of rowsGuess's guess
 	meshChunk  int   // the bytes of each chunk buffer of copyChunked (defaultMeshChunk)
 	maxStaging int64 // the largest staging buffer taken from the backend's host memory (defaultMaxStaging)
+	maxSource  int   // the largest kernel source compiled (defaultMaxSource)
 }
 
 // envTuning returns the Tuning of the environment, read once per process.
