@@ -406,5 +406,14 @@ func testTrainUpdateBitwise(t *testing.T, engine string) {
 			}
 		}
 		tr.Release()
+		// A released trainer refuses every use, and a second Release is
+		// harmless.
+		if _, err := tr.Eval(t.Context()); !errors.Is(err, errReleased) {
+			t.Errorf("Eval after Release: %v, want %v", err, errReleased)
+		}
+		if err := tr.Update(&r0, false); !errors.Is(err, errReleased) {
+			t.Errorf("Update after Release: %v, want %v", err, errReleased)
+		}
+		tr.Release()
 	}
 }
