@@ -440,7 +440,7 @@ func (t *trainer) Eval(ctx context.Context) (ode.TrainEval, error) {
 		if rows <= t.rows || rows > t.r.j.MaxSteps {
 			return ode.TrainEval{}, fmt.Errorf("cuda: engine %s: a trajectory overflowed its record buffer of %d rows (needs %d)", t.ex.name, t.rows, rows)
 		}
-		if err := t.arena(t.ex.rowsGuess(t.r.j.MaxSteps), false); err != nil {
+		if err := t.arena(max(rows, t.ex.rowsGuess(t.r.j.MaxSteps)), false); err != nil {
 			return ode.TrainEval{}, err
 		}
 	}

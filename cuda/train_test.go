@@ -42,6 +42,10 @@ func testTrainMatchesHost(t *testing.T, engine string) {
 	}{
 		{"fits-rho-adam", engine, lorenzFits(6, 6, fit.Vars{P: []int{0}}), func() optim.Optimizer { return &optim.Adam{LearnRate: 0.1} },
 			fit.Settings{Steps: 5}},
+		// Record buffers of 4 rows at first: the first evaluation runs
+		// again with room (its inputs copied to a larger arena).
+		{"fits-rho-short-records", tuned(t, engine, Tuning{firstRows: 4}), lorenzFits(6, 3, fit.Vars{P: []int{0}, Y0: []int{2}}),
+			func() optim.Optimizer { return &optim.Adam{LearnRate: 0.1} }, fit.Settings{Steps: 3}},
 		{"groups-y0-nesterov-clip", engine, lorenzFits(6, 2, fit.Vars{P: []int{0}, Y0: []int{0, 2}}),
 			func() optim.Optimizer { return &optim.SGD{LearnRate: 0.002, Momentum: 0.8, Nesterov: true} },
 			fit.Settings{Steps: 4, ClipNorm: 5}},
