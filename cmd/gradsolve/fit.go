@@ -72,7 +72,8 @@ steps, records, loss_first, loss_final, loss_best, best_step, fitted (per
 fit, the values in -fit order; y0K: the fit's first trajectory's),
 fitted_y0 (per trajectory, its fitted y0K values; null if none is
 fitted), truth_y0 (synthetic data: per trajectory, its true y0K values),
-history (the loss per step), time_ms, record_ms and grad_ms.
+history (the loss per step), time_ms, record_ms, grad_ms and device_steps
+(the steps run with the fit in GPU memory: 0 on the CPU engine).
 
 Numbers: -steps is at least 1 (the loss is evaluated before the first step
 and after the last); -lr is positive and finite; -noise and -clip are zero
@@ -557,6 +558,7 @@ func (f *fitOutcome) json() jsonObject {
 		{"loss_best", jsonFloat(res.BestLoss)}, {"best_step", res.BestStep},
 		{"fitted", fj}, {"fitted_y0", rows(f.fittedY0)}, {"truth_y0", rows(f.truthY0)}, {"history", jsonFloats(res.History)},
 		{"time_ms", ms(res.Time)}, {"record_ms", ms(res.RecordTime)}, {"grad_ms", ms(res.GradTime)},
+		{"device_steps", res.DeviceSteps},
 	}
 }
 
@@ -603,6 +605,13 @@ func (f *fitOutcome) writeHuman(w io.Writer) error {
 	bw := &errWriter{w: w}
 	fmt.Fprintf(bw, "fit %s (%s): %s, %s, %s, %s on the %s engine\n", f.name, strings.Join(varNames(vars), ", "), count(j.prob.N, "trajectory"), count(fo.fits, "fit"), src, j.method.Name(), f.engine)
 	fmt.Fprintf(bw, "%d Adam steps (%v), %d meshes recorded, %v\n", res.Steps, res.Status, res.Records, fmtDur(res.Time))
+	if res.DeviceSteps > 0 {
+		fmt.Fprintf(bw, "%d steps with the fit in device memory", res.DeviceSteps)
+		if res.DeviceNote != "" {
+			fmt.Fprintf(bw, "; %s", res.DeviceNote)
+		}
+		fmt.Fprintln(bw)
+	}
 	if len(res.History) > 0 {
 		fmt.Fprintf(bw, "loss %.6g -> %.6g (best %.6g at step %d)\n", res.History[0], res.FinalLoss, res.BestLoss, res.BestStep)
 	}
