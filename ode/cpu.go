@@ -53,6 +53,11 @@ func (cpuEngine) Prepare(pl *Plan) (Executor, error) {
 	if ex.control, err = tape.NewExec(pl.Control, set); err != nil {
 		return nil, err
 	}
+	if pl.TrialDense != nil {
+		if ex.trialDense, err = tape.NewExec(pl.TrialDense, set); err != nil {
+			return nil, err
+		}
+	}
 	// Save times interpolate from the steps that bracket them (DenseStep,
 	// no extra steps), never through Dense.
 	ex.step = &scan.Step{Prog: pl.Replay, Ext: pl.DenseStep, Terms: pl.DenseTerms, D: pl.Dim, P: pl.Params, S: pl.Shared}
@@ -63,6 +68,7 @@ func (cpuEngine) Prepare(pl *Plan) (Executor, error) {
 type cpuExec struct {
 	plan                 *Plan
 	init, trial, control *tape.Exec // masters, cloned by workers
+	trialDense           *tape.Exec // master of Plan.TrialDense (nil without)
 
 	stepOnce sync.Once
 	step     *scan.Step // master of the replay step and its reverse
@@ -151,6 +157,9 @@ type cpuRun struct {
 	res     *Result
 
 	keepMesh, keepStates bool
+	// recordSaves: the record reads the save times from its accepted
+	// steps' continuous extension (TrialDense) and writes them to Ys.
+	recordSaves bool
 	// The job's shared inputs as length-1 columns, made once per run:
 	// Shared, then rtol, atol[d] and maxsteps (see sharedInputs).
 	shared, rtol, atol, maxSteps [][]float64
@@ -201,7 +210,8 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	workers = par.Workers(workers, r.nchunks)
 	res := r.res
 	recording := j.Mesh == nil
-	r.keepMesh = recording && (j.Op != OpSolve || len(j.SaveAt) > 0)
+	r.recordSaves = recording && len(j.SaveAt) > 0 && ex.trialDense != nil
+	r.keepMesh = recording && (j.Op != OpSolve || len(j.SaveAt) > 0 && !r.recordSaves)
 	r.keepStates = recording && j.Op == OpGrad
 	limit := j.MemoryLimit
 	if limit <= 0 {
@@ -356,6 +366,7 @@ type cpuWorker struct {
 	cap  int // chunk size the clones and lanes are sized for
 	init *tape.Exec
 	tri  *tape.Exec
+	trd  *tape.Exec // TrialDense
 	ctl  *tape.Exec
 	step *scan.Step
 	loss map[string]*tape.Exec
@@ -366,6 +377,9 @@ type cpuWorker struct {
 	hTried              []float64           // the step each lane last tried
 	t1, hrho, acc, stat []float64
 	y, yn, e, k1, ko, p [][]float64
+	wc                  [][]float64 // TrialDense's coefficients [Terms·Dim][cap]
+	cur                 []int       // each lane's next save time (Job.SaveAt)
+	lane                []float64   // one lane's state and coefficients
 	in, out             [][]float64
 	hbuf, sbuf          []float64 // chunk's mesh rows [rows][cap] and states [rows][1+d][cap]
 	rows                int
@@ -373,7 +387,8 @@ type cpuWorker struct {
 	t0s                 []float64
 	endT, endY          []float64
 	scr                 [numScratch][]float64 // see scratch
-	taps                *scan.Taps            // the chunk's save times, reused
+	taps                *scan.Taps            // the chunk's re-stepped save times (SaveStep), reused
+	saves               scan.Saves            // the chunk's interpolated save times
 	grad                *scan.Gradient        // the last chunk's, reused
 }
 
@@ -396,6 +411,12 @@ func (w *cpuWorker) size(c int) {
 	w.init = ex.init.Clone(c, 1)
 	w.tri = ex.trial.Clone(c, 1)
 	w.ctl = ex.control.Clone(c, 1)
+	if ex.trialDense != nil {
+		w.trd = ex.trialDense.Clone(c, 1)
+		w.wc = cols(pl.DenseTerms*d, c)
+		w.lane = make([]float64, (1+pl.DenseTerms)*d)
+	}
+	w.cur = make([]int, c)
 	w.step, w.loss = nil, nil
 	w.idx = make([]int, c)
 	for k := range w.st {
@@ -426,7 +447,9 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 			r.recordNanos.Add(int64(time.Since(t)))
 		}
 		switch {
-		case j.Op == OpRecord, j.Op == OpSolve && len(j.SaveAt) == 0:
+		case j.Op == OpRecord, j.Op == OpSolve && (len(j.SaveAt) == 0 || r.recordSaves):
+			// The record wrote the saved states (NaN for failed
+			// trajectories).
 		case j.Op == OpSolve:
 			// Saved states: replay the trajectories that finished; failed
 			// ones keep NaN saved states.

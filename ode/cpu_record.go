@@ -82,6 +82,10 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		}
 	}
 
+	if r.recordSaves {
+		w.startSaves(r, m)
+	}
+
 	w.rows = 0
 	w.hbuf = w.hbuf[:0]
 	keepMesh := r.keepMesh
@@ -94,7 +98,13 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 				return false, err
 			}
 		}
-		// Trial step: y⁺, err (, k_s), hρ.
+		// Trial step: y⁺, err (, k_s), hρ (and the coefficients, when a
+		// save time is inside a step).
+		tri := w.tri
+		dense := r.recordSaves && w.savesInside(j.SaveAt, m)
+		if dense {
+			tri = w.trd
+		}
 		in = append(w.in[:0], w.st[StateT][:m], w.st[StateH][:m])
 		in = appendPrefix(in, w.y, m)
 		in = appendPrefix(in, w.p, m)
@@ -106,7 +116,10 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 			out = appendPrefix(out, w.ko, m)
 		}
 		out = append(out, w.hrho[:m])
-		if err := w.tri.Run(out, in, m); err != nil {
+		if dense {
+			out = appendPrefix(out, w.wc, m)
+		}
+		if err := tri.Run(out, in, m); err != nil {
 			return false, err
 		}
 		// Controller: state', accept, status.
@@ -152,6 +165,9 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 					}
 				}
 			}
+		}
+		if r.recordSaves {
+			w.writeSaves(r, acc, dense)
 		}
 		for c := 0; c < d; c++ {
 			commit(w.y[c][:m], w.yn[c][:m], acc)
@@ -251,6 +267,9 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 		}
 		res.Y[g*d+c] = v
 	}
+	if r.recordSaves {
+		w.finishSaves(r, i, g, st)
+	}
 	slot := g - lo
 	w.endT[slot] = w.st[StateT][i]
 	for c := 0; c < d; c++ {
@@ -264,6 +283,7 @@ func (w *cpuWorker) move(from, to int) {
 		return
 	}
 	w.idx[to] = w.idx[from]
+	w.cur[to] = w.cur[from]
 	for k := range w.st {
 		w.st[k][to] = w.st[k][from]
 	}
@@ -292,6 +312,115 @@ func commit(dst, src, accept []float64) {
 	for i := range dst {
 		if accept[i] != 0 {
 			dst[i] = src[i]
+		}
+	}
+}
+
+// Save times read as the record steps (cpuRun.recordSaves), by the rule
+// of scan.Saves: τ ≤ T0 is y0; τ with t ≤ τ < t + h on an accepted step
+// from (t, y) of size h is y + Σ_j θ^j·w_j at θ = (τ − t)/h (y itself at
+// θ = 0), its coefficients w from TrialDense; τ at or after the end is
+// the final state. Each lane keeps a cursor into Job.SaveAt (cur), so a
+// step costs O(1) bookkeeping plus its save times' interpolation, and the
+// values go straight to the result, trajectory-major.
+
+// startSaves writes the saves at or before T0 (the initial states) of the
+// first m lanes and sets their cursors past them.
+func (w *cpuWorker) startSaves(r *cpuRun, m int) {
+	j, d := r.job, w.ex.plan.Dim
+	ts, K := j.SaveAt, len(j.SaveAt)
+	for i := 0; i < m; i++ {
+		c := 0
+		for c < K && ts[c] <= j.T0 {
+			o := r.res.Ys[(w.idx[i]*K+c)*d:]
+			for x := 0; x < d; x++ {
+				o[x] = w.y[x][i]
+			}
+			c++
+		}
+		w.cur[i] = c
+	}
+}
+
+// savesInside reports whether one of the first m lanes has a save time
+// inside the step it is about to try (t < τ < t + h).
+func (w *cpuWorker) savesInside(ts []float64, m int) bool {
+	t, h := w.st[StateT][:m], w.st[StateH][:m]
+	for i, c := range w.cur[:m] {
+		for c < len(ts) && ts[c] <= t[i] {
+			c++
+		}
+		if c < len(ts) && ts[c] < t[i]+h[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// writeSaves writes the saves on the accepted steps of the lanes (acc)
+// from their states before the step and, with dense, the step's
+// coefficients, and advances the cursors.
+func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
+	j, pl := r.job, w.ex.plan
+	d := pl.Dim
+	ts, K := j.SaveAt, len(j.SaveAt)
+	t, h := w.st[StateT], w.st[StateH]
+	lane := w.lane // y, then the coefficients w
+	y, coef := lane[:d], lane[d:]
+	for i, a := range acc {
+		if a == 0 {
+			continue
+		}
+		c, e := w.cur[i], w.cur[i]
+		ti, next := t[i], t[i]+h[i]
+		for e < K && ts[e] < next {
+			e++
+		}
+		if c == e {
+			continue
+		}
+		w.cur[i] = e
+		for x := range y {
+			y[x] = w.y[x][i]
+		}
+		out := r.res.Ys[(w.idx[i]*K+c)*d : (w.idx[i]*K+e)*d]
+		for ; c < e && ts[c] <= ti; c++ { // at the step's start: its state
+			copy(out[:d], y)
+			out = out[d:]
+		}
+		if c == e {
+			continue
+		}
+		if !dense {
+			panic("ode: internal error: a save time inside a step without its coefficients")
+		}
+		for x, col := range w.wc {
+			coef[x] = col[i]
+		}
+		for ; c < e; c++ {
+			scan.Interp(out[:d], y, coef, (ts[c]-ti)/h[i])
+			out = out[d:]
+		}
+	}
+}
+
+// finishSaves writes the saves of finished lane i (trajectory g) at or
+// after its end: its final state if it ended OK, else NaN for every save
+// time (Solve's saved states of a failed trajectory).
+func (w *cpuWorker) finishSaves(r *cpuRun, i, g int, st Status) {
+	d, K := w.ex.plan.Dim, len(r.job.SaveAt)
+	from := w.cur[i]
+	if st != OK {
+		from = 0
+	}
+	for k := from; k < K; k++ {
+		o := r.res.Ys[(g*K+k)*d : (g*K+k+1)*d]
+		for x := range o {
+			if st == OK {
+				o[x] = w.y[x][i]
+			} else {
+				o[x] = math.NaN()
+			}
 		}
 	}
 }

@@ -48,12 +48,19 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	for i := range q.T0 {
 		q.T0[i] = j.T0
 	}
-	// The saved states go straight into the result, tap-major: tap
-	// i*K+k of the chunk is trajectory lo+i's save time k.
+	// The saved states go straight into the result, trajectory-major:
+	// trajectory lo+i's save time k at (i*K+k)*d in the chunk's rows
+	// (already there when the record wrote them).
 	K := len(j.SaveAt)
-	if K > 0 {
-		w.taps = saveTaps(w.taps, mesh, j.T0, j.SaveAt, pl.DenseStep != nil)
-		w.taps.TapMajor, w.taps.Out = true, res.Ys[lo*K*d:hi*K*d]
+	ys := res.Ys[lo*K*d : hi*K*d]
+	switch {
+	case K == 0:
+	case pl.DenseStep != nil:
+		w.saves = scan.Saves{Times: j.SaveAt, Out: ys, Given: r.recordSaves}
+		q.Saves = &w.saves
+	default:
+		w.taps = stepTaps(w.taps, mesh, j.T0, j.SaveAt)
+		w.taps.TapMajor, w.taps.Out = true, ys
 		q.Taps = w.taps
 	}
 	set := &scan.Settings{Checkpoint: j.Checkpoint, MemoryLimit: max(1, r.stateBudget)}
@@ -98,10 +105,9 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 		in = append(in, out.Y[c*width:(c+1)*width])
 	}
 	nt := width * K
-	ys := w.scratch(scrTaps, K*d*width) // the saved states by save time, [K·d][width]
-	toSoA(ys, out.Taps, width, K*d)
+	ysoa := toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d) // the saved states by save time, [K·d][width]
 	for x := 0; x < K*d; x++ {
-		in = append(in, ys[x*width:(x+1)*width])
+		in = append(in, ysoa[x*width:(x+1)*width])
 	}
 	if lp.DataDim > 0 {
 		data := toSoA(w.scratch(scrData, width*lp.DataDim), lp.Data[lo*lp.DataDim:hi*lp.DataDim], width, lp.DataDim)
@@ -136,11 +142,16 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	}
 	// Scaled cotangents: ∂L/∂y(t1) [d][width], ∂L/∂p [np][width] and the
 	// loss's own shared-gradient terms [ns][width] are ranges of lbuf;
-	// the saved states' go to scan's tap layout [d][width·K].
-	floats.Scale(lp.Scale, lbuf[width:])
+	// the saved states' go to the saves' layout [width][K·d], scaled as
+	// they are transposed (a scale of 1 is skipped: x·1 = x).
 	at := func(first, w int) []float64 { return lbuf[first*width : (first+w)*width] }
-	tapbar := fromSoA(w.scratch(scrTapBar, d*nt), at(1+d, K*d), width, K*d) // tap-major
 	o := 1 + d + K*d
+	if lp.Scale != 1 {
+		floats.Scale(lp.Scale, at(1, d))
+		floats.Scale(lp.Scale, lbuf[o*width:])
+	}
+	tapbar := w.scratch(scrTapBar, d*nt)
+	transposeScaled(tapbar, at(1+d, K*d), K*d, width, lp.Scale)
 	g, err := sw.BackwardFrom(w.grad, at(1, d), tapbar, at(o, np), at(o+np, ns))
 	if err != nil {
 		return err

@@ -233,13 +233,8 @@ func (ds *DenseSolution) Evaluate(dst []float64, i int, t float64) ([]float64, e
 		copy(dst, row[:d])
 		return dst, nil
 	}
-	// y + θ·(w_1 + θ·(w_2 + … + θ·w_m)), as Plan.Interp and scan compute it.
-	for c := 0; c < d; c++ {
-		acc := row[d+(terms-1)*d+c]
-		for j := terms - 2; j >= 0; j-- {
-			acc = row[d+j*d+c] + float64(th*acc)
-		}
-		dst[c] = row[c] + float64(th*acc)
-	}
+	// y + θ·(w_1 + θ·(w_2 + … + θ·w_m)), as Plan.Interp and every
+	// engine compute it.
+	scan.Interp(dst, row[:d], row[d:], th)
 	return dst, nil
 }

@@ -90,14 +90,22 @@
 // from its stages (Plan.DenseStep). Saved states (Problem.SaveAt) are
 // read from the step that brackets each save time, with no extra steps;
 // their gradient is the interpolant's VJP, added to that step's reverse
-// (Plan.DenseStepReverse). Measured (BenchmarkSaveAtKeplerRatio, 4,096
-// Kepler orbits at RelTol 1e-8, 2 shared cores, medians of 5 paired
-// runs), 1 → 1,000 save times: Solve 71 → 220 ms with Tsit5 (3.1×; 5.4×
-// re-stepped), 43 → 214 ms with Vern7 (4.9×; 9.7×); Grad 90 → 515 ms
-// with Tsit5 (5.7×; 10.3×), 58 → 538 ms with Vern7 (9.4×; 19.7×). The
-// steps no longer grow with the save times; what does is the work per
-// save time (4.1 million of them, a 131 MB result): the targets
-// (1.5× and 2×) are not met yet. Their accuracy against closed forms is
+// (Plan.DenseStepReverse). The CPU engine reads them as it records
+// (Plan.TrialDense on the iterations where a save time is inside a
+// step; each trajectory keeps a cursor into the sorted save times), so a
+// Solve takes no replay, and its reverse sweep keeps one cursor per
+// trajectory too (scan.Saves): bookkeeping costs O(1) per trajectory and
+// step, and each save time Terms·Dim multiply-adds and its Dim values.
+// Measured (BenchmarkSaveAtKeplerRatio, 4,096 Kepler orbits at RelTol
+// 1e-8, 2 shared cores, medians of 7 paired runs), 1 → 1,000 save times:
+// Solve 51 → 110 ms with Tsit5 (2.1×), 36 → 112 ms with Vern7 (3.2×);
+// Grad 93 → 377 ms with Tsit5 (4.1×), 117 → 733 ms with Vern7 (6.4×).
+// Writing the 131 MB of output alone would take the 1-save Solve to
+// 1.14× (Tsit5) and 1.27× (Vern7); the rest is the extension's
+// coefficients (Vern7's six extra stages: 60% more field evaluations),
+// the interpolation and, in Grad, the loss's transposes of the saved
+// states and the interpolant's reverse: the targets (1.5× and
+// 2×) are not met. Their accuracy against closed forms is
 // within a small multiple of the mesh states' (≤ 2.9× for Tsit5, Vern7 and
 // Rosenbrock23), up to 40× for Rodas5P's coarser extension (Problem.SaveAt
 // has the table's summary); Settings.Saves = SaveStep re-steps instead,

@@ -35,9 +35,12 @@ type Method interface {
 // denseStep: inputs t, h, y[d], p[P], s[S]; outputs y⁺[d] (as replay
 // computes it) and the terms·d coefficients of the method's continuous
 // extension (see Plan.DenseStep).
+//
+// trialDense: trial with the coefficients appended (see Plan.TrialDense).
 type stepPrograms struct {
 	trial, replay *tape.Program
 	denseStep     *tape.Program
+	trialDense    *tape.Program // trial's outputs, then denseStep's coefficients
 	terms         int
 	fsal          bool
 	fevals        int // field evaluations per trial step
@@ -94,56 +97,11 @@ func wsum(y tape.V, w []float64, k [][]tape.V, c int) (tape.V, bool) {
 
 func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	tab, d := m.tab, f.Dim
-	np := f.Params + f.Shared
 	fsal := tab.FSAL()
-	var extra []tape.Input
-	if fsal {
-		for i := 0; i < d; i++ {
-			extra = append(extra, tape.Input{Name: fmt.Sprintf("k1[%d]", i)})
-		}
-	}
-	in := stepInputs(f, extra...)
-	b, vs := tape.NewBuilderFor(fmt.Sprintf("%s.%s", fp.Name, tab.Name), in)
-	t, h, y, p := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np]
-	call := func(tt tape.V, yy []tape.V) []tape.V {
-		args := append(append([]tape.V{tt}, yy...), p...)
-		return tape.CallFunc(fp, args)
-	}
-	var yNew, errEst, kLast []tape.V
-	var hrho tape.V
-	err := tape.Catch(fp.Name, func() {
-		s := tab.Stages()
-		var k1 []tape.V
-		if fsal {
-			k1 = vs[2+d+np:]
-		}
-		k, g := erkStages(tab.C, tab.A, t, h, y, k1, call)
-		hrho = stiffnessEstimate(tab, h, k, g)
-		yNew = make([]tape.V, d)
-		errEst = make([]tape.V, d)
-		for c := 0; c < d; c++ {
-			yNew[c] = combine(y[c], h, tab.B, k, c)
-			if e, ok := wsum(y[c], tab.E, k, c); ok {
-				errEst[c] = h.Mul(e)
-			} else {
-				errEst[c] = y[c].Const(0)
-			}
-		}
-		kLast = k[s-1]
-	})
+	trial, err := m.trialProgram(f, fp, false)
 	if err != nil {
 		return nil, err
 	}
-	outs := append(append([]tape.V(nil), yNew...), errEst...)
-	if fsal {
-		outs = append(outs, kLast...)
-	}
-	outs = append(outs, hrho)
-	trial, err := b.Build(outs...)
-	if err != nil {
-		return nil, err
-	}
-	nameTrialOutputs(trial, d, fsal)
 	sp := &stepPrograms{trial: trial, fsal: fsal, fevals: tab.Stages()}
 	if fsal {
 		sp.fevals--
@@ -176,7 +134,84 @@ func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	if sp.denseStep, sp.terms, err = m.denseStep(f, fp); err != nil {
 		return nil, err
 	}
+	if sp.trialDense, err = m.trialProgram(f, fp, true); err != nil {
+		return nil, err
+	}
 	return sp, nil
+}
+
+// trialProgram builds the trial step (see stepPrograms) or, with dense,
+// the trial step followed by the coefficients of the method's
+// continuous extension (its extra stages computed too), as denseStep
+// computes them.
+func (m *erk) trialProgram(f *Field, fp *tape.Program, dense bool) (*tape.Program, error) {
+	tab, d := m.tab, f.Dim
+	np := f.Params + f.Shared
+	fsal := tab.FSAL()
+	var extra []tape.Input
+	if fsal {
+		for i := 0; i < d; i++ {
+			extra = append(extra, tape.Input{Name: fmt.Sprintf("k1[%d]", i)})
+		}
+	}
+	in := stepInputs(f, extra...)
+	name := fmt.Sprintf("%s.%s", fp.Name, tab.Name)
+	if dense {
+		name += ".trial_dense"
+	}
+	b, vs := tape.NewBuilderFor(name, in)
+	t, h, y, p := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np]
+	call := func(tt tape.V, yy []tape.V) []tape.V {
+		args := append(append([]tape.V{tt}, yy...), p...)
+		return tape.CallFunc(fp, args)
+	}
+	var yNew, errEst, kLast, w []tape.V
+	var hrho tape.V
+	err := tape.Catch(fp.Name, func() {
+		s := tab.Stages()
+		var k1 []tape.V
+		if fsal {
+			k1 = vs[2+d+np:]
+		}
+		c, a := tab.C, tab.A
+		if dense {
+			c = append(append([]float64(nil), tab.C...), tab.Interp.ExtraC...)
+			a = append(append([][]float64(nil), tab.A...), tab.Interp.ExtraA...)
+		}
+		k, g := erkStages(c, a, t, h, y, k1, call)
+		hrho = stiffnessEstimate(tab, h, k, g)
+		yNew = make([]tape.V, d)
+		errEst = make([]tape.V, d)
+		for c := 0; c < d; c++ {
+			yNew[c] = combine(y[c], h, tab.B, k, c)
+			if e, ok := wsum(y[c], tab.E, k, c); ok {
+				errEst[c] = h.Mul(e)
+			} else {
+				errEst[c] = y[c].Const(0)
+			}
+		}
+		kLast = k[s-1]
+		if dense {
+			w = denseCoefficients(h, tab.Interp.R, k, d)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	outs := append(append([]tape.V(nil), yNew...), errEst...)
+	if fsal {
+		outs = append(outs, kLast...)
+	}
+	outs = append(append(outs, hrho), w...)
+	trial, err := b.Build(outs...)
+	if err != nil {
+		return nil, err
+	}
+	nameTrialOutputs(trial, d, fsal)
+	if dense {
+		nameDenseOutputs(trial, len(trial.Outputs)-len(w), d)
+	}
+	return trial, nil
 }
 
 // erkStages traces the stages k_i = f(t + c_i·h, y + h·Σ_j a_ij·k_j) of
@@ -215,7 +250,22 @@ func nameTrialOutputs(trial *tape.Program, d int, fsal bool) {
 			trial.Outputs[2*d+c].Name = fmt.Sprintf("k_s[%d]", c)
 		}
 	}
-	trial.Outputs[len(trial.Outputs)-1].Name = "hrho"
+	trial.Outputs[2*d+boolInt(fsal)*d].Name = "hrho"
+}
+
+// nameDenseOutputs names the outputs w_j[c] of a program from output
+// first on.
+func nameDenseOutputs(p *tape.Program, first, d int) {
+	for i := first; i < len(p.Outputs); i++ {
+		p.Outputs[i].Name = fmt.Sprintf("w%d[%d]", (i-first)/d+1, (i-first)%d)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // stiffnessEstimate returns h·ρ, where ρ = ‖k_j − k_i‖/‖g_j − g_i‖ estimates

@@ -103,6 +103,17 @@ type Plan struct {
 	Dense      *tape.Program
 	DenseTerms int
 
+	// TrialDense is Trial with the continuous extension's coefficients:
+	// inputs Trial's; outputs Trial's, then w[DenseTerms·Dim], on an
+	// accepted step bit for bit DenseStep's (set with DenseStep). An
+	// engine that reads save times as it records (the CPU engine's Solve,
+	// and its gradient's record) runs it in place of Trial on the
+	// iterations where a save time falls inside a trajectory's step, and
+	// evaluates those save times from the accepted steps with Interp's
+	// rule (scan.Interp), without a replay. It costs Trial's field
+	// evaluations plus, for Vern7, six extra stages.
+	TrialDense *tape.Program
+
 	once         sync.Once
 	rev          *tape.Program
 	denseRev     *tape.Program
@@ -198,7 +209,7 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 // setDense sets the plan's continuous extension from the method's dense
 // step.
 func (pl *Plan) setDense(f *Field, sp *stepPrograms) error {
-	pl.DenseStep, pl.DenseTerms = sp.denseStep, sp.terms
+	pl.DenseStep, pl.DenseTerms, pl.TrialDense = sp.denseStep, sp.terms, sp.trialDense
 	var err error
 	if pl.Interp, err = buildInterp(sp.denseStep.Name, f.Dim, sp.terms); err != nil {
 		return err

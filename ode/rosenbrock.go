@@ -106,7 +106,7 @@ func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 		return nil, fmt.Errorf("ode: field %s: Jacobian: %w", f.name(), err)
 	}
 	d := f.Dim
-	trial, fevals, err := m.build(f, fp, jp, false)
+	trial, fevals, err := m.build(f, fp, jp, buildTrial)
 	if err != nil {
 		return nil, err
 	}
@@ -115,12 +115,17 @@ func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	r.Name = trial.Name + ".replay"
 	r.Outputs = trial.Outputs[:d]
 	sp := &stepPrograms{trial: trial, replay: tape.DeadCode(&r), fevals: fevals}
-	if sp.denseStep, _, err = m.build(f, fp, jp, true); err != nil {
+	if sp.denseStep, _, err = m.build(f, fp, jp, buildDenseStep); err != nil {
 		return nil, err
 	}
 	nameDenseStepOutputs(sp.denseStep, d)
 	sp.denseStep = tape.DeadCode(sp.denseStep)
 	sp.terms = len(m.denseWeights()[0])
+	if sp.trialDense, _, err = m.build(f, fp, jp, buildTrialDense); err != nil {
+		return nil, err
+	}
+	nameTrialOutputs(sp.trialDense, d, false)
+	nameDenseOutputs(sp.trialDense, 2*d+1, d)
 	return sp, nil
 }
 
@@ -150,16 +155,26 @@ func (m *rosenbrock) denseWeights() [][]float64 {
 	return p
 }
 
-// build traces the step: with denseStep unset, inputs t, h, y, p, s and
-// outputs y⁺, err; with denseStep set, outputs y⁺ and the coefficients of
-// the method's continuous extension (see denseWeights and Plan.DenseStep).
-func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, denseStep bool) (*tape.Program, int, error) {
+// What rosenbrock.build traces.
+const (
+	buildTrial      = iota // outputs y⁺, err, 0 (no stiffness estimate)
+	buildDenseStep         // outputs y⁺ and the coefficients w
+	buildTrialDense        // outputs y⁺, err, 0 and w
+)
+
+// build traces the step: inputs t, h, y, p, s; outputs as kind says, the
+// coefficients w those of the method's continuous extension (see
+// denseWeights and Plan.DenseStep).
+func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, kind int) (*tape.Program, int, error) {
 	d := f.Dim
 	np := f.Params + f.Shared
 	in := stepInputs(f)
 	name := fmt.Sprintf("%s.%s", fp.Name, m.Name())
-	if denseStep {
+	switch kind {
+	case buildDenseStep:
 		name += ".dense_step"
+	case buildTrialDense:
+		name += ".trial_dense"
 	}
 	b, vs := tape.NewBuilderFor(name, in)
 	t, h, y, p := vs[0], vs[1], vs[2:2+d], vs[2+d:2+d+np]
@@ -191,17 +206,26 @@ func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, denseStep bool) (*tap
 		if m.tab == nil {
 			yNew, errEst, k, n := ros23Step(m.r23, t, h, y, f0, ft, jac, call)
 			fevals = n
-			if denseStep {
-				outs = append(yNew, denseCoefficients(h, rosenbrock23Interp, k, d)...)
+			if kind != buildDenseStep {
+				outs = append(append(outs, yNew...), errEst...)
+				outs = append(outs, zero)
 			} else {
-				outs = append(append(yNew, errEst...), zero)
+				outs = append(outs, yNew...)
+			}
+			if kind != buildTrial {
+				outs = append(outs, denseCoefficients(h, rosenbrock23Interp, k, d)...)
 			}
 			return
 		}
 		yNew, errEst, k, n := rodasStep(m.tab, t, h, y, f0, ft, jac, jv, call)
 		fevals = n
-		if denseStep {
-			outs = yNew
+		if kind != buildDenseStep {
+			outs = append(append(outs, yNew...), errEst...)
+			outs = append(outs, zero) // no stiffness estimate
+		} else {
+			outs = append(outs, yNew...)
+		}
+		if kind != buildTrial {
 			p := m.denseWeights()
 			col := make([]float64, len(p))
 			for j := range p[0] {
@@ -212,8 +236,6 @@ func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, denseStep bool) (*tap
 					outs = append(outs, sumK(zero, col, k, c))
 				}
 			}
-		} else {
-			outs = append(append(yNew, errEst...), zero) // no stiffness estimate
 		}
 	})
 	if err != nil {

@@ -486,17 +486,15 @@ func (sv *Solver) failure(q *problem, res *Result, status []Status, method strin
 	return err
 }
 
-// saveTaps brackets every save time on every trajectory's mesh, the time
-// points accumulated t_{k+1} = t_k + h_k exactly as the recorder and the
-// replay do. Tap i*K+k is save time k of trajectory i. τ at or before T0
-// is y0 (a tap of size 0 on step 0), τ at or after the trajectory's final
-// time its final state (a tap on step Len). With interp, τ is read from
-// the continuous extension of the step k with t_k ≤ τ < t_k + h_k, at
-// θ = (τ − t_k)/h_k (θ = 0, the state itself, on a mesh point); else it
+// stepTaps brackets every save time on every trajectory's mesh for
+// SaveStep, the time points accumulated t_{k+1} = t_k + h_k exactly as
+// the recorder and the replay do: tap i*K+k, save time k of trajectory i,
 // is one genuine step of size τ − t_k from the mesh point t_k < τ ≤
-// t_k + h_k.
-// dst, if not nil, is reused.
-func saveTaps(dst *scan.Taps, m scan.Mesh, t0 float64, ts []float64, interp bool) *scan.Taps {
+// t_k + h_k; τ at or before T0 is y0 (a tap of size 0 on step 0), τ at or
+// after the trajectory's final time its final state (a tap on step Len).
+// (Interpolated saves need no list: scan.Saves.) dst, if not nil, is
+// reused.
+func stepTaps(dst *scan.Taps, m scan.Mesh, t0 float64, ts []float64) *scan.Taps {
 	n, K := m.N, len(ts)
 	if dst == nil {
 		dst = &scan.Taps{}
@@ -506,19 +504,13 @@ func saveTaps(dst *scan.Taps, m scan.Mesh, t0 float64, ts []float64, interp bool
 	tp.Traj, _ = buf.Extend(tp.Traj[:0], n*K)
 	tp.Step, _ = buf.Extend(tp.Step[:0], n*K)
 	tp.H, _ = buf.Extend(tp.H[:0], n*K)
-	theta := tp.Theta
-	tp.Theta = nil
-	if interp {
-		tp.Theta, _ = buf.Extend(theta[:0], n*K)
-	}
 	for i := 0; i < n; i++ {
 		t, s := t0, 0
 		for k, tau := range ts {
-			// Past the steps that end before τ (at or before τ, to
-			// interpolate: τ on a mesh point is that point's state).
+			// Past the steps that end before τ.
 			for s < m.Len[i] {
 				next := t + m.H[s*n+i]
-				if next > tau || !interp && next == tau {
+				if next >= tau {
 					break
 				}
 				t = next
@@ -526,16 +518,10 @@ func saveTaps(dst *scan.Taps, m scan.Mesh, t0 float64, ts []float64, interp bool
 			}
 			idx := i*K + k
 			tp.Traj[idx], tp.Step[idx], tp.H[idx] = i, s, 0
-			if interp {
-				tp.Theta[idx] = 0
-			}
 			switch {
 			case tau <= t0:
 				tp.Step[idx] = 0
 			case s == m.Len[i]:
-			case interp:
-				h := m.H[s*n+i]
-				tp.H[idx], tp.Theta[idx] = h, (tau-t)/h
 			default:
 				tp.H[idx] = tau - t
 			}
@@ -546,28 +532,62 @@ func saveTaps(dst *scan.Taps, m scan.Mesh, t0 float64, ts []float64, interp bool
 
 // toSoA transposes row-major [n×w] into structure-of-arrays [w][n].
 func toSoA(dst, x []float64, n, w int) []float64 {
-	if cap(dst) < n*w {
-		dst = make([]float64, n*w)
-	}
-	dst = dst[:n*w]
-	for i := 0; i < n; i++ {
-		for c := 0; c < w; c++ {
-			dst[c*n+i] = x[i*w+c]
-		}
-	}
+	dst = resizeFloats(dst, n*w)
+	transpose(dst, x[:n*w], n, w)
 	return dst
 }
 
 // fromSoA is the inverse of toSoA.
 func fromSoA(dst, x []float64, n, w int) []float64 {
-	if cap(dst) < n*w {
-		dst = make([]float64, n*w)
+	dst = resizeFloats(dst, n*w)
+	transpose(dst, x[:n*w], w, n)
+	return dst
+}
+
+func resizeFloats(x []float64, n int) []float64 {
+	if cap(x) < n {
+		return make([]float64, n)
 	}
-	dst = dst[:n*w]
-	for i := 0; i < n; i++ {
-		for c := 0; c < w; c++ {
-			dst[i*w+c] = x[c*n+i]
+	return x[:n]
+}
+
+// transposeScaled is transpose with every value multiplied by scale
+// (skipped if scale is 1).
+func transposeScaled(dst, src []float64, r, c int, scale float64) {
+	if scale == 1 {
+		transpose(dst, src, r, c)
+		return
+	}
+	const b = 8
+	for i0 := 0; i0 < r; i0 += b {
+		i1 := min(i0+b, r)
+		for j0 := 0; j0 < c; j0 += b {
+			j1 := min(j0+b, c)
+			for i := i0; i < i1; i++ {
+				row := src[i*c+j0 : i*c+j1]
+				for j, v := range row {
+					dst[(j0+j)*r+i] = v * scale
+				}
+			}
 		}
 	}
-	return dst
+}
+
+// transpose sets dst [c×r] to the transpose of src [r×c], in tiles of
+// 8×8 values (a cache line of each of 8 rows), so that reads and writes
+// both use whole cache lines.
+func transpose(dst, src []float64, r, c int) {
+	const b = 8
+	for i0 := 0; i0 < r; i0 += b {
+		i1 := min(i0+b, r)
+		for j0 := 0; j0 < c; j0 += b {
+			j1 := min(j0+b, c)
+			for i := i0; i < i1; i++ {
+				row := src[i*c+j0 : i*c+j1]
+				for j, v := range row {
+					dst[(j0+j)*r+i] = v
+				}
+			}
+		}
+	}
 }

@@ -15,8 +15,12 @@
 // so those still running at step k form a prefix and a short trajectory
 // costs only its own steps: a ragged mesh does no padded work.
 //
-// Taps evaluate the map from a mesh state with another step size; ODE
-// solvers use them to return states at save times (bracket and re-step).
+// Saves read every trajectory's states at save times shared by the
+// ensemble from the continuous extension of the steps that bracket them
+// (Step.Ext): no extra step, one cursor per trajectory, and the
+// interpolant's VJP in the backward sweep. Taps evaluate the map from a
+// mesh state with another step size; ODE solvers use them to re-step to
+// save times (bracket and re-step).
 //
 // Memory: Forward stores the state every K steps (Settings.Checkpoint);
 // with K = 1 (the default when it fits in Settings.MemoryLimit) the

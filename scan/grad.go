@@ -25,7 +25,6 @@ type Sweep struct {
 	res   Result
 	bytes int64 // peak bytes of stored states
 
-	tapBar []float64 // the cotangents of interpolating taps, during Backward
 }
 
 // Forward runs the scan like Replay and keeps what Backward needs. If the
@@ -248,9 +247,13 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 	st := p.Step
 	n, d := l.n, st.D
 	nt := p.Taps.Len()
-	if len(ybar) != d*n || len(tapbar) != d*nt || (gp0 != nil && len(gp0) != st.P*n) || (gs0 != nil && len(gs0) != st.S*n) {
+	nbar := d * nt
+	if p.Saves != nil {
+		nbar = len(p.Saves.Out)
+	}
+	if len(ybar) != d*n || len(tapbar) != nbar || (gp0 != nil && len(gp0) != st.P*n) || (gs0 != nil && len(gs0) != st.S*n) {
 		return nil, fmt.Errorf("scan: Backward: len(ybar) %d (want %d), len(tapbar) %d (want %d), len(gp0) %d (want 0 or %d), len(gs0) %d (want 0 or %d)",
-			len(ybar), d*n, len(tapbar), d*nt, len(gp0), st.P*n, len(gs0), st.S*n)
+			len(ybar), d*n, len(tapbar), nbar, len(gp0), st.P*n, len(gs0), st.S*n)
 	}
 	rev, err := st.reverse(&sw.set.Exec)
 	if err != nil {
@@ -291,34 +294,30 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 	}
 
 	// Taps first: their cotangents become contributions to λ at their
-	// step. An interpolating tap's cotangent reaches λ at its step
-	// directly (∂y(θ)/∂y_k = I) and through its step's coefficients,
-	// whose cotangents the reverse of that step takes.
+	// step. A save's cotangent reaches λ at its step directly
+	// (∂y(τ)/∂y_s = I) and, inside a step, through the step's
+	// coefficients, whose cotangents the reverse of that step takes.
 	var tapY [][]float64
 	if nt > 0 {
-		if sw.tp.it != nil {
-			// ∂y(θ)/∂y_k = I: the cotangents themselves, in their layout.
-			sw.tapBar = tapbar
-		} else {
-			soa := tapbar
-			if p.Taps.TapMajor {
-				soa = make([]float64, d*nt)
-				for i := 0; i < nt; i++ {
-					for c := 0; c < d; c++ {
-						soa[c*nt+i] = tapbar[i*d+c]
-					}
+		soa := tapbar
+		if p.Taps.TapMajor {
+			soa = make([]float64, d*nt)
+			for i := 0; i < nt; i++ {
+				for c := 0; c < d; c++ {
+					soa[c*nt+i] = tapbar[i*d+c]
 				}
 			}
-			if tapY, err = sw.tapAdjoint(rev, soa, gp, tiles); err != nil {
-				return nil, err
-			}
+		}
+		if tapY, err = sw.tapAdjoint(rev, soa, gp, tiles); err != nil {
+			return nil, err
 		}
 		sw.addTaps(lam, tapY, l.rows)
 	}
 
 	b := &backward{sw: sw, rev: rev, x: newState(p, l, 1), lam: lam, gp: gp, gs: st.contributions(n), tiles: tiles, tapY: tapY}
-	if sw.tp.it != nil {
-		b.it, b.tapbar = sw.tp.it, tapbar
+	if sv := sw.tp.sv; sv != nil {
+		b.sv, b.savebar = sv, tapbar
+		sv.backwardStart(lam, sw.x.t, tapbar, p.Mesh.Len)
 	}
 	if err := b.run(); err != nil {
 		return nil, err
@@ -348,9 +347,9 @@ type backward struct {
 	lam, gp, gs [][]float64 // gs: one step's shared-gradient contributions
 	tiles       []float64   // shared gradient per tile, [ntiles][S]
 	tapY        [][]float64
-	it          *interpTaps // interpolating taps, whose steps' reverse takes their cotangents
-	tapbar      []float64
-	buf         []float64 // states of the current segment, or of one step
+	sv          *saveSweep // saves, whose steps' reverse takes their cotangents
+	savebar     []float64  // the saves' cotangents, in Saves.Out's layout
+	buf         []float64  // states of the current segment, or of one step
 	off         []int
 	in, out     [][]float64
 }
@@ -494,10 +493,11 @@ func (b *backward) step(s int, st []float64) error {
 		b.in = append(b.in, c[:m])
 		b.out = append(b.out, c[:m])
 	}
-	if b.it != nil && b.it.rowHas(s) {
-		// The step's coefficients have cotangents: its extended reverse.
-		rev = b.it.extRev
-		for _, c := range b.it.coefBar(b.tapbar, s, m) {
+	if b.sv != nil && b.sv.backwardRanges(st[:m], s, m) {
+		// A save inside a step: the coefficients have cotangents, and the
+		// row runs the extended reverse.
+		rev = b.sv.extRev
+		for _, c := range b.sv.coefBar(b.savebar, st[:m], x.h, m) {
 			b.in = append(b.in, c[:m])
 		}
 	}
@@ -512,8 +512,11 @@ func (b *backward) step(s int, st []float64) error {
 		return err
 	}
 	b.addShared(m)
-	if b.tapY != nil || sw.tapBar != nil {
+	if b.tapY != nil {
 		sw.addTaps(b.lam, b.tapY, s)
+	}
+	if b.sv != nil {
+		b.sv.addRow(b.lam, b.savebar, m)
 	}
 	return nil
 }
@@ -595,15 +598,8 @@ func (sw *Sweep) tapAdjoint(rev *tape.Exec, tapbar []float64, gp [][]float64, ti
 // addTaps adds the tap cotangents of taps at step s to λ.
 func (sw *Sweep) addTaps(lam, tapY [][]float64, s int) {
 	tp := sw.p.Taps
-	nt, d := tp.Len(), len(lam)
 	for _, i := range sw.l.tapsAt(s) {
 		k := sw.tp.pos[tp.Traj[i]]
-		if tapY == nil { // the cotangents of interpolating taps, in their layout
-			for c := range lam {
-				lam[c][k] += sw.tapBar[tp.index(i, c, nt, d)]
-			}
-			continue
-		}
 		for c := range lam {
 			lam[c][k] += tapY[c][i]
 		}

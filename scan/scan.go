@@ -38,11 +38,11 @@ type Step struct {
 	//
 	//	y(t + θh) = y + Σ_{j=1…Terms} θ^j·w_j   (θ ∈ [0, 1]).
 	//
-	// Taps with Theta then interpolate from the step that brackets them,
-	// whose own sweep computes the coefficients: no extra step (see
-	// Taps). ExtRev optionally gives Ext's accumulating reverse program
-	// (Reverse(Ext, D, P, S): inputs Ext's, λ[D], w̄[Terms·D], gp[P]);
-	// nil builds it on first use.
+	// Saves then interpolate from the step that brackets them, whose own
+	// sweep computes the coefficients: no extra step (see Saves). ExtRev
+	// optionally gives Ext's accumulating reverse program (Reverse(Ext,
+	// D, P, S): inputs Ext's, λ[D], w̄[Terms·D], gp[P]); nil builds it on
+	// first use.
 	Ext    *tape.Program
 	Terms  int
 	ExtRev *tape.Program
@@ -53,7 +53,7 @@ type Step struct {
 	states             [2]*state   // carries reused by newState
 	contrib            [][]float64 // a reverse step's shared-gradient contributions, reused
 	tapIdx, tapOff     []int       // a layout's taps by step, reused (newLayout)
-	interp             *interpTaps // the interpolating taps' buffers, reused
+	saves              *saveSweep  // the saves' buffers, reused
 }
 
 // contributions returns S columns of n values for one reverse step's
@@ -300,14 +300,10 @@ func (m *Mesh) check() error {
 // states at times between mesh points (bracket and re-step); a tap with
 // H[i] == 0 returns y_k exactly.
 //
-// If Theta is not nil the taps interpolate instead. With Step.Ext, tap i
-// is read from the continuous extension of step Step[i] (which must
-// bracket the tap's time): y_k + Σ_j Theta[i]^j·w_j, with the
-// coefficients w of that step, which its own sweep computes (no extra
-// step; H is not read); a tap with Theta[i] == 0, at Step[i] == Len or on
-// a step of size 0 is the state y_k itself. Without Step.Ext, tap i
-// evaluates Step.Dense(t_k, H[i], y_k, p, s, Theta[i]), where H[i] should
-// be the mesh step h_k (0 for a tap at the end of the mesh).
+// If Theta is not nil the taps interpolate instead: tap i evaluates
+// Step.Dense(t_k, H[i], y_k, p, s, Theta[i]), where H[i] should be the
+// mesh step h_k (0 for a tap at the end of the mesh). (Saves interpolate
+// from the steps' own extension, Step.Ext, without a list of taps.)
 //
 // Tap outputs (Result.Taps) and their cotangents (Backward's tapbar) are
 // [D][ntaps], or, with TapMajor, [ntaps][D] (tap i, component c at
@@ -350,6 +346,11 @@ type Problem struct {
 	P      []float64 // [P][N]
 	Shared []float64 // [S]
 	Taps   *Taps
+
+	// Saves, if not nil, asks for the states at shared save times, read
+	// from the steps' continuous extension (Step.Ext); a Problem has Taps
+	// or Saves, not both.
+	Saves *Saves
 
 	// Stored, if not nil, holds the states the forward sweep would compute
 	// (a recorder's accepted states, bit for bit those of the replay), so
@@ -410,13 +411,18 @@ func (p *Problem) check() error {
 		if t.Out != nil && len(t.Out) != st.D*len(t.Traj) {
 			return fmt.Errorf("scan: taps: len(Out) %d, want D·ntaps = %d", len(t.Out), st.D*len(t.Traj))
 		}
-		if t.Theta != nil && p.Step.Dense == nil && p.Step.Ext == nil {
-			return errors.New("scan: taps with Theta need Step.Ext or Step.Dense")
+		if t.Theta != nil && p.Step.Dense == nil {
+			return errors.New("scan: taps with Theta need Step.Dense (Saves interpolate from Step.Ext)")
 		}
 		for i, j := range t.Traj {
 			if j < 0 || j >= n || t.Step[i] < 0 || t.Step[i] > p.Mesh.Len[j] {
 				return fmt.Errorf("scan: tap %d: trajectory %d step %d out of range", i, j, t.Step[i])
 			}
+		}
+	}
+	if p.Saves != nil {
+		if err := p.checkSaves(); err != nil {
+			return err
 		}
 	}
 	if s := p.Stored; s != nil {
@@ -638,8 +644,8 @@ func finishResult(dst *Result, p *Problem, l *layout, x *state, tp *tapper, e *t
 			dst.Y[c*n+j] = x.y[c][i]
 		}
 	}
-	if tp.it != nil {
-		return dst, nil // the rows wrote the taps
+	if tp.sv != nil {
+		return dst, nil // the rows wrote the saves
 	}
 	nt := p.Taps.Len()
 	dst.Taps = tapsOut(dst.Taps, p.Taps, d)
@@ -677,21 +683,23 @@ func resize(x []float64, n int) []float64 {
 	return x[:n]
 }
 
-// tapper gathers the states the taps start from, in tap order, or, for
-// taps that interpolate from the extended step (it), writes their
-// outputs as the sweep computes them.
+// tapper gathers the states the taps start from, in tap order, or
+// writes the saves (sv) as the sweep computes them.
 type tapper struct {
 	set *tape.ExecSettings
 	p   *Problem
 	l   *layout
 	pos []int // position of each trajectory in the permuted order
 	st  *state
-	it  *interpTaps
+	sv  *saveSweep
 }
 
-// newTapper returns the tapper of a forward sweep; interpolating taps
-// write their outputs to res.Taps, which it sizes.
+// newTapper returns the tapper of a forward sweep.
 func newTapper(p *Problem, l *layout, set *tape.ExecSettings, res *Result) (*tapper, error) {
+	if p.Saves != nil {
+		sv, err := newSaveSweep(p, l, set)
+		return &tapper{p: p, l: l, set: set, sv: sv}, err
+	}
 	nt := p.Taps.Len()
 	if nt == 0 {
 		return &tapper{p: p, l: l, set: set}, nil
@@ -699,12 +707,6 @@ func newTapper(p *Problem, l *layout, set *tape.ExecSettings, res *Result) (*tap
 	t := &tapper{p: p, l: l, set: set, pos: make([]int, l.n)}
 	for i, j := range l.perm {
 		t.pos[j] = i
-	}
-	if p.Taps.Theta != nil && p.Step.Ext != nil {
-		res.Taps = tapsOut(res.Taps, p.Taps, p.Step.D)
-		var err error
-		t.it, err = newInterpTaps(p, l, t.pos, set, res.Taps)
-		return t, err
 	}
 	st := p.Step
 	t.st = &state{t: make([]float64, nt), h: append([]float64(nil), p.Taps.H...)}
@@ -727,20 +729,23 @@ func newTapper(p *Problem, l *layout, set *tape.ExecSettings, res *Result) (*tap
 }
 
 // stepRow advances the first m trajectories by step s (their step sizes
-// loaded in x.h): with the extended step where a tap interpolates on it.
+// loaded in x.h), writing the saves on the row (with the extended step
+// where one is inside a step).
 func (t *tapper) stepRow(e *tape.Exec, x *state, in [][]float64, s, m int) error {
-	if t.it != nil && t.it.rowHas(s) {
-		return t.it.stepRow(x, in, s, m)
+	if t.sv != nil && !t.p.Saves.Given {
+		return t.sv.stepRow(e, x, in, m)
 	}
 	return stepForward(e, x, in, m)
 }
 
 // collect copies the state after s steps of every trajectory with a tap
-// at step s (or, for interpolating taps, writes the taps that are that
-// state).
+// at step s (or, after the last step, writes the saves at each
+// trajectory's end).
 func (t *tapper) collect(x *state, s int) {
-	if t.it != nil {
-		t.it.collect(x, s)
+	if t.sv != nil {
+		if s == t.l.rows && !t.p.Saves.Given {
+			t.sv.writeFinal(x.y)
+		}
 		return
 	}
 	if t.st == nil {
@@ -755,11 +760,14 @@ func (t *tapper) collect(x *state, s int) {
 	}
 }
 
-// collectStored copies the tap states from stored states (or evaluates
-// the interpolating taps from them).
+// collectStored copies the tap states from stored states (or writes the
+// saves from them).
 func (t *tapper) collectStored(st *Stored, d int) error {
-	if t.it != nil {
-		return t.it.fromStored(st)
+	if t.sv != nil {
+		if t.p.Saves.Given {
+			return nil
+		}
+		return t.sv.fromStored(t.p, st)
 	}
 	if t.st == nil {
 		return nil

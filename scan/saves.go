@@ -1,0 +1,454 @@
+package scan
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Saves asks a sweep for every trajectory's states at save times shared
+// by the ensemble, read from the continuous extension of the steps that
+// bracket them (Step.Ext):
+//
+//	y(τ) = y_s + Σ_{j=1…Terms} θ^j·w_j,   θ = (τ − t_s)/h_s,
+//
+// for the step s with t_s ≤ τ < t_s + h_s, where t_0 = T0[j] and
+// t_{s+1} = t_s + h_s as the sweep accumulates it; the state y_s itself
+// where τ = t_s, y_0 where τ ≤ t_0, and the final state where τ is at or
+// after the trajectory's end. No extra step is taken: a row with a save
+// inside a step runs the extended step in place of the plain one, and its
+// reverse in the backward sweep, with the coefficients' cotangents
+// w̄_j = Σ θ^j·ȳ(τ) over the step's save times.
+//
+// Every trajectory keeps one cursor into Times, so the bookkeeping costs
+// O(1) per trajectory and step; each save costs Terms·D multiply-adds
+// forward (Interp) and as many backward, plus the D values written and
+// read.
+type Saves struct {
+	// Times are the save times, non-decreasing, the same for every
+	// trajectory.
+	Times []float64
+
+	// Out holds the saved states, [N][K][D]: trajectory j's state at
+	// Times[k], component c, at Out[(j*K+k)*D+c] (K = len(Times)). The
+	// forward sweep writes them, unless Given.
+	Out []float64
+
+	// Given reports that Out already holds the saved states, as the rule
+	// above computes them (a recorder that interpolated as it stepped):
+	// the forward sweep then only steps. The backward sweep reads Times
+	// alone.
+	Given bool
+}
+
+// Interp sets dst[c] = y[c] + θ·(w_1[c] + θ·(w_2[c] + … + θ·w_m[c])) for
+// c < len(dst), with w_j[c] at w[(j−1)·len(dst) + c] and m =
+// len(w)/len(dst): Horner's rule in that order, every product rounded
+// before its sum (as the ops compute it), so that every engine and
+// DenseSolution.Evaluate read a continuous extension bit for bit alike.
+// It costs m·len(dst) multiply-adds. dst must not alias y or w.
+func Interp(dst, y, w []float64, theta float64) {
+	d := len(dst)
+	if d == 0 {
+		return
+	}
+	m := len(w) / d
+	y, w = y[:d], w[:m*d]
+	// Four components at a time, their chains in registers side by side
+	// (their latencies overlap), then the rest one at a time.
+	c := 0
+	for ; c+4 <= d; c += 4 {
+		k := (m - 1) * d
+		a0, a1, a2, a3 := w[k+c], w[k+c+1], w[k+c+2], w[k+c+3]
+		for k -= d; k >= 0; k -= d {
+			wj := w[k+c : k+c+4]
+			a0 = wj[0] + float64(theta*a0)
+			a1 = wj[1] + float64(theta*a1)
+			a2 = wj[2] + float64(theta*a2)
+			a3 = wj[3] + float64(theta*a3)
+		}
+		o, yc := dst[c:c+4], y[c:c+4]
+		o[0] = yc[0] + float64(theta*a0)
+		o[1] = yc[1] + float64(theta*a1)
+		o[2] = yc[2] + float64(theta*a2)
+		o[3] = yc[3] + float64(theta*a3)
+	}
+	for ; c < d; c++ {
+		k := (m - 1) * d
+		a := w[k+c]
+		for k -= d; k >= 0; k -= d {
+			a = w[k+c] + float64(theta*a)
+		}
+		dst[c] = y[c] + float64(theta*a)
+	}
+}
+
+// checkSaves checks the saves of p.
+func (p *Problem) checkSaves() error {
+	sv, st := p.Saves, p.Step
+	if p.Taps.Len() > 0 {
+		return fmt.Errorf("scan: a Problem has Taps or Saves, not both")
+	}
+	if st.Ext == nil {
+		return fmt.Errorf("scan: Saves need Step.Ext, the step with its continuous extension")
+	}
+	for k := 1; k < len(sv.Times); k++ {
+		if !(sv.Times[k] >= sv.Times[k-1]) {
+			return fmt.Errorf("scan: Saves.Times[%d] = %v is before Times[%d] = %v (or not a number); save times must be non-decreasing",
+				k, sv.Times[k], k-1, sv.Times[k-1])
+		}
+	}
+	if want := p.Mesh.N * len(sv.Times) * st.D; len(sv.Out) != want {
+		return fmt.Errorf("scan: len(Saves.Out) = %d, want N·K·D = %d", len(sv.Out), want)
+	}
+	return nil
+}
+
+// saveSweep evaluates Saves during a sweep, and their cotangents during
+// the backward one. Lanes are the layout's permuted trajectories.
+type saveSweep struct {
+	sv      *Saves
+	l       *layout
+	d, m, k int // state dimension, terms, save times
+
+	cur []int // [n] forward: the next save; backward: the end of the row's range
+	end []int // [n] the row's range: forward its end, backward its start
+
+	ext, extRev *tape.Exec
+	w, wbar     [][]float64 // [m·D][n]: a row's coefficients and their cotangents
+	ys          [][]float64 // [D][n]: the states before the row's step
+	t           []float64   // [n]: the times before the row's step
+	lane        []float64   // one lane's coefficients [m·D]
+	y           []float64   // one lane's state [D]
+	mask        masker
+}
+
+// newSaveSweep prepares the saves of p for a sweep in layout l; its
+// buffers are the Step's, reused from scan to scan.
+func newSaveSweep(p *Problem, l *layout, set *tape.ExecSettings) (*saveSweep, error) {
+	st := p.Step
+	ext, extRev, err := st.extended(set)
+	if err != nil {
+		return nil, err
+	}
+	n, d, m := l.n, st.D, st.Terms
+	sw := st.saves
+	if sw == nil || len(sw.w) != m*d || cap(sw.cur) < n {
+		sw = &saveSweep{w: cols(m*d, n), wbar: cols(m*d, n), ys: cols(d, n), t: make([]float64, n),
+			cur: make([]int, n), end: make([]int, n), lane: make([]float64, m*d), y: make([]float64, d)}
+		st.saves = sw
+	}
+	sw.sv, sw.l, sw.d, sw.m, sw.k = p.Saves, l, d, m, len(p.Saves.Times)
+	sw.ext, sw.extRev = ext, extRev
+	sw.cur, sw.end = sw.cur[:n], sw.end[:n]
+	clear(sw.cur)
+	return sw, nil
+}
+
+func cols(w, n int) [][]float64 {
+	x := make([][]float64, w)
+	for c := range x {
+		x[c] = make([]float64, n)
+	}
+	return x
+}
+
+// out returns the saved state of lane i (trajectory perm[i]) at save k.
+func (sw *saveSweep) out(i, k int) []float64 {
+	o := (sw.l.perm[i]*sw.k + k) * sw.d
+	return sw.sv.Out[o : o+sw.d]
+}
+
+// forwardRanges sets the end of each of the first m lanes' saves on the
+// row whose steps start at t with sizes h (those before t + h), and
+// reports whether one of them is inside a step (θ > 0).
+func (sw *saveSweep) forwardRanges(t, h []float64, m int) bool {
+	ts, K := sw.sv.Times, sw.k
+	inside := false
+	for i, c := range sw.cur[:m] {
+		e, next := c, t[i]+h[i]
+		for e < K && ts[e] < next {
+			e++
+		}
+		sw.end[i] = e
+		if e > c && ts[e-1] > t[i] {
+			inside = true
+		}
+	}
+	return inside
+}
+
+// writeStates writes the saves of the row's ranges of the first m lanes,
+// all of which are the states y before the step, and advances the
+// cursors.
+func (sw *saveSweep) writeStates(y [][]float64, m int) {
+	for i, e := range sw.end[:m] {
+		for k := sw.cur[i]; k < e; k++ {
+			o := sw.out(i, k)
+			for c := range o {
+				o[c] = y[c][i]
+			}
+		}
+		sw.cur[i] = e
+	}
+}
+
+// writeRow writes the saves of the row's ranges of the first m lanes from
+// the states before the step (sw.ys, at times sw.t), the step sizes h and
+// the row's coefficients (sw.w), and advances the cursors.
+func (sw *saveSweep) writeRow(h []float64, m int) {
+	ts, d := sw.sv.Times, sw.d
+	for i, e := range sw.end[:m] {
+		c0 := sw.cur[i]
+		if c0 == e {
+			continue
+		}
+		sw.cur[i] = e
+		y := sw.y
+		for c := range y {
+			y[c] = sw.ys[c][i]
+		}
+		t, gathered := sw.t[i], false
+		for k := c0; k < e; k++ {
+			o := sw.out(i, k)
+			if ts[k] <= t {
+				copy(o, y)
+				continue
+			}
+			if !gathered {
+				for x, w := range sw.w {
+					sw.lane[x] = w[i]
+				}
+				gathered = true
+			}
+			Interp(o, y, sw.lane[:sw.m*d], (ts[k]-t)/h[i])
+		}
+	}
+}
+
+// writeFinal writes the saves at or after each lane's end from the final
+// states y ([D][n], permuted).
+func (sw *saveSweep) writeFinal(y [][]float64) {
+	for i := range sw.cur {
+		for k := sw.cur[i]; k < sw.k; k++ {
+			o := sw.out(i, k)
+			for c := range o {
+				o[c] = y[c][i]
+			}
+		}
+		sw.cur[i] = sw.k
+	}
+}
+
+// stepRow advances the first m lanes of x by step s (x.h loaded) and
+// writes the row's saves: with the extended step if a save is inside a
+// step.
+func (sw *saveSweep) stepRow(e *tape.Exec, x *state, in [][]float64, m int) error {
+	if !sw.forwardRanges(x.t, x.h, m) {
+		sw.writeStates(x.y, m)
+		return stepForward(e, x, in, m)
+	}
+	copy(sw.t[:m], x.t[:m])
+	for c := range x.y {
+		copy(sw.ys[c][:m], x.y[c][:m])
+	}
+	in = x.inputs(in, m)
+	x.outs = x.outs[:0]
+	for _, c := range x.y {
+		x.outs = append(x.outs, c[:m])
+	}
+	for _, c := range sw.w {
+		x.outs = append(x.outs, c[:m])
+	}
+	if err := x.mask.runLive(sw.ext, x.outs, in, x.h, m); err != nil {
+		return err
+	}
+	for i, h := range x.h[:m] {
+		x.t[i] += h
+	}
+	sw.writeRow(x.h, m)
+	return nil
+}
+
+// fromStored writes every save from stored states: the rows with a save
+// inside a step run the extended step from their stored states.
+func (sw *saveSweep) fromStored(p *Problem, st *Stored) error {
+	l, d := sw.l, sw.d
+	n := l.n
+	pc := cols(p.Step.P, n)
+	for c := range pc {
+		for i, j := range l.perm {
+			pc[c][i] = p.P[c*n+j]
+		}
+	}
+	h := make([]float64, n)
+	yn := cols(d, n)
+	var row []float64
+	var in, outs [][]float64
+	for s := 0; s < l.rows; s++ {
+		m := l.active[s]
+		row = gatherStored(row, st, l, d, s)
+		copy(sw.t[:m], row[:m])
+		for c := range sw.ys {
+			copy(sw.ys[c][:m], row[(1+c)*m:(2+c)*m])
+		}
+		for i, j := range l.perm[:m] {
+			h[i] = p.Mesh.H[s*n+j]
+		}
+		if !sw.forwardRanges(sw.t, h, m) {
+			sw.writeStates(sw.ys, m)
+			continue
+		}
+		in = append(in[:0], sw.t[:m], h[:m])
+		for _, c := range sw.ys {
+			in = append(in, c[:m])
+		}
+		for _, c := range pc {
+			in = append(in, c[:m])
+		}
+		for c := range p.Shared {
+			in = append(in, p.Shared[c:c+1])
+		}
+		outs = outs[:0]
+		for _, c := range yn {
+			outs = append(outs, c[:m])
+		}
+		for _, c := range sw.w {
+			outs = append(outs, c[:m])
+		}
+		if err := sw.mask.runLive(sw.ext, outs, in, h, m); err != nil {
+			return err
+		}
+		sw.writeRow(h, m)
+	}
+	end := cols(d, n)
+	for c := range end {
+		for i, j := range l.perm {
+			end[c][i] = st.EndY[c*n+j]
+		}
+	}
+	sw.writeFinal(end)
+	return nil
+}
+
+// backwardStart sets each lane's cursor to the end of its saves inside
+// its steps (those before its end time tEnd, permuted; none for a
+// trajectory without steps) and adds the cotangents bar (Out's layout)
+// of the saves at or after it, the final state's, to λ.
+func (sw *saveSweep) backwardStart(lam [][]float64, tEnd, bar []float64, lens []int) {
+	ts, K := sw.sv.Times, sw.k
+	for i, j := range sw.l.perm {
+		hi := 0
+		if lens[j] > 0 {
+			hi = sort.SearchFloat64s(ts, tEnd[i]) // the first save at or after the end
+		}
+		sw.cur[i] = hi
+		for k := hi; k < K; k++ {
+			o := (j*K + k) * sw.d
+			for c := range lam {
+				lam[c][i] += bar[o+c]
+			}
+		}
+	}
+}
+
+// backwardRanges sets the start of each of the first m lanes' saves on
+// row s, whose steps start at t, and reports whether one of them is
+// inside a step.
+func (sw *saveSweep) backwardRanges(t []float64, s, m int) bool {
+	ts := sw.sv.Times
+	inside := false
+	for i, hi := range sw.cur[:m] {
+		lo := 0
+		if s > 0 {
+			lo = hi
+			for lo > 0 && ts[lo-1] >= t[i] {
+				lo--
+			}
+		}
+		sw.end[i] = lo
+		if hi > lo && ts[hi-1] > t[i] {
+			inside = true
+		}
+	}
+	return inside
+}
+
+// coefBar returns the cotangents of the row's coefficients for its first
+// m lanes, whose steps start at t with sizes h: w̄_j = Σ θ^j·ȳ over each
+// lane's saves inside its step (bar in Out's layout), zero elsewhere.
+func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
+	for _, c := range sw.wbar {
+		clear(c[:m])
+	}
+	ts, d, terms := sw.sv.Times, sw.d, sw.m
+	lane := sw.lane[:terms*d]
+	for i, hi := range sw.cur[:m] {
+		lo := sw.end[i]
+		if hi == lo || !(ts[hi-1] > t[i]) {
+			continue
+		}
+		clear(lane)
+		j := sw.l.perm[i]
+		for k := lo; k < hi; k++ {
+			if ts[k] <= t[i] {
+				continue
+			}
+			o := (j*sw.k + k) * d
+			addPowers(lane, bar[o:o+d], (ts[k]-t[i])/h[i], terms)
+		}
+		for x, v := range lane {
+			sw.wbar[x][i] = v
+		}
+	}
+	return sw.wbar
+}
+
+// addRow adds the cotangents of the row's saves to λ of the first m
+// lanes (∂y(τ)/∂y_s = I) and moves the cursors to the row's start.
+func (sw *saveSweep) addRow(lam [][]float64, bar []float64, m int) {
+	d := sw.d
+	for i, lo := range sw.end[:m] {
+		hi := sw.cur[i]
+		if hi == lo {
+			continue
+		}
+		o := (sw.l.perm[i]*sw.k + lo) * d
+		for k := lo; k < hi; k++ {
+			for c := range lam {
+				lam[c][i] += bar[o+c]
+			}
+			o += d
+		}
+		sw.cur[i] = lo
+	}
+}
+
+// addPowers adds θ^j·g to lane[(j−1)·len(g):] for j = 1…terms (θ^j by
+// repeated multiplication, every product rounded before its sum), four
+// components at a time.
+func addPowers(lane, g []float64, th float64, terms int) {
+	d := len(g)
+	lane = lane[:terms*d]
+	c := 0
+	for ; c+4 <= d; c += 4 {
+		g0, g1, g2, g3 := g[c], g[c+1], g[c+2], g[c+3]
+		pw := th
+		for x := c; x < len(lane); x += d {
+			l := lane[x : x+4]
+			l[0] += float64(pw * g0)
+			l[1] += float64(pw * g1)
+			l[2] += float64(pw * g2)
+			l[3] += float64(pw * g3)
+			pw *= th
+		}
+	}
+	for ; c < d; c++ {
+		v, pw := g[c], th
+		for x := c; x < len(lane); x += d {
+			lane[x] += float64(pw * v)
+			pw *= th
+		}
+	}
+}
