@@ -6,11 +6,18 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/cuda/internal/cname"
 	"github.com/gradsolve-go/gradsolve/nn"
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -514,4 +521,348 @@ func jobOf(t *testing.T, c engineCase, op ode.Op) *ode.Job {
 		t.Fatalf("spy engine: %v", err)
 	}
 	return spy.j
+}
+
+// saveTimesCase is c with k save times (k ≥ 12) that stress the bracket
+// rule of the continuous extension: t0 twice, points of trajectory 0's
+// mesh as the CPU records it (one of them twice), T1 twice, and the rest
+// spread over (t0, T1), every seventh twice; its loss reads every saved
+// state (linearly, every seventh squared) and the final state.
+func saveTimesCase(t *testing.T, c engineCase, k int) engineCase {
+	t.Helper()
+	p := c.prob
+	p.SaveAt = nil
+	m, _, err := c.solver(t, "cpu").Record(&p)
+	if err != nil {
+		t.Fatalf("%s: CPU record: %v", c.name, err)
+	}
+	hostMesh(t, m)
+	// The mesh points accumulated as the engines accumulate them.
+	var pts []float64
+	tt := p.T0
+	for s := 0; s < m.Len[0]; s++ {
+		tt += m.H[s*m.N]
+		pts = append(pts, tt)
+	}
+	if len(pts) < 3 {
+		t.Fatalf("%s: trajectory 0 takes %d steps, want at least 3", c.name, len(pts))
+	}
+	mid := pts[len(pts)/2]
+	ts := []float64{p.T0, p.T0, pts[0], pts[1], mid, mid, pts[len(pts)-2], p.T1, p.T1}
+	spread := k - len(ts) - (k-len(ts))/8
+	for q := 1; len(ts) < k; q++ {
+		x := p.T0 + (p.T1-p.T0)*float64(q)/float64(spread+1)
+		ts = append(ts, x)
+		if q%7 == 0 && len(ts) < k {
+			ts = append(ts, x)
+		}
+	}
+	slices.Sort(ts)
+	c.prob.SaveAt = ts
+	c.name = fmt.Sprintf("%s-%dsaves", c.name, k)
+	c.loss = ode.Loss{Name: c.name, F: func(y, ys, _ []tape.V) tape.V {
+		l := y[0].Square()
+		for q, v := range ys {
+			w := float64(1+q%5) / float64(k)
+			if q%7 == 0 {
+				v = v.Square()
+			}
+			l = l.Add(v.MulC(w))
+		}
+		return l
+	}}
+	return c
+}
+
+// saveMethodCases are the save-time cases of every built-in method, n·scale
+// trajectories each: Lorenz with Tsit5 and Vern7, Robertson with Rodas5P
+// and Rosenbrock23.
+func saveMethodCases(t *testing.T, scale, k int) []engineCase {
+	vern7 := lorenzCase(12*scale, 1e-7)
+	vern7.name, vern7.set.Method = "lorenz-Vern7", ode.Vern7
+	tsit5 := lorenzCase(12*scale, 1e-7)
+	tsit5.name = "lorenz-Tsit5"
+	var cs []engineCase
+	for _, c := range []engineCase{tsit5, vern7, robertsonCase(8*scale, ode.Rodas5P, 1e3), robertsonCase(8*scale, ode.Rosenbrock23, 10)} {
+		cs = append(cs, saveTimesCase(t, c, k))
+	}
+	return cs
+}
+
+// testSaveTimes compares engine with the CPU on many save times (t0, mesh
+// points, duplicates, T1: saveTimesCase) for every built-in method, in
+// the thread and lanes layouts: the saved states, losses and gradients of
+// solves, replays and gradients, recorded and on the CPU's mesh; and with
+// ode.SaveStep (each save time a step of its own). With exact, replays
+// and gradients on the CPU's mesh must give the CPU's bits (the CPU's
+// bracket rule, its dense steps and Horner sums in its order, and fields
+// without libm calls).
+func testSaveTimes(t *testing.T, engine string, scale, k int, exact bool) {
+	lanes := tuned(t, engine, Tuning{Layout: LayoutLanes})
+	step := saveTimesCase(t, lorenzCase(12*scale, 1e-7), k)
+	step.name, step.set.Saves = step.name+"-SaveStep", ode.SaveStep
+	type run struct {
+		c      engineCase
+		engine string
+		ops    []string
+	}
+	var runs []run
+	// The kernels that save: solves, replays and losses forward only,
+	// gradients recorded (the adaptive forward) and on a mesh (the
+	// replay's); in lanes mode the gradients' cover both forward loops.
+	for _, c := range saveMethodCases(t, scale, k) {
+		runs = append(runs, run{c, engine, []string{"solve", "replay", "loss", "grad", "gradmesh"}}, run{c, lanes, []string{"grad", "gradmesh"}})
+	}
+	runs = append(runs, run{step, engine, []string{"solve", "replay", "grad", "gradmesh"}},
+		run{step, lanes, []string{"grad", "gradmesh"}})
+	for _, r := range runs {
+		t.Run(r.c.name+"/"+r.engine, func(t *testing.T) {
+			t.Parallel()
+			compareEngines(t, r.engine, r.c, caseOpts{knife: knife(r.c.prob.N), ops: r.ops})
+			if exact && r.c.set.Saves == ode.SaveInterpolate {
+				c := r.c
+				c.tol = 0
+				compareEngines(t, r.engine, c, caseOpts{ops: []string{"replay", "gradmesh"}})
+			}
+		})
+	}
+}
+
+func TestHostEngineSaveTimes(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testSaveTimes(t, "cuda-host", 1, 200, true)
+}
+
+// countBackend is the host backend with kernels that count the calls of
+// every called program's function (GS_CALLEE: the field, its VJP): each
+// launch appends its counts, a line "name calls" per function called, to
+// the file its source names (countFile).
+type countBackend struct{ *hostBackend }
+
+// countEngine runs on a countBackend.
+var countEngine = &Engine{name: "cuda-host-count", prec: Float64, be: &countBackend{newHostBackend(1 << 30)}}
+
+func init() { ode.Register(countEngine) }
+
+// countFile is the file the counting kernels append to; a test that counts
+// sets it, and runs alone.
+var countFile string
+
+// callee matches the first line of a called program's function.
+var callee = regexp.MustCompile(`(?m)^GS_CALLEE(?:_INLINE)? \w+_out (\w+)\(.*\) \{$`)
+
+func (b *countBackend) compile(src, name string) (backendKernel, error) {
+	var names []string
+	body := callee.ReplaceAllStringFunc(src, func(line string) string {
+		names = append(names, callee.FindStringSubmatch(line)[1])
+		return fmt.Sprintf("%s\n  gs_counts[%d]++;", line, len(names)-1)
+	})
+	if len(names) == 0 {
+		return nil, fmt.Errorf("count backend: no called function in the kernel")
+	}
+	head := fmt.Sprintf(`#include <stdio.h>
+static long long gs_counts[%d];
+static const char* gs_count_names[] = {"%s"};
+static struct gs_count_dump {
+  ~gs_count_dump() {
+    FILE* f = fopen(%q, "a");
+    for (int k = 0; f && k < %d; k++)
+      if (gs_counts[k]) fprintf(f, "%%s %%lld\n", gs_count_names[k], gs_counts[k]);
+    if (f) fclose(f);
+  }
+} gs_count_dumper;
+`, len(names), strings.Join(names, `", "`), countFile, len(names))
+	return b.hostBackend.compile(head+body, name)
+}
+
+// takeCounts returns the calls counted since the last take, by function,
+// and empties the file.
+func takeCounts(t *testing.T) map[string]int {
+	t.Helper()
+	data, err := os.ReadFile(countFile)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(countFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line == "" {
+			continue
+		}
+		var name string
+		var k int
+		if _, err := fmt.Sscan(line, &name, &k); err != nil {
+			t.Fatalf("count line %q: %v", line, err)
+		}
+		counts[name] += k
+	}
+	return counts
+}
+
+// programCalls returns the calls of the program called name that one run
+// of p makes, through its callees.
+func programCalls(p *tape.Program, name string) int {
+	n := 0
+	for _, v := range p.Values {
+		if v.Op == ops.OpCall {
+			f := p.Funcs[int(v.Aux)]
+			if f.Name == name {
+				n++
+			}
+			n += programCalls(f, name)
+		}
+	}
+	return n
+}
+
+// TestHostEngineSaveCounts: save times cost no field evaluations of
+// their own. On the count backend, 200 save times in three windows, each
+// inside one step of every trajectory, make exactly the field and VJP
+// calls of three save times one per window, in every kind of kernel
+// (solve, replay, gradient recorded and on a mesh); those three steps
+// cost, over none, the dense step's surplus over the replay step
+// (replays), or one dense step each (adaptive solves), as the plan's
+// programs count their calls. Each save time read by one Dense step of
+// its own, as before, would cost 7 field calls.
+func TestHostEngineSaveCounts(t *testing.T) {
+	needHost(t)
+	countFile = filepath.Join(t.TempDir(), "counts")
+	const n, perWindow = 6, 67
+	c := lorenzCase(n, 1e-7)
+	p := c.prob
+	p.SaveAt = nil
+	cpu, dev := c.solver(t, "cpu"), c.solver(t, countEngine.name)
+	mesh, _, err := cpu.Record(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostMesh(t, mesh)
+	// Windows [w, w + 1e-6] each inside one step of every trajectory.
+	windows := []float64{0.1, 0.45, 0.8}
+	for i := 0; i < n; i++ {
+		tt := p.T0
+		for s := 0; s < mesh.Len[i]; s++ {
+			next := tt + mesh.H[s*mesh.N+i]
+			for _, w := range windows {
+				if tt < w+1e-6 && next > w && !(tt < w && next > w+1e-6) {
+					t.Fatalf("trajectory %d: window at %v not inside step %d [%v, %v]", i, w, s, tt, next)
+				}
+			}
+			tt = next
+		}
+	}
+	var many []float64
+	for _, w := range windows {
+		for q := 0; q < perWindow; q++ {
+			many = append(many, w+1e-6*float64(q)/perWindow)
+		}
+	}
+	many = many[:200]
+	pl := jobOf(t, c, ode.OpSolve).Plan
+	// The functions of the field and of its VJP: gs_<name>_<k>.
+	fn := func(name string) *regexp.Regexp {
+		return regexp.MustCompile(`^gs_` + regexp.QuoteMeta(cname.Ident(name)) + `_\d+$`)
+	}
+	field, vjp := fn(pl.Field.Name), fn(pl.Field.Name+".vjp")
+	// calls returns the field's and its VJP's calls of op with save times
+	// ts, and checks the saved states against the CPU's.
+	calls := func(op string, ts []float64) (f, v int) {
+		q := c.prob
+		q.SaveAt = ts
+		loss := ode.Loss{Name: fmt.Sprintf("count-%d", len(ts)), F: func(y, ys, _ []tape.V) tape.V {
+			l := y[0].Square()
+			for _, x := range ys {
+				l = l.Add(x)
+			}
+			return l
+		}}
+		takeCounts(t)
+		var got, want *ode.Solution
+		var err error
+		switch op {
+		case "solve":
+			got, err = dev.Solve(&q)
+			if err == nil {
+				want, err = cpu.Solve(&q)
+			}
+		case "replay":
+			got, err = dev.Replay(&q, mesh)
+			if err == nil {
+				want, err = cpu.Replay(&q, mesh)
+			}
+		case "grad", "gradmesh":
+			m := mesh
+			if op == "grad" {
+				m = nil
+			}
+			var g, w *ode.Gradient
+			g, err = dev.Grad(nil, &q, loss, m)
+			if err == nil {
+				w, err = cpu.Grad(nil, &q, loss, m)
+			}
+			if err == nil {
+				got, want = g.Solution, w.Solution
+				closeRows(t, op+" dL/dP", g.P, w.P, 3, 1e-10, nil)
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s with %d save times: %v", op, len(ts), err)
+		}
+		closeRows(t, op+" Ys", got.Ys, want.Ys, 3*len(ts), 1e-10, nil)
+		for name, k := range takeCounts(t) {
+			switch {
+			case field.MatchString(name):
+				f += k
+			case vjp.MatchString(name):
+				v += k
+			}
+		}
+		return f, v
+	}
+	drev, err := pl.DenseStepReverse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := pl.Reverse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fname, vname := pl.Field.Name, pl.Field.Name+".vjp"
+	// The surplus of three steps that save, in field and VJP calls, by
+	// the programs.
+	perStep := map[string][2]int{
+		"solve":  {programCalls(pl.DenseStep, fname), 0},
+		"replay": {programCalls(pl.DenseStep, fname) - programCalls(pl.Replay, fname), 0},
+	}
+	perStep["grad"] = [2]int{perStep["solve"][0] + programCalls(drev, fname) - programCalls(rev, fname), programCalls(drev, vname) - programCalls(rev, vname)}
+	perStep["gradmesh"] = [2]int{perStep["replay"][0] + perStep["grad"][0] - perStep["solve"][0], perStep["grad"][1]}
+	for _, op := range []string{"solve", "replay", "grad", "gradmesh"} {
+		f0, v0 := calls(op, nil)
+		f3, v3 := calls(op, windows)
+		f200, v200 := calls(op, many)
+		t.Logf("%s: field and VJP calls: %d, %d without save times; %d, %d with 3; %d, %d with 200 (one Dense step per save time: %d field calls more)",
+			op, f0, v0, f3, v3, f200, v200, n*len(many)*programCalls(pl.Dense, fname))
+		if f200 != f3 || v200 != v3 {
+			t.Errorf("%s: 200 save times make %d field and %d VJP calls, 3 in the same steps %d and %d", op, f200, v200, f3, v3)
+		}
+		if want := perStep[op]; f3-f0 != 3*n*want[0] || v3-v0 != 3*n*want[1] {
+			t.Errorf("%s: 3 save times add %d field and %d VJP calls, want %d and %d (the dense steps' surplus)", op, f3-f0, v3-v0, 3*n*want[0], 3*n*want[1])
+		}
+	}
+}
+
+// TestHostEngineSaveTimesFiniteDifferences: gradients of losses of 200
+// save times against central differences, on the engine's own mesh, for
+// an explicit and a Rosenbrock method.
+func TestHostEngineSaveTimesFiniteDifferences(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	vern7 := lorenzCase(6, 1e-8)
+	vern7.name, vern7.set.Method = "lorenz-Vern7", ode.Vern7
+	for _, c := range []engineCase{vern7, robertsonCase(6, ode.Rodas5P, 10)} {
+		checkFiniteDifferences(t, "cuda-host", saveTimesCase(t, c, 200))
+	}
 }

@@ -169,6 +169,14 @@ func TestGPUEngineDims(t *testing.T) {
 	}
 }
 
+// TestGPUEngineSaveTimes: 200 save times (at t0, on mesh points,
+// duplicated, at T1) read from the steps' extension, for every built-in
+// method, in the thread and lanes layouts, against the CPU.
+func TestGPUEngineSaveTimes(t *testing.T) {
+	needGPUEngine(t)
+	testSaveTimes(t, "cuda", 40, 200, false)
+}
+
 func TestGPUEngineSharedSum(t *testing.T) {
 	needGPUEngine(t)
 	testSharedSum(t, "cuda", 40)
@@ -275,51 +283,60 @@ func testSharedSum(t *testing.T, engine string, n int) {
 // (MLP), n trajectories each.
 func testFiniteDifferences(t *testing.T, engine string, n int) {
 	for _, c := range []engineCase{lorenzCase(n, 1e-8), mlpCase(n, []int{2, 8, 2})} {
-		sv := c.solver(t, engine)
-		mesh, _, err := sv.Record(&c.prob)
+		checkFiniteDifferences(t, engine, c)
+	}
+}
+
+// checkFiniteDifferences checks the gradient of case c on engine, on the
+// engine's own mesh, against central differences of its loss on that
+// mesh: the per-trajectory parameters and y0[0] of the first, a middle
+// and the last trajectory, and four shared parameters.
+func checkFiniteDifferences(t *testing.T, engine string, c engineCase) {
+	n := c.prob.N
+	sv := c.solver(t, engine)
+	mesh, _, err := sv.Record(&c.prob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := sv.Grad(nil, &c.prob, c.loss, mesh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Central differences of step h: truncation O(h²), rounding of the
+	// loss about 1e-15·|L|/h.
+	check := func(what string, x []float64, k int, want float64) {
+		p := c.prob
+		old := x[k]
+		h := 1e-5 * math.Max(math.Abs(old), 1)
+		x[k] = old + h
+		lp, _, err := sv.Loss(&p, c.loss, mesh)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := sv.Grad(nil, &c.prob, c.loss, mesh)
+		x[k] = old - h
+		lm, _, err := sv.Loss(&p, c.loss, mesh)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Central differences of step h: truncation O(h²), rounding of the
-		// loss about 1e-15·|L|/h.
-		check := func(what string, x []float64, k int, want float64) {
-			p := c.prob
-			old := x[k]
-			h := 1e-5 * math.Max(math.Abs(old), 1)
-			x[k] = old + h
-			lp, _, err := sv.Loss(&p, c.loss, mesh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			x[k] = old - h
-			lm, _, err := sv.Loss(&p, c.loss, mesh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			x[k] = old
-			fd := (lp - lm) / (2 * h)
-			if tol := 1e-6*math.Abs(want) + 1e-14*math.Abs(lp)/h; math.Abs(fd-want) > tol {
-				t.Errorf("%s %s[%d]: gradient %v, central difference %v (tolerance %.2g)", c.name, what, k, want, fd, tol)
-			}
+		x[k] = old
+		fd := (lp - lm) / (2 * h)
+		if tol := 1e-6*math.Abs(want) + 1e-14*math.Abs(lp)/h; math.Abs(fd-want) > tol {
+			t.Errorf("%s %s[%d]: gradient %v, central difference %v (tolerance %.2g)", c.name, what, k, want, fd, tol)
 		}
-		c.prob.Y0 = append([]float64(nil), c.prob.Y0...)
-		c.prob.P = append([]float64(nil), c.prob.P...)
-		c.prob.Shared = append([]float64(nil), c.prob.Shared...)
-		np := c.prob.Field.Params
-		for _, i := range []int{0, n / 3, n - 1} {
-			for q := 0; q < np; q++ {
-				check("P", c.prob.P, i*np+q, g.P[i*np+q])
-			}
-			check("Y0", c.prob.Y0, i*c.prob.Field.Dim, g.Y0[i*c.prob.Field.Dim])
+	}
+	c.prob.Y0 = append([]float64(nil), c.prob.Y0...)
+	c.prob.P = append([]float64(nil), c.prob.P...)
+	c.prob.Shared = append([]float64(nil), c.prob.Shared...)
+	np := c.prob.Field.Params
+	for _, i := range []int{0, n / 3, n - 1} {
+		for q := 0; q < np; q++ {
+			check("P", c.prob.P, i*np+q, g.P[i*np+q])
 		}
-		if ns := len(c.prob.Shared); ns > 0 {
-			for _, k := range []int{0, 7, ns / 2, ns - 1} {
-				check("Shared", c.prob.Shared, k, g.Shared[k])
-			}
+		check("Y0", c.prob.Y0, i*c.prob.Field.Dim, g.Y0[i*c.prob.Field.Dim])
+	}
+	if ns := len(c.prob.Shared); ns > 0 {
+		for _, k := range []int{0, 7, ns / 2, ns - 1} {
+			check("Shared", c.prob.Shared, k, g.Shared[k])
 		}
 	}
 }

@@ -68,10 +68,12 @@ func testTileMode(t *testing.T, engine string, cases []engineCase, ops []string)
 // simulated warp: eight trajectories in lockstep, the layers' tensor-core
 // products, the tile sums of the shared gradient. Without longTests, the
 // first case only (a full tile and a partial one), for a forward solve, a
-// record and a gradient on a given mesh.
+// record and a gradient on a given mesh, and the gradient of the case of
+// many save times (their dense steps and reverse steps in lockstep).
 func TestHostSimTileMode(t *testing.T) {
 	needHost(t)
 	t.Parallel()
+	saves := tileSavesCase(t, 11, []int{2, 16, 16, 2}, ode.Tsit5)
 	cases := []engineCase{
 		tileCase(13, []int{2, 16, 16, 2}, ode.Tsit5),
 		tileCase(6, []int{3, 20, 9, 3}, ode.Vern7),
@@ -79,12 +81,23 @@ func TestHostSimTileMode(t *testing.T) {
 		tileSaveCase(5, []int{2, 12, 2}, ode.Rodas5P),
 		// Layers of 64: two vectors of 32 rows each.
 		netCase(5, []int{4, 64, 4}, nn.Softplus, nn.Identity, ode.Tsit5),
+		saves,
 	}
-	var ops []string // all
 	if !longTests() {
-		cases, ops = cases[:1], []string{"solve", "record", "gradmesh"}
+		testTileMode(t, "cuda-host-sim", cases[:1], []string{"solve", "record", "gradmesh"})
+		testTileMode(t, "cuda-host-sim", []engineCase{saves}, []string{"grad"})
+		return
 	}
-	testTileMode(t, "cuda-host-sim", cases, ops)
+	testTileMode(t, "cuda-host-sim", cases, nil)
+}
+
+// tileSavesCase is tileCase at a tighter tolerance (more steps) with many
+// save times (saveTimesCase: 60 of them, at t0, on mesh points,
+// duplicated, at T1), its loss reading them all.
+func tileSavesCase(t *testing.T, n int, sizes []int, m ode.Method) engineCase {
+	c := tileCase(n, sizes, m)
+	c.set.RelTol, c.set.AbsTol = 1e-8, 1e-10
+	return saveTimesCase(t, c, 60)
 }
 
 // TestHostTileMode runs tile-mode kernels' host form (a tile is one
@@ -92,7 +105,7 @@ func TestHostSimTileMode(t *testing.T) {
 func TestHostTileMode(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	testTileMode(t, "cuda-host", []engineCase{tileCase(5, []int{2, 16, 16, 2}, ode.Tsit5)}, nil)
+	testTileMode(t, "cuda-host", []engineCase{tileCase(5, []int{2, 16, 16, 2}, ode.Tsit5), tileSavesCase(t, 5, []int{2, 16, 16, 2}, ode.Rodas5P)}, nil)
 }
 
 // TestHostSimTileBitwise: tile mode on a simulated warp computes the

@@ -127,14 +127,16 @@ func (g *adapters) kernelAdapters(sp *StepPrograms, v Config, lp *ode.LossPlan, 
 		"const gs_real* sh, const gs_real* st, gs_real t1, const gs_real* y, const gs_real* yn, const gs_real* e, gs_real hrho, gs_real* st2, gs_real* accept, gs_real* status",
 		cat(idx("st", ode.NumState), []string{"t1"}, y, idx("yn", d), idx("e", d), []string{"hrho"}),
 		cat(idx("st2", ode.NumState), []string{"*accept", "*status"}))
-	// Replay and Dense: t, h, y, p[, θ] → y⁺.
+	// Replay: t, h, y, p → y⁺.
 	g.adapter("gs_a_replay", pl.Replay, "void",
 		"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real* yn",
 		cat([]string{"t", "h"}, y, p), idx("yn", d))
-	if pl.Dense != nil {
-		g.adapter("gs_a_dense", pl.Dense, "void",
-			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, gs_real* yn",
-			cat([]string{"t", "h"}, y, p, []string{"theta"}), idx("yn", d))
+	if k.Dense {
+		// DenseStep: t, h, y, p → y⁺, w (the coefficients of the step's
+		// continuous extension).
+		g.adapter("gs_a_dense_step", pl.DenseStep, "void",
+			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real* yn, gs_real* w",
+			cat([]string{"t", "h"}, y, p), cat(idx("yn", d), idx("w", pl.DenseTerms*d)))
 	}
 	if v.Grad {
 		if err := g.reverseAdapters(sp, v, k); err != nil {
@@ -151,46 +153,63 @@ func (g *adapters) kernelAdapters(sp *StepPrograms, v Config, lp *ode.LossPlan, 
 }
 
 // reverseAdapters writes the adapters of the reverse steps of a gradient
-// kernel v, gs_a_rev and gs_a_tap_rev. They return their output struct.
-// Its last ns entries, the shared-gradient contributions, are reduced in
-// place; or, where the step's form allows, the field's VJP adds them to
-// the accumulator as it computes them (AccFunc; k.RevAcc, k.TapAcc), and
-// the struct holds λ' and gp' only.
+// kernel v: gs_a_rev (Plan.Reverse, returning gs_rev_out) and, where save
+// times read the steps' extension (k.Dense), gs_a_drev
+// (Plan.DenseStepReverse: t, h, y, p, λ, w̄, gp; returning gs_drev_out,
+// whose entries are gs_rev_out's). The structs' last ns entries, the
+// shared-gradient contributions, are reduced in place; or, where both
+// steps' forms allow, the field's VJP adds them to the accumulator as it
+// computes them (AccFunc; k.RevAcc), and the structs hold λ' and gp' only.
 func (g *adapters) reverseAdapters(sp *StepPrograms, v Config, k *kernelPlan) error {
 	pl := sp.plan
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
-	y, p := idx("y", d), idx("p", np)
-	revArgs := cat([]string{"t", "h"}, y, p, idx("lam", d), idx("gp", np))
-	revParams := "const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
-	accParams := "const gs_real* sh, gs_real* acc, bool on, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
-	if f, ok := g.accFunc(sp.Rev, d+np, ns); ok {
-		k.RevAcc = true
-		g.accAdapter("gs_a_rev", f, sp.Rev, "gs_rev_out", accParams, revArgs)
-	} else if v.TileMode {
+	var drev *tape.Program
+	if k.Dense {
+		var err error
+		if drev, err = pl.DenseStepReverse(); err != nil {
+			return err
+		}
+	}
+	y, p, lam, gp := idx("y", d), idx("p", np), idx("lam", d), idx("gp", np)
+	revArgs := cat([]string{"t", "h"}, y, p, lam, gp)
+	denseArgs := cat([]string{"t", "h"}, y, p, lam, idx("wb", pl.DenseTerms*d), gp)
+	const (
+		revParams   = "gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
+		denseParams = "gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* wb, const gs_real* gp"
+	)
+	// The two steps take turns in one loop: both accumulate, or neither.
+	k.RevAcc = accumulates(sp.Rev, d+np, ns) && (drev == nil || accumulates(drev, d+np, ns))
+	if !k.RevAcc && v.TileMode {
 		// gs_backward calls a step that returns its shared gradient
 		// only for the trajectories on: not in lockstep.
 		return fmt.Errorf("cuda: tile mode: the reverse step of %s does not accumulate its shared gradient", pl.Method)
-	} else {
-		g.adapter("gs_a_rev", sp.Rev, "gs_rev_out", revParams, revArgs, nil)
 	}
-	if pl.Dense != nil {
-		tapArgs := cat([]string{"t", "h"}, y, p, []string{"theta"}, idx("lam", d), idx("gp", np))
-		if f, ok := g.accFunc(sp.tapRev, d+np, ns); ok {
-			k.TapAcc = true
-			g.accAdapter("gs_a_tap_rev", f, sp.tapRev, "gs_tap_rev_out",
-				"const gs_real* sh, gs_real* acc, bool on, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, const gs_real* lam, const gs_real* gp", tapArgs)
-		} else {
-			g.adapter("gs_a_tap_rev", sp.tapRev, "gs_tap_rev_out",
-				"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, const gs_real* lam, const gs_real* gp", tapArgs, nil)
+	rev := func(name, ret string, prog *tape.Program, params string, args []string) {
+		if !k.RevAcc {
+			g.adapter(name, prog, ret, "const gs_real* sh, "+params, args, nil)
+			return
 		}
-	} else {
-		k.TapAcc = k.RevAcc
-		g.sb.WriteString("typedef gs_rev_out gs_tap_rev_out;\n#define gs_a_tap_rev gs_a_rev\n")
+		if f, ok := g.accFunc(prog, d+np, ns); ok {
+			g.accAdapter(name, f, prog, ret, "const gs_real* sh, gs_real* acc, bool on, "+params, args)
+		} else if g.err == nil {
+			g.err = fmt.Errorf("cuda: program %s: no accumulating function", prog.Name)
+		}
 	}
-	if v.TileMode && v.Saves > 0 && !k.TapAcc {
-		return fmt.Errorf("cuda: tile mode: the save times' reverse step of %s does not accumulate its shared gradient", pl.Method)
+	rev("gs_a_rev", "gs_rev_out", sp.Rev, revParams, revArgs)
+	if drev != nil {
+		rev("gs_a_drev", "gs_drev_out", drev, denseParams, denseArgs)
 	}
-	return nil
+	return g.err
+}
+
+// accumulates reports whether p's outputs first…first+n-1 can be
+// accumulated (AccFunc), without emitting anything.
+func accumulates(p *tape.Program, first, n int) bool {
+	if noAccumulate || n == 0 {
+		return false
+	}
+	_, ok := planAcc(p, first, n)
+	return ok
 }
 
 // lossAdapter writes the adapter of loss lp for kernel v: gs_a_loss_grad

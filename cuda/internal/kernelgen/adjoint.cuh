@@ -1,16 +1,51 @@
 {{- /*
 adjoint.cuh: the adjoint of a gradient kernel ("adjoint"), gs_backward.
-The reverse steps (of the mesh: gs_a_rev; of the save times:
-gs_a_tap_rev) and the loss VJP either return their shared-gradient
+The reverse steps (gs_a_rev, and gs_a_drev on the steps that save times
+lie inside) and the loss VJP either return their shared-gradient
 contributions, which it reduces across the warp, or add them to the
-accumulator themselves (RevAcc, TapAcc, LossAcc: AccFunc), every lane
-calling them. The loss's own dL/ds without LossAcc goes where the
-layout's "loss-own" puts it.
+accumulator themselves (RevAcc, LossAcc: AccFunc), every lane calling
+them. The loss's own dL/ds without LossAcc goes where the layout's
+"loss-own" puts it.
 */ -}}
 {{define "adjoint"}}
+// gs_take sets lambda and gp from the outputs of a reverse step (Reverse's
+// or DenseStepReverse's: lambda', then gp') where on is set.
+template <class R>
+GS_DEVICE void gs_take(const R& r, bool on, gs_real* lam, gs_real* gp) {
+  if (!on) return;
+  for (int c = 0; c < GS_D; c++) lam[c] = r.v[c];
+  for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
+}
+{{- if .Dense}}
+
+// gs_coef_bar sets wb to the cotangents of the coefficients of the step
+// from ts of size h (on set, else zeros): over the save times k0 ... kq-1
+// on it that lie inside it, in order, wb[(j - 1) * GS_D + c] = the sum of
+// theta^j * ybar[c] (the interpolant's VJP, summed as the CPU engine sums
+// it), and reports whether there are any.
+GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int kq, gs_real ts, gs_real h,
+                           gs_real* wb) {
+  const long long n = a.n;
+  bool any = false;
+  for (int q = 0; q < GS_DW; q++) wb[q] = 0;
+  for (int k = k0; on && k < kq; k++) {
+    const gs_real theta = (a.saveat[k] - ts) / h;
+    if (theta == 0) continue;
+    any = true;
+    gs_real pw = theta;
+    for (int j = 0; j < GS_TERMS; j++) {
+      for (int c = 0; c < GS_D; c++) wb[j * GS_D + c] += pw * a.tb[((long long)k * GS_D + c) * n + i];
+      pw *= theta;
+    }
+  }
+  return any;
+}
+{{- end}}
+
 // gs_backward is the adjoint of trajectory i (act false: a lane that only
-// takes part in the warp's reductions): the loss VJP, the VJPs of the save
-// times, then Reverse over the steps from the last to the first. It writes
+// takes part in the warp's reductions): the loss VJP, then the reverse
+// steps from the last to the first, with the save times' VJPs (in their
+// steps' reverse with Dense, else before the sweep). It writes
 // the loss term and dL/dy0, dL/dp, and adds dL/ds to acc. Every lane of
 // the warp must call it.
 GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, bool act, int len, const gs_real* y,
@@ -41,21 +76,23 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
 {{- end}}
   }
 {{- if .Saves}}
-  // The save times' VJPs, in order; each one's cotangent of its starting
-  // state replaces its entry of a.tb. Save times at or before t0 and past
-  // the last step are identities.
+{{- if .Dense}}
+  // The save times' VJPs are part of their steps' (below): gs_a_drev
+  // with the coefficients' cotangents (gs_coef_bar), then their cotangents
+  // added to lambda (dy(theta)/dy_s = I).
+{{- else}}
+  // The save times' VJPs, in order (each one a Replay step of size
+  // tau - t_s, ode.SaveStep); each one's cotangent of its starting state
+  // replaces its entry of a.tb. Save times at or before t0 and past the
+  // last step are identities.
   for (int k = 0; k < GS_K; k++) {
     const int s = act ? a.tapstep[(long long)k * n + i] : 0;
     const bool on = act && s < len && a.saveat[k] > (gs_real)a.t0;
-{{- if .TapAcc}}
+{{- if .RevAcc}}
     // Every lane calls the step (the field's VJP reduces across the warp);
     // a lane that is off passes zeros.
 {{- end}}
     gs_real ts = 0, ys[GS_D], lt[GS_D];
-{{- if .Dense}}
-    // The step's size, on which Dense interpolates.
-    gs_real hs = 0;
-{{- end}}
     for (int c = 0; c < GS_D; c++) ys[c] = lt[c] = 0;
     if (on) {
       const gs_real* row = a.store + (long long)s * GS_SW * n + i;
@@ -64,36 +101,26 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
         ys[c] = row[(long long)(GS_STORE_T + c) * n];
         lt[c] = a.tb[((long long)k * GS_D + c) * n + i];
       }
-{{- if .Dense}}
-      hs = GS_HSRC[(long long)s * n + i];
-{{- end}}
     }
     const gs_real tau = a.saveat[k];
-{{- if .TapAcc}}
+{{- if .RevAcc}}
     {
-{{- if .Dense}}
-      const gs_tap_rev_out r = gs_a_tap_rev(sh, acc, on, ts, hs, ys, p, on ? (tau - ts) / hs : (gs_real)0, lt, gp);
+      const gs_rev_out r = gs_a_rev(sh, acc, on, ts, on ? tau - ts : (gs_real)0, ys, p, lt, gp);
 {{- else}}
-      const gs_tap_rev_out r = gs_a_tap_rev(sh, acc, on, ts, on ? tau - ts : (gs_real)0, ys, p, lt, gp);
-{{- end}}
-{{- else}}
-    gs_tap_rev_out r;
+    gs_rev_out r;
     if (on) {
-{{- if .Dense}}
-      r = gs_a_tap_rev(sh, ts, hs, ys, p, (tau - ts) / hs, lt, gp);
-{{- else}}
-      r = gs_a_tap_rev(sh, ts, tau - ts, ys, p, lt, gp);
-{{- end}}
+      r = gs_a_rev(sh, ts, tau - ts, ys, p, lt, gp);
 {{- end}}
       if (on) {
         for (int c = 0; c < GS_D; c++) a.tb[((long long)k * GS_D + c) * n + i] = r.v[c];
         for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
       }
     }
-{{- if not .TapAcc}}
+{{- if not .RevAcc}}
     gs_warp_add<GS_NS>(acc, &r.v[GS_D + GS_NP], on);
 {{- end}}
   }
+{{- end}}
   // Save times past the last step add to the final state's cotangent.
   int kq = GS_K;
   if (act) {
@@ -105,6 +132,12 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
   const int smax = gs_warp_max(act ? len : 0);
   for (int s = smax - 1; s >= 0; s--) {
     const bool on = act && s < len;
+{{- if .Saves}}
+    // The save times on step s: k0 ... kq-1.
+    int k0 = kq;
+    if (on)
+      while (k0 > 0 && a.tapstep[(long long)(k0 - 1) * n + i] == s) k0--;
+{{- end}}
     gs_real h = 0;
 {{- if .RevAcc}}
     // Every lane calls the step (the field's VJP reduces across the warp);
@@ -119,36 +152,53 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
         for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(GS_STORE_T + c) * n];
       }
       const bool live = on && h != 0;
-      const gs_rev_out r = gs_a_rev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, gp);
-      if (live) {
-        for (int c = 0; c < GS_D; c++) lam[c] = r.v[c];
-        for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
-      }
+{{- if .Dense}}
+      // The warp's lanes call one of the two steps alike.
+      gs_real wb[GS_DW];
+      if (gs_warp_any(gs_coef_bar(a, i, live, k0, kq, ts, h, wb)))
+        gs_take(gs_a_drev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, wb, gp), live, lam, gp);
+      else
+{{- end}}
+      gs_take(gs_a_rev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, gp), live, lam, gp);
     }
     if (on) {
 {{- else}}
     gs_rev_out r;
+{{- if .Dense}}
+    gs_drev_out rd;
+    bool dense = false;
+{{- end}}
     if (on) {
       h = GS_HSRC[(long long)s * n + i];
       if (h != 0) {
         const gs_real* row = a.store + (long long)s * GS_SW * n + i;
+        const gs_real ts = GS_STORE_T ? row[0] : (gs_real)0;
         gs_real ys[GS_D];
         for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(GS_STORE_T + c) * n];
-        r = gs_a_rev(sh, GS_STORE_T ? row[0] : (gs_real)0, h, ys, p, lam, gp);
-        for (int c = 0; c < GS_D; c++) lam[c] = r.v[c];
-        for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
+{{- if .Dense}}
+        gs_real wb[GS_DW];
+        dense = gs_coef_bar(a, i, true, k0, kq, ts, h, wb);
+        if (dense) {
+          rd = gs_a_drev(sh, ts, h, ys, p, lam, wb, gp);
+          gs_take(rd, true, lam, gp);
+        } else {
+          r = gs_a_rev(sh, ts, h, ys, p, lam, gp);
+          gs_take(r, true, lam, gp);
+        }
+{{- else}}
+        r = gs_a_rev(sh, ts, h, ys, p, lam, gp);
+        gs_take(r, true, lam, gp);
+{{- end}}
       }
 {{- end}}
 {{- if .Saves}}
-      int k0 = kq;
-      while (k0 > 0 && a.tapstep[(long long)(k0 - 1) * n + i] == s) k0--;
       for (int k = k0; k < kq; k++)
         for (int c = 0; c < GS_D; c++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
       kq = k0;
 {{- end}}
     }
 {{- if not .RevAcc}}
-    gs_warp_add<GS_NS>(acc, &r.v[GS_D + GS_NP], on && h != 0);
+    gs_warp_add<GS_NS>(acc, {{if .Dense}}dense ? &rd.v[GS_D + GS_NP] : {{end}}&r.v[GS_D + GS_NP], on && h != 0);
 {{- end}}
   }
   if (act) {

@@ -11,9 +11,9 @@ same text is CUDA C++ (GS_CUDA), host C++, or host C++ on a simulated
 warp (GS_WARP_SIM, the tests').
 
 The generated code defines before it the adapters gs_a_init, gs_a_trial,
-gs_a_control, gs_a_replay, gs_a_dense, gs_a_rev (-> gs_rev_out),
-gs_a_tap_rev (-> gs_tap_rev_out), gs_a_loss, gs_a_loss_grad
-(-> gs_lgrad_out): those its kind calls.
+gs_a_control, gs_a_replay, gs_a_dense_step, gs_a_rev (-> gs_rev_out),
+gs_a_drev (-> gs_drev_out), gs_a_loss, gs_a_loss_grad (-> gs_lgrad_out):
+those its kind calls.
 
 The layout's hooks define what the driver loop (gs_body) needs of it:
   GS_ANY(p)        whether p holds in any trajectory run in lockstep with
@@ -21,6 +21,9 @@ The layout's hooks define what the driver loop (gs_body) needs of it:
   GS_STEPS(len)    the steps a replay of len steps runs: the largest len
                    of the trajectories in lockstep, else len
   GS_WRITER        whether this thread writes its trajectory's results
+  GS_WRITTEN()     makes what the writers wrote (saved states, stored
+                   rows) visible to the other threads of their
+                   trajectories, which read them in the adjoint
   GS_LOSS_ACC_AT   where the loss's own dL/ds goes (a pointer)
 */ -}}
 // gradsolve CUDA engine: one kernel, GS_KERNEL_NAME, running the driver
@@ -106,22 +109,82 @@ GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const 
   a.tapstep[(long long)k * n + i] = s;
 }
 
-// gs_saves computes the save times k, k+1, ... up to time t2 of the
-// trajectories with want set, on step s from (t, y) of size h: Dense at
-// theta where the method has it, else the Replay step of size tau - t.
-// Every thread calls it, in lockstep with those it runs with (GS_ANY),
-// and k advances past the times computed.
+{{- if .Dense}}
+
+// Save times read from the method's continuous extension (ode.Plan's
+// DenseStep and Interp) of the step they lie on, by the CPU engine's rule:
+// save time tau lies on the step from t of size h where t <= tau < t + h,
+// at theta = (tau - t) / h; at theta = 0 (tau on the mesh point) it is the
+// state itself, and it lies inside the step otherwise. A step has GS_TERMS
+// coefficients w_j[GS_D], w_j[c] at (j - 1) * GS_D + c. Every save time
+// from k on is at or after t: those before were taken by earlier steps.
+#define GS_TERMS {{.DenseTerms}}
+#define GS_DW (GS_TERMS * GS_D)
+
+// gs_inside reports whether a save time from k on lies inside the step
+// from t of size h: then its coefficients are needed.
+GS_DEVICE bool gs_inside(const gs_args& a, int k, gs_real t, gs_real h) {
+  for (; k < GS_K && a.saveat[k] < t + h; k++)
+    if ((a.saveat[k] - t) / h != 0) return true;
+  return false;
+}
+
+// gs_interp sets out to the extension with coefficients w from y at theta:
+// y + theta*(w_1 + theta*(w_2 + ... + theta*w_m)), Plan.Interp's Horner
+// rule in its order.
+GS_DEVICE void gs_interp(const gs_real* y, const gs_real* w, gs_real theta, gs_real* out) {
+  for (int c = 0; c < GS_D; c++) {
+    gs_real acc = w[(GS_TERMS - 1) * GS_D + c];
+    for (int j = GS_TERMS - 2; j >= 0; j--) acc = w[j * GS_D + c] + theta * acc;
+    out[c] = y[c] + theta * acc;
+  }
+}
+
+// gs_step_saves sets the save times k, k+1, ... that lie on step s from
+// (t, y) of size h, whose coefficients are w (read only where one lies
+// inside it), and advances k past them.
+GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
+                             const gs_real* w) {
+  for (; k < GS_K && a.saveat[k] < t + h; k++) {
+    const gs_real theta = (a.saveat[k] - t) / h;
+    gs_real out[GS_D];
+    if (theta != 0)
+      gs_interp(y, w, theta, out);
+    else
+      for (int c = 0; c < GS_D; c++) out[c] = y[c];
+    if (GS_WRITER) gs_save_state(a, k, i, s, out);
+  }
+}
+{{- if .Adaptive}}
+
+// gs_saves sets the save times on accepted step s from (t, y) of size h of
+// the trajectories with want set, from the coefficients of the dense step
+// where one lies inside it. Every thread calls it, in lockstep with those
+// it runs with (GS_ANY).
 GS_DEVICE void gs_saves(const gs_args& a, const gs_real* sh, int& k, long long i, long long s, gs_real t,
-                        gs_real h, gs_real t2, const gs_real* y, const gs_real* p, bool want) {
+                        gs_real h, const gs_real* y, const gs_real* p, bool want) {
+  gs_real w[GS_DW];
+  if (GS_ANY(want && gs_inside(a, k, t, h))) {
+    gs_real yn[GS_D];
+    gs_a_dense_step(sh, t, h, y, p, yn, w);
+  }
+  if (want) gs_step_saves(a, k, i, (int)s, t, h, y, w);
+}
+{{- end}}
+{{- else}}
+
+// gs_saves computes the save times k, k+1, ... up to time t2 of the
+// trajectories with want set, on step s from (t, y): each one the Replay
+// step of size tau - t (ode.SaveStep). Every thread calls it, in lockstep
+// with those it runs with (GS_ANY), and k advances past the times
+// computed.
+GS_DEVICE void gs_saves(const gs_args& a, const gs_real* sh, int& k, long long i, long long s, gs_real t,
+                        gs_real t2, const gs_real* y, const gs_real* p, bool want) {
   bool more = want && k < GS_K && a.saveat[k] <= t2;
   while (GS_ANY(more)) {
     const gs_real tau = more ? a.saveat[k] : t;
     gs_real out[GS_D];
-{{- if .Dense}}
-    gs_a_dense(sh, t, h, y, p, more ? (tau - t) / h : (gs_real)0, out);
-{{- else}}
     gs_a_replay(sh, t, tau - t, y, p, out);
-{{- end}}
     if (more) {
       if (GS_WRITER) gs_save_state(a, k, i, (int)s, out);
       k++;
@@ -129,6 +192,7 @@ GS_DEVICE void gs_saves(const gs_args& a, const gs_real* sh, int& k, long long i
     }
   }
 }
+{{- end}}
 
 // gs_save_states sets the save times k, k+1, ... up to time t2 (all of
 // them with all set) of trajectory i to the state y, on step s.
@@ -230,6 +294,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 {{- end}}
   }
 {{- if .Grad}}
+  GS_WRITTEN();
   gs_backward(a, sh, i, valid && status == GS_OK && !overflow, len, y, p, acc);
 {{- else}}
   (void)acc;

@@ -155,29 +155,25 @@ func (v Config) Key() string {
 // StepPrograms are the plan's programs a kernel calls.
 type StepPrograms struct {
 	plan *ode.Plan
-	// rev and tapRev are Plan.Reverse and (for methods with Dense)
-	// Plan.DenseReverse: their gs outputs are one step's contribution to
+	// Rev is Plan.Reverse: its gs outputs are one step's contribution to
 	// the shared gradient, which the kernel reduces across the warp
 	// instead of accumulating per thread.
-	Rev, tapRev *tape.Program
+	Rev *tape.Program
 	// Lanes reports that the plan's kernels run one warp per trajectory
 	// (useLanes).
 	Lanes bool
 }
 
-// NewStepPrograms derives the reverse programs of pl.
+// NewStepPrograms derives the reverse step of pl. (A gradient kernel
+// with save times also calls Plan.DenseStepReverse, which the plan builds
+// on first use.)
 func NewStepPrograms(pl *ode.Plan) (*StepPrograms, error) {
 	sp := &StepPrograms{plan: pl}
 	rev, err := pl.Reverse()
 	if err != nil {
 		return nil, err
 	}
-	sp.Rev, sp.tapRev = rev, rev
-	if pl.Dense != nil {
-		if sp.tapRev, err = pl.DenseReverse(); err != nil {
-			return nil, err
-		}
-	}
+	sp.Rev = rev
 	sp.Lanes = useLanes(sp)
 	return sp, nil
 }
@@ -203,7 +199,8 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	src.Stage = v.Lanes && !v.LanesShuffle
 	src.Defines = v.preludeDefines(pl.Shared)
 	k := &kernelPlan{Config: v, Name: KernelName, Method: pl.Method, Fingerprint: pl.Fingerprint,
-		D: pl.Dim, NP: pl.Params, NS: pl.Shared, FSAL: pl.FSAL, Dense: pl.Dense != nil,
+		D: pl.Dim, NP: pl.Params, NS: pl.Shared, FSAL: pl.FSAL,
+		Dense: v.Saves > 0 && pl.DenseStep != nil, DenseTerms: pl.DenseTerms,
 		SharedAcc: v.SharedAcc(pl.Shared, prec), Xpose: v.Xpose(pl.Shared), Stage: src.Stage,
 		StiffStatus: int(ode.Stiff), LanesBlock: LanesBlock, LanesAccBlock: LanesAccBlock, TileWidth: TileWidth}
 	// An autonomous field's reverse step ignores t: the stored rows then
@@ -231,15 +228,19 @@ type kernelPlan struct {
 	Name, Method, Fingerprint string
 	D, NP, NS                 int  // state, per-trajectory and shared parameters
 	FSAL                      bool // the method's Trial takes k1
-	Dense                     bool // save times use Dense
-	StoreT                    bool // a stored row holds the time (KernelInfo.StoreT)
-	// RevAcc, TapAcc and LossAcc report that the reverse steps (of the
-	// mesh, of the save times) and the loss VJP add their shared-gradient
+	// Dense reports that save times are read from the continuous
+	// extension of the steps they lie on (Plan.DenseStep, of DenseTerms
+	// terms), else each is a step of its own (ode.SaveStep).
+	Dense      bool
+	DenseTerms int
+	StoreT     bool // a stored row holds the time (KernelInfo.StoreT)
+	// RevAcc and LossAcc report that the reverse steps (Reverse and, with
+	// Dense, DenseStepReverse) and the loss VJP add their shared-gradient
 	// contributions themselves (AccFunc).
-	RevAcc, TapAcc, LossAcc bool
-	SharedAcc, Xpose        bool // thread layout: Config.SharedAcc, Config.Xpose
-	Stage                   bool // lanes layout: the warps' staging rows (Source.Stage)
-	StiffStatus             int  // ode.Stiff (Config.StopStiff)
+	RevAcc, LossAcc  bool
+	SharedAcc, Xpose bool // thread layout: Config.SharedAcc, Config.Xpose
+	Stage            bool // lanes layout: the warps' staging rows (Source.Stage)
+	StiffStatus      int  // ode.Stiff (Config.StopStiff)
 	// LanesBlock, LanesAccBlock and TileWidth are the package's constants.
 	LanesBlock, LanesAccBlock, TileWidth int
 }

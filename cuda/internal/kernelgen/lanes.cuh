@@ -12,11 +12,12 @@ whole tiles of GS_TILE trajectories and writes each tile's sum.
 {{define "hooks"}}
 {{- template "warp-hooks" .}}
 // One warp per trajectory: its lanes run the trajectory's loops alike,
-// each writing its results; GS_TRAJ_LEAD is the one lane that adds to a
-// sum for it.
+// each writing its results (and reading its own); GS_TRAJ_LEAD is the one
+// lane that adds to a sum for it.
 #define GS_ANY(p) (p)
 #define GS_STEPS(len) (len)
 #define GS_WRITER true
+#define GS_WRITTEN()
 #define GS_TRAJ_LEAD GS_LANE0
 #ifdef GS_CUDA
 #define GS_LANES_PER_TRAJ 32

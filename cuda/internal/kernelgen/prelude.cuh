@@ -638,6 +638,15 @@ GS_DEVICE int gs_warp_max(int v) {
   return v;
 }
 
+// gs_warp_any reports whether p holds in any of the warp's lanes.
+GS_DEVICE bool gs_warp_any(bool p) {
+#ifdef GS_WARPS
+  return __any_sync(0xffffffffu, p);
+#else
+  return p;
+#endif
+}
+
 // gs_warp_add adds the sum over the warp's lanes of v[0:NS] (0 for lanes
 // with on false) to acc[0:NS], one atomic per entry and warp: small NS
 // entry by entry, larger NS 32 entries at a time (gs_acc32). With

@@ -15,16 +15,34 @@ hooks (GS_STEPS, GS_ANY, GS_WRITER).
 {{- if .Store}}
     if (on && GS_WRITER) gs_store_row(a, i, s, t, y);
 {{- end}}
-{{- if .Saves}}
-    gs_saves(a, sh, k, i, s, t, h, t + h, y, p, on);
+{{- if and .Saves (not .Dense)}}
+    gs_saves(a, sh, k, i, s, t, t + h, y, p, on);
 {{- end}}
     // A step of size 0 is the identity.
-    if (GS_ANY(on && h != 0)) {
-      gs_real yn[GS_D];
+    const bool live = on && h != 0;
+    gs_real yn[GS_D];
+{{- if .Dense}}
+    // Where a save time lies inside the step, the dense step (the same
+    // y+) replaces the replay step and gives the coefficients the save
+    // times are read from.
+    gs_real w[GS_DW];
+    const bool dense = live && gs_inside(a, k, t, h);
+{{- end}}
+    if (GS_ANY(live)) {
+{{- if .Dense}}
+      if (GS_ANY(dense))
+        gs_a_dense_step(sh, t, h, y, p, yn, w);
+      else
+        gs_a_replay(sh, t, h, y, p, yn);
+{{- else}}
       gs_a_replay(sh, t, h, y, p, yn);
-      if (on && h != 0)
-        for (int c = 0; c < GS_D; c++) y[c] = yn[c];
+{{- end}}
     }
+{{- if .Dense}}
+    if (on) gs_step_saves(a, k, i, s, t, h, y, w);
+{{- end}}
+    if (live)
+      for (int c = 0; c < GS_D; c++) y[c] = yn[c];
     if (on) t = t + h;
   }
   status = GS_OK;

@@ -17,11 +17,11 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
     gs_real yn[GS_D], e[GS_D], ks[GS_D], hrho, accept, stat;
     gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho);
 {{- if .Saves}}
-    // The step's save times, after the round: its start, size, end and
-    // the state it starts from.
+    // The step's save times, after the round: its start, its size (with
+    // Dense, else its end) and the state it starts from.
     bool saving = false;
     long long sv_s = 0;
-    gs_real sv_t = 0, sv_h = 0, sv_t2 = 0, sv_y[GS_D];
+    gs_real sv_t = 0, {{if .Dense}}sv_h{{else}}sv_t2{{end}} = 0, sv_y[GS_D];
     for (int c = 0; c < GS_D; c++) sv_y[c] = y[c];
 {{- end}}
     if (run) {
@@ -38,8 +38,11 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
         saving = true;
         sv_s = s;
         sv_t = st[GS_ST_T];
+{{- if .Dense}}
         sv_h = st[GS_ST_H];
+{{- else}}
         sv_t2 = st2[GS_ST_T];
+{{- end}}
 {{- end}}
         for (int c = 0; c < GS_D; c++) y[c] = yn[c];
 {{- if .FSAL}}
@@ -58,7 +61,7 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
       }
     }
 {{- if .Saves}}
-    gs_saves(a, sh, k, i, sv_s, sv_t, sv_h, sv_t2, sv_y, p, saving);
+    gs_saves(a, sh, k, i, sv_s, sv_t, {{if .Dense}}sv_h{{else}}sv_t2{{end}}, sv_y, p, saving);
 {{- end}}
   }
   len = (int)st[GS_ST_ACCEPTED];

@@ -14,6 +14,7 @@ the kernel is a loop over the trajectories.
 #define GS_ANY(p) (p)
 #define GS_STEPS(len) (len)
 #define GS_WRITER true
+#define GS_WRITTEN()
 #define GS_LOSS_ACC_AT (acc + GS_NS)
 {{- end}}
 

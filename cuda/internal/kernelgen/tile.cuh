@@ -12,8 +12,8 @@ gridth one.
 {{- template "warp-hooks" .}}
 // A warp per tile: the trajectories of a tile run in lockstep while any
 // of them runs (GS_ANY), and the first of a trajectory's four lanes
-// (GS_TRAJ_LEAD) writes its results. On the host a tile is one
-// trajectory.
+// (GS_TRAJ_LEAD) writes its results, which the others read after a warp
+// barrier (GS_WRITTEN). On the host a tile is one trajectory.
 #if defined(GS_WARPS)
 #define GS_ANY(p) __any_sync(0xffffffffu, (p))
 #define GS_TRAJ_LEAD ((GS_LANE & 3) == 0)
@@ -23,6 +23,7 @@ gridth one.
 #endif
 #define GS_STEPS(len) gs_warp_max(len)
 #define GS_WRITER GS_TRAJ_LEAD
+#define GS_WRITTEN() GS_SYNCWARP()
 {{- end}}
 
 {{define "entry"}}

@@ -441,71 +441,100 @@ func (e *emitter) replicated(q int, what string, ids []tape.ID) string {
 	return name
 }
 
-// planTiles finds the function's chains and groups (tileProducts).
+// planTiles finds the function's matrix products (tileProducts), phase
+// by phase over the values' uses: the chains of Wᵀ·g adds (planChains),
+// the columns of short products (planColumns), then the groups of outer
+// products (planOuters).
 func (e *emitter) planTiles() *tilePlan {
 	tp := &tilePlan{skip: map[int]bool{}, chain: map[int]*tileChain{}, outer: map[int]*tileOuter{},
 		skipID: map[tape.ID]bool{}, colEnd: map[tape.ID]tileColEnd{}}
-	p, lp := e.p, e.lp
-	// uses[id]: live values reading id, and outputs; user[id]: the last.
-	uses := make([]int, len(p.Values))
-	user := make([]tape.ID, len(p.Values))
+	u := e.valueUses()
+	e.planChains(tp, u)
+	e.planColumns(tp, u)
+	e.planOuters(tp, u)
+	return tp
+}
+
+// valueUses counts the uses of a function's values: n[id] live values
+// reading id, and outputs returned; last[id] the last of them (-1: an
+// output).
+type valueUses struct {
+	n    []int
+	last []tape.ID
+}
+
+// valueUses returns the uses of the function's values.
+func (e *emitter) valueUses() valueUses {
+	p := e.p
+	u := valueUses{n: make([]int, len(p.Values)), last: make([]tape.ID, len(p.Values))}
 	for i := range p.Values {
 		if !e.isLive[i] {
 			continue
 		}
 		for _, a := range p.Values[i].Args {
-			uses[a]++
-			user[a] = tape.ID(i)
+			u.n[a]++
+			u.last[a] = tape.ID(i)
 		}
 	}
 	for m, o := range p.Outputs {
 		if e.acc.returned(m) {
-			uses[o.ID]++
-			user[o.ID] = -1
+			u.n[o.ID]++
+			u.last[o.ID] = -1
 		}
 	}
-	// feeds reports whether every element of vector q is used once only,
-	// by the element of vector u at its index, and adds nothing.
-	feeds := func(q, u int) bool {
-		for el, id := range lp.Vecs[q].Ids {
-			if uses[id] != 1 || user[id] < 0 || len(e.accTermsOf(id)) > 0 {
-				return false
-			}
-			if qu, eu, ok := lp.In(user[id]); !ok || qu != u || eu != el {
-				return false
-			}
+	return u
+}
+
+// feeds reports whether every element of vector q is used once only, by
+// the element of vector v at its index, and adds nothing.
+func (e *emitter) feeds(u valueUses, q, v int) bool {
+	for el, id := range e.lp.Vecs[q].Ids {
+		if u.n[id] != 1 || u.last[id] < 0 || len(e.accTermsOf(id)) > 0 {
+			return false
 		}
-		return true
+		if qu, eu, ok := e.lp.In(u.last[id]); !ok || qu != v || eu != el {
+			return false
+		}
 	}
-	// links collects the products of the add chain ending in q.
-	var links func(q int, prods, inner []int) ([]int, []int, bool)
-	links = func(q int, prods, inner []int) ([]int, []int, bool) {
-		v := &lp.Vecs[q]
-		if v.Op != ops.OpAdd || len(v.Args) != 2 || !full(v) {
+	return true
+}
+
+// chainLinks appends to prods the products (tileProduct) of the add chain
+// ending in vector q and to inner its adds before q, or reports false if
+// q ends none.
+func (e *emitter) chainLinks(u valueUses, q int, prods, inner []int) ([]int, []int, bool) {
+	v := &e.lp.Vecs[q]
+	if v.Op != ops.OpAdd || len(v.Args) != 2 || !full(v) {
+		return nil, nil, false
+	}
+	for _, a := range v.Args {
+		if a.Kind != laneAligned || !e.feeds(u, a.Vec, q) {
 			return nil, nil, false
 		}
-		for _, a := range v.Args {
-			if a.Kind != laneAligned || !feeds(a.Vec, q) {
-				return nil, nil, false
-			}
-			if _, _, ok := e.tileProduct(a.Vec); ok {
-				prods = append(prods, a.Vec)
-				continue
-			}
-			var ok bool
-			if prods, inner, ok = links(a.Vec, prods, inner); !ok {
-				return nil, nil, false
-			}
-			inner = append(inner, a.Vec)
+		if _, _, ok := e.tileProduct(a.Vec); ok {
+			prods = append(prods, a.Vec)
+			continue
 		}
-		return prods, inner, true
+		var ok bool
+		if prods, inner, ok = e.chainLinks(u, a.Vec, prods, inner); !ok {
+			return nil, nil, false
+		}
+		inner = append(inner, a.Vec)
 	}
+	return prods, inner, true
+}
+
+// planChains finds the chains of adds of at least two products
+// g_i·W[i][·] (tileChain) ending in a vector, the largest where one holds
+// another, and skips their members.
+func (e *emitter) planChains(tp *tilePlan, u valueUses) {
+	lp := e.lp
 	inChain := map[int]bool{}
 	for q := range lp.Vecs {
 		if !full(&lp.Vecs[q]) || !e.isLive[lp.Vecs[q].Ids[0]] {
 			continue
 		}
-		prods, inner, ok := links(q, nil, nil)
+		prods, inner, ok := e.chainLinks(u, q, nil, nil)
 		if !ok || len(prods) < 2 {
 			continue
 		}
@@ -527,18 +556,62 @@ func (e *emitter) planTiles() *tilePlan {
 	for q := range inChain {
 		tp.skip[q] = true
 	}
+}
 
-	e.planColumns(tp, uses, user)
+// outerKey is what the members of a group of outer products share: their
+// orientation (col: columns of W̄, else rows), the aligned vector a, the
+// vector of the common values c (-1: replicated), the width w and, for
+// columns, the stride st of W̄'s rows (0 for rows).
+type outerKey struct{ col, a, cv, w, st int }
 
-	// Groups of outer products. A Mul vector of an aligned vector a and a
-	// common value c, used for nothing but adding its elements to entries
-	// base + st·e, is a row of W̄ (st = 1: a is x, c a g_i) or a column
-	// (st > 1, the rows' stride: a is g, c an x_j). Members group by
-	// orientation, vector, c's vector (or replicated) and width.
-	type key struct{ col, a, cv, w, st int }
-	type member struct{ q, base, k int }
-	groups := map[key][]member{}
-	var keys []key
+// outerMember is a member of a group of outer products: vector q, whose
+// first element adds to accumulator entry base, the k-th row (column) of
+// the group.
+type outerMember struct{ q, base, k int }
+
+// outerGroups are the candidate groups of outer products of a function,
+// by key, the keys in the order they were found.
+type outerGroups struct {
+	keys    []outerKey
+	members map[outerKey][]outerMember
+}
+
+// planOuters finds the groups of outer products (tileOuter) of at least
+// two members among the vectors tp has not taken, each emitted where its
+// member emitted last would be.
+func (e *emitter) planOuters(tp *tilePlan, u valueUses) {
+	gs := e.outerCandidates(tp, u)
+	for _, kk := range gs.keys {
+		ms := gs.members[kk]
+		if len(ms) < 2 {
+			continue
+		}
+		o, ok := e.outerOf(kk, ms)
+		if !ok {
+			continue
+		}
+		// Emitted where the member emitted last would be.
+		last := ms[0].q
+		for _, m := range ms {
+			tp.skip[m.q] = true
+			if e.vecPos[m.q] > e.vecPos[last] {
+				last = m.q
+			}
+		}
+		delete(tp.skip, last)
+		tp.outer[last] = o
+	}
+}
+
+// outerCandidates groups the function's outer products. A Mul vector of
+// an aligned vector a and a common value c, used for nothing but adding
+// its elements to entries base + st·e, is a row of W̄ (st = 1: a is x, c
+// a g_i) or a column (st > 1, the rows' stride: a is g, c an x_j).
+// Members group by orientation, vector, c's vector (or replicated) and
+// width (outerKey).
+func (e *emitter) outerCandidates(tp *tilePlan, u valueUses) outerGroups {
+	lp := e.lp
+	gs := outerGroups{members: map[outerKey][]outerMember{}}
 	for q := range lp.Vecs {
 		v := &lp.Vecs[q]
 		if tp.skip[q] || tp.chain[q] != nil || v.Op != ops.OpMul || len(v.Args) != 2 || !full(v) || !e.isLive[v.Ids[0]] {
@@ -552,7 +625,7 @@ func (e *emitter) planTiles() *tilePlan {
 		ok := true
 		for _, id := range v.Ids {
 			t := e.accTermsOf(id)
-			if uses[id] != 0 || len(t) != 1 {
+			if u.n[id] != 0 || len(t) != 1 {
 				ok = false
 				break
 			}
@@ -569,90 +642,83 @@ func (e *emitter) planTiles() *tilePlan {
 			continue
 		}
 		cv, k := e.rowOf(b.Id)
-		kk := key{B2i(st > 1), a.Vec, cv, len(v.Ids), st}
+		kk := outerKey{B2i(st > 1), a.Vec, cv, len(v.Ids), st}
 		if st == 1 {
 			kk.st = 0
 		}
-		if groups[kk] == nil {
-			keys = append(keys, kk)
+		if gs.members[kk] == nil {
+			gs.keys = append(gs.keys, kk)
 		}
-		groups[kk] = append(groups[kk], member{q, js[0], k})
+		gs.members[kk] = append(gs.members[kk], outerMember{q, js[0], k})
 	}
-	for _, kk := range keys {
-		ms := groups[kk]
-		if len(ms) < 2 {
-			continue
+	return gs
+}
+
+// outerOf returns the outer product of the group of members ms with key
+// kk, or false if their entries do not form the rows (columns) of one
+// block of W̄ within a warp's width. It may reorder ms (replicated c:
+// rows or columns in the order of their entries).
+func (e *emitter) outerOf(kk outerKey, ms []outerMember) (*tileOuter, bool) {
+	lp := e.lp
+	if kk.cv < 0 {
+		// Replicated c: rows (columns) in the order of their entries.
+		sort.Slice(ms, func(a, b int) bool { return ms[a].base < ms[b].base })
+		for n := range ms {
+			ms[n].k = n
 		}
-		if kk.cv < 0 {
-			// Replicated c: rows (columns) in the order of their entries.
-			sort.Slice(ms, func(a, b int) bool { return ms[a].base < ms[b].base })
-			for n := range ms {
-				ms[n].k = n
-			}
-		}
-		ids := make([]tape.ID, 0, len(ms))
-		for _, m := range ms {
-			_, c := e.outerArgs(m.q)
-			ids = append(ids, c.Id)
-		}
-		o := &tileOuter{gv: -1, xv: -1}
-		ok := true
-		span := 0
-		for _, m := range ms {
-			span = max(span, m.k+1)
-		}
-		if kk.col == 0 {
-			// Rows: entry of row k at b0 + rs·k.
-			o.r, o.c, o.xv = span, kk.w, kk.a
-			if kk.cv >= 0 {
-				o.gv = kk.cv
-				ok = span <= len(lp.Vecs[kk.cv].Ids)
-			} else {
-				o.gs = ids
-			}
-			if d := ms[1].k - ms[0].k; d == 0 || (ms[1].base-ms[0].base)%d != 0 {
-				continue
-			} else {
-				o.rs = (ms[1].base - ms[0].base) / d
-			}
-			o.b0 = ms[0].base - o.rs*ms[0].k
-			ok = ok && o.rs >= o.c
-			for _, m := range ms {
-				ok = ok && m.base == o.b0+o.rs*m.k && o.rows>>m.k&1 == 0
-				o.rows |= 1 << m.k
-			}
+	}
+	ids := make([]tape.ID, 0, len(ms))
+	for _, m := range ms {
+		_, c := e.outerArgs(m.q)
+		ids = append(ids, c.Id)
+	}
+	o := &tileOuter{gv: -1, xv: -1}
+	ok := true
+	span := 0
+	for _, m := range ms {
+		span = max(span, m.k+1)
+	}
+	if kk.col == 0 {
+		// Rows: entry of row k at b0 + rs·k.
+		o.r, o.c, o.xv = span, kk.w, kk.a
+		if kk.cv >= 0 {
+			o.gv = kk.cv
+			ok = span <= len(lp.Vecs[kk.cv].Ids)
 		} else {
-			// Columns: entry of row i, column k at b0 + st·i + k; every
-			// column present.
-			o.r, o.c, o.gv, o.rs = kk.w, span, kk.a, kk.st
-			o.rows = 1<<o.r - 1
-			if kk.cv >= 0 {
-				o.xv = kk.cv
-				ok = span <= len(lp.Vecs[kk.cv].Ids)
-			} else {
-				o.xs = ids
-			}
-			o.b0 = ms[0].base - ms[0].k
-			ok = ok && len(ms) == span && o.rs >= o.c
-			for _, m := range ms {
-				ok = ok && m.base == o.b0+m.k
-			}
+			o.gs = ids
 		}
-		if !ok || o.r > LaneWidth || o.c > LaneWidth || o.b0 < 0 {
-			continue
+		d := ms[1].k - ms[0].k
+		if d == 0 || (ms[1].base-ms[0].base)%d != 0 {
+			return nil, false
 		}
-		// Emitted where the member emitted last would be.
-		last := ms[0].q
+		o.rs = (ms[1].base - ms[0].base) / d
+		o.b0 = ms[0].base - o.rs*ms[0].k
+		ok = ok && o.rs >= o.c
 		for _, m := range ms {
-			tp.skip[m.q] = true
-			if e.vecPos[m.q] > e.vecPos[last] {
-				last = m.q
-			}
+			ok = ok && m.base == o.b0+o.rs*m.k && o.rows>>m.k&1 == 0
+			o.rows |= 1 << m.k
 		}
-		delete(tp.skip, last)
-		tp.outer[last] = o
+	} else {
+		// Columns: entry of row i, column k at b0 + st·i + k; every
+		// column present.
+		o.r, o.c, o.gv, o.rs = kk.w, span, kk.a, kk.st
+		o.rows = 1<<o.r - 1
+		if kk.cv >= 0 {
+			o.xv = kk.cv
+			ok = span <= len(lp.Vecs[kk.cv].Ids)
+		} else {
+			o.xs = ids
+		}
+		o.b0 = ms[0].base - ms[0].k
+		ok = ok && len(ms) == span && o.rs >= o.c
+		for _, m := range ms {
+			ok = ok && m.base == o.b0+m.k
+		}
 	}
-	return tp
+	if !ok || o.r > LaneWidth || o.c > LaneWidth || o.b0 < 0 {
+		return nil, false
+	}
+	return o, true
 }
 
 // outerArgs returns the arguments of the two-argument vector q, a common
@@ -666,97 +732,16 @@ func (e *emitter) outerArgs(q int) (x, c laneArg) {
 }
 
 // planColumns finds tileColumns: product vectors g_i·W[i][·]
-// (tileProduct) whose element j is used once, by a replicated add of
-// chain j, and nothing else. uses and user are planTiles'.
-func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID) {
+// (tileProduct) whose element j is used once (u), by a replicated add of
+// chain j, and nothing else: the products (columnProducts), their add
+// chains (columnChains), then the sets of chains of one set of products.
+func (e *emitter) planColumns(tp *tilePlan, u valueUses) {
 	p, lp := e.p, e.lp
-	isAdd := func(id tape.ID) bool {
-		if id < 0 {
-			return false
-		}
-		_, _, inVec := lp.In(id)
-		return !inVec && e.isLive[id] && p.Values[id].Op == ops.OpAdd && len(p.Values[id].Args) == 2
-	}
-	// term[id]: the product vector whose element id is.
-	term := map[tape.ID]int{}
-	var prods []int
-	for q := range lp.Vecs {
-		if tp.skip[q] || tp.chain[q] != nil {
-			continue
-		}
-		if _, _, ok := e.tileProduct(q); !ok || !e.isLive[lp.Vecs[q].Ids[0]] {
-			continue
-		}
-		ok := true
-		for _, id := range lp.Vecs[q].Ids {
-			ok = ok && uses[id] == 1 && user[id] >= 0 && isAdd(user[id]) && len(e.accTermsOf(id)) == 0
-		}
-		if !ok {
-			continue
-		}
-		prods = append(prods, q)
-		for _, id := range lp.Vecs[q].Ids {
-			term[id] = q
-		}
-	}
-	if len(prods) < 2 {
+	ct := e.columnProducts(tp, u)
+	if len(ct.prods) < 2 {
 		return
 	}
-	// The chains: from each add whose arguments hold a term, follow the
-	// single uses up to the last add; by column, the products in order.
-	isLink := func(id tape.ID) bool {
-		if !isAdd(id) {
-			return false
-		}
-		a := p.Values[id].Args
-		_, ta := term[a[0]]
-		_, tb := term[a[1]]
-		return ta || tb
-	}
-	type addChain struct {
-		prods []int
-		links []tape.ID
-		head  tape.ID
-		end   tape.ID
-	}
-	var chains []addChain
-	started := map[tape.ID]bool{}
-	for _, q := range prods {
-		for el, id := range lp.Vecs[q].Ids {
-			start := user[id]
-			a := p.Values[start].Args
-			prev := a[0]
-			if prev == id {
-				prev = a[1]
-			}
-			if started[start] || isLink(prev) && uses[prev] == 1 {
-				continue // seen, or not the chain's first add
-			}
-			started[start] = true
-			c := addChain{head: prev}
-			if _, ok := term[prev]; ok {
-				c.head = -1
-			}
-			ok := true
-			for cur := start; ; cur = user[cur] {
-				for _, x := range p.Values[cur].Args {
-					if tq, isTerm := term[x]; isTerm {
-						c.prods = append(c.prods, tq)
-						ok = ok && int(lp.el[x]) == el
-					}
-				}
-				c.links = append(c.links, cur)
-				c.end = cur
-				if uses[cur] != 1 || user[cur] < 0 || !isLink(user[cur]) {
-					break
-				}
-				ok = ok && len(e.accTermsOf(cur)) == 0
-			}
-			if ok {
-				chains = append(chains, c)
-			}
-		}
-	}
+	term, chains := ct.term, e.columnChains(u, ct)
 	// Chains of one set of products, one per column, each product once
 	// per chain: one tileColumns.
 	byProds := map[string][]int{}
@@ -819,6 +804,116 @@ func (e *emitter) planColumns(tp *tilePlan, uses []int, user []tape.ID) {
 			tp.skip[q] = true
 		}
 	}
+}
+
+// columnTerms are the candidate products of tileColumns: the vectors
+// prods, and the product vector each element of them belongs to (term).
+type columnTerms struct {
+	prods []int
+	term  map[tape.ID]int
+}
+
+// columnAdd reports whether id is a live replicated add of two values.
+func (e *emitter) columnAdd(id tape.ID) bool {
+	if id < 0 {
+		return false
+	}
+	_, _, inVec := e.lp.In(id)
+	v := &e.p.Values[id]
+	return !inVec && e.isLive[id] && v.Op == ops.OpAdd && len(v.Args) == 2
+}
+
+// columnProducts returns the product vectors tp has not taken whose every
+// element is used once (u), by a replicated add, and adds nothing itself.
+func (e *emitter) columnProducts(tp *tilePlan, u valueUses) columnTerms {
+	lp := e.lp
+	ct := columnTerms{term: map[tape.ID]int{}}
+	for q := range lp.Vecs {
+		if tp.skip[q] || tp.chain[q] != nil {
+			continue
+		}
+		if _, _, ok := e.tileProduct(q); !ok || !e.isLive[lp.Vecs[q].Ids[0]] {
+			continue
+		}
+		ok := true
+		for _, id := range lp.Vecs[q].Ids {
+			ok = ok && u.n[id] == 1 && u.last[id] >= 0 && e.columnAdd(u.last[id]) && len(e.accTermsOf(id)) == 0
+		}
+		if !ok {
+			continue
+		}
+		ct.prods = append(ct.prods, q)
+		for _, id := range lp.Vecs[q].Ids {
+			ct.term[id] = q
+		}
+	}
+	return ct
+}
+
+// columnChain is a chain of replicated adds (links, the last end) that
+// sums the products' elements of one column, after head (-1: none).
+type columnChain struct {
+	prods []int
+	links []tape.ID
+	head  tape.ID
+	end   tape.ID
+}
+
+// columnChains returns the add chains of ct's terms: from each add whose
+// arguments hold a term, the single uses (u) up to the last add, with
+// the products of its terms in order; only chains whose terms are all
+// the same column's element.
+func (e *emitter) columnChains(u valueUses, ct columnTerms) []columnChain {
+	p, lp, term := e.p, e.lp, ct.term
+	uses, user := u.n, u.last
+	isLink := func(id tape.ID) bool {
+		if !e.columnAdd(id) {
+			return false
+		}
+		a := p.Values[id].Args
+		_, ta := term[a[0]]
+		_, tb := term[a[1]]
+		return ta || tb
+	}
+	var chains []columnChain
+	started := map[tape.ID]bool{}
+	for _, q := range ct.prods {
+		for el, id := range lp.Vecs[q].Ids {
+			start := user[id]
+			a := p.Values[start].Args
+			prev := a[0]
+			if prev == id {
+				prev = a[1]
+			}
+			if started[start] || isLink(prev) && uses[prev] == 1 {
+				continue // seen, or not the chain's first add
+			}
+			started[start] = true
+			c := columnChain{head: prev}
+			if _, ok := term[prev]; ok {
+				c.head = -1
+			}
+			ok := true
+			for cur := start; ; cur = user[cur] {
+				for _, x := range p.Values[cur].Args {
+					if tq, isTerm := term[x]; isTerm {
+						c.prods = append(c.prods, tq)
+						ok = ok && int(lp.el[x]) == el
+					}
+				}
+				c.links = append(c.links, cur)
+				c.end = cur
+				if uses[cur] != 1 || user[cur] < 0 || !isLink(user[cur]) {
+					break
+				}
+				ok = ok && len(e.accTermsOf(cur)) == 0
+			}
+			if ok {
+				chains = append(chains, c)
+			}
+		}
+	}
+	return chains
 }
 
 // tileProduct returns the shared and the common argument of vector q, a
