@@ -866,3 +866,45 @@ func TestHostEngineSaveTimesFiniteDifferences(t *testing.T) {
 		checkFiniteDifferences(t, "cuda-host", saveTimesCase(t, c, 200))
 	}
 }
+
+// TestHostSimThread runs the thread layout's kernels on one simulated
+// warp, each lane on its own trajectories (the warp's reductions of the
+// shared gradient, and the warp's choice of the reverse step where save
+// times lie inside a step of some of its trajectories), against the CPU:
+// a network field (accumulating reverse steps) with many save times read
+// from the extension and with ode.SaveStep, in two launches of a partial
+// warp's round. Two runs give the same bits.
+func TestHostSimThread(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	sim := tuned(t, "cuda-host-sim", Tuning{Layout: LayoutThread})
+	c := saveTimesCase(t, mlpCase(40, []int{2, 5, 2}), 60)
+	step := c
+	step.name, step.set.Saves = c.name+"-SaveStep", ode.SaveStep
+	for _, c := range []engineCase{c, step} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			compareEngines(t, sim, c, caseOpts{ops: []string{"grad", "gradmesh"}})
+			sv := c.solver(t, sim)
+			var first *ode.Gradient
+			for run := 0; run < 2; run++ {
+				g, err := sv.Grad(nil, &c.prob, c.loss, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if first == nil {
+					first = g
+					continue
+				}
+				for _, x := range []struct {
+					name      string
+					got, want []float64
+				}{{"dL/dy0", g.Y0, first.Y0}, {"dL/dshared", g.Shared, first.Shared}} {
+					if !slices.Equal(x.got, x.want) {
+						t.Errorf("%s differs from run to run", x.name)
+					}
+				}
+			}
+		})
+	}
+}
