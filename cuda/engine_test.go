@@ -591,7 +591,8 @@ func saveMethodCases(t *testing.T, scale, k int) []engineCase {
 
 // testSaveTimes compares engine with the CPU on many save times (t0, mesh
 // points, duplicates, T1: saveTimesCase) for every built-in method, in
-// the thread and lanes layouts: the saved states, losses and gradients of
+// the thread and lanes layouts (and Tsit5 in lanes mode's global-memory
+// layout): the saved states, losses and gradients of
 // solves, replays and gradients, recorded and on the CPU's mesh; and with
 // ode.SaveStep (each save time a step of its own). With exact, replays
 // and gradients on the CPU's mesh must give the CPU's bits (the CPU's
@@ -613,7 +614,9 @@ func testSaveTimes(t *testing.T, engine string, scale, k int, exact bool) {
 	for _, c := range saveMethodCases(t, scale, k) {
 		runs = append(runs, run{c, engine, []string{"solve", "replay", "loss", "grad", "gradmesh"}}, run{c, lanes, []string{"grad", "gradmesh"}})
 	}
-	runs = append(runs, run{step, engine, []string{"solve", "replay", "grad", "gradmesh"}},
+	global := tuned(t, engine, Tuning{Layout: LayoutLanesGlobal})
+	runs = append(runs, run{runs[0].c, global, []string{"grad", "gradmesh"}},
+		run{step, engine, []string{"solve", "replay", "grad", "gradmesh"}},
 		run{step, lanes, []string{"grad", "gradmesh"}})
 	for _, r := range runs {
 		t.Run(r.c.name+"/"+r.engine, func(t *testing.T) {
