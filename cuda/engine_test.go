@@ -591,7 +591,8 @@ func saveMethodCases(t *testing.T, scale, k int) []engineCase {
 
 // testSaveTimes compares engine with the CPU on many save times (t0, mesh
 // points, duplicates, T1: saveTimesCase) for every built-in method, in
-// the thread and lanes layouts: the saved states, losses and gradients of
+// the thread and lanes layouts (and Tsit5 in lanes mode's global-memory
+// layout): the saved states, losses and gradients of
 // solves, replays and gradients, recorded and on the CPU's mesh; and with
 // ode.SaveStep (each save time a step of its own). With exact, replays
 // and gradients on the CPU's mesh must give the CPU's bits (the CPU's
@@ -613,7 +614,9 @@ func testSaveTimes(t *testing.T, engine string, scale, k int, exact bool) {
 	for _, c := range saveMethodCases(t, scale, k) {
 		runs = append(runs, run{c, engine, []string{"solve", "replay", "loss", "grad", "gradmesh"}}, run{c, lanes, []string{"grad", "gradmesh"}})
 	}
-	runs = append(runs, run{step, engine, []string{"solve", "replay", "grad", "gradmesh"}},
+	global := tuned(t, engine, Tuning{Layout: LayoutLanesGlobal})
+	runs = append(runs, run{runs[0].c, global, []string{"grad", "gradmesh"}},
+		run{step, engine, []string{"solve", "replay", "grad", "gradmesh"}},
 		run{step, lanes, []string{"grad", "gradmesh"}})
 	for _, r := range runs {
 		t.Run(r.c.name+"/"+r.engine, func(t *testing.T) {
@@ -864,5 +867,47 @@ func TestHostEngineSaveTimesFiniteDifferences(t *testing.T) {
 	vern7.name, vern7.set.Method = "lorenz-Vern7", ode.Vern7
 	for _, c := range []engineCase{vern7, robertsonCase(6, ode.Rodas5P, 10)} {
 		checkFiniteDifferences(t, "cuda-host", saveTimesCase(t, c, 200))
+	}
+}
+
+// TestHostSimThread runs the thread layout's kernels on one simulated
+// warp, each lane on its own trajectories (the warp's reductions of the
+// shared gradient, and the warp's choice of the reverse step where save
+// times lie inside a step of some of its trajectories), against the CPU:
+// a network field (accumulating reverse steps) with many save times read
+// from the extension and with ode.SaveStep, in two launches of a partial
+// warp's round. Two runs give the same bits.
+func TestHostSimThread(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	sim := tuned(t, "cuda-host-sim", Tuning{Layout: LayoutThread})
+	c := saveTimesCase(t, mlpCase(40, []int{2, 5, 2}), 60)
+	step := c
+	step.name, step.set.Saves = c.name+"-SaveStep", ode.SaveStep
+	for _, c := range []engineCase{c, step} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			compareEngines(t, sim, c, caseOpts{ops: []string{"grad", "gradmesh"}})
+			sv := c.solver(t, sim)
+			var first *ode.Gradient
+			for run := 0; run < 2; run++ {
+				g, err := sv.Grad(nil, &c.prob, c.loss, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if first == nil {
+					first = g
+					continue
+				}
+				for _, x := range []struct {
+					name      string
+					got, want []float64
+				}{{"dL/dy0", g.Y0, first.Y0}, {"dL/dshared", g.Shared, first.Shared}} {
+					if !slices.Equal(x.got, x.want) {
+						t.Errorf("%s differs from run to run", x.name)
+					}
+				}
+			}
+		})
 	}
 }

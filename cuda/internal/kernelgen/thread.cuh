@@ -5,7 +5,8 @@ kernel.cuh) and the kernel ("entry"). On the device thread i runs
 trajectory i; the block reduces its shared gradients in shared memory
 (SharedAcc; after the warps' transposition rows with Xpose), or each
 tile of TileSize trajectories into its own sum (TileSums); on the host
-the kernel is a loop over the trajectories.
+the kernel is a loop over the trajectories, and on a simulated warp
+(GS_WARP_SIM, the tests') lane l runs trajectories l, l + 32, ...
 */ -}}
 {{define "hooks"}}
 // One thread per trajectory: a trajectory's loops are its thread's own,
@@ -46,6 +47,18 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   __syncthreads();
   for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) atomicAdd(&a.gs[j], acc[j]);
 {{- end}}
+#elif defined(GS_WARP_SIM)
+  // One simulated warp (tests): lane l runs trajectories l, l + 32, ...,
+  // the lanes in rounds as a device warp's threads (valid false past the
+  // end).
+  for (long long i0 = 0; i0 < a.n; i0 += 32) {
+    const long long i = i0 + (threadIdx.x & 31);
+{{- if and .TileSums .Grad}}
+    gs_body(a, i, i < a.n, a.gs + (i / GS_TILE) * (2 * GS_NS), a.sh, a.sh + GS_NS);
+{{- else}}
+    gs_body(a, i, i < a.n, a.gs, a.sh, a.sh + GS_NS);
+{{- end}}
+  }
 #else
 {{- if and .TileSums .Grad}}
   for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs + (i / GS_TILE) * (2 * GS_NS), a.sh, a.sh + GS_NS);
