@@ -45,6 +45,16 @@
 // means the default. Schedules with invalid constants give NaN rates,
 // and their Validate methods say why.
 //
+// # Rules: steps taken where the parameters live
+//
+// Adam, AdamW and SGD implement Ruled: RuleAt(k) returns step k as a Rule
+// (the formula's kind, the resolved hyperparameters, the learning rate
+// and the bias corrections of that step), and Rule.Apply is the formula
+// their Step runs. An engine that keeps the parameters in its own memory
+// (package fit on a GPU engine) applies the rule there with the same
+// arithmetic, so its parameters and moments are Step's bit for bit on the
+// same gradient; SetState then hands the optimiser the state it reached.
+//
 // # State files
 //
 // SaveState and LoadState write and read an optimiser's state as one
