@@ -70,7 +70,7 @@ func (r *runner) trainer() *device {
 // trajectory failed, a loss term or gradient is not finite, an update
 // made values non-finite): the state is then back on the host, as the
 // host loop would have left it.
-func (r *runner) runDevice(d *device) (res *Result, err error, done bool) {
+func (r *runner) runDevice(d *device) (res *Result, done bool, err error) {
 	f, set := r.f, r.set
 	res = r.res
 	for k := r.k0; k < set.Steps; k++ {
@@ -101,7 +101,7 @@ func (r *runner) runDevice(d *device) (res *Result, err error, done bool) {
 				r.guard(k - 1)
 			}
 			r.k0 = k
-			return nil, nil, false
+			return nil, false, nil
 		}
 		res.Records++
 		res.GradTime += ev.Time
@@ -151,9 +151,9 @@ func (r *runner) runDevice(d *device) (res *Result, err error, done bool) {
 }
 
 // finishWith is finish, in runDevice's results.
-func (r *runner) finishWith(status Status, e error) (*Result, error, bool) {
+func (r *runner) finishWith(status Status, e error) (*Result, bool, error) {
 	res, err := r.finish(status, e)
-	return res, err, true
+	return res, true, err
 }
 
 // handBack copies the fit's state from the engine to the host: x, the
@@ -208,7 +208,7 @@ func (r *runner) handBack(d *device, k int) (int, error) {
 
 // deviceFinish hands the fit back to the host, checks the last update as
 // the host loop checks each (guard), and ends the run.
-func (r *runner) deviceFinish(d *device, status Status, e error) (*Result, error, bool) {
+func (r *runner) deviceFinish(d *device, status Status, e error) (*Result, bool, error) {
 	nf, err := r.handBack(d, r.st.Step)
 	if err != nil {
 		if e == nil {

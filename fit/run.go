@@ -365,7 +365,7 @@ func (f *Fitter) Run(ctx context.Context, s *Settings) (*Result, error) {
 		return nil, err
 	}
 	if d := r.trainer(); d != nil {
-		if res, err, done := r.runDevice(d); done {
+		if res, done, err := r.runDevice(d); done {
 			return res, err
 		}
 	}
