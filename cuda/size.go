@@ -100,7 +100,7 @@ func planValues(pl *ode.Plan, grad bool) (int, error) {
 		return n
 	}
 	n := 0
-	for _, p := range []*tape.Program{pl.Init, pl.Trial, pl.Control, pl.Replay, rev, pl.Dense} {
+	for _, p := range []*tape.Program{pl.Init, pl.Trial, pl.Control, pl.Replay, rev, pl.DenseStep} {
 		n += count(p)
 	}
 	return n, nil

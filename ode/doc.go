@@ -110,9 +110,10 @@
 // Rosenbrock23), up to 40× for Rodas5P's coarser extension (Problem.SaveAt
 // has the table's summary); Settings.Saves = SaveStep re-steps instead,
 // as accurate as the mesh states at one step per save time. Every engine
-// computes the same values: a GPU engine evaluates each save time with
-// Plan.Dense (the dense step and the interpolant in one program, one step
-// per save time) until it interpolates from its steps' stages.
+// computes the same values: the CPU and GPU engines run the dense step
+// (Plan.DenseStep) on the steps that bracket save times and read each
+// save time from its coefficients, with no field evaluations per save
+// time.
 // Solver.SolveDense keeps the dense output of a whole ensemble, within
 // Settings.MemoryLimit, for DenseSolution.Evaluate at any time
 // afterwards.

@@ -25,8 +25,8 @@ import (
 // it. Save times are read from the method's continuous extension (unless
 // Settings.Saves is SaveStep): an engine either runs DenseStep on each step
 // that brackets a save time and Interp for each save time in it (the CPU
-// engine: no extra steps), or Dense for each save time (one step each);
-// both compute the same values, to rounding. A Plan is immutable once
+// and GPU engines: no extra steps), or Dense for each save time (one step
+// each); both compute the same values, to rounding. A Plan is immutable once
 // built and safe for concurrent use.
 //
 // Common inputs: t (time), h (step size), y[Dim] (state), p[Params]

@@ -110,8 +110,9 @@ type Settings struct {
 	// extra steps); SaveStep makes each one a genuine step from the mesh
 	// point before it (one step per save time, as accurate as the mesh
 	// states). See Problem.SaveAt for their accuracy. Every engine
-	// computes the same values in either mode; a GPU engine evaluates
-	// each interpolated save time with Plan.Dense, one step each.
+	// computes the same values in either mode: the CPU and GPU engines
+	// read interpolated save times from the bracketing step's DenseStep
+	// (Plan), with no field evaluations per save time.
 	Saves SaveMode
 
 	// Controller sets the step-size controller; the zero value is the
