@@ -2,7 +2,7 @@
 // from the height it is seen at after several bounces, with events and
 // their exact gradients.
 //
-// A ball dropped from rest at height h0 falls under gravity, x” = −g,
+// A ball dropped from rest at height h0 falls under gravity (d²x/dt² = −g)
 // and bounces on the floor x = 0: the event x = 0 (falling) applies
 // v ← −e·v and the ball goes on. The gradient of the height at T with
 // respect to e goes through every bounce time (which moves with e) and
