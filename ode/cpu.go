@@ -72,7 +72,9 @@ type cpuExec struct {
 
 	stepOnce sync.Once
 	step     *scan.Step // master of the replay step and its reverse
-	stepErr  error
+
+	events  eventExecs // masters of the event programs (Plan.Events)
+	stepErr error
 
 	losses sync.Map // LossPlan.Hash (+ ".grad") → *tape.Exec, masters of the loss programs
 
@@ -197,6 +199,9 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	if err := j.Mesh.Host(); err != nil { // the CPU engine reads steps on the host
 		return nil, err
 	}
+	if err := checkEventJob(j); err != nil {
+		return nil, err
+	}
 	pl := ex.plan
 	n, d := j.N, pl.Dim
 	workers := j.Workers
@@ -245,6 +250,9 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	}
 	if j.Op == OpGrad || j.Op == OpLoss {
 		r.lossTerms = make([]float64, n)
+	}
+	if pl.Events != nil && recording {
+		res.Events = buf.Make(old.Events, n)
 	}
 	if j.Op == OpGrad {
 		res.GradY0 = buf.Make(old.GradY0, n*d)
@@ -387,9 +395,13 @@ type cpuWorker struct {
 	t0s                 []float64
 	endT, endY          []float64
 	scr                 [numScratch][]float64 // see scratch
-	taps                *scan.Taps            // the chunk's re-stepped save times (SaveStep), reused
-	saves               scan.Saves            // the chunk's interpolated save times
-	grad                *scan.Gradient        // the last chunk's, reused
+	lo                  int                   // the chunk's first trajectory
+	sh                  [][]float64           // the job's shared inputs (cpuRun.shared)
+	ev                  *eventWork            // events (Plan.Events), sized for evCap lanes
+	evCap               int
+	taps                *scan.Taps     // the chunk's re-stepped save times (SaveStep), reused
+	saves               scan.Saves     // the chunk's interpolated save times
+	grad                *scan.Gradient // the last chunk's, reused
 }
 
 func cols(w, n int) [][]float64 {
@@ -474,6 +486,10 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 			// A failed (or, with StopOnStiff, stiff) trajectory: no loss,
 			// no gradient (Grad reports it).
 			r.failed.Store(j.Op == OpGrad || j.Op == OpLoss)
+		case w.ex.plan.Events != nil:
+			if err := w.eventGrad(r, lo, hi); err != nil {
+				return err
+			}
 		default:
 			if err := w.replay(r, lo, hi, w.hbuf, hi-lo, r.res.Stats.Accepted[lo:hi]); err != nil {
 				return err

@@ -42,6 +42,7 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	pl, j := w.ex.plan, r.job
 	d, np := pl.Dim, pl.Params
 	m, width := hi-lo, hi-lo
+	ok := true
 	shared, rtol, atol, maxSteps := r.shared, r.rtol, r.atol, r.maxSteps
 	for i := 0; i < m; i++ {
 		g := lo + i
@@ -85,13 +86,30 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	if r.recordSaves {
 		w.startSaves(r, m)
 	}
+	w.lo, w.sh = lo, shared
+	if pl.Events != nil {
+		// The conditions at the start; a lane where one is not finite or
+		// exactly 0 ends here.
+		if err := w.startEvents(r, m); err != nil {
+			return false, err
+		}
+		for i := m - 1; i >= 0; i-- {
+			if w.stat[i] == StatusRunning {
+				continue
+			}
+			ok = false
+			w.hTried[i] = w.st[StateH][i]
+			w.finish(r, i, w.idx[i], lo, width, Status(w.stat[i]))
+			m--
+			w.move(m, i)
+		}
+	}
 
 	w.rows = 0
 	w.hbuf = w.hbuf[:0]
 	keepMesh := r.keepMesh
 	w.storing = r.keepStates
 	stride := (1 + d) * width // one row of stored states
-	ok := true
 	for iter := 0; m > 0; iter++ {
 		if iter&63 == 63 {
 			if err := r.ctx.Err(); err != nil {
@@ -101,7 +119,7 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		// Trial step: y⁺, err (, k_s), hρ (and the coefficients, when a
 		// save time is inside a step).
 		tri := w.tri
-		dense := r.recordSaves && w.savesInside(j.SaveAt, m)
+		dense := r.recordSaves && w.savesInside(j.SaveAt, m) || pl.Events != nil
 		if dense {
 			tri = w.trd
 		}
@@ -140,6 +158,13 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		w.in, w.out = in, out
 		if err := w.ctl.Run(out, in, m); err != nil {
 			return false, err
+		}
+		// Events: an accepted step where a condition crosses becomes the
+		// event step.
+		if pl.Events != nil {
+			if err := w.stepEvents(r, m); err != nil {
+				return false, err
+			}
 		}
 		// Commit the accepted steps: the mesh and the stored states first
 		// (they need the state before the step), then the states
@@ -270,6 +295,9 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 	if r.recordSaves {
 		w.finishSaves(r, i, g, st)
 	}
+	if res.Events != nil {
+		res.Events[g] = w.ev.count[g-lo]
+	}
 	slot := g - lo
 	w.endT[slot] = w.st[StateT][i]
 	for c := 0; c < d; c++ {
@@ -284,6 +312,11 @@ func (w *cpuWorker) move(from, to int) {
 	}
 	w.idx[to] = w.idx[from]
 	w.cur[to] = w.cur[from]
+	if w.ev != nil && w.ex.plan.Events != nil {
+		for _, g := range w.ev.g {
+			g[to] = g[from]
+		}
+	}
 	for k := range w.st {
 		w.st[k][to] = w.st[k][from]
 	}

@@ -118,6 +118,27 @@
 // Settings.MemoryLimit, for DenseSolution.Evaluate at any time
 // afterwards.
 //
+// # Events
+//
+// Settings.Events lists conditions g(t, y, p) (traced, like the field)
+// whose zero crossings every trajectory's solve locates independently:
+// each accepted step's continuous extension is sampled for a sign change
+// (Event.Direction), the root is found on the extension and polished on
+// the method's own step, and the mesh records the step that ends at the
+// event. A terminal event ends the trajectory there (Solution.T); another
+// applies its jump (Event.Apply: a bounce, a dose) and goes on. Gradients
+// are exact through event times (implicit function theorem on the event
+// step, and the cotangent of time carried through the steps after it).
+// Measured (TestEventThreshold, TestEventBouncingBall): event times within
+// 1e-11 relative of the closed form at RelTol 1e-10, and their gradients
+// within 5.4e-11; a bouncing ball's height after several bounces within
+// 4e-14 and its gradient within 4.2e-13. Non-finite conditions, a
+// condition zero at T0 and more than Settings.MaxEvents events end the
+// trajectory with a status (EventNonFinite, EventAtStart, TooManyEvents);
+// a condition of nothing is refused by NewSolver. Events run on engines
+// that implement EventEngine (the CPU engine); the Plan holds them as
+// programs (Plan.Events) for others to follow.
+//
 // RelTol must be at least 10ε = 2.2e-15 on float64 engines; an engine
 // whose arithmetic is coarser (a float32 GPU engine) reports its unit
 // roundoff u (PrecisionEngine), and NewSolver refuses RelTol below

@@ -182,6 +182,7 @@ type Result struct {
 	Status []Status          // [N]
 	Stats  Stats             // per-trajectory counts (records only)
 	Stiff  []bool            // [N] the stiffness test fired (records of explicit methods)
+	Events []int             // [N] events each trajectory went through (records of plans with events)
 	Mesh   *Mesh             // the mesh recorded (OpRecord, OpGrad and OpLoss without a mesh)
 	LastH  []float64         // [N] the step size last tried (records), for error messages
 	LastY  map[int][]float64 // the last accepted state [Dim] of each failed trajectory (records), for error messages

@@ -102,7 +102,11 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		dst.Loss += r
 	}
 	sol := used.solution(q, res, m.Status)
-	sol.T = append(reuse.T[:0], q.t1...)
+	if used.plan.Events != nil && res.T != nil {
+		sol.T = append(reuse.T[:0], res.T...) // a terminal event's time
+	} else {
+		sol.T = append(reuse.T[:0], q.t1...)
+	}
 	sol.Stats = m.Stats
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime

@@ -114,6 +114,11 @@ type Plan struct {
 	// evaluations plus, for Vern7, six extra stages.
 	TrialDense *tape.Program
 
+	// Events holds the events of Settings.Events as programs (nil
+	// without events); only an engine that implements EventEngine gets
+	// a plan with events.
+	Events *EventPlan
+
 	once         sync.Once
 	rev          *tape.Program
 	denseRev     *tape.Program
@@ -192,6 +197,14 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 	if s.Saves == SaveInterpolate {
 		if err := pl.setDense(f, sp); err != nil {
 			return nil, fmt.Errorf("ode: %s: building the %s dense output: %w", f.name(), m.Name(), err)
+		}
+	}
+	if len(s.Events) > 0 {
+		if pl.DenseStep == nil {
+			return nil, fmt.Errorf("ode: %s: events are located on the continuous extension: use Settings.Saves = SaveInterpolate (the default)", f.name())
+		}
+		if pl.Events, err = buildEvents(f, s.Events, s.MaxEvents); err != nil {
+			return nil, err
 		}
 	}
 	if s.Dt0 > 0 {

@@ -139,6 +139,20 @@ type Settings struct {
 	// is N.
 	Exec tape.ExecSettings
 
+	// Events are conditions whose zero crossings each trajectory's solve
+	// locates, ending a step there and stopping (terminal) or continuing
+	// (after a jump); gradients are exact through them (see Event). Only
+	// engines that implement EventEngine run them (the CPU engine does).
+	// A problem with events has no save times (Problem.SaveAt) yet, and
+	// its gradient records its own mesh (Grad's m must be nil).
+	Events []Event
+
+	// MaxEvents bounds the events of one trajectory; a trajectory that
+	// would pass it ends with status TooManyEvents (as a ball coming to
+	// rest bounces infinitely often in finite time). 0 means
+	// DefaultMaxEvents.
+	MaxEvents int
+
 	// Progress, if not nil, is called as work on the ensemble completes,
 	// with the number of trajectories done so far and the total. It may be
 	// called from several goroutines at once and must return quickly.
@@ -213,6 +227,9 @@ func (s *Settings) withDefaults(f *Field) Settings {
 	}
 	if set.MaxSteps == 0 {
 		set.MaxSteps = DefaultMaxSteps
+	}
+	if set.MaxEvents == 0 {
+		set.MaxEvents = DefaultMaxEvents
 	}
 	set.Controller = set.Controller.withDefaults(set.Method)
 	if set.AbsTols != nil {
@@ -586,6 +603,8 @@ func checkSettings(f *Field, s *Settings) error {
 		return fmt.Errorf("ode: %s: AbsTol = %v must be positive and finite (0 means %g; use a tiny value such as 1e-30 for a pure relative tolerance)", name, s.AbsTol, DefaultAbsTol)
 	case s.MaxSteps < 0:
 		return fmt.Errorf("ode: %s: MaxSteps = %d is negative; use 0 for the default %d", name, s.MaxSteps, DefaultMaxSteps)
+	case s.MaxEvents < 0:
+		return fmt.Errorf("ode: %s: MaxEvents = %d is negative; use 0 for the default %d", name, s.MaxEvents, DefaultMaxEvents)
 	case !(s.Dt0 >= 0) || !finite(s.Dt0):
 		return fmt.Errorf("ode: %s: Dt0 = %v must be positive (or 0 for automatic) and finite", name, s.Dt0)
 	case s.AbsTols != nil && len(s.AbsTols) != f.Dim:

@@ -62,6 +62,14 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(set.Events) > 0 {
+		if ee, ok := eng.(EventEngine); !ok || !ee.SupportsEvents() {
+			return nil, fmt.Errorf("ode: %s: engine %s cannot run events (%w): use the \"cpu\" engine (Settings.Engine) for problems with Settings.Events", f.name(), eng.Name(), ErrNoEvents)
+		}
+		if method == Auto {
+			return nil, fmt.Errorf("ode: %s: Method Auto does not run events yet: choose Tsit5, Vern7, Rodas5P or Rosenbrock23", f.name())
+		}
+	}
 	if err := checkPrecision(&f, eng, set.RelTol); err != nil {
 		return nil, err
 	}
@@ -240,6 +248,11 @@ type Solution struct {
 	Stats  Stats
 	Method string // the method that produced it
 	Engine string // the engine that ran it
+
+	// Events counts the events each trajectory went through ([N], nil
+	// without Settings.Events); a terminal event, if one fired, is the
+	// last, at time T[i].
+	Events []int
 
 	// Stiff marks the trajectories on which the stiffness test of an
 	// explicit method fired ([N], nil for Rosenbrock methods): their
@@ -446,7 +459,7 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 // solution returns the Solution of a result.
 func (sv *Solver) solution(q *problem, res *Result, status []Status) *Solution {
 	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: res.T, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Status: status,
-		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff}
+		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff, Events: res.Events}
 	if sol.T == nil {
 		sol.T = append([]float64(nil), q.t1...)
 	}

@@ -16,6 +16,9 @@ const (
 	NonFinite                       // the state or the error estimate stayed NaN or infinite
 	NotRun                          // not integrated (another trajectory failed first)
 	Stiff                           // an explicit method ran at its stability limit: no gradient
+	EventNonFinite                  // an event's condition was NaN or infinite
+	EventAtStart                    // an event's condition was exactly 0 at T0
+	TooManyEvents                   // more events than Settings.MaxEvents
 )
 
 // Sentinel errors, one per failure status; a *TrajectoryError unwraps to one.
@@ -24,6 +27,9 @@ var (
 	ErrStepSizeUnderflow = errors.New("step size underflow")
 	ErrNonFinite         = errors.New("non-finite state or error estimate")
 	ErrStiff             = errors.New("stiff for the explicit method")
+	ErrEventNonFinite    = errors.New("non-finite event condition")
+	ErrEventAtStart      = errors.New("event condition zero at the start")
+	ErrTooManyEvents     = errors.New("too many events")
 )
 
 var statusTable = [...]struct {
@@ -38,6 +44,10 @@ var statusTable = [...]struct {
 	NotRun:            {"not run", nil, ""},
 	Stiff: {"stiff for the explicit method", ErrStiff, "the explicit method ran at the edge of its stability region, where the exact derivative of its replay grows without bound; " +
 		"use Rodas5P (Settings.Method), or Auto to switch when the stiffness test fires"},
+	EventNonFinite: {"non-finite event condition", ErrEventNonFinite, "an event's condition G returned NaN or an infinity at this state: check it for division by zero, log of a negative number or overflow"},
+	EventAtStart:   {"event condition zero at the start", ErrEventAtStart, "an event's condition G is exactly 0 at T0, so whether it fires there is undefined: start the trajectory off the condition (or move T0)"},
+	TooManyEvents: {"too many events", ErrTooManyEvents, "the trajectory passed Settings.MaxEvents events, as a bouncing ball coming to rest does (infinitely many bounces in finite time): " +
+		"raise MaxEvents, or add a terminal event that stops it (say, when the bounce velocity falls below a threshold)"},
 }
 
 // String returns the status in words, as "step size underflow".

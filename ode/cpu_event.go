@@ -1,0 +1,946 @@
+package ode
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/gradsolve-go/gradsolve/scan"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Events on the CPU engine. The record checks every event's condition at
+// the end of each accepted step; on the lanes where one crosses, it
+// locates the root on the step's continuous extension (DenseStep, then
+// Illinois iterations of Cond on the interpolated states), polishes it on
+// the method's own step (Illinois iterations of Cond after Replay steps of
+// trial sizes, from the extension's root) so that the recorded event step
+// h* is a root of G(h) = g(t + h, Φ(t, h, y)) to rounding, and replaces the
+// accepted step by it: the mesh records h*, the state goes on from
+// Φ(t, h*, y) (after the event's jump) or stops there. The gradient's
+// reverse sweep (eventGrad) carries the cotangent of time with that of the
+// state and differentiates each event step's size by the implicit
+// function theorem (see Event).
+
+func (cpuEngine) SupportsEvents() bool { return true }
+
+var _ EventEngine = cpuEngine{}
+
+// eventExecs are the masters of the event programs, built on first use.
+type eventExecs struct {
+	once                       sync.Once
+	err                        error
+	cond, dense, replay, field *tape.Exec
+	jump, condGrad, jumpRev    []*tape.Exec // per event (nil entries without a jump)
+	stepRev                    *tape.Exec
+}
+
+func (ex *cpuExec) eventMasters() (*eventExecs, error) {
+	em := &ex.events
+	em.once.Do(func() {
+		pl, ep := ex.plan, ex.plan.Events
+		set := &tape.ExecSettings{Workers: 1}
+		mk := func(p *tape.Program) *tape.Exec {
+			if p == nil || em.err != nil {
+				return nil
+			}
+			e, err := tape.NewExec(p, set)
+			if err != nil {
+				em.err = err
+			}
+			return e
+		}
+		if em.err = ep.derived(pl); em.err != nil {
+			return
+		}
+		em.cond, em.dense, em.replay, em.field = mk(ep.Cond), mk(pl.DenseStep), mk(pl.Replay), mk(pl.Field)
+		em.stepRev = mk(ep.stepRev)
+		for e := range ep.Names {
+			em.jump = append(em.jump, mk(ep.Jump[e]))
+			em.condGrad = append(em.condGrad, mk(ep.condGrad[e]))
+			em.jumpRev = append(em.jumpRev, mk(ep.jumpRev[e]))
+		}
+	})
+	return em, em.err
+}
+
+// eventWork is a worker's event state: executor clones and per-lane
+// condition values.
+type eventWork struct {
+	cond, dense, replay, field, stepRev *tape.Exec
+	jump, condGrad, jumpRev             []*tape.Exec
+
+	g, gn  [][]float64 // [events][cap]: the conditions at each lane's state (g) and at its trial's end (gn)
+	ga, gb [][]float64 // [events][cap]: the conditions at the ends of the sample interval where one crosses
+	gj     [][]float64 // [events][cap]: the conditions at a sample
+	ja     []int       // [cap]: the sample interval (1…eventSamples) where one crosses, 0 if none
+	count  []int       // [cap] events so far, per slot of the chunk
+	marks  [][]evMark  // [cap] per slot: the chunk's event steps, in order
+	lanes  []int       // the lanes with a crossing
+	buf    [][]float64 // gathered columns for the small programs
+	ins    [][]float64
+	outs   [][]float64
+	scalar []float64
+}
+
+// evMark marks step s of a trajectory as event e's step.
+type evMark struct{ s, e int }
+
+func (w *cpuWorker) eventWork(r *cpuRun) (*eventWork, error) {
+	if w.ev != nil && w.evCap == w.cap {
+		return w.ev, nil
+	}
+	em, err := w.ex.eventMasters()
+	if err != nil {
+		return nil, err
+	}
+	c := w.cap
+	cl := func(e *tape.Exec) *tape.Exec {
+		if e == nil {
+			return nil
+		}
+		return e.Clone(c, 1)
+	}
+	ne := len(w.ex.plan.Events.Names)
+	v := &eventWork{cond: cl(em.cond), dense: cl(em.dense), replay: cl(em.replay), field: cl(em.field), stepRev: cl(em.stepRev),
+		g: cols(ne, c), gn: cols(ne, c), count: make([]int, c), marks: make([][]evMark, c)}
+	for e := 0; e < ne; e++ {
+		v.jump = append(v.jump, cl(em.jump[e]))
+		v.condGrad = append(v.condGrad, cl(em.condGrad[e]))
+		v.jumpRev = append(v.jumpRev, cl(em.jumpRev[e]))
+	}
+	w.ev, w.evCap = v, c
+	return v, nil
+}
+
+// col returns gathered column k of n values (scratch).
+func (v *eventWork) col(k, n int) []float64 {
+	for len(v.buf) <= k {
+		v.buf = append(v.buf, nil)
+	}
+	if cap(v.buf[k]) < n {
+		v.buf[k] = make([]float64, n)
+	}
+	return v.buf[k][:n]
+}
+
+// evalCond runs Cond at times t and states y (columns of n lanes) and
+// writes g[e][:n].
+func (w *cpuWorker) evalCond(v *eventWork, g [][]float64, t []float64, y [][]float64, p [][]float64, n int) error {
+	in := append(v.ins[:0], t[:n])
+	in = appendPrefix(in, y, n)
+	in = appendPrefix(in, p, n)
+	in = append(in, w.sh...)
+	out := appendPrefix(v.outs[:0], g, n)
+	v.ins, v.outs = in, out
+	return v.cond.Run(out, in, n)
+}
+
+// startEvents evaluates the conditions at the initial states of the
+// first m lanes and reports a status per lane (StatusRunning where all is
+// well): EventNonFinite where one is not finite, EventAtStart where one is
+// exactly 0.
+func (w *cpuWorker) startEvents(r *cpuRun, m int) error {
+	v, err := w.eventWork(r)
+	if err != nil {
+		return err
+	}
+	if err := w.evalCond(v, v.g, w.st[StateT], w.y, w.p, m); err != nil {
+		return err
+	}
+	for i := 0; i < m; i++ {
+		slot := w.idx[i] - w.lo
+		v.count[slot], v.marks[slot] = 0, v.marks[slot][:0]
+		w.stat[i] = StatusRunning
+		for _, ge := range v.g {
+			switch {
+			case math.IsNaN(ge[i]) || math.IsInf(ge[i], 0):
+				w.stat[i] = float64(EventNonFinite)
+			case ge[i] == 0 && w.stat[i] == StatusRunning:
+				w.stat[i] = float64(EventAtStart)
+			}
+		}
+	}
+	return nil
+}
+
+// crossed reports whether event e crosses from g0 to g1.
+func crossed(dir int, g0, g1 float64) bool {
+	rise := g0 < 0 && g1 >= 0
+	fall := g0 > 0 && g1 <= 0
+	return dir >= 0 && rise || dir <= 0 && fall
+}
+
+// eventSamples is the number of points of each accepted step's
+// continuous extension (θ = 1/8, 2/8, …, 1) at which the conditions are
+// checked: a crossing and its return within an eighth of a step go unseen.
+const eventSamples = 8
+
+// stepEvents handles the events of the accepted steps of the first m
+// lanes (after Control, before the commit; the trial was TrialDense, its
+// coefficients in w.wc): a lane whose step crosses an event has its step
+// replaced by the event step (w.st[StateH] = h*, w.yn the state after the
+// event, w.st2 the state from there on, w.stat its status) and the step's
+// index marked.
+func (w *cpuWorker) stepEvents(r *cpuRun, m int) error {
+	v, err := w.eventWork(r)
+	if err != nil {
+		return err
+	}
+	ep := w.ex.plan.Events
+	d, ne := w.ex.plan.Dim, len(ep.Names)
+	if err := w.evalCond(v, v.gn, w.st2[StateT], w.yn, w.p, m); err != nil {
+		return err
+	}
+	// The conditions at θ = j/eventSamples on the extension, j = 1, 2, …:
+	// the first sample interval where one crosses, per lane.
+	if cap(v.ja) < m {
+		v.ja = make([]int, w.cap)
+		v.ga, v.gb, v.gj = cols(ne, w.cap), cols(ne, w.cap), cols(ne, w.cap)
+	}
+	ja := v.ja[:m]
+	for i := range ja {
+		ja[i] = 0
+		for e := 0; e < ne; e++ {
+			v.ga[e][i] = v.g[e][i]
+		}
+	}
+	tt, yy := v.col(0, m), make([][]float64, d)
+	for c := range yy {
+		yy[c] = v.col(1+c, m)
+	}
+	terms := w.ex.plan.DenseTerms
+	lane := make([]float64, (1+terms)*d)
+	out := make([]float64, d)
+	for j := 1; j <= eventSamples; j++ {
+		gj := v.gj
+		if j == eventSamples {
+			gj = v.gn
+		} else {
+			th := float64(j) / eventSamples
+			for i := 0; i < m; i++ {
+				tt[i] = w.st[StateT][i] + th*w.st[StateH][i]
+				for c := 0; c < d; c++ {
+					lane[c] = w.y[c][i]
+				}
+				for x, col := range w.wc {
+					lane[d+x] = col[i]
+				}
+				scan.Interp(out, lane[:d], lane[d:], th)
+				for c := 0; c < d; c++ {
+					yy[c][i] = out[c]
+				}
+			}
+			if err := w.evalCond(v, gj, tt, yy, w.p, m); err != nil {
+				return err
+			}
+		}
+		for i, a := range w.acc[:m] {
+			if a == 0 || ja[i] != 0 || w.stat[i] != StatusRunning && w.stat[i] != float64(OK) {
+				continue
+			}
+			for e := 0; e < ne; e++ {
+				x := gj[e][i]
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					w.stat[i] = float64(EventNonFinite)
+					break
+				}
+				if crossed(ep.Direction[e], v.ga[e][i], x) {
+					ja[i] = j
+				}
+			}
+			if ja[i] != 0 {
+				for e := 0; e < ne; e++ {
+					v.gb[e][i] = gj[e][i]
+				}
+				continue
+			}
+			for e := 0; e < ne; e++ {
+				v.ga[e][i] = gj[e][i]
+			}
+		}
+	}
+	v.lanes = v.lanes[:0]
+	for i, a := range w.acc[:m] {
+		if a == 0 {
+			continue
+		}
+		if ja[i] != 0 {
+			v.lanes = append(v.lanes, i)
+			continue
+		}
+		for e := range v.g {
+			v.g[e][i] = v.gn[e][i]
+		}
+	}
+	if len(v.lanes) == 0 {
+		return nil
+	}
+	return w.locate(r, v, d)
+}
+
+// locate finds the event steps of the lanes v.lanes (see stepEvents):
+// the root of each crossing condition in its sample interval on the
+// extension, the earliest of them polished on the step.
+func (w *cpuWorker) locate(r *cpuRun, v *eventWork, d int) error {
+	pl, ep := w.ex.plan, w.ex.plan.Events
+	np, terms := pl.Params, pl.DenseTerms
+	q := len(v.lanes)
+	// The lanes' step inputs, gathered: t, h, y, p and the coefficients.
+	t, h := v.col(0, q), v.col(1, q)
+	y, p, wc := make([][]float64, d), make([][]float64, np), make([][]float64, terms*d)
+	for c := range y {
+		y[c] = v.col(2+c, q)
+	}
+	for c := range p {
+		p[c] = v.col(2+d+c, q)
+	}
+	base := 2 + d + np
+	for c := range wc {
+		wc[c] = v.col(base+c, q)
+	}
+	base += terms * d
+	for k, i := range v.lanes {
+		t[k], h[k] = w.st[StateT][i], w.st[StateH][i]
+		for c := range y {
+			y[c][k] = w.y[c][i]
+		}
+		for c := range p {
+			p[c][k] = w.p[c][i]
+		}
+		for c := range wc {
+			wc[c][k] = w.wc[c][i]
+		}
+	}
+	ne := len(ep.Names)
+	g := make([][]float64, ne)
+	for e := range g {
+		g[e] = v.col(base+e, q)
+	}
+	base += ne
+	tt, yy := v.col(base, q), make([][]float64, d)
+	for c := range yy {
+		yy[c] = v.col(base+1+c, q)
+	}
+	base += 1 + d
+	best, bestE := v.col(base, q), make([]int, q) // the earliest root: θ, event
+	for k := range best {
+		best[k], bestE[k] = math.Inf(1), -1
+	}
+	lane := make([]float64, (1+terms)*d)
+	out := make([]float64, d)
+	onExt := func(theta []float64, active []bool) error { // g on the extension at θ
+		for k := range theta {
+			if !active[k] {
+				continue
+			}
+			tt[k] = t[k] + theta[k]*h[k]
+			for c := 0; c < d; c++ {
+				lane[c] = y[c][k]
+			}
+			for x := range wc {
+				lane[d+x] = wc[x][k]
+			}
+			scan.Interp(out, lane[:d], lane[d:], theta[k])
+			for c := 0; c < d; c++ {
+				yy[c][k] = out[c]
+			}
+		}
+		return w.evalCond(v, g, tt, yy, p, q)
+	}
+	active := make([]bool, q)
+	lo, hi := make([]float64, q), make([]float64, q)
+	g0, g1 := make([]float64, q), make([]float64, q)
+	for e := 0; e < ne; e++ {
+		any := false
+		for k, i := range v.lanes {
+			g0[k], g1[k] = v.ga[e][i], v.gb[e][i]
+			active[k] = crossed(ep.Direction[e], g0[k], g1[k])
+			any = any || active[k]
+			lo[k], hi[k] = float64(v.ja[i]-1)/eventSamples, float64(v.ja[i])/eventSamples
+		}
+		if !any {
+			continue
+		}
+		theta, err := illinois(lo, hi, g0, g1, active, func(x []float64) ([]float64, error) {
+			if err := onExt(x, active); err != nil {
+				return nil, err
+			}
+			return g[e], nil
+		}, func(k int, a, b float64) bool { return b-a <= 1e-15 })
+		if err != nil {
+			return err
+		}
+		for k := range theta {
+			if active[k] && theta[k] < best[k] {
+				best[k], bestE[k] = theta[k], e
+			}
+		}
+	}
+	// Polish on the step: G(h') = g_e(t + h', Φ(t, h', y)), h' an exact
+	// advance of t, from the extension's root, within the sample interval.
+	hs := v.col(base+1, q)
+	step := func(x []float64, active []bool) error {
+		for k := range x {
+			hs[k] = (t[k] + x[k]) - t[k]
+		}
+		in := append([][]float64{t, hs}, y...)
+		in = append(append(in, p...), w.sh...)
+		if err := v.replay.Run(yy, in, q); err != nil {
+			return err
+		}
+		for k := range tt {
+			tt[k] = t[k] + hs[k]
+		}
+		return w.evalCond(v, g, tt, yy, p, q)
+	}
+	for e := 0; e < ne; e++ {
+		any := false
+		for k, i := range v.lanes {
+			active[k] = bestE[k] == e
+			any = any || active[k]
+			lo[k], hi[k] = float64(v.ja[i]-1)/eventSamples*h[k], float64(v.ja[i])/eventSamples*h[k]
+			if v.ja[i] == eventSamples {
+				hi[k] = h[k]
+			}
+			g0[k], g1[k] = v.ga[e][i], v.gb[e][i]
+		}
+		if !any {
+			continue
+		}
+		// A bracket around the extension's root: h'·(1 ± 1e-7).
+		guess := make([]float64, q)
+		for k := range guess {
+			guess[k] = min(max(best[k]*h[k], lo[k]), hi[k])
+		}
+		for pass := 0; pass < 2; pass++ {
+			if err := step(guess, active); err != nil {
+				return err
+			}
+			for k := range guess {
+				if !active[k] || !(hs[k] > lo[k] && hs[k] < hi[k]) {
+					continue
+				}
+				if gx := g[e][k]; crossed(ep.Direction[e], g0[k], gx) || gx == 0 {
+					hi[k], g1[k] = hs[k], gx
+				} else {
+					lo[k], g0[k] = hs[k], gx
+				}
+			}
+			for k := range guess {
+				guess[k] = hs[k] * (1 + 1e-7)
+				if hi[k] == hs[k] {
+					guess[k] = hs[k] * (1 - 1e-7)
+				}
+				guess[k] = min(max(guess[k], lo[k]), hi[k])
+			}
+		}
+		if _, err := illinois(lo, hi, g0, g1, active, func(x []float64) ([]float64, error) {
+			if err := step(x, active); err != nil {
+				return nil, err
+			}
+			return g[e], nil
+		}, func(k int, a, b float64) bool {
+			return (t[k]+b)-(t[k]+a) <= 2*ulp(t[k]+b)
+		}); err != nil {
+			return err
+		}
+		// The event step: the end of the bracket where the event has
+		// crossed.
+		if err := step(hi, active); err != nil {
+			return err
+		}
+		if err := w.fire(r, v, e, active, t, hs, tt, yy, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ulp(x float64) float64 {
+	x = math.Abs(x)
+	return math.Nextafter(x, math.Inf(1)) - x
+}
+
+// illinois narrows the brackets [lo, hi] (values g0 at lo and g1 at hi,
+// which the event crosses between) of the active entries by the Illinois
+// method until done says an entry is narrow enough (at most 100
+// iterations), and returns hi, the end where the event has crossed. f
+// evaluates the function at the entries' points (every entry; inactive
+// ones are not read).
+func illinois(lo, hi, g0, g1 []float64, active []bool, f func([]float64) ([]float64, error), done func(k int, a, b float64) bool) ([]float64, error) {
+	q := len(lo)
+	x := make([]float64, q)
+	side := make([]int, q)
+	live := append([]bool(nil), active...)
+	for it := 0; it < 100; it++ {
+		anyLive := false
+		for k := range x {
+			if !live[k] {
+				x[k] = hi[k]
+				continue
+			}
+			if done(k, lo[k], hi[k]) || g1[k] == 0 {
+				live[k] = false
+				x[k] = hi[k]
+				continue
+			}
+			anyLive = true
+			// Regula falsi within the bracket; bisection if it stalls.
+			s := hi[k] - g1[k]*(hi[k]-lo[k])/(g1[k]-g0[k])
+			if !(s > lo[k] && s < hi[k]) {
+				s = lo[k] + (hi[k]-lo[k])/2
+			}
+			x[k] = s
+		}
+		if !anyLive {
+			break
+		}
+		g, err := f(x)
+		if err != nil {
+			return nil, err
+		}
+		for k := range x {
+			if !live[k] {
+				continue
+			}
+			gx := g[k]
+			if math.IsNaN(gx) {
+				live[k] = false
+				continue
+			}
+			if gx == 0 || math.Signbit(gx) == math.Signbit(g1[k]) && gx != 0 {
+				hi[k], g1[k] = x[k], gx
+				if side[k] == 1 {
+					g0[k] /= 2
+				}
+				side[k] = 1
+			} else {
+				lo[k], g0[k] = x[k], gx
+				if side[k] == -1 {
+					g1[k] /= 2
+				}
+				side[k] = -1
+			}
+		}
+	}
+	return hi, nil
+}
+
+// fire applies event e on the active located lanes: their step becomes
+// the event step hs (ending at tt in state yy), the jump is applied, and
+// the lanes stop (terminal) or go on from there.
+func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, tt []float64, yy [][]float64, p [][]float64) error {
+	pl, ep := w.ex.plan, w.ex.plan.Events
+	d := pl.Dim
+	q := len(active)
+	if jump := v.jump[e]; jump != nil {
+		in := append([][]float64{tt}, yy...)
+		in = append(append(in, p...), w.sh...)
+		out := make([][]float64, d)
+		for c := range out {
+			out[c] = make([]float64, q)
+		}
+		if err := jump.Run(out, in, q); err != nil {
+			return err
+		}
+		for k := range active {
+			if active[k] {
+				for c := range out {
+					yy[c][k] = out[c][k]
+				}
+			}
+		}
+	}
+	// The conditions from the new state; the fired one counts as 0 (it
+	// does not fire again at once).
+	g := make([][]float64, len(ep.Names))
+	for x := range g {
+		g[x] = make([]float64, q)
+	}
+	if err := w.evalCond(v, g, tt, yy, p, q); err != nil {
+		return err
+	}
+	// The field at the new state: FSAL's first stage, and the direction
+	// the fired condition leaves in, ġ = ∂g/∂t + ∂g/∂y·f: the fired
+	// condition's value counts as the smallest number of that sign, so
+	// that it does not fire again at once but does when it comes back,
+	// however soon.
+	k1 := cols(d, q)
+	in := append([][]float64{tt}, yy...)
+	in = append(append(in, p...), w.sh...)
+	if err := v.field.Run(k1, in, q); err != nil {
+		return err
+	}
+	np, ns := pl.Params, pl.Shared
+	cg := cols(2+d+np+ns, q)
+	if err := v.condGrad[e].Run(cg, in, q); err != nil {
+		return err
+	}
+	leave := make([]float64, q)
+	for k := range leave {
+		gdot := cg[1][k]
+		for c := 0; c < d; c++ {
+			gdot += cg[2+c][k] * k1[c][k]
+		}
+		switch {
+		case gdot > 0:
+			leave[k] = math.SmallestNonzeroFloat64
+		case gdot < 0:
+			leave[k] = -math.SmallestNonzeroFloat64
+		}
+	}
+	if !pl.FSAL {
+		k1 = nil
+	}
+	t1 := r.job.T1
+	for k, i := range v.lanes {
+		if !active[k] {
+			continue
+		}
+		slot := w.idx[i] - w.lo
+		v.marks[slot] = append(v.marks[slot], evMark{s: int(w.st[StateAccepted][i]), e: e})
+		v.count[slot]++
+		hTrial := w.st[StateH][i]
+		w.st[StateH][i] = hs[k]
+		for c := 0; c < d; c++ {
+			w.yn[c][i] = yy[c][k]
+			if k1 != nil {
+				w.ko[c][i] = k1[c][k]
+			}
+		}
+		for x := range g {
+			v.g[x][i] = g[x][k]
+		}
+		v.g[e][i] = leave[k]
+		ended := w.stat[i] != StatusRunning // the controller's verdict on the step the event cut short
+		st2 := &w.st2
+		st2[StateT][i] = tt[k]
+		switch {
+		case ep.Terminal[e]:
+			w.stat[i] = float64(OK)
+		case v.count[slot] > ep.MaxEvents:
+			w.stat[i] = float64(TooManyEvents)
+		default:
+			w.stat[i] = StatusRunning
+			// The next step from the event, clamped to the end as the
+			// controller clamps.
+			span := t1[w.idx[i]] - tt[k]
+			hn := st2[StateH][i]
+			if ended || !(hn > 0) {
+				// The controller ended the trajectory with the step the
+				// event cut short: go on with the size it tried.
+				hn = hTrial
+			}
+			last := 0.0
+			if hn >= span || tt[k]+hn >= t1[w.idx[i]] {
+				hn, last = span, 1
+			}
+			st2[StateH][i] = (tt[k] + hn) - tt[k]
+			st2[StateLast][i] = last
+			if span <= 0 {
+				w.stat[i] = float64(OK) // the event is at the end
+			}
+		}
+	}
+	return nil
+}
+
+// checkEventJob refuses what events do not support yet.
+func checkEventJob(j *Job) error {
+	if j.Plan.Events == nil {
+		return nil
+	}
+	switch {
+	case len(j.SaveAt) > 0:
+		return fmt.Errorf("ode: a problem with events has no save times yet (Problem.SaveAt): read the states from a DenseSolution, or solve to each time")
+	case j.Mesh != nil:
+		return fmt.Errorf("ode: a problem with events is differentiated on the mesh its own record makes: call Grad with m = nil")
+	}
+	return nil
+}
+
+// eventGrad evaluates the loss of the chunk lo…hi-1 at its final states
+// and, for a gradient, runs the reverse sweep of its record through the
+// event steps (see Event): the cotangents of the state λ, of the time τ̄
+// (of the end of the step being reversed), of the parameters and of the
+// shared parameters (per trajectory, summed into the tiles at the end).
+func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
+	j, pl, res := r.job, w.ex.plan, r.res
+	ep := pl.Events
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	width := hi - lo
+	if j.Op == OpGrad && !w.storing {
+		return fmt.Errorf("ode: the states of a gradient with events must fit in Settings.MemoryLimit (%d bytes per worker here): raise MemoryLimit", r.stateBudget)
+	}
+	v, err := w.eventWork(r)
+	if err != nil {
+		return err
+	}
+	// The loss and its cotangents at the final states.
+	lp := j.Loss
+	prog := lp.Term
+	if j.Op == OpGrad {
+		prog = lp.Grad
+	}
+	le, err := w.lossExec(lp, prog)
+	if err != nil {
+		return err
+	}
+	yF := toSoA(w.scratch(scrY0, width*d), res.Y[lo*d:hi*d], width, d)
+	pS := toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)
+	in := w.in[:0]
+	for c := 0; c < d; c++ {
+		in = append(in, yF[c*width:(c+1)*width])
+	}
+	if lp.DataDim > 0 {
+		data := toSoA(w.scratch(scrData, width*lp.DataDim), lp.Data[lo*lp.DataDim:hi*lp.DataDim], width, lp.DataDim)
+		for c := 0; c < lp.DataDim; c++ {
+			in = append(in, data[c*width:(c+1)*width])
+		}
+	}
+	for c := 0; c < np; c++ {
+		in = append(in, pS[c*width:(c+1)*width])
+	}
+	in = append(in, r.shared...)
+	lbuf := w.scratch(scrLoss, len(prog.Outputs)*width)
+	lout := w.out[:0]
+	for i := range prog.Outputs {
+		lout = append(lout, lbuf[i*width:(i+1)*width])
+	}
+	w.in, w.out = in, lout
+	if err := le.Run(lout, in, width); err != nil {
+		return fmt.Errorf("ode: loss %s: %w", lp.Term.Name, err)
+	}
+	copy(r.lossTerms[lo:hi], lout[0])
+	if j.Op != OpGrad {
+		return nil
+	}
+	at := func(first int) []float64 { return lbuf[first*width : (first+1)*width] }
+	lam, gp, gs := cols(d, width), cols(np, width), cols(ns, width)
+	tau := make([]float64, width)
+	for c := range lam {
+		for i := range lam[c] {
+			lam[c][i] = lp.Scale * at(1 + c)[i]
+		}
+	}
+	for c := range gp {
+		for i := range gp[c] {
+			gp[c][i] = lp.Scale * at(1 + d + c)[i]
+		}
+	}
+	for c := range gs {
+		for i := range gs[c] {
+			gs[c][i] = lp.Scale * at(1 + d + np + c)[i]
+		}
+	}
+
+	lens := res.Stats.Accepted[lo:hi]
+	rows := 0
+	for _, l := range lens {
+		rows = max(rows, l)
+	}
+	cur := make([]int, width) // each slot's next event mark, from the last
+	for i := range cur {
+		cur[i] = len(v.marks[i]) - 1
+	}
+	stride := (1 + d) * width
+	// Gathered columns of a row's active lanes.
+	tc, hc := make([]float64, width), make([]float64, width)
+	yc, pc, lc := cols(d, width), cols(np, width), cols(d, width)
+	tb, hb, yb, pb, sb := make([]float64, width), make([]float64, width), cols(d, width), cols(np, width), cols(ns, width)
+	act := make([]int, 0, width)
+	var evLanes []int // positions in act of the row's event lanes
+	for s := rows - 1; s >= 0; s-- {
+		act, evLanes = act[:0], evLanes[:0]
+		for i, l := range lens {
+			if l > s {
+				act = append(act, i)
+			}
+		}
+		m := len(act)
+		row := w.sbuf[s*stride : (s+1)*stride]
+		for k, i := range act {
+			tc[k], hc[k] = row[i], w.hbuf[s*width+i]
+			for c := 0; c < d; c++ {
+				yc[c][k] = row[(1+c)*width+i]
+				lc[c][k] = lam[c][i]
+			}
+			for c := 0; c < np; c++ {
+				pc[c][k] = pS[c*width+i]
+			}
+			if cur[i] >= 0 && v.marks[i][cur[i]].s == s {
+				evLanes = append(evLanes, k)
+			}
+		}
+		// Event lanes: the jump's reverse turns λ and τ̄ (at the event,
+		// after the jump) into those before it.
+		var evE []int
+		var yMinus [][]float64
+		if len(evLanes) > 0 {
+			evE = make([]int, len(evLanes))
+			yMinus = cols(d, len(evLanes))
+			if err := w.eventStates(v, evLanes, tc, hc, yc, pc, yMinus); err != nil {
+				return err
+			}
+			for x, k := range evLanes {
+				i := act[k]
+				e := v.marks[i][cur[i]].e
+				evE[x] = e
+				if v.jumpRev[e] == nil {
+					continue
+				}
+				one := func(c []float64, at int) []float64 { return c[at : at+1] }
+				in := [][]float64{{tc[k] + hc[k]}}
+				for c := 0; c < d; c++ {
+					in = append(in, one(yMinus[c], x))
+				}
+				for c := 0; c < np; c++ {
+					in = append(in, one(pc[c], k))
+				}
+				in = append(in, r.shared...)
+				for c := 0; c < d; c++ {
+					in = append(in, one(lc[c], k))
+				}
+				out := cols(1+d+np+ns, 1)
+				if err := v.jumpRev[e].Run(out, in, 1); err != nil {
+					return err
+				}
+				tau[i] += out[0][0]
+				for c := 0; c < d; c++ {
+					lc[c][k] = out[1+c][0]
+				}
+				for c := 0; c < np; c++ {
+					gp[c][i] += out[1+d+c][0]
+				}
+				for c := 0; c < ns; c++ {
+					gs[c][i] += out[1+d+np+c][0]
+				}
+			}
+		}
+		// The step's reverse with time, on every active lane.
+		in := append([][]float64{tc[:m], hc[:m]}, prefix(yc, m)...)
+		in = append(append(in, prefix(pc, m)...), r.shared...)
+		in = append(in, prefix(lc, m)...)
+		out := append([][]float64{tb[:m], hb[:m]}, prefix(yb, m)...)
+		out = append(append(out, prefix(pb, m)...), prefix(sb, m)...)
+		if err := v.stepRev.Run(out, in, m); err != nil {
+			return err
+		}
+		for k, i := range act {
+			for c := 0; c < d; c++ {
+				lam[c][i] = yb[c][k]
+			}
+			for c := 0; c < np; c++ {
+				gp[c][i] += pb[c][k]
+			}
+			for c := 0; c < ns; c++ {
+				gs[c][i] += sb[c][k]
+			}
+			switch {
+			case cur[i] >= 0 && v.marks[i][cur[i]].s == s:
+				// An event step: below.
+			case s == lens[i]-1:
+				// The last step ends at T1: h = T1 − t.
+				tau[i] = tb[k] - hb[k]
+			default:
+				tau[i] += tb[k]
+			}
+		}
+		// Event lanes: the event step's size moves with the state, the
+		// time and the parameters (implicit function theorem).
+		for x, k := range evLanes {
+			i := act[k]
+			e := evE[x]
+			cur[i]--
+			one := func(c []float64, at int) []float64 { return c[at : at+1] }
+			cin := [][]float64{{tc[k] + hc[k]}}
+			for c := 0; c < d; c++ {
+				cin = append(cin, one(yMinus[c], x))
+			}
+			for c := 0; c < np; c++ {
+				cin = append(cin, one(pc[c], k))
+			}
+			cin = append(cin, r.shared...)
+			cg := cols(2+d+np+ns, 1) // g, g_t, g_y, g_p, g_s
+			if err := v.condGrad[e].Run(cg, cin, 1); err != nil {
+				return err
+			}
+			// R(g_y): the step's reverse with the condition's gradient.
+			rin := [][]float64{one(tc, k), one(hc, k)}
+			for c := 0; c < d; c++ {
+				rin = append(rin, one(yc[c], k))
+			}
+			for c := 0; c < np; c++ {
+				rin = append(rin, one(pc[c], k))
+			}
+			rin = append(rin, r.shared...)
+			for c := 0; c < d; c++ {
+				rin = append(rin, cg[2+c])
+			}
+			rb := cols(2+d+np+ns, 1) // t̄, h̄, ȳ, p̄, s̄
+			if err := v.stepRev.Run(rb, rin, 1); err != nil {
+				return err
+			}
+			gh := cg[1][0] + rb[1][0] // ∂G/∂h
+			hbar := tau[i] + hb[k]    // the cotangent of h*
+			if gh == 0 || math.IsNaN(gh) || math.IsInf(gh, 0) {
+				return fmt.Errorf("ode: trajectory %d: %s: the condition's derivative along the solution is %v at the event (t = %v): its time has no derivative (a tangential crossing)",
+					lo+i, ep.Names[e], gh, tc[k]+hc[k])
+			}
+			mu := -hbar / gh
+			for c := 0; c < d; c++ {
+				lam[c][i] += mu * rb[2+c][0]
+			}
+			for c := 0; c < np; c++ {
+				gp[c][i] += mu * (rb[2+d+c][0] + cg[2+d+c][0])
+			}
+			for c := 0; c < ns; c++ {
+				gs[c][i] += mu * (rb[2+d+np+c][0] + cg[2+d+np+c][0])
+			}
+			tau[i] += tb[k] + mu*(rb[0][0]+cg[1][0])
+		}
+	}
+	for i := 0; i < width; i++ {
+		for c := 0; c < d; c++ {
+			res.GradY0[(lo+i)*d+c] = lam[c][i]
+		}
+		for c := 0; c < np; c++ {
+			res.GradP[(lo+i)*np+c] = gp[c][i]
+		}
+	}
+	for k := 0; k*scan.TileSize < width; k++ {
+		for c := 0; c < ns; c++ {
+			acc := 0.0
+			for i := k * scan.TileSize; i < min(width, (k+1)*scan.TileSize); i++ {
+				acc += gs[c][i]
+			}
+			r.tiles[(lo/scan.TileSize+k)*ns+c] = acc
+		}
+	}
+	return nil
+}
+
+func prefix(x [][]float64, m int) [][]float64 { return appendPrefix(nil, x, m) }
+
+// eventStates sets y⁻ (columns of len(lanes)) to the states at the end of
+// the event steps of the given positions of a row, before their jumps:
+// Φ(t, h, y).
+func (w *cpuWorker) eventStates(v *eventWork, lanes []int, tc, hc []float64, yc, pc, yMinus [][]float64) error {
+	q := len(lanes)
+	d, np := len(yc), len(pc)
+	t, h := make([]float64, q), make([]float64, q)
+	y, p := cols(d, q), cols(np, q)
+	for x, k := range lanes {
+		t[x], h[x] = tc[k], hc[k]
+		for c := range y {
+			y[c][x] = yc[c][k]
+		}
+		for c := range p {
+			p[c][x] = pc[c][k]
+		}
+	}
+	in := append([][]float64{t, h}, y...)
+	in = append(append(in, p...), w.sh...)
+	return v.replay.Run(yMinus, in, q)
+}

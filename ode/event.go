@@ -1,0 +1,244 @@
+package ode
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gradsolve-go/gradsolve/ops"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Event is a condition g(t, y, p) whose zero crossings a solve locates on
+// every trajectory independently (Settings.Events). On an accepted step
+// from (t, y) to (t + h, y⁺) where g changes sign (in Direction, if set),
+// the root is first located on the step's continuous extension and then
+// polished on the method's own step: the recorded mesh ends that step at
+// the event time t* (a genuine step of size h* = t* − t, whose end state
+// is a root of g to rounding), and the trajectory stops there (Terminal)
+// or continues from the event, after Apply if set.
+//
+// Gradients are exact through event times. The event step's size is a
+// function of the state before it and the parameters, defined by
+// G(h*) = g(t + h*, Φ(t, h*, y, p), p) = 0 with Φ the method's step, so
+// by the implicit function theorem
+//
+//	dh*/dx = −(∂G/∂x)/(∂G/∂h),  ∂G/∂h = ∂g/∂t + ∂g/∂y·∂Φ/∂h,
+//
+// the discrete form of dt*/dp = −(∂g/∂p + ∂g/∂y·∂y/∂p)/(∂g/∂t + ∂g/∂y·f).
+// Every step after an event starts at a time that moves with t*, and the
+// last step ends at T1 (h = T1 − t), so the reverse sweep carries the
+// cotangent of time as well as that of the state.
+//
+// A condition is checked on every accepted step's end: a crossing means
+// g goes from < 0 to ≥ 0 (rising) or from > 0 to ≤ 0 (falling); g exactly
+// 0 at the start of a step (just after the event that put it there) is no
+// crossing, so an event does not fire twice at one time. Two crossings in
+// one step are seen as none, or as the first if their signs differ; a
+// step where several events cross ends at the earliest.
+type Event struct {
+	// Name names the event in errors ("event <index>" if empty).
+	Name string
+
+	// G is the condition: a traced function of the time, the state (len
+	// Dim) and the parameters (len Params + Shared, per-trajectory first),
+	// as Field.F takes them. It must depend on t, y or p.
+	G func(t tape.V, y, p []tape.V) tape.V
+
+	// Direction restricts the crossings: +1 rising only, −1 falling
+	// only, 0 both.
+	Direction int
+
+	// Terminal ends the trajectory at the event: its final time
+	// (Solution.T) and state are those at the event.
+	Terminal bool
+
+	// Apply, if not nil, maps the state at a non-terminal event to the
+	// state the trajectory continues from (a bounce, a dose): inputs as
+	// G's, outputs Dim values. Its derivative enters the gradient.
+	Apply func(t tape.V, y, p []tape.V) []tape.V
+}
+
+// DefaultMaxEvents is the default of Settings.MaxEvents.
+const DefaultMaxEvents = 100
+
+// ErrNoEvents is returned (wrapped) by NewSolver when the settings have
+// events and the engine cannot run them (see EventEngine).
+var ErrNoEvents = errors.New("engine does not support events")
+
+// EventEngine is implemented by an Engine that runs problems with events
+// (Settings.Events): NewSolver refuses events on any other engine, so an
+// engine that predates them never receives a Job whose Plan has
+// EventPlan set. The CPU engine supports them.
+type EventEngine interface {
+	Engine
+	SupportsEvents() bool
+}
+
+// EventPlan holds the events of a Plan as programs, in the form an engine
+// runs them: after each accepted step, Cond at its end; where an event
+// crosses, its root located on DenseStep's extension and on Replay (the
+// event step), then Jump[e] if set. Common inputs as the Plan's: t, y,
+// p, s.
+type EventPlan struct {
+	// Cond evaluates every condition: inputs t, y, p, s; outputs g[e].
+	Cond *tape.Program
+	// Jump[e] is event e's Apply (nil if none): inputs t, y, p, s;
+	// outputs y'[Dim].
+	Jump []*tape.Program
+	// Names, Direction and Terminal describe each event.
+	Names     []string
+	Direction []int
+	Terminal  []bool
+	// MaxEvents bounds the events of one trajectory (Settings.MaxEvents).
+	MaxEvents int
+
+	once     sync.Once
+	condGrad []*tape.Program // per event: inputs t, y, p, s; outputs g, ∂g/∂t, ∂g/∂y[Dim], ∂g/∂p[Params], ∂g/∂s[Shared]
+	jumpRev  []*tape.Program // per event (nil without Jump): inputs t, y, p, s, λ[Dim]; outputs λ⁻[Dim], t̄, p̄[Params], s̄[Shared]
+	stepRev  *tape.Program   // Replay's reverse with time: inputs t, h, y, p, s, λ[Dim], gp[Params]; outputs λ'[Dim], gp'[Params], gs[Shared], t̄, h̄
+	err      error
+}
+
+// buildEvents traces the events of the settings for field f.
+func buildEvents(f *Field, evs []Event, maxEvents int) (*EventPlan, error) {
+	ep := &EventPlan{MaxEvents: maxEvents}
+	d := f.Dim
+	in := f.inputs()
+	gs := make([]*tape.Program, len(evs))
+	for e, ev := range evs {
+		name := ev.Name
+		if name == "" {
+			name = fmt.Sprintf("event %d", e)
+		}
+		ep.Names = append(ep.Names, name)
+		switch {
+		case ev.G == nil:
+			return nil, fmt.Errorf("ode: %s has no condition G", name)
+		case ev.Direction < -1 || ev.Direction > 1:
+			return nil, fmt.Errorf("ode: %s has Direction %d; use +1 (rising), −1 (falling) or 0 (both)", name, ev.Direction)
+		case ev.Terminal && ev.Apply != nil:
+			return nil, fmt.Errorf("ode: %s is terminal and has Apply: a terminal event ends the trajectory, so nothing continues from the applied state; drop one of them", name)
+		}
+		ep.Direction = append(ep.Direction, ev.Direction)
+		ep.Terminal = append(ep.Terminal, ev.Terminal)
+		g, err := tape.Trace(name, in, func(v []tape.V) []tape.V {
+			return []tape.V{ev.G(v[0], v[1:1+d], v[1+d:])}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ode: %s: condition: %w", name, err)
+		}
+		if !dependsOnInputs(g) {
+			return nil, fmt.Errorf("ode: %s: the condition G depends on none of t, y and p, so it never crosses zero (or is zero everywhere); write it in terms of the time, the state or the parameters", name)
+		}
+		gs[e] = g
+		var jump *tape.Program
+		if ev.Apply != nil {
+			var nout int
+			jump, err = tape.Trace(name+".apply", in, func(v []tape.V) []tape.V {
+				out := ev.Apply(v[0], v[1:1+d], v[1+d:])
+				nout = len(out)
+				if nout != d {
+					return nil
+				}
+				return out
+			})
+			if err != nil {
+				return nil, fmt.Errorf("ode: %s: Apply: %w", name, err)
+			}
+			if nout != d {
+				return nil, fmt.Errorf("ode: %s: Apply returned %d values, want Dim = %d", name, nout, d)
+			}
+		}
+		ep.Jump = append(ep.Jump, jump)
+	}
+	b, vs := tape.NewBuilderFor(f.name()+".events", in)
+	var outs []tape.V
+	if err := tape.Catch(f.name(), func() {
+		for _, g := range gs {
+			outs = append(outs, tape.Call(g, vs)...)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	cond, err := b.Build(outs...)
+	if err != nil {
+		return nil, err
+	}
+	for e := range cond.Outputs {
+		cond.Outputs[e].Name = "g:" + ep.Names[e]
+	}
+	ep.Cond = cond
+	ep.condGrad = gs
+	return ep, nil
+}
+
+// dependsOnInputs reports whether p's output depends on one of its
+// inputs.
+func dependsOnInputs(p *tape.Program) bool {
+	dep := make([]bool, len(p.Values))
+	for i, v := range p.Values {
+		if v.Op == ops.OpInput {
+			dep[i] = true
+			continue
+		}
+		for _, a := range v.Args {
+			if dep[a] {
+				dep[i] = true
+				break
+			}
+		}
+	}
+	for _, o := range p.Outputs {
+		if dep[o.ID] {
+			return true
+		}
+	}
+	return false
+}
+
+// derived builds the programs the gradient needs, once: each
+// condition's gradient, each jump's reverse and the replay step's reverse
+// with respect to t and h too.
+func (ep *EventPlan) derived(pl *Plan) error {
+	ep.once.Do(func() {
+		d, np, ns := pl.Dim, pl.Params, pl.Shared
+		for e, g := range ep.condGrad {
+			gg, err := tape.Grad(g, nil)
+			if err != nil {
+				ep.err = fmt.Errorf("ode: %s: gradient of the condition: %w", ep.Names[e], err)
+				return
+			}
+			for k := range gg.Outputs {
+				gg.Outputs[k].Sum = false
+			}
+			ep.condGrad[e] = gg
+			ep.jumpRev = append(ep.jumpRev, nil)
+			if j := ep.Jump[e]; j != nil {
+				vjp, err := tape.VJP(j, nil) // inputs t, y, p, s, λ; outputs t̄, ȳ, p̄, s̄
+				if err != nil {
+					ep.err = fmt.Errorf("ode: %s: reverse of Apply: %w", ep.Names[e], err)
+					return
+				}
+				for k := range vjp.Outputs {
+					vjp.Outputs[k].Sum = false
+				}
+				ep.jumpRev[e] = vjp
+			}
+		}
+		wrt := make([]int, 0, 2+d+np+ns)
+		for k := 0; k < 2+d+np+ns; k++ {
+			wrt = append(wrt, k)
+		}
+		vjp, err := tape.VJP(pl.Replay, wrt) // outputs t̄, h̄, ȳ[d], p̄[np], s̄[ns]
+		if err != nil {
+			ep.err = err
+			return
+		}
+		for k := range vjp.Outputs {
+			vjp.Outputs[k].Sum = false
+		}
+		ep.stepRev = vjp
+	})
+	return ep.err
+}
