@@ -567,10 +567,6 @@ func resizeFloats(x []float64, n int) []float64 {
 // transposeScaled is transpose with every value multiplied by scale
 // (skipped if scale is 1).
 func transposeScaled(dst, src []float64, r, c int, scale float64) {
-	if scale == 1 {
-		transpose(dst, src, r, c)
-		return
-	}
 	const b = 8
 	for i0 := 0; i0 < r; i0 += b {
 		i1 := min(i0+b, r)
@@ -579,7 +575,10 @@ func transposeScaled(dst, src []float64, r, c int, scale float64) {
 			for i := i0; i < i1; i++ {
 				row := src[i*c+j0 : i*c+j1]
 				for j, v := range row {
-					dst[(j0+j)*r+i] = v * scale
+					if scale != 1 {
+						v *= scale
+					}
+					dst[(j0+j)*r+i] = v
 				}
 			}
 		}
@@ -589,18 +588,4 @@ func transposeScaled(dst, src []float64, r, c int, scale float64) {
 // transpose sets dst [c×r] to the transpose of src [r×c], in tiles of
 // 8×8 values (a cache line of each of 8 rows), so that reads and writes
 // both use whole cache lines.
-func transpose(dst, src []float64, r, c int) {
-	const b = 8
-	for i0 := 0; i0 < r; i0 += b {
-		i1 := min(i0+b, r)
-		for j0 := 0; j0 < c; j0 += b {
-			j1 := min(j0+b, c)
-			for i := i0; i < i1; i++ {
-				row := src[i*c+j0 : i*c+j1]
-				for j, v := range row {
-					dst[(j0+j)*r+i] = v
-				}
-			}
-		}
-	}
-}
+func transpose(dst, src []float64, r, c int) { transposeScaled(dst, src, r, c, 1) }
