@@ -42,11 +42,6 @@ type backend interface {
 	// the kernels it compiles may use (maxShared, or more where the
 	// device lets kernels opt in).
 	sharedLimit() int
-	// launch runs k over threads trajectories in blocks of block threads
-	// with shmem bytes of dynamic shared memory and the kernel's argument
-	// struct args (8-byte words), waits for it, and returns its device
-	// time.
-	launch(k backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error)
 	// batch runs f with a queue of the backend's copies and launches that
 	// costs one hand-over to the device's goroutine for the lot (a
 	// training step's dozen operations), not one each. f must not call
@@ -200,32 +195,6 @@ func (b *gpuBackend) memFree() (int64, error) {
 func (b *gpuBackend) sms() int { return b.dev.Info().SMs }
 
 func (b *gpuBackend) sharedLimit() int { return max(maxShared, b.dev.Info().SharedOptin) }
-
-func (b *gpuBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
-	k := bk.(*gpuKernel)
-	start, err := b.dev.NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer start.Destroy()
-	end, err := b.dev.NewEvent()
-	if err != nil {
-		return 0, err
-	}
-	defer end.Destroy()
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(&args[0])), 8*len(args))
-	l := driver.Launch{Grid: driver.Dim{X: (threads + block - 1) / block}, Block: driver.Dim{X: block}, SharedMem: shmem}
-	if err := start.Record(nil); err != nil {
-		return 0, err
-	}
-	if err := k.k.Launch(l, raw); err != nil {
-		return 0, err
-	}
-	if err := end.Record(nil); err != nil {
-		return 0, err
-	}
-	return driver.Elapsed(start, end)
-}
 
 func (b *gpuBackend) batch(f func(q queue) error) error {
 	return b.dev.Batch(func(q *driver.Queue) error { return f(gpuQueue{q}) })

@@ -980,18 +980,11 @@ func (r *run) upload(up []byte, ar *arena, n, rows int, l *layout, zeroGS bool) 
 }
 
 // launchKernel launches the kernel over n trajectories (rows record rows
-// each) on the arena ar in layout l and returns its device time: timed by
-// c in the run's batch, else by the backend's launch.
+// each) on the arena ar in layout l, in the run's batch (r.q), and
+// returns its device time, timed by c.
 func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) (time.Duration, error) {
 	args := r.kernelArgs(ar, n, rows, l)
 	threads, bt, shmem := r.launchShape(n)
-	if r.q == nil {
-		dt, err := r.ex.be.launch(r.ke.k, threads, bt, shmem, args[:])
-		if err != nil {
-			return 0, fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
-		}
-		return dt, nil
-	}
 	q := r.q
 	if err := q.mark(c, false); err != nil {
 		return 0, err

@@ -368,11 +368,6 @@ func (b *hostBackend) zero(addr uint64, n int64) error {
 	return b.zeroRaw(addr, n)
 }
 
-func (b *hostBackend) launch(bk backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
-	b.direct("launch")
-	return b.launchRaw(bk, threads, block, shmem, args)
-}
-
 // hostQueue is the queue of a host batch.
 type hostQueue struct{ b *hostBackend }
 

@@ -42,14 +42,7 @@ func (f *fakeDevice) compile(src, name string) (backendKernel, error) {
 	return f.kernels.compile(src, name)
 }
 
-func (f *fakeDevice) launch(k backendKernel, threads, block, shmem int, args []uint64) (time.Duration, error) {
-	if f.fail != nil {
-		return 0, f.fail
-	}
-	return f.hostBackend.launch(k, threads, block, shmem, args)
-}
-
-// batch runs f on a queue whose launches fail as launch does.
+// batch runs f on a queue whose launches fail with fail, if set.
 func (f *fakeDevice) batch(fn func(q queue) error) error {
 	return f.hostBackend.batch(func(q queue) error { return fn(fakeQueue{q.(hostQueue), f}) })
 }
