@@ -125,38 +125,22 @@ func (d *Device) HostFree(b []byte) error {
 // CopyToDevice copies src to device memory at addr (an address within an
 // allocation of the device, such as Buffer.Ptr plus an offset).
 func (d *Device) CopyToDevice(addr uint64, src []byte) error {
-	if len(src) == 0 {
-		return nil
-	}
-	return d.do(func() error {
-		return d.drv.check("cuMemcpyHtoD", d.drv.cuMemcpyHtoD(addr, unsafe.Pointer(&src[0]), uint64(len(src))))
-	})
+	return d.Batch(func(q *Queue) error { return q.CopyToDevice(addr, src) })
 }
 
 // CopyFromDevice copies device memory at addr to dst.
 func (d *Device) CopyFromDevice(dst []byte, addr uint64) error {
-	if len(dst) == 0 {
-		return nil
-	}
-	return d.do(func() error {
-		return d.drv.check("cuMemcpyDtoH", d.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), addr, uint64(len(dst))))
-	})
+	return d.Batch(func(q *Queue) error { return q.CopyFromDevice(dst, addr) })
 }
 
 // CopyDevice copies n bytes of device memory from src to dst (addresses
 // within allocations of the device; the ranges must not overlap). The
 // copy is ordered with the device's other work and does not wait for it.
 func (d *Device) CopyDevice(dst, src uint64, n int64) error {
-	if n == 0 {
-		return nil
-	}
-	return d.do(func() error { return d.drv.check("cuMemcpyDtoD", d.drv.cuMemcpyDtoD(dst, src, uint64(n))) })
+	return d.Batch(func(q *Queue) error { return q.CopyDevice(dst, src, n) })
 }
 
 // Zero sets n bytes of device memory at addr to zero.
 func (d *Device) Zero(addr uint64, n int64) error {
-	if n == 0 {
-		return nil
-	}
-	return d.do(func() error { return d.drv.check("cuMemsetD8", d.drv.cuMemsetD8(addr, 0, uint64(n))) })
+	return d.Batch(func(q *Queue) error { return q.Zero(addr, n) })
 }

@@ -312,15 +312,13 @@ func (e *Event) Synchronize() error {
 // Elapsed returns the device time between two recorded events (about
 // half a microsecond of resolution), waiting for end to complete.
 func Elapsed(start, end *Event) (time.Duration, error) {
-	d := end.dev
-	var ms float32
-	err := d.do(func() error {
-		if err := d.drv.check("cuEventSynchronize", d.drv.cuEventSynchronize(end.h)); err != nil {
-			return err
-		}
-		return d.drv.check("cuEventElapsedTime", d.drv.cuEventElapsedTime(&ms, start.h, end.h))
+	var dt time.Duration
+	err := end.dev.Batch(func(q *Queue) error {
+		var err error
+		dt, err = q.Elapsed(start, end)
+		return err
 	})
-	return time.Duration(float64(ms) * float64(time.Millisecond)), err
+	return dt, err
 }
 
 // Destroy destroys the event.
