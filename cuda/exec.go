@@ -7,6 +7,7 @@ import (
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"math"
 	"runtime"
+	rtrace "runtime/trace"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -321,6 +322,7 @@ func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer rtrace.StartRegion(ctx, "cuda.finish").End()
 	return r.finish(time.Since(start))
 }
 
@@ -369,11 +371,15 @@ func (ex *executor) prepare(j *ode.Job, tr *Trace) (kernelgen.Config, *kernelEnt
 // (finish forms them).
 func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
 	tr := traceOf(ctx)
+	rg := rtrace.StartRegion(ctx, "cuda.prepare")
 	v, ke, err := ex.prepare(j, tr)
 	if err != nil {
+		rg.End()
 		return nil, err
 	}
 	r := newRun(ex, j, v, ke, tr)
+	r.ctx = ctx
+	rg.End()
 	if j.Mesh != nil && j.Mesh.Resident != nil {
 		if r.hin = ex.residentOf(j.Mesh); r.hin == nil {
 			if err := j.Mesh.Host(); err != nil {
@@ -464,6 +470,7 @@ type run struct {
 	v   kernelgen.Config
 	ke  *kernelEntry
 	tr  *Trace
+	ctx context.Context // the call's context: its trace regions (runtime/trace) name the phases
 	res *ode.Result
 
 	d, np, ns, k, dd int
@@ -487,7 +494,7 @@ type run struct {
 
 func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *Trace) *run {
 	pl := ex.plan
-	r := &run{ex: ex, j: j, v: v, ke: ke, tr: tr, res: &ode.Result{},
+	r := &run{ex: ex, j: j, v: v, ke: ke, tr: tr, res: &ode.Result{}, ctx: context.Background(),
 		d: pl.Dim, np: pl.Params, ns: pl.Shared, k: v.Saves, dd: v.DataDim}
 	n, d, res := j.N, pl.Dim, r.res
 	r.sharedBlock = append(append(append(make([]float64, 0, pl.Shared+d+2), j.Shared...), j.RelTol), j.AbsTol...)
@@ -826,7 +833,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
+	rg := rtrace.StartRegion(r.ctx, "cuda.fill")
 	r.fill(up, g, &l)
+	rg.End()
 	if hinAt >= 0 {
 		// Before the batch: a large mesh goes up through the chunk
 		// buffers, from other goroutines.
@@ -846,6 +855,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	defer ex.giveClock(c)
 	var dt time.Duration
+	rg = rtrace.StartRegion(r.ctx, "cuda.batch")
 	err = ex.be.batch(func(q queue) error {
 		r.q = q
 		defer func() { r.q = nil }()
@@ -858,6 +868,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 		return r.read(down, ar.addr+uint64(outLo))
 	})
+	rg.End()
 	if err != nil {
 		return nil, err
 	}
@@ -868,6 +879,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		t.Upload += int64(len(up))
 		t.Download += int64(len(down))
 	})
+	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
 	return r.scatter(down, outLo, ar, g, rows, &l)
 }
 

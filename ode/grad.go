@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime/trace"
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
@@ -64,20 +65,23 @@ func (sv *Solver) Grad(dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient
 // GradContext is Grad with a context: cancelling it stops the work and
 // returns ctx.Err().
 func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient, error) {
+	rg := trace.StartRegion(ctx, "ode.Grad.check")
 	q, err := sv.checkProblem(p)
+	if err == nil && m != nil {
+		err = sv.checkMesh(q, m)
+	}
+	rg.End()
 	if err != nil {
 		return nil, err
-	}
-	if m != nil {
-		if err := sv.checkMesh(q, m); err != nil {
-			return nil, err
-		}
 	}
 	reuse := dst.reusable(m == nil)
+	rg = trace.StartRegion(ctx, "ode.Grad.run")
 	res, used, err := sv.run(ctx, OpGrad, q, &loss, m, reuse)
+	rg.End()
 	if err != nil {
 		return nil, err
 	}
+	defer trace.StartRegion(ctx, "ode.Grad.results").End()
 	var reached []float64 // the times the record reached (nil for a given mesh: T1)
 	if m == nil {
 		m = used.mesh(q, res, reuse.Mesh)

@@ -58,6 +58,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	jsonOut := fs.Bool("json", false, "write JSON lines instead of tables")
 	out := fs.String("out", "", "write the results to `FILE` instead of stdout, through a temporary file renamed into place only if every suite succeeds")
 	quiet := fs.Bool("quiet", false, "no progress bar (there is none off a terminal, for suites under a second, or with -json to stdout)")
+	traceFile := fs.String("trace", "", "write an execution trace of the run (go tool trace format) to `FILE`: its regions name the phases of each call (ode.Grad.check, cuda.fill, cuda.batch, cuda.scatter, ...); written only if every suite succeeds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (go tool pprof format) to `FILE`: where a call's host time goes (started once the command line is valid, written only if every suite succeeds)")
 	if err = fs.Parse(args); err != nil {
 		return err
@@ -144,10 +145,10 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 
 	// The command line is valid: start the outputs (replaced only if every
 	// suite succeeds) and the profile.
-	if err := checkFiles(fileArg{flag: "-out", path: *out}, fileArg{flag: "-cpuprofile", path: *cpuProfile}, fileArg{flag: "-dump", path: *dump}); err != nil {
+	if err := checkFiles(fileArg{flag: "-out", path: *out}, fileArg{flag: "-cpuprofile", path: *cpuProfile}, fileArg{flag: "-trace", path: *traceFile}, fileArg{flag: "-dump", path: *dump}); err != nil {
 		return err
 	}
-	outs, err := startBenchOutputs(*out, *cpuProfile)
+	outs, err := startBenchOutputs(*out, *cpuProfile, *traceFile)
 	if err != nil {
 		return err
 	}

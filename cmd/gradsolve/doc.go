@@ -80,7 +80,7 @@
 //
 // No file is lost or half-written. Every file a command writes (solve and
 // grad -out, FILE.saved.csv and -plot; fit -out and -plot; bench -out,
-// -dump and -cpuprofile) is created only once the whole command line and
+// -dump, -cpuprofile and -trace) is created only once the whole command line and
 // its inputs (fit -data) are valid, written to a temporary file in the
 // same directory (".NAME.tmp-*"), synced, and renamed into place when
 // complete (package internal/atomicfile); on any error the temporary file

@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 
@@ -62,7 +63,8 @@ func checkFiles(files ...fileArg) error {
 // where not asked for (-out empty, "-" or /dev/stdout: stdout).
 type benchOutputs struct {
 	out, prof *atomicFile
-	stdout    *errWriter // the results' writer when they go to stdout
+	trace     *atomicFile // the execution trace (-trace)
+	stdout    *errWriter  // the results' writer when they go to stdout
 }
 
 // writer returns the writer of the results: -out's file, or stdout.
@@ -74,10 +76,10 @@ func (b *benchOutputs) writer(stdout io.Writer) io.Writer {
 	return b.stdout
 }
 
-// startBenchOutputs creates the temporary files of bench's -out and
-// -cpuprofile and starts the CPU profile. Call it once the command line
-// is valid.
-func startBenchOutputs(out, prof string) (_ *benchOutputs, err error) {
+// startBenchOutputs creates the temporary files of bench's -out,
+// -cpuprofile and -trace and starts the CPU profile and the execution
+// trace. Call it once the command line is valid.
+func startBenchOutputs(out, prof, tr string) (_ *benchOutputs, err error) {
 	b := &benchOutputs{}
 	defer func() {
 		if err != nil {
@@ -97,6 +99,14 @@ func startBenchOutputs(out, prof string) (_ *benchOutputs, err error) {
 			return nil, fmt.Errorf("-cpuprofile: %v", err)
 		}
 	}
+	if tr != "" {
+		if b.trace, err = createAtomic(tr); err != nil {
+			return nil, fmt.Errorf("-trace: %v", err)
+		}
+		if err := trace.Start(b.trace); err != nil {
+			return nil, fmt.Errorf("-trace: %v", err)
+		}
+	}
 	return b, nil
 }
 
@@ -107,10 +117,14 @@ func (b *benchOutputs) finish(err error) error {
 	if b.prof != nil {
 		pprof.StopCPUProfile()
 	}
+	if b.trace != nil {
+		trace.Stop()
+	}
 	if err == nil && b.stdout != nil && b.stdout.err != nil {
 		err = fmt.Errorf("writing the results: %v", b.stdout.err)
 	}
 	err = commitIf(b.out, err)
+	err = commitIf(b.trace, err)
 	return commitIf(b.prof, err)
 }
 
