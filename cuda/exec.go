@@ -1529,11 +1529,17 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		if r.ex != nil { // nil: a MultiEngine's gathered run
 			defer r.ex.giveTerms(r.terms)
 		}
-		for i, x := range r.terms {
-			if math.IsNaN(x) || math.IsInf(x, 0) {
-				return nil, r.lossError(i)
-			}
+		// Added in order, as the CPU engine adds them; only a sum that
+		// is not finite looks for a term that is not (the error).
+		for _, x := range r.terms {
 			res.Loss += x
+		}
+		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+			for i, x := range r.terms {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					return nil, r.lossError(i)
+				}
+			}
 		}
 		res.Loss *= j.Loss.Scale
 	}

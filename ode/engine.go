@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -284,9 +285,17 @@ func lookupEngine(name string) (Engine, error) {
 // and counts. Every engine builds its meshes with it.
 func RecordedMesh(j *Job, res *Result, lens []int) *Mesh {
 	n := j.N
-	m := &Mesh{N: n, Len: append(lens[:0], res.Stats.Accepted[:n]...), Status: res.Status, Stats: res.Stats,
+	m := &Mesh{N: n, Len: par.Append(lens, res.Stats.Accepted[:n]), Status: res.Status, Stats: res.Stats,
 		T0: j.T0, T1: j.T1}
-	for _, l := range m.Len {
+	// The longest, on all cores (a mesh of 2^20 trajectories).
+	nb := (n + par.Block - 1) / par.Block
+	longest := make([]int, nb)
+	par.Run(nb, 0, func(_, b int) {
+		for _, l := range m.Len[b*par.Block : min(n, (b+1)*par.Block)] {
+			longest[b] = max(longest[b], l)
+		}
+	})
+	for _, l := range longest {
 		m.Rows = max(m.Rows, l)
 	}
 	return m

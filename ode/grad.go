@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/trace"
+	"slices"
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
@@ -105,12 +106,16 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	} else {
 		dst.Loss += r
 	}
-	sol := used.solution(q, res, m.Status)
+	// The solution's times: a terminal event's where it fired, else the
+	// end times (copied on all cores: 8 MB at 2^20 trajectories).
+	t := q.t1
 	if used.plan.Events != nil && res.T != nil {
-		sol.T = append(reuse.T[:0], res.T...) // a terminal event's time
-	} else {
-		sol.T = append(reuse.T[:0], q.t1...)
+		t = res.T
 	}
+	if !buf.Same(reuse.T, t) { // else res.T already lives in reuse.T's storage
+		t = par.Append(reuse.T, t)
+	}
+	sol := used.solutionT(q, res, m.Status, t)
 	sol.Stats = m.Stats
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
@@ -243,6 +248,14 @@ func reuseCopy(dst, src []float64) []float64 {
 // trajectory stopped (reached, from the record that stopped at the
 // stiffness test: Job.StopOnStiff), or its end time if reached is nil.
 func stiffFailure(m *Mesh, method string, t0 float64, reached []float64) error {
+	if par.First(len(m.Stiff), func(lo, hi int) int {
+		if i := slices.Index(m.Stiff[lo:hi], true); i >= 0 {
+			return lo + i
+		}
+		return -1
+	}) < 0 {
+		return nil // none: one read on all cores
+	}
 	first, count := -1, 0
 	for i, s := range m.Stiff {
 		if s {
@@ -321,10 +334,15 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 	case m.T1 != nil && len(m.T1) != m.N:
 		return fmt.Errorf("ode: mesh has %d end times for %d trajectories", len(m.T1), m.N)
 	}
-	for i, l := range m.Len {
-		if l < 0 || l > m.Rows {
-			return fmt.Errorf("ode: mesh: trajectory %d has Len %d, outside [0, Rows = %d]", i, l, m.Rows)
+	if i := par.First(len(m.Len), func(lo, hi int) int {
+		for i := lo; i < hi; i++ {
+			if l := m.Len[i]; l < 0 || l > m.Rows {
+				return i
+			}
 		}
+		return -1
+	}); i >= 0 {
+		return fmt.Errorf("ode: mesh: trajectory %d has Len %d, outside [0, Rows = %d]", i, m.Len[i], m.Rows)
 	}
 	var end []float64 // the time each trajectory's steps reach
 	if !resident {    // resident steps are the engine's own record's: finite, non-negative, ending at T1
@@ -334,10 +352,15 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 		}
 	}
 	if m.T1 != nil {
-		for i, t1 := range m.T1 {
-			if t1 != q.t1[i] {
-				return fmt.Errorf("ode: mesh was recorded to T1 = %v for trajectory %d, but the problem ends at %v; record a mesh for this problem", t1, i, q.t1[i])
+		if i := par.First(len(m.T1), func(lo, hi int) int {
+			for i := lo; i < hi; i++ {
+				if m.T1[i] != q.t1[i] {
+					return i
+				}
 			}
+			return -1
+		}); i >= 0 {
+			return fmt.Errorf("ode: mesh was recorded to T1 = %v for trajectory %d, but the problem ends at %v; record a mesh for this problem", m.T1[i], i, q.t1[i])
 		}
 	}
 	if m.Fingerprint != "" {

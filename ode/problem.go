@@ -347,6 +347,17 @@ func (m *Mesh) failed(t []float64, h []float64) error {
 func firstFailure(status []Status, t, h []float64, method string) error {
 	// The first failure that is not NotRun (trajectories an engine left
 	// when another failed), else the first NotRun.
+	// All OK, the common case, is one read on all cores.
+	if par.First(len(status), func(lo, hi int) int {
+		for i := lo; i < hi; i++ {
+			if status[i] != OK {
+				return i
+			}
+		}
+		return -1
+	}) < 0 {
+		return nil
+	}
 	first, count := -1, 0
 	for i, s := range status {
 		if s != OK {
@@ -379,26 +390,14 @@ type problem struct {
 }
 
 func finiteAll(x []float64) int {
-	if len(x) <= scanBlock {
-		return firstNonFinite(x)
-	}
 	// An ensemble's inputs and gradients are tens of megabytes: the
 	// blocks are read on all cores and the first bad one wins.
-	nb := (len(x) + scanBlock - 1) / scanBlock
-	first := make([]int, nb)
-	par.Run(nb, 0, func(_, b int) {
-		lo := b * scanBlock
-		first[b] = firstNonFinite(x[lo:min(len(x), lo+scanBlock)])
-		if first[b] >= 0 {
-			first[b] += lo
+	return par.First(len(x), func(lo, hi int) int {
+		if i := firstNonFinite(x[lo:hi]); i >= 0 {
+			return lo + i
 		}
+		return -1
 	})
-	for _, i := range first {
-		if i >= 0 {
-			return i
-		}
-	}
-	return -1
 }
 
 // scanBlock is the elements per task of the checks that read a whole

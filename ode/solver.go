@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
+	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -458,12 +459,17 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 
 // solution returns the Solution of a result.
 func (sv *Solver) solution(q *problem, res *Result, status []Status) *Solution {
-	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: res.T, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Status: status,
-		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff, Events: res.Events}
-	if sol.T == nil {
-		sol.T = append([]float64(nil), q.t1...)
+	t := res.T
+	if t == nil {
+		t = append([]float64(nil), q.t1...)
 	}
-	return sol
+	return sv.solutionT(q, res, status, t)
+}
+
+// solutionT is solution with the solution's times t ([N]).
+func (sv *Solver) solutionT(q *problem, res *Result, status []Status, t []float64) *Solution {
+	return &Solution{N: q.n, Dim: q.Field.Dim, T: t, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Status: status,
+		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff, Events: res.Events}
 }
 
 // mesh returns the mesh a result recorded, with what it was recorded for.
@@ -476,7 +482,7 @@ func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
 	if old != nil {
 		t1 = old.T1
 	}
-	m.T0, m.T1 = q.T0, append(t1[:0], q.t1...)
+	m.T0, m.T1 = q.T0, par.Append(t1, q.t1)
 	m.Method = methodByName(sv.plan.Method)
 	m.RelTol, m.AbsTol = sv.set.RelTol, sv.set.AbsTol
 	m.AbsTols = sv.set.AbsTols

@@ -119,3 +119,56 @@ func Run(n, workers int, f func(worker, task int)) {
 	var g Group
 	g.Run(n, workers, f)
 }
+
+// Block is the elements per task of First and Copy: small arrays (up to
+// one block) are handled on the calling goroutine alone.
+const Block = 1 << 16
+
+// First returns the smallest index in [0, n) for which f reports one, or
+// -1. f(lo, hi) examines [lo, hi) and returns the first index there it
+// finds (or -1); blocks of Block elements run on all cores, and every
+// block is examined, so f must not depend on the blocks' order. It costs
+// one pass over the array with the machine's memory bandwidth, where a
+// loop on one goroutine is bound by one core's.
+func First(n int, f func(lo, hi int) int) int {
+	if n <= Block {
+		return f(0, n)
+	}
+	nb := (n + Block - 1) / Block
+	first := make([]int, nb)
+	Run(nb, 0, func(_, b int) {
+		first[b] = f(b*Block, min(n, (b+1)*Block))
+	})
+	for _, i := range first {
+		if i >= 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// Copy copies src into dst (as the built-in copy, whose count it
+// returns), in blocks of Block elements on all cores where src is longer
+// than one block. dst and src must not overlap.
+func Copy[T any](dst, src []T) int {
+	n := min(len(dst), len(src))
+	if n <= Block {
+		return copy(dst, src)
+	}
+	Run((n+Block-1)/Block, 0, func(_, b int) {
+		lo, hi := b*Block, min(n, (b+1)*Block)
+		copy(dst[lo:hi], src[lo:hi])
+	})
+	return n
+}
+
+// Append returns dst[:0] with src appended, copied as by Copy (dst's
+// storage reused where it is large enough).
+func Append[T any](dst, src []T) []T {
+	if cap(dst) < len(src) {
+		dst = make([]T, len(src))
+	}
+	dst = dst[:len(src)]
+	Copy(dst, src)
+	return dst
+}

@@ -1,6 +1,8 @@
 package par
 
 import (
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,5 +74,51 @@ func TestGroupAllocs(t *testing.T) {
 	g.Run(64, 2, f)
 	if a := testing.AllocsPerRun(20, func() { g.Run(64, 2, f) }); a != 0 {
 		t.Errorf("Group.Run allocates %v times, want 0", a)
+	}
+}
+
+// TestFirstCopy checks First against a plain loop and Copy/Append against
+// the built-in copy, around the block boundaries.
+func TestFirstCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, Block - 1, Block, Block + 1, 3*Block + 17} {
+		src := make([]int, n)
+		for i := range src {
+			src[i] = rng.IntN(1 << 20)
+		}
+		for _, mark := range []int{-1, 0, n / 2, n - 1} {
+			x := append([]int(nil), src...)
+			want := -1
+			if mark >= 0 && n > 0 {
+				x[mark] = -5
+				if mark+1 < n {
+					x[n-1] = -5 // a later hit must not win
+				}
+				want = mark
+			}
+			got := First(n, func(lo, hi int) int {
+				for i := lo; i < hi; i++ {
+					if x[i] < 0 {
+						return i
+					}
+				}
+				return -1
+			})
+			if got != want {
+				t.Errorf("n=%d mark=%d: First = %d, want %d", n, mark, got, want)
+			}
+		}
+		dst := make([]int, n)
+		if c := Copy(dst, src); c != n || !slices.Equal(dst, src) {
+			t.Errorf("n=%d: Copy copied %d, equal %v", n, c, slices.Equal(dst, src))
+		}
+		small := make([]int, 3, 3)
+		if a := Append(small, src); !slices.Equal(a, src) {
+			t.Errorf("n=%d: Append differs", n)
+		}
+		big := make([]int, 0, n+5)
+		if a := Append(big, src); !slices.Equal(a, src) || (n > 0 && &a[0] != &big[:1][0]) {
+			t.Errorf("n=%d: Append did not reuse a large enough dst", n)
+		}
 	}
 }
