@@ -737,9 +737,27 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 	if idx != nil {
 		m = len(idx)
 	}
+	// A record of all trajectories in one launch keeps its mesh on the
+	// device (keepMesh): taken first, so that the arena the launch needs
+	// is sized without it (and a kept arena of that size needs no call to
+	// the device to know it fits).
+	keep := r.v.MeshOut && idx == nil && r.ex.keepsMeshes()
+	if keep {
+		r.keepMesh(rows)
+	}
 	c, err := r.chunk(m, rows)
 	if err != nil {
 		return nil, err
+	}
+	if keep && c < m && r.hout != nil {
+		// Chunks record into the arena and the host mesh after all.
+		if r.hout != residentOfReuse(r.j) {
+			r.hout.Release()
+		}
+		r.hout = nil
+		if c, err = r.chunk(m, rows); err != nil {
+			return nil, err
+		}
 	}
 	if r.hin != nil && c < m {
 		// Chunks read rows of their own width: the mesh goes through the
@@ -751,9 +769,6 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 		if c, err = r.chunk(m, rows); err != nil {
 			return nil, err
 		}
-	}
-	if r.v.MeshOut && idx == nil && c == m && r.ex.keepsMeshes() {
-		r.keepMesh(rows)
 	}
 	full := r.layout(c, rows)
 	ar, err := r.ex.takeArena(full.size)

@@ -159,6 +159,16 @@ func (r *run) keepMesh(rows int) {
 	r.hout = rm
 }
 
+// residentOfReuse returns the resident mesh of the result job j passes
+// back (Job.Reuse), or nil.
+func residentOfReuse(j *ode.Job) *residentMesh {
+	if old := j.Reuse; old != nil && old.Mesh != nil {
+		rm, _ := old.Mesh.Resident.(*residentMesh)
+		return rm
+	}
+	return nil
+}
+
 // unkeepMesh moves a mesh being recorded on the device (rows rows) to
 // the run's host mesh and gives the device memory back: a rerun of some
 // trajectories goes through the host.
