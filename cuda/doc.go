@@ -107,8 +107,10 @@
 // pipelined chunks), the host's work on the per-trajectory results (of
 // the order of the kernel's time and more at millions of trajectories),
 // and a fixed latency of launches and synchronisation: a launch's copies,
-// kernel and reads go to the device's goroutine as one batch
-// (driver.Device.Batch), one hand-over of an OS thread per launch; the first call of a kind of operation
+// kernel and reads are one batch (driver.Device.Batch) run on the
+// caller's own thread, with no hand-over to another (a repeated call
+// makes no other call of the driver's: TestCallHandOvers); the first call
+// of a kind of operation
 // adds NVRTC's compile time (seconds, a file read once cached). The
 // memory an executor keeps between operations goes back when its Solver
 // is no longer reachable. Results of a Solver.Grad with a Gradient passed

@@ -38,15 +38,18 @@ func (b *callCounter) write(a uint64, s []byte) error {
 	b.count("write")
 	return b.nullBackend.write(a, s)
 }
-func (b *callCounter) read(d []byte, a uint64) error { b.count("read"); return b.nullBackend.read(d, a) }
-func (b *callCounter) zero(a uint64, n int64) error  { b.count("zero"); return b.nullBackend.zero(a, n) }
+func (b *callCounter) read(d []byte, a uint64) error {
+	b.count("read")
+	return b.nullBackend.read(d, a)
+}
+func (b *callCounter) zero(a uint64, n int64) error { b.count("zero"); return b.nullBackend.zero(a, n) }
 func (b *callCounter) hostAlloc(n int64) []byte {
 	b.count("hostAlloc")
 	return b.nullBackend.hostAlloc(n)
 }
-func (b *callCounter) hostFree(x []byte)         { b.count("hostFree"); b.nullBackend.hostFree(x) }
-func (b *callCounter) memFree() (int64, error)   { b.count("memFree"); return b.nullBackend.memFree() }
-func (b *callCounter) newClock() (clock, error)  { b.count("newClock"); return b.nullBackend.newClock() }
+func (b *callCounter) hostFree(x []byte)        { b.count("hostFree"); b.nullBackend.hostFree(x) }
+func (b *callCounter) memFree() (int64, error)  { b.count("memFree"); return b.nullBackend.memFree() }
+func (b *callCounter) newClock() (clock, error) { b.count("newClock"); return b.nullBackend.newClock() }
 func (b *callCounter) batch(f func(q queue) error) error {
 	b.count("batch")
 	return b.nullBackend.batch(f)
