@@ -481,6 +481,7 @@ type run struct {
 	meshH            []float64 // the recorded mesh, step-major [rows][N]
 	meshLen          []int     // storage for the mesh's Len (Job.Reuse)
 	stored           int64     // bytes of stored states of the largest launch
+	gradNonFinite    bool      // a launch copied a gradient that is not finite (scatterCols)
 
 	// hin holds the steps of the mesh to replay in device memory, read in
 	// place (instead of argHin in the arena); hout receives the recorded
@@ -1107,6 +1108,7 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	overs := make([][]int, nb)
 	longs := make([]int, nb)
 	failed := make([]bool, nb)
+	nonFinite := make([]bool, nb) // a gradient that is not finite
 	par.Run(nb, 0, func(_, b int) {
 		q0, q1 := b*resultBlock, min(n, (b+1)*resultBlock)
 		var over []int
@@ -1142,8 +1144,9 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 			scatterCols(r.terms, 1, loss, n, q0, gb)
 		}
 		if v.Grad {
-			scatterCols(res.GradY0, d, gy0, n, q0, gb)
-			scatterCols(res.GradP, np, gp, n, q0, gb)
+			f0 := scatterCols(res.GradY0, d, gy0, n, q0, gb)
+			fp := scatterCols(res.GradP, np, gp, n, q0, gb)
+			nonFinite[b] = !f0 || !fp
 		}
 		if fail {
 			for q := q0; q < q1; q++ {
@@ -1166,6 +1169,7 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	})
 	longest := 0
 	for b := range nb {
+		r.gradNonFinite = r.gradNonFinite || nonFinite[b]
 		over = append(over, overs[b]...)
 		longest = max(longest, longs[b])
 		if failed[b] {
@@ -1544,12 +1548,16 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		if r.ex != nil { // nil: a MultiEngine's gathered run
 			defer r.ex.giveTerms(r.terms)
 		}
-		// Added in order, as the CPU engine adds them; only a sum that
-		// is not finite looks for a term that is not (the error).
+		// Added in order, as the CPU engine adds them, in a local (a
+		// field's load and store per term would triple the time); only
+		// a sum that is not finite looks for a term that is not (the
+		// error).
+		sum := 0.0
 		for _, x := range r.terms {
-			res.Loss += x
+			sum += x
 		}
-		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+		res.Loss = sum
+		if math.IsNaN(sum) || math.IsInf(sum, 0) {
 			for i, x := range r.terms {
 				if math.IsNaN(x) || math.IsInf(x, 0) {
 					return nil, r.lossError(i)
@@ -1567,6 +1575,7 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 			}
 		}
 		res.GradS = r.gs
+		res.GradFinite = !r.gradNonFinite
 		res.StoredBytes = r.stored
 		res.GradTime = wall
 	}
@@ -1705,22 +1714,35 @@ func (ex *executor) giveTerms(b []float64) {
 // scatterCols copies the columns of trajectories q0, q0+1, … of a launch
 // of n (src component-major: component c of launch trajectory q at
 // src[c*n+q]) to the rows g of dst (row-major, w components a row:
-// trajectory i's at dst[i*w:(i+1)*w]), one component at a time.
-func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) {
+// trajectory i's at dst[i*w:(i+1)*w]), one component at a time. It
+// reports whether every value copied is finite: the check rides on the
+// copy's read (one OR a value), where a check of its own would read the
+// array again.
+func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bool) {
+	// bad's sign bit is set by a value whose exponent bits are all ones
+	// (an infinity or a NaN): adding 1 to the exponent field carries out
+	// of it only then.
+	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
+	var bad uint64
 	for c := 0; c < w; c++ {
 		at := c*n + q0
 		if f := src.f64; f != nil {
 			col := f[at : at+len(g)]
 			for j, i := range g {
-				dst[i*w+c] = col[j]
+				x := col[j]
+				bad |= math.Float64bits(x)&expBits + expOne
+				dst[i*w+c] = x
 			}
 			continue
 		}
 		col := src.f32[at : at+len(g)]
 		for j, i := range g {
-			dst[i*w+c] = float64(col[j])
+			x := float64(col[j])
+			bad |= math.Float64bits(x)&expBits + expOne
+			dst[i*w+c] = x
 		}
 	}
+	return bad>>63 == 0
 }
 
 // overwrite returns s's storage with length n, uncleared, where it is

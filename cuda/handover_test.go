@@ -2,11 +2,16 @@ package cuda
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // callCounter is the null backend counting its calls that go to the
@@ -98,5 +103,93 @@ func TestCallHandOvers(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestScatterColsFinite checks scatterCols' copy (a launch's columns to
+// rows, a gather g) and its report of values that are not finite, in
+// float64 and float32, for the extreme finite values and every kind of
+// non-finite one at any position.
+func TestScatterColsFinite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n, w = 37, 3
+	g := rng.Perm(n)[:29]
+	specials := []struct {
+		x      float64
+		finite bool
+	}{
+		{math.MaxFloat64, true}, {-math.MaxFloat64, true}, {math.SmallestNonzeroFloat64, true}, {0, true},
+		{math.Copysign(0, -1), true}, {math.Inf(1), false}, {math.Inf(-1), false}, {math.NaN(), false},
+	}
+	for _, f32 := range []bool{false, true} {
+		for _, s := range specials {
+			x32 := float64(float32(s.x))
+			if f32 && s.finite && math.IsInf(x32, 0) {
+				continue // MaxFloat64 is not a float32
+			}
+			at := rng.IntN(w * n)
+			src := reals{}
+			want := make([]float64, n*w)
+			if f32 {
+				src.f32 = make([]float32, w*n)
+				for k := range src.f32 {
+					src.f32[k] = float32(rng.NormFloat64())
+				}
+				src.f32[at] = float32(s.x)
+			} else {
+				src.f64 = make([]float64, w*n)
+				for k := range src.f64 {
+					src.f64[k] = rng.NormFloat64()
+				}
+				src.f64[at] = s.x
+			}
+			// Only the launch's trajectories q0.. q0+len(g)-1 are copied.
+			q0 := 3
+			gb := g[:min(len(g), n-q0)]
+			inLaunch := at%n >= q0 && at%n < q0+len(gb)
+			for c := range w {
+				for j, i := range gb {
+					want[i*w+c] = src.get(c*n + q0 + j)
+				}
+			}
+			dst := make([]float64, n*w)
+			got := scatterCols(dst, w, src, n, q0, gb)
+			if wantFinite := s.finite || !inLaunch; got != wantFinite {
+				t.Errorf("f32 %t, %v at %d (in the launch %t): finite %t, want %t", f32, s.x, at, inLaunch, got, wantFinite)
+			}
+			for k := range dst {
+				if dst[k] != want[k] && !(math.IsNaN(dst[k]) && math.IsNaN(want[k])) {
+					t.Fatalf("f32 %t: dst[%d] = %v, want %v", f32, k, dst[k], want[k])
+				}
+			}
+		}
+	}
+}
+
+// TestHostEngineGradNonFinite checks that a gradient that is not finite
+// on the GPU engine is still an error naming its trajectory now that the
+// engine's copy checks it (Result.GradFinite): y' = −p√y from y0 = 0
+// stays at 0, where √y's derivative is infinite; trajectory 5 of 9
+// starts there, the others above it.
+func TestHostEngineGradNonFinite(t *testing.T) {
+	needHost(t)
+	f := ode.Field{Name: "sqrt", Dim: 1, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{y[0].Sqrt().Mul(p[0]).Neg()}
+	}}
+	const n, bad = 9, 5
+	y0 := make([]float64, n)
+	p := make([]float64, n)
+	for i := range y0 {
+		y0[i], p[i] = 1+float64(i), 0.5
+	}
+	y0[bad] = 0
+	prob := ode.Problem{Field: f, Y0: y0, P: p, T1: 1}
+	_, err := ode.Grad(nil, prob, ode.SumSquares(), nil, &ode.Settings{Engine: hostF64.name, Method: ode.Tsit5})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("trajectory %d", bad)) {
+		t.Fatalf("want an error naming the non-finite gradient of trajectory %d, got %v", bad, err)
+	}
+	y0[bad] = 1 // all finite: no error
+	if _, err := ode.Grad(nil, prob, ode.SumSquares(), nil, &ode.Settings{Engine: hostF64.name, Method: ode.Tsit5}); err != nil {
+		t.Fatal(err)
 	}
 }

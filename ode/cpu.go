@@ -290,10 +290,11 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		res.Mesh = r.assembleMesh()
 	}
 	if r.lossTerms != nil {
+		sum := 0.0 // in a local: a field's load and store per term triple the time
 		for _, v := range r.lossTerms {
-			res.Loss += v
+			sum += v
 		}
-		res.Loss *= j.Loss.Scale
+		res.Loss = sum * j.Loss.Scale
 	}
 	if j.Op == OpGrad {
 		res.GradS = scan.SumTiles(nil, r.tiles, pl.Shared)

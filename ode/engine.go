@@ -197,6 +197,11 @@ type Result struct {
 	// peak; RecordTime and GradTime split the work of OpGrad.
 	StoredBytes          int64
 	RecordTime, GradTime time.Duration
+
+	// GradFinite reports that the engine found every value of GradY0 and
+	// GradP finite as it wrote them (false: not known); Grad then skips
+	// reading them again for its own check.
+	GradFinite bool
 }
 
 var (

@@ -120,7 +120,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
 	dst.StoredBytes = res.StoredBytes
-	if err := checkGradient(dst, q.Field.Dim, q.Field.Params); err != nil {
+	if err := checkGradient(dst, q.Field.Dim, q.Field.Params, res.GradFinite); err != nil {
 		return dst, err
 	}
 	return dst, nil
@@ -281,12 +281,16 @@ func stiffFailure(m *Mesh, method string, t0 float64, reached []float64) error {
 
 // checkGradient reports the first non-finite gradient entry, so that a NaN
 // from the reverse sweep never passes silently.
-func checkGradient(g *Gradient, d, np int) error {
-	if i := finiteAll(g.Y0); i >= 0 {
-		return fmt.Errorf("ode: the gradient with respect to Y0 of trajectory %d (component %d) is %v; check the field's derivatives near its solution", i/d, i%d, g.Y0[i])
-	}
-	if i := finiteAll(g.P); i >= 0 {
-		return fmt.Errorf("ode: the gradient with respect to P of trajectory %d (parameter %d) is %v; check the field's derivatives near its solution", i/np, i%np, g.P[i])
+// known reports that the engine has checked g.Y0 and g.P
+// (Result.GradFinite): then only the shared gradient and the loss are.
+func checkGradient(g *Gradient, d, np int, known bool) error {
+	if !known {
+		if i := finiteAll(g.Y0); i >= 0 {
+			return fmt.Errorf("ode: the gradient with respect to Y0 of trajectory %d (component %d) is %v; check the field's derivatives near its solution", i/d, i%d, g.Y0[i])
+		}
+		if i := finiteAll(g.P); i >= 0 {
+			return fmt.Errorf("ode: the gradient with respect to P of trajectory %d (parameter %d) is %v; check the field's derivatives near its solution", i/np, i%np, g.P[i])
+		}
 	}
 	if i := finiteAll(g.Shared); i >= 0 {
 		return fmt.Errorf("ode: the gradient with respect to Shared[%d] is %v; check the field's derivatives near the solutions", i, g.Shared[i])

@@ -223,7 +223,7 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 	if tf := nonFiniteRows(dst, q, used.plan.Method); tf != nil {
 		return nil, tf, nil
 	}
-	if err := checkGradient(dst, q.Field.Dim, q.Field.Params); err != nil {
+	if err := checkGradient(dst, q.Field.Dim, q.Field.Params, false); err != nil {
 		return nil, nil, err
 	}
 	return dst, nil, nil
