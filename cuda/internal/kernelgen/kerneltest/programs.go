@@ -507,7 +507,7 @@ func modelPrograms(t testing.TB, r *rand.Rand, n int) []Program {
 		})
 		in2, _ := RandInputs(p, n, func() float64 { return 0.3 * r.NormFloat64() })
 		for i := range n {
-			in2[d*d+d][i] = 1 + r.Float64() // s
+			in2[d*d+d][i] = 1 + r.Float64()  // s
 			in2[d*d+d+1][i] = float64(i % 3) // live: 0, 1, 2
 		}
 		tps = append(tps, Program{P: p, In: in2, Float: true})
