@@ -100,7 +100,7 @@ func jacobianProgram(f *Field, fp *tape.Program) (*tape.Program, error) {
 	return b.Build(outs...)
 }
 
-// matrixFreeDim is the state dimension from which a Rosenbrock step of a
+// matrixFreeDim (a variable for the tests) is the state dimension from which a Rosenbrock step of a
 // field without an analytic Jacobian is matrix-free (rosPrograms): its
 // programs then grow with d like the field's, not like d², at the price
 // of operation order (J·v by forward mode instead of by J's rows: results
@@ -109,7 +109,7 @@ func jacobianProgram(f *Field, fp *tape.Program) (*tape.Program, error) {
 // of small fields byte for byte. Measured (cuda's TestSizeDiag): at d = 8
 // (HIRES) both forms are about as large; at d = 20 (Pollution) the
 // matrix-free one is several times smaller.
-const matrixFreeDim = 16
+var matrixFreeDim = 16
 
 // rosPrograms are the programs a Rosenbrock step calls. jp gives f, f_t
 // and J (jacobianProgram). A matrix-free step (jvp != nil) calls ft for f
