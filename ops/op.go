@@ -96,7 +96,9 @@ const (
 	// of arg1. It attaches to a value a derivative its own ops do not
 	// carry (the Rosenbrock steps' matrix-free derivative of W, see
 	// OpLUFactorShift); arg1's value is never needed, so executors that
-	// compute values only (tape's Exec, package cuda) skip it.
+	// compute values only (tape's Exec, package cuda) skip it. The
+	// derivative is right to first order: a program's second derivatives
+	// through an attached one are not those of its value.
 	OpAttach
 
 	// OpLUFactorShift is OpLUFactor of W = I + s·(live ≠ 0 ? M : 0), d =
