@@ -9,15 +9,18 @@ import (
 
 // defaultMaxSource is the largest kernel source, in bytes, the engines
 // compile (8 MiB; Tuning.maxSource for the tests). NVRTC's time grows
-// with the source: on an H200 host the gradient kernel of Pollution with
-// Rodas5P (d = 20, 5 MB) takes about a minute, and Lorenz-96 with d = 64
-// and Rodas5P (42 MB: its Rosenbrock stages unroll the Jacobian and the
-// LU) would take many.
+// with the source: on an H200 host a 5 MB gradient kernel (Pollution with
+// Rodas5P, d = 20, in the explicit Rosenbrock form, which unrolled J, W̄
+// and J̄ entry by entry) took about a minute. From d = 16 the Rosenbrock
+// steps are matrix-free (package ode's rosenbrock.go): that kernel is now
+// 2.0 MB, Lorenz-96 with d = 64 5.8 MB (42 MB before).
 const defaultMaxSource = 8 << 20
 
 // sourcePerValue is the generated C of one value of a plan's programs, in
-// bytes: 150–170 on the built-in problems (the whole source is about a
-// fixed 100 KB plus this per value), so the estimate errs high.
+// bytes: at most 150 on the built-in problems (cuda's TestSizeDiag), 60–105
+// for the matrix-free Rosenbrock steps (whose attached derivatives count
+// as values but are not emitted in a forward program), so the estimate
+// errs high.
 const sourcePerValue = 170
 
 // SizeError is the error of a plan whose kernel source would be past the

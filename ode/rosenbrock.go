@@ -100,13 +100,70 @@ func jacobianProgram(f *Field, fp *tape.Program) (*tape.Program, error) {
 	return b.Build(outs...)
 }
 
-func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
+// matrixFreeDim (a variable for the tests) is the state dimension from which a Rosenbrock step of a
+// field without an analytic Jacobian is matrix-free (rosPrograms): its
+// programs then grow with d like the field's, not like d², at the price
+// of operation order (J·v by forward mode instead of by J's rows: results
+// within rounding of the explicit form, 1e-13 relative on the built-in
+// problems). Below it the explicit form is kept, and with it the kernels
+// of small fields byte for byte. Measured (cuda's TestSizeDiag): at d = 8
+// (HIRES) both forms are about as large; at d = 20 (Pollution) the
+// matrix-free one is several times smaller.
+var matrixFreeDim = 16
+
+// rosPrograms are the programs a Rosenbrock step calls. jp gives f, f_t
+// and J (jacobianProgram). A matrix-free step (jvp != nil) calls ft for f
+// and f_t, jac for J alone (factored by tape.FactorShift, whose solves
+// treat W = I − γh·J as a constant) and jvp for the products J·v (forward
+// mode of the field): no d×d derivative is ever formed, since W's
+// derivative is attached to each solve as the solve of −dW·x =
+// d(γh·J·x)|x fixed, a product J·x again (rosSolver).
+type rosPrograms struct {
+	jp          *tape.Program
+	ft, jac, jv *tape.Program
+}
+
+// newRosPrograms derives the programs of f's Rosenbrock steps (fp is f
+// traced).
+func newRosPrograms(f *Field, fp *tape.Program) (*rosPrograms, error) {
 	jp, err := jacobianProgram(f, fp)
+	if err != nil {
+		return nil, err
+	}
+	rp := &rosPrograms{jp: jp}
+	d := f.Dim
+	if f.Jac != nil || d < matrixFreeDim {
+		return rp, nil
+	}
+	q := *jp
+	q.Name = fp.Name + ".J"
+	q.Outputs = jp.Outputs[2*d:]
+	rp.jac = tape.DeadCode(&q)
+	if rp.ft, err = tape.Jacobian(fp, []int{0}); err != nil {
+		return nil, err
+	}
+	wrt := make([]int, d)
+	for i := range wrt {
+		wrt[i] = 1 + i
+	}
+	jv, err := tape.JVP(fp, wrt)
+	if err != nil {
+		return nil, err
+	}
+	q = *jv
+	q.Name = fp.Name + ".jv"
+	q.Outputs = jv.Outputs[d:]
+	rp.jv = tape.DeadCode(&q)
+	return rp, nil
+}
+
+func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
+	rp, err := newRosPrograms(f, fp)
 	if err != nil {
 		return nil, fmt.Errorf("ode: field %s: Jacobian: %w", f.name(), err)
 	}
 	d := f.Dim
-	trial, fevals, err := m.build(f, fp, jp, buildTrial)
+	trial, fevals, err := m.build(f, fp, rp, buildTrial)
 	if err != nil {
 		return nil, err
 	}
@@ -115,13 +172,13 @@ func (m *rosenbrock) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
 	r.Name = trial.Name + ".replay"
 	r.Outputs = trial.Outputs[:d]
 	sp := &stepPrograms{trial: trial, replay: tape.DeadCode(&r), fevals: fevals}
-	if sp.denseStep, _, err = m.build(f, fp, jp, buildDenseStep); err != nil {
+	if sp.denseStep, _, err = m.build(f, fp, rp, buildDenseStep); err != nil {
 		return nil, err
 	}
 	nameDenseStepOutputs(sp.denseStep, d)
 	sp.denseStep = tape.DeadCode(sp.denseStep)
 	sp.terms = len(m.denseWeights()[0])
-	if sp.trialDense, _, err = m.build(f, fp, jp, buildTrialDense); err != nil {
+	if sp.trialDense, _, err = m.build(f, fp, rp, buildTrialDense); err != nil {
 		return nil, err
 	}
 	nameTrialOutputs(sp.trialDense, d, false)
@@ -165,7 +222,7 @@ const (
 // build traces the step: inputs t, h, y, p, s; outputs as kind says, the
 // coefficients w those of the method's continuous extension (see
 // denseWeights and Plan.DenseStep).
-func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, kind int) (*tape.Program, int, error) {
+func (m *rosenbrock) build(f *Field, fp *tape.Program, rp *rosPrograms, kind int) (*tape.Program, int, error) {
 	d := f.Dim
 	np := f.Params + f.Shared
 	in := stepInputs(f)
@@ -184,27 +241,54 @@ func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, kind int) (*tape.Prog
 	var outs []tape.V
 	fevals := 0
 	err := tape.Catch(fp.Name, func() {
-		fj := tape.CallFunc(jp, append(append([]tape.V{t}, y...), p...))
-		f0, ft, jac := fj[:d], fj[d:2*d], fj[2*d:]
+		args := append(append([]tape.V{t}, y...), p...)
 		// Mask J and f_t on padded steps (h == 0): the step is then the
 		// identity in value and derivative even where f_t is infinite.
-		live := tape.Ne(h, h.Const(0))
-		zero := h.Const(0)
-		for i := range ft {
-			ft[i] = tape.Select(live, ft[i], zero)
-		}
-		for i := range jac {
-			jac[i] = tape.Select(live, jac[i], zero)
-		}
-		jv := func(v []tape.V) []tape.V { // J·v
-			out := make([]tape.V, d)
-			for i := range out {
-				out[i] = tape.Dot(jac[i*d:(i+1)*d], v, zero)
+		var live, zero tape.V
+		mask := func() { live, zero = tape.Ne(h, h.Const(0)), h.Const(0) }
+		var f0, ft []tape.V
+		var jv func([]tape.V) []tape.V
+		var factor func(c tape.V) func([]tape.V) []tape.V
+		if rp.jv == nil {
+			fj := tape.CallFunc(rp.jp, args)
+			mask()
+			var jac []tape.V
+			f0, ft, jac = fj[:d], fj[d:2*d], fj[2*d:]
+			for i := range ft {
+				ft[i] = tape.Select(live, ft[i], zero)
 			}
-			return out
+			for i := range jac {
+				jac[i] = tape.Select(live, jac[i], zero)
+			}
+			jv = func(v []tape.V) []tape.V { // J·v
+				out := make([]tape.V, d)
+				for i := range out {
+					out[i] = tape.Dot(jac[i*d:(i+1)*d], v, zero)
+				}
+				return out
+			}
+			factor = func(c tape.V) func([]tape.V) []tape.V { return factorW(c, jac, d).Solve }
+		} else {
+			fj := tape.CallFunc(rp.ft, args)
+			mask()
+			f0, ft = fj[:d], fj[d:]
+			for i := range ft {
+				ft[i] = tape.Select(live, ft[i], zero)
+			}
+			jv = func(v []tape.V) []tape.V { // J·v by forward mode
+				out := tape.CallFunc(rp.jv, append(append([]tape.V(nil), args...), v...))
+				for i := range out {
+					out[i] = tape.Select(live, out[i], zero)
+				}
+				return out
+			}
+			jac := tape.CallFunc(rp.jac, args)
+			factor = func(c tape.V) func([]tape.V) []tape.V {
+				return rosSolver(tape.FactorShift(jac, c.Neg(), live, d), c, jv)
+			}
 		}
 		if m.tab == nil {
-			yNew, errEst, k, n := ros23Step(m.r23, t, h, y, f0, ft, jac, call)
+			yNew, errEst, k, n := ros23Step(m.r23, t, h, y, f0, ft, factor, call)
 			fevals = n
 			if kind != buildDenseStep {
 				outs = append(append(outs, yNew...), errEst...)
@@ -217,7 +301,7 @@ func (m *rosenbrock) build(f *Field, fp, jp *tape.Program, kind int) (*tape.Prog
 			}
 			return
 		}
-		yNew, errEst, k, n := rodasStep(m.tab, t, h, y, f0, ft, jac, jv, call)
+		yNew, errEst, k, n := rodasStep(m.tab, t, h, y, f0, ft, factor, jv, call)
 		fevals = n
 		if kind != buildDenseStep {
 			outs = append(append(outs, yNew...), errEst...)
@@ -260,14 +344,39 @@ func factorW(c tape.V, jac []tape.V, d int) tape.LU {
 	return tape.Factor(w, d)
 }
 
+// rosSolver returns the solves of a matrix-free step: x = W⁻¹b with W =
+// I − c·J factored by lu (a tape.FactorShift, whose solves carry b's
+// derivative only) and W's derivative attached: dx = −W⁻¹·dW·x =
+// W⁻¹·d(c·J·x)|x fixed, the derivative of the solve of c·J·x̂ with x̂ =
+// NoGrad(x), whose value is not needed (tape.Attach). First derivatives
+// only: a step's second derivatives are not those of its value.
+func rosSolver(lu tape.LU, c tape.V, jv func([]tape.V) []tape.V) func([]tape.V) []tape.V {
+	return func(b []tape.V) []tape.V {
+		x := lu.Solve(b)
+		xh := make([]tape.V, len(x))
+		for i := range xh {
+			xh[i] = tape.NoGrad(x[i])
+		}
+		r := jv(xh)
+		for i := range r {
+			r[i] = c.Mul(r[i])
+		}
+		dx := lu.Solve(r)
+		for i := range x {
+			x[i] = tape.Attach(x[i], dx[i])
+		}
+		return x
+	}
+}
+
 // rodasStep is one step of a Rosenbrock method in the α/Γ form (see
 // RosenbrockTableau): k_i = W⁻¹[h·f(t + c_i h, y + Σ α_ij k_j) +
 // h·J·Σ Γ_ij k_j + h²·d_i·f_t], y⁺ = y + Σ m_i k_i, err = Σ (m_i − m̂_i) k_i.
-func rodasStep(tab *RosenbrockTableau, t, h tape.V, y, f0, ft, jac []tape.V,
+func rodasStep(tab *RosenbrockTableau, t, h tape.V, y, f0, ft []tape.V, factor func(tape.V) func([]tape.V) []tape.V,
 	jv func([]tape.V) []tape.V, call func(tape.V, []tape.V) []tape.V) (yNew, errEst []tape.V, k [][]tape.V, fevals int) {
 	d := len(y)
 	s := tab.Stages()
-	lu := factorW(h.MulC(tab.Gamma), jac, d)
+	solve := factor(h.MulC(tab.Gamma))
 	h2 := h.Square()
 	k = make([][]tape.V, s)
 	for i := 0; i < s; i++ {
@@ -303,7 +412,7 @@ func rodasStep(tab *RosenbrockTableau, t, h tape.V, y, f0, ft, jac []tape.V,
 			}
 			rhs[c] = r
 		}
-		k[i] = lu.Solve(rhs)
+		k[i] = solve(rhs)
 	}
 	yNew = make([]tape.V, d)
 	errEst = make([]tape.V, d)
@@ -338,16 +447,16 @@ func sumK(base tape.V, w []float64, k [][]tape.V, c int) tape.V {
 // k2 = W⁻¹(F1 − k1) + k1, y⁺ = y + h·k2, F2 = f(t + h, y⁺),
 // k3 = W⁻¹(F2 − e32·(k2 − F1) − 2·(k1 − F0) + h·d·T),
 // err = (h/6)·(k1 − 2·k2 + k3).
-func ros23Step(r *rosenbrock23Consts, t, h tape.V, y, f0, ft, jac []tape.V,
+func ros23Step(r *rosenbrock23Consts, t, h tape.V, y, f0, ft []tape.V, factor func(tape.V) func([]tape.V) []tape.V,
 	call func(tape.V, []tape.V) []tape.V) (yNew, errEst []tape.V, k [][]tape.V, fevals int) {
 	d := len(y)
 	hd := h.MulC(r.D)
-	lu := factorW(hd, jac, d)
+	solve := factor(hd)
 	rhs := make([]tape.V, d)
 	for c := range rhs {
 		rhs[c] = f0[c].Add(hd.Mul(ft[c]))
 	}
-	k1 := lu.Solve(rhs)
+	k1 := solve(rhs)
 	half := h.MulC(0.5)
 	y1 := make([]tape.V, d)
 	for c := range y1 {
@@ -357,7 +466,7 @@ func ros23Step(r *rosenbrock23Consts, t, h tape.V, y, f0, ft, jac []tape.V,
 	for c := range rhs {
 		rhs[c] = f1[c].Sub(k1[c])
 	}
-	k2 := lu.Solve(rhs)
+	k2 := solve(rhs)
 	for c := range k2 {
 		k2[c] = k2[c].Add(k1[c])
 	}
@@ -369,7 +478,7 @@ func ros23Step(r *rosenbrock23Consts, t, h tape.V, y, f0, ft, jac []tape.V,
 	for c := range rhs {
 		rhs[c] = f2[c].Sub(k2[c].Sub(f1[c]).MulC(r.E32)).Sub(k1[c].Sub(f0[c]).MulC(2)).Add(hd.Mul(ft[c]))
 	}
-	k3 := lu.Solve(rhs)
+	k3 := solve(rhs)
 	errEst = make([]tape.V, d)
 	h6 := h.MulC(1.0 / 6)
 	for c := range errEst {

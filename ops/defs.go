@@ -260,8 +260,41 @@ func init() {
 			}},
 		// Package tape evaluates and differentiates calls through the callee.
 		OpCall: {Name: "Call", Arity: -1},
+
+		OpNoGrad: {Name: "NoGrad", Arity: 1,
+			Eval:  func(a []float64, _ float64) float64 { return a[0] },
+			Block: copyBlock,
+			C:     func(a []string, _ float64) string { return a[0] }},
+		OpAttach: {Name: "Attach", Arity: 2,
+			Eval: func(a []float64, _ float64) float64 { return a[0] },
+			VJP: func(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) {
+				if g[0] == NoRef {
+					return
+				}
+				a := b.Args(r)
+				acc(a[0], 0, g[0])
+				acc(a[1], 0, g[0])
+			},
+			JVP: func(b Builder, r Ref, tan func(Ref) Ref) Ref {
+				a := b.Args(r)
+				t0, t1 := tan(a[0]), tan(a[1])
+				switch {
+				case t0 == NoRef:
+					return t1
+				case t1 == NoRef:
+					return t0
+				}
+				return add(b, t0, t1)
+			},
+			Block: copyBlock,
+			C:     func(a []string, _ float64) string { return a[0] }},
+		OpLUFactorShift: {Name: "LUFactorShift", Arity: -1,
+			EvalTuple: luShiftEval, Block: luShiftBlock},
 	}
 }
+
+// copyBlock is the Block of the ops whose value is arg0's.
+func copyBlock(dst []float64, args [][]float64, _ float64) { copy(dst, args[0][:len(dst)]) }
 
 func relu(x float64) float64 {
 	if x > 0 {

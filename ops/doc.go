@@ -44,7 +44,11 @@
 // LUFactor has no VJP: the solves that use the factors (LUSolve,
 // LUSolveT) carry the derivatives with respect to the matrix entries
 // (b̄ = W⁻ᵀx̄, W̄ = −b̄xᵀ). A matrix singular to working precision gives a
-// factor, and solutions, of NaNs.
+// factor, and solutions, of NaNs. LUFactorShift factors I + s·M (M a
+// call's tuple, read in a loop) and its solves treat the matrix as a
+// constant; with NoGrad (a stop-gradient) and Attach (a derivative
+// attached to a value) the Rosenbrock steps of large fields add W's
+// derivative matrix-free, without the d² terms of W̄.
 //
 // Call is the one op not described by its Def alone: a call of a
 // sub-program of the enclosing program (tape's Program.Funcs), whose

@@ -141,6 +141,50 @@ func luFactorBlock(dst []float64, args [][]float64, aux float64) {
 	}
 }
 
+// shiftMatrix returns M's entry c and s and live of an OpLUFactorShift of
+// arguments args (see OpLUFactorShift) for trajectory i of m, the
+// arguments laid out component-major as a Block's (m = 1 for Eval).
+func shiftMatrix(args [][]float64, d, m, i int) (entry func(c int) float64, s, live float64) {
+	n := len(args)
+	s, live = args[n-2][i], args[n-1][i]
+	if n == 3 { // M the last d*d components of a tuple (or d = 1)
+		t := args[0]
+		off := len(t)/m - d*d
+		return func(c int) float64 { return t[(off+c)*m+i] }, s, live
+	}
+	return func(c int) float64 { return args[c][i] }, s, live
+}
+
+// shiftLane writes trajectory i of W = I + s·(live ≠ 0 ? M : 0) into f
+// (component-major, m trajectories) and factors it.
+func shiftLane(f []float64, args [][]float64, d, m, i int) {
+	entry, s, live := shiftMatrix(args, d, m, i)
+	for c := 0; c < d*d; c++ {
+		x := 0.0
+		if live != 0 {
+			x = entry(c)
+		}
+		w := s * x
+		if c/d == c%d {
+			w += 1
+		}
+		f[c*m+i] = w
+	}
+	luLane(f, d, m, i)
+}
+
+func luShiftEval(dst []float64, args [][]float64, aux float64) {
+	shiftLane(dst, args, int(aux), 1, 0)
+}
+
+func luShiftBlock(dst []float64, args [][]float64, aux float64) {
+	d := int(aux)
+	m := len(dst) / (d*d + d)
+	for i := 0; i < m; i++ {
+		shiftLane(dst, args, d, m, i)
+	}
+}
+
 // luFactorJVP marks the factors as having a tangent when the matrix does;
 // the solves read the matrix tangents themselves.
 func luFactorJVP(b Builder, r Ref, tan func(Ref) Ref) Ref {
@@ -176,7 +220,8 @@ func luSolveBlock(trans bool) func([]float64, [][]float64, float64) {
 }
 
 // luSolveVJP: for x = W⁻¹b, b̄ = W⁻ᵀx̄ and W̄ = −b̄xᵀ; for x = W⁻ᵀb,
-// b̄ = W⁻¹x̄ and W̄ = −x b̄ᵀ.
+// b̄ = W⁻¹x̄ and W̄ = −x b̄ᵀ. W̄ is d² scalar terms per solve; a factor
+// of OpLUFactorShift has none (its W is a constant).
 func luSolveVJP(trans bool) func(Builder, Ref, []Ref, func(Ref, int, Ref)) {
 	return func(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) {
 		args := b.Args(r)
@@ -204,6 +249,9 @@ func luSolveVJP(trans bool) func(Builder, Ref, []Ref, func(Ref, int, Ref)) {
 			x[k] = extract(b, r, k)
 			acc(rhs[k], 0, bbar[k])
 		}
+		if b.Op(f) != OpLUFactor {
+			return // OpLUFactorShift: W is a constant
+		}
 		w := b.Args(f)
 		for i := 0; i < d; i++ {
 			for j := 0; j < d; j++ {
@@ -219,20 +267,22 @@ func luSolveVJP(trans bool) func(Builder, Ref, []Ref, func(Ref, int, Ref)) {
 	}
 }
 
-// luSolveJVP: ẋ = W⁻¹(ḃ − Ẇx), or W⁻ᵀ(ḃ − Ẇᵀx) for the transposed solve.
+// luSolveJVP: ẋ = W⁻¹(ḃ − Ẇx), or W⁻ᵀ(ḃ − Ẇᵀx) for the transposed
+// solve (Ẇ = 0 for a factor of OpLUFactorShift).
 func luSolveJVP(trans bool) func(Builder, Ref, func(Ref) Ref) Ref {
 	return func(b Builder, r Ref, tan func(Ref) Ref) Ref {
 		args := b.Args(r)
 		f, rhs := args[0], args[1:]
 		d := len(rhs)
 		w := b.Args(f)
+		constW := b.Op(f) != OpLUFactor // OpLUFactorShift
 		any := false
 		t := make([]Ref, 0, d+1)
 		t = append(t, f)
 		for i := 0; i < d; i++ {
 			ti := tan(rhs[i])
 			var ws, xs []Ref
-			for j := 0; j < d; j++ {
+			for j := 0; j < d && !constW; j++ {
 				e := w[i*d+j]
 				if trans {
 					e = w[j*d+i]

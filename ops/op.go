@@ -89,6 +89,29 @@ const (
 	// callee, so the Def has no Eval, Block or derivative rules.
 	OpCall
 
+	// OpNoGrad is arg0 with a zero derivative (a stop-gradient).
+	OpNoGrad
+
+	// OpAttach is arg0 in value; its derivative is that of arg0 plus that
+	// of arg1. It attaches to a value a derivative its own ops do not
+	// carry (the Rosenbrock steps' matrix-free derivative of W, see
+	// OpLUFactorShift); arg1's value is never needed, so executors that
+	// compute values only (tape's Exec, package cuda) skip it. The
+	// derivative is right to first order: a program's second derivatives
+	// through an attached one are not those of its value.
+	OpAttach
+
+	// OpLUFactorShift is OpLUFactor of W = I + s·(live ≠ 0 ? M : 0), d =
+	// int(aux), each entry rounded as (s·m) + 1 on the diagonal, with M
+	// either the last d*d components of the tuple arg0 (a call's outputs:
+	// args M, s, live) or d*d scalar arguments in row-major order (args
+	// M[0] … M[d*d-1], s, live; package tape inlines a call so). Solves
+	// with it treat W as a constant: no derivative flows to M, s or live,
+	// and a caller that needs one attaches it (OpAttach). The Rosenbrock
+	// steps of large fields use it so that no d×d derivative is ever
+	// formed: see package ode's rosenbrock.go.
+	OpLUFactorShift
+
 	numOps
 )
 
@@ -187,7 +210,7 @@ func Width(op Op, aux, aux0 float64) int {
 	switch op {
 	case OpCall:
 		return -1
-	case OpLUFactor:
+	case OpLUFactor, OpLUFactorShift:
 		d := int(aux)
 		return d*d + d
 	case OpLUSolve, OpLUSolveT:
@@ -198,8 +221,12 @@ func Width(op Op, aux, aux0 float64) int {
 
 // IsTuple reports whether op has a tuple value.
 func IsTuple(op Op) bool {
-	return op == OpLUFactor || op == OpLUSolve || op == OpLUSolveT || op == OpCall
+	return op == OpLUFactor || op == OpLUFactorShift || op == OpLUSolve || op == OpLUSolveT || op == OpCall
 }
+
+// IsFactor reports whether op is an LU factorisation that OpLUSolve and
+// OpLUSolveT take as their first argument.
+func IsFactor(op Op) bool { return op == OpLUFactor || op == OpLUFactorShift }
 
 // CheckArgs reports an error if nargs arguments do not fit op with the
 // given aux, or if tuple-ness of arguments is wrong. argOps holds the op
@@ -227,8 +254,24 @@ func CheckArgs(op Op, aux float64, argOps []Op, argAux []float64) error {
 		if n != d*d {
 			return fmt.Errorf("ops: LUFactor of a %d×%d matrix takes %d arguments, got %d", d, d, d*d, n)
 		}
+	case OpLUFactorShift:
+		d := int(aux)
+		if d < 1 || float64(d) != aux {
+			return fmt.Errorf("ops: LUFactorShift dimension %v is not a positive integer", aux)
+		}
+		if n == 3 && tupleArg(0) {
+			for i := 1; i < n; i++ {
+				if tupleArg(i) {
+					return fmt.Errorf("ops: LUFactorShift argument %d is a tuple", i)
+				}
+			}
+			return nil
+		}
+		if n != d*d+2 {
+			return fmt.Errorf("ops: LUFactorShift of a %d×%d matrix takes a tuple or %d values, then s and live; got %d arguments", d, d, d*d, n)
+		}
 	case OpLUSolve, OpLUSolveT:
-		if n < 1 || argOps[0] != OpLUFactor {
+		if n < 1 || !IsFactor(argOps[0]) {
 			return fmt.Errorf("ops: %v needs an LUFactor as its first argument", op)
 		}
 		d := int(argAux[0])
@@ -246,7 +289,7 @@ func CheckArgs(op Op, aux float64, argOps []Op, argAux []float64) error {
 			return fmt.Errorf("ops: Extract of a non-tuple %v", argOps[0])
 		}
 		w := Width(argOps[0], argAux[0], 0)
-		if argOps[0] != OpLUFactor {
+		if !IsFactor(argOps[0]) {
 			w = -1 // checked by the caller, who knows the width
 		}
 		if c := int(aux); float64(c) != aux || c < 0 || (w >= 0 && c >= w) {

@@ -10,29 +10,33 @@ import (
 // Ops whose derivative rules are intentionally nil, with the reason.
 var (
 	noVJP = map[Op]string{
-		OpInput:    "an input has no arguments; transforms seed it",
-		OpConst:    "a constant has no arguments",
-		OpSign:     "the derivative of Sign is 0 everywhere it exists",
-		OpLt:       "comparisons are piecewise constant",
-		OpLe:       "comparisons are piecewise constant",
-		OpGt:       "comparisons are piecewise constant",
-		OpGe:       "comparisons are piecewise constant",
-		OpEq:       "comparisons are piecewise constant",
-		OpNe:       "comparisons are piecewise constant",
-		OpLUFactor: "the solves that use the factors carry the derivatives with respect to the matrix",
-		OpCall:     "package tape differentiates a call through the callee program",
+		OpInput:         "an input has no arguments; transforms seed it",
+		OpConst:         "a constant has no arguments",
+		OpSign:          "the derivative of Sign is 0 everywhere it exists",
+		OpLt:            "comparisons are piecewise constant",
+		OpLe:            "comparisons are piecewise constant",
+		OpGt:            "comparisons are piecewise constant",
+		OpGe:            "comparisons are piecewise constant",
+		OpEq:            "comparisons are piecewise constant",
+		OpNe:            "comparisons are piecewise constant",
+		OpLUFactor:      "the solves that use the factors carry the derivatives with respect to the matrix",
+		OpCall:          "package tape differentiates a call through the callee program",
+		OpNoGrad:        "a stop-gradient has a zero derivative",
+		OpLUFactorShift: "its solves treat the matrix as a constant; a caller attaches the derivative (OpAttach)",
 	}
 	noJVP = map[Op]string{
-		OpInput: "transforms seed input tangents themselves",
-		OpConst: "a constant has a zero tangent",
-		OpSign:  "the derivative of Sign is 0 everywhere it exists",
-		OpLt:    "comparisons are piecewise constant",
-		OpLe:    "comparisons are piecewise constant",
-		OpGt:    "comparisons are piecewise constant",
-		OpGe:    "comparisons are piecewise constant",
-		OpEq:    "comparisons are piecewise constant",
-		OpNe:    "comparisons are piecewise constant",
-		OpCall:  "package tape differentiates a call through the callee program",
+		OpInput:         "transforms seed input tangents themselves",
+		OpConst:         "a constant has a zero tangent",
+		OpSign:          "the derivative of Sign is 0 everywhere it exists",
+		OpLt:            "comparisons are piecewise constant",
+		OpLe:            "comparisons are piecewise constant",
+		OpGt:            "comparisons are piecewise constant",
+		OpGe:            "comparisons are piecewise constant",
+		OpEq:            "comparisons are piecewise constant",
+		OpNe:            "comparisons are piecewise constant",
+		OpCall:          "package tape differentiates a call through the callee program",
+		OpNoGrad:        "a stop-gradient has a zero derivative",
+		OpLUFactorShift: "its solves treat the matrix as a constant",
 	}
 	// Ops the interpreter and the executor handle themselves: they need
 	// no Eval, EvalTuple or Block.
@@ -89,7 +93,7 @@ func TestRegistry(t *testing.T) {
 			t.Errorf("Case %v: JVP nil want %v, got %v", op, ok, def.JVP == nil)
 		}
 		switch op {
-		case OpDot, OpLUFactor, OpLUSolve, OpLUSolveT, OpCall:
+		case OpDot, OpLUFactor, OpLUFactorShift, OpLUSolve, OpLUSolveT, OpCall:
 			if def.Arity != -1 {
 				t.Errorf("Case %v: Arity want -1, got %d", op, def.Arity)
 			}
@@ -237,10 +241,11 @@ func TestC(t *testing.T) {
 			t.Errorf("Case %v %v: C want %q, got %q", tc.op, tc.args, tc.want, got)
 		}
 	}
-	// Every scalar op's expression uses each of its arguments.
+	// Every scalar op's expression uses each of its arguments, except
+	// Attach's second, whose value is never needed.
 	for op := Op(1); int(op) < NumOps; op++ {
 		def := Lookup(op)
-		if def.C == nil || def.Arity <= 0 {
+		if def.C == nil || def.Arity <= 0 || op == OpAttach {
 			continue
 		}
 		args := []string{"ARG_A", "ARG_B", "ARG_C"}[:def.Arity]

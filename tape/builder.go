@@ -18,9 +18,12 @@ import (
 type Builder struct {
 	p        Program
 	simplify bool
-	cse      map[string]ID
-	key      []byte
-	scratch  []float64
+	// values (valueForm) copies an OpAttach as its first argument: the
+	// program computes the same values without the derivatives attached.
+	values  bool
+	cse     map[string]ID
+	key     []byte
+	scratch []float64
 }
 
 // NewBuilder returns a builder for a program named name. If simplify is

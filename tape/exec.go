@@ -213,9 +213,21 @@ type Exec struct {
 // NewExec prepares p for execution: it classifies values as uniform or per
 // trajectory and assigns block buffers by liveness so the working set stays
 // small. A program with calls (Funcs) is run inlined: NewExec runs
-// Inline(p) and executes its result, which Program then returns. It
+// Inline(p) and executes its result, which Program then returns; an
+// OpAttach is run as its first argument (the attached derivative's value
+// is not needed), so Program then returns a program without them. It
 // returns an error if p is not a valid program.
 func NewExec(p *Program, s *ExecSettings) (*Exec, error) { return newExec(p, s, true) }
+
+// hasAttach reports whether p has an OpAttach value.
+func hasAttach(p *Program) bool {
+	for _, v := range p.Values {
+		if v.Op == ops.OpAttach {
+			return true
+		}
+	}
+	return false
+}
 
 // newExec is NewExec; fuse turns the fusion of dense layers and sum chains
 // on (see plan), which tests turn off to compare.
@@ -223,8 +235,8 @@ func newExec(p *Program, s *ExecSettings, fuse bool) (*Exec, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if len(p.Funcs) > 0 {
-		q, err := Inline(p)
+	if len(p.Funcs) > 0 || hasAttach(p) {
+		q, err := valueForm(p)
 		if err != nil {
 			return nil, err
 		}

@@ -194,6 +194,15 @@ func (b *Builder) copyProgram(p *Program, in []ID, inline bool) []ID {
 		case inline && v.Op == ops.OpExtract && p.Values[v.Args[0]].Op == ops.OpCall:
 			m[i] = outs[v.Args[0]][int(v.Aux)]
 			continue
+		case b.values && v.Op == ops.OpAttach:
+			m[i] = m[v.Args[0]]
+			continue
+		case inline && v.Op == ops.OpLUFactorShift && len(v.Args) == 3 && p.Values[v.Args[0]].Op == ops.OpCall:
+			// The matrix read from a call's tuple: its outputs as scalars.
+			o, dd := outs[v.Args[0]], int(v.Aux)*int(v.Aux)
+			args = append(append(args[:0], o[len(o)-dd:]...), m[v.Args[1]], m[v.Args[2]])
+			m[i] = b.emitFrom(p, v, args)
+			continue
 		}
 		args = args[:0]
 		for _, a := range v.Args {
@@ -417,6 +426,56 @@ func Factor(w []V, d int) LU {
 	}
 	return LU{emit("LUFactor", ops.OpLUFactor, float64(d), w...), d}
 }
+
+// FactorShift factors W = I + s·(live ≠ 0 ? M : 0) for the d×d matrix m
+// (row-major), each entry rounded as (s·m_ij) + 1 on the diagonal, as
+// the scalar ops would give it. Its solves treat W as a constant: no
+// derivative flows to m, s or live (see ops.OpLUFactorShift); a caller
+// that needs W's derivative attaches it with Attach. If m is the last
+// d*d outputs of one call (CallFunc), in order, the factor reads them
+// from the call's tuple and the trace holds one value, not d*d. It
+// panics with a *TraceError if len(m) != d*d.
+func FactorShift(m []V, s, live V, d int) LU {
+	if d < 1 || len(m) != d*d {
+		fail("FactorShift", "len(m) = %d, want d*d = %d", len(m), d*d)
+	}
+	if c, ok := callTail(m); ok {
+		return LU{emit("FactorShift", ops.OpLUFactorShift, float64(d), c, s, live), d}
+	}
+	return LU{emit("FactorShift", ops.OpLUFactorShift, float64(d), append(append([]V(nil), m...), s, live)...), d}
+}
+
+// callTail returns the call whose last len(m) outputs, in order, m is.
+func callTail(m []V) (V, bool) {
+	b := m[0].b
+	if b == nil {
+		return V{}, false
+	}
+	v0 := b.p.Values[m[0].id]
+	if v0.Op != ops.OpExtract || b.p.Values[v0.Args[0]].Op != ops.OpCall {
+		return V{}, false
+	}
+	c := v0.Args[0]
+	w := b.p.Width(c)
+	for k, x := range m {
+		if x.b != b {
+			return V{}, false
+		}
+		v := b.p.Values[x.id]
+		if v.Op != ops.OpExtract || v.Args[0] != c || int(v.Aux) != w-len(m)+k {
+			return V{}, false
+		}
+	}
+	return V{b, c}, true
+}
+
+// NoGrad returns x with a zero derivative (a stop-gradient).
+func NoGrad(x V) V { return emit("NoGrad", ops.OpNoGrad, 0, x) }
+
+// Attach returns x with the derivative of x plus that of dx: a derivative
+// x's own ops do not carry (as that of a FactorShift's matrix). dx's value
+// is never computed by the executors of values.
+func Attach(x, dx V) V { return emit("Attach", ops.OpAttach, 0, x, dx) }
 
 // Solve returns x with W x = rhs.
 func (f LU) Solve(rhs []V) []V { return f.solve("Solve", ops.OpLUSolve, rhs) }

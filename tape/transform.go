@@ -468,12 +468,22 @@ func Simplify(p *Program) (*Program, error) { return simplify(p, false) }
 // size of the inlined program.
 func Inline(p *Program) (*Program, error) { return simplify(p, true) }
 
+// valueForm returns Inline(p) with every OpAttach replaced by its first
+// argument: the program an executor of values runs (its derivatives are
+// not those of p).
+func valueForm(p *Program) (*Program, error) { return simplifyMode(p, true, true) }
+
 // simplify is Simplify, or Inline if inline is set.
-func simplify(p *Program, inline bool) (*Program, error) {
+func simplify(p *Program, inline bool) (*Program, error) { return simplifyMode(p, inline, false) }
+
+// simplifyMode is simplify; values drops the attached derivatives
+// (valueForm).
+func simplifyMode(p *Program, inline, values bool) (*Program, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	b, in := newLike(p, p.Name)
+	b.values = values
 	var out []Output
 	err := Catch(p.Name, func() {
 		m := b.copyProgram(p, in, inline)

@@ -16,6 +16,12 @@ import (
 //go:embed prelude.cuh
 var prelude string
 
+// luShift is the template of ops.OpLUFactorShift, added to the sources
+// that use it (Source.helper).
+//
+//go:embed lushift.cuh
+var luShift string
+
 // Prelude returns the prelude of generated code: qualifier macros, the
 // gs_real type and the helper functions (gs_powi, gs_min, gs_lu_factor,
 // ...) that the ops' C forms and the tuple ops use.
@@ -116,6 +122,19 @@ type Source struct {
 	// outlined holds tile mode's out-of-line functions of libm ops, by
 	// op and aux (tiles.go: outline).
 	outlined map[string]string
+	// helpers are templates written after the prelude, each once, by
+	// the units that use them (helper).
+	helpers []string
+}
+
+// helper adds the template code after the prelude, once.
+func (s *Source) helper(code string) {
+	for _, h := range s.helpers {
+		if h == code {
+			return
+		}
+	}
+	s.helpers = append(s.helpers, code)
 }
 
 // NewSource starts a translation unit.
@@ -152,6 +171,10 @@ func (s *Source) String() string {
 		fmt.Fprintf(&sb, "#define GS_STAGE_LEN %d\n", LaneStageLen)
 	}
 	sb.WriteString(prelude)
+	for _, h := range s.helpers {
+		sb.WriteString("\n")
+		sb.WriteString(h)
+	}
 	for _, p := range s.parts {
 		sb.WriteString("\n")
 		sb.WriteString(p)
@@ -354,6 +377,9 @@ func (e *emitter) live() []bool {
 			}
 		}
 		for k, a := range v.Args {
+			if v.Op == ops.OpAttach && k == 1 {
+				break // the attached derivative's value is not needed
+			}
 			if f == nil || !f.Inputs[k].Shared {
 				l[a] = true
 			}
@@ -570,7 +596,14 @@ func (e *emitter) value(id tape.ID, comment string) error {
 		return nil
 	}
 	args := make([]string, 0, len(v.Args))
-	for _, a := range v.Args {
+	for k, a := range v.Args {
+		if v.Op == ops.OpAttach && k == 1 {
+			break // the attached derivative's value is not needed
+		}
+		if ops.IsTuple(p.Values[a].Op) {
+			args = append(args, "") // read through e.tuple
+			continue
+		}
 		e.need(a)
 		args = append(args, e.ref(a))
 	}
@@ -587,6 +620,19 @@ func (e *emitter) value(id tape.ID, comment string) error {
 	case ops.OpLUFactor:
 		d := int(v.Aux)
 		e.array(id, d*d+d, args, comment)
+		fmt.Fprintf(&e.sb, "  gs_lu_factor<%d>(t%d);\n", d, id)
+	case ops.OpLUFactorShift:
+		e.src.helper(luShift)
+		d := int(v.Aux)
+		n := len(args)
+		if get := e.tuple[v.Args[0]]; n == 3 && get != nil {
+			// M is the last d*d components of the tuple, read in place.
+			e.array(id, d*d+d, nil, comment)
+			fmt.Fprintf(&e.sb, "  gs_lu_shift<%d>(t%d, &%s, %s, %s);\n", d, id, get(p.Width(v.Args[0])-d*d), args[1], args[2])
+		} else {
+			e.array(id, d*d+d, args[:n-2], comment)
+			fmt.Fprintf(&e.sb, "  gs_lu_shift<%d>(t%d, t%d, %s, %s);\n", d, id, id, args[n-2], args[n-1])
+		}
 		fmt.Fprintf(&e.sb, "  gs_lu_factor<%d>(t%d);\n", d, id)
 	case ops.OpLUSolve, ops.OpLUSolveT:
 		d := len(v.Args) - 1

@@ -189,6 +189,7 @@ func TestPreludeCompiles(t *testing.T) {
 	use := `
 int main() {
   gs_real f[12] = {4, 1, 0, 1, 3, 1, 0, 1, 2};
+  gs_lu_shift<3>(f, f, 0.5, 1);
   gs_lu_factor<3>(f);
   gs_real x[3] = {1, 2, 3};
   gs_lu_solve<3>(x, f);
@@ -199,7 +200,7 @@ int main() {
 }
 `
 	for _, prec := range []Precision{Float64, Float32} {
-		src := NewSource(&SourceSettings{Precision: prec}).String() + use
+		src := NewSource(&SourceSettings{Precision: prec}).String() + luShift + use
 		dir := t.TempDir()
 		exe := kerneltest.CompileHost(t, dir, src)
 		if out, err := exec.Command(exe).CombinedOutput(); err != nil {
@@ -213,7 +214,7 @@ int main() {
 // new op without a CUDA form fails here.
 func TestOpCoverage(t *testing.T) {
 	t.Parallel()
-	tuple := map[ops.Op]bool{ops.OpInput: true, ops.OpLUFactor: true, ops.OpLUSolve: true, ops.OpLUSolveT: true, ops.OpExtract: true, ops.OpCall: true}
+	tuple := map[ops.Op]bool{ops.OpInput: true, ops.OpLUFactor: true, ops.OpLUFactorShift: true, ops.OpLUSolve: true, ops.OpLUSolveT: true, ops.OpExtract: true, ops.OpCall: true}
 	tps := kerneltest.AllPrograms(t, 1)
 	seen := make(map[ops.Op]bool)
 	for _, tp := range tps {

@@ -33,7 +33,7 @@ var OpClasses = map[ops.Op]OpClass{
 	ops.OpLt: ExactOp, ops.OpLe: ExactOp, ops.OpGt: ExactOp, ops.OpGe: ExactOp, ops.OpEq: ExactOp, ops.OpNe: ExactOp,
 	ops.OpSelect: ExactOp, ops.OpDot: ExactOp,
 	ops.OpLUFactor: ExactOp, ops.OpLUSolve: ExactOp, ops.OpLUSolveT: ExactOp, ops.OpExtract: ExactOp,
-	ops.OpCall: ExactOp,
+	ops.OpCall: ExactOp, ops.OpNoGrad: ExactOp, ops.OpAttach: ExactOp, ops.OpLUFactorShift: ExactOp,
 
 	ops.OpPow: LibmOp, ops.OpExp: LibmOp, ops.OpExpm1: LibmOp, ops.OpLog: LibmOp, ops.OpLog1p: LibmOp,
 	ops.OpSin: LibmOp, ops.OpCos: LibmOp, ops.OpTan: LibmOp, ops.OpTanh: LibmOp,
@@ -478,6 +478,39 @@ func modelPrograms(t testing.TB, r *rand.Rand, n int) []Program {
 			}
 		}
 		tps = append(tps, Program{P: p, In: in, Float: true})
+	}
+	// Factors of W = I + s·M (ops.OpLUFactorShift), M read from a call's
+	// outputs and as scalars, masked where live = 0, with an attached
+	// derivative (whose value the generated code does not compute).
+	for _, d := range []int{1, 3, 6} {
+		in := make([]tape.Input, d*d+d+2)
+		for k := range in {
+			in[k] = tape.Input{Name: fmt.Sprintf("x%d", k)}
+		}
+		mat := Trace(t, fmt.Sprintf("mat%d", d), in[:d*d], func(x []tape.V) []tape.V {
+			out := make([]tape.V, d*d)
+			for c := range out {
+				out[c] = x[c].MulC(1.5)
+			}
+			return out
+		})
+		p := Trace(t, fmt.Sprintf("shiftsolve%d", d), in, func(x []tape.V) []tape.V {
+			m, rhs, sc, live := x[:d*d], x[d*d:d*d+d], x[d*d+d], x[d*d+d+1]
+			a := tape.FactorShift(tape.CallFunc(mat, m), sc, live, d)
+			b := tape.FactorShift(m, sc, live, d)
+			xa, xb := a.Solve(rhs), b.SolveT(rhs)
+			var outs []tape.V
+			for c := range d {
+				outs = append(outs, tape.Attach(xa[c], tape.NoGrad(xb[c]).Log()), xb[c])
+			}
+			return outs
+		})
+		in2, _ := RandInputs(p, n, func() float64 { return 0.3 * r.NormFloat64() })
+		for i := range n {
+			in2[d*d+d][i] = 1 + r.Float64()  // s
+			in2[d*d+d+1][i] = float64(i % 3) // live: 0, 1, 2
+		}
+		tps = append(tps, Program{P: p, In: in2, Float: true})
 	}
 	return tps
 }
