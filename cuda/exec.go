@@ -878,8 +878,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		if err := r.upload(up, ar, n, rows, &l, zeroGS); err != nil {
 			return err
 		}
+		if err := r.launchKernel(ar, n, rows, &l, c); err != nil {
+			return err
+		}
+		// The clock waits for the kernel, so that the read's time (the
+		// trace's transfers) is the copy's alone.
 		var err error
-		if dt, err = r.launchKernel(ar, n, rows, &l, c); err != nil {
+		if dt, err = r.q.elapsed(c); err != nil {
 			return err
 		}
 		return r.read(down, ar.addr+uint64(outLo))
@@ -1007,23 +1012,20 @@ func (r *run) upload(up []byte, ar *arena, n, rows int, l *layout, zeroGS bool) 
 	return nil
 }
 
-// launchKernel launches the kernel over n trajectories (rows record rows
-// each) on the arena ar in layout l, in the run's batch (r.q), and
-// returns its device time, timed by c.
-func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) (time.Duration, error) {
+// launchKernel queues the kernel over n trajectories (rows record rows
+// each) on the arena ar in layout l, in the run's batch (r.q), between the
+// two marks of clock c (its device time is c's elapsed time).
+func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 	args := r.kernelArgs(ar, n, rows, l)
 	threads, bt, shmem := r.launchShape(n)
 	q := r.q
 	if err := q.mark(c, false); err != nil {
-		return 0, err
+		return err
 	}
 	if err := q.enqueue(r.ke.k, threads, bt, shmem, args[:]); err != nil {
-		return 0, fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
+		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
 	}
-	if err := q.mark(c, true); err != nil {
-		return 0, err
-	}
-	return q.elapsed(c)
+	return q.mark(c, true)
 }
 
 // kernelArgs returns the argument words of a launch over n trajectories
