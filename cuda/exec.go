@@ -850,7 +850,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
 	rg := rtrace.StartRegion(r.ctx, "cuda.fill")
-	r.fill(up, g, &l)
+	bc := r.broadcasts(n, &l)
+	r.fillBroadcast(up, g, &l, bc)
 	rg.End()
 	if hinAt >= 0 {
 		// Before the batch: a large mesh goes up through the chunk
@@ -875,7 +876,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	err = ex.be.batch(func(q queue) error {
 		r.q = q
 		defer func() { r.q = nil }()
-		if err := r.upload(up, ar, n, rows, &l, zeroGS); err != nil {
+		if err := r.uploadBroadcast(up, ar, n, rows, &l, zeroGS, bc); err != nil {
 			return err
 		}
 		if err := r.launchKernel(ar, n, rows, &l, c); err != nil {
@@ -897,7 +898,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		t.Kernel += dt
 		t.Launches++
 		t.Layout = v.Layout()
-		t.Upload += int64(len(up))
+		t.Upload += int64(len(up)) - bc.skipped
 		t.Download += int64(len(down))
 	})
 	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
@@ -914,7 +915,12 @@ func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, zeroGS b
 
 // fill fills the staging buffer up with the inputs of a launch over the
 // trajectories g in layout l, step-major.
-func (r *run) fill(up []byte, g []int, l *layout) {
+func (r *run) fill(up []byte, g []int, l *layout) { r.fillBroadcast(up, g, l, bcast{}) }
+
+// fillBroadcast is fill, but of an input that bc broadcasts it writes
+// only the first bc.seed trajectories' values (uploadBroadcast copies
+// them over the rest on the device).
+func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
 	j, v := r.j, r.v
 	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
@@ -964,17 +970,31 @@ func (r *run) fill(up []byte, g []int, l *layout) {
 	}
 	par.Run((n+resultBlock-1)/resultBlock, 0, func(_, b int) {
 		q0, q1 := b*resultBlock, min(n, (b+1)*resultBlock)
-		transpose(y0, j.Y0, d, q0, q1)
-		if np > 0 {
+		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
+		if bc.y0 {
+			transpose(y0, j.Y0, d, q0, seed)
+		} else {
+			transpose(y0, j.Y0, d, q0, q1)
+		}
+		if bc.p {
+			transpose(pin, j.P, np, q0, seed)
+		} else if np > 0 {
 			transpose(pin, j.P, np, q0, q1)
 		}
 		if dd > 0 {
 			transpose(data, j.Loss.Data, dd, q0, q1)
 		}
-		for q := q0; q < q1; q++ {
-			if v.Adaptive {
+		switch {
+		case bc.t1:
+			for q := q0; q < seed; q++ {
 				t1.set(q, j.T1[g[q]])
-			} else {
+			}
+		case v.Adaptive:
+			for q := q0; q < q1; q++ {
+				t1.set(q, j.T1[g[q]])
+			}
+		default:
+			for q := q0; q < q1; q++ {
 				ln[q] = int32(j.Mesh.Len[g[q]])
 			}
 		}
@@ -984,9 +1004,98 @@ func (r *run) fill(up []byte, g []int, l *layout) {
 // upload copies the staged inputs of a launch of n trajectories up to the
 // arena and zeroes the regions the kernel adds to or leaves unwritten.
 func (r *run) upload(up []byte, ar *arena, n, rows int, l *layout, zeroGS bool) error {
+	return r.uploadBroadcast(up, ar, n, rows, l, zeroGS, bcast{})
+}
+
+// defaultBcastSeed is the seed of an input given as one row (ode.Job's
+// Y0Row, PRow and T1Same) that a launch of at least 16 seeds' worth of
+// trajectories broadcasts on the device: the seed's copies of the row are
+// staged and uploaded, and device-to-device copies double them over the
+// rest of each column (log₂(n/seed) copies a column), where staging and
+// uploading n copies costs tens of megabytes of host memory traffic at
+// millions of trajectories. Smaller launches stage every copy: the
+// copies' calls would cost about what they save. Tuning.bcastSeed
+// shrinks it for the tests.
+const defaultBcastSeed = 1 << 13
+
+func (ex *executor) bcastSeed() int {
+	if s := ex.tun.bcastSeed; s > 0 {
+		return s
+	}
+	return defaultBcastSeed
+}
+
+// bcast names the inputs of a launch that are broadcast (bcastMin), and
+// the bytes of staging their broadcast leaves out of the upload.
+type bcast struct {
+	y0, p, t1 bool
+	seed      int   // the values of each broadcast column staged and uploaded
+	skipped   int64 // bytes of staging not uploaded
+}
+
+// broadcasts returns the inputs of a launch of n trajectories in layout l
+// that are broadcast on the device (defaultBcastSeed).
+func (r *run) broadcasts(n int, l *layout) bcast {
+	j, seed := r.j, r.ex.bcastSeed()
+	if n < 16*seed {
+		return bcast{}
+	}
+	bc := bcast{y0: j.Y0Row != nil && l.off[argY0] >= 0, p: j.PRow != nil && l.off[argP] >= 0,
+		t1: j.T1Same && r.v.Adaptive && l.off[argT1] >= 0, seed: seed}
+	for _, a := range bc.args() {
+		bc.skipped += l.bytes[a] / int64(n) * int64(n-seed)
+	}
+	return bc
+}
+
+// args returns the arguments bc broadcasts.
+func (bc bcast) args() []int {
+	var a []int // in the arena's order (layoutOrder)
+	if bc.t1 {
+		a = append(a, argT1)
+	}
+	if bc.y0 {
+		a = append(a, argY0)
+	}
+	if bc.p {
+		a = append(a, argP)
+	}
+	return a
+}
+
+// uploadBroadcast is upload, but the inputs bc broadcasts go up as their
+// columns' first bc.seed values (written by fillBroadcast), copied on
+// the device over the rest of each column.
+func (r *run) uploadBroadcast(up []byte, ar *arena, n, rows int, l *layout, zeroGS bool, bc bcast) error {
 	ex, v := r.ex, r.v
-	if err := r.write(ar.addr, up); err != nil {
+	es := int64(ex.prec.Size())
+	// The staged bytes, less the broadcast columns' tails, in order.
+	at := int64(0)
+	for _, a := range bc.args() {
+		cols := l.bytes[a] / (int64(n) * es)
+		for c := range cols {
+			col := l.off[a] + c*int64(n)*es
+			if err := r.write(ar.addr+uint64(at), up[at:col+int64(bc.seed)*es]); err != nil {
+				return err
+			}
+			at = col + int64(n)*es
+		}
+	}
+	if err := r.write(ar.addr+uint64(at), up[at:]); err != nil {
 		return err
+	}
+	for _, a := range bc.args() {
+		cols := l.bytes[a] / (int64(n) * es)
+		for c := range cols {
+			col := ar.addr + uint64(l.off[a]+c*int64(n)*es)
+			for have := int64(bc.seed); have < int64(n); {
+				k := min(have, int64(n)-have)
+				if err := r.q.copyDevice(col+uint64(have*es), col, k*es); err != nil {
+					return err
+				}
+				have += k
+			}
+		}
 	}
 	if zeroGS {
 		if err := r.zero(ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {

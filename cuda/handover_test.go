@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -191,5 +192,107 @@ func TestHostEngineGradNonFinite(t *testing.T) {
 	y0[bad] = 1 // all finite: no error
 	if _, err := ode.Grad(nil, prob, ode.SumSquares(), nil, &ode.Settings{Engine: hostF64.name, Method: ode.Tsit5}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHostEngineBroadcast checks that inputs given as one row (Y0, P, T1),
+// broadcast on the device past Tuning.bcastSeed's threshold, give the
+// results of the same rows given per trajectory, bit for bit, in Solve,
+// Grad with its record and Grad on a mesh, in float64 and float32, for
+// launches that are not a multiple of the seed; and that they upload less.
+func TestHostEngineBroadcast(t *testing.T) {
+	needHost(t)
+	pr := problems.Lorenz()
+	const seed, n = 16, 16*16 + 37
+	for _, base := range []*Engine{hostF64, hostF32} {
+		eng := tuned(t, base.name, Tuning{bcastSeed: seed})
+		for _, c := range []struct {
+			name        string
+			y0, p, perP bool // one row of Y0, of P; P per trajectory otherwise
+		}{{"y0-p-t1", true, true, false}, {"y0-t1", true, false, true}, {"p", false, true, false}} {
+			row := []float64{1, 0.5, -0.25}
+			prow := []float64{10, 28, 8.0 / 3}
+			full := func() ode.Problem {
+				y0 := make([]float64, 3*n)
+				p := make([]float64, 3*n)
+				for i := range n {
+					copy(y0[3*i:], row)
+					copy(p[3*i:], prow)
+					if c.perP {
+						p[3*i+1] += float64(i % 5)
+					}
+				}
+				return ode.Problem{Field: pr.Field, N: n, Y0: y0, P: p, T1s: slices.Repeat([]float64{1}, n)}
+			}
+			want := full()
+			got := full()
+			got.T1s, got.T1 = nil, 1
+			if c.y0 {
+				got.Y0 = row
+			}
+			if c.p {
+				got.P = prow
+			}
+			set := &ode.Settings{Method: ode.Tsit5, RelTol: 1e-6, AbsTol: 1e-9}
+			if base.prec == Float32 {
+				set.RelTol, set.AbsTol = 1e-4, 1e-7
+			}
+			set.Engine = base.name
+			ref, err := ode.NewSolver(pr.Field, set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set.Engine = eng
+			sv, err := ode.NewSolver(pr.Field, set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw, err := ref.Solve(&want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tr Trace
+			ctx := WithTrace(context.Background(), &tr)
+			sg, err := sv.SolveContext(ctx, &got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(sg.Y, sw.Y) {
+				t.Errorf("%s %s: Solve differs", base.name, c.name)
+			}
+			gw, err := ref.Grad(nil, &want, ode.SumSquares(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gg, err := sv.Grad(nil, &got, ode.SumSquares(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gm, err := sv.Grad(nil, &got, ode.SumSquares(), gg.Mesh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range []*ode.Gradient{gg, gm} {
+				if g.Loss != gw.Loss || !slices.Equal(g.Y0, gw.Y0) || !slices.Equal(g.P, gw.P) || !slices.Equal(g.Solution.Y, gw.Solution.Y) {
+					t.Errorf("%s %s: Grad differs: loss %v, want %v", base.name, c.name, g.Loss, gw.Loss)
+				}
+			}
+			// Solve's upload: the broadcast columns send seed values, not n.
+			es := int64(base.prec.Size())
+			cols := int64(1) // T1
+			if c.y0 {
+				cols += 3
+			}
+			if c.p {
+				cols += 3
+			}
+			var tw Trace
+			if _, err := ref.SolveContext(WithTrace(context.Background(), &tw), &want); err != nil {
+				t.Fatal(err)
+			}
+			if d, want := tw.Stats().Upload-tr.Stats().Upload, cols*(n-seed)*es; d != want {
+				t.Errorf("%s %s: uploads %d bytes fewer, want %d", base.name, c.name, d, want)
+			}
+		}
 	}
 }

@@ -79,6 +79,7 @@ type Tuning struct {
 	meshChunk  int   // the bytes of each chunk buffer of copyChunked (defaultMeshChunk)
 	maxStaging int64 // the largest staging buffer taken from the backend's host memory (defaultMaxStaging)
 	maxSource  int   // the largest kernel source compiled (defaultMaxSource)
+	bcastSeed  int   // the seed of a broadcast input (defaultBcastSeed); launches of 16 seeds or more broadcast
 }
 
 // envTuning returns the Tuning of the environment, read once per process.

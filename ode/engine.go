@@ -137,6 +137,13 @@ type Job struct {
 	// Progress, if not nil, receives (done, N) as trajectories complete.
 	Progress func(done, total int)
 
+	// Y0Row and PRow, if not nil, are the one row ([Dim], [Params]) that
+	// Y0 or P repeats N times (the problem gave a single row), and
+	// T1Same reports that every T1 is T1[0]: an engine may send the row
+	// once instead of its N copies.
+	Y0Row, PRow []float64
+	T1Same      bool
+
 	// Reuse, if not nil, holds arrays of an earlier result (and its Mesh)
 	// that the engine may fill instead of allocating new ones: a training
 	// loop's results then reuse their storage from call to call. Their

@@ -451,6 +451,15 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 	for c := range j.AbsTol {
 		j.AbsTol[c] = set.absTol(c)
 	}
+	if q.n > 1 {
+		if d := q.Field.Dim; len(q.Y0) == d {
+			j.Y0Row = q.Y0
+		}
+		if np := q.Field.Params; np > 0 && len(q.P) == np {
+			j.PRow = q.P
+		}
+		j.T1Same = q.T1s == nil
+	}
 	if j.Shared == nil {
 		j.Shared = []float64{}
 	}
