@@ -330,6 +330,16 @@ type Mesh struct {
 	Fingerprint string // Plan.Fingerprint of the field and method that recorded it ("" skips the check)
 	Engine      string // the engine that recorded it
 	Stiff       []bool // [N] the stiffness test fired (explicit methods; see Solution.Stiff)
+
+	// Switch, if not nil, says which method took each step of a mesh that
+	// Method Auto recorded with a switch (Method is then Auto): trajectory
+	// i's steps s < Switch[i] are Tsit5 steps and its steps Switch[i] ≤ s
+	// < Len[i] are Rodas5P steps, the first of them from the state and
+	// time where Tsit5's last step ended; Switch[i] = Len[i] for a
+	// trajectory that did not switch. [N], on the host, as Len.
+	// Fingerprint is then that of the Tsit5 plan. Nil for a mesh of one
+	// method. Only the CPU engine replays a mesh with Switch.
+	Switch []int
 }
 
 // Failed returns the first failed trajectory as a *TrajectoryError, or nil.

@@ -258,8 +258,15 @@ type Solution struct {
 	// explicit method fired ([N], nil for Rosenbrock methods): their
 	// solution is accurate, but the method ran at its stability limit, so
 	// it was slow and a gradient of its replay would be meaningless (Grad
-	// refuses it). Rodas5P, or Method Auto, suits them.
+	// refuses it). Rodas5P, or Method Auto, suits them. Method Auto on
+	// the CPU engine switches such trajectories instead (Switch).
 	Stiff []bool
+
+	// Switch, if not nil, says where Method Auto switched trajectories
+	// from Tsit5 to Rodas5P (Method is then "Auto"): trajectory i took
+	// Switch[i] Tsit5 steps, then Rodas5P steps to its end (Switch[i] is
+	// its accepted count if it did not switch); see Mesh.Switch.
+	Switch []int
 }
 
 // Err returns the first failure as a *TrajectoryError, or nil.
@@ -370,6 +377,14 @@ func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mes
 // runScaled is run with the loss's terms scaled by scale instead of the
 // loss's own (1, or 1/N for a mean) where scale is not 0.
 func (sv *Solver) runScaled(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, *Solver, error) {
+	if stiff := sv.switchExec(m); stiff != nil {
+		// Method Auto on the CPU engine switches each trajectory in place.
+		res, err := sv.runPlan(ctx, op, q, loss, m, reuse, scale, stiff)
+		return res, sv, err
+	}
+	if m != nil && m.Switch != nil {
+		return nil, sv, fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto on the cpu engine): replay it with Method Auto on the \"cpu\" engine, not %s with %s", sv.set.Method.Name(), sv.engine.Name())
+	}
 	used := sv
 	if m != nil && sv.set.Method == Auto && m.Method != nil && m.Method.Name() != sv.plan.Method {
 		alt, err := sv.stiffSolver()
@@ -378,7 +393,7 @@ func (sv *Solver) runScaled(ctx context.Context, op Op, q *problem, loss *Loss, 
 		}
 		used = alt
 	}
-	res, err := used.runPlan(ctx, op, q, loss, m, reuse, scale)
+	res, err := used.runPlan(ctx, op, q, loss, m, reuse, scale, nil)
 	if err != nil || m != nil || sv.set.Method != Auto || !anyTrue(res.Stiff) {
 		return res, used, err
 	}
@@ -386,8 +401,31 @@ func (sv *Solver) runScaled(ctx context.Context, op Op, q *problem, loss *Loss, 
 	if err != nil {
 		return nil, sv, err
 	}
-	res, err = alt.runPlan(ctx, op, q, loss, m, reuse, scale)
+	res, err = alt.runPlan(ctx, op, q, loss, m, reuse, scale, nil)
 	return res, alt, err
+}
+
+// switchExec returns the CPU executor of the stiff plan when Method Auto
+// switches trajectories in place (the CPU engine, and no mesh or a mesh
+// of Tsit5 or of both methods), or nil: other engines record with
+// Tsit5 and run the operation again with Rodas5P if the stiffness test
+// fired, and a mesh that Rodas5P recorded is replayed with it.
+func (sv *Solver) switchExec(m *Mesh) *cpuExec {
+	if sv.set.Method != Auto {
+		return nil
+	}
+	if _, ok := sv.exec.(*cpuExec); !ok {
+		return nil
+	}
+	if m != nil && m.Switch == nil && m.Method != nil && m.Method.Name() != sv.plan.Method {
+		return nil
+	}
+	alt, err := sv.stiffSolver()
+	if err != nil {
+		return nil
+	}
+	stiff, _ := alt.exec.(*cpuExec)
+	return stiff
 }
 
 func anyTrue(x []bool) bool {
@@ -417,12 +455,16 @@ func (sv *Solver) stiffSolver() (*Solver, error) {
 }
 
 // runPlan builds the job of op and runs it on the solver's engine.
-func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, error) {
+// stiff, if not nil, is the executor of the plan Method Auto switches
+// trajectories to (Job.stiff).
+func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64, stiff *cpuExec) (*Result, error) {
 	j := sv.job(op, q, m)
 	j.Reuse = reuse
-	// A gradient refuses a stiff trajectory, and Auto runs the whole
-	// operation again with Rodas5P: neither uses the rest of it.
-	j.StopOnStiff = op == OpGrad || sv.set.Method == Auto
+	j.stiff = stiff
+	// A gradient refuses a stiff trajectory, and Auto without the switch
+	// runs the whole operation again with Rodas5P: neither uses the rest
+	// of it.
+	j.StopOnStiff = (op == OpGrad || sv.set.Method == Auto) && stiff == nil
 	if loss != nil {
 		lp, err := sv.lossPlan(loss, q)
 		if err != nil {
@@ -459,7 +501,10 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 // solution returns the Solution of a result.
 func (sv *Solver) solution(q *problem, res *Result, status []Status) *Solution {
 	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: res.T, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Status: status,
-		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff, Events: res.Events}
+		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff, Events: res.Events, Switch: res.Switch}
+	if res.Switch != nil {
+		sol.Method = Auto.Name()
+	}
 	if sol.T == nil {
 		sol.T = append([]float64(nil), q.t1...)
 	}
@@ -484,6 +529,10 @@ func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
 	m.Fingerprint = sv.plan.Fingerprint
 	m.Engine = sv.engine.Name()
 	m.Stiff = res.Stiff
+	m.Switch = res.Switch
+	if m.Switch != nil {
+		m.Method = Auto
+	}
 	return m
 }
 
@@ -505,9 +554,10 @@ func (sv *Solver) failure(q *problem, res *Result, status []Status, method strin
 // is one genuine step of size τ − t_k from the mesh point t_k < τ ≤
 // t_k + h_k; τ at or before T0 is y0 (a tap of size 0 on step 0), τ at or
 // after the trajectory's final time its final state (a tap on step Len).
-// (Interpolated saves need no list: scan.Saves.) dst, if not nil, is
+// (Interpolated saves need no list: scan.Saves.) t0s, if not nil, gives
+// each trajectory its own start time in place of t0. dst, if not nil, is
 // reused.
-func stepTaps(dst *scan.Taps, m scan.Mesh, t0 float64, ts []float64) *scan.Taps {
+func stepTaps(dst *scan.Taps, m scan.Mesh, t0 float64, t0s, ts []float64) *scan.Taps {
 	n, K := m.N, len(ts)
 	if dst == nil {
 		dst = &scan.Taps{}
@@ -518,6 +568,9 @@ func stepTaps(dst *scan.Taps, m scan.Mesh, t0 float64, ts []float64) *scan.Taps 
 	tp.Step, _ = buf.Extend(tp.Step[:0], n*K)
 	tp.H, _ = buf.Extend(tp.H[:0], n*K)
 	for i := 0; i < n; i++ {
+		if t0s != nil {
+			t0 = t0s[i]
+		}
 		t, s := t0, 0
 		for k, tau := range ts {
 			// Past the steps that end before τ.
