@@ -235,7 +235,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		res.T = buf.Make(old.T, n)
 		res.Stiff = buf.Make(old.Stiff, n)
 		if j.stiff != nil {
-			res.Switch = make([]int, n)
+			res.Switch, res.switched = make([]int, n), make([]bool, n)
 		}
 		res.Stats = Stats{Accepted: buf.Make(old.Stats.Accepted, n), Rejected: buf.Make(old.Stats.Rejected, n),
 			FieldEvals: buf.Make(old.Stats.FieldEvals, n)}

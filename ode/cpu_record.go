@@ -526,7 +526,7 @@ func (w *cpuWorker) park(r *cpuRun, i int) {
 	for c := range w.y {
 		pk.y[c][k] = w.y[c][i]
 	}
-	r.res.Switch[g] = int(pk.acc[k])
+	r.res.Switch[g], r.res.switched[g] = int(pk.acc[k]), true
 }
 
 // switchParked runs the parked lanes of the chunk of width trajectories

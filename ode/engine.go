@@ -204,6 +204,10 @@ type Result struct {
 	// peak; RecordTime and GradTime split the work of OpGrad.
 	StoredBytes          int64
 	RecordTime, GradTime time.Duration
+
+	// switched marks the trajectories that Method Auto switched to the
+	// stiff plan (Job.stiff), for error messages: [N], nil without it.
+	switched []bool
 }
 
 var (

@@ -242,7 +242,7 @@ func (sv *Solver) failures(q *problem, res *Result, m *Mesh) []*TrajectoryError 
 		if (s == OK || s == NotRun) && !stiff {
 			continue
 		}
-		e := &TrajectoryError{Index: i, Status: s, Method: sv.plan.Method}
+		e := &TrajectoryError{Index: i, Status: s, Method: sv.methodAt(res, i, sv.plan.Method)}
 		if stiff {
 			e.Status = Stiff
 		}

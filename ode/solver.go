@@ -541,6 +541,9 @@ func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
 // result.
 func (sv *Solver) failure(q *problem, res *Result, status []Status, method string) error {
 	err := firstFailure(status, res.T, res.LastH, method)
+	if te, ok := err.(*TrajectoryError); ok {
+		te.Method = sv.methodAt(res, te.Index, method)
+	}
 	if te, ok := err.(*TrajectoryError); ok && res.T != nil {
 		te.describe(q, &sv.set, res)
 		te.Y = res.LastY[te.Index]
@@ -642,3 +645,19 @@ func transposeScaled(dst, src []float64, r, c int, scale float64) {
 // 8×8 values (a cache line of each of 8 rows), so that reads and writes
 // both use whole cache lines.
 func transpose(dst, src []float64, r, c int) { transposeScaled(dst, src, r, c, 1) }
+
+// methodAt returns the name of the method of trajectory i's last step in
+// res, of an operation of method: with Method Auto's switch, Rodas5P for a
+// trajectory that switched and Tsit5 for one that did not.
+func (sv *Solver) methodAt(res *Result, i int, method string) string {
+	if res.switched != nil && res.switched[i] {
+		if alt, err := sv.stiffSolver(); err == nil {
+			return alt.plan.Method
+		}
+	}
+	switch {
+	case method == Auto.Name():
+		return sv.plan.Method
+	}
+	return method
+}
