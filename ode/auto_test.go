@@ -129,6 +129,18 @@ func TestAutoSwitchMixed(t *testing.T) {
 	if !slices.Equal(m2.Switch, m.Switch) || !slices.Equal(m2.Len, m.Len) {
 		t.Errorf("the save times changed the mesh: switch %v len %v, want %v %v", m2.Switch, m2.Len, m.Switch, m.Len)
 	}
+	svs := solverT(t, p.Field, &ode.Settings{Method: ode.Auto, Saves: ode.SaveStep})
+	steps, err := svs.Solve(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repSteps, err := svs.Replay(&p, m2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(steps.Ys, repSteps.Ys) || !slices.Equal(steps.Y, sol.Y) {
+		t.Errorf("SaveStep: Replay's states differ from Solve's bit for bit")
+	}
 	for name, got := range map[string]*ode.Solution{"Record": rec2, "Replay": rep} {
 		if !slices.Equal(got.Y, sol.Y) || !slices.Equal(got.Ys, sol.Ys) {
 			t.Errorf("%s's states differ from Solve's bit for bit", name)
@@ -142,8 +154,10 @@ func TestAutoSwitchMixed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for x, want := range ref.Ys {
-		if d := math.Abs(sol.Ys[x] - want); !(d <= 2e-4*(1+math.Abs(want))) {
-			t.Errorf("saved state %d (trajectory %d) = %v, want %v (error %.2g)", x, x/(2*len(p.SaveAt)), sol.Ys[x], want, d)
+		for _, got := range []float64{sol.Ys[x], steps.Ys[x]} {
+			if d := math.Abs(got - want); !(d <= 2e-4*(1+math.Abs(want))) {
+				t.Errorf("saved state %d (trajectory %d) = %v, want %v (error %.2g)", x, x/(2*len(p.SaveAt)), got, want, d)
+			}
 		}
 	}
 	for i := 0; i < p.N; i++ {
@@ -160,9 +174,18 @@ func TestAutoSwitchMixed(t *testing.T) {
 // against central differences of whole solves (the mesh re-recorded).
 func TestAutoGradFD(t *testing.T) {
 	t.Parallel()
+	for _, saves := range []ode.SaveMode{ode.SaveInterpolate, ode.SaveStep} {
+		t.Run(saves.String(), func(t *testing.T) {
+			t.Parallel()
+			testAutoGradFD(t, saves)
+		})
+	}
+}
+
+func testAutoGradFD(t *testing.T, saves ode.SaveMode) {
 	p := mixedVdP(4)
 	p.SaveAt = []float64{0.3, 1, 1.5}
-	sv := solverT(t, p.Field, &ode.Settings{Method: ode.Auto, RelTol: 1e-9, AbsTol: 1e-12})
+	sv := solverT(t, p.Field, &ode.Settings{Method: ode.Auto, RelTol: 1e-9, AbsTol: 1e-12, Saves: saves})
 	g, err := sv.Grad(nil, &p, autoLoss(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -333,8 +356,16 @@ func TestAutoDeterminism(t *testing.T) {
 	p := mixedVdP(40)
 	p.SaveAt = []float64{0.25, 1}
 	var first *ode.Gradient
-	for _, ex := range []tape.ExecSettings{{Workers: 1, BlockSize: 256}, {Workers: 2, BlockSize: 8}, {Workers: 2, BlockSize: 16}} {
-		sv := solverT(t, p.Field, &ode.Settings{Method: ode.Auto, Exec: ex})
+	for _, set := range []ode.Settings{
+		{Exec: tape.ExecSettings{Workers: 1, BlockSize: 256}},
+		{Exec: tape.ExecSettings{Workers: 2, BlockSize: 8}},
+		{Exec: tape.ExecSettings{Workers: 2, BlockSize: 16}},
+		{Checkpoint: 3},   // states recomputed between checkpoints
+		{MemoryLimit: 64}, // the record's states dropped: the scans step again
+	} {
+		ex := set
+		set.Method = ode.Auto
+		sv := solverT(t, p.Field, &set)
 		g, err := sv.Grad(nil, &p, autoLoss(), nil)
 		if err != nil {
 			t.Fatal(err)

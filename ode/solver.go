@@ -366,8 +366,10 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 	return m, sol, nil
 }
 
-// run runs op on the solver's engine; with Method Auto, a record whose
-// stiffness test fired is run again with the stiff method. It returns the
+// run runs op on the solver's engine; with Method Auto, the CPU engine
+// switches trajectories to the stiff method in place (switchExec), and on
+// other engines a record whose stiffness test fired is run again with
+// the stiff method. It returns the
 // result and the solver that produced it (or, with an error, that ran
 // or was to run it).
 func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, *Solver, error) {
