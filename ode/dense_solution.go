@@ -29,7 +29,10 @@ type DenseSolution struct {
 	// T0 is the start of every trajectory's span; Solution.T holds their
 	// ends.
 	T0 float64
-	// Terms is the number of terms of the extension (Plan.DenseTerms).
+	// Terms is the number of terms of the extension (Plan.DenseTerms;
+	// with Method Auto's switch, Mesh.Switch, the larger of Tsit5's and
+	// Rodas5P's, the other method's steps padded with zero terms, which
+	// leave Evaluate's values unchanged).
 	Terms int
 	// Bytes is the memory held for the steps.
 	Bytes int64
