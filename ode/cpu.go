@@ -234,6 +234,9 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		}
 		res.T = buf.Make(old.T, n)
 		res.Stiff = buf.Make(old.Stiff, n)
+		if j.stiff != nil {
+			res.Switch, res.switched = make([]int, n), make([]bool, n)
+		}
 		res.Stats = Stats{Accepted: buf.Make(old.Stats.Accepted, n), Rejected: buf.Make(old.Stats.Rejected, n),
 			FieldEvals: buf.Make(old.Stats.FieldEvals, n)}
 		r.lastH = make([]float64, n)
@@ -285,6 +288,11 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	if recording {
 		res.Stats.Wall = wall
 		res.LastH = r.lastH
+		if res.Switch != nil && !anySwitched(res.Switch, res.Stats.Accepted) {
+			res.Switch = nil // a mesh of one method
+		}
+	} else if j.Mesh.Switch != nil {
+		res.Switch = j.Mesh.Switch
 	}
 	if r.keepMesh {
 		res.Mesh = r.assembleMesh()
@@ -403,6 +411,21 @@ type cpuWorker struct {
 	taps                *scan.Taps     // the chunk's re-stepped save times (SaveStep), reused
 	saves               scan.Saves     // the chunk's interpolated save times
 	grad                *scan.Gradient // the last chunk's, reused
+
+	// Method Auto's switch (Job.stiff): the lanes parked for the stiff
+	// plan (see park), and the workspace of the stiff plan's executor.
+	parked int
+	pk     struct {
+		idx, cur    []int
+		t, acc, rej []float64
+		y           [][]float64
+	}
+	alt    *cpuWorker
+	alt2   *scan.Gradient // the stiff segment's gradient, reused
+	altSv  scan.Saves     // the stiff segment's interpolated save times
+	altTp  *scan.Taps     // the stiff segment's re-stepped save times
+	altRes scan.Result    // the stiff segment's replay, reused
+	iscr   [2][]int       // see intScratch
 }
 
 func cols(w, n int) [][]float64 {
@@ -442,6 +465,9 @@ func (w *cpuWorker) size(c int) {
 	w.p = cols(pl.Params, c)
 	w.t0s = make([]float64, c)
 	w.endT, w.endY = make([]float64, c), make([]float64, d*c)
+	w.pk.idx, w.pk.cur = make([]int, c), make([]int, c)
+	w.pk.t, w.pk.acc, w.pk.rej = make([]float64, c), make([]float64, c), make([]float64, c)
+	w.pk.y = cols(d, c)
 }
 
 // runChunk runs chunk c of the job.
@@ -472,7 +498,7 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 					lens[i] = 0
 				}
 			}
-			if err := w.replay(r, lo, hi, w.hbuf, hi-lo, lens); err != nil {
+			if err := w.replay(r, lo, hi, w.hbuf, hi-lo, lens, switchOf(r.res.Switch, lo, hi)); err != nil {
 				return err
 			}
 			K, d := len(j.SaveAt), w.ex.plan.Dim
@@ -492,13 +518,13 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 				return err
 			}
 		default:
-			if err := w.replay(r, lo, hi, w.hbuf, hi-lo, r.res.Stats.Accepted[lo:hi]); err != nil {
+			if err := w.replay(r, lo, hi, w.hbuf, hi-lo, r.res.Stats.Accepted[lo:hi], switchOf(r.res.Switch, lo, hi)); err != nil {
 				return err
 			}
 		}
 	} else {
 		m := j.Mesh
-		if err := w.replay(r, lo, hi, m.H[lo:], m.N, m.Len[lo:hi]); err != nil {
+		if err := w.replay(r, lo, hi, m.H[lo:], m.N, m.Len[lo:hi], switchOf(m.Switch, lo, hi)); err != nil {
 			return err
 		}
 	}
@@ -506,4 +532,23 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 		j.Progress(int(r.done.Add(int64(hi-lo))), j.N)
 	}
 	return nil
+}
+
+// switchOf returns sw[lo:hi], or nil if sw is nil.
+func switchOf(sw []int, lo, hi int) []int {
+	if sw == nil {
+		return nil
+	}
+	return sw[lo:hi]
+}
+
+// anySwitched reports whether a trajectory switched methods: sw[i] <
+// lens[i] (see Mesh.Switch).
+func anySwitched(sw, lens []int) bool {
+	for i, s := range sw {
+		if s < lens[i] {
+			return true
+		}
+	}
+	return false
 }

@@ -43,10 +43,11 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	d, np := pl.Dim, pl.Params
 	m, width := hi-lo, hi-lo
 	ok := true
-	shared, rtol, atol, maxSteps := r.shared, r.rtol, r.atol, r.maxSteps
+	shared, rtol, atol := r.shared, r.rtol, r.atol
 	for i := 0; i < m; i++ {
 		g := lo + i
 		w.idx[i] = g
+		w.cur[i] = 0
 		w.t0s[i] = j.T0
 		w.t1[i] = j.T1[g]
 		for c := 0; c < d; c++ {
@@ -107,9 +108,43 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 
 	w.rows = 0
 	w.hbuf = w.hbuf[:0]
-	keepMesh := r.keepMesh
 	w.storing = r.keepStates
+	w.parked = 0
+	stepped, err := w.steps(r, lo, width, m)
+	if err != nil {
+		return false, err
+	}
+	ok = ok && stepped
+	if w.parked > 0 {
+		// Method Auto: the lanes whose stiffness test fired go on with
+		// the stiff plan from where they stopped.
+		switched, err := w.switchParked(r, lo, width)
+		if err != nil {
+			return false, err
+		}
+		ok = ok && switched
+	}
+	if r.keepMesh {
+		r.storeMesh(lo, width, w.hbuf, r.res.Stats.Accepted[lo:hi])
+	}
+	return ok, nil
+}
+
+// steps runs the adaptive loop over the first m lanes of the chunk of
+// width trajectories from lo, whose state (st, y, k1, p, t1, idx and the
+// save cursors) is set, until every lane has finished; it reports
+// whether all ended OK (see record). With Method Auto's switch (cpuRun's
+// stiff plan), a lane of the explicit plan whose stiffness test fires is
+// parked instead (see park) and does not count as a failure.
+func (w *cpuWorker) steps(r *cpuRun, lo, width, m int) (bool, error) {
+	pl, j := w.ex.plan, r.job
+	d := pl.Dim
+	ok := true
+	shared, rtol, atol, maxSteps := r.shared, r.rtol, r.atol, r.maxSteps
+	var in, out [][]float64
+	keepMesh := r.keepMesh
 	stride := (1 + d) * width // one row of stored states
+	switching := j.stiff != nil && w.ex != j.stiff
 	for iter := 0; m > 0; iter++ {
 		if iter&63 == 63 {
 			if err := r.ctx.Err(); err != nil {
@@ -209,24 +244,31 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		}
 		// Retire finished lanes, moving the last active lane into each.
 		// With StopOnStiff a lane stops, with status Stiff, at the step
-		// where its stiffness test fires.
+		// where its stiffness test fires; with Method Auto's switch it is
+		// parked there, to go on with the stiff plan.
 		for i := m - 1; i >= 0; i-- {
 			if w.stat[i] == StatusRunning {
-				if !j.StopOnStiff || w.st[StateStiff][i] == 0 {
+				if w.st[StateStiff][i] == 0 {
+					continue
+				}
+				if switching {
+					w.park(r, i)
+					m--
+					w.move(m, i)
+					continue
+				}
+				if !j.StopOnStiff {
 					continue
 				}
 				w.stat[i] = float64(Stiff)
 			}
 			g := w.idx[i]
 			st := Status(w.stat[i])
-			ok = ok && st == OK && (!j.StopOnStiff || w.st[StateStiff][i] == 0)
+			ok = ok && st == OK && (!j.StopOnStiff || switching || w.st[StateStiff][i] == 0)
 			w.finish(r, i, g, lo, width, st)
 			m--
 			w.move(m, i)
 		}
-	}
-	if keepMesh {
-		r.storeMesh(lo, width, w.hbuf, r.res.Stats.Accepted[lo:hi])
 	}
 	return ok, nil
 }
@@ -271,7 +313,12 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 	res.Stats.Rejected[g] = int(w.st[StateRejected][i])
 	pl := w.ex.plan
 	res.Stats.FieldEvals[g] = pl.InitEvals + pl.TrialEvals*(res.Stats.Accepted[g]+res.Stats.Rejected[g])
-	res.Stiff[g] = w.st[StateStiff][i] != 0
+	// With Method Auto's switch the stiffness test switches a lane
+	// instead: no trajectory is left stiff.
+	res.Stiff[g] = w.st[StateStiff][i] != 0 && r.job.stiff == nil
+	if res.Switch != nil && w.ex != r.job.stiff {
+		res.Switch[g] = res.Stats.Accepted[g] // did not switch
+	}
 	r.lastH[g] = w.hTried[i] // the step last tried
 	if st != OK {
 		y := make([]float64, d)
@@ -357,14 +404,16 @@ func commit(dst, src, accept []float64) {
 // step costs O(1) bookkeeping plus its save times' interpolation, and the
 // values go straight to the result, trajectory-major.
 
-// startSaves writes the saves at or before T0 (the initial states) of the
-// first m lanes and sets their cursors past them.
+// startSaves writes the saves from each lane's cursor at or before its
+// start time t0s (the initial states; a lane that Method Auto switched
+// starts where its explicit steps ended) of the first m lanes and sets
+// their cursors past them.
 func (w *cpuWorker) startSaves(r *cpuRun, m int) {
 	j, d := r.job, w.ex.plan.Dim
 	ts, K := j.SaveAt, len(j.SaveAt)
 	for i := 0; i < m; i++ {
-		c := 0
-		for c < K && ts[c] <= j.T0 {
+		c := w.cur[i]
+		for c < K && ts[c] <= w.t0s[i] {
 			o := r.res.Ys[(w.idx[i]*K+c)*d:]
 			for x := 0; x < d; x++ {
 				o[x] = w.y[x][i]
@@ -456,4 +505,104 @@ func (w *cpuWorker) finishSaves(r *cpuRun, i, g int, st Status) {
 			}
 		}
 	}
+}
+
+// Method Auto's switch on the CPU engine (Job.stiff): a lane of the
+// explicit plan whose stiffness test fires on an accepted step is parked
+// there (park), with its time, state, counts and save cursor; when the
+// chunk's explicit lanes have all finished, switchParked runs the parked
+// lanes on with the stiff plan's executors (the worker's alt workspace),
+// from their own times and states, into the same mesh rows and stored
+// states: trajectory g's steps from Result.Switch[g] on are the stiff
+// plan's.
+
+// park sets lane i aside for the stiff plan (see switchParked).
+func (w *cpuWorker) park(r *cpuRun, i int) {
+	k, pk := w.parked, &w.pk
+	w.parked++
+	g := w.idx[i]
+	pk.idx[k], pk.cur[k], pk.t[k] = g, w.cur[i], w.st[StateT][i]
+	pk.acc[k], pk.rej[k] = w.st[StateAccepted][i], w.st[StateRejected][i]
+	for c := range w.y {
+		pk.y[c][k] = w.y[c][i]
+	}
+	r.res.Switch[g], r.res.switched[g] = int(pk.acc[k]), true
+}
+
+// switchParked runs the parked lanes of the chunk of width trajectories
+// from lo to their ends with the stiff plan (Job.stiff), each from the
+// time and state where it was parked: Init there (a new first step and
+// f), the controller's state fresh but for its counts, which go on (so
+// MaxSteps counts the attempts of both plans, and the accepted count
+// indexes the mesh rows). It reports whether every lane ended OK, and
+// sets their field evaluations to those of both plans.
+func (w *cpuWorker) switchParked(r *cpuRun, lo, width int) (bool, error) {
+	j := r.job
+	a := w.alt
+	if a == nil || a.ex != j.stiff {
+		a = &cpuWorker{ex: j.stiff}
+		w.alt = a
+	}
+	a.size(w.cap)
+	// The chunk's mesh rows and stored states go on in the same buffers.
+	a.hbuf, a.sbuf, a.rows, a.storing = w.hbuf, w.sbuf, w.rows, w.storing
+	a.endT, a.endY = w.endT, w.endY
+	a.lo, a.sh = lo, r.shared
+	pl := a.ex.plan
+	d, np := pl.Dim, pl.Params
+	m, pk := w.parked, &w.pk
+	for k := 0; k < m; k++ {
+		g := pk.idx[k]
+		a.idx[k], a.cur[k], a.t0s[k], a.t1[k] = g, pk.cur[k], pk.t[k], j.T1[g]
+		for c := 0; c < d; c++ {
+			a.y[c][k] = pk.y[c][k]
+		}
+		for c := 0; c < np; c++ {
+			a.p[c][k] = j.P[g*np+c]
+		}
+	}
+	in := append(a.in[:0], a.t0s[:m], a.t1[:m])
+	in = appendPrefix(in, a.y, m)
+	in = appendPrefix(in, a.p, m)
+	in = append(append(append(in, r.shared...), r.rtol...), r.atol...)
+	out := append(a.out[:0], a.st[StateH][:m], a.st[StateLast][:m])
+	out = appendPrefix(out, a.k1, m)
+	a.in, a.out = in, out
+	if err := a.init.Run(out, in, m); err != nil {
+		return false, err
+	}
+	for k := range a.st {
+		x := a.st[k][:m]
+		switch k {
+		case StateH, StateLast:
+		case StateT:
+			copy(x, a.t0s[:m])
+		case StateErrPrev:
+			for i := range x {
+				x[i] = 1
+			}
+		case StateAccepted:
+			copy(x, pk.acc[:m])
+		case StateRejected:
+			copy(x, pk.rej[:m])
+		default:
+			clear(x)
+		}
+	}
+	if r.recordSaves {
+		a.startSaves(r, m)
+	}
+	ok, err := a.steps(r, lo, width, m)
+	w.hbuf, w.sbuf, w.rows, w.storing = a.hbuf, a.sbuf, a.rows, a.storing
+	if err != nil {
+		return false, err
+	}
+	p1, st := w.ex.plan, &r.res.Stats
+	for k := 0; k < m; k++ {
+		g := pk.idx[k]
+		n1 := int(pk.acc[k] + pk.rej[k])
+		n2 := st.Accepted[g] + st.Rejected[g] - n1
+		st.FieldEvals[g] = p1.InitEvals + p1.TrialEvals*n1 + pl.InitEvals + pl.TrialEvals*n2
+	}
+	return ok, nil
 }

@@ -16,32 +16,23 @@ import (
 // (OpSolve), the final and saved states (OpReplay), the loss terms (OpLoss)
 // or the loss terms and the gradient (OpGrad). For a gradient after a
 // record, the recorder's stored states replace the forward sweep.
-func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens []int) error {
+//
+// sw, if not nil, is the chunk's Mesh.Switch: trajectory i's steps from
+// sw[i] on are the stiff plan's (Job.stiff). A chunk with a switched
+// trajectory is two scans (replaySwitched).
+func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens, sw []int) error {
+	for i, s := range sw {
+		if s < lens[i] {
+			return w.replaySwitched(r, lo, hi, h, stride, lens, sw)
+		}
+	}
 	ex, pl, j, res := w.ex, w.ex.plan, r.job, r.res
-	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	d, np := pl.Dim, pl.Params
 	width := hi - lo
-	rows := 0
-	for _, l := range lens {
-		rows = max(rows, l)
+	if err := w.stepClone(ex); err != nil {
+		return err
 	}
-	if w.step == nil {
-		master, err := ex.stepMaster()
-		if err != nil {
-			return err
-		}
-		if w.step, err = master.Clone(nil, w.cap, 1); err != nil {
-			return err
-		}
-	}
-	mesh := scan.Mesh{N: width, Rows: rows, Len: lens}
-	if stride == width {
-		mesh.H = h[:rows*width]
-	} else {
-		mesh.H = w.scratch(scrMesh, rows*width)
-		for s := 0; s < rows; s++ {
-			copy(mesh.H[s*width:(s+1)*width], h[s*stride:s*stride+width])
-		}
-	}
+	mesh := w.chunkMesh(h, stride, width, lens, nil, scrMesh)
 	q := &scan.Problem{Step: w.step, Mesh: mesh, T0: w.t0s[:width], Shared: j.Shared,
 		Y0: toSoA(w.scratch(scrY0, width*d), j.Y0[lo*d:hi*d], width, d),
 		P:  toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)}
@@ -53,29 +44,20 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	// (already there when the record wrote them).
 	K := len(j.SaveAt)
 	ys := res.Ys[lo*K*d : hi*K*d]
-	switch {
-	case K == 0:
-	case pl.DenseStep != nil:
-		w.saves = scan.Saves{Times: j.SaveAt, Out: ys, Given: r.recordSaves}
-		q.Saves = &w.saves
-	default:
-		w.taps = stepTaps(w.taps, mesh, j.T0, j.SaveAt)
-		w.taps.TapMajor, w.taps.Out = true, ys
-		q.Taps = w.taps
-	}
+	w.taps = w.setSaves(r, q, pl, &w.saves, w.taps, ys, nil)
 	set := &scan.Settings{Checkpoint: j.Checkpoint, MemoryLimit: max(1, r.stateBudget)}
 
-	var sw *scan.Sweep
+	var sw1 *scan.Sweep
 	var out *scan.Result
 	if j.Op == OpGrad {
 		if j.Mesh == nil {
 			q.Stored = w.storedStates(width)
 		}
 		var err error
-		if sw, err = scan.Forward(q, set); err != nil {
+		if sw1, err = scan.Forward(q, set); err != nil {
 			return err
 		}
-		out = sw.Result()
+		out = sw1.Result()
 	} else {
 		var err error
 		if out, err = scan.Replay(nil, q, set); err != nil {
@@ -88,23 +70,105 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 	if j.Op != OpLoss && j.Op != OpGrad {
 		return nil
 	}
+	lbuf, err := w.lossRun(r, lo, hi, out.Y, ys, q.P)
+	if err != nil || j.Op != OpGrad {
+		return err
+	}
+	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width)
+	g, err := sw1.BackwardFrom(w.grad, ybar, tapbar, gp0, gs0)
+	if err != nil {
+		return err
+	}
+	r.peak(sw1.StoredBytes())
+	w.grad = g
+	w.writeGrad(r, lo, hi, g)
+	return nil
+}
 
-	// The loss terms and their cotangents.
+// stepClone makes the worker's clone of ex's replay step (ex is the
+// worker's executor, or its alt's).
+func (w *cpuWorker) stepClone(ex *cpuExec) error {
+	if w.step != nil {
+		return nil
+	}
+	master, err := ex.stepMaster()
+	if err != nil {
+		return err
+	}
+	w.step, err = master.Clone(nil, w.cap, 1)
+	return err
+}
+
+// chunkMesh returns the chunk's mesh of width trajectories with lens
+// steps from h (stride apart), trajectory i's starting at its step
+// from[i] (0 if from is nil): h itself where it is laid out so, else a
+// copy in scratch k.
+func (w *cpuWorker) chunkMesh(h []float64, stride, width int, lens, from []int, k int) scan.Mesh {
+	rows := 0
+	for _, l := range lens {
+		rows = max(rows, l)
+	}
+	mesh := scan.Mesh{N: width, Rows: rows, Len: lens}
+	switch {
+	case from != nil:
+		mesh.H = w.scratch(k, rows*width)
+		for i, l := range lens {
+			for s := 0; s < l; s++ {
+				mesh.H[s*width+i] = h[(from[i]+s)*stride+i]
+			}
+		}
+	case stride == width:
+		mesh.H = h[:rows*width]
+	default:
+		mesh.H = w.scratch(k, rows*width)
+		for s := 0; s < rows; s++ {
+			copy(mesh.H[s*width:(s+1)*width], h[s*stride:s*stride+width])
+		}
+	}
+	return mesh
+}
+
+// setSaves gives scan problem q (of plan pl) the job's save times,
+// written to ys ([width][K][d]): interpolated (sv) where the plan has a
+// dense step, else re-stepped (taps, reused and returned), each
+// trajectory from its start time q.T0 (t0s: nil if they are all T0).
+func (w *cpuWorker) setSaves(r *cpuRun, q *scan.Problem, pl *Plan, sv *scan.Saves, taps *scan.Taps, ys, t0s []float64) *scan.Taps {
+	j := r.job
+	switch {
+	case len(j.SaveAt) == 0:
+	case pl.DenseStep != nil:
+		*sv = scan.Saves{Times: j.SaveAt, Out: ys, Given: r.recordSaves}
+		q.Saves = sv
+	default:
+		taps = stepTaps(taps, q.Mesh, j.T0, t0s, j.SaveAt)
+		taps.TapMajor, taps.Out = true, ys
+		q.Taps = taps
+	}
+	return taps
+}
+
+// lossRun runs the loss's term (OpLoss) or gradient (OpGrad) program on
+// the chunk lo…hi-1 from its final states y [d][width], saved states ys
+// [width][K·d] and parameters p [np][width], stores the terms and returns
+// the outputs, [output][width].
+func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64) ([]float64, error) {
+	pl, j := w.ex.plan, r.job
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	width := hi - lo
+	K := len(j.SaveAt)
 	lp := j.Loss
 	prog := lp.Term
-	var le *tape.Exec
 	if j.Op == OpGrad {
 		prog = lp.Grad
 	}
 	le, err := w.lossExec(lp, prog)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in := w.in[:0]
 	for c := 0; c < d; c++ {
-		in = append(in, out.Y[c*width:(c+1)*width])
+		in = append(in, y[c*width:(c+1)*width])
 	}
-	nt := width * K
 	ysoa := toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d) // the saved states by save time, [K·d][width]
 	for x := 0; x < K*d; x++ {
 		in = append(in, ysoa[x*width:(x+1)*width])
@@ -116,7 +180,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 		}
 	}
 	for c := 0; c < np; c++ {
-		in = append(in, q.P[c*width:(c+1)*width])
+		in = append(in, p[c*width:(c+1)*width])
 	}
 	for c := 0; c < ns; c++ {
 		in = append(in, j.Shared[c:c+1])
@@ -134,39 +198,261 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens 
 		if errors.As(err, &nf) {
 			nf.Trajectory += lo // the chunk's lane to the ensemble's trajectory
 		}
-		return fmt.Errorf("ode: loss %s: %w", lp.Term.Name, err)
+		return nil, fmt.Errorf("ode: loss %s: %w", lp.Term.Name, err)
 	}
 	copy(r.lossTerms[lo:hi], lout[0])
-	if j.Op != OpGrad {
-		return nil
-	}
-	// Scaled cotangents: ∂L/∂y(t1) [d][width], ∂L/∂p [np][width] and the
-	// loss's own shared-gradient terms [ns][width] are ranges of lbuf;
-	// the saved states' go to the saves' layout [width][K·d], scaled as
-	// they are transposed (a scale of 1 is skipped: x·1 = x).
+	return lbuf, nil
+}
+
+// cotangents scales the loss gradient's outputs lbuf in place and returns
+// them as the backward sweep takes them: ∂L/∂y(t1) [d][width], ∂L/∂p
+// [np][width] and the loss's own shared-gradient terms [ns][width] are
+// ranges of lbuf; the saved states' go to the saves' layout [width][K·d],
+// scaled as they are transposed (a scale of 1 is skipped: x·1 = x).
+func (w *cpuWorker) cotangents(r *cpuRun, lbuf []float64, width int) (ybar, tapbar, gp0, gs0 []float64) {
+	pl, lp := w.ex.plan, r.job.Loss
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	K := len(r.job.SaveAt)
 	at := func(first, w int) []float64 { return lbuf[first*width : (first+w)*width] }
 	o := 1 + d + K*d
 	if lp.Scale != 1 {
 		floats.Scale(lp.Scale, at(1, d))
 		floats.Scale(lp.Scale, lbuf[o*width:])
 	}
-	tapbar := w.scratch(scrTapBar, d*nt)
+	tapbar = w.scratch(scrTapBar, d*width*K)
 	transposeScaled(tapbar, at(1+d, K*d), K*d, width, lp.Scale)
-	g, err := sw.BackwardFrom(w.grad, at(1, d), tapbar, at(o, np), at(o+np, ns))
-	if err != nil {
-		return err
-	}
-	for b := sw.StoredBytes(); ; {
-		peak := r.storedPeak.Load()
-		if b <= peak || r.storedPeak.CompareAndSwap(peak, b) {
-			break
+	return at(1, d), tapbar, at(o, np), at(o+np, ns)
+}
+
+// peak records b bytes of stored states as the run's peak if larger.
+func (r *cpuRun) peak(b int64) {
+	for {
+		p := r.storedPeak.Load()
+		if b <= p || r.storedPeak.CompareAndSwap(p, b) {
+			return
 		}
 	}
-	w.grad = g
+}
+
+// writeGrad writes the chunk's gradient g to the run's result.
+func (w *cpuWorker) writeGrad(r *cpuRun, lo, hi int, g *scan.Gradient) {
+	pl, res := w.ex.plan, r.res
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	width := hi - lo
 	fromSoA(res.GradY0[lo*d:hi*d], g.Y0, width, d)
 	fromSoA(res.GradP[lo*np:hi*np], g.P, width, np)
 	copy(r.tiles[lo/scan.TileSize*ns:], g.SharedTiles)
+}
+
+// replaySwitched is replay for a chunk in which Method Auto switched
+// trajectories (sw[i] < lens[i]): two scans over the chunk's lanes, the
+// explicit plan's over every trajectory's steps before its switch, then
+// the stiff plan's (Job.stiff) over the rest, each switched trajectory
+// from the time and state where its explicit steps ended (a trajectory
+// that did not switch has no steps there). A save time τ of a switched
+// trajectory is the first scan's if τ is before its switch time t_s,
+// else the second's (τ = t_s is the state there), as the record wrote
+// it. The gradient chains the two: the second scan's backward sweep
+// starts from the loss's cotangents of the final states and of its saves,
+// and its cotangent of the state at t_s (and its parameters' gradient)
+// starts the first scan's, with the first's saves' cotangents; the mesh
+// fixes t_s. Every trajectory's results, and every tile of the shared
+// gradient without a switched trajectory, are those of replay bit for
+// bit; a tile with one adds the second scan's sum last.
+func (w *cpuWorker) replaySwitched(r *cpuRun, lo, hi int, h []float64, stride int, lens, sw []int) error {
+	ex, pl, j, res := w.ex, w.ex.plan, r.job, r.res
+	d, np := pl.Dim, pl.Params
+	width := hi - lo
+	if j.stiff == nil {
+		return errors.New("ode: internal error: a mesh with switched trajectories replayed without the stiff plan")
+	}
+	if err := w.stepClone(ex); err != nil {
+		return err
+	}
+	a := w.altWorker(j)
+	if err := a.stepClone(j.stiff); err != nil {
+		return err
+	}
+	// The two meshes, and each trajectory's switch time, accumulated as
+	// the record and the first scan accumulate it.
+	lens1, lens2 := w.intScratch(0, width), w.intScratch(1, width)
+	ts := w.scratch(scrSwitchT, width)
+	for i, l := range lens {
+		s := min(sw[i], l)
+		lens1[i], lens2[i] = s, l-s
+		t := j.T0
+		for k := 0; k < s; k++ {
+			t += h[k*stride+i]
+		}
+		ts[i] = t
+	}
+	mesh1 := w.chunkMesh(h, stride, width, lens1, nil, scrMesh)
+	mesh2 := w.chunkMesh(h, stride, width, lens2, lens1, scrMesh2)
+	q1 := &scan.Problem{Step: w.step, Mesh: mesh1, T0: w.t0s[:width], Shared: j.Shared,
+		Y0: toSoA(w.scratch(scrY0, width*d), j.Y0[lo*d:hi*d], width, d),
+		P:  toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)}
+	for i := range q1.T0 {
+		q1.T0[i] = j.T0
+	}
+	q2 := &scan.Problem{Step: a.step, Mesh: mesh2, T0: ts, Shared: j.Shared, Y0: w.scratch(scrY0b, width*d), P: q1.P}
+	K := len(j.SaveAt)
+	ys := res.Ys[lo*K*d : hi*K*d]
+	ys2 := ys // the record wrote them (Given)
+	if !r.recordSaves {
+		ys2 = w.scratch(scrSaves2, len(ys))
+	}
+	w.taps = w.setSaves(r, q1, pl, &w.saves, w.taps, ys, nil)
+	w.altTp = w.setSaves(r, q2, j.stiff.plan, &w.altSv, w.altTp, ys2, ts)
+	set := &scan.Settings{Checkpoint: j.Checkpoint, MemoryLimit: max(1, r.stateBudget)}
+
+	var sw1, sw2 *scan.Sweep
+	var out1, out2 *scan.Result
+	var err error
+	if j.Op == OpGrad {
+		if j.Mesh == nil {
+			q1.Stored, q2.Stored = w.switchedStored(width, lens1, lens2)
+		}
+		if sw1, err = scan.Forward(q1, set); err != nil {
+			return err
+		}
+		out1 = sw1.Result()
+		copy(q2.Y0, out1.Y)
+		if sw2, err = scan.Forward(q2, set); err != nil {
+			return err
+		}
+		out2 = sw2.Result()
+	} else {
+		if out1, err = scan.Replay(nil, q1, set); err != nil {
+			return err
+		}
+		copy(q2.Y0, out1.Y)
+		if out2, err = scan.Replay(&w.altRes, q2, set); err != nil {
+			return err
+		}
+	}
+	// The final states, and the saves from the switch on, of the
+	// switched trajectories are the second scan's.
+	y := w.scratch(scrYEnd, d*width)
+	copy(y, out1.Y)
+	for i, l := range lens2 {
+		if l == 0 {
+			continue
+		}
+		for c := 0; c < d; c++ {
+			y[c*width+i] = out2.Y[c*width+i]
+		}
+		if !r.recordSaves {
+			for k, tau := range j.SaveAt {
+				if tau >= ts[i] {
+					copy(ys[(i*K+k)*d:(i*K+k+1)*d], ys2[(i*K+k)*d:(i*K+k+1)*d])
+				}
+			}
+		}
+	}
+	if j.Op == OpReplay || j.Op == OpLoss || j.Op == OpGrad {
+		fromSoA(res.Y[lo*d:hi*d], y, width, d)
+	}
+	if j.Op != OpLoss && j.Op != OpGrad {
+		return nil
+	}
+	lbuf, err := w.lossRun(r, lo, hi, y, ys, q1.P)
+	if err != nil || j.Op != OpGrad {
+		return err
+	}
+	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width)
+	// The second scan's save cotangents are those from the switch on;
+	// the first scan's those before it.
+	tapbar2 := w.scratch(scrTapBar2, len(tapbar))
+	copy(tapbar2, tapbar)
+	for i, l := range lens2 {
+		if l == 0 {
+			continue
+		}
+		for k, tau := range j.SaveAt {
+			bar := tapbar2
+			if tau >= ts[i] {
+				bar = tapbar
+			}
+			clear(bar[(i*K+k)*d : (i*K+k+1)*d])
+		}
+	}
+	g2, err := sw2.BackwardFrom(w.alt2, ybar, tapbar2, gp0, nil)
+	if err != nil {
+		return err
+	}
+	w.alt2 = g2
+	ybar1 := w.scratch(scrYBar1, d*width)
+	copy(ybar1, ybar)
+	for i, l := range lens2 {
+		if l > 0 {
+			for c := 0; c < d; c++ {
+				ybar1[c*width+i] = g2.Y0[c*width+i]
+			}
+		}
+	}
+	g, err := sw1.BackwardFrom(w.grad, ybar1, tapbar, g2.P, gs0)
+	if err != nil {
+		return err
+	}
+	for k, v := range g2.SharedTiles {
+		if v != 0 {
+			g.SharedTiles[k] += v
+		}
+	}
+	r.peak(sw1.StoredBytes() + sw2.StoredBytes())
+	w.grad = g
+	w.writeGrad(r, lo, hi, g)
 	return nil
+}
+
+// altWorker returns the workspace of the stiff plan's executor (Job.stiff).
+func (w *cpuWorker) altWorker(j *Job) *cpuWorker {
+	if w.alt == nil || w.alt.ex != j.stiff {
+		w.alt = &cpuWorker{ex: j.stiff}
+	}
+	w.alt.size(w.cap)
+	return w.alt
+}
+
+// switchedStored returns the record's stored states of the chunk, as the
+// two scans of replaySwitched read them: the first's are the record's
+// rows (those before each switch), ending at the state where each
+// switched trajectory's stiff steps start (the stored row there); the
+// second's are a copy of the rows from each switch on, ending at the
+// record's final states. Both are nil if the record kept no states.
+func (w *cpuWorker) switchedStored(width int, lens1, lens2 []int) (*scan.Stored, *scan.Stored) {
+	st := w.storedStates(width)
+	if st == nil {
+		return nil, nil
+	}
+	d := w.ex.plan.Dim
+	stride := (1 + d) * width
+	rows2 := 0
+	for _, l := range lens2 {
+		rows2 = max(rows2, l)
+	}
+	endT, endY := w.scratch(scrEndT1, width), w.scratch(scrEndY1, d*width)
+	copy(endT, st.EndT)
+	copy(endY, st.EndY)
+	states2 := w.scratch(scrStored2, rows2*stride)
+	for i, l := range lens2 {
+		if l == 0 {
+			continue
+		}
+		at := lens1[i] * stride
+		endT[i] = w.sbuf[at+i]
+		for c := 0; c < d; c++ {
+			endY[c*width+i] = w.sbuf[at+(1+c)*width+i]
+		}
+		for s := 0; s < l; s++ {
+			src, dst := w.sbuf[(lens1[i]+s)*stride:], states2[s*stride:]
+			for x := 0; x <= d; x++ {
+				dst[x*width+i] = src[x*width+i]
+			}
+		}
+	}
+	return &scan.Stored{States: st.States, EndT: endT, EndY: endY},
+		&scan.Stored{States: states2, EndT: st.EndT, EndY: st.EndY}
 }
 
 // lossExec returns the worker's clone of the executor of prog, one of the
@@ -200,6 +486,17 @@ const (
 	scrData
 	scrLoss
 	scrTapBar
+	// Method Auto's switched chunks (replaySwitched):
+	scrSwitchT
+	scrMesh2
+	scrY0b
+	scrSaves2
+	scrYEnd
+	scrTapBar2
+	scrYBar1
+	scrEndT1
+	scrEndY1
+	scrStored2
 	numScratch
 )
 
@@ -210,4 +507,13 @@ func (w *cpuWorker) scratch(k, n int) []float64 {
 		w.scr[k] = make([]float64, n)
 	}
 	return w.scr[k][:n]
+}
+
+// intScratch returns the worker's integer scratch array k (0 or 1), n
+// long.
+func (w *cpuWorker) intScratch(k, n int) []int {
+	if cap(w.iscr[k]) < n {
+		w.iscr[k] = make([]int, n)
+	}
+	return w.iscr[k][:n]
 }

@@ -29,7 +29,10 @@ type DenseSolution struct {
 	// T0 is the start of every trajectory's span; Solution.T holds their
 	// ends.
 	T0 float64
-	// Terms is the number of terms of the extension (Plan.DenseTerms).
+	// Terms is the number of terms of the extension (Plan.DenseTerms;
+	// with Method Auto's switch, Mesh.Switch, the larger of Tsit5's and
+	// Rodas5P's, the other method's steps padded with zero terms, which
+	// leave Evaluate's values unchanged).
 	Terms int
 	// Bytes is the memory held for the steps.
 	Bytes int64
@@ -66,12 +69,19 @@ func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 	if err != nil && !sv.set.AllowFailures {
 		return nil, err
 	}
-	if sol.Method != pl.Method { // Method Auto switched to the stiff solver
+	var stiff *Plan // the plan of the steps from Mesh.Switch on
+	if sol.Method != pl.Method {
+		// Method Auto switched to the stiff solver: every trajectory
+		// (another engine) or those of Mesh.Switch (the CPU engine).
 		alt, aerr := sv.stiffSolver()
 		if aerr != nil {
 			return nil, aerr
 		}
-		pl = alt.plan
+		if m.Switch == nil {
+			pl = alt.plan
+		} else {
+			stiff = alt.plan
+		}
 	}
 	if err := m.Host(); err != nil {
 		return nil, err
@@ -81,6 +91,9 @@ func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 		return nil, err
 	}
 	d, terms := pl.Dim, pl.DenseTerms
+	if stiff != nil {
+		terms = max(terms, stiff.DenseTerms) // the fewer terms padded with zeros
+	}
 	ds := &DenseSolution{Solution: sol, T0: q.T0, Terms: terms, off: make([]int, m.N+1), last: sol.Y}
 	for i, l := range m.Len {
 		if m.Status[i] != OK {
@@ -101,8 +114,28 @@ func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 	}
 	ds.th = make([]float64, 2*steps)
 	ds.yw = make([]float64, steps*d*(1+terms))
-	if err := ds.fill(pl, q, m, &sv.set); err != nil {
+	// Each trajectory's steps from T0 and y0: all of them, or with a
+	// switch those before it, then the stiff plan's from where they end.
+	n := m.N
+	from, to := make([]int, n), make([]int, n)
+	t, y := make([]float64, n), append([]float64(nil), q.y0...)
+	for i := range t {
+		t[i] = q.T0
+		to[i] = ds.off[i+1] - ds.off[i]
+		if stiff != nil {
+			to[i] = min(to[i], m.Switch[i])
+		}
+	}
+	if err := ds.fill(pl, q, m, &sv.set, from, to, t, y); err != nil {
 		return nil, err
+	}
+	if stiff != nil {
+		for i := range to {
+			from[i], to[i] = to[i], ds.off[i+1]-ds.off[i]
+		}
+		if err := ds.fill(stiff, q, m, &sv.set, from, to, t, y); err != nil {
+			return nil, err
+		}
 	}
 	return ds, nil
 }
@@ -110,10 +143,12 @@ func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 // denseChunk is the number of trajectories fill runs as one block.
 const denseChunk = 256
 
-// fill replays mesh m with the dense step, chunk by chunk on all cores,
-// keeping every step's start, size, state and coefficients.
-func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings) error {
-	d, np, terms := pl.Dim, pl.Params, ds.Terms
+// fill replays mesh m with the dense step of pl, chunk by chunk on all
+// cores, keeping every step's start, size, state and coefficients (those
+// past pl's terms zero): trajectory i's steps from[i] … to[i]-1, from
+// time t[i] and state y[i*Dim:], which it leaves at their ends.
+func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings, from, to []int, t0, y0 []float64) error {
+	d, np, terms, pterms := pl.Dim, pl.Params, ds.Terms, pl.DenseTerms
 	n := m.N
 	master, err := tape.NewExec(pl.DenseStep, &tape.ExecSettings{Workers: 1})
 	if err != nil {
@@ -138,15 +173,23 @@ func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings) erro
 		for i := range idx {
 			idx[i] = lo + i
 		}
-		steps := func(i int) int { return ds.off[i+1] - ds.off[i] }
+		steps := func(i int) int { return to[i] - from[i] }
 		sort.SliceStable(idx, func(a, b int) bool { return steps(idx[a]) > steps(idx[b]) })
 		k := len(idx)
 		t, h := make([]float64, k), make([]float64, k)
-		y, p, out := cols(d, k), cols(np, k), cols(d+terms*d, k)
+		y, p, out := cols(d, k), cols(np, k), cols(d+pterms*d, k)
+		defer func() {
+			for l, i := range idx {
+				t0[i] = t[l]
+				for x := 0; x < d; x++ {
+					y0[i*d+x] = y[x][l]
+				}
+			}
+		}()
 		for l, i := range idx {
-			t[l] = q.T0
+			t[l] = t0[i]
 			for x := 0; x < d; x++ {
-				y[x][l] = q.y0[i*d+x]
+				y[x][l] = y0[i*d+x]
 			}
 			for x := 0; x < np; x++ {
 				p[x][l] = q.p[i*np+x]
@@ -162,7 +205,7 @@ func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings) erro
 				return
 			}
 			for l, i := range idx[:act] {
-				h[l] = m.H[s*n+i]
+				h[l] = m.H[(from[i]+s)*n+i]
 			}
 			in = append(append(in[:0], t[:act], h[:act]), appendPrefix(nil, y, act)...)
 			in = appendPrefix(in, p, act)
@@ -174,15 +217,16 @@ func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings) erro
 				return
 			}
 			for l, i := range idx[:act] {
-				at := ds.off[i] + s
+				at := ds.off[i] + from[i] + s
 				ds.th[2*at], ds.th[2*at+1] = t[l], h[l]
 				row := ds.yw[at*width : (at+1)*width]
 				for x := 0; x < d; x++ {
 					row[x] = y[x][l]
 				}
-				for x := 0; x < terms*d; x++ {
+				for x := 0; x < pterms*d; x++ {
 					row[d+x] = out[d+x][l]
 				}
+				clear(row[d+pterms*d:])
 				for x := 0; x < d; x++ {
 					y[x][l] = out[x][l]
 				}

@@ -55,12 +55,13 @@
 // keeps the steps at the edge of its stability region) but the exact
 // derivative of its replay grows without bound there. Tsit5 and Vern7
 // therefore run Hairer's stiffness test on every accepted step
-// (Solution.Stiff), and Grad refuses such trajectories with Status Stiff;
-// Method Auto switches to Rodas5P instead. Both stop a trajectory at the
-// step where the test fires (Job.StopOnStiff), so the refusal costs about
-// what the Rodas5P solve does (Robertson: 42 Tsit5 steps, to t = 0.048,
-// against 42 Rodas5P steps for the whole span), and the error names the
-// time where it stopped.
+// (Solution.Stiff), and Grad refuses such trajectories with Status Stiff,
+// stopping a trajectory at the step where the test fires
+// (Job.StopOnStiff), so the refusal costs about what the Rodas5P solve
+// does (Robertson: 42 Tsit5 steps, to t = 0.048, against 42 Rodas5P steps
+// for the whole span), and the error names the time where it stopped.
+// Method Auto switches such a trajectory to Rodas5P there instead, and
+// goes on from where it is (Mesh.Switch).
 //
 // # Time and accuracy
 //

@@ -156,10 +156,17 @@ type Job struct {
 	// (state'[StateStiff] becomes 1 while Control's status is still
 	// StatusRunning), as on a failed trajectory: its Result.T is the
 	// time reached there and Result.Stiff is set. The caller (Grad, and
-	// Method Auto, which runs the operation again with Rodas5P) will not
-	// use that trajectory's mesh, so the rest of the trajectory, at the
-	// method's stability limit, would be wasted work.
+	// Method Auto on an engine that cannot switch methods, which runs the
+	// operation again with Rodas5P) will not use that trajectory's mesh,
+	// so the rest of the trajectory, at the method's stability limit,
+	// would be wasted work.
 	StopOnStiff bool
+
+	// stiff, if not nil, is the CPU executor of the stiff plan that Method
+	// Auto switches a trajectory to, in place, when its stiffness test
+	// fires (a record), or that took the steps of a mesh's trajectories
+	// from Mesh.Switch on (a replay). Only the CPU engine reads it.
+	stiff *cpuExec
 }
 
 // LossPlan is a traced loss: per-trajectory programs and how to combine
@@ -190,6 +197,7 @@ type Result struct {
 	Status []Status          // [N]
 	Stats  Stats             // per-trajectory counts (records only)
 	Stiff  []bool            // [N] the stiffness test fired (records of explicit methods)
+	Switch []int             // [N] steps taken before switching to the stiff plan (records with Job.stiff; see Mesh.Switch)
 	Events []int             // [N] events each trajectory went through (records of plans with events)
 	Mesh   *Mesh             // the mesh recorded (OpRecord, OpGrad and OpLoss without a mesh)
 	LastH  []float64         // [N] the step size last tried (records), for error messages
@@ -209,6 +217,10 @@ type Result struct {
 	// GradP finite as it wrote them (false: not known); Grad then skips
 	// reading them again for its own check.
 	GradFinite bool
+
+	// switched marks the trajectories that Method Auto switched to the
+	// stiff plan (Job.stiff), for error messages: [N], nil without it.
+	switched []bool
 }
 
 var (

@@ -348,6 +348,19 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 	}); i >= 0 {
 		return fmt.Errorf("ode: mesh: trajectory %d has Len %d, outside [0, Rows = %d]", i, m.Len[i], m.Rows)
 	}
+	if m.Switch != nil {
+		if len(m.Switch) != m.N {
+			return fmt.Errorf("ode: mesh has %d switch indices for %d trajectories", len(m.Switch), m.N)
+		}
+		for i, s := range m.Switch {
+			if s < 0 || s > m.Len[i] {
+				return fmt.Errorf("ode: mesh: trajectory %d switches methods at step %d, outside [0, Len = %d]", i, s, m.Len[i])
+			}
+		}
+		if sv.switchExec(m) == nil {
+			return fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto on the cpu engine): replay it with Method Auto on the \"cpu\" engine, not %s with %s", sv.set.Method.Name(), sv.engine.Name())
+		}
+	}
 	var end []float64 // the time each trajectory's steps reach
 	if !resident {    // resident steps are the engine's own record's: finite, non-negative, ending at T1
 		var s, i int
@@ -369,7 +382,7 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 	}
 	if m.Fingerprint != "" {
 		want := sv.plan.Fingerprint
-		if sv.set.Method == Auto && method != sv.plan.Method {
+		if sv.set.Method == Auto && method != sv.plan.Method && method != Auto.Name() {
 			alt, err := sv.stiffSolver()
 			if err != nil {
 				return err

@@ -242,7 +242,7 @@ func (sv *Solver) failures(q *problem, res *Result, m *Mesh) []*TrajectoryError 
 		if (s == OK || s == NotRun) && !stiff {
 			continue
 		}
-		e := &TrajectoryError{Index: i, Status: s, Method: sv.plan.Method}
+		e := &TrajectoryError{Index: i, Status: s, Method: sv.methodAt(res, i, sv.plan.Method)}
 		if stiff {
 			e.Status = Stiff
 		}
@@ -354,6 +354,9 @@ func (m *Mesh) subset(idx []int) (*Mesh, error) {
 			s.Stiff[j] = m.Stiff[i]
 		}
 	}
+	if m.Switch != nil {
+		s.Switch = intsOf(m.Switch, idx)
+	}
 	return &s, nil
 }
 
@@ -412,6 +415,9 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 			sol.Stiff[i] = gs.Stiff[j]
 		}
 	}
+	if gs.Switch != nil {
+		sol.Switch = expandInts(gs.Switch, idx, n) // a left-out trajectory: Len 0, Switch 0
+	}
 	dst.Solution = sol
 	if m == nil {
 		em := *gm
@@ -428,6 +434,10 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 		em.Stats = sol.Stats
 		em.T1 = slices.Clone(q.t1)
 		em.Stiff = sol.Stiff
+		em.Switch = nil
+		if gm.Switch != nil {
+			em.Switch = expandInts(gm.Switch, idx, n)
+		}
 		m = &em
 	}
 	dst.Mesh = m

@@ -71,8 +71,9 @@ type Problem struct {
 // Settings configure a solve. The zero value means the defaults.
 type Settings struct {
 	// Method is the integration method; nil lets the router choose: Tsit5,
-	// or Rodas5P for a field marked Stiff. Auto runs Tsit5 and switches to
-	// Rodas5P when the stiffness test fires on a trajectory.
+	// or Rodas5P for a field marked Stiff. Auto runs Tsit5 and switches a
+	// trajectory to Rodas5P, from where it is, when its stiffness test
+	// fires.
 	Method Method
 
 	// Engine names the engine that runs the work: "" or "cpu" for the
@@ -238,10 +239,32 @@ func (s *Settings) withDefaults(f *Field) Settings {
 	return set
 }
 
-// Auto, as Settings.Method, integrates with Tsit5 and, if the stiffness
-// test fires on any trajectory (Solution.Stiff), runs the whole operation
-// again with Rodas5P; results name the method that produced them. It never
-// returns the gradient of an explicit method at its stability limit.
+// Auto, as Settings.Method, integrates every trajectory with Tsit5 and
+// switches it to Rodas5P, during the solve, at the accepted step where its
+// stiffness test fires (Hairer's test: 15 steps at Tsit5's stability
+// boundary without a calm run between them). That trajectory goes on with
+// Rodas5P from the time and state reached there, with a first step of its
+// own (Settings.Dt0, or Hairer's estimate there) and its step counts
+// going on (MaxSteps bounds both methods' attempts together); the others
+// go on with Tsit5. The mesh records where each switched (Mesh.Switch,
+// Solution.Switch), and Replay, Grad, save times and SolveDense follow
+// the recorded methods: the gradient of a switched trajectory is the
+// exact discrete adjoint of that composition, the Rodas5P steps' adjoint
+// chained into the Tsit5 steps' through the state at the switch, whose
+// time the mesh fixes. Results name the method "Auto" when a trajectory
+// switched, "Tsit5" when none did. No trajectory is left Stiff, so Grad
+// never returns the gradient of an explicit method at its stability limit.
+//
+// Cost: a switched trajectory pays its Tsit5 steps up to the switch
+// (Robertson: 42 Tsit5 steps, to t = 0.048), then Rodas5P's, so an
+// ensemble costs about what the better of Tsit5 and Rodas5P alone costs
+// on it, within 1.1× at 256 trajectories (bench/RESULTS.md, "Method
+// Auto"). Auto does not run events.
+//
+// The switch is the CPU engine's. On other engines (the GPU ones) Auto
+// records with Tsit5, stops a trajectory where its test fires
+// (Job.StopOnStiff) and, if any did, runs the whole operation again with
+// Rodas5P from T0; a mesh with Switch replays on the CPU engine only.
 var Auto Method = autoMethod{}
 
 type autoMethod struct{}
@@ -330,6 +353,16 @@ type Mesh struct {
 	Fingerprint string // Plan.Fingerprint of the field and method that recorded it ("" skips the check)
 	Engine      string // the engine that recorded it
 	Stiff       []bool // [N] the stiffness test fired (explicit methods; see Solution.Stiff)
+
+	// Switch, if not nil, says which method took each step of a mesh that
+	// Method Auto recorded with a switch (Method is then Auto): trajectory
+	// i's steps s < Switch[i] are Tsit5 steps and its steps Switch[i] ≤ s
+	// < Len[i] are Rodas5P steps, the first of them from the state and
+	// time where Tsit5's last step ended; Switch[i] = Len[i] for a
+	// trajectory that did not switch. [N], on the host, as Len.
+	// Fingerprint is then that of the Tsit5 plan. Nil for a mesh of one
+	// method. Only the CPU engine replays a mesh with Switch.
+	Switch []int
 }
 
 // Failed returns the first failed trajectory as a *TrajectoryError, or nil.

@@ -259,8 +259,15 @@ type Solution struct {
 	// explicit method fired ([N], nil for Rosenbrock methods): their
 	// solution is accurate, but the method ran at its stability limit, so
 	// it was slow and a gradient of its replay would be meaningless (Grad
-	// refuses it). Rodas5P, or Method Auto, suits them.
+	// refuses it). Rodas5P, or Method Auto, suits them. Method Auto on
+	// the CPU engine switches such trajectories instead (Switch).
 	Stiff []bool
+
+	// Switch, if not nil, says where Method Auto switched trajectories
+	// from Tsit5 to Rodas5P (Method is then "Auto"): trajectory i took
+	// Switch[i] Tsit5 steps, then Rodas5P steps to its end (Switch[i] is
+	// its accepted count if it did not switch); see Mesh.Switch.
+	Switch []int
 }
 
 // Err returns the first failure as a *TrajectoryError, or nil.
@@ -360,8 +367,10 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 	return m, sol, nil
 }
 
-// run runs op on the solver's engine; with Method Auto, a record whose
-// stiffness test fired is run again with the stiff method. It returns the
+// run runs op on the solver's engine; with Method Auto, the CPU engine
+// switches trajectories to the stiff method in place (switchExec), and on
+// other engines a record whose stiffness test fired is run again with
+// the stiff method. It returns the
 // result and the solver that produced it (or, with an error, that ran
 // or was to run it).
 func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, *Solver, error) {
@@ -371,6 +380,14 @@ func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mes
 // runScaled is run with the loss's terms scaled by scale instead of the
 // loss's own (1, or 1/N for a mean) where scale is not 0.
 func (sv *Solver) runScaled(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, *Solver, error) {
+	if stiff := sv.switchExec(m); stiff != nil {
+		// Method Auto on the CPU engine switches each trajectory in place.
+		res, err := sv.runPlan(ctx, op, q, loss, m, reuse, scale, stiff)
+		return res, sv, err
+	}
+	if m != nil && m.Switch != nil {
+		return nil, sv, fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto on the cpu engine): replay it with Method Auto on the \"cpu\" engine, not %s with %s", sv.set.Method.Name(), sv.engine.Name())
+	}
 	used := sv
 	if m != nil && sv.set.Method == Auto && m.Method != nil && m.Method.Name() != sv.plan.Method {
 		alt, err := sv.stiffSolver()
@@ -379,7 +396,7 @@ func (sv *Solver) runScaled(ctx context.Context, op Op, q *problem, loss *Loss, 
 		}
 		used = alt
 	}
-	res, err := used.runPlan(ctx, op, q, loss, m, reuse, scale)
+	res, err := used.runPlan(ctx, op, q, loss, m, reuse, scale, nil)
 	if err != nil || m != nil || sv.set.Method != Auto || !anyTrue(res.Stiff) {
 		return res, used, err
 	}
@@ -387,8 +404,31 @@ func (sv *Solver) runScaled(ctx context.Context, op Op, q *problem, loss *Loss, 
 	if err != nil {
 		return nil, sv, err
 	}
-	res, err = alt.runPlan(ctx, op, q, loss, m, reuse, scale)
+	res, err = alt.runPlan(ctx, op, q, loss, m, reuse, scale, nil)
 	return res, alt, err
+}
+
+// switchExec returns the CPU executor of the stiff plan when Method Auto
+// switches trajectories in place (the CPU engine, and no mesh or a mesh
+// of Tsit5 or of both methods), or nil: other engines record with
+// Tsit5 and run the operation again with Rodas5P if the stiffness test
+// fired, and a mesh that Rodas5P recorded is replayed with it.
+func (sv *Solver) switchExec(m *Mesh) *cpuExec {
+	if sv.set.Method != Auto {
+		return nil
+	}
+	if _, ok := sv.exec.(*cpuExec); !ok {
+		return nil
+	}
+	if m != nil && m.Switch == nil && m.Method != nil && m.Method.Name() != sv.plan.Method {
+		return nil
+	}
+	alt, err := sv.stiffSolver()
+	if err != nil {
+		return nil
+	}
+	stiff, _ := alt.exec.(*cpuExec)
+	return stiff
 }
 
 func anyTrue(x []bool) bool {
@@ -418,12 +458,16 @@ func (sv *Solver) stiffSolver() (*Solver, error) {
 }
 
 // runPlan builds the job of op and runs it on the solver's engine.
-func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, error) {
+// stiff, if not nil, is the executor of the plan Method Auto switches
+// trajectories to (Job.stiff).
+func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64, stiff *cpuExec) (*Result, error) {
 	j := sv.job(op, q, m)
 	j.Reuse = reuse
-	// A gradient refuses a stiff trajectory, and Auto runs the whole
-	// operation again with Rodas5P: neither uses the rest of it.
-	j.StopOnStiff = op == OpGrad || sv.set.Method == Auto
+	j.stiff = stiff
+	// A gradient refuses a stiff trajectory, and Auto without the switch
+	// runs the whole operation again with Rodas5P: neither uses the rest
+	// of it.
+	j.StopOnStiff = (op == OpGrad || sv.set.Method == Auto) && stiff == nil
 	if loss != nil {
 		lp, err := sv.lossPlan(loss, q)
 		if err != nil {
@@ -477,8 +521,12 @@ func (sv *Solver) solution(q *problem, res *Result, status []Status) *Solution {
 
 // solutionT is solution with the solution's times t ([N]).
 func (sv *Solver) solutionT(q *problem, res *Result, status []Status, t []float64) *Solution {
-	return &Solution{N: q.n, Dim: q.Field.Dim, T: t, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Status: status,
-		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff, Events: res.Events}
+	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: t, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Status: status,
+		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff, Events: res.Events, Switch: res.Switch}
+	if res.Switch != nil {
+		sol.Method = Auto.Name()
+	}
+	return sol
 }
 
 // mesh returns the mesh a result recorded, with what it was recorded for.
@@ -499,6 +547,10 @@ func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
 	m.Fingerprint = sv.plan.Fingerprint
 	m.Engine = sv.engine.Name()
 	m.Stiff = res.Stiff
+	m.Switch = res.Switch
+	if m.Switch != nil {
+		m.Method = Auto
+	}
 	return m
 }
 
@@ -507,6 +559,9 @@ func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
 // result.
 func (sv *Solver) failure(q *problem, res *Result, status []Status, method string) error {
 	err := firstFailure(status, res.T, res.LastH, method)
+	if te, ok := err.(*TrajectoryError); ok {
+		te.Method = sv.methodAt(res, te.Index, method)
+	}
 	if te, ok := err.(*TrajectoryError); ok && res.T != nil {
 		te.describe(q, &sv.set, res)
 		te.Y = res.LastY[te.Index]
@@ -520,9 +575,10 @@ func (sv *Solver) failure(q *problem, res *Result, status []Status, method strin
 // is one genuine step of size τ − t_k from the mesh point t_k < τ ≤
 // t_k + h_k; τ at or before T0 is y0 (a tap of size 0 on step 0), τ at or
 // after the trajectory's final time its final state (a tap on step Len).
-// (Interpolated saves need no list: scan.Saves.) dst, if not nil, is
+// (Interpolated saves need no list: scan.Saves.) t0s, if not nil, gives
+// each trajectory its own start time in place of t0. dst, if not nil, is
 // reused.
-func stepTaps(dst *scan.Taps, m scan.Mesh, t0 float64, ts []float64) *scan.Taps {
+func stepTaps(dst *scan.Taps, m scan.Mesh, t0 float64, t0s, ts []float64) *scan.Taps {
 	n, K := m.N, len(ts)
 	if dst == nil {
 		dst = &scan.Taps{}
@@ -533,6 +589,9 @@ func stepTaps(dst *scan.Taps, m scan.Mesh, t0 float64, ts []float64) *scan.Taps 
 	tp.Step, _ = buf.Extend(tp.Step[:0], n*K)
 	tp.H, _ = buf.Extend(tp.H[:0], n*K)
 	for i := 0; i < n; i++ {
+		if t0s != nil {
+			t0 = t0s[i]
+		}
 		t, s := t0, 0
 		for k, tau := range ts {
 			// Past the steps that end before τ.
@@ -604,3 +663,19 @@ func transposeScaled(dst, src []float64, r, c int, scale float64) {
 // 8×8 values (a cache line of each of 8 rows), so that reads and writes
 // both use whole cache lines.
 func transpose(dst, src []float64, r, c int) { transposeScaled(dst, src, r, c, 1) }
+
+// methodAt returns the name of the method of trajectory i's last step in
+// res, of an operation of method: with Method Auto's switch, Rodas5P for a
+// trajectory that switched and Tsit5 for one that did not.
+func (sv *Solver) methodAt(res *Result, i int, method string) string {
+	if res.switched != nil && res.switched[i] {
+		if alt, err := sv.stiffSolver(); err == nil {
+			return alt.plan.Method
+		}
+	}
+	switch {
+	case method == Auto.Name():
+		return sv.plan.Method
+	}
+	return method
+}

@@ -62,9 +62,10 @@ the estimate and the largest -n that fits. A grad also stores about
 
 // runHelp is the help on methods, engines, progress and plots; its
 // arguments are engineNote(), plotLines and densePoints.
-const runHelp = `Methods: -method auto integrates with Tsit5 and, if the stiffness test
-fires on any trajectory, runs the whole ensemble again with Rodas5P; the
-output names the method that ran. On a trajectory that is stiff for it, an
+const runHelp = `Methods: -method auto integrates with Tsit5 and switches a trajectory
+to Rodas5P, from where it is, when its stiffness test fires (a GPU engine
+runs the ensemble again with Rodas5P); the output names the method that
+ran (Auto when a trajectory switched). On a trajectory that is stiff for it, an
 explicit method (tsit5, vern7) runs at its stability limit: its states are
 accurate (solve reports the trajectories as stiff), but the derivative of
 its replay is meaningless, so grad refuses it: status stiff, exit status 1,

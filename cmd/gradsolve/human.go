@@ -97,8 +97,21 @@ func (j *job) methodText(out *outcome) string {
 	if j.set.Method != ode.Auto || out.sol == nil {
 		return ran
 	}
-	if ran == ode.Tsit5.Name() {
+	switch ran {
+	case ode.Tsit5.Name():
 		return ran + " (-method auto: the stiffness test did not fire)"
+	case ode.Auto.Name():
+		sol, k := out.sol, 0
+		for i, s := range sol.Switch {
+			if s < sol.Stats.Accepted[i] {
+				k++
+			}
+		}
+		which := "the trajectory"
+		if sol.N > 1 {
+			which = fmt.Sprintf("%d of %d trajectories", k, sol.N)
+		}
+		return fmt.Sprintf("Tsit5, then Rodas5P (-method auto: the stiffness test fired with Tsit5 on %s, which went on with Rodas5P from there)", which)
 	}
 	return ran + " (-method auto: the stiffness test fired with Tsit5)"
 }

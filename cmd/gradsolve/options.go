@@ -112,7 +112,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.atol, "atol", formatFloat(ode.DefaultAbsTol), "absolute `tolerance`: one value, or a comma list of one per state component")
 	fs.IntVar(&o.maxSteps, "max-steps", ode.DefaultMaxSteps, "maximum attempted (accepted + rejected) steps per trajectory")
 	fs.Float64Var(&o.dt0, "dt0", 0, "first step `size`; 0 picks it per trajectory")
-	fs.StringVar(&o.method, "method", "", "integration method `"+methodNames("|")+"` (default: Tsit5, or Rodas5P for a stiff problem); auto runs Tsit5 and, if the stiffness test fires on any trajectory, runs again with Rodas5P")
+	fs.StringVar(&o.method, "method", "", "integration method `"+methodNames("|")+"` (default: Tsit5, or Rodas5P for a stiff problem); auto runs Tsit5 and switches a trajectory to Rodas5P where its stiffness test fires")
 	fs.StringVar(&o.engine, "engine", "cpu", "the engine that runs the work, `cpu|auto|NAME`: auto is the first available registered engine other than cpu, else cpu; this build has "+strings.Join(ode.Engines(), ", "))
 	if cmd == "grad" {
 		fs.StringVar(&o.loss, "loss", lossSumSquares, "loss `sumsq|y:K`: the sum of squares of the final states, or the sum of their component K")
