@@ -88,7 +88,7 @@ GS_DEVICE gs_real gs_ev_max(gs_real a, gs_real b) { return a > b ? a : b; }
 // gs_ev_ulp is the spacing of the reals above |x|.
 GS_DEVICE gs_real gs_ev_ulp(gs_real x) {
   x = fabs(x);
-  return nextafter(x, (gs_real)GS_REAL_MAX * 2) - x;
+  return nextafter(x, (gs_real)GS_REAL_MAX) - x;  // (0 at the largest real, never reached)
 }
 
 // gs_ev_interp sets out to the step's extension with coefficients w from y
@@ -192,7 +192,7 @@ GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t
   }
   // The root of each crossing condition in the sample interval on the
   // extension; the earliest (the first event of equal ones) fires.
-  gs_real gg[GS_NE], best = (gs_real)GS_REAL_MAX * 2;
+  gs_real gg[GS_NE], best = (gs_real)GS_REAL_MAX;  // a root is a theta in [0, 1]
   int fe = -1;
   for (int e = 0; e < GS_NE; e++) {
     if (!gs_ev_crossed(gs_ev_dir(e), ga[e], gb[e])) continue;
