@@ -63,7 +63,25 @@
 // a minute, once (the kernel cache keeps it).
 //
 // Tuning (Engine.SetTuning) overrides the choice; chooseLayout documents
-// the thresholds. Ensemble arrays on the device are step-major: input k of
+// the thresholds. Problems with events (ode.Settings.Events) run in the
+// thread layout whatever the tuning asks.
+//
+// # Events
+//
+// The float64 engines made by NewEngine ("cuda") run problems with events
+// (Engine.SupportsEvents): Solve, Record, Loss and Grad, with the CPU
+// engine's algorithm (ode/cpu_event.go) per thread (kernelgen's
+// events.cuh): after each accepted step the conditions are sampled on the
+// step's continuous extension (the trial runs ode.Plan.TrialDense), a
+// crossing's root is located there and polished on the method's step, the
+// step replaced by the event step, the jump applied. A gradient's stored
+// rows mark the event steps, and its reverse sweep carries the cotangent
+// of time and differentiates each event step's size by the implicit
+// function theorem, as the CPU engine's. Every method runs them (Tsit5,
+// Vern7, Rodas5P, Rosenbrock23); the steps, event counts and times are the
+// CPU's, states and gradients within rounding. Not supported (as on the
+// CPU): save times and a given mesh; not supported here: float32
+// ("cuda-f32"), the lanes and tile layouts, and MultiEngine. Ensemble arrays on the device are step-major: input k of
 // trajectory i of n at in[k*n+i], so a warp's threads read consecutive
 // addresses.
 //

@@ -24,10 +24,11 @@ func init() {
 var registered = []*Engine{NewEngine("cuda", 0, Float64), NewEngine("cuda-f32", 0, Float32)}
 
 var (
-	_ ode.Engine   = (*Engine)(nil)
-	_ ode.Engine   = (*MultiEngine)(nil)
-	_ ode.Executor = (*executor)(nil)
-	_ ode.Executor = (*multiExecutor)(nil)
+	_ ode.Engine      = (*Engine)(nil)
+	_ ode.Engine      = (*MultiEngine)(nil)
+	_ ode.EventEngine = (*Engine)(nil)
+	_ ode.Executor    = (*executor)(nil)
+	_ ode.Executor    = (*multiExecutor)(nil)
 )
 
 // Engine is the GPU engine: an ode.Engine that runs whole adaptive solves,
@@ -69,6 +70,12 @@ func NewEngine(name string, ordinal int, prec Precision) *Engine {
 
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
+
+// SupportsEvents reports whether the engine runs problems with events
+// (ode.Settings.Events): in float64, in the thread layout (one thread per
+// trajectory, whatever the Tuning asks), Solve, Record, Loss and Grad
+// without save times, as the CPU engine runs them.
+func (e *Engine) SupportsEvents() bool { return e.prec == Float64 }
 
 // Available returns nil if the engine's GPU and NVRTC are present, else
 // an error wrapping ErrNoGPU or ErrNoNVRTC. It loads the driver and NVRTC

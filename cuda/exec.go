@@ -370,6 +370,9 @@ func (ex *executor) prepare(j *ode.Job, tr *Trace) (kernelgen.Config, *kernelEnt
 // per-trajectory results are complete and whose sums are not yet formed
 // (finish forms them).
 func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
+	if err := ode.CheckEventJob(j); err != nil {
+		return nil, err
+	}
 	tr := traceOf(ctx)
 	rg := rtrace.StartRegion(ctx, "cuda.prepare")
 	v, ke, err := ex.prepare(j, tr)
@@ -518,6 +521,9 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		if v.MeshOut && old.Mesh != nil {
 			r.meshH, r.meshLen = old.Mesh.H[:0], old.Mesh.Len
 		}
+		if v.Events {
+			res.Events = overwrite(old.Events, n)
+		}
 	}
 	res.Y = overwrite(old.Y, n*d)
 	if r.k > 0 {
@@ -563,6 +569,7 @@ const (
 	argAcc
 	argRej
 	argFlags
+	argEvents
 	argYs
 	argLoss
 	argGY0
@@ -597,6 +604,9 @@ func (r *run) layout(n, rows int) layout {
 		elems[argT1] = cnt(1)
 		elems[argT], elems[argLastH] = cnt(1), cnt(1)
 		elems[argStatus], elems[argAcc], elems[argRej], elems[argFlags] = cnt(1), cnt(1), cnt(1), cnt(1)
+		if v.Events {
+			elems[argEvents] = cnt(1)
+		}
 	} else {
 		if r.hin == nil {
 			elems[argHin] = cnt(rows)
@@ -618,7 +628,7 @@ func (r *run) layout(n, rows int) layout {
 		elems[argHout] = cnt(rows)
 	}
 	if v.Store {
-		elems[argStore] = cnt(rows * (d + kernelgen.B2i(r.ke.info.StoreT)))
+		elems[argStore] = cnt(rows * (d + kernelgen.B2i(r.ke.info.StoreT) + kernelgen.B2i(r.ke.info.StoreEvent)))
 	}
 	if v.LanesGlobal {
 		threads, _, _ := r.launchShape(n)
@@ -639,7 +649,7 @@ func (r *run) layout(n, rows int) layout {
 		}
 		size := es
 		switch a {
-		case argLen, argStatus, argAcc, argRej, argFlags, argTapStep:
+		case argLen, argStatus, argAcc, argRej, argFlags, argEvents, argTapStep:
 			size = 4
 		}
 		l.off[a] = off
@@ -1205,11 +1215,14 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 			}
 		}
 	}
-	var status, acc, rej, flags []int32
+	var status, acc, rej, flags, events []int32
 	var tt, lasth reals
 	if v.Adaptive {
 		status, acc, rej, flags = iv(down, outLo, argStatus), iv(down, outLo, argAcc), iv(down, outLo, argRej), iv(down, outLo, argFlags)
 		tt, lasth = rv(down, outLo, argT), rv(down, outLo, argLastH)
+		if v.Events {
+			events = iv(down, outLo, argEvents)
+		}
 	}
 	// Per trajectory, in blocks of resultBlock on all cores (a launch of
 	// millions of trajectories writes tens of arrays per trajectory); each
@@ -1241,6 +1254,9 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 				res.Stats.Accepted[i] = int(acc[q])
 				res.Stats.Rejected[i] = int(rej[q])
 				res.Stats.FieldEvals[i] = pl.InitEvals + pl.TrialEvals*int(acc[q]+rej[q])
+				if events != nil {
+					res.Events[i] = int(events[q])
+				}
 				longest = max(longest, int(acc[q]))
 			}
 		}
@@ -1278,6 +1294,13 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 		}
 		overs[b], longs[b], failed[b] = over, longest, fail
 	})
+	if v.Grad && v.Events {
+		for q := range n {
+			if flags[q]&flagTangent != 0 && flags[q]&flagOverflow == 0 {
+				return nil, fmt.Errorf("cuda: engine %s: trajectory %d: an event's condition has derivative 0 (or not finite) along the solution at the event: its time has no derivative (a tangential crossing)", ex.name, g[q])
+			}
+		}
+	}
 	longest := 0
 	for b := range nb {
 		r.gradNonFinite = r.gradNonFinite || nonFinite[b]
@@ -1633,6 +1656,7 @@ func f64bytes(x []float64) []byte {
 const (
 	flagStiff    = 1
 	flagOverflow = 2
+	flagTangent  = 4 // events.cuh's GS_FLAG_TANGENT
 )
 
 // finish assembles the result.

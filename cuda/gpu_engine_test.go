@@ -192,6 +192,24 @@ func TestGPUEngineStatuses(t *testing.T) {
 	testStatuses(t, "cuda")
 }
 
+// TestGPUEvents runs the event tests (events_test.go) on the GPU: the
+// bouncing balls, the pharmacokinetic threshold and the driven balls with
+// every method, against the CPU engine and the closed forms.
+func TestGPUEvents(t *testing.T) {
+	needGPUEngine(t)
+	testEvents(t, "cuda", 2048, []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23})
+}
+
+func TestGPUEventsBadInput(t *testing.T) {
+	needGPUEngine(t)
+	testEventsBadInput(t, "cuda")
+}
+
+func TestGPUEventsReruns(t *testing.T) {
+	needGPUEngine(t)
+	testEventsReruns(t, "cuda", 20000, 2<<20)
+}
+
 func TestGPUEngineChunks(t *testing.T) {
 	needGPUEngine(t)
 	testChunks(t, "cuda", 20000, 2<<20, 8)

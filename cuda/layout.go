@@ -134,7 +134,8 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.TileSums = tileSums && v.Grad
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
-	case sp == nil || tun.Layout == LayoutThread:
+	case sp == nil || tun.Layout == LayoutThread || v.Events:
+		// Events run in the thread layout only (kernelgen's events.cuh).
 		v.Lanes = false
 	case forced:
 		v.Lanes = true

@@ -157,13 +157,16 @@ var _ ode.TrainExecutor = (*executor)(nil)
 // NewTrainer keeps the fit of job j (OpGrad on its starting values) in
 // device memory. It returns an error wrapping ode.ErrNoTrainer where the
 // engine cannot: not float64 on one GPU, or a job too large for one
-// launch.
+// launch, or a problem with events.
 func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, error) {
 	switch {
 	case ex.prec != Float64 || ex.tiles:
 		return nil, fmt.Errorf("cuda: engine %s: fits stay in device memory on the float64 single-GPU engines: %w", ex.name, ode.ErrNoTrainer)
 	case spec.Moments > 2:
 		return nil, fmt.Errorf("cuda: engine %s: %d optimiser moments, at most 2: %w", ex.name, spec.Moments, ode.ErrNoTrainer)
+	case ex.plan.Events != nil:
+		// The fit runs as whole Grad calls instead.
+		return nil, fmt.Errorf("cuda: engine %s: a problem with events has no device-resident fit yet: %w", ex.name, ode.ErrNoTrainer)
 	}
 	tk, err := ex.trainKernelsOf()
 	if err != nil {

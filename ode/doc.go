@@ -137,8 +137,10 @@
 // condition zero at T0 and more than Settings.MaxEvents events end the
 // trajectory with a status (EventNonFinite, EventAtStart, TooManyEvents);
 // a condition of nothing is refused by NewSolver. Events run on engines
-// that implement EventEngine (the CPU engine); the Plan holds them as
-// programs (Plan.Events) for others to follow.
+// that implement EventEngine: the CPU engine, and package cuda's float64
+// engine ("cuda", in its thread layout), which runs the same algorithm
+// per thread and takes the same steps; the Plan holds them as programs
+// (Plan.Events) for others to follow.
 //
 // RelTol must be at least 10ε = 2.2e-15 on float64 engines; an engine
 // whose arithmetic is coarser (a float32 GPU engine) reports its unit

@@ -95,10 +95,43 @@ type EventPlan struct {
 
 	once     sync.Once
 	condGrad []*tape.Program // per event: inputs t, y, p, s; outputs g, ∂g/∂t, ∂g/∂y[Dim], ∂g/∂p[Params], ∂g/∂s[Shared]
-	jumpRev  []*tape.Program // per event (nil without Jump): inputs t, y, p, s, λ[Dim]; outputs λ⁻[Dim], t̄, p̄[Params], s̄[Shared]
-	stepRev  *tape.Program   // Replay's reverse with time: inputs t, h, y, p, s, λ[Dim], gp[Params]; outputs λ'[Dim], gp'[Params], gs[Shared], t̄, h̄
+	jumpRev  []*tape.Program // per event (nil without Jump): inputs t, y, p, s, λ[Dim]; outputs t̄, λ⁻[Dim], p̄[Params], s̄[Shared]
+	stepRev  *tape.Program   // Replay's reverse with time: inputs t, h, y, p, s, λ[Dim]; outputs t̄, h̄, ȳ[Dim], p̄[Params], s̄[Shared]
 	err      error
 }
+
+// EventReverse holds the programs the reverse sweep of a gradient through
+// events runs (see Event and EventPlan.Reverse). Common inputs as the
+// Plan's: t, y, p, s (shared); every output is per trajectory (none is
+// summed).
+type EventReverse struct {
+	// CondGrad[e] is event e's condition with its gradient: inputs t, y,
+	// p, s; outputs g, ∂g/∂t, ∂g/∂y[Dim], ∂g/∂p[Params], ∂g/∂s[Shared].
+	CondGrad []*tape.Program
+	// JumpRev[e] is the reverse of event e's Apply (nil without one):
+	// inputs t, y, p, s, λ[Dim] (the cotangent of the state after the
+	// jump); outputs t̄, λ⁻[Dim] (before it), p̄[Params], s̄[Shared].
+	JumpRev []*tape.Program
+	// StepRev is Replay's reverse with respect to the time and the step
+	// size too: inputs t, h, y, p, s, λ[Dim]; outputs t̄, h̄, ȳ[Dim],
+	// p̄[Params], s̄[Shared].
+	StepRev *tape.Program
+}
+
+// Reverse returns the programs of the reverse sweep through the events of
+// plan pl (whose Events ep is), built on first use, for engines that run
+// event gradients.
+func (ep *EventPlan) Reverse(pl *Plan) (*EventReverse, error) {
+	if err := ep.derived(pl); err != nil {
+		return nil, err
+	}
+	return &EventReverse{CondGrad: ep.condGrad, JumpRev: ep.jumpRev, StepRev: ep.stepRev}, nil
+}
+
+// CheckEventJob returns an error if job j has events (Plan.Events) and
+// asks for what events do not support yet: save times, or a gradient or
+// replay on a given mesh. Engines that run events call it first.
+func CheckEventJob(j *Job) error { return checkEventJob(j) }
 
 // buildEvents traces the events of the settings for field f.
 func buildEvents(f *Field, evs []Event, maxEvents int) (*EventPlan, error) {

@@ -143,7 +143,9 @@ type Settings struct {
 	// Events are conditions whose zero crossings each trajectory's solve
 	// locates, ending a step there and stopping (terminal) or continuing
 	// (after a jump); gradients are exact through them (see Event). Only
-	// engines that implement EventEngine run them (the CPU engine does).
+	// engines that implement EventEngine run them: the CPU engine and
+	// the float64 GPU engine "cuda" (package cuda; one thread per
+	// trajectory), not "cuda-f32" nor "cuda-multi".
 	// A problem with events has no save times (Problem.SaveAt) yet, and
 	// its gradient records its own mesh (Grad's m must be nil).
 	Events []Event

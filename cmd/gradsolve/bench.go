@@ -24,7 +24,8 @@ shared weights; -n sets the batch sizes), memory (one gradient over 2^20
 Lorenz trajectories with its peak memory), all (the four in turn); on a GPU
 (package cuda, -engine): gpu-lorenz (the Lorenz protocol beside hand-written
 fused kernels), gpu-robertson (Rodas5P), gpu-neural, gpu (the three in
-turn); train (training steps of fits and whole Grad calls, on the CPU:
+turn), gpu-events (bouncing balls and a terminal threshold with events,
+Tsit5, against closed forms; -engine cpu runs it on the CPU); train (training steps of fits and whole Grad calls, on the CPU:
 -b, -fits, -calls, -cases) and gpu-train (the same on -engine).
 
 flags:
@@ -42,8 +43,8 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		fmt.Fprint(stderr, benchUsage)
 		fs.PrintDefaults()
 	}
-	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, train or gpu-train")
-	engine := fs.String("engine", "cuda", "engine of the gpu suites: cuda, cuda-f32 or cuda-multi")
+	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, gpu-events, train or gpu-train")
+	engine := fs.String("engine", "cuda", "engine of the gpu suites: cuda, cuda-f32 or cuda-multi (gpu-events: cuda or cpu)")
 	trainOpts := benchTrainFlags(fs)
 	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; -suite memory takes one size, default 1048576)")
 	rtolList := fs.String("rtol", "", "comma-separated relative tolerances (default: the suite's; -suite memory takes one, default 1e-6)")
@@ -96,14 +97,14 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		suites = []string{*suite}
 	case "all":
 		suites = []string{"lorenz", "stiff", "neural", "memory"}
-	case "gpu-lorenz", "gpu-robertson", "gpu-neural":
+	case "gpu-lorenz", "gpu-robertson", "gpu-neural", "gpu-events":
 		suites = []string{*suite}
 	case "gpu":
 		suites = []string{"gpu-lorenz", "gpu-robertson", "gpu-neural"}
 	case "train", "gpu-train":
 		suites = []string{*suite}
 	default:
-		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, train, gpu-train", *suite)
+		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, gpu-events, train, gpu-train", *suite)
 	}
 	if hidden != nil && !slices.Contains(suites, "gpu-neural") {
 		return usagef("-hidden applies to the gpu-neural suite, not -suite %s", *suite)
@@ -178,7 +179,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 			_, err = bench.RunMemory(w, memCfg)
 		case "train", "gpu-train":
 			err = benchTrain(w, s, trainOpts, ns, rtols, *reps, *workers, *engine, *jsonOut, *dump, lim)
-		case "gpu-lorenz", "gpu-robertson", "gpu-neural":
+		case "gpu-lorenz", "gpu-robertson", "gpu-neural", "gpu-events":
 			err = benchGPU(w, s, bench.GPUConfig{N: ns, RelTol: rtols, Reps: *reps, RefSample: *refSample,
 				Engine: *engine, JSON: *jsonOut, Hidden: hidden}, *dump)
 		}
@@ -221,6 +222,8 @@ func benchGPU(w io.Writer, suite string, cfg bench.GPUConfig, dump string) (err 
 		_, err = bench.RunGPURobertson(w, cfg)
 	case "gpu-neural":
 		err = withDump(dump, &cfg.Dump, func() error { _, err := bench.RunGPUNeural(w, cfg); return err })
+	case "gpu-events":
+		_, err = bench.RunEvents(w, cfg)
 	}
 	return err
 }

@@ -138,7 +138,11 @@ func (g *adapters) kernelAdapters(sp *StepPrograms, v Config, lp *ode.LossPlan, 
 			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real* yn, gs_real* w",
 			cat([]string{"t", "h"}, y, p), cat(idx("yn", d), idx("w", pl.DenseTerms*d)))
 	}
-	if v.Grad {
+	if v.Events {
+		if err := g.eventAdapters(pl, v); err != nil {
+			return err
+		}
+	} else if v.Grad {
 		if err := g.reverseAdapters(sp, v, k); err != nil {
 			return err
 		}
@@ -198,6 +202,57 @@ func (g *adapters) reverseAdapters(sp *StepPrograms, v Config, k *kernelPlan) er
 	rev("gs_a_rev", "gs_rev_out", sp.Rev, revParams, revArgs)
 	if drev != nil {
 		rev("gs_a_drev", "gs_drev_out", drev, denseParams, denseArgs)
+	}
+	return g.err
+}
+
+// eventAdapters writes the adapters of the event programs of plan pl that
+// kernel v calls (events.cuh): gs_a_trial_dense (TrialDense, in place of
+// Trial), gs_a_cond (every condition), gs_a_field, and per event e
+// gs_a_jump<e> (its Apply, where it has one) and gs_a_condgrad<e> (the
+// condition with its gradient: g, g_t, g_y, g_p, g_s); for a gradient
+// gs_a_steprev (Replay's reverse with time: t̄, h̄, ȳ, p̄, s̄) and
+// gs_a_jumprev<e> (t̄, λ⁻, p̄, s̄). The reverse programs return their
+// shared-gradient entries per trajectory (the sweep sums them).
+func (g *adapters) eventAdapters(pl *ode.Plan, v Config) error {
+	ep := pl.Events
+	d, np, ns, ne := pl.Dim, pl.Params, pl.Shared, len(ep.Names)
+	y, p := idx("y", d), idx("p", np)
+	ty := cat([]string{"t"}, y, p)
+	const typ = "const gs_real* sh, gs_real t, const gs_real* y, const gs_real* p"
+	// TrialDense: Trial's inputs; Trial's outputs, then w.
+	tin, tout := cat([]string{"t", "h"}, y, p), cat(idx("yn", d), idx("e", d))
+	if pl.FSAL {
+		tin, tout = append(tin, idx("k1", d)...), append(tout, idx("ks", d)...)
+	}
+	tout = append(append(tout, "*hrho"), idx("w", pl.DenseTerms*d)...)
+	g.adapter("gs_a_trial_dense", pl.TrialDense, "void",
+		"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* k1, gs_real* yn, gs_real* e, gs_real* ks, gs_real* hrho, gs_real* w",
+		tin, tout)
+	g.adapter("gs_a_cond", ep.Cond, "void", typ+", gs_real* g", ty, idx("g", ne))
+	g.adapter("gs_a_field", pl.Field, "void", typ+", gs_real* f", ty, idx("f", d))
+	rv, err := ep.Reverse(pl)
+	if err != nil {
+		return err
+	}
+	for e := 0; e < ne; e++ {
+		if ep.Jump[e] != nil {
+			g.adapter(fmt.Sprintf("gs_a_jump%d", e), ep.Jump[e], "void", typ+", gs_real* yo", ty, idx("yo", d))
+		}
+		g.adapter(fmt.Sprintf("gs_a_condgrad%d", e), rv.CondGrad[e], "void", typ+", gs_real* o", ty, idx("o", 2+d+np+ns))
+	}
+	if !v.Grad {
+		return g.err
+	}
+	lam := idx("lam", d)
+	g.adapter("gs_a_steprev", rv.StepRev, "void",
+		"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, gs_real* o",
+		cat([]string{"t", "h"}, y, p, lam), idx("o", 2+d+np+ns))
+	for e := 0; e < ne; e++ {
+		if j := rv.JumpRev[e]; j != nil {
+			g.adapter(fmt.Sprintf("gs_a_jumprev%d", e), j, "void", typ+", const gs_real* lam, gs_real* o",
+				cat(ty, lam), idx("o", 1+d+np+ns))
+		}
 	}
 	return g.err
 }

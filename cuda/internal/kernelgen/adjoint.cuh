@@ -75,6 +75,9 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
 {{template "loss-own" .}}
 {{- end}}
   }
+{{- if .Events}}
+{{template "event-sweep" .}}
+{{- else}}
 {{- if .Saves}}
 {{- if .Dense}}
   // The save times' VJPs are part of their steps' (below): gs_a_drev
@@ -205,5 +208,6 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
     for (int c = 0; c < GS_D; c++) a.gy0[(long long)c * n + i] = lam[c];
     for (int c = 0; c < GS_NP; c++) a.gp[(long long)c * n + i] = gp[c];
   }
+{{- end}}
 }
 {{- end}}

@@ -47,9 +47,11 @@ The layout's hooks define what the driver loop (gs_body) needs of it:
 #define GS_NS {{.NS}}
 #define GS_K {{.Saves}}
 // A stored row holds the time (the reverse steps use it, or save times
-// need it), then y.
+// need it), then y, then (a gradient through events) 1 + the event whose
+// step it is, 0 for none.
 #define GS_STORE_T {{if .StoreT}}1{{else}}0{{end}}
-#define GS_SW (GS_STORE_T + GS_D)
+#define GS_STORE_EV {{if .StoreEv}}1{{else}}0{{end}}
+#define GS_SW (GS_STORE_T + GS_D + GS_STORE_EV)
 {{template "hooks" .}}
 #define GS_NPX (GS_NP > 0 ? GS_NP : 1)
 
@@ -87,6 +89,7 @@ struct gs_args {
   int* acc;               // [n] accepted steps
   int* rej;               // [n] rejected steps
   int* flags;             // [n] GS_FLAG_*
+  int* events;            // [n] events each trajectory went through (Config.Events)
   gs_real* ys;            // [K][D][n] saved states
   gs_real* loss;          // [n] loss terms
   gs_real* gy0;           // [D][n] dL/dy0
@@ -255,6 +258,9 @@ GS_DEVICE void gs_finish(const gs_args& a, long long i, const gs_real* st, gs_re
   a.status[i] = status;
   a.flags[i] = (st[GS_ST_STIFF] != 0 ? GS_FLAG_STIFF : 0) | (overflow ? GS_FLAG_OVERFLOW : 0);
 }
+{{- end}}
+{{- if .Events}}
+{{template "events" .}}
 {{- end}}
 {{- if .Grad}}
 {{template "adjoint" .}}

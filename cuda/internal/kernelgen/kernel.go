@@ -22,12 +22,12 @@ var kernelTemplates = map[string]*template.Template{
 	"tile.cuh":   parseKernel("warp.cuh", "tile.cuh"),
 }
 
-//go:embed kernel.cuh solve.cuh replay.cuh adjoint.cuh thread.cuh warp.cuh lanes.cuh tile.cuh
+//go:embed kernel.cuh solve.cuh replay.cuh adjoint.cuh events.cuh thread.cuh warp.cuh lanes.cuh tile.cuh
 var templateFiles embed.FS
 
 // parseKernel returns the kernel templates with the layout's files.
 func parseKernel(layout ...string) *template.Template {
-	files := append([]string{"kernel.cuh", "solve.cuh", "replay.cuh", "adjoint.cuh"}, layout...)
+	files := append([]string{"kernel.cuh", "solve.cuh", "replay.cuh", "adjoint.cuh", "events.cuh"}, layout...)
 	return template.Must(template.New("kernel.cuh").ParseFS(templateFiles, files...))
 }
 
@@ -104,6 +104,13 @@ type Config struct {
 	// fires, as the CPU engine does, instead of running it to its end for
 	// a gradient that will be refused.
 	StopStiff bool
+	// Events (a plan with events, Plan.Events) checks the events'
+	// conditions after every accepted step of an adaptive kernel and
+	// replaces a step where one crosses by the event step, as the CPU
+	// engine does (events.cuh); a gradient then runs the reverse sweep
+	// through the event steps. Thread layout only (chooseLayout), float64,
+	// no save times and no given mesh (ode.CheckEventJob).
+	Events bool
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -128,6 +135,7 @@ func ConfigOf(j *ode.Job) Config {
 		v.lossKey = j.Loss.Hash
 	}
 	v.StopStiff = j.StopOnStiff && v.Adaptive
+	v.Events = j.Plan != nil && j.Plan.Events != nil
 	return v
 }
 
@@ -148,8 +156,8 @@ func (v Config) Layout() string {
 
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t %s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t %s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -183,6 +191,10 @@ type KernelInfo struct {
 	// StoreT reports that the stored rows hold the time (the reverse
 	// steps use it, or save times need it).
 	StoreT bool
+	// StoreEvent reports that the stored rows end with one more entry,
+	// the event whose step the row's step is (1 + its index; 0 for none):
+	// a gradient through events (Config.Events).
+	StoreEvent bool
 }
 
 // KernelSource returns the translation unit of kernel v of the plan
@@ -192,6 +204,9 @@ type KernelInfo struct {
 func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (string, KernelInfo, error) {
 	var info KernelInfo
 	pl := sp.plan
+	if err := v.checkEvents(pl, prec); err != nil {
+		return "", info, err
+	}
 	if v.TileMode && (!v.Lanes || !v.LanesGlobal || prec != Float64 || v.TileSums) {
 		return "", info, fmt.Errorf("cuda: tile mode needs lanes mode's global layout, float64 and no tile sums")
 	}
@@ -205,12 +220,15 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 		StiffStatus: int(ode.Stiff), LanesBlock: LanesBlock, LanesAccBlock: LanesAccBlock, TileWidth: TileWidth}
 	// An autonomous field's reverse step ignores t: the stored rows then
 	// hold y only (a fifth less traffic for Lorenz).
-	k.StoreT = v.Store && (v.Saves > 0 || liveInputs(sp.Rev, map[*tape.Program][]bool{})[0])
+	k.StoreT = v.Store && (v.Saves > 0 || v.Events || liveInputs(sp.Rev, map[*tape.Program][]bool{})[0])
+	if v.Events {
+		k.setEvents(pl)
+	}
 	g := &adapters{src: src}
 	if err := g.kernelAdapters(sp, v, lp, k); err != nil {
 		return "", info, err
 	}
-	info.StoreT = k.StoreT
+	info.StoreT, info.StoreEvent = k.StoreT, k.StoreEv
 	var sb strings.Builder
 	sb.WriteString(g.sb.String())
 	if err := kernelTemplates[v.layoutFile()].Execute(&sb, k); err != nil {
@@ -243,6 +261,45 @@ type kernelPlan struct {
 	StiffStatus      int  // ode.Stiff (Config.StopStiff)
 	// LanesBlock, LanesAccBlock and TileWidth are the package's constants.
 	LanesBlock, LanesAccBlock, TileWidth int
+	// The events (Config.Events): their number, and per event its
+	// Direction, whether it is terminal and whether it has a jump
+	// (Apply); MaxEvents; the statuses of ode a trajectory ends with;
+	// StoreEv: the stored rows end with the step's event (KernelInfo).
+	NE                            int
+	EvDir                         []int
+	EvTerminal, EvJump            []bool
+	MaxEvents                     int
+	EvNonFinite, EvAtStart, EvMax int
+	StoreEv                       bool
+}
+
+// setEvents sets k's event fields from plan pl's events.
+func (k *kernelPlan) setEvents(pl *ode.Plan) {
+	ep := pl.Events
+	k.NE, k.EvDir, k.EvTerminal, k.MaxEvents = len(ep.Names), ep.Direction, ep.Terminal, ep.MaxEvents
+	for _, j := range ep.Jump {
+		k.EvJump = append(k.EvJump, j != nil)
+	}
+	k.EvNonFinite, k.EvAtStart, k.EvMax = int(ode.EventNonFinite), int(ode.EventAtStart), int(ode.TooManyEvents)
+	k.StoreEv = k.Store
+}
+
+// checkEvents refuses a kernel with events that the event templates do
+// not cover.
+func (v Config) checkEvents(pl *ode.Plan, prec Precision) error {
+	switch {
+	case !v.Events:
+		return nil
+	case pl.Events == nil || pl.TrialDense == nil:
+		return fmt.Errorf("cuda: events need the plan's events and its continuous extension (Settings.Saves = SaveInterpolate)")
+	case v.Lanes:
+		return fmt.Errorf("cuda: events run in the thread layout only (one thread per trajectory), not %s", v.Layout())
+	case prec != Float64:
+		return fmt.Errorf("cuda: events run in float64 only")
+	case v.Saves > 0 || !v.Adaptive:
+		return fmt.Errorf("cuda: a problem with events has no save times and is differentiated on the mesh its own record makes (ode.CheckEventJob)")
+	}
+	return nil
 }
 
 // preludeDefines returns the macros that configure the prelude for

@@ -13,9 +13,26 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
   gs_start(st, t0, h0, last);
   gs_real lasth = h0;
   bool run = valid;
+{{- if .Events}}
+  // The events' conditions at the state (a trajectory where one is not
+  // finite or exactly 0 at T0 ends here) and the events so far.
+  gs_real eg[GS_NE];
+  int nev = 0;
+  if (valid) {
+    status = gs_ev_start(sh, t0, y, p, eg);
+    run = status == GS_RUNNING;
+  }
+{{- end}}
   while (GS_ANY(run)) {
     gs_real yn[GS_D], e[GS_D], ks[GS_D], hrho, accept, stat;
+{{- if .Events}}
+    // The trial with its extension's coefficients, where events are
+    // located.
+    gs_real w[GS_EDW];
+    gs_a_trial_dense(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho, w);
+{{- else}}
     gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho);
+{{- end}}
 {{- if .Saves}}
     // The step's save times, after the round: its start, its size (with
     // Dense, else its end) and the state it starts from.
@@ -26,6 +43,12 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
 {{- end}}
     if (run) {
       gs_a_control(csh, st, t1, y, yn, e, hrho, st2, &accept, &stat);
+{{- if .Events}}
+      // An accepted step where a condition crosses becomes the event step.
+      int fired = -1;
+      if (accept != 0) fired = gs_ev_step(sh, st, st2, t1, y, p, yn, ks, w, eg, nev, stat);
+      (void)fired;
+{{- end}}
       lasth = st[GS_ST_H];
       if (accept != 0) {
 {{- if or .MeshOut .Store .Saves}}
@@ -33,6 +56,9 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
 {{- end}}
 {{- if or .MeshOut .Store}}
         overflow |= gs_record(a, i, s, st, y, GS_WRITER);
+{{- end}}
+{{- if .StoreEv}}
+        if (s < a.rows && GS_WRITER) a.store[(s * GS_SW + GS_STORE_T + GS_D) * n + i] = (gs_real)(fired + 1);
 {{- end}}
 {{- if .Saves}}
         saving = true;
@@ -66,4 +92,7 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
   }
   len = (int)st[GS_ST_ACCEPTED];
   if (valid && GS_WRITER) gs_finish(a, i, st, lasth, len, status, overflow);
+{{- if .Events}}
+  if (valid && GS_WRITER) a.events[i] = nev;
+{{- end}}
 {{- end}}

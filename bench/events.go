@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// The events suite (gradsolve bench -suite gpu-events): problems with
+// events (ode.Settings.Events) on an engine, Tsit5, timed as a forward
+// solve and as a gradient with its record, with errors against closed
+// forms; the protocol of bench/anchors/diffrax_events.py.
+//
+//   - ball: a ball dropped from rest at height h0 = linspace(0.8, 1.2, n)
+//     bouncing on the floor x = 0 (event x = 0, falling; Apply v → −e·v)
+//     with restitution e = linspace(0.9, 0.65, n), gravity 9.81, to
+//     T = 1.6 (2 or more bounces each); loss Σ x(T), gradient dx(T)/de.
+//   - pk: a one-compartment pharmacokinetic model C' = −k·C with a clock
+//     τ' = 1, C0 = linspace(1, 2, n), k = linspace(0.2, 1.2, n), stopped
+//     by a terminal event when C falls to 0.25 (T1 = 100); loss Σ τ(t*) =
+//     Σ t*, gradient dt*/dk = −t*/k.
+//
+// atol = rtol·1e-2.
+
+// Defaults of the events suite.
+var (
+	DefaultEventsN      = []int{65536}
+	DefaultEventsRelTol = []float64{1e-6, 1e-8}
+)
+
+// The events protocol's constants (bench/anchors/diffrax_events.py).
+const (
+	eventsGravity        = 9.81
+	eventsBallT          = 1.6
+	eventsPKThreshold    = 0.25
+	eventsPKT1           = 100.0
+	eventsAbsTolOverRTol = 1e-2
+	eventsSamples        = 5 // trajectories whose values and gradients a row lists
+)
+
+// EventsRow is one row of the events suite. Times are medians in
+// milliseconds (kernel: device time of the kernels, call: the whole
+// ode.Solver call).
+type EventsRow struct {
+	Problem string  `json:"problem"` // "ball" or "pk"
+	Engine  string  `json:"engine"`
+	N       int     `json:"n"`
+	RelTol  float64 `json:"rtol"`
+	AbsTol  float64 `json:"atol"`
+	// Steps, Rejected and Events are the means per trajectory.
+	Steps    float64 `json:"steps_per_traj"`
+	Rejected float64 `json:"rejected_per_traj"`
+	Events   float64 `json:"events_per_traj"`
+
+	Forward        float64 `json:"forward_ms"`
+	GradRecord     float64 `json:"grad_record_ms"`
+	ForwardCall    float64 `json:"forward_call_ms"`
+	GradRecordCall float64 `json:"grad_record_call_ms"`
+
+	// ValueErr is the median error of the values against the closed
+	// form (ball: |x(T) − x|, absolute; pk: |t* − t|/t), GradErr that of
+	// the gradients (|g − g_cf| / max(1, |g_cf|)), over all trajectories.
+	ValueErr float64 `json:"median_value_err"`
+	GradErr  float64 `json:"median_grad_err"`
+	// Samples are eventsSamples evenly spaced trajectories (the anchor's
+	// _common.subsample), their Values (x(T), or t*) and Grads (dx/de,
+	// or dt*/dk).
+	Samples []int     `json:"samples"`
+	Values  []float64 `json:"values"`
+	Grads   []float64 `json:"grads"`
+	Loss    float64   `json:"loss"`
+	Compile float64   `json:"compile_ms"`
+	Layout  string    `json:"layout,omitempty"`
+}
+
+// eventsProblem is one problem of the events suite.
+type eventsProblem struct {
+	name string
+	prob ode.Problem
+	ev   ode.Event
+	loss ode.Loss
+	// closed returns trajectory i's closed-form value and gradient.
+	closed func(i int) (value, grad float64)
+	// value returns trajectory i's value from a gradient's solution.
+	value func(g *ode.Gradient, i int) float64
+	abs   bool // ValueErr is absolute
+}
+
+// eventsBall returns the ball problem of n trajectories.
+func eventsBall(n int) *eventsProblem {
+	f := ode.Field{Name: "ball", Dim: 2, Params: 1, F: func(_ tape.V, y, _ []tape.V) []tape.V {
+		return []tape.V{y[1], y[1].Const(-eventsGravity)}
+	}}
+	ev := ode.Event{Name: "floor", Direction: -1,
+		G:     func(_ tape.V, y, _ []tape.V) tape.V { return y[0] },
+		Apply: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{y[0], p[0].Neg().Mul(y[1])} }}
+	h0 := problems.LinSpace(make([]float64, n), 0.8, 1.2)
+	e := problems.LinSpace(make([]float64, n), 0.9, 0.65)
+	y0 := make([]float64, 2*n)
+	for i := range h0 {
+		y0[2*i] = h0[i]
+	}
+	return &eventsProblem{
+		name: "ball", ev: ev, abs: true,
+		prob:   ode.Problem{Field: f, N: n, Y0: y0, P: e, T1: eventsBallT},
+		loss:   ode.Component(0),
+		closed: func(i int) (float64, float64) { x, dx, _ := ballClosedForm(h0[i], e[i], eventsBallT); return x, dx },
+		value:  func(g *ode.Gradient, i int) float64 { return g.Solution.Y[2*i] },
+	}
+}
+
+// ballClosedForm returns the height at T of a ball dropped from h0 at
+// rest with restitution e and its derivative with respect to e.
+func ballClosedForm(h0, e, T float64) (x, dx float64, bounces int) {
+	g := eventsGravity
+	U := math.Sqrt(2 * g * h0)
+	tn := math.Sqrt(2 * h0 / g) // the first bounce
+	if T < tn {
+		return h0 - g*T*T/2, 0, 0
+	}
+	dtn, u, du := 0.0, 0.0, 0.0
+	for k := 1; k < 1000; k++ {
+		u, du = math.Pow(e, float64(k))*U, float64(k)*math.Pow(e, float64(k-1))*U
+		next := tn + 2*u/g
+		if next > T {
+			bounces = k
+			break
+		}
+		tn, dtn = next, dtn+2*du/g
+	}
+	tau := T - tn
+	return u*tau - g*tau*tau/2, du*tau + (u-g*tau)*(-dtn), bounces
+}
+
+// eventsPK returns the pharmacokinetic problem of n trajectories.
+func eventsPK(n int) *eventsProblem {
+	f := ode.Field{Name: "pk", Dim: 2, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0]), y[0].Const(1)}
+	}}
+	ev := ode.Event{Name: "threshold", Direction: -1, Terminal: true,
+		G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Sub(y[0].Const(eventsPKThreshold)) }}
+	c0 := problems.LinSpace(make([]float64, n), 1, 2)
+	k := problems.LinSpace(make([]float64, n), 0.2, 1.2)
+	y0 := make([]float64, 2*n)
+	for i := range c0 {
+		y0[2*i] = c0[i]
+	}
+	return &eventsProblem{
+		name: "pk", ev: ev,
+		prob: ode.Problem{Field: f, N: n, Y0: y0, P: k, T1: eventsPKT1},
+		loss: ode.Component(1),
+		closed: func(i int) (float64, float64) {
+			ts := math.Log(c0[i]/eventsPKThreshold) / k[i]
+			return ts, -ts / k[i]
+		},
+		value: func(g *ode.Gradient, i int) float64 { return g.Solution.Y[2*i+1] },
+	}
+}
+
+// RunEvents runs the events suite on cfg's engine ("cuda" by default; a
+// CPU engine such as "cpu" runs it too, its kernel times then 0): for
+// every n and rtol, the ball and the pk problem, writing a row to w as
+// each completes.
+func RunEvents(w io.Writer, cfg GPUConfig) ([]EventsRow, error) {
+	ns, rtols := cfg.N, cfg.RelTol
+	if ns == nil {
+		ns = DefaultEventsN
+	}
+	if rtols == nil {
+		rtols = DefaultEventsRelTol
+	}
+	if !cfg.JSON {
+		fmt.Fprintf(w, "Events (ball: bounces to T = 1.6, loss Σx(T); pk: terminal threshold, loss Σt*), Tsit5, atol = rtol·1e-2, engine %s, median of %d (ms): kernel = device time, call = whole ode.Solver call\n",
+			cfg.engine(), repsOrDefault(cfg.Reps))
+		fmt.Fprintf(w, "%-5s %8s %6s %7s %6s | %9s %9s | %9s %9s | %9s %9s %s\n",
+			"prob", "n", "rtol", "steps", "events", "fwd", "grad+rec", "call-fwd", "call-g+r", "value-err", "grad-err", "layout")
+	}
+	var rows []EventsRow
+	for _, n := range ns {
+		if n <= 0 {
+			return rows, fmt.Errorf("bench: events: n = %d must be positive", n)
+		}
+		for _, rtol := range rtols {
+			for _, ep := range []*eventsProblem{eventsBall(n), eventsPK(n)} {
+				row, err := eventsRow(ep, rtol, &cfg)
+				if err != nil {
+					return rows, fmt.Errorf("bench: events %s n=%d rtol=%g: %w", ep.name, n, rtol, err)
+				}
+				rows = append(rows, *row)
+				if cfg.JSON {
+					err = writeJSON(w, row)
+				} else {
+					_, err = fmt.Fprintf(w, "%-5s %8d %6.0e %7.1f %6.2f | %9.3f %9.3f | %9.3f %9.3f | %9.2e %9.2e %s\n",
+						row.Problem, row.N, row.RelTol, row.Steps, row.Events, row.Forward, row.GradRecord,
+						row.ForwardCall, row.GradRecordCall, row.ValueErr, row.GradErr, row.Layout)
+				}
+				if err != nil {
+					return rows, err
+				}
+			}
+		}
+	}
+	return rows, nil
+}
+
+// eventsRow times problem ep at rtol on cfg's engine and measures its
+// errors against the closed form.
+func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, error) {
+	set := ode.Settings{Method: ode.Tsit5, RelTol: rtol, AbsTol: rtol * eventsAbsTolOverRTol, Engine: cfg.engine(),
+		Events: []ode.Event{ep.ev}}
+	sv, err := ode.NewSolver(ep.prob.Field, &set)
+	if err != nil {
+		return nil, err
+	}
+	prob := &ep.prob
+	var compile time.Duration
+	var last, gr cuda.TraceStats
+	var g ode.Gradient
+	times, err := timeGPU(cfg.Reps,
+		traced(&compile, &last, func(ctx context.Context) error { _, err := sv.SolveContext(ctx, prob); return err }),
+		traced(&compile, &gr, func(ctx context.Context) error { _, err := sv.GradContext(ctx, &g, prob, ep.loss, nil); return err }),
+	)
+	if err != nil {
+		return nil, err
+	}
+	n := prob.N
+	verr, gerr := make([]float64, n), make([]float64, n)
+	for i := range n {
+		v, dv := ep.closed(i)
+		verr[i] = math.Abs(ep.value(&g, i) - v)
+		if !ep.abs {
+			verr[i] /= math.Abs(v)
+		}
+		gerr[i] = math.Abs(g.P[i]-dv) / math.Max(1, math.Abs(dv))
+	}
+	row := &EventsRow{
+		Problem: ep.name, Engine: cfg.engine(), N: n, RelTol: set.RelTol, AbsTol: set.AbsTol,
+		Steps: meanInts(g.Mesh.Stats.Accepted), Rejected: meanInts(g.Mesh.Stats.Rejected), Events: meanInts(g.Solution.Events),
+		Forward: times[0].kernel, GradRecord: times[1].kernel, ForwardCall: times[0].call, GradRecordCall: times[1].call,
+		ValueErr: median(verr), GradErr: median(gerr), Samples: subsample(n, eventsSamples),
+		Loss: g.Loss, Compile: ms(compile), Layout: gr.Layout,
+	}
+	for _, i := range row.Samples {
+		row.Values = append(row.Values, ep.value(&g, i))
+		row.Grads = append(row.Grads, g.P[i])
+	}
+	if slices.ContainsFunc(row.Grads, func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }) {
+		return nil, fmt.Errorf("non-finite gradient")
+	}
+	return row, nil
+}

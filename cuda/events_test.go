@@ -1,0 +1,359 @@
+package cuda
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Tests of events (ode.Settings.Events) on the engine against the CPU
+// engine and against closed forms, shared by the host tests (engine
+// "cuda-host") and the GPU tests (TestGPUEvents..., gpu_engine_test.go).
+
+const gravity = 9.81
+
+// ballField is a ball falling under gravity, bouncing on the floor x = 0
+// with restitution coefficient p[0] (examples/bouncing-ball): state (x, v).
+func ballField() (ode.Field, ode.Event) {
+	f := ode.Field{Name: "ball", Dim: 2, Params: 1, F: func(_ tape.V, y, _ []tape.V) []tape.V {
+		return []tape.V{y[1], y[1].Const(-gravity)}
+	}}
+	ev := ode.Event{Name: "floor", Direction: -1,
+		G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0] },
+		Apply: func(_ tape.V, y, p []tape.V) []tape.V {
+			return []tape.V{y[0], p[0].Neg().Mul(y[1])}
+		}}
+	return f, ev
+}
+
+// ballClosedForm returns the height at T of a ball dropped from h0 at
+// rest with restitution e, its derivative with respect to e, and the
+// number of bounces before T (ode's event tests).
+func ballClosedForm(h0, e, T float64) (x, dx float64, n int) {
+	U := math.Sqrt(2 * gravity * h0)
+	tn := math.Sqrt(2 * h0 / gravity) // the first bounce
+	dtn := 0.0
+	u, du := 0.0, 0.0
+	if T < tn {
+		return h0 - gravity*T*T/2, 0, 0
+	}
+	for k := 1; k < 1000; k++ {
+		u, du = math.Pow(e, float64(k))*U, float64(k)*math.Pow(e, float64(k-1))*U
+		next := tn + 2*u/gravity
+		if next > T {
+			n = k
+			break
+		}
+		tn, dtn = next, dtn+2*du/gravity
+	}
+	tau := T - tn
+	x = u*tau - gravity*tau*tau/2
+	dx = du*tau + (u-gravity*tau)*(-dtn)
+	return x, dx, n
+}
+
+// ballCase is an ensemble of n bouncing balls dropped from heights in
+// [0.8, 1.2] with restitution in [0.65, 0.9], to T = 1.6 (several bounces
+// each, before any comes to rest); the loss is the height at T.
+func ballCase(n int, m ode.Method) engineCase {
+	f, ev := ballField()
+	rng := rand.New(rand.NewPCG(1, 1))
+	y0, e := make([]float64, 2*n), make([]float64, n)
+	for i := range e {
+		y0[2*i] = 0.8 + 0.4*rng.Float64()
+		e[i] = 0.65 + 0.25*rng.Float64()
+	}
+	return engineCase{
+		name: "ball-" + m.Name(),
+		prob: ode.Problem{Field: f, N: n, Y0: y0, P: e, T1: 1.6},
+		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}},
+		loss: ode.Component(0),
+		tol:  1e-11,
+	}
+}
+
+// pkThreshold is the threshold of pkCase's terminal event.
+const pkThreshold = 0.25
+
+// pkCase is a one-compartment pharmacokinetic model, C' = −k·C with a
+// clock τ' = 1, stopped by a terminal event when C falls to pkThreshold;
+// C0 in [1, 2], k in [0.2, 1.2]. The loss is the clock at the end: the
+// crossing time t* = ln(C0/c)/k.
+func pkCase(n int, m ode.Method) engineCase {
+	f := ode.Field{Name: "pk", Dim: 2, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0]), y[0].Const(1)}
+	}}
+	ev := ode.Event{Name: "threshold", Direction: -1, Terminal: true,
+		G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Sub(y[0].Const(pkThreshold)) }}
+	rng := rand.New(rand.NewPCG(2, 2))
+	y0, k := make([]float64, 2*n), make([]float64, n)
+	for i := range k {
+		y0[2*i] = 1 + rng.Float64()
+		k[i] = 0.2 + rng.Float64()
+	}
+	return engineCase{
+		name: "pk-" + m.Name(),
+		prob: ode.Problem{Field: f, N: n, Y0: y0, P: k, T1: 100},
+		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-14, Events: []ode.Event{ev}},
+		loss: ode.Component(1),
+		tol:  1e-11,
+	}
+}
+
+// drivenBallCase is a ball driven by a periodic force bouncing on a
+// moving floor (ode's TestEventNonAutonomous): the field and the condition
+// depend on time, so every step after an event starts at a time that
+// moves with it. The restitution is a shared parameter (its gradient is
+// summed over the ensemble), the force's amplitude per trajectory; the
+// loss is Σ y².
+func drivenBallCase(n int, m ode.Method) engineCase {
+	f := ode.Field{Name: "driven-ball", Dim: 2, Params: 1, Shared: 1, F: func(tt tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{y[1], p[0].Mul(tt.MulC(2).Cos()).Add(y[1].Const(-gravity))}
+	}}
+	ev := ode.Event{Name: "moving floor", Direction: -1,
+		G:     func(tt tape.V, y, _ []tape.V) tape.V { return y[0].Sub(tt.MulC(3).Sin().MulC(0.05)) },
+		Apply: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{y[0], p[1].Neg().Mul(y[1])} }}
+	rng := rand.New(rand.NewPCG(3, 3))
+	y0, a := make([]float64, 2*n), make([]float64, n)
+	for i := range a {
+		y0[2*i], y0[2*i+1] = 0.8+0.4*rng.Float64(), 0.5*rng.Float64()
+		a[i] = 1 + rng.Float64()
+	}
+	return engineCase{
+		name: "driven-ball-" + m.Name(),
+		prob: ode.Problem{Field: f, N: n, Y0: y0, P: a, Shared: []float64{0.8}, T1: 1.5},
+		set:  ode.Settings{Method: m, RelTol: 1e-8, AbsTol: 1e-10, Events: []ode.Event{ev}},
+		loss: ode.SumSquares(),
+		tol:  1e-11,
+	}
+}
+
+// eventOps are the operations of a problem with events (no given mesh).
+var eventOps = caseOpts{ops: []string{"solve", "record", "grad", "loss"}}
+
+// testEvents runs the bouncing balls, the pharmacokinetic threshold and
+// the driven balls with each method on engine and on the CPU, comparing
+// steps, event counts, times, states and gradients (of all but knife
+// trajectories, which may take other steps: see caseOpts), and checks
+// them against the closed forms.
+func testEvents(t *testing.T, engine string, n int, methods []ode.Method) {
+	for _, m := range methods {
+		for _, c := range []engineCase{ballCase(n, m), pkCase(n, m), drivenBallCase(n, m)} {
+			t.Run(c.name, func(t *testing.T) {
+				o := eventOps
+				o.knife = knife(n)
+				compareEngines(t, engine, c, o)
+				cpu, dev := c.solver(t, "cpu"), c.solver(t, engine)
+				want, err := cpu.Grad(nil, &c.prob, c.loss, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := dev.Grad(nil, &c.prob, c.loss, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sol, err := dev.Solve(&c.prob)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < n; i++ {
+					if got.Mesh.Stats.Accepted[i] != want.Mesh.Stats.Accepted[i] {
+						continue // a knife's edge (compareEngines)
+					}
+					if got.Solution.Events[i] != want.Solution.Events[i] || sol.Events[i] != want.Solution.Events[i] {
+						t.Errorf("trajectory %d: %d events (solve %d), CPU %d", i, got.Solution.Events[i], sol.Events[i], want.Solution.Events[i])
+					}
+					if g, w := got.Solution.T[i], want.Solution.T[i]; math.Abs(g-w) > 1e-12*math.Abs(w) {
+						t.Errorf("trajectory %d: ends at t = %.17g, CPU %.17g", i, g, w)
+					}
+				}
+				checkEventClosedForms(t, c, got)
+			})
+		}
+	}
+}
+
+// checkEventClosedForms checks a gradient of ballCase or pkCase against
+// its closed form.
+func checkEventClosedForms(t *testing.T, c engineCase, g *ode.Gradient) {
+	t.Helper()
+	y0, p := c.prob.Y0, c.prob.P
+	tol := 1e-10 // the event time's relative error
+	if c.set.Method == ode.Rosenbrock23 {
+		tol = 1e-6 // second order: 1e-7 at RelTol 1e-10
+	}
+	for i := 0; i < c.prob.N; i++ {
+		switch {
+		case strings.HasPrefix(c.name, "driven"):
+			return // no closed form: compared with the CPU only
+		case strings.HasPrefix(c.name, "ball"):
+			x, dx, bounces := ballClosedForm(y0[2*i], p[i], c.prob.T1)
+			if got := g.Solution.Events[i]; got != bounces {
+				t.Errorf("trajectory %d: %d bounces, closed form %d", i, got, bounces)
+			}
+			if got := g.Solution.Y[2*i]; math.Abs(got-x) > 1e-8 {
+				t.Errorf("trajectory %d: x(T) = %.12g, closed form %.12g", i, got, x)
+			}
+			if got := g.P[i]; math.Abs(got-dx) > 1e-6*math.Max(1, math.Abs(dx)) {
+				t.Errorf("trajectory %d: dx(T)/de = %.12g, closed form %.12g", i, got, dx)
+			}
+		default:
+			ts := math.Log(y0[2*i]/pkThreshold) / p[i]
+			if got := g.Solution.T[i]; math.Abs(got-ts) > tol*ts {
+				t.Errorf("trajectory %d: event at t = %.15g, closed form %.15g", i, got, ts)
+			}
+			if got, want := g.P[i], -ts/p[i]; math.Abs(got-want) > 1e-6*math.Abs(want) {
+				t.Errorf("trajectory %d: dt*/dk = %.12g, closed form %.12g", i, got, want)
+			}
+			if got, want := g.Y0[2*i], 1/(p[i]*y0[2*i]); math.Abs(got-want) > 1e-6*math.Abs(want) {
+				t.Errorf("trajectory %d: dt*/dC0 = %.12g, closed form %.12g", i, got, want)
+			}
+		}
+	}
+}
+
+// testEventsBadInput checks the statuses of bad events on engine against
+// the CPU's (a non-finite condition, one zero at T0, one that never
+// fires, a ball coming to rest that passes MaxEvents) and the errors of
+// what events do not support.
+func testEventsBadInput(t *testing.T, engine string) {
+	f, bounce := ballField()
+	y0 := []float64{1, 0, 0.6, 0}
+	cases := []struct {
+		name string
+		ev   ode.Event
+		max  int
+		T    float64
+		want ode.Status
+		n    int
+	}{
+		{"non-finite", ode.Event{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Sub(y[0].Const(0.5)).Sqrt().Add(y[0].Const(1)) }}, 0, 1, ode.EventNonFinite, 0},
+		{"zero at T0", ode.Event{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Sub(y[0].Const(1)) }}, 0, 1, ode.EventAtStart, 0},
+		{"never fires", ode.Event{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Add(y[0].Const(10)) }, Direction: 1}, 0, 1, ode.OK, 0},
+		{"ball at rest", bounce, 20, 5, ode.TooManyEvents, 21},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var sols [2]*ode.Solution
+			for k, eng := range []string{"cpu", engine} {
+				sv, err := ode.NewSolver(f, &ode.Settings{Engine: eng, Events: []ode.Event{c.ev}, MaxEvents: c.max, AllowFailures: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sols[k], err = sv.Solve(&ode.Problem{Field: f, N: 2, Y0: y0, P: []float64{0.8, 0.8}, T1: c.T}); err != nil {
+					t.Fatalf("%s: %v", eng, err)
+				}
+			}
+			want, got := sols[0], sols[1]
+			if want.Status[0] != c.want || want.Events[0] != c.n {
+				t.Errorf("CPU: status %v with %d events, want %v with %d", want.Status[0], want.Events[0], c.want, c.n)
+			}
+			for i := range want.Status {
+				if got.Status[i] != want.Status[i] || got.Events[i] != want.Events[i] || got.Stats.Accepted[i] != want.Stats.Accepted[i] {
+					t.Errorf("trajectory %d: status %v with %d events and %d steps, CPU %v with %d and %d", i,
+						got.Status[i], got.Events[i], got.Stats.Accepted[i], want.Status[i], want.Events[i], want.Stats.Accepted[i])
+				}
+			}
+			closeRows(t, c.name+" Y", got.Y, want.Y, 2, 1e-12, nil)
+		})
+	}
+	t.Run("errors", func(t *testing.T) {
+		sv, err := ode.NewSolver(f, &ode.Settings{Engine: engine, Events: []ode.Event{bounce}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ode.Problem{Field: f, N: 1, Y0: y0[:2], P: []float64{0.8}, T1: 1, SaveAt: []float64{0.5}}
+		if _, err := sv.Solve(&p); err == nil || !strings.Contains(err.Error(), "no save times yet") {
+			t.Errorf("save times: error %v, want one saying there are none yet", err)
+		}
+		p.SaveAt = nil
+		m, _, err := sv.Record(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sv.Grad(nil, &p, ode.Component(0), m); err == nil || !strings.Contains(err.Error(), "m = nil") {
+			t.Errorf("Grad on a given mesh: error %v, want one saying m = nil", err)
+		}
+		if _, err := ode.NewSolver(f, &ode.Settings{Engine: engine + "-f32", Events: []ode.Event{bounce}}); !errors.Is(err, ode.ErrNoEvents) {
+			t.Errorf("float32 engine: error %v, want one wrapping ErrNoEvents", err)
+		}
+	})
+}
+
+// TestHostEvents runs the event tests on the host engine: Tsit5 and
+// Vern7 here, the Rosenbrock methods in TestHostEventsRosenbrock.
+func TestHostEvents(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testEvents(t, "cuda-host", 8, []ode.Method{ode.Tsit5, ode.Vern7})
+}
+
+func TestHostEventsRosenbrock(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testEvents(t, "cuda-host", 6, []ode.Method{ode.Rodas5P, ode.Rosenbrock23})
+}
+
+func TestHostEventsBadInput(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testEventsBadInput(t, "cuda-host")
+}
+
+// TestHostSimEvents runs the bouncing balls on a simulated warp (the
+// device form of the kernel's warp reductions).
+func TestHostSimEvents(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testEvents(t, "cuda-host-sim", 40, []ode.Method{ode.Tsit5})
+}
+
+// testEventsReruns runs the bouncing balls' gradient on engine in
+// launches of a few trajectories whose record buffers are too short (a
+// first guess of 4 rows), with the lanes layout asked for: the trajectories
+// are rerun, the kernels run in the thread layout (events run in no
+// other), and the results are the CPU's.
+func testEventsReruns(t *testing.T, engine string, n int, limit int64) {
+	c := ballCase(n, ode.Tsit5)
+	set := c.set
+	set.Engine = tuned(t, engine, Tuning{firstRows: 4, Layout: LayoutLanes})
+	set.MemoryLimit = limit
+	sv, err := ode.NewSolver(c.prob.Field, &set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := c.solver(t, "cpu").Grad(nil, &c.prob, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr Trace
+	got, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tr.Stats()
+	t.Logf("trace: %+v", s)
+	if s.Launches < 4 || s.Reruns == 0 || s.Layout != "thread" {
+		t.Errorf("%d launches, %d reruns, layout %q: want reruns in the thread layout", s.Launches, s.Reruns, s.Layout)
+	}
+	skip := compareCounts(t, "reruns", got.Mesh.Stats, want.Mesh.Stats, knife(n))
+	compareMesh(t, "reruns", got.Mesh, want.Mesh, skip)
+	closeRows(t, "reruns dL/dP", got.P, want.P, 1, c.tol, skip)
+	closeRows(t, "reruns dL/dY0", got.Y0, want.Y0, 2, c.tol, skip)
+	for i := range want.Solution.Events {
+		if !skip[i] && got.Solution.Events[i] != want.Solution.Events[i] {
+			t.Errorf("trajectory %d: %d events, CPU %d", i, got.Solution.Events[i], want.Solution.Events[i])
+		}
+	}
+}
+
+func TestHostEventsReruns(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testEventsReruns(t, "cuda-host", 100, 24<<10)
+}
