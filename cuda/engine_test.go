@@ -45,6 +45,11 @@ type caseOpts struct {
 	// ops lists the operations: "solve", "record", "grad", "gradmesh",
 	// "loss", "lossmesh", "replay"; nil means all.
 	ops []string
+	// drift logs the record's step sizes that deviate from the CPU's
+	// instead of failing: a field whose error estimate amplifies the last
+	// bits in which the device's transcendental functions differ from Go's
+	// (the states and gradients are still compared, to the case's tol).
+	drift bool
 }
 
 func (o caseOpts) has(op string) bool {
@@ -193,7 +198,13 @@ func compareEngines(t *testing.T, engine string, c engineCase, o caseOpts) {
 			t.Fatalf("%s: %s record: %v", c.name, engine, err)
 		}
 		skip = compareCounts(t, c.name+" record", got.Stats, mesh.Stats, o.knife)
-		compareMesh(t, c.name+" record", got, mesh, skip)
+		if o.drift {
+			if dev := meshDeviations(t, c.name+" record", got, mesh, skip); len(dev) > 0 {
+				t.Logf("%s record: %d trajectories' steps drift from the CPU's, as %s", c.name, len(dev), dev[0])
+			}
+		} else {
+			compareMesh(t, c.name+" record", got, mesh, skip)
+		}
 		if got.Engine != engine || sol.Engine != engine {
 			t.Errorf("%s: mesh engine %q, solution engine %q, want %q", c.name, got.Engine, sol.Engine, engine)
 		}

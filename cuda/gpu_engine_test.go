@@ -197,7 +197,7 @@ func TestGPUEngineStatuses(t *testing.T) {
 // every method, against the CPU engine and the closed forms.
 func TestGPUEvents(t *testing.T) {
 	needGPUEngine(t)
-	testEvents(t, "cuda", 2048, []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23})
+	testEvents(t, "cuda", 2048, []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23}, true)
 }
 
 func TestGPUEventsBadInput(t *testing.T) {

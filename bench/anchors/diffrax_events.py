@@ -113,7 +113,8 @@ def main(argv=None):
 
     # --- the bouncing ball ---------------------------------------------------
     ball_term = diffrax.ODETerm(lambda t, y, e: jnp.stack([y[1], jnp.full_like(y[1], -G)]))
-    ball_event = diffrax.Event(lambda t, y, e, **kw: y[0] + jnp.maximum(y[1], 0.0) ** 2 / (2 * G), newton)
+    # diffrax calls an Event's condition with keywords (t=, y=, args=, ...).
+    ball_event = diffrax.Event(lambda t, y, args, **kw: y[0] + jnp.maximum(y[1], 0.0) ** 2 / (2 * G), newton)
 
     def ball_fns(rtol, segments, max_steps, adjoint):
         ctrl = diffrax.PIDController(rtol=rtol, atol=rtol * ATOL_OVER_RTOL)
@@ -150,7 +151,7 @@ def main(argv=None):
 
     # --- the pharmacokinetic threshold ---------------------------------------
     pk_term = diffrax.ODETerm(lambda t, y, k: jnp.stack([-k * y[0], jnp.ones_like(y[0])]))
-    pk_event = diffrax.Event(lambda t, y, k, **kw: y[0] - PK_C, newton)
+    pk_event = diffrax.Event(lambda t, y, args, **kw: y[0] - PK_C, newton)
 
     def pk_fns(rtol, max_steps, adjoint):
         ctrl = diffrax.PIDController(rtol=rtol, atol=rtol * ATOL_OVER_RTOL)
