@@ -79,6 +79,10 @@ type Tuning struct {
 	meshChunk  int   // the bytes of each chunk buffer of copyChunked (defaultMeshChunk)
 	maxStaging int64 // the largest staging buffer taken from the backend's host memory (defaultMaxStaging)
 	maxSource  int   // the largest kernel source compiled (defaultMaxSource)
+	// separateSteps keeps the step programs of large kernels apart
+	// (kernelgen.Config.SeparateSteps), for the tests that compare the two
+	// forms.
+	separateSteps bool
 }
 
 // envTuning returns the Tuning of the environment, read once per process.
@@ -131,6 +135,7 @@ type layoutJob struct {
 func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, tileSums bool, dev device, tun Tuning) kernelgen.Config {
 	v := base
 	v.TileSums = tileSums && v.Grad
+	v.SeparateSteps = tun.separateSteps
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread:
