@@ -157,7 +157,7 @@ func (ex *executor) kernel(v kernelgen.Config, lp *ode.LossPlan, tr *Trace) (*ke
 			return
 		}
 		e.info = info
-		if e.k, e.err = ex.be.compile(src, kernelgen.KernelName); e.err != nil {
+		if e.k, e.err = ex.be.compile(src, kernelgen.KernelName, ex.tun.compileOptions(len(src))); e.err != nil {
 			return
 		}
 		e.block = defaultBlock

@@ -73,6 +73,19 @@ type Tuning struct {
 	// taking tiles in turn from a counter (GS_TILE_DYNAMIC).
 	TileStatic bool
 
+	// FastCompile holds NVRTC options, separated by spaces, with which a
+	// kernel of at least FastCompileFrom bytes of source is compiled
+	// besides the engine's own (driver.CompileSettings.Options): options
+	// that trade some of the kernel's speed for NVRTC's time on a first
+	// call, as "-Ofast-compile=mid" or "--ptxas-options=-O1" (cuda's
+	// TestGPUColdStart measures both sides). "" means
+	// defaultFastCompile, "none" none. The kernel cache's key holds the
+	// options.
+	FastCompile string
+	// FastCompileFrom is the source size, in bytes, from which
+	// FastCompile applies; zero means defaultFastCompileFrom.
+	FastCompileFrom int
+
 	// Sizes the package's tests shrink to exercise reruns and chunked
 	// copies (zero: the defaults).
 	firstRows  int   // the rows of a first record buffer, instead of rowsGuess's guess
