@@ -17,8 +17,10 @@ import (
 // Memory is handed out as arenas: one allocation per pass, whose device
 // address plus an offset is a kernel's pointer argument.
 type backend interface {
-	// compile compiles src and returns its kernel called name.
-	compile(src, name string) (backendKernel, error)
+	// compile compiles src with the further compiler options opts
+	// (Tuning.compileOptions; a host backend notes them) and returns its
+	// kernel called name.
+	compile(src, name string, opts []string) (backendKernel, error)
 	// alloc allocates n bytes and returns their device address.
 	alloc(n int64) (uint64, error)
 	// free releases an allocation.
@@ -103,8 +105,8 @@ func unload(m *driver.Module) { _ = m.Unload() }
 
 func (k *gpuKernel) maxBlock() int { return k.attrs.MaxThreadsPerBlock }
 
-func (b *gpuBackend) compile(src, name string) (backendKernel, error) {
-	set := &driver.CompileSettings{Name: name + ".cu"}
+func (b *gpuBackend) compile(src, name string, opts []string) (backendKernel, error) {
+	set := &driver.CompileSettings{Name: name + ".cu", Options: opts}
 	m, _, err := b.dev.Build(src, set)
 	if err != nil {
 		return nil, err

@@ -54,13 +54,15 @@
 //     layers. Meshes and states are lanes mode's bit for bit; gradients
 //     agree to rounding.
 //
-// A kernel's source grows with the plan's programs: a Rosenbrock method
-// unrolls the Jacobian and the LU of W into straight-line code, about
-// 50·d² values. A kernel whose CUDA C would pass 8 MiB (Lorenz-96 or the
-// Brusselator with d = 64 and Rodas5P: 42 MB) is refused before NVRTC,
-// which would take many minutes, with a *SizeError naming its size and
-// the CPU engine; Pollution with Rodas5P (d = 20, 5 MB) compiles in about
-// a minute, once (the kernel cache keeps it).
+// A kernel's source grows with the plan's programs: below d = 16 a
+// Rosenbrock method unrolls the Jacobian and the LU of W into
+// straight-line code, about 50·d² values; from d = 16 its steps are
+// matrix-free and a kernel with save times has one forward and one
+// reverse step program (Pollution with Rodas5P, d = 20: a 1.1 MB
+// gradient kernel; Lorenz-96 with d = 64: 3.1 MB). A kernel whose CUDA C
+// passes 8 MiB is refused before NVRTC, which would take minutes, with a
+// *SizeError naming its size and the CPU engine. NVRTC's time grows
+// with the source; the kernel cache keeps what it compiled.
 //
 // Tuning (Engine.SetTuning) overrides the choice; chooseLayout documents
 // the thresholds. Problems with events (ode.Settings.Events) run in the

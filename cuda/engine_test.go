@@ -666,7 +666,7 @@ var countFile string
 // callee matches the first line of a called program's function.
 var callee = regexp.MustCompile(`(?m)^GS_CALLEE(?:_INLINE)? \w+_out (\w+)\(.*\) \{$`)
 
-func (b *countBackend) compile(src, name string) (backendKernel, error) {
+func (b *countBackend) compile(src, name string, opts []string) (backendKernel, error) {
 	var names []string
 	body := callee.ReplaceAllStringFunc(src, func(line string) string {
 		names = append(names, callee.FindStringSubmatch(line)[1])
@@ -687,7 +687,7 @@ static struct gs_count_dump {
   }
 } gs_count_dumper;
 `, len(names), strings.Join(names, `", "`), countFile, len(names))
-	return b.hostBackend.compile(head+body, name)
+	return b.hostBackend.compile(head+body, name, opts)
 }
 
 // takeCounts returns the calls counted since the last take, by function,

@@ -147,21 +147,17 @@ func (ex *executor) kernel(v kernelgen.Config, lp *ode.LossPlan, tr *Trace) (*ke
 			e.err = ex.progErr
 			return
 		}
-		// A source too large for NVRTC is refused before it is written
-		// (from the plan's size), and after.
-		if e.err = ex.checkSourceSize(-1, v.Grad); e.err != nil {
-			return
-		}
 		src, info, err := kernelgen.KernelSource(ex.progs, v, lp, ex.prec)
 		if err != nil {
 			e.err = err
 			return
 		}
-		if e.err = ex.checkSourceSize(len(src), v.Grad); e.err != nil {
+		// A source too large for NVRTC is refused (SizeError).
+		if e.err = ex.checkSourceSize(len(src)); e.err != nil {
 			return
 		}
 		e.info = info
-		if e.k, e.err = ex.be.compile(src, kernelgen.KernelName); e.err != nil {
+		if e.k, e.err = ex.be.compile(src, kernelgen.KernelName, ex.tun.compileOptions(len(src))); e.err != nil {
 			return
 		}
 		e.block = defaultBlock

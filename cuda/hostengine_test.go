@@ -124,6 +124,16 @@ type hostBackend struct {
 	batching sync.Map
 	// launched is the time the enqueued launches took, for clocks.
 	launched time.Duration
+	// opts are the compiles' sources' sizes and options, in order
+	// (Tuning.FastCompile); g++ does not take NVRTC's options.
+	opts []compiled
+}
+
+// compiled is a compile of the host backend: the source's bytes and the
+// options the engine passed.
+type compiled struct {
+	src  int
+	opts []string
 }
 
 func newHostBackend(total int64) *hostBackend {
@@ -162,8 +172,11 @@ func (*hostKernel) maxBlock() int { return 0 }
 // hostAddrBits is the address space of one host arena.
 const hostAddrBits = 40
 
-func (b *hostBackend) compile(src, name string) (backendKernel, error) {
+func (b *hostBackend) compile(src, name string, opts []string) (backendKernel, error) {
 	b.direct("compile")
+	b.mu.Lock()
+	b.opts = append(b.opts, compiled{len(src), opts})
+	b.mu.Unlock()
 	cc, err := exec.LookPath("g++")
 	if err != nil {
 		return nil, fmt.Errorf("host backend: %w", err)

@@ -73,6 +73,19 @@ type Tuning struct {
 	// taking tiles in turn from a counter (GS_TILE_DYNAMIC).
 	TileStatic bool
 
+	// FastCompile holds NVRTC options, separated by spaces, with which a
+	// kernel of at least FastCompileFrom bytes of source is compiled
+	// besides the engine's own (driver.CompileSettings.Options): options
+	// that trade some of the kernel's speed for NVRTC's time on a first
+	// call, as "-Ofast-compile=mid" or "--ptxas-options=-O1" (cuda's
+	// TestGPUColdStart measures both sides). "" means
+	// defaultFastCompile, "none" none. The kernel cache's key holds the
+	// options.
+	FastCompile string
+	// FastCompileFrom is the source size, in bytes, from which
+	// FastCompile applies; zero means defaultFastCompileFrom.
+	FastCompileFrom int
+
 	// Sizes the package's tests shrink to exercise reruns and chunked
 	// copies (zero: the defaults).
 	firstRows  int   // the rows of a first record buffer, instead of rowsGuess's guess
@@ -80,6 +93,10 @@ type Tuning struct {
 	maxStaging int64 // the largest staging buffer taken from the backend's host memory (defaultMaxStaging)
 	maxSource  int   // the largest kernel source compiled (defaultMaxSource)
 	bcastSeed  int   // the seed of a broadcast input (defaultBcastSeed); launches of 16 seeds or more broadcast
+	// separateSteps keeps the step programs of large kernels apart
+	// (kernelgen.Config.SeparateSteps), for the tests that compare the two
+	// forms.
+	separateSteps bool
 }
 
 // envTuning returns the Tuning of the environment, read once per process.
@@ -132,6 +149,7 @@ type layoutJob struct {
 func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, tileSums bool, dev device, tun Tuning) kernelgen.Config {
 	v := base
 	v.TileSums = tileSums && v.Grad
+	v.SeparateSteps = tun.separateSteps
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || v.Events:

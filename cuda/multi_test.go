@@ -38,8 +38,8 @@ type fakeDevice struct {
 	fail    error // if not nil, every launch fails with it
 }
 
-func (f *fakeDevice) compile(src, name string) (backendKernel, error) {
-	return f.kernels.compile(src, name)
+func (f *fakeDevice) compile(src, name string, opts []string) (backendKernel, error) {
+	return f.kernels.compile(src, name, opts)
 }
 
 // batch runs f on a queue whose launches fail with fail, if set.

@@ -26,7 +26,9 @@ type nullKernel struct{}
 
 func (nullKernel) maxBlock() int { return 0 }
 
-func (b nullBackend) compile(src, name string) (backendKernel, error) { return nullKernel{}, nil }
+func (b nullBackend) compile(src, name string, opts []string) (backendKernel, error) {
+	return nullKernel{}, nil
+}
 
 // fake writes what a kernel launch with args would: every trajectory
 // took nullSteps steps of 1/nullSteps and reached t = 1.

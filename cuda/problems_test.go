@@ -96,14 +96,13 @@ func testProblems(t *testing.T, engine string, n int) {
 			}
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
-				if v, err := planValues(c.solver(t, "cpu").Plan(), true); err == nil && sourcePerValue*v > defaultMaxSource {
-					// Past the engines' bound on a kernel's source (Lorenz-96
-					// with d = 64 and Rodas5P: 42 MB): refused, naming the CPU
-					// engine.
+				if size := gradSource(t, c); size > defaultMaxSource {
+					// Past the engines' bound on a kernel's source: refused,
+					// naming the CPU engine.
 					_, err := c.solver(t, engine).Grad(nil, &c.prob, c.loss, nil)
 					var se *SizeError
 					if !errors.As(err, &se) {
-						t.Fatalf("a kernel of about %d bytes: error %v, want a *SizeError", sourcePerValue*v, err)
+						t.Fatalf("a kernel of %d bytes: error %v, want a *SizeError", size, err)
 					}
 					return
 				}

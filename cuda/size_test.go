@@ -5,31 +5,25 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
-// A kernel past the engine's bound on its source is refused, before its
-// source is written where the plan's size predicts it, with an error that
-// names the size, the limit and the CPU engine; within the bound the same
-// problem runs. A source past the bound that the estimate let through is
-// refused too (the check after generation).
+// A kernel past the engine's bound on its source is refused, with an
+// error that names its size, the limit and the CPU engine; within the
+// bound the same problem runs.
 func TestHostEngineSourceLimit(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	c := lorenzCase(8, 1e-6)
-	n, err := planValues(c.solver(t, "cpu").Plan(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	est := sourcePerValue * n
+	size := gradSource(t, c)
 	for _, tc := range []struct {
-		name      string
-		limit     int
-		estimated bool // refused from the estimate
-		ok        bool
+		name  string
+		limit int
+		ok    bool
 	}{
-		{"below-the-estimate", est / 2, true, false},
-		{"above", est + 1<<20, false, true},
+		{"below", size / 2, false},
+		{"above", size + 1<<20, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -50,8 +44,8 @@ func TestHostEngineSourceLimit(t *testing.T) {
 			if !errors.As(err, &se) || !errors.Is(err, ode.ErrTooLarge) {
 				t.Fatalf("limit %d: error %v, want a *SizeError wrapping ode.ErrTooLarge", tc.limit, err)
 			}
-			if se.Estimated != tc.estimated || se.Limit != tc.limit || se.Bytes <= tc.limit {
-				t.Errorf("limit %d: %+v, want estimated %t and the size past the limit", tc.limit, se, tc.estimated)
+			if se.Limit != tc.limit || se.Bytes != size {
+				t.Errorf("limit %d: %+v, want the source's %d bytes", tc.limit, se, size)
 			}
 			for _, want := range []string{"CPU engine", se.Method, set.Engine, "MB"} {
 				if !strings.Contains(err.Error(), want) {
@@ -62,16 +56,32 @@ func TestHostEngineSourceLimit(t *testing.T) {
 	}
 }
 
-func TestSourceSizeAfterGeneration(t *testing.T) {
+func TestSourceSizeError(t *testing.T) {
 	t.Parallel()
 	c := lorenzCase(8, 1e-6)
 	ex := newExecutor(nil, c.solver(t, "cpu").Plan(), Float64, "cuda-size", Tuning{maxSource: 1000})
-	if err := ex.checkSourceSize(1000, true); err != nil {
+	if err := ex.checkSourceSize(1000); err != nil {
 		t.Errorf("a source of exactly the bound: %v", err)
 	}
-	err := ex.checkSourceSize(1001, true)
+	err := ex.checkSourceSize(1001)
 	var se *SizeError
-	if !errors.As(err, &se) || se.Estimated || se.Bytes != 1001 || se.Limit != 1000 || se.Field != c.prob.Field.Name {
-		t.Errorf("a source over the bound: %+v (%v), want a *SizeError of 1001 bytes over 1000, not estimated, naming field %s", se, err, c.prob.Field.Name)
+	if !errors.As(err, &se) || se.Bytes != 1001 || se.Limit != 1000 || se.Field != c.prob.Field.Name {
+		t.Errorf("a source over the bound: %+v (%v), want a *SizeError of 1001 bytes over 1000, naming field %s", se, err, c.prob.Field.Name)
 	}
+}
+
+// gradSource returns the bytes of the source of the kernel of c's
+// gradient with its record, in the thread layout.
+func gradSource(t *testing.T, c engineCase) int {
+	t.Helper()
+	j := jobOf(t, c, ode.OpGrad)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _, err := kernelgen.KernelSource(sp, kernelgen.ConfigOf(j), j.Loss, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(src)
 }

@@ -84,8 +84,7 @@ func TestSizeDiag(t *testing.T) {
 				}
 				rows = append(rows, r)
 			}
-			nv, _ := planValues(j.Plan, op == ode.OpGrad)
-			fmt.Printf("== %s: %d bytes (%.2f MB); prelude+templates %d; %d values, %.0f B/value\n", name, len(src), float64(len(src))/(1<<20), other, nv, float64(len(src))/float64(nv))
+			fmt.Printf("== %s: %d bytes (%.2f MB); prelude+templates %d\n", name, len(src), float64(len(src))/(1<<20), other)
 			for _, r := range rows {
 				type kv struct {
 					k string

@@ -111,7 +111,7 @@ func (ex *executor) trainKernelsOf() (*trainKernels, error) {
 			{"gs_t_chunks", &tk.chunks}, {"gs_t_total", &tk.total}, {"gs_t_seg", &tk.seg}, {"gs_t_gy", &tk.gy},
 			{"gs_t_clip", &tk.clip}, {"gs_t_update", &tk.update}, {"gs_t_put", &tk.put},
 		} {
-			if *k.dst, ex.trainErr = ex.be.compile(src, k.name); ex.trainErr != nil {
+			if *k.dst, ex.trainErr = ex.be.compile(src, k.name, ex.tun.compileOptions(len(src))); ex.trainErr != nil {
 				ex.trainErr = fmt.Errorf("cuda: engine %s: compiling the training kernels: %w", ex.name, ex.trainErr)
 				return
 			}

@@ -35,7 +35,7 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}} {
+	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.separateSteps, "separate"}} {
 		if f.on {
 			tn += "," + f.name
 		}
@@ -47,6 +47,9 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 		if f.v > 0 {
 			tn += fmt.Sprintf(",%s=%d", f.name, f.v)
 		}
+	}
+	if tun.FastCompile != "" || tun.FastCompileFrom != 0 {
+		tn += fmt.Sprintf(",fast=%q from %d", tun.FastCompile, tun.FastCompileFrom)
 	}
 	tunedMu.Lock()
 	defer tunedMu.Unlock()

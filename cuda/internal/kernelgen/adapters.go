@@ -110,28 +110,43 @@ func (g *adapters) kernelAdapters(sp *StepPrograms, v Config, lp *ode.LossPlan, 
 	pl := sp.plan
 	d := pl.Dim
 	y, p := idx("y", d), idx("p", pl.Params)
-	// Init: t0, t1, y, p → h, last, f0.
-	g.adapter("gs_a_init", pl.Init, "void",
-		"const gs_real* sh, gs_real t0, gs_real t1, const gs_real* y, const gs_real* p, gs_real* h, gs_real* last, gs_real* f0",
-		cat([]string{"t0", "t1"}, y, p), cat([]string{"*h", "*last"}, idx("f0", d)))
-	// Trial: t, h, y, p[, k1] → y⁺, err[, k_s], hρ.
-	tin, tout := cat([]string{"t", "h"}, y, p), cat(idx("yn", d), idx("e", d))
-	if pl.FSAL {
-		tin, tout = append(tin, idx("k1", d)...), append(tout, idx("ks", d)...)
+	// Only the adapters the kernel calls are written (kernel.cuh lists
+	// who calls which): NVRTC's time grows with the source, called or not.
+	if v.Adaptive {
+		// Init: t0, t1, y, p → h, last, f0.
+		g.adapter("gs_a_init", pl.Init, "void",
+			"const gs_real* sh, gs_real t0, gs_real t1, const gs_real* y, const gs_real* p, gs_real* h, gs_real* last, gs_real* f0",
+			cat([]string{"t0", "t1"}, y, p), cat([]string{"*h", "*last"}, idx("f0", d)))
+		// Trial: t, h, y, p[, k1] → y⁺, err[, k_s], hρ.
+		tin, tout := cat([]string{"t", "h"}, y, p), cat(idx("yn", d), idx("e", d))
+		if pl.FSAL {
+			tin, tout = append(tin, idx("k1", d)...), append(tout, idx("ks", d)...)
+		}
+		if k.ShareFwd {
+			// TrialDense: the same, then w (the coefficients of the step's
+			// continuous extension).
+			g.adapter("gs_a_trial", pl.TrialDense, "void",
+				"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* k1, gs_real* yn, gs_real* e, gs_real* ks, gs_real* hrho, gs_real* w",
+				tin, cat(tout, []string{"*hrho"}, idx("w", pl.DenseTerms*d)))
+		} else {
+			g.adapter("gs_a_trial", pl.Trial, "void",
+				"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* k1, gs_real* yn, gs_real* e, gs_real* ks, gs_real* hrho",
+				tin, append(tout, "*hrho"))
+		}
+		// Control: state, t1, y, y⁺, err, hρ → state', accept, status.
+		g.adapter("gs_a_control", pl.Control, "void",
+			"const gs_real* sh, const gs_real* st, gs_real t1, const gs_real* y, const gs_real* yn, const gs_real* e, gs_real hrho, gs_real* st2, gs_real* accept, gs_real* status",
+			cat(idx("st", ode.NumState), []string{"t1"}, y, idx("yn", d), idx("e", d), []string{"hrho"}),
+			cat(idx("st2", ode.NumState), []string{"*accept", "*status"}))
 	}
-	g.adapter("gs_a_trial", pl.Trial, "void",
-		"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* k1, gs_real* yn, gs_real* e, gs_real* ks, gs_real* hrho",
-		tin, append(tout, "*hrho"))
-	// Control: state, t1, y, y⁺, err, hρ → state', accept, status.
-	g.adapter("gs_a_control", pl.Control, "void",
-		"const gs_real* sh, const gs_real* st, gs_real t1, const gs_real* y, const gs_real* yn, const gs_real* e, gs_real hrho, gs_real* st2, gs_real* accept, gs_real* status",
-		cat(idx("st", ode.NumState), []string{"t1"}, y, idx("yn", d), idx("e", d), []string{"hrho"}),
-		cat(idx("st2", ode.NumState), []string{"*accept", "*status"}))
-	// Replay: t, h, y, p → y⁺.
-	g.adapter("gs_a_replay", pl.Replay, "void",
-		"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real* yn",
-		cat([]string{"t", "h"}, y, p), idx("yn", d))
-	if k.Dense {
+	if !v.Adaptive && !k.ShareFwd || v.Saves > 0 && !k.Dense {
+		// Replay: t, h, y, p → y⁺ (a replay's steps; an adaptive kernel's
+		// save times without the continuous extension, ode.SaveStep).
+		g.adapter("gs_a_replay", pl.Replay, "void",
+			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real* yn",
+			cat([]string{"t", "h"}, y, p), idx("yn", d))
+	}
+	if k.Dense && !(v.Adaptive && k.ShareFwd) {
 		// DenseStep: t, h, y, p → y⁺, w (the coefficients of the step's
 		// continuous extension).
 		g.adapter("gs_a_dense_step", pl.DenseStep, "void",
@@ -181,8 +196,9 @@ func (g *adapters) reverseAdapters(sp *StepPrograms, v Config, k *kernelPlan) er
 		revParams   = "gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* gp"
 		denseParams = "gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, const gs_real* wb, const gs_real* gp"
 	)
+	k.ShareRev = !v.SeparateSteps && shareReverse(pl, sp.Rev, drev)
 	// The two steps take turns in one loop: both accumulate, or neither.
-	k.RevAcc = accumulates(sp.Rev, d+np, ns) && (drev == nil || accumulates(drev, d+np, ns))
+	k.RevAcc = (k.ShareRev || accumulates(sp.Rev, d+np, ns)) && (drev == nil || accumulates(drev, d+np, ns))
 	if !k.RevAcc && v.TileMode {
 		// gs_backward calls a step that returns its shared gradient
 		// only for the trajectories on: not in lockstep.
@@ -199,7 +215,9 @@ func (g *adapters) reverseAdapters(sp *StepPrograms, v Config, k *kernelPlan) er
 			g.err = fmt.Errorf("cuda: program %s: no accumulating function", prog.Name)
 		}
 	}
-	rev("gs_a_rev", "gs_rev_out", sp.Rev, revParams, revArgs)
+	if !k.ShareRev {
+		rev("gs_a_rev", "gs_rev_out", sp.Rev, revParams, revArgs)
+	}
 	if drev != nil {
 		rev("gs_a_drev", "gs_drev_out", drev, denseParams, denseArgs)
 	}
@@ -255,6 +273,60 @@ func (g *adapters) eventAdapters(pl *ode.Plan, v Config) error {
 		}
 	}
 	return g.err
+}
+
+// shareDim is the state dimension from which a kernel with save times on
+// the continuous extension has one forward step program and, for a
+// gradient, one reverse step, not two each (kernelPlan.ShareFwd and
+// ShareRev; shareForward, shareReverse). Below it the kernels keep both,
+// byte for byte as before (and Config.SeparateSteps keeps both above it).
+//
+// The reverse: Plan.DenseStepReverse on every step, with zero
+// coefficient cotangents on the steps no save time lies inside, in place
+// of Plan.Reverse there. The two programs are nearly the same code
+// (Reverse is DenseStepReverse without the coefficients' terms), 40% of a
+// Rosenbrock gradient kernel's source at d = 64, and DenseStepReverse
+// with w̄ = 0 gives Reverse's results bit for bit (on the built-in
+// problems with Tsit5, Rodas5P and Rosenbrock23: TestSharedReverse),
+// at the price of the coefficients' terms on every step (Rodas5P 20%
+// more values per reverse step, Rosenbrock23 30%).
+//
+// The forward step: an adaptive kernel's trial computes the coefficients
+// on every trial (Plan.TrialDense: Trial's outputs bit for bit, Rodas5P
+// 2% more values at d = 64) where a dense step recomputed the accepted
+// steps with save times inside; a replay runs DenseStep (Replay's y⁺ bit
+// for bit, Rodas5P 3.5% more values) on every step.
+const shareDim = 16
+
+// The largest sizes (values) of the shared program against the one it
+// replaces on the steps without save times: methods whose extension
+// takes stages of its own (Vern7's six: 3.4 times Reverse; Tsit5's
+// seventh: 1.7 times Reverse, 1.2 times Trial) keep two.
+const (
+	shareRevRatio   = 1.5  // DenseStepReverse / Reverse
+	shareTrialRatio = 1.1  // TrialDense / Trial
+	shareStepRatio  = 1.25 // DenseStep / Replay
+)
+
+// shareReverse reports whether the gradient kernels of pl run drev (the
+// reverse of its dense step, or nil) on every step in place of rev
+// (shareDim).
+func shareReverse(pl *ode.Plan, rev, drev *tape.Program) bool {
+	return drev != nil && pl.Dim >= shareDim && float64(len(drev.Values)) <= shareRevRatio*float64(len(rev.Values))
+}
+
+// shareForward reports whether a kernel of kind v (with save times on the
+// continuous extension) of pl runs one forward step program (shareDim):
+// TrialDense in place of Trial and DenseStep (adaptive), DenseStep in
+// place of Replay and DenseStep (a replay).
+func shareForward(pl *ode.Plan, v Config) bool {
+	if v.SeparateSteps || pl.DenseStep == nil || v.Saves == 0 || pl.Dim < shareDim {
+		return false
+	}
+	if v.Adaptive {
+		return pl.TrialDense != nil && float64(len(pl.TrialDense.Values)) <= shareTrialRatio*float64(len(pl.Trial.Values))
+	}
+	return float64(len(pl.DenseStep.Values)) <= shareStepRatio*float64(len(pl.Replay.Values))
 }
 
 // accumulates reports whether p's outputs first…first+n-1 can be

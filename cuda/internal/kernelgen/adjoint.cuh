@@ -1,7 +1,7 @@
 {{- /*
 adjoint.cuh: the adjoint of a gradient kernel ("adjoint"), gs_backward.
 The reverse steps (gs_a_rev, and gs_a_drev on the steps that save times
-lie inside) and the loss VJP either return their shared-gradient
+lie inside; with ShareRev gs_a_drev on every step) and the loss VJP either return their shared-gradient
 contributions, which it reduces across the warp, or add them to the
 accumulator themselves (RevAcc, LossAcc: AccFunc), every lane calling
 them. The loss's own dL/ds without LossAcc goes where the layout's
@@ -155,6 +155,13 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
         for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(GS_STORE_T + c) * n];
       }
       const bool live = on && h != 0;
+{{- if .ShareRev}}
+      // One reverse step for all: the dense step's, with wb zero where no
+      // save time lies inside the step (Reverse's results, bit for bit).
+      gs_real wb[GS_DW];
+      gs_coef_bar(a, i, live, k0, kq, ts, h, wb);
+      gs_take(gs_a_drev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, wb, gp), live, lam, gp);
+{{- else}}
 {{- if .Dense}}
       // The warp's lanes call one of the two steps alike.
       gs_real wb[GS_DW];
@@ -163,11 +170,16 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
       else
 {{- end}}
       gs_take(gs_a_rev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, gp), live, lam, gp);
+{{- end}}
     }
     if (on) {
 {{- else}}
+{{- if .ShareRev}}
+    gs_drev_out r;
+{{- else}}
     gs_rev_out r;
-{{- if .Dense}}
+{{- end}}
+{{- if and .Dense (not .ShareRev)}}
     gs_drev_out rd;
     bool dense = false;
 {{- end}}
@@ -178,7 +190,13 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
         const gs_real ts = GS_STORE_T ? row[0] : (gs_real)0;
         gs_real ys[GS_D];
         for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(GS_STORE_T + c) * n];
-{{- if .Dense}}
+{{- if .ShareRev}}
+        // One reverse step for all (as above).
+        gs_real wb[GS_DW];
+        gs_coef_bar(a, i, true, k0, kq, ts, h, wb);
+        r = gs_a_drev(sh, ts, h, ys, p, lam, wb, gp);
+        gs_take(r, true, lam, gp);
+{{- else if .Dense}}
         gs_real wb[GS_DW];
         dense = gs_coef_bar(a, i, true, k0, kq, ts, h, wb);
         if (dense) {
@@ -201,7 +219,7 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
 {{- end}}
     }
 {{- if not .RevAcc}}
-    gs_warp_add<GS_NS>(acc, {{if .Dense}}dense ? &rd.v[GS_D + GS_NP] : {{end}}&r.v[GS_D + GS_NP], on && h != 0);
+    gs_warp_add<GS_NS>(acc, {{if and .Dense (not .ShareRev)}}dense ? &rd.v[GS_D + GS_NP] : {{end}}&r.v[GS_D + GS_NP], on && h != 0);
 {{- end}}
   }
   if (act) {

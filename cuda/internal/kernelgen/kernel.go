@@ -99,6 +99,12 @@ type Config struct {
 	// turn from a counter after the work array's accumulators instead of
 	// every gridth one.
 	TileDynamic bool
+	// SeparateSteps keeps a kernel with save times on the continuous
+	// extension in the form it had below shareDim: the replay's (or
+	// trial's) step and the dense step apart, forward and reverse, where
+	// they would be shared (kernelPlan.ShareFwd, ShareRev). For the tests
+	// that compare the two forms.
+	SeparateSteps bool
 	// StopStiff (an adaptive record of a gradient, Job.StopOnStiff) ends a
 	// trajectory with status Stiff at the step where the stiffness test
 	// fires, as the CPU engine does, instead of running it to its end for
@@ -156,8 +162,8 @@ func (v Config) Layout() string {
 
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t %s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -218,6 +224,7 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 		Dense: v.Saves > 0 && pl.DenseStep != nil, DenseTerms: pl.DenseTerms,
 		SharedAcc: v.SharedAcc(pl.Shared, prec), Xpose: v.Xpose(pl.Shared), Stage: src.Stage,
 		StiffStatus: int(ode.Stiff), LanesBlock: LanesBlock, LanesAccBlock: LanesAccBlock, TileWidth: TileWidth}
+	k.ShareFwd = k.Dense && shareForward(pl, v)
 	// An autonomous field's reverse step ignores t: the stored rows then
 	// hold y only (a fifth less traffic for Lorenz).
 	k.StoreT = v.Store && (v.Saves > 0 || v.Events || liveInputs(sp.Rev, map[*tape.Program][]bool{})[0])
@@ -255,7 +262,18 @@ type kernelPlan struct {
 	// RevAcc and LossAcc report that the reverse steps (Reverse and, with
 	// Dense, DenseStepReverse) and the loss VJP add their shared-gradient
 	// contributions themselves (AccFunc).
-	RevAcc, LossAcc  bool
+	RevAcc, LossAcc bool
+	// ShareRev (with Dense) runs DenseStepReverse on every step of the
+	// adjoint, with zero coefficient cotangents where no save time lies
+	// inside it, and Reverse on none: one reverse step in the source, not
+	// two (shareReverse).
+	ShareRev bool
+	// ShareFwd (with Dense) runs one forward step program where there
+	// would be two (shareForward): an adaptive kernel's trial is
+	// Plan.TrialDense (gs_a_trial also returns the coefficients, which the
+	// save times read), with no dense step; a replay's step is DenseStep,
+	// with no Replay.
+	ShareFwd         bool
 	SharedAcc, Xpose bool // thread layout: Config.SharedAcc, Config.Xpose
 	Stage            bool // lanes layout: the warps' staging rows (Source.Stage)
 	StiffStatus      int  // ode.Stiff (Config.StopStiff)

@@ -26,10 +26,15 @@ hooks (GS_STEPS, GS_ANY, GS_WRITER).
     // y+) replaces the replay step and gives the coefficients the save
     // times are read from.
     gs_real w[GS_DW];
+{{- if not .ShareFwd}}
     const bool dense = live && gs_inside(a, k, t, h);
 {{- end}}
+{{- end}}
     if (GS_ANY(live)) {
-{{- if .Dense}}
+{{- if .ShareFwd}}
+      // One step program for all: the dense step (Replay's y+ bit for bit).
+      gs_a_dense_step(sh, t, h, y, p, yn, w);
+{{- else if .Dense}}
       if (GS_ANY(dense))
         gs_a_dense_step(sh, t, h, y, p, yn, w);
       else

@@ -30,6 +30,11 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
     // located.
     gs_real w[GS_EDW];
     gs_a_trial_dense(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho, w);
+{{- else if .ShareFwd}}
+    // The trial returns its continuous extension's coefficients too
+    // (TrialDense): those of the accepted step are its save times'.
+    gs_real w[GS_DW];
+    gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho, w);
 {{- else}}
     gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho);
 {{- end}}
@@ -87,7 +92,11 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
       }
     }
 {{- if .Saves}}
+{{- if .ShareFwd}}
+    if (saving) gs_step_saves(a, k, i, (int)sv_s, sv_t, sv_h, sv_y, w);
+{{- else}}
     gs_saves(a, sh, k, i, sv_s, sv_t, {{if .Dense}}sv_h{{else}}sv_t2{{end}}, sv_y, p, saving);
+{{- end}}
 {{- end}}
   }
   len = (int)st[GS_ST_ACCEPTED];

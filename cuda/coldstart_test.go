@@ -1,0 +1,209 @@
+package cuda
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
+)
+
+// coldOptionSets are the NVRTC option sets TestGPUColdStart compares
+// (Tuning.FastCompile): the engine's own, then candidates that trade the
+// kernel's speed for NVRTC's time. An option the NVRTC does not know is
+// reported and its set skipped.
+var coldOptionSets = []string{
+	"none",
+	"-Ofast-compile=max",
+	"-Ofast-compile=mid",
+	"-Ofast-compile=min",
+	"--ptxas-options=-O1",
+	"--ptxas-options=-O0",
+	"-dopt=off",
+	"-Ofast-compile=mid --ptxas-options=-O1",
+}
+
+// coldRow is one measurement of TestGPUColdStart.
+type coldRow struct {
+	Phase   string  `json:"phase"` // "options" or "problems"
+	Problem string  `json:"problem"`
+	Method  string  `json:"method"`
+	Options string  `json:"options"`
+	Source  int     `json:"source_bytes"` // the gradient kernel's source in the thread layout (-1: Method Auto)
+	Cold    float64 `json:"cold_s"`       // NewSolver and the first Grad: tracing, generation, NVRTC, load, run
+	Compile float64 `json:"compile_s"`    // of which generating and compiling kernels (TraceStats.Compile)
+	Warm    float64 `json:"warm_s"`       // a second Grad (the kernel compiled)
+	Kernel  float64 `json:"kernel_s"`     // its kernels' device time
+	Err     string  `json:"error,omitempty"`
+}
+
+// TestGPUColdStart measures the first Grad call with an empty kernel
+// cache (issue 26: at most 3 s up to d = 64, 5 s at d = 256 and for
+// networks up to 2-128-128-2) and what NVRTC options that compile faster
+// cost the kernel (Tuning.FastCompile). n = 4096 trajectories of each
+// problem at its defaults (problemCase: one save time, a loss of the
+// final and saved states).
+//
+// Phase "options": each option set of coldOptionSets (those NVRTC
+// accepts) on Pollution with Rodas5P, Lorenz-96 (d = 64) with Rodas5P and
+// Lorenz with Tsit5: cold and warm Grad. Phase "problems": every built-in
+// problem (problems.Names) with the default method (Auto), Rodas5P, and
+// Tsit5 where it is not stiff, with the engine's own options. The disk
+// cache is off (GRADSOLVE_CUDA_CACHE=off).
+//
+// Environment: GS_COLDSTART_PHASES ("options,problems", the default),
+// GS_COLDSTART_ONLY (run the cases whose problem-method name contains
+// it), GS_COLDSTART_BUDGET (seconds, default 230: cases that would start
+// past it are skipped and listed), GS_COLDSTART_JSON (a file for the
+// rows as JSON). It skips without a GPU.
+func TestGPUColdStart(t *testing.T) {
+	needGPUEngine(t)
+	t.Setenv("GRADSOLVE_CUDA_CACHE", "off")
+	start := time.Now()
+	budget := 230 * time.Second
+	if s := os.Getenv("GS_COLDSTART_BUDGET"); s != "" {
+		sec, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatalf("GS_COLDSTART_BUDGET=%q: %v", s, err)
+		}
+		budget = time.Duration(sec * float64(time.Second))
+	}
+	phases := os.Getenv("GS_COLDSTART_PHASES")
+	if phases == "" {
+		phases = "options,problems"
+	}
+	only := os.Getenv("GS_COLDSTART_ONLY")
+	major, minor, path, _ := driver.NVRTCVersion()
+	be, err := registered[0].backend() // "cuda"
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch := be.(*gpuBackend).dev.Info().Arch
+	t.Logf("NVRTC %d.%d (%s), %s, budget %v", major, minor, path, arch, budget)
+
+	// The option sets this NVRTC accepts, on a small kernel.
+	const tiny = "extern \"C\" __global__ void gs_probe(double* x) { x[threadIdx.x] += 1.0; }\n"
+	var sets []string
+	for _, o := range coldOptionSets {
+		opts := (Tuning{FastCompile: o, FastCompileFrom: 1}).compileOptions(1)
+		if _, err := driver.Compile(tiny, arch, &driver.CompileSettings{Options: opts, NoCache: true}); err != nil {
+			t.Logf("options %q: rejected by NVRTC %d.%d, skipped: %v", o, major, minor, firstLines(err.Error(), 3))
+			continue
+		}
+		sets = append(sets, o)
+	}
+
+	var rows []coldRow
+	var skipped []string
+	// Each phase's engines are their own (FastCompileFrom 1 or 2), so that
+	// no case finds another's kernel in an engine's memory.
+	run := func(phase, name string, m ode.Method, opts string) {
+		cname := name + "-" + m.Name()
+		if only != "" && !strings.Contains(cname, only) {
+			return
+		}
+		if time.Since(start) > budget {
+			skipped = append(skipped, fmt.Sprintf("%s %s %q", phase, cname, opts))
+			return
+		}
+		from := 1
+		if phase == "problems" {
+			from = 2
+		}
+		row := coldRun(t, tuned(t, "cuda", Tuning{FastCompile: opts, FastCompileFrom: from}), name, m, 4096)
+		row.Phase, row.Options = phase, opts
+		rows = append(rows, row)
+		t.Logf("%-8s %-28s %-40q %8d B  cold %7.2f s (compile %7.2f s)  warm %7.3f s (kernels %7.3f s) %s",
+			phase, cname, opts, row.Source, row.Cold, row.Compile, row.Warm, row.Kernel, row.Err)
+	}
+	if strings.Contains(phases, "options") {
+		for _, c := range []struct {
+			name string
+			m    ode.Method
+		}{{"pollution", ode.Rodas5P}, {"lorenz", ode.Tsit5}, {"lorenz96-64", ode.Rodas5P}} {
+			for _, o := range sets {
+				run("options", c.name, c.m, o)
+			}
+		}
+	}
+	if strings.Contains(phases, "problems") {
+		for _, name := range problems.Names() {
+			pr, err := problems.ByName(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			methods := []ode.Method{ode.Auto, ode.Rodas5P}
+			if !pr.Stiff {
+				methods = append(methods, ode.Tsit5)
+			}
+			for _, m := range methods {
+				run("problems", name, m, "none")
+			}
+		}
+	}
+	for _, s := range skipped {
+		t.Logf("skipped (past the budget): %s", s)
+	}
+	if f := os.Getenv("GS_COLDSTART_JSON"); f != "" {
+		b, err := json.MarshalIndent(map[string]any{
+			"nvrtc": fmt.Sprintf("%d.%d", major, minor), "arch": arch.String(), "rows": rows, "skipped": skipped,
+		}, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// coldRun runs a first and a second Grad of n trajectories of problem
+// name with method m (problemCase) on engine and returns their row
+// (without its phase and options).
+func coldRun(t *testing.T, engine, name string, m ode.Method, n int) coldRow {
+	t.Helper()
+	c := problemCase(t, name, m, n)
+	row := coldRow{Problem: name, Method: m.Name(), Source: -1}
+	if m != ode.Auto {
+		row.Source = gradSource(t, c)
+	}
+	var tr Trace
+	t0 := time.Now()
+	set := c.set
+	set.Engine = engine
+	sv, err := ode.NewSolver(c.prob.Field, &set)
+	if err == nil {
+		_, err = sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
+	}
+	row.Cold = time.Since(t0).Seconds()
+	row.Compile = tr.Stats().Compile.Seconds()
+	if err == nil {
+		tr.Reset()
+		t1 := time.Now()
+		_, err = sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
+		row.Warm = time.Since(t1).Seconds()
+		row.Kernel = tr.Stats().Kernel.Seconds()
+	}
+	if err != nil {
+		row.Err = firstLines(err.Error(), 2)
+	}
+	return row
+}
+
+// TestHostColdRun runs TestGPUColdStart's measurement on the host
+// backend: a first call compiles (g++), a second does not.
+func TestHostColdRun(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	row := coldRun(t, tuned(t, "cuda-host", Tuning{FastCompile: "none", FastCompileFrom: 3}), "lorenz", ode.Tsit5, 16)
+	t.Logf("%+v", row)
+	if row.Err != "" || row.Source <= 0 || row.Compile <= 0 || row.Cold < row.Compile || row.Warm <= 0 {
+		t.Errorf("row %+v: want no error, the source's size, a compile within the cold call and a warm call", row)
+	}
+}
