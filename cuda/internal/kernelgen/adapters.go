@@ -139,9 +139,10 @@ func (g *adapters) kernelAdapters(sp *StepPrograms, v Config, lp *ode.LossPlan, 
 			cat(idx("st", ode.NumState), []string{"t1"}, y, idx("yn", d), idx("e", d), []string{"hrho"}),
 			cat(idx("st2", ode.NumState), []string{"*accept", "*status"}))
 	}
-	if !v.Adaptive && !k.ShareFwd || v.Saves > 0 && !k.Dense {
+	if !v.Adaptive && !k.ShareFwd || v.Saves > 0 && !k.Dense || v.Events {
 		// Replay: t, h, y, p → y⁺ (a replay's steps; an adaptive kernel's
-		// save times without the continuous extension, ode.SaveStep).
+		// save times without the continuous extension, ode.SaveStep; the
+		// event step's polish, events.cuh).
 		g.adapter("gs_a_replay", pl.Replay, "void",
 			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real* yn",
 			cat([]string{"t", "h"}, y, p), idx("yn", d))
