@@ -368,7 +368,14 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 			return fmt.Errorf("ode: mesh: step %d of trajectory %d is %v; step sizes must be finite and non-negative", s, i, m.H[s*m.N+i])
 		}
 	}
-	if m.T1 != nil {
+	switch {
+	case m.t1Set && q.T1s == nil:
+		// Both have one end time: the record's, not m.T1 read whole (it
+		// may have been changed; the steps reach the recorded time).
+		if m.t1 != q.T1 {
+			return fmt.Errorf("ode: mesh was recorded to T1 = %v, but the problem ends at %v; record a mesh for this problem", m.t1, q.T1)
+		}
+	case m.T1 != nil:
 		if i := par.First(len(m.T1), func(lo, hi int) int {
 			for i := lo; i < hi; i++ {
 				if m.T1[i] != q.t1[i] {

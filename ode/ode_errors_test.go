@@ -182,6 +182,18 @@ func TestMeshAndLossErrors(t *testing.T) {
 	late.T0 = 0.5
 	short := *m
 	short.Len = m.Len[:1]
+	longer := baseProblem()
+	longer.T1 = 2 * p.T1
+	perTraj := baseProblem()
+	perTraj.T1s = []float64{p.T1, 2 * p.T1}
+	edited := *m // end times changed by hand; its steps still reach the recorded one
+	edited.T1 = []float64{2 * p.T1, 2 * p.T1}
+	mt, err := ode.Record(perTraj, &ode.Settings{Method: ode.Tsit5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherT := perTraj
+	otherT.T1s = []float64{p.T1, 3 * p.T1}
 	for _, tc := range []struct {
 		name string
 		prob ode.Problem
@@ -195,6 +207,9 @@ func TestMeshAndLossErrors(t *testing.T) {
 		{"mesh of another method", p, m, &ode.Settings{Method: ode.Vern7}, ode.SumSquares(),
 			[]string{"recorded with Tsit5 but the settings use Vern7", "replay it with the method that recorded it"}},
 		{"inconsistent mesh", p, &short, nil, ode.SumSquares(), []string{"mesh arrays are inconsistent", "len(Len) 1"}},
+		{"mesh for another T1", longer, m, nil, ode.SumSquares(), []string{"mesh was recorded to T1 = 1, but the problem ends at 2"}},
+		{"mesh with edited T1", longer, &edited, nil, ode.SumSquares(), []string{"mesh was recorded to T1 = 1, but the problem ends at 2"}},
+		{"mesh for other T1s", otherT, mt, nil, ode.SumSquares(), []string{"recorded to T1 = 2 for trajectory 1, but the problem ends at 3"}},
 		{"loss without F", p, m, nil, ode.Loss{Name: "empty"}, []string{"loss empty has no F"}},
 		{"loss data length", p, m, nil, ode.Loss{Name: "data", DataDim: 2, Data: []float64{1, 2, 3},
 			F: func(y, _, d []tape.V) tape.V { return y[0].Mul(d[0]) }},

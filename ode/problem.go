@@ -365,6 +365,12 @@ type Mesh struct {
 	// Fingerprint is then that of the Tsit5 plan. Nil for a mesh of one
 	// method. Only the CPU engine replays a mesh with Switch.
 	Switch []int
+
+	// t1, if t1Set, is the one end time every trajectory was recorded to
+	// (a problem with T1 and no T1s): checkMesh compares it with such a
+	// problem's T1 instead of reading T1 whole.
+	t1    float64
+	t1Set bool
 }
 
 // Failed returns the first failed trajectory as a *TrajectoryError, or nil.

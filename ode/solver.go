@@ -540,6 +540,7 @@ func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
 		t1 = old.T1
 	}
 	m.T0, m.T1 = q.T0, par.Append(t1, q.t1)
+	m.t1, m.t1Set = q.T1, q.T1s == nil
 	m.Method = methodByName(sv.plan.Method)
 	m.RelTol, m.AbsTol = sv.set.RelTol, sv.set.AbsTol
 	m.AbsTols = sv.set.AbsTols
