@@ -418,7 +418,9 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 
 // Replay runs the mesh m forward (no gradient) and returns the solution:
 // the map whose exact derivative Grad computes. Finite differences of
-// Replay with m fixed check Grad.
+// Replay with m fixed check Grad, except with events, whose Grad also
+// differentiates the event steps' sizes, as a record moves them (see
+// Event).
 func Replay(p Problem, m *Mesh, s *Settings) (*Solution, error) {
 	sv, err := NewSolver(p.Field, s)
 	if err != nil {
