@@ -1,6 +1,7 @@
 package ode_test
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -476,4 +477,51 @@ func TestEventSaveAtChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameBits(t, "reused record: ∂L/∂p", g2.P, gs[1].P)
+}
+
+// TestEventGradPartial checks GradPartial with events and save times: a
+// ball coming to rest (TooManyEvents) is left out, the others' gradients
+// are Grad's on them alone, and GradPartial on the mesh it returned (its
+// event marks expanded to the whole ensemble) gives the same bits.
+func TestEventGradPartial(t *testing.T) {
+	t.Parallel()
+	f, bounce := ball()
+	y0 := []float64{1, 0, 0.9, 0, 1.1, 0}
+	e := []float64{0.85, 0.2, 0.8}
+	saveAt := []float64{0.2, 0.7, 1.2}
+	sv, err := ode.NewSolver(f, &ode.Settings{RelTol: 1e-9, AbsTol: 1e-12, Events: []ode.Event{bounce}, MaxEvents: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ode.Problem{Field: f, N: 3, Y0: y0, P: e, T1: 1.5, SaveAt: saveAt}
+	g, fails, err := sv.GradPartial(context.Background(), nil, &p, savedHeights(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fails) != 1 || fails[0].Index != 1 || fails[0].Status != ode.TooManyEvents {
+		t.Fatalf("failures %v, want trajectory 1 with TooManyEvents", fails)
+	}
+	ok := ode.Problem{Field: f, N: 2, Y0: []float64{1, 0, 1.1, 0}, P: []float64{0.85, 0.8}, T1: 1.5, SaveAt: saveAt}
+	want, err := sv.Grad(nil, &ok, savedHeights(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "∂L/∂p", []float64{g.P[0], g.P[2]}, want.P)
+	m := g.Mesh
+	for i := 0; i < 3; i += 2 {
+		marks := 0
+		for s := 0; s < m.Len[i]; s++ {
+			if m.Events[s*m.N+i] != 0 {
+				marks++
+			}
+		}
+		if marks != want.Solution.Events[i/2] || marks == 0 {
+			t.Errorf("trajectory %d: the returned mesh marks %d event steps, want %d", i, marks, want.Solution.Events[i/2])
+		}
+	}
+	g2, _, err := sv.GradPartial(context.Background(), nil, &p, savedHeights(), m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "on the returned mesh: ∂L/∂p", g2.P, g.P)
 }
