@@ -81,9 +81,13 @@
 // of time and differentiates each event step's size by the implicit
 // function theorem, as the CPU engine's. Every method runs them (Tsit5,
 // Vern7, Rodas5P, Rosenbrock23); the steps, event counts and times are the
-// CPU's, states and gradients within rounding. Not supported (as on the
-// CPU): save times and a given mesh; not supported here: float32
-// ("cuda-f32"), the lanes and tile layouts, and MultiEngine. Ensemble arrays on the device are step-major: input k of
+// CPU's, states and gradients within rounding. Not supported here yet
+// (the CPU engine runs both, see ode.Event): save times with events, and
+// a given mesh with events (ode.CheckEventJob refuses them with a message
+// that names the "cpu" engine; a mesh this engine records with events
+// does not mark its event steps in ode.Mesh.Events, so the CPU engine
+// refuses it too); nor float32 ("cuda-f32"), the lanes and tile layouts,
+// and MultiEngine. Ensemble arrays on the device are step-major: input k of
 // trajectory i of n at in[k*n+i], so a warp's threads read consecutive
 // addresses.
 //

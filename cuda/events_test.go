@@ -295,6 +295,23 @@ func testEventsBadInput(t *testing.T, engine string) {
 		if _, err := sv.Grad(nil, &p, ode.Component(0), m); err == nil || !strings.Contains(err.Error(), "m = nil") {
 			t.Errorf("Grad on a given mesh: error %v, want one saying m = nil", err)
 		}
+		// The CPU engine replays meshes with events, but this engine's
+		// mesh does not mark its event steps (Mesh.Events) yet; and this
+		// engine refuses the CPU's mesh with events.
+		cpu, err := ode.NewSolver(f, &ode.Settings{Engine: "cpu", Events: []ode.Event{bounce}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cpu.Grad(nil, &p, ode.Component(0), m); err == nil || !strings.Contains(err.Error(), "event marks") {
+			t.Errorf("CPU Grad on this engine's mesh: error %v, want one about event marks", err)
+		}
+		cm, _, err := cpu.Record(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sv.Grad(nil, &p, ode.Component(0), cm); err == nil || !strings.Contains(err.Error(), "m = nil") {
+			t.Errorf("Grad on the CPU's mesh with events: error %v, want one saying m = nil", err)
+		}
 		if _, err := ode.NewSolver(f, &ode.Settings{Engine: engine + "-f32", Events: []ode.Event{bounce}}); !errors.Is(err, ode.ErrNoEvents) {
 			t.Errorf("float32 engine: error %v, want one wrapping ErrNoEvents", err)
 		}

@@ -2,6 +2,7 @@ package ode
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -167,6 +168,7 @@ type cpuRun struct {
 	shared, rtol, atol, maxSteps [][]float64
 	meshMu                       sync.Mutex
 	meshH                        []float64 // the mesh being filled, [meshRows][N]
+	meshE                        []int32   // its event marks (Mesh.Events), with events
 	meshRows                     int
 	meshLen                      []int     // storage for the mesh's Len (Job.Reuse)
 	lossTerms                    []float64 // [N] per-trajectory loss terms
@@ -199,10 +201,10 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	if err := j.Mesh.Host(); err != nil { // the CPU engine reads steps on the host
 		return nil, err
 	}
-	if err := checkEventJob(j); err != nil {
-		return nil, err
-	}
 	pl := ex.plan
+	if pl.Events != nil && j.Mesh != nil && len(j.Mesh.Events) < j.Mesh.Rows*j.Mesh.N {
+		return nil, fmt.Errorf("ode: a mesh replayed with events must mark its event steps (Mesh.Events): record it with these events on the \"cpu\" engine")
+	}
 	n, d := j.N, pl.Dim
 	workers := j.Workers
 	if workers <= 0 {
@@ -254,8 +256,11 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	if j.Op == OpGrad || j.Op == OpLoss {
 		r.lossTerms = make([]float64, n)
 	}
-	if pl.Events != nil && recording {
+	if pl.Events != nil {
 		res.Events = buf.Make(old.Events, n)
+		if !recording {
+			res.T = buf.Make(old.T, n) // a terminal event's time, else T1
+		}
 	}
 	if j.Op == OpGrad {
 		res.GradY0 = buf.Make(old.GradY0, n*d)
@@ -324,7 +329,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 // handed out in order and neighbours take similar steps), and grown by
 // half when a chunk needs more; it is returned as it is, so the mesh is
 // held about once.
-func (r *cpuRun) storeMesh(lo, width int, h []float64, lens []int) {
+func (r *cpuRun) storeMesh(lo, width int, h []float64, lens []int, marks [][]evMark) {
 	n := r.job.N
 	rows := 0
 	for _, l := range lens {
@@ -332,6 +337,7 @@ func (r *cpuRun) storeMesh(lo, width int, h []float64, lens []int) {
 	}
 	r.meshMu.Lock()
 	defer r.meshMu.Unlock()
+	events := r.ex.plan.Events != nil
 	if rows > r.meshRows {
 		grown := max(rows, 2*rows+8)
 		if r.meshRows > 0 {
@@ -339,11 +345,26 @@ func (r *cpuRun) storeMesh(lo, width int, h []float64, lens []int) {
 		}
 		g := make([]float64, grown*n)
 		copy(g, r.meshH[:r.meshRows*n])
+		if events && r.meshE != nil {
+			e := make([]int32, grown*n)
+			copy(e, r.meshE)
+			r.meshE = e
+		}
 		r.meshH, r.meshRows = g, grown
+	}
+	if events && len(r.meshE) < r.meshRows*n {
+		r.meshE = make([]int32, r.meshRows*n) // the first chunk, in reused mesh storage
 	}
 	for i, l := range lens {
 		for s := 0; s < l; s++ {
 			r.meshH[s*n+lo+i] = h[s*width+i]
+		}
+	}
+	if events {
+		for i, ms := range marks[:width] {
+			for _, mk := range ms {
+				r.meshE[mk.s*n+lo+i] = int32(mk.e + 1)
+			}
 		}
 	}
 }
@@ -352,6 +373,12 @@ func (r *cpuRun) storeMesh(lo, width int, h []float64, lens []int) {
 func (r *cpuRun) assembleMesh() *Mesh {
 	m := RecordedMesh(r.job, r.res, r.meshLen)
 	m.H = r.meshH[: m.Rows*m.N : m.Rows*m.N]
+	if r.ex.plan.Events != nil {
+		m.Events = r.meshE[: m.Rows*m.N : m.Rows*m.N]
+		if m.Events == nil {
+			m.Events = []int32{}
+		}
+	}
 	return m
 }
 
@@ -519,6 +546,15 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 			}
 		default:
 			if err := w.replay(r, lo, hi, w.hbuf, hi-lo, r.res.Stats.Accepted[lo:hi], switchOf(r.res.Switch, lo, hi)); err != nil {
+				return err
+			}
+		}
+	} else if w.ex.plan.Events != nil {
+		if err := w.eventReplay(r, lo, hi); err != nil {
+			return err
+		}
+		if j.Op == OpLoss || j.Op == OpGrad {
+			if err := w.eventGrad(r, lo, hi); err != nil {
 				return err
 			}
 		}

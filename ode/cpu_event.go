@@ -3,6 +3,7 @@ package ode
 import (
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 
 	"github.com/gradsolve-go/gradsolve/scan"
@@ -32,7 +33,7 @@ type eventExecs struct {
 	err                        error
 	cond, dense, replay, field *tape.Exec
 	jump, condGrad, jumpRev    []*tape.Exec // per event (nil entries without a jump)
-	stepRev                    *tape.Exec
+	stepRev, saveRev           *tape.Exec
 }
 
 func (ex *cpuExec) eventMasters() (*eventExecs, error) {
@@ -54,7 +55,7 @@ func (ex *cpuExec) eventMasters() (*eventExecs, error) {
 			return
 		}
 		em.cond, em.dense, em.replay, em.field = mk(ep.Cond), mk(pl.DenseStep), mk(pl.Replay), mk(pl.Field)
-		em.stepRev = mk(ep.stepRev)
+		em.stepRev, em.saveRev = mk(ep.stepRev), mk(ep.saveRev)
 		for e := range ep.Names {
 			em.jump = append(em.jump, mk(ep.Jump[e]))
 			em.condGrad = append(em.condGrad, mk(ep.condGrad[e]))
@@ -68,6 +69,7 @@ func (ex *cpuExec) eventMasters() (*eventExecs, error) {
 // condition values.
 type eventWork struct {
 	cond, dense, replay, field, stepRev *tape.Exec
+	saveRev                             *tape.Exec
 	jump, condGrad, jumpRev             []*tape.Exec
 
 	g, gn  [][]float64 // [events][cap]: the conditions at each lane's state (g) and at its trial's end (gn)
@@ -102,7 +104,7 @@ func (w *cpuWorker) eventWork(r *cpuRun) (*eventWork, error) {
 		return e.Clone(c, 1)
 	}
 	ne := len(w.ex.plan.Events.Names)
-	v := &eventWork{cond: cl(em.cond), dense: cl(em.dense), replay: cl(em.replay), field: cl(em.field), stepRev: cl(em.stepRev),
+	v := &eventWork{cond: cl(em.cond), dense: cl(em.dense), replay: cl(em.replay), field: cl(em.field), stepRev: cl(em.stepRev), saveRev: cl(em.saveRev),
 		g: cols(ne, c), gn: cols(ne, c), count: make([]int, c), marks: make([][]evMark, c)}
 	for e := 0; e < ne; e++ {
 		v.jump = append(v.jump, cl(em.jump[e]))
@@ -450,11 +452,50 @@ func (w *cpuWorker) locate(r *cpuRun, v *eventWork, d int) error {
 		if err := step(hi, active); err != nil {
 			return err
 		}
+		if len(r.job.SaveAt) > 0 {
+			// The save times inside the event step read its own
+			// extension: the coefficients of the step of size h*.
+			if err := w.eventCoefs(v, active, t, hs, y, p); err != nil {
+				return err
+			}
+		}
 		if err := w.fire(r, v, e, active, t, hs, tt, yy, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// eventCoefs sets the continuous extension's coefficients (w.wc) of the
+// active located lanes to those of their event steps: DenseStep at (t,
+// h*, y).
+func (w *cpuWorker) eventCoefs(v *eventWork, active []bool, t, hs []float64, y, p [][]float64) error {
+	pl := w.ex.plan
+	q := len(active)
+	in := append([][]float64{t, hs}, y...)
+	in = append(append(in, p...), w.sh...)
+	out := cols(pl.Dim+len(w.wc), q)
+	if err := v.dense.Run(out, in, q); err != nil {
+		return err
+	}
+	for k, i := range v.lanes {
+		if active[k] {
+			for x, c := range w.wc {
+				c[i] = out[pl.Dim+x][k]
+			}
+		}
+	}
+	return nil
+}
+
+// endsAtTerminal reports whether chunk slot's trajectory, whose last
+// step is step last, ended at a terminal event.
+func (w *cpuWorker) endsAtTerminal(slot, last int) bool {
+	if w.ev == nil || w.ex.plan.Events == nil {
+		return false
+	}
+	ms := w.ev.marks[slot]
+	return len(ms) > 0 && ms[len(ms)-1].s == last && w.ex.plan.Events.Terminal[ms[len(ms)-1].e]
 }
 
 func ulp(x float64) float64 {
@@ -646,20 +687,6 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 	return nil
 }
 
-// checkEventJob refuses what events do not support yet.
-func checkEventJob(j *Job) error {
-	if j.Plan.Events == nil {
-		return nil
-	}
-	switch {
-	case len(j.SaveAt) > 0:
-		return fmt.Errorf("ode: a problem with events has no save times yet (Problem.SaveAt): read the states from a DenseSolution, or solve to each time")
-	case j.Mesh != nil:
-		return fmt.Errorf("ode: a problem with events is differentiated on the mesh its own record makes: call Grad with m = nil")
-	}
-	return nil
-}
-
 // eventGrad evaluates the loss of the chunk lo…hi-1 at its final states
 // and, for a gradient, runs the reverse sweep of its record through the
 // event steps (see Event): the cotangents of the state λ, of the time τ̄
@@ -677,65 +704,58 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 	if err != nil {
 		return err
 	}
-	// The loss and its cotangents at the final states.
-	lp := j.Loss
-	prog := lp.Term
-	if j.Op == OpGrad {
-		prog = lp.Grad
+	var lens []int
+	if j.Mesh != nil {
+		lens = j.Mesh.Len[lo:hi]
+	} else {
+		lens = res.Stats.Accepted[lo:hi]
 	}
-	le, err := w.lossExec(lp, prog)
-	if err != nil {
-		return err
-	}
-	yF := toSoA(w.scratch(scrY0, width*d), res.Y[lo*d:hi*d], width, d)
-	pS := toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)
-	in := w.in[:0]
-	for c := 0; c < d; c++ {
-		in = append(in, yF[c*width:(c+1)*width])
-	}
-	if lp.DataDim > 0 {
-		data := toSoA(w.scratch(scrData, width*lp.DataDim), lp.Data[lo*lp.DataDim:hi*lp.DataDim], width, lp.DataDim)
-		for c := 0; c < lp.DataDim; c++ {
-			in = append(in, data[c*width:(c+1)*width])
+	ts, K := j.SaveAt, len(j.SaveAt)
+	for i, l := range lens {
+		if K > 0 && w.endsAtTerminal(i, l-1) && ts[K-1] > w.endT[i] {
+			k := sort.SearchFloat64s(ts, math.Nextafter(w.endT[i], math.Inf(1)))
+			return fmt.Errorf("ode: trajectory %d: save time SaveAt[%d] = %v is after its terminal event (%s at t = %v), where it has no state (Solve returns NaN there): "+
+				"end the save times at the event, or make the event non-terminal", lo+i, k, ts[k], ep.Names[v.marks[i][len(v.marks[i])-1].e], w.endT[i])
 		}
 	}
-	for c := 0; c < np; c++ {
-		in = append(in, pS[c*width:(c+1)*width])
+	// The loss and its cotangents at the final and saved states.
+	yF := toSoA(w.scratch(scrY0, width*d), res.Y[lo*d:hi*d], width, d)
+	pS := toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)
+	lbuf, err := w.lossRun(r, lo, hi, yF, res.Ys[lo*K*d:hi*K*d], pS)
+	if err != nil || j.Op != OpGrad {
+		return err
 	}
-	in = append(in, r.shared...)
-	lbuf := w.scratch(scrLoss, len(prog.Outputs)*width)
-	lout := w.out[:0]
-	for i := range prog.Outputs {
-		lout = append(lout, lbuf[i*width:(i+1)*width])
-	}
-	w.in, w.out = in, lout
-	if err := le.Run(lout, in, width); err != nil {
-		return fmt.Errorf("ode: loss %s: %w", lp.Term.Name, err)
-	}
-	copy(r.lossTerms[lo:hi], lout[0])
-	if j.Op != OpGrad {
-		return nil
-	}
-	at := func(first int) []float64 { return lbuf[first*width : (first+1)*width] }
+	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width)
 	lam, gp, gs := cols(d, width), cols(np, width), cols(ns, width)
 	tau := make([]float64, width)
 	for c := range lam {
-		for i := range lam[c] {
-			lam[c][i] = lp.Scale * at(1 + c)[i]
-		}
+		copy(lam[c], ybar[c*width:(c+1)*width])
 	}
 	for c := range gp {
-		for i := range gp[c] {
-			gp[c][i] = lp.Scale * at(1 + d + c)[i]
-		}
+		copy(gp[c], gp0[c*width:(c+1)*width])
 	}
 	for c := range gs {
-		for i := range gs[c] {
-			gs[c][i] = lp.Scale * at(1 + d + np + c)[i]
+		copy(gs[c], gs0[c*width:(c+1)*width])
+	}
+	// Each save time's step (see saveSteps); the saves at or after the
+	// end are the final state's.
+	where := w.saveSteps(r, lens, width)
+	sc := make([]int, width) // each slot's next save, from the last
+	for i := range sc {
+		sc[i] = K - 1
+		for ; sc[i] >= 0 && where[i*K+sc[i]] == lens[i]; sc[i]-- {
+			bar := tapbar[(i*K+sc[i])*d:]
+			for c := 0; c < d; c++ {
+				lam[c][i] += bar[c]
+			}
 		}
 	}
+	one := func(c []float64, at int) []float64 { return c[at : at+1] }
+	var sv [][]float64 // the save reverse's outputs
+	if K > 0 {
+		sv = cols(3+d+np+ns, 1)
+	}
 
-	lens := res.Stats.Accepted[lo:hi]
 	rows := 0
 	for _, l := range lens {
 		rows = max(rows, l)
@@ -790,7 +810,6 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 				if v.jumpRev[e] == nil {
 					continue
 				}
-				one := func(c []float64, at int) []float64 { return c[at : at+1] }
 				in := [][]float64{{tc[k] + hc[k]}}
 				for c := 0; c < d; c++ {
 					in = append(in, one(yMinus[c], x))
@@ -827,6 +846,48 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 		if err := v.stepRev.Run(out, in, m); err != nil {
 			return err
 		}
+		// The save times on the step: y itself at its start, else the
+		// extension at θ = (τ − t)/h, which moves with t and h.
+		for k, i := range act {
+			for ; sc[i] >= 0 && where[i*K+sc[i]] == s; sc[i]-- {
+				x := sc[i]
+				bar := tapbar[(i*K+x)*d : (i*K+x+1)*d]
+				if ts[x] <= tc[k] {
+					for c := 0; c < d; c++ {
+						yb[c][k] += bar[c]
+					}
+					continue
+				}
+				theta := (ts[x] - tc[k]) / hc[k]
+				in := [][]float64{one(tc, k), one(hc, k)}
+				for c := 0; c < d; c++ {
+					in = append(in, one(yc[c], k))
+				}
+				for c := 0; c < np; c++ {
+					in = append(in, one(pc[c], k))
+				}
+				in = append(in, r.shared...)
+				in = append(in, []float64{theta})
+				for c := 0; c < d; c++ {
+					in = append(in, bar[c:c+1])
+				}
+				if err := v.saveRev.Run(sv, in, 1); err != nil {
+					return err
+				}
+				thb := sv[2+d+np+ns][0]
+				tb[k] += sv[0][0] - thb/hc[k]
+				hb[k] += sv[1][0] - thb*theta/hc[k]
+				for c := 0; c < d; c++ {
+					yb[c][k] += sv[2+c][0]
+				}
+				for c := 0; c < np; c++ {
+					pb[c][k] += sv[2+d+c][0]
+				}
+				for c := 0; c < ns; c++ {
+					sb[c][k] += sv[2+d+np+c][0]
+				}
+			}
+		}
 		for k, i := range act {
 			for c := 0; c < d; c++ {
 				lam[c][i] = yb[c][k]
@@ -853,7 +914,6 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 			i := act[k]
 			e := evE[x]
 			cur[i]--
-			one := func(c []float64, at int) []float64 { return c[at : at+1] }
 			cin := [][]float64{{tc[k] + hc[k]}}
 			for c := 0; c < d; c++ {
 				cin = append(cin, one(yMinus[c], x))
@@ -902,6 +962,12 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 		}
 	}
 	for i := 0; i < width; i++ {
+		for ; sc[i] >= 0; sc[i]-- { // τ ≤ T0: the initial state
+			bar := tapbar[(i*K+sc[i])*d:]
+			for c := 0; c < d; c++ {
+				lam[c][i] += bar[c]
+			}
+		}
 		for c := 0; c < d; c++ {
 			res.GradY0[(lo+i)*d+c] = lam[c][i]
 		}
@@ -943,4 +1009,204 @@ func (w *cpuWorker) eventStates(v *eventWork, lanes []int, tc, hc []float64, yc,
 	in := append([][]float64{t, h}, y...)
 	in = append(append(in, p...), w.sh...)
 	return v.replay.Run(yMinus, in, q)
+}
+
+// saveSteps returns, for the chunk's trajectories (lens steps each, their
+// states and steps stored in w.sbuf and w.hbuf), the step that reads each
+// save time, [width][K], by the rule of the record (startSaves,
+// writeSaves, finishSaves): −1 for τ ≤ T0 (the initial state), s for the
+// step s with τ < t_s + h_s not read by an earlier step (the state y_s
+// itself if τ ≤ t_s), lens[i] for τ at or after the end (the final
+// state).
+func (w *cpuWorker) saveSteps(r *cpuRun, lens []int, width int) []int {
+	ts, K := r.job.SaveAt, len(r.job.SaveAt)
+	where := make([]int, width*K)
+	if K == 0 {
+		return where
+	}
+	stride := (1 + w.ex.plan.Dim) * width
+	for i, l := range lens {
+		c := 0
+		for ; c < K && ts[c] <= r.job.T0; c++ {
+			where[i*K+c] = -1
+		}
+		for s := 0; s < l && c < K; s++ {
+			next := w.sbuf[s*stride+i] + w.hbuf[s*width+i]
+			for ; c < K && ts[c] < next; c++ {
+				where[i*K+c] = s
+			}
+		}
+		for ; c < K; c++ {
+			where[i*K+c] = l
+		}
+	}
+	return where
+}
+
+// eventReplay runs the chunk lo…hi-1 over the job's mesh with events
+// (Mesh.Events), as the record ran it, bit for bit: each step is
+// DenseStep's (whose y⁺ is the record's step), a marked step is
+// followed by its event's jump, and the save times are read by the
+// record's rule (writeSaves, finishSaves; NaN past a terminal event). It
+// writes the final states, the end times, the event counts and the
+// saved states, and keeps the steps, the event marks and (for a
+// gradient) the states as the record does, for eventGrad.
+func (w *cpuWorker) eventReplay(r *cpuRun, lo, hi int) error {
+	j, pl, res := r.job, w.ex.plan, r.res
+	m := j.Mesh
+	d, np, terms := pl.Dim, pl.Params, pl.DenseTerms
+	width := hi - lo
+	w.lo, w.sh = lo, r.shared
+	v, err := w.eventWork(r)
+	if err != nil {
+		return err
+	}
+	lens := m.Len[lo:hi]
+	rows := 0
+	for i, l := range lens {
+		rows = max(rows, l)
+		v.marks[i], v.count[i] = v.marks[i][:0], 0
+		for s := 0; s < l; s++ {
+			if e := m.Events[s*m.N+lo+i]; e > 0 {
+				v.marks[i] = append(v.marks[i], evMark{s: s, e: int(e) - 1})
+				v.count[i]++
+			}
+		}
+	}
+	// The steps, [rows][width], and for a gradient the states.
+	if cap(w.hbuf) < rows*width {
+		w.hbuf = make([]float64, rows*width)
+	}
+	w.hbuf = w.hbuf[:rows*width]
+	for s := 0; s < rows; s++ {
+		for i, l := range lens {
+			if s < l {
+				w.hbuf[s*width+i] = m.H[s*m.N+lo+i]
+			}
+		}
+	}
+	stride := (1 + d) * width
+	w.storing = j.Op == OpGrad && int64(rows*stride)*8 <= r.stateBudget
+	if w.storing {
+		if cap(w.sbuf) < rows*stride {
+			w.sbuf = make([]float64, rows*stride)
+		}
+		w.sbuf = w.sbuf[:rows*stride]
+	}
+	w.rows = rows
+	// Each slot's time and state (w.endT, w.endY: they end as the end
+	// time and final state) and save cursor.
+	ts, K := j.SaveAt, len(j.SaveAt)
+	t, y := w.endT[:width], w.endY[:d*width]
+	for i := range t {
+		t[i] = j.T0
+		for c := 0; c < d; c++ {
+			y[c*width+i] = j.Y0[(lo+i)*d+c]
+		}
+		k := 0
+		for ; k < K && ts[k] <= j.T0; k++ {
+			copy(res.Ys[((lo+i)*K+k)*d:((lo+i)*K+k+1)*d], j.Y0[(lo+i)*d:(lo+i+1)*d])
+		}
+		w.cur[i] = k
+	}
+	tc, hc := make([]float64, width), make([]float64, width)
+	yc, pc := cols(d, width), cols(np, width)
+	out := cols(d+terms*d, width)
+	lane := make([]float64, (1+terms)*d)
+	act := make([]int, 0, width)
+	jin := make([][]float64, 0, 1+d+np+len(r.shared))
+	jout := cols(d, 1)
+	for s := 0; s < rows; s++ {
+		act = act[:0]
+		for i, l := range lens {
+			if s < l {
+				act = append(act, i)
+			}
+		}
+		q := len(act)
+		for k, i := range act {
+			tc[k], hc[k] = t[i], w.hbuf[s*width+i]
+			for c := 0; c < d; c++ {
+				yc[c][k] = y[c*width+i]
+			}
+			for c := 0; c < np; c++ {
+				pc[c][k] = j.P[(lo+i)*np+c]
+			}
+			if w.storing {
+				row := w.sbuf[s*stride:]
+				row[i] = t[i]
+				for c := 0; c < d; c++ {
+					row[(1+c)*width+i] = y[c*width+i]
+				}
+			}
+		}
+		in := append([][]float64{tc[:q], hc[:q]}, prefix(yc, q)...)
+		in = append(append(in, prefix(pc, q)...), r.shared...)
+		if err := v.dense.Run(prefix(out, q), in, q); err != nil {
+			return err
+		}
+		for k, i := range act {
+			// The save times in the step (see writeSaves).
+			next := tc[k] + hc[k]
+			if c := w.cur[i]; c < K && ts[c] < next {
+				for x := 0; x < d; x++ {
+					lane[x] = yc[x][k]
+				}
+				for x := 0; x < terms*d; x++ {
+					lane[d+x] = out[d+x][k]
+				}
+				for ; c < K && ts[c] < next; c++ {
+					o := res.Ys[((lo+i)*K+c)*d : ((lo+i)*K+c+1)*d]
+					if ts[c] <= tc[k] {
+						copy(o, lane[:d])
+					} else {
+						scan.Interp(o, lane[:d], lane[d:], (ts[c]-tc[k])/hc[k])
+					}
+				}
+				w.cur[i] = c
+			}
+			t[i] = next
+			for c := 0; c < d; c++ {
+				y[c*width+i] = out[c][k]
+			}
+			ms := v.marks[i]
+			x := sort.Search(len(ms), func(x int) bool { return ms[x].s >= s })
+			if x == len(ms) || ms[x].s != s || v.jump[ms[x].e] == nil {
+				continue
+			}
+			// The event's jump, at the event time.
+			jin = append(jin[:0], t[i:i+1])
+			for c := 0; c < d; c++ {
+				jin = append(jin, y[c*width+i:c*width+i+1])
+			}
+			for c := 0; c < np; c++ {
+				jin = append(jin, j.P[(lo+i)*np+c:(lo+i)*np+c+1])
+			}
+			jin = append(jin, r.shared...)
+			if err := v.jump[ms[x].e].Run(jout, jin, 1); err != nil {
+				return err
+			}
+			for c := 0; c < d; c++ {
+				y[c*width+i] = jout[c][0]
+			}
+		}
+	}
+	for i, l := range lens {
+		g := lo + i
+		res.T[g], res.Events[g] = t[i], v.count[i]
+		for c := 0; c < d; c++ {
+			res.Y[g*d+c] = y[c*width+i]
+		}
+		terminal := w.endsAtTerminal(i, l-1)
+		for k := w.cur[i]; k < K; k++ {
+			o := res.Ys[(g*K+k)*d : (g*K+k+1)*d]
+			for c := range o {
+				o[c] = y[c*width+i]
+				if terminal && ts[k] > t[i] {
+					o[c] = math.NaN()
+				}
+			}
+		}
+	}
+	return nil
 }

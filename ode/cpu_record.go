@@ -125,7 +125,11 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		ok = ok && switched
 	}
 	if r.keepMesh {
-		r.storeMesh(lo, width, w.hbuf, r.res.Stats.Accepted[lo:hi])
+		var marks [][]evMark
+		if w.ev != nil && pl.Events != nil {
+			marks = w.ev.marks
+		}
+		r.storeMesh(lo, width, w.hbuf, r.res.Stats.Accepted[lo:hi], marks)
 	}
 	return ok, nil
 }
@@ -488,17 +492,20 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 
 // finishSaves writes the saves of finished lane i (trajectory g) at or
 // after its end: its final state if it ended OK, else NaN for every save
-// time (Solve's saved states of a failed trajectory).
+// time (Solve's saved states of a failed trajectory); NaN too for save
+// times after a terminal event (see Event).
 func (w *cpuWorker) finishSaves(r *cpuRun, i, g int, st Status) {
 	d, K := w.ex.plan.Dim, len(r.job.SaveAt)
 	from := w.cur[i]
 	if st != OK {
 		from = 0
 	}
+	// Past a terminal event there is no state (see Event).
+	end, terminal := w.st[StateT][i], w.endsAtTerminal(g-w.lo, int(w.st[StateAccepted][i])-1)
 	for k := from; k < K; k++ {
 		o := r.res.Ys[(g*K+k)*d : (g*K+k+1)*d]
 		for x := range o {
-			if st == OK {
+			if st == OK && !(terminal && r.job.SaveAt[k] > end) {
 				o[x] = w.y[x][i]
 			} else {
 				o[x] = math.NaN()

@@ -136,7 +136,14 @@
 // 4e-14 and its gradient within 4.2e-13. Non-finite conditions, a
 // condition zero at T0 and more than Settings.MaxEvents events end the
 // trajectory with a status (EventNonFinite, EventAtStart, TooManyEvents);
-// a condition of nothing is refused by NewSolver. Events run on engines
+// a condition of nothing is refused by NewSolver. On the CPU engine, save
+// times (Problem.SaveAt) are read from the step that brackets them, event
+// steps included: a save time exactly at an event is the state after its
+// Apply, one after a terminal event is NaN (Solve) or an error (Loss,
+// Grad); and a mesh recorded with events (Mesh.Events marks its event
+// steps) replays bit for bit, with Grad on it equal to Grad with m = nil
+// (TestEventSaveAtBall, TestEventSaveAtGrad, TestEventGivenMesh; see
+// Event). The GPU engine refuses both yet (CheckEventJob). Events run on engines
 // that implement EventEngine: the CPU engine, and package cuda's float64
 // engine ("cuda", in its thread layout), which runs the same algorithm
 // per thread and takes the same steps; the Plan holds them as programs

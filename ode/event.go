@@ -1,6 +1,8 @@
 package ode
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -36,6 +38,36 @@ import (
 // crossing, so an event does not fire twice at one time. Two crossings in
 // one step are seen as none, or as the first if their signs differ; a
 // step where several events cross ends at the earliest.
+//
+// # Save times
+//
+// Save times (Problem.SaveAt) are read from the step that brackets them
+// by the usual rule (t ≤ τ < t + h, see Plan.DenseStep), event steps
+// included: a save time inside an event step is read from that step's
+// own continuous extension (of size h*), so it too moves with t*. A save
+// time exactly at a non-terminal event time t* is the state after the
+// event, after Apply (the state the trajectory continues from: the
+// start of the next step), the right-hand limit, as DifferentialEquations.jl
+// saves after the jump; its gradient is that of this branch. A save time
+// exactly at a terminal event is the state at the event. A save time
+// after a terminal event has no state: Solve returns NaN for it (as
+// Diffrax returns inf past a terminal event) with the trajectory's
+// status OK and Solution.T its event time, while Loss and Grad, whose
+// loss would be NaN, return an error naming the trajectory and the save
+// time. Gradients through saved states are exact: each save's cotangent
+// enters the reverse sweep at its step, with respect to the step's
+// start time and size too (θ = (τ − t)/h), so through the event times.
+//
+// # Meshes
+//
+// A mesh recorded with events marks its event steps (Mesh.Events) and
+// names the events it was recorded with (Mesh.EventHash). Replay, Loss
+// and Grad on it re-run the record's steps, event steps and jumps, bit
+// for bit, and Grad on it is Grad with m = nil: the event steps' sizes
+// are differentiated by the implicit function theorem as in the record
+// (so the gradient is that of the recorded solution, not of the fixed
+// steps). A mesh recorded without these events (or a problem without
+// events given a mesh with them) is refused.
 type Event struct {
 	// Name names the event in errors ("event <index>" if empty).
 	Name string
@@ -92,11 +124,16 @@ type EventPlan struct {
 	Terminal  []bool
 	// MaxEvents bounds the events of one trajectory (Settings.MaxEvents).
 	MaxEvents int
+	// Hash identifies the events (their conditions, jumps, directions
+	// and terminal flags); a mesh recorded with them carries it
+	// (Mesh.EventHash).
+	Hash string
 
 	once     sync.Once
 	condGrad []*tape.Program // per event: inputs t, y, p, s; outputs g, ∂g/∂t, ∂g/∂y[Dim], ∂g/∂p[Params], ∂g/∂s[Shared]
 	jumpRev  []*tape.Program // per event (nil without Jump): inputs t, y, p, s, λ[Dim]; outputs t̄, λ⁻[Dim], p̄[Params], s̄[Shared]
 	stepRev  *tape.Program   // Replay's reverse with time: inputs t, h, y, p, s, λ[Dim]; outputs t̄, h̄, ȳ[Dim], p̄[Params], s̄[Shared]
+	saveRev  *tape.Program   // Dense's reverse with time: inputs t, h, y, p, s, θ, λ[Dim]; outputs t̄, h̄, ȳ[Dim], p̄[Params], s̄[Shared], θ̄
 	err      error
 }
 
@@ -116,6 +153,12 @@ type EventReverse struct {
 	// size too: inputs t, h, y, p, s, λ[Dim]; outputs t̄, h̄, ȳ[Dim],
 	// p̄[Params], s̄[Shared].
 	StepRev *tape.Program
+	// SaveRev is the reverse of Dense (a save time's state on a step)
+	// with respect to every input: inputs t, h, y, p, s, θ, λ[Dim];
+	// outputs t̄, h̄, ȳ[Dim], p̄[Params], s̄[Shared], θ̄. A save time τ on
+	// a step reads θ = (τ − t)/h, so its cotangents of the step's t and
+	// h are t̄ − θ̄/h and h̄ − θ̄·θ/h.
+	SaveRev *tape.Program
 }
 
 // Reverse returns the programs of the reverse sweep through the events of
@@ -125,13 +168,25 @@ func (ep *EventPlan) Reverse(pl *Plan) (*EventReverse, error) {
 	if err := ep.derived(pl); err != nil {
 		return nil, err
 	}
-	return &EventReverse{CondGrad: ep.condGrad, JumpRev: ep.jumpRev, StepRev: ep.stepRev}, nil
+	return &EventReverse{CondGrad: ep.condGrad, JumpRev: ep.jumpRev, StepRev: ep.stepRev, SaveRev: ep.saveRev}, nil
 }
 
 // CheckEventJob returns an error if job j has events (Plan.Events) and
-// asks for what events do not support yet: save times, or a gradient or
-// replay on a given mesh. Engines that run events call it first.
-func CheckEventJob(j *Job) error { return checkEventJob(j) }
+// asks for what an engine that runs events only on its own record does
+// not support: save times, or a gradient or replay on a given mesh. The
+// CPU engine runs both; an engine that does not yet calls it first.
+func CheckEventJob(j *Job) error {
+	if j.Plan.Events == nil {
+		return nil
+	}
+	switch {
+	case len(j.SaveAt) > 0:
+		return fmt.Errorf("ode: a problem with events has no save times yet on this engine (Problem.SaveAt): use the \"cpu\" engine (Settings.Engine), read the states from a DenseSolution, or solve to each time")
+	case j.Mesh != nil:
+		return fmt.Errorf("ode: a problem with events is differentiated on this engine on the mesh its own record makes: call Grad with m = nil, or use the \"cpu\" engine (Settings.Engine)")
+	}
+	return nil
+}
 
 // buildEvents traces the events of the settings for field f.
 func buildEvents(f *Field, evs []Event, maxEvents int) (*EventPlan, error) {
@@ -203,6 +258,15 @@ func buildEvents(f *Field, evs []Event, maxEvents int) (*EventPlan, error) {
 	}
 	ep.Cond = cond
 	ep.condGrad = gs
+	h := sha256.New()
+	for e := range gs {
+		jh := "-"
+		if ep.Jump[e] != nil {
+			jh = ep.Jump[e].Hash()
+		}
+		fmt.Fprintf(h, "%s %s %d %t\n", gs[e].Hash(), jh, ep.Direction[e], ep.Terminal[e])
+	}
+	ep.Hash = hex.EncodeToString(h.Sum(nil))[:16]
 	return ep, nil
 }
 
@@ -272,6 +336,17 @@ func (ep *EventPlan) derived(pl *Plan) error {
 			vjp.Outputs[k].Sum = false
 		}
 		ep.stepRev = vjp
+		if pl.Dense != nil {
+			wrt = append(wrt, 2+d+np+ns) // and θ
+			if vjp, err = tape.VJP(pl.Dense, wrt); err != nil {
+				ep.err = err
+				return
+			}
+			for k := range vjp.Outputs {
+				vjp.Outputs[k].Sum = false
+			}
+			ep.saveRev = vjp
+		}
 	})
 	return ep.err
 }

@@ -237,7 +237,6 @@ func TestEventBadInput(t *testing.T) {
 	}{
 		{"constant condition", ode.Settings{Events: []ode.Event{{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Const(1) }}}}, nil, "depends on none of t, y and p"},
 		{"terminal with Apply", ode.Settings{Events: []ode.Event{{G: bounce.G, Apply: bounce.Apply, Terminal: true}}}, nil, "terminal and has Apply"},
-		{"save times", ode.Settings{Events: []ode.Event{bounce}}, func(p *ode.Problem) { p.SaveAt = []float64{0.5} }, "no save times yet"},
 		{"other engine", ode.Settings{Events: []ode.Event{bounce}, Engine: "scalar-test"}, nil, "cannot run events"},
 		{"re-stepped saves", ode.Settings{Events: []ode.Event{bounce}, Saves: ode.SaveStep}, nil, "continuous extension"},
 	}
@@ -256,19 +255,6 @@ func TestEventBadInput(t *testing.T) {
 		if c.name == "other engine" && !errors.Is(err, ode.ErrNoEvents) {
 			t.Errorf("%s: error %v does not wrap ErrNoEvents", c.name, err)
 		}
-	}
-	// Grad on a given mesh.
-	sv, err := ode.NewSolver(f, &ode.Settings{Events: []ode.Event{bounce}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := ode.Problem{Field: f, N: 1, Y0: y0, P: []float64{0.8}, T1: 1}
-	m, _, err := sv.Record(&p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sv.Grad(nil, &p, ode.Component(0), m); err == nil || !strings.Contains(err.Error(), "m = nil") {
-		t.Errorf("Grad on a given mesh: error %v, want one saying m = nil", err)
 	}
 }
 

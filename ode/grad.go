@@ -361,6 +361,9 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 			return fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto on the cpu engine): replay it with Method Auto on the \"cpu\" engine, not %s with %s", sv.set.Method.Name(), sv.engine.Name())
 		}
 	}
+	if err := sv.checkMeshEvents(m); err != nil {
+		return err
+	}
 	var end []float64 // the time each trajectory's steps reach
 	if !resident {    // resident steps are the engine's own record's: finite, non-negative, ending at T1
 		var s, i int
@@ -408,6 +411,9 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 	// (A mesh recorded in float32 reaches T1 to float32's rounding.)
 	eps := meshEpsilon(m.Engine)
 	for i, t := range end {
+		if sv.endsAtTerminal(m, i) {
+			continue // it ends at its terminal event, before T1
+		}
 		t1 := q.t1[i]
 		if tol := meshEndTol(m.Len[i], q.T0, t1, eps); !(math.Abs(t-t1) <= tol) {
 			return fmt.Errorf("ode: mesh: the %d steps of trajectory %d sum to %v, reaching t = %v, but it ends at T1 = %v (a gap of %.3g, beyond the rounding bound %.3g): "+
@@ -419,7 +425,9 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 
 // Replay runs the mesh m forward (no gradient) and returns the solution:
 // the map whose exact derivative Grad computes. Finite differences of
-// Replay with m fixed check Grad.
+// Replay with m fixed check Grad, except with events, whose Grad also
+// differentiates the event steps' sizes, as a record moves them (see
+// Event).
 func Replay(p Problem, m *Mesh, s *Settings) (*Solution, error) {
 	sv, err := NewSolver(p.Field, s)
 	if err != nil {
@@ -444,4 +452,39 @@ func (sv *Solver) Replay(p *Problem, m *Mesh) (*Solution, error) {
 	sol := used.solution(q, res, m.Status)
 	sol.Stats = m.Stats
 	return sol, nil
+}
+
+// checkMeshEvents refuses a mesh whose events (Mesh.EventHash, Events)
+// are not the solver's (Settings.Events).
+func (sv *Solver) checkMeshEvents(m *Mesh) error {
+	ep := sv.plan.Events
+	switch {
+	case ep == nil && m.EventHash != "":
+		return fmt.Errorf("ode: mesh was recorded with events (Settings.Events) and the solver has none: its event steps end at event times and jumps follow them; replay it with the events that recorded it")
+	case ep == nil:
+		return nil
+	case m.EventHash == "":
+		return fmt.Errorf("ode: mesh was recorded without events, and the solver has Settings.Events: a mesh with events marks its event steps (Mesh.Events); record one with this solver")
+	case m.EventHash != ep.Hash:
+		return fmt.Errorf("ode: mesh was recorded with other events (event hash %s, the solver's %s): record a mesh with this solver's Settings.Events", m.EventHash, ep.Hash)
+	case len(m.Events) < m.Rows*m.N:
+		return fmt.Errorf("ode: mesh has events (EventHash %s) but %d event marks for %d steps (Mesh.Events; recorded on engine %s, which does not mark them yet): record the mesh on the \"cpu\" engine, or call Grad with m = nil", m.EventHash, len(m.Events), m.Rows*m.N, m.Engine)
+	}
+	for x, e := range m.Events[:m.Rows*m.N] {
+		if e < 0 || int(e) > len(ep.Names) {
+			return fmt.Errorf("ode: mesh: step %d of trajectory %d marks event %d, and the solver has %d events", x/m.N, x%m.N, e-1, len(ep.Names))
+		}
+	}
+	return nil
+}
+
+// endsAtTerminal reports whether trajectory i of mesh m (checked by
+// checkMeshEvents) ends at a terminal event.
+func (sv *Solver) endsAtTerminal(m *Mesh, i int) bool {
+	ep, l := sv.plan.Events, m.Len[i]
+	if ep == nil || l == 0 {
+		return false
+	}
+	e := m.Events[(l-1)*m.N+i]
+	return e > 0 && ep.Terminal[e-1]
 }

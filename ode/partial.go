@@ -357,6 +357,16 @@ func (m *Mesh) subset(idx []int) (*Mesh, error) {
 	if m.Switch != nil {
 		s.Switch = intsOf(m.Switch, idx)
 	}
+	if m.Events != nil {
+		s.Events = make([]int32, s.Rows*k)
+		for r := 0; r < s.Rows; r++ {
+			for j, i := range idx {
+				if r < m.Len[i] {
+					s.Events[r*k+j] = m.Events[r*m.N+i]
+				}
+			}
+		}
+	}
 	return &s, nil
 }
 
@@ -437,6 +447,14 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 		em.Switch = nil
 		if gm.Switch != nil {
 			em.Switch = expandInts(gm.Switch, idx, n)
+		}
+		if gm.Events != nil {
+			em.Events = make([]int32, gm.Rows*n)
+			for r := 0; r < gm.Rows; r++ {
+				for j, i := range idx {
+					em.Events[r*n+i] = gm.Events[r*gm.N+j]
+				}
+			}
 		}
 		m = &em
 	}

@@ -146,8 +146,10 @@ type Settings struct {
 	// engines that implement EventEngine run them: the CPU engine and
 	// the float64 GPU engine "cuda" (package cuda; one thread per
 	// trajectory), not "cuda-f32" nor "cuda-multi".
-	// A problem with events has no save times (Problem.SaveAt) yet, and
-	// its gradient records its own mesh (Grad's m must be nil).
+	// Save times with events and a given mesh with events (Grad, Loss,
+	// Replay with m != nil) run on the CPU engine (see Event: which side
+	// of an event a save time takes, NaN past a terminal event); the GPU
+	// engine refuses both (ode.CheckEventJob) yet.
 	Events []Event
 
 	// MaxEvents bounds the events of one trajectory; a trajectory that
@@ -371,6 +373,17 @@ type Mesh struct {
 	// problem's T1 instead of reading T1 whole.
 	t1    float64
 	t1Set bool
+
+	// Events, for a mesh recorded with Settings.Events, marks its event
+	// steps: [Rows×N], step-major as H, on the host; Events[s*N+i] is
+	// e+1 if step s of trajectory i ends at event e (a step of size h*
+	// that the record located, followed by e's Apply or, if e is
+	// terminal, the trajectory's end), 0 for an ordinary step. EventHash
+	// is the recording plan's EventPlan.Hash. Both are nil/"" for a mesh
+	// recorded without events; a replay checks them against its events
+	// (see Event). Only the CPU engine replays a mesh with events.
+	Events    []int32
+	EventHash string
 }
 
 // Failed returns the first failed trajectory as a *TrajectoryError, or nil.

@@ -546,6 +546,9 @@ func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
 	m.AbsTols = sv.set.AbsTols
 	m.SaveAt = append([]float64(nil), q.SaveAt...)
 	m.Fingerprint = sv.plan.Fingerprint
+	if ep := sv.plan.Events; ep != nil {
+		m.EventHash = ep.Hash
+	}
 	m.Engine = sv.engine.Name()
 	m.Stiff = res.Stiff
 	m.Switch = res.Switch

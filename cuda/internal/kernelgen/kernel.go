@@ -115,7 +115,8 @@ type Config struct {
 	// replaces a step where one crosses by the event step, as the CPU
 	// engine does (events.cuh); a gradient then runs the reverse sweep
 	// through the event steps. Thread layout only (chooseLayout), float64,
-	// no save times and no given mesh (ode.CheckEventJob).
+	// no save times and no given mesh (ode.CheckEventJob; the CPU engine
+	// runs both).
 	Events bool
 }
 
