@@ -1,0 +1,55 @@
+package ode
+
+import (
+	"context"
+	"sync"
+)
+
+// splitSpyEngine runs the CPU engine's executor behind a wrapper, so that
+// Method Auto cannot switch in place on it (it is not the CPU engine, as
+// a GPU engine is not), and notes every job it runs: the split of Method
+// Auto (auto_split.go) is tested on it without a GPU, its per-trajectory
+// results the CPU engine's bit for bit.
+type splitSpyEngine struct{}
+
+// SpyJob is a job the "auto-split-test" engine ran: its operation, the
+// method of its plan, its trajectories and whether it replayed a mesh.
+type SpyJob struct {
+	Op     Op
+	Method string
+	N      int
+	Mesh   bool
+}
+
+var (
+	spyMu   sync.Mutex
+	spyJobs []SpyJob
+)
+
+// SplitSpyJobs returns the jobs the "auto-split-test" engine ran since
+// the last call, and forgets them.
+func SplitSpyJobs() []SpyJob {
+	spyMu.Lock()
+	defer spyMu.Unlock()
+	j := spyJobs
+	spyJobs = nil
+	return j
+}
+
+func (splitSpyEngine) Name() string     { return "auto-split-test" }
+func (splitSpyEngine) Available() error { return nil }
+func (splitSpyEngine) Prepare(p *Plan) (Executor, error) {
+	ex, err := cpuEngine{}.Prepare(p)
+	return splitSpyExec{ex}, err
+}
+
+type splitSpyExec struct{ Executor }
+
+func (e splitSpyExec) Run(ctx context.Context, j *Job) (*Result, error) {
+	spyMu.Lock()
+	spyJobs = append(spyJobs, SpyJob{Op: j.Op, Method: j.Plan.Method, N: j.N, Mesh: j.Mesh != nil})
+	spyMu.Unlock()
+	return e.Executor.Run(ctx, j)
+}
+
+func init() { Register(splitSpyEngine{}) }
