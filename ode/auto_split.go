@@ -295,8 +295,8 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 		out.Status[i] = NotRun
 	}
 	out.Y = nanFill(make([]float64, n*d))
-	if K > 0 {
-		out.Ys = nanFill(make([]float64, n*K*d))
+	if K > 0 && has(func(r *Result) bool { return len(r.Ys) > 0 }) {
+		out.Ys = nanFill(make([]float64, n*K*d)) // (an engine's record may return none)
 	}
 	if has(func(r *Result) bool { return r.T != nil }) {
 		out.T = make([]float64, n)
@@ -340,7 +340,7 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 				out.Status[i] = OK
 			}
 			copy(out.Y[i*d:(i+1)*d], r.Y[j*d:(j+1)*d])
-			if K > 0 && r.Ys != nil {
+			if out.Ys != nil && len(r.Ys) > 0 {
 				copy(out.Ys[i*K*d:(i+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
 			}
 			if out.T != nil && r.T != nil {
