@@ -1,12 +1,16 @@
 package ode_test
 
 import (
+	"context"
+	"errors"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/bench"
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -317,4 +321,145 @@ func methodNamed(name string) ode.Method {
 		}
 	}
 	return nil
+}
+
+// TestAutoSplitFailures checks a trajectory that fails with Tsit5 (it
+// runs out of steps) in a mixed ensemble, on engines that do not switch
+// in place: Solve with AllowFailures reports it and finishes the others
+// (the stiff ones with Rodas5P), Grad names it, and GradPartial leaves it
+// out and gives the gradient of the others, bit for bit that of the
+// ensemble without it.
+func TestAutoSplitFailures(t *testing.T) {
+	p, loss := splitCase(8)
+	const bad = 3 // non-stiff, with a span too long for MaxSteps
+	p.T1s = make([]float64, p.N)
+	for i := range p.T1s {
+		p.T1s[i] = 2
+	}
+	p.T1s[bad] = 1e4
+	var keep []int
+	for i := 0; i < p.N; i++ {
+		if i != bad {
+			keep = append(keep, i)
+		}
+	}
+	for _, engine := range []string{"auto-split-test", "stopall-test"} {
+		set := ode.Settings{Method: ode.Auto, Engine: engine, MaxSteps: 2000}
+		sv := solverT(t, p.Field, &set)
+		allow := set
+		allow.AllowFailures = true
+		sol, err := solverT(t, p.Field, &allow).Solve(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range sol.Status {
+			want := ode.OK
+			if i == bad {
+				want = ode.MaxStepsReached
+			}
+			if s != want || (i%2 == 0) != (sol.Switch[i] == 0) {
+				t.Errorf("%s: Solve: trajectory %d: status %v, switch %d; want %v, switch 0 iff stiff", engine, i, s, sol.Switch[i], want)
+			}
+		}
+		_, err = sv.Grad(nil, &p, loss, nil)
+		var te *ode.TrajectoryError
+		if !errors.As(err, &te) || te.Index != bad || te.Status != ode.MaxStepsReached {
+			t.Errorf("%s: Grad: error %v, want trajectory %d out of steps", engine, err, bad)
+		}
+		g, fails, err := sv.GradPartial(context.Background(), nil, &p, loss, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fails) != 1 || fails[0].Index != bad {
+			t.Fatalf("%s: GradPartial: failures %v, want trajectory %d", engine, fails, bad)
+		}
+		q, l := rowsOfProblem(p, loss, keep)
+		q.T1s = nil
+		q.T1 = 2
+		want, err := sv.Grad(nil, &q, l, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameRows(t, engine+": GradPartial: dL/dY0", g.Y0, want.Y0, 2, keep)
+		if g.Loss != want.Loss || !slices.Equal(g.Shared, want.Shared) {
+			t.Errorf("%s: GradPartial: loss %v, shared %v; without the failure %v, %v", engine, g.Loss, g.Shared, want.Loss, want.Shared)
+		}
+	}
+}
+
+// TestAutoSplitWork logs the work of Method Auto's restart (on
+// auto-split-test) against its switch in place (the CPU engine) and
+// Rodas5P alone, in field evaluations of the records (all of a call's
+// jobs; deterministic, unlike times on a shared machine), for a Solve
+// and a Grad of the ensembles of BenchmarkAuto (256 trajectories).
+func TestAutoSplitWork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	const n = 256
+	vdp := func(lo, hi, t1 float64, stiff bool) ode.Problem {
+		pr := problems.VanDerPol()
+		if stiff {
+			pr = problems.StiffVanDerPol(1e3)
+		}
+		return ode.Problem{Field: pr.Field, N: n, Y0: pr.Y0, P: problems.LinSpace(make([]float64, n), lo, hi), T1: t1}
+	}
+	mixed := vdp(0.5, 1.5, 2, false)
+	for i := 0; i < n; i += 8 {
+		mixed.P[i] = 1000
+	}
+	rob, _, err := bench.StiffEnsemble("robertson", n, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		p    ode.Problem
+	}{{"mixed", mixed}, {"robertson", rob}, {"vdp-stiff", vdp(500, 1000, 2, true)}} {
+		for _, op := range []string{"solve", "grad"} {
+			evals := func(m ode.Method, engine string) (int, int) {
+				sv := solverT(t, c.p.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: engine})
+				ode.SplitSpyJobs()
+				var st ode.Stats
+				if op == "solve" {
+					sol, err := sv.Solve(&c.p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					st = sol.Stats
+				} else {
+					g, err := sv.Grad(nil, &c.p, ode.SumSquares(), nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					st = g.Solution.Stats
+				}
+				jobs := ode.SplitSpyJobs()
+				if engine == "cpu" {
+					return sum(st.FieldEvals), 0
+				}
+				e, rerun := 0, 0
+				for _, j := range jobs {
+					e += j.FieldEvals
+					if j.Method == "Rodas5P" {
+						rerun += j.N
+					}
+				}
+				return e, rerun
+			}
+			inPlace, _ := evals(ode.Auto, "cpu")
+			restart, rerun := evals(ode.Auto, "auto-split-test")
+			rodas, _ := evals(ode.Rodas5P, "cpu")
+			t.Logf("%-9s %-5s field evaluations: Auto in place %7d, Auto restart %7d (%.2f×; %d of %d trajectories rerun), Rodas5P %7d",
+				c.name, op, inPlace, restart, float64(restart)/float64(inPlace), rerun, n, rodas)
+		}
+	}
+}
+
+func sum(x []int) int {
+	s := 0
+	for _, v := range x {
+		s += v
+	}
+	return s
 }

@@ -13,12 +13,14 @@ import (
 type splitSpyEngine struct{}
 
 // SpyJob is a job the "auto-split-test" engine ran: its operation, the
-// method of its plan, its trajectories and whether it replayed a mesh.
+// method of its plan, its trajectories, whether it replayed a mesh, and
+// the field evaluations of its record (all trajectories').
 type SpyJob struct {
-	Op     Op
-	Method string
-	N      int
-	Mesh   bool
+	Op         Op
+	Method     string
+	N          int
+	Mesh       bool
+	FieldEvals int
 }
 
 var (
@@ -46,10 +48,15 @@ func (splitSpyEngine) Prepare(p *Plan) (Executor, error) {
 type splitSpyExec struct{ Executor }
 
 func (e splitSpyExec) Run(ctx context.Context, j *Job) (*Result, error) {
+	res, err := e.Executor.Run(ctx, j)
+	sj := SpyJob{Op: j.Op, Method: j.Plan.Method, N: j.N, Mesh: j.Mesh != nil}
+	if res != nil {
+		sj.FieldEvals = sum(res.Stats.FieldEvals)
+	}
 	spyMu.Lock()
-	spyJobs = append(spyJobs, SpyJob{Op: j.Op, Method: j.Plan.Method, N: j.N, Mesh: j.Mesh != nil})
+	spyJobs = append(spyJobs, sj)
 	spyMu.Unlock()
-	return e.Executor.Run(ctx, j)
+	return res, err
 }
 
 func init() { Register(splitSpyEngine{}) }
