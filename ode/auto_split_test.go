@@ -257,6 +257,25 @@ func TestAutoSplit(t *testing.T) {
 		}
 	}
 
+	// Dense output follows the merged mesh's methods: Evaluate at the
+	// save times is Solve's, bit for bit.
+	ds, err := sv.SolveDense(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	K := len(p.SaveAt)
+	for i := 0; i < p.N; i++ {
+		for k, tau := range p.SaveAt {
+			y, err := ds.Evaluate(nil, i, tau)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := sol.Ys[(i*K+k)*2 : (i*K+k+1)*2]; !slices.Equal(y, want) {
+				t.Errorf("SolveDense: trajectory %d at t = %v: Evaluate %v, Solve %v", i, tau, y, want)
+			}
+		}
+	}
+
 	// An engine that stops every trajectory when one stops: more Tsit5
 	// passes, the same result.
 	gs, err := solverT(t, p.Field, &ode.Settings{Method: ode.Auto, Engine: "stopall-test"}).Grad(nil, &p, loss, nil)
