@@ -19,6 +19,9 @@ import (
 // its Tsit5 rows and its Rodas5P rows as two sub-meshes, each by its own
 // solver. No engine needs to know of Auto: the parts are ordinary jobs.
 //
+// A loss or a gradient needs sums without the stopped trajectories: the
+// Tsit5 part is replayed on the first pass's mesh (see runAutoSplit).
+//
 // Sums over the trajectories (the loss, the shared gradient) are the
 // parts' own, each summed by its engine in its rows' index order, then
 // added: L = L_Tsit5 + L_Rodas5P and ∂L/∂s = G_Tsit5 + G_Rodas5P,
@@ -90,9 +93,11 @@ func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, err
 // Solve and Record keep the first pass's rows that finished (OK or
 // failed). A loss or a gradient keeps a Tsit5 pass only if every one of
 // its trajectories finished OK, its sums being whole only then: the rows
-// that did are run again (Tsit5 takes the same steps on them), without
-// the stiff ones, until a pass is clean; an engine that stops the others
-// when one trajectory stops (NotRun) costs a pass per stop. A trajectory
+// that did are run again without the stiff ones, on the first pass's
+// mesh where it holds all of them (a replay: no trial steps, the same
+// map), else recorded again (Tsit5 takes the same steps on them) until
+// a pass is clean; an engine that stops the others when one trajectory
+// stops (NotRun) costs a pass per stop. A trajectory
 // that fails (neither OK nor stiff) ends the operation: the result then
 // has the failures' statuses and NotRun elsewhere, and its caller reports
 // them.
@@ -170,6 +175,17 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		if err != nil {
 			return nil, sv, err
 		}
+		if whole && cur == nil && res.Mesh != nil && len(next) == len(done) {
+			// The first pass finished every other trajectory and recorded
+			// its steps: replay them (the record's map, bit for bit)
+			// instead of recording them again.
+			if r, err := sv.replayPart(ctx, op, sq, sl, res, next, scale); err != nil {
+				return nil, sv, err
+			} else if r != nil {
+				parts = append(parts, autoPart{idx: next, res: r})
+				break
+			}
+		}
 		res, err = sv.runPlan(ctx, op, sq, sl, nil, nil, scale, nil)
 		if err != nil {
 			return nil, sv, err
@@ -195,6 +211,34 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	clean := whole && allOK(rs.Status)
 	out := mergeAuto(q, op, parts, clean, recorded)
 	return out, sv, nil
+}
+
+// replayPart runs op (a loss or a gradient) for the sub-problem sq of
+// rows idx of q on the steps that the first pass res recorded for them,
+// all OK, and returns its result with what the record knew of those rows
+// (statuses, counts, times, the sub-mesh), or nil if the mesh holds no
+// steps for them on the host (a record is then run instead).
+func (sv *Solver) replayPart(ctx context.Context, op Op, sq *problem, sl *Loss, res *Result, idx []int, scale float64) (*Result, error) {
+	for _, i := range idx {
+		if res.Status[i] != OK {
+			return nil, nil
+		}
+	}
+	sm, err := res.Mesh.subset(idx)
+	if err != nil {
+		return nil, nil
+	}
+	sm.Switch, sm.Stiff, sm.Method, sm.Fingerprint = nil, nil, methodByName(sv.plan.Method), sv.plan.Fingerprint
+	sm.T0, sm.T1 = sq.T0, sq.t1
+	r, err := sv.runPlan(ctx, op, sq, sl, sm, nil, scale, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.Status, r.Stats, r.Mesh = sm.Status, sm.Stats, sm
+	if res.T != nil {
+		r.T = rowsOf(res.T, 1, idx)
+	}
+	return r, nil
 }
 
 // runSwitchedMesh runs op on mesh m of Method Auto on an engine that does

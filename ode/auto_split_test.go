@@ -181,6 +181,26 @@ func TestAutoSplit(t *testing.T) {
 	}
 	t.Logf("Grad's jobs: %+v", jobs)
 
+	// One chunk: the first pass finishes every trajectory, as a GPU's
+	// does, and the others are replayed on its mesh, not recorded again.
+	one := solverT(t, p.Field, &ode.Settings{Method: ode.Auto, Engine: "auto-split-test", Exec: tape.ExecSettings{Workers: 1, BlockSize: 64}})
+	g1, err := one.Grad(nil, &p, loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSplitGrad(t, "Grad in one chunk", g1, gt, gr, tsit, stiff)
+	jobs = ode.SplitSpyJobs()
+	if len(jobs) != 3 || jobs[1].Method != "Tsit5" || !jobs[1].Mesh || jobs[1].N != len(tsit) {
+		t.Errorf("Grad in one chunk: jobs %+v, want Tsit5's record, its replay of the %d others, Rodas5P", jobs, len(tsit))
+	}
+	lv1, _, err := one.Loss(&p, loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lv1 != g.Loss {
+		t.Errorf("Loss in one chunk %v, Grad's %v", lv1, g.Loss)
+	}
+
 	// Determinism, and the record's other forms.
 	g2, err := sv.Grad(nil, &p, loss, nil)
 	if err != nil {

@@ -276,10 +276,12 @@ func (s *Settings) withDefaults(f *Field) Settings {
 // shared gradient likewise, component by component: the same from run to
 // run, and within rounding of the index-order sum (engines report sums,
 // not terms). A Loss or Grad whose Tsit5 pass stopped trajectories runs
-// the others again with Tsit5 (the same steps) for sums without the
-// stopped ones. Cost: with S of N trajectories stiff, a Solve or Record costs the
-// Tsit5 pass (the stiff ones up to their test) plus Rodas5P on S; a Grad
-// or Loss that much plus Tsit5's on the N − S others; an ensemble without
+// the others again for sums without the stopped ones: a replay of the
+// pass's own mesh (the same map), or, on an engine that left them unrun,
+// Tsit5 again. Cost: with S of N trajectories stiff, a Solve or Record
+// costs the Tsit5 pass (the stiff ones up to their test) plus Rodas5P on
+// S; a Grad or Loss that much plus a replay and its gradient on the
+// N − S others; an ensemble without
 // a stiff trajectory costs one Tsit5 pass, as Tsit5 does, and one that is
 // all stiff returns Rodas5P's own result (method Rodas5P, no Switch). A
 // merged mesh is on the host. Such a mesh replays on any engine, its two
