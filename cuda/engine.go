@@ -179,14 +179,15 @@ type Trace struct {
 
 // TraceStats are the counts of a Trace.
 type TraceStats struct {
-	Kernel   time.Duration // device time of the kernels (CUDA events: no transfers, no host work)
-	Compile  time.Duration // generating and compiling kernels (their first use)
-	Upload   int64         // bytes copied to the device
-	Download int64         // bytes copied back
-	Launches int           // kernel launches (one per chunk of trajectories and pass)
-	Reruns   int           // trajectories run again with a longer record buffer
-	Rows     int           // record buffer rows of the last pass
-	Transfer time.Duration // copies between host and device (synchronous: part of a call's wall time)
+	Kernel       time.Duration // device time of the kernels (CUDA events: no transfers, no host work)
+	Compile      time.Duration // generating and compiling kernels (their first use)
+	Upload       int64         // bytes copied to the device
+	Download     int64         // bytes copied back
+	Launches     int           // kernel launches (one per chunk of trajectories and pass)
+	Trajectories int           // trajectories launched, summed over the launches (Method Auto's restarts, chunks and reruns count again; a training step's launches do not)
+	Reruns       int           // trajectories run again with a longer record buffer
+	Rows         int           // record buffer rows of the last pass
+	Transfer     time.Duration // copies between host and device (synchronous: part of a call's wall time)
 	// Layout is the kernel layout of the last launch: "thread" (one
 	// thread per trajectory), "lanes" (one warp per trajectory, the
 	// network's weights in shared memory), "lanes-global" (in global

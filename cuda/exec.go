@@ -903,6 +903,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	r.tr.add(func(t *TraceStats) {
 		t.Kernel += dt
 		t.Launches++
+		t.Trajectories += n
 		t.Layout = v.Layout()
 		t.Upload += int64(len(up)) - bc.skipped
 		t.Download += int64(len(down))

@@ -72,7 +72,9 @@ func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 	var stiff *Plan // the plan of the steps from Mesh.Switch on
 	if sol.Method != pl.Method {
 		// Method Auto switched to the stiff solver: every trajectory
-		// (another engine) or those of Mesh.Switch (the CPU engine).
+		// (no Switch: all were stiff on an engine that restarts them) or
+		// those of Mesh.Switch (in place on the CPU engine, from T0 on
+		// others: Switch 0).
 		alt, aerr := sv.stiffSolver()
 		if aerr != nil {
 			return nil, aerr

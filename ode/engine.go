@@ -156,8 +156,8 @@ type Job struct {
 	// (state'[StateStiff] becomes 1 while Control's status is still
 	// StatusRunning), as on a failed trajectory: its Result.T is the
 	// time reached there and Result.Stiff is set. The caller (Grad, and
-	// Method Auto on an engine that cannot switch methods, which runs the
-	// operation again with Rodas5P) will not use that trajectory's mesh,
+	// Method Auto on an engine that cannot switch methods, which runs
+	// that trajectory again with Rodas5P) will not use that trajectory's mesh,
 	// so the rest of the trajectory, at the method's stability limit,
 	// would be wasted work.
 	StopOnStiff bool

@@ -357,8 +357,16 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 				return fmt.Errorf("ode: mesh: trajectory %d switches methods at step %d, outside [0, Len = %d]", i, s, m.Len[i])
 			}
 		}
-		if sv.switchExec(m) == nil {
-			return fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto on the cpu engine): replay it with Method Auto on the \"cpu\" engine, not %s with %s", sv.set.Method.Name(), sv.engine.Name())
+		switch {
+		case sv.set.Method != Auto:
+			return fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto): replay it with Method Auto, not %s", sv.set.Method.Name())
+		case !sv.switchesInPlace():
+			// Whole trajectories of one method only (runSwitchedMesh).
+			for i, s := range m.Switch {
+				if s > 0 && s < m.Len[i] {
+					return errSwitchWithin(sv.engine.Name(), i, s, m.Len[i])
+				}
+			}
 		}
 	}
 	if err := sv.checkMeshEvents(m); err != nil {

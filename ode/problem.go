@@ -73,7 +73,7 @@ type Settings struct {
 	// Method is the integration method; nil lets the router choose: Tsit5,
 	// or Rodas5P for a field marked Stiff. Auto runs Tsit5 and switches a
 	// trajectory to Rodas5P, from where it is, when its stiffness test
-	// fires.
+	// fires (on engines other than the CPU's, from T0: see Auto).
 	Method Method
 
 	// Engine names the engine that runs the work: "" or "cpu" for the
@@ -265,10 +265,31 @@ func (s *Settings) withDefaults(f *Field) Settings {
 // on it, within 1.1× at 256 trajectories (bench/RESULTS.md, "Method
 // Auto"). Auto does not run events.
 //
-// The switch is the CPU engine's. On other engines (the GPU ones) Auto
-// records with Tsit5, stops a trajectory where its test fires
-// (Job.StopOnStiff) and, if any did, runs the whole operation again with
-// Rodas5P from T0; a mesh with Switch replays on the CPU engine only.
+// The switch in place is the CPU engine's. On other engines (the GPU
+// ones) Auto switches per trajectory by restarting: the Tsit5 pass stops
+// a trajectory where its test fires (Job.StopOnStiff) and finishes the
+// others, whose results are final; only the stopped trajectories are run
+// again, from T0, with Rodas5P (a sub-ensemble of their rows: Y0, P, end
+// times, loss data; Shared whole), and the two parts are merged into one
+// result of all N trajectories, in their order: Switch[i] is Len[i] for
+// a Tsit5 trajectory and 0 for a restarted one. The merged loss is the
+// Tsit5 part's sum plus the Rodas5P part's (each summed by the engine in
+// index order, a Mean scaled by 1/N of the whole ensemble), and the
+// shared gradient likewise, component by component: the same from run to
+// run, and within rounding of the index-order sum (engines report sums,
+// not terms). A Loss or Grad whose Tsit5 pass stopped trajectories runs
+// the others again for sums without the stopped ones: a replay of the
+// pass's own mesh (the same map), or, on an engine that left them unrun,
+// Tsit5 again. Cost: with S of N trajectories stiff, a Solve or Record
+// costs the Tsit5 pass (the stiff ones up to their test) plus Rodas5P on
+// S; a Grad or Loss that much plus a replay and its gradient on the
+// N − S others; an ensemble without
+// a stiff trajectory costs one Tsit5 pass, as Tsit5 does, and one that is
+// all stiff returns Rodas5P's own result (method Rodas5P, no Switch). A
+// merged mesh is on the host. Such a mesh replays on any engine, its two
+// parts as two sub-meshes each by its own method; a mesh that the CPU
+// engine switched partway (0 < Switch < Len) replays on the CPU engine
+// only (other engines refuse it with an error saying so).
 var Auto Method = autoMethod{}
 
 type autoMethod struct{}
@@ -365,7 +386,10 @@ type Mesh struct {
 	// time where Tsit5's last step ended; Switch[i] = Len[i] for a
 	// trajectory that did not switch. [N], on the host, as Len.
 	// Fingerprint is then that of the Tsit5 plan. Nil for a mesh of one
-	// method. Only the CPU engine replays a mesh with Switch.
+	// method. Other engines restart a stiff trajectory from T0 instead
+	// of switching it in place (see Auto): their meshes have Switch[i] =
+	// 0 (all Rodas5P steps) or Len[i], and any engine replays those; a
+	// mesh with 0 < Switch[i] < Len[i] replays on the CPU engine only.
 	Switch []int
 
 	// t1, if t1Set, is the one end time every trajectory was recorded to

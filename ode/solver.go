@@ -259,14 +259,15 @@ type Solution struct {
 	// explicit method fired ([N], nil for Rosenbrock methods): their
 	// solution is accurate, but the method ran at its stability limit, so
 	// it was slow and a gradient of its replay would be meaningless (Grad
-	// refuses it). Rodas5P, or Method Auto, suits them. Method Auto on
-	// the CPU engine switches such trajectories instead (Switch).
+	// refuses it). Rodas5P, or Method Auto, suits them. Method Auto
+	// switches such trajectories instead (Switch).
 	Stiff []bool
 
 	// Switch, if not nil, says where Method Auto switched trajectories
 	// from Tsit5 to Rodas5P (Method is then "Auto"): trajectory i took
 	// Switch[i] Tsit5 steps, then Rodas5P steps to its end (Switch[i] is
-	// its accepted count if it did not switch); see Mesh.Switch.
+	// its accepted count if it did not switch; 0 for a trajectory that an
+	// engine other than the CPU's ran again from T0); see Mesh.Switch.
 	Switch []int
 }
 
@@ -368,11 +369,12 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 }
 
 // run runs op on the solver's engine; with Method Auto, the CPU engine
-// switches trajectories to the stiff method in place (switchExec), and on
-// other engines a record whose stiffness test fired is run again with
-// the stiff method. It returns the
-// result and the solver that produced it (or, with an error, that ran
-// or was to run it).
+// switches trajectories to the stiff method in place (switchExec), and
+// other engines run the trajectories whose stiffness test fired again
+// with the stiff method, from T0, and replay a mesh of both methods in
+// two parts (runAutoSplit, runSwitchedMesh). It returns the result and
+// the solver that produced it (or, with an error, that ran or was to run
+// it): a result of both methods is the Auto solver's (its Switch is set).
 func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, *Solver, error) {
 	return sv.runScaled(ctx, op, q, loss, m, reuse, 0)
 }
@@ -386,7 +388,10 @@ func (sv *Solver) runScaled(ctx context.Context, op Op, q *problem, loss *Loss, 
 		return res, sv, err
 	}
 	if m != nil && m.Switch != nil {
-		return nil, sv, fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto on the cpu engine): replay it with Method Auto on the \"cpu\" engine, not %s with %s", sv.set.Method.Name(), sv.engine.Name())
+		if sv.set.Method != Auto {
+			return nil, sv, fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto): replay it with Method Auto, not %s", sv.set.Method.Name())
+		}
+		return sv.runSwitchedMesh(ctx, op, q, loss, m, reuse, scale)
 	}
 	used := sv
 	if m != nil && sv.set.Method == Auto && m.Method != nil && m.Method.Name() != sv.plan.Method {
@@ -396,28 +401,23 @@ func (sv *Solver) runScaled(ctx context.Context, op Op, q *problem, loss *Loss, 
 		}
 		used = alt
 	}
+	if m == nil && sv.set.Method == Auto {
+		return sv.runAutoSplit(ctx, op, q, loss, reuse, scale)
+	}
 	res, err := used.runPlan(ctx, op, q, loss, m, reuse, scale, nil)
-	if err != nil || m != nil || sv.set.Method != Auto || !anyTrue(res.Stiff) {
-		return res, used, err
-	}
-	alt, err := sv.stiffSolver()
-	if err != nil {
-		return nil, sv, err
-	}
-	res, err = alt.runPlan(ctx, op, q, loss, m, reuse, scale, nil)
-	return res, alt, err
+	return res, used, err
 }
 
 // switchExec returns the CPU executor of the stiff plan when Method Auto
 // switches trajectories in place (the CPU engine, and no mesh or a mesh
-// of Tsit5 or of both methods), or nil: other engines record with
-// Tsit5 and run the operation again with Rodas5P if the stiffness test
-// fired, and a mesh that Rodas5P recorded is replayed with it.
+// of Tsit5 or of both methods), or nil: other engines run the stiff
+// trajectories again with Rodas5P (runAutoSplit), and a mesh that
+// Rodas5P recorded is replayed with it.
 func (sv *Solver) switchExec(m *Mesh) *cpuExec {
 	if sv.set.Method != Auto {
 		return nil
 	}
-	if _, ok := sv.exec.(*cpuExec); !ok {
+	if !sv.switchesInPlace() {
 		return nil
 	}
 	if m != nil && m.Switch == nil && m.Method != nil && m.Method.Name() != sv.plan.Method {
@@ -465,8 +465,8 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 	j.Reuse = reuse
 	j.stiff = stiff
 	// A gradient refuses a stiff trajectory, and Auto without the switch
-	// runs the whole operation again with Rodas5P: neither uses the rest
-	// of it.
+	// runs that trajectory again with Rodas5P: neither uses the rest of
+	// it.
 	j.StopOnStiff = (op == OpGrad || sv.set.Method == Auto) && stiff == nil
 	if loss != nil {
 		lp, err := sv.lossPlan(loss, q)

@@ -1,0 +1,489 @@
+package ode
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Method Auto on an engine that cannot switch a trajectory's method in
+// place (every engine but the CPU's, which runs the Rodas5P plan beside
+// the Tsit5 one in each worker: Job.stiff) switches per trajectory by
+// restarting: the Tsit5 pass stops each trajectory where its stiffness
+// test fires (Job.StopOnStiff) and finishes the others; only the stiff
+// ones are run again, from T0, with Rodas5P, as a sub-problem of their
+// rows; the two parts' results are merged into one of all N rows, whose
+// Switch is Len for a Tsit5 trajectory and 0 for a restarted one (all
+// its steps are Rodas5P's). A mesh of that form is replayed the same way:
+// its Tsit5 rows and its Rodas5P rows as two sub-meshes, each by its own
+// solver. No engine needs to know of Auto: the parts are ordinary jobs.
+//
+// A loss or a gradient needs sums without the stopped trajectories: the
+// Tsit5 part is replayed on the first pass's mesh (see runAutoSplit).
+//
+// Sums over the trajectories (the loss, the shared gradient) are the
+// parts' own, each summed by its engine in its rows' index order, then
+// added: L = L_Tsit5 + L_Rodas5P and ∂L/∂s = G_Tsit5 + G_Rodas5P,
+// component by component, in that order. They are the same bit for bit
+// from run to run (the parts depend on the stiffness tests alone), but not
+// the index-order sum of the N terms that a single pass would give (the
+// engines report sums, not terms): they differ from it by rounding.
+
+// autoPart is one part of a split operation: rows idx of the problem
+// (increasing), whose results are rows rows of res (nil: rows 0, 1, …),
+// run by the Rodas5P solver if stiff.
+type autoPart struct {
+	idx, rows []int
+	res       *Result
+	stiff     bool
+}
+
+// row returns the row of res that holds trajectory k of the part.
+func (p *autoPart) row(k int) int {
+	if p.rows == nil {
+		return k
+	}
+	return p.rows[k]
+}
+
+// switchesInPlace reports whether the solver's engine switches Method
+// Auto's trajectories in place (the CPU engine).
+func (sv *Solver) switchesInPlace() bool {
+	_, ok := sv.exec.(*cpuExec)
+	return ok
+}
+
+// lossScale returns the scale of the loss's terms for the whole problem:
+// scale if not 0, else 1, or 1/N for a mean. A part's job is run with it,
+// so that a mean over a part is still one over the N trajectories.
+func lossScale(loss *Loss, n int, scale float64) float64 {
+	if loss == nil || scale != 0 {
+		return scale
+	}
+	if loss.Mean {
+		return 1 / float64(n)
+	}
+	return 1
+}
+
+// subOf returns the checked sub-problem of rows idx of q, with its loss
+// (nil if loss is nil).
+func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, error) {
+	l := loss
+	if l == nil {
+		l = &Loss{}
+	}
+	sp, sl := subProblem(q, l, idx)
+	sq, err := sv.checkProblem(sp)
+	if err != nil {
+		return nil, nil, err
+	}
+	if loss == nil {
+		sl = nil
+	}
+	return sq, sl, nil
+}
+
+// runAutoSplit runs op (without a mesh) with Method Auto on an engine
+// that does not switch in place: the Tsit5 pass, then, if the stiffness
+// test fired on some trajectories, Rodas5P on those alone, merged (see
+// the comment at the top of this file). reuse goes to the first pass.
+//
+// Solve and Record keep the first pass's rows that finished (OK or
+// failed). A loss or a gradient keeps a Tsit5 pass only if every one of
+// its trajectories finished OK, its sums being whole only then: the rows
+// that did are run again without the stiff ones, on the first pass's
+// mesh where it holds all of them (a replay: no trial steps, the same
+// map), else recorded again (Tsit5 takes the same steps on them) until
+// a pass is clean; an engine that stops the others when one trajectory
+// stops (NotRun) costs a pass per stop. A trajectory
+// that fails (neither OK nor stiff) ends the operation: the result then
+// has the failures' statuses and NotRun elsewhere, and its caller reports
+// them.
+func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Loss, reuse *Result, scale float64) (*Result, *Solver, error) {
+	res, err := sv.runPlan(ctx, op, q, loss, nil, reuse, scale, nil)
+	if err != nil || !anyTrue(res.Stiff) {
+		return res, sv, err
+	}
+	alt, err := sv.stiffSolver()
+	if err != nil {
+		return nil, sv, err
+	}
+	scale = lossScale(loss, q.n, scale)
+	whole := op == OpGrad || op == OpLoss
+	recorded := op != OpSolve // the callers read the mesh of a record
+	var parts []autoPart
+	var stiff []int
+	cur := []int(nil) // the rows of q that res holds (nil: all)
+	at := func(j int) int {
+		if cur == nil {
+			return j
+		}
+		return cur[j]
+	}
+	for {
+		var done, doneRows, next, failed []int
+		found := false
+		for j, s := range res.Status {
+			i := at(j)
+			switch {
+			case res.Stiff != nil && res.Stiff[j]:
+				stiff = append(stiff, i)
+				found = true
+			case s == NotRun:
+				next = append(next, i)
+			case s != OK:
+				failed = append(failed, j)
+				done, doneRows = append(done, i), append(doneRows, j)
+			default:
+				done, doneRows = append(done, i), append(doneRows, j)
+			}
+		}
+		if whole {
+			switch {
+			case len(failed) > 0:
+				// The operation fails: its failures, nothing else run.
+				idx := make([]int, len(failed))
+				for k, j := range failed {
+					idx[k] = at(j)
+				}
+				out := mergeAuto(q, op, []autoPart{{idx: idx, rows: failed, res: res}}, false, recorded)
+				return out, sv, nil
+			case !found && len(next) > 0:
+				// Trajectories left unrun with nothing stopped: report them.
+				return mergeAuto(q, op, nil, false, recorded), sv, nil
+			case !found:
+				parts = append(parts, autoPart{idx: cur, res: res})
+				next = nil
+			default:
+				next = append(next, done...)
+				slices.Sort(next)
+			}
+		} else {
+			if len(done) > 0 {
+				parts = append(parts, autoPart{idx: done, rows: doneRows, res: res})
+			}
+			if !found {
+				next = nil // unrun with nothing stopped: left NotRun
+			}
+		}
+		if len(next) == 0 {
+			break
+		}
+		sq, sl, err := sv.subOf(q, loss, next)
+		if err != nil {
+			return nil, sv, err
+		}
+		if whole && cur == nil && res.Mesh != nil && len(next) == len(done) {
+			// The first pass finished every other trajectory and recorded
+			// its steps: replay them (the record's map, bit for bit)
+			// instead of recording them again.
+			if r, err := sv.replayPart(ctx, op, sq, sl, res, next, scale); err != nil {
+				return nil, sv, err
+			} else if r != nil {
+				parts = append(parts, autoPart{idx: next, res: r})
+				break
+			}
+		}
+		res, err = sv.runPlan(ctx, op, sq, sl, nil, nil, scale, nil)
+		if err != nil {
+			return nil, sv, err
+		}
+		cur = next
+	}
+	slices.Sort(stiff)
+	if len(stiff) == q.n {
+		// Every trajectory is stiff: the result is Rodas5P's on the whole
+		// problem (its mesh stays where the engine keeps it).
+		res, err := alt.runPlan(ctx, op, q, loss, nil, reuse, scale, nil)
+		return res, alt, err
+	}
+	sq, sl, err := sv.subOf(q, loss, stiff)
+	if err != nil {
+		return nil, sv, err
+	}
+	rs, err := alt.runPlan(ctx, op, sq, sl, nil, nil, scale, nil)
+	if err != nil {
+		return nil, alt, err
+	}
+	parts = append(parts, autoPart{idx: stiff, res: rs, stiff: true})
+	clean := whole && allOK(rs.Status)
+	out := mergeAuto(q, op, parts, clean, recorded)
+	return out, sv, nil
+}
+
+// replayPart runs op (a loss or a gradient) for the sub-problem sq of
+// rows idx of q on the steps that the first pass res recorded for them,
+// all OK, and returns its result with what the record knew of those rows
+// (statuses, counts, times, the sub-mesh), or nil if the mesh holds no
+// steps for them on the host (a record is then run instead).
+func (sv *Solver) replayPart(ctx context.Context, op Op, sq *problem, sl *Loss, res *Result, idx []int, scale float64) (*Result, error) {
+	for _, i := range idx {
+		if res.Status[i] != OK {
+			return nil, nil
+		}
+	}
+	sm, err := res.Mesh.subset(idx)
+	if err != nil {
+		return nil, nil
+	}
+	sm.Switch, sm.Stiff, sm.Method, sm.Fingerprint = nil, nil, methodByName(sv.plan.Method), sv.plan.Fingerprint
+	sm.T0, sm.T1 = sq.T0, sq.t1
+	r, err := sv.runPlan(ctx, op, sq, sl, sm, nil, scale, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.Status, r.Stats, r.Mesh = sm.Status, sm.Stats, sm
+	if res.T != nil {
+		r.T = rowsOf(res.T, 1, idx)
+	}
+	return r, nil
+}
+
+// runSwitchedMesh runs op on mesh m of Method Auto on an engine that does
+// not switch in place: every trajectory's Switch is 0 (Rodas5P's steps
+// from T0) or Len (Tsit5's), as a split record writes them (checkMesh
+// refuses a switch within a trajectory there). The Tsit5 rows and the
+// Rodas5P rows are replayed as two sub-meshes, each by its own solver, and
+// merged; a mesh of one method is replayed whole, where it is.
+func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, *Solver, error) {
+	alt, err := sv.stiffSolver()
+	if err != nil {
+		return nil, sv, err
+	}
+	var tsit, rodas []int
+	for i, s := range m.Switch {
+		if s < m.Len[i] {
+			rodas = append(rodas, i)
+		} else {
+			tsit = append(tsit, i)
+		}
+	}
+	of := func(used *Solver, mm *Mesh) *Mesh {
+		c := *mm
+		c.Switch, c.Method, c.Fingerprint = nil, methodByName(used.plan.Method), used.plan.Fingerprint
+		return &c
+	}
+	if len(rodas) == 0 || len(tsit) == 0 {
+		used := sv
+		if len(tsit) == 0 {
+			used = alt
+		}
+		res, err := used.runPlan(ctx, op, q, loss, of(used, m), reuse, scale, nil)
+		if err != nil {
+			return nil, used, err
+		}
+		res.Switch = m.Switch
+		if len(tsit) == 0 {
+			res.switched = make([]bool, q.n)
+			for i := range res.switched {
+				res.switched[i] = true
+			}
+		}
+		return res, sv, nil
+	}
+	scale = lossScale(loss, q.n, scale)
+	var parts []autoPart
+	for _, part := range []struct {
+		idx  []int
+		used *Solver
+	}{{tsit, sv}, {rodas, alt}} {
+		sq, sl, err := sv.subOf(q, loss, part.idx)
+		if err != nil {
+			return nil, sv, err
+		}
+		sm, err := m.subset(part.idx)
+		if err != nil {
+			return nil, sv, err
+		}
+		res, err := part.used.runPlan(ctx, op, sq, sl, of(part.used, sm), nil, scale, nil)
+		if err != nil {
+			return nil, part.used, err
+		}
+		parts = append(parts, autoPart{idx: part.idx, res: res, stiff: part.used == alt})
+	}
+	out := mergeAuto(q, op, parts, true, false)
+	out.Switch = m.Switch
+	return out, sv, nil
+}
+
+func allOK(s []Status) bool {
+	for _, v := range s {
+		if v != OK {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeAuto returns the result of all q.n trajectories of op from the
+// parts: each part's rows scattered to its trajectories, the others
+// NotRun (NaN states, no steps). whole asks for the sums (Loss, GradS)
+// and the gradient rows: the parts' sums added in part order. Switch is
+// Len (the accepted steps) for a Tsit5 trajectory and 0 for a Rodas5P one
+// (switched), Stiff is false everywhere, and the parts' meshes (brought to
+// the host) are merged into one.
+func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result {
+	n, d, K, np, ns := q.n, q.Field.Dim, len(q.SaveAt), q.Field.Params, q.Field.Shared
+	has := func(f func(r *Result) bool) bool {
+		for k := range parts {
+			if f(parts[k].res) {
+				return true
+			}
+		}
+		return false
+	}
+	out := &Result{Status: make([]Status, n), Stiff: make([]bool, n), Switch: make([]int, n), switched: make([]bool, n)}
+	for i := range out.Status {
+		out.Status[i] = NotRun
+	}
+	out.Y = nanFill(make([]float64, n*d))
+	if K > 0 && has(func(r *Result) bool { return len(r.Ys) > 0 }) {
+		out.Ys = nanFill(make([]float64, n*K*d)) // (an engine's record may return none)
+	}
+	if has(func(r *Result) bool { return r.T != nil }) {
+		out.T = make([]float64, n)
+		for i := range out.T {
+			out.T[i] = q.T0
+		}
+	}
+	records := has(func(r *Result) bool { return r.Stats.Accepted != nil })
+	if records {
+		out.Stats = Stats{Accepted: make([]int, n), Rejected: make([]int, n), FieldEvals: make([]int, n)}
+	}
+	if has(func(r *Result) bool { return r.LastH != nil }) {
+		out.LastH = make([]float64, n)
+	}
+	if whole && op == OpGrad {
+		out.GradY0, out.GradP = make([]float64, n*d), make([]float64, n*np)
+		out.GradFinite = true
+	}
+	var lens []int
+	if meshes {
+		lens = make([]int, n)
+	}
+	for k := range parts {
+		p := &parts[k]
+		r := p.res
+		if meshes && r.Mesh != nil {
+			if err := toHost(r.Mesh); err != nil {
+				// A part's steps that cannot be read: its trajectories
+				// fail (the caller reports them).
+				for _, i := range p.idx {
+					out.Status[i] = NotRun
+				}
+				continue
+			}
+		}
+		for kk, i := range p.idx {
+			j := p.row(kk)
+			if r.Status != nil {
+				out.Status[i] = r.Status[j]
+			} else {
+				out.Status[i] = OK
+			}
+			copy(out.Y[i*d:(i+1)*d], r.Y[j*d:(j+1)*d])
+			if out.Ys != nil && len(r.Ys) > 0 {
+				copy(out.Ys[i*K*d:(i+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
+			}
+			if out.T != nil && r.T != nil {
+				out.T[i] = r.T[j]
+			}
+			if records && r.Stats.Accepted != nil {
+				out.Stats.Accepted[i], out.Stats.Rejected[i], out.Stats.FieldEvals[i] = r.Stats.Accepted[j], r.Stats.Rejected[j], r.Stats.FieldEvals[j]
+			}
+			if out.LastH != nil && r.LastH != nil {
+				out.LastH[i] = r.LastH[j]
+			}
+			if y, ok := r.LastY[j]; ok {
+				if out.LastY == nil {
+					out.LastY = map[int][]float64{}
+				}
+				out.LastY[i] = y
+			}
+			if meshes && r.Mesh != nil {
+				lens[i] = r.Mesh.Len[j]
+			}
+			if p.stiff {
+				out.switched[i] = true
+			} else if records {
+				out.Switch[i] = r.Stats.Accepted[j]
+			}
+			if out.GradY0 != nil {
+				copy(out.GradY0[i*d:(i+1)*d], r.GradY0[j*d:(j+1)*d])
+				copy(out.GradP[i*np:(i+1)*np], r.GradP[j*np:(j+1)*np])
+			}
+		}
+		out.Stats.Wall += r.Stats.Wall
+		out.RecordTime += r.RecordTime
+		out.GradTime += r.GradTime
+		out.StoredBytes = max(out.StoredBytes, r.StoredBytes)
+		if whole {
+			// The parts' sums, in part order; the first as it is (bit for
+			// bit the part's, −0 included).
+			if k == 0 {
+				out.Loss = r.Loss
+			} else {
+				out.Loss += r.Loss
+			}
+			if op == OpGrad {
+				if k == 0 {
+					out.GradS = append(make([]float64, 0, ns), r.GradS...)
+				} else {
+					for c := range out.GradS {
+						out.GradS[c] += r.GradS[c]
+					}
+				}
+				out.GradFinite = out.GradFinite && r.GradFinite
+			}
+		}
+	}
+	if whole && op == OpGrad && out.GradS == nil {
+		out.GradS = make([]float64, ns)
+	}
+	if meshes {
+		out.Mesh = mergeMeshes(q, parts, lens, out)
+	}
+	return out
+}
+
+// mergeMeshes returns the mesh of all q.n trajectories from the parts'
+// (on the host), trajectory i with lens[i] steps.
+func mergeMeshes(q *problem, parts []autoPart, lens []int, out *Result) *Mesh {
+	n := q.n
+	m := &Mesh{N: n, Len: lens, Status: out.Status, Stats: out.Stats, T0: q.T0, T1: q.t1}
+	for _, l := range lens {
+		m.Rows = max(m.Rows, l)
+	}
+	m.H = make([]float64, m.Rows*n)
+	for k := range parts {
+		p := &parts[k]
+		pm := p.res.Mesh
+		if pm == nil || len(pm.H) < pm.Rows*pm.N {
+			continue
+		}
+		for kk, i := range p.idx {
+			j := p.row(kk)
+			for s := 0; s < pm.Len[j]; s++ {
+				m.H[s*n+i] = pm.H[s*pm.N+j]
+			}
+		}
+	}
+	return m
+}
+
+func nanFill(x []float64) []float64 {
+	for i := range x {
+		x[i] = math.NaN()
+	}
+	return x
+}
+
+// errSwitchWithin is checkMesh's error for a mesh with a trajectory that
+// switched methods partway (the CPU engine's in-place switch) on an
+// engine that replays only whole trajectories of one method.
+func errSwitchWithin(engine string, i, s, l int) error {
+	return fmt.Errorf("ode: mesh: trajectory %d switched from Tsit5 to Rodas5P at step %d of %d (Method Auto on the \"cpu\" engine switches in place); "+
+		"engine %s replays a Method Auto mesh only by whole trajectories of one method (Switch 0 or Len): replay this mesh on the \"cpu\" engine", i, s, l, engine)
+}

@@ -1,0 +1,62 @@
+package ode
+
+import (
+	"context"
+	"sync"
+)
+
+// splitSpyEngine runs the CPU engine's executor behind a wrapper, so that
+// Method Auto cannot switch in place on it (it is not the CPU engine, as
+// a GPU engine is not), and notes every job it runs: the split of Method
+// Auto (auto_split.go) is tested on it without a GPU, its per-trajectory
+// results the CPU engine's bit for bit.
+type splitSpyEngine struct{}
+
+// SpyJob is a job the "auto-split-test" engine ran: its operation, the
+// method of its plan, its trajectories, whether it replayed a mesh, and
+// the field evaluations of its record (all trajectories').
+type SpyJob struct {
+	Op         Op
+	Method     string
+	N          int
+	Mesh       bool
+	FieldEvals int
+}
+
+var (
+	spyMu   sync.Mutex
+	spyJobs []SpyJob
+)
+
+// SplitSpyJobs returns the jobs the "auto-split-test" engine ran since
+// the last call, and forgets them.
+func SplitSpyJobs() []SpyJob {
+	spyMu.Lock()
+	defer spyMu.Unlock()
+	j := spyJobs
+	spyJobs = nil
+	return j
+}
+
+func (splitSpyEngine) Name() string     { return "auto-split-test" }
+func (splitSpyEngine) Available() error { return nil }
+func (splitSpyEngine) Prepare(p *Plan) (Executor, error) {
+	ex, err := cpuEngine{}.Prepare(p)
+	return splitSpyExec{ex}, err
+}
+
+type splitSpyExec struct{ Executor }
+
+func (e splitSpyExec) Run(ctx context.Context, j *Job) (*Result, error) {
+	res, err := e.Executor.Run(ctx, j)
+	sj := SpyJob{Op: j.Op, Method: j.Plan.Method, N: j.N, Mesh: j.Mesh != nil}
+	if res != nil {
+		sj.FieldEvals = sum(res.Stats.FieldEvals)
+	}
+	spyMu.Lock()
+	spyJobs = append(spyJobs, sj)
+	spyMu.Unlock()
+	return res, err
+}
+
+func init() { Register(splitSpyEngine{}) }
