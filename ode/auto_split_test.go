@@ -475,7 +475,7 @@ func TestAutoSplitWork(t *testing.T) {
 				}
 				jobs := ode.SplitSpyJobs()
 				if engine == "cpu" {
-					return sum(st.FieldEvals), 0
+					return sumInts(st.FieldEvals), 0
 				}
 				e, rerun := 0, 0
 				for _, j := range jobs {
@@ -495,7 +495,7 @@ func TestAutoSplitWork(t *testing.T) {
 	}
 }
 
-func sum(x []int) int {
+func sumInts(x []int) int {
 	s := 0
 	for _, v := range x {
 		s += v

@@ -64,7 +64,8 @@ the estimate and the largest -n that fits. A grad also stores about
 // arguments are engineNote(), plotLines and densePoints.
 const runHelp = `Methods: -method auto integrates with Tsit5 and switches a trajectory
 to Rodas5P, from where it is, when its stiffness test fires (a GPU engine
-runs the ensemble again with Rodas5P); the output names the method that
+runs just the stiff trajectories again from T0 with Rodas5P); the output
+names the method that
 ran (Auto when a trajectory switched). On a trajectory that is stiff for it, an
 explicit method (tsit5, vern7) runs at its stability limit: its states are
 accurate (solve reports the trajectories as stiff), but the derivative of
