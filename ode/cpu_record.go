@@ -65,6 +65,7 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	in = append(append(append(in, shared...), rtol...), atol...)
 	out := append(w.out[:0], w.st[StateH][:m], w.st[StateLast][:m])
 	out = appendPrefix(out, w.k1, m)
+	w.in, w.out = in, out
 	if err := w.init.Run(out, in, m); err != nil {
 		return false, err
 	}
@@ -176,6 +177,7 @@ func (w *cpuWorker) steps(r *cpuRun, lo, width, m int) (bool, error) {
 		if dense {
 			out = appendPrefix(out, w.wc, m)
 		}
+		w.in, w.out = in, out // the lists keep their capacity: 3d+1 outputs at d = 256 would allocate each step
 		if err := tri.Run(out, in, m); err != nil {
 			return false, err
 		}

@@ -203,8 +203,8 @@ func randWellConditioned(rnd *rand.Rand, d int) []float64 {
 // dense solver, for m lanes at once.
 func TestLU(t *testing.T) {
 	t.Parallel()
-	const m = 3
-	for _, d := range []int{1, 2, 3, 5, 8} {
+	const m = 11 // more than a group of factorLanes, and a remainder
+	for _, d := range []int{1, 2, 3, 5, 8, 20} {
 		for _, trans := range []bool{false, true} {
 			t.Run(fmt.Sprintf("d=%d/trans=%v", d, trans), func(t *testing.T) {
 				t.Parallel()
@@ -327,5 +327,64 @@ func TestLUSingular(t *testing.T) {
 	luFactorEval(f, [][]float64{{1}, {2}, {2}, {4 + 1e-14}}, 2)
 	if math.IsNaN(f[0]) {
 		t.Errorf("Case pivot 1e-14 above tolerance: want a factorisation, got NaNs")
+	}
+}
+
+// TestLUBlockSingularLane checks that a singular lane of a block gives
+// NaNs in that lane only, and that the other lanes' solutions are those
+// of the scalar path, bit for bit.
+func TestLUBlockSingularLane(t *testing.T) {
+	t.Parallel()
+	const m, d, bad = 10, 12, 9
+	rnd := rand.New(rand.NewPCG(2, 2))
+	args := make([][]float64, d*d)
+	for c := range args {
+		args[c] = make([]float64, m)
+	}
+	ws := make([][]float64, m)
+	for i := range ws {
+		ws[i] = randWellConditioned(rnd, d)
+		if i == bad {
+			for c := 0; c < d; c++ {
+				ws[i][d+c] = 2 * ws[i][c] // row 1 = 2·row 0
+			}
+		}
+		for c := range ws[i] {
+			args[c][i] = ws[i][c]
+		}
+	}
+	f := make([]float64, (d*d+d)*m)
+	luFactorBlock(f, args, float64(d))
+	for _, trans := range []bool{false, true} {
+		rhs := make([][]float64, d+1)
+		rhs[0] = f
+		for c := 1; c <= d; c++ {
+			rhs[c] = make([]float64, m)
+			for i := range rhs[c] {
+				rhs[c][i] = float64(c) - 0.5*float64(i)
+			}
+		}
+		x := make([]float64, d*m)
+		luSolveBlock(trans)(x, rhs, 0)
+		for i := 0; i < m; i++ {
+			fi := make([]float64, d*d+d)
+			ai := make([][]float64, d*d)
+			for c := range ai {
+				ai[c] = []float64{ws[i][c]}
+			}
+			luFactorEval(fi, ai, float64(d))
+			ri := [][]float64{fi}
+			for c := 1; c <= d; c++ {
+				ri = append(ri, []float64{rhs[c][i]})
+			}
+			xi := make([]float64, d)
+			luSolveEval(trans)(xi, ri, 0)
+			for c := 0; c < d; c++ {
+				got := x[c*m+i]
+				if i == bad && !math.IsNaN(got) || i != bad && math.Float64bits(got) != math.Float64bits(xi[c]) {
+					t.Errorf("trans=%v lane %d x[%d]: block %v, scalar %v", trans, i, c, got, xi[c])
+				}
+			}
+		}
 	}
 }
