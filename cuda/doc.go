@@ -128,8 +128,12 @@
 // A whole call costs its kernels' time, the transfer of the bytes that
 // must move (staged through page-locked host memory, transposed on all
 // cores; a resident mesh does not move; host meshes over 32 MiB in two
-// pipelined chunks), the host's work on the per-trajectory results (of
-// the order of the kernel's time and more at millions of trajectories),
+// pipelined chunks; Y0, P or T1 given as one row go up as 8,192 copies
+// that the device doubles over launches of 2^17 trajectories or more),
+// the host's work on the per-trajectory results (of the order of the
+// kernel's time and more at millions of trajectories: the result loop
+// copies and transposes every array and checks the gradients finite as
+// it copies them, Result.GradFinite),
 // and a fixed latency of launches and synchronisation: a launch's copies,
 // kernel and reads are one batch (driver.Device.Batch) run on the
 // caller's own thread, with no hand-over to another (a repeated call
