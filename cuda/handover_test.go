@@ -296,3 +296,39 @@ func TestHostEngineBroadcast(t *testing.T) {
 		}
 	}
 }
+
+// TestHostEngineBroadcastReruns checks broadcast inputs in the reruns of
+// trajectories whose record buffer overflowed (Tuning.firstRows: 2 rows
+// at first), launches of a list of trajectories rather than a range: the
+// gradient equals the one of the same rows given per trajectory on an
+// engine without either, bit for bit.
+func TestHostEngineBroadcastReruns(t *testing.T) {
+	needHost(t)
+	pr := problems.Lorenz()
+	const seed, n = 16, 2*16*16 + 5
+	eng := tuned(t, hostF64.name, Tuning{bcastSeed: seed, firstRows: 2})
+	row, prow := []float64{1, 0.5, -0.25}, []float64{10, 28, 8.0 / 3}
+	full := ode.Problem{Field: pr.Field, N: n, Y0: slices.Repeat(row, n), P: slices.Repeat(prow, n), T1s: slices.Repeat([]float64{1}, n)}
+	one := ode.Problem{Field: pr.Field, N: n, Y0: row, P: prow, T1: 1}
+	set := ode.Settings{Method: ode.Tsit5, RelTol: 1e-6, AbsTol: 1e-9, Engine: hostF64.name}
+	want, err := ode.Grad(nil, full, ode.SumSquares(), nil, &set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Engine = eng
+	sv, err := ode.NewSolver(pr.Field, &set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr Trace
+	got, err := sv.GradContext(WithTrace(context.Background(), &tr), nil, &one, ode.SumSquares(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.Stats(); st.Reruns < 16*seed {
+		t.Fatalf("%d trajectories rerun, want at least %d (a broadcast rerun launch)", st.Reruns, 16*seed)
+	}
+	if got.Loss != want.Loss || !slices.Equal(got.Y0, want.Y0) || !slices.Equal(got.P, want.P) || !slices.Equal(got.Solution.Y, want.Solution.Y) {
+		t.Errorf("gradient with reruns differs: loss %v, want %v", got.Loss, want.Loss)
+	}
+}
