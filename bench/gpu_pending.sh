@@ -1,0 +1,76 @@
+#!/bin/bash
+# The device checks session 29 prepared but could not run (no machine was
+# lent after its third call), in one device call of about 8 minutes:
+#
+#   1. the GPU event tests with their tolerances from that call
+#      (TestGPUEvents, ...BadInput, ...Reruns) and the other GPU tests
+#      touched since (TestGPUEngine, TestGPUEngineSaveTimes, TestGPUTrain*);
+#   2. TestGPUColdStart: NVRTC option sets on Pollution and Lorenz-96
+#      (d = 64) with Rodas5P and Lorenz with Tsit5, then every built-in
+#      problem's first Grad with an empty cache (issue 26);
+#   3. gradsolve bench -suite gpu-events beside bench/anchors/diffrax_events.py
+#      (issue 25's >= 100x comparison);
+#   4. whole Lorenz Grad calls with an execution trace and a CPU profile
+#      (issue 23), and the fits.
+#
+# It builds nothing. Before the call, on the development machine:
+#
+#   mkdir -p .gpu/bin
+#   CGO_ENABLED=0 go build -ldflags='-s -w' -o .gpu/bin/gradsolve ./cmd/gradsolve
+#   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o .gpu/bin/cuda.test ./cuda
+#
+# carry .gpu, and run `bash bench/gpu_pending.sh` from the repository root.
+# Logs go to $OUT/l (packed as $OUT/logs.tgz); a summary is printed last.
+# Read the traces with `go tool trace -d=parsed FILE | scripts/trace_regions.py`.
+set -u
+out=${OUT:-/tmp/out}
+mkdir -p "$out/l"
+export GRADSOLVE_CUDA_CACHE=${GRADSOLVE_CUDA_CACHE:-/tmp/gradsolve-cuda-cache} PYTHONUNBUFFERED=1
+bin=.gpu/bin
+T0=$(date +%s)
+el() { echo "rc $1 at $(($(date +%s) - T0)) s"; }
+
+echo "=== GPU tests"
+timeout 240 "$bin/cuda.test" -test.v -test.run 'TestGPUEvents|TestGPUEngine$|TestGPUEngineSaveTimes|TestGPUTrain' >"$out/l/tests.log" 2>&1
+el $?
+grep -E '^(--- |ok|FAIL|PASS)|panic' "$out/l/tests.log" | head -40
+
+echo "=== cold start"
+GS_COLDSTART_JSON="$out/l/coldstart.json" GS_COLDSTART_BUDGET=170 timeout 240 \
+	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 10m >"$out/l/cold.log" 2>&1
+el $?
+grep -E '^(--- |ok|FAIL)|panic' "$out/l/cold.log" | head
+
+echo "=== events"
+timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
+el $?
+timeout 150 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
+el $?
+tail -4 "$out/l/diffrax_events.log"
+
+echo "=== whole calls and fits"
+timeout 40 "$bin/gradsolve" bench -suite gpu-train -engine cuda -reps 9 -json -quiet -cases grad-call \
+	-trace "$out/l/calls.trace" -cpuprofile "$out/l/calls.prof" >"$out/l/calls.jsonl" 2>"$out/l/calls.log"
+el $?
+timeout 40 "$bin/gradsolve" bench -suite gpu-train -engine cuda -reps 9 -json -quiet -cases neural,lorenz-fit \
+	>"$out/l/fits.jsonl" 2>"$out/l/fits.log"
+el $?
+
+tar czf "$out/logs.tgz" -C "$out" l
+echo "done at $(($(date +%s) - T0)) s"
+python3 - "$out/l" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+for name in ("calls.jsonl", "fits.jsonl", "events.jsonl", "diffrax_events.jsonl"):
+    try:
+        for line in open(os.path.join(d, name)):
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            keys = ("case", "problem", "n", "rtol", "ms", "kernel_ms", "grad_record_ms",
+                    "grad_record_call_ms", "grad_ms", "grad_ms_median", "median_grad_err", "error")
+            print(name, {k: r[k] for k in keys if k in r})
+    except OSError as e:
+        print(name, e)
+PY
