@@ -483,10 +483,7 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 		for x, col := range w.wc {
 			coef[x] = col[i]
 		}
-		for ; c < e; c++ {
-			scan.Interp(out[:d], y, coef, (ts[c]-ti)/h[i])
-			out = out[d:]
-		}
+		scan.InterpTimes(out, y, coef, ts[c:e], ti, h[i])
 	}
 }
 

@@ -84,6 +84,65 @@ func Interp(dst, y, w []float64, theta float64) {
 	}
 }
 
+// InterpTimes sets dst[k·D:(k+1)·D] to Interp's value at θ_k = (ts[k] −
+// t)/h for every k < len(ts) (D = len(y)), bit for bit as Interp (and
+// θ_k as a save's), two save times at a time, their chains side by side:
+// the save times of one step share y and w, and their latencies overlap.
+// dst must not alias y or w.
+func InterpTimes(dst, y, w, ts []float64, t, h float64) {
+	d, nt := len(y), len(ts)
+	if d == 0 || nt == 0 {
+		return
+	}
+	m := len(w) / d
+	dst, w = dst[:nt*d], w[:m*d]
+	top := (m - 1) * d
+	k := 0
+	for ; k+2 <= nt; k += 2 {
+		th0, th1 := (ts[k]-t)/h, (ts[k+1]-t)/h
+		o0, o1 := dst[k*d:(k+1)*d], dst[(k+1)*d:(k+2)*d]
+		c := 0
+		for ; c+4 <= d; c += 4 {
+			wt := w[top+c : top+c+4]
+			a0, a1, a2, a3 := wt[0], wt[1], wt[2], wt[3]
+			b0, b1, b2, b3 := a0, a1, a2, a3
+			for j := top - d; j >= 0; j -= d {
+				wj := w[j+c : j+c+4]
+				a0 = wj[0] + float64(th0*a0)
+				b0 = wj[0] + float64(th1*b0)
+				a1 = wj[1] + float64(th0*a1)
+				b1 = wj[1] + float64(th1*b1)
+				a2 = wj[2] + float64(th0*a2)
+				b2 = wj[2] + float64(th1*b2)
+				a3 = wj[3] + float64(th0*a3)
+				b3 = wj[3] + float64(th1*b3)
+			}
+			yc, p0, p1 := y[c:c+4], o0[c:c+4], o1[c:c+4]
+			p0[0] = yc[0] + float64(th0*a0)
+			p1[0] = yc[0] + float64(th1*b0)
+			p0[1] = yc[1] + float64(th0*a1)
+			p1[1] = yc[1] + float64(th1*b1)
+			p0[2] = yc[2] + float64(th0*a2)
+			p1[2] = yc[2] + float64(th1*b2)
+			p0[3] = yc[3] + float64(th0*a3)
+			p1[3] = yc[3] + float64(th1*b3)
+		}
+		for ; c < d; c++ {
+			a := w[top+c]
+			b := a
+			for j := top - d; j >= 0; j -= d {
+				a = w[j+c] + float64(th0*a)
+				b = w[j+c] + float64(th1*b)
+			}
+			o0[c] = y[c] + float64(th0*a)
+			o1[c] = y[c] + float64(th1*b)
+		}
+	}
+	if k < nt {
+		Interp(dst[k*d:], y, w, (ts[k]-t)/h)
+	}
+}
+
 // checkSaves checks the saves of p.
 func (p *Problem) checkSaves() error {
 	sv, st := p.Saves, p.Step
@@ -209,21 +268,19 @@ func (sw *saveSweep) writeRow(h []float64, m int) {
 		for c := range y {
 			y[c] = sw.ys[c][i]
 		}
-		t, gathered := sw.t[i], false
-		for k := c0; k < e; k++ {
-			o := sw.out(i, k)
-			if ts[k] <= t {
-				copy(o, y)
-				continue
-			}
-			if !gathered {
-				for x, w := range sw.w {
-					sw.lane[x] = w[i]
-				}
-				gathered = true
-			}
-			Interp(o, y, sw.lane[:sw.m*d], (ts[k]-t)/h[i])
+		t := sw.t[i]
+		k := c0
+		for ; k < e && ts[k] <= t; k++ {
+			copy(sw.out(i, k), y)
 		}
+		if k == e {
+			continue
+		}
+		for x, w := range sw.w {
+			sw.lane[x] = w[i]
+		}
+		o := (sw.l.perm[i]*sw.k + k) * d
+		InterpTimes(sw.sv.Out[o:o+(e-k)*d], y, sw.lane[:sw.m*d], ts[k:e], t, h[i])
 	}
 }
 
