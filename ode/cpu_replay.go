@@ -175,7 +175,12 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64) ([]float6
 	for c := 0; c < d; c++ {
 		in = append(in, y[c*width:(c+1)*width])
 	}
-	ysoa := toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d) // the saved states by save time, [K·d][width]
+	// The saved states by save time, [K·d][width]: as the record wrote
+	// them (cpuRun.soaSaves), else transposed from ys.
+	ysoa := w.soa
+	if ysoa == nil {
+		ysoa = toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d)
+	}
 	for x := 0; x < K*d; x++ {
 		in = append(in, ysoa[x*width:(x+1)*width])
 	}
