@@ -163,6 +163,10 @@ type cpuRun struct {
 	// recordSaves: the record reads the save times from its accepted
 	// steps' continuous extension (TrialDense) and writes them to Ys.
 	recordSaves bool
+	// soaSaves: the record also writes the saved states of each chunk
+	// by save time, [K·d][width], as the loss program reads them (a
+	// gradient without events or Method Auto's switch).
+	soaSaves bool
 	// The job's shared inputs as length-1 columns, made once per run:
 	// Shared, then rtol, atol[d] and maxsteps (see sharedInputs).
 	shared, rtol, atol, maxSteps [][]float64
@@ -218,6 +222,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	res := r.res
 	recording := j.Mesh == nil
 	r.recordSaves = recording && len(j.SaveAt) > 0 && ex.trialDense != nil
+	r.soaSaves = r.recordSaves && j.Op == OpGrad && pl.Events == nil && j.stiff == nil
 	r.keepMesh = recording && (j.Op != OpSolve || len(j.SaveAt) > 0 && !r.recordSaves)
 	r.keepStates = recording && j.Op == OpGrad
 	limit := j.MemoryLimit
@@ -437,6 +442,8 @@ type cpuWorker struct {
 	evCap               int
 	taps                *scan.Taps     // the chunk's re-stepped save times (SaveStep), reused
 	saves               scan.Saves     // the chunk's interpolated save times
+	soa                 []float64      // the chunk's saved states by save time (cpuRun.soaSaves), or nil
+	soaLo, soaW         int            // its first trajectory and width
 	grad                *scan.Gradient // the last chunk's, reused
 
 	// Method Auto's switch (Job.stiff): the lanes parked for the stiff
@@ -503,6 +510,7 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 	w.size(r.chunk)
 	lo := c * r.chunk
 	hi := min(lo+r.chunk, j.N)
+	w.soa = nil
 	if j.Mesh == nil {
 		t := time.Now()
 		ok, err := w.record(r, c, lo, hi)

@@ -725,7 +725,7 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 	if err != nil || j.Op != OpGrad {
 		return err
 	}
-	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width)
+	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, false)
 	lam, gp, gs := cols(d, width), cols(np, width), cols(ns, width)
 	tau := make([]float64, width)
 	for c := range lam {

@@ -85,6 +85,9 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		}
 	}
 
+	if r.soaSaves {
+		w.soa, w.soaLo, w.soaW = w.scratch(scrTaps, len(j.SaveAt)*d*width), lo, width
+	}
 	if r.recordSaves {
 		w.startSaves(r, m)
 	}
@@ -424,6 +427,7 @@ func (w *cpuWorker) startSaves(r *cpuRun, m int) {
 			for x := 0; x < d; x++ {
 				o[x] = w.y[x][i]
 			}
+			w.soaPut(w.idx[i], c, o[:d])
 			c++
 		}
 		w.cur[i] = c
@@ -471,24 +475,35 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 		for x := range y {
 			y[x] = w.y[x][i]
 		}
-		out := r.res.Ys[(w.idx[i]*K+c)*d : (w.idx[i]*K+e)*d]
+		all := r.res.Ys[(w.idx[i]*K+c)*d : (w.idx[i]*K+e)*d]
+		c0, out := c, all
 		for ; c < e && ts[c] <= ti; c++ { // at the step's start: its state
 			copy(out[:d], y)
 			out = out[d:]
 		}
-		if c == e {
-			continue
+		if c < e {
+			if !dense {
+				panic("ode: internal error: a save time inside a step without its coefficients")
+			}
+			for x, col := range w.wc {
+				coef[x] = col[i]
+			}
+			scan.InterpTimes(out, y, coef, ts[c:e], ti, h[i])
 		}
-		if !dense {
-			panic("ode: internal error: a save time inside a step without its coefficients")
-		}
-		for x, col := range w.wc {
-			coef[x] = col[i]
-		}
-		for ; c < e; c++ {
-			scan.Interp(out[:d], y, coef, (ts[c]-ti)/h[i])
-			out = out[d:]
-		}
+		w.soaPut(w.idx[i], c0, all)
+	}
+}
+
+// soaPut copies the saves vals ([n][d], from save k on) of trajectory g
+// to the chunk's saves by save time (cpuRun.soaSaves), if it keeps them.
+func (w *cpuWorker) soaPut(g, k int, vals []float64) {
+	if w.soa == nil {
+		return
+	}
+	d, width := w.ex.plan.Dim, w.soaW
+	dst := w.soa[k*d*width+g-w.soaLo:]
+	for x, v := range vals {
+		dst[x*width] = v
 	}
 }
 
@@ -513,6 +528,9 @@ func (w *cpuWorker) finishSaves(r *cpuRun, i, g int, st Status) {
 				o[x] = math.NaN()
 			}
 		}
+	}
+	if from < K {
+		w.soaPut(g, from, r.res.Ys[(g*K+from)*d:(g*K+K)*d])
 	}
 }
 

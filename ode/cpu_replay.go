@@ -74,7 +74,13 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens,
 	if err != nil || j.Op != OpGrad {
 		return err
 	}
-	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width)
+	// The saves' cotangents stay where the loss wrote them, [K·d][width],
+	// and the backward sweep reads them so, scaled as it reads them.
+	major := q.Saves != nil
+	if major {
+		q.Saves.BarMajor, q.Saves.BarScale = true, j.Loss.Scale
+	}
+	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, major)
 	g, err := sw1.BackwardFrom(w.grad, ybar, tapbar, gp0, gs0)
 	if err != nil {
 		return err
@@ -169,7 +175,12 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64) ([]float6
 	for c := 0; c < d; c++ {
 		in = append(in, y[c*width:(c+1)*width])
 	}
-	ysoa := toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d) // the saved states by save time, [K·d][width]
+	// The saved states by save time, [K·d][width]: as the record wrote
+	// them (cpuRun.soaSaves), else transposed from ys.
+	ysoa := w.soa
+	if ysoa == nil {
+		ysoa = toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d)
+	}
 	for x := 0; x < K*d; x++ {
 		in = append(in, ysoa[x*width:(x+1)*width])
 	}
@@ -207,9 +218,11 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64) ([]float6
 // cotangents scales the loss gradient's outputs lbuf in place and returns
 // them as the backward sweep takes them: ∂L/∂y(t1) [d][width], ∂L/∂p
 // [np][width] and the loss's own shared-gradient terms [ns][width] are
-// ranges of lbuf; the saved states' go to the saves' layout [width][K·d],
+// ranges of lbuf; the saved states' too, [K·d][width], with major (the
+// sweep reads them so, and scales them as it reads them: see
+// scan.Saves.BarMajor), else they go to the saves' layout [width][K·d],
 // scaled as they are transposed (a scale of 1 is skipped: x·1 = x).
-func (w *cpuWorker) cotangents(r *cpuRun, lbuf []float64, width int) (ybar, tapbar, gp0, gs0 []float64) {
+func (w *cpuWorker) cotangents(r *cpuRun, lbuf []float64, width int, major bool) (ybar, tapbar, gp0, gs0 []float64) {
 	pl, lp := w.ex.plan, r.job.Loss
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
 	K := len(r.job.SaveAt)
@@ -218,6 +231,12 @@ func (w *cpuWorker) cotangents(r *cpuRun, lbuf []float64, width int) (ybar, tapb
 	if lp.Scale != 1 {
 		floats.Scale(lp.Scale, at(1, d))
 		floats.Scale(lp.Scale, lbuf[o*width:])
+	}
+	if major {
+		if lp.Scale == 0 { // the sweep's BarScale 0 means 1
+			floats.Scale(0, at(1+d, K*d))
+		}
+		return at(1, d), at(1+d, K*d), at(o, np), at(o+np, ns)
 	}
 	tapbar = w.scratch(scrTapBar, d*width*K)
 	transposeScaled(tapbar, at(1+d, K*d), K*d, width, lp.Scale)
@@ -359,7 +378,7 @@ func (w *cpuWorker) replaySwitched(r *cpuRun, lo, hi int, h []float64, stride in
 	if err != nil || j.Op != OpGrad {
 		return err
 	}
-	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width)
+	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, false)
 	// The second scan's save cotangents are those from the switch on;
 	// the first scan's those before it.
 	tapbar2 := w.scratch(scrTapBar2, len(tapbar))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // The golden tests pin the meshes, solutions and per-trajectory gradients
@@ -122,7 +123,26 @@ func goldenCases() []goldenCase {
 	hires := problems.HIRES()
 	neural := problems.NeuralRobertson(3)
 	neural.T1 = 10
+	// Many save times, some on steps and some repeated, and a mean loss
+	// of every saved state (its cotangents scaled by 1/N).
+	kepler := goldenProblem(problems.Kepler(), 40, func(i int, _, p []float64) { p[0] = 0.95 + 0.1*float64(i)/39 })
+	keplerTs := make([]float64, 0, 60)
+	for k := 0; k < 57; k++ {
+		keplerTs = append(keplerTs, 2*math.Pi*float64(k)/56)
+	}
+	keplerTs = append(keplerTs, keplerTs[56], keplerTs[56])
+	savedMean := ode.Loss{Name: "saved-squares", Mean: true, F: func(y, ys, _ []tape.V) tape.V {
+		s := y[0].Square()
+		for _, x := range ys {
+			s = s.Add(x.Square())
+		}
+		return s
+	}}
 	return []goldenCase{
+		{name: "kepler-tsit5-saves", pr: withSave(kepler, keplerTs...), set: ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11}, loss: savedMean,
+			mesh: "665a31c452efaf47", y: "928c8f162d7fdd5d", ys: "378ce4837f95bdcb", ysStep: "13586abcf8ddacd8", grad: "a21ccc8edd15f8df"},
+		{name: "kepler-vern7-saves", pr: withSave(kepler, keplerTs...), set: ode.Settings{Method: ode.Vern7, RelTol: 1e-8, AbsTol: 1e-11}, loss: savedMean,
+			mesh: "8b8a8491f803c47e", y: "ce2533a6939b1821", ys: "8575fd8329487faf", ysStep: "9a3e6b37caa8618e", grad: "63a67cb7e3dbd9e8"},
 		{name: "lorenz-tsit5", pr: withSave(lorenzRho, 0.25, 0.5, 1), set: ode.Settings{Method: ode.Tsit5}, loss: ode.SumSquares(),
 			mesh: "0459a9f3a5e1af95", y: "40546e38dcdba778", ys: "7d62e3354b407188", ysStep: "64207724f5aacb3a", grad: "674503ad1271f2ab"},
 		{name: "lorenz-vern7", pr: withSave(lorenzRho, 0.3, 0.9), set: ode.Settings{Method: ode.Vern7, RelTol: 1e-9, AbsTol: 1e-12}, loss: ode.Component(2),
@@ -177,6 +197,14 @@ func TestGolden(t *testing.T) {
 		}
 		ysStep := fingerprint(t, c.name+" saved states, SaveStep", stepSol.Ys)
 		grad := fingerprint(t, c.name+" gradient", g.Y0, g.P, []float64{g.Loss}, g.Solution.Y)
+		// On the recorded mesh the replay computes the saves itself.
+		gm, err := sv.Grad(nil, &pr, c.loss, m)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := fingerprint(t, c.name+" gradient on the mesh", gm.Y0, gm.P, []float64{gm.Loss}, gm.Solution.Y); got != grad {
+			t.Errorf("%s: gradient on the recorded mesh: fingerprint %s, recorded in the same call %s", c.name, got, grad)
+		}
 		if print {
 			fmt.Printf("%s: mesh: %q, y: %q, ys: %q, ysStep: %q, grad: %q, shared %v\n", c.name, mesh, y, ys, ysStep, grad, g.Shared)
 			continue

@@ -232,7 +232,8 @@ func SumTiles(dst, tiles []float64, s int) []float64 {
 
 // Backward returns the gradient of a loss L given its cotangents: ybar
 // [D][N] = ∂L/∂(final states) and tapbar = ∂L/∂(tap outputs), in the
-// taps' layout (nil if there are no taps). It is the exact adjoint of the forward scan
+// taps' layout, or ∂L/∂(saved states), laid out as Saves.BarMajor says
+// (nil if there are no taps or saves). It is the exact adjoint of the forward scan
 // (the mesh held fixed). dst may be nil.
 func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, error) {
 	return sw.BackwardFrom(dst, ybar, tapbar, nil, nil)
@@ -348,7 +349,7 @@ type backward struct {
 	tiles       []float64   // shared gradient per tile, [ntiles][S]
 	tapY        [][]float64
 	sv          *saveSweep // saves, whose steps' reverse takes their cotangents
-	savebar     []float64  // the saves' cotangents, in Saves.Out's layout
+	savebar     []float64  // the saves' cotangents, laid out as Saves.BarMajor says
 	buf         []float64  // states of the current segment, or of one step
 	off         []int
 	in, out     [][]float64

@@ -40,6 +40,18 @@ type Saves struct {
 	// the forward sweep then only steps. The backward sweep reads Times
 	// alone.
 	Given bool
+
+	// BarMajor reports that the saves' cotangents given to the backward
+	// sweep (Sweep.BackwardFrom's tapbar) are save-major, [K·D][N]:
+	// trajectory j's at Times[k], component c, at bar[(k·D+c)·N+j], as a
+	// loss program over the trajectories' columns writes them, instead of
+	// in Out's layout.
+	BarMajor bool
+
+	// BarScale, if not 0 or 1, multiplies every cotangent of a save as
+	// the backward sweep reads it (each product rounded once, as if the
+	// cotangents had been scaled first).
+	BarScale float64
 }
 
 // Interp sets dst[c] = y[c] + θ·(w_1[c] + θ·(w_2[c] + … + θ·w_m[c])) for
@@ -84,6 +96,65 @@ func Interp(dst, y, w []float64, theta float64) {
 	}
 }
 
+// InterpTimes sets dst[k·D:(k+1)·D] to Interp's value at θ_k = (ts[k] −
+// t)/h for every k < len(ts) (D = len(y)), bit for bit as Interp (and
+// θ_k as a save's), two save times at a time, their chains side by side:
+// the save times of one step share y and w, and their latencies overlap.
+// dst must not alias y or w.
+func InterpTimes(dst, y, w, ts []float64, t, h float64) {
+	d, nt := len(y), len(ts)
+	if d == 0 || nt == 0 {
+		return
+	}
+	m := len(w) / d
+	dst, w = dst[:nt*d], w[:m*d]
+	top := (m - 1) * d
+	k := 0
+	for ; k+2 <= nt; k += 2 {
+		th0, th1 := (ts[k]-t)/h, (ts[k+1]-t)/h
+		o0, o1 := dst[k*d:(k+1)*d], dst[(k+1)*d:(k+2)*d]
+		c := 0
+		for ; c+4 <= d; c += 4 {
+			wt := w[top+c : top+c+4]
+			a0, a1, a2, a3 := wt[0], wt[1], wt[2], wt[3]
+			b0, b1, b2, b3 := a0, a1, a2, a3
+			for j := top - d; j >= 0; j -= d {
+				wj := w[j+c : j+c+4]
+				a0 = wj[0] + float64(th0*a0)
+				b0 = wj[0] + float64(th1*b0)
+				a1 = wj[1] + float64(th0*a1)
+				b1 = wj[1] + float64(th1*b1)
+				a2 = wj[2] + float64(th0*a2)
+				b2 = wj[2] + float64(th1*b2)
+				a3 = wj[3] + float64(th0*a3)
+				b3 = wj[3] + float64(th1*b3)
+			}
+			yc, p0, p1 := y[c:c+4], o0[c:c+4], o1[c:c+4]
+			p0[0] = yc[0] + float64(th0*a0)
+			p1[0] = yc[0] + float64(th1*b0)
+			p0[1] = yc[1] + float64(th0*a1)
+			p1[1] = yc[1] + float64(th1*b1)
+			p0[2] = yc[2] + float64(th0*a2)
+			p1[2] = yc[2] + float64(th1*b2)
+			p0[3] = yc[3] + float64(th0*a3)
+			p1[3] = yc[3] + float64(th1*b3)
+		}
+		for ; c < d; c++ {
+			a := w[top+c]
+			b := a
+			for j := top - d; j >= 0; j -= d {
+				a = w[j+c] + float64(th0*a)
+				b = w[j+c] + float64(th1*b)
+			}
+			o0[c] = y[c] + float64(th0*a)
+			o1[c] = y[c] + float64(th1*b)
+		}
+	}
+	if k < nt {
+		Interp(dst[k*d:], y, w, (ts[k]-t)/h)
+	}
+}
+
 // checkSaves checks the saves of p.
 func (p *Problem) checkSaves() error {
 	sv, st := p.Saves, p.Step
@@ -121,6 +192,7 @@ type saveSweep struct {
 	t           []float64   // [n]: the times before the row's step
 	lane        []float64   // one lane's coefficients [m·D]
 	y           []float64   // one lane's state [D]
+	g           []float64   // one save's cotangent [D] (see bar)
 	mask        masker
 }
 
@@ -136,7 +208,7 @@ func newSaveSweep(p *Problem, l *layout, set *tape.ExecSettings) (*saveSweep, er
 	sw := st.saves
 	if sw == nil || len(sw.w) != m*d || cap(sw.cur) < n {
 		sw = &saveSweep{w: cols(m*d, n), wbar: cols(m*d, n), ys: cols(d, n), t: make([]float64, n),
-			cur: make([]int, n), end: make([]int, n), lane: make([]float64, m*d), y: make([]float64, d)}
+			cur: make([]int, n), end: make([]int, n), lane: make([]float64, m*d), y: make([]float64, d), g: make([]float64, d)}
 		st.saves = sw
 	}
 	sw.sv, sw.l, sw.d, sw.m, sw.k = p.Saves, l, d, m, len(p.Saves.Times)
@@ -209,21 +281,19 @@ func (sw *saveSweep) writeRow(h []float64, m int) {
 		for c := range y {
 			y[c] = sw.ys[c][i]
 		}
-		t, gathered := sw.t[i], false
-		for k := c0; k < e; k++ {
-			o := sw.out(i, k)
-			if ts[k] <= t {
-				copy(o, y)
-				continue
-			}
-			if !gathered {
-				for x, w := range sw.w {
-					sw.lane[x] = w[i]
-				}
-				gathered = true
-			}
-			Interp(o, y, sw.lane[:sw.m*d], (ts[k]-t)/h[i])
+		t := sw.t[i]
+		k := c0
+		for ; k < e && ts[k] <= t; k++ {
+			copy(sw.out(i, k), y)
 		}
+		if k == e {
+			continue
+		}
+		for x, w := range sw.w {
+			sw.lane[x] = w[i]
+		}
+		o := (sw.l.perm[i]*sw.k + k) * d
+		InterpTimes(sw.sv.Out[o:o+(e-k)*d], y, sw.lane[:sw.m*d], ts[k:e], t, h[i])
 	}
 }
 
@@ -334,8 +404,9 @@ func (sw *saveSweep) fromStored(p *Problem, st *Stored) error {
 
 // backwardStart sets each lane's cursor to the end of its saves inside
 // its steps (those before its end time tEnd, permuted; none for a
-// trajectory without steps) and adds the cotangents bar (Out's layout)
-// of the saves at or after it, the final state's, to λ.
+// trajectory without steps) and adds the cotangents bar
+// of the saves at or after it, the final state's, to λ (bar laid out as
+// Saves.BarMajor says).
 func (sw *saveSweep) backwardStart(lam [][]float64, tEnd, bar []float64, lens []int) {
 	ts, K := sw.sv.Times, sw.k
 	for i, j := range sw.l.perm {
@@ -345,12 +416,43 @@ func (sw *saveSweep) backwardStart(lam [][]float64, tEnd, bar []float64, lens []
 		}
 		sw.cur[i] = hi
 		for k := hi; k < K; k++ {
-			o := (j*K + k) * sw.d
+			g := sw.bar(bar, j, k)
 			for c := range lam {
-				lam[c][i] += bar[o+c]
+				lam[c][i] += g[c]
 			}
 		}
 	}
+}
+
+// bar returns the cotangent of trajectory j's save k, from bar in the
+// layout Saves.BarMajor says, scaled by Saves.BarScale: a range of bar
+// itself where it is laid out so and not scaled, else a copy in sw.g.
+func (sw *saveSweep) bar(bar []float64, j, k int) []float64 {
+	d, g := sw.d, sw.g
+	scale := sw.sv.BarScale
+	scaled := scale != 0 && scale != 1
+	if !sw.sv.BarMajor {
+		o := (j*sw.k + k) * d
+		if !scaled {
+			return bar[o : o+d]
+		}
+		for c := range g {
+			g[c] = bar[o+c] * scale
+		}
+		return g
+	}
+	n := sw.l.n
+	o := k*d*n + j
+	if scaled {
+		for c := range g {
+			g[c] = bar[o+c*n] * scale
+		}
+	} else {
+		for c := range g {
+			g[c] = bar[o+c*n]
+		}
+	}
+	return g
 }
 
 // backwardRanges sets the start of each of the first m lanes' saves on
@@ -377,7 +479,8 @@ func (sw *saveSweep) backwardRanges(t []float64, s, m int) bool {
 
 // coefBar returns the cotangents of the row's coefficients for its first
 // m lanes, whose steps start at t with sizes h: w̄_j = Σ θ^j·ȳ over each
-// lane's saves inside its step (bar in Out's layout), zero elsewhere.
+// lane's saves inside its step (bar laid out as Saves.BarMajor says),
+// zero elsewhere.
 func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
 	for _, c := range sw.wbar {
 		clear(c[:m])
@@ -395,8 +498,7 @@ func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
 			if ts[k] <= t[i] {
 				continue
 			}
-			o := (j*sw.k + k) * d
-			addPowers(lane, bar[o:o+d], (ts[k]-t[i])/h[i], terms)
+			addPowers(lane, sw.bar(bar, j, k), (ts[k]-t[i])/h[i], terms)
 		}
 		for x, v := range lane {
 			sw.wbar[x][i] = v
@@ -408,18 +510,17 @@ func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
 // addRow adds the cotangents of the row's saves to λ of the first m
 // lanes (∂y(τ)/∂y_s = I) and moves the cursors to the row's start.
 func (sw *saveSweep) addRow(lam [][]float64, bar []float64, m int) {
-	d := sw.d
 	for i, lo := range sw.end[:m] {
 		hi := sw.cur[i]
 		if hi == lo {
 			continue
 		}
-		o := (sw.l.perm[i]*sw.k + lo) * d
+		j := sw.l.perm[i]
 		for k := lo; k < hi; k++ {
+			g := sw.bar(bar, j, k)
 			for c := range lam {
-				lam[c][i] += bar[o+c]
+				lam[c][i] += g[c]
 			}
-			o += d
 		}
 		sw.cur[i] = lo
 	}
