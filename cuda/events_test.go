@@ -189,7 +189,52 @@ func testEvents(t *testing.T, engine string, n int, methods []ode.Method, gpu bo
 					}
 				}
 				checkEventClosedForms(t, c, got)
+				checkEventMarks(t, c, cpu, got, want)
 			})
+		}
+	}
+}
+
+// checkEventMarks checks the event marks of the mesh of the engine's
+// gradient got (Mesh.Events, EventHash) against the CPU's (want), on the
+// trajectories that take the CPU's steps, and that the CPU engine (cpu)
+// replays the engine's mesh: its gradient on it is the engine's.
+func checkEventMarks(t *testing.T, c engineCase, cpu *ode.Solver, got, want *ode.Gradient) {
+	t.Helper()
+	gm, wm := got.Mesh, want.Mesh
+	if gm.EventHash != wm.EventHash || len(gm.Events) != gm.Rows*gm.N {
+		t.Fatalf("mesh: event hash %q with %d marks for %d steps; CPU %q", gm.EventHash, len(gm.Events), gm.Rows*gm.N, wm.EventHash)
+	}
+	bad := 0
+	for i := 0; i < gm.N; i++ {
+		if gm.Len[i] != wm.Len[i] {
+			continue // a knife's edge
+		}
+		for s := 0; s < gm.Rows; s++ {
+			g, w := gm.Events[s*gm.N+i], int32(0)
+			if s < wm.Rows {
+				w = wm.Events[s*wm.N+i]
+			}
+			if g != w {
+				if bad++; bad <= 3 {
+					t.Errorf("trajectory %d step %d: event mark %d, CPU %d", i, s, g, w)
+				}
+			}
+		}
+	}
+	back, err := cpu.Grad(nil, &c.prob, c.loss, gm)
+	if err != nil {
+		t.Fatalf("CPU Grad on the engine's mesh: %v", err)
+	}
+	d, np := c.prob.Field.Dim, c.prob.Field.Params
+	closeRows(t, "CPU on the engine's mesh: Y", back.Solution.Y, got.Solution.Y, d, c.tol, nil)
+	closeRows(t, "CPU on the engine's mesh: T", back.Solution.T, got.Solution.T, 1, c.tol, nil)
+	closeRows(t, "CPU on the engine's mesh: dL/dY0", back.Y0, got.Y0, d, c.tol, nil)
+	closeRows(t, "CPU on the engine's mesh: dL/dP", back.P, got.P, np, c.tol, nil)
+	closeRows(t, "CPU on the engine's mesh: dL/dShared", back.Shared, got.Shared, len(got.Shared), c.tol, nil)
+	for i, e := range back.Solution.Events {
+		if e != got.Solution.Events[i] {
+			t.Errorf("trajectory %d: CPU on the engine's mesh: %d events, engine %d", i, e, got.Solution.Events[i])
 		}
 	}
 }
@@ -295,15 +340,14 @@ func testEventsBadInput(t *testing.T, engine string) {
 		if _, err := sv.Grad(nil, &p, ode.Component(0), m); err == nil || !strings.Contains(err.Error(), "m = nil") {
 			t.Errorf("Grad on a given mesh: error %v, want one saying m = nil", err)
 		}
-		// The CPU engine replays meshes with events, but this engine's
-		// mesh does not mark its event steps (Mesh.Events) yet; and this
-		// engine refuses the CPU's mesh with events.
+		// The CPU engine replays this engine's mesh with events (it marks
+		// its event steps, Mesh.Events); this engine refuses the CPU's.
 		cpu, err := ode.NewSolver(f, &ode.Settings{Engine: "cpu", Events: []ode.Event{bounce}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cpu.Grad(nil, &p, ode.Component(0), m); err == nil || !strings.Contains(err.Error(), "event marks") {
-			t.Errorf("CPU Grad on this engine's mesh: error %v, want one about event marks", err)
+		if _, err := cpu.Grad(nil, &p, ode.Component(0), m); err != nil {
+			t.Errorf("CPU Grad on this engine's mesh: %v", err)
 		}
 		cm, _, err := cpu.Record(&p)
 		if err != nil {
@@ -383,6 +427,8 @@ func testEventsReruns(t *testing.T, engine string, n int, limit int64) {
 			t.Errorf("trajectory %d: %d events, CPU %d", i, got.Solution.Events[i], want.Solution.Events[i])
 		}
 	}
+	// The event marks of chunks and reruns.
+	checkEventMarks(t, c, c.solver(t, "cpu"), got, want)
 }
 
 func TestHostEventsReruns(t *testing.T) {

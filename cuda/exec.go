@@ -479,6 +479,7 @@ type run struct {
 	tiles            []float64 // with v.tiles instead: [ceil(N/scan.TileSize)][2][NS], the same per tile
 	meshH            []float64 // the recorded mesh, step-major [rows][N]
 	meshLen          []int     // storage for the mesh's Len (Job.Reuse)
+	meshE            []int32   // the recorded mesh's event marks, step-major [rows][N] (Mesh.Events), with events
 	stored           int64     // bytes of stored states of the largest launch
 	gradNonFinite    bool      // a launch copied a gradient that is not finite (scatterCols)
 
@@ -519,7 +520,15 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		}
 		if v.Events {
 			res.Events = overwrite(old.Events, n)
+			if v.MeshOut && old.Mesh != nil {
+				r.meshE = old.Mesh.Events[:0]
+			}
 		}
+	} else if v.Events {
+		// A given mesh with events: the end times (a terminal event's)
+		// and the event counts, as the CPU engine's replay gives them.
+		res.T = overwrite(old.T, n)
+		res.Events = overwrite(old.Events, n)
 	}
 	res.Y = overwrite(old.Y, n*d)
 	if r.k > 0 {
@@ -557,7 +566,8 @@ const (
 	argData
 	argHin
 	argLen
-	argGS // last of the upload region, first of the download region
+	argEvIn // a given mesh's event marks (Mesh.Events), with events
+	argGS   // last of the upload region, first of the download region
 	argY
 	argT
 	argLastH
@@ -573,6 +583,7 @@ const (
 	argTapStep
 	argTB
 	argHout
+	argEvOut // the recorded mesh's event marks, with events
 	argStore
 	argWork // lanes mode in global memory: the warps' accumulators
 	numArgs
@@ -608,6 +619,15 @@ func (r *run) layout(n, rows int) layout {
 			elems[argHin] = cnt(rows)
 		}
 		elems[argLen] = cnt(1)
+		if v.Events {
+			// The mesh's event marks; the kernel writes the end times and
+			// the event counts (and a gradient its tangent flags).
+			elems[argEvIn] = cnt(rows)
+			elems[argT], elems[argEvents] = cnt(1), cnt(1)
+			if v.Grad {
+				elems[argFlags] = cnt(1)
+			}
+		}
 	}
 	elems[argY0], elems[argP], elems[argY] = cnt(d), cnt(np), cnt(d)
 	elems[argYs], elems[argTapStep] = cnt(k*d), cnt(k)
@@ -622,6 +642,11 @@ func (r *run) layout(n, rows int) layout {
 	}
 	if v.MeshOut && r.hout == nil {
 		elems[argHout] = cnt(rows)
+	}
+	if v.MeshOut && v.Events {
+		// In the arena even where the steps stay on the device: the marks
+		// live on the host (Mesh.Events).
+		elems[argEvOut] = cnt(rows)
 	}
 	if v.Store {
 		elems[argStore] = cnt(rows * (d + kernelgen.B2i(r.ke.info.StoreT) + kernelgen.B2i(r.ke.info.StoreEvent)))
@@ -645,7 +670,7 @@ func (r *run) layout(n, rows int) layout {
 		}
 		size := es
 		switch a {
-		case argLen, argStatus, argAcc, argRej, argFlags, argEvents, argTapStep:
+		case argLen, argEvIn, argStatus, argAcc, argRej, argFlags, argEvents, argTapStep, argEvOut:
 			size = 4
 		}
 		l.off[a] = off
@@ -1006,6 +1031,17 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
 			}
 		}
 	})
+	if l.off[argEvIn] >= 0 {
+		// The mesh's event marks, step-major as its steps, row by row.
+		ev, mh := iv(up, 0, argEvIn), j.Mesh
+		rows := len(ev) / n
+		par.Run(rows, 0, func(_, s int) {
+			row := mh.Events[s*mh.N : (s+1)*mh.N]
+			for q, i := range g {
+				ev[s*n+q] = row[i]
+			}
+		})
+	}
 }
 
 // upload copies the staged inputs of a launch of n trajectories up to the
@@ -1125,6 +1161,12 @@ func (r *run) uploadBroadcast(up []byte, ar *arena, n, rows int, l *layout, zero
 			return err
 		}
 	}
+	if l.off[argEvOut] >= 0 {
+		// The marks of rows past a trajectory's last step read 0 too.
+		if err := r.zero(ar.addr+uint64(l.off[argEvOut]), l.bytes[argEvOut]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -1220,6 +1262,11 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 		if v.Events {
 			events = iv(down, outLo, argEvents)
 		}
+	} else if v.Events {
+		tt, events = rv(down, outLo, argT), iv(down, outLo, argEvents)
+		if v.Grad {
+			flags = iv(down, outLo, argFlags)
+		}
 	}
 	// Per trajectory, in blocks of resultBlock on all cores (a launch of
 	// millions of trajectories writes tens of arrays per trajectory); each
@@ -1255,6 +1302,10 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 					res.Events[i] = int(events[q])
 				}
 				longest = max(longest, int(acc[q]))
+			}
+		} else if events != nil {
+			for q := q0; q < q1; q++ {
+				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
 			}
 		}
 		// The arrays one at a time (component-major on the device,
@@ -1323,7 +1374,50 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 			return nil, err
 		}
 	}
+	if l.off[argEvOut] >= 0 {
+		if err := r.readEvents(ar.addr+uint64(l.off[argEvOut]), g, min(longest, rows), rows); err != nil {
+			return nil, err
+		}
+	}
 	return over, nil
+}
+
+// readEvents copies the event marks of the first used rows of the
+// launch's mesh (int32 [used][len(g)] at addr on the device) to the run's
+// marks (r.meshE, step-major [rows][N] as the mesh's steps, on the host
+// wherever the steps are: Mesh.Events), extended to rows rows if need
+// be (new rows read 0), and zeroes the rest of the launch's columns, as
+// readMesh does the steps.
+func (r *run) readEvents(addr uint64, g []int, used, rows int) error {
+	N, n := r.j.N, len(g)
+	if had := len(r.meshE) / N; had < rows {
+		var fresh bool
+		r.meshE, fresh = buf.Extend(r.meshE, rows*N)
+		if !fresh {
+			clear(r.meshE[had*N:])
+		}
+	}
+	for s := used; s < len(r.meshE)/N; s++ {
+		for _, i := range g {
+			r.meshE[s*N+i] = 0
+		}
+	}
+	if used == 0 {
+		return nil
+	}
+	b := make([]byte, used*n*4)
+	if err := r.read(b, addr); err != nil {
+		return err
+	}
+	r.tr.add(func(t *TraceStats) { t.Download += int64(len(b)) })
+	ev := int32s(b, 0, int64(len(b)))
+	par.Run(used, 0, func(_, s int) {
+		row := r.meshE[s*N : (s+1)*N]
+		for q, i := range g {
+			row[i] = ev[s*n+q]
+		}
+	})
+	return nil
 }
 
 // resultBlock is the trajectories per task of a launch's result loop.
@@ -1673,6 +1767,17 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 			fallthrough
 		default:
 			m.H = r.meshH[:m.Rows*n]
+		}
+		if v.Events {
+			// The event marks, on the host (readEvents), wherever the
+			// steps are.
+			if had := len(r.meshE); had < m.Rows*n { // no launch had steps
+				var fresh bool
+				if r.meshE, fresh = buf.Extend(r.meshE, m.Rows*n); !fresh {
+					clear(r.meshE[had:])
+				}
+			}
+			m.Events = r.meshE[: m.Rows*n : m.Rows*n]
 		}
 		res.Mesh = m
 	}

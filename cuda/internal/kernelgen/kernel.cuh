@@ -80,6 +80,7 @@ struct gs_args {
   const gs_real* data;    // [DD][n]
   const gs_real* hin;     // [rows][n] the mesh to replay
   const int* len;         // [n] its lengths
+  const int* evin;        // [rows][n] its event marks (Config.Events): e+1 for a step ending at event e, else 0
   gs_real* gs;            // [2][NS] dL/ds, summed (atomics): steps, then the loss's own (unscaled);
                           // with tile sums (GS_TILES) [ceil(n/GS_TILE)][2][NS], one sum per tile
   gs_real* y;             // [D][n] final states
@@ -97,6 +98,7 @@ struct gs_args {
   int* tapstep;           // [K][n] the step each save time lies on
   gs_real* tb;            // [K][D][n] cotangents of the saved states
   gs_real* hout;          // [rows][n] the recorded mesh
+  int* evout;             // [rows][n] its event marks (Config.Events), as evin
   gs_real* store;         // [rows][GS_SW][n] states before each step
   gs_real* work;          // lanes mode in global memory: [warps][GS_WACC] the warps' accumulators
 };

@@ -65,6 +65,9 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
 {{- if .StoreEv}}
         if (s < a.rows && GS_WRITER) a.store[(s * GS_SW + GS_STORE_T + GS_D) * n + i] = (gs_real)(fired + 1);
 {{- end}}
+{{- if and .MeshOut .Events}}
+        if (s < a.rows && GS_WRITER) a.evout[s * n + i] = fired + 1;  // the mesh's event marks (ode.Mesh.Events)
+{{- end}}
 {{- if .Saves}}
         saving = true;
         sv_s = s;
