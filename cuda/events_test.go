@@ -133,8 +133,10 @@ func drivenBallCase(n int, m ode.Method) engineCase {
 	}
 }
 
-// eventOps are the operations of a problem with events (no given mesh).
-var eventOps = caseOpts{ops: []string{"solve", "record", "grad", "loss"}}
+// eventOps are the operations of a problem with events: on the engine's
+// own record, and on the CPU's mesh with its event marks (replay,
+// lossmesh, gradmesh).
+var eventOps = caseOpts{ops: []string{"solve", "record", "replay", "grad", "gradmesh", "loss", "lossmesh"}}
 
 // testEvents runs the bouncing balls, the pharmacokinetic threshold and
 // the driven balls with each method on engine and on the CPU, comparing
@@ -190,6 +192,7 @@ func testEvents(t *testing.T, engine string, n int, methods []ode.Method, gpu bo
 				}
 				checkEventClosedForms(t, c, got)
 				checkEventMarks(t, c, cpu, got, want)
+				checkEventGivenMesh(t, c, dev, got, want)
 			})
 		}
 	}
@@ -235,6 +238,42 @@ func checkEventMarks(t *testing.T, c engineCase, cpu *ode.Solver, got, want *ode
 	for i, e := range back.Solution.Events {
 		if e != got.Solution.Events[i] {
 			t.Errorf("trajectory %d: CPU on the engine's mesh: %d events, engine %d", i, e, got.Solution.Events[i])
+		}
+	}
+}
+
+// checkEventGivenMesh checks the engine's (dev) replay and gradient on
+// the CPU's mesh with events (want's) and on its own (got's, kept on the
+// device where the engine keeps meshes): the end times (a terminal
+// event's) and event counts are those of the mesh's record, bit for bit,
+// and on its own mesh the gradient is its record's.
+func checkEventGivenMesh(t *testing.T, c engineCase, dev *ode.Solver, got, want *ode.Gradient) {
+	t.Helper()
+	for _, x := range []struct {
+		what string
+		rec  *ode.Gradient
+	}{{"CPU mesh", want}, {"own mesh", got}} {
+		g, err := dev.Grad(nil, &c.prob, c.loss, x.rec.Mesh)
+		if err != nil {
+			t.Fatalf("Grad on the %s: %v", x.what, err)
+		}
+		sol, err := dev.Replay(&c.prob, x.rec.Mesh)
+		if err != nil {
+			t.Fatalf("Replay on the %s: %v", x.what, err)
+		}
+		for i := 0; i < c.prob.N; i++ {
+			w := x.rec.Solution
+			if g.Solution.T[i] != w.T[i] || sol.T[i] != w.T[i] || g.Solution.Events[i] != w.Events[i] || sol.Events[i] != w.Events[i] {
+				t.Errorf("%s: trajectory %d: Grad ends at t = %v with %d events, Replay at %v with %d; the record at %v with %d",
+					x.what, i, g.Solution.T[i], g.Solution.Events[i], sol.T[i], sol.Events[i], w.T[i], w.Events[i])
+			}
+		}
+		if x.rec == got {
+			d, np := c.prob.Field.Dim, c.prob.Field.Params
+			closeRows(t, "own mesh: Y", g.Solution.Y, got.Solution.Y, d, c.tol, nil)
+			closeRows(t, "own mesh: dL/dY0", g.Y0, got.Y0, d, c.tol, nil)
+			closeRows(t, "own mesh: dL/dP", g.P, got.P, np, c.tol, nil)
+			closeRows(t, "own mesh: dL/dShared", g.Shared, got.Shared, len(got.Shared), c.tol, nil)
 		}
 	}
 }
@@ -337,11 +376,9 @@ func testEventsBadInput(t *testing.T, engine string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sv.Grad(nil, &p, ode.Component(0), m); err == nil || !strings.Contains(err.Error(), "m = nil") {
-			t.Errorf("Grad on a given mesh: error %v, want one saying m = nil", err)
-		}
-		// The CPU engine replays this engine's mesh with events (it marks
-		// its event steps, Mesh.Events); this engine refuses the CPU's.
+		// Meshes with events go both ways between this engine and the
+		// CPU (they mark their event steps, Mesh.Events); one without
+		// marks is refused.
 		cpu, err := ode.NewSolver(f, &ode.Settings{Engine: "cpu", Events: []ode.Event{bounce}})
 		if err != nil {
 			t.Fatal(err)
@@ -353,8 +390,14 @@ func testEventsBadInput(t *testing.T, engine string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sv.Grad(nil, &p, ode.Component(0), cm); err == nil || !strings.Contains(err.Error(), "m = nil") {
-			t.Errorf("Grad on the CPU's mesh with events: error %v, want one saying m = nil", err)
+		if _, err := sv.Grad(nil, &p, ode.Component(0), cm); err != nil {
+			t.Errorf("Grad on the CPU's mesh with events: %v", err)
+		}
+		hostMesh(t, m)
+		bare := *m
+		bare.Events = nil
+		if _, err := sv.Grad(nil, &p, ode.Component(0), &bare); err == nil || !strings.Contains(err.Error(), "event marks") {
+			t.Errorf("Grad on a mesh without event marks: error %v, want one about event marks", err)
 		}
 		if _, err := ode.NewSolver(f, &ode.Settings{Engine: engine + "-f32", Events: []ode.Event{bounce}}); !errors.Is(err, ode.ErrNoEvents) {
 			t.Errorf("float32 engine: error %v, want one wrapping ErrNoEvents", err)
