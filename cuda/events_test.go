@@ -133,6 +133,43 @@ func drivenBallCase(n int, m ode.Method) engineCase {
 	}
 }
 
+// savedHeights is the loss Σ_k x(τ_k): the first component at every save
+// time (ode's event save tests).
+func savedHeights() ode.Loss {
+	return ode.Loss{Name: "heights", F: func(_, ys, _ []tape.V) tape.V {
+		s := ys[0]
+		for k := 2; k < len(ys); k += 2 {
+			s = s.Add(ys[k])
+		}
+		return s
+	}}
+}
+
+// withSaves returns case c with K save times spread evenly over [0, T]
+// (inside event steps, between events and at T0) and, for the balls, the
+// loss Σ_k x(τ_k) of the saved heights, whose gradient runs through the
+// save times' reverse; the threshold's loss stays the event time.
+func withSaves(c engineCase, K int, T float64) engineCase {
+	c.name += "-saves"
+	c.prob.SaveAt = make([]float64, K)
+	for k := range c.prob.SaveAt {
+		c.prob.SaveAt[k] = T * float64(k) / float64(K-1)
+	}
+	if !strings.HasPrefix(c.name, "pk") {
+		c.loss = savedHeights()
+	}
+	if strings.HasPrefix(c.name, "driven") {
+		// Heights read near the moving floor (x ≈ 0.006) and a gradient
+		// that cancels to 5e-4 carry the last bits in which the host's
+		// (or the device's) sin and cos differ from Go's: 3e-11 relative
+		// on one and the same mesh with Vern7 (the steps themselves drift
+		// by 6e-7, as without save times); a wrong term of the save
+		// times' reverse is off by far more.
+		c.tol = 1e-9
+	}
+	return c
+}
+
 // eventOps are the operations of a problem with events: on the engine's
 // own record, and on the CPU's mesh with its event marks (replay,
 // lossmesh, gradmesh).
@@ -155,7 +192,8 @@ var eventOps = caseOpts{ops: []string{"solve", "record", "replay", "grad", "grad
 // step counts.
 func testEvents(t *testing.T, engine string, n int, methods []ode.Method, gpu bool) {
 	for _, m := range methods {
-		for _, c := range []engineCase{ballCase(n, m), pkCase(n, m), drivenBallCase(n, m)} {
+		for _, c := range []engineCase{ballCase(n, m), pkCase(n, m), drivenBallCase(n, m),
+			withSaves(ballCase(n, m), 17, 1.6), withSaves(pkCase(n, m), 5, 1), withSaves(drivenBallCase(n, m), 13, 1.5)} {
 			t.Run(c.name, func(t *testing.T) {
 				o := eventOps
 				o.knife = knife(n)
@@ -291,6 +329,19 @@ func checkEventClosedForms(t *testing.T, c engineCase, g *ode.Gradient) {
 		switch {
 		case strings.HasPrefix(c.name, "driven"):
 			return // no closed form: compared with the CPU only
+		case strings.HasPrefix(c.name, "ball") && len(c.prob.SaveAt) > 0:
+			// Σ_k x(τ_k) and its derivative with respect to e.
+			K, dwant := len(c.prob.SaveAt), 0.0
+			for k, tau := range c.prob.SaveAt {
+				x, dx, _ := ballClosedForm(y0[2*i], p[i], tau)
+				dwant += dx
+				if got := g.Solution.Ys[(i*K+k)*2]; math.Abs(got-x) > 1e-8 {
+					t.Errorf("trajectory %d: x(%v) = %.12g, closed form %.12g", i, tau, got, x)
+				}
+			}
+			if got := g.P[i]; math.Abs(got-dwant) > 1e-6*math.Max(1, math.Abs(dwant)) {
+				t.Errorf("trajectory %d: d Σx(τ)/de = %.12g, closed form %.12g", i, got, dwant)
+			}
 		case strings.HasPrefix(c.name, "ball"):
 			x, dx, bounces := ballClosedForm(y0[2*i], p[i], c.prob.T1)
 			if got := g.Solution.Events[i]; got != bounces {
@@ -304,6 +355,12 @@ func checkEventClosedForms(t *testing.T, c engineCase, g *ode.Gradient) {
 			}
 		default:
 			ts := math.Log(y0[2*i]/pkThreshold) / p[i]
+			for k, tau := range c.prob.SaveAt { // before the event: C0·exp(−kτ)
+				K := len(c.prob.SaveAt)
+				if got, want := g.Solution.Ys[(i*K+k)*2], y0[2*i]*math.Exp(-p[i]*tau); math.Abs(got-want) > max(1e-8, tol) {
+					t.Errorf("trajectory %d: C(%v) = %.12g, closed form %.12g", i, tau, got, want)
+				}
+			}
 			if got := g.Solution.T[i]; math.Abs(got-ts) > tol*ts {
 				t.Errorf("trajectory %d: event at t = %.15g, closed form %.15g", i, got, ts)
 			}
@@ -367,11 +424,7 @@ func testEventsBadInput(t *testing.T, engine string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := ode.Problem{Field: f, N: 1, Y0: y0[:2], P: []float64{0.8}, T1: 1, SaveAt: []float64{0.5}}
-		if _, err := sv.Solve(&p); err == nil || !strings.Contains(err.Error(), "no save times yet") {
-			t.Errorf("save times: error %v, want one saying there are none yet", err)
-		}
-		p.SaveAt = nil
+		p := ode.Problem{Field: f, N: 1, Y0: y0[:2], P: []float64{0.8}, T1: 1}
 		m, _, err := sv.Record(&p)
 		if err != nil {
 			t.Fatal(err)
@@ -405,6 +458,81 @@ func testEventsBadInput(t *testing.T, engine string) {
 	})
 }
 
+// testEventSavesEdges checks the edges of save times with events on
+// engine against the CPU (ode's TestEventSaveAtBadInput): a save time
+// exactly at a non-terminal event (the state after Apply), and save times
+// at and past a terminal event (the state at the event, then NaN rows
+// from Solve and Replay, an error naming the trajectory from Grad and
+// Loss, on the record and on a given mesh).
+func testEventSavesEdges(t *testing.T, engine string) {
+	f, bounce := ballField()
+	floor := ode.Event{Name: "floor", Direction: -1, Terminal: true, G: bounce.G}
+	solver := func(eng string, ev ode.Event) *ode.Solver {
+		sv, err := ode.NewSolver(f, &ode.Settings{Engine: eng, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sv
+	}
+	// The first bounces' times, from the terminal event (the
+	// non-terminal solve takes the same steps to them, bit for bit).
+	p := ode.Problem{Field: f, N: 2, Y0: []float64{1, 0, 0.05, 0}, P: []float64{0.8, 0.8}, T1: 1}
+	first, err := solver("cpu", floor).Solve(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := first.T[0]
+	for _, eng := range []string{"cpu", engine} {
+		q := ode.Problem{Field: f, N: 1, Y0: p.Y0[:2], P: p.P[:1], T1: 1, SaveAt: []float64{ts}}
+		at, err := solver(eng, bounce).Solve(&q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x, v, want := at.Ys[0], at.Ys[1], -0.8*first.Y[1]; math.Abs(v-want) > 1e-12*math.Abs(want) || math.Abs(x) > 1e-12 {
+			t.Errorf("%s: save at the event: (x, v) = (%v, %v), want the state after Apply (0, %v)", eng, x, v, -0.8*first.Y[1])
+		}
+	}
+	q := p
+	q.SaveAt = []float64{0.05, ts, 0.9}
+	var sols [2]*ode.Solution
+	for x, eng := range []string{"cpu", engine} {
+		term := solver(eng, floor)
+		past, err := term.Solve(&q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sols[x] = past
+		for i, want := range [][]bool{{false, false, true}, {false, true, true}} {
+			for k, nan := range want {
+				if got := math.IsNaN(past.Ys[(i*3+k)*2]); got != nan || past.Status[i] != ode.OK {
+					t.Errorf("%s: trajectory %d (event at %v, status %v): save at %v: NaN %t, want %t", eng, i, past.T[i], past.Status[i], q.SaveAt[k], got, nan)
+				}
+			}
+		}
+		if past.Ys[2] != past.Y[0] || past.Ys[3] != past.Y[1] {
+			t.Errorf("%s: save exactly at the terminal event %v, want the final state %v", eng, past.Ys[2:4], past.Y[:2])
+		}
+		m, _, err := term.Record(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mesh := range []*ode.Mesh{nil, m} {
+			if _, err := term.Grad(nil, &q, savedHeights(), mesh); err == nil || !strings.Contains(err.Error(), "after its terminal event (floor") {
+				t.Errorf("%s: Grad with saves past a terminal event (mesh %t): error %v, want one saying after its terminal event (floor", eng, mesh != nil, err)
+			}
+			if _, _, err := term.Loss(&q, savedHeights(), mesh); err == nil || !strings.Contains(err.Error(), "trajectory 0") {
+				t.Errorf("%s: Loss with saves past a terminal event (mesh %t): error %v, want one naming trajectory 0", eng, mesh != nil, err)
+			}
+		}
+		rep, err := term.Replay(&q, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeRows(t, eng+" replay past a terminal event", rep.Ys, past.Ys, 6, 1e-12, nil)
+	}
+	closeRows(t, "past a terminal event", sols[1].Ys, sols[0].Ys, 6, 1e-10, nil)
+}
+
 // TestHostEvents runs the event tests on the host engine: Tsit5 and
 // Vern7 here, the Rosenbrock methods in TestHostEventsRosenbrock.
 func TestHostEvents(t *testing.T) {
@@ -423,6 +551,12 @@ func TestHostEventsBadInput(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	testEventsBadInput(t, "cuda-host")
+}
+
+func TestHostEventsSaveEdges(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testEventSavesEdges(t, "cuda-host")
 }
 
 // TestHostSimEvents runs the bouncing balls on a simulated warp (the

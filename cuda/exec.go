@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	rtrace "runtime/trace"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -366,9 +367,6 @@ func (ex *executor) prepare(j *ode.Job, tr *Trace) (kernelgen.Config, *kernelEnt
 // per-trajectory results are complete and whose sums are not yet formed
 // (finish forms them).
 func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
-	if err := ode.CheckEventJob(j); err != nil {
-		return nil, err
-	}
 	tr := traceOf(ctx)
 	rg := rtrace.StartRegion(ctx, "cuda.prepare")
 	v, ke, err := ex.prepare(j, tr)
@@ -1784,6 +1782,11 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 	if v.Loss || v.Grad {
 		if r.ex != nil { // nil: a MultiEngine's gathered run
 			defer r.ex.giveTerms(r.terms)
+			if v.Events && r.k > 0 {
+				if err := r.pastTerminal(); err != nil {
+					return nil, err
+				}
+			}
 		}
 		// Added in order, as the CPU engine adds them, in a local (a
 		// field's load and store per term would triple the time); only
@@ -1817,6 +1820,39 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		res.GradTime = wall
 	}
 	return res, nil
+}
+
+// pastTerminal returns the CPU engine's error for a loss or gradient
+// with a save time past a trajectory's terminal event, where the kernel
+// saved NaN (the state Solve returns there), or nil.
+func (r *run) pastTerminal() error {
+	j, res, k, d := r.j, r.res, r.k, r.d
+	ts, N := j.SaveAt, j.N
+	for i := 0; i < N; i++ {
+		if res.Status != nil && res.Status[i] != ode.OK || !(ts[k-1] > res.T[i]) {
+			continue
+		}
+		x := sort.SearchFloat64s(ts, math.Nextafter(res.T[i], math.Inf(1)))
+		if !math.IsNaN(res.Ys[(i*k+x)*d]) {
+			continue
+		}
+		// The event: the mark of the trajectory's last step.
+		var mark int32
+		if m := j.Mesh; m != nil {
+			if l := m.Len[i]; l > 0 {
+				mark = m.Events[(l-1)*m.N+i]
+			}
+		} else if l := res.Stats.Accepted[i]; l > 0 && len(r.meshE) >= l*N {
+			mark = r.meshE[(l-1)*N+i]
+		}
+		name := "event"
+		if ep := r.ex.plan.Events; mark > 0 && int(mark) <= len(ep.Names) {
+			name = ep.Names[mark-1]
+		}
+		return fmt.Errorf("ode: trajectory %d: save time SaveAt[%d] = %v is after its terminal event (%s at t = %v), where it has no state (Solve returns NaN there): "+
+			"end the save times at the event, or make the event non-terminal", i, x, ts[x], name, res.T[i])
+	}
+	return nil
 }
 
 // sumTiles sets dst ([ns]) to the shared gradient of the tile sums

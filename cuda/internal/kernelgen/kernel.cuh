@@ -292,7 +292,17 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
   if (valid) gs_save_states(a, k, i, 0, y, false, t0);
 {{- end}}
 {{if .Adaptive}}{{template "adaptive" .}}{{else}}{{template "replay" .}}{{end}}
-{{- if .Saves}}
+{{- if and .Saves .Events}}
+  // The save times at or after the end: the final state; past a terminal
+  // event none (NaN: ode.Event, "Save times").
+  if (valid && status == GS_OK) {
+    gs_save_states(a, k, i, len, y, !ev_term, ev_tend);
+    gs_real none[GS_D];
+    for (int c = 0; c < GS_D; c++) none[c] = gs_nan();
+    for (; k < GS_K; k++)
+      if (GS_WRITER) gs_save_state(a, k, i, len, none);
+  }
+{{- else if .Saves}}
   if (valid && status == GS_OK) gs_save_states(a, k, i, len, y, true, 0);
 {{- end}}
   if (valid && GS_WRITER) {

@@ -12,6 +12,9 @@ hooks (GS_STEPS, GS_ANY, GS_WRITER).
   const int smax = GS_STEPS(len);
 {{- if .Events}}
   int nev = 0;
+{{- if .Saves}}
+  bool ev_term = false;  // the mesh ends at a terminal event (the save times past it have no state)
+{{- end}}
 {{- end}}
   for (int s = 0; s < smax; s++) {
     const bool on = s < len;
@@ -66,10 +69,16 @@ hooks (GS_STEPS, GS_ANY, GS_WRITER).
         nev++;
         gs_ev_jump(em - 1, sh, t, y, p);
       }
+{{- if .Saves}}
+      ev_term = em > 0 && gs_ev_terminal(em - 1);
+{{- end}}
     }
 {{- end}}
   }
   status = GS_OK;
+{{- if and .Events .Saves}}
+  const gs_real ev_tend = t;
+{{- end}}
 {{- if .Events}}
   // The end time (a terminal event's, where the mesh ends at one) and the
   // events, as the CPU engine's replay gives them.
