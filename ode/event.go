@@ -172,10 +172,9 @@ func (ep *EventPlan) Reverse(pl *Plan) (*EventReverse, error) {
 }
 
 // CheckEventJob returns an error if job j has events (Plan.Events) and
-// save times, which an engine that does not run them yet does not
-// support. The CPU engine runs them; an engine that does not yet calls
-// it first. (Given meshes with events, Mesh.Events, every EventEngine
-// replays.)
+// save times, for an EventEngine that does not run those: it calls it
+// first. The CPU engine and the GPU engine "cuda" run them (and given
+// meshes with events, Mesh.Events) and do not call it.
 func CheckEventJob(j *Job) error {
 	if j.Plan.Events != nil && len(j.SaveAt) > 0 {
 		return fmt.Errorf("ode: a problem with events has no save times yet on this engine (Problem.SaveAt): use the \"cpu\" engine (Settings.Engine), read the states from a DenseSolution, or solve to each time")
