@@ -367,6 +367,9 @@ func (ex *executor) prepare(j *ode.Job, tr *Trace) (kernelgen.Config, *kernelEnt
 // per-trajectory results are complete and whose sums are not yet formed
 // (finish forms them).
 func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
+	if m := j.Mesh; m != nil && j.Plan != nil && j.Plan.Events != nil && len(m.Events) < m.Rows*m.N {
+		return nil, fmt.Errorf("cuda: engine %s: a mesh replayed with events must mark its event steps (Mesh.Events): record it with these events", ex.name)
+	}
 	tr := traceOf(ctx)
 	rg := rtrace.StartRegion(ctx, "cuda.prepare")
 	v, ke, err := ex.prepare(j, tr)
