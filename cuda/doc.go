@@ -71,7 +71,7 @@
 // # Events
 //
 // The float64 engines made by NewEngine ("cuda") run problems with events
-// (Engine.SupportsEvents): Solve, Record, Loss and Grad, with the CPU
+// (Engine.SupportsEvents): Solve, Record, Replay, Loss and Grad, with the CPU
 // engine's algorithm (ode/cpu_event.go) per thread (kernelgen's
 // events.cuh): after each accepted step the conditions are sampled on the
 // step's continuous extension (the trial runs ode.Plan.TrialDense), a
@@ -79,15 +79,21 @@
 // step replaced by the event step, the jump applied. A gradient's stored
 // rows mark the event steps, and its reverse sweep carries the cotangent
 // of time and differentiates each event step's size by the implicit
-// function theorem, as the CPU engine's. Every method runs them (Tsit5,
-// Vern7, Rodas5P, Rosenbrock23); the steps, event counts and times are the
-// CPU's, states and gradients within rounding. Not supported here yet
-// (the CPU engine runs both, see ode.Event): save times with events, and
-// a given mesh with events (ode.CheckEventJob refuses them with a message
-// that names the "cpu" engine; a mesh this engine records with events
-// does not mark its event steps in ode.Mesh.Events, so the CPU engine
-// refuses it too); nor float32 ("cuda-f32"), the lanes and tile layouts,
-// and MultiEngine. Ensemble arrays on the device are step-major: input k of
+// function theorem, as the CPU engine's. A record writes the mesh's event
+// marks (int32 [rows][n], kernel argument evout) to ode.Mesh.Events on the
+// host, also where the steps stay on the device; a replay, loss or
+// gradient on a given mesh with events (this engine's or the CPU's) reads
+// them (evin), applies each marked step's jump at its end and keeps the
+// mark in the stored rows, so the same sweep runs on it. Save times are
+// read as the CPU engine reads them (see ode.Event): inside an event step
+// on its own extension (the dense step at h*), exactly at a non-terminal
+// event after the jump, past a terminal event NaN (Solve, Replay) or the
+// CPU's error (Loss, Grad); the sweep reverses each save on its step with
+// respect to t and h too. Every method runs them (Tsit5, Vern7, Rodas5P,
+// Rosenbrock23); the steps, event marks, counts and times are the CPU's,
+// states and gradients within rounding (TestHostEvents*). Not supported:
+// float32 ("cuda-f32"), the lanes and tile layouts, and MultiEngine.
+// Ensemble arrays on the device are step-major: input k of
 // trajectory i of n at in[k*n+i], so a warp's threads read consecutive
 // addresses.
 //

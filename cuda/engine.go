@@ -73,8 +73,9 @@ func (e *Engine) Name() string { return e.name }
 
 // SupportsEvents reports whether the engine runs problems with events
 // (ode.Settings.Events): in float64, in the thread layout (one thread per
-// trajectory, whatever the Tuning asks), Solve, Record, Loss and Grad
-// without save times, as the CPU engine runs them.
+// trajectory, whatever the Tuning asks), Solve, Record, Replay, Loss and
+// Grad, with save times and on given meshes (Mesh.Events), as the CPU
+// engine runs them.
 func (e *Engine) SupportsEvents() bool { return e.prec == Float64 }
 
 // Available returns nil if the engine's GPU and NVRTC are present, else

@@ -133,8 +133,47 @@ func drivenBallCase(n int, m ode.Method) engineCase {
 	}
 }
 
-// eventOps are the operations of a problem with events (no given mesh).
-var eventOps = caseOpts{ops: []string{"solve", "record", "grad", "loss"}}
+// savedHeights is the loss Σ_k x(τ_k): the first component at every save
+// time (ode's event save tests).
+func savedHeights() ode.Loss {
+	return ode.Loss{Name: "heights", F: func(_, ys, _ []tape.V) tape.V {
+		s := ys[0]
+		for k := 2; k < len(ys); k += 2 {
+			s = s.Add(ys[k])
+		}
+		return s
+	}}
+}
+
+// withSaves returns case c with K save times spread evenly over [0, T]
+// (inside event steps, between events and at T0) and, for the balls, the
+// loss Σ_k x(τ_k) of the saved heights, whose gradient runs through the
+// save times' reverse; the threshold's loss stays the event time.
+func withSaves(c engineCase, K int, T float64) engineCase {
+	c.name += "-saves"
+	c.prob.SaveAt = make([]float64, K)
+	for k := range c.prob.SaveAt {
+		c.prob.SaveAt[k] = T * float64(k) / float64(K-1)
+	}
+	if !strings.HasPrefix(c.name, "pk") {
+		c.loss = savedHeights()
+	}
+	if strings.HasPrefix(c.name, "driven") {
+		// Heights read near the moving floor (x ≈ 0.006) and a gradient
+		// that cancels to 5e-4 carry the last bits in which the host's
+		// (or the device's) sin and cos differ from Go's: 3e-11 relative
+		// on one and the same mesh with Vern7 (the steps themselves drift
+		// by 6e-7, as without save times); a wrong term of the save
+		// times' reverse is off by far more.
+		c.tol = 1e-9
+	}
+	return c
+}
+
+// eventOps are the operations of a problem with events: on the engine's
+// own record, and on the CPU's mesh with its event marks (replay,
+// lossmesh, gradmesh).
+var eventOps = caseOpts{ops: []string{"solve", "record", "replay", "grad", "gradmesh", "loss", "lossmesh"}}
 
 // testEvents runs the bouncing balls, the pharmacokinetic threshold and
 // the driven balls with each method on engine and on the CPU, comparing
@@ -153,7 +192,8 @@ var eventOps = caseOpts{ops: []string{"solve", "record", "grad", "loss"}}
 // step counts.
 func testEvents(t *testing.T, engine string, n int, methods []ode.Method, gpu bool) {
 	for _, m := range methods {
-		for _, c := range []engineCase{ballCase(n, m), pkCase(n, m), drivenBallCase(n, m)} {
+		for _, c := range []engineCase{ballCase(n, m), pkCase(n, m), drivenBallCase(n, m),
+			withSaves(ballCase(n, m), 17, 1.6), withSaves(pkCase(n, m), 5, 1), withSaves(drivenBallCase(n, m), 13, 1.5)} {
 			t.Run(c.name, func(t *testing.T) {
 				o := eventOps
 				o.knife = knife(n)
@@ -189,7 +229,89 @@ func testEvents(t *testing.T, engine string, n int, methods []ode.Method, gpu bo
 					}
 				}
 				checkEventClosedForms(t, c, got)
+				checkEventMarks(t, c, cpu, got, want)
+				checkEventGivenMesh(t, c, dev, got, want)
 			})
+		}
+	}
+}
+
+// checkEventMarks checks the event marks of the mesh of the engine's
+// gradient got (Mesh.Events, EventHash) against the CPU's (want), on the
+// trajectories that take the CPU's steps, and that the CPU engine (cpu)
+// replays the engine's mesh: its gradient on it is the engine's.
+func checkEventMarks(t *testing.T, c engineCase, cpu *ode.Solver, got, want *ode.Gradient) {
+	t.Helper()
+	gm, wm := got.Mesh, want.Mesh
+	if gm.EventHash != wm.EventHash || len(gm.Events) != gm.Rows*gm.N {
+		t.Fatalf("mesh: event hash %q with %d marks for %d steps; CPU %q", gm.EventHash, len(gm.Events), gm.Rows*gm.N, wm.EventHash)
+	}
+	bad := 0
+	for i := 0; i < gm.N; i++ {
+		if gm.Len[i] != wm.Len[i] {
+			continue // a knife's edge
+		}
+		for s := 0; s < gm.Rows; s++ {
+			g, w := gm.Events[s*gm.N+i], int32(0)
+			if s < wm.Rows {
+				w = wm.Events[s*wm.N+i]
+			}
+			if g != w {
+				if bad++; bad <= 3 {
+					t.Errorf("trajectory %d step %d: event mark %d, CPU %d", i, s, g, w)
+				}
+			}
+		}
+	}
+	back, err := cpu.Grad(nil, &c.prob, c.loss, gm)
+	if err != nil {
+		t.Fatalf("CPU Grad on the engine's mesh: %v", err)
+	}
+	d, np := c.prob.Field.Dim, c.prob.Field.Params
+	closeRows(t, "CPU on the engine's mesh: Y", back.Solution.Y, got.Solution.Y, d, c.tol, nil)
+	closeRows(t, "CPU on the engine's mesh: T", back.Solution.T, got.Solution.T, 1, c.tol, nil)
+	closeRows(t, "CPU on the engine's mesh: dL/dY0", back.Y0, got.Y0, d, c.tol, nil)
+	closeRows(t, "CPU on the engine's mesh: dL/dP", back.P, got.P, np, c.tol, nil)
+	closeRows(t, "CPU on the engine's mesh: dL/dShared", back.Shared, got.Shared, len(got.Shared), c.tol, nil)
+	for i, e := range back.Solution.Events {
+		if e != got.Solution.Events[i] {
+			t.Errorf("trajectory %d: CPU on the engine's mesh: %d events, engine %d", i, e, got.Solution.Events[i])
+		}
+	}
+}
+
+// checkEventGivenMesh checks the engine's (dev) replay and gradient on
+// the CPU's mesh with events (want's) and on its own (got's, kept on the
+// device where the engine keeps meshes): the end times (a terminal
+// event's) and event counts are those of the mesh's record, bit for bit,
+// and on its own mesh the gradient is its record's.
+func checkEventGivenMesh(t *testing.T, c engineCase, dev *ode.Solver, got, want *ode.Gradient) {
+	t.Helper()
+	for _, x := range []struct {
+		what string
+		rec  *ode.Gradient
+	}{{"CPU mesh", want}, {"own mesh", got}} {
+		g, err := dev.Grad(nil, &c.prob, c.loss, x.rec.Mesh)
+		if err != nil {
+			t.Fatalf("Grad on the %s: %v", x.what, err)
+		}
+		sol, err := dev.Replay(&c.prob, x.rec.Mesh)
+		if err != nil {
+			t.Fatalf("Replay on the %s: %v", x.what, err)
+		}
+		for i := 0; i < c.prob.N; i++ {
+			w := x.rec.Solution
+			if g.Solution.T[i] != w.T[i] || sol.T[i] != w.T[i] || g.Solution.Events[i] != w.Events[i] || sol.Events[i] != w.Events[i] {
+				t.Errorf("%s: trajectory %d: Grad ends at t = %v with %d events, Replay at %v with %d; the record at %v with %d",
+					x.what, i, g.Solution.T[i], g.Solution.Events[i], sol.T[i], sol.Events[i], w.T[i], w.Events[i])
+			}
+		}
+		if x.rec == got {
+			d, np := c.prob.Field.Dim, c.prob.Field.Params
+			closeRows(t, "own mesh: Y", g.Solution.Y, got.Solution.Y, d, c.tol, nil)
+			closeRows(t, "own mesh: dL/dY0", g.Y0, got.Y0, d, c.tol, nil)
+			closeRows(t, "own mesh: dL/dP", g.P, got.P, np, c.tol, nil)
+			closeRows(t, "own mesh: dL/dShared", g.Shared, got.Shared, len(got.Shared), c.tol, nil)
 		}
 	}
 }
@@ -207,6 +329,19 @@ func checkEventClosedForms(t *testing.T, c engineCase, g *ode.Gradient) {
 		switch {
 		case strings.HasPrefix(c.name, "driven"):
 			return // no closed form: compared with the CPU only
+		case strings.HasPrefix(c.name, "ball") && len(c.prob.SaveAt) > 0:
+			// Σ_k x(τ_k) and its derivative with respect to e.
+			K, dwant := len(c.prob.SaveAt), 0.0
+			for k, tau := range c.prob.SaveAt {
+				x, dx, _ := ballClosedForm(y0[2*i], p[i], tau)
+				dwant += dx
+				if got := g.Solution.Ys[(i*K+k)*2]; math.Abs(got-x) > 1e-8 {
+					t.Errorf("trajectory %d: x(%v) = %.12g, closed form %.12g", i, tau, got, x)
+				}
+			}
+			if got := g.P[i]; math.Abs(got-dwant) > 1e-6*math.Max(1, math.Abs(dwant)) {
+				t.Errorf("trajectory %d: d Σx(τ)/de = %.12g, closed form %.12g", i, got, dwant)
+			}
 		case strings.HasPrefix(c.name, "ball"):
 			x, dx, bounces := ballClosedForm(y0[2*i], p[i], c.prob.T1)
 			if got := g.Solution.Events[i]; got != bounces {
@@ -220,6 +355,12 @@ func checkEventClosedForms(t *testing.T, c engineCase, g *ode.Gradient) {
 			}
 		default:
 			ts := math.Log(y0[2*i]/pkThreshold) / p[i]
+			for k, tau := range c.prob.SaveAt { // before the event: C0·exp(−kτ)
+				K := len(c.prob.SaveAt)
+				if got, want := g.Solution.Ys[(i*K+k)*2], y0[2*i]*math.Exp(-p[i]*tau); math.Abs(got-want) > max(1e-8, tol) {
+					t.Errorf("trajectory %d: C(%v) = %.12g, closed form %.12g", i, tau, got, want)
+				}
+			}
 			if got := g.Solution.T[i]; math.Abs(got-ts) > tol*ts {
 				t.Errorf("trajectory %d: event at t = %.15g, closed form %.15g", i, got, ts)
 			}
@@ -283,39 +424,113 @@ func testEventsBadInput(t *testing.T, engine string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := ode.Problem{Field: f, N: 1, Y0: y0[:2], P: []float64{0.8}, T1: 1, SaveAt: []float64{0.5}}
-		if _, err := sv.Solve(&p); err == nil || !strings.Contains(err.Error(), "no save times yet") {
-			t.Errorf("save times: error %v, want one saying there are none yet", err)
-		}
-		p.SaveAt = nil
+		p := ode.Problem{Field: f, N: 1, Y0: y0[:2], P: []float64{0.8}, T1: 1}
 		m, _, err := sv.Record(&p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sv.Grad(nil, &p, ode.Component(0), m); err == nil || !strings.Contains(err.Error(), "m = nil") {
-			t.Errorf("Grad on a given mesh: error %v, want one saying m = nil", err)
-		}
-		// The CPU engine replays meshes with events, but this engine's
-		// mesh does not mark its event steps (Mesh.Events) yet; and this
-		// engine refuses the CPU's mesh with events.
+		// Meshes with events go both ways between this engine and the
+		// CPU (they mark their event steps, Mesh.Events); one without
+		// marks is refused.
 		cpu, err := ode.NewSolver(f, &ode.Settings{Engine: "cpu", Events: []ode.Event{bounce}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cpu.Grad(nil, &p, ode.Component(0), m); err == nil || !strings.Contains(err.Error(), "event marks") {
-			t.Errorf("CPU Grad on this engine's mesh: error %v, want one about event marks", err)
+		if _, err := cpu.Grad(nil, &p, ode.Component(0), m); err != nil {
+			t.Errorf("CPU Grad on this engine's mesh: %v", err)
 		}
 		cm, _, err := cpu.Record(&p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sv.Grad(nil, &p, ode.Component(0), cm); err == nil || !strings.Contains(err.Error(), "m = nil") {
-			t.Errorf("Grad on the CPU's mesh with events: error %v, want one saying m = nil", err)
+		if _, err := sv.Grad(nil, &p, ode.Component(0), cm); err != nil {
+			t.Errorf("Grad on the CPU's mesh with events: %v", err)
+		}
+		hostMesh(t, m)
+		bare := *m
+		bare.Events = nil
+		if _, err := sv.Grad(nil, &p, ode.Component(0), &bare); err == nil || !strings.Contains(err.Error(), "event marks") {
+			t.Errorf("Grad on a mesh without event marks: error %v, want one about event marks", err)
 		}
 		if _, err := ode.NewSolver(f, &ode.Settings{Engine: engine + "-f32", Events: []ode.Event{bounce}}); !errors.Is(err, ode.ErrNoEvents) {
 			t.Errorf("float32 engine: error %v, want one wrapping ErrNoEvents", err)
 		}
 	})
+}
+
+// testEventSavesEdges checks the edges of save times with events on
+// engine against the CPU (ode's TestEventSaveAtBadInput): a save time
+// exactly at a non-terminal event (the state after Apply), and save times
+// at and past a terminal event (the state at the event, then NaN rows
+// from Solve and Replay, an error naming the trajectory from Grad and
+// Loss, on the record and on a given mesh).
+func testEventSavesEdges(t *testing.T, engine string) {
+	f, bounce := ballField()
+	floor := ode.Event{Name: "floor", Direction: -1, Terminal: true, G: bounce.G}
+	solver := func(eng string, ev ode.Event) *ode.Solver {
+		sv, err := ode.NewSolver(f, &ode.Settings{Engine: eng, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sv
+	}
+	// The first bounces' times, from the terminal event (the
+	// non-terminal solve takes the same steps to them, bit for bit).
+	p := ode.Problem{Field: f, N: 2, Y0: []float64{1, 0, 0.05, 0}, P: []float64{0.8, 0.8}, T1: 1}
+	first, err := solver("cpu", floor).Solve(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := first.T[0]
+	for _, eng := range []string{"cpu", engine} {
+		q := ode.Problem{Field: f, N: 1, Y0: p.Y0[:2], P: p.P[:1], T1: 1, SaveAt: []float64{ts}}
+		at, err := solver(eng, bounce).Solve(&q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x, v, want := at.Ys[0], at.Ys[1], -0.8*first.Y[1]; math.Abs(v-want) > 1e-12*math.Abs(want) || math.Abs(x) > 1e-12 {
+			t.Errorf("%s: save at the event: (x, v) = (%v, %v), want the state after Apply (0, %v)", eng, x, v, -0.8*first.Y[1])
+		}
+	}
+	q := p
+	q.SaveAt = []float64{0.05, ts, 0.9}
+	var sols [2]*ode.Solution
+	for x, eng := range []string{"cpu", engine} {
+		term := solver(eng, floor)
+		past, err := term.Solve(&q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sols[x] = past
+		for i, want := range [][]bool{{false, false, true}, {false, true, true}} {
+			for k, nan := range want {
+				if got := math.IsNaN(past.Ys[(i*3+k)*2]); got != nan || past.Status[i] != ode.OK {
+					t.Errorf("%s: trajectory %d (event at %v, status %v): save at %v: NaN %t, want %t", eng, i, past.T[i], past.Status[i], q.SaveAt[k], got, nan)
+				}
+			}
+		}
+		if past.Ys[2] != past.Y[0] || past.Ys[3] != past.Y[1] {
+			t.Errorf("%s: save exactly at the terminal event %v, want the final state %v", eng, past.Ys[2:4], past.Y[:2])
+		}
+		m, _, err := term.Record(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mesh := range []*ode.Mesh{nil, m} {
+			if _, err := term.Grad(nil, &q, savedHeights(), mesh); err == nil || !strings.Contains(err.Error(), "after its terminal event (floor") {
+				t.Errorf("%s: Grad with saves past a terminal event (mesh %t): error %v, want one saying after its terminal event (floor", eng, mesh != nil, err)
+			}
+			if _, _, err := term.Loss(&q, savedHeights(), mesh); err == nil || !strings.Contains(err.Error(), "trajectory 0") {
+				t.Errorf("%s: Loss with saves past a terminal event (mesh %t): error %v, want one naming trajectory 0", eng, mesh != nil, err)
+			}
+		}
+		rep, err := term.Replay(&q, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeRows(t, eng+" replay past a terminal event", rep.Ys, past.Ys, 6, 1e-12, nil)
+	}
+	closeRows(t, "past a terminal event", sols[1].Ys, sols[0].Ys, 6, 1e-10, nil)
 }
 
 // TestHostEvents runs the event tests on the host engine: Tsit5 and
@@ -336,6 +551,12 @@ func TestHostEventsBadInput(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	testEventsBadInput(t, "cuda-host")
+}
+
+func TestHostEventsSaveEdges(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testEventSavesEdges(t, "cuda-host")
 }
 
 // TestHostSimEvents runs the bouncing balls on a simulated warp (the
@@ -383,6 +604,8 @@ func testEventsReruns(t *testing.T, engine string, n int, limit int64) {
 			t.Errorf("trajectory %d: %d events, CPU %d", i, got.Solution.Events[i], want.Solution.Events[i])
 		}
 	}
+	// The event marks of chunks and reruns.
+	checkEventMarks(t, c, c.solver(t, "cpu"), got, want)
 }
 
 func TestHostEventsReruns(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime"
 	rtrace "runtime/trace"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -366,8 +367,8 @@ func (ex *executor) prepare(j *ode.Job, tr *Trace) (kernelgen.Config, *kernelEnt
 // per-trajectory results are complete and whose sums are not yet formed
 // (finish forms them).
 func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
-	if err := ode.CheckEventJob(j); err != nil {
-		return nil, err
+	if m := j.Mesh; m != nil && j.Plan != nil && j.Plan.Events != nil && len(m.Events) < m.Rows*m.N {
+		return nil, fmt.Errorf("cuda: engine %s: a mesh replayed with events must mark its event steps (Mesh.Events): record it with these events", ex.name)
 	}
 	tr := traceOf(ctx)
 	rg := rtrace.StartRegion(ctx, "cuda.prepare")
@@ -479,6 +480,7 @@ type run struct {
 	tiles            []float64 // with v.tiles instead: [ceil(N/scan.TileSize)][2][NS], the same per tile
 	meshH            []float64 // the recorded mesh, step-major [rows][N]
 	meshLen          []int     // storage for the mesh's Len (Job.Reuse)
+	meshE            []int32   // the recorded mesh's event marks, step-major [rows][N] (Mesh.Events), with events
 	stored           int64     // bytes of stored states of the largest launch
 	gradNonFinite    bool      // a launch copied a gradient that is not finite (scatterCols)
 
@@ -519,7 +521,15 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		}
 		if v.Events {
 			res.Events = overwrite(old.Events, n)
+			if v.MeshOut && old.Mesh != nil {
+				r.meshE = old.Mesh.Events[:0]
+			}
 		}
+	} else if v.Events {
+		// A given mesh with events: the end times (a terminal event's)
+		// and the event counts, as the CPU engine's replay gives them.
+		res.T = overwrite(old.T, n)
+		res.Events = overwrite(old.Events, n)
 	}
 	res.Y = overwrite(old.Y, n*d)
 	if r.k > 0 {
@@ -557,7 +567,8 @@ const (
 	argData
 	argHin
 	argLen
-	argGS // last of the upload region, first of the download region
+	argEvIn // a given mesh's event marks (Mesh.Events), with events
+	argGS   // last of the upload region, first of the download region
 	argY
 	argT
 	argLastH
@@ -573,6 +584,7 @@ const (
 	argTapStep
 	argTB
 	argHout
+	argEvOut // the recorded mesh's event marks, with events
 	argStore
 	argWork // lanes mode in global memory: the warps' accumulators
 	numArgs
@@ -608,6 +620,15 @@ func (r *run) layout(n, rows int) layout {
 			elems[argHin] = cnt(rows)
 		}
 		elems[argLen] = cnt(1)
+		if v.Events {
+			// The mesh's event marks; the kernel writes the end times and
+			// the event counts (and a gradient its tangent flags).
+			elems[argEvIn] = cnt(rows)
+			elems[argT], elems[argEvents] = cnt(1), cnt(1)
+			if v.Grad {
+				elems[argFlags] = cnt(1)
+			}
+		}
 	}
 	elems[argY0], elems[argP], elems[argY] = cnt(d), cnt(np), cnt(d)
 	elems[argYs], elems[argTapStep] = cnt(k*d), cnt(k)
@@ -622,6 +643,11 @@ func (r *run) layout(n, rows int) layout {
 	}
 	if v.MeshOut && r.hout == nil {
 		elems[argHout] = cnt(rows)
+	}
+	if v.MeshOut && v.Events {
+		// In the arena even where the steps stay on the device: the marks
+		// live on the host (Mesh.Events).
+		elems[argEvOut] = cnt(rows)
 	}
 	if v.Store {
 		elems[argStore] = cnt(rows * (d + kernelgen.B2i(r.ke.info.StoreT) + kernelgen.B2i(r.ke.info.StoreEvent)))
@@ -645,7 +671,7 @@ func (r *run) layout(n, rows int) layout {
 		}
 		size := es
 		switch a {
-		case argLen, argStatus, argAcc, argRej, argFlags, argEvents, argTapStep:
+		case argLen, argEvIn, argStatus, argAcc, argRej, argFlags, argEvents, argTapStep, argEvOut:
 			size = 4
 		}
 		l.off[a] = off
@@ -1006,6 +1032,17 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
 			}
 		}
 	})
+	if l.off[argEvIn] >= 0 {
+		// The mesh's event marks, step-major as its steps, row by row.
+		ev, mh := iv(up, 0, argEvIn), j.Mesh
+		rows := len(ev) / n
+		par.Run(rows, 0, func(_, s int) {
+			row := mh.Events[s*mh.N : (s+1)*mh.N]
+			for q, i := range g {
+				ev[s*n+q] = row[i]
+			}
+		})
+	}
 }
 
 // upload copies the staged inputs of a launch of n trajectories up to the
@@ -1125,6 +1162,12 @@ func (r *run) uploadBroadcast(up []byte, ar *arena, n, rows int, l *layout, zero
 			return err
 		}
 	}
+	if l.off[argEvOut] >= 0 {
+		// The marks of rows past a trajectory's last step read 0 too.
+		if err := r.zero(ar.addr+uint64(l.off[argEvOut]), l.bytes[argEvOut]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -1220,6 +1263,11 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 		if v.Events {
 			events = iv(down, outLo, argEvents)
 		}
+	} else if v.Events {
+		tt, events = rv(down, outLo, argT), iv(down, outLo, argEvents)
+		if v.Grad {
+			flags = iv(down, outLo, argFlags)
+		}
 	}
 	// Per trajectory, in blocks of resultBlock on all cores (a launch of
 	// millions of trajectories writes tens of arrays per trajectory); each
@@ -1255,6 +1303,10 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 					res.Events[i] = int(events[q])
 				}
 				longest = max(longest, int(acc[q]))
+			}
+		} else if events != nil {
+			for q := q0; q < q1; q++ {
+				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
 			}
 		}
 		// The arrays one at a time (component-major on the device,
@@ -1323,7 +1375,50 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 			return nil, err
 		}
 	}
+	if l.off[argEvOut] >= 0 {
+		if err := r.readEvents(ar.addr+uint64(l.off[argEvOut]), g, min(longest, rows), rows); err != nil {
+			return nil, err
+		}
+	}
 	return over, nil
+}
+
+// readEvents copies the event marks of the first used rows of the
+// launch's mesh (int32 [used][len(g)] at addr on the device) to the run's
+// marks (r.meshE, step-major [rows][N] as the mesh's steps, on the host
+// wherever the steps are: Mesh.Events), extended to rows rows if need
+// be (new rows read 0), and zeroes the rest of the launch's columns, as
+// readMesh does the steps.
+func (r *run) readEvents(addr uint64, g []int, used, rows int) error {
+	N, n := r.j.N, len(g)
+	if had := len(r.meshE) / N; had < rows {
+		var fresh bool
+		r.meshE, fresh = buf.Extend(r.meshE, rows*N)
+		if !fresh {
+			clear(r.meshE[had*N:])
+		}
+	}
+	for s := used; s < len(r.meshE)/N; s++ {
+		for _, i := range g {
+			r.meshE[s*N+i] = 0
+		}
+	}
+	if used == 0 {
+		return nil
+	}
+	b := make([]byte, used*n*4)
+	if err := r.read(b, addr); err != nil {
+		return err
+	}
+	r.tr.add(func(t *TraceStats) { t.Download += int64(len(b)) })
+	ev := int32s(b, 0, int64(len(b)))
+	par.Run(used, 0, func(_, s int) {
+		row := r.meshE[s*N : (s+1)*N]
+		for q, i := range g {
+			row[i] = ev[s*n+q]
+		}
+	})
+	return nil
 }
 
 // resultBlock is the trajectories per task of a launch's result loop.
@@ -1674,11 +1769,27 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		default:
 			m.H = r.meshH[:m.Rows*n]
 		}
+		if v.Events {
+			// The event marks, on the host (readEvents), wherever the
+			// steps are.
+			if had := len(r.meshE); had < m.Rows*n { // no launch had steps
+				var fresh bool
+				if r.meshE, fresh = buf.Extend(r.meshE, m.Rows*n); !fresh {
+					clear(r.meshE[had:])
+				}
+			}
+			m.Events = r.meshE[: m.Rows*n : m.Rows*n]
+		}
 		res.Mesh = m
 	}
 	if v.Loss || v.Grad {
 		if r.ex != nil { // nil: a MultiEngine's gathered run
 			defer r.ex.giveTerms(r.terms)
+			if v.Events && r.k > 0 {
+				if err := r.pastTerminal(); err != nil {
+					return nil, err
+				}
+			}
 		}
 		// Added in order, as the CPU engine adds them, in a local (a
 		// field's load and store per term would triple the time); only
@@ -1712,6 +1823,39 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		res.GradTime = wall
 	}
 	return res, nil
+}
+
+// pastTerminal returns the CPU engine's error for a loss or gradient
+// with a save time past a trajectory's terminal event, where the kernel
+// saved NaN (the state Solve returns there), or nil.
+func (r *run) pastTerminal() error {
+	j, res, k, d := r.j, r.res, r.k, r.d
+	ts, N := j.SaveAt, j.N
+	for i := 0; i < N; i++ {
+		if res.Status != nil && res.Status[i] != ode.OK || !(ts[k-1] > res.T[i]) {
+			continue
+		}
+		x := sort.SearchFloat64s(ts, math.Nextafter(res.T[i], math.Inf(1)))
+		if !math.IsNaN(res.Ys[(i*k+x)*d]) {
+			continue
+		}
+		// The event: the mark of the trajectory's last step.
+		var mark int32
+		if m := j.Mesh; m != nil {
+			if l := m.Len[i]; l > 0 {
+				mark = m.Events[(l-1)*m.N+i]
+			}
+		} else if l := res.Stats.Accepted[i]; l > 0 && len(r.meshE) >= l*N {
+			mark = r.meshE[(l-1)*N+i]
+		}
+		name := "event"
+		if ep := r.ex.plan.Events; mark > 0 && int(mark) <= len(ep.Names) {
+			name = ep.Names[mark-1]
+		}
+		return fmt.Errorf("ode: trajectory %d: save time SaveAt[%d] = %v is after its terminal event (%s at t = %v), where it has no state (Solve returns NaN there): "+
+			"end the save times at the event, or make the event non-terminal", i, x, ts[x], name, res.T[i])
+	}
+	return nil
 }
 
 // sumTiles sets dst ([ns]) to the shared gradient of the tile sums

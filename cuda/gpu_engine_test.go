@@ -205,6 +205,11 @@ func TestGPUEventsBadInput(t *testing.T) {
 	testEventsBadInput(t, "cuda")
 }
 
+func TestGPUEventsSaveEdges(t *testing.T) {
+	needGPUEngine(t)
+	testEventSavesEdges(t, "cuda")
+}
+
 func TestGPUEventsReruns(t *testing.T) {
 	needGPUEngine(t)
 	testEventsReruns(t, "cuda", 20000, 2<<20)

@@ -144,7 +144,7 @@
 // Grad); and a mesh recorded with events (Mesh.Events marks its event
 // steps) replays bit for bit, with Grad on it equal to Grad with m = nil
 // (TestEventSaveAtBall, TestEventSaveAtGrad, TestEventGivenMesh; see
-// Event). The GPU engine refuses both yet (CheckEventJob). Events run on engines
+// Event); the GPU engine "cuda" runs both too. Events run on engines
 // that implement EventEngine: the CPU engine, and package cuda's float64
 // engine ("cuda", in its thread layout), which runs the same algorithm
 // per thread and takes the same steps; the Plan holds them as programs

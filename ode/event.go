@@ -172,18 +172,12 @@ func (ep *EventPlan) Reverse(pl *Plan) (*EventReverse, error) {
 }
 
 // CheckEventJob returns an error if job j has events (Plan.Events) and
-// asks for what an engine that runs events only on its own record does
-// not support: save times, or a gradient or replay on a given mesh. The
-// CPU engine runs both; an engine that does not yet calls it first.
+// save times, for an EventEngine that does not run those: it calls it
+// first. The CPU engine and the GPU engine "cuda" run them (and given
+// meshes with events, Mesh.Events) and do not call it.
 func CheckEventJob(j *Job) error {
-	if j.Plan.Events == nil {
-		return nil
-	}
-	switch {
-	case len(j.SaveAt) > 0:
+	if j.Plan.Events != nil && len(j.SaveAt) > 0 {
 		return fmt.Errorf("ode: a problem with events has no save times yet on this engine (Problem.SaveAt): use the \"cpu\" engine (Settings.Engine), read the states from a DenseSolution, or solve to each time")
-	case j.Mesh != nil:
-		return fmt.Errorf("ode: a problem with events is differentiated on this engine on the mesh its own record makes: call Grad with m = nil, or use the \"cpu\" engine (Settings.Engine)")
 	}
 	return nil
 }

@@ -476,7 +476,7 @@ func (sv *Solver) checkMeshEvents(m *Mesh) error {
 	case m.EventHash != ep.Hash:
 		return fmt.Errorf("ode: mesh was recorded with other events (event hash %s, the solver's %s): record a mesh with this solver's Settings.Events", m.EventHash, ep.Hash)
 	case len(m.Events) < m.Rows*m.N:
-		return fmt.Errorf("ode: mesh has events (EventHash %s) but %d event marks for %d steps (Mesh.Events; recorded on engine %s, which does not mark them yet): record the mesh on the \"cpu\" engine, or call Grad with m = nil", m.EventHash, len(m.Events), m.Rows*m.N, m.Engine)
+		return fmt.Errorf("ode: mesh has events (EventHash %s) but %d event marks for %d steps (Mesh.Events; recorded on engine %s): record the mesh again with these events, or call Grad with m = nil", m.EventHash, len(m.Events), m.Rows*m.N, m.Engine)
 	}
 	for x, e := range m.Events[:m.Rows*m.N] {
 		if e < 0 || int(e) > len(ep.Names) {

@@ -147,9 +147,10 @@ type Settings struct {
 	// the float64 GPU engine "cuda" (package cuda; one thread per
 	// trajectory), not "cuda-f32" nor "cuda-multi".
 	// Save times with events and a given mesh with events (Grad, Loss,
-	// Replay with m != nil) run on the CPU engine (see Event: which side
-	// of an event a save time takes, NaN past a terminal event); the GPU
-	// engine refuses both (ode.CheckEventJob) yet.
+	// Replay with m != nil) run on both (see Event: which side of an
+	// event a save time takes, NaN past a terminal event; a mesh marks
+	// its event steps, Mesh.Events, and either engine replays the
+	// other's).
 	Events []Event
 
 	// MaxEvents bounds the events of one trajectory; a trajectory that
@@ -405,7 +406,8 @@ type Mesh struct {
 	// terminal, the trajectory's end), 0 for an ordinary step. EventHash
 	// is the recording plan's EventPlan.Hash. Both are nil/"" for a mesh
 	// recorded without events; a replay checks them against its events
-	// (see Event). Only the CPU engine replays a mesh with events.
+	// (see Event). The CPU engine and the GPU engine "cuda" record the
+	// marks and replay meshes with events, each the other's too.
 	Events    []int32
 	EventHash string
 }

@@ -230,8 +230,9 @@ func (g *adapters) reverseAdapters(sp *StepPrograms, v Config, k *kernelPlan) er
 // Trial), gs_a_cond (every condition), gs_a_field, and per event e
 // gs_a_jump<e> (its Apply, where it has one) and gs_a_condgrad<e> (the
 // condition with its gradient: g, g_t, g_y, g_p, g_s); for a gradient
-// gs_a_steprev (Replay's reverse with time: t̄, h̄, ȳ, p̄, s̄) and
-// gs_a_jumprev<e> (t̄, λ⁻, p̄, s̄). The reverse programs return their
+// gs_a_steprev (Replay's reverse with time: t̄, h̄, ȳ, p̄, s̄),
+// gs_a_jumprev<e> (t̄, λ⁻, p̄, s̄) and, with save times, gs_a_saverev
+// (Dense's reverse: t̄, h̄, ȳ, p̄, s̄, θ̄). The reverse programs return their
 // shared-gradient entries per trajectory (the sweep sums them).
 func (g *adapters) eventAdapters(pl *ode.Plan, v Config) error {
 	ep := pl.Events
@@ -267,6 +268,13 @@ func (g *adapters) eventAdapters(pl *ode.Plan, v Config) error {
 	g.adapter("gs_a_steprev", rv.StepRev, "void",
 		"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* lam, gs_real* o",
 		cat([]string{"t", "h"}, y, p, lam), idx("o", 2+d+np+ns))
+	if v.Saves > 0 {
+		// The save times' reverse with time: t, h, y, p, θ, λ → t̄, h̄,
+		// ȳ, p̄, s̄, θ̄.
+		g.adapter("gs_a_saverev", rv.SaveRev, "void",
+			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real theta, const gs_real* lam, gs_real* o",
+			cat([]string{"t", "h"}, y, p, []string{"theta"}, lam), idx("o", 3+d+np+ns))
+	}
 	for e := 0; e < ne; e++ {
 		if j := rv.JumpRev[e]; j != nil {
 			g.adapter(fmt.Sprintf("gs_a_jumprev%d", e), j, "void", typ+", const gs_real* lam, gs_real* o",

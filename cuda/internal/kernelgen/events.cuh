@@ -316,6 +316,18 @@ GS_DEVICE bool gs_ev_jumprev(int e, const gs_real* sh, gs_real t, const gs_real*
   // event's, ends at T1 (h = T1 - t).
   gs_real gsum[GS_NSX], tau = 0;
   for (int c = 0; c < GS_NSX; c++) gsum[c] = 0;
+{{- if .Saves}}
+  // The save times at or after the end add to the final state's
+  // cotangent; those on a step enter its reverse (below). kq: the first
+  // save time past the steps reversed so far.
+  int kq = GS_K;
+  if (act) {
+    while (kq > 0 && a.tapstep[(long long)(kq - 1) * n + i] >= len) {
+      kq--;
+      for (int c = 0; c < GS_D; c++) lam[c] += a.tb[((long long)kq * GS_D + c) * n + i];
+    }
+  }
+{{- end}}
   for (int s = act ? len - 1 : -1; s >= 0; s--) {
     const gs_real h = GS_HSRC[(long long)s * n + i];
     const gs_real* row = a.store + (long long)s * GS_SW * n + i;
@@ -335,6 +347,27 @@ GS_DEVICE bool gs_ev_jumprev(int e, const gs_real* sh, gs_real t, const gs_real*
       }
     }
     gs_a_steprev(sh, ts, h, ys, p, lam, rb);
+{{- if .Saves}}
+    // The save times on the step, from the last (ode's eventGrad): the
+    // state itself at its start, else its extension at theta = (tau - t)/h,
+    // which moves with t and h (the step's own size: h* on an event step).
+    while (kq > 0 && a.tapstep[(long long)(kq - 1) * n + i] == s) {
+      kq--;
+      gs_real bar[GS_D];
+      for (int c = 0; c < GS_D; c++) bar[c] = a.tb[((long long)kq * GS_D + c) * n + i];
+      if (a.saveat[kq] <= ts) {
+        for (int c = 0; c < GS_D; c++) rb[2 + c] += bar[c];
+        continue;
+      }
+      const gs_real theta = (a.saveat[kq] - ts) / h;
+      gs_real sv[GS_EV_CG + 1];
+      gs_a_saverev(sh, ts, h, ys, p, theta, bar, sv);
+      const gs_real thb = sv[GS_EV_CG];
+      rb[0] += sv[0] - thb / h;
+      rb[1] += sv[1] - thb * theta / h;
+      for (int c = 2; c < GS_EV_CG; c++) rb[c] += sv[c];
+    }
+{{- end}}
     for (int c = 0; c < GS_D; c++) lam[c] = rb[2 + c];
     for (int c = 0; c < GS_NP; c++) gp[c] += rb[2 + GS_D + c];
     for (int c = 0; c < GS_NS; c++) gsum[c] += rb[2 + GS_D + GS_NP + c];
@@ -354,6 +387,14 @@ GS_DEVICE bool gs_ev_jumprev(int e, const gs_real* sh, gs_real t, const gs_real*
     for (int c = 0; c < GS_NS; c++) gsum[c] += mu * (r2[2 + GS_D + GS_NP + c] + cg[2 + GS_D + GS_NP + c]);
     tau += rb[0] + mu * (r2[0] + cg[1]);
   }
+{{- if .Saves}}
+  // Save times at or before T0 (step 0's at its start, above, where
+  // there are steps): the initial state.
+  while (act && kq > 0) {
+    kq--;
+    for (int c = 0; c < GS_D; c++) lam[c] += a.tb[((long long)kq * GS_D + c) * n + i];
+  }
+{{- end}}
   if (act) {
     for (int c = 0; c < GS_D; c++) a.gy0[(long long)c * n + i] = lam[c];
     for (int c = 0; c < GS_NP; c++) a.gp[(long long)c * n + i] = gp[c];

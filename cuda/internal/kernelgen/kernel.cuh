@@ -80,6 +80,7 @@ struct gs_args {
   const gs_real* data;    // [DD][n]
   const gs_real* hin;     // [rows][n] the mesh to replay
   const int* len;         // [n] its lengths
+  const int* evin;        // [rows][n] its event marks (Config.Events): e+1 for a step ending at event e, else 0
   gs_real* gs;            // [2][NS] dL/ds, summed (atomics): steps, then the loss's own (unscaled);
                           // with tile sums (GS_TILES) [ceil(n/GS_TILE)][2][NS], one sum per tile
   gs_real* y;             // [D][n] final states
@@ -97,6 +98,7 @@ struct gs_args {
   int* tapstep;           // [K][n] the step each save time lies on
   gs_real* tb;            // [K][D][n] cotangents of the saved states
   gs_real* hout;          // [rows][n] the recorded mesh
+  int* evout;             // [rows][n] its event marks (Config.Events), as evin
   gs_real* store;         // [rows][GS_SW][n] states before each step
   gs_real* work;          // lanes mode in global memory: [warps][GS_WACC] the warps' accumulators
 };
@@ -290,7 +292,17 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
   if (valid) gs_save_states(a, k, i, 0, y, false, t0);
 {{- end}}
 {{if .Adaptive}}{{template "adaptive" .}}{{else}}{{template "replay" .}}{{end}}
-{{- if .Saves}}
+{{- if and .Saves .Events}}
+  // The save times at or after the end: the final state; past a terminal
+  // event none (NaN: ode.Event, "Save times").
+  if (valid && status == GS_OK) {
+    gs_save_states(a, k, i, len, y, !ev_term, ev_tend);
+    gs_real none[GS_D];
+    for (int c = 0; c < GS_D; c++) none[c] = gs_nan();
+    for (; k < GS_K; k++)
+      if (GS_WRITER) gs_save_state(a, k, i, len, none);
+  }
+{{- else if .Saves}}
   if (valid && status == GS_OK) gs_save_states(a, k, i, len, y, true, 0);
 {{- end}}
   if (valid && GS_WRITER) {

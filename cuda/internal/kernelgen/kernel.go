@@ -113,10 +113,12 @@ type Config struct {
 	// Events (a plan with events, Plan.Events) checks the events'
 	// conditions after every accepted step of an adaptive kernel and
 	// replaces a step where one crosses by the event step, as the CPU
-	// engine does (events.cuh); a gradient then runs the reverse sweep
-	// through the event steps. Thread layout only (chooseLayout), float64,
-	// no save times and no given mesh (ode.CheckEventJob; the CPU engine
-	// runs both).
+	// engine does (events.cuh), writing the mesh's event marks (evout);
+	// a kernel on a given mesh applies the jumps after the steps its
+	// marks name (evin, Mesh.Events). Save times inside an event step
+	// read its own extension; past a terminal event they are NaN. A
+	// gradient then runs the reverse sweep through the event steps and
+	// the save times. Thread layout only (chooseLayout), float64.
 	Events bool
 }
 
@@ -225,7 +227,9 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 		Dense: v.Saves > 0 && pl.DenseStep != nil, DenseTerms: pl.DenseTerms,
 		SharedAcc: v.SharedAcc(pl.Shared, prec), Xpose: v.Xpose(pl.Shared), Stage: src.Stage,
 		StiffStatus: int(ode.Stiff), LanesBlock: LanesBlock, LanesAccBlock: LanesAccBlock, TileWidth: TileWidth}
-	k.ShareFwd = k.Dense && shareForward(pl, v)
+	// With events the save times inside an event step read its own
+	// extension, not the trial's: the dense step at (t, h*) (gs_saves).
+	k.ShareFwd = k.Dense && shareForward(pl, v) && !v.Events
 	// An autonomous field's reverse step ignores t: the stored rows then
 	// hold y only (a fifth less traffic for Lorenz).
 	k.StoreT = v.Store && (v.Saves > 0 || v.Events || liveInputs(sp.Rev, map[*tape.Program][]bool{})[0])
@@ -309,14 +313,12 @@ func (v Config) checkEvents(pl *ode.Plan, prec Precision) error {
 	switch {
 	case !v.Events:
 		return nil
-	case pl.Events == nil || pl.TrialDense == nil:
+	case pl.Events == nil || pl.TrialDense == nil || pl.DenseStep == nil:
 		return fmt.Errorf("cuda: events need the plan's events and its continuous extension (Settings.Saves = SaveInterpolate)")
 	case v.Lanes:
 		return fmt.Errorf("cuda: events run in the thread layout only (one thread per trajectory), not %s", v.Layout())
 	case prec != Float64:
 		return fmt.Errorf("cuda: events run in float64 only")
-	case v.Saves > 0 || !v.Adaptive:
-		return fmt.Errorf("cuda: a problem with events has no save times and is differentiated on the mesh its own record makes (ode.CheckEventJob)")
 	}
 	return nil
 }

@@ -18,6 +18,12 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
   // finite or exactly 0 at T0 ends here) and the events so far.
   gs_real eg[GS_NE];
   int nev = 0;
+{{- if .Saves}}
+  // Whether the trajectory ended at a terminal event (the save times past
+  // it have no state), and where it ended.
+  bool ev_term = false;
+  gs_real ev_tend = t0;
+{{- end}}
   if (valid) {
     status = gs_ev_start(sh, t0, y, p, eg);
     run = status == GS_RUNNING;
@@ -65,6 +71,12 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
 {{- if .StoreEv}}
         if (s < a.rows && GS_WRITER) a.store[(s * GS_SW + GS_STORE_T + GS_D) * n + i] = (gs_real)(fired + 1);
 {{- end}}
+{{- if and .MeshOut .Events}}
+        if (s < a.rows && GS_WRITER) a.evout[s * n + i] = fired + 1;  // the mesh's event marks (ode.Mesh.Events)
+{{- end}}
+{{- if and .Events .Saves}}
+        ev_term = fired >= 0 && gs_ev_terminal(fired);
+{{- end}}
 {{- if .Saves}}
         saving = true;
         sv_s = s;
@@ -100,6 +112,9 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
 {{- end}}
   }
   len = (int)st[GS_ST_ACCEPTED];
+{{- if and .Events .Saves}}
+  ev_tend = st[GS_ST_T];
+{{- end}}
   if (valid && GS_WRITER) gs_finish(a, i, st, lasth, len, status, overflow);
 {{- if .Events}}
   if (valid && GS_WRITER) a.events[i] = nev;
