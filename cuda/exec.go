@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"math"
 	"runtime"
 	rtrace "runtime/trace"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
 	"github.com/gradsolve-go/gradsolve/internal/par"
@@ -483,6 +485,7 @@ type run struct {
 	meshE            []int32   // the recorded mesh's event marks, step-major [rows][N] (Mesh.Events), with events
 	stored           int64     // bytes of stored states of the largest launch
 	gradNonFinite    bool      // a launch copied a gradient that is not finite (scatterCols)
+	lazyT            bool      // the times reached and last steps come back only where a trajectory failed (lazyTimes)
 
 	// hin holds the steps of the mesh to replay in device memory, read in
 	// place (instead of argHin in the arena); hout receives the recorded
@@ -510,7 +513,9 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		for i := range res.Status {
 			res.Status[i] = ode.NotRun
 		}
-		res.T = overwrite(old.T, n)
+		if r.lazyT = lazyTimes(j, v); !r.lazyT {
+			res.T = overwrite(old.T, n)
+		}
 		res.Stiff = overwrite(old.Stiff, n)
 		// LastH is set for failed trajectories only (scatter): nil when
 		// all end well.
@@ -547,6 +552,16 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		}
 	}
 	return r
+}
+
+// lazyTimes reports whether a record of kind v for job j leaves the times
+// reached and the last step sizes on the device unless a trajectory
+// failed: a gradient or a loss without events uses them only in a
+// failure's message (every trajectory that ends well reaches its T1), so
+// at millions of trajectories their 16 bytes a trajectory are not copied
+// back and scattered on every call (ode.Result.T is then nil).
+func lazyTimes(j *ode.Job, v kernelgen.Config) bool {
+	return v.Adaptive && !v.Events && (j.Op == ode.OpGrad || j.Op == ode.OpLoss)
 }
 
 // numTiles returns the number of tiles of scan.TileSize trajectories of n.
@@ -690,9 +705,13 @@ var layoutOrder = func() []int {
 	var o []int
 	for a := argSh; a < numArgs; a++ {
 		switch a {
-		case argHin:
+		case argHin, argT, argLastH:
 		case argGS:
 			o = append(o, argHin, argGS)
+		case argGP:
+			// The times reached and the last steps end the download
+			// region: lazyTimes leaves them out.
+			o = append(o, argGP, argT, argLastH)
 		default:
 			o = append(o, a)
 		}
@@ -891,6 +910,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		if err := r.writeMesh(ar.addr+uint64(hinAt), g, rows); err != nil {
 			return nil, err
 		}
+	}
+	if r.lazyT {
+		outHi = l.off[argT] // argT, argLastH last (layoutOrder)
 	}
 	down := ex.takeStaging(outHi - outLo)
 	defer ex.giveStaging(down)
@@ -1259,7 +1281,9 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	var tt, lasth reals
 	if v.Adaptive {
 		status, acc, rej, flags = iv(down, outLo, argStatus), iv(down, outLo, argAcc), iv(down, outLo, argRej), iv(down, outLo, argFlags)
-		tt, lasth = rv(down, outLo, argT), rv(down, outLo, argLastH)
+		if !r.lazyT {
+			tt, lasth = rv(down, outLo, argT), rv(down, outLo, argLastH)
+		}
 		if v.Events {
 			events = iv(down, outLo, argEvents)
 		}
@@ -1294,7 +1318,9 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 				st := ode.Status(status[q])
 				fail = fail || st != ode.OK
 				res.Status[i] = st
-				res.T[i] = tt.get(q)
+				if !r.lazyT {
+					res.T[i] = tt.get(q)
+				}
 				res.Stiff[i] = flags[q]&flagStiff != 0
 				res.Stats.Accepted[i] = int(acc[q])
 				res.Stats.Rejected[i] = int(rej[q])
@@ -1347,6 +1373,20 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 		for q := range n {
 			if flags[q]&flagTangent != 0 && flags[q]&flagOverflow == 0 {
 				return nil, fmt.Errorf("cuda: engine %s: trajectory %d: an event's condition has derivative 0 (or not finite) along the solution at the event: its time has no derivative (a tangential crossing)", ex.name, g[q])
+			}
+		}
+	}
+	if r.lazyT && slices.Contains(failed, true) {
+		// The failures' times and last steps, for their messages.
+		if tt, lasth, err = r.readTimes(ar, l); err != nil {
+			return nil, err
+		}
+		if res.T == nil {
+			res.T = append([]float64(nil), r.j.T1...) // where each trajectory that ends well ends
+		}
+		for q := range n {
+			if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
+				res.T[g[q]] = tt.get(q)
 			}
 		}
 	}
@@ -1419,6 +1459,22 @@ func (r *run) readEvents(addr uint64, g []int, used, rows int) error {
 		}
 	})
 	return nil
+}
+
+// readTimes reads the times reached and the last step sizes of a launch
+// in layout l on the arena ar (the region lazyTimes leaves out).
+func (r *run) readTimes(ar *arena, l *layout) (tt, lasth reals, err error) {
+	lo, hi := l.region(argT, argLastH)
+	buf := make([]byte, hi-lo)
+	if err := r.ex.be.batch(func(q queue) error {
+		r.q = q
+		defer func() { r.q = nil }()
+		return r.read(buf, ar.addr+uint64(lo))
+	}); err != nil {
+		return reals{}, reals{}, err
+	}
+	r.tr.add(func(t *TraceStats) { t.Download += int64(len(buf)) })
+	return r.reals(buf, l.off[argT]-lo, l.bytes[argT]), r.reals(buf, l.off[argLastH]-lo, l.bytes[argLastH]), nil
 }
 
 // resultBlock is the trajectories per task of a launch's result loop.

@@ -332,3 +332,45 @@ func TestHostEngineBroadcastReruns(t *testing.T) {
 		t.Errorf("gradient with reruns differs: loss %v, want %v", got.Loss, want.Loss)
 	}
 }
+
+// TestHostEngineLazyTimes checks a gradient whose record fails on some
+// trajectories only (MaxSteps): the times reached and the last steps,
+// which a gradient brings back only where a trajectory failed
+// (lazyTimes), give the failures the CPU engine's times and steps, and
+// the others' gradients are the CPU's.
+func TestHostEngineLazyTimes(t *testing.T) {
+	needHost(t)
+	pr := problems.Lorenz()
+	const n = 40
+	p := make([]float64, 3*n)
+	for i := range n {
+		p[3*i], p[3*i+1], p[3*i+2] = 10, 28*float64(i)/(n-1), 8.0/3
+	}
+	prob := ode.Problem{Field: pr.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T1: 2}
+	run := func(engine string) (*ode.Gradient, []*ode.TrajectoryError) {
+		sv, err := ode.NewSolver(pr.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, MaxSteps: 120, Engine: engine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, fails, err := sv.GradPartial(t.Context(), nil, &prob, ode.SumSquares(), nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", engine, err)
+		}
+		return g, fails
+	}
+	wg, want := run("cpu")
+	gg, got := run(hostF64.name)
+	if len(want) == 0 || len(want) == n {
+		t.Fatalf("%d of %d trajectories fail on the CPU; want some (the test checks nothing otherwise)", len(want), n)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d failures on the host engine, %d on the CPU", len(got), len(want))
+	}
+	for k, w := range want {
+		g := got[k]
+		if g.Index != w.Index || g.Status != w.Status || !(math.Abs(g.T-w.T) <= 1e-9*math.Abs(w.T)) || !(math.Abs(g.H-w.H) <= 1e-6*math.Abs(w.H)) || w.H == 0 {
+			t.Errorf("failure %d: host engine trajectory %d %v at t = %v (last step %v); CPU %d %v at %v (%v)", k, g.Index, g.Status, g.T, g.H, w.Index, w.Status, w.T, w.H)
+		}
+	}
+	closeRows(t, "gradient of the others", gg.P, wg.P, 3, 1e-10, nil)
+}

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -219,12 +220,17 @@ func TestHostEngineStopStiff(t *testing.T) {
 	}
 	for k, w := range want {
 		g := got[k]
-		if w.Status != ode.Stiff || !(w.T < c.prob.T1/10) {
+		if w.Status != ode.Stiff || !(w.T < c.prob.T1/10) || w.H == 0 {
 			t.Fatalf("CPU trajectory %d: status %v at t = %v; want it stopped as stiff early (the test checks nothing otherwise)", w.Index, w.Status, w.T)
 		}
 		if g.Index != w.Index || g.Status != w.Status || g.Accepted != w.Accepted || g.Rejected != w.Rejected {
 			t.Errorf("trajectory %d: host engine %v after %d+%d steps at t = %v; CPU %v after %d+%d at t = %v", w.Index,
 				g.Status, g.Accepted, g.Rejected, g.T, w.Status, w.Accepted, w.Rejected, w.T)
+		}
+		// The time reached and the last step come back only for failures
+		// (lazyTimes): they must be the record's, as the CPU's.
+		if !(math.Abs(g.T-w.T) <= 1e-9*math.Abs(w.T)) || !(math.Abs(g.H-w.H) <= 1e-6*math.Abs(w.H)) {
+			t.Errorf("trajectory %d: host engine stopped at t = %v after a step of %v; CPU at %v after %v", w.Index, g.T, g.H, w.T, w.H)
 		}
 	}
 	if gotErr == nil || wantErr == nil || !strings.Contains(gotErr.Error(), "stiff") {

@@ -191,7 +191,7 @@ type LossPlan struct {
 // Result is what an Executor returns. Per-trajectory arrays are
 // row-major with N rows; fields an operation does not produce are nil.
 type Result struct {
-	T      []float64         // [N] time reached
+	T      []float64         // [N] time reached; an engine may leave it nil for OpGrad and OpLoss without events when every trajectory ended well (each then reached its T1)
 	Y      []float64         // [N×Dim] final states (NaN rows for failed trajectories)
 	Ys     []float64         // [N×K×Dim] saved states
 	Status []Status          // [N]
