@@ -36,9 +36,9 @@ var (
 	DefaultEventsRelTol = []float64{1e-6, 1e-8}
 )
 
-// The events protocol's constants (bench/anchors/diffrax_events.py).
+// The events protocol's constants (bench/anchors/diffrax_events.py; g is
+// problems.Gravity).
 const (
-	eventsGravity        = 9.81
 	eventsBallT          = 1.6
 	eventsPKThreshold    = 0.25
 	eventsPKT1           = 100.0
@@ -96,12 +96,7 @@ type eventsProblem struct {
 
 // eventsBall returns the ball problem of n trajectories.
 func eventsBall(n int) *eventsProblem {
-	f := ode.Field{Name: "ball", Dim: 2, Params: 1, F: func(_ tape.V, y, _ []tape.V) []tape.V {
-		return []tape.V{y[1], y[1].Const(-eventsGravity)}
-	}}
-	ev := ode.Event{Name: "floor", Direction: -1,
-		G:     func(_ tape.V, y, _ []tape.V) tape.V { return y[0] },
-		Apply: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{y[0], p[0].Neg().Mul(y[1])} }}
+	f, ev := problems.BouncingBall()
 	h0 := problems.LinSpace(make([]float64, n), 0.8, 1.2)
 	e := problems.LinSpace(make([]float64, n), 0.9, 0.65)
 	y0 := make([]float64, 2*n)
@@ -110,34 +105,14 @@ func eventsBall(n int) *eventsProblem {
 	}
 	return &eventsProblem{
 		name: "ball", ev: ev, abs: true,
-		prob:   ode.Problem{Field: f, N: n, Y0: y0, P: e, T1: eventsBallT},
-		loss:   ode.Component(0),
-		closed: func(i int) (float64, float64) { x, dx, _ := ballClosedForm(h0[i], e[i], eventsBallT); return x, dx },
-		value:  func(g *ode.Gradient, i int) float64 { return g.Solution.Y[2*i] },
+		prob: ode.Problem{Field: f, N: n, Y0: y0, P: e, T1: eventsBallT},
+		loss: ode.Component(0),
+		closed: func(i int) (float64, float64) {
+			x, dx, _ := problems.BouncingBallClosedForm(h0[i], e[i], eventsBallT)
+			return x, dx
+		},
+		value: func(g *ode.Gradient, i int) float64 { return g.Solution.Y[2*i] },
 	}
-}
-
-// ballClosedForm returns the height at T of a ball dropped from h0 at
-// rest with restitution e and its derivative with respect to e.
-func ballClosedForm(h0, e, T float64) (x, dx float64, bounces int) {
-	g := eventsGravity
-	U := math.Sqrt(2 * g * h0)
-	tn := math.Sqrt(2 * h0 / g) // the first bounce
-	if T < tn {
-		return h0 - g*T*T/2, 0, 0
-	}
-	dtn, u, du := 0.0, 0.0, 0.0
-	for k := 1; k < 1000; k++ {
-		u, du = math.Pow(e, float64(k))*U, float64(k)*math.Pow(e, float64(k-1))*U
-		next := tn + 2*u/g
-		if next > T {
-			bounces = k
-			break
-		}
-		tn, dtn = next, dtn+2*du/g
-	}
-	tau := T - tn
-	return u*tau - g*tau*tau/2, du*tau + (u-g*tau)*(-dtn), bounces
 }
 
 // eventsPK returns the pharmacokinetic problem of n trajectories.

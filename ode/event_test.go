@@ -8,50 +8,17 @@ import (
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
-const gravity = 9.81
+const gravity = problems.Gravity
 
-// ball is a ball falling under gravity, bouncing on the floor x = 0 with
-// restitution coefficient p[0]: state (x, v).
-func ball() (ode.Field, ode.Event) {
-	f := ode.Field{Name: "ball", Dim: 2, Params: 1, F: func(_ tape.V, y, _ []tape.V) []tape.V {
-		return []tape.V{y[1], y[1].Const(-gravity)}
-	}}
-	ev := ode.Event{Name: "floor", Direction: -1,
-		G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0] },
-		Apply: func(_ tape.V, y, p []tape.V) []tape.V {
-			return []tape.V{y[0], p[0].Neg().Mul(y[1])}
-		}}
-	return f, ev
-}
-
-// ballClosedForm returns the height at T of a ball dropped from h0 at
-// rest with restitution e, its derivative with respect to e, and the
-// number of bounces before T.
-func ballClosedForm(h0, e, T float64) (x, dx float64, n int) {
-	U := math.Sqrt(2 * gravity * h0)
-	tn := math.Sqrt(2 * h0 / gravity) // the first bounce
-	dtn := 0.0
-	u, du := 0.0, 0.0
-	if T < tn {
-		return h0 - gravity*T*T/2, 0, 0
-	}
-	for k := 1; k < 1000; k++ {
-		u, du = math.Pow(e, float64(k))*U, float64(k)*math.Pow(e, float64(k-1))*U
-		next := tn + 2*u/gravity
-		if next > T {
-			n = k
-			break
-		}
-		tn, dtn = next, dtn+2*du/gravity
-	}
-	tau := T - tn
-	x = u*tau - gravity*tau*tau/2
-	dx = du*tau + (u-gravity*tau)*(-dtn)
-	return x, dx, n
-}
+// ball is problems.BouncingBall; ballClosedForm its closed form.
+var (
+	ball           = problems.BouncingBall
+	ballClosedForm = problems.BouncingBallClosedForm
+)
 
 // TestEventBouncingBall checks the height at T of balls with several
 // bounces, and its gradient with respect to the restitution coefficient,

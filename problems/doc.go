@@ -20,6 +20,10 @@
 //	brusselator       64   1       0       yes    Brusselator(32)
 //	neural-robertson  3    2       337     yes    NeuralRobertson(1)
 //
+// BouncingBall is a field with its event (ode.Event, Settings.Events)
+// and BouncingBallClosedForm its exact height and gradient: the reference
+// of the event tests on every engine and of the events benchmark.
+//
 // # Conventions
 //
 // States and parameters of one trajectory are plain []float64: Y0 has
