@@ -182,33 +182,7 @@ func TestEventSaveAtGrad(t *testing.T) {
 				}
 				return per(sol)
 			}
-			const h = 1e-6
-			worst := 0.0
-			for _, which := range []string{"y0", "p"} {
-				for c := 0; c < 2; c++ {
-					pp, pm := p, p
-					pp.Y0, pm.Y0 = append([]float64(nil), y0...), append([]float64(nil), y0...)
-					pp.P, pm.P = append([]float64(nil), prm...), append([]float64(nil), prm...)
-					xp, xm, got := pp.Y0, pm.Y0, g.Y0
-					if which == "p" {
-						xp, xm, got = pp.P, pm.P, g.P
-					}
-					for i := 0; i < n; i++ {
-						xp[2*i+c] += h
-						xm[2*i+c] -= h
-					}
-					lp, lm := solve(pp), solve(pm)
-					for i := 0; i < n; i++ {
-						fd := (lp[i] - lm[i]) / (2 * h)
-						rel := math.Abs(got[2*i+c]-fd) / math.Max(1, math.Abs(fd))
-						worst = max(worst, rel)
-						if rel > 1e-5 {
-							t.Errorf("trajectory %d (%d events): ∂L/∂%s[%d] = %.10g, central difference %.10g", i, g.Solution.Events[i], which, c, got[2*i+c], fd)
-						}
-					}
-				}
-			}
-			t.Logf("max rel difference from central differences: %.2g (events per trajectory %v)", worst, g.Solution.Events)
+			checkEventFD(t, p, g, solve)
 		})
 	}
 }
