@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -51,32 +52,6 @@ func autoMixed(n int) (ode.Problem, ode.Loss) {
 	return p, loss
 }
 
-// autoRows returns rows idx of p and loss.
-func autoRows(p ode.Problem, l ode.Loss, idx []int) (ode.Problem, ode.Loss) {
-	q, m := p, l
-	q.N = len(idx)
-	q.Y0, q.P, m.Data = nil, nil, nil
-	for _, i := range idx {
-		q.Y0 = append(q.Y0, p.Y0[2*i:2*i+2]...)
-		q.P = append(q.P, p.P[i])
-		m.Data = append(m.Data, l.Data[i])
-	}
-	return q, m
-}
-
-// sameRowsBits fails unless rows idx of got (width w) are want's, in
-// order, bit for bit.
-func sameRowsBits(t *testing.T, what string, got, want []float64, w int, idx []int) {
-	t.Helper()
-	for j, i := range idx {
-		for c := 0; c < w; c++ {
-			if g, x := got[i*w+c], want[j*w+c]; math.Float64bits(g) != math.Float64bits(x) {
-				t.Fatalf("%s: trajectory %d, value %d: %v, want %v bit for bit", what, i, c, g, x)
-			}
-		}
-	}
-}
-
 // TestHostEngineAutoSplit checks Method Auto on cuda-host on a mixed
 // ensemble: Grad, Solve, Record and Loss against Tsit5 on the non-stiff
 // rows and Rodas5P on the stiff rows, both on cuda-host (every row bit
@@ -106,8 +81,8 @@ func TestHostEngineAutoSplit(t *testing.T) {
 		}
 		return sv
 	}
-	pt, lt := autoRows(p, loss, tsit)
-	pr, lr := autoRows(p, loss, stiff)
+	pt, lt := odetest.Rows(p, loss, tsit)
+	pr, lr := odetest.Rows(p, loss, stiff)
 	gt, err := solver(ode.Tsit5, engine).Grad(nil, &pt, lt, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -134,10 +109,10 @@ func TestHostEngineAutoSplit(t *testing.T) {
 			idx []int
 			g   *ode.Gradient
 		}{{tsit, gt}, {stiff, gr}} {
-			sameRowsBits(t, what+": dL/dY0", g.Y0, part.g.Y0, 2, part.idx)
-			sameRowsBits(t, what+": dL/dP", g.P, part.g.P, 1, part.idx)
-			sameRowsBits(t, what+": Y", g.Solution.Y, part.g.Solution.Y, 2, part.idx)
-			sameRowsBits(t, what+": Ys", g.Solution.Ys, part.g.Solution.Ys, 4, part.idx)
+			odetest.SameRows(t, what+": dL/dY0", g.Y0, part.g.Y0, 2, part.idx)
+			odetest.SameRows(t, what+": dL/dP", g.P, part.g.P, 1, part.idx)
+			odetest.SameRows(t, what+": Y", g.Solution.Y, part.g.Solution.Y, 2, part.idx)
+			odetest.SameRows(t, what+": Ys", g.Solution.Ys, part.g.Solution.Ys, 4, part.idx)
 			pm := part.g.Mesh
 			if err := pm.Host(); err != nil {
 				t.Fatal(err)
@@ -282,7 +257,7 @@ func TestHostEngineAutoResident(t *testing.T) {
 		rows   []int
 		method string
 	}{{[]int{1, 3, 5}, "Tsit5"}, {[]int{0, 2, 4}, "Rodas5P"}} {
-		q, l := autoRows(p, loss, c.rows)
+		q, l := odetest.Rows(p, loss, c.rows)
 		m, sol, err := sv.Record(&q)
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/bench"
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -44,33 +45,6 @@ func splitCase(n int) (ode.Problem, ode.Loss) {
 	return p, splitLoss(data)
 }
 
-// rowsOfProblem returns the problem and loss of rows idx of p and l (2
-// state components, 1 parameter, 1 data value a row).
-func rowsOfProblem(p ode.Problem, l ode.Loss, idx []int) (ode.Problem, ode.Loss) {
-	q, m := p, l
-	q.N = len(idx)
-	q.Y0, q.P, m.Data = nil, nil, nil
-	for _, i := range idx {
-		q.Y0 = append(q.Y0, p.Y0[2*i:2*i+2]...)
-		q.P = append(q.P, p.P[i])
-		m.Data = append(m.Data, l.Data[i])
-	}
-	return q, m
-}
-
-// sameRows fails unless rows idx of got (width w) are want's rows, in
-// order, bit for bit.
-func sameRows(t *testing.T, what string, got, want []float64, w int, idx []int) {
-	t.Helper()
-	for j, i := range idx {
-		for c := 0; c < w; c++ {
-			if g, x := got[i*w+c], want[j*w+c]; math.Float64bits(g) != math.Float64bits(x) {
-				t.Fatalf("%s: trajectory %d, value %d: %v, want %v bit for bit", what, i, c, g, x)
-			}
-		}
-	}
-}
-
 // splitParts returns the odd (non-stiff) and even (stiff) rows of n.
 func splitParts(n int) (tsit, stiff []int) {
 	for i := 0; i < n; i++ {
@@ -97,10 +71,10 @@ func checkSplitGrad(t *testing.T, what string, g, gt, gr *ode.Gradient, tsit, st
 		idx []int
 		g   *ode.Gradient
 	}{{tsit, gt}, {stiff, gr}} {
-		sameRows(t, what+": dL/dY0", g.Y0, part.g.Y0, 2, part.idx)
-		sameRows(t, what+": dL/dP", g.P, part.g.P, 1, part.idx)
-		sameRows(t, what+": Y", g.Solution.Y, part.g.Solution.Y, 2, part.idx)
-		sameRows(t, what+": Ys", g.Solution.Ys, part.g.Solution.Ys, 2*len(g.Solution.SaveAt), part.idx)
+		odetest.SameRows(t, what+": dL/dY0", g.Y0, part.g.Y0, 2, part.idx)
+		odetest.SameRows(t, what+": dL/dP", g.P, part.g.P, 1, part.idx)
+		odetest.SameRows(t, what+": Y", g.Solution.Y, part.g.Solution.Y, 2, part.idx)
+		odetest.SameRows(t, what+": Ys", g.Solution.Ys, part.g.Solution.Ys, 2*len(g.Solution.SaveAt), part.idx)
 		pm := part.g.Mesh
 		hostMeshT(t, pm)
 		for j, i := range part.idx {
@@ -149,8 +123,8 @@ func hostMeshT(t *testing.T, m *ode.Mesh) {
 func TestAutoSplit(t *testing.T) {
 	p, loss := splitCase(10)
 	tsit, stiff := splitParts(p.N)
-	pt, lt := rowsOfProblem(p, loss, tsit)
-	pr, lr := rowsOfProblem(p, loss, stiff)
+	pt, lt := odetest.Rows(p, loss, tsit)
+	pr, lr := odetest.Rows(p, loss, stiff)
 	gt, err := solverT(t, p.Field, &ode.Settings{Method: ode.Tsit5}).Grad(nil, &pt, lt, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -252,8 +226,8 @@ func TestAutoSplit(t *testing.T) {
 	}
 	all := append(append([]int(nil), tsit...), stiff...)
 	slices.Sort(all)
-	sameRows(t, "cpu: dL/dY0", gc.Y0, g.Y0, 2, all)
-	sameRows(t, "cpu: dL/dP", gc.P, g.P, 1, all)
+	odetest.SameRows(t, "cpu: dL/dY0", gc.Y0, g.Y0, 2, all)
+	odetest.SameRows(t, "cpu: dL/dP", gc.P, g.P, 1, all)
 	if d := math.Abs(gc.Loss - g.Loss); d > 1e-14*math.Abs(g.Loss) {
 		t.Errorf("cpu: loss %v, split %v", gc.Loss, g.Loss)
 	}
@@ -325,7 +299,7 @@ func TestAutoSplitEnds(t *testing.T) {
 		idx    []int
 		method string
 	}{{tsit, "Tsit5"}, {stiff, "Rodas5P"}} {
-		q, l := rowsOfProblem(p, loss, c.idx)
+		q, l := odetest.Rows(p, loss, c.idx)
 		want, err := solverT(t, p.Field, &ode.Settings{Method: methodNamed(c.method)}).Grad(nil, &q, l, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -412,14 +386,14 @@ func TestAutoSplitFailures(t *testing.T) {
 		if len(fails) != 1 || fails[0].Index != bad {
 			t.Fatalf("%s: GradPartial: failures %v, want trajectory %d", engine, fails, bad)
 		}
-		q, l := rowsOfProblem(p, loss, keep)
+		q, l := odetest.Rows(p, loss, keep)
 		q.T1s = nil
 		q.T1 = 2
 		want, err := sv.Grad(nil, &q, l, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameRows(t, engine+": GradPartial: dL/dY0", g.Y0, want.Y0, 2, keep)
+		odetest.SameRows(t, engine+": GradPartial: dL/dY0", g.Y0, want.Y0, 2, keep)
 		if g.Loss != want.Loss || !slices.Equal(g.Shared, want.Shared) {
 			t.Errorf("%s: GradPartial: loss %v, shared %v; without the failure %v, %v", engine, g.Loss, g.Shared, want.Loss, want.Shared)
 		}
