@@ -3,6 +3,7 @@ package problems_test
 import (
 	"fmt"
 
+	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
 )
 
@@ -40,4 +41,27 @@ func ExampleByName() {
 	// f(y0) = [-10 28 0]
 	// 12 [10 20 2.6666666666666665 10 23.333333333333332 2.6666666666666665 10 26.666666666666668 2.6666666666666665 10 30 2.6666666666666665]
 	// problems: unknown problem "lorentz"; valid names are lorenz, vdp, vdp-stiff, lorenz96, lorenz96-64, lorenz96-256, linear, kepler, robertson, hires, pollution, brusselator, neural-robertson
+}
+
+// ExampleBouncingBall drops a ball from 1 m with restitution 0.8, solves
+// it through its bounces with the floor event, and compares the height
+// at T = 1.5 s and its derivative with respect to the restitution with
+// the closed form.
+func ExampleBouncingBall() {
+	f, floor := problems.BouncingBall()
+	const h0, e, T = 1.0, 0.8, 1.5
+	g, err := ode.Grad(nil, ode.Problem{Field: f, Y0: []float64{h0, 0}, P: []float64{e}, T1: T}, ode.Component(0), nil,
+		&ode.Settings{RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{floor}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	x, dx, bounces := problems.BouncingBallClosedForm(h0, e, T)
+	fmt.Printf("%d bounces (closed form %d)\n", g.Solution.Events[0], bounces)
+	fmt.Printf("x(T)  = %.8f (closed form %.8f)\n", g.Solution.Y[0], x)
+	fmt.Printf("dx/de = %.6f (closed form %.6f)\n", g.P[0], dx)
+	// Output:
+	// 2 bounces (closed form 2)
+	// x(T)  = 0.40286202 (closed form 0.40286202)
+	// dx/de = 2.639013 (closed form 2.639013)
 }
