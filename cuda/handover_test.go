@@ -334,7 +334,8 @@ func TestHostEngineBroadcastReruns(t *testing.T) {
 }
 
 // TestHostEngineLazyTimes checks a gradient whose record fails on some
-// trajectories only (MaxSteps): the times reached and the last steps,
+// trajectories only (MaxSteps), on one device and on two: the times
+// reached and the last steps,
 // which a gradient brings back only where a trajectory failed
 // (lazyTimes), give the failures the CPU engine's times and steps, and
 // the others' gradients are the CPU's.
@@ -346,9 +347,17 @@ func TestHostEngineLazyTimes(t *testing.T) {
 	for i := range n {
 		p[3*i], p[3*i+1], p[3*i+2] = 10, 28*float64(i)/(n-1), 8.0/3
 	}
-	prob := ode.Problem{Field: pr.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T1: 2}
+	// The second half runs ten times longer than MaxSteps allows.
+	t1 := make([]float64, n)
+	for i := range t1 {
+		t1[i] = 2
+		if i >= n/2 {
+			t1[i] = 20
+		}
+	}
+	prob := ode.Problem{Field: pr.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T1s: t1}
 	run := func(engine string) (*ode.Gradient, []*ode.TrajectoryError) {
-		sv, err := ode.NewSolver(pr.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, MaxSteps: 120, Engine: engine})
+		sv, err := ode.NewSolver(pr.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, MaxSteps: 300, Engine: engine})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -359,18 +368,22 @@ func TestHostEngineLazyTimes(t *testing.T) {
 		return g, fails
 	}
 	wg, want := run("cpu")
-	gg, got := run(hostF64.name)
 	if len(want) == 0 || len(want) == n {
 		t.Fatalf("%d of %d trajectories fail on the CPU; want some (the test checks nothing otherwise)", len(want), n)
 	}
-	if len(got) != len(want) {
-		t.Fatalf("%d failures on the host engine, %d on the CPU", len(got), len(want))
-	}
-	for k, w := range want {
-		g := got[k]
-		if g.Index != w.Index || g.Status != w.Status || !(math.Abs(g.T-w.T) <= 1e-9*math.Abs(w.T)) || !(math.Abs(g.H-w.H) <= 1e-6*math.Abs(w.H)) || w.H == 0 {
-			t.Errorf("failure %d: host engine trajectory %d %v at t = %v (last step %v); CPU %d %v at %v (%v)", k, g.Index, g.Status, g.T, g.H, w.Index, w.Status, w.T, w.H)
+	// On two devices the failures are all in the second shard: the first
+	// brings back no times at all.
+	for _, engine := range []string{hostF64.name, "cuda-multi-host2"} {
+		gg, got := run(engine)
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d failures, %d on the CPU", engine, len(got), len(want))
 		}
+		for k, w := range want {
+			g := got[k]
+			if g.Index != w.Index || g.Status != w.Status || !(math.Abs(g.T-w.T) <= 1e-9*math.Abs(w.T)) || !(math.Abs(g.H-w.H) <= 1e-6*math.Abs(w.H)) || w.H == 0 {
+				t.Errorf("%s failure %d: trajectory %d %v at t = %v (last step %v); CPU %d %v at %v (%v)", engine, k, g.Index, g.Status, g.T, g.H, w.Index, w.Status, w.T, w.H)
+			}
+		}
+		closeRows(t, engine+": gradient of the others", gg.P, wg.P, 3, 1e-10, nil)
 	}
-	closeRows(t, "gradient of the others", gg.P, wg.P, 3, 1e-10, nil)
 }

@@ -402,7 +402,7 @@ func gather(j *ode.Job, shards []*shard) *run {
 	n := j.N
 	g := &run{j: j, v: r0.v, tr: r0.tr, d: r0.d, np: r0.np, ns: r0.ns, k: r0.k, dd: r0.dd, res: &ode.Result{}}
 	res := g.res
-	res.T = catRows(shards, n, 1, func(r *run) []float64 { return r.res.T })
+	res.T = catTimes(j, shards)
 	res.Y = catRows(shards, n, g.d, func(r *run) []float64 { return r.res.Y })
 	res.Ys = catRows(shards, n, g.k*g.d, func(r *run) []float64 { return r.res.Ys })
 	res.Status = catRows(shards, n, 1, func(r *run) []ode.Status { return r.res.Status })
@@ -462,6 +462,26 @@ func gather(j *ode.Job, shards []*shard) *run {
 // trajectory) that get returns of the shards' runs, in order; nil if the
 // first shard's is nil. One shard's array (the shards' results are fresh
 // arrays of their own) is the job's, not copied.
+// catTimes returns the shards' times reached, [N]: nil where no shard
+// has them (a gradient or loss whose trajectories all ended well:
+// lazyTimes), else each shard's where it has them and T1 where a shard
+// left them out (its trajectories reached their T1).
+func catTimes(j *ode.Job, shards []*shard) []float64 {
+	if len(shards) == 1 {
+		return shards[0].r.res.T
+	}
+	var out []float64
+	for _, s := range shards {
+		if t := s.r.res.T; t != nil {
+			if out == nil {
+				out = append([]float64(nil), j.T1...)
+			}
+			copy(out[s.lo:s.hi], t)
+		}
+	}
+	return out
+}
+
 func catRows[T any](shards []*shard, n, w int, get func(*run) []T) []T {
 	if a := get(shards[0].r); a == nil || len(shards) == 1 {
 		return a
