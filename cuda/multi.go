@@ -474,7 +474,8 @@ func catTimes(j *ode.Job, shards []*shard) []float64 {
 	for _, s := range shards {
 		if t := s.r.res.T; t != nil {
 			if out == nil {
-				out = append([]float64(nil), j.T1...)
+				out = make([]float64, j.N)
+				copy(out, j.T1) // [N] in a job of package ode's
 			}
 			copy(out[s.lo:s.hi], t)
 		}
