@@ -64,7 +64,7 @@ func fill(x []float64, width, n int) []float64 {
 	if width == 0 {
 		return out
 	}
-	rows := max(1, scanBlock/width)
+	rows := max(1, par.Block/width)
 	par.Run((n+rows-1)/rows, 0, func(_, b int) {
 		for i := b * rows; i < min(n, (b+1)*rows); i++ {
 			copy(out[i*width:], x)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/gradsolve-go/gradsolve/internal/par"
 )
 
 // TestExpansions checks that a Solver's expanded single rows are shared
@@ -53,11 +55,11 @@ func TestExpansions(t *testing.T) {
 // TestFiniteAll checks that the first non-finite entry is found, in any
 // block of a large array read on all cores.
 func TestFiniteAll(t *testing.T) {
-	x := make([]float64, 5*scanBlock+17)
+	x := make([]float64, 5*par.Block+17)
 	if i := finiteAll(x); i != -1 {
 		t.Fatalf("all finite: %d", i)
 	}
-	for _, c := range []struct{ at []int }{{[]int{0}}, {[]int{len(x) - 1}}, {[]int{4*scanBlock + 3, scanBlock + 1}}, {[]int{2 * scanBlock, 2*scanBlock + 1}}} {
+	for _, c := range []struct{ at []int }{{[]int{0}}, {[]int{len(x) - 1}}, {[]int{4*par.Block + 3, par.Block + 1}}, {[]int{2 * par.Block, 2*par.Block + 1}}} {
 		y := slices.Clone(x)
 		for k, i := range c.at {
 			y[i] = []float64{math.NaN(), math.Inf(-1)}[k%2]

@@ -480,10 +480,6 @@ func finiteAll(x []float64) int {
 	})
 }
 
-// scanBlock is the elements per task of the checks that read a whole
-// ensemble's arrays on all cores.
-const scanBlock = 1 << 16
-
 // firstNonFinite returns the index of the first NaN or infinity in x, or
 // -1.
 func firstNonFinite(x []float64) int {
@@ -629,11 +625,11 @@ func (pr *Problem) checkWith(c *expansions) (*problem, error) {
 		}
 		q.tmin = pr.T1
 	} else {
-		nb := (n + scanBlock - 1) / scanBlock
+		nb := (n + par.Block - 1) / par.Block
 		errs, mins := make([]error, nb), make([]float64, nb)
 		par.Run(nb, 0, func(_, b int) {
 			mins[b] = math.Inf(1)
-			for i := b * scanBlock; i < min(n, (b+1)*scanBlock); i++ {
+			for i := b * par.Block; i < min(n, (b+1)*par.Block); i++ {
 				if err := checkEndTime(f, i, pr.T0, q.t1[i]); err != nil {
 					errs[b] = err
 					return

@@ -14,17 +14,7 @@ func init() {
 
 		OpAdd: arithDef("Add", func(x, y float64) float64 { return x + y }, addBlock, "+",
 			func(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) { accSigned(b, r, g[0], acc, 1, 1) },
-			func(b Builder, r Ref, tan func(Ref) Ref) Ref {
-				a := b.Args(r)
-				t0, t1 := tan(a[0]), tan(a[1])
-				switch {
-				case t0 == NoRef:
-					return t1
-				case t1 == NoRef:
-					return t0
-				}
-				return add(b, t0, t1)
-			}),
+			sumJVP),
 		OpSub: arithDef("Sub", func(x, y float64) float64 { return x - y }, subBlock, "-",
 			func(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) { accSigned(b, r, g[0], acc, 1, -1) },
 			func(b Builder, r Ref, tan func(Ref) Ref) Ref {
@@ -275,17 +265,7 @@ func init() {
 				acc(a[0], 0, g[0])
 				acc(a[1], 0, g[0])
 			},
-			JVP: func(b Builder, r Ref, tan func(Ref) Ref) Ref {
-				a := b.Args(r)
-				t0, t1 := tan(a[0]), tan(a[1])
-				switch {
-				case t0 == NoRef:
-					return t1
-				case t1 == NoRef:
-					return t0
-				}
-				return add(b, t0, t1)
-			},
+			JVP:   sumJVP, // Attach's tangent is its arguments' sum, as Add's
 			Block: copyBlock,
 			C:     func(a []string, _ float64) string { return a[0] }},
 		OpLUFactorShift: {Name: "LUFactorShift", Arity: -1,
@@ -315,4 +295,19 @@ func cConst(c float64) string {
 	}
 	s := formatFloat(c)
 	return s
+}
+
+// sumJVP is the tangent of a value that is the sum of its two arguments
+// (Add, Attach): the sum of their tangents, either alone where the other
+// has none.
+func sumJVP(b Builder, r Ref, tan func(Ref) Ref) Ref {
+	a := b.Args(r)
+	t0, t1 := tan(a[0]), tan(a[1])
+	switch {
+	case t0 == NoRef:
+		return t1
+	case t1 == NoRef:
+		return t0
+	}
+	return add(b, t0, t1)
 }
