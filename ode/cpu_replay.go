@@ -27,18 +27,12 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens,
 		}
 	}
 	ex, pl, j, res := w.ex, w.ex.plan, r.job, r.res
-	d, np := pl.Dim, pl.Params
+	d := pl.Dim
 	width := hi - lo
 	if err := w.stepClone(ex); err != nil {
 		return err
 	}
-	mesh := w.chunkMesh(h, stride, width, lens, nil, scrMesh)
-	q := &scan.Problem{Step: w.step, Mesh: mesh, T0: w.t0s[:width], Shared: j.Shared,
-		Y0: toSoA(w.scratch(scrY0, width*d), j.Y0[lo*d:hi*d], width, d),
-		P:  toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)}
-	for i := range q.T0 {
-		q.T0[i] = j.T0
-	}
+	q := w.chunkProblem(j, lo, hi, w.chunkMesh(h, stride, width, lens, nil, scrMesh))
 	// The saved states go straight into the result, trajectory-major:
 	// trajectory lo+i's save time k at (i*K+k)*d in the chunk's rows
 	// (already there when the record wrote them).
@@ -280,7 +274,7 @@ func (w *cpuWorker) writeGrad(r *cpuRun, lo, hi int, g *scan.Gradient) {
 // bit; a tile with one adds the second scan's sum last.
 func (w *cpuWorker) replaySwitched(r *cpuRun, lo, hi int, h []float64, stride int, lens, sw []int) error {
 	ex, pl, j, res := w.ex, w.ex.plan, r.job, r.res
-	d, np := pl.Dim, pl.Params
+	d := pl.Dim
 	width := hi - lo
 	if j.stiff == nil {
 		return errors.New("ode: internal error: a mesh with switched trajectories replayed without the stiff plan")
@@ -307,12 +301,7 @@ func (w *cpuWorker) replaySwitched(r *cpuRun, lo, hi int, h []float64, stride in
 	}
 	mesh1 := w.chunkMesh(h, stride, width, lens1, nil, scrMesh)
 	mesh2 := w.chunkMesh(h, stride, width, lens2, lens1, scrMesh2)
-	q1 := &scan.Problem{Step: w.step, Mesh: mesh1, T0: w.t0s[:width], Shared: j.Shared,
-		Y0: toSoA(w.scratch(scrY0, width*d), j.Y0[lo*d:hi*d], width, d),
-		P:  toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)}
-	for i := range q1.T0 {
-		q1.T0[i] = j.T0
-	}
+	q1 := w.chunkProblem(j, lo, hi, mesh1)
 	q2 := &scan.Problem{Step: a.step, Mesh: mesh2, T0: ts, Shared: j.Shared, Y0: w.scratch(scrY0b, width*d), P: q1.P}
 	K := len(j.SaveAt)
 	ys := res.Ys[lo*K*d : hi*K*d]
@@ -535,4 +524,19 @@ func (w *cpuWorker) intScratch(k, n int) []int {
 		w.iscr[k] = make([]int, n)
 	}
 	return w.iscr[k][:n]
+}
+
+// chunkProblem returns the scan problem of the chunk lo…hi-1 of job j on
+// mesh, with the worker's step: every trajectory from T0, its initial
+// states and parameters transposed into the worker's scratch.
+func (w *cpuWorker) chunkProblem(j *Job, lo, hi int, mesh scan.Mesh) *scan.Problem {
+	d, np := w.ex.plan.Dim, w.ex.plan.Params
+	width := hi - lo
+	q := &scan.Problem{Step: w.step, Mesh: mesh, T0: w.t0s[:width], Shared: j.Shared,
+		Y0: toSoA(w.scratch(scrY0, width*d), j.Y0[lo*d:hi*d], width, d),
+		P:  toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)}
+	for i := range q.T0 {
+		q.T0[i] = j.T0
+	}
+	return q
 }
