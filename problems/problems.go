@@ -382,11 +382,13 @@ var byName = []struct {
 	{"pollution", Pollution},
 	{"brusselator", func() Problem { return Brusselator(32) }},
 	{"neural-robertson", func() Problem { return NeuralRobertson(1) }},
+	{"pleiades", Pleiades},
 }
 
 // Names returns the names of the built-in problems, in a fixed order:
 // lorenz, vdp, vdp-stiff, lorenz96, lorenz96-64, lorenz96-256, linear,
-// kepler, robertson, hires, pollution, brusselator, neural-robertson.
+// kepler, robertson, hires, pollution, brusselator, neural-robertson,
+// pleiades.
 func Names() []string {
 	names := make([]string, len(byName))
 	for i, e := range byName {

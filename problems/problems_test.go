@@ -76,6 +76,29 @@ func hiresRef(y, _, _ []float64) []float64 {
 	}
 }
 
+// pleiadesRef follows pleiafun of plei.f (Bari test set): for each body i,
+// the sum over j ≠ i of m_j·(y_j − y_i)/r_ij^{3/2} in the order j = 1…7,
+// with the masses p = (m1, …, m7) (plei.f has m_j = j).
+func pleiadesRef(y, p, _ []float64) []float64 {
+	f := make([]float64, 28)
+	for i := 0; i < 7; i++ {
+		sumx, sumy := 0.0, 0.0
+		for j := 0; j < 7; j++ {
+			if j == i {
+				continue
+			}
+			rij := (y[i]-y[j])*(y[i]-y[j]) + (y[i+7]-y[j+7])*(y[i+7]-y[j+7])
+			rij32 := math.Pow(rij, 1.5)
+			sumx += p[j] * (y[j] - y[i]) / rij32
+			sumy += p[j] * (y[j+7] - y[i+7]) / rij32
+		}
+		f[i+14] = sumx
+		f[i+21] = sumy
+	}
+	copy(f[:14], y[14:])
+	return f
+}
+
 // mlpRef is the forward pass of a 2-16-16-1 tanh/tanh/softplus network
 // with weights s in nn.MLP's layout (each layer: W row-major, then b).
 func mlpRef(s, x []float64) float64 {
@@ -145,6 +168,7 @@ func fieldCases() []fieldCase {
 		{"brusselator 2 cells", Brusselator(2), brusselatorRef, nil},
 		{"brusselator 5 cells", Brusselator(5), brusselatorRef, nil},
 		{"neural-robertson seed 7", NeuralRobertson(7), neuralRobertsonRef, robertsonState},
+		{"pleiades", Pleiades(), pleiadesRef, nil},
 	}
 }
 
@@ -155,7 +179,7 @@ func byNameCases(t *testing.T) []fieldCase {
 		"lorenz96-64": lorenz96Ref, "lorenz96-256": lorenz96Ref, "brusselator": brusselatorRef,
 		"linear": linearRef([]float64{-0.5, 2, 0, -2, -0.5, 0, 0.5, 0, -1}),
 		"kepler": keplerRef, "robertson": robertsonRef, "hires": hiresRef, "pollution": pollutionRef,
-		"neural-robertson": neuralRobertsonRef,
+		"neural-robertson": neuralRobertsonRef, "pleiades": pleiadesRef,
 	}
 	var cs []fieldCase
 	for _, name := range Names() {
@@ -282,7 +306,7 @@ func TestByName(t *testing.T) {
 	t.Parallel()
 	names := Names()
 	want := []string{"lorenz", "vdp", "vdp-stiff", "lorenz96", "lorenz96-64", "lorenz96-256", "linear", "kepler",
-		"robertson", "hires", "pollution", "brusselator", "neural-robertson"}
+		"robertson", "hires", "pollution", "brusselator", "neural-robertson", "pleiades"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Errorf("Names: Want: %v, Got: %v.", want, names)
 	}
