@@ -31,7 +31,9 @@ type Problem struct {
 	P      []float64 // [N×Params] or [Params]; may be nil if Params is 0
 	Shared []float64 // [Shared]
 
-	// T0 and T1 bound the time span; T1 > T0, both finite, with T1 − T0
+	// T0 and T1 bound the time span; T1 > T0 (the solvers integrate
+	// forward only: for backward integration solve z(s) = y(−s), z' =
+	// −F(−s, z, p) from −T0 to −T1), both finite, with T1 − T0
 	// finite and at least 4ε·max(|T0|, |T1|), the smallest step the
 	// solver takes at those times (a span far from the origin, as
 	// [1e20, 1e20 + 1e5], resolves only steps of 4ε·|t|: shift the
@@ -502,7 +504,13 @@ func minStep(tmax float64) float64 { return stepFloor * tmax }
 // checkEndTime reports an end time t1 of trajectory i that is not finite
 // and greater than t0, or whose span fails checkSpan.
 func checkEndTime(f *Field, i int, t0, t1 float64) error {
-	if !(t1 > t0) || math.IsInf(t1, 0) {
+	switch {
+	case t1 < t0 && !math.IsInf(t1, 0):
+		return fmt.Errorf("ode: %s: end time %v of trajectory %d must be greater than T0 = %v: the solvers integrate forward in time only; "+
+			"to integrate backward, solve z' = −F(−s, z, p) (z(s) = y(−s)) from s = −T0 to −T1, whose end state is y(T1)", f.name(), t1, i, t0)
+	case t1 == t0:
+		return fmt.Errorf("ode: %s: end time %v of trajectory %d must be greater than T0 = %v: the span is empty (y(T0) is Y0)", f.name(), t1, i, t0)
+	case !(t1 > t0) || math.IsInf(t1, 0):
 		return fmt.Errorf("ode: %s: end time %v of trajectory %d must be finite and greater than T0 = %v", f.name(), t1, i, t0)
 	}
 	return checkSpan(f, i, t0, t1)
@@ -574,8 +582,12 @@ func (pr *Problem) checkWith(c *expansions) (*problem, error) {
 	d, np := f.Dim, f.Params
 	n := pr.N
 	if n == 0 {
-		if len(pr.Y0)%d != 0 || len(pr.Y0) == 0 {
-			return nil, fmt.Errorf("ode: %s: len(Y0) = %d is not a positive multiple of Dim = %d", f.name(), len(pr.Y0), d)
+		switch {
+		case len(pr.Y0) == 0:
+			return nil, fmt.Errorf("ode: %s: the ensemble is empty (N = 0 and len(Y0) = 0): give Y0 at least one initial state of Dim = %d values", f.name(), d)
+		case len(pr.Y0)%d != 0:
+			return nil, fmt.Errorf("ode: %s: len(Y0) = %d is not a multiple of Dim = %d: Y0 holds N initial states of Dim values each, row-major "+
+				"(or one state for all trajectories, with N set)", f.name(), len(pr.Y0), d)
 		}
 		n = len(pr.Y0) / d
 	}
@@ -589,7 +601,12 @@ func (pr *Problem) checkWith(c *expansions) (*problem, error) {
 		return nil, fmt.Errorf("ode: %s: len(Y0) = %d, want Dim = %d or N*Dim = %d", f.name(), len(pr.Y0), d, n*d)
 	}
 	if np > 0 && len(pr.P) != np && len(pr.P) != n*np {
-		return nil, fmt.Errorf("ode: %s: len(P) = %d, want Params = %d or N*Params = %d", f.name(), len(pr.P), np, n*np)
+		hint := ""
+		if pr.N == 0 && len(pr.P)%np == 0 {
+			hint = fmt.Sprintf(" (N = %d from len(Y0) = %d; for %d trajectories sharing one initial state, set N = %d)",
+				n, len(pr.Y0), len(pr.P)/np, len(pr.P)/np)
+		}
+		return nil, fmt.Errorf("ode: %s: len(P) = %d, want Params = %d or N*Params = %d%s", f.name(), len(pr.P), np, n*np, hint)
 	}
 	if np == 0 && len(pr.P) != 0 {
 		return nil, fmt.Errorf("ode: %s: len(P) = %d but the field has no per-trajectory parameters", f.name(), len(pr.P))
@@ -601,7 +618,7 @@ func (pr *Problem) checkWith(c *expansions) (*problem, error) {
 		return nil, fmt.Errorf("ode: %s: Y0[%d] = %v is not finite (trajectory %d, component %d)", f.name(), i, pr.Y0[i], i/d, i%d)
 	}
 	if i := finiteAll(pr.P); i >= 0 {
-		return nil, fmt.Errorf("ode: %s: P[%d] = %v is not finite", f.name(), i, pr.P[i])
+		return nil, fmt.Errorf("ode: %s: P[%d] = %v is not finite (trajectory %d, parameter %d)", f.name(), i, pr.P[i], i/np, i%np)
 	}
 	if i := finiteAll(pr.Shared); i >= 0 {
 		return nil, fmt.Errorf("ode: %s: Shared[%d] = %v is not finite", f.name(), i, pr.Shared[i])
