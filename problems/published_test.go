@@ -156,15 +156,15 @@ func publishedCases() []publishedCase {
 		{name: "pollution", pr: Pollution(), ref: PollutionRef[:], source: "pollu.f, RADAU5 at rtol = atol = 1.1e-18",
 			atol: pure,
 			runs: []publishedRun{{ode.Rodas5P, 1e-8, 10, true}, {ode.Rosenbrock23, 1e-6, 10, false}},
-			k: 0, loss: ode.SumSquares(), lossF: sumSquares, fdMethod: ode.Rodas5P, fdRtol: 1e-12, fdRel: 1e-4,
+			k:    0, loss: ode.SumSquares(), lossF: sumSquares, fdMethod: ode.Rodas5P, fdRtol: 1e-12, fdRel: 1e-4,
 			gradRuns: []publishedRun{{ode.Rodas5P, 1e-8, 1e-5, true}, {ode.Rosenbrock23, 1e-6, 1e-5, false}}},
 		// VDPOL: ε = 1e-6, i.e. μ = 1e6 (StiffVanDerPol's scaling is the
 		// test set's), y0 = (2, 0), t ∈ [0, 2]: two fast transitions.
 		{name: "vdpol", pr: vdp, ref: []float64{0.1706167732170483e+01, -0.8928097010247975e+00},
 			source: "vdpol.f, RADAU at rtol = atol = h0 = 1.1e-18",
-			atol: func(r float64) float64 { return 1e-4 * r },
-			runs: []publishedRun{{ode.Rodas5P, 1e-8, 10, true}, {ode.Rosenbrock23, 1e-6, 100, false}},
-			inY0: true, k: 0, loss: ode.SumSquares(), lossF: sumSquares, fdMethod: ode.Rodas5P, fdRtol: 1e-12, fdRel: 1e-4,
+			atol:   func(r float64) float64 { return 1e-4 * r },
+			runs:   []publishedRun{{ode.Rodas5P, 1e-8, 10, true}, {ode.Rosenbrock23, 1e-6, 100, false}},
+			inY0:   true, k: 0, loss: ode.SumSquares(), lossF: sumSquares, fdMethod: ode.Rodas5P, fdRtol: 1e-12, fdRel: 1e-4,
 			gradRuns: []publishedRun{{ode.Rodas5P, 1e-11, 1e-5, true}},
 			gradNotes: "the gradient through the fast transitions converges slowly: Rodas5P errs by 1.5 (rtol 1e-6), " +
 				"3.4e-3 (1e-8), 5e-6 (1e-11); Rosenbrock23 by 385×, 3.2× (1e-8) and 0.10 (1e-10)"},
@@ -174,7 +174,7 @@ func publishedCases() []publishedCase {
 		{name: "robertson", pr: rob, ref: refode.RobertsonRef1e11[:], source: "rober.f (Bari test set)",
 			atol: pure,
 			runs: []publishedRun{{ode.Rodas5P, 1e-8, 10, true}, {ode.Rosenbrock23, 1e-6, 100, false}},
-			k: 2, loss: ode.Component(0), lossF: func(y []float64) float64 { return y[0] },
+			k:    2, loss: ode.Component(0), lossF: func(y []float64) float64 { return y[0] },
 			fdMethod: ode.Rodas5P, fdRtol: 1e-12, fdRel: 1e-3,
 			gradRuns: []publishedRun{{ode.Rodas5P, 1e-8, 1e-5, true}, {ode.Rosenbrock23, 1e-8, 1e-5, false}}},
 	}
