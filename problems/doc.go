@@ -19,6 +19,7 @@
 //	pollution         20   25      0       yes    Pollution
 //	brusselator       64   1       0       yes    Brusselator(32)
 //	neural-robertson  3    2       337     yes    NeuralRobertson(1)
+//	pleiades          28   7       0       no     Pleiades
 //
 // BouncingBall is a field with its event (ode.Event, Settings.Events)
 // and BouncingBallClosedForm its exact height and gradient: the reference
