@@ -27,6 +27,7 @@ var (
 	_ ode.Engine      = (*Engine)(nil)
 	_ ode.Engine      = (*MultiEngine)(nil)
 	_ ode.EventEngine = (*Engine)(nil)
+	_ ode.EventEngine = (*MultiEngine)(nil)
 	_ ode.Executor    = (*executor)(nil)
 	_ ode.Executor    = (*multiExecutor)(nil)
 )

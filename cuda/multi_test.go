@@ -77,6 +77,7 @@ func init() {
 	for _, k := range []int{1, 2, 3} {
 		fakeMultis[k] = fakeMulti(fmt.Sprintf("cuda-multi-host%d", k), k, 1<<30, Float64)
 		ode.Register(fakeMultis[k])
+		ode.Register(fakeMulti(fmt.Sprintf("cuda-multi-host%d-f32", k), k, 1<<30, Float32))
 	}
 }
 
@@ -150,6 +151,13 @@ func sameResult(t *testing.T, what string, got, want *ode.Result) {
 	if !slices.Equal(got.Status, want.Status) || !slices.Equal(got.Stiff, want.Stiff) {
 		t.Errorf("%s: statuses or stiffness flags differ", what)
 	}
+	if !slices.Equal(got.Events, want.Events) {
+		i := 0
+		for i < min(len(got.Events), len(want.Events))-1 && got.Events[i] == want.Events[i] {
+			i++
+		}
+		t.Errorf("%s: %d event counts, want %d (first difference at or before %d)", what, len(got.Events), len(want.Events), i)
+	}
 	if !slices.Equal(got.Stats.Accepted, want.Stats.Accepted) || !slices.Equal(got.Stats.Rejected, want.Stats.Rejected) ||
 		!slices.Equal(got.Stats.FieldEvals, want.Stats.FieldEvals) {
 		t.Errorf("%s: step counts differ", what)
@@ -165,6 +173,8 @@ func sameResult(t *testing.T, what string, got, want *ode.Result) {
 			t.Errorf("%s: mesh shape: N %d rows %d, want N %d rows %d (or lengths, statuses differ)", what, gm.N, gm.Rows, wm.N, wm.Rows)
 		} else if ok, i := bitsEqual(gm.H, wm.H); !ok {
 			t.Errorf("%s: mesh H[%d] differs", what, i)
+		} else if !slices.Equal(gm.Events, wm.Events) || gm.EventHash != wm.EventHash {
+			t.Errorf("%s: mesh event marks (%d, hash %q) differ from %d (hash %q)", what, len(gm.Events), gm.EventHash, len(wm.Events), wm.EventHash)
 		}
 	}
 }
@@ -251,6 +261,73 @@ func TestMultiBitwise(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMultiEvents runs every operation of problems with events on 1, 2
+// and 3 fake devices, evenly split and skewed: the driven balls (a jump
+// through a shared parameter, whose gradient is summed per tile) and the
+// pharmacokinetic threshold (a terminal event) with save times. Every
+// result is bitwise that of one device, event counts and the mesh's event
+// marks included; and the one-device results are the one-GPU host
+// engine's (cuda-host) in everything computed per trajectory: steps,
+// statuses, event counts, times, states, meshes and their event marks,
+// dL/dy0 and dL/dp (the shared gradient is summed in another order there,
+// so it is compared within rounding). N = 45 leaves a partial last tile.
+func TestMultiEvents(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	for _, c := range []engineCase{drivenBallCase(45, ode.Tsit5), withSaves(pkCase(45, ode.Tsit5), 5, 1)} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			one := fakeMultis[1]
+			rec, _ := runOn(t, one, multiJob(t, c, "record", nil), nil)
+			if rec.Mesh == nil || len(rec.Mesh.Events) != rec.Mesh.Rows*rec.Mesh.N || slices.Max(rec.Events) == 0 {
+				t.Fatalf("record: no event marks, or no events: %v", rec.Events)
+			}
+			for _, op := range []string{"solve", "record", "loss", "grad", "replay", "gradmesh"} {
+				j := multiJob(t, c, op, rec.Mesh)
+				want, _ := runOn(t, one, j, nil)
+				for _, cfg := range []struct {
+					devices int
+					per     []float64
+				}{{2, nil}, {3, nil}, {3, []float64{1, 5, 2}}, {2, []float64{3, 1}}} {
+					got, bounds := runOn(t, fakeMultis[cfg.devices], j, cfg.per)
+					sameResult(t, fmt.Sprintf("%s %s on %d devices, shards %v", c.name, op, cfg.devices, bounds), got, want)
+				}
+				x, err := hostF64.Prepare(j.Plan)
+				if err != nil {
+					t.Fatal(err)
+				}
+				host, err := x.Run(t.Context(), j)
+				if err != nil {
+					t.Fatalf("cuda-host %s: %v", op, err)
+				}
+				gs := want.GradS
+				closeRows(t, c.name+" "+op+" dL/dShared against cuda-host", gs, host.GradS, len(gs), 1e-13, nil)
+				want.GradS, host.GradS = nil, nil
+				sameResult(t, fmt.Sprintf("%s %s on one device against cuda-host", c.name, op), want, host)
+			}
+		})
+	}
+}
+
+// TestMultiEventsAgainstCPU runs the event tests (the bouncing balls,
+// the threshold and the driven balls, with and without save times) on 3
+// fake devices against the CPU engine and the closed forms, as
+// TestHostEvents runs them on the one-GPU host engine.
+func TestMultiEventsAgainstCPU(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testEvents(t, "cuda-multi-host3", 20, []ode.Method{ode.Tsit5}, false)
+}
+
+// TestMultiEventsEdges runs the tests of bad events (statuses and errors)
+// and of save times at and past events on the fake devices.
+func TestMultiEventsEdges(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	t.Run("bad-input", func(t *testing.T) { testEventsBadInput(t, "cuda-multi-host3") })
+	t.Run("save-edges", func(t *testing.T) { testEventSavesEdges(t, "cuda-multi-host3") })
 }
 
 // TestMultiFloat32: in float32 too, a gradient (the tile sums in float32
