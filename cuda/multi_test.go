@@ -311,6 +311,39 @@ func TestMultiEvents(t *testing.T) {
 	}
 }
 
+// TestMultiEventsChunks: a gradient through events (the driven balls,
+// with their shared parameter) on 1 and 3 fake devices in launches of a
+// few trajectories whose record buffers are first too short (whole tiles
+// rerun) is bitwise the one without chunks or reruns, event marks
+// included.
+func TestMultiEventsChunks(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	c := drivenBallCase(100, ode.Tsit5)
+	j := multiJob(t, c, "grad", nil)
+	want, _ := runOn(t, fakeMultis[1], j, nil)
+	j.MemoryLimit = 40 << 10
+	for _, devices := range []int{1, 3} {
+		var tr Trace
+		e := fakeMulti(fmt.Sprintf("cuda-multi-events-rows4-%d", devices), devices, 1<<30, Float64)
+		e.SetTuning(Tuning{firstRows: 4})
+		x, err := e.Prepare(j.Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := x.Run(WithTrace(t.Context(), &tr), j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := tr.Stats()
+		t.Logf("%d devices: %+v", devices, s)
+		if s.Launches < 2*devices+1 || s.Reruns == 0 {
+			t.Errorf("%d devices: %d launches, %d reruns: want chunks and reruns", devices, s.Launches, s.Reruns)
+		}
+		sameResult(t, fmt.Sprintf("chunked on %d devices", devices), got, want)
+	}
+}
+
 // TestMultiEventsAgainstCPU runs the event tests (the bouncing balls,
 // the threshold and the driven balls, with and without save times) on 3
 // fake devices against the CPU engine and the closed forms, as
