@@ -103,13 +103,13 @@ func newMultiEngineOn(name string, prec Precision, bes []backend) *MultiEngine {
 // Name returns the engine's name.
 func (e *MultiEngine) Name() string { return e.name }
 
-// SupportsEvents reports whether the engine runs problems with events
-// (ode.Settings.Events): in float64, as Engine.SupportsEvents, each
-// shard's trajectories in the thread layout; the per-trajectory results
-// (event counts, end times, statuses, the mesh's event marks) are
+// SupportsEvents reports that the engine runs problems with events
+// (ode.Settings.Events), in either precision, as Engine.SupportsEvents:
+// each shard's trajectories in the thread layout; the per-trajectory
+// results (event counts, end times, statuses, the mesh's event marks) are
 // gathered in order, and the results are the same bits for any number of
 // GPUs and any split, as every operation's.
-func (e *MultiEngine) SupportsEvents() bool { return e.prec == Float64 }
+func (e *MultiEngine) SupportsEvents() bool { return true }
 
 // Devices returns the ordinals of the GPUs the engine runs on: those given
 // to NewMultiEngine, else those $GRADSOLVE_CUDA_DEVICES lists, else 0 to

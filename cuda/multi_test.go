@@ -364,16 +364,22 @@ func TestMultiEventsEdges(t *testing.T) {
 }
 
 // TestMultiFloat32: in float32 too, a gradient (the tile sums in float32
-// on the devices) has the same bits on 1 and 3 fake devices.
+// on the devices) has the same bits on 1 and 3 fake devices, also through
+// events.
 func TestMultiFloat32(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	c := lorenzSharedCase(45)
 	c.set.RelTol, c.set.AbsTol = 1e-4, 1e-7
-	j := multiJob(t, c, "grad", nil)
-	want, _ := runOn(t, fakeMulti("f32-1", 1, 1<<30, Float32), j, nil)
-	got, bounds := runOn(t, fakeMulti("f32-3", 3, 1<<30, Float32), j, []float64{1, 3, 2})
-	sameResult(t, fmt.Sprintf("float32 grad, shards %v", bounds), got, want)
+	ev := drivenBallCase(45, ode.Tsit5) // events, a shared parameter
+	ev.set.RelTol, ev.set.AbsTol = 1e-4, 1e-6
+	one, three := fakeMulti("f32-1", 1, 1<<30, Float32), fakeMulti("f32-3", 3, 1<<30, Float32)
+	for _, x := range []engineCase{c, ev} {
+		j := multiJob(t, x, "grad", nil)
+		want, _ := runOn(t, one, j, nil)
+		got, bounds := runOn(t, three, j, []float64{1, 3, 2})
+		sameResult(t, fmt.Sprintf("%s float32 grad, shards %v", x.name, bounds), got, want)
+	}
 }
 
 // TestMultiChunks: with a memory limit that makes each device run its
