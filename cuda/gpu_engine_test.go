@@ -200,6 +200,13 @@ func TestGPUEvents(t *testing.T) {
 	testEvents(t, "cuda", 2048, []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23}, true)
 }
 
+// TestGPUEventsFloat32 runs the event cases in float32 ("cuda-f32")
+// against the float64 CPU engine and the closed forms.
+func TestGPUEventsFloat32(t *testing.T) {
+	needGPUEngine(t)
+	testEventsFloat32(t, "cuda-f32", 2048, []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P}, true)
+}
+
 func TestGPUEventsBadInput(t *testing.T) {
 	needGPUEngine(t)
 	testEventsBadInput(t, "cuda")

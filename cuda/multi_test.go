@@ -942,21 +942,9 @@ func TestNVRTCTileKernels(t *testing.T) {
 // small MLP and a network in lanes mode.
 func TestGPUMultiEngine(t *testing.T) {
 	needGPUEngine(t)
-	n, err := driver.DeviceCount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ords := make([]int, max(n, 2)) // one GPU: [0 0]
-	for k := range ords {
-		ords[k] = k % n
-	}
+	one, many, skew := gpuMultiEngines(t)
+	ords, _ := many.Devices()
 	t.Logf("devices %v", ords)
-	one := NewMultiEngine("gpu-multi-one", []int{0}, Float64)
-	many := NewMultiEngine("gpu-multi-test", ords, Float64)
-	skew := make([]float64, len(ords))
-	for k := range skew {
-		skew[k] = float64(1 + k%3)
-	}
 	lanes := mlpCase(1029, []int{2, 32, 32, 2})
 	lanes.name = "mlp-lanes"
 	for _, c := range []engineCase{lorenzSharedCase(4099), mlpCase(1027, []int{2, 8, 2}), lanes} {
@@ -970,9 +958,60 @@ func TestGPUMultiEngine(t *testing.T) {
 			}
 		}
 	}
-	registerOnce.Do(func() { ode.Register(many) })
 	compareEngines(t, "gpu-multi-test", lorenzSharedCase(4099), caseOpts{knife: knife(4099), ops: []string{"solve", "grad", "gradmesh"}})
 	compareEngines(t, "gpu-multi-test", lanes, caseOpts{knife: knife(lanes.prob.N), ops: []string{"grad", "gradmesh"}})
 }
 
-var registerOnce sync.Once
+var (
+	gpuMultiOnce            sync.Once
+	gpuMultiOne, gpuMultiOn *MultiEngine
+)
+
+// gpuMultiEngines returns the MultiEngines of the GPU tests: one on GPU 0
+// alone and one registered as "gpu-multi-test" on every visible GPU (on
+// one GPU, two shards on it, each with its own Device), and the skewed
+// per-trajectory times of the latter's devices.
+func gpuMultiEngines(t *testing.T) (one, many *MultiEngine, skew []float64) {
+	t.Helper()
+	n, err := driver.DeviceCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ords := make([]int, max(n, 2)) // one GPU: [0 0]
+	for k := range ords {
+		ords[k] = k % n
+	}
+	gpuMultiOnce.Do(func() {
+		gpuMultiOne = NewMultiEngine("gpu-multi-one", []int{0}, Float64)
+		gpuMultiOn = NewMultiEngine("gpu-multi-test", ords, Float64)
+		ode.Register(gpuMultiOn)
+	})
+	skew = make([]float64, len(ords))
+	for k := range skew {
+		skew[k] = float64(1 + k%3)
+	}
+	return gpuMultiOne, gpuMultiOn, skew
+}
+
+// TestGPUMultiEvents runs problems with events on MultiEngine on the GPUs
+// (skipped without one): every operation of the driven balls (a shared
+// parameter) and of the threshold with save times, evenly and skewed,
+// bitwise that of GPU 0 alone; then the event tests against the CPU
+// engine, as TestGPUEvents runs them on "cuda".
+func TestGPUMultiEvents(t *testing.T) {
+	needGPUEngine(t)
+	one, many, skew := gpuMultiEngines(t)
+	for _, c := range []engineCase{drivenBallCase(4099, ode.Tsit5), withSaves(pkCase(4099, ode.Vern7), 5, 1)} {
+		rec, _ := runOn(t, one, multiJob(t, c, "record", nil), nil)
+		for _, op := range []string{"solve", "record", "loss", "grad", "replay", "gradmesh"} {
+			j := multiJob(t, c, op, rec.Mesh)
+			want, _ := runOn(t, one, j, nil)
+			for _, per := range [][]float64{nil, skew} {
+				got, bounds := runOn(t, many, j, per)
+				sameResult(t, fmt.Sprintf("%s %s, shards %v", c.name, op, bounds), got, want)
+			}
+		}
+	}
+	testEvents(t, many.Name(), 2048, []ode.Method{ode.Tsit5, ode.Rodas5P}, true)
+	t.Run("save-edges", func(t *testing.T) { testEventSavesEdges(t, many.Name()) })
+}
