@@ -386,6 +386,22 @@ func testEventsBadInput(t *testing.T, engine string) {
 				}
 			}
 			closeRows(t, c.name+" Y", got.Y, want.Y, 2, 1e-12, nil)
+			// In float32, against the CPU at the same tolerances: the same
+			// statuses and events.
+			for k, eng := range []string{"cpu", engine + "-f32"} {
+				sv, err := ode.NewSolver(f, &ode.Settings{Engine: eng, RelTol: 1e-4, Events: []ode.Event{c.ev}, MaxEvents: c.max, AllowFailures: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sols[k], err = sv.Solve(&ode.Problem{Field: f, N: 2, Y0: y0, P: []float64{0.8, 0.8}, T1: c.T}); err != nil {
+					t.Fatalf("%s: %v", eng, err)
+				}
+			}
+			for i, st := range sols[0].Status {
+				if g := sols[1]; g.Status[i] != st || g.Events[i] != sols[0].Events[i] {
+					t.Errorf("float32: trajectory %d: status %v with %d events, CPU %v with %d", i, g.Status[i], g.Events[i], st, sols[0].Events[i])
+				}
+			}
 		})
 	}
 	t.Run("errors", func(t *testing.T) {
@@ -420,10 +436,6 @@ func testEventsBadInput(t *testing.T, engine string) {
 		bare.Events = nil
 		if _, err := sv.Grad(nil, &p, ode.Component(0), &bare); err == nil || !strings.Contains(err.Error(), "event marks") {
 			t.Errorf("Grad on a mesh without event marks: error %v, want one about event marks", err)
-		}
-		// The float32 engine runs them too (testEventsFloat32).
-		if _, err := ode.NewSolver(f, &ode.Settings{Engine: engine + "-f32", Events: []ode.Event{bounce}}); err != nil {
-			t.Errorf("float32 engine: %v", err)
 		}
 	})
 }
@@ -756,6 +768,50 @@ func checkFloat32ClosedForms(t *testing.T, c engineCase, g *ode.Gradient, dt flo
 	if x, d := normErr(gotX, wantX), normErr(gotD, wantD); !(x <= tol && d <= tol) {
 		t.Errorf("closed form: states (or times) within %.2g, gradients within %.2g of the ensemble's scale, want %g", x, d, tol)
 	}
+}
+
+// testEventsAtRest solves n balls that come to rest on engine with
+// MaxEvents maxEvents, reached before their bounces get shorter than the
+// time's resolution in the engine's precision: every ball bounces
+// maxEvents+1 times (TooManyEvents, as on the CPU) and none falls through
+// the floor (ode's TestEventBallsAtRest: an event step of size 0 after a
+// bounce, from a secant through the fired condition's stand-in value; in
+// float32 most of these balls fell).
+func testEventsAtRest(t *testing.T, engine string, n, maxEvents int, rtol float64) {
+	f, ev := ballField()
+	rng := rand.New(rand.NewPCG(9, 9))
+	y0, e := make([]float64, 2*n), make([]float64, n)
+	for i := range e {
+		y0[2*i] = 0.2 + rng.Float64()
+		e[i] = 0.5 + 0.4*rng.Float64()
+	}
+	sv, err := ode.NewSolver(f, &ode.Settings{Engine: engine, RelTol: rtol, Events: []ode.Event{ev}, MaxEvents: maxEvents, AllowFailures: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sol, err := sv.Solve(&ode.Problem{Field: f, N: n, Y0: y0, P: e, T1: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i, st := range sol.Status {
+		if st != ode.TooManyEvents || sol.Events[i] != maxEvents+1 {
+			if bad++; bad <= 3 {
+				t.Errorf("ball %d (h0 %v, e %v): status %v after %d bounces at t = %v, height %v; want TooManyEvents after %d",
+					i, y0[2*i], e[i], st, sol.Events[i], sol.T[i], sol.Y[2*i], maxEvents+1)
+			}
+		}
+	}
+	if bad > 3 {
+		t.Errorf("%d of %d balls did not come to rest", bad, n)
+	}
+}
+
+func TestHostEventsAtRest(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	t.Run("float64", func(t *testing.T) { testEventsAtRest(t, "cuda-host", 1000, 30, 1e-6) })
+	t.Run("float32", func(t *testing.T) { testEventsAtRest(t, "cuda-host-f32", 1000, 12, 1e-4) })
 }
 
 // TestHostEventsFloat32 runs the event cases in float32 on the host

@@ -207,6 +207,12 @@ func TestGPUEventsFloat32(t *testing.T) {
 	testEventsFloat32(t, "cuda-f32", 2048, []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P}, true)
 }
 
+func TestGPUEventsAtRest(t *testing.T) {
+	needGPUEngine(t)
+	testEventsAtRest(t, "cuda", 100000, 30, 1e-6)
+	testEventsAtRest(t, "cuda-f32", 100000, 12, 1e-4)
+}
+
 func TestGPUEventsBadInput(t *testing.T) {
 	needGPUEngine(t)
 	testEventsBadInput(t, "cuda")

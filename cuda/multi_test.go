@@ -62,9 +62,15 @@ func (q fakeQueue) enqueue(k backendKernel, threads, block, shmem int, args []ui
 // fakeMulti returns a MultiEngine called name in precision prec on fake
 // devices, each with mem bytes of memory.
 func fakeMulti(name string, devices int, mem int64, prec Precision) *MultiEngine {
+	// One compiling backend per precision: two that compiled one source
+	// would write the same executable while the other may run it.
+	kernels := hostF64.be.(*hostBackend)
+	if prec == Float32 {
+		kernels = hostF32.be.(*hostBackend)
+	}
 	bes := make([]backend, devices)
 	for k := range bes {
-		bes[k] = &fakeDevice{hostBackend: newHostBackend(mem), kernels: hostF64.be.(*hostBackend)}
+		bes[k] = &fakeDevice{hostBackend: newHostBackend(mem), kernels: kernels}
 	}
 	return newMultiEngineOn(name, prec, bes)
 }

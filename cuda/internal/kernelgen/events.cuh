@@ -126,9 +126,11 @@ GS_DEVICE gs_real gs_ev_illinois(gs_real lo, gs_real hi, gs_real g0, gs_real g1,
   for (int it = 0; it < 100; it++) {
     const bool done = polish ? (t + hi) - (t + lo) <= 2 * gs_ev_ulp(t + hi) : hi - lo <= (gs_real)GS_EV_XTOL;
     if (done || g1 == 0) break;
-    // Regula falsi within the bracket; bisection if it stalls.
+    // Regula falsi within the bracket; bisection if it stalls, or if g0 is
+    // the value a fired condition leaves with (GS_EV_TINY; or that halved),
+    // no value of the condition (ode's illinois).
     gs_real s = hi - g1 * (hi - lo) / (g1 - g0);
-    if (!(s > lo && s < hi)) s = lo + (hi - lo) / 2;
+    if (!(s > lo && s < hi) || fabs(g0) <= (gs_real)GS_EV_TINY) s = lo + (hi - lo) / 2;
     const gs_real gx = f(s);
     if (gx != gx) break;
     if (gx == 0 || (gx < 0) == (g1 < 0)) {
