@@ -70,7 +70,8 @@
 //
 // # Events
 //
-// The float64 engines made by NewEngine ("cuda") run problems with events
+// Every engine of the package ("cuda", "cuda-f32", "cuda-multi", those
+// NewEngine and NewMultiEngine make) runs problems with events
 // (Engine.SupportsEvents): Solve, Record, Replay, Loss and Grad, with the CPU
 // engine's algorithm (ode/cpu_event.go) per thread (kernelgen's
 // events.cuh): after each accepted step the conditions are sampled on the
@@ -91,8 +92,39 @@
 // CPU's error (Loss, Grad); the sweep reverses each save on its step with
 // respect to t and h too. Every method runs them (Tsit5, Vern7, Rodas5P,
 // Rosenbrock23); the steps, event marks, counts and times are the CPU's,
-// states and gradients within rounding (TestHostEvents*). Not supported:
-// float32 ("cuda-f32"), the lanes and tile layouts, and MultiEngine.
+// states and gradients within rounding (TestHostEvents*). They run in the
+// thread layout only (not lanes or tiles).
+//
+// MultiEngine shards the trajectories of a problem with events as any
+// other's: the event counts, end times, statuses and the recorded mesh's
+// event marks are gathered in trajectory order, a given mesh's marks
+// split with its steps, and the results are the same bits for any number
+// of GPUs and any split (TestMultiEvents), and those of the one-GPU
+// engine in everything computed per trajectory.
+//
+// In float32 the conditions, the roots and the polish run in float, and
+// the roots are located to the float32 rounding of the solution: the
+// polish stops within two float32 ulps of the event time, as in float64
+// within two double ulps. Measured against the float64 CPU engine at the
+// same tolerances (RelTol 2e-5 and 1e-4, AbsTol down to 1e-6; Tsit5,
+// Vern7, Rodas5P; TestHostEventsFloat32 and docs/more-results.md): the
+// same events on every trajectory; a bouncing ball's first bounce, which
+// both engines' steps reach exactly, within 2.5 float32 ulps of the span
+// (ulp(1.6) = 1.2e-7); a threshold's crossing (span 100) within 1 to 8
+// ulps of the span (19 at AbsTol 1e-4), where the two engines' step sizes
+// differ in the last bits and so do their discretisation errors; states,
+// saved states and gradients through the event times within 1e-4 of the
+// ensemble's scale. An event tolerance of 1e-10 thus means nothing in
+// float32: its event times are good to about 1e-6 of the span, which
+// suffices for the tolerances float32 can meet (RelTol ≥ 1.2e-5,
+// ode.MinRelTol); use a float64 engine where event times must be tighter.
+// Events that accumulate (a ball coming to rest bounces infinitely often
+// in finite time) are told apart only while they are more than a few
+// ulps of t apart: past that a bounce can leave the ball moving down and
+// it falls through the floor, in float32 after 21 or more bounces of
+// balls with restitution in [0.5, 0.9] (in float64, on the CPU engine
+// too, after 50 or more). Set Settings.MaxEvents below that
+// (TestHostEventsAtRest: 12 in float32), so that TooManyEvents ends them.
 // Ensemble arrays on the device are step-major: input k of
 // trajectory i of n at in[k*n+i], so a warp's threads read consecutive
 // addresses.

@@ -27,6 +27,7 @@ var (
 	_ ode.Engine      = (*Engine)(nil)
 	_ ode.Engine      = (*MultiEngine)(nil)
 	_ ode.EventEngine = (*Engine)(nil)
+	_ ode.EventEngine = (*MultiEngine)(nil)
 	_ ode.Executor    = (*executor)(nil)
 	_ ode.Executor    = (*multiExecutor)(nil)
 )
@@ -71,12 +72,15 @@ func NewEngine(name string, ordinal int, prec Precision) *Engine {
 // Name returns the engine's name.
 func (e *Engine) Name() string { return e.name }
 
-// SupportsEvents reports whether the engine runs problems with events
-// (ode.Settings.Events): in float64, in the thread layout (one thread per
-// trajectory, whatever the Tuning asks), Solve, Record, Replay, Loss and
-// Grad, with save times and on given meshes (Mesh.Events), as the CPU
-// engine runs them.
-func (e *Engine) SupportsEvents() bool { return e.prec == Float64 }
+// SupportsEvents reports that the engine runs problems with events
+// (ode.Settings.Events), in either precision: Solve, Record, Replay, Loss
+// and Grad, with save times and on given meshes (Mesh.Events), as the CPU
+// engine runs them, in the thread layout (one thread per trajectory,
+// whatever the Tuning asks). In float32 ("cuda-f32") the event times are
+// located to the float32 rounding of the solution: within a few float32
+// ulps of the span where the CPU engine's steps are exact, and within the
+// tolerances' error of the CPU's otherwise (see the package doc).
+func (e *Engine) SupportsEvents() bool { return true }
 
 // Available returns nil if the engine's GPU and NVRTC are present, else
 // an error wrapping ErrNoGPU or ErrNoNVRTC. It loads the driver and NVRTC

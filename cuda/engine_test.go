@@ -505,6 +505,7 @@ type spyEngine struct{}
 func (spyEngine) Name() string                            { return "cuda-spy" }
 func (spyEngine) Available() error                        { return nil }
 func (spyEngine) Prepare(*ode.Plan) (ode.Executor, error) { return spyExec{}, nil }
+func (spyEngine) SupportsEvents() bool                    { return true } // jobs with events too
 
 type spyExec struct{}
 

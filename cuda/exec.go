@@ -1841,10 +1841,10 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 	if v.Loss || v.Grad {
 		if r.ex != nil { // nil: a MultiEngine's gathered run
 			defer r.ex.giveTerms(r.terms)
-			if v.Events && r.k > 0 {
-				if err := r.pastTerminal(); err != nil {
-					return nil, err
-				}
+		}
+		if v.Events && r.k > 0 {
+			if err := r.pastTerminal(); err != nil {
+				return nil, err
 			}
 		}
 		// Added in order, as the CPU engine adds them, in a local (a
@@ -1905,7 +1905,7 @@ func (r *run) pastTerminal() error {
 			mark = r.meshE[(l-1)*N+i]
 		}
 		name := "event"
-		if ep := r.ex.plan.Events; mark > 0 && int(mark) <= len(ep.Names) {
+		if ep := j.Plan.Events; mark > 0 && int(mark) <= len(ep.Names) {
 			name = ep.Names[mark-1]
 		}
 		return fmt.Errorf("ode: trajectory %d: save time SaveAt[%d] = %v is after its terminal event (%s at t = %v), where it has no state (Solve returns NaN there): "+

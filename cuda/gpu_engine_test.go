@@ -200,6 +200,19 @@ func TestGPUEvents(t *testing.T) {
 	testEvents(t, "cuda", 2048, []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23}, true)
 }
 
+// TestGPUEventsFloat32 runs the event cases in float32 ("cuda-f32")
+// against the float64 CPU engine and the closed forms.
+func TestGPUEventsFloat32(t *testing.T) {
+	needGPUEngine(t)
+	testEventsFloat32(t, "cuda-f32", 2048, []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P}, true)
+}
+
+func TestGPUEventsAtRest(t *testing.T) {
+	needGPUEngine(t)
+	testEventsAtRest(t, "cuda", 100000, 30, 1e-6)
+	testEventsAtRest(t, "cuda-f32", 100000, 12, 1e-4)
+}
+
 func TestGPUEventsBadInput(t *testing.T) {
 	needGPUEngine(t)
 	testEventsBadInput(t, "cuda")

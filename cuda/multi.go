@@ -103,6 +103,14 @@ func newMultiEngineOn(name string, prec Precision, bes []backend) *MultiEngine {
 // Name returns the engine's name.
 func (e *MultiEngine) Name() string { return e.name }
 
+// SupportsEvents reports that the engine runs problems with events
+// (ode.Settings.Events), in either precision, as Engine.SupportsEvents:
+// each shard's trajectories in the thread layout; the per-trajectory
+// results (event counts, end times, statuses, the mesh's event marks) are
+// gathered in order, and the results are the same bits for any number of
+// GPUs and any split, as every operation's.
+func (e *MultiEngine) SupportsEvents() bool { return true }
+
 // Devices returns the ordinals of the GPUs the engine runs on: those given
 // to NewMultiEngine, else those $GRADSOLVE_CUDA_DEVICES lists, else 0 to
 // DeviceCount()−1. It returns an error if the list is malformed, or
@@ -378,6 +386,12 @@ func subMesh(m *ode.Mesh, lo, hi int) *ode.Mesh {
 		}
 		return x[lo:hi]
 	}
+	if m.Events != nil && len(m.Events) >= m.Rows*m.N { // step-major, as H
+		s.Events = make([]int32, s.Rows*n)
+		for q := 0; q < s.Rows; q++ {
+			copy(s.Events[q*n:(q+1)*n], m.Events[q*m.N+lo:q*m.N+hi])
+		}
+	}
 	if len(m.Status) >= hi {
 		s.Status = m.Status[lo:hi]
 	}
@@ -407,6 +421,7 @@ func gather(j *ode.Job, shards []*shard) *run {
 	res.Ys = catRows(shards, n, g.k*g.d, func(r *run) []float64 { return r.res.Ys })
 	res.Status = catRows(shards, n, 1, func(r *run) []ode.Status { return r.res.Status })
 	res.Stiff = catRows(shards, n, 1, func(r *run) []bool { return r.res.Stiff })
+	res.Events = catRows(shards, n, 1, func(r *run) []int { return r.res.Events })
 	for _, s := range shards { // set where a shard had failures (see scatter)
 		if h := s.r.res.LastH; h != nil {
 			if res.LastH == nil {
@@ -445,6 +460,9 @@ func gather(j *ode.Job, shards []*shard) *run {
 			rows = max(rows, a)
 		}
 		g.meshH = make([]float64, rows*n)
+		if g.v.Events {
+			g.meshE = make([]int32, rows*n)
+		}
 		for _, s := range shards {
 			m := s.hi - s.lo
 			if m == 0 {
@@ -452,6 +470,11 @@ func gather(j *ode.Job, shards []*shard) *run {
 			}
 			for q := 0; q < min(rows, len(s.r.meshH)/m); q++ {
 				copy(g.meshH[q*n+s.lo:q*n+s.hi], s.r.meshH[q*m:(q+1)*m])
+			}
+			// The event marks, step-major as the steps (rows past a
+			// shard's own read 0, as readEvents leaves them).
+			for q := 0; q < min(rows, len(s.r.meshE)/m); q++ {
+				copy(g.meshE[q*n+s.lo:q*n+s.hi], s.r.meshE[q*m:(q+1)*m])
 			}
 		}
 	}

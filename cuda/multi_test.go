@@ -62,9 +62,15 @@ func (q fakeQueue) enqueue(k backendKernel, threads, block, shmem int, args []ui
 // fakeMulti returns a MultiEngine called name in precision prec on fake
 // devices, each with mem bytes of memory.
 func fakeMulti(name string, devices int, mem int64, prec Precision) *MultiEngine {
+	// One compiling backend per precision: two that compiled one source
+	// would write the same executable while the other may run it.
+	kernels := hostF64.be.(*hostBackend)
+	if prec == Float32 {
+		kernels = hostF32.be.(*hostBackend)
+	}
 	bes := make([]backend, devices)
 	for k := range bes {
-		bes[k] = &fakeDevice{hostBackend: newHostBackend(mem), kernels: hostF64.be.(*hostBackend)}
+		bes[k] = &fakeDevice{hostBackend: newHostBackend(mem), kernels: kernels}
 	}
 	return newMultiEngineOn(name, prec, bes)
 }
@@ -77,6 +83,7 @@ func init() {
 	for _, k := range []int{1, 2, 3} {
 		fakeMultis[k] = fakeMulti(fmt.Sprintf("cuda-multi-host%d", k), k, 1<<30, Float64)
 		ode.Register(fakeMultis[k])
+		ode.Register(fakeMulti(fmt.Sprintf("cuda-multi-host%d-f32", k), k, 1<<30, Float32))
 	}
 }
 
@@ -150,6 +157,13 @@ func sameResult(t *testing.T, what string, got, want *ode.Result) {
 	if !slices.Equal(got.Status, want.Status) || !slices.Equal(got.Stiff, want.Stiff) {
 		t.Errorf("%s: statuses or stiffness flags differ", what)
 	}
+	if !slices.Equal(got.Events, want.Events) {
+		i := 0
+		for i < min(len(got.Events), len(want.Events))-1 && got.Events[i] == want.Events[i] {
+			i++
+		}
+		t.Errorf("%s: %d event counts, want %d (first difference at or before %d)", what, len(got.Events), len(want.Events), i)
+	}
 	if !slices.Equal(got.Stats.Accepted, want.Stats.Accepted) || !slices.Equal(got.Stats.Rejected, want.Stats.Rejected) ||
 		!slices.Equal(got.Stats.FieldEvals, want.Stats.FieldEvals) {
 		t.Errorf("%s: step counts differ", what)
@@ -165,6 +179,8 @@ func sameResult(t *testing.T, what string, got, want *ode.Result) {
 			t.Errorf("%s: mesh shape: N %d rows %d, want N %d rows %d (or lengths, statuses differ)", what, gm.N, gm.Rows, wm.N, wm.Rows)
 		} else if ok, i := bitsEqual(gm.H, wm.H); !ok {
 			t.Errorf("%s: mesh H[%d] differs", what, i)
+		} else if !slices.Equal(gm.Events, wm.Events) || gm.EventHash != wm.EventHash {
+			t.Errorf("%s: mesh event marks (%d, hash %q) differ from %d (hash %q)", what, len(gm.Events), gm.EventHash, len(wm.Events), wm.EventHash)
 		}
 	}
 }
@@ -253,17 +269,123 @@ func TestMultiBitwise(t *testing.T) {
 	}
 }
 
+// TestMultiEvents runs every operation of problems with events on 1, 2
+// and 3 fake devices, evenly split and skewed: the driven balls (a jump
+// through a shared parameter, whose gradient is summed per tile) and the
+// pharmacokinetic threshold (a terminal event) with save times. Every
+// result is bitwise that of one device, event counts and the mesh's event
+// marks included; and the one-device results are the one-GPU host
+// engine's (cuda-host) in everything computed per trajectory: steps,
+// statuses, event counts, times, states, meshes and their event marks,
+// dL/dy0 and dL/dp (the shared gradient is summed in another order there,
+// so it is compared within rounding). N = 45 leaves a partial last tile.
+func TestMultiEvents(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	for _, c := range []engineCase{drivenBallCase(45, ode.Tsit5), withSaves(pkCase(45, ode.Tsit5), 5, 1)} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			one := fakeMultis[1]
+			rec, _ := runOn(t, one, multiJob(t, c, "record", nil), nil)
+			if rec.Mesh == nil || len(rec.Mesh.Events) != rec.Mesh.Rows*rec.Mesh.N || slices.Max(rec.Events) == 0 {
+				t.Fatalf("record: no event marks, or no events: %v", rec.Events)
+			}
+			for _, op := range []string{"solve", "record", "loss", "grad", "replay", "gradmesh"} {
+				j := multiJob(t, c, op, rec.Mesh)
+				want, _ := runOn(t, one, j, nil)
+				for _, cfg := range []struct {
+					devices int
+					per     []float64
+				}{{2, nil}, {3, nil}, {3, []float64{1, 5, 2}}, {2, []float64{3, 1}}} {
+					got, bounds := runOn(t, fakeMultis[cfg.devices], j, cfg.per)
+					sameResult(t, fmt.Sprintf("%s %s on %d devices, shards %v", c.name, op, cfg.devices, bounds), got, want)
+				}
+				x, err := hostF64.Prepare(j.Plan)
+				if err != nil {
+					t.Fatal(err)
+				}
+				host, err := x.Run(t.Context(), j)
+				if err != nil {
+					t.Fatalf("cuda-host %s: %v", op, err)
+				}
+				gs := want.GradS
+				closeRows(t, c.name+" "+op+" dL/dShared against cuda-host", gs, host.GradS, len(gs), 1e-13, nil)
+				want.GradS, host.GradS = nil, nil
+				sameResult(t, fmt.Sprintf("%s %s on one device against cuda-host", c.name, op), want, host)
+			}
+		})
+	}
+}
+
+// TestMultiEventsChunks: a gradient through events (the driven balls,
+// with their shared parameter) on 1 and 3 fake devices in launches of a
+// few trajectories whose record buffers are first too short (whole tiles
+// rerun) is bitwise the one without chunks or reruns, event marks
+// included.
+func TestMultiEventsChunks(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	c := drivenBallCase(100, ode.Tsit5)
+	j := multiJob(t, c, "grad", nil)
+	want, _ := runOn(t, fakeMultis[1], j, nil)
+	j.MemoryLimit = 40 << 10
+	for _, devices := range []int{1, 3} {
+		var tr Trace
+		e := fakeMulti(fmt.Sprintf("cuda-multi-events-rows4-%d", devices), devices, 1<<30, Float64)
+		e.SetTuning(Tuning{firstRows: 4})
+		x, err := e.Prepare(j.Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := x.Run(WithTrace(t.Context(), &tr), j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := tr.Stats()
+		t.Logf("%d devices: %+v", devices, s)
+		if s.Launches < 2*devices+1 || s.Reruns == 0 {
+			t.Errorf("%d devices: %d launches, %d reruns: want chunks and reruns", devices, s.Launches, s.Reruns)
+		}
+		sameResult(t, fmt.Sprintf("chunked on %d devices", devices), got, want)
+	}
+}
+
+// TestMultiEventsAgainstCPU runs the event tests (the bouncing balls,
+// the threshold and the driven balls, with and without save times) on 3
+// fake devices against the CPU engine and the closed forms, as
+// TestHostEvents runs them on the one-GPU host engine.
+func TestMultiEventsAgainstCPU(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testEvents(t, "cuda-multi-host3", 20, []ode.Method{ode.Tsit5}, false)
+}
+
+// TestMultiEventsEdges runs the tests of bad events (statuses and errors)
+// and of save times at and past events on the fake devices.
+func TestMultiEventsEdges(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	t.Run("bad-input", func(t *testing.T) { testEventsBadInput(t, "cuda-multi-host3") })
+	t.Run("save-edges", func(t *testing.T) { testEventSavesEdges(t, "cuda-multi-host3") })
+}
+
 // TestMultiFloat32: in float32 too, a gradient (the tile sums in float32
-// on the devices) has the same bits on 1 and 3 fake devices.
+// on the devices) has the same bits on 1 and 3 fake devices, also through
+// events.
 func TestMultiFloat32(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	c := lorenzSharedCase(45)
 	c.set.RelTol, c.set.AbsTol = 1e-4, 1e-7
-	j := multiJob(t, c, "grad", nil)
-	want, _ := runOn(t, fakeMulti("f32-1", 1, 1<<30, Float32), j, nil)
-	got, bounds := runOn(t, fakeMulti("f32-3", 3, 1<<30, Float32), j, []float64{1, 3, 2})
-	sameResult(t, fmt.Sprintf("float32 grad, shards %v", bounds), got, want)
+	ev := drivenBallCase(45, ode.Tsit5) // events, a shared parameter
+	ev.set.RelTol, ev.set.AbsTol = 1e-4, 1e-6
+	one, three := fakeMulti("f32-1", 1, 1<<30, Float32), fakeMulti("f32-3", 3, 1<<30, Float32)
+	for _, x := range []engineCase{c, ev} {
+		j := multiJob(t, x, "grad", nil)
+		want, _ := runOn(t, one, j, nil)
+		got, bounds := runOn(t, three, j, []float64{1, 3, 2})
+		sameResult(t, fmt.Sprintf("%s float32 grad, shards %v", x.name, bounds), got, want)
+	}
 }
 
 // TestMultiChunks: with a memory limit that makes each device run its
@@ -826,21 +948,9 @@ func TestNVRTCTileKernels(t *testing.T) {
 // small MLP and a network in lanes mode.
 func TestGPUMultiEngine(t *testing.T) {
 	needGPUEngine(t)
-	n, err := driver.DeviceCount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ords := make([]int, max(n, 2)) // one GPU: [0 0]
-	for k := range ords {
-		ords[k] = k % n
-	}
+	one, many, skew := gpuMultiEngines(t)
+	ords, _ := many.Devices()
 	t.Logf("devices %v", ords)
-	one := NewMultiEngine("gpu-multi-one", []int{0}, Float64)
-	many := NewMultiEngine("gpu-multi-test", ords, Float64)
-	skew := make([]float64, len(ords))
-	for k := range skew {
-		skew[k] = float64(1 + k%3)
-	}
 	lanes := mlpCase(1029, []int{2, 32, 32, 2})
 	lanes.name = "mlp-lanes"
 	for _, c := range []engineCase{lorenzSharedCase(4099), mlpCase(1027, []int{2, 8, 2}), lanes} {
@@ -854,9 +964,60 @@ func TestGPUMultiEngine(t *testing.T) {
 			}
 		}
 	}
-	registerOnce.Do(func() { ode.Register(many) })
 	compareEngines(t, "gpu-multi-test", lorenzSharedCase(4099), caseOpts{knife: knife(4099), ops: []string{"solve", "grad", "gradmesh"}})
 	compareEngines(t, "gpu-multi-test", lanes, caseOpts{knife: knife(lanes.prob.N), ops: []string{"grad", "gradmesh"}})
 }
 
-var registerOnce sync.Once
+var (
+	gpuMultiOnce            sync.Once
+	gpuMultiOne, gpuMultiOn *MultiEngine
+)
+
+// gpuMultiEngines returns the MultiEngines of the GPU tests: one on GPU 0
+// alone and one registered as "gpu-multi-test" on every visible GPU (on
+// one GPU, two shards on it, each with its own Device), and the skewed
+// per-trajectory times of the latter's devices.
+func gpuMultiEngines(t *testing.T) (one, many *MultiEngine, skew []float64) {
+	t.Helper()
+	n, err := driver.DeviceCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ords := make([]int, max(n, 2)) // one GPU: [0 0]
+	for k := range ords {
+		ords[k] = k % n
+	}
+	gpuMultiOnce.Do(func() {
+		gpuMultiOne = NewMultiEngine("gpu-multi-one", []int{0}, Float64)
+		gpuMultiOn = NewMultiEngine("gpu-multi-test", ords, Float64)
+		ode.Register(gpuMultiOn)
+	})
+	skew = make([]float64, len(ords))
+	for k := range skew {
+		skew[k] = float64(1 + k%3)
+	}
+	return gpuMultiOne, gpuMultiOn, skew
+}
+
+// TestGPUMultiEvents runs problems with events on MultiEngine on the GPUs
+// (skipped without one): every operation of the driven balls (a shared
+// parameter) and of the threshold with save times, evenly and skewed,
+// bitwise that of GPU 0 alone; then the event tests against the CPU
+// engine, as TestGPUEvents runs them on "cuda".
+func TestGPUMultiEvents(t *testing.T) {
+	needGPUEngine(t)
+	one, many, skew := gpuMultiEngines(t)
+	for _, c := range []engineCase{drivenBallCase(4099, ode.Tsit5), withSaves(pkCase(4099, ode.Vern7), 5, 1)} {
+		rec, _ := runOn(t, one, multiJob(t, c, "record", nil), nil)
+		for _, op := range []string{"solve", "record", "loss", "grad", "replay", "gradmesh"} {
+			j := multiJob(t, c, op, rec.Mesh)
+			want, _ := runOn(t, one, j, nil)
+			for _, per := range [][]float64{nil, skew} {
+				got, bounds := runOn(t, many, j, per)
+				sameResult(t, fmt.Sprintf("%s %s, shards %v", c.name, op, bounds), got, want)
+			}
+		}
+	}
+	testEvents(t, many.Name(), 2048, []ode.Method{ode.Tsit5, ode.Rodas5P}, true)
+	t.Run("save-edges", func(t *testing.T) { testEventSavesEdges(t, many.Name()) })
+}

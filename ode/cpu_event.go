@@ -527,9 +527,15 @@ func illinois(lo, hi, g0, g1 []float64, active []bool, f func([]float64) ([]floa
 				continue
 			}
 			anyLive = true
-			// Regula falsi within the bracket; bisection if it stalls.
+			// Regula falsi within the bracket; bisection if it stalls, or
+			// if g0 is no value of the function but the one a fired
+			// condition leaves with (±the smallest float64, see leave; or
+			// that halved to 0): a secant from it lands within an ulp of
+			// lo, where the condition has either sign (the state of an
+			// event step lies past its root by rounding), and would take
+			// the bracket down to lo, the event to a step of size 0.
 			s := hi[k] - g1[k]*(hi[k]-lo[k])/(g1[k]-g0[k])
-			if !(s > lo[k] && s < hi[k]) {
+			if !(s > lo[k] && s < hi[k]) || math.Abs(g0[k]) <= math.SmallestNonzeroFloat64 {
 				s = lo[k] + (hi[k]-lo[k])/2
 			}
 			x[k] = s

@@ -144,11 +144,12 @@
 // Grad); and a mesh recorded with events (Mesh.Events marks its event
 // steps) replays bit for bit, with Grad on it equal to Grad with m = nil
 // (TestEventSaveAtBall, TestEventSaveAtGrad, TestEventGivenMesh; see
-// Event); the GPU engine "cuda" runs both too. Events run on engines
-// that implement EventEngine: the CPU engine, and package cuda's float64
-// engine ("cuda", in its thread layout), which runs the same algorithm
-// per thread and takes the same steps; the Plan holds them as programs
-// (Plan.Events) for others to follow.
+// Event); package cuda's engines run both too. Events run on engines
+// that implement EventEngine: the CPU engine, and package cuda's engines
+// ("cuda", "cuda-multi" and, to float32's precision, "cuda-f32"; in the
+// thread layout), which run the same algorithm per thread and take the
+// same steps; the Plan holds them as programs (Plan.Events) for others to
+// follow.
 //
 // RelTol must be at least 10ε = 2.2e-15 on float64 engines; an engine
 // whose arithmetic is coarser (a float32 GPU engine) reports its unit

@@ -92,6 +92,49 @@ func TestEventBouncingBall(t *testing.T) {
 	}
 }
 
+// TestEventBallsAtRest solves balls that come to rest (infinitely many
+// bounces before T) with MaxEvents 30, reached long before the bounces
+// get shorter than the time's resolution: every ball bounces on the
+// floor 31 times (TooManyEvents) and none falls through it. A step after
+// a bounce starts from the value the fired condition leaves with, no
+// value of the condition; a secant from it used to take the next bounce's
+// bracket down to a step of size 0 (the state of an event step lies
+// below the floor by rounding), after which the ball fell: 3 to 13 of
+// these 4000.
+func TestEventBallsAtRest(t *testing.T) {
+	t.Parallel()
+	f, ev := ball()
+	n := 4000
+	rng := rand.New(rand.NewPCG(9, 9))
+	y0, e := make([]float64, 2*n), make([]float64, n)
+	for i := range e {
+		y0[2*i] = 0.2 + rng.Float64()
+		e[i] = 0.5 + 0.4*rng.Float64()
+	}
+	for _, rtol := range []float64{1e-4, 1e-6, 1e-8} {
+		sv, err := ode.NewSolver(f, &ode.Settings{RelTol: rtol, Events: []ode.Event{ev}, MaxEvents: 30, AllowFailures: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sol, err := sv.Solve(&ode.Problem{Field: f, N: n, Y0: y0, P: e, T1: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i, st := range sol.Status {
+			if st != ode.TooManyEvents || sol.Events[i] != 31 {
+				if bad++; bad <= 3 {
+					t.Errorf("rtol %g: ball %d (h0 %v, e %v): status %v after %d bounces at t = %v, height %v; want TooManyEvents after 31",
+						rtol, i, y0[2*i], e[i], st, sol.Events[i], sol.T[i], sol.Y[2*i])
+				}
+			}
+		}
+		if bad > 3 {
+			t.Errorf("rtol %g: %d of %d balls did not come to rest", rtol, bad, n)
+		}
+	}
+}
+
 // TestEventThreshold checks the time a one-compartment pharmacokinetic
 // model, C' = −k·C, takes to fall to a threshold (a terminal event),
 // and its derivative with respect to the elimination rate k, against the

@@ -146,13 +146,13 @@ type Settings struct {
 	// locates, ending a step there and stopping (terminal) or continuing
 	// (after a jump); gradients are exact through them (see Event). Only
 	// engines that implement EventEngine run them: the CPU engine and
-	// the float64 GPU engine "cuda" (package cuda; one thread per
-	// trajectory), not "cuda-f32" nor "cuda-multi".
+	// package cuda's GPU engines ("cuda", "cuda-multi", "cuda-f32"; one
+	// thread per trajectory).
 	// Save times with events and a given mesh with events (Grad, Loss,
-	// Replay with m != nil) run on both (see Event: which side of an
-	// event a save time takes, NaN past a terminal event; a mesh marks
-	// its event steps, Mesh.Events, and either engine replays the
-	// other's).
+	// Replay with m != nil) run on all of them (see Event: which side of
+	// an event a save time takes, NaN past a terminal event; a mesh marks
+	// its event steps, Mesh.Events, and each engine replays the others'
+	// meshes).
 	Events []Event
 
 	// MaxEvents bounds the events of one trajectory; a trajectory that

@@ -44,7 +44,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		fs.PrintDefaults()
 	}
 	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, gpu-events, train or gpu-train")
-	engine := fs.String("engine", "cuda", "engine of the gpu suites: cuda, cuda-f32 or cuda-multi (gpu-events: cuda or cpu)")
+	engine := fs.String("engine", "cuda", "engine of the gpu suites: cuda, cuda-f32 or cuda-multi (gpu-events: these or cpu; cuda-f32 with -rtol 1e-4 or more)")
 	trainOpts := benchTrainFlags(fs)
 	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; -suite memory takes one size, default 1048576)")
 	rtolList := fs.String("rtol", "", "comma-separated relative tolerances (default: the suite's; -suite memory takes one, default 1e-6)")

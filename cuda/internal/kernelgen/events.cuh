@@ -26,6 +26,19 @@ only: one thread runs its trajectory's root finding alone.
 #define GS_EV_TOOMANY {{.EvMax}}
 #define GS_FLAG_TANGENT 4
 #define GS_NSX (GS_NS > 0 ? GS_NS : 1)
+// GS_EV_XTOL is the width at which a root on the extension (theta in
+// [0, 1]) is located (ode's 1e-15 in float64; 4 ulps of 1 in float32);
+// GS_EV_TINY the value of a fired condition, of the sign it leaves with:
+// the smallest positive double, as ode's; in float32 the smallest normal
+// float, which a device that flushes subnormals to zero keeps (any
+// positive value tells the same crossings).
+#ifdef GS_FLOAT32
+#define GS_EV_XTOL (4 * GS_EPS)
+#define GS_EV_TINY 0x1p-126f
+#else
+#define GS_EV_XTOL 1e-15
+#define GS_EV_TINY 4.9406564584124654e-324
+#endif
 // A condition's gradient: g, g_t, g_y[D], g_p[NP], g_s[NS] (also the
 // outputs of the step's reverse with time: t̄, h̄, ȳ, p̄, s̄).
 #define GS_EV_CG (2 + GS_D + GS_NP + GS_NS)
@@ -104,18 +117,20 @@ GS_DEVICE void gs_ev_interp(const gs_real* y, const gs_real* w, gs_real theta, g
 // gs_ev_illinois narrows the bracket [lo, hi] (values g0 at lo and g1 at
 // hi, between which the condition crosses) by the Illinois method, f(x)
 // evaluating the condition at x, until it is narrow enough (polish: within
-// two ulps of t + hi as times t + lo, t + hi; else hi - lo <= 1e-15; at
+// two ulps of t + hi as times t + lo, t + hi; else hi - lo <= GS_EV_XTOL; at
 // most 100 iterations) and returns hi, the end where the condition has
 // crossed (ode's illinois, for one trajectory).
 template <class F>
 GS_DEVICE gs_real gs_ev_illinois(gs_real lo, gs_real hi, gs_real g0, gs_real g1, bool polish, gs_real t, F f) {
   int side = 0;
   for (int it = 0; it < 100; it++) {
-    const bool done = polish ? (t + hi) - (t + lo) <= 2 * gs_ev_ulp(t + hi) : hi - lo <= (gs_real)1e-15;
+    const bool done = polish ? (t + hi) - (t + lo) <= 2 * gs_ev_ulp(t + hi) : hi - lo <= (gs_real)GS_EV_XTOL;
     if (done || g1 == 0) break;
-    // Regula falsi within the bracket; bisection if it stalls.
+    // Regula falsi within the bracket; bisection if it stalls, or if g0 is
+    // the value a fired condition leaves with (GS_EV_TINY; or that halved),
+    // no value of the condition (ode's illinois).
     gs_real s = hi - g1 * (hi - lo) / (g1 - g0);
-    if (!(s > lo && s < hi)) s = lo + (hi - lo) / 2;
+    if (!(s > lo && s < hi) || fabs(g0) <= (gs_real)GS_EV_TINY) s = lo + (hi - lo) / 2;
     const gs_real gx = f(s);
     if (gx != gx) break;
     if (gx == 0 || (gx < 0) == (g1 < 0)) {
@@ -250,7 +265,7 @@ GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t
   gs_ev_condgrad(e, sh, tt, yy, p, cg);
   gs_real gdot = cg[1];
   for (int c = 0; c < GS_D; c++) gdot += cg[2 + c] * k1n[c];
-  const gs_real tiny = (gs_real)4.9406564584124654e-324;
+  const gs_real tiny = (gs_real)GS_EV_TINY;
   nev++;
   const gs_real htrial = st[GS_ST_H];
   st[GS_ST_H] = hs;

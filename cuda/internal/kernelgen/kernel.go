@@ -213,7 +213,7 @@ type KernelInfo struct {
 func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (string, KernelInfo, error) {
 	var info KernelInfo
 	pl := sp.plan
-	if err := v.checkEvents(pl, prec); err != nil {
+	if err := v.checkEvents(pl); err != nil {
 		return "", info, err
 	}
 	if v.TileMode && (!v.Lanes || !v.LanesGlobal || prec != Float64 || v.TileSums) {
@@ -309,7 +309,7 @@ func (k *kernelPlan) setEvents(pl *ode.Plan) {
 
 // checkEvents refuses a kernel with events that the event templates do
 // not cover.
-func (v Config) checkEvents(pl *ode.Plan, prec Precision) error {
+func (v Config) checkEvents(pl *ode.Plan) error {
 	switch {
 	case !v.Events:
 		return nil
@@ -317,8 +317,6 @@ func (v Config) checkEvents(pl *ode.Plan, prec Precision) error {
 		return fmt.Errorf("cuda: events need the plan's events and its continuous extension (Settings.Saves = SaveInterpolate)")
 	case v.Lanes:
 		return fmt.Errorf("cuda: events run in the thread layout only (one thread per trajectory), not %s", v.Layout())
-	case prec != Float64:
-		return fmt.Errorf("cuda: events run in float64 only")
 	}
 	return nil
 }
