@@ -35,7 +35,11 @@ import (
 // A condition is checked on every accepted step's end: a crossing means
 // g goes from < 0 to ≥ 0 (rising) or from > 0 to ≤ 0 (falling); g exactly
 // 0 at the start of a step (just after the event that put it there) is no
-// crossing, so an event does not fire twice at one time. Two crossings in
+// crossing, so an event does not fire twice at one time; where it would
+// (its events accumulating there, as a ball's bounces when it comes to
+// rest: below the rounding of its height, the state after a bounce is
+// already under the floor) the trajectory ends with TooManyEvents, as
+// past Settings.MaxEvents. Two crossings in
 // one step are seen as none, or as the first if their signs differ; a
 // step where several events cross ends at the earliest.
 //

@@ -18,7 +18,7 @@ const (
 	Stiff                           // an explicit method ran at its stability limit: no gradient
 	EventNonFinite                  // an event's condition was NaN or infinite
 	EventAtStart                    // an event's condition was exactly 0 at T0
-	TooManyEvents                   // more events than Settings.MaxEvents
+	TooManyEvents                   // more events than Settings.MaxEvents, or events accumulating at one time
 )
 
 // Sentinel errors, one per failure status; a *TrajectoryError unwraps to one.
@@ -46,8 +46,9 @@ var statusTable = [...]struct {
 		"use Rodas5P (Settings.Method), or Auto to switch when the stiffness test fires"},
 	EventNonFinite: {"non-finite event condition", ErrEventNonFinite, "an event's condition G returned NaN or an infinity at this state: check it for division by zero, log of a negative number or overflow"},
 	EventAtStart:   {"event condition zero at the start", ErrEventAtStart, "an event's condition G is exactly 0 at T0, so whether it fires there is undefined: start the trajectory off the condition (or move T0)"},
-	TooManyEvents: {"too many events", ErrTooManyEvents, "the trajectory passed Settings.MaxEvents events, as a bouncing ball coming to rest does (infinitely many bounces in finite time): " +
-		"raise MaxEvents, or add a terminal event that stops it (say, when the bounce velocity falls below a threshold)"},
+	TooManyEvents: {"too many events", ErrTooManyEvents, "the trajectory passed Settings.MaxEvents events, or an event fired again at the time it had fired (its events accumulate there), " +
+		"as a bouncing ball coming to rest does (infinitely many bounces in finite time): raise MaxEvents if the events are finite, " +
+		"or add a terminal event that stops it (say, when the bounce velocity falls below a threshold)"},
 }
 
 // String returns the status in words, as "step size underflow".
