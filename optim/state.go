@@ -2,6 +2,7 @@ package optim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -134,6 +135,15 @@ func LoadState(r io.Reader, o Optimizer) error {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
+		var syn *json.SyntaxError
+		switch {
+		case errors.Is(err, io.EOF):
+			return fmt.Errorf("optim: reading state: the input is empty (%w); want the JSON object SaveState writes", err)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return fmt.Errorf("optim: reading state: the state is cut short (%w): the file is truncated or was not written completely; save the state again", err)
+		case errors.As(err, &syn):
+			return fmt.Errorf("optim: reading state: not a state file (%w at byte %d); want the JSON object SaveState writes", err, syn.Offset)
+		}
 		return fmt.Errorf("optim: reading state: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
