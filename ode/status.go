@@ -40,8 +40,9 @@ var statusTable = [...]struct {
 	OK:                {"ok", nil, ""},
 	MaxStepsReached:   {"max steps reached", ErrMaxSteps, "increase Settings.MaxSteps, loosen the tolerances, or, if the problem is stiff, use Rodas5P"},
 	StepSizeUnderflow: {"step size underflow", ErrStepSizeUnderflow, "the problem may be stiff (try Rodas5P) or the solution may blow up near this time"},
-	NonFinite:         {"non-finite state", ErrNonFinite, "check the field and parameters for overflow, division by zero or log of a negative number near this state"},
-	NotRun:            {"not run", nil, ""},
+	NonFinite: {"non-finite state", ErrNonFinite, "check the field and parameters for overflow, division by zero or log of a negative number near this state " +
+		"(and, if it stopped at an event, the state the event's Apply returns there)"},
+	NotRun: {"not run", nil, ""},
 	Stiff: {"stiff for the explicit method", ErrStiff, "the explicit method ran at the edge of its stability region, where the exact derivative of its replay grows without bound; " +
 		"use Rodas5P (Settings.Method), or Auto to switch when the stiffness test fires"},
 	EventNonFinite: {"non-finite event condition", ErrEventNonFinite, "an event's condition G returned NaN or an infinity at this state: check it for division by zero, log of a negative number or overflow"},
