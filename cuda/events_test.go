@@ -362,6 +362,7 @@ func testEventsBadInput(t *testing.T, engine string) {
 		{"zero at T0", ode.Event{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Sub(y[0].Const(1)) }}, 0, 1, ode.EventAtStart, 0},
 		{"never fires", ode.Event{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Add(y[0].Const(10)) }, Direction: 1}, 0, 1, ode.OK, 0},
 		{"ball at rest", bounce, 20, 5, ode.TooManyEvents, 21},
+		{"bounces accumulate", bounce, 1 << 20, 20, ode.TooManyEvents, 82}, // at the rest time, below MaxEvents
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -97,8 +97,14 @@ func (r *runner) runDevice(d *device) (res *Result, done bool, err error) {
 				return r.finishWith(Failed, err)
 			}
 			res.DeviceNote = fmt.Sprintf("the host took over at step %d: %d trajectories failed or gave non-finite values, %d values were made non-finite", k, ev.Failed, ev.NonFinite)
-			if ev.NonFinite > 0 && r.isolate {
-				r.guard(k - 1)
+			if ev.NonFinite > 0 {
+				if !r.isolate {
+					if err := r.guardOne(k - 1); err != nil {
+						return r.finishWith(Failed, err)
+					}
+				} else {
+					r.guard(k - 1)
+				}
 			}
 			r.k0 = k
 			return nil, false, nil
@@ -167,12 +173,7 @@ func (r *runner) handBack(d *device, k int) (int, error) {
 	for q := range st.Moments {
 		st.Moments[q] = make([]float64, len(r.x))
 	}
-	if r.isolate {
-		if r.prev == nil {
-			r.prev = make([]float64, len(r.x))
-		}
-		st.Prev = r.prev
-	}
+	st.Prev = r.prev
 	var best, cur []float64
 	if d.best {
 		best = make([]float64, len(r.x))
@@ -220,6 +221,10 @@ func (r *runner) deviceFinish(d *device, status Status, e error) (*Result, bool,
 		r.guard(r.res.Steps - 1)
 		if r.failed == r.f.b {
 			return r.finishWith(Failed, r.allFailed())
+		}
+	} else if nf > 0 {
+		if err := r.guardOne(r.res.Steps - 1); err != nil && e == nil {
+			status, e = Failed, err
 		}
 	}
 	return r.finishWith(status, e)

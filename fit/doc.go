@@ -74,7 +74,9 @@
 // trajectories). Only when every fit has stopped does Run end Failed.
 // This works on every engine: the Fitter goes through ode.Solver's
 // GradPartial, which leaves failed and stopped trajectories out of the
-// gradient. With one fit, a failure ends the run with the solver's error.
+// gradient. With one fit, a failure ends the run with the solver's error,
+// and an update that makes values non-finite with a *FitError wrapping
+// ErrNonFinite (the step, the value; the values kept those before it).
 //
 // # Checks, cancellation and resuming
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -224,6 +225,31 @@ func TestResumeIsolated(t *testing.T) {
 		}
 		if whole.FitStatus[2] != Failed || math.Float64bits(whole.FinalLoss) != math.Float64bits(second.FinalLoss) {
 			t.Errorf("Case %s: fit 2 %v; final loss %v resumed, %v uninterrupted", tc.name, whole.FitStatus[2], second.FinalLoss, whole.FinalLoss)
+		}
+	}
+}
+
+// TestUpdateNonFinite checks an update that makes the values non-finite
+// (a learning rate far too large), with one fit and with several: the
+// run ends Failed with a *FitError wrapping ErrNonFinite that names the
+// fit, the step and the value, and X keeps the values before it.
+func TestUpdateNonFinite(t *testing.T) {
+	t.Parallel()
+	for _, fits := range []int{1, 2} {
+		prob, data, _ := ensemble(4, fits, nil)
+		p := Problem{ODE: prob, Loss: observed(data), Vars: Vars{P: []int{0, 1}}, Fits: fits}
+		f, err := New(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x0 := f.Init(nil)
+		res, err := f.Run(context.Background(), &Settings{Steps: 5, Optimizer: &optim.SGD{LearnRate: math.MaxFloat64}})
+		var fe *FitError
+		if !errors.As(err, &fe) || !errors.Is(err, ErrNonFinite) || fe.Fit != 0 || fe.Step != 0 || !strings.Contains(err.Error(), "x[0] (fit0.p) = ") {
+			t.Errorf("Fits %d: error %v; want a *FitError of fit 0 at step 0 wrapping ErrNonFinite and naming x[0]", fits, err)
+		}
+		if res == nil || res.Status != Failed || sameBits(res.X, x0) >= 0 {
+			t.Errorf("Fits %d: result %+v; want status Failed with the starting values %v", fits, res, x0)
 		}
 	}
 }

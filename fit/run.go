@@ -184,7 +184,8 @@ func (e *FitError) Error() string {
 func (e *FitError) Unwrap() error { return e.Err }
 
 // ErrNonFinite is the cause of a FitError for parameters that an
-// optimiser step made non-finite (the step is not applied to that fit).
+// optimiser step made non-finite (the step is not applied to that fit;
+// with one fit, the run ends with that error).
 var ErrNonFinite = errors.New("the optimiser step made the fitted values non-finite")
 
 // Result is the outcome of a fit.
@@ -345,7 +346,8 @@ func improves(loss, best, tol float64) bool {
 // bit on the CPU engine; with Loss.Mean the mean still divides by all N).
 // Only when every fit has stopped does the run end Failed, with an error.
 // With one fit, a failure ends the run (Status Failed) with the solver's
-// error. Run also returns the result so far with a non-nil error if a
+// error, and an update that makes values non-finite with a *FitError
+// wrapping ErrNonFinite (X keeps the values before it). Run also returns the result so far with a non-nil error if a
 // callback returns an error other than ErrStop, or the context is
 // cancelled (its error, Status Cancelled).
 func (f *Fitter) Run(ctx context.Context, s *Settings) (*Result, error) {
@@ -404,9 +406,7 @@ func (r *runner) init() error {
 		FitStatus: make([]Status, f.b), FitErr: make([]error, f.b)}
 	r.x = f.Init(nil)
 	r.grad = make([]float64, f.Len())
-	if r.isolate {
-		r.prev = make([]float64, f.Len())
-	}
+	r.prev = make([]float64, f.Len())
 	c := set.Resume
 	if c == nil {
 		return nil
@@ -574,9 +574,7 @@ func (r *runner) run() (*Result, error) {
 				return r.finish(Failed, fmt.Errorf("fit: callback at step %d: %w", k, cerr))
 			}
 		}
-		if r.isolate {
-			copy(r.prev, r.x)
-		}
+		copy(r.prev, r.x)
 		opt.Step(r.x, r.grad)
 		if err := opt.Err(); err != nil {
 			return r.finish(Failed, fmt.Errorf("fit: step %d: %w", k, err))
@@ -588,6 +586,8 @@ func (r *runner) run() (*Result, error) {
 			if r.failed == f.b {
 				return r.finish(Failed, r.allFailed())
 			}
+		} else if err := r.guardOne(k); err != nil {
+			return r.finish(Failed, err)
 		}
 		if set.Progress != nil {
 			set.Progress.Report(res.Steps, loss)
@@ -637,11 +637,28 @@ func (r *runner) guard(k int) {
 			if i < 0 {
 				continue
 			}
-			r.fail(b, k, fmt.Errorf("%w: x[%d] (%s) = %v; lower the learning rate or clip the gradient (Settings.ClipNorm)",
-				ErrNonFinite, b*l.stride+i, r.f.blockOf(b*l.stride+i), blk[i]))
+			r.fail(b, k, r.nonFinite(b*l.stride+i))
 		}
 		copy(blk, r.prev[b*l.stride:(b+1)*l.stride])
 	}
+}
+
+// guardOne undoes step k's update of a single fit (Fits = 1) if it made
+// values non-finite, and returns the *FitError that ends the run then.
+func (r *runner) guardOne(k int) error {
+	i := finite(r.x)
+	if i < 0 {
+		return nil
+	}
+	err := &FitError{Fit: 0, Step: k, Err: r.nonFinite(i)}
+	copy(r.x, r.prev)
+	return err
+}
+
+// nonFinite is the cause of a fit's failure where an update made x[i]
+// non-finite.
+func (r *runner) nonFinite(i int) error {
+	return fmt.Errorf("%w: x[%d] (%s) = %v; lower the learning rate or clip the gradient (Settings.ClipNorm)", ErrNonFinite, i, r.f.blockOf(i), r.x[i])
 }
 
 // finite returns the index of the first non-finite entry of x, or -1.

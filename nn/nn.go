@@ -148,10 +148,16 @@ func (m MLP) NumParams() int {
 	return n
 }
 
-// check panics if m has no layers or its layers do not chain.
+// check panics if m has no layers, a layer has a size less than 1 or
+// its layers do not chain.
 func (m MLP) check(fn string) {
 	if len(m) == 0 {
 		panic("nn: MLP." + fn + ": the MLP has no layers")
+	}
+	for k, l := range m {
+		if l.In < 1 || l.Out < 1 {
+			panic(fmt.Sprintf("nn: MLP.%s: layer %d is Dense{In: %d, Out: %d}: sizes must be at least 1", fn, k, l.In, l.Out))
+		}
 	}
 	for k := 1; k < len(m); k++ {
 		if m[k].In != m[k-1].Out {
@@ -186,7 +192,8 @@ func (m MLP) Apply(w, x []tape.V) []tape.V {
 // U(−a, a) with a = √(6/(In+Out)) for each layer, and zero biases
 // (Glorot & Bengio, AISTATS 2010). Draws come from rng in layout order, so
 // a seeded rng gives reproducible parameters. It panics if rng is nil,
-// the MLP's layers do not chain, or len(dst) is wrong.
+// a layer's size is less than 1, the MLP's layers do not chain, or
+// len(dst) is wrong.
 func (m MLP) Init(dst []float64, rng *rand.Rand) []float64 {
 	m.check("Init")
 	if rng == nil {

@@ -231,6 +231,18 @@ func TestInit(t *testing.T) {
 	if !panics(func() { m.Init(nil, nil) }) {
 		t.Errorf("Init with a nil rng did not panic")
 	}
+	// Layers of size less than 1: a panic naming the layer (not an empty
+	// or negative-length vector).
+	for _, bad := range []MLP{{{In: 0, Out: 0}}, {{In: -2, Out: 3}}, {{In: 2, Out: 3}, {In: 3, Out: 0}}} {
+		msg := func() (msg any) {
+			defer func() { msg = recover() }()
+			bad.Init(nil, rand.New(rand.NewPCG(1, 1)))
+			return nil
+		}()
+		if s, ok := msg.(string); !ok || !strings.Contains(s, "nn: MLP.Init: layer") || !strings.Contains(s, "at least 1") {
+			t.Errorf("Init of %v: panic %v, want one naming the layer whose size is less than 1", bad, msg)
+		}
+	}
 }
 
 // TestInitScale checks the Glorot variance: U(−a, a) with a² = 6/(In+Out)

@@ -168,11 +168,13 @@ func Save(w io.Writer, s *Set, flat []float64) error {
 
 // Load reads parameters written by Save from r into dst (len s.Len(); nil
 // allocates) and returns dst. The file must hold exactly the blocks of s,
-// by name and shape (in any order); otherwise Load returns an error naming
-// the first difference and leaves dst unchanged.
+// by name and shape (in any order), and nothing else: an unknown field,
+// trailing data (two saves concatenated), an empty or truncated file are
+// refused too. On error Load names the first difference or the damage and
+// leaves dst unchanged.
 func Load(dst []float64, r io.Reader, s *Set) ([]float64, error) {
 	var f weightsFile
-	if err := json.NewDecoder(r).Decode(&f); err != nil {
+	if err := exactjson.DecodeOne(r, &f, "weights", "Save"); err != nil {
 		return dst, fmt.Errorf("nn: reading weights: %w", err)
 	}
 	if f.Format != WeightsFormat || f.Version != WeightsVersion {

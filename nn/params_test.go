@@ -118,4 +118,16 @@ func TestSaveLoad(t *testing.T) {
 	if _, err := Load(nil, strings.NewReader(`{"format": "x", "version": 1}`), s); err == nil {
 		t.Error("a file of another format was accepted")
 	}
+	// Damaged files are refused with an error saying how.
+	for _, tc := range []struct{ name, text, want string }{
+		{"empty", "", "the input is empty"},
+		{"truncated", text[:len(text)/2], "cut short"},
+		{"two saves", text + text, "more after the first weights"},
+		{"not JSON", "W = 1", "not a weights file"},
+		{"unknown field", strings.Replace(text, `"format"`, `"formats": 1, "format"`, 1), "formats"},
+	} {
+		if _, err := Load(nil, strings.NewReader(tc.text), s); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
 }

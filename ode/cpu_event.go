@@ -666,7 +666,7 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 		switch {
 		case ep.Terminal[e]:
 			w.stat[i] = float64(OK)
-		case v.count[slot] > ep.MaxEvents:
+		case v.count[slot] > ep.MaxEvents || refires(v.ga[e][i], t[k], hs[k]):
 			w.stat[i] = float64(TooManyEvents)
 		default:
 			w.stat[i] = StatusRunning
@@ -691,6 +691,19 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 		}
 	}
 	return nil
+}
+
+// refires reports whether an event fires again at the time it fired:
+// its condition stood at g0 at the start t of the step, ± the smallest
+// number where the event fired there (see fire), and the event step hs
+// is below the resolution of t (minStep). Its events accumulate at that
+// time, as a ball's bounces do when it comes to rest (once they are
+// below the rounding of its height, the state after a bounce is already
+// under the floor): the trajectory ends with TooManyEvents, as it does
+// past MaxEvents, rather than going on from a jump applied twice (the
+// ball falling through the floor).
+func refires(g0, t, hs float64) bool {
+	return math.Abs(g0) == math.SmallestNonzeroFloat64 && hs <= minStep(math.Abs(t))
 }
 
 // eventGrad evaluates the loss of the chunk lo…hi-1 at its final states

@@ -59,7 +59,10 @@ var ErrNoDense = errors.New("no dense output")
 // SaveAt for the times needed). With Settings.Saves = SaveStep it returns
 // an error wrapping ErrNoDense. Failed trajectories are reported as by
 // Solve (an error, or with AllowFailures their Status, which Evaluate
-// reports).
+// reports). With events (Settings.Events) the steps are the record's,
+// event steps included, each followed by its event's jump (Apply): at a
+// non-terminal event time Evaluate gives the state after the jump, as a
+// save time there does, and a terminal event ends the span (Solution.T).
 func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 	pl := sv.plan
 	if pl.DenseStep == nil {
@@ -156,6 +159,19 @@ func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings, from
 	if err != nil {
 		return err
 	}
+	// The events' jumps: a step that the record ended at an event with
+	// Apply (Mesh.Events) is followed by the jump, as Replay runs it.
+	var jumps []*tape.Exec
+	if ep := pl.Events; ep != nil {
+		jumps = make([]*tape.Exec, len(ep.Jump))
+		for e, jp := range ep.Jump {
+			if jp != nil {
+				if jumps[e], err = tape.NewExec(jp, &tape.ExecSettings{Workers: 1}); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	nchunks := (n + denseChunk - 1) / denseChunk
 	workers := set.Exec.Workers
 	if workers <= 0 {
@@ -163,8 +179,15 @@ func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings, from
 	}
 	workers = par.Workers(workers, nchunks)
 	execs := make([]*tape.Exec, workers)
+	wjumps := make([][]*tape.Exec, workers)
 	for w := range execs {
 		execs[w] = master.Clone(denseChunk, 1)
+		for _, jx := range jumps {
+			if jx != nil {
+				jx = jx.Clone(1, 1)
+			}
+			wjumps[w] = append(wjumps[w], jx)
+		}
 	}
 	errs := make([]error, nchunks)
 	width := d * (1 + terms)
@@ -197,7 +220,8 @@ func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings, from
 				p[x][l] = q.p[i*np+x]
 			}
 		}
-		var in [][]float64
+		var in, jin [][]float64
+		jout := cols(d, 1)
 		for s := 0; ; s++ {
 			act := 0
 			for act < k && steps(idx[act]) > s {
@@ -233,6 +257,31 @@ func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings, from
 					y[x][l] = out[x][l]
 				}
 				t[l] += h[l]
+				if m.Events == nil {
+					continue
+				}
+				e := m.Events[(from[i]+s)*n+i] - 1
+				if e < 0 || wjumps[w][e] == nil {
+					continue
+				}
+				// The event's jump, at the event time.
+				jin = append(jin[:0], t[l:l+1])
+				for x := 0; x < d; x++ {
+					jin = append(jin, y[x][l:l+1])
+				}
+				for x := 0; x < np; x++ {
+					jin = append(jin, q.p[i*np+x:i*np+x+1])
+				}
+				for x := range q.Shared {
+					jin = append(jin, q.Shared[x:x+1])
+				}
+				if err := wjumps[w][e].Run(jout, jin, 1); err != nil {
+					errs[c] = err
+					return
+				}
+				for x := 0; x < d; x++ {
+					y[x][l] = jout[x][0]
+				}
 			}
 		}
 	})

@@ -121,3 +121,78 @@ func TestDenseSolutionLimits(t *testing.T) {
 		t.Errorf("SolveDense with SaveStep: error %v, want ErrNoDense", err)
 	}
 }
+
+// TestDenseSolutionEvents checks Evaluate on solves with events against
+// Solve with the same save times, bit for bit: between and exactly at the
+// bounces of balls (the state after the jump at a non-terminal event
+// time), a terminal event (its span ends there) and a ball whose bounces
+// accumulate past MaxEvents (AllowFailures: its status, the others'
+// states).
+func TestDenseSolutionEvents(t *testing.T) {
+	t.Parallel()
+	f, bounce := problems.BouncingBall()
+	floor := bounce
+	floor.Apply, floor.Terminal = nil, true
+	for _, c := range []struct {
+		name string
+		ev   ode.Event
+		max  int
+		T    float64
+		e    []float64
+	}{
+		{"bounces", bounce, 0, 1.6, []float64{0.7, 0.85, 0.9}},
+		{"terminal", floor, 0, 1.6, []float64{0.7, 0.85, 0.9}},
+		{"at rest", bounce, 6, 5, []float64{0.3, 0.85, 0.9}}, // trajectory 0 passes MaxEvents
+	} {
+		for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P} {
+			set := &ode.Settings{Method: m, RelTol: 1e-8, AbsTol: 1e-10, Events: []ode.Event{c.ev}, MaxEvents: c.max, AllowFailures: true}
+			sv := solverT(t, f, set)
+			pr := ode.Problem{Field: f, N: len(c.e), Y0: []float64{1, 0}, P: c.e, T1: c.T}
+			ds, err := sv.SolveDense(&pr)
+			if err != nil {
+				t.Fatalf("%s %s: %v", c.name, m.Name(), err)
+			}
+			mesh, _, err := sv.Record(&pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range pr.N {
+				if ds.Status[i] != ode.OK {
+					if _, err := ds.Evaluate(nil, i, 0.1); err == nil {
+						t.Errorf("%s %s: Evaluate on failed trajectory %d (%v) gave no error", c.name, m.Name(), i, ds.Status[i])
+					}
+					continue
+				}
+				// Every mesh time (the event times among them), the
+				// midpoints of the steps and the end.
+				tm := meshTimes(mesh, i)
+				var ts []float64
+				for k, tau := range tm {
+					ts = append(ts, tau)
+					if k+1 < len(tm) {
+						ts = append(ts, (tau+tm[k+1])/2)
+					}
+				}
+				ts = append(ts, ds.T[i])
+				sort.Float64s(ts)
+				one := pr
+				one.N, one.P, one.SaveAt = 1, c.e[i:i+1], ts
+				sol, err := sv.Solve(&one)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k, tau := range ts {
+					got, err := ds.Evaluate(nil, i, tau)
+					if err != nil {
+						t.Fatalf("%s %s: Evaluate(%d, %v): %v", c.name, m.Name(), i, tau, err)
+					}
+					for x, v := range got {
+						if want := sol.Ys[k*f.Dim+x]; v != want {
+							t.Fatalf("%s %s: Evaluate(%d, %v)[%d] = %v, Solve saved %v", c.name, m.Name(), i, tau, x, v, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

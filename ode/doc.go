@@ -135,8 +135,9 @@
 // 1e-11 relative of the closed form at RelTol 1e-10, and their gradients
 // within 5.4e-11; a bouncing ball's height after several bounces within
 // 4e-14 and its gradient within 4.2e-13. Non-finite conditions, a
-// condition zero at T0 and more than Settings.MaxEvents events end the
-// trajectory with a status (EventNonFinite, EventAtStart, TooManyEvents);
+// condition zero at T0, more than Settings.MaxEvents events and events
+// accumulating at one time (a ball coming to rest) end the trajectory
+// with a status (EventNonFinite, EventAtStart, TooManyEvents);
 // a condition of nothing is refused by NewSolver. On the CPU engine, save
 // times (Problem.SaveAt) are read from the step that brackets them, event
 // steps included: a save time exactly at an event is the state after its

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/gradsolve-go/gradsolve/ops"
@@ -35,7 +36,11 @@ import (
 // A condition is checked on every accepted step's end: a crossing means
 // g goes from < 0 to ≥ 0 (rising) or from > 0 to ≤ 0 (falling); g exactly
 // 0 at the start of a step (just after the event that put it there) is no
-// crossing, so an event does not fire twice at one time. Two crossings in
+// crossing, so an event does not fire twice at one time; where it would
+// (its events accumulating there, as a ball's bounces when it comes to
+// rest: below the rounding of its height, the state after a bounce is
+// already under the floor) the trajectory ends with TooManyEvents, as
+// past Settings.MaxEvents. Two crossings in
 // one step are seen as none, or as the first if their signs differ; a
 // step where several events cross ends at the earliest.
 //
@@ -266,26 +271,29 @@ func buildEvents(f *Field, evs []Event, maxEvents int) (*EventPlan, error) {
 
 // dependsOnInputs reports whether p's output depends on one of its
 // inputs.
-func dependsOnInputs(p *tape.Program) bool {
-	dep := make([]bool, len(p.Values))
-	for i, v := range p.Values {
-		if v.Op == ops.OpInput {
-			dep[i] = true
+func dependsOnInputs(p *tape.Program) bool { return slices.Contains(inputsRead(p), true) }
+
+// inputsRead reports, for each input of p, whether an output of p
+// depends on it.
+func inputsRead(p *tape.Program) []bool {
+	need := make([]bool, len(p.Values))
+	for _, o := range p.Outputs {
+		need[o.ID] = true
+	}
+	read := make([]bool, len(p.Inputs))
+	for i := len(p.Values) - 1; i >= 0; i-- {
+		if !need[i] {
 			continue
 		}
+		v := p.Values[i]
+		if v.Op == ops.OpInput {
+			read[int(v.Aux)] = true
+		}
 		for _, a := range v.Args {
-			if dep[a] {
-				dep[i] = true
-				break
-			}
+			need[a] = true
 		}
 	}
-	for _, o := range p.Outputs {
-		if dep[o.ID] {
-			return true
-		}
-	}
-	return false
+	return read
 }
 
 // derived builds the programs the gradient needs, once: each

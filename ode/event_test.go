@@ -224,6 +224,9 @@ func TestEventBadInput(t *testing.T) {
 		{"zero at T0", ode.Event{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Sub(y[0].Const(1)) }}, 0, 1, ode.EventAtStart, 0},
 		{"never fires", ode.Event{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Add(y[0].Const(10)) }, Direction: 1}, 0, 1, ode.OK, 0},
 		{"ball at rest", bounce, 20, 5, ode.TooManyEvents, 21},
+		{"jump to NaN", ode.Event{Direction: -1, G: bounce.G, Apply: func(_ tape.V, y, _ []tape.V) []tape.V {
+			return []tape.V{y[0], y[1].AddC(2).Log()} // v < −2 at the floor
+		}}, 0, 1, ode.NonFinite, 1},
 	}
 	for _, c := range status {
 		sol, err := run(c.ev, ode.Settings{MaxEvents: c.max}, c.T)
@@ -237,6 +240,9 @@ func TestEventBadInput(t *testing.T) {
 			te := &ode.TrajectoryError{Status: sol.Status[0]}
 			if !errors.Is(te, c.want.Err()) || c.want.Err() == nil {
 				t.Errorf("%s: status %v does not unwrap to its sentinel error", c.name, c.want)
+			}
+			if c.want == ode.NonFinite && !strings.Contains(te.Error(), "Apply") {
+				t.Errorf("%s: error %q does not point at the event's Apply", c.name, te)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -206,6 +207,9 @@ func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := l.checkData(term, sh, n); err != nil {
+		return nil, err
+	}
 	scale := 1.0
 	if l.Mean {
 		scale = 1 / float64(n)
@@ -228,6 +232,34 @@ func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
 	lp.Data = sv.expanded.expand(l.Data, l.DataDim, n)
 	lp.Scale = scale
 	return &lp, nil
+}
+
+// checkData reports a Data entry that is not finite in a column the term
+// (see term) reads: that trajectory's loss, and its gradient, would be
+// NaN, reported after the solve as a failed trajectory.
+func (l *Loss) checkData(term *tape.Program, sh lossShape, n int) error {
+	if sh.data == 0 {
+		return nil
+	}
+	i := finiteAll(l.Data)
+	if i < 0 {
+		return nil
+	}
+	read := inputsRead(term)[sh.d+sh.k*sh.d:][:sh.data]
+	for ; i < len(l.Data); i++ {
+		c := i % sh.data
+		if !read[c] || !math.IsNaN(l.Data[i]) && !math.IsInf(l.Data[i], 0) {
+			continue
+		}
+		row := fmt.Sprintf("trajectory %d", i/sh.data)
+		if len(l.Data) == sh.data && n != 1 {
+			row = "the row of every trajectory"
+		}
+		return fmt.Errorf("ode: loss %s: Data[%d] = %v is not finite (%s, column %d of DataDim = %d), and the loss reads it, so the loss and its gradient would be NaN; "+
+			"give missing observations a finite value and leave them out of the loss (say, a 0/1 mask column in Data multiplying their residuals)",
+			l.name(), i, l.Data[i], row, c, sh.data)
+	}
+	return nil
 }
 
 // Loss returns the value of the loss on the replay of mesh m (recording

@@ -218,6 +218,12 @@ func TestMeshAndLossErrors(t *testing.T) {
 		{"loss data length", p, m, nil, ode.Loss{Name: "data", DataDim: 2, Data: []float64{1, 2, 3},
 			F: func(y, _, d []tape.V) tape.V { return y[0].Mul(d[0]) }},
 			[]string{"loss data", "len(Data) = 3", "want DataDim = 2 or N*DataDim = 4"}},
+		{"loss data not finite", p, m, nil, ode.Loss{Name: "data", DataDim: 2, Data: []float64{1, 2, 3, math.NaN()},
+			F: func(y, _, d []tape.V) tape.V { return y[0].Sub(d[1]).Square() }},
+			[]string{"loss data", "Data[3] = NaN is not finite", "trajectory 1, column 1", "give missing observations a finite value"}},
+		{"loss data row not finite", p, m, nil, ode.Loss{Name: "data", DataDim: 2, Data: []float64{math.Inf(1), 2},
+			F: func(y, _, d []tape.V) tape.V { return y[0].Sub(d[0]).Square() }},
+			[]string{"Data[0] = +Inf is not finite", "the row of every trajectory, column 0"}},
 		{"loss component out of range", p, m, nil, ode.Component(3), []string{"y:3", "the state has 3 components"}},
 		{"loss not finite", p, m, nil, ode.Loss{Name: "badlog", F: func(y, _, _ []tape.V) tape.V { return y[0].AddC(-1e6).Log() }},
 			[]string{"loss badlog", "trajectory 0", "not finite", "Log"}},
@@ -228,6 +234,13 @@ func TestMeshAndLossErrors(t *testing.T) {
 			_, err = ode.Replay(tc.prob, tc.mesh, tc.set)
 			wantErr(t, tc.name+" (Replay)", err, tc.want...)
 		}
+	}
+	// A non-finite Data entry in a column the loss does not read is no
+	// error.
+	unread := ode.Loss{Name: "data", DataDim: 2, Data: []float64{1, math.NaN(), 3, math.NaN()},
+		F: func(y, _, d []tape.V) tape.V { return y[0].Sub(d[0]).Square() }}
+	if g, err := ode.Grad(nil, p, unread, m, nil); err != nil || math.IsNaN(g.Loss) {
+		t.Errorf("NaN in a column the loss does not read: loss %v, error %v; want a finite loss", g, err)
 	}
 }
 

@@ -157,8 +157,9 @@ type Settings struct {
 
 	// MaxEvents bounds the events of one trajectory; a trajectory that
 	// would pass it ends with status TooManyEvents (as a ball coming to
-	// rest bounces infinitely often in finite time). 0 means
-	// DefaultMaxEvents.
+	// rest bounces infinitely often in finite time), as does one whose
+	// events accumulate at one time before that (an event firing again
+	// at the time it fired; see Event). 0 means DefaultMaxEvents.
 	MaxEvents int
 
 	// Progress, if not nil, is called as work on the ensemble completes,

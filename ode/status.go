@@ -18,7 +18,7 @@ const (
 	Stiff                           // an explicit method ran at its stability limit: no gradient
 	EventNonFinite                  // an event's condition was NaN or infinite
 	EventAtStart                    // an event's condition was exactly 0 at T0
-	TooManyEvents                   // more events than Settings.MaxEvents
+	TooManyEvents                   // more events than Settings.MaxEvents, or events accumulating at one time
 )
 
 // Sentinel errors, one per failure status; a *TrajectoryError unwraps to one.
@@ -40,14 +40,16 @@ var statusTable = [...]struct {
 	OK:                {"ok", nil, ""},
 	MaxStepsReached:   {"max steps reached", ErrMaxSteps, "increase Settings.MaxSteps, loosen the tolerances, or, if the problem is stiff, use Rodas5P"},
 	StepSizeUnderflow: {"step size underflow", ErrStepSizeUnderflow, "the problem may be stiff (try Rodas5P) or the solution may blow up near this time"},
-	NonFinite:         {"non-finite state", ErrNonFinite, "check the field and parameters for overflow, division by zero or log of a negative number near this state"},
-	NotRun:            {"not run", nil, ""},
+	NonFinite: {"non-finite state", ErrNonFinite, "check the field and parameters for overflow, division by zero or log of a negative number near this state " +
+		"(and, if it stopped at an event, the state the event's Apply returns there)"},
+	NotRun: {"not run", nil, ""},
 	Stiff: {"stiff for the explicit method", ErrStiff, "the explicit method ran at the edge of its stability region, where the exact derivative of its replay grows without bound; " +
 		"use Rodas5P (Settings.Method), or Auto to switch when the stiffness test fires"},
 	EventNonFinite: {"non-finite event condition", ErrEventNonFinite, "an event's condition G returned NaN or an infinity at this state: check it for division by zero, log of a negative number or overflow"},
 	EventAtStart:   {"event condition zero at the start", ErrEventAtStart, "an event's condition G is exactly 0 at T0, so whether it fires there is undefined: start the trajectory off the condition (or move T0)"},
-	TooManyEvents: {"too many events", ErrTooManyEvents, "the trajectory passed Settings.MaxEvents events, as a bouncing ball coming to rest does (infinitely many bounces in finite time): " +
-		"raise MaxEvents, or add a terminal event that stops it (say, when the bounce velocity falls below a threshold)"},
+	TooManyEvents: {"too many events", ErrTooManyEvents, "the trajectory passed Settings.MaxEvents events, or an event fired again at the time it had fired (its events accumulate there), " +
+		"as a bouncing ball coming to rest does (infinitely many bounces in finite time): raise MaxEvents if the events are finite, " +
+		"or add a terminal event that stops it (say, when the bounce velocity falls below a threshold)"},
 }
 
 // String returns the status in words, as "step size underflow".

@@ -131,13 +131,8 @@ func SaveState(w io.Writer, o Optimizer) error {
 // with CheckLen before stepping. On error o is unchanged.
 func LoadState(r io.Reader, o Optimizer) error {
 	var s State
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
+	if err := exactjson.DecodeOne(r, &s, "state", "SaveState"); err != nil {
 		return fmt.Errorf("optim: reading state: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("optim: reading state: the file holds more after the first state (two saves concatenated?); keep one state per file")
 	}
 	if s.Format != StateFormat || s.Version != StateVersion {
 		return fmt.Errorf("optim: state has format %q version %d; want %q version %d", s.Format, s.Version, StateFormat, StateVersion)

@@ -93,6 +93,9 @@ func TestLoadStateRefused(t *testing.T) {
 		want       string // in the error
 	}{
 		{"two saves", text + text, &Adam{}, "after the first"},
+		{"empty", "", &Adam{}, "the input is empty"},
+		{"truncated", text[:len(text)/2], &Adam{}, "truncated"},
+		{"not JSON", "adam 1 2", &Adam{}, "not a state file"},
 		{"trailing junk", text + "x", &Adam{}, "after the first"},
 		{"negative v", strings.Replace(text, `"v": [`, `"v": [-1,`, 1), &Adam{}, "v"},
 		{"NaN v", strings.Replace(text, `"v": [`, `"v": ["NaN",`, 1), &Adam{}, "v"},

@@ -255,16 +255,25 @@ func Loss(history []float64) (*Figure, error) {
 	return Losses([]string{""}, [][]float64{history})
 }
 
-// Losses plots several loss histories, labelled, on one figure.
+// Losses plots several loss histories, labelled, on one figure. Steps
+// whose loss is NaN or infinite (a failed step) are left out, as gaps in
+// their line; a history without a finite value is an error.
 func Losses(labels []string, histories [][]float64) (*Figure, error) {
 	if len(labels) != len(histories) {
 		return nil, fmt.Errorf("plot: %d labels for %d loss histories", len(labels), len(histories))
 	}
 	fig := newFigure("", "step", "loss")
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	positive := true
-	for _, h := range histories {
+	for k, h := range histories {
+		if len(h) == 0 {
+			return nil, fmt.Errorf("plot: loss history %d is empty", k)
+		}
+		if !slices.ContainsFunc(h, finite) {
+			return nil, fmt.Errorf("plot: loss history %d has no finite value (every one of its %d steps is NaN or infinite)", k, len(h))
+		}
 		for _, v := range h {
-			if !(v > 0) || math.IsInf(v, 0) {
+			if finite(v) && !(v > 0) {
 				positive = false
 			}
 		}
@@ -274,22 +283,46 @@ func Losses(labels []string, histories [][]float64) (*Figure, error) {
 		fig.Plot.Y.Tick.Marker = gplot.LogTicks{Prec: -1}
 	}
 	for k, h := range histories {
-		if len(h) == 0 {
-			return nil, fmt.Errorf("plot: loss history %d is empty", k)
+		// One line per run of finite values.
+		first := true
+		for s := 0; s < len(h); {
+			if !finite(h[s]) {
+				s++
+				continue
+			}
+			var xy plotter.XYs
+			for ; s < len(h) && finite(h[s]); s++ {
+				xy = append(xy, plotter.XY{X: float64(s), Y: h[s]})
+			}
+			var th gplot.Thumbnailer
+			if len(xy) == 1 {
+				// A lone step: a dot, which a line of one point is not.
+				sc, err := plotter.NewScatter(xy)
+				if err != nil {
+					return nil, fmt.Errorf("plot: loss history %d: %w", k, err)
+				}
+				sc.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(k), Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
+				fig.Plot.Add(sc)
+				th = sc
+			} else {
+				l, err := plotter.NewLine(xy)
+				if err != nil {
+					return nil, fmt.Errorf("plot: loss history %d: %w", k, err)
+				}
+				styled(l, k)
+				fig.Plot.Add(l)
+				th = l
+			}
+			if first && labels[k] != "" {
+				fig.Plot.Legend.Add(labels[k], th)
+			}
+			first = false
 		}
-		xy := make(plotter.XYs, len(h))
-		for s, v := range h {
-			xy[s] = plotter.XY{X: float64(s), Y: v}
-		}
-		l, err := plotter.NewLine(xy)
-		if err != nil {
-			return nil, fmt.Errorf("plot: loss history %d: %w", k, err)
-		}
-		styled(l, k)
-		fig.Plot.Add(l)
-		if labels[k] != "" {
-			fig.Plot.Legend.Add(labels[k], l)
-		}
+	}
+	if y := &fig.Plot.Y; positive && y.Min == y.Max {
+		// A constant loss: a decade either side (the axis would pad it
+		// by ±1, below 0 on the logarithmic scale).
+		y.Min, y.Max = y.Min/10, y.Max*10
 	}
 	return fig, nil
 }

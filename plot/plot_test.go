@@ -38,7 +38,13 @@ func TestFigures(t *testing.T) {
 		"phase":        func() (*Figure, error) { return Phase(sol, []int{1}, 0, 1, nil) },
 		"loss":         func() (*Figure, error) { return Loss([]float64{1, 0.1, 1e-3, 1e-5}) },
 		"loss linear":  func() (*Figure, error) { return Loss([]float64{1, 0, -1}) },
-		"fit":          func() (*Figure, error) { return FitVsObserved(sol, obs, nil, []int{0}, nil) },
+		// A constant loss on the logarithmic axis, one step, failed steps.
+		"loss constant": func() (*Figure, error) { return Loss([]float64{1, 1}) },
+		"loss one step": func() (*Figure, error) { return Loss([]float64{3e-300}) },
+		"loss gaps": func() (*Figure, error) {
+			return Losses([]string{"a", "b"}, [][]float64{{1, math.NaN(), 0.1, math.Inf(1), 0.01}, {math.NaN(), 2, 2}})
+		},
+		"fit": func() (*Figure, error) { return FitVsObserved(sol, obs, nil, []int{0}, nil) },
 	}
 	for name, f := range mk {
 		fig, err := f()
@@ -135,6 +141,7 @@ func TestErrors(t *testing.T) {
 		"observed":        func() (*Figure, error) { return FitVsObserved(sol, []float64{1}, nil, nil, nil) },
 		"labels":          func() (*Figure, error) { return Losses([]string{"a"}, nil) },
 		"empty":           func() (*Figure, error) { return Loss(nil) },
+		"no finite loss":  func() (*Figure, error) { return Loss([]float64{math.NaN(), math.Inf(1)}) },
 	} {
 		if _, err := f(); err == nil {
 			t.Errorf("%s: no error", name)

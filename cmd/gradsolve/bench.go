@@ -106,6 +106,21 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	default:
 		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, gpu-events, train, gpu-train", *suite)
 	}
+	// -engine names the engine of the gpu suites: refused elsewhere (the
+	// CPU suites run on the cpu engine) and checked before any suite runs.
+	engineSet := false
+	fs.Visit(func(f *flag.Flag) { engineSet = engineSet || f.Name == "engine" })
+	usesEngine := slices.ContainsFunc(suites, func(s string) bool { return strings.HasPrefix(s, "gpu") })
+	switch {
+	case engineSet && !usesEngine:
+		return usagef("-engine applies to the gpu suites (gpu-lorenz, gpu-robertson, gpu-neural, gpu-events, gpu-train), not -suite %s, which runs on the cpu engine", *suite)
+	case usesEngine:
+		e, err := parseEngine(*engine)
+		if err != nil {
+			return usagef("-engine: %v", err)
+		}
+		*engine = e
+	}
 	if hidden != nil && !slices.Contains(suites, "gpu-neural") {
 		return usagef("-hidden applies to the gpu-neural suite, not -suite %s", *suite)
 	}

@@ -41,10 +41,17 @@ func TestBenchNeuralDump(t *testing.T) {
 }
 
 // TestBenchDumpUsage checks that -dump is refused for suites that write
-// no dump.
+// no dump, and -engine for suites that run on the CPU or with an engine
+// that does not exist, before any suite runs.
 func TestBenchDumpUsage(t *testing.T) {
-	code, _, stderr := runCmd(t, "bench -suite lorenz -dump x.json")
-	if code != exitUsage || !strings.Contains(stderr, "-dump") {
-		t.Errorf("exit %d, stderr %q; want a usage error naming -dump", code, stderr)
+	for _, tc := range []struct{ args, want string }{
+		{"bench -suite lorenz -dump x.json", "-dump"},
+		{"bench -suite lorenz -engine cuda", "-engine applies to the gpu suites"},
+		{"bench -suite gpu-lorenz -engine nope -n 2 -reps 1", `-engine: "nope": unknown engine`},
+	} {
+		code, stdout, stderr := runCmd(t, tc.args)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want a usage error containing %q and no output", tc.args, code, stdout, stderr, tc.want)
+		}
 	}
 }

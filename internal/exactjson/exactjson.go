@@ -2,12 +2,15 @@
 // bit: finite values as numbers in Go's shortest round-trip form
 // (strconv.FormatFloat(x, 'g', -1, 64)), and NaN, +Inf and −Inf, which
 // JSON lacks, as the strings "NaN", "+Inf" and "-Inf". The optimiser
-// state files (package optim) and weight files (package nn) use it.
+// state files (package optim) and weight files (package nn) use it, and
+// DecodeOne to read them.
 package exactjson
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 )
@@ -71,5 +74,31 @@ func (f *Floats) UnmarshalJSON(b []byte) error {
 		out[i] = x
 	}
 	*f = out
+	return nil
+}
+
+// DecodeOne decodes the one JSON object that r holds into v, refusing
+// unknown fields and anything after the object. Its errors say what is
+// wrong with the file, in words, for a file of the given kind ("state",
+// "weights") that save writes: empty, cut short, not JSON, more than one
+// object.
+func DecodeOne(r io.Reader, v any, kind, save string) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var syn *json.SyntaxError
+		switch {
+		case errors.Is(err, io.EOF):
+			return fmt.Errorf("the input is empty (%w); want the JSON object %s writes", err, save)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return fmt.Errorf("the %s is cut short (%w): the file is truncated or was not written completely; save the %s again", kind, err, kind)
+		case errors.As(err, &syn):
+			return fmt.Errorf("not a %s file (%w at byte %d); want the JSON object %s writes", kind, err, syn.Offset, save)
+		}
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("the file holds more after the first %s (two saves concatenated?); keep one %s per file", kind, kind)
+	}
 	return nil
 }

@@ -282,7 +282,10 @@ GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t
   st2[GS_ST_T] = tt;
   if (gs_ev_terminal(e)) {
     stat = (gs_real)GS_OK;
-  } else if (nev > GS_MAXEV) {
+  } else if (nev > GS_MAXEV || ((ga[e] == tiny || ga[e] == -tiny) && hs <= 4 * GS_EPS * fabs(t))) {
+    // Past MaxEvents, or the event fired again at the time it fired (its
+    // condition stood at the fired marker, and h* is below the resolution
+    // of t): its events accumulate there (ode's refires).
     stat = (gs_real)GS_EV_TOOMANY;
   } else {
     stat = (gs_real)GS_RUNNING;
