@@ -362,7 +362,11 @@ func testEventsBadInput(t *testing.T, engine string) {
 		{"zero at T0", ode.Event{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Sub(y[0].Const(1)) }}, 0, 1, ode.EventAtStart, 0},
 		{"never fires", ode.Event{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Add(y[0].Const(10)) }, Direction: 1}, 0, 1, ode.OK, 0},
 		{"ball at rest", bounce, 20, 5, ode.TooManyEvents, 21},
-		{"bounces accumulate", bounce, 1 << 20, 20, ode.TooManyEvents, 82}, // at the rest time, below MaxEvents
+		// At the rest time, below MaxEvents: how many bounces come first
+		// depends on the rounding of the height (ode's
+		// TestEventAccumulation checks the time against the closed form),
+		// so the count is only compared between engines (-1).
+		{"bounces accumulate", bounce, 1 << 20, 20, ode.TooManyEvents, -1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -377,7 +381,7 @@ func testEventsBadInput(t *testing.T, engine string) {
 				}
 			}
 			want, got := sols[0], sols[1]
-			if want.Status[0] != c.want || want.Events[0] != c.n {
+			if want.Status[0] != c.want || (c.n >= 0 && want.Events[0] != c.n) {
 				t.Errorf("CPU: status %v with %d events, want %v with %d", want.Status[0], want.Events[0], c.want, c.n)
 			}
 			for i := range want.Status {
@@ -388,7 +392,7 @@ func testEventsBadInput(t *testing.T, engine string) {
 			}
 			closeRows(t, c.name+" Y", got.Y, want.Y, 2, 1e-12, nil)
 			// In float32, against the CPU at the same tolerances: the same
-			// statuses and events.
+			// statuses, and events where they do not depend on rounding.
 			for k, eng := range []string{"cpu", engine + "-f32"} {
 				sv, err := ode.NewSolver(f, &ode.Settings{Engine: eng, RelTol: 1e-4, Events: []ode.Event{c.ev}, MaxEvents: c.max, AllowFailures: true})
 				if err != nil {
@@ -399,7 +403,7 @@ func testEventsBadInput(t *testing.T, engine string) {
 				}
 			}
 			for i, st := range sols[0].Status {
-				if g := sols[1]; g.Status[i] != st || g.Events[i] != sols[0].Events[i] {
+				if g := sols[1]; g.Status[i] != st || (c.n >= 0 && g.Events[i] != sols[0].Events[i]) {
 					t.Errorf("float32: trajectory %d: status %v with %d events, CPU %v with %d", i, g.Status[i], g.Events[i], st, sols[0].Events[i])
 				}
 			}
