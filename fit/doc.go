@@ -92,7 +92,10 @@
 // exactly as if it had not stopped, bit for bit on the CPU engine: the
 // same steps record meshes under Remesh K (the mesh in use is recorded
 // again from the values it was recorded at), patience counts on, and the
-// failed fits stay stopped. Both encode to JSON exactly.
+// failed fits stay stopped. Both encode to JSON exactly. A checkpoint
+// records which fit it belongs to (Checkpoint.Fit, Fitter.ID: the field's
+// program, N, Fits and Vars), and Resume refuses another fit's, even one
+// with as many values.
 //
 // New's cost is linear in N and Fits: the layout of x is arithmetic
 // (Result.FitP and FitY0 are O(1) views), and the named blocks of

@@ -2,6 +2,8 @@ package fit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -59,6 +61,7 @@ type Fitter struct {
 	set  *nn.Set // built by Set on first use
 	x0   []float64
 	g    *ode.Gradient
+	id   string // ID, built on first use
 }
 
 // layout is the arithmetic of x: fit b's block starts at b·stride and
@@ -204,6 +207,23 @@ func rows(what string, x []float64, w, n int) ([]float64, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("fit: len(%s) = %d, want %d or %d·%d", what, len(x), w, n, w)
+}
+
+// ID returns the identity of the fit that Checkpoint.Fit records: a
+// SHA-256, in hex, of the field's traced program (tape.Program.Hash: its
+// operations and constants), the numbers of trajectories and fits and the
+// fitted variables. Two Fitters of the same field, ensemble layout and
+// Vars have the same ID whatever their starting values, data, loss,
+// method or tolerances. It hashes the program once (microseconds for a
+// small field).
+func (f *Fitter) ID() string {
+	if f.id == "" {
+		h := sha256.New()
+		fmt.Fprintf(h, "field %s\nN %d\nfits %d\nP %v\nY0 %v\nshared %v\n",
+			f.sv.FieldProgram().Hash(), f.n, f.b, f.vars.P, f.vars.Y0, f.vars.Shared)
+		f.id = hex.EncodeToString(h.Sum(nil))
+	}
+	return f.id
 }
 
 // Solver returns the fitter's solver.

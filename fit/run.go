@@ -108,6 +108,13 @@ type Checkpoint struct {
 
 	// Failed lists the independent fits that had stopped, in order.
 	Failed []StoppedFit `json:"failed,omitempty"`
+
+	// Fit identifies the fit the checkpoint belongs to (Fitter.ID: its
+	// field's program, N, Fits and Vars). Resume refuses a checkpoint of
+	// another fit; an empty Fit (a checkpoint written before it existed,
+	// or cleared by a caller who means to carry values over to a changed
+	// fit of the same layout) is not checked.
+	Fit string `json:"fit,omitempty"`
 }
 
 // StoppedFit records a failed fit in a Checkpoint: on Resume its FitErr
@@ -412,6 +419,8 @@ func (r *runner) init() error {
 		return nil
 	}
 	switch {
+	case c.Fit != "" && c.Fit != f.ID():
+		return fmt.Errorf("fit: Resume: the checkpoint is of another fit (id %.12s…, this fit's %.12s…: a different field, N, Fits or Vars): resume with the checkpoint of this fit, or clear Checkpoint.Fit to carry its values over", c.Fit, f.ID())
 	case len(c.X) != f.Len():
 		return fmt.Errorf("fit: Resume: the checkpoint has %d values, the fit %d: resume with the checkpoint of this fit", len(c.X), f.Len())
 	case c.Step < 0 || c.Step != r.opt.Steps():
@@ -688,7 +697,7 @@ func (r *runner) finish(status Status, e error) (*Result, error) {
 		}
 	}
 	c := &Checkpoint{Step: res.Steps, X: slices.Clone(x), BestLoss: res.BestLoss, BestStep: res.BestStep,
-		BestX: slices.Clone(res.BestX), Stale: r.stale}
+		BestX: slices.Clone(res.BestX), Stale: r.stale, Fit: f.ID()}
 	if r.pre.pending {
 		// The run ended after evaluating step Steps without applying it:
 		// a resume evaluates it again, from the state before it.

@@ -256,6 +256,38 @@ func TestResume(t *testing.T) {
 	if _, err := Fit(context.Background(), p, nil, &Settings{Steps: 6, Resume: ck}); err == nil {
 		t.Error("a checkpoint of another length was accepted")
 	}
+	// A checkpoint of another fit with as many values (the columns
+	// swapped; another field of the same shape) is refused, unless its
+	// Fit is cleared.
+	other := p
+	other.Vars = Vars{P: []int{1, 0}}
+	lin := p
+	lin.ODE.Field = ode.Field{Name: "decay2", Dim: 2, Params: 2, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Mul(y[0]).Neg(), p[1].Mul(y[0]).Sub(y[1].Mul(y[1].Const(2)))}
+	}}
+	for name, q := range map[string]Problem{"columns swapped": other, "another field": lin} {
+		o := &optim.Adam{}
+		res, err := Fit(context.Background(), q, nil, &Settings{Steps: 2, Optimizer: o, SkipFinal: true})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ck := res.Checkpoint()
+		if len(ck.X) != 6 || ck.Fit == "" {
+			t.Fatalf("%s: checkpoint of %d values, id %q", name, len(ck.X), ck.Fit)
+		}
+		o2 := &optim.Adam{}
+		if err := o2.SetState(o.State()); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Fit(context.Background(), p, nil, &Settings{Steps: 3, Optimizer: o2, Resume: ck})
+		if err == nil || !strings.Contains(err.Error(), "another fit") {
+			t.Errorf("%s: resumed from another fit's checkpoint: %v", name, err)
+		}
+		ck.Fit = ""
+		if _, err := Fit(context.Background(), p, nil, &Settings{Steps: 3, Optimizer: o2, Resume: ck}); err != nil {
+			t.Errorf("%s: a cleared Fit was refused: %v", name, err)
+		}
+	}
 }
 
 // TestNewLinear checks that New's cost grows linearly with the number of
