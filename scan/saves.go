@@ -572,11 +572,7 @@ func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
 			continue
 		}
 		clear(lane)
-		g := sw.rowg[(sw.base[i]+k-l)*d : (sw.base[i]+e-l)*d]
-		for ; k < e; k++ {
-			addPowers(lane, g[:d], (ts[k]-t[i])/h[i], terms)
-			g = g[d:]
-		}
+		addPowersTimes(lane, sw.rowg[(sw.base[i]+k-l)*d:(sw.base[i]+e-l)*d], ts[k:e], t[i], h[i], terms)
 		for x, v := range lane {
 			sw.wbar[x][i] = v
 		}
@@ -604,6 +600,26 @@ func (sw *saveSweep) addRow(lam [][]float64, bar []float64, m int) {
 		}
 	}
 	copy(sw.cur[:m], sw.end[:m])
+}
+
+// addPowersTimes adds θ_k^j·g[k·D:(k+1)·D] to lane[(j−1)·D:] for j =
+// 1…terms and every save time ts[k], θ_k = (ts[k] − t)/h, in the order
+// of the save times: addPowers at each, bit for bit, with AVX where the
+// processor has it (D = len(g)/len(ts)).
+func addPowersTimes(lane, g, ts []float64, t, h float64, terms int) {
+	ns := len(ts)
+	if ns == 0 || terms == 0 {
+		return
+	}
+	d := len(g) / ns
+	g, lane = g[:ns*d], lane[:terms*d]
+	if haveAVX && useAVX && d > 0 {
+		addPowersAVX(&lane[0], &g[0], &ts[0], ns, t, h, d, terms)
+		return
+	}
+	for k, tk := range ts {
+		addPowers(lane, g[k*d:(k+1)*d], (tk-t)/h, terms)
+	}
 }
 
 // addPowers adds θ^j·g to lane[(j−1)·len(g):] for j = 1…terms (θ^j by

@@ -298,3 +298,42 @@ func TestInterpTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestAddPowersTimes checks addPowersTimes against addPowers at each save
+// time, bit for bit, with its kernel and with its Go code, for dimensions
+// and term counts on either side of its blocks of four components.
+func TestAddPowersTimes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	defer func(u bool) { useAVX = u }(useAVX)
+	for _, avx := range []bool{true, false} {
+		useAVX = avx
+		for d := 1; d <= 9; d++ {
+			for m := 1; m <= 8; m++ {
+				for ns := 0; ns <= 4; ns++ {
+					g, ts := make([]float64, ns*d), make([]float64, ns)
+					for i := range g {
+						g[i] = rng.NormFloat64() * math.Exp(3*rng.NormFloat64())
+					}
+					t0, h := 0.2, 0.9
+					for k := range ts {
+						ts[k] = t0 + h*float64(k+1)/float64(ns+1)
+					}
+					got, want := make([]float64, m*d), make([]float64, m*d)
+					for i := range got {
+						got[i] = rng.NormFloat64()
+						want[i] = got[i]
+					}
+					addPowersTimes(got, g, ts, t0, h, m)
+					for k := range ts {
+						addPowers(want, g[k*d:(k+1)*d], (ts[k]-t0)/h, m)
+					}
+					for i := range got {
+						if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+							t.Fatalf("avx=%v d=%d m=%d ns=%d: lane[%d] = %v, addPowers %v", avx, d, m, ns, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
