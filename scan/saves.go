@@ -98,9 +98,10 @@ func Interp(dst, y, w []float64, theta float64) {
 
 // InterpTimes sets dst[k·D:(k+1)·D] to Interp's value at θ_k = (ts[k] −
 // t)/h for every k < len(ts) (D = len(y)), bit for bit as Interp (and
-// θ_k as a save's), two save times at a time, their chains side by side:
-// the save times of one step share y and w, and their latencies overlap.
-// dst must not alias y or w.
+// θ_k as a save's): with AVX where the processor has it, four components
+// at a time, else two save times at a time, their chains side by side
+// (the save times of one step share y and w, and their latencies
+// overlap). dst must not alias y or w.
 func InterpTimes(dst, y, w, ts []float64, t, h float64) {
 	d, nt := len(y), len(ts)
 	if d == 0 || nt == 0 {
@@ -108,6 +109,10 @@ func InterpTimes(dst, y, w, ts []float64, t, h float64) {
 	}
 	m := len(w) / d
 	dst, w = dst[:nt*d], w[:m*d]
+	if haveAVX && useAVX && m > 0 {
+		interpTimesAVX(&dst[0], &y[0], &w[0], &ts[0], nt, t, h, d, m)
+		return
+	}
 	top := (m - 1) * d
 	k := 0
 	for ; k+2 <= nt; k += 2 {
@@ -155,6 +160,9 @@ func InterpTimes(dst, y, w, ts []float64, t, h float64) {
 	}
 }
 
+// useAVX lets tests compare InterpTimes' Go code with its kernel.
+var useAVX = true
+
 // checkSaves checks the saves of p.
 func (p *Problem) checkSaves() error {
 	sv, st := p.Saves, p.Step
@@ -194,6 +202,12 @@ type saveSweep struct {
 	y           []float64   // one lane's state [D]
 	g           []float64   // one save's cotangent [D] (see bar)
 	mask        masker
+
+	// The backward row's cotangents (gatherRow): lane i's saves
+	// end[i]…cur[i]-1 at rowg[base[i]·D:], one after the other.
+	base     []int
+	rowg     []float64
+	gathered bool // rowg holds the current row's cotangents
 }
 
 // newSaveSweep prepares the saves of p for a sweep in layout l; its
@@ -214,6 +228,7 @@ func newSaveSweep(p *Problem, l *layout, set *tape.ExecSettings) (*saveSweep, er
 	sw.sv, sw.l, sw.d, sw.m, sw.k = p.Saves, l, d, m, len(p.Saves.Times)
 	sw.ext, sw.extRev = ext, extRev
 	sw.cur, sw.end = sw.cur[:n], sw.end[:n]
+	sw.gathered = false
 	clear(sw.cur)
 	return sw, nil
 }
@@ -477,29 +492,87 @@ func (sw *saveSweep) backwardRanges(t []float64, s, m int) bool {
 	return inside
 }
 
+// gatherRow reads the cotangents of the row's saves of the first m lanes
+// (their ranges set by backwardRanges) from bar, laid out as
+// Saves.BarMajor says and scaled by Saves.BarScale, into rowg, lane by
+// lane (see saveSweep.base), once for both coefBar and addRow.
+func (sw *saveSweep) gatherRow(bar []float64, m int) {
+	d, K, n := sw.d, sw.k, sw.l.n
+	lo, hi := sw.end[:m], sw.cur[:m]
+	if cap(sw.base) < m {
+		sw.base = make([]int, m)
+	}
+	base := sw.base[:m]
+	total := 0
+	for i, h := range hi {
+		base[i] = total
+		total += h - lo[i]
+	}
+	if cap(sw.rowg) < total*d {
+		sw.rowg = make([]float64, total*d)
+	}
+	rowg := sw.rowg[:total*d]
+	scale := sw.sv.BarScale
+	if scale == 0 {
+		scale = 1
+	}
+	perm := sw.l.perm
+	sw.gathered = true
+	if !sw.sv.BarMajor {
+		for i, l := range lo {
+			src := bar[(perm[i]*K+l)*d : (perm[i]*K+hi[i])*d]
+			dst := rowg[base[i]*d : (base[i]+hi[i]-l)*d]
+			if scale == 1 {
+				copy(dst, src)
+			} else {
+				for x, v := range src {
+					dst[x] = v * scale
+				}
+			}
+		}
+		return
+	}
+	for i, l := range lo {
+		dst := rowg[base[i]*d : (base[i]+hi[i]-l)*d]
+		src := bar[perm[i]:]
+		for k := l; k < hi[i]; k++ {
+			g := dst[:d]
+			if scale == 1 {
+				for c := range g {
+					g[c] = src[(k*d+c)*n]
+				}
+			} else {
+				for c := range g {
+					g[c] = src[(k*d+c)*n] * scale
+				}
+			}
+			dst = dst[d:]
+		}
+	}
+}
+
 // coefBar returns the cotangents of the row's coefficients for its first
 // m lanes, whose steps start at t with sizes h: w̄_j = Σ θ^j·ȳ over each
 // lane's saves inside its step (bar laid out as Saves.BarMajor says),
-// zero elsewhere.
+// zero elsewhere, each sum in time order.
 func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
-	for _, c := range sw.wbar {
-		clear(c[:m])
-	}
+	sw.gatherRow(bar, m)
 	ts, d, terms := sw.sv.Times, sw.d, sw.m
 	lane := sw.lane[:terms*d]
-	for i, hi := range sw.cur[:m] {
-		lo := sw.end[i]
-		if hi == lo || !(ts[hi-1] > t[i]) {
+	lo, hi := sw.end[:m], sw.cur[:m]
+	for i, l := range lo {
+		k, e := l, hi[i]
+		for k < e && !(ts[k] > t[i]) { // a save at the step's start has no coefficient cotangent
+			k++
+		}
+		if k == e {
+			for _, c := range sw.wbar {
+				c[i] = 0
+			}
 			continue
 		}
 		clear(lane)
-		j := sw.l.perm[i]
-		for k := lo; k < hi; k++ {
-			if ts[k] <= t[i] {
-				continue
-			}
-			addPowers(lane, sw.bar(bar, j, k), (ts[k]-t[i])/h[i], terms)
-		}
+		addPowersTimes(lane, sw.rowg[(sw.base[i]+k-l)*d:(sw.base[i]+e-l)*d], ts[k:e], t[i], h[i], terms)
 		for x, v := range lane {
 			sw.wbar[x][i] = v
 		}
@@ -508,21 +581,44 @@ func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
 }
 
 // addRow adds the cotangents of the row's saves to λ of the first m
-// lanes (∂y(τ)/∂y_s = I) and moves the cursors to the row's start.
+// lanes (∂y(τ)/∂y_s = I), each lane's in time order, and moves the
+// cursors to the row's start.
 func (sw *saveSweep) addRow(lam [][]float64, bar []float64, m int) {
-	for i, lo := range sw.end[:m] {
-		hi := sw.cur[i]
-		if hi == lo {
-			continue
-		}
-		j := sw.l.perm[i]
-		for k := lo; k < hi; k++ {
-			g := sw.bar(bar, j, k)
-			for c := range lam {
-				lam[c][i] += g[c]
+	if !sw.gathered {
+		sw.gatherRow(bar, m)
+	}
+	sw.gathered = false
+	d := sw.d
+	lo, hi := sw.end[:m], sw.cur[:m]
+	for i, l := range lo {
+		g := sw.rowg[sw.base[i]*d : (sw.base[i]+hi[i]-l)*d]
+		for len(g) >= d {
+			for c, col := range lam {
+				col[i] += g[c]
 			}
+			g = g[d:]
 		}
-		sw.cur[i] = lo
+	}
+	copy(sw.cur[:m], sw.end[:m])
+}
+
+// addPowersTimes adds θ_k^j·g[k·D:(k+1)·D] to lane[(j−1)·D:] for j =
+// 1…terms and every save time ts[k], θ_k = (ts[k] − t)/h, in the order
+// of the save times: addPowers at each, bit for bit, with AVX where the
+// processor has it (D = len(g)/len(ts)).
+func addPowersTimes(lane, g, ts []float64, t, h float64, terms int) {
+	ns := len(ts)
+	if ns == 0 || terms == 0 {
+		return
+	}
+	d := len(g) / ns
+	g, lane = g[:ns*d], lane[:terms*d]
+	if haveAVX && useAVX && d > 0 {
+		addPowersAVX(&lane[0], &g[0], &ts[0], ns, t, h, d, terms)
+		return
+	}
+	for k, tk := range ts {
+		addPowers(lane, g[k*d:(k+1)*d], (tk-t)/h, terms)
 	}
 }
 

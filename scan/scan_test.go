@@ -259,33 +259,77 @@ func TestPaddedStepIsIdentity(t *testing.T) {
 }
 
 // TestInterpTimes checks that InterpTimes equals Interp at each save time,
-// bit for bit, for dimensions and term counts on either side of its
-// blocks of four components and pairs of save times.
+// bit for bit, with its kernel and with its Go code, for dimensions and
+// term counts on either side of its blocks of four components and pairs
+// of save times.
 func TestInterpTimes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for d := 1; d <= 9; d++ {
-		for m := 1; m <= 8; m++ {
-			for nt := 0; nt <= 5; nt++ {
-				y, w := make([]float64, d), make([]float64, m*d)
-				for i := range y {
-					y[i] = rng.NormFloat64()
+	defer func(u bool) { useAVX = u }(useAVX)
+	for _, avx := range []bool{true, false} {
+		useAVX = avx
+		for d := 1; d <= 9; d++ {
+			for m := 1; m <= 8; m++ {
+				for nt := 0; nt <= 5; nt++ {
+					y, w := make([]float64, d), make([]float64, m*d)
+					for i := range y {
+						y[i] = rng.NormFloat64()
+					}
+					for i := range w {
+						w[i] = rng.NormFloat64()
+					}
+					t0, h := 0.3, 0.7
+					ts := make([]float64, nt)
+					for k := range ts {
+						ts[k] = t0 + h*float64(k+1)/float64(nt+1)
+					}
+					got := make([]float64, nt*d)
+					InterpTimes(got, y, w, ts, t0, h)
+					want := make([]float64, d)
+					for k := range ts {
+						Interp(want, y, w, (ts[k]-t0)/h)
+						for c := range want {
+							if math.Float64bits(got[k*d+c]) != math.Float64bits(want[c]) {
+								t.Fatalf("avx=%v d=%d m=%d nt=%d: save %d component %d = %v, Interp %v", avx, d, m, nt, k, c, got[k*d+c], want[c])
+							}
+						}
+					}
 				}
-				for i := range w {
-					w[i] = rng.NormFloat64()
-				}
-				t0, h := 0.3, 0.7
-				ts := make([]float64, nt)
-				for k := range ts {
-					ts[k] = t0 + h*float64(k+1)/float64(nt+1)
-				}
-				got := make([]float64, nt*d)
-				InterpTimes(got, y, w, ts, t0, h)
-				want := make([]float64, d)
-				for k := range ts {
-					Interp(want, y, w, (ts[k]-t0)/h)
-					for c := range want {
-						if math.Float64bits(got[k*d+c]) != math.Float64bits(want[c]) {
-							t.Fatalf("d=%d m=%d nt=%d: save %d component %d = %v, Interp %v", d, m, nt, k, c, got[k*d+c], want[c])
+			}
+		}
+	}
+}
+
+// TestAddPowersTimes checks addPowersTimes against addPowers at each save
+// time, bit for bit, with its kernel and with its Go code, for dimensions
+// and term counts on either side of its blocks of four components.
+func TestAddPowersTimes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	defer func(u bool) { useAVX = u }(useAVX)
+	for _, avx := range []bool{true, false} {
+		useAVX = avx
+		for d := 1; d <= 9; d++ {
+			for m := 1; m <= 8; m++ {
+				for ns := 0; ns <= 4; ns++ {
+					g, ts := make([]float64, ns*d), make([]float64, ns)
+					for i := range g {
+						g[i] = rng.NormFloat64() * math.Exp(3*rng.NormFloat64())
+					}
+					t0, h := 0.2, 0.9
+					for k := range ts {
+						ts[k] = t0 + h*float64(k+1)/float64(ns+1)
+					}
+					got, want := make([]float64, m*d), make([]float64, m*d)
+					for i := range got {
+						got[i] = rng.NormFloat64()
+						want[i] = got[i]
+					}
+					addPowersTimes(got, g, ts, t0, h, m)
+					for k := range ts {
+						addPowers(want, g[k*d:(k+1)*d], (ts[k]-t0)/h, m)
+					}
+					for i := range got {
+						if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+							t.Fatalf("avx=%v d=%d m=%d ns=%d: lane[%d] = %v, addPowers %v", avx, d, m, ns, i, got[i], want[i])
 						}
 					}
 				}

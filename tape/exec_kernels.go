@@ -170,6 +170,11 @@ func (k *matKernel) run(s [][]float64, uni []float64, m int) {
 // tests turn it off to compare them with the Go ones.
 var useAVX2 = haveAVX2
 
+// AVX2 reports whether the executors' kernels use AVX2 and FMA3 (the
+// processor and the operating system support them, and the build is not
+// purego), for other packages' assembly kernels to follow.
+func AVX2() bool { return useAVX2 }
+
 // fma4 runs terms t0… of four rows: d_i = fma(c[4t+i], v_t, d_i).
 func fma4(d [][]float64, c []float64, vec [][]float64, t0, m int) {
 	d0, d1, d2, d3 := d[0][:m], d[1][:m], d[2][:m], d[3][:m]

@@ -1,0 +1,158 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// func interpTimesAVX(dst, y, w, ts *float64, nt int, t, h float64, d, m int)
+//
+// InterpTimes' kernel: for each of the nt save times, θ = (ts[k] − t)/h,
+// then the Horner sum of every component, four at a time (the rest one
+// at a time), VMULPD then VADDPD (the rounded product, then the sum) as
+// Interp computes it; the save times' chains are independent, so their
+// latencies overlap.
+TEXT ·interpTimesAVX(SB), NOSPLIT, $0-72
+	MOVQ   dst+0(FP), DI
+	MOVQ   y+8(FP), R8
+	MOVQ   w+16(FP), R9
+	MOVQ   ts+24(FP), R10
+	MOVQ   nt+32(FP), CX
+	VMOVSD t+40(FP), X14
+	VMOVSD h+48(FP), X15
+	MOVQ   d+56(FP), R13
+	SHLQ   $3, R13            // one term's bytes
+	MOVQ   m+64(FP), R12
+	MOVQ   R12, R14
+	DECQ   R14
+	IMULQ  R13, R14           // the last term's offset
+	ADDQ   R9, R14            // the last term
+
+saves:
+	TESTQ        CX, CX
+	JEQ          done
+	VMOVSD       (R10), X0
+	VSUBSD       X14, X0, X0
+	VDIVSD       X15, X0, X0  // θ
+	VBROADCASTSD X0, Y0
+	XORQ         BX, BX       // the component's offset in bytes
+
+blocks:
+	LEAQ    32(BX), AX
+	CMPQ    AX, R13
+	JGT     tail
+	MOVQ    R14, SI
+	VMOVUPD (SI)(BX*1), Y1
+	MOVQ    R12, DX
+	DECQ    DX
+
+bterms:
+	TESTQ  DX, DX
+	JEQ    bdone
+	SUBQ   R13, SI
+	VMULPD Y0, Y1, Y1
+	VADDPD (SI)(BX*1), Y1, Y1
+	DECQ   DX
+	JMP    bterms
+
+bdone:
+	VMULPD  Y0, Y1, Y1
+	VADDPD  (R8)(BX*1), Y1, Y1
+	VMOVUPD Y1, (DI)(BX*1)
+	ADDQ    $32, BX
+	JMP     blocks
+
+tail:
+	CMPQ   BX, R13
+	JGE    next
+	MOVQ   R14, SI
+	VMOVSD (SI)(BX*1), X1
+	MOVQ   R12, DX
+	DECQ   DX
+
+tterms:
+	TESTQ  DX, DX
+	JEQ    tdone
+	SUBQ   R13, SI
+	VMULSD X0, X1, X1
+	VADDSD (SI)(BX*1), X1, X1
+	DECQ   DX
+	JMP    tterms
+
+tdone:
+	VMULSD X0, X1, X1
+	VADDSD (R8)(BX*1), X1, X1
+	VMOVSD X1, (DI)(BX*1)
+	ADDQ   $8, BX
+	JMP    tail
+
+next:
+	ADDQ R13, DI
+	ADDQ $8, R10
+	DECQ CX
+	JMP  saves
+
+done:
+	VZEROUPPER
+	RET
+
+// func addPowersAVX(lane, gs, ts *float64, ns int, t, h float64, d, m int)
+//
+// addPowersTimes' kernel: for each of the ns save times, θ = (ts[k] −
+// t)/h and lane[(j−1)·d + c] += θ^j·g[k·d + c] for j = 1…m (θ^j by
+// repeated multiplication), four components at a time (the rest one at
+// a time), VMULPD then VADDPD as addPowers computes it.
+TEXT ·addPowersAVX(SB), NOSPLIT, $0-64
+	MOVQ   lane+0(FP), DI
+	MOVQ   gs+8(FP), R8
+	MOVQ   ts+16(FP), R10
+	MOVQ   ns+24(FP), CX
+	VMOVSD t+32(FP), X14
+	VMOVSD h+40(FP), X15
+	MOVQ   d+48(FP), R13
+	SHLQ   $3, R13            // one term's bytes
+	MOVQ   m+56(FP), R12
+
+psaves:
+	TESTQ   CX, CX
+	JEQ     pdone
+	VMOVSD  (R10), X0
+	VSUBSD  X14, X0, X0
+	VDIVSD  X15, X0, X0       // θ
+	VMOVAPD X0, X2            // θ^j, from j = 1
+	MOVQ    DI, SI
+	MOVQ    R12, DX
+
+pterms:
+	VBROADCASTSD X2, Y3
+	XORQ         BX, BX
+
+pblocks:
+	LEAQ    32(BX), AX
+	CMPQ    AX, R13
+	JGT     ptail
+	VMULPD  (R8)(BX*1), Y3, Y4
+	VADDPD  (SI)(BX*1), Y4, Y4
+	VMOVUPD Y4, (SI)(BX*1)
+	ADDQ    $32, BX
+	JMP     pblocks
+
+ptail:
+	CMPQ   BX, R13
+	JGE    pnext
+	VMULSD (R8)(BX*1), X3, X4
+	VADDSD (SI)(BX*1), X4, X4
+	VMOVSD X4, (SI)(BX*1)
+	ADDQ   $8, BX
+	JMP    ptail
+
+pnext:
+	VMULSD X0, X2, X2
+	ADDQ   R13, SI
+	DECQ   DX
+	JNZ    pterms
+	ADDQ   R13, R8
+	ADDQ   $8, R10
+	DECQ   CX
+	JMP    psaves
+
+pdone:
+	VZEROUPPER
+	RET
