@@ -902,8 +902,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	defer ex.giveStaging(up)
 	rg := rtrace.StartRegion(r.ctx, "cuda.fill")
 	bc := r.broadcasts(n, &l)
-	r.fillBroadcast(up, g, &l, bc)
+	err = r.fillBroadcast(up, g, &l, bc)
 	rg.End()
+	if err != nil {
+		return nil, err
+	}
 	if hinAt >= 0 {
 		// Before the batch: a large mesh goes up through the chunk
 		// buffers, from other goroutines.
@@ -964,18 +967,32 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 // trajectories g (rows record rows each) in layout l and uploads them
 // (fill, then upload), without the mesh to replay (writeMesh).
 func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, zeroGS bool) error {
-	r.fill(up, g, l)
+	if err := r.fill(up, g, l); err != nil {
+		return err
+	}
 	return r.upload(up, ar, len(g), rows, l, zeroGS)
 }
 
 // fill fills the staging buffer up with the inputs of a launch over the
-// trajectories g in layout l, step-major.
-func (r *run) fill(up []byte, g []int, l *layout) { r.fillBroadcast(up, g, l, bcast{}) }
+// trajectories g in layout l, step-major. As it copies them it checks
+// what the job leaves to it (Checks) and a given mesh's lengths: an
+// error wraps ode.ErrInput.
+func (r *run) fill(up []byte, g []int, l *layout) error { return r.fillBroadcast(up, g, l, bcast{}) }
+
+// Checks returns the checks of a job's inputs that the executor makes as
+// it stages them for the device (ode.CheckingExecutor): that Y0 and P are
+// finite (the copy's read of each value also tests its exponent bits) and
+// that a given mesh's lengths are within its rows (read as they are
+// converted to the device's int32). A job's failed check is an error
+// wrapping ode.ErrInput, before the launch that would read the value.
+func (ex *executor) Checks() ode.Checks { return ode.CheckFinite | ode.CheckMeshLen }
+
+var _ ode.CheckingExecutor = (*executor)(nil)
 
 // fillBroadcast is fill, but of an input that bc broadcasts it writes
 // only the first bc.seed trajectories' values (uploadBroadcast copies
 // them over the rest on the device).
-func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
+func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	j, v := r.j, r.v
 	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
@@ -1015,29 +1032,25 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
 	} else {
 		ln = iv(up, 0, argLen)
 	}
-	transpose := func(dst reals, src []float64, w, q0, q1 int) {
-		for q := q0; q < q1; q++ {
-			i := g[q]
-			for c := 0; c < w; c++ {
-				dst.set(c*n+q, src[i*w+c])
-			}
-		}
-	}
-	par.Run((n+resultBlock-1)/resultBlock, 0, func(_, b int) {
+	nb := (n + resultBlock - 1) / resultBlock
+	// Per block: an input that is not finite, a length out of range.
+	var badBlocks [2]atomic.Bool
+	par.Run(nb, 0, func(_, b int) {
 		q0, q1 := b*resultBlock, min(n, (b+1)*resultBlock)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
+		finite := true
 		if bc.y0 {
-			transpose(y0, j.Y0, d, q0, seed)
+			gatherCols(y0, n, j.Y0, d, g, q0, seed)
 		} else {
-			transpose(y0, j.Y0, d, q0, q1)
+			finite = gatherCols(y0, n, j.Y0, d, g, q0, q1)
 		}
 		if bc.p {
-			transpose(pin, j.P, np, q0, seed)
+			gatherCols(pin, n, j.P, np, g, q0, seed)
 		} else if np > 0 {
-			transpose(pin, j.P, np, q0, q1)
+			finite = gatherCols(pin, n, j.P, np, g, q0, q1) && finite
 		}
 		if dd > 0 {
-			transpose(data, j.Loss.Data, dd, q0, q1)
+			gatherCols(data, n, j.Loss.Data, dd, g, q0, q1)
 		}
 		switch {
 		case bc.t1:
@@ -1049,11 +1062,25 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
 				t1.set(q, j.T1[g[q]])
 			}
 		default:
+			// A length outside [0, Rows] would read past the mesh's rows
+			// on the device: checked here whoever else did.
+			rows, lens, out := j.Mesh.Rows, j.Mesh.Len, false
 			for q := q0; q < q1; q++ {
-				ln[q] = int32(j.Mesh.Len[g[q]])
+				l := lens[g[q]]
+				out = out || uint(l) > uint(rows)
+				ln[q] = int32(l)
+			}
+			if out {
+				badBlocks[1].Store(true)
 			}
 		}
+		if !finite {
+			badBlocks[0].Store(true)
+		}
 	})
+	if badBlocks[0].Load() && j.Checks&ode.CheckFinite != 0 || badBlocks[1].Load() {
+		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, ode.ErrInput)
+	}
 	if l.off[argEvIn] >= 0 {
 		// The mesh's event marks, step-major as its steps, row by row.
 		ev, mh := iv(up, 0, argEvIn), j.Mesh
@@ -1065,6 +1092,36 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
 			}
 		})
 	}
+	return nil
+}
+
+// gatherCols copies the rows g[q0:q1] of src (row-major, w values a row)
+// to the columns q0…q1−1 of dst (component-major over a launch of n:
+// component c of launch trajectory q at dst[c*n+q]), scatterCols'
+// inverse. It reports whether every value copied is finite, a check that
+// rides on the copy's read as scatterCols' does.
+func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (finite bool) {
+	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
+	var bad uint64
+	if f := dst.f64; f != nil {
+		for q := q0; q < q1; q++ {
+			row := src[g[q]*w : g[q]*w+w]
+			for c, x := range row {
+				bad |= math.Float64bits(x)&expBits + expOne
+				f[c*n+q] = x
+			}
+		}
+		return bad>>63 == 0
+	}
+	f := dst.f32
+	for q := q0; q < q1; q++ {
+		row := src[g[q]*w : g[q]*w+w]
+		for c, x := range row {
+			bad |= math.Float64bits(x)&expBits + expOne
+			f[c*n+q] = float32(x)
+		}
+	}
+	return bad>>63 == 0
 }
 
 // upload copies the staged inputs of a launch of n trajectories up to the

@@ -65,6 +65,46 @@ type Executor interface {
 	Run(ctx context.Context, job *Job) (*Result, error)
 }
 
+// Checks is a set of checks of a job's inputs that an Executor can make
+// as it reads the inputs, in place of package ode's own pass over them
+// before the job (see CheckingExecutor).
+type Checks uint8
+
+const (
+	// CheckFinite: every value of Job.Y0 and Job.P is finite. It covers
+	// the arrays a problem gave with one row per trajectory; a single row
+	// (Job.Y0Row, Job.PRow) package ode checks itself.
+	CheckFinite Checks = 1 << iota
+	// CheckMeshLen: every Job.Mesh.Len[i] is in [0, Job.Mesh.Rows]. Package
+	// ode leaves it only for a mesh whose steps are resident on the
+	// executor's engine (Mesh.Resident), whose steps it does not read.
+	CheckMeshLen
+)
+
+// CheckingExecutor is implemented by an Executor that makes some checks
+// of a job's inputs as it copies them: a GPU engine stages every input
+// for the device anyway, and a check that rides on that copy saves a pass
+// over tens of megabytes per call at millions of trajectories.
+//
+// Checks returns the checks Run can make. Package ode leaves a job those
+// of them it can (Job.Checks: for Grad, not with Method Auto), and Run
+// must make every check in Job.Checks before it returns a result; if one
+// fails, Run returns an error wrapping ErrInput and no result, and package
+// ode then checks the inputs itself and returns its own error, the one an
+// engine without the method gets (it names the array, the trajectory and
+// the component). A job with errors in several inputs gets the error the
+// checks of package ode find first, as on such an engine. The CPU engine
+// does not implement CheckingExecutor: package ode checks its inputs
+// before the job.
+type CheckingExecutor interface {
+	Executor
+	Checks() Checks
+}
+
+// ErrInput is wrapped by the error of an Executor's Run whose checks of
+// the job's inputs (Job.Checks, see CheckingExecutor) failed.
+var ErrInput = errors.New("an input failed the executor's checks")
+
 // Op is the operation of a Job.
 type Op int
 
@@ -143,6 +183,10 @@ type Job struct {
 	// once instead of its N copies.
 	Y0Row, PRow []float64
 	T1Same      bool
+
+	// Checks are the checks of the inputs that package ode left to the
+	// executor (a CheckingExecutor's; 0 for any other executor).
+	Checks Checks
 
 	// Reuse, if not nil, holds arrays of an earlier result (and its Mesh)
 	// that the engine may fill instead of allocating new ones: a training
