@@ -350,23 +350,33 @@ func lookupEngine(name string) (Engine, error) {
 // for an engine to complete with its steps (H, or Resident): N and the
 // span of j, each trajectory's length its accepted steps (in the storage
 // of lens where it is large enough), Rows the longest, and res's statuses
-// and counts. Every engine builds its meshes with it.
+// and counts. Every engine builds its meshes with it (or with
+// RecordedMeshLen).
 func RecordedMesh(j *Job, res *Result, lens []int) *Mesh {
 	n := j.N
-	m := &Mesh{N: n, Len: par.Append(lens, res.Stats.Accepted[:n]), Status: res.Status, Stats: res.Stats,
-		T0: j.T0, T1: j.T1}
+	lens = par.Append(lens, res.Stats.Accepted[:n])
 	// The longest, on all cores (a mesh of 2^20 trajectories).
 	nb := (n + par.Block - 1) / par.Block
 	longest := make([]int, nb)
 	par.Run(nb, 0, func(_, b int) {
 		mx := 0 // in a register: the blocks' slots share cache lines
-		for _, l := range m.Len[b*par.Block : min(n, (b+1)*par.Block)] {
+		for _, l := range lens[b*par.Block : min(n, (b+1)*par.Block)] {
 			mx = max(mx, l)
 		}
 		longest[b] = mx
 	})
+	rows := 0
 	for _, l := range longest {
-		m.Rows = max(m.Rows, l)
+		rows = max(rows, l)
 	}
-	return m
+	return RecordedMeshLen(j, res, lens, rows)
+}
+
+// RecordedMeshLen is RecordedMesh for an engine that has written the
+// lengths itself, into lens ([N]: each trajectory's accepted steps, as
+// res.Stats.Accepted), as it wrote the counts, and knows the longest,
+// rows: it saves RecordedMesh's copy of the counts and its pass over
+// them. The mesh's Len is lens.
+func RecordedMeshLen(j *Job, res *Result, lens []int, rows int) *Mesh {
+	return &Mesh{N: j.N, Rows: rows, Len: lens[:j.N], Status: res.Status, Stats: res.Stats, T0: j.T0, T1: j.T1}
 }
