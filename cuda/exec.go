@@ -516,7 +516,7 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		old = &ode.Result{}
 	}
 	if v.Adaptive {
-		res.Status = buf.Make(old.Status, n)
+		res.Status = overwrite(old.Status, n)
 		for i := range res.Status {
 			res.Status[i] = ode.NotRun
 		}

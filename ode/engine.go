@@ -244,7 +244,7 @@ type Result struct {
 	Switch []int             // [N] steps taken before switching to the stiff plan (records with Job.stiff; see Mesh.Switch)
 	Events []int             // [N] events each trajectory went through (records of plans with events)
 	Mesh   *Mesh             // the mesh recorded (OpRecord, OpGrad and OpLoss without a mesh)
-	LastH  []float64         // [N] the step size last tried (records), for error messages
+	LastH  []float64         // [N] the step size each failed trajectory last tried (records), for error messages; nil where none failed, 0 (or any value) for the others
 	LastY  map[int][]float64 // the last accepted state [Dim] of each failed trajectory (records), for error messages
 
 	Loss   float64   // Σ terms · Scale (OpLoss, OpGrad); Reg is added by package ode

@@ -118,13 +118,15 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		dst.Loss += r
 	}
 	// The solution's times: a terminal event's where it fired, else the
-	// end times (copied on all cores: 8 MB at 2^20 trajectories).
-	t := q.t1
-	if used.plan.Events != nil && res.T != nil {
-		t = res.T
-	}
-	if !buf.Same(reuse.T, t) { // else res.T already lives in reuse.T's storage
-		t = par.Append(reuse.T, t)
+	// end times (written on all cores: 8 MB at 2^20 trajectories).
+	var t []float64
+	switch {
+	case used.plan.Events != nil && res.T != nil && buf.Same(reuse.T, res.T):
+		t = res.T // it already lives in reuse.T's storage
+	case used.plan.Events != nil && res.T != nil:
+		t = par.Append(reuse.T, res.T)
+	default:
+		t = q.endTimes(reuse.T)
 	}
 	sol := used.solutionT(q, res, m.Status, t)
 	sol.Stats = m.Stats

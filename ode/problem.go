@@ -477,6 +477,15 @@ type problem struct {
 	checks, leaveMesh Checks
 }
 
+// endTimes returns the end times ([N]) in dst's storage where it is large
+// enough: one end time repeated (no array read), or T1s copied.
+func (q *problem) endTimes(dst []float64) []float64 {
+	if q.T1s == nil {
+		return par.Repeat(dst, q.n, q.T1)
+	}
+	return par.Append(dst, q.t1)
+}
+
 func finiteAll(x []float64) int {
 	// An ensemble's inputs and gradients are tens of megabytes: the
 	// blocks are read on all cores and the first bad one wins.

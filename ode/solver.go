@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
-	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -574,7 +573,7 @@ func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
 	if old != nil {
 		t1 = old.T1
 	}
-	m.T0, m.T1 = q.T0, par.Append(t1, q.t1)
+	m.T0, m.T1 = q.T0, q.endTimes(t1)
 	m.t1, m.t1Set = q.T1, q.T1s == nil
 	m.Method = methodByName(sv.plan.Method)
 	m.RelTol, m.AbsTol = sv.set.RelTol, sv.set.AbsTol
