@@ -3,8 +3,10 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -154,5 +156,35 @@ func TestHostEngineResidentChecks(t *testing.T) {
 	}
 	if _, err := sv.Grad(nil, &c.prob, c.loss, kept); err == nil {
 		t.Error("a mesh whose memory a failed record reused was replayed")
+	}
+}
+
+// TestOrderedSum checks that the loss terms added by blocks as the result
+// loop's workers finish them, in any order and from several goroutines,
+// sum bit for bit as the in-order loop does.
+func TestOrderedSum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, nb := range []int{1, 2, 7, 64} {
+		const per = 100
+		terms := make([]float64, nb*per)
+		for i := range terms {
+			terms[i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(20)-10))
+		}
+		want := 0.0
+		for _, x := range terms {
+			want += x
+		}
+		for round := range 20 {
+			s := &orderedSum{done: make([]bool, nb), terms: func(b int) []float64 { return terms[b*per : (b+1)*per] }}
+			var wg sync.WaitGroup
+			for _, b := range rng.Perm(nb) {
+				wg.Add(1)
+				go func() { defer wg.Done(); s.add(b) }()
+			}
+			wg.Wait()
+			if s.sum != want || s.next != nb {
+				t.Fatalf("%d blocks, round %d: sum %v (%d blocks added), want %v", nb, round, s.sum, s.next, want)
+			}
+		}
 	}
 }

@@ -354,7 +354,12 @@ func sum(x []int) int {
 // resident steps where they are; any other use (another engine, a check
 // of the steps, a caller reading H) needs Host first, which this package
 // calls where it needs the steps. Len, Status and Stats are always on the
-// host.
+// host. A replay on the engine of a resident mesh that a Grad recorded
+// with every trajectory OK reads none of them again but Len (which the
+// engine checks as it sends it to the device): its steps, out of the
+// caller's reach, are that record's until a later record reuses their
+// memory (a Gradient passed back to Grad), so that the replay costs no
+// pass over the host arrays.
 type Mesh struct {
 	N, Rows int
 	H       []float64 // [Rows×N]; nil while Resident holds the steps
