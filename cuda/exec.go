@@ -1397,34 +1397,39 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 		var over []int
 		longest, fail := 0, false // kept in registers: the blocks' slots share cache lines
 		if v.Adaptive {
+			// The result arrays in locals: the loop's stores would
+			// otherwise make the compiler load each header again.
+			sts, stiff, accepted, rejected, evals := res.Status, res.Stiff, res.Stats.Accepted, res.Stats.Rejected, res.Stats.FieldEvals
+			var lens []int // the mesh's Len, written with the counts
+			if r.lensOut {
+				lens = r.meshLen
+			}
+			times, e0, e1 := !r.lazyT, pl.InitEvals, pl.TrialEvals
 			for q := q0; q < q1; q++ {
-				i := g[q]
-				if flags[q]&flagOverflow != 0 {
+				i, a, f := g[q], int(acc[q]), flags[q]
+				accepted[i] = a
+				if lens != nil {
+					lens[i] = a
+				}
+				if f&flagOverflow != 0 {
 					// Run again: the rerun writes all its results.
 					over = append(over, i)
-					res.Stats.Accepted[i] = int(acc[q])
-					if r.lensOut {
-						r.meshLen[i] = int(acc[q])
-					}
 					continue
 				}
 				st := ode.Status(status[q])
 				fail = fail || st != ode.OK
-				res.Status[i] = st
-				if !r.lazyT {
+				sts[i] = st
+				if times {
 					res.T[i] = tt.get(q)
 				}
-				res.Stiff[i] = flags[q]&flagStiff != 0
-				res.Stats.Accepted[i] = int(acc[q])
-				if r.lensOut {
-					r.meshLen[i] = int(acc[q])
-				}
-				res.Stats.Rejected[i] = int(rej[q])
-				res.Stats.FieldEvals[i] = pl.InitEvals + pl.TrialEvals*int(acc[q]+rej[q])
+				stiff[i] = f&flagStiff != 0
+				rj := int(rej[q])
+				rejected[i] = rj
+				evals[i] = e0 + e1*(a+rj)
 				if events != nil {
 					res.Events[i] = int(events[q])
 				}
-				longest = max(longest, int(acc[q]))
+				longest = max(longest, a)
 			}
 		} else if events != nil {
 			for q := q0; q < q1; q++ {
