@@ -55,11 +55,13 @@ type executor struct {
 
 	rows atomic.Int64 // most accepted steps of a trajectory seen, to size record buffers
 
-	// terms holds [N] loss-term buffers between runs, and ident the
-	// identity 0, 1, … (read-only, grown under mu) that names the
-	// trajectories of a launch of consecutive ones: a call of a million
-	// trajectories would otherwise allocate and fill 16 MB of them.
-	terms sync.Pool
+	// terms holds an [N] loss-term buffer between runs (under mu; a
+	// sync.Pool would drop it at every other collection, and a call of a
+	// million trajectories allocate 8 MB again), and ident the identity
+	// 0, 1, … (read-only, grown under mu) that names the trajectories of
+	// a launch of consecutive ones: a call of a million trajectories would
+	// otherwise allocate and fill 16 MB of them.
+	terms []float64
 	ident []int
 
 	// lossVectors caches, by LossPlan.Hash, whether a loss's programs hold
@@ -409,6 +411,7 @@ func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
 			return nil, err
 		}
 		tr.add(func(t *TraceStats) { t.Reruns += len(over) })
+		r.summed = -1 // the reruns' terms replace some: finish adds them all
 		if v.TileSums {
 			// A tile's shared-gradient sum comes from one launch of all
 			// its trajectories.
@@ -481,7 +484,11 @@ type run struct {
 	gs, gsLoss       []float64 // [NS] shared gradient of the steps and of the loss itself (unscaled), summed over launches
 	tiles            []float64 // with v.tiles instead: [ceil(N/scan.TileSize)][2][NS], the same per tile
 	meshH            []float64 // the recorded mesh, step-major [rows][N]
-	meshLen          []int     // storage for the mesh's Len (Job.Reuse)
+	meshLen          []int     // storage for the mesh's Len (Job.Reuse); with lensOut, the Len scatter writes
+	lensOut          bool      // scatter writes the mesh's Len (meshLen, [N]) with the counts
+	sum              float64   // the loss terms 0…summed−1 added in order (orderedSum)
+	summed           int       // -1 where finish must add the terms itself
+	longest          int       // the most accepted steps of a trajectory scatter wrote
 	meshE            []int32   // the recorded mesh's event marks, step-major [rows][N] (Mesh.Events), with events
 	stored           int64     // bytes of stored states of the largest launch
 	gradNonFinite    bool      // a launch copied a gradient that is not finite (scatterCols)
@@ -509,7 +516,7 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		old = &ode.Result{}
 	}
 	if v.Adaptive {
-		res.Status = buf.Make(old.Status, n)
+		res.Status = overwrite(old.Status, n)
 		for i := range res.Status {
 			res.Status[i] = ode.NotRun
 		}
@@ -523,6 +530,10 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 			FieldEvals: overwrite(old.Stats.FieldEvals, n)}
 		if v.MeshOut && old.Mesh != nil {
 			r.meshH, r.meshLen = old.Mesh.H[:0], old.Mesh.Len
+		}
+		if v.MeshOut {
+			// Written with the counts (scatter): finish need not copy them.
+			r.meshLen, r.lensOut = overwrite(r.meshLen, n), true
 		}
 		if v.Events {
 			res.Events = overwrite(old.Events, n)
@@ -902,8 +913,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	defer ex.giveStaging(up)
 	rg := rtrace.StartRegion(r.ctx, "cuda.fill")
 	bc := r.broadcasts(n, &l)
-	r.fillBroadcast(up, g, &l, bc)
+	err = r.fillBroadcast(up, g, &l, bc)
 	rg.End()
+	if err != nil {
+		return nil, err
+	}
 	if hinAt >= 0 {
 		// Before the batch: a large mesh goes up through the chunk
 		// buffers, from other goroutines.
@@ -964,18 +978,32 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 // trajectories g (rows record rows each) in layout l and uploads them
 // (fill, then upload), without the mesh to replay (writeMesh).
 func (r *run) stage(up []byte, ar *arena, g []int, rows int, l *layout, zeroGS bool) error {
-	r.fill(up, g, l)
+	if err := r.fill(up, g, l); err != nil {
+		return err
+	}
 	return r.upload(up, ar, len(g), rows, l, zeroGS)
 }
 
 // fill fills the staging buffer up with the inputs of a launch over the
-// trajectories g in layout l, step-major.
-func (r *run) fill(up []byte, g []int, l *layout) { r.fillBroadcast(up, g, l, bcast{}) }
+// trajectories g in layout l, step-major. As it copies them it checks
+// what the job leaves to it (Checks) and a given mesh's lengths: an
+// error wraps ode.ErrInput.
+func (r *run) fill(up []byte, g []int, l *layout) error { return r.fillBroadcast(up, g, l, bcast{}) }
+
+// Checks returns the checks of a job's inputs that the executor makes as
+// it stages them for the device (ode.CheckingExecutor): that Y0 and P are
+// finite (the copy's read of each value also tests its exponent bits) and
+// that a given mesh's lengths are within its rows (read as they are
+// converted to the device's int32). A job's failed check is an error
+// wrapping ode.ErrInput, before the launch that would read the value.
+func (ex *executor) Checks() ode.Checks { return ode.CheckFinite | ode.CheckMeshLen }
+
+var _ ode.CheckingExecutor = (*executor)(nil)
 
 // fillBroadcast is fill, but of an input that bc broadcasts it writes
 // only the first bc.seed trajectories' values (uploadBroadcast copies
 // them over the rest on the device).
-func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
+func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	j, v := r.j, r.v
 	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
@@ -1015,29 +1043,25 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
 	} else {
 		ln = iv(up, 0, argLen)
 	}
-	transpose := func(dst reals, src []float64, w, q0, q1 int) {
-		for q := q0; q < q1; q++ {
-			i := g[q]
-			for c := 0; c < w; c++ {
-				dst.set(c*n+q, src[i*w+c])
-			}
-		}
-	}
-	par.Run((n+resultBlock-1)/resultBlock, 0, func(_, b int) {
+	nb := (n + resultBlock - 1) / resultBlock
+	// Per block: an input that is not finite, a length out of range.
+	var badBlocks [2]atomic.Bool
+	par.Run(nb, 0, func(_, b int) {
 		q0, q1 := b*resultBlock, min(n, (b+1)*resultBlock)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
+		finite := true
 		if bc.y0 {
-			transpose(y0, j.Y0, d, q0, seed)
+			gatherCols(y0, n, j.Y0, d, g, q0, seed)
 		} else {
-			transpose(y0, j.Y0, d, q0, q1)
+			finite = gatherCols(y0, n, j.Y0, d, g, q0, q1)
 		}
 		if bc.p {
-			transpose(pin, j.P, np, q0, seed)
+			gatherCols(pin, n, j.P, np, g, q0, seed)
 		} else if np > 0 {
-			transpose(pin, j.P, np, q0, q1)
+			finite = gatherCols(pin, n, j.P, np, g, q0, q1) && finite
 		}
 		if dd > 0 {
-			transpose(data, j.Loss.Data, dd, q0, q1)
+			gatherCols(data, n, j.Loss.Data, dd, g, q0, q1)
 		}
 		switch {
 		case bc.t1:
@@ -1049,11 +1073,25 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
 				t1.set(q, j.T1[g[q]])
 			}
 		default:
+			// A length outside [0, Rows] would read past the mesh's rows
+			// on the device: checked here whoever else did.
+			rows, lens, out := j.Mesh.Rows, j.Mesh.Len, false
 			for q := q0; q < q1; q++ {
-				ln[q] = int32(j.Mesh.Len[g[q]])
+				l := lens[g[q]]
+				out = out || uint(l) > uint(rows)
+				ln[q] = int32(l)
+			}
+			if out {
+				badBlocks[1].Store(true)
 			}
 		}
+		if !finite {
+			badBlocks[0].Store(true)
+		}
 	})
+	if badBlocks[0].Load() && j.Checks&ode.CheckFinite != 0 || badBlocks[1].Load() {
+		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, ode.ErrInput)
+	}
 	if l.off[argEvIn] >= 0 {
 		// The mesh's event marks, step-major as its steps, row by row.
 		ev, mh := iv(up, 0, argEvIn), j.Mesh
@@ -1065,6 +1103,48 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) {
 			}
 		})
 	}
+	return nil
+}
+
+// gatherCols copies the rows g[q0:q1] of src (row-major, w values a row)
+// to the columns q0…q1−1 of dst (component-major over a launch of n:
+// component c of launch trajectory q at dst[c*n+q]), scatterCols'
+// inverse. It reports whether every value copied is finite, a check that
+// rides on the copy's read as scatterCols' does.
+func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (finite bool) {
+	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
+	var bad uint64
+	if f := dst.f64; f != nil && w == 3 {
+		// The common width unrolled: three column streams written in
+		// step (scatterCols does the same the other way).
+		c0, c1, c2 := f[q0:q1], f[n+q0:n+q1], f[2*n+q0:2*n+q1]
+		for j, i := range g[q0:q1] {
+			row := src[3*i : 3*i+3]
+			x, y, z := row[0], row[1], row[2]
+			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+			c0[j], c1[j], c2[j] = x, y, z
+		}
+		return bad>>63 == 0
+	}
+	if f := dst.f64; f != nil {
+		for q := q0; q < q1; q++ {
+			row := src[g[q]*w : g[q]*w+w]
+			for c, x := range row {
+				bad |= math.Float64bits(x)&expBits + expOne
+				f[c*n+q] = x
+			}
+		}
+		return bad>>63 == 0
+	}
+	f := dst.f32
+	for q := q0; q < q1; q++ {
+		row := src[g[q]*w : g[q]*w+w]
+		for c, x := range row {
+			bad |= math.Float64bits(x)&expBits + expOne
+			f[c*n+q] = float32(x)
+		}
+	}
+	return bad>>63 == 0
 }
 
 // upload copies the staged inputs of a launch of n trajectories up to the
@@ -1302,33 +1382,54 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	longs := make([]int, nb)
 	failed := make([]bool, nb)
 	nonFinite := make([]bool, nb) // a gradient that is not finite
+	// The loss terms of a launch that continues the run's trajectories in
+	// order are added up as their blocks are done (orderedSum).
+	var sum *orderedSum
+	if (v.Loss || v.Grad) && r.summed >= 0 && n > 0 && g[0] == r.summed && g[n-1] == g[0]+n-1 {
+		sum = &orderedSum{sum: r.sum, done: make([]bool, nb), terms: func(b int) []float64 {
+			return r.terms[g[0]+b*resultBlock : g[0]+min(n, (b+1)*resultBlock)]
+		}}
+	} else {
+		r.summed = -1
+	}
 	par.Run(nb, 0, func(_, b int) {
 		q0, q1 := b*resultBlock, min(n, (b+1)*resultBlock)
 		var over []int
 		longest, fail := 0, false // kept in registers: the blocks' slots share cache lines
 		if v.Adaptive {
+			// The result arrays in locals: the loop's stores would
+			// otherwise make the compiler load each header again.
+			sts, stiff, accepted, rejected, evals := res.Status, res.Stiff, res.Stats.Accepted, res.Stats.Rejected, res.Stats.FieldEvals
+			var lens []int // the mesh's Len, written with the counts
+			if r.lensOut {
+				lens = r.meshLen
+			}
+			times, e0, e1 := !r.lazyT, pl.InitEvals, pl.TrialEvals
 			for q := q0; q < q1; q++ {
-				i := g[q]
-				if flags[q]&flagOverflow != 0 {
+				i, a, f := g[q], int(acc[q]), flags[q]
+				accepted[i] = a
+				if lens != nil {
+					lens[i] = a
+				}
+				if f&flagOverflow != 0 {
 					// Run again: the rerun writes all its results.
 					over = append(over, i)
-					res.Stats.Accepted[i] = int(acc[q])
 					continue
 				}
 				st := ode.Status(status[q])
 				fail = fail || st != ode.OK
-				res.Status[i] = st
-				if !r.lazyT {
+				sts[i] = st
+				if times {
 					res.T[i] = tt.get(q)
 				}
-				res.Stiff[i] = flags[q]&flagStiff != 0
-				res.Stats.Accepted[i] = int(acc[q])
-				res.Stats.Rejected[i] = int(rej[q])
-				res.Stats.FieldEvals[i] = pl.InitEvals + pl.TrialEvals*int(acc[q]+rej[q])
+				stiff[i] = f&flagStiff != 0
+				rj := int(rej[q])
+				rejected[i] = rj
+				evals[i] = e0 + e1*(a+rj)
 				if events != nil {
 					res.Events[i] = int(events[q])
 				}
-				longest = max(longest, int(acc[q]))
+				longest = max(longest, a)
 			}
 		} else if events != nil {
 			for q := q0; q < q1; q++ {
@@ -1368,6 +1469,9 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 			}
 		}
 		overs[b], longs[b], failed[b] = over, longest, fail
+		if sum != nil {
+			sum.add(b)
+		}
 	})
 	if v.Grad && v.Events {
 		for q := range n {
@@ -1407,6 +1511,10 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 			}
 		}
 	}
+	if sum != nil {
+		r.sum, r.summed = sum.sum, g[n-1]+1
+	}
+	r.longest = max(r.longest, longest)
 	if v.Adaptive && (v.MeshOut || v.Store) {
 		ex.notice(longest)
 	}
@@ -1421,6 +1529,48 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 		}
 	}
 	return over, nil
+}
+
+// orderedSum adds the loss terms of a launch's blocks in index order as
+// the result loop's workers finish them: the worker that finishes the
+// next block in order adds it, and the blocks after it that are done,
+// while the others go on with their blocks. The sum is the in-order sum
+// finish would form (the same additions in the same order), formed while
+// the loop runs instead of after it, where its chain of dependent
+// additions (a million at 2^20 trajectories, latency-bound) would take one
+// core a millisecond and more.
+type orderedSum struct {
+	mu    sync.Mutex
+	done  []bool // per block: written
+	next  int    // the next block to add
+	busy  bool   // a worker is adding
+	sum   float64
+	terms func(b int) []float64 // block b's terms
+}
+
+// add marks block b written and, unless another worker is adding, adds
+// the blocks that are next in order and written.
+func (s *orderedSum) add(b int) {
+	s.mu.Lock()
+	s.done[b] = true
+	if s.busy {
+		s.mu.Unlock()
+		return
+	}
+	s.busy = true
+	for s.next < len(s.done) && s.done[s.next] {
+		k := s.next
+		s.mu.Unlock()
+		sum := s.sum // only the busy worker touches it
+		for _, x := range s.terms(k) {
+			sum += x
+		}
+		s.sum = sum
+		s.mu.Lock()
+		s.next++
+	}
+	s.busy = false
+	s.mu.Unlock()
 }
 
 // readEvents copies the event marks of the first used rows of the
@@ -1815,7 +1965,12 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		res.Stats.Wall = wall
 	}
 	if v.MeshOut {
-		m := ode.RecordedMesh(j, res, r.meshLen)
+		var m *ode.Mesh
+		if r.lensOut {
+			m = ode.RecordedMeshLen(j, res, r.meshLen, r.longest)
+		} else {
+			m = ode.RecordedMesh(j, res, r.meshLen)
+		}
 		switch {
 		case r.hout != nil:
 			m.Resident = r.hout // H stays nil: the steps are on the device
@@ -1848,12 +2003,15 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 			}
 		}
 		// Added in order, as the CPU engine adds them, in a local (a
-		// field's load and store per term would triple the time); only
-		// a sum that is not finite looks for a term that is not (the
-		// error).
-		sum := 0.0
-		for _, x := range r.terms {
-			sum += x
+		// field's load and store per term would triple the time), where
+		// scatter did not add them all as it wrote them; only a sum that
+		// is not finite looks for a term that is not (the error).
+		sum := r.sum
+		if r.summed != len(r.terms) {
+			sum = 0
+			for _, x := range r.terms {
+				sum += x
+			}
 		}
 		res.Loss = sum
 		if math.IsNaN(sum) || math.IsInf(sum, 0) {
@@ -2025,22 +2183,29 @@ func (ex *executor) identity(n int) []int {
 	return ex.ident[:n]
 }
 
-// takeTerms returns a zeroed buffer of n loss terms, reusing one a run
-// gave back.
+// takeTerms returns a buffer of n loss terms, the one a run gave back
+// where it is large enough. Its contents are not cleared: scatter writes
+// every trajectory's term (0 for a failed one).
 func (ex *executor) takeTerms(n int) []float64 {
-	if b, ok := ex.terms.Get().(*[]float64); ok && cap(*b) >= n {
-		t := (*b)[:n]
-		clear(t) // a failed trajectory's term is 0
-		return t
+	ex.mu.Lock()
+	b := ex.terms
+	if cap(b) >= n {
+		ex.terms = nil
+	}
+	ex.mu.Unlock()
+	if cap(b) >= n {
+		return b[:n]
 	}
 	return make([]float64, n)
 }
 
-// giveTerms keeps b for a later run.
+// giveTerms keeps b for a later run (the larger buffer, if one is kept).
 func (ex *executor) giveTerms(b []float64) {
-	if cap(b) > 0 {
-		ex.terms.Put(&b)
+	ex.mu.Lock()
+	if cap(b) > cap(ex.terms) {
+		ex.terms = b
 	}
+	ex.mu.Unlock()
 }
 
 // scatterCols copies the columns of trajectories q0, q0+1, … of a launch
@@ -2056,6 +2221,40 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 	// of it only then.
 	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	var bad uint64
+	if f, m := src.f64, len(g); f != nil && w >= 2 && w <= 4 {
+		// A row at a time, its components from w columns: the rows are
+		// written once, in order, where a column at a time writes each
+		// cache line of dst w times (1.7 times as fast at w = 3).
+		col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+m] }
+		c0, c1 := col(0), col(1)
+		switch w {
+		case 2:
+			for j, i := range g {
+				x, y := c0[j], c1[j]
+				bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne)
+				r := dst[2*i : 2*i+2]
+				r[0], r[1] = x, y
+			}
+		case 3:
+			c2 := col(2)
+			for j, i := range g {
+				x, y, z := c0[j], c1[j], c2[j]
+				bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+				r := dst[3*i : 3*i+3]
+				r[0], r[1], r[2] = x, y, z
+			}
+		case 4:
+			c2, c3 := col(2), col(3)
+			for j, i := range g {
+				x, y, z, u := c0[j], c1[j], c2[j], c3[j]
+				bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) |
+					(math.Float64bits(z)&expBits + expOne) | (math.Float64bits(u)&expBits + expOne)
+				r := dst[4*i : 4*i+4]
+				r[0], r[1], r[2], r[3] = x, y, z, u
+			}
+		}
+		return bad>>63 == 0
+	}
 	for c := 0; c < w; c++ {
 		at := c*n + q0
 		if f := src.f64; f != nil {

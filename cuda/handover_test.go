@@ -108,12 +108,13 @@ func TestCallHandOvers(t *testing.T) {
 }
 
 // TestScatterColsFinite checks scatterCols' copy (a launch's columns to
-// rows, a gather g) and its report of values that are not finite, in
-// float64 and float32, for the extreme finite values and every kind of
-// non-finite one at any position.
+// rows, a gather g) and its report of values that are not finite, and
+// gatherCols' copy the other way and its report, in float64 and float32,
+// for the widths with a loop of their own and others, for the extreme
+// finite values and every kind of non-finite one at any position.
 func TestScatterColsFinite(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const n, w = 37, 3
+	const n = 37
 	g := rng.Perm(n)[:29]
 	specials := []struct {
 		x      float64
@@ -122,45 +123,81 @@ func TestScatterColsFinite(t *testing.T) {
 		{math.MaxFloat64, true}, {-math.MaxFloat64, true}, {math.SmallestNonzeroFloat64, true}, {0, true},
 		{math.Copysign(0, -1), true}, {math.Inf(1), false}, {math.Inf(-1), false}, {math.NaN(), false},
 	}
-	for _, f32 := range []bool{false, true} {
-		for _, s := range specials {
-			x32 := float64(float32(s.x))
-			if f32 && s.finite && math.IsInf(x32, 0) {
-				continue // MaxFloat64 is not a float32
-			}
-			at := rng.IntN(w * n)
-			src := reals{}
-			want := make([]float64, n*w)
-			if f32 {
-				src.f32 = make([]float32, w*n)
-				for k := range src.f32 {
-					src.f32[k] = float32(rng.NormFloat64())
+	same := func(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+	for _, w := range []int{1, 2, 3, 4, 5} {
+		for _, f32 := range []bool{false, true} {
+			for _, s := range specials {
+				x32 := float64(float32(s.x))
+				if f32 && s.finite && math.IsInf(x32, 0) {
+					continue // MaxFloat64 is not a float32
 				}
-				src.f32[at] = float32(s.x)
-			} else {
-				src.f64 = make([]float64, w*n)
-				for k := range src.f64 {
-					src.f64[k] = rng.NormFloat64()
+				at := rng.IntN(w * n)
+				src := reals{}
+				want := make([]float64, n*w)
+				if f32 {
+					src.f32 = make([]float32, w*n)
+					for k := range src.f32 {
+						src.f32[k] = float32(rng.NormFloat64())
+					}
+					src.f32[at] = float32(s.x)
+				} else {
+					src.f64 = make([]float64, w*n)
+					for k := range src.f64 {
+						src.f64[k] = rng.NormFloat64()
+					}
+					src.f64[at] = s.x
 				}
-				src.f64[at] = s.x
-			}
-			// Only the launch's trajectories q0.. q0+len(g)-1 are copied.
-			q0 := 3
-			gb := g[:min(len(g), n-q0)]
-			inLaunch := at%n >= q0 && at%n < q0+len(gb)
-			for c := range w {
-				for j, i := range gb {
-					want[i*w+c] = src.get(c*n + q0 + j)
+				// Only the launch's trajectories q0.. q0+len(g)-1 are copied.
+				q0 := 3
+				gb := g[:min(len(g), n-q0)]
+				inLaunch := at%n >= q0 && at%n < q0+len(gb)
+				for c := range w {
+					for j, i := range gb {
+						want[i*w+c] = src.get(c*n + q0 + j)
+					}
 				}
-			}
-			dst := make([]float64, n*w)
-			got := scatterCols(dst, w, src, n, q0, gb)
-			if wantFinite := s.finite || !inLaunch; got != wantFinite {
-				t.Errorf("f32 %t, %v at %d (in the launch %t): finite %t, want %t", f32, s.x, at, inLaunch, got, wantFinite)
-			}
-			for k := range dst {
-				if dst[k] != want[k] && !(math.IsNaN(dst[k]) && math.IsNaN(want[k])) {
-					t.Fatalf("f32 %t: dst[%d] = %v, want %v", f32, k, dst[k], want[k])
+				dst := make([]float64, n*w)
+				got := scatterCols(dst, w, src, n, q0, gb)
+				if wantFinite := s.finite || !inLaunch; got != wantFinite {
+					t.Errorf("w %d, f32 %t, %v at %d (in the launch %t): finite %t, want %t", w, f32, s.x, at, inLaunch, got, wantFinite)
+				}
+				for k := range dst {
+					if !same(dst[k], want[k]) {
+						t.Fatalf("w %d, f32 %t: dst[%d] = %v, want %v", w, f32, k, dst[k], want[k])
+					}
+				}
+				// Back: the rows of the launch's trajectories q0… to
+				// their columns (g indexed by launch trajectory).
+				rows := make([]float64, n*w)
+				for k := range rows {
+					rows[k] = rng.NormFloat64()
+				}
+				bad := rng.IntN(n * w)
+				rows[bad] = s.x
+				gl := rng.Perm(n) // launch trajectory q is trajectory gl[q]
+				q1 := n - 2
+				back := reals{}
+				if f32 {
+					back.f32 = make([]float32, w*n)
+				} else {
+					back.f64 = make([]float64, w*n)
+				}
+				fin := gatherCols(back, n, rows, w, gl, q0, q1)
+				badIn := false
+				for q := q0; q < q1; q++ {
+					badIn = badIn || gl[q] == bad/w
+					for c := range w {
+						x := rows[gl[q]*w+c]
+						if f32 {
+							x = float64(float32(x))
+						}
+						if !same(back.get(c*n+q), x) {
+							t.Fatalf("w %d, f32 %t: gathered column %d of %d = %v, want %v", w, f32, c, q, back.get(c*n+q), x)
+						}
+					}
+				}
+				if wantFinite := s.finite || !badIn; fin != wantFinite {
+					t.Errorf("w %d, f32 %t, gather of %v (in the launch %t): finite %t, want %t", w, f32, s.x, badIn, fin, wantFinite)
 				}
 			}
 		}

@@ -79,8 +79,9 @@ type cpuExec struct {
 
 	losses sync.Map // LossPlan.Hash (+ ".grad") → *tape.Exec, masters of the loss programs
 
-	mu   sync.Mutex
-	free []*cpuWorker
+	mu    sync.Mutex
+	free  []*cpuWorker
+	terms []float64 // an [N] loss-term buffer kept between runs (under mu)
 }
 
 // chunkSize returns the chunk size of job: Job.ChunkSize, or else two
@@ -177,7 +178,7 @@ type cpuRun struct {
 	meshLen                      []int     // storage for the mesh's Len (Job.Reuse)
 	lossTerms                    []float64 // [N] per-trajectory loss terms
 	tiles                        []float64 // [ntiles][S] shared-gradient tile sums
-	lastH                        []float64 // [N] last step size tried
+	lastH                        []float64 // [N] last step size tried by the failed trajectories (nil: none failed; under lastYMu)
 	stateBudget                  int64     // bytes of stored states a worker may hold
 
 	done        atomic.Int64
@@ -246,7 +247,6 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		}
 		res.Stats = Stats{Accepted: buf.Make(old.Stats.Accepted, n), Rejected: buf.Make(old.Stats.Rejected, n),
 			FieldEvals: buf.Make(old.Stats.FieldEvals, n)}
-		r.lastH = make([]float64, n)
 		if r.keepMesh && old.Mesh != nil && n > 0 {
 			// The mesh grows into the old one's storage first.
 			r.meshH = buf.Make(old.Mesh.H, cap(old.Mesh.H)) // rows past a trajectory's end read 0
@@ -259,7 +259,8 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		res.Ys = buf.Make(old.Ys, n*len(j.SaveAt)*d)
 	}
 	if j.Op == OpGrad || j.Op == OpLoss {
-		r.lossTerms = make([]float64, n)
+		r.lossTerms = ex.takeTerms(n)
+		defer ex.giveTerms(r.lossTerms)
 	}
 	if pl.Events != nil {
 		res.Events = buf.Make(old.Events, n)
@@ -325,6 +326,28 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// takeTerms returns a cleared buffer of n loss terms, the one a run gave
+// back where it is large enough (a call of millions of trajectories
+// would otherwise allocate tens of megabytes).
+func (ex *cpuExec) takeTerms(n int) []float64 {
+	ex.mu.Lock()
+	b := ex.terms
+	if cap(b) >= n {
+		ex.terms = nil
+	}
+	ex.mu.Unlock()
+	return buf.Make(b, n)
+}
+
+// giveTerms keeps b for a later run (the larger buffer, if one is kept).
+func (ex *cpuExec) giveTerms(b []float64) {
+	ex.mu.Lock()
+	if cap(b) > cap(ex.terms) {
+		ex.terms = b
+	}
+	ex.mu.Unlock()
 }
 
 // storeMesh copies the mesh rows of the chunk of trajectories lo…
@@ -445,6 +468,7 @@ type cpuWorker struct {
 	soa                 []float64      // the chunk's saved states by save time (cpuRun.soaSaves), or nil
 	soaLo, soaW         int            // its first trajectory and width
 	grad                *scan.Gradient // the last chunk's, reused
+	sweep               *scan.Sweep    // the last chunk's forward sweep, whose checkpoints the next reuses
 
 	// Method Auto's switch (Job.stiff): the lanes parked for the stiff
 	// plan (see park), and the workspace of the stiff plan's executor.

@@ -328,7 +328,6 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 	if res.Switch != nil && w.ex != r.job.stiff {
 		res.Switch[g] = res.Stats.Accepted[g] // did not switch
 	}
-	r.lastH[g] = w.hTried[i] // the step last tried
 	if st != OK {
 		y := make([]float64, d)
 		for c := range y {
@@ -339,6 +338,12 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 			res.LastY = map[int][]float64{}
 		}
 		res.LastY[g] = y
+		// The step last tried, for the failure's message (Result.LastH:
+		// set for failed trajectories only, as the GPU engine does).
+		if r.lastH == nil {
+			r.lastH = make([]float64, r.job.N)
+		}
+		r.lastH[g] = w.hTried[i]
 		r.lastYMu.Unlock()
 	}
 	for c := 0; c < d; c++ {

@@ -48,9 +48,10 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens,
 			q.Stored = w.storedStates(width)
 		}
 		var err error
-		if sw1, err = scan.Forward(q, set); err != nil {
+		if sw1, err = scan.ForwardTo(w.sweep, q, set); err != nil {
 			return err
 		}
+		w.sweep = sw1
 		out = sw1.Result()
 	} else {
 		var err error

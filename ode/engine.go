@@ -65,6 +65,46 @@ type Executor interface {
 	Run(ctx context.Context, job *Job) (*Result, error)
 }
 
+// Checks is a set of checks of a job's inputs that an Executor can make
+// as it reads the inputs, in place of package ode's own pass over them
+// before the job (see CheckingExecutor).
+type Checks uint8
+
+const (
+	// CheckFinite: every value of Job.Y0 and Job.P is finite. It covers
+	// the arrays a problem gave with one row per trajectory; a single row
+	// (Job.Y0Row, Job.PRow) package ode checks itself.
+	CheckFinite Checks = 1 << iota
+	// CheckMeshLen: every Job.Mesh.Len[i] is in [0, Job.Mesh.Rows]. Package
+	// ode leaves it only for a mesh whose steps are resident on the
+	// executor's engine (Mesh.Resident), whose steps it does not read.
+	CheckMeshLen
+)
+
+// CheckingExecutor is implemented by an Executor that makes some checks
+// of a job's inputs as it copies them: a GPU engine stages every input
+// for the device anyway, and a check that rides on that copy saves a pass
+// over tens of megabytes per call at millions of trajectories.
+//
+// Checks returns the checks Run can make. Package ode leaves a job those
+// of them it can (Job.Checks: for Grad, not with Method Auto), and Run
+// must make every check in Job.Checks before it returns a result; if one
+// fails, Run returns an error wrapping ErrInput and no result, and package
+// ode then checks the inputs itself and returns its own error, the one an
+// engine without the method gets (it names the array, the trajectory and
+// the component). A job with errors in several inputs gets the error the
+// checks of package ode find first, as on such an engine. The CPU engine
+// does not implement CheckingExecutor: package ode checks its inputs
+// before the job.
+type CheckingExecutor interface {
+	Executor
+	Checks() Checks
+}
+
+// ErrInput is wrapped by the error of an Executor's Run whose checks of
+// the job's inputs (Job.Checks, see CheckingExecutor) failed.
+var ErrInput = errors.New("an input failed the executor's checks")
+
 // Op is the operation of a Job.
 type Op int
 
@@ -144,6 +184,10 @@ type Job struct {
 	Y0Row, PRow []float64
 	T1Same      bool
 
+	// Checks are the checks of the inputs that package ode left to the
+	// executor (a CheckingExecutor's; 0 for any other executor).
+	Checks Checks
+
 	// Reuse, if not nil, holds arrays of an earlier result (and its Mesh)
 	// that the engine may fill instead of allocating new ones: a training
 	// loop's results then reuse their storage from call to call. Their
@@ -200,7 +244,7 @@ type Result struct {
 	Switch []int             // [N] steps taken before switching to the stiff plan (records with Job.stiff; see Mesh.Switch)
 	Events []int             // [N] events each trajectory went through (records of plans with events)
 	Mesh   *Mesh             // the mesh recorded (OpRecord, OpGrad and OpLoss without a mesh)
-	LastH  []float64         // [N] the step size last tried (records), for error messages
+	LastH  []float64         // [N] the step size each failed trajectory last tried (records), for error messages; nil where none failed, 0 (or any value) for the others
 	LastY  map[int][]float64 // the last accepted state [Dim] of each failed trajectory (records), for error messages
 
 	Loss   float64   // Σ terms · Scale (OpLoss, OpGrad); Reg is added by package ode
@@ -306,23 +350,33 @@ func lookupEngine(name string) (Engine, error) {
 // for an engine to complete with its steps (H, or Resident): N and the
 // span of j, each trajectory's length its accepted steps (in the storage
 // of lens where it is large enough), Rows the longest, and res's statuses
-// and counts. Every engine builds its meshes with it.
+// and counts. Every engine builds its meshes with it (or with
+// RecordedMeshLen).
 func RecordedMesh(j *Job, res *Result, lens []int) *Mesh {
 	n := j.N
-	m := &Mesh{N: n, Len: par.Append(lens, res.Stats.Accepted[:n]), Status: res.Status, Stats: res.Stats,
-		T0: j.T0, T1: j.T1}
+	lens = par.Append(lens, res.Stats.Accepted[:n])
 	// The longest, on all cores (a mesh of 2^20 trajectories).
 	nb := (n + par.Block - 1) / par.Block
 	longest := make([]int, nb)
 	par.Run(nb, 0, func(_, b int) {
 		mx := 0 // in a register: the blocks' slots share cache lines
-		for _, l := range m.Len[b*par.Block : min(n, (b+1)*par.Block)] {
+		for _, l := range lens[b*par.Block : min(n, (b+1)*par.Block)] {
 			mx = max(mx, l)
 		}
 		longest[b] = mx
 	})
+	rows := 0
 	for _, l := range longest {
-		m.Rows = max(m.Rows, l)
+		rows = max(rows, l)
 	}
-	return m
+	return RecordedMeshLen(j, res, lens, rows)
+}
+
+// RecordedMeshLen is RecordedMesh for an engine that has written the
+// lengths itself, into lens ([N]: each trajectory's accepted steps, as
+// res.Stats.Accepted), as it wrote the counts, and knows the longest,
+// rows: it saves RecordedMesh's copy of the counts and its pass over
+// them. The mesh's Len is lens.
+func RecordedMeshLen(j *Job, res *Result, lens []int, rows int) *Mesh {
+	return &Mesh{N: j.N, Rows: rows, Len: lens[:j.N], Status: res.Status, Stats: res.Stats, T0: j.T0, T1: j.T1}
 }

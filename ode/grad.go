@@ -2,6 +2,7 @@ package ode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime/trace"
@@ -67,18 +68,22 @@ func (sv *Solver) Grad(dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient
 // returns ctx.Err().
 func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient, error) {
 	rg := trace.StartRegion(ctx, "ode.Grad.check")
-	q, err := sv.checkProblem(p)
-	if err == nil && m != nil {
-		err = sv.checkMesh(q, m)
-	}
+	q, err := sv.checkInputs(p, m, sv.leaveChecks(m))
 	rg.End()
 	if err != nil {
 		return nil, err
 	}
+	given := m
 	reuse := dst.reusable(m == nil)
 	rg = trace.StartRegion(ctx, "ode.Grad.run")
 	res, used, err := sv.run(ctx, OpGrad, q, &loss, m, reuse)
 	rg.End()
+	if errors.Is(err, ErrInput) {
+		// The executor's checks failed: package ode's own name the input.
+		if _, cerr := sv.checkInputs(p, m, 0); cerr != nil {
+			return nil, cerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -88,11 +93,17 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		m = used.mesh(q, res, reuse.Mesh)
 		reached = res.T
 	}
-	if err := stiffFailure(m, used.plan.Method, q.T0, reached); err != nil {
-		return nil, err
+	vouched := given != nil && given.residentOn(sv.engine.Name()) && given.vouched()
+	if !vouched { // else checkMesh's: none stiff, none failed
+		if err := stiffFailure(m, used.plan.Method, q.T0, reached); err != nil {
+			return nil, err
+		}
+		if err := used.failure(q, res, m.Status, used.plan.Method); err != nil {
+			return nil, err
+		}
 	}
-	if err := used.failure(q, res, m.Status, used.plan.Method); err != nil {
-		return nil, err
+	if given == nil && m.Resident != nil {
+		m.vouch() // none stiff, none failed (just checked)
 	}
 	if dst == nil {
 		dst = &Gradient{}
@@ -107,13 +118,15 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		dst.Loss += r
 	}
 	// The solution's times: a terminal event's where it fired, else the
-	// end times (copied on all cores: 8 MB at 2^20 trajectories).
-	t := q.t1
-	if used.plan.Events != nil && res.T != nil {
-		t = res.T
-	}
-	if !buf.Same(reuse.T, t) { // else res.T already lives in reuse.T's storage
-		t = par.Append(reuse.T, t)
+	// end times (written on all cores: 8 MB at 2^20 trajectories).
+	var t []float64
+	switch {
+	case used.plan.Events != nil && res.T != nil && buf.Same(reuse.T, res.T):
+		t = res.T // it already lives in reuse.T's storage
+	case used.plan.Events != nil && res.T != nil:
+		t = par.Append(reuse.T, res.T)
+	default:
+		t = q.endTimes(reuse.T)
 	}
 	sol := used.solutionT(q, res, m.Status, t)
 	sol.Stats = m.Stats
@@ -217,6 +230,11 @@ func (g *Gradient) reusable(mesh bool) *Result {
 		return &Result{}
 	}
 	r := &Result{GradY0: g.Y0, GradP: g.P}
+	if mesh && g.Mesh != nil {
+		// The record may write its steps into the mesh's resident
+		// memory: what vouched for them no longer does.
+		g.Mesh.unvouch()
+	}
 	if s := g.Solution; s != nil {
 		r.Y, r.Ys, r.T = s.Y, s.Ys, s.T
 		if mesh {
@@ -309,8 +327,11 @@ func checkGradient(g *Gradient, d, np int, known bool) error {
 //
 // A mesh whose steps are resident on this solver's engine is used where
 // it is: its steps, written by the engine's own record, are not checked
-// again (they cannot have changed: H is nil). A mesh resident on another
-// engine is first copied to the host (Mesh.Host).
+// again (they cannot have changed: H is nil). Nor are its statuses where
+// a Grad recorded it with every trajectory OK (Mesh.vouched), and its
+// lengths are left to an executor that checks them as it stages them
+// (q.leaveMesh, CheckMeshLen): then the check reads no array of N. A mesh
+// resident on another engine is first copied to the host (Mesh.Host).
 func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 	resident := m.residentOn(sv.engine.Name())
 	if m.Resident != nil && !resident {
@@ -338,7 +359,11 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 	case m.T1 != nil && len(m.T1) != m.N:
 		return fmt.Errorf("ode: mesh has %d end times for %d trajectories", len(m.T1), m.N)
 	}
-	if i := par.First(len(m.Len), func(lo, hi int) int {
+	if resident && q.leaveMesh&CheckMeshLen != 0 {
+		// The executor checks Len as it stages it for the device, where
+		// the steps are: nothing here reads the steps.
+		q.checks |= CheckMeshLen
+	} else if i := par.First(len(m.Len), func(lo, hi int) int {
 		for i := lo; i < hi; i++ {
 			if l := m.Len[i]; l < 0 || l > m.Rows {
 				return i
@@ -411,7 +436,10 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 			return fmt.Errorf("ode: mesh fingerprint %s differs from the solver's %s: it was recorded for another field (or another version of its F); record a mesh with this solver", m.Fingerprint, want)
 		}
 	}
-	if err := m.failed(nil, nil); err != nil {
+	if resident && m.vouched() {
+		// Its steps are those of a record whose trajectories all ended
+		// well (see stepsOK): the statuses are not read again.
+	} else if err := m.failed(nil, nil); err != nil {
 		return fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
 	}
 	// Every trajectory's steps must reach its end time: a replay of a

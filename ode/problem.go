@@ -357,7 +357,12 @@ func sum(x []int) int {
 // resident steps where they are; any other use (another engine, a check
 // of the steps, a caller reading H) needs Host first, which this package
 // calls where it needs the steps. Len, Status and Stats are always on the
-// host.
+// host. A replay on the engine of a resident mesh that a Grad recorded
+// with every trajectory OK reads none of them again but Len (which the
+// engine checks as it sends it to the device): its steps, out of the
+// caller's reach, are that record's until a later record reuses their
+// memory (a Gradient passed back to Grad), so that the replay costs no
+// pass over the host arrays.
 type Mesh struct {
 	N, Rows int
 	H       []float64 // [Rows×N]; nil while Resident holds the steps
@@ -413,6 +418,9 @@ type Mesh struct {
 	// marks and replay meshes with events, each the other's too.
 	Events    []int32
 	EventHash string
+
+	// ok, if valid, vouches for the resident steps (stepsOK).
+	ok *stepsOK
 }
 
 // Failed returns the first failed trajectory as a *TrajectoryError, or nil.
@@ -470,6 +478,20 @@ type problem struct {
 	y0, p []float64 // [N×Dim], [N×Params]
 	t1    []float64 // [N]
 	tmin  float64   // smallest end time
+
+	// checks are the checks of the inputs left to the executor
+	// (Job.Checks; see CheckingExecutor); leaveMesh those of a mesh
+	// that checkMesh may add to them.
+	checks, leaveMesh Checks
+}
+
+// endTimes returns the end times ([N]) in dst's storage where it is large
+// enough: one end time repeated (no array read), or T1s copied.
+func (q *problem) endTimes(dst []float64) []float64 {
+	if q.T1s == nil {
+		return par.Repeat(dst, q.n, q.T1)
+	}
+	return par.Append(dst, q.t1)
 }
 
 func finiteAll(x []float64) int {
@@ -571,11 +593,15 @@ func checkEnsembleSize(f *Field, n, nsave int) error {
 
 // check validates the problem and expands its arrays. The error names the
 // field and what to fix.
-func (pr *Problem) check() (*problem, error) { return pr.checkWith(nil) }
+func (pr *Problem) check() (*problem, error) { return pr.checkWith(nil, 0) }
 
 // checkWith is check with the expanded single rows kept in c (nil: none
-// kept). The checks read the arrays on all cores.
-func (pr *Problem) checkWith(c *expansions) (*problem, error) {
+// kept). The checks read the arrays on all cores. Of the checks in
+// leave (see CheckingExecutor), those that apply are left to the
+// executor: the problem returned lists them (problem.checks), and an
+// error is that of the checks made (callers check again with leave 0 to
+// get the error of all checks in order).
+func (pr *Problem) checkWith(c *expansions, leave Checks) (*problem, error) {
 	f := &pr.Field
 	if err := f.check(); err != nil {
 		return nil, err
@@ -615,11 +641,22 @@ func (pr *Problem) checkWith(c *expansions) (*problem, error) {
 	if len(pr.Shared) != f.Shared {
 		return nil, fmt.Errorf("ode: %s: len(Shared) = %d, want %d", f.name(), len(pr.Shared), f.Shared)
 	}
-	if i := finiteAll(pr.Y0); i >= 0 {
-		return nil, fmt.Errorf("ode: %s: Y0[%d] = %v is not finite (trajectory %d, component %d)", f.name(), i, pr.Y0[i], i/d, i%d)
+	// Arrays of a row per trajectory may be left to the executor, which
+	// reads them anyway (CheckFinite); single rows are checked here.
+	var left Checks
+	if leave&CheckFinite == 0 || len(pr.Y0) == d {
+		if i := finiteAll(pr.Y0); i >= 0 {
+			return nil, fmt.Errorf("ode: %s: Y0[%d] = %v is not finite (trajectory %d, component %d)", f.name(), i, pr.Y0[i], i/d, i%d)
+		}
+	} else {
+		left = CheckFinite
 	}
-	if i := finiteAll(pr.P); i >= 0 {
-		return nil, fmt.Errorf("ode: %s: P[%d] = %v is not finite (trajectory %d, parameter %d)", f.name(), i, pr.P[i], i/np, i%np)
+	if leave&CheckFinite == 0 || len(pr.P) == np {
+		if i := finiteAll(pr.P); i >= 0 {
+			return nil, fmt.Errorf("ode: %s: P[%d] = %v is not finite (trajectory %d, parameter %d)", f.name(), i, pr.P[i], i/np, i%np)
+		}
+	} else {
+		left = CheckFinite
 	}
 	if i := finiteAll(pr.Shared); i >= 0 {
 		return nil, fmt.Errorf("ode: %s: Shared[%d] = %v is not finite", f.name(), i, pr.Shared[i])
@@ -627,7 +664,7 @@ func (pr *Problem) checkWith(c *expansions) (*problem, error) {
 	if math.IsNaN(pr.T0) || math.IsInf(pr.T0, 0) {
 		return nil, fmt.Errorf("ode: %s: T0 = %v is not finite", f.name(), pr.T0)
 	}
-	q := &problem{Problem: pr, n: n, y0: c.expand(pr.Y0, d, n), p: c.expand(pr.P, np, n)}
+	q := &problem{Problem: pr, n: n, y0: c.expand(pr.Y0, d, n), p: c.expand(pr.P, np, n), checks: left}
 	if pr.T1s != nil {
 		if len(pr.T1s) != n {
 			return nil, fmt.Errorf("ode: %s: len(T1s) = %d, want N = %d", f.name(), len(pr.T1s), n)

@@ -1,6 +1,9 @@
 package ode
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // ResidentSteps is a mesh's steps held by the engine that recorded them,
 // in that engine's memory (a GPU engine's device memory), so that the next
@@ -64,4 +67,43 @@ func (m *Mesh) Release() {
 // engine is name.
 func (m *Mesh) residentOn(name string) bool {
 	return m.Resident != nil && m.Resident.Engine() == name
+}
+
+// stepsOK vouches for the resident steps of a mesh that a Grad recorded
+// with every trajectory OK and none stiff: a replay of them on their
+// engine need not read the mesh's statuses again (checkMesh), nor its
+// stiffness marks (Grad). The steps are on the engine, out of the
+// caller's reach, and stay those of that record until a record writes
+// into their memory (a Gradient passed back to Grad with m = nil reuses
+// its mesh's: Gradient.reusable withdraws the voucher first). Copies of
+// the Mesh share it. What the caller changes in the mesh's host arrays
+// does not change the steps: a status set to a failure no longer stops
+// such a replay, whose steps all reach T1; one set to OK never made a
+// replay of a failed trajectory's steps (the voucher is only given where
+// none failed).
+type stepsOK struct {
+	steps ResidentSteps
+	valid atomic.Bool
+}
+
+// vouch records that m's resident steps come from a record whose
+// trajectories all ended well and none stiff.
+func (m *Mesh) vouch() {
+	v := &stepsOK{steps: m.Resident}
+	v.valid.Store(true)
+	m.ok = v
+}
+
+// unvouch withdraws the voucher of m's steps (from m and its copies).
+func (m *Mesh) unvouch() {
+	if m.ok != nil {
+		m.ok.valid.Store(false)
+	}
+}
+
+// vouched reports whether m's resident steps are vouched for (vouch) and
+// are still those the voucher was given for.
+func (m *Mesh) vouched() bool {
+	v := m.ok
+	return v != nil && m.Resident != nil && v.steps == m.Resident && v.valid.Load() && !m.Resident.Released()
 }

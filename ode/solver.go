@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
-	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -221,7 +220,11 @@ func (sv *Solver) StepPrograms() (trial, replay *tape.Program) { return sv.plan.
 // checkProblem validates p for the solver: its field must be the solver's
 // (same shape and, if F is set, the same computation: a Solver traced its
 // own field once and runs that trace; see sameField).
-func (sv *Solver) checkProblem(p *Problem) (*problem, error) {
+func (sv *Solver) checkProblem(p *Problem) (*problem, error) { return sv.checkProblemLeaving(p, 0) }
+
+// checkProblemLeaving is checkProblem with the checks of leave that apply
+// left to the executor (Problem.checkWith).
+func (sv *Solver) checkProblemLeaving(p *Problem, leave Checks) (*problem, error) {
 	f, g := &sv.field, &p.Field
 	if f.Dim != g.Dim || f.Params != g.Params || f.Shared != g.Shared {
 		return nil, fmt.Errorf("ode: problem field %s (Dim %d, Params %d, Shared %d) does not match the solver's %s (Dim %d, Params %d, Shared %d)",
@@ -234,7 +237,37 @@ func (sv *Solver) checkProblem(p *Problem) (*problem, error) {
 	}
 	pf := *p
 	pf.Field = *f
-	return pf.checkWith(&sv.expanded)
+	return pf.checkWith(&sv.expanded, leave)
+}
+
+// checkInputs validates p and, if m is not nil, the mesh m for the
+// solver (checkProblem, checkMesh), leaving to the executor the checks of
+// leave that apply (problem.checks lists them). Its error is the one the
+// checks of all inputs, in order, find first: where some were left, a
+// failure checks everything again, as a failure of the executor's checks
+// (ErrInput) must too.
+func (sv *Solver) checkInputs(p *Problem, m *Mesh, leave Checks) (*problem, error) {
+	q, err := sv.checkProblemLeaving(p, leave)
+	if err == nil && m != nil {
+		q.leaveMesh = leave & CheckMeshLen
+		err = sv.checkMesh(q, m)
+	}
+	if err != nil && leave != 0 {
+		return sv.checkInputs(p, m, 0)
+	}
+	return q, err
+}
+
+// leaveChecks returns the checks of a Grad on mesh m (nil: recorded)
+// that the solver's executor makes itself (CheckingExecutor): none with
+// Method Auto, whose trajectories may run in parts, nor for a mesh that
+// switched methods.
+func (sv *Solver) leaveChecks(m *Mesh) Checks {
+	ce, ok := sv.exec.(CheckingExecutor)
+	if !ok || sv.set.Method == Auto || m != nil && m.Switch != nil {
+		return 0
+	}
+	return ce.Checks()
 }
 
 // Solution is the result of a solve: final states, saved states, and the
@@ -491,6 +524,7 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 	j := &Job{Op: op, Plan: sv.plan, N: q.n, T0: q.T0, T1: q.t1, Y0: q.y0, P: q.p, Shared: q.Shared, SaveAt: q.SaveAt,
 		Mesh: m, RelTol: set.RelTol, MaxSteps: set.MaxSteps, Checkpoint: set.Checkpoint, MemoryLimit: set.MemoryLimit,
 		Workers: set.Exec.Workers, ChunkSize: set.Exec.BlockSize, Progress: set.Progress}
+	j.Checks = q.checks
 	j.AbsTol = make([]float64, q.Field.Dim)
 	for c := range j.AbsTol {
 		j.AbsTol[c] = set.absTol(c)
@@ -539,7 +573,7 @@ func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
 	if old != nil {
 		t1 = old.T1
 	}
-	m.T0, m.T1 = q.T0, par.Append(t1, q.t1)
+	m.T0, m.T1 = q.T0, q.endTimes(t1)
 	m.t1, m.t1Set = q.T1, q.T1s == nil
 	m.Method = methodByName(sv.plan.Method)
 	m.RelTol, m.AbsTol = sv.set.RelTol, sv.set.AbsTol

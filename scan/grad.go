@@ -30,9 +30,19 @@ type Sweep struct {
 // Forward runs the scan like Replay and keeps what Backward needs. If the
 // problem has Stored states it steps nothing and keeps nothing more; else
 // the checkpoint interval follows Settings.Checkpoint and MemoryLimit.
-func Forward(p *Problem, s *Settings) (*Sweep, error) {
+func Forward(p *Problem, s *Settings) (*Sweep, error) { return ForwardTo(nil, p, s) }
+
+// ForwardTo is Forward, reusing the storage of the checkpoints of dst, an
+// earlier Sweep that is not used again (nil: none), where it is large
+// enough: a worker that sweeps chunk after chunk then allocates its
+// checkpoints once.
+func ForwardTo(dst *Sweep, p *Problem, s *Settings) (*Sweep, error) {
 	if err := p.check(); err != nil {
 		return nil, err
+	}
+	var cp []float64
+	if dst != nil {
+		cp = dst.cp[:0]
 	}
 	sw := &Sweep{p: p}
 	if s != nil {
@@ -74,7 +84,11 @@ func Forward(p *Problem, s *Settings) (*Sweep, error) {
 	for c := 0; c < ncp; c++ {
 		sw.cpOff[c+1] = sw.cpOff[c] + l.active[c*sw.k]*(1+d)
 	}
-	sw.cp = make([]float64, sw.cpOff[ncp])
+	if cap(cp) >= sw.cpOff[ncp] {
+		sw.cp = cp[:sw.cpOff[ncp]] // every checkpoint is written (save) before it is read
+	} else {
+		sw.cp = make([]float64, sw.cpOff[ncp])
+	}
 	x := newState(p, l, 0)
 	in := make([][]float64, 0, len(p.Step.Prog.Inputs))
 	for s := 0; s < l.rows; s++ {

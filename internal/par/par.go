@@ -172,3 +172,27 @@ func Append[T any](dst, src []T) []T {
 	Copy(dst, src)
 	return dst
 }
+
+// Repeat returns dst[:0] with n copies of v appended (dst's storage
+// reused where it is large enough), written in blocks of Block elements
+// on all cores where n is longer than one block: a constant array
+// written without reading a source, half the memory traffic of a Copy.
+func Repeat[T any](dst []T, n int, v T) []T {
+	if cap(dst) < n {
+		dst = make([]T, n)
+	}
+	dst = dst[:n]
+	if n <= Block {
+		for i := range dst {
+			dst[i] = v
+		}
+		return dst
+	}
+	Run((n+Block-1)/Block, 0, func(_, b int) {
+		s := dst[b*Block : min(n, (b+1)*Block)]
+		for i := range s {
+			s[i] = v
+		}
+	})
+	return dst
+}

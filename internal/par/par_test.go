@@ -77,8 +77,9 @@ func TestGroupAllocs(t *testing.T) {
 	}
 }
 
-// TestFirstCopy checks First against a plain loop and Copy/Append against
-// the built-in copy, around the block boundaries.
+// TestFirstCopy checks First against a plain loop, Copy/Append against
+// the built-in copy and Repeat against slices.Repeat, around the block
+// boundaries.
 func TestFirstCopy(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, n := range []int{0, 1, Block - 1, Block, Block + 1, 3*Block + 17} {
@@ -119,6 +120,13 @@ func TestFirstCopy(t *testing.T) {
 		big := make([]int, 0, n+5)
 		if a := Append(big, src); !slices.Equal(a, src) || (n > 0 && &a[0] != &big[:1][0]) {
 			t.Errorf("n=%d: Append did not reuse a large enough dst", n)
+		}
+		want := slices.Repeat([]int{7}, n)
+		if a := Repeat(small, n, 7); !slices.Equal(a, want) {
+			t.Errorf("n=%d: Repeat differs", n)
+		}
+		if a := Repeat(big, n, 7); !slices.Equal(a, want) || (n > 0 && &a[0] != &big[:1][0]) {
+			t.Errorf("n=%d: Repeat did not reuse a large enough dst (or differs)", n)
 		}
 	}
 }

@@ -1,0 +1,89 @@
+package cuda
+
+import (
+	"context"
+	"runtime"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
+)
+
+// callAllocs returns the allocations and bytes of a repeated Solver.Grad
+// of n Lorenz trajectories (P per trajectory, one row of Y0, one T1) on
+// engine, a Gradient passed back, recording (mesh false) or on the mesh of
+// an earlier call, averaged over runs calls after two warm-up calls.
+func callAllocs(t testing.TB, engine string, n int, mesh bool, runs int) (allocs, bytes float64) {
+	t.Helper()
+	pr := problems.Lorenz()
+	p := make([]float64, 3*n)
+	for i := range n {
+		p[3*i], p[3*i+1], p[3*i+2] = 10, 21*float64(i)/float64(max(n-1, 1)), 8.0/3
+	}
+	prob := ode.Problem{Field: pr.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T1: 1}
+	sv, err := ode.NewSolver(prob.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-4, AbsTol: 1e-7, Engine: engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss := ode.SumSquares()
+	var g ode.Gradient
+	if _, err := sv.GradContext(context.Background(), &g, &prob, loss, nil); err != nil {
+		t.Fatal(err)
+	}
+	var m *ode.Mesh
+	if mesh {
+		m = g.Mesh
+	}
+	var g2 ode.Gradient
+	call := func() {
+		if _, err := sv.GradContext(context.Background(), &g2, &prob, loss, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call()
+	call()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		call()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / float64(runs), float64(after.TotalAlloc-before.TotalAlloc) / float64(runs)
+}
+
+// TestCallAllocs checks that a repeated gradient call, a Gradient passed
+// back, allocates nothing that grows with the ensemble beyond a few words
+// per block of trajectories on the engine whose copies and kernels cost
+// nothing (the host's share of a GPU call): with the record in the call
+// and on a mesh, 64 times as many trajectories cost at most 16 KiB more a
+// call. The CPU engine still allocates per chunk (its scans' layouts,
+// results and stored states: about 100 to 150 bytes a trajectory); it is
+// held below 192 bytes a trajectory, a third of what the checkpoints of
+// its replays took before its workers kept them (ForwardTo).
+func TestCallAllocs(t *testing.T) {
+	for _, c := range []struct {
+		engine   string
+		small    int
+		large    int
+		runs     int
+		perTraj  float64 // bytes a trajectory allowed beyond the small call's
+		fixedCap float64 // bytes allowed beyond the small call's
+	}{
+		{hostWork.name, 1 << 12, 1 << 18, 10, 0, 16 << 10},
+		{"cpu", 1 << 8, 1 << 12, 3, 192, 0},
+	} {
+		for _, mesh := range []bool{false, true} {
+			if testing.Short() && c.engine == "cpu" {
+				continue
+			}
+			as, bs := callAllocs(t, c.engine, c.small, mesh, c.runs)
+			al, bl := callAllocs(t, c.engine, c.large, mesh, c.runs)
+			t.Logf("%s, mesh %t: n = %d: %.0f allocations, %.0f bytes a call; n = %d: %.0f allocations, %.0f bytes a call",
+				c.engine, mesh, c.small, as, bs, c.large, al, bl)
+			if limit := bs + c.fixedCap + c.perTraj*float64(c.large-c.small); bl > limit {
+				t.Errorf("%s, mesh %t: a call of %d trajectories allocates %.0f bytes, one of %d %.0f: more than %.0f",
+					c.engine, mesh, c.large, bl, c.small, bs, limit)
+			}
+		}
+	}
+}
