@@ -79,6 +79,7 @@ func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, err
 	if err != nil {
 		return nil, nil, err
 	}
+	sq.omit = q.omit
 	if loss == nil {
 		sl = nil
 	}
@@ -338,7 +339,9 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 	for i := range out.Status {
 		out.Status[i] = NotRun
 	}
-	out.Y = nanFill(make([]float64, n*d))
+	if has(func(r *Result) bool { return r.Y != nil }) { // (nil where Job.Omit left them out)
+		out.Y = nanFill(make([]float64, n*d))
+	}
 	if K > 0 && has(func(r *Result) bool { return len(r.Ys) > 0 }) {
 		out.Ys = nanFill(make([]float64, n*K*d)) // (an engine's record may return none)
 	}
@@ -350,7 +353,13 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 	}
 	records := has(func(r *Result) bool { return r.Stats.Accepted != nil })
 	if records {
-		out.Stats = Stats{Accepted: make([]int, n), Rejected: make([]int, n), FieldEvals: make([]int, n)}
+		out.Stats = Stats{Accepted: make([]int, n)}
+		if has(func(r *Result) bool { return r.Stats.Rejected != nil }) {
+			out.Stats.Rejected = make([]int, n)
+		}
+		if has(func(r *Result) bool { return r.Stats.FieldEvals != nil }) {
+			out.Stats.FieldEvals = make([]int, n)
+		}
 	}
 	if has(func(r *Result) bool { return r.LastH != nil }) {
 		out.LastH = make([]float64, n)
@@ -383,7 +392,9 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 			} else {
 				out.Status[i] = OK
 			}
-			copy(out.Y[i*d:(i+1)*d], r.Y[j*d:(j+1)*d])
+			if out.Y != nil && r.Y != nil {
+				copy(out.Y[i*d:(i+1)*d], r.Y[j*d:(j+1)*d])
+			}
 			if out.Ys != nil && len(r.Ys) > 0 {
 				copy(out.Ys[i*K*d:(i+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
 			}
@@ -391,7 +402,13 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 				out.T[i] = r.T[j]
 			}
 			if records && r.Stats.Accepted != nil {
-				out.Stats.Accepted[i], out.Stats.Rejected[i], out.Stats.FieldEvals[i] = r.Stats.Accepted[j], r.Stats.Rejected[j], r.Stats.FieldEvals[j]
+				out.Stats.Accepted[i] = r.Stats.Accepted[j]
+				if out.Stats.Rejected != nil && r.Stats.Rejected != nil {
+					out.Stats.Rejected[i] = r.Stats.Rejected[j]
+				}
+				if out.Stats.FieldEvals != nil && r.Stats.FieldEvals != nil {
+					out.Stats.FieldEvals[i] = r.Stats.FieldEvals[j]
+				}
 			}
 			if out.LastH != nil && r.LastH != nil {
 				out.LastH[i] = r.LastH[j]

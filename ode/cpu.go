@@ -179,6 +179,7 @@ type cpuRun struct {
 	lossTerms                    []float64 // [N] per-trajectory loss terms
 	tiles                        []float64 // [ntiles][S] shared-gradient tile sums
 	lastH                        []float64 // [N] last step size tried by the failed trajectories (nil: none failed; under lastYMu)
+	rejected                     []int     // [N] the failed trajectories' rejected steps where Job.Omit leaves out Stats.Rejected (nil: none failed; under lastYMu)
 	stateBudget                  int64     // bytes of stored states a worker may hold
 
 	done        atomic.Int64
@@ -245,8 +246,10 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		if j.stiff != nil {
 			res.Switch, res.switched = make([]int, n), make([]bool, n)
 		}
-		res.Stats = Stats{Accepted: buf.Make(old.Stats.Accepted, n), Rejected: buf.Make(old.Stats.Rejected, n),
-			FieldEvals: buf.Make(old.Stats.FieldEvals, n)}
+		res.Stats = Stats{Accepted: buf.Make(old.Stats.Accepted, n)}
+		if j.Omit&OmitStats == 0 { // else the failures' counts only (cpuRun.rejected)
+			res.Stats.Rejected, res.Stats.FieldEvals = buf.Make(old.Stats.Rejected, n), buf.Make(old.Stats.FieldEvals, n)
+		}
 		if r.keepMesh && old.Mesh != nil && n > 0 {
 			// The mesh grows into the old one's storage first.
 			r.meshH = buf.Make(old.Mesh.H, cap(old.Mesh.H)) // rows past a trajectory's end read 0
@@ -254,8 +257,10 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 			r.meshLen = old.Mesh.Len
 		}
 	}
-	res.Y = buf.Make(old.Y, n*d)
-	if len(j.SaveAt) > 0 {
+	if j.Omit&OmitStates == 0 || pl.Events != nil { // the events' loss reads the final states from Y
+		res.Y = buf.Make(old.Y, n*d)
+	}
+	if len(j.SaveAt) > 0 { // the loss reads them here (computed under Omit too)
 		res.Ys = buf.Make(old.Ys, n*len(j.SaveAt)*d)
 	}
 	if j.Op == OpGrad || j.Op == OpLoss {
@@ -299,6 +304,9 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	if recording {
 		res.Stats.Wall = wall
 		res.LastH = r.lastH
+		if res.Stats.Rejected == nil {
+			res.Stats.Rejected = r.rejected // the failures' (Job.Omit)
+		}
 		if res.Switch != nil && !anySwitched(res.Switch, res.Stats.Accepted) {
 			res.Switch = nil // a mesh of one method
 		}

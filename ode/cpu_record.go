@@ -319,9 +319,11 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 	res.Status[g] = st
 	res.T[g] = w.st[StateT][i]
 	res.Stats.Accepted[g] = int(w.st[StateAccepted][i])
-	res.Stats.Rejected[g] = int(w.st[StateRejected][i])
-	pl := w.ex.plan
-	res.Stats.FieldEvals[g] = pl.InitEvals + pl.TrialEvals*(res.Stats.Accepted[g]+res.Stats.Rejected[g])
+	if res.Stats.Rejected != nil { // nil where Job.Omit leaves them out
+		res.Stats.Rejected[g] = int(w.st[StateRejected][i])
+		pl := w.ex.plan
+		res.Stats.FieldEvals[g] = pl.InitEvals + pl.TrialEvals*(res.Stats.Accepted[g]+res.Stats.Rejected[g])
+	}
 	// With Method Auto's switch the stiffness test switches a lane
 	// instead: no trajectory is left stiff.
 	res.Stiff[g] = w.st[StateStiff][i] != 0 && r.job.stiff == nil
@@ -344,9 +346,16 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 			r.lastH = make([]float64, r.job.N)
 		}
 		r.lastH[g] = w.hTried[i]
+		if res.Stats.Rejected == nil {
+			// Its count, for the failure's message (Job.Omit).
+			if r.rejected == nil {
+				r.rejected = make([]int, r.job.N)
+			}
+			r.rejected[g] = int(w.st[StateRejected][i])
+		}
 		r.lastYMu.Unlock()
 	}
-	for c := 0; c < d; c++ {
+	for c := 0; c < d && res.Y != nil; c++ {
 		v := w.y[c][i]
 		if st != OK {
 			v = math.NaN()
@@ -630,7 +639,7 @@ func (w *cpuWorker) switchParked(r *cpuRun, lo, width int) (bool, error) {
 		return false, err
 	}
 	p1, st := w.ex.plan, &r.res.Stats
-	for k := 0; k < m; k++ {
+	for k := 0; k < m && st.FieldEvals != nil; k++ {
 		g := pk.idx[k]
 		n1 := int(pk.acc[k] + pk.rej[k])
 		n2 := st.Accepted[g] + st.Rejected[g] - n1

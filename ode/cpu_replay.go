@@ -59,7 +59,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens,
 			return err
 		}
 	}
-	if j.Op == OpReplay || j.Op == OpLoss || j.Op == OpGrad {
+	if (j.Op == OpReplay || j.Op == OpLoss || j.Op == OpGrad) && res.Y != nil { // nil: Job.Omit
 		fromSoA(res.Y[lo*d:hi*d], out.Y, width, d)
 	}
 	if j.Op != OpLoss && j.Op != OpGrad {
@@ -358,7 +358,7 @@ func (w *cpuWorker) replaySwitched(r *cpuRun, lo, hi int, h []float64, stride in
 			}
 		}
 	}
-	if j.Op == OpReplay || j.Op == OpLoss || j.Op == OpGrad {
+	if (j.Op == OpReplay || j.Op == OpLoss || j.Op == OpGrad) && res.Y != nil { // nil: Job.Omit
 		fromSoA(res.Y[lo*d:hi*d], y, width, d)
 	}
 	if j.Op != OpLoss && j.Op != OpGrad {

@@ -188,6 +188,20 @@ type Job struct {
 	// executor (a CheckingExecutor's; 0 for any other executor).
 	Checks Checks
 
+	// Omit names arrays of the Result the caller does not want back
+	// (Gradient.Omit): OmitStates Y and Ys, OmitStats Stats.Rejected and
+	// Stats.FieldEvals (nil in the recorded Mesh's Stats too). An engine
+	// may leave them nil, and saves their copying (a GPU engine's
+	// transfer from the device and scatter into row-major arrays); one
+	// that fills them anyway (because it uses them itself) gives the
+	// same API result: package ode drops them after the run. Where a
+	// trajectory failed (its Status is not OK), Stats.Rejected must hold
+	// at least the failed trajectories' counts, which a failure's message
+	// reads. What else the engine reads of them itself (a loss's states,
+	// a check of the saves past a terminal event) it computes as without
+	// Omit. Only OpGrad sets it.
+	Omit Omit
+
 	// Reuse, if not nil, holds arrays of an earlier result (and its Mesh)
 	// that the engine may fill instead of allocating new ones: a training
 	// loop's results then reuse their storage from call to call. Their

@@ -32,6 +32,81 @@ type Gradient struct {
 	// StoredBytes is the peak memory the stored states of the backward
 	// sweep took (per worker chunk on the CPU engine, largest chunk).
 	StoredBytes int64
+
+	// Omit names results the caller does not want back: the caller sets
+	// it on the dst it passes to Grad, GradContext or GradPartial, and it
+	// is kept across the calls that reuse dst (the zero value returns
+	// everything). The omitted arrays are nil in the returned Solution
+	// and, for OmitStats, in the Stats of the Mesh the call records; a
+	// given mesh is not changed. Everything else, Loss and the gradients
+	// included, is the same as without it, bit for bit, and failures are
+	// reported as without it (their messages read what they need
+	// internally).
+	//
+	// A training loop or a sensitivity study that reads only Loss and the
+	// gradients sets OmitStates|OmitStats. On a GPU engine an omitted
+	// array is neither copied back from the device nor rearranged on the
+	// host: for 2^20 Lorenz trajectories without save times that is 28 of
+	// the 96 bytes a trajectory a whole call copies back (Y, 24, and the
+	// rejected-step counts, 4) and their scatter into row-major arrays,
+	// and with K save times another 24·K bytes a trajectory (Ys). The CPU
+	// engine does not write the omitted counts and final states (its
+	// loss reads the saved states where it wrote them: they are computed
+	// and dropped).
+	Omit Omit
+
+	// spare holds the storage of arrays an engine filled although Omit
+	// left them out, for the next call's reuse (see reusable).
+	spare omitted
+}
+
+// Omit is a set of the results of a Grad that the caller does not want
+// back (Gradient.Omit).
+type Omit uint8
+
+const (
+	// OmitStates leaves out the final and saved states, Solution.Y
+	// ([N×Dim]) and Solution.Ys ([N×K×Dim]).
+	OmitStates Omit = 1 << iota
+	// OmitStats leaves out the per-trajectory counts of rejected steps
+	// and field evaluations, Stats.Rejected and Stats.FieldEvals (of the
+	// Solution and of the recorded Mesh). Stats.Accepted, Status, T and
+	// the mesh stay: failures and replays need them.
+	OmitStats
+)
+
+// omitted is the storage of a call's omitted arrays (Gradient.spare).
+type omitted struct {
+	y, ys       []float64
+	rej, evals  []int
+}
+
+// drop sets the arrays of sol (and, for a recorded mesh, of m's Stats)
+// that o leaves out to nil, keeping their storage in spare. sol.Stats
+// is m.Stats with OmitStats applied; a given mesh (recorded false) is
+// not changed.
+func (o Omit) drop(sol *Solution, m *Mesh, recorded bool, spare *omitted) {
+	if o&OmitStates != 0 {
+		if sol.Y != nil {
+			spare.y = sol.Y
+		}
+		if sol.Ys != nil {
+			spare.ys = sol.Ys
+		}
+		sol.Y, sol.Ys = nil, nil
+	}
+	if o&OmitStats != 0 {
+		if recorded {
+			if m.Stats.Rejected != nil {
+				spare.rej = m.Stats.Rejected
+			}
+			if m.Stats.FieldEvals != nil {
+				spare.evals = m.Stats.FieldEvals
+			}
+			m.Stats.Rejected, m.Stats.FieldEvals = nil, nil
+		}
+		sol.Stats.Rejected, sol.Stats.FieldEvals = nil, nil
+	}
 }
 
 // Grad returns the loss and its gradient with respect to Y0, P and Shared.
@@ -74,6 +149,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		return nil, err
 	}
 	given := m
+	q.omit = dst.omit()
 	reuse := dst.reusable(m == nil)
 	rg = trace.StartRegion(ctx, "ode.Grad.run")
 	res, used, err := sv.run(ctx, OpGrad, q, &loss, m, reuse)
@@ -130,6 +206,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	}
 	sol := used.solutionT(q, res, m.Status, t)
 	sol.Stats = m.Stats
+	q.omit.drop(sol, m, given == nil, &dst.spare)
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
 	dst.StoredBytes = res.StoredBytes
@@ -230,22 +307,48 @@ func (g *Gradient) reusable(mesh bool) *Result {
 		return &Result{}
 	}
 	r := &Result{GradY0: g.Y0, GradP: g.P}
+	// The storage of the arrays the last call dropped (Omit) first; the
+	// Solution's own where it has them.
+	sp := g.spare
+	g.spare = omitted{}
+	r.Y, r.Ys = sp.y, sp.ys
+	if mesh {
+		r.Stats.Rejected, r.Stats.FieldEvals = sp.rej, sp.evals
+	}
 	if mesh && g.Mesh != nil {
 		// The record may write its steps into the mesh's resident
 		// memory: what vouched for them no longer does.
 		g.Mesh.unvouch()
 	}
 	if s := g.Solution; s != nil {
-		r.Y, r.Ys, r.T = s.Y, s.Ys, s.T
+		r.Y, r.Ys, r.T = or(s.Y, r.Y), or(s.Ys, r.Ys), s.T
 		if mesh {
 			// Status, Stats and Stiff are the mesh's when one was given.
-			r.Status, r.Stats, r.Stiff = s.Status, s.Stats, s.Stiff
+			r.Status, r.Stiff = s.Status, s.Stiff
+			r.Stats.Accepted, r.Stats.Wall = s.Stats.Accepted, s.Stats.Wall
+			r.Stats.Rejected, r.Stats.FieldEvals = or(s.Stats.Rejected, r.Stats.Rejected), or(s.Stats.FieldEvals, r.Stats.FieldEvals)
 		}
 	}
 	if mesh {
 		r.Mesh = g.Mesh
 	}
 	return r
+}
+
+// omit returns g's Omit (0 for a nil g).
+func (g *Gradient) omit() Omit {
+	if g == nil {
+		return 0
+	}
+	return g.Omit
+}
+
+// or returns a if it is not nil, else b.
+func or[T any](a, b []T) []T {
+	if a != nil {
+		return a
+	}
+	return b
 }
 
 // reuseCopy returns src in dst's storage (src itself if it already is,

@@ -60,6 +60,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 	if err != nil {
 		return nil, nil, err
 	}
+	q.omit = dst.omit()
 	n := q.n
 	if skip != nil && len(skip) != n {
 		return nil, nil, fmt.Errorf("ode: GradPartial: len(skip) = %d, want N = %d", len(skip), n)
@@ -146,6 +147,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		if err != nil {
 			return nil, nil, err
 		}
+		sq.omit = q.omit
 		var sm *Mesh
 		if m != nil {
 			if sm, err = m.subset(idx); err != nil {
@@ -196,7 +198,8 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 		}
 		return nil, nil, err
 	}
-	if m == nil {
+	recorded := m == nil
+	if recorded {
 		m = used.mesh(q, res, reuse.Mesh)
 	}
 	if tf := used.failures(q, res, m); tf != nil {
@@ -217,6 +220,7 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 	sol := used.solution(q, res, m.Status)
 	sol.T = append(reuse.T[:0], q.t1...)
 	sol.Stats = m.Stats
+	q.omit.drop(sol, m, recorded, &dst.spare)
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
 	dst.StoredBytes = res.StoredBytes
@@ -399,26 +403,34 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 	}
 	dst.Shared = append(dst.Shared[:0], g.Shared...)
 	gs := g.Solution
+	states, stats := q.omit&OmitStates == 0, q.omit&OmitStats == 0
 	sol := &Solution{N: n, Dim: d, SaveAt: q.SaveAt, Method: gs.Method, Engine: gs.Engine,
-		T: make([]float64, n), Y: nans(n * d), Status: slices.Clone(status)}
+		T: make([]float64, n), Status: slices.Clone(status)}
 	K := len(q.SaveAt)
-	if K > 0 {
-		sol.Ys = nans(n * K * d)
+	if states {
+		sol.Y = nans(n * d)
+		if K > 0 {
+			sol.Ys = nans(n * K * d)
+		}
 	}
 	for i := range sol.T {
 		sol.T[i] = q.T0
 	}
 	for j, i := range idx {
 		sol.T[i] = gs.T[j]
-		copy(sol.Y[i*d:(i+1)*d], gs.Y[j*d:(j+1)*d])
-		if K > 0 {
-			copy(sol.Ys[i*K*d:(i+1)*K*d], gs.Ys[j*K*d:(j+1)*K*d])
+		if states {
+			copy(sol.Y[i*d:(i+1)*d], gs.Y[j*d:(j+1)*d])
+			if K > 0 {
+				copy(sol.Ys[i*K*d:(i+1)*K*d], gs.Ys[j*K*d:(j+1)*K*d])
+			}
 		}
 		sol.Status[i] = gs.Status[j]
 	}
 	gm := g.Mesh
-	sol.Stats = Stats{Accepted: expandInts(gs.Stats.Accepted, idx, n), Rejected: expandInts(gs.Stats.Rejected, idx, n),
-		FieldEvals: expandInts(gs.Stats.FieldEvals, idx, n), Wall: gs.Stats.Wall}
+	sol.Stats = Stats{Accepted: expandInts(gs.Stats.Accepted, idx, n), Wall: gs.Stats.Wall}
+	if stats {
+		sol.Stats.Rejected, sol.Stats.FieldEvals = expandInts(gs.Stats.Rejected, idx, n), expandInts(gs.Stats.FieldEvals, idx, n)
+	}
 	if gs.Stiff != nil {
 		sol.Stiff = make([]bool, n)
 		for j, i := range idx {
@@ -474,12 +486,15 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, m *Mesh, st
 	dst.Shared = zeros(dst.Shared, q.Field.Shared)
 	dst.Loss, _ = sv.evalReg(loss, q.Shared, dst.Shared)
 	sol := &Solution{N: n, Dim: d, SaveAt: q.SaveAt, Method: sv.plan.Method, Engine: sv.engine.Name(),
-		T: make([]float64, n), Y: nans(n * d), Status: slices.Clone(status)}
+		T: make([]float64, n), Status: slices.Clone(status)}
 	for i := range sol.T {
 		sol.T[i] = q.T0
 	}
-	if len(q.SaveAt) > 0 {
-		sol.Ys = nans(n * len(q.SaveAt) * d)
+	if q.omit&OmitStates == 0 {
+		sol.Y = nans(n * d)
+		if len(q.SaveAt) > 0 {
+			sol.Ys = nans(n * len(q.SaveAt) * d)
+		}
 	}
 	if m == nil {
 		m = &Mesh{N: n, Len: make([]int, n), Status: sol.Status, T0: q.T0, T1: slices.Clone(q.t1), SaveAt: q.SaveAt,

@@ -483,6 +483,10 @@ type problem struct {
 	// (Job.Checks; see CheckingExecutor); leaveMesh those of a mesh
 	// that checkMesh may add to them.
 	checks, leaveMesh Checks
+
+	// omit is the Gradient.Omit of a Grad (Job.Omit; 0 for any other
+	// operation), kept by its sub-problems (GradPartial, Method Auto).
+	omit Omit
 }
 
 // endTimes returns the end times ([N]) in dst's storage where it is large

@@ -525,6 +525,9 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 		Mesh: m, RelTol: set.RelTol, MaxSteps: set.MaxSteps, Checkpoint: set.Checkpoint, MemoryLimit: set.MemoryLimit,
 		Workers: set.Exec.Workers, ChunkSize: set.Exec.BlockSize, Progress: set.Progress}
 	j.Checks = q.checks
+	if op == OpGrad {
+		j.Omit = q.omit
+	}
 	j.AbsTol = make([]float64, q.Field.Dim)
 	for c := range j.AbsTol {
 		j.AbsTol[c] = set.absTol(c)
