@@ -479,20 +479,22 @@ type run struct {
 	res *ode.Result
 
 	d, np, ns, k, dd int
-	sharedBlock      []float64 // the kernels' shared block: Shared, rtol, atol[D], maxsteps
-	terms            []float64 // [N] loss terms
-	gs, gsLoss       []float64 // [NS] shared gradient of the steps and of the loss itself (unscaled), summed over launches
-	tiles            []float64 // with v.tiles instead: [ceil(N/scan.TileSize)][2][NS], the same per tile
-	meshH            []float64 // the recorded mesh, step-major [rows][N]
-	meshLen          []int     // storage for the mesh's Len (Job.Reuse); with lensOut, the Len scatter writes
-	lensOut          bool      // scatter writes the mesh's Len (meshLen, [N]) with the counts
-	sum              float64   // the loss terms 0…summed−1 added in order (orderedSum)
-	summed           int       // -1 where finish must add the terms itself
-	longest          int       // the most accepted steps of a trajectory scatter wrote
-	meshE            []int32   // the recorded mesh's event marks, step-major [rows][N] (Mesh.Events), with events
-	stored           int64     // bytes of stored states of the largest launch
-	gradNonFinite    bool      // a launch copied a gradient that is not finite (scatterCols)
-	lazyT            bool      // the times reached and last steps come back only where a trajectory failed (lazyTimes)
+	sharedBlock      []float64         // the kernels' shared block: Shared, rtol, atol[D], maxsteps
+	terms            []float64         // [N] loss terms
+	gs, gsLoss       []float64         // [NS] shared gradient of the steps and of the loss itself (unscaled), summed over launches
+	tiles            []float64         // with v.tiles instead: [ceil(N/scan.TileSize)][2][NS], the same per tile
+	meshH            []float64         // the recorded mesh, step-major [rows][N]
+	meshLen          []int             // storage for the mesh's Len (Job.Reuse); with lensOut, the Len scatter writes
+	lensOut          bool              // scatter writes the mesh's Len (meshLen, [N]) with the counts
+	sum              float64           // the loss terms 0…summed−1 added in order (orderedSum)
+	summed           int               // -1 where finish must add the terms itself
+	longest          int               // the most accepted steps of a trajectory scatter wrote
+	meshE            []int32           // the recorded mesh's event marks, step-major [rows][N] (Mesh.Events), with events
+	stored           int64             // bytes of stored states of the largest launch
+	gradNonFinite    bool              // a launch copied a gradient that is not finite (scatterCols)
+	lazyT            bool              // the times reached and last steps come back only where a trajectory failed (lazyTimes)
+	omit             ode.Omit          // the results not copied back (Job.Omit, less what the run reads itself: omitted)
+	failedRows       map[int][]float64 // with OmitStates: the final and saved states [Dim + K·Dim] of the trajectories whose loss term is not finite, for lossError
 
 	// hin holds the steps of the mesh to replay in device memory, read in
 	// place (instead of argHin in the arena); hout receives the recorded
@@ -515,6 +517,7 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 	if old == nil {
 		old = &ode.Result{}
 	}
+	r.omit = omitted(j, v)
 	if v.Adaptive {
 		res.Status = overwrite(old.Status, n)
 		for i := range res.Status {
@@ -526,8 +529,10 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		res.Stiff = overwrite(old.Stiff, n)
 		// LastH is set for failed trajectories only (scatter): nil when
 		// all end well.
-		res.Stats = ode.Stats{Accepted: overwrite(old.Stats.Accepted, n), Rejected: overwrite(old.Stats.Rejected, n),
-			FieldEvals: overwrite(old.Stats.FieldEvals, n)}
+		res.Stats = ode.Stats{Accepted: overwrite(old.Stats.Accepted, n)}
+		if r.omit&ode.OmitStats == 0 { // else the failures' counts only (scatter)
+			res.Stats.Rejected, res.Stats.FieldEvals = overwrite(old.Stats.Rejected, n), overwrite(old.Stats.FieldEvals, n)
+		}
 		if v.MeshOut && old.Mesh != nil {
 			r.meshH, r.meshLen = old.Mesh.H[:0], old.Mesh.Len
 		}
@@ -547,9 +552,11 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		res.T = overwrite(old.T, n)
 		res.Events = overwrite(old.Events, n)
 	}
-	res.Y = overwrite(old.Y, n*d)
-	if r.k > 0 {
-		res.Ys = overwrite(old.Ys, n*r.k*d)
+	if r.omit&ode.OmitStates == 0 {
+		res.Y = overwrite(old.Y, n*d)
+		if r.k > 0 {
+			res.Ys = overwrite(old.Ys, n*r.k*d)
+		}
 	}
 	if v.Loss || v.Grad {
 		r.terms = ex.takeTerms(n)
@@ -573,6 +580,25 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 // back and scattered on every call (ode.Result.T is then nil).
 func lazyTimes(j *ode.Job, v kernelgen.Config) bool {
 	return v.Adaptive && !v.Events && (j.Op == ode.OpGrad || j.Op == ode.OpLoss)
+}
+
+// omitted returns the results of a run of kind v for job j that are not
+// copied back from the device nor scattered (Job.Omit): the final and
+// saved states (argY, argYs) and the rejected-step counts (argRej; the
+// field evaluations are computed from them). The saves of a loss or
+// gradient with events are copied back all the same: pastTerminal reads
+// them (package ode drops them). A failed trajectory's rejected count,
+// and the states of a trajectory whose loss term is not finite, are read
+// back where that happens (scatter).
+func omitted(j *ode.Job, v kernelgen.Config) ode.Omit {
+	o := j.Omit
+	if j.Op != ode.OpGrad {
+		return 0
+	}
+	if v.Events && v.Saves > 0 {
+		o &^= ode.OmitStates
+	}
+	return o
 }
 
 // numTiles returns the number of tiles of scan.TileSize trajectories of n.
@@ -711,24 +737,73 @@ func (r *run) layout(n, rows int) layout {
 // layoutOrder is the order of the arrays in the arena: the arguments'
 // order, except that the mesh to replay (argHin) comes last of the inputs,
 // so that the inputs before it go up from one staging buffer and the mesh
-// straight from the caller's rows.
+// straight from the caller's rows, and that the download region (argGS
+// to argGP in the arguments' order) puts what every call copies back
+// first and what it may leave on the device last: the rejected-step
+// counts and the states (Job.Omit), then the times reached and the last
+// steps (lazyTimes), so that a call that leaves them out copies one
+// range back (two where it leaves the states out and not the counts, or
+// keeps the times: see spans).
 var layoutOrder = func() []int {
 	var o []int
 	for a := argSh; a < numArgs; a++ {
 		switch a {
-		case argHin, argT, argLastH:
+		case argHin, argT, argLastH, argRej, argY, argYs:
 		case argGS:
 			o = append(o, argHin, argGS)
 		case argGP:
-			// The times reached and the last steps end the download
-			// region: lazyTimes leaves them out.
-			o = append(o, argGP, argT, argLastH)
+			o = append(o, argGP, argRej, argY, argYs, argT, argLastH)
 		default:
 			o = append(o, a)
 		}
 	}
 	return o
 }()
+
+// span is a byte range [lo, hi) of the arena.
+type span struct{ lo, hi int64 }
+
+// spans returns the byte ranges of the arena holding the used arrays
+// for which keep is true, in layoutOrder, arrays next to each other (no
+// used array left out between them) in one range; at[a], the offset of
+// kept array a in the ranges' bytes laid end to end (their total).
+func (l *layout) spans(keep func(a int) bool) (sp []span, at [numArgs]int64, total int64) {
+	open, base := false, int64(0) // base: where the open range starts in the total
+	for _, a := range layoutOrder {
+		if l.off[a] < 0 {
+			continue
+		}
+		if !keep(a) {
+			open = false
+			continue
+		}
+		if !open {
+			sp = append(sp, span{lo: l.off[a]})
+			open, base = true, total
+		}
+		last := &sp[len(sp)-1]
+		at[a] = base + l.off[a] - last.lo
+		last.hi = l.off[a] + l.bytes[a]
+		total = base + last.hi - last.lo
+	}
+	return sp, at, total
+}
+
+// downloaded reports whether a launch copies array a back from the
+// device at once (the download region, less what the run leaves there).
+func (r *run) downloaded(a int) bool {
+	switch {
+	case a < argGS || a > argGP:
+		return false
+	case r.lazyT && (a == argT || a == argLastH):
+		return false
+	case r.omit&ode.OmitStates != 0 && (a == argY || a == argYs):
+		return false
+	case r.omit&ode.OmitStats != 0 && a == argRej:
+		return false
+	}
+	return true
+}
 
 // region returns the byte range [lo, hi) of the arena covering the
 // arguments first…last that are used.
@@ -894,7 +969,6 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	ex, v, n := r.ex, r.v, len(g)
 	l := r.layout(n, rows)
 	inLo, inHi := l.region(argSh, argGS)
-	outLo, outHi := l.region(argGS, argGP)
 	if inLo != 0 {
 		return nil, fmt.Errorf("cuda: internal error: upload region starts at %d", inLo)
 	}
@@ -925,10 +999,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return nil, err
 		}
 	}
-	if r.lazyT {
-		outHi = l.off[argT] // argT, argLastH last (layoutOrder)
-	}
-	down := ex.takeStaging(outHi - outLo)
+	// The results copied back: the download region less what the run
+	// leaves on the device (downloaded), in one range or a few.
+	out, at, outBytes := l.spans(r.downloaded)
+	down := ex.takeStaging(outBytes)
 	defer ex.giveStaging(down)
 	// The inputs, the kernel and the results in one batch: one hand-over
 	// to the device's goroutine.
@@ -956,7 +1030,14 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		if dt, err = r.q.elapsed(c); err != nil {
 			return err
 		}
-		return r.read(down, ar.addr+uint64(outLo))
+		at := int64(0)
+		for _, s := range out {
+			if err := r.read(down[at:at+s.hi-s.lo], ar.addr+uint64(s.lo)); err != nil {
+				return err
+			}
+			at += s.hi - s.lo
+		}
+		return nil
 	})
 	rg.End()
 	if err != nil {
@@ -971,7 +1052,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		t.Download += int64(len(down))
 	})
 	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
-	return r.scatter(down, outLo, ar, g, rows, &l)
+	return r.scatter(down, &at, ar, g, rows, &l)
 }
 
 // stage fills the staging buffer up with the inputs of a launch over the
@@ -1314,19 +1395,24 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 }
 
 // scatter copies the results of a launch over the trajectories g (rows
-// record rows each) from the staging buffer down (the arena's bytes from
-// outLo on, in layout l) into the run's results, reads back the recorded
-// mesh, and returns the trajectories whose record overflowed.
-func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l *layout) (over []int, err error) {
+// record rows each) from the staging buffer down (the arrays of layout l
+// that the launch copied back, array a at at[a]: see spans) into the
+// run's results, reads back the recorded mesh, and returns the
+// trajectories whose record overflowed.
+func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows int, l *layout) (over []int, err error) {
 	ex, v := r.ex, r.v
 	n, d, np, k := len(g), r.d, r.np, r.k
-	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
-	iv := func(buf []byte, base int64, a int) []int32 { return int32s(buf, l.off[a]-base, l.bytes[a]) }
+	const outLo = 0 // (rv and iv read array a at at[a])
+	rv := func(buf []byte, _ int64, a int) reals { return r.reals(buf, at[a], l.bytes[a]) }
+	iv := func(buf []byte, _ int64, a int) []int32 { return int32s(buf, at[a], l.bytes[a]) }
 	res := r.res
-	y := rv(down, outLo, argY)
-	var ys, loss, gy0, gp reals
-	if k > 0 {
-		ys = rv(down, outLo, argYs)
+	states := r.omit&ode.OmitStates == 0
+	var y, ys, loss, gy0, gp reals
+	if states {
+		y = rv(down, outLo, argY)
+		if k > 0 {
+			ys = rv(down, outLo, argYs)
+		}
 	}
 	if v.Loss || v.Grad {
 		loss = rv(down, outLo, argLoss)
@@ -1360,7 +1446,10 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	var status, acc, rej, flags, events []int32
 	var tt, lasth reals
 	if v.Adaptive {
-		status, acc, rej, flags = iv(down, outLo, argStatus), iv(down, outLo, argAcc), iv(down, outLo, argRej), iv(down, outLo, argFlags)
+		status, acc, flags = iv(down, outLo, argStatus), iv(down, outLo, argAcc), iv(down, outLo, argFlags)
+		if r.omit&ode.OmitStats == 0 {
+			rej = iv(down, outLo, argRej)
+		}
 		if !r.lazyT {
 			tt, lasth = rv(down, outLo, argT), rv(down, outLo, argLastH)
 		}
@@ -1382,6 +1471,7 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 	longs := make([]int, nb)
 	failed := make([]bool, nb)
 	nonFinite := make([]bool, nb) // a gradient that is not finite
+	badTerm := make([]bool, nb)   // a loss term that is not finite (with OmitStates: lossError needs its states)
 	// The loss terms of a launch that continues the run's trajectories in
 	// order are added up as their blocks are done (orderedSum).
 	var sum *orderedSum
@@ -1423,9 +1513,11 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 					res.T[i] = tt.get(q)
 				}
 				stiff[i] = f&flagStiff != 0
-				rj := int(rej[q])
-				rejected[i] = rj
-				evals[i] = e0 + e1*(a+rj)
+				if rej != nil {
+					rj := int(rej[q])
+					rejected[i] = rj
+					evals[i] = e0 + e1*(a+rj)
+				}
 				if events != nil {
 					res.Events[i] = int(events[q])
 				}
@@ -1439,12 +1531,14 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 		// The arrays one at a time (component-major on the device,
 		// row-major here), then the failures' rows overwritten.
 		gb := g[q0:q1]
-		scatterCols(res.Y, d, y, n, q0, gb)
-		if k > 0 {
-			scatterCols(res.Ys, k*d, ys, n, q0, gb)
+		if states {
+			scatterCols(res.Y, d, y, n, q0, gb)
+			if k > 0 {
+				scatterCols(res.Ys, k*d, ys, n, q0, gb)
+			}
 		}
 		if v.Loss || v.Grad {
-			scatterCols(r.terms, 1, loss, n, q0, gb)
+			badTerm[b] = !scatterCols(r.terms, 1, loss, n, q0, gb)
 		}
 		if v.Grad {
 			f0 := scatterCols(res.GradY0, d, gy0, n, q0, gb)
@@ -1457,10 +1551,10 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 					continue
 				}
 				i := g[q]
-				for c := i * d; c < (i+1)*d; c++ {
+				for c := i * d; c < (i+1)*d && states; c++ {
 					res.Y[c] = math.NaN()
 				}
-				for c := i * k * d; c < (i+1)*k*d; c++ {
+				for c := i * k * d; c < (i+1)*k*d && states; c++ {
 					res.Ys[c] = math.NaN()
 				}
 				if v.Loss || v.Grad {
@@ -1478,6 +1572,17 @@ func (r *run) scatter(down []byte, outLo int64, ar *arena, g []int, rows int, l 
 			if flags[q]&flagTangent != 0 && flags[q]&flagOverflow == 0 {
 				return nil, fmt.Errorf("cuda: engine %s: trajectory %d: an event's condition has derivative 0 (or not finite) along the solution at the event: its time has no derivative (a tangential crossing)", ex.name, g[q])
 			}
+		}
+	}
+	if rej == nil && v.Adaptive && slices.Contains(failed, true) {
+		// The failures' rejected steps, for their messages (Job.Omit).
+		if err := r.readRejected(ar, l, g, status, flags); err != nil {
+			return nil, err
+		}
+	}
+	if !states && slices.Contains(badTerm, true) {
+		if err := r.readFailedRows(ar, l, g); err != nil {
+			return nil, err
 		}
 	}
 	if r.lazyT && slices.Contains(failed, true) {
@@ -1614,17 +1719,97 @@ func (r *run) readEvents(addr uint64, g []int, used, rows int) error {
 // readTimes reads the times reached and the last step sizes of a launch
 // in layout l on the arena ar (the region lazyTimes leaves out).
 func (r *run) readTimes(ar *arena, l *layout) (tt, lasth reals, err error) {
-	lo, hi := l.region(argT, argLastH)
-	buf := make([]byte, hi-lo)
+	buf, at, err := r.readArgs(ar, l, argT, argLastH)
+	if err != nil {
+		return reals{}, reals{}, err
+	}
+	return r.reals(buf, at[argT], l.bytes[argT]), r.reals(buf, at[argLastH], l.bytes[argLastH]), nil
+}
+
+// readArgs copies the arrays args of a launch in layout l on the arena
+// ar back from the device (in one range or a few, as spans gives them):
+// array a's bytes are at at[a] in buf.
+func (r *run) readArgs(ar *arena, l *layout, args ...int) (buf []byte, at [numArgs]int64, err error) {
+	sp, at, total := l.spans(func(a int) bool { return slices.Contains(args, a) })
+	buf = make([]byte, total)
 	if err := r.ex.be.batch(func(q queue) error {
 		r.q = q
 		defer func() { r.q = nil }()
-		return r.read(buf, ar.addr+uint64(lo))
+		o := int64(0)
+		for _, s := range sp {
+			if err := r.read(buf[o:o+s.hi-s.lo], ar.addr+uint64(s.lo)); err != nil {
+				return err
+			}
+			o += s.hi - s.lo
+		}
+		return nil
 	}); err != nil {
-		return reals{}, reals{}, err
+		return nil, at, err
 	}
-	r.tr.add(func(t *TraceStats) { t.Download += int64(len(buf)) })
-	return r.reals(buf, l.off[argT]-lo, l.bytes[argT]), r.reals(buf, l.off[argLastH]-lo, l.bytes[argLastH]), nil
+	r.tr.add(func(t *TraceStats) { t.Download += total })
+	return buf, at, nil
+}
+
+// readRejected reads back the rejected-step counts of a launch over the
+// trajectories g whose counts Job.Omit leaves on the device, and sets
+// those of its failed trajectories in Result.Stats.Rejected (made, [N],
+// at the run's first failure), which a failure's message reads.
+func (r *run) readRejected(ar *arena, l *layout, g []int, status, flags []int32) error {
+	buf, at, err := r.readArgs(ar, l, argRej)
+	if err != nil {
+		return err
+	}
+	rej := int32s(buf, at[argRej], l.bytes[argRej])
+	res := r.res
+	if res.Stats.Rejected == nil {
+		res.Stats.Rejected = make([]int, r.j.N)
+	}
+	for q := range g {
+		if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
+			res.Stats.Rejected[g[q]] = int(rej[q])
+		}
+	}
+	return nil
+}
+
+// readFailedRows reads back the final and saved states of a launch over
+// the trajectories g whose states Job.Omit leaves on the device, and
+// keeps those of the trajectories whose loss term is not finite
+// (failedRows), which lossError evaluates the loss at.
+func (r *run) readFailedRows(ar *arena, l *layout, g []int) error {
+	var bad []int // launch positions
+	for q, i := range g {
+		if x := r.terms[i]; math.IsNaN(x) || math.IsInf(x, 0) {
+			bad = append(bad, q)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	buf, at, err := r.readArgs(ar, l, argY, argYs)
+	if err != nil {
+		return err
+	}
+	n, d, k := len(g), r.d, r.k
+	y := r.reals(buf, at[argY], l.bytes[argY])
+	var ys reals
+	if k > 0 {
+		ys = r.reals(buf, at[argYs], l.bytes[argYs])
+	}
+	if r.failedRows == nil {
+		r.failedRows = map[int][]float64{}
+	}
+	for _, q := range bad {
+		row := make([]float64, d+k*d)
+		for c := range d { // component-major on the device
+			row[c] = y.get(c*n + q)
+		}
+		for c := range k * d {
+			row[d+c] = ys.get(c*n + q)
+		}
+		r.failedRows[g[q]] = row
+	}
+	return nil
 }
 
 // resultBlock is the trajectories per task of a launch's result loop.
@@ -2095,11 +2280,17 @@ func (r *run) lossError(i int) error {
 	lp := j.Loss
 	in := make([][]float64, 0, len(lp.Term.Inputs))
 	one := func(x float64) { in = append(in, []float64{x}) }
-	for c := 0; c < d; c++ {
-		one(r.res.Y[i*d+c])
+	var y, ys []float64 // trajectory i's final and saved states
+	if row, ok := r.failedRows[i]; ok && r.res.Y == nil {
+		y, ys = row[:d], row[d:] // Job.Omit: the states scatter kept (readFailedRows)
+	} else {
+		y, ys = r.res.Y[i*d:(i+1)*d], r.res.Ys[i*k*d:(i+1)*k*d]
 	}
-	for q := 0; q < k*d; q++ {
-		one(r.res.Ys[i*k*d+q])
+	for _, x := range y {
+		one(x)
+	}
+	for _, x := range ys {
+		one(x)
 	}
 	for c := 0; c < lp.DataDim; c++ {
 		one(lp.Data[i*lp.DataDim+c])

@@ -7,6 +7,7 @@ import (
 	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -443,6 +444,12 @@ func gather(j *ode.Job, shards []*shard) *run {
 			res.LastY[s.lo+i] = y
 		}
 		g.stored += s.r.stored
+		for i, row := range s.r.failedRows {
+			if g.failedRows == nil {
+				g.failedRows = map[int][]float64{}
+			}
+			g.failedRows[s.lo+i] = row
+		}
 	}
 	g.terms = catRows(shards, n, 1, func(r *run) []float64 { return r.terms })
 	if r0.tiles != nil && len(shards) == 1 {
@@ -481,10 +488,6 @@ func gather(j *ode.Job, shards []*shard) *run {
 	return g
 }
 
-// catRows concatenates the per-trajectory arrays (w values per
-// trajectory) that get returns of the shards' runs, in order; nil if the
-// first shard's is nil. One shard's array (the shards' results are fresh
-// arrays of their own) is the job's, not copied.
 // catTimes returns the shards' times reached, [N]: nil where no shard
 // has them (a gradient or loss whose trajectories all ended well:
 // lazyTimes), else each shard's where it has them and T1 where a shard
@@ -506,9 +509,18 @@ func catTimes(j *ode.Job, shards []*shard) []float64 {
 	return out
 }
 
+// catRows concatenates the per-trajectory arrays (w values per
+// trajectory) that get returns of the shards' runs, in order (a shard's
+// nil array, as a failure's Stats.Rejected where Job.Omit leaves the
+// counts out and another shard had failures, reads zeros); nil if every
+// shard's is nil. One shard's array (the shards' results are fresh
+// arrays of their own) is the job's, not copied.
 func catRows[T any](shards []*shard, n, w int, get func(*run) []T) []T {
-	if a := get(shards[0].r); a == nil || len(shards) == 1 {
-		return a
+	if len(shards) == 1 {
+		return get(shards[0].r)
+	}
+	if !slices.ContainsFunc(shards, func(s *shard) bool { return get(s.r) != nil }) {
+		return nil
 	}
 	out := make([]T, n*w)
 	for _, s := range shards {

@@ -77,8 +77,8 @@ const (
 
 // omitted is the storage of a call's omitted arrays (Gradient.spare).
 type omitted struct {
-	y, ys       []float64
-	rej, evals  []int
+	y, ys      []float64
+	rej, evals []int
 }
 
 // drop sets the arrays of sol (and, for a recorded mesh, of m's Stats)
