@@ -114,7 +114,10 @@ func benchCallOverhead(b *testing.B, mesh bool) { benchCallOn(b, "cuda-null", me
 // benchCallOn times Solver.Grad of 2^20 Lorenz trajectories on engine,
 // with the record or on the mesh of an earlier call, a Gradient passed
 // back.
-func benchCallOn(b *testing.B, engine string, mesh bool) {
+func benchCallOn(b *testing.B, engine string, mesh bool) { benchCallOmit(b, engine, mesh, 0) }
+
+// benchCallOmit is benchCallOn with Gradient.Omit o on the timed calls.
+func benchCallOmit(b *testing.B, engine string, mesh bool, o ode.Omit) {
 	const n = 1 << 20
 	pr := problems.Lorenz()
 	p := make([]float64, 3*n)
@@ -135,7 +138,7 @@ func benchCallOn(b *testing.B, engine string, mesh bool) {
 	if mesh {
 		m = g.Mesh
 	}
-	var g2 ode.Gradient
+	g2 := ode.Gradient{Omit: o}
 	b.ResetTimer()
 	for range b.N {
 		if _, err := sv.GradContext(context.Background(), &g2, &prob, loss, m); err != nil {
@@ -404,12 +407,20 @@ func init() { ode.Register(hostWork) }
 // call of 2^20 Lorenz trajectories (record included, or on the resident
 // mesh), on a backend whose copies and kernels take no time: on the H200
 // host this is what a whole call costs beyond its kernels and copies.
+// The -omit variants ask for the loss and the gradients only
+// (Gradient.Omit = OmitStates|OmitStats: no final states, no rejected
+// and field-evaluation counts scattered; on a device, none copied back).
 func BenchmarkCallHostWork(b *testing.B) {
-	for _, mesh := range []bool{false, true} {
-		name := "record"
-		if mesh {
-			name = "mesh"
+	for _, o := range []ode.Omit{0, ode.OmitStates | ode.OmitStats} {
+		for _, mesh := range []bool{false, true} {
+			name := "record"
+			if mesh {
+				name = "mesh"
+			}
+			if o != 0 {
+				name += "-omit"
+			}
+			b.Run(name, func(b *testing.B) { benchCallOmit(b, hostWork.name, mesh, o) })
 		}
-		b.Run(name, func(b *testing.B) { benchCallOn(b, hostWork.name, mesh) })
 	}
 }
