@@ -414,15 +414,14 @@ func RunTrain(w io.Writer, cfg TrainConfig) ([]TrainRow, error) {
 	}
 	if cfg.has("grad-call") {
 		for _, n := range callN {
-			rec, msh, err := trainCallRows(&cfg, n)
+			calls, err := trainCallRows(&cfg, n)
 			if err != nil {
 				return rows, fmt.Errorf("bench: %s Lorenz Grad calls n=%d: %w", cfg.suite(), n, err)
 			}
-			if err := emit(rec); err != nil {
-				return rows, err
-			}
-			if err := emit(msh); err != nil {
-				return rows, err
+			for _, row := range calls {
+				if err := emit(row); err != nil {
+					return rows, err
+				}
 			}
 		}
 	}
@@ -605,38 +604,45 @@ func trainFitRow(cfg *TrainConfig, name string, prob fit.Problem, rtol, atol, lr
 }
 
 // trainCallRows times whole Grad calls of the Lorenz protocol at n,
-// rtol 1e-6: with the record, and on a mesh recorded before, taking turns.
-func trainCallRows(cfg *TrainConfig, n int) (rec, msh *TrainRow, err error) {
+// rtol 1e-6: with the record, and on a mesh recorded before, each as a
+// whole result ("grad-record", "grad-mesh") and with the loss and the
+// gradients only ("grad-record-omit", "grad-mesh-omit": Gradient.Omit =
+// OmitStates|OmitStats, the final states and the rejected and
+// field-evaluation counts neither copied back nor scattered), taking
+// turns.
+func trainCallRows(cfg *TrainConfig, n int) (rows []*TrainRow, err error) {
 	reps := cfg.reps()
 	rtol := TrainLorenzRelTol
 	atol := rtol * lorenzAbsTolOverRelTol
 	p := ProtocolLorenz(n).Problem()
 	sv, err := ode.NewSolver(p.Field, cfg.settings(rtol, atol))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ctx, read := withTrace(context.Background())
 	c0 := read()
 	mesh, _, err := sv.RecordContext(ctx, &p)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	loss := ode.SumSquares()
-	var gr, gm ode.Gradient
-	cases := []func() error{
-		func() error { _, err := sv.GradContext(ctx, &gr, &p, loss, nil); return err },
-		func() error { _, err := sv.GradContext(ctx, &gm, &p, loss, mesh); return err },
+	only := ode.OmitStates | ode.OmitStats
+	gs := []*ode.Gradient{{}, {}, {Omit: only}, {Omit: only}}
+	meshes := []*ode.Mesh{nil, mesh, nil, mesh}
+	var cases []func() error
+	for k := range gs {
+		cases = append(cases, func() error { _, err := sv.GradContext(ctx, gs[k], &p, loss, meshes[k]); return err })
 	}
-	rows := []*TrainRow{{Case: "grad-record"}, {Case: "grad-mesh"}}
-	wall := make([][]float64, 2)
-	kern := make([][]float64, 2)
-	xfer := make([][]float64, 2)
+	rows = []*TrainRow{{Case: "grad-record"}, {Case: "grad-mesh"}, {Case: "grad-record-omit"}, {Case: "grad-mesh-omit"}}
+	wall := make([][]float64, len(rows))
+	kern := make([][]float64, len(rows))
+	xfer := make([][]float64, len(rows))
 	for r := 0; r <= reps; r++ {
 		for k, c := range cases {
 			c1 := read()
 			t := time.Now()
 			if err := c(); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			dt := ms(time.Since(t))
 			d := read().sub(c1)
@@ -658,8 +664,10 @@ func trainCallRows(cfg *TrainConfig, n int) (rec, msh *TrainRow, err error) {
 		row.KernelMs, row.TransferMs = median(kern[k]), median(xfer[k])
 		row.CompileMs = compile
 	}
-	rows[0].LossFirst, rows[1].LossFirst = gr.Loss, gm.Loss
-	return rows[0], rows[1], nil
+	for k, row := range rows {
+		row.LossFirst = gs[k].Loss
+	}
+	return rows, nil
 }
 
 // ratios fills StepOverKernel and StepOverCall.

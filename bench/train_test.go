@@ -22,9 +22,13 @@ func TestTrainDumpRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCases := []string{"neural-fit", "neural-fit", "lorenz-fit", "lorenz-fit", "grad-record", "grad-mesh"}
+	wantCases := []string{"neural-fit", "neural-fit", "lorenz-fit", "lorenz-fit", "grad-record", "grad-mesh", "grad-record-omit", "grad-mesh-omit"}
 	if len(rows) != len(wantCases) {
 		t.Fatalf("%d rows, want %d", len(rows), len(wantCases))
+	}
+	// The calls with the loss and the gradients only give the same loss.
+	if rows[6].LossFirst != rows[4].LossFirst || rows[7].LossFirst != rows[5].LossFirst {
+		t.Errorf("Grad calls with Omit: losses %v, %v; without %v, %v", rows[6].LossFirst, rows[7].LossFirst, rows[4].LossFirst, rows[5].LossFirst)
 	}
 	sc := bufio.NewScanner(&out)
 	k := 0
