@@ -40,6 +40,18 @@
 // state at save time k Ys[(i*K+k)*Dim:]. A Mesh is step-major: step s of
 // trajectory i is H[s*N+i].
 //
+// # Repeated calls
+//
+// At millions of trajectories a whole call's results cost more than
+// little: a Gradient passed back to Grad as dst is filled in place (its
+// arrays, its Solution's and its Mesh's reused), and its Omit leaves out
+// what the caller does not read. A training loop or a sensitivity study
+// that needs only Loss and the gradients sets Omit = OmitStates|OmitStats
+// once on its dst: the final and saved states (N×Dim and N×K×Dim values)
+// and the rejected-step and field-evaluation counts are then nil, and a
+// GPU engine neither copies them back nor rearranges them on the host;
+// everything else is the same bit for bit (ExampleSolver_Grad_omit).
+//
 // # Failures
 //
 // Every trajectory ends with a Status (OK, MaxStepsReached,
