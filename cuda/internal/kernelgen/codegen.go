@@ -125,6 +125,9 @@ type Source struct {
 	// helpers are templates written after the prelude, each once, by
 	// the units that use them (helper).
 	helpers []string
+	// reroll (thread layout) emits runs of values that repeat per state
+	// component as loops (reroll.go).
+	reroll bool
 }
 
 // helper adds the template code after the prelude, once.
@@ -482,7 +485,15 @@ func (e *emitter) emit(qual string) (string, error) {
 	}
 	// The program's own lines, "v12 = Mul v3 v7", for the comments.
 	lines := strings.Split(p.String(), "\n")[1:]
-	for _, nd := range order {
+	ids, loopAt := e.loopsOf(order, groups)
+	gathered := map[string]string{}
+	for i := 0; i < len(order); i++ {
+		nd := order[i]
+		if l := loopAt[i]; l != nil {
+			e.emitLoop(l, ids, lines, gathered)
+			i += l.n*l.p - 1
+			continue
+		}
 		if nd.Vec >= 0 {
 			e.vector(nd.Vec, lines)
 			continue
@@ -614,6 +625,8 @@ func (e *emitter) value(id tape.ID, comment string) error {
 			// Read where used, not up front: a thousand weights loaded
 			// at the top of a function would all be live at once.
 			e.expr[id] = fmt.Sprintf("gs_sh[%d]", e.shPos(j))
+		} else if e.src.reroll {
+			e.expr[id] = fmt.Sprintf("a%d", k) // a statement less
 		} else {
 			e.scalar(id, fmt.Sprintf("a%d", k), comment)
 		}
