@@ -343,6 +343,9 @@ type emitter struct {
 	// biasAcc holds the accumulations of vectors with ones that wait for
 	// the product of a layer's weights (tile mode; tileVecAcc).
 	biasAcc map[int]biasAcc
+	// arrays holds the values read from arrays by index (Source.reroll:
+	// loops' arrays, the components of calls' results).
+	arrays map[tape.ID]arrayRef
 }
 
 // live marks the values the outputs depend on. The shared arguments of a
@@ -490,8 +493,13 @@ func (e *emitter) emit(qual string) (string, error) {
 	for i := 0; i < len(order); i++ {
 		nd := order[i]
 		if l := loopAt[i]; l != nil {
+			for _, nd := range order[i:l.to] {
+				if e.p.Values[nd.Id].Op == ops.OpExtract {
+					e.callPart(nd.Id)
+				}
+			}
 			e.emitLoop(l, ids, lines, gathered)
-			i += l.n*l.p - 1
+			i = l.to - 1
 			continue
 		}
 		if nd.Vec >= 0 {
@@ -663,7 +671,11 @@ func (e *emitter) value(id tape.ID, comment string) error {
 		if get == nil {
 			return fmt.Errorf("cuda: program %s: %s extracts from %s, which is not a tuple", p.Name, vname(id), vname(v.Args[0]))
 		}
-		e.scalar(id, get(int(v.Aux)), comment)
+		if e.src.reroll && p.Values[v.Args[0]].Op == ops.OpCall {
+			e.callPart(id)
+		} else {
+			e.scalar(id, get(int(v.Aux)), comment)
+		}
 	default:
 		def := ops.Lookup(v.Op)
 		if def.C == nil {
@@ -691,10 +703,16 @@ func (e *emitter) returns() {
 		}
 	}
 	w.WriteString("  " + outType(e.name) + " gs_r;\n")
-	for m, o := range p.Outputs {
-		if e.acc.returned(m) {
-			fmt.Fprintf(w, "  gs_r.v[%d] = %s;\n", e.acc.index(m), e.ref(o.ID))
+	for m := 0; m < len(p.Outputs); m++ {
+		if !e.acc.returned(m) {
+			continue
 		}
+		if n, x := e.returnRun(m); n > 0 {
+			fmt.Fprintf(w, "  GS_LOOP for (int gs_c = 0; gs_c < %d; gs_c++) gs_r.v[%s] = %s;\n", n, affine(e.acc.index(m), 1), x)
+			m += n - 1
+			continue
+		}
+		fmt.Fprintf(w, "  gs_r.v[%d] = %s;\n", e.acc.index(m), e.ref(p.Outputs[m].ID))
 	}
 	w.WriteString("  return gs_r;\n}\n")
 }

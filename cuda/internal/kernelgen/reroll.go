@@ -27,9 +27,8 @@ import (
 //
 // A run is found on the function's order of emission: from a position s,
 // a body of P values (P ≤ rerollMaxBody) repeated n ≥ rerollMinRun
-// times, each repetition's values of the same ops and aux (an Extract's
-// component may advance by a fixed stride) as the first's, and each
-// operand, over the repetitions c = 0…n-1, one of
+// times, each repetition's values of the same ops and aux as the first's,
+// and each operand, over the repetitions c = 0…n-1, one of
 //
 //   - the same value, computed before the run (argInv);
 //   - a value of the same repetition, earlier in the body (argBody);
@@ -42,7 +41,10 @@ import (
 //     (argGather).
 //
 // The longest run (most values) from s is taken, if any, and the search
-// goes on after it.
+// goes on after it. The function's per-trajectory inputs and the
+// components of the calls' returned structs are read where used (a
+// parameter a<k>, t<ID>.v[m]) rather than copied into locals first, and
+// the returned outputs that are runs are copied by loops too.
 const (
 	rerollDim     = 16
 	rerollMinRun  = 8
@@ -93,12 +95,15 @@ type loopArg struct {
 // values from position start.
 type loop struct {
 	idx, start, p, n int
-	args             [][]loopArg // by body position and operand
-	// auxStride is the stride of an Extract's component by position.
-	auxStride []int
+	// from and to are the loop's span in the function's order (loopsOf).
+	from, to int
+	args     [][]loopArg // by body position and operand
 	// arr marks the body positions whose values are used outside their
-	// repetition, kept in arrays.
-	arr []bool
+	// repetition, kept in arrays; last those of which only the last
+	// repetition's value is, where the position is carried: that value
+	// is then its carried operand's variable after the loop (lastVar).
+	arr     []bool
+	lastVar []string
 }
 
 // at returns the order position of repetition c's body value k.
@@ -125,14 +130,7 @@ func (r *rerollPlanner) loopable(id tape.ID) bool {
 		return false
 	}
 	v := &r.e.p.Values[id]
-	switch v.Op {
-	case ops.OpExtract:
-		t := &r.e.p.Values[v.Args[0]]
-		return t.Op == ops.OpCall && r.e.calleeAcc[int(t.Aux)] == nil
-	case ops.OpInput, ops.OpAttach:
-		return false
-	}
-	if ops.IsTuple(v.Op) {
+	if v.Op == ops.OpInput || v.Op == ops.OpAttach || v.Op == ops.OpExtract || ops.IsTuple(v.Op) {
 		return false
 	}
 	return ops.Lookup(v.Op).C != nil
@@ -219,25 +217,11 @@ func (r *rerollPlanner) extend(l *loop, a *loopArg, c int, x tape.ID) bool {
 	return ok
 }
 
-// same reports whether value u (repetition c, body position k) repeats
-// body value u0 as far as its op and aux go.
-func (r *rerollPlanner) same(l *loop, k, c int, u0, u tape.ID) bool {
+// same reports whether value u repeats body value u0 as far as its op
+// and aux go.
+func (r *rerollPlanner) same(u0, u tape.ID) bool {
 	v0, v := &r.e.p.Values[u0], &r.e.p.Values[u]
-	if v.Op != v0.Op || len(v.Args) != len(v0.Args) || !r.loopable(u) {
-		return false
-	}
-	if v.Op != ops.OpExtract {
-		return v.Aux == v0.Aux
-	}
-	if v.Args[0] != v0.Args[0] {
-		return false
-	}
-	d := int(v.Aux) - int(v0.Aux)
-	if c == 1 {
-		l.auxStride[k] = d
-		return d != 0
-	}
-	return d == l.auxStride[k]*c
+	return v.Op == v0.Op && len(v.Args) == len(v0.Args) && v.Aux == v0.Aux && r.loopable(u)
 }
 
 // try returns the run from position s with a body of p values, or nil.
@@ -245,24 +229,28 @@ func (r *rerollPlanner) try(s, p int) *loop {
 	if s+p*rerollMinRun > len(r.order) {
 		return nil
 	}
-	l := &loop{start: s, p: p, n: 1, args: make([][]loopArg, p), auxStride: make([]int, p)}
+	l := &loop{start: s, p: p, n: 1, args: make([][]loopArg, p)}
 	for k := 0; k < p; k++ {
 		if !r.loopable(r.order[s+k]) {
 			return nil
 		}
 	}
+	var kinds []loopArgKind // the operands' kinds before repetition c
 	for c := 1; l.at(c, p-1) < len(r.order); c++ {
 		ok := true
+		kinds = kinds[:0]
+		for k := range l.args {
+			for _, a := range l.args[k] {
+				kinds = append(kinds, a.kind)
+			}
+		}
 		for k := 0; k < p && ok; k++ {
 			u0, u := r.order[s+k], r.order[l.at(c, k)]
-			if !r.same(l, k, c, u0, u) {
+			if !r.same(u0, u) {
 				ok = false
 				break
 			}
 			args0, args := r.e.p.Values[u0].Args, r.e.p.Values[u].Args
-			if v := r.e.p.Values[u0]; v.Op == ops.OpExtract {
-				args0, args = nil, nil // the tuple is the same (same)
-			}
 			if c == 1 {
 				l.args[k] = make([]loopArg, len(args))
 				for j := range args {
@@ -283,6 +271,17 @@ func (r *rerollPlanner) try(s, p int) *loop {
 			}
 		}
 		if !ok {
+			// Repetition c is not the run's: undo what it changed (the
+			// kinds set by the first, c = 1, matter no more).
+			q := 0
+			for k := range l.args {
+				for j := range l.args[k] {
+					if c > 1 {
+						l.args[k][j].kind = kinds[q]
+					}
+					q++
+				}
+			}
 			break
 		}
 		l.n = c + 1
@@ -303,11 +302,15 @@ func (r *rerollPlanner) try(s, p int) *loop {
 }
 
 // planLoops finds the loops of the function's order (ids, in emission
-// order) and which of their values live in arrays.
-func (e *emitter) planLoops(ids []tape.ID, skip map[tape.ID]bool) []*loop {
-	r := &rerollPlanner{e: e, order: ids, pos: make(map[tape.ID]int, len(ids)), in: make(map[tape.ID]loopPlace), skip: skip}
+// order; extracts maps the components of calls' results, not in ids, to
+// their calls) and which of their values live in arrays.
+func (e *emitter) planLoops(ids []tape.ID, extracts map[tape.ID]tape.ID, skip map[tape.ID]bool) []*loop {
+	r := &rerollPlanner{e: e, order: ids, pos: make(map[tape.ID]int, len(ids)+len(extracts)), in: make(map[tape.ID]loopPlace), skip: skip}
 	for i, id := range ids {
 		r.pos[id] = i
+	}
+	for x, call := range extracts {
+		r.pos[x] = r.pos[call] // computed with the call
 	}
 	for s := 0; s < len(ids); {
 		var best *loop
@@ -336,13 +339,26 @@ func (e *emitter) planLoops(ids []tape.ID, skip map[tape.ID]bool) []*loop {
 // arrays marks the loops' body positions whose values are used outside
 // their repetition: by a value outside the loop (or by the loop's next
 // repetition otherwise than as its carried operand), or as an output.
+// A carried position of which only the last repetition's value is used
+// so needs no array: its carried operand's variable holds that value
+// after the loop.
 func (r *rerollPlanner) arrays() {
-	for _, l := range r.loops {
-		l.arr = make([]bool, l.p)
+	const (
+		none = iota
+		last // only the last repetition's value
+		any
+	)
+	use := make([][]uint8, len(r.loops))
+	for q, l := range r.loops {
+		use[q] = make([]uint8, l.p)
 	}
 	mark := func(id tape.ID) {
 		if pl, ok := r.in[id]; ok {
-			r.loops[pl.loop].arr[pl.k] = true
+			u := uint8(any)
+			if pl.c == r.loops[pl.loop].n-1 {
+				u = last
+			}
+			use[pl.loop][pl.k] = max(use[pl.loop][pl.k], u)
 		}
 	}
 	for m, o := range r.e.p.Outputs {
@@ -363,15 +379,28 @@ func (r *rerollPlanner) arrays() {
 				break
 			}
 			if inLoop {
-				l := r.loops[user.loop]
-				if v.Op == ops.OpExtract {
-					continue
-				}
-				if k := l.args[user.k][j].kind; k == argBody || k == argCarry && user.c > 0 {
+				k := r.loops[user.loop].args[user.k][j].kind
+				if k == argBody || k == argCarry && user.c > 0 {
 					continue
 				}
 			}
 			mark(a)
+		}
+	}
+	for q, l := range r.loops {
+		l.arr, l.lastVar = make([]bool, l.p), make([]string, l.p)
+		for k := range l.args {
+			for j, a := range l.args[k] {
+				if a.kind == argCarry {
+					l.lastVar[a.k] = carryName(l.idx, k, j)
+				}
+			}
+		}
+		for k, u := range use[q] {
+			if u != last || l.lastVar[k] == "" {
+				l.arr[k] = u != none
+				l.lastVar[k] = ""
+			}
 		}
 	}
 }
@@ -424,14 +453,9 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 	for k := 0; k < l.p; k++ {
 		id := ids(0, k)
 		v := &e.p.Values[id]
-		var expr string
-		if v.Op == ops.OpExtract {
-			expr = fmt.Sprintf("t%d.v[%s]", v.Args[0], affine(int(v.Aux), l.auxStride[k]))
-		} else {
-			expr = ops.Lookup(v.Op).C(ref[k], v.Aux)
-			if v.Op == ops.OpConst {
-				expr = "(gs_real)" + expr
-			}
+		expr := ops.Lookup(v.Op).C(ref[k], v.Aux)
+		if v.Op == ops.OpConst {
+			expr = "(gs_real)" + expr
 		}
 		fmt.Fprintf(w, "    const gs_real gs_u%d = %s;  // %s\n", k, expr, commentOf(lines[id]))
 		if l.arr[k] {
@@ -449,8 +473,13 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 	for c := 0; c < l.n; c++ {
 		for k, on := range l.arr {
 			if on {
-				e.expr[ids(c, k)] = fmt.Sprintf("%s[%d]", loopArray(l.idx, k), c)
+				e.setArray(ids(c, k), loopArray(l.idx, k), c)
 			}
+		}
+	}
+	for k, x := range l.lastVar {
+		if x != "" {
+			e.expr[ids(l.n-1, k)] = x
 		}
 	}
 }
@@ -477,24 +506,36 @@ func affine(off, stride int) string {
 	return fmt.Sprintf("%d + %s", off, x)
 }
 
-// loopsOf returns the function's order as values and its loops by the
-// position they start at: none unless the unit rerolls (thread layout
-// only). Values followed by reductions (groups) stay out of loops.
+// loopsOf returns the values the function's loops are planned on (its
+// order less the components of calls' results, which are read where
+// used) and its loops by the position in order they start at; none
+// unless the unit rerolls (thread layout only). A loop's span in order
+// (to) may hold such components too. Values followed by reductions
+// (groups) stay out of loops.
 func (e *emitter) loopsOf(order []laneNode, groups map[tape.ID][][]accTerm) ([]tape.ID, map[int]*loop) {
 	if !e.src.reroll || e.lp != nil || e.src.Lanes {
 		return nil, nil
 	}
-	ids := make([]tape.ID, len(order))
+	var ids []tape.ID
+	var full []int // full[i]: ids[i]'s position in order
 	skip := make(map[tape.ID]bool)
+	extracts := make(map[tape.ID]tape.ID)
 	for i, nd := range order {
-		ids[i] = nd.Id
+		v := &e.p.Values[nd.Id]
+		if v.Op == ops.OpExtract && e.p.Values[v.Args[0]].Op == ops.OpCall {
+			extracts[nd.Id] = v.Args[0]
+			continue
+		}
+		ids = append(ids, nd.Id)
+		full = append(full, i)
 		if len(groups[nd.Id]) > 0 {
 			skip[nd.Id] = true
 		}
 	}
 	at := make(map[int]*loop)
-	for _, l := range e.planLoops(ids, skip) {
-		at[l.start] = l
+	for _, l := range e.planLoops(ids, extracts, skip) {
+		l.from, l.to = full[l.start], full[l.start+l.n*l.p-1]+1
+		at[l.from] = l
 	}
 	if len(at) > 0 {
 		e.src.helper(loopMacro)
@@ -514,3 +555,69 @@ const loopMacro = `// GS_LOOP precedes a loop over state components (rerolled fr
 #endif
 #endif
 `
+
+// arrayRef is entry idx of array name.
+type arrayRef struct {
+	name string
+	idx  int
+}
+
+// setArray makes value id entry idx of array name.
+func (e *emitter) setArray(id tape.ID, name string, idx int) {
+	if e.arrays == nil {
+		e.arrays = make(map[tape.ID]arrayRef)
+	}
+	e.arrays[id] = arrayRef{name, idx}
+	e.expr[id] = fmt.Sprintf("%s[%d]", name, idx)
+}
+
+// callPart makes Extract id, a component of a call's result, read where
+// used (rerolled units).
+func (e *emitter) callPart(id tape.ID) {
+	v := &e.p.Values[id]
+	t := &e.p.Values[v.Args[0]]
+	if e.calleeAcc[int(t.Aux)] == nil {
+		e.setArray(id, fmt.Sprintf("t%d.v", v.Args[0]), int(v.Aux))
+		return
+	}
+	e.expr[id] = e.tuple[v.Args[0]](int(v.Aux))
+}
+
+// returnRun returns the number n of returned outputs from m on that a
+// loop copies, entries off + stride·c of one array (c < n) or one value,
+// and the C expression of entry c; 0 if fewer than rerollMinRun.
+func (e *emitter) returnRun(m int) (int, string) {
+	outs := e.p.Outputs
+	if !e.src.reroll || m+1 >= len(outs) {
+		return 0, ""
+	}
+	if id := outs[m].ID; outs[m+1].ID == id {
+		n := 1
+		for m+n < len(outs) && outs[m+n].ID == id && e.acc.returned(m+n) {
+			n++
+		}
+		if n < rerollMinRun {
+			return 0, ""
+		}
+		e.src.helper(loopMacro)
+		return n, e.ref(id)
+	}
+	a0, ok0 := e.arrays[outs[m].ID]
+	a1, ok1 := e.arrays[outs[m+1].ID]
+	if !ok0 || !ok1 || a1.name != a0.name || a1.idx == a0.idx || !e.acc.returned(m+1) {
+		return 0, ""
+	}
+	stride := a1.idx - a0.idx
+	n := 2
+	for ; m+n < len(outs) && e.acc.returned(m+n); n++ {
+		a, ok := e.arrays[outs[m+n].ID]
+		if !ok || a.name != a0.name || a.idx != a0.idx+stride*n {
+			break
+		}
+	}
+	if n < rerollMinRun {
+		return 0, ""
+	}
+	e.src.helper(loopMacro)
+	return n, fmt.Sprintf("%s[%s]", a0.name, affine(a0.idx, stride))
+}
