@@ -28,7 +28,7 @@ func TestHostEngineRerolled(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			for _, op := range []ode.Op{ode.OpRecord, ode.OpGrad} {
-				if src := kernelSource(t, c, op, false); !strings.Contains(src, "GS_LOOP for") {
+				if src := kernelSource(t, c, op, false); !strings.Contains(src, "#pragma unroll 1\n  for (int gs_c") {
 					t.Fatalf("%v: the kernel has no loops", op)
 				}
 			}

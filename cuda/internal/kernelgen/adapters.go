@@ -84,7 +84,7 @@ func (g *adapters) adapterOf(name, f, lead string, p *tape.Program, ret, params 
 		fmt.Fprintf(&g.sb, "  const %s r = %s;\n", outType(f), call)
 		for m := 0; m < len(outs); m++ {
 			if n, name, k0 := g.storeRun(outs[m:]); n > 0 {
-				fmt.Fprintf(&g.sb, "  GS_LOOP for (int gs_c = 0; gs_c < %d; gs_c++) %s[%s] = r.v[%s];\n", n, name, affine(k0, 1), affine(m, 1))
+				fmt.Fprintf(&g.sb, "%s %s[%s] = r.v[%s];\n", loopHead(n), name, affine(k0, 1), affine(m, 1))
 				m += n - 1
 				continue
 			}
@@ -431,6 +431,5 @@ func (g *adapters) storeRun(outs []string) (n int, name string, k0 int) {
 	if n < rerollMinRun {
 		return 0, "", 0
 	}
-	g.src.helper(loopMacro)
 	return n, name, k0
 }

@@ -708,7 +708,7 @@ func (e *emitter) returns() {
 			continue
 		}
 		if n, x := e.returnRun(m); n > 0 {
-			fmt.Fprintf(w, "  GS_LOOP for (int gs_c = 0; gs_c < %d; gs_c++) gs_r.v[%s] = %s;\n", n, affine(e.acc.index(m), 1), x)
+			fmt.Fprintf(w, "%s gs_r.v[%s] = %s;\n", loopHead(n), affine(e.acc.index(m), 1), x)
 			m += n - 1
 			continue
 		}

@@ -449,7 +449,7 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 			fmt.Fprintf(w, "  gs_real %s[%d];\n", loopArray(l.idx, k), l.n)
 		}
 	}
-	fmt.Fprintf(w, "  GS_LOOP for (int gs_c = 0; gs_c < %d; gs_c++) {\n", l.n)
+	fmt.Fprintf(w, "%s {\n", loopHead(l.n))
 	for k := 0; k < l.p; k++ {
 		id := ids(0, k)
 		v := &e.p.Values[id]
@@ -537,24 +537,16 @@ func (e *emitter) loopsOf(order []laneNode, groups map[tape.ID][][]accTerm) ([]t
 		l.from, l.to = full[l.start], full[l.start+l.n*l.p-1]+1
 		at[l.from] = l
 	}
-	if len(at) > 0 {
-		e.src.helper(loopMacro)
-	}
 	return ids, at
 }
 
-// loopMacro is GS_LOOP, which precedes a rerolled loop: on the device
-// it is not unrolled (unrolled, it would be the statements it replaced).
-const loopMacro = `// GS_LOOP precedes a loop over state components (rerolled from
-// per-component statements): kept a loop on the device.
-#ifndef GS_LOOP
-#ifdef GS_CUDA
-#define GS_LOOP _Pragma("unroll 1")
-#else
-#define GS_LOOP
-#endif
-#endif
-`
+// loopHead returns the head of a loop of n repetitions over gs_c,
+// indented: kept a loop on the device (unrolled, it would be the
+// statements it replaced; host compilers ignore the pragma, as the
+// prelude's).
+func loopHead(n int) string {
+	return fmt.Sprintf("#pragma unroll 1\n  for (int gs_c = 0; gs_c < %d; gs_c++)", n)
+}
 
 // arrayRef is entry idx of array name.
 type arrayRef struct {
@@ -599,7 +591,6 @@ func (e *emitter) returnRun(m int) (int, string) {
 		if n < rerollMinRun {
 			return 0, ""
 		}
-		e.src.helper(loopMacro)
 		return n, e.ref(id)
 	}
 	a0, ok0 := e.arrays[outs[m].ID]
@@ -618,6 +609,5 @@ func (e *emitter) returnRun(m int) (int, string) {
 	if n < rerollMinRun {
 		return 0, ""
 	}
-	e.src.helper(loopMacro)
 	return n, fmt.Sprintf("%s[%s]", a0.name, affine(a0.idx, stride))
 }
