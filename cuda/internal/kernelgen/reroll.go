@@ -85,7 +85,7 @@ type loopArg struct {
 	k int
 	// src, off and stride are the array and the index off + stride·c
 	// (argIndex).
-	src         string
+	src         arraySrc
 	off, stride int
 	// seq holds the operand's values by repetition, as far as checked.
 	seq []tape.ID
@@ -109,15 +109,36 @@ type loop struct {
 // at returns the order position of repetition c's body value k.
 func (l *loop) at(c, k int) int { return l.start + c*l.p + k }
 
-// loopPlace is a value's place in a loop.
-type loopPlace struct{ loop, k, c int }
+// loopPlace is a value's place in a loop (loop -1: none).
+type loopPlace struct{ loop, k, c int32 }
+
+// arraySrc is an array that an operand is read from by index: a loop's
+// array (kind 0: loop a, body position b), a call's returned struct
+// (kind 1: the call's value a) or the shared inputs (kind 2).
+type arraySrc struct {
+	kind uint8
+	a, b int32
+}
+
+// name returns the array's C name.
+func (x arraySrc) name() string {
+	switch x.kind {
+	case 0:
+		return loopArray(int(x.a), int(x.b))
+	case 1:
+		return fmt.Sprintf("t%d.v", x.a)
+	}
+	return "gs_sh"
+}
 
 // rerollPlanner finds the loops of a function.
 type rerollPlanner struct {
 	e     *emitter
 	order []tape.ID
-	pos   map[tape.ID]int
-	in    map[tape.ID]loopPlace
+	// pos and in are by value: its position in order (-1 if none), its
+	// place in a loop.
+	pos   []int
+	in    []loopPlace
 	loops []*loop
 	// skip marks values that may not be in a loop (their reductions
 	// follow them, emitReduce).
@@ -139,23 +160,23 @@ func (r *rerollPlanner) loopable(id tape.ID) bool {
 // index returns the array that holds value id outside a loop and its
 // index there: an earlier loop's array, a call's returned struct (an
 // Extract) or the shared inputs.
-func (r *rerollPlanner) index(id tape.ID) (string, int, bool) {
-	if pl, ok := r.in[id]; ok {
-		return loopArray(pl.loop, pl.k), pl.c, true
+func (r *rerollPlanner) index(id tape.ID) (arraySrc, int, bool) {
+	if pl := r.in[id]; pl.loop >= 0 {
+		return arraySrc{0, pl.loop, pl.k}, int(pl.c), true
 	}
 	v := &r.e.p.Values[id]
 	switch v.Op {
 	case ops.OpExtract:
 		t := &r.e.p.Values[v.Args[0]]
 		if t.Op == ops.OpCall && r.e.calleeAcc[int(t.Aux)] == nil {
-			return fmt.Sprintf("t%d.v", v.Args[0]), int(v.Aux), true
+			return arraySrc{1, int32(v.Args[0]), 0}, int(v.Aux), true
 		}
 	case ops.OpInput:
 		if j := r.e.shIndex[int(v.Aux)]; j >= 0 {
-			return "gs_sh", r.e.shPos(j), true
+			return arraySrc{2, 0, 0}, r.e.shPos(j), true
 		}
 	}
-	return "", 0, false
+	return arraySrc{}, 0, false
 }
 
 // loopArray names the array of loop l's body position k.
@@ -226,7 +247,7 @@ func (r *rerollPlanner) same(u0, u tape.ID) bool {
 
 // try returns the run from position s with a body of p values, or nil.
 func (r *rerollPlanner) try(s, p int) *loop {
-	if s+p*rerollMinRun > len(r.order) {
+	if s+p*rerollMinRun > len(r.order) || !r.same(r.order[s], r.order[s+p]) {
 		return nil
 	}
 	l := &loop{start: s, p: p, n: 1, args: make([][]loopArg, p)}
@@ -305,7 +326,10 @@ func (r *rerollPlanner) try(s, p int) *loop {
 // order; extracts maps the components of calls' results, not in ids, to
 // their calls) and which of their values live in arrays.
 func (e *emitter) planLoops(ids []tape.ID, extracts map[tape.ID]tape.ID, skip map[tape.ID]bool) []*loop {
-	r := &rerollPlanner{e: e, order: ids, pos: make(map[tape.ID]int, len(ids)+len(extracts)), in: make(map[tape.ID]loopPlace), skip: skip}
+	r := &rerollPlanner{e: e, order: ids, pos: make([]int, len(e.p.Values)), in: make([]loopPlace, len(e.p.Values)), skip: skip}
+	for i := range r.pos {
+		r.pos[i], r.in[i] = -1, loopPlace{loop: -1}
+	}
 	for i, id := range ids {
 		r.pos[id] = i
 	}
@@ -327,7 +351,7 @@ func (e *emitter) planLoops(ids []tape.ID, extracts map[tape.ID]tape.ID, skip ma
 		r.loops = append(r.loops, best)
 		for c := 0; c < best.n; c++ {
 			for k := 0; k < best.p; k++ {
-				r.in[ids[best.at(c, k)]] = loopPlace{best.idx, k, c}
+				r.in[ids[best.at(c, k)]] = loopPlace{int32(best.idx), int32(k), int32(c)}
 			}
 		}
 		s += best.n * best.p
@@ -353,9 +377,9 @@ func (r *rerollPlanner) arrays() {
 		use[q] = make([]uint8, l.p)
 	}
 	mark := func(id tape.ID) {
-		if pl, ok := r.in[id]; ok {
+		if pl := r.in[id]; pl.loop >= 0 {
 			u := uint8(any)
-			if pl.c == r.loops[pl.loop].n-1 {
+			if int(pl.c) == r.loops[pl.loop].n-1 {
 				u = last
 			}
 			use[pl.loop][pl.k] = max(use[pl.loop][pl.k], u)
@@ -373,7 +397,8 @@ func (r *rerollPlanner) arrays() {
 	}
 	for _, id := range r.order {
 		v := &r.e.p.Values[id]
-		user, inLoop := r.in[id]
+		user := r.in[id]
+		inLoop := user.loop >= 0
 		for j, a := range v.Args {
 			if v.Op == ops.OpAttach && j == 1 {
 				break
@@ -427,7 +452,7 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 				fmt.Fprintf(w, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
 				ref[k][j] = name
 			case argIndex:
-				ref[k][j] = fmt.Sprintf("%s[%s]", a.src, affine(a.off, a.stride))
+				ref[k][j] = fmt.Sprintf("%s[%s]", a.src.name(), affine(a.off, a.stride))
 			case argGather:
 				xs := make([]string, len(a.seq))
 				for c, x := range a.seq {
