@@ -97,6 +97,9 @@ type Tuning struct {
 	// (kernelgen.Config.SeparateSteps), for the tests that compare the two
 	// forms.
 	separateSteps bool
+	// unrolled keeps every state component's values their own statements
+	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
+	unrolled bool
 }
 
 // envTuning returns the Tuning of the environment, read once per process.
@@ -150,6 +153,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v := base
 	v.TileSums = tileSums && v.Grad
 	v.SeparateSteps = tun.separateSteps
+	v.Unrolled = tun.unrolled
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || v.Events:

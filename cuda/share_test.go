@@ -28,50 +28,57 @@ func TestHostEngineSharedSteps(t *testing.T) {
 		c.prob.SaveAt = []float64{c.prob.T0 + (c.prob.T1-c.prob.T0)/7, c.prob.T0 + (c.prob.T1-c.prob.T0)/3}
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			shared, sep := c.solver(t, "cuda-host"), c.solver(t, tuned(t, "cuda-host", Tuning{separateSteps: true}))
-			p := c.prob
-			want, err := sep.Solve(&p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := shared.Solve(&p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sameSolution(t, c.name+" solve", got, want)
-			var mesh *ode.Mesh
-			for _, what := range []string{"grad", "grad on a mesh"} {
-				want, err := sep.Grad(nil, &p, c.loss, mesh)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := shared.Grad(nil, &p, c.loss, mesh)
-				if err != nil {
-					t.Fatal(err)
-				}
-				what = c.name + " " + what
-				sameSolution(t, what, got.Solution, want.Solution)
-				for _, f := range []struct {
-					name      string
-					got, want []float64
-				}{
-					{"loss", []float64{got.Loss}, []float64{want.Loss}}, {"dL/dY0", got.Y0, want.Y0},
-					{"dL/dP", got.P, want.P}, {"dL/dShared", got.Shared, want.Shared},
-				} {
-					if ok, i := bitsEqual(f.got, f.want); !ok {
-						t.Errorf("%s: %s differs at %d", what, f.name, i)
-					}
-				}
-				if mesh == nil {
-					hostMesh(t, got.Mesh)
-					hostMesh(t, want.Mesh)
-					if ok, i := bitsEqual(got.Mesh.H, want.Mesh.H); !ok || !slices.Equal(got.Mesh.Len, want.Mesh.Len) {
-						t.Fatalf("%s: the meshes differ (step %d)", what, i)
-					}
-					mesh = want.Mesh
-				}
-			}
+			sameRuns(t, c, c.solver(t, "cuda-host"), c.solver(t, tuned(t, "cuda-host", Tuning{separateSteps: true})))
 		})
+	}
+}
+
+// sameRuns checks that solvers got and want give c's solve, its gradient
+// with the record and its gradient on want's mesh bit for bit alike
+// (solutions, loss, gradients, meshes).
+func sameRuns(t *testing.T, c engineCase, got, want *ode.Solver) {
+	t.Helper()
+	p := c.prob
+	ws, err := want.Solve(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := got.Solve(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSolution(t, c.name+" solve", gs, ws)
+	var mesh *ode.Mesh
+	for _, what := range []string{"grad", "grad on a mesh"} {
+		wg, err := want.Grad(nil, &p, c.loss, mesh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gg, err := got.Grad(nil, &p, c.loss, mesh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		what = c.name + " " + what
+		sameSolution(t, what, gg.Solution, wg.Solution)
+		for _, f := range []struct {
+			name      string
+			got, want []float64
+		}{
+			{"loss", []float64{gg.Loss}, []float64{wg.Loss}}, {"dL/dY0", gg.Y0, wg.Y0},
+			{"dL/dP", gg.P, wg.P}, {"dL/dShared", gg.Shared, wg.Shared},
+		} {
+			if ok, i := bitsEqual(f.got, f.want); !ok {
+				t.Errorf("%s: %s differs at %d", what, f.name, i)
+			}
+		}
+		if mesh == nil {
+			hostMesh(t, gg.Mesh)
+			hostMesh(t, wg.Mesh)
+			if ok, i := bitsEqual(gg.Mesh.H, wg.Mesh.H); !ok || !slices.Equal(gg.Mesh.Len, wg.Mesh.Len) {
+				t.Fatalf("%s: the meshes differ (step %d)", what, i)
+			}
+			mesh = wg.Mesh
+		}
 	}
 }
 

@@ -2,6 +2,8 @@ package kernelgen
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -80,8 +82,13 @@ func (g *adapters) adapterOf(name, f, lead string, p *tape.Program, ret, params 
 		fmt.Fprintf(&g.sb, "  return %s.v[0];\n", call)
 	default:
 		fmt.Fprintf(&g.sb, "  const %s r = %s;\n", outType(f), call)
-		for m, o := range outs {
-			fmt.Fprintf(&g.sb, "  %s = r.v[%d];\n", o, m)
+		for m := 0; m < len(outs); m++ {
+			if n, name, k0 := g.storeRun(outs[m:]); n > 0 {
+				fmt.Fprintf(&g.sb, "%s %s[%s] = r.v[%s];\n", loopHead(n), name, affine(k0, 1), affine(m, 1))
+				m += n - 1
+				continue
+			}
+			fmt.Fprintf(&g.sb, "  %s = r.v[%d];\n", outs[m], m)
 		}
 	}
 	g.sb.WriteString("}\n")
@@ -398,4 +405,31 @@ func cat(xs ...[]string) []string {
 		out = append(out, x...)
 	}
 	return out
+}
+
+// storeRe matches an adapter's output name[k].
+var storeRe = regexp.MustCompile(`^([A-Za-z_]\w*)\[(\d+)\]$`)
+
+// storeRun returns the number n of outputs at the head of outs that are
+// consecutive entries k0, k0+1, ... of one array name, where the unit
+// rerolls (reroll.go) and n ≥ rerollMinRun; else 0.
+func (g *adapters) storeRun(outs []string) (n int, name string, k0 int) {
+	if !g.src.reroll || len(outs) < rerollMinRun {
+		return 0, "", 0
+	}
+	m := storeRe.FindStringSubmatch(outs[0])
+	if m == nil {
+		return 0, "", 0
+	}
+	k, err := strconv.Atoi(m[2])
+	if err != nil {
+		return 0, "", 0
+	}
+	name, k0 = m[1], k
+	for n = 1; n < len(outs) && outs[n] == fmt.Sprintf("%s[%d]", name, k0+n); n++ {
+	}
+	if n < rerollMinRun {
+		return 0, "", 0
+	}
+	return n, name, k0
 }

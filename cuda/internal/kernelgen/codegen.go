@@ -125,6 +125,9 @@ type Source struct {
 	// helpers are templates written after the prelude, each once, by
 	// the units that use them (helper).
 	helpers []string
+	// reroll (thread layout) emits runs of values that repeat per state
+	// component as loops (reroll.go).
+	reroll bool
 }
 
 // helper adds the template code after the prelude, once.
@@ -340,6 +343,9 @@ type emitter struct {
 	// biasAcc holds the accumulations of vectors with ones that wait for
 	// the product of a layer's weights (tile mode; tileVecAcc).
 	biasAcc map[int]biasAcc
+	// arrays holds the values read from arrays by index (Source.reroll:
+	// loops' arrays, the components of calls' results).
+	arrays map[tape.ID]arrayRef
 }
 
 // live marks the values the outputs depend on. The shared arguments of a
@@ -482,7 +488,20 @@ func (e *emitter) emit(qual string) (string, error) {
 	}
 	// The program's own lines, "v12 = Mul v3 v7", for the comments.
 	lines := strings.Split(p.String(), "\n")[1:]
-	for _, nd := range order {
+	ids, loopAt := e.loopsOf(order, groups)
+	gathered := map[string]string{}
+	for i := 0; i < len(order); i++ {
+		nd := order[i]
+		if l := loopAt[i]; l != nil {
+			for _, nd := range order[i:l.to] {
+				if e.p.Values[nd.Id].Op == ops.OpExtract {
+					e.callPart(nd.Id)
+				}
+			}
+			e.emitLoop(l, ids, lines, gathered)
+			i = l.to - 1
+			continue
+		}
 		if nd.Vec >= 0 {
 			e.vector(nd.Vec, lines)
 			continue
@@ -614,6 +633,8 @@ func (e *emitter) value(id tape.ID, comment string) error {
 			// Read where used, not up front: a thousand weights loaded
 			// at the top of a function would all be live at once.
 			e.expr[id] = fmt.Sprintf("gs_sh[%d]", e.shPos(j))
+		} else if e.src.reroll {
+			e.expr[id] = fmt.Sprintf("a%d", k) // a statement less
 		} else {
 			e.scalar(id, fmt.Sprintf("a%d", k), comment)
 		}
@@ -650,7 +671,11 @@ func (e *emitter) value(id tape.ID, comment string) error {
 		if get == nil {
 			return fmt.Errorf("cuda: program %s: %s extracts from %s, which is not a tuple", p.Name, vname(id), vname(v.Args[0]))
 		}
-		e.scalar(id, get(int(v.Aux)), comment)
+		if e.src.reroll && p.Values[v.Args[0]].Op == ops.OpCall {
+			e.callPart(id)
+		} else {
+			e.scalar(id, get(int(v.Aux)), comment)
+		}
 	default:
 		def := ops.Lookup(v.Op)
 		if def.C == nil {
@@ -678,10 +703,16 @@ func (e *emitter) returns() {
 		}
 	}
 	w.WriteString("  " + outType(e.name) + " gs_r;\n")
-	for m, o := range p.Outputs {
-		if e.acc.returned(m) {
-			fmt.Fprintf(w, "  gs_r.v[%d] = %s;\n", e.acc.index(m), e.ref(o.ID))
+	for m := 0; m < len(p.Outputs); m++ {
+		if !e.acc.returned(m) {
+			continue
 		}
+		if n, x := e.returnRun(m); n > 0 {
+			fmt.Fprintf(w, "%s gs_r.v[%s] = %s;\n", loopHead(n), affine(e.acc.index(m), 1), x)
+			m += n - 1
+			continue
+		}
+		fmt.Fprintf(w, "  gs_r.v[%d] = %s;\n", e.acc.index(m), e.ref(p.Outputs[m].ID))
 	}
 	w.WriteString("  return gs_r;\n}\n")
 }

@@ -105,6 +105,11 @@ type Config struct {
 	// they would be shared (kernelPlan.ShareFwd, ShareRev). For the tests
 	// that compare the two forms.
 	SeparateSteps bool
+	// Unrolled keeps every state component's values their own
+	// statements in a kernel of the thread layout from rerollDim, where
+	// runs of them would be loops (reroll.go), as below it. For the tests
+	// that compare the two forms.
+	Unrolled bool
 	// StopStiff (an adaptive record of a gradient, Job.StopOnStiff) ends a
 	// trajectory with status Stiff at the step where the stiffness test
 	// fires, as the CPU engine does, instead of running it to its end for
@@ -163,10 +168,14 @@ func (v Config) Layout() string {
 	return "lanes-global"
 }
 
+// unrolledKey is Config.Unrolled's part of a Key (none without, so that
+// the keys written into the sources of other kernels stay as they were).
+var unrolledKey = map[bool]string{true: "unrolled "}
+
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
-	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, v.lossKey)
+	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -221,6 +230,7 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	}
 	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees, Lanes: v.Lanes, TileMode: v.TileMode})
 	src.Stage = v.Lanes && !v.LanesShuffle
+	src.reroll = !v.Lanes && !v.Unrolled && rerollPlan(pl)
 	src.Defines = v.preludeDefines(pl.Shared)
 	k := &kernelPlan{Config: v, Name: KernelName, Method: pl.Method, Fingerprint: pl.Fingerprint,
 		D: pl.Dim, NP: pl.Params, NS: pl.Shared, FSAL: pl.FSAL,

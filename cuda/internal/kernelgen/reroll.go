@@ -1,0 +1,638 @@
+package kernelgen
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/ops"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Rerolled loops (Source.reroll). The step programs of an explicit
+// method are traced component by component: a stage's combination
+// y + h Σ a_ij k_j is, for each c < d, the same few Muls and Adds on
+// y[c] and the stages' k_j[c]; the reverse step's cotangents, the error
+// estimate and its norm, the continuous extension's coefficients and
+// their reverse likewise. Unrolled, a gradient kernel of Lorenz-96 with
+// d = 64 and Tsit5 holds 21,000 statements, about 130 a component, and
+// the device compiler's time grows with them. From rerollDim the thread
+// layout's functions emit each run of such values as a loop over the
+// components: the run's body (the values of one component, in the
+// program's order) is written once, its operands indexed by the loop's
+// counter, the values used after it kept in arrays. Every value is still
+// its own op on the same operands in the same order, so the results are
+// the unrolled code's bit for bit (device code is compiled without
+// contraction).
+//
+// A run is found on the function's order of emission: from a position s,
+// a body of P values (P ≤ rerollMaxBody) repeated n ≥ rerollMinRun
+// times, each repetition's values of the same ops and aux as the first's,
+// and each operand, over the repetitions c = 0…n-1, one of
+//
+//   - the same value, computed before the run (argInv);
+//   - a value of the same repetition, earlier in the body (argBody);
+//   - a value of the previous repetition, the first repetition's
+//     computed before the run (argCarry: a chained sum, such as the
+//     error norm's);
+//   - entry off + stride·c of an array: an earlier run's values, a
+//     call's returned struct or the shared inputs (argIndex);
+//   - values computed before the run, gathered into an array before it
+//     (argGather).
+//
+// The longest run (most values) from s is taken, if any, and the search
+// goes on after it. The function's per-trajectory inputs and the
+// components of the calls' returned structs are read where used (a
+// parameter a<k>, t<ID>.v[m]) rather than copied into locals first, and
+// the returned outputs that are runs are copied by loops too.
+const (
+	rerollDim     = 16
+	rerollMinRun  = 8
+	rerollMaxBody = 64
+)
+
+// rerollPlan reports whether the kernels of pl emit runs of values as
+// loops: a state of at least rerollDim components and an explicit method
+// (no LU factorisations in its trial step).
+func rerollPlan(pl *ode.Plan) bool {
+	if pl.Dim < rerollDim || pl.Trial == nil {
+		return false
+	}
+	for _, v := range pl.Trial.Values {
+		if ops.IsFactor(v.Op) {
+			return false
+		}
+	}
+	return true
+}
+
+// loopArgKind is how an operand of a loop's body is read (see rerolled
+// loops above).
+type loopArgKind uint8
+
+const (
+	argInv loopArgKind = iota
+	argBody
+	argCarry
+	argIndex
+	argGather
+)
+
+// loopArg is an operand of a body value.
+type loopArg struct {
+	kind loopArgKind
+	// k is the body position (argBody, argCarry).
+	k int
+	// src, off and stride are the array and the index off + stride·c
+	// (argIndex).
+	src         arraySrc
+	off, stride int
+	// seq holds the operand's values by repetition, as far as checked.
+	seq []tape.ID
+}
+
+// loop is a run of the function's order: n repetitions of a body of p
+// values from position start.
+type loop struct {
+	idx, start, p, n int
+	// from and to are the loop's span in the function's order (loopsOf).
+	from, to int
+	args     [][]loopArg // by body position and operand
+	// arr marks the body positions whose values are used outside their
+	// repetition, kept in arrays; last those of which only the last
+	// repetition's value is, where the position is carried: that value
+	// is then its carried operand's variable after the loop (lastVar).
+	arr     []bool
+	lastVar []string
+}
+
+// at returns the order position of repetition c's body value k.
+func (l *loop) at(c, k int) int { return l.start + c*l.p + k }
+
+// loopPlace is a value's place in a loop (loop -1: none).
+type loopPlace struct{ loop, k, c int32 }
+
+// arraySrc is an array that an operand is read from by index: a loop's
+// array (kind 0: loop a, body position b), a call's returned struct
+// (kind 1: the call's value a) or the shared inputs (kind 2).
+type arraySrc struct {
+	kind uint8
+	a, b int32
+}
+
+// name returns the array's C name.
+func (x arraySrc) name() string {
+	switch x.kind {
+	case 0:
+		return loopArray(int(x.a), int(x.b))
+	case 1:
+		return fmt.Sprintf("t%d.v", x.a)
+	}
+	return "gs_sh"
+}
+
+// rerollPlanner finds the loops of a function.
+type rerollPlanner struct {
+	e     *emitter
+	order []tape.ID
+	// pos and in are by value: its position in order (-1 if none), its
+	// place in a loop.
+	pos   []int
+	in    []loopPlace
+	loops []*loop
+	// skip marks values that may not be in a loop (their reductions
+	// follow them, emitReduce).
+	skip map[tape.ID]bool
+}
+
+// loopable reports whether value id can be a body value.
+func (r *rerollPlanner) loopable(id tape.ID) bool {
+	if r.skip[id] {
+		return false
+	}
+	v := &r.e.p.Values[id]
+	if v.Op == ops.OpInput || v.Op == ops.OpAttach || v.Op == ops.OpExtract || ops.IsTuple(v.Op) {
+		return false
+	}
+	return ops.Lookup(v.Op).C != nil
+}
+
+// index returns the array that holds value id outside a loop and its
+// index there: an earlier loop's array, a call's returned struct (an
+// Extract) or the shared inputs.
+func (r *rerollPlanner) index(id tape.ID) (arraySrc, int, bool) {
+	if pl := r.in[id]; pl.loop >= 0 {
+		return arraySrc{0, pl.loop, pl.k}, int(pl.c), true
+	}
+	v := &r.e.p.Values[id]
+	switch v.Op {
+	case ops.OpExtract:
+		t := &r.e.p.Values[v.Args[0]]
+		if t.Op == ops.OpCall && r.e.calleeAcc[int(t.Aux)] == nil {
+			return arraySrc{1, int32(v.Args[0]), 0}, int(v.Aux), true
+		}
+	case ops.OpInput:
+		if j := r.e.shIndex[int(v.Aux)]; j >= 0 {
+			return arraySrc{2, 0, 0}, r.e.shPos(j), true
+		}
+	}
+	return arraySrc{}, 0, false
+}
+
+// loopArray names the array of loop l's body position k.
+func loopArray(l, k int) string { return fmt.Sprintf("gs_l%d_%d", l, k) }
+
+// carryName names the carried operand j of loop l's body position k.
+func carryName(l, k, j int) string { return fmt.Sprintf("gs_r%d_%d_%d", l, k, j) }
+
+// classify sets the kind of operand a of body value k from its first
+// two repetitions' values x0, x1.
+func (r *rerollPlanner) classify(l *loop, k int, x0, x1 tape.ID) (loopArg, bool) {
+	a := loopArg{seq: []tape.ID{x0, x1}}
+	p0, p1 := r.pos[x0], r.pos[x1]
+	before := p0 < l.start && p1 < l.start
+	switch {
+	case p0 >= l.start && p0 < l.start+k && p1 == p0+l.p:
+		a.kind, a.k = argBody, p0-l.start
+	case p0 < l.start && p1 >= l.start && p1 < l.start+l.p:
+		a.kind, a.k = argCarry, p1-l.start
+	case x0 == x1 && p0 < l.start:
+		a.kind = argInv
+	case before:
+		s0, i0, ok0 := r.index(x0)
+		s1, i1, ok1 := r.index(x1)
+		if ok0 && ok1 && s0 == s1 && i1 != i0 {
+			a.kind, a.src, a.off, a.stride = argIndex, s0, i0, i1-i0
+		} else {
+			a.kind = argGather
+		}
+	default:
+		return a, false
+	}
+	return a, true
+}
+
+// extend checks operand a's value x at repetition c (≥ 2).
+func (r *rerollPlanner) extend(l *loop, a *loopArg, c int, x tape.ID) bool {
+	px := r.pos[x]
+	ok := false
+	switch a.kind {
+	case argBody:
+		ok = px == l.at(c, a.k)
+	case argCarry:
+		ok = px == l.at(c-1, a.k)
+	case argInv:
+		ok = x == a.seq[0]
+	case argIndex:
+		s, i, found := r.index(x)
+		ok = found && s == a.src && i == a.off+a.stride*c && px < l.start
+	case argGather:
+		ok = px < l.start
+	}
+	if !ok && (a.kind == argInv || a.kind == argIndex) && px < l.start {
+		a.kind, ok = argGather, true
+	}
+	if ok {
+		a.seq = append(a.seq, x)
+	}
+	return ok
+}
+
+// same reports whether value u repeats body value u0 as far as its op
+// and aux go.
+func (r *rerollPlanner) same(u0, u tape.ID) bool {
+	v0, v := &r.e.p.Values[u0], &r.e.p.Values[u]
+	return v.Op == v0.Op && len(v.Args) == len(v0.Args) && v.Aux == v0.Aux && r.loopable(u)
+}
+
+// try returns the run from position s with a body of p values, or nil.
+func (r *rerollPlanner) try(s, p int) *loop {
+	if s+p*rerollMinRun > len(r.order) || !r.same(r.order[s], r.order[s+p]) {
+		return nil
+	}
+	l := &loop{start: s, p: p, n: 1, args: make([][]loopArg, p)}
+	for k := 0; k < p; k++ {
+		if !r.loopable(r.order[s+k]) {
+			return nil
+		}
+	}
+	var kinds []loopArgKind // the operands' kinds before repetition c
+	for c := 1; l.at(c, p-1) < len(r.order); c++ {
+		ok := true
+		kinds = kinds[:0]
+		for k := range l.args {
+			for _, a := range l.args[k] {
+				kinds = append(kinds, a.kind)
+			}
+		}
+		for k := 0; k < p && ok; k++ {
+			u0, u := r.order[s+k], r.order[l.at(c, k)]
+			if !r.same(u0, u) {
+				ok = false
+				break
+			}
+			args0, args := r.e.p.Values[u0].Args, r.e.p.Values[u].Args
+			if c == 1 {
+				l.args[k] = make([]loopArg, len(args))
+				for j := range args {
+					a, good := r.classify(l, k, args0[j], args[j])
+					if !good {
+						ok = false
+						break
+					}
+					l.args[k][j] = a
+				}
+				continue
+			}
+			for j := range args {
+				if !r.extend(l, &l.args[k][j], c, args[j]) {
+					ok = false
+					break
+				}
+			}
+		}
+		if !ok {
+			// Repetition c is not the run's: undo what it changed (the
+			// kinds set by the first, c = 1, matter no more).
+			q := 0
+			for k := range l.args {
+				for j := range l.args[k] {
+					if c > 1 {
+						l.args[k][j].kind = kinds[q]
+					}
+					q++
+				}
+			}
+			break
+		}
+		l.n = c + 1
+	}
+	if l.n < rerollMinRun {
+		return nil
+	}
+	// A carried or gathered operand's values past the run's end were
+	// not checked: trim seq to n.
+	for k := range l.args {
+		for j := range l.args[k] {
+			if a := &l.args[k][j]; len(a.seq) > l.n {
+				a.seq = a.seq[:l.n]
+			}
+		}
+	}
+	return l
+}
+
+// planLoops finds the loops of the function's order (ids, in emission
+// order; extracts maps the components of calls' results, not in ids, to
+// their calls) and which of their values live in arrays.
+func (e *emitter) planLoops(ids []tape.ID, extracts map[tape.ID]tape.ID, skip map[tape.ID]bool) []*loop {
+	r := &rerollPlanner{e: e, order: ids, pos: make([]int, len(e.p.Values)), in: make([]loopPlace, len(e.p.Values)), skip: skip}
+	for i := range r.pos {
+		r.pos[i], r.in[i] = -1, loopPlace{loop: -1}
+	}
+	for i, id := range ids {
+		r.pos[id] = i
+	}
+	for x, call := range extracts {
+		r.pos[x] = r.pos[call] // computed with the call
+	}
+	for s := 0; s < len(ids); {
+		var best *loop
+		for p := 1; p <= rerollMaxBody; p++ {
+			if l := r.try(s, p); l != nil && (best == nil || l.n*l.p > best.n*best.p) {
+				best = l
+			}
+		}
+		if best == nil {
+			s++
+			continue
+		}
+		best.idx = len(r.loops)
+		r.loops = append(r.loops, best)
+		for c := 0; c < best.n; c++ {
+			for k := 0; k < best.p; k++ {
+				r.in[ids[best.at(c, k)]] = loopPlace{int32(best.idx), int32(k), int32(c)}
+			}
+		}
+		s += best.n * best.p
+	}
+	r.arrays()
+	return r.loops
+}
+
+// arrays marks the loops' body positions whose values are used outside
+// their repetition: by a value outside the loop (or by the loop's next
+// repetition otherwise than as its carried operand), or as an output.
+// A carried position of which only the last repetition's value is used
+// so needs no array: its carried operand's variable holds that value
+// after the loop.
+func (r *rerollPlanner) arrays() {
+	const (
+		none = iota
+		last // only the last repetition's value
+		any
+	)
+	use := make([][]uint8, len(r.loops))
+	for q, l := range r.loops {
+		use[q] = make([]uint8, l.p)
+	}
+	mark := func(id tape.ID) {
+		if pl := r.in[id]; pl.loop >= 0 {
+			u := uint8(any)
+			if int(pl.c) == r.loops[pl.loop].n-1 {
+				u = last
+			}
+			use[pl.loop][pl.k] = max(use[pl.loop][pl.k], u)
+		}
+	}
+	for m, o := range r.e.p.Outputs {
+		if r.e.acc.returned(m) {
+			mark(o.ID)
+		}
+	}
+	if r.e.acc != nil {
+		for _, t := range r.e.acc.terms {
+			mark(t.id)
+		}
+	}
+	for _, id := range r.order {
+		v := &r.e.p.Values[id]
+		user := r.in[id]
+		inLoop := user.loop >= 0
+		for j, a := range v.Args {
+			if v.Op == ops.OpAttach && j == 1 {
+				break
+			}
+			if inLoop {
+				k := r.loops[user.loop].args[user.k][j].kind
+				if k == argBody || k == argCarry && user.c > 0 {
+					continue
+				}
+			}
+			mark(a)
+		}
+	}
+	for q, l := range r.loops {
+		l.arr, l.lastVar = make([]bool, l.p), make([]string, l.p)
+		for k := range l.args {
+			for j, a := range l.args[k] {
+				if a.kind == argCarry {
+					l.lastVar[a.k] = carryName(l.idx, k, j)
+				}
+			}
+		}
+		for k, u := range use[q] {
+			if u != last || l.lastVar[k] == "" {
+				l.arr[k] = u != none
+				l.lastVar[k] = ""
+			}
+		}
+	}
+}
+
+// emitLoop writes loop l: its gathers (gathered, by their values, holds
+// those written before), arrays and carried operands, then the loop.
+func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered map[string]string) {
+	w := &e.sb
+	ids := func(c, k int) tape.ID { return order[l.at(c, k)] }
+	first, last := ids(0, 0), ids(l.n-1, l.p-1)
+	fmt.Fprintf(w, "  // v%d … v%d: %d components of %d values\n", first, last, l.n, l.p)
+	ref := make([][]string, l.p)
+	for k := range l.args {
+		ref[k] = make([]string, len(l.args[k]))
+		for j := range l.args[k] {
+			a := &l.args[k][j]
+			switch a.kind {
+			case argInv:
+				ref[k][j] = e.ref(a.seq[0])
+			case argBody:
+				ref[k][j] = fmt.Sprintf("gs_u%d", a.k)
+			case argCarry:
+				name := carryName(l.idx, k, j)
+				fmt.Fprintf(w, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
+				ref[k][j] = name
+			case argIndex:
+				ref[k][j] = fmt.Sprintf("%s[%s]", a.src.name(), affine(a.off, a.stride))
+			case argGather:
+				xs := make([]string, len(a.seq))
+				for c, x := range a.seq {
+					xs[c] = e.ref(x)
+				}
+				key := strings.Join(xs, ", ")
+				name, ok := gathered[key]
+				if !ok {
+					name = fmt.Sprintf("gs_g%d", len(gathered))
+					gathered[key] = name
+					fmt.Fprintf(w, "  const gs_real %s[%d] = {%s};\n", name, l.n, key)
+				}
+				ref[k][j] = name + "[gs_c]"
+			}
+		}
+	}
+	for k, on := range l.arr {
+		if on {
+			fmt.Fprintf(w, "  gs_real %s[%d];\n", loopArray(l.idx, k), l.n)
+		}
+	}
+	fmt.Fprintf(w, "%s {\n", loopHead(l.n))
+	for k := 0; k < l.p; k++ {
+		id := ids(0, k)
+		v := &e.p.Values[id]
+		expr := ops.Lookup(v.Op).C(ref[k], v.Aux)
+		if v.Op == ops.OpConst {
+			expr = "(gs_real)" + expr
+		}
+		fmt.Fprintf(w, "    const gs_real gs_u%d = %s;  // %s\n", k, expr, commentOf(lines[id]))
+		if l.arr[k] {
+			fmt.Fprintf(w, "    %s[gs_c] = gs_u%d;\n", loopArray(l.idx, k), k)
+		}
+	}
+	for k := range l.args {
+		for j, a := range l.args[k] {
+			if a.kind == argCarry {
+				fmt.Fprintf(w, "    %s = gs_u%d;\n", carryName(l.idx, k, j), a.k)
+			}
+		}
+	}
+	w.WriteString("  }\n")
+	for c := 0; c < l.n; c++ {
+		for k, on := range l.arr {
+			if on {
+				e.setArray(ids(c, k), loopArray(l.idx, k), c)
+			}
+		}
+	}
+	for k, x := range l.lastVar {
+		if x != "" {
+			e.expr[ids(l.n-1, k)] = x
+		}
+	}
+}
+
+// affine returns the C index off + stride·gs_c.
+func affine(off, stride int) string {
+	var x string
+	switch stride {
+	case 1:
+		x = "gs_c"
+	case -1:
+		x = "-gs_c"
+	default:
+		x = fmt.Sprintf("%d * gs_c", stride)
+	}
+	switch {
+	case off == 0 && stride == 1:
+		return x
+	case off == 0:
+		return x
+	case stride < 0:
+		return fmt.Sprintf("%d - %s", off, strings.TrimPrefix(x, "-"))
+	}
+	return fmt.Sprintf("%d + %s", off, x)
+}
+
+// loopsOf returns the values the function's loops are planned on (its
+// order less the components of calls' results, which are read where
+// used) and its loops by the position in order they start at; none
+// unless the unit rerolls (thread layout only). A loop's span in order
+// (to) may hold such components too. Values followed by reductions
+// (groups) stay out of loops.
+func (e *emitter) loopsOf(order []laneNode, groups map[tape.ID][][]accTerm) ([]tape.ID, map[int]*loop) {
+	if !e.src.reroll || e.lp != nil || e.src.Lanes {
+		return nil, nil
+	}
+	var ids []tape.ID
+	var full []int // full[i]: ids[i]'s position in order
+	skip := make(map[tape.ID]bool)
+	extracts := make(map[tape.ID]tape.ID)
+	for i, nd := range order {
+		v := &e.p.Values[nd.Id]
+		if v.Op == ops.OpExtract && e.p.Values[v.Args[0]].Op == ops.OpCall {
+			extracts[nd.Id] = v.Args[0]
+			continue
+		}
+		ids = append(ids, nd.Id)
+		full = append(full, i)
+		if len(groups[nd.Id]) > 0 {
+			skip[nd.Id] = true
+		}
+	}
+	at := make(map[int]*loop)
+	for _, l := range e.planLoops(ids, extracts, skip) {
+		l.from, l.to = full[l.start], full[l.start+l.n*l.p-1]+1
+		at[l.from] = l
+	}
+	return ids, at
+}
+
+// loopHead returns the head of a loop of n repetitions over gs_c,
+// indented: kept a loop on the device (unrolled, it would be the
+// statements it replaced; host compilers ignore the pragma, as the
+// prelude's).
+func loopHead(n int) string {
+	return fmt.Sprintf("#pragma unroll 1\n  for (int gs_c = 0; gs_c < %d; gs_c++)", n)
+}
+
+// arrayRef is entry idx of array name.
+type arrayRef struct {
+	name string
+	idx  int
+}
+
+// setArray makes value id entry idx of array name.
+func (e *emitter) setArray(id tape.ID, name string, idx int) {
+	if e.arrays == nil {
+		e.arrays = make(map[tape.ID]arrayRef)
+	}
+	e.arrays[id] = arrayRef{name, idx}
+	e.expr[id] = fmt.Sprintf("%s[%d]", name, idx)
+}
+
+// callPart makes Extract id, a component of a call's result, read where
+// used (rerolled units).
+func (e *emitter) callPart(id tape.ID) {
+	v := &e.p.Values[id]
+	t := &e.p.Values[v.Args[0]]
+	if e.calleeAcc[int(t.Aux)] == nil {
+		e.setArray(id, fmt.Sprintf("t%d.v", v.Args[0]), int(v.Aux))
+		return
+	}
+	e.expr[id] = e.tuple[v.Args[0]](int(v.Aux))
+}
+
+// returnRun returns the number n of returned outputs from m on that a
+// loop copies, entries off + stride·c of one array (c < n) or one value,
+// and the C expression of entry c; 0 if fewer than rerollMinRun.
+func (e *emitter) returnRun(m int) (int, string) {
+	outs := e.p.Outputs
+	if !e.src.reroll || m+1 >= len(outs) {
+		return 0, ""
+	}
+	if id := outs[m].ID; outs[m+1].ID == id {
+		n := 1
+		for m+n < len(outs) && outs[m+n].ID == id && e.acc.returned(m+n) {
+			n++
+		}
+		if n < rerollMinRun {
+			return 0, ""
+		}
+		return n, e.ref(id)
+	}
+	a0, ok0 := e.arrays[outs[m].ID]
+	a1, ok1 := e.arrays[outs[m+1].ID]
+	if !ok0 || !ok1 || a1.name != a0.name || a1.idx == a0.idx || !e.acc.returned(m+1) {
+		return 0, ""
+	}
+	stride := a1.idx - a0.idx
+	n := 2
+	for ; m+n < len(outs) && e.acc.returned(m+n); n++ {
+		a, ok := e.arrays[outs[m+n].ID]
+		if !ok || a.name != a0.name || a.idx != a0.idx+stride*n {
+			break
+		}
+	}
+	if n < rerollMinRun {
+		return 0, ""
+	}
+	return n, fmt.Sprintf("%s[%s]", a0.name, affine(a0.idx, stride))
+}

@@ -1,0 +1,106 @@
+package cuda
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// From d = 16 the kernels of an explicit method, in the thread layout,
+// emit the runs of per-component values (stage combinations, their
+// cotangents, the error norm, the extension's coefficients) as loops over
+// the components (kernelgen's reroll.go). Their results are the unrolled
+// kernels' bit for bit: the solve, the gradient with its record and the
+// gradient on a given mesh of Lorenz-96 (d = 24) with save times, with
+// Tsit5 and Vern7; and they agree with the CPU engine.
+func TestHostEngineRerolled(t *testing.T) {
+	needHost(t)
+	if testing.Short() {
+		t.Skip("compiles eight kernels of d = 24; skipped with -short")
+	}
+	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7} {
+		c := lorenz96Case(5, 24, m)
+		c.prob.SaveAt = []float64{0.1, 0.25, 0.4}
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			for _, op := range []ode.Op{ode.OpRecord, ode.OpGrad} {
+				if src := kernelSource(t, c, op, false); !strings.Contains(src, "#pragma unroll 1\n  for (int gs_c") {
+					t.Fatalf("%v: the kernel has no loops", op)
+				}
+			}
+			sameRuns(t, c, c.solver(t, "cuda-host"), c.solver(t, tuned(t, "cuda-host", Tuning{unrolled: true})))
+			compareEngines(t, "cuda-host", c, caseOpts{ops: []string{"solve", "grad"}})
+		})
+	}
+}
+
+// kernelSource returns the source of the kernel that runs c's op in the
+// thread layout, rerolled or, with unrolled, not.
+func kernelSource(t *testing.T, c engineCase, op ode.Op, unrolled bool) string {
+	t.Helper()
+	j := jobOf(t, c, op)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := kernelgen.ConfigOf(j)
+	v.Unrolled = unrolled
+	src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+	if err != nil {
+		t.Fatal(fmt.Errorf("%v: %w", op, err))
+	}
+	return src
+}
+
+// TestRerolledSize bounds the kernels of Lorenz-96 with an explicit
+// method, whose statements no longer grow with d: the gradient kernel
+// (with its record) and the record kernel have as many statements at
+// d = 256 as at d = 64 (1,479 and 810 with Tsit5, 2,604 and 1,075 with
+// Vern7), and at d = 64 no more than Lorenz's (d = 3, unrolled: 2,021
+// and 1,027 with Tsit5, 3,658 and 1,383 with Vern7), the fast path
+// whose cold start the engine's compile time is measured against; the
+// unrolled gradient kernels of d = 64 had 23,286 and 49,218. The bytes
+// still grow with d (a call's argument list, a gathered array's entries:
+// about 2 KB a component with Vern7's gradient) but are under a fifth of
+// the unrolled source's at d = 64 (an eighth to a sixth).
+func TestRerolledSize(t *testing.T) {
+	t.Parallel()
+	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7} {
+		for _, op := range []ode.Op{ode.OpGrad, ode.OpRecord} {
+			name := fmt.Sprintf("%s %v", m.Name(), op)
+			lz := lorenzCase(4, 1e-7)
+			lz.set.Method = m
+			bound := statements(kernelSource(t, lz, op, false))
+			src64 := kernelSource(t, lorenz96Case(4, 64, m), op, false)
+			n64, n256 := statements(src64), statements(kernelSource(t, lorenz96Case(4, 256, m), op, false))
+			unrolled := kernelSource(t, lorenz96Case(4, 64, m), op, true)
+			t.Logf("%s: %d statements at d = 64 (%d bytes; unrolled %d, %d bytes), %d at d = 256, Lorenz %d",
+				name, n64, len(src64), statements(unrolled), len(unrolled), n256, bound)
+			if n64 > bound || n256 != n64 {
+				t.Errorf("%s: %d statements at d = 64, %d at d = 256; want at most Lorenz's %d, the same at both", name, n64, n256, bound)
+			}
+			if 5*len(src64) > len(unrolled) {
+				t.Errorf("%s: %d bytes at d = 64, over a fifth of the unrolled kernel's %d", name, len(src64), len(unrolled))
+			}
+		}
+	}
+}
+
+// commentRe matches a line's comment.
+var commentRe = regexp.MustCompile(`//.*$`)
+
+// statements returns the number of lines of src that end a statement
+// (with a semicolon, comments aside).
+func statements(src string) int {
+	n := 0
+	for _, ln := range strings.Split(src, "\n") {
+		if strings.HasSuffix(strings.TrimSpace(commentRe.ReplaceAllString(ln, "")), ";") {
+			n++
+		}
+	}
+	return n
+}
