@@ -1,17 +1,25 @@
 #!/bin/bash
-# The device checks session 29 prepared but could not run (no machine was
-# lent after its third call), in one device call of about 8 minutes:
+# The device checks prepared but not yet run on a GPU (sessions 29 and 30
+# were lent no machine after their third call, and none at all), in two
+# device calls of at most ten minutes each:
 #
-#   1. the GPU event tests with their tolerances from that call
-#      (TestGPUEvents, ...BadInput, ...Reruns) and the other GPU tests
-#      touched since (TestGPUEngine, TestGPUEngineSaveTimes, TestGPUTrain*);
-#   2. TestGPUColdStart: NVRTC option sets on Pollution and Lorenz-96
-#      (d = 64) with Rodas5P and Lorenz with Tsit5, then every built-in
-#      problem's first Grad with an empty cache (issue 26);
-#   3. gradsolve bench -suite gpu-events beside bench/anchors/diffrax_events.py
-#      (issue 25's >= 100x comparison);
-#   4. whole Lorenz Grad calls with an execution trace and a CPU profile
-#      (issue 23), and the fits.
+#   bash bench/gpu_pending.sh tests   (about 8 minutes)
+#     1. the GPU tests touched since the last device run: events on every
+#        engine (cuda, cuda-f32, cuda-multi over GPU 0 twice; balls at rest,
+#        the accumulation rule), rerolled kernels (Lorenz-96 in
+#        TestGPUEngineDims, the Rosenbrock problems in TestGPUEngineProblems
+#        and TestGPUEnginePublished: NVRTC must accept '#pragma unroll 1'
+#        loops), save times, training;
+#     2. TestGPUColdStart: every built-in problem's first Grad with an empty
+#        kernel cache (issue 26: <= 3 s up to d = 64), now with rerolled
+#        Rosenbrock and explicit kernels;
+#   bash bench/gpu_pending.sh bench   (about 7 minutes)
+#     3. gradsolve bench -suite gpu-events beside bench/anchors/diffrax_events.py
+#        (issue 25's >= 100x comparison);
+#     4. whole Lorenz Grad calls (grad-call: everything returned, and
+#        Gradient.Omit's loss and gradients only) with an execution trace and
+#        a CPU profile, BenchmarkCallHostWork on the host's 16 cores (issue
+#        23), and the fits.
 #
 # It builds nothing. Before the call, on the development machine:
 #
@@ -19,9 +27,10 @@
 #   CGO_ENABLED=0 go build -ldflags='-s -w' -o .gpu/bin/gradsolve ./cmd/gradsolve
 #   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o .gpu/bin/cuda.test ./cuda
 #
-# carry .gpu, and run `bash bench/gpu_pending.sh` from the repository root.
-# Logs go to $OUT/l (packed as $OUT/logs.tgz); a summary is printed last.
-# Read the traces with `go tool trace -d=parsed FILE | scripts/trace_regions.py`.
+# carry .gpu, and run `bash bench/gpu_pending.sh PART` from the repository
+# root. Logs go to $OUT/l (packed as $OUT/logs.tgz); a summary is printed
+# last. Read the traces with
+# `go tool trace -d=parsed FILE | scripts/trace_regions.py`.
 set -u
 out=${OUT:-/tmp/out}
 mkdir -p "$out/l"
@@ -30,17 +39,24 @@ bin=.gpu/bin
 T0=$(date +%s)
 el() { echo "rc $1 at $(($(date +%s) - T0)) s"; }
 
+part=${1:-tests}
+
+if [ "$part" = tests ]; then
 echo "=== GPU tests"
-timeout 240 "$bin/cuda.test" -test.v -test.run 'TestGPUEvents|TestGPUEngine$|TestGPUEngineSaveTimes|TestGPUTrain' >"$out/l/tests.log" 2>&1
+timeout 300 "$bin/cuda.test" -test.v -test.timeout 6m -test.run \
+	'TestGPUEvents|TestGPUMultiEvents|TestGPUMultiEngine|TestGPUEngine$|TestGPUEngineDims|TestGPUEngineSaveTimes|TestGPUEngineProblems|TestGPUEnginePublished|TestGPUTrain' \
+	>"$out/l/tests.log" 2>&1
 el $?
-grep -E '^(--- |ok|FAIL|PASS)|panic' "$out/l/tests.log" | head -40
+grep -E '^(--- |ok|FAIL|PASS)|panic' "$out/l/tests.log" | head -60
 
 echo "=== cold start"
-GS_COLDSTART_JSON="$out/l/coldstart.json" GS_COLDSTART_BUDGET=170 timeout 240 \
+GS_COLDSTART_JSON="$out/l/coldstart.json" GS_COLDSTART_BUDGET=150 timeout 200 \
 	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 10m >"$out/l/cold.log" 2>&1
 el $?
 grep -E '^(--- |ok|FAIL)|panic' "$out/l/cold.log" | head
+fi
 
+if [ "$part" = bench ]; then
 echo "=== events"
 timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
 el $?
@@ -49,12 +65,16 @@ el $?
 tail -4 "$out/l/diffrax_events.log"
 
 echo "=== whole calls and fits"
-timeout 40 "$bin/gradsolve" bench -suite gpu-train -engine cuda -reps 9 -json -quiet -cases grad-call \
+timeout 60 "$bin/gradsolve" bench -suite gpu-train -engine cuda -reps 9 -json -quiet -cases grad-call \
 	-trace "$out/l/calls.trace" -cpuprofile "$out/l/calls.prof" >"$out/l/calls.jsonl" 2>"$out/l/calls.log"
 el $?
+timeout 60 "$bin/cuda.test" -test.run XXX -test.bench CallHostWork -test.benchtime 10x -test.count 3 >"$out/l/hostwork.log" 2>&1
+el $?
+grep Benchmark "$out/l/hostwork.log"
 timeout 40 "$bin/gradsolve" bench -suite gpu-train -engine cuda -reps 9 -json -quiet -cases neural,lorenz-fit \
 	>"$out/l/fits.jsonl" 2>"$out/l/fits.log"
 el $?
+fi
 
 tar czf "$out/logs.tgz" -C "$out" l
 echo "done at $(($(date +%s) - T0)) s"

@@ -38,6 +38,43 @@ func TestHostEngineRerolled(t *testing.T) {
 	}
 }
 
+// A Rosenbrock method's kernels emit their runs as loops at every d: the
+// results are the unrolled kernels' bit for bit (solve, gradient with
+// its record, gradient on a given mesh, with save times) on Robertson (d
+// = 3), neural Robertson (shared weights, whose reverse step
+// accumulates), HIRES (d = 8, the explicit Jacobian and LU) and Pollution
+// (d = 20, matrix-free) with Rosenbrock23, and under -long with Rodas5P
+// and on the Brusselator (d = 64).
+func TestHostEngineRerolledRosenbrock(t *testing.T) {
+	needHost(t)
+	if testing.Short() {
+		t.Skip("compiles kernels of d = 20; skipped with -short")
+	}
+	for _, cs := range []struct {
+		name string
+		m    ode.Method
+		long bool
+	}{
+		{"robertson", ode.Rosenbrock23, false}, {"hires", ode.Rosenbrock23, false}, {"pollution", ode.Rosenbrock23, false},
+		{"neural-robertson", ode.Rosenbrock23, false},
+		{"robertson", ode.Rodas5P, true}, {"hires", ode.Rodas5P, true}, {"pollution", ode.Rodas5P, true},
+		{"neural-robertson", ode.Rodas5P, true}, {"brusselator", ode.Rosenbrock23, true}, {"brusselator", ode.Rodas5P, true},
+	} {
+		if cs.long && !longTests() {
+			continue
+		}
+		c := problemCase(t, cs.name, cs.m, 5)
+		c.prob.SaveAt = []float64{c.prob.T0 + (c.prob.T1-c.prob.T0)/7, c.prob.T0 + (c.prob.T1-c.prob.T0)/3}
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if src := kernelSource(t, c, ode.OpGrad, false); !strings.Contains(src, "#pragma unroll 1\n  for (int gs_c") {
+				t.Fatal("the gradient kernel has no loops")
+			}
+			sameRuns(t, c, c.solver(t, "cuda-host"), c.solver(t, tuned(t, "cuda-host", Tuning{unrolled: true})))
+		})
+	}
+}
+
 // kernelSource returns the source of the kernel that runs c's op in the
 // thread layout, rerolled or, with unrolled, not.
 func kernelSource(t *testing.T, c engineCase, op ode.Op, unrolled bool) string {

@@ -35,10 +35,10 @@
 // Config.TileSums, per tile of scan.TileSize trajectories in a fixed
 // order (AccFunc, accum.go).
 //
-// From rerollDim, an explicit method's kernels in the thread layout
-// write the runs of values that repeat per state component as loops over
-// the components (reroll.go), each value still its own op on the same
-// operands in the same order.
+// In the thread layout, the kernels of an explicit method from rerollDim
+// and of a Rosenbrock method at every d write the runs of values that
+// repeat per state component as loops over the components (reroll.go),
+// each value still its own op on the same operands in the same order.
 //
 // The package is internal: its exported names are the engine's and its
 // tests' interface to it, not a public API.

@@ -47,23 +47,29 @@ import (
 // the returned outputs that are runs are copied by loops too.
 const (
 	rerollDim     = 16
-	rerollMinRun  = 8
+	rerollMinRun  = 4
 	rerollMaxBody = 64
 )
 
 // rerollPlan reports whether the kernels of pl emit runs of values as
-// loops: a state of at least rerollDim components and an explicit method
-// (no LU factorisations in its trial step).
+// loops: an explicit method's from a state of rerollDim components, a
+// Rosenbrock method's (its trial step factors W) at every d, whose
+// straight-line Jacobian, W and stage sums run to ~50·d² values below
+// the matrix-free path. Measured (statements of the gradient kernels,
+// Tuning.unrolled against rerolled, cuda's TestRerolledSize): HIRES (d =
+// 8) with Rodas5P 14,190 → 5,182, Pollution (20) 15,039 → 4,222, the
+// Brusselator (64) 45,925 → 6,179; below d = 16 an explicit method's
+// unrolled stages fit a thread's registers and its sources are small.
 func rerollPlan(pl *ode.Plan) bool {
-	if pl.Dim < rerollDim || pl.Trial == nil {
+	if pl.Trial == nil {
 		return false
 	}
 	for _, v := range pl.Trial.Values {
 		if ops.IsFactor(v.Op) {
-			return false
+			return true
 		}
 	}
-	return true
+	return pl.Dim >= rerollDim
 }
 
 // loopArgKind is how an operand of a loop's body is read (see rerolled
