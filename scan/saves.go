@@ -592,11 +592,17 @@ func (sw *saveSweep) addRow(lam [][]float64, bar []float64, m int) {
 	lo, hi := sw.end[:m], sw.cur[:m]
 	for i, l := range lo {
 		g := sw.rowg[sw.base[i]*d : (sw.base[i]+hi[i]-l)*d]
-		for len(g) >= d {
-			for c, col := range lam {
-				col[i] += g[c]
+		if len(g) == 0 {
+			continue
+		}
+		// Each component's sum in a register, over the saves in time
+		// order (as λ += ȳ(τ) save by save would add them).
+		for c, col := range lam {
+			acc := col[i]
+			for x := c; x < len(g); x += d {
+				acc += g[x]
 			}
-			g = g[d:]
+			col[i] = acc
 		}
 	}
 	copy(sw.cur[:m], sw.end[:m])
