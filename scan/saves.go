@@ -532,21 +532,22 @@ func (sw *saveSweep) gatherRow(bar []float64, m int) {
 		}
 		return
 	}
+	// Lane i's saves l…hi-1 are bar's rows l·D … hi·D-1, one after the
+	// other, at column perm[i].
 	for i, l := range lo {
 		dst := rowg[base[i]*d : (base[i]+hi[i]-l)*d]
-		src := bar[perm[i]:]
-		for k := l; k < hi[i]; k++ {
-			g := dst[:d]
-			if scale == 1 {
-				for c := range g {
-					g[c] = src[(k*d+c)*n]
-				}
-			} else {
-				for c := range g {
-					g[c] = src[(k*d+c)*n] * scale
-				}
+		if len(dst) == 0 {
+			continue
+		}
+		src := bar[l*d*n+perm[i] : (hi[i]*d-1)*n+perm[i]+1]
+		if scale == 1 {
+			for x := range dst {
+				dst[x] = src[x*n]
 			}
-			dst = dst[d:]
+		} else {
+			for x := range dst {
+				dst[x] = src[x*n] * scale
+			}
 		}
 	}
 }
