@@ -261,7 +261,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		// NotRun read zero. Leaving a reused Ys as it was made reused
 		// calls faster (a serial pass less) but calls that allocate
 		// slower, measured: the garbage collection a new Ys starts then
-		// ran 60–170 ms instead of 1–15, taking its share of the cores.
+		// ran 60–170 ms instead of 1–20, taking its share of the cores.
 		res.Ys = buf.Make(old.Ys, n*len(j.SaveAt)*d)
 	}
 	if j.Op == OpGrad || j.Op == OpLoss {
