@@ -110,6 +110,120 @@ TEXT ·addPowersAVX(SB), NOSPLIT, $0-64
 	SHLQ   $3, R13            // one term's bytes
 	MOVQ   m+56(FP), R12
 
+	// Four components and at most eight terms: the sums in registers
+	// (Y5…Y12) across the save times, each in the same order as below.
+	CMPQ R13, $32
+	JNE  psaves
+	CMPQ R12, $8
+	JGT  psaves
+	VMOVUPD (DI), Y5
+	CMPQ    R12, $2
+	JLT     floaded
+	VMOVUPD 32(DI), Y6
+	CMPQ    R12, $3
+	JLT     floaded
+	VMOVUPD 64(DI), Y7
+	CMPQ    R12, $4
+	JLT     floaded
+	VMOVUPD 96(DI), Y8
+	CMPQ    R12, $5
+	JLT     floaded
+	VMOVUPD 128(DI), Y9
+	CMPQ    R12, $6
+	JLT     floaded
+	VMOVUPD 160(DI), Y10
+	CMPQ    R12, $7
+	JLT     floaded
+	VMOVUPD 192(DI), Y11
+	CMPQ    R12, $8
+	JLT     floaded
+	VMOVUPD 224(DI), Y12
+
+floaded:
+	TESTQ        CX, CX
+	JEQ          fstore
+	VMOVSD       (R10), X0
+	VSUBSD       X14, X0, X0
+	VDIVSD       X15, X0, X0  // θ
+	VMOVAPD      X0, X2       // θ^j, from j = 1
+	VMOVUPD      (R8), Y1     // the save's cotangent
+	VBROADCASTSD X2, Y3
+	VMULPD       Y1, Y3, Y4
+	VADDPD       Y5, Y4, Y5
+	CMPQ         R12, $2
+	JLT          fnext
+	VMULSD       X0, X2, X2
+	VBROADCASTSD X2, Y3
+	VMULPD       Y1, Y3, Y4
+	VADDPD       Y6, Y4, Y6
+	CMPQ         R12, $3
+	JLT          fnext
+	VMULSD       X0, X2, X2
+	VBROADCASTSD X2, Y3
+	VMULPD       Y1, Y3, Y4
+	VADDPD       Y7, Y4, Y7
+	CMPQ         R12, $4
+	JLT          fnext
+	VMULSD       X0, X2, X2
+	VBROADCASTSD X2, Y3
+	VMULPD       Y1, Y3, Y4
+	VADDPD       Y8, Y4, Y8
+	CMPQ         R12, $5
+	JLT          fnext
+	VMULSD       X0, X2, X2
+	VBROADCASTSD X2, Y3
+	VMULPD       Y1, Y3, Y4
+	VADDPD       Y9, Y4, Y9
+	CMPQ         R12, $6
+	JLT          fnext
+	VMULSD       X0, X2, X2
+	VBROADCASTSD X2, Y3
+	VMULPD       Y1, Y3, Y4
+	VADDPD       Y10, Y4, Y10
+	CMPQ         R12, $7
+	JLT          fnext
+	VMULSD       X0, X2, X2
+	VBROADCASTSD X2, Y3
+	VMULPD       Y1, Y3, Y4
+	VADDPD       Y11, Y4, Y11
+	CMPQ         R12, $8
+	JLT          fnext
+	VMULSD       X0, X2, X2
+	VBROADCASTSD X2, Y3
+	VMULPD       Y1, Y3, Y4
+	VADDPD       Y12, Y4, Y12
+
+fnext:
+	ADDQ $32, R8
+	ADDQ $8, R10
+	DECQ CX
+	JMP  floaded
+
+fstore:
+	VMOVUPD Y5, (DI)
+	CMPQ    R12, $2
+	JLT     pdone
+	VMOVUPD Y6, 32(DI)
+	CMPQ    R12, $3
+	JLT     pdone
+	VMOVUPD Y7, 64(DI)
+	CMPQ    R12, $4
+	JLT     pdone
+	VMOVUPD Y8, 96(DI)
+	CMPQ    R12, $5
+	JLT     pdone
+	VMOVUPD Y9, 128(DI)
+	CMPQ    R12, $6
+	JLT     pdone
+	VMOVUPD Y10, 160(DI)
+	CMPQ    R12, $7
+	JLT     pdone
+	VMOVUPD Y11, 192(DI)
+	CMPQ    R12, $8
+	JLT     pdone
+	VMOVUPD Y12, 224(DI)
+	JMP     pdone
+
 psaves:
 	TESTQ   CX, CX
 	JEQ     pdone

@@ -532,21 +532,22 @@ func (sw *saveSweep) gatherRow(bar []float64, m int) {
 		}
 		return
 	}
+	// Lane i's saves l…hi-1 are bar's rows l·D … hi·D-1, one after the
+	// other, at column perm[i].
 	for i, l := range lo {
 		dst := rowg[base[i]*d : (base[i]+hi[i]-l)*d]
-		src := bar[perm[i]:]
-		for k := l; k < hi[i]; k++ {
-			g := dst[:d]
-			if scale == 1 {
-				for c := range g {
-					g[c] = src[(k*d+c)*n]
-				}
-			} else {
-				for c := range g {
-					g[c] = src[(k*d+c)*n] * scale
-				}
+		if len(dst) == 0 {
+			continue
+		}
+		src := bar[l*d*n+perm[i] : (hi[i]*d-1)*n+perm[i]+1]
+		if scale == 1 {
+			for x := range dst {
+				dst[x] = src[x*n]
 			}
-			dst = dst[d:]
+		} else {
+			for x := range dst {
+				dst[x] = src[x*n] * scale
+			}
 		}
 	}
 }
@@ -592,11 +593,17 @@ func (sw *saveSweep) addRow(lam [][]float64, bar []float64, m int) {
 	lo, hi := sw.end[:m], sw.cur[:m]
 	for i, l := range lo {
 		g := sw.rowg[sw.base[i]*d : (sw.base[i]+hi[i]-l)*d]
-		for len(g) >= d {
-			for c, col := range lam {
-				col[i] += g[c]
+		if len(g) == 0 {
+			continue
+		}
+		// Each component's sum in a register, over the saves in time
+		// order (as λ += ȳ(τ) save by save would add them).
+		for c, col := range lam {
+			acc := col[i]
+			for x := c; x < len(g); x += d {
+				acc += g[x]
 			}
-			g = g[d:]
+			col[i] = acc
 		}
 	}
 	copy(sw.cur[:m], sw.end[:m])

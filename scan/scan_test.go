@@ -301,14 +301,15 @@ func TestInterpTimes(t *testing.T) {
 
 // TestAddPowersTimes checks addPowersTimes against addPowers at each save
 // time, bit for bit, with its kernel and with its Go code, for dimensions
-// and term counts on either side of its blocks of four components.
+// and term counts on either side of its blocks of four components (and
+// of the eight terms its four-component kernel keeps in registers).
 func TestAddPowersTimes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	defer func(u bool) { useAVX = u }(useAVX)
 	for _, avx := range []bool{true, false} {
 		useAVX = avx
 		for d := 1; d <= 9; d++ {
-			for m := 1; m <= 8; m++ {
+			for m := 1; m <= 10; m++ {
 				for ns := 0; ns <= 4; ns++ {
 					g, ts := make([]float64, ns*d), make([]float64, ns)
 					for i := range g {
