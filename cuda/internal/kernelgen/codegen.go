@@ -495,10 +495,15 @@ func (e *emitter) emit(qual string) (string, error) {
 		if l := loopAt[i]; l != nil {
 			for _, nd := range order[i:l.to] {
 				if e.p.Values[nd.Id].Op == ops.OpExtract {
-					e.callPart(nd.Id)
+					e.tuplePart(nd.Id)
 				}
 			}
 			e.emitLoop(l, ids, lines, gathered)
+			for _, nd := range order[i:l.to] {
+				if v := &e.p.Values[nd.Id]; v.Op == ops.OpAttach {
+					e.expr[nd.Id] = e.ref(v.Args[0])
+				}
+			}
 			i = l.to - 1
 			continue
 		}
@@ -626,6 +631,10 @@ func (e *emitter) value(id tape.ID, comment string) error {
 		e.need(a)
 		args = append(args, e.ref(a))
 	}
+	if v.Op == ops.OpAttach && e.src.reroll {
+		e.expr[id] = args[0] // its operand: a statement less
+		return nil
+	}
 	switch v.Op {
 	case ops.OpInput:
 		k := int(v.Aux)
@@ -671,8 +680,8 @@ func (e *emitter) value(id tape.ID, comment string) error {
 		if get == nil {
 			return fmt.Errorf("cuda: program %s: %s extracts from %s, which is not a tuple", p.Name, vname(id), vname(v.Args[0]))
 		}
-		if e.src.reroll && p.Values[v.Args[0]].Op == ops.OpCall {
-			e.callPart(id)
+		if e.src.reroll {
+			e.tuplePart(id)
 		} else {
 			e.scalar(id, get(int(v.Aux)), comment)
 		}

@@ -120,7 +120,8 @@ type loopPlace struct{ loop, k, c int32 }
 
 // arraySrc is an array that an operand is read from by index: a loop's
 // array (kind 0: loop a, body position b), a call's returned struct
-// (kind 1: the call's value a) or the shared inputs (kind 2).
+// (kind 1: the call's value a), the shared inputs (kind 2) or a local
+// tuple array, an LU factor or solve (kind 3: its value a).
 type arraySrc struct {
 	kind uint8
 	a, b int32
@@ -133,6 +134,8 @@ func (x arraySrc) name() string {
 		return loopArray(int(x.a), int(x.b))
 	case 1:
 		return fmt.Sprintf("t%d.v", x.a)
+	case 3:
+		return fmt.Sprintf("t%d", x.a)
 	}
 	return "gs_sh"
 }
@@ -143,8 +146,11 @@ type rerollPlanner struct {
 	order []tape.ID
 	// pos and in are by value: its position in order (-1 if none), its
 	// place in a loop.
-	pos   []int
-	in    []loopPlace
+	pos []int
+	in  []loopPlace
+	// res is by value: the value it stands for, itself but for an
+	// Attach (its first operand's, resolved likewise: emitted as none).
+	res   []tape.ID
 	loops []*loop
 	// skip marks values that may not be in a loop (their reductions
 	// follow them, emitReduce).
@@ -176,6 +182,9 @@ func (r *rerollPlanner) index(id tape.ID) (arraySrc, int, bool) {
 		t := &r.e.p.Values[v.Args[0]]
 		if t.Op == ops.OpCall && r.e.calleeAcc[int(t.Aux)] == nil {
 			return arraySrc{1, int32(v.Args[0]), 0}, int(v.Aux), true
+		}
+		if t.Op != ops.OpCall {
+			return arraySrc{3, int32(v.Args[0]), 0}, int(v.Aux), true
 		}
 	case ops.OpInput:
 		if j := r.e.shIndex[int(v.Aux)]; j >= 0 {
@@ -281,7 +290,7 @@ func (r *rerollPlanner) try(s, p int) *loop {
 			if c == 1 {
 				l.args[k] = make([]loopArg, len(args))
 				for j := range args {
-					a, good := r.classify(l, k, args0[j], args[j])
+					a, good := r.classify(l, k, r.res[args0[j]], r.res[args[j]])
 					if !good {
 						ok = false
 						break
@@ -291,7 +300,7 @@ func (r *rerollPlanner) try(s, p int) *loop {
 				continue
 			}
 			for j := range args {
-				if !r.extend(l, &l.args[k][j], c, args[j]) {
+				if !r.extend(l, &l.args[k][j], c, r.res[args[j]]) {
 					ok = false
 					break
 				}
@@ -329,18 +338,26 @@ func (r *rerollPlanner) try(s, p int) *loop {
 }
 
 // planLoops finds the loops of the function's order (ids, in emission
-// order; extracts maps the components of calls' results, not in ids, to
-// their calls) and which of their values live in arrays.
-func (e *emitter) planLoops(ids []tape.ID, extracts map[tape.ID]tape.ID, skip map[tape.ID]bool) []*loop {
-	r := &rerollPlanner{e: e, order: ids, pos: make([]int, len(e.p.Values)), in: make([]loopPlace, len(e.p.Values)), skip: skip}
+// order; extracts maps the components of tuples (calls' results, LU
+// factors and solves), not in ids, to their tuples; aliases the
+// Attaches, not in ids, to the values they stand for) and which of their
+// values live in arrays.
+func (e *emitter) planLoops(ids []tape.ID, extracts, aliases map[tape.ID]tape.ID, skip map[tape.ID]bool) []*loop {
+	nv := len(e.p.Values)
+	r := &rerollPlanner{e: e, order: ids, pos: make([]int, nv), in: make([]loopPlace, nv), res: make([]tape.ID, nv), skip: skip}
 	for i := range r.pos {
-		r.pos[i], r.in[i] = -1, loopPlace{loop: -1}
+		r.pos[i], r.in[i], r.res[i] = -1, loopPlace{loop: -1}, tape.ID(i)
 	}
 	for i, id := range ids {
 		r.pos[id] = i
 	}
 	for x, call := range extracts {
-		r.pos[x] = r.pos[call] // computed with the call
+		r.pos[x] = r.pos[call] // computed with the tuple
+	}
+	for i := range r.res { // an Attach follows its operand
+		if a, ok := aliases[tape.ID(i)]; ok {
+			r.res[i] = r.res[a]
+		}
 	}
 	for s := 0; s < len(ids); {
 		var best *loop
@@ -393,12 +410,12 @@ func (r *rerollPlanner) arrays() {
 	}
 	for m, o := range r.e.p.Outputs {
 		if r.e.acc.returned(m) {
-			mark(o.ID)
+			mark(r.res[o.ID])
 		}
 	}
 	if r.e.acc != nil {
 		for _, t := range r.e.acc.terms {
-			mark(t.id)
+			mark(r.res[t.id])
 		}
 	}
 	for _, id := range r.order {
@@ -415,7 +432,7 @@ func (r *rerollPlanner) arrays() {
 					continue
 				}
 			}
-			mark(a)
+			mark(r.res[a])
 		}
 	}
 	for q, l := range r.loops {
@@ -538,11 +555,12 @@ func affine(off, stride int) string {
 }
 
 // loopsOf returns the values the function's loops are planned on (its
-// order less the components of calls' results, which are read where
-// used) and its loops by the position in order they start at; none
+// order less the components of tuples, which are read where used, and
+// the Attaches, which are their first operands: rerolled units emit
+// neither) and its loops by the position in order they start at; none
 // unless the unit rerolls (thread layout only). A loop's span in order
-// (to) may hold such components too. Values followed by reductions
-// (groups) stay out of loops.
+// (to) may hold such values too. Values followed by reductions (groups)
+// stay out of loops.
 func (e *emitter) loopsOf(order []laneNode, groups map[tape.ID][][]accTerm) ([]tape.ID, map[int]*loop) {
 	if !e.src.reroll || e.lp != nil || e.src.Lanes {
 		return nil, nil
@@ -550,11 +568,15 @@ func (e *emitter) loopsOf(order []laneNode, groups map[tape.ID][][]accTerm) ([]t
 	var ids []tape.ID
 	var full []int // full[i]: ids[i]'s position in order
 	skip := make(map[tape.ID]bool)
-	extracts := make(map[tape.ID]tape.ID)
+	extracts, aliases := make(map[tape.ID]tape.ID), make(map[tape.ID]tape.ID)
 	for i, nd := range order {
 		v := &e.p.Values[nd.Id]
-		if v.Op == ops.OpExtract && e.p.Values[v.Args[0]].Op == ops.OpCall {
+		if v.Op == ops.OpExtract && (e.p.Values[v.Args[0]].Op == ops.OpCall || len(groups[nd.Id]) == 0) {
 			extracts[nd.Id] = v.Args[0]
+			continue
+		}
+		if v.Op == ops.OpAttach && len(groups[nd.Id]) == 0 {
+			aliases[nd.Id] = v.Args[0]
 			continue
 		}
 		ids = append(ids, nd.Id)
@@ -564,7 +586,7 @@ func (e *emitter) loopsOf(order []laneNode, groups map[tape.ID][][]accTerm) ([]t
 		}
 	}
 	at := make(map[int]*loop)
-	for _, l := range e.planLoops(ids, extracts, skip) {
+	for _, l := range e.planLoops(ids, extracts, aliases, skip) {
 		l.from, l.to = full[l.start], full[l.start+l.n*l.p-1]+1
 		at[l.from] = l
 	}
@@ -594,16 +616,18 @@ func (e *emitter) setArray(id tape.ID, name string, idx int) {
 	e.expr[id] = fmt.Sprintf("%s[%d]", name, idx)
 }
 
-// callPart makes Extract id, a component of a call's result, read where
-// used (rerolled units).
-func (e *emitter) callPart(id tape.ID) {
+// tuplePart makes Extract id, a component of a tuple (a call's result,
+// an LU factor or solve), read where used (rerolled units).
+func (e *emitter) tuplePart(id tape.ID) {
 	v := &e.p.Values[id]
-	t := &e.p.Values[v.Args[0]]
-	if e.calleeAcc[int(t.Aux)] == nil {
+	switch t := &e.p.Values[v.Args[0]]; {
+	case t.Op != ops.OpCall:
+		e.setArray(id, fmt.Sprintf("t%d", v.Args[0]), int(v.Aux))
+	case e.calleeAcc[int(t.Aux)] == nil:
 		e.setArray(id, fmt.Sprintf("t%d.v", v.Args[0]), int(v.Aux))
-		return
+	default:
+		e.expr[id] = e.tuple[v.Args[0]](int(v.Aux))
 	}
-	e.expr[id] = e.tuple[v.Args[0]](int(v.Aux))
 }
 
 // returnRun returns the number n of returned outputs from m on that a
