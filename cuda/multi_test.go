@@ -325,29 +325,7 @@ func TestMultiEvents(t *testing.T) {
 func TestMultiEventsChunks(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	c := drivenBallCase(100, ode.Tsit5)
-	j := multiJob(t, c, "grad", nil)
-	want, _ := runOn(t, fakeMultis[1], j, nil)
-	j.MemoryLimit = 40 << 10
-	for _, devices := range []int{1, 3} {
-		var tr Trace
-		e := fakeMulti(fmt.Sprintf("cuda-multi-events-rows4-%d", devices), devices, 1<<30, Float64)
-		e.SetTuning(Tuning{firstRows: 4})
-		x, err := e.Prepare(j.Plan)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := x.Run(WithTrace(t.Context(), &tr), j)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := tr.Stats()
-		t.Logf("%d devices: %+v", devices, s)
-		if s.Launches < 2*devices+1 || s.Reruns == 0 {
-			t.Errorf("%d devices: %d launches, %d reruns: want chunks and reruns", devices, s.Launches, s.Reruns)
-		}
-		sameResult(t, fmt.Sprintf("chunked on %d devices", devices), got, want)
-	}
+	multiChunks(t, "cuda-multi-events-rows4", drivenBallCase(100, ode.Tsit5), 40<<10)
 }
 
 // TestMultiEventsAgainstCPU runs the event tests (the bouncing balls,
@@ -395,14 +373,20 @@ func TestMultiFloat32(t *testing.T) {
 func TestMultiChunks(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	c := lorenzSharedCase(150)
+	multiChunks(t, "cuda-multi-rows4", lorenzSharedCase(150), 100<<10)
+}
+
+// multiChunks runs c's gradient on 1 and 3 fake devices under a memory
+// limit of limit bytes and records of 4 rows first (chunks and reruns),
+// against one device without the limit, bit for bit.
+func multiChunks(t *testing.T, name string, c engineCase, limit int64) {
+	t.Helper()
 	j := multiJob(t, c, "grad", nil)
 	want, _ := runOn(t, fakeMultis[1], j, nil)
-
-	j.MemoryLimit = 100 << 10
+	j.MemoryLimit = limit
 	for _, devices := range []int{1, 3} {
 		var tr Trace
-		e := fakeMulti(fmt.Sprintf("cuda-multi-rows4-%d", devices), devices, 1<<30, Float64)
+		e := fakeMulti(fmt.Sprintf("%s-%d", name, devices), devices, 1<<30, Float64)
 		e.SetTuning(Tuning{firstRows: 4})
 		x, err := e.Prepare(j.Plan)
 		if err != nil {
