@@ -346,6 +346,10 @@ type emitter struct {
 	// arrays holds the values read from arrays by index (Source.reroll:
 	// loops' arrays, the components of calls' results).
 	arrays map[tape.ID]arrayRef
+	// ownArr reports whether the function's per-trajectory inputs have
+	// been copied into the array gs_a (Source.reroll: a loop indexes
+	// them).
+	ownArr bool
 }
 
 // live marks the values the outputs depend on. The shared arguments of a
@@ -716,9 +720,18 @@ func (e *emitter) returns() {
 		if !e.acc.returned(m) {
 			continue
 		}
-		if n, x := e.returnRun(m); n > 0 {
-			fmt.Fprintf(w, "%s gs_r.v[%s] = %s;\n", loopHead(n), affine(e.acc.index(m), 1), x)
-			m += n - 1
+		if n, body := e.returnRun(m); n > 0 {
+			i0, p := e.acc.index(m), len(body)
+			if p == 1 {
+				fmt.Fprintf(w, "%s gs_r.v[%s] = %s;\n", loopHead(n), affine(i0, 1), body[0])
+			} else {
+				fmt.Fprintf(w, "%s {\n", loopHead(n))
+				for k, x := range body {
+					fmt.Fprintf(w, "    gs_r.v[%s] = %s;\n", affine(i0+k, p), x)
+				}
+				w.WriteString("  }\n")
+			}
+			m += n*p - 1
 			continue
 		}
 		fmt.Fprintf(w, "  gs_r.v[%d] = %s;\n", e.acc.index(m), e.ref(p.Outputs[m].ID))

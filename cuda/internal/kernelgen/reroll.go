@@ -120,8 +120,10 @@ type loopPlace struct{ loop, k, c int32 }
 
 // arraySrc is an array that an operand is read from by index: a loop's
 // array (kind 0: loop a, body position b), a call's returned struct
-// (kind 1: the call's value a), the shared inputs (kind 2) or a local
-// tuple array, an LU factor or solve (kind 3: its value a).
+// (kind 1: the call's value a), the shared inputs (kind 2), a local
+// tuple array, an LU factor or solve (kind 3: its value a), or the
+// function's per-trajectory inputs, copied into an array gs_a before the
+// first loop that indexes them (kind 4).
 type arraySrc struct {
 	kind uint8
 	a, b int32
@@ -136,6 +138,8 @@ func (x arraySrc) name() string {
 		return fmt.Sprintf("t%d.v", x.a)
 	case 3:
 		return fmt.Sprintf("t%d", x.a)
+	case 4:
+		return "gs_a"
 	}
 	return "gs_sh"
 }
@@ -190,8 +194,37 @@ func (r *rerollPlanner) index(id tape.ID) (arraySrc, int, bool) {
 		if j := r.e.shIndex[int(v.Aux)]; j >= 0 {
 			return arraySrc{2, 0, 0}, r.e.shPos(j), true
 		}
+		return arraySrc{4, 0, 0}, r.e.ownPos(int(v.Aux)), true
 	}
 	return arraySrc{}, 0, false
+}
+
+// ownPos returns per-trajectory input k's entry in gs_a: its place
+// among the function's inputs that are not shared.
+func (e *emitter) ownPos(k int) int {
+	j := 0
+	for q := 0; q < k; q++ {
+		if e.shIndex[q] < 0 {
+			j++
+		}
+	}
+	return j
+}
+
+// ownArray writes gs_a, the function's per-trajectory inputs a<k> in
+// order, unless written.
+func (e *emitter) ownArray() {
+	if e.ownArr {
+		return
+	}
+	e.ownArr = true
+	var xs []string
+	for k := range e.p.Inputs {
+		if e.shIndex[k] < 0 {
+			xs = append(xs, fmt.Sprintf("a%d", k))
+		}
+	}
+	fmt.Fprintf(&e.sb, "  const gs_real gs_a[%d] = {%s};\n", len(xs), strings.Join(xs, ", "))
 }
 
 // loopArray names the array of loop l's body position k.
@@ -475,6 +508,9 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 				fmt.Fprintf(w, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
 				ref[k][j] = name
 			case argIndex:
+				if a.src.kind == 4 {
+					e.ownArray()
+				}
 				ref[k][j] = fmt.Sprintf("%s[%s]", a.src.name(), affine(a.off, a.stride))
 			case argGather:
 				xs := make([]string, len(a.seq))
@@ -630,39 +666,91 @@ func (e *emitter) tuplePart(id tape.ID) {
 	}
 }
 
-// returnRun returns the number n of returned outputs from m on that a
-// loop copies, entries off + stride·c of one array (c < n) or one value,
-// and the C expression of entry c; 0 if fewer than rerollMinRun.
-func (e *emitter) returnRun(m int) (int, string) {
+// returnRun returns the run of returned outputs from m on that a loop
+// copies: n repetitions of a body of P = len(body) outputs, output
+// m + P·c + k being body[k] at gs_c = c, each position k either one value
+// (the same C expression at every c) or entries off + stride·c of one
+// array; n is 0 if no such run of rerollMinRun repetitions is there. Of
+// the bodies up to rerollMaxReturn outputs, the one that copies the most
+// outputs is taken, the shortest of those.
+func (e *emitter) returnRun(m int) (int, []string) {
+	if !e.src.reroll {
+		return 0, nil
+	}
 	outs := e.p.Outputs
-	if !e.src.reroll || m+1 >= len(outs) {
-		return 0, ""
-	}
-	if id := outs[m].ID; outs[m+1].ID == id {
-		n := 1
-		for m+n < len(outs) && outs[m+n].ID == id && e.acc.returned(m+n) {
-			n++
+	best, bestP := 0, 0
+	var bestBody []string
+	for p := 1; p <= rerollMaxReturn && m+p*rerollMinRun <= len(outs); p++ {
+		n, body := e.returnRunOf(m, p)
+		if n >= rerollMinRun && n*p > best*bestP {
+			best, bestP, bestBody = n, p, body
 		}
-		if n < rerollMinRun {
-			return 0, ""
+	}
+	return best, bestBody
+}
+
+// rerollMaxReturn is the longest body of a run of returned outputs (a
+// Jacobian's two rows of a banded block and their zeros, on a grid of
+// two species).
+const rerollMaxReturn = 4 * rerollMaxBody
+
+// returnRunOf returns the number of repetitions of a body of p returned
+// outputs from m on (see returnRun) and the body.
+func (e *emitter) returnRunOf(m, p int) (int, []string) {
+	outs := e.p.Outputs
+	type pos struct {
+		inv         string // the one value's expression, or ""
+		name        string // the array
+		off, stride int
+	}
+	body := make([]pos, p)
+	for k := range body {
+		i0, i1 := m+k, m+p+k
+		if !e.acc.returned(i0) || !e.acc.returned(i1) {
+			return 0, nil
 		}
-		return n, e.ref(id)
+		x0, x1 := outs[i0].ID, outs[i1].ID
+		a0, ok0 := e.arrays[x0]
+		a1, ok1 := e.arrays[x1]
+		switch {
+		case ok0 && ok1 && a0.name == a1.name && a0.idx != a1.idx:
+			body[k] = pos{name: a0.name, off: a0.idx, stride: a1.idx - a0.idx}
+		case e.ref(x0) == e.ref(x1):
+			body[k].inv = e.ref(x0)
+		default:
+			return 0, nil
+		}
 	}
-	a0, ok0 := e.arrays[outs[m].ID]
-	a1, ok1 := e.arrays[outs[m+1].ID]
-	if !ok0 || !ok1 || a1.name != a0.name || a1.idx == a0.idx || !e.acc.returned(m+1) {
-		return 0, ""
-	}
-	stride := a1.idx - a0.idx
 	n := 2
-	for ; m+n < len(outs) && e.acc.returned(m+n); n++ {
-		a, ok := e.arrays[outs[m+n].ID]
-		if !ok || a.name != a0.name || a.idx != a0.idx+stride*n {
+	for ; m+(n+1)*p <= len(outs); n++ {
+		ok := true
+		for k, b := range body {
+			i := m + n*p + k
+			if !e.acc.returned(i) {
+				ok = false
+				break
+			}
+			x := outs[i].ID
+			if b.inv != "" {
+				ok = e.ref(x) == b.inv
+			} else {
+				a, found := e.arrays[x]
+				ok = found && a.name == b.name && a.idx == b.off+b.stride*n
+			}
+			if !ok {
+				break
+			}
+		}
+		if !ok {
 			break
 		}
 	}
-	if n < rerollMinRun {
-		return 0, ""
+	xs := make([]string, p)
+	for k, b := range body {
+		xs[k] = b.inv
+		if b.inv == "" {
+			xs[k] = fmt.Sprintf("%s[%s]", b.name, affine(b.off, b.stride))
+		}
 	}
-	return n, fmt.Sprintf("%s[%s]", a0.name, affine(a0.idx, stride))
+	return n, xs
 }
