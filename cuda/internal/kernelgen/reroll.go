@@ -112,6 +112,25 @@ type loop struct {
 	lastVar []string
 }
 
+// saved returns the statements that loop l saves over the values it
+// replaces: their n·p less its body, its head and, by operand, a carried
+// operand's two statements (its variable, its update) and a gathered
+// one's array (the arrays kept of its values, arrays, are not yet known).
+func (l *loop) saved() int {
+	cost := l.p + 1
+	for _, args := range l.args {
+		for _, a := range args {
+			switch a.kind {
+			case argCarry:
+				cost += 2
+			case argGather:
+				cost++
+			}
+		}
+	}
+	return l.n*l.p - cost
+}
+
 // at returns the order position of repetition c's body value k.
 func (l *loop) at(c, k int) int { return l.start + c*l.p + k }
 
@@ -395,7 +414,7 @@ func (e *emitter) planLoops(ids []tape.ID, extracts, aliases map[tape.ID]tape.ID
 	for s := 0; s < len(ids); {
 		var best *loop
 		for p := 1; p <= rerollMaxBody; p++ {
-			if l := r.try(s, p); l != nil && (best == nil || l.n*l.p > best.n*best.p) {
+			if l := r.try(s, p); l != nil && l.saved() > 0 && (best == nil || l.saved() > best.saved()) {
 				best = l
 			}
 		}
