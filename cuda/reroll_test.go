@@ -96,7 +96,7 @@ func kernelSource(t *testing.T, c engineCase, op ode.Op, unrolled bool) string {
 // TestRerolledSize bounds the kernels of Lorenz-96 with an explicit
 // method, whose statements no longer grow with d: the gradient kernel
 // (with its record) and the record kernel have as many statements at
-// d = 256 as at d = 64 (1,479 and 810 with Tsit5, 2,604 and 1,075 with
+// d = 256 as at d = 64 (1,476 and 814 with Tsit5, 2,599 and 1,079 with
 // Vern7), and at d = 64 no more than Lorenz's (d = 3, unrolled: 2,021
 // and 1,027 with Tsit5, 3,658 and 1,383 with Vern7), the fast path
 // whose cold start the engine's compile time is measured against; the
@@ -123,6 +123,25 @@ func TestRerolledSize(t *testing.T) {
 			if 5*len(src64) > len(unrolled) {
 				t.Errorf("%s: %d bytes at d = 64, over a fifth of the unrolled kernel's %d", name, len(src64), len(unrolled))
 			}
+		}
+	}
+}
+
+// TestRerolledSizeRosenbrock: a Rosenbrock method's gradient kernel
+// (thread layout, rerolled) of the Brusselator (d = 64) has no more
+// statements than Pollution's (d = 20): 2,730 against 3,095 with Rodas5P,
+// 1,834 against 2,188 with Rosenbrock23 (5,959 and 3,243 before the
+// LU solves' components were read in place, the Attaches dropped and the
+// Jacobian's returned rows copied by loops).
+func TestRerolledSizeRosenbrock(t *testing.T) {
+	t.Parallel()
+	for _, m := range []ode.Method{ode.Rodas5P, ode.Rosenbrock23} {
+		src := kernelSource(t, problemCase(t, "brusselator", m, 5), ode.OpGrad, false)
+		bound := statements(kernelSource(t, problemCase(t, "pollution", m, 5), ode.OpGrad, false))
+		n := statements(src)
+		t.Logf("%s: Brusselator %d statements (%d bytes), Pollution %d", m.Name(), n, len(src), bound)
+		if n > bound {
+			t.Errorf("%s: the Brusselator's gradient kernel has %d statements, over Pollution's %d", m.Name(), n, bound)
 		}
 	}
 }

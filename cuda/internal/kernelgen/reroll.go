@@ -41,10 +41,14 @@ import (
 //     (argGather).
 //
 // The longest run (most values) from s is taken, if any, and the search
-// goes on after it. The function's per-trajectory inputs and the
-// components of the calls' returned structs are read where used (a
-// parameter a<k>, t<ID>.v[m]) rather than copied into locals first, and
-// the returned outputs that are runs are copied by loops too.
+// goes on after it, the run that saves the most statements (loop.saved)
+// and none that saves none. The function's per-trajectory inputs and the
+// components of tuples (calls' returned structs, LU factors and solves)
+// are read where used (a parameter a<k>, t<ID>.v[m], t<ID>[m]) rather
+// than copied into locals first, an Attach is its operand, and the
+// returned outputs that are runs, of one value or of strided array
+// entries, with a body of up to rerollMaxReturn outputs, are copied by
+// loops too.
 const (
 	rerollDim     = 16
 	rerollMinRun  = 4
@@ -58,7 +62,10 @@ const (
 // the matrix-free path. Measured (statements of the gradient kernels,
 // Tuning.unrolled against rerolled, cuda's TestRerolledSize): HIRES (d =
 // 8) with Rodas5P 14,190 → 5,182, Pollution (20) 15,039 → 4,222, the
-// Brusselator (64) 45,925 → 6,179; below d = 16 an explicit method's
+// Brusselator (64) 45,925 → 6,179, and with tuples read in place, returns
+// rolled and runs chosen by the statements they save, 4,084, 3,095 and
+// 2,730 (cuda's TestRerolledSizeRosenbrock's cases, which had 4,886,
+// 3,939 and 5,959 before those); below d = 16 an explicit method's
 // unrolled stages fit a thread's registers and its sources are small.
 func rerollPlan(pl *ode.Plan) bool {
 	if pl.Trial == nil {
