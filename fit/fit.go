@@ -93,8 +93,9 @@ func (l layout) y0View(x []float64, b int) []float64 {
 // settings s (nil means defaults); it traces the field once. It returns
 // an error if nothing is selected, an index is out of range, N is not a
 // multiple of Fits, Shared is selected with several fits, a starting
-// value of a fitted parameter is not finite, or the solver cannot be
-// built. Its cost is linear in N (and in Fits).
+// value of a fitted parameter is not finite, the problem or the loss fails
+// ode.Solver.CheckLoss (a non-finite input, Data of the wrong length or
+// with a non-finite entry the loss reads), or the solver cannot be built. Its cost is linear in N (and in Fits).
 func New(p Problem, s *ode.Settings) (*Fitter, error) {
 	sv, err := ode.NewSolver(p.ODE.Field, s)
 	if err != nil {
@@ -161,6 +162,9 @@ func NewWithSolver(sv *ode.Solver, p Problem) (*Fitter, error) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("fit: the starting value x[%d] (%s) is %v; start from finite values", i, fr.blockOf(i), v)
 		}
+	}
+	if err := sv.CheckLoss(&fr.prob, fr.loss); err != nil {
+		return nil, err
 	}
 	return fr, nil
 }

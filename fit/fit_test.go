@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -314,19 +315,34 @@ func TestNewErrors(t *testing.T) {
 	t.Parallel()
 	prob, data, _ := ensemble(4, 1, nil)
 	loss := observed(data)
+	nanData := slices.Clone(data)
+	nanData[len(nanData)-1] = math.NaN()
+	nanY0 := prob
+	nanY0.Y0 = slices.Clone(prob.Y0)
+	nanY0.Y0[1] = math.Inf(1) // not fitted: Vars.P only
+	fitP := Vars{P: []int{0}}
 	for _, tc := range []struct {
 		name string
 		p    Problem
+		want string // in the error, when not empty
 	}{
-		{"nothing", Problem{ODE: prob, Loss: loss}},
-		{"P index", Problem{ODE: prob, Loss: loss, Vars: Vars{P: []int{2}}}},
-		{"Y0 index", Problem{ODE: prob, Loss: loss, Vars: Vars{Y0: []int{-1}}}},
-		{"duplicate", Problem{ODE: prob, Loss: loss, Vars: Vars{P: []int{0, 0}}}},
-		{"fits", Problem{ODE: prob, Loss: loss, Vars: Vars{P: []int{0}}, Fits: 3}},
-		{"no shared", Problem{ODE: prob, Loss: loss, Vars: Vars{Shared: true}}},
+		{"nothing", Problem{ODE: prob, Loss: loss}, ""},
+		{"P index", Problem{ODE: prob, Loss: loss, Vars: Vars{P: []int{2}}}, ""},
+		{"Y0 index", Problem{ODE: prob, Loss: loss, Vars: Vars{Y0: []int{-1}}}, ""},
+		{"duplicate", Problem{ODE: prob, Loss: loss, Vars: Vars{P: []int{0, 0}}}, ""},
+		{"fits", Problem{ODE: prob, Loss: loss, Vars: fitP, Fits: 3}, ""},
+		{"no shared", Problem{ODE: prob, Loss: loss, Vars: Vars{Shared: true}}, ""},
+		{"data NaN", Problem{ODE: prob, Loss: observed(nanData), Vars: fitP}, "is not finite"},
+		{"data length", Problem{ODE: prob, Loss: observed(data[:len(data)-1]), Vars: fitP}, "len(Data)"},
+		{"Y0 Inf", Problem{ODE: nanY0, Loss: loss, Vars: fitP}, "Y0"},
 	} {
-		if _, err := New(tc.p, nil); err == nil {
+		_, err := New(tc.p, nil)
+		if err == nil {
 			t.Errorf("Case %s: no error", tc.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Case %s: error %q does not mention %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -262,6 +262,21 @@ func (l *Loss) checkData(term *tape.Program, sh lossShape, n int) error {
 	return nil
 }
 
+// CheckLoss reports, without solving, the errors a Grad or Loss of p with
+// loss would report before its first step: the problem's inputs (as
+// Grad checks them) and the loss's shape and Data (len(Data), a
+// non-finite entry the loss reads). It traces the loss into the solver's
+// cache, so the first Grad does not trace it again. It costs
+// O(N·(Dim+Params) + len(Data)) plus the trace of a loss not seen before.
+func (sv *Solver) CheckLoss(p *Problem, loss Loss) error {
+	q, err := sv.checkProblem(p)
+	if err != nil {
+		return err
+	}
+	_, err = sv.lossPlan(&loss, q)
+	return err
+}
+
 // Loss returns the value of the loss on the replay of mesh m (recording
 // one first if m is nil), without its gradient, and the solution it was
 // computed on. The mesh rules are those of Grad.
