@@ -4,13 +4,16 @@ import "strings"
 
 // defaultFastCompile and defaultFastCompileFrom are Tuning.FastCompile's
 // and FastCompileFrom's defaults: the NVRTC options of large kernels, and
-// the source size from which they apply. None yet: the first call's
-// NVRTC time (issue 26: at most 3 s up to d = 64, 5 s at d = 256) against
-// the kernel's speed with each candidate is measured on the device by
-// TestGPUColdStart, and the default follows from it.
+// the source size from which they apply. Measured by TestGPUColdStart on
+// the H200 (NVRTC 13.0, session 31, docs/bench-history.md): the rerolled
+// POLL Rodas5P gradient kernel (321 kB of source) compiles in 49.4 s with
+// full ptxas optimisation and 8.5 s at -O1 (17 s at -O0), its kernels run
+// 0.145 s against 0.159 s warm; the Lorenz Tsit5 kernel (155 kB) stays
+// below the threshold and keeps full optimisation. NVRTC 13.0 rejects
+// -Ofast-compile and -dopt.
 const (
-	defaultFastCompile     = ""
-	defaultFastCompileFrom = 1 << 20
+	defaultFastCompile     = "--ptxas-options=-O1"
+	defaultFastCompileFrom = 1 << 18
 )
 
 // compileOptions returns the further NVRTC options of a kernel whose

@@ -12,7 +12,8 @@ func TestCompileOptions(t *testing.T) {
 		src  int
 		want []string
 	}{
-		{Tuning{}, 10 << 20, nil}, // defaultFastCompile: none yet
+		{Tuning{}, defaultFastCompileFrom - 1, nil},
+		{Tuning{}, defaultFastCompileFrom, []string{"--ptxas-options=-O1"}},
 		{Tuning{FastCompile: "-Ofast-compile=mid"}, defaultFastCompileFrom - 1, nil},
 		{Tuning{FastCompile: "-Ofast-compile=mid"}, defaultFastCompileFrom, []string{"-Ofast-compile=mid"}},
 		{Tuning{FastCompile: " -a  -b ", FastCompileFrom: 100}, 100, []string{"-a", "-b"}},
