@@ -380,10 +380,7 @@ func TestHostEngineLazyTimes(t *testing.T) {
 	needHost(t)
 	pr := problems.Lorenz()
 	const n = 40
-	p := make([]float64, 3*n)
-	for i := range n {
-		p[3*i], p[3*i+1], p[3*i+2] = 10, 28*float64(i)/(n-1), 8.0/3
-	}
+	p := lorenzRhoSweep(n)
 	// The second half runs ten times longer than MaxSteps allows.
 	t1 := make([]float64, n)
 	for i := range t1 {
@@ -423,4 +420,15 @@ func TestHostEngineLazyTimes(t *testing.T) {
 		}
 		closeRows(t, engine+": gradient of the others", gg.P, wg.P, 3, 1e-10, nil)
 	}
+}
+
+// lorenzRhoSweep returns n Lorenz parameter rows (σ, ρ, β) = (10, ρ_i,
+// 8/3), ρ evenly from 0 to 28, so the trajectories range from decaying
+// to chaotic.
+func lorenzRhoSweep(n int) []float64 {
+	p := make([]float64, 3*n)
+	for i := range n {
+		p[3*i], p[3*i+1], p[3*i+2] = 10, 28*float64(i)/float64(n-1), 8.0/3
+	}
+	return p
 }

@@ -174,10 +174,7 @@ func TestOmitFailures(t *testing.T) {
 	needHost(t)
 	pr := problems.Lorenz()
 	const n = 40
-	p := make([]float64, 3*n)
-	for i := range n {
-		p[3*i], p[3*i+1], p[3*i+2] = 10, 28*float64(i)/(n-1), 8.0/3
-	}
+	p := lorenzRhoSweep(n)
 	t1 := make([]float64, n)
 	for i := range t1 {
 		t1[i] = 2
