@@ -34,6 +34,7 @@
 set -u
 out=${OUT:-/tmp/out}
 mkdir -p "$out/l"
+export PATH=$PATH:/usr/local/cuda/bin
 export GRADSOLVE_CUDA_CACHE=${GRADSOLVE_CUDA_CACHE:-/tmp/gradsolve-cuda-cache} PYTHONUNBUFFERED=1
 bin=.gpu/bin
 T0=$(date +%s)
@@ -54,6 +55,42 @@ GS_COLDSTART_JSON="$out/l/coldstart.json" GS_COLDSTART_BUDGET=150 timeout 200 \
 	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 10m >"$out/l/cold.log" 2>&1
 el $?
 grep -E '^(--- |ok|FAIL)|panic' "$out/l/cold.log" | head
+fi
+
+if [ "$part" = compile ]; then
+# Where compile time goes (bench/ptxas_profile.py) on the sources in
+# .gpu/srcs (TestSizeDiag's), beside the GPU tests the last call did not
+# reach, in three processes.
+echo "=== tests (background)"
+timeout 480 "$bin/cuda.test" -test.v -test.timeout 8m -test.run 'TestGPUEvents$/(Rodas5P|Rosenbrock23)' >"$out/l/tests-ev.log" 2>&1 &
+p1=$!
+timeout 480 "$bin/cuda.test" -test.v -test.timeout 8m -test.run 'TestGPUMultiEvents|TestGPUMultiEngine|TestGPUTrain' >"$out/l/tests-multi.log" 2>&1 &
+p2=$!
+timeout 480 "$bin/cuda.test" -test.v -test.timeout 8m -test.run 'TestGPUEngineProblems|TestGPUEnginePublished' >"$out/l/tests-prob.log" 2>&1 &
+p3=$!
+echo "=== ptxas profile"
+big="pollution-Rodas5P-grad hires-Rodas5P-grad brusselator-Rodas5P-grad lorenz-Rodas5P-grad"
+small="lorenz-Tsit5-grad lorenz96-64-Tsit5-grad pollution-Rodas5P-record lorenz96-64-Rodas5P-grad"
+timeout 420 python3 bench/ptxas_profile.py -out /tmp/ptx -workers 10 -timeout 180 -variants base,noinline,lurolled,both \
+	$(for s in $big; do echo .gpu/srcs/$s.cu; done) >"$out/l/ptxas.jsonl" 2>"$out/l/ptxas.log"
+el $?
+timeout 200 python3 bench/ptxas_profile.py -out /tmp/ptx -workers 4 -timeout 180 -variants base \
+	$(for s in $small; do echo .gpu/srcs/$s.cu; done) >>"$out/l/ptxas.jsonl" 2>>"$out/l/ptxas.log"
+el $?
+wait $p1; el $?
+wait $p2; el $?
+wait $p3; el $?
+for f in tests-ev tests-multi tests-prob; do grep -E '^(--- |ok|FAIL|PASS)|panic' "$out/l/$f.log" | grep -v '^    --- PASS' | head -30; done
+python3 - "$out/l/ptxas.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    o3, o1 = r.get("ptxas_O3", {}), r.get("ptxas_O1", {})
+    print("%-28s %-9s src %7s ptx %8s fe %6s O3 %7s O1 %7s regs %4s spill %6s stack %6s %s" % (
+        r.get("source"), r.get("variant"), r.get("src_bytes"), r.get("ptx_bytes"), r.get("nvrtc_ptx_s"),
+        o3.get("s"), o1.get("s"), o3.get("regs_max"), o3.get("spill_st"), o3.get("stack_max"),
+        (r.get("error") or o3.get("error") or "")[:80]))
+PY
 fi
 
 if [ "$part" = bench ]; then
