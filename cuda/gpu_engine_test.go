@@ -28,7 +28,7 @@ var long = flag.Bool("long", false, "run the long tests (also GRADSOLVE_LONG_TES
 func longTests() bool { return *long || os.Getenv("GRADSOLVE_LONG_TESTS") == "1" }
 
 // needGPUEngine skips the test unless the engine "cuda" can run.
-func needGPUEngine(t *testing.T) {
+func needGPUEngine(t testing.TB) {
 	t.Helper()
 	if err := NewEngine("probe", 0, Float64).Available(); err != nil {
 		t.Skip(err)
