@@ -39,7 +39,8 @@ type Problem struct {
 	// not modified. The Fitter keeps Y0 and P as given (New copies
 	// nothing of size N): do not modify them while it is in use. Its
 	// evaluations on the host work on a copy that it takes at the first of
-	// them; a fit held in the engine's memory (Settings.OnHost) needs none.
+	// them; a fit held in the engine's memory (see Settings.OnHost)
+	// needs none.
 	ODE ode.Problem
 	// Loss is minimised; its Data (observations) and Mean are used as given.
 	Loss ode.Loss
