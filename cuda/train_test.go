@@ -55,6 +55,11 @@ func testTrainMatchesHost(t *testing.T, engine string) {
 		{"shared-lanes-global-heavyball", tuned(t, engine, Tuning{Layout: LayoutLanesGlobal}), lorenzFits(4, 1, fit.Vars{Shared: true, Y0: []int{1}}),
 			func() optim.Optimizer { return &optim.SGD{LearnRate: 1e-3, Momentum: 0.5} },
 			fit.Settings{Steps: 3}},
+		// The trajectories of a fit start from different values of the
+		// fitted column: the fit's value (its first trajectory's) replaces
+		// them on the device as on the host.
+		{"fits-uneven-start", engine, unevenStart(lorenzFits(6, 3, fit.Vars{P: []int{0}})),
+			func() optim.Optimizer { return &optim.Adam{LearnRate: 0.1} }, fit.Settings{Steps: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -142,6 +147,20 @@ func lorenzFits(n, fits int, vars fit.Vars) fit.Problem {
 	}
 	loss := fitMSE(sol.Y)
 	return fit.Problem{ODE: p, Loss: loss, Vars: vars, Fits: fits}
+}
+
+// unevenStart returns p with the fitted P columns of each fit's
+// trajectories after the first moved away from the fit's value (a copy).
+func unevenStart(p fit.Problem) fit.Problem {
+	np := p.ODE.Field.Params
+	p.ODE.P = slices.Clone(p.ODE.P)
+	per := len(p.ODE.P) / np / p.Fits
+	for i := range len(p.ODE.P) / np {
+		for _, c := range p.Vars.P {
+			p.ODE.P[i*np+c] += 0.5 * float64(i%per)
+		}
+	}
+	return p
 }
 
 // fitMSE is the mean squared distance of the final states (Dim 3) from
@@ -269,7 +288,14 @@ func TestGPUTrainResume(t *testing.T) {
 }
 
 func testTrainResume(t *testing.T, engine string) {
-	prob := lorenzFits(4, 2, fit.Vars{P: []int{0}, Y0: []int{1}})
+	// The resumed run starts the engine from the caller's ensemble, whose
+	// fitted values are the starting ones, and loads the checkpoint's.
+	for _, prob := range []fit.Problem{lorenzFits(4, 2, fit.Vars{P: []int{0}, Y0: []int{1}}), lorenzFits(4, 1, fit.Vars{Shared: true, Y0: []int{2}})} {
+		testTrainResumeOf(t, engine, prob)
+	}
+}
+
+func testTrainResumeOf(t *testing.T, engine string, prob fit.Problem) {
 	s := &ode.Settings{Engine: engine, RelTol: 1e-7, AbsTol: 1e-10}
 	whole, err := fit.Fit(t.Context(), prob, s, &fit.Settings{Steps: 5, Optimizer: &optim.Adam{LearnRate: 0.05}})
 	if err != nil {

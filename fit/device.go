@@ -44,9 +44,8 @@ func (r *runner) trainer() *device {
 	}
 	st := r.opt.State()
 	d := &device{rule: rule, names: r0.Moments(), t: r.opt.Steps(), kind: st.Kind}
-	f.scatter(r.x)
 	spec := &ode.TrainSpec{Fits: f.b, P: f.vars.P, Y0: f.vars.Y0, Shared: f.vars.Shared, Moments: len(d.names)}
-	tr, err := f.sv.NewTrainer(&f.prob, f.loss, spec)
+	tr, err := f.sv.NewTrainer(f.trainProblem(r.x), f.loss, spec)
 	if err != nil {
 		return why(err.Error())
 	}
@@ -228,4 +227,16 @@ func (r *runner) deviceFinish(d *device, status Status, e error) (*Result, bool,
 		}
 	}
 	return r.finishWith(status, e)
+}
+
+// trainProblem returns the ensemble a Trainer starts from at x: the
+// caller's where the host has not taken its copy and Y0 and P have N
+// rows (the engine copies them into its memory, and Trainer.Load writes
+// x into its copy), else the host's copy with x written in.
+func (f *Fitter) trainProblem(x []float64) *ode.Problem {
+	if f.owned || len(f.in.Y0) != f.n*f.in.Field.Dim || len(f.in.P) != f.n*f.in.Field.Params {
+		f.scatter(x)
+		return &f.prob
+	}
+	return &f.in
 }

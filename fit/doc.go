@@ -97,7 +97,11 @@
 // program, N, Fits and Vars), and Resume refuses another fit's, even one
 // with as many values.
 //
-// New's cost is linear in N and Fits: the layout of x is arithmetic
-// (Result.FitP and FitY0 are O(1) views), and the named blocks of
-// Fitter.Set are built on first use only.
+// New's cost is one read of Y0, P and Data on all cores (the checks of
+// ode.Solver.CheckLoss), with nothing of size N or Fits allocated: the
+// layout of x is arithmetic (Result.FitP and FitY0 are O(1) views), the
+// starting values are gathered by the first Init, the host's copy of the
+// ensemble is taken at the first evaluation on the host (a fit held in
+// the engine's memory starts from the caller's arrays), and the named
+// blocks of Fitter.Set are built on first use only.
 package fit

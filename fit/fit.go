@@ -11,6 +11,7 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 
+	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/nn"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
@@ -35,7 +36,11 @@ type Vars struct {
 type Problem struct {
 	// ODE is the ensemble. Its Y0, P and Shared are the starting values of
 	// the fitted parameters and the fixed values of the others; they are
-	// not modified (the Fitter works on copies).
+	// not modified. The Fitter keeps Y0 and P as given (New copies
+	// nothing of size N): do not modify them while it is in use. Its
+	// evaluations on the host work on a copy that it takes at the first of
+	// them; a fit held in the engine's memory (see Settings.OnHost)
+	// needs none.
 	ODE ode.Problem
 	// Loss is minimised; its Data (observations) and Mean are used as given.
 	Loss ode.Loss
@@ -51,17 +56,22 @@ type Problem struct {
 // values x, and runs fits. It owns one ode.Solver, built by New, and is
 // not safe for concurrent use.
 type Fitter struct {
-	sv   *ode.Solver
-	prob ode.Problem // a private copy; Y0 and P expanded to N rows
-	loss ode.Loss
-	vars Vars
-	n, b int // trajectories, fits
-	per  int // trajectories per fit
-	lay  layout
-	set  *nn.Set // built by Set on first use
-	x0   []float64
-	g    *ode.Gradient
-	id   string // ID, built on first use
+	sv *ode.Solver
+	// in is the caller's ensemble (N set, Shared copied; Y0 and P as
+	// given, one row or N, read only); prob is the host's copy, with Y0
+	// and P expanded to N rows, that scatter writes x into: taken from in
+	// by own, at the first host evaluation (the zero Problem before).
+	in, prob ode.Problem
+	owned    bool // prob is taken
+	loss     ode.Loss
+	vars     Vars
+	n, b     int // trajectories, fits
+	per      int // trajectories per fit
+	lay      layout
+	set      *nn.Set   // built by Set on first use
+	x0       []float64 // built by Init on first use
+	g        *ode.Gradient
+	id       string // ID, built on first use
 }
 
 // layout is the arithmetic of x: fit b's block starts at b·stride and
@@ -95,7 +105,11 @@ func (l layout) y0View(x []float64, b int) []float64 {
 // multiple of Fits, Shared is selected with several fits, a starting
 // value of a fitted parameter is not finite, the problem or the loss fails
 // ode.Solver.CheckLoss (a non-finite input, Data of the wrong length or
-// with a non-finite entry the loss reads), or the solver cannot be built. Its cost is linear in N (and in Fits).
+// with a non-finite entry the loss reads), or the solver cannot be built.
+// Besides building the solver, it costs one read of Y0, P and Data on all
+// cores (CheckLoss) and allocates nothing of size N or Fits: the host's
+// copy of the ensemble and the starting values are built at their first
+// use (see Problem.ODE and Init).
 func New(p Problem, s *ode.Settings) (*Fitter, error) {
 	sv, err := ode.NewSolver(p.ODE.Field, s)
 	if err != nil {
@@ -138,18 +152,17 @@ func NewWithSolver(sv *ode.Solver, p Problem) (*Fitter, error) {
 	}
 	q := p.ODE
 	q.N = n
-	var err error
-	if q.Y0, err = rows("Y0", p.ODE.Y0, d, n); err != nil {
+	if err := checkRows("Y0", q.Y0, d, n); err != nil {
 		return nil, err
 	}
-	if q.P, err = rows("P", p.ODE.P, np, n); err != nil {
+	if err := checkRows("P", q.P, np, n); err != nil {
 		return nil, err
 	}
 	q.Shared = slices.Clone(p.ODE.Shared)
 	if p.Vars.Shared && len(q.Shared) != f.Shared {
 		return nil, fmt.Errorf("fit: len(Shared) = %d, want the field's %d", len(q.Shared), f.Shared)
 	}
-	fr := &Fitter{sv: sv, prob: q, loss: p.Loss, vars: Vars{P: slices.Clone(p.Vars.P), Y0: slices.Clone(p.Vars.Y0), Shared: p.Vars.Shared},
+	fr := &Fitter{sv: sv, in: q, loss: p.Loss, vars: Vars{P: slices.Clone(p.Vars.P), Y0: slices.Clone(p.Vars.Y0), Shared: p.Vars.Shared},
 		n: n, b: b, per: n / b}
 	fr.lay = layout{fits: b, np: len(fr.vars.P), ny: fr.per * len(fr.vars.Y0)}
 	fr.lay.stride = fr.lay.np + fr.lay.ny
@@ -157,13 +170,14 @@ func NewWithSolver(sv *ode.Solver, p Problem) (*Fitter, error) {
 	if fr.vars.Shared {
 		fr.lay.length += f.Shared
 	}
-	fr.x0 = fr.gather(make([]float64, fr.lay.length))
-	for i, v := range fr.x0 {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("fit: the starting value x[%d] (%s) is %v; start from finite values", i, fr.blockOf(i), v)
+	if err := sv.CheckLoss(&fr.in, fr.loss); err != nil {
+		// The starting values are entries of Y0, P and Shared, which
+		// CheckLoss finds finite when it passes: only now can one be
+		// non-finite, and that error comes first.
+		x0 := fr.gather(make([]float64, fr.lay.length))
+		if i := finite(x0); i >= 0 {
+			return nil, fmt.Errorf("fit: the starting value x[%d] (%s) is %v; start from finite values", i, fr.blockOf(i), x0[i])
 		}
-	}
-	if err := sv.CheckLoss(&fr.prob, fr.loss); err != nil {
 		return nil, err
 	}
 	return fr, nil
@@ -198,19 +212,38 @@ func checkIndices(what string, idx []int, n int) error {
 	return nil
 }
 
-// rows returns x expanded to n rows of width w (a copy).
-func rows(what string, x []float64, w, n int) ([]float64, error) {
-	switch len(x) {
-	case n * w:
-		return slices.Clone(x), nil
-	case w:
-		out := make([]float64, 0, n*w)
-		for range n {
-			out = append(out, x...)
-		}
-		return out, nil
+// checkRows reports an x that is neither one row of width w nor n rows.
+func checkRows(what string, x []float64, w, n int) error {
+	if len(x) != n*w && len(x) != w {
+		return fmt.Errorf("fit: len(%s) = %d, want %d or %d·%d", what, len(x), w, n, w)
 	}
-	return nil, fmt.Errorf("fit: len(%s) = %d, want %d or %d·%d", what, len(x), w, n, w)
+	return nil
+}
+
+// rows returns x (one row of width w, or n rows) expanded to n rows (a
+// copy).
+func rows(x []float64, w, n int) []float64 {
+	if len(x) == n*w {
+		return slices.Clone(x)
+	}
+	out := make([]float64, 0, n*w)
+	for range n {
+		out = append(out, x...)
+	}
+	return out
+}
+
+// own takes the host's copy of the ensemble (Fitter.prob) from the
+// caller's, for scatter to write into.
+func (f *Fitter) own() {
+	if f.owned {
+		return
+	}
+	d, np := f.in.Field.Dim, f.in.Field.Params
+	f.prob = f.in
+	f.prob.Y0, f.prob.P = rows(f.in.Y0, d, f.n), rows(f.in.P, np, f.n)
+	f.prob.Shared = slices.Clone(f.in.Shared)
+	f.owned = true
 }
 
 // ID returns the identity of the fit that Checkpoint.Fit records: a
@@ -249,7 +282,7 @@ func (f *Fitter) Set() *nn.Set {
 			}
 		}
 		if f.vars.Shared {
-			s.Add("shared", f.prob.Field.Shared)
+			s.Add("shared", f.in.Field.Shared)
 		}
 		f.set = s
 	}
@@ -264,8 +297,11 @@ func (f *Fitter) Fits() int { return f.b }
 
 // Init returns the starting values x0 from Problem.ODE in dst (len Len();
 // nil allocates). Fit b's value of a P column is taken from its first
-// trajectory.
+// trajectory. The first call gathers them (O(Len()), on all cores).
 func (f *Fitter) Init(dst []float64) []float64 {
+	if f.x0 == nil {
+		f.x0 = f.gather(make([]float64, f.Len()))
+	}
 	if dst == nil {
 		dst = make([]float64, f.Len())
 	}
@@ -273,86 +309,118 @@ func (f *Fitter) Init(dst []float64) []float64 {
 	return dst
 }
 
-// gather reads the fitted values from the fitter's problem into x.
+// fitBlocks calls fn(lo, hi) on blocks of consecutive fits [lo, hi) that
+// cover [0, Fits), on all cores where the fits' values are more than
+// par.Block (and on the calling goroutine alone otherwise). Each fit is
+// the work of one call: fn's results do not depend on the blocks.
+func (f *Fitter) fitBlocks(fn func(lo, hi int)) {
+	per := max(1, par.Block/max(1, f.lay.stride+len(f.vars.P)*f.per))
+	nt := (f.b + per - 1) / per
+	if nt <= 1 {
+		fn(0, f.b)
+		return
+	}
+	par.Run(nt, 0, func(_, t int) { fn(t*per, min(f.b, (t+1)*per)) })
+}
+
+// gather reads the fitted values from the caller's ensemble into x.
 func (f *Fitter) gather(x []float64) []float64 {
-	d, np := f.prob.Field.Dim, f.prob.Field.Params
-	o := 0
-	for k := 0; k < f.b; k++ {
-		first := k * f.per
-		for _, c := range f.vars.P {
-			x[o] = f.prob.P[first*np+c]
-			o++
-		}
-		if len(f.vars.Y0) > 0 {
-			for i := first; i < first+f.per; i++ {
-				for _, c := range f.vars.Y0 {
-					x[o] = f.prob.Y0[i*d+c]
-					o++
+	d, np := f.in.Field.Dim, f.in.Field.Params
+	// Row strides: 0 for one row shared by all trajectories.
+	dy, dp := d, np
+	if len(f.in.Y0) != f.n*d {
+		dy = 0
+	}
+	if len(f.in.P) != f.n*np {
+		dp = 0
+	}
+	f.fitBlocks(func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			first, o := k*f.per, k*f.lay.stride
+			for _, c := range f.vars.P {
+				x[o] = f.in.P[first*dp+c]
+				o++
+			}
+			if len(f.vars.Y0) > 0 {
+				for i := first; i < first+f.per; i++ {
+					for _, c := range f.vars.Y0 {
+						x[o] = f.in.Y0[i*dy+c]
+						o++
+					}
 				}
 			}
 		}
-	}
+	})
 	if f.vars.Shared {
-		o += copy(x[o:], f.prob.Shared)
+		copy(x[f.b*f.lay.stride:], f.in.Shared)
 	}
 	return x
 }
 
-// scatter writes x into the fitter's problem.
+// scatter writes x into the host's copy of the ensemble, taking it first
+// (own) if it has not been taken.
 func (f *Fitter) scatter(x []float64) {
+	f.own()
+	f.scatterInto(&f.prob, x)
+}
+
+// scatterInto writes x into q, a copy of the ensemble with N rows.
+func (f *Fitter) scatterInto(q *ode.Problem, x []float64) {
 	if len(x) != f.Len() {
 		panic(fmt.Sprintf("fit: len(x) = %d, want Len() = %d", len(x), f.Len()))
 	}
-	d, np := f.prob.Field.Dim, f.prob.Field.Params
-	o := 0
-	for k := 0; k < f.b; k++ {
-		first := k * f.per
-		for j, c := range f.vars.P {
-			for i := first; i < first+f.per; i++ {
-				f.prob.P[i*np+c] = x[o+j]
+	d, np := q.Field.Dim, q.Field.Params
+	f.fitBlocks(func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			first, o := k*f.per, k*f.lay.stride
+			for j, c := range f.vars.P {
+				for i := first; i < first+f.per; i++ {
+					q.P[i*np+c] = x[o+j]
+				}
 			}
-		}
-		o += len(f.vars.P)
-		if len(f.vars.Y0) > 0 {
-			for i := first; i < first+f.per; i++ {
-				for _, c := range f.vars.Y0 {
-					f.prob.Y0[i*d+c] = x[o]
-					o++
+			o += len(f.vars.P)
+			if len(f.vars.Y0) > 0 {
+				for i := first; i < first+f.per; i++ {
+					for _, c := range f.vars.Y0 {
+						q.Y0[i*d+c] = x[o]
+						o++
+					}
 				}
 			}
 		}
-	}
+	})
 	if f.vars.Shared {
-		copy(f.prob.Shared, x[o:])
+		copy(q.Shared, x[f.b*f.lay.stride:])
 	}
 }
 
 // reduce sums the solver's gradient into the layout of x: dst[fit b's P
 // column j] = Σ over b's trajectories of ∂L/∂P[i, c_j].
 func (f *Fitter) reduce(dst []float64, g *ode.Gradient) {
-	d, np := f.prob.Field.Dim, f.prob.Field.Params
-	o := 0
-	for k := 0; k < f.b; k++ {
-		first := k * f.per
-		for _, c := range f.vars.P {
-			s := 0.0
-			for i := first; i < first+f.per; i++ {
-				s += g.P[i*np+c]
+	d, np := f.in.Field.Dim, f.in.Field.Params
+	f.fitBlocks(func(lo, hi int) {
+		for k := lo; k < hi; k++ {
+			first, o := k*f.per, k*f.lay.stride
+			for _, c := range f.vars.P {
+				s := 0.0
+				for i := first; i < first+f.per; i++ {
+					s += g.P[i*np+c]
+				}
+				dst[o] = s
+				o++
 			}
-			dst[o] = s
-			o++
-		}
-		if len(f.vars.Y0) > 0 {
-			for i := first; i < first+f.per; i++ {
-				for _, c := range f.vars.Y0 {
-					dst[o] = g.Y0[i*d+c]
-					o++
+			if len(f.vars.Y0) > 0 {
+				for i := first; i < first+f.per; i++ {
+					for _, c := range f.vars.Y0 {
+						dst[o] = g.Y0[i*d+c]
+						o++
+					}
 				}
 			}
 		}
-	}
+	})
 	if f.vars.Shared {
-		copy(dst[o:], g.Shared)
+		copy(dst[f.b*f.lay.stride:], g.Shared)
 	}
 }
 
@@ -360,9 +428,18 @@ func (f *Fitter) reduce(dst []float64, g *ode.Gradient) {
 // fitted columns of P, components of Y0 and the shared parameters. Y0 and
 // P have N rows. It panics if len(x) != Len().
 func (f *Fitter) Problem(x []float64) ode.Problem {
-	f.scatter(x)
-	p := f.prob
-	p.Y0, p.P, p.Shared = slices.Clone(p.Y0), slices.Clone(p.P), slices.Clone(p.Shared)
+	var p ode.Problem
+	if f.owned {
+		f.scatter(x)
+		p = f.prob
+		p.Y0, p.P, p.Shared = slices.Clone(p.Y0), slices.Clone(p.P), slices.Clone(p.Shared)
+		return p
+	}
+	// One copy, from the caller's ensemble, without taking the host's.
+	d, np := f.in.Field.Dim, f.in.Field.Params
+	p = f.in
+	p.Y0, p.P, p.Shared = rows(f.in.Y0, d, f.n), rows(f.in.P, np, f.n), slices.Clone(f.in.Shared)
+	f.scatterInto(&p, x)
 	return p
 }
 

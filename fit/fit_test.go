@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -320,6 +321,9 @@ func TestNewErrors(t *testing.T) {
 	nanY0 := prob
 	nanY0.Y0 = slices.Clone(prob.Y0)
 	nanY0.Y0[1] = math.Inf(1) // not fitted: Vars.P only
+	nanP := prob
+	nanP.P = slices.Clone(prob.P)
+	nanP.P[2] = math.NaN() // trajectory 1's column 0: fitted with Fits 4
 	fitP := Vars{P: []int{0}}
 	for _, tc := range []struct {
 		name string
@@ -335,6 +339,9 @@ func TestNewErrors(t *testing.T) {
 		{"data NaN", Problem{ODE: prob, Loss: observed(nanData), Vars: fitP}, "is not finite"},
 		{"data length", Problem{ODE: prob, Loss: observed(data[:len(data)-1]), Vars: fitP}, "len(Data)"},
 		{"Y0 Inf", Problem{ODE: nanY0, Loss: loss, Vars: fitP}, "Y0"},
+		{"start NaN", Problem{ODE: nanP, Loss: loss, Vars: fitP, Fits: 4}, "fit: the starting value x[1] (fit1.p) is NaN"},
+		{"start NaN, bad data", Problem{ODE: nanP, Loss: observed(data[:len(data)-1]), Vars: fitP, Fits: 4}, "starting value x[1]"},
+		{"P NaN, not a start", Problem{ODE: nanP, Loss: loss, Vars: fitP, Fits: 1}, "P[2] = NaN"},
 	} {
 		_, err := New(tc.p, nil)
 		if err == nil {
@@ -361,6 +368,95 @@ func TestResultRender(t *testing.T) {
 	for _, want := range []string{"max steps", "fit 1: P", "<img"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("HTML lacks %q", want)
+		}
+	}
+}
+
+// TestNewCopiesNothing checks that New allocates nothing of the size of
+// the ensemble: it reads Y0, P and Data, and the host's copy and the
+// starting values are built at their first use. It does not run in
+// parallel, so that the allocation count is New's alone.
+func TestNewCopiesNothing(t *testing.T) {
+	const n = 1 << 16
+	prob, data, _ := ensemble(n, n, nil)
+	p := Problem{ODE: prob, Loss: observed(data), Vars: Vars{P: []int{0}, Y0: []int{1}}, Fits: n}
+	sv, err := ode.NewSolver(prob.Field, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewWithSolver(sv, p); err != nil { // the loss's trace, cached
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f, err := NewWithSolver(sv, p)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One float64 per trajectory would be 512 KiB; the copies of Y0, P
+	// and the starting values, 3 MiB.
+	if b := after.TotalAlloc - before.TotalAlloc; b > 8*n/16 {
+		t.Errorf("New of %d trajectories allocated %d bytes, want at most %d", n, b, 8*n/16)
+	}
+	if x := f.Init(nil); len(x) != 2*n || x[0] != prob.P[0] || x[1] != prob.Y0[1] {
+		t.Errorf("Init: len %d, x[0:2] = %v; want %d, [%v %v]", len(x), x[:2], 2*n, prob.P[0], prob.Y0[1])
+	}
+}
+
+// TestCallerArrays checks the host's copy taken at the first evaluation:
+// the caller's Y0 and P (one row, or N) are never written, the starting
+// values and Problem are the same before and after it, and Problem has N
+// rows with x written in.
+func TestCallerArrays(t *testing.T) {
+	t.Parallel()
+	full, data, _ := ensemble(4, 2, nil)
+	oneRow := full
+	oneRow.Y0, oneRow.N = []float64{0.8, 0.3}, 4
+	for _, tc := range []struct {
+		name string
+		prob ode.Problem
+	}{{"N rows", full}, {"one Y0 row", oneRow}} {
+		y0, p := slices.Clone(tc.prob.Y0), slices.Clone(tc.prob.P)
+		f, err := New(Problem{ODE: tc.prob, Loss: observed(data), Vars: Vars{P: []int{0}, Y0: []int{1}}, Fits: 2}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x0 := f.Init(nil)
+		x := slices.Clone(x0)
+		for i := range x {
+			x[i] += 0.125 * float64(i+1)
+		}
+		before := f.Problem(x) // no host copy yet
+		if _, _, _, err := f.Grad(nil, x0, nil); err != nil {
+			t.Fatal(err)
+		}
+		after := f.Problem(x)
+		if i := sameBits(before.Y0, after.Y0); i >= 0 || sameBits(before.P, after.P) >= 0 || before.N != after.N {
+			t.Errorf("Case %s: Problem(x) before the first evaluation %v %v, after %v %v", tc.name, before.Y0, before.P, after.Y0, after.P)
+		}
+		if len(before.Y0) != 8 || len(before.P) != 8 {
+			t.Errorf("Case %s: Problem(x) has len(Y0) = %d, len(P) = %d; want N rows (8, 8)", tc.name, len(before.Y0), len(before.P))
+		}
+		for i := range 4 {
+			k := i / 2 // fit; its block: P column 0, then its 2 trajectories' Y0[1]
+			wantP0, wantY1 := x[3*k], x[3*k+1+i%2]
+			wantP1, wantY0 := p[2*i+1], y0[(2*i)%len(y0)]
+			if g := before.P[2*i : 2*i+2]; g[0] != wantP0 || g[1] != wantP1 {
+				t.Errorf("Case %s: trajectory %d: P = %v, want [%v %v]", tc.name, i, g, wantP0, wantP1)
+			}
+			if g := before.Y0[2*i : 2*i+2]; g[0] != wantY0 || g[1] != wantY1 {
+				t.Errorf("Case %s: trajectory %d: Y0 = %v, want [%v %v]", tc.name, i, g, wantY0, wantY1)
+			}
+		}
+		if sameBits(f.Init(nil), x0) >= 0 {
+			t.Errorf("Case %s: Init after an evaluation %v, before %v", tc.name, f.Init(nil), x0)
+		}
+		if _, err := f.Run(context.Background(), &Settings{Steps: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if sameBits(tc.prob.Y0, y0) >= 0 || sameBits(tc.prob.P, p) >= 0 {
+			t.Errorf("Case %s: the caller's arrays were written: Y0 %v (was %v), P %v (was %v)", tc.name, tc.prob.Y0, y0, tc.prob.P, p)
 		}
 	}
 }

@@ -69,3 +69,40 @@ func TestFiniteAll(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstNonFinite checks the four-at-a-time scan against a test of
+// each value: every length up to 40, every position of the first NaN,
+// +Inf or −Inf, with finite values of every size (±MaxFloat64, the
+// smallest subnormal, −0) around it.
+func TestFirstNonFinite(t *testing.T) {
+	vals := []float64{1, -0.0, math.MaxFloat64, -math.MaxFloat64, math.SmallestNonzeroFloat64, 3.5e-300, -7}
+	want := func(x []float64) int {
+		for i, v := range x {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return i
+			}
+		}
+		return -1
+	}
+	for n := range 41 {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = vals[i%len(vals)]
+		}
+		if got := firstNonFinite(x); got != -1 {
+			t.Fatalf("n = %d, all finite: got %d", n, got)
+		}
+		for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			for at := range n {
+				y := slices.Clone(x)
+				y[at] = bad
+				if at+2 < n {
+					y[at+2] = math.NaN() // a later one is not reported
+				}
+				if got, w := firstNonFinite(y), want(y); got != w || got != at {
+					t.Errorf("n = %d, %v at %d: got %d, want %d", n, bad, at, got, w)
+				}
+			}
+		}
+	}
+}

@@ -510,10 +510,19 @@ func finiteAll(x []float64) int {
 }
 
 // firstNonFinite returns the index of the first NaN or infinity in x, or
-// -1.
+// -1. v − v is 0 for a finite v and NaN for a NaN or an infinity: a sum of
+// four such differences, tested once, reads x at several times the rate
+// of a test of each value (the array's memory bandwidth, not one core's
+// branches, bounds it).
 func firstNonFinite(x []float64) int {
-	for i, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		if (x[i]-x[i])+(x[i+1]-x[i+1])+(x[i+2]-x[i+2])+(x[i+3]-x[i+3]) != 0 {
+			break
+		}
+	}
+	for ; i < len(x); i++ {
+		if v := x[i]; v-v != 0 {
 			return i
 		}
 	}
