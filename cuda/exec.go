@@ -47,7 +47,12 @@ type executor struct {
 
 	mu      sync.Mutex
 	kernels *lru[string, *kernelEntry] // by Config.Key, under mu
-	keep    *kept                      // memory kept between operations (spare and staging under mu)
+	// lastCfg and lastEntry are the configuration and kernel of the last
+	// call (under mu): a loop's calls find their kernel without
+	// formatting its key.
+	lastCfg   kernelgen.Config
+	lastEntry *kernelEntry
+	keep      *kept // memory kept between operations (spare and staging under mu)
 
 	// chunkMu is held by the copy that uses keep.chunks (copyChunked).
 	chunkMu   sync.Mutex
@@ -138,10 +143,15 @@ func (k *kept) release() {
 // use.
 func (ex *executor) kernel(v kernelgen.Config, lp *ode.LossPlan, tr *Trace) (*kernelEntry, error) {
 	ex.mu.Lock()
-	e, ok := ex.kernels.get(v.Key())
-	if !ok {
-		e = &kernelEntry{}
-		ex.kernels.add(v.Key(), e)
+	e := ex.lastEntry
+	if e == nil || v != ex.lastCfg {
+		key := v.Key()
+		var ok bool
+		if e, ok = ex.kernels.get(key); !ok {
+			e = &kernelEntry{}
+			ex.kernels.add(key, e)
+		}
+		ex.lastCfg, ex.lastEntry = v, e
 	}
 	ex.mu.Unlock()
 	e.once.Do(func() {
@@ -519,10 +529,10 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 	}
 	r.omit = omitted(j, v)
 	if v.Adaptive {
+		// Every launched trajectory's status is written by scatter
+		// (NotRun where its record overflowed, until its rerun), and every
+		// trajectory is launched: no pass over them here.
 		res.Status = overwrite(old.Status, n)
-		for i := range res.Status {
-			res.Status[i] = ode.NotRun
-		}
 		if r.lazyT = lazyTimes(j, v); !r.lazyT {
 			res.T = overwrite(old.T, n)
 		}
@@ -1467,11 +1477,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// block keeps its own overflows and longest record, merged in order.
 	pl := ex.plan
 	nb := (n + resultBlock - 1) / resultBlock
-	overs := make([][]int, nb)
-	longs := make([]int, nb)
-	failed := make([]bool, nb)
-	nonFinite := make([]bool, nb) // a gradient that is not finite
-	badTerm := make([]bool, nb)   // a loss term that is not finite (with OmitStates: lossError needs its states)
+	blocks := make([]scatterBlock, nb)
 	// The loss terms of a launch that continues the run's trajectories in
 	// order are added up as their blocks are done (orderedSum).
 	var sum *orderedSum
@@ -1503,6 +1509,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				}
 				if f&flagOverflow != 0 {
 					// Run again: the rerun writes all its results.
+					sts[i] = ode.NotRun
 					over = append(over, i)
 					continue
 				}
@@ -1538,12 +1545,12 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			}
 		}
 		if v.Loss || v.Grad {
-			badTerm[b] = !scatterCols(r.terms, 1, loss, n, q0, gb)
+			blocks[b].badTerm = !scatterCols(r.terms, 1, loss, n, q0, gb)
 		}
 		if v.Grad {
 			f0 := scatterCols(res.GradY0, d, gy0, n, q0, gb)
 			fp := scatterCols(res.GradP, np, gp, n, q0, gb)
-			nonFinite[b] = !f0 || !fp
+			blocks[b].nonFinite = !f0 || !fp
 		}
 		if fail {
 			for q := q0; q < q1; q++ {
@@ -1562,7 +1569,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				}
 			}
 		}
-		overs[b], longs[b], failed[b] = over, longest, fail
+		blocks[b].over, blocks[b].longest, blocks[b].failed = over, longest, fail
 		if sum != nil {
 			sum.add(b)
 		}
@@ -1574,18 +1581,19 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			}
 		}
 	}
-	if rej == nil && v.Adaptive && slices.Contains(failed, true) {
+	anyFailed := slices.ContainsFunc(blocks, func(b scatterBlock) bool { return b.failed })
+	if rej == nil && v.Adaptive && anyFailed {
 		// The failures' rejected steps, for their messages (Job.Omit).
 		if err := r.readRejected(ar, l, g, status, flags); err != nil {
 			return nil, err
 		}
 	}
-	if !states && slices.Contains(badTerm, true) {
+	if !states && slices.ContainsFunc(blocks, func(b scatterBlock) bool { return b.badTerm }) {
 		if err := r.readFailedRows(ar, l, g); err != nil {
 			return nil, err
 		}
 	}
-	if r.lazyT && slices.Contains(failed, true) {
+	if r.lazyT && anyFailed {
 		// The failures' times and last steps, for their messages.
 		if tt, lasth, err = r.readTimes(ar, l); err != nil {
 			return nil, err
@@ -1600,11 +1608,11 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 	}
 	longest := 0
-	for b := range nb {
-		r.gradNonFinite = r.gradNonFinite || nonFinite[b]
-		over = append(over, overs[b]...)
-		longest = max(longest, longs[b])
-		if failed[b] {
+	for b, bo := range blocks {
+		r.gradNonFinite = r.gradNonFinite || bo.nonFinite
+		over = append(over, bo.over...)
+		longest = max(longest, bo.longest)
+		if bo.failed {
 			// The last step tried, for the failures' messages.
 			if res.LastH == nil {
 				res.LastH = make([]float64, r.j.N)
@@ -1634,6 +1642,16 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 	}
 	return over, nil
+}
+
+// scatterBlock is what scatter's worker found in one block of
+// resultBlock trajectories, merged in block order after the loop.
+type scatterBlock struct {
+	over      []int // the block's trajectories whose record overflowed
+	longest   int   // the most accepted steps of one of them
+	failed    bool  // a trajectory that did not end OK
+	nonFinite bool  // a gradient that is not finite
+	badTerm   bool  // a loss term that is not finite (with OmitStates: lossError needs its states)
 }
 
 // orderedSum adds the loss terms of a launch's blocks in index order as
