@@ -2430,6 +2430,26 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 	// of it only then.
 	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	var bad uint64
+	if f, m := src.f64, len(g); f != nil && w == 1 {
+		// One value a trajectory (the loss terms): a copy, straight where
+		// the trajectories are consecutive (a launch's block, ascending
+		// as all launches' are: see orderedSum's test in scatter).
+		col := f[q0 : q0+m]
+		if m > 0 && g[m-1]-g[0] == m-1 {
+			d := dst[g[0] : g[0]+m]
+			for j, x := range col {
+				bad |= math.Float64bits(x)&expBits + expOne
+				d[j] = x
+			}
+		} else {
+			for j, i := range g {
+				x := col[j]
+				bad |= math.Float64bits(x)&expBits + expOne
+				dst[i] = x
+			}
+		}
+		return bad>>63 == 0
+	}
 	if f, m := src.f64, len(g); f != nil && w >= 2 && w <= 4 {
 		// A row at a time, its components from w columns: the rows are
 		// written once, in order, where a column at a time writes each
