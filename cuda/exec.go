@@ -1086,7 +1086,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	errc := make(chan error, 1)
 	go func() {
+		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		err := ex.be.batch(batch)
+		rg.End()
 		close(ready)
 		errc <- err
 	}()
