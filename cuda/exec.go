@@ -47,7 +47,12 @@ type executor struct {
 
 	mu      sync.Mutex
 	kernels *lru[string, *kernelEntry] // by Config.Key, under mu
-	keep    *kept                      // memory kept between operations (spare and staging under mu)
+	// lastCfg and lastEntry are the configuration and kernel of the last
+	// call (under mu): a loop's calls find their kernel without
+	// formatting its key.
+	lastCfg   kernelgen.Config
+	lastEntry *kernelEntry
+	keep      *kept // memory kept between operations (spare and staging under mu)
 
 	// chunkMu is held by the copy that uses keep.chunks (copyChunked).
 	chunkMu   sync.Mutex
@@ -138,10 +143,15 @@ func (k *kept) release() {
 // use.
 func (ex *executor) kernel(v kernelgen.Config, lp *ode.LossPlan, tr *Trace) (*kernelEntry, error) {
 	ex.mu.Lock()
-	e, ok := ex.kernels.get(v.Key())
-	if !ok {
-		e = &kernelEntry{}
-		ex.kernels.add(v.Key(), e)
+	e := ex.lastEntry
+	if e == nil || v != ex.lastCfg {
+		key := v.Key()
+		var ok bool
+		if e, ok = ex.kernels.get(key); !ok {
+			e = &kernelEntry{}
+			ex.kernels.add(key, e)
+		}
+		ex.lastCfg, ex.lastEntry = v, e
 	}
 	ex.mu.Unlock()
 	e.once.Do(func() {
@@ -519,10 +529,10 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 	}
 	r.omit = omitted(j, v)
 	if v.Adaptive {
+		// Every launched trajectory's status is written by scatter
+		// (NotRun where its record overflowed, until its rerun), and every
+		// trajectory is launched: no pass over them here.
 		res.Status = overwrite(old.Status, n)
-		for i := range res.Status {
-			res.Status[i] = ode.NotRun
-		}
 		if r.lazyT = lazyTimes(j, v); !r.lazyT {
 			res.T = overwrite(old.T, n)
 		}
@@ -1014,8 +1024,16 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	defer ex.giveClock(c)
 	var dt time.Duration
-	rg = rtrace.StartRegion(r.ctx, "cuda.batch")
-	err = ex.be.batch(func(q queue) error {
+	// A large launch's results come back in chunks of its trajectories
+	// (pipeChunk), each scattered while the next is copied: the copies
+	// run on the device's goroutine, the scatter on the others.
+	nb := (n + resultBlock - 1) / resultBlock
+	chunk := r.pipeChunk(n) // result blocks a chunk; 0: one copy of all
+	var ready chan [2]int   // the result blocks [lo, hi) copied back
+	if chunk > 0 {
+		ready = make(chan [2]int, (nb+chunk-1)/chunk)
+	}
+	batch := func(q queue) error {
 		r.q = q
 		defer func() { r.q = nil }()
 		if err := r.uploadBroadcast(up, ar, n, rows, &l, zeroGS, bc); err != nil {
@@ -1030,6 +1048,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		if dt, err = r.q.elapsed(c); err != nil {
 			return err
 		}
+		if chunk > 0 {
+			return r.readChunks(down, &at, ar, n, &l, chunk, ready)
+		}
 		at := int64(0)
 		for _, s := range out {
 			if err := r.read(down[at:at+s.hi-s.lo], ar.addr+uint64(s.lo)); err != nil {
@@ -1038,21 +1059,118 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			at += s.hi - s.lo
 		}
 		return nil
-	})
-	rg.End()
-	if err != nil {
-		return nil, err
 	}
-	r.tr.add(func(t *TraceStats) {
-		t.Kernel += dt
-		t.Launches++
-		t.Trajectories += n
-		t.Layout = v.Layout()
-		t.Upload += int64(len(up)) - bc.skipped
-		t.Download += int64(len(down))
-	})
+	done := func() {
+		r.tr.add(func(t *TraceStats) {
+			t.Kernel += dt
+			t.Launches++
+			t.Trajectories += n
+			t.Layout = v.Layout()
+			t.Upload += int64(len(up)) - bc.skipped
+			t.Download += int64(len(down))
+		})
+	}
+	if chunk == 0 {
+		rg = rtrace.StartRegion(r.ctx, "cuda.batch")
+		err = ex.be.batch(batch)
+		rg.End()
+		if err != nil {
+			return nil, err
+		}
+		done()
+		defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
+		return r.scatter(down, &at, ar, g, rows, &l, func(blocks func(lo, hi int)) error {
+			blocks(0, nb)
+			return nil
+		})
+	}
+	errc := make(chan error, 1)
+	go func() {
+		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
+		err := ex.be.batch(batch)
+		rg.End()
+		close(ready)
+		errc <- err
+	}()
 	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
-	return r.scatter(down, &at, ar, g, rows, &l)
+	return r.scatter(down, &at, ar, g, rows, &l, func(blocks func(lo, hi int)) error {
+		for b := range ready {
+			blocks(b[0], b[1])
+		}
+		if err := <-errc; err != nil {
+			return err
+		}
+		done()
+		return nil
+	})
+}
+
+// defaultPipeChunk is the trajectories of a chunk of a launch's results
+// copied back while the host scatters the chunk before it: a launch of at
+// least two chunks' worth copies its results back in chunks (a copy per
+// column of each array a chunk, tens a chunk). At 2^20 trajectories the
+// results are 4 chunks of about 25 MB, whose copies (a millisecond each
+// over PCIe) overlap the scatter of the chunk before. Tuning.pipeChunk
+// shrinks it for the tests.
+const defaultPipeChunk = 1 << 18
+
+// pipeChunk returns the result blocks (resultBlock trajectories each) of
+// a chunk of the results of a launch of n trajectories copied back and
+// scattered in turn, or 0 where the launch copies them back at once.
+func (r *run) pipeChunk(n int) int {
+	c := defaultPipeChunk
+	if t := r.ex.tun.pipeChunk; t > 0 {
+		c = t
+	}
+	blocks := max(1, c/resultBlock)
+	if n < 2*blocks*resultBlock {
+		return 0
+	}
+	return blocks
+}
+
+// readChunks copies the results of a launch of n trajectories in layout
+// l back from the arena into down (array a at at[a], as the spans of
+// downloaded arrays laid end to end put it), in chunks of chunk result
+// blocks: first the arrays that are not per trajectory (the shared
+// gradient's sums), then for each chunk the columns of every downloaded
+// array over its trajectories, sending the chunk's blocks [lo, hi) on
+// ready once they are in down.
+func (r *run) readChunks(down []byte, at *[numArgs]int64, ar *arena, n int, l *layout, chunk int, ready chan<- [2]int) error {
+	var cols [numArgs]int64 // per downloaded array: its columns of n values (0: read whole)
+	var size [numArgs]int64 // the bytes of a value
+	for a := argGS; a <= argGP; a++ {
+		if l.off[a] < 0 || !r.downloaded(a) {
+			continue
+		}
+		size[a] = int64(r.ex.prec.Size())
+		switch a {
+		case argStatus, argAcc, argRej, argFlags, argEvents:
+			size[a] = 4
+		}
+		if a == argGS || l.bytes[a]%(int64(n)*size[a]) != 0 {
+			if err := r.read(down[at[a]:at[a]+l.bytes[a]], ar.addr+uint64(l.off[a])); err != nil {
+				return err
+			}
+			continue
+		}
+		cols[a] = l.bytes[a] / (int64(n) * size[a])
+	}
+	nb := (n + resultBlock - 1) / resultBlock
+	for b0 := 0; b0 < nb; b0 += chunk {
+		b1 := min(nb, b0+chunk)
+		lo, hi := int64(b0*resultBlock), int64(min(n, b1*resultBlock))
+		for a := argGS; a <= argGP; a++ {
+			for c := range cols[a] {
+				from, to := (c*int64(n)+lo)*size[a], (c*int64(n)+hi)*size[a]
+				if err := r.read(down[at[a]+from:at[a]+to], ar.addr+uint64(l.off[a]+from)); err != nil {
+					return err
+				}
+			}
+		}
+		ready <- [2]int{b0, b1}
+	}
+	return nil
 }
 
 // stage fills the staging buffer up with the inputs of a launch over the
@@ -1398,8 +1516,12 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 // record rows each) from the staging buffer down (the arrays of layout l
 // that the launch copied back, array a at at[a]: see spans) into the
 // run's results, reads back the recorded mesh, and returns the
-// trajectories whose record overflowed.
-func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows int, l *layout) (over []int, err error) {
+// trajectories whose record overflowed. feed calls blocks(lo, hi) for
+// the result blocks (resultBlock trajectories each) [lo, hi) as they are
+// in down, all of them in order, and returns once the copies are done
+// (their error, if any): scatter then reads the arrays that are not per
+// trajectory and reads back from the device what it still needs.
+func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows int, l *layout, feed func(blocks func(lo, hi int)) error) (over []int, err error) {
 	ex, v := r.ex, r.v
 	n, d, np, k := len(g), r.d, r.np, r.k
 	const outLo = 0 // (rv and iv read array a at at[a])
@@ -1419,29 +1541,6 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	}
 	if v.Grad {
 		gy0, gp = rv(down, outLo, argGY0), rv(down, outLo, argGP)
-		// The steps' contributions, then the loss's own, to be scaled.
-		gs := rv(down, outLo, argGS)
-		if v.TileSums {
-			// Launches start on tile boundaries (chunks are multiples of
-			// 32, reruns whole tiles): launch tile q is the tile of
-			// trajectory g[q*TileSize], computed whole in this launch.
-			w := 2 * r.ns
-			for q := 0; q*scan.TileSize < n; q++ {
-				k := g[q*scan.TileSize] / scan.TileSize
-				if gs.f64 != nil {
-					copy(r.tiles[k*w:(k+1)*w], gs.f64[q*w:(q+1)*w])
-					continue
-				}
-				for c := 0; c < w; c++ {
-					r.tiles[k*w+c] = gs.get(q*w + c)
-				}
-			}
-		} else {
-			for c := range r.gs {
-				r.gs[c] += gs.get(c)
-				r.gsLoss[c] += gs.get(r.ns + c)
-			}
-		}
 	}
 	var status, acc, rej, flags, events []int32
 	var tt, lasth reals
@@ -1467,11 +1566,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// block keeps its own overflows and longest record, merged in order.
 	pl := ex.plan
 	nb := (n + resultBlock - 1) / resultBlock
-	overs := make([][]int, nb)
-	longs := make([]int, nb)
-	failed := make([]bool, nb)
-	nonFinite := make([]bool, nb) // a gradient that is not finite
-	badTerm := make([]bool, nb)   // a loss term that is not finite (with OmitStates: lossError needs its states)
+	blocks := make([]scatterBlock, nb)
 	// The loss terms of a launch that continues the run's trajectories in
 	// order are added up as their blocks are done (orderedSum).
 	var sum *orderedSum
@@ -1482,7 +1577,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	} else {
 		r.summed = -1
 	}
-	par.Run(nb, 0, func(_, b int) {
+	block := func(_, b int) {
 		q0, q1 := b*resultBlock, min(n, (b+1)*resultBlock)
 		var over []int
 		longest, fail := 0, false // kept in registers: the blocks' slots share cache lines
@@ -1503,6 +1598,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				}
 				if f&flagOverflow != 0 {
 					// Run again: the rerun writes all its results.
+					sts[i] = ode.NotRun
 					over = append(over, i)
 					continue
 				}
@@ -1538,12 +1634,12 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			}
 		}
 		if v.Loss || v.Grad {
-			badTerm[b] = !scatterCols(r.terms, 1, loss, n, q0, gb)
+			blocks[b].badTerm = !scatterCols(r.terms, 1, loss, n, q0, gb)
 		}
 		if v.Grad {
 			f0 := scatterCols(res.GradY0, d, gy0, n, q0, gb)
 			fp := scatterCols(res.GradP, np, gp, n, q0, gb)
-			nonFinite[b] = !f0 || !fp
+			blocks[b].nonFinite = !f0 || !fp
 		}
 		if fail {
 			for q := q0; q < q1; q++ {
@@ -1562,11 +1658,39 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				}
 			}
 		}
-		overs[b], longs[b], failed[b] = over, longest, fail
+		blocks[b].over, blocks[b].longest, blocks[b].failed = over, longest, fail
 		if sum != nil {
 			sum.add(b)
 		}
-	})
+	}
+	if err := feed(func(lo, hi int) { par.Run(hi-lo, 0, func(w, t int) { block(w, lo+t) }) }); err != nil {
+		return nil, err
+	}
+	if v.Grad {
+		// The steps' contributions, then the loss's own, to be scaled.
+		gs := rv(down, outLo, argGS)
+		if v.TileSums {
+			// Launches start on tile boundaries (chunks are multiples of
+			// 32, reruns whole tiles): launch tile q is the tile of
+			// trajectory g[q*TileSize], computed whole in this launch.
+			w := 2 * r.ns
+			for q := 0; q*scan.TileSize < n; q++ {
+				k := g[q*scan.TileSize] / scan.TileSize
+				if gs.f64 != nil {
+					copy(r.tiles[k*w:(k+1)*w], gs.f64[q*w:(q+1)*w])
+					continue
+				}
+				for c := 0; c < w; c++ {
+					r.tiles[k*w+c] = gs.get(q*w + c)
+				}
+			}
+		} else {
+			for c := range r.gs {
+				r.gs[c] += gs.get(c)
+				r.gsLoss[c] += gs.get(r.ns + c)
+			}
+		}
+	}
 	if v.Grad && v.Events {
 		for q := range n {
 			if flags[q]&flagTangent != 0 && flags[q]&flagOverflow == 0 {
@@ -1574,18 +1698,19 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			}
 		}
 	}
-	if rej == nil && v.Adaptive && slices.Contains(failed, true) {
+	anyFailed := slices.ContainsFunc(blocks, func(b scatterBlock) bool { return b.failed })
+	if rej == nil && v.Adaptive && anyFailed {
 		// The failures' rejected steps, for their messages (Job.Omit).
 		if err := r.readRejected(ar, l, g, status, flags); err != nil {
 			return nil, err
 		}
 	}
-	if !states && slices.Contains(badTerm, true) {
+	if !states && slices.ContainsFunc(blocks, func(b scatterBlock) bool { return b.badTerm }) {
 		if err := r.readFailedRows(ar, l, g); err != nil {
 			return nil, err
 		}
 	}
-	if r.lazyT && slices.Contains(failed, true) {
+	if r.lazyT && anyFailed {
 		// The failures' times and last steps, for their messages.
 		if tt, lasth, err = r.readTimes(ar, l); err != nil {
 			return nil, err
@@ -1600,11 +1725,11 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 	}
 	longest := 0
-	for b := range nb {
-		r.gradNonFinite = r.gradNonFinite || nonFinite[b]
-		over = append(over, overs[b]...)
-		longest = max(longest, longs[b])
-		if failed[b] {
+	for b, bo := range blocks {
+		r.gradNonFinite = r.gradNonFinite || bo.nonFinite
+		over = append(over, bo.over...)
+		longest = max(longest, bo.longest)
+		if bo.failed {
 			// The last step tried, for the failures' messages.
 			if res.LastH == nil {
 				res.LastH = make([]float64, r.j.N)
@@ -1634,6 +1759,16 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 	}
 	return over, nil
+}
+
+// scatterBlock is what scatter's worker found in one block of
+// resultBlock trajectories, merged in block order after the loop.
+type scatterBlock struct {
+	over      []int // the block's trajectories whose record overflowed
+	longest   int   // the most accepted steps of one of them
+	failed    bool  // a trajectory that did not end OK
+	nonFinite bool  // a gradient that is not finite
+	badTerm   bool  // a loss term that is not finite (with OmitStates: lossError needs its states)
 }
 
 // orderedSum adds the loss terms of a launch's blocks in index order as
@@ -2412,6 +2547,26 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 	// of it only then.
 	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	var bad uint64
+	if f, m := src.f64, len(g); f != nil && w == 1 {
+		// One value a trajectory (the loss terms): a copy, straight where
+		// the trajectories are consecutive (a launch's block, ascending
+		// as all launches' are: see orderedSum's test in scatter).
+		col := f[q0 : q0+m]
+		if m > 0 && g[m-1]-g[0] == m-1 {
+			d := dst[g[0] : g[0]+m]
+			for j, x := range col {
+				bad |= math.Float64bits(x)&expBits + expOne
+				d[j] = x
+			}
+		} else {
+			for j, i := range g {
+				x := col[j]
+				bad |= math.Float64bits(x)&expBits + expOne
+				dst[i] = x
+			}
+		}
+		return bad>>63 == 0
+	}
 	if f, m := src.f64, len(g); f != nil && w >= 2 && w <= 4 {
 		// A row at a time, its components from w columns: the rows are
 		// written once, in order, where a column at a time writes each

@@ -115,7 +115,12 @@ func TestCallHandOvers(t *testing.T) {
 func TestScatterColsFinite(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const n = 37
-	g := rng.Perm(n)[:29]
+	// A gather of trajectories in any order, and one of consecutive
+	// trajectories (a launch's, which the width-1 copy takes straight).
+	perm, consecutive := rng.Perm(n)[:29], make([]int, 29)
+	for j := range consecutive {
+		consecutive[j] = 5 + j
+	}
 	specials := []struct {
 		x      float64
 		finite bool
@@ -124,7 +129,11 @@ func TestScatterColsFinite(t *testing.T) {
 		{math.Copysign(0, -1), true}, {math.Inf(1), false}, {math.Inf(-1), false}, {math.NaN(), false},
 	}
 	same := func(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
-	for _, w := range []int{1, 2, 3, 4, 5} {
+	for _, c := range []struct {
+		w int
+		g []int
+	}{{1, perm}, {1, consecutive}, {2, perm}, {3, perm}, {3, consecutive}, {4, perm}, {5, perm}} {
+		w, g := c.w, c.g
 		for _, f32 := range []bool{false, true} {
 			for _, s := range specials {
 				x32 := float64(float32(s.x))
@@ -159,11 +168,11 @@ func TestScatterColsFinite(t *testing.T) {
 				dst := make([]float64, n*w)
 				got := scatterCols(dst, w, src, n, q0, gb)
 				if wantFinite := s.finite || !inLaunch; got != wantFinite {
-					t.Errorf("w %d, f32 %t, %v at %d (in the launch %t): finite %t, want %t", w, f32, s.x, at, inLaunch, got, wantFinite)
+					t.Errorf("w %d, g[0] %d, f32 %t, %v at %d (in the launch %t): finite %t, want %t", w, g[0], f32, s.x, at, inLaunch, got, wantFinite)
 				}
 				for k := range dst {
 					if !same(dst[k], want[k]) {
-						t.Fatalf("w %d, f32 %t: dst[%d] = %v, want %v", w, f32, k, dst[k], want[k])
+						t.Fatalf("w %d, g[0] %d, f32 %t: dst[%d] = %v, want %v", w, g[0], f32, k, dst[k], want[k])
 					}
 				}
 				// Back: the rows of the launch's trajectories q0… to

@@ -94,6 +94,7 @@ type Tuning struct {
 	maxStaging int64 // the largest staging buffer taken from the backend's host memory (defaultMaxStaging)
 	maxSource  int   // the largest kernel source compiled (defaultMaxSource)
 	bcastSeed  int   // the seed of a broadcast input (defaultBcastSeed); launches of 16 seeds or more broadcast
+	pipeChunk  int   // the trajectories of a chunk of results copied back while the last is scattered (defaultPipeChunk)
 	// separateSteps keeps the step programs of large kernels apart
 	// (kernelgen.Config.SeparateSteps), for the tests that compare the two
 	// forms.

@@ -118,7 +118,12 @@ func benchCallOn(b *testing.B, engine string, mesh bool) { benchCallOmit(b, engi
 
 // benchCallOmit is benchCallOn with Gradient.Omit o on the timed calls.
 func benchCallOmit(b *testing.B, engine string, mesh bool, o ode.Omit) {
-	const n = 1 << 20
+	benchCallN(b, 1<<20, engine, mesh, o)
+}
+
+// benchCallN is benchCallOmit of n trajectories.
+func benchCallN(b *testing.B, n int, engine string, mesh bool, o ode.Omit) {
+	b.ReportAllocs()
 	pr := problems.Lorenz()
 	p := make([]float64, 3*n)
 	for i := range n {
@@ -423,4 +428,14 @@ func BenchmarkCallHostWork(b *testing.B) {
 			b.Run(name, func(b *testing.B) { benchCallOmit(b, hostWork.name, mesh, o) })
 		}
 	}
+}
+
+// BenchmarkCallHostWorkSmall is BenchmarkCallHostWork at 128
+// trajectories, where a call's fixed costs (the loss's trace, the
+// checks, the executor's bookkeeping, allocations) are what the host
+// adds to a kernel of a tenth of a millisecond: a record, and a repeated
+// call on the resident mesh of an earlier one.
+func BenchmarkCallHostWorkSmall(b *testing.B) {
+	b.Run("record", func(b *testing.B) { benchCallN(b, 128, hostWork.name, false, 0) })
+	b.Run("mesh", func(b *testing.B) { benchCallN(b, 128, hostWork.name, true, 0) })
 }

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -97,5 +98,24 @@ func sameSolution(t *testing.T, what string, got, want *ode.Solution) {
 	if !slices.Equal(got.Status, want.Status) || !slices.Equal(got.Stats.Accepted, want.Stats.Accepted) ||
 		!slices.Equal(got.Stats.Rejected, want.Stats.Rejected) {
 		t.Errorf("%s: statuses or step counts differ", what)
+	}
+}
+
+// TestHostEnginePipelined checks that results copied back in chunks,
+// each scattered while the next is copied (Tuning.pipeChunk: here one
+// result block a chunk, 4 chunks), are those of one copy bit for bit:
+// a solve, a gradient with its record and one on the mesh, with
+// records long enough and, with short first record buffers, with every
+// trajectory rerun (a launch of the overflowed ones, pipelined too).
+func TestHostEnginePipelined(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(3*resultBlock+1000, 1e-4)
+	c.prob.SaveAt = []float64{0.5}
+	c.loss = ode.SumSquares()
+	for _, rows := range []int{0, 4} {
+		t.Run(fmt.Sprintf("rows=%d", rows), func(t *testing.T) {
+			sameRuns(t, c, c.solver(t, tuned(t, "cuda-host", Tuning{pipeChunk: resultBlock, firstRows: rows})),
+				c.solver(t, tuned(t, "cuda-host", Tuning{firstRows: rows})))
+		})
 	}
 }

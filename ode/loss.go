@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -90,6 +91,34 @@ func (l *Loss) term(sh lossShape) (*tape.Program, error) {
 		}
 		return nil, fmt.Errorf("ode: loss %s has no F (or FP): set its per-trajectory term", l.Name)
 	}
+	d, K := sh.d, sh.k
+	p, err := tape.Trace(l.name(), termInputs(sh), func(v []tape.V) []tape.V {
+		y, ys, rest := v[:d], v[d:d+K*d], v[d+K*d:]
+		data := rest[:sh.data]
+		if l.FP != nil {
+			return []tape.V{l.FP(y, ys, data, rest[sh.data:sh.data+sh.p], rest[sh.data+sh.p:])}
+		}
+		return []tape.V{l.F(y, ys, data)}
+	})
+	if err != nil {
+		var re runtime.Error
+		if K == 0 && errors.As(err, &re) {
+			return nil, fmt.Errorf("ode: loss %s: %w (does the loss read saved states ys? Problem.SaveAt is empty, so ys has no values)", l.name(), err)
+		}
+		return nil, fmt.Errorf("ode: loss %s: %w", l.name(), err)
+	}
+	return p, nil
+}
+
+// termInputs returns the inputs of a loss term of shape sh (see term):
+// y[d], ys[K·d], data[m], p[P] and s[S]. They are the same for every
+// trace of that shape: built once (their names are formatted strings, a
+// trace's largest cost at small N), shared and read-only (tape.Trace
+// copies them).
+func termInputs(sh lossShape) []tape.Input {
+	if in, ok := termInputsOf.Load(sh); ok {
+		return in.([]tape.Input)
+	}
 	var in []tape.Input
 	for c := 0; c < sh.d; c++ {
 		in = append(in, tape.Input{Name: fmt.Sprintf("y[%d]", c)})
@@ -108,24 +137,12 @@ func (l *Loss) term(sh lossShape) (*tape.Program, error) {
 	for c := 0; c < sh.s; c++ {
 		in = append(in, tape.Input{Name: fmt.Sprintf("s[%d]", c), Shared: true})
 	}
-	d, K := sh.d, sh.k
-	p, err := tape.Trace(l.name(), in, func(v []tape.V) []tape.V {
-		y, ys, rest := v[:d], v[d:d+K*d], v[d+K*d:]
-		data := rest[:sh.data]
-		if l.FP != nil {
-			return []tape.V{l.FP(y, ys, data, rest[sh.data:sh.data+sh.p], rest[sh.data+sh.p:])}
-		}
-		return []tape.V{l.F(y, ys, data)}
-	})
-	if err != nil {
-		var re runtime.Error
-		if K == 0 && errors.As(err, &re) {
-			return nil, fmt.Errorf("ode: loss %s: %w (does the loss read saved states ys? Problem.SaveAt is empty, so ys has no values)", l.name(), err)
-		}
-		return nil, fmt.Errorf("ode: loss %s: %w", l.name(), err)
-	}
-	return p, nil
+	termInputsOf.Store(sh, in)
+	return in
 }
+
+// termInputsOf holds termInputs' lists: lossShape → []tape.Input.
+var termInputsOf sync.Map
 
 // termGrad returns the gradient program of the term p (see term):
 // outputs ℓ and its derivatives with respect to y, ys, p and s, all per
@@ -196,7 +213,8 @@ func (sv *Solver) evalReg(l *Loss, s, gs []float64) (float64, error) {
 // lossPlan returns the traced loss l for problem q, from the solver's
 // cache when its term traces to a program seen before (the cache key is
 // the program's hash and the data), so the gradient program and the
-// engines' executors are built once per loss.
+// engines' executors are built once per loss. A trace built as the last
+// call's (tape.Program.SameAs) is matched without hashing it.
 func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
 	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
 	if l.DataDim < 0 || (len(l.Data) != l.DataDim && len(l.Data) != n*l.DataDim) {
@@ -214,24 +232,42 @@ func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
 	if l.Mean {
 		scale = 1 / float64(n)
 	}
-	hash := term.Hash()
-	var cached *LossPlan
-	if v, ok := sv.losses.Load(hash); ok {
-		cached = v.(*LossPlan)
-	} else {
-		g, err := l.termGrad(term, sh)
+	// A loop passes the same loss call after call: a trace built as the
+	// last call's is its program, known without hashing it.
+	cached := sv.lastLoss.Load()
+	if cached != nil && (cached.DataDim != l.DataDim || !term.SameAs(cached.Term)) {
+		cached = nil
+	}
+	if cached == nil {
+		cached, err = sv.cachedLoss(l, term, sh)
 		if err != nil {
 			return nil, err
 		}
-		cached = &LossPlan{Term: term, Grad: g, DataDim: l.DataDim, Hash: hash}
-		if v, loaded := sv.losses.LoadOrStore(hash, cached); loaded {
-			cached = v.(*LossPlan)
-		}
+		sv.lastLoss.Store(cached)
 	}
 	lp := *cached
 	lp.Data = sv.expanded.expand(l.Data, l.DataDim, n)
 	lp.Scale = scale
 	return &lp, nil
+}
+
+// cachedLoss returns the loss plan of term (of l, shape sh) from the
+// solver's cache by its hash, building its gradient program on first
+// sight.
+func (sv *Solver) cachedLoss(l *Loss, term *tape.Program, sh lossShape) (*LossPlan, error) {
+	hash := term.Hash()
+	if v, ok := sv.losses.Load(hash); ok {
+		return v.(*LossPlan), nil
+	}
+	g, err := l.termGrad(term, sh)
+	if err != nil {
+		return nil, err
+	}
+	lp := &LossPlan{Term: term, Grad: g, DataDim: l.DataDim, Hash: hash}
+	if v, loaded := sv.losses.LoadOrStore(hash, lp); loaded {
+		return v.(*LossPlan), nil
+	}
+	return lp, nil
 }
 
 // checkData reports a Data entry that is not finite in a column the term

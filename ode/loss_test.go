@@ -3,6 +3,7 @@ package ode_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,6 +144,60 @@ func TestAbsTols(t *testing.T) {
 	for _, bad := range [][]float64{{1e-9, 1e-9}, {1e-9, 0, 1e-9}, {1e-9, math.NaN(), 1e-9}, {math.Inf(1), 1, 1}} {
 		if _, err := ode.Record(pr, &ode.Settings{AbsTols: bad}); err == nil || !strings.Contains(err.Error(), "AbsTols") {
 			t.Errorf("AbsTols %v: error %v, want one naming AbsTols", bad, err)
+		}
+	}
+}
+
+// TestLossChangesBetweenCalls passes one Solver losses that change from
+// call to call, the same one again, another, and one whose closure reads
+// a variable changed between calls (the same func value, another trace),
+// and checks each call's loss and gradients bit for bit against a fresh
+// Solver's: a solver reuses what it derived from a loss only where the
+// loss traces to the same program.
+func TestLossChangesBetweenCalls(t *testing.T) {
+	t.Parallel()
+	const n = 4
+	f := lorenzSharedField()
+	pr := ode.Problem{Field: f, N: n, T1: 0.3, Y0: make([]float64, 3*n), P: make([]float64, n), Shared: []float64{10, 8.0 / 3}}
+	rng := rand.New(rand.NewPCG(3, 9))
+	for i := range n {
+		pr.Y0[3*i], pr.Y0[3*i+1], pr.Y0[3*i+2] = 1+rng.Float64(), rng.Float64(), rng.Float64()
+		pr.P[i] = 20 + 8*rng.Float64()
+	}
+	set := &ode.Settings{RelTol: 1e-6, AbsTol: 1e-9}
+	k := 0
+	byRef := ode.Loss{Name: "byref", F: func(y, _, _ []tape.V) tape.V { return y[k].Square() }}
+	sv, err := ode.NewSolver(f, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := sv.Record(&pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g ode.Gradient
+	for step, c := range []struct {
+		loss ode.Loss
+		k    int
+	}{
+		{ode.Component(0), 0}, {ode.Component(0), 0}, {ode.Component(1), 0}, {ode.SumSquares(), 0},
+		{byRef, 0}, {byRef, 2}, {byRef, 2}, {penaltyLoss(0.3, 0.01, 0.7, false), 0}, {ode.Component(1), 0},
+	} {
+		k = c.k
+		if _, err := sv.Grad(&g, &pr, c.loss, m); err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := ode.NewSolver(f, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := fresh.Grad(nil, &pr, c.loss, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Loss != want.Loss || !slices.Equal(g.Y0, want.Y0) || !slices.Equal(g.P, want.P) || !slices.Equal(g.Shared, want.Shared) {
+			t.Errorf("call %d (%s, k = %d): loss %v, want %v; gradients equal %t %t %t", step, c.loss.Name, k, g.Loss, want.Loss,
+				slices.Equal(g.Y0, want.Y0), slices.Equal(g.P, want.P), slices.Equal(g.Shared, want.Shared))
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
@@ -31,8 +32,9 @@ type Solver struct {
 	engine Engine
 	exec   Executor
 
-	losses   sync.Map   // hash of a loss term → *LossPlan; "reg." + hash of a Reg → its gradient program
-	expanded expansions // inputs expanded from single rows, kept for the next calls
+	losses   sync.Map                 // hash of a loss term → *LossPlan; "reg." + hash of a Reg → its gradient program
+	lastLoss atomic.Pointer[LossPlan] // the loss plan of the last call, matched to a fresh trace without hashing it (lossPlan)
+	expanded expansions               // inputs expanded from single rows, kept for the next calls
 	mu       sync.Mutex
 	alt      *Solver // the stiff solver of Settings.Method = Auto, built on first need
 }

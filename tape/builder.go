@@ -329,11 +329,28 @@ func (b *Builder) Build(outs ...V) (*Program, error) {
 	return b.build(ids)
 }
 
+// outNames are the names of the first outputs of a built program, "out0",
+// "out1", …: formatted once (a loss traced on every call has one).
+var outNames = func() (n [16]string) {
+	for i := range n {
+		n[i] = fmt.Sprintf("out%d", i)
+	}
+	return n
+}()
+
+// outName returns the name of output i of a built program, "out<i>".
+func outName(i int) string {
+	if i < len(outNames) {
+		return outNames[i]
+	}
+	return fmt.Sprintf("out%d", i)
+}
+
 func (b *Builder) build(ids []ID) (*Program, error) {
 	p := b.p
 	p.Outputs = make([]Output, len(ids))
 	for i, id := range ids {
-		p.Outputs[i] = Output{Name: fmt.Sprintf("out%d", i), ID: id}
+		p.Outputs[i] = Output{Name: outName(i), ID: id}
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"hash"
 	"math"
+	"slices"
 )
 
 // Hash returns a fingerprint of the program: the hex SHA-256 of its inputs
@@ -56,4 +57,42 @@ func (p *Program) hashInto(h hash.Hash) {
 	for _, f := range p.Funcs {
 		f.hashInto(h)
 	}
+}
+
+// SameAs reports whether p and q have equal hashes because they are
+// built alike: the same inputs (names and sharing), values, outputs and
+// callees, compared field by field as Hash reads them (the programs'
+// names do not enter). It costs one pass over the smaller program, with
+// no hashing: for a caller that holds an earlier program of known hash
+// and asks whether a fresh trace is the same (ode's loss cache).
+func (p *Program) SameAs(q *Program) bool {
+	if p == q {
+		return true
+	}
+	if p == nil || q == nil || len(p.Inputs) != len(q.Inputs) || len(p.Values) != len(q.Values) ||
+		len(p.Outputs) != len(q.Outputs) || len(p.Funcs) != len(q.Funcs) {
+		return false
+	}
+	for i, in := range p.Inputs {
+		if in.Name != q.Inputs[i].Name || in.Shared != q.Inputs[i].Shared {
+			return false
+		}
+	}
+	for i := range p.Values {
+		a, b := &p.Values[i], &q.Values[i]
+		if a.Op != b.Op || math.Float64bits(a.Aux) != math.Float64bits(b.Aux) || !slices.Equal(a.Args, b.Args) {
+			return false
+		}
+	}
+	for i, o := range p.Outputs {
+		if o.ID != q.Outputs[i].ID || o.Sum != q.Outputs[i].Sum {
+			return false
+		}
+	}
+	for i, f := range p.Funcs {
+		if !f.SameAs(q.Funcs[i]) {
+			return false
+		}
+	}
+	return true
 }
