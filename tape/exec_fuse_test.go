@@ -82,8 +82,15 @@ func randomNet(t testing.TB, r *rand.Rand, name string) *tape.Program {
 		outs = append(outs, h...)
 		for c := r.IntN(4); c > 0; c-- {
 			s := pick()
+			if r.IntN(4) == 0 {
+				s = s.Square() // a chain that starts with a square
+			}
 			for k := 1 + r.IntN(6); k > 0; k-- {
-				switch r.IntN(6) {
+				switch r.IntN(8) {
+				case 6:
+					s = s.Add(pick().Square()) // a square term: x·x
+				case 7:
+					s = pick().Square().Sub(s)
 				case 0:
 					s = s.Add(pick().Mul(pick()))
 				case 1:

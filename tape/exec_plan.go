@@ -172,7 +172,7 @@ func (pl *planner) fusion(fuse bool) {
 			pl.absorbed[s] = true
 		}
 		for _, a := range v.Args {
-			if pl.single(a) && p.Values[a].Op == ops.OpMul {
+			if pl.single(a) && (p.Values[a].Op == ops.OpMul || p.Values[a].Op == ops.OpSquare) {
 				pl.absorbed[a] = true
 			}
 		}
@@ -223,9 +223,13 @@ func (pl *planner) spine(v ID) ID {
 
 // term returns the term of a chain that operand u contributes.
 func (pl *planner) term(u ID, neg bool) term {
-	if pl.absorbed[u] && pl.p.Values[u].Op == ops.OpMul {
-		a := pl.p.Values[u].Args
-		return term{a: a[0], b: a[1], neg: neg}
+	if pl.absorbed[u] {
+		switch a := pl.p.Values[u].Args; pl.p.Values[u].Op {
+		case ops.OpMul:
+			return term{a: a[0], b: a[1], neg: neg}
+		case ops.OpSquare: // x·x, as the op computes it
+			return term{a: a[0], b: a[0], neg: neg}
+		}
 	}
 	return term{a: u, b: ops.NoRef, neg: neg}
 }
