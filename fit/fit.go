@@ -11,6 +11,7 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 
+	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/nn"
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -175,7 +176,7 @@ func NewWithSolver(sv *ode.Solver, p Problem) (*Fitter, error) {
 		// CheckLoss finds finite when it passes: only now can one be
 		// non-finite, and that error comes first.
 		x0 := fr.gather(make([]float64, fr.lay.length))
-		if i := finite(x0); i >= 0 {
+		if i := finite.First(x0); i >= 0 {
 			return nil, fmt.Errorf("fit: the starting value x[%d] (%s) is %v; start from finite values", i, fr.blockOf(i), x0[i])
 		}
 		return nil, err

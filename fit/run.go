@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
 	"github.com/gradsolve-go/gradsolve/progress"
@@ -642,7 +643,7 @@ func (r *runner) guard(k int) {
 	for b := 0; b < l.fits; b++ {
 		blk := r.x[b*l.stride : (b+1)*l.stride]
 		if r.res.FitStatus[b] != Failed {
-			i := finite(blk)
+			i := finite.First(blk)
 			if i < 0 {
 				continue
 			}
@@ -655,7 +656,7 @@ func (r *runner) guard(k int) {
 // guardOne undoes step k's update of a single fit (Fits = 1) if it made
 // values non-finite, and returns the *FitError that ends the run then.
 func (r *runner) guardOne(k int) error {
-	i := finite(r.x)
+	i := finite.First(r.x)
 	if i < 0 {
 		return nil
 	}
@@ -668,16 +669,6 @@ func (r *runner) guardOne(k int) error {
 // non-finite.
 func (r *runner) nonFinite(i int) error {
 	return fmt.Errorf("%w: x[%d] (%s) = %v; lower the learning rate or clip the gradient (Settings.ClipNorm)", ErrNonFinite, i, r.f.blockOf(i), r.x[i])
-}
-
-// finite returns the index of the first non-finite entry of x, or -1.
-func finite(x []float64) int {
-	for i, v := range x {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return i
-		}
-	}
-	return -1
 }
 
 func (r *runner) finish(status Status, e error) (*Result, error) {

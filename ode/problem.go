@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/internal/sysmem"
 	"github.com/gradsolve-go/gradsolve/scan"
@@ -502,31 +503,11 @@ func finiteAll(x []float64) int {
 	// An ensemble's inputs and gradients are tens of megabytes: the
 	// blocks are read on all cores and the first bad one wins.
 	return par.First(len(x), func(lo, hi int) int {
-		if i := firstNonFinite(x[lo:hi]); i >= 0 {
+		if i := finite.First(x[lo:hi]); i >= 0 {
 			return lo + i
 		}
 		return -1
 	})
-}
-
-// firstNonFinite returns the index of the first NaN or infinity in x, or
-// -1. v − v is 0 for a finite v and NaN for a NaN or an infinity: a sum of
-// four such differences, tested once, reads x at several times the rate
-// of a test of each value (the array's memory bandwidth, not one core's
-// branches, bounds it).
-func firstNonFinite(x []float64) int {
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		if (x[i]-x[i])+(x[i+1]-x[i+1])+(x[i+2]-x[i+2])+(x[i+3]-x[i+3]) != 0 {
-			break
-		}
-	}
-	for ; i < len(x); i++ {
-		if v := x[i]; v-v != 0 {
-			return i
-		}
-	}
-	return -1
 }
 
 // stepFloor is the smallest step the controller takes relative to |t|:

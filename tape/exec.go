@@ -10,6 +10,7 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 
+	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/ops"
 )
@@ -715,7 +716,7 @@ func (e *Exec) checkFinite(out, in [][]float64, n int) error {
 			}
 			continue
 		}
-		if i := firstNonFinite(out[k][:n]); i >= 0 && (traj < 0 || i < traj) {
+		if i := finite.First(out[k][:n]); i >= 0 && (traj < 0 || i < traj) {
 			traj, name = i, o.Name
 		}
 	}
@@ -723,39 +724,6 @@ func (e *Exec) checkFinite(out, in [][]float64, n int) error {
 		return nil
 	}
 	return p.locateNonFinite(e.gather(in, traj), traj, name)
-}
-
-// firstNonFinite returns the index of the first NaN or ±Inf of x, or −1
-// if every value is finite. It reads blocks of 64 values through sums of
-// x·0 (0 for a finite x, NaN for a NaN or an infinity), in four
-// independent chains, and looks for the value itself only in a block
-// whose sum is not 0.
-func firstNonFinite(x []float64) int {
-	const block = 64
-	for lo := 0; lo < len(x); lo += block {
-		b := x[lo:min(lo+block, len(x))]
-		var s0, s1, s2, s3 float64
-		i := 0
-		for ; i+4 <= len(b); i += 4 {
-			v := b[i : i+4 : i+4]
-			s0 += v[0] * 0
-			s1 += v[1] * 0
-			s2 += v[2] * 0
-			s3 += v[3] * 0
-		}
-		for ; i < len(b); i++ {
-			s0 += b[i] * 0
-		}
-		if s0+s1+s2+s3 == 0 {
-			continue
-		}
-		for i, v := range b {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return lo + i
-			}
-		}
-	}
-	return -1
 }
 
 // gather returns the inputs of trajectory i.
