@@ -3,6 +3,9 @@ package cuda
 import (
 	"slices"
 	"testing"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
 )
 
 func TestCompileOptions(t *testing.T) {
@@ -56,6 +59,33 @@ func TestHostEngineFastCompile(t *testing.T) {
 		hb.mu.Unlock()
 		if passed != tc.passed {
 			t.Errorf("FastCompileFrom %d: options passed %t, want %t", tc.from, passed, tc.passed)
+		}
+	}
+}
+
+// TestFastCompileSplit: the default FastCompileFrom keeps the Rodas5P
+// gradient kernels of three-state problems at full optimisation (their
+// first call is within the cold-start target at -O3) and compiles those
+// of Pollution and HIRES, whose ptxas time at -O3 is tens of seconds,
+// with FastCompile's options.
+func TestFastCompileSplit(t *testing.T) {
+	for _, tc := range []struct {
+		problem string
+		fast    bool
+	}{{"lorenz", false}, {"robertson", false}, {"pollution", true}, {"hires", true}} {
+		ec := problemCase(t, tc.problem, ode.Rodas5P, 4)
+		j := jobOf(t, ec, ode.OpGrad)
+		sp, err := kernelgen.NewStepPrograms(j.Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _, err := kernelgen.KernelSource(sp, kernelgen.ConfigOf(j), j.Loss, Float64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fast := (Tuning{}).compileOptions(len(src)) != nil; fast != tc.fast {
+			t.Errorf("%s Rodas5P gradient kernel, %d bytes of source: fast compile %t, want %t (FastCompileFrom %d)",
+				tc.problem, len(src), fast, tc.fast, defaultFastCompileFrom)
 		}
 	}
 }

@@ -79,9 +79,10 @@ type Tuning struct {
 	// that trade some of the kernel's speed for NVRTC's time on a first
 	// call, as "-Ofast-compile=mid" or "--ptxas-options=-O1" (cuda's
 	// TestGPUColdStart measures both sides). "" means the default,
-	// "--ptxas-options=-O1" from 256 KiB of source (about 10% slower
-	// kernels, a sixth of the compile time on the largest built-in
-	// kernels), "none" none. The kernel cache's key holds the options.
+	// "--ptxas-options=-O1" from 300,000 bytes of source (about 10%
+	// slower kernels, a sixth of the compile time on the largest
+	// built-in kernels: Rosenbrock kernels of states from d ≈ 8 on),
+	// "none" none. The kernel cache's key holds the options.
 	FastCompile string
 	// FastCompileFrom is the source size, in bytes, from which
 	// FastCompile applies; zero means defaultFastCompileFrom.
