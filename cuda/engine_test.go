@@ -45,7 +45,7 @@ type caseOpts struct {
 	// ops lists the operations: "solve", "record", "grad", "gradmesh",
 	// "loss", "lossmesh", "replay"; nil means all.
 	ops []string
-	// drift logs the record's step sizes that deviate from the CPU's
+	// drift logs the step sizes of the record and the grad that deviate from the CPU's
 	// instead of failing: a field whose error estimate amplifies the last
 	// bits in which the device's transcendental functions differ from Go's
 	// (the states and gradients are still compared, to the case's tol).
@@ -198,13 +198,7 @@ func compareEngines(t *testing.T, engine string, c engineCase, o caseOpts) {
 			t.Fatalf("%s: %s record: %v", c.name, engine, err)
 		}
 		skip = compareCounts(t, c.name+" record", got.Stats, mesh.Stats, o.knife)
-		if o.drift {
-			if dev := meshDeviations(t, c.name+" record", got, mesh, skip); len(dev) > 0 {
-				t.Logf("%s record: %d trajectories' steps drift from the CPU's, as %s", c.name, len(dev), dev[0])
-			}
-		} else {
-			compareMesh(t, c.name+" record", got, mesh, skip)
-		}
+		compareMeshDrift(t, c.name+" record", got, mesh, skip, o.drift)
 		if got.Engine != engine || sol.Engine != engine {
 			t.Errorf("%s: mesh engine %q, solution engine %q, want %q", c.name, got.Engine, sol.Engine, engine)
 		}
@@ -262,7 +256,7 @@ func compareEngines(t *testing.T, engine string, c engineCase, o caseOpts) {
 			s = nil
 		} else {
 			s = compareCounts(t, c.name+" "+op, got.Mesh.Stats, want.Mesh.Stats, o.knife)
-			compareMesh(t, c.name+" "+op, got.Mesh, want.Mesh, s)
+			compareMeshDrift(t, c.name+" "+op, got.Mesh, want.Mesh, s, o.drift)
 		}
 		d, np := c.prob.Field.Dim, c.prob.Field.Params
 		what := c.name + " " + op
@@ -318,6 +312,21 @@ func compareMesh(t *testing.T, what string, got, want *ode.Mesh, skip map[int]bo
 		if i < 3 {
 			t.Errorf("%s: %s", what, msg)
 		}
+	}
+}
+
+// compareMeshDrift is compareMesh, except that with drift (caseOpts.drift:
+// steps allowed to drift from the CPU's) deviating meshes are logged, not
+// errors; the states and gradients are then checked to the case's looser
+// tolerance.
+func compareMeshDrift(t *testing.T, what string, got, want *ode.Mesh, skip map[int]bool, drift bool) {
+	t.Helper()
+	if !drift {
+		compareMesh(t, what, got, want, skip)
+		return
+	}
+	if dev := meshDeviations(t, what, got, want, skip); len(dev) > 0 {
+		t.Logf("%s: %d trajectories' steps drift from the CPU's, as %s", what, len(dev), dev[0])
 	}
 }
 
