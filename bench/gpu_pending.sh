@@ -112,7 +112,7 @@ timeout 40 "$bin/gradsolve" bench -suite gpu-train -engine cuda -reps 9 -json -q
 	>"$out/l/fits.jsonl" 2>"$out/l/fits.log"
 el $?
 echo "=== save times (1 against 1,000)"
-timeout 150 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUSaveRatio/.*/interp' -test.benchtime 5x >"$out/l/saves.log" 2>&1
+timeout 150 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUSaveRatio/.*/.*/interp' -test.benchtime 5x >"$out/l/saves.log" 2>&1
 el $?
 grep Benchmark "$out/l/saves.log"
 fi
