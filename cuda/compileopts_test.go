@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
@@ -67,7 +68,8 @@ func TestHostEngineFastCompile(t *testing.T) {
 // gradient kernels of three-state problems at full optimisation (their
 // first call is within the cold-start target at -O3) and compiles those
 // of Pollution and HIRES, whose ptxas time at -O3 is tens of seconds,
-// with FastCompile's options.
+// with FastCompile's options. The LU loops of the latter (d >= 8) stay
+// loops (GS_LU_ROLLED), those of the d = 3 problems are unrolled.
 func TestFastCompileSplit(t *testing.T) {
 	for _, tc := range []struct {
 		problem string
@@ -86,6 +88,9 @@ func TestFastCompileSplit(t *testing.T) {
 		if fast := (Tuning{}).compileOptions(len(src)) != nil; fast != tc.fast {
 			t.Errorf("%s Rodas5P gradient kernel, %d bytes of source: fast compile %t, want %t (FastCompileFrom %d)",
 				tc.problem, len(src), fast, tc.fast, defaultFastCompileFrom)
+		}
+		if rolled := strings.Contains(src, "#define GS_LU_ROLLED 1"); rolled != tc.fast {
+			t.Errorf("%s Rodas5P gradient kernel: LU loops kept loops %t, want %t", tc.problem, rolled, tc.fast)
 		}
 	}
 }

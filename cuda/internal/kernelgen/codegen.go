@@ -3,6 +3,7 @@ package kernelgen
 import (
 	_ "embed"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -128,6 +129,22 @@ type Source struct {
 	// reroll (thread layout) emits runs of values that repeat per state
 	// component as loops (reroll.go).
 	reroll bool
+}
+
+// luLoopsFrom is the matrix dimension from which a source keeps the LU
+// templates' loops as loops (GS_LU_ROLLED; prelude.cuh's GS_LU_LOOP).
+// Measured on the H100 host (docs/bench-history.md, session 32): HIRES's
+// Rodas5P gradient kernel (d = 8) compiled 1.6× faster in NVRTC's front
+// end and 2.6× in ptxas with them kept loops, spilling 232 bytes instead
+// of 2,594; Pollution (d = 20) 1.8× and 1.7×; Lorenz's (d = 3) gained
+// nothing, and smaller matrices keep their unrolled code.
+const luLoopsFrom = 8
+
+// luDim notes that the unit factors or solves with a d×d matrix.
+func (s *Source) luDim(d int) {
+	if d >= luLoopsFrom && !slices.Contains(s.Defines, "GS_LU_ROLLED 1") {
+		s.Defines = append(s.Defines, "GS_LU_ROLLED 1")
+	}
 }
 
 // helper adds the template code after the prelude, once.
@@ -653,11 +670,13 @@ func (e *emitter) value(id tape.ID, comment string) error {
 		}
 	case ops.OpLUFactor:
 		d := int(v.Aux)
+		e.src.luDim(d)
 		e.array(id, d*d+d, args, comment)
 		fmt.Fprintf(&e.sb, "  gs_lu_factor<%d>(t%d);\n", d, id)
 	case ops.OpLUFactorShift:
 		e.src.helper(luShift)
 		d := int(v.Aux)
+		e.src.luDim(d)
 		n := len(args)
 		if get := e.tuple[v.Args[0]]; n == 3 && get != nil {
 			// M is the last d*d components of the tuple, read in place.
@@ -670,6 +689,7 @@ func (e *emitter) value(id tape.ID, comment string) error {
 		fmt.Fprintf(&e.sb, "  gs_lu_factor<%d>(t%d);\n", d, id)
 	case ops.OpLUSolve, ops.OpLUSolveT:
 		d := len(v.Args) - 1
+		e.src.luDim(d)
 		e.array(id, d, args[1:], comment)
 		fn := "gs_lu_solve"
 		if v.Op == ops.OpLUSolveT {
