@@ -132,7 +132,7 @@ type Source struct {
 }
 
 // luLoopsFrom is the matrix dimension from which a source keeps the LU
-// templates' loops as loops (GS_LU_ROLLED; prelude.cuh's GS_LU_LOOP).
+// templates' loops as loops (GS_LU_ROLLED in prelude.cuh).
 // Measured on the H100 host (docs/bench-history.md, session 32): HIRES's
 // Rodas5P gradient kernel (d = 8) compiled 1.6× faster in NVRTC's front
 // end and 2.6× in ptxas with them kept loops, spilling 232 bytes instead

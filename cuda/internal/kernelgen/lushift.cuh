@@ -6,7 +6,9 @@
 // factors it). A loop, however large D: the matrix is data, not code.
 template <int D>
 GS_DEVICE void gs_lu_shift(gs_real* f, const gs_real* m, gs_real s, gs_real live) {
-  GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
   for (int c = 0; c < D * D; c++) {
     gs_real x = live != 0 ? m[c] : (gs_real)0;
     gs_real w = s * x;

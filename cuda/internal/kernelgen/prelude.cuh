@@ -96,16 +96,11 @@ GS_DEVICE gs_real gs_softplus(gs_real x) {
   return m + log1p(exp(-fabs(x)));
 }
 
-// GS_LU_LOOP precedes the loops of the LU templates (gs_lu_factor,
-// gs_lu_solve, gs_lu_solve_t, gs_lu_shift). A source that factors
-// matrices of d >= kernelgen's luLoopsFrom defines GS_LU_ROLLED, and
-// their loops stay loops ("#pragma unroll 1"): unrolled over d they made
-// most of NVRTC's and ptxas's time on such kernels, and spilled more.
-#ifdef GS_LU_ROLLED
-#define GS_LU_LOOP _Pragma("unroll 1")
-#else
-#define GS_LU_LOOP
-#endif
+// GS_LU_ROLLED: a source that factors matrices of d >= kernelgen's
+// luLoopsFrom defines it, and the loops of the LU templates (gs_lu_factor,
+// gs_lu_solve, gs_lu_solve_t, gs_lu_shift) stay loops ("#pragma unroll
+// 1"): unrolled over d they made most of NVRTC's and ptxas's time on such
+// kernels, and spilled more.
 
 // gs_lu_factor factors the D×D row-major matrix in f[0:D*D] in place
 // with partial pivoting, P W = L U, and stores the pivot rows in
@@ -115,7 +110,9 @@ GS_DEVICE gs_real gs_softplus(gs_real x) {
 template <int D>
 GS_DEVICE void gs_lu_factor(gs_real* f) {
   gs_real amax = 0;
-  GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
   for (int c = 0; c < D * D; c++) {
     gs_real v = fabs(f[c]);
     if (!(v <= GS_REAL_MAX)) {
@@ -125,11 +122,15 @@ GS_DEVICE void gs_lu_factor(gs_real* f) {
     amax = v > amax ? v : amax;
   }
   gs_real tol = (gs_real)D * GS_EPS * amax;
-  GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
   for (int k = 0; k < D; k++) {
     int p = k;
     gs_real pv = fabs(f[k * D + k]);
-    GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
     for (int r = k + 1; r < D; r++) {
       gs_real v = fabs(f[r * D + k]);
       if (v > pv) {
@@ -138,13 +139,17 @@ GS_DEVICE void gs_lu_factor(gs_real* f) {
       }
     }
     if (!(pv > tol) || amax == 0) {
-      GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
       for (int c = 0; c < D * D + D; c++) f[c] = gs_nan();
       return;
     }
     f[D * D + k] = (gs_real)p;
     if (p != k) {
-      GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
       for (int c = 0; c < D; c++) {
         gs_real t = f[k * D + c];
         f[k * D + c] = f[p * D + c];
@@ -152,12 +157,16 @@ GS_DEVICE void gs_lu_factor(gs_real* f) {
       }
     }
     gs_real inv = (gs_real)1 / f[k * D + k];
-    GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
     for (int r = k + 1; r < D; r++) {
       gs_real l = f[r * D + k] * inv;
       f[r * D + k] = l;
       if (l == 0) continue;
-      GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
       for (int c = k + 1; c < D; c++) f[r * D + c] -= l * f[k * D + c];
     }
   }
@@ -168,11 +177,15 @@ GS_DEVICE void gs_lu_factor(gs_real* f) {
 template <int D>
 GS_DEVICE void gs_lu_solve(gs_real* x, const gs_real* f) {
   if (f[D * D] != f[D * D]) {
-    GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
     for (int k = 0; k < D; k++) x[k] = gs_nan();
     return;
   }
-  GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
   for (int k = 0; k < D; k++) {
     int p = (int)f[D * D + k];
     if (p != k) {
@@ -181,17 +194,25 @@ GS_DEVICE void gs_lu_solve(gs_real* x, const gs_real* f) {
       x[p] = t;
     }
   }
-  GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
   for (int r = 1; r < D; r++) {
     gs_real s = x[r];
-    GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
     for (int c = 0; c < r; c++) s -= f[r * D + c] * x[c];
     x[r] = s;
   }
-  GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
   for (int r = D - 1; r >= 0; r--) {
     gs_real s = x[r];
-    GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
     for (int c = r + 1; c < D; c++) s -= f[r * D + c] * x[c];
     x[r] = s / f[r * D + r];
   }
@@ -202,25 +223,37 @@ GS_DEVICE void gs_lu_solve(gs_real* x, const gs_real* f) {
 template <int D>
 GS_DEVICE void gs_lu_solve_t(gs_real* x, const gs_real* f) {
   if (f[D * D] != f[D * D]) {
-    GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
     for (int k = 0; k < D; k++) x[k] = gs_nan();
     return;
   }
-  GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
   for (int r = 0; r < D; r++) {
     gs_real s = x[r];
-    GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
     for (int c = 0; c < r; c++) s -= f[c * D + r] * x[c];
     x[r] = s / f[r * D + r];
   }
-  GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
   for (int r = D - 2; r >= 0; r--) {
     gs_real s = x[r];
-    GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
     for (int c = r + 1; c < D; c++) s -= f[c * D + r] * x[c];
     x[r] = s;
   }
-  GS_LU_LOOP
+#ifdef GS_LU_ROLLED
+#pragma unroll 1
+#endif
   for (int k = D - 1; k >= 0; k--) {
     int p = (int)f[D * D + k];
     if (p != k) {
