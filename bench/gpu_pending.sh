@@ -21,6 +21,13 @@
 #        a CPU profile, BenchmarkCallHostWork on the host's 16 cores (issue
 #        23), and the fits.
 #
+#   bash bench/gpu_pending.sh compile (about 4 minutes): bench/ptxas_profile.py
+#     on .gpu/srcs (TestSizeDiag's sources) beside the GPU tests of events,
+#     multi-GPU, training and problems;
+#   bash bench/gpu_pending.sh cold (about 5 minutes): Pollution's and
+#     HIRES's first calls with the LU loops kept loops, and
+#     TestGPUEngineProblems.
+#
 # It builds nothing. Before the call, on the development machine:
 #
 #   mkdir -p .gpu/bin
@@ -91,6 +98,23 @@ for line in open(sys.argv[1]):
         o3.get("s"), o1.get("s"), o3.get("regs_max"), o3.get("spill_st"), o3.get("stack_max"),
         (r.get("error") or o3.get("error") or "")[:80]))
 PY
+fi
+
+if [ "$part" = cold ]; then
+# The LU loops kept loops (d >= 8, GS_LU_ROLLED): Pollution's and HIRES's
+# first calls and warm kernels (TestGPUColdStart), then the problems' GPU
+# test (NVRTC must accept the rolled sources; GPU = CPU).
+echo "=== cold first calls"
+GS_COLDSTART_ONLY=pollution GS_COLDSTART_BUDGET=110 GS_COLDSTART_JSON="$out/l/cold-poll.json" timeout 140 \
+	"$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-poll.log" 2>&1
+el $?
+GS_COLDSTART_PHASES=problems GS_COLDSTART_ONLY=hires GS_COLDSTART_BUDGET=50 GS_COLDSTART_JSON="$out/l/cold-hires.json" timeout 70 \
+	"$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-hires.log" 2>&1
+el $?
+timeout 100 "$bin/cuda.test" -test.run 'TestGPUEngineProblems' -test.v >"$out/l/problems.log" 2>&1
+el $?
+grep -hE "options  |problems  " "$out"/l/cold-*.log | grep -v rejected | cut -c1-220
+grep -E "^(--- |ok|FAIL|PASS)|^    --- FAIL|panic" "$out/l/problems.log" | head
 fi
 
 if [ "$part" = bench ]; then
