@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -75,16 +74,7 @@ func TestFastCompileSplit(t *testing.T) {
 		problem string
 		fast    bool
 	}{{"lorenz", false}, {"robertson", false}, {"pollution", true}, {"hires", true}} {
-		ec := problemCase(t, tc.problem, ode.Rodas5P, 4)
-		j := jobOf(t, ec, ode.OpGrad)
-		sp, err := kernelgen.NewStepPrograms(j.Plan)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, _, err := kernelgen.KernelSource(sp, kernelgen.ConfigOf(j), j.Loss, Float64)
-		if err != nil {
-			t.Fatal(err)
-		}
+		src := kernelSource(t, problemCase(t, tc.problem, ode.Rodas5P, 4), ode.OpGrad, false)
 		if fast := (Tuning{}).compileOptions(len(src)) != nil; fast != tc.fast {
 			t.Errorf("%s Rodas5P gradient kernel, %d bytes of source: fast compile %t, want %t (FastCompileFrom %d)",
 				tc.problem, len(src), fast, tc.fast, defaultFastCompileFrom)

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -74,14 +73,5 @@ func TestSourceSizeError(t *testing.T) {
 // gradient with its record, in the thread layout.
 func gradSource(t *testing.T, c engineCase) int {
 	t.Helper()
-	j := jobOf(t, c, ode.OpGrad)
-	sp, err := kernelgen.NewStepPrograms(j.Plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, _, err := kernelgen.KernelSource(sp, kernelgen.ConfigOf(j), j.Loss, Float64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(src)
+	return len(kernelSource(t, c, ode.OpGrad, false))
 }
