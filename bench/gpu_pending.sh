@@ -119,7 +119,8 @@ fi
 
 if [ "$part" = bench ]; then
 echo "=== events"
-timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
+timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" \
+	-trace "$out/l/events.trace" -cpuprofile "$out/l/events.prof" >"$out/l/events.log" 2>&1
 el $?
 timeout 150 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
 el $?
