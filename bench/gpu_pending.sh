@@ -24,6 +24,7 @@
 #   bash bench/gpu_pending.sh compile (about 4 minutes): bench/ptxas_profile.py
 #     on .gpu/srcs (TestSizeDiag's sources) beside the GPU tests of events,
 #     multi-GPU, training and problems;
+#   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
 #   bash bench/gpu_pending.sh cold (about 5 minutes): Pollution's and
 #     HIRES's first calls with the LU loops kept loops, and
 #     TestGPUEngineProblems.
@@ -115,6 +116,15 @@ timeout 100 "$bin/cuda.test" -test.run 'TestGPUEngineProblems' -test.v >"$out/l/
 el $?
 grep -hE "options  |problems  " "$out"/l/cold-*.log | grep -v rejected | cut -c1-220
 grep -E "^(--- |ok|FAIL|PASS)|^    --- FAIL|panic" "$out/l/problems.log" | head
+fi
+
+if [ "$part" = auto ]; then
+# Method Auto on the GPU engine (restarting stiff trajectories from T0)
+# against Tsit5 and Rodas5P alone, n = 16384 (issue 25's 1.5x target).
+echo "=== Method Auto"
+timeout 300 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUAuto' -test.benchtime 5x >"$out/l/auto.log" 2>&1
+el $?
+grep -E "^Benchmark|FAIL|panic" "$out/l/auto.log"
 fi
 
 if [ "$part" = bench ]; then

@@ -3,96 +3,19 @@ package ode_test
 import (
 	"testing"
 
-	"github.com/gradsolve-go/gradsolve/bench"
-	"github.com/gradsolve-go/gradsolve/ode"
-	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
 )
 
-// BenchmarkAuto times Method Auto against Tsit5 and Rodas5P alone, for
-// Solve and for Grad with the record (loss Σ y(t1)², RelTol 1e-6), on
-// ensembles of 256 trajectories: the non-stiff Van der Pol oscillator
-// (μ = linspace(0.5, 1.5), t ∈ [0, 10]), Robertson's kinetics (stiff from
-// the start; bench.StiffEnsemble, t ∈ [0, 100]), and the stiff Van der
-// Pol oscillator (μ = linspace(500, 1000), t ∈ [0, 2], stiff after its
-// initial layer), and a mixed Van der Pol ensemble (μ = 1000 for one
-// trajectory in 8, linspace(0.5, 1.5) for the others, t ∈ [0, 2]). Tsit5
-// is left out on Robertson and the stiff Van der Pol (its Grad refuses
-// them, and its Solve runs at its stability limit), and its Grad on the
-// mixed ensemble (refused). Auto-restart is Auto on "auto-split-test",
-// the CPU engine's executor behind a wrapper (export_split_test.go),
-// where Auto cannot switch in place and restarts the stiff trajectories
-// from T0 with Rodas5P, as on the GPU engines: the cost of the restart
-// against the switch in place, on the same arithmetic:
+// BenchmarkAuto times Method Auto against Tsit5 and Rodas5P alone
+// (odetest.Auto: Solve and Grad on four ensembles of 256 trajectories,
+// non-stiff, stiff from the start, stiff after a layer, mixed).
+// Auto-auto-split-test is Auto on "auto-split-test", the CPU engine's
+// executor behind a wrapper (export_split_test.go), where Auto cannot
+// switch in place and restarts the stiff trajectories from T0 with
+// Rodas5P, as on the GPU engines: the cost of the restart against the
+// switch in place, on the same arithmetic:
 //
 //	go test ./ode -run '^$' -bench 'Auto' -count 5
 func BenchmarkAuto(b *testing.B) {
-	const n = 256
-	vdp := func(lo, hi, t1 float64, stiff bool) ode.Problem {
-		pr := problems.VanDerPol()
-		if stiff {
-			pr = problems.StiffVanDerPol(1e3)
-		}
-		return ode.Problem{Field: pr.Field, N: n, Y0: pr.Y0, P: problems.LinSpace(make([]float64, n), lo, hi), T1: t1}
-	}
-	mixed := vdp(0.5, 1.5, 2, false)
-	for i := 0; i < n; i += 8 {
-		mixed.P[i] = 1000
-	}
-	rob, _, err := bench.StiffEnsemble("robertson", n, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, c := range []struct {
-		name    string
-		p       ode.Problem
-		methods []ode.Method
-	}{
-		{"vdp", vdp(0.5, 1.5, 10, false), []ode.Method{ode.Tsit5, ode.Rodas5P, ode.Auto}},
-		{"robertson", rob, []ode.Method{ode.Rodas5P, ode.Auto}},
-		{"vdp-stiff", vdp(500, 1000, 2, true), []ode.Method{ode.Rodas5P, ode.Auto}},
-		{"mixed", mixed, []ode.Method{ode.Tsit5, ode.Rodas5P, ode.Auto}},
-	} {
-		for _, op := range []string{"solve", "grad"} {
-			for _, m := range c.methods {
-				if c.name == "mixed" && op == "grad" && m == ode.Tsit5 {
-					continue
-				}
-				engines := []string{"cpu"}
-				if m == ode.Auto {
-					engines = append(engines, "auto-split-test")
-				}
-				for _, engine := range engines {
-					name := m.Name()
-					if engine != "cpu" {
-						name = "Auto-restart"
-					}
-					b.Run(c.name+"/"+op+"/"+name, func(b *testing.B) {
-						p := c.p
-						sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: engine})
-						if err != nil {
-							b.Fatal(err)
-						}
-						var g ode.Gradient
-						run := func() error {
-							if op == "solve" {
-								_, err := sv.Solve(&p)
-								return err
-							}
-							_, err := sv.Grad(&g, &p, ode.SumSquares(), nil)
-							return err
-						}
-						if err := run(); err != nil {
-							b.Fatal(err)
-						}
-						b.ResetTimer()
-						for range b.N {
-							if err := run(); err != nil {
-								b.Fatal(err)
-							}
-						}
-					})
-				}
-			}
-		}
-	}
+	odetest.Auto(b, 256, "cpu", "auto-split-test")
 }
