@@ -33,6 +33,13 @@
 // torchdiffeq_train.py; gpu_train.sh runs the three on the GPU host and
 // anchors/train_summary.py tabulates them.
 //
+// The large-state suite (RunGPULarge; "gradsolve bench -suite gpu-large")
+// times the gradients of the larger built-in problems (Lorenz-96 with
+// d = 64 and 256, POLL, the Brusselator on 32 cells, HIRES, neural
+// Robertson) on a GPU engine, kernels and whole calls, beside the CPU
+// engine's whole call on the same ensemble (issue 26); anchors/
+// diffrax_large.py runs Diffrax on the first four.
+//
 // Every suite times its cases side by side in one process: one untimed
 // warm-up, then the median of Reps repetitions, the cases of a row taking
 // turns within each repetition so that drift in the machine's speed affects

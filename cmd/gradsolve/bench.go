@@ -25,8 +25,12 @@ Lorenz trajectories with its peak memory), all (the four in turn); on a GPU
 (package cuda, -engine): gpu-lorenz (the Lorenz protocol beside hand-written
 fused kernels), gpu-robertson (Rodas5P), gpu-neural, gpu (the three in
 turn), gpu-events (bouncing balls and a terminal threshold with events,
-Tsit5, against closed forms; -engine cpu runs it on the CPU); train (training steps of fits and whole Grad calls, on the CPU:
--b, -fits, -calls, -cases) and gpu-train (the same on -engine).
+Tsit5, against closed forms; -engine cpu runs it on the CPU), gpu-large
+(Lorenz-96 with d = 64 and 256, POLL, the Brusselator, HIRES and neural
+Robertson: kernels and whole calls beside the CPU engine's gradient;
+-problems picks them, -n sets one size for all); train (training steps of
+fits and whole Grad calls, on the CPU: -b, -fits, -calls, -cases) and
+gpu-train (the same on -engine).
 
 flags:
 `
@@ -43,7 +47,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		fmt.Fprint(stderr, benchUsage)
 		fs.PrintDefaults()
 	}
-	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, gpu-events, train or gpu-train")
+	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, gpu-events, gpu-large, train or gpu-train")
 	engine := fs.String("engine", "cuda", "engine of the gpu suites: cuda, cuda-f32 or cuda-multi (gpu-events: these or cpu; cuda-f32 with -rtol 1e-4 or more)")
 	trainOpts := benchTrainFlags(fs)
 	nList := fs.String("n", "", "comma-separated ensemble sizes (default: the suite's; -suite memory takes one size, default 1048576)")
@@ -51,7 +55,7 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	reps := fs.Int("reps", bench.DefaultReps, "timed repetitions per case (the median is reported, after one warm-up)")
 	workers := fs.Int("workers", 0, "goroutines of the parallel runs (0: GOMAXPROCS)")
 	refSample := fs.Int("ref-sample", 0, "most trajectories per reference solution (0: the suite's default)")
-	problemList := fs.String("problems", "", "stiff suite: comma-separated problems: robertson, hires, pollution, brusselator (default: robertson,hires)")
+	problemList := fs.String("problems", "", "stiff suite: comma-separated problems: robertson, hires, pollution, brusselator (default: robertson,hires); gpu-large suite: of lorenz96-64, lorenz96-256, pollution, brusselator, hires, neural-robertson (default: all)")
 	memLimit := fs.Int64("memory-limit", 0, "memory suite: Settings.MemoryLimit in bytes (0: the library's default)")
 	checkpoint := fs.Int("checkpoint", 0, "memory suite: Settings.Checkpoint interval (0: automatic)")
 	dump := fs.String("dump", "", "neural, gpu-neural and train suites: write the problem of the largest batch and gradsolve's loss and gradient for every batch as JSON to `FILE` (input of bench/anchors/diffrax_neural.py)")
@@ -97,14 +101,14 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 		suites = []string{*suite}
 	case "all":
 		suites = []string{"lorenz", "stiff", "neural", "memory"}
-	case "gpu-lorenz", "gpu-robertson", "gpu-neural", "gpu-events":
+	case "gpu-lorenz", "gpu-robertson", "gpu-neural", "gpu-events", "gpu-large":
 		suites = []string{*suite}
 	case "gpu":
 		suites = []string{"gpu-lorenz", "gpu-robertson", "gpu-neural"}
 	case "train", "gpu-train":
 		suites = []string{*suite}
 	default:
-		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, gpu-events, train, gpu-train", *suite)
+		return usagef("-suite %q: unknown suite; valid suites are lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, gpu-events, gpu-large, train, gpu-train", *suite)
 	}
 	// -engine names the engine of the gpu suites: refused elsewhere (the
 	// CPU suites run on the cpu engine) and checked before any suite runs.
@@ -113,13 +117,19 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	usesEngine := slices.ContainsFunc(suites, func(s string) bool { return strings.HasPrefix(s, "gpu") })
 	switch {
 	case engineSet && !usesEngine:
-		return usagef("-engine applies to the gpu suites (gpu-lorenz, gpu-robertson, gpu-neural, gpu-events, gpu-train), not -suite %s, which runs on the cpu engine", *suite)
+		return usagef("-engine applies to the gpu suites (gpu-lorenz, gpu-robertson, gpu-neural, gpu-events, gpu-large, gpu-train), not -suite %s, which runs on the cpu engine", *suite)
 	case usesEngine:
 		e, err := parseEngine(*engine)
 		if err != nil {
 			return usagef("-engine: %v", err)
 		}
 		*engine = e
+	}
+	if *problemList != "" && *suite != "stiff" && *suite != "all" && *suite != "gpu-large" {
+		return usagef("-problems applies to the stiff and gpu-large suites, not -suite %s", *suite)
+	}
+	if *suite == "gpu-large" && len(ns) > 1 {
+		return usagef("-n: the gpu-large suite takes one size, for every problem (default: each problem's, 4096 or 1024)")
 	}
 	if hidden != nil && !slices.Contains(suites, "gpu-neural") {
 		return usagef("-hidden applies to the gpu-neural suite, not -suite %s", *suite)
@@ -131,8 +141,11 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	// stiff suite, HIRES and Robertson (d ≤ 8, ≤ 3 parameters).
 	for _, s := range suites {
 		perTraj := trajectoryBytes("grad", 3, 3, 0, false)
-		if s == "stiff" {
+		switch s {
+		case "stiff":
 			perTraj = trajectoryBytes("grad", 8, 3, 0, false)
+		case "gpu-large":
+			perTraj = trajectoryBytes("grad", 256, 25, 0, false)
 		}
 		sizes := ns
 		if s == "memory" && len(ns) == 0 {
@@ -194,6 +207,13 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 			_, err = bench.RunMemory(w, memCfg)
 		case "train", "gpu-train":
 			err = benchTrain(w, s, trainOpts, ns, rtols, *reps, *workers, *engine, *jsonOut, *dump, lim)
+		case "gpu-large":
+			var names []string
+			if *problemList != "" {
+				names = strings.Split(*problemList, ",")
+			}
+			_, err = bench.RunGPULarge(w, bench.LargeConfig{GPUConfig: bench.GPUConfig{N: ns, RelTol: rtols, Reps: *reps,
+				RefSample: *refSample, Engine: *engine, JSON: *jsonOut}, Problems: names})
 		case "gpu-lorenz", "gpu-robertson", "gpu-neural", "gpu-events":
 			err = benchGPU(w, s, bench.GPUConfig{N: ns, RelTol: rtols, Reps: *reps, RefSample: *refSample,
 				Engine: *engine, JSON: *jsonOut, Hidden: hidden}, *dump)

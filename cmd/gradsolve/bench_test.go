@@ -41,13 +41,15 @@ func TestBenchNeuralDump(t *testing.T) {
 }
 
 // TestBenchDumpUsage checks that -dump is refused for suites that write
-// no dump, and -engine for suites that run on the CPU or with an engine
+// no dump, -problems for suites without a choice of problems, and -engine for suites that run on the CPU or with an engine
 // that does not exist, before any suite runs.
 func TestBenchDumpUsage(t *testing.T) {
 	for _, tc := range []struct{ args, want string }{
 		{"bench -suite lorenz -dump x.json", "-dump"},
 		{"bench -suite lorenz -engine cuda", "-engine applies to the gpu suites"},
 		{"bench -suite gpu-lorenz -engine nope -n 2 -reps 1", `-engine: "nope": unknown engine`},
+		{"bench -suite lorenz -problems hires", "-problems applies to the stiff and gpu-large suites"},
+		{"bench -suite gpu-large -engine cpu -n 2,4", "the gpu-large suite takes one size"},
 	} {
 		code, stdout, stderr := runCmd(t, tc.args)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) || stdout != "" {
