@@ -25,6 +25,8 @@
 #     on .gpu/srcs (TestSizeDiag's sources) beside the GPU tests of events,
 #     multi-GPU, training and problems;
 #   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
+#   bash bench/gpu_pending.sh large (under 10 minutes): -suite gpu-large beside
+#     bench/anchors/diffrax_large.py.
 #   bash bench/gpu_pending.sh cold (about 5 minutes): Pollution's and
 #     HIRES's first calls with the LU loops kept loops, and
 #     TestGPUEngineProblems.
@@ -127,6 +129,22 @@ el $?
 grep -E "^Benchmark|FAIL|panic" "$out/l/auto.log"
 fi
 
+if [ "$part" = large ]; then
+# The large-state suite (issue 26: GPU call >= 10x the 16-core CPU engine on
+# POLL, HIRES, neural Robertson at n = 4096; >= 30x Diffrax on Lorenz-96
+# d = 64/256, POLL, the Brusselator) beside Diffrax on the same cells.
+echo "=== gpu-large"
+timeout 330 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
+	-out "$out/l/large.jsonl" >"$out/l/large.log" 2>&1
+el $?
+tail -3 "$out/l/large.log"
+echo "=== diffrax_large"
+timeout 230 python3 bench/anchors/diffrax_large.py --platform gpu --rtol 1e-6 --reps 3 --max-seconds 40 \
+	--out "$out/l/diffrax_large.jsonl" >/dev/null 2>"$out/l/diffrax_large.log"
+el $?
+tail -4 "$out/l/diffrax_large.log"
+fi
+
 if [ "$part" = bench ]; then
 echo "=== events"
 timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" \
@@ -157,7 +175,7 @@ echo "done at $(($(date +%s) - T0)) s"
 python3 - "$out/l" <<'PY'
 import json, os, sys
 d = sys.argv[1]
-for name in ("calls.jsonl", "fits.jsonl", "events.jsonl", "diffrax_events.jsonl"):
+for name in ("calls.jsonl", "fits.jsonl", "events.jsonl", "diffrax_events.jsonl", "large.jsonl", "diffrax_large.jsonl"):
     try:
         for line in open(os.path.join(d, name)):
             try:
@@ -165,7 +183,8 @@ for name in ("calls.jsonl", "fits.jsonl", "events.jsonl", "diffrax_events.jsonl"
             except ValueError:
                 continue
             keys = ("case", "problem", "n", "rtol", "ms", "kernel_ms", "grad_record_ms",
-                    "grad_record_call_ms", "grad_ms", "grad_ms_median", "median_grad_err", "error")
+                    "grad_record_call_ms", "cpu_grad_record_call_ms", "grad_ms", "grad_ms_median",
+                    "median_grad_err", "median_rel_err", "steps_per_traj", "steps_mean", "compile_ms", "error")
             print(name, {k: r[k] for k in keys if k in r})
     except OSError as e:
         print(name, e)
