@@ -129,15 +129,24 @@ el $?
 grep -E "^Benchmark|FAIL|panic" "$out/l/auto.log"
 fi
 
-if [ "$part" = large ]; then
+if [ "$part" = first ]; then
+# One call for both when the device is scarce: the cold part's checks,
+# then the large-state suite without its Diffrax anchor.
+bash "$0" cold
+LARGE_S=280 bash "$0" large-go
+fi
+
+if [ "$part" = large ] || [ "$part" = large-go ]; then
 # The large-state suite (issue 26: GPU call >= 10x the 16-core CPU engine on
 # POLL, HIRES, neural Robertson at n = 4096; >= 30x Diffrax on Lorenz-96
 # d = 64/256, POLL, the Brusselator) beside Diffrax on the same cells.
 echo "=== gpu-large"
-timeout 330 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
-	-out "$out/l/large.jsonl" >"$out/l/large.log" 2>&1
+timeout ${LARGE_S:-330} "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
+	-problems pollution,hires,neural-robertson,lorenz96-64,brusselator,lorenz96-256 >"$out/l/large.jsonl" 2>"$out/l/large.log"
 el $?
 tail -3 "$out/l/large.log"
+fi
+if [ "$part" = large ]; then
 echo "=== diffrax_large"
 timeout 230 python3 bench/anchors/diffrax_large.py --platform gpu --rtol 1e-6 --reps 3 --max-seconds 40 \
 	--out "$out/l/diffrax_large.jsonl" >/dev/null 2>"$out/l/diffrax_large.log"
