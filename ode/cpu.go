@@ -260,14 +260,26 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	if j.Omit&OmitStates == 0 || pl.Events != nil { // the events' loss reads the final states from Y
 		res.Y = buf.Make(old.Y, n*d)
 	}
+	// reusedYs: the saved states go into a reused Ys that is not cleared
+	// first (see below).
+	reusedYs := false
 	if len(j.SaveAt) > 0 { // the loss reads them here (computed under Omit too)
-		// Cleared, although the workers write every saved state (a
-		// failed trajectory's as NaN): trajectories a failure leaves
-		// NotRun read zero. Leaving a reused Ys as it was made reused
-		// calls faster (a serial pass less) but calls that allocate
-		// slower, measured: the garbage collection a new Ys starts then
-		// ran 60–170 ms instead of 1–20, taking its share of the cores.
-		res.Ys = buf.Make(old.Ys, n*len(j.SaveAt)*d)
+		size := n * len(j.SaveAt) * d
+		if r.recordSaves && cap(old.Ys) >= size {
+			// A record that interpolates its saves writes every saved
+			// state of the trajectories it runs (a failed one's as
+			// NaN), so a reused Ys is not cleared first, a serial pass
+			// over N·K·Dim values less (1,000 Kepler save times: 131
+			// MB); the trajectories a failure leaves NotRun are cleared
+			// after the run. Other runs clear it, and a new Ys is
+			// allocated as before: leaving a new one uncleared was
+			// measured to make allocating calls slower (the garbage
+			// collection it starts then ran 60–170 ms instead of 1–20).
+			res.Ys, _ = buf.Extend(old.Ys[:0], size)
+			reusedYs = true
+		} else {
+			res.Ys = buf.Make(old.Ys, size)
+		}
 	}
 	if j.Op == OpGrad || j.Op == OpLoss {
 		r.lossTerms = ex.takeTerms(n)
@@ -304,6 +316,15 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	ex.release(ws)
 	if r.err != nil {
 		return nil, r.err
+	}
+	if K := len(j.SaveAt); reusedYs && r.failed.Load() {
+		// Trajectories left NotRun (another failed first): their saved
+		// states read zero, as in a cleared Ys.
+		for i, st := range res.Status {
+			if st == NotRun {
+				clear(res.Ys[i*K*d : (i+1)*K*d])
+			}
+		}
 	}
 	wall := time.Since(start)
 

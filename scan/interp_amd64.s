@@ -7,8 +7,9 @@
 // InterpTimes' kernel: for each of the nt save times, θ = (ts[k] − t)/h,
 // then the Horner sum of every component, four at a time (the rest one
 // at a time), VMULPD then VADDPD (the rounded product, then the sum) as
-// Interp computes it; the save times' chains are independent, so their
-// latencies overlap.
+// Interp computes it. Four save times at a time, their chains side by
+// side (each term's coefficients loaded once for the four: the chains'
+// latencies overlap), then the rest one at a time.
 TEXT ·interpTimesAVX(SB), NOSPLIT, $0-72
 	MOVQ   dst+0(FP), DI
 	MOVQ   y+8(FP), R8
@@ -24,6 +25,123 @@ TEXT ·interpTimesAVX(SB), NOSPLIT, $0-72
 	DECQ   R14
 	IMULQ  R13, R14           // the last term's offset
 	ADDQ   R9, R14            // the last term
+	VBROADCASTSD X14, Y12     // t, four times
+	VBROADCASTSD X15, Y13     // h, four times
+
+quads:
+	CMPQ         CX, $4
+	JLT          saves
+	VMOVUPD      (R10), Y3
+	VSUBPD       Y12, Y3, Y3
+	VDIVPD       Y13, Y3, Y3  // the four θ, one division each as below
+	VPERMPD      $0x00, Y3, Y0
+	VPERMPD      $0x55, Y3, Y1
+	VPERMPD      $0xaa, Y3, Y2
+	VPERMPD      $0xff, Y3, Y3
+	XORQ         BX, BX       // the component's offset in bytes
+
+qblocks:
+	LEAQ    32(BX), AX
+	CMPQ    AX, R13
+	JGT     qtail
+	MOVQ    R14, SI
+	VMOVUPD (SI)(BX*1), Y4
+	VMOVAPD Y4, Y5
+	VMOVAPD Y4, Y6
+	VMOVAPD Y4, Y7
+	MOVQ    R12, DX
+	DECQ    DX
+
+qterms:
+	TESTQ   DX, DX
+	JEQ     qbdone
+	SUBQ    R13, SI
+	VMOVUPD (SI)(BX*1), Y8
+	VMULPD  Y0, Y4, Y4
+	VMULPD  Y1, Y5, Y5
+	VMULPD  Y2, Y6, Y6
+	VMULPD  Y3, Y7, Y7
+	VADDPD  Y8, Y4, Y4
+	VADDPD  Y8, Y5, Y5
+	VADDPD  Y8, Y6, Y6
+	VADDPD  Y8, Y7, Y7
+	DECQ    DX
+	JMP     qterms
+
+qbdone:
+	VMOVUPD (R8)(BX*1), Y8
+	VMULPD  Y0, Y4, Y4
+	VMULPD  Y1, Y5, Y5
+	VMULPD  Y2, Y6, Y6
+	VMULPD  Y3, Y7, Y7
+	VADDPD  Y8, Y4, Y4
+	VADDPD  Y8, Y5, Y5
+	VADDPD  Y8, Y6, Y6
+	VADDPD  Y8, Y7, Y7
+	MOVQ    DI, AX
+	VMOVUPD Y4, (AX)(BX*1)
+	ADDQ    R13, AX
+	VMOVUPD Y5, (AX)(BX*1)
+	ADDQ    R13, AX
+	VMOVUPD Y6, (AX)(BX*1)
+	ADDQ    R13, AX
+	VMOVUPD Y7, (AX)(BX*1)
+	ADDQ    $32, BX
+	JMP     qblocks
+
+qtail:
+	CMPQ   BX, R13
+	JGE    qnext
+	MOVQ   R14, SI
+	VMOVSD (SI)(BX*1), X4
+	VMOVAPD X4, X5
+	VMOVAPD X4, X6
+	VMOVAPD X4, X7
+	MOVQ   R12, DX
+	DECQ   DX
+
+qtterms:
+	TESTQ  DX, DX
+	JEQ    qtdone
+	SUBQ   R13, SI
+	VMOVSD (SI)(BX*1), X8
+	VMULSD X0, X4, X4
+	VMULSD X1, X5, X5
+	VMULSD X2, X6, X6
+	VMULSD X3, X7, X7
+	VADDSD X8, X4, X4
+	VADDSD X8, X5, X5
+	VADDSD X8, X6, X6
+	VADDSD X8, X7, X7
+	DECQ   DX
+	JMP    qtterms
+
+qtdone:
+	VMOVSD (R8)(BX*1), X8
+	VMULSD X0, X4, X4
+	VMULSD X1, X5, X5
+	VMULSD X2, X6, X6
+	VMULSD X3, X7, X7
+	VADDSD X8, X4, X4
+	VADDSD X8, X5, X5
+	VADDSD X8, X6, X6
+	VADDSD X8, X7, X7
+	MOVQ   DI, AX
+	VMOVSD X4, (AX)(BX*1)
+	ADDQ   R13, AX
+	VMOVSD X5, (AX)(BX*1)
+	ADDQ   R13, AX
+	VMOVSD X6, (AX)(BX*1)
+	ADDQ   R13, AX
+	VMOVSD X7, (AX)(BX*1)
+	ADDQ   $8, BX
+	JMP    qtail
+
+qnext:
+	LEAQ (DI)(R13*4), DI
+	ADDQ $32, R10
+	SUBQ $4, CX
+	JMP  quads
 
 saves:
 	TESTQ        CX, CX
