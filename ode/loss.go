@@ -216,6 +216,17 @@ func (sv *Solver) evalReg(l *Loss, s, gs []float64) (float64, error) {
 // engines' executors are built once per loss. A trace built as the last
 // call's (tape.Program.SameAs) is matched without hashing it.
 func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
+	lp, err := sv.checkLossPlan(l, q)
+	if err != nil {
+		return nil, err
+	}
+	lp.Data = sv.expanded.expand(l.Data, l.DataDim, q.n)
+	return lp, nil
+}
+
+// checkLossPlan is lossPlan without the Data expanded to N rows (its
+// Data is nil): the checks, and the trace into the solver's cache.
+func (sv *Solver) checkLossPlan(l *Loss, q *problem) (*LossPlan, error) {
 	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
 	if l.DataDim < 0 || (len(l.Data) != l.DataDim && len(l.Data) != n*l.DataDim) {
 		return nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim)
@@ -246,7 +257,6 @@ func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
 		sv.lastLoss.Store(cached)
 	}
 	lp := *cached
-	lp.Data = sv.expanded.expand(l.Data, l.DataDim, n)
 	lp.Scale = scale
 	return &lp, nil
 }
@@ -302,14 +312,17 @@ func (l *Loss) checkData(term *tape.Program, sh lossShape, n int) error {
 // loss would report before its first step: the problem's inputs (as
 // Grad checks them) and the loss's shape and Data (len(Data), a
 // non-finite entry the loss reads). It traces the loss into the solver's
-// cache, so the first Grad does not trace it again. It costs
-// O(N·(Dim+Params) + len(Data)) plus the trace of a loss not seen before.
+// cache, so the first Grad does not trace it again. It costs one read of
+// Y0, P, T1s and Data, on all cores, plus the trace of a loss not seen
+// before, and allocates nothing of size N: a single row of Y0, P or Data
+// and the end time T1 are expanded to N rows by the first call that
+// solves (and kept by the solver, as a Grad keeps them).
 func (sv *Solver) CheckLoss(p *Problem, loss Loss) error {
-	q, err := sv.checkProblem(p)
+	q, err := sv.validateProblem(p)
 	if err != nil {
 		return err
 	}
-	_, err = sv.lossPlan(&loss, q)
+	_, err = sv.checkLossPlan(&loss, q)
 	return err
 }
 
