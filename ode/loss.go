@@ -216,17 +216,24 @@ func (sv *Solver) evalReg(l *Loss, s, gs []float64) (float64, error) {
 // engines' executors are built once per loss. A trace built as the last
 // call's (tape.Program.SameAs) is matched without hashing it.
 func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
-	lp, err := sv.checkLossPlan(l, q)
-	if err != nil {
-		return nil, err
-	}
-	lp.Data = sv.expanded.expand(l.Data, l.DataDim, q.n)
-	return lp, nil
+	return sv.planLoss(l, q, true, true)
 }
 
 // checkLossPlan is lossPlan without the Data expanded to N rows (its
 // Data is nil): the checks, and the trace into the solver's cache.
 func (sv *Solver) checkLossPlan(l *Loss, q *problem) (*LossPlan, error) {
+	return sv.planLoss(l, q, true, false)
+}
+
+// lossPlanChecked is lossPlan for a Data that has passed checkData (see
+// TrainSpec.DataChecked): its length is checked, its values not read.
+func (sv *Solver) lossPlanChecked(l *Loss, q *problem) (*LossPlan, error) {
+	return sv.planLoss(l, q, false, true)
+}
+
+// planLoss is lossPlan, reading Data for non-finite entries (checkData)
+// if scanData and expanding it to N rows (LossPlan.Data) if expandData.
+func (sv *Solver) planLoss(l *Loss, q *problem, scanData, expandData bool) (*LossPlan, error) {
 	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
 	if l.DataDim < 0 || (len(l.Data) != l.DataDim && len(l.Data) != n*l.DataDim) {
 		return nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim)
@@ -236,8 +243,10 @@ func (sv *Solver) checkLossPlan(l *Loss, q *problem) (*LossPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := l.checkData(term, sh, n); err != nil {
-		return nil, err
+	if scanData {
+		if err := l.checkData(term, sh, n); err != nil {
+			return nil, err
+		}
 	}
 	scale := 1.0
 	if l.Mean {
@@ -258,6 +267,9 @@ func (sv *Solver) checkLossPlan(l *Loss, q *problem) (*LossPlan, error) {
 	}
 	lp := *cached
 	lp.Scale = scale
+	if expandData {
+		lp.Data = sv.expanded.expand(l.Data, l.DataDim, n)
+	}
 	return &lp, nil
 }
 

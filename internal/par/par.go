@@ -125,14 +125,13 @@ func Run(n, workers int, f func(worker, task int)) {
 const Block = 1 << 16
 
 // FirstSerial is the length up to which First examines [0, n) on the
-// calling goroutine alone; FirstTask is the smallest task of a longer
-// one. A task of FirstTask float64 values scanned for finite ones takes
-// 6–8 µs on one core from cache (BenchmarkFirstSplit), far above what
-// handing it out costs; FirstSerial is 2–4 times the cost of recruiting
-// a few of the pool's goroutines. On a 2-core VM whose cores share about
-// 20 GB/s, splitting gains nothing at any length; the limits are placed
-// for a many-core host, where they must be checked (BenchmarkFirstSplit
-// with -test.cpu 1,16).
+// calling goroutine alone (a scan of that many float64 values for finite
+// ones takes about 25 µs on one core from cache); FirstTask is the
+// smallest task of a longer one (6–8 µs), far above what handing a task
+// out costs. Measured by BenchmarkFirstSplit: on a 2-core VM whose cores
+// share about 20 GB/s, splitting gains nothing at any length, so the
+// limits are those of a many-core host, to be checked there
+// (-test.cpu 1,16).
 const (
 	FirstSerial = 1 << 16
 	FirstTask   = 1 << 14
