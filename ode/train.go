@@ -113,7 +113,10 @@ type TrainEval struct {
 // own memory. NewTrainer takes the OpGrad job of the fit's problem at its
 // starting values (validated and expanded, Mesh nil) and the layout of x.
 // It returns an error wrapping ErrNoTrainer where it cannot run that job
-// so (one launch would not hold it, say).
+// so (one launch would not hold it, say). An executor that is also a
+// CheckingExecutor gets the job with the checks of Job.Checks left to
+// it, and makes them before NewTrainer returns, as Run does (an error
+// wrapping ErrInput if one fails).
 type TrainExecutor interface {
 	NewTrainer(j *Job, spec *TrainSpec) (Trainer, error)
 }
