@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -11,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/fit"
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/optim"
 	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // nullBackend is the host backend with kernels that do no work: every
@@ -438,4 +442,89 @@ func BenchmarkCallHostWork(b *testing.B) {
 func BenchmarkCallHostWorkSmall(b *testing.B) {
 	b.Run("record", func(b *testing.B) { benchCallN(b, 128, hostWork.name, false, 0) })
 	b.Run("mesh", func(b *testing.B) { benchCallN(b, 128, hostWork.name, true, 0) })
+}
+
+// BenchmarkTrainStepHostWork measures the host's work in one step of a
+// fit held in the engine's memory (fit.Run's device loop: the rule, the
+// evaluation's launches and its summary read back, the update's
+// launches), the Lorenz calibration of n fits of ρ, on the backend whose
+// copies and kernels take no time (hostWork): what a step costs beyond
+// its kernels and its one synchronous read. A cost that grows with n is
+// host work per trajectory or per fit.
+func BenchmarkTrainStepHostWork(b *testing.B) {
+	for _, n := range []int{1 << 16, 1 << 18} {
+		b.Run(fmt.Sprintf("fits=%d", n), func(b *testing.B) {
+			f := hostWorkCalibration(b, n)
+			clk := &benchSteps{b: b, last: b.N + 1}
+			res, err := f.Run(context.Background(), &fit.Settings{Steps: b.N + 1, Optimizer: &optim.Adam{LearnRate: 0.1}, SkipFinal: true, Progress: clk})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.DeviceSteps != b.N+1 {
+				b.Fatalf("%d device steps of %d (%s)", res.DeviceSteps, b.N+1, res.DeviceNote)
+			}
+		})
+	}
+}
+
+// benchSteps times the steps of a fit after its first: the timer runs
+// from the first step's report to the last's.
+type benchSteps struct {
+	b    *testing.B
+	last int
+}
+
+func (c *benchSteps) Report(step int, _ float64) {
+	switch step {
+	case 1:
+		c.b.ResetTimer()
+	case c.last:
+		c.b.StopTimer()
+	}
+}
+
+func (c *benchSteps) Finish() {}
+
+// hostWorkCalibration is the Lorenz calibration of n fits of ρ as the
+// training suite builds it (one initial state for all trajectories, P
+// of n rows) on the hostWork engine.
+func hostWorkCalibration(b *testing.B, n int) *fit.Fitter {
+	lz := problems.Lorenz()
+	p := make([]float64, 3*n)
+	for i := range n {
+		p[3*i], p[3*i+1], p[3*i+2] = 10, 10, 8.0/3
+	}
+	prob := fit.Problem{ODE: ode.Problem{Field: lz.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T1: 1},
+		Loss: ode.Loss{Name: "sq", DataDim: 3, Data: make([]float64, 3*n), F: func(y, _, d []tape.V) tape.V {
+			return y[0].Sub(d[0]).Square().Add(y[1].Sub(d[1]).Square()).Add(y[2].Sub(d[2]).Square())
+		}},
+		Vars: fit.Vars{P: []int{1}}, Fits: n}
+	f, err := fit.New(prob, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-6, AbsTol: 1e-9, Engine: hostWork.name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// BenchmarkTrainRunHostWork measures the host's work in a whole fit.Run
+// of one step held in the engine's memory, at 262,144 fits on the
+// hostWork backend: the run's set-up (the starting values, the Trainer:
+// its checks of the inputs and their staging, Load), the step and the
+// hand-back, what a Run adds to its steps.
+func BenchmarkTrainRunHostWork(b *testing.B) {
+	f := hostWorkCalibration(b, 1<<18)
+	set := &fit.Settings{Steps: 1, Optimizer: &optim.Adam{LearnRate: 0.1}, SkipFinal: true}
+	if _, err := f.Run(context.Background(), set); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		res, err := f.Run(context.Background(), set)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.DeviceSteps != 1 {
+			b.Fatalf("%d device steps (%s)", res.DeviceSteps, res.DeviceNote)
+		}
+	}
 }

@@ -157,7 +157,9 @@ var _ ode.TrainExecutor = (*executor)(nil)
 // NewTrainer keeps the fit of job j (OpGrad on its starting values) in
 // device memory. It returns an error wrapping ode.ErrNoTrainer where the
 // engine cannot: not float64 on one GPU, or a job too large for one
-// launch, or a problem with events.
+// launch, or a problem with events. It makes the checks of j.Checks as
+// it stages the inputs (Checks), as Run does: an error wrapping
+// ode.ErrInput.
 func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, error) {
 	switch {
 	case ex.prec != Float64 || ex.tiles:

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/fit"
@@ -445,5 +446,99 @@ func testTrainUpdateBitwise(t *testing.T, engine string) {
 			t.Errorf("Update after Release: %v, want %v", err, errReleased)
 		}
 		tr.Release()
+	}
+}
+
+// NewTrainer leaves the check of Y0 and P of N rows to the engine's copy
+// of them (ode.CheckingExecutor): a non-finite value there gets package
+// ode's own error, naming the array and the entry, as Grad's does; with
+// spec.DataChecked, Data is not read for non-finite values, and a NaN put
+// there after the check makes its trajectory's loss fail at the first
+// Eval.
+func TestHostTrainerChecks(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	prob := lorenzFits(6, 3, fit.Vars{P: []int{0}})
+	sv, err := ode.NewSolver(prob.ODE.Field, &ode.Settings{Engine: "cuda-host", RelTol: 1e-7, AbsTol: 1e-10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &ode.TrainSpec{Fits: 3, P: []int{0}, Moments: 2}
+	for _, c := range []struct {
+		what string
+		at   int
+		want string
+	}{{"Y0", 7, "Y0[7] = NaN is not finite"}, {"P", 4, "P[4] = +Inf is not finite"}} {
+		p := prob.ODE
+		p.Y0, p.P = slices.Clone(p.Y0), slices.Clone(p.P)
+		if c.what == "Y0" {
+			p.Y0[c.at] = math.NaN()
+		} else {
+			p.P[c.at] = math.Inf(1)
+		}
+		_, gerr := sv.Grad(nil, &p, prob.Loss, nil)
+		tr, err := sv.NewTrainer(&p, prob.Loss, spec)
+		if err == nil {
+			tr.Release()
+			t.Fatalf("%s: NewTrainer accepted a non-finite value", c.what)
+		}
+		if !strings.Contains(err.Error(), c.want) || gerr == nil || err.Error() != gerr.Error() {
+			t.Errorf("%s: NewTrainer's error %q, want Grad's %v (with %q)", c.what, err, gerr, c.want)
+		}
+	}
+	// Data with a NaN in a column the loss reads: refused when read,
+	// counted as a failed trajectory when not.
+	loss := prob.Loss
+	loss.Data = slices.Clone(loss.Data)
+	loss.Data[3*4+1] = math.NaN()
+	p := prob.ODE
+	if tr, err := sv.NewTrainer(&p, loss, spec); err == nil || !strings.Contains(err.Error(), "Data[13] = NaN is not finite") {
+		if tr != nil {
+			tr.Release()
+		}
+		t.Errorf("NewTrainer: error %v, want Data[13]'s", err)
+	}
+	checked := *spec
+	checked.DataChecked = true
+	tr, err := sv.NewTrainer(&p, loss, &checked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Release()
+	x := make([]float64, checked.Len(p.N, 0))
+	for b := range 3 {
+		x[b] = p.P[2*b]
+	}
+	if err := tr.Load(x, nil); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := tr.Eval(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Failed != 1 {
+		t.Errorf("Eval with a NaN in Data: %d failed trajectories, want 1", ev.Failed)
+	}
+}
+
+// A Fitter's fit held in the engine's memory does not read Data again
+// (New checked it): a NaN the loss reads, put there after New, fails its
+// trajectory at the first step, and the host, taking over, reports it.
+func TestHostTrainDataChangedAfterNew(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	prob := lorenzFits(6, 3, fit.Vars{P: []int{0}})
+	prob.Loss.Data = slices.Clone(prob.Loss.Data)
+	f, err := fit.New(prob, &ode.Settings{Engine: "cuda-host", RelTol: 1e-7, AbsTol: 1e-10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prob.Loss.Data[3*4+1] = math.NaN()
+	res, err := f.Run(t.Context(), &fit.Settings{Steps: 2, Optimizer: &optim.Adam{LearnRate: 0.1}})
+	if err == nil || !strings.Contains(err.Error(), "Data[13] = NaN is not finite") {
+		t.Fatalf("Run: error %v, want Data[13]'s", err)
+	}
+	if res == nil || res.DeviceSteps != 0 || !strings.Contains(res.DeviceNote, "host took over at step 0") {
+		t.Errorf("result %+v: want the host to take over at step 0", res)
 	}
 }

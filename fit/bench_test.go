@@ -95,3 +95,40 @@ func BenchmarkStep(b *testing.B) {
 		}
 	}
 }
+
+// harnessCalibration is the calibration as the training suite's
+// lorenz-fit case builds it (bench/train.go): one initial state for all
+// trajectories (Y0 of one row, expanded to N rows by the solver), P of N
+// rows, Tsit5 at rtol 1e-6, atol 1e-9.
+func harnessCalibration(b *testing.B) (Problem, *ode.Settings) {
+	p, _ := lorenzCalibration(b)
+	p.ODE.N, p.ODE.Y0 = calibrationN, []float64{1, 0, 0}
+	return p, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-6, AbsTol: 1e-9}
+}
+
+// BenchmarkNewFresh is fit.New of the calibration as the training suite
+// times it (its new_ms): each call builds a new solver (ode.NewSolver:
+// the field's trace, the method's programs, the engine's preparation),
+// checks the inputs and traces the loss into the new solver's cache.
+// BenchmarkNewSolver is the solver's part.
+func BenchmarkNewFresh(b *testing.B) {
+	p, set := harnessCalibration(b)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := New(p, set); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNewSolver is ode.NewSolver of the calibration's field and
+// settings, the part of BenchmarkNewFresh that does not depend on N.
+func BenchmarkNewSolver(b *testing.B) {
+	p, set := harnessCalibration(b)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := ode.NewSolver(p.ODE.Field, set); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -44,7 +44,11 @@ func (r *runner) trainer() *device {
 	}
 	st := r.opt.State()
 	d := &device{rule: rule, names: r0.Moments(), t: r.opt.Steps(), kind: st.Kind}
-	spec := &ode.TrainSpec{Fits: f.b, P: f.vars.P, Y0: f.vars.Y0, Shared: f.vars.Shared, Moments: len(d.names)}
+	// New checked the loss's Data (CheckLoss), which the Fitter keeps as
+	// given and the caller does not modify (Problem.Loss): the Trainer
+	// does not read it again. Y0 and P are checked as the engine copies
+	// them (ode.CheckingExecutor).
+	spec := &ode.TrainSpec{Fits: f.b, P: f.vars.P, Y0: f.vars.Y0, Shared: f.vars.Shared, Moments: len(d.names), DataChecked: true}
 	tr, err := f.sv.NewTrainer(f.trainProblem(r.x), f.loss, spec)
 	if err != nil {
 		return why(err.Error())
@@ -230,11 +234,12 @@ func (r *runner) deviceFinish(d *device, status Status, e error) (*Result, bool,
 }
 
 // trainProblem returns the ensemble a Trainer starts from at x: the
-// caller's where the host has not taken its copy and Y0 and P have N
-// rows (the engine copies them into its memory, and Trainer.Load writes
-// x into its copy), else the host's copy with x written in.
+// caller's where the host has not taken its copy (the engine copies it
+// into its memory, N rows of Y0 and P whether given as one row or N, and
+// Trainer.Load writes x into every fitted entry of that copy), else the
+// host's copy with x written in.
 func (f *Fitter) trainProblem(x []float64) *ode.Problem {
-	if f.owned || len(f.in.Y0) != f.n*f.in.Field.Dim || len(f.in.P) != f.n*f.in.Field.Params {
+	if f.owned {
 		f.scatter(x)
 		return &f.prob
 	}

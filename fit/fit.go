@@ -43,7 +43,13 @@ type Problem struct {
 	// them; a fit held in the engine's memory (see Settings.OnHost)
 	// needs none.
 	ODE ode.Problem
-	// Loss is minimised; its Data (observations) and Mean are used as given.
+	// Loss is minimised; its Data (observations) and Mean are used as
+	// given. New checks Data (ode.Solver.CheckLoss) and the Fitter keeps
+	// it without a copy: do not modify it while the Fitter is in use. A
+	// fit held in the engine's memory does not check it again (each
+	// evaluation on the host does); a non-finite entry the loss reads,
+	// put there since New, shows as a failed trajectory at its first
+	// step, which the host then computes and reports.
 	Loss ode.Loss
 	// Vars selects the fitted parameters; at least one must be selected.
 	Vars Vars

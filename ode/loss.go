@@ -216,6 +216,24 @@ func (sv *Solver) evalReg(l *Loss, s, gs []float64) (float64, error) {
 // engines' executors are built once per loss. A trace built as the last
 // call's (tape.Program.SameAs) is matched without hashing it.
 func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
+	return sv.planLoss(l, q, true, true)
+}
+
+// checkLossPlan is lossPlan without the Data expanded to N rows (its
+// Data is nil): the checks, and the trace into the solver's cache.
+func (sv *Solver) checkLossPlan(l *Loss, q *problem) (*LossPlan, error) {
+	return sv.planLoss(l, q, true, false)
+}
+
+// lossPlanChecked is lossPlan for a Data that has passed checkData (see
+// TrainSpec.DataChecked): its length is checked, its values not read.
+func (sv *Solver) lossPlanChecked(l *Loss, q *problem) (*LossPlan, error) {
+	return sv.planLoss(l, q, false, true)
+}
+
+// planLoss is lossPlan, reading Data for non-finite entries (checkData)
+// if scanData and expanding it to N rows (LossPlan.Data) if expandData.
+func (sv *Solver) planLoss(l *Loss, q *problem, scanData, expandData bool) (*LossPlan, error) {
 	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
 	if l.DataDim < 0 || (len(l.Data) != l.DataDim && len(l.Data) != n*l.DataDim) {
 		return nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim)
@@ -225,8 +243,10 @@ func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := l.checkData(term, sh, n); err != nil {
-		return nil, err
+	if scanData {
+		if err := l.checkData(term, sh, n); err != nil {
+			return nil, err
+		}
 	}
 	scale := 1.0
 	if l.Mean {
@@ -246,8 +266,10 @@ func (sv *Solver) lossPlan(l *Loss, q *problem) (*LossPlan, error) {
 		sv.lastLoss.Store(cached)
 	}
 	lp := *cached
-	lp.Data = sv.expanded.expand(l.Data, l.DataDim, n)
 	lp.Scale = scale
+	if expandData {
+		lp.Data = sv.expanded.expand(l.Data, l.DataDim, n)
+	}
 	return &lp, nil
 }
 
@@ -302,14 +324,17 @@ func (l *Loss) checkData(term *tape.Program, sh lossShape, n int) error {
 // loss would report before its first step: the problem's inputs (as
 // Grad checks them) and the loss's shape and Data (len(Data), a
 // non-finite entry the loss reads). It traces the loss into the solver's
-// cache, so the first Grad does not trace it again. It costs
-// O(N·(Dim+Params) + len(Data)) plus the trace of a loss not seen before.
+// cache, so the first Grad does not trace it again. It costs one read of
+// Y0, P, T1s and Data, on all cores, plus the trace of a loss not seen
+// before, and allocates nothing of size N: a single row of Y0, P or Data
+// and the end time T1 are expanded to N rows by the first call that
+// solves (and kept by the solver, as a Grad keeps them).
 func (sv *Solver) CheckLoss(p *Problem, loss Loss) error {
-	q, err := sv.checkProblem(p)
+	q, err := sv.validateProblem(p)
 	if err != nil {
 		return err
 	}
-	_, err = sv.lossPlan(&loss, q)
+	_, err = sv.checkLossPlan(&loss, q)
 	return err
 }
 

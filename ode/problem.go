@@ -596,6 +596,24 @@ func (pr *Problem) check() (*problem, error) { return pr.checkWith(nil, 0) }
 // error is that of the checks made (callers check again with leave 0 to
 // get the error of all checks in order).
 func (pr *Problem) checkWith(c *expansions, leave Checks) (*problem, error) {
+	q, err := pr.validate(leave)
+	if err != nil {
+		return nil, err
+	}
+	d, np, n := pr.Field.Dim, pr.Field.Params, q.n
+	q.y0, q.p = c.expand(pr.Y0, d, n), c.expand(pr.P, np, n)
+	if pr.T1s != nil {
+		q.t1 = slices.Clone(pr.T1s)
+	} else {
+		q.t1 = c.expand([]float64{pr.T1}, 1, n)
+	}
+	return q, nil
+}
+
+// validate makes the checks of checkWith and returns the problem without
+// its expanded arrays (y0, p and t1 nil): it reads the arrays, on all
+// cores, and allocates nothing of size N.
+func (pr *Problem) validate(leave Checks) (*problem, error) {
 	f := &pr.Field
 	if err := f.check(); err != nil {
 		return nil, err
@@ -658,14 +676,9 @@ func (pr *Problem) checkWith(c *expansions, leave Checks) (*problem, error) {
 	if math.IsNaN(pr.T0) || math.IsInf(pr.T0, 0) {
 		return nil, fmt.Errorf("ode: %s: T0 = %v is not finite", f.name(), pr.T0)
 	}
-	q := &problem{Problem: pr, n: n, y0: c.expand(pr.Y0, d, n), p: c.expand(pr.P, np, n), checks: left}
-	if pr.T1s != nil {
-		if len(pr.T1s) != n {
-			return nil, fmt.Errorf("ode: %s: len(T1s) = %d, want N = %d", f.name(), len(pr.T1s), n)
-		}
-		q.t1 = slices.Clone(pr.T1s)
-	} else {
-		q.t1 = c.expand([]float64{pr.T1}, 1, n)
+	q := &problem{Problem: pr, n: n, checks: left}
+	if pr.T1s != nil && len(pr.T1s) != n {
+		return nil, fmt.Errorf("ode: %s: len(T1s) = %d, want N = %d", f.name(), len(pr.T1s), n)
 	}
 	q.tmin = math.Inf(1)
 	if pr.T1s == nil && n > 0 { // one end time: one check
@@ -679,11 +692,11 @@ func (pr *Problem) checkWith(c *expansions, leave Checks) (*problem, error) {
 		par.Run(nb, 0, func(_, b int) {
 			mins[b] = math.Inf(1)
 			for i := b * par.Block; i < min(n, (b+1)*par.Block); i++ {
-				if err := checkEndTime(f, i, pr.T0, q.t1[i]); err != nil {
+				if err := checkEndTime(f, i, pr.T0, pr.T1s[i]); err != nil {
 					errs[b] = err
 					return
 				}
-				mins[b] = math.Min(mins[b], q.t1[i])
+				mins[b] = math.Min(mins[b], pr.T1s[i])
 			}
 		})
 		for b := range nb {

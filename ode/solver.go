@@ -227,6 +227,26 @@ func (sv *Solver) checkProblem(p *Problem) (*problem, error) { return sv.checkPr
 // checkProblemLeaving is checkProblem with the checks of leave that apply
 // left to the executor (Problem.checkWith).
 func (sv *Solver) checkProblemLeaving(p *Problem, leave Checks) (*problem, error) {
+	pf, err := sv.withField(p)
+	if err != nil {
+		return nil, err
+	}
+	return pf.checkWith(&sv.expanded, leave)
+}
+
+// validateProblem makes the checks of checkProblem without expanding the
+// arrays (Problem.validate): the problem it returns has no y0, p or t1.
+func (sv *Solver) validateProblem(p *Problem) (*problem, error) {
+	pf, err := sv.withField(p)
+	if err != nil {
+		return nil, err
+	}
+	return pf.validate(0)
+}
+
+// withField returns a copy of p with the solver's field, or an error if
+// p's field is not the solver's.
+func (sv *Solver) withField(p *Problem) (*Problem, error) {
 	f, g := &sv.field, &p.Field
 	if f.Dim != g.Dim || f.Params != g.Params || f.Shared != g.Shared {
 		return nil, fmt.Errorf("ode: problem field %s (Dim %d, Params %d, Shared %d) does not match the solver's %s (Dim %d, Params %d, Shared %d)",
@@ -239,7 +259,7 @@ func (sv *Solver) checkProblemLeaving(p *Problem, leave Checks) (*problem, error
 	}
 	pf := *p
 	pf.Field = *f
-	return pf.checkWith(&sv.expanded, leave)
+	return &pf, nil
 }
 
 // checkInputs validates p and, if m is not nil, the mesh m for the

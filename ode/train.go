@@ -30,6 +30,14 @@ type TrainSpec struct {
 	// Moments is the number of optimiser state vectors the updates use
 	// (len(optim.Rule.Moments())), each of len(x).
 	Moments int
+	// DataChecked tells NewTrainer that the loss's Data has passed
+	// Solver.CheckLoss (or a Grad) for a problem of the same N and has
+	// not changed since: NewTrainer then checks its length but does not
+	// read it again for non-finite entries (one read of N·DataDim values
+	// saved). A non-finite entry the loss reads, put there since, makes
+	// that trajectory's loss term non-finite: the first Eval counts it in
+	// TrainEval.Failed.
+	DataChecked bool
 }
 
 // Len returns len(x) for a problem of n trajectories and shared shared
@@ -105,7 +113,10 @@ type TrainEval struct {
 // own memory. NewTrainer takes the OpGrad job of the fit's problem at its
 // starting values (validated and expanded, Mesh nil) and the layout of x.
 // It returns an error wrapping ErrNoTrainer where it cannot run that job
-// so (one launch would not hold it, say).
+// so (one launch would not hold it, say). An executor that is also a
+// CheckingExecutor gets the job with the checks of Job.Checks left to
+// it, and makes them before NewTrainer returns, as Run does (an error
+// wrapping ErrInput if one fails).
 type TrainExecutor interface {
 	NewTrainer(j *Job, spec *TrainSpec) (Trainer, error)
 }
@@ -115,7 +126,11 @@ type TrainExecutor interface {
 // It returns an error wrapping ErrNoTrainer, saying why, if the engine
 // keeps no fit in its memory (the CPU engine computes where x lives
 // anyway), for a loss with a Reg term, or where the engine cannot run
-// the job so; other errors for an invalid problem or layout.
+// the job so; other errors for an invalid problem or layout. It checks p
+// as Grad does, and where the engine's executor checks Y0 and P as it
+// copies them into its memory (CheckingExecutor), leaves that check to
+// the copy; it reads Data for non-finite entries unless
+// spec.DataChecked.
 func (sv *Solver) NewTrainer(p *Problem, loss Loss, spec *TrainSpec) (Trainer, error) {
 	te, ok := sv.exec.(TrainExecutor)
 	if !ok {
@@ -124,7 +139,11 @@ func (sv *Solver) NewTrainer(p *Problem, loss Loss, spec *TrainSpec) (Trainer, e
 	if loss.Reg != nil {
 		return nil, fmt.Errorf("ode: loss %s has a Reg term, which is evaluated on the host: %w", loss.name(), ErrNoTrainer)
 	}
-	q, err := sv.checkProblem(p)
+	var leave Checks
+	if ce, ok := sv.exec.(CheckingExecutor); ok {
+		leave = ce.Checks() & CheckFinite
+	}
+	q, err := sv.checkInputs(p, nil, leave)
 	if err != nil {
 		return nil, err
 	}
@@ -148,8 +167,20 @@ func (sv *Solver) NewTrainer(p *Problem, loss Loss, spec *TrainSpec) (Trainer, e
 	}
 	j := sv.job(OpGrad, q, nil)
 	j.StopOnStiff = true
-	if j.Loss, err = sv.lossPlan(&loss, q); err != nil {
+	if spec.DataChecked {
+		j.Loss, err = sv.lossPlanChecked(&loss, q)
+	} else {
+		j.Loss, err = sv.lossPlan(&loss, q)
+	}
+	if err != nil {
 		return nil, err
 	}
-	return te.NewTrainer(j, spec)
+	tr, err := te.NewTrainer(j, spec)
+	if errors.Is(err, ErrInput) {
+		// The executor's checks failed: package ode's own name the input.
+		if _, cerr := sv.checkInputs(p, nil, 0); cerr != nil {
+			return nil, cerr
+		}
+	}
+	return tr, err
 }

@@ -120,24 +120,40 @@ func Run(n, workers int, f func(worker, task int)) {
 	g.Run(n, workers, f)
 }
 
-// Block is the elements per task of First and Copy: small arrays (up to
+// Block is the elements per task of Copy and Repeat: small arrays (up to
 // one block) are handled on the calling goroutine alone.
 const Block = 1 << 16
 
+// FirstSerial is the length up to which First examines [0, n) on the
+// calling goroutine alone (a scan of that many float64 values for finite
+// ones takes about 25 µs on one core from cache); FirstTask is the
+// smallest task of a longer one (6–8 µs), far above what handing a task
+// out costs. Measured by BenchmarkFirstSplit: on a 2-core VM whose cores
+// share about 20 GB/s, splitting gains nothing at any length, so the
+// limits are those of a many-core host, to be checked there
+// (-test.cpu 1,16).
+const (
+	FirstSerial = 1 << 16
+	FirstTask   = 1 << 14
+)
+
 // First returns the smallest index in [0, n) for which f reports one, or
 // -1. f(lo, hi) examines [lo, hi) and returns the first index there it
-// finds (or -1); blocks of Block elements run on all cores, and every
-// block is examined, so f must not depend on the blocks' order. It costs
+// finds (or -1). Up to FirstSerial elements it runs on the calling
+// goroutine alone; above, [0, n) is split into tasks of at least FirstTask
+// elements, about four per goroutine (GOMAXPROCS), run on all cores.
+// Every task is examined, so f must not depend on their order. It costs
 // one pass over the array with the machine's memory bandwidth, where a
 // loop on one goroutine is bound by one core's.
 func First(n int, f func(lo, hi int) int) int {
-	if n <= Block {
+	if n <= FirstSerial {
 		return f(0, n)
 	}
-	nb := (n + Block - 1) / Block
-	first := make([]int, nb)
-	Run(nb, 0, func(_, b int) {
-		first[b] = f(b*Block, min(n, (b+1)*Block))
+	per := firstTask(n, Workers(0, n))
+	nt := (n + per - 1) / per
+	first := make([]int, nt)
+	Run(nt, 0, func(_, b int) {
+		first[b] = f(b*per, min(n, (b+1)*per))
 	})
 	for _, i := range first {
 		if i >= 0 {
@@ -145,6 +161,14 @@ func First(n int, f func(lo, hi int) int) int {
 		}
 	}
 	return -1
+}
+
+// firstTask returns the elements per task of First over n elements on
+// nw goroutines: about four tasks per goroutine (so that goroutines that
+// join late, or are slowed by other work, still share the pass), none
+// shorter than FirstTask.
+func firstTask(n, nw int) int {
+	return max(FirstTask, (n+4*nw-1)/(4*nw))
 }
 
 // Copy copies src into dst (as the built-in copy, whose count it

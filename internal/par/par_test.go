@@ -1,7 +1,9 @@
 package par
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -128,5 +130,91 @@ func TestFirstCopy(t *testing.T) {
 		if a := Repeat(big, n, 7); !slices.Equal(a, want) || (n > 0 && &a[0] != &big[:1][0]) {
 			t.Errorf("n=%d: Repeat did not reuse a large enough dst (or differs)", n)
 		}
+	}
+}
+
+// TestFirstTasks checks First against a plain loop at lengths around its
+// serial limit and its tasks, with GOMAXPROCS 1, 2 and 16 (more
+// goroutines than this machine may have cores: the tasks' split does not
+// depend on them).
+func TestFirstTasks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2, 16} {
+		runtime.GOMAXPROCS(procs)
+		for _, n := range []int{FirstSerial, FirstSerial + 1, 4*FirstTask*procs - 1, 4*FirstTask*procs + 1, 786432 + 3} {
+			per := firstTask(n, Workers(0, n))
+			if n > FirstSerial && (per < FirstTask || (n+per-1)/per > 4*procs && per > FirstTask) {
+				t.Errorf("GOMAXPROCS %d, n = %d: tasks of %d", procs, n, per)
+			}
+			for _, mark := range []int{-1, 0, per - 1, per, n/2 + 1, n - 1} {
+				x := make([]bool, n)
+				want := -1
+				if mark >= 0 {
+					x[mark] = true
+					for range 3 {
+						if i := mark + 1 + rng.IntN(n-mark); i < n {
+							x[i] = true // a later hit must not win
+						}
+					}
+					want = mark
+				}
+				got := First(n, func(lo, hi int) int {
+					for i := lo; i < hi; i++ {
+						if x[i] {
+							return i
+						}
+					}
+					return -1
+				})
+				if got != want {
+					t.Errorf("GOMAXPROCS %d, n = %d, mark %d: First = %d, want %d", procs, n, mark, got, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkFirstSplit times a scan of n float64 values for finite ones
+// (the cost of ode's input checks) on the calling goroutine alone and
+// split as First splits it above FirstSerial, to place FirstSerial: run
+// it with -test.cpu 1,2 (and on a many-core host).
+func BenchmarkFirstSplit(b *testing.B) {
+	for _, n := range []int{1 << 12, 1 << 13, 1 << 14, 1 << 15, 1 << 16, 1 << 17, 1 << 18, 786432, 1 << 21} {
+		x := make([]float64, n)
+		scan := func(lo, hi int) int {
+			// finite.First's loop: four chains of v·0.
+			var s0, s1, s2, s3 float64
+			v := x[lo:hi]
+			for ; len(v) >= 4; v = v[4:] {
+				s0 += v[0] * 0
+				s1 += v[1] * 0
+				s2 += v[2] * 0
+				s3 += v[3] * 0
+			}
+			if s0+s1+s2+s3 != 0 {
+				return lo
+			}
+			return -1
+		}
+		split := func() int {
+			per := firstTask(n, Workers(0, n))
+			nt := (n + per - 1) / per
+			first := make([]int, nt)
+			Run(nt, 0, func(_, t int) { first[t] = scan(t*per, min(n, (t+1)*per)) })
+			return first[0]
+		}
+		b.Run(fmt.Sprintf("n=%d/serial", n), func(b *testing.B) {
+			b.SetBytes(int64(8 * n))
+			for range b.N {
+				scan(0, n)
+			}
+		})
+		b.Run(fmt.Sprintf("n=%d/split", n), func(b *testing.B) {
+			b.SetBytes(int64(8 * n))
+			for range b.N {
+				split()
+			}
+		})
 	}
 }
