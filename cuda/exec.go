@@ -1754,7 +1754,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 	}
 	if l.off[argEvOut] >= 0 {
-		if err := r.readEvents(ar.addr+uint64(l.off[argEvOut]), g, min(longest, rows), rows); err != nil {
+		if err := r.readEvents(ar.addr+uint64(l.off[argEvOut]), g, min(longest, rows)); err != nil {
 			return nil, err
 		}
 	}
@@ -1816,31 +1816,42 @@ func (s *orderedSum) add(b int) {
 // readEvents copies the event marks of the first used rows of the
 // launch's mesh (int32 [used][len(g)] at addr on the device) to the run's
 // marks (r.meshE, step-major [rows][N] as the mesh's steps, on the host
-// wherever the steps are: Mesh.Events), extended to rows rows if need
-// be (new rows read 0), and zeroes the rest of the launch's columns, as
-// readMesh does the steps.
-func (r *run) readEvents(addr uint64, g []int, used, rows int) error {
+// wherever the steps are: Mesh.Events), extended to used rows if need be
+// (new rows read 0), and zeroes the rest of the launch's columns. The
+// marks hold only the rows some launch used (finish extends them to the
+// mesh's rows), not the launch's record buffer, whose rows are many times
+// the steps taken: a launch of all N trajectories copies its marks
+// straight into them.
+func (r *run) readEvents(addr uint64, g []int, used int) error {
 	N, n := r.j.N, len(g)
-	if had := len(r.meshE) / N; had < rows {
+	all := n == N && g[0] == 0 && g[n-1] == N-1 // g is 0, 1, …, N−1 (g is increasing)
+	if had := len(r.meshE) / N; had < used {
 		var fresh bool
-		r.meshE, fresh = buf.Extend(r.meshE, rows*N)
-		if !fresh {
+		r.meshE, fresh = buf.Extend(r.meshE, used*N)
+		if !fresh && !all { // all: the copy below writes them
 			clear(r.meshE[had*N:])
 		}
 	}
-	for s := used; s < len(r.meshE)/N; s++ {
-		for _, i := range g {
-			r.meshE[s*N+i] = 0
+	if all {
+		clear(r.meshE[used*N:])
+	} else {
+		for s := used; s < len(r.meshE)/N; s++ {
+			for _, i := range g {
+				r.meshE[s*N+i] = 0
+			}
 		}
 	}
 	if used == 0 {
 		return nil
 	}
+	r.tr.add(func(t *TraceStats) { t.Download += int64(used) * int64(n) * 4 })
+	if all {
+		return r.copyMesh(int32bytes(r.meshE[:used*N]), addr, false)
+	}
 	b := make([]byte, used*n*4)
 	if err := r.read(b, addr); err != nil {
 		return err
 	}
-	r.tr.add(func(t *TraceStats) { t.Download += int64(len(b)) })
 	ev := int32s(b, 0, int64(len(b)))
 	par.Run(used, 0, func(_, s int) {
 		row := r.meshE[s*N : (s+1)*N]
@@ -2268,6 +2279,14 @@ func f64bytes(x []float64) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 8*len(x))
+}
+
+// int32bytes returns the bytes of x.
+func int32bytes(x []int32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
 }
 
 // Kernel flags (GS_FLAG_* of kernel.cuh).

@@ -3,10 +3,12 @@ package cuda
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -438,4 +440,54 @@ func BenchmarkCallHostWork(b *testing.B) {
 func BenchmarkCallHostWorkSmall(b *testing.B) {
 	b.Run("record", func(b *testing.B) { benchCallN(b, 128, hostWork.name, false, 0) })
 	b.Run("mesh", func(b *testing.B) { benchCallN(b, 128, hostWork.name, true, 0) })
+}
+
+// BenchmarkCallHostWorkEvents measures the host's work in whole calls of
+// the events suite's problems (gradsolve bench -suite gpu-events: the
+// bouncing balls and the pharmacokinetic threshold, Tsit5, atol =
+// rtol·1e-2) at 65,536 trajectories on the backend whose copies and
+// kernels take no time: a forward solve and a gradient with its record,
+// each repeated with its result passed back as the suite does, beside a
+// Lorenz gradient of as many trajectories for scale. The kernels write
+// nothing, so the results are meaningless; only the host's time counts.
+func BenchmarkCallHostWorkEvents(b *testing.B) {
+	const n = 1 << 16
+	for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
+		for _, rtol := range []float64{1e-6, 1e-8} {
+			c := mk(n, ode.Tsit5)
+			c.set.RelTol, c.set.AbsTol, c.set.Engine = rtol, rtol*1e-2, hostWork.name
+			name := fmt.Sprintf("%s-%.0e", strings.TrimSuffix(c.name, "-Tsit5"), rtol)
+			b.Run(name+"/solve", func(b *testing.B) { benchEventsCall(b, &c, false) })
+			b.Run(name+"/grad", func(b *testing.B) { benchEventsCall(b, &c, true) })
+		}
+	}
+	b.Run("lorenz/grad", func(b *testing.B) { benchCallN(b, n, hostWork.name, false, 0) })
+}
+
+// benchEventsCall times Solver.Solve (or Grad with its record) of case c,
+// the result of an untimed first call passed back to every timed call.
+func benchEventsCall(b *testing.B, c *engineCase, grad bool) {
+	b.ReportAllocs()
+	sv, err := ode.NewSolver(c.prob.Field, &c.set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var g ode.Gradient
+	call := func() error {
+		if grad {
+			_, err := sv.GradContext(context.Background(), &g, &c.prob, c.loss, nil)
+			return err
+		}
+		_, err := sv.SolveContext(context.Background(), &c.prob)
+		return err
+	}
+	if err := call(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
