@@ -831,11 +831,11 @@ func TestHostEventsFloat32(t *testing.T) {
 
 // TestHostEventsReuse checks on the host engine that a Gradient with
 // events passed back to Grad equals a fresh call's bit for bit, its event
-// marks (Mesh.Events) above all, each of which the reused call must
-// overwrite (they are set to −1 before it): after a longer mesh, a
-// shorter one (the marks grow), fewer trajectories, and launches in
-// chunks with reruns of a few trajectories (marks written column by
-// column).
+// marks (Mesh.Events) and, after chunks, its steps on the host (Mesh.H),
+// each of which the reused call must overwrite (they are set to −1
+// before it): after a longer mesh, a shorter one (the marks grow), fewer
+// trajectories, and launches in chunks with reruns of a few trajectories
+// (marks and steps written column by column).
 func TestHostEventsReuse(t *testing.T) {
 	needHost(t)
 	t.Parallel()
@@ -869,6 +869,9 @@ func TestHostEventsReuse(t *testing.T) {
 			// Stale marks everywhere: each must be overwritten.
 			for i := range g.Mesh.Events {
 				g.Mesh.Events[i] = -1
+			}
+			for i := range g.Mesh.H { // on the host after chunks
+				g.Mesh.H[i] = -1
 			}
 		}
 		var tr Trace

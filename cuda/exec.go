@@ -1749,7 +1749,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		ex.notice(longest)
 	}
 	if v.MeshOut && longest > 0 && r.hout == nil {
-		if err := r.readMesh(ar.addr+uint64(l.off[argHout]), g, min(longest, rows), rows); err != nil {
+		if err := r.readMesh(ar.addr+uint64(l.off[argHout]), g, min(longest, rows)); err != nil {
 			return nil, err
 		}
 	}
@@ -2024,7 +2024,9 @@ func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 
 // readMesh copies the first used rows of the launch's mesh (rows
 // [used][len(g)] at addr on the device) to the run's mesh, which it extends
-// to rows rows if need be, and zeroes the rest of the launch's columns (the
+// to used rows if need be (not to the launch's record buffer: finish
+// extends it to the mesh's rows, the most any launch used), and zeroes the
+// rest of the launch's columns (the
 // device wrote zeros past each trajectory's last step; the run's mesh may
 // hold a mesh passed back, or an earlier launch's rows of a trajectory run
 // again). Rows new to the run's mesh read 0 in the other columns, so that
@@ -2032,19 +2034,19 @@ func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 // cleared: a launch of all N trajectories clears only its rows past the
 // longest. Rows of consecutive trajectories in float64 are copied straight
 // into place.
-func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
+func (r *run) readMesh(addr uint64, g []int, used int) error {
 	N, n := r.j.N, len(g)
 	lo := g[0]
 	contiguous := g[n-1]-lo == n-1
-	if had := len(r.meshH) / N; had < rows {
+	if had := len(r.meshH) / N; had < used {
 		var fresh bool
-		r.meshH, fresh = buf.Extend(r.meshH, rows*N)
+		r.meshH, fresh = buf.Extend(r.meshH, used*N)
 		if !fresh {
 			if contiguous {
-				clearRows(r.meshH, N, had, rows, 0, lo)
-				clearRows(r.meshH, N, had, rows, lo+n, N)
+				clearRows(r.meshH, N, had, used, 0, lo)
+				clearRows(r.meshH, N, had, used, lo+n, N)
 			} else {
-				clearRows(r.meshH, N, had, rows, 0, N)
+				clearRows(r.meshH, N, had, used, 0, N)
 			}
 		}
 	}
@@ -2313,8 +2315,12 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		switch {
 		case r.hout != nil:
 			m.Resident = r.hout // H stays nil: the steps are on the device
-		case len(r.meshH) < m.Rows*n: // no launch had steps to copy
-			r.meshH = buf.Make(r.meshH, m.Rows*n)
+		case len(r.meshH) < m.Rows*n: // no launch had steps to copy, or as many as the longest
+			had := len(r.meshH)
+			var fresh bool
+			if r.meshH, fresh = buf.Extend(r.meshH, m.Rows*n); !fresh {
+				clear(r.meshH[had:])
+			}
 			fallthrough
 		default:
 			m.H = r.meshH[:m.Rows*n]
