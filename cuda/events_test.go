@@ -831,9 +831,9 @@ func TestHostEventsFloat32(t *testing.T) {
 
 // TestHostEventsReuse checks on the host engine that a Gradient with
 // events passed back to Grad equals a fresh call's bit for bit, its event
-// marks (Mesh.Events) and, after chunks, its steps on the host (Mesh.H),
-// each of which the reused call must overwrite (they are set to −1
-// before it): after a longer mesh, a shorter one (the marks grow), fewer
+// marks (Mesh.Events), event counts (Solution.Events) and, after chunks,
+// its steps on the host (Mesh.H), each of which the reused call must
+// overwrite (they are set to −1 before it): after a longer mesh, a shorter one (the marks grow), fewer
 // trajectories, and launches in chunks with reruns of a few trajectories
 // (marks and steps written column by column).
 func TestHostEventsReuse(t *testing.T) {
@@ -872,6 +872,9 @@ func TestHostEventsReuse(t *testing.T) {
 			}
 			for i := range g.Mesh.H { // on the host after chunks
 				g.Mesh.H[i] = -1
+			}
+			for i := range g.Solution.Events {
+				g.Solution.Events[i] = -1
 			}
 		}
 		var tr Trace

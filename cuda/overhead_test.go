@@ -126,18 +126,14 @@ func benchCallOmit(b *testing.B, engine string, mesh bool, o ode.Omit) {
 // benchCallN is benchCallOmit of n trajectories.
 func benchCallN(b *testing.B, n int, engine string, mesh bool, o ode.Omit) {
 	b.ReportAllocs()
-	pr := problems.Lorenz()
-	p := make([]float64, 3*n)
-	for i := range n {
-		p[3*i], p[3*i+1], p[3*i+2] = 10, 21*float64(i)/float64(n-1), 8.0/3
-	}
-	prob := ode.Problem{Field: pr.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T0: 0, T1: 1}
-	sv, err := ode.NewSolver(prob.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-4, AbsTol: 1e-7, Engine: engine})
+	c := lorenzCallCase(n)
+	prob, loss := c.prob, c.loss
+	c.set.Engine = engine
+	sv, err := ode.NewSolver(prob.Field, &c.set)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var g ode.Gradient
-	loss := ode.SumSquares()
 	if _, err := sv.GradContext(context.Background(), &g, &prob, loss, nil); err != nil {
 		b.Fatal(err)
 	}
@@ -151,6 +147,23 @@ func benchCallN(b *testing.B, n int, engine string, mesh bool, o ode.Omit) {
 		if _, err := sv.GradContext(context.Background(), &g2, &prob, loss, m); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// lorenzCallCase is the Lorenz ensemble of the call benchmarks: n
+// trajectories from (1, 0, 0) with ρ spread over [0, 21], to T = 1, Tsit5
+// at rtol 1e-4, loss Σ y².
+func lorenzCallCase(n int) engineCase {
+	pr := problems.Lorenz()
+	p := make([]float64, 3*n)
+	for i := range n {
+		p[3*i], p[3*i+1], p[3*i+2] = 10, 21*float64(i)/float64(n-1), 8.0/3
+	}
+	return engineCase{
+		name: "lorenz",
+		prob: ode.Problem{Field: pr.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T0: 0, T1: 1},
+		set:  ode.Settings{Method: ode.Tsit5, RelTol: 1e-4, AbsTol: 1e-7},
+		loss: ode.SumSquares(),
 	}
 }
 
@@ -448,7 +461,8 @@ func BenchmarkCallHostWorkSmall(b *testing.B) {
 // rtol·1e-2) at 65,536 trajectories on the backend whose copies and
 // kernels take no time: a forward solve and a gradient with its record,
 // each repeated with its result passed back as the suite does, beside a
-// Lorenz gradient of as many trajectories for scale. The kernels write
+// Lorenz solve and
+// gradient of as many trajectories for scale. The kernels write
 // nothing (every trajectory reads as 0 steps, OK), so the results are
 // meaningless and only the host's time counts; the record buffers have
 // the rows a warm device call of the suite gives them (eventsRows), as the
@@ -465,7 +479,10 @@ func BenchmarkCallHostWorkEvents(b *testing.B) {
 			b.Run(name+"/grad", func(b *testing.B) { benchEventsCall(b, &c, true) })
 		}
 	}
-	b.Run("lorenz/grad", func(b *testing.B) { benchCallN(b, n, hostWork.name, false, 0) })
+	lc := lorenzCallCase(n)
+	lc.set.Engine = hostWork.name
+	b.Run("lorenz/solve", func(b *testing.B) { benchEventsCall(b, &lc, false) })
+	b.Run("lorenz/grad", func(b *testing.B) { benchEventsCall(b, &lc, true) })
 }
 
 // eventsRows is the record buffer's rows in a warm call of the events
@@ -473,8 +490,8 @@ func BenchmarkCallHostWorkEvents(b *testing.B) {
 // balls at rtol 1e-6 on cuda-host).
 const eventsRows = 14 + 14/8 + 8
 
-// benchEventsCall times Solver.Solve (or Grad with its record) of case c,
-// the result of an untimed first call passed back to every timed call.
+// benchEventsCall times Solver.Solve (or Grad with its record) of case c
+// after an untimed first call, the Gradient passed back to every call.
 func benchEventsCall(b *testing.B, c *engineCase, grad bool) {
 	b.ReportAllocs()
 	sv, err := ode.NewSolver(c.prob.Field, &c.set)
