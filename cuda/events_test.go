@@ -835,7 +835,8 @@ func TestHostEventsFloat32(t *testing.T) {
 // its steps on the host (Mesh.H), each of which the reused call must
 // overwrite (they are set to −1 before it): after a longer mesh, a shorter one (the marks grow), fewer
 // trajectories, and launches in chunks with reruns of a few trajectories
-// (marks and steps written column by column).
+// (marks and steps written column by column); the reused call copies them
+// back through small chunk buffers.
 func TestHostEventsReuse(t *testing.T) {
 	needHost(t)
 	t.Parallel()
@@ -852,16 +853,26 @@ func TestHostEventsReuse(t *testing.T) {
 	} {
 		bc := c.mk(c.n, ode.Tsit5)
 		set := bc.set
-		set.RelTol, set.AbsTol, set.Engine = c.rtol, c.rtol*1e-2, hostF64.name
+		set.RelTol, set.AbsTol = c.rtol, c.rtol*1e-2
+		tun := Tuning{}
 		if c.reruns {
-			set.Engine = tuned(t, hostF64.name, Tuning{firstRows: 9})
+			tun.firstRows = 9
 			set.MemoryLimit = 24 << 10 // chunks of the balls (not of the driven balls' longer rows)
 		}
-		sv, err := ode.NewSolver(bc.prob.Field, &set)
+		set.Engine = tuned(t, hostF64.name, tun)
+		fresh, err := ode.NewSolver(bc.prob.Field, &set)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := sv.Grad(nil, &bc.prob, bc.loss, nil)
+		want, err := fresh.Grad(nil, &bc.prob, bc.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The reused call's copies of marks and steps back go through
+		// chunk buffers of 256 bytes.
+		tun.meshChunk = 256
+		set.Engine = tuned(t, hostF64.name, tun)
+		sv, err := ode.NewSolver(bc.prob.Field, &set)
 		if err != nil {
 			t.Fatal(err)
 		}
