@@ -828,3 +828,85 @@ func TestHostEventsFloat32(t *testing.T) {
 	testEventsFloat32(t, "cuda-host-f32", 24, []ode.Method{ode.Tsit5, ode.Rodas5P}, false)
 	t.Run("multi", func(t *testing.T) { testEventsFloat32(t, "cuda-multi-host2-f32", 24, []ode.Method{ode.Tsit5}, false) })
 }
+
+// TestHostEventsReuse checks on the host engine that a Gradient with
+// events passed back to Grad equals a fresh call's bit for bit, its event
+// marks (Mesh.Events), event counts (Solution.Events) and, after chunks,
+// its steps on the host (Mesh.H), each of which the reused call must
+// overwrite (they are set to −1 before it): after a longer mesh, a shorter one (the marks grow), fewer
+// trajectories, and launches in chunks with reruns of a few trajectories
+// (marks and steps written column by column); the reused call copies them
+// back through small chunk buffers.
+func TestHostEventsReuse(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	var g ode.Gradient
+	for k, c := range []struct {
+		mk     func(int, ode.Method) engineCase
+		rtol   float64
+		reruns bool
+		n      int
+	}{
+		{drivenBallCase, 1e-10, false, 40}, {ballCase, 1e-5, false, 40}, {drivenBallCase, 1e-5, false, 40},
+		{ballCase, 1e-10, true, 40}, {drivenBallCase, 1e-10, false, 33}, {ballCase, 1e-5, true, 33},
+		{drivenBallCase, 1e-10, false, 100}, {ballCase, 1e-5, true, 100}, {ballCase, 1e-5, false, 100},
+	} {
+		bc := c.mk(c.n, ode.Tsit5)
+		set := bc.set
+		set.RelTol, set.AbsTol = c.rtol, c.rtol*1e-2
+		tun := Tuning{}
+		if c.reruns {
+			tun.firstRows = 9
+			set.MemoryLimit = 24 << 10 // chunks of the balls (not of the driven balls' longer rows)
+		}
+		set.Engine = tuned(t, hostF64.name, tun)
+		fresh, err := ode.NewSolver(bc.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := fresh.Grad(nil, &bc.prob, bc.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The reused call's copies of marks and steps back go through
+		// chunk buffers of 256 bytes.
+		tun.meshChunk = 256
+		set.Engine = tuned(t, hostF64.name, tun)
+		sv, err := ode.NewSolver(bc.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Mesh != nil {
+			// Stale marks everywhere: each must be overwritten.
+			for i := range g.Mesh.Events {
+				g.Mesh.Events[i] = -1
+			}
+			for i := range g.Mesh.H { // on the host after chunks
+				g.Mesh.H[i] = -1
+			}
+			for i := range g.Solution.Events {
+				g.Solution.Events[i] = -1
+			}
+		}
+		var tr Trace
+		if _, err := sv.GradContext(WithTrace(t.Context(), &tr), &g, &bc.prob, bc.loss, nil); err != nil {
+			t.Fatal(err)
+		}
+		hostMesh(t, want.Mesh)
+		hostMesh(t, g.Mesh)
+		gm, wm := g.Mesh, want.Mesh
+		if slices.Max(want.Solution.Events) == 0 || len(wm.Events) != wm.Rows*wm.N {
+			t.Fatalf("case %d: events %v, %d marks for %d steps: want events marked", k, want.Solution.Events, len(wm.Events), wm.Rows*wm.N)
+		}
+		if g.Loss != want.Loss || !slices.Equal(g.P, want.P) || !slices.Equal(g.Y0, want.Y0) ||
+			!slices.Equal(g.Solution.Y, want.Solution.Y) || !slices.Equal(g.Solution.Events, want.Solution.Events) ||
+			!slices.Equal(g.Solution.T, want.Solution.T) || gm.Rows != wm.Rows || !slices.Equal(gm.Len, wm.Len) ||
+			!slices.Equal(gm.H, wm.H) || !slices.Equal(gm.Events, wm.Events) {
+			t.Errorf("case %d: the reused result differs from a fresh one (marks equal %t, rows %d, want %d)",
+				k, slices.Equal(gm.Events, wm.Events), gm.Rows, wm.Rows)
+		}
+		if s := tr.Stats(); c.reruns && (s.Launches < 2 || s.Reruns == 0) {
+			t.Errorf("case %d: %d launches, %d reruns: want chunks and reruns", k, s.Launches, s.Reruns)
+		}
+	}
+}

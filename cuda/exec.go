@@ -1749,12 +1749,12 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		ex.notice(longest)
 	}
 	if v.MeshOut && longest > 0 && r.hout == nil {
-		if err := r.readMesh(ar.addr+uint64(l.off[argHout]), g, min(longest, rows), rows); err != nil {
+		if err := r.readMesh(ar.addr+uint64(l.off[argHout]), g, min(longest, rows)); err != nil {
 			return nil, err
 		}
 	}
 	if l.off[argEvOut] >= 0 {
-		if err := r.readEvents(ar.addr+uint64(l.off[argEvOut]), g, min(longest, rows), rows); err != nil {
+		if err := r.readEvents(ar.addr+uint64(l.off[argEvOut]), g, min(longest, rows)); err != nil {
 			return nil, err
 		}
 	}
@@ -1816,31 +1816,42 @@ func (s *orderedSum) add(b int) {
 // readEvents copies the event marks of the first used rows of the
 // launch's mesh (int32 [used][len(g)] at addr on the device) to the run's
 // marks (r.meshE, step-major [rows][N] as the mesh's steps, on the host
-// wherever the steps are: Mesh.Events), extended to rows rows if need
-// be (new rows read 0), and zeroes the rest of the launch's columns, as
-// readMesh does the steps.
-func (r *run) readEvents(addr uint64, g []int, used, rows int) error {
+// wherever the steps are: Mesh.Events), extended to used rows if need be
+// (new rows read 0), and zeroes the rest of the launch's columns. The
+// marks hold only the rows some launch used (finish extends them to the
+// mesh's rows), not the launch's record buffer, whose rows are many times
+// the steps taken: a launch of all N trajectories copies its marks
+// straight into them.
+func (r *run) readEvents(addr uint64, g []int, used int) error {
 	N, n := r.j.N, len(g)
-	if had := len(r.meshE) / N; had < rows {
+	all := n == N && g[0] == 0 && g[n-1] == N-1 // g is 0, 1, …, N−1 (g is increasing)
+	if had := len(r.meshE) / N; had < used {
 		var fresh bool
-		r.meshE, fresh = buf.Extend(r.meshE, rows*N)
-		if !fresh {
+		r.meshE, fresh = buf.Extend(r.meshE, used*N)
+		if !fresh && !all { // all: the copy below writes them
 			clear(r.meshE[had*N:])
 		}
 	}
-	for s := used; s < len(r.meshE)/N; s++ {
-		for _, i := range g {
-			r.meshE[s*N+i] = 0
+	if all {
+		clear(r.meshE[used*N:])
+	} else {
+		for s := used; s < len(r.meshE)/N; s++ {
+			for _, i := range g {
+				r.meshE[s*N+i] = 0
+			}
 		}
 	}
 	if used == 0 {
 		return nil
 	}
+	r.tr.add(func(t *TraceStats) { t.Download += int64(used) * int64(n) * 4 })
+	if all {
+		return r.copyMesh(int32bytes(r.meshE[:used*N]), addr, false)
+	}
 	b := make([]byte, used*n*4)
 	if err := r.read(b, addr); err != nil {
 		return err
 	}
-	r.tr.add(func(t *TraceStats) { t.Download += int64(len(b)) })
 	ev := int32s(b, 0, int64(len(b)))
 	par.Run(used, 0, func(_, s int) {
 		row := r.meshE[s*N : (s+1)*N]
@@ -2013,7 +2024,9 @@ func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 
 // readMesh copies the first used rows of the launch's mesh (rows
 // [used][len(g)] at addr on the device) to the run's mesh, which it extends
-// to rows rows if need be, and zeroes the rest of the launch's columns (the
+// to used rows if need be (not to the launch's record buffer: finish
+// extends it to the mesh's rows, the most any launch used), and zeroes the
+// rest of the launch's columns (the
 // device wrote zeros past each trajectory's last step; the run's mesh may
 // hold a mesh passed back, or an earlier launch's rows of a trajectory run
 // again). Rows new to the run's mesh read 0 in the other columns, so that
@@ -2021,19 +2034,19 @@ func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 // cleared: a launch of all N trajectories clears only its rows past the
 // longest. Rows of consecutive trajectories in float64 are copied straight
 // into place.
-func (r *run) readMesh(addr uint64, g []int, used, rows int) error {
+func (r *run) readMesh(addr uint64, g []int, used int) error {
 	N, n := r.j.N, len(g)
 	lo := g[0]
 	contiguous := g[n-1]-lo == n-1
-	if had := len(r.meshH) / N; had < rows {
+	if had := len(r.meshH) / N; had < used {
 		var fresh bool
-		r.meshH, fresh = buf.Extend(r.meshH, rows*N)
+		r.meshH, fresh = buf.Extend(r.meshH, used*N)
 		if !fresh {
 			if contiguous {
-				clearRows(r.meshH, N, had, rows, 0, lo)
-				clearRows(r.meshH, N, had, rows, lo+n, N)
+				clearRows(r.meshH, N, had, used, 0, lo)
+				clearRows(r.meshH, N, had, used, lo+n, N)
 			} else {
-				clearRows(r.meshH, N, had, rows, 0, N)
+				clearRows(r.meshH, N, had, used, 0, N)
 			}
 		}
 	}
@@ -2270,6 +2283,14 @@ func f64bytes(x []float64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 8*len(x))
 }
 
+// int32bytes returns the bytes of x.
+func int32bytes(x []int32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
+}
+
 // Kernel flags (GS_FLAG_* of kernel.cuh).
 const (
 	flagStiff    = 1
@@ -2294,8 +2315,12 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		switch {
 		case r.hout != nil:
 			m.Resident = r.hout // H stays nil: the steps are on the device
-		case len(r.meshH) < m.Rows*n: // no launch had steps to copy
-			r.meshH = buf.Make(r.meshH, m.Rows*n)
+		case len(r.meshH) < m.Rows*n: // no launch had steps to copy, or as many as the longest
+			had := len(r.meshH)
+			var fresh bool
+			if r.meshH, fresh = buf.Extend(r.meshH, m.Rows*n); !fresh {
+				clear(r.meshH[had:])
+			}
 			fallthrough
 		default:
 			m.H = r.meshH[:m.Rows*n]

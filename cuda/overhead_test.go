@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,18 +129,14 @@ func benchCallOmit(b *testing.B, engine string, mesh bool, o ode.Omit) {
 // benchCallN is benchCallOmit of n trajectories.
 func benchCallN(b *testing.B, n int, engine string, mesh bool, o ode.Omit) {
 	b.ReportAllocs()
-	pr := problems.Lorenz()
-	p := make([]float64, 3*n)
-	for i := range n {
-		p[3*i], p[3*i+1], p[3*i+2] = 10, 21*float64(i)/float64(n-1), 8.0/3
-	}
-	prob := ode.Problem{Field: pr.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T0: 0, T1: 1}
-	sv, err := ode.NewSolver(prob.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-4, AbsTol: 1e-7, Engine: engine})
+	c := lorenzCallCase(n)
+	prob, loss := c.prob, c.loss
+	c.set.Engine = engine
+	sv, err := ode.NewSolver(prob.Field, &c.set)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var g ode.Gradient
-	loss := ode.SumSquares()
 	if _, err := sv.GradContext(context.Background(), &g, &prob, loss, nil); err != nil {
 		b.Fatal(err)
 	}
@@ -153,6 +150,23 @@ func benchCallN(b *testing.B, n int, engine string, mesh bool, o ode.Omit) {
 		if _, err := sv.GradContext(context.Background(), &g2, &prob, loss, m); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// lorenzCallCase is the Lorenz ensemble of the call benchmarks: n
+// trajectories from (1, 0, 0) with ρ spread over [0, 21], to T = 1, Tsit5
+// at rtol 1e-4, loss Σ y².
+func lorenzCallCase(n int) engineCase {
+	pr := problems.Lorenz()
+	p := make([]float64, 3*n)
+	for i := range n {
+		p[3*i], p[3*i+1], p[3*i+2] = 10, 21*float64(i)/float64(n-1), 8.0/3
+	}
+	return engineCase{
+		name: "lorenz",
+		prob: ode.Problem{Field: pr.Field, N: n, Y0: []float64{1, 0, 0}, P: p, T0: 0, T1: 1},
+		set:  ode.Settings{Method: ode.Tsit5, RelTol: 1e-4, AbsTol: 1e-7},
+		loss: ode.SumSquares(),
 	}
 }
 
@@ -527,4 +541,74 @@ func BenchmarkTrainRunHostWork(b *testing.B) {
 			b.Fatalf("%d device steps (%s)", res.DeviceSteps, res.DeviceNote)
 		}
 	}
+}
+
+// BenchmarkCallHostWorkEvents measures the host's work in whole calls of
+// the events suite's problems (gradsolve bench -suite gpu-events: the
+// bouncing balls and the pharmacokinetic threshold, Tsit5, atol =
+// rtol·1e-2) at 65,536 trajectories on the backend whose copies and
+// kernels take no time: a forward solve and a gradient with its record,
+// each repeated with its result passed back as the suite does, beside a
+// Lorenz solve and
+// gradient of as many trajectories for scale. The kernels write
+// nothing (every trajectory reads as 0 steps, OK), so the results are
+// meaningless and only the host's time counts; the record buffers have
+// the rows a warm device call of the suite gives them (eventsRows), as the
+// executor would size them from the steps it saw.
+func BenchmarkCallHostWorkEvents(b *testing.B) {
+	const n = 1 << 16
+	engine := tuned(b, hostWork.name, Tuning{firstRows: eventsRows})
+	for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
+		for _, rtol := range []float64{1e-6, 1e-8} {
+			c := mk(n, ode.Tsit5)
+			c.set.RelTol, c.set.AbsTol, c.set.Engine = rtol, rtol*1e-2, engine
+			name := fmt.Sprintf("%s-%.0e", strings.TrimSuffix(c.name, "-Tsit5"), rtol)
+			b.Run(name+"/solve", func(b *testing.B) { benchEventsCall(b, &c, false) })
+			b.Run(name+"/grad", func(b *testing.B) { benchEventsCall(b, &c, true) })
+		}
+	}
+	lc := lorenzCallCase(n)
+	lc.set.Engine = hostWork.name
+	b.Run("lorenz/solve", func(b *testing.B) { benchEventsCall(b, &lc, false) })
+	b.Run("lorenz/grad", func(b *testing.B) { benchEventsCall(b, &lc, true) })
+}
+
+// eventsRows is the record buffer's rows in a warm call of the events
+// suite on a GPU: rowsGuess after a longest trajectory of 14 steps (the
+// balls at rtol 1e-6 on cuda-host).
+const eventsRows = 14 + 14/8 + 8
+
+// benchEventsCall times Solver.Solve (or Grad with its record) of case c
+// after an untimed first call, the Gradient passed back to every call.
+func benchEventsCall(b *testing.B, c *engineCase, grad bool) {
+	b.ReportAllocs()
+	sv, err := ode.NewSolver(c.prob.Field, &c.set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var g ode.Gradient
+	var tr Trace
+	ctx := WithTrace(context.Background(), &tr)
+	call := func() error {
+		if grad {
+			_, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil)
+			return err
+		}
+		_, err := sv.SolveContext(ctx, &c.prob)
+		return err
+	}
+	if err := call(); err != nil {
+		b.Fatal(err)
+	}
+	kernel := tr.Stats().Kernel
+	b.ResetTimer()
+	for range b.N {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	// The kernels' time (0 on a backend whose kernels do nothing): the
+	// host's work is ns/op less it.
+	b.ReportMetric(float64(tr.Stats().Kernel-kernel)/float64(b.N), "kernel-ns/op")
 }

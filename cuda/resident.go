@@ -192,5 +192,5 @@ func (r *run) unkeepMesh(rows int) error {
 	if used == 0 {
 		return nil
 	}
-	return r.readMesh(rm.mem.addr, g, used, rows)
+	return r.readMesh(rm.mem.addr, g, used)
 }

@@ -321,7 +321,7 @@ func (g *Gradient) reusable(mesh bool) *Result {
 		g.Mesh.unvouch()
 	}
 	if s := g.Solution; s != nil {
-		r.Y, r.Ys, r.T = or(s.Y, r.Y), or(s.Ys, r.Ys), s.T
+		r.Y, r.Ys, r.T, r.Events = or(s.Y, r.Y), or(s.Ys, r.Ys), s.T, s.Events
 		if mesh {
 			// Status, Stats and Stiff are the mesh's when one was given.
 			r.Status, r.Stiff = s.Status, s.Stiff

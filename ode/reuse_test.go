@@ -188,14 +188,20 @@ func TestReuseSavesOverwritten(t *testing.T) {
 			t.Fatalf("%s: grad: %v", c.name, err)
 		}
 		for _, mesh := range []*ode.Mesh{nil, gw.Mesh} {
-			g := &ode.Gradient{Solution: &ode.Solution{Ys: make([]float64, len(gw.Solution.Ys))}}
+			g := &ode.Gradient{Solution: &ode.Solution{Ys: make([]float64, len(gw.Solution.Ys)), Events: make([]int, p.N)}}
 			for i := range g.Solution.Ys {
 				g.Solution.Ys[i] = 1e300
+			}
+			for i := range g.Solution.Events {
+				g.Solution.Events[i] = -1 // stale event counts
 			}
 			if _, err := sv.Grad(g, &p, c.loss, mesh); err != nil {
 				t.Fatalf("%s: grad reused: %v", c.name, err)
 			}
 			what := fmt.Sprintf("%s: Grad into a Gradient with stale saves (mesh given: %v)", c.name, mesh != nil)
+			if !slices.Equal(g.Solution.Events, gw.Solution.Events) {
+				t.Errorf("%s: event counts %v, want %v", what, g.Solution.Events, gw.Solution.Events)
+			}
 			sameBits(t, what+": Ys", g.Solution.Ys, gw.Solution.Ys)
 			sameBits(t, what+": loss", []float64{g.Loss}, []float64{gw.Loss})
 			sameBits(t, what+": Y0", g.Y0, gw.Y0)
