@@ -36,6 +36,7 @@
 #   mkdir -p .gpu/bin
 #   CGO_ENABLED=0 go build -ldflags='-s -w' -o .gpu/bin/gradsolve ./cmd/gradsolve
 #   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o .gpu/bin/cuda.test ./cuda
+#   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o .gpu/bin/fit.test ./fit   (bench part)
 #
 # carry .gpu, and run `bash bench/gpu_pending.sh PART` from the repository
 # root. Logs go to $OUT/l (packed as $OUT/logs.tgz); a summary is printed
@@ -173,6 +174,11 @@ grep Benchmark "$out/l/hostwork.log"
 timeout 40 "$bin/gradsolve" bench -suite gpu-train -engine cuda -reps 9 -json -quiet -cases neural,lorenz-fit \
 	>"$out/l/fits.jsonl" 2>"$out/l/fits.log"
 el $?
+if [ -x "$bin/fit.test" ]; then
+timeout 60 "$bin/fit.test" -test.run XXX -test.bench 'New$|NewFresh|NewSolver' -test.benchtime 20x -test.cpu 1,16 >"$out/l/fitnew.log" 2>&1
+el $?
+grep Benchmark "$out/l/fitnew.log"
+fi
 echo "=== save times (1 against 1,000)"
 timeout 150 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUSaveRatio/.*/.*/interp' -test.benchtime 5x >"$out/l/saves.log" 2>&1
 el $?
