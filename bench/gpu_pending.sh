@@ -24,6 +24,7 @@
 #   bash bench/gpu_pending.sh compile (about 4 minutes): bench/ptxas_profile.py
 #     on .gpu/srcs (TestSizeDiag's sources) beside the GPU tests of events,
 #     multi-GPU, training and problems;
+#   bash bench/gpu_pending.sh one (under 10 minutes): the most wanted checks in one call.
 #   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
 #   bash bench/gpu_pending.sh large (under 10 minutes): -suite gpu-large beside
 #     bench/anchors/diffrax_large.py.
@@ -128,6 +129,24 @@ echo "=== Method Auto"
 timeout 300 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUAuto' -test.benchtime 5x >"$out/l/auto.log" 2>&1
 el $?
 grep -E "^Benchmark|FAIL|panic" "$out/l/auto.log"
+fi
+
+if [ "$part" = one ]; then
+# Everything most wanted in one call of under ten minutes: the rolled LU
+# kernels through NVRTC (TestGPUEngineProblems), the events suite after
+# the event marks' fix (with its trace and profile, no Diffrax), POLL's
+# first call, and the large-state suite.
+timeout 100 "$bin/cuda.test" -test.run 'TestGPUEngineProblems' -test.v >"$out/l/problems.log" 2>&1
+el $?
+grep -E "^(--- |ok|FAIL|PASS)|^    --- FAIL|panic" "$out/l/problems.log" | head
+timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" \
+	-trace "$out/l/events.trace" -cpuprofile "$out/l/events.prof" >"$out/l/events.log" 2>&1
+el $?
+GS_COLDSTART_ONLY=pollution GS_COLDSTART_BUDGET=110 GS_COLDSTART_JSON="$out/l/cold-poll.json" timeout 130 \
+	"$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-poll.log" 2>&1
+el $?
+grep -hE "options  |problems  " "$out"/l/cold-*.log | grep -v rejected | cut -c1-220
+LARGE_S=240 bash "$0" large-go
 fi
 
 if [ "$part" = first ]; then
