@@ -64,6 +64,12 @@ type EventsRow struct {
 	GradRecord     float64 `json:"grad_record_ms"`
 	ForwardCall    float64 `json:"forward_call_ms"`
 	GradRecordCall float64 `json:"grad_record_call_ms"`
+	// GradOmitCall is the whole gradient call with the record that asks
+	// for the loss and the gradients alone (Gradient.Omit =
+	// OmitStates|OmitStats: no states, times or counts brought back),
+	// GradOmit its kernels' time.
+	GradOmit     float64 `json:"grad_omit_ms"`
+	GradOmitCall float64 `json:"grad_omit_call_ms"`
 
 	// ValueErr is the median error of the values against the closed
 	// form (ball: |x(T) − x|, absolute; pk: |t* − t|/t), GradErr that of
@@ -155,8 +161,8 @@ func RunEvents(w io.Writer, cfg GPUConfig) ([]EventsRow, error) {
 	if !cfg.JSON {
 		fmt.Fprintf(w, "Events (ball: bounces to T = 1.6, loss Σx(T); pk: terminal threshold, loss Σt*), Tsit5, atol = rtol·1e-2, engine %s, median of %d (ms): kernel = device time, call = whole ode.Solver call\n",
 			cfg.engine(), repsOrDefault(cfg.Reps))
-		fmt.Fprintf(w, "%-5s %8s %6s %7s %6s | %9s %9s | %9s %9s | %9s %9s %s\n",
-			"prob", "n", "rtol", "steps", "events", "fwd", "grad+rec", "call-fwd", "call-g+r", "value-err", "grad-err", "layout")
+		fmt.Fprintf(w, "%-5s %8s %6s %7s %6s | %9s %9s | %9s %9s %9s | %9s %9s %s\n",
+			"prob", "n", "rtol", "steps", "events", "fwd", "grad+rec", "call-fwd", "call-g+r", "call-omit", "value-err", "grad-err", "layout")
 	}
 	var rows []EventsRow
 	for _, n := range ns {
@@ -173,9 +179,9 @@ func RunEvents(w io.Writer, cfg GPUConfig) ([]EventsRow, error) {
 				if cfg.JSON {
 					err = writeJSON(w, row)
 				} else {
-					_, err = fmt.Fprintf(w, "%-5s %8d %6.0e %7.1f %6.2f | %9.3f %9.3f | %9.3f %9.3f | %9.2e %9.2e %s\n",
+					_, err = fmt.Fprintf(w, "%-5s %8d %6.0e %7.1f %6.2f | %9.3f %9.3f | %9.3f %9.3f %9.3f | %9.2e %9.2e %s\n",
 						row.Problem, row.N, row.RelTol, row.Steps, row.Events, row.Forward, row.GradRecord,
-						row.ForwardCall, row.GradRecordCall, row.ValueErr, row.GradErr, row.Layout)
+						row.ForwardCall, row.GradRecordCall, row.GradOmitCall, row.ValueErr, row.GradErr, row.Layout)
 				}
 				if err != nil {
 					return rows, err
@@ -199,9 +205,14 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 	var compile time.Duration
 	var last, gr cuda.TraceStats
 	var g ode.Gradient
+	gomit := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
 	times, err := timeGPU(cfg.Reps,
 		traced(&compile, &last, func(ctx context.Context) error { _, err := sv.SolveContext(ctx, prob); return err }),
 		traced(&compile, &gr, func(ctx context.Context) error { _, err := sv.GradContext(ctx, &g, prob, ep.loss, nil); return err }),
+		traced(&compile, &last, func(ctx context.Context) error {
+			_, err := sv.GradContext(ctx, &gomit, prob, ep.loss, nil)
+			return err
+		}),
 	)
 	if err != nil {
 		return nil, err
@@ -220,6 +231,7 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 		Problem: ep.name, Engine: cfg.engine(), N: n, RelTol: set.RelTol, AbsTol: set.AbsTol,
 		Steps: meanInts(g.Mesh.Stats.Accepted), Rejected: meanInts(g.Mesh.Stats.Rejected), Events: meanInts(g.Solution.Events),
 		Forward: times[0].kernel, GradRecord: times[1].kernel, ForwardCall: times[0].call, GradRecordCall: times[1].call,
+		GradOmit: times[2].kernel, GradOmitCall: times[2].call,
 		ValueErr: median(verr), GradErr: median(gerr), Samples: subsample(n, eventsSamples),
 		Loss: g.Loss, Compile: ms(compile), Layout: gr.Layout,
 	}
@@ -229,6 +241,9 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 	}
 	if slices.ContainsFunc(row.Grads, func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }) {
 		return nil, fmt.Errorf("non-finite gradient")
+	}
+	if d := maxDiffOfLargest(gomit.P, g.P); d != 0 || gomit.Loss != g.Loss {
+		return nil, fmt.Errorf("the gradient with Gradient.Omit differs from the full one: loss %v against %v, gradients by %.3g of the largest", gomit.Loss, g.Loss, d)
 	}
 	return row, nil
 }
