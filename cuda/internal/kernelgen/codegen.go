@@ -129,6 +129,10 @@ type Source struct {
 	// reroll (thread layout) emits runs of values that repeat per state
 	// component as loops (reroll.go).
 	reroll bool
+	// emitted lists the functions of programs in the order of emission
+	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).
+	emitted   []emittedFunc
+	splitFrom int
 }
 
 // luLoopsFrom is the matrix dimension from which a source keeps the LU
@@ -195,8 +199,16 @@ func (s *Source) String() string {
 		sb.WriteString("\n")
 		sb.WriteString(h)
 	}
-	for _, p := range s.parts {
+	split := s.split()
+	if split != nil {
 		sb.WriteString("\n")
+		sb.WriteString(splitHelper)
+	}
+	for k, p := range s.parts {
+		sb.WriteString("\n")
+		if f, ok := split[k]; ok {
+			p = strings.Replace(p, f.signature(), "GS_STEP"+strings.TrimPrefix(f.signature(), f.qual), 1)
+		}
 		sb.WriteString(p)
 	}
 	return sb.String()
@@ -238,7 +250,7 @@ func (s *Source) function(p *tape.Program, qual string) (string, error) {
 	}
 	s.Funcs[p] = name
 	s.hashes[hash] = name
-	s.parts = append(s.parts, code)
+	s.addFunc(name, qual, code)
 	return name, nil
 }
 
