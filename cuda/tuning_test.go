@@ -48,6 +48,9 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 			tn += fmt.Sprintf(",%s=%d", f.name, f.v)
 		}
 	}
+	if tun.SplitFrom != 0 {
+		tn += fmt.Sprintf(",split=%d", tun.SplitFrom)
+	}
 	if tun.FastCompile != "" || tun.FastCompileFrom != 0 {
 		tn += fmt.Sprintf(",fast=%q from %d", tun.FastCompile, tun.FastCompileFrom)
 	}
