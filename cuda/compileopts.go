@@ -53,8 +53,13 @@ func (t Tuning) splitFrom() int {
 }
 
 // compileOptions returns the further NVRTC options of a kernel whose
-// source is src bytes long (Tuning.FastCompile), nil for none.
+// source is src bytes long (Tuning.FastCompile, Tuning.Minimal), nil for
+// none.
 func (t Tuning) compileOptions(src int) []string {
+	var always []string
+	if t.Minimal {
+		always = []string{"-minimal"}
+	}
 	opts, from := t.FastCompile, t.FastCompileFrom
 	if opts == "" {
 		opts = defaultFastCompile
@@ -63,7 +68,7 @@ func (t Tuning) compileOptions(src int) []string {
 		from = defaultFastCompileFrom
 	}
 	if opts == "none" || src < from {
-		return nil
+		return always
 	}
-	return strings.Fields(opts)
+	return append(always, strings.Fields(opts)...)
 }

@@ -25,6 +25,9 @@ func TestCompileOptions(t *testing.T) {
 		{Tuning{FastCompile: " -a  -b ", FastCompileFrom: 100}, 100, []string{"-a", "-b"}},
 		{Tuning{FastCompile: "-a", FastCompileFrom: 100}, 99, nil},
 		{Tuning{FastCompile: "none", FastCompileFrom: 1}, 1 << 30, nil},
+		{Tuning{Minimal: true}, 1, []string{"-minimal"}},
+		{Tuning{Minimal: true}, defaultFastCompileFrom, []string{"-minimal", "--ptxas-options=-O1"}},
+		{Tuning{Minimal: true, FastCompile: "none"}, 1 << 30, []string{"-minimal"}},
 	} {
 		if got := c.tun.compileOptions(c.src); !slices.Equal(got, c.want) {
 			t.Errorf("%+v, %d bytes: options %q, want %q", c.tun, c.src, got, c.want)

@@ -87,6 +87,13 @@ type Tuning struct {
 	// FastCompileFrom is the source size, in bytes, from which
 	// FastCompile applies; zero means defaultFastCompileFrom.
 	FastCompileFrom int
+	// Minimal compiles every kernel with NVRTC's -minimal, which leaves
+	// out of the program the parts of CUDA's headers that generated code
+	// does not use (textures, surfaces, the device runtime, the runtime's
+	// types), for a shorter front end; NVRTC before 12.4, which lacks it,
+	// compiles without (driver.CompileSettings.Options). Off by default
+	// until measured on a device (bench/gpu_pending.sh compile2).
+	Minimal bool
 	// SplitFrom is the size, in bytes of generated functions (without
 	// the prelude and the kernel templates), from which a kernel of the
 	// thread layout compiles its large step programs as functions of
