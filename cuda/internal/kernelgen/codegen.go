@@ -96,6 +96,10 @@ type SourceSettings struct {
 // holding them. The call's value is the returned struct, whose v[c] its
 // Extracts read. SourceSettings.InlineCallees makes small callees
 // GS_CALLEE_INLINE functions instead.
+//
+// A kernel's unit whose functions of programs are large (Config.SplitFrom,
+// split.go) qualifies its large GS_FUNC functions GS_STEP instead: kept
+// calls on the device, as GS_CALLEE functions are.
 type Source struct {
 	prec   Precision
 	inline int
