@@ -31,6 +31,15 @@
 #   bash bench/gpu_pending.sh cold (about 5 minutes): Pollution's and
 #     HIRES's first calls with the LU loops kept loops, and
 #     TestGPUEngineProblems.
+#   bash bench/gpu_pending.sh compile2 (about 9 minutes): split kernels
+#     (kernelgen's Config.SplitFrom) and NVRTC's -minimal, --split-compile
+#     and precompiled headers: bench/ptxas_profile.py on five Rodas5P
+#     gradient sources of .gpu/srcs (5 processes, ptxas at -O1, the
+#     engine's level for them), then TestGPUColdStart's split phase
+#     (split and unsplit kernels, cold and warm, with the engine's
+#     options), then TestGPUEngineProblems (NVRTC takes the split
+#     sources; GPU = CPU). .gpu/srcs must be the split sources:
+#     GS_SIZE_DIAG=.gpu/srcs GS_SIZE_ONLY=Rodas5P go test ./cuda -run TestSizeDiag
 #
 # It builds nothing. Before the call, on the development machine:
 #
@@ -172,6 +181,40 @@ timeout 230 python3 bench/anchors/diffrax_large.py --platform gpu --rtol 1e-6 --
 	--out "$out/l/diffrax_large.jsonl" >/dev/null 2>"$out/l/diffrax_large.log"
 el $?
 tail -4 "$out/l/diffrax_large.log"
+fi
+
+if [ "$part" = compile2 ]; then
+# Variants (bench/ptxas_profile.py): base = as the engine now generates
+# (large kernels split), inlined = unsplit (as before), minimal, splitc
+# (--split-compile=0), pch (the prelude precompiled), and minimal+splitc;
+# -nvrtc-time records NVRTC's own phase times.
+echo "=== ptxas profile 2"
+srcs="pollution-Rodas5P-grad hires-Rodas5P-grad brusselator-Rodas5P-grad lorenz96-64-Rodas5P-grad lorenz-Rodas5P-grad"
+timeout 250 python3 bench/ptxas_profile.py -out /tmp/ptx2 -workers 5 -timeout 120 -levels 1 -nvrtc-time \
+	-variants base,inlined,minimal,splitc,pch,minimal+splitc \
+	$(for s in $srcs; do echo .gpu/srcs/$s.cu; done) >"$out/l/ptxas2.jsonl" 2>"$out/l/ptxas2.log"
+el $?
+echo "=== split kernels cold and warm"
+GS_COLDSTART_PHASES=split GS_COLDSTART_BUDGET=180 GS_COLDSTART_JSON="$out/l/cold-split.json" timeout 230 \
+	"$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-split.log" 2>&1
+el $?
+timeout 90 "$bin/cuda.test" -test.run 'TestGPUEngineProblems' -test.v >"$out/l/problems2.log" 2>&1
+el $?
+grep -hE "split  |skipped" "$out/l/cold-split.log" | cut -c1-220
+grep -E "^(--- |ok|FAIL|PASS)|^    --- FAIL|panic" "$out/l/problems2.log" | head
+python3 - "$out/l/ptxas2.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    o1 = r.get("ptxas_O1", {})
+    print("%-28s %-15s src %7s ptx %8s fe %6s pch1 %6s O1 %7s regs %4s spill %6s stack %6s %s" % (
+        r.get("source"), r.get("variant"), r.get("src_bytes"), r.get("ptx_bytes"), r.get("nvrtc_ptx_s"),
+        r.get("pch_create_s", "-"), o1.get("s"), o1.get("regs_max"), o1.get("spill_st"), o1.get("stack_max"),
+        (r.get("error") or o1.get("error") or " ".join(r.get("pch_log", [])))[:100]))
+PY
 fi
 
 if [ "$part" = bench ]; then

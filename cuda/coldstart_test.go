@@ -27,6 +27,8 @@ var coldOptionSets = []string{
 	"--ptxas-options=-O0",
 	"-dopt=off",
 	"-Ofast-compile=mid --ptxas-options=-O1",
+	"-minimal",
+	"-minimal --ptxas-options=-O1",
 }
 
 // coldRow is one measurement of TestGPUColdStart.
@@ -35,6 +37,7 @@ type coldRow struct {
 	Problem string  `json:"problem"`
 	Method  string  `json:"method"`
 	Options string  `json:"options"`
+	Split   int     `json:"split_from"`   // Tuning.SplitFrom (phase "split"; 0 elsewhere: the default)
 	Source  int     `json:"source_bytes"` // the gradient kernel's source in the thread layout (-1: Method Auto)
 	Cold    float64 `json:"cold_s"`       // NewSolver and the first Grad: tracing, generation, NVRTC, load, run
 	Compile float64 `json:"compile_s"`    // of which generating and compiling kernels (TraceStats.Compile)
@@ -57,7 +60,14 @@ type coldRow struct {
 // Tsit5 where it is not stiff, with the engine's own options. The disk
 // cache is off (GRADSOLVE_CUDA_CACHE=off).
 //
-// Environment: GS_COLDSTART_PHASES ("options,problems", the default),
+// Phase "split" (only when named): the Rodas5P gradients of Pollution,
+// HIRES, the Brusselator, Lorenz-96 (d = 64) and the neural Robertson
+// problem with the engine's own options, their large step programs split
+// (Tuning.SplitFrom's default) and not (SplitFrom -1): what compiling
+// them apart saves cold and costs warm.
+//
+// Environment: GS_COLDSTART_PHASES ("options,problems", the default; or
+// any of options, problems, split),
 // GS_COLDSTART_ONLY (run the cases whose problem-method name contains
 // it), GS_COLDSTART_BUDGET (seconds, default 230: cases that would start
 // past it are skipped and listed), GS_COLDSTART_JSON (a file for the
@@ -103,7 +113,7 @@ func TestGPUColdStart(t *testing.T) {
 	var skipped []string
 	// Each phase's engines are their own (FastCompileFrom 1 or 2), so that
 	// no case finds another's kernel in an engine's memory.
-	run := func(phase, name string, m ode.Method, opts string) {
+	run := func(phase, name string, m ode.Method, opts string, split int) {
 		cname := name + "-" + m.Name()
 		if only != "" && !strings.Contains(cname, only) {
 			return
@@ -116,8 +126,15 @@ func TestGPUColdStart(t *testing.T) {
 		if phase == "problems" {
 			from = 2
 		}
-		row := coldRun(t, tuned(t, "cuda", Tuning{FastCompile: opts, FastCompileFrom: from}), name, m, 4096)
-		row.Phase, row.Options = phase, opts
+		tun := Tuning{FastCompile: opts, FastCompileFrom: from}
+		if phase == "split" {
+			// The engine's own options, on an engine of its own (split
+			// -1 or 1: a name apart from the other phases').
+			tun = Tuning{FastCompileFrom: defaultFastCompileFrom, SplitFrom: split}
+			opts = fmt.Sprintf("split %d", split)
+		}
+		row := coldRun(t, tuned(t, "cuda", tun), name, m, 4096)
+		row.Phase, row.Options, row.Split = phase, opts, split
 		rows = append(rows, row)
 		t.Logf("%-8s %-28s %-40q %8d B  cold %7.2f s (compile %7.2f s)  warm %7.3f s (kernels %7.3f s) %s",
 			phase, cname, opts, row.Source, row.Cold, row.Compile, row.Warm, row.Kernel, row.Err)
@@ -128,7 +145,7 @@ func TestGPUColdStart(t *testing.T) {
 			m    ode.Method
 		}{{"pollution", ode.Rodas5P}, {"lorenz", ode.Tsit5}, {"lorenz96-64", ode.Rodas5P}} {
 			for _, o := range sets {
-				run("options", c.name, c.m, o)
+				run("options", c.name, c.m, o, 0)
 			}
 		}
 	}
@@ -143,7 +160,14 @@ func TestGPUColdStart(t *testing.T) {
 				methods = append(methods, ode.Tsit5)
 			}
 			for _, m := range methods {
-				run("problems", name, m, "none")
+				run("problems", name, m, "none", 0)
+			}
+		}
+	}
+	if strings.Contains(phases, "split") {
+		for _, name := range []string{"pollution", "hires", "brusselator", "lorenz96-64", "neural-robertson"} {
+			for _, split := range []int{defaultSplitFrom, -1} {
+				run("split", name, ode.Rodas5P, "", split)
 			}
 		}
 	}

@@ -21,9 +21,45 @@ const (
 	defaultFastCompileFrom = 300_000
 )
 
+// defaultSplitFrom is Tuning.SplitFrom's default: the bytes of a
+// kernel's functions of programs (kernelgen's Source.FuncBytes, its
+// generated code without the prelude and the templates) from which its
+// large step programs are compiled as functions of their own
+// (kernelgen.Config.SplitFrom). Measured on the H100 (bench/ptxas_profile.py,
+// variant noinline, docs/bench-history.md): NVRTC's front end 1.7-2.6×
+// faster on the Rodas5P gradient kernels of Pollution, HIRES, the
+// Brusselator and Lorenz (37.4 → 22.2 s, 4.9 → 2.1 s), the kernels'
+// stack frames a third (98 → 30 kB for Pollution). The threshold, 256 KiB,
+// keeps the kernels of the three-state problems, whose first calls are
+// within the cold-start target and whose speed the benchmarks measure,
+// as they were (Lorenz's Rodas5P gradient kernel 226 kB of functions,
+// Robertson's 228 kB, Lorenz's Vern7 241 kB, Kepler's Rodas5P 251 kB;
+// TestSplitKernels), and splits those of Pollution (272 kB), HIRES and
+// Lorenz-96 d = 8 (330 kB), the neural Robertson problem (347 kB), the
+// Brusselator and Lorenz-96 d = 64 with Rodas5P (397-406 kB). Not split:
+// Lorenz-96 d = 64 with Tsit5 (174 kB), though its first call takes 9 s.
+const defaultSplitFrom = 256 << 10
+
+// splitFrom returns the kernels' kernelgen.Config.SplitFrom
+// (Tuning.SplitFrom): -1 for never.
+func (t Tuning) splitFrom() int {
+	switch {
+	case t.SplitFrom < 0:
+		return -1
+	case t.SplitFrom == 0:
+		return defaultSplitFrom
+	}
+	return t.SplitFrom
+}
+
 // compileOptions returns the further NVRTC options of a kernel whose
-// source is src bytes long (Tuning.FastCompile), nil for none.
+// source is src bytes long (Tuning.FastCompile, Tuning.Minimal), nil for
+// none.
 func (t Tuning) compileOptions(src int) []string {
+	var always []string
+	if t.Minimal {
+		always = []string{"-minimal"}
+	}
 	opts, from := t.FastCompile, t.FastCompileFrom
 	if opts == "" {
 		opts = defaultFastCompile
@@ -32,7 +68,7 @@ func (t Tuning) compileOptions(src int) []string {
 		from = defaultFastCompileFrom
 	}
 	if opts == "none" || src < from {
-		return nil
+		return always
 	}
-	return strings.Fields(opts)
+	return append(always, strings.Fields(opts)...)
 }

@@ -87,6 +87,23 @@ type Tuning struct {
 	// FastCompileFrom is the source size, in bytes, from which
 	// FastCompile applies; zero means defaultFastCompileFrom.
 	FastCompileFrom int
+	// Minimal compiles every kernel with NVRTC's -minimal, which leaves
+	// out of the program the parts of CUDA's headers that generated code
+	// does not use (textures, surfaces, the device runtime, the runtime's
+	// types), for a shorter front end; NVRTC before 12.4, which lacks it,
+	// compiles without (driver.CompileSettings.Options). Off by default
+	// until measured on a device (bench/gpu_pending.sh compile2).
+	Minimal bool
+	// SplitFrom is the size, in bytes of generated functions (without
+	// the prelude and the kernel templates), from which a kernel of the
+	// thread layout compiles its large step programs as functions of
+	// their own, called rather than inlined (kernelgen.Config.SplitFrom):
+	// NVRTC's time falls several-fold on the largest kernels, the results
+	// are the same bit for bit, each step costs a call. Zero means the
+	// default, 256 KiB (the Rosenbrock gradient kernels from d ≈ 8 and
+	// of the neural Robertson problem; none of Lorenz's or the three-state
+	// problems'), negative never.
+	SplitFrom int
 
 	// Sizes the package's tests shrink to exercise reruns and chunked
 	// copies (zero: the defaults).
@@ -157,6 +174,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.TileSums = tileSums && v.Grad
 	v.SeparateSteps = tun.separateSteps
 	v.Unrolled = tun.unrolled
+	v.SplitFrom = tun.splitFrom()
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || v.Events:

@@ -54,6 +54,7 @@ func TestSizeDiag(t *testing.T) {
 				t.Fatal(err)
 			}
 			v := kernelgen.ConfigOf(j)
+			v.SplitFrom = Tuning{}.splitFrom() // as the engine generates it
 			src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 			if err != nil {
 				t.Fatal(err)

@@ -35,7 +35,7 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.separateSteps, "separate"}, {tun.unrolled, "unrolled"}} {
+	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.separateSteps, "separate"}, {tun.unrolled, "unrolled"}, {tun.Minimal, "minimal"}} {
 		if f.on {
 			tn += "," + f.name
 		}
@@ -47,6 +47,9 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 		if f.v > 0 {
 			tn += fmt.Sprintf(",%s=%d", f.name, f.v)
 		}
+	}
+	if tun.SplitFrom != 0 {
+		tn += fmt.Sprintf(",split=%d", tun.SplitFrom)
 	}
 	if tun.FastCompile != "" || tun.FastCompileFrom != 0 {
 		tn += fmt.Sprintf(",fast=%q from %d", tun.FastCompile, tun.FastCompileFrom)

@@ -235,3 +235,23 @@ func TestCacheDir(t *testing.T) {
 		t.Errorf("default cacheDir = %q", got)
 	}
 }
+
+// -minimal is passed to NVRTC 12.4 and later and dropped before.
+func TestVersionOptions(t *testing.T) {
+	for _, c := range []struct {
+		opts         []string
+		major, minor int
+		want         []string
+	}{
+		{[]string{"-a", "-minimal", "-b"}, 12, 4, []string{"-a", "-minimal", "-b"}},
+		{[]string{"-a", "--minimal"}, 13, 0, []string{"-a", "--minimal"}},
+		{[]string{"-a", "-minimal", "-b", "--minimal"}, 12, 3, []string{"-a", "-b"}},
+		{[]string{"-minimal"}, 11, 8, nil},
+		{[]string{"-a"}, 11, 2, []string{"-a"}},
+		{nil, 12, 0, nil},
+	} {
+		if got := versionOptions(c.opts, c.major, c.minor); !slices.Equal(got, c.want) {
+			t.Errorf("NVRTC %d.%d, %q: %q, want %q", c.major, c.minor, c.opts, got, c.want)
+		}
+	}
+}

@@ -250,7 +250,10 @@ type CompileSettings struct {
 	FMA bool
 
 	// Options are further NVRTC options, appended to the defaults
-	// (--gpu-architecture, --fmad, -std=c++17, -default-device).
+	// (--gpu-architecture, --fmad, -std=c++17, -default-device). The
+	// option -minimal (--minimal), which NVRTC 12.4 introduced, is left
+	// out where the NVRTC loaded is older (nvrtcVersion; see
+	// versionOptions), so that callers may pass it whatever the version.
 	Options []string
 
 	// NoCache skips the disk cache (see Compile).
@@ -301,7 +304,7 @@ func Compile(src string, arch Arch, s *CompileSettings) (*Image, error) {
 	if s.FMA {
 		fmad = "--fmad=true"
 	}
-	opts := append([]string{"--gpu-architecture=" + target, fmad, "-std=c++17", "-default-device"}, s.Options...)
+	opts := append([]string{"--gpu-architecture=" + target, fmad, "-std=c++17", "-default-device"}, versionOptions(s.Options, l.major, l.minor)...)
 	img := &Image{PTX: !cubin, Target: target, Options: opts}
 	img.Key = cacheKey(src, name, opts, target, l.major, l.minor)
 	cache := ""
@@ -321,6 +324,33 @@ func Compile(src string, arch Arch, s *CompileSettings) (*Image, error) {
 	}
 	cacheWrite(cache, name, img)
 	return img, nil
+}
+
+// minimalSince is the NVRTC version that introduced -minimal, which
+// omits from a program the texture and surface functions and types, the
+// runtime functions of cudadevrt, kernel launches from device code and
+// the runtime's and driver's types and macros (cudaError_t, ...), "to
+// reduce compile time for small programs" (nvrtc.h, CUDA 12.4). The
+// generated kernels use none of them.
+var minimalSince = [2]int{12, 4}
+
+// versionOptions returns opts without the options that NVRTC major.minor
+// does not have: -minimal (--minimal) before 12.4. It returns opts itself
+// where it drops nothing.
+func versionOptions(opts []string, major, minor int) []string {
+	if major > minimalSince[0] || major == minimalSince[0] && minor >= minimalSince[1] {
+		return opts
+	}
+	if !slices.Contains(opts, "-minimal") && !slices.Contains(opts, "--minimal") {
+		return opts
+	}
+	var kept []string
+	for _, o := range opts {
+		if o != "-minimal" && o != "--minimal" {
+			kept = append(kept, o)
+		}
+	}
+	return kept
 }
 
 // compile runs NVRTC and fills img.Data and img.Log.

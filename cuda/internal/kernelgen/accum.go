@@ -250,7 +250,7 @@ func (s *Source) accFunction(p *tape.Program, qual string, spec *accSpec) (strin
 		return "", err
 	}
 	s.hashes[key] = name
-	s.parts = append(s.parts, code)
+	s.addFunc(name, qual, code)
 	return name, nil
 }
 

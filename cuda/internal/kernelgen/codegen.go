@@ -96,6 +96,10 @@ type SourceSettings struct {
 // holding them. The call's value is the returned struct, whose v[c] its
 // Extracts read. SourceSettings.InlineCallees makes small callees
 // GS_CALLEE_INLINE functions instead.
+//
+// A kernel's unit whose functions of programs are large (Config.SplitFrom,
+// split.go) qualifies its large GS_FUNC functions GS_STEP instead: kept
+// calls on the device, as GS_CALLEE functions are.
 type Source struct {
 	prec   Precision
 	inline int
@@ -129,6 +133,10 @@ type Source struct {
 	// reroll (thread layout) emits runs of values that repeat per state
 	// component as loops (reroll.go).
 	reroll bool
+	// emitted lists the functions of programs in the order of emission
+	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).
+	emitted   []emittedFunc
+	splitFrom int
 }
 
 // luLoopsFrom is the matrix dimension from which a source keeps the LU
@@ -195,8 +203,16 @@ func (s *Source) String() string {
 		sb.WriteString("\n")
 		sb.WriteString(h)
 	}
-	for _, p := range s.parts {
+	split := s.split()
+	if split != nil {
 		sb.WriteString("\n")
+		sb.WriteString(splitHelper)
+	}
+	for k, p := range s.parts {
+		sb.WriteString("\n")
+		if f, ok := split[k]; ok {
+			p = strings.Replace(p, f.signature(), "GS_STEP"+strings.TrimPrefix(f.signature(), f.qual), 1)
+		}
 		sb.WriteString(p)
 	}
 	return sb.String()
@@ -238,7 +254,7 @@ func (s *Source) function(p *tape.Program, qual string) (string, error) {
 	}
 	s.Funcs[p] = name
 	s.hashes[hash] = name
-	s.parts = append(s.parts, code)
+	s.addFunc(name, qual, code)
 	return name, nil
 }
 

@@ -110,6 +110,17 @@ type Config struct {
 	// runs of them would be loops (reroll.go), as below it. For the tests
 	// that compare the two forms.
 	Unrolled bool
+	// SplitFrom, if positive, compiles the large step programs of a
+	// kernel of the thread layout whose functions of programs total at
+	// least SplitFrom bytes (Source.FuncBytes: the generated code, without
+	// the prelude and the templates) as functions of their own, called
+	// rather than inlined (GS_STEP, split.go): NVRTC's time on the largest
+	// kernels falls several-fold, the results are the same bit for bit.
+	// Zero or negative never splits. Package cuda sets it from
+	// Tuning.SplitFrom. It is not part of Key, which the sources hold: an
+	// executor's kernels all have its Tuning's, and a split source
+	// differs from the unsplit one in its text.
+	SplitFrom int
 	// StopStiff (an adaptive record of a gradient, Job.StopOnStiff) ends a
 	// trajectory with status Stiff at the step where the stiffness test
 	// fires, as the CPU engine does, instead of running it to its end for
@@ -232,6 +243,9 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	src.Stage = v.Lanes && !v.LanesShuffle
 	src.reroll = !v.Lanes && !v.Unrolled && rerollPlan(pl)
 	src.Defines = v.preludeDefines(pl.Shared)
+	if !v.Lanes {
+		src.splitFrom = v.SplitFrom
+	}
 	k := &kernelPlan{Config: v, Name: KernelName, Method: pl.Method, Fingerprint: pl.Fingerprint,
 		D: pl.Dim, NP: pl.Params, NS: pl.Shared, FSAL: pl.FSAL,
 		Dense: v.Saves > 0 && pl.DenseStep != nil, DenseTerms: pl.DenseTerms,
