@@ -144,17 +144,17 @@ if [ "$part" = one ]; then
 # Everything most wanted in one call of under ten minutes: the rolled LU
 # kernels through NVRTC (TestGPUEngineProblems), the events suite after
 # the event marks' fix (with its trace and profile, no Diffrax), POLL's
-# first call, and the large-state suite.
+# first call split and not (cold and warm), and the large-state suite.
 timeout 100 "$bin/cuda.test" -test.run 'TestGPUEngineProblems' -test.v >"$out/l/problems.log" 2>&1
 el $?
 grep -E "^(--- |ok|FAIL|PASS)|^    --- FAIL|panic" "$out/l/problems.log" | head
 timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" \
 	-trace "$out/l/events.trace" -cpuprofile "$out/l/events.prof" >"$out/l/events.log" 2>&1
 el $?
-GS_COLDSTART_ONLY=pollution GS_COLDSTART_BUDGET=110 GS_COLDSTART_JSON="$out/l/cold-poll.json" timeout 130 \
+GS_COLDSTART_PHASES=split GS_COLDSTART_ONLY=pollution GS_COLDSTART_BUDGET=110 GS_COLDSTART_JSON="$out/l/cold-poll.json" timeout 130 \
 	"$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-poll.log" 2>&1
 el $?
-grep -hE "options  |problems  " "$out"/l/cold-*.log | grep -v rejected | cut -c1-220
+grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
