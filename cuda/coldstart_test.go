@@ -63,7 +63,7 @@ type coldRow struct {
 // Phase "split" (only when named): the Rodas5P gradients of Pollution,
 // HIRES, the Brusselator, Lorenz-96 (d = 64) and the neural Robertson
 // problem with the engine's own options, their large step programs split
-// (Tuning.SplitFrom's default) and not (SplitFrom -1): what compiling
+// (SplitFrom 256 KiB, proposedSplitFrom) and not (-1): what compiling
 // them apart saves cold and costs warm.
 //
 // Environment: GS_COLDSTART_PHASES ("options,problems", the default; or
@@ -166,7 +166,7 @@ func TestGPUColdStart(t *testing.T) {
 	}
 	if strings.Contains(phases, "split") {
 		for _, name := range []string{"pollution", "hires", "brusselator", "lorenz96-64", "neural-robertson"} {
-			for _, split := range []int{defaultSplitFrom, -1} {
+			for _, split := range []int{proposedSplitFrom, -1} {
 				run("split", name, ode.Rodas5P, "", split)
 			}
 		}

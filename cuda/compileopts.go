@@ -21,7 +21,7 @@ const (
 	defaultFastCompileFrom = 300_000
 )
 
-// defaultSplitFrom is Tuning.SplitFrom's default: the bytes of a
+// proposedSplitFrom is the threshold proposed for Tuning.SplitFrom: the bytes of a
 // kernel's functions of programs (kernelgen's Source.FuncBytes, its
 // generated code without the prelude and the templates) from which its
 // large step programs are compiled as functions of their own
@@ -29,8 +29,7 @@ const (
 // variant noinline, docs/bench-history.md): NVRTC's front end 1.7-2.6×
 // faster on the Rodas5P gradient kernels of Pollution, HIRES, the
 // Brusselator and Lorenz (37.4 → 22.2 s, 4.9 → 2.1 s), the kernels'
-// stack frames a third (98 → 30 kB for Pollution). The threshold, 256 KiB,
-// keeps the kernels of the three-state problems, whose first calls are
+// stack frames a third (98 → 30 kB for Pollution). The threshold keeps the kernels of the three-state problems, whose first calls are
 // within the cold-start target and whose speed the benchmarks measure,
 // as they were (Lorenz's Rodas5P gradient kernel 226 kB of functions,
 // Robertson's 228 kB, Lorenz's Vern7 241 kB, Kepler's Rodas5P 251 kB;
@@ -38,7 +37,15 @@ const (
 // Lorenz-96 d = 8 (330 kB), the neural Robertson problem (347 kB), the
 // Brusselator and Lorenz-96 d = 64 with Rodas5P (397-406 kB). Not split:
 // Lorenz-96 d = 64 with Tsit5 (174 kB), though its first call takes 9 s.
-const defaultSplitFrom = 256 << 10
+const proposedSplitFrom = 256 << 10
+
+// defaultSplitFrom is Tuning.SplitFrom's default: never, until a device
+// has measured what a call costs a split kernel warm (its step programs
+// are called, their arrays passed through local memory) against what it
+// saves cold (TestGPUColdStart's phase split, bench/gpu_pending.sh
+// compile2). Set Tuning.SplitFrom to proposedSplitFrom's 256 KiB to
+// split.
+const defaultSplitFrom = -1
 
 // splitFrom returns the kernels' kernelgen.Config.SplitFrom
 // (Tuning.SplitFrom): -1 for never.

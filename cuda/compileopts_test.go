@@ -113,7 +113,8 @@ func splitSource(t *testing.T, c engineCase, op ode.Op, from int) string {
 // kernel (GS_STEP) or not (GS_FUNC).
 var stepQual = regexp.MustCompile(`(?m)^GS_(STEP|FUNC) (gs_\w+)_out `)
 
-// TestSplitKernels: the default Tuning.SplitFrom leaves the kernels of
+// TestSplitKernels: Tuning.SplitFrom = 256 KiB (proposedSplitFrom)
+// leaves the kernels of
 // Lorenz (Tsit5, Vern7, Rodas5P), Robertson and Kepler (Rodas5P) and a
 // small network's byte for byte as they are without it, and compiles the
 // large step programs of Pollution's and HIRES's Rodas5P gradient kernels
@@ -138,10 +139,10 @@ func TestSplitKernels(t *testing.T) {
 		{problemCase(t, "hires", ode.Rodas5P, 4), ode.OpGrad, []string{"gs_hires_Rodas5P_dense_step_", "gs_hires_Rodas5P_replay_rev", "gs_hires_Rodas5P_dense_step_rev"}},
 	} {
 		name := fmt.Sprintf("%s %v", tc.c.name, tc.op)
-		whole, split := splitSource(t, tc.c, tc.op, -1), splitSource(t, tc.c, tc.op, 0)
+		whole, split := splitSource(t, tc.c, tc.op, -1), splitSource(t, tc.c, tc.op, proposedSplitFrom)
 		if tc.steps == nil {
 			if split != whole {
-				t.Errorf("%s: the default SplitFrom changed the kernel's source (%d bytes, %d unsplit)", name, len(split), len(whole))
+				t.Errorf("%s: SplitFrom 256 KiB changed the kernel's source (%d bytes, %d unsplit)", name, len(split), len(whole))
 			}
 			continue
 		}
@@ -176,7 +177,7 @@ func TestSplitKernels(t *testing.T) {
 // TestHostEngineSplit: the split kernels' results are the unsplit ones'
 // bit for bit (solve, gradient with its record, gradient on a given
 // mesh, one save time) on Pollution and HIRES with Rodas5P, whose
-// gradient kernels split at the default SplitFrom (TestSplitKernels);
+// gradient kernels split at 256 KiB (TestSplitKernels);
 // g++ compiles their GS_STEP functions not inlined, as the device does.
 func TestHostEngineSplit(t *testing.T) {
 	needHost(t)
@@ -187,9 +188,9 @@ func TestHostEngineSplit(t *testing.T) {
 		c := problemCase(t, name, ode.Rodas5P, 3)
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			sameRuns(t, c, c.solver(t, "cuda-host"), c.solver(t, tuned(t, "cuda-host", Tuning{SplitFrom: -1})))
+			sameRuns(t, c, c.solver(t, tuned(t, "cuda-host", Tuning{SplitFrom: proposedSplitFrom})), c.solver(t, tuned(t, "cuda-host", Tuning{SplitFrom: -1})))
 			// Both forms of the gradient kernel were compiled.
-			split, whole := len(splitSource(t, c, ode.OpGrad, 0)), len(splitSource(t, c, ode.OpGrad, -1))
+			split, whole := len(splitSource(t, c, ode.OpGrad, proposedSplitFrom)), len(splitSource(t, c, ode.OpGrad, -1))
 			hb := hostF64.be.(*hostBackend)
 			hb.mu.Lock()
 			var sizes []int

@@ -100,9 +100,10 @@ type Tuning struct {
 	// their own, called rather than inlined (kernelgen.Config.SplitFrom):
 	// NVRTC's time falls several-fold on the largest kernels, the results
 	// are the same bit for bit, each step costs a call. Zero means the
-	// default, 256 KiB (the Rosenbrock gradient kernels from d ≈ 8 and
-	// of the neural Robertson problem; none of Lorenz's or the three-state
-	// problems'), negative never.
+	// default, never (until a device has measured the warm cost);
+	// negative never. 256 KiB splits the Rosenbrock gradient kernels from
+	// d ≈ 8 and the neural Robertson problem's, none of Lorenz's or the
+	// three-state problems'.
 	SplitFrom int
 
 	// Sizes the package's tests shrink to exercise reruns and chunked

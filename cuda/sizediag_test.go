@@ -54,7 +54,7 @@ func TestSizeDiag(t *testing.T) {
 				t.Fatal(err)
 			}
 			v := kernelgen.ConfigOf(j)
-			v.SplitFrom = Tuning{}.splitFrom() // as the engine generates it
+			v.SplitFrom = Tuning{SplitFrom: proposedSplitFrom}.splitFrom() // split as proposed (ptxas_profile.py's variant inlined unsplits)
 			src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 			if err != nil {
 				t.Fatal(err)
