@@ -95,18 +95,7 @@ func TestFastCompileSplit(t *testing.T) {
 // thread layout with Tuning{SplitFrom: from}'s kernelgen.Config.SplitFrom.
 func splitSource(t *testing.T, c engineCase, op ode.Op, from int) string {
 	t.Helper()
-	j := jobOf(t, c, op)
-	sp, err := kernelgen.NewStepPrograms(j.Plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := kernelgen.ConfigOf(j)
-	v.SplitFrom = Tuning{SplitFrom: from}.splitFrom()
-	src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
-	if err != nil {
-		t.Fatal(fmt.Errorf("%v: %w", op, err))
-	}
-	return src
+	return kernelSourceWith(t, c, op, func(v *kernelgen.Config) { v.SplitFrom = Tuning{SplitFrom: from}.splitFrom() })
 }
 
 // stepQual matches the first line of a program's function in a split

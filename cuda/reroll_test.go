@@ -79,13 +79,20 @@ func TestHostEngineRerolledRosenbrock(t *testing.T) {
 // thread layout, rerolled or, with unrolled, not.
 func kernelSource(t *testing.T, c engineCase, op ode.Op, unrolled bool) string {
 	t.Helper()
+	return kernelSourceWith(t, c, op, func(v *kernelgen.Config) { v.Unrolled = unrolled })
+}
+
+// kernelSourceWith returns the source of the kernel that runs c's op in
+// the thread layout, its configuration changed by set.
+func kernelSourceWith(t *testing.T, c engineCase, op ode.Op, set func(*kernelgen.Config)) string {
+	t.Helper()
 	j := jobOf(t, c, op)
 	sp, err := kernelgen.NewStepPrograms(j.Plan)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := kernelgen.ConfigOf(j)
-	v.Unrolled = unrolled
+	set(&v)
 	src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 	if err != nil {
 		t.Fatal(fmt.Errorf("%v: %w", op, err))

@@ -8,10 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gradsolve-go/gradsolve/bench"
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
-	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -409,39 +407,23 @@ func TestAutoSplitWork(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	const n = 256
-	vdp := func(lo, hi, t1 float64, stiff bool) ode.Problem {
-		pr := problems.VanDerPol()
-		if stiff {
-			pr = problems.StiffVanDerPol(1e3)
+	for _, c := range odetest.AutoCases(256) {
+		if c.Name == "vdp" {
+			continue // not stiff: nothing restarts
 		}
-		return ode.Problem{Field: pr.Field, N: n, Y0: pr.Y0, P: problems.LinSpace(make([]float64, n), lo, hi), T1: t1}
-	}
-	mixed := vdp(0.5, 1.5, 2, false)
-	for i := 0; i < n; i += 8 {
-		mixed.P[i] = 1000
-	}
-	rob, _, err := bench.StiffEnsemble("robertson", n, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		p    ode.Problem
-	}{{"mixed", mixed}, {"robertson", rob}, {"vdp-stiff", vdp(500, 1000, 2, true)}} {
 		for _, op := range []string{"solve", "grad"} {
 			evals := func(m ode.Method, engine string) (int, int) {
-				sv := solverT(t, c.p.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: engine})
+				sv := solverT(t, c.P.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: engine})
 				ode.SplitSpyJobs()
 				var st ode.Stats
 				if op == "solve" {
-					sol, err := sv.Solve(&c.p)
+					sol, err := sv.Solve(&c.P)
 					if err != nil {
 						t.Fatal(err)
 					}
 					st = sol.Stats
 				} else {
-					g, err := sv.Grad(nil, &c.p, ode.SumSquares(), nil)
+					g, err := sv.Grad(nil, &c.P, ode.SumSquares(), nil)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -464,7 +446,7 @@ func TestAutoSplitWork(t *testing.T) {
 			restart, rerun := evals(ode.Auto, "auto-split-test")
 			rodas, _ := evals(ode.Rodas5P, "cpu")
 			t.Logf("%-9s %-5s field evaluations: Auto in place %7d, Auto restart %7d (%.2f×; %d of %d trajectories rerun), Rodas5P %7d",
-				c.name, op, inPlace, restart, float64(restart)/float64(inPlace), rerun, n, rodas)
+				c.Name, op, inPlace, restart, float64(restart)/float64(inPlace), rerun, c.P.N, rodas)
 		}
 	}
 }

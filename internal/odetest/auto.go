@@ -7,23 +7,17 @@ import (
 	"github.com/gradsolve-go/gradsolve/problems"
 )
 
-// Auto runs Method Auto's benchmark on engine ("" for the default CPU
-// engine): Auto against Tsit5 and Rodas5P alone, for Solve and for Grad
-// with the record (loss Σ y(t1)², RelTol 1e-6, AbsTol 1e-9), on ensembles
-// of n trajectories: the non-stiff Van der Pol oscillator (μ =
-// linspace(0.5, 1.5), t ∈ [0, 10]), Robertson's kinetics (stiff from the
-// start; k1 = linspace(0.03, 0.05), t ∈ [0, 100]), the stiff Van der Pol
-// oscillator (μ = linspace(500, 1000), t ∈ [0, 2], stiff after its
-// initial layer), and a mixed Van der Pol ensemble (μ = 1000 for one
-// trajectory in 8, linspace(0.5, 1.5) for the others, t ∈ [0, 2]). Tsit5
-// is left out on Robertson and the stiff Van der Pol (its Grad refuses
-// them, and its Solve runs at its stability limit), and its Grad on the
-// mixed ensemble (refused). Auto also runs on each of autoEngines, named
-// "Auto-" and the engine's name: the same arithmetic behind another
-// executor (the CPU's, restarting instead of switching in place).
-//
-// The target: Auto within 1.5× of the better of Tsit5 and Rodas5P.
-func Auto(b *testing.B, n int, engine string, autoEngines ...string) {
+// AutoCase is an ensemble of Method Auto's benchmark: its name, problem
+// and the methods the benchmark runs on it.
+type AutoCase struct {
+	Name    string
+	P       ode.Problem
+	Methods []ode.Method
+}
+
+// AutoCases returns Method Auto's benchmark ensembles of n trajectories
+// (see Auto).
+func AutoCases(n int) []AutoCase {
 	vdp := func(lo, hi, t1 float64, stiff bool) ode.Problem {
 		pr := problems.VanDerPol()
 		if stiff {
@@ -42,19 +36,35 @@ func Auto(b *testing.B, n int, engine string, autoEngines ...string) {
 		rp[3*i], rp[3*i+1], rp[3*i+2] = k1[i], rb.P[1], rb.P[2]
 	}
 	rob := ode.Problem{Field: rb.Field, N: n, Y0: rb.Y0, P: rp, T0: rb.T0, T1: rb.T1}
-	for _, c := range []struct {
-		name    string
-		p       ode.Problem
-		methods []ode.Method
-	}{
+	return []AutoCase{
 		{"vdp", vdp(0.5, 1.5, 10, false), []ode.Method{ode.Tsit5, ode.Rodas5P, ode.Auto}},
 		{"robertson", rob, []ode.Method{ode.Rodas5P, ode.Auto}},
 		{"vdp-stiff", vdp(500, 1000, 2, true), []ode.Method{ode.Rodas5P, ode.Auto}},
 		{"mixed", mixed, []ode.Method{ode.Tsit5, ode.Rodas5P, ode.Auto}},
-	} {
+	}
+}
+
+// Auto runs Method Auto's benchmark on engine ("" for the default CPU
+// engine): Auto against Tsit5 and Rodas5P alone, for Solve and for Grad
+// with the record (loss Σ y(t1)², RelTol 1e-6, AbsTol 1e-9), on ensembles
+// of n trajectories: the non-stiff Van der Pol oscillator (μ =
+// linspace(0.5, 1.5), t ∈ [0, 10]), Robertson's kinetics (stiff from the
+// start; k1 = linspace(0.03, 0.05), t ∈ [0, 100]), the stiff Van der Pol
+// oscillator (μ = linspace(500, 1000), t ∈ [0, 2], stiff after its
+// initial layer), and a mixed Van der Pol ensemble (μ = 1000 for one
+// trajectory in 8, linspace(0.5, 1.5) for the others, t ∈ [0, 2]). Tsit5
+// is left out on Robertson and the stiff Van der Pol (its Grad refuses
+// them, and its Solve runs at its stability limit), and its Grad on the
+// mixed ensemble (refused). Auto also runs on each of autoEngines, named
+// "Auto-" and the engine's name: the same arithmetic behind another
+// executor (the CPU's, restarting instead of switching in place).
+//
+// The target: Auto within 1.5× of the better of Tsit5 and Rodas5P.
+func Auto(b *testing.B, n int, engine string, autoEngines ...string) {
+	for _, c := range AutoCases(n) {
 		for _, op := range []string{"solve", "grad"} {
-			for _, m := range c.methods {
-				if c.name == "mixed" && op == "grad" && m == ode.Tsit5 {
+			for _, m := range c.Methods {
+				if c.Name == "mixed" && op == "grad" && m == ode.Tsit5 {
 					continue
 				}
 				engines := []string{engine}
@@ -66,8 +76,8 @@ func Auto(b *testing.B, n int, engine string, autoEngines ...string) {
 					if e != engine {
 						name = "Auto-" + e
 					}
-					b.Run(c.name+"/"+op+"/"+name, func(b *testing.B) {
-						p := c.p
+					b.Run(c.Name+"/"+op+"/"+name, func(b *testing.B) {
+						p := c.P
 						sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: e})
 						if err != nil {
 							b.Fatal(err)
