@@ -2,7 +2,6 @@ package ode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"runtime/trace"
@@ -154,13 +153,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	rg = trace.StartRegion(ctx, "ode.Grad.run")
 	res, used, err := sv.run(ctx, OpGrad, q, &loss, m, reuse)
 	rg.End()
-	if errors.Is(err, ErrInput) {
-		// The executor's checks failed: package ode's own name the input.
-		if _, cerr := sv.checkInputs(p, m, 0); cerr != nil {
-			return nil, cerr
-		}
-	}
-	if err != nil {
+	if err := sv.inputError(err, p, m); err != nil {
 		return nil, err
 	}
 	defer trace.StartRegion(ctx, "ode.Grad.results").End()

@@ -2,6 +2,7 @@ package ode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -278,6 +279,18 @@ func (sv *Solver) checkInputs(p *Problem, m *Mesh, leave Checks) (*problem, erro
 		return sv.checkInputs(p, m, 0)
 	}
 	return q, err
+}
+
+// inputError returns err, or, where err is an executor's failed check of
+// the inputs it was left (ErrInput), package ode's own error naming the
+// input, from the checks of p and m made again.
+func (sv *Solver) inputError(err error, p *Problem, m *Mesh) error {
+	if errors.Is(err, ErrInput) {
+		if _, cerr := sv.checkInputs(p, m, 0); cerr != nil {
+			return cerr
+		}
+	}
+	return err
 }
 
 // leaveChecks returns the checks of a Grad on mesh m (nil: recorded)

@@ -139,11 +139,7 @@ func (sv *Solver) NewTrainer(p *Problem, loss Loss, spec *TrainSpec) (Trainer, e
 	if loss.Reg != nil {
 		return nil, fmt.Errorf("ode: loss %s has a Reg term, which is evaluated on the host: %w", loss.name(), ErrNoTrainer)
 	}
-	var leave Checks
-	if ce, ok := sv.exec.(CheckingExecutor); ok {
-		leave = ce.Checks() & CheckFinite
-	}
-	q, err := sv.checkInputs(p, nil, leave)
+	q, err := sv.checkInputs(p, nil, sv.leaveChecks(nil)&CheckFinite)
 	if err != nil {
 		return nil, err
 	}
@@ -176,11 +172,8 @@ func (sv *Solver) NewTrainer(p *Problem, loss Loss, spec *TrainSpec) (Trainer, e
 		return nil, err
 	}
 	tr, err := te.NewTrainer(j, spec)
-	if errors.Is(err, ErrInput) {
-		// The executor's checks failed: package ode's own name the input.
-		if _, cerr := sv.checkInputs(p, nil, 0); cerr != nil {
-			return nil, cerr
-		}
+	if err = sv.inputError(err, p, nil); err != nil {
+		return nil, err
 	}
-	return tr, err
+	return tr, nil
 }
