@@ -71,7 +71,7 @@ type LargeRow struct {
 	Dim     int    `json:"dim"`
 	// CPUGradRecordCall is the CPU engine's whole Solver.Grad call with
 	// the record (every core), the median of CPUReps calls after one
-	// warm-up; GPUOverCPU = CPUGradRecordCall / GradRecordCall.
+	// warm-up; CPUOverGPU = CPUGradRecordCall / GradRecordCall.
 	CPUGradRecordCall float64 `json:"cpu_grad_record_call_ms,omitempty"`
 	CPUReps           int     `json:"cpu_reps,omitempty"`
 	CPUOverGPU        float64 `json:"cpu_over_gpu_call,omitempty"`
@@ -113,21 +113,16 @@ func largeProblem(c largeCase) (ode.Problem, func(i int) ([]float64, error), err
 		p[np*i] = x
 	}
 	prob := ode.Problem{Field: pr.Field, N: c.n, Y0: y0, P: p, Shared: pr.Shared, T0: pr.T0, T1: pr.T1}
+	// The parameters of trajectory i as the field's program reads them:
+	// its own, then the shared ones.
+	params := func(i int) []float64 { return append(slices.Clone(p[np*i:np*(i+1)]), pr.Shared...) }
 	if pr.Stiff {
 		solve, err := radau5Field(pr.Field)
 		if err != nil {
 			return ode.Problem{}, nil, err
 		}
-		if len(pr.Shared) != 0 {
-			// radau5Field's programs take the parameters of a trajectory
-			// followed by the shared ones.
-			return prob, func(i int) ([]float64, error) {
-				q := append(slices.Clone(p[np*i:np*(i+1)]), pr.Shared...)
-				return solve(pr.Y0, q, pr.T0, pr.T1, pollutionRefRelTol, 1e-20)
-			}, nil
-		}
 		return prob, func(i int) ([]float64, error) {
-			return solve(pr.Y0, p[np*i:np*(i+1)], pr.T0, pr.T1, pollutionRefRelTol, 1e-20)
+			return solve(pr.Y0, params(i), pr.T0, pr.T1, pollutionRefRelTol, 1e-20)
 		}, nil
 	}
 	prog, err := pr.Field.Program()
@@ -136,14 +131,7 @@ func largeProblem(c largeCase) (ode.Problem, func(i int) ([]float64, error), err
 	}
 	d := pr.Field.Dim
 	return prob, func(i int) ([]float64, error) {
-		in := make([]float64, 1+d+np)
-		copy(in[1+d:], p[np*i:np*(i+1)])
-		f := func(t float64, y, dy []float64) {
-			in[0] = t
-			copy(in[1:], y)
-			copy(dy, prog.Eval(nil, in))
-		}
-		ys, err := refode.DOP853(f, pr.T0, y0[d*i:d*(i+1)], []float64{pr.T1}, 1e-11, 1e-12)
+		ys, err := refode.DOP853(fieldRHS(prog, d, params(i)), pr.T0, y0[d*i:d*(i+1)], []float64{pr.T1}, 1e-11, 1e-12)
 		if err != nil {
 			return nil, err
 		}

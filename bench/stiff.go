@@ -212,13 +212,9 @@ func radau5Field(f ode.Field) (func(y0, p []float64, t0, t1, rtol, atol float64)
 		return nil, err
 	}
 	return func(y0, p []float64, t0, t1, rtol, atol float64) ([]float64, error) {
+		rhs := fieldRHS(prog, d, p)
 		in := make([]float64, 1+d+len(p))
 		copy(in[1+d:], p)
-		rhs := func(t float64, y, dy []float64) {
-			in[0] = t
-			copy(in[1:], y)
-			copy(dy, prog.Eval(nil, in))
-		}
 		jac := func(t float64, y, J []float64) {
 			in[0] = t
 			copy(in[1:], y)
@@ -230,6 +226,20 @@ func radau5Field(f ode.Field) (func(y0, p []float64, t0, t1, rtol, atol float64)
 		}
 		return ys[0], nil
 	}, nil
+}
+
+// fieldRHS returns the right-hand side of a traced field's program prog
+// (inputs t, the d states, then the parameters p: a trajectory's, then
+// the shared ones) for one trajectory, as refode's integrators call it.
+// Each function it returns is for one goroutine.
+func fieldRHS(prog *tape.Program, d int, p []float64) func(t float64, y, dy []float64) {
+	in := make([]float64, 1+d+len(p))
+	copy(in[1+d:], p)
+	return func(t float64, y, dy []float64) {
+		in[0] = t
+		copy(in[1:], y)
+		copy(dy, prog.Eval(nil, in))
+	}
 }
 
 // RunStiff runs the stiff suite: for every problem and n of cfg, Rodas5P

@@ -98,13 +98,14 @@ type Tuning struct {
 	// the prelude and the kernel templates), from which a kernel of the
 	// thread layout compiles its large step programs as functions of
 	// their own, called rather than inlined (kernelgen.Config.SplitFrom):
-	// NVRTC's time falls several-fold on the largest kernels, the results
-	// are the same bit for bit, each step costs a call. Zero means the
-	// default, never: on a device a split Rodas5P gradient kernel of
-	// Pollution gave non-finite states where the unsplit one did not
-	// (under investigation; see defaultSplitFrom); negative never. 256 KiB splits the Rosenbrock gradient kernels from
-	// d ≈ 8 and the neural Robertson problem's, none of Lorenz's or the
-	// three-state problems'.
+	// NVRTC's front end runs several-fold faster on the largest kernels,
+	// and the host engines give the same results bit for bit. Zero means
+	// the default, never; negative never. On an H100 a split Rodas5P
+	// gradient kernel of Pollution gave non-finite states where the
+	// unsplit one did not (see defaultSplitFrom): a switch for that
+	// investigation. 256 KiB would split the Rosenbrock gradient kernels
+	// from d ≈ 8 and the neural Robertson problem's, none of Lorenz's or
+	// the three-state problems'.
 	SplitFrom int
 
 	// Sizes the package's tests shrink to exercise reruns and chunked

@@ -115,8 +115,9 @@ type Config struct {
 	// least SplitFrom bytes (Source.FuncBytes: the generated code, without
 	// the prelude and the templates) as functions of their own, called
 	// rather than inlined (GS_STEP, split.go): NVRTC's time on the largest
-	// kernels falls several-fold, the results are the same bit for bit.
-	// Zero or negative never splits. Package cuda sets it from
+	// kernels falls several-fold; on the host the results are the same
+	// bit for bit (on an H100 a split Pollution kernel failed: package
+	// cuda leaves it off). Zero or negative never splits. Package cuda sets it from
 	// Tuning.SplitFrom. It is not part of Key, which the sources hold: an
 	// executor's kernels all have its Tuning's, and a split source
 	// differs from the unsplit one in its text.
