@@ -42,27 +42,49 @@ func (cpuEngine) Available() error { return nil }
 // Prepare builds the executors of the plan's programs once; workers clone
 // them.
 func (cpuEngine) Prepare(pl *Plan) (Executor, error) {
-	ex := &cpuExec{plan: pl}
-	set := &tape.ExecSettings{Workers: 1}
-	var err error
-	if ex.init, err = tape.NewExec(pl.Init, set); err != nil {
+	m, err := pl.cpuMasters()
+	if err != nil {
 		return nil, err
 	}
-	if ex.trial, err = tape.NewExec(pl.Trial, set); err != nil {
-		return nil, err
-	}
-	if ex.control, err = tape.NewExec(pl.Control, set); err != nil {
-		return nil, err
-	}
-	if pl.TrialDense != nil {
-		if ex.trialDense, err = tape.NewExec(pl.TrialDense, set); err != nil {
-			return nil, err
-		}
+	ex := &cpuExec{plan: pl, init: m.init.Clone(0, 0), trial: m.trial.Clone(0, 0), control: m.control.Clone(0, 0)}
+	if m.trialDense != nil {
+		ex.trialDense = m.trialDense.Clone(0, 0)
 	}
 	// Save times interpolate from the steps that bracket them (DenseStep,
 	// no extra steps), never through Dense.
 	ex.step = &scan.Step{Prog: pl.Replay, Ext: pl.DenseStep, Terms: pl.DenseTerms, D: pl.Dim, P: pl.Params, S: pl.Shared}
 	return ex, nil
+}
+
+// cpuPrepared holds the CPU engine's preparation of a plan's programs
+// (tape.NewExec, most of a Prepare's cost), built once per plan: the
+// executors of the Solvers that share a cached plan (see planFor) clone
+// them.
+type cpuPrepared struct {
+	once                             sync.Once
+	init, trial, control, trialDense *tape.Exec
+	err                              error
+}
+
+// cpuMasters returns the plan's CPU preparation, building it on first use.
+func (pl *Plan) cpuMasters() (*cpuPrepared, error) {
+	m := &pl.cpu
+	m.once.Do(func() {
+		set := &tape.ExecSettings{Workers: 1}
+		if m.init, m.err = tape.NewExec(pl.Init, set); m.err != nil {
+			return
+		}
+		if m.trial, m.err = tape.NewExec(pl.Trial, set); m.err != nil {
+			return
+		}
+		if m.control, m.err = tape.NewExec(pl.Control, set); m.err != nil {
+			return
+		}
+		if pl.TrialDense != nil {
+			m.trialDense, m.err = tape.NewExec(pl.TrialDense, set)
+		}
+	})
+	return m, m.err
 }
 
 // cpuExec is the CPU engine's executor of one plan.

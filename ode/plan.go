@@ -128,6 +128,7 @@ type Plan struct {
 	denseErr     error
 	stepOnce     sync.Once
 	stepErr      error
+	cpu          cpuPrepared // the CPU engine's preparation (Plan.cpuMasters)
 }
 
 // Reverse returns the reverse (VJP) program of Replay: inputs t, h, y, p,

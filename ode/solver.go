@@ -44,6 +44,14 @@ type Solver struct {
 // default settings) and prepares it on the engine s names. It returns an
 // error if f cannot be traced, the settings are invalid, or the engine is
 // unknown or unavailable.
+//
+// Plans are cached per process (the 32 most recent): a Solver made again
+// for a field whose trace is the same program (same name, ops, constants
+// and Jacobian where the method reads one) and the same method, Saves,
+// Dt0 and Controller reuses the earlier plan and the CPU engine's
+// preparation of it, so that it costs the field's trace and little more
+// (9 µs against 1.2 ms for Lorenz with Tsit5: fit.New per run, a Solver
+// per sweep). Plans with Settings.Events are built afresh every time.
 func NewSolver(f Field, s *Settings) (*Solver, error) {
 	set := s.withDefaults(&f)
 	if err := checkSettings(&f, &set); err != nil {
@@ -57,7 +65,7 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 	if method == Auto {
 		set.Method = Tsit5
 	}
-	pl, err := newPlan(&f, fp, &set)
+	pl, err := planFor(&f, fp, &set)
 	if err != nil {
 		return nil, err
 	}
