@@ -41,12 +41,11 @@ type executor struct {
 	// where a record runs in one launch: set by Engine in float64.
 	keepMesh bool
 
-	progOnce sync.Once
-	progs    *kernelgen.StepPrograms
-	progErr  error
+	// set holds the step programs and compiled kernels, shared with the
+	// other executors of the plan (kernelSetOf).
+	set *kernelSet
 
-	mu      sync.Mutex
-	kernels *lru[string, *kernelEntry] // by Config.Key, under mu
+	mu sync.Mutex
 	// lastCfg and lastEntry are the configuration and kernel of the last
 	// call (under mu): a loop's calls find their kernel without
 	// formatting its key.
@@ -68,18 +67,9 @@ type executor struct {
 	// otherwise allocate and fill 16 MB of them.
 	terms []float64
 	ident []int
-
-	// lossVectors caches, by LossPlan.Hash, whether a loss's programs hold
-	// vectors (tile mode's choice), under mu.
-	lossVectors *lru[string, bool]
-
-	// train holds the training kernels (train.go), compiled on first use.
-	trainOnce sync.Once
-	train     *trainKernels
-	trainErr  error
 }
 
-// kernelEntry is a compiled kernel of the executor.
+// kernelEntry is a compiled kernel of a kernel set.
 type kernelEntry struct {
 	once  sync.Once
 	k     backendKernel
@@ -95,7 +85,7 @@ type arena struct {
 }
 
 func newExecutor(be backend, pl *ode.Plan, prec Precision, name string, tun Tuning) *executor {
-	ex := &executor{be: be, plan: pl, prec: prec, name: name, tun: tun, kernels: newLRU[string, *kernelEntry](&maxCache), lossVectors: newLRU[string, bool](&maxCache), keep: &kept{be: be}}
+	ex := &executor{be: be, plan: pl, prec: prec, name: name, tun: tun, set: kernelSetOf(be, pl, prec, tun), keep: &kept{be: be}}
 	// A Solver holds its executor; once neither is reachable, the memory
 	// kept for later operations goes back to the device and the driver.
 	runtime.AddCleanup(ex, (*kept).release, ex.keep)
@@ -146,23 +136,26 @@ func (ex *executor) kernel(v kernelgen.Config, lp *ode.LossPlan, tr *Trace) (*ke
 	e := ex.lastEntry
 	if e == nil || v != ex.lastCfg {
 		key := v.Key()
+		set := ex.set
+		set.mu.Lock()
 		var ok bool
-		if e, ok = ex.kernels.get(key); !ok {
+		if e, ok = set.kernels.get(key); !ok {
 			e = &kernelEntry{}
-			ex.kernels.add(key, e)
+			set.kernels.add(key, e)
 		}
+		set.mu.Unlock()
 		ex.lastCfg, ex.lastEntry = v, e
 	}
 	ex.mu.Unlock()
 	e.once.Do(func() {
 		start := time.Now()
 		defer func() { tr.add(func(t *TraceStats) { t.Compile += time.Since(start) }) }()
-		ex.progOnce.Do(func() { ex.progs, ex.progErr = kernelgen.NewStepPrograms(ex.plan) })
-		if ex.progErr != nil {
-			e.err = ex.progErr
+		progs, err := ex.set.stepPrograms(ex.plan)
+		if err != nil {
+			e.err = err
 			return
 		}
-		src, info, err := kernelgen.KernelSource(ex.progs, v, lp, ex.prec)
+		src, info, err := kernelgen.KernelSource(progs, v, lp, ex.prec)
 		if err != nil {
 			e.err = err
 			return
@@ -340,23 +333,23 @@ func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 // variant returns the kernel configuration of job j on this executor
 // (chooseLayout).
 func (ex *executor) variant(j *ode.Job) kernelgen.Config {
-	ex.progOnce.Do(func() { ex.progs, ex.progErr = kernelgen.NewStepPrograms(ex.plan) })
-	sp := ex.progs
-	if ex.progErr != nil {
+	sp, err := ex.set.stepPrograms(ex.plan)
+	if err != nil {
 		sp = nil
 	}
 	lj := layoutJob{n: j.N, lossVectors: func() bool {
 		if j.Loss == nil {
 			return false
 		}
-		ex.mu.Lock()
-		x, ok := ex.lossVectors.get(j.Loss.Hash)
-		ex.mu.Unlock()
+		set := ex.set
+		set.mu.Lock()
+		x, ok := set.lossVectors.get(j.Loss.Hash)
+		set.mu.Unlock()
 		if !ok {
 			x = kernelgen.LossHasVectors(j.Loss)
-			ex.mu.Lock()
-			ex.lossVectors.add(j.Loss.Hash, x)
-			ex.mu.Unlock()
+			set.mu.Lock()
+			set.lossVectors.add(j.Loss.Hash, x)
+			set.mu.Unlock()
 		}
 		return x
 	}}

@@ -8,20 +8,23 @@ import (
 // defaultMaxCache is the default of SetMaxCache.
 const defaultMaxCache = 64
 
-// maxCache is the number of compiled kernels, and of losses' facts, an
-// executor keeps in memory (SetMaxCache).
+// maxCache is the number of compiled kernels, and of losses' facts, a
+// plan's kernel set keeps in memory, and of kernel sets kept for later
+// Solvers (SetMaxCache).
 var maxCache atomic.Int64
 
 func init() { maxCache.Store(defaultMaxCache) }
 
-// SetMaxCache sets how many compiled kernels each executor (one per
-// Solver and engine) keeps in memory, and how many losses' facts it
-// remembers, and returns the previous bound: 64 by default; n <= 0
-// restores the default. The least recently used kernel beyond the bound
-// is forgotten (its module is unloaded once no operation uses it); using
-// it again loads it from the disk cache, or compiles it. Kernels differ
-// per kind of operation, number of save times, layout and loss, so only a
-// program that runs many losses on one Solver comes near the bound.
+// SetMaxCache sets how many compiled kernels each plan keeps in memory on
+// an engine (the Solvers of one field and settings share a plan, and its
+// kernels), how many losses' facts it remembers, and how many plans'
+// kernels are kept for Solvers made later, and returns the previous
+// bound: 64 by default; n <= 0 restores the default. The least recently
+// used kernel beyond the bound is forgotten (its module is unloaded once
+// no operation uses it); using it again loads it from the disk cache, or
+// compiles it. Kernels differ per kind of operation, number of save times,
+// layout and loss, so only a program that runs many losses on one Solver
+// comes near the bound.
 func SetMaxCache(n int) int {
 	if n <= 0 {
 		n = defaultMaxCache

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,13 +42,16 @@ func TestLRU(t *testing.T) {
 	}
 }
 
-// TestSetMaxCache: with a bound of one kernel, a Solver's forward-solve
+// TestSetMaxCache: with a bound of one kernel, a plan's forward-solve
 // kernel is forgotten after a gradient and compiled again (with the same
 // results); with the default bound it is kept. (Not parallel: the bound
 // is the package's.)
 func TestSetMaxCache(t *testing.T) {
 	needHost(t)
 	c := lorenzCase(8, 1e-6)
+	// A plan of its own (the field's name enters ode's plan cache), so
+	// that no other test's Solver shares its kernels.
+	c.prob.Field.Name = "lorenz-maxcache"
 	sv := c.solver(t, "cuda-host")
 	solve := func() (*ode.Solution, time.Duration) {
 		var tr Trace
@@ -81,5 +85,40 @@ func TestSetMaxCache(t *testing.T) {
 	}
 	if _, compile := solve(); compile != 0 {
 		t.Errorf("default bound: the forward kernel was compiled again (%v)", compile)
+	}
+}
+
+// TestKernelsShared: a second Solver of the same field and settings (the
+// same plan, from ode's plan cache) runs the kernels the first compiled,
+// with the same results bit for bit; a Solver of another tuning compiles
+// its own.
+func TestKernelsShared(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(8, 1e-7)
+	grad := func(sv *ode.Solver) (*ode.Gradient, time.Duration) {
+		var tr Trace
+		g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, tr.Stats().Compile
+	}
+	first, _ := grad(c.solver(t, "cuda-host"))
+	second, compile := grad(c.solver(t, "cuda-host"))
+	if compile != 0 {
+		t.Errorf("the second Solver of the plan compiled its kernel again (%v)", compile)
+	}
+	for _, a := range []struct {
+		what      string
+		got, want []float64
+	}{{"P", second.P, first.P}, {"Y0", second.Y0, first.Y0}, {"Y", second.Solution.Y, first.Solution.Y}} {
+		for k := range a.want {
+			if math.Float64bits(a.got[k]) != math.Float64bits(a.want[k]) {
+				t.Fatalf("%s[%d] = %v on the second Solver, %v on the first", a.what, k, a.got[k], a.want[k])
+			}
+		}
+	}
+	if _, compile := grad(c.solver(t, tuned(t, "cuda-host", Tuning{unrolled: true}))); compile == 0 {
+		t.Error("a Solver of another tuning found the first tuning's kernel")
 	}
 }

@@ -98,10 +98,11 @@ type trainKernels struct {
 	chunks, total, seg, gy, clip, update, put backendKernel
 }
 
-// trainKernelsOf compiles the training kernels on ex's backend (once per
-// executor).
+// trainKernelsOf compiles the training kernels on ex's backend, once per
+// backend and tuning (trainSetOf): they depend on no plan.
 func (ex *executor) trainKernelsOf() (*trainKernels, error) {
-	ex.trainOnce.Do(func() {
+	ts := trainSetOf(ex.be, ex.tun)
+	ts.once.Do(func() {
 		src := kernelgen.Prelude() + trainSource
 		tk := &trainKernels{}
 		for _, k := range []struct {
@@ -111,14 +112,16 @@ func (ex *executor) trainKernelsOf() (*trainKernels, error) {
 			{"gs_t_chunks", &tk.chunks}, {"gs_t_total", &tk.total}, {"gs_t_seg", &tk.seg}, {"gs_t_gy", &tk.gy},
 			{"gs_t_clip", &tk.clip}, {"gs_t_update", &tk.update}, {"gs_t_put", &tk.put},
 		} {
-			if *k.dst, ex.trainErr = ex.be.compile(src, k.name, ex.tun.compileOptions(len(src))); ex.trainErr != nil {
-				ex.trainErr = fmt.Errorf("cuda: engine %s: compiling the training kernels: %w", ex.name, ex.trainErr)
+			if *k.dst, ts.err = ex.be.compile(src, k.name, ex.tun.compileOptions(len(src))); ts.err != nil {
 				return
 			}
 		}
-		ex.train = tk
+		ts.k = tk
 	})
-	return ex.train, ex.trainErr
+	if ts.err != nil {
+		return nil, fmt.Errorf("cuda: engine %s: compiling the training kernels: %w", ex.name, ts.err)
+	}
+	return ts.k, nil
 }
 
 // trainer keeps a fit in device memory (ode.Trainer): the engine kernel's

@@ -1,0 +1,94 @@
+package cuda
+
+import (
+	"sync"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// kernelSet is what the executors of one plan share on one backend, in
+// one precision and tuning: the plan's step programs for the kernels
+// (kernelgen.NewStepPrograms) and the compiled kernels, with the losses'
+// facts. ode caches plans per process (a Solver made again for the same
+// field and settings gets the plan it had), so a second Solver of a plan,
+// a fit.New per training run or a Solver per call of a sweep, finds its
+// kernels compiled and loaded instead of generating their sources again
+// and reloading them from the disk cache (tens of milliseconds for a
+// Lorenz gradient kernel, seconds for a large one).
+type kernelSet struct {
+	progOnce sync.Once
+	progs    *kernelgen.StepPrograms
+	progErr  error
+
+	mu          sync.Mutex
+	kernels     *lru[string, *kernelEntry] // by Config.Key, under mu
+	lossVectors *lru[string, bool]         // by LossPlan.Hash: whether a loss's programs hold vectors (tile mode's choice), under mu
+}
+
+// kernelSetKey names a kernel set.
+type kernelSetKey struct {
+	be   backend
+	plan *ode.Plan
+	prec Precision
+	tun  Tuning
+}
+
+// kernelSets holds the sets of the plans prepared lately (at most
+// maxCache of them, the least recently used dropped beyond).
+var kernelSets = struct {
+	sync.Mutex
+	sets *lru[kernelSetKey, *kernelSet]
+}{sets: newLRU[kernelSetKey, *kernelSet](&maxCache)}
+
+// kernelSetOf returns the kernel set of plan pl on backend be in
+// precision prec with tuning tun, new if there is none.
+func kernelSetOf(be backend, pl *ode.Plan, prec Precision, tun Tuning) *kernelSet {
+	key := kernelSetKey{be, pl, prec, tun}
+	kernelSets.Lock()
+	defer kernelSets.Unlock()
+	if s, ok := kernelSets.sets.get(key); ok {
+		return s
+	}
+	s := &kernelSet{kernels: newLRU[string, *kernelEntry](&maxCache), lossVectors: newLRU[string, bool](&maxCache)}
+	kernelSets.sets.add(key, s)
+	return s
+}
+
+// stepPrograms returns the plan's step programs, built on first use.
+func (s *kernelSet) stepPrograms(pl *ode.Plan) (*kernelgen.StepPrograms, error) {
+	s.progOnce.Do(func() { s.progs, s.progErr = kernelgen.NewStepPrograms(pl) })
+	return s.progs, s.progErr
+}
+
+// trainSets holds the training kernels (train.go), which depend on no
+// plan, per backend and tuning.
+var trainSets = struct {
+	sync.Mutex
+	m map[trainSetKey]*trainSet
+}{m: map[trainSetKey]*trainSet{}}
+
+type trainSetKey struct {
+	be  backend
+	tun Tuning
+}
+
+type trainSet struct {
+	once sync.Once
+	k    *trainKernels
+	err  error
+}
+
+// trainSetOf returns the training kernels' slot of backend be with tuning
+// tun.
+func trainSetOf(be backend, tun Tuning) *trainSet {
+	key := trainSetKey{be, tun}
+	trainSets.Lock()
+	defer trainSets.Unlock()
+	s := trainSets.m[key]
+	if s == nil {
+		s = &trainSet{}
+		trainSets.m[key] = s
+	}
+	return s
+}
