@@ -1319,21 +1319,29 @@ func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (fi
 		return bad>>63 == 0
 	}
 	if f := dst.f64; f != nil {
-		for q := q0; q < q1; q++ {
-			row := src[g[q]*w : g[q]*w+w]
-			for c, x := range row {
-				bad |= math.Float64bits(x)&expBits + expOne
-				f[c*n+q] = x
-			}
-		}
-		return bad>>63 == 0
+		return gatherTiles(f, n, src, w, g, q0, q1)
 	}
-	f := dst.f32
-	for q := q0; q < q1; q++ {
-		row := src[g[q]*w : g[q]*w+w]
-		for c, x := range row {
-			bad |= math.Float64bits(x)&expBits + expOne
-			f[c*n+q] = float32(x)
+	return gatherTiles(dst.f32, n, src, w, g, q0, q1)
+}
+
+// gatherTiles is gatherCols for rows of any width w, in scatterTiles'
+// square tiles: a row at a time wrote each value into another column, n
+// values from the last, a new cache line (and past 512 trajectories a new
+// page) per value when rows are wide (a loss's data at many save times).
+func gatherTiles[T float32 | float64](f []T, n int, src []float64, w int, g []int, q0, q1 int) (finite bool) {
+	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
+	var bad uint64
+	for c0 := 0; c0 < w; c0 += scatterTile {
+		c1 := min(c0+scatterTile, w)
+		for j0 := q0; j0 < q1; j0 += scatterTile {
+			for q := j0; q < min(j0+scatterTile, q1); q++ {
+				row := src[g[q]*w+c0 : g[q]*w+c1]
+				at := c0*n + q
+				for c, x := range row {
+					bad |= math.Float64bits(x)&expBits + expOne
+					f[at+c*n] = T(x)
+				}
+			}
 		}
 	}
 	return bad>>63 == 0
@@ -2619,22 +2627,40 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		}
 		return bad>>63 == 0
 	}
-	for c := 0; c < w; c++ {
-		at := c*n + q0
-		if f := src.f64; f != nil {
-			col := f[at : at+len(g)]
-			for j, i := range g {
-				x := col[j]
-				bad |= math.Float64bits(x)&expBits + expOne
-				dst[i*w+c] = x
+	if f := src.f64; f != nil {
+		return scatterTiles(dst, w, f, n, q0, g)
+	}
+	return scatterTiles(dst, w, src.f32, n, q0, g)
+}
+
+// scatterTile is the edge of scatterTiles' square tiles: 64 columns of
+// 64 trajectories, 32 kB of float64, whose source lines and destination
+// rows stay in the first-level cache.
+const scatterTile = 64
+
+// scatterTiles is scatterCols for rows of any width w: a transpose in
+// square tiles of scatterTile columns and trajectories, each trajectory's
+// part of a tile written as one run of its row. A column at a time (the
+// old way) wrote each value into another row, 8·w bytes from the last,
+// touching a new cache line, and at w ≳ 512 a new page, per value: 1,000
+// save times of Kepler's four components at n = 4096 (131 MB) scattered at
+// 0.6 GB/s.
+func scatterTiles[T float32 | float64](dst []float64, w int, f []T, n, q0 int, g []int) (finite bool) {
+	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
+	var bad uint64
+	m := len(g)
+	for c0 := 0; c0 < w; c0 += scatterTile {
+		c1 := min(c0+scatterTile, w)
+		for j0 := 0; j0 < m; j0 += scatterTile {
+			for j := j0; j < min(j0+scatterTile, m); j++ {
+				row := dst[g[j]*w+c0 : g[j]*w+c1]
+				at := c0*n + q0 + j
+				for c := range row {
+					x := float64(f[at+c*n])
+					bad |= math.Float64bits(x)&expBits + expOne
+					row[c] = x
+				}
 			}
-			continue
-		}
-		col := src.f32[at : at+len(g)]
-		for j, i := range g {
-			x := float64(col[j])
-			bad |= math.Float64bits(x)&expBits + expOne
-			dst[i*w+c] = x
 		}
 	}
 	return bad>>63 == 0

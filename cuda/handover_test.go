@@ -114,10 +114,11 @@ func TestCallHandOvers(t *testing.T) {
 // finite values and every kind of non-finite one at any position.
 func TestScatterColsFinite(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const n = 37
+	const n = 150
 	// A gather of trajectories in any order, and one of consecutive
-	// trajectories (a launch's, which the width-1 copy takes straight).
-	perm, consecutive := rng.Perm(n)[:29], make([]int, 29)
+	// trajectories (a launch's, which the width-1 copy takes straight),
+	// more than a tile of them (scatterTile).
+	perm, consecutive := rng.Perm(n)[:129], make([]int, 129)
 	for j := range consecutive {
 		consecutive[j] = 5 + j
 	}
@@ -132,7 +133,7 @@ func TestScatterColsFinite(t *testing.T) {
 	for _, c := range []struct {
 		w int
 		g []int
-	}{{1, perm}, {1, consecutive}, {2, perm}, {3, perm}, {3, consecutive}, {4, perm}, {5, perm}} {
+	}{{1, perm}, {1, consecutive}, {2, perm}, {3, perm}, {3, consecutive}, {4, perm}, {5, perm}, {130, perm}, {130, consecutive}} {
 		w, g := c.w, c.g
 		for _, f32 := range []bool{false, true} {
 			for _, s := range specials {
