@@ -26,6 +26,9 @@
 #     multi-GPU, training and problems;
 #   bash bench/gpu_pending.sh one (under 10 minutes): the most wanted checks in one call.
 #   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
+#   bash bench/gpu_pending.sh saves (about 5 minutes): BenchmarkGPUSaveSplit
+#     (kernels, copies and host work of calls with 1 and 1,000 save times),
+#     then BenchmarkGPUSaveRatio's interpolated rows.
 #   bash bench/gpu_pending.sh large (under 10 minutes): -suite gpu-large beside
 #     bench/anchors/diffrax_large.py.
 #   bash bench/gpu_pending.sh cold (about 5 minutes): Pollution's and
@@ -129,6 +132,19 @@ timeout 100 "$bin/cuda.test" -test.run 'TestGPUEngineProblems' -test.v >"$out/l/
 el $?
 grep -hE "options  |problems  " "$out"/l/cold-*.log | grep -v rejected | cut -c1-220
 grep -E "^(--- |ok|FAIL|PASS)|^    --- FAIL|panic" "$out/l/problems.log" | head
+fi
+
+if [ "$part" = saves ]; then
+# Save times on the GPU (issue 25): where a call's time goes with 1 and
+# 1,000 save times (kernels, copies, the rest), then the save ratios.
+echo "=== save split"
+timeout 120 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUSaveSplit' -test.benchtime 5x >"$out/l/savesplit.log" 2>&1
+el $?
+grep -E "^Benchmark|FAIL|panic" "$out/l/savesplit.log"
+echo "=== save ratios"
+timeout 240 "$bin/cuda.test" -test.run '^$' -test.bench 'GPUSaveRatio/.*/(solveto|grad|grad-omit)/interp' -test.benchtime 5x >"$out/l/saves.log" 2>&1
+el $?
+grep -E "^Benchmark|FAIL|panic" "$out/l/saves.log"
 fi
 
 if [ "$part" = auto ]; then

@@ -1,9 +1,14 @@
 package cuda
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // BenchmarkGPUSaveRatio is the dense-output targets' benchmark
@@ -14,4 +19,74 @@ import (
 func BenchmarkGPUSaveRatio(b *testing.B) {
 	needGPUEngine(b)
 	odetest.SaveRatio(b, "cuda")
+}
+
+// BenchmarkGPUSaveSplit splits the time of a Kepler call (4,096 orbits,
+// Tsit5, rtol 1e-8) with 1 and with 1,000 save times into the device's
+// kernels, the copies and the rest (host work), per call, for SolveTo,
+// Grad and Grad with Gradient.Omit (loss and gradients only), so that the
+// save ratios of BenchmarkGPUSaveRatio can be read: which part grows with
+// the save times. The loss is the saved states' sum of squares.
+//
+//	cuda.test -test.run '^$' -test.bench GPUSaveSplit -test.benchtime 5x
+func BenchmarkGPUSaveSplit(b *testing.B) {
+	needGPUEngine(b)
+	benchSaveSplit(b, "cuda")
+}
+
+func benchSaveSplit(b *testing.B, engine string) {
+	const n = 4096
+	kp := problems.Kepler()
+	loss := ode.Loss{Name: "saved-squares", F: func(_, ys, _ []tape.V) tape.V {
+		s := ys[0].Square()
+		for _, x := range ys[1:] {
+			s = s.Add(x.Square())
+		}
+		return s
+	}}
+	sv, err := ode.NewSolver(kp.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, Engine: engine})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range []int{1, 1000} {
+		ts := make([]float64, k)
+		for j := range ts {
+			ts[j] = kp.T1 * float64(j+1) / float64(k)
+		}
+		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
+		for _, op := range []string{"solveto", "grad", "grad-omit"} {
+			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
+				var sol ode.Solution
+				var g ode.Gradient
+				if op == "grad-omit" {
+					g.Omit = ode.OmitStates | ode.OmitStats
+				}
+				var tr Trace
+				ctx := WithTrace(b.Context(), &tr)
+				run := func() {
+					var err error
+					if op == "solveto" {
+						_, err = sv.SolveToContext(ctx, &sol, &p)
+					} else {
+						_, err = sv.GradContext(ctx, &g, &p, loss, nil)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				run() // warm: kernels, buffers
+				tr.Reset()
+				b.ResetTimer()
+				for range b.N {
+					run()
+				}
+				b.StopTimer()
+				s := tr.Stats()
+				per := func(d time.Duration) float64 { return float64(d) / 1e6 / float64(b.N) }
+				b.ReportMetric(per(s.Kernel), "kernel-ms/op")
+				b.ReportMetric(per(s.Transfer), "copy-ms/op")
+				b.ReportMetric(float64(s.Download)/1e6/float64(b.N), "down-MB/op")
+			})
+		}
+	}
 }

@@ -187,6 +187,9 @@ func TestEngineSelection(t *testing.T) {
 	if _, err := sv.SolveContext(ctx, &pr); err != context.Canceled {
 		t.Errorf("cancelled context: error %v, want context.Canceled", err)
 	}
+	if _, err := sv.SolveToContext(ctx, &ode.Solution{}, &pr); err != context.Canceled {
+		t.Errorf("SolveToContext, cancelled context: error %v, want context.Canceled", err)
+	}
 }
 
 // TestMemoryLimitSameGradient checks that a memory limit, which makes the

@@ -396,6 +396,13 @@ func (sv *Solver) SolveTo(dst *Solution, p *Problem) (*Solution, error) {
 	return sv.solveTo(context.Background(), dst, p)
 }
 
+// SolveToContext is SolveTo with a context: cancelling it stops the work
+// and returns ctx.Err(); engines read what they report from it (a GPU
+// engine's trace).
+func (sv *Solver) SolveToContext(ctx context.Context, dst *Solution, p *Problem) (*Solution, error) {
+	return sv.solveTo(ctx, dst, p)
+}
+
 func (sv *Solver) solveTo(ctx context.Context, dst *Solution, p *Problem) (*Solution, error) {
 	q, err := sv.checkProblem(p)
 	if err != nil {
