@@ -1629,10 +1629,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		// row-major here), then the failures' rows overwritten.
 		gb := g[q0:q1]
 		if states {
-			scatterCols(res.Y, d, y, n, q0, gb)
-			if k > 0 {
-				scatterCols(res.Ys, k*d, ys, n, q0, gb)
-			}
+			scatterCols(res.Y, d, y, n, q0, gb) // the saved states after the blocks (savesTask)
 		}
 		if v.Loss || v.Grad {
 			blocks[b].badTerm = !scatterCols(r.terms, 1, loss, n, q0, gb)
@@ -1651,9 +1648,6 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				for c := i * d; c < (i+1)*d && states; c++ {
 					res.Y[c] = math.NaN()
 				}
-				for c := i * k * d; c < (i+1)*k*d && states; c++ {
-					res.Ys[c] = math.NaN()
-				}
 				if v.Loss || v.Grad {
 					r.terms[i] = 0
 				}
@@ -1664,7 +1658,37 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			sum.add(b)
 		}
 	}
-	if err := feed(func(lo, hi int) { par.Run(hi-lo, 0, func(w, t int) { block(w, lo+t) }) }); err != nil {
+	// The saved states (k·d values a trajectory, 4,000 for 1,000 save
+	// times of four components) in tasks of their own, savesTask
+	// trajectories each: a result block of resultBlock trajectories would
+	// leave a launch of a few thousand to one core. A failed trajectory's
+	// rows are NaN.
+	saves := func(lo, hi int) {
+		if !states || k == 0 {
+			return
+		}
+		q0, q1 := lo*resultBlock, min(n, hi*resultBlock)
+		task := savesTask(k * d)
+		par.Run((q1-q0+task-1)/task, 0, func(_, t int) {
+			a, b := q0+t*task, min(q1, q0+(t+1)*task)
+			scatterCols(res.Ys, k*d, ys, n, a, g[a:b])
+			if !v.Adaptive {
+				return
+			}
+			for q := a; q < b; q++ {
+				if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
+					i := g[q]
+					for c := i * k * d; c < (i+1)*k*d; c++ {
+						res.Ys[c] = math.NaN()
+					}
+				}
+			}
+		})
+	}
+	if err := feed(func(lo, hi int) {
+		par.Run(hi-lo, 0, func(w, t int) { block(w, lo+t) })
+		saves(lo, hi)
+	}); err != nil {
 		return nil, err
 	}
 	if v.Grad {
@@ -1961,6 +1985,14 @@ func (r *run) readFailedRows(ar *arena, l *layout, g []int) error {
 
 // resultBlock is the trajectories per task of a launch's result loop.
 const resultBlock = 1 << 14
+
+// savesTask returns the trajectories per task of the scatter of saved
+// states of w values a trajectory: a multiple of scatterTile, about 256 kB
+// of them a task.
+func savesTask(w int) int {
+	t := (1 << 15) / max(w, 1)
+	return max(scatterTile, (t+scatterTile-1)/scatterTile*scatterTile)
+}
 
 // maxShared is the dynamic shared memory a block may use without opting
 // in to more (48 KiB on every architecture the engine compiles for).

@@ -442,3 +442,46 @@ func lorenzRhoSweep(n int) []float64 {
 	}
 	return p
 }
+
+// TestSavesFailedRows checks the saved states of a launch of more
+// trajectories than one scatter task (savesTask) where some fail
+// (MaxSteps): every row as the CPU engine's (within 1e-10), the failed
+// trajectories' NaN.
+func TestSavesFailedRows(t *testing.T) {
+	c := lorenzCase(700, 1e-7)
+	ts := make([]float64, 100)
+	for j := range ts {
+		ts[j] = float64(j+1) / 100
+	}
+	c.prob.SaveAt = ts
+	c.set.MaxSteps, c.set.AllowFailures = 60, true
+	want, err := c.solver(t, "cpu").Solve(&c.prob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.solver(t, "cuda-host").Solve(&c.prob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for i, st := range want.Status {
+		if st != ode.OK {
+			failed++
+		}
+		if got.Status[i] != st {
+			t.Fatalf("trajectory %d: status %v, want %v", i, got.Status[i], st)
+		}
+	}
+	if failed == 0 || failed == len(want.Status) {
+		t.Fatalf("%d of %d trajectories failed: the case tests nothing", failed, len(want.Status))
+	}
+	if w := 100 * 3; savesTask(w) >= c.prob.N {
+		t.Fatalf("one scatter task of %d trajectories holds the launch", savesTask(w))
+	}
+	for k, w := range want.Ys {
+		x := got.Ys[k]
+		if math.IsNaN(x) != math.IsNaN(w) || !math.IsNaN(w) && math.Abs(x-w) > 1e-10*max(1, math.Abs(w)) {
+			t.Fatalf("Ys[%d] (trajectory %d, %v) = %v, want %v", k, k/300, want.Status[k/300], x, w)
+		}
+	}
+}
