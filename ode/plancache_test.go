@@ -1,9 +1,6 @@
 package ode
 
 import (
-	"fmt"
-	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -101,83 +98,6 @@ func TestPlanCacheMatrixFree(t *testing.T) {
 	}
 }
 
-// TestPlanCacheBitwise checks that solvers sharing a cached plan compute
-// what solvers with plans of their own do, bit for bit, also when they
-// run side by side.
-func TestPlanCacheBitwise(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 11))
-	const n = 40
-	lzP := make([]float64, 3*n)
-	for i := range n {
-		lzP[3*i], lzP[3*i+1], lzP[3*i+2] = 10+rng.Float64(), 28+rng.Float64(), 8.0/3
-	}
-	robP := make([]float64, 3*n)
-	for i := range n {
-		robP[3*i], robP[3*i+1], robP[3*i+2] = 0.04*(1+0.1*rng.Float64()), 3e7, 1e4
-	}
-	robJ := robertsonField
-	robJ.Jac = robertsonJac(1)
-	for _, c := range []struct {
-		name string
-		f    func() Field
-		set  Settings
-		p    Problem
-	}{
-		{"lorenz Tsit5", func() Field { return lorenzLike("lorenz", 1) }, Settings{Method: Tsit5, RelTol: 1e-7},
-			Problem{N: n, Y0: []float64{1, 0, 0}, P: lzP, T1: 1, SaveAt: []float64{0.25, 0.5}}},
-		{"lorenz Vern7", func() Field { return lorenzLike("lorenz", 1) }, Settings{Method: Vern7, RelTol: 1e-8},
-			Problem{N: n, Y0: []float64{1, 0, 0}, P: lzP, T1: 1}},
-		{"robertson Rodas5P", func() Field { return robertsonField }, Settings{Method: Rodas5P, RelTol: 1e-6},
-			Problem{N: n, Y0: []float64{1, 0, 0}, P: robP, T1: 10}},
-		{"robertson Rodas5P Jac", func() Field { return robJ }, Settings{Method: Rodas5P, RelTol: 1e-6},
-			Problem{N: n, Y0: []float64{1, 0, 0}, P: robP, T1: 10}},
-	} {
-		run := func(sv *Solver) *Gradient {
-			p := c.p
-			p.Field = c.f()
-			g, err := sv.Grad(nil, &p, SumSquares(), nil)
-			if err != nil {
-				t.Fatalf("%s: %v", c.name, err)
-			}
-			return g
-		}
-		max := planCacheMax
-		planCacheMax = 0
-		own, err := NewSolver(c.f(), &c.set)
-		planCacheMax = max
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := run(own)
-		var shared [3]*Solver
-		for k := range shared {
-			if shared[k], err = NewSolver(c.f(), &c.set); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if shared[0].plan != shared[2].plan || shared[0].plan == own.plan {
-			t.Fatalf("%s: the cached solvers do not share one plan, or share the uncached one's", c.name)
-		}
-		got := make([]*Gradient, len(shared))
-		done := make(chan int)
-		for k, sv := range shared {
-			go func() { got[k] = run(sv); done <- k }()
-		}
-		for range shared {
-			<-done
-		}
-		for k, g := range got {
-			what := fmt.Sprintf("%s: solver %d sharing the cached plan", c.name, k)
-			samePlanBits(t, what+": loss", []float64{want.Loss}, []float64{g.Loss})
-			samePlanBits(t, what+": ∂L/∂P", want.P, g.P)
-			samePlanBits(t, what+": ∂L/∂Y0", want.Y0, g.Y0)
-			samePlanBits(t, what+": states", want.Solution.Y, g.Solution.Y)
-			samePlanBits(t, what+": saves", want.Solution.Ys, g.Solution.Ys)
-			samePlanBits(t, what+": steps", want.Mesh.H, g.Mesh.H)
-		}
-	}
-}
-
 func TestPlanCacheBound(t *testing.T) {
 	max := planCacheMax
 	planCacheMax = 3
@@ -207,15 +127,13 @@ func TestPlanCacheBound(t *testing.T) {
 	}
 }
 
-// samePlanBits fails unless got equals want bit for bit.
-func samePlanBits(t *testing.T, what string, want, got []float64) {
-	t.Helper()
-	if len(want) != len(got) {
-		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
-	}
-	for i := range want {
-		if math.Float64bits(want[i]) != math.Float64bits(got[i]) {
-			t.Fatalf("%s[%d] = %v, want %v bit for bit", what, i, got[i], want[i])
-		}
-	}
+// PlanOf returns sv's plan, for the external tests.
+func PlanOf(sv *Solver) *Plan { return sv.plan }
+
+// SetPlanCacheMax sets the plan cache's bound (0: off) and returns the
+// previous one, for the external tests.
+func SetPlanCacheMax(n int) int {
+	old := planCacheMax
+	planCacheMax = n
+	return old
 }
