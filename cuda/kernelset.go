@@ -15,7 +15,9 @@ import (
 // a fit.New per training run or a Solver per call of a sweep, finds its
 // kernels compiled and loaded instead of generating their sources again
 // and reloading them from the disk cache (tens of milliseconds for a
-// Lorenz gradient kernel, seconds for a large one).
+// Lorenz gradient kernel, seconds for a large one). A kernel that failed
+// to compile is remembered as failed, as it was by its Solver before, until
+// the set forgets it (SetMaxCache).
 type kernelSet struct {
 	progOnce sync.Once
 	progs    *kernelgen.StepPrograms
