@@ -90,8 +90,8 @@ func TestSetMaxCache(t *testing.T) {
 
 // TestKernelsShared: a second Solver of the same field and settings (the
 // same plan, from ode's plan cache) runs the kernels the first compiled,
-// with the same results bit for bit; a Solver of another tuning compiles
-// its own.
+// with the same results bit for bit, also side by side with others; a
+// Solver of another tuning compiles its own.
 func TestKernelsShared(t *testing.T) {
 	needHost(t)
 	c := lorenzCase(8, 1e-7)
@@ -116,6 +116,24 @@ func TestKernelsShared(t *testing.T) {
 			if math.Float64bits(a.got[k]) != math.Float64bits(a.want[k]) {
 				t.Fatalf("%s[%d] = %v on the second Solver, %v on the first", a.what, k, a.got[k], a.want[k])
 			}
+		}
+	}
+	// Solvers of the plan side by side: the set's kernels and facts are
+	// shared under its lock, each executor's memory its own.
+	done := make(chan *ode.Gradient)
+	for range 3 {
+		sv := c.solver(t, "cuda-host")
+		go func() {
+			g, err := sv.Grad(nil, &c.prob, c.loss, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- g
+		}()
+	}
+	for range 3 {
+		if g := <-done; g != nil && math.Float64bits(g.Loss) != math.Float64bits(first.Loss) {
+			t.Errorf("a Solver run beside others: loss %v, want %v", g.Loss, first.Loss)
 		}
 	}
 	if _, compile := grad(c.solver(t, tuned(t, "cuda-host", Tuning{unrolled: true}))); compile == 0 {
