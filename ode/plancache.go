@@ -16,7 +16,9 @@ import (
 // Solver per call) shares the earlier plan, and the reverse programs it
 // built on first use. Plans are never changed once built (their lazily
 // built parts are behind sync.Once), so sharing one is safe; engines
-// prepare their own executor per Solver as before.
+// prepare an executor per Solver, and may share their own preparation of
+// a plan between them (the CPU engine's programs, Plan.cpuMasters; the
+// GPU engine's compiled kernels).
 //
 // Plans with events are not cached (their conditions and effects are
 // traced from Go functions the key does not hold).
