@@ -8,6 +8,7 @@ import (
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // From d = 16 the kernels of an explicit method, in the thread layout,
@@ -166,4 +167,34 @@ func statements(src string) int {
 		}
 	}
 	return n
+}
+
+// TestHostEngineRerolledLoss: a loss of many saved states (30 save times
+// of Lorenz's three components, every one in the loss) rolls its
+// functions into loops whatever the state's size (rerollLossInputs), with
+// the unrolled kernels' results bit for bit (solve, gradient with its
+// record, gradient on a given mesh).
+func TestHostEngineRerolledLoss(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(6, 1e-7)
+	c.prob.Field.Name = "lorenz-saves"
+	c.prob.SaveAt = make([]float64, 30)
+	for j := range c.prob.SaveAt {
+		c.prob.SaveAt[j] = float64(j+1) / 31
+	}
+	c.loss = ode.Loss{Name: "saves-loss", F: func(y, ys, _ []tape.V) tape.V {
+		s := y[0].Mul(y[1])
+		for k, x := range ys {
+			s = s.Add(x.Square().MulC(1 + float64(k%3)))
+		}
+		return s
+	}}
+	src := kernelSource(t, c, ode.OpGrad, false)
+	if !strings.Contains(src, "#pragma unroll 1\n  for (int gs_c") {
+		t.Fatal("the gradient kernel has no loops")
+	}
+	if un := kernelSource(t, c, ode.OpGrad, true); len(src) >= len(un) {
+		t.Errorf("rerolled source %d bytes, unrolled %d", len(src), len(un))
+	}
+	sameRuns(t, c, c.solver(t, "cuda-host"), c.solver(t, tuned(t, "cuda-host", Tuning{unrolled: true})))
 }

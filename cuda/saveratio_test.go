@@ -26,7 +26,9 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // kernels, the copies and the rest (host work), per call, for SolveTo,
 // Grad and Grad with Gradient.Omit (loss and gradients only), so that the
 // save ratios of BenchmarkGPUSaveRatio can be read: which part grows with
-// the save times. The loss is the saved states' sum of squares.
+// the save times, and the first call's compile time ("compile-s": its
+// kernels generated and compiled, or loaded from the disk cache). The loss
+// is the saved states' sum of squares.
 //
 //	cuda.test -test.run '^$' -test.bench GPUSaveSplit -test.benchtime 5x
 func BenchmarkGPUSaveSplit(b *testing.B) {
@@ -75,6 +77,7 @@ func benchSaveSplit(b *testing.B, engine string) {
 					}
 				}
 				run() // warm: kernels, buffers
+				compile := tr.Stats().Compile
 				tr.Reset()
 				b.ResetTimer()
 				for range b.N {
@@ -86,6 +89,7 @@ func benchSaveSplit(b *testing.B, engine string) {
 				b.ReportMetric(per(s.Kernel), "kernel-ms/op")
 				b.ReportMetric(per(s.Transfer), "copy-ms/op")
 				b.ReportMetric(float64(s.Download)/1e6/float64(b.N), "down-MB/op")
+				b.ReportMetric(compile.Seconds(), "compile-s")
 			})
 		}
 	}

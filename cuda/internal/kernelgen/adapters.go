@@ -359,6 +359,13 @@ func accumulates(p *tape.Program, first, n int) bool {
 // for a gradient (accumulating where it can, k.LossAcc), else gs_a_loss.
 func (g *adapters) lossAdapter(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kernelPlan) {
 	d, np := pl.Dim, pl.Params
+	if !v.Lanes && !v.Unrolled && v.Saves*d >= rerollLossInputs && !g.src.reroll {
+		// A loss of many saved states (4,000 values at 1,000 save times
+		// of four components) repeats its few ops per value: its
+		// functions roll those runs into loops as large states' do.
+		g.src.reroll = true
+		defer func() { g.src.reroll = false }()
+	}
 	in := cat(idx("y", d), glob("ys", v.Saves*d), glob("data", v.DataDim), idx("p", np))
 	sig := "const gs_real* sh, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p"
 	if !v.Grad {

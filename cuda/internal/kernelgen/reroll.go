@@ -50,9 +50,12 @@ import (
 // entries, with a body of up to rerollMaxReturn outputs, are copied by
 // loops too.
 const (
-	rerollDim     = 16
-	rerollMinRun  = 4
-	rerollMaxBody = 64
+	// rerollLossInputs is the number of saved values (save times × Dim)
+	// from which a loss's functions reroll, whatever the state's size.
+	rerollLossInputs = 64
+	rerollDim        = 16
+	rerollMinRun     = 4
+	rerollMaxBody    = 64
 )
 
 // rerollPlan reports whether the kernels of pl emit runs of values as
