@@ -507,6 +507,10 @@ type run struct {
 	// q is the queue of the batch a launch's copies and kernel run in
 	// (nil outside one: then they go to the backend one by one).
 	q queue
+
+	// rb is the trajectories per result block of the launch under way
+	// (resultBlockOf), set as it starts.
+	rb int
 }
 
 func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *Trace) *run {
@@ -969,6 +973,7 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 // copied (stage), the kernel (launchKernel), the results copied back and
 // scattered (scatter).
 func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
+	r.rb = resultBlockOf(len(g))
 	ex, v, n := r.ex, r.v, len(g)
 	l := r.layout(n, rows)
 	inLo, inHi := l.region(argSh, argGS)
@@ -1020,7 +1025,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// A large launch's results come back in chunks of its trajectories
 	// (pipeChunk), each scattered while the next is copied: the copies
 	// run on the device's goroutine, the scatter on the others.
-	nb := (n + resultBlock - 1) / resultBlock
+	nb := (n + r.rb - 1) / r.rb
 	chunk := r.pipeChunk(n) // result blocks a chunk; 0: one copy of all
 	var ready chan [2]int   // the result blocks [lo, hi) copied back
 	if chunk > 0 {
@@ -1107,7 +1112,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 // shrinks it for the tests.
 const defaultPipeChunk = 1 << 18
 
-// pipeChunk returns the result blocks (resultBlock trajectories each) of
+// pipeChunk returns the result blocks (r.rb trajectories each) of
 // a chunk of the results of a launch of n trajectories copied back and
 // scattered in turn, or 0 where the launch copies them back at once.
 func (r *run) pipeChunk(n int) int {
@@ -1115,8 +1120,8 @@ func (r *run) pipeChunk(n int) int {
 	if t := r.ex.tun.pipeChunk; t > 0 {
 		c = t
 	}
-	blocks := max(1, c/resultBlock)
-	if n < 2*blocks*resultBlock {
+	blocks := max(1, c/r.rb)
+	if n < 2*blocks*r.rb {
 		return 0
 	}
 	return blocks
@@ -1149,10 +1154,10 @@ func (r *run) readChunks(down []byte, at *[numArgs]int64, ar *arena, n int, l *l
 		}
 		cols[a] = l.bytes[a] / (int64(n) * size[a])
 	}
-	nb := (n + resultBlock - 1) / resultBlock
+	nb := (n + r.rb - 1) / r.rb
 	for b0 := 0; b0 < nb; b0 += chunk {
 		b1 := min(nb, b0+chunk)
-		lo, hi := int64(b0*resultBlock), int64(min(n, b1*resultBlock))
+		lo, hi := int64(b0*r.rb), int64(min(n, b1*r.rb))
 		for a := argGS; a <= argGP; a++ {
 			for c := range cols[a] {
 				from, to := (c*int64(n)+lo)*size[a], (c*int64(n)+hi)*size[a]
@@ -1196,6 +1201,7 @@ var _ ode.CheckingExecutor = (*executor)(nil)
 // only the first bc.seed trajectories' values (uploadBroadcast copies
 // them over the rest on the device).
 func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
+	fb := resultBlockOf(len(g))
 	j, v := r.j, r.v
 	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
@@ -1220,7 +1226,7 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 		}
 	}
 	// The per-trajectory inputs, component-major, in blocks of
-	// resultBlock trajectories on all cores.
+	// resultBlockOf(n) trajectories on all cores.
 	y0, pin, data := rv(up, 0, argY0), reals{}, reals{}
 	if np > 0 {
 		pin = rv(up, 0, argP)
@@ -1235,11 +1241,11 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	} else {
 		ln = iv(up, 0, argLen)
 	}
-	nb := (n + resultBlock - 1) / resultBlock
+	nb := (n + fb - 1) / fb
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
 	par.Run(nb, 0, func(_, b int) {
-		q0, q1 := b*resultBlock, min(n, (b+1)*resultBlock)
+		q0, q1 := b*fb, min(n, (b+1)*fb)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
 		finite := true
 		if bc.y0 {
@@ -1518,7 +1524,7 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 // that the launch copied back, array a at at[a]: see spans) into the
 // run's results, reads back the recorded mesh, and returns the
 // trajectories whose record overflowed. feed calls blocks(lo, hi) for
-// the result blocks (resultBlock trajectories each) [lo, hi) as they are
+// the result blocks (r.rb trajectories each) [lo, hi) as they are
 // in down, all of them in order, and returns once the copies are done
 // (their error, if any): scatter then reads the arrays that are not per
 // trajectory and reads back from the device what it still needs.
@@ -1562,24 +1568,24 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			flags = iv(down, outLo, argFlags)
 		}
 	}
-	// Per trajectory, in blocks of resultBlock on all cores (a launch of
+	// Per trajectory, in blocks of r.rb on all cores (a launch of
 	// millions of trajectories writes tens of arrays per trajectory); each
 	// block keeps its own overflows and longest record, merged in order.
 	pl := ex.plan
-	nb := (n + resultBlock - 1) / resultBlock
+	nb := (n + r.rb - 1) / r.rb
 	blocks := make([]scatterBlock, nb)
 	// The loss terms of a launch that continues the run's trajectories in
 	// order are added up as their blocks are done (orderedSum).
 	var sum *orderedSum
 	if (v.Loss || v.Grad) && r.summed >= 0 && n > 0 && g[0] == r.summed && g[n-1] == g[0]+n-1 {
 		sum = &orderedSum{sum: r.sum, done: make([]bool, nb), terms: func(b int) []float64 {
-			return r.terms[g[0]+b*resultBlock : g[0]+min(n, (b+1)*resultBlock)]
+			return r.terms[g[0]+b*r.rb : g[0]+min(n, (b+1)*r.rb)]
 		}}
 	} else {
 		r.summed = -1
 	}
 	block := func(_, b int) {
-		q0, q1 := b*resultBlock, min(n, (b+1)*resultBlock)
+		q0, q1 := b*r.rb, min(n, (b+1)*r.rb)
 		var over []int
 		longest, fail := 0, false // kept in registers: the blocks' slots share cache lines
 		if v.Adaptive {
@@ -1660,14 +1666,14 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	}
 	// The saved states (k·d values a trajectory, 4,000 for 1,000 save
 	// times of four components) in tasks of their own, savesTask
-	// trajectories each: a result block of resultBlock trajectories would
+	// trajectories each: a result block (up to resultBlock trajectories) would
 	// leave a launch of a few thousand to one core. A failed trajectory's
 	// rows are NaN.
 	saves := func(lo, hi int) {
 		if !states || k == 0 {
 			return
 		}
-		q0, q1 := lo*resultBlock, min(n, hi*resultBlock)
+		q0, q1 := lo*r.rb, min(n, hi*r.rb)
 		task := savesTask(k * d)
 		par.Run((q1-q0+task-1)/task, 0, func(_, t int) {
 			a, b := q0+t*task, min(q1, q0+(t+1)*task)
@@ -1759,7 +1765,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			if res.LastH == nil {
 				res.LastH = make([]float64, r.j.N)
 			}
-			for q := b * resultBlock; q < min(n, (b+1)*resultBlock); q++ {
+			for q := b * r.rb; q < min(n, (b+1)*r.rb); q++ {
 				if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
 					res.LastH[g[q]] = lasth.get(q)
 				}
@@ -1787,7 +1793,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 }
 
 // scatterBlock is what scatter's worker found in one block of
-// resultBlock trajectories, merged in block order after the loop.
+// r.rb trajectories, merged in block order after the loop.
 type scatterBlock struct {
 	over      []int // the block's trajectories whose record overflowed
 	longest   int   // the most accepted steps of one of them
@@ -1983,8 +1989,22 @@ func (r *run) readFailedRows(ar *arena, l *layout, g []int) error {
 	return nil
 }
 
-// resultBlock is the trajectories per task of a launch's result loop.
+// resultBlock is the most trajectories per task of a launch's staging
+// and result loops (resultBlockOf).
 const resultBlock = 1 << 14
+
+// resultBlockOf returns the trajectories per task of the staging and
+// result loops of a launch of n: about four tasks per core, a multiple of
+// scatterTile, from 1,024 to resultBlock. (Blocks of resultBlock alone left
+// a launch of 65,536 trajectories to four cores, of 32,768 to two.) The
+// results do not depend on it: the loss terms are summed in trajectory
+// order (orderedSum), the blocks' reruns and counts merged in order.
+func resultBlockOf(n int) int {
+	tasks := 4 * runtime.GOMAXPROCS(0)
+	b := (n + tasks - 1) / tasks
+	b = (b + scatterTile - 1) / scatterTile * scatterTile
+	return min(resultBlock, max(1024, b))
+}
 
 // savesTask returns the trajectories per task of the scatter of saved
 // states of w values a trajectory: a multiple of scatterTile, about 256 kB

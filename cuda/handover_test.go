@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -483,5 +484,43 @@ func TestSavesFailedRows(t *testing.T) {
 		if math.IsNaN(x) != math.IsNaN(w) || !math.IsNaN(w) && math.Abs(x-w) > 1e-10*max(1, math.Abs(w)) {
 			t.Fatalf("Ys[%d] (trajectory %d, %v) = %v, want %v", k, k/300, want.Status[k/300], x, w)
 		}
+	}
+}
+
+// TestResultBlocksSameResults: a launch's staging and result loops run in
+// blocks sized by the cores (resultBlockOf), and the results do not depend
+// on them: one core against eight, bit for bit (the loss summed in
+// trajectory order, gradients, states, step counts).
+func TestResultBlocksSameResults(t *testing.T) {
+	c := lorenzCase(20000, 1e-6)
+	sv := c.solver(t, "cuda-host")
+	grad := func(procs int) *ode.Gradient {
+		old := runtime.GOMAXPROCS(procs)
+		defer runtime.GOMAXPROCS(old)
+		if b := resultBlockOf(c.prob.N); procs == 1 && b*2 > c.prob.N || procs == 8 && b != 1024 {
+			t.Fatalf("%d cores: blocks of %d trajectories", procs, b)
+		}
+		g, err := sv.Grad(nil, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	one, eight := grad(1), grad(8)
+	if math.Float64bits(one.Loss) != math.Float64bits(eight.Loss) {
+		t.Errorf("loss %v on eight cores, %v on one", eight.Loss, one.Loss)
+	}
+	for _, a := range []struct {
+		what      string
+		got, want []float64
+	}{{"P", eight.P, one.P}, {"Y0", eight.Y0, one.Y0}, {"Y", eight.Solution.Y, one.Solution.Y}, {"Ys", eight.Solution.Ys, one.Solution.Ys}} {
+		for k := range a.want {
+			if math.Float64bits(a.got[k]) != math.Float64bits(a.want[k]) {
+				t.Fatalf("%s[%d] = %v on eight cores, %v on one", a.what, k, a.got[k], a.want[k])
+			}
+		}
+	}
+	if !slices.Equal(eight.Mesh.Len, one.Mesh.Len) {
+		t.Error("the step counts differ")
 	}
 }
