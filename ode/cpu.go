@@ -39,8 +39,9 @@ type cpuEngine struct{}
 func (cpuEngine) Name() string     { return "cpu" }
 func (cpuEngine) Available() error { return nil }
 
-// Prepare builds the executors of the plan's programs once; workers clone
-// them.
+// Prepare clones the executors of the plan's programs (built once per
+// plan, Plan.cpuMasters, and shared by the Solvers of a cached plan);
+// workers clone them in turn.
 func (cpuEngine) Prepare(pl *Plan) (Executor, error) {
 	m, err := pl.cpuMasters()
 	if err != nil {
