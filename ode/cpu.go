@@ -510,6 +510,8 @@ type cpuWorker struct {
 	wc                  [][]float64 // TrialDense's coefficients [Terms·Dim][cap]
 	cur                 []int       // each lane's next save time (Job.SaveAt)
 	lane                []float64   // one lane's state and coefficients
+	saveEnd             []int       // writeSaves: each lane's end of its save times on the step
+	saveRows            []float64   // writeSaves: the lanes' states and coefficients, a row each
 	in, out             [][]float64
 	hbuf, sbuf          []float64 // chunk's mesh rows [rows][cap] and states [rows][1+d][cap]
 	rows                int

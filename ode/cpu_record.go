@@ -471,24 +471,76 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 	d := pl.Dim
 	ts, K := j.SaveAt, len(j.SaveAt)
 	t, h := w.st[StateT], w.st[StateH]
-	lane := w.lane // y, then the coefficients w
-	y, coef := lane[:d], lane[d:]
+	// Each lane's save times on this step, [cur, end); where most lanes
+	// have some (many save times), their states and coefficients are
+	// gathered into rows a column at a time first (rows), rather than
+	// lane by lane from Dim + Terms·Dim columns at once.
+	m := len(acc)
+	if cap(w.saveEnd) < m {
+		w.saveEnd = make([]int, m)
+	}
+	end := w.saveEnd[:m]
+	with := 0
 	for i, a := range acc {
-		if a == 0 {
-			continue
+		e := w.cur[i]
+		if a != 0 {
+			for next := t[i] + h[i]; e < K && ts[e] < next; {
+				e++
+			}
+			if e != w.cur[i] {
+				with++
+			}
 		}
-		c, e := w.cur[i], w.cur[i]
-		ti, next := t[i], t[i]+h[i]
-		for e < K && ts[e] < next {
-			e++
+		end[i] = e
+	}
+	if with == 0 {
+		return
+	}
+	nc := d
+	if dense {
+		nc += len(w.wc)
+	}
+	var rows []float64
+	if 2*with >= m && m >= saveRowsFrom {
+		if cap(w.saveRows) < m*nc {
+			w.saveRows = make([]float64, m*nc)
 		}
+		rows = w.saveRows[:m*nc]
+		for x := range d {
+			for i, v := range w.y[x][:m] {
+				rows[i*nc+x] = v
+			}
+		}
+		if dense {
+			for x, col := range w.wc {
+				for i, v := range col[:m] {
+					rows[i*nc+d+x] = v
+				}
+			}
+		}
+	}
+	lane := w.lane // y, then the coefficients w
+	for i := range acc {
+		c, e := w.cur[i], end[i]
 		if c == e {
 			continue
 		}
 		w.cur[i] = e
-		for x := range y {
-			y[x] = w.y[x][i]
+		var y, coef []float64
+		if rows != nil {
+			y, coef = rows[i*nc:i*nc+d], rows[i*nc+d:(i+1)*nc]
+		} else {
+			y, coef = lane[:d], lane[d:]
+			for x := range y {
+				y[x] = w.y[x][i]
+			}
+			if dense {
+				for x, col := range w.wc {
+					coef[x] = col[i]
+				}
+			}
 		}
+		ti := t[i]
 		all := r.res.Ys[(w.idx[i]*K+c)*d : (w.idx[i]*K+e)*d]
 		c0, out := c, all
 		for ; c < e && ts[c] <= ti; c++ { // at the step's start: its state
@@ -499,14 +551,15 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 			if !dense {
 				panic("ode: internal error: a save time inside a step without its coefficients")
 			}
-			for x, col := range w.wc {
-				coef[x] = col[i]
-			}
 			scan.InterpTimes(out, y, coef, ts[c:e], ti, h[i])
 		}
 		w.soaPut(w.idx[i], c0, all)
 	}
 }
+
+// saveRowsFrom is the fewest lanes whose states and coefficients
+// writeSaves gathers into rows first.
+const saveRowsFrom = 64
 
 // soaPut copies the saves vals ([n][d], from save k on) of trajectory g
 // to the chunk's saves by save time (cpuRun.soaSaves), if it keeps them.
