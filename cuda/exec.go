@@ -1331,22 +1331,20 @@ func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (fi
 }
 
 // gatherTiles is gatherCols for rows of any width w, in scatterTiles'
-// square tiles: a row at a time wrote each value into another column, n
-// values from the last, a new cache line (and past 512 trajectories a new
-// page) per value when rows are wide (a loss's data at many save times).
+// strips: a row at a time wrote each value into another column, n values
+// from the last, a new cache line (and past 512 trajectories a new page)
+// per value when rows are wide (a loss's data at many save times).
 func gatherTiles[T float32 | float64](f []T, n int, src []float64, w int, g []int, q0, q1 int) (finite bool) {
 	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	var bad uint64
 	for c0 := 0; c0 < w; c0 += scatterTile {
 		c1 := min(c0+scatterTile, w)
-		for j0 := q0; j0 < q1; j0 += scatterTile {
-			for q := j0; q < min(j0+scatterTile, q1); q++ {
-				row := src[g[q]*w+c0 : g[q]*w+c1]
-				at := c0*n + q
-				for c, x := range row {
-					bad |= math.Float64bits(x)&expBits + expOne
-					f[at+c*n] = T(x)
-				}
+		for q := q0; q < q1; q++ {
+			row := src[g[q]*w+c0 : g[q]*w+c1]
+			at := c0*n + q
+			for c, x := range row {
+				bad |= math.Float64bits(x)&expBits + expOne
+				f[at+c*n] = T(x)
 			}
 		}
 	}
@@ -2685,33 +2683,29 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 	return scatterTiles(dst, w, src.f32, n, q0, g)
 }
 
-// scatterTile is the edge of scatterTiles' square tiles: 64 columns of
-// 64 trajectories, 32 kB of float64, whose source lines and destination
-// rows stay in the first-level cache.
+// scatterTile is the width of scatterTiles' strips: 64 columns, whose
+// source lines (64 of them, each read for 8 trajectories in turn) and the
+// destination's 512-byte runs stay in the first-level cache.
 const scatterTile = 64
 
 // scatterTiles is scatterCols for rows of any width w: a transpose in
-// square tiles of scatterTile columns and trajectories, each trajectory's
-// part of a tile written as one run of its row. A column at a time (the
-// old way) wrote each value into another row, 8·w bytes from the last,
-// touching a new cache line, and at w ≳ 512 a new page, per value: 1,000
-// save times of Kepler's four components at n = 4096 (131 MB) scattered at
-// 0.6 GB/s.
+// strips of scatterTile columns, each trajectory's part of a strip
+// written as one run of its row. A column at a time (the old way) wrote
+// each value into another row, 8·w bytes from the last, touching a new
+// cache line, and at w ≳ 512 a new page, per value: 1,000 save times of
+// Kepler's four components at n = 4096 (131 MB) scattered at 0.6 GB/s.
 func scatterTiles[T float32 | float64](dst []float64, w int, f []T, n, q0 int, g []int) (finite bool) {
 	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	var bad uint64
-	m := len(g)
 	for c0 := 0; c0 < w; c0 += scatterTile {
 		c1 := min(c0+scatterTile, w)
-		for j0 := 0; j0 < m; j0 += scatterTile {
-			for j := j0; j < min(j0+scatterTile, m); j++ {
-				row := dst[g[j]*w+c0 : g[j]*w+c1]
-				at := c0*n + q0 + j
-				for c := range row {
-					x := float64(f[at+c*n])
-					bad |= math.Float64bits(x)&expBits + expOne
-					row[c] = x
-				}
+		for j, i := range g {
+			row := dst[i*w+c0 : i*w+c1]
+			at := c0*n + q0 + j
+			for c := range row {
+				x := float64(f[at+c*n])
+				bad |= math.Float64bits(x)&expBits + expOne
+				row[c] = x
 			}
 		}
 	}
