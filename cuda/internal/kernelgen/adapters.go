@@ -359,10 +359,7 @@ func accumulates(p *tape.Program, first, n int) bool {
 // for a gradient (accumulating where it can, k.LossAcc), else gs_a_loss.
 func (g *adapters) lossAdapter(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kernelPlan) {
 	d, np := pl.Dim, pl.Params
-	if !v.Lanes && !v.Unrolled && v.Saves*d >= rerollLossInputs && !g.src.reroll {
-		// A loss of many saved states (4,000 values at 1,000 save times
-		// of four components) repeats its few ops per value: its
-		// functions roll those runs into loops as large states' do.
+	if rerollLoss(v, d) && !g.src.reroll {
 		g.src.reroll = true
 		defer func() { g.src.reroll = false }()
 	}

@@ -58,6 +58,16 @@ const (
 	rerollMaxBody    = 64
 )
 
+// rerollLoss reports whether the loss functions of kernel v, of a state
+// of d components, emit runs of values as loops whatever rerollPlan says
+// of the plan: in the thread layout, a loss of at least rerollLossInputs
+// saved values (4,000 at 1,000 save times of four components) repeats its
+// few ops per value (Kepler's gradient kernel with the sum of the squares
+// of 1,000 save times: 1.5 MB of source unrolled, 339 kB rolled).
+func rerollLoss(v Config, d int) bool {
+	return !v.Lanes && !v.Unrolled && v.Saves*d >= rerollLossInputs
+}
+
 // rerollPlan reports whether the kernels of pl emit runs of values as
 // loops: an explicit method's from a state of rerollDim components, a
 // Rosenbrock method's (its trial step factors W) at every d, whose
