@@ -42,8 +42,7 @@ type planKey struct {
 
 type planEntry struct {
 	key  planKey
-	prog *tape.Program
-	plan *Plan
+	plan *Plan // its Field is the traced program the key's hash is of
 }
 
 var plans struct {
@@ -71,7 +70,7 @@ func planFor(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 	}
 	plans.Lock()
 	for i := len(plans.list) - 1; i >= 0; i-- {
-		if e := plans.list[i]; e.key == key && e.prog.SameAs(fp) {
+		if e := plans.list[i]; e.key == key && e.plan.Field.SameAs(fp) {
 			plans.Unlock()
 			return e.plan, nil
 		}
@@ -86,6 +85,6 @@ func planFor(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 	if over := len(plans.list) + 1 - planCacheMax; over > 0 {
 		plans.list = append(plans.list[:0], plans.list[over:]...)
 	}
-	plans.list = append(plans.list, planEntry{key, fp, pl})
+	plans.list = append(plans.list, planEntry{key, pl})
 	return pl, nil
 }
