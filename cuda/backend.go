@@ -70,6 +70,12 @@ type queue interface {
 	// elapsed returns the device time between c's marks, waiting for the
 	// end.
 	elapsed(c clock) (time.Duration, error)
+	// readAfter copies device memory to the host, dst[k] from src[k],
+	// once the work queued before c's end mark is done, without waiting
+	// for the work queued after it (a launch's later chunks, which run
+	// while it copies). It returns once the copies are done, with their
+	// device time.
+	readAfter(c clock, dst [][]byte, src []uint64) (time.Duration, error)
 }
 
 // clock is a timer of device work (backend.newClock); free releases it.
@@ -225,6 +231,10 @@ func (g gpuQueue) mark(c clock, end bool) error {
 		e = c.(*gpuClock).end
 	}
 	return g.q.Record(e)
+}
+
+func (g gpuQueue) readAfter(c clock, dst [][]byte, src []uint64) (time.Duration, error) {
+	return g.q.CopyFromDeviceAfter(c.(*gpuClock).end, dst, src)
 }
 
 func (g gpuQueue) elapsed(c clock) (time.Duration, error) {

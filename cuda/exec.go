@@ -618,7 +618,9 @@ const (
 	argRows
 	argT0
 	argScale
-	argSh // first pointer
+	argFirst // the launch's first trajectory of the arrays' n (a chunk's)
+	argEnd   // one past its last
+	argSh    // first pointer
 	argSaveAt
 	argT1
 	argY0
@@ -1016,27 +1018,61 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// to the device's goroutine.
 	// The clock is taken and given back outside the batch: making or
 	// freeing one is a call of the device's own.
-	c, err := ex.takeClock()
-	if err != nil {
-		return nil, err
-	}
-	defer ex.giveClock(c)
 	var dt time.Duration
 	// A large launch's results come back in chunks of its trajectories
 	// (pipeChunk), each scattered while the next is copied: the copies
-	// run on the device's goroutine, the scatter on the others.
+	// run on the device's goroutine, the scatter on the others. In the
+	// thread layout each chunk is a kernel of its own (chunkLaunches),
+	// whose results are copied while the next chunks' kernels run.
 	nb := (n + r.rb - 1) / r.rb
 	chunk := r.pipeChunk(n) // result blocks a chunk; 0: one copy of all
 	var ready chan [2]int   // the result blocks [lo, hi) copied back
+	nc := 1                 // kernels, one clock each
 	if chunk > 0 {
 		ready = make(chan [2]int, (nb+chunk-1)/chunk)
+		if r.chunkLaunches() {
+			nc = (nb + chunk - 1) / chunk
+		}
 	}
+	// The clocks are taken and given back outside the batch: making or
+	// freeing one is a call of the device's own.
+	clocks := make([]clock, nc)
+	for k := range clocks {
+		if clocks[k], err = ex.takeClock(); err != nil {
+			for _, c := range clocks[:k] {
+				ex.giveClock(c)
+			}
+			return nil, err
+		}
+	}
+	defer func() {
+		for _, c := range clocks {
+			ex.giveClock(c)
+		}
+	}()
 	batch := func(q queue) error {
 		r.q = q
 		defer func() { r.q = nil }()
 		if err := r.uploadBroadcast(up, ar, n, rows, &l, zeroGS, bc); err != nil {
 			return err
 		}
+		if nc > 1 {
+			if err := r.launchChunks(ar, n, rows, &l, chunk, clocks); err != nil {
+				return err
+			}
+			if err := r.readChunks(down, &at, ar, n, &l, chunk, ready, clocks); err != nil {
+				return err
+			}
+			for _, c := range clocks {
+				d, err := r.q.elapsed(c)
+				if err != nil {
+					return err
+				}
+				dt += d
+			}
+			return nil
+		}
+		c := clocks[0]
 		if err := r.launchKernel(ar, n, rows, &l, c); err != nil {
 			return err
 		}
@@ -1047,7 +1083,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return err
 		}
 		if chunk > 0 {
-			return r.readChunks(down, &at, ar, n, &l, chunk, ready)
+			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
 		}
 		at := int64(0)
 		for _, s := range out {
@@ -1061,7 +1097,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	done := func() {
 		r.tr.add(func(t *TraceStats) {
 			t.Kernel += dt
-			t.Launches++
+			t.Launches += nc
 			t.Trajectories += n
 			t.Layout = v.Layout()
 			t.Upload += int64(len(up)) - bc.skipped
@@ -1127,16 +1163,52 @@ func (r *run) pipeChunk(n int) int {
 	return blocks
 }
 
+// chunkLaunches reports whether a launch whose results come back in
+// chunks runs a kernel per chunk (launchChunks): in the thread layout,
+// whose kernel runs any range of a launch's trajectories (gs_args.first,
+// end), unless Tuning.NoChunkLaunch.
+func (r *run) chunkLaunches() bool { return !r.v.Lanes && !r.ex.tun.NoChunkLaunch }
+
+// launchChunks queues the kernel of a launch of n trajectories (rows
+// record rows each) in layout l as one kernel per chunk of chunk result
+// blocks, chunk k's between the marks of clocks[k]: the trajectories'
+// arrays are the launch's (stride n), each kernel runs its chunk's
+// trajectories (the chunks start on multiples of r.rb: whole warps and
+// tiles). The shared gradient's sums add up over the kernels as over a
+// launch's blocks.
+func (r *run) launchChunks(ar *arena, n, rows int, l *layout, chunk int, clocks []clock) error {
+	args := r.kernelArgs(ar, n, rows, l)
+	q := r.q
+	for k := range clocks {
+		lo, hi := k*chunk*r.rb, min(n, (k+1)*chunk*r.rb)
+		args[argFirst], args[argEnd] = uint64(lo), uint64(hi)
+		_, bt, shmem := r.launchShape(hi - lo)
+		if err := q.mark(clocks[k], false); err != nil {
+			return err
+		}
+		if err := q.enqueue(r.ke.k, hi-lo, bt, shmem, args[:]); err != nil {
+			return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
+		}
+		if err := q.mark(clocks[k], true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // readChunks copies the results of a launch of n trajectories in layout
 // l back from the arena into down (array a at at[a], as the spans of
 // downloaded arrays laid end to end put it), in chunks of chunk result
-// blocks: first the arrays that are not per trajectory (the shared
-// gradient's sums), then for each chunk the columns of every downloaded
-// array over its trajectories, sending the chunk's blocks [lo, hi) on
-// ready once they are in down.
-func (r *run) readChunks(down []byte, at *[numArgs]int64, ar *arena, n int, l *layout, chunk int, ready chan<- [2]int) error {
+// blocks: for each chunk the columns of every downloaded array over its
+// trajectories, and with the last the arrays that are not per trajectory
+// (the shared gradient's sums), sending the chunk's blocks [lo, hi) on
+// ready once they are in down. With after (a kernel per chunk,
+// launchChunks), chunk k's copies wait for after[k]'s kernel only.
+func (r *run) readChunks(down []byte, at *[numArgs]int64, ar *arena, n int, l *layout, chunk int, ready chan<- [2]int, after []clock) error {
 	var cols [numArgs]int64 // per downloaded array: its columns of n values (0: read whole)
 	var size [numArgs]int64 // the bytes of a value
+	var wholeDst [][]byte   // the arrays read whole, with the last chunk
+	var wholeSrc []uint64
 	for a := argGS; a <= argGP; a++ {
 		if l.off[a] < 0 || !r.downloaded(a) {
 			continue
@@ -1147,23 +1219,40 @@ func (r *run) readChunks(down []byte, at *[numArgs]int64, ar *arena, n int, l *l
 			size[a] = 4
 		}
 		if a == argGS || l.bytes[a]%(int64(n)*size[a]) != 0 {
-			if err := r.read(down[at[a]:at[a]+l.bytes[a]], ar.addr+uint64(l.off[a])); err != nil {
-				return err
-			}
+			wholeDst = append(wholeDst, down[at[a]:at[a]+l.bytes[a]])
+			wholeSrc = append(wholeSrc, ar.addr+uint64(l.off[a]))
 			continue
 		}
 		cols[a] = l.bytes[a] / (int64(n) * size[a])
 	}
 	nb := (n + r.rb - 1) / r.rb
-	for b0 := 0; b0 < nb; b0 += chunk {
+	var dst [][]byte
+	var src []uint64
+	for k, b0 := 0, 0; b0 < nb; k, b0 = k+1, b0+chunk {
 		b1 := min(nb, b0+chunk)
 		lo, hi := int64(b0*r.rb), int64(min(n, b1*r.rb))
+		dst, src = dst[:0], src[:0]
 		for a := argGS; a <= argGP; a++ {
 			for c := range cols[a] {
 				from, to := (c*int64(n)+lo)*size[a], (c*int64(n)+hi)*size[a]
-				if err := r.read(down[at[a]+from:at[a]+to], ar.addr+uint64(l.off[a]+from)); err != nil {
+				dst = append(dst, down[at[a]+from:at[a]+to])
+				src = append(src, ar.addr+uint64(l.off[a]+from))
+			}
+		}
+		if b1 == nb {
+			dst, src = append(dst, wholeDst...), append(src, wholeSrc...)
+		}
+		if after == nil {
+			for j := range dst {
+				if err := r.read(dst[j], src[j]); err != nil {
 					return err
 				}
+			}
+		} else {
+			d, err := r.q.readAfter(after[k], dst, src)
+			r.tr.add(func(t *TraceStats) { t.Transfer += d })
+			if err != nil {
+				return err
 			}
 		}
 		ready <- [2]int{b0, b1}
@@ -1499,6 +1588,7 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 	j := r.j
 	var args [numArgs]uint64
 	args[argN], args[argRows] = uint64(n), uint64(rows)
+	args[argFirst], args[argEnd] = 0, uint64(n)
 	args[argT0] = math.Float64bits(j.T0)
 	if j.Loss != nil {
 		args[argScale] = math.Float64bits(j.Loss.Scale)

@@ -422,6 +422,16 @@ func (q hostQueue) mark(c clock, end bool) error {
 
 func (q hostQueue) elapsed(c clock) (time.Duration, error) { return c.(*hostClock).dt, nil }
 
+// readAfter reads: the host's launches are done when enqueue returns.
+func (q hostQueue) readAfter(_ clock, dst [][]byte, src []uint64) (time.Duration, error) {
+	for k, b := range dst {
+		if err := q.read(b, src[k]); err != nil {
+			return 0, err
+		}
+	}
+	return 0, nil
+}
+
 func (q hostQueue) copyDevice(dst, src uint64, n int64) error {
 	b := q.b
 	ms, _, so := b.at(src)

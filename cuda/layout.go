@@ -72,6 +72,11 @@ type Tuning struct {
 	// TileStatic has tile mode's warps run every gridth tile instead of
 	// taking tiles in turn from a counter (GS_TILE_DYNAMIC).
 	TileStatic bool
+	// NoChunkLaunch runs a launch whose results come back in chunks
+	// (defaultPipeChunk) as one kernel, the chunks copied back after it,
+	// instead of a kernel per chunk (thread layout) whose results are
+	// copied back while the next chunks' kernels run.
+	NoChunkLaunch bool
 
 	// FastCompile holds NVRTC options, separated by spaces, with which a
 	// kernel of at least FastCompileFrom bytes of source is compiled

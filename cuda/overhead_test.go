@@ -40,23 +40,24 @@ func (b nullBackend) compile(src, name string, opts []string) (backendKernel, er
 func (b nullBackend) fake(args []uint64) {
 	n := int(args[argN])
 	rows := int(args[argRows])
+	first, end := int(args[argFirst]), int(args[argEnd])
 	if args[argAcc] != 0 {
 		m, _, off := b.at(args[argAcc])
-		for i := 0; i < n; i++ {
+		for i := first; i < end; i++ {
 			binary.LittleEndian.PutUint32(m[off+uint64(4*i):], nullSteps)
 		}
 	}
 	if args[argHout] != 0 {
 		m, _, off := b.at(args[argHout])
 		for s := 0; s < min(rows, nullSteps); s++ {
-			for i := 0; i < n; i++ {
+			for i := first; i < end; i++ {
 				binary.LittleEndian.PutUint64(m[off+uint64(8*(s*n+i)):], math.Float64bits(1.0/nullSteps))
 			}
 		}
 	}
 	if args[argT] != 0 {
 		m, _, off := b.at(args[argT])
-		for i := 0; i < n; i++ {
+		for i := first; i < end; i++ {
 			binary.LittleEndian.PutUint64(m[off+uint64(8*i):], math.Float64bits(1))
 		}
 	}
@@ -421,6 +422,9 @@ func (hostWorkQueue) copyDevice(uint64, uint64, int64) error               { ret
 func (hostWorkQueue) enqueue(backendKernel, int, int, int, []uint64) error { return nil }
 func (hostWorkQueue) mark(clock, bool) error                               { return nil }
 func (hostWorkQueue) elapsed(clock) (time.Duration, error)                 { return 0, nil }
+func (hostWorkQueue) readAfter(clock, [][]byte, []uint64) (time.Duration, error) {
+	return 0, nil
+}
 
 var hostWork = &Engine{name: "cuda-hostwork", prec: Float64, be: &hostWorkBackend{nullBackend: nullBackend{newHostBackend(1 << 50)}}}
 

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -106,16 +107,62 @@ func sameSolution(t *testing.T, what string, got, want *ode.Solution) {
 // result block a chunk, 4 chunks), are those of one copy bit for bit:
 // a solve, a gradient with its record and one on the mesh, with
 // records long enough and, with short first record buffers, with every
-// trajectory rerun (a launch of the overflowed ones, pipelined too).
+// trajectory rerun (a launch of the overflowed ones, pipelined too);
+// with a kernel per chunk (the thread layout's default: a launch of
+// chunks is several kernels, as the trace counts them) and with one
+// kernel for the chunks (Tuning.NoChunkLaunch); a shared parameters'
+// gradient; on a simulated warp.
 func TestHostEnginePipelined(t *testing.T) {
 	needHost(t)
 	c := lorenzCase(3*resultBlock+1000, 1e-4)
 	c.prob.SaveAt = []float64{0.5}
 	c.loss = ode.SumSquares()
 	for _, rows := range []int{0, 4} {
-		t.Run(fmt.Sprintf("rows=%d", rows), func(t *testing.T) {
-			sameRuns(t, c, c.solver(t, tuned(t, "cuda-host", Tuning{pipeChunk: resultBlock, firstRows: rows})),
-				c.solver(t, tuned(t, "cuda-host", Tuning{firstRows: rows})))
-		})
+		for _, whole := range []bool{false, true} {
+			if whole && rows > 0 {
+				continue
+			}
+			t.Run(fmt.Sprintf("rows=%d/whole=%v", rows, whole), func(t *testing.T) {
+				piped := c.solver(t, tuned(t, "cuda-host", Tuning{pipeChunk: resultBlock, firstRows: rows, NoChunkLaunch: whole}))
+				plain := c.solver(t, tuned(t, "cuda-host", Tuning{firstRows: rows}))
+				sameRuns(t, c, piped, plain)
+				var trp, tr Trace
+				var g ode.Gradient
+				if _, err := piped.GradContext(WithTrace(context.Background(), &trp), &g, &c.prob, c.loss, nil); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := plain.GradContext(WithTrace(context.Background(), &tr), &g, &c.prob, c.loss, nil); err != nil {
+					t.Fatal(err)
+				}
+				if p, q := trp.Stats().Launches, tr.Stats().Launches; whole && p != q || !whole && p < q+2 {
+					t.Errorf("%d kernels with chunks, %d without: want more with a kernel per chunk, as many with one", p, q)
+				}
+			})
+		}
 	}
+	// A shared parameters' gradient (summed over the kernels of the
+	// chunks), also with the kernels on a simulated warp.
+	// Chunks of the smallest result block, 1,024 trajectories: 5 kernels.
+	s := lorenzSharedCase(4*1024 + 100)
+	t.Run("shared", func(t *testing.T) {
+		sameRuns(t, s, s.solver(t, tuned(t, "cuda-host", Tuning{pipeChunk: 1024})), s.solver(t, tuned(t, "cuda-host", Tuning{pipeChunk: 1024, NoChunkLaunch: true})))
+	})
+	t.Run("shared/sim", func(t *testing.T) {
+		var gs [2]*ode.Gradient
+		for k, whole := range []bool{false, true} {
+			g, err := s.solver(t, tuned(t, "cuda-host-sim", Tuning{pipeChunk: 1024, NoChunkLaunch: whole})).Grad(nil, &s.prob, s.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs[k] = g
+		}
+		for _, f := range []struct {
+			name      string
+			got, want []float64
+		}{{"loss", []float64{gs[0].Loss}, []float64{gs[1].Loss}}, {"dL/dY0", gs[0].Y0, gs[1].Y0}, {"dL/dP", gs[0].P, gs[1].P}, {"dL/dShared", gs[0].Shared, gs[1].Shared}} {
+			if ok, i := bitsEqual(f.got, f.want); !ok {
+				t.Errorf("%s differs at %d", f.name, i)
+			}
+		}
+	})
 }

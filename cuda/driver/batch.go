@@ -106,3 +106,61 @@ func (q *Queue) Elapsed(start, end *Event) (time.Duration, error) {
 	err := q.d.drv.check("cuEventElapsedTime", q.d.drv.cuEventElapsedTime(&ms, start.h, end.h))
 	return time.Duration(float64(ms) * float64(time.Millisecond)), err
 }
+
+// streamNonBlocking is CU_STREAM_NON_BLOCKING: a stream whose work is not
+// ordered with the legacy default stream's.
+const streamNonBlocking = 1
+
+// CopyFromDeviceAfter copies device memory to the host, dst[k] from the
+// device address src[k], once the work queued before e's last record is
+// done. The copies run on a stream of their own, beside the legacy
+// default stream: they do not wait for work queued there after e (the
+// kernels of a launch's later chunks), which runs while they copy. dst
+// should be page-locked (HostAlloc) for the copies to be asynchronous
+// with that work. It returns once the copies are done, with their device
+// time (from the first copy's start to the last's end).
+func (q *Queue) CopyFromDeviceAfter(e *Event, dst [][]byte, src []uint64) (time.Duration, error) {
+	if len(dst) != len(src) {
+		return 0, fmt.Errorf("cuda: CopyFromDeviceAfter: %d destinations, %d sources", len(dst), len(src))
+	}
+	d, drv := q.d, q.d.drv
+	if d.copyStream == 0 {
+		if err := drv.check("cuStreamCreate", drv.cuStreamCreate(&d.copyStream, streamNonBlocking)); err != nil {
+			d.copyStream = 0
+			return 0, err
+		}
+		for _, h := range []*uintptr{&d.copyStart, &d.copyEnd} {
+			if err := drv.check("cuEventCreate", drv.cuEventCreate(h, 0)); err != nil {
+				*h = 0
+				return 0, err
+			}
+		}
+	}
+	if d.copyStart == 0 || d.copyEnd == 0 {
+		return 0, fmt.Errorf("cuda: CopyFromDeviceAfter: the copy stream's events could not be made")
+	}
+	s := d.copyStream
+	if err := drv.check("cuStreamWaitEvent", drv.cuStreamWaitEvent(s, e.h, 0)); err != nil {
+		return 0, err
+	}
+	if err := drv.check("cuEventRecord", drv.cuEventRecord(d.copyStart, s)); err != nil {
+		return 0, err
+	}
+	for k, b := range dst {
+		if len(b) == 0 {
+			continue
+		}
+		if err := drv.check("cuMemcpyDtoHAsync", drv.cuMemcpyDtoHAsync(unsafe.Pointer(&b[0]), src[k], uint64(len(b)), s)); err != nil {
+			return 0, err
+		}
+	}
+	if err := drv.check("cuEventRecord", drv.cuEventRecord(d.copyEnd, s)); err != nil {
+		return 0, err
+	}
+	if err := drv.check("cuEventSynchronize", drv.cuEventSynchronize(d.copyEnd)); err != nil {
+		return 0, err
+	}
+	var ms float32
+	err := drv.check("cuEventElapsedTime", drv.cuEventElapsedTime(&ms, d.copyStart, d.copyEnd))
+	return time.Duration(float64(ms) * float64(time.Millisecond)), err
+}

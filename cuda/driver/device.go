@@ -69,6 +69,13 @@ type Device struct {
 	stopped   bool       // set by Close's last job, under mu
 	closeOnce sync.Once
 	closeErr  error
+
+	// The stream of CopyFromDeviceAfter (non-blocking: it runs beside
+	// the legacy default stream's kernels) and the events that time its
+	// copies, made by its first call, under mu; they live as long as the
+	// context.
+	copyStream         uintptr
+	copyStart, copyEnd uintptr
 }
 
 // Open retains the primary context of device ordinal and starts the

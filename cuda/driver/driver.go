@@ -57,6 +57,7 @@ type driver struct {
 	cuMemcpyHtoD              func(dst uint64, src unsafe.Pointer, n uint64) result
 	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, n uint64) result
 	cuMemcpyDtoD              func(dst, src uint64, n uint64) result
+	cuMemcpyDtoHAsync         func(dst unsafe.Pointer, src uint64, n uint64, stream uintptr) result
 	cuMemsetD8                func(dst uint64, v uint8, n uint64) result
 	cuMemHostAlloc            func(pp *unsafe.Pointer, n uint64, flags uint32) result
 	cuMemFreeHost             func(p unsafe.Pointer) result
@@ -69,6 +70,7 @@ type driver struct {
 	cuStreamCreate            func(*uintptr, uint32) result
 	cuStreamDestroy           func(uintptr) result
 	cuStreamSynchronize       func(uintptr) result
+	cuStreamWaitEvent         func(stream, event uintptr, flags uint32) result
 	cuEventCreate             func(*uintptr, uint32) result
 	cuEventRecord             func(event, stream uintptr) result
 	cuEventSynchronize        func(uintptr) result
@@ -106,6 +108,7 @@ func (d *driver) entries() []entry {
 		{"cuMemcpyHtoD", 3020, &d.cuMemcpyHtoD},
 		{"cuMemcpyDtoH", 3020, &d.cuMemcpyDtoH},
 		{"cuMemcpyDtoD", 3020, &d.cuMemcpyDtoD},
+		{"cuMemcpyDtoHAsync", 3020, &d.cuMemcpyDtoHAsync},
 		{"cuMemsetD8", 3020, &d.cuMemsetD8},
 		{"cuMemHostAlloc", 2020, &d.cuMemHostAlloc},
 		{"cuMemFreeHost", 2000, &d.cuMemFreeHost},
@@ -118,6 +121,7 @@ func (d *driver) entries() []entry {
 		{"cuStreamCreate", 2000, &d.cuStreamCreate},
 		{"cuStreamDestroy", 4000, &d.cuStreamDestroy},
 		{"cuStreamSynchronize", 2000, &d.cuStreamSynchronize},
+		{"cuStreamWaitEvent", 3020, &d.cuStreamWaitEvent},
 		{"cuEventCreate", 2000, &d.cuEventCreate},
 		{"cuEventRecord", 2000, &d.cuEventRecord},
 		{"cuEventSynchronize", 2000, &d.cuEventSynchronize},

@@ -72,6 +72,8 @@ struct gs_args {
   long long rows;  // rows of a.hout/a.store (record) or of a.hin (replay)
   double t0;       // start time
   double scale;    // the loss's scale
+  long long first; // the launch's trajectories are first ... end-1 of the n its arrays hold
+  long long end;   // (the thread layout's chunks of a launch; the warp layouts run 0 ... n-1)
   const gs_real* sh;      // shared block: s[NS], rtol, atol[D], maxsteps
   const gs_real* saveat;  // [K]
   const gs_real* t1;      // [n]

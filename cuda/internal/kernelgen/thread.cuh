@@ -1,8 +1,9 @@
 {{- /*
 thread.cuh: the thread layout (one thread per trajectory) of the
 engine's kernels: its hooks of the driver loop ("hooks", "loss-own"; see
-kernel.cuh) and the kernel ("entry"). On the device thread i runs
-trajectory i; the block reduces its shared gradients in shared memory
+kernel.cuh) and the kernel ("entry"). On the device thread t runs
+trajectory first + t (a launch's chunk of its n trajectories, the
+arrays' stride n); the block reduces its shared gradients in shared memory
 (SharedAcc; after the warps' transposition rows with Xpose), or each
 tile of TileSize trajectories into its own sum (TileSums); on the host
 the kernel is a loop over the trajectories, and on a simulated warp
@@ -37,12 +38,14 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   __syncthreads();
 {{- else if and .TileSums .Grad}}
   // Each tile of GS_TILE trajectories has its own accumulator, a.gs[tile][2][NS].
-  gs_real* acc = a.gs + (((long long)blockIdx.x * blockDim.x + threadIdx.x) / GS_TILE) * (2 * GS_NS);
+  gs_real* acc = a.gs + ((a.first + (long long)blockIdx.x * blockDim.x + threadIdx.x) / GS_TILE) * (2 * GS_NS);
 {{- else}}
   gs_real* acc = a.gs;
 {{- end}}
-  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  gs_body(a, i, i < a.n, acc, a.sh, a.sh + GS_NS);
+  // Thread t runs trajectory first + t (first is a multiple of 32: the
+  // warps and tiles are those of a launch of all n).
+  const long long i = a.first + (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  gs_body(a, i, i < a.end, acc, a.sh, a.sh + GS_NS);
 {{- if .SharedAcc}}
   __syncthreads();
   for (int j = threadIdx.x; j < 2 * GS_NS; j += blockDim.x) atomicAdd(&a.gs[j], acc[j]);
@@ -51,19 +54,19 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   // One simulated warp (tests): lane l runs trajectories l, l + 32, ...,
   // the lanes in rounds as a device warp's threads (valid false past the
   // end).
-  for (long long i0 = 0; i0 < a.n; i0 += 32) {
+  for (long long i0 = a.first; i0 < a.end; i0 += 32) {
     const long long i = i0 + (threadIdx.x & 31);
 {{- if and .TileSums .Grad}}
-    gs_body(a, i, i < a.n, a.gs + (i / GS_TILE) * (2 * GS_NS), a.sh, a.sh + GS_NS);
+    gs_body(a, i, i < a.end, a.gs + (i / GS_TILE) * (2 * GS_NS), a.sh, a.sh + GS_NS);
 {{- else}}
-    gs_body(a, i, i < a.n, a.gs, a.sh, a.sh + GS_NS);
+    gs_body(a, i, i < a.end, a.gs, a.sh, a.sh + GS_NS);
 {{- end}}
   }
 #else
 {{- if and .TileSums .Grad}}
-  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs + (i / GS_TILE) * (2 * GS_NS), a.sh, a.sh + GS_NS);
+  for (long long i = a.first; i < a.end; i++) gs_body(a, i, true, a.gs + (i / GS_TILE) * (2 * GS_NS), a.sh, a.sh + GS_NS);
 {{- else}}
-  for (long long i = 0; i < a.n; i++) gs_body(a, i, true, a.gs, a.sh, a.sh + GS_NS);
+  for (long long i = a.first; i < a.end; i++) gs_body(a, i, true, a.gs, a.sh, a.sh + GS_NS);
 {{- end}}
 #endif
 }
