@@ -239,6 +239,9 @@ type KernelInfo struct {
 	// the event whose step the row's step is (1 + its index; 0 for none):
 	// a gradient through events (Config.Events).
 	StoreEvent bool
+	// WideShared is the shared memory of a warp of a kernel of the wide
+	// layout, in bytes (Config.Wide; WideLaunch).
+	WideShared int
 }
 
 // KernelSource returns the translation unit of kernel v of the plan
@@ -287,6 +290,7 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 			return "", info, err
 		}
 		k.W = w
+		info.WideShared = w.Len * prec.Size()
 	} else if err := g.kernelAdapters(sp, v, lp, k); err != nil {
 		return "", info, err
 	}

@@ -45,6 +45,19 @@ const WideMinDim = 64
 // WideWarps is the number of warps of a wide-layout block.
 const WideWarps = 2
 
+// WideLaunch returns the threads, threads per block and bytes of dynamic
+// shared memory of a wide-layout launch of n trajectories whose warps
+// each use perWarp bytes of shared memory: a warp per trajectory, blocks
+// of WideWarps warps (fewer where the block's shared memory would pass
+// limit, a device's per-block limit; 0: none).
+func WideLaunch(n, perWarp, limit int) (threads, block, shmem int) {
+	warps := WideWarps
+	for warps > 1 && limit > 0 && warps*perWarp > limit {
+		warps--
+	}
+	return n * LaneWidth, warps * LaneWidth, warps * perWarp
+}
+
 // WideAllowed reports whether kernel v of plan pl can run in the wide
 // layout: an adaptive forward solve (no save times, mesh, stored states,
 // loss or gradient, events) of an explicit method, in float64.
