@@ -14,8 +14,23 @@ import (
 func TestHostWide(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	sim := tuned(t, "cuda-host-sim", Tuning{Wide: true})
-	c := lorenz96Case(7, 64, ode.Tsit5)
+	testWide(t, "cuda-host-sim", 7, 64)
+}
+
+// TestGPUWide is TestHostWide on the device (engine "cuda"), d = 64 and
+// 256 with 1,000 trajectories.
+func TestGPUWide(t *testing.T) {
+	needGPUEngine(t)
+	for _, d := range []int{64, 256} {
+		testWide(t, "cuda", 1000, d)
+	}
+}
+
+// testWide runs Lorenz-96 with n trajectories of d components in the
+// wide layout on engine name (see TestHostWide).
+func testWide(t *testing.T, name string, n, d int) {
+	sim := tuned(t, name, Tuning{Wide: true})
+	c := lorenz96Case(n, d, ode.Tsit5)
 	c.prob.SaveAt = nil
 	compareEngines(t, sim, c, caseOpts{ops: []string{"solve"}})
 	for _, x := range []struct {

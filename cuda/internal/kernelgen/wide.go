@@ -114,11 +114,13 @@ func newWideLayout(d, np int, fsal bool, scratch int) wideLayout {
 }
 
 // WideSharedPerWarp returns the shared memory of one warp of a wide
-// kernel of plan pl in bytes (float64): (2+f)d + d + np + 2 for the
-// trial (f = 1 with FSAL), 3d + NumState + 2 for the controller's inputs,
-// NumState + 2 for its outputs, plus the programs' scratch (the most
-// reals of d-long arrays live at once in one of Init, Trial and Control),
-// all times 8. It returns an error where the plan's programs do not emit.
+// kernel of plan pl in bytes (float64): for d ≥ 2 + np, 2 + (1+f)d + np
+// reals for the trial's inputs (f = 1 with FSAL), (2+f)d + 1 for its
+// outputs, NumState + 3d + 2 for the controller's inputs and NumState + 2
+// for its outputs, (6+2f)d + np + 2·NumState + 7 in all, plus the
+// programs' scratch (the most reals of arrays live at once in one of
+// Init, Trial and Control: for Lorenz-96 with Tsit5 about 8d), all times
+// 8. It returns an error where the plan's programs do not emit.
 func WideSharedPerWarp(pl *ode.Plan) (int, error) {
 	src := NewSource(&SourceSettings{Precision: Float64})
 	src.reroll = true
