@@ -112,6 +112,14 @@ type Tuning struct {
 	// from d ≈ 8 and the neural Robertson problem's, none of Lorenz's or
 	// the three-state problems'.
 	SplitFrom int
+	// Wide runs the forward solves of explicit methods on states of at
+	// least kernelgen.WideMinDim components in the wide layout
+	// (kernelgen.Config.Wide: one warp per trajectory, the d-long arrays
+	// in shared memory, the component loops split over the lanes; results
+	// agree with the thread layout's to rounding, not bit for bit). Off
+	// by default until measured on a device (docs/wide-layout.md); a
+	// forced Layout other than LayoutAuto keeps it off.
+	Wide bool
 
 	// Sizes the package's tests shrink to exercise reruns and chunked
 	// copies (zero: the defaults).
@@ -174,6 +182,11 @@ type layoutJob struct {
 //   - Tile mode (a warp per tile of TileWidth trajectories) where the job
 //     allows it (TileModeAllowed) and gives every multiprocessor enough
 //     tiles (TileModeFills); its shared memory where it fits (TileMemory).
+//   - With tun.Wide, the wide layout (a warp per trajectory, the state in
+//     shared memory) for a forward solve the layout runs
+//     (kernelgen.WideAllowed) of a plan whose field is not mostly vectors,
+//     from kernelgen.WideMinDim components, where a warp's shared memory
+//     fits the device's limit.
 //
 // tun.Layout overrides the first and last choices and may force the
 // global layout.
@@ -194,6 +207,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.Lanes = sp.Lanes && (tileSums || !kernelgen.ThreadsFill(pl, j.n, dev.sms))
 	}
 	if !v.Lanes {
+		v.Wide = useWide(v, pl, sp, prec, dev, tun)
 		return v
 	}
 	lim := dev.sharedLimit
@@ -210,6 +224,16 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v = v.Tiled().TileMemory(dev.sms > 0, pl.Dim, pl.Shared, lim, tun.TileAccGlobal, tun.TileShGlobal, tun.TileStatic)
 	}
 	return v
+}
+
+// useWide reports whether kernel v (of the thread layout) of plan pl
+// runs in the wide layout (chooseLayout).
+func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, prec Precision, dev device, tun Tuning) bool {
+	if !tun.Wide || tun.Layout != LayoutAuto || sp == nil || pl.Dim < kernelgen.WideMinDim || !kernelgen.WideAllowed(v, pl, prec) {
+		return false
+	}
+	per, err := kernelgen.WideSharedPerWarp(pl)
+	return err == nil && (dev.sharedLimit == 0 || per <= dev.sharedLimit)
 }
 
 // useTileMode reports whether a job j of plan pl (kernel v, in lanes

@@ -40,6 +40,20 @@
 // repeat per state component as loops over the components (reroll.go),
 // each value still its own op on the same operands in the same order.
 //
+// The wide layout (Config.Wide; wide.go, wide.cuh; off by default) runs
+// one warp per trajectory for the forward solves of explicit methods on
+// large states: Init, Trial and Control are inlined and rerolled and
+// emitted warp-cooperatively. The state, the stages and every other
+// d-long array (the programs' inputs and outputs, the loops' arrays and
+// gathers) live in the warp's part of the block's shared memory, arrays
+// whose lifetimes do not overlap sharing space; a loop over the
+// components runs component c on lane c mod 32 between __syncwarp()s;
+// the other values (the controller's scalars) are computed by every lane
+// alike; a chained sum over the components (the error norm, the
+// stiffness estimate) is each lane's partial sum and a butterfly of
+// shuffles, so results agree with the thread layout's to rounding, not
+// bit for bit (docs/wide-layout.md).
+//
 // The package is internal: its exported names are the engine's and its
 // tests' interface to it, not a public API.
 package kernelgen

@@ -269,6 +269,9 @@ GS_DEVICE void gs_finish(const gs_args& a, long long i, const gs_real* st, gs_re
 {{- if .Grad}}
 {{template "adjoint" .}}
 {{- end}}
+{{- if .Wide}}
+{{template "wide-body" .}}
+{{- else}}
 
 // gs_body runs trajectory i (valid false: past the end, computing on
 // zeros and writing nothing, so that it takes part in the collectives of
@@ -320,4 +323,5 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
   (void)acc;
 {{- end}}
 }
+{{- end}}
 {{template "entry" .}}

@@ -20,9 +20,10 @@ var kernelTemplates = map[string]*template.Template{
 	"thread.cuh": parseKernel("thread.cuh"),
 	"lanes.cuh":  parseKernel("warp.cuh", "lanes.cuh"),
 	"tile.cuh":   parseKernel("warp.cuh", "tile.cuh"),
+	"wide.cuh":   parseKernel("wide.cuh"),
 }
 
-//go:embed kernel.cuh solve.cuh replay.cuh adjoint.cuh events.cuh thread.cuh warp.cuh lanes.cuh tile.cuh
+//go:embed kernel.cuh solve.cuh replay.cuh adjoint.cuh events.cuh thread.cuh warp.cuh lanes.cuh tile.cuh wide.cuh
 var templateFiles embed.FS
 
 // parseKernel returns the kernel templates with the layout's files.
@@ -34,6 +35,8 @@ func parseKernel(layout ...string) *template.Template {
 // layoutFile returns the template file of the kernel's layout.
 func (v Config) layoutFile() string {
 	switch {
+	case v.Wide:
+		return "wide.cuh"
 	case v.TileMode:
 		return "tile.cuh"
 	case v.Lanes:
@@ -137,6 +140,12 @@ type Config struct {
 	// gradient then runs the reverse sweep through the event steps and
 	// the save times. Thread layout only (chooseLayout), float64.
 	Events bool
+	// Wide runs one warp per trajectory with the state, the stages and
+	// the driver's other d-long arrays in shared memory and the step
+	// programs' loops over the components split over the lanes (wide.go,
+	// wide.cuh): forward solves of explicit methods on large states
+	// (WideAllowed). Off unless package cuda's Tuning asks for it.
+	Wide bool
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -168,6 +177,8 @@ func ConfigOf(j *ode.Job) Config {
 // Layout names the kernel's layout (TraceStats.Layout).
 func (v Config) Layout() string {
 	switch {
+	case v.Wide:
+		return "wide"
 	case !v.Lanes:
 		return "thread"
 	case v.TileMode:
@@ -184,10 +195,13 @@ func (v Config) Layout() string {
 // the keys written into the sources of other kernels stay as they were).
 var unrolledKey = map[bool]string{true: "unrolled "}
 
+// wideKey is Config.Wide's part of a Key, likewise.
+var wideKey = map[bool]string{true: "wide "}
+
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -225,6 +239,9 @@ type KernelInfo struct {
 	// the event whose step the row's step is (1 + its index; 0 for none):
 	// a gradient through events (Config.Events).
 	StoreEvent bool
+	// WideShared is the shared memory of a warp of a kernel of the wide
+	// layout, in bytes (Config.Wide; WideLaunch).
+	WideShared int
 }
 
 // KernelSource returns the translation unit of kernel v of the plan
@@ -240,18 +257,23 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	if v.TileMode && (!v.Lanes || !v.LanesGlobal || prec != Float64 || v.TileSums) {
 		return "", info, fmt.Errorf("cuda: tile mode needs lanes mode's global layout, float64 and no tile sums")
 	}
+	if v.Wide {
+		if err := wideCheck(v, pl, prec); err != nil {
+			return "", info, err
+		}
+	}
 	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees, Lanes: v.Lanes, TileMode: v.TileMode})
 	src.Stage = v.Lanes && !v.LanesShuffle
-	src.reroll = !v.Lanes && !v.Unrolled && rerollPlan(pl)
+	src.reroll = !v.Lanes && !v.Unrolled && rerollPlan(pl) || v.Wide
 	src.Defines = v.preludeDefines(pl.Shared)
-	if !v.Lanes {
+	if !v.Lanes && !v.Wide {
 		src.splitFrom = v.SplitFrom
 	}
 	k := &kernelPlan{Config: v, Name: KernelName, Method: pl.Method, Fingerprint: pl.Fingerprint,
 		D: pl.Dim, NP: pl.Params, NS: pl.Shared, FSAL: pl.FSAL,
 		Dense: v.Saves > 0 && pl.DenseStep != nil, DenseTerms: pl.DenseTerms,
 		SharedAcc: v.SharedAcc(pl.Shared, prec), Xpose: v.Xpose(pl.Shared), Stage: src.Stage,
-		StiffStatus: int(ode.Stiff), LanesBlock: LanesBlock, LanesAccBlock: LanesAccBlock, TileWidth: TileWidth}
+		StiffStatus: int(ode.Stiff), LanesBlock: LanesBlock, LanesAccBlock: LanesAccBlock, TileWidth: TileWidth, WideWarps: WideWarps}
 	// With events the save times inside an event step read its own
 	// extension, not the trial's: the dense step at (t, h*) (gs_saves).
 	k.ShareFwd = k.Dense && shareForward(pl, v) && !v.Events
@@ -262,7 +284,14 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 		k.setEvents(pl)
 	}
 	g := &adapters{src: src}
-	if err := g.kernelAdapters(sp, v, lp, k); err != nil {
+	if v.Wide {
+		w, err := src.wideFuncs(pl)
+		if err != nil {
+			return "", info, err
+		}
+		k.W = w
+		info.WideShared = w.Len * prec.Size()
+	} else if err := g.kernelAdapters(sp, v, lp, k); err != nil {
 		return "", info, err
 	}
 	info.StoreT, info.StoreEvent = k.StoreT, k.StoreEv
@@ -319,6 +348,11 @@ type kernelPlan struct {
 	MaxEvents                     int
 	EvNonFinite, EvAtStart, EvMax int
 	StoreEv                       bool
+	// W is the wide layout's shared memory of a warp and its functions
+	// (Config.Wide).
+	W wideLayout
+	// WideWarps is the package's constant.
+	WideWarps int
 }
 
 // setEvents sets k's event fields from plan pl's events.

@@ -1,0 +1,636 @@
+package kernelgen
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/ops"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// The wide layout (Config.Wide; wide.cuh): one warp per trajectory for
+// an explicit method on a large state. The thread layout keeps a
+// trajectory's state, its stages and the other d-long arrays of the
+// driver loop in one thread's local memory, and an ensemble of n
+// trajectories is n/32 warps; the lanes layout replicates the state in
+// every lane. In the wide layout the step programs are inlined and
+// rerolled (reroll.go) and emitted warp-cooperatively (wideFunc):
+//
+//   - every d-long array (the driver's state, the programs' inputs and
+//     outputs, the loops' arrays and gathers) lives in the warp's part of
+//     the block's shared memory;
+//   - a rerolled loop over the components runs component c on lane
+//     c mod 32 (for (gs_c = lane; gs_c < n; gs_c += 32)), between two
+//     __syncwarp()s;
+//   - a loop's carried chained sum (an error norm) becomes each lane's
+//     partial sum and a butterfly of shuffles, after which every lane holds
+//     the same bits (IEEE addition is commutative); any other carried
+//     operand keeps its loop sequential, run alike by every lane;
+//   - every other value (the controller's scalars) is computed by every
+//     lane alike, replicated, as in lanes mode; lane 0 writes the scalars
+//     of a function's outputs and of the results.
+//
+// The sums' order differs from the thread layout's, so results agree to
+// rounding (the tests ask 1e-12 relative of the states after the same
+// accepted and rejected steps), not bit for bit.
+
+// WideMinDim is the smallest state the wide layout is meant for (package
+// cuda's choice, off by default: Tuning.Wide).
+const WideMinDim = 64
+
+// WideWarps is the number of warps of a wide-layout block.
+const WideWarps = 2
+
+// WideLaunch returns the threads, threads per block and bytes of dynamic
+// shared memory of a wide-layout launch of n trajectories whose warps
+// each use perWarp bytes of shared memory: a warp per trajectory, blocks
+// of WideWarps warps (fewer where the block's shared memory would pass
+// limit, a device's per-block limit; 0: none).
+func WideLaunch(n, perWarp, limit int) (threads, block, shmem int) {
+	warps := WideWarps
+	for warps > 1 && limit > 0 && warps*perWarp > limit {
+		warps--
+	}
+	return n * LaneWidth, warps * LaneWidth, warps * perWarp
+}
+
+// WideAllowed reports whether kernel v of plan pl can run in the wide
+// layout: an adaptive forward solve (no save times, mesh, stored states,
+// loss or gradient, events) of an explicit method, in float64.
+func WideAllowed(v Config, pl *ode.Plan, prec Precision) bool {
+	return wideCheck(v, pl, prec) == nil
+}
+
+// wideCheck returns why kernel v of pl cannot run in the wide layout, or
+// nil.
+func wideCheck(v Config, pl *ode.Plan, prec Precision) error {
+	switch {
+	case !v.Adaptive || v.Saves > 0 || v.MeshOut || v.Store || v.Loss || v.Grad || v.Events || v.Lanes || v.TileSums:
+		return fmt.Errorf("cuda: the wide layout runs forward solves only (no save times, record, loss, gradient or events)")
+	case prec != Float64:
+		return fmt.Errorf("cuda: the wide layout runs in float64 only")
+	case pl.Trial == nil || pl.Init == nil || pl.Control == nil:
+		return fmt.Errorf("cuda: the wide layout needs the plan's Init, Trial and Control")
+	}
+	for _, x := range pl.Trial.Values {
+		if ops.IsFactor(x.Op) {
+			return fmt.Errorf("cuda: the wide layout runs explicit methods only, not %s", pl.Method)
+		}
+	}
+	return nil
+}
+
+// wideLayout is a warp's part of the block's shared memory in the wide
+// layout, in reals from the part's start (kernelPlan.W; wide.cuh): the
+// trial's inputs TI (t, h, y[D], p[NP], k1[D] with FSAL: y, p and k1 are
+// the driver's own), its outputs TO (y⁺[D], err[D], k_s[D] with FSAL,
+// hρ), the controller's inputs CI (state[NumState], t1, y[D], y⁺[D],
+// err[D], hρ) and outputs CO (state'[NumState], accept, status), and the
+// scratch SCR of the programs' arrays (the largest of the three
+// functions'). Init's inputs (t0, t1, y, p) use CI's place and its
+// outputs (h, last, f0[D]) TO's.
+type wideLayout struct {
+	TI, TO, CI, CO, SCR, Len int
+	// Init, Trial and Control are the names of the programs' wide
+	// functions.
+	Init, Trial, Control string
+}
+
+// newWideLayout returns the layout of a state of d components, np
+// per-trajectory parameters, FSAL or not, and scratch reals.
+func newWideLayout(d, np int, fsal bool, scratch int) wideLayout {
+	f := B2i(fsal)
+	var w wideLayout
+	w.TO = 2 + d + np + f*d
+	w.CI = w.TO + max((2+f)*d+1, 2+d)
+	w.CO = w.CI + max(ode.NumState+3*d+2, 2+d+np)
+	w.SCR = w.CO + ode.NumState + 2
+	w.Len = w.SCR + scratch
+	return w
+}
+
+// WideSharedPerWarp returns the shared memory of one warp of a wide
+// kernel of plan pl in bytes (float64): for d ≥ 2 + np, 2 + (1+f)d + np
+// reals for the trial's inputs (f = 1 with FSAL), (2+f)d + 1 for its
+// outputs, NumState + 3d + 2 for the controller's inputs and NumState + 2
+// for its outputs, (6+2f)d + np + 2·NumState + 7 in all, plus the
+// programs' scratch (the most reals of arrays live at once in one of
+// Init, Trial and Control: for Lorenz-96 with Tsit5 about 8d), all times
+// 8. It returns an error where the plan's programs do not emit.
+func WideSharedPerWarp(pl *ode.Plan) (int, error) {
+	src := NewSource(&SourceSettings{Precision: Float64})
+	src.reroll = true
+	w, err := src.wideFuncs(pl)
+	if err != nil {
+		return 0, err
+	}
+	return 8 * w.Len, nil
+}
+
+// wideFuncs emits the wide functions of pl's Init, Trial and Control and
+// returns their layout.
+func (s *Source) wideFuncs(pl *ode.Plan) (wideLayout, error) {
+	var names [3]string
+	scratch := 0
+	for k, p := range []*tape.Program{pl.Init, pl.Trial, pl.Control} {
+		name, scr, err := s.wideFunc(p)
+		if err != nil {
+			return wideLayout{}, err
+		}
+		names[k], scratch = name, max(scratch, scr)
+	}
+	w := newWideLayout(pl.Dim, pl.Params, pl.FSAL, scratch)
+	w.Init, w.Trial, w.Control = names[0], names[1], names[2]
+	return w, nil
+}
+
+// wideHelper defines what the wide functions use: the lane and the lanes'
+// stride (one lane on the host), the lanes' sum and the qualifier of the
+// gathers' index tables.
+const wideHelper = `// The wide layout (wide.go): component loops run component c on lane
+// c mod GS_WSTRIDE; gs_wide_sum sums a value over the warp's lanes (a
+// butterfly: every lane gets the same bits).
+#ifdef GS_WARPS
+#define GS_WLANE ((int)(threadIdx.x & 31))
+#define GS_WSTRIDE 32
+#else
+#define GS_WLANE 0
+#define GS_WSTRIDE 1
+#endif
+#ifdef GS_CUDA
+#define GS_WIDE_TABLE __device__ const
+#else
+#define GS_WIDE_TABLE static const
+#endif
+GS_DEVICE gs_real gs_wide_sum(gs_real x) {
+#ifdef GS_WARPS
+  for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(0xffffffffu, x, o);
+#endif
+  return x;
+}
+// gs_wide_from returns lane l's x in every lane.
+GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
+#ifdef GS_WARPS
+  return __shfl_sync(0xffffffffu, x, l);
+#else
+  (void)l;
+  return x;
+#endif
+}
+`
+
+// wideFunc emits p, inlined, as a warp-cooperative function (see the
+// wide layout above) and returns its name and the scratch it needs, in
+// reals:
+//
+//	GS_FUNC void NAME(const gs_real* gs_sh, const gs_real* gs_a, gs_real* gs_o, gs_real* gs_w);
+//
+// gs_a holds p's per-trajectory inputs in order, gs_o receives its
+// outputs in order, gs_w is the warp's scratch; all three in the warp's
+// shared memory. Every lane of the warp calls it, after a __syncwarp()
+// since gs_a was written; the outputs are visible to every lane when it
+// returns.
+func (s *Source) wideFunc(p *tape.Program) (string, int, error) {
+	s.helper(wideHelper)
+	in, err := tape.Inline(p)
+	if err != nil {
+		return "", 0, err
+	}
+	if err := in.Validate(); err != nil {
+		return "", 0, err
+	}
+	name := s.newName(p.Name + ".wide")
+	w := &wideEmitter{e: &emitter{src: s, p: in, name: name}}
+	code, scratch, err := w.emit()
+	if err != nil {
+		return "", 0, fmt.Errorf("cuda: program %s (wide): %w", p.Name, err)
+	}
+	s.addFunc(name, "GS_FUNC", code)
+	return name, scratch, nil
+}
+
+// wideEmitter writes one wide function with an emitter of the thread
+// layout's rerolled form: the same values, loops and operands, other
+// statements around them.
+type wideEmitter struct {
+	e      *emitter
+	tables strings.Builder // the gathers' index tables, before the function
+	ntab   int
+	ngath  int
+	// order is the function's order of emission that loops index
+	// (emitter.loopsOf).
+	order []tape.ID
+}
+
+// offMark is the placeholder of an array's offset in the scratch, set
+// once the arrays' lifetimes are known (allocate).
+func offMark(name string) string { return "@off:" + name + "@" }
+
+// emit writes the function and returns its code and scratch.
+func (w *wideEmitter) emit() (string, int, error) {
+	e := w.e
+	p := e.p
+	e.tuple = make(map[tape.ID]func(int) string)
+	e.expr = make(map[tape.ID]string)
+	e.shIndex = sharedIndex(p)
+	e.ownArr = true // the inputs are gs_a already
+	sb := &e.sb
+	fmt.Fprintf(sb, "// program %s, wide (one warp): %d inputs, %d values, %d outputs\n",
+		strings.ReplaceAll(p.Name, "\n", " "), len(p.Inputs), len(p.Values), len(p.Outputs))
+	fmt.Fprintf(sb, "GS_FUNC void %s(const gs_real* GS_RESTRICT gs_sh, const gs_real* gs_a, gs_real* gs_o, gs_real* gs_w) {\n", e.name)
+	sb.WriteString("  const int gs_lane = GS_WLANE;\n  (void)gs_lane;\n")
+	order, err := e.plan()
+	if err != nil {
+		return "", 0, err
+	}
+	lines := strings.Split(p.String(), "\n")[1:]
+	ids, loopAt := e.loopsOf(order, nil)
+	gathered := map[string]string{}
+	for i := 0; i < len(order); i++ {
+		if l := loopAt[i]; l != nil {
+			w.loop(l, ids, lines, gathered)
+			for _, nd := range order[i:l.to] {
+				if v := &p.Values[nd.Id]; v.Op == ops.OpAttach {
+					e.expr[nd.Id] = e.ref(v.Args[0])
+				}
+			}
+			i = l.to - 1
+			continue
+		}
+		id := order[i].Id
+		v := &p.Values[id]
+		if v.Op == ops.OpCall || v.Op == ops.OpExtract || ops.IsTuple(v.Op) {
+			return "", 0, fmt.Errorf("%s: %v: the wide layout emits no calls or tuples", vname(id), v.Op)
+		}
+		if err := e.value(id, commentOf(lines[id])); err != nil {
+			return "", 0, err
+		}
+		if v.Op == ops.OpInput && e.shIndex[int(v.Aux)] < 0 {
+			e.expr[id] = fmt.Sprintf("gs_a[%d]", e.ownPos(int(v.Aux)))
+		}
+	}
+	w.returns()
+	sb.WriteString("  GS_SYNCWARP();\n}\n")
+	code, scratch := allocate(sb.String())
+	return w.tables.String() + code, scratch, nil
+}
+
+// wideArray matches the declaration of an array in the scratch.
+var wideArray = regexp.MustCompile(`gs_real\* const (gs_\w+) = gs_w \+ @off:`)
+
+// allocate places the arrays declared in code in the scratch, each from
+// the line that declares it to the last line that names it, two arrays
+// sharing space only where those spans do not overlap (first fit in the
+// order of declaration), and returns the code with the offsets and the
+// scratch's length. A loop that writes an array starts with a
+// __syncwarp(), after which no lane reads what the array's space held
+// before.
+func allocate(code string) (string, int) {
+	lines := strings.Split(code, "\n")
+	type span struct {
+		name           string
+		from, to, size int
+		off            int
+	}
+	var spans []*span
+	byName := map[string]*span{}
+	for i, ln := range lines {
+		if m := wideArray.FindStringSubmatch(ln); m != nil {
+			// The size follows the mark: "@off:NAME@;  // [n]".
+			_, after, _ := strings.Cut(ln, "// [")
+			n, _ := strconv.Atoi(strings.TrimSuffix(after, "]"))
+			sp := &span{name: m[1], from: i, to: i, size: n}
+			spans = append(spans, sp)
+			byName[sp.name] = sp
+		}
+	}
+	if len(spans) == 0 {
+		return code, 0
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, regexp.QuoteMeta(n))
+	}
+	sort.Strings(names)
+	word := regexp.MustCompile(`\b(` + strings.Join(names, "|") + `)\b`)
+	for i, ln := range lines {
+		for _, m := range word.FindAllString(ln, -1) {
+			if sp := byName[m]; i > sp.to {
+				sp.to = i
+			}
+		}
+	}
+	top := 0
+	var placed []*span
+	for _, sp := range spans {
+		off := 0
+		for {
+			moved := false
+			for _, q := range placed {
+				if q.to >= sp.from && q.from <= sp.to && off < q.off+q.size && q.off < off+sp.size {
+					off, moved = q.off+q.size, true
+				}
+			}
+			if !moved {
+				break
+			}
+		}
+		sp.off = off
+		placed = append(placed, sp)
+		top = max(top, off+sp.size)
+	}
+	for _, sp := range spans {
+		code = strings.ReplaceAll(code, offMark(sp.name), strconv.Itoa(sp.off))
+	}
+	return code, top
+}
+
+// carrySum is how a loop split over the lanes computes a carried body
+// value (wideEmitter.sums).
+type carrySum struct {
+	// j is the body position whose values the chain adds: k itself for a
+	// chained sum u_k = carry_k + x (x of the same repetition), the
+	// carried position for a delayed one, u_k = carry_k + carry_j (the sum
+	// of the previous repetitions' u_j: Tsit5's stiffness estimate).
+	j     int
+	delay bool
+	// x is the operand added (a chained sum), op the carried operand of
+	// u_k (and opJ that of u_j, delayed).
+	x, op, opJ int
+}
+
+// sums returns how each carried body position of loop l is summed across
+// the lanes, and false if a carried operand is not of those forms (the
+// loop then stays sequential). A summed position is kept in no array and
+// read by no other body value.
+func (w *wideEmitter) sums(l *loop) (map[int]carrySum, bool) {
+	out := map[int]carrySum{}
+	readers := make([]int, l.p) // other positions' reads of each position
+	for q := range l.args {
+		for _, a := range l.args[q] {
+			if a.kind == argBody || a.kind == argCarry && a.k != q {
+				readers[a.k]++
+			}
+		}
+	}
+	for k := range l.args {
+		var carries []int
+		for j, a := range l.args[k] {
+			if a.kind == argCarry {
+				carries = append(carries, j)
+			}
+		}
+		if len(carries) == 0 {
+			continue
+		}
+		v := &w.e.p.Values[w.bodyID(l, k)]
+		if v.Op != ops.OpAdd || l.arr[k] || readers[k] > 0 {
+			return nil, false
+		}
+		self := -1
+		for _, j := range carries {
+			if l.args[k][j].k == k {
+				self = j
+			}
+		}
+		switch {
+		case self < 0:
+			return nil, false
+		case len(carries) == 1:
+			out[k] = carrySum{j: k, x: 1 - self, op: self}
+		case len(carries) == 2:
+			o := carries[0] + carries[1] - self
+			j := l.args[k][o].k
+			for _, a := range l.args[j] {
+				if a.kind == argCarry {
+					return nil, false
+				}
+			}
+			if readers[j] != 1 {
+				return nil, false
+			}
+			out[k] = carrySum{j: j, delay: true, op: self, opJ: o}
+		default:
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+// bodyID returns the first repetition's value of body position k (set
+// by loop before it asks).
+func (w *wideEmitter) bodyID(l *loop, k int) tape.ID { return w.order[l.at(0, k)] }
+
+// loop writes loop l: its gathers, arrays and carried operands, then the
+// loop over the components, split over the lanes unless a carried
+// operand other than a chained sum keeps it sequential (every lane runs
+// it alike), then the sums of the lanes' partial sums.
+func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered map[string]string) {
+	e := w.e
+	w.order = order
+	sb := &e.sb
+	ids := func(c, k int) tape.ID { return order[l.at(c, k)] }
+	red, split := w.sums(l)
+	if !split {
+		red = nil
+	}
+	mode := "split over the lanes"
+	if !split {
+		mode = "sequential in every lane"
+	}
+	fmt.Fprintf(sb, "  // v%d … v%d: %d components of %d values, %s\n", ids(0, 0), ids(l.n-1, l.p-1), l.n, l.p, mode)
+	ref := make([][]string, l.p)
+	var fill []string // gathers filled by lane 0
+	var sums []string // the carried sums' finishing statements
+	for k := range l.args {
+		ref[k] = make([]string, len(l.args[k]))
+		for j := range l.args[k] {
+			a := &l.args[k][j]
+			switch a.kind {
+			case argInv:
+				ref[k][j] = e.ref(a.seq[0])
+			case argBody:
+				ref[k][j] = fmt.Sprintf("gs_u%d", a.k)
+			case argCarry:
+				name := carryName(l.idx, k, j)
+				ref[k][j] = name
+				cs, ok := red[k]
+				switch {
+				case !ok:
+					fmt.Fprintf(sb, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
+				case j == cs.op && !cs.delay:
+					fmt.Fprintf(sb, "  gs_real %s = (gs_real)-0.0;  // the lane's partial sum\n", name)
+					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sum(%s);\n", name, e.ref(a.seq[0]), name))
+				case j == cs.op:
+					// The sum of the previous repetitions' u_j: the first
+					// two operands, then u_j but for the last repetition's.
+					fmt.Fprintf(sb, "  gs_real %s = (gs_real)-0.0;  // the lane's partial sum\n", name)
+					init := fmt.Sprintf("(%s + %s)", e.ref(a.seq[0]), e.ref(l.args[k][cs.opJ].seq[0]))
+					if cs.opJ < cs.op {
+						init = fmt.Sprintf("(%s + %s)", e.ref(l.args[k][cs.opJ].seq[0]), e.ref(a.seq[0]))
+					}
+					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sum(%s);\n", name, init, name))
+				default:
+					// The last repetition's u_j, from the lane that ran it.
+					fmt.Fprintf(sb, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
+					sums = append(sums, fmt.Sprintf("  %s = gs_wide_from(%s, %d %% GS_WSTRIDE);\n", name, name, l.n-1))
+				}
+			case argIndex:
+				ref[k][j] = fmt.Sprintf("%s[%s]", a.src.name(), affine(a.off, a.stride))
+			case argGather:
+				ref[k][j] = w.gather(a.seq, l.n, gathered, &fill)
+			}
+		}
+	}
+	for k, on := range l.arr {
+		if on {
+			name := loopArray(l.idx, k)
+			fmt.Fprintf(sb, "  gs_real* const %s = gs_w + %s;  // [%d]\n", name, offMark(name), l.n)
+		}
+	}
+	sb.WriteString("  GS_SYNCWARP();\n")
+	if len(fill) > 0 {
+		sb.WriteString("  if (gs_lane == 0) {\n")
+		for _, f := range fill {
+			sb.WriteString(f)
+		}
+		sb.WriteString("  }\n  GS_SYNCWARP();\n")
+	}
+	if split {
+		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) {\n", l.n)
+	} else {
+		fmt.Fprintf(sb, "%s {\n", loopHead(l.n))
+	}
+	for k := 0; k < l.p; k++ {
+		id := ids(0, k)
+		v := &e.p.Values[id]
+		if cs, ok := red[k]; ok && cs.delay {
+			continue // its partial sum is updated below
+		}
+		expr := ops.Lookup(v.Op).C(ref[k], v.Aux)
+		if v.Op == ops.OpConst {
+			expr = "(gs_real)" + expr
+		}
+		fmt.Fprintf(sb, "    const gs_real gs_u%d = %s;  // %s\n", k, expr, commentOf(lines[id]))
+		if l.arr[k] {
+			fmt.Fprintf(sb, "    %s[gs_c] = gs_u%d;\n", loopArray(l.idx, k), k)
+		}
+	}
+	for k := range l.args {
+		cs, ok := red[k]
+		for j, a := range l.args[k] {
+			name := carryName(l.idx, k, j)
+			switch {
+			case a.kind != argCarry:
+			case !ok || !cs.delay:
+				fmt.Fprintf(sb, "    %s = gs_u%d;\n", name, a.k)
+			case j == cs.op:
+				fmt.Fprintf(sb, "    if (gs_c < %d) %s = %s + gs_u%d;\n", l.n-1, name, name, cs.j)
+			default:
+				fmt.Fprintf(sb, "    if (gs_c == %d) %s = gs_u%d;\n", l.n-1, name, cs.j)
+			}
+		}
+	}
+	sb.WriteString("  }\n  GS_SYNCWARP();\n")
+	for _, s := range sums {
+		sb.WriteString(s)
+	}
+	for c := 0; c < l.n; c++ {
+		for k, on := range l.arr {
+			if on {
+				e.setArray(ids(c, k), loopArray(l.idx, k), c)
+			}
+		}
+	}
+	for k, x := range l.lastVar {
+		if x != "" {
+			e.expr[ids(l.n-1, k)] = x
+		}
+	}
+}
+
+// entryRef matches an array entry's C expression, "name[idx]".
+var entryRef = regexp.MustCompile(`^(gs_\w+)\[(\d+)\]$`)
+
+// gather returns the expression of a gathered operand (its values seq
+// by component, n of them): where all are entries of one array, that
+// array read through an index table (a Lorenz-96 neighbour, y[(c+1) mod
+// d]); else an array in the scratch that lane 0 fills (fill) before the
+// loop. Gathers of the same values share their table or array.
+func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, fill *[]string) string {
+	e := w.e
+	xs := make([]string, len(seq))
+	for c, x := range seq {
+		xs[c] = e.ref(x)
+	}
+	key := strings.Join(xs, ", ")
+	if r, ok := gathered[key]; ok {
+		return r
+	}
+	arr := ""
+	idx := make([]string, len(xs))
+	for c, x := range xs {
+		m := entryRef.FindStringSubmatch(x)
+		if m == nil || (arr != "" && m[1] != arr) {
+			arr = ""
+			break
+		}
+		arr, idx[c] = m[1], m[2]
+	}
+	var r string
+	if arr != "" {
+		tab := fmt.Sprintf("%s_x%d", e.name, w.ntab)
+		w.ntab++
+		fmt.Fprintf(&w.tables, "GS_WIDE_TABLE int %s[%d] = {%s};\n", tab, n, strings.Join(idx, ", "))
+		r = fmt.Sprintf("%s[%s[gs_c]]", arr, tab)
+	} else {
+		name := fmt.Sprintf("gs_g%d", w.ngath)
+		w.ngath++
+		fmt.Fprintf(&e.sb, "  gs_real* const %s = gs_w + %s;  // [%d]\n", name, offMark(name), n)
+		for c, x := range xs {
+			*fill = append(*fill, fmt.Sprintf("    %s[%d] = %s;\n", name, c, x))
+		}
+		r = name + "[gs_c]"
+	}
+	gathered[key] = r
+	return r
+}
+
+// returns writes the function's outputs to gs_o: runs of consecutive
+// entries of one array by a loop split over the lanes, the others by
+// lane 0.
+func (w *wideEmitter) returns() {
+	e := w.e
+	p, sb := e.p, &e.sb
+	var scalars []string
+	for m := 0; m < len(p.Outputs); m++ {
+		x := e.ref(p.Outputs[m].ID)
+		if mm := entryRef.FindStringSubmatch(x); mm != nil {
+			i0, _ := strconv.Atoi(mm[2])
+			n := 1
+			for ; m+n < len(p.Outputs); n++ {
+				y := entryRef.FindStringSubmatch(e.ref(p.Outputs[m+n].ID))
+				if y == nil || y[1] != mm[1] || y[2] != strconv.Itoa(i0+n) {
+					break
+				}
+			}
+			if n >= rerollMinRun {
+				fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) gs_o[%s] = %s[%s];\n", n, affine(m, 1), mm[1], affine(i0, 1))
+				m += n - 1
+				continue
+			}
+		}
+		scalars = append(scalars, fmt.Sprintf("    gs_o[%d] = %s;\n", m, x))
+	}
+	if len(scalars) > 0 {
+		sb.WriteString("  if (gs_lane == 0) {\n")
+		for _, s := range scalars {
+			sb.WriteString(s)
+		}
+		sb.WriteString("  }\n")
+	}
+}
