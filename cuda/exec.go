@@ -1167,10 +1167,10 @@ func (r *run) pipeChunk(n int) int {
 }
 
 // chunkLaunches reports whether a launch whose results come back in
-// chunks runs a kernel per chunk (launchChunks): in the thread layout,
+// chunks runs a kernel per chunk (launchChunks): in the thread layout
 // whose kernel runs any range of a launch's trajectories (gs_args.first,
 // end), unless Tuning.NoChunkLaunch.
-func (r *run) chunkLaunches() bool { return !r.v.Lanes && !r.ex.tun.NoChunkLaunch }
+func (r *run) chunkLaunches() bool { return !r.v.Lanes && !r.v.Wide && !r.ex.tun.NoChunkLaunch }
 
 // launchChunks queues the kernel of a launch of n trajectories (rows
 // record rows each) in layout l as one kernel per chunk of chunk result

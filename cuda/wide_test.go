@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -50,6 +51,50 @@ func testWide(t *testing.T, name string, n, d int) {
 		}
 		if got := tr.Stats().Layout; got != x.want {
 			t.Errorf("record %v: trace layout %q, want %q", x.record, got, x.want)
+		}
+	}
+}
+
+// BenchmarkGPUWide times the forward solve of Lorenz-96 (Tsit5, rtol
+// 1e-6, n = 4096, t ∈ [0, 2]) in the wide layout against the thread
+// layout, d = 64 and 256: kernel-ms is the trace's kernel time, ms/op the
+// whole call's.
+func BenchmarkGPUWide(b *testing.B) {
+	needGPUEngine(b)
+	for _, d := range []int{64, 256} {
+		c := lorenz96Case(4096, d, ode.Tsit5)
+		c.prob.SaveAt, c.prob.T1 = nil, 2
+		for _, wide := range []bool{false, true} {
+			name, engine := "thread", tuned(b, "cuda", Tuning{Layout: LayoutThread})
+			if wide {
+				name, engine = "wide", tuned(b, "cuda", Tuning{Wide: true})
+			}
+			b.Run(fmt.Sprintf("d=%d/%s", d, name), func(b *testing.B) {
+				set := c.set
+				set.Engine = engine
+				sv, err := ode.NewSolver(c.prob.Field, &set)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var sol ode.Solution
+				var tr Trace
+				ctx := WithTrace(b.Context(), &tr)
+				if _, err := sv.SolveToContext(ctx, &sol, &c.prob); err != nil { // warm: the kernel
+					b.Fatal(err)
+				}
+				if got := tr.Stats().Layout; got != name {
+					b.Fatalf("layout %q, want %q", got, name)
+				}
+				tr.Reset()
+				b.ResetTimer()
+				for range b.N {
+					if _, err := sv.SolveToContext(ctx, &sol, &c.prob); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(tr.Stats().Kernel)/1e6/float64(b.N), "kernel-ms/op")
+			})
 		}
 	}
 }
