@@ -645,3 +645,47 @@ func BenchmarkSaveHostWork(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGPUCall times whole Grad calls of 2^20 Lorenz trajectories on
+// the device (the record; everything returned, and Gradient.Omit's loss
+// and gradients only) with a kernel per chunk of results, the default,
+// and with one kernel for the launch (Tuning.NoChunkLaunch); run with
+// -count to alternate them. kernel-ms and copy-ms are the trace's.
+func BenchmarkGPUCall(b *testing.B) {
+	needGPUEngine(b)
+	for _, o := range []ode.Omit{0, ode.OmitStates | ode.OmitStats} {
+		for _, one := range []bool{false, true} {
+			name := "chunks"
+			if one {
+				name = "one"
+			}
+			if o != 0 {
+				name += "-omit"
+			}
+			b.Run(name, func(b *testing.B) {
+				c := lorenzCallCase(1 << 20)
+				c.set.Engine = tuned(b, "cuda", Tuning{NoChunkLaunch: one})
+				sv, err := ode.NewSolver(c.prob.Field, &c.set)
+				if err != nil {
+					b.Fatal(err)
+				}
+				g := ode.Gradient{Omit: o}
+				if _, err := sv.Grad(&g, &c.prob, c.loss, nil); err != nil {
+					b.Fatal(err)
+				}
+				var tr Trace
+				ctx := WithTrace(context.Background(), &tr)
+				b.ResetTimer()
+				for range b.N {
+					if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				s := tr.Stats()
+				b.ReportMetric(float64(s.Kernel)/1e6/float64(b.N), "kernel-ms/op")
+				b.ReportMetric(float64(s.Transfer)/1e6/float64(b.N), "copy-ms/op")
+			})
+		}
+	}
+}
