@@ -647,7 +647,7 @@ func BenchmarkSaveHostWork(b *testing.B) {
 }
 
 // BenchmarkGPUCall times whole Grad calls of 2^20 Lorenz trajectories on
-// the device (the record; everything returned, and Gradient.Omit's loss
+// the device (rtol 1e-6; the record; everything returned, and Gradient.Omit's loss
 // and gradients only) with a kernel per chunk of results, the default,
 // and with one kernel for the launch (Tuning.NoChunkLaunch); run with
 // -count to alternate them. kernel-ms and copy-ms are the trace's.
@@ -664,6 +664,7 @@ func BenchmarkGPUCall(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				c := lorenzCallCase(1 << 20)
+				c.set.RelTol, c.set.AbsTol = 1e-6, 1e-9 // the protocol (gradsolve bench -suite gpu-train)
 				c.set.Engine = tuned(b, "cuda", Tuning{NoChunkLaunch: one})
 				sv, err := ode.NewSolver(c.prob.Field, &c.set)
 				if err != nil {
