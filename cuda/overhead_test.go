@@ -690,3 +690,39 @@ func BenchmarkGPUCall(b *testing.B) {
 		}
 	}
 }
+
+// TestGPUChunkLaunch checks on the device that a launch run as a kernel
+// per chunk of results, its copies beside the next chunks' kernels (the
+// default from 2^19 trajectories), gives the results of one kernel
+// (Tuning.NoChunkLaunch) bit for bit: every trajectory's arithmetic is
+// the same, and the loss is summed on the host in trajectory order.
+func TestGPUChunkLaunch(t *testing.T) {
+	needGPUEngine(t)
+	c := lorenzCallCase(1<<19 + 1000)
+	var gs [2]*ode.Gradient
+	var launches [2]int
+	for k, one := range []bool{false, true} {
+		set := c.set
+		set.Engine = tuned(t, "cuda", Tuning{NoChunkLaunch: one})
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tr Trace
+		if gs[k], err = sv.GradContext(WithTrace(context.Background(), &tr), nil, &c.prob, c.loss, nil); err != nil {
+			t.Fatal(err)
+		}
+		launches[k] = tr.Stats().Launches
+	}
+	if launches[0] <= launches[1] {
+		t.Errorf("%d kernels with a kernel per chunk, %d with one: want more", launches[0], launches[1])
+	}
+	for _, f := range []struct {
+		name      string
+		got, want []float64
+	}{{"loss", []float64{gs[0].Loss}, []float64{gs[1].Loss}}, {"dL/dY0", gs[0].Y0, gs[1].Y0}, {"dL/dP", gs[0].P, gs[1].P}, {"Y", gs[0].Solution.Y, gs[1].Solution.Y}} {
+		if ok, i := bitsEqual(f.got, f.want); !ok {
+			t.Errorf("%s differs at %d", f.name, i)
+		}
+	}
+}
