@@ -26,6 +26,9 @@
 #     multi-GPU, training and problems;
 #   bash bench/gpu_pending.sh one (under 10 minutes): the most wanted checks in one call.
 #   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
+#   bash bench/gpu_pending.sh chunks (under 8 minutes): a kernel per
+#     result chunk (TestGPUChunkLaunch, BenchmarkGPUCall) and the wide
+#     layout (TestGPUWide, BenchmarkGPUWide).
 #   bash bench/gpu_pending.sh saves (about 5 minutes): BenchmarkGPUSaveSplit
 #     (kernels, copies and host work of calls with 1 and 1,000 save times),
 #     then BenchmarkGPUSaveRatio's interpolated rows.
@@ -132,6 +135,26 @@ timeout 100 "$bin/cuda.test" -test.run 'TestGPUEngineProblems' -test.v >"$out/l/
 el $?
 grep -hE "options  |problems  " "$out"/l/cold-*.log | grep -v rejected | cut -c1-220
 grep -E "^(--- |ok|FAIL|PASS)|^    --- FAIL|panic" "$out/l/problems.log" | head
+fi
+
+if [ "$part" = chunks ]; then
+# A kernel per chunk of a large launch's results, copied while the next
+# chunks run (TestGPUChunkLaunch: bit for bit against one kernel;
+# BenchmarkGPUCall: whole 2^20 Lorenz Grad calls, both forms alternated),
+# and the wide layout (TestGPUWide: Lorenz-96 d = 64, 256 against the
+# CPU; BenchmarkGPUWide: its solves against the thread layout's).
+echo "=== chunk launches, wide layout: tests"
+timeout 200 "$bin/cuda.test" -test.v -test.timeout 4m -test.run 'TestGPUChunkLaunch|TestGPUWide$' >"$out/l/chunks-tests.log" 2>&1
+el $?
+grep -E '^(--- |ok|FAIL|PASS)|^    |panic' "$out/l/chunks-tests.log" | head -30
+echo "=== whole calls, chunk kernels against one"
+timeout 150 "$bin/cuda.test" -test.run XXX -test.bench 'GPUCall$' -test.benchtime 10x -test.count 3 >"$out/l/chunks-calls.log" 2>&1
+el $?
+grep Benchmark "$out/l/chunks-calls.log"
+echo "=== wide against thread"
+timeout 150 "$bin/cuda.test" -test.run XXX -test.bench 'GPUWide' -test.benchtime 5x -test.count 2 >"$out/l/wide.log" 2>&1
+el $?
+grep -E 'Benchmark|FAIL|panic' "$out/l/wide.log"
 fi
 
 if [ "$part" = saves ]; then
