@@ -23,6 +23,10 @@ type kernelSet struct {
 	progs    *kernelgen.StepPrograms
 	progErr  error
 
+	wideOnce sync.Once
+	widePer  int // the wide layout's shared memory per warp (kernelgen.WideSharedPerWarp)
+	wideErr  error
+
 	mu          sync.Mutex
 	kernels     *lru[string, *kernelEntry] // by Config.Key, under mu
 	lossVectors *lru[string, bool]         // by LossPlan.Hash: whether a loss's programs hold vectors (tile mode's choice), under mu
@@ -93,4 +97,11 @@ func trainSetOf(be backend, tun Tuning) *trainSet {
 		trainSets.m[key] = s
 	}
 	return s
+}
+
+// widePerWarp returns the shared memory per warp of plan pl's kernels in
+// the wide layout, computed once (it generates the wide functions).
+func (s *kernelSet) widePerWarp(pl *ode.Plan) (int, error) {
+	s.wideOnce.Do(func() { s.widePer, s.wideErr = kernelgen.WideSharedPerWarp(pl) })
+	return s.widePer, s.wideErr
 }

@@ -158,6 +158,10 @@ type device struct{ sms, sharedLimit int }
 type layoutJob struct {
 	n           int
 	lossVectors func() bool // called only where it matters
+	// widePer returns the shared memory a warp of the plan's wide
+	// layout takes (kernelgen.WideSharedPerWarp, which generates the
+	// wide functions: the kernel set keeps it); nil: computed here.
+	widePer func() (int, error)
 }
 
 // chooseLayout returns the kernel configuration of job j (base, from
@@ -207,7 +211,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.Lanes = sp.Lanes && (tileSums || !kernelgen.ThreadsFill(pl, j.n, dev.sms))
 	}
 	if !v.Lanes {
-		v.Wide = useWide(v, pl, sp, prec, dev, tun)
+		v.Wide = useWide(v, pl, sp, j, prec, dev, tun)
 		return v
 	}
 	lim := dev.sharedLimit
@@ -228,11 +232,15 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 
 // useWide reports whether kernel v (of the thread layout) of plan pl
 // runs in the wide layout (chooseLayout).
-func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, prec Precision, dev device, tun Tuning) bool {
+func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, dev device, tun Tuning) bool {
 	if !tun.Wide || tun.Layout != LayoutAuto || sp == nil || pl.Dim < kernelgen.WideMinDim || !kernelgen.WideAllowed(v, pl, prec) {
 		return false
 	}
-	per, err := kernelgen.WideSharedPerWarp(pl)
+	widePer := j.widePer
+	if widePer == nil {
+		widePer = func() (int, error) { return kernelgen.WideSharedPerWarp(pl) }
+	}
+	per, err := widePer()
 	return err == nil && (dev.sharedLimit == 0 || per <= dev.sharedLimit)
 }
 
