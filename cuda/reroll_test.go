@@ -180,10 +180,10 @@ func statements(src string) int {
 // parameter or returned entry per saved value), with the unrolled
 // kernels' results (the scalar form) bit for bit: solve, gradient with
 // its record, gradient on a given mesh and loss; with Tsit5 and Vern7,
-// losses reading y, the data and p, and the shared parameters (whose
-// gradient the loss VJP accumulates, LossAcc, storing only where its lane
-// is on: also on a simulated warp of which most lanes are off; or, where
-// it cannot, returns).
+// losses reading y, the data and p (also in float32), and the shared
+// parameters (whose gradient the loss VJP accumulates, LossAcc, storing
+// only where its lane is on: also on a simulated warp of which most lanes
+// are off; or, where it cannot, returns).
 func TestHostEngineRerolledLoss(t *testing.T) {
 	needHost(t)
 	const k = 30 // save times
@@ -274,6 +274,13 @@ func TestHostEngineRerolledLoss(t *testing.T) {
 			}
 			if math.Float64bits(gl) != math.Float64bits(wl) {
 				t.Errorf("loss %v, unrolled %v", gl, wl)
+			}
+			if c.loss.DataDim > 0 {
+				// In float32 too (gs_real float, the scale sc included).
+				c := c
+				c.set.RelTol, c.set.AbsTol = 1e-4, 1e-7
+				want := c.solver(t, tuned(t, "cuda-host-f32", Tuning{unrolled: true}))
+				sameRuns(t, c, c.solver(t, "cuda-host-f32"), want)
 			}
 			if c.prob.Field.Shared > 0 {
 				// On a simulated warp, the lanes past the trajectories

@@ -11,16 +11,19 @@ import (
 // components) has thousands of inputs and, its VJP, as many outputs: as
 // a function of the calling convention (Source) it takes one scalar
 // parameter per input and returns a struct of every output, which the
-// kernel copies from the ensemble's arrays and into them — 4,005
-// parameters and a struct of 4,006 reals, about 96 kB of local memory per
-// thread and a device compile that does not finish. A bound function
-// (boundFunction) instead takes pointers to the arrays its inputs are
-// entries of, reads each input where it is used (a loop's operand indexed
-// by the loop's counter, as the function's own array gs_a was), and
-// stores the outputs bound to arrays itself, scaled where the binding
-// says; it returns the others, in order, in its struct. Each value is
-// still its own op on the same operands in the same order, so the
-// results are the scalar form's bit for bit. Thread layout only.
+// kernel fills from the ensemble's arrays and copies back into them:
+// 4,005 parameters and a struct of 4,006 reals, with the array the loops
+// index the inputs in (gs_a) and one for their outputs, about 96 kB of
+// local memory per thread, and a device compile that did not finish in
+// 100 s on an H100. A bound function (boundFunction) instead takes
+// pointers to the arrays its inputs are entries of and reads each input
+// where it is used (a loop's operand indexed by the loop's counter, where
+// gs_a was), and stores the outputs bound to arrays itself, scaled where
+// the binding says: at the end, or in the loop that computes them
+// (loopStores); it returns the others, in order, in its struct. Each
+// value is still its own op on the same operands in the same order, so
+// the results are the scalar form's bit for bit. Thread layout only (the
+// lanes and tile layouts keep the scalar form).
 
 // binding is the interface of a bound function: its parameters after
 // gs_sh (and an accumulating function's gs_acc, gs_on), the spans of its

@@ -60,10 +60,12 @@ const (
 
 // rerollLoss reports whether the loss functions of kernel v, of a state
 // of d components, emit runs of values as loops whatever rerollPlan says
-// of the plan: in the thread layout, a loss of at least rerollLossInputs
-// saved values (4,000 at 1,000 save times of four components) repeats its
-// few ops per value (Kepler's gradient kernel with the sum of the squares
-// of 1,000 save times: 1.5 MB of source unrolled, 339 kB rolled).
+// of the plan, and are bound (bind.go, directLoss): in the thread layout,
+// a loss of at least rerollLossInputs saved values (4,000 at 1,000 save
+// times of four components) repeats its few ops per value (Kepler's
+// gradient kernel with the sum of the squares of 1,000 save times: 1.5 MB
+// of source unrolled, 339 kB rolled, 175 kB rolled and bound, its loss
+// VJP's 4,005 scalar parameters and struct of 4,006 reals gone).
 func rerollLoss(v Config, d int) bool {
 	return !v.Lanes && !v.Unrolled && v.Saves*d >= rerollLossInputs
 }
