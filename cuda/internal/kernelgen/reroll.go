@@ -560,11 +560,11 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 				fmt.Fprintf(w, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
 				ref[k][j] = name
 			case argIndex:
-				switch {
-				case a.src.kind == 4 && e.bind != nil:
+				if a.src.kind == 4 && e.bind != nil {
 					ref[k][j] = e.bind.in[a.src.a].at(affine(a.off, a.stride))
-					continue
-				case a.src.kind == 4:
+					break
+				}
+				if a.src.kind == 4 {
 					e.ownArray()
 				}
 				ref[k][j] = fmt.Sprintf("%s[%s]", a.src.name(), affine(a.off, a.stride))
