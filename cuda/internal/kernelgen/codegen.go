@@ -83,7 +83,9 @@ type SourceSettings struct {
 // inputs and the returned outputs live in registers. Values are const
 // locals named v<ID> after the program's values, each line commented with
 // its IR, so a compiler message points back to an op; tuples (LU factors,
-// solves) are local arrays t<ID>.
+// solves) are local arrays t<ID>. (A loss's bound functions, bind.go,
+// take pointers to the arrays their inputs are in instead, and store
+// some outputs themselves.)
 //
 // A program called by another (a value of op Call, calling one of its
 // Funcs) is emitted once, before its first caller, as its own GS_CALLEE
