@@ -2,12 +2,15 @@ package cuda
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -171,30 +174,195 @@ func statements(src string) int {
 
 // TestHostEngineRerolledLoss: a loss of many saved states (30 save times
 // of Lorenz's three components, every one in the loss) rolls its
-// functions into loops whatever the state's size (rerollLossInputs), with
-// the unrolled kernels' results bit for bit (solve, gradient with its
-// record, gradient on a given mesh).
+// functions into loops whatever the state's size (rerollLossInputs), and
+// they are bound (kernelgen's bind.go: the saved states, the data and p
+// read in place, the loss term and dL/dys stored by the loss VJP, no
+// parameter or returned entry per saved value), with the unrolled
+// kernels' results (the scalar form) bit for bit: solve, gradient with
+// its record, gradient on a given mesh and loss; with Tsit5 and Vern7,
+// losses reading y, the data and p (also in float32), and the shared
+// parameters (whose gradient the loss VJP accumulates, LossAcc, storing
+// only where its lane is on: also on a simulated warp of which most lanes
+// are off; or, where it cannot, returns).
 func TestHostEngineRerolledLoss(t *testing.T) {
 	needHost(t)
-	c := lorenzCase(6, 1e-7)
-	c.prob.Field.Name = "lorenz-saves"
-	c.prob.SaveAt = make([]float64, 30)
-	for j := range c.prob.SaveAt {
-		c.prob.SaveAt[j] = float64(j+1) / 31
-	}
-	c.loss = ode.Loss{Name: "saves-loss", F: func(y, ys, _ []tape.V) tape.V {
-		s := y[0].Mul(y[1])
-		for k, x := range ys {
-			s = s.Add(x.Square().MulC(1 + float64(k%3)))
+	const k = 30 // save times
+	saves := func(c engineCase) engineCase {
+		c.prob.SaveAt = make([]float64, k)
+		for j := range c.prob.SaveAt {
+			c.prob.SaveAt[j] = float64(j+1) / (k + 1)
 		}
-		return s
+		return c
+	}
+	lorenz := func(m ode.Method) engineCase {
+		c := saves(lorenzCase(6, 1e-7))
+		c.prob.Field.Name = "lorenz-saves"
+		c.set.Method = m
+		c.loss = ode.Loss{Name: "saves-loss", F: func(y, ys, _ []tape.V) tape.V {
+			s := y[0].Mul(y[1])
+			for k, x := range ys {
+				s = s.Add(x.Square().MulC(1 + float64(k%3)))
+			}
+			return s
+		}}
+		return c
+	}
+	data := lorenz(ode.Tsit5)
+	data.name += "-data"
+	r := rand.New(rand.NewPCG(3, 4))
+	data.loss = ode.Loss{Name: "saves-data-loss", Mean: true, DataDim: 3 * k, Data: make([]float64, 6*3*k),
+		FP: func(y, ys, d, p, _ []tape.V) tape.V {
+			s := p[1].Mul(y[0])
+			for k, x := range ys {
+				s = s.Add(x.Sub(d[k]).Square())
+			}
+			return s
+		}}
+	for j := range data.loss.Data {
+		data.loss.Data[j] = 10 * r.Float64()
+	}
+	shared := saves(lorenzSharedCase(6))
+	shared.loss = ode.Loss{Name: "saves-shared-loss", Mean: true, FP: func(y, ys, _, p, s []tape.V) tape.V {
+		u := s[0].Mul(y[1]).Add(p[0])
+		for _, x := range ys {
+			u = u.Add(x.Square().Mul(y[0]))
+		}
+		return u
 	}}
-	src := kernelSource(t, c, ode.OpGrad, false)
-	if !strings.Contains(src, "#pragma unroll 1\n  for (int gs_c") {
-		t.Fatal("the gradient kernel has no loops")
+	// dL/ds0 and dL/ds1 are one sum, not a form the loss VJP accumulates
+	// (planAcc): it returns them (thread.cuh's "loss-own").
+	own := shared
+	own.name += "-own"
+	own.loss = ode.Loss{Name: "saves-own-loss", Mean: true, FP: func(y, ys, _, p, s []tape.V) tape.V {
+		w := y[0].Add(y[1])
+		u := s[0].Mul(w).Add(s[1].Mul(w)).Add(p[0])
+		for _, x := range ys {
+			u = u.Add(x.Square().Mul(y[0]))
+		}
+		return u
+	}}
+	for _, c := range []engineCase{lorenz(ode.Tsit5), lorenz(ode.Vern7), data, shared, own} {
+		name := c.name + "-" + c.set.Method.Name()
+		t.Run(name, func(t *testing.T) {
+			src := kernelSource(t, c, ode.OpGrad, false)
+			if !strings.Contains(src, "#pragma unroll 1\n  for (int gs_c") {
+				t.Fatal("the gradient kernel has no loops")
+			}
+			if acc := strings.Contains(src, "gs_a_loss_grad(sh, GS_LOSS_ACC_AT"); acc != (c.name == "lorenz-shared") {
+				t.Errorf("the loss VJP accumulates: %t", acc)
+			}
+			un := kernelSource(t, c, ode.OpGrad, true)
+			if len(src) >= len(un) {
+				t.Errorf("rerolled source %d bytes, unrolled %d", len(src), len(un))
+			}
+			if n, f := maxParams(src, c.loss.Name); n > boundLossParams {
+				t.Errorf("%s has %d parameters, want at most %d", f, n, boundLossParams)
+			}
+			if n, _ := maxParams(un, c.loss.Name); n <= 3*k {
+				t.Errorf("the unrolled kernel's loss VJP has %d parameters, want one per saved value", n)
+			}
+			want, got := c.solver(t, tuned(t, "cuda-host", Tuning{unrolled: true})), c.solver(t, "cuda-host")
+			sameRuns(t, c, got, want)
+			p := c.prob
+			wl, _, err := want.Loss(&p, c.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gl, _, err := got.Loss(&p, c.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Float64bits(gl) != math.Float64bits(wl) {
+				t.Errorf("loss %v, unrolled %v", gl, wl)
+			}
+			if c.loss.DataDim > 0 {
+				// In float32 too (gs_real float, the scale sc included).
+				c := c
+				c.set.RelTol, c.set.AbsTol = 1e-4, 1e-7
+				want := c.solver(t, tuned(t, "cuda-host-f32", Tuning{unrolled: true}))
+				sameRuns(t, c, c.solver(t, "cuda-host-f32"), want)
+			}
+			if c.prob.Field.Shared > 0 {
+				// On a simulated warp, the lanes past the trajectories
+				// call the loss VJP too (it accumulates), with i = 0.
+				sim := Tuning{Layout: LayoutThread}
+				want := c.solver(t, tuned(t, "cuda-host-sim", Tuning{Layout: LayoutThread, unrolled: true}))
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-sim", sim)), want)
+			}
+		})
 	}
-	if un := kernelSource(t, c, ode.OpGrad, true); len(src) >= len(un) {
-		t.Errorf("rerolled source %d bytes, unrolled %d", len(src), len(un))
+}
+
+// boundLossParams bounds the parameters of a bound loss's functions (12
+// with the accumulator's).
+const boundLossParams = 16
+
+// funcRe matches the head of a function of generated code: its name and
+// parameters.
+var funcRe = regexp.MustCompile(`(?m)^(?:GS_FUNC|GS_DEVICE|GS_CALLEE|GS_CALLEE_INLINE|GS_STEP|GS_GLOBAL)\s+[^\n(]*?(\w+)\(([^)]*)\)\s*\{`)
+
+// maxParams returns the most parameters of a function of src of the
+// programs called prog (the functions of its VJP too), and its name.
+func maxParams(src, prog string) (int, string) {
+	n, name := 0, ""
+	prefix := "gs_" + strings.NewReplacer("-", "_", ".", "_").Replace(prog) + "_"
+	for _, m := range funcRe.FindAllStringSubmatch(src, -1) {
+		if !strings.HasPrefix(m[1], prefix) {
+			continue
+		}
+		if k := strings.Count(m[2], ",") + 1; k > n {
+			n, name = k, m[1]
+		}
 	}
-	sameRuns(t, c, c.solver(t, "cuda-host"), c.solver(t, tuned(t, "cuda-host", Tuning{unrolled: true})))
+	return n, name
+}
+
+// TestBoundLossSize: the gradient and loss kernels of a loss of the
+// Kepler problem's saved states (the sum of their squares) have the same
+// functions at 1,000 save times as at 20, bar the loops' counts (a bound
+// loss: kernelgen's bind.go): the loss's functions have at most
+// boundLossParams parameters (10: the scalar form's loss VJP had 4,006
+// at 1,000 save times, returning a struct of 4,006 reals, and the
+// gradient kernel's source was 339 kB, 175 kB bound).
+func TestBoundLossSize(t *testing.T) {
+	t.Parallel()
+	for _, op := range []ode.Op{ode.OpGrad, ode.OpLoss} {
+		src := func(k int) string {
+			return kernelSourceWith(t, keplerSavesCase(k), ode.OpGrad, func(v *kernelgen.Config) {
+				if op == ode.OpLoss {
+					v.Grad, v.Store, v.Loss = false, false, true
+				}
+			})
+		}
+		s20, s1000 := src(20), src(1000)
+		n, f := maxParams(s1000, "saved-squares")
+		t.Logf("%v: %d bytes at 20 save times, %d at 1,000; %s has %d parameters", op, len(s20), len(s1000), f, n)
+		if n > boundLossParams {
+			t.Errorf("%v: %s has %d parameters, want at most %d", op, f, n, boundLossParams)
+		}
+		if len(s1000) > len(s20)+512 {
+			t.Errorf("%v: %d bytes at 1,000 save times, %d at 20", op, len(s1000), len(s20))
+		}
+	}
+}
+
+// keplerSavesCase is the Kepler problem (64 orbits, Tsit5, rtol 1e-8)
+// with k save times spread over (0, T1] and the loss the sum of the
+// squares of the saved states (BenchmarkGPUSaveSplit's).
+func keplerSavesCase(k int) engineCase {
+	kp := problems.Kepler()
+	ts := make([]float64, k)
+	for j := range ts {
+		ts[j] = kp.T1 * float64(j+1) / float64(k)
+	}
+	return engineCase{name: "kepler-saves",
+		prob: ode.Problem{Field: kp.Field, N: 64, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts},
+		set:  ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11},
+		loss: ode.Loss{Name: "saved-squares", F: func(_, ys, _ []tape.V) tape.V {
+			s := ys[0].Square()
+			for _, x := range ys[1:] {
+				s = s.Add(x.Square())
+			}
+			return s
+		}}}
 }

@@ -357,11 +357,13 @@ func accumulates(p *tape.Program, first, n int) bool {
 
 // lossAdapter writes the adapter of loss lp for kernel v: gs_a_loss_grad
 // for a gradient (accumulating where it can, k.LossAcc), else gs_a_loss.
+// A loss whose functions reroll for its many saved values (rerollLoss)
+// is bound instead (directLoss).
 func (g *adapters) lossAdapter(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kernelPlan) {
 	d, np := pl.Dim, pl.Params
-	if rerollLoss(v, d) && !g.src.reroll {
-		g.src.reroll = true
-		defer func() { g.src.reroll = false }()
+	if rerollLoss(v, d) {
+		g.directLoss(pl, v, lp, k)
+		return
 	}
 	in := cat(idx("y", d), glob("ys", v.Saves*d), glob("data", v.DataDim), idx("p", np))
 	sig := "const gs_real* sh, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p"
@@ -381,6 +383,66 @@ func (g *adapters) lossAdapter(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kern
 	k.LossAcc = true
 	g.accAdapter("gs_a_loss_grad", f, lp.Grad, "gs_lgrad_out",
 		"const gs_real* sh, gs_real* acc, bool on, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p", in)
+}
+
+// directLoss writes the adapters of loss lp of kernel v (thread layout)
+// as bound functions (bind.go; k.LossDirect): they read y, the saved
+// states ys and the data from the kernel's arrays, in place, and the
+// gradient's stores the loss term to loss[i] and dL/dys, scaled by sc, to
+// tb[q * n + i] (adjoint.cuh), returning dL/dy, dL/dp and dL/ds (or with
+// k.LossAcc adding dL/ds to the accumulator and storing where on is set):
+//
+//	gs_real gs_a_loss(sh, y, ys, n, i, data, p);
+//	gs_lgrad_out gs_a_loss_grad(sh, [acc, on,] y, ys, n, i, data, p, sc, loss, tb);
+//
+// A loss of 1,000 save times of four components so passes no parameter
+// per saved value and returns no struct of them (4,005 and 4,006 in the
+// scalar form).
+func (g *adapters) directLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kernelPlan) {
+	if g.err != nil {
+		return
+	}
+	if !g.src.reroll {
+		g.src.reroll = true
+		defer func() { g.src.reroll = false }()
+	}
+	d, np, w := pl.Dim, pl.Params, v.Saves*pl.Dim
+	const (
+		sig  = "const gs_real* sh, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p"
+		args = "y, ys, n, i, data, p"
+		in   = "const gs_real* GS_RESTRICT gs_y, const gs_real* GS_RESTRICT gs_ys, long long gs_n, long long gs_i, const gs_real* GS_RESTRICT gs_data, const gs_real* GS_RESTRICT gs_p"
+	)
+	b := &binding{params: in, in: []span{{name: "gs_y", w: d}, {name: "gs_ys", w: w, strided: true},
+		{name: "gs_data", w: v.DataDim, strided: true}, {name: "gs_p", w: np}}}
+	if !v.Grad {
+		b.out = []span{{w: 1}}
+		f, err := g.src.boundFunction(lp.Term, nil, b)
+		if err != nil {
+			g.err = err
+			return
+		}
+		fmt.Fprintf(&g.sb, "GS_DEVICE gs_real gs_a_loss(%s) {\n  return %s(sh, %s).v[0];\n}\n", sig, f, args)
+		return
+	}
+	k.LossDirect = true
+	b.params += ", gs_real gs_sc, gs_real* GS_RESTRICT gs_loss, gs_real* GS_RESTRICT gs_tb"
+	b.out = []span{{name: "gs_loss", w: 1, strided: true}, {w: d}, {name: "gs_tb", w: w, strided: true, scale: "gs_sc"}, {w: np + pl.Shared}}
+	var spec *accSpec
+	if !noAccumulate && pl.Shared > 0 {
+		spec, k.LossAcc = planAcc(lp.Grad, 1+d+w+np, pl.Shared)
+	}
+	f, err := g.src.boundFunction(lp.Grad, spec, b)
+	if err != nil {
+		g.err = err
+		return
+	}
+	lead, params := "sh", sig
+	if k.LossAcc {
+		lead, params = "sh, acc, on", "const gs_real* sh, gs_real* acc, bool on"+strings.TrimPrefix(sig, "const gs_real* sh")
+	}
+	fmt.Fprintf(&g.sb, "typedef %s gs_lgrad_out;\n", outType(f))
+	fmt.Fprintf(&g.sb, "GS_DEVICE gs_lgrad_out gs_a_loss_grad(%s, gs_real sc, gs_real* loss, gs_real* tb) {\n  return %s(%s, %s, sc, loss, tb);\n}\n",
+		params, f, lead, args)
 }
 
 // idx returns the C expressions name[0], ..., name[w-1].

@@ -58,18 +58,27 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
   {
     // The loss's own dL/ds goes to the second half of the accumulator,
     // unscaled (the host scales it).
+{{- if .LossDirect}}
+    // The loss VJP stores the loss term and dL/dys (times sc) itself and
+    // returns dL/dy, dL/dp, dL/ds.
+{{- end}}
 {{- if .LossAcc}}
-    const gs_lgrad_out r = gs_a_loss_grad(sh, GS_LOSS_ACC_AT, act, y, a.ys, n, act ? i : 0, a.data, p);
+    const gs_lgrad_out r = gs_a_loss_grad(sh, GS_LOSS_ACC_AT, act, y, a.ys, n, act ? i : 0, a.data, p{{if .LossDirect}}, sc, a.loss, a.tb{{end}});
     if (act) {
 {{- else}}
     gs_lgrad_out r;
     if (act) {
-      r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p);
+      r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p{{if .LossDirect}}, sc, a.loss, a.tb{{end}});
 {{- end}}
+{{- if .LossDirect}}
+      for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[c];
+      for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[GS_D + c];
+{{- else}}
       a.loss[i] = r.v[0];
       for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[1 + c];
       for (int q = 0; q < GS_K * GS_D; q++) a.tb[(long long)q * n + i] = sc * r.v[1 + GS_D + q];
       for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + GS_K * GS_D + c];
+{{- end}}
     }
 {{- if not .LossAcc}}
 {{template "loss-own" .}}

@@ -83,7 +83,9 @@ type SourceSettings struct {
 // inputs and the returned outputs live in registers. Values are const
 // locals named v<ID> after the program's values, each line commented with
 // its IR, so a compiler message points back to an op; tuples (LU factors,
-// solves) are local arrays t<ID>.
+// solves) are local arrays t<ID>. (A loss's bound functions, bind.go,
+// take pointers to the arrays their inputs are in instead, and store
+// some outputs themselves.)
 //
 // A program called by another (a value of op Call, calling one of its
 // Funcs) is emitted once, before its first caller, as its own GS_CALLEE
@@ -383,6 +385,11 @@ type emitter struct {
 	// been copied into the array gs_a (Source.reroll: a loop indexes
 	// them).
 	ownArr bool
+	// bind, if not nil, makes the function a bound one (bind.go): its
+	// inputs read from arrays, some outputs stored; loopStored holds
+	// those its loops store (loopStores).
+	bind       *binding
+	loopStored map[int]bool
 }
 
 // live marks the values the outputs depend on. The shared arguments of a
@@ -609,7 +616,7 @@ func (e *emitter) signature(qual string) {
 		strings.ReplaceAll(p.Name, "\n", " "), len(p.Inputs), nshared, len(p.Values), len(p.Outputs))
 	nret := 0
 	for m := range p.Outputs {
-		if e.acc.returned(m) {
+		if e.acc.returned(m) && !e.boundOut(m) {
 			nret++
 		}
 	}
@@ -619,8 +626,11 @@ func (e *emitter) signature(qual string) {
 		w.WriteString(", gs_real* GS_RESTRICT gs_acc, bool gs_on")
 	}
 	e.shIndex = sharedIndex(p)
+	if e.bind != nil {
+		w.WriteString(", " + e.bind.params)
+	}
 	for k := range p.Inputs {
-		if e.shIndex[k] < 0 {
+		if e.shIndex[k] < 0 && e.bind == nil {
 			fmt.Fprintf(w, ", gs_real a%d", k)
 		}
 	}
@@ -679,6 +689,10 @@ func (e *emitter) value(id tape.ID, comment string) error {
 			// Read where used, not up front: a thousand weights loaded
 			// at the top of a function would all be live at once.
 			e.expr[id] = fmt.Sprintf("gs_sh[%d]", e.shPos(j))
+		} else if e.bind != nil && e.src.reroll {
+			e.expr[id] = e.boundInput(e.ownPos(k)) // read where used
+		} else if e.bind != nil {
+			e.scalar(id, e.boundInput(e.ownPos(k)), comment)
 		} else if e.src.reroll {
 			e.expr[id] = fmt.Sprintf("a%d", k) // a statement less
 		} else {
@@ -743,7 +757,9 @@ func (e *emitter) value(id tape.ID, comment string) error {
 }
 
 // returns writes the function's end: its returned outputs (those it does
-// not accumulate) into the output struct.
+// not accumulate) into the output struct and, for a bound function, its
+// outputs bound to arrays into them (an accumulating one's where gs_on is
+// set).
 func (e *emitter) returns() {
 	p, w := e.p, &e.sb
 	for m, o := range p.Outputs {
@@ -752,25 +768,53 @@ func (e *emitter) returns() {
 		}
 	}
 	w.WriteString("  " + outType(e.name) + " gs_r;\n")
+	var stores strings.Builder
 	for m := 0; m < len(p.Outputs); m++ {
-		if !e.acc.returned(m) {
+		if !e.emits(m) {
 			continue
 		}
-		if n, body := e.returnRun(m); n > 0 {
-			i0, p := e.acc.index(m), len(body)
-			if p == 1 {
-				fmt.Fprintf(w, "%s gs_r.v[%s] = %s;\n", loopHead(n), affine(i0, 1), body[0])
-			} else {
-				fmt.Fprintf(w, "%s {\n", loopHead(n))
-				for k, x := range body {
-					fmt.Fprintf(w, "    gs_r.v[%s] = %s;\n", affine(i0+k, p), x)
-				}
-				w.WriteString("  }\n")
+		// Where output m goes: entry i0 of the struct, or of a bound
+		// span; runs of outputs stay inside one span.
+		ww, i0, end := w, e.retIndex(m), len(p.Outputs)
+		at := func(x string) string { return "gs_r.v[" + x + "]" }
+		val := func(x string) string { return x }
+		if e.bind != nil {
+			q, from, to := find(e.bind.out, m)
+			end = to
+			if sp := e.bind.out[q]; sp.name != "" {
+				ww, i0, at, val = &stores, m-from, sp.at, sp.value
 			}
-			m += n*p - 1
+		}
+		if n, body := e.returnRun(m, end); n > 0 {
+			np := len(body)
+			if np == 1 {
+				fmt.Fprintf(ww, "%s %s = %s;\n", loopHead(n), at(affine(i0, 1)), val(body[0]))
+			} else {
+				fmt.Fprintf(ww, "%s {\n", loopHead(n))
+				for k, x := range body {
+					fmt.Fprintf(ww, "    %s = %s;\n", at(affine(i0+k, np)), val(x))
+				}
+				ww.WriteString("  }\n")
+			}
+			m += n*np - 1
 			continue
 		}
-		fmt.Fprintf(w, "  gs_r.v[%d] = %s;\n", e.acc.index(m), e.ref(p.Outputs[m].ID))
+		x := val(e.ref(p.Outputs[m].ID))
+		if ww == w {
+			fmt.Fprintf(w, "  gs_r.v[%d] = %s;\n", i0, x)
+		} else {
+			q, from, _ := find(e.bind.out, m)
+			fmt.Fprintf(ww, "  %s = %s;\n", e.bind.out[q].entry(m-from), x)
+		}
+	}
+	if stores.Len() > 0 {
+		if e.acc != nil {
+			w.WriteString("  if (gs_on) {\n")
+		}
+		w.WriteString(stores.String())
+		if e.acc != nil {
+			w.WriteString("  }\n")
+		}
 	}
 	w.WriteString("  return gs_r;\n}\n")
 }

@@ -38,7 +38,11 @@
 // In the thread layout, the kernels of an explicit method from rerollDim
 // and of a Rosenbrock method at every d write the runs of values that
 // repeat per state component as loops over the components (reroll.go),
-// each value still its own op on the same operands in the same order.
+// each value still its own op on the same operands in the same order;
+// and a loss of many saved values is emitted as bound functions (bind.go),
+// which read the saved states in place and store their gradient
+// themselves rather than pass one parameter and return one value per
+// saved value.
 //
 // The wide layout (Config.Wide; wide.go, wide.cuh; off by default) runs
 // one warp per trajectory for the forward solves of explicit methods on

@@ -13,7 +13,10 @@ warp (GS_WARP_SIM, the tests').
 The generated code defines before it the adapters gs_a_init, gs_a_trial,
 gs_a_control, gs_a_replay, gs_a_dense_step, gs_a_rev (-> gs_rev_out),
 gs_a_drev (-> gs_drev_out), gs_a_loss, gs_a_loss_grad (-> gs_lgrad_out):
-those its kind calls.
+those its kind calls. A loss of many saved values is bound (LossDirect,
+adapters.go's directLoss): gs_a_loss_grad then also takes sc, a.loss and
+a.tb, stores the loss term and dL/dys itself and returns dL/dy, dL/dp,
+dL/ds.
 
 The layout's hooks define what the driver loop (gs_body) needs of it:
   GS_ANY(p)        whether p holds in any trajectory run in lockstep with

@@ -322,6 +322,10 @@ type kernelPlan struct {
 	// Dense, DenseStepReverse) and the loss VJP add their shared-gradient
 	// contributions themselves (AccFunc).
 	RevAcc, LossAcc bool
+	// LossDirect reports that the loss's functions are bound ones
+	// (directLoss): the loss VJP stores the loss term and dL/dys itself
+	// and returns dL/dy, dL/dp and dL/ds.
+	LossDirect bool
 	// ShareRev (with Dense) runs DenseStepReverse on every step of the
 	// adjoint, with zero coefficient cotangents where no save time lies
 	// inside it, and Reverse on none: one reverse step in the source, not

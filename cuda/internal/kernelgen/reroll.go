@@ -60,10 +60,12 @@ const (
 
 // rerollLoss reports whether the loss functions of kernel v, of a state
 // of d components, emit runs of values as loops whatever rerollPlan says
-// of the plan: in the thread layout, a loss of at least rerollLossInputs
-// saved values (4,000 at 1,000 save times of four components) repeats its
-// few ops per value (Kepler's gradient kernel with the sum of the squares
-// of 1,000 save times: 1.5 MB of source unrolled, 339 kB rolled).
+// of the plan, and are bound (bind.go, directLoss): in the thread layout,
+// a loss of at least rerollLossInputs saved values (4,000 at 1,000 save
+// times of four components) repeats its few ops per value (Kepler's
+// gradient kernel with the sum of the squares of 1,000 save times: 1.5 MB
+// of source unrolled, 339 kB rolled, 175 kB rolled and bound, its loss
+// VJP's 4,005 scalar parameters and struct of 4,006 reals gone).
 func rerollLoss(v Config, d int) bool {
 	return !v.Lanes && !v.Unrolled && v.Saves*d >= rerollLossInputs
 }
@@ -130,6 +132,9 @@ type loop struct {
 	// is then its carried operand's variable after the loop (lastVar).
 	arr     []bool
 	lastVar []string
+	// store holds, by body position, the bound outputs its values are
+	// (a bound function's: loopStores), stored in the loop, or nil.
+	store []*loopStore
 }
 
 // saved returns the statements that loop l saves over the values it
@@ -162,7 +167,8 @@ type loopPlace struct{ loop, k, c int32 }
 // (kind 1: the call's value a), the shared inputs (kind 2), a local
 // tuple array, an LU factor or solve (kind 3: its value a), or the
 // function's per-trajectory inputs, copied into an array gs_a before the
-// first loop that indexes them (kind 4).
+// first loop that indexes them (kind 4; a bound function's span a of
+// them, read in place: bind.go).
 type arraySrc struct {
 	kind uint8
 	a, b int32
@@ -233,7 +239,13 @@ func (r *rerollPlanner) index(id tape.ID) (arraySrc, int, bool) {
 		if j := r.e.shIndex[int(v.Aux)]; j >= 0 {
 			return arraySrc{2, 0, 0}, r.e.shPos(j), true
 		}
-		return arraySrc{4, 0, 0}, r.e.ownPos(int(v.Aux)), true
+		j := r.e.ownPos(int(v.Aux))
+		if r.e.bind != nil {
+			// A bound function's span (bind.go): a run indexes one.
+			q, from, _ := find(r.e.bind.in, j)
+			return arraySrc{4, int32(q), 0}, j - from, true
+		}
+		return arraySrc{4, 0, 0}, j, true
 	}
 	return arraySrc{}, 0, false
 }
@@ -480,8 +492,9 @@ func (r *rerollPlanner) arrays() {
 			use[pl.loop][pl.k] = max(use[pl.loop][pl.k], u)
 		}
 	}
+	stored := r.loopStores()
 	for m, o := range r.e.p.Outputs {
-		if r.e.acc.returned(m) {
+		if r.e.acc.returned(m) && !stored[m] {
 			mark(r.res[o.ID])
 		}
 	}
@@ -547,6 +560,10 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 				fmt.Fprintf(w, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
 				ref[k][j] = name
 			case argIndex:
+				if a.src.kind == 4 && e.bind != nil {
+					ref[k][j] = e.bind.in[a.src.a].at(affine(a.off, a.stride))
+					break
+				}
 				if a.src.kind == 4 {
 					e.ownArray()
 				}
@@ -583,6 +600,9 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 		fmt.Fprintf(w, "    const gs_real gs_u%d = %s;  // %s\n", k, expr, commentOf(lines[id]))
 		if l.arr[k] {
 			fmt.Fprintf(w, "    %s[gs_c] = gs_u%d;\n", loopArray(l.idx, k), k)
+		}
+		if st := l.store[k]; st != nil {
+			e.emitStore(st, fmt.Sprintf("gs_u%d", k))
 		}
 	}
 	for k := range l.args {
@@ -705,22 +725,21 @@ func (e *emitter) tuplePart(id tape.ID) {
 	}
 }
 
-// returnRun returns the run of returned outputs from m on that a loop
-// copies: n repetitions of a body of P = len(body) outputs, output
+// returnRun returns the run of returned outputs from m on, before end,
+// that a loop copies: n repetitions of a body of P = len(body) outputs, output
 // m + P·c + k being body[k] at gs_c = c, each position k either one value
 // (the same C expression at every c) or entries off + stride·c of one
 // array; n is 0 if no such run of rerollMinRun repetitions is there. Of
 // the bodies up to rerollMaxReturn outputs, the one that copies the most
 // outputs is taken, the shortest of those.
-func (e *emitter) returnRun(m int) (int, []string) {
+func (e *emitter) returnRun(m, end int) (int, []string) {
 	if !e.src.reroll {
 		return 0, nil
 	}
-	outs := e.p.Outputs
 	best, bestP := 0, 0
 	var bestBody []string
-	for p := 1; p <= rerollMaxReturn && m+p*rerollMinRun <= len(outs); p++ {
-		n, body := e.returnRunOf(m, p)
+	for p := 1; p <= rerollMaxReturn && m+p*rerollMinRun <= end; p++ {
+		n, body := e.returnRunOf(m, p, end)
 		if n >= rerollMinRun && n*p > best*bestP {
 			best, bestP, bestBody = n, p, body
 		}
@@ -734,8 +753,8 @@ func (e *emitter) returnRun(m int) (int, []string) {
 const rerollMaxReturn = 4 * rerollMaxBody
 
 // returnRunOf returns the number of repetitions of a body of p returned
-// outputs from m on (see returnRun) and the body.
-func (e *emitter) returnRunOf(m, p int) (int, []string) {
+// outputs from m on, before end (see returnRun), and the body.
+func (e *emitter) returnRunOf(m, p, end int) (int, []string) {
 	outs := e.p.Outputs
 	type pos struct {
 		inv         string // the one value's expression, or ""
@@ -745,7 +764,7 @@ func (e *emitter) returnRunOf(m, p int) (int, []string) {
 	body := make([]pos, p)
 	for k := range body {
 		i0, i1 := m+k, m+p+k
-		if !e.acc.returned(i0) || !e.acc.returned(i1) {
+		if !e.emits(i0) || !e.emits(i1) {
 			return 0, nil
 		}
 		x0, x1 := outs[i0].ID, outs[i1].ID
@@ -761,11 +780,11 @@ func (e *emitter) returnRunOf(m, p int) (int, []string) {
 		}
 	}
 	n := 2
-	for ; m+(n+1)*p <= len(outs); n++ {
+	for ; m+(n+1)*p <= end; n++ {
 		ok := true
 		for k, b := range body {
 			i := m + n*p + k
-			if !e.acc.returned(i) {
+			if !e.emits(i) {
 				ok = false
 				break
 			}

@@ -21,7 +21,7 @@ the kernel is a loop over the trajectories, and on a simulated warp
 {{- end}}
 
 {{define "loss-own" -}}
-    gs_warp_add<GS_NS>(acc + GS_NS, &r.v[1 + GS_D + GS_K * GS_D + GS_NP], act);
+    gs_warp_add<GS_NS>(acc + GS_NS, &r.v[{{if .LossDirect}}GS_D + GS_NP{{else}}1 + GS_D + GS_K * GS_D + GS_NP{{end}}], act);
 {{- end}}
 
 {{define "entry"}}
