@@ -74,7 +74,7 @@ static gs_real h_y[%d], h_t[%d], h_lasth[%d];
 static int h_status[%d], h_acc[%d], h_rej[%d], h_flags[%d];
 int main() {
   gs_args a{};
-  a.n = %d; a.t0 = 0;
+  a.n = %d; a.first = 0; a.end = a.n; a.t0 = 0;
   a.sh = h_sh; a.t1 = h_t1; a.y0 = h_y0; a.p = h_p;
   a.y = h_y; a.t = h_t; a.lasth = h_lasth; a.status = h_status; a.acc = h_acc; a.rej = h_rej; a.flags = h_flags;
 `, vec(sh), vec(j.y0), vec(j.p), vec(j.t1), d*n, n, n, n, n, n, n, n)
