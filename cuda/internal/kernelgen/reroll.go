@@ -546,6 +546,7 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 	first, last := ids(0, 0), ids(l.n-1, l.p-1)
 	fmt.Fprintf(w, "  // v%d … v%d: %d components of %d values\n", first, last, l.n, l.p)
 	ref := make([][]string, l.p)
+	loads := false // the loop reads a bound function's inputs in global memory
 	for k := range l.args {
 		ref[k] = make([]string, len(l.args[k]))
 		for j := range l.args[k] {
@@ -562,6 +563,7 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 			case argIndex:
 				if a.src.kind == 4 && e.bind != nil {
 					ref[k][j] = e.bind.in[a.src.a].at(affine(a.off, a.stride))
+					loads = true
 					break
 				}
 				if a.src.kind == 4 {
@@ -589,7 +591,11 @@ func (e *emitter) emitLoop(l *loop, order []tape.ID, lines []string, gathered ma
 			fmt.Fprintf(w, "  gs_real %s[%d];\n", loopArray(l.idx, k), l.n)
 		}
 	}
-	fmt.Fprintf(w, "%s {\n", loopHead(l.n))
+	head := loopHead(l.n)
+	if loads {
+		head = loadLoopHead(l.n)
+	}
+	fmt.Fprintf(w, "%s {\n", head)
 	for k := 0; k < l.p; k++ {
 		id := ids(0, k)
 		v := &e.p.Values[id]
@@ -694,6 +700,22 @@ func (e *emitter) loopsOf(order []laneNode, groups map[tape.ID][][]accTerm) ([]t
 // prelude's).
 func loopHead(n int) string {
 	return fmt.Sprintf("#pragma unroll 1\n  for (int gs_c = 0; gs_c < %d; gs_c++)", n)
+}
+
+// loadUnroll is how many repetitions of a loop that reads global memory
+// (a bound loss's saved values: kernelgen's bind.go) the device compiler
+// unrolls: a loop kept whole issues each repetition's loads after the
+// last one's arithmetic, so a thread of a small ensemble (a warp or two
+// per multiprocessor, nothing to hide the latency) waits for memory once
+// per saved value.
+const loadUnroll = 8
+
+// loadLoopHead is loopHead for a loop that reads global memory: unrolled
+// loadUnroll-fold on the device, so that a stretch of repetitions' loads
+// are in flight at once. The order of the operations, and so the results,
+// are the same (each value is still its own op on the same operands).
+func loadLoopHead(n int) string {
+	return fmt.Sprintf("#pragma unroll %d\n  for (int gs_c = 0; gs_c < %d; gs_c++)", loadUnroll, n)
 }
 
 // arrayRef is entry idx of array name.
