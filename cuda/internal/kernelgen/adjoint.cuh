@@ -16,6 +16,30 @@ GS_DEVICE void gs_take(const R& r, bool on, gs_real* lam, gs_real* gp) {
   for (int c = 0; c < GS_D; c++) lam[c] = r.v[c];
   for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
 }
+{{- if .Saves}}
+
+// gs_first_save returns the first of the save times k0 ... kq-1 that lie
+// on step s, given that those from kq on lie on later steps: save times
+// are sorted, so their steps (a.tapstep) do not decrease with k, and the
+// ones on step s are the run of entries equal to s just before kq. Four
+// entries are read at once (one memory latency for four save times, not
+// one each).
+GS_DEVICE int gs_first_save(const gs_args& a, long long i, int kq, int s) {
+  const long long n = a.n;
+  int k0 = kq;
+  while (k0 >= 4) {
+    const int t1 = a.tapstep[(long long)(k0 - 1) * n + i], t2 = a.tapstep[(long long)(k0 - 2) * n + i];
+    const int t3 = a.tapstep[(long long)(k0 - 3) * n + i], t4 = a.tapstep[(long long)(k0 - 4) * n + i];
+    if (t4 == s) {
+      k0 -= 4;
+      continue;
+    }
+    return k0 - (t1 == s) - (t2 == s && t1 == s) - (t3 == s && t2 == s && t1 == s);
+  }
+  while (k0 > 0 && a.tapstep[(long long)(k0 - 1) * n + i] == s) k0--;
+  return k0;
+}
+{{- end}}
 {{- if .Dense}}
 
 // gs_coef_bar sets wb to the cotangents of the coefficients of the step
@@ -28,6 +52,9 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int k
   const long long n = a.n;
   bool any = false;
   for (int q = 0; q < GS_DW; q++) wb[q] = 0;
+  // Unrolled on the device: a few save times' loads in flight at once
+  // (a small ensemble has nothing else to hide their latency with).
+#pragma unroll 4
   for (int k = k0; on && k < kq; k++) {
     const gs_real theta = (a.saveat[k] - ts) / h;
     if (theta == 0) continue;
@@ -146,9 +173,7 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
     const bool on = act && s < len;
 {{- if .Saves}}
     // The save times on step s: k0 ... kq-1.
-    int k0 = kq;
-    if (on)
-      while (k0 > 0 && a.tapstep[(long long)(k0 - 1) * n + i] == s) k0--;
+    const int k0 = on ? gs_first_save(a, i, kq, s) : kq;
 {{- end}}
     gs_real h = 0;
 {{- if .RevAcc}}
@@ -222,6 +247,7 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
       }
 {{- end}}
 {{- if .Saves}}
+#pragma unroll 4
       for (int k = k0; k < kq; k++)
         for (int c = 0; c < GS_D; c++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
       kq = k0;
