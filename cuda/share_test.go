@@ -97,8 +97,11 @@ func sameSolution(t *testing.T, what string, got, want *ode.Solution) {
 		}
 	}
 	if !slices.Equal(got.Status, want.Status) || !slices.Equal(got.Stats.Accepted, want.Stats.Accepted) ||
-		!slices.Equal(got.Stats.Rejected, want.Stats.Rejected) {
+		!slices.Equal(got.Stats.Rejected, want.Stats.Rejected) || !slices.Equal(got.Stats.FieldEvals, want.Stats.FieldEvals) {
 		t.Errorf("%s: statuses or step counts differ", what)
+	}
+	if !slices.Equal(got.Stiff, want.Stiff) || !slices.Equal(got.Events, want.Events) {
+		t.Errorf("%s: stiffness flags or event counts differ", what)
 	}
 }
 

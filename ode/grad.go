@@ -163,7 +163,9 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		reached = res.T
 	}
 	vouched := given != nil && given.residentOn(sv.engine.Name()) && given.vouched()
-	if !vouched { // else checkMesh's: none stiff, none failed
+	// None stiff and none failed, the common case, is one read of the
+	// statuses and stiffness flags together; else the first of each.
+	if !vouched && !allWell(m.Status, m.Stiff) { // vouched: checkMesh's: none stiff, none failed
 		if err := stiffFailure(m, used.plan.Method, q.T0, reached); err != nil {
 			return nil, err
 		}
@@ -355,6 +357,27 @@ func reuseCopy(dst, src []float64) []float64 {
 		return src
 	}
 	return append(dst[:0], src...)
+}
+
+// allWell reports whether every status is OK and no stiffness flag is
+// set (stiff may be nil: none), in one read of both arrays (on all cores
+// past par.FirstSerial trajectories): the statuses are OR-ed together
+// (OK is 0), a byte a trajectory without a branch, where a test of each
+// took three times as long.
+func allWell(status []Status, stiff []bool) bool {
+	if stiff != nil && len(stiff) != len(status) {
+		return !slices.Contains(stiff, true) && !slices.ContainsFunc(status, func(s Status) bool { return s != OK })
+	}
+	return par.First(len(status), func(lo, hi int) int {
+		var or Status
+		for _, s := range status[lo:hi] {
+			or |= s
+		}
+		if or != OK || stiff != nil && slices.Contains(stiff[lo:hi], true) {
+			return lo
+		}
+		return -1
+	}) < 0
 }
 
 // stiffFailure returns a *TrajectoryError for the first trajectory of m
