@@ -1143,13 +1143,23 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 }
 
 // defaultPipeChunk is the trajectories of a chunk of a launch's results
-// copied back while the host scatters the chunk before it: a launch of at
-// least two chunks' worth copies its results back in chunks (a copy per
+// copied back while the host scatters the chunk before it: a launch of
+// at least two chunks' worth copies its results back in chunks (a copy per
 // column of each array a chunk, tens a chunk). At 2^20 trajectories the
 // results are 4 chunks of about 25 MB, whose copies (a millisecond each
 // over PCIe) overlap the scatter of the chunk before. Tuning.pipeChunk
 // shrinks it for the tests.
 const defaultPipeChunk = 1 << 18
+
+// defaultPipeMin is the smallest launch below two chunks' worth
+// (defaultPipeChunk) whose results come back in two halves, the first
+// scattered while the second half's kernel (in the thread layout) and
+// copies run: at 2^18 trajectories on the H200 the whole launch's kernel,
+// its copy back and its scatter took about 0.7, 0.5 and 1 ms one after
+// the other. Smaller launches are copied back at once: a kernel of half
+// of them takes nearly as long as one of all (the device is not full),
+// and their scatter is short. Tuning.pipeMin lowers it for the tests.
+const defaultPipeMin = 1 << 17
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of
 // a chunk of the results of a launch of n trajectories copied back and
@@ -1160,10 +1170,17 @@ func (r *run) pipeChunk(n int) int {
 		c = t
 	}
 	blocks := max(1, c/r.rb)
-	if n < 2*blocks*r.rb {
-		return 0
+	if n >= 2*blocks*r.rb {
+		return blocks
 	}
-	return blocks
+	low := defaultPipeMin
+	if t := r.ex.tun.pipeMin; t > 0 {
+		low = t
+	}
+	if nb := (n + r.rb - 1) / r.rb; n >= low && nb >= 2 {
+		return (nb + 1) / 2 // two halves
+	}
+	return 0
 }
 
 // chunkLaunches reports whether a launch whose results come back in

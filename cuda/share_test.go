@@ -143,6 +143,29 @@ func TestHostEnginePipelined(t *testing.T) {
 			})
 		}
 	}
+	// A launch under two chunks' worth from Tuning.pipeMin: its results
+	// come back in two halves (a kernel each), with and without reruns.
+	// Its size is 3.5 of the largest result block, or more of a
+	// smaller one (resultBlockOf): whole blocks split over the halves.
+	h := lorenzCase(3*resultBlock+resultBlock/2, 1e-4)
+	h.loss = ode.SumSquares()
+	for _, rows := range []int{0, 4} {
+		t.Run(fmt.Sprintf("halves/rows=%d", rows), func(t *testing.T) {
+			halves := h.solver(t, tuned(t, "cuda-host", Tuning{pipeMin: 1024, firstRows: rows}))
+			plain := h.solver(t, tuned(t, "cuda-host", Tuning{firstRows: rows}))
+			sameRuns(t, h, halves, plain)
+			var trh, tr Trace
+			if _, err := halves.GradContext(WithTrace(context.Background(), &trh), nil, &h.prob, h.loss, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := plain.GradContext(WithTrace(context.Background(), &tr), nil, &h.prob, h.loss, nil); err != nil {
+				t.Fatal(err)
+			}
+			if p, q := trh.Stats().Launches, tr.Stats().Launches; p != 2*q {
+				t.Errorf("%d kernels in halves, %d whole: want twice as many", p, q)
+			}
+		})
+	}
 	// A shared parameters' gradient (summed over the kernels of the
 	// chunks), also with the kernels on a simulated warp.
 	// Chunks of the smallest result block, 1,024 trajectories: 5 kernels.
