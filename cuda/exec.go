@@ -1157,9 +1157,11 @@ const defaultPipeChunk = 1 << 18
 // copies run: at 2^18 trajectories on the H200 the whole launch's kernel,
 // its copy back and its scatter took about 0.7, 0.5 and 1 ms one after
 // the other. Smaller launches are copied back at once: a kernel of half
-// of them takes nearly as long as one of all (the device is not full),
-// and their scatter is short. Tuning.pipeMin lowers it for the tests.
-const defaultPipeMin = 1 << 17
+// of them takes more than half as long as one of all (the device is
+// not full), a half's copies are a copy per column of each array (tens,
+// each with the driver's fixed cost), and their scatter is short.
+// Tuning.pipeMin lowers it for the tests.
+const defaultPipeMin = 1 << 18
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of
 // a chunk of the results of a launch of n trajectories copied back and
