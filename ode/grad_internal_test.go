@@ -45,3 +45,55 @@ func TestAllWell(t *testing.T) {
 		t.Error("allWell with a stiff flag in a shorter array = true")
 	}
 }
+
+// TestEndTimesWell checks endTimesWell, Grad's one pass over a record's
+// end times and statuses, against endTimes and allWell: one end time and
+// one per trajectory, one array and two (in storage that is reused, or
+// too short), with and without statuses, on one goroutine and split
+// over blocks of par.Block.
+func TestEndTimesWell(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 4))
+	for _, n := range []int{1, 1000, par.Block, 2*par.Block + 17} {
+		t1s := make([]float64, n)
+		for i := range t1s {
+			t1s[i] = 1 + rng.Float64()
+		}
+		for _, perTraj := range []bool{false, true} {
+			q := &problem{Problem: &Problem{T1: 2.5}, n: n}
+			if perTraj {
+				q.T1s, q.t1 = t1s, t1s
+			}
+			for _, twice := range []bool{false, true} {
+				for _, bad := range []int{-1, 0, n - 1} {
+					for _, checks := range []bool{false, true} {
+						var status []Status
+						stiff := make([]bool, n)
+						stiff[n/2] = bad == n-1 // a stiff flag with a failure, and alone
+						if bad == 0 && n > 1 {
+							stiff[n/2] = true
+						}
+						if checks {
+							status = make([]Status, n)
+							if bad == n-1 {
+								status[bad] = NotRun
+							}
+						}
+						a, b := make([]float64, n+3), []float64{7} // reused; too short
+						ta, tb, well := q.endTimesWell(a, b, twice, status, stiff)
+						what := fmt.Sprintf("n=%d T1s=%v twice=%v bad=%d checks=%v", n, perTraj, twice, bad, checks)
+						want := q.endTimes(nil)
+						if !slices.Equal(ta, want) || &ta[0] != &a[0] {
+							t.Errorf("%s: the first end times are wrong or not in its storage", what)
+						}
+						if twice && !slices.Equal(tb, want) || !twice && tb != nil {
+							t.Errorf("%s: the second end times are wrong", what)
+						}
+						if wantWell := !checks || allWell(status, stiff); well != wantWell {
+							t.Errorf("%s: well = %v, want %v", what, well, wantWell)
+						}
+					}
+				}
+			}
+		}
+	}
+}
