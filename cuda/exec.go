@@ -1143,13 +1143,25 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 }
 
 // defaultPipeChunk is the trajectories of a chunk of a launch's results
-// copied back while the host scatters the chunk before it: a launch of at
-// least two chunks' worth copies its results back in chunks (a copy per
+// copied back while the host scatters the chunk before it: a launch of
+// at least two chunks' worth copies its results back in chunks (a copy per
 // column of each array a chunk, tens a chunk). At 2^20 trajectories the
 // results are 4 chunks of about 25 MB, whose copies (a millisecond each
 // over PCIe) overlap the scatter of the chunk before. Tuning.pipeChunk
 // shrinks it for the tests.
 const defaultPipeChunk = 1 << 18
+
+// defaultPipeMin is the smallest launch below two chunks' worth
+// (defaultPipeChunk) whose results come back in two halves, the first
+// scattered while the second half's kernel (in the thread layout) and
+// copies run: at 2^18 trajectories on the H200 the whole launch's kernel,
+// its copy back and its scatter took about 0.7, 0.5 and 1 ms one after
+// the other. Smaller launches are copied back at once: a kernel of half
+// of them takes more than half as long as one of all (the device is
+// not full), a half's copies are a copy per column of each array (tens,
+// each with the driver's fixed cost), and their scatter is short.
+// Tuning.pipeMin lowers it for the tests.
+const defaultPipeMin = 1 << 18
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of
 // a chunk of the results of a launch of n trajectories copied back and
@@ -1160,10 +1172,17 @@ func (r *run) pipeChunk(n int) int {
 		c = t
 	}
 	blocks := max(1, c/r.rb)
-	if n < 2*blocks*r.rb {
-		return 0
+	if n >= 2*blocks*r.rb {
+		return blocks
 	}
-	return blocks
+	low := defaultPipeMin
+	if t := r.ex.tun.pipeMin; t > 0 {
+		low = t
+	}
+	if nb := (n + r.rb - 1) / r.rb; n >= low && nb >= 2 {
+		return (nb + 1) / 2 // two halves
+	}
+	return 0
 }
 
 // chunkLaunches reports whether a launch whose results come back in
@@ -1334,6 +1353,24 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 		ln = iv(up, 0, argLen)
 	}
 	nb := (n + fb - 1) / fb
+	// A launch of consecutive trajectories (every first pass) reads their
+	// rows as runs of the inputs (gatherRows); an input given as one row
+	// (Job.Y0Row, PRow, T1Same) is written from the row, its N copies
+	// unread (package ode checks the row itself).
+	generic := r.ex.tun.generic
+	consec := n > 0 && g[n-1]-g[0] == n-1 && !generic
+	gather := func(dst reals, src, row []float64, w, q0, q1 int) (finite bool) {
+		switch {
+		case q0 >= q1:
+			return true
+		case row != nil && !generic:
+			fillRow(dst, n, row, q0, q1)
+			return true
+		case consec && dst.f64 != nil && w <= 4:
+			return gatherRows(dst.f64, n, src, w, g[0], q0, q1)
+		}
+		return gatherCols(dst, n, src, w, g, q0, q1)
+	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
 	par.Run(nb, 0, func(_, b int) {
@@ -1341,23 +1378,25 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
 		finite := true
 		if bc.y0 {
-			gatherCols(y0, n, j.Y0, d, g, q0, seed)
+			gather(y0, j.Y0, j.Y0Row, d, q0, seed)
 		} else {
-			finite = gatherCols(y0, n, j.Y0, d, g, q0, q1)
+			finite = gather(y0, j.Y0, j.Y0Row, d, q0, q1)
 		}
 		if bc.p {
-			gatherCols(pin, n, j.P, np, g, q0, seed)
+			gather(pin, j.P, j.PRow, np, q0, seed)
 		} else if np > 0 {
-			finite = gatherCols(pin, n, j.P, np, g, q0, q1) && finite
+			finite = gather(pin, j.P, j.PRow, np, q0, q1) && finite
 		}
 		if dd > 0 {
-			gatherCols(data, n, j.Loss.Data, dd, g, q0, q1)
+			gather(data, j.Loss.Data, nil, dd, q0, q1)
 		}
 		switch {
 		case bc.t1:
 			for q := q0; q < seed; q++ {
 				t1.set(q, j.T1[g[q]])
 			}
+		case v.Adaptive && j.T1Same && !generic:
+			fillRow(t1, n, j.T1[:1], q0, q1)
 		case v.Adaptive:
 			for q := q0; q < q1; q++ {
 				t1.set(q, j.T1[g[q]])
@@ -1420,6 +1459,72 @@ func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (fi
 		return gatherTiles(f, n, src, w, g, q0, q1)
 	}
 	return gatherTiles(dst.f32, n, src, w, g, q0, q1)
+}
+
+// gatherRows is gatherCols for the consecutive rows g0+q0, g0+q0+1, …
+// of src (a launch of consecutive trajectories from g0) in float64, w
+// from 1 to 4: read as one run, without an index per trajectory.
+func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bool) {
+	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
+	var bad uint64
+	c0 := f[q0:q1]
+	s := src[(g0+q0)*w : (g0+q0+len(c0))*w]
+	col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+len(c0)] }
+	switch w {
+	case 1:
+		s = s[:len(c0)]
+		for j, x := range s {
+			bad |= math.Float64bits(x)&expBits + expOne
+			c0[j] = x
+		}
+	case 2:
+		c1 := col(1)
+		for j := range c0 {
+			r := s[2*j : 2*j+2 : 2*j+2]
+			x, y := r[0], r[1]
+			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne)
+			c0[j], c1[j] = x, y
+		}
+	case 3:
+		c1, c2 := col(1), col(2)
+		for j := range c0 {
+			r := s[3*j : 3*j+3 : 3*j+3]
+			x, y, z := r[0], r[1], r[2]
+			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+			c0[j], c1[j], c2[j] = x, y, z
+		}
+	case 4:
+		c1, c2, c3 := col(1), col(2), col(3)
+		for j := range c0 {
+			r := s[4*j : 4*j+4 : 4*j+4]
+			x, y, z, u := r[0], r[1], r[2], r[3]
+			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) |
+				(math.Float64bits(z)&expBits + expOne) | (math.Float64bits(u)&expBits + expOne)
+			c0[j], c1[j], c2[j], c3[j] = x, y, z, u
+		}
+	default:
+		panic("cuda: gatherRows of a row of more than 4 values")
+	}
+	return bad>>63 == 0
+}
+
+// fillRow writes the one row row over launch positions q0…q1−1 of dst
+// (component-major over a launch of n): what gatherCols copies from an
+// input that repeats row for every trajectory, without reading it.
+func fillRow(dst reals, n int, row []float64, q0, q1 int) {
+	for c, x := range row {
+		if f := dst.f64; f != nil {
+			col := f[c*n+q0 : c*n+q1]
+			for q := range col {
+				col[q] = x
+			}
+			continue
+		}
+		col, v := dst.f32[c*n+q0:c*n+q1], float32(x)
+		for q := range col {
+			col[q] = v
+		}
+	}
 }
 
 // gatherTiles is gatherCols for rows of any width w, in scatterTiles'
@@ -1675,11 +1780,17 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	} else {
 		r.summed = -1
 	}
+	// A launch of consecutive trajectories g[0], g[0]+1, … (every first
+	// pass) writes their rows as runs of the result arrays, without an
+	// index per trajectory (scatterStatus, scatterRows).
+	consec := n > 0 && g[n-1]-g[0] == n-1 && !ex.tun.generic
 	block := func(_, b int) {
 		q0, q1 := b*r.rb, min(n, (b+1)*r.rb)
 		var over []int
 		longest, fail := 0, false // kept in registers: the blocks' slots share cache lines
-		if v.Adaptive {
+		if v.Adaptive && consec && !overflowed(flags[q0:q1]) {
+			longest, fail = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
+		} else if v.Adaptive {
 			// The result arrays in locals: the loop's stores would
 			// otherwise make the compiler load each header again.
 			sts, stiff, accepted, rejected, evals := res.Status, res.Stiff, res.Stats.Accepted, res.Stats.Rejected, res.Stats.FieldEvals
@@ -1725,15 +1836,21 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		// The arrays one at a time (component-major on the device,
 		// row-major here), then the failures' rows overwritten.
 		gb := g[q0:q1]
+		cols := func(dst []float64, w int, src reals) bool {
+			if consec {
+				return scatterRows(dst, w, src, n, q0, gb)
+			}
+			return scatterCols(dst, w, src, n, q0, gb)
+		}
 		if states {
-			scatterCols(res.Y, d, y, n, q0, gb) // the saved states after the blocks (savesTask)
+			cols(res.Y, d, y) // the saved states after the blocks (savesTask)
 		}
 		if v.Loss || v.Grad {
-			blocks[b].badTerm = !scatterCols(r.terms, 1, loss, n, q0, gb)
+			blocks[b].badTerm = !cols(r.terms, 1, loss)
 		}
 		if v.Grad {
-			f0 := scatterCols(res.GradY0, d, gy0, n, q0, gb)
-			fp := scatterCols(res.GradP, np, gp, n, q0, gb)
+			f0 := cols(res.GradY0, d, gy0)
+			fp := cols(res.GradP, np, gp)
 			blocks[b].nonFinite = !f0 || !fp
 		}
 		if fail {
@@ -1881,6 +1998,91 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 	}
 	return over, nil
+}
+
+// overflowed reports whether a flag of fl marks a record that
+// overflowed its buffer.
+func overflowed(fl []int32) bool {
+	var or int32
+	for _, f := range fl {
+		or |= f
+	}
+	return or&flagOverflow != 0
+}
+
+// scatterStatus is scatter's loop over the statuses and counts of the
+// launch trajectories q0…q1−1, none of whose records overflowed, for the
+// run's consecutive trajectories i0, i0+1, …: one array at a time, each
+// a run of the result array (the loop's stores to seven arrays through
+// an index per trajectory took longer than all the block's copies). It
+// returns the most accepted steps and whether a trajectory failed.
+func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool) {
+	// In strips whose arrays (about 40 bytes a trajectory) stay in the
+	// core's cache from one loop to the next: a block of 16,384 at once
+	// read its arrays from memory again in each loop.
+	for s0 := q0; s0 < q1; s0 += statusStrip {
+		s1 := min(q1, s0+statusStrip)
+		l, f := r.scatterStatusStrip(i0+s0-q0, s0, s1, status, acc, rej, flags, events, tt)
+		longest, fail = max(longest, l), fail || f
+	}
+	return longest, fail
+}
+
+// statusStrip is the trajectories of a strip of scatterStatus.
+const statusStrip = 2048
+
+// scatterStatusStrip is scatterStatus over one strip.
+func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool) {
+	res, pl := r.res, r.ex.plan
+	m := q1 - q0
+	accepted := res.Stats.Accepted[i0 : i0+m]
+	ac := acc[q0 : q0+len(accepted)]
+	for j := range accepted {
+		a := int(ac[j])
+		accepted[j] = a
+		longest = max(longest, a)
+	}
+	if r.lensOut {
+		copy(r.meshLen[i0:i0+m], accepted)
+	}
+	sts := res.Status[i0 : i0+m]
+	st := status[q0 : q0+len(sts)]
+	var bad ode.Status // OK is 0: any other status sets a bit
+	for j := range sts {
+		s := ode.Status(st[j])
+		sts[j] = s
+		bad |= s
+	}
+	stiff := res.Stiff[i0 : i0+m]
+	fl := flags[q0 : q0+len(stiff)]
+	for j := range stiff {
+		stiff[j] = fl[j]&flagStiff != 0
+	}
+	if !r.lazyT {
+		t := res.T[i0 : i0+m]
+		for j := range t {
+			t[j] = tt.get(q0 + j)
+		}
+	}
+	if rej != nil {
+		e0, e1 := pl.InitEvals, pl.TrialEvals
+		rejected := res.Stats.Rejected[i0 : i0+m]
+		evals := res.Stats.FieldEvals[i0 : i0+len(rejected)]
+		rj := rej[q0 : q0+len(rejected)]
+		for j := range rejected {
+			x := int(rj[j])
+			rejected[j] = x
+			evals[j] = e0 + e1*(accepted[j]+x)
+		}
+	}
+	if events != nil {
+		ev := res.Events[i0 : i0+m]
+		e := events[q0 : q0+len(ev)]
+		for j := range ev {
+			ev[j] = int(e[j])
+		}
+	}
+	return longest, bad != ode.OK
 }
 
 // scatterBlock is what scatter's worker found in one block of
@@ -2774,6 +2976,56 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		return scatterTiles(dst, w, f, n, q0, g)
 	}
 	return scatterTiles(dst, w, src.f32, n, q0, g)
+}
+
+// scatterRows is scatterCols for consecutive trajectories g (g[j] =
+// g[0]+j): their rows are one run of dst, written in order without
+// reading g (in float64, up to 4 components; wider rows and float32 go
+// through scatterCols).
+func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bool) {
+	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
+	f, m := src.f64, len(g)
+	if f == nil || w < 1 || w > 4 || m == 0 {
+		return scatterCols(dst, w, src, n, q0, g)
+	}
+	var bad uint64
+	d := dst[g[0]*w : (g[0]+m)*w]
+	c0 := f[q0 : q0+m]
+	col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+len(c0)] }
+	switch w {
+	case 1:
+		d = d[:len(c0)]
+		for j, x := range c0 {
+			bad |= math.Float64bits(x)&expBits + expOne
+			d[j] = x
+		}
+	case 2:
+		c1 := col(1)
+		for j := range c0 {
+			x, y := c0[j], c1[j]
+			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne)
+			r := d[2*j : 2*j+2 : 2*j+2]
+			r[0], r[1] = x, y
+		}
+	case 3:
+		c1, c2 := col(1), col(2)
+		for j := range c0 {
+			x, y, z := c0[j], c1[j], c2[j]
+			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+			r := d[3*j : 3*j+3 : 3*j+3]
+			r[0], r[1], r[2] = x, y, z
+		}
+	case 4:
+		c1, c2, c3 := col(1), col(2), col(3)
+		for j := range c0 {
+			x, y, z, u := c0[j], c1[j], c2[j], c3[j]
+			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) |
+				(math.Float64bits(z)&expBits + expOne) | (math.Float64bits(u)&expBits + expOne)
+			r := d[4*j : 4*j+4 : 4*j+4]
+			r[0], r[1], r[2], r[3] = x, y, z, u
+		}
+	}
+	return bad>>63 == 0
 }
 
 // scatterTile is the width of scatterTiles' strips: 64 columns, whose

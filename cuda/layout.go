@@ -129,6 +129,11 @@ type Tuning struct {
 	maxSource  int   // the largest kernel source compiled (defaultMaxSource)
 	bcastSeed  int   // the seed of a broadcast input (defaultBcastSeed); launches of 16 seeds or more broadcast
 	pipeChunk  int   // the trajectories of a chunk of results copied back while the last is scattered (defaultPipeChunk)
+	pipeMin    int   // the smallest launch below two chunks whose results come back in halves (defaultPipeMin)
+	// generic keeps the staging and result loops' general forms (each
+	// trajectory's row read through the launch's index), for the tests that
+	// compare them with the forms for consecutive trajectories.
+	generic bool
 	// separateSteps keeps the step programs of large kernels apart
 	// (kernelgen.Config.SeparateSteps), for the tests that compare the two
 	// forms.

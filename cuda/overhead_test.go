@@ -462,6 +462,20 @@ func BenchmarkCallHostWorkSmall(b *testing.B) {
 	b.Run("mesh", func(b *testing.B) { benchCallN(b, 128, hostWork.name, true, 0) })
 }
 
+// BenchmarkCallHostWorkMid is BenchmarkCallHostWork at 32,768 and
+// 262,144 trajectories, where a call's host work is mostly the fixed
+// costs of its passes over the trajectories (waking the cores, a pass
+// where one would do) rather than memory traffic: a record, and the
+// record omitting the states and counts.
+func BenchmarkCallHostWorkMid(b *testing.B) {
+	for _, n := range []int{1 << 15, 1 << 18} {
+		b.Run(fmt.Sprintf("n=%d/record", n), func(b *testing.B) { benchCallN(b, n, hostWork.name, false, 0) })
+		b.Run(fmt.Sprintf("n=%d/record-omit", n), func(b *testing.B) {
+			benchCallN(b, n, hostWork.name, false, ode.OmitStates|ode.OmitStats)
+		})
+	}
+}
+
 // BenchmarkTrainStepHostWork measures the host's work in one step of a
 // fit held in the engine's memory (fit.Run's device loop: the rule, the
 // evaluation's launches and its summary read back, the update's

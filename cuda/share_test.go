@@ -97,8 +97,11 @@ func sameSolution(t *testing.T, what string, got, want *ode.Solution) {
 		}
 	}
 	if !slices.Equal(got.Status, want.Status) || !slices.Equal(got.Stats.Accepted, want.Stats.Accepted) ||
-		!slices.Equal(got.Stats.Rejected, want.Stats.Rejected) {
+		!slices.Equal(got.Stats.Rejected, want.Stats.Rejected) || !slices.Equal(got.Stats.FieldEvals, want.Stats.FieldEvals) {
 		t.Errorf("%s: statuses or step counts differ", what)
+	}
+	if !slices.Equal(got.Stiff, want.Stiff) || !slices.Equal(got.Events, want.Events) {
+		t.Errorf("%s: stiffness flags or event counts differ", what)
 	}
 }
 
@@ -139,6 +142,29 @@ func TestHostEnginePipelined(t *testing.T) {
 				}
 			})
 		}
+	}
+	// A launch under two chunks' worth from Tuning.pipeMin: its results
+	// come back in two halves (a kernel each), with and without reruns.
+	// Its size is 3.5 of the largest result block, or more of a
+	// smaller one (resultBlockOf): whole blocks split over the halves.
+	h := lorenzCase(3*resultBlock+resultBlock/2, 1e-4)
+	h.loss = ode.SumSquares()
+	for _, rows := range []int{0, 4} {
+		t.Run(fmt.Sprintf("halves/rows=%d", rows), func(t *testing.T) {
+			halves := h.solver(t, tuned(t, "cuda-host", Tuning{pipeMin: 1024, firstRows: rows}))
+			plain := h.solver(t, tuned(t, "cuda-host", Tuning{firstRows: rows}))
+			sameRuns(t, h, halves, plain)
+			var trh, tr Trace
+			if _, err := halves.GradContext(WithTrace(context.Background(), &trh), nil, &h.prob, h.loss, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := plain.GradContext(WithTrace(context.Background(), &tr), nil, &h.prob, h.loss, nil); err != nil {
+				t.Fatal(err)
+			}
+			if p, q := trh.Stats().Launches, tr.Stats().Launches; p != 2*q {
+				t.Errorf("%d kernels in halves, %d whole: want twice as many", p, q)
+			}
+		})
 	}
 	// A shared parameters' gradient (summed over the kernels of the
 	// chunks), also with the kernels on a simulated warp.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime/trace"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
@@ -158,12 +159,39 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	}
 	defer trace.StartRegion(ctx, "ode.Grad.results").End()
 	var reached []float64 // the times the record reached (nil for a given mesh: T1)
-	if m == nil {
+	vouched := given != nil && given.residentOn(sv.engine.Name()) && given.vouched()
+	// Without events, one pass writes the end times of the recorded mesh
+	// and of the solution and checks that none failed or was stiff
+	// (endTimesWell), the common case; with events, the solution's
+	// times are a terminal event's where one fired.
+	var t []float64                   // the solution's times
+	checked, well := vouched, vouched // vouched: checkMesh's: none stiff, none failed
+	switch {
+	case m == nil && used.plan.Events == nil && res.Mesh != nil:
+		var old []float64
+		if reuse.Mesh != nil {
+			old = reuse.Mesh.T1
+		}
+		var t1 []float64
+		t1, t, well = q.endTimesWell(old, reuse.T, true, res.Mesh.Status, res.Stiff)
+		m, checked = used.meshEnds(q, res, t1), true
+	case m == nil:
 		m = used.mesh(q, res, reuse.Mesh)
+	case used.plan.Events == nil:
+		var status []Status
+		if !vouched {
+			status = m.Status
+		}
+		t, _, well = q.endTimesWell(reuse.T, nil, false, status, m.Stiff)
+		checked = true
+	}
+	if given == nil {
 		reached = res.T
 	}
-	vouched := given != nil && given.residentOn(sv.engine.Name()) && given.vouched()
-	if !vouched { // else checkMesh's: none stiff, none failed
+	if !checked {
+		well = allWell(m.Status, m.Stiff)
+	}
+	if !well {
 		if err := stiffFailure(m, used.plan.Method, q.T0, reached); err != nil {
 			return nil, err
 		}
@@ -186,10 +214,10 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	} else {
 		dst.Loss += r
 	}
-	// The solution's times: a terminal event's where it fired, else the
-	// end times (written on all cores: 8 MB at 2^20 trajectories).
-	var t []float64
+	// With events, the solution's times: a terminal event's where it
+	// fired, else the end times.
 	switch {
+	case t != nil: // the end times, written above
 	case used.plan.Events != nil && res.T != nil && buf.Same(reuse.T, res.T):
 		t = res.T // it already lives in reuse.T's storage
 	case used.plan.Events != nil && res.T != nil:
@@ -355,6 +383,81 @@ func reuseCopy(dst, src []float64) []float64 {
 		return src
 	}
 	return append(dst[:0], src...)
+}
+
+// allWell reports whether every status is OK and no stiffness flag is
+// set (stiff may be nil: none), in one read of both arrays (on all cores
+// past par.FirstSerial trajectories): the statuses are OR-ed together
+// (OK is 0), a byte a trajectory without a branch, where a test of each
+// took three times as long.
+func allWell(status []Status, stiff []bool) bool {
+	if stiff != nil && len(stiff) != len(status) {
+		return !slices.Contains(stiff, true) && !slices.ContainsFunc(status, func(s Status) bool { return s != OK })
+	}
+	return par.First(len(status), func(lo, hi int) int {
+		var or Status
+		for _, s := range status[lo:hi] {
+			or |= s
+		}
+		if or != OK || stiff != nil && slices.Contains(stiff[lo:hi], true) {
+			return lo
+		}
+		return -1
+	}) < 0
+}
+
+// endTimesWell is endTimes into the storage of a and, if twice, of b
+// (tb is nil otherwise), which also reports whether every status of
+// status is OK and no flag of stiff is set (allWell; true where status is
+// nil): one pass over the trajectories, on all cores past par.Block
+// where endTimes is, in place of two or three. A Grad's record writes its
+// mesh's end times and its solution's and checks its statuses; three
+// passes over 2^20 trajectories woke the cores three times.
+func (q *problem) endTimesWell(a, b []float64, twice bool, status []Status, stiff []bool) (ta, tb []float64, well bool) {
+	n := q.n
+	if status != nil && (len(status) != n || stiff != nil && len(stiff) != n) {
+		ta = q.endTimes(a)
+		if twice {
+			tb = q.endTimes(b)
+		}
+		return ta, tb, allWell(status, stiff)
+	}
+	ta, _ = buf.Extend(a[:0], n)
+	if twice {
+		tb, _ = buf.Extend(b[:0], n)
+	}
+	var bad atomic.Bool
+	block := func(lo, hi int) {
+		for _, t := range [2][]float64{ta, tb} {
+			if t == nil {
+				continue
+			}
+			if q.T1s != nil {
+				copy(t[lo:hi], q.t1[lo:hi])
+				continue
+			}
+			s := t[lo:hi]
+			for i := range s {
+				s[i] = q.T1
+			}
+		}
+		if status == nil {
+			return
+		}
+		var or Status // OK is 0
+		for _, s := range status[lo:hi] {
+			or |= s
+		}
+		if or != OK || stiff != nil && slices.Contains(stiff[lo:hi], true) {
+			bad.Store(true)
+		}
+	}
+	if n <= par.Block {
+		block(0, n)
+	} else {
+		par.Run((n+par.Block-1)/par.Block, 0, func(_, k int) { block(k*par.Block, min(n, (k+1)*par.Block)) })
+	}
+	return ta, tb, !bad.Load()
 }
 
 // stiffFailure returns a *TrajectoryError for the first trajectory of m

@@ -616,17 +616,27 @@ func (sv *Solver) solutionT(q *problem, res *Result, status []Status, t []float6
 	return sol
 }
 
-// mesh returns the mesh a result recorded, with what it was recorded for.
+// mesh returns the mesh a result recorded, with what it was recorded
+// for; its end times in the storage of old's where large enough.
 func (sv *Solver) mesh(q *problem, res *Result, old *Mesh) *Mesh {
-	m := res.Mesh
-	if m == nil {
+	if res.Mesh == nil {
 		return nil
 	}
 	var t1 []float64
 	if old != nil {
 		t1 = old.T1
 	}
-	m.T0, m.T1 = q.T0, q.endTimes(t1)
+	return sv.meshEnds(q, res, q.endTimes(t1))
+}
+
+// meshEnds is mesh with the end times t1 ([N], q's), written by the
+// caller.
+func (sv *Solver) meshEnds(q *problem, res *Result, t1 []float64) *Mesh {
+	m := res.Mesh
+	if m == nil {
+		return nil
+	}
+	m.T0, m.T1 = q.T0, t1
 	m.t1, m.t1Set = q.T1, q.T1s == nil
 	m.Method = methodByName(sv.plan.Method)
 	m.RelTol, m.AbsTol = sv.set.RelTol, sv.set.AbsTol
