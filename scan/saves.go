@@ -48,6 +48,12 @@ type Saves struct {
 	// in Out's layout.
 	BarMajor bool
 
+	// BarStride, with BarMajor, is the distance between the rows of the
+	// saves' cotangents: trajectory j's at Times[k], component c, at
+	// bar[(k·D+c)·BarStride+j]. 0 means N; a larger stride (rows padded
+	// past N) keeps successive rows out of the same cache sets.
+	BarStride int
+
 	// BarScale, if not 0 or 1, multiplies every cotangent of a save as
 	// the backward sweep reads it (each product rounded once, as if the
 	// cotangents had been scaled first).
@@ -456,7 +462,7 @@ func (sw *saveSweep) bar(bar []float64, j, k int) []float64 {
 		}
 		return g
 	}
-	n := sw.l.n
+	n := sw.barStride()
 	o := k*d*n + j
 	if scaled {
 		for c := range g {
@@ -468,6 +474,15 @@ func (sw *saveSweep) bar(bar []float64, j, k int) []float64 {
 		}
 	}
 	return g
+}
+
+// barStride returns the distance between the rows of save-major
+// cotangents (Saves.BarStride, or N).
+func (sw *saveSweep) barStride() int {
+	if s := sw.sv.BarStride; s > 0 {
+		return s
+	}
+	return sw.l.n
 }
 
 // backwardRanges sets the start of each of the first m lanes' saves on
@@ -497,7 +512,7 @@ func (sw *saveSweep) backwardRanges(t []float64, s, m int) bool {
 // Saves.BarMajor says and scaled by Saves.BarScale, into rowg, lane by
 // lane (see saveSweep.base), once for both coefBar and addRow.
 func (sw *saveSweep) gatherRow(bar []float64, m int) {
-	d, K, n := sw.d, sw.k, sw.l.n
+	d, K, n := sw.d, sw.k, sw.barStride()
 	lo, hi := sw.end[:m], sw.cur[:m]
 	if cap(sw.base) < m {
 		sw.base = make([]int, m)
@@ -532,8 +547,8 @@ func (sw *saveSweep) gatherRow(bar []float64, m int) {
 		}
 		return
 	}
-	// Lane i's saves l…hi-1 are bar's rows l·D … hi·D-1, one after the
-	// other, at column perm[i].
+	// Lane i's saves l…hi-1 are bar's rows l·D … hi·D-1, n apart, at
+	// column perm[i].
 	for i, l := range lo {
 		dst := rowg[base[i]*d : (base[i]+hi[i]-l)*d]
 		if len(dst) == 0 {
