@@ -66,6 +66,7 @@ ck:
 	MOVQ d+96(FP), AX
 
 cg:
+	PREFETCHT0  128(DX)(R11*8) // the same row's line of the lanes sixteen on
 	VMOVSD      (DX)(R11*8), X7
 	VMOVHPD     (DX)(R12*8), X7, X7
 	VMOVSD      (DX)(R13*8), X8
