@@ -569,10 +569,7 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 		return
 	}
 	d, stride := w.ex.plan.Dim, w.soaS
-	dst := w.soa[k*d*stride+g-w.soaLo:]
-	for x, v := range vals {
-		dst[x*stride] = v
-	}
+	scan.ScatterCol(w.soa[k*d*stride+g-w.soaLo:], stride, vals)
 }
 
 // finishSaves writes the saves of finished lane i (trajectory g) at or

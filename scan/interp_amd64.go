@@ -28,3 +28,8 @@ func coefRowsAVX(acc, gb, bar, ts *float64, col, lo, hi *int, t, h *float64, k0,
 
 //go:noescape
 func addRowsAVX(lam, bar *float64, col, lo, hi *int, k0, k1, bs, d int, scale float64)
+
+// scatterColAVX is ScatterCol's kernel (rows_amd64.s).
+//
+//go:noescape
+func scatterColAVX(dst, src *float64, n, stride int)

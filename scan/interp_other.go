@@ -20,3 +20,5 @@ func coefRowsAVX(acc, gb, bar, ts *float64, col, lo, hi *int, t, h *float64, k0,
 func addRowsAVX(lam, bar *float64, col, lo, hi *int, k0, k1, bs, d int, scale float64) {
 	panic("scan: no AVX")
 }
+
+func scatterColAVX(dst, src *float64, n, stride int) { panic("scan: no AVX") }

@@ -167,3 +167,28 @@ lc:
 ldone:
 	VZEROUPPER
 	RET
+
+// func scatterColAVX(dst, src *float64, n, stride int)
+//
+// dst[x·stride] = src[x] for x < n, prefetching each destination's line
+// eight values on (the next eight columns' line of the same row).
+TEXT ·scatterColAVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ stride+24(FP), R8
+	SHLQ $3, R8
+	TESTQ CX, CX
+	JEQ  sdone
+
+sloop:
+	PREFETCHT0 64(DI)
+	MOVQ      (SI), AX
+	MOVQ      AX, (DI)
+	ADDQ      $8, SI
+	ADDQ      R8, DI
+	DECQ      CX
+	JNZ       sloop
+
+sdone:
+	RET

@@ -784,3 +784,23 @@ func (sw *saveSweep) addRowRows(lam [][]float64, bar []float64, m int) {
 		}
 	}
 }
+
+// ScatterCol sets dst[x·stride] = src[x] for x < len(src): a column of
+// save-major rows stride apart (a trajectory's saves by save time),
+// prefetching, where the processor has AVX, the line of the same rows
+// eight columns on, which the next trajectories' columns fill. It panics
+// if dst is too short.
+func ScatterCol(dst []float64, stride int, src []float64) {
+	n := len(src)
+	if n == 0 {
+		return
+	}
+	_ = dst[(n-1)*stride]
+	if haveAVX && useAVX {
+		scatterColAVX(&dst[0], &src[0], n, stride)
+		return
+	}
+	for x, v := range src {
+		dst[x*stride] = v
+	}
+}

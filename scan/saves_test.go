@@ -102,3 +102,32 @@ func TestSaveRowsSameGradient(t *testing.T) {
 		}
 	}
 }
+
+// TestScatterCol checks ScatterCol, with AVX and in Go, against the
+// strided copy: columns of 0…40 values, strides 1…40, the rest of dst
+// untouched.
+func TestScatterCol(t *testing.T) {
+	defer func(u bool) { useAVX = u }(useAVX)
+	rng := rand.New(rand.NewPCG(35, 7))
+	for _, avx := range []bool{true, false} {
+		useAVX = avx
+		for c := 0; c < 200; c++ {
+			n, stride := rng.IntN(41), 1+rng.IntN(40)
+			src := make([]float64, n)
+			for i := range src {
+				src[i] = rng.NormFloat64()
+			}
+			dst := make([]float64, n*stride+3)
+			want := make([]float64, len(dst))
+			for i := range dst {
+				dst[i] = float64(i)
+				want[i] = float64(i)
+			}
+			for x, v := range src {
+				want[1+x*stride] = v
+			}
+			ScatterCol(dst[1:], stride, src)
+			sameBits(t, fmt.Sprintf("avx %v, n %d, stride %d", avx, n, stride), want, dst)
+		}
+	}
+}
