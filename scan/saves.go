@@ -725,6 +725,29 @@ type rowGroup struct {
 	t, h        [4]float64
 }
 
+// split reports whether the group's saves k0…k1-1 span more than twice
+// their lanes' own, plus eight (lanes at different times: ragged start
+// or end times), so that the kernels would pass over many saves of no
+// lane: each lane then runs alone (only), its sums the same.
+func (g *rowGroup) split(k0, k1 int) bool {
+	own := 0
+	for q := range 4 {
+		own += g.hi[q] - g.lo[q]
+	}
+	return k1-k0 > 2*own+8
+}
+
+// only returns the group with lane q's saves alone.
+func (g *rowGroup) only(q int) *rowGroup {
+	o := *g
+	for x := range 4 {
+		if x != q {
+			o.lo[x], o.hi[x] = 0, 0
+		}
+	}
+	return &o
+}
+
 // barScale returns the factor the sweep multiplies the saves' cotangents
 // by (Saves.BarScale, 1 for 0).
 func (sw *saveSweep) barScale() float64 {
@@ -744,11 +767,20 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	acc, gs := sw.rowAcc[:terms*d*4], sw.rowAcc[terms*d*4:terms*d*4+d*4]
 	var g rowGroup
 	bs, scale, ts := sw.barStride(), sw.barScale(), sw.sv.Times
+	run := func(g *rowGroup, k0, k1 int) {
+		if k0 < k1 {
+			coefRowsAVX(&acc[0], &gs[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
+		}
+	}
 	for i0 := 0; i0 < m; i0 += 4 {
 		k0, k1 := sw.group4(&g, t, h, i0, m)
 		clear(acc)
-		if k0 < k1 {
-			coefRowsAVX(&acc[0], &gs[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
+		if g.split(k0, k1) {
+			for q := range 4 {
+				run(g.only(q), g.lo[q], g.hi[q])
+			}
+		} else {
+			run(&g, k0, k1)
 		}
 		n := min(4, m-i0)
 		for x, w := range sw.wbar {
@@ -778,7 +810,15 @@ func (sw *saveSweep) addRowRows(lam [][]float64, bar []float64, m int) {
 		for c, col := range lam {
 			copy(acc[c*4:c*4+n], col[i0:i0+n])
 		}
-		addRowsAVX(&acc[0], &bar[0], &g.col[0], &g.lo[0], &g.hi[0], k0, k1, bs, d, scale)
+		if g.split(k0, k1) {
+			for q := range 4 {
+				if o := g.only(q); g.lo[q] < g.hi[q] {
+					addRowsAVX(&acc[0], &bar[0], &o.col[0], &o.lo[0], &o.hi[0], g.lo[q], g.hi[q], bs, d, scale)
+				}
+			}
+		} else {
+			addRowsAVX(&acc[0], &bar[0], &g.col[0], &g.lo[0], &g.hi[0], k0, k1, bs, d, scale)
+		}
 		for c, col := range lam {
 			copy(col[i0:i0+n], acc[c*4:c*4+n])
 		}

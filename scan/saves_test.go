@@ -43,7 +43,7 @@ func extMidpointStep(t *testing.T) *Step {
 // (one with no steps, start times T0 apart), save times before, at and
 // after their spans and several in most steps, rows padded past N
 // (BarStride), cotangents scaled as read (BarScale), recorded states and
-// checkpoints.
+// checkpoints; groups of lanes far apart in time run lane by lane (split).
 func TestSaveRowsSameGradient(t *testing.T) {
 	if !haveAVX {
 		t.Skip("no AVX: the lane-by-lane loops run")
