@@ -526,7 +526,7 @@ type cpuWorker struct {
 	taps                *scan.Taps     // the chunk's re-stepped save times (SaveStep), reused
 	saves               scan.Saves     // the chunk's interpolated save times
 	soa                 []float64      // the chunk's saved states by save time (cpuRun.soaSaves), or nil
-	soaLo, soaW         int            // its first trajectory and width
+	soaLo, soaS         int            // its first trajectory and the distance between its rows (rowStride of the chunk's width)
 	grad                *scan.Gradient // the last chunk's, reused
 	sweep               *scan.Sweep    // the last chunk's forward sweep, whose checkpoints the next reuses
 

@@ -740,11 +740,11 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 	// The loss and its cotangents at the final and saved states.
 	yF := toSoA(w.scratch(scrY0, width*d), res.Y[lo*d:hi*d], width, d)
 	pS := toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)
-	lbuf, err := w.lossRun(r, lo, hi, yF, res.Ys[lo*K*d:hi*K*d], pS)
+	lbuf, err := w.lossRun(r, lo, hi, yF, res.Ys[lo*K*d:hi*K*d], pS, width)
 	if err != nil || j.Op != OpGrad {
 		return err
 	}
-	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, false)
+	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, width, false)
 	lam, gp, gs := cols(d, width), cols(np, width), cols(ns, width)
 	tau := make([]float64, width)
 	for c := range lam {

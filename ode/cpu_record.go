@@ -86,7 +86,8 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	}
 
 	if r.soaSaves {
-		w.soa, w.soaLo, w.soaW = w.scratch(scrTaps, len(j.SaveAt)*d*width), lo, width
+		w.soaS = rowStride(width)
+		w.soa, w.soaLo = w.scratch(scrTaps, len(j.SaveAt)*d*w.soaS), lo
 	}
 	if r.recordSaves {
 		w.startSaves(r, m)
@@ -567,11 +568,8 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 	if w.soa == nil {
 		return
 	}
-	d, width := w.ex.plan.Dim, w.soaW
-	dst := w.soa[k*d*width+g-w.soaLo:]
-	for x, v := range vals {
-		dst[x*width] = v
-	}
+	d, stride := w.ex.plan.Dim, w.soaS
+	scan.ScatterCol(w.soa[k*d*stride+g-w.soaLo:], stride, vals)
 }
 
 // finishSaves writes the saves of finished lane i (trajectory g) at or

@@ -65,17 +65,22 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens,
 	if j.Op != OpLoss && j.Op != OpGrad {
 		return nil
 	}
-	lbuf, err := w.lossRun(r, lo, hi, out.Y, ys, q.P)
+	// The saves' cotangents stay where the loss wrote them, [K·d] rows
+	// of width values, bs apart, and the backward sweep reads them so,
+	// scaled as it reads them.
+	major := q.Saves != nil
+	bs := width
+	if major {
+		bs = rowStride(width)
+	}
+	lbuf, err := w.lossRun(r, lo, hi, out.Y, ys, q.P, bs)
 	if err != nil || j.Op != OpGrad {
 		return err
 	}
-	// The saves' cotangents stay where the loss wrote them, [K·d][width],
-	// and the backward sweep reads them so, scaled as it reads them.
-	major := q.Saves != nil
 	if major {
-		q.Saves.BarMajor, q.Saves.BarScale = true, j.Loss.Scale
+		q.Saves.BarMajor, q.Saves.BarScale, q.Saves.BarStride = true, j.Loss.Scale, bs
 	}
-	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, major)
+	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, bs, major)
 	g, err := sw1.BackwardFrom(w.grad, ybar, tapbar, gp0, gs0)
 	if err != nil {
 		return err
@@ -151,8 +156,10 @@ func (w *cpuWorker) setSaves(r *cpuRun, q *scan.Problem, pl *Plan, sv *scan.Save
 // lossRun runs the loss's term (OpLoss) or gradient (OpGrad) program on
 // the chunk lo…hi-1 from its final states y [d][width], saved states ys
 // [width][K·d] and parameters p [np][width], stores the terms and returns
-// the outputs, [output][width].
-func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64) ([]float64, error) {
+// the outputs, one row of width values each, one after the other, except
+// that the gradient's K·d rows of the saves' cotangents are bs apart (bs
+// ≥ width; see cotangents).
+func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int) ([]float64, error) {
 	pl, j := w.ex.plan, r.job
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
 	width := hi - lo
@@ -170,14 +177,15 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64) ([]float6
 	for c := 0; c < d; c++ {
 		in = append(in, y[c*width:(c+1)*width])
 	}
-	// The saved states by save time, [K·d][width]: as the record wrote
-	// them (cpuRun.soaSaves), else transposed from ys.
-	ysoa := w.soa
+	// The saved states by save time, K·d rows of width values: as the
+	// record wrote them (cpuRun.soaSaves, rows rowStride(width) apart),
+	// else transposed from ys.
+	ysoa, stride := w.soa, w.soaS
 	if ysoa == nil {
-		ysoa = toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d)
+		ysoa, stride = toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d), width
 	}
 	for x := 0; x < K*d; x++ {
-		in = append(in, ysoa[x*width:(x+1)*width])
+		in = append(in, ysoa[x*stride:x*stride+width])
 	}
 	if lp.DataDim > 0 {
 		data := toSoA(w.scratch(scrData, width*lp.DataDim), lp.Data[lo*lp.DataDim:hi*lp.DataDim], width, lp.DataDim)
@@ -191,12 +199,21 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64) ([]float6
 	for c := 0; c < ns; c++ {
 		in = append(in, j.Shared[c:c+1])
 	}
-	// The loss's outputs in one block, [output][width]: ℓ, then its
-	// cotangents, which the gradient scales in place.
-	lbuf := w.scratch(scrLoss, len(prog.Outputs)*width)
+	// The loss's outputs in one block: ℓ, then its cotangents, which the
+	// gradient scales in place; the saves' rows bs apart.
+	nbar := 0
+	if j.Op == OpGrad {
+		nbar = K * d
+	}
+	lbuf := w.scratch(scrLoss, len(prog.Outputs)*width+nbar*(bs-width))
 	lout := w.out[:0]
-	for i := range prog.Outputs {
-		lout = append(lout, lbuf[i*width:(i+1)*width])
+	for i, off := 0, 0; i < len(prog.Outputs); i++ {
+		lout = append(lout, lbuf[off:off+width])
+		if i > d && i <= d+nbar {
+			off += bs
+		} else {
+			off += width
+		}
 	}
 	w.in, w.out = in, lout
 	if err := le.Run(lout, in, width); err != nil {
@@ -210,33 +227,60 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64) ([]float6
 	return lbuf, nil
 }
 
-// cotangents scales the loss gradient's outputs lbuf in place and returns
-// them as the backward sweep takes them: ∂L/∂y(t1) [d][width], ∂L/∂p
-// [np][width] and the loss's own shared-gradient terms [ns][width] are
-// ranges of lbuf; the saved states' too, [K·d][width], with major (the
-// sweep reads them so, and scales them as it reads them: see
-// scan.Saves.BarMajor), else they go to the saves' layout [width][K·d],
-// scaled as they are transposed (a scale of 1 is skipped: x·1 = x).
-func (w *cpuWorker) cotangents(r *cpuRun, lbuf []float64, width int, major bool) (ybar, tapbar, gp0, gs0 []float64) {
+// cotangents scales the loss gradient's outputs lbuf (laid out as lossRun
+// says, the saves' rows bs apart) in place and returns them as the
+// backward sweep takes them: ∂L/∂y(t1) [d][width], ∂L/∂p [np][width] and
+// the loss's own shared-gradient terms [ns][width] are ranges of lbuf;
+// the saved states' too, K·d rows bs apart, with major (the sweep reads
+// them so, and scales them as it reads them: see scan.Saves.BarMajor and
+// BarStride), else they go to the saves' layout [width][K·d], scaled as
+// they are transposed (a scale of 1 is skipped: x·1 = x; bs must then be
+// width).
+func (w *cpuWorker) cotangents(r *cpuRun, lbuf []float64, width, bs int, major bool) (ybar, tapbar, gp0, gs0 []float64) {
 	pl, lp := w.ex.plan, r.job.Loss
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
 	K := len(r.job.SaveAt)
-	at := func(first, w int) []float64 { return lbuf[first*width : (first+w)*width] }
-	o := 1 + d + K*d
+	bar := lbuf[(1+d)*width : (1+d)*width+K*d*bs]
+	tail := lbuf[(1+d)*width+K*d*bs:]
+	at := func(x []float64, first, w int) []float64 { return x[first*width : (first+w)*width] }
 	if lp.Scale != 1 {
-		floats.Scale(lp.Scale, at(1, d))
-		floats.Scale(lp.Scale, lbuf[o*width:])
+		floats.Scale(lp.Scale, at(lbuf, 1, d))
+		floats.Scale(lp.Scale, tail)
 	}
 	if major {
 		if lp.Scale == 0 { // the sweep's BarScale 0 means 1
-			floats.Scale(0, at(1+d, K*d))
+			floats.Scale(0, bar)
 		}
-		return at(1, d), at(1+d, K*d), at(o, np), at(o+np, ns)
+		return at(lbuf, 1, d), bar, at(tail, 0, np), at(tail, np, ns)
+	}
+	if bs != width {
+		panic("ode: internal error: save cotangents transposed from padded rows")
 	}
 	tapbar = w.scratch(scrTapBar, d*width*K)
-	transposeScaled(tapbar, at(1+d, K*d), K*d, width, lp.Scale)
-	return at(1, d), tapbar, at(o, np), at(o+np, ns)
+	transposeScaled(tapbar, bar, K*d, width, lp.Scale)
+	return at(lbuf, 1, d), tapbar, at(tail, 0, np), at(tail, np, ns)
 }
+
+// rowStride returns the distance, in values, between save-major rows of
+// width values (the loss's saves' cotangents, cpuRun.soaSaves' copy):
+// width rounded up to whole cache lines of float64s, plus one line where
+// that makes an even number of lines. Rows 2 KiB apart (256 lanes) fall
+// in two sets of a 32 KiB 8-way L1 cache, so that a lane's column of a
+// few saves' rows evicts itself; an odd number of lines spreads them over
+// every set.
+func rowStride(width int) int {
+	if !padRows {
+		return width
+	}
+	s := (width + 7) &^ 7
+	if s/8%2 == 0 {
+		s += 8
+	}
+	return s
+}
+
+// padRows lets tests compare padded rows (rowStride) with unpadded ones.
+var padRows = true
 
 // peak records b bytes of stored states as the run's peak if larger.
 func (r *cpuRun) peak(b int64) {
@@ -364,11 +408,11 @@ func (w *cpuWorker) replaySwitched(r *cpuRun, lo, hi int, h []float64, stride in
 	if j.Op != OpLoss && j.Op != OpGrad {
 		return nil
 	}
-	lbuf, err := w.lossRun(r, lo, hi, y, ys, q1.P)
+	lbuf, err := w.lossRun(r, lo, hi, y, ys, q1.P, width)
 	if err != nil || j.Op != OpGrad {
 		return err
 	}
-	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, false)
+	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, width, false)
 	// The second scan's save cotangents are those from the switch on;
 	// the first scan's those before it.
 	tapbar2 := w.scratch(scrTapBar2, len(tapbar))

@@ -246,8 +246,8 @@ func SumTiles(dst, tiles []float64, s int) []float64 {
 
 // Backward returns the gradient of a loss L given its cotangents: ybar
 // [D][N] = ∂L/∂(final states) and tapbar = ∂L/∂(tap outputs), in the
-// taps' layout, or ∂L/∂(saved states), laid out as Saves.BarMajor says
-// (nil if there are no taps or saves). It is the exact adjoint of the forward scan
+// taps' layout, or ∂L/∂(saved states), laid out as Saves.BarMajor and
+// Saves.BarStride say (nil if there are no taps or saves). It is the exact adjoint of the forward scan
 // (the mesh held fixed). dst may be nil.
 func (sw *Sweep) Backward(dst *Gradient, ybar, tapbar []float64) (*Gradient, error) {
 	return sw.BackwardFrom(dst, ybar, tapbar, nil, nil)
@@ -263,8 +263,14 @@ func (sw *Sweep) BackwardFrom(dst *Gradient, ybar, tapbar, gp0, gs0 []float64) (
 	n, d := l.n, st.D
 	nt := p.Taps.Len()
 	nbar := d * nt
-	if p.Saves != nil {
-		nbar = len(p.Saves.Out)
+	if sv := p.Saves; sv != nil {
+		nbar = len(sv.Out)
+		if sv.BarMajor && sv.BarStride != 0 {
+			if sv.BarStride < n {
+				return nil, fmt.Errorf("scan: Backward: Saves.BarStride %d is less than N = %d", sv.BarStride, n)
+			}
+			nbar = len(sv.Times) * d * sv.BarStride
+		}
 	}
 	if len(ybar) != d*n || len(tapbar) != nbar || (gp0 != nil && len(gp0) != st.P*n) || (gs0 != nil && len(gs0) != st.S*n) {
 		return nil, fmt.Errorf("scan: Backward: len(ybar) %d (want %d), len(tapbar) %d (want %d), len(gp0) %d (want 0 or %d), len(gs0) %d (want 0 or %d)",

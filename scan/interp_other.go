@@ -12,3 +12,13 @@ func interpTimesAVX(dst, y, w, ts *float64, nt int, t, h float64, d, m int) {
 func addPowersAVX(lane, gs, ts *float64, ns int, t, h float64, d, m int) {
 	panic("scan: no AVX")
 }
+
+func coefRowsAVX(acc, gb, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64) {
+	panic("scan: no AVX")
+}
+
+func addRowsAVX(lam, bar *float64, col, lo, hi *int, k0, k1, bs, d int, scale float64) {
+	panic("scan: no AVX")
+}
+
+func scatterColAVX(dst, src *float64, n, stride int) { panic("scan: no AVX") }

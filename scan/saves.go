@@ -48,6 +48,12 @@ type Saves struct {
 	// in Out's layout.
 	BarMajor bool
 
+	// BarStride, with BarMajor, is the distance between the rows of the
+	// saves' cotangents: trajectory j's at Times[k], component c, at
+	// bar[(k·D+c)·BarStride+j]. 0 means N; a larger stride (rows padded
+	// past N) keeps successive rows out of the same cache sets.
+	BarStride int
+
 	// BarScale, if not 0 or 1, multiplies every cotangent of a save as
 	// the backward sweep reads it (each product rounded once, as if the
 	// cotangents had been scaled first).
@@ -208,6 +214,8 @@ type saveSweep struct {
 	base     []int
 	rowg     []float64
 	gathered bool // rowg holds the current row's cotangents
+
+	rowAcc []float64 // the row kernels' sums of four lanes (coefBarRows, addRowRows)
 }
 
 // newSaveSweep prepares the saves of p for a sweep in layout l; its
@@ -456,7 +464,7 @@ func (sw *saveSweep) bar(bar []float64, j, k int) []float64 {
 		}
 		return g
 	}
-	n := sw.l.n
+	n := sw.barStride()
 	o := k*d*n + j
 	if scaled {
 		for c := range g {
@@ -468,6 +476,15 @@ func (sw *saveSweep) bar(bar []float64, j, k int) []float64 {
 		}
 	}
 	return g
+}
+
+// barStride returns the distance between the rows of save-major
+// cotangents (Saves.BarStride, or N).
+func (sw *saveSweep) barStride() int {
+	if s := sw.sv.BarStride; s > 0 {
+		return s
+	}
+	return sw.l.n
 }
 
 // backwardRanges sets the start of each of the first m lanes' saves on
@@ -497,7 +514,7 @@ func (sw *saveSweep) backwardRanges(t []float64, s, m int) bool {
 // Saves.BarMajor says and scaled by Saves.BarScale, into rowg, lane by
 // lane (see saveSweep.base), once for both coefBar and addRow.
 func (sw *saveSweep) gatherRow(bar []float64, m int) {
-	d, K, n := sw.d, sw.k, sw.l.n
+	d, K, n := sw.d, sw.k, sw.barStride()
 	lo, hi := sw.end[:m], sw.cur[:m]
 	if cap(sw.base) < m {
 		sw.base = make([]int, m)
@@ -532,8 +549,8 @@ func (sw *saveSweep) gatherRow(bar []float64, m int) {
 		}
 		return
 	}
-	// Lane i's saves l…hi-1 are bar's rows l·D … hi·D-1, one after the
-	// other, at column perm[i].
+	// Lane i's saves l…hi-1 are bar's rows l·D … hi·D-1, n apart, at
+	// column perm[i].
 	for i, l := range lo {
 		dst := rowg[base[i]*d : (base[i]+hi[i]-l)*d]
 		if len(dst) == 0 {
@@ -557,6 +574,9 @@ func (sw *saveSweep) gatherRow(bar []float64, m int) {
 // lane's saves inside its step (bar laid out as Saves.BarMajor says),
 // zero elsewhere, each sum in time order.
 func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
+	if sw.byRows() {
+		return sw.coefBarRows(bar, t, h, m)
+	}
 	sw.gatherRow(bar, m)
 	ts, d, terms := sw.sv.Times, sw.d, sw.m
 	lane := sw.lane[:terms*d]
@@ -585,6 +605,11 @@ func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
 // lanes (∂y(τ)/∂y_s = I), each lane's in time order, and moves the
 // cursors to the row's start.
 func (sw *saveSweep) addRow(lam [][]float64, bar []float64, m int) {
+	if sw.byRows() {
+		sw.addRowRows(lam, bar, m)
+		copy(sw.cur[:m], sw.end[:m])
+		return
+	}
 	if !sw.gathered {
 		sw.gatherRow(bar, m)
 	}
@@ -654,5 +679,168 @@ func addPowers(lane, g []float64, th float64, terms int) {
 			lane[x] += float64(pw * v)
 			pw *= th
 		}
+	}
+}
+
+// byRows reports whether coefBar and addRow read save-major cotangents
+// four lanes at a time, a save's rows across the lanes, with AVX
+// (coefBarRows, addRowRows), rather than gathering each lane's saves
+// first (gatherRow).
+func (sw *saveSweep) byRows() bool {
+	return sw.sv.BarMajor && haveAVX && useAVX && useRows
+}
+
+// useRows lets tests compare coefBarRows and addRowRows with the
+// lane-by-lane loops.
+var useRows = true
+
+// group4 sets the columns, save ranges, start times and step sizes of
+// the lanes i0…i0+3 of the first m (a lane past m reads column perm[i0]
+// and has no saves) and returns the range of saves they span, k0 ≥ k1
+// if none.
+func (sw *saveSweep) group4(g *rowGroup, t, h []float64, i0, m int) (k0, k1 int) {
+	k0, k1 = sw.k, 0
+	for q := range 4 {
+		i := i0 + q
+		if i >= m {
+			g.col[q], g.lo[q], g.hi[q], g.t[q], g.h[q] = sw.l.perm[i0], 0, 0, 0, 1
+			continue
+		}
+		lo, hi := sw.end[i], sw.cur[i]
+		g.col[q], g.lo[q], g.hi[q] = sw.l.perm[i], lo, hi
+		if t != nil {
+			g.t[q], g.h[q] = t[i], h[i]
+		}
+		if lo < hi {
+			k0, k1 = min(k0, lo), max(k1, hi)
+		}
+	}
+	return k0, k1
+}
+
+// rowGroup holds four lanes' columns, save ranges, start times and step
+// sizes for the row kernels.
+type rowGroup struct {
+	col, lo, hi [4]int
+	t, h        [4]float64
+}
+
+// split reports whether the group's saves k0…k1-1 span more than twice
+// their lanes' own, plus eight (lanes at different times: ragged start
+// or end times), so that the kernels would pass over many saves of no
+// lane: each lane then runs alone (only), its sums the same.
+func (g *rowGroup) split(k0, k1 int) bool {
+	own := 0
+	for q := range 4 {
+		own += g.hi[q] - g.lo[q]
+	}
+	return k1-k0 > 2*own+8
+}
+
+// only returns the group with lane q's saves alone.
+func (g *rowGroup) only(q int) *rowGroup {
+	o := *g
+	for x := range 4 {
+		if x != q {
+			o.lo[x], o.hi[x] = 0, 0
+		}
+	}
+	return &o
+}
+
+// barScale returns the factor the sweep multiplies the saves' cotangents
+// by (Saves.BarScale, 1 for 0).
+func (sw *saveSweep) barScale() float64 {
+	if s := sw.sv.BarScale; s != 0 {
+		return s
+	}
+	return 1
+}
+
+// coefBarRows is coefBar four lanes at a time (coefRowsAVX): the same
+// sums, bit for bit.
+func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
+	d, terms := sw.d, sw.m
+	if cap(sw.rowAcc) < terms*d*4+d*4 {
+		sw.rowAcc = make([]float64, terms*d*4+d*4)
+	}
+	acc, gs := sw.rowAcc[:terms*d*4], sw.rowAcc[terms*d*4:terms*d*4+d*4]
+	var g rowGroup
+	bs, scale, ts := sw.barStride(), sw.barScale(), sw.sv.Times
+	run := func(g *rowGroup, k0, k1 int) {
+		if k0 < k1 {
+			coefRowsAVX(&acc[0], &gs[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
+		}
+	}
+	for i0 := 0; i0 < m; i0 += 4 {
+		k0, k1 := sw.group4(&g, t, h, i0, m)
+		clear(acc)
+		if g.split(k0, k1) {
+			for q := range 4 {
+				run(g.only(q), g.lo[q], g.hi[q])
+			}
+		} else {
+			run(&g, k0, k1)
+		}
+		n := min(4, m-i0)
+		for x, w := range sw.wbar {
+			a := acc[x*4 : x*4+n]
+			copy(w[i0:i0+n], a)
+		}
+	}
+	return sw.wbar
+}
+
+// addRowRows is addRow's sums four lanes at a time (addRowsAVX): λ
+// plus each lane's saves' cotangents in time order, bit for bit.
+func (sw *saveSweep) addRowRows(lam [][]float64, bar []float64, m int) {
+	d := sw.d
+	if cap(sw.rowAcc) < d*4 {
+		sw.rowAcc = make([]float64, d*4)
+	}
+	acc := sw.rowAcc[:d*4]
+	var g rowGroup
+	bs, scale := sw.barStride(), sw.barScale()
+	for i0 := 0; i0 < m; i0 += 4 {
+		k0, k1 := sw.group4(&g, nil, nil, i0, m)
+		if k0 >= k1 {
+			continue
+		}
+		n := min(4, m-i0)
+		for c, col := range lam {
+			copy(acc[c*4:c*4+n], col[i0:i0+n])
+		}
+		if g.split(k0, k1) {
+			for q := range 4 {
+				if o := g.only(q); g.lo[q] < g.hi[q] {
+					addRowsAVX(&acc[0], &bar[0], &o.col[0], &o.lo[0], &o.hi[0], g.lo[q], g.hi[q], bs, d, scale)
+				}
+			}
+		} else {
+			addRowsAVX(&acc[0], &bar[0], &g.col[0], &g.lo[0], &g.hi[0], k0, k1, bs, d, scale)
+		}
+		for c, col := range lam {
+			copy(col[i0:i0+n], acc[c*4:c*4+n])
+		}
+	}
+}
+
+// ScatterCol sets dst[x·stride] = src[x] for x < len(src): a column of
+// save-major rows stride apart (a trajectory's saves by save time),
+// prefetching, where the processor has AVX, the line of the same rows
+// eight columns on, which the next trajectories' columns fill. It panics
+// if dst is too short.
+func ScatterCol(dst []float64, stride int, src []float64) {
+	n := len(src)
+	if n == 0 {
+		return
+	}
+	_ = dst[(n-1)*stride]
+	if haveAVX && useAVX {
+		scatterColAVX(&dst[0], &src[0], n, stride)
+		return
+	}
+	for x, v := range src {
+		dst[x*stride] = v
 	}
 }

@@ -335,6 +335,10 @@ func (k *chainKernel) entryOf() func(int) int {
 
 func (k *chainKernel) run(s [][]float64, _ []float64, m int) {
 	if useAVX2 {
+		if m > 16 && k.long() {
+			k.runBlocked(s, m)
+			return
+		}
 		chainAVX(&s[0], &k.flags[0], &k.nterms[0], len(k.nterms), m)
 		return
 	}
@@ -387,6 +391,81 @@ func (k *chainKernel) run(s [][]float64, _ []float64, m int) {
 			}
 			copy(s[e][lo:hi], d)
 			f = f[n:]
+		}
+	}
+}
+
+// chainBlock is the most terms of a long chain (more than 2·chainBlock)
+// that runBlocked sums over all of a block's trajectories at a time.
+const chainBlock = 64
+
+// long reports whether an entry of k has more than 2·chainBlock terms.
+func (k *chainKernel) long() bool {
+	for _, n := range k.nterms {
+		if n > 2*chainBlock {
+			return true
+		}
+	}
+	return false
+}
+
+// runBlocked is the AVX2 kernel's sums entry by entry, a long entry
+// chainBlock terms at a time over all m trajectories: the kernel takes
+// sixteen trajectories through all of an entry's terms, one or two cache
+// lines of each term's slice, so that an entry of thousands of terms (a
+// loss over many saved states) reads thousands of slices a line at a time
+// and the prefetchers follow none of them; a block of terms is read slice
+// by slice. Each block's sums go to a buffer that the next block starts
+// from (its first term, as the sum itself: the same additions in the
+// same order), the last block's to the destination, so that a
+// destination may still be one of its entry's terms' slices.
+func (k *chainKernel) runBlocked(s [][]float64, m int) {
+	ne := len(k.nterms)
+	args, f := s[ne:], k.flags
+	var acc []float64
+	sub := make([][]float64, 0, 2+2*chainBlock)
+	flags := make([]uint8, 0, 1+chainBlock)
+	for e, n := range k.nterms {
+		// The entry's argument slices.
+		na := 0
+		for _, fl := range f[:n] {
+			na++
+			if fl&termProd != 0 {
+				na++
+			}
+		}
+		ea, ef := args[:na], f[:n]
+		args, f = args[na:], f[n:]
+		if n <= 2*chainBlock {
+			sub = append(append(sub[:0], s[e]), ea...)
+			chainAVX(&sub[0], &ef[0], &n, 1, m)
+			continue
+		}
+		if acc == nil {
+			acc = make([]float64, m)
+		}
+		for t0 := 0; t0 < int(n); {
+			t1 := min(t0+chainBlock, int(n))
+			dst := acc
+			if t1 == int(n) {
+				dst = s[e]
+			}
+			sub, flags = append(sub[:0], dst), flags[:0]
+			if t0 > 0 {
+				sub, flags = append(sub, acc), append(flags, 0)
+			}
+			for _, fl := range ef[t0:t1] {
+				flags = append(flags, fl)
+				sub = append(sub, ea[0])
+				ea = ea[1:]
+				if fl&termProd != 0 {
+					sub = append(sub, ea[0])
+					ea = ea[1:]
+				}
+			}
+			cnt := int32(len(flags))
+			chainAVX(&sub[0], &flags[0], &cnt, 1, m)
+			t0 = t1
 		}
 	}
 }

@@ -207,6 +207,100 @@ func TestChainKernel(t *testing.T) {
 	}
 }
 
+// TestChainKernelLong compares the chain kernel on long entries (more
+// than 2·chainBlock terms: runBlocked's blocks of terms over all the
+// trajectories) with its terms added one op at a time, bit for bit: long
+// and short entries side by side, values and products, added, subtracted
+// and factors anywhere after the first term, a destination that is one of
+// its entry's terms' slices, over blocks of 17…300 trajectories.
+func TestChainKernelLong(t *testing.T) {
+	defer SetAVX2(SetAVX2(true))
+	r := rand.New(rand.NewPCG(35, 64))
+	lens := []int{1, 5, 2*chainBlock + 1, 3*chainBlock - 1, 700}
+	for c := 0; c < 40; c++ {
+		m := 17 + r.IntN(284)
+		ne := 1 + r.IntN(3)
+		k := &chainKernel{}
+		var args [][]float64
+		want := make([][]float64, ne)
+		alias := make([][]float64, ne) // a slice of the entry's terms, or nil
+		for e := range want {
+			n := lens[r.IntN(len(lens))]
+			k.nterms = append(k.nterms, int32(n))
+			want[e] = make([]float64, m)
+			for j := 0; j < n; j++ {
+				var f uint8
+				switch {
+				case j > 0 && r.IntN(50) == 0:
+					f |= termScale
+				case r.IntN(2) == 0:
+					f |= termProd
+				}
+				if j > 0 && f&termScale == 0 && r.IntN(3) == 0 {
+					f |= termNeg
+				}
+				k.flags = append(k.flags, f)
+				a := kernelVec(r, m)
+				args = append(args, a)
+				if j == n/2 && r.IntN(2) == 0 {
+					alias[e] = a
+				}
+				var b []float64
+				if f&termProd != 0 {
+					b = kernelVec(r, m)
+					args = append(args, b)
+				}
+				for l := range want[e] {
+					x := a[l]
+					if b != nil {
+						x = float64(a[l] * b[l])
+					}
+					switch {
+					case j == 0:
+						want[e][l] = x
+					case f&termScale != 0:
+						want[e][l] = float64(want[e][l] * x)
+					case f&termNeg != 0:
+						want[e][l] -= x
+					default:
+						want[e][l] += x
+					}
+				}
+			}
+		}
+		name := fmt.Sprintf("entries=%v/m=%d", k.nterms, m)
+		for _, avx := range []bool{false, true} {
+			if avx && !HaveAVX2() {
+				continue
+			}
+			SetAVX2(avx)
+			in := make([][]float64, len(args))
+			for i, a := range args {
+				in[i] = append([]float64(nil), a...)
+			}
+			dst := make([][]float64, ne)
+			for e := range dst {
+				dst[e] = make([]float64, m)
+				if alias[e] != nil {
+					for i, a := range args {
+						if &a[0] == &alias[e][0] {
+							dst[e] = in[i] // written in place
+						}
+					}
+				}
+			}
+			k.run(append(append([][]float64(nil), dst...), in...), nil, m)
+			for e := range dst {
+				for l := range dst[e] {
+					if !sameBits(dst[e][l], want[e][l]) {
+						t.Fatalf("Case %s avx=%v: entry %d lane %d = %v, want %v", name, avx, e, l, dst[e][l], want[e][l])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestTanhKernel compares the Tanh kernel of the batched activations
 // with math.Tanh, bit for bit, over every regime of math.tanh and its
 // boundaries (|x| = 0.625, 0.5·MAXLOG), signed zeros, subnormals,

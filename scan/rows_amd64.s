@@ -1,0 +1,194 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The backward sweep's sums over a row's saves, four lanes at a time
+// (saveSweep.coefBarRows, addRowRows). Lane q reads column col[q] of the
+// save-major cotangents: save k's component c at bar[(k·d+c)·bs+col[q]],
+// multiplied by scale (the four loaded one by one, then VMULPD); its
+// saves of the row are lo[q] ≤ k < hi[q]. Every other lane's term of a
+// save k in k0…k1-1 is −0, which leaves a sum as it is (x + −0 = x for
+// every x), so each lane's sums are its own saves' terms added in the
+// order of the save times, as the lane-by-lane loops add them.
+
+// func coefRowsAVX(acc, gb, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64)
+//
+// acc[(j·d+c)·4+q] += θ^(j+1)·ȳ_c (j < terms) for lane q's saves k with
+// ts[k] > t[q], θ = (ts[k] − t[q])/h[q] (VSUBPD, VDIVPD), θ^j by repeated
+// multiplication, VMULPD then VADDPD: addPowers' values and order. gb is
+// scratch for one save's d vectors of four cotangents.
+TEXT ·coefRowsAVX(SB), NOSPLIT, $8-120
+	MOVQ         col+32(FP), AX
+	MOVQ         (AX), R11
+	MOVQ         8(AX), R12
+	MOVQ         16(AX), R13
+	MOVQ         24(AX), BX
+	MOVQ         lo+40(FP), AX
+	VMOVDQU      (AX), Y12
+	MOVQ         hi+48(FP), AX
+	VMOVDQU      (AX), Y13
+	MOVQ         t+56(FP), AX
+	VMOVUPD      (AX), Y14
+	MOVQ         h+64(FP), AX
+	VMOVUPD      (AX), Y15
+	VBROADCASTSD scale+112(FP), Y11
+	MOVQ         $0x8000000000000000, AX
+	VMOVQ        AX, X10
+	VPBROADCASTQ X10, Y10       // −0
+	MOVQ         bs+88(FP), R8
+	SHLQ         $3, R8          // a row's bytes
+	MOVQ         R8, AX
+	IMULQ        d+96(FP), AX
+	MOVQ         AX, rb-8(SP)    // a save's rows' bytes
+	MOVQ         k0+72(FP), CX
+	IMULQ        CX, AX
+	MOVQ         bar+16(FP), SI
+	ADDQ         AX, SI          // save k's first row
+	MOVQ         ts+24(FP), R10
+
+ck:
+	CMPQ         CX, k1+80(FP)
+	JGE          cdone
+	VMOVQ        CX, X0
+	VPBROADCASTQ X0, Y0
+	VPCMPGTQ     Y0, Y12, Y1     // lo > k
+	VPCMPGTQ     Y0, Y13, Y2     // hi > k
+	VPANDN       Y2, Y1, Y3      // lo ≤ k < hi
+	VBROADCASTSD (R10)(CX*8), Y4
+	VCMPPD       $0x1e, Y14, Y4, Y5 // ts[k] > t
+	VANDPD       Y5, Y3, Y3
+	VSUBPD       Y14, Y4, Y6
+	VDIVPD       Y15, Y6, Y6     // θ
+
+	// The save's cotangents, d vectors of four lanes, to g.
+	MOVQ SI, DX
+	MOVQ gb+8(FP), R9
+	MOVQ d+96(FP), AX
+
+cg:
+	PREFETCHT0  128(DX)(R11*8) // the same row's line of the lanes sixteen on
+	VMOVSD      (DX)(R11*8), X7
+	VMOVHPD     (DX)(R12*8), X7, X7
+	VMOVSD      (DX)(R13*8), X8
+	VMOVHPD     (DX)(BX*8), X8, X8
+	VINSERTF128 $1, X8, Y7, Y7
+	VMULPD      Y11, Y7, Y7
+	VMOVUPD     Y7, (R9)
+	ADDQ        $32, R9
+	ADDQ        R8, DX
+	DECQ        AX
+	JNZ         cg
+
+	// acc += θ^j·ȳ, term by term, component by component.
+	MOVQ    acc+0(FP), DI
+	VMOVAPD Y6, Y8               // θ^j, from j = 1
+	MOVQ    terms+104(FP), AX
+
+ct:
+	MOVQ gb+8(FP), R9
+	MOVQ d+96(FP), DX
+
+cc:
+	VMULPD    (R9), Y8, Y9
+	VBLENDVPD Y3, Y9, Y10, Y9
+	VADDPD    (DI), Y9, Y9
+	VMOVUPD   Y9, (DI)
+	ADDQ      $32, R9
+	ADDQ      $32, DI
+	DECQ      DX
+	JNZ       cc
+	VMULPD    Y6, Y8, Y8
+	DECQ      AX
+	JNZ       ct
+
+	INCQ CX
+	ADDQ rb-8(SP), SI
+	JMP  ck
+
+cdone:
+	VZEROUPPER
+	RET
+
+// func addRowsAVX(lam, bar *float64, col, lo, hi *int, k0, k1, bs, d int, scale float64)
+//
+// lam[c·4+q] += ȳ_c of lane q's saves k, in the order of k.
+TEXT ·addRowsAVX(SB), NOSPLIT, $0-80
+	MOVQ         col+16(FP), AX
+	MOVQ         (AX), R11
+	MOVQ         8(AX), R12
+	MOVQ         16(AX), R13
+	MOVQ         24(AX), BX
+	MOVQ         lo+24(FP), AX
+	VMOVDQU      (AX), Y12
+	MOVQ         hi+32(FP), AX
+	VMOVDQU      (AX), Y13
+	VBROADCASTSD scale+72(FP), Y11
+	MOVQ         $0x8000000000000000, AX
+	VMOVQ        AX, X10
+	VPBROADCASTQ X10, Y10        // −0
+	MOVQ         bs+56(FP), R8
+	SHLQ         $3, R8          // a row's bytes
+	MOVQ         k0+40(FP), CX
+	MOVQ         CX, AX
+	IMULQ        d+64(FP), AX
+	IMULQ        R8, AX
+	MOVQ         bar+8(FP), SI
+	ADDQ         AX, SI          // save k's first row
+
+lk:
+	CMPQ         CX, k1+48(FP)
+	JGE          ldone
+	VMOVQ        CX, X0
+	VPBROADCASTQ X0, Y0
+	VPCMPGTQ     Y0, Y12, Y1     // lo > k
+	VPCMPGTQ     Y0, Y13, Y2     // hi > k
+	VPANDN       Y2, Y1, Y3      // lo ≤ k < hi
+	MOVQ         lam+0(FP), DI
+	MOVQ         d+64(FP), AX
+
+lc:
+	VMOVSD      (SI)(R11*8), X7
+	VMOVHPD     (SI)(R12*8), X7, X7
+	VMOVSD      (SI)(R13*8), X8
+	VMOVHPD     (SI)(BX*8), X8, X8
+	VINSERTF128 $1, X8, Y7, Y7
+	VMULPD      Y11, Y7, Y7
+	VBLENDVPD   Y3, Y7, Y10, Y7
+	VADDPD      (DI), Y7, Y7
+	VMOVUPD     Y7, (DI)
+	ADDQ        $32, DI
+	ADDQ        R8, SI
+	DECQ        AX
+	JNZ         lc
+
+	INCQ CX
+	JMP  lk
+
+ldone:
+	VZEROUPPER
+	RET
+
+// func scatterColAVX(dst, src *float64, n, stride int)
+//
+// dst[x·stride] = src[x] for x < n, prefetching each destination's line
+// eight values on (the next eight columns' line of the same row).
+TEXT ·scatterColAVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ stride+24(FP), R8
+	SHLQ $3, R8
+	TESTQ CX, CX
+	JEQ  sdone
+
+sloop:
+	PREFETCHT0 64(DI)
+	MOVQ      (SI), AX
+	MOVQ      AX, (DI)
+	ADDQ      $8, SI
+	ADDQ      R8, DI
+	DECQ      CX
+	JNZ       sloop
+
+sdone:
+	RET

@@ -1,0 +1,133 @@
+package scan
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// extMidpointStep is midpointStep with a continuous extension of two
+// terms: w_1 = h·k1, w_2 = y⁺ − y − w_1 (y(t + θh) = y + θ·w_1 + θ²·w_2).
+func extMidpointStep(t *testing.T) *Step {
+	t.Helper()
+	st := midpointStep(t)
+	f := func(tt tape.V, y []tape.V, p, s tape.V) []tape.V {
+		return []tape.V{p.Mul(y[1]).Add(s.Mul(tt.Sin())), y[0].Mul(y[1]).Neg()}
+	}
+	ext, err := tape.Trace("midpoint-ext", []tape.Input{{Name: "t"}, {Name: "h"}, {Name: "y0"}, {Name: "y1"}, {Name: "p"}, {Name: "s", Shared: true}},
+		func(in []tape.V) []tape.V {
+			tt, h, y, p, s := in[0], in[1], in[2:4], in[4], in[5]
+			k1 := f(tt, y, p, s)
+			half := h.MulC(0.5)
+			ym := []tape.V{y[0].Add(half.Mul(k1[0])), y[1].Add(half.Mul(k1[1]))}
+			k2 := f(tt.Add(half), ym, p, s)
+			y1 := []tape.V{y[0].Add(h.Mul(k2[0])), y[1].Add(h.Mul(k2[1]))}
+			w1 := []tape.V{h.Mul(k1[0]), h.Mul(k1[1])}
+			return []tape.V{y1[0], y1[1], w1[0], w1[1], y1[0].Sub(y[0]).Sub(w1[0]), y1[1].Sub(y[1]).Sub(w1[1])}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Ext, st.Terms = ext, 2
+	return st
+}
+
+// TestSaveRowsSameGradient checks that the backward sweep's sums over a
+// row's saves of save-major cotangents (Saves.BarMajor) are the same bit
+// for bit four lanes at a time (coefBarRows, addRowRows: a save's
+// cotangents of four lanes side by side, with AVX) and lane by lane
+// (gatherRow, then coefBar's and addRow's loops): ragged trajectories
+// (one with no steps, start times T0 apart), save times before, at and
+// after their spans and several in most steps, rows padded past N
+// (BarStride), cotangents scaled as read (BarScale), recorded states and
+// checkpoints; groups of lanes far apart in time run lane by lane (split).
+func TestSaveRowsSameGradient(t *testing.T) {
+	if !haveAVX {
+		t.Skip("no AVX: the lane-by-lane loops run")
+	}
+	defer func(u bool) { useRows = u }(useRows)
+	for _, c := range []struct {
+		n      int
+		scale  float64
+		stored bool
+	}{{13, 1, true}, {13, 0.25, true}, {29, 0.3, false}, {4, 0, true}} {
+		rng := rand.New(rand.NewPCG(35, uint64(c.n)))
+		p := raggedProblem(extMidpointStep(t), c.n, rng, false)
+		n, d := c.n, 2
+		times := []float64{-0.1, 0, 0}
+		for k := 1; k < 120; k++ {
+			times = append(times, 0.012*float64(k))
+		}
+		times = append(times, times[len(times)-1], 5)
+		K := len(times)
+		p.Saves = &Saves{Times: times, Out: make([]float64, n*K*d)}
+		if c.stored {
+			p.Stored = storedStates(t, p)
+		}
+		bs := n + 3
+		ybar, bar := make([]float64, d*n), make([]float64, K*d*bs)
+		for i := range ybar {
+			ybar[i] = rng.NormFloat64()
+		}
+		for i := range bar {
+			bar[i] = rng.NormFloat64()
+			if i%bs >= n {
+				bar[i] = math.NaN() // padding: never read
+			}
+		}
+		var gs [2]*Gradient
+		for x, rows := range []bool{true, false} {
+			useRows = rows
+			p.Saves.BarMajor, p.Saves.BarStride, p.Saves.BarScale = false, 0, 0
+			sw, err := Forward(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Saves.BarMajor, p.Saves.BarStride, p.Saves.BarScale = true, bs, c.scale
+			if gs[x], err = sw.Backward(nil, ybar, bar); err != nil {
+				t.Fatal(err)
+			}
+		}
+		what := fmt.Sprintf("n %d, scale %v, stored %v", c.n, c.scale, c.stored)
+		sameBits(t, what+": ∂/∂y0", gs[1].Y0, gs[0].Y0)
+		sameBits(t, what+": ∂/∂p", gs[1].P, gs[0].P)
+		sameBits(t, what+": ∂/∂s", gs[1].Shared, gs[0].Shared)
+		for _, v := range gs[0].Y0 {
+			if math.IsNaN(v) {
+				t.Fatalf("%s: a padding value reached the gradient", what)
+			}
+		}
+	}
+}
+
+// TestScatterCol checks ScatterCol, with AVX and in Go, against the
+// strided copy: columns of 0…40 values, strides 1…40, the rest of dst
+// untouched.
+func TestScatterCol(t *testing.T) {
+	defer func(u bool) { useAVX = u }(useAVX)
+	rng := rand.New(rand.NewPCG(35, 7))
+	for _, avx := range []bool{true, false} {
+		useAVX = avx
+		for c := 0; c < 200; c++ {
+			n, stride := rng.IntN(41), 1+rng.IntN(40)
+			src := make([]float64, n)
+			for i := range src {
+				src[i] = rng.NormFloat64()
+			}
+			dst := make([]float64, n*stride+3)
+			want := make([]float64, len(dst))
+			for i := range dst {
+				dst[i] = float64(i)
+				want[i] = float64(i)
+			}
+			for x, v := range src {
+				want[1+x*stride] = v
+			}
+			ScatterCol(dst[1:], stride, src)
+			sameBits(t, fmt.Sprintf("avx %v, n %d, stride %d", avx, n, stride), want, dst)
+		}
+	}
+}
