@@ -23,9 +23,12 @@ type kernelSet struct {
 	progs    *kernelgen.StepPrograms
 	progErr  error
 
-	wideOnce sync.Once
-	widePer  int // the wide layout's shared memory per warp (kernelgen.WideSharedPerWarp)
-	wideErr  error
+	// The wide layout's shared memory per warp (kernelgen.WideSharedPerWarp)
+	// of the plan's kernels other than gradients [0] and of its gradients
+	// [1].
+	wideOnce [2]sync.Once
+	widePer  [2]int
+	wideErr  [2]error
 
 	mu          sync.Mutex
 	kernels     *lru[string, *kernelEntry] // by Config.Key, under mu
@@ -99,9 +102,11 @@ func trainSetOf(be backend, tun Tuning) *trainSet {
 	return s
 }
 
-// widePerWarp returns the shared memory per warp of plan pl's kernels in
-// the wide layout, computed once (it generates the wide functions).
-func (s *kernelSet) widePerWarp(pl *ode.Plan) (int, error) {
-	s.wideOnce.Do(func() { s.widePer, s.wideErr = kernelgen.WideSharedPerWarp(pl) })
-	return s.widePer, s.wideErr
+// widePerWarp returns the shared memory per warp of plan pl's gradient
+// kernels (grad) or other kernels in the wide layout, computed once (it
+// generates the wide functions).
+func (s *kernelSet) widePerWarp(pl *ode.Plan, grad bool) (int, error) {
+	k := kernelgen.B2i(grad)
+	s.wideOnce[k].Do(func() { s.widePer[k], s.wideErr[k] = kernelgen.WideSharedPerWarp(pl, grad) })
+	return s.widePer[k], s.wideErr[k]
 }

@@ -5,17 +5,22 @@ import (
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
-// TestHostWide runs Lorenz-96 (d = 64) with Tsit5 through the engine in
-// the wide layout (Tuning.Wide) on a simulated warp: its forward solve
-// against the CPU engine's (compareEngines: the same steps, states to the
-// case's tolerance), in the wide layout (the trace says so), while a
-// record, which the layout does not run, stays in the thread layout.
+// TestHostWide runs Lorenz-96 with Tsit5 through the engine in the wide
+// layout (Tuning.Wide) on a simulated warp, d = 64 and 70 (not a
+// multiple of 32): its solve, record, loss and gradient with the record
+// against the CPU engine's (compareEngines: the same steps, states,
+// losses and gradients to the case's tolerance), in the wide layout (the
+// trace says so), while a solve with save times, which the layout does
+// not run, stays in the thread layout.
 func TestHostWide(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	testWide(t, "cuda-host-sim", 7, 64)
+	for _, d := range []int{64, 70} {
+		testWide(t, "cuda-host-sim", 7, d)
+	}
 }
 
 // TestGPUWide is TestHostWide on the device (engine "cuda"), d = 64 and
@@ -27,30 +32,47 @@ func TestGPUWide(t *testing.T) {
 	}
 }
 
+// wideCase is Lorenz-96 with n trajectories of d components and Tsit5,
+// without save times, with a loss of the final state.
+func wideCase(n, d int) engineCase {
+	c := lorenz96Case(n, d, ode.Tsit5)
+	c.prob.SaveAt = nil
+	c.loss = ode.Loss{Name: "l96-final", F: func(y, _, _ []tape.V) tape.V {
+		return y[0].Square().Add(y[d-1]).Add(y[1].Mul(y[2]))
+	}}
+	return c
+}
+
 // testWide runs Lorenz-96 with n trajectories of d components in the
 // wide layout on engine name (see TestHostWide).
 func testWide(t *testing.T, name string, n, d int) {
 	sim := tuned(t, name, Tuning{Wide: true})
-	c := lorenz96Case(n, d, ode.Tsit5)
-	c.prob.SaveAt = nil
-	compareEngines(t, sim, c, caseOpts{ops: []string{"solve"}})
+	c := wideCase(n, d)
+	compareEngines(t, sim, c, caseOpts{ops: []string{"solve", "record", "loss", "grad"}})
 	for _, x := range []struct {
-		record bool
-		want   string
-	}{{false, "wide"}, {true, "thread"}} {
+		op, want string
+	}{{"solve", "wide"}, {"record", "wide"}, {"grad", "wide"}, {"saves", "thread"}} {
 		var tr Trace
+		ctx := WithTrace(t.Context(), &tr)
 		sv := c.solver(t, sim)
+		p := c.prob
 		var err error
-		if x.record {
-			_, _, err = sv.RecordContext(WithTrace(t.Context(), &tr), &c.prob)
-		} else {
-			_, err = sv.SolveContext(WithTrace(t.Context(), &tr), &c.prob)
+		switch x.op {
+		case "solve":
+			_, err = sv.SolveContext(ctx, &p)
+		case "record":
+			_, _, err = sv.RecordContext(ctx, &p)
+		case "grad":
+			_, err = sv.GradContext(ctx, nil, &p, c.loss, nil)
+		case "saves":
+			p.SaveAt = []float64{0.25}
+			_, err = sv.SolveContext(ctx, &p)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := tr.Stats().Layout; got != x.want {
-			t.Errorf("record %v: trace layout %q, want %q", x.record, got, x.want)
+			t.Errorf("d = %d, %s: trace layout %q, want %q", d, x.op, got, x.want)
 		}
 	}
 }

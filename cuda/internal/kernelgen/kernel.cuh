@@ -269,7 +269,7 @@ GS_DEVICE void gs_finish(const gs_args& a, long long i, const gs_real* st, gs_re
 {{- if .Events}}
 {{template "events" .}}
 {{- end}}
-{{- if .Grad}}
+{{- if and .Grad (not .Wide)}}
 {{template "adjoint" .}}
 {{- end}}
 {{- if .Wide}}

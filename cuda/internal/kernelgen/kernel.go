@@ -285,12 +285,19 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	}
 	g := &adapters{src: src}
 	if v.Wide {
-		w, err := src.wideFuncs(pl)
+		var rev *tape.Program
+		if v.Grad {
+			rev = sp.Rev
+		}
+		w, err := src.wideFuncs(pl, rev)
 		if err != nil {
 			return "", info, err
 		}
 		k.W = w
 		info.WideShared = w.Len * prec.Size()
+		if err := g.wideLoss(pl, v, lp, k); err != nil {
+			return "", info, err
+		}
 	} else if err := g.kernelAdapters(sp, v, lp, k); err != nil {
 		return "", info, err
 	}

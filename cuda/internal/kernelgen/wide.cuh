@@ -1,11 +1,15 @@
 {{- /*
 wide.cuh: the wide layout (one warp per trajectory, wide.go) of the
 engine's kernels: its hooks ("hooks", see kernel.cuh), its driver loop
-("wide-body": a forward solve) and the kernel ("entry"). Every d-long
-array of a trajectory is in its warp's part of the block's shared memory
-(kernelPlan.W); the wide functions of Init, Trial and Control split their
-component loops over the lanes; the controller's state and every other
-scalar are each lane's own, the same in every lane.
+("wide-body": a solve, a record, a loss, a gradient with the record and
+its reverse sweep) and the kernel ("entry"). Every d-long array of a
+trajectory is in its warp's part of the block's shared memory
+(kernelPlan.W); the wide functions of Init, Trial, Control and a
+gradient's reverse step split their component loops over the lanes; the
+controller's state and every other scalar are each lane's own, the same
+in every lane. A stored state's components are consecutive (row s of
+trajectory i at a.store + (s*n + i)*GS_SW), so that the lanes' writes and
+reads of one state coalesce.
 */ -}}
 {{define "hooks"}}
 // One warp per trajectory: its lanes run the driver loop alike; lane 0
@@ -25,14 +29,76 @@ scalar are each lane's own, the same in every lane.
 #define GS_W_CO {{.W.CO}}
 #define GS_W_SCR {{.W.SCR}}
 #define GS_W_LEN {{.W.Len}}
+{{- if .Grad}}
+// The reverse sweep: the step's inputs from the start (t, h, y, p, lambda,
+// gp), its outputs (lambda', gp', gs), the trajectory's sum of gs and the
+// step's scratch.
+#define GS_W_RO {{.W.RO}}
+#define GS_W_GA {{.W.GA}}
+#define GS_W_RSCR {{.W.RSCR}}
+{{- end}}
 #define GS_W_FSAL {{if .FSAL}}1{{else}}0{{end}}
 {{- end}}
 
 {{define "wide-body"}}
+{{- if .Grad}}
+
+// gs_wide_backward is the adjoint of trajectory i, which took len steps
+// and ended with its final state and parameters at ws + 2 (the loss VJP,
+// on lane 0, then the reverse steps from the last to the first); it
+// writes the loss term, dL/dy0 and dL/dp, and adds dL/ds to acc (the
+// loss's own to acc + GS_NS, unscaled). Every lane of the warp calls it.
+GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long long i, const int len, gs_real* ws,
+                                gs_real* acc) {
+  const int lane = GS_WLANE;
+  const long long n = a.n;
+  const gs_real sc = (gs_real)a.scale;
+  gs_real* ri = ws;
+  gs_real* ro = ws + GS_W_RO;
+  gs_real* ga = ws + GS_W_GA;
+  gs_real* scr = ws + GS_W_RSCR;
+  gs_real* y = ri + 2;
+  gs_real* p = y + GS_D;
+  gs_real* lam = p + GS_NP;
+  gs_real* gp = lam + GS_D;
+  (void)ga;
+  for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] = 0;
+  if (lane == 0) {
+    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p);
+    a.loss[i] = r.v[0];
+    for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[1 + c];
+    for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + c];
+    for (int q = 0; q < GS_NS; q++) gs_wide_add(&acc[GS_NS + q], r.v[1 + GS_D + GS_NP + q]);
+  }
+  for (int s = len - 1; s >= 0; s--) {
+    const gs_real h = GS_HSRC[(long long)s * n + i];
+    if (h == 0) continue;
+    const gs_real* row = a.store + ((long long)s * n + i) * GS_SW;
+    GS_SYNCWARP();  // the last step's reads of ri are done
+    if (lane == 0) {
+      ri[0] = GS_STORE_T ? row[0] : (gs_real)0;
+      ri[1] = h;
+    }
+    for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = row[GS_STORE_T + c];
+    GS_SYNCWARP();
+    {{.W.Rev}}(sh, ri, ro, scr);
+    for (int c = lane; c < GS_D; c += GS_WSTRIDE) lam[c] = ro[c];
+    for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gp[c] = ro[GS_D + c];
+    for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] += ro[GS_D + GS_NP + q];
+  }
+  GS_SYNCWARP();
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.gy0[(long long)c * n + i] = lam[c];
+  for (int c = lane; c < GS_NP; c += GS_WSTRIDE) a.gp[(long long)c * n + i] = gp[c];
+  for (int q = lane; q < GS_NS; q += GS_WSTRIDE) gs_wide_add(&acc[q], ga[q]);
+}
+{{- end}}
+
 // gs_body runs trajectory i on the calling warp, whose shared memory is
 // ws (GS_W_LEN reals): Init, then Trial and Control until the controller
-// ends it; its final state and outcome.
-GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const gs_real* sh, const gs_real* csh) {
+// ends it{{if or .MeshOut .Store}}, recording its accepted steps{{end}}; its final state and outcome{{if .Grad}},
+// then its adjoint{{else if .Loss}} and loss term{{end}}.
+GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const gs_real* sh, const gs_real* csh,
+                       gs_real* acc) {
   const int lane = GS_WLANE;
   const long long n = a.n;
   const gs_real t0 = (gs_real)a.t0, t1 = a.t1[i];
@@ -45,6 +111,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   gs_real* p = y + GS_D;
   gs_real* k1 = p + GS_NP;
   (void)k1;
+  (void)acc;
   GS_SYNCWARP();  // the warp's last trajectory is done with ws
   for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = a.y0[(long long)c * n + i];
   for (int c = lane; c < GS_NP; c += GS_WSTRIDE) p[c] = a.p[(long long)c * n + i];
@@ -65,6 +132,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   gs_start(st, t0, h0, last);
   gs_real lasth = h0;
   int status = GS_RUNNING;
+  bool overflow = false;
   bool run = true;
   while (run) {
     GS_SYNCWARP();  // the last step's reads of ti and ci are done
@@ -87,15 +155,38 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
     }
     GS_SYNCWARP();
     {{.W.Control}}(csh, ci, co, scr);
-    const gs_real accept = co[GS_NSTATE], stat = co[GS_NSTATE + 1];
+    const gs_real accept = co[GS_NSTATE];
+    gs_real stat = co[GS_NSTATE + 1];
     lasth = st[GS_ST_H];
     if (accept != 0) {
+{{- if or .MeshOut .Store}}
+      // The step's record: its size and the state it starts from (every
+      // lane its components).
+      const long long s = (long long)st[GS_ST_ACCEPTED];
+      if (s >= a.rows) {
+        overflow = true;
+      } else {
+{{- if .MeshOut}}
+        if (lane == 0) a.hout[s * n + i] = st[GS_ST_H];
+{{- end}}
+{{- if .Store}}
+        gs_real* row = a.store + (s * n + i) * GS_SW;
+        if (GS_STORE_T && lane == 0) row[0] = st[GS_ST_T];
+        for (int c = lane; c < GS_D; c += GS_WSTRIDE) row[GS_STORE_T + c] = y[c];
+{{- end}}
+      }
+{{- end}}
       for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = to[c];
 #if GS_W_FSAL
       for (int c = lane; c < GS_D; c += GS_WSTRIDE) k1[c] = to[2 * GS_D + c];
 #endif
     }
     for (int q = 0; q < GS_NSTATE; q++) st[q] = co[q];
+{{- if .StopStiff}}
+    // The stiffness test fired: the gradient will be refused, so the
+    // trajectory ends here with status Stiff.
+    if (stat == (gs_real)GS_RUNNING && st[GS_ST_STIFF] != 0) stat = (gs_real){{.StiffStatus}};
+{{- end}}
     if (stat != (gs_real)GS_RUNNING) {
       status = (int)stat;
       run = false;
@@ -103,8 +194,14 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   }
   GS_SYNCWARP();
   const int len = (int)st[GS_ST_ACCEPTED];
-  if (lane == 0) gs_finish(a, i, st, lasth, len, status, false);
+  if (lane == 0) gs_finish(a, i, st, lasth, len, status, overflow);
   for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.y[(long long)c * n + i] = y[c];
+{{- if and .Loss (not .Grad)}}
+  if (lane == 0 && status == GS_OK && !overflow) a.loss[i] = gs_a_loss(sh, y, a.ys, n, i, a.data, p);
+{{- end}}
+{{- if .Grad}}
+  if (status == GS_OK && !overflow) gs_wide_backward(a, sh, i, len, ws, acc);
+{{- end}}
 }
 {{- end}}
 
@@ -118,12 +215,12 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   gs_real* ws = gs_smem + (threadIdx.x >> 5) * GS_W_LEN;
   const long long wpb = blockDim.x >> 5;
   for (long long i = blockIdx.x * wpb + (threadIdx.x >> 5); i < a.n; i += (long long)gridDim.x * wpb)
-    gs_body(a, i, ws, a.sh, a.sh + GS_NS);
+    gs_body(a, i, ws, a.sh, a.sh + GS_NS, a.gs);
 #else
   // On the host one warp (simulated with GS_WARP_SIM, its threads sharing
   // the static array) runs every trajectory.
   static gs_real ws[GS_W_LEN];
-  for (long long i = 0; i < a.n; i++) gs_body(a, i, ws, a.sh, a.sh + GS_NS);
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, ws, a.sh, a.sh + GS_NS, a.gs);
 #endif
 }
 {{- end}}

@@ -3,6 +3,7 @@ package kernelgen
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,8 +60,8 @@ func WideLaunch(n, perWarp, limit int) (threads, block, shmem int) {
 }
 
 // WideAllowed reports whether kernel v of plan pl can run in the wide
-// layout: an adaptive forward solve (no save times, mesh, stored states,
-// loss or gradient, events) of an explicit method, in float64.
+// layout: an adaptive solve, record, loss or gradient with the record
+// (no save times or events) of an explicit method, in float64.
 func WideAllowed(v Config, pl *ode.Plan, prec Precision) bool {
 	return wideCheck(v, pl, prec) == nil
 }
@@ -69,8 +70,8 @@ func WideAllowed(v Config, pl *ode.Plan, prec Precision) bool {
 // nil.
 func wideCheck(v Config, pl *ode.Plan, prec Precision) error {
 	switch {
-	case !v.Adaptive || v.Saves > 0 || v.MeshOut || v.Store || v.Loss || v.Grad || v.Events || v.Lanes || v.TileSums:
-		return fmt.Errorf("cuda: the wide layout runs forward solves only (no save times, record, loss, gradient or events)")
+	case !v.Adaptive || v.Saves > 0 || v.Events || v.Lanes || v.TileSums:
+		return fmt.Errorf("cuda: the wide layout runs adaptive solves, records, losses and gradients with the record only (no save times, given mesh, events or tile sums)")
 	case prec != Float64:
 		return fmt.Errorf("cuda: the wide layout runs in float64 only")
 	case pl.Trial == nil || pl.Init == nil || pl.Control == nil:
@@ -85,24 +86,34 @@ func wideCheck(v Config, pl *ode.Plan, prec Precision) error {
 }
 
 // wideLayout is a warp's part of the block's shared memory in the wide
-// layout, in reals from the part's start (kernelPlan.W; wide.cuh): the
-// trial's inputs TI (t, h, y[D], p[NP], k1[D] with FSAL: y, p and k1 are
-// the driver's own), its outputs TO (y⁺[D], err[D], k_s[D] with FSAL,
-// hρ), the controller's inputs CI (state[NumState], t1, y[D], y⁺[D],
-// err[D], hρ) and outputs CO (state'[NumState], accept, status), and the
-// scratch SCR of the programs' arrays (the largest of the three
-// functions'). Init's inputs (t0, t1, y, p) use CI's place and its
-// outputs (h, last, f0[D]) TO's.
+// layout, in reals from the part's start (kernelPlan.W; wide.cuh).
+//
+// The forward loop: the trial's inputs TI (t, h, y[D], p[NP], k1[D] with
+// FSAL: y, p and k1 are the driver's own), its outputs TO (y⁺[D], err[D],
+// k_s[D] with FSAL, hρ), the controller's inputs CI (state[NumState], t1,
+// y[D], y⁺[D], err[D], hρ) and outputs CO (state'[NumState], accept,
+// status), and the scratch SCR of the programs' arrays (the largest of
+// the three functions'). Init's inputs (t0, t1, y, p) use CI's place and
+// its outputs (h, last, f0[D]) TO's.
+//
+// A gradient's reverse sweep (Rev set) reuses the space from the start:
+// the reverse step's inputs RI (t, h, y[D], p[NP], λ[D], gp[NP]: y and p
+// where TI has them), its outputs RO (λ'[D], gp'[NP], gs[NS]), the
+// trajectory's sum GA of gs[NS] and the step's scratch RSCR.
 type wideLayout struct {
-	TI, TO, CI, CO, SCR, Len int
-	// Init, Trial and Control are the names of the programs' wide
-	// functions.
-	Init, Trial, Control string
+	TI, TO, CI, CO, SCR int
+	RO, GA, RSCR        int
+	Len                 int
+	// Init, Trial, Control and Rev are the names of the programs' wide
+	// functions (Rev: a gradient's reverse step, else "").
+	Init, Trial, Control, Rev string
 }
 
 // newWideLayout returns the layout of a state of d components, np
-// per-trajectory parameters, FSAL or not, and scratch reals.
-func newWideLayout(d, np int, fsal bool, scratch int) wideLayout {
+// per-trajectory and ns shared parameters, FSAL or not, with the forward
+// functions' scratch reals and, for a gradient (grad), the reverse
+// step's revScratch.
+func newWideLayout(d, np, ns int, fsal bool, scratch int, grad bool, revScratch int) wideLayout {
 	f := B2i(fsal)
 	var w wideLayout
 	w.TO = 2 + d + np + f*d
@@ -110,30 +121,48 @@ func newWideLayout(d, np int, fsal bool, scratch int) wideLayout {
 	w.CO = w.CI + max(ode.NumState+3*d+2, 2+d+np)
 	w.SCR = w.CO + ode.NumState + 2
 	w.Len = w.SCR + scratch
+	if grad {
+		w.RO = 2 + 2*d + 2*np
+		w.GA = w.RO + d + np + ns
+		w.RSCR = w.GA + ns
+		w.Len = max(w.Len, w.RSCR+revScratch)
+	}
 	return w
 }
 
 // WideSharedPerWarp returns the shared memory of one warp of a wide
-// kernel of plan pl in bytes (float64): for d ≥ 2 + np, 2 + (1+f)d + np
+// kernel of plan pl in bytes (float64), of a gradient's kernel (grad) or
+// of the others. For d ≥ 2 + np, the forward loop takes 2 + (1+f)d + np
 // reals for the trial's inputs (f = 1 with FSAL), (2+f)d + 1 for its
 // outputs, NumState + 3d + 2 for the controller's inputs and NumState + 2
 // for its outputs, (6+2f)d + np + 2·NumState + 7 in all, plus the
 // programs' scratch (the most reals of arrays live at once in one of
-// Init, Trial and Control: for Lorenz-96 with Tsit5 about 8d), all times
-// 8. It returns an error where the plan's programs do not emit.
-func WideSharedPerWarp(pl *ode.Plan) (int, error) {
+// Init, Trial and Control: for Lorenz-96 with Tsit5 about 8d); a
+// gradient's reverse sweep 2 + 3d + 3np + 2ns plus the reverse step's
+// scratch (Lorenz-96 with Tsit5: about 22d), and the kernel the larger
+// of the two; all times 8. It returns an error where the plan's programs
+// do not emit.
+func WideSharedPerWarp(pl *ode.Plan, grad bool) (int, error) {
 	src := NewSource(&SourceSettings{Precision: Float64})
 	src.reroll = true
-	w, err := src.wideFuncs(pl)
+	var rev *tape.Program
+	if grad {
+		var err error
+		if rev, err = pl.Reverse(); err != nil {
+			return 0, err
+		}
+	}
+	w, err := src.wideFuncs(pl, rev)
 	if err != nil {
 		return 0, err
 	}
 	return 8 * w.Len, nil
 }
 
-// wideFuncs emits the wide functions of pl's Init, Trial and Control and
-// returns their layout.
-func (s *Source) wideFuncs(pl *ode.Plan) (wideLayout, error) {
+// wideFuncs emits the wide functions of pl's Init, Trial and Control and,
+// for a gradient, of its reverse step rev (nil: none), and returns their
+// layout.
+func (s *Source) wideFuncs(pl *ode.Plan, rev *tape.Program) (wideLayout, error) {
 	var names [3]string
 	scratch := 0
 	for k, p := range []*tape.Program{pl.Init, pl.Trial, pl.Control} {
@@ -143,8 +172,15 @@ func (s *Source) wideFuncs(pl *ode.Plan) (wideLayout, error) {
 		}
 		names[k], scratch = name, max(scratch, scr)
 	}
-	w := newWideLayout(pl.Dim, pl.Params, pl.FSAL, scratch)
-	w.Init, w.Trial, w.Control = names[0], names[1], names[2]
+	revName, revScratch := "", 0
+	if rev != nil {
+		var err error
+		if revName, revScratch, err = s.wideFunc(rev); err != nil {
+			return wideLayout{}, err
+		}
+	}
+	w := newWideLayout(pl.Dim, pl.Params, pl.Shared, pl.FSAL, scratch, rev != nil, revScratch)
+	w.Init, w.Trial, w.Control, w.Rev = names[0], names[1], names[2], revName
 	return w, nil
 }
 
@@ -166,6 +202,14 @@ const wideHelper = `// The wide layout (wide.go): component loops run component 
 #else
 #define GS_WIDE_TABLE static const
 #endif
+// gs_wide_add adds x to *p, atomically where warps run together.
+GS_DEVICE void gs_wide_add(gs_real* p, gs_real x) {
+#ifdef GS_WARPS
+  atomicAdd(p, x);
+#else
+  *p += x;
+#endif
+}
 GS_DEVICE gs_real gs_wide_sum(gs_real x) {
 #ifdef GS_WARPS
   for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(0xffffffffu, x, o);
@@ -363,12 +407,44 @@ type carrySum struct {
 	x, op, opJ int
 }
 
-// sums returns how each carried body position of loop l is summed across
-// the lanes, and false if a carried operand is not of those forms (the
-// loop then stays sequential). A summed position is kept in no array and
-// read by no other body value.
-func (w *wideEmitter) sums(l *loop) (map[int]carrySum, bool) {
-	out := map[int]carrySum{}
+// wideMaxWindow is the longest window of a loop split over the lanes
+// whose carried operands are earlier repetitions' values (wideSplit).
+const wideMaxWindow = 8
+
+// wideSplit is how a loop runs split over the lanes (wideEmitter.split).
+type wideSplit struct {
+	// red holds the carried body positions summed across the lanes.
+	red map[int]carrySum
+	// window is the largest number of repetitions back a body value
+	// depends on through carried operands that are not sums (0: none):
+	// the lane that runs component c recomputes repetitions c − window,
+	// ..., c − 1 of the body positions marked need (the ones those
+	// operands read), starting from the carried operands' first values,
+	// then repetition c whole (a window: see loop).
+	window int
+	need   []bool
+}
+
+// split returns how loop l runs split over the lanes, and false if a
+// carried operand keeps it sequential. Each carried body position is
+// one of
+//
+//   - a chained sum u_k = carry_k + x (x of the same repetition) or the
+//     delayed u_k = carry_k + carry_j (the sum of the previous
+//     repetitions' u_j: Tsit5's stiffness estimate), summed across the
+//     lanes (red); a summed position is kept in no array and read by no
+//     other body value;
+//   - carried into other positions only (a reverse step's cotangents,
+//     which the field's VJP builds over neighbouring components): the
+//     carried values are then functions of a bounded number of earlier
+//     repetitions, at most wideMaxWindow (window), which each lane
+//     recomputes with the same operations in the same order: the same
+//     bits as the loop run in order.
+//
+// A delayed sum runs in no window; a cycle among the carried positions
+// other than a sum's own keeps the loop sequential.
+func (w *wideEmitter) split(l *loop) (wideSplit, bool) {
+	out := wideSplit{red: map[int]carrySum{}}
 	readers := make([]int, l.p) // other positions' reads of each position
 	for q := range l.args {
 		for _, a := range l.args[q] {
@@ -377,19 +453,20 @@ func (w *wideEmitter) sums(l *loop) (map[int]carrySum, bool) {
 			}
 		}
 	}
+	carried := false // a position carried into another
+	delayed := false
 	for k := range l.args {
 		var carries []int
 		for j, a := range l.args[k] {
-			if a.kind == argCarry {
+			switch {
+			case a.kind == argBody && a.k >= k:
+				return out, false
+			case a.kind == argCarry:
 				carries = append(carries, j)
 			}
 		}
 		if len(carries) == 0 {
 			continue
-		}
-		v := &w.e.p.Values[w.bodyID(l, k)]
-		if v.Op != ops.OpAdd || l.arr[k] || readers[k] > 0 {
-			return nil, false
 		}
 		self := -1
 		for _, j := range carries {
@@ -397,25 +474,88 @@ func (w *wideEmitter) sums(l *loop) (map[int]carrySum, bool) {
 				self = j
 			}
 		}
-		switch {
-		case self < 0:
-			return nil, false
-		case len(carries) == 1:
-			out[k] = carrySum{j: k, x: 1 - self, op: self}
-		case len(carries) == 2:
+		if self < 0 {
+			carried = true
+			continue
+		}
+		v := &w.e.p.Values[w.bodyID(l, k)]
+		if v.Op != ops.OpAdd || l.arr[k] || readers[k] > 0 {
+			return out, false
+		}
+		switch len(carries) {
+		case 1:
+			out.red[k] = carrySum{j: k, x: 1 - self, op: self}
+		case 2:
 			o := carries[0] + carries[1] - self
 			j := l.args[k][o].k
 			for _, a := range l.args[j] {
 				if a.kind == argCarry {
-					return nil, false
+					return out, false
 				}
 			}
 			if readers[j] != 1 {
-				return nil, false
+				return out, false
 			}
-			out[k] = carrySum{j: j, delay: true, op: self, opJ: o}
+			out.red[k] = carrySum{j: j, delay: true, op: self, opJ: o}
+			delayed = true
 		default:
-			return nil, false
+			return out, false
+		}
+	}
+	if !carried {
+		return out, true
+	}
+	if delayed {
+		return out, false
+	}
+	// The depth of each position: how many repetitions back its value
+	// reaches through carried operands (a sum's own is not one).
+	depth := make([]int, l.p)
+	for round := 0; ; round++ {
+		changed := false
+		for k := range l.args {
+			if _, ok := out.red[k]; ok {
+				continue
+			}
+			dk := 0
+			for _, a := range l.args[k] {
+				switch a.kind {
+				case argBody:
+					dk = max(dk, depth[a.k])
+				case argCarry:
+					dk = max(dk, depth[a.k]+1)
+				}
+			}
+			if dk != depth[k] {
+				depth[k], changed = dk, true
+			}
+		}
+		if !changed {
+			break
+		}
+		if round > l.p || slices.Max(depth) > wideMaxWindow {
+			return out, false // a cycle, or too long a window
+		}
+	}
+	out.window = slices.Max(depth)
+	// The positions the window's earlier repetitions compute: those
+	// carried into others and what they read.
+	out.need = make([]bool, l.p)
+	for k := range l.args {
+		for _, a := range l.args[k] {
+			if a.kind == argCarry && a.k != k {
+				out.need[a.k] = true
+			}
+		}
+	}
+	for k := l.p - 1; k >= 0; k-- {
+		if !out.need[k] {
+			continue
+		}
+		for _, a := range l.args[k] {
+			if a.kind == argBody {
+				out.need[a.k] = true
+			}
 		}
 	}
 	return out, true
@@ -427,25 +567,38 @@ func (w *wideEmitter) bodyID(l *loop, k int) tape.ID { return w.order[l.at(0, k)
 
 // loop writes loop l: its gathers, arrays and carried operands, then the
 // loop over the components, split over the lanes unless a carried
-// operand other than a chained sum keeps it sequential (every lane runs
-// it alike), then the sums of the lanes' partial sums.
+// operand keeps it sequential (every lane runs it alike; split), then the
+// sums of the lanes' partial sums. A loop with a window (wideSplit) runs,
+// for component c on its lane,
+//
+//	for (gs_c = max(c - window, 0); gs_c <= c; gs_c++) { the body }
+//
+// from the carried operands' first values: its earlier repetitions
+// compute only the positions that the carried operands read (need), and
+// only repetition c stores arrays and adds to the sums; after the loop
+// every carried operand is the last component's, from its lane.
 func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered map[string]string) {
 	e := w.e
 	w.order = order
 	sb := &e.sb
 	ids := func(c, k int) tape.ID { return order[l.at(c, k)] }
-	red, split := w.sums(l)
+	sp, split := w.split(l)
 	if !split {
-		red = nil
+		sp = wideSplit{}
 	}
+	red := sp.red
 	mode := "split over the lanes"
-	if !split {
+	switch {
+	case !split:
 		mode = "sequential in every lane"
+	case sp.window > 0:
+		mode = fmt.Sprintf("split over the lanes, a window of %d", sp.window)
 	}
 	fmt.Fprintf(sb, "  // v%d … v%d: %d components of %d values, %s\n", ids(0, 0), ids(l.n-1, l.p-1), l.n, l.p, mode)
 	ref := make([][]string, l.p)
-	var fill []string // gathers filled by lane 0
-	var sums []string // the carried sums' finishing statements
+	var fill []string   // gathers filled by lane 0
+	var sums []string   // the carried sums' finishing statements
+	var resets []string // a window's carried operands' first values
 	for k := range l.args {
 		ref[k] = make([]string, len(l.args[k]))
 		for j := range l.args[k] {
@@ -462,6 +615,10 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 				switch {
 				case !ok:
 					fmt.Fprintf(sb, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
+					if sp.window > 0 {
+						resets = append(resets, fmt.Sprintf("    %s = %s;\n", name, e.ref(a.seq[0])))
+						sums = append(sums, fmt.Sprintf("  %s = gs_wide_from(%s, %d %% GS_WSTRIDE);\n", name, name, l.n-1))
+					}
 				case j == cs.op && !cs.delay:
 					fmt.Fprintf(sb, "  gs_real %s = (gs_real)-0.0;  // the lane's partial sum\n", name)
 					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sum(%s);\n", name, e.ref(a.seq[0]), name))
@@ -500,42 +657,84 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 		}
 		sb.WriteString("  }\n  GS_SYNCWARP();\n")
 	}
-	if split {
+	win := sp.window > 0
+	switch {
+	case win:
+		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c0 = gs_lane; gs_c0 < %d; gs_c0 += GS_WSTRIDE) {\n", l.n)
+		for _, r := range resets {
+			sb.WriteString(r)
+		}
+		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_c0 > %d ? gs_c0 - %d : 0; gs_c <= gs_c0; gs_c++) {\n", sp.window, sp.window)
+	case split:
 		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) {\n", l.n)
-	} else {
+	default:
 		fmt.Fprintf(sb, "%s {\n", loopHead(l.n))
 	}
-	for k := 0; k < l.p; k++ {
+	value := func(k int) {
 		id := ids(0, k)
 		v := &e.p.Values[id]
-		if cs, ok := red[k]; ok && cs.delay {
-			continue // its partial sum is updated below
-		}
 		expr := ops.Lookup(v.Op).C(ref[k], v.Aux)
 		if v.Op == ops.OpConst {
 			expr = "(gs_real)" + expr
 		}
 		fmt.Fprintf(sb, "    const gs_real gs_u%d = %s;  // %s\n", k, expr, commentOf(lines[id]))
+	}
+	store := func(k int) {
 		if l.arr[k] {
 			fmt.Fprintf(sb, "    %s[gs_c] = gs_u%d;\n", loopArray(l.idx, k), k)
 		}
 	}
-	for k := range l.args {
-		cs, ok := red[k]
-		for j, a := range l.args[k] {
-			name := carryName(l.idx, k, j)
-			switch {
-			case a.kind != argCarry:
-			case !ok || !cs.delay:
-				fmt.Fprintf(sb, "    %s = gs_u%d;\n", name, a.k)
-			case j == cs.op:
-				fmt.Fprintf(sb, "    if (gs_c < %d) %s = %s + gs_u%d;\n", l.n-1, name, name, cs.j)
-			default:
-				fmt.Fprintf(sb, "    if (gs_c == %d) %s = gs_u%d;\n", l.n-1, name, cs.j)
+	// update writes the carried operands' updates, of the sums (sum) or
+	// of the others.
+	update := func(sum bool) {
+		for k := range l.args {
+			cs, ok := red[k]
+			if ok != sum {
+				continue
+			}
+			for j, a := range l.args[k] {
+				name := carryName(l.idx, k, j)
+				switch {
+				case a.kind != argCarry:
+				case !ok || !cs.delay:
+					fmt.Fprintf(sb, "    %s = gs_u%d;\n", name, a.k)
+				case j == cs.op:
+					fmt.Fprintf(sb, "    if (gs_c < %d) %s = %s + gs_u%d;\n", l.n-1, name, name, cs.j)
+				default:
+					fmt.Fprintf(sb, "    if (gs_c == %d) %s = gs_u%d;\n", l.n-1, name, cs.j)
+				}
 			}
 		}
 	}
-	sb.WriteString("  }\n  GS_SYNCWARP();\n")
+	if win {
+		for k := 0; k < l.p; k++ {
+			if sp.need[k] {
+				value(k)
+			}
+		}
+		sb.WriteString("    if (gs_c == gs_c0) {\n")
+		for k := 0; k < l.p; k++ {
+			if !sp.need[k] {
+				value(k)
+			}
+			store(k)
+		}
+		update(true)
+		sb.WriteString("    }\n")
+		update(false)
+		sb.WriteString("  }\n  }\n  GS_SYNCWARP();\n")
+	} else {
+		for k := 0; k < l.p; k++ {
+			if cs, ok := red[k]; ok && cs.delay {
+				continue // its partial sum is updated below
+			}
+			value(k)
+			store(k)
+		}
+		update(false)
+		update(true)
+		sb.WriteString("  }\n  GS_SYNCWARP();\n")
+	}
 	for _, s := range sums {
 		sb.WriteString(s)
 	}

@@ -74,7 +74,7 @@ static gs_real h_y[%d], h_t[%d], h_lasth[%d];
 static int h_status[%d], h_acc[%d], h_rej[%d], h_flags[%d];
 int main() {
   gs_args a{};
-  a.n = %d; a.t0 = 0;
+  a.n = %d; a.t0 = 0; a.first = 0; a.end = a.n;
   a.sh = h_sh; a.t1 = h_t1; a.y0 = h_y0; a.p = h_p;
   a.y = h_y; a.t = h_t; a.lasth = h_lasth; a.status = h_status; a.acc = h_acc; a.rej = h_rej; a.flags = h_flags;
 `, vec(sh), vec(j.y0), vec(j.p), vec(j.t1), d*n, n, n, n, n, n, n, n)
@@ -252,7 +252,7 @@ func TestWideSource(t *testing.T) {
 		if strings.Contains(body, "gs_real y[GS_D]") || strings.Contains(body, "gs_real yn[GS_D]") {
 			t.Errorf("d = %d: the driver keeps d-long arrays per thread", d)
 		}
-		per, err := WideSharedPerWarp(pl)
+		per, err := WideSharedPerWarp(pl, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,26 +278,32 @@ func TestWideSource(t *testing.T) {
 }
 
 // TestWideRefuses checks that the wide layout refuses what it does not
-// run: a gradient, save times, a Rosenbrock method, float32.
+// run (save times, a given mesh, tile sums, a Rosenbrock method, float32)
+// and runs a solve, a record, a loss and a gradient with the record.
 func TestWideRefuses(t *testing.T) {
 	t.Parallel()
 	pl := widePlan(t, 64, ode.Tsit5)
+	grad := Config{Adaptive: true, Grad: true, Store: true, MeshOut: true}
 	for _, c := range []struct {
 		v    Config
 		pl   *ode.Plan
 		prec Precision
+		want bool
 	}{
-		{Config{Adaptive: true, Grad: true, Store: true, MeshOut: true}, pl, Float64},
-		{Config{Adaptive: true, Saves: 3}, pl, Float64},
-		{Config{Adaptive: false}, pl, Float64},
-		{Config{Adaptive: true}, pl, Float32},
-		{Config{Adaptive: true}, widePlan(t, 64, ode.Rodas5P), Float64},
+		{Config{Adaptive: true}, pl, Float64, true},
+		{Config{Adaptive: true, MeshOut: true}, pl, Float64, true},
+		{Config{Adaptive: true, MeshOut: true, Loss: true}, pl, Float64, true},
+		{grad, pl, Float64, true},
+		{Config{Adaptive: true, Grad: true, Store: true, MeshOut: true, Saves: 3}, pl, Float64, false},
+		{Config{Adaptive: true, Grad: true, Store: true, MeshOut: true, TileSums: true}, pl, Float64, false},
+		{Config{Adaptive: true, Saves: 3}, pl, Float64, false},
+		{Config{Adaptive: false}, pl, Float64, false},
+		{Config{Adaptive: false, Grad: true, Store: true}, pl, Float64, false},
+		{Config{Adaptive: true}, pl, Float32, false},
+		{grad, widePlan(t, 64, ode.Rodas5P), Float64, false},
 	} {
-		if WideAllowed(c.v, c.pl, c.prec) {
-			t.Errorf("%s %s %v: allowed", c.pl.Method, c.v.Key(), c.prec)
+		if got := WideAllowed(c.v, c.pl, c.prec); got != c.want {
+			t.Errorf("%s %s %v: allowed %v, want %v", c.pl.Method, c.v.Key(), c.prec, got, c.want)
 		}
-	}
-	if !WideAllowed(Config{Adaptive: true}, pl, Float64) {
-		t.Errorf("a Tsit5 solve: refused")
 	}
 }
