@@ -3,9 +3,13 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -213,6 +217,88 @@ func BenchmarkGPUWide(b *testing.B) {
 				b.StopTimer()
 				b.ReportMetric(float64(tr.Stats().Kernel)/1e6/float64(b.N), "kernel-ms/op")
 			})
+		}
+	}
+}
+
+// TestWideGradSource checks the form of a wide gradient kernel
+// (Lorenz-96 with shared parameters, Tsit5, d = 64 and 256): its reverse step's component loops
+// all split over the lanes (the field VJP's with windows), its sums over
+// the components across the lanes, no local array of d or more reals in
+// the reverse step or the driver, and a warp's shared memory as the
+// layout's formula states: the forward loop's, or 2 + 3d + 3np + 2ns
+// reals for the reverse step's inputs, outputs and the shared gradient's
+// sum plus the step's scratch, whichever is larger.
+func TestWideGradSource(t *testing.T) {
+	t.Parallel()
+	for _, d := range []int{64, 256} {
+		j := jobOf(t, wideSharedCase(4, d), ode.OpGrad)
+		pl := j.Plan
+		sp, err := kernelgen.NewStepPrograms(pl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := kernelgen.ConfigOf(j)
+		if !kernelgen.WideAllowed(v, pl, Float64) {
+			t.Fatalf("d = %d: the wide layout refuses %s", d, v.Key())
+		}
+		v.Wide = true
+		src, info, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`GS_FUNC void (\w+_replay_rev_\w+)\(`).FindStringSubmatch(src)
+		if m == nil {
+			t.Fatalf("d = %d: no wide reverse step in the source: %q", d, regexp.MustCompile(`GS_FUNC void \w+`).FindAllString(src, -1))
+		}
+		_, rev, _ := strings.Cut(src, m[0])
+		rev, _, _ = strings.Cut(rev, "\n}\n")
+		split := strings.Count(rev, "for (int gs_c = gs_lane; gs_c < ") + strings.Count(rev, "for (int gs_c0 = gs_lane; gs_c0 < ")
+		windows := strings.Count(rev, ", a window of ")
+		seq := strings.Count(rev, "sequential in every lane")
+		sums := strings.Count(rev, "gs_wide_sum(")
+		if split < 20 || windows < 7 || seq != 0 || sums < 7 {
+			t.Errorf("d = %d: reverse step: %d loops split over the lanes (%d with windows), %d sequential, %d sums across the lanes; want ≥ 20 (≥ 7), 0, ≥ 7",
+				d, split, windows, seq, sums)
+		}
+		// Local arrays of d or more reals, in the reverse step and the
+		// driver (gs_body, gs_wide_backward).
+		_, driver, _ := strings.Cut(src, "GS_DEVICE void gs_wide_backward(")
+		for what, text := range map[string]string{"reverse step": rev, "driver": driver} {
+			for _, a := range regexp.MustCompile(`gs_real \w+\[(\w+)\]`).FindAllStringSubmatch(text, -1) {
+				if n, err := strconv.Atoi(a[1]); err != nil && a[1] != "GS_NSTATE" && a[1] != "GS_W_LEN" || err == nil && n >= d {
+					t.Errorf("d = %d: %s: a local array %s", d, what, a[0])
+				}
+			}
+		}
+		if strings.Contains(src, "gs_rev_out") {
+			t.Errorf("d = %d: the source has the thread layout's reverse step", d)
+		}
+		per, err := kernelgen.WideSharedPerWarp(pl, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fwd, err := kernelgen.WideSharedPerWarp(pl, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if per != info.WideShared {
+			t.Errorf("d = %d: WideSharedPerWarp %d, the kernel's %d", d, per, info.WideShared)
+		}
+		np, ns := pl.Params, pl.Shared
+		fixed := 8 * (2 + 3*d + 3*np + 2*ns)
+		revScratch := per - fixed
+		// Tsit5's reverse step keeps its stages' inputs and the field's
+		// intermediate products for the VJP: at most 32 d-long arrays
+		// live at once.
+		if per > fwd && (revScratch <= 0 || revScratch > 8*32*d) {
+			t.Errorf("d = %d: reverse scratch %d bytes, want in (0, %d]", d, revScratch, 8*32*d)
+		}
+		_, block, shmem := kernelgen.WideLaunch(4096, per, 227<<10)
+		t.Logf("d = %d: %d bytes of source, %d bytes of shared memory per warp (forward %d; reverse scratch %d = %.1fd reals); on an H100 blocks of %d warps, %d bytes, %d warps per multiprocessor",
+			d, len(src), per, fwd, revScratch, float64(revScratch)/8/float64(d), block/32, shmem, block/32*((228<<10)/(shmem+1024)))
+		if per > 227<<10 {
+			t.Errorf("d = %d: %d bytes of shared memory per warp, more than an H100's 227 KiB", d, per)
 		}
 	}
 }

@@ -43,18 +43,37 @@ import (
 // cuda's choice, off by default: Tuning.Wide).
 const WideMinDim = 64
 
-// WideWarps is the number of warps of a wide-layout block.
+// WideWarps is the number of warps of a wide-layout block (at most).
 const WideWarps = 2
+
+// wideBlockReserve is the shared memory a multiprocessor reserves per
+// block (1 KiB on the H100), and the multiprocessor's shared memory is
+// taken as a block's limit plus one reserve (227 + 1 KiB).
+const wideBlockReserve = 1 << 10
 
 // WideLaunch returns the threads, threads per block and bytes of dynamic
 // shared memory of a wide-layout launch of n trajectories whose warps
 // each use perWarp bytes of shared memory: a warp per trajectory, blocks
-// of WideWarps warps (fewer where the block's shared memory would pass
-// limit, a device's per-block limit; 0: none).
+// of WideWarps warps or fewer, as many as put the most warps on a
+// multiprocessor whose shared memory is limit + 1 KiB (limit: a device's
+// per-block limit; 0: none, WideWarps): a gradient's 61 KB warps (d =
+// 256) run three to a multiprocessor in blocks of one, two in blocks of
+// two.
 func WideLaunch(n, perWarp, limit int) (threads, block, shmem int) {
 	warps := WideWarps
-	for warps > 1 && limit > 0 && warps*perWarp > limit {
-		warps--
+	if limit > 0 {
+		best := 0
+		for w := WideWarps; w >= 1; w-- {
+			if w*perWarp > limit {
+				continue
+			}
+			if on := w * ((limit + wideBlockReserve) / (w*perWarp + wideBlockReserve)); on > best {
+				warps, best = w, on
+			}
+		}
+		if best == 0 {
+			warps = 1
+		}
 	}
 	return n * LaneWidth, warps * LaneWidth, warps * perWarp
 }
@@ -596,7 +615,7 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 	}
 	fmt.Fprintf(sb, "  // v%d … v%d: %d components of %d values, %s\n", ids(0, 0), ids(l.n-1, l.p-1), l.n, l.p, mode)
 	ref := make([][]string, l.p)
-	var fill []string   // gathers filled by lane 0
+	var fill wideFill   // the gathers' arrays
 	var sums []string   // the carried sums' finishing statements
 	var resets []string // a window's carried operands' first values
 	for k := range l.args {
@@ -650,12 +669,18 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 		}
 	}
 	sb.WriteString("  GS_SYNCWARP();\n")
-	if len(fill) > 0 {
-		sb.WriteString("  if (gs_lane == 0) {\n")
-		for _, f := range fill {
+	if len(fill.lane0)+len(fill.loops) > 0 {
+		for _, f := range fill.loops {
 			sb.WriteString(f)
 		}
-		sb.WriteString("  }\n  GS_SYNCWARP();\n")
+		if len(fill.lane0) > 0 {
+			sb.WriteString("  if (gs_lane == 0) {\n")
+			for _, f := range fill.lane0 {
+				sb.WriteString(f)
+			}
+			sb.WriteString("  }\n")
+		}
+		sb.WriteString("  GS_SYNCWARP();\n")
 	}
 	win := sp.window > 0
 	switch {
@@ -755,12 +780,22 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 // entryRef matches an array entry's C expression, "name[idx]".
 var entryRef = regexp.MustCompile(`^(gs_\w+)\[(\d+)\]$`)
 
+// wideFill is how a loop's gathered arrays are filled before it: runs of
+// consecutive entries of one array by loops split over the lanes, the
+// other entries by lane 0.
+type wideFill struct {
+	loops, lane0 []string
+}
+
 // gather returns the expression of a gathered operand (its values seq
 // by component, n of them): where all are entries of one array, that
 // array read through an index table (a Lorenz-96 neighbour, y[(c+1) mod
-// d]); else an array in the scratch that lane 0 fills (fill) before the
-// loop. Gathers of the same values share their table or array.
-func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, fill *[]string) string {
+// d]); else an array in the scratch filled before the loop (fill: runs
+// of at least rerollMinRun consecutive entries of one array split over
+// the lanes, the rest by lane 0; a reverse step's cotangent, shifted by
+// a component, with its first entries scalars). Gathers of the same
+// values share their table or array.
+func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, fill *wideFill) string {
 	e := w.e
 	xs := make([]string, len(seq))
 	for c, x := range seq {
@@ -790,8 +825,26 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 		name := fmt.Sprintf("gs_g%d", w.ngath)
 		w.ngath++
 		fmt.Fprintf(&e.sb, "  gs_real* const %s = gs_w + %s;  // [%d]\n", name, offMark(name), n)
-		for c, x := range xs {
-			*fill = append(*fill, fmt.Sprintf("    %s[%d] = %s;\n", name, c, x))
+		for c := 0; c < len(xs); {
+			// The run of entries arr[i0 + j] from c on.
+			run := 1
+			if m := entryRef.FindStringSubmatch(xs[c]); m != nil {
+				i0, _ := strconv.Atoi(m[2])
+				for ; c+run < len(xs); run++ {
+					y := entryRef.FindStringSubmatch(xs[c+run])
+					if y == nil || y[1] != m[1] || y[2] != strconv.Itoa(i0+run) {
+						break
+					}
+				}
+				if run >= rerollMinRun {
+					fill.loops = append(fill.loops, fmt.Sprintf("#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) %s[%s] = %s[%s];\n",
+						run, name, affine(c, 1), m[1], affine(i0, 1)))
+					c += run
+					continue
+				}
+			}
+			fill.lane0 = append(fill.lane0, fmt.Sprintf("    %s[%d] = %s;\n", name, c, xs[c]))
+			c++
 		}
 		r = name + "[gs_c]"
 	}

@@ -307,3 +307,28 @@ func TestWideRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestWideLaunch checks the wide layout's blocks: WideWarps warps, or
+// one where that puts more warps on a multiprocessor of an H100's 227 +
+// 1 KiB or a block of two would not fit.
+func TestWideLaunch(t *testing.T) {
+	t.Parallel()
+	const h100 = 227 << 10
+	for _, c := range []struct {
+		per, limit, block int
+	}{
+		{8512, h100, 64},      // solve, d = 64: 26 warps either way
+		{33088, h100, 64},     // solve, d = 256: 6 either way
+		{61488, h100, 32},     // gradient, d = 256: 3 warps against 2
+		{100000, h100, 64},    // 2 either way
+		{130000, h100, 32},    // a block of two does not fit
+		{61488, 0, 64},        // no limit (the host)
+		{300000, h100, 32},    // nothing fits: one warp (the launch fails)
+		{15408, 48 << 10, 32}, // 48 + 1 KiB: three blocks of one against one of two
+	} {
+		threads, block, shmem := WideLaunch(100, c.per, c.limit)
+		if threads != 3200 || block != c.block || shmem != block/32*c.per {
+			t.Errorf("per warp %d, limit %d: %d threads, blocks of %d, %d bytes; want 3200, %d, %d", c.per, c.limit, threads, block, shmem, c.block, c.block/32*c.per)
+		}
+	}
+}
