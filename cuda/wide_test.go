@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -177,47 +178,84 @@ func largestRel(got, want []float64, w int) float64 {
 	return worst
 }
 
-// BenchmarkGPUWide times the forward solve of Lorenz-96 (Tsit5, rtol
-// 1e-6, n = 4096, t ∈ [0, 2]) in the wide layout against the thread
-// layout, d = 64 and 256: kernel-ms is the trace's kernel time, ms/op the
-// whole call's.
+// BenchmarkGPUWide times Lorenz-96 with Tsit5 (n = 4096, d = 64 and
+// 256) in the wide layout against the thread layout, alternating the
+// two engines' sub-benchmarks: kernel-ms is the trace's kernel time, ms/op
+// the whole call's.
+//
+//   - solve: the forward solve, rtol 1e-6, t ∈ [0, 2] (lorenz96Case's
+//     ensemble);
+//   - grad: the gradient with the record (Solver.Grad with a nil mesh) of
+//     the large-state suite's case (bench/large.go: problems.Lorenz96's
+//     ensemble, F = linspace(7, 9), t ∈ [0, 1], rtol 1e-6, atol 1e-9,
+//     loss Σ‖y(T)‖²), whose thread-layout kernels took 12.5 ms (d = 64)
+//     and 141.8 ms (d = 256) on an H100 (bench/RESULTS.md).
 func BenchmarkGPUWide(b *testing.B) {
 	needGPUEngine(b)
-	for _, d := range []int{64, 256} {
-		c := lorenz96Case(4096, d, ode.Tsit5)
-		c.prob.SaveAt, c.prob.T1 = nil, 2
-		for _, wide := range []bool{false, true} {
-			name, engine := "thread", tuned(b, "cuda", Tuning{Layout: LayoutThread})
-			if wide {
-				name, engine = "wide", tuned(b, "cuda", Tuning{Wide: true})
+	engines := []struct {
+		name   string
+		engine string
+	}{{"thread", tuned(b, "cuda", Tuning{Layout: LayoutThread})}, {"wide", tuned(b, "cuda", Tuning{Wide: true})}}
+	for _, op := range []string{"solve", "grad"} {
+		for _, d := range []int{64, 256} {
+			c := lorenz96Case(4096, d, ode.Tsit5)
+			c.prob.SaveAt, c.prob.T1 = nil, 2
+			if op == "grad" {
+				c = wideBenchGradCase(4096, d)
 			}
-			b.Run(fmt.Sprintf("d=%d/%s", d, name), func(b *testing.B) {
-				set := c.set
-				set.Engine = engine
-				sv, err := ode.NewSolver(c.prob.Field, &set)
-				if err != nil {
-					b.Fatal(err)
-				}
-				var sol ode.Solution
-				var tr Trace
-				ctx := WithTrace(b.Context(), &tr)
-				if _, err := sv.SolveToContext(ctx, &sol, &c.prob); err != nil { // warm: the kernel
-					b.Fatal(err)
-				}
-				if got := tr.Stats().Layout; got != name {
-					b.Fatalf("layout %q, want %q", got, name)
-				}
-				tr.Reset()
-				b.ResetTimer()
-				for range b.N {
-					if _, err := sv.SolveToContext(ctx, &sol, &c.prob); err != nil {
+			for _, e := range engines {
+				b.Run(fmt.Sprintf("%s/d=%d/%s", op, d, e.name), func(b *testing.B) {
+					set := c.set
+					set.Engine = e.engine
+					sv, err := ode.NewSolver(c.prob.Field, &set)
+					if err != nil {
 						b.Fatal(err)
 					}
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(tr.Stats().Kernel)/1e6/float64(b.N), "kernel-ms/op")
-			})
+					var sol ode.Solution
+					var g ode.Gradient
+					var tr Trace
+					ctx := WithTrace(b.Context(), &tr)
+					call := func() error {
+						if op == "grad" {
+							_, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil)
+							return err
+						}
+						_, err := sv.SolveToContext(ctx, &sol, &c.prob)
+						return err
+					}
+					if err := call(); err != nil { // warm: the kernel
+						b.Fatal(err)
+					}
+					if got := tr.Stats().Layout; got != e.name {
+						b.Fatalf("layout %q, want %q", got, e.name)
+					}
+					tr.Reset()
+					b.ResetTimer()
+					for range b.N {
+						if err := call(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(tr.Stats().Kernel)/1e6/float64(b.N), "kernel-ms/op")
+				})
+			}
 		}
+	}
+}
+
+// wideBenchGradCase is the large-state suite's Lorenz-96 gradient case
+// (bench/large.go) with n trajectories of d components.
+func wideBenchGradCase(n, d int) engineCase {
+	pr := problems.Lorenz96(d)
+	y0, p := pr.Ensemble(n)
+	problems.LinSpace(p, 7, 9)
+	return engineCase{
+		name: fmt.Sprintf("lorenz96-%d-grad", d),
+		prob: ode.Problem{Field: pr.Field, N: n, Y0: y0, P: p, T0: pr.T0, T1: pr.T1},
+		set:  ode.Settings{Method: ode.Tsit5, RelTol: 1e-6, AbsTol: 1e-9},
+		loss: ode.SumSquares(),
+		tol:  1e-10,
 	}
 }
 
