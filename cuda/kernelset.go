@@ -24,11 +24,10 @@ type kernelSet struct {
 	progErr  error
 
 	// The wide layout's shared memory per warp (kernelgen.WideSharedPerWarp)
-	// of the plan's kernels other than gradients [0] and of its gradients
-	// [1].
-	wideOnce [2]sync.Once
-	widePer  [2]int
-	wideErr  [2]error
+	// of the plan's kernels, by 2·gradient + save times.
+	wideOnce [4]sync.Once
+	widePer  [4]int
+	wideErr  [4]error
 
 	mu          sync.Mutex
 	kernels     *lru[string, *kernelEntry] // by Config.Key, under mu
@@ -103,10 +102,10 @@ func trainSetOf(be backend, tun Tuning) *trainSet {
 }
 
 // widePerWarp returns the shared memory per warp of plan pl's gradient
-// kernels (grad) or other kernels in the wide layout, computed once (it
-// generates the wide functions).
-func (s *kernelSet) widePerWarp(pl *ode.Plan, grad bool) (int, error) {
-	k := kernelgen.B2i(grad)
-	s.wideOnce[k].Do(func() { s.widePer[k], s.wideErr[k] = kernelgen.WideSharedPerWarp(pl, grad) })
+// kernels (grad) or other kernels, with save times (saves) or not, in the
+// wide layout, computed once (it generates the wide functions).
+func (s *kernelSet) widePerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
+	k := 2*kernelgen.B2i(grad) + kernelgen.B2i(saves)
+	s.wideOnce[k].Do(func() { s.widePer[k], s.wideErr[k] = kernelgen.WideSharedPerWarp(pl, grad, saves) })
 	return s.widePer[k], s.wideErr[k]
 }

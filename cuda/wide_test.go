@@ -16,24 +16,29 @@ import (
 )
 
 // TestHostWide runs Lorenz-96 with Tsit5 through the engine in the wide
-// layout (Tuning.Wide) on a simulated warp, d = 64 and 70 (not a
-// multiple of 32), with and without shared parameters: its solve,
-// record, loss and gradient with the record against the CPU engine's
-// (compareEngines: the same steps; states, losses and gradients, shared
-// ones included, to the case's tolerance), in the wide layout (the trace
-// says so), while a solve with save times, which the layout does not
-// run, stays in the thread layout; d = 256 the gradient only (but for
-// -short), on a simulated warp with an H100's shared memory (a warp's
-// 51 KiB pass the default 48 KiB).
+// layout (Tuning.Wide) on a simulated warp, d = 64 with and without
+// shared parameters, without save times and with five (at t0, inside
+// steps, twice the same, at T1), and d = 70 (not a multiple of 32) with
+// shared parameters and save times: its
+// solve, record, loss and gradient with the record against the CPU
+// engine's (compareEngines: the same steps; states, saved states, losses
+// and gradients, shared ones included, to the case's tolerance) and the
+// gradient against the thread layout's (wideAgainstThread), in the wide
+// layout (the trace says so), while a solve whose save times are steps
+// (Settings.Saves = SaveStep), which the layout does not run, stays in the
+// thread layout; d = 256 the gradient only (but for -short), on a
+// simulated warp with an H100's shared memory (a warp's 51 KiB pass the
+// default 48 KiB).
 func TestHostWide(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	for _, d := range []int{64, 70} {
-		testWide(t, "cuda-host-sim", wideCase(7, d), nil)
-		testWide(t, "cuda-host-sim", wideSharedCase(5, d), nil)
-	}
+	testWide(t, "cuda-host-sim", wideCase(7, 64), nil)
+	testWide(t, "cuda-host-sim", wideSharedCase(5, 64), nil)
+	testWide(t, "cuda-host-sim", wideSavesCase(5, 64), nil)
+	testWide(t, "cuda-host-sim", wideSavesCase(5, 70), nil)
 	if !testing.Short() {
 		testWide(t, "cuda-host-sim-227k", wideSharedCase(3, 256), []string{"grad"})
+		testWide(t, "cuda-host-sim-227k", wideSavesCase(3, 256), []string{"grad"})
 	}
 }
 
@@ -44,7 +49,20 @@ func TestGPUWide(t *testing.T) {
 	for _, d := range []int{64, 256} {
 		testWide(t, "cuda", wideCase(1000, d), nil)
 		testWide(t, "cuda", wideSharedCase(1000, d), nil)
+		testWide(t, "cuda", wideSavesCase(1000, d), nil)
 	}
+}
+
+// wideSavesCase is wideSharedCase with five save times: at t0, inside
+// steps, one twice, at T1; and a loss that reads four of them.
+func wideSavesCase(n, d int) engineCase {
+	c := wideSharedCase(n, d)
+	c.name = "lorenz96-shared-saves"
+	c.prob.SaveAt = []float64{0, 0.1, 0.25, 0.25, 0.5}
+	c.loss = ode.Loss{Name: "l96-saves", FP: func(y, ys, _, p, s []tape.V) tape.V {
+		return y[0].Square().Add(ys[5]).Add(ys[d+1].Mul(ys[2*d+2])).Add(ys[3*d+d-1].Square()).Add(ys[4*d+3]).Add(s[0].Mul(p[0]))
+	}}
+	return c
 }
 
 // wideCase is Lorenz-96 with n trajectories of d components and Tsit5,
@@ -90,27 +108,32 @@ func testWide(t *testing.T, name string, c engineCase, ops []string) {
 		ops = []string{"solve", "record", "loss", "grad"}
 	}
 	compareEngines(t, sim, c, caseOpts{ops: ops})
+	var err error
 	for _, x := range []struct {
 		op, want string
-	}{{"solve", "wide"}, {"record", "wide"}, {"grad", "wide"}, {"saves", "thread"}} {
-		if !slices.Contains(ops, x.op) && x.op != "saves" {
+	}{{"solve", "wide"}, {"record", "wide"}, {"grad", "wide"}, {"stepped", "thread"}} {
+		if !slices.Contains(ops, x.op) && x.op != "stepped" {
 			continue
 		}
 		var tr Trace
 		ctx := WithTrace(t.Context(), &tr)
 		sv := c.solver(t, sim)
 		p := c.prob
-		var err error
+		if x.op == "stepped" {
+			set := c.set
+			set.Engine, set.Saves = sim, ode.SaveStep
+			if sv, err = ode.NewSolver(c.prob.Field, &set); err != nil {
+				t.Fatal(err)
+			}
+			p.SaveAt = []float64{0.25}
+		}
 		switch x.op {
-		case "solve":
+		case "solve", "stepped":
 			_, err = sv.SolveContext(ctx, &p)
 		case "record":
 			_, _, err = sv.RecordContext(ctx, &p)
 		case "grad":
 			_, err = sv.GradContext(ctx, nil, &p, c.loss, nil)
-		case "saves":
-			p.SaveAt = []float64{0.25}
-			_, err = sv.SolveContext(ctx, &p)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -129,8 +152,8 @@ func testWide(t *testing.T, name string, c engineCase, ops []string) {
 // steps, and the loss and gradients within 1e-10 relative (closeRows'
 // measure): the wide layout sums over the components in another order,
 // and Lorenz-96 amplifies the rounding (on a simulated warp, to t = 0.5:
-// dL/dy0 within 2e-12 at d = 64 and 70, 2.4e-11 at d = 256, dL/dp within
-// 1.5e-14). It logs the largest differences.
+// dL/dy0 within 2.1e-12 at d = 64 and 70, 2.4e-11 at d = 256, dL/dp
+// within 1.5e-14). It logs the largest differences.
 func wideAgainstThread(t *testing.T, name string, c engineCase) {
 	t.Helper()
 	p := c.prob
@@ -260,83 +283,105 @@ func wideBenchGradCase(n, d int) engineCase {
 }
 
 // TestWideGradSource checks the form of a wide gradient kernel
-// (Lorenz-96 with shared parameters, Tsit5, d = 64 and 256): its reverse step's component loops
-// all split over the lanes (the field VJP's with windows), its sums over
-// the components across the lanes, no local array of d or more reals in
-// the reverse step or the driver, and a warp's shared memory as the
-// layout's formula states: the forward loop's, or 2 + 3d + 3np + 2ns
-// reals for the reverse step's inputs, outputs and the shared gradient's
-// sum plus the step's scratch, whichever is larger.
+// (Lorenz-96 with shared parameters, Tsit5, d = 64 and 256, without save
+// times and with): its reverse steps' component loops all split over the
+// lanes (the field VJP's with windows), their sums over the components
+// across the lanes, no local array of d or more reals in the reverse
+// steps or the driver, and a warp's shared memory as the layout's
+// formula states: the forward loop's, or 2 + 3d + 4np + 2ns reals (md
+// more with save times, m = DenseTerms) for the reverse steps' inputs and
+// outputs, the trajectory's gp and shared gradient's sum, plus the steps'
+// scratch, whichever is larger.
 func TestWideGradSource(t *testing.T) {
 	t.Parallel()
-	for _, d := range []int{64, 256} {
-		j := jobOf(t, wideSharedCase(4, d), ode.OpGrad)
-		pl := j.Plan
-		sp, err := kernelgen.NewStepPrograms(pl)
-		if err != nil {
-			t.Fatal(err)
+	for _, saves := range []bool{false, true} {
+		for _, d := range []int{64, 256} {
+			c := wideSharedCase(4, d)
+			if saves {
+				c = wideSavesCase(4, d)
+			}
+			wideGradSource(t, c, saves)
 		}
-		v := kernelgen.ConfigOf(j)
-		if !kernelgen.WideAllowed(v, pl, Float64) {
-			t.Fatalf("d = %d: the wide layout refuses %s", d, v.Key())
-		}
-		v.Wide = true
-		src, info, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := regexp.MustCompile(`GS_FUNC void (\w+_replay_rev_\w+)\(`).FindStringSubmatch(src)
-		if m == nil {
-			t.Fatalf("d = %d: no wide reverse step in the source: %q", d, regexp.MustCompile(`GS_FUNC void \w+`).FindAllString(src, -1))
-		}
+	}
+}
+
+// wideGradSource checks the wide gradient kernel of case c (see
+// TestWideGradSource).
+func wideGradSource(t *testing.T, c engineCase, saves bool) {
+	d := c.prob.Field.Dim
+	j := jobOf(t, c, ode.OpGrad)
+	pl := j.Plan
+	sp, err := kernelgen.NewStepPrograms(pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := kernelgen.ConfigOf(j)
+	if !kernelgen.WideAllowed(v, pl, Float64) {
+		t.Fatalf("%s d = %d: the wide layout refuses %s", c.name, d, v.Key())
+	}
+	v.Wide = true
+	src, info, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`GS_FUNC void (\w+_rev_\w+)\(`).FindAllStringSubmatch(src, -1)
+	if want := 1 + kernelgen.B2i(saves); len(names) != want {
+		t.Fatalf("%s d = %d: %d wide reverse steps in the source, want %d: %q", c.name, d, len(names), want, regexp.MustCompile(`GS_FUNC void \w+`).FindAllString(src, -1))
+	}
+	texts := map[string]string{}
+	for _, m := range names {
 		_, rev, _ := strings.Cut(src, m[0])
 		rev, _, _ = strings.Cut(rev, "\n}\n")
+		texts[m[1]] = rev
 		split := strings.Count(rev, "for (int gs_c = gs_lane; gs_c < ") + strings.Count(rev, "for (int gs_c0 = gs_lane; gs_c0 < ")
 		windows := strings.Count(rev, ", a window of ")
 		seq := strings.Count(rev, "sequential in every lane")
 		sums := strings.Count(rev, "gs_wide_sum(")
 		if split < 20 || windows < 7 || seq != 0 || sums < 7 {
-			t.Errorf("d = %d: reverse step: %d loops split over the lanes (%d with windows), %d sequential, %d sums across the lanes; want ≥ 20 (≥ 7), 0, ≥ 7",
-				d, split, windows, seq, sums)
+			t.Errorf("%s d = %d: %s: %d loops split over the lanes (%d with windows), %d sequential, %d sums across the lanes; want ≥ 20 (≥ 7), 0, ≥ 7",
+				c.name, d, m[1], split, windows, seq, sums)
 		}
-		// Local arrays of d or more reals, in the reverse step and the
-		// driver (gs_body, gs_wide_backward).
-		_, driver, _ := strings.Cut(src, "GS_DEVICE void gs_wide_backward(")
-		for what, text := range map[string]string{"reverse step": rev, "driver": driver} {
-			for _, a := range regexp.MustCompile(`gs_real \w+\[(\w+)\]`).FindAllStringSubmatch(text, -1) {
-				if n, err := strconv.Atoi(a[1]); err != nil && a[1] != "GS_NSTATE" && a[1] != "GS_W_LEN" || err == nil && n >= d {
-					t.Errorf("d = %d: %s: a local array %s", d, what, a[0])
-				}
+	}
+	// Local arrays of d or more reals, in the reverse steps and the
+	// driver (gs_body, gs_wide_backward).
+	_, texts["driver"], _ = strings.Cut(src, "GS_DEVICE void gs_wide_backward(")
+	for what, text := range texts {
+		for _, a := range regexp.MustCompile(`gs_real \w+\[(\w+)\]`).FindAllStringSubmatch(text, -1) {
+			if n, err := strconv.Atoi(a[1]); err != nil && a[1] != "GS_NSTATE" && a[1] != "GS_W_LEN" || err == nil && n >= d {
+				t.Errorf("%s d = %d: %s: a local array %s", c.name, d, what, a[0])
 			}
 		}
-		if strings.Contains(src, "gs_rev_out") {
-			t.Errorf("d = %d: the source has the thread layout's reverse step", d)
-		}
-		per, err := kernelgen.WideSharedPerWarp(pl, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fwd, err := kernelgen.WideSharedPerWarp(pl, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if per != info.WideShared {
-			t.Errorf("d = %d: WideSharedPerWarp %d, the kernel's %d", d, per, info.WideShared)
-		}
-		np, ns := pl.Params, pl.Shared
-		fixed := 8 * (2 + 3*d + 3*np + 2*ns)
-		revScratch := per - fixed
-		// Tsit5's reverse step keeps its stages' inputs and the field's
-		// intermediate products for the VJP: at most 32 d-long arrays
-		// live at once.
-		if per > fwd && (revScratch <= 0 || revScratch > 8*32*d) {
-			t.Errorf("d = %d: reverse scratch %d bytes, want in (0, %d]", d, revScratch, 8*32*d)
-		}
-		_, block, shmem := kernelgen.WideLaunch(4096, per, 227<<10)
-		t.Logf("d = %d: %d bytes of source, %d bytes of shared memory per warp (forward %d; reverse scratch %d = %.1fd reals); on an H100 blocks of %d warps, %d bytes, %d warps per multiprocessor",
-			d, len(src), per, fwd, revScratch, float64(revScratch)/8/float64(d), block/32, shmem, block/32*((228<<10)/(shmem+1024)))
-		if per > 227<<10 {
-			t.Errorf("d = %d: %d bytes of shared memory per warp, more than an H100's 227 KiB", d, per)
-		}
+	}
+	if strings.Contains(src, "gs_rev_out") || strings.Contains(src, "gs_drev_out") {
+		t.Errorf("%s d = %d: the source has the thread layout's reverse steps", c.name, d)
+	}
+	per, err := kernelgen.WideSharedPerWarp(pl, true, saves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := kernelgen.WideSharedPerWarp(pl, false, saves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if per != info.WideShared {
+		t.Errorf("%s d = %d: WideSharedPerWarp %d, the kernel's %d", c.name, d, per, info.WideShared)
+	}
+	np, ns := pl.Params, pl.Shared
+	fixed := 8 * (2 + 3*d + 4*np + 2*ns)
+	if saves {
+		fixed += 8 * pl.DenseTerms * d
+	}
+	revScratch := per - fixed
+	// Tsit5's reverse steps keep their stages' inputs and the field's
+	// intermediate products for the VJP: at most 40 d-long arrays live
+	// at once.
+	if per > fwd && (revScratch <= 0 || revScratch > 8*40*d) {
+		t.Errorf("%s d = %d: reverse scratch %d bytes, want in (0, %d]", c.name, d, revScratch, 8*40*d)
+	}
+	_, block, shmem := kernelgen.WideLaunch(4096, per, 227<<10)
+	t.Logf("%s d = %d: %d bytes of source, %d bytes of shared memory per warp (forward %d; reverse scratch %d = %.1fd reals); on an H100 blocks of %d warps, %d bytes, %d warps per multiprocessor",
+		c.name, d, len(src), per, fwd, revScratch, float64(revScratch)/8/float64(d), block/32, shmem, block/32*((228<<10)/(shmem+1024)))
+	if per > 227<<10 {
+		t.Errorf("%s d = %d: %d bytes of shared memory per warp, more than an H100's 227 KiB", c.name, d, per)
 	}
 }

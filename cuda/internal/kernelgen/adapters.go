@@ -403,8 +403,8 @@ func (g *adapters) wideLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kernelP
 	}
 	g.noAcc = true
 	g.lossAdapter(pl, v, lp, k)
-	if g.err == nil && (k.LossAcc || k.LossDirect) {
-		g.err = fmt.Errorf("cuda: the wide layout's loss must be a returning adapter")
+	if g.err == nil && k.LossAcc {
+		g.err = fmt.Errorf("cuda: the wide layout's loss must return its shared gradient")
 	}
 	return g.err
 }

@@ -285,11 +285,7 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	}
 	g := &adapters{src: src}
 	if v.Wide {
-		var rev *tape.Program
-		if v.Grad {
-			rev = sp.Rev
-		}
-		w, err := src.wideFuncs(pl, rev)
+		w, err := src.wideFuncs(pl, v.Grad, v.Saves > 0)
 		if err != nil {
 			return "", info, err
 		}

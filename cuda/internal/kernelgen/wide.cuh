@@ -29,11 +29,17 @@ reads of one state coalesce.
 #define GS_W_CO {{.W.CO}}
 #define GS_W_SCR {{.W.SCR}}
 #define GS_W_LEN {{.W.Len}}
+{{- if .Saves}}
+// The dense step's outputs (y+, w), with save times.
+#define GS_W_DO {{.W.DO}}
+{{- end}}
 {{- if .Grad}}
 // The reverse sweep: the step's inputs from the start (t, h, y, p, lambda,
-// gp), its outputs (lambda', gp', gs), the trajectory's sum of gs and the
-// step's scratch.
+// then gp, or with save times wbar and gp for the dense step's reverse),
+// its outputs (lambda', gp', gs), the trajectory's gp and sum of gs, and
+// the steps' scratch.
 #define GS_W_RO {{.W.RO}}
+#define GS_W_GP {{.W.GP}}
 #define GS_W_GA {{.W.GA}}
 #define GS_W_RSCR {{.W.RSCR}}
 {{- end}}
@@ -41,13 +47,37 @@ reads of one state coalesce.
 {{- end}}
 
 {{define "wide-body"}}
+{{- if .Saves}}
+
+// gs_wide_save sets save time k of trajectory i, on step s, to the state
+// y, or at theta != 0 to the continuous extension with coefficients w
+// from it (gs_interp's rule): every lane its components, lane 0 the step.
+GS_DEVICE void gs_wide_save(const gs_args& a, int k, long long i, int s, const gs_real* y, const gs_real* w,
+                            gs_real theta) {
+  const int lane = GS_WLANE;
+  const long long n = a.n;
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE) {
+    gs_real out = y[c];
+    if (theta != 0) {
+      gs_real acc = w[(GS_TERMS - 1) * GS_D + c];
+      for (int j = GS_TERMS - 2; j >= 0; j--) acc = w[j * GS_D + c] + theta * acc;
+      out = y[c] + theta * acc;
+    }
+    a.ys[((long long)k * GS_D + c) * n + i] = out;
+  }
+  if (lane == 0) a.tapstep[(long long)k * n + i] = s;
+}
+{{- end}}
 {{- if .Grad}}
 
 // gs_wide_backward is the adjoint of trajectory i, which took len steps
 // and ended with its final state and parameters at ws + 2 (the loss VJP,
-// on lane 0, then the reverse steps from the last to the first); it
-// writes the loss term, dL/dy0 and dL/dp, and adds dL/ds to acc (the
-// loss's own to acc + GS_NS, unscaled). Every lane of the warp calls it.
+// on lane 0, then the reverse steps from the last to the first{{if .Saves}}, with
+// the save times' cotangents: a step with save times inside it runs the
+// dense step's reverse with the coefficients' cotangents (gs_coef_bar's
+// sums), and the save times on it add to lambda after it{{end}}); it writes
+// the loss term, dL/dy0 and dL/dp, and adds dL/ds to acc (the loss's own
+// to acc + GS_NS, unscaled). Every lane of the warp calls it.
 GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long long i, const int len, gs_real* ws,
                                 gs_real* acc) {
   const int lane = GS_WLANE;
@@ -55,36 +85,99 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
   const gs_real sc = (gs_real)a.scale;
   gs_real* ri = ws;
   gs_real* ro = ws + GS_W_RO;
+  gs_real* gp = ws + GS_W_GP;
   gs_real* ga = ws + GS_W_GA;
   gs_real* scr = ws + GS_W_RSCR;
   gs_real* y = ri + 2;
   gs_real* p = y + GS_D;
   gs_real* lam = p + GS_NP;
-  gs_real* gp = lam + GS_D;
+  gs_real* gpr = lam + GS_D;  // Reverse's gp
+{{- if .Saves}}
+  gs_real* wb = lam + GS_D;  // DenseStepReverse's wbar, then gp
+  gs_real* gpd = wb + GS_DW;
+{{- end}}
   (void)ga;
+  (void)gpr;
   for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] = 0;
   if (lane == 0) {
+{{- if .LossDirect}}
+    // The bound loss VJP stores the loss term and dL/dys (times sc)
+    // itself and returns dL/dy, dL/dp, dL/ds.
+    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p, sc, a.loss, a.tb);
+    for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[c];
+    for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[GS_D + c];
+    for (int q = 0; q < GS_NS; q++) gs_wide_add(&acc[GS_NS + q], r.v[GS_D + GS_NP + q]);
+{{- else}}
     const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p);
     a.loss[i] = r.v[0];
     for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[1 + c];
-    for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + c];
-    for (int q = 0; q < GS_NS; q++) gs_wide_add(&acc[GS_NS + q], r.v[1 + GS_D + GS_NP + q]);
+    for (int q = 0; q < GS_K * GS_D; q++) a.tb[(long long)q * n + i] = sc * r.v[1 + GS_D + q];
+    for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + GS_K * GS_D + c];
+    for (int q = 0; q < GS_NS; q++) gs_wide_add(&acc[GS_NS + q], r.v[1 + GS_D + GS_K * GS_D + GS_NP + q]);
+{{- end}}
   }
+  GS_SYNCWARP();
+{{- if .Saves}}
+  // Save times past the last step add to the final state's cotangent.
+  int kq = GS_K;
+  while (kq > 0 && a.tapstep[(long long)(kq - 1) * n + i] >= len) kq--;
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE)
+    for (int k = kq; k < GS_K; k++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
+{{- end}}
   for (int s = len - 1; s >= 0; s--) {
+{{- if .Saves}}
+    // The save times on step s: k0 ... kq-1.
+    int k0 = kq;
+    while (k0 > 0 && a.tapstep[(long long)(k0 - 1) * n + i] == s) k0--;
+{{- end}}
     const gs_real h = GS_HSRC[(long long)s * n + i];
-    if (h == 0) continue;
-    const gs_real* row = a.store + ((long long)s * n + i) * GS_SW;
-    GS_SYNCWARP();  // the last step's reads of ri are done
-    if (lane == 0) {
-      ri[0] = GS_STORE_T ? row[0] : (gs_real)0;
-      ri[1] = h;
+    if (h != 0) {
+      const gs_real* row = a.store + ((long long)s * n + i) * GS_SW;
+      const gs_real ts = GS_STORE_T ? row[0] : (gs_real)0;
+      GS_SYNCWARP();  // the last step's reads of ri are done
+      if (lane == 0) {
+        ri[0] = ts;
+        ri[1] = h;
+      }
+      for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = row[GS_STORE_T + c];
+{{- if .Saves}}
+      bool dense = false;
+      for (int k = k0; k < kq; k++)
+        if ((a.saveat[k] - ts) / h != 0) dense = true;
+      if (dense) {
+        // The coefficients' cotangents: over the save times inside the
+        // step, in order, wbar[j * GS_D + c] += theta^(j+1) * ybar[c].
+        for (int c = lane; c < GS_D; c += GS_WSTRIDE) {
+          for (int j = 0; j < GS_TERMS; j++) wb[j * GS_D + c] = 0;
+          for (int k = k0; k < kq; k++) {
+            const gs_real theta = (a.saveat[k] - ts) / h;
+            if (theta == 0) continue;
+            gs_real pw = theta;
+            for (int j = 0; j < GS_TERMS; j++) {
+              wb[j * GS_D + c] += pw * a.tb[((long long)k * GS_D + c) * n + i];
+              pw *= theta;
+            }
+          }
+        }
+        for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gpd[c] = gp[c];
+        GS_SYNCWARP();
+        {{.W.DRev}}(sh, ri, ro, scr);
+      } else
+{{- end}}
+      {
+        for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gpr[c] = gp[c];
+        GS_SYNCWARP();
+        {{.W.Rev}}(sh, ri, ro, scr);
+      }
+      for (int c = lane; c < GS_D; c += GS_WSTRIDE) lam[c] = ro[c];
+      for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gp[c] = ro[GS_D + c];
+      for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] += ro[GS_D + GS_NP + q];
     }
-    for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = row[GS_STORE_T + c];
-    GS_SYNCWARP();
-    {{.W.Rev}}(sh, ri, ro, scr);
-    for (int c = lane; c < GS_D; c += GS_WSTRIDE) lam[c] = ro[c];
-    for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gp[c] = ro[GS_D + c];
-    for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] += ro[GS_D + GS_NP + q];
+{{- if .Saves}}
+    for (int c = lane; c < GS_D; c += GS_WSTRIDE)
+      for (int k = k0; k < kq; k++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
+    kq = k0;
+{{- end}}
   }
   GS_SYNCWARP();
   for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.gy0[(long long)c * n + i] = lam[c];
@@ -134,6 +227,12 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   int status = GS_RUNNING;
   bool overflow = false;
   bool run = true;
+{{- if .Saves}}
+  // The save times at or before t0: the initial state.
+  int k = 0;
+  for (; k < GS_K && a.saveat[k] <= t0; k++) gs_wide_save(a, k, i, 0, y, y, 0);
+  gs_real* dout = ws + GS_W_DO;
+{{- end}}
   while (run) {
     GS_SYNCWARP();  // the last step's reads of ti and ci are done
     if (lane == 0) {
@@ -159,10 +258,22 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
     gs_real stat = co[GS_NSTATE + 1];
     lasth = st[GS_ST_H];
     if (accept != 0) {
+{{- if or .MeshOut .Store .Saves}}
+      const long long s = (long long)st[GS_ST_ACCEPTED];
+{{- end}}
+{{- if .Saves}}
+      // The save times on the step (from ts of size hs), from its dense
+      // step's coefficients where one lies inside it; the dense step's
+      // inputs t, h, y, p are the trial's.
+      const gs_real ts = st[GS_ST_T], hs = st[GS_ST_H];
+      if (k < GS_K && a.saveat[k] < ts + hs) {
+        if (gs_inside(a, k, ts, hs)) {{.W.Dense}}(sh, ti, dout, scr);
+        for (; k < GS_K && a.saveat[k] < ts + hs; k++) gs_wide_save(a, k, i, (int)s, y, dout + GS_D, (a.saveat[k] - ts) / hs);
+      }
+{{- end}}
 {{- if or .MeshOut .Store}}
       // The step's record: its size and the state it starts from (every
       // lane its components).
-      const long long s = (long long)st[GS_ST_ACCEPTED];
       if (s >= a.rows) {
         overflow = true;
       } else {
@@ -196,6 +307,12 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   const int len = (int)st[GS_ST_ACCEPTED];
   if (lane == 0) gs_finish(a, i, st, lasth, len, status, overflow);
   for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.y[(long long)c * n + i] = y[c];
+{{- if .Saves}}
+  // The save times at or after the end: the final state.
+  if (status == GS_OK)
+    for (; k < GS_K; k++) gs_wide_save(a, k, i, len, y, y, 0);
+  GS_SYNCWARP();  // lane 0's loss reads the saved states
+{{- end}}
 {{- if and .Loss (not .Grad)}}
   if (lane == 0 && status == GS_OK && !overflow) a.loss[i] = gs_a_loss(sh, y, a.ys, n, i, a.data, p);
 {{- end}}

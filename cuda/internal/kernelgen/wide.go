@@ -79,8 +79,11 @@ func WideLaunch(n, perWarp, limit int) (threads, block, shmem int) {
 }
 
 // WideAllowed reports whether kernel v of plan pl can run in the wide
-// layout: an adaptive solve, record, loss or gradient with the record
-// (no save times or events) of an explicit method, in float64.
+// layout: an adaptive solve, record, loss or gradient with the record of
+// an explicit method, in float64, without events, its save times (if
+// any) read from the continuous extension (Settings.Saves =
+// SaveInterpolate) with the trial and the dense step apart, forward and
+// reverse (not kernelPlan.ShareFwd, ShareRev).
 func WideAllowed(v Config, pl *ode.Plan, prec Precision) bool {
 	return wideCheck(v, pl, prec) == nil
 }
@@ -89,16 +92,33 @@ func WideAllowed(v Config, pl *ode.Plan, prec Precision) bool {
 // nil.
 func wideCheck(v Config, pl *ode.Plan, prec Precision) error {
 	switch {
-	case !v.Adaptive || v.Saves > 0 || v.Events || v.Lanes || v.TileSums:
-		return fmt.Errorf("cuda: the wide layout runs adaptive solves, records, losses and gradients with the record only (no save times, given mesh, events or tile sums)")
+	case !v.Adaptive || v.Events || v.Lanes || v.TileSums:
+		return fmt.Errorf("cuda: the wide layout runs adaptive solves, records, losses and gradients with the record only (no given mesh, events or tile sums)")
 	case prec != Float64:
 		return fmt.Errorf("cuda: the wide layout runs in float64 only")
 	case pl.Trial == nil || pl.Init == nil || pl.Control == nil:
 		return fmt.Errorf("cuda: the wide layout needs the plan's Init, Trial and Control")
+	case v.Saves > 0 && pl.DenseStep == nil:
+		return fmt.Errorf("cuda: the wide layout reads save times from the continuous extension only (Settings.Saves = SaveInterpolate)")
+	case v.Saves > 0 && shareForward(pl, v):
+		return fmt.Errorf("cuda: the wide layout runs the trial and the dense step apart")
 	}
 	for _, x := range pl.Trial.Values {
 		if ops.IsFactor(x.Op) {
 			return fmt.Errorf("cuda: the wide layout runs explicit methods only, not %s", pl.Method)
+		}
+	}
+	if v.Saves > 0 && v.Grad {
+		rev, err := pl.Reverse()
+		if err != nil {
+			return err
+		}
+		drev, err := pl.DenseStepReverse()
+		if err != nil {
+			return err
+		}
+		if !v.SeparateSteps && shareReverse(pl, rev, drev) {
+			return fmt.Errorf("cuda: the wide layout runs the reverse steps apart")
 		}
 	}
 	return nil
@@ -111,95 +131,133 @@ func wideCheck(v Config, pl *ode.Plan, prec Precision) error {
 // FSAL: y, p and k1 are the driver's own), its outputs TO (y⁺[D], err[D],
 // k_s[D] with FSAL, hρ), the controller's inputs CI (state[NumState], t1,
 // y[D], y⁺[D], err[D], hρ) and outputs CO (state'[NumState], accept,
-// status), and the scratch SCR of the programs' arrays (the largest of
-// the three functions'). Init's inputs (t0, t1, y, p) use CI's place and
-// its outputs (h, last, f0[D]) TO's.
+// status), with save times the dense step's outputs DO (y⁺[D],
+// w[DenseTerms·D]; its inputs are TI's first), and the scratch SCR of the
+// programs' arrays (the largest of the functions'). Init's inputs (t0,
+// t1, y, p) use CI's place and its outputs (h, last, f0[D]) TO's.
 //
 // A gradient's reverse sweep (Rev set) reuses the space from the start:
-// the reverse step's inputs RI (t, h, y[D], p[NP], λ[D], gp[NP]: y and p
-// where TI has them), its outputs RO (λ'[D], gp'[NP], gs[NS]), the
-// trajectory's sum GA of gs[NS] and the step's scratch RSCR.
+// the reverse step's inputs RI (t, h, y[D], p[NP], λ[D], then gp[NP], or
+// with save times (DRev) w̄[DenseTerms·D] and gp[NP] for the dense step's
+// reverse: y and p where TI has them), its outputs RO (λ'[D], gp'[NP],
+// gs[NS]), the trajectory's gp GP[NP] and sum GA of gs[NS], and the
+// steps' scratch RSCR.
 type wideLayout struct {
-	TI, TO, CI, CO, SCR int
-	RO, GA, RSCR        int
-	Len                 int
-	// Init, Trial, Control and Rev are the names of the programs' wide
-	// functions (Rev: a gradient's reverse step, else "").
-	Init, Trial, Control, Rev string
+	TI, TO, CI, CO, DO, SCR int
+	RO, GP, GA, RSCR        int
+	Len                     int
+	// Init, Trial, Control, Dense, Rev and DRev are the names of the
+	// programs' wide functions: Dense (with save times) of DenseStep, Rev
+	// (a gradient) of Reverse, DRev (a gradient with save times) of
+	// DenseStepReverse; "" where the kernel has none.
+	Init, Trial, Control, Dense, Rev, DRev string
 }
 
-// newWideLayout returns the layout of a state of d components, np
-// per-trajectory and ns shared parameters, FSAL or not, with the forward
-// functions' scratch reals and, for a gradient (grad), the reverse
-// step's revScratch.
-func newWideLayout(d, np, ns int, fsal bool, scratch int, grad bool, revScratch int) wideLayout {
-	f := B2i(fsal)
+// wideKind is what of a kernel shapes its wide layout: a gradient, save
+// times, and the programs' scratch: the forward functions' and the
+// reverse steps'.
+type wideKind struct {
+	grad, saves         bool
+	scratch, revScratch int
+}
+
+// newWideLayout returns the layout of plan pl's kernel of kind k.
+func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	f := B2i(pl.FSAL)
+	dw := 0 // the dense step's coefficients
+	if k.saves {
+		dw = pl.DenseTerms * d
+	}
 	var w wideLayout
 	w.TO = 2 + d + np + f*d
 	w.CI = w.TO + max((2+f)*d+1, 2+d)
 	w.CO = w.CI + max(ode.NumState+3*d+2, 2+d+np)
-	w.SCR = w.CO + ode.NumState + 2
-	w.Len = w.SCR + scratch
-	if grad {
-		w.RO = 2 + 2*d + 2*np
-		w.GA = w.RO + d + np + ns
+	w.DO = w.CO + ode.NumState + 2
+	w.SCR = w.DO
+	if k.saves {
+		w.SCR += d + dw
+	}
+	w.Len = w.SCR + k.scratch
+	if k.grad {
+		w.RO = 2 + 2*d + 2*np + dw
+		w.GP = w.RO + d + np + ns
+		w.GA = w.GP + np
 		w.RSCR = w.GA + ns
-		w.Len = max(w.Len, w.RSCR+revScratch)
+		w.Len = max(w.Len, w.RSCR+k.revScratch)
 	}
 	return w
 }
 
 // WideSharedPerWarp returns the shared memory of one warp of a wide
-// kernel of plan pl in bytes (float64), of a gradient's kernel (grad) or
-// of the others. For d ≥ 2 + np, the forward loop takes 2 + (1+f)d + np
-// reals for the trial's inputs (f = 1 with FSAL), (2+f)d + 1 for its
-// outputs, NumState + 3d + 2 for the controller's inputs and NumState + 2
-// for its outputs, (6+2f)d + np + 2·NumState + 7 in all, plus the
-// programs' scratch (the most reals of arrays live at once in one of
-// Init, Trial and Control: for Lorenz-96 with Tsit5 about 8d); a
-// gradient's reverse sweep 2 + 3d + 3np + 2ns plus the reverse step's
-// scratch (Lorenz-96 with Tsit5: about 22d), and the kernel the larger
-// of the two; all times 8. It returns an error where the plan's programs
-// do not emit.
-func WideSharedPerWarp(pl *ode.Plan, grad bool) (int, error) {
+// kernel of plan pl in bytes (float64): of a gradient's kernel (grad) or
+// another, with save times (saves) or not. For d ≥ 2 + np, the forward
+// loop takes 2 + (1+f)d + np reals for the trial's inputs (f = 1 with
+// FSAL), (2+f)d + 1 for its outputs, NumState + 3d + 2 for the
+// controller's inputs and NumState + 2 for its outputs, (6+2f)d + np +
+// 2·NumState + 7 in all, with save times (1+m)d more for the dense
+// step's outputs (m = DenseTerms), plus the programs' scratch (the most
+// reals of arrays live at once in one of Init, Trial, Control and
+// DenseStep: for Lorenz-96 with Tsit5 about 8d); a gradient's reverse
+// sweep 2 + 3d + 4np + 2ns, with save times md more, plus the reverse
+// steps' scratch (Lorenz-96 with Tsit5: about 22d), and the kernel the
+// larger of the two; all times 8. It returns an error where the plan's
+// programs do not emit.
+func WideSharedPerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
 	src := NewSource(&SourceSettings{Precision: Float64})
 	src.reroll = true
-	var rev *tape.Program
-	if grad {
-		var err error
-		if rev, err = pl.Reverse(); err != nil {
-			return 0, err
-		}
-	}
-	w, err := src.wideFuncs(pl, rev)
+	w, err := src.wideFuncs(pl, grad, saves)
 	if err != nil {
 		return 0, err
 	}
 	return 8 * w.Len, nil
 }
 
-// wideFuncs emits the wide functions of pl's Init, Trial and Control and,
-// for a gradient, of its reverse step rev (nil: none), and returns their
-// layout.
-func (s *Source) wideFuncs(pl *ode.Plan, rev *tape.Program) (wideLayout, error) {
-	var names [3]string
-	scratch := 0
-	for k, p := range []*tape.Program{pl.Init, pl.Trial, pl.Control} {
+// wideFuncs emits the wide functions of plan pl's kernel, a gradient's
+// (grad) or another's, with save times (saves) or not, and returns
+// their layout.
+func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
+	k := wideKind{grad: grad, saves: saves}
+	fwd := []*tape.Program{pl.Init, pl.Trial, pl.Control}
+	if saves {
+		fwd = append(fwd, pl.DenseStep)
+	}
+	var rev []*tape.Program
+	if grad {
+		r, err := pl.Reverse()
+		if err != nil {
+			return wideLayout{}, err
+		}
+		rev = append(rev, r)
+		if saves {
+			if r, err = pl.DenseStepReverse(); err != nil {
+				return wideLayout{}, err
+			}
+			rev = append(rev, r)
+		}
+	}
+	names := make([]string, 6)
+	for m, p := range append(fwd, rev...) {
+		if p == nil {
+			return wideLayout{}, fmt.Errorf("cuda: the wide layout: plan %s lacks a program", pl.Method)
+		}
 		name, scr, err := s.wideFunc(p)
 		if err != nil {
 			return wideLayout{}, err
 		}
-		names[k], scratch = name, max(scratch, scr)
-	}
-	revName, revScratch := "", 0
-	if rev != nil {
-		var err error
-		if revName, revScratch, err = s.wideFunc(rev); err != nil {
-			return wideLayout{}, err
+		if m < len(fwd) {
+			k.scratch = max(k.scratch, scr)
+		} else {
+			k.revScratch = max(k.revScratch, scr)
 		}
+		at := m
+		if m >= len(fwd) {
+			at = 4 + m - len(fwd)
+		}
+		names[at] = name
 	}
-	w := newWideLayout(pl.Dim, pl.Params, pl.Shared, pl.FSAL, scratch, rev != nil, revScratch)
-	w.Init, w.Trial, w.Control, w.Rev = names[0], names[1], names[2], revName
+	w := newWideLayout(pl, k)
+	w.Init, w.Trial, w.Control, w.Dense, w.Rev, w.DRev = names[0], names[1], names[2], names[3], names[4], names[5]
 	return w, nil
 }
 

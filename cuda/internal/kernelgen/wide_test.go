@@ -252,7 +252,7 @@ func TestWideSource(t *testing.T) {
 		if strings.Contains(body, "gs_real y[GS_D]") || strings.Contains(body, "gs_real yn[GS_D]") {
 			t.Errorf("d = %d: the driver keeps d-long arrays per thread", d)
 		}
-		per, err := WideSharedPerWarp(pl, false)
+		per, err := WideSharedPerWarp(pl, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,12 +278,20 @@ func TestWideSource(t *testing.T) {
 }
 
 // TestWideRefuses checks that the wide layout refuses what it does not
-// run (save times, a given mesh, tile sums, a Rosenbrock method, float32)
-// and runs a solve, a record, a loss and a gradient with the record.
+// run (save times without the continuous extension, a given mesh, tile
+// sums, a Rosenbrock method, float32) and runs a solve, a record, a loss
+// and a gradient with the record, with interpolated save times or none.
 func TestWideRefuses(t *testing.T) {
 	t.Parallel()
 	pl := widePlan(t, 64, ode.Tsit5)
+	sv, err := ode.NewSolver(problems.Lorenz96(64).Field, &ode.Settings{Method: ode.Tsit5, Saves: ode.SaveStep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepped := sv.Plan()
 	grad := Config{Adaptive: true, Grad: true, Store: true, MeshOut: true}
+	saves := grad
+	saves.Saves = 3
 	for _, c := range []struct {
 		v    Config
 		pl   *ode.Plan
@@ -294,9 +302,12 @@ func TestWideRefuses(t *testing.T) {
 		{Config{Adaptive: true, MeshOut: true}, pl, Float64, true},
 		{Config{Adaptive: true, MeshOut: true, Loss: true}, pl, Float64, true},
 		{grad, pl, Float64, true},
-		{Config{Adaptive: true, Grad: true, Store: true, MeshOut: true, Saves: 3}, pl, Float64, false},
+		{Config{Adaptive: true, Saves: 3}, pl, Float64, true},
+		{saves, pl, Float64, true},
+		{saves, stepped, Float64, false},
+		{Config{Adaptive: true, Saves: 3}, stepped, Float64, false},
+		{grad, stepped, Float64, true},
 		{Config{Adaptive: true, Grad: true, Store: true, MeshOut: true, TileSums: true}, pl, Float64, false},
-		{Config{Adaptive: true, Saves: 3}, pl, Float64, false},
 		{Config{Adaptive: false}, pl, Float64, false},
 		{Config{Adaptive: false, Grad: true, Store: true}, pl, Float64, false},
 		{Config{Adaptive: true}, pl, Float32, false},
