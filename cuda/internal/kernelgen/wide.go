@@ -345,6 +345,16 @@ type wideEmitter struct {
 	// order is the function's order of emission that loops index
 	// (emitter.loopsOf).
 	order []tape.ID
+	// remat holds the arrays that may be recomputed where they are read
+	// instead of kept (rematerialize), in the order of their loops.
+	remat []wideRemat
+}
+
+// wideRemat is a loop's array that may be recomputed where it is read:
+// its name, its body position's value as an expression of the index
+// @i@, and the statement that stores it.
+type wideRemat struct {
+	name, expr, store string
 }
 
 // offMark is the placeholder of an array's offset in the scratch, set
@@ -396,7 +406,7 @@ func (w *wideEmitter) emit() (string, int, error) {
 	}
 	w.returns()
 	sb.WriteString("  GS_SYNCWARP();\n}\n")
-	code, scratch := allocate(sb.String())
+	code, scratch := allocate(w.rematerialize(sb.String()))
 	return w.tables.String() + code, scratch, nil
 }
 
@@ -724,6 +734,9 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 		if on {
 			name := loopArray(l.idx, k)
 			fmt.Fprintf(sb, "  gs_real* const %s = gs_w + %s;  // [%d]\n", name, offMark(name), l.n)
+			if x, _, ok := w.rematExpr(l, k, ref); ok {
+				w.remat = append(w.remat, wideRemat{name: name, expr: x, store: fmt.Sprintf("    %s[gs_c] = gs_u%d;\n", name, k)})
+			}
 		}
 	}
 	sb.WriteString("  GS_SYNCWARP();\n")
@@ -833,6 +846,127 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 			e.expr[ids(l.n-1, k)] = x
 		}
 	}
+}
+
+// Rematerialisation: a loop's array whose values are a few operations on
+// the function's inputs, the scalars before the loop and other arrays'
+// entries (Lorenz-96's reverse step: the stages' differences y[c+1] −
+// y[c−2], the weights times λ) is recomputed where it is read instead of
+// kept in the scratch, the same operations on the same operands: the
+// same bits.
+const (
+	// wideRematOps is the most operations of a recomputed array's value.
+	wideRematOps = 3
+	// wideRematReads is the most places a recomputed array is read at.
+	wideRematReads = 6
+)
+
+// loopIndex matches the loop index in an operand's expression.
+var loopIndex = regexp.MustCompile(`\bgs_c\b`)
+
+// rematExpr returns body position k of loop l (whose operands' C
+// expressions are ref) as an expression of the index @i@ and the number
+// of its operations, and false if it reads a carried operand or takes
+// more than wideRematOps operations.
+func (w *wideEmitter) rematExpr(l *loop, k int, ref [][]string) (string, int, bool) {
+	v := &w.e.p.Values[w.order[l.at(0, k)]]
+	n := 1
+	args := make([]string, len(l.args[k]))
+	for j, a := range l.args[k] {
+		switch a.kind {
+		case argCarry:
+			return "", 0, false
+		case argBody:
+			x, m, ok := w.rematExpr(l, a.k, ref)
+			if n += m; !ok || n > wideRematOps {
+				return "", 0, false
+			}
+			args[j] = "(" + x + ")"
+		default:
+			args[j] = loopIndex.ReplaceAllString(ref[k][j], "@i@")
+		}
+	}
+	if n > wideRematOps {
+		return "", 0, false
+	}
+	return ops2C(v, args), n, true
+}
+
+// ops2C is the C expression of value v with operands args.
+func ops2C(v *tape.Value, args []string) string {
+	x := ops.Lookup(v.Op).C(args, v.Aux)
+	if v.Op == ops.OpConst {
+		x = "(gs_real)" + x
+	}
+	return x
+}
+
+// rematerialize returns the function's code with the arrays of w.remat
+// that are read at most wideRematReads times, and read no array
+// recomputed before them, recomputed where they are read: their
+// declarations and stores removed, each read name[idx] replaced by
+// their expression of idx.
+func (w *wideEmitter) rematerialize(code string) string {
+	var done []wideRemat
+	for _, r := range w.remat {
+		expr := r.expr
+		decl := fmt.Sprintf("  gs_real* const %s = gs_w + %s;", r.name, offMark(r.name))
+		reads := strings.Count(code, r.name+"[") - strings.Count(code, r.store)
+		chained := false // reads a recomputed array, or is read by one
+		for _, q := range done {
+			chained = chained || strings.Contains(expr, q.name+"[") || strings.Contains(q.expr, r.name+"[")
+		}
+		if reads > wideRematReads || chained || !strings.Contains(code, r.store) {
+			continue
+		}
+		done = append(done, r)
+		code = strings.ReplaceAll(code, r.store, "")
+		if i := strings.Index(code, decl); i >= 0 {
+			j := i + strings.Index(code[i:], "\n") + 1
+			code = code[:i] + code[j:]
+		}
+		code = replaceReads(code, r.name, expr)
+	}
+	return code
+}
+
+// replaceReads replaces every read name[idx] in code by expr with @i@
+// replaced by (idx), in parentheses.
+func replaceReads(code, name, expr string) string {
+	var out strings.Builder
+	for {
+		i := strings.Index(code, name+"[")
+		if i < 0 {
+			break
+		}
+		if i > 0 && (isIdent(code[i-1])) {
+			out.WriteString(code[:i+len(name)])
+			code = code[i+len(name):]
+			continue
+		}
+		// The matching bracket.
+		depth, j := 0, i+len(name)
+		for ; j < len(code); j++ {
+			if code[j] == '[' {
+				depth++
+			} else if code[j] == ']' {
+				if depth--; depth == 0 {
+					break
+				}
+			}
+		}
+		idx := code[i+len(name)+1 : j]
+		out.WriteString(code[:i])
+		out.WriteString("(" + strings.ReplaceAll(expr, "@i@", "("+idx+")") + ")")
+		code = code[j+1:]
+	}
+	out.WriteString(code)
+	return out.String()
+}
+
+// isIdent reports whether b may be part of a C identifier.
+func isIdent(b byte) bool {
+	return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 }
 
 // entryRef matches an array entry's C expression, "name[idx]".
