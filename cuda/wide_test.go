@@ -386,3 +386,74 @@ func wideGradSource(t *testing.T, c engineCase, saves bool) {
 		t.Errorf("%s d = %d: %d bytes of shared memory per warp, more than an H100's 227 KiB", c.name, d, per)
 	}
 }
+
+// TestHostWideStopStiff runs a gradient with the record in the wide
+// layout on a simulated warp where half the trajectories are stiff
+// (Lorenz-96, d = 64, with a per-trajectory damping a: y_i' = (y_{i+1} −
+// y_{i−2})·y_{i−1} − a·y_i + F, a = 1 or 5,000): the stiff ones stop as
+// stiff (Job.StopOnStiff) at the CPU engine's steps, the others' gradients
+// are the CPU engine's (GradPartial), and Grad refuses the ensemble.
+func TestHostWideStopStiff(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	const d, n = 64, 4
+	idx := func(i int) int { return (i + d) % d }
+	c := wideCase(n, d)
+	c.name = "lorenz96-damped"
+	c.prob.Field = ode.Field{Name: "lorenz96-damped-64", Dim: d, Params: 2,
+		F: func(_ tape.V, y, p []tape.V) []tape.V {
+			dy := make([]tape.V, d)
+			for i := range dy {
+				dy[i] = y[idx(i+1)].Sub(y[idx(i-2)]).Mul(y[idx(i-1)]).Sub(p[1].Mul(y[i])).Add(p[0])
+			}
+			return dy
+		}}
+	p := make([]float64, 2*n)
+	for i := range n {
+		p[2*i], p[2*i+1] = 8, 1
+		if i%2 == 1 {
+			p[2*i+1] = 5000
+		}
+	}
+	c.prob.P = p
+	wide := tuned(t, "cuda-host-sim", Tuning{Wide: true})
+	type run struct {
+		g     *ode.Gradient
+		fails []*ode.TrajectoryError
+		err   error
+	}
+	var runs [2]run
+	for k, engine := range []string{"cpu", wide} {
+		sv := c.solver(t, engine)
+		var tr Trace
+		g, fails, err := sv.GradPartial(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", engine, err)
+		}
+		if engine == wide && tr.Stats().Layout != "wide" {
+			t.Errorf("trace layout %q, want wide", tr.Stats().Layout)
+		}
+		_, gerr := sv.Grad(nil, &c.prob, c.loss, nil)
+		runs[k] = run{g, fails, gerr}
+	}
+	want, got := runs[0], runs[1]
+	if len(want.fails) != n/2 || len(got.fails) != len(want.fails) {
+		t.Fatalf("failed trajectories: CPU %d, wide %d; want %d (the test checks nothing otherwise)", len(want.fails), len(got.fails), n/2)
+	}
+	skip := map[int]bool{}
+	for k, w := range want.fails {
+		g := got.fails[k]
+		skip[w.Index] = true
+		if w.Status != ode.Stiff || w.Index%2 != 1 {
+			t.Fatalf("CPU trajectory %d: status %v; want the damped ones stopped as stiff (the test checks nothing otherwise)", w.Index, w.Status)
+		}
+		if g.Index != w.Index || g.Status != w.Status || g.Accepted != w.Accepted || g.Rejected != w.Rejected {
+			t.Errorf("trajectory %d: wide %v after %d+%d steps; CPU %v after %d+%d", w.Index, g.Status, g.Accepted, g.Rejected, w.Status, w.Accepted, w.Rejected)
+		}
+	}
+	closeRows(t, "lorenz96-damped dL/dY0", got.g.Y0, want.g.Y0, d, c.tol, skip)
+	closeRows(t, "lorenz96-damped dL/dP", got.g.P, want.g.P, 2, c.tol, skip)
+	if got.err == nil || want.err == nil || !strings.Contains(got.err.Error(), "stiff") {
+		t.Errorf("Grad: wide %v, CPU %v; want both refused as stiff", got.err, want.err)
+	}
+}
