@@ -352,7 +352,7 @@ func (ex *executor) variant(j *ode.Job) kernelgen.Config {
 			set.mu.Unlock()
 		}
 		return x
-	}, widePer: func() (int, error) { return ex.set.widePerWarp(ex.plan) }}
+	}, widePer: func(grad, saves bool) (int, error) { return ex.set.widePerWarp(ex.plan, grad, saves) }}
 	dev := device{sms: ex.be.sms(), sharedLimit: ex.be.sharedLimit()}
 	return chooseLayout(kernelgen.ConfigOf(j), ex.plan, sp, lj, ex.prec, ex.tiles, dev, ex.tun)
 }

@@ -37,12 +37,21 @@ var (
 	hostF64 = &Engine{name: "cuda-host", prec: Float64, be: newHostBackend(1 << 30)}
 	hostF32 = &Engine{name: "cuda-host-f32", prec: Float32, be: newHostBackend(1 << 30)}
 	hostSim = &Engine{name: "cuda-host-sim", prec: Float64, be: newSimBackend(1 << 30)}
+	// cuda-host-sim-227k is cuda-host-sim with an H100's shared memory
+	// per block (227 KiB, opted in), for the layouts' choices that depend
+	// on it.
+	hostSimBig = &Engine{name: "cuda-host-sim-227k", prec: Float64, be: func() *hostBackend {
+		b := newSimBackend(1 << 30)
+		b.shared = 227 << 10
+		return b
+	}()}
 )
 
 func init() {
 	ode.Register(hostF64)
 	ode.Register(hostF32)
 	ode.Register(hostSim)
+	ode.Register(hostSimBig)
 }
 
 // hostDir holds the compiled host kernels of the test process.
@@ -115,6 +124,9 @@ type hostBackend struct {
 	exes  map[string]*hostKernel
 	calls int // launches, for the tests
 	sim   bool
+	// shared is the shared memory per block it reports (0: maxShared, a
+	// device's default).
+	shared int
 	// host counts the staging memory handed out by hostAlloc and given
 	// back by hostFree, by first byte (a double free is an error).
 	host     map[*byte]int64
@@ -445,7 +457,12 @@ func (q hostQueue) copyDevice(dst, src uint64, n int64) error {
 
 func (b *hostBackend) sms() int { return 0 }
 
-func (b *hostBackend) sharedLimit() int { return maxShared }
+func (b *hostBackend) sharedLimit() int {
+	if b.shared > 0 {
+		return b.shared
+	}
+	return maxShared
+}
 
 func (b *hostBackend) memFree() (int64, error) {
 	b.direct("memFree")

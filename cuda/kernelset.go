@@ -23,9 +23,11 @@ type kernelSet struct {
 	progs    *kernelgen.StepPrograms
 	progErr  error
 
-	wideOnce sync.Once
-	widePer  int // the wide layout's shared memory per warp (kernelgen.WideSharedPerWarp)
-	wideErr  error
+	// The wide layout's shared memory per warp (kernelgen.WideSharedPerWarp)
+	// of the plan's kernels, by 2·gradient + save times.
+	wideOnce [4]sync.Once
+	widePer  [4]int
+	wideErr  [4]error
 
 	mu          sync.Mutex
 	kernels     *lru[string, *kernelEntry] // by Config.Key, under mu
@@ -99,9 +101,11 @@ func trainSetOf(be backend, tun Tuning) *trainSet {
 	return s
 }
 
-// widePerWarp returns the shared memory per warp of plan pl's kernels in
-// the wide layout, computed once (it generates the wide functions).
-func (s *kernelSet) widePerWarp(pl *ode.Plan) (int, error) {
-	s.wideOnce.Do(func() { s.widePer, s.wideErr = kernelgen.WideSharedPerWarp(pl) })
-	return s.widePer, s.wideErr
+// widePerWarp returns the shared memory per warp of plan pl's gradient
+// kernels (grad) or other kernels, with save times (saves) or not, in the
+// wide layout, computed once (it generates the wide functions).
+func (s *kernelSet) widePerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
+	k := 2*kernelgen.B2i(grad) + kernelgen.B2i(saves)
+	s.wideOnce[k].Do(func() { s.widePer[k], s.wideErr[k] = kernelgen.WideSharedPerWarp(pl, grad, saves) })
+	return s.widePer[k], s.wideErr[k]
 }

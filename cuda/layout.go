@@ -112,7 +112,9 @@ type Tuning struct {
 	// from d ≈ 8 and the neural Robertson problem's, none of Lorenz's or
 	// the three-state problems'.
 	SplitFrom int
-	// Wide runs the forward solves of explicit methods on states of at
+	// Wide runs the solves, records, losses and gradients with the record
+	// (without events; save times interpolated, Settings.Saves =
+	// SaveInterpolate) of explicit methods on states of at
 	// least kernelgen.WideMinDim components in the wide layout
 	// (kernelgen.Config.Wide: one warp per trajectory, the d-long arrays
 	// in shared memory, the component loops split over the lanes; results
@@ -164,9 +166,10 @@ type layoutJob struct {
 	n           int
 	lossVectors func() bool // called only where it matters
 	// widePer returns the shared memory a warp of the plan's wide
-	// layout takes (kernelgen.WideSharedPerWarp, which generates the
-	// wide functions: the kernel set keeps it); nil: computed here.
-	widePer func() (int, error)
+	// layout takes, in a gradient's kernel (grad) or another, with save
+	// times (saves) or not (kernelgen.WideSharedPerWarp, which generates
+	// the wide functions: the kernel set keeps it); nil: computed here.
+	widePer func(grad, saves bool) (int, error)
 }
 
 // chooseLayout returns the kernel configuration of job j (base, from
@@ -192,10 +195,12 @@ type layoutJob struct {
 //     allows it (TileModeAllowed) and gives every multiprocessor enough
 //     tiles (TileModeFills); its shared memory where it fits (TileMemory).
 //   - With tun.Wide, the wide layout (a warp per trajectory, the state in
-//     shared memory) for a forward solve the layout runs
-//     (kernelgen.WideAllowed) of a plan whose field is not mostly vectors,
-//     from kernelgen.WideMinDim components, where a warp's shared memory
-//     fits the device's limit.
+//     shared memory) for a kernel the layout runs (kernelgen.WideAllowed:
+//     a solve, record, loss or gradient with the record, without events,
+//     its save times interpolated) of a plan whose field is not mostly
+//     vectors, from
+//     kernelgen.WideMinDim components, where a warp's shared memory fits
+//     the device's limit.
 //
 // tun.Layout overrides the first and last choices and may force the
 // global layout.
@@ -243,9 +248,9 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 	}
 	widePer := j.widePer
 	if widePer == nil {
-		widePer = func() (int, error) { return kernelgen.WideSharedPerWarp(pl) }
+		widePer = func(grad, saves bool) (int, error) { return kernelgen.WideSharedPerWarp(pl, grad, saves) }
 	}
-	per, err := widePer()
+	per, err := widePer(v.Grad, v.Saves > 0)
 	return err == nil && (dev.sharedLimit == 0 || per <= dev.sharedLimit)
 }
 

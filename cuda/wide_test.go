@@ -2,20 +2,44 @@ package cuda
 
 import (
 	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
-// TestHostWide runs Lorenz-96 (d = 64) with Tsit5 through the engine in
-// the wide layout (Tuning.Wide) on a simulated warp: its forward solve
-// against the CPU engine's (compareEngines: the same steps, states to the
-// case's tolerance), in the wide layout (the trace says so), while a
-// record, which the layout does not run, stays in the thread layout.
+// TestHostWide runs Lorenz-96 with Tsit5 through the engine in the wide
+// layout (Tuning.Wide) on a simulated warp, d = 64 with and without
+// shared parameters, without save times and with five (at t0, inside
+// steps, twice the same, at T1), and d = 70 (not a multiple of 32) with
+// shared parameters and save times: its
+// solve, record, loss and gradient with the record against the CPU
+// engine's (compareEngines: the same steps; states, saved states, losses
+// and gradients, shared ones included, to the case's tolerance) and the
+// gradient against the thread layout's (wideAgainstThread), in the wide
+// layout (the trace says so), while a solve whose save times are steps
+// (Settings.Saves = SaveStep), which the layout does not run, stays in the
+// thread layout; d = 256 the gradient only (but for -short), on a
+// simulated warp with an H100's shared memory (with save times a warp's
+// 51 KiB pass the default 48 KiB).
 func TestHostWide(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	testWide(t, "cuda-host-sim", 7, 64)
+	testWide(t, "cuda-host-sim", wideCase(7, 64), nil)
+	testWide(t, "cuda-host-sim", wideSharedCase(5, 64), nil)
+	testWide(t, "cuda-host-sim", wideSavesCase(5, 64), nil)
+	testWide(t, "cuda-host-sim", wideSavesCase(5, 70), nil)
+	if !testing.Short() {
+		testWide(t, "cuda-host-sim-227k", wideSharedCase(3, 256), []string{"grad"})
+		testWide(t, "cuda-host-sim-227k", wideSavesCase(3, 256), []string{"grad"})
+	}
 }
 
 // TestGPUWide is TestHostWide on the device (engine "cuda"), d = 64 and
@@ -23,78 +47,413 @@ func TestHostWide(t *testing.T) {
 func TestGPUWide(t *testing.T) {
 	needGPUEngine(t)
 	for _, d := range []int{64, 256} {
-		testWide(t, "cuda", 1000, d)
+		testWide(t, "cuda", wideCase(1000, d), nil)
+		testWide(t, "cuda", wideSharedCase(1000, d), nil)
+		testWide(t, "cuda", wideSavesCase(1000, d), nil)
 	}
 }
 
-// testWide runs Lorenz-96 with n trajectories of d components in the
-// wide layout on engine name (see TestHostWide).
-func testWide(t *testing.T, name string, n, d int) {
-	sim := tuned(t, name, Tuning{Wide: true})
+// wideSavesCase is wideSharedCase with five save times: at t0, inside
+// steps, one twice, at T1; and a loss that reads four of them.
+func wideSavesCase(n, d int) engineCase {
+	c := wideSharedCase(n, d)
+	c.name = "lorenz96-shared-saves"
+	c.prob.SaveAt = []float64{0, 0.1, 0.25, 0.25, 0.5}
+	c.loss = ode.Loss{Name: "l96-saves", FP: func(y, ys, _, p, s []tape.V) tape.V {
+		return y[0].Square().Add(ys[5]).Add(ys[d+1].Mul(ys[2*d+2])).Add(ys[3*d+d-1].Square()).Add(ys[4*d+3]).Add(s[0].Mul(p[0]))
+	}}
+	return c
+}
+
+// wideCase is Lorenz-96 with n trajectories of d components and Tsit5,
+// without save times, with a loss of the final state.
+func wideCase(n, d int) engineCase {
 	c := lorenz96Case(n, d, ode.Tsit5)
 	c.prob.SaveAt = nil
-	compareEngines(t, sim, c, caseOpts{ops: []string{"solve"}})
+	c.loss = ode.Loss{Name: "l96-final", F: func(y, _, _ []tape.V) tape.V {
+		return y[0].Square().Add(y[d-1]).Add(y[1].Mul(y[2]))
+	}}
+	return c
+}
+
+// wideSharedCase is wideCase with two shared parameters, a damping a and
+// a coupling b (y_i' = b·(y_{i+1} − y_{i−2})·y_{i−1} − a·y_i + F), and a
+// loss that reads the parameters too: the shared gradient's sums, the
+// steps' and the loss's own.
+func wideSharedCase(n, d int) engineCase {
+	c := wideCase(n, d)
+	idx := func(i int) int { return (i + d) % d }
+	c.name = "lorenz96-shared"
+	c.prob.Field = ode.Field{Name: fmt.Sprintf("lorenz96-shared-%d", d), Dim: d, Params: 1, Shared: 2,
+		F: func(_ tape.V, y, p []tape.V) []tape.V {
+			dy := make([]tape.V, d)
+			for i := range dy {
+				dy[i] = p[2].Mul(y[idx(i+1)].Sub(y[idx(i-2)])).Mul(y[idx(i-1)]).Sub(p[1].Mul(y[i])).Add(p[0])
+			}
+			return dy
+		}}
+	c.prob.Shared = []float64{1.05, 0.95}
+	c.loss = ode.Loss{Name: "l96-shared", FP: func(y, _, _, p, s []tape.V) tape.V {
+		return y[0].Square().Add(y[d-1]).Add(y[1].Mul(y[2])).Add(s[0].Mul(s[1]).Mul(p[0]))
+	}}
+	return c
+}
+
+// testWide runs case c in the wide layout on engine name (see
+// TestHostWide): ops (nil: solve, record, loss, grad).
+func testWide(t *testing.T, name string, c engineCase, ops []string) {
+	sim := tuned(t, name, Tuning{Wide: true})
+	d := c.prob.Field.Dim
+	if ops == nil {
+		ops = []string{"solve", "record", "loss", "grad"}
+	}
+	compareEngines(t, sim, c, caseOpts{ops: ops})
+	var err error
 	for _, x := range []struct {
-		record bool
-		want   string
-	}{{false, "wide"}, {true, "thread"}} {
+		op, want string
+	}{{"solve", "wide"}, {"record", "wide"}, {"grad", "wide"}, {"stepped", "thread"}} {
+		if !slices.Contains(ops, x.op) && x.op != "stepped" {
+			continue
+		}
 		var tr Trace
+		ctx := WithTrace(t.Context(), &tr)
 		sv := c.solver(t, sim)
-		var err error
-		if x.record {
-			_, _, err = sv.RecordContext(WithTrace(t.Context(), &tr), &c.prob)
-		} else {
-			_, err = sv.SolveContext(WithTrace(t.Context(), &tr), &c.prob)
+		p := c.prob
+		if x.op == "stepped" {
+			set := c.set
+			set.Engine, set.Saves = sim, ode.SaveStep
+			if sv, err = ode.NewSolver(c.prob.Field, &set); err != nil {
+				t.Fatal(err)
+			}
+			p.SaveAt = []float64{0.25}
+		}
+		switch x.op {
+		case "solve", "stepped":
+			_, err = sv.SolveContext(ctx, &p)
+		case "record":
+			_, _, err = sv.RecordContext(ctx, &p)
+		case "grad":
+			_, err = sv.GradContext(ctx, nil, &p, c.loss, nil)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := tr.Stats().Layout; got != x.want {
-			t.Errorf("record %v: trace layout %q, want %q", x.record, got, x.want)
+			t.Errorf("d = %d, %s: trace layout %q, want %q", d, x.op, got, x.want)
+		}
+	}
+	if slices.Contains(ops, "grad") {
+		wideAgainstThread(t, name, c)
+	}
+}
+
+// wideAgainstThread compares the gradient with the record of case c on
+// engine name in the wide layout with the thread layout's: the same
+// steps, and the loss and gradients within 1e-10 relative (closeRows'
+// measure): the wide layout sums over the components in another order,
+// and Lorenz-96 amplifies the rounding (on a simulated warp, to t = 0.5:
+// dL/dy0 within 2.1e-12 at d = 64 and 70, 2.4e-11 at d = 256, dL/dp
+// within 1.5e-14). It logs the largest differences.
+func wideAgainstThread(t *testing.T, name string, c engineCase) {
+	t.Helper()
+	p := c.prob
+	var grads [2]*ode.Gradient
+	for k, tun := range []Tuning{{Layout: LayoutThread}, {Wide: true}} {
+		g, err := c.solver(t, tuned(t, name, tun)).Grad(nil, &p, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grads[k] = g
+	}
+	thread, wide := grads[0], grads[1]
+	d, np := c.prob.Field.Dim, c.prob.Field.Params
+	what := fmt.Sprintf("%s d = %d, wide against thread", c.name, d)
+	if skip := compareCounts(t, what, wide.Mesh.Stats, thread.Mesh.Stats, 0); len(skip) > 0 {
+		return
+	}
+	const tol = 1e-10
+	closeRows(t, what+" dL/dY0", wide.Y0, thread.Y0, d, tol, nil)
+	closeRows(t, what+" dL/dP", wide.P, thread.P, np, tol, nil)
+	closeRows(t, what+" dL/dShared", wide.Shared, thread.Shared, len(thread.Shared), tol, nil)
+	closeRows(t, what+" loss", []float64{wide.Loss}, []float64{thread.Loss}, 1, tol, nil)
+	t.Logf("%s: largest relative differences dL/dy0 %.2g, dL/dp %.2g, dL/ds %.2g, loss %.2g", what,
+		largestRel(wide.Y0, thread.Y0, d), largestRel(wide.P, thread.P, np),
+		largestRel(wide.Shared, thread.Shared, len(thread.Shared)), largestRel([]float64{wide.Loss}, []float64{thread.Loss}, 1))
+}
+
+// largestRel returns the largest difference of got from want, rows of w,
+// relative to max(|want entry|, 1e-3 × the row's largest), as closeRows
+// measures it.
+func largestRel(got, want []float64, w int) float64 {
+	worst := 0.0
+	for i := 0; w > 0 && i*w < len(want); i++ {
+		row := want[i*w : (i+1)*w]
+		scale := 0.0
+		for _, x := range row {
+			scale = math.Max(scale, math.Abs(x))
+		}
+		for c, x := range row {
+			if den := math.Max(math.Abs(x), 1e-3*scale); den > 0 {
+				worst = math.Max(worst, math.Abs(got[i*w+c]-x)/den)
+			}
+		}
+	}
+	return worst
+}
+
+// BenchmarkGPUWide times Lorenz-96 with Tsit5 (n = 4096, d = 64 and
+// 256) in the wide layout against the thread layout, alternating the
+// two engines' sub-benchmarks: kernel-ms is the trace's kernel time, ms/op
+// the whole call's.
+//
+//   - solve: the forward solve, rtol 1e-6, t ∈ [0, 2] (lorenz96Case's
+//     ensemble);
+//   - grad: the gradient with the record (Solver.Grad with a nil mesh) of
+//     the large-state suite's case (bench/large.go: problems.Lorenz96's
+//     ensemble, F = linspace(7, 9), t ∈ [0, 1], rtol 1e-6, atol 1e-9,
+//     loss Σ‖y(T)‖²), whose thread-layout kernels took 12.5 ms (d = 64)
+//     and 141.8 ms (d = 256) on an H100 (bench/RESULTS.md).
+func BenchmarkGPUWide(b *testing.B) {
+	needGPUEngine(b)
+	engines := []struct {
+		name   string
+		engine string
+	}{{"thread", tuned(b, "cuda", Tuning{Layout: LayoutThread})}, {"wide", tuned(b, "cuda", Tuning{Wide: true})}}
+	for _, op := range []string{"solve", "grad"} {
+		for _, d := range []int{64, 256} {
+			c := lorenz96Case(4096, d, ode.Tsit5)
+			c.prob.SaveAt, c.prob.T1 = nil, 2
+			if op == "grad" {
+				c = wideBenchGradCase(4096, d)
+			}
+			for _, e := range engines {
+				b.Run(fmt.Sprintf("%s/d=%d/%s", op, d, e.name), func(b *testing.B) {
+					set := c.set
+					set.Engine = e.engine
+					sv, err := ode.NewSolver(c.prob.Field, &set)
+					if err != nil {
+						b.Fatal(err)
+					}
+					var sol ode.Solution
+					var g ode.Gradient
+					var tr Trace
+					ctx := WithTrace(b.Context(), &tr)
+					call := func() error {
+						if op == "grad" {
+							_, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil)
+							return err
+						}
+						_, err := sv.SolveToContext(ctx, &sol, &c.prob)
+						return err
+					}
+					if err := call(); err != nil { // warm: the kernel
+						b.Fatal(err)
+					}
+					if got := tr.Stats().Layout; got != e.name {
+						b.Fatalf("layout %q, want %q", got, e.name)
+					}
+					tr.Reset()
+					b.ResetTimer()
+					for range b.N {
+						if err := call(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(tr.Stats().Kernel)/1e6/float64(b.N), "kernel-ms/op")
+				})
+			}
 		}
 	}
 }
 
-// BenchmarkGPUWide times the forward solve of Lorenz-96 (Tsit5, rtol
-// 1e-6, n = 4096, t ∈ [0, 2]) in the wide layout against the thread
-// layout, d = 64 and 256: kernel-ms is the trace's kernel time, ms/op the
-// whole call's.
-func BenchmarkGPUWide(b *testing.B) {
-	needGPUEngine(b)
-	for _, d := range []int{64, 256} {
-		c := lorenz96Case(4096, d, ode.Tsit5)
-		c.prob.SaveAt, c.prob.T1 = nil, 2
-		for _, wide := range []bool{false, true} {
-			name, engine := "thread", tuned(b, "cuda", Tuning{Layout: LayoutThread})
-			if wide {
-				name, engine = "wide", tuned(b, "cuda", Tuning{Wide: true})
+// wideBenchGradCase is the large-state suite's Lorenz-96 gradient case
+// (bench/large.go) with n trajectories of d components.
+func wideBenchGradCase(n, d int) engineCase {
+	pr := problems.Lorenz96(d)
+	y0, p := pr.Ensemble(n)
+	problems.LinSpace(p, 7, 9)
+	return engineCase{
+		name: fmt.Sprintf("lorenz96-%d-grad", d),
+		prob: ode.Problem{Field: pr.Field, N: n, Y0: y0, P: p, T0: pr.T0, T1: pr.T1},
+		set:  ode.Settings{Method: ode.Tsit5, RelTol: 1e-6, AbsTol: 1e-9},
+		loss: ode.SumSquares(),
+		tol:  1e-10,
+	}
+}
+
+// TestWideGradSource checks the form of a wide gradient kernel
+// (Lorenz-96 with shared parameters, Tsit5, d = 64 and 256, without save
+// times and with): its reverse steps' component loops all split over the
+// lanes (the field VJP's with windows), their sums over the components
+// across the lanes, no local array of d or more reals in the reverse
+// steps or the driver, and a warp's shared memory as the layout's
+// formula states: the forward loop's, or 2 + 3d + 4np + 2ns reals (md
+// more with save times, m = DenseTerms) for the reverse steps' inputs and
+// outputs, the trajectory's gp and shared gradient's sum, plus the steps'
+// scratch, whichever is larger.
+func TestWideGradSource(t *testing.T) {
+	t.Parallel()
+	for _, saves := range []bool{false, true} {
+		for _, d := range []int{64, 256} {
+			c := wideSharedCase(4, d)
+			if saves {
+				c = wideSavesCase(4, d)
 			}
-			b.Run(fmt.Sprintf("d=%d/%s", d, name), func(b *testing.B) {
-				set := c.set
-				set.Engine = engine
-				sv, err := ode.NewSolver(c.prob.Field, &set)
-				if err != nil {
-					b.Fatal(err)
-				}
-				var sol ode.Solution
-				var tr Trace
-				ctx := WithTrace(b.Context(), &tr)
-				if _, err := sv.SolveToContext(ctx, &sol, &c.prob); err != nil { // warm: the kernel
-					b.Fatal(err)
-				}
-				if got := tr.Stats().Layout; got != name {
-					b.Fatalf("layout %q, want %q", got, name)
-				}
-				tr.Reset()
-				b.ResetTimer()
-				for range b.N {
-					if _, err := sv.SolveToContext(ctx, &sol, &c.prob); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(tr.Stats().Kernel)/1e6/float64(b.N), "kernel-ms/op")
-			})
+			wideGradSource(t, c, saves)
 		}
+	}
+}
+
+// wideGradSource checks the wide gradient kernel of case c (see
+// TestWideGradSource).
+func wideGradSource(t *testing.T, c engineCase, saves bool) {
+	d := c.prob.Field.Dim
+	j := jobOf(t, c, ode.OpGrad)
+	pl := j.Plan
+	sp, err := kernelgen.NewStepPrograms(pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := kernelgen.ConfigOf(j)
+	if !kernelgen.WideAllowed(v, pl, Float64) {
+		t.Fatalf("%s d = %d: the wide layout refuses %s", c.name, d, v.Key())
+	}
+	v.Wide = true
+	src, info, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`GS_FUNC void (\w+_rev_\w+)\(`).FindAllStringSubmatch(src, -1)
+	if want := 1 + kernelgen.B2i(saves); len(names) != want {
+		t.Fatalf("%s d = %d: %d wide reverse steps in the source, want %d: %q", c.name, d, len(names), want, regexp.MustCompile(`GS_FUNC void \w+`).FindAllString(src, -1))
+	}
+	texts := map[string]string{}
+	for _, m := range names {
+		_, rev, _ := strings.Cut(src, m[0])
+		rev, _, _ = strings.Cut(rev, "\n}\n")
+		texts[m[1]] = rev
+		split := strings.Count(rev, "for (int gs_c = gs_lane; gs_c < ") + strings.Count(rev, "for (int gs_c0 = gs_lane; gs_c0 < ")
+		windows := strings.Count(rev, ", a window of ")
+		seq := strings.Count(rev, "sequential in every lane")
+		sums := strings.Count(rev, "gs_wide_sum(")
+		if split < 20 || windows < 7 || seq != 0 || sums < 7 {
+			t.Errorf("%s d = %d: %s: %d loops split over the lanes (%d with windows), %d sequential, %d sums across the lanes; want ≥ 20 (≥ 7), 0, ≥ 7",
+				c.name, d, m[1], split, windows, seq, sums)
+		}
+	}
+	// Local arrays of d or more reals, in the reverse steps and the
+	// driver (gs_body, gs_wide_backward).
+	_, texts["driver"], _ = strings.Cut(src, "GS_DEVICE void gs_wide_backward(")
+	for what, text := range texts {
+		for _, a := range regexp.MustCompile(`gs_real \w+\[(\w+)\]`).FindAllStringSubmatch(text, -1) {
+			if n, err := strconv.Atoi(a[1]); err != nil && a[1] != "GS_NSTATE" && a[1] != "GS_W_LEN" || err == nil && n >= d {
+				t.Errorf("%s d = %d: %s: a local array %s", c.name, d, what, a[0])
+			}
+		}
+	}
+	if strings.Contains(src, "gs_rev_out") || strings.Contains(src, "gs_drev_out") {
+		t.Errorf("%s d = %d: the source has the thread layout's reverse steps", c.name, d)
+	}
+	per, err := kernelgen.WideSharedPerWarp(pl, true, saves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := kernelgen.WideSharedPerWarp(pl, false, saves)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if per != info.WideShared {
+		t.Errorf("%s d = %d: WideSharedPerWarp %d, the kernel's %d", c.name, d, per, info.WideShared)
+	}
+	np, ns := pl.Params, pl.Shared
+	fixed := 8 * (2 + 3*d + 4*np + 2*ns)
+	if saves {
+		fixed += 8 * pl.DenseTerms * d
+	}
+	revScratch := per - fixed
+	// Tsit5's reverse steps keep their stages' inputs and some of the
+	// field's intermediate products for the VJP (the others recomputed
+	// where they are read): 14 d-long arrays live at once at most, 18
+	// with the dense step's reverse (27 and 32 when every one was kept).
+	if lim := 8 * (14 + 4*kernelgen.B2i(saves)) * d; per > fwd && (revScratch <= 0 || revScratch > lim) {
+		t.Errorf("%s d = %d: reverse scratch %d bytes, want in (0, %d]", c.name, d, revScratch, lim)
+	}
+	_, block, shmem := kernelgen.WideLaunch(4096, per, 227<<10)
+	t.Logf("%s d = %d: %d bytes of source, %d bytes of shared memory per warp (forward %d; reverse scratch %d = %.1fd reals); on an H100 blocks of %d warps, %d bytes, %d warps per multiprocessor",
+		c.name, d, len(src), per, fwd, revScratch, float64(revScratch)/8/float64(d), block/32, shmem, block/32*((228<<10)/(shmem+1024)))
+	if per > 227<<10 {
+		t.Errorf("%s d = %d: %d bytes of shared memory per warp, more than an H100's 227 KiB", c.name, d, per)
+	}
+}
+
+// TestHostWideStopStiff runs a gradient with the record in the wide
+// layout on a simulated warp where half the trajectories are stiff
+// (Lorenz-96, d = 64, with a per-trajectory damping a: y_i' = (y_{i+1} −
+// y_{i−2})·y_{i−1} − a·y_i + F, a = 1 or 5,000): the stiff ones stop as
+// stiff (Job.StopOnStiff) at the CPU engine's steps, the others' gradients
+// are the CPU engine's (GradPartial), and Grad refuses the ensemble.
+func TestHostWideStopStiff(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	const d, n = 64, 4
+	idx := func(i int) int { return (i + d) % d }
+	c := wideCase(n, d)
+	c.name = "lorenz96-damped"
+	c.prob.Field = ode.Field{Name: "lorenz96-damped-64", Dim: d, Params: 2,
+		F: func(_ tape.V, y, p []tape.V) []tape.V {
+			dy := make([]tape.V, d)
+			for i := range dy {
+				dy[i] = y[idx(i+1)].Sub(y[idx(i-2)]).Mul(y[idx(i-1)]).Sub(p[1].Mul(y[i])).Add(p[0])
+			}
+			return dy
+		}}
+	p := make([]float64, 2*n)
+	for i := range n {
+		p[2*i], p[2*i+1] = 8, 1
+		if i%2 == 1 {
+			p[2*i+1] = 5000
+		}
+	}
+	c.prob.P = p
+	wide := tuned(t, "cuda-host-sim", Tuning{Wide: true})
+	type run struct {
+		g     *ode.Gradient
+		fails []*ode.TrajectoryError
+		err   error
+	}
+	var runs [2]run
+	for k, engine := range []string{"cpu", wide} {
+		sv := c.solver(t, engine)
+		var tr Trace
+		g, fails, err := sv.GradPartial(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", engine, err)
+		}
+		if engine == wide && tr.Stats().Layout != "wide" {
+			t.Errorf("trace layout %q, want wide", tr.Stats().Layout)
+		}
+		_, gerr := sv.Grad(nil, &c.prob, c.loss, nil)
+		runs[k] = run{g, fails, gerr}
+	}
+	want, got := runs[0], runs[1]
+	if len(want.fails) != n/2 || len(got.fails) != len(want.fails) {
+		t.Fatalf("failed trajectories: CPU %d, wide %d; want %d (the test checks nothing otherwise)", len(want.fails), len(got.fails), n/2)
+	}
+	skip := map[int]bool{}
+	for k, w := range want.fails {
+		g := got.fails[k]
+		skip[w.Index] = true
+		if w.Status != ode.Stiff || w.Index%2 != 1 {
+			t.Fatalf("CPU trajectory %d: status %v; want the damped ones stopped as stiff (the test checks nothing otherwise)", w.Index, w.Status)
+		}
+		if g.Index != w.Index || g.Status != w.Status || g.Accepted != w.Accepted || g.Rejected != w.Rejected {
+			t.Errorf("trajectory %d: wide %v after %d+%d steps; CPU %v after %d+%d", w.Index, g.Status, g.Accepted, g.Rejected, w.Status, w.Accepted, w.Rejected)
+		}
+	}
+	closeRows(t, "lorenz96-damped dL/dY0", got.g.Y0, want.g.Y0, d, c.tol, skip)
+	closeRows(t, "lorenz96-damped dL/dP", got.g.P, want.g.P, 2, c.tol, skip)
+	if got.err == nil || want.err == nil || !strings.Contains(got.err.Error(), "stiff") {
+		t.Errorf("Grad: wide %v, CPU %v; want both refused as stiff", got.err, want.err)
 	}
 }

@@ -17,6 +17,9 @@ type adapters struct {
 	src *Source
 	sb  strings.Builder
 	err error
+	// noAcc writes no accumulating functions (the wide layout's loss,
+	// which one lane calls).
+	noAcc bool
 }
 
 // adapter emits
@@ -97,7 +100,7 @@ func (g *adapters) adapterOf(name, f, lead string, p *tape.Program, ret, params 
 // accFunc emits p as an accumulating function (AccFunc) of its outputs
 // first…first+n-1, if it has their form and n > 0.
 func (g *adapters) accFunc(p *tape.Program, first, n int) (string, bool) {
-	if g.err != nil || n == 0 || noAccumulate {
+	if g.err != nil || n == 0 || noAccumulate || g.noAcc {
 		return "", false
 	}
 	f, ok, err := g.src.AccFunc(p, first, n)
@@ -385,6 +388,27 @@ func (g *adapters) lossAdapter(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kern
 		"const gs_real* sh, gs_real* acc, bool on, const gs_real* y, const gs_real* ys, long long n, long long i, const gs_real* data, const gs_real* p", in)
 }
 
+// wideLoss writes the loss adapter of a loss or gradient kernel v in the
+// wide layout (wide.cuh), which lane 0 calls with the final state and the
+// parameters in the warp's shared memory: the thread layout's
+// gs_a_loss or gs_a_loss_grad, the latter returning its shared-gradient
+// entries (not accumulating: the other lanes do not call it). Other
+// kernels have none.
+func (g *adapters) wideLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kernelPlan) error {
+	if !v.Loss && !v.Grad {
+		return nil
+	}
+	if lp == nil {
+		return fmt.Errorf("cuda: a loss kernel needs a loss")
+	}
+	g.noAcc = true
+	g.lossAdapter(pl, v, lp, k)
+	if g.err == nil && k.LossAcc {
+		g.err = fmt.Errorf("cuda: the wide layout's loss must return its shared gradient")
+	}
+	return g.err
+}
+
 // directLoss writes the adapters of loss lp of kernel v (thread layout)
 // as bound functions (bind.go; k.LossDirect): they read y, the saved
 // states ys and the data from the kernel's arrays, in place, and the
@@ -428,7 +452,7 @@ func (g *adapters) directLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kerne
 	b.params += ", gs_real gs_sc, gs_real* GS_RESTRICT gs_loss, gs_real* GS_RESTRICT gs_tb"
 	b.out = []span{{name: "gs_loss", w: 1, strided: true}, {w: d}, {name: "gs_tb", w: w, strided: true, scale: "gs_sc"}, {w: np + pl.Shared}}
 	var spec *accSpec
-	if !noAccumulate && pl.Shared > 0 {
+	if !noAccumulate && !g.noAcc && pl.Shared > 0 {
 		spec, k.LossAcc = planAcc(lp.Grad, 1+d+w+np, pl.Shared)
 	}
 	f, err := g.src.boundFunction(lp.Grad, spec, b)

@@ -165,7 +165,7 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
     if (GS_WRITER) gs_save_state(a, k, i, s, out);
   }
 }
-{{- if and .Adaptive (not .ShareFwd)}}
+{{- if and .Adaptive (not .ShareFwd) (not .Wide)}}
 
 // gs_saves sets the save times on accepted step s from (t, y) of size h of
 // the trajectories with want set, from the coefficients of the dense step
@@ -269,7 +269,7 @@ GS_DEVICE void gs_finish(const gs_args& a, long long i, const gs_real* st, gs_re
 {{- if .Events}}
 {{template "events" .}}
 {{- end}}
-{{- if .Grad}}
+{{- if and .Grad (not .Wide)}}
 {{template "adjoint" .}}
 {{- end}}
 {{- if .Wide}}

@@ -285,12 +285,15 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	}
 	g := &adapters{src: src}
 	if v.Wide {
-		w, err := src.wideFuncs(pl)
+		w, err := src.wideFuncs(pl, v.Grad, v.Saves > 0)
 		if err != nil {
 			return "", info, err
 		}
 		k.W = w
 		info.WideShared = w.Len * prec.Size()
+		if err := g.wideLoss(pl, v, lp, k); err != nil {
+			return "", info, err
+		}
 	} else if err := g.kernelAdapters(sp, v, lp, k); err != nil {
 		return "", info, err
 	}

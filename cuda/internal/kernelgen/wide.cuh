@@ -1,11 +1,15 @@
 {{- /*
 wide.cuh: the wide layout (one warp per trajectory, wide.go) of the
 engine's kernels: its hooks ("hooks", see kernel.cuh), its driver loop
-("wide-body": a forward solve) and the kernel ("entry"). Every d-long
-array of a trajectory is in its warp's part of the block's shared memory
-(kernelPlan.W); the wide functions of Init, Trial and Control split their
-component loops over the lanes; the controller's state and every other
-scalar are each lane's own, the same in every lane.
+("wide-body": a solve, a record, a loss, a gradient with the record and
+its reverse sweep) and the kernel ("entry"). Every d-long array of a
+trajectory is in its warp's part of the block's shared memory
+(kernelPlan.W); the wide functions of Init, Trial, Control and a
+gradient's reverse step split their component loops over the lanes; the
+controller's state and every other scalar are each lane's own, the same
+in every lane. A stored state's components are consecutive (row s of
+trajectory i at a.store + (s*n + i)*GS_SW), so that the lanes' writes and
+reads of one state coalesce.
 */ -}}
 {{define "hooks"}}
 // One warp per trajectory: its lanes run the driver loop alike; lane 0
@@ -25,14 +29,169 @@ scalar are each lane's own, the same in every lane.
 #define GS_W_CO {{.W.CO}}
 #define GS_W_SCR {{.W.SCR}}
 #define GS_W_LEN {{.W.Len}}
+{{- if .Saves}}
+// The dense step's outputs (y+, w), with save times.
+#define GS_W_DO {{.W.DO}}
+{{- end}}
+{{- if .Grad}}
+// The reverse sweep: the step's inputs from the start (t, h, y, p, lambda,
+// then gp, or with save times wbar and gp for the dense step's reverse),
+// its outputs (lambda', gp', gs), the trajectory's gp and sum of gs, and
+// the steps' scratch.
+#define GS_W_RO {{.W.RO}}
+#define GS_W_GP {{.W.GP}}
+#define GS_W_GA {{.W.GA}}
+#define GS_W_RSCR {{.W.RSCR}}
+{{- end}}
 #define GS_W_FSAL {{if .FSAL}}1{{else}}0{{end}}
 {{- end}}
 
 {{define "wide-body"}}
+{{- if .Saves}}
+
+// gs_wide_save sets save time k of trajectory i, on step s, to the state
+// y, or at theta != 0 to the continuous extension with coefficients w
+// from it (gs_interp's rule): every lane its components, lane 0 the step.
+GS_DEVICE void gs_wide_save(const gs_args& a, int k, long long i, int s, const gs_real* y, const gs_real* w,
+                            gs_real theta) {
+  const int lane = GS_WLANE;
+  const long long n = a.n;
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE) {
+    gs_real out = y[c];
+    if (theta != 0) {
+      gs_real acc = w[(GS_TERMS - 1) * GS_D + c];
+      for (int j = GS_TERMS - 2; j >= 0; j--) acc = w[j * GS_D + c] + theta * acc;
+      out = y[c] + theta * acc;
+    }
+    a.ys[((long long)k * GS_D + c) * n + i] = out;
+  }
+  if (lane == 0) a.tapstep[(long long)k * n + i] = s;
+}
+{{- end}}
+{{- if .Grad}}
+
+// gs_wide_backward is the adjoint of trajectory i, which took len steps
+// and ended with its final state and parameters at ws + 2 (the loss VJP,
+// on lane 0, then the reverse steps from the last to the first{{if .Saves}}, with
+// the save times' cotangents: a step with save times inside it runs the
+// dense step's reverse with the coefficients' cotangents (gs_coef_bar's
+// sums), and the save times on it add to lambda after it{{end}}); it writes
+// the loss term, dL/dy0 and dL/dp, and adds dL/ds to acc (the loss's own
+// to acc + GS_NS, unscaled). Every lane of the warp calls it.
+GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long long i, const int len, gs_real* ws,
+                                gs_real* acc) {
+  const int lane = GS_WLANE;
+  const long long n = a.n;
+  const gs_real sc = (gs_real)a.scale;
+  gs_real* ri = ws;
+  gs_real* ro = ws + GS_W_RO;
+  gs_real* gp = ws + GS_W_GP;
+  gs_real* ga = ws + GS_W_GA;
+  gs_real* scr = ws + GS_W_RSCR;
+  gs_real* y = ri + 2;
+  gs_real* p = y + GS_D;
+  gs_real* lam = p + GS_NP;
+  gs_real* gpr = lam + GS_D;  // Reverse's gp
+{{- if .Saves}}
+  gs_real* wb = lam + GS_D;  // DenseStepReverse's wbar, then gp
+  gs_real* gpd = wb + GS_DW;
+{{- end}}
+  (void)ga;
+  (void)gpr;
+  for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] = 0;
+  if (lane == 0) {
+{{- if .LossDirect}}
+    // The bound loss VJP stores the loss term and dL/dys (times sc)
+    // itself and returns dL/dy, dL/dp, dL/ds.
+    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p, sc, a.loss, a.tb);
+    for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[c];
+    for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[GS_D + c];
+    for (int q = 0; q < GS_NS; q++) gs_wide_add(&acc[GS_NS + q], r.v[GS_D + GS_NP + q]);
+{{- else}}
+    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p);
+    a.loss[i] = r.v[0];
+    for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[1 + c];
+    for (int q = 0; q < GS_K * GS_D; q++) a.tb[(long long)q * n + i] = sc * r.v[1 + GS_D + q];
+    for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + GS_K * GS_D + c];
+    for (int q = 0; q < GS_NS; q++) gs_wide_add(&acc[GS_NS + q], r.v[1 + GS_D + GS_K * GS_D + GS_NP + q]);
+{{- end}}
+  }
+  GS_SYNCWARP();
+{{- if .Saves}}
+  // Save times past the last step add to the final state's cotangent.
+  int kq = GS_K;
+  while (kq > 0 && a.tapstep[(long long)(kq - 1) * n + i] >= len) kq--;
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE)
+    for (int k = kq; k < GS_K; k++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
+{{- end}}
+  for (int s = len - 1; s >= 0; s--) {
+{{- if .Saves}}
+    // The save times on step s: k0 ... kq-1.
+    int k0 = kq;
+    while (k0 > 0 && a.tapstep[(long long)(k0 - 1) * n + i] == s) k0--;
+{{- end}}
+    const gs_real h = GS_HSRC[(long long)s * n + i];
+    if (h != 0) {
+      const gs_real* row = a.store + ((long long)s * n + i) * GS_SW;
+      const gs_real ts = GS_STORE_T ? row[0] : (gs_real)0;
+      GS_SYNCWARP();  // the last step's reads of ri are done
+      if (lane == 0) {
+        ri[0] = ts;
+        ri[1] = h;
+      }
+      for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = row[GS_STORE_T + c];
+{{- if .Saves}}
+      bool dense = false;
+      for (int k = k0; k < kq; k++)
+        if ((a.saveat[k] - ts) / h != 0) dense = true;
+      if (dense) {
+        // The coefficients' cotangents: over the save times inside the
+        // step, in order, wbar[j * GS_D + c] += theta^(j+1) * ybar[c].
+        for (int c = lane; c < GS_D; c += GS_WSTRIDE) {
+          for (int j = 0; j < GS_TERMS; j++) wb[j * GS_D + c] = 0;
+          for (int k = k0; k < kq; k++) {
+            const gs_real theta = (a.saveat[k] - ts) / h;
+            if (theta == 0) continue;
+            gs_real pw = theta;
+            for (int j = 0; j < GS_TERMS; j++) {
+              wb[j * GS_D + c] += pw * a.tb[((long long)k * GS_D + c) * n + i];
+              pw *= theta;
+            }
+          }
+        }
+        for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gpd[c] = gp[c];
+        GS_SYNCWARP();
+        {{.W.DRev}}(sh, ri, ro, scr);
+      } else
+{{- end}}
+      {
+        for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gpr[c] = gp[c];
+        GS_SYNCWARP();
+        {{.W.Rev}}(sh, ri, ro, scr);
+      }
+      for (int c = lane; c < GS_D; c += GS_WSTRIDE) lam[c] = ro[c];
+      for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gp[c] = ro[GS_D + c];
+      for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] += ro[GS_D + GS_NP + q];
+    }
+{{- if .Saves}}
+    for (int c = lane; c < GS_D; c += GS_WSTRIDE)
+      for (int k = k0; k < kq; k++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
+    kq = k0;
+{{- end}}
+  }
+  GS_SYNCWARP();
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.gy0[(long long)c * n + i] = lam[c];
+  for (int c = lane; c < GS_NP; c += GS_WSTRIDE) a.gp[(long long)c * n + i] = gp[c];
+  for (int q = lane; q < GS_NS; q += GS_WSTRIDE) gs_wide_add(&acc[q], ga[q]);
+}
+{{- end}}
+
 // gs_body runs trajectory i on the calling warp, whose shared memory is
 // ws (GS_W_LEN reals): Init, then Trial and Control until the controller
-// ends it; its final state and outcome.
-GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const gs_real* sh, const gs_real* csh) {
+// ends it{{if or .MeshOut .Store}}, recording its accepted steps{{end}}; its final state and outcome{{if .Grad}},
+// then its adjoint{{else if .Loss}} and loss term{{end}}.
+GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const gs_real* sh, const gs_real* csh,
+                       gs_real* acc) {
   const int lane = GS_WLANE;
   const long long n = a.n;
   const gs_real t0 = (gs_real)a.t0, t1 = a.t1[i];
@@ -45,6 +204,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   gs_real* p = y + GS_D;
   gs_real* k1 = p + GS_NP;
   (void)k1;
+  (void)acc;
   GS_SYNCWARP();  // the warp's last trajectory is done with ws
   for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = a.y0[(long long)c * n + i];
   for (int c = lane; c < GS_NP; c += GS_WSTRIDE) p[c] = a.p[(long long)c * n + i];
@@ -65,7 +225,14 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   gs_start(st, t0, h0, last);
   gs_real lasth = h0;
   int status = GS_RUNNING;
+  bool overflow = false;
   bool run = true;
+{{- if .Saves}}
+  // The save times at or before t0: the initial state.
+  int k = 0;
+  for (; k < GS_K && a.saveat[k] <= t0; k++) gs_wide_save(a, k, i, 0, y, y, 0);
+  gs_real* dout = ws + GS_W_DO;
+{{- end}}
   while (run) {
     GS_SYNCWARP();  // the last step's reads of ti and ci are done
     if (lane == 0) {
@@ -87,15 +254,50 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
     }
     GS_SYNCWARP();
     {{.W.Control}}(csh, ci, co, scr);
-    const gs_real accept = co[GS_NSTATE], stat = co[GS_NSTATE + 1];
+    const gs_real accept = co[GS_NSTATE];
+    gs_real stat = co[GS_NSTATE + 1];
     lasth = st[GS_ST_H];
     if (accept != 0) {
+{{- if or .MeshOut .Store .Saves}}
+      const long long s = (long long)st[GS_ST_ACCEPTED];
+{{- end}}
+{{- if .Saves}}
+      // The save times on the step (from ts of size hs), from its dense
+      // step's coefficients where one lies inside it; the dense step's
+      // inputs t, h, y, p are the trial's.
+      const gs_real ts = st[GS_ST_T], hs = st[GS_ST_H];
+      if (k < GS_K && a.saveat[k] < ts + hs) {
+        if (gs_inside(a, k, ts, hs)) {{.W.Dense}}(sh, ti, dout, scr);
+        for (; k < GS_K && a.saveat[k] < ts + hs; k++) gs_wide_save(a, k, i, (int)s, y, dout + GS_D, (a.saveat[k] - ts) / hs);
+      }
+{{- end}}
+{{- if or .MeshOut .Store}}
+      // The step's record: its size and the state it starts from (every
+      // lane its components).
+      if (s >= a.rows) {
+        overflow = true;
+      } else {
+{{- if .MeshOut}}
+        if (lane == 0) a.hout[s * n + i] = st[GS_ST_H];
+{{- end}}
+{{- if .Store}}
+        gs_real* row = a.store + (s * n + i) * GS_SW;
+        if (GS_STORE_T && lane == 0) row[0] = st[GS_ST_T];
+        for (int c = lane; c < GS_D; c += GS_WSTRIDE) row[GS_STORE_T + c] = y[c];
+{{- end}}
+      }
+{{- end}}
       for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = to[c];
 #if GS_W_FSAL
       for (int c = lane; c < GS_D; c += GS_WSTRIDE) k1[c] = to[2 * GS_D + c];
 #endif
     }
     for (int q = 0; q < GS_NSTATE; q++) st[q] = co[q];
+{{- if .StopStiff}}
+    // The stiffness test fired: the gradient will be refused, so the
+    // trajectory ends here with status Stiff.
+    if (stat == (gs_real)GS_RUNNING && st[GS_ST_STIFF] != 0) stat = (gs_real){{.StiffStatus}};
+{{- end}}
     if (stat != (gs_real)GS_RUNNING) {
       status = (int)stat;
       run = false;
@@ -103,8 +305,20 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   }
   GS_SYNCWARP();
   const int len = (int)st[GS_ST_ACCEPTED];
-  if (lane == 0) gs_finish(a, i, st, lasth, len, status, false);
+  if (lane == 0) gs_finish(a, i, st, lasth, len, status, overflow);
   for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.y[(long long)c * n + i] = y[c];
+{{- if .Saves}}
+  // The save times at or after the end: the final state.
+  if (status == GS_OK)
+    for (; k < GS_K; k++) gs_wide_save(a, k, i, len, y, y, 0);
+  GS_SYNCWARP();  // lane 0's loss reads the saved states
+{{- end}}
+{{- if and .Loss (not .Grad)}}
+  if (lane == 0 && status == GS_OK && !overflow) a.loss[i] = gs_a_loss(sh, y, a.ys, n, i, a.data, p);
+{{- end}}
+{{- if .Grad}}
+  if (status == GS_OK && !overflow) gs_wide_backward(a, sh, i, len, ws, acc);
+{{- end}}
 }
 {{- end}}
 
@@ -118,12 +332,12 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   gs_real* ws = gs_smem + (threadIdx.x >> 5) * GS_W_LEN;
   const long long wpb = blockDim.x >> 5;
   for (long long i = blockIdx.x * wpb + (threadIdx.x >> 5); i < a.n; i += (long long)gridDim.x * wpb)
-    gs_body(a, i, ws, a.sh, a.sh + GS_NS);
+    gs_body(a, i, ws, a.sh, a.sh + GS_NS, a.gs);
 #else
   // On the host one warp (simulated with GS_WARP_SIM, its threads sharing
   // the static array) runs every trajectory.
   static gs_real ws[GS_W_LEN];
-  for (long long i = 0; i < a.n; i++) gs_body(a, i, ws, a.sh, a.sh + GS_NS);
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, ws, a.sh, a.sh + GS_NS, a.gs);
 #endif
 }
 {{- end}}

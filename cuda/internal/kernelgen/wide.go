@@ -3,6 +3,7 @@ package kernelgen
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,25 +43,47 @@ import (
 // cuda's choice, off by default: Tuning.Wide).
 const WideMinDim = 64
 
-// WideWarps is the number of warps of a wide-layout block.
+// WideWarps is the number of warps of a wide-layout block (at most).
 const WideWarps = 2
+
+// wideBlockReserve is the shared memory a multiprocessor reserves per
+// block (1 KiB on the H100), and the multiprocessor's shared memory is
+// taken as a block's limit plus one reserve (227 + 1 KiB).
+const wideBlockReserve = 1 << 10
 
 // WideLaunch returns the threads, threads per block and bytes of dynamic
 // shared memory of a wide-layout launch of n trajectories whose warps
 // each use perWarp bytes of shared memory: a warp per trajectory, blocks
-// of WideWarps warps (fewer where the block's shared memory would pass
-// limit, a device's per-block limit; 0: none).
+// of WideWarps warps or fewer, as many as put the most warps on a
+// multiprocessor whose shared memory is limit + 1 KiB (limit: a device's
+// per-block limit; 0: none, WideWarps): a gradient's 61 KB warps (d =
+// 256) run three to a multiprocessor in blocks of one, two in blocks of
+// two.
 func WideLaunch(n, perWarp, limit int) (threads, block, shmem int) {
 	warps := WideWarps
-	for warps > 1 && limit > 0 && warps*perWarp > limit {
-		warps--
+	if limit > 0 {
+		best := 0
+		for w := WideWarps; w >= 1; w-- {
+			if w*perWarp > limit {
+				continue
+			}
+			if on := w * ((limit + wideBlockReserve) / (w*perWarp + wideBlockReserve)); on > best {
+				warps, best = w, on
+			}
+		}
+		if best == 0 {
+			warps = 1
+		}
 	}
 	return n * LaneWidth, warps * LaneWidth, warps * perWarp
 }
 
 // WideAllowed reports whether kernel v of plan pl can run in the wide
-// layout: an adaptive forward solve (no save times, mesh, stored states,
-// loss or gradient, events) of an explicit method, in float64.
+// layout: an adaptive solve, record, loss or gradient with the record of
+// an explicit method, in float64, without events, its save times (if
+// any) read from the continuous extension (Settings.Saves =
+// SaveInterpolate) with the trial and the dense step apart, forward and
+// reverse (not kernelPlan.ShareFwd, ShareRev).
 func WideAllowed(v Config, pl *ode.Plan, prec Precision) bool {
 	return wideCheck(v, pl, prec) == nil
 }
@@ -69,82 +92,172 @@ func WideAllowed(v Config, pl *ode.Plan, prec Precision) bool {
 // nil.
 func wideCheck(v Config, pl *ode.Plan, prec Precision) error {
 	switch {
-	case !v.Adaptive || v.Saves > 0 || v.MeshOut || v.Store || v.Loss || v.Grad || v.Events || v.Lanes || v.TileSums:
-		return fmt.Errorf("cuda: the wide layout runs forward solves only (no save times, record, loss, gradient or events)")
+	case !v.Adaptive || v.Events || v.Lanes || v.TileSums:
+		return fmt.Errorf("cuda: the wide layout runs adaptive solves, records, losses and gradients with the record only (no given mesh, events or tile sums)")
 	case prec != Float64:
 		return fmt.Errorf("cuda: the wide layout runs in float64 only")
 	case pl.Trial == nil || pl.Init == nil || pl.Control == nil:
 		return fmt.Errorf("cuda: the wide layout needs the plan's Init, Trial and Control")
+	case v.Saves > 0 && pl.DenseStep == nil:
+		return fmt.Errorf("cuda: the wide layout reads save times from the continuous extension only (Settings.Saves = SaveInterpolate)")
+	case v.Saves > 0 && shareForward(pl, v):
+		return fmt.Errorf("cuda: the wide layout runs the trial and the dense step apart")
 	}
 	for _, x := range pl.Trial.Values {
 		if ops.IsFactor(x.Op) {
 			return fmt.Errorf("cuda: the wide layout runs explicit methods only, not %s", pl.Method)
 		}
 	}
+	if v.Saves > 0 && v.Grad {
+		rev, err := pl.Reverse()
+		if err != nil {
+			return err
+		}
+		drev, err := pl.DenseStepReverse()
+		if err != nil {
+			return err
+		}
+		if !v.SeparateSteps && shareReverse(pl, rev, drev) {
+			return fmt.Errorf("cuda: the wide layout runs the reverse steps apart")
+		}
+	}
 	return nil
 }
 
 // wideLayout is a warp's part of the block's shared memory in the wide
-// layout, in reals from the part's start (kernelPlan.W; wide.cuh): the
-// trial's inputs TI (t, h, y[D], p[NP], k1[D] with FSAL: y, p and k1 are
-// the driver's own), its outputs TO (y⁺[D], err[D], k_s[D] with FSAL,
-// hρ), the controller's inputs CI (state[NumState], t1, y[D], y⁺[D],
-// err[D], hρ) and outputs CO (state'[NumState], accept, status), and the
-// scratch SCR of the programs' arrays (the largest of the three
-// functions'). Init's inputs (t0, t1, y, p) use CI's place and its
-// outputs (h, last, f0[D]) TO's.
+// layout, in reals from the part's start (kernelPlan.W; wide.cuh).
+//
+// The forward loop: the trial's inputs TI (t, h, y[D], p[NP], k1[D] with
+// FSAL: y, p and k1 are the driver's own), its outputs TO (y⁺[D], err[D],
+// k_s[D] with FSAL, hρ), the controller's inputs CI (state[NumState], t1,
+// y[D], y⁺[D], err[D], hρ) and outputs CO (state'[NumState], accept,
+// status), with save times the dense step's outputs DO (y⁺[D],
+// w[DenseTerms·D]; its inputs are TI's first), and the scratch SCR of the
+// programs' arrays (the largest of the functions'). Init's inputs (t0,
+// t1, y, p) use CI's place and its outputs (h, last, f0[D]) TO's.
+//
+// A gradient's reverse sweep (Rev set) reuses the space from the start:
+// the reverse step's inputs RI (t, h, y[D], p[NP], λ[D], then gp[NP], or
+// with save times (DRev) w̄[DenseTerms·D] and gp[NP] for the dense step's
+// reverse: y and p where TI has them), its outputs RO (λ'[D], gp'[NP],
+// gs[NS]), the trajectory's gp GP[NP] and sum GA of gs[NS], and the
+// steps' scratch RSCR.
 type wideLayout struct {
-	TI, TO, CI, CO, SCR, Len int
-	// Init, Trial and Control are the names of the programs' wide
-	// functions.
-	Init, Trial, Control string
+	TI, TO, CI, CO, DO, SCR int
+	RO, GP, GA, RSCR        int
+	Len                     int
+	// Init, Trial, Control, Dense, Rev and DRev are the names of the
+	// programs' wide functions: Dense (with save times) of DenseStep, Rev
+	// (a gradient) of Reverse, DRev (a gradient with save times) of
+	// DenseStepReverse; "" where the kernel has none.
+	Init, Trial, Control, Dense, Rev, DRev string
 }
 
-// newWideLayout returns the layout of a state of d components, np
-// per-trajectory parameters, FSAL or not, and scratch reals.
-func newWideLayout(d, np int, fsal bool, scratch int) wideLayout {
-	f := B2i(fsal)
+// wideKind is what of a kernel shapes its wide layout: a gradient, save
+// times, and the programs' scratch: the forward functions' and the
+// reverse steps'.
+type wideKind struct {
+	grad, saves         bool
+	scratch, revScratch int
+}
+
+// newWideLayout returns the layout of plan pl's kernel of kind k.
+func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	f := B2i(pl.FSAL)
+	dw := 0 // the dense step's coefficients
+	if k.saves {
+		dw = pl.DenseTerms * d
+	}
 	var w wideLayout
 	w.TO = 2 + d + np + f*d
 	w.CI = w.TO + max((2+f)*d+1, 2+d)
 	w.CO = w.CI + max(ode.NumState+3*d+2, 2+d+np)
-	w.SCR = w.CO + ode.NumState + 2
-	w.Len = w.SCR + scratch
+	w.DO = w.CO + ode.NumState + 2
+	w.SCR = w.DO
+	if k.saves {
+		w.SCR += d + dw
+	}
+	w.Len = w.SCR + k.scratch
+	if k.grad {
+		w.RO = 2 + 2*d + 2*np + dw
+		w.GP = w.RO + d + np + ns
+		w.GA = w.GP + np
+		w.RSCR = w.GA + ns
+		w.Len = max(w.Len, w.RSCR+k.revScratch)
+	}
 	return w
 }
 
 // WideSharedPerWarp returns the shared memory of one warp of a wide
-// kernel of plan pl in bytes (float64): for d ≥ 2 + np, 2 + (1+f)d + np
-// reals for the trial's inputs (f = 1 with FSAL), (2+f)d + 1 for its
-// outputs, NumState + 3d + 2 for the controller's inputs and NumState + 2
-// for its outputs, (6+2f)d + np + 2·NumState + 7 in all, plus the
-// programs' scratch (the most reals of arrays live at once in one of
-// Init, Trial and Control: for Lorenz-96 with Tsit5 about 8d), all times
-// 8. It returns an error where the plan's programs do not emit.
-func WideSharedPerWarp(pl *ode.Plan) (int, error) {
+// kernel of plan pl in bytes (float64): of a gradient's kernel (grad) or
+// another, with save times (saves) or not. For d ≥ 2 + np, the forward
+// loop takes 2 + (1+f)d + np reals for the trial's inputs (f = 1 with
+// FSAL), (2+f)d + 1 for its outputs, NumState + 3d + 2 for the
+// controller's inputs and NumState + 2 for its outputs, (6+2f)d + np +
+// 2·NumState + 7 in all, with save times (1+m)d more for the dense
+// step's outputs (m = DenseTerms), plus the programs' scratch (the most
+// reals of arrays live at once in one of Init, Trial, Control and
+// DenseStep: for Lorenz-96 with Tsit5 about 8d); a gradient's reverse
+// sweep 2 + 3d + 4np + 2ns, with save times md more, plus the reverse
+// steps' scratch (Lorenz-96 with Tsit5: about 22d), and the kernel the
+// larger of the two; all times 8. It returns an error where the plan's
+// programs do not emit.
+func WideSharedPerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
 	src := NewSource(&SourceSettings{Precision: Float64})
 	src.reroll = true
-	w, err := src.wideFuncs(pl)
+	w, err := src.wideFuncs(pl, grad, saves)
 	if err != nil {
 		return 0, err
 	}
 	return 8 * w.Len, nil
 }
 
-// wideFuncs emits the wide functions of pl's Init, Trial and Control and
-// returns their layout.
-func (s *Source) wideFuncs(pl *ode.Plan) (wideLayout, error) {
-	var names [3]string
-	scratch := 0
-	for k, p := range []*tape.Program{pl.Init, pl.Trial, pl.Control} {
+// wideFuncs emits the wide functions of plan pl's kernel, a gradient's
+// (grad) or another's, with save times (saves) or not, and returns
+// their layout.
+func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
+	k := wideKind{grad: grad, saves: saves}
+	fwd := []*tape.Program{pl.Init, pl.Trial, pl.Control}
+	if saves {
+		fwd = append(fwd, pl.DenseStep)
+	}
+	var rev []*tape.Program
+	if grad {
+		r, err := pl.Reverse()
+		if err != nil {
+			return wideLayout{}, err
+		}
+		rev = append(rev, r)
+		if saves {
+			if r, err = pl.DenseStepReverse(); err != nil {
+				return wideLayout{}, err
+			}
+			rev = append(rev, r)
+		}
+	}
+	names := make([]string, 6)
+	for m, p := range append(fwd, rev...) {
+		if p == nil {
+			return wideLayout{}, fmt.Errorf("cuda: the wide layout: plan %s lacks a program", pl.Method)
+		}
 		name, scr, err := s.wideFunc(p)
 		if err != nil {
 			return wideLayout{}, err
 		}
-		names[k], scratch = name, max(scratch, scr)
+		if m < len(fwd) {
+			k.scratch = max(k.scratch, scr)
+		} else {
+			k.revScratch = max(k.revScratch, scr)
+		}
+		at := m
+		if m >= len(fwd) {
+			at = 4 + m - len(fwd)
+		}
+		names[at] = name
 	}
-	w := newWideLayout(pl.Dim, pl.Params, pl.FSAL, scratch)
-	w.Init, w.Trial, w.Control = names[0], names[1], names[2]
+	w := newWideLayout(pl, k)
+	w.Init, w.Trial, w.Control, w.Dense, w.Rev, w.DRev = names[0], names[1], names[2], names[3], names[4], names[5]
 	return w, nil
 }
 
@@ -166,6 +279,14 @@ const wideHelper = `// The wide layout (wide.go): component loops run component 
 #else
 #define GS_WIDE_TABLE static const
 #endif
+// gs_wide_add adds x to *p, atomically where warps run together.
+GS_DEVICE void gs_wide_add(gs_real* p, gs_real x) {
+#ifdef GS_WARPS
+  atomicAdd(p, x);
+#else
+  *p += x;
+#endif
+}
 GS_DEVICE gs_real gs_wide_sum(gs_real x) {
 #ifdef GS_WARPS
   for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(0xffffffffu, x, o);
@@ -224,6 +345,16 @@ type wideEmitter struct {
 	// order is the function's order of emission that loops index
 	// (emitter.loopsOf).
 	order []tape.ID
+	// remat holds the arrays that may be recomputed where they are read
+	// instead of kept (rematerialize), in the order of their loops.
+	remat []wideRemat
+}
+
+// wideRemat is a loop's array that may be recomputed where it is read:
+// its name, its body position's value as an expression of the index
+// @i@, and the statement that stores it.
+type wideRemat struct {
+	name, expr, store string
 }
 
 // offMark is the placeholder of an array's offset in the scratch, set
@@ -275,7 +406,7 @@ func (w *wideEmitter) emit() (string, int, error) {
 	}
 	w.returns()
 	sb.WriteString("  GS_SYNCWARP();\n}\n")
-	code, scratch := allocate(sb.String())
+	code, scratch := allocate(w.rematerialize(sb.String()))
 	return w.tables.String() + code, scratch, nil
 }
 
@@ -363,12 +494,44 @@ type carrySum struct {
 	x, op, opJ int
 }
 
-// sums returns how each carried body position of loop l is summed across
-// the lanes, and false if a carried operand is not of those forms (the
-// loop then stays sequential). A summed position is kept in no array and
-// read by no other body value.
-func (w *wideEmitter) sums(l *loop) (map[int]carrySum, bool) {
-	out := map[int]carrySum{}
+// wideMaxWindow is the longest window of a loop split over the lanes
+// whose carried operands are earlier repetitions' values (wideSplit).
+const wideMaxWindow = 8
+
+// wideSplit is how a loop runs split over the lanes (wideEmitter.split).
+type wideSplit struct {
+	// red holds the carried body positions summed across the lanes.
+	red map[int]carrySum
+	// window is the largest number of repetitions back a body value
+	// depends on through carried operands that are not sums (0: none):
+	// the lane that runs component c recomputes repetitions c − window,
+	// ..., c − 1 of the body positions marked need (the ones those
+	// operands read), starting from the carried operands' first values,
+	// then repetition c whole (a window: see loop).
+	window int
+	need   []bool
+}
+
+// split returns how loop l runs split over the lanes, and false if a
+// carried operand keeps it sequential. Each carried body position is
+// one of
+//
+//   - a chained sum u_k = carry_k + x (x of the same repetition) or the
+//     delayed u_k = carry_k + carry_j (the sum of the previous
+//     repetitions' u_j: Tsit5's stiffness estimate), summed across the
+//     lanes (red); a summed position is kept in no array and read by no
+//     other body value;
+//   - carried into other positions only (a reverse step's cotangents,
+//     which the field's VJP builds over neighbouring components): the
+//     carried values are then functions of a bounded number of earlier
+//     repetitions, at most wideMaxWindow (window), which each lane
+//     recomputes with the same operations in the same order: the same
+//     bits as the loop run in order.
+//
+// A delayed sum runs in no window; a cycle among the carried positions
+// other than a sum's own keeps the loop sequential.
+func (w *wideEmitter) split(l *loop) (wideSplit, bool) {
+	out := wideSplit{red: map[int]carrySum{}}
 	readers := make([]int, l.p) // other positions' reads of each position
 	for q := range l.args {
 		for _, a := range l.args[q] {
@@ -377,19 +540,20 @@ func (w *wideEmitter) sums(l *loop) (map[int]carrySum, bool) {
 			}
 		}
 	}
+	carried := false // a position carried into another
+	delayed := false
 	for k := range l.args {
 		var carries []int
 		for j, a := range l.args[k] {
-			if a.kind == argCarry {
+			switch {
+			case a.kind == argBody && a.k >= k:
+				return out, false
+			case a.kind == argCarry:
 				carries = append(carries, j)
 			}
 		}
 		if len(carries) == 0 {
 			continue
-		}
-		v := &w.e.p.Values[w.bodyID(l, k)]
-		if v.Op != ops.OpAdd || l.arr[k] || readers[k] > 0 {
-			return nil, false
 		}
 		self := -1
 		for _, j := range carries {
@@ -397,25 +561,88 @@ func (w *wideEmitter) sums(l *loop) (map[int]carrySum, bool) {
 				self = j
 			}
 		}
-		switch {
-		case self < 0:
-			return nil, false
-		case len(carries) == 1:
-			out[k] = carrySum{j: k, x: 1 - self, op: self}
-		case len(carries) == 2:
+		if self < 0 {
+			carried = true
+			continue
+		}
+		v := &w.e.p.Values[w.bodyID(l, k)]
+		if v.Op != ops.OpAdd || l.arr[k] || readers[k] > 0 {
+			return out, false
+		}
+		switch len(carries) {
+		case 1:
+			out.red[k] = carrySum{j: k, x: 1 - self, op: self}
+		case 2:
 			o := carries[0] + carries[1] - self
 			j := l.args[k][o].k
 			for _, a := range l.args[j] {
 				if a.kind == argCarry {
-					return nil, false
+					return out, false
 				}
 			}
 			if readers[j] != 1 {
-				return nil, false
+				return out, false
 			}
-			out[k] = carrySum{j: j, delay: true, op: self, opJ: o}
+			out.red[k] = carrySum{j: j, delay: true, op: self, opJ: o}
+			delayed = true
 		default:
-			return nil, false
+			return out, false
+		}
+	}
+	if !carried {
+		return out, true
+	}
+	if delayed {
+		return out, false
+	}
+	// The depth of each position: how many repetitions back its value
+	// reaches through carried operands (a sum's own is not one).
+	depth := make([]int, l.p)
+	for round := 0; ; round++ {
+		changed := false
+		for k := range l.args {
+			if _, ok := out.red[k]; ok {
+				continue
+			}
+			dk := 0
+			for _, a := range l.args[k] {
+				switch a.kind {
+				case argBody:
+					dk = max(dk, depth[a.k])
+				case argCarry:
+					dk = max(dk, depth[a.k]+1)
+				}
+			}
+			if dk != depth[k] {
+				depth[k], changed = dk, true
+			}
+		}
+		if !changed {
+			break
+		}
+		if round > l.p || slices.Max(depth) > wideMaxWindow {
+			return out, false // a cycle, or too long a window
+		}
+	}
+	out.window = slices.Max(depth)
+	// The positions the window's earlier repetitions compute: those
+	// carried into others and what they read.
+	out.need = make([]bool, l.p)
+	for k := range l.args {
+		for _, a := range l.args[k] {
+			if a.kind == argCarry && a.k != k {
+				out.need[a.k] = true
+			}
+		}
+	}
+	for k := l.p - 1; k >= 0; k-- {
+		if !out.need[k] {
+			continue
+		}
+		for _, a := range l.args[k] {
+			if a.kind == argBody {
+				out.need[a.k] = true
+			}
 		}
 	}
 	return out, true
@@ -427,25 +654,38 @@ func (w *wideEmitter) bodyID(l *loop, k int) tape.ID { return w.order[l.at(0, k)
 
 // loop writes loop l: its gathers, arrays and carried operands, then the
 // loop over the components, split over the lanes unless a carried
-// operand other than a chained sum keeps it sequential (every lane runs
-// it alike), then the sums of the lanes' partial sums.
+// operand keeps it sequential (every lane runs it alike; split), then the
+// sums of the lanes' partial sums. A loop with a window (wideSplit) runs,
+// for component c on its lane,
+//
+//	for (gs_c = max(c - window, 0); gs_c <= c; gs_c++) { the body }
+//
+// from the carried operands' first values: its earlier repetitions
+// compute only the positions that the carried operands read (need), and
+// only repetition c stores arrays and adds to the sums; after the loop
+// every carried operand is the last component's, from its lane.
 func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered map[string]string) {
 	e := w.e
 	w.order = order
 	sb := &e.sb
 	ids := func(c, k int) tape.ID { return order[l.at(c, k)] }
-	red, split := w.sums(l)
+	sp, split := w.split(l)
 	if !split {
-		red = nil
+		sp = wideSplit{}
 	}
+	red := sp.red
 	mode := "split over the lanes"
-	if !split {
+	switch {
+	case !split:
 		mode = "sequential in every lane"
+	case sp.window > 0:
+		mode = fmt.Sprintf("split over the lanes, a window of %d", sp.window)
 	}
 	fmt.Fprintf(sb, "  // v%d … v%d: %d components of %d values, %s\n", ids(0, 0), ids(l.n-1, l.p-1), l.n, l.p, mode)
 	ref := make([][]string, l.p)
-	var fill []string // gathers filled by lane 0
-	var sums []string // the carried sums' finishing statements
+	var fill wideFill   // the gathers' arrays
+	var sums []string   // the carried sums' finishing statements
+	var resets []string // a window's carried operands' first values
 	for k := range l.args {
 		ref[k] = make([]string, len(l.args[k]))
 		for j := range l.args[k] {
@@ -462,6 +702,10 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 				switch {
 				case !ok:
 					fmt.Fprintf(sb, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
+					if sp.window > 0 {
+						resets = append(resets, fmt.Sprintf("    %s = %s;\n", name, e.ref(a.seq[0])))
+						sums = append(sums, fmt.Sprintf("  %s = gs_wide_from(%s, %d %% GS_WSTRIDE);\n", name, name, l.n-1))
+					}
 				case j == cs.op && !cs.delay:
 					fmt.Fprintf(sb, "  gs_real %s = (gs_real)-0.0;  // the lane's partial sum\n", name)
 					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sum(%s);\n", name, e.ref(a.seq[0]), name))
@@ -490,52 +734,103 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 		if on {
 			name := loopArray(l.idx, k)
 			fmt.Fprintf(sb, "  gs_real* const %s = gs_w + %s;  // [%d]\n", name, offMark(name), l.n)
+			if x, _, ok := w.rematExpr(l, k, ref); ok {
+				w.remat = append(w.remat, wideRemat{name: name, expr: x, store: fmt.Sprintf("    %s[gs_c] = gs_u%d;\n", name, k)})
+			}
 		}
 	}
 	sb.WriteString("  GS_SYNCWARP();\n")
-	if len(fill) > 0 {
-		sb.WriteString("  if (gs_lane == 0) {\n")
-		for _, f := range fill {
+	if len(fill.lane0)+len(fill.loops) > 0 {
+		for _, f := range fill.loops {
 			sb.WriteString(f)
 		}
-		sb.WriteString("  }\n  GS_SYNCWARP();\n")
+		if len(fill.lane0) > 0 {
+			sb.WriteString("  if (gs_lane == 0) {\n")
+			for _, f := range fill.lane0 {
+				sb.WriteString(f)
+			}
+			sb.WriteString("  }\n")
+		}
+		sb.WriteString("  GS_SYNCWARP();\n")
 	}
-	if split {
+	win := sp.window > 0
+	switch {
+	case win:
+		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c0 = gs_lane; gs_c0 < %d; gs_c0 += GS_WSTRIDE) {\n", l.n)
+		for _, r := range resets {
+			sb.WriteString(r)
+		}
+		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_c0 > %d ? gs_c0 - %d : 0; gs_c <= gs_c0; gs_c++) {\n", sp.window, sp.window)
+	case split:
 		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) {\n", l.n)
-	} else {
+	default:
 		fmt.Fprintf(sb, "%s {\n", loopHead(l.n))
 	}
-	for k := 0; k < l.p; k++ {
+	value := func(k int) {
 		id := ids(0, k)
 		v := &e.p.Values[id]
-		if cs, ok := red[k]; ok && cs.delay {
-			continue // its partial sum is updated below
-		}
 		expr := ops.Lookup(v.Op).C(ref[k], v.Aux)
 		if v.Op == ops.OpConst {
 			expr = "(gs_real)" + expr
 		}
 		fmt.Fprintf(sb, "    const gs_real gs_u%d = %s;  // %s\n", k, expr, commentOf(lines[id]))
+	}
+	store := func(k int) {
 		if l.arr[k] {
 			fmt.Fprintf(sb, "    %s[gs_c] = gs_u%d;\n", loopArray(l.idx, k), k)
 		}
 	}
-	for k := range l.args {
-		cs, ok := red[k]
-		for j, a := range l.args[k] {
-			name := carryName(l.idx, k, j)
-			switch {
-			case a.kind != argCarry:
-			case !ok || !cs.delay:
-				fmt.Fprintf(sb, "    %s = gs_u%d;\n", name, a.k)
-			case j == cs.op:
-				fmt.Fprintf(sb, "    if (gs_c < %d) %s = %s + gs_u%d;\n", l.n-1, name, name, cs.j)
-			default:
-				fmt.Fprintf(sb, "    if (gs_c == %d) %s = gs_u%d;\n", l.n-1, name, cs.j)
+	// update writes the carried operands' updates, of the sums (sum) or
+	// of the others.
+	update := func(sum bool) {
+		for k := range l.args {
+			cs, ok := red[k]
+			if ok != sum {
+				continue
+			}
+			for j, a := range l.args[k] {
+				name := carryName(l.idx, k, j)
+				switch {
+				case a.kind != argCarry:
+				case !ok || !cs.delay:
+					fmt.Fprintf(sb, "    %s = gs_u%d;\n", name, a.k)
+				case j == cs.op:
+					fmt.Fprintf(sb, "    if (gs_c < %d) %s = %s + gs_u%d;\n", l.n-1, name, name, cs.j)
+				default:
+					fmt.Fprintf(sb, "    if (gs_c == %d) %s = gs_u%d;\n", l.n-1, name, cs.j)
+				}
 			}
 		}
 	}
-	sb.WriteString("  }\n  GS_SYNCWARP();\n")
+	if win {
+		for k := 0; k < l.p; k++ {
+			if sp.need[k] {
+				value(k)
+			}
+		}
+		sb.WriteString("    if (gs_c == gs_c0) {\n")
+		for k := 0; k < l.p; k++ {
+			if !sp.need[k] {
+				value(k)
+			}
+			store(k)
+		}
+		update(true)
+		sb.WriteString("    }\n")
+		update(false)
+		sb.WriteString("  }\n  }\n  GS_SYNCWARP();\n")
+	} else {
+		for k := 0; k < l.p; k++ {
+			if cs, ok := red[k]; ok && cs.delay {
+				continue // its partial sum is updated below
+			}
+			value(k)
+			store(k)
+		}
+		update(false)
+		update(true)
+		sb.WriteString("  }\n  GS_SYNCWARP();\n")
+	}
 	for _, s := range sums {
 		sb.WriteString(s)
 	}
@@ -553,15 +848,146 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 	}
 }
 
+// Rematerialisation: a loop's array whose values are a few operations on
+// the function's inputs, the scalars before the loop and other arrays'
+// entries (Lorenz-96's reverse step: the stages' differences y[c+1] −
+// y[c−2], the weights times λ) is recomputed where it is read instead of
+// kept in the scratch, the same operations on the same operands: the
+// same bits.
+const (
+	// wideRematOps is the most operations of a recomputed array's value.
+	wideRematOps = 3
+	// wideRematReads is the most places a recomputed array is read at.
+	wideRematReads = 6
+)
+
+// loopIndex matches the loop index in an operand's expression.
+var loopIndex = regexp.MustCompile(`\bgs_c\b`)
+
+// rematExpr returns body position k of loop l (whose operands' C
+// expressions are ref) as an expression of the index @i@ and the number
+// of its operations, and false if it reads a carried operand or takes
+// more than wideRematOps operations.
+func (w *wideEmitter) rematExpr(l *loop, k int, ref [][]string) (string, int, bool) {
+	v := &w.e.p.Values[w.order[l.at(0, k)]]
+	n := 1
+	args := make([]string, len(l.args[k]))
+	for j, a := range l.args[k] {
+		switch a.kind {
+		case argCarry:
+			return "", 0, false
+		case argBody:
+			x, m, ok := w.rematExpr(l, a.k, ref)
+			if n += m; !ok || n > wideRematOps {
+				return "", 0, false
+			}
+			args[j] = "(" + x + ")"
+		default:
+			args[j] = loopIndex.ReplaceAllString(ref[k][j], "@i@")
+		}
+	}
+	if n > wideRematOps {
+		return "", 0, false
+	}
+	return ops2C(v, args), n, true
+}
+
+// ops2C is the C expression of value v with operands args.
+func ops2C(v *tape.Value, args []string) string {
+	x := ops.Lookup(v.Op).C(args, v.Aux)
+	if v.Op == ops.OpConst {
+		x = "(gs_real)" + x
+	}
+	return x
+}
+
+// rematerialize returns the function's code with the arrays of w.remat
+// that are read at most wideRematReads times, and read no array
+// recomputed before them, recomputed where they are read: their
+// declarations and stores removed, each read name[idx] replaced by
+// their expression of idx.
+func (w *wideEmitter) rematerialize(code string) string {
+	var done []wideRemat
+	for _, r := range w.remat {
+		expr := r.expr
+		decl := fmt.Sprintf("  gs_real* const %s = gs_w + %s;", r.name, offMark(r.name))
+		reads := strings.Count(code, r.name+"[") - strings.Count(code, r.store)
+		chained := false // reads a recomputed array, or is read by one
+		for _, q := range done {
+			chained = chained || strings.Contains(expr, q.name+"[") || strings.Contains(q.expr, r.name+"[")
+		}
+		if reads > wideRematReads || chained || !strings.Contains(code, r.store) {
+			continue
+		}
+		done = append(done, r)
+		code = strings.ReplaceAll(code, r.store, "")
+		if i := strings.Index(code, decl); i >= 0 {
+			j := i + strings.Index(code[i:], "\n") + 1
+			code = code[:i] + code[j:]
+		}
+		code = replaceReads(code, r.name, expr)
+	}
+	return code
+}
+
+// replaceReads replaces every read name[idx] in code by expr with @i@
+// replaced by (idx), in parentheses.
+func replaceReads(code, name, expr string) string {
+	var out strings.Builder
+	for {
+		i := strings.Index(code, name+"[")
+		if i < 0 {
+			break
+		}
+		if i > 0 && (isIdent(code[i-1])) {
+			out.WriteString(code[:i+len(name)])
+			code = code[i+len(name):]
+			continue
+		}
+		// The matching bracket.
+		depth, j := 0, i+len(name)
+		for ; j < len(code); j++ {
+			if code[j] == '[' {
+				depth++
+			} else if code[j] == ']' {
+				if depth--; depth == 0 {
+					break
+				}
+			}
+		}
+		idx := code[i+len(name)+1 : j]
+		out.WriteString(code[:i])
+		out.WriteString("(" + strings.ReplaceAll(expr, "@i@", "("+idx+")") + ")")
+		code = code[j+1:]
+	}
+	out.WriteString(code)
+	return out.String()
+}
+
+// isIdent reports whether b may be part of a C identifier.
+func isIdent(b byte) bool {
+	return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+
 // entryRef matches an array entry's C expression, "name[idx]".
 var entryRef = regexp.MustCompile(`^(gs_\w+)\[(\d+)\]$`)
+
+// wideFill is how a loop's gathered arrays are filled before it: runs of
+// consecutive entries of one array by loops split over the lanes, the
+// other entries by lane 0.
+type wideFill struct {
+	loops, lane0 []string
+}
 
 // gather returns the expression of a gathered operand (its values seq
 // by component, n of them): where all are entries of one array, that
 // array read through an index table (a Lorenz-96 neighbour, y[(c+1) mod
-// d]); else an array in the scratch that lane 0 fills (fill) before the
-// loop. Gathers of the same values share their table or array.
-func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, fill *[]string) string {
+// d]); else an array in the scratch filled before the loop (fill: runs
+// of at least rerollMinRun consecutive entries of one array split over
+// the lanes, the rest by lane 0; a reverse step's cotangent, shifted by
+// a component, with its first entries scalars). Gathers of the same
+// values share their table or array.
+func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, fill *wideFill) string {
 	e := w.e
 	xs := make([]string, len(seq))
 	for c, x := range seq {
@@ -591,8 +1017,26 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 		name := fmt.Sprintf("gs_g%d", w.ngath)
 		w.ngath++
 		fmt.Fprintf(&e.sb, "  gs_real* const %s = gs_w + %s;  // [%d]\n", name, offMark(name), n)
-		for c, x := range xs {
-			*fill = append(*fill, fmt.Sprintf("    %s[%d] = %s;\n", name, c, x))
+		for c := 0; c < len(xs); {
+			// The run of entries arr[i0 + j] from c on.
+			run := 1
+			if m := entryRef.FindStringSubmatch(xs[c]); m != nil {
+				i0, _ := strconv.Atoi(m[2])
+				for ; c+run < len(xs); run++ {
+					y := entryRef.FindStringSubmatch(xs[c+run])
+					if y == nil || y[1] != m[1] || y[2] != strconv.Itoa(i0+run) {
+						break
+					}
+				}
+				if run >= rerollMinRun {
+					fill.loops = append(fill.loops, fmt.Sprintf("#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) %s[%s] = %s[%s];\n",
+						run, name, affine(c, 1), m[1], affine(i0, 1)))
+					c += run
+					continue
+				}
+			}
+			fill.lane0 = append(fill.lane0, fmt.Sprintf("    %s[%d] = %s;\n", name, c, xs[c]))
+			c++
 		}
 		r = name + "[gs_c]"
 	}

@@ -252,7 +252,7 @@ func TestWideSource(t *testing.T) {
 		if strings.Contains(body, "gs_real y[GS_D]") || strings.Contains(body, "gs_real yn[GS_D]") {
 			t.Errorf("d = %d: the driver keeps d-long arrays per thread", d)
 		}
-		per, err := WideSharedPerWarp(pl)
+		per, err := WideSharedPerWarp(pl, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,26 +278,68 @@ func TestWideSource(t *testing.T) {
 }
 
 // TestWideRefuses checks that the wide layout refuses what it does not
-// run: a gradient, save times, a Rosenbrock method, float32.
+// run (save times without the continuous extension, a given mesh, tile
+// sums, a Rosenbrock method, float32) and runs a solve, a record, a loss
+// and a gradient with the record, with interpolated save times or none.
 func TestWideRefuses(t *testing.T) {
 	t.Parallel()
 	pl := widePlan(t, 64, ode.Tsit5)
+	sv, err := ode.NewSolver(problems.Lorenz96(64).Field, &ode.Settings{Method: ode.Tsit5, Saves: ode.SaveStep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepped := sv.Plan()
+	grad := Config{Adaptive: true, Grad: true, Store: true, MeshOut: true}
+	saves := grad
+	saves.Saves = 3
 	for _, c := range []struct {
 		v    Config
 		pl   *ode.Plan
 		prec Precision
+		want bool
 	}{
-		{Config{Adaptive: true, Grad: true, Store: true, MeshOut: true}, pl, Float64},
-		{Config{Adaptive: true, Saves: 3}, pl, Float64},
-		{Config{Adaptive: false}, pl, Float64},
-		{Config{Adaptive: true}, pl, Float32},
-		{Config{Adaptive: true}, widePlan(t, 64, ode.Rodas5P), Float64},
+		{Config{Adaptive: true}, pl, Float64, true},
+		{Config{Adaptive: true, MeshOut: true}, pl, Float64, true},
+		{Config{Adaptive: true, MeshOut: true, Loss: true}, pl, Float64, true},
+		{grad, pl, Float64, true},
+		{Config{Adaptive: true, Saves: 3}, pl, Float64, true},
+		{saves, pl, Float64, true},
+		{saves, stepped, Float64, false},
+		{Config{Adaptive: true, Saves: 3}, stepped, Float64, false},
+		{grad, stepped, Float64, true},
+		{Config{Adaptive: true, Grad: true, Store: true, MeshOut: true, TileSums: true}, pl, Float64, false},
+		{Config{Adaptive: false}, pl, Float64, false},
+		{Config{Adaptive: false, Grad: true, Store: true}, pl, Float64, false},
+		{Config{Adaptive: true}, pl, Float32, false},
+		{grad, widePlan(t, 64, ode.Rodas5P), Float64, false},
 	} {
-		if WideAllowed(c.v, c.pl, c.prec) {
-			t.Errorf("%s %s %v: allowed", c.pl.Method, c.v.Key(), c.prec)
+		if got := WideAllowed(c.v, c.pl, c.prec); got != c.want {
+			t.Errorf("%s %s %v: allowed %v, want %v", c.pl.Method, c.v.Key(), c.prec, got, c.want)
 		}
 	}
-	if !WideAllowed(Config{Adaptive: true}, pl, Float64) {
-		t.Errorf("a Tsit5 solve: refused")
+}
+
+// TestWideLaunch checks the wide layout's blocks: WideWarps warps, or
+// one where that puts more warps on a multiprocessor of an H100's 227 +
+// 1 KiB or a block of two would not fit.
+func TestWideLaunch(t *testing.T) {
+	t.Parallel()
+	const h100 = 227 << 10
+	for _, c := range []struct {
+		per, limit, block int
+	}{
+		{8512, h100, 64},      // solve, d = 64: 26 warps either way
+		{33088, h100, 64},     // solve, d = 256: 6 either way
+		{61488, h100, 32},     // gradient, d = 256: 3 warps against 2
+		{100000, h100, 64},    // 2 either way
+		{130000, h100, 32},    // a block of two does not fit
+		{61488, 0, 64},        // no limit (the host)
+		{300000, h100, 32},    // nothing fits: one warp (the launch fails)
+		{15408, 48 << 10, 32}, // 48 + 1 KiB: three blocks of one against one of two
+	} {
+		threads, block, shmem := WideLaunch(100, c.per, c.limit)
+		if threads != 3200 || block != c.block || shmem != block/32*c.per {
+			t.Errorf("per warp %d, limit %d: %d threads, blocks of %d, %d bytes; want 3200, %d, %d", c.per, c.limit, threads, block, shmem, c.block, c.block/32*c.per)
+		}
 	}
 }
