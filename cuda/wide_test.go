@@ -16,7 +16,8 @@ import (
 )
 
 // TestHostWide runs Lorenz-96 with Tsit5 through the engine in the wide
-// layout (Tuning.Wide) on a simulated warp, d = 64 with and without
+// layout (the default from d = 64; Tuning.NoWide turns it off) on a
+// simulated warp, d = 64 with and without
 // shared parameters, without save times and with five (at t0, inside
 // steps, twice the same, at T1), and d = 70 (not a multiple of 32) with
 // shared parameters and save times: its
@@ -102,7 +103,7 @@ func wideSharedCase(n, d int) engineCase {
 // testWide runs case c in the wide layout on engine name (see
 // TestHostWide): ops (nil: solve, record, loss, grad).
 func testWide(t *testing.T, name string, c engineCase, ops []string) {
-	sim := tuned(t, name, Tuning{Wide: true})
+	sim := name
 	d := c.prob.Field.Dim
 	if ops == nil {
 		ops = []string{"solve", "record", "loss", "grad"}
@@ -158,7 +159,7 @@ func wideAgainstThread(t *testing.T, name string, c engineCase) {
 	t.Helper()
 	p := c.prob
 	var grads [2]*ode.Gradient
-	for k, tun := range []Tuning{{Layout: LayoutThread}, {Wide: true}} {
+	for k, tun := range []Tuning{{Layout: LayoutThread}, {}} {
 		g, err := c.solver(t, tuned(t, name, tun)).Grad(nil, &p, c.loss, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +219,7 @@ func BenchmarkGPUWide(b *testing.B) {
 	engines := []struct {
 		name   string
 		engine string
-	}{{"thread", tuned(b, "cuda", Tuning{Layout: LayoutThread})}, {"wide", tuned(b, "cuda", Tuning{Wide: true})}}
+	}{{"thread", tuned(b, "cuda", Tuning{Layout: LayoutThread})}, {"wide", "cuda"}}
 	for _, op := range []string{"solve", "grad"} {
 		for _, d := range []int{64, 256} {
 			c := lorenz96Case(4096, d, ode.Tsit5)
@@ -416,7 +417,7 @@ func TestHostWideStopStiff(t *testing.T) {
 		}
 	}
 	c.prob.P = p
-	wide := tuned(t, "cuda-host-sim", Tuning{Wide: true})
+	wide := "cuda-host-sim"
 	type run struct {
 		g     *ode.Gradient
 		fails []*ode.TrajectoryError

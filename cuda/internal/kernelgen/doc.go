@@ -44,9 +44,9 @@
 // themselves rather than pass one parameter and return one value per
 // saved value.
 //
-// The wide layout (Config.Wide; wide.go, wide.cuh; off by default) runs
-// one warp per trajectory for the forward solves of explicit methods on
-// large states: Init, Trial and Control are inlined and rerolled and
+// The wide layout (Config.Wide; wide.go, wide.cuh; package cuda's
+// default from WideMinDim) runs one warp per trajectory for the solves,
+// records and gradients of explicit methods on large states: Init, Trial and Control are inlined and rerolled and
 // emitted warp-cooperatively. The state, the stages and every other
 // d-long array (the programs' inputs and outputs, the loops' arrays and
 // gathers) live in the warp's part of the block's shared memory, arrays

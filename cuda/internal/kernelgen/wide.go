@@ -40,7 +40,7 @@ import (
 // accepted and rejected steps), not bit for bit.
 
 // WideMinDim is the smallest state the wide layout is meant for (package
-// cuda's choice, off by default: Tuning.Wide).
+// cuda's choice: its default from this d, Tuning.NoWide turns it off).
 const WideMinDim = 64
 
 // WideWarps is the number of warps of a wide-layout block (at most).
