@@ -36,7 +36,7 @@
 // (or ode.Settings.MemoryLimit) run in chunks; a record whose buffer
 // proves too short is rerun for the trajectories that need more room.
 //
-// A kernel maps trajectories to threads in one of four layouts (Layout),
+// A kernel maps trajectories to threads in one of five layouts (Layout),
 // chosen per job from the plan, the job's size and the device:
 //
 //   - thread: one thread per trajectory, for small or scalar fields
@@ -52,7 +52,13 @@
 //     layers as tensor-core products, for large float64 jobs of such
 //     fields (at least 16 tiles per multiprocessor) whose loss holds no
 //     layers. Meshes and states are lanes mode's bit for bit; gradients
-//     agree to rounding.
+//     agree to rounding;
+//   - wide: one warp per trajectory for the solves, records and gradients
+//     of explicit methods on states of 64 components or more (Lorenz-96),
+//     the state, stages and cotangents in shared memory and the component
+//     loops split over the lanes (docs/wide-layout.md); results agree
+//     with the thread layout's to rounding (its sums over components are
+//     shuffles). Tuning.NoWide keeps such kernels in the thread layout.
 //
 // A kernel's source grows with the plan's programs: below d = 16 a
 // Rosenbrock method unrolls the Jacobian and the LU of W into
@@ -178,7 +184,10 @@
 // cores; a resident mesh does not move; host meshes over 32 MiB in two
 // pipelined chunks; Y0, P or T1 given as one row go up as 8,192 copies
 // that the device doubles over launches of 2^17 trajectories or more),
-// the host's work on the per-trajectory results (of the order of the
+// the host's work on the per-trajectory results (from 2^18 trajectories
+// a launch in the thread layout runs a kernel per chunk of results, each
+// chunk's results copied back while the later chunks run and scattered
+// while the next is copied: Tuning.NoChunkLaunch for one kernel; of the order of the
 // kernel's time and more at millions of trajectories: the result loop
 // copies and transposes every array and checks the gradients finite as
 // it copies them, Result.GradFinite),
