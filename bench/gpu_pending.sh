@@ -26,6 +26,8 @@
 #     multi-GPU, training and problems;
 #   bash bench/gpu_pending.sh one (under 10 minutes): the most wanted checks in one call.
 #   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
+#   bash bench/gpu_pending.sh wide (under 10 minutes): TestGPUWide in full
+#     and BenchmarkGPUWide (the wide layout against the thread layout).
 #   bash bench/gpu_pending.sh chunks (under 8 minutes): a kernel per
 #     result chunk (TestGPUChunkLaunch, BenchmarkGPUCall) and the wide
 #     layout (TestGPUWide, BenchmarkGPUWide).
@@ -155,6 +157,22 @@ echo "=== wide against thread"
 timeout 150 "$bin/cuda.test" -test.run XXX -test.bench 'GPUWide' -test.benchtime 5x -test.count 2 >"$out/l/wide.log" 2>&1
 el $?
 grep -E 'Benchmark|FAIL|panic' "$out/l/wide.log"
+fi
+
+if [ "$part" = wide ]; then
+# The wide layout's device checks (issue 26): TestGPUWide in full (d = 64
+# and 256, every case against the CPU and the thread layout; more than a
+# minute), then BenchmarkGPUWide (solves and gradients, wide against the
+# thread layout; the thread layout's d = 256 gradient kernel takes ~95 s
+# to compile on a cold cache).
+echo "=== TestGPUWide"
+timeout 300 "$bin/cuda.test" -test.v -test.timeout 5m -test.run 'TestGPUWide$' >"$out/l/wide-test.log" 2>&1
+el $?
+grep -E '^(--- |ok|FAIL|PASS)|wide against thread|panic' "$out/l/wide-test.log" | head -30
+echo "=== BenchmarkGPUWide"
+timeout 250 "$bin/cuda.test" -test.run XXX -test.bench 'GPUWide' -test.benchtime 5x >"$out/l/wide-bench.log" 2>&1
+el $?
+grep -E 'Benchmark|FAIL|panic' "$out/l/wide-bench.log"
 fi
 
 if [ "$part" = saves ]; then
