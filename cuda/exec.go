@@ -1352,8 +1352,9 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 			sa.set(q, x)
 		}
 	}
-	// The per-trajectory inputs, component-major, in blocks of
-	// resultBlockOf(n) trajectories on all cores.
+	// The per-trajectory inputs, component-major (y0 and p of a row-major
+	// kernel row-major: rowMajor), in blocks of resultBlockOf(n)
+	// trajectories on all cores.
 	y0, pin, data := rv(up, 0, argY0), reals{}, reals{}
 	if np > 0 {
 		pin = rv(up, 0, argP)
@@ -1928,8 +1929,9 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
 			}
 		}
-		// The arrays one at a time (component-major on the device,
-		// row-major here), then the failures' rows overwritten.
+		// The arrays one at a time (component-major on the device, but
+		// those of rowMajor; row-major here), then the failures' rows
+		// overwritten.
 		gb := g[q0:q1]
 		cols := func(dst []float64, w int, src reals) bool {
 			if consec {
