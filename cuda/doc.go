@@ -58,7 +58,10 @@
 //     the state, stages and cotangents in shared memory and the component
 //     loops split over the lanes (docs/wide-layout.md); results agree
 //     with the thread layout's to rounding (its sums over components are
-//     shuffles). Tuning.NoWide keeps such kernels in the thread layout.
+//     shuffles). Its initial states, parameters, final states and
+//     gradients are row-major on the device, as in the job (the host
+//     copies whole rows; kernelgen.Config.RowMajor). Tuning.NoWide keeps
+//     such kernels in the thread layout.
 //
 // A kernel's source grows with the plan's programs: below d = 16 a
 // Rosenbrock method unrolls the Jacobian and the LU of W into

@@ -359,7 +359,11 @@ func (ex *executor) variant(j *ode.Job) kernelgen.Config {
 
 // prepare compiles the kernel of job j (on first use) and returns it.
 func (ex *executor) prepare(j *ode.Job, tr *Trace) (kernelgen.Config, *kernelEntry, error) {
-	v := ex.variant(j)
+	return ex.prepareConfig(ex.variant(j), j, tr)
+}
+
+// prepareConfig is prepare of kernel v.
+func (ex *executor) prepareConfig(v kernelgen.Config, j *ode.Job, tr *Trace) (kernelgen.Config, *kernelEntry, error) {
 	if (v.Loss || v.Grad) && j.Loss == nil {
 		return v, nil, fmt.Errorf("cuda: %v needs a loss", j.Op)
 	}
@@ -768,6 +772,18 @@ var layoutOrder = func() []int {
 	}
 	return o
 }()
+
+// rowMajor reports whether argument a of the run's kernel is row-major
+// on the device, component c of launch trajectory q at [q*w + c]
+// (kernelgen.Config.RowMajor: y0, p, y, gy0, gp of the wide layout), not
+// component-major ([c*n + q]) as every other per-trajectory array.
+func (r *run) rowMajor(a int) bool {
+	switch a {
+	case argY0, argP, argY, argGY0, argGP:
+		return r.v.RowMajor
+	}
+	return false
+}
 
 // span is a byte range [lo, hi) of the arena.
 type span struct{ lo, hi int64 }
@@ -1336,8 +1352,9 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 			sa.set(q, x)
 		}
 	}
-	// The per-trajectory inputs, component-major, in blocks of
-	// resultBlockOf(n) trajectories on all cores.
+	// The per-trajectory inputs, component-major (y0 and p of a row-major
+	// kernel row-major: rowMajor), in blocks of resultBlockOf(n)
+	// trajectories on all cores.
 	y0, pin, data := rv(up, 0, argY0), reals{}, reals{}
 	if np > 0 {
 		pin = rv(up, 0, argP)
@@ -1371,6 +1388,29 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 		}
 		return gatherCols(dst, n, src, w, g, q0, q1)
 	}
+	// y0 and p: rows on the device as in the job where the kernel reads
+	// them row-major (Config.RowMajor): runs of whole rows copied.
+	gatherYP := gather
+	if r.rowMajor(argY0) {
+		gatherYP = func(dst reals, src, row []float64, w, q0, q1 int) (finite bool) {
+			switch {
+			case q0 >= q1:
+				return true
+			case row != nil && !generic:
+				for q := q0; q < q1; q++ {
+					copyFinite(dst, q*w, row)
+				}
+				return true
+			case consec:
+				return copyFinite(dst, q0*w, src[(g[0]+q0)*w:(g[0]+q1)*w])
+			}
+			finite = true
+			for q := q0; q < q1; q++ {
+				finite = copyFinite(dst, q*w, src[g[q]*w:(g[q]+1)*w]) && finite
+			}
+			return finite
+		}
+	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
 	par.Run(nb, 0, func(_, b int) {
@@ -1378,14 +1418,14 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
 		finite := true
 		if bc.y0 {
-			gather(y0, j.Y0, j.Y0Row, d, q0, seed)
+			gatherYP(y0, j.Y0, j.Y0Row, d, q0, seed)
 		} else {
-			finite = gather(y0, j.Y0, j.Y0Row, d, q0, q1)
+			finite = gatherYP(y0, j.Y0, j.Y0Row, d, q0, q1)
 		}
 		if bc.p {
-			gather(pin, j.P, j.PRow, np, q0, seed)
+			gatherYP(pin, j.P, j.PRow, np, q0, seed)
 		} else if np > 0 {
-			finite = gather(pin, j.P, j.PRow, np, q0, q1) && finite
+			finite = gatherYP(pin, j.P, j.PRow, np, q0, q1) && finite
 		}
 		if dd > 0 {
 			gather(data, j.Loss.Data, nil, dd, q0, q1)
@@ -1527,6 +1567,52 @@ func fillRow(dst reals, n int, row []float64, q0, q1 int) {
 	}
 }
 
+// copyRun is the values copyFinite copies at a time before it checks
+// them: 4 KiB, in the first-level cache when they are read again.
+const copyRun = 512
+
+// copyFinite copies src to dst from value at on (a row-major array of the
+// device, Config.RowMajor) and reports whether every value copied is
+// finite: runs of copyRun values moved whole (memmove), each checked
+// after its copy, where it is still in the first-level cache.
+func copyFinite(dst reals, at int, src []float64) (finite bool) {
+	if dst.f64 == nil {
+		var bad uint64
+		for j, x := range src {
+			bad |= math.Float64bits(x)&expBits + expOne
+			dst.set(at+j, x)
+		}
+		return bad>>63 == 0
+	}
+	return copyFinite64(dst.f64[at:at+len(src)], src)
+}
+
+// expBits and expOne are the exponent field of a float64 and its lowest
+// bit: x&expBits + expOne sets the sign bit just where x is not finite.
+const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
+
+// copyFinite64 copies src to dst (as long) in runs of copyRun values and
+// reports whether every value is finite (copyFinite).
+func copyFinite64(dst, src []float64) (finite bool) {
+	var b0, b1, b2, b3 uint64
+	for lo := 0; lo < len(src); lo += copyRun {
+		d := dst[lo:min(lo+copyRun, len(src))]
+		copy(d, src[lo:])
+		j := 0
+		for ; j+4 <= len(d); j += 4 {
+			r := d[j : j+4 : j+4]
+			b0 |= math.Float64bits(r[0])&expBits + expOne
+			b1 |= math.Float64bits(r[1])&expBits + expOne
+			b2 |= math.Float64bits(r[2])&expBits + expOne
+			b3 |= math.Float64bits(r[3])&expBits + expOne
+		}
+		for ; j < len(d); j++ {
+			b0 |= math.Float64bits(d[j])&expBits + expOne
+		}
+	}
+	return (b0|b1|b2|b3)>>63 == 0
+}
+
 // gatherTiles is gatherCols for rows of any width w, in scatterTiles'
 // strips: a row at a time wrote each value into another column, n values
 // from the last, a new cache line (and past 512 trajectories a new page)
@@ -1616,27 +1702,37 @@ func (bc bcast) args() []int {
 func (r *run) uploadBroadcast(up []byte, ar *arena, n, rows int, l *layout, zeroGS bool, bc bcast) error {
 	ex, v := r.ex, r.v
 	es := int64(ex.prec.Size())
+	// A broadcast array's columns: cols of length values, of which the
+	// first seed are staged; a row-major one (rowMajor) is one column of
+	// its n rows, the first bc.seed rows staged.
+	shape := func(a int) (cols, length, seed int64) {
+		w := l.bytes[a] / (int64(n) * es)
+		if r.rowMajor(a) {
+			return 1, w * int64(n), w * int64(bc.seed)
+		}
+		return w, int64(n), int64(bc.seed)
+	}
 	// The staged bytes, less the broadcast columns' tails, in order.
 	at := int64(0)
 	for _, a := range bc.args() {
-		cols := l.bytes[a] / (int64(n) * es)
+		cols, length, seed := shape(a)
 		for c := range cols {
-			col := l.off[a] + c*int64(n)*es
-			if err := r.write(ar.addr+uint64(at), up[at:col+int64(bc.seed)*es]); err != nil {
+			col := l.off[a] + c*length*es
+			if err := r.write(ar.addr+uint64(at), up[at:col+seed*es]); err != nil {
 				return err
 			}
-			at = col + int64(n)*es
+			at = col + length*es
 		}
 	}
 	if err := r.write(ar.addr+uint64(at), up[at:]); err != nil {
 		return err
 	}
 	for _, a := range bc.args() {
-		cols := l.bytes[a] / (int64(n) * es)
+		cols, length, seed := shape(a)
 		for c := range cols {
-			col := ar.addr + uint64(l.off[a]+c*int64(n)*es)
-			for have := int64(bc.seed); have < int64(n); {
-				k := min(have, int64(n)-have)
+			col := ar.addr + uint64(l.off[a]+c*length*es)
+			for have := seed; have < length; {
+				k := min(have, length-have)
 				if err := r.q.copyDevice(col+uint64(have*es), col, k*es); err != nil {
 					return err
 				}
@@ -1833,8 +1929,9 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
 			}
 		}
-		// The arrays one at a time (component-major on the device,
-		// row-major here), then the failures' rows overwritten.
+		// The arrays one at a time (component-major on the device, but
+		// those of rowMajor; row-major here), then the failures' rows
+		// overwritten.
 		gb := g[q0:q1]
 		cols := func(dst []float64, w int, src reals) bool {
 			if consec {
@@ -1842,15 +1939,30 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			}
 			return scatterCols(dst, w, src, n, q0, gb)
 		}
+		// y, gy0 and gp row-major on the device (Config.RowMajor): runs
+		// of whole rows copied.
+		rows := cols
+		if v.RowMajor {
+			rows = func(dst []float64, w int, src reals) bool {
+				if consec {
+					return copyOut(dst[g[0]*w+q0*w:g[0]*w+q1*w], src, q0*w)
+				}
+				finite := true
+				for j, i := range gb {
+					finite = copyOut(dst[i*w:(i+1)*w], src, (q0+j)*w) && finite
+				}
+				return finite
+			}
+		}
 		if states {
-			cols(res.Y, d, y) // the saved states after the blocks (savesTask)
+			rows(res.Y, d, y) // the saved states after the blocks (savesTask)
 		}
 		if v.Loss || v.Grad {
 			blocks[b].badTerm = !cols(r.terms, 1, loss)
 		}
 		if v.Grad {
-			f0 := cols(res.GradY0, d, gy0)
-			fp := cols(res.GradP, np, gp)
+			f0 := rows(res.GradY0, d, gy0)
+			fp := rows(res.GradP, np, gp)
 			blocks[b].nonFinite = !f0 || !fp
 		}
 		if fail {
@@ -2271,8 +2383,12 @@ func (r *run) readFailedRows(ar *arena, l *layout, g []int) error {
 	}
 	for _, q := range bad {
 		row := make([]float64, d+k*d)
-		for c := range d { // component-major on the device
-			row[c] = y.get(c*n + q)
+		for c := range d { // component-major on the device, or row-major
+			if r.rowMajor(argY) {
+				row[c] = y.get(q*d + c)
+			} else {
+				row[c] = y.get(c*n + q)
+			}
 		}
 		for c := range k * d {
 			row[d+c] = ys.get(c*n + q)
@@ -3024,6 +3140,22 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 			r := d[4*j : 4*j+4 : 4*j+4]
 			r[0], r[1], r[2], r[3] = x, y, z, u
 		}
+	}
+	return bad>>63 == 0
+}
+
+// copyOut copies src's values from at on to dst (a row-major array of
+// the device, Config.RowMajor, to the rows of a result) and reports
+// whether every value is finite (copyFinite64).
+func copyOut(dst []float64, src reals, at int) (finite bool) {
+	if src.f64 != nil {
+		return copyFinite64(dst, src.f64[at:at+len(dst)])
+	}
+	var bad uint64
+	for j := range dst {
+		x := src.get(at + j)
+		bad |= math.Float64bits(x)&expBits + expOne
+		dst[j] = x
 	}
 	return bad>>63 == 0
 }

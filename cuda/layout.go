@@ -224,6 +224,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	}
 	if !v.Lanes {
 		v.Wide = useWide(v, pl, sp, j, prec, dev, tun)
+		v.RowMajor = v.Wide // its warps read and write whole rows
 		return v
 	}
 	lim := dev.sharedLimit

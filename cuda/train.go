@@ -177,7 +177,11 @@ func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ode.ErrNoTrainer, err)
 	}
-	v, ke, err := ex.prepare(j, nil)
+	// The training kernels read the inputs and the gradients
+	// component-major (train.cuh).
+	v := ex.variant(j)
+	v.RowMajor = false
+	v, ke, err := ex.prepareConfig(v, j, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,11 @@ func testTrainMatchesHost(t *testing.T, engine string) {
 		// them on the device as on the host.
 		{"fits-uneven-start", engine, unevenStart(lorenzFits(6, 3, fit.Vars{P: []int{0}})),
 			func() optim.Optimizer { return &optim.Adam{LearnRate: 0.1} }, fit.Settings{Steps: 3}},
+		// Lorenz-96 with d = 64: the engine's gradient kernel in the wide
+		// layout, whose inputs and gradients the training kernels read
+		// component-major (the trainer's kernel without RowMajor).
+		{"wide-fits-f-y0", engine, wideFits(4, 2, fit.Vars{P: []int{0}, Y0: []int{1}}),
+			func() optim.Optimizer { return &optim.Adam{LearnRate: 0.05} }, fit.Settings{Steps: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -148,6 +153,39 @@ func lorenzFits(n, fits int, vars fit.Vars) fit.Problem {
 	}
 	loss := fitMSE(sol.Y)
 	return fit.Problem{ODE: p, Loss: loss, Vars: vars, Fits: fits}
+}
+
+// wideFits is a fitting problem on wideSharedCase's Lorenz-96 ensemble
+// of n trajectories (d = 64) in fits fits, as lorenzFits: the forcing F
+// moved, the first components of y0 nudged, the shared parameters
+// moved, and a mean squared error against the true final states' first
+// three components.
+func wideFits(n, fits int, vars fit.Vars) fit.Problem {
+	const d = 64
+	truth := wideSharedCase(n, d).prob
+	truth.SaveAt = nil
+	sv, err := ode.NewSolver(truth.Field, &ode.Settings{RelTol: 1e-9, AbsTol: 1e-12})
+	if err != nil {
+		panic(err)
+	}
+	sol, err := sv.Solve(&truth)
+	if err != nil {
+		panic(err)
+	}
+	data := make([]float64, 3*n)
+	for i := range n {
+		copy(data[3*i:3*i+3], sol.Y[i*d:])
+	}
+	p := truth
+	p.Shared = []float64{1.1, 0.9}
+	p.P = slices.Clone(p.P)
+	p.Y0 = slices.Clone(p.Y0)
+	per := n / fits
+	for i := range p.P {
+		p.P[i] = 0.9*p.P[i/per*per] + 0.5 // a fit's value is its first trajectory's
+		p.Y0[d*i+1] += 0.05
+	}
+	return fit.Problem{ODE: p, Loss: fitMSE(data), Vars: vars, Fits: fits}
 }
 
 // unevenStart returns p with the fitted P columns of each fit's

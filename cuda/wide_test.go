@@ -458,3 +458,133 @@ func TestHostWideStopStiff(t *testing.T) {
 		t.Errorf("Grad: wide %v, CPU %v; want both refused as stiff", got.err, want.err)
 	}
 }
+
+// TestWideRowMajor checks that the engine's wide kernels keep y0, p, y,
+// gy0 and gp row-major on the device (kernelgen.Config.RowMajor, set
+// with Wide by chooseLayout): the configuration the executor chooses for
+// a Lorenz-96 gradient (d = 64), and its source, whose loads and stores
+// of those arrays go through GS_WAT's row-major form (the same kernel
+// without RowMajor, component-major), while a kernel the thread layout
+// runs is refused the flag.
+func TestWideRowMajor(t *testing.T) {
+	c := wideSharedCase(4, 64)
+	j := jobOf(t, c, ode.OpGrad)
+	ex := newExecutor(hostSim.be, j.Plan, Float64, "row-major-test", Tuning{})
+	v := ex.variant(j)
+	if !v.Wide || !v.RowMajor {
+		t.Fatalf("the executor's gradient kernel: Wide %t, RowMajor %t; want both", v.Wide, v.RowMajor)
+	}
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rows, cols = "#define GS_WAT(c, w, i, n) ((long long)(i) * (w) + (c))", "#define GS_WAT(c, w, i, n) ((long long)(c) * (n) + (i))"
+	for _, rm := range []bool{true, false} {
+		v.RowMajor = rm
+		src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, not := rows, cols
+		if !rm {
+			want, not = cols, rows
+		}
+		if !strings.Contains(src, want) || strings.Contains(src, not) {
+			t.Errorf("RowMajor %t: the source lacks %q or has %q", rm, want, not)
+		}
+		for _, use := range []string{"= a.y0[GS_WAT(c, GS_D, i, n)]", "= a.p[GS_WAT(c, GS_NP, i, n)]", "a.y[GS_WAT(c, GS_D, i, n)] = y[c]",
+			"a.gy0[GS_WAT(c, GS_D, i, n)] = lam[c]", "a.gp[GS_WAT(c, GS_NP, i, n)] = gp[c]"} {
+			if !strings.Contains(src, use) {
+				t.Errorf("RowMajor %t: the source lacks %q", rm, use)
+			}
+		}
+		if regexp.MustCompile(`a\.(y0|p|y|gy0|gp)\[\(long long\)c \* n \+ i\]`).MatchString(src) {
+			t.Errorf("RowMajor %t: the source indexes a per-trajectory array component-major itself", rm)
+		}
+	}
+	v.Wide, v.RowMajor = false, true
+	if _, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64); err == nil {
+		t.Error("a thread layout kernel with RowMajor: no error")
+	}
+}
+
+// TestHostWideRowMajorPaths runs the wide layout's gradient with the
+// record (Lorenz-96 with shared parameters, d = 64, on a simulated warp)
+// through the host paths that fill and scatter its row-major arrays
+// other than a first pass's runs of consecutive rows, against the CPU
+// engine (compareEngines): reruns of the trajectories whose record
+// overflowed (Tuning.firstRows: launches of scattered trajectories, rows
+// copied one by one) with the general loops (Tuning.generic), n = 9
+// (not a multiple of 32); and y0 and p given as one row each, broadcast
+// on the device (Tuning.bcastSeed 1, n = 17: one seed row copied over
+// the rest of the row-major array).
+func TestHostWideRowMajorPaths(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	const d = 64
+	c := wideSharedCase(9, d)
+	compareEngines(t, tuned(t, "cuda-host-sim", Tuning{firstRows: 2, generic: true}), c, caseOpts{ops: []string{"grad"}})
+	b := wideSharedCase(17, d)
+	row, prow := b.prob.Y0[:d], b.prob.P[:b.prob.Field.Params]
+	for i := range b.prob.N {
+		copy(b.prob.Y0[i*d:], row)
+		copy(b.prob.P[i*len(prow):], prow)
+	}
+	eng := tuned(t, "cuda-host-sim", Tuning{bcastSeed: 1})
+	compareEngines(t, eng, b, caseOpts{ops: []string{"grad"}})
+	// The same rows given once, broadcast: the per-trajectory rows' results
+	// bit for bit.
+	want, err := b.solver(t, eng).Grad(nil, &b.prob, b.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := b.prob
+	one.Y0, one.P = slices.Clone(row), slices.Clone(prow)
+	var tr Trace
+	got, err := b.solver(t, eng).GradContext(WithTrace(t.Context(), &tr), nil, &one, b.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := tr.Stats().Layout; l != "wide" {
+		t.Errorf("broadcast: trace layout %q, want wide", l)
+	}
+	if !slices.Equal(got.Y0, want.Y0) || !slices.Equal(got.P, want.P) || !slices.Equal(got.Shared, want.Shared) || got.Loss != want.Loss {
+		t.Errorf("y0 and p broadcast from one row: the gradient differs from the per-trajectory rows' (loss %v, want %v)", got.Loss, want.Loss)
+	}
+}
+
+// BenchmarkWideHostWork measures the host's work in a whole Solver.Grad
+// call in the wide layout (wideCase: Lorenz-96 with Tsit5, n = 4096, d =
+// 64 and 256, the Gradient passed back) on the backend whose copies and
+// kernels cost nothing (hostWork): the staging of y0 and p and the
+// scatter of y and dL/dy0 that the wide layout's row-major arrays
+// (kernelgen.Config.RowMajor) make straight row copies.
+//
+//	go test ./cuda -run XXX -bench WideHostWork -benchtime 200x
+func BenchmarkWideHostWork(b *testing.B) {
+	for _, d := range []int{64, 256} {
+		b.Run(fmt.Sprintf("d=%d", d), func(b *testing.B) {
+			c := wideCase(4096, d)
+			set := c.set
+			set.Engine = hostWork.name
+			sv, err := ode.NewSolver(c.prob.Field, &set)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var g ode.Gradient
+			var tr Trace
+			if _, err := sv.GradContext(WithTrace(b.Context(), &tr), &g, &c.prob, c.loss, nil); err != nil { // warm: the kernel's source
+				b.Fatal(err)
+			}
+			if l := tr.Stats().Layout; l != "wide" {
+				b.Fatalf("layout %q, want wide", l)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := sv.Grad(&g, &c.prob, c.loss, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -146,6 +146,16 @@ type Config struct {
 	// wide.cuh): forward solves of explicit methods on large states
 	// (WideAllowed). Off unless package cuda's Tuning asks for it.
 	Wide bool
+	// RowMajor (with Wide only) keeps the per-trajectory arrays a warp
+	// reads and writes whole, y0, p, y, gy0 and gp, row-major on the
+	// device: component c of trajectory i at [i*w + c] (w = D or NP), the
+	// user's own layout, where the others are component-major ([c*n +
+	// i]): a warp's lanes then read and write consecutive addresses, and
+	// the host copies whole rows (package cuda sets it with Wide; its
+	// training kernels read component-major arrays and clear it). The
+	// save times and their cotangents (ys, tb), the data and the record
+	// stay as they are.
+	RowMajor bool
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -198,10 +208,13 @@ var unrolledKey = map[bool]string{true: "unrolled "}
 // wideKey is Config.Wide's part of a Key, likewise.
 var wideKey = map[bool]string{true: "wide "}
 
+// rowMajorKey is Config.RowMajor's part of a Key, likewise.
+var rowMajorKey = map[bool]string{true: "rows "}
+
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -261,6 +274,8 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 		if err := wideCheck(v, pl, prec); err != nil {
 			return "", info, err
 		}
+	} else if v.RowMajor {
+		return "", info, fmt.Errorf("cuda: row-major per-trajectory arrays need the wide layout")
 	}
 	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees, Lanes: v.Lanes, TileMode: v.TileMode})
 	src.Stage = v.Lanes && !v.LanesShuffle

@@ -9,7 +9,8 @@ gradient's reverse step split their component loops over the lanes; the
 controller's state and every other scalar are each lane's own, the same
 in every lane. A stored state's components are consecutive (row s of
 trajectory i at a.store + (s*n + i)*GS_SW), so that the lanes' writes and
-reads of one state coalesce.
+reads of one state coalesce; with Config.RowMajor so are the
+per-trajectory inputs and results y0, p, y, gy0 and gp (GS_WAT).
 */ -}}
 {{define "hooks"}}
 // One warp per trajectory: its lanes run the driver loop alike; lane 0
@@ -44,6 +45,16 @@ reads of one state coalesce.
 #define GS_W_RSCR {{.W.RSCR}}
 {{- end}}
 #define GS_W_FSAL {{if .FSAL}}1{{else}}0{{end}}
+{{- if .RowMajor}}
+// The per-trajectory arrays y0, p, y, gy0, gp are row-major
+// (Config.RowMajor): component c of trajectory i (rows of w) at
+// [i*w + c], so that the lanes' accesses to one row coalesce.
+#define GS_WAT(c, w, i, n) ((long long)(i) * (w) + (c))
+{{- else}}
+// The per-trajectory arrays y0, p, y, gy0, gp: component c of
+// trajectory i of n at [c*n + i].
+#define GS_WAT(c, w, i, n) ((long long)(c) * (n) + (i))
+{{- end}}
 {{- end}}
 
 {{define "wide-body"}}
@@ -180,8 +191,8 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
 {{- end}}
   }
   GS_SYNCWARP();
-  for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.gy0[(long long)c * n + i] = lam[c];
-  for (int c = lane; c < GS_NP; c += GS_WSTRIDE) a.gp[(long long)c * n + i] = gp[c];
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.gy0[GS_WAT(c, GS_D, i, n)] = lam[c];
+  for (int c = lane; c < GS_NP; c += GS_WSTRIDE) a.gp[GS_WAT(c, GS_NP, i, n)] = gp[c];
   for (int q = lane; q < GS_NS; q += GS_WSTRIDE) gs_wide_add(&acc[q], ga[q]);
 }
 {{- end}}
@@ -206,15 +217,15 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   (void)k1;
   (void)acc;
   GS_SYNCWARP();  // the warp's last trajectory is done with ws
-  for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = a.y0[(long long)c * n + i];
-  for (int c = lane; c < GS_NP; c += GS_WSTRIDE) p[c] = a.p[(long long)c * n + i];
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = a.y0[GS_WAT(c, GS_D, i, n)];
+  for (int c = lane; c < GS_NP; c += GS_WSTRIDE) p[c] = a.p[GS_WAT(c, GS_NP, i, n)];
   // Init: t0, t1, y, p -> h, last, f0 (in CI's and TO's places).
   if (lane == 0) {
     ci[0] = t0;
     ci[1] = t1;
   }
-  for (int c = lane; c < GS_D; c += GS_WSTRIDE) ci[2 + c] = a.y0[(long long)c * n + i];
-  for (int c = lane; c < GS_NP; c += GS_WSTRIDE) ci[2 + GS_D + c] = a.p[(long long)c * n + i];
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE) ci[2 + c] = a.y0[GS_WAT(c, GS_D, i, n)];
+  for (int c = lane; c < GS_NP; c += GS_WSTRIDE) ci[2 + GS_D + c] = a.p[GS_WAT(c, GS_NP, i, n)];
   GS_SYNCWARP();
   {{.W.Init}}(sh, ci, to, scr);
   gs_real st[GS_NSTATE];
@@ -306,7 +317,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   GS_SYNCWARP();
   const int len = (int)st[GS_ST_ACCEPTED];
   if (lane == 0) gs_finish(a, i, st, lasth, len, status, overflow);
-  for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.y[(long long)c * n + i] = y[c];
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.y[GS_WAT(c, GS_D, i, n)] = y[c];
 {{- if .Saves}}
   // The save times at or after the end: the final state.
   if (status == GS_OK)
