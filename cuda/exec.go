@@ -192,11 +192,17 @@ func (ex *executor) takeClock() (clock, error) {
 	return ex.be.newClock()
 }
 
-// giveClock keeps c for a later launch (at most four are kept).
+// keptClocks is the most clocks an executor keeps between launches: a
+// launch of chunk kernels takes one a chunk (launchChunks: 16 at 2^22
+// trajectories), and making or freeing one is two calls of the device's
+// own.
+const keptClocks = 32
+
+// giveClock keeps c for a later launch (at most keptClocks are kept).
 func (ex *executor) giveClock(c clock) {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	if len(ex.keep.clocks) < 4 {
+	if len(ex.keep.clocks) < keptClocks {
 		ex.keep.clocks = append(ex.keep.clocks, c)
 		return
 	}
@@ -1481,7 +1487,6 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 // inverse. It reports whether every value copied is finite, a check that
 // rides on the copy's read as scatterCols' does.
 func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (finite bool) {
-	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	var bad uint64
 	if f := dst.f64; f != nil && w == 3 {
 		// The common width unrolled: three column streams written in
@@ -1505,7 +1510,6 @@ func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (fi
 // of src (a launch of consecutive trajectories from g0) in float64, w
 // from 1 to 4: read as one run, without an index per trajectory.
 func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bool) {
-	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	var bad uint64
 	c0 := f[q0:q1]
 	s := src[(g0+q0)*w : (g0+q0+len(c0))*w]
@@ -1618,7 +1622,6 @@ func copyFinite64(dst, src []float64) (finite bool) {
 // from the last, a new cache line (and past 512 trajectories a new page)
 // per value when rows are wide (a loss's data at many save times).
 func gatherTiles[T float32 | float64](f []T, n int, src []float64, w int, g []int, q0, q1 int) (finite bool) {
-	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	var bad uint64
 	for c0 := 0; c0 < w; c0 += scatterTile {
 		c1 := min(c0+scatterTile, w)
@@ -3032,7 +3035,6 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 	// bad's sign bit is set by a value whose exponent bits are all ones
 	// (an infinity or a NaN): adding 1 to the exponent field carries out
 	// of it only then.
-	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	var bad uint64
 	if f, m := src.f64, len(g); f != nil && w == 1 {
 		// One value a trajectory (the loss terms): a copy, straight where
@@ -3099,7 +3101,6 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 // reading g (in float64, up to 4 components; wider rows and float32 go
 // through scatterCols).
 func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bool) {
-	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	f, m := src.f64, len(g)
 	if f == nil || w < 1 || w > 4 || m == 0 {
 		return scatterCols(dst, w, src, n, q0, g)
@@ -3172,7 +3173,6 @@ const scatterTile = 64
 // cache line, and at w ≳ 512 a new page, per value: 1,000 save times of
 // Kepler's four components at n = 4096 (131 MB) scattered at 0.6 GB/s.
 func scatterTiles[T float32 | float64](dst []float64, w int, f []T, n, q0 int, g []int) (finite bool) {
-	const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 	var bad uint64
 	for c0 := 0; c0 < w; c0 += scatterTile {
 		c1 := min(c0+scatterTile, w)
