@@ -395,15 +395,22 @@ func allWell(status []Status, stiff []bool) bool {
 		return !slices.Contains(stiff, true) && !slices.ContainsFunc(status, func(s Status) bool { return s != OK })
 	}
 	return par.First(len(status), func(lo, hi int) int {
-		var or Status
-		for _, s := range status[lo:hi] {
-			or |= s
-		}
-		if or != OK || stiff != nil && slices.Contains(stiff[lo:hi], true) {
+		if !wellIn(status, stiff, lo, hi) {
 			return lo
 		}
 		return -1
 	}) < 0
+}
+
+// wellIn reports whether statuses lo ... hi-1 are OK and none of their
+// stiffness flags is set (stiff may be nil): the statuses OR-ed together
+// (OK is 0), without a branch a trajectory.
+func wellIn(status []Status, stiff []bool, lo, hi int) bool {
+	var or Status
+	for _, s := range status[lo:hi] {
+		or |= s
+	}
+	return or == OK && (stiff == nil || !slices.Contains(stiff[lo:hi], true))
 }
 
 // endTimesWell is endTimes into the storage of a and, if twice, of b
@@ -441,14 +448,7 @@ func (q *problem) endTimesWell(a, b []float64, twice bool, status []Status, stif
 				s[i] = q.T1
 			}
 		}
-		if status == nil {
-			return
-		}
-		var or Status // OK is 0
-		for _, s := range status[lo:hi] {
-			or |= s
-		}
-		if or != OK || stiff != nil && slices.Contains(stiff[lo:hi], true) {
+		if status != nil && !wellIn(status, stiff, lo, hi) {
 			bad.Store(true)
 		}
 	}
