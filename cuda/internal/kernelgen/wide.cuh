@@ -117,14 +117,14 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
     const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p, sc, a.loss, a.tb);
     for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[c];
     for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[GS_D + c];
-    for (int q = 0; q < GS_NS; q++) gs_wide_add(&acc[GS_NS + q], r.v[GS_D + GS_NP + q]);
+    for (int q = 0; q < GS_NS; q++) GS_ACC_ATOMIC(&acc[GS_NS + q], r.v[GS_D + GS_NP + q]);
 {{- else}}
     const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p);
     a.loss[i] = r.v[0];
     for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[1 + c];
     for (int q = 0; q < GS_K * GS_D; q++) a.tb[(long long)q * n + i] = sc * r.v[1 + GS_D + q];
     for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + GS_K * GS_D + c];
-    for (int q = 0; q < GS_NS; q++) gs_wide_add(&acc[GS_NS + q], r.v[1 + GS_D + GS_K * GS_D + GS_NP + q]);
+    for (int q = 0; q < GS_NS; q++) GS_ACC_ATOMIC(&acc[GS_NS + q], r.v[1 + GS_D + GS_K * GS_D + GS_NP + q]);
 {{- end}}
   }
   GS_SYNCWARP();
@@ -193,7 +193,7 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
   GS_SYNCWARP();
   for (int c = lane; c < GS_D; c += GS_WSTRIDE) a.gy0[GS_WAT(c, GS_D, i, n)] = lam[c];
   for (int c = lane; c < GS_NP; c += GS_WSTRIDE) a.gp[GS_WAT(c, GS_NP, i, n)] = gp[c];
-  for (int q = lane; q < GS_NS; q += GS_WSTRIDE) gs_wide_add(&acc[q], ga[q]);
+  for (int q = lane; q < GS_NS; q += GS_WSTRIDE) GS_ACC_ATOMIC(&acc[q], ga[q]);
 }
 {{- end}}
 

@@ -279,14 +279,6 @@ const wideHelper = `// The wide layout (wide.go): component loops run component 
 #else
 #define GS_WIDE_TABLE static const
 #endif
-// gs_wide_add adds x to *p, atomically where warps run together.
-GS_DEVICE void gs_wide_add(gs_real* p, gs_real x) {
-#ifdef GS_WARPS
-  atomicAdd(p, x);
-#else
-  *p += x;
-#endif
-}
 GS_DEVICE gs_real gs_wide_sum(gs_real x) {
 #ifdef GS_WARPS
   for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(0xffffffffu, x, o);
