@@ -63,9 +63,10 @@ struct gs_targs {
 GS_DEVICE bool gs_t_finite(double x) { return x - x == 0; }
 
 // gs_t_bad reports whether trajectory i's results are unusable for a
-// step: failed, stiff, or a non-finite term or gradient.
+// step: failed, stiff (flag 1), an event crossed tangentially (flag 4:
+// its time has no derivative), or a non-finite term or gradient.
 GS_DEVICE bool gs_t_bad(const gs_targs& a, long long i) {
-  if (a.status[i] != 0 || (a.flags[i] & 1) || !gs_t_finite(a.terms[i])) return true;
+  if (a.status[i] != 0 || (a.flags[i] & 5) || !gs_t_finite(a.terms[i])) return true;
   for (long long c = 0; c < a.d; c++)
     if (!gs_t_finite(a.gy0[c * a.n + i])) return true;
   for (long long c = 0; c < a.np; c++)

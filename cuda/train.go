@@ -160,7 +160,11 @@ var _ ode.TrainExecutor = (*executor)(nil)
 // NewTrainer keeps the fit of job j (OpGrad on its starting values) in
 // device memory. It returns an error wrapping ode.ErrNoTrainer where the
 // engine cannot: not float64 on one GPU, or a job too large for one
-// launch, or a problem with events. It makes the checks of j.Checks as
+// launch. A problem with events is fitted as any other: the engine's
+// kernel stops or updates each trajectory at its events, and a
+// trajectory whose event has no time derivative (a tangential crossing)
+// counts as failed, so the host takes the step over and its Grad names
+// it. It makes the checks of j.Checks as
 // it stages the inputs (Checks), as Run does: an error wrapping
 // ode.ErrInput.
 func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, error) {
@@ -169,9 +173,6 @@ func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, er
 		return nil, fmt.Errorf("cuda: engine %s: fits stay in device memory on the float64 single-GPU engines: %w", ex.name, ode.ErrNoTrainer)
 	case spec.Moments > 2:
 		return nil, fmt.Errorf("cuda: engine %s: %d optimiser moments, at most 2: %w", ex.name, spec.Moments, ode.ErrNoTrainer)
-	case ex.plan.Events != nil:
-		// The fit runs as whole Grad calls instead.
-		return nil, fmt.Errorf("cuda: engine %s: a problem with events has no device-resident fit yet: %w", ex.name, ode.ErrNoTrainer)
 	}
 	tk, err := ex.trainKernelsOf()
 	if err != nil {

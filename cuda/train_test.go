@@ -34,6 +34,10 @@ func TestGPUTrainMatchesHost(t *testing.T) {
 
 func testTrainMatchesHost(t *testing.T, engine string) {
 	type rec struct{ x, g, norms []float64 }
+	events := map[string][]ode.Event{
+		"events-pk-threshold":     pkCase(1, ode.Tsit5).set.Events,
+		"events-ball-restitution": ballCase(1, ode.Tsit5).set.Events,
+	}
 	for _, tc := range []struct {
 		name   string
 		engine string
@@ -66,6 +70,14 @@ func testTrainMatchesHost(t *testing.T, engine string) {
 		// component-major (the trainer's kernel without RowMajor).
 		{"wide-fits-f-y0", engine, wideFits(4, 2, fit.Vars{P: []int{0}, Y0: []int{1}}),
 			func() optim.Optimizer { return &optim.Adam{LearnRate: 0.05} }, fit.Settings{Steps: 3}},
+		// Events: per-trajectory fits of the elimination rate to the
+		// times a terminal event fires (the loss reads the event time),
+		// and of the restitution to the heights after several bounces
+		// (the state updated at every event).
+		{"events-pk-threshold", engine, pkFits(8), func() optim.Optimizer { return &optim.Adam{LearnRate: 0.05} },
+			fit.Settings{Steps: 4}},
+		{"events-ball-restitution", engine, ballFits(6), func() optim.Optimizer { return &optim.Adam{LearnRate: 0.01} },
+			fit.Settings{Steps: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -81,7 +93,7 @@ func testTrainMatchesHost(t *testing.T, engine string) {
 					recs[k] = append(recs[k], rec{slices.Clone(st.X), slices.Clone(st.Grad), slices.Clone(st.FitNorms)})
 					return nil
 				}
-				res, err := fit.Fit(t.Context(), tc.prob, &ode.Settings{Engine: tc.engine, RelTol: 1e-7, AbsTol: 1e-10}, &set)
+				res, err := fit.Fit(t.Context(), tc.prob, &ode.Settings{Engine: tc.engine, RelTol: 1e-7, AbsTol: 1e-10, Events: events[tc.name]}, &set)
 				if err != nil {
 					t.Fatalf("OnHost %t: %v", onHost, err)
 				}
@@ -186,6 +198,45 @@ func wideFits(n, fits int, vars fit.Vars) fit.Problem {
 		p.Y0[d*i+1] += 0.05
 	}
 	return fit.Problem{ODE: p, Loss: fitMSE(data), Vars: vars, Fits: fits}
+}
+
+// pkFits is n independent fits of pkCase's elimination rate k to the
+// times its terminal event fires at the true rates: the loss is the
+// squared distance of the clock at the end (the event's time) from the
+// data; each fit starts from 0.7.
+func pkFits(n int) fit.Problem {
+	c := pkCase(n, ode.Tsit5)
+	data := make([]float64, n)
+	for i := range data {
+		data[i] = math.Log(c.prob.Y0[2*i]/pkThreshold) / c.prob.P[i]
+	}
+	p := c.prob
+	p.P = make([]float64, n)
+	for i := range p.P {
+		p.P[i] = 0.7
+	}
+	loss := ode.Loss{Name: "pk-time", Data: data, DataDim: 1,
+		F: func(y, _, data []tape.V) tape.V { return y[1].Sub(data[0]).Square() }}
+	return fit.Problem{ODE: p, Loss: loss, Vars: fit.Vars{P: []int{0}}, Fits: n}
+}
+
+// ballFits is n independent fits of ballCase's restitution to the heights
+// at T (after two to four bounces) of the true values; each fit starts
+// from its true value + 0.03.
+func ballFits(n int) fit.Problem {
+	c := ballCase(n, ode.Tsit5)
+	data := make([]float64, n)
+	for i := range data {
+		data[i], _, _ = ballClosedForm(c.prob.Y0[2*i], c.prob.P[i], c.prob.T1)
+	}
+	p := c.prob
+	p.P = slices.Clone(p.P)
+	for i := range p.P {
+		p.P[i] += 0.03
+	}
+	loss := ode.Loss{Name: "ball-height", Data: data, DataDim: 1,
+		F: func(y, _, data []tape.V) tape.V { return y[0].Sub(data[0]).Square() }}
+	return fit.Problem{ODE: p, Loss: loss, Vars: fit.Vars{P: []int{0}}, Fits: n}
 }
 
 // unevenStart returns p with the fitted P columns of each fit's

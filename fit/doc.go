@@ -48,8 +48,11 @@
 // default: a step is the gradient with a fresh record, the reductions and
 // the optimiser's rule (optim.Ruled: Adam, AdamW, SGD) applied on the
 // device, and only the loss and the gradient norm come back (X, Grad and
-// FitNorms too when a Callback is set; Step.Gradient is then nil). The
-// losses, values and optimiser state are those of the host loop to
+// FitNorms too when a Callback is set; Step.Gradient is then nil). A
+// problem with events (ode.Settings.Events) is fitted there too: the
+// engine's kernel locates and applies the events, and a trajectory whose
+// event has no time derivative (a tangential crossing) counts as failed.
+// The losses, values and optimiser state are those of the host loop to
 // rounding, and a resumed device fit is the uninterrupted one bit for
 // bit. The host takes over from the step at which a trajectory fails or
 // an update makes values non-finite, with the state the engine reached,
