@@ -78,7 +78,7 @@ if [ "$mode" != dx-lorenz ]; then
 rm -f "$dump"
 # shellcheck disable=SC2086 # GS_ARGS is a list of flags
 step gradsolve-fits "$FIT_BUDGET" "$bin" bench -suite "$SUITE" "${engine_args[@]}" -reps "$REPS" -json -quiet \
-	-cases neural,lorenz-fit -dump "$dump" ${GS_ARGS:-}
+	-cases neural,lorenz-fit,pk-fit -dump "$dump" ${GS_ARGS:-}
 # shellcheck disable=SC2086
 step gradsolve-calls "$CALL_BUDGET" "$bin" bench -suite "$SUITE" "${engine_args[@]}" -reps "$REPS" -json -quiet \
 	-cases grad-call ${GS_ARGS:-}

@@ -32,6 +32,13 @@ import (
 //     y0 = (1, 0, 0), t ∈ [0, 1], rtol 1e-6, atol 1e-9, targets y(1) at
 //     ρ* = linspace(5, 20, n) from the same solver, start ρ = 10, Adam
 //     lr 0.1, loss Σ_i |y_i(1) − target_i|², a fresh mesh every step;
+//   - "pk-fit": a calibration through events, n independent fits of the
+//     elimination rate k of the events suite's pharmacokinetic model
+//     (C' = −k·C with a clock τ' = 1, C0 = linspace(1, 2, n), a terminal
+//     event when C falls to 0.25, T1 = 100): targets the crossing times
+//     t*_i = ln(C0_i/0.25)/k*_i at k* = linspace(0.2, 1.2, n) (closed
+//     form), start k = 0.7, loss Σ_i (τ_i(end) − t*_i)², Tsit5, rtol 1e-6,
+//     atol 1e-8, Adam lr 0.05, a fresh mesh every step;
 //   - "grad-record" and "grad-mesh": whole ode.Solver.Grad calls of the
 //     Lorenz protocol (ProtocolLorenz, loss Σ|y(1)|², rtol 1e-6) with host
 //     slices in and out, recording the mesh in the call or replaying a
@@ -64,6 +71,11 @@ const (
 	TrainLorenzRho0      = 10.0
 	TrainLorenzRhoStarLo = 5.0
 	TrainLorenzRhoStarHi = 20.0
+	TrainPKLearnRate     = 0.05
+	TrainPKRelTol        = 1e-6
+	TrainPKK0            = 0.7
+	TrainPKKStarLo       = 0.2
+	TrainPKKStarHi       = 1.2
 
 	// TrainTightRelTol and TrainTightAbsTol are the tolerances of the
 	// tight step-1 loss (TrainRow.LossFirstTight).
@@ -73,12 +85,12 @@ const (
 
 // TrainCases are the names of the training suite's kinds of case, for
 // TrainConfig.Cases.
-var TrainCases = []string{"neural", "lorenz-fit", "grad-call"}
+var TrainCases = []string{"neural", "lorenz-fit", "pk-fit", "grad-call"}
 
 // TrainConfig configures RunTrain. The zero value runs the CPU suite.
 type TrainConfig struct {
 	// NeuralB, FitN and CallN list the batch sizes of the neural fit, the
-	// numbers of fits of the Lorenz calibration and the ensemble sizes of
+	// numbers of fits of the Lorenz and PK calibrations and the ensemble sizes of
 	// the whole Grad calls; nil means the suite's default.
 	NeuralB, FitN, CallN []int
 	// Cases selects kinds of case from TrainCases; nil means all.
@@ -140,9 +152,9 @@ func (c *TrainConfig) settings(rtol, atol float64) *ode.Settings {
 // calls (grad-record, grad-mesh).
 type TrainRow struct {
 	Suite  string  `json:"suite"` // "train" or "gpu-train"
-	Case   string  `json:"case"`  // "neural-fit", "lorenz-fit", "grad-record" or "grad-mesh"
+	Case   string  `json:"case"`  // "neural-fit", "lorenz-fit", "pk-fit", "grad-record" or "grad-mesh"
 	Engine string  `json:"engine"`
-	N      int     `json:"n"` // batch size (neural), number of fits (lorenz-fit) or trajectories (calls)
+	N      int     `json:"n"` // batch size (neural), number of fits (lorenz-fit, pk-fit) or trajectories (calls)
 	RelTol float64 `json:"rtol"`
 	AbsTol float64 `json:"atol"`
 	// LearnRate is Adam's learning rate (fits).
@@ -218,6 +230,30 @@ type TrainDump struct {
 	TightAbsTol float64          `json:"tight_atol"`
 	Neural      *TrainNeuralDump `json:"neural,omitempty"`
 	LorenzFit   *TrainLorenzDump `json:"lorenz_fit,omitempty"`
+	PKFit       *TrainPKDump     `json:"pk_fit,omitempty"`
+}
+
+// TrainPKDump is the PK calibration's problem (the "pk-fit" case) and
+// results; each case's targets are the closed-form crossing times.
+type TrainPKDump struct {
+	Protocol  string        `json:"protocol"`
+	C0Lo      float64       `json:"c0_lo"`
+	C0Hi      float64       `json:"c0_hi"`
+	KStarLo   float64       `json:"k_star_lo"`
+	KStarHi   float64       `json:"k_star_hi"`
+	Threshold float64       `json:"threshold"`
+	T1        float64       `json:"t1"`
+	RelTol    float64       `json:"rtol"`
+	AbsTol    float64       `json:"atol"`
+	LearnRate float64       `json:"lr"`
+	K0        float64       `json:"k0"`
+	Cases     []TrainPKCase `json:"cases"`
+}
+
+// TrainPKCase is one PK calibration: its targets and gradsolve's result.
+type TrainPKCase struct {
+	TrainDumpResult
+	Targets []float64 `json:"targets"` // [n]: t*_i
 }
 
 // TrainNeuralDump is the neural fit's problem, with the keys of
@@ -364,7 +400,7 @@ func RunTrain(w io.Writer, cfg TrainConfig) ([]TrainRow, error) {
 		for _, b := range neuralB {
 			e := &NeuralEnsemble{MLP: full.MLP, Weights: full.Weights, Y0: full.Y0[:2*b], Targets: full.Targets[:2*b],
 				T0: full.T0, T1: full.T1}
-			row, err := trainFitRow(&cfg, "neural-fit", trainNeuralProblem(e), NeuralRelTol, NeuralAbsTol, TrainNeuralLearnRate)
+			row, err := trainFitRow(&cfg, "neural-fit", trainNeuralProblem(e), NeuralRelTol, NeuralAbsTol, TrainNeuralLearnRate, nil)
 			if err != nil {
 				return rows, fmt.Errorf("bench: %s neural fit B=%d: %w", cfg.suite(), b, err)
 			}
@@ -394,12 +430,38 @@ func RunTrain(w io.Writer, cfg TrainConfig) ([]TrainRow, error) {
 			if err != nil {
 				return rows, fmt.Errorf("bench: %s Lorenz calibration n=%d: targets: %w", cfg.suite(), n, err)
 			}
-			row, err := trainFitRow(&cfg, "lorenz-fit", trainLorenzProblem(n, targets), TrainLorenzRelTol, atol, TrainLorenzLearnRate)
+			row, err := trainFitRow(&cfg, "lorenz-fit", trainLorenzProblem(n, targets), TrainLorenzRelTol, atol, TrainLorenzLearnRate, nil)
 			if err != nil {
 				return rows, fmt.Errorf("bench: %s Lorenz calibration n=%d: %w", cfg.suite(), n, err)
 			}
 			if dump != nil {
 				dump.LorenzFit.Cases = append(dump.LorenzFit.Cases, TrainLorenzCase{TrainDumpResult: row.dumpResult(), Targets: targets})
+			}
+			if err := emit(row); err != nil {
+				return rows, err
+			}
+		}
+	}
+	if cfg.has("pk-fit") && len(fitN) > 0 {
+		atol := TrainPKRelTol * eventsAbsTolOverRTol
+		if dump != nil {
+			dump.PKFit = &TrainPKDump{
+				Protocol: "one-compartment PK C' = -k C with a clock tau' = 1, y0 = (C0, 0), C0 = linspace(c0_lo, c0_hi, n), " +
+					"a terminal event when C falls to threshold (direction -1), T1 = t1, Tsit5; n independent fits of k (one per " +
+					"trajectory), start k0, targets the closed-form crossing times ln(C0/threshold)/k* at k* = linspace(k_star_lo, " +
+					"k_star_hi, n); loss = sum_i (tau_i(end) - targets_i)^2; Adam per fit, a fresh mesh every step",
+				C0Lo: 1, C0Hi: 2, KStarLo: TrainPKKStarLo, KStarHi: TrainPKKStarHi, Threshold: eventsPKThreshold, T1: eventsPKT1,
+				RelTol: TrainPKRelTol, AbsTol: atol, LearnRate: TrainPKLearnRate, K0: TrainPKK0,
+			}
+		}
+		for _, n := range fitN {
+			prob, ev, targets := trainPKProblem(n)
+			row, err := trainFitRow(&cfg, "pk-fit", prob, TrainPKRelTol, atol, TrainPKLearnRate, ev)
+			if err != nil {
+				return rows, fmt.Errorf("bench: %s PK calibration n=%d: %w", cfg.suite(), n, err)
+			}
+			if dump != nil {
+				dump.PKFit.Cases = append(dump.PKFit.Cases, TrainPKCase{TrainDumpResult: row.dumpResult(), Targets: targets})
 			}
 			if err := emit(row); err != nil {
 				return rows, err
@@ -496,6 +558,28 @@ func trainLorenzProblem(n int, targets []float64) fit.Problem {
 	return fit.Problem{ODE: trainLorenzEnsemble(rho), Loss: trainLorenzLoss(targets), Vars: fit.Vars{P: []int{1}}, Fits: n}
 }
 
+// trainPKProblem is the PK calibration of n fits (the "pk-fit" case): the
+// events suite's pharmacokinetic ensemble with every k at TrainPKK0, the
+// loss Σ_i (τ_i − t*_i)² of the clock at the end (the terminal event's
+// time) against the closed-form crossing times at k* (the targets,
+// returned), and its terminal event.
+func trainPKProblem(n int) (fit.Problem, []ode.Event, []float64) {
+	ep := eventsPK(n)
+	kstar := problems.LinSpace(make([]float64, n), TrainPKKStarLo, TrainPKKStarHi)
+	targets := make([]float64, n)
+	for i := range targets {
+		targets[i] = math.Log(ep.prob.Y0[2*i]/eventsPKThreshold) / kstar[i]
+	}
+	p := ep.prob
+	p.P = make([]float64, n)
+	for i := range p.P {
+		p.P[i] = TrainPKK0
+	}
+	loss := ode.Loss{Name: "pk-calibration", Data: targets, DataDim: 1,
+		F: func(y, _, d []tape.V) tape.V { return y[1].Sub(d[0]).Square() }}
+	return fit.Problem{ODE: p, Loss: loss, Vars: fit.Vars{P: []int{0}}, Fits: n}, []ode.Event{ep.ev}, targets
+}
+
 // traceCounts is what a GPU engine's trace has counted so far.
 type traceCounts struct {
 	kernel, transfer, compile time.Duration
@@ -536,10 +620,12 @@ func (c *stepClock) Finish() {}
 // trainFitRow runs fit.New and fit.Run with Reps + 1 steps of Adam (lr)
 // on prob, timing the steps after the first, then times whole Grad calls
 // with the record on the starting problem with the fit's solver.
-func trainFitRow(cfg *TrainConfig, name string, prob fit.Problem, rtol, atol, lr float64) (*TrainRow, error) {
+func trainFitRow(cfg *TrainConfig, name string, prob fit.Problem, rtol, atol, lr float64, events []ode.Event) (*TrainRow, error) {
 	reps := cfg.reps()
+	set := cfg.settings(rtol, atol)
+	set.Events = events
 	t := time.Now()
-	f, err := fit.New(prob, cfg.settings(rtol, atol))
+	f, err := fit.New(prob, set)
 	if err != nil {
 		return nil, err
 	}
@@ -593,7 +679,9 @@ func trainFitRow(cfg *TrainConfig, name string, prob fit.Problem, rtol, atol, lr
 	}
 	row.GradCallMs, row.GradKernelMs = median(call), median(ck)
 	// The step-1 loss solved tightly, for the anchors.
-	tight, err := ode.NewSolver(prob.ODE.Field, cfg.settings(TrainTightRelTol, TrainTightAbsTol))
+	tset := cfg.settings(TrainTightRelTol, TrainTightAbsTol)
+	tset.Events = events
+	tight, err := ode.NewSolver(prob.ODE.Field, tset)
 	if err != nil {
 		return nil, err
 	}

@@ -22,13 +22,13 @@ func TestTrainDumpRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCases := []string{"neural-fit", "neural-fit", "lorenz-fit", "lorenz-fit", "grad-record", "grad-mesh", "grad-record-omit", "grad-mesh-omit"}
+	wantCases := []string{"neural-fit", "neural-fit", "lorenz-fit", "lorenz-fit", "pk-fit", "pk-fit", "grad-record", "grad-mesh", "grad-record-omit", "grad-mesh-omit"}
 	if len(rows) != len(wantCases) {
 		t.Fatalf("%d rows, want %d", len(rows), len(wantCases))
 	}
 	// The calls with the loss and the gradients only give the same loss.
-	if rows[6].LossFirst != rows[4].LossFirst || rows[7].LossFirst != rows[5].LossFirst {
-		t.Errorf("Grad calls with Omit: losses %v, %v; without %v, %v", rows[6].LossFirst, rows[7].LossFirst, rows[4].LossFirst, rows[5].LossFirst)
+	if rows[8].LossFirst != rows[6].LossFirst || rows[9].LossFirst != rows[7].LossFirst {
+		t.Errorf("Grad calls with Omit: losses %v, %v; without %v, %v", rows[8].LossFirst, rows[9].LossFirst, rows[6].LossFirst, rows[7].LossFirst)
 	}
 	sc := bufio.NewScanner(&out)
 	k := 0
@@ -59,8 +59,8 @@ func TestTrainDumpRoundTrip(t *testing.T) {
 	if k != len(wantCases) {
 		t.Fatalf("%d JSON lines, want %d", k, len(wantCases))
 	}
-	if rows[4].LossFirst != rows[5].LossFirst {
-		t.Errorf("Grad calls: loss %v with the record, %v on its mesh", rows[4].LossFirst, rows[5].LossFirst)
+	if rows[6].LossFirst != rows[7].LossFirst {
+		t.Errorf("Grad calls: loss %v with the record, %v on its mesh", rows[6].LossFirst, rows[7].LossFirst)
 	}
 
 	d, err := ReadTrainDump(&dumpBuf)
@@ -85,6 +85,27 @@ func TestTrainDumpRoundTrip(t *testing.T) {
 	for i, c := range d.LorenzFit.Cases {
 		if lorenz[i] != c.LossFirst || c.LossFirst != rows[2+i].LossFirst {
 			t.Errorf("Lorenz n=%d: loss from the dump %v, dumped %v, row %v", c.N, lorenz[i], c.LossFirst, rows[2+i].LossFirst)
+		}
+	}
+	// The PK calibration's targets are the closed-form crossing times:
+	// its step-1 loss at rtol 1e-12 is the closed form's, Σ (t*(k0) − t*)².
+	if d.PKFit == nil || len(d.PKFit.Cases) != 2 {
+		t.Fatalf("dump: PK calibration %v", d.PKFit)
+	}
+	for i, c := range d.PKFit.Cases {
+		want := 0.0
+		for j := range c.N {
+			c0 := d.PKFit.C0Lo + float64(j)*(d.PKFit.C0Hi-d.PKFit.C0Lo)/float64(c.N-1)
+			kstar := d.PKFit.KStarLo + float64(j)*(d.PKFit.KStarHi-d.PKFit.KStarLo)/float64(c.N-1)
+			ts := math.Log(c0/d.PKFit.Threshold) / kstar
+			if math.Abs(c.Targets[j]-ts) > 1e-14*ts {
+				t.Errorf("PK n=%d: target %d = %v, closed form %v", c.N, j, c.Targets[j], ts)
+			}
+			dt := math.Log(c0/d.PKFit.Threshold)/d.PKFit.K0 - ts
+			want += dt * dt
+		}
+		if r := rows[4+i]; math.Abs(r.LossFirstTight-want) > 1e-9*want || c.LossFirst != r.LossFirst {
+			t.Errorf("PK n=%d: step-1 loss at rtol 1e-12 %v, closed form %v; dumped %v, row %v", c.N, r.LossFirstTight, want, c.LossFirst, r.LossFirst)
 		}
 	}
 }
@@ -125,7 +146,7 @@ func TestTrainGPUWithoutGPU(t *testing.T) {
 	var out bytes.Buffer
 	rows, err := RunTrain(&out, TrainConfig{GPU: true, NeuralB: []int{8}, FitN: []int{4}, CallN: []int{8}, Reps: 1, JSON: true})
 	if err == nil {
-		if len(rows) != 4 || rows[0].Suite != "gpu-train" || rows[0].Engine != "cuda" {
+		if len(rows) != 7 || rows[0].Suite != "gpu-train" || rows[0].Engine != "cuda" {
 			t.Fatalf("with a GPU: rows %+v", rows)
 		}
 		t.Skip("a GPU is here: the suite ran")

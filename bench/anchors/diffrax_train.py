@@ -21,7 +21,13 @@ as a training loop does:
 * lorenz-fit: n independent calibrations of rho, y0 = (1, 0, 0), t in [0, 1],
   loss sum_i |y_i(1) - target_i|^2 with rho a parameter vector of length n
   (rho_i moves trajectory i alone, and Adam works elementwise, so one Adam
-  over the vector is n independent Adams), start rho = 10.
+  over the vector is n independent Adams), start rho = 10;
+* pk-fit: n independent calibrations of the elimination rate k of the
+  one-compartment model C' = -k*C with a clock tau' = 1, y0 = (C0, 0),
+  C0 = linspace(1, 2, n), stopped by a terminal event when C falls to 0.25
+  (diffrax.Event with optimistix.Newton, which makes the event time
+  differentiable; T1 = 100), loss sum_i (tau_i(end) - t*_i)^2 against the
+  dump's closed-form crossing times, start k = 0.7.
 
 Diffrax: Tsit5, PIDController(rtol, atol) of the dump (I control), dt0=None,
 SaveAt(t1=True), throw=False, vmap over the batch, RecursiveCheckpointAdjoint
@@ -59,9 +65,10 @@ SIGMA_DEFAULT, BETA_DEFAULT = 10.0, 8.0 / 3.0
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--problem", required=True, help="JSON file written by gradsolve bench -suite train|gpu-train -dump")
-    ap.add_argument("--protocols", default="neural,lorenz-fit", help="comma-separated: neural, lorenz-fit (default both)")
+    ap.add_argument("--protocols", default="neural,lorenz-fit,pk-fit",
+                    help="comma-separated: neural, lorenz-fit, pk-fit (default all three)")
     ap.add_argument("--b", default="", help="neural batch sizes (default: those gradsolve ran, from the dump)")
-    ap.add_argument("--fits", default="", help="Lorenz calibration sizes (default: those of the dump)")
+    ap.add_argument("--fits", default="", help="Lorenz and PK calibration sizes (default: those of the dump)")
     ap.add_argument("--platform", choices=["cpu", "gpu"], default="gpu")
     ap.add_argument("--cpu-threads", type=int, default=0, help="CPU platform: use only the first N CPUs (0: all)")
     ap.add_argument("--steps", type=int, default=0,
@@ -99,23 +106,35 @@ def make_mlp(jnp, sizes, hidden, output):
 class Trainer:
     """The shared machinery of both protocols: probe, sized adjoint, jitted train step."""
 
-    def __init__(self, jax, diffrax, optax, term, t0, t1, rtol, atol, donate):
+    def __init__(self, jax, diffrax, optax, term, t0, t1, rtol, atol, donate, event=None):
         self.jax, self.diffrax, self.optax = jax, diffrax, optax
         self.term, self.t0, self.t1 = term, t0, t1
         self.ctrl = diffrax.PIDController(rtol=rtol, atol=atol)
         self.solver = diffrax.Tsit5()
         self.donate = donate
+        self.event = event
 
     def tight(self, rtol, atol):
         """The same trainer with the tolerances rtol, atol (the tight step-1 loss)."""
-        t = Trainer(self.jax, self.diffrax, self.optax, self.term, self.t0, self.t1, rtol, atol, self.donate)
+        t = Trainer(self.jax, self.diffrax, self.optax, self.term, self.t0, self.t1, rtol, atol, self.donate,
+                    self.event)
         return t
 
     def solve(self, max_steps, adjoint, y0, args):
         d = self.diffrax
         return d.diffeqsolve(self.term, self.solver, self.t0, self.t1, None, y0, args=args,
                              saveat=d.SaveAt(t1=True), stepsize_controller=self.ctrl, adjoint=adjoint,
-                             max_steps=max_steps, throw=False)
+                             max_steps=max_steps, throw=False, event=self.event)
+
+    def finished(self, sol):
+        """Whether each solve reached its end: t1, or a terminal event (diffrax >= 0.6 ends those with
+        RESULTS.event_occurred)."""
+        d = self.diffrax
+        ok = sol.result == d.RESULTS.successful
+        occurred = getattr(d.RESULTS, "event_occurred", None)
+        if self.event is not None and occurred is not None:
+            ok = self.jax.numpy.logical_or(ok, sol.result == occurred)
+        return ok
 
     def probe(self, in_axes, args, y0):
         """attempts (largest accepted + rejected over the batch), mean accepted, probe and compile seconds."""
@@ -124,7 +143,7 @@ class Trainer:
 
         def stats(a, y):
             sol = self.solve(C.PROBE_MAX_STEPS, d.RecursiveCheckpointAdjoint(), y, a)
-            return sol.result == d.RESULTS.successful, sol.stats["num_accepted_steps"], sol.stats["num_steps"]
+            return self.finished(sol), sol.stats["num_accepted_steps"], sol.stats["num_steps"]
         t = time.perf_counter()
         f = jax.jit(jax.vmap(stats, in_axes=in_axes)).lower(args, y0).compile()
         compile_s = time.perf_counter() - t
@@ -336,6 +355,52 @@ def main(argv=None):
                            probe_s=probe_s, probe_compile_s=probe_compile_s)
                 return C.loss_checks(row, c)
             run_guarded("lorenz-fit", n, cell, body)
+    pd = dump.get("pk_fit")
+    if "pk-fit" in protocols and pd is None:
+        C.emit({"suite": "train", "anchor": "diffrax", "case": "pk-fit", "error": "the dump has no PK calibration"}, out)
+    elif "pk-fit" in protocols:
+        import optimistix as optx
+        env["optimistix"] = C._version("optimistix")
+        thr = float(pd["threshold"])
+        term = diffrax.ODETerm(lambda t, y, k: jnp.stack([-k * y[0], jnp.ones_like(y[0])]))
+        # diffrax calls an Event's condition with keywords (t=, y=, args=, ...).
+        event = diffrax.Event(lambda t, y, args, **kw: y[0] - thr, optx.Newton(rtol=1e-12, atol=1e-12))
+        trainer = Trainer(jax, diffrax, optax, term, 0.0, float(pd["t1"]), float(pd["rtol"]), float(pd["atol"]),
+                          donate, event)
+        lr = float(pd["lr"])
+        cases = {int(c["n"]): c for c in pd["cases"]}
+        ns = C.int_list(args.fits) if args.fits else sorted(cases)
+        for n in sorted(ns):
+            cell = {"suite": "train", "anchor": "diffrax", "case": "pk-fit", "n": n, "platform": args.platform,
+                    "rtol": pd["rtol"], "atol": pd["atol"], "lr": lr}
+            if n not in cases:
+                C.emit({**cell, "error": f"the dump has no PK calibration of n = {n} (it has {sorted(cases)})"}, out)
+                continue
+
+            def body(start, n=n, cell=cell):
+                c = cases[n]
+                tg = jnp.asarray(np.asarray(c["targets"], dtype=np.float64))
+                c0 = np.linspace(float(pd["c0_lo"]), float(pd["c0_hi"]), n)
+                y0 = jnp.asarray(np.stack([c0, np.zeros(n)], axis=1))
+                k0 = jnp.full((n,), float(pd["k0"]), dtype=jnp.float64)
+                attempts, acc_mean, probe_s, probe_compile_s = trainer.probe((0, 0), k0, y0)
+                max_steps = attempts + 1 + max(4, attempts // 4)
+                adjoint = diffrax.RecursiveCheckpointAdjoint(checkpoints=max_steps)
+
+                def make_loss(tr, max_steps, adjoint):
+                    def loss_fn(k, y0, tg):
+                        sol = jax.vmap(lambda kk, y: tr.solve(max_steps, adjoint, y, kk))(k, y0)
+                        nf = jnp.sum(jnp.logical_not(tr.finished(sol)))
+                        return jnp.sum((sol.ys[:, -1, 1] - tg) ** 2), nf
+                    return loss_fn
+                C.log(f"pk-fit n={n}: attempts {attempts}, max_steps = checkpoints = {max_steps}; {steps} steps")
+                row = run_cell(jax, trainer, cell, k0, (y0, tg), make_loss(trainer, max_steps, adjoint), lr, steps,
+                               cell_budget(start))
+                row.update(tight_loss(trainer, make_loss, k0, (y0, tg)))
+                row.update(attempts_max=attempts, max_steps=max_steps, checkpoints=max_steps, steps_per_traj=acc_mean,
+                           probe_s=probe_s, probe_compile_s=probe_compile_s)
+                return C.loss_checks(row, c)
+            run_guarded("pk-fit", n, cell, body)
     if out is not None:
         out.close()
 

@@ -17,7 +17,7 @@ type trainFlags struct {
 func benchTrainFlags(fs *flag.FlagSet) *trainFlags {
 	return &trainFlags{
 		b:     fs.String("b", "", "train suites: comma-separated batch sizes of the neural fit (default 256,4096; gpu-train 4096,65536)"),
-		fits:  fs.String("fits", "", "train suites: comma-separated numbers of independent fits of the Lorenz calibration (default 2048,32768; gpu-train 65536,262144)"),
+		fits:  fs.String("fits", "", "train suites: comma-separated numbers of independent fits of the Lorenz and PK calibrations (default 2048,32768; gpu-train 65536,262144)"),
 		calls: fs.String("calls", "", "train suites: comma-separated ensemble sizes of the whole Lorenz Grad calls (default 128,32768; gpu-train 128,32768,262144,1048576)"),
 		cases: fs.String("cases", "", "train suites: comma-separated kinds of case, of "+strings.Join(bench.TrainCases, ", ")+" (default: all)"),
 	}
@@ -30,7 +30,7 @@ func benchTrainFlags(fs *flag.FlagSet) *trainFlags {
 func benchTrain(w io.Writer, suite string, tf *trainFlags, ns []int, rtols []float64, reps, workers int,
 	engine string, asJSON bool, dump string, lim limits) (err error) {
 	if ns != nil || rtols != nil {
-		return usagef("-n, -rtol: the %s suite takes -b (neural batch sizes), -fits (Lorenz calibrations) and -calls (Grad calls); its tolerances are fixed", suite)
+		return usagef("-n, -rtol: the %s suite takes -b (neural batch sizes), -fits (Lorenz and PK calibrations) and -calls (Grad calls); its tolerances are fixed", suite)
 	}
 	cfg := bench.TrainConfig{Reps: reps, Workers: workers, JSON: asJSON, GPU: suite == "gpu-train"}
 	if cfg.GPU {
