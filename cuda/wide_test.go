@@ -266,7 +266,10 @@ func BenchmarkGPUWide(b *testing.B) {
 						}
 					}
 					b.StopTimer()
-					b.ReportMetric(float64(tr.Stats().Kernel)/1e6/float64(b.N), "kernel-ms/op")
+					st := tr.Stats()
+					b.ReportMetric(float64(st.Kernel)/1e6/float64(b.N), "kernel-ms/op")
+					b.ReportMetric(float64(st.Transfer)/1e6/float64(b.N), "copy-ms/op")
+					b.ReportMetric(float64(st.Upload+st.Download)/1e6/float64(b.N), "MB/op")
 				})
 			}
 		}
