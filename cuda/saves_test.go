@@ -137,9 +137,24 @@ func TestSaveGroups(t *testing.T) {
 // trajectories (their rows NaN).
 func TestHostEngineSaveGroups(t *testing.T) {
 	needHost(t)
+	testSaveGroups(t, "cuda-host", "cuda-host-f32")
+}
+
+// TestGPUSaveGroups is TestHostEngineSaveGroups on the device ("cuda",
+// "cuda-f32"): the saved states' copies in groups (readSaves) beside the
+// transposes, bit for bit those of one copy.
+//
+//	cuda.test -test.run 'TestGPUSaveGroups' -test.v
+func TestGPUSaveGroups(t *testing.T) {
+	needGPUEngine(t)
+	testSaveGroups(t, "cuda", "cuda-f32")
+}
+
+// testSaveGroups is TestHostEngineSaveGroups on the engines f64 and f32.
+func testSaveGroups(t *testing.T, f64, f32 string) {
 	const n = 300
 	c := saveTimesCase(t, lorenzCase(n, 1e-4), 60) // rtol: the float32 engine's
-	for _, eng := range []string{"cuda-host", "cuda-host-f32"} {
+	for _, eng := range []string{f64, f32} {
 		t.Run(eng, func(t *testing.T) {
 			groups := c.solver(t, tuned(t, eng, Tuning{saveGroup: 1024}))
 			plain := c.solver(t, tuned(t, eng, Tuning{}))
@@ -151,7 +166,7 @@ func TestHostEngineSaveGroups(t *testing.T) {
 	// (ρ spread over [0, 28]: the larger ones take more steps).
 	t.Run("failures", func(t *testing.T) {
 		f := c
-		sol, err := f.solver(t, "cuda-host").Solve(&f.prob)
+		sol, err := f.solver(t, f64).Solve(&f.prob)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,11 +178,11 @@ func TestHostEngineSaveGroups(t *testing.T) {
 		f.set.MaxSteps = steps[n/2]
 		f.set.AllowFailures = true
 		p := f.prob
-		gs, err := f.solver(t, tuned(t, "cuda-host", Tuning{saveGroup: 1024})).Solve(&p)
+		gs, err := f.solver(t, tuned(t, f64, Tuning{saveGroup: 1024})).Solve(&p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ws, err := f.solver(t, "cuda-host").Solve(&p)
+		ws, err := f.solver(t, f64).Solve(&p)
 		if err != nil {
 			t.Fatal(err)
 		}
