@@ -213,6 +213,27 @@
 // the layout of the operations run with its context. Figures for the
 // benchmark suites are in bench/RESULTS.md.
 //
+// # Saved states
+//
+// The kernels write a launch's saved states component-major (value c of
+// trajectory q's K·Dim at ys[c·n+q]: a warp's threads write consecutive
+// addresses); a Solution's Ys are row-major (trajectory i's K·Dim values
+// at Ys[i·K·Dim:]), so the host transposes them. Where they are at least
+// two groups of 4 MiB and the launch's results come back in one piece
+// (below 2^18 trajectories), they are copied back after the other
+// results, in up to 8 groups of whole columns, one copy each, and each
+// group is transposed into the rows on all cores while the next is
+// copied (saveGroups, readSaves, scatterSaves); the transpose reads each
+// source cache line once (blocks of 8 trajectories, scatterSaveCols),
+// about twice as fast as a trajectory at a time (BenchmarkSaveTranspose).
+// What remains is the copy and the last group's transpose: 1,000 save
+// times of 4,096 Kepler orbits are 131 MB, 2.9 ms copied on an H100 host
+// (5.2 ms at 25 GB/s): more than half again a call with one save time
+// (about a millisecond there), so issue 25's 1.5× is out of reach of a
+// call that returns them, unless they stay on the device until read (as
+// a resident mesh does) or move fewer bytes. A Gradient with
+// ode.OmitStates leaves them there.
+//
 // # Environment
 //
 // Three variables configure the registered engines, read once:

@@ -1034,16 +1034,6 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return nil, err
 		}
 	}
-	// The results copied back: the download region less what the run
-	// leaves on the device (downloaded), in one range or a few.
-	out, at, outBytes := l.spans(r.downloaded)
-	down := ex.takeStaging(outBytes)
-	defer ex.giveStaging(down)
-	// The inputs, the kernel and the results in one batch: one hand-over
-	// to the device's goroutine.
-	// The clock is taken and given back outside the batch: making or
-	// freeing one is a call of the device's own.
-	var dt time.Duration
 	// A large launch's results come back in chunks of its trajectories
 	// (pipeChunk), each scattered while the next is copied: the copies
 	// run on the device's goroutine, the scatter on the others. In the
@@ -1051,13 +1041,41 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// whose results are copied while the next chunks' kernels run.
 	nb := (n + r.rb - 1) / r.rb
 	chunk := r.pipeChunk(n) // result blocks a chunk; 0: one copy of all
-	var ready chan [2]int   // the result blocks [lo, hi) copied back
-	nc := 1                 // kernels, one clock each
+	// Else large saved states come back after the other results, in
+	// groups of saveCols columns, each transposed while the next is
+	// copied (saveGroups).
+	saveCols := r.saveGroups(n, &l, chunk)
+	keep := r.downloaded
+	if saveCols > 0 {
+		keep = func(a int) bool { return a != argYs && r.downloaded(a) }
+	}
+	// The results copied back: the download region less what the run
+	// leaves on the device (downloaded), in one range or a few, then the
+	// saved states where they come back apart.
+	out, at, outBytes := l.spans(keep)
+	savesAt := outBytes
+	if saveCols > 0 {
+		at[argYs] = savesAt
+		outBytes += l.bytes[argYs]
+	}
+	down := ex.takeStaging(outBytes)
+	defer ex.giveStaging(down)
+	// The inputs, the kernel and the results in one batch: one hand-over
+	// to the device's goroutine.
+	// The clock is taken and given back outside the batch: making or
+	// freeing one is a call of the device's own.
+	var dt time.Duration
+	var ready chan [2]int      // the result blocks [lo, hi) copied back
+	var savesReady chan [2]int // the saved states' columns [c0, c1) copied back, with saveCols
+	nc := 1                    // kernels, one clock each
 	if chunk > 0 {
 		ready = make(chan [2]int, (nb+chunk-1)/chunk)
 		if r.chunkLaunches() {
 			nc = (nb + chunk - 1) / chunk
 		}
+	} else if saveCols > 0 {
+		ready = make(chan [2]int, 1)
+		savesReady = make(chan [2]int, (r.k*r.d+saveCols-1)/saveCols)
 	}
 	// The clocks are taken and given back outside the batch: making or
 	// freeing one is a call of the device's own.
@@ -1117,6 +1135,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			}
 			at += s.hi - s.lo
 		}
+		if saveCols > 0 {
+			ready <- [2]int{0, nb}
+			return r.readSaves(down[savesAt:], ar, n, &l, saveCols, savesReady)
+		}
 		return nil
 	}
 	done := func() {
@@ -1129,7 +1151,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			t.Download += int64(len(down))
 		})
 	}
-	if chunk == 0 {
+	if chunk == 0 && saveCols == 0 {
 		rg = rtrace.StartRegion(r.ctx, "cuda.batch")
 		err = ex.be.batch(batch)
 		rg.End()
@@ -1138,7 +1160,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 		done()
 		defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
-		return r.scatter(down, &at, ar, g, rows, &l, func(blocks func(lo, hi int)) error {
+		return r.scatter(down, &at, ar, g, rows, &l, false, func(blocks func(lo, hi int), _ func(c0, c1 int)) error {
 			blocks(0, nb)
 			return nil
 		})
@@ -1149,12 +1171,20 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		err := ex.be.batch(batch)
 		rg.End()
 		close(ready)
+		if savesReady != nil {
+			close(savesReady)
+		}
 		errc <- err
 	}()
 	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
-	return r.scatter(down, &at, ar, g, rows, &l, func(blocks func(lo, hi int)) error {
+	return r.scatter(down, &at, ar, g, rows, &l, saveCols > 0, func(blocks func(lo, hi int), saves func(c0, c1 int)) error {
 		for b := range ready {
 			blocks(b[0], b[1])
+		}
+		if savesReady != nil {
+			for c := range savesReady {
+				saves(c[0], c[1])
+			}
 		}
 		if err := <-errc; err != nil {
 			return err
@@ -1822,8 +1852,11 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 // the result blocks (r.rb trajectories each) [lo, hi) as they are
 // in down, all of them in order, and returns once the copies are done
 // (their error, if any): scatter then reads the arrays that are not per
-// trajectory and reads back from the device what it still needs.
-func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows int, l *layout, feed func(blocks func(lo, hi int)) error) (over []int, err error) {
+// trajectory and reads back from the device what it still needs. With
+// savesApart (saveGroups) blocks leaves the saved states out, and feed
+// then calls saves(c0, c1) for their columns [c0, c1) of every
+// trajectory as they are in down, all of them.
+func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows int, l *layout, savesApart bool, feed func(blocks func(lo, hi int), saves func(c0, c1 int)) error) (over []int, err error) {
 	ex, v := r.ex, r.v
 	n, d, np, k := len(g), r.d, r.np, r.k
 	const outLo = 0 // (rv and iv read array a at at[a])
@@ -1988,35 +2021,16 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 	}
 	// The saved states (k·d values a trajectory, 4,000 for 1,000 save
-	// times of four components) in tasks of their own, savesTask
-	// trajectories each: a result block (up to resultBlock trajectories) would
-	// leave a launch of a few thousand to one core. A failed trajectory's
-	// rows are NaN.
-	saves := func(lo, hi int) {
-		if !states || k == 0 {
-			return
-		}
-		q0, q1 := lo*r.rb, min(n, hi*r.rb)
-		task := savesTask(k * d)
-		par.Run((q1-q0+task-1)/task, 0, func(_, t int) {
-			a, b := q0+t*task, min(q1, q0+(t+1)*task)
-			scatterCols(res.Ys, k*d, ys, n, a, g[a:b])
-			if !v.Adaptive {
-				return
-			}
-			for q := a; q < b; q++ {
-				if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
-					i := g[q]
-					for c := i * k * d; c < (i+1)*k*d; c++ {
-						res.Ys[c] = math.NaN()
-					}
-				}
-			}
-		})
-	}
+	// times of four components) in tasks of their own (scatterSaves): a
+	// result block (up to resultBlock trajectories) would leave a launch
+	// of a few thousand to one core. A failed trajectory's rows are NaN.
 	if err := feed(func(lo, hi int) {
 		par.Run(hi-lo, 0, func(w, t int) { block(w, lo+t) })
-		saves(lo, hi)
+		if states && k > 0 && !savesApart {
+			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
+		}
+	}, func(c0, c1 int) {
+		r.scatterSaves(ys, g, 0, n, c0, c1, status, flags)
 	}); err != nil {
 		return nil, err
 	}
@@ -3167,26 +3181,13 @@ func copyOut(dst []float64, src reals, at int) (finite bool) {
 const scatterTile = 64
 
 // scatterTiles is scatterCols for rows of any width w: a transpose in
-// strips of scatterTile columns, each trajectory's part of a strip
-// written as one run of its row. A column at a time (the old way) wrote
-// each value into another row, 8·w bytes from the last, touching a new
-// cache line, and at w ≳ 512 a new page, per value: 1,000 save times of
-// Kepler's four components at n = 4096 (131 MB) scattered at 0.6 GB/s.
+// strips of scatterTile columns (scatterSaveCols over all of them). A
+// column at a time (the old way) wrote each value into another row, 8·w
+// bytes from the last, touching a new cache line, and at w ≳ 512 a new
+// page, per value: 1,000 save times of Kepler's four components at n =
+// 4096 (131 MB) scattered at 0.6 GB/s.
 func scatterTiles[T float32 | float64](dst []float64, w int, f []T, n, q0 int, g []int) (finite bool) {
-	var bad uint64
-	for c0 := 0; c0 < w; c0 += scatterTile {
-		c1 := min(c0+scatterTile, w)
-		for j, i := range g {
-			row := dst[i*w+c0 : i*w+c1]
-			at := c0*n + q0 + j
-			for c := range row {
-				x := float64(f[at+c*n])
-				bad |= math.Float64bits(x)&expBits + expOne
-				row[c] = x
-			}
-		}
-	}
-	return bad>>63 == 0
+	return scatterSaveCols(dst, w, f, n, q0, g, 0, w)
 }
 
 // overwrite returns s's storage with length n, uncleared, where it is

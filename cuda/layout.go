@@ -134,6 +134,7 @@ type Tuning struct {
 	bcastSeed  int   // the seed of a broadcast input (defaultBcastSeed); launches of 16 seeds or more broadcast
 	pipeChunk  int   // the trajectories of a chunk of results copied back while the last is scattered (defaultPipeChunk)
 	pipeMin    int   // the smallest launch below two chunks whose results come back in halves (defaultPipeMin)
+	saveGroup  int   // the smallest group of saved states' bytes copied back on its own (saveGroupMin)
 	// generic keeps the staging and result loops' general forms (each
 	// trajectory's row read through the launch's index), for the tests that
 	// compare them with the forms for consecutive trajectories.

@@ -632,31 +632,38 @@ func benchEventsCall(b *testing.B, c *engineCase, grad bool) {
 }
 
 // BenchmarkSaveHostWork is the host's work in a SolveTo of 4,096 Kepler
-// orbits with 1,000 save times (131 MB of saved states) on the hostWork
-// backend, whose copies and kernels take no time: the staging and the
-// transpose of the saved states into the Solution's rows (scatterCols).
+// orbits with 1 and with 1,000 save times (131 MB of saved states) on
+// the hostWork backend, whose copies and kernels take no time: the
+// staging and the transpose of the saved states into the Solution's rows
+// (scatterSaves; with 1,000, in saveGroups' groups).
+//
+//	go test ./cuda -run '^$' -bench SaveHostWork -benchtime 20x -count 5
 func BenchmarkSaveHostWork(b *testing.B) {
-	const n, k = 4096, 1000
+	const n = 4096
 	kp := problems.Kepler()
-	ts := make([]float64, k)
-	for j := range ts {
-		ts[j] = kp.T1 * float64(j+1) / k
-	}
-	sv, err := ode.NewSolver(kp.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, Engine: hostWork.name})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-	var sol ode.Solution
-	if _, err := sv.SolveTo(&sol, &p); err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(n * k * kp.Field.Dim * 8))
-	b.ResetTimer()
-	for range b.N {
-		if _, err := sv.SolveTo(&sol, &p); err != nil {
-			b.Fatal(err)
-		}
+	for _, k := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("saves=%d", k), func(b *testing.B) {
+			ts := make([]float64, k)
+			for j := range ts {
+				ts[j] = kp.T1 * float64(j+1) / float64(k)
+			}
+			sv, err := ode.NewSolver(kp.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, Engine: hostWork.name})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
+			var sol ode.Solution
+			if _, err := sv.SolveTo(&sol, &p); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(n * k * kp.Field.Dim * 8))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := sv.SolveTo(&sol, &p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
