@@ -71,6 +71,7 @@ const (
 	twNorms
 	twPartial
 	twSum
+	twHyper
 	numTrainWords
 )
 
@@ -93,9 +94,22 @@ const (
 	numTrainCounters
 )
 
+// Words of the trainer's sum block (gs_targs.sum, GS_T_* of train.cuh):
+// the summary an evaluation reads back (the loss, Σg², the counters), the
+// counters' accumulators, gs_t_sum's ticket, and the update rule's scalars
+// a graph's update reads (gs_targs.hyper).
+const (
+	swSummary = 2 + numTrainCounters
+	swAcc     = swSummary // GS_T_ACC
+	swTicket  = swAcc + numTrainCounters
+	swHyper   = swTicket + 1
+	numHyper  = 9 // lr, b1, b2, eps, wd, c1, c2, mu, clip
+	numSumW   = swHyper + numHyper
+)
+
 // trainKernels are the compiled training kernels of a backend.
 type trainKernels struct {
-	chunks, total, seg, gy, clip, update, put backendKernel
+	sum, seg, gy, clip, update, put backendKernel
 }
 
 // trainKernelsOf compiles the training kernels on ex's backend, once per
@@ -109,7 +123,7 @@ func (ex *executor) trainKernelsOf() (*trainKernels, error) {
 			name string
 			dst  *backendKernel
 		}{
-			{"gs_t_chunks", &tk.chunks}, {"gs_t_total", &tk.total}, {"gs_t_seg", &tk.seg}, {"gs_t_gy", &tk.gy},
+			{"gs_t_sum", &tk.sum}, {"gs_t_seg", &tk.seg}, {"gs_t_gy", &tk.gy},
 			{"gs_t_clip", &tk.clip}, {"gs_t_update", &tk.update}, {"gs_t_put", &tk.put},
 		} {
 			if *k.dst, ts.err = ex.be.compile(src, k.name, ex.tun.compileOptions(len(src))); ts.err != nil {
@@ -234,11 +248,19 @@ func (t *trainer) arena(rows int, stage bool) error {
 	}
 	if stage {
 		up := ex.takeStaging(inHi)
-		err = r.stage(up, ar, ex.identity(t.n), rows, &l, false)
+		// The shared gradient starts at zero; gs_t_gy zeroes it after
+		// each evaluation reads it.
+		err = r.stage(up, ar, ex.identity(t.n), rows, &l, l.off[argGS] >= 0)
 		ex.giveStaging(up)
 	} else {
 		err = ex.be.batch(func(q queue) error {
-			return q.copyDevice(ar.addr+uint64(inLo), t.ar.addr+uint64(inLo), inHi-inLo)
+			if err := q.copyDevice(ar.addr+uint64(inLo), t.ar.addr+uint64(inLo), inHi-inLo); err != nil {
+				return err
+			}
+			if l.off[argGS] >= 0 {
+				return q.zero(ar.addr+uint64(l.off[argGS]), l.bytes[argGS])
+			}
+			return nil
 		})
 	}
 	if err != nil {
@@ -269,7 +291,7 @@ func (t *trainer) alloc(spec *ode.TrainSpec) error {
 		mom[q] = place(8 * L)
 	}
 	norms, partial := place(8*int64(t.fits)), place(8*chunks)
-	sum := place(8 * (2 + numTrainCounters))
+	sum := place(8 * numSumW)
 	idx := place(8 * int64(t.np1+t.ny1+t.ns1+1))
 	mem, err := be.alloc(max(off, 8))
 	if err != nil {
@@ -296,6 +318,7 @@ func (t *trainer) alloc(spec *ode.TrainSpec) error {
 		binary.LittleEndian.PutUint64(buf[8*i:], uint64(v))
 	}
 	t.idxBytes = [3]uint64{0, uint64(8 * t.np1), uint64(8 * (t.np1 + t.ny1))}
+	t.down = make([]byte, 8*swSummary)
 	return be.batch(func(q queue) error {
 		if err := q.zero(t.mem, off); err != nil {
 			return err
@@ -432,6 +455,7 @@ func (t *trainer) Eval(ctx context.Context) (ode.TrainEval, error) {
 	if err := ctx.Err(); err != nil {
 		return ode.TrainEval{}, err
 	}
+	nonFinite := 0
 	for {
 		var s summary
 		err := t.ex.be.batch(func(q queue) error {
@@ -442,8 +466,12 @@ func (t *trainer) Eval(ctx context.Context) (ode.TrainEval, error) {
 		if err != nil {
 			return ode.TrainEval{}, err
 		}
+		// An evaluation reads the last update's count and clears it: a
+		// rerun's does not see it again.
+		nonFinite += s.ev.NonFinite
 		if s.over == 0 {
 			s.ev.Time = time.Since(start)
+			s.ev.NonFinite = nonFinite
 			return s.ev, nil
 		}
 		// A record buffer was too short: run again with room for the
@@ -469,42 +497,48 @@ type summary struct {
 // eval is one evaluation, in a batch: the engine kernel, the reductions,
 // and the summary read back.
 func (t *trainer) eval(q queue, tr *Trace) (summary, error) {
-	r, l := t.r, &t.l
-	// The counters of this evaluation start at 0 (the update's is read
-	// below and cleared after).
-	if err := q.zero(t.sum, 8*(2+tcNonFinite)); err != nil {
+	if err := t.evalOps(q, t.clock); err != nil {
 		return summary{}, err
 	}
-	if l.off[argGS] >= 0 {
-		if err := q.zero(t.ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
-			return summary{}, err
-		}
+	dt, err := q.elapsed(t.clock)
+	if err != nil {
+		return summary{}, err
 	}
+	return t.summary(tr, dt), nil
+}
+
+// evalOps queues an evaluation's work: the engine kernel (timed by c's
+// marks, unless c is nil), the reductions, and the summary's copy into
+// t.down. A graph (trainer.graphEval) captures them with c nil.
+func (t *trainer) evalOps(q queue, c clock) error {
+	r, l := t.r, &t.l
+	// The counters start at 0: gs_t_sum moves them into the summary and
+	// zeroes them; gs_t_gy zeroes the shared gradient after reading it.
 	if r.v.TileDynamic {
 		if err := q.zero(t.ar.addr+uint64(l.off[argWork]+l.bytes[argWork]-8), 8); err != nil {
-			return summary{}, err
+			return err
 		}
 	}
 	args := r.kernelArgs(t.ar, t.n, t.rows, l)
 	threads, block, shmem := r.launchShape(t.n)
-	if err := q.mark(t.clock, false); err != nil {
-		return summary{}, err
+	if c != nil {
+		if err := q.mark(c, false); err != nil {
+			return err
+		}
 	}
 	if err := q.enqueue(r.ke.k, threads, block, shmem, args[:]); err != nil {
-		return summary{}, fmt.Errorf("cuda: engine %s: %w", t.ex.name, err)
+		return fmt.Errorf("cuda: engine %s: %w", t.ex.name, err)
 	}
-	if err := q.mark(t.clock, true); err != nil {
-		return summary{}, err
+	if c != nil {
+		if err := q.mark(c, true); err != nil {
+			return err
+		}
 	}
 	// The loss and the checks of every trajectory.
 	w := t.fixed()
-	w[twCount], w[twMode] = uint64(t.n), 0
-	if err := launch(q, t.tk.chunks, chunksOf(t.n)*trainBlock, &w); err != nil {
-		return summary{}, err
-	}
-	w[twCount], w[twDst] = uint64(chunksOf(t.n)), t.sum
-	if err := launch(q, t.tk.total, trainBlock, &w); err != nil {
-		return summary{}, err
+	w[twCount], w[twMode], w[twDst] = uint64(t.n), 0, t.sum
+	if err := launch(q, t.tk.sum, chunksOf(t.n)*trainBlock, &w); err != nil {
+		return err
 	}
 	// The gradient with respect to x: the P part summed over each fit's
 	// trajectories, then the Y0 and shared parts.
@@ -512,14 +546,21 @@ func (t *trainer) eval(q queue, tr *Trace) (summary, error) {
 		w = t.fixed()
 		w[twSrc], w[twDst] = w[twGP], t.g
 		if err := t.seg(q, &w, t.fits*t.np1, t.per, t.np1, t.stride, 0); err != nil {
-			return summary{}, err
+			return err
 		}
 	}
-	if cnt := t.ny1*t.n + t.ns1; cnt > 0 {
+	cnt := t.ny1*t.n + t.ns1
+	if l.off[argGS] >= 0 {
+		cnt = t.ny1*t.n + max(t.ns1, t.nsh)
+	}
+	if cnt > 0 {
 		w = t.fixed()
 		w[twCount] = uint64(cnt)
+		if l.off[argGS] >= 0 {
+			w[twMode] = 1 // zero the shared gradient after
+		}
 		if err := launch(q, t.tk.gy, cnt, &w); err != nil {
-			return summary{}, err
+			return err
 		}
 	}
 	// Each fit's norm, and the whole gradient's.
@@ -530,35 +571,24 @@ func (t *trainer) eval(q queue, tr *Trace) (summary, error) {
 		seg = t.len
 	}
 	if err := t.seg(q, &w, t.fits, seg, 1, 1, 1); err != nil {
-		return summary{}, err
+		return err
 	}
 	w = t.fixed()
 	w[twSrc], w[twCount], w[twMode] = t.g, uint64(t.len), 1
-	if err := launch(q, t.tk.chunks, chunksOf(t.len)*trainBlock, &w); err != nil {
-		return summary{}, err
+	w[twDst], w[twScale] = t.sum+8, math.Float64bits(1)
+	if err := launch(q, t.tk.sum, chunksOf(t.len)*trainBlock, &w); err != nil {
+		return err
 	}
-	w[twCount], w[twDst], w[twScale] = uint64(chunksOf(t.len)), t.sum+8, math.Float64bits(1)
-	if err := launch(q, t.tk.total, trainBlock, &w); err != nil {
-		return summary{}, err
-	}
-	if t.down == nil {
-		t.down = make([]byte, 8*(2+numTrainCounters))
-	}
-	if err := q.read(t.down, t.sum); err != nil {
-		return summary{}, err
-	}
-	dt, err := q.elapsed(t.clock)
-	if err != nil {
-		return summary{}, err
-	}
-	// The update's count is read: clear it for the next.
-	if err := q.zero(t.sum+8*(2+tcNonFinite), 8); err != nil {
-		return summary{}, err
-	}
+	return q.read(t.down, t.sum)
+}
+
+// summary decodes the summary read back (t.down), with the device time
+// dt of the evaluation's clock.
+func (t *trainer) summary(tr *Trace, dt time.Duration) summary {
 	tr.add(func(s *TraceStats) {
 		s.Kernel += dt
 		s.Launches++
-		s.Layout = r.v.Layout()
+		s.Layout = t.r.v.Layout()
 		s.Download += int64(len(t.down))
 	})
 	word := func(i int) uint64 { return binary.LittleEndian.Uint64(t.down[8*i:]) }
@@ -568,7 +598,7 @@ func (t *trainer) eval(q queue, tr *Trace) (summary, error) {
 	if s.over == 0 {
 		t.ex.notice(s.maxAcc)
 	}
-	return s, nil
+	return s
 }
 
 // seg queues a segmented sum (gs_t_seg): count segments of length seg,
@@ -674,7 +704,7 @@ func (t *trainer) read(q queue, dst *ode.TrainState) error {
 		}
 	}
 	var c [8]byte
-	if err := q.read(c[:], t.sum+8*(2+tcNonFinite)); err != nil {
+	if err := q.read(c[:], t.sum+8*(swAcc+tcNonFinite)); err != nil {
 		return err
 	}
 	dst.NonFinite = int(binary.LittleEndian.Uint64(c[:]))
