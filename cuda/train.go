@@ -167,6 +167,10 @@ type trainer struct {
 	down     []byte // the summary's bytes
 	clock    clock  // times the engine kernel
 	released bool
+
+	gen      int          // the arena's generation: 1 for the first, +1 for each new one
+	gr       *trainGraphs // the steps' graphs; nil: the batch path
+	graphErr error        // why a capture failed (the trainer then keeps the batch path)
 }
 
 var _ ode.TrainExecutor = (*executor)(nil)
@@ -221,6 +225,9 @@ func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, er
 		t.Release()
 		return nil, err
 	}
+	if !ex.tun.NoTrainGraph {
+		t.newGraphs()
+	}
 	return t, nil
 }
 
@@ -271,6 +278,7 @@ func (t *trainer) arena(rows int, stage bool) error {
 		ex.be.free(t.ar.addr)
 	}
 	t.ar, t.l, t.rows = ar, l, rows
+	t.gen++
 	return nil
 }
 
@@ -458,11 +466,23 @@ func (t *trainer) Eval(ctx context.Context) (ode.TrainEval, error) {
 	nonFinite := 0
 	for {
 		var s summary
+		t.fresh()
 		err := t.ex.be.batch(func(q queue) error {
 			var err error
+			if t.gr != nil && t.graphErr == nil {
+				s, err = t.evalGraph(q, traceOf(ctx))
+				var ce *captureError
+				if !errors.As(err, &ce) {
+					return err
+				}
+				t.graphErr = err
+			}
 			s, err = t.eval(q, traceOf(ctx))
 			return err
 		})
+		if t.graphErr != nil {
+			t.releaseGraphs()
+		}
 		if err != nil {
 			return ode.TrainEval{}, err
 		}
@@ -633,16 +653,8 @@ func (t *trainer) Update(ru *optim.Rule, best bool) error {
 		return errReleased
 	}
 	w := t.fixed()
-	switch {
-	case ru.Kind == optim.RuleAdam:
-		w[twMode] = 1
-	case ru.Kind == optim.RuleSGD && ru.Momentum == 0:
-		w[twMode] = 2
-	case ru.Kind == optim.RuleSGD && ru.Nesterov:
-		w[twMode] = 4
-	case ru.Kind == optim.RuleSGD:
-		w[twMode] = 3
-	default:
+	w[twMode] = uint64(ruleMode(ru))
+	if w[twMode] == 0 {
 		return fmt.Errorf("cuda: Trainer.Update: unknown rule kind %d", ru.Kind)
 	}
 	if need := len(ru.Moments()); need > t.moments {
@@ -651,17 +663,36 @@ func (t *trainer) Update(ru *optim.Rule, best bool) error {
 	for q, v := range []float64{ru.Rate, ru.Beta1, ru.Beta2, ru.Eps, ru.Decay, ru.C1, ru.C2, ru.Momentum} {
 		w[twLR+q] = math.Float64bits(v)
 	}
-	return t.ex.be.batch(func(q queue) error {
-		if best {
-			if err := q.copyDevice(t.best, t.x, int64(8*t.len)); err != nil {
+	t.fresh()
+	err := t.ex.be.batch(func(q queue) error {
+		if t.gr != nil && t.graphErr == nil {
+			err := t.updateGraph(q, &w, best)
+			var ce *captureError
+			if !errors.As(err, &ce) {
 				return err
 			}
+			t.graphErr = err
 		}
-		if err := launch(q, t.tk.update, t.len, &w); err != nil {
+		return t.updateOps(q, &w, best)
+	})
+	if t.graphErr != nil {
+		t.releaseGraphs()
+	}
+	return err
+}
+
+// updateOps queues an update's work: x copied to the best values if best,
+// the rule (words w), and x into the problem.
+func (t *trainer) updateOps(q queue, w *[numTrainWords]uint64, best bool) error {
+	if best {
+		if err := q.copyDevice(t.best, t.x, int64(8*t.len)); err != nil {
 			return err
 		}
-		return t.put(q)
-	})
+	}
+	if err := launch(q, t.tk.update, t.len, w); err != nil {
+		return err
+	}
+	return t.put(q)
 }
 
 // Read copies what dst asks for to the host.
@@ -717,6 +748,7 @@ func (t *trainer) Release() {
 		return
 	}
 	t.released = true
+	t.releaseGraphs()
 	if t.clock != nil {
 		t.clock.free()
 	}

@@ -76,6 +76,17 @@ type driver struct {
 	cuEventSynchronize        func(uintptr) result
 	cuEventElapsedTime        func(ms *float32, start, end uintptr) result
 	cuEventDestroy            func(uintptr) result
+
+	// Graphs and the asynchronous copies a capture records (graph.go).
+	cuMemcpyHtoDAsync           func(dst uint64, src unsafe.Pointer, n uint64, stream uintptr) result
+	cuMemcpyDtoDAsync           func(dst, src uint64, n uint64, stream uintptr) result
+	cuMemsetD8Async             func(dst uint64, v uint8, n uint64, stream uintptr) result
+	cuStreamBeginCapture        func(stream uintptr, mode int32) result
+	cuStreamEndCapture          func(stream uintptr, graph *uintptr) result
+	cuGraphInstantiateWithFlags func(exec *uintptr, graph uintptr, flags uint64) result
+	cuGraphLaunch               func(exec, stream uintptr) result
+	cuGraphExecDestroy          func(uintptr) result
+	cuGraphDestroy              func(uintptr) result
 }
 
 // entry is one driver entry point: its name, the CUDA version whose ABI
@@ -129,6 +140,16 @@ func (d *driver) entries() []entry {
 		// answer with the original.
 		{"cuEventElapsedTime", 12080, &d.cuEventElapsedTime},
 		{"cuEventDestroy", 4000, &d.cuEventDestroy},
+		{"cuMemcpyHtoDAsync", 3020, &d.cuMemcpyHtoDAsync},
+		{"cuMemcpyDtoDAsync", 3020, &d.cuMemcpyDtoDAsync},
+		{"cuMemsetD8Async", 3020, &d.cuMemsetD8Async},
+		// Version 10010 is cuStreamBeginCapture_v2, with the capture mode.
+		{"cuStreamBeginCapture", 10010, &d.cuStreamBeginCapture},
+		{"cuStreamEndCapture", 10000, &d.cuStreamEndCapture},
+		{"cuGraphInstantiateWithFlags", 11040, &d.cuGraphInstantiateWithFlags},
+		{"cuGraphLaunch", 10000, &d.cuGraphLaunch},
+		{"cuGraphExecDestroy", 10000, &d.cuGraphExecDestroy},
+		{"cuGraphDestroy", 10000, &d.cuGraphDestroy},
 	}
 }
 

@@ -1,0 +1,118 @@
+package cuda
+
+import (
+	"errors"
+	"slices"
+	"time"
+)
+
+// The host backend's graphs: a capture records the queued operations as
+// closures and a launch replays them, so the trainer's graph logic (what
+// is captured, when it is captured again, what is read when the graph
+// runs) is tested without a GPU. As on a GPU, a recorded copy reads or
+// writes its host memory when the graph runs, and a launch's arguments
+// are those of the capture.
+
+// hostStream is a stream of the host backend: its work is done when
+// queued.
+type hostStream struct{}
+
+func (hostStream) free() {}
+
+func (b *hostBackend) newStream() (stream, error) {
+	b.direct("newStream")
+	return hostStream{}, nil
+}
+
+// hostGraph is a recorded graph.
+type hostGraph struct{ ops []func() error }
+
+func (g *hostGraph) free() { g.ops = nil }
+
+// errHostCapture is the error of a call a capture does not record.
+var errHostCapture = errors.New("host backend: a call that waits for the device, inside a capture")
+
+// recordQueue is the queue of a host capture.
+type recordQueue struct {
+	q   hostQueue
+	ops []func() error
+}
+
+func (r *recordQueue) add(op func() error) error {
+	r.ops = append(r.ops, op)
+	return nil
+}
+
+func (r *recordQueue) write(addr uint64, src []byte) error {
+	return r.add(func() error { return r.q.write(addr, src) })
+}
+
+func (r *recordQueue) read(dst []byte, addr uint64) error {
+	return r.add(func() error { return r.q.read(dst, addr) })
+}
+
+func (r *recordQueue) zero(addr uint64, n int64) error {
+	return r.add(func() error { return r.q.zero(addr, n) })
+}
+
+func (r *recordQueue) copyDevice(dst, src uint64, n int64) error {
+	return r.add(func() error { return r.q.copyDevice(dst, src, n) })
+}
+
+func (r *recordQueue) enqueue(k backendKernel, threads, block, shmem int, args []uint64) error {
+	args = slices.Clone(args) // a GPU's capture copies the arguments
+	return r.add(func() error { return r.q.enqueue(k, threads, block, shmem, args) })
+}
+
+func (r *recordQueue) mark(clock, bool) error { return errHostCapture }
+
+func (r *recordQueue) elapsed(clock) (time.Duration, error) { return 0, errHostCapture }
+
+func (r *recordQueue) readAfter(clock, [][]byte, []uint64) (time.Duration, error) {
+	return 0, errHostCapture
+}
+
+func (r *recordQueue) capture(stream, func(queue) error) (graph, error) { return nil, errHostCapture }
+
+func (r *recordQueue) launchGraph(stream, graph, clock) error { return errHostCapture }
+
+func (r *recordQueue) syncStream(stream) error { return errHostCapture }
+
+func (q hostQueue) capture(_ stream, f func(q queue) error) (graph, error) {
+	r := &recordQueue{q: q}
+	if err := f(r); err != nil {
+		return nil, err
+	}
+	return &hostGraph{ops: r.ops}, nil
+}
+
+func (q hostQueue) launchGraph(_ stream, g graph, c clock) error {
+	if c != nil {
+		if err := q.mark(c, false); err != nil {
+			return err
+		}
+	}
+	hg := g.(*hostGraph)
+	if hg.ops == nil {
+		return errors.New("host backend: launch of a freed graph")
+	}
+	for _, op := range hg.ops {
+		if err := op(); err != nil {
+			return err
+		}
+	}
+	if c != nil {
+		return q.mark(c, true)
+	}
+	return nil
+}
+
+func (q hostQueue) syncStream(stream) error { return nil }
+
+// The null backend with device memory (hostWorkBackend) runs no graphs:
+// it has no trainer.
+func (hostWorkQueue) capture(stream, func(queue) error) (graph, error) {
+	return nil, errors.New("hostwork backend: no graphs")
+}
+func (hostWorkQueue) launchGraph(stream, graph, clock) error { return nil }
+func (hostWorkQueue) syncStream(stream) error                { return nil }
