@@ -197,3 +197,85 @@ func testTrainerGraph(t *testing.T, engine string) {
 		t.Errorf("graphs: %s, want %s", got, want)
 	}
 }
+
+// BenchmarkGPUTrainStep times a device-resident fit's step (Trainer.Eval
+// and Trainer.Update with Adam) with the trainer's graphs and without
+// (Tuning.NoTrainGraph), alternated in two rounds, at 65,536 fits: the PK
+// calibration through a terminal event (pkFits: each fit's elimination
+// rate to its event time; bench's "pk-fit" case) and the Lorenz
+// calibration (lorenzFits: each fit's ρ to its final state; bench's
+// "lorenz-fit"), rtol 1e-6, atol 1e-9. It reports ms/step, the engine
+// kernel's share included.
+func BenchmarkGPUTrainStep(b *testing.B) {
+	needGPUEngine(b)
+	const n = 1 << 16
+	for _, c := range []struct {
+		name string
+		prob func() fit.Problem
+		ev   []ode.Event
+	}{
+		{"pk", func() fit.Problem { return pkFits(n) }, pkCase(1, ode.Tsit5).set.Events},
+		{"lorenz", func() fit.Problem { return lorenzFits(n, n, fit.Vars{P: []int{0}}) }, nil},
+	} {
+		prob := c.prob()
+		spec := &ode.TrainSpec{Fits: n, P: []int{0}, Moments: 2}
+		opt := &optim.Adam{LearnRate: 0.05}
+		var trs [2]ode.Trainer
+		var steps [2]int
+		for k, off := range []bool{false, true} {
+			sv, err := ode.NewSolver(prob.ODE.Field, &ode.Settings{Engine: tuned(b, "cuda", Tuning{NoTrainGraph: off}), RelTol: 1e-6, AbsTol: 1e-9, Events: c.ev})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := prob.ODE
+			tr, err := sv.NewTrainer(&p, prob.Loss, spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tr.Release()
+			x := make([]float64, spec.Len(n, 0))
+			for i := range x {
+				x[i] = p.P[i]
+			}
+			if err := tr.Load(x, nil); err != nil {
+				b.Fatal(err)
+			}
+			trs[k] = tr
+		}
+		best := [2]float64{math.Inf(1), math.Inf(1)}
+		step := func(b *testing.B, k int) {
+			ev, err := trs[k].Eval(b.Context())
+			if err != nil || ev.Failed > 0 || ev.NonFinite > 0 {
+				b.Fatalf("step %d: %v (%d failed, %d non-finite)", steps[k], err, ev.Failed, ev.NonFinite)
+			}
+			r, err := opt.RuleAt(steps[k])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := trs[k].Update(&r, ev.Loss < best[k]); err != nil {
+				b.Fatal(err)
+			}
+			best[k] = min(best[k], ev.Loss)
+			steps[k]++
+		}
+		// Warm up: the graphs' captures, the first arena's rerun.
+		for k := range trs {
+			for range 3 {
+				step(b, k)
+			}
+		}
+		for round := range 2 {
+			for k, name := range []string{"graph", "nograph"} {
+				b.Run(fmt.Sprintf("%s/%s/round%d", c.name, name, round), func(b *testing.B) {
+					for range b.N {
+						step(b, k)
+					}
+					b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/step")
+				})
+			}
+		}
+		if g := trs[0].(*trainer); g.gr == nil || g.graphErr != nil {
+			b.Errorf("%s: the graph trainer ran without graphs (%v)", c.name, g.graphErr)
+		}
+	}
+}

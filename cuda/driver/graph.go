@@ -38,6 +38,9 @@ func (q *Queue) Capture(s *Stream, f func(q *Queue) error) (*Graph, error) {
 		return nil, errInCapture
 	}
 	drv := q.d.drv
+	if !drv.hasGraphs() {
+		return nil, &Error{Call: "cuStreamBeginCapture", Name: "not found", Desc: "the driver has no graph entry points (cuGetProcAddress_v2 found none)"}
+	}
 	if err := drv.check("cuStreamBeginCapture", drv.cuStreamBeginCapture(s.h, streamCaptureThreadLocal)); err != nil {
 		return nil, err
 	}
@@ -59,6 +62,12 @@ func (q *Queue) Capture(s *Stream, f func(q *Queue) error) (*Graph, error) {
 		return nil, err
 	}
 	return gr, nil
+}
+
+// hasGraphs reports whether the driver gave every graph entry point.
+func (d *driver) hasGraphs() bool {
+	return d.cuStreamBeginCapture != nil && d.cuStreamEndCapture != nil && d.cuGraphInstantiateWithFlags != nil &&
+		d.cuGraphLaunch != nil && d.cuGraphExecDestroy != nil && d.cuGraphDestroy != nil
 }
 
 // LaunchGraph queues g on stream s, between records of start and end
