@@ -178,9 +178,9 @@
 // and the writing of x into the inputs. Each part is a CUDA graph,
 // captured once per trainer on a stream of its own (and again when an
 // evaluation's rerun with longer record buffers takes a new arena) and
-// launched with one call per step: a step costs its kernels and about two
-// launches' latency where a dozen operations launched one by one cost
-// some 90 µs (BenchmarkGPUTrainStep). The rule's scalars that change from
+// launched with one call per step, where the dozen operations launched one
+// by one cost some 85–100 µs a step beside the kernels on an H100
+// (BenchmarkGPUTrainStep compares the two). The rule's scalars that change from
 // step to step (a schedule's rate, Adam's bias corrections) are not
 // captured: the update graph's first node copies them from page-locked
 // memory the host fills before each launch. Tuning.NoTrainGraph launches
