@@ -8,10 +8,10 @@ import "github.com/gradsolve-go/gradsolve/cuda/driver"
 // backend captures CUDA graphs; the tests' host backend records the
 // queued operations and replays them.
 type graphBackend interface {
-	// newStream returns a stream of the backend's own, ordered with the
-	// work of its batches (on a GPU a blocking stream, which the legacy
-	// default stream waits for and which waits for it). Not inside a
-	// batch.
+	// newStream returns a stream of the backend's own. A graph launched
+	// on it runs after the work its batches queued before; their work
+	// queued after does not wait for the graph: syncStream first. Not
+	// inside a batch.
 	newStream() (stream, error)
 }
 
@@ -39,13 +39,13 @@ type stream interface{ free() }
 type graph interface{ free() }
 
 // gpuStream is a stream of a GPU.
-type gpuStream struct{ s *driver.Stream }
+type gpuStream struct{ s *driver.GraphStream }
 
 // free has no one to report a failure to (a closed device).
 func (s gpuStream) free() { _ = s.s.Destroy() }
 
 func (b *gpuBackend) newStream() (stream, error) {
-	s, err := b.dev.NewStream()
+	s, err := b.dev.NewGraphStream()
 	if err != nil {
 		return nil, err
 	}

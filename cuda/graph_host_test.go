@@ -13,15 +13,31 @@ import (
 // writes its host memory when the graph runs, and a launch's arguments
 // are those of the capture.
 
-// hostStream is a stream of the host backend: its work is done when
-// queued.
-type hostStream struct{}
+// hostStream is a stream of the host backend. A graph launched on it
+// without a clock (an update) runs only when the stream is synchronised
+// or the next graph is launched on it, as a GPU's may still be running
+// then: a batch's work that does not wait for it (syncStream) sees the
+// memory from before it, and the tests see the difference.
+type hostStream struct{ pending []func() error }
 
-func (hostStream) free() {}
+// free drops the pending work: the trainer waits for it first.
+func (s *hostStream) free() { s.pending = nil }
+
+// run runs the pending work.
+func (s *hostStream) run() error {
+	ops := s.pending
+	s.pending = nil
+	for _, op := range ops {
+		if err := op(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func (b *hostBackend) newStream() (stream, error) {
 	b.direct("newStream")
-	return hostStream{}, nil
+	return &hostStream{}, nil
 }
 
 // hostGraph is a recorded graph.
@@ -86,28 +102,39 @@ func (q hostQueue) capture(_ stream, f func(q queue) error) (graph, error) {
 	return &hostGraph{ops: r.ops}, nil
 }
 
-func (q hostQueue) launchGraph(_ stream, g graph, c clock) error {
-	if c != nil {
-		if err := q.mark(c, false); err != nil {
-			return err
-		}
+func (q hostQueue) launchGraph(s stream, g graph, c clock) error {
+	hs := s.(*hostStream)
+	if err := hs.run(); err != nil {
+		return err
 	}
 	hg := g.(*hostGraph)
 	if hg.ops == nil {
 		return errors.New("host backend: launch of a freed graph")
 	}
-	for _, op := range hg.ops {
-		if err := op(); err != nil {
-			return err
+	ops := hg.ops
+	run := func() error {
+		for _, op := range ops {
+			if err := op(); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	if c != nil {
-		return q.mark(c, true)
+	if c == nil {
+		hs.pending = append(hs.pending, run)
+		return nil
 	}
-	return nil
+	// A timed launch runs now: elapsed(c) waits for it.
+	if err := q.mark(c, false); err != nil {
+		return err
+	}
+	if err := run(); err != nil {
+		return err
+	}
+	return q.mark(c, true)
 }
 
-func (q hostQueue) syncStream(stream) error { return nil }
+func (q hostQueue) syncStream(s stream) error { return s.(*hostStream).run() }
 
 // The null backend with device memory (hostWorkBackend) runs no graphs:
 // it has no trainer.

@@ -261,6 +261,9 @@ func (t *trainer) arena(rows int, stage bool) error {
 		ex.giveStaging(up)
 	} else {
 		err = ex.be.batch(func(q queue) error {
+			if err := t.settle(q); err != nil {
+				return err
+			}
 			if err := q.copyDevice(ar.addr+uint64(inLo), t.ar.addr+uint64(inLo), inHi-inLo); err != nil {
 				return err
 			}
@@ -424,6 +427,9 @@ func (t *trainer) Load(x []float64, moments [][]float64) error {
 		}
 	}
 	return t.ex.be.batch(func(q queue) error {
+		if err := t.settle(q); err != nil {
+			return err
+		}
 		if err := q.write(t.x, f64bytes(x)); err != nil {
 			return err
 		}
@@ -643,7 +649,12 @@ func (t *trainer) Clip(c float64) error {
 	}
 	w := t.fixed()
 	w[twClip] = math.Float64bits(c)
-	return t.ex.be.batch(func(q queue) error { return launch(q, t.tk.clip, t.len, &w) })
+	return t.ex.be.batch(func(q queue) error {
+		if err := t.settle(q); err != nil {
+			return err
+		}
+		return launch(q, t.tk.clip, t.len, &w)
+	})
 }
 
 // Update keeps x as the best values if best, applies rule ru to x and
@@ -700,7 +711,12 @@ func (t *trainer) Read(dst *ode.TrainState) error {
 	if t.released {
 		return errReleased
 	}
-	return t.ex.be.batch(func(q queue) error { return t.read(q, dst) })
+	return t.ex.be.batch(func(q queue) error {
+		if err := t.settle(q); err != nil {
+			return err
+		}
+		return t.read(q, dst)
+	})
 }
 
 func (t *trainer) read(q queue, dst *ode.TrainState) error {

@@ -154,6 +154,19 @@ func (t *trainer) updateGraph(q queue, w *[numTrainWords]uint64, best bool) erro
 	return nil
 }
 
+// settle waits, in a batch of the batch path (Load, Clip, Read, a new
+// arena's copy), for an update graph in flight: the batch's work on the
+// device's legacy default stream does not wait for the graphs' stream.
+func (t *trainer) settle(q queue) error {
+	if g := t.gr; g != nil && g.inflight {
+		if err := q.syncStream(g.s); err != nil {
+			return err
+		}
+		g.inflight = false
+	}
+	return nil
+}
+
 // ruleMode returns gs_t_update's mode of rule ru, or 0 if it has none.
 func ruleMode(ru *optim.Rule) int {
 	switch {

@@ -11,8 +11,8 @@ var errInCapture = errors.New("cuda: a call that waits for the device, inside a 
 
 // streamCaptureThreadLocal is CU_STREAM_CAPTURE_MODE_THREAD_LOCAL: the
 // calls a capture forbids (an allocation, a synchronous copy) are
-// forbidden on the capturing thread only; a Batch has the device to
-// itself anyway.
+// forbidden on the capturing thread only, not on the threads of other
+// Devices of the same context (engines of their own).
 const streamCaptureThreadLocal = 1
 
 // Graph is an executable CUDA graph (CUgraphExec): work captured once
@@ -28,12 +28,64 @@ type Graph struct {
 	h   uintptr
 }
 
+// GraphStream is a stream for graphs: a non-blocking stream (not ordered
+// with the legacy default stream by the driver, so that work another
+// thread queues there while this stream captures neither fails nor
+// invalidates the capture) and an event with which each launch waits for
+// the legacy default stream's earlier work (LaunchGraph). Work queued on
+// the legacy default stream after a launch does not wait for the graph:
+// SyncStream first.
+type GraphStream struct {
+	dev *Device
+	h   uintptr // CUstream
+	ev  uintptr // CUevent, without timing
+}
+
+// eventDisableTiming is CU_EVENT_DISABLE_TIMING.
+const eventDisableTiming = 2
+
+// NewGraphStream creates a GraphStream.
+func (d *Device) NewGraphStream() (*GraphStream, error) {
+	s := &GraphStream{dev: d}
+	err := d.do(func() error {
+		if err := d.drv.check("cuStreamCreate", d.drv.cuStreamCreate(&s.h, streamNonBlocking)); err != nil {
+			return err
+		}
+		if err := d.drv.check("cuEventCreate", d.drv.cuEventCreate(&s.ev, eventDisableTiming)); err != nil {
+			d.drv.cuStreamDestroy(s.h)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Destroy destroys the stream once its queued work is done, and its
+// event. Destroy of a destroyed stream does nothing.
+func (s *GraphStream) Destroy() error {
+	if s.h == 0 {
+		return nil
+	}
+	d := s.dev
+	err := d.do(func() error {
+		err := d.drv.check("cuStreamDestroy", d.drv.cuStreamDestroy(s.h))
+		if e := d.drv.check("cuEventDestroy", d.drv.cuEventDestroy(s.ev)); err == nil {
+			err = e
+		}
+		return err
+	})
+	s.h, s.ev = 0, 0
+	return err
+}
+
 // Capture runs f with a Queue whose calls are captured on stream s
 // instead of run, and returns them as a Graph. f may queue copies, memsets
 // and launches; calls that wait for the device (Elapsed,
-// CopyFromDeviceAfter) fail, and so does the capture. s must be a stream
-// of NewStream, which (unlike the legacy default stream) can be captured.
-func (q *Queue) Capture(s *Stream, f func(q *Queue) error) (*Graph, error) {
+// CopyFromDeviceAfter) fail, and so does the capture.
+func (q *Queue) Capture(s *GraphStream, f func(q *Queue) error) (*Graph, error) {
 	if q.stream != 0 {
 		return nil, errInCapture
 	}
@@ -70,15 +122,21 @@ func (d *driver) hasGraphs() bool {
 		d.cuGraphLaunch != nil && d.cuGraphExecDestroy != nil && d.cuGraphDestroy != nil
 }
 
-// LaunchGraph queues g on stream s, between records of start and end
-// (each may be nil) on s. The launch does not wait for the graph; a
-// stream of NewStream is ordered with the legacy default stream, so the
-// Queue's later copies wait for it.
-func (q *Queue) LaunchGraph(s *Stream, g *Graph, start, end *Event) error {
+// LaunchGraph queues g on s, after the work queued on the legacy default
+// stream before it, between records of start and end (each may be nil)
+// on s. It does not wait for the graph, and the Queue's later work on the
+// legacy default stream does not either (SyncStream).
+func (q *Queue) LaunchGraph(s *GraphStream, g *Graph, start, end *Event) error {
 	if q.stream != 0 {
 		return errInCapture
 	}
 	drv := q.d.drv
+	if err := drv.check("cuEventRecord", drv.cuEventRecord(s.ev, 0)); err != nil {
+		return err
+	}
+	if err := drv.check("cuStreamWaitEvent", drv.cuStreamWaitEvent(s.h, s.ev, 0)); err != nil {
+		return err
+	}
 	if start != nil {
 		if err := drv.check("cuEventRecord", drv.cuEventRecord(start.h, s.h)); err != nil {
 			return err
@@ -94,7 +152,7 @@ func (q *Queue) LaunchGraph(s *Stream, g *Graph, start, end *Event) error {
 }
 
 // SyncStream waits for the work queued on s.
-func (q *Queue) SyncStream(s *Stream) error {
+func (q *Queue) SyncStream(s *GraphStream) error {
 	if q.stream != 0 {
 		return errInCapture
 	}
