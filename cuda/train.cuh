@@ -11,8 +11,10 @@
 // index order), so a step's loss and gradient do not depend on timing;
 // only counts use atomics.
 
+#ifndef GS_TB         // (the tests' simulated blocks take smaller ones)
 #define GS_TB 256    // threads per block
 #define GS_TCH 2048  // elements per block of a chunked sum's first pass
+#endif
 #define GS_TSEG 64   // longest segment one thread sums alone
 
 // Counters after the two sums of gs_targs.sum (the summary an evaluation
