@@ -95,6 +95,9 @@ func (r *recordQueue) launchGraph(stream, graph, clock) error { return errHostCa
 func (r *recordQueue) syncStream(stream) error { return errHostCapture }
 
 func (q hostQueue) capture(_ stream, f func(q queue) error) (graph, error) {
+	if q.b.noCapture {
+		return nil, errors.New("host backend: captures fail (noCapture)")
+	}
 	r := &recordQueue{q: q}
 	if err := f(r); err != nil {
 		return nil, err

@@ -136,6 +136,8 @@ type hostBackend struct {
 	batching sync.Map
 	// launched is the time the enqueued launches took, for clocks.
 	launched time.Duration
+	// noCapture makes every graph capture fail (graph_host_test.go).
+	noCapture bool
 	// opts are the compiles' sources' sizes and options, in order
 	// (Tuning.FastCompile); g++ does not take NVRTC's options.
 	opts []compiled

@@ -199,7 +199,9 @@ func (t *trainer) releaseGraphs() {
 	g.s.free()
 	be.hostFree(g.down)
 	be.hostFree(g.hyper)
-	t.down = nil
+	// The batch path reads the summary into Go memory (a trainer whose
+	// capture failed goes on with it).
+	t.down = make([]byte, 8*swSummary)
 }
 
 // captureError is a failed capture: the trainer keeps the batch path

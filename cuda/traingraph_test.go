@@ -89,6 +89,53 @@ func testTrainGraph(t *testing.T, engine string) {
 	})
 }
 
+// A trainer whose captures fail goes on with the batch path and the same
+// steps (trainer.graphErr says why), its graphs' memory given back.
+func TestHostTrainGraphFallback(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	be := newHostBackend(1 << 30)
+	be.noCapture = true
+	ode.Register(&Engine{name: "cuda-host-nocapture", prec: Float64, be: be})
+	prob := lorenzFits(6, 3, fit.Vars{P: []int{0}})
+	var runs [2]*fit.Result
+	for k, eng := range []string{"cuda-host-nocapture", tuned(t, "cuda-host", Tuning{NoTrainGraph: true})} {
+		set := fit.Settings{Steps: 3, Optimizer: &optim.Adam{LearnRate: 0.1}}
+		res, err := fit.Fit(t.Context(), prob, &ode.Settings{Engine: eng, RelTol: 1e-7, AbsTol: 1e-10}, &set)
+		if err != nil {
+			t.Fatalf("%s: %v", eng, err)
+		}
+		if res.DeviceSteps != set.Steps {
+			t.Fatalf("%s: %d device steps (%s), want %d", eng, res.DeviceSteps, res.DeviceNote, set.Steps)
+		}
+		runs[k] = res
+	}
+	for _, c := range [][2][]float64{{runs[0].History, runs[1].History}, {runs[0].GradNorms, runs[1].GradNorms}, {runs[0].X, runs[1].X}} {
+		if ok, i := bitsEqual(c[0], c[1]); !ok {
+			t.Errorf("entry %d: %v after failed captures, %v without graphs", i, c[0][i], c[1][i])
+		}
+	}
+	if bufs, bytes, _, err := be.hostHeld(); bufs != 0 || err != nil {
+		t.Errorf("%d host buffers (%d bytes) held after the fit, error %v", bufs, bytes, err)
+	}
+	sv, err := ode.NewSolver(prob.ODE.Field, &ode.Settings{Engine: "cuda-host-nocapture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := prob.ODE
+	tri, err := sv.NewTrainer(&p, prob.Loss, &ode.TrainSpec{Fits: 3, P: []int{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tri.Release()
+	if _, err := tri.Eval(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if tr := tri.(*trainer); tr.gr != nil || tr.graphErr == nil {
+		t.Errorf("after a failed capture: graphs %v, error %v; want none and the capture's", tr.gr != nil, tr.graphErr)
+	}
+}
+
 // testTrainerGraph runs a trainer's steps with and without graphs, side
 // by side, every step's Eval bit for bit, the rule changing its rate and
 // kind and the best copy coming and going (each a graph of its own), a
