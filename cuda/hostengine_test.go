@@ -204,6 +204,11 @@ func (b *hostBackend) compile(src, name string, opts []string) (backendKernel, e
 	if b.sim {
 		key += "-sim"
 	}
+	if b.noCapture {
+		// A backend of its own compiles its own executables: another's
+		// may be being written under the same name.
+		key += "-nocapture"
+	}
 	b.mu.Lock()
 	k := b.exes[key]
 	if k == nil {

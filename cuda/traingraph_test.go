@@ -115,8 +115,17 @@ func TestHostTrainGraphFallback(t *testing.T) {
 			t.Errorf("entry %d: %v after failed captures, %v without graphs", i, c[0][i], c[1][i])
 		}
 	}
-	if bufs, bytes, _, err := be.hostHeld(); bufs != 0 || err != nil {
-		t.Errorf("%d host buffers (%d bytes) held after the fit, error %v", bufs, bytes, err)
+	// The graphs' page-locked buffers (the summary, the rule's scalars)
+	// are given back; the executor may keep staging buffers.
+	be.mu.Lock()
+	for _, n := range be.host {
+		if n == 8*swSummary || n == 8*numHyper {
+			t.Errorf("a host buffer of %d bytes held after the fit", n)
+		}
+	}
+	be.mu.Unlock()
+	if _, _, _, err := be.hostHeld(); err != nil {
+		t.Error(err)
 	}
 	sv, err := ode.NewSolver(prob.ODE.Field, &ode.Settings{Engine: "cuda-host-nocapture"})
 	if err != nil {
