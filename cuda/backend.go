@@ -51,6 +51,8 @@ type backend interface {
 	batch(f func(q queue) error) error
 	// newClock returns a timer of device work (two events on a GPU).
 	newClock() (clock, error)
+	// Graphs (graph.go).
+	graphBackend
 }
 
 // queue is what a batch can do (backend.batch).
@@ -76,6 +78,8 @@ type queue interface {
 	// while it copies). It returns once the copies are done, with their
 	// device time.
 	readAfter(c clock, dst [][]byte, src []uint64) (time.Duration, error)
+	// Graphs (graph.go).
+	graphQueue
 }
 
 // clock is a timer of device work (backend.newClock); free releases it.

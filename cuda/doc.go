@@ -169,13 +169,24 @@
 // gradient with respect to them, the optimiser's moments, the best values
 // and the loss's reduction in device memory, beside the kernel's arena,
 // whose inputs the training kernels (train.cuh) update in place. A step is
-// two batches: the gradient with its record and the reductions (loss,
+// two parts: the gradient with its record and the reductions (loss,
 // each fit's gradient norm, the checks of every trajectory; sums in a
-// fixed order, so a step does not depend on timing), then the optimiser's
-// rule (optim.Rule, with the optimiser's own arithmetic: the values and
-// moments are its Step's bit for bit on the same gradient) and the
-// writing of x into the inputs. Only the loss, the gradient norm and a few
-// counts come back. A step whose trajectories fail, or whose update makes
+// fixed order, so a step does not depend on timing; each chunked sum one
+// launch, whose last block sums the blocks' partials in index order), then
+// the optimiser's rule (optim.Rule, with the optimiser's own arithmetic:
+// the values and moments are its Step's bit for bit on the same gradient)
+// and the writing of x into the inputs. Each part is a CUDA graph,
+// captured once per trainer on a stream of its own (and again when an
+// evaluation's rerun with longer record buffers takes a new arena) and
+// launched with one call per step, where the dozen operations launched one
+// by one cost some 85–100 µs a step beside the kernels on an H100
+// (BenchmarkGPUTrainStep compares the two). The rule's scalars that change from
+// step to step (a schedule's rate, Adam's bias corrections) are not
+// captured: the update graph's first node copies them from page-locked
+// memory the host fills before each launch. Tuning.NoTrainGraph launches
+// the operations one by one instead (results bit for bit the same,
+// TestGPUTrainGraph); a driver that cannot capture falls back to that.
+// Only the loss, the gradient norm and a few counts come back. A step whose trajectories fail, or whose update makes
 // values non-finite, is handed back to the host (fit.Settings.OnHost
 // documents the rules). A job that does not fit one launch, float32 and
 // cuda-multi keep the fit on the host.

@@ -184,7 +184,13 @@ type Trace struct {
 
 // TraceStats are the counts of a Trace.
 type TraceStats struct {
-	Kernel       time.Duration // device time of the kernels (CUDA events: no transfers, no host work)
+	// Kernel is the device time of the kernels (CUDA events: no
+	// transfers, no host work). A training step's (ode.Trainer.Eval) is
+	// its engine kernel's, or with the trainer's graphs (the default;
+	// Tuning.NoTrainGraph) its evaluation graph's: the engine kernel, the
+	// reductions after it (a few microseconds) and the summary's 48-byte
+	// copy.
+	Kernel       time.Duration
 	Compile      time.Duration // generating and compiling kernels (their first use)
 	Upload       int64         // bytes copied to the device
 	Download     int64         // bytes copied back

@@ -136,6 +136,8 @@ type hostBackend struct {
 	batching sync.Map
 	// launched is the time the enqueued launches took, for clocks.
 	launched time.Duration
+	// noCapture makes every graph capture fail (graph_host_test.go).
+	noCapture bool
 	// opts are the compiles' sources' sizes and options, in order
 	// (Tuning.FastCompile); g++ does not take NVRTC's options.
 	opts []compiled
@@ -201,6 +203,11 @@ func (b *hostBackend) compile(src, name string, opts []string) (backendKernel, e
 	key := hex.EncodeToString(sum[:8])
 	if b.sim {
 		key += "-sim"
+	}
+	if b.noCapture {
+		// A backend of its own compiles its own executables: another's
+		// may be being written under the same name.
+		key += "-nocapture"
 	}
 	b.mu.Lock()
 	k := b.exes[key]

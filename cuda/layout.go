@@ -124,6 +124,12 @@ type Tuning struct {
 	// (d = 64) and 141.8 → 8.30 ms (d = 256); docs/wide-layout.md. A
 	// forced Layout other than LayoutAuto keeps it off too.
 	NoWide bool
+	// NoTrainGraph runs each step of a fit kept in device memory
+	// (ode.Trainer) as a batch of a dozen operations launched from the
+	// host, instead of one CUDA graph for the evaluation and one for the
+	// update, captured once per trainer (and again for a new arena) on a
+	// stream of its own (trainGraphs). Results are the same bit for bit.
+	NoTrainGraph bool
 
 	// Sizes the package's tests shrink to exercise reruns and chunked
 	// copies (zero: the defaults).

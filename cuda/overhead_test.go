@@ -483,19 +483,30 @@ func BenchmarkCallHostWorkMid(b *testing.B) {
 // copies and kernels take no time (hostWork): what a step costs beyond
 // its kernels and its one synchronous read. A cost that grows with n is
 // host work per trajectory or per fit.
+//
+// The step runs through the trainer's graphs; "/nograph" launches its
+// operations one by one (Tuning.NoTrainGraph).
 func BenchmarkTrainStepHostWork(b *testing.B) {
 	for _, n := range []int{1 << 16, 1 << 18} {
-		b.Run(fmt.Sprintf("fits=%d", n), func(b *testing.B) {
-			f := hostWorkCalibration(b, n)
-			clk := &benchSteps{b: b, last: b.N + 1}
-			res, err := f.Run(context.Background(), &fit.Settings{Steps: b.N + 1, Optimizer: &optim.Adam{LearnRate: 0.1}, SkipFinal: true, Progress: clk})
-			if err != nil {
-				b.Fatal(err)
+		for _, off := range []bool{false, true} {
+			name, eng := fmt.Sprintf("fits=%d", n), hostWork.name
+			if off {
+				name, eng = name+"/nograph", tuned(b, hostWork.name, Tuning{NoTrainGraph: true})
 			}
-			if res.DeviceSteps != b.N+1 {
-				b.Fatalf("%d device steps of %d (%s)", res.DeviceSteps, b.N+1, res.DeviceNote)
-			}
-		})
+			b.Run(name, func(b *testing.B) { benchTrainStepHostWork(b, n, eng) })
+		}
+	}
+}
+
+func benchTrainStepHostWork(b *testing.B, n int, engine string) {
+	f := hostWorkCalibration(b, n, engine)
+	clk := &benchSteps{b: b, last: b.N + 1}
+	res, err := f.Run(context.Background(), &fit.Settings{Steps: b.N + 1, Optimizer: &optim.Adam{LearnRate: 0.1}, SkipFinal: true, Progress: clk})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.DeviceSteps != b.N+1 {
+		b.Fatalf("%d device steps of %d (%s)", res.DeviceSteps, b.N+1, res.DeviceNote)
 	}
 }
 
@@ -520,7 +531,7 @@ func (c *benchSteps) Finish() {}
 // hostWorkCalibration is the Lorenz calibration of n fits of ρ as the
 // training suite builds it (one initial state for all trajectories, P
 // of n rows) on the hostWork engine.
-func hostWorkCalibration(b *testing.B, n int) *fit.Fitter {
+func hostWorkCalibration(b *testing.B, n int, engine string) *fit.Fitter {
 	lz := problems.Lorenz()
 	p := make([]float64, 3*n)
 	for i := range n {
@@ -531,7 +542,7 @@ func hostWorkCalibration(b *testing.B, n int) *fit.Fitter {
 			return y[0].Sub(d[0]).Square().Add(y[1].Sub(d[1]).Square()).Add(y[2].Sub(d[2]).Square())
 		}},
 		Vars: fit.Vars{P: []int{1}}, Fits: n}
-	f, err := fit.New(prob, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-6, AbsTol: 1e-9, Engine: hostWork.name})
+	f, err := fit.New(prob, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-6, AbsTol: 1e-9, Engine: engine})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -544,7 +555,7 @@ func hostWorkCalibration(b *testing.B, n int) *fit.Fitter {
 // its checks of the inputs and their staging, Load), the step and the
 // hand-back, what a Run adds to its steps.
 func BenchmarkTrainRunHostWork(b *testing.B) {
-	f := hostWorkCalibration(b, 1<<18)
+	f := hostWorkCalibration(b, 1<<18, hostWork.name)
 	set := &fit.Settings{Steps: 1, Optimizer: &optim.Adam{LearnRate: 0.1}, SkipFinal: true}
 	if _, err := f.Run(context.Background(), set); err != nil {
 		b.Fatal(err)

@@ -11,15 +11,22 @@
 // index order), so a step's loss and gradient do not depend on timing;
 // only counts use atomics.
 
+#ifndef GS_TB         // (the tests' simulated blocks take smaller ones)
 #define GS_TB 256    // threads per block
 #define GS_TCH 2048  // elements per block of a chunked sum's first pass
+#endif
 #define GS_TSEG 64   // longest segment one thread sums alone
 
-// Counters after the two sums of gs_targs.sum.
+// Counters after the two sums of gs_targs.sum (the summary an evaluation
+// reads back), and again from GS_T_ACC on, where the kernels add them up
+// (gs_t_sum moves them into the summary).
 #define GS_T_FAILED 0  // trajectories a step cannot use
 #define GS_T_OVER 1    // trajectories whose record buffer was too short
 #define GS_T_MAXACC 2  // most accepted steps of a trajectory
 #define GS_T_NONFIN 3  // entries of x the last update made non-finite
+#define GS_T_ACC 6     // the counters' accumulators: sum[6..10)
+#define GS_T_TICKET 10 // gs_t_sum's count of its blocks done
+#define GS_T_HYPER 11  // the update's rule, where gs_targs.hyper is set (sum[11..20))
 
 struct gs_targs {
   long long n;       // trajectories
@@ -58,6 +65,8 @@ struct gs_targs {
   double* norms;      // [fits]
   double* partial;    // chunk sums
   double* sum;        // [2] loss, Σg², then the counters (unsigned long long)
+  const double* hyper; // null, or lr, b1, b2, eps, wd, c1, c2, mu, clip in device
+                       // memory (a step's graph reads them there; gs_t_update)
 };
 
 GS_DEVICE bool gs_t_finite(double x) { return x - x == 0; }
@@ -106,49 +115,79 @@ __device__ double gs_t_block(double v) {
 }
 #endif
 
-// gs_t_chunks: the first pass of a chunked sum over count elements (mode
-// 0: the loss terms and their checks, mode 1: the squares of src):
-// partial[c] is the sum of chunk c of GS_TCH elements.
-GS_GLOBAL void gs_t_chunks(const gs_targs a) {
+// gs_t_sum is a chunked sum over count elements in one launch (mode 0:
+// the loss terms and their checks, mode 1: the squares of src): block c
+// sums chunk c of GS_TCH elements into partial[c]; the last block to
+// finish (a ticket, taken after a fence, on the counter GS_T_TICKET, which
+// that block resets) sums the partials in index order, each thread a
+// contiguous run of them, then the block's tree, and writes *dst = Σ ·
+// scale. Two passes, the second a launch of its own, gave the same sums
+// bit for bit: the same chunks, the same order. In mode 0 the last block
+// also moves the counters the steps add up (GS_T_ACC) into the summary
+// (sum[2..]) and zeroes them, so no launch clears them.
+GS_DEVICE void gs_t_move(const gs_targs& a) {
   unsigned long long* cnt = (unsigned long long*)(a.sum + 2);
+  unsigned long long* acc = (unsigned long long*)(a.sum + GS_T_ACC);
+  for (int i = 0; i < 4; i++) {
 #ifdef GS_CUDA
+    cnt[i] = atomicExch(&acc[i], 0ULL);
+#else
+    cnt[i] = acc[i];
+    acc[i] = 0;
+#endif
+  }
+}
+
+GS_GLOBAL void gs_t_sum(const gs_targs a) {
+  unsigned long long* acc = (unsigned long long*)(a.sum + GS_T_ACC);
+#ifdef GS_CUDA
+  __shared__ bool last;
   const long long c = blockIdx.x;
   const long long lo = c * GS_TCH, hi = lo + GS_TCH < a.count ? lo + GS_TCH : a.count;
   unsigned long long mine[4] = {0, 0, 0, 0};
   double s = 0;
   for (long long k = lo + threadIdx.x; k < hi; k += GS_TB) s += gs_t_elem(a, k, mine);
   s = gs_t_block(s);
-  if (threadIdx.x == 0) a.partial[c] = s;
   if (a.mode == 0) {
-    if (mine[GS_T_FAILED]) atomicAdd(&cnt[GS_T_FAILED], mine[GS_T_FAILED]);
-    if (mine[GS_T_OVER]) atomicAdd(&cnt[GS_T_OVER], mine[GS_T_OVER]);
-    if (mine[GS_T_MAXACC]) atomicMax(&cnt[GS_T_MAXACC], mine[GS_T_MAXACC]);
+    if (mine[GS_T_FAILED]) atomicAdd(&acc[GS_T_FAILED], mine[GS_T_FAILED]);
+    if (mine[GS_T_OVER]) atomicAdd(&acc[GS_T_OVER], mine[GS_T_OVER]);
+    if (mine[GS_T_MAXACC]) atomicMax(&acc[GS_T_MAXACC], mine[GS_T_MAXACC]);
+    __threadfence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    a.partial[c] = s;
+    __threadfence();
+    unsigned long long* ticket = (unsigned long long*)(a.sum + GS_T_TICKET);
+    last = atomicAdd(ticket, 1ULL) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // gs_t_total's pass over the gridDim.x partials.
+  const long long nc = gridDim.x, per = (nc + GS_TB - 1) / GS_TB;
+  const volatile double* part = a.partial;
+  s = 0;
+  const long long plo = threadIdx.x * per;
+  for (long long q = plo; q < plo + per && q < nc; q++) s += part[q];
+  s = gs_t_block(s);
+  if (threadIdx.x == 0) {
+    *a.dst = s * a.scale;
+    *(unsigned long long*)(a.sum + GS_T_TICKET) = 0;
+    if (a.mode == 0) gs_t_move(a);
   }
 #else
-  for (long long c = 0; c * GS_TCH < a.count; c++) {
+  long long nc = 0;
+  for (long long c = 0; c * GS_TCH < a.count; c++, nc++) {
     const long long lo = c * GS_TCH, hi = lo + GS_TCH < a.count ? lo + GS_TCH : a.count;
     double s = 0;
-    for (long long k = lo; k < hi; k++) s += gs_t_elem(a, k, cnt);
+    for (long long k = lo; k < hi; k++) s += gs_t_elem(a, k, acc);
     a.partial[c] = s;
   }
-#endif
-}
-
-// gs_t_total: the second pass: *dst = Σ partial[0..count) · scale, the
-// chunks in index order (one block).
-GS_GLOBAL void gs_t_total(const gs_targs a) {
-#ifdef GS_CUDA
-  // Each thread sums a contiguous run of chunks, then the block's tree.
-  const long long per = (a.count + GS_TB - 1) / GS_TB;
   double s = 0;
-  const long long lo = threadIdx.x * per;
-  for (long long c = lo; c < lo + per && c < a.count; c++) s += a.partial[c];
-  s = gs_t_block(s);
-  if (threadIdx.x == 0) *a.dst = s * a.scale;
-#else
-  double s = 0;
-  for (long long c = 0; c < a.count; c++) s += a.partial[c];
+  for (long long c = 0; c < (nc > 0 ? nc : 1); c++) s += a.partial[c];
   *a.dst = s * a.scale;
+  if (a.mode == 0) gs_t_move(a);
 #endif
 }
 
@@ -198,7 +237,10 @@ GS_GLOBAL void gs_t_seg(const gs_targs a) {
 }
 
 // gs_t_gyk is element k of gs_t_gy's work: the Y0 part of the gradient
-// (k < ny1·n: component k / n of trajectory k % n), then the shared part.
+// (k < ny1·n: component k / n of trajectory k % n), then the shared part
+// (j = k − ny1·n < ns1); in mode 1 element j also zeroes the engine's
+// shared gradient gs[j] and gs[nsh + j] once read (j < nsh), which the
+// engine kernel of the next evaluation adds to.
 GS_DEVICE void gs_t_gyk(const gs_targs& a, long long k) {
   const long long ny = a.ny1 * a.n;
   if (k < ny) {
@@ -208,10 +250,16 @@ GS_DEVICE void gs_t_gyk(const gs_targs& a, long long k) {
   }
   const long long j = k - ny;
   // As the engine's result: the steps' sum plus the loss's own, scaled.
-  a.g[a.fits * a.stride + j] = a.gs[j] + a.scale * a.gs[a.nsh + j];
+  if (j < a.ns1) a.g[a.fits * a.stride + j] = a.gs[j] + a.scale * a.gs[a.nsh + j];
+  if (a.mode == 1 && j < a.nsh) {
+    double* gs = (double*)a.gs;
+    gs[j] = 0;
+    gs[a.nsh + j] = 0;
+  }
 }
 
-// gs_t_gy: the Y0 and shared parts of the gradient (count = ny1·n + ns1).
+// gs_t_gy: the Y0 and shared parts of the gradient (count = ny1·n + ns1,
+// or ny1·n + max(ns1, nsh) in mode 1).
 GS_GLOBAL void gs_t_gy(const gs_targs a) {
 #ifdef GS_CUDA
   const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -269,8 +317,15 @@ GS_DEVICE void gs_t_updk(const gs_targs& a, long long k, unsigned long long* non
   if (!gs_t_finite(q)) (*nonfin)++;
 }
 
-GS_GLOBAL void gs_t_update(const gs_targs a) {
-  unsigned long long* cnt = (unsigned long long*)(a.sum + 2);
+GS_GLOBAL void gs_t_update(const gs_targs a0) {
+  // The rule's scalars from the struct, or from device memory where a
+  // graph's launch, whose struct is fixed, reads them (hyper).
+  gs_targs a = a0;
+  if (a0.hyper) {
+    a.lr = a0.hyper[0], a.b1 = a0.hyper[1], a.b2 = a0.hyper[2], a.eps = a0.hyper[3], a.wd = a0.hyper[4];
+    a.c1 = a0.hyper[5], a.c2 = a0.hyper[6], a.mu = a0.hyper[7], a.clip = a0.hyper[8];
+  }
+  unsigned long long* cnt = (unsigned long long*)(a.sum + GS_T_ACC);
 #ifdef GS_CUDA
   const long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   unsigned long long nf = 0;

@@ -71,6 +71,7 @@ const (
 	twNorms
 	twPartial
 	twSum
+	twHyper
 	numTrainWords
 )
 
@@ -93,9 +94,22 @@ const (
 	numTrainCounters
 )
 
+// Words of the trainer's sum block (gs_targs.sum, GS_T_* of train.cuh):
+// the summary an evaluation reads back (the loss, Σg², the counters), the
+// counters' accumulators, gs_t_sum's ticket, and the update rule's scalars
+// a graph's update reads (gs_targs.hyper).
+const (
+	swSummary = 2 + numTrainCounters
+	swAcc     = swSummary // GS_T_ACC
+	swTicket  = swAcc + numTrainCounters
+	swHyper   = swTicket + 1
+	numHyper  = 9 // lr, b1, b2, eps, wd, c1, c2, mu, clip
+	numSumW   = swHyper + numHyper
+)
+
 // trainKernels are the compiled training kernels of a backend.
 type trainKernels struct {
-	chunks, total, seg, gy, clip, update, put backendKernel
+	sum, seg, gy, clip, update, put backendKernel
 }
 
 // trainKernelsOf compiles the training kernels on ex's backend, once per
@@ -109,7 +123,7 @@ func (ex *executor) trainKernelsOf() (*trainKernels, error) {
 			name string
 			dst  *backendKernel
 		}{
-			{"gs_t_chunks", &tk.chunks}, {"gs_t_total", &tk.total}, {"gs_t_seg", &tk.seg}, {"gs_t_gy", &tk.gy},
+			{"gs_t_sum", &tk.sum}, {"gs_t_seg", &tk.seg}, {"gs_t_gy", &tk.gy},
 			{"gs_t_clip", &tk.clip}, {"gs_t_update", &tk.update}, {"gs_t_put", &tk.put},
 		} {
 			if *k.dst, ts.err = ex.be.compile(src, k.name, ex.tun.compileOptions(len(src))); ts.err != nil {
@@ -153,6 +167,10 @@ type trainer struct {
 	down     []byte // the summary's bytes
 	clock    clock  // times the engine kernel
 	released bool
+
+	gen      int          // the arena's generation: 1 for the first, +1 for each new one
+	gr       *trainGraphs // the steps' graphs; nil: the batch path
+	graphErr error        // why a capture failed (the trainer then keeps the batch path)
 }
 
 var _ ode.TrainExecutor = (*executor)(nil)
@@ -207,6 +225,9 @@ func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, er
 		t.Release()
 		return nil, err
 	}
+	if !ex.tun.NoTrainGraph {
+		t.newGraphs()
+	}
 	return t, nil
 }
 
@@ -234,11 +255,22 @@ func (t *trainer) arena(rows int, stage bool) error {
 	}
 	if stage {
 		up := ex.takeStaging(inHi)
-		err = r.stage(up, ar, ex.identity(t.n), rows, &l, false)
+		// The shared gradient starts at zero; gs_t_gy zeroes it after
+		// each evaluation reads it.
+		err = r.stage(up, ar, ex.identity(t.n), rows, &l, l.off[argGS] >= 0)
 		ex.giveStaging(up)
 	} else {
 		err = ex.be.batch(func(q queue) error {
-			return q.copyDevice(ar.addr+uint64(inLo), t.ar.addr+uint64(inLo), inHi-inLo)
+			if err := t.settle(q); err != nil {
+				return err
+			}
+			if err := q.copyDevice(ar.addr+uint64(inLo), t.ar.addr+uint64(inLo), inHi-inLo); err != nil {
+				return err
+			}
+			if l.off[argGS] >= 0 {
+				return q.zero(ar.addr+uint64(l.off[argGS]), l.bytes[argGS])
+			}
+			return nil
 		})
 	}
 	if err != nil {
@@ -249,6 +281,7 @@ func (t *trainer) arena(rows int, stage bool) error {
 		ex.be.free(t.ar.addr)
 	}
 	t.ar, t.l, t.rows = ar, l, rows
+	t.gen++
 	return nil
 }
 
@@ -269,7 +302,7 @@ func (t *trainer) alloc(spec *ode.TrainSpec) error {
 		mom[q] = place(8 * L)
 	}
 	norms, partial := place(8*int64(t.fits)), place(8*chunks)
-	sum := place(8 * (2 + numTrainCounters))
+	sum := place(8 * numSumW)
 	idx := place(8 * int64(t.np1+t.ny1+t.ns1+1))
 	mem, err := be.alloc(max(off, 8))
 	if err != nil {
@@ -296,6 +329,7 @@ func (t *trainer) alloc(spec *ode.TrainSpec) error {
 		binary.LittleEndian.PutUint64(buf[8*i:], uint64(v))
 	}
 	t.idxBytes = [3]uint64{0, uint64(8 * t.np1), uint64(8 * (t.np1 + t.ny1))}
+	t.down = make([]byte, 8*swSummary)
 	return be.batch(func(q queue) error {
 		if err := q.zero(t.mem, off); err != nil {
 			return err
@@ -393,6 +427,9 @@ func (t *trainer) Load(x []float64, moments [][]float64) error {
 		}
 	}
 	return t.ex.be.batch(func(q queue) error {
+		if err := t.settle(q); err != nil {
+			return err
+		}
 		if err := q.write(t.x, f64bytes(x)); err != nil {
 			return err
 		}
@@ -432,18 +469,35 @@ func (t *trainer) Eval(ctx context.Context) (ode.TrainEval, error) {
 	if err := ctx.Err(); err != nil {
 		return ode.TrainEval{}, err
 	}
+	nonFinite := 0
 	for {
 		var s summary
+		t.fresh()
 		err := t.ex.be.batch(func(q queue) error {
 			var err error
+			if t.gr != nil && t.graphErr == nil {
+				s, err = t.evalGraph(q, traceOf(ctx))
+				var ce *captureError
+				if !errors.As(err, &ce) {
+					return err
+				}
+				t.graphErr = err
+			}
 			s, err = t.eval(q, traceOf(ctx))
 			return err
 		})
+		if t.graphErr != nil {
+			t.releaseGraphs()
+		}
 		if err != nil {
 			return ode.TrainEval{}, err
 		}
+		// An evaluation reads the last update's count and clears it: a
+		// rerun's does not see it again.
+		nonFinite += s.ev.NonFinite
 		if s.over == 0 {
 			s.ev.Time = time.Since(start)
+			s.ev.NonFinite = nonFinite
 			return s.ev, nil
 		}
 		// A record buffer was too short: run again with room for the
@@ -469,42 +523,48 @@ type summary struct {
 // eval is one evaluation, in a batch: the engine kernel, the reductions,
 // and the summary read back.
 func (t *trainer) eval(q queue, tr *Trace) (summary, error) {
-	r, l := t.r, &t.l
-	// The counters of this evaluation start at 0 (the update's is read
-	// below and cleared after).
-	if err := q.zero(t.sum, 8*(2+tcNonFinite)); err != nil {
+	if err := t.evalOps(q, t.clock); err != nil {
 		return summary{}, err
 	}
-	if l.off[argGS] >= 0 {
-		if err := q.zero(t.ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
-			return summary{}, err
-		}
+	dt, err := q.elapsed(t.clock)
+	if err != nil {
+		return summary{}, err
 	}
+	return t.summary(tr, dt), nil
+}
+
+// evalOps queues an evaluation's work: the engine kernel (timed by c's
+// marks, unless c is nil), the reductions, and the summary's copy into
+// t.down. A graph (trainer.graphEval) captures them with c nil.
+func (t *trainer) evalOps(q queue, c clock) error {
+	r, l := t.r, &t.l
+	// The counters start at 0: gs_t_sum moves them into the summary and
+	// zeroes them; gs_t_gy zeroes the shared gradient after reading it.
 	if r.v.TileDynamic {
 		if err := q.zero(t.ar.addr+uint64(l.off[argWork]+l.bytes[argWork]-8), 8); err != nil {
-			return summary{}, err
+			return err
 		}
 	}
 	args := r.kernelArgs(t.ar, t.n, t.rows, l)
 	threads, block, shmem := r.launchShape(t.n)
-	if err := q.mark(t.clock, false); err != nil {
-		return summary{}, err
+	if c != nil {
+		if err := q.mark(c, false); err != nil {
+			return err
+		}
 	}
 	if err := q.enqueue(r.ke.k, threads, block, shmem, args[:]); err != nil {
-		return summary{}, fmt.Errorf("cuda: engine %s: %w", t.ex.name, err)
+		return fmt.Errorf("cuda: engine %s: %w", t.ex.name, err)
 	}
-	if err := q.mark(t.clock, true); err != nil {
-		return summary{}, err
+	if c != nil {
+		if err := q.mark(c, true); err != nil {
+			return err
+		}
 	}
 	// The loss and the checks of every trajectory.
 	w := t.fixed()
-	w[twCount], w[twMode] = uint64(t.n), 0
-	if err := launch(q, t.tk.chunks, chunksOf(t.n)*trainBlock, &w); err != nil {
-		return summary{}, err
-	}
-	w[twCount], w[twDst] = uint64(chunksOf(t.n)), t.sum
-	if err := launch(q, t.tk.total, trainBlock, &w); err != nil {
-		return summary{}, err
+	w[twCount], w[twMode], w[twDst] = uint64(t.n), 0, t.sum
+	if err := launch(q, t.tk.sum, chunksOf(t.n)*trainBlock, &w); err != nil {
+		return err
 	}
 	// The gradient with respect to x: the P part summed over each fit's
 	// trajectories, then the Y0 and shared parts.
@@ -512,14 +572,21 @@ func (t *trainer) eval(q queue, tr *Trace) (summary, error) {
 		w = t.fixed()
 		w[twSrc], w[twDst] = w[twGP], t.g
 		if err := t.seg(q, &w, t.fits*t.np1, t.per, t.np1, t.stride, 0); err != nil {
-			return summary{}, err
+			return err
 		}
 	}
-	if cnt := t.ny1*t.n + t.ns1; cnt > 0 {
+	cnt := t.ny1*t.n + t.ns1
+	if l.off[argGS] >= 0 {
+		cnt = t.ny1*t.n + max(t.ns1, t.nsh)
+	}
+	if cnt > 0 {
 		w = t.fixed()
 		w[twCount] = uint64(cnt)
+		if l.off[argGS] >= 0 {
+			w[twMode] = 1 // zero the shared gradient after
+		}
 		if err := launch(q, t.tk.gy, cnt, &w); err != nil {
-			return summary{}, err
+			return err
 		}
 	}
 	// Each fit's norm, and the whole gradient's.
@@ -530,35 +597,24 @@ func (t *trainer) eval(q queue, tr *Trace) (summary, error) {
 		seg = t.len
 	}
 	if err := t.seg(q, &w, t.fits, seg, 1, 1, 1); err != nil {
-		return summary{}, err
+		return err
 	}
 	w = t.fixed()
 	w[twSrc], w[twCount], w[twMode] = t.g, uint64(t.len), 1
-	if err := launch(q, t.tk.chunks, chunksOf(t.len)*trainBlock, &w); err != nil {
-		return summary{}, err
+	w[twDst], w[twScale] = t.sum+8, math.Float64bits(1)
+	if err := launch(q, t.tk.sum, chunksOf(t.len)*trainBlock, &w); err != nil {
+		return err
 	}
-	w[twCount], w[twDst], w[twScale] = uint64(chunksOf(t.len)), t.sum+8, math.Float64bits(1)
-	if err := launch(q, t.tk.total, trainBlock, &w); err != nil {
-		return summary{}, err
-	}
-	if t.down == nil {
-		t.down = make([]byte, 8*(2+numTrainCounters))
-	}
-	if err := q.read(t.down, t.sum); err != nil {
-		return summary{}, err
-	}
-	dt, err := q.elapsed(t.clock)
-	if err != nil {
-		return summary{}, err
-	}
-	// The update's count is read: clear it for the next.
-	if err := q.zero(t.sum+8*(2+tcNonFinite), 8); err != nil {
-		return summary{}, err
-	}
+	return q.read(t.down, t.sum)
+}
+
+// summary decodes the summary read back (t.down), with the device time
+// dt of the evaluation's clock.
+func (t *trainer) summary(tr *Trace, dt time.Duration) summary {
 	tr.add(func(s *TraceStats) {
 		s.Kernel += dt
 		s.Launches++
-		s.Layout = r.v.Layout()
+		s.Layout = t.r.v.Layout()
 		s.Download += int64(len(t.down))
 	})
 	word := func(i int) uint64 { return binary.LittleEndian.Uint64(t.down[8*i:]) }
@@ -568,7 +624,7 @@ func (t *trainer) eval(q queue, tr *Trace) (summary, error) {
 	if s.over == 0 {
 		t.ex.notice(s.maxAcc)
 	}
-	return s, nil
+	return s
 }
 
 // seg queues a segmented sum (gs_t_seg): count segments of length seg,
@@ -593,7 +649,12 @@ func (t *trainer) Clip(c float64) error {
 	}
 	w := t.fixed()
 	w[twClip] = math.Float64bits(c)
-	return t.ex.be.batch(func(q queue) error { return launch(q, t.tk.clip, t.len, &w) })
+	return t.ex.be.batch(func(q queue) error {
+		if err := t.settle(q); err != nil {
+			return err
+		}
+		return launch(q, t.tk.clip, t.len, &w)
+	})
 }
 
 // Update keeps x as the best values if best, applies rule ru to x and
@@ -603,16 +664,8 @@ func (t *trainer) Update(ru *optim.Rule, best bool) error {
 		return errReleased
 	}
 	w := t.fixed()
-	switch {
-	case ru.Kind == optim.RuleAdam:
-		w[twMode] = 1
-	case ru.Kind == optim.RuleSGD && ru.Momentum == 0:
-		w[twMode] = 2
-	case ru.Kind == optim.RuleSGD && ru.Nesterov:
-		w[twMode] = 4
-	case ru.Kind == optim.RuleSGD:
-		w[twMode] = 3
-	default:
+	w[twMode] = uint64(ruleMode(ru))
+	if w[twMode] == 0 {
 		return fmt.Errorf("cuda: Trainer.Update: unknown rule kind %d", ru.Kind)
 	}
 	if need := len(ru.Moments()); need > t.moments {
@@ -621,17 +674,36 @@ func (t *trainer) Update(ru *optim.Rule, best bool) error {
 	for q, v := range []float64{ru.Rate, ru.Beta1, ru.Beta2, ru.Eps, ru.Decay, ru.C1, ru.C2, ru.Momentum} {
 		w[twLR+q] = math.Float64bits(v)
 	}
-	return t.ex.be.batch(func(q queue) error {
-		if best {
-			if err := q.copyDevice(t.best, t.x, int64(8*t.len)); err != nil {
+	t.fresh()
+	err := t.ex.be.batch(func(q queue) error {
+		if t.gr != nil && t.graphErr == nil {
+			err := t.updateGraph(q, &w, best)
+			var ce *captureError
+			if !errors.As(err, &ce) {
 				return err
 			}
+			t.graphErr = err
 		}
-		if err := launch(q, t.tk.update, t.len, &w); err != nil {
+		return t.updateOps(q, &w, best)
+	})
+	if t.graphErr != nil {
+		t.releaseGraphs()
+	}
+	return err
+}
+
+// updateOps queues an update's work: x copied to the best values if best,
+// the rule (words w), and x into the problem.
+func (t *trainer) updateOps(q queue, w *[numTrainWords]uint64, best bool) error {
+	if best {
+		if err := q.copyDevice(t.best, t.x, int64(8*t.len)); err != nil {
 			return err
 		}
-		return t.put(q)
-	})
+	}
+	if err := launch(q, t.tk.update, t.len, w); err != nil {
+		return err
+	}
+	return t.put(q)
 }
 
 // Read copies what dst asks for to the host.
@@ -639,7 +711,12 @@ func (t *trainer) Read(dst *ode.TrainState) error {
 	if t.released {
 		return errReleased
 	}
-	return t.ex.be.batch(func(q queue) error { return t.read(q, dst) })
+	return t.ex.be.batch(func(q queue) error {
+		if err := t.settle(q); err != nil {
+			return err
+		}
+		return t.read(q, dst)
+	})
 }
 
 func (t *trainer) read(q queue, dst *ode.TrainState) error {
@@ -674,7 +751,7 @@ func (t *trainer) read(q queue, dst *ode.TrainState) error {
 		}
 	}
 	var c [8]byte
-	if err := q.read(c[:], t.sum+8*(2+tcNonFinite)); err != nil {
+	if err := q.read(c[:], t.sum+8*(swAcc+tcNonFinite)); err != nil {
 		return err
 	}
 	dst.NonFinite = int(binary.LittleEndian.Uint64(c[:]))
@@ -687,6 +764,7 @@ func (t *trainer) Release() {
 		return
 	}
 	t.released = true
+	t.releaseGraphs()
 	if t.clock != nil {
 		t.clock.free()
 	}

@@ -31,13 +31,21 @@ func (d *Device) Batch(f func(q *Queue) error) error {
 }
 
 // Queue is the device's API inside Batch. Its copies are synchronous, as
-// the Device's: a read waits for the work queued before it.
-type Queue struct{ d *Device }
+// the Device's: a read waits for the work queued before it. The Queue of
+// a capture (Queue.Capture) queues on the capturing stream instead,
+// asynchronously: its copies are recorded in the graph, not made.
+type Queue struct {
+	d      *Device
+	stream uintptr // the capturing stream, or 0: the legacy default stream
+}
 
 // CopyToDevice copies src to device memory at addr.
 func (q *Queue) CopyToDevice(addr uint64, src []byte) error {
 	if len(src) == 0 {
 		return nil
+	}
+	if q.stream != 0 {
+		return q.d.drv.check("cuMemcpyHtoDAsync", q.d.drv.cuMemcpyHtoDAsync(addr, unsafe.Pointer(&src[0]), uint64(len(src)), q.stream))
 	}
 	return q.d.drv.check("cuMemcpyHtoD", q.d.drv.cuMemcpyHtoD(addr, unsafe.Pointer(&src[0]), uint64(len(src))))
 }
@@ -48,6 +56,9 @@ func (q *Queue) CopyFromDevice(dst []byte, addr uint64) error {
 	if len(dst) == 0 {
 		return nil
 	}
+	if q.stream != 0 {
+		return q.d.drv.check("cuMemcpyDtoHAsync", q.d.drv.cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), addr, uint64(len(dst)), q.stream))
+	}
 	return q.d.drv.check("cuMemcpyDtoH", q.d.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), addr, uint64(len(dst))))
 }
 
@@ -56,6 +67,9 @@ func (q *Queue) CopyDevice(dst, src uint64, n int64) error {
 	if n == 0 {
 		return nil
 	}
+	if q.stream != 0 {
+		return q.d.drv.check("cuMemcpyDtoDAsync", q.d.drv.cuMemcpyDtoDAsync(dst, src, uint64(n), q.stream))
+	}
 	return q.d.drv.check("cuMemcpyDtoD", q.d.drv.cuMemcpyDtoD(dst, src, uint64(n)))
 }
 
@@ -63,6 +77,9 @@ func (q *Queue) CopyDevice(dst, src uint64, n int64) error {
 func (q *Queue) Zero(addr uint64, n int64) error {
 	if n == 0 {
 		return nil
+	}
+	if q.stream != 0 {
+		return q.d.drv.check("cuMemsetD8Async", q.d.drv.cuMemsetD8Async(addr, 0, uint64(n), q.stream))
 	}
 	return q.d.drv.check("cuMemsetD8", q.d.drv.cuMemsetD8(addr, 0, uint64(n)))
 }
@@ -80,7 +97,7 @@ func (q *Queue) Launch(k *Kernel, l Launch, args []byte) error {
 	pin.Pin(&params[0])
 	gx, gy, gz := l.Grid.dims()
 	bx, by, bz := l.Block.dims()
-	var stream uintptr
+	stream := q.stream
 	if l.Stream != nil {
 		stream = l.Stream.h
 	}
@@ -91,14 +108,18 @@ func (q *Queue) Launch(k *Kernel, l Launch, args []byte) error {
 	return nil
 }
 
-// Record records e on the legacy default stream.
+// Record records e on the legacy default stream (on the capturing stream
+// in a capture, where it is not allowed: the capture fails).
 func (q *Queue) Record(e *Event) error {
-	return q.d.drv.check("cuEventRecord", q.d.drv.cuEventRecord(e.h, 0))
+	return q.d.drv.check("cuEventRecord", q.d.drv.cuEventRecord(e.h, q.stream))
 }
 
 // Elapsed returns the device time between two recorded events, waiting
 // for end.
 func (q *Queue) Elapsed(start, end *Event) (time.Duration, error) {
+	if q.stream != 0 {
+		return 0, errInCapture
+	}
 	var ms float32
 	if err := q.d.drv.check("cuEventSynchronize", q.d.drv.cuEventSynchronize(end.h)); err != nil {
 		return 0, err
@@ -120,6 +141,9 @@ const streamNonBlocking = 1
 // with that work. It returns once the copies are done, with their device
 // time (from the first copy's start to the last's end).
 func (q *Queue) CopyFromDeviceAfter(e *Event, dst [][]byte, src []uint64) (time.Duration, error) {
+	if q.stream != 0 {
+		return 0, errInCapture
+	}
 	if len(dst) != len(src) {
 		return 0, fmt.Errorf("cuda: CopyFromDeviceAfter: %d destinations, %d sources", len(dst), len(src))
 	}

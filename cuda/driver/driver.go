@@ -76,6 +76,17 @@ type driver struct {
 	cuEventSynchronize        func(uintptr) result
 	cuEventElapsedTime        func(ms *float32, start, end uintptr) result
 	cuEventDestroy            func(uintptr) result
+
+	// Graphs and the asynchronous copies a capture records (graph.go).
+	cuMemcpyHtoDAsync           func(dst uint64, src unsafe.Pointer, n uint64, stream uintptr) result
+	cuMemcpyDtoDAsync           func(dst, src uint64, n uint64, stream uintptr) result
+	cuMemsetD8Async             func(dst uint64, v uint8, n uint64, stream uintptr) result
+	cuStreamBeginCapture        func(stream uintptr, mode int32) result
+	cuStreamEndCapture          func(stream uintptr, graph *uintptr) result
+	cuGraphInstantiateWithFlags func(exec *uintptr, graph uintptr, flags uint64) result
+	cuGraphLaunch               func(exec, stream uintptr) result
+	cuGraphExecDestroy          func(uintptr) result
+	cuGraphDestroy              func(uintptr) result
 }
 
 // entry is one driver entry point: its name, the CUDA version whose ABI
@@ -85,50 +96,63 @@ type entry struct {
 	name    string
 	version int32
 	fn      any
+	// optional entries may be missing: the field stays nil and what
+	// needs it fails with an *Error (graphs: Queue.Capture).
+	optional bool
 }
 
 func (d *driver) entries() []entry {
 	return []entry{
-		{"cuGetErrorName", 6000, &d.cuGetErrorName},
-		{"cuGetErrorString", 6000, &d.cuGetErrorString},
-		{"cuInit", 2000, &d.cuInit},
-		{"cuDriverGetVersion", 2020, &d.cuDriverGetVersion},
-		{"cuDeviceGetCount", 2000, &d.cuDeviceGetCount},
-		{"cuDeviceGet", 2000, &d.cuDeviceGet},
-		{"cuDeviceGetName", 2000, &d.cuDeviceGetName},
-		{"cuDeviceGetAttribute", 2000, &d.cuDeviceGetAttribute},
-		{"cuDeviceTotalMem", 3020, &d.cuDeviceTotalMem},
-		{"cuDevicePrimaryCtxRetain", 7000, &d.cuDevicePrimaryCtxRetain},
-		{"cuDevicePrimaryCtxRelease", 11000, &d.cuDevicePrimaryCtxRelease},
-		{"cuCtxSetCurrent", 4000, &d.cuCtxSetCurrent},
-		{"cuCtxSynchronize", 2000, &d.cuCtxSynchronize},
-		{"cuMemGetInfo", 3020, &d.cuMemGetInfo},
-		{"cuMemAlloc", 3020, &d.cuMemAlloc},
-		{"cuMemFree", 3020, &d.cuMemFree},
-		{"cuMemcpyHtoD", 3020, &d.cuMemcpyHtoD},
-		{"cuMemcpyDtoH", 3020, &d.cuMemcpyDtoH},
-		{"cuMemcpyDtoD", 3020, &d.cuMemcpyDtoD},
-		{"cuMemcpyDtoHAsync", 3020, &d.cuMemcpyDtoHAsync},
-		{"cuMemsetD8", 3020, &d.cuMemsetD8},
-		{"cuMemHostAlloc", 2020, &d.cuMemHostAlloc},
-		{"cuMemFreeHost", 2000, &d.cuMemFreeHost},
-		{"cuModuleLoadDataEx", 2010, &d.cuModuleLoadDataEx},
-		{"cuModuleGetFunction", 2000, &d.cuModuleGetFunction},
-		{"cuModuleUnload", 2000, &d.cuModuleUnload},
-		{"cuFuncGetAttribute", 2020, &d.cuFuncGetAttribute},
-		{"cuFuncSetAttribute", 9000, &d.cuFuncSetAttribute},
-		{"cuLaunchKernel", 4000, &d.cuLaunchKernel},
-		{"cuStreamCreate", 2000, &d.cuStreamCreate},
-		{"cuStreamDestroy", 4000, &d.cuStreamDestroy},
-		{"cuStreamSynchronize", 2000, &d.cuStreamSynchronize},
-		{"cuStreamWaitEvent", 3020, &d.cuStreamWaitEvent},
-		{"cuEventCreate", 2000, &d.cuEventCreate},
-		{"cuEventRecord", 2000, &d.cuEventRecord},
-		{"cuEventSynchronize", 2000, &d.cuEventSynchronize},
+		{name: "cuGetErrorName", version: 6000, fn: &d.cuGetErrorName},
+		{name: "cuGetErrorString", version: 6000, fn: &d.cuGetErrorString},
+		{name: "cuInit", version: 2000, fn: &d.cuInit},
+		{name: "cuDriverGetVersion", version: 2020, fn: &d.cuDriverGetVersion},
+		{name: "cuDeviceGetCount", version: 2000, fn: &d.cuDeviceGetCount},
+		{name: "cuDeviceGet", version: 2000, fn: &d.cuDeviceGet},
+		{name: "cuDeviceGetName", version: 2000, fn: &d.cuDeviceGetName},
+		{name: "cuDeviceGetAttribute", version: 2000, fn: &d.cuDeviceGetAttribute},
+		{name: "cuDeviceTotalMem", version: 3020, fn: &d.cuDeviceTotalMem},
+		{name: "cuDevicePrimaryCtxRetain", version: 7000, fn: &d.cuDevicePrimaryCtxRetain},
+		{name: "cuDevicePrimaryCtxRelease", version: 11000, fn: &d.cuDevicePrimaryCtxRelease},
+		{name: "cuCtxSetCurrent", version: 4000, fn: &d.cuCtxSetCurrent},
+		{name: "cuCtxSynchronize", version: 2000, fn: &d.cuCtxSynchronize},
+		{name: "cuMemGetInfo", version: 3020, fn: &d.cuMemGetInfo},
+		{name: "cuMemAlloc", version: 3020, fn: &d.cuMemAlloc},
+		{name: "cuMemFree", version: 3020, fn: &d.cuMemFree},
+		{name: "cuMemcpyHtoD", version: 3020, fn: &d.cuMemcpyHtoD},
+		{name: "cuMemcpyDtoH", version: 3020, fn: &d.cuMemcpyDtoH},
+		{name: "cuMemcpyDtoD", version: 3020, fn: &d.cuMemcpyDtoD},
+		{name: "cuMemcpyDtoHAsync", version: 3020, fn: &d.cuMemcpyDtoHAsync},
+		{name: "cuMemsetD8", version: 3020, fn: &d.cuMemsetD8},
+		{name: "cuMemHostAlloc", version: 2020, fn: &d.cuMemHostAlloc},
+		{name: "cuMemFreeHost", version: 2000, fn: &d.cuMemFreeHost},
+		{name: "cuModuleLoadDataEx", version: 2010, fn: &d.cuModuleLoadDataEx},
+		{name: "cuModuleGetFunction", version: 2000, fn: &d.cuModuleGetFunction},
+		{name: "cuModuleUnload", version: 2000, fn: &d.cuModuleUnload},
+		{name: "cuFuncGetAttribute", version: 2020, fn: &d.cuFuncGetAttribute},
+		{name: "cuFuncSetAttribute", version: 9000, fn: &d.cuFuncSetAttribute},
+		{name: "cuLaunchKernel", version: 4000, fn: &d.cuLaunchKernel},
+		{name: "cuStreamCreate", version: 2000, fn: &d.cuStreamCreate},
+		{name: "cuStreamDestroy", version: 4000, fn: &d.cuStreamDestroy},
+		{name: "cuStreamSynchronize", version: 2000, fn: &d.cuStreamSynchronize},
+		{name: "cuStreamWaitEvent", version: 3020, fn: &d.cuStreamWaitEvent},
+		{name: "cuEventCreate", version: 2000, fn: &d.cuEventCreate},
+		{name: "cuEventRecord", version: 2000, fn: &d.cuEventRecord},
+		{name: "cuEventSynchronize", version: 2000, fn: &d.cuEventSynchronize},
 		// The _v2 of CUDA 12.8 has the same signature; older drivers
 		// answer with the original.
-		{"cuEventElapsedTime", 12080, &d.cuEventElapsedTime},
-		{"cuEventDestroy", 4000, &d.cuEventDestroy},
+		{name: "cuEventElapsedTime", version: 12080, fn: &d.cuEventElapsedTime},
+		{name: "cuEventDestroy", version: 4000, fn: &d.cuEventDestroy},
+		{name: "cuMemcpyHtoDAsync", version: 3020, fn: &d.cuMemcpyHtoDAsync},
+		{name: "cuMemcpyDtoDAsync", version: 3020, fn: &d.cuMemcpyDtoDAsync},
+		{name: "cuMemsetD8Async", version: 3020, fn: &d.cuMemsetD8Async},
+		// Version 10010 is cuStreamBeginCapture_v2, with the capture mode.
+		{name: "cuStreamBeginCapture", version: 10010, fn: &d.cuStreamBeginCapture, optional: true},
+		{name: "cuStreamEndCapture", version: 10000, fn: &d.cuStreamEndCapture, optional: true},
+		{name: "cuGraphInstantiateWithFlags", version: 11040, fn: &d.cuGraphInstantiateWithFlags, optional: true},
+		{name: "cuGraphLaunch", version: 10000, fn: &d.cuGraphLaunch, optional: true},
+		{name: "cuGraphExecDestroy", version: 10000, fn: &d.cuGraphExecDestroy, optional: true},
+		{name: "cuGraphDestroy", version: 10000, fn: &d.cuGraphDestroy, optional: true},
 	}
 }
 
@@ -172,6 +196,9 @@ func openDriver(names []string) (*driver, error) {
 		var fn uintptr
 		var status int32
 		if r := getProc(cstring(e.name), &fn, e.version, procAddrLegacyStream, &status); r != 0 || status != procAddrFound || fn == 0 {
+			if e.optional {
+				continue
+			}
 			return nil, fmt.Errorf("cuda: %w: cuGetProcAddress_v2 found no %s (ABI version %d): result %d, status %d",
 				ErrNoGPU, e.name, e.version, r, status)
 		}
