@@ -37,6 +37,9 @@ type autoPart struct {
 	idx, rows []int
 	res       *Result
 	stiff     bool
+	// switchAt, if not nil, are the part's trajectories' Mesh.Switch (a
+	// stiff part that continued them: the Tsit5 steps' counts).
+	switchAt []int
 }
 
 // row returns the row of res that holds trajectory k of the part.
@@ -116,6 +119,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	recorded := op != OpSolve // the callers read the mesh of a record
 	var parts []autoPart
 	var stiff []int
+	var stops []autoStop
 	cur := []int(nil) // the rows of q that res holds (nil: all)
 	at := func(j int) int {
 		if cur == nil {
@@ -131,6 +135,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 			switch {
 			case res.Stiff != nil && res.Stiff[j]:
 				stiff = append(stiff, i)
+				stops = append(stops, autoStop{i: i, j: j, res: res})
 				found = true
 			case s == NotRun:
 				next = append(next, i)
@@ -194,6 +199,21 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		cur = next
 	}
 	slices.Sort(stiff)
+	if sv.continues() {
+		// The stiff trajectories go on with Rodas5P from where they
+		// stopped (auto_continue.go).
+		sg, err := stopSegs(q, stops, op == OpSolve || op == OpRecord, recorded)
+		if err != nil {
+			return nil, sv, err
+		}
+		rs, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
+		if err != nil {
+			return nil, alt, err
+		}
+		parts = append(parts, autoPart{idx: sg.idx, res: rs, stiff: true, switchAt: sg.acc1})
+		out := mergeAuto(q, op, parts, whole && allOK(rs.Status), recorded)
+		return out, sv, nil
+	}
 	if len(stiff) == q.n {
 		// Every trajectory is stiff: the result is Rodas5P's on the whole
 		// problem (its mesh stays where the engine keeps it).
@@ -253,12 +273,15 @@ func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *
 	if err != nil {
 		return nil, sv, err
 	}
-	var tsit, rodas []int
+	var tsit, rodas, cont []int
 	for i, s := range m.Switch {
-		if s < m.Len[i] {
-			rodas = append(rodas, i)
-		} else {
+		switch {
+		case s >= m.Len[i]:
 			tsit = append(tsit, i)
+		case s > 0:
+			cont = append(cont, i) // (checkMesh: only where the engine continues)
+		default:
+			rodas = append(rodas, i)
 		}
 	}
 	of := func(used *Solver, mm *Mesh) *Mesh {
@@ -266,7 +289,7 @@ func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *
 		c.Switch, c.Method, c.Fingerprint = nil, methodByName(used.plan.Method), used.plan.Fingerprint
 		return &c
 	}
-	if len(rodas) == 0 || len(tsit) == 0 {
+	if len(cont) == 0 && (len(rodas) == 0 || len(tsit) == 0) {
 		used := sv
 		if len(tsit) == 0 {
 			used = alt
@@ -290,6 +313,9 @@ func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *
 		idx  []int
 		used *Solver
 	}{{tsit, sv}, {rodas, alt}} {
+		if len(part.idx) == 0 {
+			continue
+		}
 		sq, sl, err := sv.subOf(q, loss, part.idx)
 		if err != nil {
 			return nil, sv, err
@@ -303,6 +329,19 @@ func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *
 			return nil, part.used, err
 		}
 		parts = append(parts, autoPart{idx: part.idx, res: res, stiff: part.used == alt})
+	}
+	if len(cont) > 0 {
+		// Trajectories switched within their steps: the two segments
+		// chained (auto_continue.go).
+		sg, err := meshSegs(q, m, cont)
+		if err != nil {
+			return nil, sv, err
+		}
+		res, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
+		if err != nil {
+			return nil, alt, err
+		}
+		parts = append(parts, autoPart{idx: cont, res: res, stiff: true})
 	}
 	out := mergeAuto(q, op, parts, true, false)
 	out.Switch = m.Switch
@@ -424,6 +463,9 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 			}
 			if p.stiff {
 				out.switched[i] = true
+				if p.switchAt != nil {
+					out.Switch[i] = p.switchAt[kk]
+				}
 			} else if records {
 				out.Switch[i] = r.Stats.Accepted[j]
 			}

@@ -485,6 +485,10 @@ type problem struct {
 	// that checkMesh may add to them.
 	checks, leaveMesh Checks
 
+	// t0s are the trajectories' own start times (Job.T0s; nil: T0), of
+	// Method Auto's Rodas5P segments (see continueAuto).
+	t0s []float64
+
 	// omit is the Gradient.Omit of a Grad (Job.Omit; 0 for any other
 	// operation), kept by its sub-problems (GradPartial, Method Auto).
 	omit Omit

@@ -565,7 +565,28 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 	if err != nil {
 		return nil, err
 	}
+	if j.StopOnStiff && sv.set.Method != Auto {
+		// A gradient's stiff trajectory failed: its states are NaN, as a
+		// failure's (the engine kept them for Method Auto's continuation).
+		blankStiff(res, q.Field.Dim, len(q.SaveAt))
+	}
 	return res, nil
+}
+
+// blankStiff sets the final and saved states of res's trajectories of
+// status Stiff to NaN.
+func blankStiff(res *Result, d, K int) {
+	for i, st := range res.Status {
+		if st != Stiff {
+			continue
+		}
+		if res.Y != nil {
+			nanFill(res.Y[i*d : (i+1)*d])
+		}
+		if len(res.Ys) > 0 {
+			nanFill(res.Ys[i*K*d : (i+1)*K*d])
+		}
+	}
 }
 
 // job returns the Job of op for problem q (on mesh m, if not nil).
@@ -575,6 +596,7 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 		Mesh: m, RelTol: set.RelTol, MaxSteps: set.MaxSteps, Checkpoint: set.Checkpoint, MemoryLimit: set.MemoryLimit,
 		Workers: set.Exec.Workers, ChunkSize: set.Exec.BlockSize, Progress: set.Progress}
 	j.Checks = q.checks
+	j.T0s = q.t0s
 	if op == OpGrad {
 		j.Omit = q.omit
 	}
