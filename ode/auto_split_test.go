@@ -458,3 +458,48 @@ func sumInts(x []int) int {
 	}
 	return s
 }
+
+// TestAutoContinue checks Method Auto on an engine that continues a
+// stiff trajectory with Rodas5P from where its stiffness test fired
+// ("auto-continue-test": the CPU executor, with Job.T0s, behind a
+// wrapper) against the CPU engine's switch in place (odetest.AutoContinue),
+// on the mixed Van der Pol ensemble with save times and a data loss, and
+// the jobs it runs for a Grad: the Tsit5 pass, the non-stiff rows'
+// replay on its mesh, then for the stiff rows alone the Tsit5 segment's
+// replay, the Rodas5P record from the switch times, and the two
+// segments' gradients on their meshes.
+func TestAutoContinue(t *testing.T) {
+	p, loss := splitCase(10)
+	odetest.AutoContinue(t, "auto-continue-test", p, loss, 1e-10)
+
+	_, stiff := splitParts(p.N)
+	sv := solverT(t, p.Field, &ode.Settings{Method: ode.Auto, Engine: "auto-continue-test"})
+	ode.SplitSpyJobs()
+	if _, err := sv.Grad(nil, &p, loss, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The Tsit5 passes (runAutoSplit's: the first of all N, then of the
+	// others until a pass is clean), then the continuation's four jobs.
+	k := len(stiff)
+	want := []ode.SpyJob{
+		{Op: ode.OpReplay, Method: "Tsit5", N: k, Mesh: true},
+		{Op: ode.OpRecord, Method: "Rodas5P", N: k},
+		{Op: ode.OpGrad, Method: "Rodas5P", N: k, Mesh: true},
+		{Op: ode.OpGrad, Method: "Tsit5", N: k, Mesh: true},
+	}
+	got := ode.SplitSpyJobs()
+	if len(got) < len(want)+1 || got[0].N != p.N || got[0].Method != "Tsit5" {
+		t.Fatalf("jobs %+v, want the Tsit5 pass of %d, then %+v", got, p.N, want)
+	}
+	for x, j := range got[:len(got)-len(want)] {
+		if j.Method != "Tsit5" || j.Op != ode.OpGrad {
+			t.Fatalf("job %d: %+v, want a Tsit5 pass (all: %+v)", x, j, got)
+		}
+	}
+	for x, w := range want {
+		g := got[len(got)-len(want)+x]
+		if g.FieldEvals = 0; g != w {
+			t.Fatalf("job %d from the end: %+v, want %+v (all: %+v)", len(want)-x, g, w, got)
+		}
+	}
+}
