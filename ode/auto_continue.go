@@ -69,8 +69,9 @@ type autoSegs struct {
 
 // stopSegs returns the Tsit5 segments of the stopped trajectories
 // stops, with the states and saves of the pass that stopped them if
-// states (a solve or a record: Job.StopOnStiff keeps them), and their
-// steps if steps (their passes' meshes, brought to the host).
+// states (a solve or a record: Job.StopOnStiff keeps them) and the
+// passes returned them, and their steps if steps (their passes' meshes,
+// brought to the host).
 func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, error) {
 	slices.SortFunc(stops, func(a, b autoStop) int { return a.i - b.i })
 	k, d, K := len(stops), q.Field.Dim, len(q.SaveAt)
@@ -81,6 +82,13 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 	var lens []int
 	if steps {
 		lens = make([]int, k)
+	}
+	for _, s := range stops {
+		if states && (s.res.Y == nil || K > 0 && len(s.res.Ys) < (s.j+1)*K*d) {
+			// (A GPU engine's record returns no saves.)
+			states = false
+			sg.y1, sg.ys1 = nil, nil
+		}
 	}
 	for x, s := range stops {
 		r, j := s.res, s.j
@@ -247,17 +255,35 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	if err != nil {
 		return nil, err
 	}
+	m2 := sg.m2
+	if m2 == nil && r2.Mesh != nil {
+		if err := toHost(r2.Mesh); err != nil {
+			return nil, err
+		}
+		m2 = r2.Mesh
+	}
+	ys2 := r2.Ys
+	if (op == OpLoss || op == OpGrad) && K > 0 && len(ys2) < k*K*d && m2 != nil && allOK(r2.Status) {
+		// A record that returned no saves (a GPU engine's): the saves
+		// from the replay of its steps.
+		rr, err := alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(m2, q2), nil, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		ys2 = rr.Ys
+	}
 	out := &Result{Status: r2.Status, Y: r2.Y, T: r2.T, LastH: r2.LastH, LastY: r2.LastY,
 		RecordTime: r2.RecordTime, Stats: Stats{Wall: r2.Stats.Wall}}
 	if out.Status == nil {
 		out.Status = make([]Status, k) // a replay: every one OK
 	}
-	if K > 0 {
-		// The saves before ts the Tsit5 segment's, the others Rodas5P's.
+	if K > 0 && (len(ys2) > 0 || op != OpRecord) {
+		// The saves before ts the Tsit5 segment's, the others Rodas5P's
+		// (an engine's record may return none).
 		out.Ys = make([]float64, k*K*d)
 		for x, t := range sg.ts {
 			for c, tau := range q.SaveAt {
-				src := r2.Ys
+				src := ys2
 				if tau < t {
 					src = sg.ys1
 				}
@@ -286,13 +312,6 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 				st.FieldEvals[x] = sg.fe1[x] + r2.Stats.FieldEvals[x]
 			}
 		}
-	}
-	m2 := sg.m2
-	if m2 == nil && r2.Mesh != nil {
-		if err := toHost(r2.Mesh); err != nil {
-			return nil, err
-		}
-		m2 = r2.Mesh
 	}
 	if op != OpSolve && sg.m1 != nil && m2 != nil {
 		// The merged mesh: the Tsit5 steps, then the Rodas5P ones.

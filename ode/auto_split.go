@@ -202,7 +202,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	if sv.continues() {
 		// The stiff trajectories go on with Rodas5P from where they
 		// stopped (auto_continue.go).
-		sg, err := stopSegs(q, stops, op == OpSolve || op == OpRecord, recorded)
+		sg, err := stopSegs(q, stops, true, recorded)
 		if err != nil {
 			return nil, sv, err
 		}

@@ -19,7 +19,7 @@ import (
 // agrees with central differences of its Loss on the mesh it recorded
 // (the replay's own derivative), for a parameter of each kind of
 // trajectory, within 1e-6 relative.
-func AutoContinue(t *testing.T, engine string, p ode.Problem, l ode.Loss, tol float64) {
+func AutoContinue(t *testing.T, engine string, p ode.Problem, l ode.Loss, tol, stepTol float64) {
 	t.Helper()
 	newSolver := func(e string) *ode.Solver {
 		sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: ode.Auto, Engine: e})
@@ -65,7 +65,7 @@ func AutoContinue(t *testing.T, engine string, p ode.Problem, l ode.Loss, tol fl
 		t.Fatal(err)
 	}
 	sameCounts(t, "Record", re, sc)
-	sameMesh(t, "Record", me, mc, tol)
+	sameMesh(t, "Record", me, mc, stepTol)
 	Close(t, "Record: Y", re.Y, sc.Y, tol)
 
 	// Grad with the record, and on the CPU's mesh.
@@ -83,7 +83,7 @@ func AutoContinue(t *testing.T, engine string, p ode.Problem, l ode.Loss, tol fl
 		}
 		sameCounts(t, c.what, g.Solution, sc)
 		if c.m == nil {
-			sameMesh(t, c.what, g.Mesh, mc, tol)
+			sameMesh(t, c.what, g.Mesh, mc, stepTol)
 		}
 		Close(t, c.what+": loss", []float64{g.Loss}, []float64{gc.Loss}, tol)
 		Close(t, c.what+": dL/dY0", g.Y0, gc.Y0, tol)
