@@ -9,15 +9,19 @@ import (
 
 // Method Auto on an engine that cannot switch a trajectory's method in
 // place (every engine but the CPU's, which runs the Rodas5P plan beside
-// the Tsit5 one in each worker: Job.stiff) switches per trajectory by
-// restarting: the Tsit5 pass stops each trajectory where its stiffness
-// test fires (Job.StopOnStiff) and finishes the others; only the stiff
-// ones are run again, from T0, with Rodas5P, as a sub-problem of their
-// rows; the two parts' results are merged into one of all N rows, whose
-// Switch is Len for a Tsit5 trajectory and 0 for a restarted one (all
-// its steps are Rodas5P's). A mesh of that form is replayed the same way:
-// its Tsit5 rows and its Rodas5P rows as two sub-meshes, each by its own
-// solver. No engine needs to know of Auto: the parts are ordinary jobs.
+// the Tsit5 one in each worker: Job.stiff) switches per trajectory in
+// parts: the Tsit5 pass stops each trajectory where its stiffness test
+// fires (Job.StopOnStiff) and finishes the others; the stiff ones go on
+// with Rodas5P from where they stopped on an engine that runs
+// per-trajectory start times (auto_continue.go), else are run again,
+// from T0, with Rodas5P, as a sub-problem of their rows; the parts'
+// results are merged into one of all N rows, whose Switch is Len for a
+// Tsit5 trajectory, and the Tsit5 steps' count for a continued one or 0
+// for a restarted one (all its steps are Rodas5P's). A mesh of that form
+// is replayed the same way: its Tsit5 rows and its Rodas5P rows as two
+// sub-meshes, each by its own solver, and its switched rows as their two
+// segments chained. No engine needs to know of Auto: the parts are
+// ordinary jobs.
 //
 // A loss or a gradient needs sums without the stopped trajectories: the
 // Tsit5 part is replayed on the first pass's mesh (see runAutoSplit).
@@ -263,11 +267,12 @@ func (sv *Solver) replayPart(ctx context.Context, op Op, sq *problem, sl *Loss, 
 }
 
 // runSwitchedMesh runs op on mesh m of Method Auto on an engine that does
-// not switch in place: every trajectory's Switch is 0 (Rodas5P's steps
-// from T0) or Len (Tsit5's), as a split record writes them (checkMesh
-// refuses a switch within a trajectory there). The Tsit5 rows and the
-// Rodas5P rows are replayed as two sub-meshes, each by its own solver, and
-// merged; a mesh of one method is replayed whole, where it is.
+// not switch in place: a trajectory's Switch is 0 (Rodas5P's steps from
+// T0), Len (Tsit5's), or, on an engine that continues (checkMesh refuses
+// it elsewhere), within its steps. The Tsit5 rows and the Rodas5P rows
+// are replayed as two sub-meshes, each by its own solver, the switched
+// rows as their two segments chained (continueAuto), and merged; a mesh
+// of one method is replayed whole, where it is.
 func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, *Solver, error) {
 	alt, err := sv.stiffSolver()
 	if err != nil {

@@ -453,9 +453,10 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 
 // run runs op on the solver's engine; with Method Auto, the CPU engine
 // switches trajectories to the stiff method in place (switchExec), and
-// other engines run the trajectories whose stiffness test fired again
-// with the stiff method, from T0, and replay a mesh of both methods in
-// two parts (runAutoSplit, runSwitchedMesh). It returns the result and
+// other engines run the trajectories whose stiffness test fired on with
+// the stiff method from where it fired (or again from T0, on an engine
+// without per-trajectory start times), and replay a mesh of both methods
+// in parts (runAutoSplit, runSwitchedMesh, continueAuto). It returns the result and
 // the solver that produced it (or, with an error, that ran or was to run
 // it): a result of both methods is the Auto solver's (its Switch is set).
 func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, *Solver, error) {
