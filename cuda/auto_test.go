@@ -276,3 +276,38 @@ func TestHostEngineAutoResident(t *testing.T) {
 	odetest.Close(t, "a mesh switched partway: Y", rep.Y, want.Y, 1e-10)
 	odetest.Close(t, "a mesh switched partway: Ys", rep.Ys, want.Ys, 1e-10)
 }
+
+// TestHostEngineAutoRestart checks Method Auto on cuda-host behind an
+// executor without per-trajectory start times (restartEngine): the
+// stiff trajectories run again from T0 with Rodas5P (Switch 0), their
+// rows Rodas5P's alone on them bit for bit, the others Tsit5's.
+func TestHostEngineAutoRestart(t *testing.T) {
+	needHost(t)
+	engine := restartEngine(hostF64)
+	p, loss := autoMixed(4)
+	tsit, stiff := []int{1, 3}, []int{0, 2}
+	grad := func(m ode.Method, rows []int) *ode.Gradient {
+		q, l := p, loss
+		if rows != nil {
+			q, l = odetest.Rows(p, loss, rows)
+		}
+		g, err := ode.Grad(nil, q, l, nil, &ode.Settings{Method: m, Engine: engine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	g, gt, gr := grad(ode.Auto, nil), grad(ode.Tsit5, tsit), grad(ode.Rodas5P, stiff)
+	for _, part := range []struct {
+		idx []int
+		g   *ode.Gradient
+	}{{tsit, gt}, {stiff, gr}} {
+		odetest.SameRows(t, "dL/dY0", g.Y0, part.g.Y0, 2, part.idx)
+		odetest.SameRows(t, "dL/dP", g.P, part.g.P, 1, part.idx)
+	}
+	for _, i := range stiff {
+		if g.Mesh.Switch[i] != 0 {
+			t.Errorf("trajectory %d: Switch %d, want 0 (restarted from T0)", i, g.Mesh.Switch[i])
+		}
+	}
+}

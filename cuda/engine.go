@@ -30,6 +30,9 @@ var (
 	_ ode.EventEngine = (*MultiEngine)(nil)
 	_ ode.Executor    = (*executor)(nil)
 	_ ode.Executor    = (*multiExecutor)(nil)
+
+	_ ode.StartTimesExecutor = (*executor)(nil)
+	_ ode.StartTimesExecutor = (*multiExecutor)(nil)
 )
 
 // Engine is the GPU engine: an ode.Engine that runs whole adaptive solves,
