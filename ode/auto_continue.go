@@ -83,6 +83,7 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 	if steps {
 		lens = make([]int, k)
 	}
+	timed := true // every pass gave its times reached (Result.T)
 	for _, s := range stops {
 		if states && (s.res.Y == nil || K > 0 && len(s.res.Ys) < (s.j+1)*K*d) {
 			// (A GPU engine's record returns no saves.)
@@ -93,8 +94,10 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 	for x, s := range stops {
 		r, j := s.res, s.j
 		sg.idx[x] = s.i
-		if r.T != nil { // (else summed from the steps below)
+		if r.T != nil {
 			sg.ts[x] = r.T[j]
+		} else {
+			timed = false // (summed from the steps below)
 		}
 		if states {
 			copy(sg.y1[x*d:(x+1)*d], r.Y[j*d:(j+1)*d])
@@ -137,9 +140,11 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 			}
 		}
 		sg.m1 = m
-		// The switch times as the record reached them (t + h, step by
-		// step): the start of the Rodas5P steps in every later replay.
-		sg.ts = switchTimes(sg.ts, m, q.T0, lens)
+		if !timed {
+			// The switch times as the record reached them (t + h, step
+			// by step), as a replay of the merged mesh finds them.
+			sg.ts = switchTimes(sg.ts, m, q.T0, lens)
+		}
 	}
 	return sg, nil
 }

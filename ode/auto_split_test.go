@@ -444,9 +444,14 @@ func TestAutoSplitWork(t *testing.T) {
 			}
 			inPlace, _ := evals(ode.Auto, "cpu")
 			restart, rerun := evals(ode.Auto, "auto-split-test")
+			cont, _ := evals(ode.Auto, "auto-continue-test")
 			rodas, _ := evals(ode.Rodas5P, "cpu")
-			t.Logf("%-9s %-5s field evaluations: Auto in place %7d, Auto restart %7d (%.2f×; %d of %d trajectories rerun), Rodas5P %7d",
-				c.Name, op, inPlace, restart, float64(restart)/float64(inPlace), rerun, c.P.N, rodas)
+			t.Logf("%-9s %-5s field evaluations: Auto in place %7d, Auto restart %7d (%.2f×; %d of %d trajectories rerun), Auto continued %7d (%.2f×), Rodas5P %7d",
+				c.Name, op, inPlace, restart, float64(restart)/float64(inPlace), rerun, c.P.N, cont, float64(cont)/float64(inPlace), rodas)
+			if op == "solve" && cont != inPlace {
+				// The continuation takes the in-place switch's steps.
+				t.Errorf("%s: Solve on auto-continue-test made %d field evaluations, the switch in place %d", c.Name, cont, inPlace)
+			}
 		}
 	}
 }

@@ -236,7 +236,7 @@ type Job struct {
 	StopOnStiff bool
 
 	// T0s, if not nil, are the trajectories' own start times [N], in place
-	// of T0 (which is then the smallest of them): Method Auto's
+	// of T0 (which stays the problem's, at or before each): Method Auto's
 	// continuation (see StartTimesExecutor) runs a trajectory on with
 	// Rodas5P from the time where its stiffness test fired. A save time
 	// before a trajectory's start time is not its: an engine writes what

@@ -15,7 +15,8 @@ import (
 // mesh) and Loss take the same steps (the same mesh lengths, switch
 // points and counts) and agree within tol relative (states, loss,
 // gradients, the steps' sizes); at least one trajectory switches within
-// its steps and one never does (Switch = Len), and Grad on the engine
+// its steps and one never does (Switch = Len); a mean loss and a Grad
+// with Gradient.Omit agree as well; and Grad on the engine
 // agrees with central differences of its Loss on the mesh it recorded
 // (the replay's own derivative), for a parameter of each kind of
 // trajectory, within 1e-6 relative.
@@ -91,6 +92,31 @@ func AutoContinue(t *testing.T, engine string, p ode.Problem, l ode.Loss, tol, s
 		Close(t, c.what+": dL/dShared", g.Shared, gc.Shared, tol)
 		Close(t, c.what+": Ys", g.Solution.Ys, gc.Solution.Ys, tol)
 	}
+
+	// A mean loss, and a Grad that leaves the states and the counts out
+	// (Gradient.Omit: the switched trajectories' states at their switch
+	// then come from a replay of their Tsit5 steps).
+	lm := l
+	lm.Mean = true
+	gcm, err := cpu.Grad(nil, &p, lm, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gm, err := sv.Grad(nil, &p, lm, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Close(t, "mean: loss", []float64{gm.Loss}, []float64{gcm.Loss}, tol)
+	Close(t, "mean: dL/dP", gm.P, gcm.P, tol)
+	Close(t, "mean: dL/dShared", gm.Shared, gcm.Shared, tol)
+	gom, err := sv.Grad(&ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}, &p, l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Close(t, "omit: loss", []float64{gom.Loss}, []float64{gc.Loss}, tol)
+	Close(t, "omit: dL/dY0", gom.Y0, gc.Y0, tol)
+	Close(t, "omit: dL/dP", gom.P, gc.P, tol)
+	Close(t, "omit: dL/dShared", gom.Shared, gc.Shared, tol)
 
 	// Central differences of the loss on the engine's mesh.
 	g, err := sv.Grad(nil, &p, l, me)
