@@ -311,3 +311,64 @@ func TestHostEngineAutoRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestHostEngineAutoContinueEngines checks Method Auto's continuation on
+// the other engines' host forms: cuda-multi over three fake devices (the
+// shards' jobs take their rows of the start times) against the CPU
+// engine's switch in place as TestHostEngineAutoContinue does, and
+// cuda-host-f32: the stiff trajectories switch within their steps, the
+// others never, and the states and the gradient agree with the CPU
+// engine's Auto at the same tolerance within float32's accuracy.
+func TestHostEngineAutoContinueEngines(t *testing.T) {
+	needHost(t)
+	p, loss := autoMixed(8)
+	odetest.AutoContinue(t, "cuda-multi-host3", p, loss, 1e-10, 1e-6)
+
+	set := func(e string) *ode.Settings {
+		return &ode.Settings{Method: ode.Auto, Engine: e, RelTol: 1e-4, AbsTol: 1e-6}
+	}
+	g32, err := ode.Grad(nil, p, loss, nil, set("cuda-host-f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g64, err := ode.Grad(nil, p, loss, nil, set("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g32.Mesh
+	for i := 0; i < p.N; i++ {
+		stiff := i%2 == 0
+		if stiff && (m.Switch[i] == 0 || m.Switch[i] >= m.Len[i]) || !stiff && m.Switch[i] != m.Len[i] {
+			t.Errorf("f32: trajectory %d: Switch %d of %d steps (CPU: %d of %d)", i, m.Switch[i], m.Len[i], g64.Mesh.Switch[i], g64.Mesh.Len[i])
+		}
+	}
+	t.Logf("f32 switches %v of %v steps; CPU %v of %v", m.Switch, m.Len, g64.Mesh.Switch, g64.Mesh.Len)
+	odetest.Close(t, "f32: Y", g32.Solution.Y, g64.Solution.Y, 1e-2)
+	odetest.Close(t, "f32: loss", []float64{g32.Loss}, []float64{g64.Loss}, 1e-2)
+	odetest.Close(t, "f32: dL/dP", g32.P, g64.P, 5e-2)
+}
+
+// TestGPUAutoContinue is TestHostEngineAutoContinue's comparison with
+// the CPU engine's switch in place (odetest.AutoContinue) on the GPU
+// engine, on 64 trajectories of each mixed ensemble (two warps), and on
+// cuda-multi where the host has two GPUs or more. It skips without a
+// GPU.
+//
+//	go test ./cuda -run 'TestGPUAutoContinue' -v
+func TestGPUAutoContinue(t *testing.T) {
+	needGPUEngine(t)
+	engines := []string{"cuda"}
+	if NewMultiEngine("probe", nil, Float64).Available() == nil {
+		if d, err := NewMultiEngine("probe", nil, Float64).Devices(); err == nil && len(d) > 1 {
+			engines = append(engines, "cuda-multi")
+		}
+	}
+	rp, rl := autoRobertson(64)
+	vp, vl := autoMixed(64)
+	for _, e := range engines {
+		t.Run(e, func(t *testing.T) {
+			odetest.AutoContinue(t, e, rp, rl, 1e-10, 1e-6)
+			odetest.AutoContinue(t, e, vp, vl, 1e-10, 1e-6)
+		})
+	}
+}
