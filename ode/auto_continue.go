@@ -63,15 +63,17 @@ type autoSegs struct {
 	// replayed for them.
 	y1, ys1 []float64
 	m1, m2  *Mesh // the Tsit5 steps (nil for a solve), the Rodas5P steps (nil: to be recorded)
-	// acc1, rej1 and fe1 are the Tsit5 segment's counts (nil: unknown).
+	// acc1, rej1 and fe1 are the Tsit5 segment's accepted and rejected
+	// steps and field evaluations (rej1 and fe1 nil: unknown, Job.Omit).
 	acc1, rej1, fe1 []int
 }
 
 // stopSegs returns the Tsit5 segments of the stopped trajectories
-// stops, with the states and saves of the pass that stopped them if
-// states (a solve or a record: Job.StopOnStiff keeps them) and the
-// passes returned them, and their steps if steps (their passes' meshes,
-// brought to the host).
+// stops: their switch times and counts, the states there and the saves
+// before them if states and the passes returned them (Job.StopOnStiff
+// keeps them; a Grad with Gradient.Omit, or a GPU engine's record of
+// saves, does not return them), and their steps if steps (the passes'
+// meshes, brought to the host).
 func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, error) {
 	slices.SortFunc(stops, func(a, b autoStop) int { return a.i - b.i })
 	k, d, K := len(stops), q.Field.Dim, len(q.SaveAt)
@@ -109,17 +111,19 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 		if st.Accepted != nil {
 			sg.acc1[x] = st.Accepted[j]
 		}
-		if st.Rejected != nil {
+		if st.Rejected != nil && sg.rej1 != nil {
 			sg.rej1[x] = st.Rejected[j]
+		} else {
+			sg.rej1 = nil // (Job.Omit)
 		}
-		if st.FieldEvals != nil {
+		if st.FieldEvals != nil && sg.fe1 != nil {
 			sg.fe1[x] = st.FieldEvals[j]
 		} else {
 			sg.fe1 = nil
 		}
 		if steps {
 			if r.Mesh == nil {
-				return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass recorded no mesh for %v", r.Stats.Accepted != nil)
+				return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
 			}
 			if err := toHost(r.Mesh); err != nil {
 				return nil, err
@@ -304,13 +308,15 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	if sg.m2 == nil && r2.Stats.Accepted != nil {
 		st := &out.Stats
 		st.Accepted = make([]int, k)
-		st.Rejected = make([]int, k)
+		if sg.rej1 != nil && r2.Stats.Rejected != nil {
+			st.Rejected = make([]int, k)
+		}
 		if sg.fe1 != nil && r2.Stats.FieldEvals != nil {
 			st.FieldEvals = make([]int, k)
 		}
 		for x := range st.Accepted {
 			st.Accepted[x] = sg.acc1[x] + r2.Stats.Accepted[x]
-			if r2.Stats.Rejected != nil {
+			if st.Rejected != nil {
 				st.Rejected[x] = sg.rej1[x] + r2.Stats.Rejected[x]
 			}
 			if st.FieldEvals != nil {

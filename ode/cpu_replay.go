@@ -575,9 +575,9 @@ func (w *cpuWorker) intScratch(k, n int) []int {
 }
 
 // chunkProblem returns the scan problem of the chunk lo…hi-1 of job j on
-// mesh, with the worker's step: every trajectory from its start time
-// (T0, or Job.T0s), its initial
-// states and parameters transposed into the worker's scratch.
+// mesh, with the worker's step: every trajectory from its start time (T0,
+// or Job.T0s), its initial states and parameters transposed into the
+// worker's scratch.
 func (w *cpuWorker) chunkProblem(j *Job, lo, hi int, mesh scan.Mesh) *scan.Problem {
 	d, np := w.ex.plan.Dim, w.ex.plan.Params
 	width := hi - lo

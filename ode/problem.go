@@ -280,7 +280,8 @@ func (s *Settings) withDefaults(f *Field) Settings {
 // trajectories, in their order: the same steps, switch points and counts
 // as the CPU engine's switch (Switch[i] is the Tsit5 steps' count, Len[i]
 // for a trajectory that did not switch), the states and gradients within
-// rounding of its. A Loss or Grad of the switched trajectories chains
+// rounding of its. (One difference: MaxSteps bounds the attempts of each
+// method's segment there, not of both together.) A Loss or Grad of the switched trajectories chains
 // the two segments: the loss's term and cotangents from the states of
 // both (computed on the host: a few values a trajectory), the Rodas5P
 // segment's gradient from those cotangents (a gradient job on its steps,

@@ -456,9 +456,10 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 // other engines run the trajectories whose stiffness test fired on with
 // the stiff method from where it fired (or again from T0, on an engine
 // without per-trajectory start times), and replay a mesh of both methods
-// in parts (runAutoSplit, runSwitchedMesh, continueAuto). It returns the result and
-// the solver that produced it (or, with an error, that ran or was to run
-// it): a result of both methods is the Auto solver's (its Switch is set).
+// in parts (runAutoSplit, runSwitchedMesh, continueAuto). It returns the
+// result and the solver that produced it (or, with an error, that ran or
+// was to run it): a result of both methods is the Auto solver's (its
+// Switch is set).
 func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, *Solver, error) {
 	return sv.runScaled(ctx, op, q, loss, m, reuse, 0)
 }
