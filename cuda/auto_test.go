@@ -315,7 +315,9 @@ func TestHostEngineAutoRestart(t *testing.T) {
 // TestHostEngineAutoContinueEngines checks Method Auto's continuation on
 // the other engines' host forms: cuda-multi over three fake devices (the
 // shards' jobs take their rows of the start times) against the CPU
-// engine's switch in place as TestHostEngineAutoContinue does, and
+// engine's switch in place as TestHostEngineAutoContinue does (and
+// cuda-host without save times: the Rodas5P segments' gradient fused
+// with their record), and
 // cuda-host-f32: the stiff trajectories switch within their steps, the
 // others never, and the states and the gradient agree with the CPU
 // engine's Auto at the same tolerance within float32's accuracy.
@@ -323,6 +325,9 @@ func TestHostEngineAutoContinueEngines(t *testing.T) {
 	needHost(t)
 	p, loss := autoMixed(8)
 	odetest.AutoContinue(t, "cuda-multi-host3", p, loss, 1e-10, 1e-6)
+	p0 := p
+	p0.SaveAt = nil // the Rodas5P segments' record and gradient in one launch
+	odetest.AutoContinue(t, "cuda-host", p0, loss, 1e-10, 1e-6)
 
 	set := func(e string) *ode.Settings {
 		return &ode.Settings{Method: ode.Auto, Engine: e, RelTol: 1e-4, AbsTol: 1e-6}

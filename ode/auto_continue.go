@@ -252,8 +252,19 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 		return nil, err
 	}
 	q2.y0, q2.Y0, q2.t0s = sg.y1, sg.y1, sg.ts
+	// Without save times the loss reads the Rodas5P segment's final
+	// state alone: that segment's record and gradient with the loss
+	// itself, in one job (a GPU engine's fused kernel), give the loss
+	// and the cotangent of the states at ts.
+	fused := K == 0 && sg.m2 == nil && (op == OpLoss || op == OpGrad)
 	var r2 *Result
 	switch {
+	case fused:
+		_, sl, serr := sv.subOf(q, loss, sg.idx)
+		if serr != nil {
+			return nil, serr
+		}
+		r2, err = alt.runPlan(ctx, op, q2, sl, nil, nil, scale, nil)
 	case sg.m2 != nil:
 		r2, err = alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(sg.m2, q2), nil, 0, nil)
 	case op == OpSolve:
@@ -346,8 +357,15 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 		}
 		out.Mesh = m
 	}
-	if (op != OpLoss && op != OpGrad) || !allOK(out.Status) {
+	switch {
+	case (op != OpLoss && op != OpGrad) || !allOK(out.Status):
 		return out, nil
+	case fused:
+		out.Loss = r2.Loss
+		if op == OpLoss {
+			return out, nil
+		}
+		return out, sv.chainTsit5(ctx, q, sg, out, r2, nil, nil, nil)
 	}
 	return out, sv.chainLoss(ctx, op, q, loss, scale, sg, out, m2)
 }
@@ -413,17 +431,44 @@ func (sv *Solver) chainLoss(ctx context.Context, op Op, q *problem, loss *Loss, 
 	if err != nil {
 		return err
 	}
-	// The Tsit5 segment: λ = ∂L/∂y(ts), and the saves before ts.
-	data1 := make([]float64, k*cotangentWidth(d, K))
+	// The loss's own terms of the gradient, scaled: ∂ℓ/∂p [k×np], ∂ℓ/∂s
+	// summed [ns], the saves' cotangents [k×K×d].
+	ownP, ownS, barYs := make([]float64, k*np), make([]float64, ns), make([]float64, k*K*d)
+	for x := 0; x < k; x++ {
+		for c := 0; c < np; c++ {
+			ownP[x*np+c] = scale * bar[cp+c][x]
+		}
+		for c := 0; c < K*d; c++ {
+			barYs[x*K*d+c] = scale * bar[cs+c][x]
+		}
+	}
+	for c := 0; c < ns; c++ {
+		v := 0.0
+		for x := 0; x < k; x++ {
+			v += bar[cg+c][x]
+		}
+		ownS[c] = scale * v
+	}
+	return sv.chainTsit5(ctx, q, sg, out, g2, barYs, ownP, ownS)
+}
+
+// chainTsit5 runs the Tsit5 segments' gradient of sg from the cotangents
+// of the states at the switch times, the Rodas5P segments' gradient g2's
+// GradY0, and of the saves before them (barYs [k×K×Dim], nil: none), and
+// sets out's gradient: ∂L/∂y0 that one's, ∂L/∂p and ∂L/∂s the sums of
+// both segments' and of the loss's own terms ownP [k×Params] and ownS
+// [Shared] (nil: 0).
+func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out, g2 *Result, barYs, ownP, ownS []float64) error {
+	k, d, K, np, ns := len(sg.idx), q.Field.Dim, len(q.SaveAt), q.Field.Params, q.Field.Shared
+	w := cotangentWidth(d, K)
+	data1 := make([]float64, k*w)
 	for x, t := range sg.ts {
-		row := data1[x*cotangentWidth(d, K):]
+		row := data1[x*w:]
 		copy(row[:d], g2.GradY0[x*d:(x+1)*d])
 		for s, tau := range q.SaveAt {
-			if tau < t {
+			if tau < t && barYs != nil {
 				row[d+K*d+s] = 1
-				for c := 0; c < d; c++ {
-					row[d+s*d+c] = scale * bar[cs+s*d+c][x]
-				}
+				copy(row[d+s*d:d+(s+1)*d], barYs[(x*K+s)*d:(x*K+s+1)*d])
 			}
 		}
 	}
@@ -438,20 +483,21 @@ func (sv *Solver) chainLoss(ctx context.Context, op Op, q *problem, loss *Loss, 
 	out.GradY0 = g1.GradY0
 	out.GradP = make([]float64, k*np)
 	finite := true
-	for x := 0; x < k; x++ {
-		for c := 0; c < np; c++ {
-			v := g1.GradP[x*np+c] + g2.GradP[x*np+c] + scale*bar[cp+c][x]
-			out.GradP[x*np+c] = v
-			finite = finite && !math.IsNaN(v) && !math.IsInf(v, 0)
+	for x := 0; x < k*np; x++ {
+		v := g1.GradP[x] + g2.GradP[x]
+		if ownP != nil {
+			v += ownP[x]
 		}
+		out.GradP[x] = v
+		finite = finite && !math.IsNaN(v) && !math.IsInf(v, 0)
 	}
 	out.GradS = make([]float64, ns)
-	for c := 0; c < ns; c++ {
-		v := 0.0
-		for x := 0; x < k; x++ {
-			v += bar[cg+c][x]
+	for c := range out.GradS {
+		v := g1.GradS[c] + g2.GradS[c]
+		if ownS != nil {
+			v += ownS[c]
 		}
-		out.GradS[c] = g1.GradS[c] + g2.GradS[c] + scale*v
+		out.GradS[c] = v
 	}
 	out.GradFinite = finite && g1.GradFinite && finiteAll(out.GradY0) < 0
 	out.GradTime = g1.GradTime + g2.GradTime

@@ -476,6 +476,9 @@ func sumInts(x []int) int {
 func TestAutoContinue(t *testing.T) {
 	p, loss := splitCase(10)
 	odetest.AutoContinue(t, "auto-continue-test", p, loss, 1e-10, 0)
+	p0 := p
+	p0.SaveAt = nil // the Rodas5P segments' record and gradient in one job
+	odetest.AutoContinue(t, "auto-continue-test", p0, loss, 1e-10, 0)
 
 	_, stiff := splitParts(p.N)
 	sv := solverT(t, p.Field, &ode.Settings{Method: ode.Auto, Engine: "auto-continue-test"})
@@ -506,4 +509,26 @@ func TestAutoContinue(t *testing.T) {
 			t.Fatalf("job %d from the end: %+v, want %+v (all: %+v)", len(want)-x, g, w, got)
 		}
 	}
+	// Without save times: the Rodas5P segments' record and gradient in
+	// one job, then the Tsit5 segments' gradient.
+	if _, err := sv.Grad(nil, &p0, loss, nil); err != nil {
+		t.Fatal(err)
+	}
+	got = ode.SplitSpyJobs()
+	want = []ode.SpyJob{
+		{Op: ode.OpGrad, Method: "Rodas5P", N: k},
+		{Op: ode.OpGrad, Method: "Tsit5", N: k, Mesh: true},
+	}
+	if len(got) < 3 || !slices.Equal(zeroEvals(got[len(got)-2:]), want) {
+		t.Fatalf("jobs without save times %+v, want the Tsit5 passes, then %+v", got, want)
+	}
+}
+
+// zeroEvals returns jobs with their field evaluations 0.
+func zeroEvals(jobs []ode.SpyJob) []ode.SpyJob {
+	out := slices.Clone(jobs)
+	for x := range out {
+		out[x].FieldEvals = 0
+	}
+	return out
 }
