@@ -30,6 +30,9 @@ import (
 // (cotangentLoss), gives the cotangent λ of y_s and its parameters'
 // gradient, and the Tsit5 segment's, with λ and the loss's cotangents of
 // the saves before t_s, gives ∂L/∂y0 and the rest of ∂L/∂p and ∂L/∂s.
+// Without save times the loss reads the final state alone: the Rodas5P
+// segment's record and gradient are then one job with the loss itself
+// (a GPU engine's fused kernel), whose ∂L/∂y0 is λ.
 // The sums are the parts' own (see auto_split.go): they differ from the
 // CPU engine's in-place sums by rounding only.
 

@@ -299,7 +299,8 @@ func (s *Settings) withDefaults(f *Field) Settings {
 // plus a replay and its gradient on the N − S others, and on the S a
 // gradient job of each method on its segment's steps (no trial steps;
 // with save times, a Rodas5P replay more on an engine whose record
-// returns no saves). An ensemble without a stiff trajectory costs one
+// returns no saves; without save times, the Rodas5P record and gradient
+// are one job with the loss itself). An ensemble without a stiff trajectory costs one
 // Tsit5 pass, as Tsit5 does. A merged mesh is on the host, and replays
 // on any engine: its Tsit5 and Rodas5P trajectories as sub-meshes each
 // by its own method, its switched ones as the two segments chained. An
