@@ -126,6 +126,9 @@ func TestHostEngineAutoContinue(t *testing.T) {
 		t.Fatal(err)
 	}
 	gradTraj := tr.Stats().Trajectories - tr.Stats().Reruns
+	if st := tr.Stats(); st.Reruns == 0 && st.Launches != 6 {
+		t.Errorf("Grad made %d launches, want 6 (the Tsit5 pass, the others' replay, and for the stiff ones the Rodas5P record, its replay, both segments' gradients)", st.Launches)
+	}
 	check := func(what string, g2 *ode.Gradient) {
 		t.Helper()
 		m := g2.Mesh
@@ -169,6 +172,9 @@ func TestHostEngineAutoContinue(t *testing.T) {
 	}
 	if got, want := tr.Stats().Trajectories-tr.Stats().Reruns, p.N+len(stiff); got != want {
 		t.Errorf("Solve launched %d trajectories, want %d (N + S: only the stiff ones again, from their switch)", got, want)
+	}
+	if st := tr.Stats(); st.Reruns == 0 && st.Launches != 2 {
+		t.Errorf("Solve made %d launches, want 2", st.Launches)
 	}
 	t.Logf("trajectories launched for N = %d, S = %d: Grad %d, Solve %d", p.N, len(stiff), gradTraj, p.N+len(stiff))
 

@@ -545,9 +545,11 @@ func nanFill(x []float64) []float64 {
 }
 
 // errSwitchWithin is checkMesh's error for a mesh with a trajectory that
-// switched methods partway (the CPU engine's in-place switch) on an
-// engine that replays only whole trajectories of one method.
+// switched methods partway on an engine that replays only whole
+// trajectories of one method (one without per-trajectory start times:
+// StartTimesExecutor).
 func errSwitchWithin(engine string, i, s, l int) error {
-	return fmt.Errorf("ode: mesh: trajectory %d switched from Tsit5 to Rodas5P at step %d of %d (Method Auto on the \"cpu\" engine switches in place); "+
-		"engine %s replays a Method Auto mesh only by whole trajectories of one method (Switch 0 or Len): replay this mesh on the \"cpu\" engine", i, s, l, engine)
+	return fmt.Errorf("ode: mesh: trajectory %d switched from Tsit5 to Rodas5P at step %d of %d (Method Auto); "+
+		"engine %s runs no per-trajectory start times, so it replays a Method Auto mesh only by whole trajectories of one method (Switch 0 or Len): "+
+		"replay this mesh on the \"cpu\" engine or a GPU engine", i, s, l, engine)
 }
