@@ -2,20 +2,21 @@ package cuda
 
 import (
 	"context"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // Method Auto on the GPU engine (here on the host backend): it cannot
 // switch a trajectory's method in place, so package ode runs the Tsit5
-// pass, then only the trajectories whose stiffness test fired again from
-// T0 with Rodas5P, and merges the two (ode/auto_split.go).
+// pass, which stops each trajectory whose stiffness test fires, then
+// those alone on with Rodas5P from where they stopped (their own start
+// times, ode.Job.T0s), and merges the two (ode/auto_continue.go).
 
 // autoVdP is the Van der Pol field with μ = p·s (p per trajectory, s
 // shared), forced by 0.01·sin(t).
@@ -52,20 +53,51 @@ func autoMixed(n int) (ode.Problem, ode.Loss) {
 	return p, loss
 }
 
-// TestHostEngineAutoSplit checks Method Auto on cuda-host on a mixed
-// ensemble: Grad, Solve, Record and Loss against Tsit5 on the non-stiff
-// rows and Rodas5P on the stiff rows, both on cuda-host (every row bit
-// for bit; the loss and the shared gradient the parts' sums added), only
-// the stiff trajectories launched again (Trace.Trajectories), Replay and
-// Grad on the merged mesh reproducing Solve and Grad, determinism (a
-// Gradient passed back included), the CPU engine's Auto on the merged
-// mesh (the same map: within the device's rounding), Grad against
-// central differences on the merged mesh, and the CPU engine's own Auto
-// (which switches in place) within the tolerance.
-func TestHostEngineAutoSplit(t *testing.T) {
+// autoRobertson returns n trajectories of Robertson's kinetics on [0,
+// 10] with save times 1 and 5: the classic rate constants (stiff from
+// the start) for even i, slow ones (k2 = 0.3, k3 = 0.1: not stiff) for
+// odd i, k1 varied; and a loss of the final and saved states.
+func autoRobertson(n int) (ode.Problem, ode.Loss) {
+	rb := problems.Robertson()
+	rng := rand.New(rand.NewPCG(5, 25))
+	p := ode.Problem{Field: rb.Field, N: n, Y0: rb.Y0, T1: 10, SaveAt: []float64{1, 5}}
+	for i := 0; i < n; i++ {
+		k1 := 0.03 + 0.02*rng.Float64()
+		if i%2 == 1 {
+			p.P = append(p.P, k1, 0.3, 0.1)
+		} else {
+			p.P = append(p.P, k1, 3e7, 1e4)
+		}
+	}
+	loss := ode.Loss{Name: "rob", F: func(y, ys, _ []tape.V) tape.V {
+		l := y[0].Square().Add(y[1].MulC(1e4)).Add(y[2].Square())
+		for k := 0; k < len(ys)/3; k++ {
+			l = l.Add(ys[3*k+2].MulC(float64(k + 1)))
+		}
+		return l
+	}}
+	return p, loss
+}
+
+// TestHostEngineAutoContinue checks Method Auto on cuda-host, which
+// continues a trajectory whose stiffness test fires with Rodas5P from
+// where it fired (ode/auto_continue.go: the Rodas5P jobs start at the
+// trajectories' own times, Job.T0s), on a mixed Van der Pol ensemble and
+// a mixed Robertson one: against the CPU engine's switch in place
+// (odetest.AutoContinue: the same mesh lengths, switch points and
+// counts; states, loss and gradients within 1e-10 relative; Grad against
+// central differences), the trajectories that never turn stiff untouched
+// (their rows Tsit5's alone on them, bit for bit), the trajectories
+// launched (Trace), determinism, a Gradient passed back, and Solve,
+// Record, Replay and Loss consistent with Grad.
+func TestHostEngineAutoContinue(t *testing.T) {
 	needHost(t)
 	const engine = "cuda-host"
+	rp, rl := autoRobertson(6)
+	odetest.AutoContinue(t, engine, rp, rl, 1e-10, 1e-6)
+
 	p, loss := autoMixed(8)
+	odetest.AutoContinue(t, engine, p, loss, 1e-10, 1e-6)
 	var tsit, stiff []int
 	for i := 0; i < p.N; i++ {
 		if i%2 == 1 {
@@ -82,12 +114,7 @@ func TestHostEngineAutoSplit(t *testing.T) {
 		return sv
 	}
 	pt, lt := odetest.Rows(p, loss, tsit)
-	pr, lr := odetest.Rows(p, loss, stiff)
 	gt, err := solver(ode.Tsit5, engine).Grad(nil, &pt, lt, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gr, err := solver(ode.Rodas5P, engine).Grad(nil, &pr, lr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,51 +126,44 @@ func TestHostEngineAutoSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	gradTraj := tr.Stats().Trajectories - tr.Stats().Reruns
-	check := func(what string, g *ode.Gradient) {
+	if st := tr.Stats(); st.Reruns == 0 && st.Launches != 6 {
+		t.Errorf("Grad made %d launches, want 6 (the Tsit5 pass, the others' replay, and for the stiff ones the Rodas5P record, its replay, both segments' gradients)", st.Launches)
+	}
+	check := func(what string, g2 *ode.Gradient) {
 		t.Helper()
-		m := g.Mesh
-		if m.Method != ode.Auto || g.Solution.Method != "Auto" || m.Switch == nil || m.Resident != nil {
-			t.Fatalf("%s: mesh method %v, solution method %s, switch %v, resident %v; want Auto with Switch, on the host", what, m.Method, g.Solution.Method, m.Switch, m.Resident != nil)
+		m := g2.Mesh
+		if m.Method != ode.Auto || g2.Solution.Method != "Auto" || m.Switch == nil || m.Resident != nil {
+			t.Fatalf("%s: mesh method %v, solution method %s, switch %v, resident %v; want Auto with Switch, on the host", what, m.Method, g2.Solution.Method, m.Switch, m.Resident != nil)
 		}
-		for _, part := range []struct {
-			idx []int
-			g   *ode.Gradient
-		}{{tsit, gt}, {stiff, gr}} {
-			odetest.SameRows(t, what+": dL/dY0", g.Y0, part.g.Y0, 2, part.idx)
-			odetest.SameRows(t, what+": dL/dP", g.P, part.g.P, 1, part.idx)
-			odetest.SameRows(t, what+": Y", g.Solution.Y, part.g.Solution.Y, 2, part.idx)
-			odetest.SameRows(t, what+": Ys", g.Solution.Ys, part.g.Solution.Ys, 4, part.idx)
-			pm := part.g.Mesh
-			if err := pm.Host(); err != nil {
-				t.Fatal(err)
-			}
-			for j, i := range part.idx {
-				want := pm.Len[j]
-				if part.g == gr {
-					want = 0
-				}
-				if m.Len[i] != pm.Len[j] || m.Switch[i] != want || m.Stiff[i] {
-					t.Fatalf("%s: trajectory %d: Len %d, Switch %d, Stiff %v; want %d, %d, false", what, i, m.Len[i], m.Switch[i], m.Stiff[i], pm.Len[j], want)
-				}
-				for s := 0; s < pm.Len[j]; s++ {
-					if m.H[s*m.N+i] != pm.H[s*pm.N+j] {
-						t.Fatalf("%s: trajectory %d, step %d: %v, want %v", what, i, s, m.H[s*m.N+i], pm.H[s*pm.N+j])
-					}
-				}
+		// The trajectories that never turn stiff: Tsit5's alone.
+		odetest.SameRows(t, what+": dL/dY0", g2.Y0, gt.Y0, 2, tsit)
+		odetest.SameRows(t, what+": dL/dP", g2.P, gt.P, 1, tsit)
+		odetest.SameRows(t, what+": Y", g2.Solution.Y, gt.Solution.Y, 2, tsit)
+		odetest.SameRows(t, what+": Ys", g2.Solution.Ys, gt.Solution.Ys, 4, tsit)
+		if err := gt.Mesh.Host(); err != nil {
+			t.Fatal(err)
+		}
+		for j, i := range tsit {
+			if m.Len[i] != gt.Mesh.Len[j] || m.Switch[i] != m.Len[i] || m.Stiff[i] {
+				t.Fatalf("%s: trajectory %d: Len %d, Switch %d, Stiff %v; want %d, Len, false", what, i, m.Len[i], m.Switch[i], m.Stiff[i], gt.Mesh.Len[j])
 			}
 		}
-		if want := gt.Loss + gr.Loss; math.Float64bits(g.Loss) != math.Float64bits(want) {
-			t.Errorf("%s: loss %v, want the parts' %v + %v = %v", what, g.Loss, gt.Loss, gr.Loss, want)
+		for _, i := range stiff {
+			if m.Switch[i] == 0 || m.Switch[i] >= m.Len[i] {
+				t.Fatalf("%s: trajectory %d: Switch %d of %d steps; want a switch within them", what, i, m.Switch[i], m.Len[i])
+			}
 		}
-		if want := gt.Shared[0] + gr.Shared[0]; math.Float64bits(g.Shared[0]) != math.Float64bits(want) {
-			t.Errorf("%s: dL/dShared %v, want the parts' %v + %v = %v", what, g.Shared[0], gt.Shared[0], gr.Shared[0], want)
+		if !slices.Equal(g2.Y0, g.Y0) || !slices.Equal(g2.P, g.P) || !slices.Equal(g2.Shared, g.Shared) || g2.Loss != g.Loss {
+			t.Errorf("%s: the gradient differs from the first Grad's", what)
 		}
 	}
 	check("Grad", g)
 	// The Tsit5 pass (all N), Tsit5 again on the N − S others for sums
-	// without the stopped ones, Rodas5P on the S stiff ones.
-	if want := p.N + len(tsit) + len(stiff); gradTraj != want {
-		t.Errorf("Grad launched %d trajectories, want %d (N + (N − S) + S)", gradTraj, want)
+	// without the stopped ones; for the S stiff ones the Rodas5P record
+	// from the switch times, its replay for the saves (the engine's
+	// record returns none), and the two segments' gradients.
+	if want := p.N + len(tsit) + 4*len(stiff); gradTraj != want {
+		t.Errorf("Grad launched %d trajectories, want %d (N + (N − S) + 4S)", gradTraj, want)
 	}
 	tr.Reset()
 	sol, err := sv.SolveContext(ctx, &p)
@@ -151,7 +171,10 @@ func TestHostEngineAutoSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := tr.Stats().Trajectories-tr.Stats().Reruns, p.N+len(stiff); got != want {
-		t.Errorf("Solve launched %d trajectories, want %d (N + S: only the stiff ones again)", got, want)
+		t.Errorf("Solve launched %d trajectories, want %d (N + S: only the stiff ones again, from their switch)", got, want)
+	}
+	if st := tr.Stats(); st.Reruns == 0 && st.Launches != 2 {
+		t.Errorf("Solve made %d launches, want 2", st.Launches)
 	}
 	t.Logf("trajectories launched for N = %d, S = %d: Grad %d, Solve %d", p.N, len(stiff), gradTraj, p.N+len(stiff))
 
@@ -193,59 +216,15 @@ func TestHostEngineAutoSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("Grad into the last Gradient", g2)
-
-	// The CPU engine replays the merged mesh in place (Switch 0 is
-	// Rodas5P from T0): the same map, within the device's rounding.
-	cpu := solver(ode.Auto, "cpu")
-	gc, err := cpu.Grad(nil, &p, loss, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeRows(t, "cpu on the merged mesh: dL/dY0", gc.Y0, g.Y0, 2, 1e-10, nil)
-	closeRows(t, "cpu on the merged mesh: dL/dP", gc.P, g.P, 1, 1e-10, nil)
-	closeRows(t, "cpu on the merged mesh: dL/dShared", gc.Shared, g.Shared, 1, 1e-10, nil)
-	closeRows(t, "cpu on the merged mesh: loss", []float64{gc.Loss}, []float64{g.Loss}, 1, 1e-12, nil)
-	// The CPU's own Auto switches in place: another mesh, the same
-	// solution within the tolerance.
-	cs, err := cpu.Solve(&p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeRows(t, "cpu's own Auto: Ys", cs.Ys, sol.Ys, 4, 1e-4, nil)
-
-	// Grad against central differences of Loss on the merged mesh.
-	fd := func(what string, x []float64, k int, want float64) {
-		old := x[k]
-		h := 1e-6 * math.Max(math.Abs(old), 1)
-		x[k] = old + h
-		lp, _, err := sv.Loss(&p, loss, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x[k] = old - h
-		lm, _, err := sv.Loss(&p, loss, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x[k] = old
-		d := (lp - lm) / (2 * h)
-		if tol := 1e-6*math.Abs(want) + 1e-14*math.Abs(lp)/h; math.Abs(d-want) > tol {
-			t.Errorf("%s[%d]: gradient %v, central difference %v (tolerance %.2g)", what, k, want, d, tol)
-		}
-	}
-	p.Y0, p.P, p.Shared = slices.Clone(p.Y0), slices.Clone(p.P), slices.Clone(p.Shared)
-	for _, i := range []int{0, 1, 6, 7} {
-		fd("P", p.P, i, g.P[i])
-		fd("Y0", p.Y0, 2*i, g.Y0[2*i])
-	}
-	fd("Shared", p.Shared, 0, g.Shared[0])
 }
 
-// TestHostEngineAutoResident checks Method Auto's meshes of one method
-// on cuda-host: an ensemble without a stiff trajectory and one that is
-// all stiff keep their meshes on the device (Tsit5's and Rodas5P's, as
-// before), and a replay there uses them in place; a mesh the CPU engine
-// switched partway is refused with an error naming the CPU engine.
+// TestHostEngineAutoResident checks Method Auto's meshes on cuda-host:
+// an ensemble without a stiff trajectory keeps its mesh (Tsit5's) on the
+// device, and a replay there uses it in place; one whose trajectories
+// all turn stiff switches each within its steps (a mesh on the host, of
+// both methods), and a replay of it gives Grad's with the record, bit for
+// bit; a mesh the CPU engine switched partway is replayed as its two
+// segments, chained.
 func TestHostEngineAutoResident(t *testing.T) {
 	needHost(t)
 	p, loss := autoMixed(6)
@@ -262,8 +241,17 @@ func TestHostEngineAutoResident(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Resident == nil || m.Switch != nil || sol.Method != c.method {
-			t.Errorf("all %s: resident %v, switch %v, method %s; want a resident %s mesh", c.method, m.Resident != nil, m.Switch, sol.Method, c.method)
+		switch {
+		case c.method == "Tsit5" && (m.Resident == nil || m.Switch != nil || sol.Method != c.method):
+			t.Errorf("no stiff trajectory: resident %v, switch %v, method %s; want a resident Tsit5 mesh", m.Resident != nil, m.Switch, sol.Method)
+		case c.method == "Rodas5P" && (m.Resident != nil || m.Switch == nil || sol.Method != "Auto"):
+			t.Errorf("all stiff: resident %v, switch %v, method %s; want a host mesh of Method Auto", m.Resident != nil, m.Switch, sol.Method)
+		case c.method == "Rodas5P":
+			for i, sw := range m.Switch {
+				if sw == 0 || sw >= m.Len[i] {
+					t.Errorf("all stiff: trajectory %d switched at step %d of %d; want within its steps", i, sw, m.Len[i])
+				}
+			}
 		}
 		g, err := sv.Grad(nil, &q, l, m)
 		if err != nil {
@@ -273,17 +261,125 @@ func TestHostEngineAutoResident(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(g.Y0, g0.Y0) || g.Loss != g0.Loss {
-			t.Errorf("all %s: Grad on the resident mesh differs from Grad with the record", c.method)
+		if !slices.Equal(g.Y0, g0.Y0) || !slices.Equal(g.P, g0.P) || g.Loss != g0.Loss {
+			t.Errorf("%s rows: Grad on the mesh differs from Grad with the record", c.method)
 		}
 	}
+	// A mesh the CPU engine switched partway: its two segments chained
+	// (ode/auto_continue.go), the CPU's replay within the rounding.
 	cm, err := ode.Record(p, &ode.Settings{Method: ode.Auto})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sv.Replay(&p, cm); err == nil {
-		t.Errorf("cuda-host replayed a mesh switched partway on the cpu engine")
-	} else {
-		t.Logf("a mesh switched partway: %v", err)
+	rep, err := sv.Replay(&p, cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ode.Replay(p, cm, &ode.Settings{Method: ode.Auto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	odetest.Close(t, "a mesh switched partway: Y", rep.Y, want.Y, 1e-10)
+	odetest.Close(t, "a mesh switched partway: Ys", rep.Ys, want.Ys, 1e-10)
+}
+
+// TestHostEngineAutoRestart checks Method Auto on cuda-host behind an
+// executor without per-trajectory start times (restartEngine): the
+// stiff trajectories run again from T0 with Rodas5P (Switch 0), their
+// rows Rodas5P's alone on them bit for bit, the others Tsit5's.
+func TestHostEngineAutoRestart(t *testing.T) {
+	needHost(t)
+	engine := restartEngine(hostF64)
+	p, loss := autoMixed(4)
+	tsit, stiff := []int{1, 3}, []int{0, 2}
+	grad := func(m ode.Method, rows []int) *ode.Gradient {
+		q, l := p, loss
+		if rows != nil {
+			q, l = odetest.Rows(p, loss, rows)
+		}
+		g, err := ode.Grad(nil, q, l, nil, &ode.Settings{Method: m, Engine: engine})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	g, gt, gr := grad(ode.Auto, nil), grad(ode.Tsit5, tsit), grad(ode.Rodas5P, stiff)
+	for _, part := range []struct {
+		idx []int
+		g   *ode.Gradient
+	}{{tsit, gt}, {stiff, gr}} {
+		odetest.SameRows(t, "dL/dY0", g.Y0, part.g.Y0, 2, part.idx)
+		odetest.SameRows(t, "dL/dP", g.P, part.g.P, 1, part.idx)
+	}
+	for _, i := range stiff {
+		if g.Mesh.Switch[i] != 0 {
+			t.Errorf("trajectory %d: Switch %d, want 0 (restarted from T0)", i, g.Mesh.Switch[i])
+		}
+	}
+}
+
+// TestHostEngineAutoContinueEngines checks Method Auto's continuation on
+// the other engines' host forms: cuda-multi over three fake devices (the
+// shards' jobs take their rows of the start times) against the CPU
+// engine's switch in place as TestHostEngineAutoContinue does (and
+// cuda-host without save times: the Rodas5P segments' gradient fused
+// with their record), and
+// cuda-host-f32: the stiff trajectories switch within their steps, the
+// others never, and the states and the gradient agree with the CPU
+// engine's Auto at the same tolerance within float32's accuracy.
+func TestHostEngineAutoContinueEngines(t *testing.T) {
+	needHost(t)
+	p, loss := autoMixed(8)
+	odetest.AutoContinue(t, "cuda-multi-host3", p, loss, 1e-10, 1e-6)
+	p0 := p
+	p0.SaveAt = nil // the Rodas5P segments' record and gradient in one launch
+	odetest.AutoContinue(t, "cuda-host", p0, loss, 1e-10, 1e-6)
+
+	set := func(e string) *ode.Settings {
+		return &ode.Settings{Method: ode.Auto, Engine: e, RelTol: 1e-4, AbsTol: 1e-6}
+	}
+	g32, err := ode.Grad(nil, p, loss, nil, set("cuda-host-f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g64, err := ode.Grad(nil, p, loss, nil, set("cpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g32.Mesh
+	for i := 0; i < p.N; i++ {
+		stiff := i%2 == 0
+		if stiff && (m.Switch[i] == 0 || m.Switch[i] >= m.Len[i]) || !stiff && m.Switch[i] != m.Len[i] {
+			t.Errorf("f32: trajectory %d: Switch %d of %d steps (CPU: %d of %d)", i, m.Switch[i], m.Len[i], g64.Mesh.Switch[i], g64.Mesh.Len[i])
+		}
+	}
+	t.Logf("f32 switches %v of %v steps; CPU %v of %v", m.Switch, m.Len, g64.Mesh.Switch, g64.Mesh.Len)
+	odetest.Close(t, "f32: Y", g32.Solution.Y, g64.Solution.Y, 1e-2)
+	odetest.Close(t, "f32: loss", []float64{g32.Loss}, []float64{g64.Loss}, 1e-2)
+	odetest.Close(t, "f32: dL/dP", g32.P, g64.P, 5e-2)
+}
+
+// TestGPUAutoContinue is TestHostEngineAutoContinue's comparison with
+// the CPU engine's switch in place (odetest.AutoContinue) on the GPU
+// engine, on 64 trajectories of each mixed ensemble (two warps), and on
+// cuda-multi where the host has two GPUs or more. It skips without a
+// GPU.
+//
+//	go test ./cuda -run 'TestGPUAutoContinue' -v
+func TestGPUAutoContinue(t *testing.T) {
+	needGPUEngine(t)
+	engines := []string{"cuda"}
+	if NewMultiEngine("probe", nil, Float64).Available() == nil {
+		if d, err := NewMultiEngine("probe", nil, Float64).Devices(); err == nil && len(d) > 1 {
+			engines = append(engines, "cuda-multi")
+		}
+	}
+	rp, rl := autoRobertson(64)
+	vp, vl := autoMixed(64)
+	for _, e := range engines {
+		t.Run(e, func(t *testing.T) {
+			odetest.AutoContinue(t, e, rp, rl, 1e-10, 1e-6)
+			odetest.AutoContinue(t, e, vp, vl, 1e-10, 1e-6)
+		})
 	}
 }

@@ -160,7 +160,18 @@
 // the Mesh is unreachable. A record run in chunks, with reruns, in
 // float32 or on cuda-multi returns a host mesh as before. A record for a
 // gradient stops a trajectory where the stiffness test of an explicit
-// method fires (ode.Job.StopOnStiff), as the CPU engine does.
+// method fires (ode.Job.StopOnStiff), as the CPU engine does, keeping its
+// state there and its saves before it.
+//
+// # Method Auto continues stiff trajectories
+//
+// Both executors run per-trajectory start times (ode.Job.T0s, the
+// kernels' t0s array: each trajectory's initial time, gs_t0; a save time
+// before it is not the trajectory's), so Method Auto continues a
+// trajectory whose stiffness test fired with Rodas5P from the time and
+// state where it fired (ode.StartTimesExecutor, ode/auto_continue.go):
+// the CPU engine's steps and switch points, in separate launches of the
+// stopped trajectories alone.
 //
 // # Fits stay on the device
 //

@@ -30,6 +30,9 @@ var (
 	_ ode.EventEngine = (*MultiEngine)(nil)
 	_ ode.Executor    = (*executor)(nil)
 	_ ode.Executor    = (*multiExecutor)(nil)
+
+	_ ode.StartTimesExecutor = (*executor)(nil)
+	_ ode.StartTimesExecutor = (*multiExecutor)(nil)
 )
 
 // Engine is the GPU engine: an ode.Engine that runs whole adaptive solves,
@@ -195,7 +198,7 @@ type TraceStats struct {
 	Upload       int64         // bytes copied to the device
 	Download     int64         // bytes copied back
 	Launches     int           // kernel launches (one per chunk of trajectories and pass)
-	Trajectories int           // trajectories launched, summed over the launches (Method Auto's restarts, chunks and reruns count again; a training step's launches do not)
+	Trajectories int           // trajectories launched, summed over the launches (Method Auto's continuations, chunks and reruns count again; a training step's launches do not)
 	Reruns       int           // trajectories run again with a longer record buffer
 	Rows         int           // record buffer rows of the last pass
 	Transfer     time.Duration // copies between host and device (synchronous: part of a call's wall time)

@@ -322,6 +322,11 @@ func (ex *executor) spareSize() int64 {
 	return ex.keep.spare.size
 }
 
+// StartTimes reports that the executor runs per-trajectory start times
+// (ode.Job.T0s): Method Auto continues a stiff trajectory with Rodas5P
+// from where its stiffness test fired (ode.StartTimesExecutor).
+func (ex *executor) StartTimes() bool { return true }
+
 // Run performs job j on the device.
 func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 	if ctx == nil {
@@ -633,6 +638,7 @@ const (
 	argSh    // first pointer
 	argSaveAt
 	argT1
+	argT0s // per-trajectory start times (Job.T0s), where the job has them
 	argY0
 	argP
 	argData
@@ -700,6 +706,9 @@ func (r *run) layout(n, rows int) layout {
 				elems[argFlags] = cnt(1)
 			}
 		}
+	}
+	if r.j != nil && r.j.T0s != nil {
+		elems[argT0s] = cnt(1)
 	}
 	elems[argY0], elems[argP], elems[argY] = cnt(d), cnt(np), cnt(d)
 	elems[argYs], elems[argTapStep] = cnt(k*d), cnt(k)
@@ -1398,8 +1407,11 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	if dd > 0 {
 		data = rv(up, 0, argData)
 	}
-	var t1 reals
+	var t1, t0s reals
 	var ln []int32
+	if j.T0s != nil {
+		t0s = rv(up, 0, argT0s)
+	}
 	if v.Adaptive {
 		t1 = rv(up, 0, argT1)
 	} else {
@@ -1465,6 +1477,11 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 		}
 		if dd > 0 {
 			gather(data, j.Loss.Data, nil, dd, q0, q1)
+		}
+		if j.T0s != nil {
+			for q := q0; q < q1; q++ {
+				t0s.set(q, j.T0s[g[q]])
+			}
 		}
 		switch {
 		case bc.t1:
@@ -2007,7 +2024,8 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 					continue
 				}
 				i := g[q]
-				for c := i * d; c < (i+1)*d && states; c++ {
+				// (Job.StopOnStiff keeps a stiff trajectory's state.)
+				for c := i * d; c < (i+1)*d && states && ode.Status(status[q]) != ode.Stiff; c++ {
 					res.Y[c] = math.NaN()
 				}
 				if v.Loss || v.Grad {

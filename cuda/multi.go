@@ -261,6 +261,10 @@ type shard struct {
 	err    error
 }
 
+// StartTimes reports that the shards' executors run per-trajectory start
+// times (ode.StartTimesExecutor).
+func (m *multiExecutor) StartTimes() bool { return true }
+
 // Run splits job j over the devices, runs the shards concurrently and
 // gathers their results. The first error (in device order) of a device
 // cancels the others and is returned.
@@ -350,6 +354,9 @@ func subJob(j *ode.Job, lo, hi int, progress func(done, total int)) *ode.Job {
 		return x[lo*w : hi*w]
 	}
 	s.T1 = rows(j.T1, 1)
+	if j.T0s != nil {
+		s.T0s = rows(j.T0s, 1)
+	}
 	s.Y0 = rows(j.Y0, d)
 	s.P = rows(j.P, np)
 	if j.Loss != nil {

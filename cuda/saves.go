@@ -105,7 +105,9 @@ func (r *run) scatterSaves(ys reals, g []int, q0, q1, c0, c1 int, status, flags 
 			return
 		}
 		for q := a; q < b; q++ {
-			if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
+			// (Job.StopOnStiff keeps a stiff trajectory's saves before its
+			// stop.)
+			if st := ode.Status(status[q]); flags[q]&flagOverflow == 0 && st != ode.OK && st != ode.Stiff {
 				row := dst[g[q]*w:][:w]
 				for c := c0; c < c1; c++ {
 					row[c] = math.NaN()

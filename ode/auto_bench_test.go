@@ -12,10 +12,13 @@ import (
 // Auto-auto-split-test is Auto on "auto-split-test", the CPU engine's
 // executor behind a wrapper (export_split_test.go), where Auto cannot
 // switch in place and restarts the stiff trajectories from T0 with
-// Rodas5P, as on the GPU engines: the cost of the restart against the
-// switch in place, on the same arithmetic:
+// Rodas5P, as on an engine without per-trajectory start times;
+// Auto-auto-continue-test is Auto on "auto-continue-test", the same with
+// Job.T0s, where Auto continues the stiff trajectories from their switch,
+// as on the GPU engines: the cost of the restart and of the
+// continuation against the switch in place, on the same arithmetic:
 //
 //	go test ./ode -run '^$' -bench 'Auto' -count 5
 func BenchmarkAuto(b *testing.B) {
-	odetest.Auto(b, 256, "cpu", "auto-split-test")
+	odetest.Auto(b, 256, "cpu", "auto-split-test", "auto-continue-test")
 }

@@ -9,15 +9,19 @@ import (
 
 // Method Auto on an engine that cannot switch a trajectory's method in
 // place (every engine but the CPU's, which runs the Rodas5P plan beside
-// the Tsit5 one in each worker: Job.stiff) switches per trajectory by
-// restarting: the Tsit5 pass stops each trajectory where its stiffness
-// test fires (Job.StopOnStiff) and finishes the others; only the stiff
-// ones are run again, from T0, with Rodas5P, as a sub-problem of their
-// rows; the two parts' results are merged into one of all N rows, whose
-// Switch is Len for a Tsit5 trajectory and 0 for a restarted one (all
-// its steps are Rodas5P's). A mesh of that form is replayed the same way:
-// its Tsit5 rows and its Rodas5P rows as two sub-meshes, each by its own
-// solver. No engine needs to know of Auto: the parts are ordinary jobs.
+// the Tsit5 one in each worker: Job.stiff) switches per trajectory in
+// parts: the Tsit5 pass stops each trajectory where its stiffness test
+// fires (Job.StopOnStiff) and finishes the others; the stiff ones go on
+// with Rodas5P from where they stopped on an engine that runs
+// per-trajectory start times (auto_continue.go), else are run again,
+// from T0, with Rodas5P, as a sub-problem of their rows; the parts'
+// results are merged into one of all N rows, whose Switch is Len for a
+// Tsit5 trajectory, and the Tsit5 steps' count for a continued one or 0
+// for a restarted one (all its steps are Rodas5P's). A mesh of that form
+// is replayed the same way: its Tsit5 rows and its Rodas5P rows as two
+// sub-meshes, each by its own solver, and its switched rows as their two
+// segments chained. No engine needs to know of Auto: the parts are
+// ordinary jobs.
 //
 // A loss or a gradient needs sums without the stopped trajectories: the
 // Tsit5 part is replayed on the first pass's mesh (see runAutoSplit).
@@ -37,6 +41,9 @@ type autoPart struct {
 	idx, rows []int
 	res       *Result
 	stiff     bool
+	// switchAt, if not nil, are the part's trajectories' Mesh.Switch (a
+	// stiff part that continued them: the Tsit5 steps' counts).
+	switchAt []int
 }
 
 // row returns the row of res that holds trajectory k of the part.
@@ -116,6 +123,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	recorded := op != OpSolve // the callers read the mesh of a record
 	var parts []autoPart
 	var stiff []int
+	var stops []autoStop
 	cur := []int(nil) // the rows of q that res holds (nil: all)
 	at := func(j int) int {
 		if cur == nil {
@@ -131,6 +139,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 			switch {
 			case res.Stiff != nil && res.Stiff[j]:
 				stiff = append(stiff, i)
+				stops = append(stops, autoStop{i: i, j: j, res: res})
 				found = true
 			case s == NotRun:
 				next = append(next, i)
@@ -194,6 +203,21 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		cur = next
 	}
 	slices.Sort(stiff)
+	if sv.continues() {
+		// The stiff trajectories go on with Rodas5P from where they
+		// stopped (auto_continue.go).
+		sg, err := stopSegs(q, stops, true, recorded)
+		if err != nil {
+			return nil, sv, err
+		}
+		rs, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
+		if err != nil {
+			return nil, alt, err
+		}
+		parts = append(parts, autoPart{idx: sg.idx, res: rs, stiff: true, switchAt: sg.acc1})
+		out := mergeAuto(q, op, parts, whole && allOK(rs.Status), recorded)
+		return out, sv, nil
+	}
 	if len(stiff) == q.n {
 		// Every trajectory is stiff: the result is Rodas5P's on the whole
 		// problem (its mesh stays where the engine keeps it).
@@ -243,22 +267,26 @@ func (sv *Solver) replayPart(ctx context.Context, op Op, sq *problem, sl *Loss, 
 }
 
 // runSwitchedMesh runs op on mesh m of Method Auto on an engine that does
-// not switch in place: every trajectory's Switch is 0 (Rodas5P's steps
-// from T0) or Len (Tsit5's), as a split record writes them (checkMesh
-// refuses a switch within a trajectory there). The Tsit5 rows and the
-// Rodas5P rows are replayed as two sub-meshes, each by its own solver, and
-// merged; a mesh of one method is replayed whole, where it is.
+// not switch in place: a trajectory's Switch is 0 (Rodas5P's steps from
+// T0), Len (Tsit5's), or, on an engine that continues (checkMesh refuses
+// it elsewhere), within its steps. The Tsit5 rows and the Rodas5P rows
+// are replayed as two sub-meshes, each by its own solver, the switched
+// rows as their two segments chained (continueAuto), and merged; a mesh
+// of one method is replayed whole, where it is.
 func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result, scale float64) (*Result, *Solver, error) {
 	alt, err := sv.stiffSolver()
 	if err != nil {
 		return nil, sv, err
 	}
-	var tsit, rodas []int
+	var tsit, rodas, cont []int
 	for i, s := range m.Switch {
-		if s < m.Len[i] {
-			rodas = append(rodas, i)
-		} else {
+		switch {
+		case s >= m.Len[i]:
 			tsit = append(tsit, i)
+		case s > 0:
+			cont = append(cont, i) // (checkMesh: only where the engine continues)
+		default:
+			rodas = append(rodas, i)
 		}
 	}
 	of := func(used *Solver, mm *Mesh) *Mesh {
@@ -266,7 +294,7 @@ func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *
 		c.Switch, c.Method, c.Fingerprint = nil, methodByName(used.plan.Method), used.plan.Fingerprint
 		return &c
 	}
-	if len(rodas) == 0 || len(tsit) == 0 {
+	if len(cont) == 0 && (len(rodas) == 0 || len(tsit) == 0) {
 		used := sv
 		if len(tsit) == 0 {
 			used = alt
@@ -290,6 +318,9 @@ func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *
 		idx  []int
 		used *Solver
 	}{{tsit, sv}, {rodas, alt}} {
+		if len(part.idx) == 0 {
+			continue
+		}
 		sq, sl, err := sv.subOf(q, loss, part.idx)
 		if err != nil {
 			return nil, sv, err
@@ -303,6 +334,19 @@ func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *
 			return nil, part.used, err
 		}
 		parts = append(parts, autoPart{idx: part.idx, res: res, stiff: part.used == alt})
+	}
+	if len(cont) > 0 {
+		// Trajectories switched within their steps: the two segments
+		// chained (auto_continue.go).
+		sg, err := meshSegs(q, m, cont)
+		if err != nil {
+			return nil, sv, err
+		}
+		res, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
+		if err != nil {
+			return nil, alt, err
+		}
+		parts = append(parts, autoPart{idx: cont, res: res, stiff: true})
 	}
 	out := mergeAuto(q, op, parts, true, false)
 	out.Switch = m.Switch
@@ -424,6 +468,9 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 			}
 			if p.stiff {
 				out.switched[i] = true
+				if p.switchAt != nil {
+					out.Switch[i] = p.switchAt[kk]
+				}
 			} else if records {
 				out.Switch[i] = r.Stats.Accepted[j]
 			}
@@ -498,9 +545,11 @@ func nanFill(x []float64) []float64 {
 }
 
 // errSwitchWithin is checkMesh's error for a mesh with a trajectory that
-// switched methods partway (the CPU engine's in-place switch) on an
-// engine that replays only whole trajectories of one method.
+// switched methods partway on an engine that replays only whole
+// trajectories of one method (one without per-trajectory start times:
+// StartTimesExecutor).
 func errSwitchWithin(engine string, i, s, l int) error {
-	return fmt.Errorf("ode: mesh: trajectory %d switched from Tsit5 to Rodas5P at step %d of %d (Method Auto on the \"cpu\" engine switches in place); "+
-		"engine %s replays a Method Auto mesh only by whole trajectories of one method (Switch 0 or Len): replay this mesh on the \"cpu\" engine", i, s, l, engine)
+	return fmt.Errorf("ode: mesh: trajectory %d switched from Tsit5 to Rodas5P at step %d of %d (Method Auto); "+
+		"engine %s runs no per-trajectory start times, so it replays a Method Auto mesh only by whole trajectories of one method (Switch 0 or Len): "+
+		"replay this mesh on the \"cpu\" engine or a GPU engine", i, s, l, engine)
 }

@@ -444,9 +444,14 @@ func TestAutoSplitWork(t *testing.T) {
 			}
 			inPlace, _ := evals(ode.Auto, "cpu")
 			restart, rerun := evals(ode.Auto, "auto-split-test")
+			cont, _ := evals(ode.Auto, "auto-continue-test")
 			rodas, _ := evals(ode.Rodas5P, "cpu")
-			t.Logf("%-9s %-5s field evaluations: Auto in place %7d, Auto restart %7d (%.2f×; %d of %d trajectories rerun), Rodas5P %7d",
-				c.Name, op, inPlace, restart, float64(restart)/float64(inPlace), rerun, c.P.N, rodas)
+			t.Logf("%-9s %-5s field evaluations: Auto in place %7d, Auto restart %7d (%.2f×; %d of %d trajectories rerun), Auto continued %7d (%.2f×), Rodas5P %7d",
+				c.Name, op, inPlace, restart, float64(restart)/float64(inPlace), rerun, c.P.N, cont, float64(cont)/float64(inPlace), rodas)
+			if op == "solve" && cont != inPlace {
+				// The continuation takes the in-place switch's steps.
+				t.Errorf("%s: Solve on auto-continue-test made %d field evaluations, the switch in place %d", c.Name, cont, inPlace)
+			}
 		}
 	}
 }
@@ -457,4 +462,73 @@ func sumInts(x []int) int {
 		s += v
 	}
 	return s
+}
+
+// TestAutoContinue checks Method Auto on an engine that continues a
+// stiff trajectory with Rodas5P from where its stiffness test fired
+// ("auto-continue-test": the CPU executor, with Job.T0s, behind a
+// wrapper) against the CPU engine's switch in place (odetest.AutoContinue),
+// on the mixed Van der Pol ensemble with save times and a data loss, and
+// the jobs it runs for a Grad: the Tsit5 pass, the non-stiff rows'
+// replay on its mesh, then for the stiff rows alone the Rodas5P record
+// from the switch times (the Tsit5 pass kept their states there) and the
+// two segments' gradients on their meshes.
+func TestAutoContinue(t *testing.T) {
+	p, loss := splitCase(10)
+	odetest.AutoContinue(t, "auto-continue-test", p, loss, 1e-10, 0)
+	p0 := p
+	p0.SaveAt = nil // the Rodas5P segments' record and gradient in one job
+	odetest.AutoContinue(t, "auto-continue-test", p0, loss, 1e-10, 0)
+
+	_, stiff := splitParts(p.N)
+	sv := solverT(t, p.Field, &ode.Settings{Method: ode.Auto, Engine: "auto-continue-test"})
+	ode.SplitSpyJobs()
+	if _, err := sv.Grad(nil, &p, loss, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The Tsit5 passes (runAutoSplit's: the first of all N, then of the
+	// others until a pass is clean), then the continuation's four jobs.
+	k := len(stiff)
+	want := []ode.SpyJob{
+		{Op: ode.OpRecord, Method: "Rodas5P", N: k},
+		{Op: ode.OpGrad, Method: "Rodas5P", N: k, Mesh: true},
+		{Op: ode.OpGrad, Method: "Tsit5", N: k, Mesh: true},
+	}
+	got := ode.SplitSpyJobs()
+	if len(got) < len(want)+1 || got[0].N != p.N || got[0].Method != "Tsit5" {
+		t.Fatalf("jobs %+v, want the Tsit5 pass of %d, then %+v", got, p.N, want)
+	}
+	for x, j := range got[:len(got)-len(want)] {
+		if j.Method != "Tsit5" || j.Op != ode.OpGrad {
+			t.Fatalf("job %d: %+v, want a Tsit5 pass (all: %+v)", x, j, got)
+		}
+	}
+	for x, w := range want {
+		g := got[len(got)-len(want)+x]
+		if g.FieldEvals = 0; g != w {
+			t.Fatalf("job %d from the end: %+v, want %+v (all: %+v)", len(want)-x, g, w, got)
+		}
+	}
+	// Without save times: the Rodas5P segments' record and gradient in
+	// one job, then the Tsit5 segments' gradient.
+	if _, err := sv.Grad(nil, &p0, loss, nil); err != nil {
+		t.Fatal(err)
+	}
+	got = ode.SplitSpyJobs()
+	want = []ode.SpyJob{
+		{Op: ode.OpGrad, Method: "Rodas5P", N: k},
+		{Op: ode.OpGrad, Method: "Tsit5", N: k, Mesh: true},
+	}
+	if len(got) < 3 || !slices.Equal(zeroEvals(got[len(got)-2:]), want) {
+		t.Fatalf("jobs without save times %+v, want the Tsit5 passes, then %+v", got, want)
+	}
+}
+
+// zeroEvals returns jobs with their field evaluations 0.
+func zeroEvals(jobs []ode.SpyJob) []ode.SpyJob {
+	out := slices.Clone(jobs)
+	for x := range out {
+		out[x].FieldEvals = 0
+	}
+	return out
 }

@@ -613,7 +613,7 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 			// ones keep NaN saved states.
 			lens := append([]int(nil), r.res.Stats.Accepted[lo:hi]...)
 			for i := range lens {
-				if r.res.Status[lo+i] != OK {
+				if st := r.res.Status[lo+i]; st != OK && st != Stiff {
 					lens[i] = 0
 				}
 			}
@@ -622,7 +622,7 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 			}
 			K, d := len(j.SaveAt), w.ex.plan.Dim
 			for i := lo; i < hi; i++ {
-				if r.res.Status[i] != OK {
+				if st := r.res.Status[i]; st != OK && st != Stiff {
 					for x := i * K * d; x < (i+1)*K*d; x++ {
 						r.res.Ys[x] = math.NaN()
 					}

@@ -48,7 +48,7 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		g := lo + i
 		w.idx[i] = g
 		w.cur[i] = 0
-		w.t0s[i] = j.T0
+		w.t0s[i] = j.startTime(g)
 		w.t1[i] = j.T1[g]
 		for c := 0; c < d; c++ {
 			w.y[c][i] = j.Y0[g*d+c]
@@ -76,6 +76,10 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		case StateH, StateLast:
 			continue // from Init
 		case StateT:
+			if j.T0s != nil {
+				copy(w.st[k][:m], w.t0s[:m])
+				continue
+			}
 			v = j.T0
 		case StateErrPrev:
 			v = 1
@@ -358,7 +362,7 @@ func (w *cpuWorker) finish(r *cpuRun, i, g, lo, width int, st Status) {
 	}
 	for c := 0; c < d && res.Y != nil; c++ {
 		v := w.y[c][i]
-		if st != OK {
+		if st != OK && st != Stiff { // (Job.StopOnStiff keeps the state)
 			v = math.NaN()
 		}
 		res.Y[g*d+c] = v
@@ -579,7 +583,7 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 func (w *cpuWorker) finishSaves(r *cpuRun, i, g int, st Status) {
 	d, K := w.ex.plan.Dim, len(r.job.SaveAt)
 	from := w.cur[i]
-	if st != OK {
+	if st != OK && st != Stiff { // (Job.StopOnStiff keeps the saves before the stop)
 		from = 0
 	}
 	// Past a terminal event there is no state (see Event).

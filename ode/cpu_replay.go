@@ -146,6 +146,9 @@ func (w *cpuWorker) setSaves(r *cpuRun, q *scan.Problem, pl *Plan, sv *scan.Save
 		*sv = scan.Saves{Times: j.SaveAt, Out: ys, Given: r.recordSaves}
 		q.Saves = sv
 	default:
+		if t0s == nil && j.T0s != nil {
+			t0s = q.T0 // the trajectories' own start times (Job.T0s)
+		}
 		taps = stepTaps(taps, q.Mesh, j.T0, t0s, j.SaveAt)
 		taps.TapMajor, taps.Out = true, ys
 		q.Taps = taps
@@ -572,8 +575,9 @@ func (w *cpuWorker) intScratch(k, n int) []int {
 }
 
 // chunkProblem returns the scan problem of the chunk lo…hi-1 of job j on
-// mesh, with the worker's step: every trajectory from T0, its initial
-// states and parameters transposed into the worker's scratch.
+// mesh, with the worker's step: every trajectory from its start time (T0,
+// or Job.T0s), its initial states and parameters transposed into the
+// worker's scratch.
 func (w *cpuWorker) chunkProblem(j *Job, lo, hi int, mesh scan.Mesh) *scan.Problem {
 	d, np := w.ex.plan.Dim, w.ex.plan.Params
 	width := hi - lo
@@ -581,7 +585,7 @@ func (w *cpuWorker) chunkProblem(j *Job, lo, hi int, mesh scan.Mesh) *scan.Probl
 		Y0: toSoA(w.scratch(scrY0, width*d), j.Y0[lo*d:hi*d], width, d),
 		P:  toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)}
 	for i := range q.T0 {
-		q.T0[i] = j.T0
+		q.T0[i] = j.startTime(lo + i)
 	}
 	return q
 }

@@ -76,8 +76,8 @@ func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 	if sol.Method != pl.Method {
 		// Method Auto switched to the stiff solver: every trajectory
 		// (no Switch: all were stiff on an engine that restarts them) or
-		// those of Mesh.Switch (in place on the CPU engine, from T0 on
-		// others: Switch 0).
+		// those of Mesh.Switch (from the switch, or from T0 on an engine
+		// that restarts them: Switch 0).
 		alt, aerr := sv.stiffSolver()
 		if aerr != nil {
 			return nil, aerr

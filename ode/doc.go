@@ -73,8 +73,9 @@
 // does (Robertson: 42 Tsit5 steps, to t = 0.048, against 42 Rodas5P steps
 // for the whole span), and the error names the time where it stopped.
 // Method Auto switches such a trajectory to Rodas5P there instead, and
-// goes on from where it is (Mesh.Switch); engines other than the CPU's
-// run just that trajectory again with Rodas5P from T0 (see Auto).
+// goes on from where it is (Mesh.Switch), on every engine: the CPU's in
+// place, the GPU engines in a job of the stopped trajectories that starts
+// each at its own time (see Auto).
 //
 // # Time and accuracy
 //

@@ -101,6 +101,18 @@ type CheckingExecutor interface {
 	Checks() Checks
 }
 
+// StartTimesExecutor is implemented by an Executor that can run a job
+// whose trajectories start at their own times (Job.T0s). StartTimes
+// reports whether it can (true for the CPU executor and the GPU engines'
+// executors). Method Auto on an engine that does not switch in place
+// then continues a trajectory whose stiffness test fired with Rodas5P
+// from the time and state where it fired (see Auto); on an executor
+// without the method it runs that trajectory again from T0.
+type StartTimesExecutor interface {
+	Executor
+	StartTimes() bool
+}
+
 // ErrInput is wrapped by the error of an Executor's Run whose checks of
 // the job's inputs (Job.Checks, see CheckingExecutor) failed.
 var ErrInput = errors.New("an input failed the executor's checks")
@@ -213,18 +225,40 @@ type Job struct {
 	// at the accepted step where its stiffness test fires
 	// (state'[StateStiff] becomes 1 while Control's status is still
 	// StatusRunning), as on a failed trajectory: its Result.T is the
-	// time reached there and Result.Stiff is set. The caller (Grad, and
-	// Method Auto on an engine that cannot switch methods, which runs
-	// that trajectory again with Rodas5P) will not use that trajectory's mesh,
-	// so the rest of the trajectory, at the method's stability limit,
-	// would be wasted work.
+	// time reached there and Result.Stiff is set, but its Result.Y row
+	// is the state reached there and its saves before that time are
+	// written (not NaN). Its mesh rows (OpRecord, and OpGrad and OpLoss
+	// without a mesh) are the accepted steps up to there. The caller
+	// (Grad, which refuses that trajectory, and Method Auto on an engine
+	// that cannot switch methods in place, which runs it on with Rodas5P
+	// from there) does not use the rest of the trajectory, at the
+	// method's stability limit, which would be wasted work.
 	StopOnStiff bool
+
+	// T0s, if not nil, are the trajectories' own start times [N], in place
+	// of T0 (which stays the problem's, at or before each): Method Auto's
+	// continuation (see StartTimesExecutor) runs a trajectory on with
+	// Rodas5P from the time where its stiffness test fired. A save time
+	// before a trajectory's start time is not its: an engine writes what
+	// it likes there (package ode reads only the saves at or after the
+	// start, the one at it being the initial state), and its cotangent in
+	// a gradient is 0. Set only for an executor whose StartTimes reports
+	// true, and only for plans without events.
+	T0s []float64
 
 	// stiff, if not nil, is the CPU executor of the stiff plan that Method
 	// Auto switches a trajectory to, in place, when its stiffness test
 	// fires (a record), or that took the steps of a mesh's trajectories
 	// from Mesh.Switch on (a replay). Only the CPU engine reads it.
 	stiff *cpuExec
+}
+
+// startTime returns trajectory i's start time: T0s[i], or T0.
+func (j *Job) startTime(i int) float64 {
+	if j.T0s != nil {
+		return j.T0s[i]
+	}
+	return j.T0
 }
 
 // LossPlan is a traced loss: per-trajectory programs and how to combine

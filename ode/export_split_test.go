@@ -59,4 +59,24 @@ func (e splitSpyExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	return res, err
 }
 
-func init() { Register(splitSpyEngine{}) }
+func init() {
+	Register(splitSpyEngine{})
+	Register(contSpyEngine{})
+}
+
+// contSpyEngine is splitSpyEngine ("auto-continue-test") with an executor
+// that runs per-trajectory start times (StartTimesExecutor): Method Auto
+// continues a stiff trajectory with Rodas5P from where its stiffness test
+// fired on it (auto_continue.go), as on a GPU engine.
+type contSpyEngine struct{}
+
+func (contSpyEngine) Name() string     { return "auto-continue-test" }
+func (contSpyEngine) Available() error { return nil }
+func (contSpyEngine) Prepare(p *Plan) (Executor, error) {
+	ex, err := cpuEngine{}.Prepare(p)
+	return contSpyExec{splitSpyExec{ex}}, err
+}
+
+type contSpyExec struct{ splitSpyExec }
+
+func (contSpyExec) StartTimes() bool { return true }

@@ -584,7 +584,7 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 		switch {
 		case sv.set.Method != Auto:
 			return fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto): replay it with Method Auto, not %s", sv.set.Method.Name())
-		case !sv.switchesInPlace():
+		case !sv.switchesInPlace() && !sv.continues():
 			// Whole trajectories of one method only (runSwitchedMesh).
 			for i, s := range m.Switch {
 				if s > 0 && s < m.Len[i] {

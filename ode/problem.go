@@ -76,7 +76,7 @@ type Settings struct {
 	// Method is the integration method; nil lets the router choose: Tsit5,
 	// or Rodas5P for a field marked Stiff. Auto runs Tsit5 and switches a
 	// trajectory to Rodas5P, from where it is, when its stiffness test
-	// fires (on engines other than the CPU's, from T0: see Auto).
+	// fires (see Auto).
 	Method Method
 
 	// Engine names the engine that runs the work: "" or "cpu" for the
@@ -270,31 +270,45 @@ func (s *Settings) withDefaults(f *Field) Settings {
 // on it, within 1.1× at 256 trajectories (bench/RESULTS.md, "Method
 // Auto"). Auto does not run events.
 //
-// The switch in place is the CPU engine's. On other engines (the GPU
-// ones) Auto switches per trajectory by restarting: the Tsit5 pass stops
-// a trajectory where its test fires (Job.StopOnStiff) and finishes the
-// others, whose results are final; only the stopped trajectories are run
-// again, from T0, with Rodas5P (a sub-ensemble of their rows: Y0, P, end
-// times, loss data; Shared whole), and the two parts are merged into one
-// result of all N trajectories, in their order: Switch[i] is Len[i] for
-// a Tsit5 trajectory and 0 for a restarted one. The merged loss is the
-// Tsit5 part's sum plus the Rodas5P part's (each summed by the engine in
-// index order, a Mean scaled by 1/N of the whole ensemble), and the
-// shared gradient likewise, component by component: the same from run to
-// run, and within rounding of the index-order sum (engines report sums,
-// not terms). A Loss or Grad whose Tsit5 pass stopped trajectories runs
-// the others again for sums without the stopped ones: a replay of the
-// pass's own mesh (the same map), or, on an engine that left them unrun,
-// Tsit5 again. Cost: with S of N trajectories stiff, a Solve or Record
-// costs the Tsit5 pass (the stiff ones up to their test) plus Rodas5P on
-// S; a Grad or Loss that much plus a replay and its gradient on the
-// N − S others; an ensemble without
-// a stiff trajectory costs one Tsit5 pass, as Tsit5 does, and one that is
-// all stiff returns Rodas5P's own result (method Rodas5P, no Switch). A
-// merged mesh is on the host. Such a mesh replays on any engine, its two
-// parts as two sub-meshes each by its own method; a mesh that the CPU
-// engine switched partway (0 < Switch < Len) replays on the CPU engine
-// only (other engines refuse it with an error saying so).
+// The switch in place is the CPU engine's. Other engines (the GPU ones)
+// switch per trajectory by continuing (ode.StartTimesExecutor): the Tsit5
+// pass stops a trajectory where its test fires (Job.StopOnStiff), at t_s
+// with state y_s, and finishes the others, whose results are final; the
+// stopped trajectories alone then go on with Rodas5P from (t_s, y_s), in
+// a job of their rows whose trajectories start at their own times
+// (Job.T0s), and the two parts are merged into one result of all N
+// trajectories, in their order: the same steps, switch points and counts
+// as the CPU engine's switch (Switch[i] is the Tsit5 steps' count, Len[i]
+// for a trajectory that did not switch), the states and gradients within
+// rounding of its. (One difference: MaxSteps bounds the attempts of each
+// method's segment there, not of both together.) A Loss or Grad of the switched trajectories chains
+// the two segments: the loss's term and cotangents from the states of
+// both (computed on the host: a few values a trajectory), the Rodas5P
+// segment's gradient from those cotangents (a gradient job on its steps,
+// the cotangents as a linear loss), which gives the cotangent of y_s, and
+// the Tsit5 segment's from that and the cotangents of the saves before
+// t_s. The merged loss is the Tsit5 part's sum plus the switched part's,
+// and the shared gradient likewise, component by component: the same
+// from run to run, and within rounding of the index-order sum (engines
+// report sums, not terms). A Loss or Grad whose Tsit5 pass stopped
+// trajectories runs the others again for sums without the stopped ones:
+// a replay of the pass's own mesh (the same map), or, on an engine that
+// left them unrun, Tsit5 again. Cost, with S of N trajectories stiff: a
+// Solve or Record costs the Tsit5 pass (the stiff ones up to their test)
+// plus Rodas5P on S from their switch times; a Grad or Loss that much
+// plus a replay and its gradient on the N − S others, and on the S a
+// gradient job of each method on its segment's steps (no trial steps;
+// with save times, a Rodas5P replay more on an engine whose record
+// returns no saves; without save times, the Rodas5P record and gradient
+// are one job with the loss itself). An ensemble without a stiff trajectory costs one
+// Tsit5 pass, as Tsit5 does. A merged mesh is on the host, and replays
+// on any engine: its Tsit5 and Rodas5P trajectories as sub-meshes each
+// by its own method, its switched ones as the two segments chained. An
+// engine whose executor does not run per-trajectory start times, and a
+// plan with events, run the stopped trajectories again from T0 with
+// Rodas5P instead (Switch[i] = 0: all their steps Rodas5P's), and such
+// an engine refuses a mesh switched partway (0 < Switch < Len) with an
+// error saying so.
 var Auto Method = autoMethod{}
 
 type autoMethod struct{}
@@ -396,10 +410,10 @@ type Mesh struct {
 	// time where Tsit5's last step ended; Switch[i] = Len[i] for a
 	// trajectory that did not switch. [N], on the host, as Len.
 	// Fingerprint is then that of the Tsit5 plan. Nil for a mesh of one
-	// method. Other engines restart a stiff trajectory from T0 instead
-	// of switching it in place (see Auto): their meshes have Switch[i] =
-	// 0 (all Rodas5P steps) or Len[i], and any engine replays those; a
-	// mesh with 0 < Switch[i] < Len[i] replays on the CPU engine only.
+	// method. The GPU engines continue a stiff trajectory from its
+	// switch as the CPU engine does (see Auto), and replay such a mesh;
+	// an engine that restarts it from T0 instead writes Switch[i] = 0
+	// (all Rodas5P steps) and replays only meshes of Switch 0 or Len.
 	Switch []int
 
 	// t1, if t1Set, is the one end time every trajectory was recorded to
@@ -484,6 +498,10 @@ type problem struct {
 	// (Job.Checks; see CheckingExecutor); leaveMesh those of a mesh
 	// that checkMesh may add to them.
 	checks, leaveMesh Checks
+
+	// t0s are the trajectories' own start times (Job.T0s; nil: T0), of
+	// Method Auto's Rodas5P segments (see continueAuto).
+	t0s []float64
 
 	// omit is the Gradient.Omit of a Grad (Job.Omit; 0 for any other
 	// operation), kept by its sub-problems (GradPartial, Method Auto).

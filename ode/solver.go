@@ -453,11 +453,13 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 
 // run runs op on the solver's engine; with Method Auto, the CPU engine
 // switches trajectories to the stiff method in place (switchExec), and
-// other engines run the trajectories whose stiffness test fired again
-// with the stiff method, from T0, and replay a mesh of both methods in
-// two parts (runAutoSplit, runSwitchedMesh). It returns the result and
-// the solver that produced it (or, with an error, that ran or was to run
-// it): a result of both methods is the Auto solver's (its Switch is set).
+// other engines run the trajectories whose stiffness test fired on with
+// the stiff method from where it fired (or again from T0, on an engine
+// without per-trajectory start times), and replay a mesh of both methods
+// in parts (runAutoSplit, runSwitchedMesh, continueAuto). It returns the
+// result and the solver that produced it (or, with an error, that ran or
+// was to run it): a result of both methods is the Auto solver's (its
+// Switch is set).
 func (sv *Solver) run(ctx context.Context, op Op, q *problem, loss *Loss, m *Mesh, reuse *Result) (*Result, *Solver, error) {
 	return sv.runScaled(ctx, op, q, loss, m, reuse, 0)
 }
@@ -565,7 +567,28 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 	if err != nil {
 		return nil, err
 	}
+	if j.StopOnStiff && sv.set.Method != Auto {
+		// A gradient's stiff trajectory failed: its states are NaN, as a
+		// failure's (the engine kept them for Method Auto's continuation).
+		blankStiff(res, q.Field.Dim, len(q.SaveAt))
+	}
 	return res, nil
+}
+
+// blankStiff sets the final and saved states of res's trajectories of
+// status Stiff to NaN.
+func blankStiff(res *Result, d, K int) {
+	for i, st := range res.Status {
+		if st != Stiff {
+			continue
+		}
+		if res.Y != nil {
+			nanFill(res.Y[i*d : (i+1)*d])
+		}
+		if len(res.Ys) > 0 {
+			nanFill(res.Ys[i*K*d : (i+1)*K*d])
+		}
+	}
 }
 
 // job returns the Job of op for problem q (on mesh m, if not nil).
@@ -575,6 +598,7 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 		Mesh: m, RelTol: set.RelTol, MaxSteps: set.MaxSteps, Checkpoint: set.Checkpoint, MemoryLimit: set.MemoryLimit,
 		Workers: set.Exec.Workers, ChunkSize: set.Exec.BlockSize, Progress: set.Progress}
 	j.Checks = q.checks
+	j.T0s = q.t0s
 	if op == OpGrad {
 		j.Omit = q.omit
 	}

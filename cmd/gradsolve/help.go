@@ -63,8 +63,9 @@ the estimate and the largest -n that fits. A grad also stores about
 // runHelp is the help on methods, engines, progress and plots; its
 // arguments are engineNote(), plotLines and densePoints.
 const runHelp = `Methods: -method auto integrates with Tsit5 and switches a trajectory
-to Rodas5P, from where it is, when its stiffness test fires (a GPU engine
-runs just the stiff trajectories again from T0 with Rodas5P); the output
+to Rodas5P, from where it is, when its stiffness test fires (on every
+engine: a GPU engine runs the stiff trajectories on with Rodas5P from
+their switch times); the output
 names the method that
 ran (Auto when a trajectory switched). On a trajectory that is stiff for it, an
 explicit method (tsit5, vern7) runs at its stability limit: its states are

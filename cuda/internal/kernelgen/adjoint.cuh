@@ -126,7 +126,7 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
   // last step are identities.
   for (int k = 0; k < GS_K; k++) {
     const int s = act ? a.tapstep[(long long)k * n + i] : 0;
-    const bool on = act && s < len && a.saveat[k] > (gs_real)a.t0;
+    const bool on = act && s < len && a.saveat[k] > gs_t0(a, i, act);
 {{- if .RevAcc}}
     // Every lane calls the step (the field's VJP reduces across the warp);
     // a lane that is off passes zeros.

@@ -80,6 +80,7 @@ struct gs_args {
   const gs_real* sh;      // shared block: s[NS], rtol, atol[D], maxsteps
   const gs_real* saveat;  // [K]
   const gs_real* t1;      // [n]
+  const gs_real* t0s;     // [n] per-trajectory start times (ode.Job.T0s), or null: t0 for every one
   const gs_real* y0;      // [D][n]
   const gs_real* p;       // [NP][n]
   const gs_real* data;    // [DD][n]
@@ -107,6 +108,12 @@ struct gs_args {
   gs_real* store;         // [rows][GS_SW][n] states before each step
   gs_real* work;          // lanes mode in global memory: [warps][GS_WACC] the warps' accumulators
 };
+
+// gs_t0 returns trajectory i's start time: its own (a.t0s) where the
+// job has them, else a.t0.
+GS_DEVICE gs_real gs_t0(const gs_args& a, const long long i, const bool valid) {
+  return (a.t0s && valid) ? a.t0s[i] : (gs_real)a.t0;
+}
 
 // GS_HSRC is the mesh: the one the kernel records, or the one it replays.
 #define GS_HSRC {{if .Adaptive}}a.hout{{else}}a.hin{{end}}
@@ -289,7 +296,7 @@ GS_DEVICE void gs_finish(const gs_args& a, long long i, const gs_real* st, gs_re
 GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs_real* acc,
                        const gs_real* sh, const gs_real* csh) {
   const long long n = a.n;
-  const gs_real t0 = (gs_real)a.t0;
+  const gs_real t0 = gs_t0(a, i, valid);
   gs_real y[GS_D], p[GS_NPX];
   for (int c = 0; c < GS_D; c++) y[c] = valid ? a.y0[(long long)c * n + i] : (gs_real)0;
   for (int c = 0; c < GS_NPX; c++) p[c] = (valid && c < GS_NP) ? a.p[(long long)c * n + i] : (gs_real)0;

@@ -205,7 +205,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
                        gs_real* acc) {
   const int lane = GS_WLANE;
   const long long n = a.n;
-  const gs_real t0 = (gs_real)a.t0, t1 = a.t1[i];
+  const gs_real t0 = gs_t0(a, i, i < a.n), t1 = a.t1[i];
   gs_real* ti = ws;
   gs_real* to = ws + GS_W_TO;
   gs_real* ci = ws + GS_W_CI;

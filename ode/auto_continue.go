@@ -1,0 +1,585 @@
+package ode
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Method Auto's continuation, on an engine that does not switch in place
+// but runs trajectories from their own start times (StartTimesExecutor,
+// Job.T0s: the GPU engines): a trajectory whose stiffness test fires in
+// the Tsit5 pass (Job.StopOnStiff) stops there, at t_s with state y_s,
+// and goes on with Rodas5P from (t_s, y_s) to its end, in a job of the
+// stopped trajectories alone. Its mesh is the Tsit5 steps up to t_s, then
+// the Rodas5P ones (Mesh.Switch: the Tsit5 steps' count), as the CPU
+// engine's switch in place writes it: the same steps, the same switch
+// points, the same states.
+//
+// A replay, a loss or a gradient of such trajectories runs the two
+// segments as two jobs of ordinary plans and chains them (see
+// continueAuto): the Tsit5 segment's replay gives y_s and the saves before
+// t_s, the Rodas5P segment's (from the T0s) the final state and the saves
+// at or after t_s (the one at t_s is y_s); the loss's term and its
+// cotangents are computed here, on the host, from the states of both
+// (tape programs of a few values a trajectory); the Rodas5P segment's
+// gradient, with the loss's cotangents of its states as a linear loss
+// (cotangentLoss), gives the cotangent λ of y_s and its parameters'
+// gradient, and the Tsit5 segment's, with λ and the loss's cotangents of
+// the saves before t_s, gives ∂L/∂y0 and the rest of ∂L/∂p and ∂L/∂s.
+// Without save times the loss reads the final state alone: the Rodas5P
+// segment's record and gradient are then one job with the loss itself
+// (a GPU engine's fused kernel), whose ∂L/∂y0 is λ.
+// The sums are the parts' own (see auto_split.go): they differ from the
+// CPU engine's in-place sums by rounding only.
+
+// continues reports whether Method Auto continues a trajectory whose
+// stiffness test fired with Rodas5P from where it fired on the solver's
+// engine (see the comment above), rather than running it again from T0.
+// Plans with events are run again from T0.
+func (sv *Solver) continues() bool {
+	if sv.plan.Events != nil {
+		return false
+	}
+	e, ok := sv.exec.(StartTimesExecutor)
+	return ok && e.StartTimes()
+}
+
+// autoStop is a trajectory whose stiffness test fired in a Tsit5 pass:
+// trajectory i of the problem, row j of that pass's result res.
+type autoStop struct {
+	i, j int
+	res  *Result
+}
+
+// autoSegs are the two segments of the switched trajectories idx (rows
+// of the problem, increasing), k of them: the Tsit5 steps up to the
+// switch times ts, then the Rodas5P steps from there.
+type autoSegs struct {
+	idx []int
+	ts  []float64 // [k] the switch times
+	// y1 and ys1 are the states at ts [k×Dim] and the saves before ts
+	// [k×K×Dim] (others anything): nil where the Tsit5 segment is to be
+	// replayed for them.
+	y1, ys1 []float64
+	m1, m2  *Mesh // the Tsit5 steps (nil for a solve), the Rodas5P steps (nil: to be recorded)
+	// acc1, rej1 and fe1 are the Tsit5 segment's accepted and rejected
+	// steps and field evaluations (rej1 and fe1 nil: unknown, Job.Omit).
+	acc1, rej1, fe1 []int
+}
+
+// stopSegs returns the Tsit5 segments of the stopped trajectories
+// stops: their switch times and counts, the states there and the saves
+// before them if states and the passes returned them (Job.StopOnStiff
+// keeps them; a Grad with Gradient.Omit, or a GPU engine's record of
+// saves, does not return them), and their steps if steps (the passes'
+// meshes, brought to the host).
+func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, error) {
+	slices.SortFunc(stops, func(a, b autoStop) int { return a.i - b.i })
+	k, d, K := len(stops), q.Field.Dim, len(q.SaveAt)
+	sg := &autoSegs{idx: make([]int, k), ts: make([]float64, k), acc1: make([]int, k), rej1: make([]int, k), fe1: make([]int, k)}
+	if states {
+		sg.y1, sg.ys1 = make([]float64, k*d), make([]float64, k*K*d)
+	}
+	var lens []int
+	if steps {
+		lens = make([]int, k)
+	}
+	timed := true // every pass gave its times reached (Result.T)
+	for _, s := range stops {
+		if states && (s.res.Y == nil || K > 0 && len(s.res.Ys) < (s.j+1)*K*d) {
+			// (A GPU engine's record returns no saves.)
+			states = false
+			sg.y1, sg.ys1 = nil, nil
+		}
+	}
+	for x, s := range stops {
+		r, j := s.res, s.j
+		sg.idx[x] = s.i
+		if r.T != nil {
+			sg.ts[x] = r.T[j]
+		} else {
+			timed = false // (summed from the steps below)
+		}
+		if states {
+			copy(sg.y1[x*d:(x+1)*d], r.Y[j*d:(j+1)*d])
+			if K > 0 {
+				copy(sg.ys1[x*K*d:(x+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
+			}
+		}
+		st := &r.Stats
+		if st.Accepted != nil {
+			sg.acc1[x] = st.Accepted[j]
+		}
+		if st.Rejected != nil && sg.rej1 != nil {
+			sg.rej1[x] = st.Rejected[j]
+		} else {
+			sg.rej1 = nil // (Job.Omit)
+		}
+		if st.FieldEvals != nil && sg.fe1 != nil {
+			sg.fe1[x] = st.FieldEvals[j]
+		} else {
+			sg.fe1 = nil
+		}
+		if steps {
+			if r.Mesh == nil {
+				return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
+			}
+			if err := toHost(r.Mesh); err != nil {
+				return nil, err
+			}
+			lens[x] = r.Mesh.Len[j]
+		}
+	}
+	if steps {
+		m := &Mesh{N: k, Len: lens}
+		for _, l := range lens {
+			m.Rows = max(m.Rows, l)
+		}
+		m.H = make([]float64, m.Rows*k)
+		for x, s := range stops {
+			pm := s.res.Mesh
+			for r := 0; r < lens[x]; r++ {
+				m.H[r*k+x] = pm.H[r*pm.N+s.j]
+			}
+		}
+		sg.m1 = m
+		if !timed {
+			// The switch times as the record reached them (t + h, step
+			// by step), as a replay of the merged mesh finds them.
+			sg.ts = switchTimes(sg.ts, m, q.T0, lens)
+		}
+	}
+	return sg, nil
+}
+
+// switchTimes returns in dst the times that trajectories of mesh m reach
+// after their first sw[i] steps from t0, summed step by step as a record
+// advances its time (the time where Method Auto's switched trajectories
+// start their Rodas5P steps).
+func switchTimes(dst []float64, m *Mesh, t0 float64, sw []int) []float64 {
+	dst = slices.Grow(dst[:0], m.N)[:m.N]
+	for i := range dst {
+		t := t0
+		for s := 0; s < min(sw[i], m.Len[i]); s++ {
+			t += m.H[s*m.N+i]
+		}
+		dst[i] = t
+	}
+	return dst
+}
+
+// meshSegs returns the segments of trajectories idx of mesh m (on the
+// host), each switched within its steps (0 < Switch < Len).
+func meshSegs(q *problem, m *Mesh, idx []int) (*autoSegs, error) {
+	sm, err := m.subset(idx)
+	if err != nil {
+		return nil, err
+	}
+	k := len(idx)
+	sg := &autoSegs{idx: idx}
+	l1, l2 := make([]int, k), make([]int, k)
+	for x := range idx {
+		l1[x] = sm.Switch[x]
+		l2[x] = sm.Len[x] - sm.Switch[x]
+	}
+	sg.m1, sg.m2 = meshRows(sm, l1, nil), meshRows(sm, l2, l1)
+	sg.ts = switchTimes(nil, sm, q.T0, l1)
+	return sg, nil
+}
+
+// meshRows returns the mesh of lens[x] steps of each trajectory x of m
+// from its step from[x] on (from nil: 0).
+func meshRows(m *Mesh, lens, from []int) *Mesh {
+	k := m.N
+	s := &Mesh{N: k, Len: lens}
+	for _, l := range lens {
+		s.Rows = max(s.Rows, l)
+	}
+	s.H = make([]float64, s.Rows*k)
+	for x, l := range lens {
+		f := 0
+		if from != nil {
+			f = from[x]
+		}
+		for r := 0; r < l; r++ {
+			s.H[r*k+x] = m.H[(f+r)*k+x]
+		}
+	}
+	s.Status = make([]Status, k)
+	return s
+}
+
+// segMesh gives mesh m (of the solver's method) what a job of the solver
+// on sub-problem sq reads of a mesh.
+func (sv *Solver) segMesh(m *Mesh, sq *problem) *Mesh {
+	c := *m
+	c.Switch, c.Stiff, c.Method, c.Fingerprint = nil, nil, methodByName(sv.plan.Method), sv.plan.Fingerprint
+	c.T0, c.T1 = sq.T0, sq.t1
+	if c.Status == nil {
+		c.Status = make([]Status, c.N)
+	}
+	return &c
+}
+
+// continueAuto runs op for the switched trajectories of sg (see the
+// comment at the top of this file) and returns their result, k rows in
+// the order of sg.idx: statuses, states, counts of both segments, the
+// merged mesh (records), the loss (its terms' sum times scale, the
+// whole problem's: see lossScale) and the gradient. A failure of the
+// Rodas5P segment leaves the sums out (mergeAuto's caller reports it).
+func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Loss, scale float64, sg *autoSegs) (*Result, error) {
+	alt, err := sv.stiffSolver()
+	if err != nil {
+		return nil, err
+	}
+	k, d, K := len(sg.idx), q.Field.Dim, len(q.SaveAt)
+	q1, _, err := sv.subOf(q, nil, sg.idx)
+	if err != nil {
+		return nil, err
+	}
+	if sg.y1 == nil {
+		// The Tsit5 segment's replay: the states at ts and the saves
+		// before them.
+		r1, err := sv.runPlan(ctx, OpReplay, q1, nil, sv.segMesh(sg.m1, q1), nil, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		sg.y1, sg.ys1 = r1.Y, r1.Ys
+	}
+	q2, _, err := sv.subOf(q, nil, sg.idx)
+	if err != nil {
+		return nil, err
+	}
+	q2.y0, q2.Y0, q2.t0s = sg.y1, sg.y1, sg.ts
+	// Without save times the loss reads the Rodas5P segment's final
+	// state alone: that segment's record and gradient with the loss
+	// itself, in one job (a GPU engine's fused kernel), give the loss
+	// and the cotangent of the states at ts.
+	fused := K == 0 && sg.m2 == nil && (op == OpLoss || op == OpGrad)
+	var r2 *Result
+	switch {
+	case fused:
+		_, sl, serr := sv.subOf(q, loss, sg.idx)
+		if serr != nil {
+			return nil, serr
+		}
+		r2, err = alt.runPlan(ctx, op, q2, sl, nil, nil, scale, nil)
+	case sg.m2 != nil:
+		r2, err = alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(sg.m2, q2), nil, 0, nil)
+	case op == OpSolve:
+		r2, err = alt.runPlan(ctx, OpSolve, q2, nil, nil, nil, 0, nil)
+	default:
+		r2, err = alt.runPlan(ctx, OpRecord, q2, nil, nil, nil, 0, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m2 := sg.m2
+	if m2 == nil && r2.Mesh != nil {
+		if err := toHost(r2.Mesh); err != nil {
+			return nil, err
+		}
+		m2 = r2.Mesh
+	}
+	ys2 := r2.Ys
+	if (op == OpLoss || op == OpGrad) && K > 0 && len(ys2) < k*K*d && m2 != nil && allOK(r2.Status) {
+		// A record that returned no saves (a GPU engine's): the saves
+		// from the replay of its steps.
+		rr, err := alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(m2, q2), nil, 0, nil)
+		if err != nil {
+			return nil, err
+		}
+		ys2 = rr.Ys
+	}
+	out := &Result{Status: r2.Status, Y: r2.Y, T: r2.T, LastH: r2.LastH, LastY: r2.LastY,
+		RecordTime: r2.RecordTime, Stats: Stats{Wall: r2.Stats.Wall}}
+	if out.Status == nil {
+		out.Status = make([]Status, k) // a replay: every one OK
+	}
+	if K > 0 && (len(ys2) > 0 || op != OpRecord) {
+		// The saves before ts the Tsit5 segment's, the others Rodas5P's
+		// (an engine's record may return none).
+		out.Ys = make([]float64, k*K*d)
+		for x, t := range sg.ts {
+			for c, tau := range q.SaveAt {
+				src := ys2
+				if tau < t {
+					src = sg.ys1
+				}
+				o := (x*K + c) * d
+				if len(src) >= o+d {
+					copy(out.Ys[o:o+d], src[o:o+d])
+				} else {
+					nanFill(out.Ys[o : o+d])
+				}
+			}
+		}
+	}
+	if sg.m2 == nil && r2.Stats.Accepted != nil {
+		st := &out.Stats
+		st.Accepted = make([]int, k)
+		if sg.rej1 != nil && r2.Stats.Rejected != nil {
+			st.Rejected = make([]int, k)
+		}
+		if sg.fe1 != nil && r2.Stats.FieldEvals != nil {
+			st.FieldEvals = make([]int, k)
+		}
+		for x := range st.Accepted {
+			st.Accepted[x] = sg.acc1[x] + r2.Stats.Accepted[x]
+			if st.Rejected != nil {
+				st.Rejected[x] = sg.rej1[x] + r2.Stats.Rejected[x]
+			}
+			if st.FieldEvals != nil {
+				st.FieldEvals[x] = sg.fe1[x] + r2.Stats.FieldEvals[x]
+			}
+		}
+	}
+	if op != OpSolve && sg.m1 != nil && m2 != nil {
+		// The merged mesh: the Tsit5 steps, then the Rodas5P ones.
+		lens := make([]int, k)
+		for x := range lens {
+			lens[x] = sg.m1.Len[x] + m2.Len[x]
+		}
+		m := &Mesh{N: k, Len: lens, Status: out.Status, Stats: out.Stats}
+		for _, l := range lens {
+			m.Rows = max(m.Rows, l)
+		}
+		m.H = make([]float64, m.Rows*k)
+		for x := range lens {
+			l1 := sg.m1.Len[x]
+			for r := 0; r < l1; r++ {
+				m.H[r*k+x] = sg.m1.H[r*k+x]
+			}
+			for r := 0; r < m2.Len[x]; r++ {
+				m.H[(l1+r)*k+x] = m2.H[r*m2.N+x]
+			}
+		}
+		out.Mesh = m
+	}
+	switch {
+	case (op != OpLoss && op != OpGrad) || !allOK(out.Status):
+		return out, nil
+	case fused:
+		out.Loss = r2.Loss
+		if op == OpLoss {
+			return out, nil
+		}
+		return out, sv.chainTsit5(ctx, q, sg, out, r2, nil, nil, nil)
+	}
+	return out, sv.chainLoss(ctx, op, q, loss, scale, sg, out, m2)
+}
+
+// chainLoss computes the loss of the switched trajectories of sg from
+// their states (out's) and, for a gradient, the gradient through both
+// segments (m2: the Rodas5P steps), into out.
+func (sv *Solver) chainLoss(ctx context.Context, op Op, q *problem, loss *Loss, scale float64, sg *autoSegs, out *Result, m2 *Mesh) error {
+	alt, err := sv.stiffSolver()
+	if err != nil {
+		return err
+	}
+	k, d, K, np, ns := len(sg.idx), q.Field.Dim, len(q.SaveAt), q.Field.Params, q.Field.Shared
+	sq, sl, err := sv.subOf(q, loss, sg.idx)
+	if err != nil {
+		return err
+	}
+	lp, err := sv.lossPlan(sl, sq)
+	if err != nil {
+		return err
+	}
+	terms, bar, err := hostLoss(lp, op == OpGrad, sq, out.Y, out.Ys)
+	if err != nil {
+		return err
+	}
+	for x, l := range terms {
+		if x == 0 {
+			out.Loss = l
+		} else {
+			out.Loss += l
+		}
+	}
+	out.Loss *= scale
+	if op != OpGrad {
+		return nil
+	}
+	// The loss's cotangents, scaled: of y(T1) at bar[1+c], of save x at
+	// bar[1+d+x], of p at bar[1+d+K·d+c], of s after them; bar[o][x] is
+	// trajectory x's.
+	cy, cs, cp, cg := 1, 1+d, 1+d+K*d, 1+d+K*d+np
+	// The Rodas5P segment: its final state's and its saves' cotangents.
+	data2 := make([]float64, k*cotangentWidth(d, K))
+	for x, t := range sg.ts {
+		row := data2[x*cotangentWidth(d, K):]
+		for c := 0; c < d; c++ {
+			row[c] = scale * bar[cy+c][x]
+		}
+		for s, tau := range q.SaveAt {
+			if tau >= t {
+				row[d+K*d+s] = 1
+				for c := 0; c < d; c++ {
+					row[d+s*d+c] = scale * bar[cs+s*d+c][x]
+				}
+			}
+		}
+	}
+	q2, _, err := sv.subOf(q, nil, sg.idx)
+	if err != nil {
+		return err
+	}
+	q2.y0, q2.Y0, q2.t0s = sg.y1, sg.y1, sg.ts
+	g2, err := alt.runPlan(ctx, OpGrad, q2, cotangentLoss(d, K, data2), alt.segMesh(m2, q2), nil, 1, nil)
+	if err != nil {
+		return err
+	}
+	// The loss's own terms of the gradient, scaled: ∂ℓ/∂p [k×np], ∂ℓ/∂s
+	// summed [ns], the saves' cotangents [k×K×d].
+	ownP, ownS, barYs := make([]float64, k*np), make([]float64, ns), make([]float64, k*K*d)
+	for x := 0; x < k; x++ {
+		for c := 0; c < np; c++ {
+			ownP[x*np+c] = scale * bar[cp+c][x]
+		}
+		for c := 0; c < K*d; c++ {
+			barYs[x*K*d+c] = scale * bar[cs+c][x]
+		}
+	}
+	for c := 0; c < ns; c++ {
+		v := 0.0
+		for x := 0; x < k; x++ {
+			v += bar[cg+c][x]
+		}
+		ownS[c] = scale * v
+	}
+	return sv.chainTsit5(ctx, q, sg, out, g2, barYs, ownP, ownS)
+}
+
+// chainTsit5 runs the Tsit5 segments' gradient of sg from the cotangents
+// of the states at the switch times, the Rodas5P segments' gradient g2's
+// GradY0, and of the saves before them (barYs [k×K×Dim], nil: none), and
+// sets out's gradient: ∂L/∂y0 that one's, ∂L/∂p and ∂L/∂s the sums of
+// both segments' and of the loss's own terms ownP [k×Params] and ownS
+// [Shared] (nil: 0).
+func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out, g2 *Result, barYs, ownP, ownS []float64) error {
+	k, d, K, np, ns := len(sg.idx), q.Field.Dim, len(q.SaveAt), q.Field.Params, q.Field.Shared
+	w := cotangentWidth(d, K)
+	data1 := make([]float64, k*w)
+	for x, t := range sg.ts {
+		row := data1[x*w:]
+		copy(row[:d], g2.GradY0[x*d:(x+1)*d])
+		for s, tau := range q.SaveAt {
+			if tau < t && barYs != nil {
+				row[d+K*d+s] = 1
+				copy(row[d+s*d:d+(s+1)*d], barYs[(x*K+s)*d:(x*K+s+1)*d])
+			}
+		}
+	}
+	q1, _, err := sv.subOf(q, nil, sg.idx)
+	if err != nil {
+		return err
+	}
+	g1, err := sv.runPlan(ctx, OpGrad, q1, cotangentLoss(d, K, data1), sv.segMesh(sg.m1, q1), nil, 1, nil)
+	if err != nil {
+		return err
+	}
+	out.GradY0 = g1.GradY0
+	out.GradP = make([]float64, k*np)
+	finite := true
+	for x := 0; x < k*np; x++ {
+		v := g1.GradP[x] + g2.GradP[x]
+		if ownP != nil {
+			v += ownP[x]
+		}
+		out.GradP[x] = v
+		finite = finite && !math.IsNaN(v) && !math.IsInf(v, 0)
+	}
+	out.GradS = make([]float64, ns)
+	for c := range out.GradS {
+		v := g1.GradS[c] + g2.GradS[c]
+		if ownS != nil {
+			v += ownS[c]
+		}
+		out.GradS[c] = v
+	}
+	out.GradFinite = finite && g1.GradFinite && finiteAll(out.GradY0) < 0
+	out.GradTime = g1.GradTime + g2.GradTime
+	out.StoredBytes = max(g1.StoredBytes, g2.StoredBytes)
+	return nil
+}
+
+// cotangentWidth is the data width of cotangentLoss: the final state's
+// cotangent [d], the saves' [K·d] and their mask [K].
+func cotangentWidth(d, K int) int { return d + K*d + K }
+
+// cotangentLoss returns the linear loss Σ_c ȳ_c·y_c + Σ_k m_k·Σ_c
+// ȳs_k,c·ys_k,c of a trajectory's final state y and saves ys, with the
+// cotangents ȳ, ȳs and the 0/1 masks m of its data row (width
+// cotangentWidth): its gradient is the backward sweep of the steps from
+// those cotangents. A save whose mask is 0 does not count, whatever its
+// value (NaN included: a Select, not a product).
+func cotangentLoss(d, K int, data []float64) *Loss {
+	return &Loss{Name: "auto_chain", DataDim: cotangentWidth(d, K), Data: data,
+		F: func(y, ys, c []tape.V) tape.V {
+			s := c[0].Mul(y[0])
+			for i := 1; i < d; i++ {
+				s = s.Add(c[i].Mul(y[i]))
+			}
+			zero := c[0].Const(0)
+			for k := 0; k < K; k++ {
+				var v tape.V
+				for i := 0; i < d; i++ {
+					t := c[d+k*d+i].Mul(ys[k*d+i])
+					if i == 0 {
+						v = t
+					} else {
+						v = v.Add(t)
+					}
+				}
+				s = s.Add(tape.Select(c[d+K*d+k], v, zero))
+			}
+			return s
+		}}
+}
+
+// hostLoss runs the loss's term (grad false) or its gradient program on
+// the host for the k trajectories of sq from their final states y
+// [k×Dim] and saves ys [k×K×Dim]: the terms [k] and, for the gradient,
+// the program's outputs by output (ℓ first), each [k].
+func hostLoss(lp *LossPlan, grad bool, sq *problem, y, ys []float64) ([]float64, [][]float64, error) {
+	k, d, K, np, ns := sq.n, sq.Field.Dim, len(sq.SaveAt), sq.Field.Params, sq.Field.Shared
+	prog := lp.Term
+	if grad {
+		prog = lp.Grad
+	}
+	ex, err := tape.NewExec(prog, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	var in [][]float64
+	in = append(in, colsOf(y, k, d)...)
+	in = append(in, colsOf(ys, k, K*d)...)
+	in = append(in, colsOf(lp.Data, k, lp.DataDim)...)
+	in = append(in, colsOf(sq.p, k, np)...)
+	for c := 0; c < ns; c++ {
+		in = append(in, sq.Shared[c:c+1])
+	}
+	out := make([][]float64, len(prog.Outputs))
+	for o := range out {
+		out[o] = make([]float64, k)
+	}
+	if err := ex.Run(out, in, k); err != nil {
+		return nil, nil, fmt.Errorf("ode: loss %s: %w", lp.Term.Name, err)
+	}
+	return out[0], out, nil
+}
+
+// colsOf returns the w columns [n] of the row-major x [n×w].
+func colsOf(x []float64, n, w int) [][]float64 {
+	soa := toSoA(make([]float64, n*w), x, n, w)
+	cols := make([][]float64, w)
+	for c := range cols {
+		cols[c] = soa[c*n : (c+1)*n]
+	}
+	return cols
+}
