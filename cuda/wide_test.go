@@ -108,6 +108,13 @@ func wideSharedCase(n, d int) engineCase {
 // testWide runs case c in the wide layout on engine name (see
 // TestHostWide): ops (nil: solve, record, loss, grad).
 func testWide(t *testing.T, name string, c engineCase, ops []string) {
+	testWideVs(t, name, tuned(t, name, Tuning{Layout: LayoutThread}), c, ops)
+}
+
+// testWideVs is testWide with the thread layout's engine for the
+// gradient's comparison named (thread).
+func testWideVs(t *testing.T, name, thread string, c engineCase, ops []string) {
+	t.Helper()
 	sim := name
 	d := c.prob.Field.Dim
 	if ops == nil {
@@ -149,7 +156,7 @@ func testWide(t *testing.T, name string, c engineCase, ops []string) {
 		}
 	}
 	if slices.Contains(ops, "grad") {
-		wideAgainstThread(t, name, c)
+		wideAgainst(t, thread, name, c)
 	}
 }
 
@@ -162,10 +169,17 @@ func testWide(t *testing.T, name string, c engineCase, ops []string) {
 // within 1.5e-14). It logs the largest differences.
 func wideAgainstThread(t *testing.T, name string, c engineCase) {
 	t.Helper()
+	wideAgainst(t, tuned(t, name, Tuning{Layout: LayoutThread}), name, c)
+}
+
+// wideAgainst is wideAgainstThread with the engines named: thread (the
+// thread layout's) and wide (the wide layout's).
+func wideAgainst(t *testing.T, threadEngine, wideEngine string, c engineCase) {
+	t.Helper()
 	p := c.prob
 	var grads [2]*ode.Gradient
-	for k, tun := range []Tuning{{Layout: LayoutThread}, {}} {
-		g, err := c.solver(t, tuned(t, name, tun)).Grad(nil, &p, c.loss, nil)
+	for k, engine := range []string{threadEngine, wideEngine} {
+		g, err := c.solver(t, engine).Grad(nil, &p, c.loss, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
