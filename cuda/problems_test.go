@@ -20,7 +20,7 @@ import (
 // m: the default state and parameters, each row scaled by its own factor
 // in [0.9, 1.1] (a spread of meshes), one save time mid-way, and a loss of
 // the final and saved states.
-func problemCase(t *testing.T, name string, m ode.Method, n int) engineCase {
+func problemCase(t testing.TB, name string, m ode.Method, n int) engineCase {
 	t.Helper()
 	pr, err := problems.ByName(name)
 	if err != nil {

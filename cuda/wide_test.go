@@ -59,6 +59,18 @@ func TestGPUWide(t *testing.T) {
 	}
 }
 
+// TestGPUWideRosenbrock is TestHostWideRosenbrock on the device (engine
+// "cuda", the wide layout its default for Rosenbrock methods from
+// kernelgen.WideMinDimFactor): Pollution (d = 20) with Rodas5P (a save
+// time) and Rosenbrock23 (none), 1,000 trajectories, and the Brusselator
+// (d = 64) with Rodas5P, 256, to t = 0.5.
+func TestGPUWideRosenbrock(t *testing.T) {
+	needGPUEngine(t)
+	testWideRos(t, "cuda", wideRosCase(t, "pollution", ode.Rodas5P, 1000, 0.5, true), nil)
+	testWideRos(t, "cuda", wideRosCase(t, "pollution", ode.Rosenbrock23, 1000, 0.5, false), []string{"grad"})
+	testWideRos(t, "cuda", wideRosCase(t, "brusselator", ode.Rodas5P, 256, 0.5, false), nil)
+}
+
 // wideSavesCase is wideSharedCase with five save times: at t0, inside
 // steps, one twice, at T1; and a loss that reads four of them.
 func wideSavesCase(n, d int) engineCase {
@@ -247,44 +259,71 @@ func BenchmarkGPUWide(b *testing.B) {
 				c = wideBenchGradCase(4096, d)
 			}
 			for _, e := range engines {
-				b.Run(fmt.Sprintf("%s/d=%d/%s", op, d, e.name), func(b *testing.B) {
-					set := c.set
-					set.Engine = e.engine
-					sv, err := ode.NewSolver(c.prob.Field, &set)
-					if err != nil {
-						b.Fatal(err)
-					}
-					var sol ode.Solution
-					var g ode.Gradient
-					var tr Trace
-					ctx := WithTrace(b.Context(), &tr)
-					call := func() error {
-						if op == "grad" {
-							_, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil)
-							return err
-						}
-						_, err := sv.SolveToContext(ctx, &sol, &c.prob)
-						return err
-					}
-					if err := call(); err != nil { // warm: the kernel
-						b.Fatal(err)
-					}
-					if got := tr.Stats().Layout; got != e.name {
-						b.Fatalf("layout %q, want %q", got, e.name)
-					}
-					tr.Reset()
-					b.ResetTimer()
-					for range b.N {
-						if err := call(); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.StopTimer()
-					b.ReportMetric(float64(tr.Stats().Kernel)/1e6/float64(b.N), "kernel-ms/op")
-				})
+				b.Run(fmt.Sprintf("%s/d=%d/%s", op, d, e.name), func(b *testing.B) { benchWide(b, c, op, e.engine, e.name) })
 			}
 		}
 	}
+	// Rosenbrock methods (the factor of W in the warp's shared memory):
+	// the gradient with the record of Pollution (d = 20, n = 4096) and the
+	// Brusselator (d = 64, n = 1024) with Rodas5P, t ∈ [0, 0.5].
+	for _, rc := range []struct {
+		name string
+		n    int
+	}{{"pollution", 4096}, {"brusselator", 1024}} {
+		c := wideRosBenchCase(b, rc.name, rc.n)
+		for _, e := range engines {
+			b.Run(fmt.Sprintf("grad/%s-Rodas5P/%s", rc.name, e.name), func(b *testing.B) { benchWide(b, c, "grad", e.engine, e.name) })
+		}
+	}
+}
+
+// wideRosBenchCase is BenchmarkGPUWide's Rosenbrock case: problem name
+// with Rodas5P, n trajectories (problemCase's rows), t ∈ [T0, T0 + 0.5],
+// no save times, loss Σ‖y(T)‖².
+func wideRosBenchCase(b *testing.B, name string, n int) engineCase {
+	c := problemCase(b, name, ode.Rodas5P, n)
+	c.prob.T1, c.prob.SaveAt = c.prob.T0+0.5, nil
+	c.loss = ode.SumSquares()
+	return c
+}
+
+// benchWide times op ("solve" or "grad") of case c on engine, whose
+// layout must be layout: kernel-ms is the trace's kernel time, ms/op the
+// whole call's.
+func benchWide(b *testing.B, c engineCase, op, engine, layout string) {
+	set := c.set
+	set.Engine = engine
+	sv, err := ode.NewSolver(c.prob.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sol ode.Solution
+	var g ode.Gradient
+	var tr Trace
+	ctx := WithTrace(b.Context(), &tr)
+	call := func() error {
+		if op == "grad" {
+			_, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil)
+			return err
+		}
+		_, err := sv.SolveToContext(ctx, &sol, &c.prob)
+		return err
+	}
+	if err := call(); err != nil { // warm: the kernel
+		b.Fatal(err)
+	}
+	if got := tr.Stats().Layout; got != layout {
+		b.Fatalf("layout %q, want %q", got, layout)
+	}
+	tr.Reset()
+	b.ResetTimer()
+	for range b.N {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tr.Stats().Kernel)/1e6/float64(b.N), "kernel-ms/op")
 }
 
 // wideBenchGradCase is the large-state suite's Lorenz-96 gradient case

@@ -19,7 +19,7 @@ import (
 //     s and live) and ops.OpLUFactor (the d² entries of W): an array of
 //     d·ld + d reals (ld = d | 1, an odd row stride, so that the lanes'
 //     reads of a column fall in distinct banks), its pivots after the
-//     rows; filled (wideFillArray), shifted in place to W = I + s·M
+//     rows; filled (wideEmitter.fillArray), shifted in place to W = I + s·M
 //     (gs_wide_lu_shift: the thread layout's gs_lu_shift per entry) and
 //     factored (gs_wide_lu_factor);
 //   - ops.OpLUSolve and ops.OpLUSolveT: an array of d reals filled with
