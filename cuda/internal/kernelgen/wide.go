@@ -1027,27 +1027,9 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 		name := fmt.Sprintf("gs_g%d", w.ngath)
 		w.ngath++
 		fmt.Fprintf(&e.sb, "  gs_real* const %s = gs_w + %s;  // [%d]\n", name, offMark(name), n)
-		for c := 0; c < len(xs); {
-			// The run of entries arr[i0 + j] from c on.
-			run := 1
-			if m := entryRef.FindStringSubmatch(xs[c]); m != nil {
-				i0, _ := strconv.Atoi(m[2])
-				for ; c+run < len(xs); run++ {
-					y := entryRef.FindStringSubmatch(xs[c+run])
-					if y == nil || y[1] != m[1] || y[2] != strconv.Itoa(i0+run) {
-						break
-					}
-				}
-				if run >= rerollMinRun {
-					fill.loops = append(fill.loops, fmt.Sprintf("#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) %s[%s] = %s[%s];\n",
-						run, name, affine(c, 1), m[1], affine(i0, 1)))
-					c += run
-					continue
-				}
-			}
-			fill.lane0 = append(fill.lane0, fmt.Sprintf("    %s[%d] = %s;\n", name, c, xs[c]))
-			c++
-		}
+		loops, lane0 := fillRuns(name, xs, func(q string) string { return q }, "")
+		fill.loops = append(fill.loops, loops...)
+		fill.lane0 = append(fill.lane0, lane0...)
 		r = name + "[gs_c]"
 	}
 	gathered[key] = r

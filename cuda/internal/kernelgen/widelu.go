@@ -310,12 +310,9 @@ func (w *wideEmitter) argRef(a tape.ID) string {
 // the index at(q), a C expression of q) to refs[q]: after a __syncwarp()
 // (the space may have held arrays that other lanes were still reading),
 // the most frequent value, if it is at least rerollMinRun entries', by
-// a loop over all entries split over the lanes; then the runs of at
-// least rerollMinRun entries that read one array at entries in
-// arithmetic progression, as the set entries do (a band of a Jacobian:
-// the same body position of a loop, entries d + 1 apart), by loops split
-// over the lanes; the others by lane 0. The array is complete for every
-// lane after the function the writes are for starts (its __syncwarp()).
+// a loop over all entries split over the lanes; then the others as
+// fillRuns writes them. The array is complete for every lane after the
+// function the writes are for starts (its __syncwarp()).
 func (w *wideEmitter) fillArray(name string, refs []string, at func(q string) string) {
 	sb := &w.e.sb
 	n := len(refs)
@@ -334,12 +331,32 @@ func (w *wideEmitter) fillArray(name string, refs []string, at func(q string) st
 		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) %s[%s] = %s;\n", n, name, at("gs_c"), def)
 		sb.WriteString("  GS_SYNCWARP();\n")
 	}
-	// The entries that read arrays, by array, in order.
+	loops, lane0 := fillRuns(name, refs, at, def)
+	for _, l := range loops {
+		sb.WriteString(l)
+	}
+	if len(lane0) > 0 {
+		sb.WriteString("  if (gs_lane == 0) {\n")
+		for _, l := range lane0 {
+			sb.WriteString(l)
+		}
+		sb.WriteString("  }\n")
+	}
+}
+
+// fillRuns returns the statements that set entries q of array name (at
+// the index at(q)) to refs[q], but for those equal to skip: the runs of
+// at least rerollMinRun entries that read one array at entries in
+// arithmetic progression as q does (a loop's array read in order, a
+// species of a grid of two read every other entry, a band of a Jacobian
+// entries d + 1 apart) as loops split over the lanes (loops), the others
+// one by one for lane 0 (lane0).
+func fillRuns(name string, refs []string, at func(q string) string, skip string) (loops, lane0 []string) {
 	type entry struct{ q, idx int }
 	byArr := map[string][]entry{}
 	var rest []int
 	for q, r := range refs {
-		if r == def {
+		if r == skip {
 			continue
 		}
 		if m := entryRef.FindStringSubmatch(r); m != nil {
@@ -357,17 +374,17 @@ func (w *wideEmitter) fillArray(name string, refs []string, at func(q string) st
 	for _, a := range arrs {
 		es := byArr[a]
 		for i := 0; i < len(es); {
-			run := 1
 			if i+1 < len(es) {
 				dq, di := es[i+1].q-es[i].q, es[i+1].idx-es[i].idx
-				for run = 2; i+run < len(es); run++ {
+				run := 2
+				for ; i+run < len(es); run++ {
 					if es[i+run].q-es[i+run-1].q != dq || es[i+run].idx-es[i+run-1].idx != di {
 						break
 					}
 				}
 				if run >= rerollMinRun {
-					fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) %s[%s] = %s[%s];\n",
-						run, name, at(affine(es[i].q, dq)), a, affine(es[i].idx, di))
+					loops = append(loops, fmt.Sprintf("#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) %s[%s] = %s[%s];\n",
+						run, name, at(affine(es[i].q, dq)), a, affine(es[i].idx, di)))
 					i += run
 					continue
 				}
@@ -376,12 +393,9 @@ func (w *wideEmitter) fillArray(name string, refs []string, at func(q string) st
 			i++
 		}
 	}
-	if len(rest) > 0 {
-		sort.Ints(rest)
-		sb.WriteString("  if (gs_lane == 0) {\n")
-		for _, q := range rest {
-			fmt.Fprintf(sb, "    %s[%s] = %s;\n", name, at(strconv.Itoa(q)), refs[q])
-		}
-		sb.WriteString("  }\n")
+	sort.Ints(rest)
+	for _, q := range rest {
+		lane0 = append(lane0, fmt.Sprintf("    %s[%s] = %s;\n", name, at(strconv.Itoa(q)), refs[q]))
 	}
+	return loops, lane0
 }
