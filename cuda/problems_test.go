@@ -137,20 +137,12 @@ func problemKnife(n int) int { return n / 100 }
 // problemKnife); their gradients are still checked on their own mesh.
 func compareOwnMesh(t *testing.T, engine string, c engineCase, knife int) {
 	t.Helper()
+	cpu, dev := c.solver(t, "cpu"), c.solver(t, engine)
 	p := c.prob
-	got, err := c.solver(t, engine).Grad(nil, &p, c.loss, nil)
+	got, err := dev.Grad(nil, &p, c.loss, nil)
 	if err != nil {
 		t.Fatalf("%s: %s grad: %v", c.name, engine, err)
 	}
-	compareOnOwnMesh(t, engine, c, got, knife)
-}
-
-// compareOnOwnMesh is compareOwnMesh for got, engine's gradient with the
-// record of case c.
-func compareOnOwnMesh(t *testing.T, engine string, c engineCase, got *ode.Gradient, knife int) {
-	t.Helper()
-	cpu := c.solver(t, "cpu")
-	p := c.prob
 	rec, _, err := cpu.Record(&p)
 	if err != nil {
 		t.Fatalf("%s: CPU record: %v", c.name, err)

@@ -38,10 +38,15 @@ import (
 // each row's terms in the thread layout's order (bit for bit), the
 // backward one (U's, Lᵀ's) in the reverse order (the thread layout sums
 // row r's terms from column r + 1 on, which would serialise the lanes),
-// so solutions agree with the thread layout's to rounding. The pivots'
-// row swaps are lane 0's.
+// so solutions agree with the thread layout's to rounding (with
+// GS_WIDE_LU_SEQ defined, lane 0 runs the backward triangles in the
+// thread layout's order: bit for bit). The pivots' row swaps are lane
+// 0's.
 const wideLUHelper = `// The wide layout's LU factors (widelu.go): a d×d matrix in the warp's
 // shared memory, row r at r*GS_WLD(D), the pivot rows after the D rows.
+// Defined, GS_WIDE_LU_SEQ has lane 0 run the solves' backward triangles
+// in the thread layout's order (bit for bit, sequential): for a device
+// measurement against the column-by-column form.
 #define GS_WLD(D) ((D) | 1)
 #define GS_WLU_AT(q, D) ((q) / (D) * GS_WLD(D) + (q) % (D))
 GS_DEVICE gs_real gs_wide_max(gs_real x) {
@@ -181,6 +186,19 @@ GS_DEVICE void gs_wide_lu_solve(gs_real* x, const gs_real* f) {
     for (int r = c + 1 + lane; r < D; r += GS_WSTRIDE) x[r] -= f[r * LD + c] * xc;
     GS_SYNCWARP();
   }
+#ifdef GS_WIDE_LU_SEQ
+  if (lane == 0) {
+#pragma unroll 1
+    for (int r = D - 1; r >= 0; r--) {
+      gs_real s = x[r];
+#pragma unroll 1
+      for (int c = r + 1; c < D; c++) s -= f[r * LD + c] * x[c];
+      x[r] = s / f[r * LD + r];
+    }
+  }
+  GS_SYNCWARP();
+  return;
+#endif
   // U: x[c] is stored in the next column's round, after every lane has
   // read it.
   gs_real prev = 0;
@@ -217,6 +235,18 @@ GS_DEVICE void gs_wide_lu_solve_t(gs_real* x, const gs_real* f) {
   }
   if (lane == 0) x[D - 1] = prev;
   GS_SYNCWARP();
+#ifdef GS_WIDE_LU_SEQ
+  if (lane == 0) {
+#pragma unroll 1
+    for (int r = D - 2; r >= 0; r--) {
+      gs_real s = x[r];
+#pragma unroll 1
+      for (int c = r + 1; c < D; c++) s -= f[c * LD + r] * x[c];
+      x[r] = s;
+    }
+  }
+  GS_SYNCWARP();
+#else
 #pragma unroll 1
   for (int c = D - 1; c > 0; c--) {
     const gs_real xc = x[c];
@@ -224,6 +254,7 @@ GS_DEVICE void gs_wide_lu_solve_t(gs_real* x, const gs_real* f) {
     for (int r = lane; r < c; r += GS_WSTRIDE) x[r] -= f[c * LD + r] * xc;
     GS_SYNCWARP();
   }
+#endif
   if (lane == 0) {
 #pragma unroll 1
     for (int k = D - 1; k >= 0; k--) {

@@ -26,7 +26,8 @@ import (
 // (live = 0: W = I). The shifted matrices and
 // the factors (pivots included) must be the thread layout's bit for bit;
 // the solutions of W x = b and Wᵀ x = b within 1e-13 relative (their
-// backward triangles subtract in another order), NaN where NaN.
+// backward triangles subtract in another order), NaN where NaN, and bit
+// for bit with GS_WIDE_LU_SEQ defined.
 func TestWideLU(t *testing.T) {
 	t.Parallel()
 	cc := kerneltest.GXX(t)
@@ -72,16 +73,21 @@ func TestWideLU(t *testing.T) {
 			for k := range b {
 				b[k] = r.NormFloat64()
 			}
-			out := runWideLU(t, cc, c.d, c.m, b, c.s, c.live)
+			out := runWideLU(t, cc, c.d, c.m, b, c.s, c.live, false)
 			want, got := out["thread"], out["wide"]
-			for _, part := range []string{"w", "f"} {
-				for k := range want[part] {
-					x, y := got[part][k], want[part][k]
-					if math.Float64bits(x) != math.Float64bits(y) && !(math.IsNaN(x) && math.IsNaN(y)) {
-						t.Fatalf("%s[%d]: wide %v, thread %v (want the same bits)", part, k, x, y)
+			seq := runWideLU(t, cc, c.d, c.m, b, c.s, c.live, true)["wide"]
+			same := func(what string, got map[string][]float64, parts ...string) {
+				for _, part := range parts {
+					for k := range want[part] {
+						x, y := got[part][k], want[part][k]
+						if math.Float64bits(x) != math.Float64bits(y) && !(math.IsNaN(x) && math.IsNaN(y)) {
+							t.Fatalf("%s %s[%d]: %v, thread %v (want the same bits)", what, part, k, x, y)
+						}
 					}
 				}
 			}
+			same("wide", got, "w", "f")
+			same("wide with GS_WIDE_LU_SEQ", seq, "w", "f", "x", "xt")
 			failed := math.IsNaN(want["f"][c.d*c.d])
 			if want := c.name == "singular" || c.name == "inf" || c.name == "nan"; failed != want {
 				t.Errorf("factor failed %v, want %v", failed, want)
@@ -99,10 +105,10 @@ func TestWideLU(t *testing.T) {
 }
 
 // runWideLU compiles and runs both layouts' LU helpers on M (d×d, row
-// major), s, live and b, and returns, by layout, the shifted matrix w,
+// major), s, live and b (with GS_WIDE_LU_SEQ if seq), and returns, by layout, the shifted matrix w,
 // the factor f (the d² entries row-major, then the d pivots) and the
 // solutions x and xt.
-func runWideLU(t *testing.T, cc string, d int, m, b []float64, s, live float64) map[string]map[string][]float64 {
+func runWideLU(t *testing.T, cc string, d int, m, b []float64, s, live float64, seq bool) map[string]map[string][]float64 {
 	t.Helper()
 	vec := func(xs []float64) string {
 		out := make([]string, len(xs))
@@ -120,6 +126,9 @@ func runWideLU(t *testing.T, cc string, d int, m, b []float64, s, live float64) 
 	}
 	ld := d | 1
 	var sb strings.Builder
+	if seq {
+		sb.WriteString("#define GS_WIDE_LU_SEQ 1\n")
+	}
 	sb.WriteString(kerneltest.WarpSim)
 	sb.WriteString(prelude)
 	sb.WriteString(luShift)
