@@ -37,12 +37,16 @@ func wideRosCase(t *testing.T, name string, m ode.Method, n int, t1 float64, sav
 
 // TestHostWideRosenbrock runs Rosenbrock methods in the wide layout (the
 // factor of W in the warp's shared memory: kernelgen's widelu.go) on a
-// simulated warp: Pollution (d = 20, the default from
-// kernelgen.WideMinDimFactor) with Rodas5P and Rosenbrock23, Robertson
-// (d = 3, the explicit factor of W and its VJP's d² terms; the wide
-// layout forced by Tuning.wideFrom) with Rodas5P, with a save time and
-// without; with -long the Brusselator (d = 64) with Rodas5P. See
-// testWideRos for what is compared.
+// simulated warp, two trajectories each: Pollution (d = 20, the default
+// from kernelgen.WideMinDimFactor) to t = 0.2 with Rosenbrock23 and
+// Rodas5P (with a save time: solve, record and gradient; without: the
+// gradient), Robertson (d = 3, the explicit factor of W and its VJP's d²
+// terms; the wide layout forced by Tuning.wideFrom) to t = 10 with
+// Rodas5P and Rosenbrock23 likewise; with -short Pollution with
+// Rosenbrock23 only, with -long the Brusselator (d = 64) with Rodas5P
+// too. See testWideRos for what is compared. About 12 minutes on two
+// shared cores (the simulated warp's 32 threads meet at every
+// __syncwarp(): a solve of Pollution's W takes 40).
 func TestHostWideRosenbrock(t *testing.T) {
 	needHost(t)
 	t.Parallel()
@@ -57,8 +61,8 @@ func TestHostWideRosenbrock(t *testing.T) {
 	}
 	small := tuned(t, "cuda-host-sim", Tuning{wideFrom: 1})
 	cases := []tc{
-		{"pollution", ode.Rodas5P, 2, 0.2, true, "cuda-host-sim", nil},
 		{"pollution", ode.Rosenbrock23, 2, 0.2, false, "cuda-host-sim", []string{"grad"}},
+		{"pollution", ode.Rodas5P, 2, 0.2, true, "cuda-host-sim", nil},
 		{"pollution", ode.Rodas5P, 2, 0.2, false, "cuda-host-sim", []string{"grad"}},
 		{"robertson", ode.Rodas5P, 2, 10, true, small, nil},
 		{"robertson", ode.Rosenbrock23, 2, 10, false, small, []string{"grad"}},
