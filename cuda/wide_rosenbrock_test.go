@@ -2,8 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
-	"slices"
 	"strings"
 	"testing"
 
@@ -183,22 +181,7 @@ func wideOnMesh(t *testing.T, engine string, c engineCase, g *ode.Gradient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// dL/dy0's rounding sensitivity on the CPU.
-	spread := make([]float64, len(want.Y0))
-	for _, dir := range []float64{1, -1} {
-		q := p
-		q.Y0 = slices.Clone(p.Y0)
-		for k := range q.Y0 {
-			q.Y0[k] = math.Nextafter(q.Y0[k], dir*math.Inf(1))
-		}
-		moved, err := cpu.Grad(nil, &q, c.loss, g.Mesh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k := range spread {
-			spread[k] = math.Max(spread[k], math.Abs(moved.Y0[k]-want.Y0[k]))
-		}
-	}
+	spread := ulpSpread(t, cpu, c, g.Mesh, want)
 	d, np := p.Field.Dim, p.Field.Params
 	for _, ref := range []struct {
 		name string
@@ -210,24 +193,7 @@ func wideOnMesh(t *testing.T, engine string, c engineCase, g *ode.Gradient) {
 		closeRows(t, w+" dL/dP", g.P, ref.g.P, np, c.tol, nil)
 		closeRows(t, w+" dL/dShared", g.Shared, ref.g.Shared, len(ref.g.Shared), c.tol, nil)
 		closeRows(t, w+" loss", []float64{g.Loss}, []float64{ref.g.Loss}, 1, c.tol, nil)
-		worst := 0.0 // dL/dy0's largest difference in units of the bound
-		for i := 0; i < p.N; i++ {
-			row := ref.g.Y0[i*d : (i+1)*d]
-			scale := 0.0
-			for _, x := range row {
-				scale = math.Max(scale, math.Abs(x))
-			}
-			for k, x := range row {
-				bound := c.tol*math.Max(math.Abs(x), 1e-3*scale) + 10*spread[i*d+k]
-				diff := math.Abs(g.Y0[i*d+k] - x)
-				if !(diff <= bound) {
-					t.Errorf("%s dL/dY0: row %d entry %d: %v, want %v within %.2g (CPU's one-ulp spread %.2g)", w, i, k, g.Y0[i*d+k], x, bound, spread[i*d+k])
-				}
-				if bound > 0 {
-					worst = math.Max(worst, diff/bound)
-				}
-			}
-		}
+		worst := closeSpread(t, w+" dL/dY0", g.Y0, ref.g.Y0, spread, d, c.tol)
 		t.Logf("%s: largest relative differences y %.2g, dL/dy0 %.2g (%.2g of its bound), dL/dp %.2g, loss %.2g", w,
 			largestRel(g.Solution.Y, ref.g.Solution.Y, d), largestRel(g.Y0, ref.g.Y0, d), worst, largestRel(g.P, ref.g.P, np),
 			largestRel([]float64{g.Loss}, []float64{ref.g.Loss}, 1))
