@@ -116,7 +116,8 @@ type Tuning struct {
 	// in the wide layout: the solves, records, losses and gradients with
 	// the record (without events; save times interpolated, Settings.Saves
 	// = SaveInterpolate) of explicit methods on states of at least
-	// kernelgen.WideMinDim components (kernelgen.Config.Wide: one warp
+	// kernelgen.WideMinDim components and of Rosenbrock methods from
+	// kernelgen.WideMinDimFactor (kernelgen.Config.Wide: one warp
 	// per trajectory, the d-long arrays in shared memory, the component
 	// loops split over the lanes; results agree with the thread layout's
 	// to rounding, not bit for bit). On an H100, Lorenz-96's gradient with
@@ -149,6 +150,10 @@ type Tuning struct {
 	// (kernelgen.Config.SeparateSteps), for the tests that compare the two
 	// forms.
 	separateSteps bool
+	// wideFrom, if positive, is the smallest state the wide layout runs
+	// by default, in place of kernelgen.WideMinDim and WideMinDimFactor
+	// (tests of small states in the wide layout).
+	wideFrom int
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -207,9 +212,10 @@ type layoutJob struct {
 //     shared memory) for a kernel the layout runs (kernelgen.WideAllowed:
 //     a solve, record, loss or gradient with the record, without events,
 //     its save times interpolated) of a plan whose field is not mostly
-//     vectors, from
-//     kernelgen.WideMinDim components, where a warp's shared memory fits
-//     the device's limit.
+//     vectors, from kernelgen.WideMinDim components (an explicit method)
+//     or kernelgen.WideMinDimFactor (a Rosenbrock method, its factor of W
+//     in the warp's shared memory), where a warp's shared memory fits
+//     the device's limit; else the thread layout.
 //
 // tun.Layout overrides the first and last choices and may force the
 // global layout.
@@ -253,7 +259,14 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 // useWide reports whether kernel v (of the thread layout) of plan pl
 // runs in the wide layout (chooseLayout).
 func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, dev device, tun Tuning) bool {
-	if tun.NoWide || tun.Layout != LayoutAuto || sp == nil || pl.Dim < kernelgen.WideMinDim || !kernelgen.WideAllowed(v, pl, prec) {
+	from := kernelgen.WideMinDim
+	if kernelgen.WideFactors(pl) {
+		from = kernelgen.WideMinDimFactor
+	}
+	if tun.wideFrom > 0 {
+		from = tun.wideFrom
+	}
+	if tun.NoWide || tun.Layout != LayoutAuto || sp == nil || pl.Dim < from || !kernelgen.WideAllowed(v, pl, prec) {
 		return false
 	}
 	widePer := j.widePer

@@ -3,6 +3,8 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -20,7 +22,7 @@ import (
 // m: the default state and parameters, each row scaled by its own factor
 // in [0.9, 1.1] (a spread of meshes), one save time mid-way, and a loss of
 // the final and saved states.
-func problemCase(t *testing.T, name string, m ode.Method, n int) engineCase {
+func problemCase(t testing.TB, name string, m ode.Method, n int) engineCase {
 	t.Helper()
 	pr, err := problems.ByName(name)
 	if err != nil {
@@ -132,7 +134,10 @@ func problemKnife(n int) int { return n / 100 }
 // Rodas5P: 1e-16 at the first step, 6e-10 at the last); the discrete
 // derivative moves with the mesh (there, one entry of dL/dy0 by 2e-6). So
 // the device's mesh is checked against the CPU's (counts, step sizes), and
-// its gradient against the CPU's gradient on that same mesh, to c.tol.
+// its gradient against the CPU's gradient on that same mesh, to c.tol
+// (dL/dy0 to c.tol plus ten times the CPU's own rounding sensitivity,
+// ulpSpread: the wide layout's forward states are the CPU's to rounding,
+// not bit for bit).
 // At most knife trajectories may take other steps than the CPU's (see
 // problemKnife); their gradients are still checked on their own mesh.
 func compareOwnMesh(t *testing.T, engine string, c engineCase, knife int) {
@@ -165,10 +170,75 @@ func compareOwnMesh(t *testing.T, engine string, c engineCase, knife int) {
 	d, np := p.Field.Dim, p.Field.Params
 	closeRows(t, what+" Y", got.Solution.Y, want.Solution.Y, d, c.tol, nil)
 	closeRows(t, what+" Ys", got.Solution.Ys, want.Solution.Ys, d*len(p.SaveAt), c.tol, nil)
-	closeRows(t, what+" dL/dY0", got.Y0, want.Y0, d, c.tol, nil)
+	closeSpread(t, what+" dL/dY0", got.Y0, want.Y0, ulpSpread(t, cpu, c, got.Mesh, want), d, c.tol)
 	closeRows(t, what+" dL/dP", got.P, want.P, np, c.tol, nil)
 	closeRows(t, what+" loss", []float64{got.Loss}, []float64{want.Loss}, 1, c.tol, nil)
 	closeRows(t, what+" dL/dShared", got.Shared, want.Shared, len(got.Shared), c.tol, nil)
+}
+
+// ulpSpread returns dL/dy0's rounding sensitivity on the CPU (cpu) for
+// case c on mesh m, whose gradient there is want: by entry, the largest
+// change of dL/dy0 when every entry of y0 moves by one ulp, up or down.
+// An engine whose forward states differ from the CPU's by rounding (the
+// wide layout's: its solves and sums in another order) moves the
+// gradient so: Pollution's dL/dy0[15] with Rodas5P, where y[15] ≈ 1e-17,
+// by 3e-6 relative.
+func ulpSpread(t *testing.T, cpu *ode.Solver, c engineCase, m *ode.Mesh, want *ode.Gradient) []float64 {
+	t.Helper()
+	p := c.prob
+	spread := make([]float64, len(want.Y0))
+	for _, dir := range []float64{1, -1} {
+		q := p
+		q.Y0 = slices.Clone(p.Y0)
+		for k := range q.Y0 {
+			q.Y0[k] = math.Nextafter(q.Y0[k], dir*math.Inf(1))
+		}
+		moved, err := cpu.Grad(nil, &q, c.loss, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range spread {
+			spread[k] = math.Max(spread[k], math.Abs(moved.Y0[k]-want.Y0[k]))
+		}
+	}
+	return spread
+}
+
+// closeSpread is closeRows for dL/dy0 (rows of w) with each entry's
+// rounding sensitivity spread (ulpSpread): every entry within tol
+// relative to the larger of its own magnitude and 1e-3 of the row's
+// largest, plus ten times its spread. It returns the largest difference
+// in units of its bound.
+func closeSpread(t *testing.T, what string, got, want, spread []float64, w int, tol float64) float64 {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
+		return math.Inf(1)
+	}
+	worst, bad := 0.0, 0
+	for i := 0; w > 0 && i*w < len(want); i++ {
+		row := want[i*w : (i+1)*w]
+		scale := 0.0
+		for _, x := range row {
+			scale = math.Max(scale, math.Abs(x))
+		}
+		for k, x := range row {
+			bound := tol*math.Max(math.Abs(x), 1e-3*scale) + 10*spread[i*w+k]
+			diff := math.Abs(got[i*w+k] - x)
+			if !(diff <= bound) && !(math.IsNaN(x) && math.IsNaN(got[i*w+k])) {
+				if bad++; bad <= 5 {
+					t.Errorf("%s: row %d entry %d: %v, want %v within %.2g (the CPU's one-ulp spread %.2g)", what, i, k, got[i*w+k], x, bound, spread[i*w+k])
+				}
+			}
+			if bound > 0 {
+				worst = math.Max(worst, diff/bound)
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: %d entries differ", what, bad)
+	}
+	return worst
 }
 
 func TestHostEngineProblems(t *testing.T) {

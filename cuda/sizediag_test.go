@@ -29,7 +29,7 @@ func TestSizeDiag(t *testing.T) {
 		m  ode.Method
 	}
 	var cases []pc
-	for _, pr := range []problems.Problem{problems.HIRES(), problems.Pollution(), problems.Lorenz96(64), problems.Brusselator(32), problems.Lorenz()} {
+	for _, pr := range []problems.Problem{problems.HIRES(), problems.Pollution(), problems.Lorenz96(64), problems.Brusselator(32), problems.Lorenz(), problems.Robertson()} {
 		for _, m := range []ode.Method{ode.Rodas5P, ode.Rosenbrock23, ode.Tsit5} {
 			if f := os.Getenv("GS_SIZE_ONLY"); f != "" && !strings.Contains(pr.Name+"-"+m.Name(), f) {
 				continue
@@ -60,6 +60,15 @@ func TestSizeDiag(t *testing.T) {
 				t.Fatal(err)
 			}
 			name := fmt.Sprintf("%s-%v", ec.name, op)
+			if w := v; kernelgen.WideAllowed(w, j.Plan, Float64) {
+				w.Wide, w.RowMajor = true, true
+				wsrc, info, err := kernelgen.KernelSource(sp, w, j.Loss, Float64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(filepath.Join(dir, name+"-wide.cu"), []byte(wsrc), 0o644)
+				fmt.Printf("== %s wide: %d bytes (thread layout: %d); %d bytes of shared memory per warp\n", name, len(wsrc), len(src), info.WideShared)
+			}
 			os.WriteFile(filepath.Join(dir, name+".cu"), []byte(src), 0o644)
 			// by program
 			parts := progRe.Split(src, -1)

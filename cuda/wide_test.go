@@ -59,6 +59,18 @@ func TestGPUWide(t *testing.T) {
 	}
 }
 
+// TestGPUWideRosenbrock is TestHostWideRosenbrock on the device (engine
+// "cuda", the wide layout its default for Rosenbrock methods from
+// kernelgen.WideMinDimFactor): Pollution (d = 20) with Rodas5P (a save
+// time) and Rosenbrock23 (none), 1,000 trajectories, and the Brusselator
+// (d = 64) with Rodas5P, 256, to t = 0.5.
+func TestGPUWideRosenbrock(t *testing.T) {
+	needGPUEngine(t)
+	testWideRos(t, "cuda", wideRosCase(t, "pollution", ode.Rodas5P, 1000, 0.5, true), nil)
+	testWideRos(t, "cuda", wideRosCase(t, "pollution", ode.Rosenbrock23, 1000, 0.5, false), []string{"grad"})
+	testWideRos(t, "cuda", wideRosCase(t, "brusselator", ode.Rodas5P, 256, 0.5, false), nil)
+}
+
 // wideSavesCase is wideSharedCase with five save times: at t0, inside
 // steps, one twice, at T1; and a loss that reads four of them.
 func wideSavesCase(n, d int) engineCase {
@@ -108,6 +120,13 @@ func wideSharedCase(n, d int) engineCase {
 // testWide runs case c in the wide layout on engine name (see
 // TestHostWide): ops (nil: solve, record, loss, grad).
 func testWide(t *testing.T, name string, c engineCase, ops []string) {
+	testWideVs(t, name, tuned(t, name, Tuning{Layout: LayoutThread}), c, ops)
+}
+
+// testWideVs is testWide with the thread layout's engine for the
+// gradient's comparison named (thread).
+func testWideVs(t *testing.T, name, thread string, c engineCase, ops []string) {
+	t.Helper()
 	sim := name
 	d := c.prob.Field.Dim
 	if ops == nil {
@@ -149,7 +168,7 @@ func testWide(t *testing.T, name string, c engineCase, ops []string) {
 		}
 	}
 	if slices.Contains(ops, "grad") {
-		wideAgainstThread(t, name, c)
+		wideAgainst(t, thread, name, c)
 	}
 }
 
@@ -162,10 +181,17 @@ func testWide(t *testing.T, name string, c engineCase, ops []string) {
 // within 1.5e-14). It logs the largest differences.
 func wideAgainstThread(t *testing.T, name string, c engineCase) {
 	t.Helper()
+	wideAgainst(t, tuned(t, name, Tuning{Layout: LayoutThread}), name, c)
+}
+
+// wideAgainst is wideAgainstThread with the engines named: thread (the
+// thread layout's) and wide (the wide layout's).
+func wideAgainst(t *testing.T, threadEngine, wideEngine string, c engineCase) {
+	t.Helper()
 	p := c.prob
 	var grads [2]*ode.Gradient
-	for k, tun := range []Tuning{{Layout: LayoutThread}, {}} {
-		g, err := c.solver(t, tuned(t, name, tun)).Grad(nil, &p, c.loss, nil)
+	for k, engine := range []string{threadEngine, wideEngine} {
+		g, err := c.solver(t, engine).Grad(nil, &p, c.loss, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,47 +259,74 @@ func BenchmarkGPUWide(b *testing.B) {
 				c = wideBenchGradCase(4096, d)
 			}
 			for _, e := range engines {
-				b.Run(fmt.Sprintf("%s/d=%d/%s", op, d, e.name), func(b *testing.B) {
-					set := c.set
-					set.Engine = e.engine
-					sv, err := ode.NewSolver(c.prob.Field, &set)
-					if err != nil {
-						b.Fatal(err)
-					}
-					var sol ode.Solution
-					var g ode.Gradient
-					var tr Trace
-					ctx := WithTrace(b.Context(), &tr)
-					call := func() error {
-						if op == "grad" {
-							_, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil)
-							return err
-						}
-						_, err := sv.SolveToContext(ctx, &sol, &c.prob)
-						return err
-					}
-					if err := call(); err != nil { // warm: the kernel
-						b.Fatal(err)
-					}
-					if got := tr.Stats().Layout; got != e.name {
-						b.Fatalf("layout %q, want %q", got, e.name)
-					}
-					tr.Reset()
-					b.ResetTimer()
-					for range b.N {
-						if err := call(); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.StopTimer()
-					st := tr.Stats()
-					b.ReportMetric(float64(st.Kernel)/1e6/float64(b.N), "kernel-ms/op")
-					b.ReportMetric(float64(st.Transfer)/1e6/float64(b.N), "copy-ms/op")
-					b.ReportMetric(float64(st.Upload+st.Download)/1e6/float64(b.N), "MB/op")
-				})
+				b.Run(fmt.Sprintf("%s/d=%d/%s", op, d, e.name), func(b *testing.B) { benchWide(b, c, op, e.engine, e.name) })
 			}
 		}
 	}
+	// Rosenbrock methods (the factor of W in the warp's shared memory):
+	// the gradient with the record of Pollution (d = 20, n = 4096) and the
+	// Brusselator (d = 64, n = 1024) with Rodas5P, t ∈ [0, 0.5].
+	for _, rc := range []struct {
+		name string
+		n    int
+	}{{"pollution", 4096}, {"brusselator", 1024}} {
+		c := wideRosBenchCase(b, rc.name, rc.n)
+		for _, e := range engines {
+			b.Run(fmt.Sprintf("grad/%s-Rodas5P/%s", rc.name, e.name), func(b *testing.B) { benchWide(b, c, "grad", e.engine, e.name) })
+		}
+	}
+}
+
+// wideRosBenchCase is BenchmarkGPUWide's Rosenbrock case: problem name
+// with Rodas5P, n trajectories (problemCase's rows), t ∈ [T0, T0 + 0.5],
+// no save times, loss Σ‖y(T)‖².
+func wideRosBenchCase(b *testing.B, name string, n int) engineCase {
+	c := problemCase(b, name, ode.Rodas5P, n)
+	c.prob.T1, c.prob.SaveAt = c.prob.T0+0.5, nil
+	c.loss = ode.SumSquares()
+	return c
+}
+
+// benchWide times op ("solve" or "grad") of case c on engine, whose
+// layout must be layout: kernel-ms is the trace's kernel time, ms/op the
+// whole call's.
+func benchWide(b *testing.B, c engineCase, op, engine, layout string) {
+	set := c.set
+	set.Engine = engine
+	sv, err := ode.NewSolver(c.prob.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sol ode.Solution
+	var g ode.Gradient
+	var tr Trace
+	ctx := WithTrace(b.Context(), &tr)
+	call := func() error {
+		if op == "grad" {
+			_, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil)
+			return err
+		}
+		_, err := sv.SolveToContext(ctx, &sol, &c.prob)
+		return err
+	}
+	if err := call(); err != nil { // warm: the kernel
+		b.Fatal(err)
+	}
+	if got := tr.Stats().Layout; got != layout {
+		b.Fatalf("layout %q, want %q", got, layout)
+	}
+	tr.Reset()
+	b.ResetTimer()
+	for range b.N {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	st := tr.Stats()
+	b.ReportMetric(float64(st.Kernel)/1e6/float64(b.N), "kernel-ms/op")
+	b.ReportMetric(float64(st.Transfer)/1e6/float64(b.N), "copy-ms/op")
+	b.ReportMetric(float64(st.Upload+st.Download)/1e6/float64(b.N), "MB/op")
 }
 
 // wideBenchGradCase is the large-state suite's Lorenz-96 gradient case

@@ -45,10 +45,11 @@
 // saved value.
 //
 // The wide layout (Config.Wide; wide.go, wide.cuh; package cuda's
-// default from WideMinDim) runs one warp per trajectory for the solves,
-// records and gradients of explicit methods on large states: Init, Trial and Control are inlined and rerolled and
-// emitted warp-cooperatively. The state, the stages and every other
-// d-long array (the programs' inputs and outputs, the loops' arrays and
+// default from WideMinDim, for Rosenbrock methods from WideMinDimFactor)
+// runs one warp per trajectory for the solves, records and gradients of
+// explicit and Rosenbrock methods on large states: Init, Trial and
+// Control are inlined and rerolled and emitted warp-cooperatively. The
+// state, the stages and every other d-long array (the programs' inputs and outputs, the loops' arrays and
 // gathers) live in the warp's part of the block's shared memory, arrays
 // whose lifetimes do not overlap sharing space; a loop over the
 // components runs component c on lane c mod 32 between __syncwarp()s;
@@ -56,7 +57,11 @@
 // alike; a chained sum over the components (the error norm, the
 // stiffness estimate) is each lane's partial sum and a butterfly of
 // shuffles, so results agree with the thread layout's to rounding, not
-// bit for bit (docs/wide-layout.md).
+// bit for bit. A Rosenbrock step's LU factor of W and its solves
+// (widelu.go) are arrays in the warp's shared memory: the updates of each
+// elimination step split over the lanes (the thread layout's factors bit
+// for bit), the triangular solves column by column, a column's rows split
+// over the lanes (docs/wide-layout.md).
 //
 // The package is internal: its exported names are the engine's and its
 // tests' interface to it, not a public API.

@@ -291,7 +291,8 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 		StiffStatus: int(ode.Stiff), LanesBlock: LanesBlock, LanesAccBlock: LanesAccBlock, TileWidth: TileWidth, WideWarps: WideWarps}
 	// With events the save times inside an event step read its own
 	// extension, not the trial's: the dense step at (t, h*) (gs_saves).
-	k.ShareFwd = k.Dense && shareForward(pl, v) && !v.Events
+	// The wide layout runs the trial and the dense step apart.
+	k.ShareFwd = k.Dense && shareForward(pl, v) && !v.Events && !v.Wide
 	// An autonomous field's reverse step ignores t: the stored rows then
 	// hold y only (a fifth less traffic for Lorenz).
 	k.StoreT = v.Store && (v.Saves > 0 || v.Events || liveInputs(sp.Rev, map[*tape.Program][]bool{})[0])

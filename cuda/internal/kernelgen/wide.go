@@ -43,6 +43,16 @@ import (
 // cuda's choice: its default from this d, Tuning.NoWide turns it off).
 const WideMinDim = 64
 
+// WideMinDimFactor is the smallest state of a Rosenbrock method (a plan
+// whose steps factor W = I − γhJ: WideFactors) from which package cuda
+// runs the wide layout by default: a proposal, to be set by a device
+// measurement (cuda's BenchmarkGPUWide, the Rosenbrock rows). From d =
+// 16 a Rosenbrock step is matrix-free (package ode's matrixFreeDim) and
+// its factor's O(d³/3) updates per step, serial in a thread of the thread
+// layout, split over 32 lanes; the thread layout's d×d local arrays
+// (3.3 KB at d = 20, 33 KB at d = 64 per thread) live in local memory.
+const WideMinDimFactor = 16
+
 // WideWarps is the number of warps of a wide-layout block (at most).
 const WideWarps = 2
 
@@ -80,10 +90,12 @@ func WideLaunch(n, perWarp, limit int) (threads, block, shmem int) {
 
 // WideAllowed reports whether kernel v of plan pl can run in the wide
 // layout: an adaptive solve, record, loss or gradient with the record of
-// an explicit method, in float64, without events, its save times (if
-// any) read from the continuous extension (Settings.Saves =
-// SaveInterpolate) with the trial and the dense step apart, forward and
-// reverse (not kernelPlan.ShareFwd, ShareRev).
+// an explicit or a Rosenbrock method (its factor of W in the warp's
+// shared memory: widelu.go), in float64, without events, its save times
+// (if any) read from the continuous extension (Settings.Saves =
+// SaveInterpolate). The wide layout runs the trial and the dense step
+// apart, forward and reverse, where the thread layout may share them
+// (kernelPlan.ShareFwd, ShareRev).
 func WideAllowed(v Config, pl *ode.Plan, prec Precision) bool {
 	return wideCheck(v, pl, prec) == nil
 }
@@ -100,28 +112,23 @@ func wideCheck(v Config, pl *ode.Plan, prec Precision) error {
 		return fmt.Errorf("cuda: the wide layout needs the plan's Init, Trial and Control")
 	case v.Saves > 0 && pl.DenseStep == nil:
 		return fmt.Errorf("cuda: the wide layout reads save times from the continuous extension only (Settings.Saves = SaveInterpolate)")
-	case v.Saves > 0 && shareForward(pl, v):
-		return fmt.Errorf("cuda: the wide layout runs the trial and the dense step apart")
+	}
+	return nil
+}
+
+// WideFactors reports whether plan pl's steps factor a matrix (a
+// Rosenbrock method: ops.IsFactor ops in its Trial), which the wide
+// layout keeps in the warp's shared memory (widelu.go).
+func WideFactors(pl *ode.Plan) bool {
+	if pl.Trial == nil {
+		return false
 	}
 	for _, x := range pl.Trial.Values {
 		if ops.IsFactor(x.Op) {
-			return fmt.Errorf("cuda: the wide layout runs explicit methods only, not %s", pl.Method)
+			return true
 		}
 	}
-	if v.Saves > 0 && v.Grad {
-		rev, err := pl.Reverse()
-		if err != nil {
-			return err
-		}
-		drev, err := pl.DenseStepReverse()
-		if err != nil {
-			return err
-		}
-		if !v.SeparateSteps && shareReverse(pl, rev, drev) {
-			return fmt.Errorf("cuda: the wide layout runs the reverse steps apart")
-		}
-	}
-	return nil
+	return false
 }
 
 // wideLayout is a warp's part of the block's shared memory in the wide
@@ -386,8 +393,19 @@ func (w *wideEmitter) emit() (string, int, error) {
 		}
 		id := order[i].Id
 		v := &p.Values[id]
-		if v.Op == ops.OpCall || v.Op == ops.OpExtract || ops.IsTuple(v.Op) {
-			return "", 0, fmt.Errorf("%s: %v: the wide layout emits no calls or tuples", vname(id), v.Op)
+		switch {
+		case v.Op == ops.OpCall:
+			return "", 0, fmt.Errorf("%s: %v: the wide layout emits no calls", vname(id), v.Op)
+		case v.Op == ops.OpExtract && p.Values[v.Args[0]].Op == ops.OpCall:
+			return "", 0, fmt.Errorf("%s: %v of a call: the wide layout emits no calls", vname(id), v.Op)
+		case v.Op == ops.OpExtract:
+			e.tuplePart(id) // a factor's or a solve's array entry, read in place
+			continue
+		case ops.IsTuple(v.Op):
+			if err := w.tupleValue(id, commentOf(lines[id])); err != nil {
+				return "", 0, err
+			}
+			continue
 		}
 		if err := e.value(id, commentOf(lines[id])); err != nil {
 			return "", 0, err
@@ -403,7 +421,7 @@ func (w *wideEmitter) emit() (string, int, error) {
 }
 
 // wideArray matches the declaration of an array in the scratch.
-var wideArray = regexp.MustCompile(`gs_real\* const (gs_\w+) = gs_w \+ @off:`)
+var wideArray = regexp.MustCompile(`gs_real\* const (gs_\w+|t\d+) = gs_w \+ @off:`)
 
 // allocate places the arrays declared in code in the scratch, each from
 // the line that declares it to the last line that names it, two arrays
@@ -962,7 +980,7 @@ func isIdent(b byte) bool {
 }
 
 // entryRef matches an array entry's C expression, "name[idx]".
-var entryRef = regexp.MustCompile(`^(gs_\w+)\[(\d+)\]$`)
+var entryRef = regexp.MustCompile(`^(gs_\w+|t\d+)\[(\d+)\]$`)
 
 // wideFill is how a loop's gathered arrays are filled before it: runs of
 // consecutive entries of one array by loops split over the lanes, the
@@ -1009,27 +1027,9 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 		name := fmt.Sprintf("gs_g%d", w.ngath)
 		w.ngath++
 		fmt.Fprintf(&e.sb, "  gs_real* const %s = gs_w + %s;  // [%d]\n", name, offMark(name), n)
-		for c := 0; c < len(xs); {
-			// The run of entries arr[i0 + j] from c on.
-			run := 1
-			if m := entryRef.FindStringSubmatch(xs[c]); m != nil {
-				i0, _ := strconv.Atoi(m[2])
-				for ; c+run < len(xs); run++ {
-					y := entryRef.FindStringSubmatch(xs[c+run])
-					if y == nil || y[1] != m[1] || y[2] != strconv.Itoa(i0+run) {
-						break
-					}
-				}
-				if run >= rerollMinRun {
-					fill.loops = append(fill.loops, fmt.Sprintf("#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) %s[%s] = %s[%s];\n",
-						run, name, affine(c, 1), m[1], affine(i0, 1)))
-					c += run
-					continue
-				}
-			}
-			fill.lane0 = append(fill.lane0, fmt.Sprintf("    %s[%d] = %s;\n", name, c, xs[c]))
-			c++
-		}
+		loops, lane0 := fillRuns(name, xs, func(q string) string { return q }, "")
+		fill.loops = append(fill.loops, loops...)
+		fill.lane0 = append(fill.lane0, lane0...)
 		r = name + "[gs_c]"
 	}
 	gathered[key] = r

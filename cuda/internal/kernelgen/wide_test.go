@@ -311,7 +311,8 @@ func TestWideRefuses(t *testing.T) {
 		{Config{Adaptive: false}, pl, Float64, false},
 		{Config{Adaptive: false, Grad: true, Store: true}, pl, Float64, false},
 		{Config{Adaptive: true}, pl, Float32, false},
-		{grad, widePlan(t, 64, ode.Rodas5P), Float64, false},
+		{grad, widePlan(t, 64, ode.Rodas5P), Float64, true},
+		{saves, widePlan(t, 64, ode.Rodas5P), Float64, true},
 	} {
 		if got := WideAllowed(c.v, c.pl, c.prec); got != c.want {
 			t.Errorf("%s %s %v: allowed %v, want %v", c.pl.Method, c.v.Key(), c.prec, got, c.want)
