@@ -509,6 +509,15 @@ type run struct {
 	omit             ode.Omit          // the results not copied back (Job.Omit, less what the run reads itself: omitted)
 	failedRows       map[int][]float64 // with OmitStates: the final and saved states [Dim + K·Dim] of the trajectories whose loss term is not finite, for lossError
 
+	// With ends (Job.EndTimes), scatter writes every launched
+	// trajectory's end time into endT and endM (the Solution's T and the
+	// Mesh's T1, [N] each) as it writes its statuses, and ill records
+	// that a trajectory scattered did not end OK or is stiff: finish
+	// hands the arrays over where none is (Result.EndsWell).
+	ends       bool
+	ill        bool
+	endT, endM []float64
+
 	// hin holds the steps of the mesh to replay in device memory, read in
 	// place (instead of argHin in the arena); hout receives the recorded
 	// mesh in device memory (instead of argHout), which the result keeps.
@@ -556,6 +565,16 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		if v.MeshOut {
 			// Written with the counts (scatter): finish need not copy them.
 			r.meshLen, r.lensOut = overwrite(r.meshLen, n), true
+		}
+		if j.EndTimes && v.MeshOut && r.lazyT {
+			// Res.T is left nil (lazyTimes): its storage and the old
+			// mesh's T1 take the end times.
+			r.ends = true
+			var mt []float64
+			if old.Mesh != nil {
+				mt = old.Mesh.T1
+			}
+			r.endT, r.endM = overwrite(old.T, n), overwrite(mt, n)
 		}
 		if v.Events {
 			res.Events = overwrite(old.Events, n)
@@ -1886,9 +1905,9 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	block := func(_, b int) {
 		q0, q1 := b*r.rb, min(n, (b+1)*r.rb)
 		var over []int
-		longest, fail := 0, false // kept in registers: the blocks' slots share cache lines
+		longest, fail, stiffAny := 0, false, false // kept in registers: the blocks' slots share cache lines
 		if v.Adaptive && consec && !overflowed(flags[q0:q1]) {
-			longest, fail = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
+			longest, fail, stiffAny = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
 		} else if v.Adaptive {
 			// The result arrays in locals: the loop's stores would
 			// otherwise make the compiler load each header again.
@@ -1917,6 +1936,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 					res.T[i] = tt.get(q)
 				}
 				stiff[i] = f&flagStiff != 0
+				stiffAny = stiffAny || stiff[i]
 				if rej != nil {
 					rj := int(rej[q])
 					rejected[i] = rj
@@ -1931,6 +1951,9 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			for q := q0; q < q1; q++ {
 				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
 			}
+		}
+		if r.ends {
+			r.writeEnds(g[q0:q1], consec)
 		}
 		// The arrays one at a time (component-major on the device, but
 		// those of rowMajor; row-major here), then the failures' rows
@@ -1982,7 +2005,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				}
 			}
 		}
-		blocks[b].over, blocks[b].longest, blocks[b].failed = over, longest, fail
+		blocks[b].over, blocks[b].longest, blocks[b].failed, blocks[b].stiff = over, longest, fail, stiffAny
 		if sum != nil {
 			sum.add(b)
 		}
@@ -2081,6 +2104,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	longest := 0
 	for b, bo := range blocks {
 		r.gradNonFinite = r.gradNonFinite || bo.nonFinite
+		r.ill = r.ill || bo.failed || bo.stiff
 		over = append(over, bo.over...)
 		longest = max(longest, bo.longest)
 		if bo.failed {
@@ -2131,23 +2155,23 @@ func overflowed(fl []int32) bool {
 // a run of the result array (the loop's stores to seven arrays through
 // an index per trajectory took longer than all the block's copies). It
 // returns the most accepted steps and whether a trajectory failed.
-func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool) {
+func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail, stiff bool) {
 	// In strips whose arrays (about 40 bytes a trajectory) stay in the
 	// core's cache from one loop to the next: a block of 16,384 at once
 	// read its arrays from memory again in each loop.
 	for s0 := q0; s0 < q1; s0 += statusStrip {
 		s1 := min(q1, s0+statusStrip)
-		l, f := r.scatterStatusStrip(i0+s0-q0, s0, s1, status, acc, rej, flags, events, tt)
-		longest, fail = max(longest, l), fail || f
+		l, f, st := r.scatterStatusStrip(i0+s0-q0, s0, s1, status, acc, rej, flags, events, tt)
+		longest, fail, stiff = max(longest, l), fail || f, stiff || st
 	}
-	return longest, fail
+	return longest, fail, stiff
 }
 
 // statusStrip is the trajectories of a strip of scatterStatus.
 const statusStrip = 2048
 
 // scatterStatusStrip is scatterStatus over one strip.
-func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool) {
+func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail, stiffAny bool) {
 	res, pl := r.res, r.ex.plan
 	m := q1 - q0
 	accepted := res.Stats.Accepted[i0 : i0+m]
@@ -2170,8 +2194,11 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 	}
 	stiff := res.Stiff[i0 : i0+m]
 	fl := flags[q0 : q0+len(stiff)]
+	var anyFlag int32
 	for j := range stiff {
-		stiff[j] = fl[j]&flagStiff != 0
+		f := fl[j] & flagStiff
+		stiff[j] = f != 0
+		anyFlag |= f
 	}
 	if !r.lazyT {
 		t := res.T[i0 : i0+m]
@@ -2197,7 +2224,38 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 			ev[j] = int(e[j])
 		}
 	}
-	return longest, bad != ode.OK
+	return longest, bad != ode.OK, anyFlag != 0
+}
+
+// writeEnds writes the end times (Job.T1) of the run's trajectories g,
+// consecutive if consec, into both arrays of Job.EndTimes (r.endT and
+// r.endM): as runs of the arrays, one value repeated where every
+// trajectory ends at T1[0] (Job.T1Same).
+func (r *run) writeEnds(g []int, consec bool) {
+	t1 := r.j.T1
+	if !consec {
+		for _, i := range g {
+			r.endT[i], r.endM[i] = t1[i], t1[i]
+		}
+		return
+	}
+	if len(g) == 0 {
+		return
+	}
+	i0, i1 := g[0], g[0]+len(g)
+	a, b := r.endT[i0:i1], r.endM[i0:i1]
+	if r.j.T1Same {
+		x := t1[0]
+		for k := range a {
+			a[k] = x
+		}
+		for k := range b {
+			b[k] = x
+		}
+		return
+	}
+	copy(a, t1[i0:i1])
+	copy(b, t1[i0:i1])
 }
 
 // scatterBlock is what scatter's worker found in one block of
@@ -2206,6 +2264,7 @@ type scatterBlock struct {
 	over      []int // the block's trajectories whose record overflowed
 	longest   int   // the most accepted steps of one of them
 	failed    bool  // a trajectory that did not end OK
+	stiff     bool  // a trajectory whose stiffness test fired
 	nonFinite bool  // a gradient that is not finite
 	badTerm   bool  // a loss term that is not finite (with OmitStates: lossError needs its states)
 }
@@ -2843,6 +2902,9 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		}
 		res.GradS = r.gs
 		res.GradFinite = !r.gradNonFinite
+		if r.ends && !r.ill {
+			res.T, res.MeshT1, res.EndsWell = r.endT, r.endM, true
+		}
 		res.StoredBytes = r.stored
 		res.GradTime = wall
 	}

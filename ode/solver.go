@@ -576,7 +576,7 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 		Workers: set.Exec.Workers, ChunkSize: set.Exec.BlockSize, Progress: set.Progress}
 	j.Checks = q.checks
 	if op == OpGrad {
-		j.Omit = q.omit
+		j.Omit, j.EndTimes = q.omit, q.ends && m == nil
 	}
 	j.AbsTol = make([]float64, q.Field.Dim)
 	for c := range j.AbsTol {
