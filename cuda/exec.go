@@ -1116,6 +1116,16 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 				if _, ok := <-stagedCh; !ok {
 					return errStagingStopped
 				}
+				if k > 0 {
+					// Chunk k's copies up wait for the kernel before them
+					// (the device's queue runs in order): waited for here,
+					// so that the trace's transfers are the copies alone.
+					d, err := r.q.elapsed(clocks[k-1])
+					if err != nil {
+						return err
+					}
+					dt += d
+				}
 				lo, hi := k*chunk*r.rb, min(n, (k+1)*chunk*r.rb)
 				if err := r.uploadChunk(up, ar, n, rows, &l, zeroGS, bc, lo, hi); err != nil {
 					return err
@@ -1132,14 +1142,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if err := cr.read(nc-1, clocks[nc-1], ready); err != nil {
 				return err
 			}
-			for _, c := range clocks {
-				d, err := r.q.elapsed(c)
-				if err != nil {
-					return err
-				}
-				dt += d
-			}
-			return nil
+			d, err := r.q.elapsed(clocks[nc-1])
+			dt += d
+			return err
 		}
 		if err := r.uploadBroadcast(up, ar, n, rows, &l, zeroGS, bc); err != nil {
 			return err
