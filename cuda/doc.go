@@ -212,10 +212,17 @@
 // the host's work on the per-trajectory results (from 2^18 trajectories
 // a launch in the thread layout runs a kernel per chunk of results, each
 // chunk's results copied back while the later chunks run and scattered
-// while the next is copied: Tuning.NoChunkLaunch for one kernel; of the order of the
+// while the next is copied: Tuning.NoChunkLaunch for one kernel; and
+// each chunk's inputs staged while the chunk before goes up and runs,
+// its columns uploaded and its kernel queued once they are staged, so
+// that only the first chunk's staging comes before the device's work:
+// Tuning.NoChunkStage to stage them all first; of the order of the
 // kernel's time and more at millions of trajectories: the result loop
 // copies and transposes every array and checks the gradients finite as
-// it copies them, Result.GradFinite),
+// it copies them, Result.GradFinite, and, for a Grad's record, writes
+// the Solution's and the Mesh's end times and checks that every
+// trajectory ended well in the same blocks, ode.Job.EndTimes, where
+// package ode made a pass of its own after the run),
 // and a fixed latency of launches and synchronisation: a launch's copies,
 // kernel and reads are one batch (driver.Device.Batch) run on the
 // caller's own thread, with no hand-over to another (a repeated call

@@ -514,6 +514,15 @@ type run struct {
 	omit             ode.Omit          // the results not copied back (Job.Omit, less what the run reads itself: omitted)
 	failedRows       map[int][]float64 // with OmitStates: the final and saved states [Dim + K·Dim] of the trajectories whose loss term is not finite, for lossError
 
+	// With ends (Job.EndTimes), scatter writes every launched
+	// trajectory's end time into endT and endM (the Solution's T and the
+	// Mesh's T1, [N] each) as it writes its statuses, and ill records
+	// that a trajectory scattered did not end OK or is stiff: finish
+	// hands the arrays over where none is (Result.EndsWell).
+	ends       bool
+	ill        bool
+	endT, endM []float64
+
 	// hin holds the steps of the mesh to replay in device memory, read in
 	// place (instead of argHin in the arena); hout receives the recorded
 	// mesh in device memory (instead of argHout), which the result keeps.
@@ -561,6 +570,16 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		if v.MeshOut {
 			// Written with the counts (scatter): finish need not copy them.
 			r.meshLen, r.lensOut = overwrite(r.meshLen, n), true
+		}
+		if j.EndTimes && v.MeshOut && r.lazyT {
+			// Res.T is left nil (lazyTimes): its storage and the old
+			// mesh's T1 take the end times.
+			r.ends = true
+			var mt []float64
+			if old.Mesh != nil {
+				mt = old.Mesh.T1
+			}
+			r.endT, r.endM = overwrite(old.T, n), overwrite(mt, n)
 		}
 		if v.Events {
 			res.Events = overwrite(old.Events, n)
@@ -1029,12 +1048,28 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
-	rg := rtrace.StartRegion(r.ctx, "cuda.fill")
 	bc := r.broadcasts(n, &l)
-	err = r.fillBroadcast(up, g, &l, bc)
-	rg.End()
-	if err != nil {
-		return nil, err
+	// A large launch's results come back in chunks of its trajectories
+	// (pipeChunk), each scattered while the next is copied: the copies
+	// run on the device's goroutine, the scatter on the others. In the
+	// thread layout each chunk is a kernel of its own (chunkLaunches),
+	// whose results are copied while the next chunks' kernels run, and
+	// whose inputs are staged while the chunk before goes up and runs
+	// (stagesByChunk).
+	nb := (n + r.rb - 1) / r.rb
+	chunk := r.pipeChunk(n) // result blocks a chunk; 0: one copy of all
+	nc := 1                 // kernels, one clock each
+	if chunk > 0 && r.chunkLaunches() {
+		nc = (nb + chunk - 1) / chunk
+	}
+	staged := r.stagesByChunk(n, chunk, nc, &l, bc)
+	if !staged {
+		rg := rtrace.StartRegion(r.ctx, "cuda.fill")
+		err = r.fillBroadcast(up, g, &l, bc)
+		rg.End()
+		if err != nil {
+			return nil, err
+		}
 	}
 	if hinAt >= 0 {
 		// Before the batch: a large mesh goes up through the chunk
@@ -1043,16 +1078,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return nil, err
 		}
 	}
-	// A large launch's results come back in chunks of its trajectories
-	// (pipeChunk), each scattered while the next is copied: the copies
-	// run on the device's goroutine, the scatter on the others. In the
-	// thread layout each chunk is a kernel of its own (chunkLaunches),
-	// whose results are copied while the next chunks' kernels run.
-	nb := (n + r.rb - 1) / r.rb
-	chunk := r.pipeChunk(n) // result blocks a chunk; 0: one copy of all
-	// Else large saved states come back after the other results, in
-	// groups of saveCols columns, each transposed while the next is
-	// copied (saveGroups).
+	// Large saved states come back after the other results (a launch
+	// of one chunk), in groups of saveCols columns, each transposed while
+	// the next is copied (saveGroups).
 	saveCols := r.saveGroups(n, &l, chunk)
 	keep := r.downloaded
 	if saveCols > 0 {
@@ -1076,15 +1104,15 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	var dt time.Duration
 	var ready chan [2]int      // the result blocks [lo, hi) copied back
 	var savesReady chan [2]int // the saved states' columns [c0, c1) copied back, with saveCols
-	nc := 1                    // kernels, one clock each
 	if chunk > 0 {
 		ready = make(chan [2]int, (nb+chunk-1)/chunk)
-		if r.chunkLaunches() {
-			nc = (nb + chunk - 1) / chunk
-		}
 	} else if saveCols > 0 {
 		ready = make(chan [2]int, 1)
 		savesReady = make(chan [2]int, (r.k*r.d+saveCols-1)/saveCols)
+	}
+	var stagedCh chan struct{} // with staged: a chunk's inputs are staged
+	if staged {
+		stagedCh = make(chan struct{}, nc)
 	}
 	// The clocks are taken and given back outside the batch: making or
 	// freeing one is a call of the device's own.
@@ -1105,6 +1133,46 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	batch := func(q queue) error {
 		r.q = q
 		defer func() { r.q = nil }()
+		if staged {
+			// Chunk k's inputs go up, and its kernel is queued, once
+			// they are staged; chunk k−1's results are copied back while
+			// it runs.
+			cr := r.chunkReader(down, &at, ar, n, &l, chunk)
+			args := r.kernelArgs(ar, n, rows, &l)
+			for k := range nc {
+				if _, ok := <-stagedCh; !ok {
+					return errStagingStopped
+				}
+				if k > 0 {
+					// Chunk k's copies up wait for the kernel before them
+					// (the device's queue runs in order): waited for here,
+					// so that the trace's transfers are the copies alone.
+					d, err := r.q.elapsed(clocks[k-1])
+					if err != nil {
+						return err
+					}
+					dt += d
+				}
+				lo, hi := k*chunk*r.rb, min(n, (k+1)*chunk*r.rb)
+				if err := r.uploadChunk(up, ar, n, rows, &l, zeroGS, bc, lo, hi); err != nil {
+					return err
+				}
+				if err := r.launchChunk(&args, lo, hi, clocks[k]); err != nil {
+					return err
+				}
+				if k > 0 {
+					if err := cr.read(k-1, clocks[k-1], ready); err != nil {
+						return err
+					}
+				}
+			}
+			if err := cr.read(nc-1, clocks[nc-1], ready); err != nil {
+				return err
+			}
+			d, err := r.q.elapsed(clocks[nc-1])
+			dt += d
+			return err
+		}
 		if err := r.uploadBroadcast(up, ar, n, rows, &l, zeroGS, bc); err != nil {
 			return err
 		}
@@ -1161,7 +1229,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		})
 	}
 	if chunk == 0 && saveCols == 0 {
-		rg = rtrace.StartRegion(r.ctx, "cuda.batch")
+		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		err = ex.be.batch(batch)
 		rg.End()
 		if err != nil {
@@ -1185,6 +1253,26 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 		errc <- err
 	}()
+	if staged {
+		// The chunks' inputs, each handed to the batch as it is staged.
+		rg := rtrace.StartRegion(r.ctx, "cuda.fill")
+		var ferr error
+		for k := range nc {
+			if ferr = r.fillBlocks(up, g, &l, bc, k*chunk, min(nb, (k+1)*chunk)); ferr != nil {
+				break
+			}
+			stagedCh <- struct{}{}
+		}
+		close(stagedCh)
+		rg.End()
+		if ferr != nil {
+			// The batch stops before the chunk that failed its checks.
+			for range ready {
+			}
+			<-errc
+			return nil, ferr
+		}
+	}
 	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
 	return r.scatter(down, &at, ar, g, rows, &l, saveCols > 0, func(blocks func(lo, hi int), saves func(c0, c1 int)) error {
 		for b := range ready {
@@ -1202,6 +1290,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		return nil
 	})
 }
+
+// errStagingStopped stops a batch whose next chunk's inputs failed their
+// checks (stagesByChunk): the launch returns the checks' error.
+var errStagingStopped = errors.New("cuda: internal error: the staging of a launch's inputs stopped")
 
 // defaultPipeChunk is the trajectories of a chunk of a launch's results
 // copied back while the host scatters the chunk before it: a launch of
@@ -1261,22 +1353,29 @@ func (r *run) chunkLaunches() bool { return !r.v.Lanes && !r.v.Wide && !r.ex.tun
 // launch's blocks.
 func (r *run) launchChunks(ar *arena, n, rows int, l *layout, chunk int, clocks []clock) error {
 	args := r.kernelArgs(ar, n, rows, l)
-	q := r.q
 	for k := range clocks {
 		lo, hi := k*chunk*r.rb, min(n, (k+1)*chunk*r.rb)
-		args[argFirst], args[argEnd] = uint64(lo), uint64(hi)
-		_, bt, shmem := r.launchShape(hi - lo)
-		if err := q.mark(clocks[k], false); err != nil {
-			return err
-		}
-		if err := q.enqueue(r.ke.k, hi-lo, bt, shmem, args[:]); err != nil {
-			return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
-		}
-		if err := q.mark(clocks[k], true); err != nil {
+		if err := r.launchChunk(&args, lo, hi, clocks[k]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// launchChunk queues the kernel of a chunk of a launch, its trajectories
+// lo…hi−1, with the launch's argument words args (kernelArgs), between
+// the marks of clock c.
+func (r *run) launchChunk(args *[numArgs]uint64, lo, hi int, c clock) error {
+	q := r.q
+	args[argFirst], args[argEnd] = uint64(lo), uint64(hi)
+	_, bt, shmem := r.launchShape(hi - lo)
+	if err := q.mark(c, false); err != nil {
+		return err
+	}
+	if err := q.enqueue(r.ke.k, hi-lo, bt, shmem, args[:]); err != nil {
+		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
+	}
+	return q.mark(c, true)
 }
 
 // readChunks copies the results of a launch of n trajectories in layout
@@ -1288,58 +1387,97 @@ func (r *run) launchChunks(ar *arena, n, rows int, l *layout, chunk int, clocks 
 // ready once they are in down. With after (a kernel per chunk,
 // launchChunks), chunk k's copies wait for after[k]'s kernel only.
 func (r *run) readChunks(down []byte, at *[numArgs]int64, ar *arena, n int, l *layout, chunk int, ready chan<- [2]int, after []clock) error {
-	var cols [numArgs]int64 // per downloaded array: its columns of n values (0: read whole)
-	var size [numArgs]int64 // the bytes of a value
-	var wholeDst [][]byte   // the arrays read whole, with the last chunk
-	var wholeSrc []uint64
+	cr := r.chunkReader(down, at, ar, n, l, chunk)
+	for k := 0; k*chunk < cr.nb; k++ {
+		var c clock
+		if after != nil {
+			c = after[k]
+		}
+		if err := cr.read(k, c, ready); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunkReader copies the results of a launch back chunk by chunk
+// (readChunks).
+type chunkReader struct {
+	r        *run
+	down     []byte
+	at       *[numArgs]int64
+	ar       *arena
+	n, chunk int
+	nb       int            // result blocks of the launch
+	off      [numArgs]int64 // the arrays' offsets in the arena (layout.off)
+	cols     [numArgs]int64 // per downloaded array: its columns of n values (0: read whole)
+	size     [numArgs]int64 // the bytes of a value
+	wholeDst [][]byte       // the arrays read whole, with the last chunk
+	wholeSrc []uint64       //
+	dst      [][]byte       // a chunk's copies (scratch)
+	src      []uint64       //
+}
+
+// chunkReader returns the reader of the results of a launch of n
+// trajectories in layout l into down (array a at at[a]) in chunks of
+// chunk result blocks.
+func (r *run) chunkReader(down []byte, at *[numArgs]int64, ar *arena, n int, l *layout, chunk int) *chunkReader {
+	cr := &chunkReader{r: r, down: down, at: at, ar: ar, n: n, chunk: chunk, nb: (n + r.rb - 1) / r.rb, off: l.off}
 	for a := argGS; a <= argGP; a++ {
 		if l.off[a] < 0 || !r.downloaded(a) {
 			continue
 		}
-		size[a] = int64(r.ex.prec.Size())
+		cr.size[a] = int64(r.ex.prec.Size())
 		switch a {
 		case argStatus, argAcc, argRej, argFlags, argEvents:
-			size[a] = 4
+			cr.size[a] = 4
 		}
-		if a == argGS || l.bytes[a]%(int64(n)*size[a]) != 0 {
-			wholeDst = append(wholeDst, down[at[a]:at[a]+l.bytes[a]])
-			wholeSrc = append(wholeSrc, ar.addr+uint64(l.off[a]))
+		if a == argGS || l.bytes[a]%(int64(n)*cr.size[a]) != 0 {
+			cr.wholeDst = append(cr.wholeDst, down[at[a]:at[a]+l.bytes[a]])
+			cr.wholeSrc = append(cr.wholeSrc, ar.addr+uint64(l.off[a]))
 			continue
 		}
-		cols[a] = l.bytes[a] / (int64(n) * size[a])
+		cr.cols[a] = l.bytes[a] / (int64(n) * cr.size[a])
 	}
-	nb := (n + r.rb - 1) / r.rb
-	var dst [][]byte
-	var src []uint64
-	for k, b0 := 0, 0; b0 < nb; k, b0 = k+1, b0+chunk {
-		b1 := min(nb, b0+chunk)
-		lo, hi := int64(b0*r.rb), int64(min(n, b1*r.rb))
-		dst, src = dst[:0], src[:0]
-		for a := argGS; a <= argGP; a++ {
-			for c := range cols[a] {
-				from, to := (c*int64(n)+lo)*size[a], (c*int64(n)+hi)*size[a]
-				dst = append(dst, down[at[a]+from:at[a]+to])
-				src = append(src, ar.addr+uint64(l.off[a]+from))
-			}
+	return cr
+}
+
+// read copies chunk k back (the columns of every downloaded array over
+// its trajectories, and with the last the arrays that are not per
+// trajectory: the shared gradient's sums) and sends its blocks [lo, hi)
+// on ready. With after (a kernel per chunk, launchChunks), its copies
+// wait for after's kernel only; else for all the work queued.
+func (cr *chunkReader) read(k int, after clock, ready chan<- [2]int) error {
+	r, n, at := cr.r, int64(cr.n), cr.at
+	b0 := k * cr.chunk
+	b1 := min(cr.nb, b0+cr.chunk)
+	lo, hi := int64(b0*r.rb), min(n, int64(b1*r.rb))
+	dst, src := cr.dst[:0], cr.src[:0]
+	for a := argGS; a <= argGP; a++ {
+		for c := range cr.cols[a] {
+			from, to := (c*n+lo)*cr.size[a], (c*n+hi)*cr.size[a]
+			dst = append(dst, cr.down[at[a]+from:at[a]+to])
+			src = append(src, cr.ar.addr+uint64(cr.off[a]+from))
 		}
-		if b1 == nb {
-			dst, src = append(dst, wholeDst...), append(src, wholeSrc...)
-		}
-		if after == nil {
-			for j := range dst {
-				if err := r.read(dst[j], src[j]); err != nil {
-					return err
-				}
-			}
-		} else {
-			d, err := r.q.readAfter(after[k], dst, src)
-			r.tr.add(func(t *TraceStats) { t.Transfer += d })
-			if err != nil {
+	}
+	if b1 == cr.nb {
+		dst, src = append(dst, cr.wholeDst...), append(src, cr.wholeSrc...)
+	}
+	cr.dst, cr.src = dst, src
+	if after == nil {
+		for j := range dst {
+			if err := r.read(dst[j], src[j]); err != nil {
 				return err
 			}
 		}
-		ready <- [2]int{b0, b1}
+	} else {
+		d, err := r.q.readAfter(after, dst, src)
+		r.tr.add(func(t *TraceStats) { t.Transfer += d })
+		if err != nil {
+			return err
+		}
 	}
+	ready <- [2]int{b0, b1}
 	return nil
 }
 
@@ -1374,6 +1512,30 @@ var _ ode.CheckingExecutor = (*executor)(nil)
 // them over the rest on the device).
 func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	fb := resultBlockOf(len(g))
+	if err := r.fillBlocks(up, g, l, bc, 0, (len(g)+fb-1)/fb); err != nil {
+		return err
+	}
+	if l.off[argEvIn] >= 0 {
+		// The mesh's event marks, step-major as its steps, row by row.
+		ev, mh, n := int32s(up, l.off[argEvIn], l.bytes[argEvIn]), r.j.Mesh, len(g)
+		rows := len(ev) / n
+		par.Run(rows, 0, func(_, s int) {
+			row := mh.Events[s*mh.N : (s+1)*mh.N]
+			for q, i := range g {
+				ev[s*n+q] = row[i]
+			}
+		})
+	}
+	return nil
+}
+
+// fillBlocks is fillBroadcast's part for the blocks b0…b1−1 of
+// resultBlockOf(len(g)) launch trajectories each (with the first block,
+// the inputs that are not per trajectory), less a given mesh's event
+// marks: a launch whose inputs go up chunk by chunk (stagesByChunk) fills
+// each chunk's blocks as the chunk before goes up and runs.
+func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) error {
+	fb := resultBlockOf(len(g))
 	j, v := r.j, r.v
 	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
@@ -1382,19 +1544,21 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	// Inputs, step-major. Fill writes every input array whole but the
 	// shared block in lanes mode, padded: its gaps are cleared (a staging
 	// buffer holds what an earlier launch left).
-	sh := rv(up, 0, argSh)
-	clear(up[l.off[argSh] : l.off[argSh]+l.bytes[argSh]])
-	if v.LanesGlobal {
-		kernelgen.LanesSharedBlock(sh.set, r.sharedBlock, r.ns)
-	} else {
-		for c, x := range r.sharedBlock {
-			sh.set(c, x)
+	if b0 == 0 {
+		sh := rv(up, 0, argSh)
+		clear(up[l.off[argSh] : l.off[argSh]+l.bytes[argSh]])
+		if v.LanesGlobal {
+			kernelgen.LanesSharedBlock(sh.set, r.sharedBlock, r.ns)
+		} else {
+			for c, x := range r.sharedBlock {
+				sh.set(c, x)
+			}
 		}
-	}
-	if k > 0 {
-		sa := rv(up, 0, argSaveAt)
-		for q, x := range j.SaveAt {
-			sa.set(q, x)
+		if k > 0 {
+			sa := rv(up, 0, argSaveAt)
+			for q, x := range j.SaveAt {
+				sa.set(q, x)
+			}
 		}
 	}
 	// The per-trajectory inputs, component-major (y0 and p of a row-major
@@ -1417,7 +1581,6 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	} else {
 		ln = iv(up, 0, argLen)
 	}
-	nb := (n + fb - 1) / fb
 	// A launch of consecutive trajectories (every first pass) reads their
 	// rows as runs of the inputs (gatherRows); an input given as one row
 	// (Job.Y0Row, PRow, T1Same) is written from the row, its N copies
@@ -1461,7 +1624,8 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
-	par.Run(nb, 0, func(_, b int) {
+	par.Run(b1-b0, 0, func(_, t int) {
+		b := b0 + t
 		q0, q1 := b*fb, min(n, (b+1)*fb)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
 		finite := true
@@ -1513,17 +1677,6 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	})
 	if badBlocks[0].Load() && j.Checks&ode.CheckFinite != 0 || badBlocks[1].Load() {
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, ode.ErrInput)
-	}
-	if l.off[argEvIn] >= 0 {
-		// The mesh's event marks, step-major as its steps, row by row.
-		ev, mh := iv(up, 0, argEvIn), j.Mesh
-		rows := len(ev) / n
-		par.Run(rows, 0, func(_, s int) {
-			row := mh.Events[s*mh.N : (s+1)*mh.N]
-			for q, i := range g {
-				ev[s*n+q] = row[i]
-			}
-		})
 	}
 	return nil
 }
@@ -1750,8 +1903,7 @@ func (bc bcast) args() []int {
 // columns' first bc.seed values (written by fillBroadcast), copied on
 // the device over the rest of each column.
 func (r *run) uploadBroadcast(up []byte, ar *arena, n, rows int, l *layout, zeroGS bool, bc bcast) error {
-	ex, v := r.ex, r.v
-	es := int64(ex.prec.Size())
+	es := int64(r.ex.prec.Size())
 	// A broadcast array's columns: cols of length values, of which the
 	// first seed are staged; a row-major one (rowMajor) is one column of
 	// its n rows, the first bc.seed rows staged.
@@ -1776,6 +1928,94 @@ func (r *run) uploadBroadcast(up []byte, ar *arena, n, rows int, l *layout, zero
 	}
 	if err := r.write(ar.addr+uint64(at), up[at:]); err != nil {
 		return err
+	}
+	return r.deviceFills(ar, n, rows, l, zeroGS, bc)
+}
+
+// uploadChunk copies the staged inputs of the trajectories lo…hi−1 of a
+// launch of n up to the arena (stagesByChunk): each per-trajectory input
+// column's part, and with the first chunk (lo 0) the inputs that are not
+// per trajectory and the seeds of the inputs bc broadcasts (within the
+// first chunk: stagesByChunk), then the work on the device before a
+// kernel (deviceFills). Later chunks leave the broadcast inputs alone.
+func (r *run) uploadChunk(up []byte, ar *arena, n, rows int, l *layout, zeroGS bool, bc bcast, lo, hi int) error {
+	es := int64(r.ex.prec.Size())
+	first := lo == 0
+	if first {
+		// The shared block and the save times.
+		end := l.off[argSh] + l.bytes[argSh]
+		if l.off[argSaveAt] >= 0 {
+			end = l.off[argSaveAt] + l.bytes[argSaveAt]
+		}
+		if err := r.write(ar.addr, up[:end]); err != nil {
+			return err
+		}
+	}
+	for _, a := range stagedColumns {
+		if l.off[a] < 0 {
+			continue
+		}
+		size := es
+		if a == argLen {
+			size = 4
+		}
+		from, to := int64(lo), int64(hi)
+		if bc.broadcasts(a) {
+			if !first {
+				continue
+			}
+			to = int64(bc.seed)
+		}
+		for c := range l.bytes[a] / (int64(n) * size) {
+			at, end := l.off[a]+(c*int64(n)+from)*size, l.off[a]+(c*int64(n)+to)*size
+			if err := r.write(ar.addr+uint64(at), up[at:end]); err != nil {
+				return err
+			}
+		}
+	}
+	if !first {
+		return nil
+	}
+	return r.deviceFills(ar, n, rows, l, zeroGS, bc)
+}
+
+// stagedColumns are the inputs of one column or more of n values a launch
+// of n trajectories that uploadChunk copies by parts.
+var stagedColumns = []int{argT1, argY0, argP, argData, argLen}
+
+// broadcasts reports whether bc broadcasts argument a.
+func (bc bcast) broadcasts(a int) bool {
+	return a == argT1 && bc.t1 || a == argY0 && bc.y0 || a == argP && bc.p
+}
+
+// stagesByChunk reports whether a launch of n trajectories in layout l
+// that runs a kernel per chunk of chunk result blocks (nc kernels:
+// launchChunks) stages its inputs chunk by chunk, each chunk's uploaded
+// and its kernel queued while the host stages the next (fillBlocks,
+// uploadChunk): where its inputs are the shared block, the save times and
+// columns of n values (stagedColumns: no mesh to replay from the staging
+// buffer, no event marks, no lanes-mode shared block, no row-major
+// inputs) and the seeds of the broadcast inputs lie in the first chunk.
+func (r *run) stagesByChunk(n, chunk, nc int, l *layout, bc bcast) bool {
+	if nc < 2 || r.ex.tun.NoChunkStage || r.v.LanesGlobal || r.v.RowMajor || l.off[argHin] >= 0 || l.off[argEvIn] >= 0 {
+		return false
+	}
+	return len(bc.args()) == 0 || bc.seed <= min(n, chunk*r.rb)
+}
+
+// deviceFills does the work on the device that a launch's kernel needs
+// after its inputs are up (uploadBroadcast, uploadChunk): the broadcast
+// inputs copied over their columns from their seeds, and the regions
+// the kernel adds to or may leave unwritten zeroed.
+func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bcast) error {
+	ex, v := r.ex, r.v
+	es := int64(ex.prec.Size())
+	shape := func(a int) (cols, length, seed int64) {
+		w := l.bytes[a] / (int64(n) * es)
+		if r.rowMajor(a) {
+			return 1, w * int64(n), w * int64(bc.seed)
+		}
+		return w, int64(n), int64(bc.seed)
 	}
 	for _, a := range bc.args() {
 		cols, length, seed := shape(a)
@@ -1936,9 +2176,9 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	block := func(_, b int) {
 		q0, q1 := b*r.rb, min(n, (b+1)*r.rb)
 		var over []int
-		longest, fail := 0, false // kept in registers: the blocks' slots share cache lines
+		longest, fail, stiffAny := 0, false, false // kept in registers: the blocks' slots share cache lines
 		if v.Adaptive && consec && !overflowed(flags[q0:q1]) {
-			longest, fail = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
+			longest, fail, stiffAny = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
 		} else if v.Adaptive {
 			// The result arrays in locals: the loop's stores would
 			// otherwise make the compiler load each header again.
@@ -1967,6 +2207,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 					res.T[i] = tt.get(q)
 				}
 				stiff[i] = f&flagStiff != 0
+				stiffAny = stiffAny || stiff[i]
 				if rej != nil {
 					rj := int(rej[q])
 					rejected[i] = rj
@@ -1981,6 +2222,9 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			for q := q0; q < q1; q++ {
 				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
 			}
+		}
+		if r.ends {
+			r.writeEnds(g[q0:q1], consec)
 		}
 		// The arrays one at a time (component-major on the device, but
 		// those of rowMajor; row-major here), then the failures' rows
@@ -2033,7 +2277,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				}
 			}
 		}
-		blocks[b].over, blocks[b].longest, blocks[b].failed = over, longest, fail
+		blocks[b].over, blocks[b].longest, blocks[b].failed, blocks[b].stiff = over, longest, fail, stiffAny
 		if sum != nil {
 			sum.add(b)
 		}
@@ -2113,6 +2357,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	longest := 0
 	for b, bo := range blocks {
 		r.gradNonFinite = r.gradNonFinite || bo.nonFinite
+		r.ill = r.ill || bo.failed || bo.stiff
 		over = append(over, bo.over...)
 		longest = max(longest, bo.longest)
 		if bo.failed {
@@ -2163,23 +2408,23 @@ func overflowed(fl []int32) bool {
 // a run of the result array (the loop's stores to seven arrays through
 // an index per trajectory took longer than all the block's copies). It
 // returns the most accepted steps and whether a trajectory failed.
-func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool) {
+func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail, stiff bool) {
 	// In strips whose arrays (about 40 bytes a trajectory) stay in the
 	// core's cache from one loop to the next: a block of 16,384 at once
 	// read its arrays from memory again in each loop.
 	for s0 := q0; s0 < q1; s0 += statusStrip {
 		s1 := min(q1, s0+statusStrip)
-		l, f := r.scatterStatusStrip(i0+s0-q0, s0, s1, status, acc, rej, flags, events, tt)
-		longest, fail = max(longest, l), fail || f
+		l, f, st := r.scatterStatusStrip(i0+s0-q0, s0, s1, status, acc, rej, flags, events, tt)
+		longest, fail, stiff = max(longest, l), fail || f, stiff || st
 	}
-	return longest, fail
+	return longest, fail, stiff
 }
 
 // statusStrip is the trajectories of a strip of scatterStatus.
 const statusStrip = 2048
 
 // scatterStatusStrip is scatterStatus over one strip.
-func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool) {
+func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail, stiffAny bool) {
 	res, pl := r.res, r.ex.plan
 	m := q1 - q0
 	accepted := res.Stats.Accepted[i0 : i0+m]
@@ -2202,8 +2447,11 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 	}
 	stiff := res.Stiff[i0 : i0+m]
 	fl := flags[q0 : q0+len(stiff)]
+	var anyFlag int32
 	for j := range stiff {
-		stiff[j] = fl[j]&flagStiff != 0
+		f := fl[j] & flagStiff
+		stiff[j] = f != 0
+		anyFlag |= f
 	}
 	if !r.lazyT {
 		t := res.T[i0 : i0+m]
@@ -2229,7 +2477,38 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 			ev[j] = int(e[j])
 		}
 	}
-	return longest, bad != ode.OK
+	return longest, bad != ode.OK, anyFlag != 0
+}
+
+// writeEnds writes the end times (Job.T1) of the run's trajectories g,
+// consecutive if consec, into both arrays of Job.EndTimes (r.endT and
+// r.endM): as runs of the arrays, one value repeated where every
+// trajectory ends at T1[0] (Job.T1Same).
+func (r *run) writeEnds(g []int, consec bool) {
+	t1 := r.j.T1
+	if !consec {
+		for _, i := range g {
+			r.endT[i], r.endM[i] = t1[i], t1[i]
+		}
+		return
+	}
+	if len(g) == 0 {
+		return
+	}
+	i0, i1 := g[0], g[0]+len(g)
+	a, b := r.endT[i0:i1], r.endM[i0:i1]
+	if r.j.T1Same {
+		x := t1[0]
+		for k := range a {
+			a[k] = x
+		}
+		for k := range b {
+			b[k] = x
+		}
+		return
+	}
+	copy(a, t1[i0:i1])
+	copy(b, t1[i0:i1])
 }
 
 // scatterBlock is what scatter's worker found in one block of
@@ -2238,6 +2517,7 @@ type scatterBlock struct {
 	over      []int // the block's trajectories whose record overflowed
 	longest   int   // the most accepted steps of one of them
 	failed    bool  // a trajectory that did not end OK
+	stiff     bool  // a trajectory whose stiffness test fired
 	nonFinite bool  // a gradient that is not finite
 	badTerm   bool  // a loss term that is not finite (with OmitStates: lossError needs its states)
 }
@@ -2875,6 +3155,9 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		}
 		res.GradS = r.gs
 		res.GradFinite = !r.gradNonFinite
+		if r.ends && !r.ill {
+			res.T, res.MeshT1, res.EndsWell = r.endT, r.endM, true
+		}
 		res.StoredBytes = r.stored
 		res.GradTime = wall
 	}

@@ -77,6 +77,11 @@ type Tuning struct {
 	// instead of a kernel per chunk (thread layout) whose results are
 	// copied back while the next chunks' kernels run.
 	NoChunkLaunch bool
+	// NoChunkStage stages all the inputs of a launch that runs a kernel
+	// per chunk before its first kernel, instead of chunk by chunk, each
+	// chunk's inputs staged while the chunk before goes up and runs
+	// (stagesByChunk).
+	NoChunkStage bool
 
 	// FastCompile holds NVRTC options, separated by spaces, with which a
 	// kernel of at least FastCompileFrom bytes of source is compiled

@@ -368,7 +368,8 @@ func subJob(j *ode.Job, lo, hi int, progress func(done, total int)) *ode.Job {
 		s.Mesh = subMesh(j.Mesh, lo, hi)
 	}
 	s.Progress = progress
-	s.Reuse = nil // the shards' results are gathered into new arrays
+	s.Reuse = nil      // the shards' results are gathered into new arrays
+	s.EndTimes = false // the gathered result is checked by package ode
 	return &s
 }
 

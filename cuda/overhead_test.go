@@ -723,6 +723,59 @@ func BenchmarkGPUCall(b *testing.B) {
 	}
 }
 
+// BenchmarkGPUCallBound times whole Grad calls of n Lorenz trajectories
+// on the device (rtol 1e-6, the record, everything returned: the issue's
+// protocol) at 32,768, 262,144 and 2^20 trajectories, with each chunk's
+// inputs staged while the chunk before runs (the default from two
+// chunks: stagesByChunk) and staged at once (Tuning.NoChunkStage), beside
+// the bound the issue sets: kernel-ms + 1.3·copy-ms + 0.2 ms (bound-ms),
+// and host-ms, the call's time beyond its kernels and copies. Run with
+// -count to alternate them.
+func BenchmarkGPUCallBound(b *testing.B) {
+	needGPUEngine(b)
+	for _, n := range []int{1 << 15, 1 << 18, 1 << 20} {
+		for _, whole := range []bool{false, true} {
+			if whole && n < 1<<18 {
+				continue // one chunk: staged at once either way
+			}
+			name := fmt.Sprintf("n=%d/stage", n)
+			if whole {
+				name = fmt.Sprintf("n=%d/whole", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				c := lorenzCallCase(n)
+				c.set.RelTol, c.set.AbsTol = 1e-6, 1e-9
+				c.set.Engine = tuned(b, "cuda", Tuning{NoChunkStage: whole})
+				sv, err := ode.NewSolver(c.prob.Field, &c.set)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var g ode.Gradient
+				if _, err := sv.Grad(&g, &c.prob, c.loss, nil); err != nil {
+					b.Fatal(err)
+				}
+				var tr Trace
+				ctx := WithTrace(context.Background(), &tr)
+				b.ResetTimer()
+				for range b.N {
+					if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				s := tr.Stats()
+				call := float64(b.Elapsed()) / 1e6 / float64(b.N)
+				kernel := float64(s.Kernel) / 1e6 / float64(b.N)
+				copies := float64(s.Transfer) / 1e6 / float64(b.N)
+				b.ReportMetric(kernel, "kernel-ms/op")
+				b.ReportMetric(copies, "copy-ms/op")
+				b.ReportMetric(kernel+1.3*copies+0.2, "bound-ms/op")
+				b.ReportMetric(call-kernel-copies, "host-ms/op")
+			})
+		}
+	}
+}
+
 // TestGPUChunkLaunch checks on the device that a launch run as a kernel
 // per chunk of results, its copies beside the next chunks' kernels (the
 // default from 2^19 trajectories), gives the results of one kernel

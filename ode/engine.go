@@ -214,6 +214,18 @@ type Job struct {
 	// Omit. Only OpGrad sets it.
 	Omit Omit
 
+	// EndTimes asks a record without events (OpGrad with Mesh nil, set
+	// by Grad) for what Grad makes of it when every trajectory ends well:
+	// the end times T1 in two arrays of N, Result.T (in Reuse.T's
+	// storage where large enough) for the Solution and Result.MeshT1 (in
+	// Reuse.Mesh.T1's) for the recorded Mesh, and Result.EndsWell. An
+	// engine that writes its results in parallel blocks writes them in
+	// the same pass (a GPU engine's scatter), where package ode would
+	// make a pass of its own over the trajectories after the run. An
+	// engine may ignore it (EndsWell false): package ode then writes the
+	// end times and checks the statuses itself.
+	EndTimes bool
+
 	// Reuse, if not nil, holds arrays of an earlier result (and its Mesh)
 	// that the engine may fill instead of allocating new ones: a training
 	// loop's results then reuse their storage from call to call. Their
@@ -309,6 +321,15 @@ type Result struct {
 	// GradP finite as it wrote them (false: not known); Grad then skips
 	// reading them again for its own check.
 	GradFinite bool
+
+	// EndsWell reports, for a Job with EndTimes, that every trajectory's
+	// Status is OK and none's Stiff flag is set (the engine checked them
+	// as it wrote them), and that T and MeshT1 hold every trajectory's
+	// end time Job.T1[i] (T is then not the time reached of a record
+	// that failed, but the time each reached ending well: the same).
+	// False: not known, T and MeshT1 as without EndTimes.
+	EndsWell bool
+	MeshT1   []float64 // [N] with EndsWell: the recorded Mesh's T1, in its own storage (not T's)
 
 	// switched marks the trajectories that Method Auto switched to the
 	// stiff plan (Job.stiff), for error messages: [N], nil without it.

@@ -150,6 +150,9 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	}
 	given := m
 	q.omit = dst.omit()
+	// A record without events: the engine may write the end times and
+	// check the statuses in its own pass (Job.EndTimes).
+	q.ends = m == nil && sv.plan.Events == nil && sv.set.Method != Auto
 	reuse := dst.reusable(m == nil)
 	rg = trace.StartRegion(ctx, "ode.Grad.run")
 	res, used, err := sv.run(ctx, OpGrad, q, &loss, m, reuse)
@@ -167,6 +170,11 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	var t []float64                   // the solution's times
 	checked, well := vouched, vouched // vouched: checkMesh's: none stiff, none failed
 	switch {
+	case m == nil && res.EndsWell && res.Mesh != nil:
+		// The engine wrote both arrays of end times and found every
+		// trajectory well as it wrote the statuses.
+		t, well, checked = res.T, true, true
+		m = used.meshEnds(q, res, res.MeshT1)
 	case m == nil && used.plan.Events == nil && res.Mesh != nil:
 		var old []float64
 		if reuse.Mesh != nil {

@@ -506,6 +506,10 @@ type problem struct {
 	// omit is the Gradient.Omit of a Grad (Job.Omit; 0 for any other
 	// operation), kept by its sub-problems (GradPartial, Method Auto).
 	omit Omit
+
+	// ends asks the executor for the end times of a Grad's record
+	// (Job.EndTimes).
+	ends bool
 }
 
 // endTimes returns the end times ([N]) in dst's storage where it is large

@@ -600,7 +600,7 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 	j.Checks = q.checks
 	j.T0s = q.t0s
 	if op == OpGrad {
-		j.Omit = q.omit
+		j.Omit, j.EndTimes = q.omit, q.ends && m == nil
 	}
 	j.AbsTol = make([]float64, q.Field.Dim)
 	for c := range j.AbsTol {

@@ -1,0 +1,184 @@
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// endsSpy is an engine that runs another's executors and counts the jobs
+// that ask for the end times (ode.Job.EndTimes) and the results that
+// hand them over (ode.Result.EndsWell).
+type endsSpy struct {
+	name        string
+	e           *Engine
+	asked, well atomic.Int64
+}
+
+func (s *endsSpy) Name() string     { return s.name }
+func (s *endsSpy) Available() error { return s.e.Available() }
+
+func (s *endsSpy) Prepare(p *ode.Plan) (ode.Executor, error) {
+	ex, err := s.e.Prepare(p)
+	if err != nil {
+		return nil, err
+	}
+	return &endsSpyExec{ex, s}, nil
+}
+
+type endsSpyExec struct {
+	ex ode.Executor
+	s  *endsSpy
+}
+
+func (x *endsSpyExec) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
+	if j.EndTimes {
+		x.s.asked.Add(1)
+	}
+	res, err := x.ex.Run(ctx, j)
+	if err == nil && res.EndsWell {
+		x.s.well.Add(1)
+	}
+	return res, err
+}
+
+var (
+	endsSpiesMu sync.Mutex
+	endsSpies   = map[string]*endsSpy{}
+)
+
+// endsSpyOf returns the spy, registered on first use, of the host engine
+// (float64) with Tuning tun.
+func endsSpyOf(t *testing.T, tun Tuning) *endsSpy {
+	t.Helper()
+	name := fmt.Sprintf("cuda-host-endsspy/%d/%t", tun.firstRows, tun.generic)
+	endsSpiesMu.Lock()
+	defer endsSpiesMu.Unlock()
+	if s := endsSpies[name]; s != nil {
+		return s
+	}
+	be, err := hostF64.backend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{name: name, prec: Float64, be: be}
+	e.SetTuning(tun)
+	s := &endsSpy{name: name, e: e}
+	ode.Register(s)
+	endsSpies[name] = s
+	return s
+}
+
+// TestHostEngineEndTimes checks the end times that the engine's scatter
+// writes for a Grad's record (ode.Job.EndTimes): the Solution's T and
+// the Mesh's T1 equal the CPU engine's (which package ode writes) bit for
+// bit, in storage of their own, with one end time and with one per
+// trajectory, in launches of consecutive trajectories and with reruns
+// (short first record buffers) and the general loops (Tuning.generic),
+// over repeated calls that pass the Gradient back; that the engine hands
+// them over (Result.EndsWell) only where every trajectory ended well,
+// and that a call with failed trajectories after a good one (and a good
+// one after it, the same Gradient passed back) gets the same results and
+// errors as on the CPU engine.
+func TestHostEngineEndTimes(t *testing.T) {
+	needHost(t)
+	const n = 2500 // three result blocks or more
+	rng := rand.New(rand.NewPCG(23, 36))
+	t1s := make([]float64, n)
+	for i := range t1s {
+		t1s[i] = 0.5 + 0.5*rng.Float64()
+	}
+	for _, c := range []struct {
+		name string
+		t1s  bool
+		tun  Tuning
+	}{
+		{"T1", false, Tuning{}},
+		{"T1s", true, Tuning{}},
+		{"T1/reruns", false, Tuning{firstRows: 4}},
+		{"T1s/reruns", true, Tuning{firstRows: 4}},
+		{"T1s/generic", true, Tuning{generic: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spy := endsSpyOf(t, c.tun)
+			lc := lorenzCase(n, 1e-4)
+			if c.t1s {
+				lc.prob.T1s = t1s
+			}
+			cpu := lc.solver(t, "cpu")
+			gpu := lc.solver(t, spy.name)
+			want, err := cpu.Grad(nil, &lc.prob, lc.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A failing call: a step budget that about half of the
+			// trajectories exhaust (the larger ρ take more steps).
+			steps := make([]int, n)
+			for i := range steps {
+				steps[i] = want.Solution.Stats.Accepted[i] + want.Solution.Stats.Rejected[i]
+			}
+			slices.Sort(steps)
+			fl := lc
+			fl.set.MaxSteps = steps[n/2]
+			cpuFail, gpuFail := fl.solver(t, "cpu"), fl.solver(t, spy.name)
+			_, wantErr := cpuFail.Grad(nil, &fl.prob, fl.loss, nil)
+			var wantTE *ode.TrajectoryError
+			if !errors.As(wantErr, &wantTE) {
+				t.Fatalf("the CPU engine's Grad with MaxSteps %d: %v, not a *TrajectoryError", fl.set.MaxSteps, wantErr)
+			}
+			var g ode.Gradient
+			for k, fail := range []bool{false, false, true, false} {
+				asked, well := spy.asked.Load(), spy.well.Load()
+				if fail {
+					_, err := gpuFail.Grad(&g, &fl.prob, fl.loss, nil)
+					var te *ode.TrajectoryError
+					if !errors.As(err, &te) || te.Index != wantTE.Index || te.Status != wantTE.Status {
+						t.Fatalf("call %d: the failing Grad's error is %v, the CPU engine's %v", k, err, wantErr)
+					}
+					if spy.asked.Load() != asked+1 || spy.well.Load() != well {
+						t.Errorf("call %d: %d jobs asked for the end times, %d results handed them over: want 1 and 0", k, spy.asked.Load()-asked, spy.well.Load()-well)
+					}
+					continue
+				}
+				if _, err := gpu.Grad(&g, &lc.prob, lc.loss, nil); err != nil {
+					t.Fatalf("call %d: %v", k, err)
+				}
+				if spy.asked.Load() != asked+1 || spy.well.Load() != well+1 {
+					t.Errorf("call %d: %d jobs asked for the end times, %d results handed them over: want 1 and 1", k, spy.asked.Load()-asked, spy.well.Load()-well)
+				}
+				sameBits(t, fmt.Sprintf("call %d: Solution.T", k), g.Solution.T, want.Solution.T)
+				sameBits(t, fmt.Sprintf("call %d: Mesh.T1", k), g.Mesh.T1, want.Mesh.T1)
+				if len(g.Mesh.T1) > 0 && &g.Mesh.T1[0] == &g.Solution.T[0] {
+					t.Errorf("call %d: Mesh.T1 and Solution.T share their storage", k)
+				}
+				if !slices.Equal(g.Solution.Status, want.Solution.Status) || !slices.Equal(g.Solution.Stiff, want.Solution.Stiff) {
+					t.Errorf("call %d: the statuses or stiffness flags differ from the CPU engine's", k)
+				}
+			}
+		})
+	}
+}
+
+// sameBits reports an element of got whose bits differ from want's, or a
+// length that does.
+func sameBits(t *testing.T, what string, got, want []float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
+		return
+	}
+	for i := range got {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			t.Errorf("%s[%d] = %v, want %v", what, i, got[i], want[i])
+			return
+		}
+	}
+}
