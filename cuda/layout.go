@@ -121,8 +121,8 @@ type Tuning struct {
 	// in the wide layout: the solves, records, losses and gradients with
 	// the record (without events; save times interpolated, Settings.Saves
 	// = SaveInterpolate) of explicit methods on states of at least
-	// kernelgen.WideMinDim components and of Rosenbrock methods from
-	// kernelgen.WideMinDimFactor (kernelgen.Config.Wide: one warp
+	// kernelgen.WideMinDim components (and of Rosenbrock methods from
+	// kernelgen.WideMinDimFactor where WideStiff asks) (kernelgen.Config.Wide: one warp
 	// per trajectory, the d-long arrays in shared memory, the component
 	// loops split over the lanes; results agree with the thread layout's
 	// to rounding, not bit for bit). On an H100, Lorenz-96's gradient with
@@ -130,6 +130,16 @@ type Tuning struct {
 	// (d = 64) and 141.8 → 8.30 ms (d = 256); docs/wide-layout.md. A
 	// forced Layout other than LayoutAuto keeps it off too.
 	NoWide bool
+	// WideStiff runs Rosenbrock methods (Rodas5P, Rosenbrock23) in the
+	// wide layout too, from kernelgen.WideMinDimFactor components: a warp
+	// per trajectory with W and its LU factor in the warp's shared memory
+	// (docs/wide-layout.md). Off by default: on a simulated warp its
+	// results agree with the CPU engine's and the thread layout's, but
+	// neither its speed nor NVRTC's time on its kernels (1.1–1.7 MB of
+	// source for Pollution and the Brusselator, against 0.3–0.4 MB in the
+	// thread layout) has been measured on a device
+	// (BenchmarkGPUWide's Rosenbrock rows will).
+	WideStiff bool
 	// NoTrainGraph runs each step of a fit kept in device memory
 	// (ode.Trainer) as a batch of a dozen operations launched from the
 	// host, instead of one CUDA graph for the evaluation and one for the
@@ -219,7 +229,7 @@ type layoutJob struct {
 //     its save times interpolated) of a plan whose field is not mostly
 //     vectors, from kernelgen.WideMinDim components (an explicit method)
 //     or kernelgen.WideMinDimFactor (a Rosenbrock method, its factor of W
-//     in the warp's shared memory), where a warp's shared memory fits
+//     in the warp's shared memory; only with Tuning.WideStiff), where a warp's shared memory fits
 //     the device's limit; else the thread layout.
 //
 // tun.Layout overrides the first and last choices and may force the
@@ -266,6 +276,9 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, dev device, tun Tuning) bool {
 	from := kernelgen.WideMinDim
 	if kernelgen.WideFactors(pl) {
+		if !tun.WideStiff && tun.wideFrom <= 0 {
+			return false
+		}
 		from = kernelgen.WideMinDimFactor
 	}
 	if tun.wideFrom > 0 {

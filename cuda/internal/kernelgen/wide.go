@@ -45,7 +45,8 @@ const WideMinDim = 64
 
 // WideMinDimFactor is the smallest state of a Rosenbrock method (a plan
 // whose steps factor W = I − γhJ: WideFactors) from which package cuda
-// runs the wide layout by default: a proposal, to be set by a device
+// runs the wide layout where cuda.Tuning.WideStiff asks (not by default:
+// unmeasured on a device): a proposal, to be set by a device
 // measurement (cuda's BenchmarkGPUWide, the Rosenbrock rows). From d =
 // 16 a Rosenbrock step is matrix-free (package ode's matrixFreeDim) and
 // its factor's O(d³/3) updates per step, serial in a thread of the thread
