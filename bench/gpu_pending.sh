@@ -25,6 +25,15 @@
 #     on .gpu/srcs (TestSizeDiag's sources) beside the GPU tests of events,
 #     multi-GPU, training and problems;
 #   bash bench/gpu_pending.sh one (under 10 minutes): the most wanted checks in one call.
+#   bash bench/gpu_pending.sh s36a, then s36b (under 10 minutes each):
+#     session 36's work, none of it yet run on a device, most wanted first: the trainer's CUDA graphs
+#     and fused sums (TestGPUTrainGraph, BenchmarkGPUTrainStep), chunk-staged
+#     inputs and end times in the result pass (TestGPUChunkLaunch,
+#     BenchmarkGPUCallBound), Method Auto continued from the switch
+#     (TestGPUAutoContinue, BenchmarkGPUAuto), saved states copied back in
+#     groups (TestGPUSaveGroups, BenchmarkGPUSaveSplit), Rosenbrock methods
+#     in the wide layout (TestGPUWideRosenbrock, BenchmarkGPUWide's
+#     Rosenbrock rows), then `bash bench/gpu_train.sh` (its own call).
 #   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
 #   bash bench/gpu_pending.sh wide (under 10 minutes): TestGPUWide in full
 #     and BenchmarkGPUWide (the wide layout against the thread layout).
@@ -213,6 +222,32 @@ GS_COLDSTART_PHASES=split GS_COLDSTART_ONLY=pollution GS_COLDSTART_BUDGET=110 GS
 el $?
 grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
+fi
+
+if [ "$part" = s36a ] || [ "$part" = s36b ]; then
+t() { # name, seconds, test binary arguments...
+	local name=$1 secs=$2
+	shift 2
+	echo "=== $name"
+	timeout "$secs" "$bin/cuda.test" "$@" >"$out/l/$name.log" 2>&1
+	el $?
+	grep -E '^(--- |    --- |ok|FAIL|PASS)|^Benchmark|panic' "$out/l/$name.log" | head -40
+}
+fi
+if [ "$part" = s36a ]; then
+t train-tests 120 -test.v -test.run 'TestGPUTrainGraph|TestGPUTrainMatchesHost|TestGPUTrainHandsBack|TestGPUTrainUpdateBitwise|TestGPUTrainResume'
+t train-step 60 -test.run '^$' -test.bench 'GPUTrainStep' -test.benchtime 20x
+t chunks 90 -test.v -test.run 'TestGPUChunkLaunch|TestGPUEngine$'
+t call-bound 90 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 3
+t host-work 40 -test.run '^$' -test.bench 'CallHostWork(Mid)?$' -test.cpu 1,16 -test.benchtime 40x
+t auto 120 -test.v -test.run 'TestGPUAutoContinue'
+t auto-bench 90 -test.run '^$' -test.bench 'GPUAuto' -test.benchtime 5x
+fi
+if [ "$part" = s36b ]; then
+t saves 60 -test.v -test.run 'TestGPUSaveGroups|TestGPUEngineSaveTimes'
+t save-split 60 -test.run '^$' -test.bench 'GPUSaveSplit' -test.benchtime 5x
+t wide-ros 150 -test.v -test.run 'TestGPUWideRosenbrock'
+t wide-ros-bench 200 -test.run '^$' -test.bench 'GPUWide/grad/(pollution|brusselator)' -test.benchtime 3x
 fi
 
 if [ "$part" = first ]; then
