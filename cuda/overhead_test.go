@@ -695,32 +695,42 @@ func BenchmarkGPUCall(b *testing.B) {
 				name += "-omit"
 			}
 			b.Run(name, func(b *testing.B) {
-				c := lorenzCallCase(1 << 20)
-				c.set.RelTol, c.set.AbsTol = 1e-6, 1e-9 // the protocol (gradsolve bench -suite gpu-train)
-				c.set.Engine = tuned(b, "cuda", Tuning{NoChunkLaunch: one})
-				sv, err := ode.NewSolver(c.prob.Field, &c.set)
-				if err != nil {
-					b.Fatal(err)
-				}
-				g := ode.Gradient{Omit: o}
-				if _, err := sv.Grad(&g, &c.prob, c.loss, nil); err != nil {
-					b.Fatal(err)
-				}
-				var tr Trace
-				ctx := WithTrace(context.Background(), &tr)
-				b.ResetTimer()
-				for range b.N {
-					if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				s := tr.Stats()
-				b.ReportMetric(float64(s.Kernel)/1e6/float64(b.N), "kernel-ms/op")
-				b.ReportMetric(float64(s.Transfer)/1e6/float64(b.N), "copy-ms/op")
+				timeGradCalls(b, 1<<20, Tuning{NoChunkLaunch: one}, o)
 			})
 		}
 	}
+}
+
+// timeGradCalls times b.N whole Grad calls (with the record) of n Lorenz
+// trajectories at the protocol (rtol 1e-6, atol 1e-9: gradsolve
+// bench -suite gpu-train) on engine "cuda" with tuning tun and
+// Gradient.Omit o, after one untimed call; it reports the trace's
+// kernel-ms and copy-ms per call and returns the trace's totals.
+func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
+	c := lorenzCallCase(n)
+	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-9
+	c.set.Engine = tuned(b, "cuda", tun)
+	sv, err := ode.NewSolver(c.prob.Field, &c.set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := ode.Gradient{Omit: o}
+	if _, err := sv.Grad(&g, &c.prob, c.loss, nil); err != nil {
+		b.Fatal(err)
+	}
+	var tr Trace
+	ctx := WithTrace(context.Background(), &tr)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	s := tr.Stats()
+	b.ReportMetric(float64(s.Kernel)/1e6/float64(b.N), "kernel-ms/op")
+	b.ReportMetric(float64(s.Transfer)/1e6/float64(b.N), "copy-ms/op")
+	return s
 }
 
 // BenchmarkGPUCallBound times whole Grad calls of n Lorenz trajectories
@@ -743,32 +753,10 @@ func BenchmarkGPUCallBound(b *testing.B) {
 				name = fmt.Sprintf("n=%d/whole", n)
 			}
 			b.Run(name, func(b *testing.B) {
-				c := lorenzCallCase(n)
-				c.set.RelTol, c.set.AbsTol = 1e-6, 1e-9
-				c.set.Engine = tuned(b, "cuda", Tuning{NoChunkStage: whole})
-				sv, err := ode.NewSolver(c.prob.Field, &c.set)
-				if err != nil {
-					b.Fatal(err)
-				}
-				var g ode.Gradient
-				if _, err := sv.Grad(&g, &c.prob, c.loss, nil); err != nil {
-					b.Fatal(err)
-				}
-				var tr Trace
-				ctx := WithTrace(context.Background(), &tr)
-				b.ResetTimer()
-				for range b.N {
-					if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				s := tr.Stats()
+				s := timeGradCalls(b, n, Tuning{NoChunkStage: whole}, 0)
 				call := float64(b.Elapsed()) / 1e6 / float64(b.N)
 				kernel := float64(s.Kernel) / 1e6 / float64(b.N)
 				copies := float64(s.Transfer) / 1e6 / float64(b.N)
-				b.ReportMetric(kernel, "kernel-ms/op")
-				b.ReportMetric(copies, "copy-ms/op")
 				b.ReportMetric(kernel+1.3*copies+0.2, "bound-ms/op")
 				b.ReportMetric(call-kernel-copies, "host-ms/op")
 			})
