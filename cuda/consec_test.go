@@ -55,16 +55,7 @@ func TestHostEngineConsecutive(t *testing.T) {
 	// (ρ spread over [0, 28]: the larger ones take more steps).
 	t.Run("failures", func(t *testing.T) {
 		c := lor
-		sol, err := c.solver(t, "cuda-host").Solve(&c.prob)
-		if err != nil {
-			t.Fatal(err)
-		}
-		steps := make([]int, n)
-		for i := range steps {
-			steps[i] = sol.Stats.Accepted[i] + sol.Stats.Rejected[i]
-		}
-		slices.Sort(steps)
-		c.set.MaxSteps = steps[n/2]
+		c.set.MaxSteps = medianSteps(t, c, "cuda-host")
 		c.set.AllowFailures = true
 		for _, eng := range []string{"cuda-host", "cuda-host-f32"} {
 			fast, gen := c.solver(t, tuned(t, eng, Tuning{firstRows: 8})), c.solver(t, tuned(t, eng, Tuning{firstRows: 8, generic: true}))
@@ -131,4 +122,21 @@ func wideA(d int) []float64 {
 		a[((i+1)%d)*d+i] = -1
 	}
 	return a
+}
+
+// medianSteps returns the median of the steps (accepted and rejected)
+// that case c's trajectories take on engine: a MaxSteps that about half
+// of them exhaust.
+func medianSteps(t *testing.T, c engineCase, engine string) int {
+	t.Helper()
+	sol, err := c.solver(t, engine).Solve(&c.prob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := make([]int, len(sol.Stats.Accepted))
+	for i := range steps {
+		steps[i] = sol.Stats.Accepted[i] + sol.Stats.Rejected[i]
+	}
+	slices.Sort(steps)
+	return steps[len(steps)/2]
 }

@@ -166,16 +166,7 @@ func testSaveGroups(t *testing.T, f64, f32 string) {
 	// (ρ spread over [0, 28]: the larger ones take more steps).
 	t.Run("failures", func(t *testing.T) {
 		f := c
-		sol, err := f.solver(t, f64).Solve(&f.prob)
-		if err != nil {
-			t.Fatal(err)
-		}
-		steps := make([]int, n)
-		for i := range steps {
-			steps[i] = sol.Stats.Accepted[i] + sol.Stats.Rejected[i]
-		}
-		slices.Sort(steps)
-		f.set.MaxSteps = steps[n/2]
+		f.set.MaxSteps = medianSteps(t, f, f64)
 		f.set.AllowFailures = true
 		p := f.prob
 		gs, err := f.solver(t, tuned(t, f64, Tuning{saveGroup: 1024})).Solve(&p)
