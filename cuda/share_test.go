@@ -109,8 +109,8 @@ func sameSolution(t *testing.T, what string, got, want *ode.Solution) {
 // each scattered while the next is copied (Tuning.pipeChunk: here one
 // result block a chunk, 4 chunks), are those of one copy bit for bit:
 // a solve, a gradient with its record and one on the mesh, with
-// records long enough and, with short first record buffers, with every
-// trajectory rerun (a launch of the overflowed ones, pipelined too);
+// records long enough and, with short first record buffers (with -long),
+// with every trajectory rerun (a launch of the overflowed ones, pipelined too);
 // with a kernel per chunk (the thread layout's default: a launch of
 // chunks is several kernels, as the trace counts them) and with one
 // kernel for the chunks (Tuning.NoChunkLaunch); a shared parameters'
@@ -120,7 +120,14 @@ func TestHostEnginePipelined(t *testing.T) {
 	c := lorenzCase(3*resultBlock+1000, 1e-4)
 	c.prob.SaveAt = []float64{0.5}
 	c.loss = ode.SumSquares()
-	for _, rows := range []int{0, 4} {
+	// Short first record buffers (every trajectory rerun) only with -long
+	// (or GRADSOLVE_LONG_TESTS=1): each case here takes about a minute on
+	// two cores.
+	rowsOf := []int{0}
+	if longTests() {
+		rowsOf = append(rowsOf, 4)
+	}
+	for _, rows := range rowsOf {
 		for _, whole := range []bool{false, true} {
 			if whole && rows > 0 {
 				continue
@@ -149,7 +156,7 @@ func TestHostEnginePipelined(t *testing.T) {
 	// smaller one (resultBlockOf): whole blocks split over the halves.
 	h := lorenzCase(3*resultBlock+resultBlock/2, 1e-4)
 	h.loss = ode.SumSquares()
-	for _, rows := range []int{0, 4} {
+	for _, rows := range rowsOf {
 		t.Run(fmt.Sprintf("halves/rows=%d", rows), func(t *testing.T) {
 			halves := h.solver(t, tuned(t, "cuda-host", Tuning{pipeMin: 1024, firstRows: rows}))
 			plain := h.solver(t, tuned(t, "cuda-host", Tuning{firstRows: rows}))
