@@ -10,8 +10,8 @@
 #
 # Every check runs even if an earlier one fails; the script ends by listing
 # the failed checks and exits 1 if there are any. FUZZTIME sets the length of
-# each fuzz run (default 10s). Nothing here needs a GPU; the whole run takes a
-# few minutes on two cores.
+# each fuzz run (default 10s). Nothing here needs a GPU; the whole run takes
+# about half an hour on two cores (package cuda's tests most of it).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
