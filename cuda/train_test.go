@@ -215,9 +215,7 @@ func pkFits(n int) fit.Problem {
 	for i := range p.P {
 		p.P[i] = 0.7
 	}
-	loss := ode.Loss{Name: "pk-time", Data: data, DataDim: 1,
-		F: func(y, _, data []tape.V) tape.V { return y[1].Sub(data[0]).Square() }}
-	return fit.Problem{ODE: p, Loss: loss, Vars: fit.Vars{P: []int{0}}, Fits: n}
+	return componentFits(p, 1, data)
 }
 
 // ballFits is n independent fits of ballCase's restitution to the heights
@@ -234,9 +232,16 @@ func ballFits(n int) fit.Problem {
 	for i := range p.P {
 		p.P[i] += 0.03
 	}
-	loss := ode.Loss{Name: "ball-height", Data: data, DataDim: 1,
-		F: func(y, _, data []tape.V) tape.V { return y[0].Sub(data[0]).Square() }}
-	return fit.Problem{ODE: p, Loss: loss, Vars: fit.Vars{P: []int{0}}, Fits: n}
+	return componentFits(p, 0, data)
+}
+
+// componentFits is p's N independent fits of its parameter 0 (a fit a
+// trajectory) to data, one value a trajectory: the loss Σ (y[comp] −
+// data)² at the end.
+func componentFits(p ode.Problem, comp int, data []float64) fit.Problem {
+	loss := ode.Loss{Name: "component-fit", Data: data, DataDim: 1,
+		F: func(y, _, data []tape.V) tape.V { return y[comp].Sub(data[0]).Square() }}
+	return fit.Problem{ODE: p, Loss: loss, Vars: fit.Vars{P: []int{0}}, Fits: p.N}
 }
 
 // unevenStart returns p with the fitted P columns of each fit's
