@@ -158,18 +158,16 @@ GS_DEVICE bool gs_wide_lu_nan(gs_real* x, const gs_real* f) {
   GS_SYNCWARP();
   return true;
 }
-// gs_wide_lu_solve overwrites x (holding b) with the solution of W x = b
-// given W's factors f: L's rows in gs_lu_solve's order, U's in the
-// reverse order.
+// gs_wide_lu_swap applies the row interchanges of W's factors f to x,
+// in order (a solve's first step) or in reverse (a transposed solve's
+// last), on lane 0.
 template <int D>
-GS_DEVICE void gs_wide_lu_solve(gs_real* x, const gs_real* f) {
-  const int lane = GS_WLANE;
+GS_DEVICE void gs_wide_lu_swap(gs_real* x, const gs_real* f, bool reverse) {
   constexpr int LD = GS_WLD(D);
-  GS_SYNCWARP();
-  if (gs_wide_lu_nan<D>(x, f)) return;
-  if (lane == 0) {
+  if (GS_WLANE == 0) {
 #pragma unroll 1
-    for (int k = 0; k < D; k++) {
+    for (int j = 0; j < D; j++) {
+      const int k = reverse ? D - 1 - j : j;
       const int p = (int)f[D * LD + k];
       if (p != k) {
         gs_real t = x[k];
@@ -179,6 +177,17 @@ GS_DEVICE void gs_wide_lu_solve(gs_real* x, const gs_real* f) {
     }
   }
   GS_SYNCWARP();
+}
+// gs_wide_lu_solve overwrites x (holding b) with the solution of W x = b
+// given W's factors f: L's rows in gs_lu_solve's order, U's in the
+// reverse order.
+template <int D>
+GS_DEVICE void gs_wide_lu_solve(gs_real* x, const gs_real* f) {
+  const int lane = GS_WLANE;
+  constexpr int LD = GS_WLD(D);
+  GS_SYNCWARP();
+  if (gs_wide_lu_nan<D>(x, f)) return;
+  gs_wide_lu_swap<D>(x, f, false);
 #pragma unroll 1
   for (int c = 0; c < D - 1; c++) {
     const gs_real xc = x[c];
@@ -255,18 +264,7 @@ GS_DEVICE void gs_wide_lu_solve_t(gs_real* x, const gs_real* f) {
     GS_SYNCWARP();
   }
 #endif
-  if (lane == 0) {
-#pragma unroll 1
-    for (int k = D - 1; k >= 0; k--) {
-      const int p = (int)f[D * LD + k];
-      if (p != k) {
-        gs_real t = x[k];
-        x[k] = x[p];
-        x[p] = t;
-      }
-    }
-  }
-  GS_SYNCWARP();
+  gs_wide_lu_swap<D>(x, f, true);
 }
 `
 
