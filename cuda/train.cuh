@@ -28,6 +28,17 @@
 #define GS_T_TICKET 10 // gs_t_sum's count of its blocks done
 #define GS_T_HYPER 11  // the update's rule, where gs_targs.hyper is set (sum[11..20))
 
+// The engine kernel's flags (kernel.cuh's and events.cuh's, package
+// cuda's flagStiff, flagOverflow, flagTangent), which this source is
+// compiled without.
+#ifndef GS_FLAG_STIFF
+#define GS_FLAG_STIFF 1
+#define GS_FLAG_OVERFLOW 2
+#endif
+#ifndef GS_FLAG_TANGENT
+#define GS_FLAG_TANGENT 4
+#endif
+
 struct gs_targs {
   long long n;       // trajectories
   long long d, np;   // state and parameter dimensions
@@ -75,7 +86,7 @@ GS_DEVICE bool gs_t_finite(double x) { return x - x == 0; }
 // step: failed, stiff (flag 1), an event crossed tangentially (flag 4:
 // its time has no derivative), or a non-finite term or gradient.
 GS_DEVICE bool gs_t_bad(const gs_targs& a, long long i) {
-  if (a.status[i] != 0 || (a.flags[i] & 5) || !gs_t_finite(a.terms[i])) return true;
+  if (a.status[i] != 0 || (a.flags[i] & (GS_FLAG_STIFF | GS_FLAG_TANGENT)) || !gs_t_finite(a.terms[i])) return true;
   for (long long c = 0; c < a.d; c++)
     if (!gs_t_finite(a.gy0[c * a.n + i])) return true;
   for (long long c = 0; c < a.np; c++)
@@ -87,7 +98,7 @@ GS_DEVICE bool gs_t_bad(const gs_targs& a, long long i) {
 // trajectory's checks (mode 0), or src[k]² (mode 1).
 GS_DEVICE double gs_t_elem(const gs_targs& a, long long k, unsigned long long* cnt) {
   if (a.mode == 0) {
-    if (a.flags[k] & 2) {
+    if (a.flags[k] & GS_FLAG_OVERFLOW) {
       cnt[GS_T_OVER]++;
     } else if (gs_t_bad(a, k)) {
       cnt[GS_T_FAILED]++;
