@@ -122,7 +122,7 @@ type Tuning struct {
 	// the record (without events; save times interpolated, Settings.Saves
 	// = SaveInterpolate) of explicit methods on states of at least
 	// kernelgen.WideMinDim components (and of Rosenbrock methods from
-	// kernelgen.WideMinDimFactor where WideStiff asks) (kernelgen.Config.Wide: one warp
+	// kernelgen.WideMinDimFactor unless NoWideStiff) (kernelgen.Config.Wide: one warp
 	// per trajectory, the d-long arrays in shared memory, the component
 	// loops split over the lanes; results agree with the thread layout's
 	// to rounding, not bit for bit). On an H100, Lorenz-96's gradient with
@@ -130,16 +130,17 @@ type Tuning struct {
 	// (d = 64) and 141.8 → 8.30 ms (d = 256); docs/wide-layout.md. A
 	// forced Layout other than LayoutAuto keeps it off too.
 	NoWide bool
-	// WideStiff runs Rosenbrock methods (Rodas5P, Rosenbrock23) in the
-	// wide layout too, from kernelgen.WideMinDimFactor components: a warp
-	// per trajectory with W and its LU factor in the warp's shared memory
-	// (docs/wide-layout.md). Off by default: on a simulated warp its
-	// results agree with the CPU engine's and the thread layout's, but
-	// neither its speed nor NVRTC's time on its kernels (1.1–1.7 MB of
-	// source for Pollution and the Brusselator, against 0.3–0.4 MB in the
-	// thread layout) has been measured on a device
-	// (BenchmarkGPUWide's Rosenbrock rows will).
-	WideStiff bool
+	// NoWideStiff keeps Rosenbrock methods (Rodas5P, Rosenbrock23) in the
+	// thread layout. By default they run in the wide layout too, from
+	// kernelgen.WideMinDimFactor components: a warp per trajectory with W
+	// and its LU factor in the warp's shared memory (docs/wide-layout.md).
+	// On an H100 (BenchmarkGPUWide, gradient with the record, kernels)
+	// Pollution's (d = 20, n = 4096, Rodas5P) took 65.8 ms in the thread
+	// layout and 24.8 ms wide, the Brusselator's (d = 64, n = 1024)
+	// 804 ms and 65.1 ms; their kernels' source is 1.1–1.7 MB against
+	// 0.3–0.4 MB in the thread layout, so NVRTC takes longer on their
+	// first call.
+	NoWideStiff bool
 	// NoTrainGraph runs each step of a fit kept in device memory
 	// (ode.Trainer) as a batch of a dozen operations launched from the
 	// host, instead of one CUDA graph for the evaluation and one for the
@@ -229,7 +230,7 @@ type layoutJob struct {
 //     its save times interpolated) of a plan whose field is not mostly
 //     vectors, from kernelgen.WideMinDim components (an explicit method)
 //     or kernelgen.WideMinDimFactor (a Rosenbrock method, its factor of W
-//     in the warp's shared memory; only with Tuning.WideStiff), where a warp's shared memory fits
+//     in the warp's shared memory; unless Tuning.NoWideStiff), where a warp's shared memory fits
 //     the device's limit; else the thread layout.
 //
 // tun.Layout overrides the first and last choices and may force the
@@ -276,7 +277,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, dev device, tun Tuning) bool {
 	from := kernelgen.WideMinDim
 	if kernelgen.WideFactors(pl) {
-		if !tun.WideStiff && tun.wideFrom <= 0 {
+		if tun.NoWideStiff && tun.wideFrom <= 0 {
 			return false
 		}
 		from = kernelgen.WideMinDimFactor

@@ -35,8 +35,8 @@ func wideRosCase(t *testing.T, name string, m ode.Method, n int, t1 float64, sav
 
 // TestHostWideRosenbrock runs Rosenbrock methods in the wide layout (the
 // factor of W in the warp's shared memory: kernelgen's widelu.go) on a
-// simulated warp, two trajectories each: Pollution (d = 20; Tuning.WideStiff
-// runs it wide from kernelgen.WideMinDimFactor) to t = 0.2 with Rosenbrock23 and
+// simulated warp, two trajectories each: Pollution (d = 20; wide by default
+// from kernelgen.WideMinDimFactor) to t = 0.2 with Rosenbrock23 and
 // Rodas5P (with a save time: solve, record and gradient; without: the
 // gradient), Robertson (d = 3, the explicit factor of W and its VJP's d²
 // terms; the wide layout forced by Tuning.wideFrom) to t = 10 with
@@ -59,7 +59,7 @@ func TestHostWideRosenbrock(t *testing.T) {
 		ops    []string
 	}
 	small := tuned(t, "cuda-host-sim", Tuning{wideFrom: 1})
-	stiff := tuned(t, "cuda-host-sim", Tuning{WideStiff: true})
+	stiff := "cuda-host-sim"
 	cases := []tc{
 		{"pollution", ode.Rosenbrock23, 2, 0.2, false, stiff, []string{"grad"}},
 		{"pollution", ode.Rodas5P, 2, 0.2, true, stiff, nil},
@@ -69,7 +69,7 @@ func TestHostWideRosenbrock(t *testing.T) {
 	}
 	switch {
 	case longTests():
-		cases = append(cases, tc{"brusselator", ode.Rodas5P, 2, 0.5, false, tuned(t, "cuda-host-sim-227k", Tuning{WideStiff: true}), []string{"grad"}})
+		cases = append(cases, tc{"brusselator", ode.Rodas5P, 2, 0.5, false, "cuda-host-sim-227k", []string{"grad"}})
 	case testing.Short():
 		cases = cases[:1]
 	default:

@@ -60,13 +60,13 @@ func TestGPUWide(t *testing.T) {
 }
 
 // TestGPUWideRosenbrock is TestHostWideRosenbrock on the device (engine
-// "cuda" with Tuning.WideStiff: the wide layout for Rosenbrock methods
+// "cuda": the wide layout for Rosenbrock methods
 // from kernelgen.WideMinDimFactor): Pollution (d = 20) with Rodas5P (a save
 // time) and Rosenbrock23 (none), 1,000 trajectories, and the Brusselator
 // (d = 64) with Rodas5P, 256, to t = 0.5.
 func TestGPUWideRosenbrock(t *testing.T) {
 	needGPUEngine(t)
-	stiff := tuned(t, "cuda", Tuning{WideStiff: true})
+	stiff := "cuda"
 	testWideRos(t, stiff, wideRosCase(t, "pollution", ode.Rodas5P, 1000, 0.5, true), nil)
 	testWideRos(t, stiff, wideRosCase(t, "pollution", ode.Rosenbrock23, 1000, 0.5, false), []string{"grad"})
 	testWideRos(t, stiff, wideRosCase(t, "brusselator", ode.Rodas5P, 256, 0.5, false), nil)
@@ -272,7 +272,7 @@ func BenchmarkGPUWide(b *testing.B) {
 		n    int
 	}{{"pollution", 4096}, {"brusselator", 1024}} {
 		c := wideRosBenchCase(b, rc.name, rc.n)
-		for _, e := range []struct{ name, engine string }{{"thread", engines[0].engine}, {"wide", tuned(b, "cuda", Tuning{WideStiff: true})}} {
+		for _, e := range []struct{ name, engine string }{{"thread", engines[0].engine}, {"wide", "cuda"}} {
 			b.Run(fmt.Sprintf("grad/%s-Rodas5P/%s", rc.name, e.name), func(b *testing.B) { benchWide(b, c, "grad", e.engine, e.name) })
 		}
 	}

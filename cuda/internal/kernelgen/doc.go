@@ -46,7 +46,7 @@
 //
 // The wide layout (Config.Wide; wide.go, wide.cuh; package cuda's
 // default from WideMinDim, for Rosenbrock methods from WideMinDimFactor
-// where cuda.Tuning.WideStiff asks)
+// unless cuda.Tuning.NoWideStiff)
 // runs one warp per trajectory for the solves, records and gradients of
 // explicit and Rosenbrock methods on large states: Init, Trial and
 // Control are inlined and rerolled and emitted warp-cooperatively. The

@@ -45,9 +45,10 @@ const WideMinDim = 64
 
 // WideMinDimFactor is the smallest state of a Rosenbrock method (a plan
 // whose steps factor W = I − γhJ: WideFactors) from which package cuda
-// runs the wide layout where cuda.Tuning.WideStiff asks (not by default:
-// unmeasured on a device): a proposal, to be set by a device
-// measurement (cuda's BenchmarkGPUWide, the Rosenbrock rows). From d =
+// runs the wide layout by default (cuda.Tuning.NoWideStiff turns it off;
+// on an H100 Pollution's gradient, d = 20, ran 2.65 times as fast as in
+// the thread layout, the Brusselator's, d = 64, 12.4 times: cuda's
+// BenchmarkGPUWide, the Rosenbrock rows). From d =
 // 16 a Rosenbrock step is matrix-free (package ode's matrixFreeDim) and
 // its factor's O(d³/3) updates per step, serial in a thread of the thread
 // layout, split over 32 lanes; the thread layout's d×d local arrays
