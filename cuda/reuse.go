@@ -1,0 +1,200 @@
+package cuda
+
+import (
+	"github.com/gradsolve-go/gradsolve/internal/par"
+)
+
+// Inputs that did not change are not sent again.
+//
+// An arena remembers the inputs the launch that last filled it uploaded
+// (heldInputs): per input array, where it lies in the arena and how it
+// was staged (heldKey), and a host copy of the caller's values it was
+// staged from. The next launch on the arena compares each of its inputs
+// with that copy (par.Sync: a memory compare on all cores, the copy
+// updated where it differs) and neither stages nor uploads an input whose
+// key and values are the same: a parameter sweep that changes only P
+// sends only P. The copy is the engine's own, so a caller that changes
+// its slices in place between calls is seen.
+//
+// Safety rests on two rules. Only launches (run.launch) write an
+// executor's arenas, and a launch drops its arena's record before it
+// writes anything (reuse), installing a new one only once its uploads and
+// kernels are done (done): a launch that fails, or that is not eligible,
+// leaves the arena with none, and the next one uploads everything.
+// Within a launch the arrays of its layout do not overlap and the
+// kernels only read their inputs (kernel.cuh's const pointers), so an
+// input region holds what the record says until the next launch on the
+// arena. Eligible are the launches of all of a job's trajectories in
+// order (the one launch of a pass that fits the device, also where it is
+// staged chunk by chunk): the chunks of a pass too large for one launch,
+// and the reruns of trajectories whose record buffer was too short, run
+// other trajectories over the same regions, and upload everything. A
+// trainer (train.go) stages into arenas of its own, which it frees,
+// never an executor's; cuda-multi's and float32's executors have arenas
+// of their own, so the record is per device and per precision.
+
+// reusedArgs are the input arrays whose values an arena's record keeps
+// (the shared block and the save times, a few bytes, are staged every
+// launch; a given mesh's steps go up from its rows, writeMesh).
+var reusedArgs = [...]int{argT1, argT0s, argY0, argP, argData, argLen, argEvIn}
+
+// heldInputs is the record of the inputs an arena holds (reuse).
+type heldInputs struct {
+	in [numArgs]heldInput
+}
+
+// heldInput is one input array an arena holds: how it was staged, and a
+// copy of the caller's values it was staged from (one of f, i, e).
+type heldInput struct {
+	key heldKey // the zero key: none held
+	f   []float64
+	i   []int
+	e   []int32
+}
+
+// heldKey is what, besides the caller's values, decides an input array's
+// bytes in the arena: its place and size, the launch's trajectories, the
+// form it was staged from (the one row of Y0Row, PRow or T1Same, copied
+// over the column; else every row), the device's order
+// (Config.RowMajor) and, for a given mesh's lengths, the mesh's rows
+// (fill checks the lengths against them).
+type heldKey struct {
+	off, bytes int64
+	n, rows    int
+	row, major bool
+}
+
+// source returns the key and the host values of input a of a launch of
+// the job's n trajectories in layout l, and whether the launch has it.
+func (r *run) source(a int, l *layout, n int) (key heldKey, f []float64, iv []int, ev []int32, ok bool) {
+	if l.off[a] < 0 {
+		return key, nil, nil, nil, false
+	}
+	j := r.j
+	key = heldKey{off: l.off[a], bytes: l.bytes[a], n: n, major: r.rowMajor(a)}
+	// rowOr is the one row where the job gives one, else every row.
+	rowOr := func(row, all []float64) []float64 {
+		if row != nil {
+			key.row = true
+			return row
+		}
+		return all
+	}
+	switch a {
+	case argT1:
+		f = j.T1[:n]
+		if j.T1Same {
+			f = rowOr(j.T1[:1], nil)
+		}
+	case argT0s:
+		f = j.T0s[:n]
+	case argY0:
+		f = rowOr(j.Y0Row, j.Y0[:n*r.d])
+	case argP:
+		f = rowOr(j.PRow, j.P[:n*r.np])
+	case argData:
+		f = j.Loss.Data[:n*r.dd]
+	case argLen:
+		key.rows = j.Mesh.Rows
+		iv = j.Mesh.Len[:n]
+	case argEvIn:
+		ev = j.Mesh.Events[:l.bytes[a]/4]
+	default:
+		return key, nil, nil, nil, false
+	}
+	return key, f, iv, ev, true
+}
+
+// reuse compares the inputs of a launch over the trajectories g in layout
+// l with those the arena ar holds, marks in bc those it holds with the
+// same values (bc.hold: neither staged nor uploaded), and returns the
+// record of what the arena holds once the launch's uploads are done (nil
+// where the launch is not eligible, or Tuning.NoInputReuse), its copies
+// of the caller's values brought up to date as they are compared. The
+// arena's own record is dropped: the launch writes the arena, and done
+// installs the new one once its work on the device succeeded.
+func (r *run) reuse(ar *arena, g []int, l *layout, bc *bcast) *heldInputs {
+	old := ar.held
+	ar.held = nil
+	n := len(g)
+	if r.ex.tun.NoInputReuse || n == 0 || n != r.j.N || g[0] != 0 || g[n-1] != n-1 {
+		return nil
+	}
+	h := old
+	if h == nil {
+		h = &heldInputs{}
+	}
+	for _, a := range reusedArgs {
+		e := &h.in[a]
+		key, f, iv, ev, ok := r.source(a, l, n)
+		if !ok {
+			e.key = heldKey{}
+			continue
+		}
+		known := old != nil && e.key == key
+		e.key = key
+		var same bool
+		switch a {
+		case argLen:
+			e.i, same = syncCopy(e.i, iv, known)
+		case argEvIn:
+			e.e, same = syncCopy(e.e, ev, known)
+		default:
+			e.f, same = syncCopy(e.f, f, known)
+		}
+		if known && same {
+			bc.hold(a, l, n)
+		}
+	}
+	return h
+}
+
+// syncCopy makes dst (its storage reused where large enough) a copy of
+// src and reports whether it already was one; where !compare, it copies
+// without comparing and reports false.
+func syncCopy[T float64 | int | int32](dst, src []T, compare bool) ([]T, bool) {
+	if !compare || len(dst) != len(src) {
+		return par.Append(dst, src), false
+	}
+	return dst, par.Sync(dst, src)
+}
+
+// hold marks input a of a launch of n trajectories in layout l as held
+// by the arena: not staged, not uploaded, not broadcast.
+func (bc *bcast) hold(a int, l *layout, n int) {
+	if bc.broadcasts(a) {
+		bc.skipped -= l.bytes[a] / int64(n) * int64(n-bc.seed)
+		switch a {
+		case argT1:
+			bc.t1 = false
+		case argY0:
+			bc.y0 = false
+		case argP:
+			bc.p = false
+		}
+	}
+	bc.held |= 1 << a
+	bc.reused += l.bytes[a]
+}
+
+// holds reports whether the arena holds input a (hold).
+func (bc bcast) holds(a int) bool { return bc.held&(1<<a) != 0 }
+
+// heldSpans returns the byte ranges of the arena of the inputs bc holds,
+// each up to the next array's 256-byte boundary (the layout's padding
+// goes up with neither), in the arena's order.
+func (bc bcast) heldSpans(l *layout, end int64) []span {
+	var sp []span
+	for _, a := range layoutOrder {
+		if !bc.holds(a) || l.off[a] < 0 {
+			continue
+		}
+		lo, hi := l.off[a], min(end, (l.off[a]+l.bytes[a]+255)&^255)
+		if k := len(sp); k > 0 && sp[k-1].hi == lo {
+			sp[k-1].hi = hi
+			continue
+		}
+		sp = append(sp, span{lo, hi})
+	}
+	return sp
+}

@@ -1,0 +1,254 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// reuseState is what a sequence of calls runs on (TestHostEngineInputReuse):
+// its steps change the problem, the loss or the mesh in place between
+// the calls, as a caller's loop does.
+type reuseState struct {
+	c    engineCase
+	p    ode.Problem
+	loss ode.Loss
+	mesh *ode.Mesh // a host mesh, for op "gradmesh"
+	rng  *rand.Rand
+}
+
+// reuseStep changes the state (change, if not nil; sv are the two
+// solvers, the reusing one first), then runs op on both solvers:
+// "grad" (with the record, the solver's Gradient passed back), "solve",
+// "gradmesh" (on s.mesh) or "setmesh" (a grad with the record whose mesh,
+// the reference's copied to the host, becomes s.mesh). held are the
+// inputs the reusing engine must find in its arena, unsent.
+type reuseStep struct {
+	what   string
+	change func(t *testing.T, s *reuseState, sv [2]*ode.Solver)
+	op     string
+	held   []int
+}
+
+// heldBytes returns the bytes of the inputs held of a call of state s on
+// an engine of precision es (bytes a real).
+func heldBytes(s *reuseState, held []int, es int64) int64 {
+	n, f := int64(s.p.N), s.p.Field
+	var b int64
+	for _, a := range held {
+		switch a {
+		case argY0:
+			b += n * int64(f.Dim) * es
+		case argP:
+			b += n * int64(f.Params) * es
+		case argT1:
+			b += n * es
+		case argData:
+			b += n * int64(s.loss.DataDim) * es
+		case argLen:
+			b += n * 4
+		case argEvIn:
+			b += int64(s.mesh.Rows) * n * 4
+		}
+	}
+	return b
+}
+
+// nudge changes x[i] in place by one ulp.
+func nudge(x []float64, i int) { x[i] = math.Nextafter(x[i], math.Inf(1)) }
+
+// TestHostEngineInputReuse runs sequences of calls on one solver that
+// reuses the inputs its arena holds (the default) and on one that uploads
+// them all (Tuning.NoInputReuse), changing the inputs in place between
+// calls, and checks that every result is the same bit for bit and that
+// the trace shows the inputs unsent exactly where they did not change
+// (TraceStats.Reused; Upload less them): nothing changed; one element of
+// Y0 changed in place; P changed (a sweep); per-trajectory end times set
+// and changed; the save times' values changed (always sent); fewer
+// trajectories (every offset moves: all sent) and back; a Solve between
+// Grads (its layout's inputs where the gradient's are: kept); a fit held
+// on the device run in between (its own arena); the loss's data changed;
+// Y0 given as one row and broadcast on the device, that row changed;
+// inputs staged chunk by chunk (stagesByChunk); record-buffer reruns
+// (every launch after one sends all); events with save times, on a given
+// host mesh (its lengths and event marks kept); float32.
+func TestHostEngineInputReuse(t *testing.T) {
+	needHost(t)
+	all := []int{argT1, argY0, argP}
+	grad := func(held ...int) reuseStep { return reuseStep{op: "grad", held: held} }
+	changeY0 := func(t *testing.T, s *reuseState, _ [2]*ode.Solver) { nudge(s.p.Y0, s.rng.IntN(len(s.p.Y0))) }
+	sweepP := func(t *testing.T, s *reuseState, _ [2]*ode.Solver) {
+		for i := 1; i < len(s.p.P); i += s.p.Field.Params {
+			s.p.P[i] *= 1.01
+		}
+	}
+	lorenzSteps := []reuseStep{
+		grad(), grad(all...), grad(all...),
+		{what: "y0-element", change: changeY0, op: "grad", held: []int{argT1, argP}},
+		grad(all...),
+		{what: "p-sweep", change: sweepP, op: "grad", held: []int{argT1, argY0}},
+		{what: "solve", op: "solve", held: all},
+		grad(all...),
+		{what: "t1s", change: func(t *testing.T, s *reuseState, _ [2]*ode.Solver) {
+			s.p.T1s = make([]float64, s.p.N)
+			for i := range s.p.T1s {
+				s.p.T1s[i] = 0.5 + 0.5*s.rng.Float64()
+			}
+		}, op: "grad", held: []int{argY0, argP}},
+		grad(all...),
+		{what: "t1s-element", change: func(t *testing.T, s *reuseState, _ [2]*ode.Solver) {
+			nudge(s.p.T1s, s.rng.IntN(s.p.N))
+		}, op: "grad", held: []int{argY0, argP}},
+		{what: "saveat-values", change: func(t *testing.T, s *reuseState, _ [2]*ode.Solver) {
+			s.p.SaveAt = []float64{0, 0.2, 0.3}
+		}, op: "grad", held: all},
+		{what: "fewer", change: func(t *testing.T, s *reuseState, _ [2]*ode.Solver) {
+			m := s.p.N - 37
+			s.p.N, s.p.Y0, s.p.P, s.p.T1s = m, s.p.Y0[:3*m], s.p.P[:3*m], s.p.T1s[:m]
+		}, op: "grad"},
+		grad(all...),
+		{what: "trainer", change: func(t *testing.T, s *reuseState, sv [2]*ode.Solver) {
+			for _, v := range sv {
+				runTrainer(t, v, &s.p, s.loss, s.rng)
+			}
+		}, op: "grad", held: all},
+	}
+	lor := lorenzCase(300, 1e-4)
+	rows := lorenzCase(300, 1e-4)
+	rows.name = "lorenz-row"
+	rows.prob.Y0 = rows.prob.Y0[:3]
+	data := lorenzCase(300, 1e-4)
+	data.name = "lorenz-data"
+	obs := make([]float64, 3*300)
+	for i := range obs {
+		obs[i] = float64(i%5) - 2
+	}
+	data.loss = fitMSE(obs)
+	staged := lorenzCase(4*1024+100, 1e-4)
+	ball := withSaves(ballCase(64, ode.Tsit5), 5, 1.5)
+	yp := []int{argY0, argP}
+	for _, c := range []struct {
+		ec     engineCase
+		engine string
+		tun    Tuning
+		steps  []reuseStep
+	}{
+		{lor, "cuda-host", Tuning{}, lorenzSteps},
+		{lor, "cuda-host-f32", Tuning{}, lorenzSteps[:7]},
+		{rows, "cuda-host", Tuning{bcastSeed: 16}, []reuseStep{ // 300 ≥ 16 seeds: Y0 broadcast
+			grad(), grad(all...),
+			{what: "row", change: changeY0, op: "grad", held: []int{argT1, argP}},
+			grad(all...),
+		}},
+		{data, "cuda-host", Tuning{}, []reuseStep{
+			grad(), grad(argT1, argY0, argP, argData),
+			{what: "data-element", change: func(t *testing.T, s *reuseState, _ [2]*ode.Solver) {
+				nudge(s.loss.Data, s.rng.IntN(len(s.loss.Data)))
+			}, op: "grad", held: all},
+			{what: "p-sweep", change: sweepP, op: "grad", held: []int{argT1, argY0, argData}},
+		}},
+		{staged, "cuda-host", Tuning{pipeChunk: 1024}, []reuseStep{
+			grad(), grad(all...),
+			{what: "y0-element", change: changeY0, op: "grad", held: []int{argT1, argP}},
+			{what: "p-sweep", change: sweepP, op: "grad", held: []int{argT1, argY0}},
+		}},
+		{lor, "cuda-host", Tuning{firstRows: 4}, []reuseStep{grad(), grad(), grad()}}, // reruns every call
+		{ball, "cuda-host", Tuning{}, []reuseStep{
+			grad(), grad(all...),
+			{what: "mesh", op: "setmesh", held: all},
+			{what: "on-mesh", op: "gradmesh", held: yp}, // the replay's layout: Len and EvIn new
+			{what: "on-mesh-again", op: "gradmesh", held: []int{argY0, argP, argLen, argEvIn}},
+			{what: "y0-element", change: changeY0, op: "gradmesh", held: []int{argP, argLen, argEvIn}},
+			{what: "solve", op: "solve"},
+			grad(all...),
+		}},
+	} {
+		name := fmt.Sprintf("%s/%s/rows=%d,seed=%d,chunk=%d", c.ec.name, c.engine, c.tun.firstRows, c.tun.bcastSeed, c.tun.pipeChunk)
+		t.Run(name, func(t *testing.T) {
+			off := c.tun
+			off.NoInputReuse = true
+			sv := [2]*ode.Solver{c.ec.solver(t, tuned(t, c.engine, c.tun)), c.ec.solver(t, tuned(t, c.engine, off))}
+			// Each case its own copies: steps change them in place.
+			s := &reuseState{c: c.ec, p: c.ec.prob, loss: c.ec.loss, rng: rand.New(rand.NewPCG(uint64(len(name)), 37))}
+			s.p.Y0, s.p.P = slices.Clone(s.p.Y0), slices.Clone(s.p.P)
+			s.loss.Data = slices.Clone(s.loss.Data)
+			es := int64(8)
+			if c.engine == "cuda-host-f32" {
+				es = 4
+			}
+			var gs [2]ode.Gradient
+			for k, st := range c.steps {
+				what := fmt.Sprintf("step %d %s(%s)", k, st.what, st.op)
+				if st.change != nil {
+					st.change(t, s, sv)
+				}
+				var tr [2]Trace
+				var res [2]*ode.Gradient
+				var sol [2]*ode.Solution
+				for e := range sv {
+					ctx := WithTrace(context.Background(), &tr[e])
+					var err error
+					switch st.op {
+					case "grad", "setmesh":
+						res[e], err = sv[e].GradContext(ctx, &gs[e], &s.p, s.loss, nil)
+					case "gradmesh":
+						res[e], err = sv[e].GradContext(ctx, nil, &s.p, s.loss, s.mesh)
+					case "solve":
+						sol[e], err = sv[e].SolveContext(ctx, &s.p)
+					}
+					if err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+				}
+				if res[0] != nil {
+					sameSolution(t, what, res[0].Solution, res[1].Solution)
+					sameBits(t, what+": loss", []float64{res[0].Loss}, []float64{res[1].Loss})
+					sameBits(t, what+": dL/dY0", res[0].Y0, res[1].Y0)
+					sameBits(t, what+": dL/dP", res[0].P, res[1].P)
+				} else {
+					sameSolution(t, what, sol[0], sol[1])
+				}
+				if st.op == "setmesh" {
+					hostMesh(t, res[1].Mesh)
+					s.mesh = res[1].Mesh
+					gs[1] = ode.Gradient{} // the mesh is the state's now
+				}
+				on, off := tr[0].Stats(), tr[1].Stats()
+				if want := heldBytes(s, st.held, es); on.Reused != want {
+					t.Errorf("%s: %d bytes of inputs held, want %d (%v)", what, on.Reused, want, st.held)
+				}
+				if on.Upload+on.Reused != off.Upload || off.Reused != 0 {
+					t.Errorf("%s: %d bytes uploaded and %d held, with NoInputReuse %d and %d", what, on.Upload, on.Reused, off.Upload, off.Reused)
+				}
+			}
+		})
+	}
+}
+
+// runTrainer runs a fit of ρ per trajectory held on the device on solver
+// sv's engine (a Load and an evaluation), which fills its own arena's
+// inputs and updates them in place.
+func runTrainer(t *testing.T, sv *ode.Solver, p *ode.Problem, loss ode.Loss, rng *rand.Rand) {
+	t.Helper()
+	spec := &ode.TrainSpec{Fits: p.N, P: []int{1}}
+	tri, err := sv.NewTrainer(p, loss, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tri.Release()
+	x := make([]float64, spec.Len(p.N, 0))
+	for i := range x {
+		x[i] = 20 + rng.Float64()
+	}
+	if err := tri.Load(x, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tri.Eval(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
