@@ -160,10 +160,13 @@ func syncCopy[T float64 | int | int32](dst, src []T, compare bool) ([]T, bool) {
 }
 
 // hold marks input a of a launch of n trajectories in layout l as held
-// by the arena: not staged, not uploaded, not broadcast.
+// by the arena: not staged, not uploaded, not broadcast. Its bytes
+// reused are those its upload would have copied (of a broadcast input,
+// the seed: its tail stays in bc.skipped).
 func (bc *bcast) hold(a int, l *layout, n int) {
+	bc.held |= 1 << a
 	if bc.broadcasts(a) {
-		bc.skipped -= l.bytes[a] / int64(n) * int64(n-bc.seed)
+		bc.reused += l.bytes[a] / int64(n) * int64(bc.seed)
 		switch a {
 		case argT1:
 			bc.t1 = false
@@ -172,8 +175,8 @@ func (bc *bcast) hold(a int, l *layout, n int) {
 		case argP:
 			bc.p = false
 		}
+		return
 	}
-	bc.held |= 1 << a
 	bc.reused += l.bytes[a]
 }
 

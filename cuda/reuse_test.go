@@ -35,19 +35,27 @@ type reuseStep struct {
 	held   []int
 }
 
-// heldBytes returns the bytes of the inputs held of a call of state s on
-// an engine of precision es (bytes a real).
-func heldBytes(s *reuseState, held []int, es int64) int64 {
+// heldBytes returns the bytes of the uploads of the inputs held in a
+// call of state s on an engine of precision es (bytes a real) whose
+// launches of 16 seeds or more broadcast an input given as one row from
+// its first seed rows (seed 0: none).
+func heldBytes(s *reuseState, held []int, es int64, seed int) int64 {
 	n, f := int64(s.p.N), s.p.Field
+	rows := func(row bool) int64 {
+		if row && seed > 0 && s.p.N >= 16*seed {
+			return int64(seed)
+		}
+		return n
+	}
 	var b int64
 	for _, a := range held {
 		switch a {
 		case argY0:
-			b += n * int64(f.Dim) * es
+			b += rows(len(s.p.Y0) == f.Dim) * int64(f.Dim) * es
 		case argP:
-			b += n * int64(f.Params) * es
+			b += rows(len(s.p.P) == f.Params) * int64(f.Params) * es
 		case argT1:
-			b += n * es
+			b += rows(s.p.T1s == nil) * es
 		case argData:
 			b += n * int64(s.loss.DataDim) * es
 		case argLen:
@@ -80,6 +88,7 @@ func nudge(x []float64, i int) { x[i] = math.Nextafter(x[i], math.Inf(1)) }
 func TestHostEngineInputReuse(t *testing.T) {
 	needHost(t)
 	all := []int{argT1, argY0, argP}
+	twice := append(slices.Clone(all), all...)
 	grad := func(held ...int) reuseStep { return reuseStep{op: "grad", held: held} }
 	changeY0 := func(t *testing.T, s *reuseState, _ [2]*ode.Solver) { nudge(s.p.Y0, s.rng.IntN(len(s.p.Y0))) }
 	sweepP := func(t *testing.T, s *reuseState, _ [2]*ode.Solver) {
@@ -131,7 +140,6 @@ func TestHostEngineInputReuse(t *testing.T) {
 	data.loss = fitMSE(obs)
 	staged := lorenzCase(4*1024+100, 1e-4)
 	ball := withSaves(ballCase(64, ode.Tsit5), 5, 1.5)
-	yp := []int{argY0, argP}
 	for _, c := range []struct {
 		ec     engineCase
 		engine string
@@ -157,11 +165,17 @@ func TestHostEngineInputReuse(t *testing.T) {
 			{what: "y0-element", change: changeY0, op: "grad", held: []int{argT1, argP}},
 			{what: "p-sweep", change: sweepP, op: "grad", held: []int{argT1, argY0}},
 		}},
-		{lor, "cuda-host", Tuning{firstRows: 4}, []reuseStep{grad(), grad(), grad()}}, // reruns every call
+		// Every trajectory's record buffer too short: the rerun is a
+		// launch of all of them, which keeps what it sent.
+		// Each call's two launches (in the arena the rerun took) keep them.
+		{lor, "cuda-host", Tuning{firstRows: 4}, []reuseStep{grad(), grad(twice...), grad(twice...)}},
+		// Some too short (172 of 300): the reruns' launch leaves its
+		// arena without a record, and the next call sends everything.
+		{lor, "cuda-host", Tuning{firstRows: 16}, []reuseStep{grad(), grad(), grad()}},
 		{ball, "cuda-host", Tuning{}, []reuseStep{
 			grad(), grad(all...),
 			{what: "mesh", op: "setmesh", held: all},
-			{what: "on-mesh", op: "gradmesh", held: yp}, // the replay's layout: Len and EvIn new
+			{what: "on-mesh", op: "gradmesh"}, // the replay's layout, without T1: every offset moves
 			{what: "on-mesh-again", op: "gradmesh", held: []int{argY0, argP, argLen, argEvIn}},
 			{what: "y0-element", change: changeY0, op: "gradmesh", held: []int{argP, argLen, argEvIn}},
 			{what: "solve", op: "solve"},
@@ -219,7 +233,10 @@ func TestHostEngineInputReuse(t *testing.T) {
 					gs[1] = ode.Gradient{} // the mesh is the state's now
 				}
 				on, off := tr[0].Stats(), tr[1].Stats()
-				if want := heldBytes(s, st.held, es); on.Reused != want {
+				if c.tun.firstRows > 0 && (on.Reruns == 0 || on.Reruns != off.Reruns) {
+					t.Errorf("%s: %d and %d trajectories rerun, want as many, some", what, on.Reruns, off.Reruns)
+				}
+				if want := heldBytes(s, st.held, es, c.tun.bcastSeed); on.Reused != want {
 					t.Errorf("%s: %d bytes of inputs held, want %d (%v)", what, on.Reused, want, st.held)
 				}
 				if on.Upload+on.Reused != off.Upload || off.Reused != 0 {
