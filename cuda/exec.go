@@ -2021,7 +2021,7 @@ func (r *run) uploadChunk(up []byte, ar *arena, n, rows int, l *layout, zeroGS b
 
 // stagedColumns are the inputs of one column or more of n values a launch
 // of n trajectories that uploadChunk copies by parts.
-var stagedColumns = []int{argT1, argY0, argP, argData, argLen}
+var stagedColumns = []int{argT1, argT0s, argY0, argP, argData, argLen}
 
 // broadcasts reports whether bc broadcasts argument a.
 func (bc bcast) broadcasts(a int) bool {
