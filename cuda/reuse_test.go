@@ -287,3 +287,68 @@ func runTrainer(t *testing.T, sv *ode.Solver, p *ode.Problem, loss ode.Loss, rng
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkStageReuse measures the host's staging of a launch's inputs
+// alone (Grad with the record of n Lorenz trajectories, Y0 and P per
+// trajectory, T1 one value): "fill" stages them all, as every launch did
+// before the reuse and does with Tuning.NoInputReuse (fillBroadcast, the
+// transpose into the step-major staging buffer); "same" compares them
+// with the arena's record and stages nothing (reuse, then fill of the
+// shared block); "p" is "same" with P changed every call (two arrays in
+// turn): P compared, copied into the record and staged.
+//
+//	go test ./cuda -run '^$' -bench StageReuse -benchtime 200x
+func BenchmarkStageReuse(b *testing.B) {
+	for _, n := range []int{1 << 15, 1 << 16, 1 << 18} {
+		c := lorenzCallCase(n)
+		y0 := make([]float64, 3*n)
+		for i := range n {
+			y0[3*i], y0[3*i+1], y0[3*i+2] = 1, 0.01*float64(i%7), 0
+		}
+		c.prob.Y0 = y0
+		j := jobOf(b, c, ode.OpGrad)
+		x, err := hostWork.Prepare(j.Plan)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ex := x.(*executor)
+		v, ke, err := ex.prepare(j, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ps := [2][]float64{j.P, slices.Clone(j.P)}
+		for i := 1; i < n*3; i += 3 {
+			ps[1][i] *= 1.01
+		}
+		for _, mode := range []string{"fill", "same", "p"} {
+			b.Run(fmt.Sprintf("n=%d/%s", n, mode), func(b *testing.B) {
+				r := newRun(ex, j, v, ke, nil)
+				l := r.layout(n, 128)
+				_, inHi := l.region(argSh, argGS)
+				up := make([]byte, inHi)
+				g := ex.identity(n)
+				ar := &arena{}
+				stage := func(k int) {
+					bc := r.broadcasts(n, &l)
+					if mode != "fill" {
+						if mode == "p" {
+							j.P = ps[k%2]
+						}
+						held := r.reuse(ar, g, &l, &bc)
+						defer func() { ar.held = held }()
+					}
+					if err := r.fillBroadcast(up, g, &l, bc); err != nil {
+						b.Fatal(err)
+					}
+				}
+				stage(1)
+				b.SetBytes(inHi)
+				b.ResetTimer()
+				for k := range b.N {
+					stage(k)
+				}
+				j.P = ps[0]
+			})
+		}
+	}
+}
