@@ -1696,6 +1696,9 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 		if !finite {
 			badBlocks[0].Store(true)
 		}
+		for k := range bc.copies {
+			bc.copies[k].rows(q0, q1)
+		}
 	})
 	if badBlocks[0].Load() {
 		r.inputsBad = true
@@ -1897,6 +1900,8 @@ type bcast struct {
 	skipped   int64  // bytes of staging not uploaded
 	held      uint64 // the inputs the arena holds, a bit per argument (hold)
 	reused    int64  // their bytes
+	// copies are the record's copies the fill brings up to date (reuse).
+	copies []inputCopy
 }
 
 // broadcasts returns the inputs of a launch of n trajectories in layout l

@@ -1,8 +1,6 @@
 package cuda
 
-import (
-	"github.com/gradsolve-go/gradsolve/internal/par"
-)
+import "github.com/gradsolve-go/gradsolve/internal/par"
 
 // Inputs that did not change are not sent again.
 //
@@ -10,10 +8,12 @@ import (
 // (heldInputs): per input array, where it lies in the arena and how it
 // was staged (heldKey), and a host copy of the caller's values it was
 // staged from. The next launch on the arena compares each of its inputs
-// with that copy (par.Sync: a memory compare on all cores, the copy
-// updated where it differs) and neither stages nor uploads an input whose
+// with that copy (par.Equal: a memory compare on all cores, which stops
+// at a block that differs) and neither stages nor uploads an input whose
 // key and values are the same: a parameter sweep that changes only P
-// sends only P. The copy is the engine's own, so a caller that changes
+// sends only P. An input that differs is copied into the record as the
+// fill stages it, block by block, while its rows are in the cache
+// (inputCopy). The copy is the engine's own, so a caller that changes
 // its slices in place between calls is seen.
 //
 // Safety rests on two rules. Only launches (run.launch) write an
@@ -107,12 +107,12 @@ func (r *run) source(a int, l *layout, n int) (key heldKey, f []float64, iv []in
 
 // reuse compares the inputs of a launch over the trajectories g in layout
 // l with those the arena ar holds, marks in bc those it holds with the
-// same values (bc.hold: neither staged nor uploaded), and returns the
-// record of what the arena holds once the launch's uploads are done (nil
-// where the launch is not eligible, or Tuning.NoInputReuse), its copies
-// of the caller's values brought up to date as they are compared. The
-// arena's own record is dropped: the launch writes the arena, and done
-// installs the new one once its work on the device succeeded.
+// same values (bc.hold: neither staged nor uploaded) and those whose
+// record the fill brings up to date (bc.copies), and returns the record
+// of what the arena holds once the launch's uploads are done (nil where
+// the launch is not eligible, or Tuning.NoInputReuse). The arena's own
+// record is dropped: the launch writes the arena, and done installs the
+// new one once its work on the device succeeded.
 func (r *run) reuse(ar *arena, g []int, l *layout, bc *bcast) *heldInputs {
 	old := ar.held
 	ar.held = nil
@@ -133,30 +133,62 @@ func (r *run) reuse(ar *arena, g []int, l *layout, bc *bcast) *heldInputs {
 		}
 		known := old != nil && e.key == key
 		e.key = key
-		var same bool
 		switch a {
 		case argLen:
-			e.i, same = syncCopy(e.i, iv, known)
+			if known && par.Equal(e.i, iv) {
+				bc.hold(a, l, n)
+				continue
+			}
+			e.i = resize(e.i, len(iv))
+			bc.copies = append(bc.copies, inputCopy{w: 1, di: e.i, si: iv})
 		case argEvIn:
-			e.e, same = syncCopy(e.e, ev, known)
+			if known && par.Equal(e.e, ev) {
+				bc.hold(a, l, n)
+				continue
+			}
+			e.e = par.Append(e.e, ev) // the fill stages the marks apart, by rows
 		default:
-			e.f, same = syncCopy(e.f, f, known)
-		}
-		if known && same {
-			bc.hold(a, l, n)
+			if known && par.Equal(e.f, f) {
+				bc.hold(a, l, n)
+				continue
+			}
+			if key.row {
+				e.f = append(e.f[:0], f...)
+				continue
+			}
+			e.f = resize(e.f, len(f))
+			bc.copies = append(bc.copies, inputCopy{w: len(f) / n, df: e.f, sf: f})
 		}
 	}
 	return h
 }
 
-// syncCopy makes dst (its storage reused where large enough) a copy of
-// src and reports whether it already was one; where !compare, it copies
-// without comparing and reports false.
-func syncCopy[T float64 | int | int32](dst, src []T, compare bool) ([]T, bool) {
-	if !compare || len(dst) != len(src) {
-		return par.Append(dst, src), false
+// resize returns s with length n, its storage reused where large enough
+// (its values then left as they were).
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
 	}
-	return dst, par.Sync(dst, src)
+	return s[:n]
+}
+
+// inputCopy copies an input that changed into an arena's record
+// (reuse), w values a trajectory, row-major: of the caller's sf into df,
+// or si into di. The fill runs it over each block of trajectories it
+// stages, after reading their rows.
+type inputCopy struct {
+	w      int
+	df, sf []float64
+	di, si []int
+}
+
+// rows copies the rows of trajectories q0…q1−1.
+func (c *inputCopy) rows(q0, q1 int) {
+	if c.df != nil {
+		copy(c.df[q0*c.w:q1*c.w], c.sf[q0*c.w:q1*c.w])
+		return
+	}
+	copy(c.di[q0*c.w:q1*c.w], c.si[q0*c.w:q1*c.w])
 }
 
 // hold marks input a of a launch of n trajectories in layout l as held

@@ -223,39 +223,33 @@ func Repeat[T any](dst []T, n int, v T) []T {
 	return dst
 }
 
-// Sync makes dst, as long as src, a copy of src and reports whether it
-// was one already, bit for bit (a NaN equals the same NaN, -0 does not
-// equal +0): in blocks of Block elements on all cores where src is longer
-// than one block, each block compared first (a memory compare that stops
-// at its first difference) and copied only where it differs. A caller
-// keeping a copy of what it last sent somewhere learns in one pass
-// whether the new values need sending, and the copy is then theirs.
-// dst and src must not overlap.
-func Sync[T ~float32 | ~float64 | ~int | ~int32 | ~int64](dst, src []T) (same bool) {
-	if len(dst) != len(src) {
-		panic("par: Sync of slices of different lengths")
+// Equal reports whether a and b hold the same values bit for bit (a NaN
+// equals the same NaN, -0 does not equal +0): a memory compare in blocks
+// of Block elements on all cores where they are longer than one block,
+// which stops handing out blocks at the first that differs. A caller
+// keeping a copy of what it last sent somewhere learns in one pass over
+// both whether the new values need sending.
+func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	n := len(src)
+	n := len(a)
 	if n == 0 {
 		return true
 	}
-	size := int(unsafe.Sizeof(src[0]))
-	db := unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), n*size)
-	sb := unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), n*size)
-	sync := func(lo, hi int) bool {
-		d, s := db[lo*size:hi*size], sb[lo*size:hi*size]
-		if bytes.Equal(d, s) {
-			return true
-		}
-		copy(d, s)
-		return false
-	}
+	size := int(unsafe.Sizeof(a[0]))
+	ab := unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), n*size)
+	bb := unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), n*size)
 	if n <= Block {
-		return sync(0, n)
+		return bytes.Equal(ab, bb)
 	}
 	var differs atomic.Bool
-	Run((n+Block-1)/Block, 0, func(_, b int) {
-		if !sync(b*Block, min(n, (b+1)*Block)) {
+	Run((n+Block-1)/Block, 0, func(_, k int) {
+		if differs.Load() {
+			return
+		}
+		lo, hi := k*Block*size, min(n, (k+1)*Block)*size
+		if !bytes.Equal(ab[lo:hi], bb[lo:hi]) {
 			differs.Store(true)
 		}
 	})
