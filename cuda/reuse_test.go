@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -84,9 +85,25 @@ func nudge(x []float64, i int) { x[i] = math.Nextafter(x[i], math.Inf(1)) }
 // Y0 given as one row and broadcast on the device, that row changed;
 // inputs staged chunk by chunk (stagesByChunk); record-buffer reruns
 // (every launch after one sends all); events with save times, on a given
-// host mesh (its lengths and event marks kept); float32.
+// host mesh (its lengths and event marks kept); float32; cuda-multi on
+// three fake devices (results only, against cuda-host: its balancer
+// resizes the shards between calls).
 func TestHostEngineInputReuse(t *testing.T) {
 	needHost(t)
+	testInputReuse(t, func(e string) string { return e })
+}
+
+// TestGPUInputReuse is TestHostEngineInputReuse on the device: cuda,
+// cuda-f32 and cuda-multi.
+func TestGPUInputReuse(t *testing.T) {
+	needGPUEngine(t)
+	gpu := map[string]string{"cuda-host": "cuda", "cuda-host-f32": "cuda-f32", "cuda-multi-host3": "cuda-multi"}
+	testInputReuse(t, func(e string) string { return gpu[e] })
+}
+
+// testInputReuse runs TestHostEngineInputReuse's sequences on the engines
+// that on names for its host engines.
+func testInputReuse(t *testing.T, on func(string) string) {
 	all := []int{argT1, argY0, argP}
 	twice := append(slices.Clone(all), all...)
 	grad := func(held ...int) reuseStep { return reuseStep{op: "grad", held: held} }
@@ -189,6 +206,10 @@ func TestHostEngineInputReuse(t *testing.T) {
 			grad(all...),
 		}, ""},
 	} {
+		c.engine = on(c.engine)
+		if c.ref != "" {
+			c.ref = on(c.ref)
+		}
 		name := fmt.Sprintf("%s/%s/rows=%d,seed=%d,chunk=%d", c.ec.name, c.engine, c.tun.firstRows, c.tun.bcastSeed, c.tun.pipeChunk)
 		t.Run(name, func(t *testing.T) {
 			off := c.tun
@@ -207,7 +228,7 @@ func TestHostEngineInputReuse(t *testing.T) {
 			s.p.Y0, s.p.P = slices.Clone(s.p.Y0), slices.Clone(s.p.P)
 			s.loss.Data = slices.Clone(s.loss.Data)
 			es := int64(8)
-			if c.engine == "cuda-host-f32" {
+			if strings.HasSuffix(c.engine, "f32") {
 				es = 4
 			}
 			var gs [2]ode.Gradient
