@@ -97,7 +97,7 @@ func TestHostEngineInputReuse(t *testing.T) {
 // cuda-f32 and cuda-multi.
 func TestGPUInputReuse(t *testing.T) {
 	needGPUEngine(t)
-	gpu := map[string]string{"cuda-host": "cuda", "cuda-host-f32": "cuda-f32", "cuda-multi-host3": "cuda-multi"}
+	gpu := map[string]string{"cuda-host": "cuda", "cuda-host-sim": "cuda", "cuda-host-f32": "cuda-f32", "cuda-multi-host3": "cuda-multi"}
 	testInputReuse(t, func(e string) string { return gpu[e] })
 }
 
@@ -196,6 +196,13 @@ func testInputReuse(t *testing.T, on func(string) string) {
 		// Some too short (172 of 300): the reruns' launch leaves its
 		// arena without a record, and the next call sends everything.
 		{lor, "cuda-host", Tuning{firstRows: 16}, []reuseStep{grad(), grad(), grad()}, ""},
+		// The wide layout's Y0 and P, row-major on the device
+		// (Config.RowMajor), on a simulated warp.
+		{wideSharedCase(17, 64), "cuda-host-sim", Tuning{}, []reuseStep{
+			grad(), grad(all...),
+			{what: "y0-element", change: changeY0, op: "grad", held: []int{argT1, argP}},
+			{what: "p-sweep", change: sweepP, op: "grad", held: []int{argT1, argY0}},
+		}, ""},
 		{ball, "cuda-host", Tuning{}, []reuseStep{
 			grad(), grad(all...),
 			{what: "mesh", op: "setmesh", held: all},
@@ -212,6 +219,9 @@ func testInputReuse(t *testing.T, on func(string) string) {
 		}
 		name := fmt.Sprintf("%s/%s/rows=%d,seed=%d,chunk=%d", c.ec.name, c.engine, c.tun.firstRows, c.tun.bcastSeed, c.tun.pipeChunk)
 		t.Run(name, func(t *testing.T) {
+			if testing.Short() && c.ec.prob.Field.Dim >= 64 {
+				t.Skip("the wide layout's kernels on a simulated warp: minutes on two cores")
+			}
 			off := c.tun
 			off.NoInputReuse = true
 			ref := c.ref
@@ -271,6 +281,9 @@ func testInputReuse(t *testing.T, on func(string) string) {
 				on, off := tr[0].Stats(), tr[1].Stats()
 				if c.ref != "" {
 					continue
+				}
+				if c.ec.prob.Field.Dim >= 64 && on.Layout != "wide" {
+					t.Errorf("%s: layout %q, want wide", what, on.Layout)
 				}
 				if c.tun.firstRows > 0 && (on.Reruns == 0 || on.Reruns != off.Reruns) {
 					t.Errorf("%s: %d and %d trajectories rerun, want as many, some", what, on.Reruns, off.Reruns)
