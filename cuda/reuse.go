@@ -26,9 +26,12 @@ import "github.com/gradsolve-go/gradsolve/internal/par"
 // input region holds what the record says until the next launch on the
 // arena. Eligible are the launches of all of a job's trajectories in
 // order (the one launch of a pass that fits the device, also where it is
-// staged chunk by chunk): the chunks of a pass too large for one launch,
-// and the reruns of trajectories whose record buffer was too short, run
-// other trajectories over the same regions, and upload everything. A
+// staged chunk by chunk, and a rerun of every trajectory with longer
+// record buffers): the chunks of a pass too large for one launch, and the
+// reruns of some of the trajectories, run other trajectories over the
+// same regions, and upload everything. A launch whose Y0 or P holds a
+// value that is not finite records nothing, so that a later call's check
+// of them (ode.CheckFinite, made as they are staged) is not skipped. A
 // trainer (train.go) stages into arenas of its own, which it frees,
 // never an executor's; cuda-multi's and float32's executors have arenas
 // of their own, so the record is per device and per precision.
