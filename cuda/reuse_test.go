@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -383,6 +384,44 @@ func BenchmarkStageReuse(b *testing.B) {
 				}
 				j.P = ps[0]
 			})
+		}
+	}
+}
+
+// TestHostEngineInputReuseChecks checks that a launch whose P holds a
+// value that is not finite, staged without the check (Job.Checks 0),
+// leaves its arena without a record: the next launch of the same values
+// with the check (ode.CheckFinite) stages P and fails it, as a fresh
+// engine does; and that once the values are finite again they are kept.
+func TestHostEngineInputReuseChecks(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(64, 1e-4)
+	c.prob.SaveAt = nil
+	j := jobOf(t, c, ode.OpSolve)
+	x, err := hostF64.Prepare(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := slices.Clone(j.P)
+	j.P = slices.Clone(p)
+	j.P[7] = math.NaN()
+	j.Checks = 0
+	if _, err := x.Run(t.Context(), j); err != nil {
+		t.Fatalf("unchecked: %v", err)
+	}
+	j.Checks = ode.CheckFinite
+	if _, err := x.Run(t.Context(), j); !errors.Is(err, ode.ErrInput) {
+		t.Fatalf("checked, after an unchecked launch of the same values: %v, want ode.ErrInput", err)
+	}
+	copy(j.P, p)
+	var tr Trace
+	for k := range 2 {
+		tr.Reset()
+		if _, err := x.Run(WithTrace(t.Context(), &tr), j); err != nil {
+			t.Fatal(err)
+		}
+		if got := tr.Stats().Reused > 0; got != (k == 1) {
+			t.Errorf("finite again, launch %d: %d bytes kept", k, tr.Stats().Reused)
 		}
 	}
 }
