@@ -206,7 +206,19 @@
 //
 // A whole call costs its kernels' time, the transfer of the bytes that
 // must move (staged through page-locked host memory, transposed on all
-// cores; a resident mesh does not move; host meshes over 32 MiB in two
+// cores; inputs that did not change are not sent again: a launch of all
+// of a job's trajectories compares each input array, Y0, P, the end and
+// start times, the loss's data, a given mesh's lengths and event marks,
+// with the engine's host copy of what the launch before left in the same
+// device memory, on all cores, and stages and uploads only those that
+// differ, so a sweep that changes P sends P alone and a repeated call
+// sends the shared block and the save times (a few hundred bytes;
+// TraceStats.Reused counts the bytes kept, Tuning.NoInputReuse sends
+// everything; the copies hold as much host memory as the inputs;
+// comparing costs about half of staging, BenchmarkStageReuse; chunks of
+// a job too large for one launch, and the reruns of some trajectories,
+// send everything, and the launch after them too; a resident mesh does
+// not move; host meshes over 32 MiB in two
 // pipelined chunks; Y0, P or T1 given as one row go up as 8,192 copies
 // that the device doubles over launches of 2^17 trajectories or more),
 // the host's work on the per-trajectory results (from 2^18 trajectories

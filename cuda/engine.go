@@ -193,9 +193,14 @@ type TraceStats struct {
 	// Tuning.NoTrainGraph) its evaluation graph's: the engine kernel, the
 	// reductions after it (a few microseconds) and the summary's 48-byte
 	// copy.
-	Kernel       time.Duration
-	Compile      time.Duration // generating and compiling kernels (their first use)
-	Upload       int64         // bytes copied to the device
+	Kernel  time.Duration
+	Compile time.Duration // generating and compiling kernels (their first use)
+	Upload  int64         // bytes copied to the device
+	// Reused is the bytes of inputs not copied to the device because the
+	// arena held them, the same values, from the launch before (Y0, P,
+	// T1s, … each compared with the engine's copy of what it sent:
+	// Tuning.NoInputReuse); not in Upload.
+	Reused       int64
 	Download     int64         // bytes copied back
 	Launches     int           // kernel launches (one per chunk of trajectories and pass)
 	Trajectories int           // trajectories launched, summed over the launches (Method Auto's continuations, chunks and reruns count again; a training step's launches do not)

@@ -156,7 +156,7 @@ func mlpCase(n int, sizes []int) engineCase {
 }
 
 // solver returns a solver of c on engine.
-func (c *engineCase) solver(t *testing.T, engine string) *ode.Solver {
+func (c *engineCase) solver(t testing.TB, engine string) *ode.Solver {
 	t.Helper()
 	set := c.set
 	set.Engine = engine
@@ -528,7 +528,7 @@ func (spyExec) Run(_ context.Context, j *ode.Job) (*ode.Result, error) { return 
 func init() { ode.Register(spyEngine{}) }
 
 // jobOf returns the job that op (OpGrad or OpSolve) of c makes.
-func jobOf(t *testing.T, c engineCase, op ode.Op) *ode.Job {
+func jobOf(t testing.TB, c engineCase, op ode.Op) *ode.Job {
 	t.Helper()
 	sv := c.solver(t, "cuda-spy")
 	var err error

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,6 +83,9 @@ type kernelEntry struct {
 type arena struct {
 	addr uint64
 	size int64
+	// held records the inputs the arena holds from the launch that last
+	// filled it (reuse); nil: none known.
+	held *heldInputs
 }
 
 func newExecutor(be backend, pl *ode.Plan, prec Precision, name string, tun Tuning) *executor {
@@ -522,6 +526,11 @@ type run struct {
 	ends       bool
 	ill        bool
 	endT, endM []float64
+
+	// inputsBad records that a launch's fill found a Y0 or P value that
+	// is not finite (then its arena records no inputs: reuse skips the
+	// check along with the staging).
+	inputsBad bool
 
 	// hin holds the steps of the mesh to replay in device memory, read in
 	// place (instead of argHin in the arena); hout receives the recorded
@@ -1049,6 +1058,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
 	bc := r.broadcasts(n, &l)
+	// The inputs the arena holds from the launch before are neither
+	// staged nor uploaded; held is what it holds once this one is up.
+	r.inputsBad = false
+	held := r.reuse(ar, g, &l, &bc)
 	// A large launch's results come back in chunks of its trajectories
 	// (pipeChunk), each scattered while the next is copied: the copies
 	// run on the device's goroutine, the scatter on the others. In the
@@ -1224,9 +1237,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			t.Launches += nc
 			t.Trajectories += n
 			t.Layout = v.Layout()
-			t.Upload += int64(len(up)) - bc.skipped
+			t.Upload += int64(len(up)) - bc.skipped - bc.reused
+			t.Reused += bc.reused
 			t.Download += int64(len(down))
 		})
+		if held != nil && !r.inputsBad {
+			ar.held = held
+		}
 	}
 	if chunk == 0 && saveCols == 0 {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
@@ -1515,7 +1532,7 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	if err := r.fillBlocks(up, g, l, bc, 0, (len(g)+fb-1)/fb); err != nil {
 		return err
 	}
-	if l.off[argEvIn] >= 0 {
+	if l.off[argEvIn] >= 0 && !bc.holds(argEvIn) {
 		// The mesh's event marks, step-major as its steps, row by row.
 		ev, mh, n := int32s(up, l.off[argEvIn], l.bytes[argEvIn]), r.j.Mesh, len(g)
 		rows := len(ev) / n
@@ -1629,25 +1646,30 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 		q0, q1 := b*fb, min(n, (b+1)*fb)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
 		finite := true
-		if bc.y0 {
+		switch {
+		case bc.holds(argY0):
+		case bc.y0:
 			gatherYP(y0, j.Y0, j.Y0Row, d, q0, seed)
-		} else {
+		default:
 			finite = gatherYP(y0, j.Y0, j.Y0Row, d, q0, q1)
 		}
-		if bc.p {
+		switch {
+		case np == 0 || bc.holds(argP):
+		case bc.p:
 			gatherYP(pin, j.P, j.PRow, np, q0, seed)
-		} else if np > 0 {
+		default:
 			finite = gatherYP(pin, j.P, j.PRow, np, q0, q1) && finite
 		}
-		if dd > 0 {
+		if dd > 0 && !bc.holds(argData) {
 			gather(data, j.Loss.Data, nil, dd, q0, q1)
 		}
-		if j.T0s != nil {
+		if j.T0s != nil && !bc.holds(argT0s) {
 			for q := q0; q < q1; q++ {
 				t0s.set(q, j.T0s[g[q]])
 			}
 		}
 		switch {
+		case bc.holds(argT1) || bc.holds(argLen):
 		case bc.t1:
 			for q := q0; q < seed; q++ {
 				t1.set(q, j.T1[g[q]])
@@ -1674,7 +1696,13 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 		if !finite {
 			badBlocks[0].Store(true)
 		}
+		for k := range bc.copies {
+			bc.copies[k].rows(q0, q1)
+		}
 	})
+	if badBlocks[0].Load() {
+		r.inputsBad = true
+	}
 	if badBlocks[0].Load() && j.Checks&ode.CheckFinite != 0 || badBlocks[1].Load() {
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, ode.ErrInput)
 	}
@@ -1863,10 +1891,17 @@ func (ex *executor) bcastSeed() int {
 
 // bcast names the inputs of a launch that are broadcast (bcastMin), and
 // the bytes of staging their broadcast leaves out of the upload.
+//
+// It also names the inputs the arena holds already (reuse), neither
+// staged nor uploaded, and their bytes.
 type bcast struct {
 	y0, p, t1 bool
-	seed      int   // the values of each broadcast column staged and uploaded
-	skipped   int64 // bytes of staging not uploaded
+	seed      int    // the values of each broadcast column staged and uploaded
+	skipped   int64  // bytes of staging not uploaded
+	held      uint64 // the inputs the arena holds, a bit per argument (hold)
+	reused    int64  // their bytes
+	// copies are the record's copies the fill brings up to date (reuse).
+	copies []inputCopy
 }
 
 // broadcasts returns the inputs of a launch of n trajectories in layout l
@@ -1914,20 +1949,30 @@ func (r *run) uploadBroadcast(up []byte, ar *arena, n, rows int, l *layout, zero
 		}
 		return w, int64(n), int64(bc.seed)
 	}
-	// The staged bytes, less the broadcast columns' tails, in order.
-	at := int64(0)
+	// The staged bytes, less the broadcast columns' tails and the inputs
+	// the arena holds (reuse), in order.
+	gaps := bc.heldSpans(l, int64(len(up)))
 	for _, a := range bc.args() {
 		cols, length, seed := shape(a)
 		for c := range cols {
 			col := l.off[a] + c*length*es
-			if err := r.write(ar.addr+uint64(at), up[at:col+seed*es]); err != nil {
-				return err
-			}
-			at = col + length*es
+			gaps = append(gaps, span{col + seed*es, col + length*es})
 		}
 	}
-	if err := r.write(ar.addr+uint64(at), up[at:]); err != nil {
-		return err
+	slices.SortFunc(gaps, func(x, y span) int { return cmp.Compare(x.lo, y.lo) })
+	at := int64(0)
+	for _, gp := range gaps {
+		if gp.lo > at {
+			if err := r.write(ar.addr+uint64(at), up[at:gp.lo]); err != nil {
+				return err
+			}
+		}
+		at = max(at, gp.hi)
+	}
+	if at < int64(len(up)) {
+		if err := r.write(ar.addr+uint64(at), up[at:]); err != nil {
+			return err
+		}
 	}
 	return r.deviceFills(ar, n, rows, l, zeroGS, bc)
 }
@@ -1952,7 +1997,7 @@ func (r *run) uploadChunk(up []byte, ar *arena, n, rows int, l *layout, zeroGS b
 		}
 	}
 	for _, a := range stagedColumns {
-		if l.off[a] < 0 {
+		if l.off[a] < 0 || bc.holds(a) {
 			continue
 		}
 		size := es
@@ -1981,7 +2026,7 @@ func (r *run) uploadChunk(up []byte, ar *arena, n, rows int, l *layout, zeroGS b
 
 // stagedColumns are the inputs of one column or more of n values a launch
 // of n trajectories that uploadChunk copies by parts.
-var stagedColumns = []int{argT1, argY0, argP, argData, argLen}
+var stagedColumns = []int{argT1, argT0s, argY0, argP, argData, argLen}
 
 // broadcasts reports whether bc broadcasts argument a.
 func (bc bcast) broadcasts(a int) bool {

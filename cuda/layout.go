@@ -82,6 +82,17 @@ type Tuning struct {
 	// chunk's inputs staged while the chunk before goes up and runs
 	// (stagesByChunk).
 	NoChunkStage bool
+	// NoInputReuse stages and uploads every input of every launch. By
+	// default a launch of all of a job's trajectories at once neither
+	// stages nor uploads an input array (Y0, P, T1s, T0s, the loss's
+	// data, a given mesh's lengths and event marks) whose values are
+	// those the arena holds from the launch before on it: each is
+	// compared on all cores with a host copy the engine keeps of what it
+	// last sent (so a slice changed in place is seen), and only what
+	// changed goes up (a sweep over P sends P alone). The copies cost as
+	// much host memory as the inputs; results are the same bit for bit.
+	// TraceStats.Reused counts the bytes not sent.
+	NoInputReuse bool
 
 	// FastCompile holds NVRTC options, separated by spaces, with which a
 	// kernel of at least FastCompileFrom bytes of source is compiled

@@ -476,6 +476,67 @@ func BenchmarkCallHostWorkMid(b *testing.B) {
 	}
 }
 
+// BenchmarkCallHostWorkReuse measures the host's work of a repeated
+// Grad call (the record, a Gradient passed back) of n Lorenz
+// trajectories, Y0 and P per trajectory, on the backend whose copies and
+// kernels take no time, at 32,768, 65,536 and 262,144 trajectories:
+// "same" calls again on the same inputs (the arena holds Y0, P and T1:
+// none staged or uploaded, each compared with the engine's copy), "p"
+// gives each call other values of P (two arrays in turn, as a sweep: P
+// compared, copied, staged and uploaded; Y0 and T1 kept), and "off" is
+// "same" with Tuning.NoInputReuse (everything staged every call, as
+// before the reuse). reused-KB/op is the trace's bytes not uploaded.
+//
+//	go test ./cuda -run '^$' -bench CallHostWorkReuse -benchtime 200x -count 6
+func BenchmarkCallHostWorkReuse(b *testing.B) {
+	for _, n := range []int{1 << 15, 1 << 16, 1 << 18} {
+		for _, mode := range []string{"same", "p", "off"} {
+			b.Run(fmt.Sprintf("n=%d/%s", n, mode), func(b *testing.B) { benchCallReuse(b, n, mode) })
+		}
+	}
+}
+
+func benchCallReuse(b *testing.B, n int, mode string) {
+	b.ReportAllocs()
+	c := lorenzCallCase(n)
+	y0 := make([]float64, 3*n)
+	for i := range n {
+		y0[3*i], y0[3*i+1], y0[3*i+2] = 1, 0.01*float64(i%7), 0
+	}
+	c.prob.Y0 = y0
+	c.set.Engine = hostWork.name
+	if mode == "off" {
+		c.set.Engine = tuned(b, hostWork.name, Tuning{NoInputReuse: true})
+	}
+	sv, err := ode.NewSolver(c.prob.Field, &c.set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ps := [2][]float64{c.prob.P, slices.Clone(c.prob.P)}
+	for i := 1; i < len(ps[1]); i += 3 {
+		ps[1][i] *= 1.01
+	}
+	var g ode.Gradient
+	var tr Trace
+	ctx := WithTrace(context.Background(), &tr)
+	call := func(k int) {
+		if mode == "p" {
+			c.prob.P = ps[k%2]
+		}
+		if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	call(1)
+	tr.Reset()
+	b.ResetTimer()
+	for k := range b.N {
+		call(k)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tr.Stats().Reused)/1e3/float64(b.N), "reused-KB/op")
+}
+
 // BenchmarkTrainStepHostWork measures the host's work in one step of a
 // fit held in the engine's memory (fit.Run's device loop: the rule, the
 // evaluation's launches and its summary read back, the update's
@@ -730,6 +791,8 @@ func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
 	s := tr.Stats()
 	b.ReportMetric(float64(s.Kernel)/1e6/float64(b.N), "kernel-ms/op")
 	b.ReportMetric(float64(s.Transfer)/1e6/float64(b.N), "copy-ms/op")
+	b.ReportMetric(float64(s.Upload)/1e3/float64(b.N), "up-KB/op")
+	b.ReportMetric(float64(s.Reused)/1e3/float64(b.N), "reused-KB/op")
 	return s
 }
 
@@ -739,8 +802,11 @@ func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
 // inputs staged while the chunk before runs (the default from two
 // chunks: stagesByChunk) and staged at once (Tuning.NoChunkStage), beside
 // the bound the issue sets: kernel-ms + 1.3·copy-ms + 0.2 ms (bound-ms),
-// and host-ms, the call's time beyond its kernels and copies. Run with
-// -count to alternate them.
+// and host-ms, the call's time beyond its kernels and copies. The calls
+// repeat the same inputs, which the arena keeps (up-KB and reused-KB:
+// the trace's bytes uploaded and not); "-noreuse" stages and uploads
+// them every call (Tuning.NoInputReuse). Run with -count to alternate
+// them.
 func BenchmarkGPUCallBound(b *testing.B) {
 	needGPUEngine(b)
 	for _, n := range []int{1 << 15, 1 << 18, 1 << 20} {
@@ -748,18 +814,23 @@ func BenchmarkGPUCallBound(b *testing.B) {
 			if whole && n < 1<<18 {
 				continue // one chunk: staged at once either way
 			}
-			name := fmt.Sprintf("n=%d/stage", n)
-			if whole {
-				name = fmt.Sprintf("n=%d/whole", n)
+			for _, off := range []bool{false, true} {
+				name := fmt.Sprintf("n=%d/stage", n)
+				if whole {
+					name = fmt.Sprintf("n=%d/whole", n)
+				}
+				if off {
+					name += "-noreuse"
+				}
+				b.Run(name, func(b *testing.B) {
+					s := timeGradCalls(b, n, Tuning{NoChunkStage: whole, NoInputReuse: off}, 0)
+					call := float64(b.Elapsed()) / 1e6 / float64(b.N)
+					kernel := float64(s.Kernel) / 1e6 / float64(b.N)
+					copies := float64(s.Transfer) / 1e6 / float64(b.N)
+					b.ReportMetric(kernel+1.3*copies+0.2, "bound-ms/op")
+					b.ReportMetric(call-kernel-copies, "host-ms/op")
+				})
 			}
-			b.Run(name, func(b *testing.B) {
-				s := timeGradCalls(b, n, Tuning{NoChunkStage: whole}, 0)
-				call := float64(b.Elapsed()) / 1e6 / float64(b.N)
-				kernel := float64(s.Kernel) / 1e6 / float64(b.N)
-				copies := float64(s.Transfer) / 1e6 / float64(b.N)
-				b.ReportMetric(kernel+1.3*copies+0.2, "bound-ms/op")
-				b.ReportMetric(call-kernel-copies, "host-ms/op")
-			})
 		}
 	}
 }

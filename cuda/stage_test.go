@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -94,4 +95,52 @@ func TestHostEngineChunkStage(t *testing.T) {
 		// The engine runs again after the stopped batch.
 		sameRuns(t, lor, staged, whole)
 	})
+}
+
+// TestHostEngineChunkStageT0s checks that a launch staged chunk by chunk
+// (stagesByChunk) uploads per-trajectory start times (ode.Job.T0s, as
+// Method Auto's continuations give them) as the launch staged at once
+// does: the same results bit for bit, and not those of T0 for all.
+func TestHostEngineChunkStageT0s(t *testing.T) {
+	needHost(t)
+	const n = 4*1024 + 100
+	rng := rand.New(rand.NewPCG(5, 8))
+	c := lorenzCase(n, 1e-4)
+	c.prob.SaveAt = nil
+	j := jobOf(t, c, ode.OpSolve)
+	j.T0s = make([]float64, n)
+	for i := range j.T0s {
+		j.T0s[i] = 0.5 * rng.Float64()
+	}
+	be, err := hostF64.backend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res [2]*ode.Result
+	for k, whole := range []bool{false, true} {
+		e := &Engine{name: fmt.Sprintf("cuda-host-t0s-%t", whole), prec: Float64, be: be}
+		e.SetTuning(Tuning{pipeChunk: 1024, NoChunkStage: whole})
+		x, err := e.Prepare(j.Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[k], err = x.Run(t.Context(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameBits(t, "T0s staged by chunk: Y", res[0].Y, res[1].Y)
+	sameBits(t, "T0s staged by chunk: T", res[0].T, res[1].T)
+	// From T0 instead, the results differ (the start times are read).
+	j.T0s = nil
+	x, err := hostF64.Prepare(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from0, err := x.Run(t.Context(), j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Equal(from0.Y, res[0].Y) {
+		t.Error("the states from T0s are those from T0")
+	}
 }

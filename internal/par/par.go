@@ -9,9 +9,11 @@
 package par
 
 import (
+	"bytes"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 var (
@@ -219,4 +221,37 @@ func Repeat[T any](dst []T, n int, v T) []T {
 		}
 	})
 	return dst
+}
+
+// Equal reports whether a and b hold the same values bit for bit (a NaN
+// equals the same NaN, -0 does not equal +0): a memory compare in blocks
+// of Block elements on all cores where they are longer than one block,
+// which stops handing out blocks at the first that differs. A caller
+// keeping a copy of what it last sent somewhere learns in one pass over
+// both whether the new values need sending.
+func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	n := len(a)
+	if n == 0 {
+		return true
+	}
+	size := int(unsafe.Sizeof(a[0]))
+	ab := unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), n*size)
+	bb := unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), n*size)
+	if n <= Block {
+		return bytes.Equal(ab, bb)
+	}
+	var differs atomic.Bool
+	Run((n+Block-1)/Block, 0, func(_, k int) {
+		if differs.Load() {
+			return
+		}
+		lo, hi := k*Block*size, min(n, (k+1)*Block)*size
+		if !bytes.Equal(ab[lo:hi], bb[lo:hi]) {
+			differs.Store(true)
+		}
+	})
+	return !differs.Load()
 }

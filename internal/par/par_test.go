@@ -2,6 +2,7 @@ package par
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -216,5 +217,49 @@ func BenchmarkFirstSplit(b *testing.B) {
 				split()
 			}
 		})
+	}
+}
+
+// TestEqual checks Equal at lengths around its block: a copy is equal;
+// one element changed anywhere (a bit of a float64, -0 for +0, a NaN's
+// payload) is seen.
+func TestEqual(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, Block - 1, Block, Block + 1, 3*Block + 17} {
+		src := make([]float64, n)
+		for i := range src {
+			src[i] = rng.NormFloat64()
+		}
+		if !Equal(slices.Clone(src), src) {
+			t.Errorf("n=%d: a copy is not equal", n)
+		}
+		if Equal(src, append(slices.Clone(src), 1)) {
+			t.Errorf("n=%d: a longer slice is equal", n)
+		}
+		if n == 0 {
+			continue
+		}
+		for _, c := range []struct {
+			name     string
+			old, new float64
+		}{
+			{"ulp", 1, math.Nextafter(1, 2)},
+			{"-0", 0, math.Copysign(0, -1)},
+			{"nan", math.NaN(), math.Float64frombits(0x7ff8000000000002)},
+		} {
+			i := rng.IntN(n)
+			a, b := slices.Clone(src), slices.Clone(src)
+			a[i], b[i] = c.old, c.new
+			if Equal(a, b) {
+				t.Errorf("n=%d %s at %d: equal", n, c.name, i)
+			}
+			b[i] = c.old
+			if !Equal(a, b) {
+				t.Errorf("n=%d %s at %d: the same values are not equal", n, c.name, i)
+			}
+		}
+	}
+	if Equal([]int32{1, 2, 3}, []int32{1, 2, 4}) || !Equal([]int{5}, []int{5}) {
+		t.Error("integers compared wrong")
 	}
 }

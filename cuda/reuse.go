@@ -1,0 +1,238 @@
+package cuda
+
+import "github.com/gradsolve-go/gradsolve/internal/par"
+
+// Inputs that did not change are not sent again.
+//
+// An arena remembers the inputs the launch that last filled it uploaded
+// (heldInputs): per input array, where it lies in the arena and how it
+// was staged (heldKey), and a host copy of the caller's values it was
+// staged from. The next launch on the arena compares each of its inputs
+// with that copy (par.Equal: a memory compare on all cores, which stops
+// at a block that differs) and neither stages nor uploads an input whose
+// key and values are the same: a parameter sweep that changes only P
+// sends only P. An input that differs is copied into the record as the
+// fill stages it, block by block, while its rows are in the cache
+// (inputCopy). The copy is the engine's own, so a caller that changes
+// its slices in place between calls is seen.
+//
+// Safety rests on two rules. Only launches (run.launch) write an
+// executor's arenas, and a launch drops its arena's record before it
+// writes anything (reuse), installing a new one only once its uploads and
+// kernels are done (done): a launch that fails, or that is not eligible,
+// leaves the arena with none, and the next one uploads everything.
+// Within a launch the arrays of its layout do not overlap and the
+// kernels only read their inputs (kernel.cuh's const pointers), so an
+// input region holds what the record says until the next launch on the
+// arena. Eligible are the launches of all of a job's trajectories in
+// order (the one launch of a pass that fits the device, also where it is
+// staged chunk by chunk, and a rerun of every trajectory with longer
+// record buffers): the chunks of a pass too large for one launch, and the
+// reruns of some of the trajectories, run other trajectories over the
+// same regions, and upload everything. A launch whose Y0 or P holds a
+// value that is not finite records nothing, so that a later call's check
+// of them (ode.CheckFinite, made as they are staged) is not skipped. A
+// trainer (train.go) stages into arenas of its own, which it frees,
+// never an executor's; cuda-multi's and float32's executors have arenas
+// of their own, so the record is per device and per precision.
+
+// reusedArgs are the input arrays whose values an arena's record keeps
+// (the shared block and the save times, a few bytes, are staged every
+// launch; a given mesh's steps go up from its rows, writeMesh).
+var reusedArgs = [...]int{argT1, argT0s, argY0, argP, argData, argLen, argEvIn}
+
+// heldInputs is the record of the inputs an arena holds (reuse).
+type heldInputs struct {
+	in [numArgs]heldInput
+}
+
+// heldInput is one input array an arena holds: how it was staged, and a
+// copy of the caller's values it was staged from (one of f, i, e).
+type heldInput struct {
+	key heldKey // the zero key: none held
+	f   []float64
+	i   []int
+	e   []int32
+}
+
+// heldKey is what, besides the caller's values, decides an input array's
+// bytes in the arena: its place and size, the launch's trajectories, the
+// form it was staged from (the one row of Y0Row, PRow or T1Same, copied
+// over the column; else every row), the device's order
+// (Config.RowMajor) and, for a given mesh's lengths, the mesh's rows
+// (fill checks the lengths against them).
+type heldKey struct {
+	off, bytes int64
+	n, rows    int
+	row, major bool
+}
+
+// source returns the key and the host values of input a of a launch of
+// the job's n trajectories in layout l, and whether the launch has it.
+func (r *run) source(a int, l *layout, n int) (key heldKey, f []float64, iv []int, ev []int32, ok bool) {
+	if l.off[a] < 0 {
+		return key, nil, nil, nil, false
+	}
+	j := r.j
+	key = heldKey{off: l.off[a], bytes: l.bytes[a], n: n, major: r.rowMajor(a)}
+	// rowOr is the one row where the job gives one, else every row.
+	rowOr := func(row, all []float64) []float64 {
+		if row != nil {
+			key.row = true
+			return row
+		}
+		return all
+	}
+	switch a {
+	case argT1:
+		f = j.T1[:n]
+		if j.T1Same {
+			f = rowOr(j.T1[:1], nil)
+		}
+	case argT0s:
+		f = j.T0s[:n]
+	case argY0:
+		f = rowOr(j.Y0Row, j.Y0[:n*r.d])
+	case argP:
+		f = rowOr(j.PRow, j.P[:n*r.np])
+	case argData:
+		f = j.Loss.Data[:n*r.dd]
+	case argLen:
+		key.rows = j.Mesh.Rows
+		iv = j.Mesh.Len[:n]
+	case argEvIn:
+		ev = j.Mesh.Events[:l.bytes[a]/4]
+	default:
+		return key, nil, nil, nil, false
+	}
+	return key, f, iv, ev, true
+}
+
+// reuse compares the inputs of a launch over the trajectories g in layout
+// l with those the arena ar holds, marks in bc those it holds with the
+// same values (bc.hold: neither staged nor uploaded) and those whose
+// record the fill brings up to date (bc.copies), and returns the record
+// of what the arena holds once the launch's uploads are done (nil where
+// the launch is not eligible, or Tuning.NoInputReuse). The arena's own
+// record is dropped: the launch writes the arena, and done installs the
+// new one once its work on the device succeeded.
+func (r *run) reuse(ar *arena, g []int, l *layout, bc *bcast) *heldInputs {
+	old := ar.held
+	ar.held = nil
+	n := len(g)
+	if r.ex.tun.NoInputReuse || n == 0 || n != r.j.N || g[0] != 0 || g[n-1] != n-1 {
+		return nil
+	}
+	h := old
+	if h == nil {
+		h = &heldInputs{}
+	}
+	for _, a := range reusedArgs {
+		e := &h.in[a]
+		key, f, iv, ev, ok := r.source(a, l, n)
+		if !ok {
+			e.key = heldKey{}
+			continue
+		}
+		known := old != nil && e.key == key
+		e.key = key
+		switch a {
+		case argLen:
+			if known && par.Equal(e.i, iv) {
+				bc.hold(a, l, n)
+				continue
+			}
+			e.i = resize(e.i, len(iv))
+			bc.copies = append(bc.copies, inputCopy{w: 1, di: e.i, si: iv})
+		case argEvIn:
+			if known && par.Equal(e.e, ev) {
+				bc.hold(a, l, n)
+				continue
+			}
+			e.e = par.Append(e.e, ev) // the fill stages the marks apart, by rows
+		default:
+			if known && par.Equal(e.f, f) {
+				bc.hold(a, l, n)
+				continue
+			}
+			if key.row {
+				e.f = append(e.f[:0], f...)
+				continue
+			}
+			e.f = resize(e.f, len(f))
+			bc.copies = append(bc.copies, inputCopy{w: len(f) / n, df: e.f, sf: f})
+		}
+	}
+	return h
+}
+
+// resize returns s with length n, its storage reused where large enough
+// (its values then left as they were).
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// inputCopy copies an input that changed into an arena's record
+// (reuse), w values a trajectory, row-major: of the caller's sf into df,
+// or si into di. The fill runs it over each block of trajectories it
+// stages, after reading their rows.
+type inputCopy struct {
+	w      int
+	df, sf []float64
+	di, si []int
+}
+
+// rows copies the rows of trajectories q0…q1−1.
+func (c *inputCopy) rows(q0, q1 int) {
+	if c.df != nil {
+		copy(c.df[q0*c.w:q1*c.w], c.sf[q0*c.w:q1*c.w])
+		return
+	}
+	copy(c.di[q0*c.w:q1*c.w], c.si[q0*c.w:q1*c.w])
+}
+
+// hold marks input a of a launch of n trajectories in layout l as held
+// by the arena: not staged, not uploaded, not broadcast. Its bytes
+// reused are those its upload would have copied (of a broadcast input,
+// the seed: its tail stays in bc.skipped).
+func (bc *bcast) hold(a int, l *layout, n int) {
+	bc.held |= 1 << a
+	if bc.broadcasts(a) {
+		bc.reused += l.bytes[a] / int64(n) * int64(bc.seed)
+		switch a {
+		case argT1:
+			bc.t1 = false
+		case argY0:
+			bc.y0 = false
+		case argP:
+			bc.p = false
+		}
+		return
+	}
+	bc.reused += l.bytes[a]
+}
+
+// holds reports whether the arena holds input a (hold).
+func (bc bcast) holds(a int) bool { return bc.held&(1<<a) != 0 }
+
+// heldSpans returns the byte ranges of the arena of the inputs bc holds,
+// each up to the next array's 256-byte boundary (the layout's padding
+// goes up with neither), in the arena's order.
+func (bc bcast) heldSpans(l *layout, end int64) []span {
+	var sp []span
+	for _, a := range layoutOrder {
+		if !bc.holds(a) || l.off[a] < 0 {
+			continue
+		}
+		lo, hi := l.off[a], min(end, (l.off[a]+l.bytes[a]+255)&^255)
+		if k := len(sp); k > 0 && sp[k-1].hi == lo {
+			sp[k-1].hi = hi
+			continue
+		}
+		sp = append(sp, span{lo, hi})
+	}
+	return sp
+}
