@@ -74,6 +74,9 @@ type nullQueue struct {
 }
 
 func (q nullQueue) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
+	if len(args) == numSavesWords {
+		return nil // the saves kernel (saves.cuh): no work either
+	}
 	q.b.fake(args)
 	return nil
 }

@@ -94,6 +94,10 @@ func (o Omit) drop(sol *Solution, m *Mesh, recorded bool, spare *omitted) {
 			spare.ys = sol.Ys
 		}
 		sol.Y, sol.Ys = nil, nil
+		if sol.Resident != nil { // (Job.KeepSaves is not set with OmitStates)
+			sol.Resident.Release()
+			sol.Resident = nil
+		}
 	}
 	if o&OmitStats != 0 {
 		if recorded {
@@ -160,6 +164,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	if err := sv.inputError(err, p, m); err != nil {
 		return nil, err
 	}
+	releaseOld(reuse.Saves, res.Saves)
 	defer trace.StartRegion(ctx, "ode.Grad.results").End()
 	var reached []float64 // the times the record reached (nil for a given mesh: T1)
 	vouched := given != nil && given.residentOn(sv.engine.Name()) && given.vouched()
@@ -341,6 +346,9 @@ func (g *Gradient) reusable(mesh bool) *Result {
 	sp := g.spare
 	g.spare = omitted{}
 	r.Y, r.Ys = sp.y, sp.ys
+	if s := g.Solution; s != nil {
+		r.Saves = s.Resident // written over, or released (releaseOld)
+	}
 	if mesh {
 		r.Stats.Rejected, r.Stats.FieldEvals = sp.rej, sp.evals
 	}
