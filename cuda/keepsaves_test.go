@@ -2,14 +2,19 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -403,5 +408,93 @@ func TestHostEngineKeepSavesOtherEngine(t *testing.T) {
 	}
 	if cp.Ys != nil {
 		t.Error("a failed HostSaves set Ys")
+	}
+}
+
+// savesBlockSim runs the device form of the saves kernel (saves.cuh's
+// GS_CUDA branch: a block's tile through shared memory) on the host: the
+// blocks one after another, each as savesThreads threads that meet at
+// __syncthreads, and compares every value with the layouts' definition
+// (component-major in, row-major out, NaN rows where a trajectory
+// failed and did not overflow) for launches whose sizes are and are not
+// multiples of the tile.
+const savesBlockSim = `
+#include <barrier>
+#include <thread>
+#include <vector>
+#include <stdio.h>
+#include <string.h>
+#define GS_CUDA 1
+struct gs_sim_dim { long long x; };
+static thread_local gs_sim_dim threadIdx;
+static gs_sim_dim blockIdx;
+static std::barrier<>* gs_sim_block_bar;
+#define __shared__ static
+#define __syncthreads() gs_sim_block_bar->arrive_and_wait()
+`
+
+const savesBlockMain = `
+int main() {
+  const long long sizes[][2] = {{1, 1}, {31, 33}, {32, 32}, {70, 45}, {129, 4}, {5, 300}};
+  double nan_;
+  unsigned long long bits = NAN_BITS;
+  memcpy(&nan_, &bits, 8);
+  for (auto& s : sizes) {
+    const long long n = s[0], w = s[1];
+    std::vector<double> ys(n * w), rows(n * w, -1.0);
+    std::vector<int> status(n), flags(n);
+    for (long long i = 0; i < n * w; i++) ys[i] = 0.5 * i + 0.25;
+    for (long long q = 0; q < n; q++) {
+      status[q] = q % 5 == 1 ? 3 : (q % 7 == 2 ? GS_S_STIFF : GS_S_OK);
+      flags[q] = q % 10 == 1 ? GS_FLAG_OVERFLOW : 0;
+    }
+    gs_sargs a{n, w, 0, nan_, status.data(), flags.data(), ys.data(), rows.data()};
+    const long long blocks = ((w + 31) / 32) * ((n + 31) / 32);
+    for (long long b = 0; b < blocks; b++) {
+      blockIdx.x = b;
+      std::barrier<> bar(THREADS);
+      gs_sim_block_bar = &bar;
+      std::vector<std::thread> th;
+      for (int t = 0; t < THREADS; t++) th.emplace_back([&, t] { threadIdx.x = t; gs_s_rows(a); });
+      for (auto& t : th) t.join();
+    }
+    for (long long q = 0; q < n; q++) {
+      const bool bad = status[q] != GS_S_OK && status[q] != GS_S_STIFF && !(flags[q] & GS_FLAG_OVERFLOW);
+      for (long long c = 0; c < w; c++) {
+        const double want = bad ? nan_ : ys[c * n + q];
+        if (memcmp(&rows[q * w + c], &want, 8) != 0) {
+          printf("n=%lld w=%lld: row %lld value %lld is %g, want %g\n", n, w, q, c, rows[q * w + c], want);
+          return 1;
+        }
+      }
+    }
+  }
+  printf("ok\n");
+  return 0;
+}
+`
+
+// TestSavesKernelDeviceForm runs savesBlockSim: the saves kernel's
+// device branch, which the host engine's loop does not run.
+func TestSavesKernelDeviceForm(t *testing.T) {
+	needHost(t)
+	cc, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	src := fmt.Sprintf("#define GS_S_OK %d\n#define GS_S_STIFF %d\n#define GS_FLAG_OVERFLOW %d\n#define NAN_BITS %dULL\n#define THREADS %d\n",
+		ode.OK, ode.Stiff, flagOverflow, math.Float64bits(math.NaN()), savesThreads) +
+		kernelgen.Prelude() + savesBlockSim + savesCuh + savesBlockMain
+	file, exe := filepath.Join(dir, "saves.cpp"), filepath.Join(dir, "saves")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-std=c++20", "-O1", "-pthread", "-w", "-o", exe, file).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, firstLines(string(out), 30))
+	}
+	out, err := exec.Command(exe).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "ok") {
+		t.Fatalf("the device form of the saves kernel: %v\n%s", err, out)
 	}
 }
