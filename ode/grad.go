@@ -239,6 +239,9 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		t = q.endTimes(reuse.T)
 	}
 	sol := used.solutionT(q, res, m.Status, t)
+	if sol.Resident != nil {
+		sol.ysSpare = reuse.Ys // for HostSaves
+	}
 	sol.Stats = m.Stats
 	q.omit.drop(sol, m, given == nil, &dst.spare)
 	dst.Solution, dst.Mesh = sol, m
@@ -348,6 +351,7 @@ func (g *Gradient) reusable(mesh bool) *Result {
 	r.Y, r.Ys = sp.y, sp.ys
 	if s := g.Solution; s != nil {
 		r.Saves = s.Resident // written over, or released (releaseOld)
+		r.Ys = or(r.Ys, s.ysSpare)
 	}
 	if mesh {
 		r.Stats.Rejected, r.Stats.FieldEvals = sp.rej, sp.evals

@@ -140,8 +140,9 @@ type ResidentSaves interface {
 
 // HostSaves makes the saved states available in Ys: if they are
 // resident on an engine (Resident, Settings.KeepSaves), it copies them to
-// the host (N·K·Dim float64s, one device-to-host copy on a GPU engine, in
-// Ys's storage where it is large enough), sets Ys, releases the engine's
+// the host (N·K·Dim float64s, one device-to-host copy on a GPU engine,
+// into the storage of the Ys of the call's dst, SolveTo's or Grad's,
+// where it is large enough), sets Ys, releases the engine's
 // copy and sets Resident to nil, so that from then on the Solution is as
 // one solved with the saves returned. A Solution whose saves are on the
 // host (or that has none) is left as it is, so calling it again does
@@ -151,11 +152,11 @@ func (s *Solution) HostSaves() error {
 	if s == nil || s.Resident == nil {
 		return nil
 	}
-	ys, err := hostSaves(s.Resident, s.Ys, s.N*len(s.SaveAt)*s.Dim)
+	ys, err := hostSaves(s.Resident, or(s.Ys, s.ysSpare), s.N*len(s.SaveAt)*s.Dim)
 	if err != nil {
 		return err
 	}
-	s.Ys, s.Resident = ys, nil
+	s.Ys, s.Resident, s.ysSpare = ys, nil, nil
 	return nil
 }
 

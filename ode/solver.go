@@ -349,6 +349,10 @@ type Solution struct {
 	// (see Settings.KeepSaves).
 	Resident ResidentSaves
 
+	// ysSpare is the storage of an earlier call's Ys (SolveTo's dst,
+	// Grad's dst) while Resident holds the saves, for HostSaves to fill.
+	ysSpare []float64
+
 	// Switch, if not nil, says where Method Auto switched trajectories
 	// from Tsit5 to Rodas5P (Method is then "Auto"): trajectory i took
 	// Switch[i] Tsit5 steps, then Rodas5P steps to its end (Switch[i] is
@@ -431,6 +435,9 @@ func (sv *Solver) solveTo(ctx context.Context, dst *Solution, p *Problem) (*Solu
 	}
 	sol := used.solution(q, res, res.Status)
 	if dst != nil {
+		if sol.Resident != nil {
+			sol.ysSpare = or(dst.Ys, dst.ysSpare) // for HostSaves
+		}
 		*dst = *sol
 		sol = dst
 	}
