@@ -181,8 +181,9 @@ func TestHostEngineKeepSaves(t *testing.T) {
 // KeepSaves: nothing of the saves is copied back (Trace.Download falls
 // by their bytes, Trace.SavesKept counts them); a SolveTo passed its
 // solution back writes into the same device memory, and one passed a
-// released solution allocates anew; the CPU engine, Method Auto and a
-// launch in chunks (MemoryLimit) return host Ys, equal to those without
+// released solution allocates anew; the CPU engine, Method Auto, a
+// launch in chunks (MemoryLimit), the float32 engine and the multi-GPU
+// engine (two fake devices) return host Ys, equal to those without
 // KeepSaves, as does a gradient whose records overflow (Tuning.firstRows:
 // every trajectory run again, its saves copied to the host first).
 func TestHostEngineKeepSavesCopies(t *testing.T) {
@@ -246,6 +247,7 @@ func TestHostEngineKeepSavesCopies(t *testing.T) {
 		{"auto", eng, func(s *ode.Settings) { s.Method = ode.Auto }},
 		{"chunks", eng, func(s *ode.Settings) { s.MemoryLimit = 40 << 10 }},
 		{"float32", hostF32.name, func(s *ode.Settings) { s.RelTol = 1e-4 }},
+		{"multi", "cuda-multi-host2", func(*ode.Settings) {}},
 	}
 	for _, hc := range hostCases {
 		t.Run(hc.name, func(t *testing.T) {

@@ -127,7 +127,8 @@ func (o Omit) drop(sol *Solution, m *Mesh, recorded bool, spare *omitted) {
 // gradient arrays, its Solution's arrays and (when m is nil, so that a
 // new mesh is recorded) its Mesh's arrays are reused where large enough,
 // which at millions of trajectories saves most of a call's time outside
-// the solve. Copy what you keep from dst before passing it again; dst.Mesh
+// the solve (saves an engine kept, Solution.Resident, are written over or
+// released, as by SolveTo). Copy what you keep from dst before passing it again; dst.Mesh
 // itself may be passed as m (it is then replayed, not overwritten). After
 // an error, dst's contents are unspecified.
 func Grad(dst *Gradient, p Problem, loss Loss, m *Mesh, s *Settings) (*Gradient, error) {

@@ -405,7 +405,10 @@ func (sv *Solver) SolveContext(ctx context.Context, p *Problem) (*Solution, erro
 // solves repeatedly with many save times (N×K×Dim saved values: 131 MB
 // for 4,096 trajectories of 4 components at 1,000 save times) then
 // allocates nothing large and does not fault fresh memory in on every
-// call, as Grad reuses its dst.
+// call, as Grad reuses its dst. Saves an engine kept (dst.Resident,
+// Settings.KeepSaves) are written over where the engine can (its own
+// memory, large enough) and released otherwise: read them (HostSaves)
+// before passing dst again.
 func (sv *Solver) SolveTo(dst *Solution, p *Problem) (*Solution, error) {
 	return sv.solveTo(context.Background(), dst, p)
 }
