@@ -79,10 +79,24 @@ var keepSavesOps = []keepSavesOp{
 // memory.
 func TestHostEngineKeepSaves(t *testing.T) {
 	needHost(t)
-	eng := residentEngine.name
-	vern7 := saveTimesCase(t, lorenzCase(40, 1e-8), 24)
+	testKeepSaves(t, residentEngine.name, residentEngine.be, 1)
+}
+
+// TestGPUKeepSaves is TestHostEngineKeepSaves on the device ("cuda"),
+// with ensembles 100 times as large (thousands of trajectories, none a
+// multiple of the saves kernel's tile). It skips without a GPU.
+func TestGPUKeepSaves(t *testing.T) {
+	needGPUEngine(t)
+	testKeepSaves(t, "cuda", nil, 100)
+}
+
+// testKeepSaves runs TestHostEngineKeepSaves on engine, whose resident
+// saves' Owner is owner (nil: not checked), with ensembles scale times
+// as large.
+func testKeepSaves(t *testing.T, eng string, owner any, scale int) {
+	vern7 := saveTimesCase(t, lorenzCase(40*scale+3, 1e-8), 24)
 	vern7.name, vern7.set.Method = "lorenz-Vern7", ode.Vern7
-	failing := saveTimesCase(t, lorenzCase(48, 1e-4), 20)
+	failing := saveTimesCase(t, lorenzCase(48*scale+1, 1e-4), 20)
 	failing.name = "lorenz-failures"
 	failing.set.MaxSteps = medianSteps(t, failing, eng)
 	failing.set.AllowFailures = true
@@ -91,10 +105,10 @@ func TestHostEngineKeepSaves(t *testing.T) {
 		ops  []string // nil: all
 		fail bool     // some trajectories fail
 	}{
-		{c: saveTimesCase(t, lorenzCase(70, 1e-6), 40)},
+		{c: saveTimesCase(t, lorenzCase(70*scale, 1e-6), 40)},
 		{c: vern7},
-		{c: robertsonCase(24, ode.Rodas5P, 1e3)},
-		{c: withSaves(ballCase(24, ode.Tsit5), 9, 1.6)},
+		{c: robertsonCase(24*scale, ode.Rodas5P, 1e3)},
+		{c: withSaves(ballCase(24*scale, ode.Tsit5), 9, 1.6)},
 		{c: failing, ops: []string{"solve", "solveto", "record"}, fail: true},
 	}
 	rng := rand.New(rand.NewPCG(37, 2))
@@ -141,7 +155,7 @@ func TestHostEngineKeepSaves(t *testing.T) {
 				if r == nil || got.Ys != nil {
 					t.Fatalf("%s: saves resident %v, len(Ys) %d: want them on the device", op.name, r != nil, len(got.Ys))
 				}
-				if r.Engine() != eng || r.Owner() != residentEngine.be {
+				if r.Engine() != eng || owner != nil && r.Owner() != owner {
 					t.Errorf("%s: resident saves of engine %q, owner %v", op.name, r.Engine(), r.Owner())
 				}
 				if err := got.HostSaves(); err != nil {
