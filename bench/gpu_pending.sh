@@ -37,7 +37,8 @@
 #   bash bench/gpu_pending.sh s37keep (about 5 minutes): saved states kept
 #     on the device until read (ode.Settings.KeepSaves: TestGPUKeepSaves,
 #     bit for bit against the saves returned, and BenchmarkGPUSaveSplit's
-#     -kept and -kept-read rows: issue 25's 1.5x / 2x with 1,000 save times).
+#     -kept and -kept-read rows, BenchmarkGPUSaveRatio's solveto-kept and
+#     grad-kept against solveto and grad: issue 25's 1.5x / 2x).
 #   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
 #   bash bench/gpu_pending.sh wide (under 10 minutes): TestGPUWide in full
 #     and BenchmarkGPUWide (the wide layout against the thread layout).
@@ -257,6 +258,7 @@ fi
 if [ "$part" = s37keep ]; then
 t keep-tests 150 -test.v -test.run 'TestGPUKeepSaves|TestGPUSaveGroups'
 t keep-split 150 -test.run '^$' -test.bench 'GPUSaveSplit' -test.benchtime 5x
+t keep-ratio 200 -test.run '^$' -test.bench 'GPUSaveRatio/.*/(solveto|grad)(-kept)?/interp' -test.benchtime 5x
 fi
 
 if [ "$part" = first ]; then
