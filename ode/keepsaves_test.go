@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // TestKeepSaves checks package ode's handling of saved states an engine
@@ -245,4 +246,27 @@ func TestSolutionHostSaves(t *testing.T) {
 // bitsEqualT reports whether a and b hold the same bits (NaN included).
 func bitsEqualT(a, b []float64) bool {
 	return slices.EqualFunc(a, b, func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) })
+}
+
+// TestKeepSavesStiff checks a gradient whose trajectory the stiffness
+// test stops (Job.StopOnStiff) with saves held by the engine: package ode
+// brings them to the host to blank the stiff trajectory's rows and
+// returns the *TrajectoryError of Status Stiff, as without KeepSaves.
+func TestKeepSavesStiff(t *testing.T) {
+	f := ode.Field{Name: "stifflinear", Dim: 2, F: func(_ tape.V, y, _ []tape.V) []tape.V {
+		return []tape.V{y[0].MulC(-500.5).Add(y[1].MulC(499.5)), y[0].MulC(499.5).Add(y[1].MulC(-500.5))}
+	}}
+	p := ode.Problem{Field: f, Y0: []float64{2, 0}, T1: 100, SaveAt: []float64{0.5, 50}}
+	for _, keep := range []bool{false, true} {
+		sv := solverT(t, f, &ode.Settings{Method: ode.Tsit5, Engine: "test-keepsaves", KeepSaves: keep})
+		before := ode.KeptJobs()
+		_, err := sv.Grad(nil, &p, ode.SumSquares(), nil)
+		var te *ode.TrajectoryError
+		if !errors.As(err, &te) || te.Status != ode.Stiff {
+			t.Errorf("KeepSaves %v: %v, want a *TrajectoryError with Status Stiff", keep, err)
+		}
+		if got := ode.KeptJobs() - before; keep && got == 0 {
+			t.Error("the gradient's job did not ask to keep its saves: the case checks nothing")
+		}
+	}
 }
