@@ -128,9 +128,9 @@ func (o Omit) drop(sol *Solution, m *Mesh, recorded bool, spare *omitted) {
 // new mesh is recorded) its Mesh's arrays are reused where large enough,
 // which at millions of trajectories saves most of a call's time outside
 // the solve (saves an engine kept, Solution.Resident, are written over or
-// released, as by SolveTo). Copy what you keep from dst before passing it again; dst.Mesh
-// itself may be passed as m (it is then replayed, not overwritten). After
-// an error, dst's contents are unspecified.
+// released, as by SolveTo). Copy what you keep from dst before passing it
+// again; dst.Mesh itself may be passed as m (it is then replayed, not
+// overwritten). After an error, dst's contents are unspecified.
 func Grad(dst *Gradient, p Problem, loss Loss, m *Mesh, s *Settings) (*Gradient, error) {
 	sv, err := NewSolver(p.Field, s)
 	if err != nil {
