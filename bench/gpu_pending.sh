@@ -34,6 +34,11 @@
 #     groups (TestGPUSaveGroups, BenchmarkGPUSaveSplit), Rosenbrock methods
 #     in the wide layout (TestGPUWideRosenbrock, BenchmarkGPUWide's
 #     Rosenbrock rows), then `bash bench/gpu_train.sh` (its own call).
+#   bash bench/gpu_pending.sh s37keep (about 5 minutes): saved states kept
+#     on the device until read (ode.Settings.KeepSaves: TestGPUKeepSaves,
+#     bit for bit against the saves returned, and BenchmarkGPUSaveSplit's
+#     -kept and -kept-read rows, BenchmarkGPUSaveRatio's solveto-kept and
+#     grad-kept against solveto and grad: issue 25's 1.5x / 2x).
 #   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
 #   bash bench/gpu_pending.sh wide (under 10 minutes): TestGPUWide in full
 #     and BenchmarkGPUWide (the wide layout against the thread layout).
@@ -224,7 +229,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -248,6 +253,12 @@ t saves 60 -test.v -test.run 'TestGPUSaveGroups|TestGPUEngineSaveTimes'
 t save-split 60 -test.run '^$' -test.bench 'GPUSaveSplit' -test.benchtime 5x
 t wide-ros 150 -test.v -test.run 'TestGPUWideRosenbrock'
 t wide-ros-bench 200 -test.run '^$' -test.bench 'GPUWide/grad/(pollution|brusselator)' -test.benchtime 3x
+fi
+
+if [ "$part" = s37keep ]; then
+t keep-tests 150 -test.v -test.run 'TestGPUKeepSaves|TestGPUSaveGroups'
+t keep-split 150 -test.run '^$' -test.bench 'GPUSaveSplit' -test.benchtime 5x
+t keep-ratio 200 -test.run '^$' -test.bench 'GPUSaveRatio/.*/(solveto|grad)(-kept)?/interp' -test.benchtime 5x
 fi
 
 if [ "$part" = first ]; then

@@ -207,6 +207,7 @@ type TraceStats struct {
 	Reruns       int           // trajectories run again with a longer record buffer
 	Rows         int           // record buffer rows of the last pass
 	Transfer     time.Duration // copies between host and device (synchronous: part of a call's wall time)
+	SavesKept    int64         // bytes of saved states left in device memory (ode.Settings.KeepSaves), not copied back
 	// Layout is the kernel layout of the last launch: "thread" (one
 	// thread per trajectory), "lanes" (one warp per trajectory, the
 	// network's weights in shared memory), "lanes-global" (in global

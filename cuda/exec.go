@@ -432,6 +432,9 @@ func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
 		if err := r.unkeepMesh(rows); err != nil { // reruns go through the host mesh
 			return nil, err
 		}
+		if err := r.unkeepSaves(); err != nil { // and their saves through the host's Ys
+			return nil, err
+		}
 		tr.add(func(t *TraceStats) { t.Reruns += len(over) })
 		r.summed = -1 // the reruns' terms replace some: finish adds them all
 		if v.TileSums {
@@ -537,6 +540,12 @@ type run struct {
 	// mesh in device memory (instead of argHout), which the result keeps.
 	hin, hout *residentMesh
 
+	// keepYs: the run may keep its saved states on the device
+	// (keepsSaves); sout then holds them, from the pass that launches all
+	// trajectories at once on, and Ys stays nil (saves.go).
+	keepYs bool
+	sout   *residentSaves
+
 	// q is the queue of the batch a launch's copies and kernel run in
 	// (nil outside one: then they go to the backend one by one).
 	q queue
@@ -602,9 +611,10 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		res.T = overwrite(old.T, n)
 		res.Events = overwrite(old.Events, n)
 	}
+	r.keepYs = ex.keepsSaves(j, v)
 	if r.omit&ode.OmitStates == 0 {
 		res.Y = overwrite(old.Y, n*d)
-		if r.k > 0 {
+		if r.k > 0 && !r.keepYs {
 			res.Ys = overwrite(old.Ys, n*r.k*d)
 		}
 	}
@@ -867,6 +877,8 @@ func (r *run) downloaded(a int) bool {
 		return false
 	case r.omit&ode.OmitStates != 0 && (a == argY || a == argYs):
 		return false
+	case r.sout != nil && a == argYs: // kept on the device (saves.go)
+		return false
 	case r.omit&ode.OmitStats != 0 && a == argRej:
 		return false
 	}
@@ -951,9 +963,19 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 	if keep {
 		r.keepMesh(rows)
 	}
+	// So are its saved states where the job asks (keepSaves).
+	if r.keepYs && idx == nil && !r.keepSaves(m) {
+		r.keepYs = false
+		r.hostYs()
+	}
 	c, err := r.chunk(m, rows)
 	if err != nil {
 		return nil, err
+	}
+	if r.sout != nil && c < m {
+		// Chunks scatter their saves on the host after all.
+		r.keepYs = false
+		r.dropSaves()
 	}
 	if keep && c < m && r.hout != nil {
 		// Chunks record into the arena and the host mesh after all.
@@ -1243,6 +1265,17 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		})
 		if held != nil && !r.inputsBad {
 			ar.held = held
+		}
+	}
+	if r.sout != nil {
+		// The saved states stay on the device, row-major (saves.go): the
+		// saves kernel runs after the launch's kernels, in its batch.
+		launched := batch
+		batch = func(q queue) error {
+			if err := launched(q); err != nil {
+				return err
+			}
+			return r.rowSaves(q, ar, n, &l)
 		}
 	}
 	if chunk == 0 && saveCols == 0 {
@@ -2167,9 +2200,10 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	res := r.res
 	states := r.omit&ode.OmitStates == 0
 	var y, ys, loss, gy0, gp reals
+	savesBack := states && k > 0 && r.sout == nil // (else kept on the device: saves.go)
 	if states {
 		y = rv(down, outLo, argY)
-		if k > 0 {
+		if savesBack {
 			ys = rv(down, outLo, argYs)
 		}
 	}
@@ -2333,7 +2367,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// of a few thousand to one core. A failed trajectory's rows are NaN.
 	if err := feed(func(lo, hi int) {
 		par.Run(hi-lo, 0, func(w, t int) { block(w, lo+t) })
-		if states && k > 0 && !savesApart {
+		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}
 	}, func(c0, c1 int) {
@@ -3205,6 +3239,9 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		}
 		res.StoredBytes = r.stored
 		res.GradTime = wall
+	}
+	if r.sout != nil {
+		res.Saves = r.sout // Ys stays nil: the saves are on the device
 	}
 	return res, nil
 }

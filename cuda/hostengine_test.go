@@ -175,7 +175,11 @@ type hostKernel struct {
 // pointer word.
 func hostKernelArgs(name string) (words, ptr int, defs string) {
 	words, ptr, typ := numArgs, argSh, "gs_args"
-	if name != kernelgen.KernelName {
+	switch name {
+	case kernelgen.KernelName:
+	case savesKernelName:
+		words, ptr, typ = numSavesWords, swStatus, "gs_sargs"
+	default:
 		words, ptr, typ = numTrainWords, trainFirstPtr, "gs_targs"
 	}
 	return words, ptr, fmt.Sprintf("\n#define GS_HOST_WORDS %d\n#define GS_HOST_PTR %d\n#define GS_HOST_ARGS %s\n", words, ptr, typ)
@@ -226,7 +230,7 @@ func (b *hostBackend) compile(src, name string, opts []string) (backendKernel, e
 		}
 		text := src + defs + main
 		flags := []string{"-std=c++17", "-O0"}
-		if b.sim {
+		if b.sim && name != savesKernelName { // (the saves kernel has no warp code: a loop)
 			if name != kernelgen.KernelName {
 				k.err = fmt.Errorf("host backend: kernel %s on a simulated warp", name)
 				return

@@ -43,8 +43,8 @@ func (b *deviceBlock) free() {
 // live holds the deviceBlocks not yet freed (for residentOn).
 var live sync.Map
 
-// residentOn returns the bytes of device memory that resident meshes hold
-// on be.
+// residentOn returns the bytes of device memory that resident meshes and
+// saved states hold on be.
 func residentOn(be backend) int64 {
 	n := int64(0)
 	live.Range(func(k, _ any) bool {
@@ -193,4 +193,67 @@ func (r *run) unkeepMesh(rows int) error {
 		return nil
 	}
 	return r.readMesh(rm.mem.addr, g, used)
+}
+
+// residentSaves holds the saved states of a run in device memory
+// (ode.ResidentSaves, ode.Settings.KeepSaves): float64, row-major, n rows
+// of w = K·Dim values, as ode.Solution.Ys (the saves kernel, saves.cuh,
+// writes them so), so that CopyTo is one copy from the device. The memory
+// goes back with Release or once the handle is unreachable.
+type residentSaves struct {
+	ex   *executor // the executor whose run wrote the saves (for copies)
+	mem  *deviceBlock
+	n, w int
+}
+
+var _ ode.ResidentSaves = (*residentSaves)(nil)
+
+// newResidentSaves allocates device memory for n rows of w saved values.
+func newResidentSaves(ex *executor, n, w int) (*residentSaves, error) {
+	bytes := int64(n) * int64(w) * 8
+	addr, err := ex.be.alloc(max(bytes, 8))
+	if err != nil {
+		return nil, err
+	}
+	s := &residentSaves{ex: ex, mem: &deviceBlock{be: ex.be, addr: addr, bytes: bytes}, n: n, w: w}
+	live.Store(s.mem, struct{}{})
+	runtime.AddCleanup(s, (*deviceBlock).free, s.mem)
+	return s, nil
+}
+
+// Engine returns the name of the engine whose run wrote the saves.
+func (s *residentSaves) Engine() string { return s.ex.name }
+
+// Owner returns the backend (device) whose memory holds the saves.
+func (s *residentSaves) Owner() any { return s.ex.be }
+
+// Released reports whether the device memory was given back.
+func (s *residentSaves) Released() bool { return s.mem.isFreed() }
+
+// Release gives the device memory back.
+func (s *residentSaves) Release() { s.mem.free() }
+
+// CopyTo copies the n·w saved values to dst[:n·w], row-major: one copy
+// from the device (through the page-locked chunk buffers where it is
+// large, copyMesh).
+func (s *residentSaves) CopyTo(dst []float64) error {
+	if s.Released() {
+		return fmt.Errorf("cuda: engine %s: the saved states' device memory was released (Solution.Release); solve again to read them", s.ex.name)
+	}
+	size := s.n * s.w
+	if len(dst) < size {
+		return fmt.Errorf("cuda: engine %s: %d values to copy the saved states into, want N·K·Dim = %d", s.ex.name, len(dst), size)
+	}
+	r := &run{ex: s.ex, tr: nil}
+	return r.copyMesh(f64bytes(dst[:size]), s.mem.addr, false)
+}
+
+// reshape makes s, if it is large enough and on ex's device, the saves
+// of n rows of w values, and reports whether it did.
+func (s *residentSaves) reshape(ex *executor, n, w int) bool {
+	if s == nil || s.Released() || s.ex.be != ex.be || s.mem.bytes < int64(n)*int64(w)*8 {
+		return false
+	}
+	s.ex, s.n, s.w = ex, n, w
+	return true
 }

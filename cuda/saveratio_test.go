@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,14 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // kernels generated and compiled, or loaded from the disk cache). The loss
 // is the saved states' sum of squares.
 //
+// The -kept variants keep the saves on the device
+// (ode.Settings.KeepSaves: Solution.Resident, the saves kernel's
+// rearrangement in the call, nothing of them copied back); -kept-read
+// then reads them after each call (Solution.HostSaves: one copy,
+// "read-ms/op", part of ns/op). Issue 25's targets compare saves=1000
+// with saves=1 of the same variant: ns/op of solveto-kept ≤ 1.5× and of
+// grad-kept ≤ 2×.
+//
 //	cuda.test -test.run '^$' -test.bench GPUSaveSplit -test.benchtime 5x
 func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
@@ -46,7 +55,13 @@ func benchSaveSplit(b *testing.B, engine string) {
 		}
 		return s
 	}}
-	sv, err := ode.NewSolver(kp.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, Engine: engine})
+	set := ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, Engine: engine}
+	sv, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set.KeepSaves = true
+	svKeep, err := ode.NewSolver(kp.Field, &set)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -56,29 +71,45 @@ func benchSaveSplit(b *testing.B, engine string) {
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-omit"} {
+		for _, op := range []string{"solveto", "grad", "grad-omit", "solveto-kept", "solveto-kept-read", "grad-kept", "grad-kept-read"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
 				if op == "grad-omit" {
 					g.Omit = ode.OmitStates | ode.OmitStats
 				}
+				solver := sv
+				if strings.Contains(op, "-kept") {
+					solver = svKeep
+				}
+				read := strings.HasSuffix(op, "-read")
 				var tr Trace
+				var reading time.Duration
 				ctx := WithTrace(b.Context(), &tr)
 				run := func() {
 					var err error
-					if op == "solveto" {
-						_, err = sv.SolveToContext(ctx, &sol, &p)
+					out := &sol
+					if strings.HasPrefix(op, "solveto") {
+						_, err = solver.SolveToContext(ctx, &sol, &p)
 					} else {
-						_, err = sv.GradContext(ctx, &g, &p, loss, nil)
+						_, err = solver.GradContext(ctx, &g, &p, loss, nil)
+						out = g.Solution
 					}
 					if err != nil {
 						b.Fatal(err)
+					}
+					if read {
+						t := time.Now()
+						if err := out.HostSaves(); err != nil {
+							b.Fatal(err)
+						}
+						reading += time.Since(t)
 					}
 				}
 				run() // warm: kernels, buffers
 				compile := tr.Stats().Compile
 				tr.Reset()
+				reading = 0
 				b.ResetTimer()
 				for range b.N {
 					run()
@@ -90,6 +121,12 @@ func benchSaveSplit(b *testing.B, engine string) {
 				b.ReportMetric(per(s.Transfer), "copy-ms/op")
 				b.ReportMetric(float64(s.Download)/1e6/float64(b.N), "down-MB/op")
 				b.ReportMetric(compile.Seconds(), "compile-s")
+				if read {
+					b.ReportMetric(per(reading), "read-ms/op")
+				}
+				if strings.Contains(op, "-kept") && k > 1 && s.SavesKept == 0 {
+					b.Fatal("no saves kept on the device")
+				}
 			})
 		}
 	}

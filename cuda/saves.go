@@ -1,8 +1,12 @@
 package cuda
 
 import (
+	_ "embed"
+	"fmt"
 	"math"
+	"sync"
 
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
@@ -165,5 +169,183 @@ func (r *run) readSaves(dst []byte, ar *arena, n int, l *layout, cols int, ready
 		}
 		ready <- [2]int{c0, c1}
 	}
+	return nil
+}
+
+// Saved states kept on the device (ode.Settings.KeepSaves, issue 23:
+// copied to the host only when the caller reads them). A run whose job
+// asks for it, on an engine that keeps meshes (float64, one device), with
+// its saves' bytes not needed on the host by the run itself (a loss or
+// gradient with events reads them: pastTerminal), launches all its
+// trajectories at once into an arena as any run, and then, in the same
+// batch, the saves kernel (saves.cuh) rearranges the component-major
+// saves of the arena into a device allocation of their own, row-major
+// as Solution.Ys: the result's Saves (residentSaves), read with one copy
+// (CopyTo). The saves are then neither copied back nor transposed on the
+// host. A run split into several launches (more trajectories than the
+// device's free memory holds) returns Ys as before, and a run whose
+// record overflowed copies the kept saves to the host (unkeepSaves)
+// before the trajectories run again.
+
+// savesCuh is the saves kernel's template; savesKernel compiles it after
+// the prelude and the statuses and flag it reads.
+//
+//go:embed saves.cuh
+var savesCuh string
+
+// savesKernelName is the saves kernel's name (saves.cuh).
+const savesKernelName = "gs_s_rows"
+
+// Words of struct gs_sargs (saves.cuh), in order.
+const (
+	swN = iota
+	swW
+	swPad
+	swNaN
+	swStatus // the first pointer
+	swFlags
+	swYs
+	swRows
+	numSavesWords
+)
+
+// savesTile and savesThreads are the saves kernel's tile (GS_S_TILE) and
+// threads per block (GS_S_TILE·GS_S_ROWS).
+const (
+	savesTile    = 32
+	savesThreads = 256
+)
+
+// savesSets holds the saves kernel, which depends on no plan, per
+// backend and tuning.
+var savesSets = struct {
+	sync.Mutex
+	m map[trainSetKey]*savesSet
+}{m: map[trainSetKey]*savesSet{}}
+
+type savesSet struct {
+	once sync.Once
+	k    backendKernel
+	err  error
+}
+
+// savesKernel returns the saves kernel of ex's backend, compiling it on
+// first use.
+func (ex *executor) savesKernel() (backendKernel, error) {
+	key := trainSetKey{ex.be, ex.tun}
+	savesSets.Lock()
+	s := savesSets.m[key]
+	if s == nil {
+		s = &savesSet{}
+		savesSets.m[key] = s
+	}
+	savesSets.Unlock()
+	s.once.Do(func() {
+		src := fmt.Sprintf("#define GS_S_OK %d\n#define GS_S_STIFF %d\n#ifndef GS_FLAG_OVERFLOW\n#define GS_FLAG_OVERFLOW %d\n#endif\n",
+			ode.OK, ode.Stiff, flagOverflow) + kernelgen.Prelude() + savesCuh
+		s.k, s.err = ex.be.compile(src, savesKernelName, ex.tun.compileOptions(len(src)))
+	})
+	if s.err != nil {
+		return nil, fmt.Errorf("cuda: engine %s: compiling the saved states' kernel: %w", ex.name, s.err)
+	}
+	return s.k, nil
+}
+
+// keepsSaves reports whether a run of kind v for job j may keep its
+// saved states on the device (Job.KeepSaves; the whole run then needs
+// one launch, which pass decides).
+func (ex *executor) keepsSaves(j *ode.Job, v kernelgen.Config) bool {
+	return j.KeepSaves && ex.keepMesh && !ex.tiles && ex.prec == Float64 && v.Saves > 0 &&
+		j.Omit&ode.OmitStates == 0 && !(v.Events && (v.Loss || v.Grad))
+}
+
+// keepSaves gives the run device memory for its saved states (n rows of
+// K·Dim), before a launch of all its n trajectories: the resident saves
+// of the Result passed back (Job.Reuse) where they are the device's and
+// large enough, else a new allocation. It reports whether it has them;
+// if not, the saves go to the host as without Job.KeepSaves.
+func (r *run) keepSaves(n int) bool {
+	w := r.k * r.d
+	if old := r.j.Reuse; old != nil {
+		if s, ok := old.Saves.(*residentSaves); ok && s.reshape(r.ex, n, w) {
+			r.sout = s
+			return true
+		}
+	}
+	if _, err := r.ex.savesKernel(); err != nil {
+		return false
+	}
+	s, err := newResidentSaves(r.ex, n, w)
+	if err != nil {
+		return false
+	}
+	r.sout = s
+	return true
+}
+
+// dropSaves gives up keeping the saved states on the device before any
+// launch wrote them (a pass in chunks): the run's Ys are allocated on the
+// host, and memory allocated for the run goes back.
+func (r *run) dropSaves() {
+	if r.sout == nil {
+		return
+	}
+	if old := r.j.Reuse; old == nil || old.Saves != ode.ResidentSaves(r.sout) {
+		r.sout.Release()
+	}
+	r.sout = nil
+	r.hostYs()
+}
+
+// hostYs allocates the run's Ys on the host (in Job.Reuse's storage
+// where large enough).
+func (r *run) hostYs() {
+	var old []float64
+	if r.j.Reuse != nil {
+		old = r.j.Reuse.Ys
+	}
+	r.res.Ys = overwrite(old, r.j.N*r.k*r.d)
+}
+
+// unkeepSaves copies the saved states kept on the device to the run's
+// Ys and gives the device memory back (a rerun of some trajectories
+// scatters their saves on the host).
+func (r *run) unkeepSaves() error {
+	s := r.sout
+	if s == nil {
+		return nil
+	}
+	r.sout = nil
+	r.hostYs()
+	defer s.Release()
+	return s.CopyTo(r.res.Ys)
+}
+
+// rowSaves queues the saves kernel after the launch's kernel: the saved
+// states of the launch's n trajectories in arena ar (layout l) into the
+// kept saves, row-major, NaN rows for failed trajectories.
+func (r *run) rowSaves(q queue, ar *arena, n int, l *layout) error {
+	k, err := r.ex.savesKernel()
+	if err != nil {
+		return err
+	}
+	w := r.k * r.d
+	at := func(a int) uint64 {
+		if l.off[a] < 0 {
+			return 0
+		}
+		return ar.addr + uint64(l.off[a])
+	}
+	var words [numSavesWords]uint64
+	words[swN], words[swW], words[swNaN] = uint64(n), uint64(w), math.Float64bits(math.NaN())
+	if r.v.Adaptive {
+		words[swStatus], words[swFlags] = at(argStatus), at(argFlags)
+	}
+	words[swYs], words[swRows] = at(argYs), r.sout.mem.addr
+	tiles := ((w + savesTile - 1) / savesTile) * ((n + savesTile - 1) / savesTile)
+	if err := q.enqueue(k, tiles*savesThreads, savesThreads, 0, words[:]); err != nil {
+		return err
+	}
+	r.tr.add(func(t *TraceStats) { t.SavesKept += int64(n) * int64(w) * 8 })
 	return nil
 }

@@ -213,6 +213,12 @@ func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, er
 		t.ns1 = pl.Shared
 	}
 	t.len = spec.Len(j.N, pl.Shared)
+	if j.KeepSaves {
+		// A fit's steps read no saved states: none are kept.
+		jk := *j
+		jk.KeepSaves = false
+		j = &jk
+	}
 	t.r = newRun(ex, j, v, ke, nil)
 	if t.clock, err = ex.be.newClock(); err != nil {
 		return nil, err

@@ -52,6 +52,15 @@
 // GPU engine neither copies them back nor rearranges them on the host;
 // everything else is the same bit for bit (ExampleSolver_Grad_omit).
 //
+// Saved states that are read now and then, not after every call, stay
+// where the engine computed them with Settings.KeepSaves: a GPU engine
+// leaves them in device memory (Solution.Resident, an engine's
+// ResidentSaves; Ys nil) until Solution.HostSaves copies them into Ys
+// (one copy, in Ys's order) or Solution.Release frees them, as a
+// recorded mesh stays there until Mesh.Host or Mesh.Release. Code that
+// reads Ys calls HostSaves first: it does nothing where the saves are on
+// the host, as on the CPU engine (ExampleSettings_keepSaves).
+//
 // # Failures
 //
 // Every trajectory ends with a Status (OK, MaxStepsReached,

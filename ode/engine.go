@@ -247,6 +247,18 @@ type Job struct {
 	// method's stability limit, which would be wasted work.
 	StopOnStiff bool
 
+	// KeepSaves asks the engine to leave the saved states where it
+	// computed them (Settings.KeepSaves): it may return them as
+	// Result.Saves instead of Result.Ys (which it then leaves nil), in
+	// Solution.Ys's row-major order with NaN rows for failed trajectories
+	// (ResidentSaves.CopyTo), as it would have written Ys. An engine may
+	// ignore it and fill Ys. Where Reuse.Saves is the engine's own it may
+	// write the saves into that memory (and return it); package ode
+	// releases an old handle the result does not return. Package ode sets
+	// it only where nothing in the call reads Ys on the host: not with
+	// Method Auto, nor with Omit's OmitStates.
+	KeepSaves bool
+
 	// T0s, if not nil, are the trajectories' own start times [N], in place
 	// of T0 (which stays the problem's, at or before each): Method Auto's
 	// continuation (see StartTimesExecutor) runs a trajectory on with
@@ -298,6 +310,7 @@ type Result struct {
 	T      []float64         // [N] time reached; an engine may leave it nil for OpGrad and OpLoss without events when every trajectory ended well (each then reached its T1)
 	Y      []float64         // [N×Dim] final states (NaN rows for failed trajectories)
 	Ys     []float64         // [N×K×Dim] saved states
+	Saves  ResidentSaves     // the saved states kept by the engine (Job.KeepSaves), with Ys nil
 	Status []Status          // [N]
 	Stats  Stats             // per-trajectory counts (records only)
 	Stiff  []bool            // [N] the stiffness test fired (records of explicit methods)

@@ -94,6 +94,10 @@ func (o Omit) drop(sol *Solution, m *Mesh, recorded bool, spare *omitted) {
 			spare.ys = sol.Ys
 		}
 		sol.Y, sol.Ys = nil, nil
+		if sol.Resident != nil { // (Job.KeepSaves is not set with OmitStates)
+			sol.Resident.Release()
+			sol.Resident = nil
+		}
 	}
 	if o&OmitStats != 0 {
 		if recorded {
@@ -123,9 +127,10 @@ func (o Omit) drop(sol *Solution, m *Mesh, recorded bool, spare *omitted) {
 // gradient arrays, its Solution's arrays and (when m is nil, so that a
 // new mesh is recorded) its Mesh's arrays are reused where large enough,
 // which at millions of trajectories saves most of a call's time outside
-// the solve. Copy what you keep from dst before passing it again; dst.Mesh
-// itself may be passed as m (it is then replayed, not overwritten). After
-// an error, dst's contents are unspecified.
+// the solve (saves an engine kept, Solution.Resident, are written over or
+// released, as by SolveTo). Copy what you keep from dst before passing it
+// again; dst.Mesh itself may be passed as m (it is then replayed, not
+// overwritten). After an error, dst's contents are unspecified.
 func Grad(dst *Gradient, p Problem, loss Loss, m *Mesh, s *Settings) (*Gradient, error) {
 	sv, err := NewSolver(p.Field, s)
 	if err != nil {
@@ -160,6 +165,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	if err := sv.inputError(err, p, m); err != nil {
 		return nil, err
 	}
+	releaseOld(reuse.Saves, res.Saves)
 	defer trace.StartRegion(ctx, "ode.Grad.results").End()
 	var reached []float64 // the times the record reached (nil for a given mesh: T1)
 	vouched := given != nil && given.residentOn(sv.engine.Name()) && given.vouched()
@@ -234,6 +240,9 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		t = q.endTimes(reuse.T)
 	}
 	sol := used.solutionT(q, res, m.Status, t)
+	if sol.Resident != nil {
+		sol.ysSpare = reuse.Ys // for HostSaves
+	}
 	sol.Stats = m.Stats
 	q.omit.drop(sol, m, given == nil, &dst.spare)
 	dst.Solution, dst.Mesh = sol, m
@@ -341,6 +350,10 @@ func (g *Gradient) reusable(mesh bool) *Result {
 	sp := g.spare
 	g.spare = omitted{}
 	r.Y, r.Ys = sp.y, sp.ys
+	if s := g.Solution; s != nil {
+		r.Saves = s.Resident // written over, or released (releaseOld)
+		r.Ys = or(r.Ys, s.ysSpare)
+	}
 	if mesh {
 		r.Stats.Rejected, r.Stats.FieldEvals = sp.rej, sp.evals
 	}

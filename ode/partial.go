@@ -167,6 +167,11 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 					return nil, nil, fmt.Errorf("ode: GradPartial: the mesh recorded (N %d, Rows %d) has %d steps on the host", gm.N, gm.Rows, len(gm.H))
 				}
 			}
+			// The subset's saves are spread over the rows of all N on the
+			// host (Settings.KeepSaves keeps none here).
+			if err := g.Solution.HostSaves(); err != nil {
+				return nil, nil, err
+			}
 			return sv.partialExpand(dst, q, g, m, idx, status), fails, nil
 		}
 		for _, e := range tf {

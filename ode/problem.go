@@ -131,6 +131,28 @@ type Settings struct {
 	// finish and a status for each that does not.
 	AllowFailures bool
 
+	// KeepSaves asks the engine to keep the saved states (Problem.SaveAt)
+	// where it computed them until the caller reads them: a GPU engine
+	// then leaves them in device memory, in Solution.Resident, and
+	// Solution.Ys is nil until Solution.HostSaves copies them to the
+	// host (one device-to-host copy of N·K·Dim float64s, already in Ys's
+	// row-major order); Solution.Release frees them unread. A call whose
+	// saves nobody reads (a sweep that reads the final states, a loop
+	// that reads the saves of one call in ten) then does not pay for
+	// their copy: 131 MB at 1,000 save times of 4,096 four-component
+	// trajectories, several times the kernels' time. It applies to Solve,
+	// SolveTo, Record and Grad (the saves of Gradient.Solution; with
+	// Gradient.Omit's OmitStates they are dropped all the same).
+	//
+	// The zero value returns the saves in Ys, as does every engine that
+	// does not keep them: the CPU engine (its saves are on the host
+	// already), the float32 and multi-GPU engines, a launch split into
+	// chunks of trajectories (larger than the device's free memory),
+	// Method Auto, and a loss or gradient with events (which reads the
+	// saves on the host). Code that reads Ys calls HostSaves first (it
+	// does nothing where Ys holds them); plot does.
+	KeepSaves bool
+
 	// Checkpoint and MemoryLimit configure the gradient's storage of
 	// states; see scan.Settings. Both must be non-negative (0: automatic,
 	// and 4 GiB); a Checkpoint interval longer than a trajectory stores

@@ -107,3 +107,83 @@ func (m *Mesh) vouched() bool {
 	v := m.ok
 	return v != nil && m.Resident != nil && v.steps == m.Resident && v.valid.Load() && !m.Resident.Released()
 }
+
+// ResidentSaves is the saved states of a solve, a record or a gradient
+// held by the engine that computed them, in that engine's memory (a GPU
+// engine's device memory), until the caller reads them
+// (Settings.KeepSaves). Engines implement it; users meet it through
+// Solution.Resident, Solution.HostSaves and Solution.Release.
+type ResidentSaves interface {
+	// Engine returns the name of the engine that holds the saves.
+	Engine() string
+
+	// Owner returns a value that identifies the memory the saves live in
+	// (a device's context, say); an engine reuses the memory of the saves
+	// of a Solution passed back (Solver.SolveTo) only if it is its own.
+	// It is compared with ==.
+	Owner() any
+
+	// CopyTo copies the [N×K×Dim] saved states to dst (len(dst) ≥ N·K·Dim)
+	// in Solution.Ys's order: trajectory i, save time k at
+	// dst[(i*K+k)*Dim:], NaN rows for failed trajectories, as the host
+	// array would have held them. It fails, without a panic, if the saves
+	// were released or dst is too short.
+	CopyTo(dst []float64) error
+
+	// Release frees the engine's memory. Later calls do nothing; CopyTo
+	// then fails.
+	Release()
+
+	// Released reports whether Release was called.
+	Released() bool
+}
+
+// HostSaves makes the saved states available in Ys: if they are
+// resident on an engine (Resident, Settings.KeepSaves), it copies them to
+// the host (N·K·Dim float64s, one device-to-host copy on a GPU engine,
+// into the storage of the Ys of the call's dst, SolveTo's or Grad's,
+// where it is large enough), sets Ys, releases the engine's
+// copy and sets Resident to nil, so that from then on the Solution is as
+// one solved with the saves returned. A Solution whose saves are on the
+// host (or that has none) is left as it is, so calling it again does
+// nothing. It returns an error, naming the fix, if the resident saves
+// were released or cannot be read; Ys is then unchanged.
+func (s *Solution) HostSaves() error {
+	if s == nil || s.Resident == nil {
+		return nil
+	}
+	ys, err := hostSaves(s.Resident, or(s.Ys, s.ysSpare), s.N*len(s.SaveAt)*s.Dim)
+	if err != nil {
+		return err
+	}
+	s.Ys, s.Resident, s.ysSpare = ys, nil, nil
+	return nil
+}
+
+// hostSaves copies the n saved states r holds into ys's storage (where it
+// is large enough) and releases them.
+func hostSaves(r ResidentSaves, ys []float64, n int) ([]float64, error) {
+	if r.Released() {
+		return nil, fmt.Errorf("ode: solution: its saved states were on engine %s and have been released (Solution.Release); solve again, and call HostSaves before Release to read them", r.Engine())
+	}
+	if cap(ys) < n {
+		ys = make([]float64, n)
+	}
+	ys = ys[:n]
+	if err := r.CopyTo(ys); err != nil {
+		return nil, fmt.Errorf("ode: solution: copying its saved states from engine %s: %w", r.Engine(), err)
+	}
+	r.Release()
+	return ys, nil
+}
+
+// Release frees the engine memory that holds the solution's saved states
+// (Resident), if any, without copying them: their memory goes back at
+// once, where it would otherwise go back when the Solution is no longer
+// reachable. HostSaves then fails. A Solution whose saves are on the
+// host is left as it is.
+func (s *Solution) Release() {
+	if s != nil && s.Resident != nil {
+		s.Resident.Release()
+	}
+}

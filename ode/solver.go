@@ -320,7 +320,7 @@ type Solution struct {
 	T      []float64 // time reached by each trajectory [N]
 	Y      []float64 // final states [N×Dim]
 	SaveAt []float64 // the save times (Problem.SaveAt)
-	Ys     []float64 // saved states [N×len(SaveAt)×Dim]: trajectory i, time k at Ys[(i*K+k)*Dim:]
+	Ys     []float64 // saved states [N×len(SaveAt)×Dim]: trajectory i, time k at Ys[(i*K+k)*Dim:]; nil while Resident holds them
 	Status []Status  // [N]
 	Stats  Stats
 	Method string // the method that produced it
@@ -338,6 +338,20 @@ type Solution struct {
 	// refuses it). Rodas5P, or Method Auto, suits them. Method Auto
 	// switches such trajectories instead (Switch).
 	Stiff []bool
+
+	// Resident, if not nil, holds the saved states on the engine that
+	// computed them, in its memory, and Ys is nil: a GPU engine leaves
+	// them in device memory where Settings.KeepSaves asks it to.
+	// HostSaves copies them into Ys (and releases the engine's copy);
+	// Release frees them unread; the engine frees them once the Solution
+	// is no longer reachable. Copies of the Solution share the handle.
+	// Nil on the CPU engine, and wherever the saves came back to the host
+	// (see Settings.KeepSaves).
+	Resident ResidentSaves
+
+	// ysSpare is the storage of an earlier call's Ys (SolveTo's dst,
+	// Grad's dst) while Resident holds the saves, for HostSaves to fill.
+	ysSpare []float64
 
 	// Switch, if not nil, says where Method Auto switched trajectories
 	// from Tsit5 to Rodas5P (Method is then "Auto"): trajectory i took
@@ -391,7 +405,10 @@ func (sv *Solver) SolveContext(ctx context.Context, p *Problem) (*Solution, erro
 // solves repeatedly with many save times (N×K×Dim saved values: 131 MB
 // for 4,096 trajectories of 4 components at 1,000 save times) then
 // allocates nothing large and does not fault fresh memory in on every
-// call, as Grad reuses its dst.
+// call, as Grad reuses its dst. Saves an engine kept (dst.Resident,
+// Settings.KeepSaves) are written over where the engine can (its own
+// memory, large enough) and released otherwise: read them (HostSaves)
+// before passing dst again.
 func (sv *Solver) SolveTo(dst *Solution, p *Problem) (*Solution, error) {
 	return sv.solveTo(context.Background(), dst, p)
 }
@@ -410,14 +427,20 @@ func (sv *Solver) solveTo(ctx context.Context, dst *Solution, p *Problem) (*Solu
 	}
 	var reuse *Result
 	if dst != nil {
-		reuse = &Result{Y: dst.Y, Ys: dst.Ys, T: dst.T, Status: dst.Status, Stats: dst.Stats, Stiff: dst.Stiff}
+		reuse = &Result{Y: dst.Y, Ys: dst.Ys, T: dst.T, Status: dst.Status, Stats: dst.Stats, Stiff: dst.Stiff, Saves: dst.Resident}
 	}
 	res, used, err := sv.run(ctx, OpSolve, q, nil, nil, reuse)
 	if err != nil {
 		return nil, err
 	}
+	if reuse != nil {
+		releaseOld(reuse.Saves, res.Saves)
+	}
 	sol := used.solution(q, res, res.Status)
 	if dst != nil {
+		if sol.Resident != nil {
+			sol.ysSpare = or(dst.Ys, dst.ysSpare) // for HostSaves
+		}
 		*dst = *sol
 		sol = dst
 	}
@@ -516,6 +539,14 @@ func (sv *Solver) switchExec(m *Mesh) *cpuExec {
 	return stiff
 }
 
+// releaseOld releases the resident saves old of a result passed back
+// (Job.Reuse) unless they are the new result's, now.
+func releaseOld(old, now ResidentSaves) {
+	if old != nil && old != now {
+		old.Release()
+	}
+}
+
 func anyTrue(x []bool) bool {
 	for _, v := range x {
 		if v {
@@ -533,6 +564,7 @@ func (sv *Solver) stiffSolver() (*Solver, error) {
 		set := sv.set
 		set.Method = Rodas5P
 		set.Controller = Controller{}
+		set.KeepSaves = false // Method Auto merges the saves on the host
 		alt, err := NewSolver(sv.field, &set)
 		if err != nil {
 			return nil, err
@@ -570,9 +602,27 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 	if j.StopOnStiff && sv.set.Method != Auto {
 		// A gradient's stiff trajectory failed: its states are NaN, as a
 		// failure's (the engine kept them for Method Auto's continuation).
+		// Resident saves come to the host first (a call that ends in a
+		// stiff trajectory's error).
+		if res.Saves != nil && slices.Contains(res.Status, Stiff) {
+			if err := res.hostSaves(q.n * len(q.SaveAt) * q.Field.Dim); err != nil {
+				return nil, err
+			}
+		}
 		blankStiff(res, q.Field.Dim, len(q.SaveAt))
 	}
 	return res, nil
+}
+
+// hostSaves copies the saved states res.Saves holds into res.Ys (size
+// values) and releases them.
+func (res *Result) hostSaves(size int) error {
+	ys, err := hostSaves(res.Saves, res.Ys, size)
+	if err != nil {
+		return err
+	}
+	res.Ys, res.Saves = ys, nil
+	return nil
 }
 
 // blankStiff sets the final and saved states of res's trajectories of
@@ -602,6 +652,9 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 	if op == OpGrad {
 		j.Omit, j.EndTimes = q.omit, q.ends && m == nil
 	}
+	// Method Auto merges its segments' saves on the host; omitted states
+	// are dropped.
+	j.KeepSaves = set.KeepSaves && set.Method != Auto && len(q.SaveAt) > 0 && j.Omit&OmitStates == 0
 	j.AbsTol = make([]float64, q.Field.Dim)
 	for c := range j.AbsTol {
 		j.AbsTol[c] = set.absTol(c)
@@ -632,7 +685,7 @@ func (sv *Solver) solution(q *problem, res *Result, status []Status) *Solution {
 
 // solutionT is solution with the solution's times t ([N]).
 func (sv *Solver) solutionT(q *problem, res *Result, status []Status, t []float64) *Solution {
-	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: t, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Status: status,
+	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: t, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Resident: res.Saves, Status: status,
 		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff, Events: res.Events, Switch: res.Switch}
 	if res.Switch != nil {
 		sol.Method = Auto.Name()

@@ -11,7 +11,9 @@
 // at save time k is Ys[(i*K+k)*Dim:(i*K+k+1)*Dim], K = len(SaveAt). Plot
 // dense curves by giving the problem many save times (see
 // problems.LinSpace). Trajectory and component lists that are nil mean
-// all (at most MaxLines trajectories).
+// all (at most MaxLines trajectories). Saved states that an engine kept
+// in its memory (ode.Settings.KeepSaves) are copied to the host first
+// (Solution.HostSaves): the plot functions may set the solution's Ys.
 package plot
 
 import (
@@ -151,9 +153,15 @@ func pick(what string, idx []int, n, max int) ([]int, error) {
 	return idx, nil
 }
 
+// checkSaved checks that sol has saved states on the host, first copying
+// them there (Solution.HostSaves) if an engine kept them
+// (ode.Settings.KeepSaves): a plot reads them.
 func checkSaved(sol *ode.Solution) error {
 	if sol == nil {
 		return fmt.Errorf("plot: nil solution")
+	}
+	if err := sol.HostSaves(); err != nil {
+		return fmt.Errorf("plot: %w", err)
 	}
 	if len(sol.SaveAt) == 0 || len(sol.Ys) != sol.N*len(sol.SaveAt)*sol.Dim {
 		return fmt.Errorf("plot: the solution has no saved states; give the problem save times (SaveAt) to plot against time")

@@ -2,10 +2,12 @@ package plot
 
 import (
 	"bytes"
+	"errors"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,5 +148,47 @@ func TestErrors(t *testing.T) {
 		if _, err := f(); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// heldSaves holds saved states apart, as a GPU engine keeps them in
+// device memory (ode.Settings.KeepSaves).
+type heldSaves struct {
+	ys       []float64
+	released bool
+}
+
+func (h *heldSaves) Engine() string { return "held" }
+func (h *heldSaves) Owner() any     { return h }
+func (h *heldSaves) Released() bool { return h.released }
+func (h *heldSaves) Release()       { h.released = true }
+func (h *heldSaves) CopyTo(dst []float64) error {
+	if h.released {
+		return errors.New("released")
+	}
+	copy(dst, h.ys)
+	return nil
+}
+
+// TestResidentSaves checks that a plot of a solution whose saves an
+// engine holds copies them to the host first (Solution.HostSaves) and
+// draws what the host solution draws, and that released saves give an
+// error naming the fix.
+func TestResidentSaves(t *testing.T) {
+	t.Parallel()
+	want := circle()
+	sol := *want
+	h := &heldSaves{ys: want.Ys}
+	sol.Ys, sol.Resident = nil, h
+	if _, err := Trajectories(&sol, nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if sol.Resident != nil || !h.released || !slices.Equal(sol.Ys, want.Ys) {
+		t.Errorf("the plot did not bring the saves to the host: Resident %v, released %v", sol.Resident, h.released)
+	}
+	gone := *want
+	gone.Ys, gone.Resident = nil, &heldSaves{released: true}
+	if _, err := Phase(&gone, nil, 0, 1, nil); err == nil || !strings.Contains(err.Error(), "released") {
+		t.Errorf("released saves: %v, want an error", err)
 	}
 }
