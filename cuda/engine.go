@@ -149,6 +149,7 @@ func (e *Engine) Prepare(pl *ode.Plan) (ode.Executor, error) {
 	}
 	ex := newExecutor(be, pl, e.prec, e.name, tun)
 	ex.keepMesh = true
+	ex.tier = e.prec == Float64 && !tun.WaitForCompile
 	return ex, nil
 }
 
@@ -193,8 +194,16 @@ type TraceStats struct {
 	// Tuning.NoTrainGraph) its evaluation graph's: the engine kernel, the
 	// reductions after it (a few microseconds) and the summary's 48-byte
 	// copy.
-	Kernel       time.Duration
-	Compile      time.Duration // generating and compiling kernels (their first use)
+	Kernel time.Duration
+	// Compile is the time of generating and compiling kernels (their
+	// first use). A compile in the background (the package doc's "First
+	// calls") adds its time when it ends, to the trace of the call that
+	// started it.
+	Compile time.Duration
+	// OnCPU counts the operations run on the CPU engine while their
+	// kernel compiled in the background (the package doc's "First
+	// calls"); their results are the CPU engine's, and make no launches.
+	OnCPU        int
 	Upload       int64         // bytes copied to the device
 	Download     int64         // bytes copied back
 	Launches     int           // kernel launches (one per chunk of trajectories and pass)
