@@ -62,6 +62,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The device tests compare kernels' results with the CPU engine's and
+	// count their launches: the registered engines wait for their
+	// compiles (a first call would otherwise run on the CPU engine; see
+	// tier.go), as do tuned's engines on them unless a test of tiered
+	// calls asks otherwise (TestGPUColdStart's phase "tiered").
+	for _, e := range registered {
+		tun := envTuning()
+		tun.WaitForCompile = true
+		e.SetTuning(tun)
+	}
 	code := m.Run()
 	if hostDir != "" && os.Getenv("GRADSOLVE_KEEP_HOST") == "" {
 		os.RemoveAll(hostDir)

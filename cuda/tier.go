@@ -50,9 +50,66 @@ func (t Tuning) tierFrom() int {
 	return defaultTierFrom
 }
 
-// compiling counts the compiles running in the background, for the
-// tests (none outlives its compile).
-var compiling sync.WaitGroup
+// compiling counts the compiles running in the background
+// (WaitForCompiles).
+var compiling backgroundCount
+
+// backgroundCount counts work running in the background: Add before it
+// starts, Done when it ends, Wait for none.
+type backgroundCount struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n falls to 0
+}
+
+// Add counts a start.
+func (c *backgroundCount) Add(k int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == 0 {
+		c.idle = make(chan struct{})
+	}
+	c.n += k
+}
+
+// Done counts an end.
+func (c *backgroundCount) Done() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n--; c.n == 0 {
+		close(c.idle)
+	}
+}
+
+// WaitContext returns once none runs, or ctx.Err() once ctx ends first.
+func (c *backgroundCount) WaitContext(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		n, idle := c.n, c.idle
+		c.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Wait returns once none runs.
+func (c *backgroundCount) Wait() { _ = c.WaitContext(context.Background()) }
+
+// WaitForCompiles returns once no kernel compiles in the background (see
+// the package doc's "First calls"), or ctx.Err() if ctx ends first: the
+// calls made after it run on the device the kernels that the calls
+// before it asked for. A benchmark calls it after its warm-up, so that
+// its timed calls are the device's; a program that prefers its next
+// calls' timings steady to its first results early may too. The
+// compiles' times are in the traces of the calls that started them
+// (TraceStats.Compile) once it returns.
+func WaitForCompiles(ctx context.Context) error { return compiling.WaitContext(ctx) }
 
 // runTiered runs job j on the CPU engine if its kernel's compile is long
 // and has not ended, starting that compile in the background if no call

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -378,4 +379,43 @@ func TestHostEngineTierWait(t *testing.T) {
 	if n := tb.started.Load(); n != 1 {
 		t.Errorf("%d compiles started, want 1", n)
 	}
+}
+
+// TestHostEngineTierAuto checks Method Auto on a tiered engine whose
+// compiles are held: its Tsit5 pass and its Rodas5P continuation run on
+// the CPU engine's executors (the continuation from the trajectories' own
+// start times, as on the device) and agree with the CPU engine's switch
+// in place (odetest.AutoContinue), the Solution naming the CPU engine;
+// once the compiles end, the same calls run the kernels.
+func TestHostEngineTierAuto(t *testing.T) {
+	needHost(t)
+	p, loss := autoMixed(8)
+	gate := make(chan struct{})
+	tb := newTierBackend(gate, nil, true)
+	name := tierEngine(tb, Tuning{tierMin: 1})
+	odetest.AutoContinue(t, name, p, loss, 1e-10, 1e-6)
+	sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: ode.Auto, Engine: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr Trace
+	g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &p, loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tr.Stats(); g.Solution.Engine != "cpu" || g.Mesh.Engine != "cpu" || s.OnCPU == 0 || s.Launches != 0 {
+		t.Errorf("during the compiles: engine %q, mesh's %q, %d calls on the CPU, %d launches: want cpu, some, none", g.Solution.Engine, g.Mesh.Engine, s.OnCPU, s.Launches)
+	}
+	close(gate)
+	compiling.Wait()
+	tr.Reset()
+	// The calls above asked for every kernel of this Grad: their
+	// compiles have ended, and it runs on the device.
+	if g, err = sv.GradContext(WithTrace(t.Context(), &tr), nil, &p, loss, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := tr.Stats(); g.Solution.Engine != name || s.Launches == 0 || s.OnCPU != 0 {
+		t.Errorf("after the compiles: engine %q, %d launches, %d calls on the CPU: want %q, launches, none", g.Solution.Engine, s.Launches, s.OnCPU, name)
+	}
+	compiling.Wait()
 }
