@@ -419,3 +419,31 @@ func TestHostEngineTierAuto(t *testing.T) {
 	}
 	compiling.Wait()
 }
+
+// TestBackgroundCount checks the count of background compiles
+// (WaitForCompiles): a wait returns at once when none runs, ends with
+// its context's error while some run, returns once the last ends, and
+// the count starts again from zero.
+func TestBackgroundCount(t *testing.T) {
+	t.Parallel()
+	var c backgroundCount
+	for round := range 2 {
+		if err := c.WaitContext(t.Context()); err != nil {
+			t.Fatalf("round %d: a wait with none running: %v", round, err)
+		}
+		c.Add(1)
+		c.Add(1)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := c.WaitContext(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("round %d: a cancelled wait with two running: %v, want context.Canceled", round, err)
+		}
+		waited := make(chan error)
+		go func() { waited <- c.WaitContext(t.Context()) }()
+		c.Done()
+		c.Done()
+		if err := <-waited; err != nil {
+			t.Errorf("round %d: a wait for two that end: %v", round, err)
+		}
+	}
+}
