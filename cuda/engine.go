@@ -137,7 +137,10 @@ func (e *Engine) available() error {
 // Prepare opens the device (on first use) and returns the executor of the
 // plan. Kernels are generated and compiled on first use of each kind of
 // operation (forward solve, record, loss, gradient, with or without a
-// mesh, per number of save times and per loss), and cached on disk.
+// mesh, per number of save times and per loss), and cached on disk. In
+// float64, unless Tuning.WaitForCompile, the calls that need a kernel
+// whose compile is long run on the CPU engine while it compiles in the
+// background (the package doc's "First calls").
 func (e *Engine) Prepare(pl *ode.Plan) (ode.Executor, error) {
 	tun := e.tuningOf()
 	if err := tun.check(); err != nil {

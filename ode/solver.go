@@ -324,7 +324,7 @@ type Solution struct {
 	Status []Status  // [N]
 	Stats  Stats
 	Method string // the method that produced it
-	Engine string // the engine that ran it
+	Engine string // the engine that ran it: the solver's, or the one its executor served the call on (Result.Engine)
 
 	// Events counts the events each trajectory went through ([N], nil
 	// without Settings.Events); a terminal event, if one fired, is the
