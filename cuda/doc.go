@@ -118,7 +118,9 @@
 // Tuning.WaitForCompile makes the engine wait for its compiles instead,
 // as before, and WaitForCompiles waits for those running in the
 // background (a benchmark calls it after its warm-up, so that its timed
-// calls are the device's). A very large first call (millions of
+// calls are the device's; a program that exits after a few calls calls
+// it before it exits, so that its kernels reach the disk cache and its
+// next run finds them, as the gradsolve command does). A very large first call (millions of
 // trajectories) may take longer on the CPU engine than the compile: such
 // a program should wait for its compiles (Tuning.WaitForCompile). Not
 // tiered:
