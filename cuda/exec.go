@@ -44,7 +44,7 @@ type executor struct {
 	// the background (tier.go): set by Engine in float64 unless
 	// Tuning.WaitForCompile.
 	tier bool
-	// cpu is the CPU engine's executor of the plan, for tier (cpuOf).
+	// cpu is the CPU engine's executor of the plan, for tier (runOnCPU).
 	cpuOnce sync.Once
 	cpu     ode.Executor
 	cpuErr  error
@@ -490,7 +490,7 @@ func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
 }
 
 // runJobOf is runJob with the job's kernel configuration, ex.variant(j),
-// if v is not nil (Run has it).
+// if cfg is not nil (Run has it).
 func (ex *executor) runJobOf(ctx context.Context, j *ode.Job, cfg *kernelgen.Config) (*run, error) {
 	if m := j.Mesh; m != nil && j.Plan != nil && j.Plan.Events != nil && len(m.Events) < m.Rows*m.N {
 		return nil, fmt.Errorf("cuda: engine %s: a mesh replayed with events must mark its event steps (Mesh.Events): record it with these events", ex.name)
