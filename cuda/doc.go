@@ -120,7 +120,10 @@
 // background (a benchmark calls it after its warm-up, so that its timed
 // calls are the device's; a program that exits after a few calls calls
 // it before it exits, so that its kernels reach the disk cache and its
-// next run finds them, as the gradsolve command does). A very large first call (millions of
+// next run finds them, as the gradsolve command does). To have the
+// kernels ready before the calls that matter, make one call like them
+// (the same operation, ensemble size and save times: these choose the
+// kernel) and then call WaitForCompiles. A very large first call (millions of
 // trajectories) may take longer on the CPU engine than the compile: such
 // a program should wait for its compiles (Tuning.WaitForCompile). Not
 // tiered:
