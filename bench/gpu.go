@@ -150,7 +150,7 @@ type GPURow struct {
 type gpuTiming struct{ kernel, call float64 }
 
 // timeGPU runs every case once (the warm-up: compilation, the record
-// buffer's size), then reps rounds of every case in turn, each case
+// buffer's size), waits for the kernels' compiles, then reps rounds of every case in turn, each case
 // reporting the device time of its kernels.
 func timeGPU(reps int, cases ...func() (time.Duration, error)) ([]gpuTiming, error) {
 	if reps <= 0 {
@@ -160,6 +160,12 @@ func timeGPU(reps int, cases ...func() (time.Duration, error)) ([]gpuTiming, err
 		if _, err := c(); err != nil {
 			return nil, err
 		}
+	}
+	// The warm-up's calls may have run on the CPU engine while their
+	// kernels compiled (cuda's package doc, "First calls"): the timed
+	// calls are the device's.
+	if err := cuda.WaitForCompiles(context.Background()); err != nil {
+		return nil, err
 	}
 	kern := make([][]float64, len(cases))
 	call := make([][]float64, len(cases))
@@ -210,6 +216,11 @@ func warmUp(compile *time.Duration, cases ...func(ctx context.Context) error) er
 		}()
 	}
 	wg.Wait()
+	// Calls that ran on the CPU engine while their kernels compiled in
+	// the background: the compiles' times reach the traces when they end.
+	if err := cuda.WaitForCompiles(context.Background()); err != nil {
+		return err
+	}
 	for k := range traces {
 		*compile += traces[k].Stats().Compile
 	}

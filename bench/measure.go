@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/gradsolve-go/gradsolve/cuda"
 )
 
 // DefaultReps is the number of timed repetitions when a config's Reps is 0.
@@ -17,7 +20,8 @@ const DefaultReps = 5
 type timing struct{ wall, cpu float64 }
 
 // timeCases times cases side by side: every case runs once untimed (the
-// warm-up), then reps rounds run every case once in turn. It returns the
+// warm-up; a GPU engine's kernels then finish compiling, cuda.WaitForCompiles),
+// then reps rounds run every case once in turn. It returns the
 // median wall time and the median CPU time of the process (user + system,
 // all threads, garbage collection included) of each case, and stops at the
 // first error. On a busy machine the CPU time of a single-threaded case is
@@ -30,6 +34,11 @@ func timeCases(reps int, cases ...func() error) ([]timing, error) {
 		if err := c(); err != nil {
 			return nil, err
 		}
+	}
+	// (A GPU engine's warm-up may run on the CPU engine while its kernels
+	// compile: the timed calls are the device's.)
+	if err := cuda.WaitForCompiles(context.Background()); err != nil {
+		return nil, err
 	}
 	wall := make([][]float64, len(cases))
 	cpu := make([][]float64, len(cases))

@@ -21,6 +21,11 @@ type backend interface {
 	// (Tuning.compileOptions; a host backend notes them) and returns its
 	// kernel called name.
 	compile(src, name string, opts []string) (backendKernel, error)
+	// cached reports whether compile(src, name, opts) would read the
+	// kernel from a disk cache (a short compile) rather than run the
+	// compiler (driver.Cached). The tests' host backends report true
+	// (their compiles are not tiered) unless a test asks otherwise.
+	cached(src, name string, opts []string) bool
 	// alloc allocates n bytes and returns their device address.
 	alloc(n int64) (uint64, error)
 	// free releases an allocation.
@@ -137,6 +142,10 @@ func (b *gpuBackend) compile(src, name string, opts []string) (backendKernel, er
 	gk := &gpuKernel{k: k, attrs: a}
 	runtime.AddCleanup(gk, unload, m)
 	return gk, nil
+}
+
+func (b *gpuBackend) cached(src, name string, opts []string) bool {
+	return driver.Cached(src, b.dev.Info().Arch, &driver.CompileSettings{Name: name + ".cu", Options: opts})
 }
 
 func (b *gpuBackend) alloc(n int64) (uint64, error) {

@@ -39,8 +39,12 @@ type coldRow struct {
 	Options string  `json:"options"`
 	Split   int     `json:"split_from"`   // Tuning.SplitFrom (phase "split"; 0 elsewhere: the default)
 	Source  int     `json:"source_bytes"` // the gradient kernel's source in the thread layout (-1: Method Auto)
-	Cold    float64 `json:"cold_s"`       // NewSolver and the first Grad: tracing, generation, NVRTC, load, run
-	Compile float64 `json:"compile_s"`    // of which generating and compiling kernels (TraceStats.Compile)
+	Cold    float64 `json:"cold_s"`       // NewSolver and the first Grad: tracing, generation, NVRTC, load, run (phase "tiered": to its result, from the CPU engine where its kernels compile long)
+	Compile float64 `json:"compile_s"`    // of which generating and compiling kernels (TraceStats.Compile; phase "tiered": the background compiles' too, once ended)
+	Ready   float64 `json:"ready_s"`      // phase "tiered": from NewSolver until the first Grad's kernels have compiled (WaitForCompiles)
+	OnCPU   int     `json:"first_on_cpu"` // phase "tiered": the first Grad's operations run on the CPU engine (TraceStats.OnCPU)
+	Engine  string  `json:"first_engine"` // the first Grad's Solution.Engine
+	WarmCPU int     `json:"warm_on_cpu"`  // the second Grad's operations run on the CPU engine (kernels first asked for then)
 	Warm    float64 `json:"warm_s"`       // a second Grad (the kernel compiled)
 	Kernel  float64 `json:"kernel_s"`     // its kernels' device time
 	Err     string  `json:"error,omitempty"`
@@ -60,6 +64,19 @@ type coldRow struct {
 // Tsit5 where it is not stiff, with the engine's own options. The disk
 // cache is off (GRADSOLVE_CUDA_CACHE=off).
 //
+// Phase "tiered" (only when named): with the engine's own options and
+// tiered first calls (tier.go, the default; the other phases set
+// Tuning.WaitForCompile), the time to the first Grad's result (on the
+// CPU engine where its kernels compile long), the time until its kernels
+// have compiled (Ready) and a second Grad, on the device: first issue
+// 26's cases (bench's gpu-large suite: Pollution, HIRES, the neural
+// Robertson problem and the Brusselator, n = 1024, with Rodas5P,
+// Lorenz-96 at d = 64 and 256 with Tsit5), then every built-in problem
+// with Rodas5P up to d = 64, and with Tsit5 where it is not stiff, n =
+// 4096. Each case waits for its compiles (tens of seconds for the first
+// six): the whole phase may take more than ten minutes, so name a
+// budget (see below).
+//
 // Phase "split" (only when named): the Rodas5P gradients of Pollution,
 // HIRES, the Brusselator, Lorenz-96 (d = 64) and the neural Robertson
 // problem with the engine's own options, their large step programs split
@@ -67,7 +84,7 @@ type coldRow struct {
 // them apart saves cold and costs warm.
 //
 // Environment: GS_COLDSTART_PHASES ("options,problems", the default; or
-// any of options, problems, split),
+// any of tiered, options, problems, split),
 // GS_COLDSTART_ONLY (run the cases whose problem-method name contains
 // it), GS_COLDSTART_BUDGET (seconds, default 230: cases that would start
 // past it are skipped and listed), GS_COLDSTART_JSON (a file for the
@@ -113,7 +130,10 @@ func TestGPUColdStart(t *testing.T) {
 	var skipped []string
 	// Each phase's engines are their own (FastCompileFrom 1 or 2), so that
 	// no case finds another's kernel in an engine's memory.
-	run := func(phase, name string, m ode.Method, opts string, split int) {
+	// n trajectories (run: 4096).
+	runN := func(phase, name string, m ode.Method, opts string, split, n int) {
+		// (Phases other than "tiered" wait for their compiles: tuned sets
+		// WaitForCompile on the device's engines.)
 		cname := name + "-" + m.Name()
 		if only != "" && !strings.Contains(cname, only) {
 			return
@@ -133,11 +153,58 @@ func TestGPUColdStart(t *testing.T) {
 			tun = Tuning{FastCompileFrom: defaultFastCompileFrom, SplitFrom: split}
 			opts = fmt.Sprintf("split %d", split)
 		}
-		row := coldRun(t, tuned(t, "cuda", tun), name, m, 4096)
+		if phase == "tiered" {
+			// The engine's own options and threshold, tiered (tierMin),
+			// on an engine of its own.
+			tun = Tuning{FastCompileFrom: defaultFastCompileFrom, tierMin: defaultTierFrom}
+			opts = "tiered"
+		}
+		row := coldRun(t, tuned(t, "cuda", tun), name, m, n, phase == "tiered")
 		row.Phase, row.Options, row.Split = phase, opts, split
 		rows = append(rows, row)
+		if phase == "tiered" {
+			t.Logf("%-8s %-28s %8d B  first result %7.2f s (%d operations on %s)  kernels ready %7.2f s (compile %7.2f s)  warm %7.3f s (kernels %7.3f s, %d on the CPU) %s",
+				phase, cname, row.Source, row.Cold, row.OnCPU, row.Engine, row.Ready, row.Compile, row.Warm, row.Kernel, row.WarmCPU, row.Err)
+			return
+		}
 		t.Logf("%-8s %-28s %-40q %8d B  cold %7.2f s (compile %7.2f s)  warm %7.3f s (kernels %7.3f s) %s",
 			phase, cname, opts, row.Source, row.Cold, row.Compile, row.Warm, row.Kernel, row.Err)
+	}
+	run := func(phase, name string, m ode.Method, opts string, split int) {
+		runN(phase, name, m, opts, split, 4096)
+	}
+	if strings.Contains(phases, "tiered") {
+		issue := []struct {
+			name string
+			m    ode.Method
+			n    int
+		}{{"pollution", ode.Rodas5P, 4096}, {"hires", ode.Rodas5P, 4096}, {"neural-robertson", ode.Rodas5P, 4096},
+			{"lorenz96-64", ode.Tsit5, 4096}, {"brusselator", ode.Rodas5P, 1024}, {"lorenz96-256", ode.Tsit5, 4096}}
+		done := map[string]bool{}
+		for _, c := range issue {
+			runN("tiered", c.name, c.m, "", 0, c.n)
+			done[c.name+"-"+c.m.Name()] = true
+		}
+		for _, name := range problems.Names() {
+			pr, err := problems.ByName(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// (Rodas5P beyond d = 64: minutes on the CPU engine and in
+			// NVRTC alike.)
+			var methods []ode.Method
+			if pr.Field.Dim <= 64 {
+				methods = append(methods, ode.Rodas5P)
+			}
+			if !pr.Stiff {
+				methods = append(methods, ode.Tsit5)
+			}
+			for _, m := range methods {
+				if !done[name+"-"+m.Name()] {
+					run("tiered", name, m, "", 0)
+				}
+			}
+		}
 	}
 	if strings.Contains(phases, "options") {
 		for _, c := range []struct {
@@ -189,8 +256,11 @@ func TestGPUColdStart(t *testing.T) {
 
 // coldRun runs a first and a second Grad of n trajectories of problem
 // name with method m (problemCase) on engine and returns their row
-// (without its phase and options).
-func coldRun(t *testing.T, engine, name string, m ode.Method, n int) coldRow {
+// (without its phase and options). With tiered (an engine whose first
+// calls run on the CPU engine while their kernels compile) it waits for
+// the compiles between the two (WaitForCompiles) and notes when they
+// ended (Ready).
+func coldRun(t *testing.T, engine, name string, m ode.Method, n int, tiered bool) coldRow {
 	t.Helper()
 	c := problemCase(t, name, m, n)
 	row := coldRow{Problem: name, Method: m.Name(), Source: -1}
@@ -202,10 +272,21 @@ func coldRun(t *testing.T, engine, name string, m ode.Method, n int) coldRow {
 	set := c.set
 	set.Engine = engine
 	sv, err := ode.NewSolver(c.prob.Field, &set)
+	var g *ode.Gradient
 	if err == nil {
-		_, err = sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
+		g, err = sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
 	}
 	row.Cold = time.Since(t0).Seconds()
+	if g != nil {
+		row.Engine = g.Solution.Engine
+	}
+	if tiered {
+		row.OnCPU = tr.Stats().OnCPU
+		if werr := WaitForCompiles(t.Context()); werr != nil && err == nil {
+			err = werr
+		}
+		row.Ready = time.Since(t0).Seconds()
+	}
 	row.Compile = tr.Stats().Compile.Seconds()
 	if err == nil {
 		tr.Reset()
@@ -213,6 +294,7 @@ func coldRun(t *testing.T, engine, name string, m ode.Method, n int) coldRow {
 		_, err = sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
 		row.Warm = time.Since(t1).Seconds()
 		row.Kernel = tr.Stats().Kernel.Seconds()
+		row.WarmCPU = tr.Stats().OnCPU
 	}
 	if err != nil {
 		row.Err = firstLines(err.Error(), 2)
@@ -225,9 +307,24 @@ func coldRun(t *testing.T, engine, name string, m ode.Method, n int) coldRow {
 func TestHostColdRun(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	row := coldRun(t, tuned(t, "cuda-host", Tuning{FastCompile: "none", FastCompileFrom: 3}), "lorenz", ode.Tsit5, 16)
+	row := coldRun(t, tuned(t, "cuda-host", Tuning{FastCompile: "none", FastCompileFrom: 3}), "lorenz", ode.Tsit5, 16, false)
 	t.Logf("%+v", row)
 	if row.Err != "" || row.Source <= 0 || row.Compile <= 0 || row.Cold < row.Compile || row.Warm <= 0 {
 		t.Errorf("row %+v: want no error, the source's size, a compile within the cold call and a warm call", row)
+	}
+}
+
+// TestHostColdRunTiered runs TestGPUColdStart's phase "tiered" on a host
+// backend with a cold cache: a first result (on the CPU engine, or on the
+// kernel where its compile, of an executable the process already has,
+// ended first), kernels ready after it, a second call on the kernel.
+func TestHostColdRunTiered(t *testing.T) {
+	needHost(t)
+	name := tierEngine(newTierBackend(nil, nil, true), Tuning{tierMin: 1})
+	row := coldRun(t, name, "lorenz", ode.Tsit5, 16, true)
+	t.Logf("%+v", row)
+	if row.Err != "" || row.Ready < row.Cold || row.Compile <= 0 || row.Warm <= 0 || row.WarmCPU != 0 ||
+		(row.Engine == "cpu") != (row.OnCPU == 1) || row.Engine != "cpu" && row.Engine != name {
+		t.Errorf("row %+v: want no error, kernels ready after the first result, named by the engine that ran it, a warm call on the kernel", row)
 	}
 }

@@ -87,6 +87,49 @@
 // the thresholds. Problems with events (ode.Settings.Events) run in the
 // thread layout whatever the tuning asks.
 //
+// # First calls
+//
+// A kernel is compiled by NVRTC on the first call that needs it, unless
+// the disk cache holds it: seconds to minutes for the largest built-in
+// kernels (Rosenbrock gradients of Pollution, HIRES, Lorenz-96 and the
+// Brusselator: 11 to 95 s on an H100, bench/RESULTS.md). The "cuda"
+// engine runs such first calls on the CPU engine instead, as JIT
+// runtimes interpret code while they compile it: where a call needs a
+// kernel that is neither compiled in memory nor in the disk cache and
+// whose source has at least 200,000 bytes (the Rosenbrock gradient
+// kernels; Lorenz's Tsit5 kernels, 155 kB, compile in under a second),
+// the call starts the compile in a goroutine of its own and runs on the
+// CPU engine's executor of the same plan, at the same settings (Workers,
+// block size, tolerances). So do the calls that arrive while the compile
+// runs; the first call after it has ended runs on the device. A kernel is
+// compiled once however many calls ask for it. Those calls' results are
+// the CPU engine's, bit for bit (the device's agree with them to
+// rounding, see Results), and say so: Solution.Engine and Mesh.Engine are
+// "cpu" (such a mesh is a host mesh, which every engine replays), and the
+// trace counts them (TraceStats.OnCPU; they make no launches). The
+// compile itself takes as long as before: what changes is that the first
+// results come in the CPU engine's time. A compile that fails is
+// remembered as failed: the first call after it returns its error (the
+// calls during it had their CPU results). A compile cannot be stopped
+// once NVRTC has it; its goroutine ends with it. A call that waits for a
+// compile another call started returns ctx.Err() if its context ends
+// first.
+//
+// Tuning.WaitForCompile makes the engine wait for its compiles instead,
+// as before, and WaitForCompiles waits for those running in the
+// background (a benchmark calls it after its warm-up, so that its timed
+// calls are the device's; a program that exits after a few calls calls
+// it before it exits, so that its kernels reach the disk cache and its
+// next run finds them, as the gradsolve command does). To have the
+// kernels ready before the calls that matter, make one call like them
+// (the same operation, ensemble size and save times: these choose the
+// kernel) and then call WaitForCompiles. A very large first call (millions of
+// trajectories) may take longer on the CPU engine than the compile: such
+// a program should wait for its compiles (Tuning.WaitForCompile). Not
+// tiered:
+// "cuda-f32" (its results contract is float32's), "cuda-multi", and the
+// fits kept on the device (ode.Trainer), which wait for their kernels.
+//
 // # Events
 //
 // Every engine of the package ("cuda", "cuda-f32", "cuda-multi", those
@@ -240,7 +283,9 @@
 // caller's own thread, with no hand-over to another (a repeated call
 // makes no other call of the driver's: TestCallHandOvers); the first call
 // of a kind of operation
-// adds NVRTC's compile time (seconds, a file read once cached). The
+// adds NVRTC's compile time (seconds, a file read once cached; a long
+// one runs in the background while the calls run on the CPU engine: see
+// First calls). The
 // memory an executor keeps between operations goes back when its Solver
 // is no longer reachable. Results of a Solver.Grad with a Gradient passed
 // back reuse its arrays (ode.Job.Reuse); at millions of trajectories a

@@ -137,7 +137,10 @@ func (e *Engine) available() error {
 // Prepare opens the device (on first use) and returns the executor of the
 // plan. Kernels are generated and compiled on first use of each kind of
 // operation (forward solve, record, loss, gradient, with or without a
-// mesh, per number of save times and per loss), and cached on disk.
+// mesh, per number of save times and per loss), and cached on disk. In
+// float64, unless Tuning.WaitForCompile, the calls that need a kernel
+// whose compile is long run on the CPU engine while it compiles in the
+// background (the package doc's "First calls").
 func (e *Engine) Prepare(pl *ode.Plan) (ode.Executor, error) {
 	tun := e.tuningOf()
 	if err := tun.check(); err != nil {
@@ -149,6 +152,7 @@ func (e *Engine) Prepare(pl *ode.Plan) (ode.Executor, error) {
 	}
 	ex := newExecutor(be, pl, e.prec, e.name, tun)
 	ex.keepMesh = true
+	ex.tier = e.prec == Float64 && !tun.WaitForCompile
 	return ex, nil
 }
 
@@ -193,9 +197,17 @@ type TraceStats struct {
 	// Tuning.NoTrainGraph) its evaluation graph's: the engine kernel, the
 	// reductions after it (a few microseconds) and the summary's 48-byte
 	// copy.
-	Kernel  time.Duration
-	Compile time.Duration // generating and compiling kernels (their first use)
-	Upload  int64         // bytes copied to the device
+	Kernel time.Duration
+	// Compile is the time of generating and compiling kernels (their
+	// first use). A compile in the background (the package doc's "First
+	// calls") adds its time when it ends, to the trace of the call that
+	// started it.
+	Compile time.Duration
+	// OnCPU counts the operations run on the CPU engine while their
+	// kernel compiled in the background (the package doc's "First
+	// calls"); their results are the CPU engine's, and make no launches.
+	OnCPU  int
+	Upload int64 // bytes copied to the device
 	// Reused is the bytes of inputs not copied to the device because the
 	// arena held them, the same values, from the launch before (Y0, P,
 	// T1s, … each compared with the engine's copy of what it sent:

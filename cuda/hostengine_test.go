@@ -62,6 +62,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The device tests compare kernels' results with the CPU engine's and
+	// count their launches: the registered engines wait for their
+	// compiles (a first call would otherwise run on the CPU engine; see
+	// tier.go), as do tuned's engines on them unless a test of tiered
+	// calls asks otherwise (TestGPUColdStart's phase "tiered").
+	for _, e := range registered {
+		tun := envTuning()
+		tun.WaitForCompile = true
+		e.SetTuning(tun)
+	}
 	code := m.Run()
 	if hostDir != "" && os.Getenv("GRADSOLVE_KEEP_HOST") == "" {
 		os.RemoveAll(hostDir)
@@ -141,7 +151,13 @@ type hostBackend struct {
 	// opts are the compiles' sources' sizes and options, in order
 	// (Tuning.FastCompile); g++ does not take NVRTC's options.
 	opts []compiled
+	// cold makes cached report no kernel cached, so that long compiles
+	// run in the background (tier_test.go); without it every compile is
+	// taken as a cache hit and runs in place, as the tests expect.
+	cold bool
 }
+
+func (b *hostBackend) cached(string, string, []string) bool { return !b.cold }
 
 // compiled is a compile of the host backend: the source's bytes and the
 // options the engine passed.

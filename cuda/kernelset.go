@@ -52,6 +52,7 @@ var kernelSets = struct {
 // kernelSetOf returns the kernel set of plan pl on backend be in
 // precision prec with tuning tun, new if there is none.
 func kernelSetOf(be backend, pl *ode.Plan, prec Precision, tun Tuning) *kernelSet {
+	tun.WaitForCompile = false // (the kernels do not depend on it)
 	key := kernelSetKey{be, pl, prec, tun}
 	kernelSets.Lock()
 	defer kernelSets.Unlock()

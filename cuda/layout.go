@@ -158,6 +158,17 @@ type Tuning struct {
 	// update, captured once per trainer (and again for a new arena) on a
 	// stream of its own (trainGraphs). Results are the same bit for bit.
 	NoTrainGraph bool
+	// WaitForCompile has the single-GPU float64 engine ("cuda") wait for
+	// a kernel's compile on a call that needs it, as the other engines
+	// do, instead of running the calls that arrive while a long compile
+	// runs in the background on the CPU engine (the package doc's "First
+	// calls"). The zero value, false, runs them on the CPU engine: a
+	// first call's results come in the CPU engine's time, not NVRTC's
+	// (tens of seconds for the largest built-in kernels). A compile is
+	// long where the kernel's source has at least 200,000 bytes
+	// (defaultTierFrom) and the disk cache does not hold it. Kernels do
+	// not depend on it: engines that differ in it alone share them.
+	WaitForCompile bool
 
 	// Sizes the package's tests shrink to exercise reruns and chunked
 	// copies (zero: the defaults).
@@ -168,6 +179,7 @@ type Tuning struct {
 	bcastSeed  int   // the seed of a broadcast input (defaultBcastSeed); launches of 16 seeds or more broadcast
 	pipeChunk  int   // the trajectories of a chunk of results copied back while the last is scattered (defaultPipeChunk)
 	pipeMin    int   // the smallest launch below two chunks whose results come back in halves (defaultPipeMin)
+	tierMin    int   // the smallest source whose compile runs in the background (defaultTierFrom; tier.go)
 	saveGroup  int   // the smallest group of saved states' bytes copied back on its own (saveGroupMin)
 	// generic keeps the staging and result loops' general forms (each
 	// trajectory's row read through the launch's index), for the tests that

@@ -285,7 +285,7 @@ func (m *multiExecutor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error
 		}
 	}
 	// Compile on the first device before the others start.
-	if _, _, err := m.exs[shards[0].dev].prepare(j, tr); err != nil {
+	if _, _, err := m.exs[shards[0].dev].prepare(ctx, j, tr); err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
@@ -298,7 +298,7 @@ func (m *multiExecutor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error
 			defer wg.Done()
 			ex := m.exs[s.dev]
 			sj := subJob(j, s.lo, s.hi, prog.of(s.dev))
-			if _, _, s.err = ex.prepare(sj, tr); s.err != nil {
+			if _, _, s.err = ex.prepare(rctx, sj, tr); s.err != nil {
 				cancel()
 				return
 			}

@@ -347,7 +347,7 @@ func BenchmarkStageReuse(b *testing.B) {
 			b.Fatal(err)
 		}
 		ex := x.(*executor)
-		v, ke, err := ex.prepare(j, nil)
+		v, ke, err := ex.prepare(context.Background(), j, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -200,7 +200,7 @@ func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, er
 	// component-major (train.cuh).
 	v := ex.variant(j)
 	v.RowMajor = false
-	v, ke, err := ex.prepareConfig(v, j, nil)
+	v, ke, err := ex.prepareConfig(context.Background(), v, j, nil)
 	if err != nil {
 		return nil, err
 	}

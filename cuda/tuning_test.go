@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -16,7 +17,9 @@ var (
 
 // tuned returns the name of an engine like the engine called name (a host
 // engine of the tests or one the package registers) whose plans run with
-// Tuning tun, registering it on first use. It shares name's backend.
+// Tuning tun, registering it on first use. It shares name's backend. On
+// the engines the package registers (a device's) it sets WaitForCompile
+// unless tun.tierMin is set.
 func tuned(t testing.TB, name string, tun Tuning) string {
 	t.Helper()
 	var base *Engine
@@ -31,11 +34,16 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	if tun == (Tuning{}) {
 		return name
 	}
+	if slices.Contains(registered, base) && tun.tierMin == 0 {
+		// A device's engines wait for their compiles (see TestMain);
+		// tierMin asks for tiered first calls.
+		tun.WaitForCompile = true
+	}
 	tn := fmt.Sprintf("%s/%s", name, tun.Layout)
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.NoChunkLaunch, "nochunklaunch"}, {tun.NoChunkStage, "nochunkstage"}, {tun.separateSteps, "separate"}, {tun.unrolled, "unrolled"}, {tun.Minimal, "minimal"}, {tun.NoWide, "nowide"}, {tun.NoWideStiff, "nowidestiff"}, {tun.NoTrainGraph, "notraingraph"}, {tun.NoInputReuse, "noinputreuse"}, {tun.generic, "generic"}} {
+	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.NoChunkLaunch, "nochunklaunch"}, {tun.NoChunkStage, "nochunkstage"}, {tun.separateSteps, "separate"}, {tun.unrolled, "unrolled"}, {tun.Minimal, "minimal"}, {tun.NoWide, "nowide"}, {tun.NoWideStiff, "nowidestiff"}, {tun.NoTrainGraph, "notraingraph"}, {tun.NoInputReuse, "noinputreuse"}, {tun.generic, "generic"}, {tun.WaitForCompile, "wait"}} {
 		if f.on {
 			tn += "," + f.name
 		}
@@ -43,7 +51,7 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	for _, f := range []struct {
 		v    int64
 		name string
-	}{{int64(tun.firstRows), "rows"}, {int64(tun.meshChunk), "chunk"}, {tun.maxStaging, "staging"}, {int64(tun.maxSource), "source"}, {int64(tun.bcastSeed), "bcast"}, {int64(tun.pipeChunk), "pipe"}, {int64(tun.pipeMin), "pipemin"}, {int64(tun.saveGroup), "savegroup"}, {int64(tun.wideFrom), "widefrom"}} {
+	}{{int64(tun.firstRows), "rows"}, {int64(tun.meshChunk), "chunk"}, {tun.maxStaging, "staging"}, {int64(tun.maxSource), "source"}, {int64(tun.bcastSeed), "bcast"}, {int64(tun.pipeChunk), "pipe"}, {int64(tun.pipeMin), "pipemin"}, {int64(tun.saveGroup), "savegroup"}, {int64(tun.wideFrom), "widefrom"}, {int64(tun.tierMin), "tiermin"}} {
 		if f.v > 0 {
 			tn += fmt.Sprintf(",%s=%d", f.name, f.v)
 		}

@@ -241,6 +241,7 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	if err != nil {
 		return nil, err
 	}
+	served := "" // the engine a job was served on (Result.Engine)
 	if sg.y1 == nil {
 		// The Tsit5 segment's replay: the states at ts and the saves
 		// before them.
@@ -249,6 +250,7 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 			return nil, err
 		}
 		sg.y1, sg.ys1 = r1.Y, r1.Ys
+		served = r1.Engine
 	}
 	q2, _, err := sv.subOf(q, nil, sg.idx)
 	if err != nil {
@@ -294,9 +296,11 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 			return nil, err
 		}
 		ys2 = rr.Ys
+		served = servedBy(&Result{Engine: served}, rr)
 	}
 	out := &Result{Status: r2.Status, Y: r2.Y, T: r2.T, LastH: r2.LastH, LastY: r2.LastY,
 		RecordTime: r2.RecordTime, Stats: Stats{Wall: r2.Stats.Wall}}
+	out.Engine = servedBy(&Result{Engine: served}, r2)
 	if out.Status == nil {
 		out.Status = make([]Status, k) // a replay: every one OK
 	}
@@ -434,6 +438,7 @@ func (sv *Solver) chainLoss(ctx context.Context, op Op, q *problem, loss *Loss, 
 	if err != nil {
 		return err
 	}
+	out.Engine = servedBy(out, g2)
 	// The loss's own terms of the gradient, scaled: ∂ℓ/∂p [k×np], ∂ℓ/∂s
 	// summed [ns], the saves' cotangents [k×K×d].
 	ownP, ownS, barYs := make([]float64, k*np), make([]float64, ns), make([]float64, k*K*d)
@@ -483,6 +488,7 @@ func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out,
 	if err != nil {
 		return err
 	}
+	out.Engine = servedBy(out, g1)
 	out.GradY0 = g1.GradY0
 	out.GradP = make([]float64, k*np)
 	finite := true

@@ -380,6 +380,9 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 		return false
 	}
 	out := &Result{Status: make([]Status, n), Stiff: make([]bool, n), Switch: make([]int, n), switched: make([]bool, n)}
+	for k := range parts {
+		out.Engine = servedBy(out, parts[k].res)
+	}
 	for i := range out.Status {
 		out.Status[i] = NotRun
 	}

@@ -31,7 +31,10 @@
 // that chunk's reverse sweep from the states it kept, with no barrier
 // across the ensemble; its results are bitwise identical for any number
 // of workers and any chunk size. Other engines register themselves
-// (package cuda registers "cuda"), and Settings.Engine chooses one.
+// (package cuda registers "cuda"), and Settings.Engine chooses one. An
+// engine may serve a call on the CPU engine (CPU) — package cuda's does
+// while a kernel compiles — and the Solution and the recorded Mesh then
+// name "cpu" (Result.Engine).
 //
 // # Shapes
 //

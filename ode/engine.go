@@ -344,9 +344,36 @@ type Result struct {
 	EndsWell bool
 	MeshT1   []float64 // [N] with EndsWell: the recorded Mesh's T1, in its own storage (not T's)
 
+	// Engine names the engine that ran the job where it is not the
+	// executor's own: an executor may serve a job on another engine
+	// (package cuda's engine runs on the CPU engine the calls that
+	// arrive while their kernel compiles). "" means the executor's
+	// engine. The Solution's and the recorded Mesh's Engine are this
+	// one (Mesh.Engine "cpu": a host mesh, which every engine reads); a
+	// call of several jobs (Method Auto) names it where any of its jobs
+	// set it.
+	Engine string
+
 	// switched marks the trajectories that Method Auto switched to the
 	// stiff plan (Job.stiff), for error messages: [N], nil without it.
 	switched []bool
+}
+
+// CPU returns the CPU engine ("cpu"), for an engine that serves some jobs
+// on it (see Result.Engine): its Prepare returns the CPU executor of a
+// plan, the one a Solver on "cpu" runs (cheap after the first, the
+// plan's CPU preparation being kept with the plan).
+func CPU() Engine { return cpuEngine{} }
+
+// servedBy returns the first non-empty Engine of the results rs (see
+// Result.Engine), or "".
+func servedBy(rs ...*Result) string {
+	for _, r := range rs {
+		if r != nil && r.Engine != "" {
+			return r.Engine
+		}
+	}
+	return ""
 }
 
 var (

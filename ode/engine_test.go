@@ -228,3 +228,66 @@ func TestMemoryLimitSameGradient(t *testing.T) {
 		}
 	}
 }
+
+// servingEngine is an engine whose executor serves every other job on the
+// CPU engine (ode.CPU), saying so in Result.Engine, and runs the others on
+// the CPU engine as its own.
+type servingEngine struct{}
+
+func (servingEngine) Name() string     { return "serving-spy" }
+func (servingEngine) Available() error { return nil }
+func (servingEngine) Prepare(pl *ode.Plan) (ode.Executor, error) {
+	ex, err := ode.CPU().Prepare(pl)
+	return &servingExec{cpu: ex}, err
+}
+
+type servingExec struct {
+	cpu ode.Executor
+	mu  sync.Mutex
+	k   int
+}
+
+func (e *servingExec) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
+	e.mu.Lock()
+	e.k++
+	served := e.k%2 == 1
+	e.mu.Unlock()
+	res, err := e.cpu.Run(ctx, j)
+	if err == nil && served {
+		res.Engine = "cpu"
+	}
+	return res, err
+}
+
+var registerServing sync.Once
+
+// TestResultEngine checks that a Solution and a recorded Mesh name the
+// engine that ran their job: the one an executor served it on
+// (Result.Engine, here every other call) or else the solver's.
+func TestResultEngine(t *testing.T) {
+	registerServing.Do(func() { ode.Register(servingEngine{}) })
+	pr := ode.Problem{Field: lorenzField(), N: 4, Y0: []float64{1, 0, 0}, P: []float64{10, 28, 8.0 / 3}, T1: 0.5}
+	sv, err := ode.NewSolver(pr.Field, &ode.Settings{Engine: "serving-spy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range []string{"cpu", "serving-spy", "cpu", "serving-spy"} {
+		var engine, meshEngine string
+		if k < 2 {
+			sol, err := sv.Solve(&pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			engine, meshEngine = sol.Engine, want
+		} else {
+			g, err := sv.Grad(nil, &pr, ode.SumSquares(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			engine, meshEngine = g.Solution.Engine, g.Mesh.Engine
+		}
+		if engine != want || meshEngine != want {
+			t.Errorf("call %d: solution of %q, mesh of %q: want %q", k, engine, meshEngine, want)
+		}
+	}
+}

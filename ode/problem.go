@@ -422,7 +422,7 @@ type Mesh struct {
 	AbsTol      float64
 	AbsTols     []float64
 	Fingerprint string // Plan.Fingerprint of the field and method that recorded it ("" skips the check)
-	Engine      string // the engine that recorded it
+	Engine      string // the engine that recorded it (Result.Engine: "cpu" where the solver's engine served the record there)
 	Stiff       []bool // [N] the stiffness test fired (explicit methods; see Solution.Stiff)
 
 	// Switch, if not nil, says which method took each step of a mesh that

@@ -324,7 +324,7 @@ type Solution struct {
 	Status []Status  // [N]
 	Stats  Stats
 	Method string // the method that produced it
-	Engine string // the engine that ran it
+	Engine string // the engine that ran it: the solver's, or the one its executor served the call on (Result.Engine)
 
 	// Events counts the events each trajectory went through ([N], nil
 	// without Settings.Events); a terminal event, if one fired, is the
@@ -686,11 +686,20 @@ func (sv *Solver) solution(q *problem, res *Result, status []Status) *Solution {
 // solutionT is solution with the solution's times t ([N]).
 func (sv *Solver) solutionT(q *problem, res *Result, status []Status, t []float64) *Solution {
 	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: t, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Resident: res.Saves, Status: status,
-		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.engine.Name(), Stiff: res.Stiff, Events: res.Events, Switch: res.Switch}
+		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.ranOn(res), Stiff: res.Stiff, Events: res.Events, Switch: res.Switch}
 	if res.Switch != nil {
 		sol.Method = Auto.Name()
 	}
 	return sol
+}
+
+// ranOn returns the name of the engine that ran res: the solver's, or
+// the one its executor served it on (Result.Engine).
+func (sv *Solver) ranOn(res *Result) string {
+	if res.Engine != "" {
+		return res.Engine
+	}
+	return sv.engine.Name()
 }
 
 // mesh returns the mesh a result recorded, with what it was recorded
@@ -723,7 +732,7 @@ func (sv *Solver) meshEnds(q *problem, res *Result, t1 []float64) *Mesh {
 	if ep := sv.plan.Events; ep != nil {
 		m.EventHash = ep.Hash
 	}
-	m.Engine = sv.engine.Name()
+	m.Engine = sv.ranOn(res)
 	m.Stiff = res.Stiff
 	m.Switch = res.Switch
 	if m.Switch != nil {

@@ -2,7 +2,12 @@
 // reverse-mode gradients of a loss of the solutions, for the built-in
 // problems of package problems, on the CPU engine or another registered
 // one (-engine: the CPU engine and the GPU engines of package cuda,
-// "cuda", "cuda-f32" and "cuda-multi", which need an NVIDIA GPU).
+// "cuda", "cuda-f32" and "cuda-multi", which need an NVIDIA GPU). With
+// -engine cuda, a run whose kernels are not yet in the disk cache and
+// compile long gets its results from the CPU engine while NVRTC compiles
+// them (the output's engine says "cpu"; cuda's package doc, "First
+// calls"); before it exits it waits for those compiles, saying so, so
+// that later runs find them (an interrupt skips the wait).
 //
 // Usage:
 //

@@ -5,4 +5,28 @@ package main
 // They load the CUDA driver only when asked for (-engine cuda, or "auto"
 // asking whether a GPU is there), so the binary runs on machines without
 // one.
-import _ "github.com/gradsolve-go/gradsolve/cuda"
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gradsolve-go/gradsolve/cuda"
+)
+
+// finishCompiles waits, before the process ends, for the GPU kernels
+// still compiling in the background (a first call ran on the CPU engine
+// meanwhile: cuda's package doc, "First calls"), so that they reach the
+// disk cache and the next run finds them; where it waits it says so on
+// stderr. An interrupt ends the wait (handleSignals).
+func finishCompiles(stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	err := cuda.WaitForCompiles(ctx)
+	cancel()
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(stderr, "gradsolve: finishing the GPU kernels' compile for the next runs (the disk cache); interrupt to skip")
+	_ = cuda.WaitForCompiles(context.Background())
+}

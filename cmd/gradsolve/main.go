@@ -27,7 +27,9 @@ const (
 
 func main() {
 	handleSignals()
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	finishCompiles(os.Stderr)
+	os.Exit(code)
 }
 
 // handleSignals makes SIGINT and SIGTERM end the process with status 130

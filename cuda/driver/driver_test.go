@@ -255,3 +255,35 @@ func TestVersionOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestCached checks Cached against the disk cache: false before a
+// Compile, true after it, false with NoCache or the cache off, and false
+// without NVRTC (then the rest is skipped).
+func TestCached(t *testing.T) {
+	t.Setenv(cacheEnv, filepath.Join(t.TempDir(), "cache"))
+	const src = "extern \"C\" __global__ void gs_cached(double* x) { x[threadIdx.x] *= 2.0; }\n"
+	arch := Arch{Major: 8, Minor: 0}
+	set := &CompileSettings{Name: "cached.cu"}
+	if Cached(src, arch, set) {
+		t.Fatal("cached before its compile")
+	}
+	if err := LoadNVRTC(); err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	if _, err := Compile(src, arch, set); err != nil {
+		t.Fatal(err)
+	}
+	if !Cached(src, arch, set) {
+		t.Error("not cached after its compile")
+	}
+	if Cached(src+" ", arch, set) || Cached(src, arch, &CompileSettings{Name: "cached.cu", Options: []string{"-lineinfo"}}) {
+		t.Error("another source or options cached")
+	}
+	if Cached(src, arch, &CompileSettings{Name: "cached.cu", NoCache: true}) {
+		t.Error("cached with NoCache")
+	}
+	t.Setenv(cacheEnv, "off")
+	if Cached(src, arch, set) {
+		t.Error("cached with the cache off")
+	}
+}

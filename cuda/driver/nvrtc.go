@@ -295,18 +295,7 @@ func Compile(src string, arch Arch, s *CompileSettings) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := s.Name
-	if name == "" {
-		name = "gradsolve.cu"
-	}
-	target, cubin := l.target(arch)
-	fmad := "--fmad=false"
-	if s.FMA {
-		fmad = "--fmad=true"
-	}
-	opts := append([]string{"--gpu-architecture=" + target, fmad, "-std=c++17", "-default-device"}, versionOptions(s.Options, l.major, l.minor)...)
-	img := &Image{PTX: !cubin, Target: target, Options: opts}
-	img.Key = cacheKey(src, name, opts, target, l.major, l.minor)
+	img, name, cubin := l.image(src, arch, s)
 	cache := ""
 	if !s.NoCache {
 		cache = cacheDir()
@@ -324,6 +313,49 @@ func Compile(src string, arch Arch, s *CompileSettings) (*Image, error) {
 	}
 	cacheWrite(cache, name, img)
 	return img, nil
+}
+
+// image returns the image Compile makes of src, without its data: its
+// target, options and cache key, with the program's name and whether it
+// is a cubin.
+func (l *nvrtc) image(src string, arch Arch, s *CompileSettings) (img *Image, name string, cubin bool) {
+	name = s.Name
+	if name == "" {
+		name = "gradsolve.cu"
+	}
+	target, cubin := l.target(arch)
+	fmad := "--fmad=false"
+	if s.FMA {
+		fmad = "--fmad=true"
+	}
+	opts := append([]string{"--gpu-architecture=" + target, fmad, "-std=c++17", "-default-device"}, versionOptions(s.Options, l.major, l.minor)...)
+	img = &Image{PTX: !cubin, Target: target, Options: opts}
+	img.Key = cacheKey(src, name, opts, target, l.major, l.minor)
+	return img, name, cubin
+}
+
+// Cached reports whether Compile(src, arch, s) would find its image in
+// the disk cache (an entry of its key is present) rather than run NVRTC:
+// false where the cache is off, s.NoCache is set or NVRTC is not found.
+// It reads no entry (whether one is intact is checked when Compile reads
+// it), so it costs a hash of the source and a stat: a caller decides with
+// it whether a compile will be long (package cuda's first calls run on
+// the CPU engine while a long one runs).
+func Cached(src string, arch Arch, s *CompileSettings) bool {
+	if s == nil {
+		s = &CompileSettings{}
+	}
+	l, err := loadNVRTC()
+	if err != nil || s.NoCache {
+		return false
+	}
+	dir := cacheDir()
+	if dir == "" {
+		return false
+	}
+	img, name, _ := l.image(src, arch, s)
+	_, err = os.Stat(cacheFile(dir, name, img))
+	return err == nil
 }
 
 // minimalSince is the NVRTC version that introduced -minimal, which
