@@ -34,6 +34,11 @@
 #     groups (TestGPUSaveGroups, BenchmarkGPUSaveSplit), Rosenbrock methods
 #     in the wide layout (TestGPUWideRosenbrock, BenchmarkGPUWide's
 #     Rosenbrock rows), then `bash bench/gpu_train.sh` (its own call).
+#   bash bench/gpu_pending.sh s37 (under 10 minutes): session 37's checks in
+#     one call (the mended Auto and wide Rosenbrock tests, TestGPUInputReuse,
+#     TestGPUKeepSaves, BenchmarkGPUSaveSplit's kept rows,
+#     BenchmarkGPUCallBound with and without input reuse, the events suite
+#     beside Diffrax, TestGPUColdStart's tiered phase).
 #   bash bench/gpu_pending.sh s37keep (about 5 minutes): saved states kept
 #     on the device until read (ode.Settings.KeepSaves: TestGPUKeepSaves,
 #     bit for bit against the saves returned, and BenchmarkGPUSaveSplit's
@@ -229,7 +234,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -253,6 +258,28 @@ t saves 60 -test.v -test.run 'TestGPUSaveGroups|TestGPUEngineSaveTimes'
 t save-split 60 -test.run '^$' -test.bench 'GPUSaveSplit' -test.benchtime 5x
 t wide-ros 150 -test.v -test.run 'TestGPUWideRosenbrock'
 t wide-ros-bench 200 -test.run '^$' -test.bench 'GPUWide/grad/(pollution|brusselator)' -test.benchtime 3x
+fi
+
+if [ "$part" = s37 ]; then
+# Session 37's work in one call: the mended device tests (Auto continued,
+# wide Rosenbrock now the default from d = 16), unchanged inputs not
+# uploaded again, saves kept on the device, the events suite beside
+# Diffrax (whole calls reuse their inputs), first calls served by the
+# CPU engine while the kernels compile (issue 26's six cases).
+t tests37 240 -test.v -test.run 'TestGPUWideRosenbrock|TestGPUAutoContinue|TestGPUInputReuse|TestGPUKeepSaves'
+t keep-split 60 -test.run '^$' -test.bench 'GPUSaveSplit' -test.benchtime 5x
+t call-bound 60 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 2
+echo "=== events"
+timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
+el $?
+timeout 110 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
+el $?
+tail -3 "$out/l/diffrax_events.log"
+echo "=== first calls (tiered)"
+GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=100 GS_COLDSTART_JSON="$out/l/tiered.json" timeout 150 \
+	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
+el $?
+grep -hE "tiered|skipped|FAIL|ok" "$out/l/tiered.log" | cut -c1-200 | head -30
 fi
 
 if [ "$part" = s37keep ]; then
