@@ -14,11 +14,43 @@ import (
 // replay or gradient on the same device reads them in place; the memory
 // goes back with Release or once the handle is unreachable.
 type residentMesh struct {
-	ex   *executor // the executor whose record wrote the steps (for copies)
-	mem  *deviceBlock
-	rows int // rows of the buffer
-	n    int // trajectories (row length)
+	residentBlock     // the executor whose record wrote the steps, and their memory
+	rows          int // rows of the buffer
+	n             int // trajectories (row length)
 }
+
+// residentBlock is device memory that an executor's run wrote and a
+// handle holds (a resident mesh's steps, kept saved states): their common
+// methods of ode.ResidentSteps and ode.ResidentSaves.
+type residentBlock struct {
+	ex  *executor // the executor whose run wrote the memory (for copies)
+	mem *deviceBlock
+}
+
+// newResidentBlock allocates bytes of ex's device memory (at least 8)
+// and counts it as live; the handle that holds it adds the cleanup that
+// frees it once unreachable.
+func newResidentBlock(ex *executor, bytes int64) (residentBlock, error) {
+	addr, err := ex.be.alloc(max(bytes, 8))
+	if err != nil {
+		return residentBlock{}, err
+	}
+	b := residentBlock{ex: ex, mem: &deviceBlock{be: ex.be, addr: addr, bytes: bytes}}
+	live.Store(b.mem, struct{}{})
+	return b, nil
+}
+
+// Engine returns the name of the engine whose run wrote the memory.
+func (b residentBlock) Engine() string { return b.ex.name }
+
+// Owner returns the backend (device) whose memory it is.
+func (b residentBlock) Owner() any { return b.ex.be }
+
+// Released reports whether the device memory was given back.
+func (b residentBlock) Released() bool { return b.mem.isFreed() }
+
+// Release gives the device memory back.
+func (b residentBlock) Release() { b.mem.free() }
 
 // deviceBlock is one device allocation with a once-only free, shared by a
 // handle and its cleanup.
@@ -66,28 +98,14 @@ var _ ode.ResidentSteps = (*residentMesh)(nil)
 
 // newResidentMesh allocates device memory for rows rows of n steps.
 func newResidentMesh(ex *executor, rows, n int) (*residentMesh, error) {
-	bytes := int64(rows) * int64(n) * 8
-	addr, err := ex.be.alloc(max(bytes, 8))
+	b, err := newResidentBlock(ex, int64(rows)*int64(n)*8)
 	if err != nil {
 		return nil, err
 	}
-	m := &residentMesh{ex: ex, mem: &deviceBlock{be: ex.be, addr: addr, bytes: bytes}, rows: rows, n: n}
-	live.Store(m.mem, struct{}{})
+	m := &residentMesh{residentBlock: b, rows: rows, n: n}
 	runtime.AddCleanup(m, (*deviceBlock).free, m.mem)
 	return m, nil
 }
-
-// Engine returns the name of the engine that recorded the steps.
-func (m *residentMesh) Engine() string { return m.ex.name }
-
-// Owner returns the backend (device) whose memory holds the steps.
-func (m *residentMesh) Owner() any { return m.ex.be }
-
-// Released reports whether the device memory was given back.
-func (m *residentMesh) Released() bool { return m.mem.isFreed() }
-
-// Release gives the device memory back.
-func (m *residentMesh) Release() { m.mem.free() }
 
 // CopyTo copies the first len(dst)/n rows to dst (at most the buffer's).
 func (m *residentMesh) CopyTo(dst []float64) error {
@@ -201,37 +219,22 @@ func (r *run) unkeepMesh(rows int) error {
 // writes them so), so that CopyTo is one copy from the device. The memory
 // goes back with Release or once the handle is unreachable.
 type residentSaves struct {
-	ex   *executor // the executor whose run wrote the saves (for copies)
-	mem  *deviceBlock
-	n, w int
+	residentBlock // the executor whose run wrote the saves, and their memory
+	n, w          int
 }
 
 var _ ode.ResidentSaves = (*residentSaves)(nil)
 
 // newResidentSaves allocates device memory for n rows of w saved values.
 func newResidentSaves(ex *executor, n, w int) (*residentSaves, error) {
-	bytes := int64(n) * int64(w) * 8
-	addr, err := ex.be.alloc(max(bytes, 8))
+	b, err := newResidentBlock(ex, int64(n)*int64(w)*8)
 	if err != nil {
 		return nil, err
 	}
-	s := &residentSaves{ex: ex, mem: &deviceBlock{be: ex.be, addr: addr, bytes: bytes}, n: n, w: w}
-	live.Store(s.mem, struct{}{})
+	s := &residentSaves{residentBlock: b, n: n, w: w}
 	runtime.AddCleanup(s, (*deviceBlock).free, s.mem)
 	return s, nil
 }
-
-// Engine returns the name of the engine whose run wrote the saves.
-func (s *residentSaves) Engine() string { return s.ex.name }
-
-// Owner returns the backend (device) whose memory holds the saves.
-func (s *residentSaves) Owner() any { return s.ex.be }
-
-// Released reports whether the device memory was given back.
-func (s *residentSaves) Released() bool { return s.mem.isFreed() }
-
-// Release gives the device memory back.
-func (s *residentSaves) Release() { s.mem.free() }
 
 // CopyTo copies the n·w saved values to dst[:n·w], row-major: one copy
 // from the device (through the page-locked chunk buffers where it is
