@@ -39,6 +39,9 @@
 #     TestGPUKeepSaves, BenchmarkGPUSaveSplit's kept rows,
 #     BenchmarkGPUCallBound with and without input reuse, the events suite
 #     beside Diffrax, TestGPUColdStart's tiered phase).
+#   bash bench/gpu_pending.sh s37b (under 9 minutes): Method Auto on the GPU
+#     (TestGPUAutoContinue, BenchmarkGPUAuto, BenchmarkGPUAutoTrace), then the
+#     gpu-large suite (Rosenbrock methods wide by default from d = 16).
 #   bash bench/gpu_pending.sh s37keep (about 5 minutes): saved states kept
 #     on the device until read (ode.Settings.KeepSaves: TestGPUKeepSaves,
 #     bit for bit against the saves returned, and BenchmarkGPUSaveSplit's
@@ -234,7 +237,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -280,6 +283,16 @@ GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=100 GS_COLDSTART_JSON="$out/l/tie
 	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
 el $?
 grep -hE "tiered|skipped|FAIL|ok" "$out/l/tiered.log" | cut -c1-200 | head -30
+fi
+
+if [ "$part" = s37b ]; then
+# Method Auto's host work between segments cut (BenchmarkGPUAuto,
+# BenchmarkGPUAutoTrace: kernel, transfer and host time), TestGPUAutoContinue,
+# then the large-state suite with the Rosenbrock wide layout the default.
+t auto37 120 -test.v -test.run 'TestGPUAutoContinue'
+t auto-bench 100 -test.run '^$' -test.bench 'GPUAuto$' -test.benchtime 5x
+t auto-trace 60 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
+LARGE_S=230 bash "$0" large-go
 fi
 
 if [ "$part" = s37keep ]; then
