@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -139,12 +140,13 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 		for _, l := range lens {
 			m.Rows = max(m.Rows, l)
 		}
-		m.H = make([]float64, m.Rows*k)
-		for x, s := range stops {
-			pm := s.res.Mesh
-			for r := 0; r < lens[x]; r++ {
-				m.H[r*k+x] = pm.H[r*pm.N+s.j]
-			}
+		if pm := stops[0].res.Mesh; pm.N == k && len(pm.H) >= m.Rows*k && allRowsOf(stops) {
+			// Every trajectory of one pass stopped (a stiff ensemble):
+			// its mesh is the segments' as it is.
+			m.H = pm.H[:m.Rows*k]
+		} else {
+			m.H = make([]float64, m.Rows*k)
+			copyStops(m, stops, lens)
 		}
 		sg.m1 = m
 		if !timed {
@@ -156,59 +158,100 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 	return sg, nil
 }
 
+// allRowsOf reports whether stops are every row of one pass's result,
+// in order (given that there are as many as its rows).
+func allRowsOf(stops []autoStop) bool {
+	for x, s := range stops {
+		if s.res != stops[0].res || s.j != x {
+			return false
+		}
+	}
+	return true
+}
+
+// copyStops copies the steps of the stopped trajectories stops (lens[x]
+// steps of stop x) from their passes' meshes, on the host, to column x
+// of m.
+func copyStops(m *Mesh, stops []autoStop, lens []int) {
+	k := len(stops)
+	// The stops' columns of each pass's mesh (one pass in the common
+	// case: a stiffness test fired in the first), row by row.
+	for lo := 0; lo < k; {
+		res := stops[lo].res
+		hi := lo + 1
+		for hi < k && stops[hi].res == res {
+			hi++
+		}
+		dcol, scol := make([]int, hi-lo), make([]int, hi-lo)
+		for x := lo; x < hi; x++ {
+			dcol[x-lo], scol[x-lo] = x, stops[x].j
+		}
+		pm := res.Mesh
+		(&stepCopy{dst: m.H, dn: k, dcol: dcol, src: pm.H, sn: pm.N, scol: scol, lens: lens[lo:hi]}).run()
+		lo = hi
+	}
+}
+
 // switchTimes returns in dst the times that trajectories of mesh m reach
 // after their first sw[i] steps from t0, summed step by step as a record
 // advances its time (the time where Method Auto's switched trajectories
 // start their Rodas5P steps).
 func switchTimes(dst []float64, m *Mesh, t0 float64, sw []int) []float64 {
-	dst = slices.Grow(dst[:0], m.N)[:m.N]
-	for i := range dst {
-		t := t0
-		for s := 0; s < min(sw[i], m.Len[i]); s++ {
-			t += m.H[s*m.N+i]
+	n := m.N
+	dst = slices.Grow(dst[:0], n)[:n]
+	// Row by row, in tiles of columns: each trajectory's sum in its
+	// steps' order, as a record adds them.
+	par.Run((n+stepTile-1)/stepTile, 0, func(_, b int) {
+		lo, hi := b*stepTile, min(n, (b+1)*stepTile)
+		rows := 0
+		for i := lo; i < hi; i++ {
+			dst[i] = t0
+			rows = max(rows, min(sw[i], m.Len[i]))
 		}
-		dst[i] = t
-	}
+		for s := 0; s < rows; s++ {
+			h := m.H[s*n : (s+1)*n]
+			for i := lo; i < hi; i++ {
+				if s < min(sw[i], m.Len[i]) {
+					dst[i] += h[i]
+				}
+			}
+		}
+	})
 	return dst
 }
 
-// meshSegs returns the segments of trajectories idx of mesh m (on the
-// host), each switched within its steps (0 < Switch < Len).
+// meshSegs returns the segments of trajectories idx of mesh m (brought
+// to the host), each switched within its steps (0 < Switch < Len).
 func meshSegs(q *problem, m *Mesh, idx []int) (*autoSegs, error) {
-	sm, err := m.subset(idx)
-	if err != nil {
+	if err := toHost(m); err != nil {
 		return nil, err
+	}
+	if len(m.H) < m.Rows*m.N || len(m.Len) != m.N || len(m.Switch) != m.N {
+		return nil, fmt.Errorf("ode: mesh arrays are inconsistent (N %d, Rows %d, len(H) %d, len(Len) %d, len(Switch) %d): its steps must be on the host",
+			m.N, m.Rows, len(m.H), len(m.Len), len(m.Switch))
 	}
 	k := len(idx)
 	sg := &autoSegs{idx: idx}
 	l1, l2 := make([]int, k), make([]int, k)
-	for x := range idx {
-		l1[x] = sm.Switch[x]
-		l2[x] = sm.Len[x] - sm.Switch[x]
+	for x, i := range idx {
+		l1[x] = m.Switch[i]
+		l2[x] = m.Len[i] - m.Switch[i]
 	}
-	sg.m1, sg.m2 = meshRows(sm, l1, nil), meshRows(sm, l2, l1)
-	sg.ts = switchTimes(nil, sm, q.T0, l1)
+	sg.m1, sg.m2 = meshRows(m, idx, l1, nil), meshRows(m, idx, l2, l1)
+	sg.ts = switchTimes(nil, sg.m1, q.T0, l1)
 	return sg, nil
 }
 
-// meshRows returns the mesh of lens[x] steps of each trajectory x of m
-// from its step from[x] on (from nil: 0).
-func meshRows(m *Mesh, lens, from []int) *Mesh {
-	k := m.N
+// meshRows returns the mesh of lens[x] steps of each trajectory cols[x]
+// of m from its step from[x] on (from nil: 0).
+func meshRows(m *Mesh, cols, lens, from []int) *Mesh {
+	k := len(cols)
 	s := &Mesh{N: k, Len: lens}
 	for _, l := range lens {
 		s.Rows = max(s.Rows, l)
 	}
 	s.H = make([]float64, s.Rows*k)
-	for x, l := range lens {
-		f := 0
-		if from != nil {
-			f = from[x]
-		}
-		for r := 0; r < l; r++ {
-			s.H[r*k+x] = m.H[(f+r)*k+x]
-		}
-	}
+	(&stepCopy{dst: s.H, dn: k, src: m.H, sn: m.N, scol: cols, from: from, lens: lens}).run()
 	s.Status = make([]Status, k)
 	return s
 }
@@ -349,15 +392,8 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 			m.Rows = max(m.Rows, l)
 		}
 		m.H = make([]float64, m.Rows*k)
-		for x := range lens {
-			l1 := sg.m1.Len[x]
-			for r := 0; r < l1; r++ {
-				m.H[r*k+x] = sg.m1.H[r*k+x]
-			}
-			for r := 0; r < m2.Len[x]; r++ {
-				m.H[(l1+r)*k+x] = m2.H[r*m2.N+x]
-			}
-		}
+		(&stepCopy{dst: m.H, dn: k, src: sg.m1.H, sn: sg.m1.N, lens: sg.m1.Len}).run()
+		(&stepCopy{dst: m.H, dn: k, at: sg.m1.Len, src: m2.H, sn: m2.N, lens: m2.Len}).run()
 		out.Mesh = m
 	}
 	switch {
@@ -582,4 +618,56 @@ func colsOf(x []float64, n, w int) [][]float64 {
 		cols[c] = soa[c*n : (c+1)*n]
 	}
 	return cols
+}
+
+// stepCopy copies steps between step-major meshes: for each column x <
+// len(lens), lens[x] steps of column scol[x] of src (sn columns) from its
+// step from[x] on go to column dcol[x] of dst (dn columns) from its step
+// at[x] on (a nil scol or dcol: x; a nil from or at: 0). The columns'
+// sets of steps must not overlap in dst.
+type stepCopy struct {
+	dst, src   []float64
+	dn, sn     int
+	dcol, scol []int
+	at, from   []int
+	lens       []int
+}
+
+// stepTile is the columns of a task of stepCopy.run and sumSteps: its
+// rows of the two meshes stay in cache while it walks them step by step
+// (a column-by-column walk strides a whole row between steps: a cache
+// miss each, at tens of thousands of trajectories).
+const stepTile = 256
+
+// run makes the copy, in tiles of stepTile columns, on all cores.
+func (c *stepCopy) run() {
+	k := len(c.lens)
+	idx := func(m []int, x int) int {
+		if m == nil {
+			return x
+		}
+		return m[x]
+	}
+	par.Run((k+stepTile-1)/stepTile, 0, func(_, b int) {
+		lo, hi := b*stepTile, min(k, (b+1)*stepTile)
+		rows := 0
+		for _, l := range c.lens[lo:hi] {
+			rows = max(rows, l)
+		}
+		for r := 0; r < rows; r++ {
+			for x := lo; x < hi; x++ {
+				if r >= c.lens[x] {
+					continue
+				}
+				d, s := r, r
+				if c.at != nil {
+					d += c.at[x]
+				}
+				if c.from != nil {
+					s += c.from[x]
+				}
+				c.dst[d*c.dn+idx(c.dcol, x)] = c.src[s*c.sn+idx(c.scol, x)]
+			}
+		}
+	})
 }

@@ -1,0 +1,184 @@
+package ode
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// randMesh returns a step-major mesh of n trajectories of random lengths
+// in [lo, hi] steps, random steps, zeros past each length.
+func randMesh(rng *rand.Rand, n, lo, hi int) *Mesh {
+	m := &Mesh{N: n, Len: make([]int, n), Status: make([]Status, n)}
+	for i := range m.Len {
+		m.Len[i] = lo + rng.IntN(hi-lo+1)
+		m.Rows = max(m.Rows, m.Len[i])
+	}
+	m.H = make([]float64, m.Rows*n)
+	for i, l := range m.Len {
+		for s := 0; s < l; s++ {
+			m.H[s*n+i] = rng.Float64() * 1e-3
+		}
+	}
+	return m
+}
+
+// TestStepCopy checks stepCopy and switchTimes, which walk meshes row by
+// row in tiles of columns on all cores, against a column-by-column walk
+// of each trajectory's steps: the same values bit for bit (the switch
+// times summed in each trajectory's step order).
+func TestStepCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 4))
+	for _, c := range []struct {
+		name       string
+		sn, k      int
+		maps, offs bool
+	}{
+		{"identity", 700, 700, false, false},
+		{"columns", 1000, 333, true, false},
+		{"offsets", 600, 600, false, true},
+		{"columns and offsets", 2049, 1030, true, true},
+		{"one", 5, 1, true, true},
+	} {
+		src := randMesh(rng, c.sn, 0, 40)
+		var scol, dcol, from, at []int
+		dn := c.k
+		if c.maps {
+			scol = rng.Perm(c.sn)[:c.k]
+			dn = c.k + 17
+			dcol = rng.Perm(dn)[:c.k]
+		}
+		lens := make([]int, c.k)
+		for x := range lens {
+			sc := x
+			if scol != nil {
+				sc = scol[x]
+			}
+			lens[x] = rng.IntN(src.Len[sc] + 1)
+		}
+		if c.offs {
+			from, at = make([]int, c.k), make([]int, c.k)
+			for x := range from {
+				sc := x
+				if scol != nil {
+					sc = scol[x]
+				}
+				from[x] = src.Len[sc] - lens[x]
+				at[x] = rng.IntN(9)
+			}
+		}
+		rows := 0
+		for x, l := range lens {
+			a := 0
+			if at != nil {
+				a = at[x]
+			}
+			rows = max(rows, a+l)
+		}
+		got, want := make([]float64, rows*dn), make([]float64, rows*dn)
+		(&stepCopy{dst: got, dn: dn, dcol: dcol, at: at, src: src.H, sn: c.sn, scol: scol, from: from, lens: lens}).run()
+		of := func(m []int, x int) int {
+			if m == nil {
+				return x
+			}
+			return m[x]
+		}
+		for x, l := range lens {
+			for r := 0; r < l; r++ {
+				a, f := 0, 0
+				if at != nil {
+					a, f = at[x], from[x]
+				}
+				want[(a+r)*dn+of(dcol, x)] = src.H[(f+r)*c.sn+of(scol, x)]
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: stepCopy differs from the column-by-column copy", c.name)
+		}
+
+		sw := make([]int, c.sn)
+		for i := range sw {
+			sw[i] = rng.IntN(src.Len[i] + 3) // (past Len: the whole trajectory)
+		}
+		ts := switchTimes(nil, src, 0.25, sw)
+		for i := range ts {
+			v := 0.25
+			for s := 0; s < min(sw[i], src.Len[i]); s++ {
+				v += src.H[s*c.sn+i]
+			}
+			if ts[i] != v {
+				t.Errorf("%s: switchTimes[%d] = %v, the sum of its steps in order %v", c.name, i, ts[i], v)
+				break
+			}
+		}
+	}
+}
+
+// BenchmarkAutoSegs times the host work of Method Auto's continuation
+// on meshes of 16384 trajectories (a stiff van der Pol ensemble on a GPU
+// engine: about 300 Tsit5 steps, then about 550 Rodas5P ones), every
+// trajectory stopped (all) or one in eight (mixed): the Tsit5 segments
+// taken from the first pass's mesh with their switch times (stopSegs),
+// the segments of a switched mesh (meshSegs), the parts' meshes merged
+// (mergeAuto):
+//
+//	go test ./ode -run '^$' -bench 'AutoSegs' -count 5
+func BenchmarkAutoSegs(b *testing.B) {
+	const n = 1 << 14
+	rng := rand.New(rand.NewPCG(1, 2))
+	q := &problem{Problem: &Problem{Field: Field{Dim: 2, Params: 1}, T1: 2}, n: n, t1: make([]float64, n)}
+	first := randMesh(rng, n, 250, 330)
+	whole := randMesh(rng, n, 700, 880)
+	whole.Switch = make([]int, n)
+	for i := range whole.Switch {
+		whole.Switch[i] = 250 + rng.IntN(80)
+	}
+	res := &Result{Mesh: first, Status: make([]Status, n), Stats: Stats{Accepted: first.Len}}
+	for _, c := range []struct {
+		name  string
+		every int
+	}{{"all", 1}, {"mixed", 8}} {
+		var stops []autoStop
+		var idx, rest []int
+		for i := range n {
+			if i%c.every == 0 {
+				stops = append(stops, autoStop{i: i, j: i, res: res})
+				idx = append(idx, i)
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		b.Run(c.name+"/stopSegs", func(b *testing.B) {
+			for range b.N {
+				if _, err := stopSegs(q, slices.Clone(stops), false, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/meshSegs", func(b *testing.B) {
+			for range b.N {
+				if _, err := meshSegs(q, whole, idx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/mergeAuto", func(b *testing.B) {
+			parts := []autoPart{{idx: idx, res: &Result{Mesh: meshRowsOf(whole, idx)}, stiff: true}}
+			if len(rest) > 0 {
+				parts = append([]autoPart{{idx: rest, res: &Result{Mesh: meshRowsOf(whole, rest)}}}, parts...)
+			}
+			for range b.N {
+				mergeAuto(q, OpRecord, parts, false, true)
+			}
+		})
+	}
+}
+
+// meshRowsOf returns the sub-mesh of trajectories idx of m.
+func meshRowsOf(m *Mesh, idx []int) *Mesh {
+	s, err := m.subset(idx)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
