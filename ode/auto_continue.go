@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -70,6 +71,28 @@ type autoSegs struct {
 	// acc1, rej1 and fe1 are the Tsit5 segment's accepted and rejected
 	// steps and field evaluations (rej1 and fe1 nil: unknown, Job.Omit).
 	acc1, rej1, fe1 []int
+	// r1, if not nil, holds m1's steps where the Tsit5 pass recorded them
+	// (every trajectory of it stopped: its resident mesh, kept there
+	// beside m1's copy on the host), for the Tsit5 segment's jobs.
+	r1 ResidentSteps
+}
+
+// seg1 returns the mesh of the Tsit5 segments for a job of sv on
+// sub-problem sq: m1, with its steps on the engine where they are.
+func (sv *Solver) seg1(sg *autoSegs, sq *problem) *Mesh {
+	m := sv.segMesh(sg.m1, sq)
+	if sg.r1 != nil && !sg.r1.Released() {
+		m.H, m.Resident = nil, sg.r1
+	}
+	return m
+}
+
+// release releases the Tsit5 pass's resident steps that sg kept (r1):
+// nothing else reads them.
+func (sg *autoSegs) release() {
+	if sg.r1 != nil {
+		sg.r1.Release()
+	}
 }
 
 // stopSegs returns the Tsit5 segments of the stopped trajectories
@@ -129,9 +152,6 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 			if r.Mesh == nil {
 				return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
 			}
-			if err := toHost(r.Mesh); err != nil {
-				return nil, err
-			}
 			lens[x] = r.Mesh.Len[j]
 		}
 	}
@@ -140,11 +160,26 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 		for _, l := range lens {
 			m.Rows = max(m.Rows, l)
 		}
-		if pm := stops[0].res.Mesh; pm.N == k && len(pm.H) >= m.Rows*k && allRowsOf(stops) {
-			// Every trajectory of one pass stopped (a stiff ensemble):
-			// its mesh is the segments' as it is.
+		pm := stops[0].res.Mesh
+		switch {
+		case pm.N == k && allRowsOf(stops) && pm.Resident != nil && !pm.Resident.Released():
+			// Every trajectory of one pass stopped (a stiff ensemble),
+			// whose mesh the engine keeps: its steps stay there for the
+			// Tsit5 segments' jobs, and a copy comes to the host.
+			h := make([]float64, pm.Rows*pm.N)
+			if err := pm.Resident.CopyTo(h); err != nil {
+				return nil, fmt.Errorf("ode: mesh: copying its steps from engine %s: %w", pm.Resident.Engine(), err)
+			}
+			m.H, sg.r1 = h[:m.Rows*k], pm.Resident
+		case pm.N == k && allRowsOf(stops) && len(pm.H) >= m.Rows*k:
+			// The same on the host: its mesh is the segments' as it is.
 			m.H = pm.H[:m.Rows*k]
-		} else {
+		default:
+			for _, s := range stops {
+				if err := toHost(s.res.Mesh); err != nil {
+					return nil, err
+				}
+			}
 			m.H = make([]float64, m.Rows*k)
 			copyStops(m, stops, lens)
 		}
@@ -287,7 +322,7 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	if sg.y1 == nil {
 		// The Tsit5 segment's replay: the states at ts and the saves
 		// before them.
-		r1, err := sv.runPlan(ctx, OpReplay, q1, nil, sv.segMesh(sg.m1, q1), nil, 0, nil)
+		r1, err := sv.runPlan(ctx, OpReplay, q1, nil, sv.seg1(sg, q1), nil, 0, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -323,9 +358,8 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	}
 	m2 := sg.m2
 	if m2 == nil && r2.Mesh != nil {
-		if err := toHost(r2.Mesh); err != nil {
-			return nil, err
-		}
+		// Its steps stay where the engine recorded them (Mesh.Resident):
+		// the replays and the gradient below run on them there.
 		m2 = r2.Mesh
 	}
 	ys2 := r2.Ys
@@ -381,19 +415,14 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 			}
 		}
 	}
-	if op != OpSolve && sg.m1 != nil && m2 != nil {
-		// The merged mesh: the Tsit5 steps, then the Rodas5P ones.
-		lens := make([]int, k)
-		for x := range lens {
-			lens[x] = sg.m1.Len[x] + m2.Len[x]
+	if op != OpSolve && sg.m2 == nil && sg.m1 != nil && m2 != nil {
+		// The merged mesh of a record (a replay's caller has its own):
+		// the Tsit5 steps, then the Rodas5P ones.
+		m, err := joinSegs(sg.m1, m2)
+		if err != nil {
+			return nil, err
 		}
-		m := &Mesh{N: k, Len: lens, Status: out.Status, Stats: out.Stats}
-		for _, l := range lens {
-			m.Rows = max(m.Rows, l)
-		}
-		m.H = make([]float64, m.Rows*k)
-		(&stepCopy{dst: m.H, dn: k, src: sg.m1.H, sn: sg.m1.N, lens: sg.m1.Len}).run()
-		(&stepCopy{dst: m.H, dn: k, at: sg.m1.Len, src: m2.H, sn: m2.N, lens: m2.Len}).run()
+		m.Status, m.Stats = out.Status, out.Stats
 		out.Mesh = m
 	}
 	switch {
@@ -515,7 +544,7 @@ func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out,
 	if err != nil {
 		return err
 	}
-	g1, err := sv.runPlan(ctx, OpGrad, q1, cotangentLoss(d, K, data1), sv.segMesh(sg.m1, q1), nil, 1, nil)
+	g1, err := sv.runPlan(ctx, OpGrad, q1, cotangentLoss(d, K, data1), sv.seg1(sg, q1), nil, 1, nil)
 	if err != nil {
 		return err
 	}
@@ -670,4 +699,94 @@ func (c *stepCopy) run() {
 			}
 		}
 	})
+}
+
+// joinSegs returns the mesh of the trajectories whose Tsit5 steps are m1's
+// (on the host) and whose Rodas5P steps are m2's: on the host if m2's
+// are, else with the join's steps resident (autoSteps), copied and merged
+// only when they are needed on the host (Mesh.Host).
+func joinSegs(m1, m2 *Mesh) (*Mesh, error) {
+	k := m1.N
+	lens := make([]int, k)
+	for x := range lens {
+		lens[x] = m1.Len[x] + m2.Len[x]
+	}
+	m := &Mesh{N: k, Len: lens}
+	for _, l := range lens {
+		m.Rows = max(m.Rows, l)
+	}
+	if m2.Resident != nil {
+		if m2.Resident.Released() {
+			return nil, fmt.Errorf("ode: internal error: the Rodas5P steps of Method Auto's continued trajectories were released on engine %s", m2.Resident.Engine())
+		}
+		m.Resident = &autoSteps{m1: m1, m2: m2, rows: m.Rows}
+		return m, nil
+	}
+	m.H = make([]float64, m.Rows*k)
+	joinSteps(m.H, m1, m2, m2.H)
+	return m, nil
+}
+
+// joinSteps writes to dst [Rows×N] the steps of m1 (on the host), then in
+// each column those of m2, whose steps are h2.
+func joinSteps(dst []float64, m1, m2 *Mesh, h2 []float64) {
+	k := m1.N
+	(&stepCopy{dst: dst, dn: k, src: m1.H, sn: k, lens: m1.Len}).run()
+	(&stepCopy{dst: dst, dn: k, at: m1.Len, src: h2, sn: m2.N, lens: m2.Len}).run()
+}
+
+// autoSteps are the steps of Method Auto's mesh of continued trajectories
+// (joinSegs) while their Rodas5P steps are resident on the engine that
+// recorded them: a Grad or Record that returns the mesh unread copies
+// nothing to the host. CopyTo copies the Rodas5P steps over and merges
+// them with the Tsit5 ones. No engine reads them in place (Owner is the
+// value itself): an engine given the mesh brings it to the host first
+// (Mesh.Host), as one of another engine's.
+type autoSteps struct {
+	m1, m2   *Mesh // the Tsit5 steps (on the host), the Rodas5P ones (resident)
+	rows     int   // the join's rows
+	mu       sync.Mutex
+	released bool
+}
+
+var _ ResidentSteps = (*autoSteps)(nil)
+
+// Engine returns the name of the engine that holds the Rodas5P steps.
+func (a *autoSteps) Engine() string { return a.m2.Resident.Engine() }
+
+// Owner returns a itself: no engine's memory.
+func (a *autoSteps) Owner() any { return a }
+
+// CopyTo writes the [Rows×N] steps to dst: the Tsit5 steps, then in each
+// column the Rodas5P ones (brought from the engine), zeros past them.
+func (a *autoSteps) CopyTo(dst []float64) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.released {
+		return fmt.Errorf("ode: mesh: Method Auto's steps were released")
+	}
+	m2, k := a.m2, a.m1.N
+	h2 := make([]float64, m2.Rows*m2.N)
+	if err := m2.Resident.CopyTo(h2); err != nil {
+		return err
+	}
+	clear(dst[:a.rows*k])
+	joinSteps(dst, a.m1, m2, h2)
+	return nil
+}
+
+// Release releases the Rodas5P steps on their engine.
+func (a *autoSteps) Release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.released = true
+	a.m2.Release()
+}
+
+// Released reports whether Release was called, here or on the Rodas5P
+// steps.
+func (a *autoSteps) Released() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.released || a.m2.Resident.Released()
 }

@@ -1,6 +1,7 @@
 package ode
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -181,4 +182,83 @@ func meshRowsOf(m *Mesh, idx []int) *Mesh {
 		panic(err)
 	}
 	return s
+}
+
+// fakeResident holds a mesh's steps "on an engine" for tests of meshes
+// with resident steps: CopyTo copies them, Release forgets them.
+type fakeResident struct {
+	h        []float64
+	released bool
+}
+
+func (f *fakeResident) Engine() string { return "fake" }
+func (f *fakeResident) Owner() any     { return f }
+func (f *fakeResident) Release()       { f.released = true }
+func (f *fakeResident) Released() bool { return f.released }
+func (f *fakeResident) CopyTo(dst []float64) error {
+	if f.released {
+		return fmt.Errorf("fake: released")
+	}
+	copy(dst, f.h)
+	return nil
+}
+
+// TestJoinSegsResident checks the mesh of Method Auto's continued
+// trajectories whose Rodas5P steps are resident (autoSteps): Host gives
+// the steps of the join on the host (bit for bit the join of the same
+// steps on the host, computed column by column here) and releases the
+// Rodas5P steps; a mesh released first cannot be brought over.
+func TestJoinSegsResident(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 37))
+	for _, k := range []int{1, 7, 300, 1100} {
+		m1, m2 := randMesh(rng, k, 0, 30), randMesh(rng, k, 1, 50)
+		want := make([]int, k)
+		rows := 0
+		for x := range want {
+			want[x] = m1.Len[x] + m2.Len[x]
+			rows = max(rows, want[x])
+		}
+		wantH := make([]float64, rows*k)
+		for x := 0; x < k; x++ {
+			for r := 0; r < m1.Len[x]; r++ {
+				wantH[r*k+x] = m1.H[r*k+x]
+			}
+			for r := 0; r < m2.Len[x]; r++ {
+				wantH[(m1.Len[x]+r)*k+x] = m2.H[r*k+x]
+			}
+		}
+		host, err := joinSegs(m1, m2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := &fakeResident{h: m2.H}
+		rm2 := *m2
+		rm2.H, rm2.Resident = nil, fr
+		m, err := joinSegs(m1, &rm2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Resident == nil || m.H != nil || m.Rows != rows || !slices.Equal(m.Len, want) {
+			t.Fatalf("k = %d: resident %v, H %d, Rows %d; want resident steps, no H, Rows %d", k, m.Resident != nil, len(m.H), m.Rows, rows)
+		}
+		if err := m.Host(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(m.H, wantH) || !slices.Equal(host.H, wantH) || host.Rows != rows {
+			t.Errorf("k = %d: the join's steps differ from the column-by-column join", k)
+		}
+		if !fr.released || m.Resident != nil {
+			t.Errorf("k = %d: Host left the Rodas5P steps on the engine (released %v)", k, fr.released)
+		}
+		fr2 := &fakeResident{h: m2.H}
+		rm2.Resident = fr2
+		m, err = joinSegs(m1, &rm2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+		if !fr2.released || m.Host() == nil {
+			t.Errorf("k = %d: after Release, the Rodas5P steps released %v and Host did not fail", k, fr2.released)
+		}
+	}
 }

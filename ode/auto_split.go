@@ -225,6 +225,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 			return nil, sv, err
 		}
 		rs, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
+		sg.release()
 		if err != nil {
 			return nil, alt, err
 		}
@@ -430,10 +431,14 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 	if meshes {
 		lens = make([]int, n)
 	}
+	// One part of every trajectory in order (the stiff ensemble that
+	// Method Auto continued): its mesh, a result of this call's, is the
+	// merged one as it is, on the host or not (mergeMeshes).
+	asIs := meshes && len(parts) == 1 && parts[0].identity(n) && parts[0].res.Mesh != nil && parts[0].res.Mesh.N == n
 	for k := range parts {
 		p := &parts[k]
 		r := p.res
-		if meshes && r.Mesh != nil {
+		if meshes && r.Mesh != nil && !asIs {
 			if err := toHost(r.Mesh); err != nil {
 				// A part's steps that cannot be read: its trajectories
 				// fail (the caller reports them).
@@ -521,24 +526,28 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 		out.GradS = make([]float64, ns)
 	}
 	if meshes {
-		out.Mesh = mergeMeshes(q, parts, lens, out)
+		out.Mesh = mergeMeshes(q, parts, lens, out, asIs)
 	}
 	return out
 }
 
 // mergeMeshes returns the mesh of all q.n trajectories from the parts'
-// (on the host), trajectory i with lens[i] steps.
-func mergeMeshes(q *problem, parts []autoPart, lens []int, out *Result) *Mesh {
+// (on the host), trajectory i with lens[i] steps; asIs: the one part's
+// mesh holds all q.n in order, its steps (on the host or resident) are
+// the merged mesh's.
+func mergeMeshes(q *problem, parts []autoPart, lens []int, out *Result, asIs bool) *Mesh {
 	n := q.n
 	m := &Mesh{N: n, Len: lens, Status: out.Status, Stats: out.Stats, T0: q.T0, T1: q.t1}
 	for _, l := range lens {
 		m.Rows = max(m.Rows, l)
 	}
-	if len(parts) == 1 && parts[0].identity(n) {
-		// One part of every trajectory in order (the stiff ensemble that
-		// Method Auto continued): its mesh, a result of this call's, as
-		// it is.
-		if pm := parts[0].res.Mesh; pm != nil && pm.N == n && len(pm.H) >= m.Rows*n {
+	if asIs {
+		pm := parts[0].res.Mesh
+		if pm.Resident != nil {
+			m.Rows, m.Resident = pm.Rows, pm.Resident
+			return m
+		}
+		if len(pm.H) >= m.Rows*n {
 			m.H = pm.H[:m.Rows*n]
 			return m
 		}
