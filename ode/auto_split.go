@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 )
 
 // Method Auto on an engine that cannot switch a trajectory's method in
@@ -438,7 +439,7 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 	for k := range parts {
 		p := &parts[k]
 		r := p.res
-		if meshes && r.Mesh != nil && !asIs {
+		if meshes && r.Mesh != nil && !asIs && !isAutoSteps(r.Mesh) {
 			if err := toHost(r.Mesh); err != nil {
 				// A part's steps that cannot be read: its trajectories
 				// fail (the caller reports them).
@@ -552,20 +553,114 @@ func mergeMeshes(q *problem, parts []autoPart, lens []int, out *Result, asIs boo
 			return m
 		}
 	}
-	m.H = make([]float64, m.Rows*n)
+	// The parts' meshes, on the host but for the continued trajectories'
+	// (autoSteps, resident): merged now if all are on the host, else
+	// when the merged mesh is needed there (mergedSteps).
+	ms := &mergedSteps{n: n, rows: m.Rows}
 	for k := range parts {
 		p := &parts[k]
+		if pm := p.res.Mesh; pm != nil {
+			ms.parts = append(ms.parts, autoPart{idx: p.idx, rows: p.rows, res: &Result{Mesh: pm}})
+			if pm.Resident != nil {
+				ms.resident = append(ms.resident, pm)
+			}
+		}
+	}
+	if len(ms.resident) > 0 {
+		m.Resident = ms
+		return m
+	}
+	m.H = make([]float64, m.Rows*n)
+	ms.copyParts(m.H) // (no error on the host)
+	return m
+}
+
+// isAutoSteps reports whether m's steps are Method Auto's continued
+// trajectories' with their Rodas5P steps resident (autoSteps).
+func isAutoSteps(m *Mesh) bool {
+	_, ok := m.Resident.(*autoSteps)
+	return ok
+}
+
+// mergedSteps are the steps of Method Auto's mesh of all trajectories,
+// merged from its parts' (mergeMeshes), while some of them are resident
+// on the engine that recorded them (the continued trajectories' Rodas5P
+// steps: autoSteps): CopyTo merges them, brought to the host, with the
+// others. As autoSteps, no engine reads them in place.
+type mergedSteps struct {
+	n, rows  int
+	parts    []autoPart // each part's trajectories (idx), its mesh's rows of them (rows) and its mesh (res.Mesh)
+	resident []*Mesh    // the parts' meshes with resident steps
+	mu       sync.Mutex
+	released bool
+}
+
+var _ ResidentSteps = (*mergedSteps)(nil)
+
+// Engine returns the name of the engine that holds the resident steps.
+func (s *mergedSteps) Engine() string { return s.resident[0].Resident.Engine() }
+
+// Owner returns s itself: no engine's memory.
+func (s *mergedSteps) Owner() any { return s }
+
+// CopyTo writes the [Rows×N] steps to dst.
+func (s *mergedSteps) CopyTo(dst []float64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return fmt.Errorf("ode: mesh: Method Auto's steps were released")
+	}
+	return s.copyParts(dst)
+}
+
+// copyParts writes the parts' steps to dst [rows×n], zeros past them.
+func (s *mergedSteps) copyParts(dst []float64) error {
+	clear(dst[:s.rows*s.n])
+	for k := range s.parts {
+		p := &s.parts[k]
 		pm := p.res.Mesh
-		if pm == nil || len(pm.H) < pm.Rows*pm.N {
+		h := pm.H
+		if pm.Resident != nil {
+			h = make([]float64, pm.Rows*pm.N)
+			if err := pm.Resident.CopyTo(h); err != nil {
+				return err
+			}
+		} else if len(h) < pm.Rows*pm.N {
 			continue
 		}
 		ln := make([]int, len(p.idx))
 		for kk := range p.idx {
 			ln[kk] = pm.Len[p.row(kk)]
 		}
-		(&stepCopy{dst: m.H, dn: n, dcol: p.idx, src: pm.H, sn: pm.N, scol: p.rows, lens: ln}).run()
+		(&stepCopy{dst: dst, dn: s.n, dcol: p.idx, src: h, sn: pm.N, scol: p.rows, lens: ln}).run()
 	}
-	return m
+	return nil
+}
+
+// Release releases the parts' resident steps.
+func (s *mergedSteps) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.released = true
+	for _, m := range s.resident {
+		m.Release()
+	}
+}
+
+// Released reports whether Release was called, here or on some part's
+// resident steps.
+func (s *mergedSteps) Released() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return true
+	}
+	for _, m := range s.resident {
+		if m.Resident.Released() {
+			return true
+		}
+	}
+	return false
 }
 
 func nanFill(x []float64) []float64 {
