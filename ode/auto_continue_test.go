@@ -262,3 +262,80 @@ func TestJoinSegsResident(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeAutoResident checks mergeAuto's mesh of parts one of which
+// holds continued trajectories whose Rodas5P steps are resident
+// (autoSteps): it stays resident (mergedSteps) until Host, which gives
+// the merge of the same parts on the host bit for bit and releases the
+// resident steps.
+func TestMergeAutoResident(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 1))
+	const n = 700
+	q := &problem{Problem: &Problem{Field: Field{Dim: 2, Params: 1}, T1: 2}, n: n, t1: make([]float64, n)}
+	var tsit, cont []int
+	for i := range n {
+		if rng.IntN(3) == 0 {
+			cont = append(cont, i)
+		} else {
+			tsit = append(tsit, i)
+		}
+	}
+	k := len(cont)
+	mt := randMesh(rng, len(tsit)+5, 3, 60)
+	rowsT := rng.Perm(mt.N)[:len(tsit)]
+	m1, m2 := randMesh(rng, k, 1, 20), randMesh(rng, k, 1, 40)
+	parts := func(resident bool) ([]autoPart, *fakeResident) {
+		r2 := *m2
+		var fr *fakeResident
+		if resident {
+			fr = &fakeResident{h: m2.H}
+			r2.H, r2.Resident = nil, fr
+		}
+		mc, err := joinSegs(m1, &r2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []autoPart{
+			{idx: tsit, rows: rowsT, res: &Result{Mesh: mt, Stats: Stats{Accepted: mt.Len}}},
+			{idx: cont, res: &Result{Mesh: mc, Stats: Stats{Accepted: mc.Len}}, stiff: true},
+		}, fr
+	}
+	ph, _ := parts(false)
+	want := mergeAuto(q, OpRecord, ph, false, true)
+	pr, fr := parts(true)
+	got := mergeAuto(q, OpRecord, pr, false, true)
+	if want.Mesh.Resident != nil || got.Mesh.Resident == nil || got.Mesh.H != nil {
+		t.Fatalf("host parts: resident %v; a resident part: resident %v; want a host mesh, then a resident one", want.Mesh.Resident != nil, got.Mesh.Resident != nil)
+	}
+	if err := got.Mesh.Host(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Mesh.Rows != want.Mesh.Rows || !slices.Equal(got.Mesh.Len, want.Mesh.Len) || !slices.Equal(got.Mesh.H, want.Mesh.H) {
+		t.Errorf("the resident merge's steps differ from the host merge's")
+	}
+	if !fr.released {
+		t.Errorf("Host left the Rodas5P steps on the engine")
+	}
+	// The host merge against the parts' steps, trajectory by trajectory.
+	for kk, i := range tsit {
+		j := rowsT[kk]
+		for s := 0; s < mt.Len[j]; s++ {
+			if want.Mesh.H[s*n+i] != mt.H[s*mt.N+j] {
+				t.Fatalf("trajectory %d, step %d: %v, want the Tsit5 part's %v", i, s, want.Mesh.H[s*n+i], mt.H[s*mt.N+j])
+			}
+		}
+	}
+	for x, i := range cont {
+		for s := 0; s < m1.Len[x]+m2.Len[x]; s++ {
+			w := 0.0
+			if s < m1.Len[x] {
+				w = m1.H[s*k+x]
+			} else {
+				w = m2.H[(s-m1.Len[x])*k+x]
+			}
+			if want.Mesh.H[s*n+i] != w {
+				t.Fatalf("continued trajectory %d, step %d: %v, want %v", i, s, want.Mesh.H[s*n+i], w)
+			}
+		}
+	}
+}
