@@ -266,6 +266,21 @@ func TestHostEngineAutoResident(t *testing.T) {
 		if !slices.Equal(g.Y0, g0.Y0) || !slices.Equal(g.P, g0.P) || g.Loss != g0.Loss {
 			t.Errorf("%s rows: Grad on the mesh differs from Grad with the record", c.method)
 		}
+		if c.method == "Rodas5P" {
+			// Passed back, the Gradient's mesh is replaced: its steps
+			// left on the device go back at once.
+			old := g0.Mesh
+			g1, err := sv.Grad(g0, &q, l, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !old.Resident.Released() || g1.Mesh.Resident == nil || g1.Mesh.Resident.Released() {
+				t.Errorf("Gradient passed back: old mesh's steps released %v; new mesh resident %v", old.Resident.Released(), g1.Mesh.Resident != nil)
+			}
+			if !slices.Equal(g1.Y0, g.Y0) || !slices.Equal(g1.P, g.P) || g1.Loss != g.Loss {
+				t.Errorf("Gradient passed back: the gradient differs from the first Grad's")
+			}
+		}
 	}
 	// A mesh the CPU engine switched partway: its two segments chained
 	// (ode/auto_continue.go), the CPU's replay within the rounding.

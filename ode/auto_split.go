@@ -125,6 +125,12 @@ func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, err
 // has the failures' statuses and NotRun elsewhere, and its caller reports
 // them.
 func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Loss, reuse *Result, scale float64) (*Result, *Solver, error) {
+	if reuse != nil && reuse.Mesh != nil && lazyAuto(reuse.Mesh) {
+		// The mesh of the result passed back is replaced: its steps left
+		// on the engine (no engine refills them) go back now, not when
+		// the collector finds it.
+		reuse.Mesh.Release()
+	}
 	res, err := sv.runPlan(ctx, op, q, loss, nil, reuse, scale, nil)
 	if err != nil || !anyTrue(res.Stiff) {
 		return res, sv, err
@@ -573,6 +579,16 @@ func mergeMeshes(q *problem, parts []autoPart, lens []int, out *Result, asIs boo
 	m.H = make([]float64, m.Rows*n)
 	ms.copyParts(m.H) // (no error on the host)
 	return m
+}
+
+// lazyAuto reports whether m is a Method Auto mesh of this package whose
+// steps are partly resident (autoSteps, mergedSteps).
+func lazyAuto(m *Mesh) bool {
+	switch m.Resident.(type) {
+	case *autoSteps, *mergedSteps:
+		return true
+	}
+	return false
 }
 
 // isAutoSteps reports whether m's steps are Method Auto's continued
