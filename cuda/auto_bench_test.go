@@ -1,8 +1,10 @@
 package cuda
 
 import (
+	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -64,3 +66,69 @@ func (e restartWrap) Prepare(p *ode.Plan) (ode.Executor, error) {
 // restartExec hides the executor's StartTimes (and its other optional
 // methods: package ode then checks the inputs itself).
 type restartExec struct{ ode.Executor }
+
+// BenchmarkGPUAutoTrace splits the time of Method Auto's Grad and Solve
+// (and of Rodas5P's alone) on the GPU engine at n = 16384, on
+// odetest.AutoCases' stiff and mixed ensembles, with a Trace: the
+// kernels' device time (kernel-ms/op), the copies between host and
+// device (transfer-ms/op, MB-up/op, MB-down/op) and the rest of the call
+// (host-ms/op: package ode's work between the launches and the engine's
+// staging), which issue 25's gap between Auto and Rodas5P is in. It
+// skips without a GPU.
+//
+//	cuda.test -test.run '^$' -test.bench GPUAutoTrace -test.benchtime 5x
+func BenchmarkGPUAutoTrace(b *testing.B) {
+	needGPUEngine(b)
+	autoTrace(b, 16384, "cuda")
+}
+
+// autoTrace runs BenchmarkGPUAutoTrace's cases at n trajectories on
+// engine.
+func autoTrace(b *testing.B, n int, engine string) {
+	for _, c := range odetest.AutoCases(n) {
+		if c.Name == "vdp" {
+			continue
+		}
+		for _, op := range []string{"grad", "solve"} {
+			for _, m := range []ode.Method{ode.Rodas5P, ode.Auto} {
+				b.Run(c.Name+"/"+op+"/"+m.Name(), func(b *testing.B) {
+					p := c.P
+					sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: engine})
+					if err != nil {
+						b.Fatal(err)
+					}
+					var g ode.Gradient
+					var tr Trace
+					ctx := WithTrace(context.Background(), &tr)
+					run := func() error {
+						if op == "solve" {
+							_, err := sv.SolveContext(ctx, &p)
+							return err
+						}
+						_, err := sv.GradContext(ctx, &g, &p, ode.SumSquares(), nil)
+						return err
+					}
+					if err := run(); err != nil {
+						b.Fatal(err)
+					}
+					tr.Reset()
+					b.ResetTimer()
+					t0 := time.Now()
+					for range b.N {
+						if err := run(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					wall, st, per := time.Since(t0), tr.Stats(), float64(b.N)
+					ms := func(d time.Duration) float64 { return float64(d) / 1e6 / per }
+					b.ReportMetric(ms(st.Kernel), "kernel-ms/op")
+					b.ReportMetric(ms(st.Transfer), "transfer-ms/op")
+					b.ReportMetric(ms(wall-st.Kernel-st.Transfer), "host-ms/op")
+					b.ReportMetric(float64(st.Upload)/1e6/per, "MB-up/op")
+					b.ReportMetric(float64(st.Download)/1e6/per, "MB-down/op")
+					b.ReportMetric(float64(st.Launches)/per, "launches/op")
+				})
+			}
+		}
+	}
+}

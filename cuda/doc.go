@@ -214,7 +214,11 @@
 // trajectory whose stiffness test fired with Rodas5P from the time and
 // state where it fired (ode.StartTimesExecutor, ode/auto_continue.go):
 // the CPU engine's steps and switch points, in separate launches of the
-// stopped trajectories alone.
+// stopped trajectories alone. The Rodas5P steps of its mesh stay in
+// device memory (Mesh.Resident; the Tsit5 steps come to the host for the
+// switch times) until the mesh is read: Mesh.Host, or a replay, merges
+// them on the host. A stiff ensemble's Tsit5 steps are read in place by
+// its Tsit5 segments' gradient.
 //
 // # Fits stay on the device
 //

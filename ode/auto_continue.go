@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
+	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -69,6 +71,28 @@ type autoSegs struct {
 	// acc1, rej1 and fe1 are the Tsit5 segment's accepted and rejected
 	// steps and field evaluations (rej1 and fe1 nil: unknown, Job.Omit).
 	acc1, rej1, fe1 []int
+	// r1, if not nil, holds m1's steps where the Tsit5 pass recorded them
+	// (every trajectory of it stopped: its resident mesh, kept there
+	// beside m1's copy on the host), for the Tsit5 segment's jobs.
+	r1 ResidentSteps
+}
+
+// seg1 returns the mesh of the Tsit5 segments for a job of sv on
+// sub-problem sq: m1, with its steps on the engine where they are.
+func (sv *Solver) seg1(sg *autoSegs, sq *problem) *Mesh {
+	m := sv.segMesh(sg.m1, sq)
+	if sg.r1 != nil && !sg.r1.Released() {
+		m.H, m.Resident = nil, sg.r1
+	}
+	return m
+}
+
+// release releases the Tsit5 pass's resident steps that sg kept (r1):
+// nothing else reads them.
+func (sg *autoSegs) release() {
+	if sg.r1 != nil {
+		sg.r1.Release()
+	}
 }
 
 // stopSegs returns the Tsit5 segments of the stopped trajectories
@@ -128,9 +152,6 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 			if r.Mesh == nil {
 				return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
 			}
-			if err := toHost(r.Mesh); err != nil {
-				return nil, err
-			}
 			lens[x] = r.Mesh.Len[j]
 		}
 	}
@@ -139,12 +160,28 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 		for _, l := range lens {
 			m.Rows = max(m.Rows, l)
 		}
-		m.H = make([]float64, m.Rows*k)
-		for x, s := range stops {
-			pm := s.res.Mesh
-			for r := 0; r < lens[x]; r++ {
-				m.H[r*k+x] = pm.H[r*pm.N+s.j]
+		pm := stops[0].res.Mesh
+		switch {
+		case pm.N == k && allRowsOf(stops) && pm.Resident != nil && !pm.Resident.Released():
+			// Every trajectory of one pass stopped (a stiff ensemble),
+			// whose mesh the engine keeps: its steps stay there for the
+			// Tsit5 segments' jobs, and a copy comes to the host.
+			h := make([]float64, pm.Rows*pm.N)
+			if err := pm.Resident.CopyTo(h); err != nil {
+				return nil, fmt.Errorf("ode: mesh: copying its steps from engine %s: %w", pm.Resident.Engine(), err)
 			}
+			m.H, sg.r1 = h[:m.Rows*k], pm.Resident
+		case pm.N == k && allRowsOf(stops) && len(pm.H) >= m.Rows*k:
+			// The same on the host: its mesh is the segments' as it is.
+			m.H = pm.H[:m.Rows*k]
+		default:
+			for _, s := range stops {
+				if err := toHost(s.res.Mesh); err != nil {
+					return nil, err
+				}
+			}
+			m.H = make([]float64, m.Rows*k)
+			copyStops(m, stops, lens)
 		}
 		sg.m1 = m
 		if !timed {
@@ -156,59 +193,100 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 	return sg, nil
 }
 
+// allRowsOf reports whether stops are every row of one pass's result,
+// in order (given that there are as many as its rows).
+func allRowsOf(stops []autoStop) bool {
+	for x, s := range stops {
+		if s.res != stops[0].res || s.j != x {
+			return false
+		}
+	}
+	return true
+}
+
+// copyStops copies the steps of the stopped trajectories stops (lens[x]
+// steps of stop x) from their passes' meshes, on the host, to column x
+// of m.
+func copyStops(m *Mesh, stops []autoStop, lens []int) {
+	k := len(stops)
+	// The stops' columns of each pass's mesh (one pass in the common
+	// case: a stiffness test fired in the first), row by row.
+	for lo := 0; lo < k; {
+		res := stops[lo].res
+		hi := lo + 1
+		for hi < k && stops[hi].res == res {
+			hi++
+		}
+		dcol, scol := make([]int, hi-lo), make([]int, hi-lo)
+		for x := lo; x < hi; x++ {
+			dcol[x-lo], scol[x-lo] = x, stops[x].j
+		}
+		pm := res.Mesh
+		(&stepCopy{dst: m.H, dn: k, dcol: dcol, src: pm.H, sn: pm.N, scol: scol, lens: lens[lo:hi]}).run()
+		lo = hi
+	}
+}
+
 // switchTimes returns in dst the times that trajectories of mesh m reach
 // after their first sw[i] steps from t0, summed step by step as a record
 // advances its time (the time where Method Auto's switched trajectories
 // start their Rodas5P steps).
 func switchTimes(dst []float64, m *Mesh, t0 float64, sw []int) []float64 {
-	dst = slices.Grow(dst[:0], m.N)[:m.N]
-	for i := range dst {
-		t := t0
-		for s := 0; s < min(sw[i], m.Len[i]); s++ {
-			t += m.H[s*m.N+i]
+	n := m.N
+	dst = slices.Grow(dst[:0], n)[:n]
+	// Row by row, in tiles of columns: each trajectory's sum in its
+	// steps' order, as a record adds them.
+	par.Run((n+stepTile-1)/stepTile, 0, func(_, b int) {
+		lo, hi := b*stepTile, min(n, (b+1)*stepTile)
+		rows := 0
+		for i := lo; i < hi; i++ {
+			dst[i] = t0
+			rows = max(rows, min(sw[i], m.Len[i]))
 		}
-		dst[i] = t
-	}
+		for s := 0; s < rows; s++ {
+			h := m.H[s*n : (s+1)*n]
+			for i := lo; i < hi; i++ {
+				if s < min(sw[i], m.Len[i]) {
+					dst[i] += h[i]
+				}
+			}
+		}
+	})
 	return dst
 }
 
-// meshSegs returns the segments of trajectories idx of mesh m (on the
-// host), each switched within its steps (0 < Switch < Len).
+// meshSegs returns the segments of trajectories idx of mesh m (brought
+// to the host), each switched within its steps (0 < Switch < Len).
 func meshSegs(q *problem, m *Mesh, idx []int) (*autoSegs, error) {
-	sm, err := m.subset(idx)
-	if err != nil {
+	if err := toHost(m); err != nil {
 		return nil, err
+	}
+	if len(m.H) < m.Rows*m.N || len(m.Len) != m.N || len(m.Switch) != m.N {
+		return nil, fmt.Errorf("ode: mesh arrays are inconsistent (N %d, Rows %d, len(H) %d, len(Len) %d, len(Switch) %d): its steps must be on the host",
+			m.N, m.Rows, len(m.H), len(m.Len), len(m.Switch))
 	}
 	k := len(idx)
 	sg := &autoSegs{idx: idx}
 	l1, l2 := make([]int, k), make([]int, k)
-	for x := range idx {
-		l1[x] = sm.Switch[x]
-		l2[x] = sm.Len[x] - sm.Switch[x]
+	for x, i := range idx {
+		l1[x] = m.Switch[i]
+		l2[x] = m.Len[i] - m.Switch[i]
 	}
-	sg.m1, sg.m2 = meshRows(sm, l1, nil), meshRows(sm, l2, l1)
-	sg.ts = switchTimes(nil, sm, q.T0, l1)
+	sg.m1, sg.m2 = meshRows(m, idx, l1, nil), meshRows(m, idx, l2, l1)
+	sg.ts = switchTimes(nil, sg.m1, q.T0, l1)
 	return sg, nil
 }
 
-// meshRows returns the mesh of lens[x] steps of each trajectory x of m
-// from its step from[x] on (from nil: 0).
-func meshRows(m *Mesh, lens, from []int) *Mesh {
-	k := m.N
+// meshRows returns the mesh of lens[x] steps of each trajectory cols[x]
+// of m from its step from[x] on (from nil: 0).
+func meshRows(m *Mesh, cols, lens, from []int) *Mesh {
+	k := len(cols)
 	s := &Mesh{N: k, Len: lens}
 	for _, l := range lens {
 		s.Rows = max(s.Rows, l)
 	}
 	s.H = make([]float64, s.Rows*k)
-	for x, l := range lens {
-		f := 0
-		if from != nil {
-			f = from[x]
-		}
-		for r := 0; r < l; r++ {
-			s.H[r*k+x] = m.H[(f+r)*k+x]
-		}
-	}
+	(&stepCopy{dst: s.H, dn: k, src: m.H, sn: m.N, scol: cols, from: from, lens: lens}).run()
 	s.Status = make([]Status, k)
 	return s
 }
@@ -245,7 +323,7 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	if sg.y1 == nil {
 		// The Tsit5 segment's replay: the states at ts and the saves
 		// before them.
-		r1, err := sv.runPlan(ctx, OpReplay, q1, nil, sv.segMesh(sg.m1, q1), nil, 0, nil)
+		r1, err := sv.runPlan(ctx, OpReplay, q1, nil, sv.seg1(sg, q1), nil, 0, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -282,9 +360,8 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	}
 	m2 := sg.m2
 	if m2 == nil && r2.Mesh != nil {
-		if err := toHost(r2.Mesh); err != nil {
-			return nil, err
-		}
+		// Its steps stay where the engine recorded them (Mesh.Resident):
+		// the replays and the gradient below run on them there.
 		m2 = r2.Mesh
 	}
 	ys2 := r2.Ys
@@ -342,26 +419,14 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 			}
 		}
 	}
-	if op != OpSolve && sg.m1 != nil && m2 != nil {
-		// The merged mesh: the Tsit5 steps, then the Rodas5P ones.
-		lens := make([]int, k)
-		for x := range lens {
-			lens[x] = sg.m1.Len[x] + m2.Len[x]
+	if op != OpSolve && sg.m2 == nil && sg.m1 != nil && m2 != nil {
+		// The merged mesh of a record (a replay's caller has its own):
+		// the Tsit5 steps, then the Rodas5P ones.
+		m, err := joinSegs(sg.m1, m2)
+		if err != nil {
+			return nil, err
 		}
-		m := &Mesh{N: k, Len: lens, Status: out.Status, Stats: out.Stats}
-		for _, l := range lens {
-			m.Rows = max(m.Rows, l)
-		}
-		m.H = make([]float64, m.Rows*k)
-		for x := range lens {
-			l1 := sg.m1.Len[x]
-			for r := 0; r < l1; r++ {
-				m.H[r*k+x] = sg.m1.H[r*k+x]
-			}
-			for r := 0; r < m2.Len[x]; r++ {
-				m.H[(l1+r)*k+x] = m2.H[r*m2.N+x]
-			}
-		}
+		m.Status, m.Stats = out.Status, out.Stats
 		out.Mesh = m
 	}
 	switch {
@@ -484,7 +549,7 @@ func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out,
 	if err != nil {
 		return err
 	}
-	g1, err := sv.runPlan(ctx, OpGrad, q1, cotangentLoss(d, K, data1), sv.segMesh(sg.m1, q1), nil, 1, nil)
+	g1, err := sv.runPlan(ctx, OpGrad, q1, cotangentLoss(d, K, data1), sv.seg1(sg, q1), nil, 1, nil)
 	if err != nil {
 		return err
 	}
@@ -588,4 +653,146 @@ func colsOf(x []float64, n, w int) [][]float64 {
 		cols[c] = soa[c*n : (c+1)*n]
 	}
 	return cols
+}
+
+// stepCopy copies steps between step-major meshes: for each column x <
+// len(lens), lens[x] steps of column scol[x] of src (sn columns) from its
+// step from[x] on go to column dcol[x] of dst (dn columns) from its step
+// at[x] on (a nil scol or dcol: x; a nil from or at: 0). The columns'
+// sets of steps must not overlap in dst.
+type stepCopy struct {
+	dst, src   []float64
+	dn, sn     int
+	dcol, scol []int
+	at, from   []int
+	lens       []int
+}
+
+// stepTile is the columns of a task of stepCopy.run and sumSteps: its
+// rows of the two meshes stay in cache while it walks them step by step
+// (a column-by-column walk strides a whole row between steps: a cache
+// miss each, at tens of thousands of trajectories).
+const stepTile = 256
+
+// run makes the copy, in tiles of stepTile columns, on all cores.
+func (c *stepCopy) run() {
+	k := len(c.lens)
+	idx := func(m []int, x int) int {
+		if m == nil {
+			return x
+		}
+		return m[x]
+	}
+	par.Run((k+stepTile-1)/stepTile, 0, func(_, b int) {
+		lo, hi := b*stepTile, min(k, (b+1)*stepTile)
+		rows := 0
+		for _, l := range c.lens[lo:hi] {
+			rows = max(rows, l)
+		}
+		for r := 0; r < rows; r++ {
+			for x := lo; x < hi; x++ {
+				if r >= c.lens[x] {
+					continue
+				}
+				d, s := r, r
+				if c.at != nil {
+					d += c.at[x]
+				}
+				if c.from != nil {
+					s += c.from[x]
+				}
+				c.dst[d*c.dn+idx(c.dcol, x)] = c.src[s*c.sn+idx(c.scol, x)]
+			}
+		}
+	})
+}
+
+// joinSegs returns the mesh of the trajectories whose Tsit5 steps are m1's
+// (on the host) and whose Rodas5P steps are m2's: on the host if m2's
+// are, else with the join's steps resident (autoSteps), copied and merged
+// only when they are needed on the host (Mesh.Host).
+func joinSegs(m1, m2 *Mesh) (*Mesh, error) {
+	k := m1.N
+	lens := make([]int, k)
+	for x := range lens {
+		lens[x] = m1.Len[x] + m2.Len[x]
+	}
+	m := &Mesh{N: k, Len: lens}
+	for _, l := range lens {
+		m.Rows = max(m.Rows, l)
+	}
+	if m2.Resident != nil {
+		if m2.Resident.Released() {
+			return nil, fmt.Errorf("ode: internal error: the Rodas5P steps of Method Auto's continued trajectories were released on engine %s", m2.Resident.Engine())
+		}
+		m.Resident = &autoSteps{m1: m1, m2: m2, rows: m.Rows}
+		return m, nil
+	}
+	m.H = make([]float64, m.Rows*k)
+	joinSteps(m.H, m1, m2, m2.H)
+	return m, nil
+}
+
+// joinSteps writes to dst [Rows×N] the steps of m1 (on the host), then in
+// each column those of m2, whose steps are h2.
+func joinSteps(dst []float64, m1, m2 *Mesh, h2 []float64) {
+	k := m1.N
+	(&stepCopy{dst: dst, dn: k, src: m1.H, sn: k, lens: m1.Len}).run()
+	(&stepCopy{dst: dst, dn: k, at: m1.Len, src: h2, sn: m2.N, lens: m2.Len}).run()
+}
+
+// autoSteps are the steps of Method Auto's mesh of continued trajectories
+// (joinSegs) while their Rodas5P steps are resident on the engine that
+// recorded them: a Grad or Record that returns the mesh unread copies
+// nothing to the host. CopyTo copies the Rodas5P steps over and merges
+// them with the Tsit5 ones. No engine reads them in place (Owner is the
+// value itself): an engine given the mesh brings it to the host first
+// (Mesh.Host), as one of another engine's.
+type autoSteps struct {
+	m1, m2   *Mesh // the Tsit5 steps (on the host), the Rodas5P ones (resident)
+	rows     int   // the join's rows
+	mu       sync.Mutex
+	released bool
+}
+
+var _ ResidentSteps = (*autoSteps)(nil)
+
+// Engine returns the name of the engine that holds the Rodas5P steps.
+func (a *autoSteps) Engine() string { return a.m2.Resident.Engine() }
+
+// Owner returns a itself: no engine's memory.
+func (a *autoSteps) Owner() any { return a }
+
+// CopyTo writes the [Rows×N] steps to dst: the Tsit5 steps, then in each
+// column the Rodas5P ones (brought from the engine), zeros past them.
+func (a *autoSteps) CopyTo(dst []float64) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.released {
+		return fmt.Errorf("ode: mesh: Method Auto's steps were released")
+	}
+	m2, k := a.m2, a.m1.N
+	h2 := make([]float64, m2.Rows*m2.N)
+	if err := m2.Resident.CopyTo(h2); err != nil {
+		return err
+	}
+	clear(dst[:a.rows*k])
+	joinSteps(dst, a.m1, m2, h2)
+	return nil
+}
+
+// Release releases the Rodas5P steps on their engine.
+func (a *autoSteps) Release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.released = true
+	a.m2.Release()
+}
+
+// Released reports whether Release was called, here or on the Rodas5P
+// steps.
+func (a *autoSteps) Released() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.released || a.m2.Resident.Released()
 }

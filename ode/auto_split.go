@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 )
 
 // Method Auto on an engine that cannot switch a trajectory's method in
@@ -52,6 +53,20 @@ func (p *autoPart) row(k int) int {
 		return k
 	}
 	return p.rows[k]
+}
+
+// identity reports whether the part holds the n trajectories of the
+// problem in order, in rows 0, 1, … of its result.
+func (p *autoPart) identity(n int) bool {
+	if len(p.idx) != n {
+		return false
+	}
+	for k, i := range p.idx {
+		if i != k || p.row(k) != k {
+			return false
+		}
+	}
+	return true
 }
 
 // switchesInPlace reports whether the solver's engine switches Method
@@ -110,6 +125,12 @@ func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, err
 // has the failures' statuses and NotRun elsewhere, and its caller reports
 // them.
 func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Loss, reuse *Result, scale float64) (*Result, *Solver, error) {
+	if reuse != nil && reuse.Mesh != nil && lazyAuto(reuse.Mesh) {
+		// The mesh of the result passed back is replaced: its steps left
+		// on the engine (no engine refills them) go back now, not when
+		// the collector finds it.
+		reuse.Mesh.Release()
+	}
 	res, err := sv.runPlan(ctx, op, q, loss, nil, reuse, scale, nil)
 	if err != nil || !anyTrue(res.Stiff) {
 		return res, sv, err
@@ -211,6 +232,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 			return nil, sv, err
 		}
 		rs, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
+		sg.release()
 		if err != nil {
 			return nil, alt, err
 		}
@@ -419,10 +441,14 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 	if meshes {
 		lens = make([]int, n)
 	}
+	// One part of every trajectory in order (the stiff ensemble that
+	// Method Auto continued): its mesh, a result of this call's, is the
+	// merged one as it is, on the host or not (mergeMeshes).
+	asIs := meshes && len(parts) == 1 && parts[0].identity(n) && parts[0].res.Mesh != nil && parts[0].res.Mesh.N == n
 	for k := range parts {
 		p := &parts[k]
 		r := p.res
-		if meshes && r.Mesh != nil {
+		if meshes && r.Mesh != nil && !asIs && !isAutoSteps(r.Mesh) {
 			if err := toHost(r.Mesh); err != nil {
 				// A part's steps that cannot be read: its trajectories
 				// fail (the caller reports them).
@@ -510,34 +536,150 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 		out.GradS = make([]float64, ns)
 	}
 	if meshes {
-		out.Mesh = mergeMeshes(q, parts, lens, out)
+		out.Mesh = mergeMeshes(q, parts, lens, out, asIs)
 	}
 	return out
 }
 
 // mergeMeshes returns the mesh of all q.n trajectories from the parts'
-// (on the host), trajectory i with lens[i] steps.
-func mergeMeshes(q *problem, parts []autoPart, lens []int, out *Result) *Mesh {
+// (on the host), trajectory i with lens[i] steps; asIs: the one part's
+// mesh holds all q.n in order, its steps (on the host or resident) are
+// the merged mesh's.
+func mergeMeshes(q *problem, parts []autoPart, lens []int, out *Result, asIs bool) *Mesh {
 	n := q.n
 	m := &Mesh{N: n, Len: lens, Status: out.Status, Stats: out.Stats, T0: q.T0, T1: q.t1}
 	for _, l := range lens {
 		m.Rows = max(m.Rows, l)
 	}
-	m.H = make([]float64, m.Rows*n)
+	if asIs {
+		pm := parts[0].res.Mesh
+		if pm.Resident != nil {
+			m.Rows, m.Resident = pm.Rows, pm.Resident
+			return m
+		}
+		if len(pm.H) >= m.Rows*n {
+			m.H = pm.H[:m.Rows*n]
+			return m
+		}
+	}
+	// The parts' meshes, on the host but for the continued trajectories'
+	// (autoSteps, resident): merged now if all are on the host, else
+	// when the merged mesh is needed there (mergedSteps).
+	ms := &mergedSteps{n: n, rows: m.Rows}
 	for k := range parts {
 		p := &parts[k]
-		pm := p.res.Mesh
-		if pm == nil || len(pm.H) < pm.Rows*pm.N {
-			continue
-		}
-		for kk, i := range p.idx {
-			j := p.row(kk)
-			for s := 0; s < pm.Len[j]; s++ {
-				m.H[s*n+i] = pm.H[s*pm.N+j]
+		if pm := p.res.Mesh; pm != nil {
+			ms.parts = append(ms.parts, autoPart{idx: p.idx, rows: p.rows, res: &Result{Mesh: pm}})
+			if pm.Resident != nil {
+				ms.resident = append(ms.resident, pm)
 			}
 		}
 	}
+	if len(ms.resident) > 0 {
+		m.Resident = ms
+		return m
+	}
+	m.H = make([]float64, m.Rows*n)
+	ms.copyParts(m.H) // (no error on the host)
 	return m
+}
+
+// lazyAuto reports whether m is a Method Auto mesh of this package whose
+// steps are partly resident (autoSteps, mergedSteps).
+func lazyAuto(m *Mesh) bool {
+	switch m.Resident.(type) {
+	case *autoSteps, *mergedSteps:
+		return true
+	}
+	return false
+}
+
+// isAutoSteps reports whether m's steps are Method Auto's continued
+// trajectories' with their Rodas5P steps resident (autoSteps).
+func isAutoSteps(m *Mesh) bool {
+	_, ok := m.Resident.(*autoSteps)
+	return ok
+}
+
+// mergedSteps are the steps of Method Auto's mesh of all trajectories,
+// merged from its parts' (mergeMeshes), while some of them are resident
+// on the engine that recorded them (the continued trajectories' Rodas5P
+// steps: autoSteps): CopyTo merges them, brought to the host, with the
+// others. As autoSteps, no engine reads them in place.
+type mergedSteps struct {
+	n, rows  int
+	parts    []autoPart // each part's trajectories (idx), its mesh's rows of them (rows) and its mesh (res.Mesh)
+	resident []*Mesh    // the parts' meshes with resident steps
+	mu       sync.Mutex
+	released bool
+}
+
+var _ ResidentSteps = (*mergedSteps)(nil)
+
+// Engine returns the name of the engine that holds the resident steps.
+func (s *mergedSteps) Engine() string { return s.resident[0].Resident.Engine() }
+
+// Owner returns s itself: no engine's memory.
+func (s *mergedSteps) Owner() any { return s }
+
+// CopyTo writes the [Rows×N] steps to dst.
+func (s *mergedSteps) CopyTo(dst []float64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return fmt.Errorf("ode: mesh: Method Auto's steps were released")
+	}
+	return s.copyParts(dst)
+}
+
+// copyParts writes the parts' steps to dst [rows×n], zeros past them.
+func (s *mergedSteps) copyParts(dst []float64) error {
+	clear(dst[:s.rows*s.n])
+	for k := range s.parts {
+		p := &s.parts[k]
+		pm := p.res.Mesh
+		h := pm.H
+		if pm.Resident != nil {
+			h = make([]float64, pm.Rows*pm.N)
+			if err := pm.Resident.CopyTo(h); err != nil {
+				return err
+			}
+		} else if len(h) < pm.Rows*pm.N {
+			continue
+		}
+		ln := make([]int, len(p.idx))
+		for kk := range p.idx {
+			ln[kk] = pm.Len[p.row(kk)]
+		}
+		(&stepCopy{dst: dst, dn: s.n, dcol: p.idx, src: h, sn: pm.N, scol: p.rows, lens: ln}).run()
+	}
+	return nil
+}
+
+// Release releases the parts' resident steps.
+func (s *mergedSteps) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.released = true
+	for _, m := range s.resident {
+		m.Release()
+	}
+}
+
+// Released reports whether Release was called, here or on some part's
+// resident steps.
+func (s *mergedSteps) Released() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return true
+	}
+	for _, m := range s.resident {
+		if m.Resident.Released() {
+			return true
+		}
+	}
+	return false
 }
 
 func nanFill(x []float64) []float64 {

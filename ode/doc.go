@@ -87,7 +87,9 @@
 // Method Auto switches such a trajectory to Rodas5P there instead, and
 // goes on from where it is (Mesh.Switch), on every engine: the CPU's in
 // place, the GPU engines in a job of the stopped trajectories that starts
-// each at its own time (see Auto).
+// each at its own time (see Auto). There the Rodas5P steps of the mesh
+// stay on the device (Mesh.Resident) until the mesh is read: Mesh.Host
+// merges them with the others on the host.
 //
 // # Time and accuracy
 //

@@ -3,6 +3,8 @@ package ode
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // splitSpyEngine runs the CPU engine's executor behind a wrapper, so that
@@ -26,7 +28,16 @@ type SpyJob struct {
 var (
 	spyMu   sync.Mutex
 	spyJobs []SpyJob
+	spyTime atomic.Int64 // nanoseconds in the wrapped executor's Run
 )
+
+// SpyExecTime returns the time the "auto-split-test" and
+// "auto-continue-test" engines spent in the CPU executor's Run since the
+// last call, and resets it: a call's time less this is the time package
+// ode spent around the jobs (Method Auto's host work).
+func SpyExecTime() time.Duration {
+	return time.Duration(spyTime.Swap(0))
+}
 
 // SplitSpyJobs returns the jobs the "auto-split-test" engine ran since
 // the last call, and forgets them.
@@ -48,7 +59,9 @@ func (splitSpyEngine) Prepare(p *Plan) (Executor, error) {
 type splitSpyExec struct{ Executor }
 
 func (e splitSpyExec) Run(ctx context.Context, j *Job) (*Result, error) {
+	t0 := time.Now()
 	res, err := e.Executor.Run(ctx, j)
+	spyTime.Add(int64(time.Since(t0)))
 	sj := SpyJob{Op: j.Op, Method: j.Plan.Method, N: j.N, Mesh: j.Mesh != nil}
 	if res != nil {
 		sj.FieldEvals = sum(res.Stats.FieldEvals)

@@ -1,0 +1,341 @@
+package ode
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// randMesh returns a step-major mesh of n trajectories of random lengths
+// in [lo, hi] steps, random steps, zeros past each length.
+func randMesh(rng *rand.Rand, n, lo, hi int) *Mesh {
+	m := &Mesh{N: n, Len: make([]int, n), Status: make([]Status, n)}
+	for i := range m.Len {
+		m.Len[i] = lo + rng.IntN(hi-lo+1)
+		m.Rows = max(m.Rows, m.Len[i])
+	}
+	m.H = make([]float64, m.Rows*n)
+	for i, l := range m.Len {
+		for s := 0; s < l; s++ {
+			m.H[s*n+i] = rng.Float64() * 1e-3
+		}
+	}
+	return m
+}
+
+// TestStepCopy checks stepCopy and switchTimes, which walk meshes row by
+// row in tiles of columns on all cores, against a column-by-column walk
+// of each trajectory's steps: the same values bit for bit (the switch
+// times summed in each trajectory's step order).
+func TestStepCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 4))
+	for _, c := range []struct {
+		name       string
+		sn, k      int
+		maps, offs bool
+	}{
+		{"identity", 700, 700, false, false},
+		{"columns", 1000, 333, true, false},
+		{"offsets", 600, 600, false, true},
+		{"columns and offsets", 2049, 1030, true, true},
+		{"one", 5, 1, true, true},
+	} {
+		src := randMesh(rng, c.sn, 0, 40)
+		var scol, dcol, from, at []int
+		dn := c.k
+		if c.maps {
+			scol = rng.Perm(c.sn)[:c.k]
+			dn = c.k + 17
+			dcol = rng.Perm(dn)[:c.k]
+		}
+		lens := make([]int, c.k)
+		for x := range lens {
+			sc := x
+			if scol != nil {
+				sc = scol[x]
+			}
+			lens[x] = rng.IntN(src.Len[sc] + 1)
+		}
+		if c.offs {
+			from, at = make([]int, c.k), make([]int, c.k)
+			for x := range from {
+				sc := x
+				if scol != nil {
+					sc = scol[x]
+				}
+				from[x] = src.Len[sc] - lens[x]
+				at[x] = rng.IntN(9)
+			}
+		}
+		rows := 0
+		for x, l := range lens {
+			a := 0
+			if at != nil {
+				a = at[x]
+			}
+			rows = max(rows, a+l)
+		}
+		got, want := make([]float64, rows*dn), make([]float64, rows*dn)
+		(&stepCopy{dst: got, dn: dn, dcol: dcol, at: at, src: src.H, sn: c.sn, scol: scol, from: from, lens: lens}).run()
+		of := func(m []int, x int) int {
+			if m == nil {
+				return x
+			}
+			return m[x]
+		}
+		for x, l := range lens {
+			for r := 0; r < l; r++ {
+				a, f := 0, 0
+				if at != nil {
+					a, f = at[x], from[x]
+				}
+				want[(a+r)*dn+of(dcol, x)] = src.H[(f+r)*c.sn+of(scol, x)]
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: stepCopy differs from the column-by-column copy", c.name)
+		}
+
+		sw := make([]int, c.sn)
+		for i := range sw {
+			sw[i] = rng.IntN(src.Len[i] + 3) // (past Len: the whole trajectory)
+		}
+		ts := switchTimes(nil, src, 0.25, sw)
+		for i := range ts {
+			v := 0.25
+			for s := 0; s < min(sw[i], src.Len[i]); s++ {
+				v += src.H[s*c.sn+i]
+			}
+			if ts[i] != v {
+				t.Errorf("%s: switchTimes[%d] = %v, the sum of its steps in order %v", c.name, i, ts[i], v)
+				break
+			}
+		}
+	}
+}
+
+// BenchmarkAutoSegs times the host work of Method Auto's continuation
+// on meshes of 16384 trajectories (a stiff van der Pol ensemble on a GPU
+// engine: about 300 Tsit5 steps, then about 550 Rodas5P ones), every
+// trajectory stopped (all) or one in eight (mixed): the Tsit5 segments
+// taken from the first pass's mesh with their switch times (stopSegs),
+// the segments of a switched mesh (meshSegs), the parts' meshes merged
+// (mergeAuto):
+//
+//	go test ./ode -run '^$' -bench 'AutoSegs' -count 5
+func BenchmarkAutoSegs(b *testing.B) {
+	const n = 1 << 14
+	rng := rand.New(rand.NewPCG(1, 2))
+	q := &problem{Problem: &Problem{Field: Field{Dim: 2, Params: 1}, T1: 2}, n: n, t1: make([]float64, n)}
+	first := randMesh(rng, n, 250, 330)
+	whole := randMesh(rng, n, 700, 880)
+	whole.Switch = make([]int, n)
+	for i := range whole.Switch {
+		whole.Switch[i] = 250 + rng.IntN(80)
+	}
+	res := &Result{Mesh: first, Status: make([]Status, n), Stats: Stats{Accepted: first.Len}}
+	for _, c := range []struct {
+		name  string
+		every int
+	}{{"all", 1}, {"mixed", 8}} {
+		var stops []autoStop
+		var idx, rest []int
+		for i := range n {
+			if i%c.every == 0 {
+				stops = append(stops, autoStop{i: i, j: i, res: res})
+				idx = append(idx, i)
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		b.Run(c.name+"/stopSegs", func(b *testing.B) {
+			for range b.N {
+				if _, err := stopSegs(q, slices.Clone(stops), false, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/meshSegs", func(b *testing.B) {
+			for range b.N {
+				if _, err := meshSegs(q, whole, idx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/mergeAuto", func(b *testing.B) {
+			parts := []autoPart{{idx: idx, res: &Result{Mesh: meshRowsOf(whole, idx)}, stiff: true}}
+			if len(rest) > 0 {
+				parts = append([]autoPart{{idx: rest, res: &Result{Mesh: meshRowsOf(whole, rest)}}}, parts...)
+			}
+			for range b.N {
+				mergeAuto(q, OpRecord, parts, false, true)
+			}
+		})
+	}
+}
+
+// meshRowsOf returns the sub-mesh of trajectories idx of m.
+func meshRowsOf(m *Mesh, idx []int) *Mesh {
+	s, err := m.subset(idx)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// fakeResident holds a mesh's steps "on an engine" for tests of meshes
+// with resident steps: CopyTo copies them, Release forgets them.
+type fakeResident struct {
+	h        []float64
+	released bool
+}
+
+func (f *fakeResident) Engine() string { return "fake" }
+func (f *fakeResident) Owner() any     { return f }
+func (f *fakeResident) Release()       { f.released = true }
+func (f *fakeResident) Released() bool { return f.released }
+func (f *fakeResident) CopyTo(dst []float64) error {
+	if f.released {
+		return fmt.Errorf("fake: released")
+	}
+	copy(dst, f.h)
+	return nil
+}
+
+// TestJoinSegsResident checks the mesh of Method Auto's continued
+// trajectories whose Rodas5P steps are resident (autoSteps): Host gives
+// the steps of the join on the host (bit for bit the join of the same
+// steps on the host, computed column by column here) and releases the
+// Rodas5P steps; a mesh released first cannot be brought over.
+func TestJoinSegsResident(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 37))
+	for _, k := range []int{1, 7, 300, 1100} {
+		m1, m2 := randMesh(rng, k, 0, 30), randMesh(rng, k, 1, 50)
+		want := make([]int, k)
+		rows := 0
+		for x := range want {
+			want[x] = m1.Len[x] + m2.Len[x]
+			rows = max(rows, want[x])
+		}
+		wantH := make([]float64, rows*k)
+		for x := 0; x < k; x++ {
+			for r := 0; r < m1.Len[x]; r++ {
+				wantH[r*k+x] = m1.H[r*k+x]
+			}
+			for r := 0; r < m2.Len[x]; r++ {
+				wantH[(m1.Len[x]+r)*k+x] = m2.H[r*k+x]
+			}
+		}
+		host, err := joinSegs(m1, m2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := &fakeResident{h: m2.H}
+		rm2 := *m2
+		rm2.H, rm2.Resident = nil, fr
+		m, err := joinSegs(m1, &rm2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Resident == nil || m.H != nil || m.Rows != rows || !slices.Equal(m.Len, want) {
+			t.Fatalf("k = %d: resident %v, H %d, Rows %d; want resident steps, no H, Rows %d", k, m.Resident != nil, len(m.H), m.Rows, rows)
+		}
+		if err := m.Host(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(m.H, wantH) || !slices.Equal(host.H, wantH) || host.Rows != rows {
+			t.Errorf("k = %d: the join's steps differ from the column-by-column join", k)
+		}
+		if !fr.released || m.Resident != nil {
+			t.Errorf("k = %d: Host left the Rodas5P steps on the engine (released %v)", k, fr.released)
+		}
+		fr2 := &fakeResident{h: m2.H}
+		rm2.Resident = fr2
+		m, err = joinSegs(m1, &rm2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+		if !fr2.released || m.Host() == nil {
+			t.Errorf("k = %d: after Release, the Rodas5P steps released %v and Host did not fail", k, fr2.released)
+		}
+	}
+}
+
+// TestMergeAutoResident checks mergeAuto's mesh of parts one of which
+// holds continued trajectories whose Rodas5P steps are resident
+// (autoSteps): it stays resident (mergedSteps) until Host, which gives
+// the merge of the same parts on the host bit for bit and releases the
+// resident steps.
+func TestMergeAutoResident(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 1))
+	const n = 700
+	q := &problem{Problem: &Problem{Field: Field{Dim: 2, Params: 1}, T1: 2}, n: n, t1: make([]float64, n)}
+	var tsit, cont []int
+	for i := range n {
+		if rng.IntN(3) == 0 {
+			cont = append(cont, i)
+		} else {
+			tsit = append(tsit, i)
+		}
+	}
+	k := len(cont)
+	mt := randMesh(rng, len(tsit)+5, 3, 60)
+	rowsT := rng.Perm(mt.N)[:len(tsit)]
+	m1, m2 := randMesh(rng, k, 1, 20), randMesh(rng, k, 1, 40)
+	parts := func(resident bool) ([]autoPart, *fakeResident) {
+		r2 := *m2
+		var fr *fakeResident
+		if resident {
+			fr = &fakeResident{h: m2.H}
+			r2.H, r2.Resident = nil, fr
+		}
+		mc, err := joinSegs(m1, &r2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []autoPart{
+			{idx: tsit, rows: rowsT, res: &Result{Mesh: mt, Stats: Stats{Accepted: mt.Len}}},
+			{idx: cont, res: &Result{Mesh: mc, Stats: Stats{Accepted: mc.Len}}, stiff: true},
+		}, fr
+	}
+	ph, _ := parts(false)
+	want := mergeAuto(q, OpRecord, ph, false, true)
+	pr, fr := parts(true)
+	got := mergeAuto(q, OpRecord, pr, false, true)
+	if want.Mesh.Resident != nil || got.Mesh.Resident == nil || got.Mesh.H != nil {
+		t.Fatalf("host parts: resident %v; a resident part: resident %v; want a host mesh, then a resident one", want.Mesh.Resident != nil, got.Mesh.Resident != nil)
+	}
+	if err := got.Mesh.Host(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Mesh.Rows != want.Mesh.Rows || !slices.Equal(got.Mesh.Len, want.Mesh.Len) || !slices.Equal(got.Mesh.H, want.Mesh.H) {
+		t.Errorf("the resident merge's steps differ from the host merge's")
+	}
+	if !fr.released {
+		t.Errorf("Host left the Rodas5P steps on the engine")
+	}
+	// The host merge against the parts' steps, trajectory by trajectory.
+	for kk, i := range tsit {
+		j := rowsT[kk]
+		for s := 0; s < mt.Len[j]; s++ {
+			if want.Mesh.H[s*n+i] != mt.H[s*mt.N+j] {
+				t.Fatalf("trajectory %d, step %d: %v, want the Tsit5 part's %v", i, s, want.Mesh.H[s*n+i], mt.H[s*mt.N+j])
+			}
+		}
+	}
+	for x, i := range cont {
+		for s := 0; s < m1.Len[x]+m2.Len[x]; s++ {
+			w := 0.0
+			if s < m1.Len[x] {
+				w = m1.H[s*k+x]
+			} else {
+				w = m2.H[(s-m1.Len[x])*k+x]
+			}
+			if want.Mesh.H[s*n+i] != w {
+				t.Fatalf("continued trajectory %d, step %d: %v, want %v", i, s, want.Mesh.H[s*n+i], w)
+			}
+		}
+	}
+}
