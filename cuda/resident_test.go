@@ -45,8 +45,8 @@ func TestHostEngineResident(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Handles that earlier tests on this engine left unreachable (kept
-	// saved states, meshes, Method Auto's Rodas5P steps) go back first, so that their cleanups do not
-	// free memory while this test counts it.
+	// saved states, meshes, Method Auto's Rodas5P steps) go back first,
+	// so that their cleanups do not free memory while this test counts it.
 	for range 50 {
 		runtime.GC()
 		if residentOn(fd) == 0 {
