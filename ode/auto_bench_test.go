@@ -46,15 +46,7 @@ func BenchmarkAutoHost(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var g ode.Gradient
-				run := func() error {
-					if op == "solve" {
-						_, err := sv.Solve(&p)
-						return err
-					}
-					_, err := sv.Grad(&g, &p, ode.SumSquares(), nil)
-					return err
-				}
+				run := odetest.AutoOp(sv, &p, op)
 				if err := run(); err != nil {
 					b.Fatal(err)
 				}

@@ -82,15 +82,7 @@ func Auto(b *testing.B, n int, engine string, autoEngines ...string) {
 						if err != nil {
 							b.Fatal(err)
 						}
-						var g ode.Gradient
-						run := func() error {
-							if op == "solve" {
-								_, err := sv.Solve(&p)
-								return err
-							}
-							_, err := sv.Grad(&g, &p, ode.SumSquares(), nil)
-							return err
-						}
+						run := AutoOp(sv, &p, op)
 						if err := run(); err != nil {
 							b.Fatal(err)
 						}
@@ -104,5 +96,20 @@ func Auto(b *testing.B, n int, engine string, autoEngines ...string) {
 				}
 			}
 		}
+	}
+}
+
+// AutoOp returns a function that runs Method Auto's benchmark operation
+// op ("solve": Solve; "grad": Grad with the record of the loss Σ y(t1)²,
+// into one Gradient reused from call to call) of sv on p.
+func AutoOp(sv *ode.Solver, p *ode.Problem, op string) func() error {
+	var g ode.Gradient
+	return func() error {
+		if op == "solve" {
+			_, err := sv.Solve(p)
+			return err
+		}
+		_, err := sv.Grad(&g, p, ode.SumSquares(), nil)
+		return err
 	}
 }
