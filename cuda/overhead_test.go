@@ -707,6 +707,19 @@ func benchEventsCall(b *testing.B, c *engineCase, grad bool) {
 	b.ReportMetric(float64(tr.Stats().Kernel-kernel)/float64(b.N), "kernel-ns/op")
 }
 
+// keplerSaves is the save benchmarks' problem: n Kepler orbits (the
+// problem's own start) with k save times evenly to T1, Tsit5 at rtol
+// 1e-8 on the hostWork backend.
+func keplerSaves(n, k int) (ode.Problem, ode.Settings) {
+	kp := problems.Kepler()
+	ts := make([]float64, k)
+	for j := range ts {
+		ts[j] = kp.T1 * float64(j+1) / float64(k)
+	}
+	return ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts},
+		ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, Engine: hostWork.name}
+}
+
 // BenchmarkSaveHostWork is the host's work in a SolveTo of 4,096 Kepler
 // orbits with 1 and with 1,000 save times (131 MB of saved states) on
 // the hostWork backend, whose copies and kernels take no time: the
@@ -716,23 +729,18 @@ func benchEventsCall(b *testing.B, c *engineCase, grad bool) {
 //	go test ./cuda -run '^$' -bench SaveHostWork -benchtime 20x -count 5
 func BenchmarkSaveHostWork(b *testing.B) {
 	const n = 4096
-	kp := problems.Kepler()
 	for _, k := range []int{1, 1000} {
 		b.Run(fmt.Sprintf("saves=%d", k), func(b *testing.B) {
-			ts := make([]float64, k)
-			for j := range ts {
-				ts[j] = kp.T1 * float64(j+1) / float64(k)
-			}
-			sv, err := ode.NewSolver(kp.Field, &ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, Engine: hostWork.name})
+			p, set := keplerSaves(n, k)
+			sv, err := ode.NewSolver(p.Field, &set)
 			if err != nil {
 				b.Fatal(err)
 			}
-			p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
 			var sol ode.Solution
 			if _, err := sv.SolveTo(&sol, &p); err != nil {
 				b.Fatal(err)
 			}
-			b.SetBytes(int64(n * k * kp.Field.Dim * 8))
+			b.SetBytes(int64(n * k * p.Field.Dim * 8))
 			b.ResetTimer()
 			for range b.N {
 				if _, err := sv.SolveTo(&sol, &p); err != nil {
@@ -755,24 +763,18 @@ func BenchmarkSaveHostWork(b *testing.B) {
 //	go test ./cuda -run '^$' -bench SaveKeptHostWork -benchtime 20x
 func BenchmarkSaveKeptHostWork(b *testing.B) {
 	const n = 4096
-	kp := problems.Kepler()
 	for _, k := range []int{1, 1000} {
 		b.Run(fmt.Sprintf("saves=%d", k), func(b *testing.B) {
-			ts := make([]float64, k)
-			for j := range ts {
-				ts[j] = kp.T1 * float64(j+1) / float64(k)
-			}
-			set := ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, Engine: hostWork.name}
-			plain, err := ode.NewSolver(kp.Field, &set)
+			p, set := keplerSaves(n, k)
+			plain, err := ode.NewSolver(p.Field, &set)
 			if err != nil {
 				b.Fatal(err)
 			}
 			set.KeepSaves = true
-			keep, err := ode.NewSolver(kp.Field, &set)
+			keep, err := ode.NewSolver(p.Field, &set)
 			if err != nil {
 				b.Fatal(err)
 			}
-			p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
 			var ret, kept, read ode.Solution
 			calls := []struct {
 				sv   *ode.Solver
