@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -378,13 +377,7 @@ func TestHostEngineKeepSavesRelease(t *testing.T) {
 	if residentOn(fd) == base {
 		t.Fatal("no kept saves to collect: the test checks nothing")
 	}
-	for range 50 {
-		runtime.GC()
-		if residentOn(fd) == base {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	collectResident(fd, base)
 	if got := residentOn(fd) - base; got != 0 {
 		t.Errorf("device memory held by saves that are gone: %d bytes", got)
 	}

@@ -47,13 +47,7 @@ func TestHostEngineResident(t *testing.T) {
 	// Handles that earlier tests on this engine left unreachable (kept
 	// saved states, meshes, Method Auto's Rodas5P steps) go back first,
 	// so that their cleanups do not free memory while this test counts it.
-	for range 50 {
-		runtime.GC()
-		if residentOn(fd) == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	collectResident(fd, 0)
 	base := used()
 	rec, err := sv.Grad(nil, &c.prob, c.loss, nil)
 	if err != nil {
@@ -168,13 +162,7 @@ func TestHostEngineResident(t *testing.T) {
 		t.Fatal("no resident mesh left to collect: the test checks nothing")
 	}
 	rec, given, g, m, rec2 = nil, nil, nil, nil, nil
-	for range 50 {
-		runtime.GC()
-		if residentOn(fd) == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	collectResident(fd, 0)
 	if b := residentOn(fd); b != 0 {
 		t.Errorf("device memory held by meshes that are gone: %d bytes", b)
 	}
@@ -245,5 +233,18 @@ func TestHostEngineStopStiff(t *testing.T) {
 	}
 	if gotErr == nil || wantErr == nil || !strings.Contains(gotErr.Error(), "stiff") {
 		t.Errorf("Grad: host engine %v, CPU %v; want both refused as stiff", gotErr, wantErr)
+	}
+}
+
+// collectResident runs the garbage collector until the device memory
+// that resident meshes and kept saves hold on be is down to want (their
+// handles' cleanups run after a collection), for at most half a second.
+func collectResident(be backend, want int64) {
+	for range 50 {
+		runtime.GC()
+		if residentOn(be) == want {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
