@@ -668,43 +668,108 @@ type stepCopy struct {
 	lens       []int
 }
 
-// stepTile is the columns of a task of stepCopy.run and sumSteps: its
-// rows of the two meshes stay in cache while it walks them step by step
-// (a column-by-column walk strides a whole row between steps: a cache
-// miss each, at tens of thousands of trajectories).
+// stepTile is the columns of a task of switchTimes: its rows of the mesh
+// stay in cache while it walks them step by step (a column-by-column
+// walk strides a whole row between steps: a cache miss each, at tens of
+// thousands of trajectories).
 const stepTile = 256
 
-// run makes the copy, in tiles of stepTile columns, on all cores.
+// stepBand is about the steps a task of stepCopy.run copies: whole rows
+// of the columns, at least one.
+const stepBand = 1 << 16
+
+// run makes the copy in bands of rows on all cores, each row walked
+// across its columns (both meshes read and written along their rows: a
+// walk by tiles of columns jumps a whole row of each between steps, and
+// is several times slower a core than the row's walk).
 func (c *stepCopy) run() {
 	k := len(c.lens)
-	idx := func(m []int, x int) int {
-		if m == nil {
-			return x
-		}
-		return m[x]
+	if k == 0 {
+		return
 	}
-	par.Run((k+stepTile-1)/stepTile, 0, func(_, b int) {
-		lo, hi := b*stepTile, min(k, (b+1)*stepTile)
-		rows := 0
-		for _, l := range c.lens[lo:hi] {
-			rows = max(rows, l)
-		}
-		for r := 0; r < rows; r++ {
-			for x := lo; x < hi; x++ {
-				if r >= c.lens[x] {
-					continue
-				}
-				d, s := r, r
-				if c.at != nil {
-					d += c.at[x]
-				}
-				if c.from != nil {
-					s += c.from[x]
-				}
-				c.dst[d*c.dn+idx(c.dcol, x)] = c.src[s*c.sn+idx(c.scol, x)]
+	// Each column's offsets of its first step in dst and src, where they
+	// are not x (dst: dcol and at nil) or scol[x] (src: from nil).
+	var dOff, sOff []int
+	if c.dcol != nil || c.at != nil {
+		dOff = make([]int, k)
+		for x := range dOff {
+			dc, a := x, 0
+			if c.dcol != nil {
+				dc = c.dcol[x]
 			}
+			if c.at != nil {
+				a = c.at[x]
+			}
+			dOff[x] = a*c.dn + dc
+		}
+	}
+	if c.from != nil {
+		sOff = make([]int, k)
+		for x := range sOff {
+			sc := x
+			if c.scol != nil {
+				sc = c.scol[x]
+			}
+			sOff[x] = c.from[x]*c.sn + sc
+		}
+	}
+	rows, short := 0, c.lens[0] // the longest column, the shortest
+	for _, l := range c.lens {
+		rows, short = max(rows, l), min(short, l)
+	}
+	band := max(1, stepBand/k)
+	par.Run((rows+band-1)/band, 0, func(_, b int) {
+		for r := b * band; r < min(rows, (b+1)*band); r++ {
+			c.row(r, r < short, dOff, sOff)
 		}
 	})
+}
+
+// row copies step r of each column that has it (every one if full).
+func (c *stepCopy) row(r int, full bool, dOff, sOff []int) {
+	k, lens := len(c.lens), c.lens
+	dr, sr := r*c.dn, r*c.sn
+	if dOff == nil && sOff == nil {
+		// Columns 0, 1, … of dst's row r from columns scol of src's.
+		d, s := c.dst[dr:dr+k], c.src[sr:]
+		switch {
+		case c.scol == nil && full:
+			copy(d, s[:k])
+		case c.scol == nil:
+			for x, l := range lens {
+				if r < l {
+					d[x] = s[x]
+				}
+			}
+		case full:
+			for x, i := range c.scol[:k] {
+				d[x] = s[i]
+			}
+		default:
+			for x, i := range c.scol[:k] {
+				if r < lens[x] {
+					d[x] = s[i]
+				}
+			}
+		}
+		return
+	}
+	for x, l := range lens {
+		if r >= l {
+			continue
+		}
+		di, si := dr+x, sr+x
+		if dOff != nil {
+			di = dr + dOff[x]
+		}
+		switch {
+		case sOff != nil:
+			si = sr + sOff[x]
+		case c.scol != nil:
+			si = sr + c.scol[x]
+		}
+		c.dst[di] = c.src[si]
+	}
 }
 
 // joinSegs returns the mesh of the trajectories whose Tsit5 steps are m1's

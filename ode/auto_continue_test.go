@@ -34,12 +34,17 @@ func TestStepCopy(t *testing.T) {
 		name       string
 		sn, k      int
 		maps, offs bool
+		gather     bool // source columns only (Mesh.subset)
+		full       bool // every column's whole rows
 	}{
-		{"identity", 700, 700, false, false},
-		{"columns", 1000, 333, true, false},
-		{"offsets", 600, 600, false, true},
-		{"columns and offsets", 2049, 1030, true, true},
-		{"one", 5, 1, true, true},
+		{"identity", 700, 700, false, false, false, false},
+		{"identity, whole rows", 700, 700, false, false, false, true},
+		{"columns", 1000, 333, true, false, false, false},
+		{"gather", 1500, 999, false, false, true, false},
+		{"gather, whole rows", 1500, 999, false, false, true, true},
+		{"offsets", 600, 600, false, true, false, false},
+		{"columns and offsets", 2049, 1030, true, true, false, false},
+		{"one", 5, 1, true, true, false, false},
 	} {
 		src := randMesh(rng, c.sn, 0, 40)
 		var scol, dcol, from, at []int
@@ -49,6 +54,10 @@ func TestStepCopy(t *testing.T) {
 			dn = c.k + 17
 			dcol = rng.Perm(dn)[:c.k]
 		}
+		if c.gather {
+			scol = rng.Perm(c.sn)[:c.k]
+			slices.Sort(scol)
+		}
 		lens := make([]int, c.k)
 		for x := range lens {
 			sc := x
@@ -56,6 +65,9 @@ func TestStepCopy(t *testing.T) {
 				sc = scol[x]
 			}
 			lens[x] = rng.IntN(src.Len[sc] + 1)
+			if c.full {
+				lens[x] = src.Rows
+			}
 		}
 		if c.offs {
 			from, at = make([]int, c.k), make([]int, c.k)
@@ -120,6 +132,7 @@ func TestStepCopy(t *testing.T) {
 // engine: about 300 Tsit5 steps, then about 550 Rodas5P ones), every
 // trajectory stopped (all) or one in eight (mixed): the Tsit5 segments
 // taken from the first pass's mesh with their switch times (stopSegs),
+// the first pass's rows that finished, to be replayed (subset, mixed),
 // the segments of a switched mesh (meshSegs), the parts' meshes merged
 // (mergeAuto):
 //
@@ -163,6 +176,17 @@ func BenchmarkAutoSegs(b *testing.B) {
 				}
 			}
 		})
+		if len(rest) > 0 {
+			b.Run(c.name+"/subset", func(b *testing.B) {
+				// The first pass's rows that finished, to be replayed
+				// (replayPart).
+				for range b.N {
+					if _, err := first.subset(rest); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		b.Run(c.name+"/mergeAuto", func(b *testing.B) {
 			parts := []autoPart{{idx: idx, res: &Result{Mesh: meshRowsOf(whole, idx)}, stiff: true}}
 			if len(rest) > 0 {

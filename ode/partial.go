@@ -346,12 +346,13 @@ func (m *Mesh) subset(idx []int) (*Mesh, error) {
 		s.Rows = max(s.Rows, m.Len[i])
 	}
 	s.H = make([]float64, s.Rows*k)
-	for r := 0; r < s.Rows; r++ {
-		row, src := s.H[r*k:(r+1)*k], m.H[r*m.N:(r+1)*m.N]
-		for j, i := range idx {
-			row[j] = src[i]
-		}
+	// Columns idx, in tiles on all cores (stepCopy): the steps and the
+	// zeros past them (a column's whole rows).
+	rows := make([]int, k)
+	for j := range rows {
+		rows[j] = s.Rows
 	}
+	(&stepCopy{dst: s.H, dn: k, src: m.H, sn: m.N, scol: idx, lens: rows}).run()
 	s.Stats = Stats{Accepted: intsOf(m.Stats.Accepted, idx), Rejected: intsOf(m.Stats.Rejected, idx),
 		FieldEvals: intsOf(m.Stats.FieldEvals, idx), Wall: m.Stats.Wall}
 	if m.T1 != nil {
