@@ -19,7 +19,12 @@ import (
 // stopped trajectories alone. Its mesh is the Tsit5 steps up to t_s, then
 // the Rodas5P ones (Mesh.Switch: the Tsit5 steps' count), as the CPU
 // engine's switch in place writes it: the same steps, the same switch
-// points, the same states.
+// points, the same states. What the continuation reads of the Tsit5 pass
+// is each stopped trajectory's time and state there, its counts, and its
+// steps: those stay where the pass recorded them (its resident mesh
+// where every trajectory stopped, else their columns gathered there,
+// ColumnSteps) and come to the host only when the merged mesh is read
+// (autoSteps) or an engine cannot gather them.
 //
 // A replay, a loss or a gradient of such trajectories runs the two
 // segments as two jobs of ordinary plans and chains them (see

@@ -25,7 +25,9 @@ import (
 // ordinary jobs.
 //
 // A loss or a gradient needs sums without the stopped trajectories: the
-// Tsit5 part is replayed on the first pass's mesh (see runAutoSplit).
+// Tsit5 part is replayed on the first pass's mesh (see runAutoSplit), its
+// columns gathered where the engine keeps that mesh (ColumnSteps: a GPU
+// engine's device), else on the host.
 //
 // Sums over the trajectories (the loss, the shared gradient) are the
 // parts' own, each summed by its engine in its rows' index order, then
