@@ -404,3 +404,81 @@ func TestGPUAutoContinue(t *testing.T) {
 		})
 	}
 }
+
+// TestHostEngineMeshColumns checks the gather of a resident mesh's
+// columns on the device (residentMesh.Columns, the mesh columns' kernel)
+// on cuda-host: random columns, in any order, with random lengths, give
+// the same steps as the same gather on the host from the mesh's copy,
+// zeros past each length; the source stays on the device; bad arguments
+// and a released source are refused.
+func TestHostEngineMeshColumns(t *testing.T) {
+	needHost(t)
+	pm, lm := autoMixed(46)
+	var calm []int
+	for i := 1; i < pm.N; i += 2 {
+		calm = append(calm, i)
+	}
+	p, _ := odetest.Rows(pm, lm, calm) // (not stiff)
+	sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: ode.Tsit5, Engine: "cuda-host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := sv.Record(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, ok := m.Resident.(*residentMesh)
+	if !ok {
+		t.Fatalf("the record's mesh is not resident on the device (%T)", m.Resident)
+	}
+	src := make([]float64, m.Rows*m.N)
+	if err := rm.CopyTo(src); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(38, 1))
+	for _, k := range []int{1, 5, 23} {
+		cols := rng.Perm(m.N)[:k]
+		lens := make([]int, k)
+		rows := 0
+		for x, c := range cols {
+			lens[x] = rng.IntN(m.Len[c] + 1)
+			rows = max(rows, lens[x])
+		}
+		rows += rng.IntN(3)
+		rows = min(rows, m.Rows)
+		want := make([]float64, rows*k)
+		for x, c := range cols {
+			for r := 0; r < lens[x]; r++ {
+				want[r*k+x] = src[r*m.N+c]
+			}
+		}
+		g, err := rm.Columns(cols, lens, rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float64, rows*k)
+		for i := range got {
+			got[i] = 7 // (overwritten: zeros past the lengths come from the device)
+		}
+		if err := g.CopyTo(got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("k = %d: the gathered columns differ from the host's gather", k)
+		}
+		g.Release()
+	}
+	if rm.Released() {
+		t.Errorf("the gather released the source mesh")
+	}
+	if _, err := rm.Columns([]int{m.N}, []int{0}, 1); err == nil {
+		t.Errorf("a column past the mesh's: no error")
+	}
+	if _, err := rm.Columns([]int{0}, []int{rm.rows + 1}, rm.rows+1); err == nil {
+		t.Errorf("more rows than the mesh's buffer: no error")
+	}
+	rm.Release()
+	if _, err := rm.Columns([]int{0}, []int{1}, 1); err == nil {
+		t.Errorf("a released mesh's columns: no error")
+	}
+}

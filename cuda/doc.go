@@ -214,11 +214,15 @@
 // trajectory whose stiffness test fired with Rodas5P from the time and
 // state where it fired (ode.StartTimesExecutor, ode/auto_continue.go):
 // the CPU engine's steps and switch points, in separate launches of the
-// stopped trajectories alone. The Rodas5P steps of its mesh stay in
-// device memory (Mesh.Resident; the Tsit5 steps come to the host for the
-// switch times) until the mesh is read: Mesh.Host, or a replay, merges
-// them on the host. A stiff ensemble's Tsit5 steps are read in place by
-// its Tsit5 segments' gradient.
+// stopped trajectories alone. The first pass's mesh stays in device
+// memory: the columns of the trajectories that a loss or gradient
+// replays (those that ended well) and of the stopped ones (their Tsit5
+// segments) are gathered there by the mesh columns' kernel (meshcols.cuh,
+// gs_m_cols: one thread a step, writes coalesced; residentMesh.Columns,
+// ode.ColumnSteps), a stiff ensemble's used in place, and the switch
+// times are the times the pass reached. Both segments' steps then stay
+// in device memory (Mesh.Resident) until the mesh is read: Mesh.Host, or
+// a replay, merges them on the host.
 //
 // # Fits stay on the device
 //

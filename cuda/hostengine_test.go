@@ -195,6 +195,8 @@ func hostKernelArgs(name string) (words, ptr int, defs string) {
 	case kernelgen.KernelName:
 	case savesKernelName:
 		words, ptr, typ = numSavesWords, swStatus, "gs_sargs"
+	case meshColsKernelName:
+		words, ptr, typ = numMeshColsWords, mwCols, "gs_margs"
 	default:
 		words, ptr, typ = numTrainWords, trainFirstPtr, "gs_targs"
 	}
@@ -246,7 +248,7 @@ func (b *hostBackend) compile(src, name string, opts []string) (backendKernel, e
 		}
 		text := src + defs + main
 		flags := []string{"-std=c++17", "-O0"}
-		if b.sim && name != savesKernelName { // (the saves kernel has no warp code: a loop)
+		if b.sim && name != savesKernelName && name != meshColsKernelName { // (those kernels have no warp code: a loop)
 			if name != kernelgen.KernelName {
 				k.err = fmt.Errorf("host backend: kernel %s on a simulated warp", name)
 				return

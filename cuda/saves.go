@@ -216,39 +216,52 @@ const (
 	savesThreads = 256
 )
 
-// savesSets holds the saves kernel, which depends on no plan, per
-// backend and tuning.
-var savesSets = struct {
+// auxSets holds the kernels that depend on no plan (the saves kernel,
+// the mesh columns' kernel), per backend, tuning and name.
+var auxSets = struct {
 	sync.Mutex
-	m map[trainSetKey]*savesSet
-}{m: map[trainSetKey]*savesSet{}}
+	m map[auxKey]*auxSet
+}{m: map[auxKey]*auxSet{}}
 
-type savesSet struct {
+type auxKey struct {
+	trainSetKey
+	name string
+}
+
+type auxSet struct {
 	once sync.Once
 	k    backendKernel
 	err  error
 }
 
+// auxKernel returns the kernel called name of source src() (what names
+// it in an error) on ex's backend, compiling it on first use.
+func (ex *executor) auxKernel(name, what string, src func() string) (backendKernel, error) {
+	key := auxKey{trainSetKey{ex.be, ex.tun}, name}
+	auxSets.Lock()
+	s := auxSets.m[key]
+	if s == nil {
+		s = &auxSet{}
+		auxSets.m[key] = s
+	}
+	auxSets.Unlock()
+	s.once.Do(func() {
+		text := src()
+		s.k, s.err = ex.be.compile(text, name, ex.tun.compileOptions(len(text)))
+	})
+	if s.err != nil {
+		return nil, fmt.Errorf("cuda: engine %s: compiling the %s: %w", ex.name, what, s.err)
+	}
+	return s.k, nil
+}
+
 // savesKernel returns the saves kernel of ex's backend, compiling it on
 // first use.
 func (ex *executor) savesKernel() (backendKernel, error) {
-	key := trainSetKey{ex.be, ex.tun}
-	savesSets.Lock()
-	s := savesSets.m[key]
-	if s == nil {
-		s = &savesSet{}
-		savesSets.m[key] = s
-	}
-	savesSets.Unlock()
-	s.once.Do(func() {
-		src := fmt.Sprintf("#define GS_S_OK %d\n#define GS_S_STIFF %d\n#ifndef GS_FLAG_OVERFLOW\n#define GS_FLAG_OVERFLOW %d\n#endif\n",
+	return ex.auxKernel(savesKernelName, "saved states' kernel", func() string {
+		return fmt.Sprintf("#define GS_S_OK %d\n#define GS_S_STIFF %d\n#ifndef GS_FLAG_OVERFLOW\n#define GS_FLAG_OVERFLOW %d\n#endif\n",
 			ode.OK, ode.Stiff, flagOverflow) + kernelgen.Prelude() + savesCuh
-		s.k, s.err = ex.be.compile(src, savesKernelName, ex.tun.compileOptions(len(src)))
 	})
-	if s.err != nil {
-		return nil, fmt.Errorf("cuda: engine %s: compiling the saved states' kernel: %w", ex.name, s.err)
-	}
-	return s.k, nil
 }
 
 // keepsSaves reports whether a run of kind v for job j may keep its

@@ -19,7 +19,12 @@ import (
 // stopped trajectories alone. Its mesh is the Tsit5 steps up to t_s, then
 // the Rodas5P ones (Mesh.Switch: the Tsit5 steps' count), as the CPU
 // engine's switch in place writes it: the same steps, the same switch
-// points, the same states.
+// points, the same states. What the continuation reads of the Tsit5 pass
+// is each stopped trajectory's time and state there, its counts, and its
+// steps: those stay where the pass recorded them (its resident mesh
+// where every trajectory stopped, else their columns gathered there,
+// ColumnSteps) and come to the host only when the merged mesh is read
+// (autoSteps) or an engine cannot gather them.
 //
 // A replay, a loss or a gradient of such trajectories runs the two
 // segments as two jobs of ordinary plans and chains them (see
@@ -71,28 +76,41 @@ type autoSegs struct {
 	// acc1, rej1 and fe1 are the Tsit5 segment's accepted and rejected
 	// steps and field evaluations (rej1 and fe1 nil: unknown, Job.Omit).
 	acc1, rej1, fe1 []int
-	// r1, if not nil, holds m1's steps where the Tsit5 pass recorded them
-	// (every trajectory of it stopped: its resident mesh, kept there
-	// beside m1's copy on the host), for the Tsit5 segment's jobs.
+	// r1, if not nil, is m1's steps held by the engine of the Tsit5 pass
+	// (m1.Resident; m1.H nil): the pass's resident mesh where every
+	// trajectory of it stopped, else their columns gathered there
+	// (ColumnSteps). The Tsit5 segment's jobs read them in place, and the
+	// merged mesh (joinSegs) copies them to the host when it is read.
 	r1 ResidentSteps
+	// joined: the merged mesh holds r1 (autoSteps), and releases it.
+	joined bool
 }
 
 // seg1 returns the mesh of the Tsit5 segments for a job of sv on
 // sub-problem sq: m1, with its steps on the engine where they are.
 func (sv *Solver) seg1(sg *autoSegs, sq *problem) *Mesh {
-	m := sv.segMesh(sg.m1, sq)
-	if sg.r1 != nil && !sg.r1.Released() {
-		m.H, m.Resident = nil, sg.r1
-	}
-	return m
+	return sv.segMesh(sg.m1, sq)
 }
 
-// release releases the Tsit5 pass's resident steps that sg kept (r1):
-// nothing else reads them.
+// release releases the Tsit5 segments' resident steps (r1) unless the
+// merged mesh holds them: nothing else reads them.
 func (sg *autoSegs) release() {
-	if sg.r1 != nil {
+	if sg.r1 != nil && !sg.joined {
 		sg.r1.Release()
 	}
+}
+
+// hostSteps returns m's steps on the host: H, or a copy of its resident
+// steps (which stay).
+func hostSteps(m *Mesh) ([]float64, error) {
+	if m.Resident == nil {
+		return m.H, nil
+	}
+	h := make([]float64, m.Rows*m.N)
+	if err := m.Resident.CopyTo(h); err != nil {
+		return nil, fmt.Errorf("ode: mesh: copying its steps from engine %s: %w", m.Resident.Engine(), err)
+	}
+	return h, nil
 }
 
 // stopSegs returns the Tsit5 segments of the stopped trajectories
@@ -161,19 +179,30 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 			m.Rows = max(m.Rows, l)
 		}
 		pm := stops[0].res.Mesh
+		cs, gathers := pm.Resident.(ColumnSteps)
+		gathers = gathers && !cs.Released() && onePass(stops)
 		switch {
 		case pm.N == k && allRowsOf(stops) && pm.Resident != nil && !pm.Resident.Released():
 			// Every trajectory of one pass stopped (a stiff ensemble),
-			// whose mesh the engine keeps: its steps stay there for the
-			// Tsit5 segments' jobs, and a copy comes to the host.
-			h := make([]float64, pm.Rows*pm.N)
-			if err := pm.Resident.CopyTo(h); err != nil {
-				return nil, fmt.Errorf("ode: mesh: copying its steps from engine %s: %w", pm.Resident.Engine(), err)
-			}
-			m.H, sg.r1 = h[:m.Rows*k], pm.Resident
+			// whose mesh the engine keeps: its steps stay there, for the
+			// Tsit5 segments' jobs and the merged mesh.
+			m.Resident, sg.r1 = pm.Resident, pm.Resident
 		case pm.N == k && allRowsOf(stops) && len(pm.H) >= m.Rows*k:
 			// The same on the host: its mesh is the segments' as it is.
 			m.H = pm.H[:m.Rows*k]
+		case gathers:
+			// Some of one pass's trajectories stopped, whose mesh the
+			// engine keeps and gathers columns of: their columns are
+			// gathered there.
+			cols := make([]int, k)
+			for x, s := range stops {
+				cols[x] = s.j
+			}
+			r, err := cs.Columns(cols, lens, m.Rows)
+			if err != nil {
+				return nil, fmt.Errorf("ode: mesh: gathering the stopped trajectories' steps on engine %s: %w", cs.Engine(), err)
+			}
+			m.Resident, sg.r1 = r, r
 		default:
 			for _, s := range stops {
 				if err := toHost(s.res.Mesh); err != nil {
@@ -187,10 +216,25 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 		if !timed {
 			// The switch times as the record reached them (t + h, step
 			// by step), as a replay of the merged mesh finds them.
-			sg.ts = switchTimes(sg.ts, m, q.T0, lens)
+			h, err := hostSteps(m)
+			if err != nil {
+				sg.release()
+				return nil, err
+			}
+			sg.ts = switchTimes(sg.ts, &Mesh{N: k, Len: lens, H: h}, q.T0, lens)
 		}
 	}
 	return sg, nil
+}
+
+// onePass reports whether stops are rows of one pass's result.
+func onePass(stops []autoStop) bool {
+	for _, s := range stops {
+		if s.res != stops[0].res {
+			return false
+		}
+	}
+	return true
 }
 
 // allRowsOf reports whether stops are every row of one pass's result,
@@ -428,6 +472,8 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 		}
 		m.Status, m.Stats = out.Status, out.Stats
 		out.Mesh = m
+		_, lazy := m.Resident.(*autoSteps)
+		sg.joined = lazy && sg.m1.Resident != nil
 	}
 	switch {
 	case (op != OpLoss && op != OpGrad) || !allOK(out.Status):
@@ -668,43 +714,108 @@ type stepCopy struct {
 	lens       []int
 }
 
-// stepTile is the columns of a task of stepCopy.run and sumSteps: its
-// rows of the two meshes stay in cache while it walks them step by step
-// (a column-by-column walk strides a whole row between steps: a cache
-// miss each, at tens of thousands of trajectories).
+// stepTile is the columns of a task of switchTimes: its rows of the mesh
+// stay in cache while it walks them step by step (a column-by-column
+// walk strides a whole row between steps: a cache miss each, at tens of
+// thousands of trajectories).
 const stepTile = 256
 
-// run makes the copy, in tiles of stepTile columns, on all cores.
+// stepBand is about the steps a task of stepCopy.run copies: whole rows
+// of the columns, at least one.
+const stepBand = 1 << 16
+
+// run makes the copy in bands of rows on all cores, each row walked
+// across its columns (both meshes read and written along their rows: a
+// walk by tiles of columns jumps a whole row of each between steps, and
+// is several times slower a core than the row's walk).
 func (c *stepCopy) run() {
 	k := len(c.lens)
-	idx := func(m []int, x int) int {
-		if m == nil {
-			return x
-		}
-		return m[x]
+	if k == 0 {
+		return
 	}
-	par.Run((k+stepTile-1)/stepTile, 0, func(_, b int) {
-		lo, hi := b*stepTile, min(k, (b+1)*stepTile)
-		rows := 0
-		for _, l := range c.lens[lo:hi] {
-			rows = max(rows, l)
-		}
-		for r := 0; r < rows; r++ {
-			for x := lo; x < hi; x++ {
-				if r >= c.lens[x] {
-					continue
-				}
-				d, s := r, r
-				if c.at != nil {
-					d += c.at[x]
-				}
-				if c.from != nil {
-					s += c.from[x]
-				}
-				c.dst[d*c.dn+idx(c.dcol, x)] = c.src[s*c.sn+idx(c.scol, x)]
+	// Each column's offsets of its first step in dst and src, where they
+	// are not x (dst: dcol and at nil) or scol[x] (src: from nil).
+	var dOff, sOff []int
+	if c.dcol != nil || c.at != nil {
+		dOff = make([]int, k)
+		for x := range dOff {
+			dc, a := x, 0
+			if c.dcol != nil {
+				dc = c.dcol[x]
 			}
+			if c.at != nil {
+				a = c.at[x]
+			}
+			dOff[x] = a*c.dn + dc
+		}
+	}
+	if c.from != nil {
+		sOff = make([]int, k)
+		for x := range sOff {
+			sc := x
+			if c.scol != nil {
+				sc = c.scol[x]
+			}
+			sOff[x] = c.from[x]*c.sn + sc
+		}
+	}
+	rows, short := 0, c.lens[0] // the longest column, the shortest
+	for _, l := range c.lens {
+		rows, short = max(rows, l), min(short, l)
+	}
+	band := max(1, stepBand/k)
+	par.Run((rows+band-1)/band, 0, func(_, b int) {
+		for r := b * band; r < min(rows, (b+1)*band); r++ {
+			c.row(r, r < short, dOff, sOff)
 		}
 	})
+}
+
+// row copies step r of each column that has it (every one if full).
+func (c *stepCopy) row(r int, full bool, dOff, sOff []int) {
+	k, lens := len(c.lens), c.lens
+	dr, sr := r*c.dn, r*c.sn
+	if dOff == nil && sOff == nil {
+		// Columns 0, 1, … of dst's row r from columns scol of src's.
+		d, s := c.dst[dr:dr+k], c.src[sr:]
+		switch {
+		case c.scol == nil && full:
+			copy(d, s[:k])
+		case c.scol == nil:
+			for x, l := range lens {
+				if r < l {
+					d[x] = s[x]
+				}
+			}
+		case full:
+			for x, i := range c.scol[:k] {
+				d[x] = s[i]
+			}
+		default:
+			for x, i := range c.scol[:k] {
+				if r < lens[x] {
+					d[x] = s[i]
+				}
+			}
+		}
+		return
+	}
+	for x, l := range lens {
+		if r >= l {
+			continue
+		}
+		di, si := dr+x, sr+x
+		if dOff != nil {
+			di = dr + dOff[x]
+		}
+		switch {
+		case sOff != nil:
+			si = sr + sOff[x]
+		case c.scol != nil:
+			si = sr + c.scol[x]
+		}
+		c.dst[di] = c.src[si]
+	}
 }
 
 // joinSegs returns the mesh of the trajectories whose Tsit5 steps are m1's
@@ -728,28 +839,32 @@ func joinSegs(m1, m2 *Mesh) (*Mesh, error) {
 		m.Resident = &autoSteps{m1: m1, m2: m2, rows: m.Rows}
 		return m, nil
 	}
+	h1, err := hostSteps(m1)
+	if err != nil {
+		return nil, err
+	}
 	m.H = make([]float64, m.Rows*k)
-	joinSteps(m.H, m1, m2, m2.H)
+	joinSteps(m.H, m1, h1, m2, m2.H)
 	return m, nil
 }
 
-// joinSteps writes to dst [Rows×N] the steps of m1 (on the host), then in
-// each column those of m2, whose steps are h2.
-func joinSteps(dst []float64, m1, m2 *Mesh, h2 []float64) {
+// joinSteps writes to dst [Rows×N] the steps of m1, whose steps are h1,
+// then in each column those of m2, whose steps are h2.
+func joinSteps(dst []float64, m1 *Mesh, h1 []float64, m2 *Mesh, h2 []float64) {
 	k := m1.N
-	(&stepCopy{dst: dst, dn: k, src: m1.H, sn: k, lens: m1.Len}).run()
+	(&stepCopy{dst: dst, dn: k, src: h1, sn: k, lens: m1.Len}).run()
 	(&stepCopy{dst: dst, dn: k, at: m1.Len, src: h2, sn: m2.N, lens: m2.Len}).run()
 }
 
 // autoSteps are the steps of Method Auto's mesh of continued trajectories
 // (joinSegs) while their Rodas5P steps are resident on the engine that
-// recorded them: a Grad or Record that returns the mesh unread copies
-// nothing to the host. CopyTo copies the Rodas5P steps over and merges
-// them with the Tsit5 ones. No engine reads them in place (Owner is the
-// value itself): an engine given the mesh brings it to the host first
-// (Mesh.Host), as one of another engine's.
+// recorded them (and their Tsit5 steps on the host or there too): a Grad
+// or Record that returns the mesh unread copies nothing to the host.
+// CopyTo copies the resident steps over and merges them. No engine reads
+// them in place (Owner is the value itself): an engine given the mesh
+// brings it to the host first (Mesh.Host), as one of another engine's.
 type autoSteps struct {
-	m1, m2   *Mesh // the Tsit5 steps (on the host), the Rodas5P ones (resident)
+	m1, m2   *Mesh // the Tsit5 steps (on the host or resident), the Rodas5P ones (resident)
 	rows     int   // the join's rows
 	mu       sync.Mutex
 	released bool
@@ -772,27 +887,32 @@ func (a *autoSteps) CopyTo(dst []float64) error {
 		return fmt.Errorf("ode: mesh: Method Auto's steps were released")
 	}
 	m2, k := a.m2, a.m1.N
-	h2 := make([]float64, m2.Rows*m2.N)
-	if err := m2.Resident.CopyTo(h2); err != nil {
+	h1, err := hostSteps(a.m1)
+	if err != nil {
+		return err
+	}
+	h2, err := hostSteps(m2)
+	if err != nil {
 		return err
 	}
 	clear(dst[:a.rows*k])
-	joinSteps(dst, a.m1, m2, h2)
+	joinSteps(dst, a.m1, h1, m2, h2)
 	return nil
 }
 
-// Release releases the Rodas5P steps on their engine.
+// Release releases the resident steps on their engine.
 func (a *autoSteps) Release() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.released = true
+	a.m1.Release()
 	a.m2.Release()
 }
 
-// Released reports whether Release was called, here or on the Rodas5P
+// Released reports whether Release was called, here or on the resident
 // steps.
 func (a *autoSteps) Released() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.released || a.m2.Resident.Released()
+	return a.released || a.m2.Resident.Released() || a.m1.Resident != nil && a.m1.Resident.Released()
 }

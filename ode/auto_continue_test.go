@@ -34,12 +34,17 @@ func TestStepCopy(t *testing.T) {
 		name       string
 		sn, k      int
 		maps, offs bool
+		gather     bool // source columns only (Mesh.subset)
+		full       bool // every column's whole rows
 	}{
-		{"identity", 700, 700, false, false},
-		{"columns", 1000, 333, true, false},
-		{"offsets", 600, 600, false, true},
-		{"columns and offsets", 2049, 1030, true, true},
-		{"one", 5, 1, true, true},
+		{"identity", 700, 700, false, false, false, false},
+		{"identity, whole rows", 700, 700, false, false, false, true},
+		{"columns", 1000, 333, true, false, false, false},
+		{"gather", 1500, 999, false, false, true, false},
+		{"gather, whole rows", 1500, 999, false, false, true, true},
+		{"offsets", 600, 600, false, true, false, false},
+		{"columns and offsets", 2049, 1030, true, true, false, false},
+		{"one", 5, 1, true, true, false, false},
 	} {
 		src := randMesh(rng, c.sn, 0, 40)
 		var scol, dcol, from, at []int
@@ -49,6 +54,10 @@ func TestStepCopy(t *testing.T) {
 			dn = c.k + 17
 			dcol = rng.Perm(dn)[:c.k]
 		}
+		if c.gather {
+			scol = rng.Perm(c.sn)[:c.k]
+			slices.Sort(scol)
+		}
 		lens := make([]int, c.k)
 		for x := range lens {
 			sc := x
@@ -56,6 +65,9 @@ func TestStepCopy(t *testing.T) {
 				sc = scol[x]
 			}
 			lens[x] = rng.IntN(src.Len[sc] + 1)
+			if c.full {
+				lens[x] = src.Rows
+			}
 		}
 		if c.offs {
 			from, at = make([]int, c.k), make([]int, c.k)
@@ -120,6 +132,7 @@ func TestStepCopy(t *testing.T) {
 // engine: about 300 Tsit5 steps, then about 550 Rodas5P ones), every
 // trajectory stopped (all) or one in eight (mixed): the Tsit5 segments
 // taken from the first pass's mesh with their switch times (stopSegs),
+// the first pass's rows that finished, to be replayed (subset, mixed),
 // the segments of a switched mesh (meshSegs), the parts' meshes merged
 // (mergeAuto):
 //
@@ -163,6 +176,17 @@ func BenchmarkAutoSegs(b *testing.B) {
 				}
 			}
 		})
+		if len(rest) > 0 {
+			b.Run(c.name+"/subset", func(b *testing.B) {
+				// The first pass's rows that finished, to be replayed
+				// (replayPart).
+				for range b.N {
+					if _, err := first.subset(rest, false); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		b.Run(c.name+"/mergeAuto", func(b *testing.B) {
 			parts := []autoPart{{idx: idx, res: &Result{Mesh: meshRowsOf(whole, idx)}, stiff: true}}
 			if len(rest) > 0 {
@@ -177,7 +201,7 @@ func BenchmarkAutoSegs(b *testing.B) {
 
 // meshRowsOf returns the sub-mesh of trajectories idx of m.
 func meshRowsOf(m *Mesh, idx []int) *Mesh {
-	s, err := m.subset(idx)
+	s, err := m.subset(idx, false)
 	if err != nil {
 		panic(err)
 	}
@@ -336,6 +360,120 @@ func TestMergeAutoResident(t *testing.T) {
 			if want.Mesh.H[s*n+i] != w {
 				t.Fatalf("continued trajectory %d, step %d: %v, want %v", i, s, want.Mesh.H[s*n+i], w)
 			}
+		}
+	}
+}
+
+// fakeColumns is fakeResident whose engine gathers columns
+// (ColumnSteps), with n columns a row: column by column here.
+type fakeColumns struct {
+	fakeResident
+	n int
+}
+
+func (f *fakeColumns) Columns(cols, lens []int, rows int) (ResidentSteps, error) {
+	if f.released {
+		return nil, fmt.Errorf("fake: released")
+	}
+	k := len(cols)
+	h := make([]float64, rows*k)
+	for x, c := range cols {
+		for r := 0; r < lens[x]; r++ {
+			h[r*k+x] = f.h[r*f.n+c]
+		}
+	}
+	return &fakeColumns{fakeResident{h: h}, k}, nil
+}
+
+// TestStopSegsColumns checks Method Auto's segments taken from a first
+// pass whose mesh stays on an engine that gathers columns (ColumnSteps):
+// the stopped trajectories' Tsit5 steps (stopSegs, with the pass's times
+// and without them: switchTimes) and the finished ones' (Mesh.subset,
+// kept) are gathered there, the pass's mesh stays there, and their steps,
+// their switch times and the merged mesh (joinSegs, Host) are those of
+// the same pass on the host bit for bit; the merged mesh releases the
+// gathered steps.
+func TestStopSegsColumns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(38, 25))
+	const n = 900
+	q := &problem{Problem: &Problem{Field: Field{Dim: 2, Params: 1}, T1: 2}, n: n, t1: make([]float64, n)}
+	pm := randMesh(rng, n, 1, 70)
+	times := make([]float64, n)
+	for i := range times {
+		times[i] = rng.Float64()
+	}
+	for _, timed := range []bool{true, false} {
+		var stops, stopsR []autoStop
+		var rest []int
+		host := &Result{Mesh: pm, Stats: Stats{Accepted: pm.Len}}
+		rm := *pm
+		fc := &fakeColumns{fakeResident{h: pm.H}, n}
+		rm.H, rm.Resident = nil, fc
+		res := &Result{Mesh: &rm, Stats: Stats{Accepted: pm.Len}}
+		if timed {
+			host.T, res.T = times, times
+		}
+		for i := range n {
+			if rng.IntN(4) == 0 {
+				rest = append(rest, i)
+				continue
+			}
+			stops = append(stops, autoStop{i: i, j: i, res: host})
+			stopsR = append(stopsR, autoStop{i: i, j: i, res: res})
+		}
+		want, err := stopSegs(q, stops, false, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := stopSegs(q, stopsR, false, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.r1 == nil || got.m1.H != nil || got.m1.Resident != got.r1 || rm.H != nil || fc.released {
+			t.Fatalf("timed %v: gathered steps %v, m1 on the host %v, the pass's mesh on the host %v released %v; want the steps gathered on the engine, the pass's there",
+				timed, got.r1 != nil, got.m1.H != nil, rm.H != nil, fc.released)
+		}
+		h, err := hostSteps(got.m1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(h, want.m1.H) || !slices.Equal(got.ts, want.ts) || !slices.Equal(got.m1.Len, want.m1.Len) || got.m1.Rows != want.m1.Rows {
+			t.Errorf("timed %v: the gathered Tsit5 segments differ from the host's", timed)
+		}
+		ws, err := pm.subset(rest, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs, err := rm.subset(rest, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gs.H != nil || gs.Resident == nil || rm.H != nil {
+			t.Fatalf("timed %v: subset kept: H %v, resident %v, the pass's mesh on the host %v; want the subset gathered on the engine", timed, gs.H != nil, gs.Resident != nil, rm.H != nil)
+		}
+		if h, err := hostSteps(gs); err != nil || !slices.Equal(h, ws.H) || !slices.Equal(gs.Len, ws.Len) {
+			t.Errorf("timed %v: the gathered subset differs from the host's (%v)", timed, err)
+		}
+		// The merged mesh with resident Rodas5P steps: Host gives the
+		// host's join and releases both segments' steps.
+		m2 := randMesh(rng, len(stops), 1, 40)
+		wj, err := joinSegs(want.m1, m2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2 := *m2
+		f2 := &fakeResident{h: m2.H}
+		r2.H, r2.Resident = nil, f2
+		gj, err := joinSegs(got.m1, &r2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := gj.Host(); err != nil {
+			t.Fatal(err)
+		}
+		r1 := got.r1.(*fakeColumns)
+		if !slices.Equal(gj.H, wj.H) || !r1.released || !f2.released {
+			t.Errorf("timed %v: the merged mesh's steps differ from the host's join, or its segments' steps were kept (released %v, %v)", timed, r1.released, f2.released)
 		}
 	}
 }

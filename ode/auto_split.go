@@ -25,7 +25,9 @@ import (
 // ordinary jobs.
 //
 // A loss or a gradient needs sums without the stopped trajectories: the
-// Tsit5 part is replayed on the first pass's mesh (see runAutoSplit).
+// Tsit5 part is replayed on the first pass's mesh (see runAutoSplit), its
+// columns gathered where the engine keeps that mesh (ColumnSteps: a GPU
+// engine's device), else on the host.
 //
 // Sums over the trajectories (the loss, the shared gradient) are the
 // parts' own, each summed by its engine in its rows' index order, then
@@ -140,6 +142,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		return nil, sv, err
 	}
 	scale = lossScale(loss, q.n, scale)
+	first := res
 	whole := op == OpGrad || op == OpLoss
 	recorded := op != OpSolve // the callers read the mesh of a record
 	var parts []autoPart
@@ -233,6 +236,12 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		}
 		rs, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
 		sg.release()
+		if whole && first.Mesh != nil && first.Mesh.Resident != sg.r1 {
+			// The first pass's mesh, whose rows the parts took (gathered
+			// where the engine keeps it, or on the host), is no part's:
+			// its steps left on the engine go back now.
+			first.Mesh.Release()
+		}
 		if err != nil {
 			return nil, alt, err
 		}
@@ -271,7 +280,9 @@ func (sv *Solver) replayPart(ctx context.Context, op Op, sq *problem, sl *Loss, 
 			return nil, nil
 		}
 	}
-	sm, err := res.Mesh.subset(idx)
+	// Their steps gathered where the engine keeps the pass's mesh
+	// (ColumnSteps), else on the host.
+	sm, err := res.Mesh.subset(idx, true)
 	if err != nil {
 		return nil, nil
 	}
@@ -347,7 +358,7 @@ func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *
 		if err != nil {
 			return nil, sv, err
 		}
-		sm, err := m.subset(part.idx)
+		sm, err := m.subset(part.idx, false)
 		if err != nil {
 			return nil, sv, err
 		}
@@ -448,7 +459,7 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 	for k := range parts {
 		p := &parts[k]
 		r := p.res
-		if meshes && r.Mesh != nil && !asIs && !isAutoSteps(r.Mesh) {
+		if meshes && r.Mesh != nil && !asIs && (r.Mesh.Resident == nil || r.Mesh.Resident.Released()) {
 			if err := toHost(r.Mesh); err != nil {
 				// A part's steps that cannot be read: its trajectories
 				// fail (the caller reports them).
@@ -592,13 +603,6 @@ func lazyAuto(m *Mesh) bool {
 		return true
 	}
 	return false
-}
-
-// isAutoSteps reports whether m's steps are Method Auto's continued
-// trajectories' with their Rodas5P steps resident (autoSteps).
-func isAutoSteps(m *Mesh) bool {
-	_, ok := m.Resident.(*autoSteps)
-	return ok
 }
 
 // mergedSteps are the steps of Method Auto's mesh of all trajectories,

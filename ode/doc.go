@@ -87,9 +87,11 @@
 // Method Auto switches such a trajectory to Rodas5P there instead, and
 // goes on from where it is (Mesh.Switch), on every engine: the CPU's in
 // place, the GPU engines in a job of the stopped trajectories that starts
-// each at its own time (see Auto). There the Rodas5P steps of the mesh
-// stay on the device (Mesh.Resident) until the mesh is read: Mesh.Host
-// merges them with the others on the host.
+// each at its own time (see Auto). There the steps of the mesh, the
+// Tsit5 pass's and the Rodas5P ones, stay on the device (Mesh.Resident;
+// the parts' columns of the Tsit5 pass's mesh are gathered there where
+// the engine does it, ColumnSteps) until the mesh is read: Mesh.Host
+// merges them on the host.
 //
 // # Time and accuracy
 //

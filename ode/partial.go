@@ -150,7 +150,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		sq.omit = q.omit
 		var sm *Mesh
 		if m != nil {
-			if sm, err = m.subset(idx); err != nil {
+			if sm, err = m.subset(idx, false); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -328,12 +328,19 @@ func toHost(m *Mesh) error {
 	return nil
 }
 
-// subset returns the mesh of trajectories idx (increasing) of m.
-func (m *Mesh) subset(idx []int) (*Mesh, error) {
-	if err := toHost(m); err != nil {
+// subset returns the mesh of trajectories idx (increasing) of m. If keep
+// and m's steps are resident on an engine that gathers columns
+// (ColumnSteps), the subset's steps are gathered there (its Resident,
+// which the caller releases), and m's stay; else m's steps come to the
+// host (Mesh.Host) and the subset's are copied there.
+func (m *Mesh) subset(idx []int, keep bool) (*Mesh, error) {
+	var cs ColumnSteps
+	if r, ok := m.Resident.(ColumnSteps); ok && keep && !r.Released() && len(m.Len) == m.N {
+		cs = r
+	} else if err := toHost(m); err != nil {
 		return nil, err
 	}
-	if len(m.H) < m.Rows*m.N || len(m.Len) != m.N {
+	if cs == nil && len(m.H) < m.Rows*m.N || len(m.Len) != m.N {
 		return nil, fmt.Errorf("ode: mesh arrays are inconsistent (N %d, Rows %d, len(H) %d, len(Len) %d): its steps must be on the host",
 			m.N, m.Rows, len(m.H), len(m.Len))
 	}
@@ -345,12 +352,22 @@ func (m *Mesh) subset(idx []int) (*Mesh, error) {
 		s.Len[j], s.Status[j] = m.Len[i], m.Status[i]
 		s.Rows = max(s.Rows, m.Len[i])
 	}
-	s.H = make([]float64, s.Rows*k)
-	for r := 0; r < s.Rows; r++ {
-		row, src := s.H[r*k:(r+1)*k], m.H[r*m.N:(r+1)*m.N]
-		for j, i := range idx {
-			row[j] = src[i]
+	if cs != nil {
+		// Gathered on the engine: each column's steps, zeros past them.
+		r, err := cs.Columns(idx, s.Len, s.Rows)
+		if err != nil {
+			return nil, fmt.Errorf("ode: mesh: gathering trajectories' steps on engine %s: %w", cs.Engine(), err)
 		}
+		s.H, s.Resident = nil, r
+	} else {
+		// Columns idx on all cores (stepCopy): the steps and what lies
+		// past them (a column's whole rows).
+		s.H = make([]float64, s.Rows*k)
+		rows := make([]int, k)
+		for j := range rows {
+			rows[j] = s.Rows
+		}
+		(&stepCopy{dst: s.H, dn: k, src: m.H, sn: m.N, scol: idx, lens: rows}).run()
 	}
 	s.Stats = Stats{Accepted: intsOf(m.Stats.Accepted, idx), Rejected: intsOf(m.Stats.Rejected, idx),
 		FieldEvals: intsOf(m.Stats.FieldEvals, idx), Wall: m.Stats.Wall}

@@ -30,6 +30,22 @@ type ResidentSteps interface {
 	Released() bool
 }
 
+// ColumnSteps is implemented by resident steps whose engine gathers
+// columns of them in its own memory (a GPU engine's device): Method Auto
+// takes the columns of the trajectories it replays or continues from the
+// first pass's mesh there, so that mesh does not come to the host.
+type ColumnSteps interface {
+	ResidentSteps
+
+	// Columns returns new steps held by the same engine: rows rows of
+	// len(cols) columns, column x the first lens[x] steps of column
+	// cols[x] of these (rows ≥ lens[x], lens[x] ≤ the rows held) and
+	// zeros past them. The caller releases them. It fails if these were
+	// released, an argument is out of range, or the engine's memory is
+	// short.
+	Columns(cols, lens []int, rows int) (ResidentSteps, error)
+}
+
 // Host makes the mesh's steps available in H: if they are resident on an
 // engine, it copies them to the host (Rows×N float64s, a device-to-host
 // copy) and releases the engine's copy, so that from then on H is the mesh,

@@ -1,0 +1,113 @@
+package cuda
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// Columns of a resident mesh gathered on the device (ode.ColumnSteps):
+// Method Auto on the engine takes from its first pass's mesh the columns
+// of the trajectories it replays and of those it continues with Rodas5P
+// (ode/auto_split.go, ode/auto_continue.go); the mesh columns' kernel
+// (meshcols.cuh) writes them into a resident mesh of their own, so the
+// pass's steps (Rows×N values) neither come to the host nor go back.
+
+// meshColsCuh is the mesh columns' kernel's template (after the
+// prelude).
+//
+//go:embed meshcols.cuh
+var meshColsCuh string
+
+// meshColsKernelName is the mesh columns' kernel's name (meshcols.cuh).
+const meshColsKernelName = "gs_m_cols"
+
+// Words of struct gs_margs (meshcols.cuh), in order.
+const (
+	mwK = iota
+	mwRows
+	mwSN
+	mwPad
+	mwCols // the first pointer
+	mwLens
+	mwSrc
+	mwDst
+	numMeshColsWords
+)
+
+// meshColsThreads is the mesh columns' kernel's threads per block.
+const meshColsThreads = 256
+
+var _ ode.ColumnSteps = (*residentMesh)(nil)
+
+// Columns returns a resident mesh of rows rows of len(cols) columns on
+// m's device: column x the first lens[x] steps of column cols[x] of m,
+// zeros past them (one launch of the mesh columns' kernel, after a copy
+// of the columns and lengths, 8 bytes a column). The caller releases it.
+func (m *residentMesh) Columns(cols, lens []int, rows int) (ode.ResidentSteps, error) {
+	ex := m.ex
+	if m.Released() {
+		return nil, fmt.Errorf("cuda: engine %s: the mesh's device memory was released", ex.name)
+	}
+	k := len(cols)
+	if len(lens) != k || rows < 0 || rows > m.rows {
+		return nil, fmt.Errorf("cuda: engine %s: %d columns, %d lengths and %d rows asked of a resident mesh of %d rows", ex.name, k, len(lens), rows, m.rows)
+	}
+	idx := make([]byte, 8*k) // cols, then lens, as int32
+	for x, c := range cols {
+		if c < 0 || c >= m.n || lens[x] < 0 || lens[x] > rows {
+			return nil, fmt.Errorf("cuda: engine %s: column %d (%d steps) asked of a resident mesh of %d columns of %d rows", ex.name, c, lens[x], m.n, rows)
+		}
+		binary.LittleEndian.PutUint32(idx[4*x:], uint32(c))
+		binary.LittleEndian.PutUint32(idx[4*(k+x):], uint32(lens[x]))
+	}
+	dst, err := newResidentMesh(ex, rows, k)
+	if err != nil {
+		return nil, err
+	}
+	if k == 0 || rows == 0 {
+		return dst, nil
+	}
+	kern, err := ex.auxKernel(meshColsKernelName, "mesh columns' kernel", func() string {
+		return kernelgen.Prelude() + meshColsCuh
+	})
+	if err == nil {
+		err = m.gather(kern, dst, idx, k, rows)
+	}
+	if err != nil {
+		dst.Release()
+		return nil, err
+	}
+	return dst, nil
+}
+
+// gather runs the mesh columns' kernel kern from m to dst (k columns of
+// rows rows), with the columns and lengths idx.
+func (m *residentMesh) gather(kern backendKernel, dst *residentMesh, idx []byte, k, rows int) error {
+	be := m.ex.be
+	tmp, err := be.alloc(int64(len(idx)))
+	if err != nil {
+		return err
+	}
+	defer be.free(tmp)
+	var words [numMeshColsWords]uint64
+	words[mwK], words[mwRows], words[mwSN] = uint64(k), uint64(rows), uint64(m.n)
+	words[mwCols], words[mwLens] = tmp, tmp+uint64(4*k)
+	words[mwSrc], words[mwDst] = m.mem.addr, dst.mem.addr
+	threads := k * rows
+	threads = (threads + meshColsThreads - 1) / meshColsThreads * meshColsThreads
+	var done [8]byte
+	return be.batch(func(q queue) error {
+		if err := q.write(tmp, idx); err != nil {
+			return err
+		}
+		if err := q.enqueue(kern, threads, meshColsThreads, 0, words[:]); err != nil {
+			return err
+		}
+		// A read after the launch waits for it (tmp is freed after).
+		return q.read(done[:], dst.mem.addr)
+	})
+}
