@@ -177,7 +177,7 @@ func (k *kept) release() {
 // it waits for that compile, or for ctx to end.
 func (ex *executor) kernel(ctx context.Context, v kernelgen.Config, lp *ode.LossPlan, tr *Trace) (*kernelEntry, error) {
 	e := ex.entry(v)
-	if err := ex.source(e, v, lp, tr); err != nil {
+	if err := ex.source(e, v, lp, tr, false); err != nil {
 		return e, err
 	}
 	ex.compile(e, false, tr)
@@ -215,7 +215,11 @@ func (ex *executor) entry(v kernelgen.Config) *kernelEntry {
 // source generates e's source, of configuration v with loss lp (once),
 // and decides whether its compile will be long (kernelEntry.long); then
 // it closes e.srcDone and tells the calls racing the kernel (notify).
-func (ex *executor) source(e *kernelEntry, v kernelgen.Config, lp *ode.LossPlan, tr *Trace) error {
+// With background (generate's goroutine), a long compile is started in
+// the background before e.srcDone closes: a call that finds the source
+// written and long finds its compile started, and waits for it (kernel)
+// instead of compiling it in place.
+func (ex *executor) source(e *kernelEntry, v kernelgen.Config, lp *ode.LossPlan, tr *Trace, background bool) error {
 	e.srcOnce.Do(func() {
 		start := time.Now()
 		defer func() {
@@ -243,6 +247,9 @@ func (ex *executor) source(e *kernelEntry, v kernelgen.Config, lp *ode.LossPlan,
 			e.block = kernelgen.LanesAccBlock
 		}
 		e.long = len(src) >= ex.tun.tierFrom() && !ex.be.cached(src, kernelgen.KernelName, e.opts)
+		if background && e.long {
+			ex.compile(e, true, tr)
+		}
 	})
 	return e.srcErr
 }

@@ -189,9 +189,10 @@ func (ex *executor) runTiered(ctx context.Context, j *ode.Job) (res *ode.Result,
 }
 
 // generate starts, once, a goroutine (counted by compiling) that
-// generates e's source, of configuration v with loss lp (source), and
-// where its compile is long compiles it: a tiered call runs on the CPU
-// engine meanwhile, instead of waiting for the source.
+// generates e's source, of configuration v with loss lp, and where its
+// compile is long starts that in the background too (source): a tiered
+// call runs on the CPU engine meanwhile, instead of waiting for the
+// source.
 func (ex *executor) generate(e *kernelEntry, v kernelgen.Config, lp *ode.LossPlan, tr *Trace) {
 	e.genOnce.Do(func() {
 		if lp != nil {
@@ -204,9 +205,7 @@ func (ex *executor) generate(e *kernelEntry, v kernelgen.Config, lp *ode.LossPla
 		compiling.Add(1)
 		go func() {
 			defer compiling.Done()
-			if ex.source(e, v, lp, tr) == nil && e.long {
-				ex.compile(e, true, tr) // (a goroutine of its own: a call waiting for it can give up)
-			}
+			_ = ex.source(e, v, lp, tr, true) // (its error is the entry's: the call that runs on the device reports it)
 		}()
 	})
 }
