@@ -467,29 +467,54 @@ func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 // variant returns the kernel configuration of job j on this executor
 // (chooseLayout).
 func (ex *executor) variant(j *ode.Job) kernelgen.Config {
+	v, _ := ex.layout(kernelgen.ConfigOf(j), j.N, j.Loss, true)
+	return v
+}
+
+// layout returns kernel v's configuration, in the layout chooseLayout
+// chooses for a job of n trajectories with loss lp. Without wait, where
+// that choice needs the wide layout's shared memory per warp and it has
+// not been computed (kernelSet.widePerWarp writes the wide functions:
+// seconds for Pollution's gradient on a 2-core VM), it returns known
+// false, and the configuration is not to be used.
+func (ex *executor) layout(v kernelgen.Config, n int, lp *ode.LossPlan, wait bool) (_ kernelgen.Config, known bool) {
 	sp, err := ex.set.stepPrograms(ex.plan)
 	if err != nil {
 		sp = nil
 	}
-	lj := layoutJob{n: j.N, lossVectors: func() bool {
-		if j.Loss == nil {
+	known = true
+	lj := layoutJob{n: n, lossVectors: func() bool {
+		if lp == nil {
 			return false
 		}
 		set := ex.set
 		set.mu.Lock()
-		x, ok := set.lossVectors.get(j.Loss.Hash)
+		x, ok := set.lossVectors.get(lp.Hash)
 		set.mu.Unlock()
 		if !ok {
-			x = kernelgen.LossHasVectors(j.Loss)
+			x = kernelgen.LossHasVectors(lp)
 			set.mu.Lock()
-			set.lossVectors.add(j.Loss.Hash, x)
+			set.lossVectors.add(lp.Hash, x)
 			set.mu.Unlock()
 		}
 		return x
-	}, widePer: func(grad, saves bool) (int, error) { return ex.set.widePerWarp(ex.plan, grad, saves) }}
+	}, widePer: func(grad, saves bool) (int, error) {
+		if per, ok, err := ex.set.widePerWarpKnown(grad, saves); ok || wait {
+			if !ok {
+				per, err = ex.set.widePerWarp(ex.plan, grad, saves)
+			}
+			return per, err
+		}
+		known = false
+		return 0, errWidePending
+	}}
 	dev := device{sms: ex.be.sms(), sharedLimit: ex.be.sharedLimit()}
-	return chooseLayout(kernelgen.ConfigOf(j), ex.plan, sp, lj, ex.prec, ex.tiles, dev, ex.tun)
+	return chooseLayout(v, ex.plan, sp, lj, ex.prec, ex.tiles, dev, ex.tun), known
 }
+
+// errWidePending is layout's answer, without wait, for a wide layout's
+// measure not yet computed.
+var errWidePending = errors.New("cuda: the wide layout's shared memory per warp is not computed yet")
 
 // prepare compiles the kernel of job j (on first use) and returns it.
 // Where another call compiles it in the background, it waits for it, or

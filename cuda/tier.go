@@ -147,45 +147,123 @@ var errOnDevice = errors.New("cuda: the call's kernel is ready: it runs on the d
 // cached (runJob compiles it, or reports the failure), or its compile
 // ended well before the CPU engine's run did (the run is stopped and its
 // result dropped).
+//
+// Where the kernel's configuration waits for the wide layout's measure
+// (layout; the first call of a plan with a large state), that is
+// computed in the background too, and the CPU engine starts at once.
 func (ex *executor) runTiered(ctx context.Context, j *ode.Job) (res *ode.Result, v kernelgen.Config, served bool, err error) {
-	v = ex.variant(j)
-	if (v.Loss || v.Grad) && j.Loss == nil {
-		return nil, v, false, nil // (prepare's error)
-	}
-	e := ex.entry(v)
-	if e.ready() {
-		return nil, v, false, nil
-	}
 	tr := traceOf(ctx)
-	ex.generate(e, v, j.Loss, tr)
-	if e.onDevice() {
-		return nil, v, false, nil
+	cfg := kernelgen.ConfigOf(j)
+	v, known := ex.layout(cfg, j.N, j.Loss, false)
+	var e *kernelEntry
+	if known {
+		if (v.Loss || v.Grad) && j.Loss == nil {
+			return nil, v, false, nil // (prepare's error)
+		}
+		if e = ex.entry(v); e.ready() {
+			return nil, v, false, nil
+		}
+		ex.generate(e, v, j.Loss, tr)
+		if e.onDevice() {
+			return nil, v, false, nil
+		}
 	}
 	cctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	end := e.race(stop)
+	k := &tierKernel{done: make(chan struct{})}
+	defer k.finish()
+	if known {
+		k.v, k.e = v, e
+		k.race(stop)
+		close(k.done)
+	} else {
+		lp, n := lossPrograms(j.Loss), j.N
+		compiling.Add(1)
+		go func() {
+			defer compiling.Done()
+			defer close(k.done)
+			k.v, _ = ex.layout(cfg, n, lp, true)
+			if (k.v.Loss || k.v.Grad) && lp == nil {
+				stop(errOnDevice) // (prepare's error)
+				return
+			}
+			k.e = ex.entry(k.v)
+			ex.generate(k.e, k.v, lp, tr)
+			k.race(stop)
+		}()
+	}
 	res, err = ex.runOnCPU(cctx, j)
-	end()
-	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.Canceled) && context.Cause(cctx) == errOnDevice {
-			tr.add(func(t *TraceStats) { t.CPUStopped++ })
-			return nil, v, false, nil
-		}
+	stopped := err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) && context.Cause(cctx) == errOnDevice
+	if err != nil && !stopped {
 		return nil, v, true, err
 	}
-	// The CPU engine's result stands where the compile is long: a source
-	// still being written may yet say otherwise.
+	// The CPU engine's result stands where the compile is long: a
+	// configuration or source still being written may yet say otherwise.
 	select {
-	case <-e.srcDone:
+	case <-k.done:
 	case <-ctx.Done():
 		return nil, v, true, ctx.Err()
 	}
-	if e.srcErr != nil || !e.long {
-		tr.add(func(t *TraceStats) { t.CPUStopped++ })
-		return nil, v, false, nil
+	if !stopped && k.e != nil {
+		select {
+		case <-k.e.srcDone:
+		case <-ctx.Done():
+			return nil, v, true, ctx.Err()
+		}
+		if k.e.srcErr == nil && k.e.long {
+			tr.add(func(t *TraceStats) { t.OnCPU++ })
+			return res, k.v, true, nil
+		}
 	}
-	tr.add(func(t *TraceStats) { t.OnCPU++ })
-	return res, v, true, nil
+	tr.add(func(t *TraceStats) { t.CPUStopped++ })
+	return nil, k.v, false, nil
+}
+
+// tierKernel is the kernel a tiered call races (runTiered): its
+// configuration v and entry e, set before done closes (e nil where the
+// call is to run on the device), and the call's registration with e
+// (kernelEntry.race), undone when the call returns (finish).
+type tierKernel struct {
+	done chan struct{}
+	v    kernelgen.Config
+	e    *kernelEntry
+
+	mu   sync.Mutex
+	over bool   // the call has returned
+	end  func() // undoes the registration
+}
+
+// race registers the call's CPU run, stopped by stop, with k.e, unless
+// the call has returned.
+func (k *tierKernel) race(stop context.CancelCauseFunc) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.over {
+		k.end = k.e.race(stop)
+	}
+}
+
+// finish undoes the registration of the call, which has returned.
+func (k *tierKernel) finish() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.over = true
+	if k.end != nil {
+		k.end()
+	}
+}
+
+// lossPrograms returns a copy of lp without its data (nil for nil): what
+// the background work of a call (kernel generation) reads of it, not
+// holding the data the caller may write again once the call has
+// returned.
+func lossPrograms(lp *ode.LossPlan) *ode.LossPlan {
+	if lp == nil {
+		return nil
+	}
+	c := *lp
+	c.Data = nil
+	return &c
 }
 
 // generate starts, once, a goroutine (counted by compiling) that
@@ -195,13 +273,7 @@ func (ex *executor) runTiered(ctx context.Context, j *ode.Job) (res *ode.Result,
 // source.
 func (ex *executor) generate(e *kernelEntry, v kernelgen.Config, lp *ode.LossPlan, tr *Trace) {
 	e.genOnce.Do(func() {
-		if lp != nil {
-			// Its programs, without the data the caller may write
-			// again once the call has returned.
-			c := *lp
-			c.Data = nil
-			lp = &c
-		}
+		lp := lossPrograms(lp)
 		compiling.Add(1)
 		go func() {
 			defer compiling.Done()

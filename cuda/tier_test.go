@@ -660,6 +660,53 @@ func TestHostEngineTierSourceLate(t *testing.T) {
 	}
 }
 
+// TestHostEngineTierWide checks a tiered first call whose kernel's
+// layout waits for the wide layout's measure (Pollution with Rodas5P,
+// d = 20: kernelSet.widePerWarp, seconds), computed in the background
+// while the CPU engine runs: its results are the CPU engine's bit for
+// bit, the measure is known once it has returned, and the kernel it
+// raced is the one the calls after the compile run (its injected failure
+// is theirs).
+func TestHostEngineTierWide(t *testing.T) {
+	needHost(t)
+	c := problemCase(t, "pollution", ode.Rodas5P, 16)
+	want, err := ode.Grad(nil, c.prob, c.loss, nil, &c.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	injected := errors.New("injected compile failure")
+	h := holdTier(t, injected)
+	set := c.set
+	set.Engine = h.name
+	sv, err := ode.NewSolver(c.prob.Field, &set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := kernelSetOf(h.tb, sv.Plan(), Float64, Tuning{tierMin: 1})
+	if _, ok, _ := ks.widePerWarpKnown(true, true); ok {
+		t.Fatal("the wide layout's measure is known before the first call")
+	}
+	var tr Trace
+	g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := tr.Stats(); g.Solution.Engine != "cpu" || s.OnCPU != 1 || s.Launches != 0 {
+		t.Errorf("engine %q, %d on the CPU, %d launches: want cpu, 1, none", g.Solution.Engine, s.OnCPU, s.Launches)
+	}
+	if ok, i := bitsEqual(gradValues(g), gradValues(want)); !ok {
+		t.Errorf("results differ from the CPU engine's at %d", i)
+	}
+	if _, ok, _ := ks.widePerWarpKnown(true, true); !ok {
+		t.Error("the wide layout's measure is not known after the first call")
+	}
+	h.release()
+	if _, err := sv.Grad(nil, &c.prob, c.loss, nil); !errors.Is(err, injected) {
+		t.Errorf("after the compile: error %v, want the compile's", err)
+	}
+	h.oneCompile(t)
+}
+
 // TestBackgroundCount checks the count of background compiles
 // (WaitForCompiles): a wait returns at once when none runs, ends with
 // its context's error while some run, returns once the last ends, and
