@@ -146,7 +146,8 @@ var errOnDevice = errors.New("cuda: the call's kernel is ready: it runs on the d
 // device: its kernel is compiled or failed, or its compile is short or
 // cached (runJob compiles it, or reports the failure), or its compile
 // ended well before the CPU engine's run did (the run is stopped and its
-// result dropped).
+// result dropped). A CPU run's error, as its result, stands only where
+// the compile is long; the caller's context's end returns at once.
 //
 // Where the kernel's configuration waits for the wide layout's measure
 // (layout; the first call of a plan with a large state), that is
@@ -193,12 +194,13 @@ func (ex *executor) runTiered(ctx context.Context, j *ode.Job) (res *ode.Result,
 		}()
 	}
 	res, err = ex.runOnCPU(cctx, j)
-	stopped := err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) && context.Cause(cctx) == errOnDevice
-	if err != nil && !stopped {
-		return nil, v, true, err
+	if err != nil && ctx.Err() != nil {
+		return nil, v, true, err // the caller's context has ended
 	}
-	// The CPU engine's result stands where the compile is long: a
-	// configuration or source still being written may yet say otherwise.
+	stopped := err != nil && errors.Is(err, context.Canceled) && context.Cause(cctx) == errOnDevice
+	// The CPU engine's result, or error, stands where the compile is
+	// long: a configuration or source still being written may yet say
+	// otherwise.
 	select {
 	case <-k.done:
 	case <-ctx.Done():
@@ -211,6 +213,9 @@ func (ex *executor) runTiered(ctx context.Context, j *ode.Job) (res *ode.Result,
 			return nil, v, true, ctx.Err()
 		}
 		if k.e.srcErr == nil && k.e.long {
+			if err != nil {
+				return nil, k.v, true, err
+			}
 			tr.add(func(t *TraceStats) { t.OnCPU++ })
 			return res, k.v, true, nil
 		}
