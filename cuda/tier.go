@@ -155,7 +155,12 @@ var errOnDevice = errors.New("cuda: the call's kernel is ready: it runs on the d
 func (ex *executor) runTiered(ctx context.Context, j *ode.Job) (res *ode.Result, v kernelgen.Config, served bool, err error) {
 	tr := traceOf(ctx)
 	cfg := kernelgen.ConfigOf(j)
-	v, known := ex.layout(cfg, j.N, j.Loss, false)
+	// A mesh whose steps are in device memory comes to the host for the
+	// CPU engine (Mesh.Host, which releases the device's copy): a call
+	// that replays one runs on the CPU engine only once its kernel is
+	// known to compile long, as before the race.
+	resident := j.Mesh != nil && j.Mesh.Resident != nil
+	v, known := ex.layout(cfg, j.N, j.Loss, resident)
 	var e *kernelEntry
 	if known {
 		if (v.Loss || v.Grad) && j.Loss == nil {
@@ -164,7 +169,11 @@ func (ex *executor) runTiered(ctx context.Context, j *ode.Job) (res *ode.Result,
 		if e = ex.entry(v); e.ready() {
 			return nil, v, false, nil
 		}
-		ex.generate(e, v, j.Loss, tr)
+		if resident {
+			_ = ex.source(e, v, j.Loss, tr, true) // (its error: prepare's)
+		} else {
+			ex.generate(e, v, j.Loss, tr)
+		}
 		if e.onDevice() {
 			return nil, v, false, nil
 		}
