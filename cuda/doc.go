@@ -114,7 +114,9 @@
 // in the background too, and only then is the source's size known and
 // the disk cache asked; a kernel that turns out short or cached runs on
 // the device, as without tiers (a CPU result that came first is
-// dropped), so a first result waits for that answer. The CPU run and the
+// dropped), so a first result waits for that answer (a call that
+// replays a mesh held in device memory waits for it before the CPU
+// engine starts, which would bring the mesh to the host). The CPU run and the
 // compile race: where the compile ends well while the CPU engine still
 // works on the call, the CPU run is stopped (between chunks of
 // trajectories) and the call runs on the device, its results the
