@@ -108,12 +108,27 @@
 // "cpu" (such a mesh is a host mesh, which every engine replays), and the
 // trace counts them (TraceStats.OnCPU; they make no launches). The
 // compile itself takes as long as before: what changes is that the first
-// results come in the CPU engine's time. A compile that fails is
-// remembered as failed: the first call after it returns its error (the
-// calls during it had their CPU results). A compile cannot be stopped
-// once NVRTC has it; its goroutine ends with it. A call that waits for a
-// compile another call started returns ctx.Err() if its context ends
-// first.
+// results come in the CPU engine's time, or the compile's where that is
+// shorter. The CPU engine starts at once: the kernel's configuration
+// (where it waits for the wide layout's measure) and source are written
+// in the background too, and only then is the source's size known and
+// the disk cache asked; a kernel that turns out short or cached runs on
+// the device, as without tiers (a CPU result that came first is
+// dropped), so a first result waits for that answer (a call that
+// replays a mesh held in device memory waits for it before the CPU
+// engine starts, which would bring the mesh to the host). The CPU run and the
+// compile race: where the compile ends well while the CPU engine still
+// works on the call, the CPU run is stopped (between chunks of
+// trajectories) and the call runs on the device, its results the
+// device's (TraceStats.CPUStopped counts them). A CPU run writes arrays
+// of its own, not the ones a call passes back (Gradient dst): a stopped
+// or cancelled run leaves nothing in the caller's. Settings.Progress may
+// count a call's trajectories twice, on the CPU engine and on the
+// device. A compile that fails is remembered as failed: the first call
+// after it returns its error (the calls during it had their CPU
+// results). A compile cannot be stopped once NVRTC has it; its goroutine
+// ends with it. A call whose context ends returns ctx.Err(), on the CPU
+// engine as while it waits for a compile another call started.
 //
 // Tuning.WaitForCompile makes the engine wait for its compiles instead,
 // as before, and WaitForCompiles waits for those running in the

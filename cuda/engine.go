@@ -206,8 +206,14 @@ type TraceStats struct {
 	// OnCPU counts the operations run on the CPU engine while their
 	// kernel compiled in the background (the package doc's "First
 	// calls"); their results are the CPU engine's, and make no launches.
-	OnCPU  int
-	Upload int64 // bytes copied to the device
+	OnCPU int
+	// CPUStopped counts the operations whose run on the CPU engine was
+	// stopped, or its result dropped, because their kernel was to run on
+	// the device after all: its compile ended well first, or its source,
+	// written meanwhile, turned out short or cached (the package doc's
+	// "First calls"). Their results are the device's.
+	CPUStopped int
+	Upload     int64 // bytes copied to the device
 	// Reused is the bytes of inputs not copied to the device because the
 	// arena held them, the same values, from the launch before (Y0, P,
 	// T1s, … each compared with the engine's copy of what it sent:

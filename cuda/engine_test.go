@@ -439,7 +439,7 @@ func closeRows(t *testing.T, what string, got, want []float64, w int, tol float6
 }
 
 // needHost skips a test where g++ is missing.
-func needHost(t *testing.T) {
+func needHost(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("g++"); err != nil {
 		t.Skip("g++ not found; the host engine tests need it")

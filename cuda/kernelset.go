@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -28,6 +29,7 @@ type kernelSet struct {
 	wideOnce [4]sync.Once
 	widePer  [4]int
 	wideErr  [4]error
+	wideSet  [4]atomic.Bool // widePer and wideErr are set (widePerWarpKnown)
 
 	mu          sync.Mutex
 	kernels     *lru[string, *kernelEntry] // by Config.Key, under mu
@@ -107,6 +109,19 @@ func trainSetOf(be backend, tun Tuning) *trainSet {
 // wide layout, computed once (it generates the wide functions).
 func (s *kernelSet) widePerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
 	k := 2*kernelgen.B2i(grad) + kernelgen.B2i(saves)
-	s.wideOnce[k].Do(func() { s.widePer[k], s.wideErr[k] = kernelgen.WideSharedPerWarp(pl, grad, saves) })
+	s.wideOnce[k].Do(func() {
+		s.widePer[k], s.wideErr[k] = kernelgen.WideSharedPerWarp(pl, grad, saves)
+		s.wideSet[k].Store(true)
+	})
 	return s.widePer[k], s.wideErr[k]
+}
+
+// widePerWarpKnown is widePerWarp where it has been computed (ok), and
+// returns ok false, at once, where it has not.
+func (s *kernelSet) widePerWarpKnown(grad, saves bool) (per int, ok bool, err error) {
+	k := 2*kernelgen.B2i(grad) + kernelgen.B2i(saves)
+	if !s.wideSet[k].Load() {
+		return 0, false, nil
+	}
+	return s.widePer[k], true, s.wideErr[k]
 }

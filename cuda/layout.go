@@ -164,10 +164,12 @@ type Tuning struct {
 	// runs in the background on the CPU engine (the package doc's "First
 	// calls"). The zero value, false, runs them on the CPU engine: a
 	// first call's results come in the CPU engine's time, not NVRTC's
-	// (tens of seconds for the largest built-in kernels). A compile is
-	// long where the kernel's source has at least 200,000 bytes
-	// (defaultTierFrom) and the disk cache does not hold it. Kernels do
-	// not depend on it: engines that differ in it alone share them.
+	// (tens of seconds for the largest built-in kernels), or on the
+	// device where the compile ends before the CPU engine's run (which is
+	// then stopped). A compile is long where the kernel's source has at
+	// least 200,000 bytes (defaultTierFrom) and the disk cache does not
+	// hold it. Kernels do not depend on it: engines that differ in it
+	// alone share them.
 	WaitForCompile bool
 
 	// Sizes the package's tests shrink to exercise reruns and chunked
