@@ -198,22 +198,47 @@ func testEvents(t *testing.T, engine string, n int, methods []ode.Method, gpu bo
 					}
 				}
 				checkEventClosedForms(t, c, got)
-				checkEventMarks(t, c, cpu, got, want)
+				// The engine's own mesh first, where it keeps it (its
+				// steps and marks on the device): the CPU's replay of it
+				// copies it to the host.
 				checkEventGivenMesh(t, c, dev, got, want)
+				checkEventMarks(t, c, cpu, got, want)
 			})
 		}
 	}
 }
 
+// meshMarks returns the event marks of mesh m: Events, or those an
+// engine keeps with its resident steps (ode.ResidentEvents, Events nil),
+// copied without moving the mesh to the host.
+func meshMarks(t testing.TB, m *ode.Mesh) []int32 {
+	t.Helper()
+	if m.Events != nil {
+		return m.Events
+	}
+	re, ok := m.Resident.(ode.ResidentEvents)
+	if !ok {
+		return nil
+	}
+	ev := make([]int32, m.Rows*m.N)
+	if err := re.CopyEventsTo(ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
 // checkEventMarks checks the event marks of the mesh of the engine's
-// gradient got (Mesh.Events, EventHash) against the CPU's (want), on the
-// trajectories that take the CPU's steps, and that the CPU engine (cpu)
-// replays the engine's mesh: its gradient on it is the engine's.
+// gradient got (Mesh.Events, or kept with its resident steps, EventHash)
+// against the CPU's (want), on the trajectories that take the CPU's
+// steps, and that the CPU engine (cpu) replays the engine's mesh (a
+// resident one copied to the host with its marks): its gradient on it
+// is the engine's.
 func checkEventMarks(t *testing.T, c engineCase, cpu *ode.Solver, got, want *ode.Gradient) {
 	t.Helper()
 	gm, wm := got.Mesh, want.Mesh
-	if gm.EventHash != wm.EventHash || len(gm.Events) != gm.Rows*gm.N {
-		t.Fatalf("mesh: event hash %q with %d marks for %d steps; CPU %q", gm.EventHash, len(gm.Events), gm.Rows*gm.N, wm.EventHash)
+	marks := meshMarks(t, gm)
+	if gm.EventHash != wm.EventHash || len(marks) != gm.Rows*gm.N {
+		t.Fatalf("mesh: event hash %q with %d marks for %d steps; CPU %q", gm.EventHash, len(marks), gm.Rows*gm.N, wm.EventHash)
 	}
 	bad := 0
 	for i := 0; i < gm.N; i++ {
@@ -221,7 +246,7 @@ func checkEventMarks(t *testing.T, c engineCase, cpu *ode.Solver, got, want *ode
 			continue // a knife's edge
 		}
 		for s := 0; s < gm.Rows; s++ {
-			g, w := gm.Events[s*gm.N+i], int32(0)
+			g, w := marks[s*gm.N+i], int32(0)
 			if s < wm.Rows {
 				w = wm.Events[s*wm.N+i]
 			}
@@ -235,6 +260,9 @@ func checkEventMarks(t *testing.T, c engineCase, cpu *ode.Solver, got, want *ode
 	back, err := cpu.Grad(nil, &c.prob, c.loss, gm)
 	if err != nil {
 		t.Fatalf("CPU Grad on the engine's mesh: %v", err)
+	}
+	if !slices.Equal(gm.Events, marks) {
+		t.Error("the CPU's replay of the engine's mesh copied other event marks to the host (Mesh.Host)")
 	}
 	d, np := c.prob.Field.Dim, c.prob.Field.Params
 	closeRows(t, "CPU on the engine's mesh: Y", back.Solution.Y, got.Solution.Y, d, c.tol, nil)

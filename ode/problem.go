@@ -451,8 +451,11 @@ type Mesh struct {
 	// terminal, the trajectory's end), 0 for an ordinary step. EventHash
 	// is the recording plan's EventPlan.Hash. Both are nil/"" for a mesh
 	// recorded without events; a replay checks them against its events
-	// (see Event). The CPU engine and the GPU engine "cuda" record the
-	// marks and replay meshes with events, each the other's too.
+	// (see Event). An engine that keeps the steps (Resident) may keep
+	// the marks with them (ResidentEvents): Events is then nil, as H is,
+	// until Host copies both. The CPU engine and the GPU engine "cuda"
+	// record the marks and replay meshes with events, each the other's
+	// too.
 	Events    []int32
 	EventHash string
 

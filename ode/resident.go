@@ -30,12 +30,39 @@ type ResidentSteps interface {
 	Released() bool
 }
 
+// ResidentEvents is the ResidentSteps of an engine that keeps a mesh's
+// event marks (Mesh.Events, for a mesh recorded with Settings.Events)
+// with its steps, in its own memory: the mesh's Events is then nil until
+// Mesh.Host copies both. Engines implement it; a replay on the engine
+// that holds the marks reads them there.
+type ResidentEvents interface {
+	ResidentSteps
+
+	// CopyEventsTo copies the [Rows×N] event marks, step-major as the
+	// steps (Mesh.Events), to dst (len(dst) ≥ Rows×N). It fails if the
+	// marks were released or the engine holds none.
+	CopyEventsTo(dst []int32) error
+}
+
+// eventsResident reports whether m's event marks are held with its
+// resident steps (ResidentEvents) rather than in Events.
+func (m *Mesh) eventsResident() bool {
+	if m == nil || m.Events != nil || m.EventHash == "" {
+		return false
+	}
+	_, ok := m.Resident.(ResidentEvents)
+	return ok
+}
+
 // Host makes the mesh's steps available in H: if they are resident on an
 // engine, it copies them to the host (Rows×N float64s, a device-to-host
-// copy) and releases the engine's copy, so that from then on H is the mesh,
-// as for a mesh recorded on the CPU (changes to H are then what a replay
-// uses). A mesh already on the host is left as it is. Host returns an
-// error if the resident steps were released or cannot be read.
+// copy; for a mesh recorded with events whose marks the engine keeps with
+// them, ResidentEvents, also its Rows×N int32 marks into Events) and
+// releases the engine's copy, so that from then on H (and Events) is the
+// mesh, as for a mesh recorded on the CPU (changes to H are then what a
+// replay uses). A mesh already on the host is left as it is. Host returns
+// an error if the resident steps were released or cannot be read; the
+// mesh is then unchanged.
 func (m *Mesh) Host() error {
 	if m == nil || m.Resident == nil {
 		return nil
@@ -47,6 +74,14 @@ func (m *Mesh) Host() error {
 	h := make([]float64, m.Rows*m.N)
 	if err := r.CopyTo(h); err != nil {
 		return fmt.Errorf("ode: mesh: copying its steps from engine %s: %w", r.Engine(), err)
+	}
+	var ev []int32
+	if m.eventsResident() {
+		ev = make([]int32, m.Rows*m.N)
+		if err := r.(ResidentEvents).CopyEventsTo(ev); err != nil {
+			return fmt.Errorf("ode: mesh: copying its event marks from engine %s: %w", r.Engine(), err)
+		}
+		m.Events = ev
 	}
 	m.H, m.Resident = h, nil
 	r.Release()
