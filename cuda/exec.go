@@ -3024,6 +3024,7 @@ func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 	N := mh.N
 	es := r.ex.prec.Size()
 	lo := g[0]
+	r.tr.add(func(t *TraceStats) { t.Upload += int64(rows) * int64(n) * int64(es) })
 	if g[n-1]-lo == n-1 && r.ex.prec == Float64 {
 		if n == N {
 			return r.copyMesh(f64bytes(mh.H[:rows*N]), addr, true)

@@ -689,12 +689,23 @@ type countsQueue struct{ hostQueue }
 func (countsQueue) zero(uint64, int64) error { return nil }
 
 func (q countsQueue) enqueue(_ backendKernel, _, _, _ int, args []uint64) error {
-	if len(args) == numSavesWords || args[argAcc] == 0 {
+	if len(args) == numSavesWords {
 		return nil
 	}
-	m, _, off := q.b.at(args[argAcc])
-	for i := int(args[argFirst]); i < int(args[argEnd]); i++ {
-		binary.LittleEndian.PutUint32(m[off+uint64(4*i):], nullSteps)
+	lo, hi := uint64(args[argFirst]), uint64(args[argEnd])
+	// The statuses and flags (OK, none set): the memsets that zero the
+	// other results are skipped.
+	for _, a := range []int{argStatus, argFlags} {
+		if args[a] != 0 {
+			m, _, off := q.b.at(args[a])
+			clear(m[off+4*lo : off+4*hi])
+		}
+	}
+	if args[argAcc] != 0 {
+		m, _, off := q.b.at(args[argAcc])
+		for i := lo; i < hi; i++ {
+			binary.LittleEndian.PutUint32(m[off+4*i:], nullSteps)
+		}
 	}
 	return nil
 }
