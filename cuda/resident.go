@@ -124,6 +124,9 @@ func newResidentMesh(ex *executor, rows, n int, events bool) (*residentMesh, err
 // rows of steps.
 func (m *residentMesh) eventsAddr() uint64 { return m.mem.addr + uint64(m.rows)*uint64(m.n)*8 }
 
+// HoldsEvents reports whether the event marks follow the steps.
+func (m *residentMesh) HoldsEvents() bool { return m.events }
+
 // CopyEventsTo copies the first len(dst)/n rows of event marks to dst
 // (at most the buffer's): one copy from the device.
 func (m *residentMesh) CopyEventsTo(dst []int32) error {

@@ -38,6 +38,10 @@ type ResidentSteps interface {
 type ResidentEvents interface {
 	ResidentSteps
 
+	// HoldsEvents reports whether the engine holds the mesh's event
+	// marks with its steps (a mesh recorded with events).
+	HoldsEvents() bool
+
 	// CopyEventsTo copies the [Rows×N] event marks, step-major as the
 	// steps (Mesh.Events), to dst (len(dst) ≥ Rows×N). It fails if the
 	// marks were released or the engine holds none.
@@ -47,11 +51,11 @@ type ResidentEvents interface {
 // eventsResident reports whether m's event marks are held with its
 // resident steps (ResidentEvents) rather than in Events.
 func (m *Mesh) eventsResident() bool {
-	if m == nil || m.Events != nil || m.EventHash == "" {
+	if m == nil || m.Events != nil {
 		return false
 	}
-	_, ok := m.Resident.(ResidentEvents)
-	return ok
+	r, ok := m.Resident.(ResidentEvents)
+	return ok && r.HoldsEvents()
 }
 
 // Host makes the mesh's steps available in H: if they are resident on an
