@@ -719,8 +719,10 @@ func init() { ode.Register(countsF64) }
 // trajectories (ball and pk of events_test.go, Tsit5 at rtol 1e-6, atol
 // 1e-8): with its record, the Gradient passed back ("record"); the same
 // asking for the loss and the gradients alone ("record-omit":
-// Gradient.Omit = OmitStates|OmitStats); and on the mesh of an earlier
-// call ("mesh", resident where the engine keeps meshes). down-B/op and
+// Gradient.Omit = OmitStates|OmitStats); on the mesh of an earlier call
+// ("mesh", resident where the engine keeps meshes); and a record followed
+// by a gradient on its new mesh ("record+mesh", two calls an op, as a
+// study that records, then replays with other losses). down-B/op and
 // up-B/op are the bytes copied from and to the device per call (the
 // trace's Download and Upload: deterministic for a given engine and
 // step counts), kernel-ns/op the kernels' time. Engines: "cuda-counts"
@@ -744,7 +746,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 	}
 	for _, eng := range engines {
 		for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
-			for _, mode := range []string{"record", "record-omit", "mesh"} {
+			for _, mode := range []string{"record", "record-omit", "mesh", "record+mesh"} {
 				c := mk(n, ode.Tsit5)
 				c.set.RelTol, c.set.AbsTol, c.set.Engine = 1e-6, 1e-8, eng
 				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
@@ -771,20 +773,27 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	switch mode {
 	case "record-omit":
 		g2 = &ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
-	case "mesh":
+	case "mesh", "record+mesh":
 		m, g2 = g.Mesh, &ode.Gradient{}
 	}
-	// A first call of the mode, untimed (the staging's and the
-	// results' storage).
-	if _, err := sv.GradContext(ctx, g2, &c.prob, c.loss, m); err != nil {
-		b.Fatal(err)
-	}
-	tr.Reset()
-	b.ResetTimer()
-	for range b.N {
+	call := func() {
+		if mode == "record+mesh" {
+			if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+				b.Fatal(err)
+			}
+			m = g.Mesh
+		}
 		if _, err := sv.GradContext(ctx, g2, &c.prob, c.loss, m); err != nil {
 			b.Fatal(err)
 		}
+	}
+	// A first call of the mode, untimed (the staging's and the
+	// results' storage).
+	call()
+	tr.Reset()
+	b.ResetTimer()
+	for range b.N {
+		call()
 	}
 	b.StopTimer()
 	st := tr.Stats()
