@@ -725,7 +725,9 @@ func init() { ode.Register(countsF64) }
 // study that records, then replays with other losses). down-B/op and
 // up-B/op are the bytes copied from and to the device per call (the
 // trace's Download and Upload: deterministic for a given engine and
-// step counts), kernel-ns/op the kernels' time. Engines: "cuda-counts"
+// step counts), kernel-ns/op the kernels' time, cpu-ns/op the CPU time
+// of the process (user + system, all threads: the host's work, where
+// other processes share the cores). Engines: "cuda-counts"
 // (countsBackend: ns/op is the host's work and the copies, as copies
 // of host memory, of a record of nullSteps steps a trajectory),
 // "cuda-host" (the generated kernels on the CPU: the bytes of the true
@@ -792,11 +794,14 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	call()
 	tr.Reset()
 	b.ResetTimer()
+	c0 := procCPU()
 	for range b.N {
 		call()
 	}
+	cpu := procCPU() - c0
 	b.StopTimer()
 	st := tr.Stats()
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(st.Download)/float64(b.N), "down-B/op")
 	b.ReportMetric(float64(st.Upload)/float64(b.N), "up-B/op")
 	b.ReportMetric(float64(st.Kernel)/float64(b.N), "kernel-ns/op")
