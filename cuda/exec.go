@@ -624,7 +624,7 @@ type run struct {
 	meshE            []int32           // the recorded mesh's event marks, step-major [rows][N] (Mesh.Events), with events
 	stored           int64             // bytes of stored states of the largest launch
 	gradNonFinite    bool              // a launch copied a gradient that is not finite (scatterCols)
-	lazyT            bool              // the times reached and last steps come back only where a trajectory failed (lazyTimes)
+	lazyT            bool              // the times reached come back only where a trajectory failed (lazyTimes; the last steps too, lazyH)
 	lazyH            bool              // the last steps come back only where a trajectory failed (lazySteps; with lazyT, or alone)
 	omit             ode.Omit          // the results not copied back (Job.Omit, less what the run reads itself: omitted)
 	failedRows       map[int][]float64 // with OmitStates: the final and saved states [Dim + K·Dim] of the trajectories whose loss term is not finite, for lossError
