@@ -158,11 +158,25 @@
 // rows mark the event steps, and its reverse sweep carries the cotangent
 // of time and differentiates each event step's size by the implicit
 // function theorem, as the CPU engine's. A record writes the mesh's event
-// marks (int32 [rows][n], kernel argument evout) to ode.Mesh.Events on the
-// host, also where the steps stay on the device; a replay, loss or
-// gradient on a given mesh with events (this engine's or the CPU's) reads
-// them (evin), applies each marked step's jump at its end and keeps the
-// mark in the stored rows, so the same sweep runs on it. Save times are
+// marks (int32 [rows][n], kernel argument evout) where it writes its
+// steps: a mesh kept on the device keeps its marks there too, after its
+// steps in the same allocation (ode.ResidentEvents; Mesh.Events stays nil
+// until Mesh.Host copies steps and marks, which the CPU engine and the
+// other engines' replays call), and a mesh recorded to the host (in
+// chunks, with reruns, in float32, on cuda-multi) brings them back to
+// Mesh.Events with its steps. A replay, loss or gradient on a given mesh
+// with events (this engine's or the CPU's) reads them (evin: in place
+// with the steps of a resident mesh, else uploaded from Mesh.Events),
+// applies each marked step's jump at its end and keeps the mark in the
+// stored rows, so the same sweep runs on it. A gradient with events
+// copies back per trajectory its status, accepted and rejected steps,
+// flags and event count (int32 each), its end time (a terminal event's),
+// its loss term and gradients and, unless Gradient.Omit leaves them out,
+// its final state (and rejected count): 76 bytes a trajectory for the
+// two-component balls, 56 with OmitStates|OmitStats; the last step sizes
+// only where a trajectory failed, nothing of its mesh
+// (BenchmarkGradEventsCall reports the bytes, TestHostEventsResident
+// checks them). Save times are
 // read as the CPU engine reads them (see ode.Event): inside an event step
 // on its own extension (the dense step at h*), exactly at a non-terminal
 // event after the jump, past a terminal event NaN (Solve, Replay) or the
@@ -284,7 +298,7 @@
 // comparing costs about half of staging, BenchmarkStageReuse; chunks of
 // a job too large for one launch, and the reruns of some trajectories,
 // send everything, and the launch after them too; a resident mesh does
-// not move; host meshes over 32 MiB in two
+// not move, its event marks neither; host meshes over 32 MiB in two
 // pipelined chunks; Y0, P or T1 given as one row go up as 8,192 copies
 // that the device doubles over launches of 2^17 trajectories or more),
 // the host's work on the per-trajectory results (from 2^18 trajectories

@@ -198,43 +198,51 @@ func testEvents(t *testing.T, engine string, n int, methods []ode.Method, gpu bo
 					}
 				}
 				checkEventClosedForms(t, c, got)
-				checkEventMarks(t, c, cpu, got, want)
+				// The engine's own mesh first, where it keeps it (its
+				// steps and marks on the device): the CPU's replay of it
+				// copies it to the host.
 				checkEventGivenMesh(t, c, dev, got, want)
+				checkEventMarks(t, c, cpu, got, want)
 			})
 		}
 	}
 }
 
+// meshMarks returns the event marks of mesh m: Events, or those an
+// engine keeps with its resident steps (ode.ResidentEvents, Events nil),
+// copied without moving the mesh to the host.
+func meshMarks(t testing.TB, m *ode.Mesh) []int32 {
+	t.Helper()
+	if m.Events != nil {
+		return m.Events
+	}
+	re, ok := m.Resident.(ode.ResidentEvents)
+	if !ok {
+		return nil
+	}
+	ev := make([]int32, m.Rows*m.N)
+	if err := re.CopyEventsTo(ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
 // checkEventMarks checks the event marks of the mesh of the engine's
-// gradient got (Mesh.Events, EventHash) against the CPU's (want), on the
-// trajectories that take the CPU's steps, and that the CPU engine (cpu)
-// replays the engine's mesh: its gradient on it is the engine's.
+// gradient got (Mesh.Events, or kept with its resident steps, EventHash)
+// against the CPU's (want), on the trajectories that take the CPU's
+// steps, and that the CPU engine (cpu) replays the engine's mesh (a
+// resident one copied to the host with its marks): its gradient on it
+// is the engine's.
 func checkEventMarks(t *testing.T, c engineCase, cpu *ode.Solver, got, want *ode.Gradient) {
 	t.Helper()
-	gm, wm := got.Mesh, want.Mesh
-	if gm.EventHash != wm.EventHash || len(gm.Events) != gm.Rows*gm.N {
-		t.Fatalf("mesh: event hash %q with %d marks for %d steps; CPU %q", gm.EventHash, len(gm.Events), gm.Rows*gm.N, wm.EventHash)
-	}
-	bad := 0
-	for i := 0; i < gm.N; i++ {
-		if gm.Len[i] != wm.Len[i] {
-			continue // a knife's edge
-		}
-		for s := 0; s < gm.Rows; s++ {
-			g, w := gm.Events[s*gm.N+i], int32(0)
-			if s < wm.Rows {
-				w = wm.Events[s*wm.N+i]
-			}
-			if g != w {
-				if bad++; bad <= 3 {
-					t.Errorf("trajectory %d step %d: event mark %d, CPU %d", i, s, g, w)
-				}
-			}
-		}
-	}
+	gm := got.Mesh
+	marks := compareMarks(t, gm, want.Mesh)
 	back, err := cpu.Grad(nil, &c.prob, c.loss, gm)
 	if err != nil {
 		t.Fatalf("CPU Grad on the engine's mesh: %v", err)
+	}
+	if !slices.Equal(gm.Events, marks) {
+		t.Error("the CPU's replay of the engine's mesh copied other event marks to the host (Mesh.Host)")
 	}
 	d, np := c.prob.Field.Dim, c.prob.Field.Params
 	closeRows(t, "CPU on the engine's mesh: Y", back.Solution.Y, got.Solution.Y, d, c.tol, nil)
@@ -247,6 +255,35 @@ func checkEventMarks(t *testing.T, c engineCase, cpu *ode.Solver, got, want *ode
 			t.Errorf("trajectory %d: CPU on the engine's mesh: %d events, engine %d", i, e, got.Solution.Events[i])
 		}
 	}
+}
+
+// compareMarks checks the event marks of mesh gm (meshMarks: on the host
+// or on the device) and its EventHash against the CPU's mesh wm, on the
+// trajectories that take the CPU's steps, and returns them.
+func compareMarks(t *testing.T, gm, wm *ode.Mesh) []int32 {
+	t.Helper()
+	marks := meshMarks(t, gm)
+	if gm.EventHash != wm.EventHash || len(marks) != gm.Rows*gm.N {
+		t.Fatalf("mesh: event hash %q with %d marks for %d steps; CPU %q", gm.EventHash, len(marks), gm.Rows*gm.N, wm.EventHash)
+	}
+	bad := 0
+	for i := 0; i < gm.N; i++ {
+		if gm.Len[i] != wm.Len[i] {
+			continue // a knife's edge
+		}
+		for s := 0; s < gm.Rows; s++ {
+			g, w := marks[s*gm.N+i], int32(0)
+			if s < wm.Rows {
+				w = wm.Events[s*wm.N+i]
+			}
+			if g != w {
+				if bad++; bad <= 3 {
+					t.Errorf("trajectory %d step %d: event mark %d, CPU %d", i, s, g, w)
+				}
+			}
+		}
+	}
+	return marks
 }
 
 // checkEventGivenMesh checks the engine's (dev) replay and gradient on
@@ -908,5 +945,128 @@ func TestHostEventsReuse(t *testing.T) {
 		if s := tr.Stats(); c.reruns && (s.Launches < 2 || s.Reruns == 0) {
 			t.Errorf("case %d: %d launches, %d reruns: want chunks and reruns", k, s.Launches, s.Reruns)
 		}
+	}
+}
+
+// TestHostEventsResident checks the event marks of a mesh kept on the
+// device (ode.ResidentEvents) on the host engine: a gradient's record
+// leaves them there with its steps (Mesh.Events nil) and copies back only
+// its per-trajectory results (Trace.Download: the statuses, counts and
+// flags, the event counts, the times, the final states, the loss terms
+// and the gradients, N values each); they are the CPU's; a gradient on
+// the mesh reads them in place (neither steps nor marks go up) and
+// equals the gradient on its host copy bit for bit; a Gradient passed
+// back records new marks into the same memory; Mesh.Host copies steps
+// and marks; and records with reruns or in chunks bring them to the host
+// with the steps.
+func TestHostEventsResident(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	const n = 64 // a multiple of 64: the arena's arrays need no padding
+	c := ballCase(n, ode.Tsit5)
+	c.set.RelTol, c.set.AbsTol = 1e-8, 1e-10
+	cpu := c.solver(t, "cpu")
+	want, err := cpu.Grad(nil, &c.prob, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := tuned(t, hostF64.name, Tuning{NoInputReuse: true})
+	sv := c.solver(t, engine)
+	var tr Trace
+	rec, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := rec.Mesh
+	if m.Resident == nil || m.H != nil || m.Events != nil {
+		t.Fatalf("recorded mesh: Resident %v, len(H) %d, len(Events) %d; want steps and marks on the device", m.Resident != nil, len(m.H), len(m.Events))
+	}
+	d, np := int64(c.prob.Field.Dim), int64(c.prob.Field.Params)
+	perTraj := 5*4 + 8 + 8*d + 8 + 8*d + 8*np // status, counts, flags, events; T; Y; loss; dY0; dP
+	if got := tr.Stats().Download; got != n*perTraj {
+		t.Errorf("the record copied back %d bytes, want its %d results of %d bytes (the marks, %d bytes, stay on the device)", got, n, perTraj, m.Rows*m.N*4)
+	}
+	compareMarks(t, m, want.Mesh)
+
+	// A gradient on the mesh reads its steps and marks in place; on its
+	// host copy they go up.
+	steps := make([]float64, m.Rows*m.N)
+	if err := m.Resident.CopyTo(steps); err != nil {
+		t.Fatal(err)
+	}
+	marks := meshMarks(t, m)
+	var tIn, tHost Trace
+	in, err := sv.GradContext(WithTrace(t.Context(), &tIn), nil, &c.prob, c.loss, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Resident == nil || m.Events != nil {
+		t.Error("the gradient on the resident mesh moved it to the host")
+	}
+	hm := *m
+	hm.Resident, hm.H, hm.Events = nil, steps, marks
+	onHost, err := sv.GradContext(WithTrace(t.Context(), &tHost), nil, &c.prob, c.loss, &hm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up, want := tHost.Stats().Upload-tIn.Stats().Upload, int64(m.Rows*m.N)*(8+4); up != want {
+		t.Errorf("the host copy of the mesh uploaded %d bytes more than the resident mesh, want its steps and marks, %d", up, want)
+	}
+	if in.Loss != onHost.Loss || !slices.Equal(in.P, onHost.P) || !slices.Equal(in.Y0, onHost.Y0) ||
+		!slices.Equal(in.Solution.T, onHost.Solution.T) || !slices.Equal(in.Solution.Events, onHost.Solution.Events) {
+		t.Error("the gradient on the resident mesh differs from the gradient on its host copy")
+	}
+	if !slices.Equal(in.Solution.Events, rec.Solution.Events) || !slices.Equal(in.Solution.T, rec.Solution.T) {
+		t.Error("the gradient on the resident mesh: event counts or end times differ from its record's")
+	}
+
+	// Passed back with other restitutions (other event steps), the
+	// record writes its steps and marks into the same memory.
+	p2 := c.prob
+	p2.P = slices.Clone(c.prob.P)
+	for i := range p2.P {
+		p2.P[i] *= 0.95
+	}
+	want2, err := cpu.Grad(nil, &p2, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0 := m.Resident
+	if _, err := sv.Grad(rec, &p2, c.loss, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Mesh.Resident != r0 || rec.Mesh.Events != nil {
+		t.Error("a Gradient passed back: its mesh's device memory was reallocated, or its marks came to the host")
+	}
+	compareMarks(t, rec.Mesh, want2.Mesh)
+	// Host copies both, and gives the memory back.
+	dm := meshMarks(t, rec.Mesh)
+	hostMesh(t, rec.Mesh)
+	if !slices.Equal(rec.Mesh.Events, dm) || len(rec.Mesh.H) != rec.Mesh.Rows*n || !r0.Released() {
+		t.Error("Mesh.Host: the marks on the host differ from the device's, or the steps are missing, or the memory was kept")
+	}
+
+	// Reruns (short first records) and chunks record their marks to the
+	// host with the steps.
+	for _, x := range []struct {
+		name string
+		tun  Tuning
+		lim  int64
+	}{{"reruns", Tuning{firstRows: 4}, 0}, {"chunks", Tuning{}, 200 << 10}} {
+		set := c.set
+		set.Engine, set.MemoryLimit = tuned(t, hostF64.name, x.tun), x.lim
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tr Trace
+		g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := tr.Stats(); g.Mesh.Resident != nil || g.Mesh.Events == nil || s.Reruns == 0 && s.Launches < 2 {
+			t.Errorf("%s: resident %t, %d marks, %d reruns, %d launches: want reruns or chunks, and the mesh on the host", x.name, g.Mesh.Resident != nil, len(g.Mesh.Events), s.Reruns, s.Launches)
+		}
+		checkEventMarks(t, c, cpu, g, want)
 	}
 }

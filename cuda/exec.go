@@ -545,7 +545,7 @@ func (ex *executor) runJob(ctx context.Context, j *ode.Job) (*run, error) {
 // runJobOf is runJob with the job's kernel configuration, ex.variant(j),
 // if cfg is not nil (Run has it).
 func (ex *executor) runJobOf(ctx context.Context, j *ode.Job, cfg *kernelgen.Config) (*run, error) {
-	if m := j.Mesh; m != nil && j.Plan != nil && j.Plan.Events != nil && len(m.Events) < m.Rows*m.N {
+	if m := j.Mesh; m != nil && j.Plan != nil && j.Plan.Events != nil && len(m.Events) < m.Rows*m.N && !marksResident(m) {
 		return nil, fmt.Errorf("cuda: engine %s: a mesh replayed with events must mark its event steps (Mesh.Events): record it with these events", ex.name)
 	}
 	tr := traceOf(ctx)
@@ -673,7 +673,8 @@ type run struct {
 	meshE            []int32           // the recorded mesh's event marks, step-major [rows][N] (Mesh.Events), with events
 	stored           int64             // bytes of stored states of the largest launch
 	gradNonFinite    bool              // a launch copied a gradient that is not finite (scatterCols)
-	lazyT            bool              // the times reached and last steps come back only where a trajectory failed (lazyTimes)
+	lazyT            bool              // the times reached come back only where a trajectory failed (lazyTimes; the last steps too, lazyH)
+	lazyH            bool              // the last steps come back only where a trajectory failed (lazySteps; with lazyT, or alone)
 	omit             ode.Omit          // the results not copied back (Job.Omit, less what the run reads itself: omitted)
 	failedRows       map[int][]float64 // with OmitStates: the final and saved states [Dim + K·Dim] of the trajectories whose loss term is not finite, for lossError
 
@@ -731,6 +732,7 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		if r.lazyT = lazyTimes(j, v); !r.lazyT {
 			res.T = overwrite(old.T, n)
 		}
+		r.lazyH = lazySteps(v)
 		res.Stiff = overwrite(old.Stiff, n)
 		// LastH is set for failed trajectories only (scatter): nil when
 		// all end well.
@@ -797,6 +799,14 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 func lazyTimes(j *ode.Job, v kernelgen.Config) bool {
 	return v.Adaptive && !v.Events && (j.Op == ode.OpGrad || j.Op == ode.OpLoss)
 }
+
+// lazySteps reports whether a run of kind v leaves the last step sizes
+// on the device unless a trajectory failed: every adaptive run uses them
+// only in a failure's message (ode.Result.LastH is set for the failures
+// alone), so their 8 bytes a trajectory are not copied back on every
+// call, also where the times reached are (a solve; a record with
+// events, which ends at its terminal events).
+func lazySteps(v kernelgen.Config) bool { return v.Adaptive }
 
 // omitted returns the results of a run of kind v for job j that are not
 // copied back from the device nor scattered (Job.Omit): the final and
@@ -869,6 +879,7 @@ type layout struct {
 	off   [numArgs]int64 // byte offset of each pointer argument; -1 if unused
 	bytes [numArgs]int64
 	size  int64
+	order []int // the arrays' order in the arena (layoutOrder)
 }
 
 // layout returns the layout of a launch of n trajectories.
@@ -892,9 +903,12 @@ func (r *run) layout(n, rows int) layout {
 		}
 		elems[argLen] = cnt(1)
 		if v.Events {
-			// The mesh's event marks; the kernel writes the end times and
-			// the event counts (and a gradient its tangent flags).
-			elems[argEvIn] = cnt(rows)
+			// The mesh's event marks (unless read in place with its
+			// resident steps); the kernel writes the end times and the
+			// event counts (and a gradient its tangent flags).
+			if !r.eventsIn() {
+				elems[argEvIn] = cnt(rows)
+			}
 			elems[argT], elems[argEvents] = cnt(1), cnt(1)
 			if v.Grad {
 				elems[argFlags] = cnt(1)
@@ -918,9 +932,10 @@ func (r *run) layout(n, rows int) layout {
 	if v.MeshOut && r.hout == nil {
 		elems[argHout] = cnt(rows)
 	}
-	if v.MeshOut && v.Events {
-		// In the arena even where the steps stay on the device: the marks
-		// live on the host (Mesh.Events).
+	if v.MeshOut && v.Events && !r.eventsOut() {
+		// The marks of a mesh whose steps come back to the host
+		// (readEvents); those of a resident mesh are written after its
+		// steps (eventsOut).
 		elems[argEvOut] = cnt(rows)
 	}
 	if v.Store {
@@ -934,12 +949,12 @@ func (r *run) layout(n, rows int) layout {
 		}
 		elems[argSh], elems[argWork] = int64(block), int64(accs)
 	}
-	var l layout
+	l := layout{order: layoutOrder[kernelgen.B2i(r.lazyT)]}
 	off := int64(0)
 	for a := argSh; a < numArgs; a++ {
 		l.off[a] = -1
 	}
-	for _, a := range layoutOrder {
+	for _, a := range l.order {
 		if elems[a] == 0 {
 			continue
 		}
@@ -956,17 +971,27 @@ func (r *run) layout(n, rows int) layout {
 	return l
 }
 
-// layoutOrder is the order of the arrays in the arena: the arguments'
-// order, except that the mesh to replay (argHin) comes last of the inputs,
-// so that the inputs before it go up from one staging buffer and the mesh
-// straight from the caller's rows, and that the download region (argGS
-// to argGP in the arguments' order) puts what every call copies back
-// first and what it may leave on the device last: the rejected-step
-// counts and the states (Job.Omit), then the times reached and the last
-// steps (lazyTimes), so that a call that leaves them out copies one
-// range back (two where it leaves the states out and not the counts, or
-// keeps the times: see spans).
-var layoutOrder = func() []int {
+// layoutOrder is the order of the arrays in the arena, [0] for a run
+// that copies the times reached back (a solve, a record with events) and
+// [1] for one that leaves them on the device (lazyTimes): the arguments'
+// order, except that the mesh to replay (argHin) comes last of the
+// inputs, so that the inputs before it go up from one staging buffer and
+// the mesh straight from the caller's rows, and that the download region
+// (argGS to argGP in the arguments' order) puts what every call copies
+// back first and what it may leave on the device last: the times
+// reached where they come back, the rejected-step counts and the states
+// (Job.Omit), the times reached where they may not (lazyTimes), then the
+// last steps (lazySteps), so that a call that leaves them out copies one
+// range back (two where it leaves the states out and not the counts:
+// see spans).
+var layoutOrder = [2][]int{layoutOrderOf(false), layoutOrderOf(true)}
+
+// layoutOrderOf returns layoutOrder[kernelgen.B2i(lazyT)].
+func layoutOrderOf(lazyT bool) []int {
+	tail := []int{argT, argRej, argY, argYs, argLastH}
+	if lazyT {
+		tail = []int{argRej, argY, argYs, argT, argLastH}
+	}
 	var o []int
 	for a := argSh; a < numArgs; a++ {
 		switch a {
@@ -974,13 +999,13 @@ var layoutOrder = func() []int {
 		case argGS:
 			o = append(o, argHin, argGS)
 		case argGP:
-			o = append(o, argGP, argRej, argY, argYs, argT, argLastH)
+			o = append(append(o, argGP), tail...)
 		default:
 			o = append(o, a)
 		}
 	}
 	return o
-}()
+}
 
 // rowMajor reports whether argument a of the run's kernel is row-major
 // on the device, component c of launch trajectory q at [q*w + c]
@@ -998,12 +1023,13 @@ func (r *run) rowMajor(a int) bool {
 type span struct{ lo, hi int64 }
 
 // spans returns the byte ranges of the arena holding the used arrays
-// for which keep is true, in layoutOrder, arrays next to each other (no
-// used array left out between them) in one range; at[a], the offset of
-// kept array a in the ranges' bytes laid end to end (their total).
+// for which keep is true, in the arena's order (layoutOrder), arrays next
+// to each other (no used array left out between them) in one range;
+// at[a], the offset of kept array a in the ranges' bytes laid end to end
+// (their total).
 func (l *layout) spans(keep func(a int) bool) (sp []span, at [numArgs]int64, total int64) {
 	open, base := false, int64(0) // base: where the open range starts in the total
-	for _, a := range layoutOrder {
+	for _, a := range l.order {
 		if l.off[a] < 0 {
 			continue
 		}
@@ -1029,7 +1055,7 @@ func (r *run) downloaded(a int) bool {
 	switch {
 	case a < argGS || a > argGP:
 		return false
-	case r.lazyT && (a == argT || a == argLastH):
+	case r.lazyT && a == argT, r.lazyH && a == argLastH:
 		return false
 	case r.omit&ode.OmitStates != 0 && (a == argY || a == argYs):
 		return false
@@ -2290,6 +2316,10 @@ func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bca
 		if err := r.zero(ar.addr+uint64(l.off[argEvOut]), l.bytes[argEvOut]); err != nil {
 			return err
 		}
+	} else if r.eventsOut() {
+		if err := r.zero(r.hout.eventsAddr(), int64(rows)*int64(n)*4); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -2329,8 +2359,14 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 	if r.hin != nil {
 		args[argHin] = r.hin.mem.addr
 	}
+	if r.eventsIn() {
+		args[argEvIn] = r.hin.eventsAddr()
+	}
 	if r.v.MeshOut && r.hout != nil {
 		args[argHout] = r.hout.mem.addr
+	}
+	if r.eventsOut() {
+		args[argEvOut] = r.hout.eventsAddr()
 	}
 	return args
 }
@@ -2377,7 +2413,10 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			rej = iv(down, outLo, argRej)
 		}
 		if !r.lazyT {
-			tt, lasth = rv(down, outLo, argT), rv(down, outLo, argLastH)
+			tt = rv(down, outLo, argT)
+		}
+		if !r.lazyH {
+			lasth = rv(down, outLo, argLastH)
 		}
 		if v.Events {
 			events = iv(down, outLo, argEvents)
@@ -2512,6 +2551,17 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				}
 			}
 		}
+		if v.Grad && v.Events {
+			// The first tangential crossing, whose event time has no
+			// derivative (the error below).
+			blocks[b].tangent = -1
+			for q := q0; q < q1; q++ {
+				if flags[q]&flagTangent != 0 && flags[q]&flagOverflow == 0 {
+					blocks[b].tangent = q
+					break
+				}
+			}
+		}
 		blocks[b].over, blocks[b].longest, blocks[b].failed, blocks[b].stiff = over, longest, fail, stiffAny
 		if sum != nil {
 			sum.add(b)
@@ -2557,9 +2607,9 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 	}
 	if v.Grad && v.Events {
-		for q := range n {
-			if flags[q]&flagTangent != 0 && flags[q]&flagOverflow == 0 {
-				return nil, fmt.Errorf("cuda: engine %s: trajectory %d: an event's condition has derivative 0 (or not finite) along the solution at the event: its time has no derivative (a tangential crossing)", ex.name, g[q])
+		for _, bo := range blocks {
+			if bo.tangent >= 0 {
+				return nil, fmt.Errorf("cuda: engine %s: trajectory %d: an event's condition has derivative 0 (or not finite) along the solution at the event: its time has no derivative (a tangential crossing)", ex.name, g[bo.tangent])
 			}
 		}
 	}
@@ -2575,11 +2625,13 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			return nil, err
 		}
 	}
-	if r.lazyT && anyFailed {
-		// The failures' times and last steps, for their messages.
+	if r.lazyH && anyFailed {
+		// The failures' last steps (and times, lazyT), for their messages.
 		if tt, lasth, err = r.readTimes(ar, l); err != nil {
 			return nil, err
 		}
+	}
+	if r.lazyT && anyFailed {
 		if res.T == nil {
 			res.T = append([]float64(nil), r.j.T1...) // where each trajectory that ends well ends
 		}
@@ -2755,6 +2807,7 @@ type scatterBlock struct {
 	stiff     bool  // a trajectory whose stiffness test fired
 	nonFinite bool  // a gradient that is not finite
 	badTerm   bool  // a loss term that is not finite (with OmitStates: lossError needs its states)
+	tangent   int   // a gradient with events: the block's first launch trajectory whose event crossing is tangential, or -1
 }
 
 // orderedSum adds the loss terms of a launch's blocks in index order as
@@ -2797,6 +2850,15 @@ func (s *orderedSum) add(b int) {
 	}
 	s.busy = false
 	s.mu.Unlock()
+}
+
+// marksResident reports whether the event marks of mesh m are held with
+// its steps in a device's memory (ode.ResidentEvents, Mesh.Events nil):
+// a run reads them there (eventsIn) or copies them to the host with the
+// steps (Mesh.Host).
+func marksResident(m *ode.Mesh) bool {
+	rm, ok := m.Resident.(*residentMesh)
+	return ok && m.Events == nil && rm.events
 }
 
 // readEvents copies the event marks of the first used rows of the
@@ -3011,6 +3073,7 @@ func (r *run) writeMesh(addr uint64, g []int, rows int) error {
 	N := mh.N
 	es := r.ex.prec.Size()
 	lo := g[0]
+	r.tr.add(func(t *TraceStats) { t.Upload += int64(rows) * int64(n) * int64(es) })
 	if g[n-1]-lo == n-1 && r.ex.prec == Float64 {
 		if n == N {
 			return r.copyMesh(f64bytes(mh.H[:rows*N]), addr, true)
@@ -3337,9 +3400,12 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		default:
 			m.H = r.meshH[:m.Rows*n]
 		}
-		if v.Events {
-			// The event marks, on the host (readEvents), wherever the
-			// steps are.
+		switch {
+		case r.eventsOut():
+			// The event marks stay on the device after the steps
+			// (ode.ResidentEvents): Events stays nil until Mesh.Host.
+		case v.Events:
+			// The event marks, on the host (readEvents).
 			if had := len(r.meshE); had < m.Rows*n { // no launch had steps
 				var fresh bool
 				if r.meshE, fresh = buf.Extend(r.meshE, m.Rows*n); !fresh {
@@ -3419,10 +3485,14 @@ func (r *run) pastTerminal() error {
 		// The event: the mark of the trajectory's last step.
 		var mark int32
 		if m := j.Mesh; m != nil {
-			if l := m.Len[i]; l > 0 {
+			if l := m.Len[i]; l > 0 && m.Events != nil {
 				mark = m.Events[(l-1)*m.N+i]
+			} else if l > 0 && r.eventsIn() {
+				mark, _ = r.hin.mark(l-1, i) // (0, an unnamed event, if it cannot be read)
 			}
-		} else if l := res.Stats.Accepted[i]; l > 0 && len(r.meshE) >= l*N {
+		} else if l := res.Stats.Accepted[i]; l > 0 && r.eventsOut() {
+			mark, _ = r.hout.mark(l-1, i)
+		} else if l > 0 && len(r.meshE) >= l*N {
 			mark = r.meshE[(l-1)*N+i]
 		}
 		name := "event"

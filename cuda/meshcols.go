@@ -64,7 +64,10 @@ func (m *residentMesh) Columns(cols, lens []int, rows int) (ode.ResidentSteps, e
 		binary.LittleEndian.PutUint32(idx[4*x:], uint32(c))
 		binary.LittleEndian.PutUint32(idx[4*(k+x):], uint32(lens[x]))
 	}
-	dst, err := newResidentMesh(ex, rows, k)
+	if m.events {
+		return nil, fmt.Errorf("cuda: engine %s: columns asked of a resident mesh recorded with events: its event marks are not gathered; copy the mesh to the host (Mesh.Host) instead", ex.name)
+	}
+	dst, err := newResidentMesh(ex, rows, k, false)
 	if err != nil {
 		return nil, err
 	}

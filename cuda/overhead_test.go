@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -665,6 +666,145 @@ func BenchmarkCallHostWorkEvents(b *testing.B) {
 	lc.set.Engine = hostWork.name
 	b.Run("lorenz/solve", func(b *testing.B) { benchEventsCall(b, &lc, false) })
 	b.Run("lorenz/grad", func(b *testing.B) { benchEventsCall(b, &lc, true) })
+}
+
+// countsBackend is the host backend with kernels that write only the
+// accepted-step counts (nullSteps for every trajectory, all OK, every
+// other result 0) and device memsets that take no time (a GPU's take
+// microseconds): a call on it costs the host's work and its copies
+// (copies of host memory here), the bytes those of a record of
+// nullSteps steps a trajectory, event marks included.
+type countsBackend struct{ *hostBackend }
+
+func (countsBackend) compile(string, string, []string) (backendKernel, error) {
+	return nullKernel{}, nil
+}
+func (countsBackend) zero(uint64, int64) error { return nil }
+func (b countsBackend) batch(f func(q queue) error) error {
+	return f(countsQueue{hostQueue{b.hostBackend}})
+}
+
+type countsQueue struct{ hostQueue }
+
+func (countsQueue) zero(uint64, int64) error { return nil }
+
+func (q countsQueue) enqueue(_ backendKernel, _, _, _ int, args []uint64) error {
+	if len(args) == numSavesWords {
+		return nil
+	}
+	lo, hi := uint64(args[argFirst]), uint64(args[argEnd])
+	// The statuses and flags (OK, none set): the memsets that zero the
+	// other results are skipped.
+	for _, a := range []int{argStatus, argFlags} {
+		if args[a] != 0 {
+			m, _, off := q.b.at(args[a])
+			clear(m[off+4*lo : off+4*hi])
+		}
+	}
+	if args[argAcc] != 0 {
+		m, _, off := q.b.at(args[argAcc])
+		for i := lo; i < hi; i++ {
+			binary.LittleEndian.PutUint32(m[off+4*i:], nullSteps)
+		}
+	}
+	return nil
+}
+
+var countsF64 = &Engine{name: "cuda-counts", prec: Float64, be: countsBackend{newHostBackend(16 << 30)}}
+
+func init() { ode.Register(countsF64) }
+
+// BenchmarkGradEventsCall measures what a whole Solver.Grad call of the
+// events suite's problems moves and costs on the host, at 65,536
+// trajectories (ball and pk of events_test.go, Tsit5 at rtol 1e-6, atol
+// 1e-8): with its record, the Gradient passed back ("record"); the same
+// asking for the loss and the gradients alone ("record-omit":
+// Gradient.Omit = OmitStates|OmitStats); on the mesh of an earlier call
+// ("mesh", resident where the engine keeps meshes); and a record followed
+// by a gradient on its new mesh ("record+mesh", two calls an op, as a
+// study that records, then replays with other losses). down-B/op and
+// up-B/op are the bytes copied from and to the device per call (the
+// trace's Download and Upload: deterministic for a given engine and
+// step counts), kernel-ns/op the kernels' time, cpu-ns/op the CPU time
+// of the process (user + system, all threads: the host's work, where
+// other processes share the cores). Engines: "cuda-counts"
+// (countsBackend: ns/op is the host's work and the copies, as copies
+// of host memory, of a record of nullSteps steps a trajectory),
+// "cuda-host" (the generated kernels on the CPU: the bytes of the true
+// step counts; its ns/op is mostly the kernels and the device's
+// memsets) and "cuda" where a GPU is found (the whole call).
+//
+//	go test ./cuda -run '^$' -bench GradEventsCall/cuda-counts -benchtime 200x -count 6
+//	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
+func BenchmarkGradEventsCall(b *testing.B) {
+	const n = 1 << 16
+	engines := []string{countsF64.name}
+	if _, err := exec.LookPath("g++"); err == nil {
+		engines = append(engines, hostF64.name)
+	}
+	if NewEngine("probe", 0, Float64).Available() == nil {
+		engines = append(engines, "cuda")
+	}
+	for _, eng := range engines {
+		for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
+			for _, mode := range []string{"record", "record-omit", "mesh", "record+mesh"} {
+				c := mk(n, ode.Tsit5)
+				c.set.RelTol, c.set.AbsTol, c.set.Engine = 1e-6, 1e-8, eng
+				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
+				b.Run(name, func(b *testing.B) { benchGradEventsCall(b, &c, mode) })
+			}
+		}
+	}
+}
+
+func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
+	b.ReportAllocs()
+	sv, err := ode.NewSolver(c.prob.Field, &c.set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var g ode.Gradient
+	var tr Trace
+	ctx := WithTrace(context.Background(), &tr)
+	if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+		b.Fatal(err)
+	}
+	var m *ode.Mesh
+	g2 := &g
+	switch mode {
+	case "record-omit":
+		g2 = &ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
+	case "mesh", "record+mesh":
+		m, g2 = g.Mesh, &ode.Gradient{}
+	}
+	call := func() {
+		if mode == "record+mesh" {
+			if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+				b.Fatal(err)
+			}
+			m = g.Mesh
+		}
+		if _, err := sv.GradContext(ctx, g2, &c.prob, c.loss, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// A first call of the mode, untimed (the staging's and the
+	// results' storage).
+	call()
+	tr.Reset()
+	b.ResetTimer()
+	c0 := procCPU()
+	for range b.N {
+		call()
+	}
+	cpu := procCPU() - c0
+	b.StopTimer()
+	st := tr.Stats()
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(st.Download)/float64(b.N), "down-B/op")
+	b.ReportMetric(float64(st.Upload)/float64(b.N), "up-B/op")
+	b.ReportMetric(float64(st.Kernel)/float64(b.N), "kernel-ns/op")
 }
 
 // eventsRows is the record buffer's rows in a warm call of the events

@@ -11,12 +11,15 @@ import (
 // residentMesh holds a mesh's steps in device memory, where the record
 // that wrote them ran (ode.ResidentSteps): float64, step-major, rows
 // rows of n (the record buffer's rows; the mesh uses the first Rows). A
-// replay or gradient on the same device reads them in place; the memory
-// goes back with Release or once the handle is unreachable.
+// mesh recorded with events keeps its event marks after the steps, in
+// the same allocation (ode.ResidentEvents): int32, step-major, rows rows
+// of n. A replay or gradient on the same device reads them in place; the
+// memory goes back with Release or once the handle is unreachable.
 type residentMesh struct {
-	residentBlock     // the executor whose record wrote the steps, and their memory
-	rows          int // rows of the buffer
-	n             int // trajectories (row length)
+	residentBlock      // the executor whose record wrote the steps, and their memory
+	rows          int  // rows of the buffer
+	n             int  // trajectories (row length)
+	events        bool // the event marks follow the steps (eventsAddr)
 }
 
 // residentBlock is device memory that an executor's run wrote and a
@@ -94,17 +97,61 @@ func (b *deviceBlock) isFreed() bool {
 	return b.freed
 }
 
-var _ ode.ResidentSteps = (*residentMesh)(nil)
+var _ ode.ResidentEvents = (*residentMesh)(nil)
 
-// newResidentMesh allocates device memory for rows rows of n steps.
-func newResidentMesh(ex *executor, rows, n int) (*residentMesh, error) {
-	b, err := newResidentBlock(ex, int64(rows)*int64(n)*8)
+// meshRowBytes returns the bytes a resident mesh row of n trajectories
+// takes: n steps, and n event marks with events.
+func meshRowBytes(n int, events bool) int64 {
+	if events {
+		return int64(n) * (8 + 4)
+	}
+	return int64(n) * 8
+}
+
+// newResidentMesh allocates device memory for rows rows of n steps (and
+// of n event marks, with events).
+func newResidentMesh(ex *executor, rows, n int, events bool) (*residentMesh, error) {
+	b, err := newResidentBlock(ex, int64(rows)*meshRowBytes(n, events))
 	if err != nil {
 		return nil, err
 	}
-	m := &residentMesh{residentBlock: b, rows: rows, n: n}
+	m := &residentMesh{residentBlock: b, rows: rows, n: n, events: events}
 	runtime.AddCleanup(m, (*deviceBlock).free, m.mem)
 	return m, nil
+}
+
+// eventsAddr returns the device address of the event marks, after the
+// rows of steps.
+func (m *residentMesh) eventsAddr() uint64 { return m.mem.addr + uint64(m.rows)*uint64(m.n)*8 }
+
+// HoldsEvents reports whether the event marks follow the steps.
+func (m *residentMesh) HoldsEvents() bool { return m.events }
+
+// CopyEventsTo copies the first len(dst)/n rows of event marks to dst
+// (at most the buffer's): one copy from the device.
+func (m *residentMesh) CopyEventsTo(dst []int32) error {
+	switch {
+	case m.Released():
+		return fmt.Errorf("cuda: engine %s: the mesh's device memory was released", m.ex.name)
+	case !m.events:
+		return fmt.Errorf("cuda: engine %s: the resident mesh holds no event marks", m.ex.name)
+	case len(dst) > m.rows*m.n:
+		return fmt.Errorf("cuda: engine %s: %d event marks asked of a resident mesh of %d", m.ex.name, len(dst), m.rows*m.n)
+	}
+	r := &run{ex: m.ex}
+	return r.copyMesh(int32bytes(dst), m.eventsAddr(), false)
+}
+
+// mark returns the event mark of step s of trajectory i (s < rows): one
+// small copy from the device, for an error's message.
+func (m *residentMesh) mark(s, i int) (int32, error) {
+	var x [1]int32
+	if !m.events || m.Released() || s < 0 || s >= m.rows || i < 0 || i >= m.n {
+		return 0, fmt.Errorf("cuda: engine %s: no event mark %d of trajectory %d on the device", m.ex.name, s, i)
+	}
+	r := &run{ex: m.ex}
+	err := r.read(int32bytes(x[:]), m.eventsAddr()+uint64(s*m.n+i)*4)
+	return x[0], err
 }
 
 // CopyTo copies the first len(dst)/n rows to dst (at most the buffer's).
@@ -125,12 +172,14 @@ func (m *residentMesh) fits(ex *executor, rows, n int) bool {
 }
 
 // reshape makes m, if it is large enough, a buffer of rows rows (or more)
-// of n steps on ex's device, and reports whether it did.
-func (m *residentMesh) reshape(ex *executor, rows, n int) bool {
-	if m == nil || m.Released() || m.ex.be != ex.be || n < 1 || m.mem.bytes < int64(rows)*int64(n)*8 {
+// of n steps (and of n event marks, with events) on ex's device, and
+// reports whether it did.
+func (m *residentMesh) reshape(ex *executor, rows, n int, events bool) bool {
+	w := meshRowBytes(n, events)
+	if m == nil || m.Released() || m.ex.be != ex.be || n < 1 || m.mem.bytes < int64(rows)*w {
 		return false
 	}
-	m.ex, m.n, m.rows = ex, n, int(m.mem.bytes/(8*int64(n)))
+	m.ex, m.n, m.rows, m.events = ex, n, int(m.mem.bytes/w), events
 	return true
 }
 
@@ -147,6 +196,19 @@ func (ex *executor) residentOf(m *ode.Mesh) *residentMesh {
 	return rm
 }
 
+// eventsIn reports whether the run's mesh to replay (r.hin, in place)
+// holds the job's event marks, which the kernel then reads there: the
+// marks of a mesh recorded with events on this device stay with its
+// steps (ode.ResidentEvents; Mesh.Events is nil).
+func (r *run) eventsIn() bool {
+	return r.v.Events && r.hin != nil && r.hin.events && r.j.Mesh.Events == nil
+}
+
+// eventsOut reports whether the run's recorded mesh keeps its event marks
+// on the device, after its steps (r.hout): else they come back to the
+// host (readEvents).
+func (r *run) eventsOut() bool { return r.v.Events && r.v.MeshOut && r.hout != nil && r.hout.events }
+
 // keepsMeshes reports whether ex keeps recorded meshes on the device: the
 // single-device engines in float64 do (a MultiEngine's shards are
 // gathered on the host).
@@ -158,10 +220,10 @@ func (ex *executor) keepsMeshes() bool { return ex.keepMesh && !ex.tiles && ex.p
 // large enough, else a new allocation. If none can be had the mesh goes
 // to the host as before.
 func (r *run) keepMesh(rows int) {
-	n := r.j.N
+	n, events := r.j.N, r.v.Events
 	if old := r.j.Reuse; old != nil && old.Mesh != nil {
 		if rm, ok := old.Mesh.Resident.(*residentMesh); ok {
-			if rm.reshape(r.ex, rows, n) {
+			if rm.reshape(r.ex, rows, n, events) {
 				r.hout = rm // filled in place, as a host mesh passed back is
 				return
 			}
@@ -170,7 +232,7 @@ func (r *run) keepMesh(rows int) {
 			}
 		}
 	}
-	rm, err := newResidentMesh(r.ex, rows, n)
+	rm, err := newResidentMesh(r.ex, rows, n, events)
 	if err != nil {
 		return
 	}
@@ -188,8 +250,9 @@ func residentOfReuse(j *ode.Job) *residentMesh {
 }
 
 // unkeepMesh moves a mesh being recorded on the device (rows rows) to
-// the run's host mesh and gives the device memory back: a rerun of some
-// trajectories goes through the host.
+// the run's host mesh (and its event marks to the run's host marks) and
+// gives the device memory back: a rerun of some trajectories goes
+// through the host.
 func (r *run) unkeepMesh(rows int) error {
 	rm := r.hout
 	if rm == nil {
@@ -210,7 +273,13 @@ func (r *run) unkeepMesh(rows int) error {
 	if used == 0 {
 		return nil
 	}
-	return r.readMesh(rm.mem.addr, g, used)
+	if err := r.readMesh(rm.mem.addr, g, used); err != nil {
+		return err
+	}
+	if r.v.Events && rm.events {
+		return r.readEvents(rm.eventsAddr(), g, used)
+	}
+	return nil
 }
 
 // residentSaves holds the saved states of a run in device memory

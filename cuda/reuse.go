@@ -223,7 +223,7 @@ func (bc bcast) holds(a int) bool { return bc.held&(1<<a) != 0 }
 // goes up with neither), in the arena's order.
 func (bc bcast) heldSpans(l *layout, end int64) []span {
 	var sp []span
-	for _, a := range layoutOrder {
+	for _, a := range l.order {
 		if !bc.holds(a) || l.off[a] < 0 {
 			continue
 		}

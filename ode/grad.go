@@ -711,7 +711,10 @@ func (sv *Solver) Replay(p *Problem, m *Mesh) (*Solution, error) {
 }
 
 // checkMeshEvents refuses a mesh whose events (Mesh.EventHash, Events)
-// are not the solver's (Settings.Events).
+// are not the solver's (Settings.Events). Marks resident on the solver's
+// engine with the steps (ResidentEvents; checkMesh has copied those of
+// another engine to the host) are its own record's, with the hash's
+// events: they are not read. Marks on the host are read on all cores.
 func (sv *Solver) checkMeshEvents(m *Mesh) error {
 	ep := sv.plan.Events
 	switch {
@@ -723,13 +726,21 @@ func (sv *Solver) checkMeshEvents(m *Mesh) error {
 		return fmt.Errorf("ode: mesh was recorded without events, and the solver has Settings.Events: a mesh with events marks its event steps (Mesh.Events); record one with this solver")
 	case m.EventHash != ep.Hash:
 		return fmt.Errorf("ode: mesh was recorded with other events (event hash %s, the solver's %s): record a mesh with this solver's Settings.Events", m.EventHash, ep.Hash)
+	case m.eventsResident() && m.residentOn(sv.engine.Name()):
+		return nil
 	case len(m.Events) < m.Rows*m.N:
 		return fmt.Errorf("ode: mesh has events (EventHash %s) but %d event marks for %d steps (Mesh.Events; recorded on engine %s): record the mesh again with these events, or call Grad with m = nil", m.EventHash, len(m.Events), m.Rows*m.N, m.Engine)
 	}
-	for x, e := range m.Events[:m.Rows*m.N] {
-		if e < 0 || int(e) > len(ep.Names) {
-			return fmt.Errorf("ode: mesh: step %d of trajectory %d marks event %d, and the solver has %d events", x/m.N, x%m.N, e-1, len(ep.Names))
+	ne := int32(len(ep.Names))
+	if x := par.First(m.Rows*m.N, func(lo, hi int) int {
+		for x, e := range m.Events[lo:hi] {
+			if e < 0 || e > ne {
+				return lo + x
+			}
 		}
+		return -1
+	}); x >= 0 {
+		return fmt.Errorf("ode: mesh: step %d of trajectory %d marks event %d, and the solver has %d events", x/m.N, x%m.N, m.Events[x]-1, len(ep.Names))
 	}
 	return nil
 }

@@ -394,7 +394,10 @@ func sum(x []int) int {
 // resident steps where they are; any other use (another engine, a check
 // of the steps, a caller reading H) needs Host first, which this package
 // calls where it needs the steps. Len, Status and Stats are always on the
-// host. A replay on the engine of a resident mesh that a Grad recorded
+// host. A mesh recorded with events may keep its event marks with the
+// resident steps (ResidentEvents): Events is then nil until Host, and a
+// replay on that engine reads them where they are, unchecked (its own
+// record wrote them). A replay on the engine of a resident mesh that a Grad recorded
 // with every trajectory OK reads none of them again but Len (which the
 // engine checks as it sends it to the device): its steps, out of the
 // caller's reach, are that record's until a later record reuses their
@@ -405,7 +408,8 @@ type Mesh struct {
 	H       []float64 // [Rows×N]; nil while Resident holds the steps
 
 	// Resident, if not nil, holds the [Rows×N] steps on the engine that
-	// recorded them (see Host and Release).
+	// recorded them (see Host and Release), and with events maybe their
+	// marks (ResidentEvents).
 	Resident ResidentSteps
 
 	Len    []int    // [N]
@@ -451,8 +455,11 @@ type Mesh struct {
 	// terminal, the trajectory's end), 0 for an ordinary step. EventHash
 	// is the recording plan's EventPlan.Hash. Both are nil/"" for a mesh
 	// recorded without events; a replay checks them against its events
-	// (see Event). The CPU engine and the GPU engine "cuda" record the
-	// marks and replay meshes with events, each the other's too.
+	// (see Event). An engine that keeps the steps (Resident) may keep
+	// the marks with them (ResidentEvents): Events is then nil, as H is,
+	// until Host copies both. The CPU engine and the GPU engine "cuda"
+	// record the marks and replay meshes with events, each the other's
+	// too.
 	Events    []int32
 	EventHash string
 

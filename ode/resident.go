@@ -41,17 +41,49 @@ type ColumnSteps interface {
 	// len(cols) columns, column x the first lens[x] steps of column
 	// cols[x] of these (rows ≥ lens[x], lens[x] ≤ the rows held) and
 	// zeros past them. The caller releases them. It fails if these were
-	// released, an argument is out of range, or the engine's memory is
-	// short.
+	// released, an argument is out of range, the engine's memory is
+	// short, or the engine keeps event marks with them (ResidentEvents:
+	// the marks are not gathered).
 	Columns(cols, lens []int, rows int) (ResidentSteps, error)
+}
+
+// ResidentEvents is the ResidentSteps of an engine that keeps a mesh's
+// event marks (Mesh.Events, for a mesh recorded with Settings.Events)
+// with its steps, in its own memory: the mesh's Events is then nil until
+// Mesh.Host copies both. Engines implement it; a replay on the engine
+// that holds the marks reads them there.
+type ResidentEvents interface {
+	ResidentSteps
+
+	// HoldsEvents reports whether the engine holds the mesh's event
+	// marks with its steps (a mesh recorded with events).
+	HoldsEvents() bool
+
+	// CopyEventsTo copies the [Rows×N] event marks, step-major as the
+	// steps (Mesh.Events), to dst (len(dst) ≥ Rows×N). It fails if the
+	// marks were released or the engine holds none.
+	CopyEventsTo(dst []int32) error
+}
+
+// eventsResident reports whether m's event marks are held with its
+// resident steps (ResidentEvents) rather than in Events.
+func (m *Mesh) eventsResident() bool {
+	if m == nil || m.Events != nil {
+		return false
+	}
+	r, ok := m.Resident.(ResidentEvents)
+	return ok && r.HoldsEvents()
 }
 
 // Host makes the mesh's steps available in H: if they are resident on an
 // engine, it copies them to the host (Rows×N float64s, a device-to-host
-// copy) and releases the engine's copy, so that from then on H is the mesh,
-// as for a mesh recorded on the CPU (changes to H are then what a replay
-// uses). A mesh already on the host is left as it is. Host returns an
-// error if the resident steps were released or cannot be read.
+// copy; for a mesh recorded with events whose marks the engine keeps with
+// them, ResidentEvents, also its Rows×N int32 marks into Events) and
+// releases the engine's copy, so that from then on H (and Events) is the
+// mesh, as for a mesh recorded on the CPU (changes to H are then what a
+// replay uses). A mesh already on the host is left as it is. Host returns
+// an error if the resident steps were released or cannot be read; the
+// mesh is then unchanged.
 func (m *Mesh) Host() error {
 	if m == nil || m.Resident == nil {
 		return nil
@@ -63,6 +95,14 @@ func (m *Mesh) Host() error {
 	h := make([]float64, m.Rows*m.N)
 	if err := r.CopyTo(h); err != nil {
 		return fmt.Errorf("ode: mesh: copying its steps from engine %s: %w", r.Engine(), err)
+	}
+	var ev []int32
+	if m.eventsResident() {
+		ev = make([]int32, m.Rows*m.N)
+		if err := r.(ResidentEvents).CopyEventsTo(ev); err != nil {
+			return fmt.Errorf("ode: mesh: copying its event marks from engine %s: %w", r.Engine(), err)
+		}
+		m.Events = ev
 	}
 	m.H, m.Resident = h, nil
 	r.Release()

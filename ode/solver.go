@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
+	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -604,12 +605,22 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 		// failure's (the engine kept them for Method Auto's continuation).
 		// Resident saves come to the host first (a call that ends in a
 		// stiff trajectory's error).
-		if res.Saves != nil && slices.Contains(res.Status, Stiff) {
+		// The first, read on all cores: a gradient's trajectories
+		// seldom are.
+		first := par.First(len(res.Status), func(lo, hi int) int {
+			if i := slices.Index(res.Status[lo:hi], Stiff); i >= 0 {
+				return lo + i
+			}
+			return -1
+		})
+		if first >= 0 && res.Saves != nil {
 			if err := res.hostSaves(q.n * len(q.SaveAt) * q.Field.Dim); err != nil {
 				return nil, err
 			}
 		}
-		blankStiff(res, q.Field.Dim, len(q.SaveAt))
+		if first >= 0 {
+			blankStiff(res, first, q.Field.Dim, len(q.SaveAt))
+		}
 	}
 	return res, nil
 }
@@ -626,10 +637,10 @@ func (res *Result) hostSaves(size int) error {
 }
 
 // blankStiff sets the final and saved states of res's trajectories of
-// status Stiff to NaN.
-func blankStiff(res *Result, d, K int) {
-	for i, st := range res.Status {
-		if st != Stiff {
+// status Stiff, the first of which is first, to NaN.
+func blankStiff(res *Result, first, d, K int) {
+	for i := first; i < len(res.Status); i++ {
+		if res.Status[i] != Stiff {
 			continue
 		}
 		if res.Y != nil {
