@@ -262,7 +262,11 @@
 // sends the shared block and the save times (a few hundred bytes;
 // TraceStats.Reused counts the bytes kept, Tuning.NoInputReuse sends
 // everything; the copies hold as much host memory as the inputs;
-// comparing costs about half of staging, BenchmarkStageReuse; chunks of
+// comparing costs about half of staging, BenchmarkStageReuse, and an
+// input found changed on two launches in a row is staged without being
+// compared or copied for the next 4, 8, … up to 256 launches, so inputs
+// given anew on every call cost about what they cost without the reuse;
+// chunks of
 // a job too large for one launch, and the reruns of some trajectories,
 // send everything, and the launch after them too; a resident mesh does
 // not move; host meshes over 32 MiB in two

@@ -226,9 +226,17 @@ func Repeat[T any](dst []T, n int, v T) []T {
 // Equal reports whether a and b hold the same values bit for bit (a NaN
 // equals the same NaN, -0 does not equal +0): a memory compare in blocks
 // of Block elements on all cores where they are longer than one block,
-// which stops handing out blocks at the first that differs. A caller
-// keeping a copy of what it last sent somewhere learns in one pass over
-// both whether the new values need sending.
+// which stops handing out blocks at the first that differs. Longer ones
+// are first probed at equalProbes elements spread evenly from the first
+// to the last, on the caller's core: arrays that differ in many places
+// (a parameter sweep) are told apart without waking the other cores.
+// A caller keeping a copy of what it last sent somewhere learns in one
+// pass over both whether the new values need sending, and in a few
+// loads, mostly, that they do.
+// equalProbes is the elements Equal compares before it compares the
+// arrays whole.
+const equalProbes = 64
+
 func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
 	if len(a) != len(b) {
 		return false
@@ -242,6 +250,12 @@ func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
 	bb := unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), n*size)
 	if n <= Block {
 		return bytes.Equal(ab, bb)
+	}
+	for k := range equalProbes {
+		i := k * (n - 1) / (equalProbes - 1) * size
+		if !bytes.Equal(ab[i:i+size], bb[i:i+size]) {
+			return false
+		}
 	}
 	var differs atomic.Bool
 	Run((n+Block-1)/Block, 0, func(_, k int) {
