@@ -220,13 +220,14 @@ func BenchmarkFirstSplit(b *testing.B) {
 	}
 }
 
-// TestEqual checks Equal at lengths around its block: a copy is equal;
+// TestEqual checks Equal at lengths around its serial limit and of many
+// tasks: a copy is equal;
 // one element changed (a bit of a float64, -0 for +0, a NaN's payload)
 // is seen anywhere: the first, the last, one of the probes, one beside
 // it, at random.
 func TestEqual(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{0, 1, Block - 1, Block, Block + 1, 3*Block + 17} {
+	for _, n := range []int{0, 1, FirstSerial - 1, FirstSerial, FirstSerial + 1, 3*FirstSerial + 17, 20*FirstTask + 5} {
 		src := make([]float64, n)
 		for i := range src {
 			src[i] = rng.NormFloat64()
