@@ -1779,6 +1779,13 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 			return finite
 		}
 	}
+	// Every per-trajectory input held by the arena (a repeated call's):
+	// no pass over the blocks, whose tasks would wake every core for
+	// nothing.
+	held := func(a int) bool { return l.off[a] < 0 || bc.holds(a) }
+	if held(argY0) && held(argP) && held(argData) && held(argT0s) && (bc.holds(argT1) || bc.holds(argLen)) && len(bc.copies) == 0 {
+		return nil
+	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
 	par.Run(b1-b0, 0, func(_, t int) {
