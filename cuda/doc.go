@@ -282,7 +282,10 @@
 // Tuning.NoChunkStage to stage them all first; of the order of the
 // kernel's time and more at millions of trajectories: the result loop
 // copies and transposes every array and checks the gradients finite as
-// it copies them, Result.GradFinite, and, for a Grad's record, writes
+// it copies them, Result.GradFinite, adds the loss terms in trajectory
+// order (one core's chain of additions, begun as soon as the first
+// block's terms are written, before the block's other arrays), and, for
+// a Grad's record, writes
 // the Solution's and the Mesh's end times and checks that every
 // trajectory ended well in the same blocks, ode.Job.EndTimes, where
 // package ode made a pass of its own after the run),

@@ -97,8 +97,9 @@ type Tuning struct {
 	// then kept again; found changed once more, it rests twice as long
 	// (up to 256 launches), and found the same, it is kept from then on.
 	// So an input given anew on every call costs about what it costs
-	// with NoInputReuse (a compare and a copy one launch in 5, then in 9,
-	// 17, …), and one that changes now and then is kept.
+	// with NoInputReuse (after a rest of r launches, a copy on the next
+	// and a compare on the one after: two in 6 launches, then in 10, 18,
+	// … up to 258), and one that changes now and then is kept.
 	NoInputReuse bool
 
 	// FastCompile holds NVRTC options, separated by spaces, with which a

@@ -363,7 +363,9 @@ func runTrainer(t *testing.T, sv *ode.Solver, p *ode.Problem, loss ode.Loss, rng
 // transpose into the step-major staging buffer); "same" compares them
 // with the arena's record and stages nothing (reuse, then fill of the
 // shared block); "p" is "same" with P changed every call (two arrays in
-// turn): P compared, copied into the record and staged.
+// turn): P staged, and compared and copied into the record on the first
+// two calls and then, as it rests (heldInput.miss), copied on one call
+// and compared on the next in 6, 10, 18, … up to 258.
 //
 //	go test ./cuda -run '^$' -bench StageReuse -benchtime 200x
 func BenchmarkStageReuse(b *testing.B) {
