@@ -295,7 +295,11 @@
 // sends the shared block and the save times (a few hundred bytes;
 // TraceStats.Reused counts the bytes kept, Tuning.NoInputReuse sends
 // everything; the copies hold as much host memory as the inputs;
-// comparing costs about half of staging, BenchmarkStageReuse; chunks of
+// comparing costs about half of staging, BenchmarkStageReuse, and an
+// input found changed on two launches in a row is staged without being
+// compared or copied for the next 4, 8, … up to 256 launches, so inputs
+// given anew on every call cost about what they cost without the reuse;
+// chunks of
 // a job too large for one launch, and the reruns of some trajectories,
 // send everything, and the launch after them too; a resident mesh does
 // not move, its event marks neither; host meshes over 32 MiB in two
@@ -311,7 +315,10 @@
 // Tuning.NoChunkStage to stage them all first; of the order of the
 // kernel's time and more at millions of trajectories: the result loop
 // copies and transposes every array and checks the gradients finite as
-// it copies them, Result.GradFinite, and, for a Grad's record, writes
+// it copies them, Result.GradFinite, adds the loss terms in trajectory
+// order (one core's chain of additions, begun as soon as the first
+// block's terms are written, before the block's other arrays), and, for
+// a Grad's record, writes
 // the Solution's and the Mesh's end times and checks that every
 // trajectory ended well in the same blocks, ode.Job.EndTimes, where
 // package ode made a pass of its own after the run),

@@ -1854,6 +1854,13 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 			return finite
 		}
 	}
+	// Every per-trajectory input held by the arena (a repeated call's):
+	// no pass over the blocks, whose tasks would wake every core for
+	// nothing.
+	held := func(a int) bool { return l.off[a] < 0 || bc.holds(a) }
+	if held(argY0) && held(argP) && held(argData) && held(argT0s) && (bc.holds(argT1) || bc.holds(argLen)) && len(bc.copies) == 0 {
+		return nil
+	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
 	par.Run(b1-b0, 0, func(_, t int) {
@@ -2451,9 +2458,16 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		q0, q1 := b*r.rb, min(n, (b+1)*r.rb)
 		var over []int
 		longest, fail, stiffAny := 0, false, false // kept in registers: the blocks' slots share cache lines
-		if v.Adaptive && consec && !overflowed(flags[q0:q1]) {
-			longest, fail, stiffAny = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
-		} else if v.Adaptive {
+		strips := v.Adaptive && consec
+		if strips {
+			var overflow bool
+			longest, fail, stiffAny, overflow = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
+			// A record that overflowed its buffer: the block's
+			// trajectories again, one by one (every array written again).
+			strips = !overflow
+		}
+		if v.Adaptive && !strips {
+			longest, fail, stiffAny = 0, false, false
 			// The result arrays in locals: the loop's stores would
 			// otherwise make the compiler load each header again.
 			sts, stiff, accepted, rejected, evals := res.Status, res.Stiff, res.Stats.Accepted, res.Stats.Rejected, res.Stats.FieldEvals
@@ -2497,9 +2511,6 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
 			}
 		}
-		if r.ends {
-			r.writeEnds(g[q0:q1], consec)
-		}
 		// The arrays one at a time (component-major on the device, but
 		// those of rowMajor; row-major here), then the failures' rows
 		// overwritten.
@@ -2525,29 +2536,42 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				return finite
 			}
 		}
-		if states {
-			rows(res.Y, d, y) // the saved states after the blocks (savesTask)
-		}
+		// The loss terms first (a failure's 0), handed to the in-order
+		// sum before the block's other arrays: its chain of dependent
+		// additions, one core's, starts as soon as the first block's
+		// terms are written and runs beside the rest of the loop (on
+		// many cores, added after whole blocks it outlasted the loop).
 		if v.Loss || v.Grad {
 			blocks[b].badTerm = !cols(r.terms, 1, loss)
+			if fail {
+				for q := q0; q < q1; q++ {
+					if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
+						r.terms[g[q]] = 0
+					}
+				}
+			}
+			if sum != nil {
+				sum.add(b)
+			}
+		}
+		if r.ends {
+			r.writeEnds(g[q0:q1], consec)
+		}
+		if states {
+			rows(res.Y, d, y) // the saved states after the blocks (savesTask)
 		}
 		if v.Grad {
 			f0 := rows(res.GradY0, d, gy0)
 			fp := rows(res.GradP, np, gp)
 			blocks[b].nonFinite = !f0 || !fp
 		}
-		if fail {
+		if fail && states {
 			for q := q0; q < q1; q++ {
-				if flags[q]&flagOverflow != 0 || ode.Status(status[q]) == ode.OK {
-					continue
-				}
-				i := g[q]
 				// (Job.StopOnStiff keeps a stiff trajectory's state.)
-				for c := i * d; c < (i+1)*d && states && ode.Status(status[q]) != ode.Stiff; c++ {
-					res.Y[c] = math.NaN()
-				}
-				if v.Loss || v.Grad {
-					r.terms[i] = 0
+				if st := ode.Status(status[q]); flags[q]&flagOverflow == 0 && st != ode.OK && st != ode.Stiff {
+					for c := g[q] * d; c < (g[q]+1)*d; c++ {
+						res.Y[c] = math.NaN()
+					}
 				}
 			}
 		}
@@ -2563,9 +2587,6 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			}
 		}
 		blocks[b].over, blocks[b].longest, blocks[b].failed, blocks[b].stiff = over, longest, fail, stiffAny
-		if sum != nil {
-			sum.add(b)
-		}
 	}
 	// The saved states (k·d values a trajectory, 4,000 for 1,000 save
 	// times of four components) in tasks of their own (scatterSaves): a
@@ -2679,39 +2700,32 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	return over, nil
 }
 
-// overflowed reports whether a flag of fl marks a record that
-// overflowed its buffer.
-func overflowed(fl []int32) bool {
-	var or int32
-	for _, f := range fl {
-		or |= f
-	}
-	return or&flagOverflow != 0
-}
-
 // scatterStatus is scatter's loop over the statuses and counts of the
-// launch trajectories q0…q1−1, none of whose records overflowed, for the
-// run's consecutive trajectories i0, i0+1, …: one array at a time, each
-// a run of the result array (the loop's stores to seven arrays through
-// an index per trajectory took longer than all the block's copies). It
-// returns the most accepted steps and whether a trajectory failed.
-func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail, stiff bool) {
+// launch trajectories q0…q1−1 for the run's consecutive trajectories i0,
+// i0+1, …: one array at a time, each a run of the result array (the
+// loop's stores to seven arrays through an index per trajectory took
+// longer than all the block's copies). It returns the most accepted
+// steps, whether a trajectory failed or is stiff, and whether a record
+// overflowed its buffer (found in the pass over the flags that reads
+// the stiffness flags; the caller then writes the block again one
+// trajectory at a time).
+func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail, stiff, over bool) {
 	// In strips whose arrays (about 40 bytes a trajectory) stay in the
 	// core's cache from one loop to the next: a block of 16,384 at once
 	// read its arrays from memory again in each loop.
 	for s0 := q0; s0 < q1; s0 += statusStrip {
 		s1 := min(q1, s0+statusStrip)
-		l, f, st := r.scatterStatusStrip(i0+s0-q0, s0, s1, status, acc, rej, flags, events, tt)
-		longest, fail, stiff = max(longest, l), fail || f, stiff || st
+		l, f, st, o := r.scatterStatusStrip(i0+s0-q0, s0, s1, status, acc, rej, flags, events, tt)
+		longest, fail, stiff, over = max(longest, l), fail || f, stiff || st, over || o
 	}
-	return longest, fail, stiff
+	return longest, fail, stiff, over
 }
 
 // statusStrip is the trajectories of a strip of scatterStatus.
 const statusStrip = 2048
 
 // scatterStatusStrip is scatterStatus over one strip.
-func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail, stiffAny bool) {
+func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail, stiffAny, over bool) {
 	res, pl := r.res, r.ex.plan
 	m := q1 - q0
 	accepted := res.Stats.Accepted[i0 : i0+m]
@@ -2736,8 +2750,8 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 	fl := flags[q0 : q0+len(stiff)]
 	var anyFlag int32
 	for j := range stiff {
-		f := fl[j] & flagStiff
-		stiff[j] = f != 0
+		f := fl[j]
+		stiff[j] = f&flagStiff != 0
 		anyFlag |= f
 	}
 	if !r.lazyT {
@@ -2764,7 +2778,7 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 			ev[j] = int(e[j])
 		}
 	}
-	return longest, bad != ode.OK, anyFlag != 0
+	return longest, bad != ode.OK, anyFlag&flagStiff != 0, anyFlag&flagOverflow != 0
 }
 
 // writeEnds writes the end times (Job.T1) of the run's trajectories g,
@@ -2811,9 +2825,10 @@ type scatterBlock struct {
 }
 
 // orderedSum adds the loss terms of a launch's blocks in index order as
-// the result loop's workers finish them: the worker that finishes the
-// next block in order adds it, and the blocks after it that are done,
-// while the others go on with their blocks. The sum is the in-order sum
+// the result loop's workers write them (a block's terms before its other
+// arrays): the worker that writes the next block's terms in order adds
+// them, and those of the blocks after it that are written, while the
+// others go on with their blocks. The sum is the in-order sum
 // finish would form (the same additions in the same order), formed while
 // the loop runs instead of after it, where its chain of dependent
 // additions (a million at 2^20 trajectories, latency-bound) would take one

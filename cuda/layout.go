@@ -91,7 +91,15 @@ type Tuning struct {
 	// last sent (so a slice changed in place is seen), and only what
 	// changed goes up (a sweep over P sends P alone). The copies cost as
 	// much host memory as the inputs; results are the same bit for bit.
-	// TraceStats.Reused counts the bytes not sent.
+	// TraceStats.Reused counts the bytes not sent. An input found
+	// changed on 2 launches in a row rests: it is staged as with
+	// NoInputReuse, neither compared nor copied, for the next 4 launches,
+	// then kept again; found changed once more, it rests twice as long
+	// (up to 256 launches), and found the same, it is kept from then on.
+	// So an input given anew on every call costs about what it costs
+	// with NoInputReuse (after a rest of r launches, a copy on the next
+	// and a compare on the one after: two in 6 launches, then in 10, 18,
+	// … up to 258), and one that changes now and then is kept.
 	NoInputReuse bool
 
 	// FastCompile holds NVRTC options, separated by spaces, with which a

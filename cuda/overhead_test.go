@@ -488,7 +488,9 @@ func BenchmarkCallHostWorkMid(b *testing.B) {
 // "same" calls again on the same inputs (the arena holds Y0, P and T1:
 // none staged or uploaded, each compared with the engine's copy), "p"
 // gives each call other values of P (two arrays in turn, as a sweep: P
-// compared, copied, staged and uploaded; Y0 and T1 kept), and "off" is
+// staged and uploaded, and after two calls found changed left to rest,
+// copied and compared on two calls in 6, then in 10, 18, … up to 258;
+// Y0 and T1 kept), and "off" is
 // "same" with Tuning.NoInputReuse (everything staged every call, as
 // before the reuse). reused-KB/op is the trace's bytes not uploaded.
 //

@@ -35,6 +35,23 @@ import "github.com/gradsolve-go/gradsolve/internal/par"
 // trainer (train.go) stages into arenas of its own, which it frees,
 // never an executor's; cuda-multi's and float32's executors have arenas
 // of their own, so the record is per device and per precision.
+//
+// An input that changes on every call (a sweep's P, a trainer's data
+// given anew each step) would cost a compare and a copy into the record
+// on every launch, about as much as its staging, for nothing; the
+// record adapts per input (heldInput.misses, rest). A compare that finds
+// the values changed is a miss; after reuseMisses consecutive misses the
+// input rests: for the next launches (reuseRestMin at first) it is
+// neither compared nor copied, only staged and uploaded as without the
+// reuse; then it is kept again (copied as it is staged), and compared on
+// the launch after. A miss then sends it back to rest for twice as many
+// launches (up to reuseRestMax); a match ends the backoff. The compare
+// itself stops early: par.Equal probes a few values spread over the
+// array before it compares the arrays in blocks on all cores, so that a
+// changed input (a sweep changes every row) costs little to find
+// changed. None of this changes what is sent where it matters: an input
+// is skipped only where it was compared equal, bit for bit, to the copy
+// of what its region holds; a resting input is always sent.
 
 // reusedArgs are the input arrays whose values an arena's record keeps
 // (the shared block and the save times, a few bytes, are staged every
@@ -53,7 +70,41 @@ type heldInput struct {
 	f   []float64
 	i   []int
 	e   []int32
+
+	// misses counts the consecutive launches that found the values
+	// changed; rest is the launches left during which the input is
+	// neither compared nor kept (0: kept), wait how many the next rest
+	// lasts (0: reuseRestMin). See reuse.
+	misses, rest, wait int
 }
+
+// The adaptive record (reuse): an input rests after reuseMisses
+// consecutive launches that found it changed, first for reuseRestMin
+// launches, each time it is found changed again after a rest twice as
+// many, up to reuseRestMax.
+const (
+	reuseMisses  = 2
+	reuseRestMin = 4
+	reuseRestMax = 256
+)
+
+// miss records that input e, compared, had changed, and reports whether
+// it rests from now on (reuse): neither copied nor compared for the next
+// e.rest launches. After a rest one miss sends it back, for twice as
+// long.
+func (e *heldInput) miss() bool {
+	e.misses++
+	if e.misses < reuseMisses {
+		return false
+	}
+	e.wait = min(reuseRestMax, max(reuseRestMin, 2*e.wait))
+	e.rest, e.misses = e.wait, reuseMisses-1
+	e.key = heldKey{}
+	return true
+}
+
+// hit records that input e, compared, was the same: its backoff ends.
+func (e *heldInput) hit() { e.misses, e.wait = 0, 0 }
 
 // heldKey is what, besides the caller's values, decides an input array's
 // bytes in the arena: its place and size, the launch's trajectories, the
@@ -115,7 +166,10 @@ func (r *run) source(a int, l *layout, n int) (key heldKey, f []float64, iv []in
 // of what the arena holds once the launch's uploads are done (nil where
 // the launch is not eligible, or Tuning.NoInputReuse). The arena's own
 // record is dropped: the launch writes the arena, and done installs the
-// new one once its work on the device succeeded.
+// new one once its work on the device succeeded. The record adapts per
+// input (miss): one that changed on reuseMisses launches in a row rests,
+// staged without being compared or kept, for a number of launches that
+// doubles each time it is found changed again.
 func (r *run) reuse(ar *arena, g []int, l *layout, bc *bcast) *heldInputs {
 	old := ar.held
 	ar.held = nil
@@ -134,25 +188,44 @@ func (r *run) reuse(ar *arena, g []int, l *layout, bc *bcast) *heldInputs {
 			e.key = heldKey{}
 			continue
 		}
+		if e.rest > 0 {
+			// Changed on every launch lately: staged, neither compared
+			// nor kept (see miss).
+			e.rest--
+			e.key = heldKey{}
+			continue
+		}
 		known := old != nil && e.key == key
 		e.key = key
 		switch a {
 		case argLen:
 			if known && par.Equal(e.i, iv) {
+				e.hit()
 				bc.hold(a, l, n)
+				continue
+			}
+			if known && e.miss() {
 				continue
 			}
 			e.i = resize(e.i, len(iv))
 			bc.copies = append(bc.copies, inputCopy{w: 1, di: e.i, si: iv})
 		case argEvIn:
 			if known && par.Equal(e.e, ev) {
+				e.hit()
 				bc.hold(a, l, n)
+				continue
+			}
+			if known && e.miss() {
 				continue
 			}
 			e.e = par.Append(e.e, ev) // the fill stages the marks apart, by rows
 		default:
 			if known && par.Equal(e.f, f) {
+				e.hit()
 				bc.hold(a, l, n)
+				continue
+			}
+			if known && e.miss() {
 				continue
 			}
 			if key.row {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -88,7 +89,9 @@ func nudge(x []float64, i int) { x[i] = math.Nextafter(x[i], math.Inf(1)) }
 // (every launch after one sends all); events with save times, on a given
 // host mesh (its lengths and event marks kept); float32; cuda-multi on
 // three fake devices (results only, against cuda-host: its balancer
-// resizes the shards between calls).
+// resizes the shards between calls); P changed on two calls in a row,
+// which then rests (sent, not kept) for reuseRestMin calls, and changed
+// in its last element on every other call, and back.
 func TestHostEngineInputReuse(t *testing.T) {
 	needHost(t)
 	testInputReuse(t, func(e string) string { return e })
@@ -145,6 +148,35 @@ func testInputReuse(t *testing.T, on func(string) string) {
 			}
 		}, op: "grad", held: all},
 	}
+	// P changed on two calls in a row rests (reuse's miss): sent,
+	// neither compared nor kept, for reuseRestMin calls, then kept again
+	// and held from the call after; changed on every other call (its
+	// last element), or flipped back to an earlier call's values, it is
+	// held between.
+	noP := []int{argT1, argY0}
+	var earlier []float64
+	adaptive := []reuseStep{
+		grad(), grad(all...),
+		{what: "p-sweep", change: sweepP, op: "grad", held: noP},
+		{what: "p-sweep-again", change: sweepP, op: "grad", held: noP},
+	}
+	for range reuseRestMin {
+		adaptive = append(adaptive, reuseStep{what: "p-rests", op: "grad", held: noP})
+	}
+	lastP := func(t *testing.T, s *reuseState, _ [2]*ode.Solver) { nudge(s.p.P, len(s.p.P)-1) }
+	adaptive = append(adaptive,
+		reuseStep{what: "p-kept", op: "grad", held: noP},
+		grad(all...),
+		reuseStep{what: "p-last", change: lastP, op: "grad", held: noP},
+		grad(all...),
+		reuseStep{what: "p-last-again", change: func(t *testing.T, s *reuseState, sv [2]*ode.Solver) {
+			earlier = slices.Clone(s.p.P)
+			lastP(t, s, sv)
+		}, op: "grad", held: noP},
+		grad(all...),
+		reuseStep{what: "p-back", change: func(t *testing.T, s *reuseState, _ [2]*ode.Solver) { copy(s.p.P, earlier) }, op: "grad", held: noP},
+		grad(all...),
+	)
 	lor := lorenzCase(300, 1e-4)
 	rows := lorenzCase(300, 1e-4)
 	rows.name = "lorenz-row"
@@ -167,6 +199,7 @@ func testInputReuse(t *testing.T, on func(string) string) {
 	}{
 		{lor, "cuda-host", Tuning{}, lorenzSteps, ""},
 		{lor, "cuda-host-f32", Tuning{}, lorenzSteps[:7], ""},
+		{lor, "cuda-host", Tuning{}, adaptive, ""},
 		// Three fake devices, each shard's executor with arenas of its
 		// own; the balancer resizes the shards from call to call (then
 		// their inputs go up again), so only the results are compared,
@@ -330,7 +363,9 @@ func runTrainer(t *testing.T, sv *ode.Solver, p *ode.Problem, loss ode.Loss, rng
 // transpose into the step-major staging buffer); "same" compares them
 // with the arena's record and stages nothing (reuse, then fill of the
 // shared block); "p" is "same" with P changed every call (two arrays in
-// turn): P compared, copied into the record and staged.
+// turn): P staged, and compared and copied into the record on the first
+// two calls and then, as it rests (heldInput.miss), copied on one call
+// and compared on the next in 6, 10, 18, … up to 258.
 //
 //	go test ./cuda -run '^$' -bench StageReuse -benchtime 200x
 func BenchmarkStageReuse(b *testing.B) {
@@ -422,6 +457,182 @@ func TestHostEngineInputReuseChecks(t *testing.T) {
 		}
 		if got := tr.Stats().Reused > 0; got != (k == 1) {
 			t.Errorf("finite again, launch %d: %d bytes kept", k, tr.Stats().Reused)
+		}
+	}
+}
+
+// TestReuseAdaptive runs sequences of launches' staging (reuse, then
+// the fill, as launch runs them, on one arena) of n Lorenz trajectories
+// whose inputs change between launches in place, and checks after each
+// launch that the arena's input regions (an upload of what was staged,
+// what was held left as it was) hold what a launch that stages
+// everything stages, byte for byte, so that a changed input is never
+// left unsent; and the record's policy (miss): an input changed on every
+// launch is kept (compared, copied) on few of them; once it stops
+// changing it is held again within reuseRestMax + 2 launches and from
+// then on; one changed every other launch is held on every launch
+// between. The changes: a sweep of every value, the last element alone,
+// the first, a NaN in the loss data and then its payload, values flipped
+// back to an earlier launch's, a NaN in P (the launch records nothing:
+// the next sends everything). n = 25,000: Y0, P and the data are
+// compared in blocks on all cores after the probes, T1 in one compare.
+func TestReuseAdaptive(t *testing.T) {
+	const n = 25000
+	c := lorenzCase(n, 1e-4)
+	c.prob.SaveAt = nil
+	rng := rand.New(rand.NewPCG(23, 38))
+	c.prob.T1s = make([]float64, n)
+	for i := range c.prob.T1s {
+		c.prob.T1s[i] = 0.5 + 0.5*rng.Float64()
+	}
+	obs := make([]float64, 3*n)
+	for i := range obs {
+		obs[i] = rng.NormFloat64()
+	}
+	c.loss = fitMSE(obs)
+	j := jobOf(t, c, ode.OpGrad)
+	j.Checks = 0 // a NaN in P is staged; the launch then records nothing
+	x, err := hostWork.Prepare(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := x.(*executor)
+	v, ke, err := ex.prepare(context.Background(), j, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRun(ex, j, v, ke, nil)
+	l := r.layout(n, 128)
+	_, inHi := l.region(argSh, argGS)
+	up, fresh, dev := make([]byte, inHi), make([]byte, inHi), make([]byte, inHi)
+	g := ex.identity(n)
+	ar := &arena{}
+	inputs := map[int][]float64{argT1: j.T1, argY0: j.Y0, argP: j.P, argData: j.Loss.Data}
+	for a, x := range inputs {
+		if l.off[a] < 0 || len(x) == 0 || r.broadcasts(n, &l).broadcasts(a) {
+			t.Fatalf("input %d: offset %d, %d values: want a region of its own, not broadcast", a, l.off[a], len(x))
+		}
+	}
+	// launch stages the inputs as run.launch does and uploads the
+	// staged regions to dev; it returns what the launch held.
+	launch := func(what string) bcast {
+		t.Helper()
+		bc := r.broadcasts(n, &l)
+		r.inputsBad = false
+		held := r.reuse(ar, g, &l, &bc)
+		if err := r.fillBroadcast(up, g, &l, bc); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if held != nil && !r.inputsBad {
+			ar.held = held
+		}
+		if err := r.fillBroadcast(fresh, g, &l, r.broadcasts(n, &l)); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for _, a := range reusedArgs {
+			if l.off[a] < 0 {
+				continue
+			}
+			lo, hi := l.off[a], l.off[a]+l.bytes[a]
+			if !bc.holds(a) {
+				copy(dev[lo:hi], up[lo:hi])
+			}
+			if !slices.Equal(dev[lo:hi], fresh[lo:hi]) {
+				t.Fatalf("%s: input %d (held %t) in the arena differs from its staging", what, a, bc.holds(a))
+			}
+		}
+		return bc
+	}
+	kept := func(a int) bool { return ar.held != nil && ar.held.in[a].key != (heldKey{}) }
+	sweep := func(x []float64) {
+		for i := range x {
+			x[i] *= 1.0001
+		}
+	}
+	for k := range 3 {
+		if bc := launch(fmt.Sprintf("same %d", k)); k > 0 && bc.held != 1<<argT1|1<<argY0|1<<argP|1<<argData {
+			t.Errorf("same %d: held %b, want T1, Y0, P and the data", k, bc.held)
+		}
+	}
+	// P changed on every launch (a sweep; every tenth only its last
+	// element, every seventh only its first): kept on few launches.
+	keptP := 0
+	const changes = 40
+	for k := range changes {
+		switch {
+		case k%10 == 9:
+			nudge(j.P, len(j.P)-1)
+		case k%7 == 6:
+			nudge(j.P, 0)
+		default:
+			sweep(j.P)
+		}
+		bc := launch(fmt.Sprintf("p changed %d", k))
+		if bc.holds(argP) || !bc.holds(argY0) || !bc.holds(argT1) || !bc.holds(argData) {
+			t.Errorf("p changed %d: held %b, want all but P", k, bc.held)
+		}
+		if kept(argP) {
+			keptP++
+		}
+	}
+	if most := reuseMisses + bits.Len(changes); keptP > most {
+		t.Errorf("P changed on %d launches in a row: kept after %d of them, want at most %d", changes, keptP, most)
+	}
+	// Unchanged from now on: held again after its rest, and from then on.
+	first := -1
+	for k := range reuseRestMax + 4 {
+		bc := launch(fmt.Sprintf("p again %d", k))
+		switch {
+		case bc.holds(argP) && first < 0:
+			first = k
+		case !bc.holds(argP) && first >= 0:
+			t.Errorf("p again %d: not held, held from launch %d", k, first)
+		}
+	}
+	if first < 0 || first > reuseRestMax+2 {
+		t.Errorf("P unchanged: held from launch %d, want by %d", first, reuseRestMax+2)
+	}
+	// Y0 changed on every other launch, in its last element: held on
+	// every launch between.
+	for k := range 20 {
+		if k%2 == 0 {
+			nudge(j.Y0, len(j.Y0)-1)
+		}
+		if bc := launch(fmt.Sprintf("y0 every other %d", k)); bc.holds(argY0) == (k%2 == 0) {
+			t.Errorf("y0 every other %d: held %t", k, bc.holds(argY0))
+		}
+	}
+	// A NaN in the data, the same again, its payload changed, T1 flipped
+	// back to an earlier launch's values and forth, P's NaN.
+	t1 := slices.Clone(j.T1)
+	steps := []struct {
+		what   string
+		change func()
+		held   bool // whether the changed input is held
+		a      int
+	}{
+		{"data nan", func() { j.Loss.Data[n] = math.NaN() }, false, argData},
+		{"data nan again", func() {}, true, argData},
+		{"data nan same", func() {}, true, argData},
+		{"data nan payload", func() { j.Loss.Data[n] = math.Float64frombits(math.Float64bits(j.Loss.Data[n]) + 2) }, false, argData},
+		{"data nan payload again", func() {}, true, argData},
+		{"t1 changed", func() { sweep(j.T1) }, false, argT1},
+		{"t1 same", func() {}, true, argT1},
+		{"t1 back", func() { copy(j.T1, t1) }, false, argT1},
+		{"t1 back again", func() {}, true, argT1},
+		{"p nan", func() { j.P[4] = math.NaN() }, false, argP},
+		{"p nan again", func() {}, false, argP}, // no record: everything sent
+		{"p finite", func() { j.P[4] = 28 }, false, argP},
+		{"p finite again", func() {}, true, argP},
+	}
+	for _, st := range steps {
+		st.change()
+		bc := launch(st.what)
+		if bc.holds(st.a) != st.held {
+			t.Errorf("%s: input %d held %t, want %t", st.what, st.a, bc.holds(st.a), st.held)
+		}
+		if st.what == "p nan again" && bc.held != 0 {
+			t.Errorf("%s: held %b after a launch with a NaN in P, want none", st.what, bc.held)
 		}
 	}
 }

@@ -551,6 +551,9 @@ func (q *problem) endTimes(dst []float64) []float64 {
 }
 
 func finiteAll(x []float64) int {
+	if len(x) <= par.FirstSerial {
+		return finite.First(x) // (par.First's own serial case, without its closure)
+	}
 	// An ensemble's inputs and gradients are tens of megabytes: the
 	// blocks are read on all cores and the first bad one wins.
 	return par.First(len(x), func(lo, hi int) int {

@@ -600,7 +600,9 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 	if err != nil {
 		return nil, err
 	}
-	if j.StopOnStiff && sv.set.Method != Auto {
+	if j.StopOnStiff && sv.set.Method != Auto && !res.EndsWell {
+		// (EndsWell: the engine found no trajectory stiff as it wrote
+		// the statuses; no pass over them here.)
 		// A gradient's stiff trajectory failed: its states are NaN, as a
 		// failure's (the engine kept them for Method Auto's continuation).
 		// Resident saves come to the host first (a call that ends in a

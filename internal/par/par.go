@@ -116,11 +116,25 @@ func (g *Group) Run(n, workers int, f func(worker, task int)) {
 	}
 }
 
-// Run is a Group's Run on a new Group.
+// Run is a Group's Run on a Group of its own: where one goroutine does
+// all the tasks (n is 1, or workers or GOMAXPROCS 1), a loop on the
+// caller's; else a Group from a pool (a Run allocates nothing of its
+// own).
 func Run(n, workers int, f func(worker, task int)) {
-	var g Group
+	if Workers(workers, n) == 1 {
+		for t := range n {
+			f(0, t)
+		}
+		return
+	}
+	g := groups.Get().(*Group)
+	defer groups.Put(g)
 	g.Run(n, workers, f)
 }
+
+// groups are the Groups of Run: a Group is free again once its Run
+// returns (the pool goroutines are done with it: wg).
+var groups = sync.Pool{New: func() any { return new(Group) }}
 
 // Block is the elements per task of Copy and Repeat: small arrays (up to
 // one block) are handled on the calling goroutine alone.
@@ -224,11 +238,20 @@ func Repeat[T any](dst []T, n int, v T) []T {
 }
 
 // Equal reports whether a and b hold the same values bit for bit (a NaN
-// equals the same NaN, -0 does not equal +0): a memory compare in blocks
-// of Block elements on all cores where they are longer than one block,
-// which stops handing out blocks at the first that differs. A caller
-// keeping a copy of what it last sent somewhere learns in one pass over
-// both whether the new values need sending.
+// equals the same NaN, -0 does not equal +0): a memory compare, on the
+// caller's goroutine up to FirstSerial elements, above in tasks on all
+// cores as First splits them (at least FirstTask elements, about four a
+// goroutine), which stop at the first that differs. Those longer ones
+// are first probed at equalProbes elements spread evenly from the first
+// to the last, on the caller's core: arrays that differ in many places
+// (a parameter sweep) are told apart without waking the other cores.
+// A caller keeping a copy of what it last sent somewhere learns in one
+// pass over both whether the new values need sending, and in a few
+// loads, mostly, that they do.
+// equalProbes is the elements Equal compares before it compares the
+// arrays whole.
+const equalProbes = 64
+
 func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
 	if len(a) != len(b) {
 		return false
@@ -240,15 +263,22 @@ func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
 	size := int(unsafe.Sizeof(a[0]))
 	ab := unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), n*size)
 	bb := unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), n*size)
-	if n <= Block {
+	if n <= FirstSerial {
 		return bytes.Equal(ab, bb)
 	}
+	for k := range equalProbes {
+		i := k * (n - 1) / (equalProbes - 1) * size
+		if !bytes.Equal(ab[i:i+size], bb[i:i+size]) {
+			return false
+		}
+	}
 	var differs atomic.Bool
-	Run((n+Block-1)/Block, 0, func(_, k int) {
+	per := firstTask(n, Workers(0, n))
+	Run((n+per-1)/per, 0, func(_, k int) {
 		if differs.Load() {
 			return
 		}
-		lo, hi := k*Block*size, min(n, (k+1)*Block)*size
+		lo, hi := k*per*size, min(n, (k+1)*per)*size
 		if !bytes.Equal(ab[lo:hi], bb[lo:hi]) {
 			differs.Store(true)
 		}

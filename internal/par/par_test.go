@@ -220,12 +220,14 @@ func BenchmarkFirstSplit(b *testing.B) {
 	}
 }
 
-// TestEqual checks Equal at lengths around its block: a copy is equal;
-// one element changed anywhere (a bit of a float64, -0 for +0, a NaN's
-// payload) is seen.
+// TestEqual checks Equal at lengths around its serial limit and of many
+// tasks: a copy is equal;
+// one element changed (a bit of a float64, -0 for +0, a NaN's payload)
+// is seen anywhere: the first, the last, one of the probes, one beside
+// it, at random.
 func TestEqual(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, n := range []int{0, 1, Block - 1, Block, Block + 1, 3*Block + 17} {
+	for _, n := range []int{0, 1, FirstSerial - 1, FirstSerial, FirstSerial + 1, 3*FirstSerial + 17, 20*FirstTask + 5} {
 		src := make([]float64, n)
 		for i := range src {
 			src[i] = rng.NormFloat64()
@@ -247,15 +249,17 @@ func TestEqual(t *testing.T) {
 			{"-0", 0, math.Copysign(0, -1)},
 			{"nan", math.NaN(), math.Float64frombits(0x7ff8000000000002)},
 		} {
-			i := rng.IntN(n)
-			a, b := slices.Clone(src), slices.Clone(src)
-			a[i], b[i] = c.old, c.new
-			if Equal(a, b) {
-				t.Errorf("n=%d %s at %d: equal", n, c.name, i)
-			}
-			b[i] = c.old
-			if !Equal(a, b) {
-				t.Errorf("n=%d %s at %d: the same values are not equal", n, c.name, i)
+			probe := (n - 1) / (equalProbes - 1)
+			for _, i := range []int{0, n - 1, probe, min(n-1, probe+1), rng.IntN(n)} {
+				a, b := slices.Clone(src), slices.Clone(src)
+				a[i], b[i] = c.old, c.new
+				if Equal(a, b) {
+					t.Errorf("n=%d %s at %d: equal", n, c.name, i)
+				}
+				b[i] = c.old
+				if !Equal(a, b) {
+					t.Errorf("n=%d %s at %d: the same values are not equal", n, c.name, i)
+				}
 			}
 		}
 	}
