@@ -237,7 +237,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -299,6 +299,26 @@ if [ "$part" = s37keep ]; then
 t keep-tests 150 -test.v -test.run 'TestGPUKeepSaves|TestGPUSaveGroups'
 t keep-split 150 -test.run '^$' -test.bench 'GPUSaveSplit' -test.benchtime 5x
 t keep-ratio 200 -test.run '^$' -test.bench 'GPUSaveRatio/.*/(solveto|grad)(-kept)?/interp' -test.benchtime 5x
+fi
+
+if [ "$part" = s38 ]; then
+# Session 38's work in one call: events' marks kept on the device, Method
+# Auto's first-pass columns gathered there, the adaptive input record and
+# the cut host work per call, tiered first calls racing the compile.
+t tests38 170 -test.v -test.run 'TestGPUEvents$|TestGPUAutoContinue|TestGPUInputReuse|TestGPUChunkLaunch|TestGPUEngine$|TestGPUKeepSaves'
+t call-bound 50 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 2
+echo "=== events"
+timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
+el $?
+timeout 100 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
+el $?
+tail -3 "$out/l/diffrax_events.log"
+t auto-trace 80 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
+echo "=== first calls (tiered)"
+GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=80 GS_COLDSTART_JSON="$out/l/tiered.json" timeout 120 \
+	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
+el $?
+grep -hE "tiered|skipped|FAIL|ok" "$out/l/tiered.log" | cut -c1-200 | head -30
 fi
 
 if [ "$part" = first ]; then
