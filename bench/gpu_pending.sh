@@ -305,17 +305,17 @@ if [ "$part" = s38 ]; then
 # Session 38's work in one call: events' marks kept on the device, Method
 # Auto's first-pass columns gathered there, the adaptive input record and
 # the cut host work per call, tiered first calls racing the compile.
-t tests38 170 -test.v -test.run 'TestGPUEvents$|TestGPUAutoContinue|TestGPUInputReuse|TestGPUChunkLaunch|TestGPUEngine$|TestGPUKeepSaves'
+t tests38 140 -test.v -test.run 'TestGPUEvents$|TestGPUAutoContinue|TestGPUInputReuse|TestGPUChunkLaunch|TestGPUEngine$|TestGPUKeepSaves'
 t call-bound 50 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 2
 echo "=== events"
 timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
 el $?
-timeout 100 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
+timeout 90 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
 el $?
 tail -3 "$out/l/diffrax_events.log"
-t auto-trace 80 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
+t auto-trace 70 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
 echo "=== first calls (tiered)"
-GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=80 GS_COLDSTART_JSON="$out/l/tiered.json" timeout 120 \
+GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=60 GS_COLDSTART_JSON="$out/l/tiered.json" timeout 90 \
 	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
 el $?
 grep -hE "tiered|skipped|FAIL|ok" "$out/l/tiered.log" | cut -c1-200 | head -30
