@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/internal/cputime"
 )
 
 // DefaultReps is the number of timed repetitions when a config's Reps is 0.
@@ -44,13 +45,13 @@ func timeCases(reps int, cases ...func() error) ([]timing, error) {
 	cpu := make([][]float64, len(cases))
 	for range reps {
 		for k, c := range cases {
-			c0 := cpuTime()
+			c0 := cputime.Process()
 			start := time.Now()
 			if err := c(); err != nil {
 				return nil, err
 			}
 			wall[k] = append(wall[k], ms(time.Since(start)))
-			cpu[k] = append(cpu[k], ms(cpuTime()-c0))
+			cpu[k] = append(cpu[k], ms(cputime.Process()-c0))
 		}
 	}
 	med := make([]timing, len(cases))

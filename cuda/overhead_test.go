@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/fit"
+	"github.com/gradsolve-go/gradsolve/internal/cputime"
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
@@ -796,11 +797,11 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	call()
 	tr.Reset()
 	b.ResetTimer()
-	c0 := procCPU()
+	c0 := cputime.Process()
 	for range b.N {
 		call()
 	}
-	cpu := procCPU() - c0
+	cpu := cputime.Process() - c0
 	b.StopTimer()
 	st := tr.Stats()
 	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
