@@ -167,6 +167,18 @@ func (c *engineCase) solver(t testing.TB, engine string) *ode.Solver {
 	return sv
 }
 
+// tracedGrad returns sv's Grad (with its record) of c under a Trace and
+// the trace's stats; an error fails the test.
+func (c *engineCase) tracedGrad(t testing.TB, sv *ode.Solver) (*ode.Gradient, TraceStats) {
+	t.Helper()
+	var tr Trace
+	g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", c.name, err)
+	}
+	return g, tr.Stats()
+}
+
 // compareEngines runs c on engine and on the CPU and compares what o
 // asks for.
 func compareEngines(t *testing.T, engine string, c engineCase, o caseOpts) {

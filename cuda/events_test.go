@@ -609,12 +609,7 @@ func testEventsReruns(t *testing.T, engine string, n int, limit int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tr Trace
-	got, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := tr.Stats()
+	got, s := c.tracedGrad(t, sv)
 	t.Logf("trace: %+v", s)
 	if s.Launches < 4 || s.Reruns == 0 || s.Layout != "thread" {
 		t.Errorf("%d launches, %d reruns, layout %q: want reruns in the thread layout", s.Launches, s.Reruns, s.Layout)
@@ -1059,12 +1054,8 @@ func TestHostEventsResident(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tr Trace
-		g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s := tr.Stats(); g.Mesh.Resident != nil || g.Mesh.Events == nil || s.Reruns == 0 && s.Launches < 2 {
+		g, s := c.tracedGrad(t, sv)
+		if g.Mesh.Resident != nil || g.Mesh.Events == nil || s.Reruns == 0 && s.Launches < 2 {
 			t.Errorf("%s: resident %t, %d marks, %d reruns, %d launches: want reruns or chunks, and the mesh on the host", x.name, g.Mesh.Resident != nil, len(g.Mesh.Events), s.Reruns, s.Launches)
 		}
 		checkEventMarks(t, c, cpu, g, want)

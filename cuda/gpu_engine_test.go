@@ -436,12 +436,7 @@ func testChunks(t *testing.T, engine string, n int, limit int64, rows int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tr Trace
-	got, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := tr.Stats()
+	got, s := c.tracedGrad(t, sv)
 	t.Logf("trace: %+v", s)
 	if s.Launches < 4 || s.Reruns == 0 {
 		t.Errorf("%d launches, %d reruns: want several of each", s.Launches, s.Reruns)

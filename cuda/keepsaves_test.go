@@ -301,12 +301,8 @@ func TestHostEngineKeepSavesCopies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tr Trace
-		g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tr.Stats().Reruns == 0 {
+		g, st := c.tracedGrad(t, sv)
+		if st.Reruns == 0 {
 			t.Fatal("no reruns: the case checks nothing")
 		}
 		w, err := plain.Grad(nil, &c.prob, c.loss, nil)

@@ -96,12 +96,8 @@ func TestKernelsShared(t *testing.T) {
 	needHost(t)
 	c := lorenzCase(8, 1e-7)
 	grad := func(sv *ode.Solver) (*ode.Gradient, time.Duration) {
-		var tr Trace
-		g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g, tr.Stats().Compile
+		g, st := c.tracedGrad(t, sv)
+		return g, st.Compile
 	}
 	first, _ := grad(c.solver(t, "cuda-host"))
 	second, compile := grad(c.solver(t, "cuda-host"))

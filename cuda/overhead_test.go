@@ -291,11 +291,7 @@ func TestHostEngineStaging(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tr Trace
-		got, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, st := c.tracedGrad(t, sv)
 		onMesh, err := sv.Grad(nil, &c.prob, c.loss, want.Mesh)
 		if err != nil {
 			t.Fatal(err)
@@ -311,7 +307,7 @@ func TestHostEngineStaging(t *testing.T) {
 			t.Errorf("memory limit %d: %d host buffers taken from the backend, %d more held (%d bytes in all): want some taken, at most 4 more held",
 				limit, gets, after-before, bytes)
 		}
-		t.Logf("memory limit %d: %d host buffers taken, %d held (%d bytes); trace %+v", limit, gets, after, bytes, tr.Stats())
+		t.Logf("memory limit %d: %d host buffers taken, %d held (%d bytes); trace %+v", limit, gets, after, bytes, st)
 	}
 	// Buffers over Tuning.maxStaging are Go memory: none more is taken.
 	func() {

@@ -403,12 +403,8 @@ func TestHostEngineTierWait(t *testing.T) {
 		t.Errorf("a cancelled wait: error %v, want context.Canceled", err)
 	}
 	h.release()
-	var tr Trace
-	g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := tr.Stats(); g.Solution.Engine != waiting || s.Launches == 0 || s.OnCPU != 0 {
+	g, s := c.tracedGrad(t, sv)
+	if g.Solution.Engine != waiting || s.Launches == 0 || s.OnCPU != 0 {
 		t.Errorf("after the compile: engine %q, %d launches, %d calls on the CPU: want %q, launches, none", g.Solution.Engine, s.Launches, s.OnCPU, waiting)
 	}
 	h.oneCompile(t)
@@ -639,15 +635,11 @@ func TestHostEngineTierSourceLate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var tr Trace
-			g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			g, st := c.tracedGrad(t, sv)
 			if late.Load() {
 				t.Errorf("the CPU run did not end before the source was written")
 			}
-			s := tr.Stats()
+			s := st
 			if cached && (g.Solution.Engine != c.set.Engine || s.CPUStopped != 1 || s.OnCPU != 0 || s.Launches == 0) {
 				t.Errorf("a cached kernel: engine %q, %d CPU results dropped, %d on the CPU, %d launches: want %q, 1, 0, launches",
 					g.Solution.Engine, s.CPUStopped, s.OnCPU, s.Launches, c.set.Engine)
@@ -686,12 +678,8 @@ func TestHostEngineTierWide(t *testing.T) {
 	if _, ok, _ := ks.widePerWarpKnown(true, true); ok {
 		t.Fatal("the wide layout's measure is known before the first call")
 	}
-	var tr Trace
-	g, err := sv.GradContext(WithTrace(t.Context(), &tr), nil, &c.prob, c.loss, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := tr.Stats(); g.Solution.Engine != "cpu" || s.OnCPU != 1 || s.Launches != 0 {
+	g, s := c.tracedGrad(t, sv)
+	if g.Solution.Engine != "cpu" || s.OnCPU != 1 || s.Launches != 0 {
 		t.Errorf("engine %q, %d on the CPU, %d launches: want cpu, 1, none", g.Solution.Engine, s.OnCPU, s.Launches)
 	}
 	if ok, i := bitsEqual(gradValues(g), gradValues(want)); !ok {
