@@ -237,7 +237,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -319,6 +319,23 @@ GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=60 GS_COLDSTART_JSON="$out/l/tier
 	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
 el $?
 grep -hE "tiered|skipped|FAIL|ok" "$out/l/tiered.log" | cut -c1-200 | head -30
+fi
+
+if [ "$part" = s38rest ]; then
+# What session 38's one 170-s call did not reach: TestGPUEvents in full,
+# Method Auto's trace, the tiered first calls, the events suite beside
+# Diffrax at both tolerances; then run `large` and `s37keep`.
+t events-tests 200 -test.v -test.run 'TestGPUEvents$|TestGPUInputReuse|TestGPUChunkLaunch|TestGPUKeepSaves'
+t auto-trace 70 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
+GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=80 GS_COLDSTART_JSON="$out/l/tiered.json" timeout 120 \
+	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
+el $?
+grep -hE "tiered|skipped|FAIL|ok" "$out/l/tiered.log" | cut -c1-200 | head -30
+timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
+el $?
+timeout 110 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
+el $?
+tail -3 "$out/l/diffrax_events.log"
 fi
 
 if [ "$part" = first ]; then
