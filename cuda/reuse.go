@@ -197,35 +197,30 @@ func (r *run) reuse(ar *arena, g []int, l *layout, bc *bcast) *heldInputs {
 		}
 		known := old != nil && e.key == key
 		e.key = key
-		switch a {
-		case argLen:
-			if known && par.Equal(e.i, iv) {
+		// settled reports whether the input needs no copy: it matched
+		// what the arena holds (same), or, changed, it starts a rest.
+		settled := func(same bool) bool {
+			if same {
 				e.hit()
 				bc.hold(a, l, n)
-				continue
+				return true
 			}
-			if known && e.miss() {
+			return known && e.miss()
+		}
+		switch a {
+		case argLen:
+			if settled(known && par.Equal(e.i, iv)) {
 				continue
 			}
 			e.i = resize(e.i, len(iv))
 			bc.copies = append(bc.copies, inputCopy{w: 1, di: e.i, si: iv})
 		case argEvIn:
-			if known && par.Equal(e.e, ev) {
-				e.hit()
-				bc.hold(a, l, n)
-				continue
-			}
-			if known && e.miss() {
+			if settled(known && par.Equal(e.e, ev)) {
 				continue
 			}
 			e.e = par.Append(e.e, ev) // the fill stages the marks apart, by rows
 		default:
-			if known && par.Equal(e.f, f) {
-				e.hit()
-				bc.hold(a, l, n)
-				continue
-			}
-			if known && e.miss() {
+			if settled(known && par.Equal(e.f, f)) {
 				continue
 			}
 			if key.row {
