@@ -343,7 +343,7 @@ if [ "$part" = ncu ]; then
 # 2.3-6.1x the 16-core CPU engine's where 10x is the target): occupancy,
 # issue stalls and throughput of the first gs_engine launches of one rep of
 # each problem (forward, record, gradient; ncu's clocks left alone).
-for p in ${NCU_PROBLEMS:-hires pollution brusselator}; do
+for p in ${NCU_PROBLEMS:-hires pollution lorenz96-256 brusselator}; do
 echo "=== ncu $p"
 timeout ${NCU_S:-100} ncu --clock-control none -k regex:gs_engine --launch-count ${NCU_LAUNCHES:-6} \
 	--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
