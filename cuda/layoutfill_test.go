@@ -164,6 +164,22 @@ func TestHostWideSmall(t *testing.T) {
 	}
 }
 
+// TestGPUWideSmall is TestHostWideSmall on the device (engine "cuda"
+// with LayoutWide, 1,000 trajectories), with the small Rosenbrock cases
+// of TestHostWideRosenbrock: Robertson (d = 3, Rodas5P, to t = 10, a save
+// time: solve, record and gradient) and HIRES (d = 8, Rodas5P, to t = 5,
+// the gradient), against the CPU engine and the thread layout
+// (testWideRos).
+func TestGPUWideSmall(t *testing.T) {
+	needGPUEngine(t)
+	wide := tuned(t, "cuda", Tuning{Layout: LayoutWide})
+	thread := tuned(t, "cuda", Tuning{Layout: LayoutThread})
+	testWideVs(t, wide, thread, lorenzCase(1000, 1e-6), nil)
+	testWideVs(t, wide, thread, lorenz96Case(1000, 8, ode.Tsit5), nil)
+	testWideRos(t, wide, wideRosCase(t, "robertson", ode.Rodas5P, 1000, 10, true), nil)
+	testWideRos(t, wide, wideRosCase(t, "hires", ode.Rodas5P, 1000, 5, false), []string{"grad"})
+}
+
 // layoutFillSizes are BenchmarkGPULayoutFill's ensemble sizes: on an
 // H100 (132 multiprocessors) threads fill the device from n = 33,792
 // (kernelgen.ThreadsFillDevice).

@@ -40,7 +40,9 @@ func wideRosCase(t *testing.T, name string, m ode.Method, n int, t1 float64, sav
 // Rodas5P (with a save time: solve, record and gradient; without: the
 // gradient), Robertson (d = 3, the explicit factor of W and its VJP's d²
 // terms; the wide layout forced: LayoutWide) to t = 10 with
-// Rodas5P and Rosenbrock23 likewise. By default only Pollution and
+// Rodas5P and Rosenbrock23 likewise, and HIRES (d = 8, forced likewise)
+// to t = 5 with Rodas5P (the gradient without a save time: 170 s; with
+// one: solve, record and gradient). By default only Pollution and
 // Robertson with Rosenbrock23; with -short Pollution with Rosenbrock23
 // only; with -long (or GRADSOLVE_LONG_TESTS=1) every case and the
 // Brusselator (d = 64) with Rodas5P too. See testWideRos for what is
