@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
@@ -256,17 +257,19 @@ func layoutFillCase(tb testing.TB, name string, n int) engineCase {
 // Robertson (d = 3) and the neural Robertson problem (d = 3) with Rodas5P,
 // Lorenz-96 with d = 16 and Tsit5 (layoutFillCase), the layouts of one
 // size side by side: kernel-ms is the trace's kernel time, ms/op the
-// whole call's (benchWide). A layout the kernel does not run (its
-// programs do not emit wide, its warp's shared memory passes the limit)
-// is skipped, saying which ran. Its figures set
-// kernelgen.WideFillMinDim and WideFillMinDimFactor.
+// whole call's (benchLayout, BenchmarkGPUWide's). A layout the kernel
+// does not run (its warp's shared memory passes the limit) is skipped,
+// saying which ran. Its figures set kernelgen.WideFillMinDim and
+// WideFillMinDimFactor.
 //
-// Each problem's kernels compile once (NVRTC: tens of seconds for a
-// Rosenbrock gradient kernel, more wide; the disk cache keeps them), so
-// a first run may take its problems a few at a time:
+// Each problem's kernels (11 in all, 98 to 883 kB of source: Pollution's
+// wide gradient the largest) are compiled first, a problem's layouts side
+// by side, by a call of 64 trajectories each (NVRTC: HIRES's and
+// Pollution's took 21 and 35 s on an H100, three kernels side by side;
+// the disk cache keeps them); a problem at a time:
 //
-//	go test ./cuda -run XXX -bench 'GPULayoutFill/(hires|robertson|lorenz96)' -benchtime 3x -timeout 20m
-//	go test ./cuda -run XXX -bench 'GPULayoutFill/(pollution|neural)' -benchtime 3x -timeout 20m
+//	go test ./cuda -run XXX -bench 'GPULayoutFill' -benchtime 3x -timeout 30m
+//	go test ./cuda -run XXX -bench 'GPULayoutFill/(hires|robertson|lorenz96)/' -benchtime 3x
 func BenchmarkGPULayoutFill(b *testing.B) {
 	needGPUEngine(b)
 	engines := map[Layout]string{}
@@ -278,15 +281,38 @@ func BenchmarkGPULayoutFill(b *testing.B) {
 		}
 	}
 	for _, pc := range layoutFillCases {
-		for _, n := range layoutFillSizes {
-			c := layoutFillCase(b, pc.name, n)
-			for _, l := range pc.layouts {
-				b.Run(fmt.Sprintf("%s/n=%d/%s", pc.name, n, l), func(b *testing.B) {
-					if err := benchLayout(b, c, "grad", engines[l], string(l)); err != nil {
-						b.Skip(err)
-					}
-				})
+		b.Run(pc.name, func(b *testing.B) {
+			warm := layoutFillCase(b, pc.name, 64)
+			solvers := make([]*ode.Solver, len(pc.layouts))
+			for k, l := range pc.layouts {
+				solvers[k] = warm.solver(b, engines[l])
 			}
-		}
+			errs := make([]error, len(pc.layouts))
+			var wg sync.WaitGroup
+			for k, sv := range solvers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p := warm.prob
+					_, errs[k] = sv.Grad(nil, &p, warm.loss, nil)
+				}()
+			}
+			wg.Wait()
+			for k, err := range errs {
+				if err != nil {
+					b.Fatalf("%s, %s layout: %v", pc.name, pc.layouts[k], err)
+				}
+			}
+			for _, n := range layoutFillSizes {
+				c := layoutFillCase(b, pc.name, n)
+				for _, l := range pc.layouts {
+					b.Run(fmt.Sprintf("n=%d/%s", n, l), func(b *testing.B) {
+						if err := benchLayout(b, c, "grad", engines[l], string(l)); err != nil {
+							b.Skip(err)
+						}
+					})
+				}
+			}
+		})
 	}
 }
