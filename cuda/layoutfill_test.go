@@ -144,8 +144,8 @@ func TestChooseLayoutWide(t *testing.T) {
 // layout (forced: LayoutWide; below kernelgen.WideMinDim the step
 // programs are not rerolled, so every lane runs the whole step alike and
 // lane 0 writes its outputs) on a simulated warp, five trajectories each:
-// Lorenz (d = 3, Tsit5, three save times) and Lorenz-96 with d = 8
-// (Tsit5, one save time): the solve, record, loss and gradient with the
+// Van der Pol (d = 2, Tsit5, one save time), Lorenz (d = 3, Tsit5, three
+// save times) and Lorenz-96 with d = 8 (Tsit5, one save time): the solve, record, loss and gradient with the
 // record against the CPU engine and the gradient against the thread
 // layout's (testWideVs: the same steps, results to the case's tolerance,
 // the gradient within 1e-10 of the thread layout's), each in the wide
@@ -157,7 +157,7 @@ func TestHostWideSmall(t *testing.T) {
 	t.Parallel()
 	wide := tuned(t, "cuda-host-sim", Tuning{Layout: LayoutWide})
 	thread := tuned(t, "cuda-host-sim", Tuning{Layout: LayoutThread})
-	for _, c := range []engineCase{lorenzCase(5, 1e-6), lorenz96Case(5, 8, ode.Tsit5)} {
+	for _, c := range []engineCase{problemCase(t, "vdp", ode.Tsit5, 5), lorenzCase(5, 1e-6), lorenz96Case(5, 8, ode.Tsit5)} {
 		t.Run(fmt.Sprintf("%s-d=%d", c.name, c.prob.Field.Dim), func(t *testing.T) {
 			t.Parallel()
 			testWideVs(t, wide, thread, c, nil)
