@@ -145,9 +145,9 @@ func TestChooseLayoutWide(t *testing.T) {
 // programs are not rerolled, so every lane runs the whole step alike and
 // lane 0 writes its outputs) on a simulated warp, five trajectories each:
 // Van der Pol (d = 2, Tsit5, one save time), Lorenz (d = 3, Tsit5, three
-// save times) and Lorenz-96 with d = 8 (Tsit5, one save time): the solve, record, loss and gradient with the
-// record against the CPU engine and the gradient against the thread
-// layout's (testWideVs: the same steps, results to the case's tolerance,
+// save times) and Lorenz-96 with d = 8 (Tsit5, one save time): the
+// solve, record, loss and gradient with the record against the CPU engine
+// and the gradient against the thread layout's (testWideVs: the same steps, results to the case's tolerance,
 // the gradient within 1e-10 of the thread layout's), each in the wide
 // layout (the trace says so), and a solve whose save times are steps in
 // the thread layout. The Rosenbrock methods' small states (Robertson, d =
