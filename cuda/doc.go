@@ -54,14 +54,20 @@
 //     layers. Meshes and states are lanes mode's bit for bit; gradients
 //     agree to rounding;
 //   - wide: one warp per trajectory for the solves, records and gradients
-//     of explicit methods on states of 64 components or more (Lorenz-96),
+//     of explicit methods on states of 64 components or more (Lorenz-96)
+//     and of Rosenbrock methods from 16 (Pollution, the factor of W too),
 //     the state, stages and cotangents in shared memory and the component
 //     loops split over the lanes (docs/wide-layout.md); results agree
 //     with the thread layout's to rounding (its sums over components are
 //     shuffles). Its initial states, parameters, final states and
 //     gradients are row-major on the device, as in the job (the host
 //     copies whole rows; kernelgen.Config.RowMajor). Tuning.NoWide keeps
-//     such kernels in the thread layout.
+//     such kernels in the thread layout; LayoutWide runs them wide at any
+//     state size (Robertson's d = 3 included). Where a job's trajectories,
+//     one thread each, would not fill the device (fewer than 256 per
+//     multiprocessor: kernelgen.ThreadsFillDevice), the default may take
+//     it from smaller states (kernelgen.WideFillMinDim,
+//     WideFillMinDimFactor; off until measured by BenchmarkGPULayoutFill).
 //
 // A kernel's source grows with the plan's programs: below d = 16 a
 // Rosenbrock method unrolls the Jacobian and the LU of W into
@@ -394,7 +400,7 @@
 //
 //	GRADSOLVE_CUDA_DEVICES  the GPUs of cuda-multi, as ordinals: "0,2" (default: every visible GPU)
 //	GRADSOLVE_CUDA_CACHE    the kernel cache's folder; "off" disables it (default: os.UserCacheDir()/gradsolve/cuda)
-//	GRADSOLVE_CUDA_LAYOUT   force a layout: thread, lanes, lanes-global or tile (Tuning.Layout; default: chosen per job)
+//	GRADSOLVE_CUDA_LAYOUT   force a layout: thread, lanes, lanes-global, tile or wide (Tuning.Layout; default: chosen per job)
 //
 // # Several GPUs
 //

@@ -30,6 +30,20 @@ const (
 	// not allow it (float32, tile sums, a loss holding vectors, no shared
 	// parameters), lanes mode.
 	LayoutTile Layout = "tile"
+	// LayoutWide runs one warp per trajectory, the state, the stages (and
+	// a Rosenbrock method's factor of W) in the warp's shared memory and
+	// the loops over the components split over the lanes
+	// (docs/wide-layout.md), at any state size: the kernels the layout
+	// runs (kernelgen.WideAllowed: solves, records, losses and gradients
+	// with the record, without events, save times interpolated, float64)
+	// whose warp's shared memory fits the device; the others, and fields
+	// whose programs the layout does not emit (network layers' vector
+	// ops), in the thread layout. LayoutAuto chooses it from
+	// kernelgen.WideMinDim components (explicit methods) or
+	// kernelgen.WideMinDimFactor (Rosenbrock methods), or from
+	// kernelgen.WideFillMinDim and WideFillMinDimFactor in jobs too small
+	// to fill the device with threads.
+	LayoutWide Layout = "wide"
 )
 
 // layoutEnv names the environment variable that sets Tuning.Layout of the
@@ -38,7 +52,7 @@ const layoutEnv = "GRADSOLVE_CUDA_LAYOUT"
 
 func (l Layout) valid() bool {
 	switch l {
-	case LayoutAuto, LayoutThread, LayoutLanes, LayoutLanesGlobal, LayoutTile:
+	case LayoutAuto, LayoutThread, LayoutLanes, LayoutLanesGlobal, LayoutTile, LayoutWide:
 		return true
 	}
 	return false
@@ -146,8 +160,11 @@ type Tuning struct {
 	// loops split over the lanes; results agree with the thread layout's
 	// to rounding, not bit for bit). On an H100, Lorenz-96's gradient with
 	// the record at n = 4096 (Tsit5, rtol 1e-6): kernels 12.5 → 1.11 ms
-	// (d = 64) and 141.8 → 8.30 ms (d = 256); docs/wide-layout.md. A
-	// forced Layout other than LayoutAuto keeps it off too.
+	// (d = 64) and 141.8 → 8.30 ms (d = 256); docs/wide-layout.md. It
+	// also turns off the smaller thresholds of jobs too small to fill the
+	// device (kernelgen.WideFillMinDim, WideFillMinDimFactor). A forced
+	// Layout overrides it: LayoutWide runs those kernels wide at any d,
+	// the others keep them in their own layout.
 	NoWide bool
 	// NoWideStiff keeps Rosenbrock methods (Rodas5P, Rosenbrock23) in the
 	// thread layout. By default they run in the wide layout too, from
@@ -158,7 +175,7 @@ type Tuning struct {
 	// layout and 24.8 ms wide, the Brusselator's (d = 64, n = 1024)
 	// 804 ms and 65.1 ms; their kernels' source is 1.1–1.7 MB against
 	// 0.3–0.4 MB in the thread layout, so NVRTC takes longer on their
-	// first call.
+	// first call. LayoutWide overrides it.
 	NoWideStiff bool
 	// NoTrainGraph runs each step of a fit kept in device memory
 	// (ode.Trainer) as a batch of a dozen operations launched from the
@@ -199,10 +216,11 @@ type Tuning struct {
 	// (kernelgen.Config.SeparateSteps), for the tests that compare the two
 	// forms.
 	separateSteps bool
-	// wideFrom, if positive, is the smallest state the wide layout runs
-	// by default, in place of kernelgen.WideMinDim and WideMinDimFactor
-	// (tests of small states in the wide layout).
-	wideFrom int
+	// wideFill, if positive, is the smallest state the wide layout runs
+	// by default in a job too small to fill the device, in place of
+	// kernelgen.WideFillMinDim and WideFillMinDimFactor (the tests of
+	// useWide's rule while those are off).
+	wideFill int
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -214,7 +232,7 @@ var envTuning = sync.OnceValue(func() Tuning { return Tuning{Layout: Layout(os.G
 // check returns an error if t is not valid.
 func (t *Tuning) check() error {
 	if !t.Layout.valid() {
-		return fmt.Errorf("cuda: layout %q (%s): want %q, %q, %q, %q or none", t.Layout, layoutEnv, LayoutThread, LayoutLanes, LayoutLanesGlobal, LayoutTile)
+		return fmt.Errorf("cuda: layout %q (%s): want %q, %q, %q, %q, %q or none", t.Layout, layoutEnv, LayoutThread, LayoutLanes, LayoutLanesGlobal, LayoutTile, LayoutWide)
 	}
 	return nil
 }
@@ -264,10 +282,15 @@ type layoutJob struct {
 //     vectors, from kernelgen.WideMinDim components (an explicit method)
 //     or kernelgen.WideMinDimFactor (a Rosenbrock method, its factor of W
 //     in the warp's shared memory; unless Tuning.NoWideStiff), where a warp's shared memory fits
-//     the device's limit; else the thread layout.
+//     the device's limit; else the thread layout. In a job too small to
+//     fill the device with threads (kernelgen.ThreadsFillDevice false, the
+//     device's multiprocessors known, no tile sums) from
+//     kernelgen.WideFillMinDim or WideFillMinDimFactor components instead,
+//     where those are set (wideMinDim).
 //
-// tun.Layout overrides the first and last choices and may force the
-// global layout.
+// tun.Layout overrides the first and last choices (LayoutWide: the wide
+// layout at any d where the kernel allows it) and may force the global
+// layout.
 func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, tileSums bool, dev device, tun Tuning) kernelgen.Config {
 	v := base
 	v.TileSums = tileSums && v.Grad
@@ -276,7 +299,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.SplitFrom = tun.splitFrom()
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
-	case sp == nil || tun.Layout == LayoutThread || v.Events:
+	case sp == nil || tun.Layout == LayoutThread || tun.Layout == LayoutWide || v.Events:
 		// Events run in the thread layout only (kernelgen's events.cuh).
 		v.Lanes = false
 	case forced:
@@ -285,7 +308,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.Lanes = sp.Lanes && (tileSums || !kernelgen.ThreadsFill(pl, j.n, dev.sms))
 	}
 	if !v.Lanes {
-		v.Wide = useWide(v, pl, sp, j, prec, dev, tun)
+		v.Wide = useWide(v, pl, sp, j, prec, tileSums, dev, tun)
 		v.RowMajor = v.Wide // its warps read and write whole rows
 		return v
 	}
@@ -306,19 +329,21 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 }
 
 // useWide reports whether kernel v (of the thread layout) of plan pl
-// runs in the wide layout (chooseLayout).
-func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, dev device, tun Tuning) bool {
-	from := kernelgen.WideMinDim
-	if kernelgen.WideFactors(pl) {
-		if tun.NoWideStiff && tun.wideFrom <= 0 {
+// runs in the wide layout (chooseLayout): forced (LayoutWide) at any d,
+// by default from wideMinDim's d; in both cases where the layout runs the
+// kernel (kernelgen.WideAllowed), its programs emit and a warp's shared
+// memory fits the device's limit.
+func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, tileSums bool, dev device, tun Tuning) bool {
+	if sp == nil || !kernelgen.WideAllowed(v, pl, prec) {
+		return false
+	}
+	switch tun.Layout {
+	case LayoutWide:
+	case LayoutAuto:
+		if from := wideMinDim(pl, j.n, tileSums, dev.sms, tun); from <= 0 || pl.Dim < from {
 			return false
 		}
-		from = kernelgen.WideMinDimFactor
-	}
-	if tun.wideFrom > 0 {
-		from = tun.wideFrom
-	}
-	if tun.NoWide || tun.Layout != LayoutAuto || sp == nil || pl.Dim < from || !kernelgen.WideAllowed(v, pl, prec) {
+	default:
 		return false
 	}
 	widePer := j.widePer
@@ -327,6 +352,35 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 	}
 	per, err := widePer(v.Grad, v.Saves > 0)
 	return err == nil && (dev.sharedLimit == 0 || per <= dev.sharedLimit)
+}
+
+// wideMinDim returns the smallest state of plan pl that runs in the wide
+// layout by default (LayoutAuto) in a job of n trajectories on sms
+// multiprocessors (0: unknown), with tile sums or not, tuned by tun; 0:
+// none (Tuning.NoWide, or NoWideStiff for a Rosenbrock method).
+// kernelgen.WideMinDim (an explicit method) or WideMinDimFactor (a
+// Rosenbrock method: kernelgen.WideFactors), or where the job's
+// trajectories, one thread each, would not fill the device
+// (kernelgen.ThreadsFillDevice false; sms known, no tile sums: the layout
+// of cuda-multi's shards does not depend on their size)
+// kernelgen.WideFillMinDim or WideFillMinDimFactor (tun.wideFill in the
+// tests) if smaller and set.
+func wideMinDim(pl *ode.Plan, n int, tileSums bool, sms int, tun Tuning) int {
+	factors := kernelgen.WideFactors(pl)
+	if tun.NoWide || factors && tun.NoWideStiff {
+		return 0
+	}
+	from, fill := kernelgen.WideMinDim, kernelgen.WideFillMinDim
+	if factors {
+		from, fill = kernelgen.WideMinDimFactor, kernelgen.WideFillMinDimFactor
+	}
+	if tun.wideFill > 0 {
+		fill = tun.wideFill
+	}
+	if fill > 0 && !tileSums && sms > 0 && !kernelgen.ThreadsFillDevice(n, sms) {
+		from = min(from, fill)
+	}
+	return from
 }
 
 // useTileMode reports whether a job j of plan pl (kernel v, in lanes

@@ -39,8 +39,10 @@ func wideRosCase(t *testing.T, name string, m ode.Method, n int, t1 float64, sav
 // from kernelgen.WideMinDimFactor) to t = 0.2 with Rosenbrock23 and
 // Rodas5P (with a save time: solve, record and gradient; without: the
 // gradient), Robertson (d = 3, the explicit factor of W and its VJP's d²
-// terms; the wide layout forced by Tuning.wideFrom) to t = 10 with
-// Rodas5P and Rosenbrock23 likewise. By default only Pollution and
+// terms; the wide layout forced: LayoutWide) to t = 10 with
+// Rodas5P and Rosenbrock23 likewise, and HIRES (d = 8, forced likewise)
+// to t = 5 with Rodas5P (the gradient without a save time: 170 s; with
+// one: solve, record and gradient). By default only Pollution and
 // Robertson with Rosenbrock23; with -short Pollution with Rosenbrock23
 // only; with -long (or GRADSOLVE_LONG_TESTS=1) every case and the
 // Brusselator (d = 64) with Rodas5P too. See testWideRos for what is
@@ -58,7 +60,7 @@ func TestHostWideRosenbrock(t *testing.T) {
 		engine string
 		ops    []string
 	}
-	small := tuned(t, "cuda-host-sim", Tuning{wideFrom: 1})
+	small := tuned(t, "cuda-host-sim", Tuning{Layout: LayoutWide})
 	stiff := "cuda-host-sim"
 	cases := []tc{
 		{"pollution", ode.Rosenbrock23, 2, 0.2, false, stiff, []string{"grad"}},
@@ -66,6 +68,8 @@ func TestHostWideRosenbrock(t *testing.T) {
 		{"pollution", ode.Rodas5P, 2, 0.2, false, stiff, []string{"grad"}},
 		{"robertson", ode.Rodas5P, 2, 10, true, small, nil},
 		{"robertson", ode.Rosenbrock23, 2, 10, false, small, []string{"grad"}},
+		{"hires", ode.Rodas5P, 2, 5, false, small, []string{"grad"}},
+		{"hires", ode.Rodas5P, 2, 5, true, small, nil},
 	}
 	switch {
 	case longTests():

@@ -46,7 +46,9 @@
 //
 // The wide layout (Config.Wide; wide.go, wide.cuh; package cuda's
 // default from WideMinDim, for Rosenbrock methods from WideMinDimFactor
-// unless cuda.Tuning.NoWideStiff)
+// unless cuda.Tuning.NoWideStiff; from WideFillMinDim and
+// WideFillMinDimFactor where threads would not fill the device; at any
+// state size with cuda.LayoutWide)
 // runs one warp per trajectory for the solves, records and gradients of
 // explicit and Rosenbrock methods on large states: Init, Trial and
 // Control are inlined and rerolled and emitted warp-cooperatively. The

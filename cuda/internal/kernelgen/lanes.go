@@ -864,7 +864,18 @@ func useLanes(sp *StepPrograms) bool {
 // is 2.1× and 3.8× faster), while 2-32-32-2's (1,218 weights) is faster in
 // lanes mode even at 65536 (6.6 ms against 18.6).
 func ThreadsFill(pl *ode.Plan, n, sms int) bool {
-	return sms > 0 && pl.Shared <= LanesSmallNet && n >= sms*LanesThreadFill
+	return pl.Shared <= LanesSmallNet && ThreadsFillDevice(n, sms)
+}
+
+// ThreadsFillDevice reports whether n trajectories, one thread each, fill
+// sms multiprocessors: at least LanesThreadFill per multiprocessor (8
+// warps; 33,792 trajectories on an H100's 132). With 0 sms (unknown: a
+// host backend) it reports false. Below it the thread layout leaves
+// latency unhidden (n = 4096: 128 warps for 132 multiprocessors); package
+// cuda's layout choice asks it for lanes mode (ThreadsFill) and for the
+// wide layout of smaller states (WideFillMinDim).
+func ThreadsFillDevice(n, sms int) bool {
+	return sms > 0 && n >= sms*LanesThreadFill
 }
 
 // A network of at most lanesSmallNet shared weights runs one thread per

@@ -55,6 +55,30 @@ const WideMinDim = 64
 // (3.3 KB at d = 20, 33 KB at d = 64 per thread) live in local memory.
 const WideMinDimFactor = 16
 
+// WideFillMinDim and WideFillMinDimFactor are the smallest states from
+// which package cuda runs the wide layout by default, in place of
+// WideMinDim (an explicit method) and WideMinDimFactor (a Rosenbrock
+// method: WideFactors), for a job whose trajectories, one thread each,
+// would not fill the device (ThreadsFillDevice false: fewer than
+// LanesThreadFill per multiprocessor), where the thread layout runs about
+// a warp per multiprocessor or less (n = 4096 on an H100: 128 warps for
+// 132) and a warp per trajectory puts 32 times as many threads to work.
+// Zero turns the rule off (the thresholds apply at every n); a value at or
+// above the default threshold changes nothing. Never with tile sums
+// (cuda-multi), whose layout does not depend on a job's size.
+//
+// Both await the device's measure (package cuda's
+// BenchmarkGPULayoutFill: HIRES, d = 8, Robertson and neural Robertson,
+// d = 3, with Rodas5P, Lorenz-96 with d = 16 and Tsit5, thread against
+// wide layout at n = 1,024 to 65,536) and are off until then: on an H100
+// at n = 4096 HIRES's Rodas5P gradient with the record took 88.1 ms in
+// the thread layout (a 16-core CPU: 224 ms), no wide figure below d = 20
+// has been taken.
+const (
+	WideFillMinDim       = 0
+	WideFillMinDimFactor = 0
+)
+
 // WideWarps is the number of warps of a wide-layout block (at most).
 const WideWarps = 2
 
