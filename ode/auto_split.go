@@ -91,22 +91,41 @@ func lossScale(loss *Loss, n int, scale float64) float64 {
 	return 1
 }
 
-// subOf returns the checked sub-problem of rows idx of q, with its loss
-// (nil if loss is nil).
+// subOf returns the checked sub-problem of rows idx (increasing) of q,
+// with its loss (nil if loss is nil). Its rows are those of the checked
+// q: they are not checked again. Where idx is every row (a stiff
+// ensemble's continuation) it shares q's arrays, its single rows (Y0,
+// P, T1) left single; else its arrays are copies of the rows.
 func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, error) {
+	var sl *Loss
+	if len(idx) == q.n && q.n > 0 {
+		pr := *q.Problem
+		pr.N = q.n
+		sq := &problem{Problem: &pr, n: q.n, y0: q.y0, p: q.p, t1: q.t1, tmin: q.tmin, omit: q.omit}
+		if loss != nil {
+			l := *loss
+			sl = &l
+		}
+		return sq, sl, nil
+	}
 	l := loss
 	if l == nil {
 		l = &Loss{}
 	}
 	sp, sl := subProblem(q, l, idx)
-	sq, err := sv.checkProblem(sp)
-	if err != nil {
-		return nil, nil, err
-	}
-	sq.omit = q.omit
 	if loss == nil {
 		sl = nil
 	}
+	if len(idx) == 0 {
+		sq, err := sv.checkProblem(sp) // (its error: an empty ensemble)
+		if err != nil {
+			return nil, nil, err
+		}
+		sq.omit = q.omit
+		return sq, sl, nil
+	}
+	sq := &problem{Problem: sp, n: len(idx), y0: sp.Y0, p: sp.P, t1: sp.T1s, omit: q.omit}
+	sq.tmin = slices.Min(sp.T1s)
 	return sq, sl, nil
 }
 
