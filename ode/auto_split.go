@@ -488,7 +488,16 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 				continue
 			}
 		}
+		every := p.identity(n)
+		if every {
+			// Every trajectory in order (a stiff ensemble that Method
+			// Auto continued): the rows as blocks.
+			mergeWhole(out, p, n, d, K, np, records, meshes, lens)
+		}
 		for kk, i := range p.idx {
+			if every {
+				break
+			}
 			j := p.row(kk)
 			if r.Status != nil {
 				out.Status[i] = r.Status[j]
@@ -569,6 +578,66 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 		out.Mesh = mergeMeshes(q, parts, lens, out, asIs)
 	}
 	return out
+}
+
+// mergeWhole is mergeAuto's scatter of part p's rows to out where they
+// are every trajectory in order (p.identity(n)): each array copied whole.
+func mergeWhole(out *Result, p *autoPart, n, d, K, np int, records, meshes bool, lens []int) {
+	r := p.res
+	if r.Status != nil {
+		copy(out.Status, r.Status[:n])
+	} else {
+		for i := range out.Status {
+			out.Status[i] = OK
+		}
+	}
+	if out.Y != nil && r.Y != nil {
+		copy(out.Y, r.Y[:n*d])
+	}
+	if out.Ys != nil && len(r.Ys) > 0 {
+		copy(out.Ys, r.Ys[:n*K*d])
+	}
+	if out.T != nil && r.T != nil {
+		copy(out.T, r.T[:n])
+	}
+	if records && r.Stats.Accepted != nil {
+		copy(out.Stats.Accepted, r.Stats.Accepted[:n])
+		if out.Stats.Rejected != nil && r.Stats.Rejected != nil {
+			copy(out.Stats.Rejected, r.Stats.Rejected[:n])
+		}
+		if out.Stats.FieldEvals != nil && r.Stats.FieldEvals != nil {
+			copy(out.Stats.FieldEvals, r.Stats.FieldEvals[:n])
+		}
+	}
+	if out.LastH != nil && r.LastH != nil {
+		copy(out.LastH, r.LastH[:n])
+	}
+	for i, y := range r.LastY {
+		if i < n {
+			if out.LastY == nil {
+				out.LastY = map[int][]float64{}
+			}
+			out.LastY[i] = y
+		}
+	}
+	if meshes && r.Mesh != nil {
+		copy(lens, r.Mesh.Len[:n])
+	}
+	switch {
+	case p.stiff:
+		for i := range out.switched {
+			out.switched[i] = true
+		}
+		if p.switchAt != nil {
+			copy(out.Switch, p.switchAt[:n])
+		}
+	case records:
+		copy(out.Switch, r.Stats.Accepted[:n])
+	}
+	if out.GradY0 != nil {
+		copy(out.GradY0, r.GradY0[:n*d])
+		copy(out.GradP, r.GradP[:n*np])
+	}
 }
 
 // mergeMeshes returns the mesh of all q.n trajectories from the parts'
