@@ -79,12 +79,16 @@ type restartExec struct{ ode.Executor }
 //	cuda.test -test.run '^$' -test.bench GPUAutoTrace -test.benchtime 5x
 func BenchmarkGPUAutoTrace(b *testing.B) {
 	needGPUEngine(b)
-	autoTrace(b, 16384, "cuda")
+	autoTrace(b, 16384, "cuda", nil)
 }
 
 // autoTrace runs BenchmarkGPUAutoTrace's cases at n trajectories on
-// engine.
-func autoTrace(b *testing.B, n int, engine string) {
+// engine. hb, if not nil, is the engine's host backend: host-ms/op is
+// then the wall time less the time hb spent in launches (kernels and
+// their staging) and the transfers, not less the kernels' time alone,
+// and dev-allocs/op and pinned-allocs/op count the device and staging
+// ("page-locked") allocations, which cost far more on a GPU than here.
+func autoTrace(b *testing.B, n int, engine string, hb *hostBackend) {
 	for _, c := range odetest.AutoCases(n) {
 		if c.Name == "vdp" {
 			continue
@@ -113,6 +117,7 @@ func autoTrace(b *testing.B, n int, engine string) {
 					}
 					tr.Reset()
 					b.ResetTimer()
+					c0 := hb.counts()
 					t0 := time.Now()
 					for range b.N {
 						if err := run(); err != nil {
@@ -121,9 +126,16 @@ func autoTrace(b *testing.B, n int, engine string) {
 					}
 					wall, st, per := time.Since(t0), tr.Stats(), float64(b.N)
 					ms := func(d time.Duration) float64 { return float64(d) / 1e6 / per }
+					launches := st.Kernel
+					if hb != nil {
+						c := hb.counts()
+						launches = c.spent - c0.spent
+						b.ReportMetric(float64(c.allocs-c0.allocs)/per, "dev-allocs/op")
+						b.ReportMetric(float64(c.pinned-c0.pinned)/per, "pinned-allocs/op")
+					}
 					b.ReportMetric(ms(st.Kernel), "kernel-ms/op")
 					b.ReportMetric(ms(st.Transfer), "transfer-ms/op")
-					b.ReportMetric(ms(wall-st.Kernel-st.Transfer), "host-ms/op")
+					b.ReportMetric(ms(wall-launches-st.Transfer), "host-ms/op")
 					b.ReportMetric(float64(st.Upload)/1e6/per, "MB-up/op")
 					b.ReportMetric(float64(st.Download)/1e6/per, "MB-down/op")
 					b.ReportMetric(float64(st.Launches)/per, "launches/op")
@@ -132,3 +144,52 @@ func autoTrace(b *testing.B, n int, engine string) {
 		}
 	}
 }
+
+// BenchmarkHostAutoTrace is BenchmarkGPUAutoTrace on the host backend
+// (the kernels run as host C++ compiled with -O2, each launch once: a
+// launch seen before, the same kernel on the same memory, writes its
+// result again from a memo), at n = 4096: its
+// host-ms/op is the work of the call outside the launches and the
+// host-to-"device" copies (package ode's between the segments, the
+// engine's staging), which is the device benchmark's host-ms/op, on this
+// machine's cores; the launches' own staging by the host backend (files,
+// copies of the arena) is taken out with them. It skips where g++ is
+// missing.
+//
+//	cuda.test -test.run '^$' -test.bench HostAutoTrace -test.benchtime 3x
+func BenchmarkHostAutoTrace(b *testing.B) {
+	needHost(b)
+	benchHostOnce.Do(func() {
+		benchHost = &Engine{name: "cuda-host-o2", prec: Float64, be: newHostBackend(1 << 30)}
+		be := benchHost.be.(*hostBackend)
+		be.optimize, be.memo = true, map[[32]byte]hostMemo{}
+		tun := envTuning()
+		tun.WaitForCompile = true
+		benchHost.SetTuning(tun)
+		ode.Register(benchHost)
+	})
+	autoTrace(b, 4096, benchHost.Name(), benchHost.be.(*hostBackend))
+}
+
+// hostCounts are a host backend's running counts (hostBackend.counts).
+type hostCounts struct {
+	spent          time.Duration // hostBackend.spent
+	allocs, pinned int           // device allocations and hostAlloc's
+}
+
+// counts returns b's running counts (zero for a nil b).
+func (b *hostBackend) counts() hostCounts {
+	if b == nil {
+		return hostCounts{}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return hostCounts{b.spent, int(b.next), b.hostGets}
+}
+
+// benchHost is BenchmarkHostAutoTrace's engine, registered at its first
+// run: cuda-host with kernels compiled with -O2 and memoized launches.
+var (
+	benchHostOnce sync.Once
+	benchHost     *Engine
+)

@@ -84,6 +84,34 @@ type autoSegs struct {
 	r1 ResidentSteps
 	// joined: the merged mesh holds r1 (autoSteps), and releases it.
 	joined bool
+	// sq is the sub-problem of rows idx (subProblem), made once for
+	// the segments' jobs (sub).
+	sq *problem
+}
+
+// sub returns the sub-problem of the rows sg.idx of q, made at the first
+// call (subOf) and copied (its Problem too) for each caller to change.
+func (sg *autoSegs) sub(sv *Solver, q *problem) (*problem, error) {
+	if sg.sq == nil {
+		sq, _, err := sv.subOf(q, nil, sg.idx)
+		if err != nil {
+			return nil, err
+		}
+		sg.sq = sq
+	}
+	c, pr := *sg.sq, *sg.sq.Problem
+	c.Problem = &pr
+	return &c, nil
+}
+
+// loss returns the loss of the rows sg.idx of q's loss (lossRows; a copy
+// of it where they are every row).
+func (sg *autoSegs) loss(q *problem, loss *Loss) *Loss {
+	if len(sg.idx) == q.n {
+		l := *loss
+		return &l
+	}
+	return lossRows(loss, sg.idx)
 }
 
 // seg1 returns the mesh of the Tsit5 segments for a job of sv on
@@ -359,14 +387,14 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 		return nil, err
 	}
 	k, d, K := len(sg.idx), q.Field.Dim, len(q.SaveAt)
-	q1, _, err := sv.subOf(q, nil, sg.idx)
-	if err != nil {
-		return nil, err
-	}
 	served := "" // the engine a job was served on (Result.Engine)
 	if sg.y1 == nil {
 		// The Tsit5 segment's replay: the states at ts and the saves
 		// before them.
+		q1, err := sg.sub(sv, q)
+		if err != nil {
+			return nil, err
+		}
 		r1, err := sv.runPlan(ctx, OpReplay, q1, nil, sv.seg1(sg, q1), nil, 0, nil)
 		if err != nil {
 			return nil, err
@@ -374,7 +402,7 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 		sg.y1, sg.ys1 = r1.Y, r1.Ys
 		served = r1.Engine
 	}
-	q2, _, err := sv.subOf(q, nil, sg.idx)
+	q2, err := sg.sub(sv, q)
 	if err != nil {
 		return nil, err
 	}
@@ -387,11 +415,7 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	var r2 *Result
 	switch {
 	case fused:
-		_, sl, serr := sv.subOf(q, loss, sg.idx)
-		if serr != nil {
-			return nil, serr
-		}
-		r2, err = alt.runPlan(ctx, op, q2, sl, nil, nil, scale, nil)
+		r2, err = alt.runPlan(ctx, op, q2, sg.loss(q, loss), nil, nil, scale, nil)
 	case sg.m2 != nil:
 		r2, err = alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(sg.m2, q2), nil, 0, nil)
 	case op == OpSolve:
@@ -497,11 +521,11 @@ func (sv *Solver) chainLoss(ctx context.Context, op Op, q *problem, loss *Loss, 
 		return err
 	}
 	k, d, K, np, ns := len(sg.idx), q.Field.Dim, len(q.SaveAt), q.Field.Params, q.Field.Shared
-	sq, sl, err := sv.subOf(q, loss, sg.idx)
+	sq, err := sg.sub(sv, q)
 	if err != nil {
 		return err
 	}
-	lp, err := sv.lossPlan(sl, sq)
+	lp, err := sv.lossPlan(sg.loss(q, loss), sq)
 	if err != nil {
 		return err
 	}
@@ -540,7 +564,7 @@ func (sv *Solver) chainLoss(ctx context.Context, op Op, q *problem, loss *Loss, 
 			}
 		}
 	}
-	q2, _, err := sv.subOf(q, nil, sg.idx)
+	q2, err := sg.sub(sv, q)
 	if err != nil {
 		return err
 	}
@@ -591,7 +615,7 @@ func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out,
 			}
 		}
 	}
-	q1, _, err := sv.subOf(q, nil, sg.idx)
+	q1, err := sg.sub(sv, q)
 	if err != nil {
 		return err
 	}

@@ -91,22 +91,41 @@ func lossScale(loss *Loss, n int, scale float64) float64 {
 	return 1
 }
 
-// subOf returns the checked sub-problem of rows idx of q, with its loss
-// (nil if loss is nil).
+// subOf returns the checked sub-problem of rows idx (increasing) of q,
+// with its loss (nil if loss is nil). Its rows are those of the checked
+// q: they are not checked again. Where idx is every row (a stiff
+// ensemble's continuation) it shares q's arrays, its single rows (Y0,
+// P, T1) left single; else its arrays are copies of the rows.
 func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, error) {
+	var sl *Loss
+	if len(idx) == q.n && q.n > 0 {
+		pr := *q.Problem
+		pr.N = q.n
+		sq := &problem{Problem: &pr, n: q.n, y0: q.y0, p: q.p, t1: q.t1, tmin: q.tmin, omit: q.omit}
+		if loss != nil {
+			l := *loss
+			sl = &l
+		}
+		return sq, sl, nil
+	}
 	l := loss
 	if l == nil {
 		l = &Loss{}
 	}
 	sp, sl := subProblem(q, l, idx)
-	sq, err := sv.checkProblem(sp)
-	if err != nil {
-		return nil, nil, err
-	}
-	sq.omit = q.omit
 	if loss == nil {
 		sl = nil
 	}
+	if len(idx) == 0 {
+		sq, err := sv.checkProblem(sp) // (its error: an empty ensemble)
+		if err != nil {
+			return nil, nil, err
+		}
+		sq.omit = q.omit
+		return sq, sl, nil
+	}
+	sq := &problem{Problem: sp, n: len(idx), y0: sp.Y0, p: sp.P, t1: sp.T1s, omit: q.omit}
+	sq.tmin = slices.Min(sp.T1s)
 	return sq, sl, nil
 }
 
@@ -469,7 +488,16 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 				continue
 			}
 		}
+		every := p.identity(n)
+		if every {
+			// Every trajectory in order (a stiff ensemble that Method
+			// Auto continued): the rows as blocks.
+			mergeWhole(out, p, n, d, K, np, records, meshes, lens)
+		}
 		for kk, i := range p.idx {
+			if every {
+				break
+			}
 			j := p.row(kk)
 			if r.Status != nil {
 				out.Status[i] = r.Status[j]
@@ -550,6 +578,66 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 		out.Mesh = mergeMeshes(q, parts, lens, out, asIs)
 	}
 	return out
+}
+
+// mergeWhole is mergeAuto's scatter of part p's rows to out where they
+// are every trajectory in order (p.identity(n)): each array copied whole.
+func mergeWhole(out *Result, p *autoPart, n, d, K, np int, records, meshes bool, lens []int) {
+	r := p.res
+	if r.Status != nil {
+		copy(out.Status, r.Status[:n])
+	} else {
+		for i := range out.Status {
+			out.Status[i] = OK
+		}
+	}
+	if out.Y != nil && r.Y != nil {
+		copy(out.Y, r.Y[:n*d])
+	}
+	if out.Ys != nil && len(r.Ys) > 0 {
+		copy(out.Ys, r.Ys[:n*K*d])
+	}
+	if out.T != nil && r.T != nil {
+		copy(out.T, r.T[:n])
+	}
+	if records && r.Stats.Accepted != nil {
+		copy(out.Stats.Accepted, r.Stats.Accepted[:n])
+		if out.Stats.Rejected != nil && r.Stats.Rejected != nil {
+			copy(out.Stats.Rejected, r.Stats.Rejected[:n])
+		}
+		if out.Stats.FieldEvals != nil && r.Stats.FieldEvals != nil {
+			copy(out.Stats.FieldEvals, r.Stats.FieldEvals[:n])
+		}
+	}
+	if out.LastH != nil && r.LastH != nil {
+		copy(out.LastH, r.LastH[:n])
+	}
+	for i, y := range r.LastY {
+		if i < n {
+			if out.LastY == nil {
+				out.LastY = map[int][]float64{}
+			}
+			out.LastY[i] = y
+		}
+	}
+	if meshes && r.Mesh != nil {
+		copy(lens, r.Mesh.Len[:n])
+	}
+	switch {
+	case p.stiff:
+		for i := range out.switched {
+			out.switched[i] = true
+		}
+		if p.switchAt != nil {
+			copy(out.Switch, p.switchAt[:n])
+		}
+	case records:
+		copy(out.Switch, r.Stats.Accepted[:n])
+	}
+	if out.GradY0 != nil {
+		copy(out.GradY0, r.GradY0[:n*d])
+		copy(out.GradP, r.GradP[:n*np])
+	}
 }
 
 // mergeMeshes returns the mesh of all q.n trajectories from the parts'

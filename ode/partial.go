@@ -303,11 +303,17 @@ func subProblem(q *problem, loss *Loss, idx []int) (*Problem, *Loss) {
 	if np > 0 {
 		p.P = rowsOf(q.p, np, idx)
 	}
+	return p, lossRows(loss, idx)
+}
+
+// lossRows returns a copy of loss for rows idx of its problem: its Data
+// rows idx where it has a row per trajectory.
+func lossRows(loss *Loss, idx []int) *Loss {
 	l := *loss
 	if loss.DataDim > 0 && len(loss.Data) != loss.DataDim {
 		l.Data = rowsOf(loss.Data, loss.DataDim, idx)
 	}
-	return p, &l
+	return &l
 }
 
 // rowsOf returns rows idx of the row-major x of width w.
