@@ -1248,6 +1248,7 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 // copied (stage), the kernel (launchKernel), the results copied back and
 // scattered (scatter).
 func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
+	staging := time.Now() // (TraceStats.Stage)
 	r.rb = resultBlockOf(len(g))
 	ex, v, n := r.ex, r.v, len(g)
 	l := r.layout(n, rows)
@@ -1467,6 +1468,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return r.rowSaves(q, ar, n, &l)
 		}
 	}
+	staged0 := time.Since(staging)
 	if chunk == 0 && saveCols == 0 {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		err = ex.be.batch(batch)
@@ -1476,11 +1478,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 		done()
 		defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
+		defer r.hostTimes(staged0, time.Now())
 		return r.scatter(down, &at, ar, g, rows, &l, false, func(blocks func(lo, hi int), _ func(c0, c1 int)) error {
 			blocks(0, nb)
 			return nil
 		})
 	}
+	defer r.hostTimes(staged0, time.Now())
 	errc := make(chan error, 1)
 	go func() {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
@@ -1528,6 +1532,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		done()
 		return nil
 	})
+}
+
+// hostTimes adds a launch's staging time and its scatter's, begun at
+// start and ending now, to the trace (TraceStats.Stage and Scatter).
+func (r *run) hostTimes(stage time.Duration, start time.Time) {
+	d := time.Since(start)
+	r.tr.add(func(t *TraceStats) { t.Stage += stage; t.Scatter += d })
 }
 
 // errStagingStopped stops a batch whose next chunk's inputs failed their

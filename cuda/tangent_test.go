@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gradsolve-go/gradsolve/ode"
 )
@@ -108,6 +109,41 @@ func TestHostTangentFlags(t *testing.T) {
 					t.Fatalf("flags at %v: error %v, want one containing %q", marks, err, want)
 				}
 			})
+		}
+	}
+}
+
+// TestHostTraceHostTimes checks the host times a trace splits a call
+// into (TraceStats.Stage and Scatter): both are counted and fit in the
+// call's wall time, for a launch copied back at once (with the kernels'
+// and copies' times) and for one whose results come back in chunks
+// (Tuning.pipeChunk: a kernel per chunk, the scatter beside them).
+func TestHostTraceHostTimes(t *testing.T) {
+	needHost(t)
+	for _, tun := range []Tuning{{}, {pipeChunk: 1024}} {
+		c := lorenzCallCase(4096)
+		c.set.Engine = tuned(t, hostF64.name, tun)
+		sv := c.solver(t, c.set.Engine)
+		var g ode.Gradient
+		if _, err := sv.Grad(&g, &c.prob, c.loss, nil); err != nil { // compiled, storage taken
+			t.Fatal(err)
+		}
+		var tr Trace
+		start := time.Now()
+		if _, err := sv.GradContext(WithTrace(context.Background(), &tr), &g, &c.prob, c.loss, nil); err != nil {
+			t.Fatal(err)
+		}
+		wall := time.Since(start)
+		s := tr.Stats()
+		// In chunks the scatter overlaps the kernels and copies.
+		chunks := tun.pipeChunk > 0
+		device := s.Kernel + s.Transfer
+		if chunks {
+			device = 0
+		}
+		if s.Stage <= 0 || s.Scatter <= 0 || s.Stage+s.Scatter+device > wall || chunks != (s.Launches > 1) {
+			t.Errorf("pipeChunk %d: %d launches, stage %v, scatter %v, kernels %v, copies %v: want stage and scatter > 0, within the call's %v (with the kernels and copies, in one launch)",
+				tun.pipeChunk, s.Launches, s.Stage, s.Scatter, s.Kernel, s.Transfer, wall)
 		}
 	}
 }
