@@ -2754,13 +2754,20 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 	m := q1 - q0
 	accepted := res.Stats.Accepted[i0 : i0+m]
 	ac := acc[q0 : q0+len(accepted)]
-	for j := range accepted {
-		a := int(ac[j])
-		accepted[j] = a
-		longest = max(longest, a)
-	}
 	if r.lensOut {
-		copy(r.meshLen[i0:i0+m], accepted)
+		// The mesh's Len in the same pass.
+		lens := r.meshLen[i0 : i0+len(accepted)]
+		for j := range accepted {
+			a := int(ac[j])
+			accepted[j], lens[j] = a, a
+			longest = max(longest, a)
+		}
+	} else {
+		for j := range accepted {
+			a := int(ac[j])
+			accepted[j] = a
+			longest = max(longest, a)
+		}
 	}
 	sts := res.Status[i0 : i0+m]
 	st := status[q0 : q0+len(sts)]
@@ -2780,8 +2787,12 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 	}
 	if !r.lazyT {
 		t := res.T[i0 : i0+m]
-		for j := range t {
-			t[j] = tt.get(q0 + j)
+		if tt.f64 != nil {
+			copy(t, tt.f64[q0:q0+m])
+		} else {
+			for j := range t {
+				t[j] = tt.get(q0 + j)
+			}
 		}
 	}
 	if rej != nil {
