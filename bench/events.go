@@ -70,6 +70,20 @@ type EventsRow struct {
 	// GradOmit its kernels' time.
 	GradOmit     float64 `json:"grad_omit_ms"`
 	GradOmitCall float64 `json:"grad_omit_call_ms"`
+	// GradCopy, GradStage and GradScatter split the whole gradient call
+	// with the record (GradRecordCall, everything returned) and
+	// GradOmitCopy, GradOmitStage and GradOmitScatter the one with
+	// Gradient.Omit: the copies between host and device, and the
+	// host's work before and after the device's (cuda.TraceStats'
+	// Transfer, Stage and Scatter; medians). The call less the kernels
+	// and these is package ode's work, the driver's calls and
+	// synchronisation. 0 on an engine without a trace.
+	GradCopy        float64 `json:"grad_copy_ms"`
+	GradStage       float64 `json:"grad_stage_ms"`
+	GradScatter     float64 `json:"grad_scatter_ms"`
+	GradOmitCopy    float64 `json:"grad_omit_copy_ms"`
+	GradOmitStage   float64 `json:"grad_omit_stage_ms"`
+	GradOmitScatter float64 `json:"grad_omit_scatter_ms"`
 
 	// ValueErr is the median error of the values against the closed
 	// form (ball: |x(T) − x|, absolute; pk: |t* − t|/t), GradErr that of
@@ -203,19 +217,32 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 	}
 	prob := &ep.prob
 	var compile time.Duration
-	var last, gr cuda.TraceStats
+	var last cuda.TraceStats
+	var grs, gros []cuda.TraceStats // every call's trace (the untimed first's too)
 	var g ode.Gradient
 	gomit := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
 	times, err := timeGPU(cfg.Reps,
 		traced(&compile, &last, func(ctx context.Context) error { _, err := sv.SolveContext(ctx, prob); return err }),
-		traced(&compile, &gr, func(ctx context.Context) error { _, err := sv.GradContext(ctx, &g, prob, ep.loss, nil); return err }),
-		traced(&compile, &last, func(ctx context.Context) error {
+		tracedEach(&compile, func(s cuda.TraceStats) { grs = append(grs, s) }, func(ctx context.Context) error {
+			_, err := sv.GradContext(ctx, &g, prob, ep.loss, nil)
+			return err
+		}),
+		tracedEach(&compile, func(s cuda.TraceStats) { gros = append(gros, s) }, func(ctx context.Context) error {
 			_, err := sv.GradContext(ctx, &gomit, prob, ep.loss, nil)
 			return err
 		}),
 	)
 	if err != nil {
 		return nil, err
+	}
+	gr := grs[len(grs)-1]
+	// The medians of the timed calls' (the first is untimed).
+	hostSplit := func(ts []cuda.TraceStats) (copies, stage, scatter float64) {
+		var c, st, sc []float64
+		for _, s := range ts[1:] {
+			c, st, sc = append(c, ms(s.Transfer)), append(st, ms(s.Stage)), append(sc, ms(s.Scatter))
+		}
+		return median(c), median(st), median(sc)
 	}
 	n := prob.N
 	verr, gerr := make([]float64, n), make([]float64, n)
@@ -235,6 +262,8 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 		ValueErr: median(verr), GradErr: median(gerr), Samples: subsample(n, eventsSamples),
 		Loss: g.Loss, Compile: ms(compile), Layout: gr.Layout,
 	}
+	row.GradCopy, row.GradStage, row.GradScatter = hostSplit(grs)
+	row.GradOmitCopy, row.GradOmitStage, row.GradOmitScatter = hostSplit(gros)
 	for _, i := range row.Samples {
 		row.Values = append(row.Values, ep.value(&g, i))
 		row.Grads = append(row.Grads, g.P[i])

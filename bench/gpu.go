@@ -191,12 +191,17 @@ func timeGPU(reps int, cases ...func() (time.Duration, error)) ([]gpuTiming, err
 // the kernels' device time; compile accumulates the compilation time and
 // last keeps the last trace's counts.
 func traced(compile *time.Duration, last *cuda.TraceStats, f func(ctx context.Context) error) func() (time.Duration, error) {
+	return tracedEach(compile, func(s cuda.TraceStats) { *last = s }, f)
+}
+
+// tracedEach is traced calling each with every call's trace counts.
+func tracedEach(compile *time.Duration, each func(cuda.TraceStats), f func(ctx context.Context) error) func() (time.Duration, error) {
 	return func() (time.Duration, error) {
 		var tr cuda.Trace
 		err := f(cuda.WithTrace(context.Background(), &tr))
 		s := tr.Stats()
 		*compile += s.Compile
-		*last = s
+		each(s)
 		return s.Kernel, err
 	}
 }

@@ -327,7 +327,8 @@
 // a Grad's record, writes
 // the Solution's and the Mesh's end times and checks that every
 // trajectory ended well in the same blocks, ode.Job.EndTimes, where
-// package ode made a pass of its own after the run),
+// package ode made a pass of its own after the run; with events the
+// Mesh's end times alone, the Solution's being the times reached),
 // and a fixed latency of launches and synchronisation: a launch's copies,
 // kernel and reads are one batch (driver.Device.Batch) run on the
 // caller's own thread, with no hand-over to another (a repeated call

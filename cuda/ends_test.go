@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,11 +21,16 @@ import (
 type endsSpy struct {
 	name        string
 	e           *Engine
+	drop        bool // run the jobs without EndTimes (package ode's own pass)
 	asked, well atomic.Int64
 }
 
 func (s *endsSpy) Name() string     { return s.name }
 func (s *endsSpy) Available() error { return s.e.Available() }
+
+// SupportsEvents reports that the spy runs problems with events, as its
+// engine does (ode.EventEngine).
+func (s *endsSpy) SupportsEvents() bool { return s.e.SupportsEvents() }
 
 func (s *endsSpy) Prepare(p *ode.Plan) (ode.Executor, error) {
 	ex, err := s.e.Prepare(p)
@@ -43,6 +49,11 @@ func (x *endsSpyExec) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) 
 	if j.EndTimes {
 		x.s.asked.Add(1)
 	}
+	if x.s.drop {
+		jd := *j
+		jd.EndTimes = false
+		j = &jd
+	}
 	res, err := x.ex.Run(ctx, j)
 	if err == nil && res.EndsWell {
 		x.s.well.Add(1)
@@ -57,9 +68,13 @@ var (
 
 // endsSpyOf returns the spy, registered on first use, of the host engine
 // (float64) with Tuning tun.
-func endsSpyOf(t *testing.T, tun Tuning) *endsSpy {
+func endsSpyOf(t *testing.T, tun Tuning) *endsSpy { return endsSpyDrop(t, tun, false) }
+
+// endsSpyDrop is endsSpyOf whose spy, with drop, runs the jobs without
+// EndTimes.
+func endsSpyDrop(t *testing.T, tun Tuning, drop bool) *endsSpy {
 	t.Helper()
-	name := fmt.Sprintf("cuda-host-endsspy/%d/%t", tun.firstRows, tun.generic)
+	name := fmt.Sprintf("cuda-host-endsspy/%d/%t/%t", tun.firstRows, tun.generic, drop)
 	endsSpiesMu.Lock()
 	defer endsSpiesMu.Unlock()
 	if s := endsSpies[name]; s != nil {
@@ -71,7 +86,7 @@ func endsSpyOf(t *testing.T, tun Tuning) *endsSpy {
 	}
 	e := &Engine{name: name, prec: Float64, be: be}
 	e.SetTuning(tun)
-	s := &endsSpy{name: name, e: e}
+	s := &endsSpy{name: name, e: e, drop: drop}
 	ode.Register(s)
 	endsSpies[name] = s
 	return s
@@ -179,6 +194,75 @@ func sameBits(t *testing.T, what string, got, want []float64) {
 		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
 			t.Errorf("%s[%d] = %v, want %v", what, i, got[i], want[i])
 			return
+		}
+	}
+}
+
+// TestHostEngineEndTimesEvents checks the end times the engine's scatter
+// writes for a Grad's record with events (ode.Job.EndTimes: the Mesh's
+// T1, with the Solution's T the times reached): every result of the
+// call (loss, gradients, states, times, statuses, event counts, the
+// mesh's lengths and end times) equals, bit for bit, that of the same
+// engine told nothing of EndTimes (package ode's own pass), for the
+// bouncing balls and the terminal threshold, in launches of consecutive
+// trajectories, with reruns and with the general loops, over repeated
+// calls that pass the Gradient back; that the engine hands the end
+// times over (Result.EndsWell) only where every trajectory ended well;
+// and that a call where some stop at MaxEvents fails as without
+// EndTimes, between good ones on the same Gradient.
+func TestHostEngineEndTimesEvents(t *testing.T) {
+	needHost(t)
+	const n = 2500 // three result blocks or more
+	for _, tun := range []Tuning{{}, {firstRows: 4}, {generic: true}} {
+		for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
+			c := mk(n, ode.Tsit5)
+			c.set.RelTol, c.set.AbsTol = 1e-6, 1e-8
+			t.Run(fmt.Sprintf("%s/rows=%d/generic=%t", c.name, tun.firstRows, tun.generic), func(t *testing.T) {
+				spy, plain := endsSpyOf(t, tun), endsSpyDrop(t, tun, true)
+				fl := c
+				fl.set.MaxEvents = 1 // the balls bounce twice or more: TooManyEvents
+				var g, h ode.Gradient
+				for k, fail := range []bool{false, false, true, false} {
+					cc := c
+					if fail {
+						cc = fl
+					}
+					want, wantErr := cc.solver(t, plain.name).Grad(&h, &cc.prob, cc.loss, nil)
+					asked, well := spy.asked.Load(), spy.well.Load()
+					got, err := cc.solver(t, spy.name).Grad(&g, &cc.prob, cc.loss, nil)
+					wantWell := int64(1) // every trajectory ended well
+					if wantErr != nil {
+						wantWell = 0
+					}
+					if spy.asked.Load() != asked+1 || spy.well.Load() != well+wantWell {
+						t.Errorf("call %d: %d jobs asked for the end times, %d results handed them over: want 1 and %d", k, spy.asked.Load()-asked, spy.well.Load()-well, wantWell)
+					}
+					if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+						t.Fatalf("call %d: error %v, without EndTimes %v", k, err, wantErr)
+					}
+					if fail && strings.HasPrefix(c.name, "ball") && err == nil {
+						t.Fatalf("call %d: MaxEvents 1 stopped no ball", k)
+					}
+					if err != nil {
+						continue
+					}
+					sameBits(t, fmt.Sprintf("call %d: Loss", k), []float64{got.Loss}, []float64{want.Loss})
+					for _, f := range []struct {
+						name      string
+						got, want []float64
+					}{{"dL/dY0", got.Y0, want.Y0}, {"dL/dP", got.P, want.P}, {"Solution.T", got.Solution.T, want.Solution.T},
+						{"Solution.Y", got.Solution.Y, want.Solution.Y}, {"Mesh.T1", got.Mesh.T1, want.Mesh.T1}} {
+						sameBits(t, fmt.Sprintf("call %d: %s", k, f.name), f.got, f.want)
+					}
+					if len(got.Mesh.T1) > 0 && &got.Mesh.T1[0] == &got.Solution.T[0] {
+						t.Errorf("call %d: Mesh.T1 and Solution.T share their storage", k)
+					}
+					if !slices.Equal(got.Solution.Status, want.Solution.Status) || !slices.Equal(got.Solution.Stiff, want.Solution.Stiff) ||
+						!slices.Equal(got.Solution.Events, want.Solution.Events) || !slices.Equal(got.Mesh.Len, want.Mesh.Len) {
+						t.Errorf("call %d: the statuses, stiffness flags, event counts or mesh lengths differ from those without EndTimes", k)
+					}
+				}
+			})
 		}
 	}
 }

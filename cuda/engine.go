@@ -225,7 +225,18 @@ type TraceStats struct {
 	Reruns       int           // trajectories run again with a longer record buffer
 	Rows         int           // record buffer rows of the last pass
 	Transfer     time.Duration // copies between host and device (synchronous: part of a call's wall time)
-	SavesKept    int64         // bytes of saved states left in device memory (ode.Settings.KeepSaves), not copied back
+	// Stage is the host's time before each launch's batch: its inputs
+	// compared with those the device holds and staged where they
+	// changed, its staging buffers and timers taken. Scatter is the
+	// host's time writing a launch's results into the caller's arrays
+	// after the batch; where the results come back in chunks it runs
+	// from the batch's start, overlapping the copies and kernels (and
+	// the staging of chunks staged as the batch runs). A call's
+	// wall time less Kernel, Transfer, Stage and Scatter is the rest of
+	// its host work (package ode's checks and results, the driver's
+	// calls, synchronisation).
+	Stage, Scatter time.Duration
+	SavesKept      int64 // bytes of saved states left in device memory (ode.Settings.KeepSaves), not copied back
 	// Layout is the kernel layout of the last launch: "thread" (one
 	// thread per trajectory), "lanes" (one warp per trajectory, the
 	// network's weights in shared memory), "lanes-global" (in global

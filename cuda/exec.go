@@ -680,7 +680,8 @@ type run struct {
 
 	// With ends (Job.EndTimes), scatter writes every launched
 	// trajectory's end time into endT and endM (the Solution's T and the
-	// Mesh's T1, [N] each) as it writes its statuses, and ill records
+	// Mesh's T1, [N] each; endT nil with events, whose Solution's T is
+	// the times reached) as it writes its statuses, and ill records
 	// that a trajectory scattered did not end OK or is stiff: finish
 	// hands the arrays over where none is (Result.EndsWell).
 	ends       bool
@@ -747,15 +748,21 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 			// Written with the counts (scatter): finish need not copy them.
 			r.meshLen, r.lensOut = overwrite(r.meshLen, n), true
 		}
-		if j.EndTimes && v.MeshOut && r.lazyT {
+		if j.EndTimes && v.MeshOut && (r.lazyT || v.Events) {
 			// Res.T is left nil (lazyTimes): its storage and the old
-			// mesh's T1 take the end times.
+			// mesh's T1 take the end times. With events res.T holds the
+			// times reached (a terminal event's where one fired), which
+			// come back anyway: the old mesh's T1 alone takes the end
+			// times.
 			r.ends = true
 			var mt []float64
 			if old.Mesh != nil {
 				mt = old.Mesh.T1
 			}
-			r.endT, r.endM = overwrite(old.T, n), overwrite(mt, n)
+			if r.lazyT {
+				r.endT = overwrite(old.T, n)
+			}
+			r.endM = overwrite(mt, n)
 		}
 		if v.Events {
 			res.Events = overwrite(old.Events, n)
@@ -1241,6 +1248,7 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 // copied (stage), the kernel (launchKernel), the results copied back and
 // scattered (scatter).
 func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
+	staging := time.Now() // (TraceStats.Stage)
 	r.rb = resultBlockOf(len(g))
 	ex, v, n := r.ex, r.v, len(g)
 	l := r.layout(n, rows)
@@ -1460,6 +1468,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return r.rowSaves(q, ar, n, &l)
 		}
 	}
+	staged0 := time.Since(staging)
 	if chunk == 0 && saveCols == 0 {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		err = ex.be.batch(batch)
@@ -1469,11 +1478,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 		done()
 		defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
+		defer r.hostTimes(staged0, time.Now())
 		return r.scatter(down, &at, ar, g, rows, &l, false, func(blocks func(lo, hi int), _ func(c0, c1 int)) error {
 			blocks(0, nb)
 			return nil
 		})
 	}
+	defer r.hostTimes(staged0, time.Now())
 	errc := make(chan error, 1)
 	go func() {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
@@ -1521,6 +1532,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		done()
 		return nil
 	})
+}
+
+// hostTimes adds a launch's staging time and its scatter's, begun at
+// start and ending now, to the trace (TraceStats.Stage and Scatter).
+func (r *run) hostTimes(stage time.Duration, start time.Time) {
+	d := time.Since(start)
+	r.tr.add(func(t *TraceStats) { t.Stage += stage; t.Scatter += d })
 }
 
 // errStagingStopped stops a batch whose next chunk's inputs failed their
@@ -2459,12 +2477,14 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		var over []int
 		longest, fail, stiffAny := 0, false, false // kept in registers: the blocks' slots share cache lines
 		strips := v.Adaptive && consec
+		tangents := true // a flag of a tangential crossing may be set in the block
 		if strips {
-			var overflow bool
-			longest, fail, stiffAny, overflow = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
+			var flagsOr int32
+			longest, fail, flagsOr = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
+			stiffAny, tangents = flagsOr&flagStiff != 0, flagsOr&flagTangent != 0
 			// A record that overflowed its buffer: the block's
 			// trajectories again, one by one (every array written again).
-			strips = !overflow
+			strips = flagsOr&flagOverflow == 0
 		}
 		if v.Adaptive && !strips {
 			longest, fail, stiffAny = 0, false, false
@@ -2506,7 +2526,8 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				}
 				longest = max(longest, a)
 			}
-		} else if events != nil {
+		} else if !v.Adaptive && events != nil {
+			// A given mesh with events (a record's strips wrote both).
 			for q := q0; q < q1; q++ {
 				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
 			}
@@ -2577,9 +2598,10 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 		if v.Grad && v.Events {
 			// The first tangential crossing, whose event time has no
-			// derivative (the error below).
+			// derivative (the error below): looked for where the strips'
+			// pass over the flags saw one, or did not run.
 			blocks[b].tangent = -1
-			for q := q0; q < q1; q++ {
+			for q := q0; tangents && q < q1; q++ {
 				if flags[q]&flagTangent != 0 && flags[q]&flagOverflow == 0 {
 					blocks[b].tangent = q
 					break
@@ -2705,38 +2727,47 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 // i0+1, …: one array at a time, each a run of the result array (the
 // loop's stores to seven arrays through an index per trajectory took
 // longer than all the block's copies). It returns the most accepted
-// steps, whether a trajectory failed or is stiff, and whether a record
-// overflowed its buffer (found in the pass over the flags that reads
-// the stiffness flags; the caller then writes the block again one
-// trajectory at a time).
-func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail, stiff, over bool) {
+// steps, whether a trajectory failed, and the kernel flags of all of
+// them OR-ed together, read in the pass over the flags that writes the
+// stiffness flags: whether one is stiff (flagStiff), whether a record
+// overflowed its buffer (flagOverflow: the caller then writes the block
+// again one trajectory at a time) and whether an event crossing may be
+// tangential (flagTangent: without it the caller need not look for one).
+func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool, flagsOr int32) {
 	// In strips whose arrays (about 40 bytes a trajectory) stay in the
 	// core's cache from one loop to the next: a block of 16,384 at once
 	// read its arrays from memory again in each loop.
 	for s0 := q0; s0 < q1; s0 += statusStrip {
 		s1 := min(q1, s0+statusStrip)
-		l, f, st, o := r.scatterStatusStrip(i0+s0-q0, s0, s1, status, acc, rej, flags, events, tt)
-		longest, fail, stiff, over = max(longest, l), fail || f, stiff || st, over || o
+		l, f, o := r.scatterStatusStrip(i0+s0-q0, s0, s1, status, acc, rej, flags, events, tt)
+		longest, fail, flagsOr = max(longest, l), fail || f, flagsOr|o
 	}
-	return longest, fail, stiff, over
+	return longest, fail, flagsOr
 }
 
 // statusStrip is the trajectories of a strip of scatterStatus.
 const statusStrip = 2048
 
 // scatterStatusStrip is scatterStatus over one strip.
-func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail, stiffAny, over bool) {
+func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool, flagsOr int32) {
 	res, pl := r.res, r.ex.plan
 	m := q1 - q0
 	accepted := res.Stats.Accepted[i0 : i0+m]
 	ac := acc[q0 : q0+len(accepted)]
-	for j := range accepted {
-		a := int(ac[j])
-		accepted[j] = a
-		longest = max(longest, a)
-	}
 	if r.lensOut {
-		copy(r.meshLen[i0:i0+m], accepted)
+		// The mesh's Len in the same pass.
+		lens := r.meshLen[i0 : i0+len(accepted)]
+		for j := range accepted {
+			a := int(ac[j])
+			accepted[j], lens[j] = a, a
+			longest = max(longest, a)
+		}
+	} else {
+		for j := range accepted {
+			a := int(ac[j])
+			accepted[j] = a
+			longest = max(longest, a)
+		}
 	}
 	sts := res.Status[i0 : i0+m]
 	st := status[q0 : q0+len(sts)]
@@ -2756,8 +2787,12 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 	}
 	if !r.lazyT {
 		t := res.T[i0 : i0+m]
-		for j := range t {
-			t[j] = tt.get(q0 + j)
+		if tt.f64 != nil {
+			copy(t, tt.f64[q0:q0+m])
+		} else {
+			for j := range t {
+				t[j] = tt.get(q0 + j)
+			}
 		}
 	}
 	if rej != nil {
@@ -2778,38 +2813,31 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 			ev[j] = int(e[j])
 		}
 	}
-	return longest, bad != ode.OK, anyFlag&flagStiff != 0, anyFlag&flagOverflow != 0
+	return longest, bad != ode.OK, anyFlag
 }
 
 // writeEnds writes the end times (Job.T1) of the run's trajectories g,
-// consecutive if consec, into both arrays of Job.EndTimes (r.endT and
-// r.endM): as runs of the arrays, one value repeated where every
-// trajectory ends at T1[0] (Job.T1Same).
+// consecutive if consec, into the arrays of Job.EndTimes (r.endM, and
+// r.endT unless it is nil: with events): as runs of the arrays, one
+// value repeated where every trajectory ends at T1[0] (Job.T1Same).
 func (r *run) writeEnds(g []int, consec bool) {
 	t1 := r.j.T1
-	if !consec {
-		for _, i := range g {
-			r.endT[i], r.endM[i] = t1[i], t1[i]
+	for _, dst := range [2][]float64{r.endT, r.endM} {
+		switch {
+		case dst == nil || len(g) == 0:
+		case !consec:
+			for _, i := range g {
+				dst[i] = t1[i]
+			}
+		case r.j.T1Same:
+			a, x := dst[g[0]:g[0]+len(g)], t1[0]
+			for k := range a {
+				a[k] = x
+			}
+		default:
+			copy(dst[g[0]:g[0]+len(g)], t1[g[0]:g[0]+len(g)])
 		}
-		return
 	}
-	if len(g) == 0 {
-		return
-	}
-	i0, i1 := g[0], g[0]+len(g)
-	a, b := r.endT[i0:i1], r.endM[i0:i1]
-	if r.j.T1Same {
-		x := t1[0]
-		for k := range a {
-			a[k] = x
-		}
-		for k := range b {
-			b[k] = x
-		}
-		return
-	}
-	copy(a, t1[i0:i1])
-	copy(b, t1[i0:i1])
 }
 
 // scatterBlock is what scatter's worker found in one block of
@@ -3472,7 +3500,10 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 		res.GradS = r.gs
 		res.GradFinite = !r.gradNonFinite
 		if r.ends && !r.ill {
-			res.T, res.MeshT1, res.EndsWell = r.endT, r.endM, true
+			res.MeshT1, res.EndsWell = r.endM, true
+			if r.endT != nil { // (else res.T holds the times reached: events)
+				res.T = r.endT
+			}
 		}
 		res.StoredBytes = r.stored
 		res.GradTime = wall

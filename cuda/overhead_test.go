@@ -724,7 +724,10 @@ func init() { ode.Register(countsF64) }
 // study that records, then replays with other losses). down-B/op and
 // up-B/op are the bytes copied from and to the device per call (the
 // trace's Download and Upload: deterministic for a given engine and
-// step counts), kernel-ns/op the kernels' time, cpu-ns/op the CPU time
+// step counts), kernel-ns/op the kernels' time, copy-ns/op the copies',
+// stage-ns/op and scatter-ns/op the host's before and after each batch
+// (TraceStats.Stage and Scatter: ns/op less the four is package ode's
+// work, the driver's calls and synchronisation), cpu-ns/op the CPU time
 // of the process (user + system, all threads: the host's work, where
 // other processes share the cores). Engines: "cuda-counts"
 // (countsBackend: ns/op is the host's work and the copies, as copies
@@ -804,6 +807,9 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	b.ReportMetric(float64(st.Download)/float64(b.N), "down-B/op")
 	b.ReportMetric(float64(st.Upload)/float64(b.N), "up-B/op")
 	b.ReportMetric(float64(st.Kernel)/float64(b.N), "kernel-ns/op")
+	b.ReportMetric(float64(st.Transfer)/float64(b.N), "copy-ns/op")
+	b.ReportMetric(float64(st.Stage)/float64(b.N), "stage-ns/op")
+	b.ReportMetric(float64(st.Scatter)/float64(b.N), "scatter-ns/op")
 }
 
 // eventsRows is the record buffer's rows in a warm call of the events

@@ -214,11 +214,14 @@ type Job struct {
 	// Omit. Only OpGrad sets it.
 	Omit Omit
 
-	// EndTimes asks a record without events (OpGrad with Mesh nil, set
-	// by Grad) for what Grad makes of it when every trajectory ends well:
-	// the end times T1 in two arrays of N, Result.T (in Reuse.T's
-	// storage where large enough) for the Solution and Result.MeshT1 (in
-	// Reuse.Mesh.T1's) for the recorded Mesh, and Result.EndsWell. An
+	// EndTimes asks a record (OpGrad with Mesh nil, set by Grad, not
+	// with Method Auto) for what Grad makes of it when every trajectory
+	// ends well: the end times T1 in two arrays of N, Result.T (in
+	// Reuse.T's storage where large enough) for the Solution and
+	// Result.MeshT1 (in Reuse.Mesh.T1's) for the recorded Mesh, and
+	// Result.EndsWell. With events Result.T stays the times reached (a
+	// terminal event's where one fired), as without EndTimes: MeshT1 and
+	// EndsWell are what it asks for. An
 	// engine that writes its results in parallel blocks writes them in
 	// the same pass (a GPU engine's scatter), where package ode would
 	// make a pass of its own over the trajectories after the run. An
@@ -339,7 +342,9 @@ type Result struct {
 	// Status is OK and none's Stiff flag is set (the engine checked them
 	// as it wrote them), and that T and MeshT1 hold every trajectory's
 	// end time Job.T1[i] (T is then not the time reached of a record
-	// that failed, but the time each reached ending well: the same).
+	// that failed, but the time each reached ending well: the same;
+	// with events T is the time reached, a terminal event's where one
+	// fired, and MeshT1 the end times).
 	// False: not known, T and MeshT1 as without EndTimes.
 	EndsWell bool
 	MeshT1   []float64 // [N] with EndsWell: the recorded Mesh's T1, in its own storage (not T's)

@@ -155,9 +155,9 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	}
 	given := m
 	q.omit = dst.omit()
-	// A record without events: the engine may write the end times and
-	// check the statuses in its own pass (Job.EndTimes).
-	q.ends = m == nil && sv.plan.Events == nil && sv.set.Method != Auto
+	// A record: the engine may write the end times and check the
+	// statuses in its own pass (Job.EndTimes).
+	q.ends = m == nil && sv.set.Method != Auto
 	reuse := dst.reusable(m == nil)
 	rg = trace.StartRegion(ctx, "ode.Grad.run")
 	res, used, err := sv.run(ctx, OpGrad, q, &loss, m, reuse)
@@ -172,7 +172,9 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	// Without events, one pass writes the end times of the recorded mesh
 	// and of the solution and checks that none failed or was stiff
 	// (endTimesWell), the common case; with events, the solution's
-	// times are a terminal event's where one fired.
+	// times are a terminal event's where one fired (the times reached:
+	// res.T, also where the engine wrote the mesh's end times,
+	// EndsWell).
 	var t []float64                   // the solution's times
 	checked, well := vouched, vouched // vouched: checkMesh's: none stiff, none failed
 	switch {
