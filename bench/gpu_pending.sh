@@ -237,7 +237,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -336,6 +336,30 @@ el $?
 timeout 110 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
 el $?
 tail -3 "$out/l/diffrax_events.log"
+fi
+
+if [ "$part" = s39 ]; then
+# Session 39's work in one call: the wide layout forced at small d and
+# the occupancy measure that sets its thresholds (BenchmarkGPULayoutFill),
+# Method Auto's host work cut (sub-problems shared, inputs kept per
+# layout), the events' end times written in the result pass, the host
+# split of whole calls, tiered first calls (the wide functions emitted
+# once, rematerialised in one pass).
+t tests39 150 -test.v -test.run 'TestGPUWideSmall|TestGPUAutoContinue|TestGPUInputReuse|TestCallHandOvers|TestGPUChunkLaunch'
+t events-driven 60 -test.v -test.run 'TestGPUEvents/(driven-ball|ball|pk)-(Vern7|Tsit5)'
+t layout-fill 170 -test.run '^$' -test.bench 'GPULayoutFill/(hires|robertson|lorenz96-16)/' -test.benchtime 3x
+t auto-trace 60 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
+timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
+el $?
+timeout 70 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
+el $?
+tail -2 "$out/l/diffrax_events.log"
+t call-bound 40 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 2
+GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=50 GS_COLDSTART_JSON="$out/l/tiered.json" timeout 80 \
+	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
+el $?
+grep -hE "tiered|FAIL|ok" "$out/l/tiered.log" | grep -v skipped | cut -c1-200 | head -12
+t layout-fill2 150 -test.run '^$' -test.bench 'GPULayoutFill/(pollution|neural-robertson)/' -test.benchtime 3x
 fi
 
 if [ "$part" = ncu ]; then
