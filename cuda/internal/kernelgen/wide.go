@@ -2,6 +2,7 @@ package kernelgen
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -213,13 +214,84 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 // larger of the two; all times 8. It returns an error where the plan's
 // programs do not emit.
 func WideSharedPerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
-	src := NewSource(&SourceSettings{Precision: Float64})
-	src.reroll = true
-	w, err := src.wideFuncs(pl, grad, saves)
-	if err != nil {
-		return 0, err
+	return (&StepPrograms{plan: pl}).WideSharedPerWarp(grad, saves)
+}
+
+// WideSharedPerWarp is the package function WideSharedPerWarp of sp's
+// plan. It emits the kernel's wide functions (seconds for the reverse
+// steps of the largest stiff problems) once and keeps them in sp, for
+// KernelSource to use rather than emit them again.
+func (sp *StepPrograms) WideSharedPerWarp(grad, saves bool) (int, error) {
+	r := sp.wide(grad, saves)
+	return 8 * r.w.Len, r.err
+}
+
+// wideRecord is the wide functions of a kernel of one kind (a gradient's
+// or another's, with save times or not): wideFuncs's layout and error,
+// and the unit that holds them alone.
+type wideRecord struct {
+	w   wideLayout
+	err error
+	src *Source
+}
+
+// wide returns the record of sp's plan's wide functions of a gradient's
+// kernel (grad) or another's, with save times (saves) or not, emitted on
+// first use.
+func (sp *StepPrograms) wide(grad, saves bool) *wideRecord {
+	k := 2*B2i(grad) + B2i(saves)
+	sp.wideOnce[k].Do(func() {
+		src := NewSource(&SourceSettings{Precision: Float64})
+		src.reroll = true
+		w, err := src.wideFuncs(sp.plan, grad, saves)
+		sp.wideRecs[k] = &wideRecord{w: w, err: err, src: src}
+	})
+	return sp.wideRecs[k]
+}
+
+// wideFuncsOf is s.wideFuncs of sp's plan, taken from sp's record
+// (StepPrograms.wide) where s holds nothing yet and emits as the
+// record's unit does: the same functions, names, helpers and defines.
+func (s *Source) wideFuncsOf(sp *StepPrograms, grad, saves bool) (wideLayout, error) {
+	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
+		return s.wideFuncs(sp.plan, grad, saves)
 	}
-	return 8 * w.Len, nil
+	r := sp.wide(grad, saves)
+	if r.err != nil {
+		return wideLayout{}, r.err
+	}
+	s.adopt(r.src)
+	return r.w, nil
+}
+
+// blank reports whether s holds no code, names or helpers yet (its
+// settings and Defines aside).
+func (s *Source) blank() bool {
+	return len(s.parts) == 0 && len(s.emitted) == 0 && len(s.helpers) == 0 && len(s.names) == 0 &&
+		len(s.Funcs) == 0 && len(s.hashes) == 0 && len(s.stageTop) == 0 && len(s.outlined) == 0
+}
+
+// adopt makes blank unit s hold what unit o holds, as if s had emitted
+// it: o's helpers, its Defines that s lacks (luDim's), names, functions
+// and code.
+func (s *Source) adopt(o *Source) {
+	for _, h := range o.helpers {
+		s.helper(h)
+	}
+	for _, d := range o.Defines {
+		if !slices.Contains(s.Defines, d) {
+			s.Defines = append(s.Defines, d)
+		}
+	}
+	maps.Copy(s.names, o.names)
+	maps.Copy(s.Funcs, o.Funcs)
+	maps.Copy(s.hashes, o.hashes)
+	maps.Copy(s.stageTop, o.stageTop)
+	if o.outlined != nil {
+		s.outlined = maps.Clone(o.outlined)
+	}
+	s.parts = append(s.parts, o.parts...)
+	s.emitted = append(s.emitted, o.emitted...)
 }
 
 // wideFuncs emits the wide functions of plan pl's kernel, a gradient's
