@@ -106,11 +106,19 @@ func trainSetOf(be backend, tun Tuning) *trainSet {
 
 // widePerWarp returns the shared memory per warp of plan pl's gradient
 // kernels (grad) or other kernels, with save times (saves) or not, in the
-// wide layout, computed once (it generates the wide functions).
+// wide layout, computed once. It generates the wide functions, which the
+// plan's step programs keep for the kernel's source
+// (kernelgen.StepPrograms.WideSharedPerWarp): a first call's measure and
+// source, both on its way to a tiered result (tier.go), generate them
+// once.
 func (s *kernelSet) widePerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
 	k := 2*kernelgen.B2i(grad) + kernelgen.B2i(saves)
 	s.wideOnce[k].Do(func() {
-		s.widePer[k], s.wideErr[k] = kernelgen.WideSharedPerWarp(pl, grad, saves)
+		if sp, err := s.stepPrograms(pl); err == nil {
+			s.widePer[k], s.wideErr[k] = sp.WideSharedPerWarp(grad, saves)
+		} else {
+			s.widePer[k], s.wideErr[k] = kernelgen.WideSharedPerWarp(pl, grad, saves)
+		}
 		s.wideSet[k].Store(true)
 	})
 	return s.widePer[k], s.wideErr[k]

@@ -320,6 +320,13 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		r.tiles = make([]float64, (n+scan.TileSize-1)/scan.TileSize*pl.Shared)
 	}
 
+	if recording && j.Op == OpGrad && pl.Events == nil && r.nchunks > 0 {
+		// The replay step's master (stepMaster: building its programs'
+		// executors, a second for the Brusselator's Rodas5P on 2 cores)
+		// is built while the workers record, not by the first to finish
+		// its record while the others wait for it.
+		go ex.stepMaster()
+	}
 	start := time.Now()
 	ws := ex.workers(workers)
 	par.Run(r.nchunks, workers, func(w, c int) {

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"strings"
+	"sync"
 	"text/template"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -227,6 +228,13 @@ type StepPrograms struct {
 	// Lanes reports that the plan's kernels run one warp per trajectory
 	// (useLanes).
 	Lanes bool
+
+	// The wide functions of the plan's kernels, by 2·gradient + save
+	// times, emitted once (StepPrograms.wide): the wide layout's measure
+	// (WideSharedPerWarp) and the kernel's source (KernelSource) share
+	// them.
+	wideOnce [4]sync.Once
+	wideRecs [4]*wideRecord
 }
 
 // NewStepPrograms derives the reverse step of pl. (A gradient kernel
@@ -301,7 +309,7 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	}
 	g := &adapters{src: src}
 	if v.Wide {
-		w, err := src.wideFuncs(pl, v.Grad, v.Saves > 0)
+		w, err := src.wideFuncsOf(sp, v.Grad, v.Saves > 0)
 		if err != nil {
 			return "", info, err
 		}

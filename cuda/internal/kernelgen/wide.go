@@ -2,6 +2,7 @@ package kernelgen
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -237,13 +238,84 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 // larger of the two; all times 8. It returns an error where the plan's
 // programs do not emit.
 func WideSharedPerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
-	src := NewSource(&SourceSettings{Precision: Float64})
-	src.reroll = true
-	w, err := src.wideFuncs(pl, grad, saves)
-	if err != nil {
-		return 0, err
+	return (&StepPrograms{plan: pl}).WideSharedPerWarp(grad, saves)
+}
+
+// WideSharedPerWarp is the package function WideSharedPerWarp of sp's
+// plan. It emits the kernel's wide functions (seconds for the reverse
+// steps of the largest stiff problems) once and keeps them in sp, for
+// KernelSource to use rather than emit them again.
+func (sp *StepPrograms) WideSharedPerWarp(grad, saves bool) (int, error) {
+	r := sp.wide(grad, saves)
+	return 8 * r.w.Len, r.err
+}
+
+// wideRecord is the wide functions of a kernel of one kind (a gradient's
+// or another's, with save times or not): wideFuncs's layout and error,
+// and the unit that holds them alone.
+type wideRecord struct {
+	w   wideLayout
+	err error
+	src *Source
+}
+
+// wide returns the record of sp's plan's wide functions of a gradient's
+// kernel (grad) or another's, with save times (saves) or not, emitted on
+// first use.
+func (sp *StepPrograms) wide(grad, saves bool) *wideRecord {
+	k := 2*B2i(grad) + B2i(saves)
+	sp.wideOnce[k].Do(func() {
+		src := NewSource(&SourceSettings{Precision: Float64})
+		src.reroll = true
+		w, err := src.wideFuncs(sp.plan, grad, saves)
+		sp.wideRecs[k] = &wideRecord{w: w, err: err, src: src}
+	})
+	return sp.wideRecs[k]
+}
+
+// wideFuncsOf is s.wideFuncs of sp's plan, taken from sp's record
+// (StepPrograms.wide) where s holds nothing yet and emits as the
+// record's unit does: the same functions, names, helpers and defines.
+func (s *Source) wideFuncsOf(sp *StepPrograms, grad, saves bool) (wideLayout, error) {
+	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
+		return s.wideFuncs(sp.plan, grad, saves)
 	}
-	return 8 * w.Len, nil
+	r := sp.wide(grad, saves)
+	if r.err != nil {
+		return wideLayout{}, r.err
+	}
+	s.adopt(r.src)
+	return r.w, nil
+}
+
+// blank reports whether s holds no code, names or helpers yet (its
+// settings and Defines aside).
+func (s *Source) blank() bool {
+	return len(s.parts) == 0 && len(s.emitted) == 0 && len(s.helpers) == 0 && len(s.names) == 0 &&
+		len(s.Funcs) == 0 && len(s.hashes) == 0 && len(s.stageTop) == 0 && len(s.outlined) == 0
+}
+
+// adopt makes blank unit s hold what unit o holds, as if s had emitted
+// it: o's helpers, its Defines that s lacks (luDim's), names, functions
+// and code.
+func (s *Source) adopt(o *Source) {
+	for _, h := range o.helpers {
+		s.helper(h)
+	}
+	for _, d := range o.Defines {
+		if !slices.Contains(s.Defines, d) {
+			s.Defines = append(s.Defines, d)
+		}
+	}
+	maps.Copy(s.names, o.names)
+	maps.Copy(s.Funcs, o.Funcs)
+	maps.Copy(s.hashes, o.hashes)
+	maps.Copy(s.stageTop, o.stageTop)
+	if o.outlined != nil {
+		s.outlined = maps.Clone(o.outlined)
+	}
+	s.parts = append(s.parts, o.parts...)
+	s.emitted = append(s.emitted, o.emitted...)
 }
 
 // wideFuncs emits the wide functions of plan pl's kernel, a gradient's
@@ -388,6 +460,17 @@ func offMark(name string) string { return "@off:" + name + "@" }
 
 // emit writes the function and returns its code and scratch.
 func (w *wideEmitter) emit() (string, int, error) {
+	raw, err := w.emitRaw()
+	if err != nil {
+		return "", 0, err
+	}
+	code, scratch := allocate(w.rematerialize(raw))
+	return w.tables.String() + code, scratch, nil
+}
+
+// emitRaw writes the function with its arrays neither recomputed
+// (rematerialize) nor placed (allocate) and returns its code.
+func (w *wideEmitter) emitRaw() (string, error) {
 	e := w.e
 	p := e.p
 	e.tuple = make(map[tape.ID]func(int) string)
@@ -401,7 +484,7 @@ func (w *wideEmitter) emit() (string, int, error) {
 	sb.WriteString("  const int gs_lane = GS_WLANE;\n  (void)gs_lane;\n")
 	order, err := e.plan()
 	if err != nil {
-		return "", 0, err
+		return "", err
 	}
 	lines := strings.Split(p.String(), "\n")[1:]
 	ids, loopAt := e.loopsOf(order, nil)
@@ -421,20 +504,20 @@ func (w *wideEmitter) emit() (string, int, error) {
 		v := &p.Values[id]
 		switch {
 		case v.Op == ops.OpCall:
-			return "", 0, fmt.Errorf("%s: %v: the wide layout emits no calls", vname(id), v.Op)
+			return "", fmt.Errorf("%s: %v: the wide layout emits no calls", vname(id), v.Op)
 		case v.Op == ops.OpExtract && p.Values[v.Args[0]].Op == ops.OpCall:
-			return "", 0, fmt.Errorf("%s: %v of a call: the wide layout emits no calls", vname(id), v.Op)
+			return "", fmt.Errorf("%s: %v of a call: the wide layout emits no calls", vname(id), v.Op)
 		case v.Op == ops.OpExtract:
 			e.tuplePart(id) // a factor's or a solve's array entry, read in place
 			continue
 		case ops.IsTuple(v.Op):
 			if err := w.tupleValue(id, commentOf(lines[id])); err != nil {
-				return "", 0, err
+				return "", err
 			}
 			continue
 		}
 		if err := e.value(id, commentOf(lines[id])); err != nil {
-			return "", 0, err
+			return "", err
 		}
 		if v.Op == ops.OpInput && e.shIndex[int(v.Aux)] < 0 {
 			e.expr[id] = fmt.Sprintf("gs_a[%d]", e.ownPos(int(v.Aux)))
@@ -442,8 +525,7 @@ func (w *wideEmitter) emit() (string, int, error) {
 	}
 	w.returns()
 	sb.WriteString("  GS_SYNCWARP();\n}\n")
-	code, scratch := allocate(w.rematerialize(sb.String()))
-	return w.tables.String() + code, scratch, nil
+	return sb.String(), nil
 }
 
 // wideArray matches the declaration of an array in the scratch.
@@ -457,6 +539,13 @@ var wideArray = regexp.MustCompile(`gs_real\* const (gs_\w+|t\d+) = gs_w \+ @off
 // __syncwarp(), after which no lane reads what the array's space held
 // before.
 func allocate(code string) (string, int) {
+	offs, top := placeArrays(code)
+	return setOffsets(code, offs), top
+}
+
+// placeArrays returns allocate's offsets of the arrays declared in code,
+// by name, and the scratch's length.
+func placeArrays(code string) (map[string]int, int) {
 	lines := strings.Split(code, "\n")
 	type span struct {
 		name           string
@@ -476,7 +565,7 @@ func allocate(code string) (string, int) {
 		}
 	}
 	if len(spans) == 0 {
-		return code, 0
+		return nil, 0
 	}
 	names := make([]string, 0, len(byName))
 	for n := range byName {
@@ -510,10 +599,39 @@ func allocate(code string) (string, int) {
 		placed = append(placed, sp)
 		top = max(top, off+sp.size)
 	}
+	offs := make(map[string]int, len(spans))
 	for _, sp := range spans {
-		code = strings.ReplaceAll(code, offMark(sp.name), strconv.Itoa(sp.off))
+		offs[sp.name] = sp.off
 	}
-	return code, top
+	return offs, top
+}
+
+// setOffsets returns code with each offset mark (offMark) of an array
+// of offs replaced by its offset, in one pass (a pass per array took a
+// second for Pollution's reverse steps); other marks stay.
+func setOffsets(code string, offs map[string]int) string {
+	const mark = "@off:"
+	var sb strings.Builder
+	sb.Grow(len(code))
+	for {
+		i := strings.Index(code, mark)
+		if i < 0 {
+			break
+		}
+		rest := code[i+len(mark):]
+		j := strings.IndexByte(rest, '@')
+		off, ok := offs[rest[:max(j, 0)]]
+		if j < 0 || !ok {
+			sb.WriteString(code[:i+len(mark)])
+			code = rest
+			continue
+		}
+		sb.WriteString(code[:i])
+		sb.WriteString(strconv.Itoa(off))
+		code = rest[j+1:]
+	}
+	sb.WriteString(code)
+	return sb.String()
 }
 
 // carrySum is how a loop split over the lanes computes a carried body
@@ -942,17 +1060,63 @@ func ops2C(v *tape.Value, args []string) string {
 // recomputed before them, recomputed where they are read: their
 // declarations and stores removed, each read name[idx] replaced by
 // their expression of idx.
+//
+// It works on the lines that name each array (rematLines), not on the
+// whole code once per array: the reverse steps of Pollution's Rodas5P
+// (650 kB of code, 379 arrays) took seconds on the whole code, the most
+// of a tiered first call's wait for its kernel's source. Where a change
+// would not stay within its lines (a store or a declaration that is not
+// a whole line, a read whose index ends on a later line), it finishes
+// on the whole code (rematerializeFrom), the same steps: the same code.
 func (w *wideEmitter) rematerialize(code string) string {
+	if len(w.remat) == 0 {
+		return code
+	}
+	rl := newRematLines(code, w.remat)
 	var done []wideRemat
-	for _, r := range w.remat {
-		expr := r.expr
-		decl := fmt.Sprintf("  gs_real* const %s = gs_w + %s;", r.name, offMark(r.name))
-		reads := strings.Count(code, r.name+"[") - strings.Count(code, r.store)
-		chained := false // reads a recomputed array, or is read by one
-		for _, q := range done {
-			chained = chained || strings.Contains(expr, q.name+"[") || strings.Contains(q.expr, r.name+"[")
+	for k, r := range w.remat {
+		if chainedRemat(r, done) {
+			continue
 		}
-		if reads > wideRematReads || chained || !strings.Contains(code, r.store) {
+		reads, stored, ok := rl.count(r)
+		if !ok {
+			return rematerializeFrom(rl.join(), w.remat[k:], done)
+		}
+		if reads > wideRematReads || !stored {
+			continue
+		}
+		if !rl.apply(r) {
+			return rematerializeFrom(rl.join(), w.remat[k:], done)
+		}
+		done = append(done, r)
+	}
+	return rl.join()
+}
+
+// chainedRemat reports whether r reads an array recomputed before it
+// (done), or is read by one.
+func chainedRemat(r wideRemat, done []wideRemat) bool {
+	for _, q := range done {
+		if strings.Contains(r.expr, q.name+"[") || strings.Contains(q.expr, r.name+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// rematDecl is the declaration of a recomputed array's place in the
+// scratch, which rematerialize removes.
+func rematDecl(name string) string {
+	return fmt.Sprintf("  gs_real* const %s = gs_w + %s;", name, offMark(name))
+}
+
+// rematerializeFrom is rematerialize on the whole code, from the arrays
+// rs on, those of done recomputed already.
+func rematerializeFrom(code string, rs, done []wideRemat) string {
+	for _, r := range rs {
+		decl := rematDecl(r.name)
+		reads := strings.Count(code, r.name+"[") - strings.Count(code, r.store)
+		if reads > wideRematReads || chainedRemat(r, done) || !strings.Contains(code, r.store) {
 			continue
 		}
 		done = append(done, r)
@@ -961,15 +1125,168 @@ func (w *wideEmitter) rematerialize(code string) string {
 			j := i + strings.Index(code[i:], "\n") + 1
 			code = code[:i] + code[j:]
 		}
-		code = replaceReads(code, r.name, expr)
+		code = replaceReads(code, r.name, r.expr)
 	}
 	return code
 }
 
+// rematLines is a function's code as lines (each with its newline), with
+// the lines at which each array of a rematerialize names it: a read or
+// store name[…] (name ending an identifier before "["), or its
+// declaration. A line's list may name lines that no longer name it.
+type rematLines struct {
+	lines []string
+	at    map[string][]int // by array name: lines, each once
+}
+
+// newRematLines splits code into lines and finds the arrays of rs in
+// them.
+func newRematLines(code string, rs []wideRemat) *rematLines {
+	rl := &rematLines{lines: strings.SplitAfter(code, "\n"), at: make(map[string][]int, len(rs))}
+	for _, r := range rs {
+		rl.at[r.name] = nil
+	}
+	for i, ln := range rl.lines {
+		rl.scan(i, ln)
+	}
+	return rl
+}
+
+// scan notes the arrays that line i, ln, names.
+func (rl *rematLines) scan(i int, ln string) {
+	note := func(name string) {
+		if l, ok := rl.at[name]; ok && !slices.Contains(l, i) {
+			rl.at[name] = append(l, i)
+		}
+	}
+	for k := 0; k < len(ln); k++ {
+		if ln[k] != '[' {
+			continue
+		}
+		j := k
+		for j > 0 && isIdent(ln[j-1]) {
+			j--
+		}
+		// Every suffix of the identifier: strings.Count(code, name+"[")
+		// counts those too.
+		for m := j; m < k; m++ {
+			note(ln[m:k])
+		}
+	}
+	for rest := ln; ; {
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, "gs_real* const "); !ok {
+			break
+		}
+		if name, _, ok := strings.Cut(rest, " "); ok {
+			note(name)
+		}
+	}
+}
+
+// lines returns the lines that name array name, ascending.
+func (rl *rematLines) linesOf(name string) []int {
+	idx := slices.Clone(rl.at[name])
+	slices.Sort(idx)
+	return idx
+}
+
+// count returns the reads of r (its name followed by "[" less its
+// stores) and whether its store is in the code, or ok false where its
+// store is not a whole line's end (rematerializeFrom then counts).
+func (rl *rematLines) count(r wideRemat) (reads int, stored, ok bool) {
+	pat := r.name + "["
+	for _, i := range rl.at[r.name] {
+		ln := rl.lines[i]
+		reads += strings.Count(ln, pat)
+		if strings.HasSuffix(ln, r.store) {
+			reads--
+			stored = true
+		} else if strings.Contains(ln, r.store) {
+			return 0, false, false
+		}
+	}
+	return reads, stored, true
+}
+
+// apply removes r's stores and declaration and replaces its reads by its
+// expression, in the lines that name r, and notes what the changed lines
+// name. It returns false, having changed nothing, where a store or the
+// declaration is not a whole line or a read's index does not end on its
+// line.
+func (rl *rematLines) apply(r wideRemat) bool {
+	decl := rematDecl(r.name)
+	pat := r.name + "["
+	idx := rl.linesOf(r.name)
+	out := make([]string, len(idx))
+	declAt := -1
+	for k, i := range idx {
+		ln := rl.lines[i]
+		if strings.HasSuffix(ln, r.store) {
+			if len(ln) != len(r.store) {
+				return false
+			}
+			ln = ""
+		}
+		if declAt < 0 {
+			if j := strings.Index(ln, decl); j >= 0 {
+				if j > 0 || !strings.HasSuffix(ln, "\n") {
+					return false
+				}
+				declAt, ln = i, ""
+			}
+		}
+		if strings.Contains(ln, pat) {
+			x, whole := replaceReadsIn(ln, r.name, r.expr)
+			if !whole {
+				return false
+			}
+			ln = x
+		}
+		out[k] = ln
+	}
+	// The declaration sits on a line that names no array "[": find it.
+	if declAt < 0 {
+		for i, ln := range rl.lines {
+			if j := strings.Index(ln, decl); j >= 0 {
+				if j > 0 || !strings.HasSuffix(ln, "\n") || slices.Contains(idx, i) {
+					return false
+				}
+				declAt = i
+				break
+			}
+		}
+	}
+	for k, i := range idx {
+		if rl.lines[i] != out[k] {
+			rl.lines[i] = out[k]
+			rl.scan(i, out[k])
+		}
+	}
+	if declAt >= 0 {
+		rl.lines[declAt] = ""
+	}
+	return true
+}
+
+// join returns the code.
+func (rl *rematLines) join() string { return strings.Join(rl.lines, "") }
+
 // replaceReads replaces every read name[idx] in code by expr with @i@
 // replaced by (idx), in parentheses.
 func replaceReads(code, name, expr string) string {
+	out, whole := replaceReadsIn(code, name, expr)
+	if !whole {
+		panic("kernelgen: a wide function's read " + name + "[ without its ]")
+	}
+	return out
+}
+
+// replaceReadsIn is replaceReads, and false (the code unchanged) where a
+// read's index does not end in code.
+func replaceReadsIn(code, name, expr string) (string, bool) {
 	var out strings.Builder
+	all := code
 	for {
 		i := strings.Index(code, name+"[")
 		if i < 0 {
@@ -991,13 +1308,16 @@ func replaceReads(code, name, expr string) string {
 				}
 			}
 		}
+		if j == len(code) {
+			return all, false
+		}
 		idx := code[i+len(name)+1 : j]
 		out.WriteString(code[:i])
 		out.WriteString("(" + strings.ReplaceAll(expr, "@i@", "("+idx+")") + ")")
 		code = code[j+1:]
 	}
 	out.WriteString(code)
-	return out.String()
+	return out.String(), true
 }
 
 // isIdent reports whether b may be part of a C identifier.
