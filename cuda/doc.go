@@ -305,6 +305,12 @@
 // input found changed on two launches in a row is staged without being
 // compared or copied for the next 4, 8, … up to 256 launches, so inputs
 // given anew on every call cost about what they cost without the reuse;
+// the engine keeps two free arenas, each with its record, so that two
+// jobs that alternate with their inputs placed differently, Method
+// Auto's Tsit5 pass and Rodas5P continuation or a record and a replay
+// of its mesh, each find theirs: between calls the device memory of
+// both launches' arenas stays held, where one, the larger, would do
+// without the reuse, and with Tuning.NoInputReuse one is kept;
 // chunks of
 // a job too large for one launch, and the reruns of some trajectories,
 // send everything, and the launch after them too; a resident mesh does
