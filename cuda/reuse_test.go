@@ -251,6 +251,10 @@ func testInputReuse(t *testing.T, on func(string) string) {
 			// P (Y0 changed since).
 			{what: "solve", op: "solve", held: []int{argT1, argP}},
 			grad(all...),
+			// The replay's arena, kept beside the grad's, still holds
+			// its inputs.
+			{what: "on-mesh-back", op: "gradmesh", held: []int{argY0, argP, argLen, argEvIn}},
+			grad(all...),
 		}, ""},
 	} {
 		c.engine = on(c.engine)
