@@ -257,7 +257,12 @@
 // ode.ColumnSteps), a stiff ensemble's used in place, and the switch
 // times are the times the pass reached. Both segments' steps then stay
 // in device memory (Mesh.Resident) until the mesh is read: Mesh.Host, or
-// a replay, merges them on the host.
+// a replay, merges them on the host. A Gradient passed back has both
+// segments' device memory refilled, the Tsit5 pass's and the Rodas5P
+// record's (ode's takeAutoSteps: a stiff ensemble's Grad allocates no
+// device memory from call to call; TestHostEngineAutoResident), and the
+// two jobs each find the inputs their arena holds (the executor's two
+// kept arenas: see Costs).
 //
 // # Fits stay on the device
 //
