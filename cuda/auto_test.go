@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -279,6 +280,32 @@ func TestHostEngineAutoResident(t *testing.T) {
 			}
 			if !slices.Equal(g1.Y0, g.Y0) || !slices.Equal(g1.P, g.P) || g1.Loss != g.Loss {
 				t.Errorf("Gradient passed back: the gradient differs from the first Grad's")
+			}
+			// Passed back again, the Tsit5 pass and the Rodas5P record
+			// refill its meshes' device memory (no allocation: the
+			// arenas are kept too), and the mesh and the gradient are a
+			// fresh Grad's, bit for bit.
+			hb := hostF64.be.(*hostBackend)
+			before := hb.counts().allocs
+			g2, err := sv.Grad(g1, &q, l, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := hb.counts().allocs - before; n != 0 {
+				t.Errorf("Gradient passed back again: %d device allocations, want none", n)
+			}
+			fresh, err := sv.Grad(nil, &q, l, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(g2.Y0, fresh.Y0) || !slices.Equal(g2.P, fresh.P) || g2.Loss != fresh.Loss {
+				t.Errorf("Gradient passed back again: the gradient differs from a fresh Grad's")
+			}
+			if err := errors.Join(g2.Mesh.Host(), fresh.Mesh.Host()); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(g2.Mesh.H, fresh.Mesh.H) || !slices.Equal(g2.Mesh.Len, fresh.Mesh.Len) || !slices.Equal(g2.Mesh.Switch, fresh.Mesh.Switch) {
+				t.Errorf("Gradient passed back again: its mesh differs from a fresh Grad's")
 			}
 		}
 	}

@@ -257,7 +257,12 @@
 // ode.ColumnSteps), a stiff ensemble's used in place, and the switch
 // times are the times the pass reached. Both segments' steps then stay
 // in device memory (Mesh.Resident) until the mesh is read: Mesh.Host, or
-// a replay, merges them on the host.
+// a replay, merges them on the host. A Gradient passed back has both
+// segments' device memory refilled, the Tsit5 pass's and the Rodas5P
+// record's (ode's takeAutoSteps: a stiff ensemble's Grad allocates no
+// device memory from call to call; TestHostEngineAutoResident), and the
+// two jobs each find the inputs their arena holds (the executor's two
+// kept arenas: see Costs).
 //
 // # Fits stay on the device
 //
@@ -305,6 +310,12 @@
 // input found changed on two launches in a row is staged without being
 // compared or copied for the next 4, 8, … up to 256 launches, so inputs
 // given anew on every call cost about what they cost without the reuse;
+// the engine keeps two free arenas, each with its record, so that two
+// jobs that alternate with their inputs placed differently, Method
+// Auto's Tsit5 pass and Rodas5P continuation or a record and a replay
+// of its mesh, each find theirs: between calls the device memory of
+// both launches' arenas stays held, where one, the larger, would do
+// without the reuse, and with Tuning.NoInputReuse one is kept;
 // chunks of
 // a job too large for one launch, and the reruns of some trajectories,
 // send everything, and the launch after them too; a resident mesh does

@@ -125,7 +125,42 @@ type arena struct {
 	// held records the inputs the arena holds from the launch that last
 	// filled it (reuse); nil: none known.
 	held *heldInputs
+	// place is where the inputs lie in the layout the arena was last
+	// taken for (takeArena): the key under which it is kept.
+	place inputPlace
 }
+
+// inputPlace is where the inputs an arena's record keeps (reusedArgs)
+// lie in a layout, offset and size each: what the record's keys
+// (heldKey) depend on besides the trajectories and the staged form. Two
+// jobs on one executor whose inputs lie alike may share an arena's
+// record; two that differ (Method Auto's Tsit5 pass and its Rodas5P
+// continuation) each keep an arena of their own (keptArenas).
+type inputPlace [len(reusedArgs)][2]int64
+
+// placeOf returns the place of the inputs in layout l.
+func placeOf(l *layout) inputPlace {
+	var p inputPlace
+	for i, a := range reusedArgs {
+		p[i] = [2]int64{l.off[a], l.bytes[a]}
+	}
+	return p
+}
+
+// keptArenas is how many free arenas an executor keeps between passes
+// (takeArena), each under the place of its inputs (inputPlace), at most
+// one of them without a record of its inputs (the larger). Jobs that
+// alternate on one executor with inputs placed differently (Method
+// Auto's Grad: a Tsit5 pass, then a Rodas5P continuation with its data
+// and mesh lengths) each find their own arena and the inputs it holds,
+// instead of uploading them again every call. The cost is device memory:
+// between calls the executor holds up to the sum of the two arenas (for
+// Auto's Grad the Tsit5 pass's and the continuation's), where one
+// arena, the larger, would do without the reuse; with
+// Tuning.NoInputReuse no arena has a record, and one is kept. A pass
+// that needs more than the device has free gives the kept arenas back
+// first (takeArena).
+const keptArenas = 2
 
 func newExecutor(be backend, pl *ode.Plan, prec Precision, name string, tun Tuning) *executor {
 	ex := &executor{be: be, plan: pl, prec: prec, name: name, tun: tun, set: kernelSetOf(be, pl, prec, tun), keep: &kept{be: be}}
@@ -135,12 +170,12 @@ func newExecutor(be backend, pl *ode.Plan, prec Precision, name string, tun Tuni
 	return ex
 }
 
-// kept is the memory an executor keeps between operations: the larger of
-// its arenas, host staging buffers, and the two chunk buffers of
+// kept is the memory an executor keeps between operations: free arenas
+// (keptArenas), host staging buffers, and the two chunk buffers of
 // copyChunked (taken on first use).
 type kept struct {
 	be      backend
-	spare   *arena   // a free arena, kept for the next pass
+	spares  []*arena // free arenas, kept for the next passes, least recently given first (keptArenas)
 	staging [][]byte // free host staging buffers, kept for the next launches
 	// hostMem marks the staging buffers of be.hostAlloc (page-locked on a
 	// GPU), by their first byte: a buffer dropped from staging is given
@@ -154,8 +189,8 @@ type kept struct {
 // unreachable: nothing else uses it). A failure to free leaves memory to
 // the context's end; there is no one to report it to.
 func (k *kept) release() {
-	if k.spare != nil {
-		_ = k.be.free(k.spare.addr)
+	for _, a := range k.spares {
+		_ = k.be.free(a.addr)
 	}
 	for _, b := range k.staging {
 		if k.hostMem[&b[0]] {
@@ -323,33 +358,96 @@ func (ex *executor) giveClock(c clock) {
 	c.free()
 }
 
-// takeArena returns an allocation of at least size bytes, reusing the
-// spare one if it is large enough.
-func (ex *executor) takeArena(size int64) (*arena, error) {
+// takeArena returns an allocation for layout l of at least l.size
+// bytes, reusing a kept one (keptArenas) that is large enough: the one
+// kept under l's input place (whose record the launch may find its
+// inputs in), else one that holds no record, else, where the executor
+// keeps as many as it may, the least recently given. Where it allocates
+// and the device has no room, it gives the kept arenas back and tries
+// again.
+func (ex *executor) takeArena(l *layout) (*arena, error) {
+	place, size := placeOf(l), l.size
 	ex.mu.Lock()
-	sp := ex.keep.spare
-	if sp != nil && sp.size >= size {
-		ex.keep.spare = nil
+	sp := ex.keep.spares
+	pick := -1
+	for i := len(sp) - 1; i >= 0; i-- {
+		if sp[i].size >= size && sp[i].place == place {
+			pick = i
+			break
+		}
+	}
+	for i := 0; pick < 0 && i < len(sp); i++ {
+		if sp[i].size >= size && (sp[i].held == nil || len(sp) >= keptArenas) {
+			pick = i
+		}
+	}
+	if pick >= 0 {
+		a := sp[pick]
+		ex.keep.spares = append(sp[:pick], sp[pick+1:]...)
 		ex.mu.Unlock()
-		return sp, nil
+		a.place = place
+		return a, nil
 	}
 	ex.mu.Unlock()
 	addr, err := ex.be.alloc(size)
+	if err != nil && ex.dropArenas() {
+		addr, err = ex.be.alloc(size)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &arena{addr: addr, size: size}, nil
+	return &arena{addr: addr, size: size, place: place}, nil
 }
 
-// giveArena keeps a (the larger of it and the spare) for the next pass.
-func (ex *executor) giveArena(a *arena) {
+// dropArenas gives the kept arenas back to the device, and reports
+// whether there were any.
+func (ex *executor) dropArenas() bool {
 	ex.mu.Lock()
-	if ex.keep.spare == nil || ex.keep.spare.size < a.size {
-		a, ex.keep.spare = ex.keep.spare, a
-	}
+	sp := ex.keep.spares
+	ex.keep.spares = nil
 	ex.mu.Unlock()
-	if a != nil {
+	for _, a := range sp {
 		ex.be.free(a.addr)
+	}
+	return len(sp) > 0
+}
+
+// giveArena keeps a for the next passes (keptArenas): in place of a kept
+// arena under the same input place, or one without a record where a has
+// none, unless that one is larger; the least recently given beyond
+// keptArenas go back to the device.
+func (ex *executor) giveArena(a *arena) {
+	var drop []*arena
+	ex.mu.Lock()
+	sp := ex.keep.spares
+	keep := true
+	for i := 0; i < len(sp); i++ {
+		b := sp[i]
+		if b.place != a.place && (a.held != nil || b.held != nil) {
+			continue
+		}
+		// b is a's rival: the smaller goes.
+		if b.size > a.size {
+			keep = false
+			break
+		}
+		drop = append(drop, b)
+		sp = append(sp[:i], sp[i+1:]...)
+		i--
+	}
+	if keep {
+		sp = append(sp, a)
+	} else {
+		drop = append(drop, a)
+	}
+	if k := len(sp) - keptArenas; k > 0 {
+		drop = append(drop, sp[:k]...)
+		sp = append(sp[:0], sp[k:]...)
+	}
+	ex.keep.spares = sp
+	ex.mu.Unlock()
+	for _, b := range drop {
+		ex.be.free(b.addr)
 	}
 }
 
@@ -426,14 +524,17 @@ func (ex *executor) giveStaging(b []byte) {
 	}
 }
 
-// spareSize returns the size of the spare arena.
-func (ex *executor) spareSize() int64 {
+// spareSize returns the size of the largest kept arena, and all kept
+// arenas' together (takeArena gives them back where the device has no
+// room).
+func (ex *executor) spareSize() (largest, total int64) {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	if ex.keep.spare == nil {
-		return 0
+	for _, a := range ex.keep.spares {
+		largest = max(largest, a.size)
+		total += a.size
 	}
-	return ex.keep.spare.size
+	return largest, total
 }
 
 // StartTimes reports that the executor runs per-trajectory start times
@@ -1098,7 +1199,8 @@ func (l *layout) region(first, last int) (lo, hi int64) {
 // device's free memory (and Job.MemoryLimit, if set), else a multiple of
 // 32 that does.
 func (r *run) chunk(m, rows int) (int, error) {
-	if size := r.layout(m, rows).size; size <= r.ex.spareSize() && (r.j.MemoryLimit <= 0 || size <= r.j.MemoryLimit) {
+	largest, total := r.ex.spareSize()
+	if size := r.layout(m, rows).size; size <= largest && (r.j.MemoryLimit <= 0 || size <= r.j.MemoryLimit) {
 		// The kept arena holds the whole pass: no need to ask the device
 		// (a call of the driver's of its own, tens of microseconds).
 		return m, nil
@@ -1107,7 +1209,7 @@ func (r *run) chunk(m, rows int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	budget := int64(float64(free)*0.9) + r.ex.spareSize() - 64<<20
+	budget := int64(float64(free)*0.9) + total - 64<<20
 	if lim := r.j.MemoryLimit; lim > 0 {
 		budget = min(budget, lim)
 	}
@@ -1188,7 +1290,7 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 		}
 	}
 	full := r.layout(c, rows)
-	ar, err := r.ex.takeArena(full.size)
+	ar, err := r.ex.takeArena(&full)
 	if err != nil {
 		return nil, err
 	}

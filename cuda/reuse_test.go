@@ -227,9 +227,11 @@ func testInputReuse(t *testing.T, on func(string) string) {
 		// launch of all of them, which keeps what it sent.
 		// Each call's two launches (in the arena the rerun took) keep them.
 		{lor, "cuda-host", Tuning{firstRows: 4}, []reuseStep{grad(), grad(twice...), grad(twice...)}, ""},
-		// Some too short (172 of 300): the reruns' launch leaves its
-		// arena without a record, and the next call sends everything.
-		{lor, "cuda-host", Tuning{firstRows: 16}, []reuseStep{grad(), grad(), grad()}, ""},
+		// Some too short (172 of 300): the reruns' launch, in an arena
+		// of its own (its inputs lie elsewhere: keptArenas), leaves it
+		// without a record; the next call's first launch finds the
+		// record of the arena it left.
+		{lor, "cuda-host", Tuning{firstRows: 16}, []reuseStep{grad(), grad(all...), grad(all...)}, ""},
 		// The wide layout's Y0 and P, row-major on the device
 		// (Config.RowMajor), on a simulated warp.
 		{wideSharedCase(17, 64), "cuda-host-sim", Tuning{}, []reuseStep{
@@ -243,7 +245,15 @@ func testInputReuse(t *testing.T, on func(string) string) {
 			{what: "on-mesh", op: "gradmesh"}, // the replay's layout, without T1: every offset moves
 			{what: "on-mesh-again", op: "gradmesh", held: []int{argY0, argP, argLen, argEvIn}},
 			{what: "y0-element", change: changeY0, op: "gradmesh", held: []int{argP, argLen, argEvIn}},
-			{what: "solve", op: "solve"},
+			// The solve's layout (T1, no data) is neither the grad's nor
+			// the replay's: it takes the arena least recently given
+			// back (keptArenas), the grad's, whose record holds T1 and
+			// P (Y0 changed since).
+			{what: "solve", op: "solve", held: []int{argT1, argP}},
+			grad(all...),
+			// The replay's arena, kept beside the grad's, still holds
+			// its inputs.
+			{what: "on-mesh-back", op: "gradmesh", held: []int{argY0, argP, argLen, argEvIn}},
 			grad(all...),
 		}, ""},
 	} {

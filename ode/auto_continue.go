@@ -87,6 +87,29 @@ type autoSegs struct {
 	// sq is the sub-problem of rows idx (subProblem), made once for
 	// the segments' jobs (sub).
 	sq *problem
+	// keep2, if not nil, is the Rodas5P steps of the result passed back
+	// (takeAutoSteps), resident: the record of the Rodas5P segments is
+	// given it (Job.Reuse) to record into its memory, and it is released
+	// where the record did not.
+	keep2 *Mesh
+}
+
+// reuse2 returns the result the Rodas5P segments' record is given
+// (Job.Reuse): one of keep2 alone, or nil.
+func (sg *autoSegs) reuse2() *Result {
+	if sg.keep2 == nil {
+		return nil
+	}
+	return &Result{Mesh: sg.keep2}
+}
+
+// done2 releases keep2 unless the record r (nil: none ran) took its
+// memory.
+func (sg *autoSegs) done2(r *Result) {
+	if sg.keep2 != nil && (r == nil || r.Mesh == nil || r.Mesh.Resident != sg.keep2.Resident) {
+		sg.keep2.Release()
+	}
+	sg.keep2 = nil
 }
 
 // sub returns the sub-problem of the rows sg.idx of q, made at the first
@@ -415,14 +438,15 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	var r2 *Result
 	switch {
 	case fused:
-		r2, err = alt.runPlan(ctx, op, q2, sg.loss(q, loss), nil, nil, scale, nil)
+		r2, err = alt.runPlan(ctx, op, q2, sg.loss(q, loss), nil, sg.reuse2(), scale, nil)
 	case sg.m2 != nil:
 		r2, err = alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(sg.m2, q2), nil, 0, nil)
 	case op == OpSolve:
 		r2, err = alt.runPlan(ctx, OpSolve, q2, nil, nil, nil, 0, nil)
 	default:
-		r2, err = alt.runPlan(ctx, OpRecord, q2, nil, nil, nil, 0, nil)
+		r2, err = alt.runPlan(ctx, OpRecord, q2, nil, nil, sg.reuse2(), 0, nil)
 	}
+	sg.done2(r2)
 	if err != nil {
 		return nil, err
 	}

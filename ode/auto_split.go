@@ -146,13 +146,32 @@ func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, err
 // has the failures' statuses and NotRun elsewhere, and its caller reports
 // them.
 func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Loss, reuse *Result, scale float64) (*Result, *Solver, error) {
+	var keep2 *Mesh
 	if reuse != nil && reuse.Mesh != nil && lazyAuto(reuse.Mesh) {
-		// The mesh of the result passed back is replaced: its steps left
-		// on the engine (no engine refills them) go back now, not when
-		// the collector finds it.
-		reuse.Mesh.Release()
+		// The mesh of the result passed back is replaced. Of a continued
+		// gradient's (autoSteps) the Tsit5 pass's and the Rodas5P
+		// record's steps left on the engine are given to the same jobs
+		// again (Job.Reuse), which may record into their memory (a GPU
+		// engine's: no allocation a call); the others' go back now, not
+		// when the collector finds them.
+		var keep1 *Mesh
+		keep1, keep2 = takeAutoSteps(reuse.Mesh)
+		if keep1 != nil {
+			r := *reuse
+			r.Mesh = keep1
+			reuse = &r
+		} else {
+			reuse.Mesh.Release()
+		}
 	}
 	res, err := sv.runPlan(ctx, op, q, loss, nil, reuse, scale, nil)
+	if reuse != nil && reuse.Mesh != nil && (err != nil || res.Mesh == nil || res.Mesh.Resident != reuse.Mesh.Resident) {
+		reuse.Mesh.Release() // not the pass's: keep1, not refilled
+	}
+	defer func() {
+		// Unless the continuation took it (autoSegs.keep2).
+		keep2.Release()
+	}()
 	if err != nil || !anyTrue(res.Stiff) {
 		return res, sv, err
 	}
@@ -253,8 +272,10 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		if err != nil {
 			return nil, sv, err
 		}
+		sg.keep2, keep2 = keep2, nil
 		rs, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
 		sg.release()
+		sg.done2(nil) // where no record took it
 		if whole && first.Mesh != nil && first.Mesh.Resident != sg.r1 {
 			// The first pass's mesh, whose rows the parts took (gathered
 			// where the engine keeps it, or on the host), is no part's:
@@ -685,6 +706,25 @@ func mergeMeshes(q *problem, parts []autoPart, lens []int, out *Result, asIs boo
 
 // lazyAuto reports whether m is a Method Auto mesh of this package whose
 // steps are partly resident (autoSteps, mergedSteps).
+// takeAutoSteps returns the Tsit5 pass's and the Rodas5P record's meshes
+// of m's steps where they are a continued gradient's, both resident on
+// the engine that recorded them (autoSteps), and marks m's released
+// without releasing them: their memory is the caller's now. Else it
+// returns nils and m is as it was.
+func takeAutoSteps(m *Mesh) (m1, m2 *Mesh) {
+	a, ok := m.Resident.(*autoSteps)
+	if !ok {
+		return nil, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.released || a.m1.Resident == nil || a.m1.Resident.Released() || a.m2.Resident == nil || a.m2.Resident.Released() {
+		return nil, nil
+	}
+	a.released = true
+	return a.m1, a.m2
+}
+
 func lazyAuto(m *Mesh) bool {
 	switch m.Resident.(type) {
 	case *autoSteps, *mergedSteps:
