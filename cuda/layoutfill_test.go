@@ -316,3 +316,33 @@ func BenchmarkGPULayoutFill(b *testing.B) {
 		})
 	}
 }
+
+// TestHostThreadNeural runs the neural Robertson problem (a 2-16-16-1
+// network of 337 shared weights) in the thread layout, forced, as an
+// H100 runs it by default from 33,792 trajectories (kernelgen.ThreadsFill),
+// against the CPU engine: its rerolled loops leave the shared gradient's
+// reduced terms in arrays the accumulator's reductions read after the
+// loops (the kernel did not compile while they were the loops' locals).
+func TestHostThreadNeural(t *testing.T) {
+	needHost(t)
+	c := layoutFillCase(t, "neural-robertson", 8)
+	dev := c.solver(t, tuned(t, "cuda-host", Tuning{Layout: LayoutThread}))
+	cpu := c.solver(t, "cpu")
+	p := c.prob
+	got, err := dev.Grad(nil, &p, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := cpu.Grad(nil, &p, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, np := c.prob.Field.Dim, c.prob.Field.Params
+	closeRows(t, "thread layout: Y", got.Solution.Y, want.Solution.Y, d, 1e-10, nil)
+	closeRows(t, "thread layout: dL/dY0", got.Y0, want.Y0, d, 1e-10, nil)
+	closeRows(t, "thread layout: dL/dP", got.P, want.P, np, 1e-10, nil)
+	if len(got.Shared) == 0 {
+		t.Fatal("no shared gradient")
+	}
+	closeRows(t, "thread layout: dL/dShared", got.Shared, want.Shared, len(want.Shared), 1e-10, nil)
+}

@@ -469,7 +469,8 @@ func (e *emitter) planLoops(ids []tape.ID, extracts, aliases map[tape.ID]tape.ID
 
 // arrays marks the loops' body positions whose values are used outside
 // their repetition: by a value outside the loop (or by the loop's next
-// repetition otherwise than as its carried operand), or as an output.
+// repetition otherwise than as its carried operand), as an output, or
+// by the accumulator's reductions (its terms and reduced outputs).
 // A carried position of which only the last repetition's value is used
 // so needs no array: its carried operand's variable holds that value
 // after the loop.
@@ -499,8 +500,13 @@ func (r *rerollPlanner) arrays() {
 		}
 	}
 	if r.e.acc != nil {
+		// The accumulator's terms and reduced outputs are read after
+		// the loops, by the reductions (emitReduce).
 		for _, t := range r.e.acc.terms {
 			mark(r.res[t.id])
+		}
+		for m := range r.e.acc.reduce {
+			mark(r.res[r.e.p.Outputs[m].ID])
 		}
 	}
 	for _, id := range r.order {
