@@ -67,7 +67,8 @@
 //     one thread each, would not fill the device (fewer than 256 per
 //     multiprocessor: kernelgen.ThreadsFillDevice), the default may take
 //     it from smaller states (kernelgen.WideFillMinDim,
-//     WideFillMinDimFactor; off until measured by BenchmarkGPULayoutFill).
+//     WideFillMinDimFactor: an explicit method from d = 16, a Rosenbrock
+//     method from d = 8, as BenchmarkGPULayoutFill measured on an H100).
 //
 // A kernel's source grows with the plan's programs: below d = 16 a
 // Rosenbrock method unrolls the Jacobian and the LU of W into

@@ -68,16 +68,23 @@ const WideMinDimFactor = 16
 // above the default threshold changes nothing. Never with tile sums
 // (cuda-multi), whose layout does not depend on a job's size.
 //
-// Both await the device's measure (package cuda's
-// BenchmarkGPULayoutFill: HIRES, d = 8, Robertson and neural Robertson,
-// d = 3, with Rodas5P, Lorenz-96 with d = 16 and Tsit5, thread against
-// wide layout at n = 1,024 to 65,536) and are off until then: on an H100
-// at n = 4096 HIRES's Rodas5P gradient with the record took 88.1 ms in
-// the thread layout (a 16-core CPU: 224 ms), no wide figure below d = 20
-// has been taken.
+// Set from the device's measure (package cuda's BenchmarkGPULayoutFill,
+// gradient with the record, kernels, H100, session 39; thread against
+// wide layout at n = 1,024, 4,096, 16,384, 65,536): HIRES (d = 8,
+// Rodas5P) 82.9 / 92.3 / 214.3 / 660.9 ms against 20.0 / 52.7 / 186.6 /
+// 713.7 (wide 4.1×, 1.75×, 1.15× faster until the threads fill the
+// device, 0.93× after); Robertson (d = 3) 1.71 / 1.80 / 3.99 / 15.7
+// against 1.66 / 6.46 / 25.7 / 100.5 (wide slower from n = 4096);
+// Lorenz-96 with d = 16 (Tsit5) 1.27 / 1.29 / 3.53 / 14.3 against 0.23 /
+// 0.52 / 1.96 / 7.53 (wide faster at every n: with one problem measured,
+// only the rule below uses it); Pollution (d = 20, wide by default)
+// 107.7 / 151.9 / 332.7 / 869.5 against 14.5 / 57.7 / 228.0 / 898.0.
+// Hence d ≥ 8 for a Rosenbrock method and d ≥ 16 for an explicit one
+// where the threads do not fill the device; states between 3 and 8 were
+// not measured.
 const (
-	WideFillMinDim       = 0
-	WideFillMinDimFactor = 0
+	WideFillMinDim       = 16
+	WideFillMinDimFactor = 8
 )
 
 // WideWarps is the number of warps of a wide-layout block (at most).
