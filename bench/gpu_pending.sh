@@ -237,7 +237,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -360,6 +360,20 @@ GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=50 GS_COLDSTART_JSON="$out/l/tier
 el $?
 grep -hE "tiered|FAIL|ok" "$out/l/tiered.log" | grep -v skipped | cut -c1-200 | head -12
 t layout-fill2 150 -test.run '^$' -test.bench 'GPULayoutFill/(pollution|neural-robertson)/' -test.benchtime 3x
+fi
+
+if [ "$part" = s39b ]; then
+# The wide layout's thresholds for jobs that do not fill the device set
+# from s39's BenchmarkGPULayoutFill (Rosenbrock d >= 8, explicit d >= 16),
+# and the reroller's mend of the thread layout's shared-gradient terms:
+# the engine tests under the new defaults, the neural Robertson rows, and
+# HIRES and Pollution beside the 16-core CPU engine.
+t engine 150 -test.v -test.run 'TestGPUEngine$|TestGPUEngineProblems|TestGPUEnginePublished'
+t layout-neural 80 -test.run '^$' -test.bench 'GPULayoutFill/neural-robertson/' -test.benchtime 3x
+echo "=== gpu-large"
+timeout 120 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet -problems hires,pollution \
+	>"$out/l/large.jsonl" 2>"$out/l/large.log"
+el $?
 fi
 
 if [ "$part" = ncu ]; then
