@@ -30,19 +30,7 @@ func TestWideRematerializeSame(t *testing.T) {
 		{"brusselator", problems.Brusselator(32).Field, ode.Rodas5P},
 	}
 	for _, c := range cases {
-		sv, err := ode.NewSolver(c.field, &ode.Settings{Method: c.m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pl := sv.Plan()
-		rev, err := pl.Reverse()
-		if err != nil {
-			t.Fatal(err)
-		}
-		drev, err := pl.DenseStepReverse()
-		if err != nil {
-			t.Fatal(err)
-		}
+		pl, rev, drev := planReverses(t, c.field, c.m)
 		arrays := 0
 		for _, p := range []*tape.Program{pl.Init, pl.Trial, pl.DenseStep, rev, drev} {
 			src := NewSource(&SourceSettings{Precision: Float64})

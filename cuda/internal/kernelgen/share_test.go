@@ -33,19 +33,7 @@ func TestSharedReverse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sv, err := ode.NewSolver(pr.Field, &ode.Settings{Method: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pl := sv.Plan()
-		rev, err := pl.Reverse()
-		if err != nil {
-			t.Fatal(err)
-		}
-		drev, err := pl.DenseStepReverse()
-		if err != nil {
-			t.Fatal(err)
-		}
+		pl, rev, drev := planReverses(t, pr.Field, m)
 		sr := shareReverse(pl, rev, drev)
 		sfa := shareForward(pl, Config{Adaptive: true, Saves: 1})
 		sfr := shareForward(pl, Config{Saves: 1})
@@ -135,4 +123,22 @@ func sameOutputs(t *testing.T, what string, got, want [][]float64, m int) {
 			}
 		}
 	}
+}
+
+// planReverses returns the plan of field f with method m and its reverse
+// and dense reverse step programs.
+func planReverses(t testing.TB, f ode.Field, m ode.Method) (pl *ode.Plan, rev, drev *tape.Program) {
+	t.Helper()
+	sv, err := ode.NewSolver(f, &ode.Settings{Method: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl = sv.Plan()
+	if rev, err = pl.Reverse(); err != nil {
+		t.Fatal(err)
+	}
+	if drev, err = pl.DenseStepReverse(); err != nil {
+		t.Fatal(err)
+	}
+	return pl, rev, drev
 }
