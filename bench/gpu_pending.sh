@@ -47,6 +47,12 @@
 #     bit for bit against the saves returned, and BenchmarkGPUSaveSplit's
 #     -kept and -kept-read rows, BenchmarkGPUSaveRatio's solveto-kept and
 #     grad-kept against solveto and grad: issue 25's 1.5x / 2x).
+#   bash bench/gpu_pending.sh s39 (about 6 minutes) and s39b (about 4):
+#     session 39's checks (the wide layout at small d and BenchmarkGPULayoutFill,
+#     Method Auto's trace, the events suite beside Diffrax, the call bound,
+#     tiered first calls; then the engine tests under the new thresholds).
+#   bash bench/gpu_pending.sh ncu (about 4 minutes, never yet run): Nsight
+#     Compute on the large-state kernels (NCU_PROBLEMS, NCU_S, NCU_LAUNCHES).
 #   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
 #   bash bench/gpu_pending.sh wide (under 10 minutes): TestGPUWide in full
 #     and BenchmarkGPUWide (the wide layout against the thread layout).
