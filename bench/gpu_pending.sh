@@ -252,6 +252,21 @@ t() { # name, seconds, test binary arguments...
 	el $?
 	grep -E '^(--- |    --- |ok|FAIL|PASS)|^Benchmark|panic' "$out/l/$name.log" | head -40
 }
+ev() { # diffrax seconds: the gpu-events suite, then Diffrax's events anchor beside it
+	echo "=== events"
+	timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
+	el $?
+	timeout "$1" python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
+	el $?
+	tail -3 "$out/l/diffrax_events.log"
+}
+tiered() { # budget, seconds: TestGPUColdStart's tiered first calls
+	echo "=== first calls (tiered)"
+	GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=$1 GS_COLDSTART_JSON="$out/l/tiered.json" timeout "$2" \
+		"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
+	el $?
+	grep -hE "tiered|FAIL|ok" "$out/l/tiered.log" | grep -v skipped | cut -c1-200 | head -12
+}
 fi
 if [ "$part" = s36a ]; then
 t train-tests 120 -test.v -test.run 'TestGPUTrainGraph|TestGPUTrainMatchesHost|TestGPUTrainHandsBack|TestGPUTrainUpdateBitwise|TestGPUTrainResume'
@@ -278,17 +293,8 @@ if [ "$part" = s37 ]; then
 t tests37 240 -test.v -test.run 'TestGPUWideRosenbrock|TestGPUAutoContinue|TestGPUInputReuse|TestGPUKeepSaves'
 t keep-split 60 -test.run '^$' -test.bench 'GPUSaveSplit' -test.benchtime 5x
 t call-bound 60 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 2
-echo "=== events"
-timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
-el $?
-timeout 110 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
-el $?
-tail -3 "$out/l/diffrax_events.log"
-echo "=== first calls (tiered)"
-GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=100 GS_COLDSTART_JSON="$out/l/tiered.json" timeout 150 \
-	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
-el $?
-grep -hE "tiered|skipped|FAIL|ok" "$out/l/tiered.log" | cut -c1-200 | head -30
+ev 110
+tiered 100 150
 fi
 
 if [ "$part" = s37b ]; then
@@ -313,18 +319,9 @@ if [ "$part" = s38 ]; then
 # the cut host work per call, tiered first calls racing the compile.
 t tests38 140 -test.v -test.run 'TestGPUEvents$|TestGPUAutoContinue|TestGPUInputReuse|TestGPUChunkLaunch|TestGPUEngine$|TestGPUKeepSaves'
 t call-bound 50 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 2
-echo "=== events"
-timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
-el $?
-timeout 90 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
-el $?
-tail -3 "$out/l/diffrax_events.log"
+ev 90
 t auto-trace 70 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
-echo "=== first calls (tiered)"
-GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=60 GS_COLDSTART_JSON="$out/l/tiered.json" timeout 90 \
-	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
-el $?
-grep -hE "tiered|skipped|FAIL|ok" "$out/l/tiered.log" | cut -c1-200 | head -30
+tiered 60 90
 fi
 
 if [ "$part" = s38rest ]; then
@@ -333,15 +330,8 @@ if [ "$part" = s38rest ]; then
 # Diffrax at both tolerances; then run `large` and `s37keep`.
 t events-tests 200 -test.v -test.run 'TestGPUEvents$|TestGPUInputReuse|TestGPUChunkLaunch|TestGPUKeepSaves'
 t auto-trace 70 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
-GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=80 GS_COLDSTART_JSON="$out/l/tiered.json" timeout 120 \
-	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
-el $?
-grep -hE "tiered|skipped|FAIL|ok" "$out/l/tiered.log" | cut -c1-200 | head -30
-timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
-el $?
-timeout 110 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
-el $?
-tail -3 "$out/l/diffrax_events.log"
+tiered 80 120
+ev 110
 fi
 
 if [ "$part" = s39 ]; then
@@ -355,16 +345,9 @@ t tests39 150 -test.v -test.run 'TestGPUWideSmall|TestGPUAutoContinue|TestGPUInp
 t events-driven 60 -test.v -test.run 'TestGPUEvents/(driven-ball|ball|pk)-(Vern7|Tsit5)'
 t layout-fill 170 -test.run '^$' -test.bench 'GPULayoutFill/(hires|robertson|lorenz96-16)/' -test.benchtime 3x
 t auto-trace 60 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
-timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
-el $?
-timeout 70 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
-el $?
-tail -2 "$out/l/diffrax_events.log"
+ev 70
 t call-bound 40 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 2
-GS_COLDSTART_PHASES=tiered GS_COLDSTART_BUDGET=50 GS_COLDSTART_JSON="$out/l/tiered.json" timeout 80 \
-	"$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/tiered.log" 2>&1
-el $?
-grep -hE "tiered|FAIL|ok" "$out/l/tiered.log" | grep -v skipped | cut -c1-200 | head -12
+tiered 50 80
 t layout-fill2 150 -test.run '^$' -test.bench 'GPULayoutFill/(pollution|neural-robertson)/' -test.benchtime 3x
 fi
 
