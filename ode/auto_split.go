@@ -509,64 +509,12 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 				continue
 			}
 		}
-		every := p.identity(n)
-		if every {
+		if p.identity(n) {
 			// Every trajectory in order (a stiff ensemble that Method
 			// Auto continued): the rows as blocks.
 			mergeWhole(out, p, n, d, K, np, records, meshes, lens)
-		}
-		for kk, i := range p.idx {
-			if every {
-				break
-			}
-			j := p.row(kk)
-			if r.Status != nil {
-				out.Status[i] = r.Status[j]
-			} else {
-				out.Status[i] = OK
-			}
-			if out.Y != nil && r.Y != nil {
-				copy(out.Y[i*d:(i+1)*d], r.Y[j*d:(j+1)*d])
-			}
-			if out.Ys != nil && len(r.Ys) > 0 {
-				copy(out.Ys[i*K*d:(i+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
-			}
-			if out.T != nil && r.T != nil {
-				out.T[i] = r.T[j]
-			}
-			if records && r.Stats.Accepted != nil {
-				out.Stats.Accepted[i] = r.Stats.Accepted[j]
-				if out.Stats.Rejected != nil && r.Stats.Rejected != nil {
-					out.Stats.Rejected[i] = r.Stats.Rejected[j]
-				}
-				if out.Stats.FieldEvals != nil && r.Stats.FieldEvals != nil {
-					out.Stats.FieldEvals[i] = r.Stats.FieldEvals[j]
-				}
-			}
-			if out.LastH != nil && r.LastH != nil {
-				out.LastH[i] = r.LastH[j]
-			}
-			if y, ok := r.LastY[j]; ok {
-				if out.LastY == nil {
-					out.LastY = map[int][]float64{}
-				}
-				out.LastY[i] = y
-			}
-			if meshes && r.Mesh != nil {
-				lens[i] = r.Mesh.Len[j]
-			}
-			if p.stiff {
-				out.switched[i] = true
-				if p.switchAt != nil {
-					out.Switch[i] = p.switchAt[kk]
-				}
-			} else if records {
-				out.Switch[i] = r.Stats.Accepted[j]
-			}
-			if out.GradY0 != nil {
-				copy(out.GradY0[i*d:(i+1)*d], r.GradY0[j*d:(j+1)*d])
-				copy(out.GradP[i*np:(i+1)*np], r.GradP[j*np:(j+1)*np])
-			}
+		} else {
+			mergeRows(out, p, d, K, np, records, meshes, lens)
 		}
 		out.Stats.Wall += r.Stats.Wall
 		out.RecordTime += r.RecordTime
@@ -601,8 +549,65 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 	return out
 }
 
+// mergeRows is mergeAuto's scatter of part p's rows to out, row by row
+// (mergeWhole writes the same where they are every trajectory in order).
+func mergeRows(out *Result, p *autoPart, d, K, np int, records, meshes bool, lens []int) {
+	r := p.res
+	for kk, i := range p.idx {
+		j := p.row(kk)
+		if r.Status != nil {
+			out.Status[i] = r.Status[j]
+		} else {
+			out.Status[i] = OK
+		}
+		if out.Y != nil && r.Y != nil {
+			copy(out.Y[i*d:(i+1)*d], r.Y[j*d:(j+1)*d])
+		}
+		if out.Ys != nil && len(r.Ys) > 0 {
+			copy(out.Ys[i*K*d:(i+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
+		}
+		if out.T != nil && r.T != nil {
+			out.T[i] = r.T[j]
+		}
+		if records && r.Stats.Accepted != nil {
+			out.Stats.Accepted[i] = r.Stats.Accepted[j]
+			if out.Stats.Rejected != nil && r.Stats.Rejected != nil {
+				out.Stats.Rejected[i] = r.Stats.Rejected[j]
+			}
+			if out.Stats.FieldEvals != nil && r.Stats.FieldEvals != nil {
+				out.Stats.FieldEvals[i] = r.Stats.FieldEvals[j]
+			}
+		}
+		if out.LastH != nil && r.LastH != nil {
+			out.LastH[i] = r.LastH[j]
+		}
+		if y, ok := r.LastY[j]; ok {
+			if out.LastY == nil {
+				out.LastY = map[int][]float64{}
+			}
+			out.LastY[i] = y
+		}
+		if meshes && r.Mesh != nil {
+			lens[i] = r.Mesh.Len[j]
+		}
+		if p.stiff {
+			out.switched[i] = true
+			if p.switchAt != nil {
+				out.Switch[i] = p.switchAt[kk]
+			}
+		} else if records {
+			out.Switch[i] = r.Stats.Accepted[j]
+		}
+		if out.GradY0 != nil {
+			copy(out.GradY0[i*d:(i+1)*d], r.GradY0[j*d:(j+1)*d])
+			copy(out.GradP[i*np:(i+1)*np], r.GradP[j*np:(j+1)*np])
+		}
+	}
+}
+
 // mergeWhole is mergeAuto's scatter of part p's rows to out where they
-// are every trajectory in order (p.identity(n)): each array copied whole.
+// are every trajectory in order (p.identity(n)): each array copied whole,
+// as mergeRows writes them row by row.
 func mergeWhole(out *Result, p *autoPart, n, d, K, np int, records, meshes bool, lens []int) {
 	r := p.res
 	if r.Status != nil {
