@@ -219,7 +219,8 @@ type Tuning struct {
 	// wideFill, if positive, is the smallest state the wide layout runs
 	// by default in a job too small to fill the device, in place of
 	// kernelgen.WideFillMinDim and WideFillMinDimFactor (the tests of
-	// useWide's rule while those are off).
+	// useWide's rule at a threshold of their own, apart from the
+	// measured constants).
 	wideFill int
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
