@@ -243,12 +243,12 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
 	echo "=== $name"
-	timeout "$secs" "$bin/cuda.test" "$@" >"$out/l/$name.log" 2>&1
+	timeout "$secs" "${TB:-$bin/cuda.test}" "$@" >"$out/l/$name.log" 2>&1
 	el $?
 	grep -E '^(--- |    --- |ok|FAIL|PASS)|^Benchmark|panic' "$out/l/$name.log" | head -40
 }
@@ -363,6 +363,25 @@ echo "=== gpu-large"
 timeout 120 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet -problems hires,pollution \
 	>"$out/l/large.jsonl" 2>"$out/l/large.log"
 el $?
+fi
+
+if [ "$part" = s40 ]; then
+# Session 40's first call: the stiff problems' gradients in the wide and
+# thread layouts against the CPU (Pollution-Rodas5P's dL/dy0 parted in
+# session 39's call 4), then session 38's end (cuda-base.test.gz, 3a51fee)
+# and main side by side on one machine: Method Auto's trace (the shared
+# sub-problems and two kept arenas of session 39) and the whole-call bound;
+# then Nsight Compute on Lorenz-96 d = 256 and Pollution.
+t stiff-layouts 130 -test.v -test.run 'TestGPUStiffLayouts'
+grep -hE "largest difference|want .* within" "$out/l/stiff-layouts.log" | cut -c1-220 | head -12
+gunzip -c $bin/cuda-base.test.gz >/tmp/cuda-base.test && chmod +x /tmp/cuda-base.test
+t auto-main 60 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
+TB=/tmp/cuda-base.test t auto-base 60 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x
+for r in 1 2; do
+t cb-main-$r 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
+TB=/tmp/cuda-base.test t cb-base-$r 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
+done
+NCU_PROBLEMS="lorenz96-256 pollution" NCU_S=70 bash "$0" ncu
 fi
 
 if [ "$part" = ncu ]; then
