@@ -243,7 +243,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -382,6 +382,22 @@ t cb-main-$r 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
 TB=/tmp/cuda-base.test t cb-base-$r 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
 done
 NCU_PROBLEMS="lorenz96-256 pollution" NCU_S=70 bash "$0" ncu
+fi
+
+if [ "$part" = s40b ]; then
+# Pollution-Rodas5P in the wide layout against the mended spread
+# (compareOwnMesh), the tiered first calls of every case with a budget
+# that reaches them all (issue 26's table), and the Brusselator's Diffrax
+# gradient alone (cut at 230 s in session 39 beside the other problems).
+t stiff-poll 90 -test.v -test.run 'TestGPUStiffLayouts/pollution-Rodas5P'
+grep -hE "largest difference|want .* within" "$out/l/stiff-poll.log" | cut -c1-220 | head -6
+tiered 200 250
+grep -hE "skipped" "$out/l/tiered.log" | cut -c1-300 | head
+echo "=== diffrax brusselator"
+timeout 200 python3 bench/anchors/diffrax_large.py --platform gpu --problems brusselator --rtol 1e-6 --reps 1 --no-forward \
+	--ref-sample 4 --max-seconds 0 --out "$out/l/diffrax_bruss.jsonl" >/dev/null 2>"$out/l/diffrax_bruss.log"
+el $?
+tail -4 "$out/l/diffrax_bruss.log"
 fi
 
 if [ "$part" = ncu ]; then
