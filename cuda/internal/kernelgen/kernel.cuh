@@ -175,6 +175,7 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
       tau[j] = a.saveat[k + j < GS_K ? k + j : GS_K - 1];
       m += k + j < GS_K && tau[j] < end;
     }
+    if (m == 0) return;
     gs_real out[GS_SAVE_GROUP][GS_D];
     for (int j = 0; j < GS_SAVE_GROUP; j++) {
       const gs_real theta = (tau[j] - t) / h;
