@@ -81,24 +81,17 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int k
   const long long n = a.n;
   bool any = false;
   for (int q = 0; q < GS_DW; q++) wb[q] = 0;
-  // GS_SAVE_GROUP save times at a time: their times and cotangents are
-  // loaded first, all in flight at once (a small ensemble has nothing
-  // else to hide their latency with), then added in order.
-  for (int k = k0; on && k < kq; k += GS_SAVE_GROUP) {
-    gs_real theta[GS_SAVE_GROUP], yb[GS_SAVE_GROUP][GS_D];
-    for (int j = 0; j < GS_SAVE_GROUP; j++) {
-      const int kj = k + j < kq ? k + j : kq - 1;
-      theta[j] = (a.saveat[kj] - ts) / h;
-      for (int c = 0; c < GS_D; c++) yb[j][c] = a.tb[((long long)kj * GS_D + c) * n + i];
-    }
-    for (int j = 0; j < GS_SAVE_GROUP && k + j < kq; j++) {
-      if (theta[j] == 0) continue;
-      any = true;
-      gs_real pw = theta[j];
-      for (int q = 0; q < GS_TERMS; q++) {
-        for (int c = 0; c < GS_D; c++) wb[q * GS_D + c] += pw * yb[j][c];
-        pw *= theta[j];
-      }
+  // Unrolled on the device: a few save times' loads in flight at once
+  // (a small ensemble has nothing else to hide their latency with).
+#pragma unroll 4
+  for (int k = k0; on && k < kq; k++) {
+    const gs_real theta = (a.saveat[k] - ts) / h;
+    if (theta == 0) continue;
+    any = true;
+    gs_real pw = theta;
+    for (int j = 0; j < GS_TERMS; j++) {
+      for (int c = 0; c < GS_D; c++) wb[j * GS_D + c] += pw * a.tb[((long long)k * GS_D + c) * n + i];
+      pw *= theta;
     }
   }
   return any;
