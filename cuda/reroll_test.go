@@ -371,9 +371,9 @@ func keplerSavesCase(k int) engineCase {
 
 // TestHostManySavesPerStep checks a gradient through save times of which
 // many lie on one step (up to tens; the reverse sweep finds a step's save
-// times four at a time, gs_first_save), a few on others, some repeated
-// and some at T0, on the host engine against the CPU engine, Tsit5 and
-// Vern7.
+// times four at a time from the save times and the step's t,
+// gs_dense_first_save), a few on others, some repeated and some at T0,
+// on the host engine against the CPU engine, Tsit5 and Vern7.
 func TestHostManySavesPerStep(t *testing.T) {
 	needHost(t)
 	t.Parallel()

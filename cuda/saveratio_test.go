@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,11 +43,49 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 //	cuda.test -test.run '^$' -test.bench GPUSaveSplit -test.benchtime 5x
 func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
-	benchSaveSplit(b, "cuda")
+	benchSaveSplit(b, "cuda", 4096, []ode.Method{ode.Tsit5})
 }
 
-func benchSaveSplit(b *testing.B, engine string) {
-	const n = 4096
+// BenchmarkHostSaveSplit is BenchmarkGPUSaveSplit on the host backend,
+// for Tsit5 and Vern7 at n = 256: the kernels compiled as host C++ with
+// -O2 (-ffp-contract=off) and run as a loop over the trajectories, each
+// launch's kernel-ms/op its own time inside the process (hostMainOf),
+// without the process and its files. Its kernels' ratio of 1,000 save
+// times to one is the save path's cost per trajectory in instructions
+// and host caches, not the device's latencies. It skips where g++ is
+// missing.
+//
+//	go test ./cuda -run '^$' -bench 'HostSaveSplit/.*/(solveto|grad)$' -benchtime 3x
+func BenchmarkHostSaveSplit(b *testing.B) {
+	needHost(b)
+	benchSaveHostOnce.Do(func() {
+		benchSaveHost = &Engine{name: "cuda-host-o2-bench", prec: Float64, be: newHostBackend(1 << 32)}
+		benchSaveHost.be.(*hostBackend).optimize = true
+		tun := envTuning()
+		tun.WaitForCompile = true
+		benchSaveHost.SetTuning(tun)
+		ode.Register(benchSaveHost)
+	})
+	benchSaveSplit(b, benchSaveHost.Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
+}
+
+// benchSaveHost is BenchmarkHostSaveSplit's engine, registered at its
+// first run: cuda-host with kernels compiled with -O2, no memo.
+var (
+	benchSaveHostOnce sync.Once
+	benchSaveHost     *Engine
+)
+
+// benchSaveSplit runs BenchmarkGPUSaveSplit's calls on engine, for n
+// orbits and the methods ms (a level of sub-benchmarks where there are
+// several).
+func benchSaveSplit(b *testing.B, engine string, n int, ms []ode.Method) {
+	if len(ms) > 1 {
+		for _, m := range ms {
+			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, n, []ode.Method{m}) })
+		}
+		return
+	}
 	kp := problems.Kepler()
 	loss := ode.Loss{Name: "saved-squares", F: func(_, ys, _ []tape.V) tape.V {
 		s := ys[0].Square()
@@ -55,7 +94,7 @@ func benchSaveSplit(b *testing.B, engine string) {
 		}
 		return s
 	}}
-	set := ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11, Engine: engine}
+	set := ode.Settings{Method: ms[0], RelTol: 1e-8, AbsTol: 1e-11, Engine: engine}
 	sv, err := ode.NewSolver(kp.Field, &set)
 	if err != nil {
 		b.Fatal(err)

@@ -143,6 +143,12 @@ func (g *adapters) kernelAdapters(sp *StepPrograms, v Config, lp *ode.LossPlan, 
 				"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* k1, gs_real* yn, gs_real* e, gs_real* ks, gs_real* hrho",
 				tin, append(tout, "*hrho"))
 		}
+		if k.SwitchTrial {
+			// TrialDense, on the trials with a save time inside the step.
+			g.adapter("gs_a_trial_dense", pl.TrialDense, "void",
+				"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* k1, gs_real* yn, gs_real* e, gs_real* ks, gs_real* hrho, gs_real* w",
+				tin, cat(tout, []string{"*hrho"}, idx("w", pl.DenseTerms*d)))
+		}
 		// Control: state, t1, y, y⁺, err, hρ → state', accept, status.
 		g.adapter("gs_a_control", pl.Control, "void",
 			"const gs_real* sh, const gs_real* st, gs_real t1, const gs_real* y, const gs_real* yn, const gs_real* e, gs_real hrho, gs_real* st2, gs_real* accept, gs_real* status",
@@ -157,7 +163,7 @@ func (g *adapters) kernelAdapters(sp *StepPrograms, v Config, lp *ode.LossPlan, 
 			"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, gs_real* yn",
 			cat([]string{"t", "h"}, y, p), idx("yn", d))
 	}
-	if k.Dense && !(v.Adaptive && k.ShareFwd) {
+	if k.Dense && !(v.Adaptive && (k.ShareFwd || k.SwitchTrial)) {
 		// DenseStep: t, h, y, p → y⁺, w (the coefficients of the step's
 		// continuous extension).
 		g.adapter("gs_a_dense_step", pl.DenseStep, "void",

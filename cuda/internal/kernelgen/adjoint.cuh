@@ -16,7 +16,7 @@ GS_DEVICE void gs_take(const R& r, bool on, gs_real* lam, gs_real* gp) {
   for (int c = 0; c < GS_D; c++) lam[c] = r.v[c];
   for (int c = 0; c < GS_NP; c++) gp[c] = r.v[GS_D + c];
 }
-{{- if .Saves}}
+{{- if and .Saves (not .Dense)}}
 
 // gs_first_save returns the first of the save times k0 ... kq-1 that lie
 // on step s, given that those from kq on lie on later steps: save times
@@ -41,6 +41,35 @@ GS_DEVICE int gs_first_save(const gs_args& a, long long i, int kq, int s) {
 }
 {{- end}}
 {{- if .Dense}}
+
+// gs_dense_first_save returns the first of the save times k0 ... kq-1
+// that lie on step s from ts (those from kq on lie on later steps), where
+// save times are read from the steps' extension. It finds them from the
+// save times themselves, not from the steps they were saved on
+// (a.tapstep, as gs_first_save does without the extension): the forward
+// loop gives step s from ts (of size h) the save times before ts + h
+// that earlier steps did not take, and ts is step s - 1's t + h exactly
+// (the controller's and the replay's sum), so the ones on step s >= 1
+// are those at or after ts and after the start t0 (those at or before it
+// are y0, on step 0, even after a step of size 0); step 0 has the rest.
+// The times are the same for every trajectory (one cached line, not a
+// line per trajectory), and four are read at once.
+GS_DEVICE int gs_dense_first_save(const gs_args& a, int kq, int s, gs_real ts, gs_real t0) {
+  if (s == 0) return 0;
+  const auto on = [ts, t0](gs_real tau) { return tau >= ts && tau > t0; };
+  int k0 = kq;
+  while (k0 >= 4) {
+    const gs_real t1 = a.saveat[k0 - 1], t2 = a.saveat[k0 - 2], t3 = a.saveat[k0 - 3], t4 = a.saveat[k0 - 4];
+    if (on(t4)) {
+      k0 -= 4;
+      continue;
+    }
+    // Sorted: the ones on the step are a run ending at kq - 1.
+    return k0 - on(t1) - on(t2) - on(t3);
+  }
+  while (k0 > 0 && on(a.saveat[k0 - 1])) k0--;
+  return k0;
+}
 
 // gs_coef_bar sets wb to the cotangents of the coefficients of the step
 // from ts of size h (on set, else zeros): over the save times k0 ... kq-1
@@ -169,9 +198,15 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
   }
 {{- end}}
   const int smax = gs_warp_max(act ? len : 0);
+{{- if .Dense}}
+  const gs_real t0 = gs_t0(a, i, act);
+{{- end}}
   for (int s = smax - 1; s >= 0; s--) {
     const bool on = act && s < len;
-{{- if .Saves}}
+{{- if .Dense}}
+    // The save times on step s: k0 ... kq-1.
+    const int k0 = on ? gs_dense_first_save(a, kq, s, GS_STORE_T ? a.store[(long long)s * GS_SW * n + i] : (gs_real)0, t0) : kq;
+{{- else if .Saves}}
     // The save times on step s: k0 ... kq-1.
     const int k0 = on ? gs_first_save(a, i, kq, s) : kq;
 {{- end}}

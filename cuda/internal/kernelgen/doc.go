@@ -44,6 +44,18 @@
 // themselves rather than pass one parameter and return one value per
 // saved value.
 //
+// Save times on the continuous extension (kernel.cuh, solve.cuh,
+// adjoint.cuh; the thread, lanes and tile layouts) cost what the CPU
+// engine's do: an adaptive kernel tries a step with a save time inside
+// with Plan.TrialDense in place of Trial (kernelPlan.SwitchTrial; the
+// warp's lanes, or a tile, alike), whose coefficients the save times of
+// the accepted step read, with no dense step recomputing it; a step's save
+// times are set four at a time (gs_step_saves: their loads, quotients and
+// interpolants independent); and the adjoint finds the save times on a
+// step from the save times and the step's stored t (gs_dense_first_save),
+// not from a per-trajectory array of their steps. Results are the same
+// bit for bit as with a dense step per step and one save time at a time.
+//
 // The wide layout (Config.Wide; wide.go, wide.cuh; package cuda's
 // default from WideMinDim, for Rosenbrock methods from WideMinDimFactor
 // unless cuda.Tuning.NoWideStiff; from WideFillMinDim and

@@ -159,20 +159,38 @@ GS_DEVICE void gs_interp(const gs_real* y, const gs_real* w, gs_real theta, gs_r
 
 // gs_step_saves sets the save times k, k+1, ... that lie on step s from
 // (t, y) of size h, whose coefficients are w (read only where one lies
-// inside it), and advances k past them.
+// inside it), and advances k past them. It takes them GS_SAVE_GROUP at a
+// time: their times' loads, quotients and interpolants are independent
+// (one memory latency and one division's for the group, where a device
+// thread's dependent instructions wait in turn), and the save times are
+// sorted, so those on the step are the group's first m.
+#define GS_SAVE_GROUP 4
 GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
                              const gs_real* w) {
-  for (; k < GS_K && a.saveat[k] < t + h; k++) {
-    const gs_real theta = (a.saveat[k] - t) / h;
-    gs_real out[GS_D];
-    if (theta != 0)
-      gs_interp(y, w, theta, out);
-    else
-      for (int c = 0; c < GS_D; c++) out[c] = y[c];
-    if (GS_WRITER) gs_save_state(a, k, i, s, out);
+  const gs_real end = t + h;
+  while (k < GS_K) {
+    gs_real tau[GS_SAVE_GROUP];
+    int m = 0;
+    for (int j = 0; j < GS_SAVE_GROUP; j++) {
+      tau[j] = a.saveat[k + j < GS_K ? k + j : GS_K - 1];
+      m += k + j < GS_K && tau[j] < end;
+    }
+    if (m == 0) return;
+    gs_real out[GS_SAVE_GROUP][GS_D];
+    for (int j = 0; j < GS_SAVE_GROUP; j++) {
+      const gs_real theta = (tau[j] - t) / h;
+      if (j < m && theta != 0)
+        gs_interp(y, w, theta, out[j]);
+      else
+        for (int c = 0; c < GS_D; c++) out[j][c] = y[c];
+    }
+    if (GS_WRITER)
+      for (int j = 0; j < m; j++) gs_save_state(a, k + j, i, s, out[j]);
+    k += m;
+    if (m < GS_SAVE_GROUP) return;
   }
 }
-{{- if and .Adaptive (not .ShareFwd) (not .Wide)}}
+{{- if and .Adaptive (not .ShareFwd) (not .SwitchTrial) (not .Wide)}}
 
 // gs_saves sets the save times on accepted step s from (t, y) of size h of
 // the trajectories with want set, from the coefficients of the dense step

@@ -301,6 +301,7 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	// extension, not the trial's: the dense step at (t, h*) (gs_saves).
 	// The wide layout runs the trial and the dense step apart.
 	k.ShareFwd = k.Dense && shareForward(pl, v) && !v.Events && !v.Wide
+	k.SwitchTrial = k.Dense && v.Adaptive && !k.ShareFwd && !v.Events && !v.Wide && pl.TrialDense != nil
 	// An autonomous field's reverse step ignores t: the stored rows then
 	// hold y only (a fifth less traffic for Lorenz).
 	k.StoreT = v.Store && (v.Saves > 0 || v.Events || liveInputs(sp.Rev, map[*tape.Program][]bool{})[0])
@@ -363,7 +364,15 @@ type kernelPlan struct {
 	// Plan.TrialDense (gs_a_trial also returns the coefficients, which the
 	// save times read), with no dense step; a replay's step is DenseStep,
 	// with no Replay.
-	ShareFwd         bool
+	ShareFwd bool
+	// SwitchTrial (with Dense, an adaptive kernel that does not share its
+	// forward step) tries a step with Plan.TrialDense in place of Trial
+	// where a save time lies inside it (in any trajectory of the warp, or
+	// of the tile), as the CPU engine does: on an accepted step the save
+	// times read its coefficients, and no dense step recomputes the step
+	// (TrialDense's outputs are Trial's and, on an accepted step,
+	// DenseStep's coefficients bit for bit).
+	SwitchTrial      bool
 	SharedAcc, Xpose bool // thread layout: Config.SharedAcc, Config.Xpose
 	Stage            bool // lanes layout: the warps' staging rows (Source.Stage)
 	StiffStatus      int  // ode.Stiff (Config.StopStiff)

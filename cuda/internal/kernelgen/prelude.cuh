@@ -710,6 +710,18 @@ GS_DEVICE bool gs_warp_any(bool p) {
 #endif
 }
 
+// gs_active_any reports whether p holds in any of the warp's lanes that
+// run this code now (on the device; p itself elsewhere): for choices that
+// change only the cost, not the results, made alike across the lanes
+// where they can be, in code that not every lane reaches.
+GS_DEVICE bool gs_active_any(bool p) {
+#ifdef GS_CUDA
+  return __any_sync(__activemask(), p);
+#else
+  return p;
+#endif
+}
+
 // gs_warp_add adds the sum over the warp's lanes of v[0:NS] (0 for lanes
 // with on false) to acc[0:NS], one atomic per entry and warp: small NS
 // entry by entry, larger NS 32 entries at a time (gs_acc32). With

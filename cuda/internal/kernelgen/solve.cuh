@@ -41,6 +41,16 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
     // (TrialDense): those of the accepted step are its save times'.
     gs_real w[GS_DW];
     gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho, w);
+{{- else if .SwitchTrial}}
+    // Where a save time lies inside the step tried (in any trajectory
+    // run with this one), the trial returns its continuous extension's
+    // coefficients too (TrialDense, Trial's outputs bit for bit): those
+    // of the accepted step are its save times', and w is read only there.
+    gs_real w[GS_DW];
+    if (GS_ANY(gs_active_any(run && gs_inside(a, k, st[GS_ST_T], st[GS_ST_H]))))
+      gs_a_trial_dense(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho, w);
+    else
+      gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho);
 {{- else}}
     gs_a_trial(sh, st[GS_ST_T], st[GS_ST_H], y, p, k1, yn, e, ks, &hrho);
 {{- end}}
@@ -104,7 +114,7 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
       }
     }
 {{- if .Saves}}
-{{- if .ShareFwd}}
+{{- if or .ShareFwd .SwitchTrial}}
     if (saving) gs_step_saves(a, k, i, (int)sv_s, sv_t, sv_h, sv_y, w);
 {{- else}}
     gs_saves(a, sh, k, i, sv_s, sv_t, {{if .Dense}}sv_h{{else}}sv_t2{{end}}, sv_y, p, saving);
