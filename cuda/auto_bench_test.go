@@ -74,7 +74,10 @@ type restartExec struct{ ode.Executor }
 // kernels' device time (kernel-ms/op), the copies between host and
 // device (transfer-ms/op, MB-up/op, MB-down/op) and the rest of the call
 // (host-ms/op: package ode's work between the launches and the engine's
-// staging), which issue 25's gap between Auto and Rodas5P is in. It
+// staging), which issue 25's gap between Auto and Rodas5P is in; of it,
+// stage-ms/op and scatter-ms/op are the engine's staging before its
+// launches and its writing of their results (TraceStats.Stage, Scatter),
+// the rest package ode's work, the driver's calls and the waits. It
 // skips without a GPU.
 //
 //	cuda.test -test.run '^$' -test.bench GPUAutoTrace -test.benchtime 5x
@@ -165,10 +168,14 @@ func autoTrace(b *testing.B, n int, engine string, hb *hostBackend) {
 // host-to-"device" copies (package ode's between the segments, the
 // engine's staging), which is the device benchmark's host-ms/op, on this
 // machine's cores; the launches' own staging by the host backend (files,
-// copies of the arena) is taken out with them. It skips where g++ is
-// missing.
+// copies of the arena) is taken out with them. host-cpu-ms/op is the
+// same work as the process's CPU time (less the launches' own, read on
+// their thread): on a machine whose cores other processes share, whose
+// wall time they inflate, it is the figure to compare, with
+// -test.benchmem's B/op and allocs/op (the launches' are a few small
+// ones). It skips where g++ is missing.
 //
-//	cuda.test -test.run '^$' -test.bench HostAutoTrace -test.benchtime 3x
+//	cuda.test -test.run '^$' -test.bench HostAutoTrace -test.benchtime 20x -test.cpu 1 -test.benchmem
 func BenchmarkHostAutoTrace(b *testing.B) {
 	needHost(b)
 	benchHostOnce.Do(func() {
