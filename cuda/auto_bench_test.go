@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/cputime"
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
@@ -73,7 +74,10 @@ type restartExec struct{ ode.Executor }
 // kernels' device time (kernel-ms/op), the copies between host and
 // device (transfer-ms/op, MB-up/op, MB-down/op) and the rest of the call
 // (host-ms/op: package ode's work between the launches and the engine's
-// staging), which issue 25's gap between Auto and Rodas5P is in. It
+// staging), which issue 25's gap between Auto and Rodas5P is in; of it,
+// stage-ms/op and scatter-ms/op are the engine's staging before its
+// launches and its writing of their results (TraceStats.Stage, Scatter),
+// the rest package ode's work, the driver's calls and the waits. It
 // skips without a GPU.
 //
 //	cuda.test -test.run '^$' -test.bench GPUAutoTrace -test.benchtime 5x
@@ -118,24 +122,35 @@ func autoTrace(b *testing.B, n int, engine string, hb *hostBackend) {
 					tr.Reset()
 					b.ResetTimer()
 					c0 := hb.counts()
-					t0 := time.Now()
+					t0, cpu0 := time.Now(), cputime.Process()
 					for range b.N {
 						if err := run(); err != nil {
 							b.Fatal(err)
 						}
 					}
-					wall, st, per := time.Since(t0), tr.Stats(), float64(b.N)
+					wall, cpu, st, per := time.Since(t0), cputime.Process()-cpu0, tr.Stats(), float64(b.N)
 					ms := func(d time.Duration) float64 { return float64(d) / 1e6 / per }
 					launches := st.Kernel
 					if hb != nil {
 						c := hb.counts()
 						launches = c.spent - c0.spent
+						if cpu > 0 {
+							// The process's CPU time less its launches'
+							// (the kernels' processes are not its own):
+							// the host work without the time other
+							// processes on the machine's cores take.
+							b.ReportMetric(ms(cpu-(c.spentCPU-c0.spentCPU)), "host-cpu-ms/op")
+						}
 						b.ReportMetric(float64(c.allocs-c0.allocs)/per, "dev-allocs/op")
 						b.ReportMetric(float64(c.pinned-c0.pinned)/per, "pinned-allocs/op")
 					}
 					b.ReportMetric(ms(st.Kernel), "kernel-ms/op")
 					b.ReportMetric(ms(st.Transfer), "transfer-ms/op")
 					b.ReportMetric(ms(wall-launches-st.Transfer), "host-ms/op")
+					// Of the host work, the engine's staging before its
+					// launches and its scatter of their results (TraceStats).
+					b.ReportMetric(ms(st.Stage), "stage-ms/op")
+					b.ReportMetric(ms(st.Scatter), "scatter-ms/op")
 					b.ReportMetric(float64(st.Upload)/1e6/per, "MB-up/op")
 					b.ReportMetric(float64(st.Download)/1e6/per, "MB-down/op")
 					b.ReportMetric(float64(st.Launches)/per, "launches/op")
@@ -153,10 +168,14 @@ func autoTrace(b *testing.B, n int, engine string, hb *hostBackend) {
 // host-to-"device" copies (package ode's between the segments, the
 // engine's staging), which is the device benchmark's host-ms/op, on this
 // machine's cores; the launches' own staging by the host backend (files,
-// copies of the arena) is taken out with them. It skips where g++ is
-// missing.
+// copies of the arena) is taken out with them. host-cpu-ms/op is the
+// same work as the process's CPU time (less the launches' own, read on
+// their thread): on a machine whose cores other processes share, whose
+// wall time they inflate, it is the figure to compare, with
+// -test.benchmem's B/op and allocs/op (the launches' are a few small
+// ones). It skips where g++ is missing.
 //
-//	cuda.test -test.run '^$' -test.bench HostAutoTrace -test.benchtime 3x
+//	cuda.test -test.run '^$' -test.bench HostAutoTrace -test.benchtime 20x -test.cpu 1 -test.benchmem
 func BenchmarkHostAutoTrace(b *testing.B) {
 	needHost(b)
 	benchHostOnce.Do(func() {
@@ -173,8 +192,8 @@ func BenchmarkHostAutoTrace(b *testing.B) {
 
 // hostCounts are a host backend's running counts (hostBackend.counts).
 type hostCounts struct {
-	spent          time.Duration // hostBackend.spent
-	allocs, pinned int           // device allocations and hostAlloc's
+	spent, spentCPU time.Duration // hostBackend.spent, spentCPU
+	allocs, pinned  int           // device allocations and hostAlloc's
 }
 
 // counts returns b's running counts (zero for a nil b).
@@ -184,7 +203,7 @@ func (b *hostBackend) counts() hostCounts {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return hostCounts{b.spent, int(b.next), b.hostGets}
+	return hostCounts{b.spent, b.spentCPU, int(b.next), b.hostGets}
 }
 
 // benchHost is BenchmarkHostAutoTrace's engine, registered at its first

@@ -173,55 +173,64 @@ func hostSteps(m *Mesh) ([]float64, error) {
 func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, error) {
 	slices.SortFunc(stops, func(a, b autoStop) int { return a.i - b.i })
 	k, d, K := len(stops), q.Field.Dim, len(q.SaveAt)
-	sg := &autoSegs{idx: make([]int, k), ts: make([]float64, k), acc1: make([]int, k), rej1: make([]int, k), fe1: make([]int, k)}
-	if states {
-		sg.y1, sg.ys1 = make([]float64, k*d), make([]float64, k*K*d)
+	for _, s := range stops {
+		if states && (s.res.Y == nil || K > 0 && len(s.res.Ys) < (s.j+1)*K*d) {
+			// (A GPU engine's record returns no saves.)
+			states = false
+		}
 	}
 	var lens []int
 	if steps {
 		lens = make([]int, k)
 	}
 	timed := true // every pass gave its times reached (Result.T)
-	for _, s := range stops {
-		if states && (s.res.Y == nil || K > 0 && len(s.res.Ys) < (s.j+1)*K*d) {
-			// (A GPU engine's record returns no saves.)
-			states = false
-			sg.y1, sg.ys1 = nil, nil
+	sg := stopsAsIs(stops, d, K, states)
+	if sg != nil && steps {
+		pm := stops[0].res.Mesh
+		if pm == nil || len(pm.Len) < k {
+			return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", stops[0].i)
 		}
+		copy(lens, pm.Len[:k])
 	}
-	for x, s := range stops {
-		r, j := s.res, s.j
-		sg.idx[x] = s.i
-		if r.T != nil {
-			sg.ts[x] = r.T[j]
-		} else {
-			timed = false // (summed from the steps below)
-		}
+	if sg == nil {
+		sg = &autoSegs{idx: make([]int, k), ts: make([]float64, k), acc1: make([]int, k), rej1: make([]int, k), fe1: make([]int, k)}
 		if states {
-			copy(sg.y1[x*d:(x+1)*d], r.Y[j*d:(j+1)*d])
-			if K > 0 {
-				copy(sg.ys1[x*K*d:(x+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
+			sg.y1, sg.ys1 = make([]float64, k*d), make([]float64, k*K*d)
+		}
+		for x, s := range stops {
+			r, j := s.res, s.j
+			sg.idx[x] = s.i
+			if r.T != nil {
+				sg.ts[x] = r.T[j]
+			} else {
+				timed = false // (summed from the steps below)
 			}
-		}
-		st := &r.Stats
-		if st.Accepted != nil {
-			sg.acc1[x] = st.Accepted[j]
-		}
-		if st.Rejected != nil && sg.rej1 != nil {
-			sg.rej1[x] = st.Rejected[j]
-		} else {
-			sg.rej1 = nil // (Job.Omit)
-		}
-		if st.FieldEvals != nil && sg.fe1 != nil {
-			sg.fe1[x] = st.FieldEvals[j]
-		} else {
-			sg.fe1 = nil
-		}
-		if steps {
-			if r.Mesh == nil {
-				return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
+			if states {
+				copy(sg.y1[x*d:(x+1)*d], r.Y[j*d:(j+1)*d])
+				if K > 0 {
+					copy(sg.ys1[x*K*d:(x+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
+				}
 			}
-			lens[x] = r.Mesh.Len[j]
+			st := &r.Stats
+			if st.Accepted != nil {
+				sg.acc1[x] = st.Accepted[j]
+			}
+			if st.Rejected != nil && sg.rej1 != nil {
+				sg.rej1[x] = st.Rejected[j]
+			} else {
+				sg.rej1 = nil // (Job.Omit)
+			}
+			if st.FieldEvals != nil && sg.fe1 != nil {
+				sg.fe1[x] = st.FieldEvals[j]
+			} else {
+				sg.fe1 = nil
+			}
+			if steps {
+				if r.Mesh == nil {
+					return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
+				}
+				lens[x] = r.Mesh.Len[j]
+			}
 		}
 	}
 	if steps {
@@ -276,6 +285,40 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 		}
 	}
 	return sg, nil
+}
+
+// stopsAsIs returns stopSegs's segments (but their steps) where stops are
+// every row of one pass's result in order (a stiff ensemble's first
+// pass) and that result holds their times and counts: its arrays, this
+// call's own and read only from now on, as they are, not copied; else
+// nil.
+func stopsAsIs(stops []autoStop, d, K int, states bool) *autoSegs {
+	k := len(stops)
+	if k == 0 || !allRowsOf(stops) {
+		return nil
+	}
+	r := stops[0].res
+	st := &r.Stats
+	if len(r.Status) != k || len(r.T) < k || len(st.Accepted) < k {
+		return nil
+	}
+	sg := &autoSegs{idx: make([]int, k), ts: r.T[:k], acc1: st.Accepted[:k]}
+	for x, s := range stops {
+		sg.idx[x] = s.i
+	}
+	if len(st.Rejected) >= k { // (else nil: Job.Omit)
+		sg.rej1 = st.Rejected[:k]
+	}
+	if len(st.FieldEvals) >= k {
+		sg.fe1 = st.FieldEvals[:k]
+	}
+	if states {
+		sg.y1, sg.ys1 = r.Y[:k*d], make([]float64, 0)
+		if K > 0 {
+			sg.ys1 = r.Ys[:k*K*d]
+		}
+	}
+	return sg
 }
 
 // onePass reports whether stops are rows of one pass's result.
@@ -628,14 +671,21 @@ func (sv *Solver) chainLoss(ctx context.Context, op Op, q *problem, loss *Loss, 
 func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out, g2 *Result, barYs, ownP, ownS []float64) error {
 	k, d, K, np, ns := len(sg.idx), q.Field.Dim, len(q.SaveAt), q.Field.Params, q.Field.Shared
 	w := cotangentWidth(d, K)
-	data1 := make([]float64, k*w)
-	for x, t := range sg.ts {
-		row := data1[x*w:]
-		copy(row[:d], g2.GradY0[x*d:(x+1)*d])
-		for s, tau := range q.SaveAt {
-			if tau < t && barYs != nil {
-				row[d+K*d+s] = 1
-				copy(row[d+s*d:d+(s+1)*d], barYs[(x*K+s)*d:(x*K+s+1)*d])
+	var data1 []float64
+	if K == 0 && len(g2.GradY0) >= k*d {
+		// Without saves a row is the cotangent of y_s alone (w = d):
+		// g2's ∂L/∂y0, read nowhere else, as it is.
+		data1 = g2.GradY0[:k*d]
+	} else {
+		data1 = make([]float64, k*w)
+		for x, t := range sg.ts {
+			row := data1[x*w:]
+			copy(row[:d], g2.GradY0[x*d:(x+1)*d])
+			for s, tau := range q.SaveAt {
+				if tau < t && barYs != nil {
+					row[d+K*d+s] = 1
+					copy(row[d+s*d:d+(s+1)*d], barYs[(x*K+s)*d:(x*K+s+1)*d])
+				}
 			}
 		}
 	}
@@ -649,10 +699,12 @@ func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out,
 	}
 	out.Engine = servedBy(out, g1)
 	out.GradY0 = g1.GradY0
-	out.GradP = make([]float64, k*np)
+	// The sums in g1's array, this call's own (the same additions, in
+	// the same order, as into an array of their own).
+	out.GradP = g1.GradP[:k*np]
 	finite := true
-	for x := 0; x < k*np; x++ {
-		v := g1.GradP[x] + g2.GradP[x]
+	for x := range out.GradP {
+		v := out.GradP[x] + g2.GradP[x]
 		if ownP != nil {
 			v += ownP[x]
 		}

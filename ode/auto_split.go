@@ -196,6 +196,10 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	for {
 		var done, doneRows, next, failed []int
 		found := false
+		if ns := countTrue(res.Stiff); ns > 0 {
+			// (Their exact room: a stiff ensemble's every row.)
+			stiff, stops = slices.Grow(stiff, ns), slices.Grow(stops, ns)
+		}
 		for j, s := range res.Status {
 			i := at(j)
 			switch {
@@ -426,6 +430,17 @@ func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *
 	return out, sv, nil
 }
 
+// countTrue returns how many of b are true.
+func countTrue(b []bool) int {
+	c := 0
+	for _, v := range b {
+		if v {
+			c++
+		}
+	}
+	return c
+}
+
 func allOK(s []Status) bool {
 	for _, v := range s {
 		if v != OK {
@@ -452,50 +467,82 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 		}
 		return false
 	}
-	out := &Result{Status: make([]Status, n), Stiff: make([]bool, n), Switch: make([]int, n), switched: make([]bool, n)}
+	// One part of every trajectory in order (the stiff ensemble that
+	// Method Auto continued): its mesh, a result of this call's, is the
+	// merged one as it is, on the host or not (mergeMeshes).
+	asIs := meshes && len(parts) == 1 && parts[0].identity(n) && parts[0].res.Mesh != nil && parts[0].res.Mesh.N == n
+	// own is that part's result, where its steps need not come to the
+	// host (else a failure to bring them leaves its rows NotRun): its
+	// arrays, this call's own, are the merged result's as they are
+	// (mergeWhole then copies nothing onto them), not copies.
+	var own *Result
+	if len(parts) == 1 && parts[0].identity(n) && (!meshes || asIs || parts[0].res.Mesh == nil) {
+		own = parts[0].res
+	}
+	out := &Result{Status: ownOr(own, func(r *Result) []Status { return r.Status }, n), Stiff: make([]bool, n), Switch: make([]int, n), switched: make([]bool, n)}
 	for k := range parts {
 		out.Engine = servedBy(out, parts[k].res)
 	}
-	for i := range out.Status {
-		out.Status[i] = NotRun
+	if out.Status == nil {
+		out.Status = make([]Status, n)
+		for i := range out.Status {
+			out.Status[i] = NotRun
+		}
 	}
 	if has(func(r *Result) bool { return r.Y != nil }) { // (nil where Job.Omit left them out)
-		out.Y = nanFill(make([]float64, n*d))
+		if out.Y = ownOr(own, func(r *Result) []float64 { return r.Y }, n*d); out.Y == nil {
+			out.Y = nanFill(make([]float64, n*d))
+		}
 	}
 	if K > 0 && has(func(r *Result) bool { return len(r.Ys) > 0 }) {
-		out.Ys = nanFill(make([]float64, n*K*d)) // (an engine's record may return none)
+		if out.Ys = ownOr(own, func(r *Result) []float64 { return r.Ys }, n*K*d); out.Ys == nil {
+			out.Ys = nanFill(make([]float64, n*K*d)) // (an engine's record may return none)
+		}
 	}
 	if has(func(r *Result) bool { return r.T != nil }) {
-		out.T = make([]float64, n)
-		for i := range out.T {
-			out.T[i] = q.T0
+		if out.T = ownOr(own, func(r *Result) []float64 { return r.T }, n); out.T == nil {
+			out.T = make([]float64, n)
+			for i := range out.T {
+				out.T[i] = q.T0
+			}
 		}
 	}
 	records := has(func(r *Result) bool { return r.Stats.Accepted != nil })
 	if records {
-		out.Stats = Stats{Accepted: make([]int, n)}
+		out.Stats = Stats{Accepted: ownOr(own, func(r *Result) []int { return r.Stats.Accepted }, n)}
+		if out.Stats.Accepted == nil {
+			out.Stats.Accepted = make([]int, n)
+		}
 		if has(func(r *Result) bool { return r.Stats.Rejected != nil }) {
-			out.Stats.Rejected = make([]int, n)
+			if out.Stats.Rejected = ownOr(own, func(r *Result) []int { return r.Stats.Rejected }, n); out.Stats.Rejected == nil {
+				out.Stats.Rejected = make([]int, n)
+			}
 		}
 		if has(func(r *Result) bool { return r.Stats.FieldEvals != nil }) {
-			out.Stats.FieldEvals = make([]int, n)
+			if out.Stats.FieldEvals = ownOr(own, func(r *Result) []int { return r.Stats.FieldEvals }, n); out.Stats.FieldEvals == nil {
+				out.Stats.FieldEvals = make([]int, n)
+			}
 		}
 	}
 	if has(func(r *Result) bool { return r.LastH != nil }) {
-		out.LastH = make([]float64, n)
+		if out.LastH = ownOr(own, func(r *Result) []float64 { return r.LastH }, n); out.LastH == nil {
+			out.LastH = make([]float64, n)
+		}
 	}
 	if whole && op == OpGrad {
-		out.GradY0, out.GradP = make([]float64, n*d), make([]float64, n*np)
+		out.GradY0, out.GradP = ownOr(own, func(r *Result) []float64 { return r.GradY0 }, n*d), ownOr(own, func(r *Result) []float64 { return r.GradP }, n*np)
+		if out.GradY0 == nil {
+			out.GradY0 = make([]float64, n*d)
+		}
+		if out.GradP == nil {
+			out.GradP = make([]float64, n*np)
+		}
 		out.GradFinite = true
 	}
 	var lens []int
 	if meshes {
 		lens = make([]int, n)
 	}
-	// One part of every trajectory in order (the stiff ensemble that
-	// Method Auto continued): its mesh, a result of this call's, is the
-	// merged one as it is, on the host or not (mergeMeshes).
-	asIs := meshes && len(parts) == 1 && parts[0].identity(n) && parts[0].res.Mesh != nil && parts[0].res.Mesh.N == n
 	for k := range parts {
 		p := &parts[k]
 		r := p.res
@@ -611,32 +658,32 @@ func mergeRows(out *Result, p *autoPart, d, K, np int, records, meshes bool, len
 func mergeWhole(out *Result, p *autoPart, n, d, K, np int, records, meshes bool, lens []int) {
 	r := p.res
 	if r.Status != nil {
-		copy(out.Status, r.Status[:n])
+		copyOver(out.Status, r.Status[:n])
 	} else {
 		for i := range out.Status {
 			out.Status[i] = OK
 		}
 	}
 	if out.Y != nil && r.Y != nil {
-		copy(out.Y, r.Y[:n*d])
+		copyOver(out.Y, r.Y[:n*d])
 	}
 	if out.Ys != nil && len(r.Ys) > 0 {
-		copy(out.Ys, r.Ys[:n*K*d])
+		copyOver(out.Ys, r.Ys[:n*K*d])
 	}
 	if out.T != nil && r.T != nil {
-		copy(out.T, r.T[:n])
+		copyOver(out.T, r.T[:n])
 	}
 	if records && r.Stats.Accepted != nil {
-		copy(out.Stats.Accepted, r.Stats.Accepted[:n])
+		copyOver(out.Stats.Accepted, r.Stats.Accepted[:n])
 		if out.Stats.Rejected != nil && r.Stats.Rejected != nil {
-			copy(out.Stats.Rejected, r.Stats.Rejected[:n])
+			copyOver(out.Stats.Rejected, r.Stats.Rejected[:n])
 		}
 		if out.Stats.FieldEvals != nil && r.Stats.FieldEvals != nil {
-			copy(out.Stats.FieldEvals, r.Stats.FieldEvals[:n])
+			copyOver(out.Stats.FieldEvals, r.Stats.FieldEvals[:n])
 		}
 	}
 	if out.LastH != nil && r.LastH != nil {
-		copy(out.LastH, r.LastH[:n])
+		copyOver(out.LastH, r.LastH[:n])
 	}
 	for i, y := range r.LastY {
 		if i < n {
@@ -661,9 +708,31 @@ func mergeWhole(out *Result, p *autoPart, n, d, K, np int, records, meshes bool,
 		copy(out.Switch, r.Stats.Accepted[:n])
 	}
 	if out.GradY0 != nil {
-		copy(out.GradY0, r.GradY0[:n*d])
-		copy(out.GradP, r.GradP[:n*np])
+		copyOver(out.GradY0, r.GradY0[:n*d])
+		copyOver(out.GradP, r.GradP[:n*np])
 	}
+}
+
+// ownOr returns of(own)[:size] where own is not nil and that array holds
+// size values, else nil: an array of a result that mergeAuto's output
+// takes as it is.
+func ownOr[T any](own *Result, of func(r *Result) []T, size int) []T {
+	if own == nil {
+		return nil
+	}
+	if x := of(own); len(x) >= size && x != nil {
+		return x[:size]
+	}
+	return nil
+}
+
+// copyOver copies src to dst, unless they are the same array (mergeAuto's
+// own part's).
+func copyOver[T any](dst, src []T) {
+	if len(dst) > 0 && len(src) > 0 && &dst[0] == &src[0] {
+		return
+	}
+	copy(dst, src)
 }
 
 // mergeMeshes returns the mesh of all q.n trajectories from the parts'
