@@ -239,15 +239,15 @@ func (r *run) scatterKept(down []byte, at *[numArgs]int64, l *layout, g []int, m
 }
 
 // Fill copies the kept results back (one copy from the device) and
-// scatters them into the run's Result as scatter does without KeepGrads,
-// then gives the device memory back.
-func (k *residentGrads) Fill() error {
+// scatters them into the run's Result, res, as scatter does without
+// KeepGrads, then gives the device memory back.
+func (k *residentGrads) Fill(res *ode.Result) error {
 	if k.Released() {
 		return fmt.Errorf("cuda: engine %s: the gradient's per-trajectory results' device memory was released (Gradient.Release); call Grad again to read them", k.ex.name)
 	}
 	r := k.r
-	if r == nil {
-		return fmt.Errorf("cuda: engine %s: the gradient's per-trajectory results were written over by a later call", k.ex.name)
+	if r == nil || r.res != res {
+		return fmt.Errorf("cuda: engine %s: the gradient's per-trajectory results were written over by a later call that reused their memory: %w", k.ex.name, ode.ErrReleased)
 	}
 	down := make([]byte, k.size)
 	if err := (&run{ex: k.ex}).copyMesh(down, k.mem.addr, false); err != nil {

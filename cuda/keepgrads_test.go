@@ -145,6 +145,33 @@ func TestHostEngineKeepGrads(t *testing.T) {
 		})
 	}
 
+	// Released unread (Release, or a call that reused their memory): an
+	// error wrapping ode.ErrReleased, no panic.
+	t.Run("released", func(t *testing.T) {
+		kc := lorenz
+		kc.set.KeepGrads = true
+		keep := kc.solver(t, eng)
+		g, err := keep.Grad(nil, &lorenz.prob, lorenz.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := *g
+		if _, err := keep.Grad(g, &lorenz.prob, lorenz.loss, nil); err != nil {
+			t.Fatal(err)
+		}
+		if g.Resident != old.Resident {
+			t.Error("a Gradient passed back: its device memory was not reused")
+		}
+		if err := old.HostGrads(); !errors.Is(err, ode.ErrReleased) || old.Y0 != nil {
+			t.Errorf("HostGrads of results written over: %v (Y0 nil %v), want an error wrapping ErrReleased", err, old.Y0 == nil)
+		}
+		r := g.Resident
+		g.Release()
+		if err := g.HostGrads(); !errors.Is(err, ode.ErrReleased) || g.Y0 != nil || !r.Released() {
+			t.Errorf("HostGrads after Release: %v (Y0 nil %v, released %v), want an error wrapping ErrReleased", err, g.Y0 == nil, r.Released())
+		}
+	})
+
 	// Failures: the errors of the calls without KeepGrads.
 	failing := lorenzCase(48, 1e-4)
 	failing.loss = ode.SumSquares()

@@ -3,6 +3,7 @@ package ode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -37,7 +38,7 @@ var keptJobs atomic.Int64
 func (k keepExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	res, err := k.cpu.Run(ctx, j)
 	if err == nil && j.KeepGrads {
-		keepGrads(res)
+		keepGrads(res, j.Reuse)
 	}
 	if err != nil || !j.KeepSaves {
 		return res, err
@@ -92,8 +93,10 @@ var keptGradJobs atomic.Int64
 // heldGrads in res.Grads), as a GPU engine keeps them in device memory
 // (Job.KeepGrads), where every trajectory ended well and every gradient
 // value is finite; it writes NaN, -1 and NotRun over the result's arrays,
-// which package ode must not read before Fill writes them back.
-func keepGrads(res *Result) {
+// which package ode must not read before Fill writes them back. It
+// reuses the held results of old (Job.Reuse) where they are its own, as a
+// GPU engine reuses their memory: they are then no longer old's.
+func keepGrads(res *Result, old *Result) {
 	for _, s := range res.Status {
 		if s != OK {
 			return
@@ -103,7 +106,14 @@ func keepGrads(res *Result) {
 		return
 	}
 	keptGradJobs.Add(1)
-	h := &heldGrads{res: res}
+	h := &heldGrads{}
+	if old != nil {
+		if o, ok := old.Grads.(*heldGrads); ok && !o.Released() {
+			h = o
+			h.f, h.i = h.f[:0], h.i[:0]
+		}
+	}
+	h.res = res
 	for _, a := range h.floats() {
 		h.f = append(h.f, slices.Clone(*a))
 		for i := range *a {
@@ -156,9 +166,12 @@ func (h *heldGrads) Engine() string { return keepEngine{}.Name() }
 func (h *heldGrads) Owner() any     { return keepEngine{} }
 func (h *heldGrads) Released() bool { return h.released.Load() }
 func (h *heldGrads) Release()       { h.released.Store(true) }
-func (h *heldGrads) Fill() error {
+func (h *heldGrads) Fill(res *Result) error {
 	if h.Released() {
 		return errors.New("test-keepsaves: released")
+	}
+	if res != h.res {
+		return fmt.Errorf("test-keepsaves: another result's: %w", ErrReleased)
 	}
 	h.fills.Add(1)
 	for k, a := range h.floats() {

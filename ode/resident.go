@@ -262,11 +262,13 @@ type ResidentGrads interface {
 	// It is compared with ==.
 	Owner() any
 
-	// Fill writes the results into the arrays of the Result the engine
-	// returned with it, as the engine would have written them without
-	// Job.KeepGrads, and releases the engine's memory. It fails, without
-	// a panic, if the results were released or cannot be read.
-	Fill() error
+	// Fill writes the results into the arrays of res, the Result the
+	// engine returned with it, as the engine would have written them
+	// without Job.KeepGrads, and releases the engine's memory. It fails,
+	// without a panic, if the results were released or cannot be read,
+	// or if they are no longer res's (a later call that reused the
+	// memory, Job.Reuse.Grads, wrote its own over them).
+	Fill(res *Result) error
 
 	// Release frees the engine's memory. Later calls do nothing; Fill
 	// then fails.
@@ -278,7 +280,8 @@ type ResidentGrads interface {
 
 // ErrReleased is wrapped by the error of Gradient.HostGrads where the
 // results it would copy were released (Gradient.Release, or a Grad that
-// wrote over them) before they were read.
+// wrote over them) before they were read. An engine's ResidentGrads.Fill
+// wraps it where the results are no longer the Result's.
 var ErrReleased = errors.New("resident results released")
 
 // keptGrads is what Gradient.HostGrads needs to fill a Gradient whose
@@ -314,9 +317,9 @@ func (g *Gradient) HostGrads() error {
 	if r.Released() {
 		return fmt.Errorf("ode: gradient: its per-trajectory results were on engine %s and have been released (Gradient.Release, or a Grad that reused the Gradient): %w; call Grad again, and HostGrads before Release or the next Grad to read them", r.Engine(), ErrReleased)
 	}
-	if err := r.Fill(); err != nil {
-		if r.Released() {
-			return fmt.Errorf("ode: gradient: copying its per-trajectory results from engine %s: %w: %w", r.Engine(), ErrReleased, err)
+	if err := r.Fill(k.res); err != nil {
+		if r.Released() || errors.Is(err, ErrReleased) {
+			return fmt.Errorf("ode: gradient: copying its per-trajectory results from engine %s: %w; call Grad again, and HostGrads before Release or the next Grad to read them", r.Engine(), err)
 		}
 		return fmt.Errorf("ode: gradient: copying its per-trajectory results from engine %s: %w", r.Engine(), err)
 	}
