@@ -238,9 +238,10 @@ func (r *run) scatterKept(down []byte, at *[numArgs]int64, l *layout, g []int, m
 	return true
 }
 
-// Fill copies the kept results back (one copy from the device) and
-// scatters them into the run's Result, res, as scatter does without
-// KeepGrads, then gives the device memory back.
+// Fill copies the kept results back (one copy from the device into a
+// staging buffer) and scatters them into the run's Result, res, as
+// scatter does without KeepGrads. The device memory stays the handle's
+// for a later call's results (keepGrads) until Release.
 func (k *residentGrads) Fill(res *ode.Result) error {
 	if k.Released() {
 		return fmt.Errorf("cuda: engine %s: the gradient's per-trajectory results' device memory was released (Gradient.Release); call Grad again to read them", k.ex.name)
@@ -249,8 +250,9 @@ func (k *residentGrads) Fill(res *ode.Result) error {
 	if r == nil || r.res != res {
 		return fmt.Errorf("cuda: engine %s: the gradient's per-trajectory results were written over by a later call that reused their memory: %w", k.ex.name, ode.ErrReleased)
 	}
-	down := make([]byte, k.size)
-	if err := (&run{ex: k.ex}).copyMesh(down, k.mem.addr, false); err != nil {
+	down := k.ex.takeStaging(k.size)
+	defer k.ex.giveStaging(down)
+	if err := r.read(down, k.mem.addr); err != nil {
 		return err
 	}
 	r.tr.add(func(t *TraceStats) { t.Download += k.size })
@@ -268,7 +270,6 @@ func (k *residentGrads) Fill(res *ode.Result) error {
 	if len(over) > 0 || r.ill || r.gradNonFinite {
 		return fmt.Errorf("cuda: engine %s: internal error: kept results of a launch that did not end well", k.ex.name)
 	}
-	k.r = nil
-	k.Release()
+	k.r = nil // the memory stays for the next call's results (keepGrads)
 	return nil
 }

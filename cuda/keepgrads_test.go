@@ -140,8 +140,8 @@ func TestHostEngineKeepGrads(t *testing.T) {
 				if err := got.HostGrads(); err != nil {
 					t.Fatal(err)
 				}
-				if got.Resident != nil || !r.Released() {
-					t.Errorf("HostGrads: Resident %v, released %v", got.Resident != nil, r.Released())
+				if got.Resident != nil || r.Released() {
+					t.Errorf("HostGrads: Resident %v, released %v: want the device memory kept for the next call", got.Resident != nil, r.Released())
 				}
 				sameGrads(t, "HostGrads", got, want)
 				if all := trw.Stats().Download; tr.Stats().Download < all {
@@ -171,7 +171,16 @@ func TestHostEngineKeepGrads(t *testing.T) {
 		if err := old.HostGrads(); !errors.Is(err, ode.ErrReleased) || old.Y0 != nil {
 			t.Errorf("HostGrads of results written over: %v (Y0 nil %v), want an error wrapping ErrReleased", err, old.Y0 == nil)
 		}
-		r := g.Resident
+		if err := g.HostGrads(); err != nil {
+			t.Fatal(err)
+		}
+		r := old.Resident
+		if _, err := keep.Grad(g, &lorenz.prob, lorenz.loss, nil); err != nil {
+			t.Fatal(err)
+		}
+		if g.Resident != r {
+			t.Error("a Gradient passed back after HostGrads: its device memory was not reused")
+		}
 		g.Release()
 		if err := g.HostGrads(); !errors.Is(err, ode.ErrReleased) || g.Y0 != nil || !r.Released() {
 			t.Errorf("HostGrads after Release: %v (Y0 nil %v, released %v), want an error wrapping ErrReleased", err, g.Y0 == nil, r.Released())

@@ -65,8 +65,11 @@ type Gradient struct {
 	// left them out, for the next call's reuse (see reusable).
 	spare omitted
 
-	// kept is what HostGrads needs, while Resident holds the results.
-	kept *keptGrads
+	// kept is what HostGrads needs, while Resident holds the results;
+	// spareGrads the engine memory of results HostGrads read, for the
+	// next call's (Job.Reuse.Grads).
+	kept       *keptGrads
+	spareGrads ResidentGrads
 }
 
 // Omit is a set of the results of a Grad that the caller does not want
@@ -405,7 +408,8 @@ func (g *Gradient) reusable(mesh bool) *Result {
 		g.kept, g.Resident = nil, nil
 		return k.res.reusable(mesh, k.given == nil)
 	}
-	r := &Result{GradY0: g.Y0, GradP: g.P}
+	r := &Result{GradY0: g.Y0, GradP: g.P, Grads: g.spareGrads}
+	g.spareGrads = nil
 	// The storage of the arrays the last call dropped (Omit) first; the
 	// Solution's own where it has them.
 	sp := g.spare

@@ -61,7 +61,8 @@ func sameGradient(t *testing.T, what string, want, got *ode.Gradient) {
 // and the shared gradient of the CPU engine bit for bit, with Resident
 // set and Y0, P, Solution and Mesh nil; HostGrads then fills them bit for
 // bit as the CPU engine's Grad, also after the caller changed the
-// Problem's save times; a second HostGrads does nothing. A loop that
+// Problem's save times, and keeps the engine's memory for the next call
+// (which reuses it; Release frees it); a second HostGrads does nothing. A loop that
 // passes its Gradient back without reading it gets the CPU engine's
 // results in its last call, in the storage of the first. Random
 // ensembles (seeded).
@@ -131,6 +132,7 @@ func TestKeepGrads(t *testing.T) {
 			}
 			dst := &ode.Gradient{Omit: c.omit}
 			var first []float64
+			var kept ode.ResidentGrads
 			for it := range 3 {
 				q := c.prob()
 				got, err := keep.Grad(dst, &q, c.loss, m)
@@ -165,19 +167,24 @@ func TestKeepGrads(t *testing.T) {
 				if err := got.HostGrads(); err != nil {
 					t.Fatal(err)
 				}
-				if got.Resident != nil || !r.Released() {
-					t.Errorf("after HostGrads: Resident %v, released %v", got.Resident, r.Released())
+				if got.Resident != nil || r.Released() {
+					t.Errorf("after HostGrads: Resident %v, released %v: want the engine's memory kept for the next call", got.Resident, r.Released())
 				}
+				kept = r
 				sameGradient(t, "HostGrads", want, got)
 				first = got.Y0
 				if err := got.HostGrads(); err != nil || &got.Y0[0] != &first[0] {
 					t.Errorf("a second HostGrads: %v", err)
 				}
 			}
-			// The next call reuses the storage HostGrads filled.
+			// The next call reuses the storage HostGrads filled, and the
+			// engine's memory.
 			q := c.prob()
 			if _, err := keep.Grad(dst, &q, c.loss, m); err != nil {
 				t.Fatal(err)
+			}
+			if dst.Resident != kept {
+				t.Error("the next call did not reuse the engine's memory that HostGrads kept")
 			}
 			if err := dst.HostGrads(); err != nil {
 				t.Fatal(err)
@@ -185,6 +192,10 @@ func TestKeepGrads(t *testing.T) {
 			sameGradient(t, "a reused Gradient", want, dst)
 			if &dst.Y0[0] != &first[0] {
 				t.Error("a Gradient passed back: Y0 not filled in its storage")
+			}
+			dst.Release()
+			if !kept.Released() {
+				t.Error("Release after HostGrads: the engine's memory was not freed")
 			}
 		})
 	}

@@ -182,8 +182,7 @@ func (h *heldGrads) Fill(res *Result) error {
 	}
 	copy(h.res.Status, h.status)
 	copy(h.res.Stiff, h.stiff)
-	h.Release()
-	return nil
+	return nil // held for the next call's results, until Release
 }
 
 // KeptGradJobs returns the Grads whose per-trajectory results the test

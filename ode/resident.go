@@ -264,7 +264,9 @@ type ResidentGrads interface {
 
 	// Fill writes the results into the arrays of res, the Result the
 	// engine returned with it, as the engine would have written them
-	// without Job.KeepGrads, and releases the engine's memory. It fails,
+	// without Job.KeepGrads. The engine's memory stays the handle's until
+	// Release: a later call given it back (Job.Reuse.Grads) may keep its
+	// results there, as it does an unread handle's. It fails,
 	// without a panic, if the results were released or cannot be read,
 	// or if they are no longer res's (a later call that reused the
 	// memory, Job.Reuse.Grads, wrote its own over them).
@@ -301,8 +303,9 @@ type keptGrads struct {
 // the bytes a call without KeepGrads copies, then the same scatter into
 // the row-major arrays) and fills Y0, P, Solution and Mesh, bit for bit
 // as a Grad without KeepGrads fills them, in the storage of the arrays
-// of the dst the call reused; it releases the engine's copy and sets
-// Resident to nil. A Gradient whose results are on the host is left as
+// of the dst the call reused; it sets Resident to nil and keeps the
+// engine's memory for the results of the next Grad given the Gradient
+// (Release frees it now). A Gradient whose results are on the host is left as
 // it is, so calling it again does nothing. It returns an error wrapping
 // ErrReleased, naming the fix, if the results were released (Release, or
 // the Gradient was passed to another Grad first, which writes over
@@ -323,8 +326,7 @@ func (g *Gradient) HostGrads() error {
 		}
 		return fmt.Errorf("ode: gradient: copying its per-trajectory results from engine %s: %w", r.Engine(), err)
 	}
-	r.Release()
-	g.kept, g.Resident = nil, nil
+	g.kept, g.Resident, g.spareGrads = nil, nil, r
 	k.res.Grads = nil
 	if err := k.used.gradArrays(g, k.q, k.res, k.given, k.reuse); err != nil {
 		return err
@@ -334,12 +336,20 @@ func (g *Gradient) HostGrads() error {
 
 // Release frees the engine memory that holds the gradient's
 // per-trajectory results (Resident, Settings.KeepGrads), if any, without
-// copying them, and the steps of the mesh the call recorded with them:
-// their memory goes back at once, where it would otherwise go back when
-// the Gradient is no longer reachable. HostGrads then fails. A Gradient
-// whose results are on the host is left as it is.
+// copying them, and the steps of the mesh the call recorded with them,
+// or the memory HostGrads kept for the next call's: it goes back at
+// once, where it would otherwise go back when the Gradient is no longer
+// reachable. HostGrads then fails. A Gradient whose results are on the
+// host is otherwise left as it is.
 func (g *Gradient) Release() {
-	if g == nil || g.kept == nil {
+	if g == nil {
+		return
+	}
+	if g.spareGrads != nil {
+		g.spareGrads.Release()
+		g.spareGrads = nil
+	}
+	if g.kept == nil {
 		return
 	}
 	g.Resident.Release()
