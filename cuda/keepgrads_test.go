@@ -54,18 +54,32 @@ func sameGrads(t *testing.T, what string, got, want *ode.Gradient) {
 // call without KeepGrads, and the next call keeps again.
 func TestHostEngineKeepGrads(t *testing.T) {
 	needHost(t)
-	const eng = "cuda-host"
-	lorenz := lorenzCase(70, 1e-6)
+	testKeepGrads(t, "cuda-host", 1)
+}
+
+// TestGPUKeepGrads is TestHostEngineKeepGrads on the device ("cuda"),
+// with ensembles 100 times as large (thousands of trajectories, none a
+// multiple of a warp): the gradients' check kernel's warp shuffles and
+// atomics run there only. It skips without a GPU.
+func TestGPUKeepGrads(t *testing.T) {
+	needGPUEngine(t)
+	testKeepGrads(t, "cuda", 100)
+}
+
+// testKeepGrads runs TestHostEngineKeepGrads on engine eng with
+// ensembles scale times as large.
+func testKeepGrads(t *testing.T, eng string, scale int) {
+	lorenz := lorenzCase(70*scale+3, 1e-6)
 	lorenz.loss = ode.SumSquares()
 	lorenzMesh := lorenz
 	lorenzMesh.name = "lorenz-mesh"
-	ball, pk := ballCase(24, ode.Tsit5), pkCase(24, ode.Tsit5)
+	ball, pk := ballCase(24*scale+5, ode.Tsit5), pkCase(24*scale+7, ode.Tsit5)
 	ball.set.RelTol, ball.set.AbsTol = 1e-6, 1e-8
 	ballMesh := ball
 	ballMesh.name = "ball-mesh"
-	saves := saveTimesCase(t, lorenzCase(40, 1e-6), 12)
+	saves := saveTimesCase(t, lorenzCase(40*scale+1, 1e-6), 12)
 	saves.name, saves.loss = "lorenz-saves", ode.SumSquares()
-	shared := lorenzSharedCase(40)
+	shared := lorenzSharedCase(40 * scale)
 	omit := ode.OmitStates | ode.OmitStats
 	cases := []struct {
 		c    engineCase
@@ -188,10 +202,10 @@ func TestHostEngineKeepGrads(t *testing.T) {
 	})
 
 	// Failures: the errors of the calls without KeepGrads.
-	failing := lorenzCase(48, 1e-4)
+	failing := lorenzCase(48*scale, 1e-4)
 	failing.loss = ode.SumSquares()
 	failing.set.MaxSteps = medianSteps(t, failing, eng)
-	bounces := ballCase(24, ode.Tsit5)
+	bounces := ballCase(24*scale, ode.Tsit5)
 	bounces.set.MaxEvents = 1 // the balls bounce twice or more
 	// √y(T) of a trajectory that stays at 0: its dL/dy0 is +Inf.
 	decay := ode.Field{Name: "decay", Dim: 1, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
