@@ -70,6 +70,18 @@ type EventsRow struct {
 	// GradOmit its kernels' time.
 	GradOmit     float64 `json:"grad_omit_ms"`
 	GradOmitCall float64 `json:"grad_omit_call_ms"`
+	// GradKeepCall is that call on a solver with ode.Settings.KeepGrads:
+	// the per-trajectory gradients, statuses, counts and times stay on
+	// the device (Gradient.Resident, unread), the loss, the shared
+	// gradient and whether all ended well come back (issue 25's
+	// comparison with a jitted Diffrax gradient, whose arrays stay on the
+	// device); GradKeep its kernels' time, GradKeepCopy, GradKeepStage
+	// and GradKeepScatter its split as GradOmitCopy's.
+	GradKeep        float64 `json:"grad_keep_ms"`
+	GradKeepCall    float64 `json:"grad_keep_call_ms"`
+	GradKeepCopy    float64 `json:"grad_keep_copy_ms"`
+	GradKeepStage   float64 `json:"grad_keep_stage_ms"`
+	GradKeepScatter float64 `json:"grad_keep_scatter_ms"`
 	// GradCopy, GradStage and GradScatter split the whole gradient call
 	// with the record (GradRecordCall, everything returned) and
 	// GradOmitCopy, GradOmitStage and GradOmitScatter the one with
@@ -175,8 +187,8 @@ func RunEvents(w io.Writer, cfg GPUConfig) ([]EventsRow, error) {
 	if !cfg.JSON {
 		fmt.Fprintf(w, "Events (ball: bounces to T = 1.6, loss Σx(T); pk: terminal threshold, loss Σt*), Tsit5, atol = rtol·1e-2, engine %s, median of %d (ms): kernel = device time, call = whole ode.Solver call\n",
 			cfg.engine(), repsOrDefault(cfg.Reps))
-		fmt.Fprintf(w, "%-5s %8s %6s %7s %6s | %9s %9s | %9s %9s %9s | %9s %9s %s\n",
-			"prob", "n", "rtol", "steps", "events", "fwd", "grad+rec", "call-fwd", "call-g+r", "call-omit", "value-err", "grad-err", "layout")
+		fmt.Fprintf(w, "%-5s %8s %6s %7s %6s | %9s %9s | %9s %9s %9s %9s | %9s %9s %s\n",
+			"prob", "n", "rtol", "steps", "events", "fwd", "grad+rec", "call-fwd", "call-g+r", "call-omit", "call-keep", "value-err", "grad-err", "layout")
 	}
 	var rows []EventsRow
 	for _, n := range ns {
@@ -193,9 +205,9 @@ func RunEvents(w io.Writer, cfg GPUConfig) ([]EventsRow, error) {
 				if cfg.JSON {
 					err = writeJSON(w, row)
 				} else {
-					_, err = fmt.Fprintf(w, "%-5s %8d %6.0e %7.1f %6.2f | %9.3f %9.3f | %9.3f %9.3f %9.3f | %9.2e %9.2e %s\n",
+					_, err = fmt.Fprintf(w, "%-5s %8d %6.0e %7.1f %6.2f | %9.3f %9.3f | %9.3f %9.3f %9.3f %9.3f | %9.2e %9.2e %s\n",
 						row.Problem, row.N, row.RelTol, row.Steps, row.Events, row.Forward, row.GradRecord,
-						row.ForwardCall, row.GradRecordCall, row.GradOmitCall, row.ValueErr, row.GradErr, row.Layout)
+						row.ForwardCall, row.GradRecordCall, row.GradOmitCall, row.GradKeepCall, row.ValueErr, row.GradErr, row.Layout)
 				}
 				if err != nil {
 					return rows, err
@@ -215,12 +227,19 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 	if err != nil {
 		return nil, err
 	}
+	kset := set
+	kset.KeepGrads = true
+	kept, err := ode.NewSolver(ep.prob.Field, &kset)
+	if err != nil {
+		return nil, err
+	}
 	prob := &ep.prob
 	var compile time.Duration
 	var last cuda.TraceStats
-	var grs, gros []cuda.TraceStats // every call's trace (the untimed first's too)
+	var grs, gros, gks []cuda.TraceStats // every call's trace (the untimed first's too)
 	var g ode.Gradient
 	gomit := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
+	gkeep := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
 	times, err := timeGPU(cfg.Reps,
 		traced(&compile, &last, func(ctx context.Context) error { _, err := sv.SolveContext(ctx, prob); return err }),
 		tracedEach(&compile, func(s cuda.TraceStats) { grs = append(grs, s) }, func(ctx context.Context) error {
@@ -229,6 +248,10 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 		}),
 		tracedEach(&compile, func(s cuda.TraceStats) { gros = append(gros, s) }, func(ctx context.Context) error {
 			_, err := sv.GradContext(ctx, &gomit, prob, ep.loss, nil)
+			return err
+		}),
+		tracedEach(&compile, func(s cuda.TraceStats) { gks = append(gks, s) }, func(ctx context.Context) error {
+			_, err := kept.GradContext(ctx, &gkeep, prob, ep.loss, nil) // unread: written over by the next
 			return err
 		}),
 	)
@@ -259,11 +282,13 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 		Steps: meanInts(g.Mesh.Stats.Accepted), Rejected: meanInts(g.Mesh.Stats.Rejected), Events: meanInts(g.Solution.Events),
 		Forward: times[0].kernel, GradRecord: times[1].kernel, ForwardCall: times[0].call, GradRecordCall: times[1].call,
 		GradOmit: times[2].kernel, GradOmitCall: times[2].call,
+		GradKeep: times[3].kernel, GradKeepCall: times[3].call,
 		ValueErr: median(verr), GradErr: median(gerr), Samples: subsample(n, eventsSamples),
 		Loss: g.Loss, Compile: ms(compile), Layout: gr.Layout,
 	}
 	row.GradCopy, row.GradStage, row.GradScatter = hostSplit(grs)
 	row.GradOmitCopy, row.GradOmitStage, row.GradOmitScatter = hostSplit(gros)
+	row.GradKeepCopy, row.GradKeepStage, row.GradKeepScatter = hostSplit(gks)
 	for _, i := range row.Samples {
 		row.Values = append(row.Values, ep.value(&g, i))
 		row.Grads = append(row.Grads, g.P[i])
@@ -273,6 +298,12 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 	}
 	if d := maxDiffOfLargest(gomit.P, g.P); d != 0 || gomit.Loss != g.Loss {
 		return nil, fmt.Errorf("the gradient with Gradient.Omit differs from the full one: loss %v against %v, gradients by %.3g of the largest", gomit.Loss, g.Loss, d)
+	}
+	if err := gkeep.HostGrads(); err != nil {
+		return nil, err
+	}
+	if d := maxDiffOfLargest(gkeep.P, g.P); d != 0 || gkeep.Loss != g.Loss {
+		return nil, fmt.Errorf("the gradient with KeepGrads differs from the full one: loss %v against %v, gradients by %.3g of the largest", gkeep.Loss, g.Loss, d)
 	}
 	return row, nil
 }

@@ -407,6 +407,31 @@
 // with events (pastTerminal reads them), and with Method Auto (package
 // ode merges its segments on the host).
 //
+// With ode.Settings.KeepGrads a gradient's per-trajectory results stay on
+// the device until read (issue 25: a jitted Diffrax gradient returns its
+// arrays on the device). The same engines, in a launch of all the call's
+// trajectories whose recorded mesh stays on the device, copy the launch's
+// download region (dL/dy0, dL/dp, statuses, counts, flags, times, event
+// counts, and the states unless Gradient.Omit leaves them out) into
+// device memory of their own (residentGrads, the Gradient's Resident),
+// and a check kernel (grads.cuh, gs_g_check: a warp's verdicts combined
+// by shuffles, one atomic each) reduces them to two words: whether a
+// trajectory is ill (a status other than OK; a stiffness, overflow or
+// tangential-crossing flag) or a gradient value not finite, and the most
+// accepted steps (the mesh's rows). The call copies back the loss terms
+// (summed in order on the host, so the loss is the one without KeepGrads
+// bit for bit), the shared gradient's sums and the two words: 8 bytes a
+// trajectory, where a call with OmitStates|OmitStats copies 56 (ball and
+// pk, d = 2, one parameter) and scatters them into eight arrays, most of
+// its host time. Where the words report a failure the call copies
+// everything back at once and scatters it as without KeepGrads, so the
+// error is the same. Gradient.HostGrads (ResidentGrads.Fill) copies the
+// kept bytes back and runs the same scatter over them. A Grad given its
+// earlier Gradient back writes into the same device memory. Results come
+// back at once as without KeepGrads on cuda-f32 and cuda-multi, in a call
+// split into launches, where the recorded mesh comes to the host, for a
+// loss with events and save times, and with Method Auto.
+//
 // # Environment
 //
 // Three variables configure the registered engines, read once:

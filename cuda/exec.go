@@ -805,6 +805,14 @@ type run struct {
 	keepYs bool
 	sout   *residentSaves
 
+	// keepG: the run may keep its per-trajectory results on the device
+	// (keepsGrads); gout then holds them, from the pass that launches all
+	// trajectories at once on, and kept records that its launch kept them
+	// (all well: grads.go). filling marks the scatter of Fill, which
+	// writes the kept results, without the loss terms and shared sums.
+	keepG, kept, filling bool
+	gout                 *residentGrads
+
 	// q is the queue of the batch a launch's copies and kernel run in
 	// (nil outside one: then they go to the backend one by one).
 	q queue
@@ -878,6 +886,7 @@ func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *T
 		res.Events = overwrite(old.Events, n)
 	}
 	r.keepYs = ex.keepsSaves(j, v)
+	r.keepG = ex.keepsGrads(j, v)
 	if r.omit&ode.OmitStates == 0 {
 		res.Y = overwrite(old.Y, n*d)
 		if r.k > 0 && !r.keepYs {
@@ -1290,6 +1299,12 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 		}
 	}
 	full := r.layout(c, rows)
+	if r.keepG && idx == nil && c == m {
+		// So are its per-trajectory results where the job asks
+		// (keepGrads): the bytes a launch copies back.
+		_, _, size := full.spans(r.downloaded)
+		r.keepGrads(size)
+	}
 	ar, err := r.ex.takeArena(&full)
 	if err != nil {
 		return nil, err
@@ -1385,7 +1400,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// (stagesByChunk).
 	nb := (n + r.rb - 1) / r.rb
 	chunk := r.pipeChunk(n) // result blocks a chunk; 0: one copy of all
-	nc := 1                 // kernels, one clock each
+	// Results kept on the device (grads.go): what comes back is small,
+	// one copy.
+	kept := r.keptGrads(&l)
+	if kept {
+		chunk = 0
+	}
+	nc := 1 // kernels, one clock each
 	if chunk > 0 && r.chunkLaunches() {
 		nc = (nb + chunk - 1) / chunk
 	}
@@ -1409,6 +1430,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// of one chunk), in groups of saveCols columns, each transposed while
 	// the next is copied (saveGroups).
 	saveCols := r.saveGroups(n, &l, chunk)
+	if kept {
+		saveCols = 0
+	}
 	keep := r.downloaded
 	if saveCols > 0 {
 		keep = func(a int) bool { return a != argYs && r.downloaded(a) }
@@ -1417,6 +1441,17 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// leaves on the device (downloaded), in one range or a few, then the
 	// saved states where they come back apart.
 	out, at, outBytes := l.spans(keep)
+	// Kept results: the download region goes to the kept results on the
+	// device (fullOut, at fullAt of fullBytes); the loss terms and the
+	// shared sums come back.
+	var fullOut []span
+	var fullAt [numArgs]int64
+	var fullBytes int64
+	var words [8]byte // the check's (gradsWell)
+	if kept {
+		fullOut, fullAt, fullBytes = out, at, outBytes
+		out, at, outBytes = l.spans(func(a int) bool { return (a == argGS || a == argLoss) && r.downloaded(a) })
+	}
 	savesAt := outBytes
 	if saveCols > 0 {
 		at[argYs] = savesAt
@@ -1532,6 +1567,14 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		if chunk > 0 {
 			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
 		}
+		if kept {
+			if err := r.checkGrads(q, ar, n, &l, fullOut, fullBytes); err != nil {
+				return err
+			}
+			if err := r.read(words[:], r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
+				return err
+			}
+		}
 		at := int64(0)
 		for _, s := range out {
 			if err := r.read(down[at:at+s.hi-s.lo], ar.addr+uint64(s.lo)); err != nil {
@@ -1581,6 +1624,22 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		done()
 		defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
 		defer r.hostTimes(staged0, time.Now())
+		if kept {
+			if well, most := gradsWell(words[:]); well && r.scatterKept(down, &at, &l, g, most) {
+				k := r.gout
+				k.size, k.l, k.at, k.g, k.rows = fullBytes, l, fullAt, g, rows
+				r.kept = true
+				return nil, nil
+			}
+			// A trajectory ill or a value not finite: the results come
+			// back now, as without KeepGrads (the errors read them).
+			r.dropGrads()
+			all, err := r.readSpans(ar, fullOut, fullBytes)
+			if err != nil {
+				return nil, err
+			}
+			down, at = all, fullAt
+		}
 		return r.scatter(down, &at, ar, g, rows, &l, false, func(blocks func(lo, hi int), _ func(c0, c1 int)) error {
 			blocks(0, nb)
 			return nil
@@ -2563,11 +2622,11 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// The loss terms of a launch that continues the run's trajectories in
 	// order are added up as their blocks are done (orderedSum).
 	var sum *orderedSum
-	if (v.Loss || v.Grad) && r.summed >= 0 && n > 0 && g[0] == r.summed && g[n-1] == g[0]+n-1 {
+	if (v.Loss || v.Grad) && !r.filling && r.summed >= 0 && n > 0 && g[0] == r.summed && g[n-1] == g[0]+n-1 {
 		sum = &orderedSum{sum: r.sum, done: make([]bool, nb), terms: func(b int) []float64 {
 			return r.terms[g[0]+b*r.rb : g[0]+min(n, (b+1)*r.rb)]
 		}}
-	} else {
+	} else if !r.filling {
 		r.summed = -1
 	}
 	// A launch of consecutive trajectories g[0], g[0]+1, … (every first
@@ -2664,7 +2723,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		// additions, one core's, starts as soon as the first block's
 		// terms are written and runs beside the rest of the loop (on
 		// many cores, added after whole blocks it outlasted the loop).
-		if v.Loss || v.Grad {
+		if (v.Loss || v.Grad) && !r.filling {
 			blocks[b].badTerm = !cols(r.terms, 1, loss)
 			if fail {
 				for q := q0; q < q1; q++ {
@@ -2726,30 +2785,8 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	}); err != nil {
 		return nil, err
 	}
-	if v.Grad {
-		// The steps' contributions, then the loss's own, to be scaled.
-		gs := rv(down, outLo, argGS)
-		if v.TileSums {
-			// Launches start on tile boundaries (chunks are multiples of
-			// 32, reruns whole tiles): launch tile q is the tile of
-			// trajectory g[q*TileSize], computed whole in this launch.
-			w := 2 * r.ns
-			for q := 0; q*scan.TileSize < n; q++ {
-				k := g[q*scan.TileSize] / scan.TileSize
-				if gs.f64 != nil {
-					copy(r.tiles[k*w:(k+1)*w], gs.f64[q*w:(q+1)*w])
-					continue
-				}
-				for c := 0; c < w; c++ {
-					r.tiles[k*w+c] = gs.get(q*w + c)
-				}
-			}
-		} else {
-			for c := range r.gs {
-				r.gs[c] += gs.get(c)
-				r.gsLoss[c] += gs.get(r.ns + c)
-			}
-		}
+	if v.Grad && !r.filling {
+		r.addShared(down, at, l, g)
 	}
 	if v.Grad && v.Events {
 		for _, bo := range blocks {
@@ -2822,6 +2859,57 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 	}
 	return over, nil
+}
+
+// addShared adds the shared gradient's sums of a launch over the
+// trajectories g (in down, array argGS at at[argGS] of layout l) to the
+// run's: the steps' contributions, then the loss's own, to be scaled.
+func (r *run) addShared(down []byte, at *[numArgs]int64, l *layout, g []int) {
+	n := len(g)
+	gs := r.reals(down, at[argGS], l.bytes[argGS])
+	if r.v.TileSums {
+		// Launches start on tile boundaries (chunks are multiples of
+		// 32, reruns whole tiles): launch tile q is the tile of
+		// trajectory g[q*TileSize], computed whole in this launch.
+		w := 2 * r.ns
+		for q := 0; q*scan.TileSize < n; q++ {
+			k := g[q*scan.TileSize] / scan.TileSize
+			if gs.f64 != nil {
+				copy(r.tiles[k*w:(k+1)*w], gs.f64[q*w:(q+1)*w])
+				continue
+			}
+			for c := 0; c < w; c++ {
+				r.tiles[k*w+c] = gs.get(q*w + c)
+			}
+		}
+		return
+	}
+	for c := range r.gs {
+		r.gs[c] += gs.get(c)
+		r.gsLoss[c] += gs.get(r.ns + c)
+	}
+}
+
+// readSpans copies the spans sp of the arena ar (total bytes in all)
+// back from the device, in order, into a new buffer.
+func (r *run) readSpans(ar *arena, sp []span, total int64) ([]byte, error) {
+	buf := make([]byte, total)
+	if err := r.ex.be.batch(func(q queue) error {
+		r.q = q
+		defer func() { r.q = nil }()
+		o := int64(0)
+		for _, s := range sp {
+			if err := r.read(buf[o:o+s.hi-s.lo], ar.addr+uint64(s.lo)); err != nil {
+				return err
+			}
+			o += s.hi - s.lo
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	r.tr.add(func(t *TraceStats) { t.Download += total })
+	return buf, nil
 }
 
 // scatterStatus is scatter's loop over the statuses and counts of the
@@ -3070,23 +3158,8 @@ func (r *run) readTimes(ar *arena, l *layout) (tt, lasth reals, err error) {
 // array a's bytes are at at[a] in buf.
 func (r *run) readArgs(ar *arena, l *layout, args ...int) (buf []byte, at [numArgs]int64, err error) {
 	sp, at, total := l.spans(func(a int) bool { return slices.Contains(args, a) })
-	buf = make([]byte, total)
-	if err := r.ex.be.batch(func(q queue) error {
-		r.q = q
-		defer func() { r.q = nil }()
-		o := int64(0)
-		for _, s := range sp {
-			if err := r.read(buf[o:o+s.hi-s.lo], ar.addr+uint64(s.lo)); err != nil {
-				return err
-			}
-			o += s.hi - s.lo
-		}
-		return nil
-	}); err != nil {
-		return nil, at, err
-	}
-	r.tr.add(func(t *TraceStats) { t.Download += total })
-	return buf, at, nil
+	buf, err = r.readSpans(ar, sp, total)
+	return buf, at, err
 }
 
 // readRejected reads back the rejected-step counts of a launch over the
@@ -3612,6 +3685,13 @@ func (r *run) finish(wall time.Duration) (*ode.Result, error) {
 	}
 	if r.sout != nil {
 		res.Saves = r.sout // Ys stays nil: the saves are on the device
+	}
+	switch {
+	case r.kept:
+		// The per-trajectory arrays stay unwritten until Fill (grads.go).
+		res.Grads, r.gout.r = r.gout, r
+	case r.gout != nil:
+		r.dropGrads()
 	}
 	return res, nil
 }

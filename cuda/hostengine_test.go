@@ -230,6 +230,8 @@ func hostKernelArgs(name string) (words, ptr int, defs string) {
 		words, ptr, typ = numSavesWords, swStatus, "gs_sargs"
 	case meshColsKernelName:
 		words, ptr, typ = numMeshColsWords, mwCols, "gs_margs"
+	case gradsKernelName:
+		words, ptr, typ = numGradsWords, gwStatus, "gs_gargs"
 	default:
 		words, ptr, typ = numTrainWords, trainFirstPtr, "gs_targs"
 	}
@@ -287,7 +289,7 @@ func (b *hostBackend) compile(src, name string, opts []string) (backendKernel, e
 		if b.optimize {
 			flags[1] = "-O2"
 		}
-		if b.sim && name != savesKernelName && name != meshColsKernelName { // (those kernels have no warp code: a loop)
+		if b.sim && name != savesKernelName && name != meshColsKernelName && name != gradsKernelName { // (those kernels have no warp code: a loop)
 			if name != kernelgen.KernelName {
 				k.err = fmt.Errorf("host backend: kernel %s on a simulated warp", name)
 				return

@@ -368,8 +368,9 @@ func subJob(j *ode.Job, lo, hi int, progress func(done, total int)) *ode.Job {
 		s.Mesh = subMesh(j.Mesh, lo, hi)
 	}
 	s.Progress = progress
-	s.Reuse = nil      // the shards' results are gathered into new arrays
-	s.EndTimes = false // the gathered result is checked by package ode
+	s.Reuse = nil       // the shards' results are gathered into new arrays
+	s.EndTimes = false  // the gathered result is checked by package ode
+	s.KeepGrads = false // the shards' results are gathered on the host
 	return &s
 }
 

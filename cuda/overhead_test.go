@@ -691,6 +691,13 @@ func (q countsQueue) enqueue(_ backendKernel, _, _, _ int, args []uint64) error 
 	if len(args) == numSavesWords {
 		return nil
 	}
+	if len(args) == numGradsWords {
+		// The gradients' check: all well, the kernels' counts.
+		m, _, off := q.b.at(args[gwOut])
+		binary.LittleEndian.PutUint32(m[off:], 0)
+		binary.LittleEndian.PutUint32(m[off+4:], nullSteps)
+		return nil
+	}
 	lo, hi := uint64(args[argFirst]), uint64(args[argEnd])
 	// The statuses and flags (OK, none set): the memsets that zero the
 	// other results are skipped.
@@ -718,7 +725,11 @@ func init() { ode.Register(countsF64) }
 // trajectories (ball and pk of events_test.go, Tsit5 at rtol 1e-6, atol
 // 1e-8): with its record, the Gradient passed back ("record"); the same
 // asking for the loss and the gradients alone ("record-omit":
-// Gradient.Omit = OmitStates|OmitStats); on the mesh of an earlier call
+// Gradient.Omit = OmitStates|OmitStats); the same on a solver with
+// ode.Settings.KeepGrads, the per-trajectory results left on the device
+// unread ("record-keep": the loss, the shared gradient and the check
+// come back) and read after each call ("record-keep-read":
+// Gradient.HostGrads); on the mesh of an earlier call
 // ("mesh", resident where the engine keeps meshes); and a record followed
 // by a gradient on its new mesh ("record+mesh", two calls an op, as a
 // study that records, then replays with other losses). down-B/op and
@@ -750,7 +761,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 	}
 	for _, eng := range engines {
 		for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
-			for _, mode := range []string{"record", "record-omit", "mesh", "record+mesh"} {
+			for _, mode := range []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"} {
 				c := mk(n, ode.Tsit5)
 				c.set.RelTol, c.set.AbsTol, c.set.Engine = 1e-6, 1e-8, eng
 				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
@@ -762,7 +773,10 @@ func BenchmarkGradEventsCall(b *testing.B) {
 
 func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	b.ReportAllocs()
-	sv, err := ode.NewSolver(c.prob.Field, &c.set)
+	set := c.set
+	keep := strings.HasPrefix(mode, "record-keep")
+	set.KeepGrads = keep
+	sv, err := ode.NewSolver(c.prob.Field, &set)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -774,8 +788,9 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	}
 	var m *ode.Mesh
 	g2 := &g
+	kept := 0 // calls whose results stayed on the device (KeepGrads)
 	switch mode {
-	case "record-omit":
+	case "record-omit", "record-keep", "record-keep-read":
 		g2 = &ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
 	case "mesh", "record+mesh":
 		m, g2 = g.Mesh, &ode.Gradient{}
@@ -790,11 +805,20 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 		if _, err := sv.GradContext(ctx, g2, &c.prob, c.loss, m); err != nil {
 			b.Fatal(err)
 		}
+		if keep && g2.Resident != nil {
+			kept++
+		}
+		if mode == "record-keep-read" {
+			if err := g2.HostGrads(); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	// A first call of the mode, untimed (the staging's and the
 	// results' storage).
 	call()
 	tr.Reset()
+	kept = 0
 	b.ResetTimer()
 	c0 := cputime.Process()
 	for range b.N {
@@ -810,6 +834,11 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	b.ReportMetric(float64(st.Transfer)/float64(b.N), "copy-ns/op")
 	b.ReportMetric(float64(st.Stage)/float64(b.N), "stage-ns/op")
 	b.ReportMetric(float64(st.Scatter)/float64(b.N), "scatter-ns/op")
+	if keep {
+		// 1 where every timed call kept its results (a call served on
+		// the CPU engine while the kernel compiles keeps none).
+		b.ReportMetric(float64(kept)/float64(b.N), "kept/op")
+	}
 }
 
 // eventsRows is the record buffer's rows in a warm call of the events

@@ -64,6 +64,20 @@
 // reads Ys calls HostSaves first: it does nothing where the saves are on
 // the host, as on the CPU engine (ExampleSettings_keepSaves).
 //
+// A Grad's per-trajectory results stay there too with
+// Settings.KeepGrads: a GPU engine leaves ∂L/∂Y0, ∂L/∂P and the
+// Solution's and the recorded Mesh's statuses, counts, times and event
+// counts in device memory (Gradient.Resident, an engine's ResidentGrads;
+// Y0, P, Solution and Mesh nil) and returns the loss, the shared
+// gradient and whether every trajectory ended well with finite
+// gradients, found on the device. Gradient.HostGrads fills the rest,
+// bit for bit as without KeepGrads; Gradient.Release frees it unread; a
+// Grad given the Gradient back writes over it (HostGrads of a copy then
+// fails with ErrReleased). A failure is reported by the call itself,
+// with the error it has without KeepGrads: the engine then returns
+// everything at once. On the CPU engine Resident stays nil and HostGrads
+// does nothing (ExampleSettings_keepGrads).
+//
 // # Failures
 //
 // Every trajectory ends with a Status (OK, MaxStepsReached,

@@ -262,6 +262,25 @@ type Job struct {
 	// Method Auto, nor with Omit's OmitStates.
 	KeepSaves bool
 
+	// KeepGrads asks an OpGrad (set by Grad with Settings.KeepGrads, not
+	// with Method Auto) to leave in the engine's memory the
+	// per-trajectory arrays of its Result: GradY0, GradP, Y, Ys, T,
+	// Status, Stiff, Stats's counts, Events, the recorded Mesh's Len
+	// (and its Status and Stats, the Result's), and with EndTimes
+	// MeshT1 and EndsWell. An engine may do so only where every
+	// trajectory ended well (Status OK, no Stiff flag, no event error)
+	// and every value of GradY0 and GradP is finite, which it finds
+	// without copying the arrays (a reduction on the device): it then
+	// returns Result.Grads, with those arrays allocated but not written
+	// (their contents are not to be read), and Loss, GradS, the recorded
+	// Mesh's steps and the times as usual; Grads.Fill writes them, as
+	// the engine would have without KeepGrads. Otherwise (a failure,
+	// whose error reads them) it returns them at once. An engine may
+	// ignore it. Where Reuse.Grads is the engine's own it may keep the
+	// arrays in that memory (and return it); package ode releases an
+	// old handle the result does not return.
+	KeepGrads bool
+
 	// T0s, if not nil, are the trajectories' own start times [N], in place
 	// of T0 (which stays the problem's, at or before each): Method Auto's
 	// continuation (see StartTimesExecutor) runs a trajectory on with
@@ -314,6 +333,7 @@ type Result struct {
 	Y      []float64         // [N×Dim] final states (NaN rows for failed trajectories)
 	Ys     []float64         // [N×K×Dim] saved states
 	Saves  ResidentSaves     // the saved states kept by the engine (Job.KeepSaves), with Ys nil
+	Grads  ResidentGrads     // the per-trajectory results kept by the engine (Job.KeepGrads), not yet written
 	Status []Status          // [N]
 	Stats  Stats             // per-trajectory counts (records only)
 	Stiff  []bool            // [N] the stiffness test fired (records of explicit methods)

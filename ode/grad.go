@@ -33,6 +33,12 @@ type Gradient struct {
 	// sweep took (per worker chunk on the CPU engine, largest chunk).
 	StoredBytes int64
 
+	// Resident, if not nil, holds the per-trajectory results on the
+	// engine that computed them (Settings.KeepGrads): Y0, P, Solution
+	// and Mesh are then nil until HostGrads fills them (Release frees
+	// them unread).
+	Resident ResidentGrads
+
 	// Omit names results the caller does not want back: the caller sets
 	// it on the dst it passes to Grad, GradContext or GradPartial, and it
 	// is kept across the calls that reuse dst (the zero value returns
@@ -58,6 +64,12 @@ type Gradient struct {
 	// spare holds the storage of arrays an engine filled although Omit
 	// left them out, for the next call's reuse (see reusable).
 	spare omitted
+
+	// kept is what HostGrads needs, while Resident holds the results;
+	// spareGrads the engine memory of results HostGrads read, for the
+	// next call's (Job.Reuse.Grads).
+	kept       *keptGrads
+	spareGrads ResidentGrads
 }
 
 // Omit is a set of the results of a Grad that the caller does not want
@@ -158,6 +170,8 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	// A record: the engine may write the end times and check the
 	// statuses in its own pass (Job.EndTimes).
 	q.ends = m == nil && sv.set.Method != Auto
+	// The engine may keep the per-trajectory results (Job.KeepGrads).
+	q.keep = sv.set.KeepGrads && sv.set.Method != Auto
 	reuse := dst.reusable(m == nil)
 	rg = trace.StartRegion(ctx, "ode.Grad.run")
 	res, used, err := sv.run(ctx, OpGrad, q, &loss, m, reuse)
@@ -166,9 +180,65 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		return nil, err
 	}
 	releaseOld(reuse.Saves, res.Saves)
+	if reuse.Grads != nil && reuse.Grads != res.Grads {
+		reuse.Grads.Release()
+	}
 	defer trace.StartRegion(ctx, "ode.Grad.results").End()
+	if dst == nil {
+		dst = &Gradient{}
+	}
+	if res.Grads != nil {
+		// The engine kept the per-trajectory results (Settings.KeepGrads)
+		// and found every trajectory well: the loss and the shared
+		// gradient now, the rest in HostGrads.
+		if err := used.gradScalars(dst, q, res, &loss); err != nil {
+			return nil, err
+		}
+		dst.Y0, dst.P, dst.Solution, dst.Mesh = nil, nil, nil, nil
+		dst.Resident = res.Grads
+		dst.kept = &keptGrads{used: used, q: q.kept(), res: res, given: given, reuse: reuse}
+		if err := checkGradient(dst, q.Field.Dim, q.Field.Params, true); err != nil {
+			return dst, err
+		}
+		return dst, nil
+	}
+	if err := used.gradArrays(dst, q, res, given, reuse); err != nil {
+		return nil, err
+	}
+	if err := used.gradScalars(dst, q, res, &loss); err != nil {
+		return nil, err
+	}
+	if err := checkGradient(dst, q.Field.Dim, q.Field.Params, res.GradFinite); err != nil {
+		return dst, err
+	}
+	return dst, nil
+}
+
+// gradScalars sets the loss (with its regularisation), the shared
+// gradient and the times of a Grad's result res in dst.
+func (sv *Solver) gradScalars(dst *Gradient, q *problem, res *Result, loss *Loss) error {
+	dst.Loss = res.Loss
+	dst.Shared = append(dst.Shared[:0], res.GradS...)
+	r, err := sv.evalReg(loss, q.Shared, dst.Shared)
+	if err != nil {
+		return err
+	}
+	dst.Loss += r
+	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
+	dst.StoredBytes = res.StoredBytes
+	return nil
+}
+
+// gradArrays, on the solver whose plan ran a Grad (run's used), sets the
+// per-trajectory results of its result res in dst: Y0, P, Solution and
+// Mesh, the one recorded or given, the arrays in the storage of reuse's
+// (Gradient.reusable) where large enough; or it returns the error of a
+// failed or stiff trajectory. given is the mesh the call replayed (nil:
+// a record).
+func (used *Solver) gradArrays(dst *Gradient, q *problem, res *Result, given *Mesh, reuse *Result) error {
+	m := given
 	var reached []float64 // the times the record reached (nil for a given mesh: T1)
-	vouched := given != nil && given.residentOn(sv.engine.Name()) && given.vouched()
+	vouched := given != nil && given.residentOn(used.engine.Name()) && given.vouched()
 	// Without events, one pass writes the end times of the recorded mesh
 	// and of the solution and checks that none failed or was stiff
 	// (endTimesWell), the common case; with events, the solution's
@@ -209,27 +279,17 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	}
 	if !well {
 		if err := stiffFailure(m, used.plan.Method, q.T0, reached); err != nil {
-			return nil, err
+			return err
 		}
 		if err := used.failure(q, res, m.Status, used.plan.Method); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if given == nil && m.Resident != nil {
 		m.vouch() // none stiff, none failed (just checked)
 	}
-	if dst == nil {
-		dst = &Gradient{}
-	}
-	dst.Loss = res.Loss
 	dst.Y0 = reuseCopy(dst.Y0, res.GradY0)
 	dst.P = reuseCopy(dst.P, res.GradP)
-	dst.Shared = append(dst.Shared[:0], res.GradS...)
-	if r, err := used.evalReg(&loss, q.Shared, dst.Shared); err != nil {
-		return nil, err
-	} else {
-		dst.Loss += r
-	}
 	// With events, the solution's times: a terminal event's where it
 	// fired, else the end times.
 	switch {
@@ -248,12 +308,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	sol.Stats = m.Stats
 	q.omit.drop(sol, m, given == nil, &dst.spare)
 	dst.Solution, dst.Mesh = sol, m
-	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
-	dst.StoredBytes = res.StoredBytes
-	if err := checkGradient(dst, q.Field.Dim, q.Field.Params, res.GradFinite); err != nil {
-		return dst, err
-	}
-	return dst, nil
+	return nil
 }
 
 // badStep returns the first step (in row-major order) of m within its
@@ -346,7 +401,15 @@ func (g *Gradient) reusable(mesh bool) *Result {
 	if g == nil {
 		return &Result{}
 	}
-	r := &Result{GradY0: g.Y0, GradP: g.P}
+	if k := g.kept; k != nil {
+		// Results an engine kept (Settings.KeepGrads), unread: the call
+		// writes over them, in the same storage (the engine's memory too,
+		// where it is its own: Job.Reuse.Grads).
+		g.kept, g.Resident = nil, nil
+		return k.res.reusable(mesh, k.given == nil)
+	}
+	r := &Result{GradY0: g.Y0, GradP: g.P, Grads: g.spareGrads}
+	g.spareGrads = nil
 	// The storage of the arrays the last call dropped (Omit) first; the
 	// Solution's own where it has them.
 	sp := g.spare
@@ -375,6 +438,24 @@ func (g *Gradient) reusable(mesh bool) *Result {
 	}
 	if mesh {
 		r.Mesh = g.Mesh
+	}
+	return r
+}
+
+// reusable returns the arrays of a kept Grad's result res (see
+// Gradient.reusable) for the next call: its mesh's too if mesh is set and
+// the call recorded it (recorded).
+func (res *Result) reusable(mesh, recorded bool) *Result {
+	r := &Result{GradY0: res.GradY0, GradP: res.GradP, Y: res.Y, Ys: res.Ys, T: res.T, Events: res.Events, Grads: res.Grads, Saves: res.Saves}
+	if mesh {
+		r.Status, r.Stiff, r.Stats = res.Status, res.Stiff, res.Stats
+		r.Stats.Wall = 0
+		if recorded {
+			r.Mesh = res.Mesh
+			if res.Mesh != nil && res.MeshT1 != nil {
+				r.Mesh.T1 = res.MeshT1
+			}
+		}
 	}
 	return r
 }

@@ -153,6 +153,35 @@ type Settings struct {
 	// does nothing where Ys holds them); plot does.
 	KeepSaves bool
 
+	// KeepGrads asks the engine of a Grad to keep the per-trajectory
+	// results where it computed them until the caller reads them: a GPU
+	// engine then leaves ∂L/∂Y0, ∂L/∂P and the Solution's and recorded
+	// Mesh's statuses, counts, times and event counts (and the states,
+	// unless Gradient.Omit leaves them out) in device memory
+	// (Gradient.Resident), and returns only the loss, the shared
+	// gradient (a reduction: Shared values) and whether every
+	// trajectory ended well with finite gradients (a reduction on the
+	// device). Gradient.Y0, P, Solution and Mesh are then nil until
+	// Gradient.HostGrads copies the arrays to the host and fills them,
+	// bit for bit as without KeepGrads; Gradient.Release frees them
+	// unread. A call whose per-trajectory results nobody reads (a fit of
+	// shared parameters, a loop that reads the loss) then does not pay
+	// for their copy and their scatter into row-major arrays, most of a
+	// whole GPU call's host time at 65,536 trajectories.
+	//
+	// Failures are reported as without it: where a trajectory failed or
+	// was stiff, or a gradient value is not finite, the engine returns
+	// the arrays at once and Grad returns its error, the one without
+	// KeepGrads. It applies to Grad and GradContext (not GradPartial,
+	// which reads the statuses, nor Method Auto, which merges its parts
+	// on the host). The zero value returns everything at once, as does
+	// every engine that does not keep them: the CPU engine (its results
+	// are on the host already), the float32 and multi-GPU engines, a
+	// launch split into chunks of trajectories, and a loss or gradient
+	// with events and save times. Code that reads the arrays calls
+	// HostGrads first (it does nothing where they are on the host).
+	KeepGrads bool
+
 	// Checkpoint and MemoryLimit configure the gradient's storage of
 	// states; see scan.Settings. Both must be non-negative (0: automatic,
 	// and 4 GiB); a Checkpoint interval longer than a trajectory stores
@@ -539,6 +568,10 @@ type problem struct {
 	// ends asks the executor for the end times of a Grad's record
 	// (Job.EndTimes).
 	ends bool
+
+	// keep asks the executor of a Grad to keep its per-trajectory
+	// results (Job.KeepGrads).
+	keep bool
 }
 
 // endTimes returns the end times ([N]) in dst's storage where it is large
@@ -832,4 +865,16 @@ func checkSettings(f *Field, s *Settings) error {
 		return fmt.Errorf("ode: %s: controller %+v: %s; need 0 < FactorMin < 1 < FactorMax < ∞, 0 < Safety ≤ 1, Beta1 > 0, Beta2 finite", name, c, bad)
 	}
 	return nil
+}
+
+// kept returns a copy of q for Gradient.HostGrads, which reads its end
+// times and save times after the call has returned (Settings.KeepGrads):
+// its Problem copied, with the save times (the caller may change the
+// Problem's); the end times are the call's own already (checkWith).
+func (q *problem) kept() *problem {
+	k := *q
+	p := *q.Problem
+	p.SaveAt = slices.Clone(q.SaveAt)
+	k.Problem = &p
+	return &k
 }

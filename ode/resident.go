@@ -1,6 +1,7 @@
 package ode
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 )
@@ -241,5 +242,118 @@ func hostSaves(r ResidentSaves, ys []float64, n int) ([]float64, error) {
 func (s *Solution) Release() {
 	if s != nil && s.Resident != nil {
 		s.Resident.Release()
+	}
+}
+
+// ResidentGrads is the per-trajectory results of a Grad held by the
+// engine that computed them, in that engine's memory (a GPU engine's
+// device memory), until the caller reads them (Settings.KeepGrads):
+// ∂L/∂Y0, ∂L/∂P, the states, and the statuses, counts, times and event
+// counts of the Solution and of the recorded Mesh. Engines implement it
+// (see Job.KeepGrads); users meet it through Gradient.Resident,
+// Gradient.HostGrads and Gradient.Release.
+type ResidentGrads interface {
+	// Engine returns the name of the engine that holds the results.
+	Engine() string
+
+	// Owner returns a value that identifies the memory the results live
+	// in (a device's context, say); an engine reuses the memory of the
+	// results of a Gradient passed back to Grad only if it is its own.
+	// It is compared with ==.
+	Owner() any
+
+	// Fill writes the results into the arrays of res, the Result the
+	// engine returned with it, as the engine would have written them
+	// without Job.KeepGrads. The engine's memory stays the handle's until
+	// Release: a later call given it back (Job.Reuse.Grads) may keep its
+	// results there, as it does an unread handle's. It fails,
+	// without a panic, if the results were released or cannot be read,
+	// or if they are no longer res's (a later call that reused the
+	// memory, Job.Reuse.Grads, wrote its own over them).
+	Fill(res *Result) error
+
+	// Release frees the engine's memory. Later calls do nothing; Fill
+	// then fails.
+	Release()
+
+	// Released reports whether Release was called.
+	Released() bool
+}
+
+// ErrReleased is wrapped by the error of Gradient.HostGrads where the
+// results it would copy were released (Gradient.Release, or a Grad that
+// wrote over them) before they were read. An engine's ResidentGrads.Fill
+// wraps it where the results are no longer the Result's.
+var ErrReleased = errors.New("resident results released")
+
+// keptGrads is what Gradient.HostGrads needs to fill a Gradient whose
+// per-trajectory results an engine kept (Settings.KeepGrads): the call's
+// result, problem (its end times and save times copied) and meshes.
+type keptGrads struct {
+	used  *Solver // the solver whose plan ran the call
+	q     *problem
+	res   *Result // with Grads
+	given *Mesh   // the mesh the call replayed, or nil (a record)
+	reuse *Result // the arrays of dst the call offered (Gradient.reusable)
+}
+
+// HostGrads makes the per-trajectory results of a Grad with
+// Settings.KeepGrads available: if an engine kept them (Resident), it
+// copies them to the host (on a GPU engine one device-to-host copy of
+// the bytes a call without KeepGrads copies, then the same scatter into
+// the row-major arrays) and fills Y0, P, Solution and Mesh, bit for bit
+// as a Grad without KeepGrads fills them, in the storage of the arrays
+// of the dst the call reused; it sets Resident to nil and keeps the
+// engine's memory for the results of the next Grad given the Gradient
+// (Release frees it now). A Gradient whose results are on the host is left as
+// it is, so calling it again does nothing. It returns an error wrapping
+// ErrReleased, naming the fix, if the results were released (Release, or
+// the Gradient was passed to another Grad first, which writes over
+// them), or the engine's error if they cannot be read; the Gradient is
+// then unchanged.
+func (g *Gradient) HostGrads() error {
+	if g == nil || g.kept == nil {
+		return nil
+	}
+	k := g.kept
+	r := k.res.Grads
+	if r.Released() {
+		return fmt.Errorf("ode: gradient: its per-trajectory results were on engine %s and have been released (Gradient.Release, or a Grad that reused the Gradient): %w; call Grad again, and HostGrads before Release or the next Grad to read them", r.Engine(), ErrReleased)
+	}
+	if err := r.Fill(k.res); err != nil {
+		if r.Released() || errors.Is(err, ErrReleased) {
+			return fmt.Errorf("ode: gradient: copying its per-trajectory results from engine %s: %w; call Grad again, and HostGrads before Release or the next Grad to read them", r.Engine(), err)
+		}
+		return fmt.Errorf("ode: gradient: copying its per-trajectory results from engine %s: %w", r.Engine(), err)
+	}
+	g.kept, g.Resident, g.spareGrads = nil, nil, r
+	k.res.Grads = nil
+	if err := k.used.gradArrays(g, k.q, k.res, k.given, k.reuse); err != nil {
+		return err
+	}
+	return checkGradient(g, k.q.Field.Dim, k.q.Field.Params, k.res.GradFinite)
+}
+
+// Release frees the engine memory that holds the gradient's
+// per-trajectory results (Resident, Settings.KeepGrads), if any, without
+// copying them, and the steps of the mesh the call recorded with them,
+// or the memory HostGrads kept for the next call's: it goes back at
+// once, where it would otherwise go back when the Gradient is no longer
+// reachable. HostGrads then fails. A Gradient whose results are on the
+// host is otherwise left as it is.
+func (g *Gradient) Release() {
+	if g == nil {
+		return
+	}
+	if g.spareGrads != nil {
+		g.spareGrads.Release()
+		g.spareGrads = nil
+	}
+	if g.kept == nil {
+		return
+	}
+	g.Resident.Release()
+	if m := g.kept.res.Mesh; m != nil && g.kept.given == nil {
+		m.Release()
 	}
 }

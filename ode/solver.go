@@ -664,6 +664,7 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 	j.T0s = q.t0s
 	if op == OpGrad {
 		j.Omit, j.EndTimes = q.omit, q.ends && m == nil
+		j.KeepGrads = q.keep
 	}
 	// Method Auto merges its segments' saves on the host; omitted states
 	// are dropped.

@@ -1,0 +1,275 @@
+package cuda
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"runtime"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// A gradient's per-trajectory results kept on the device
+// (ode.Settings.KeepGrads, issue 25: copied to the host only when the
+// caller reads them). A gradient run whose job asks for it, on an engine
+// that keeps meshes (float64, one device), with its recorded mesh kept
+// there too, launches all its trajectories at once into an arena as any
+// run; then, in the same batch, it copies the arena's results that a
+// call without KeepGrads copies back (the download region: dL/dy0,
+// dL/dp, statuses, counts, flags, times, event counts, and the states
+// unless Job.Omit leaves them out) into a device allocation of their own
+// (residentGrads), byte for byte at the offsets the host's staging buffer
+// would hold them, and the gradients' check kernel (grads.cuh) reduces
+// the statuses, flags and gradients to two words: whether any trajectory
+// is ill (a status other than OK, a stiffness, overflow or tangential
+// crossing flag) or any gradient value is not finite, and the most
+// accepted steps (the recorded mesh's rows). Only the loss terms (summed
+// in order on the host, as without KeepGrads: the loss is the same bit
+// for bit), the shared gradient's sums and the two words come back.
+// Where the words say all is well the run's Result holds the kept
+// results in Grads, its per-trajectory arrays unwritten; the Fill of
+// ode.ResidentGrads copies the kept bytes back and runs the same scatter
+// over them (scatter, with the loss terms and shared sums left out), so
+// the arrays are those of a call without KeepGrads bit for bit. Where
+// they do not, the run copies the results back from the arena at once
+// and scatters them as without KeepGrads: a failure's error is the same.
+// A run split into several launches, a loss with events and save times
+// (pastTerminal reads the saves) and a mesh whose steps come back to the
+// host return everything as before.
+
+// gradsCuh is the gradients' check kernel's template (after the prelude).
+//
+//go:embed grads.cuh
+var gradsCuh string
+
+// gradsKernelName is the gradients' check kernel's name (grads.cuh).
+const gradsKernelName = "gs_g_check"
+
+// Words of struct gs_gargs (grads.cuh), in order.
+const (
+	gwN = iota
+	gwNY
+	gwNP
+	gwMask
+	gwStatus // the first pointer
+	gwFlags
+	gwAcc
+	gwGY0
+	gwGP
+	gwOut
+	numGradsWords
+)
+
+// gradsThreads is the check kernel's threads per block, gradsBlocks the
+// most blocks of a launch (each thread loops over the trajectories).
+const (
+	gradsThreads = 256
+	gradsBlocks  = 1024
+)
+
+// gradsIll is the check's bit of an ill trajectory, gradsNonFinite that
+// of a gradient value that is not finite (grads.cuh).
+const (
+	gradsIll       = 1
+	gradsNonFinite = 2
+)
+
+// gradsKernel returns the gradients' check kernel of ex's backend,
+// compiling it on first use.
+func (ex *executor) gradsKernel() (backendKernel, error) {
+	return ex.auxKernel(gradsKernelName, "gradients' check kernel", func() string {
+		return fmt.Sprintf("#define GS_G_OK %d\n", ode.OK) + kernelgen.Prelude() + gradsCuh
+	})
+}
+
+// keepsGrads reports whether a run of kind v for job j may keep its
+// per-trajectory results on the device (Job.KeepGrads; the whole run then
+// needs one launch, which pass decides, and a recorded mesh kept on the
+// device).
+func (ex *executor) keepsGrads(j *ode.Job, v kernelgen.Config) bool {
+	return j.KeepGrads && j.Op == ode.OpGrad && v.Grad && ex.keepsMeshes() && !(v.Events && v.Saves > 0)
+}
+
+// residentGrads holds a gradient run's per-trajectory results in device
+// memory (ode.ResidentGrads, ode.Settings.KeepGrads): the bytes of the
+// launch's download region at the offsets at of the staging buffer
+// (size bytes), then the check's two int32 words. Fill copies them back
+// and scatters them into the run's Result. The memory goes back with
+// Release or once the handle is unreachable.
+type residentGrads struct {
+	residentBlock
+	r    *run  // the run whose Result Fill writes (nil once filled)
+	size int64 // bytes of the kept results
+	l    layout
+	at   [numArgs]int64
+	g    []int // the launch's trajectories
+	rows int
+}
+
+var _ ode.ResidentGrads = (*residentGrads)(nil)
+
+// wordsAt returns the offset of the check's words in a block that keeps
+// size bytes of results.
+func gradsWordsAt(size int64) int64 { return (size + 7) &^ 7 }
+
+// keepGrads gives the run device memory for the results of a launch of
+// all its trajectories (size bytes): the kept results of the Result
+// passed back (Job.Reuse) where they are the device's and large enough,
+// else a new allocation. It reports whether it has them.
+func (r *run) keepGrads(size int64) bool {
+	need := gradsWordsAt(size) + 8
+	if old := r.j.Reuse; old != nil {
+		if k, ok := old.Grads.(*residentGrads); ok && !k.Released() && k.ex.be == r.ex.be && k.mem.bytes >= need {
+			k.r, k.ex = nil, r.ex // its old Result is written over
+			r.gout = k
+			return true
+		}
+	}
+	if _, err := r.ex.gradsKernel(); err != nil {
+		return false
+	}
+	b, err := newResidentBlock(r.ex, need)
+	if err != nil {
+		return false
+	}
+	k := &residentGrads{residentBlock: b}
+	runtime.AddCleanup(k, (*deviceBlock).free, k.mem)
+	r.gout = k
+	return true
+}
+
+// dropGrads gives up keeping the results on the device (the memory goes
+// back unless it is the Result's passed back, which package ode
+// releases).
+func (r *run) dropGrads() {
+	if r.gout == nil {
+		return
+	}
+	if old := r.j.Reuse; old == nil || old.Grads != ode.ResidentGrads(r.gout) {
+		r.gout.Release()
+	}
+	r.gout = nil
+}
+
+// keptGrads reports whether the launch in layout l keeps its results: a
+// run with kept results (gout) whose mesh, if it records one, stays on
+// the device with its event marks.
+func (r *run) keptGrads(l *layout) bool {
+	return r.gout != nil && (!r.v.MeshOut || r.hout != nil) && l.off[argEvOut] < 0 && l.off[argHout] < 0
+}
+
+// checkGrads queues, after the launch's kernel of its n trajectories in
+// arena ar (layout l), the copies of the download region's spans sp (at
+// their offsets at in the staging buffer's order) into the kept results
+// and the check kernel, whose words it zeroes first.
+func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, sp []span, size int64) error {
+	k, err := r.ex.gradsKernel()
+	if err != nil {
+		return err
+	}
+	o := int64(0)
+	for _, s := range sp {
+		if err := q.copyDevice(r.gout.mem.addr+uint64(o), ar.addr+uint64(s.lo), s.hi-s.lo); err != nil {
+			return err
+		}
+		o += s.hi - s.lo
+	}
+	words := r.gout.mem.addr + uint64(gradsWordsAt(size))
+	if err := q.zero(words, 8); err != nil {
+		return err
+	}
+	at := func(a int) uint64 {
+		if l.off[a] < 0 {
+			return 0
+		}
+		return ar.addr + uint64(l.off[a])
+	}
+	var w [numGradsWords]uint64
+	w[gwN], w[gwNY], w[gwNP] = uint64(n), uint64(n*r.d), uint64(n*r.np)
+	w[gwMask] = flagStiff | flagOverflow | flagTangent
+	w[gwStatus], w[gwFlags], w[gwAcc] = at(argStatus), at(argFlags), at(argAcc)
+	w[gwGY0], w[gwGP], w[gwOut] = at(argGY0), at(argGP), words
+	if r.np == 0 {
+		w[gwGP] = 0
+	}
+	blocks := min(gradsBlocks, max(1, (max(n*max(r.d, r.np), 1)+gradsThreads-1)/gradsThreads))
+	return q.enqueue(k, blocks*gradsThreads, gradsThreads, 0, w[:])
+}
+
+// gradsWell decodes the check's words: whether every trajectory ended
+// well with finite gradients, and the most accepted steps.
+func gradsWell(words []byte) (well bool, most int) {
+	return binary.LittleEndian.Uint32(words) == 0, int(int32(binary.LittleEndian.Uint32(words[4:])))
+}
+
+// scatterKept is scatter for a launch whose results stay on the device
+// (keptGrads) and which ended well: the loss terms of its trajectories g
+// (down, at at[argLoss]) into the run's terms, added in order (as
+// orderedSum adds them), the shared gradient's sums, and most, the most
+// accepted steps. It reports false, having changed nothing, where a term
+// is not finite (the caller then copies everything back: lossError reads
+// the trajectories' states).
+func (r *run) scatterKept(down []byte, at *[numArgs]int64, l *layout, g []int, most int) bool {
+	n := len(g)
+	loss := r.reals(down, at[argLoss], l.bytes[argLoss])
+	terms := r.terms[g[0] : g[0]+n]
+	inOrder := r.summed >= 0 && g[0] == r.summed
+	sum := r.sum
+	for q := range terms {
+		x := loss.get(q)
+		terms[q] = x
+		sum += x
+	}
+	if math.IsNaN(sum) || math.IsInf(sum, 0) {
+		return false
+	}
+	if inOrder {
+		r.sum, r.summed = sum, g[n-1]+1
+	} else {
+		r.summed = -1
+	}
+	r.addShared(down, at, l, g)
+	r.longest = max(r.longest, most)
+	if r.v.Adaptive && (r.v.MeshOut || r.v.Store) {
+		r.ex.notice(most)
+	}
+	return true
+}
+
+// Fill copies the kept results back (one copy from the device into a
+// staging buffer) and scatters them into the run's Result, res, as
+// scatter does without KeepGrads. The device memory stays the handle's
+// for a later call's results (keepGrads) until Release.
+func (k *residentGrads) Fill(res *ode.Result) error {
+	if k.Released() {
+		return fmt.Errorf("cuda: engine %s: the gradient's per-trajectory results' device memory was released (Gradient.Release); call Grad again to read them", k.ex.name)
+	}
+	r := k.r
+	if r == nil || r.res != res {
+		return fmt.Errorf("cuda: engine %s: the gradient's per-trajectory results were written over by a later call that reused their memory: %w", k.ex.name, ode.ErrReleased)
+	}
+	down := k.ex.takeStaging(k.size)
+	defer k.ex.giveStaging(down)
+	if err := r.read(down, k.mem.addr); err != nil {
+		return err
+	}
+	r.tr.add(func(t *TraceStats) { t.Download += k.size })
+	r.filling = true
+	r.terms = nil
+	nb := (len(k.g) + r.rb - 1) / r.rb
+	over, err := r.scatter(down, &k.at, nil, k.g, k.rows, &k.l, false, func(blocks func(lo, hi int), _ func(c0, c1 int)) error {
+		blocks(0, nb)
+		return nil
+	})
+	r.filling = false
+	if err != nil {
+		return err
+	}
+	if len(over) > 0 || r.ill || r.gradNonFinite {
+		return fmt.Errorf("cuda: engine %s: internal error: kept results of a launch that did not end well", k.ex.name)
+	}
+	k.r = nil // the memory stays for the next call's results (keepGrads)
+	return nil
+}
