@@ -135,6 +135,9 @@ type Source struct {
 	// reroll (thread layout) emits runs of values that repeat per state
 	// component as loops (reroll.go).
 	reroll bool
+	// wideShared keeps every array of the wide functions in the warp's
+	// shared memory, none lane-private (Config.WideShared; wideprivate.go).
+	wideShared bool
 	// emitted lists the functions of programs in the order of emission
 	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).
 	emitted   []emittedFunc

@@ -157,6 +157,15 @@ type Config struct {
 	// save times and their cotangents (ys, tb), the data and the record
 	// stay as they are.
 	RowMajor bool
+	// WideShared (with Wide only) keeps every d-long array of the wide
+	// functions in the warp's shared memory, as the wide layout did
+	// before its lane-private arrays (wideprivate.go): by default an
+	// array only ever accessed at the lane's own component (a stage's
+	// derivative, its adjoint) is the lane's own, in local memory or
+	// registers, and a warp's shared memory holds the others only. The
+	// results are the same bit for bit (package cuda's
+	// Tuning.NoWidePrivate: the switch of the device's A/B).
+	WideShared bool
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -212,10 +221,13 @@ var wideKey = map[bool]string{true: "wide "}
 // rowMajorKey is Config.RowMajor's part of a Key, likewise.
 var rowMajorKey = map[bool]string{true: "rows "}
 
+// wideSharedKey is Config.WideShared's part of a Key, likewise.
+var wideSharedKey = map[bool]string{true: "wideshared "}
+
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -229,12 +241,12 @@ type StepPrograms struct {
 	// (useLanes).
 	Lanes bool
 
-	// The wide functions of the plan's kernels, by 2·gradient + save
-	// times, emitted once (StepPrograms.wide): the wide layout's measure
-	// (WideSharedPerWarp) and the kernel's source (KernelSource) share
-	// them.
-	wideOnce [4]sync.Once
-	wideRecs [4]*wideRecord
+	// The wide functions of the plan's kernels, by 4·all shared
+	// (Config.WideShared) + 2·gradient + save times, emitted once
+	// (StepPrograms.wide): the wide layout's measure (WideSharedPerWarp)
+	// and the kernel's source (KernelSource) share them.
+	wideOnce [8]sync.Once
+	wideRecs [8]*wideRecord
 }
 
 // NewStepPrograms derives the reverse step of pl. (A gradient kernel
@@ -309,7 +321,7 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	}
 	g := &adapters{src: src}
 	if v.Wide {
-		w, err := src.wideFuncsOf(sp, v.Grad, v.Saves > 0)
+		w, err := src.wideFuncsOf(sp, v.Grad, v.Saves > 0, v.WideShared)
 		if err != nil {
 			return "", info, err
 		}

@@ -244,8 +244,20 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 // steps' scratch (Lorenz-96 with Tsit5: about 22d), and the kernel the
 // larger of the two; all times 8. It returns an error where the plan's
 // programs do not emit.
+//
+// The programs' arrays that only the lane of their component reads
+// (wideprivate.go) take no shared memory: the scratch counts the others
+// only (Lorenz-96 with Tsit5: the stages' derivatives are the lanes'
+// own). WideSharedPerWarpAll counts every array, as Config.WideShared
+// places them.
 func WideSharedPerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
 	return (&StepPrograms{plan: pl}).WideSharedPerWarp(grad, saves)
+}
+
+// WideSharedPerWarpAll is WideSharedPerWarp of a kernel with every array
+// in shared memory (Config.WideShared).
+func WideSharedPerWarpAll(pl *ode.Plan, grad, saves bool) (int, error) {
+	return (&StepPrograms{plan: pl}).WideSharedPerWarpOf(grad, saves, true)
 }
 
 // WideSharedPerWarp is the package function WideSharedPerWarp of sp's
@@ -253,7 +265,13 @@ func WideSharedPerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
 // steps of the largest stiff problems) once and keeps them in sp, for
 // KernelSource to use rather than emit them again.
 func (sp *StepPrograms) WideSharedPerWarp(grad, saves bool) (int, error) {
-	r := sp.wide(grad, saves)
+	return sp.WideSharedPerWarpOf(grad, saves, false)
+}
+
+// WideSharedPerWarpOf is WideSharedPerWarp, or with every array in shared
+// memory (all: Config.WideShared) WideSharedPerWarpAll, of sp's plan.
+func (sp *StepPrograms) WideSharedPerWarpOf(grad, saves, all bool) (int, error) {
+	r := sp.wide(grad, saves, all)
 	return 8 * r.w.Len, r.err
 }
 
@@ -267,27 +285,31 @@ type wideRecord struct {
 }
 
 // wide returns the record of sp's plan's wide functions of a gradient's
-// kernel (grad) or another's, with save times (saves) or not, emitted on
+// kernel (grad) or another's, with save times (saves) or not, with every
+// array in shared memory (all: Config.WideShared) or not, emitted on
 // first use.
-func (sp *StepPrograms) wide(grad, saves bool) *wideRecord {
-	k := 2*B2i(grad) + B2i(saves)
+func (sp *StepPrograms) wide(grad, saves, all bool) *wideRecord {
+	k := 4*B2i(all) + 2*B2i(grad) + B2i(saves)
 	sp.wideOnce[k].Do(func() {
 		src := NewSource(&SourceSettings{Precision: Float64})
 		src.reroll = true
+		src.wideShared = all
 		w, err := src.wideFuncs(sp.plan, grad, saves)
 		sp.wideRecs[k] = &wideRecord{w: w, err: err, src: src}
 	})
 	return sp.wideRecs[k]
 }
 
-// wideFuncsOf is s.wideFuncs of sp's plan, taken from sp's record
+// wideFuncsOf is s.wideFuncs of sp's plan, every array in shared memory
+// (all: Config.WideShared) or not, taken from sp's record
 // (StepPrograms.wide) where s holds nothing yet and emits as the
 // record's unit does: the same functions, names, helpers and defines.
-func (s *Source) wideFuncsOf(sp *StepPrograms, grad, saves bool) (wideLayout, error) {
+func (s *Source) wideFuncsOf(sp *StepPrograms, grad, saves, all bool) (wideLayout, error) {
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
+		s.wideShared = all
 		return s.wideFuncs(sp.plan, grad, saves)
 	}
-	r := sp.wide(grad, saves)
+	r := sp.wide(grad, saves, all)
 	if r.err != nil {
 		return wideLayout{}, r.err
 	}
@@ -386,6 +408,9 @@ const wideHelper = `// The wide layout (wide.go): component loops run component 
 #define GS_WLANE 0
 #define GS_WSTRIDE 1
 #endif
+// A lane-private array (wideprivate.go) holds component c at row
+// c / GS_WSTRIDE of its GS_WPRIV rows per 32 components.
+#define GS_WPRIV (32 / GS_WSTRIDE)
 #ifdef GS_CUDA
 #define GS_WIDE_TABLE __device__ const
 #else
@@ -465,14 +490,44 @@ type wideRemat struct {
 // once the arrays' lifetimes are known (allocate).
 func offMark(name string) string { return "@off:" + name + "@" }
 
-// emit writes the function and returns its code and scratch.
+// emit writes the function and returns its code and scratch (the
+// shared memory's part). Unless the unit keeps every array in shared
+// memory (Source.wideShared), the arrays only ever accessed at the
+// lane's own component are the lane's own (wideprivate.go), and an array
+// read at other components is not recomputed from them where it is read
+// (which would read them at other components too).
 func (w *wideEmitter) emit() (string, int, error) {
 	raw, err := w.emitRaw()
 	if err != nil {
 		return "", 0, err
 	}
-	code, scratch := allocate(w.rematerialize(raw))
+	if w.e.src.wideShared {
+		code, scratch := allocate(w.rematerialize(raw))
+		return w.tables.String() + code, scratch, nil
+	}
+	own := privateArrays(raw)
+	kept := w.remat[:0:0]
+	for _, r := range w.remat {
+		if own[r.name] || !readsAny(r.expr, own) {
+			kept = append(kept, r)
+		}
+	}
+	w.remat = kept
+	code := w.rematerialize(raw)
+	code, rows := privatize(code, privateArrays(code))
+	code, scratch := allocate(declarePrivate(code, rows))
 	return w.tables.String() + code, scratch, nil
+}
+
+// readsAny reports whether a recomputed array's expression reads an
+// array of names.
+func readsAny(expr string, names map[string]bool) bool {
+	for n := range names {
+		if strings.Contains(expr, n+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 // emitRaw writes the function with its arrays neither recomputed
@@ -546,13 +601,15 @@ var wideArray = regexp.MustCompile(`gs_real\* const (gs_\w+|t\d+) = gs_w \+ @off
 // __syncwarp(), after which no lane reads what the array's space held
 // before.
 func allocate(code string) (string, int) {
-	offs, top := placeArrays(code)
-	return setOffsets(code, offs), top
+	offs, top := placeArraysBy(code, wideArray)
+	return setOffsetsBy(code, offs, "@off:"), top
 }
 
-// placeArrays returns allocate's offsets of the arrays declared in code,
-// by name, and the scratch's length.
-func placeArrays(code string) (map[string]int, int) {
+// placeArraysBy returns allocate's offsets of the arrays declared in
+// code, by name, and the scratch's length: the declarations those of
+// decl (wideArray: the scratch's; widePrivArray: the lane's own,
+// wideprivate.go), each with its size in a comment "// [n]".
+func placeArraysBy(code string, decl *regexp.Regexp) (map[string]int, int) {
 	lines := strings.Split(code, "\n")
 	type span struct {
 		name           string
@@ -562,10 +619,12 @@ func placeArrays(code string) (map[string]int, int) {
 	var spans []*span
 	byName := map[string]*span{}
 	for i, ln := range lines {
-		if m := wideArray.FindStringSubmatch(ln); m != nil {
+		if m := decl.FindStringSubmatch(ln); m != nil {
 			// The size follows the mark: "@off:NAME@;  // [n]".
-			_, after, _ := strings.Cut(ln, "// [")
-			n, _ := strconv.Atoi(strings.TrimSuffix(after, "]"))
+			n := 0
+			if s := wideSizeOf.FindStringSubmatch(ln); s != nil {
+				n, _ = strconv.Atoi(s[1])
+			}
 			sp := &span{name: m[1], from: i, to: i, size: n}
 			spans = append(spans, sp)
 			byName[sp.name] = sp
@@ -613,11 +672,11 @@ func placeArrays(code string) (map[string]int, int) {
 	return offs, top
 }
 
-// setOffsets returns code with each offset mark (offMark) of an array
-// of offs replaced by its offset, in one pass (a pass per array took a
-// second for Pollution's reverse steps); other marks stay.
-func setOffsets(code string, offs map[string]int) string {
-	const mark = "@off:"
+// setOffsetsBy returns code with each offset mark (offMark, or
+// privMark: mark is the marks' prefix) of an array of offs replaced by
+// its offset, in one pass (a pass per array took a second for
+// Pollution's reverse steps); other marks stay.
+func setOffsetsBy(code string, offs map[string]int, mark string) string {
 	var sb strings.Builder
 	sb.Grow(len(code))
 	for {
