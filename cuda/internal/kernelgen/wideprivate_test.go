@@ -121,7 +121,7 @@ func TestWidePrivate(t *testing.T) {
 			t.Errorf("%s: %d lane-private arrays, want the stages' derivatives (≥ 4)", fn, len(priv))
 		}
 		for _, name := range priv {
-			all := regexp.MustCompile(`\b` + name + `\b(\[[^\]]*\])?`).FindAllStringSubmatch(code, -1)
+			all := regexp.MustCompile(`\b`+name+`\b(\[[^\]]*\])?`).FindAllStringSubmatch(code, -1)
 			for _, m := range all[1:] { // the first is the declaration
 				if m[1] != "[gs_c / GS_WSTRIDE]" {
 					t.Errorf("%s: private %s accessed as %s%s", fn, name, name, m[1])
