@@ -233,6 +233,11 @@ type Tuning struct {
 	// useWide's rule at a threshold of their own, apart from the
 	// measured constants).
 	wideFill int
+	// wideRows unrolls the wide layout's loops over the lane-private
+	// arrays' rows (kernelgen.Config.WideRows: registers rather than local
+	// memory), for the device's comparison of the two forms
+	// (BenchmarkGPUWidePrivate); no effect with NoWidePrivate.
+	wideRows bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -323,6 +328,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.Wide = useWide(v, pl, sp, j, prec, tileSums, dev, tun)
 		v.RowMajor = v.Wide // its warps read and write whole rows
 		v.WideShared = v.Wide && tun.NoWidePrivate
+		v.WideRows = v.Wide && !tun.NoWidePrivate && tun.wideRows
 		return v
 	}
 	lim := dev.sharedLimit

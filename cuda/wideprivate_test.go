@@ -11,8 +11,9 @@ import (
 // TestHostWidePrivateSame runs kernels of the wide layout with their
 // lane-private arrays (the default; kernelgen's wideprivate.go) and with
 // every array in the warp's shared memory (Tuning.NoWidePrivate, the
-// layout as it was) and asks the same results bit for bit: only the
-// storage moved, not the arithmetic. On a simulated warp (32 lanes, each
+// layout as it was), and with the private arrays' loops unrolled over
+// their rows (Tuning.wideRows), and asks the same results bit for bit:
+// only the storage moved, not the arithmetic. On a simulated warp (32 lanes, each
 // its own private rows): Lorenz-96 (d = 64, Tsit5) with shared parameters
 // and five save times, the solve (states and saved states) and the
 // gradient with the record; d = 70 (not a multiple of 32) the gradient.
@@ -46,9 +47,11 @@ func TestHostWidePrivateSame(t *testing.T) {
 			tun := x.tun
 			tun.NoWidePrivate = true
 			shared := tuned(t, x.engine, tun)
+			tun.NoWidePrivate, tun.wideRows = false, true
+			rows := tuned(t, x.engine, tun)
 			for _, op := range x.ops {
-				var got [2][]float64
-				for k, engine := range []string{private, shared} {
+				var got [3][]float64
+				for k, engine := range []string{private, shared, rows} {
 					var tr Trace
 					ctx := WithTrace(t.Context(), &tr)
 					sv := x.c.solver(t, engine)
@@ -71,21 +74,24 @@ func TestHostWidePrivateSame(t *testing.T) {
 						t.Fatalf("%s on %s: the %s layout, not wide", op, engine, l)
 					}
 				}
-				if len(got[0]) != len(got[1]) || len(got[0]) == 0 {
-					t.Fatalf("%s: %d results with lane-private arrays, %d with every array shared", op, len(got[0]), len(got[1]))
-				}
-				diff := 0
-				for i := range got[0] {
-					if math.Float64bits(got[0][i]) != math.Float64bits(got[1][i]) {
-						if diff++; diff <= 5 {
-							t.Errorf("%s: result %d: %v with lane-private arrays, %v with every array shared", op, i, got[0][i], got[1][i])
+				for k, form := range []string{"lane-private arrays", "lane-private arrays by rows (Tuning.wideRows)"} {
+					a, b := got[k*2], got[1]
+					if len(a) != len(b) || len(b) == 0 {
+						t.Fatalf("%s: %d results with %s, %d with every array shared", op, len(a), form, len(b))
+					}
+					diff := 0
+					for i := range b {
+						if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+							if diff++; diff <= 5 {
+								t.Errorf("%s: result %d: %v with %s, %v with every array shared", op, i, a[i], form, b[i])
+							}
 						}
 					}
+					if diff > 5 {
+						t.Errorf("%s: %d of %d results differ with %s", op, diff, len(b), form)
+					}
+					t.Logf("%s, %s against every array shared: %d results, %d differ", op, form, len(b), diff)
 				}
-				if diff > 5 {
-					t.Errorf("%s: %d of %d results differ", op, diff, len(got[0]))
-				}
-				t.Logf("%s: %d results, %d differ", op, len(got[0]), diff)
 			}
 		})
 	}
@@ -93,8 +99,10 @@ func TestHostWidePrivateSame(t *testing.T) {
 
 // BenchmarkGPUWidePrivate times the gradient with the record in the wide
 // layout with lane-private arrays (the default) against every array in
-// the warp's shared memory (Tuning.NoWidePrivate), the two side by side
-// per problem: Lorenz-96 with d = 64 and 256 (the large-state suite's
+// the warp's shared memory (Tuning.NoWidePrivate) and against the
+// private arrays' loops unrolled over their rows (Tuning.wideRows:
+// registers rather than local memory), the three side by side per
+// problem: Lorenz-96 with d = 64 and 256 (the large-state suite's
 // case, n = 4096, Tsit5: wideBenchGradCase), Pollution (n = 4096) and
 // the Brusselator (n = 1024) with Rodas5P (wideRosBenchCase), HIRES
 // (n = 4096, Rodas5P: layoutFillCase), the wide layout forced for all;
@@ -106,6 +114,7 @@ func BenchmarkGPUWidePrivate(b *testing.B) {
 	engines := []struct{ name, engine string }{
 		{"private", tuned(b, "cuda", Tuning{Layout: LayoutWide})},
 		{"shared", tuned(b, "cuda", Tuning{Layout: LayoutWide, NoWidePrivate: true})},
+		{"rows", tuned(b, "cuda", Tuning{Layout: LayoutWide, wideRows: true})},
 	}
 	cases := []struct {
 		name string

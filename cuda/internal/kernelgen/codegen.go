@@ -138,6 +138,9 @@ type Source struct {
 	// wideShared keeps every array of the wide functions in the warp's
 	// shared memory, none lane-private (Config.WideShared; wideprivate.go).
 	wideShared bool
+	// wideRows unrolls the wide functions' loops that touch lane-private
+	// arrays over their rows (Config.WideRows; wideprivate.go).
+	wideRows bool
 	// emitted lists the functions of programs in the order of emission
 	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).
 	emitted   []emittedFunc

@@ -271,7 +271,7 @@ func (sp *StepPrograms) WideSharedPerWarp(grad, saves bool) (int, error) {
 // WideSharedPerWarpOf is WideSharedPerWarp, or with every array in shared
 // memory (all: Config.WideShared) WideSharedPerWarpAll, of sp's plan.
 func (sp *StepPrograms) WideSharedPerWarpOf(grad, saves, all bool) (int, error) {
-	r := sp.wide(grad, saves, all)
+	r := sp.wide(wideVariant{grad: grad, saves: saves, all: all})
 	return 8 * r.w.Len, r.err
 }
 
@@ -284,32 +284,43 @@ type wideRecord struct {
 	src *Source
 }
 
-// wide returns the record of sp's plan's wide functions of a gradient's
-// kernel (grad) or another's, with save times (saves) or not, with every
-// array in shared memory (all: Config.WideShared) or not, emitted on
-// first use.
-func (sp *StepPrograms) wide(grad, saves, all bool) *wideRecord {
-	k := 4*B2i(all) + 2*B2i(grad) + B2i(saves)
-	sp.wideOnce[k].Do(func() {
-		src := NewSource(&SourceSettings{Precision: Float64})
-		src.reroll = true
-		src.wideShared = all
-		w, err := src.wideFuncs(sp.plan, grad, saves)
-		sp.wideRecs[k] = &wideRecord{w: w, err: err, src: src}
-	})
-	return sp.wideRecs[k]
+// wideVariant is what of a kernel selects its wide functions: a
+// gradient's or another's (grad), with save times or not (saves), with
+// every array in shared memory (all: Config.WideShared) or not, with the
+// private arrays' loops unrolled over their rows (rows: Config.WideRows)
+// or not.
+type wideVariant struct{ grad, saves, all, rows bool }
+
+// wideVariantOf returns kernel v's wide variant.
+func wideVariantOf(v Config) wideVariant {
+	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared}
 }
 
-// wideFuncsOf is s.wideFuncs of sp's plan, every array in shared memory
-// (all: Config.WideShared) or not, taken from sp's record
-// (StepPrograms.wide) where s holds nothing yet and emits as the
-// record's unit does: the same functions, names, helpers and defines.
-func (s *Source) wideFuncsOf(sp *StepPrograms, grad, saves, all bool) (wideLayout, error) {
+// wide returns the record of sp's plan's wide functions of variant k,
+// emitted on first use.
+func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
+	i := 8*B2i(k.rows) + 4*B2i(k.all) + 2*B2i(k.grad) + B2i(k.saves)
+	sp.wideOnce[i].Do(func() {
+		src := NewSource(&SourceSettings{Precision: Float64})
+		src.reroll = true
+		src.wideShared, src.wideRows = k.all, k.rows
+		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
+		sp.wideRecs[i] = &wideRecord{w: w, err: err, src: src}
+	})
+	return sp.wideRecs[i]
+}
+
+// wideFuncsOf is s.wideFuncs of sp's plan for kernel v (its
+// wideVariant), taken from sp's record (StepPrograms.wide) where s holds
+// nothing yet and emits as the record's unit does: the same functions,
+// names, helpers and defines.
+func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
+	k := wideVariantOf(v)
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
-		s.wideShared = all
-		return s.wideFuncs(sp.plan, grad, saves)
+		s.wideShared, s.wideRows = k.all, k.rows
+		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
-	r := sp.wide(grad, saves, all)
+	r := sp.wide(k)
 	if r.err != nil {
 		return wideLayout{}, r.err
 	}
@@ -514,7 +525,7 @@ func (w *wideEmitter) emit() (string, int, error) {
 	}
 	w.remat = kept
 	code := w.rematerialize(raw)
-	code, rows := privatize(code, privateArrays(code))
+	code, rows := privatize(code, privateArrays(code), w.e.src.wideRows)
 	code, scratch := allocate(declarePrivate(code, rows))
 	return w.tables.String() + code, scratch, nil
 }

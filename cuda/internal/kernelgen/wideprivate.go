@@ -115,12 +115,17 @@ func privateArrays(code string) map[string]bool {
 	return cand
 }
 
-// privatize moves the arrays of code that privateArrays finds from the
-// warp's scratch (gs_w) into the lane's own storage, gs_p, placed as
-// allocate places the scratch's (by rows of wideLanes components), and
-// returns the code and gs_p's length in rows (times GS_WPRIV reals: one
-// on a warp, wideLanes where a lane runs every component).
-func privatize(code string, priv map[string]bool) (string, int) {
+// privatize moves the arrays of code that privateArrays finds (priv)
+// from the warp's scratch (gs_w) into the lane's own storage, and
+// returns the code and the length in rows of gs_p (times GS_WPRIV reals:
+// one on a warp, wideLanes where a lane runs every component), whose
+// arrays it places as allocate places the scratch's (by rows of
+// wideLanes components). Entry c of a private array is its row
+// c / GS_WSTRIDE. With rows (Config.WideRows) the loops split over the
+// lanes that touch private arrays run over the lane's rows instead
+// (unrollRows), and an array that no other loop touches is an array of
+// its own, whose indices are then static, not in gs_p.
+func privatize(code string, priv map[string]bool, rows bool) (string, int) {
 	if len(priv) == 0 {
 		return code, 0
 	}
@@ -142,13 +147,84 @@ func privatize(code string, priv map[string]bool) (string, int) {
 			continue
 		}
 		if strings.Contains(ln, "[") {
-			lines[i] = acc.ReplaceAllString(ln, "${1}[gs_c / GS_WSTRIDE]")
+			lines[i] = acc.ReplaceAllString(ln, "${1}"+privRow)
+		}
+	}
+	if rows {
+		lines = unrollRows(lines)
+		all := strings.Join(lines, "\n")
+		for i, ln := range lines {
+			m := widePrivArray.FindStringSubmatch(ln)
+			if m == nil || strings.Contains(all, m[1]+privRow) {
+				continue
+			}
+			r := wideSizeOf.FindStringSubmatch(ln)
+			lines[i] = fmt.Sprintf("  gs_real %s[%s * GS_WPRIV];  // lane-private, its rows' indices static", m[1], r[1])
 		}
 	}
 	code = strings.Join(lines, "\n")
 	offs, top := placeArraysBy(code, widePrivArray)
 	return setOffsetsBy(code, offs, privMarkPrefix), top
 }
+
+// privRow is a private array's index of the lane's component gs_c.
+const privRow = "[gs_c / GS_WSTRIDE]"
+
+// unrollRows returns lines with each loop split over the lanes that
+// touches a private array (privRow) as a loop over the lane's rows,
+//
+//	#pragma unroll
+//	for (int gs_row = 0; gs_row < (n + GS_WSTRIDE - 1) / GS_WSTRIDE; gs_row++) {
+//	  const int gs_c = gs_lane + gs_row * GS_WSTRIDE;
+//	  if (gs_c >= n) break;
+//	  the body, with the private arrays' rows gs_row
+//	}
+//
+// the same components in the same order on each lane; a window loop's
+// accesses stay as they are.
+func unrollRows(lines []string) []string {
+	out := make([]string, 0, len(lines))
+	head := func(n string) []string {
+		return []string{"#pragma unroll",
+			fmt.Sprintf("  for (int gs_row = 0; gs_row < (%s + GS_WSTRIDE - 1) / GS_WSTRIDE; gs_row++) {", n),
+			"    const int gs_c = gs_lane + gs_row * GS_WSTRIDE;",
+			fmt.Sprintf("    if (gs_c >= %s) break;", n)}
+	}
+	for i := 0; i < len(lines); i++ {
+		ln := lines[i]
+		m := wideCanonHead.FindStringSubmatch(ln)
+		if m == nil || len(out) == 0 || out[len(out)-1] != "#pragma unroll 1" {
+			out = append(out, ln)
+			continue
+		}
+		if m[2] == " {" {
+			end := i + 1
+			for end < len(lines) && lines[end] != "  }" {
+				end++
+			}
+			body := strings.Join(lines[i+1:end], "\n")
+			if end == len(lines) || !strings.Contains(body, privRow) {
+				out = append(out, ln)
+				continue
+			}
+			out = append(out[:len(out)-1], head(m[1])...)
+			out = append(out, strings.Split(strings.ReplaceAll(body, privRow, "[gs_row]"), "\n")...)
+			i = end - 1 // the loop's "  }" next
+			continue
+		}
+		stmt := ln[len(m[0]):]
+		if !strings.Contains(stmt, privRow) {
+			out = append(out, ln)
+			continue
+		}
+		out = append(out[:len(out)-1], head(m[1])...)
+		out = append(out, "   "+strings.ReplaceAll(stmt, privRow, "[gs_row]"), "  }")
+	}
+	return out
+}
+
+// wideCanonHead is wideCanonLoop with its bound captured.
+var wideCanonHead = regexp.MustCompile(`^  for \(int gs_c = gs_lane; gs_c < (\d+); gs_c \+= GS_WSTRIDE\)( \{)?`)
 
 // privMarkPrefix begins the placeholder of a private array's offset.
 const privMarkPrefix = "@poff:"

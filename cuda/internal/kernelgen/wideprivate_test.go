@@ -79,7 +79,9 @@ func TestPrivateArrays(t *testing.T) {
 // reverse step's arrays read by a window loop; every access to a private
 // array is its row of the lane's component (gs_c / GS_WSTRIDE); and a
 // warp's shared memory (WideSharedPerWarp) is smaller than with every
-// array shared (WideSharedPerWarpAll). It logs the shared memory per warp of the gradient's kernel
+// array shared (WideSharedPerWarpAll); by rows (Config.WideRows) the
+// trial's private arrays are arrays of their own, indexed by static rows,
+// the shared memory the same. It logs the shared memory per warp of the gradient's kernel
 // and the solve's, with save times and without, old (every array shared)
 // and new, for Lorenz-96 (d = 64, 256), Pollution (Rodas5P), HIRES
 // (Rodas5P) and the Brusselator (32 cells, Rodas5P); with -short
@@ -91,7 +93,7 @@ func TestWidePrivate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := sp.wide(true, false, false)
+	r := sp.wide(wideVariant{grad: true})
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -138,6 +140,34 @@ func TestWidePrivate(t *testing.T) {
 		t.Errorf("%s: no shared array read through an index table: the test checks nothing of the gathers", r.w.Trial)
 	}
 
+	// By rows (Config.WideRows): the trial's private arrays are arrays of
+	// their own, every access a static row in a loop over the lane's rows;
+	// the shared memory as without.
+	rr := sp.wide(wideVariant{grad: true, rows: true})
+	if rr.err != nil {
+		t.Fatal(rr.err)
+	}
+	if rr.w.Len != r.w.Len {
+		t.Errorf("by rows: %d reals of shared memory per warp, %d without", rr.w.Len, r.w.Len)
+	}
+	_, trial, _ := strings.Cut(rr.src.String(), "GS_FUNC void "+rr.w.Trial+"(")
+	trial, _, _ = strings.Cut(trial, "\n}\n")
+	own := regexp.MustCompile(`gs_real (\w+)\[\d+ \* GS_WPRIV\];`).FindAllStringSubmatch(trial, -1)
+	if len(own) < 4 || strings.Contains(trial, "gs_p") || strings.Contains(trial, privRow) {
+		t.Errorf("by rows: the trial has %d private arrays of their own (want ≥ 4), gs_p %t, dynamic rows %t",
+			len(own), strings.Contains(trial, "gs_p"), strings.Contains(trial, privRow))
+	}
+	for _, m := range own {
+		for _, a := range regexp.MustCompile(`\b`+m[1]+`\b(\[[^\]]*\])`).FindAllStringSubmatch(trial, -1)[1:] {
+			if a[1] != "[gs_row]" {
+				t.Errorf("by rows: %s accessed as %s%s", m[1], m[1], a[1])
+			}
+		}
+	}
+	if n := strings.Count(trial, "for (int gs_row = 0;"); n < 8 {
+		t.Errorf("by rows: %d loops over the rows in the trial, want ≥ 8", n)
+	}
+
 	type pc struct {
 		name  string
 		field ode.Field
@@ -176,7 +206,7 @@ func TestWidePrivate(t *testing.T) {
 					t.Fatal(err)
 				}
 				priv := 0 // the largest gs_p of the kernel's functions, in reals
-				for _, m := range regexp.MustCompile(`gs_real gs_p\[(\d+) \* GS_WPRIV\]`).FindAllStringSubmatch(sp.wide(grad, saves, false).src.String(), -1) {
+				for _, m := range regexp.MustCompile(`gs_real gs_p\[(\d+) \* GS_WPRIV\]`).FindAllStringSubmatch(sp.wide(wideVariant{grad: grad, saves: saves}).src.String(), -1) {
 					var rows int
 					fmt.Sscan(m[1], &rows)
 					priv = max(priv, rows)
