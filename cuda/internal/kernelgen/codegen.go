@@ -391,6 +391,10 @@ type emitter struct {
 	// been copied into the array gs_a (Source.reroll: a loop indexes
 	// them).
 	ownArr bool
+	// inPos, if not nil, places per-trajectory input j (counted as
+	// ownPos counts) at gs_a[inPos[j]] instead of gs_a[j]: a wide
+	// function whose inputs lie in the driver's arrays (wideInputs).
+	inPos []int
 	// bind, if not nil, makes the function a bound one (bind.go): its
 	// inputs read from arrays, some outputs stored; loopStored holds
 	// those its loops store (loopStores).

@@ -170,12 +170,13 @@ func WideFactors(pl *ode.Plan) bool {
 //
 // The forward loop: the trial's inputs TI (t, h, y[D], p[NP], k1[D] with
 // FSAL: y, p and k1 are the driver's own), its outputs TO (y⁺[D], err[D],
-// k_s[D] with FSAL, hρ), the controller's inputs CI (state[NumState], t1,
-// y[D], y⁺[D], err[D], hρ) and outputs CO (state'[NumState], accept,
-// status), with save times the dense step's outputs DO (y⁺[D],
-// w[DenseTerms·D]; its inputs are TI's first), and the scratch SCR of the
-// programs' arrays (the largest of the functions'). Init's inputs (t0,
-// t1, y, p) use CI's place and its outputs (h, last, f0[D]) TO's.
+// k_s[D] with FSAL, hρ), the controller's own inputs CI (state[NumState],
+// t1; its y, y⁺, err and hρ it reads in TI and TO: inputs) and outputs
+// CO (state'[NumState], accept, status), with save times the dense
+// step's outputs DO (y⁺[D], w[DenseTerms·D]; its inputs are TI's first),
+// and the scratch SCR of the programs' arrays (the largest of the
+// functions'). Init's inputs t0 and t1 use CI's place (y and p are TI's)
+// and its outputs (h, last, f0[D]) TO's.
 //
 // A gradient's reverse sweep (Rev set) reuses the space from the start:
 // the reverse step's inputs RI (t, h, y[D], p[NP], λ[D], then gp[NP], or
@@ -202,6 +203,42 @@ type wideKind struct {
 	scratch, revScratch int
 }
 
+// inputs returns the places, from the warp's part's start, of the
+// per-trajectory inputs of plan pl's Init (control false) or Control
+// program p, which read the driver's arrays where they are rather than
+// copies (wideFunc's pos): Init's t0 and t1 at CI, y and p at the
+// trial's inputs; Control's state and t1 at CI, y at the trial's inputs,
+// y⁺, err and hρ at the trial's outputs. It returns an error where p's
+// inputs are not those.
+func (w wideLayout) inputs(pl *ode.Plan, p *tape.Program, control bool) ([]int, error) {
+	d, np := pl.Dim, pl.Params
+	seq := func(from, n int) []int {
+		out := make([]int, n)
+		for c := range out {
+			out[c] = from + c
+		}
+		return out
+	}
+	var pos []int
+	if control {
+		pos = append(seq(w.CI, ode.NumState+1), seq(2, d)...)  // state, t1; y
+		pos = append(pos, seq(w.TO, 2*d)...)                    // y⁺, err
+		pos = append(pos, w.TO+(2+B2i(pl.FSAL))*d)              // hρ
+	} else {
+		pos = append(seq(w.CI, 2), seq(2, d+np)...) // t0, t1; y, p
+	}
+	own := 0
+	for _, x := range p.Inputs {
+		if !x.Shared {
+			own++
+		}
+	}
+	if own != len(pos) {
+		return nil, fmt.Errorf("cuda: the wide layout: program %s has %d per-trajectory inputs, want %d", p.Name, own, len(pos))
+	}
+	return pos, nil
+}
+
 // newWideLayout returns the layout of plan pl's kernel of kind k.
 func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
@@ -213,7 +250,7 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 	var w wideLayout
 	w.TO = 2 + d + np + f*d
 	w.CI = w.TO + max((2+f)*d+1, 2+d)
-	w.CO = w.CI + max(ode.NumState+3*d+2, 2+d+np)
+	w.CO = w.CI + ode.NumState + 1
 	w.DO = w.CO + ode.NumState + 2
 	w.SCR = w.DO
 	if k.saves {
@@ -232,11 +269,12 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 
 // WideSharedPerWarp returns the shared memory of one warp of a wide
 // kernel of plan pl in bytes (float64): of a gradient's kernel (grad) or
-// another, with save times (saves) or not. For d ≥ 2 + np, the forward
-// loop takes 2 + (1+f)d + np reals for the trial's inputs (f = 1 with
-// FSAL), (2+f)d + 1 for its outputs, NumState + 3d + 2 for the
-// controller's inputs and NumState + 2 for its outputs, (6+2f)d + np +
-// 2·NumState + 7 in all, with save times (1+m)d more for the dense
+// another, with save times (saves) or not. The forward loop takes 2 +
+// (1+f)d + np reals for the trial's inputs (f = 1 with FSAL), (2+f)d + 1
+// for its outputs, NumState + 1 for the controller's own inputs (it
+// reads y, y⁺, err and hρ in the trial's) and NumState + 2 for its
+// outputs, (3+2f)d + np + 2·NumState + 6 in all, with save times (1+m)d
+// more for the dense
 // step's outputs (m = DenseTerms), plus the programs' scratch (the most
 // reals of arrays live at once in one of Init, Trial, Control and
 // DenseStep: for Lorenz-96 with Tsit5 about 8d); a gradient's reverse
@@ -382,11 +420,19 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 		}
 	}
 	names := make([]string, 6)
+	base := newWideLayout(pl, k) // the driver's arrays: no scratch yet
 	for m, p := range append(fwd, rev...) {
 		if p == nil {
 			return wideLayout{}, fmt.Errorf("cuda: the wide layout: plan %s lacks a program", pl.Method)
 		}
-		name, scr, err := s.wideFunc(p)
+		var pos []int
+		if m == 0 || m == 2 { // Init and Control read the driver's arrays
+			var err error
+			if pos, err = base.inputs(pl, p, m == 2); err != nil {
+				return wideLayout{}, err
+			}
+		}
+		name, scr, err := s.wideFunc(p, pos)
 		if err != nil {
 			return wideLayout{}, err
 		}
@@ -445,8 +491,9 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 `
 
 // wideFunc emits p, inlined, as a warp-cooperative function (see the
-// wide layout above) and returns its name and the scratch it needs, in
-// reals:
+// wide layout above), its per-trajectory inputs in order in gs_a, or
+// input j at gs_a[pos[j]] (pos not nil: wideLayout.inputs), and returns
+// its name and the scratch it needs, in reals:
 //
 //	GS_FUNC void NAME(const gs_real* gs_sh, const gs_real* gs_a, gs_real* gs_o, gs_real* gs_w);
 //
@@ -455,7 +502,7 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 // shared memory. Every lane of the warp calls it, after a __syncwarp()
 // since gs_a was written; the outputs are visible to every lane when it
 // returns.
-func (s *Source) wideFunc(p *tape.Program) (string, int, error) {
+func (s *Source) wideFunc(p *tape.Program, pos []int) (string, int, error) {
 	s.helper(wideHelper)
 	in, err := tape.Inline(p)
 	if err != nil {
@@ -465,7 +512,7 @@ func (s *Source) wideFunc(p *tape.Program) (string, int, error) {
 		return "", 0, err
 	}
 	name := s.newName(p.Name + ".wide")
-	w := &wideEmitter{e: &emitter{src: s, p: in, name: name}}
+	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos}}
 	code, scratch, err := w.emit()
 	if err != nil {
 		return "", 0, fmt.Errorf("cuda: program %s (wide): %w", p.Name, err)
