@@ -221,9 +221,9 @@ func (w wideLayout) inputs(pl *ode.Plan, p *tape.Program, control bool) ([]int, 
 	}
 	var pos []int
 	if control {
-		pos = append(seq(w.CI, ode.NumState+1), seq(2, d)...)  // state, t1; y
-		pos = append(pos, seq(w.TO, 2*d)...)                    // y⁺, err
-		pos = append(pos, w.TO+(2+B2i(pl.FSAL))*d)              // hρ
+		pos = append(seq(w.CI, ode.NumState+1), seq(2, d)...) // state, t1; y
+		pos = append(pos, seq(w.TO, 2*d)...)                  // y⁺, err
+		pos = append(pos, w.TO+(2+B2i(pl.FSAL))*d)            // hρ
 	} else {
 		pos = append(seq(w.CI, 2), seq(2, d+np)...) // t0, t1; y, p
 	}
