@@ -188,6 +188,10 @@ type wideLayout struct {
 	TI, TO, CI, CO, DO, SCR int
 	RO, GP, GA, RSCR        int
 	Len                     int
+	// Copies keeps the controller's inputs y, y⁺, err and hρ and Init's
+	// y and p as copies in CI (the layout before wideLayout.inputs; with
+	// every array shared, Config.WideShared: the layout as it was).
+	Copies bool
 	// Init, Trial, Control, Dense, Rev and DRev are the names of the
 	// programs' wide functions: Dense (with save times) of DenseStep, Rev
 	// (a gradient) of Reverse, DRev (a gradient with save times) of
@@ -199,7 +203,7 @@ type wideLayout struct {
 // times, and the programs' scratch: the forward functions' and the
 // reverse steps'.
 type wideKind struct {
-	grad, saves         bool
+	grad, saves, copies bool
 	scratch, revScratch int
 }
 
@@ -251,6 +255,10 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 	w.TO = 2 + d + np + f*d
 	w.CI = w.TO + max((2+f)*d+1, 2+d)
 	w.CO = w.CI + ode.NumState + 1
+	if k.copies {
+		w.CO = w.CI + max(ode.NumState+3*d+2, 2+d+np)
+	}
+	w.Copies = k.copies
 	w.DO = w.CO + ode.NumState + 2
 	w.SCR = w.DO
 	if k.saves {
@@ -400,7 +408,7 @@ func (s *Source) adopt(o *Source) {
 // (grad) or another's, with save times (saves) or not, and returns
 // their layout.
 func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
-	k := wideKind{grad: grad, saves: saves}
+	k := wideKind{grad: grad, saves: saves, copies: s.wideShared}
 	fwd := []*tape.Program{pl.Init, pl.Trial, pl.Control}
 	if saves {
 		fwd = append(fwd, pl.DenseStep)
@@ -426,7 +434,7 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 			return wideLayout{}, fmt.Errorf("cuda: the wide layout: plan %s lacks a program", pl.Method)
 		}
 		var pos []int
-		if m == 0 || m == 2 { // Init and Control read the driver's arrays
+		if (m == 0 || m == 2) && !k.copies { // Init and Control read the driver's arrays
 			var err error
 			if pos, err = base.inputs(pl, p, m == 2); err != nil {
 				return wideLayout{}, err
@@ -517,6 +525,15 @@ func (s *Source) wideFunc(p *tape.Program, pos []int) (string, int, error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("cuda: program %s (wide): %w", p.Name, err)
 	}
+	if w.runs > 0 {
+		// A gather read in place keeps its array live through the loop:
+		// where copying the gathers takes less shared memory (a
+		// Rosenbrock step's reverse with save times), copy them.
+		w2 := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos}, noRuns: true}
+		if code2, scratch2, err := w2.emit(); err == nil && scratch2 < scratch {
+			code, scratch = code2, scratch2
+		}
+	}
 	s.addFunc(name, "GS_FUNC", code)
 	return name, scratch, nil
 }
@@ -535,6 +552,10 @@ type wideEmitter struct {
 	// remat holds the arrays that may be recomputed where they are read
 	// instead of kept (rematerialize), in the order of their loops.
 	remat []wideRemat
+	// runs counts the gathers read in place (gatherRun); noRuns copies
+	// every gather into the scratch.
+	runs   int
+	noRuns bool
 }
 
 // wideRemat is a loop's array that may be recomputed where it is read:
@@ -1488,7 +1509,10 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 		arr, idx[c] = m[1], m[2]
 	}
 	var r string
-	if arr != "" {
+	if x, ok := gatherRun(xs); ok && !e.src.wideShared && !w.noRuns {
+		r = x
+		w.runs++
+	} else if arr != "" {
 		tab := fmt.Sprintf("%s_x%d", e.name, w.ntab)
 		w.ntab++
 		fmt.Fprintf(&w.tables, "GS_WIDE_TABLE int %s[%d] = {%s};\n", tab, n, strings.Join(idx, ", "))
@@ -1504,6 +1528,66 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 	}
 	gathered[key] = r
 	return r
+}
+
+// wideGatherScalars is the most entries of a gathered operand besides
+// its run that gatherRun reads through a choice of expressions.
+const wideGatherScalars = 8
+
+// gatherRun returns a gathered operand's expression of the component
+// gs_c where its entries xs (by component) are one run of consecutive
+// components reading one array in arithmetic progression of step ±1 (at
+// least rerollMinRun long) and at most wideGatherScalars others (a
+// reverse step's cotangent shifted by a component, with its first
+// entries scalars): the run's entry read in place, the others chosen by
+// the component, instead of an array of the scratch filled before the
+// loop (gather): the same values, no copy, no shared memory. It returns
+// false for another form, or where the run reads a tuple's array.
+func gatherRun(xs []string) (string, bool) {
+	type entry struct{ q, idx int }
+	byArr := map[string][]entry{}
+	best := ""
+	for q, x := range xs {
+		if m := entryRef.FindStringSubmatch(x); m != nil {
+			idx, _ := strconv.Atoi(m[2])
+			byArr[m[1]] = append(byArr[m[1]], entry{q, idx})
+			if n := len(byArr[m[1]]); n > len(byArr[best]) || n == len(byArr[best]) && m[1] < best {
+				best = m[1]
+			}
+		}
+	}
+	es := byArr[best]
+	// A tuple's array (t<ID>: a factor's, d(d | 1) + d reals, or a
+	// solve's) read in the loop would live on through it: copy it.
+	if !strings.HasPrefix(best, "gs_") || len(es) < rerollMinRun || len(xs)-len(es) > wideGatherScalars {
+		return "", false
+	}
+	di := es[1].idx - es[0].idx
+	if di != 1 && di != -1 {
+		return "", false
+	}
+	for i := 1; i < len(es); i++ {
+		if es[i].q != es[i-1].q+1 || es[i].idx != es[i-1].idx+di {
+			return "", false
+		}
+	}
+	q0, q1 := es[0].q, es[len(es)-1].q+1
+	var rest []int
+	for q := range xs {
+		if q < q0 || q >= q1 {
+			rest = append(rest, q)
+		}
+	}
+	x := fmt.Sprintf("%s[%s]", best, affine(es[0].idx-di*q0, di))
+	if len(rest) == 0 {
+		return x, true
+	}
+	// The others by the component: the last one where none matches.
+	alt := xs[rest[len(rest)-1]]
+	for k := len(rest) - 2; k >= 0; k-- {
+		alt = fmt.Sprintf("(gs_c == %d ? %s : %s)", rest[k], xs[rest[k]], alt)
+	}
+	return fmt.Sprintf("((gs_c >= %d && gs_c < %d) ? %s : %s)", q0, q1, x, alt), true
 }
 
 // returns writes the function's outputs to gs_o: runs of consecutive
