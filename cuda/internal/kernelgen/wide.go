@@ -440,7 +440,10 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 				return wideLayout{}, err
 			}
 		}
-		name, scr, err := s.wideFunc(p, pos)
+		// A Rosenbrock step's gathers stay copies: read in place they kept
+		// larger arrays live (the Brusselator's reverse with save times:
+		// 76,024 → 78,856 B a warp).
+		name, scr, err := s.wideFunc(p, pos, WideFactors(pl))
 		if err != nil {
 			return wideLayout{}, err
 		}
@@ -500,7 +503,9 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 
 // wideFunc emits p, inlined, as a warp-cooperative function (see the
 // wide layout above), its per-trajectory inputs in order in gs_a, or
-// input j at gs_a[pos[j]] (pos not nil: wideLayout.inputs), and returns
+// input j at gs_a[pos[j]] (pos not nil: wideLayout.inputs), its gathers
+// copied into the scratch (noRuns) or read in place where they can be
+// (gatherRun), and returns
 // its name and the scratch it needs, in reals:
 //
 //	GS_FUNC void NAME(const gs_real* gs_sh, const gs_real* gs_a, gs_real* gs_o, gs_real* gs_w);
@@ -510,7 +515,7 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 // shared memory. Every lane of the warp calls it, after a __syncwarp()
 // since gs_a was written; the outputs are visible to every lane when it
 // returns.
-func (s *Source) wideFunc(p *tape.Program, pos []int) (string, int, error) {
+func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool) (string, int, error) {
 	s.helper(wideHelper)
 	in, err := tape.Inline(p)
 	if err != nil {
@@ -520,20 +525,12 @@ func (s *Source) wideFunc(p *tape.Program, pos []int) (string, int, error) {
 		return "", 0, err
 	}
 	name := s.newName(p.Name + ".wide")
-	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos}}
+	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos}, noRuns: noRuns}
 	code, scratch, err := w.emit()
 	if err != nil {
 		return "", 0, fmt.Errorf("cuda: program %s (wide): %w", p.Name, err)
 	}
-	if w.runs > 0 {
-		// A gather read in place keeps its array live through the loop:
-		// where copying the gathers takes less shared memory (a
-		// Rosenbrock step's reverse with save times), copy them.
-		w2 := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos}, noRuns: true}
-		if code2, scratch2, err := w2.emit(); err == nil && scratch2 < scratch {
-			code, scratch = code2, scratch2
-		}
-	}
+
 	s.addFunc(name, "GS_FUNC", code)
 	return name, scratch, nil
 }
@@ -552,9 +549,7 @@ type wideEmitter struct {
 	// remat holds the arrays that may be recomputed where they are read
 	// instead of kept (rematerialize), in the order of their loops.
 	remat []wideRemat
-	// runs counts the gathers read in place (gatherRun); noRuns copies
-	// every gather into the scratch.
-	runs   int
+	// noRuns copies every gather into the scratch (no gatherRun).
 	noRuns bool
 }
 
@@ -1511,7 +1506,6 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 	var r string
 	if x, ok := gatherRun(xs); ok && !e.src.wideShared && !w.noRuns {
 		r = x
-		w.runs++
 	} else if arr != "" {
 		tab := fmt.Sprintf("%s_x%d", e.name, w.ntab)
 		w.ntab++
@@ -1541,8 +1535,9 @@ const wideGatherScalars = 8
 // reverse step's cotangent shifted by a component, with its first
 // entries scalars): the run's entry read in place, the others chosen by
 // the component, instead of an array of the scratch filled before the
-// loop (gather): the same values, no copy, no shared memory. It returns
-// false for another form, or where the run reads a tuple's array.
+// loop (gather): the same values, no copy, no shared memory (the source
+// array lives on through the loop instead). It returns false for another
+// form, or where the run reads a tuple's array.
 func gatherRun(xs []string) (string, bool) {
 	type entry struct{ q, idx int }
 	byArr := map[string][]entry{}

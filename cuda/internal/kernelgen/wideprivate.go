@@ -3,7 +3,6 @@ package kernelgen
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -62,12 +61,6 @@ func privateArrays(code string) map[string]bool {
 	if len(cand) == 0 {
 		return cand
 	}
-	names := make([]string, 0, len(cand))
-	for n := range cand {
-		names = append(names, regexp.QuoteMeta(n))
-	}
-	slices.Sort(names)
-	word := regexp.MustCompile(`\b(` + strings.Join(names, "|") + `)\b`)
 	// own: the line runs at the lane's component (gs_c ≡ lane mod 32).
 	inCanon, inWindow, inOwn := false, 0, false
 	for i, ln := range lines {
@@ -101,18 +94,37 @@ func privateArrays(code string) map[string]bool {
 				inWindow = 2 // the outer and the inner loop
 			}
 		}
-		for _, ix := range word.FindAllStringIndex(ln, -1) {
-			name := ln[ix[0]:ix[1]]
+		forIdents(ln, func(from, to int) {
+			name := ln[from:to]
 			if !cand[name] || declAt[name] == i {
-				continue
+				return
 			}
-			rest := ln[ix[1]:]
+			rest := ln[to:]
 			if !own || !(strings.HasPrefix(rest, "[gs_c]") || strings.HasPrefix(rest, "[(gs_c)]")) {
 				delete(cand, name)
 			}
-		}
+		})
 	}
 	return cand
+}
+
+// forIdents calls f with the bounds of each C identifier of ln (a run of
+// identifier characters not starting with a digit).
+func forIdents(ln string, f func(from, to int)) {
+	for i := 0; i < len(ln); {
+		if !isIdent(ln[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(ln) && isIdent(ln[j]) {
+			j++
+		}
+		if ln[i] < '0' || ln[i] > '9' {
+			f(i, j)
+		}
+		i = j
+	}
 }
 
 // privatize moves the arrays of code that privateArrays finds (priv)
@@ -129,12 +141,6 @@ func privatize(code string, priv map[string]bool, rows bool) (string, int) {
 	if len(priv) == 0 {
 		return code, 0
 	}
-	names := make([]string, 0, len(priv))
-	for n := range priv {
-		names = append(names, regexp.QuoteMeta(n))
-	}
-	slices.Sort(names)
-	acc := regexp.MustCompile(`\b(` + strings.Join(names, "|") + `)\[(gs_c|\(gs_c\))\]`)
 	lines := strings.Split(code, "\n")
 	for i, ln := range lines {
 		if m := wideArray.FindStringSubmatch(ln); m != nil && priv[m[1]] {
@@ -147,7 +153,7 @@ func privatize(code string, priv map[string]bool, rows bool) (string, int) {
 			continue
 		}
 		if strings.Contains(ln, "[") {
-			lines[i] = acc.ReplaceAllString(ln, "${1}"+privRow)
+			lines[i] = privateRows(ln, priv)
 		}
 	}
 	if rows {
@@ -165,6 +171,31 @@ func privatize(code string, priv map[string]bool, rows bool) (string, int) {
 	code = strings.Join(lines, "\n")
 	offs, top := placeArraysBy(code, widePrivArray)
 	return setOffsetsBy(code, offs, privMarkPrefix), top
+}
+
+// privateRows returns line ln with each access name[gs_c] or
+// name[(gs_c)] of an array of priv written name[gs_c / GS_WSTRIDE].
+func privateRows(ln string, priv map[string]bool) string {
+	var sb strings.Builder
+	last := 0
+	forIdents(ln, func(from, to int) {
+		if !priv[ln[from:to]] {
+			return
+		}
+		for _, idx := range []string{"[gs_c]", "[(gs_c)]"} {
+			if strings.HasPrefix(ln[to:], idx) {
+				sb.WriteString(ln[last:to])
+				sb.WriteString(privRow)
+				last = to + len(idx)
+				return
+			}
+		}
+	})
+	if last == 0 {
+		return ln
+	}
+	sb.WriteString(ln[last:])
+	return sb.String()
 }
 
 // privRow is a private array's index of the lane's component gs_c.
