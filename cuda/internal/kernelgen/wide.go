@@ -24,7 +24,10 @@ import (
 //
 //   - every d-long array (the driver's state, the programs' inputs and
 //     outputs, the loops' arrays and gathers) lives in the warp's part of
-//     the block's shared memory;
+//     the block's shared memory, but for a loop's array only ever
+//     accessed at the lane's own component, which is the lane's own
+//     (wideprivate.go), and a gather of one array's run, read in place
+//     (gatherRun);
 //   - a rerolled loop over the components runs component c on lane
 //     c mod 32 (for (gs_c = lane; gs_c < n; gs_c += 32)), between two
 //     __syncwarp()s;
