@@ -56,8 +56,10 @@
 //   - wide: one warp per trajectory for the solves, records and gradients
 //     of explicit methods on states of 64 components or more (Lorenz-96)
 //     and of Rosenbrock methods from 16 (Pollution, the factor of W too),
-//     the state, stages and cotangents in shared memory and the component
-//     loops split over the lanes (docs/wide-layout.md); results agree
+//     the state, stages and cotangents in shared memory (those only
+//     its own lane reads in its local memory: Tuning.NoWidePrivate keeps
+//     them shared) and the component loops split over the lanes
+//     (docs/wide-layout.md); results agree
 //     with the thread layout's to rounding (its sums over components are
 //     shuffles). Its initial states, parameters, final states and
 //     gradients are row-major on the device, as in the job (the host

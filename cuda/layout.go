@@ -177,6 +177,17 @@ type Tuning struct {
 	// 0.3–0.4 MB in the thread layout, so NVRTC takes longer on their
 	// first call. LayoutWide overrides it.
 	NoWideStiff bool
+	// NoWidePrivate keeps every d-long array of a wide-layout kernel in
+	// the warp's shared memory (kernelgen.Config.WideShared), as the
+	// layout did before its lane-private arrays: by default the arrays
+	// that only the lane of their component reads and writes (the stages'
+	// derivatives of an explicit method, their adjoints in the reverse
+	// step) are each lane's own (local memory or registers), and a
+	// warp's shared memory holds the others only, so that more warps fit
+	// on a multiprocessor (kernelgen.WideSharedPerWarp; Lorenz-96 with
+	// d = 256, Tsit5: see docs/wide-layout.md). Results are the same bit
+	// for bit; it is the switch of the device's comparison.
+	NoWidePrivate bool
 	// NoTrainGraph runs each step of a fit kept in device memory
 	// (ode.Trainer) as a batch of a dozen operations launched from the
 	// host, instead of one CUDA graph for the evaluation and one for the
@@ -222,6 +233,11 @@ type Tuning struct {
 	// useWide's rule at a threshold of their own, apart from the
 	// measured constants).
 	wideFill int
+	// wideRows unrolls the wide layout's loops over the lane-private
+	// arrays' rows (kernelgen.Config.WideRows: registers rather than local
+	// memory), for the device's comparison of the two forms
+	// (BenchmarkGPUWidePrivate); no effect with NoWidePrivate.
+	wideRows bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -311,6 +327,8 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	if !v.Lanes {
 		v.Wide = useWide(v, pl, sp, j, prec, tileSums, dev, tun)
 		v.RowMajor = v.Wide // its warps read and write whole rows
+		v.WideShared = v.Wide && tun.NoWidePrivate
+		v.WideRows = v.Wide && !tun.NoWidePrivate && tun.wideRows
 		return v
 	}
 	lim := dev.sharedLimit
@@ -348,7 +366,10 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 		return false
 	}
 	widePer := j.widePer
-	if widePer == nil {
+	switch {
+	case tun.NoWidePrivate:
+		widePer = func(grad, saves bool) (int, error) { return sp.WideSharedPerWarpOf(grad, saves, true) }
+	case widePer == nil:
 		widePer = func(grad, saves bool) (int, error) { return kernelgen.WideSharedPerWarp(pl, grad, saves) }
 	}
 	per, err := widePer(v.Grad, v.Saves > 0)

@@ -135,6 +135,12 @@ type Source struct {
 	// reroll (thread layout) emits runs of values that repeat per state
 	// component as loops (reroll.go).
 	reroll bool
+	// wideShared keeps every array of the wide functions in the warp's
+	// shared memory, none lane-private (Config.WideShared; wideprivate.go).
+	wideShared bool
+	// wideRows unrolls the wide functions' loops that touch lane-private
+	// arrays over their rows (Config.WideRows; wideprivate.go).
+	wideRows bool
 	// emitted lists the functions of programs in the order of emission
 	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).
 	emitted   []emittedFunc
@@ -385,6 +391,10 @@ type emitter struct {
 	// been copied into the array gs_a (Source.reroll: a loop indexes
 	// them).
 	ownArr bool
+	// inPos, if not nil, places per-trajectory input j (counted as
+	// ownPos counts) at gs_a[inPos[j]] instead of gs_a[j]: a wide
+	// function whose inputs lie in the driver's arrays (wideInputs).
+	inPos []int
 	// bind, if not nil, makes the function a bound one (bind.go): its
 	// inputs read from arrays, some outputs stored; loopStored holds
 	// those its loops store (loopStores).

@@ -157,6 +157,23 @@ type Config struct {
 	// save times and their cotangents (ys, tb), the data and the record
 	// stay as they are.
 	RowMajor bool
+	// WideShared (with Wide only) keeps every d-long array of the wide
+	// functions in the warp's shared memory, as the wide layout did
+	// before its lane-private arrays (wideprivate.go): by default an
+	// array only ever accessed at the lane's own component (a stage's
+	// derivative, its adjoint) is the lane's own, in local memory or
+	// registers, and a warp's shared memory holds the others only. The
+	// results are the same bit for bit (package cuda's
+	// Tuning.NoWidePrivate: the switch of the device's A/B).
+	WideShared bool
+	// WideRows (with Wide, without WideShared) unrolls the wide
+	// functions' loops that touch lane-private arrays over the lane's
+	// rows (ceil(n/32) iterations of static index), so that the compiler
+	// may keep those arrays in registers rather than local memory; an
+	// array that a window loop touches stays in local memory. The same
+	// results bit for bit; larger kernels (package cuda's test knob
+	// Tuning.wideRows, for the device's comparison).
+	WideRows bool
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -212,10 +229,16 @@ var wideKey = map[bool]string{true: "wide "}
 // rowMajorKey is Config.RowMajor's part of a Key, likewise.
 var rowMajorKey = map[bool]string{true: "rows "}
 
+// wideSharedKey is Config.WideShared's part of a Key, likewise.
+var wideSharedKey = map[bool]string{true: "wideshared "}
+
+// wideRowsKey is Config.WideRows's part of a Key, likewise.
+var wideRowsKey = map[bool]string{true: "widerows "}
+
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -229,12 +252,13 @@ type StepPrograms struct {
 	// (useLanes).
 	Lanes bool
 
-	// The wide functions of the plan's kernels, by 2·gradient + save
-	// times, emitted once (StepPrograms.wide): the wide layout's measure
-	// (WideSharedPerWarp) and the kernel's source (KernelSource) share
-	// them.
-	wideOnce [4]sync.Once
-	wideRecs [4]*wideRecord
+	// The wide functions of the plan's kernels, by 8·rows unrolled
+	// (Config.WideRows) + 4·all shared (Config.WideShared) + 2·gradient +
+	// save times, emitted once
+	// (StepPrograms.wide): the wide layout's measure (WideSharedPerWarp)
+	// and the kernel's source (KernelSource) share them.
+	wideOnce [16]sync.Once
+	wideRecs [16]*wideRecord
 }
 
 // NewStepPrograms derives the reverse step of pl. (A gradient kernel
@@ -310,7 +334,7 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	}
 	g := &adapters{src: src}
 	if v.Wide {
-		w, err := src.wideFuncsOf(sp, v.Grad, v.Saves > 0)
+		w, err := src.wideFuncsOf(sp, v)
 		if err != nil {
 			return "", info, err
 		}

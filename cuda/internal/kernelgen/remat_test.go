@@ -73,7 +73,7 @@ func TestWideRematerializeSame(t *testing.T) {
 // allocateRef is allocate's placement of the offsets as it was: a
 // strings.ReplaceAll per array.
 func allocateRef(code string) string {
-	offs, _ := placeArrays(code)
+	offs, _ := placeArraysBy(code, wideArray)
 	for n, off := range offs {
 		code = strings.ReplaceAll(code, offMark(n), strconv.Itoa(off))
 	}

@@ -251,13 +251,17 @@ func (r *rerollPlanner) index(id tape.ID) (arraySrc, int, bool) {
 }
 
 // ownPos returns per-trajectory input k's entry in gs_a: its place
-// among the function's inputs that are not shared.
+// among the function's inputs that are not shared, or where inPos puts
+// that place.
 func (e *emitter) ownPos(k int) int {
 	j := 0
 	for q := 0; q < k; q++ {
 		if e.shIndex[q] < 0 {
 			j++
 		}
+	}
+	if e.inPos != nil {
+		return e.inPos[j]
 	}
 	return j
 }

@@ -21,10 +21,11 @@ per-trajectory inputs and results y0, p, y, gy0 and gp (GS_WAT).
 #define GS_WRITTEN() GS_SYNCWARP()
 // A warp's shared memory, in reals (wide.go: wideLayout): the trial's
 // inputs (t, h, y[D], p[NP], k1[D] with FSAL), its outputs (y+[D],
-// err[D], k_s[D] with FSAL, h*rho), the controller's inputs (state, t1,
-// y, y+, err, h*rho) and outputs (state', accept, status), and the
-// functions' scratch. Init reads its inputs from GS_W_CI's place and
-// writes its outputs to GS_W_TO's.
+// err[D], k_s[D] with FSAL, h*rho), the controller's own inputs (state,
+// t1: its y, y+, err and h*rho are the trial's) and outputs (state',
+// accept, status), and the functions' scratch. Init reads t0 and t1 from
+// GS_W_CI's place, y and p from the trial's, and writes its outputs to
+// GS_W_TO's.
 #define GS_W_TO {{.W.TO}}
 #define GS_W_CI {{.W.CI}}
 #define GS_W_CO {{.W.CO}}
@@ -219,6 +220,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   GS_SYNCWARP();  // the warp's last trajectory is done with ws
   for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = a.y0[GS_WAT(c, GS_D, i, n)];
   for (int c = lane; c < GS_NP; c += GS_WSTRIDE) p[c] = a.p[GS_WAT(c, GS_NP, i, n)];
+{{- if .W.Copies}}
   // Init: t0, t1, y, p -> h, last, f0 (in CI's and TO's places).
   if (lane == 0) {
     ci[0] = t0;
@@ -228,6 +230,17 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   for (int c = lane; c < GS_NP; c += GS_WSTRIDE) ci[2 + GS_D + c] = a.p[GS_WAT(c, GS_NP, i, n)];
   GS_SYNCWARP();
   {{.W.Init}}(sh, ci, to, scr);
+{{- else}}
+  // Init: t0, t1 (in CI's place), y, p (the trial's) -> h, last, f0 (in
+  // TO's place); it reads its inputs where they are (wide.go:
+  // wideLayout.inputs), from ws.
+  if (lane == 0) {
+    ci[0] = t0;
+    ci[1] = t1;
+  }
+  GS_SYNCWARP();
+  {{.W.Init}}(sh, ws, to, scr);
+{{- end}}
   gs_real st[GS_NSTATE];
   const gs_real h0 = to[0], last = to[1];
 #if GS_W_FSAL
@@ -252,6 +265,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
     }
     GS_SYNCWARP();
     {{.W.Trial}}(sh, ti, to, scr);
+{{- if .W.Copies}}
     // Control: state, t1, y, y+, err, h*rho.
     for (int q = lane; q < GS_NSTATE; q += GS_WSTRIDE) ci[q] = st[q];
     if (lane == 0) {
@@ -265,6 +279,14 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
     }
     GS_SYNCWARP();
     {{.W.Control}}(csh, ci, co, scr);
+{{- else}}
+    // Control: state, t1 (in CI's place), y (the trial's input), y+, err,
+    // h*rho (its outputs), read where they are (wideLayout.inputs).
+    for (int q = lane; q < GS_NSTATE; q += GS_WSTRIDE) ci[q] = st[q];
+    if (lane == 0) ci[GS_NSTATE] = t1;
+    GS_SYNCWARP();
+    {{.W.Control}}(csh, ws, co, scr);
+{{- end}}
     const gs_real accept = co[GS_NSTATE];
     gs_real stat = co[GS_NSTATE + 1];
     lasth = st[GS_ST_H];

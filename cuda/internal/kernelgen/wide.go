@@ -24,7 +24,10 @@ import (
 //
 //   - every d-long array (the driver's state, the programs' inputs and
 //     outputs, the loops' arrays and gathers) lives in the warp's part of
-//     the block's shared memory;
+//     the block's shared memory, but for a loop's array only ever
+//     accessed at the lane's own component, which is the lane's own
+//     (wideprivate.go), and a gather of one array's run, read in place
+//     (gatherRun);
 //   - a rerolled loop over the components runs component c on lane
 //     c mod 32 (for (gs_c = lane; gs_c < n; gs_c += 32)), between two
 //     __syncwarp()s;
@@ -170,12 +173,13 @@ func WideFactors(pl *ode.Plan) bool {
 //
 // The forward loop: the trial's inputs TI (t, h, y[D], p[NP], k1[D] with
 // FSAL: y, p and k1 are the driver's own), its outputs TO (y⁺[D], err[D],
-// k_s[D] with FSAL, hρ), the controller's inputs CI (state[NumState], t1,
-// y[D], y⁺[D], err[D], hρ) and outputs CO (state'[NumState], accept,
-// status), with save times the dense step's outputs DO (y⁺[D],
-// w[DenseTerms·D]; its inputs are TI's first), and the scratch SCR of the
-// programs' arrays (the largest of the functions'). Init's inputs (t0,
-// t1, y, p) use CI's place and its outputs (h, last, f0[D]) TO's.
+// k_s[D] with FSAL, hρ), the controller's own inputs CI (state[NumState],
+// t1; its y, y⁺, err and hρ it reads in TI and TO: inputs) and outputs
+// CO (state'[NumState], accept, status), with save times the dense
+// step's outputs DO (y⁺[D], w[DenseTerms·D]; its inputs are TI's first),
+// and the scratch SCR of the programs' arrays (the largest of the
+// functions'). Init's inputs t0 and t1 use CI's place (y and p are TI's)
+// and its outputs (h, last, f0[D]) TO's.
 //
 // A gradient's reverse sweep (Rev set) reuses the space from the start:
 // the reverse step's inputs RI (t, h, y[D], p[NP], λ[D], then gp[NP], or
@@ -187,6 +191,10 @@ type wideLayout struct {
 	TI, TO, CI, CO, DO, SCR int
 	RO, GP, GA, RSCR        int
 	Len                     int
+	// Copies keeps the controller's inputs y, y⁺, err and hρ and Init's
+	// y and p as copies in CI (the layout before wideLayout.inputs; with
+	// every array shared, Config.WideShared: the layout as it was).
+	Copies bool
 	// Init, Trial, Control, Dense, Rev and DRev are the names of the
 	// programs' wide functions: Dense (with save times) of DenseStep, Rev
 	// (a gradient) of Reverse, DRev (a gradient with save times) of
@@ -198,8 +206,44 @@ type wideLayout struct {
 // times, and the programs' scratch: the forward functions' and the
 // reverse steps'.
 type wideKind struct {
-	grad, saves         bool
+	grad, saves, copies bool
 	scratch, revScratch int
+}
+
+// inputs returns the places, from the warp's part's start, of the
+// per-trajectory inputs of plan pl's Init (control false) or Control
+// program p, which read the driver's arrays where they are rather than
+// copies (wideFunc's pos): Init's t0 and t1 at CI, y and p at the
+// trial's inputs; Control's state and t1 at CI, y at the trial's inputs,
+// y⁺, err and hρ at the trial's outputs. It returns an error where p's
+// inputs are not those.
+func (w wideLayout) inputs(pl *ode.Plan, p *tape.Program, control bool) ([]int, error) {
+	d, np := pl.Dim, pl.Params
+	seq := func(from, n int) []int {
+		out := make([]int, n)
+		for c := range out {
+			out[c] = from + c
+		}
+		return out
+	}
+	var pos []int
+	if control {
+		pos = append(seq(w.CI, ode.NumState+1), seq(2, d)...) // state, t1; y
+		pos = append(pos, seq(w.TO, 2*d)...)                  // y⁺, err
+		pos = append(pos, w.TO+(2+B2i(pl.FSAL))*d)            // hρ
+	} else {
+		pos = append(seq(w.CI, 2), seq(2, d+np)...) // t0, t1; y, p
+	}
+	own := 0
+	for _, x := range p.Inputs {
+		if !x.Shared {
+			own++
+		}
+	}
+	if own != len(pos) {
+		return nil, fmt.Errorf("cuda: the wide layout: program %s has %d per-trajectory inputs, want %d", p.Name, own, len(pos))
+	}
+	return pos, nil
 }
 
 // newWideLayout returns the layout of plan pl's kernel of kind k.
@@ -213,7 +257,11 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 	var w wideLayout
 	w.TO = 2 + d + np + f*d
 	w.CI = w.TO + max((2+f)*d+1, 2+d)
-	w.CO = w.CI + max(ode.NumState+3*d+2, 2+d+np)
+	w.CO = w.CI + ode.NumState + 1
+	if k.copies {
+		w.CO = w.CI + max(ode.NumState+3*d+2, 2+d+np)
+	}
+	w.Copies = k.copies
 	w.DO = w.CO + ode.NumState + 2
 	w.SCR = w.DO
 	if k.saves {
@@ -232,11 +280,12 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 
 // WideSharedPerWarp returns the shared memory of one warp of a wide
 // kernel of plan pl in bytes (float64): of a gradient's kernel (grad) or
-// another, with save times (saves) or not. For d ≥ 2 + np, the forward
-// loop takes 2 + (1+f)d + np reals for the trial's inputs (f = 1 with
-// FSAL), (2+f)d + 1 for its outputs, NumState + 3d + 2 for the
-// controller's inputs and NumState + 2 for its outputs, (6+2f)d + np +
-// 2·NumState + 7 in all, with save times (1+m)d more for the dense
+// another, with save times (saves) or not. The forward loop takes 2 +
+// (1+f)d + np reals for the trial's inputs (f = 1 with FSAL), (2+f)d + 1
+// for its outputs, NumState + 1 for the controller's own inputs (it
+// reads y, y⁺, err and hρ in the trial's) and NumState + 2 for its
+// outputs, (3+2f)d + np + 2·NumState + 6 in all, with save times (1+m)d
+// more for the dense
 // step's outputs (m = DenseTerms), plus the programs' scratch (the most
 // reals of arrays live at once in one of Init, Trial, Control and
 // DenseStep: for Lorenz-96 with Tsit5 about 8d); a gradient's reverse
@@ -244,8 +293,20 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 // steps' scratch (Lorenz-96 with Tsit5: about 22d), and the kernel the
 // larger of the two; all times 8. It returns an error where the plan's
 // programs do not emit.
+//
+// The programs' arrays that only the lane of their component reads
+// (wideprivate.go) take no shared memory: the scratch counts the others
+// only (Lorenz-96 with Tsit5: the stages' derivatives are the lanes'
+// own). WideSharedPerWarpAll counts every array, as Config.WideShared
+// places them.
 func WideSharedPerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
 	return (&StepPrograms{plan: pl}).WideSharedPerWarp(grad, saves)
+}
+
+// WideSharedPerWarpAll is WideSharedPerWarp of a kernel with every array
+// in shared memory (Config.WideShared).
+func WideSharedPerWarpAll(pl *ode.Plan, grad, saves bool) (int, error) {
+	return (&StepPrograms{plan: pl}).WideSharedPerWarpOf(grad, saves, true)
 }
 
 // WideSharedPerWarp is the package function WideSharedPerWarp of sp's
@@ -253,7 +314,13 @@ func WideSharedPerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
 // steps of the largest stiff problems) once and keeps them in sp, for
 // KernelSource to use rather than emit them again.
 func (sp *StepPrograms) WideSharedPerWarp(grad, saves bool) (int, error) {
-	r := sp.wide(grad, saves)
+	return sp.WideSharedPerWarpOf(grad, saves, false)
+}
+
+// WideSharedPerWarpOf is WideSharedPerWarp, or with every array in shared
+// memory (all: Config.WideShared) WideSharedPerWarpAll, of sp's plan.
+func (sp *StepPrograms) WideSharedPerWarpOf(grad, saves, all bool) (int, error) {
+	r := sp.wide(wideVariant{grad: grad, saves: saves, all: all})
 	return 8 * r.w.Len, r.err
 }
 
@@ -266,28 +333,43 @@ type wideRecord struct {
 	src *Source
 }
 
-// wide returns the record of sp's plan's wide functions of a gradient's
-// kernel (grad) or another's, with save times (saves) or not, emitted on
-// first use.
-func (sp *StepPrograms) wide(grad, saves bool) *wideRecord {
-	k := 2*B2i(grad) + B2i(saves)
-	sp.wideOnce[k].Do(func() {
-		src := NewSource(&SourceSettings{Precision: Float64})
-		src.reroll = true
-		w, err := src.wideFuncs(sp.plan, grad, saves)
-		sp.wideRecs[k] = &wideRecord{w: w, err: err, src: src}
-	})
-	return sp.wideRecs[k]
+// wideVariant is what of a kernel selects its wide functions: a
+// gradient's or another's (grad), with save times or not (saves), with
+// every array in shared memory (all: Config.WideShared) or not, with the
+// private arrays' loops unrolled over their rows (rows: Config.WideRows)
+// or not.
+type wideVariant struct{ grad, saves, all, rows bool }
+
+// wideVariantOf returns kernel v's wide variant.
+func wideVariantOf(v Config) wideVariant {
+	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared}
 }
 
-// wideFuncsOf is s.wideFuncs of sp's plan, taken from sp's record
-// (StepPrograms.wide) where s holds nothing yet and emits as the
-// record's unit does: the same functions, names, helpers and defines.
-func (s *Source) wideFuncsOf(sp *StepPrograms, grad, saves bool) (wideLayout, error) {
+// wide returns the record of sp's plan's wide functions of variant k,
+// emitted on first use.
+func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
+	i := 8*B2i(k.rows) + 4*B2i(k.all) + 2*B2i(k.grad) + B2i(k.saves)
+	sp.wideOnce[i].Do(func() {
+		src := NewSource(&SourceSettings{Precision: Float64})
+		src.reroll = true
+		src.wideShared, src.wideRows = k.all, k.rows
+		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
+		sp.wideRecs[i] = &wideRecord{w: w, err: err, src: src}
+	})
+	return sp.wideRecs[i]
+}
+
+// wideFuncsOf is s.wideFuncs of sp's plan for kernel v (its
+// wideVariant), taken from sp's record (StepPrograms.wide) where s holds
+// nothing yet and emits as the record's unit does: the same functions,
+// names, helpers and defines.
+func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
+	k := wideVariantOf(v)
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
-		return s.wideFuncs(sp.plan, grad, saves)
+		s.wideShared, s.wideRows = k.all, k.rows
+		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
-	r := sp.wide(grad, saves)
+	r := sp.wide(k)
 	if r.err != nil {
 		return wideLayout{}, r.err
 	}
@@ -329,7 +411,7 @@ func (s *Source) adopt(o *Source) {
 // (grad) or another's, with save times (saves) or not, and returns
 // their layout.
 func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
-	k := wideKind{grad: grad, saves: saves}
+	k := wideKind{grad: grad, saves: saves, copies: s.wideShared}
 	fwd := []*tape.Program{pl.Init, pl.Trial, pl.Control}
 	if saves {
 		fwd = append(fwd, pl.DenseStep)
@@ -349,11 +431,22 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 		}
 	}
 	names := make([]string, 6)
+	base := newWideLayout(pl, k) // the driver's arrays: no scratch yet
 	for m, p := range append(fwd, rev...) {
 		if p == nil {
 			return wideLayout{}, fmt.Errorf("cuda: the wide layout: plan %s lacks a program", pl.Method)
 		}
-		name, scr, err := s.wideFunc(p)
+		var pos []int
+		if (m == 0 || m == 2) && !k.copies { // Init and Control read the driver's arrays
+			var err error
+			if pos, err = base.inputs(pl, p, m == 2); err != nil {
+				return wideLayout{}, err
+			}
+		}
+		// A Rosenbrock step's gathers stay copies: read in place they kept
+		// larger arrays live (the Brusselator's reverse with save times:
+		// 76,024 → 78,856 B a warp).
+		name, scr, err := s.wideFunc(p, pos, WideFactors(pl))
 		if err != nil {
 			return wideLayout{}, err
 		}
@@ -386,6 +479,9 @@ const wideHelper = `// The wide layout (wide.go): component loops run component 
 #define GS_WLANE 0
 #define GS_WSTRIDE 1
 #endif
+// A lane-private array (wideprivate.go) holds component c at row
+// c / GS_WSTRIDE of its GS_WPRIV rows per 32 components.
+#define GS_WPRIV (32 / GS_WSTRIDE)
 #ifdef GS_CUDA
 #define GS_WIDE_TABLE __device__ const
 #else
@@ -409,8 +505,11 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 `
 
 // wideFunc emits p, inlined, as a warp-cooperative function (see the
-// wide layout above) and returns its name and the scratch it needs, in
-// reals:
+// wide layout above), its per-trajectory inputs in order in gs_a, or
+// input j at gs_a[pos[j]] (pos not nil: wideLayout.inputs), its gathers
+// copied into the scratch (noRuns) or read in place where they can be
+// (gatherRun), and returns
+// its name and the scratch it needs, in reals:
 //
 //	GS_FUNC void NAME(const gs_real* gs_sh, const gs_real* gs_a, gs_real* gs_o, gs_real* gs_w);
 //
@@ -419,7 +518,7 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 // shared memory. Every lane of the warp calls it, after a __syncwarp()
 // since gs_a was written; the outputs are visible to every lane when it
 // returns.
-func (s *Source) wideFunc(p *tape.Program) (string, int, error) {
+func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool) (string, int, error) {
 	s.helper(wideHelper)
 	in, err := tape.Inline(p)
 	if err != nil {
@@ -429,11 +528,12 @@ func (s *Source) wideFunc(p *tape.Program) (string, int, error) {
 		return "", 0, err
 	}
 	name := s.newName(p.Name + ".wide")
-	w := &wideEmitter{e: &emitter{src: s, p: in, name: name}}
+	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos}, noRuns: noRuns}
 	code, scratch, err := w.emit()
 	if err != nil {
 		return "", 0, fmt.Errorf("cuda: program %s (wide): %w", p.Name, err)
 	}
+
 	s.addFunc(name, "GS_FUNC", code)
 	return name, scratch, nil
 }
@@ -452,6 +552,8 @@ type wideEmitter struct {
 	// remat holds the arrays that may be recomputed where they are read
 	// instead of kept (rematerialize), in the order of their loops.
 	remat []wideRemat
+	// noRuns copies every gather into the scratch (no gatherRun).
+	noRuns bool
 }
 
 // wideRemat is a loop's array that may be recomputed where it is read:
@@ -465,14 +567,44 @@ type wideRemat struct {
 // once the arrays' lifetimes are known (allocate).
 func offMark(name string) string { return "@off:" + name + "@" }
 
-// emit writes the function and returns its code and scratch.
+// emit writes the function and returns its code and scratch (the
+// shared memory's part). Unless the unit keeps every array in shared
+// memory (Source.wideShared), the arrays only ever accessed at the
+// lane's own component are the lane's own (wideprivate.go), and an array
+// read at other components is not recomputed from them where it is read
+// (which would read them at other components too).
 func (w *wideEmitter) emit() (string, int, error) {
 	raw, err := w.emitRaw()
 	if err != nil {
 		return "", 0, err
 	}
-	code, scratch := allocate(w.rematerialize(raw))
+	if w.e.src.wideShared {
+		code, scratch := allocate(w.rematerialize(raw))
+		return w.tables.String() + code, scratch, nil
+	}
+	own := privateArrays(raw)
+	kept := w.remat[:0:0]
+	for _, r := range w.remat {
+		if own[r.name] || !readsAny(r.expr, own) {
+			kept = append(kept, r)
+		}
+	}
+	w.remat = kept
+	code := w.rematerialize(raw)
+	code, rows := privatize(code, privateArrays(code), w.e.src.wideRows)
+	code, scratch := allocate(declarePrivate(code, rows))
 	return w.tables.String() + code, scratch, nil
+}
+
+// readsAny reports whether a recomputed array's expression reads an
+// array of names.
+func readsAny(expr string, names map[string]bool) bool {
+	for n := range names {
+		if strings.Contains(expr, n+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 // emitRaw writes the function with its arrays neither recomputed
@@ -546,13 +678,15 @@ var wideArray = regexp.MustCompile(`gs_real\* const (gs_\w+|t\d+) = gs_w \+ @off
 // __syncwarp(), after which no lane reads what the array's space held
 // before.
 func allocate(code string) (string, int) {
-	offs, top := placeArrays(code)
-	return setOffsets(code, offs), top
+	offs, top := placeArraysBy(code, wideArray)
+	return setOffsetsBy(code, offs, "@off:"), top
 }
 
-// placeArrays returns allocate's offsets of the arrays declared in code,
-// by name, and the scratch's length.
-func placeArrays(code string) (map[string]int, int) {
+// placeArraysBy returns allocate's offsets of the arrays declared in
+// code, by name, and the scratch's length: the declarations those of
+// decl (wideArray: the scratch's; widePrivArray: the lane's own,
+// wideprivate.go), each with its size in a comment "// [n]".
+func placeArraysBy(code string, decl *regexp.Regexp) (map[string]int, int) {
 	lines := strings.Split(code, "\n")
 	type span struct {
 		name           string
@@ -562,10 +696,12 @@ func placeArrays(code string) (map[string]int, int) {
 	var spans []*span
 	byName := map[string]*span{}
 	for i, ln := range lines {
-		if m := wideArray.FindStringSubmatch(ln); m != nil {
+		if m := decl.FindStringSubmatch(ln); m != nil {
 			// The size follows the mark: "@off:NAME@;  // [n]".
-			_, after, _ := strings.Cut(ln, "// [")
-			n, _ := strconv.Atoi(strings.TrimSuffix(after, "]"))
+			n := 0
+			if s := wideSizeOf.FindStringSubmatch(ln); s != nil {
+				n, _ = strconv.Atoi(s[1])
+			}
 			sp := &span{name: m[1], from: i, to: i, size: n}
 			spans = append(spans, sp)
 			byName[sp.name] = sp
@@ -613,11 +749,11 @@ func placeArrays(code string) (map[string]int, int) {
 	return offs, top
 }
 
-// setOffsets returns code with each offset mark (offMark) of an array
-// of offs replaced by its offset, in one pass (a pass per array took a
-// second for Pollution's reverse steps); other marks stay.
-func setOffsets(code string, offs map[string]int) string {
-	const mark = "@off:"
+// setOffsetsBy returns code with each offset mark (offMark, or
+// privMark: mark is the marks' prefix) of an array of offs replaced by
+// its offset, in one pass (a pass per array took a second for
+// Pollution's reverse steps); other marks stay.
+func setOffsetsBy(code string, offs map[string]int, mark string) string {
 	var sb strings.Builder
 	sb.Grow(len(code))
 	for {
@@ -1371,7 +1507,9 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 		arr, idx[c] = m[1], m[2]
 	}
 	var r string
-	if arr != "" {
+	if x, ok := gatherRun(xs); ok && !e.src.wideShared && !w.noRuns {
+		r = x
+	} else if arr != "" {
 		tab := fmt.Sprintf("%s_x%d", e.name, w.ntab)
 		w.ntab++
 		fmt.Fprintf(&w.tables, "GS_WIDE_TABLE int %s[%d] = {%s};\n", tab, n, strings.Join(idx, ", "))
@@ -1387,6 +1525,67 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 	}
 	gathered[key] = r
 	return r
+}
+
+// wideGatherScalars is the most entries of a gathered operand besides
+// its run that gatherRun reads through a choice of expressions.
+const wideGatherScalars = 8
+
+// gatherRun returns a gathered operand's expression of the component
+// gs_c where its entries xs (by component) are one run of consecutive
+// components reading one array in arithmetic progression of step ±1 (at
+// least rerollMinRun long) and at most wideGatherScalars others (a
+// reverse step's cotangent shifted by a component, with its first
+// entries scalars): the run's entry read in place, the others chosen by
+// the component, instead of an array of the scratch filled before the
+// loop (gather): the same values, no copy, no shared memory (the source
+// array lives on through the loop instead). It returns false for another
+// form, or where the run reads a tuple's array.
+func gatherRun(xs []string) (string, bool) {
+	type entry struct{ q, idx int }
+	byArr := map[string][]entry{}
+	best := ""
+	for q, x := range xs {
+		if m := entryRef.FindStringSubmatch(x); m != nil {
+			idx, _ := strconv.Atoi(m[2])
+			byArr[m[1]] = append(byArr[m[1]], entry{q, idx})
+			if n := len(byArr[m[1]]); n > len(byArr[best]) || n == len(byArr[best]) && m[1] < best {
+				best = m[1]
+			}
+		}
+	}
+	es := byArr[best]
+	// A tuple's array (t<ID>: a factor's, d(d | 1) + d reals, or a
+	// solve's) read in the loop would live on through it: copy it.
+	if !strings.HasPrefix(best, "gs_") || len(es) < rerollMinRun || len(xs)-len(es) > wideGatherScalars {
+		return "", false
+	}
+	di := es[1].idx - es[0].idx
+	if di != 1 && di != -1 {
+		return "", false
+	}
+	for i := 1; i < len(es); i++ {
+		if es[i].q != es[i-1].q+1 || es[i].idx != es[i-1].idx+di {
+			return "", false
+		}
+	}
+	q0, q1 := es[0].q, es[len(es)-1].q+1
+	var rest []int
+	for q := range xs {
+		if q < q0 || q >= q1 {
+			rest = append(rest, q)
+		}
+	}
+	x := fmt.Sprintf("%s[%s]", best, affine(es[0].idx-di*q0, di))
+	if len(rest) == 0 {
+		return x, true
+	}
+	// The others by the component: the last one where none matches.
+	alt := xs[rest[len(rest)-1]]
+	for k := len(rest) - 2; k >= 0; k-- {
+		alt = fmt.Sprintf("(gs_c == %d ? %s : %s)", rest[k], xs[rest[k]], alt)
+	}
+	return fmt.Sprintf("((gs_c >= %d && gs_c < %d) ? %s : %s)", q0, q1, x, alt), true
 }
 
 // returns writes the function's outputs to gs_o: runs of consecutive

@@ -221,7 +221,7 @@ func close12(x, y float64) bool { return math.Abs(x-y) <= 1e-12*math.Max(math.Ab
 // 64 and 256): the component loops split over the lanes, the error norm
 // summed across the lanes, no sequential loop left in the trial, no
 // function taking the state as scalars, and a warp's shared memory as
-// the layout's formula states: (6+2f)d + np + 2·NumState + 7 reals for
+// the layout's formula states: (3+2f)d + np + 2·NumState + 6 reals for
 // the programs' inputs and outputs (f = 1 with FSAL), plus the scratch,
 // whose arrays the test bounds by the stages' count; a block of
 // WideWarps warps within an H100's 227 KiB at d = 256.
@@ -257,7 +257,7 @@ func TestWideSource(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := B2i(pl.FSAL)
-		fixed := 8 * ((6+2*f)*d + pl.Params + 2*ode.NumState + 7)
+		fixed := 8 * ((3+2*f)*d + pl.Params + 2*ode.NumState + 6)
 		scratch := per - fixed
 		lenDef := regexp.MustCompile(`#define GS_W_LEN (\d+)`).FindStringSubmatch(src)
 		if lenDef == nil || lenDef[1] != strconv.Itoa(per/8) {
