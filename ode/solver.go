@@ -34,9 +34,11 @@ type Solver struct {
 	engine Engine
 	exec   Executor
 
-	losses   sync.Map                 // hash of a loss term → *LossPlan; "reg." + hash of a Reg → its gradient program
-	lastLoss atomic.Pointer[LossPlan] // the loss plan of the last call, matched to a fresh trace without hashing it (lossPlan)
-	expanded expansions               // inputs expanded from single rows, kept for the next calls
+	losses   sync.Map                   // hash of a loss term → *LossPlan; "reg." + hash of a Reg → its gradient program
+	lastLoss atomic.Pointer[LossPlan]   // the loss plan of the last call, matched to a fresh trace without hashing it (lossPlan)
+	lastPlan atomic.Pointer[LossPlan]   // the plan lossPlan last returned (lastLoss scaled, its data expanded), returned again where it is the same
+	tracer   atomic.Pointer[lossTracer] // the losses' trace storage (lossTracer)
+	expanded expansions                 // inputs expanded from single rows, kept for the next calls
 	mu       sync.Mutex
 	alt      *Solver // the stiff solver of Settings.Method = Auto, built on first need
 }
@@ -591,8 +593,11 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 		if err != nil {
 			return nil, err
 		}
-		if scale != 0 {
-			lp.Scale = scale
+		if scale != 0 && scale != lp.Scale {
+			// (A copy: the solver hands lp out again, lossPlan.)
+			c := *lp
+			c.Scale = scale
+			lp = &c
 		}
 		j.Loss = lp
 	}
