@@ -836,7 +836,6 @@ type runScratch struct {
 	held   []span          // its held inputs' spans (bcast.heldSpans)
 	args   [numArgs]uint64 // a kernel's argument words (launchKernel)
 	blocks []scatterBlock  // scatter's per-block findings
-	done   []bool          // its orderedSum's blocks written
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1176,7 +1175,12 @@ type span struct{ lo, hi int64 }
 // to each other (no used array left out between them) in one range;
 // at[a], the offset of kept array a in the ranges' bytes laid end to end
 // (their total).
-func (l *layout) spans(sp []span, keep func(a int) bool) (_ []span, at [numArgs]int64, total int64) {
+func (l *layout) spans(keep func(a int) bool) (sp []span, at [numArgs]int64, total int64) {
+	return l.spansInto(nil, keep)
+}
+
+// spansInto is spans appending the ranges to sp (a launch's scratch).
+func (l *layout) spansInto(sp []span, keep func(a int) bool) (_ []span, at [numArgs]int64, total int64) {
 	open, base := false, int64(0) // base: where the open range starts in the total
 	for _, a := range l.order {
 		if l.off[a] < 0 {
@@ -1457,7 +1461,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// The results copied back: the download region less what the run
 	// leaves on the device (downloaded), in one range or a few, then the
 	// saved states where they come back apart.
-	out, at, outBytes := l.spans(r.sc.spans[:0], keep)
+	out, at, outBytes := l.spansInto(r.sc.spans[:0], keep)
 	r.sc.spans = out
 	savesAt := outBytes
 	if saveCols > 0 {
@@ -2610,9 +2614,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// order are added up as their blocks are done (orderedSum).
 	var sum *orderedSum
 	if (v.Loss || v.Grad) && r.summed >= 0 && n > 0 && g[0] == r.summed && g[n-1] == g[0]+n-1 {
-		r.sc.done = resize(r.sc.done, nb)
-		clear(r.sc.done)
-		sum = &orderedSum{sum: r.sum, done: r.sc.done, terms: func(b int) []float64 {
+		sum = &orderedSum{sum: r.sum, done: make([]bool, nb), terms: func(b int) []float64 {
 			return r.terms[g[0]+b*r.rb : g[0]+min(n, (b+1)*r.rb)]
 		}}
 	} else {
@@ -3117,7 +3119,7 @@ func (r *run) readTimes(ar *arena, l *layout) (tt, lasth reals, err error) {
 // ar back from the device (in one range or a few, as spans gives them):
 // array a's bytes are at at[a] in buf.
 func (r *run) readArgs(ar *arena, l *layout, args ...int) (buf []byte, at [numArgs]int64, err error) {
-	sp, at, total := l.spans(nil, func(a int) bool { return slices.Contains(args, a) })
+	sp, at, total := l.spans(func(a int) bool { return slices.Contains(args, a) })
 	buf = make([]byte, total)
 	if err := r.ex.be.batch(func(q queue) error {
 		r.q = q
