@@ -836,6 +836,7 @@ type runScratch struct {
 	held   []span          // its held inputs' spans (bcast.heldSpans)
 	args   [numArgs]uint64 // a kernel's argument words (launchKernel)
 	blocks []scatterBlock  // scatter's per-block findings
+	reader chunkReader     // a launch's chunkReader
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1820,7 +1821,10 @@ type chunkReader struct {
 // trajectories in layout l into down (array a at at[a]) in chunks of
 // chunk result blocks.
 func (r *run) chunkReader(down []byte, at *[numArgs]int64, ar *arena, n int, l *layout, chunk int) *chunkReader {
-	cr := &chunkReader{r: r, down: down, at: at, ar: ar, n: n, chunk: chunk, nb: (n + r.rb - 1) / r.rb, off: l.off}
+	// The run's own (runScratch), its arrays' storage kept.
+	cr := &r.sc.reader
+	*cr = chunkReader{r: r, down: down, at: at, ar: ar, n: n, chunk: chunk, nb: (n + r.rb - 1) / r.rb, off: l.off,
+		wholeDst: cr.wholeDst[:0], wholeSrc: cr.wholeSrc[:0], dst: cr.dst[:0], src: cr.src[:0]}
 	for a := argGS; a <= argGP; a++ {
 		if l.off[a] < 0 || !r.downloaded(a) {
 			continue
