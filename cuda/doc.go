@@ -365,7 +365,7 @@
 // call's run with its bookkeeping (staging spans, kernel words, result
 // blocks, the chunked copies' lists) for the next; what is left is the
 // call's result structs and the closures of the launch and its result
-// loop, about 22 allocations a call at any N (TestCallAllocsSteady).
+// loop, about 21 allocations a call at any N (TestCallAllocsSteady).
 // WithTrace reports device time, transfers, chunks, reruns and
 // the layout of the operations run with its context. Figures for the
 // benchmark suites are in bench/RESULTS.md.

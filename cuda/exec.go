@@ -850,8 +850,19 @@ func (ex *executor) takeRun() *run {
 
 // giveRun keeps r, which its Run is done with (no result refers to its
 // fields: finish handed them out, and the next newRun sets them anew),
-// for the next newRun.
-func (ex *executor) giveRun(r *run) { ex.spareRun.Store(r) }
+// for the next newRun: its scratch alone, which refers to nothing of the
+// call (the job, its results, its staging buffers stay the caller's or
+// the executor's to drop).
+func (ex *executor) giveRun(r *run) {
+	sc := r.sc
+	rd := &sc.reader
+	clear(rd.dst[:cap(rd.dst)])
+	clear(rd.wholeDst[:cap(rd.wholeDst)])
+	*rd = chunkReader{wholeDst: rd.wholeDst[:0], wholeSrc: rd.wholeSrc[:0], dst: rd.dst[:0], src: rd.src[:0]}
+	clear(sc.blocks[:cap(sc.blocks)])
+	*r = run{sc: sc}
+	ex.spareRun.Store(r)
+}
 
 func newRun(ex *executor, j *ode.Job, v kernelgen.Config, ke *kernelEntry, tr *Trace) *run {
 	pl := ex.plan
@@ -1963,6 +1974,13 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 			}
 		}
 	}
+	// Every per-trajectory input held by the arena (a repeated call's):
+	// no pass over the blocks, whose tasks would wake every core for
+	// nothing, and none of the closures below made.
+	held := func(a int) bool { return l.off[a] < 0 || bc.holds(a) }
+	if held(argY0) && held(argP) && held(argData) && held(argT0s) && (bc.holds(argT1) || bc.holds(argLen)) && len(bc.copies) == 0 {
+		return nil
+	}
 	// The per-trajectory inputs, component-major (y0 and p of a row-major
 	// kernel row-major: rowMajor), in blocks of resultBlockOf(n)
 	// trajectories on all cores.
@@ -2023,13 +2041,6 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 			}
 			return finite
 		}
-	}
-	// Every per-trajectory input held by the arena (a repeated call's):
-	// no pass over the blocks, whose tasks would wake every core for
-	// nothing.
-	held := func(a int) bool { return l.off[a] < 0 || bc.holds(a) }
-	if held(argY0) && held(argP) && held(argData) && held(argT0s) && (bc.holds(argT1) || bc.holds(argLen)) && len(bc.copies) == 0 {
-		return nil
 	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
