@@ -87,3 +87,48 @@ func TestCallAllocs(t *testing.T) {
 		}
 	}
 }
+
+// callAllocsMax is the most allocations TestCallAllocsSteady allows a
+// repeated Grad call of the Lorenz ensemble on the hostWork engine (a
+// Gradient passed back, inputs unchanged), per case. The loss's trace,
+// the checks, the job's set-up, the staging and the executor's
+// bookkeeping allocate nothing (tape.Tracer, runScratch, par's pooled
+// tasks); what is left is the call's result structs (the Solution, the
+// recorded Mesh and its voucher, the Result, the Job, the checked
+// problem: 6, 5 on a given mesh, which records none) and launch's and
+// scatter's closures and the variables they capture (the batch handed to
+// the device's goroutine, the result blocks handed to par.Run: 15 to
+// 20, more where a launch's results come back in chunks). A new allocation a
+// call fails the test: lower a bound where a change removes some.
+var callAllocsMax = []struct {
+	n    int
+	mesh bool
+	max  float64
+}{
+	{128, false, 21},
+	{128, true, 25},
+	{1 << 15, false, 21},
+	{1 << 15, true, 25},
+	{1 << 18, false, 29},
+}
+
+// TestCallAllocsSteady checks the allocations of a repeated Solver.Grad
+// call on the engine whose copies and kernels cost nothing (the host's
+// share of a GPU call), the Gradient passed back: with the record and on
+// the mesh of an earlier call, at 128, 32,768 and 262,144 trajectories
+// (one launch; at 262,144 its results come back in chunks), against
+// callAllocsMax. The counts are averages over 40 calls, which a
+// collection may raise by a fraction (a pool refilled): half an
+// allocation is allowed, a new one a call is not.
+func TestCallAllocsSteady(t *testing.T) {
+	for _, c := range callAllocsMax {
+		if testing.Short() && c.n > 1<<15 {
+			continue
+		}
+		got, _ := callAllocs(t, hostWork.name, c.n, c.mesh, 40)
+		t.Logf("n = %d, mesh %t: %.1f allocations a call (at most %.0f)", c.n, c.mesh, got, c.max)
+		if got > c.max+0.5 {
+			t.Errorf("n = %d, mesh %t: %.1f allocations a call, want at most %.0f", c.n, c.mesh, got, c.max)
+		}
+	}
+}

@@ -69,7 +69,8 @@ type queue interface {
 	copyDevice(dst, src uint64, n int64) error
 	// enqueue queues k as launch runs it, without waiting for it: the
 	// device runs it after the work queued before it, and the next read
-	// waits for it.
+	// waits for it. args is read before enqueue returns (the driver, and
+	// a capture, copy the words): a caller may reuse its storage.
 	enqueue(k backendKernel, threads, block, shmem int, args []uint64) error
 	// mark records the start (end false) or the end of the work a clock
 	// times, after the work queued before it.

@@ -360,7 +360,15 @@
 // scattered into row-major arrays (for 2^20 Lorenz trajectories without
 // save times, 28 of the 96 bytes a trajectory a call copies back, and
 // with K save times 24·K more; the host's work of a call, measured by
-// BenchmarkCallHostWork, about a sixth less). WithTrace reports device time, transfers, chunks, reruns and
+// BenchmarkCallHostWork, about a sixth less). A repeated call's set-up
+// allocates nothing that it allocated before: the loss's trace reuses the
+// Solver's storage and finds the last call's program (tape.Tracer), the
+// job shares the Solver's tolerances, and the executor keeps a finished
+// call's run with its bookkeeping (staging spans, kernel words, result
+// blocks, the chunked copies' lists) for the next; what is left is the
+// call's result structs and the closures of the launch and its result
+// loop, about 21 allocations a call at any N (TestCallAllocsSteady).
+// WithTrace reports device time, transfers, chunks, reruns and
 // the layout of the operations run with its context. Figures for the
 // benchmark suites are in bench/RESULTS.md.
 //

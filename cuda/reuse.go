@@ -288,9 +288,8 @@ func (bc bcast) holds(a int) bool { return bc.held&(1<<a) != 0 }
 
 // heldSpans returns the byte ranges of the arena of the inputs bc holds,
 // each up to the next array's 256-byte boundary (the layout's padding
-// goes up with neither), in the arena's order.
-func (bc bcast) heldSpans(l *layout, end int64) []span {
-	var sp []span
+// goes up with neither), in the arena's order, appended to sp.
+func (bc bcast) heldSpans(sp []span, l *layout, end int64) []span {
 	for _, a := range l.order {
 		if !bc.holds(a) || l.off[a] < 0 {
 			continue

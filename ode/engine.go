@@ -174,7 +174,8 @@ type Job struct {
 	Loss *LossPlan
 
 	// Tolerances and limits of the controller: RelTol, AbsTol per state
-	// component [Dim], MaxSteps (attempts per trajectory).
+	// component [Dim], MaxSteps (attempts per trajectory). AbsTol is the
+	// Solver's, shared by its jobs: an executor must not change it.
 	RelTol   float64
 	AbsTol   []float64
 	MaxSteps int

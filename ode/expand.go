@@ -37,16 +37,9 @@ func (c *expansions) expand(x []float64, width, n int) []float64 {
 	if c == nil {
 		return fill(x, width, n)
 	}
-	c.mu.Lock()
-	for k, e := range c.e {
-		if e.n == n && slices.Equal(e.row, x) {
-			copy(c.e[1:k+1], c.e[:k])
-			c.e[0] = e
-			c.mu.Unlock()
-			return e.out
-		}
+	if out, ok := c.kept(x, n); ok {
+		return out
 	}
-	c.mu.Unlock()
 	out := fill(x, width, n)
 	c.mu.Lock()
 	c.e = append([]expansion{{row: slices.Clone(x), n: n, out: out}}, c.e...)
@@ -55,6 +48,33 @@ func (c *expansions) expand(x []float64, width, n int) []float64 {
 	}
 	c.mu.Unlock()
 	return out
+}
+
+// kept returns the expansion of row x to n rows that c keeps, if it
+// keeps one (then the most recently used); x is only read.
+func (c *expansions) kept(x []float64, n int) ([]float64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.e {
+		if e.n == n && slices.Equal(e.row, x) {
+			copy(c.e[1:k+1], c.e[:k])
+			c.e[0] = e
+			return e.out, true
+		}
+	}
+	return nil, false
+}
+
+// expandOne is expand of the one value x (a row of width 1, an end
+// time), which it reads from a local where c keeps the expansion: the
+// row expand keeps is a slice of its own.
+func (c *expansions) expandOne(x float64, n int) []float64 {
+	if c != nil && n != 1 {
+		if out, ok := c.kept([]float64{x}, n); ok {
+			return out
+		}
+	}
+	return c.expand([]float64{x}, 1, n)
 }
 
 // fill returns the row x repeated n times, written on all cores for a

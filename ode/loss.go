@@ -83,8 +83,11 @@ type lossShape struct {
 }
 
 // term traces the per-trajectory term: inputs y[d], ys[K·d], data[m],
-// p[P] and s[S] (shared; read only by FP); one output ℓ.
-func (l *Loss) term(sh lossShape) (*tape.Program, error) {
+// p[P] and s[S] (shared; read only by FP); one output ℓ. It traces into
+// lt's storage and returns last where the trace is that program
+// (tape.Tracer.Retrace: a loss passed again allocates nothing), else a
+// program of its own.
+func (l *Loss) term(sh lossShape, last *tape.Program, lt *lossTracer) (*tape.Program, error) {
 	if l.F == nil && l.FP == nil {
 		if l.Name == "" {
 			return nil, errors.New("ode: the loss has no F (or FP): set its per-trajectory term")
@@ -92,14 +95,16 @@ func (l *Loss) term(sh lossShape) (*tape.Program, error) {
 		return nil, fmt.Errorf("ode: loss %s has no F (or FP): set its per-trajectory term", l.Name)
 	}
 	d, K := sh.d, sh.k
-	p, err := tape.Trace(l.name(), termInputs(sh), func(v []tape.V) []tape.V {
+	p, err := lt.t.Retrace(l.name(), termInputs(sh), func(v []tape.V) []tape.V {
 		y, ys, rest := v[:d], v[d:d+K*d], v[d+K*d:]
 		data := rest[:sh.data]
 		if l.FP != nil {
-			return []tape.V{l.FP(y, ys, data, rest[sh.data:sh.data+sh.p], rest[sh.data+sh.p:])}
+			lt.out[0] = l.FP(y, ys, data, rest[sh.data:sh.data+sh.p], rest[sh.data+sh.p:])
+		} else {
+			lt.out[0] = l.F(y, ys, data)
 		}
-		return []tape.V{l.F(y, ys, data)}
-	})
+		return lt.out[:]
+	}, last)
 	if err != nil {
 		var re runtime.Error
 		if K == 0 && errors.As(err, &re) {
@@ -109,6 +114,24 @@ func (l *Loss) term(sh lossShape) (*tape.Program, error) {
 	}
 	return p, nil
 }
+
+// lossTracer is a Solver's storage for the traces of its losses (term),
+// taken by one call at a time (Solver.tracer).
+type lossTracer struct {
+	t   tape.Tracer
+	out [1]tape.V // the term's output
+}
+
+// takeTracer returns the solver's lossTracer, or a new one where another
+// call holds it; giveTracer gives it back.
+func (sv *Solver) takeTracer() *lossTracer {
+	if lt := sv.tracer.Swap(nil); lt != nil {
+		return lt
+	}
+	return new(lossTracer)
+}
+
+func (sv *Solver) giveTracer(lt *lossTracer) { sv.tracer.Store(lt) }
 
 // termInputs returns the inputs of a loss term of shape sh (see term):
 // y[d], ys[K·d], data[m], p[P] and s[S]. They are the same for every
@@ -239,7 +262,17 @@ func (sv *Solver) planLoss(l *Loss, q *problem, scanData, expandData bool) (*Los
 		return nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim)
 	}
 	sh := lossShape{d: d, k: K, data: l.DataDim, p: q.Field.Params, s: q.Field.Shared}
-	term, err := l.term(sh)
+	// A loop passes the same loss call after call: a trace that is the
+	// last call's program is that program (term), known without hashing
+	// it.
+	cached := sv.lastLoss.Load()
+	var last *tape.Program
+	if cached != nil && cached.DataDim == l.DataDim {
+		last = cached.Term
+	}
+	lt := sv.takeTracer()
+	term, err := l.term(sh, last, lt)
+	sv.giveTracer(lt)
 	if err != nil {
 		return nil, err
 	}
@@ -252,24 +285,27 @@ func (sv *Solver) planLoss(l *Loss, q *problem, scanData, expandData bool) (*Los
 	if l.Mean {
 		scale = 1 / float64(n)
 	}
-	// A loop passes the same loss call after call: a trace built as the
-	// last call's is its program, known without hashing it.
-	cached := sv.lastLoss.Load()
-	if cached != nil && (cached.DataDim != l.DataDim || !term.SameAs(cached.Term)) {
-		cached = nil
-	}
-	if cached == nil {
+	if term != last {
 		cached, err = sv.cachedLoss(l, term, sh)
 		if err != nil {
 			return nil, err
 		}
 		sv.lastLoss.Store(cached)
 	}
-	lp := *cached
-	lp.Scale = scale
+	var data []float64
 	if expandData {
-		lp.Data = sv.expanded.expand(l.Data, l.DataDim, n)
+		data = sv.expanded.expand(l.Data, l.DataDim, n)
 	}
+	// The plan handed out last, where it is this one: plans are not
+	// changed once handed out (runPlan copies one to scale it).
+	if lp := sv.lastPlan.Load(); lp != nil && lp.Term == cached.Term && lp.Grad == cached.Grad &&
+		lp.DataDim == cached.DataDim && lp.Hash == cached.Hash && lp.Scale == scale &&
+		len(lp.Data) == len(data) && (len(data) == 0 || &lp.Data[0] == &data[0]) && (lp.Data == nil) == (data == nil) {
+		return lp, nil
+	}
+	lp := *cached
+	lp.Scale, lp.Data = scale, data
+	sv.lastPlan.Store(&lp)
 	return &lp, nil
 }
 

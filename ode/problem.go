@@ -683,7 +683,12 @@ func (pr *Problem) check() (*problem, error) { return pr.checkWith(nil, 0) }
 // error is that of the checks made (callers check again with leave 0 to
 // get the error of all checks in order).
 func (pr *Problem) checkWith(c *expansions, leave Checks) (*problem, error) {
-	q, err := pr.validate(leave)
+	return pr.checkInto(new(problem), c, leave)
+}
+
+// checkInto is checkWith into q's storage (q is returned).
+func (pr *Problem) checkInto(q *problem, c *expansions, leave Checks) (*problem, error) {
+	q, err := pr.validateInto(q, leave)
 	if err != nil {
 		return nil, err
 	}
@@ -692,7 +697,7 @@ func (pr *Problem) checkWith(c *expansions, leave Checks) (*problem, error) {
 	if pr.T1s != nil {
 		q.t1 = slices.Clone(pr.T1s)
 	} else {
-		q.t1 = c.expand([]float64{pr.T1}, 1, n)
+		q.t1 = c.expandOne(pr.T1, n)
 	}
 	return q, nil
 }
@@ -701,6 +706,11 @@ func (pr *Problem) checkWith(c *expansions, leave Checks) (*problem, error) {
 // its expanded arrays (y0, p and t1 nil): it reads the arrays, on all
 // cores, and allocates nothing of size N.
 func (pr *Problem) validate(leave Checks) (*problem, error) {
+	return pr.validateInto(new(problem), leave)
+}
+
+// validateInto is validate into q's storage (q is returned).
+func (pr *Problem) validateInto(q *problem, leave Checks) (*problem, error) {
 	f := &pr.Field
 	if err := f.check(); err != nil {
 		return nil, err
@@ -763,7 +773,7 @@ func (pr *Problem) validate(leave Checks) (*problem, error) {
 	if math.IsNaN(pr.T0) || math.IsInf(pr.T0, 0) {
 		return nil, fmt.Errorf("ode: %s: T0 = %v is not finite", f.name(), pr.T0)
 	}
-	q := &problem{Problem: pr, n: n, checks: left}
+	*q = problem{Problem: pr, n: n, checks: left}
 	if pr.T1s != nil && len(pr.T1s) != n {
 		return nil, fmt.Errorf("ode: %s: len(T1s) = %d, want N = %d", f.name(), len(pr.T1s), n)
 	}

@@ -34,9 +34,12 @@ type Solver struct {
 	engine Engine
 	exec   Executor
 
-	losses   sync.Map                 // hash of a loss term → *LossPlan; "reg." + hash of a Reg → its gradient program
-	lastLoss atomic.Pointer[LossPlan] // the loss plan of the last call, matched to a fresh trace without hashing it (lossPlan)
-	expanded expansions               // inputs expanded from single rows, kept for the next calls
+	losses   sync.Map                   // hash of a loss term → *LossPlan; "reg." + hash of a Reg → its gradient program
+	lastLoss atomic.Pointer[LossPlan]   // the loss plan of the last call, matched to a fresh trace without hashing it (lossPlan)
+	lastPlan atomic.Pointer[LossPlan]   // the plan lossPlan last returned (lastLoss scaled, its data expanded), returned again where it is the same
+	tracer   atomic.Pointer[lossTracer] // the losses' trace storage (lossTracer)
+	expanded expansions                 // inputs expanded from single rows, kept for the next calls
+	absTol   []float64                  // each component's absolute tolerance: every Job's AbsTol (read-only)
 	mu       sync.Mutex
 	alt      *Solver // the stiff solver of Settings.Method = Auto, built on first need
 }
@@ -90,7 +93,12 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 		return nil, fmt.Errorf("ode: %s: preparing the %s engine: %w", f.name(), eng.Name(), err)
 	}
 	set.Method = method
-	return &Solver{field: f, set: set, fkey: funcKey(f.F), fprog: fp, plan: pl, engine: eng, exec: ex}, nil
+	sv := &Solver{field: f, set: set, fkey: funcKey(f.F), fprog: fp, plan: pl, engine: eng, exec: ex}
+	sv.absTol = make([]float64, f.Dim)
+	for c := range sv.absTol {
+		sv.absTol[c] = sv.set.absTol(c)
+	}
+	return sv, nil
 }
 
 // checkPrecision refuses a relative tolerance below what the engine's
@@ -237,26 +245,27 @@ func (sv *Solver) checkProblem(p *Problem) (*problem, error) { return sv.checkPr
 // checkProblemLeaving is checkProblem with the checks of leave that apply
 // left to the executor (Problem.checkWith).
 func (sv *Solver) checkProblemLeaving(p *Problem, leave Checks) (*problem, error) {
-	pf, err := sv.withField(p)
+	q, err := sv.withField(p)
 	if err != nil {
 		return nil, err
 	}
-	return pf.checkWith(&sv.expanded, leave)
+	return q.Problem.checkInto(q, &sv.expanded, leave)
 }
 
 // validateProblem makes the checks of checkProblem without expanding the
 // arrays (Problem.validate): the problem it returns has no y0, p or t1.
 func (sv *Solver) validateProblem(p *Problem) (*problem, error) {
-	pf, err := sv.withField(p)
+	q, err := sv.withField(p)
 	if err != nil {
 		return nil, err
 	}
-	return pf.validate(0)
+	return q.Problem.validateInto(q, 0)
 }
 
-// withField returns a copy of p with the solver's field, or an error if
-// p's field is not the solver's.
-func (sv *Solver) withField(p *Problem) (*Problem, error) {
+// withField returns a problem (not yet checked: see Problem.checkInto)
+// whose Problem is a copy of p with the solver's field, both in one
+// allocation, or an error if p's field is not the solver's.
+func (sv *Solver) withField(p *Problem) (*problem, error) {
 	f, g := &sv.field, &p.Field
 	if f.Dim != g.Dim || f.Params != g.Params || f.Shared != g.Shared {
 		return nil, fmt.Errorf("ode: problem field %s (Dim %d, Params %d, Shared %d) does not match the solver's %s (Dim %d, Params %d, Shared %d)",
@@ -267,9 +276,17 @@ func (sv *Solver) withField(p *Problem) (*Problem, error) {
 			return nil, err
 		}
 	}
-	pf := *p
-	pf.Field = *f
-	return &pf, nil
+	b := &fielded{pf: *p}
+	b.pf.Field = *f
+	b.q.Problem = &b.pf
+	return &b.q, nil
+}
+
+// fielded is withField's problem and the copy of the caller's Problem
+// it checks.
+type fielded struct {
+	pf Problem
+	q  problem
 }
 
 // checkInputs validates p and, if m is not nil, the mesh m for the
@@ -591,8 +608,11 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 		if err != nil {
 			return nil, err
 		}
-		if scale != 0 {
-			lp.Scale = scale
+		if scale != 0 && scale != lp.Scale {
+			// (A copy: the solver hands lp out again, lossPlan.)
+			c := *lp
+			c.Scale = scale
+			lp = &c
 		}
 		j.Loss = lp
 	}
@@ -669,9 +689,12 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 	// Method Auto merges its segments' saves on the host; omitted states
 	// are dropped.
 	j.KeepSaves = set.KeepSaves && set.Method != Auto && len(q.SaveAt) > 0 && j.Omit&OmitStates == 0
-	j.AbsTol = make([]float64, q.Field.Dim)
-	for c := range j.AbsTol {
-		j.AbsTol[c] = set.absTol(c)
+	j.AbsTol = sv.absTol
+	if len(j.AbsTol) != q.Field.Dim { // (a Solver not made by NewSolver)
+		j.AbsTol = make([]float64, q.Field.Dim)
+		for c := range j.AbsTol {
+			j.AbsTol[c] = set.absTol(c)
+		}
 	}
 	if q.n > 1 {
 		if d := q.Field.Dim; len(q.Y0) == d {

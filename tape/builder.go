@@ -24,6 +24,13 @@ type Builder struct {
 	cse     map[string]ID
 	key     []byte
 	scratch []float64
+	// slab, where set (a Tracer's builder), holds the values' arguments:
+	// Emit appends them to it instead of allocating each value's own.
+	slab *[]ID
+	// consts interns the constants of a Tracer's (unsimplified) builder
+	// by their bits, where cse would allocate a string key for each
+	// constant on every trace.
+	consts map[uint64]ID
 }
 
 // NewBuilder returns a builder for a program named name. If simplify is
@@ -95,6 +102,15 @@ func (b *Builder) intern(v Value) ID {
 	if !b.simplify && v.Op != ops.OpConst {
 		return b.push(v)
 	}
+	if b.consts != nil && !b.simplify {
+		bits := math.Float64bits(v.Aux)
+		if id, ok := b.consts[bits]; ok {
+			return id
+		}
+		id := b.push(v)
+		b.consts[bits] = id
+		return id
+	}
 	k := b.key[:0]
 	k = append(k, byte(v.Op))
 	k = binary.LittleEndian.AppendUint64(k, math.Float64bits(v.Aux))
@@ -150,9 +166,26 @@ func (b *Builder) Emit(op ops.Op, aux float64, args ...ops.Ref) ops.Ref {
 			return r
 		}
 	}
-	cp := make([]ID, len(args))
-	copy(cp, args)
-	return b.intern(Value{Op: op, Aux: aux, Args: cp})
+	return b.intern(Value{Op: op, Aux: aux, Args: b.argsOf(args)})
+}
+
+// argsOf returns a copy of args for a new value: in the slab where the
+// builder has one (a full slab is replaced by one twice as large; the
+// values built keep the old one), else a slice of its own.
+func (b *Builder) argsOf(args []ID) []ID {
+	if b.slab == nil {
+		cp := make([]ID, len(args))
+		copy(cp, args)
+		return cp
+	}
+	s := *b.slab
+	if cap(s)-len(s) < len(args) {
+		s = make([]ID, 0, max(64, 2*cap(s), len(args)))
+	}
+	k := len(s)
+	s = append(s, args...)
+	*b.slab = s
+	return s[k:len(s):len(s)]
 }
 
 // funcIndex returns the index of f in the program's Funcs, adding f if

@@ -31,6 +31,12 @@
 // zero V, wrong lengths) is returned by Trace as a *TraceError naming the
 // op and the line of the caller.
 //
+// A caller that traces the same function on every call, to learn whether
+// it changed (package ode traces a loss on every Grad), keeps a Tracer:
+// Tracer.Retrace traces into storage it keeps and returns the program
+// given where the trace is the same (Program.SameAs), allocating nothing
+// of its own, else a new program.
+//
 // # Inputs and outputs
 //
 // An input is per trajectory (one number for each) or shared (one number

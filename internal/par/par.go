@@ -165,19 +165,42 @@ func First(n int, f func(lo, hi int) int) int {
 	if n <= FirstSerial {
 		return f(0, n)
 	}
-	per := firstTask(n, Workers(0, n))
-	nt := (n + per - 1) / per
-	first := make([]int, nt)
-	Run(nt, 0, func(_, b int) {
-		first[b] = f(b*per, min(n, (b+1)*per))
-	})
-	for _, i := range first {
+	t := firstTasks.Get().(*firstRun)
+	defer firstTasks.Put(t)
+	t.per = firstTask(n, Workers(0, n))
+	nt := (n + t.per - 1) / t.per
+	t.n, t.f = n, f
+	if cap(t.first) < nt {
+		t.first = make([]int, nt)
+	}
+	t.first = t.first[:nt]
+	Run(nt, 0, t.task)
+	t.f = nil
+	for _, i := range t.first {
 		if i >= 0 {
 			return i
 		}
 	}
 	return -1
 }
+
+// firstRun is the state of one First on all cores, kept in firstTasks
+// with its task (a method value made once), so that a First allocates
+// nothing of its own.
+type firstRun struct {
+	n, per int
+	f      func(lo, hi int) int
+	first  []int // per task: the first index it found, or -1
+	task   func(worker, task int)
+}
+
+func (t *firstRun) run(_, b int) { t.first[b] = t.f(b*t.per, min(t.n, (b+1)*t.per)) }
+
+var firstTasks = sync.Pool{New: func() any {
+	t := new(firstRun)
+	t.task = t.run
+	return t
+}}
 
 // firstTask returns the elements per task of First over n elements on
 // nw goroutines: about four tasks per goroutine (so that goroutines that
@@ -272,16 +295,38 @@ func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
 			return false
 		}
 	}
-	var differs atomic.Bool
-	per := firstTask(n, Workers(0, n))
-	Run((n+per-1)/per, 0, func(_, k int) {
-		if differs.Load() {
-			return
-		}
-		lo, hi := k*per*size, min(n, (k+1)*per)*size
-		if !bytes.Equal(ab[lo:hi], bb[lo:hi]) {
-			differs.Store(true)
-		}
-	})
-	return !differs.Load()
+	t := equalTasks.Get().(*equalRun)
+	defer equalTasks.Put(t)
+	t.a, t.b, t.size, t.n = ab, bb, size, n
+	t.per = firstTask(n, Workers(0, n))
+	t.differs.Store(false)
+	Run((n+t.per-1)/t.per, 0, t.task)
+	t.a, t.b = nil, nil
+	return !t.differs.Load()
 }
+
+// equalRun is the state of one Equal on all cores, kept in equalTasks
+// with its task (a method value made once), so that an Equal allocates
+// nothing.
+type equalRun struct {
+	a, b         []byte
+	size, n, per int
+	differs      atomic.Bool
+	task         func(worker, task int)
+}
+
+func (t *equalRun) run(_, k int) {
+	if t.differs.Load() {
+		return
+	}
+	lo, hi := k*t.per*t.size, min(t.n, (k+1)*t.per)*t.size
+	if !bytes.Equal(t.a[lo:hi], t.b[lo:hi]) {
+		t.differs.Store(true)
+	}
+}
+
+var equalTasks = sync.Pool{New: func() any {
+	t := new(equalRun)
+	t.task = t.run
+	return t
+}}

@@ -267,3 +267,23 @@ func TestEqual(t *testing.T) {
 		t.Error("integers compared wrong")
 	}
 }
+
+// TestFirstEqualAllocs checks that First and Equal over arrays long
+// enough to run on all cores allocate nothing of their own (their tasks'
+// state is pooled): a repeated call's input check and input compare.
+func TestFirstEqualAllocs(t *testing.T) {
+	n := 4*FirstSerial + 3
+	a := make([]float64, n)
+	b := slices.Clone(a)
+	f := func(lo, hi int) int { return -1 }
+	var found int
+	var eq bool
+	call := func() { found, eq = First(n, f), Equal(a, b) }
+	call()
+	if allocs := testing.AllocsPerRun(50, call); allocs != 0 {
+		t.Errorf("First and Equal of %d elements allocate %v times, want 0", n, allocs)
+	}
+	if found != -1 || !eq {
+		t.Errorf("First = %d, Equal = %t: want -1, true", found, eq)
+	}
+}
