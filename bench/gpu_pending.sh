@@ -243,7 +243,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -398,6 +398,42 @@ timeout 200 python3 bench/anchors/diffrax_large.py --platform gpu --problems bru
 	--ref-sample 4 --max-seconds 0 --out "$out/l/diffrax_bruss.jsonl" >/dev/null 2>"$out/l/diffrax_bruss.log"
 el $?
 tail -4 "$out/l/diffrax_bruss.log"
+fi
+
+if [ "$part" = s40c ]; then
+# Session 40's merged work, first the tests: gradients kept on the device
+# (KeepGrads: its check kernel's first NVRTC compile), save times tried
+# with TrialDense, the wide layout's lane-private arrays, Method Auto's
+# parts used in place; then the events suite with its call-keep column
+# beside Diffrax, the kept events calls, the wide layout's three forms on
+# Lorenz-96 and HIRES, Method Auto's trace.
+t tests40 170 -test.v -test.run 'TestGPUKeepGrads|TestGPUKeepSaves|TestGPUWide$|TestGPUAutoContinue|TestGPUEngineSaveTimes|TestGPUSaveGroups|TestGPUEngine$|TestGPUInputReuse|TestCallHandOvers'
+ev 70
+t events-keep 45 -test.run '^$' -test.bench 'GradEventsCall/cuda/(ball|pk)/(record-omit|record-keep|record-keep-read)$' -test.benchtime 200x -test.count 3
+t wide-private 120 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256|hires)/' -test.benchtime 5x
+t auto-trace 60 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x -test.benchmem
+fi
+
+if [ "$part" = s40d ]; then
+# The rest of session 40's checks: the whole-call bound and the save
+# split beside da29ff7 (cuda-base.test.gz) on one machine, the wide Rosenbrock
+# tests, Lorenz-96's whole calls beside the CPU engine and Diffrax.
+gunzip -c $bin/cuda-base.test.gz >/tmp/cuda-base.test && chmod +x /tmp/cuda-base.test
+t cb-main 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
+TB=/tmp/cuda-base.test t cb-base 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
+t cb-main2 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
+t saves-main 50 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)$' -test.benchtime 5x
+TB=/tmp/cuda-base.test t saves-base 50 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)$' -test.benchtime 5x
+echo "=== gpu-large"
+timeout 90 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet -problems lorenz96-64,lorenz96-256 \
+	>"$out/l/large.jsonl" 2>"$out/l/large.log"
+el $?
+echo "=== diffrax_large"
+timeout 100 python3 bench/anchors/diffrax_large.py --platform gpu --problems lorenz96-64,lorenz96-256 --rtol 1e-6 --reps 3 --max-seconds 40 \
+	--out "$out/l/diffrax_large.jsonl" >/dev/null 2>"$out/l/diffrax_large.log"
+el $?
+tail -4 "$out/l/diffrax_large.log"
+t wide-ros 90 -test.v -test.run 'TestGPUWideRosenbrock|TestGPUStiffLayouts/pollution'
 fi
 
 if [ "$part" = ncu ]; then
