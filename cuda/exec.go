@@ -568,7 +568,9 @@ func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 	}
 	defer rtrace.StartRegion(ctx, "cuda.finish").End()
 	res, err := r.finish(time.Since(start))
-	if err == nil {
+	if err == nil && (r.gout == nil || r.gout.r != r) {
+		// (A run whose results stay on the device, KeepGrads, is its
+		// Gradient's until Fill: residentGrads.r.)
 		ex.giveRun(r)
 	}
 	return res, err
@@ -845,6 +847,8 @@ type runScratch struct {
 	args   [numArgs]uint64 // a kernel's argument words (launchKernel)
 	blocks []scatterBlock  // scatter's per-block findings
 	reader chunkReader     // a launch's chunkReader
+	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
+	words  [8]byte         // with KeepGrads: the check's words (gradsWell)
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1502,12 +1506,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// Kept results: the download region goes to the kept results on the
 	// device (fullOut, at fullAt of fullBytes); the loss terms and the
 	// shared sums come back.
+	// (fullAt and words in the run's scratch: the batch's closures
+	// would take them to the heap.)
 	var fullOut []span
-	var fullAt [numArgs]int64
+	fullAt, words := &r.sc.keptAt, &r.sc.words
 	var fullBytes int64
-	var words [8]byte // the check's (gradsWell)
 	if kept {
-		fullOut, fullAt, fullBytes = out, at, outBytes
+		fullOut, *fullAt, fullBytes = out, at, outBytes
 		out, at, outBytes = l.spans(func(a int) bool { return (a == argGS || a == argLoss) && r.downloaded(a) })
 	}
 	savesAt := outBytes
@@ -1682,10 +1687,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		done()
 		defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
 		defer r.hostTimes(staged0, time.Now())
+		src := down // (not down itself: the batch's closures would take it to the heap)
 		if kept {
 			if well, most := gradsWell(words[:]); well && r.scatterKept(down, &at, &l, g, most) {
 				k := r.gout
-				k.size, k.l, k.at, k.g, k.rows = fullBytes, l, fullAt, g, rows
+				k.size, k.l, k.at, k.g, k.rows = fullBytes, l, *fullAt, g, rows
 				r.kept = true
 				return nil, nil
 			}
@@ -1696,9 +1702,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if err != nil {
 				return nil, err
 			}
-			down, at = all, fullAt
+			src, at = all, *fullAt
 		}
-		return r.scatter(down, &at, ar, g, rows, &l, false, func(blocks func(lo, hi int), _ func(c0, c1 int)) error {
+		return r.scatter(src, &at, ar, g, rows, &l, false, func(blocks func(lo, hi int), _ func(c0, c1 int)) error {
 			blocks(0, nb)
 			return nil
 		})
