@@ -243,7 +243,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -434,6 +434,19 @@ timeout 100 python3 bench/anchors/diffrax_large.py --platform gpu --problems lor
 el $?
 tail -4 "$out/l/diffrax_large.log"
 t wide-ros 90 -test.v -test.run 'TestGPUWideRosenbrock|TestGPUStiffLayouts/pollution'
+fi
+
+if [ "$part" = s40e ]; then
+# Session 40's last call: KeepGrads after the mend of the kept run (every
+# kept gradient read as written over in s40c), the events suite's
+# call-keep column beside Diffrax, the kept events calls on the device
+# alone, and the whole-call bound beside da29ff7 on one machine.
+t keep 90 -test.v -test.run 'TestGPUKeepGrads|TestGPUEvents/(ball|pk)-Tsit5$'
+ev 90
+t events-keep 40 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/(record-omit|record-keep|record-keep-read)$' -test.benchtime 200x -test.count 3
+gunzip -c $bin/cuda-base.test.gz >/tmp/cuda-base.test && chmod +x /tmp/cuda-base.test
+t cb-main 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
+TB=/tmp/cuda-base.test t cb-base 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
 fi
 
 if [ "$part" = ncu ]; then
