@@ -243,7 +243,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -447,6 +447,14 @@ t events-keep 40 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/(re
 gunzip -c $bin/cuda-base.test.gz >/tmp/cuda-base.test && chmod +x /tmp/cuda-base.test
 t cb-main 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
 TB=/tmp/cuda-base.test t cb-base 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
+fi
+
+if [ "$part" = s40f ]; then
+# The wide layout's lane-private arrays on the device (TestGPUWide was cut
+# by s40c's budget): Lorenz-96 d = 64 and 256 against the CPU, Pollution's
+# wide Rodas5P gradient.
+t wide 150 -test.v -test.run 'TestGPUWide$'
+t stiff-poll-wide 60 -test.v -test.run 'TestGPUStiffLayouts/pollution-Rodas5P/wide'
 fi
 
 if [ "$part" = ncu ]; then
