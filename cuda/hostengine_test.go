@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/internal/cputime"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -475,9 +476,9 @@ func (q hostQueue) enqueue(bk backendKernel, threads, block, shmem int, args []u
 	// (On one thread, whose CPU time is the launch's.)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	start, c0 := time.Now(), threadCPU()
+	start, c0 := time.Now(), cputime.Thread()
 	dt, err := b.launchRaw(bk, threads, block, shmem, args)
-	all, cpu := time.Since(start), time.Duration(threadCPU()-c0)
+	all, cpu := time.Since(start), cputime.Thread()-c0
 	b.mu.Lock()
 	b.launched += dt
 	b.spent += all

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/internal/cputime"
 	"github.com/gradsolve-go/gradsolve/nn"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -250,13 +251,13 @@ func BenchmarkNeural(b *testing.B) {
 				defer runtime.UnlockOSThread()
 				b.ReportAllocs()
 				b.ResetTimer()
-				c0 := threadCPU()
+				c0 := cputime.Thread()
 				for i := 0; i < b.N; i++ {
 					e.Run(out, in, m)
 				}
 				per := float64(b.N) * float64(m)
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/per, "ns/lane")
-				b.ReportMetric(float64(threadCPU()-c0)/per, "cpu-ns/lane")
+				b.ReportMetric(float64(cputime.Thread()-c0)/per, "cpu-ns/lane")
 			})
 		}
 	}
