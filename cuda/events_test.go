@@ -677,7 +677,8 @@ func ballFloorCase(n int, m ode.Method) engineCase {
 // tolerances and against the closed forms: every trajectory goes through
 // the CPU's events (on a GPU up to n/20 may differ: the device's libm);
 // terminal event times agree with the CPU's to 4 float32 ulps of the span
-// (8 on a GPU); states, saved states and gradients to 2e-4 of the
+// (8 on a GPU), or, where a trajectory's step counts differ from the
+// CPU's, to 10 RelTol, counted with the drift; states, saved states and gradients to 2e-4 of the
 // ensemble's scale. On the CPU's mesh (float64 steps, converted) the
 // engine's gradient agrees as closely, and the CPU replays the engine's
 // mesh with its event marks.
@@ -715,6 +716,21 @@ func testEventsFloat32(t *testing.T, engine string, n int, methods []ode.Method,
 						continue
 					}
 					d := math.Abs(got.Solution.T[i]-want.Solution.T[i]) / span
+					if d > ulps && (got.Solution.Stats.Accepted[i] != want.Solution.Stats.Accepted[i] || got.Solution.Stats.Rejected[i] != want.Solution.Stats.Rejected[i]) {
+						// Other steps than the CPU's (the controller's
+						// float32 error estimate took a step near err = 1
+						// the other way): another discrete solution, which
+						// differs from the CPU's by the method's truncation
+						// error (RelTol), not by float32 rounding; counted
+						// with the event counts' drift.
+						if other++; other > drift {
+							t.Errorf("trajectory %d: %d / %d steps accepted / rejected, CPU %d / %d, its end time %.3g float32 ulps of the span from the CPU's", i, got.Solution.Stats.Accepted[i], got.Solution.Stats.Rejected[i], want.Solution.Stats.Accepted[i], want.Solution.Stats.Rejected[i], d)
+						}
+						if dt := math.Abs(got.Solution.T[i] - want.Solution.T[i]); !(dt <= 10*c.set.RelTol*math.Max(math.Abs(want.Solution.T[i]), 1)) || sol.T[i] != got.Solution.T[i] {
+							t.Errorf("trajectory %d (other steps than the CPU's): ends at t = %.9g (solve %.9g), CPU %.9g", i, got.Solution.T[i], sol.T[i], want.Solution.T[i])
+						}
+						continue
+					}
 					worst = math.Max(worst, d)
 					if d > ulps || sol.T[i] != got.Solution.T[i] {
 						t.Errorf("trajectory %d: ends at t = %.9g (solve %.9g), CPU %.9g: %.3g float32 ulps of the span", i, got.Solution.T[i], sol.T[i], want.Solution.T[i], d)
