@@ -233,11 +233,12 @@ type Tuning struct {
 	// useWide's rule at a threshold of their own, apart from the
 	// measured constants).
 	wideFill int
-	// wideRows unrolls the wide layout's loops over the lane-private
-	// arrays' rows (kernelgen.Config.WideRows: registers rather than local
-	// memory), for the device's comparison of the two forms
-	// (BenchmarkGPUWidePrivate); no effect with NoWidePrivate.
-	wideRows bool
+	// wideLoops keeps the wide layout's loops over the lane-private
+	// arrays' rows as loops (kernelgen.Config.WideRows false: the arrays
+	// in local memory) where the default unrolls them (registers), for
+	// the device's comparison of the two forms (BenchmarkGPUWidePrivate);
+	// no effect with NoWidePrivate.
+	wideLoops bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -328,7 +329,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.Wide = useWide(v, pl, sp, j, prec, tileSums, dev, tun)
 		v.RowMajor = v.Wide // its warps read and write whole rows
 		v.WideShared = v.Wide && tun.NoWidePrivate
-		v.WideRows = v.Wide && !tun.NoWidePrivate && tun.wideRows
+		v.WideRows = v.Wide && !tun.NoWidePrivate && !tun.wideLoops
 		return v
 	}
 	lim := dev.sharedLimit

@@ -9,10 +9,11 @@ import (
 )
 
 // TestHostWidePrivateSame runs kernels of the wide layout with their
-// lane-private arrays (the default; kernelgen's wideprivate.go) and with
-// every array in the warp's shared memory (Tuning.NoWidePrivate, the
-// layout as it was), and with the private arrays' loops unrolled over
-// their rows (Tuning.wideRows), and asks the same results bit for bit:
+// lane-private arrays unrolled over their rows (the default; kernelgen's
+// wideprivate.go) and with every array in the warp's shared memory
+// (Tuning.NoWidePrivate, the layout as it was), and with the private
+// arrays' loops kept as loops (Tuning.wideLoops), and asks the same
+// results bit for bit:
 // only the storage moved, not the arithmetic. On a simulated warp (32 lanes, each
 // its own private rows): Lorenz-96 (d = 64, Tsit5) with shared parameters
 // and five save times, the solve (states and saved states) and the
@@ -47,11 +48,11 @@ func TestHostWidePrivateSame(t *testing.T) {
 			tun := x.tun
 			tun.NoWidePrivate = true
 			shared := tuned(t, x.engine, tun)
-			tun.NoWidePrivate, tun.wideRows = false, true
-			rows := tuned(t, x.engine, tun)
+			tun.NoWidePrivate, tun.wideLoops = false, true
+			loops := tuned(t, x.engine, tun)
 			for _, op := range x.ops {
 				var got [3][]float64
-				for k, engine := range []string{private, shared, rows} {
+				for k, engine := range []string{private, shared, loops} {
 					var tr Trace
 					ctx := WithTrace(t.Context(), &tr)
 					sv := x.c.solver(t, engine)
@@ -74,7 +75,7 @@ func TestHostWidePrivateSame(t *testing.T) {
 						t.Fatalf("%s on %s: the %s layout, not wide", op, engine, l)
 					}
 				}
-				for k, form := range []string{"lane-private arrays", "lane-private arrays by rows (Tuning.wideRows)"} {
+				for k, form := range []string{"lane-private arrays by rows", "lane-private arrays in loops (Tuning.wideLoops)"} {
 					a, b := got[k*2], got[1]
 					if len(a) != len(b) || len(b) == 0 {
 						t.Fatalf("%s: %d results with %s, %d with every array shared", op, len(a), form, len(b))
@@ -98,10 +99,10 @@ func TestHostWidePrivateSame(t *testing.T) {
 }
 
 // BenchmarkGPUWidePrivate times the gradient with the record in the wide
-// layout with lane-private arrays (the default) against every array in
-// the warp's shared memory (Tuning.NoWidePrivate) and against the
-// private arrays' loops unrolled over their rows (Tuning.wideRows:
-// registers rather than local memory), the three side by side per
+// layout with lane-private arrays unrolled over their rows (the default:
+// registers) against every array in the warp's shared memory
+// (Tuning.NoWidePrivate) and against the private arrays' loops kept
+// (Tuning.wideLoops: local memory), the three side by side per
 // problem: Lorenz-96 with d = 64 and 256 (the large-state suite's
 // case, n = 4096, Tsit5: wideBenchGradCase), Pollution (n = 4096) and
 // the Brusselator (n = 1024) with Rodas5P (wideRosBenchCase), HIRES
@@ -112,9 +113,9 @@ func TestHostWidePrivateSame(t *testing.T) {
 func BenchmarkGPUWidePrivate(b *testing.B) {
 	needGPUEngine(b)
 	engines := []struct{ name, engine string }{
-		{"private", tuned(b, "cuda", Tuning{Layout: LayoutWide})},
+		{"rows", tuned(b, "cuda", Tuning{Layout: LayoutWide})},
 		{"shared", tuned(b, "cuda", Tuning{Layout: LayoutWide, NoWidePrivate: true})},
-		{"rows", tuned(b, "cuda", Tuning{Layout: LayoutWide, wideRows: true})},
+		{"loops", tuned(b, "cuda", Tuning{Layout: LayoutWide, wideLoops: true})},
 	}
 	cases := []struct {
 		name string

@@ -171,8 +171,8 @@ type Config struct {
 	// rows (ceil(n/32) iterations of static index), so that the compiler
 	// may keep those arrays in registers rather than local memory; an
 	// array that a window loop touches stays in local memory. The same
-	// results bit for bit; larger kernels (package cuda's test knob
-	// Tuning.wideRows, for the device's comparison).
+	// results bit for bit; larger kernels (package cuda's default; its test
+	// knob Tuning.wideLoops keeps the loops, for the device's comparison).
 	WideRows bool
 }
 
