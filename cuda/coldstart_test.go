@@ -62,7 +62,8 @@ type coldRow struct {
 // accepts) on Pollution with Rodas5P, Lorenz-96 (d = 64) with Rodas5P and
 // Lorenz with Tsit5: cold and warm Grad. Phase "problems": every built-in
 // problem (problems.Names) with the default method (Auto), Rodas5P, and
-// Tsit5 where it is not stiff, with the engine's own options. The disk
+// Tsit5 where it is not stiff, then MLP fields 2-w-w-2 (w = 32, 64, 128:
+// mlpCase, Tsit5, named mlp-2-w-w-2), with the engine's own options. The disk
 // cache is off (GRADSOLVE_CUDA_CACHE=off).
 //
 // Phase "tiered" (only when named): with the engine's own options and
@@ -74,7 +75,7 @@ type coldRow struct {
 // have compiled (Ready) and a second Grad, on the device: first issue
 // 26's cases (bench's gpu-large suite: Pollution, HIRES, the neural
 // Robertson problem and the Brusselator, n = 1024, with Rodas5P,
-// Lorenz-96 at d = 64 and 256 with Tsit5), then every built-in problem
+// Lorenz-96 at d = 64 and 256 with Tsit5; the MLP fields), then every built-in problem
 // with Rodas5P up to d = 64, and with Tsit5 where it is not stiff, n =
 // 4096. Each case waits for its compiles (tens of seconds for the first
 // six): the whole phase may take more than ten minutes, so name a
@@ -134,12 +135,18 @@ func TestGPUColdStart(t *testing.T) {
 	// Each phase's engines are their own (FastCompileFrom 1 or 2), so that
 	// no case finds another's kernel in an engine's memory.
 	// n trajectories (run: 4096).
-	runN := func(phase, name string, m ode.Method, opts string, split, n int) {
+	// runCase runs c (named name, its method m) in phase; c is nil for
+	// the built-in problem name at n trajectories (problemCase).
+	runCase := func(phase, name string, c *engineCase, m ode.Method, opts string, split, n int) {
 		// (Phases other than "tiered" wait for their compiles: tuned sets
 		// WaitForCompile on the device's engines.)
 		cname := name + "-" + m.Name()
 		if only != "" && !strings.Contains(cname, only) {
 			return
+		}
+		if c == nil {
+			pc := problemCase(t, name, m, n)
+			c = &pc
 		}
 		if time.Since(start) > budget {
 			skipped = append(skipped, fmt.Sprintf("%s %s %q", phase, cname, opts))
@@ -162,7 +169,7 @@ func TestGPUColdStart(t *testing.T) {
 			tun = Tuning{FastCompileFrom: defaultFastCompileFrom, tierMin: defaultTierFrom}
 			opts = "tiered"
 		}
-		row := coldRun(t, tuned(t, "cuda", tun), name, m, n, phase == "tiered")
+		row := coldRun(t, tuned(t, "cuda", tun), name, *c, phase == "tiered")
 		row.Phase, row.Options, row.Split = phase, opts, split
 		rows = append(rows, row)
 		if phase == "tiered" {
@@ -173,8 +180,19 @@ func TestGPUColdStart(t *testing.T) {
 		t.Logf("%-8s %-28s %-40q %8d B  cold %7.2f s (compile %7.2f s)  warm %7.3f s (kernels %7.3f s) %s",
 			phase, cname, opts, row.Source, row.Cold, row.Compile, row.Warm, row.Kernel, row.Err)
 	}
+	runN := func(phase, name string, m ode.Method, opts string, split, n int) {
+		runCase(phase, name, nil, m, opts, split, n)
+	}
 	run := func(phase, name string, m ode.Method, opts string, split int) {
 		runN(phase, name, m, opts, split, 4096)
+	}
+	// mlps are the MLP fields of issue 26's cold-start target (networks up
+	// to 2-128-128-2: mlpCase, Tsit5), n = 4096.
+	mlps := func(phase, opts string) {
+		for _, w := range []int{32, 64, 128} {
+			c := mlpCase(4096, []int{2, w, w, 2})
+			runCase(phase, fmt.Sprintf("mlp-2-%d-%d-2", w, w), &c, c.set.Method, opts, 0, c.prob.N)
+		}
 	}
 	if strings.Contains(phases, "tiered") {
 		issue := []struct {
@@ -188,6 +206,7 @@ func TestGPUColdStart(t *testing.T) {
 			runN("tiered", c.name, c.m, "", 0, c.n)
 			done[c.name+"-"+c.m.Name()] = true
 		}
+		mlps("tiered", "")
 		for _, name := range problems.Names() {
 			pr, err := problems.ByName(name)
 			if err != nil {
@@ -233,6 +252,7 @@ func TestGPUColdStart(t *testing.T) {
 				run("problems", name, m, "none", 0)
 			}
 		}
+		mlps("problems", "none")
 	}
 	if strings.Contains(phases, "split") {
 		for _, name := range []string{"pollution", "hires", "brusselator", "lorenz96-64", "neural-robertson"} {
@@ -263,9 +283,9 @@ func TestGPUColdStart(t *testing.T) {
 // calls run on the CPU engine while their kernels compile) it waits for
 // the compiles between the two (WaitForCompiles) and notes when they
 // ended (Ready).
-func coldRun(t *testing.T, engine, name string, m ode.Method, n int, tiered bool) coldRow {
+func coldRun(t *testing.T, engine, name string, c engineCase, tiered bool) coldRow {
 	t.Helper()
-	c := problemCase(t, name, m, n)
+	m := c.set.Method
 	row := coldRow{Problem: name, Method: m.Name(), Source: -1}
 	if m != ode.Auto {
 		row.Source = gradSource(t, c)
@@ -322,7 +342,7 @@ func servedBy(engine string) string {
 func TestHostColdRun(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	row := coldRun(t, tuned(t, "cuda-host", Tuning{FastCompile: "none", FastCompileFrom: 3}), "lorenz", ode.Tsit5, 16, false)
+	row := coldRun(t, tuned(t, "cuda-host", Tuning{FastCompile: "none", FastCompileFrom: 3}), "lorenz", problemCase(t, "lorenz", ode.Tsit5, 16), false)
 	t.Logf("%+v", row)
 	if row.Err != "" || row.Source <= 0 || row.Compile <= 0 || row.Cold < row.Compile || row.Warm <= 0 {
 		t.Errorf("row %+v: want no error, the source's size, a compile within the cold call and a warm call", row)
@@ -337,7 +357,7 @@ func TestHostColdRun(t *testing.T) {
 func TestHostColdRunTiered(t *testing.T) {
 	needHost(t)
 	name := tierEngine(newTierBackend(nil, nil, true), Tuning{tierMin: 1})
-	row := coldRun(t, name, "lorenz", ode.Tsit5, 16, true)
+	row := coldRun(t, name, "lorenz", problemCase(t, "lorenz", ode.Tsit5, 16), true)
 	t.Logf("first result on %s: %+v", servedBy(row.Engine), row)
 	onCPU := row.Engine == "cpu" && row.OnCPU == 1 && row.Stopped == 0
 	onDevice := row.Engine == name && row.OnCPU == 0 && row.Stopped <= 1
