@@ -243,7 +243,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -455,6 +455,30 @@ if [ "$part" = s40f ]; then
 # wide Rodas5P gradient.
 t wide 150 -test.v -test.run 'TestGPUWide$'
 t stiff-poll-wide 60 -test.v -test.run 'TestGPUStiffLayouts/pollution-Rodas5P/wide'
+fi
+
+if [ "$part" = s41a ]; then
+# Session 41's first call: the wide layout's private arrays by rows, now
+# the default, against the CPU (TestGPUWide whole) and their first calls
+# (Lorenz-96 d = 64 and 256 with Tsit5, compiled cold); the float32
+# events test after its mend; the save split beside da29ff7
+# (cuda-base.test.gz: before the saves tried with TrialDense); MLP fields'
+# first calls (issue 26: 2-128-128-2 within 5 s).
+gunzip -c $bin/cuda-base.test.gz >/tmp/cuda-base.test && chmod +x /tmp/cuda-base.test
+t wide 220 -test.v -test.run 'TestGPUWide$'
+for c in lorenz96-64-Tsit5 lorenz96-256-Tsit5; do
+echo "=== cold $c"
+GS_COLDSTART_PHASES=problems GS_COLDSTART_ONLY=$c timeout 45 "$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-$c.log" 2>&1
+el $?
+grep -hE "problems  |FAIL|^ok" "$out/l/cold-$c.log" | cut -c1-220
+done
+t evf32 50 -test.v -test.run 'TestGPUEventsFloat32'
+t saves-main 40 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)$' -test.benchtime 5x
+TB=/tmp/cuda-base.test t saves-base 40 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)$' -test.benchtime 5x
+echo "=== cold mlp"
+GS_COLDSTART_PHASES=problems GS_COLDSTART_ONLY=mlp- timeout 90 "$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-mlp.log" 2>&1
+el $?
+grep -hE "problems  |FAIL|^ok" "$out/l/cold-mlp.log" | cut -c1-220
 fi
 
 if [ "$part" = ncu ]; then
