@@ -848,7 +848,7 @@ type runScratch struct {
 	blocks []scatterBlock  // scatter's per-block findings
 	reader chunkReader     // a launch's chunkReader
 	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
-	words  [8]byte         // with KeepGrads: the check's words (gradsWell)
+	words  [gradsTail]byte // with KeepGrads: the check's words and limbs (gradsWell)
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1504,8 +1504,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	out, at, outBytes := l.spansInto(r.sc.spans[:0], keep)
 	r.sc.spans = out
 	// Kept results: the download region goes to the kept results on the
-	// device (fullOut, at fullAt of fullBytes); the loss terms and the
-	// shared sums come back.
+	// device (fullOut, at fullAt of fullBytes); the shared sums come
+	// back, and the check's words with the loss terms' sum.
 	// (fullAt and words in the run's scratch: the batch's closures
 	// would take them to the heap.)
 	var fullOut []span
@@ -1513,7 +1513,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	var fullBytes int64
 	if kept {
 		fullOut, *fullAt, fullBytes = out, at, outBytes
-		out, at, outBytes = l.spans(func(a int) bool { return (a == argGS || a == argLoss) && r.downloaded(a) })
+		out, at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
 	}
 	savesAt := outBytes
 	if saveCols > 0 {
@@ -1660,6 +1660,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			t.Upload += int64(len(up)) - bc.skipped - bc.reused
 			t.Reused += bc.reused
 			t.Download += int64(len(down))
+			if kept {
+				t.Download += gradsTail // the check's words and limbs
+			}
 		})
 		if held != nil && !r.inputsBad {
 			ar.held = held
@@ -1689,7 +1692,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		defer r.hostTimes(staged0, time.Now())
 		src := down // (not down itself: the batch's closures would take it to the heap)
 		if kept {
-			if well, most := gradsWell(words[:]); well && r.scatterKept(down, &at, &l, g, most) {
+			if well, most, sum := gradsWell(words[:]); well && r.scatterKept(down, &at, &l, g, most, sum) {
 				k := r.gout
 				k.size, k.l, k.at, k.g, k.rows = fullBytes, l, *fullAt, g, rows
 				r.kept = true

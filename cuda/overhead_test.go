@@ -692,10 +692,12 @@ func (q countsQueue) enqueue(_ backendKernel, _, _, _ int, args []uint64) error 
 		return nil
 	}
 	if len(args) == numGradsWords {
-		// The gradients' check: all well, the kernels' counts.
+		// The gradients' check: all well, the kernels' counts, the
+		// loss terms' sum 0.
 		m, _, off := q.b.at(args[gwOut])
 		binary.LittleEndian.PutUint32(m[off:], 0)
 		binary.LittleEndian.PutUint32(m[off+4:], nullSteps)
+		clear(m[off+8 : off+gradsTail])
 		return nil
 	}
 	lo, hi := uint64(args[argFirst]), uint64(args[argEnd])
