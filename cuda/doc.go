@@ -428,12 +428,22 @@
 // by shuffles, one atomic each) reduces them to two words: whether a
 // trajectory is ill (a status other than OK; a stiffness, overflow or
 // tangential-crossing flag) or a gradient value not finite, and the most
-// accepted steps (the mesh's rows). The call copies back the loss terms
-// (summed in order on the host, so the loss is the one without KeepGrads
-// bit for bit), the shared gradient's sums and the two words: 8 bytes a
-// trajectory, where a call with OmitStates|OmitStats copies 56 (ball and
-// pk, d = 2, one parameter) and scatters them into eight arrays, most of
-// its host time. Where the words report a failure the call copies
+// accepted steps (the mesh's rows), and sums the loss terms exactly:
+// each finite term is an integer times 2^−1074, split into 32-bit chunks
+// added into 66 signed 64-bit limbs (a warp's chunks by shuffles where
+// its terms share a limb, then shared-memory and global integer atomics,
+// whose order does not change the sum), which the host carries into one
+// integer and rounds once (gradsSum). The loss is then the terms' exact
+// sum correctly rounded, the same on every device and launch shape; a
+// call without KeepGrads (and the CPU engine) adds the terms in index
+// order, rounding each addition, so the two differ by at most that
+// sum's error bound, (n−1)·u·Σ|terms| to first order (u = 2^−53), plus
+// half an ulp: a few ulps in practice (TestHostKeepGradsLossSum,
+// testKeepGrads). The call copies back the check's words and limbs (536
+// bytes, whatever n) and the shared gradient's sums, where a call with
+// OmitStates|OmitStats copies 56 bytes a trajectory (ball and pk, d = 2,
+// one parameter) and scatters them into eight arrays, most of its host
+// time. Where the words report a failure the call copies
 // everything back at once and scatters it as without KeepGrads, so the
 // error is the same. Gradient.HostGrads (ResidentGrads.Fill) copies the
 // kept bytes back and runs the same scatter over them. A Grad given its

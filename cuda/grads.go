@@ -25,10 +25,12 @@ import (
 // would hold them, and the gradients' check kernel (grads.cuh) reduces
 // the statuses, flags and gradients to two words: whether any trajectory
 // is ill (a status other than OK, a stiffness, overflow or tangential
-// crossing flag) or any gradient value is not finite, and the most
-// accepted steps (the recorded mesh's rows). Only the loss terms (summed
-// in order on the host, as without KeepGrads: the loss is the same bit
-// for bit), the shared gradient's sums and the two words come back.
+// crossing flag) or any gradient value or loss term is not finite, and
+// the most accepted steps (the recorded mesh's rows), and sums the loss
+// terms exactly into limbs (grads.cuh; gradsSum rounds them once: the
+// loss is the terms' exact sum correctly rounded, within the in-order
+// sum's rounding of the loss without KeepGrads). Only the words, the
+// limbs and the shared gradient's sums come back.
 // Where the words say all is well the run's Result holds the kept
 // results in Grads, its per-trajectory arrays unwritten; the Fill of
 // ode.ResidentGrads copies the kept bytes back and runs the same scatter
@@ -107,7 +109,7 @@ func (ex *executor) keepsGrads(j *ode.Job, v kernelgen.Config) bool {
 // residentGrads holds a gradient run's per-trajectory results in device
 // memory (ode.ResidentGrads, ode.Settings.KeepGrads): the bytes of the
 // launch's download region at the offsets at of the staging buffer
-// (size bytes), then the check's two int32 words. Fill copies them back
+// (size bytes), then the check's two int32 words and its limbs (gradsTail bytes). Fill copies them back
 // and scatters them into the run's Result. The memory goes back with
 // Release or once the handle is unreachable.
 type residentGrads struct {
