@@ -804,6 +804,11 @@ type run struct {
 	// is not finite (then its arena records no inputs: reuse skips the
 	// check along with the staging).
 	inputsBad bool
+	// ahead is the compare of a launch run ahead of it (reuse.go);
+	// noAhead stops the launch of a run from running ahead (its rerun
+	// after a compare that found its inputs changed).
+	ahead   aheadCheck
+	noAhead bool
 
 	// hin holds the steps of the mesh to replay in device memory, read in
 	// place (instead of argHin in the arena); hout receives the recorded
@@ -1448,10 +1453,16 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
 	bc := r.broadcasts(n, &l)
+	// Results kept on the device (grads.go): what comes back is small,
+	// one copy.
+	kept := r.keptGrads(&l)
 	// The inputs the arena holds from the launch before are neither
-	// staged nor uploaded; held is what it holds once this one is up.
+	// staged nor uploaded; held is what it holds once this one is up. A
+	// kept gradient's launch may run ahead of their compare (reuse.go):
+	// checked once the batch is done, before anything is written.
 	r.inputsBad = false
-	held := r.reuse(ar, g, &l, &bc)
+	held := r.reuse(ar, g, &l, &bc, kept && !r.noAhead)
+	defer r.ahead.wait() // (a return before the batch's)
 	// A large launch's results come back in chunks of its trajectories
 	// (pipeChunk), each scattered while the next is copied: the copies
 	// run on the device's goroutine, the scatter on the others. In the
@@ -1461,9 +1472,6 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// (stagesByChunk).
 	nb := (n + r.rb - 1) / r.rb
 	chunk := r.pipeChunk(n) // result blocks a chunk; 0: one copy of all
-	// Results kept on the device (grads.go): what comes back is small,
-	// one copy.
-	kept := r.keptGrads(&l)
 	if kept {
 		chunk = 0
 	}
@@ -1684,8 +1692,27 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		err = ex.be.batch(batch)
 		rg.End()
+		ahead := r.ahead.on
+		same := r.ahead.wait() // (after the read: wait clears on)
 		if err != nil {
 			return nil, err
+		}
+		if ahead {
+			r.tr.add(func(t *TraceStats) {
+				t.Ahead++
+				if !same {
+					t.AheadMissed++
+				}
+			})
+		}
+		if !same {
+			// Ahead of a compare that found an input changed in place:
+			// the results are dropped, the arena's record put back (its
+			// inputs are as it says), and the launch runs again.
+			ar.held = held
+			r.noAhead = true
+			defer func() { r.noAhead = false }()
+			return r.launch(ar, g, rows)
 		}
 		done()
 		defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()

@@ -109,8 +109,9 @@ func (ex *executor) keepsGrads(j *ode.Job, v kernelgen.Config) bool {
 // residentGrads holds a gradient run's per-trajectory results in device
 // memory (ode.ResidentGrads, ode.Settings.KeepGrads): the bytes of the
 // launch's download region at the offsets at of the staging buffer
-// (size bytes), then the check's two int32 words and its limbs (gradsTail bytes). Fill copies them back
-// and scatters them into the run's Result. The memory goes back with
+// (size bytes), then the check's two int32 words and its limbs
+// (gradsTail bytes). Fill copies them back and scatters them into the
+// run's Result. The memory goes back with
 // Release or once the handle is unreachable.
 type residentGrads struct {
 	residentBlock

@@ -410,3 +410,87 @@ func testKeepGradsLossSum(t *testing.T, ex *executor) {
 		})
 	}
 }
+
+// TestHostEngineKeepGradsAhead checks a kept gradient's repeated call
+// that runs ahead of its inputs' compare (reuse.go, aheadCheck) on the
+// host engine, with the bouncing balls: a call on the same inputs runs
+// ahead (TraceStats.Ahead) and returns the results of a call without
+// KeepGrads on them (HostGrads, bit for bit; the loss to the in-order
+// sum's bound); P or Y0 changed in place between calls is found by the
+// compare (AheadMissed), the launch runs again on the new values, and
+// the results are those of a call without KeepGrads on them; the call
+// after a miss compares first, the one after it runs ahead again; a
+// value made NaN in place gives the error of the call without KeepGrads
+// (ode.ErrInput), and the call after it, on the values put back, the
+// results on them.
+func TestHostEngineKeepGradsAhead(t *testing.T) {
+	needHost(t)
+	testKeepGradsAhead(t, "cuda-host", 1)
+}
+
+// TestGPUKeepGradsAhead is TestHostEngineKeepGradsAhead on the device,
+// with 100 times as many trajectories: the compare runs as the device's
+// goroutine waits for the batch. It skips without a GPU.
+func TestGPUKeepGradsAhead(t *testing.T) {
+	needGPUEngine(t)
+	testKeepGradsAhead(t, "cuda", 100)
+}
+
+func testKeepGradsAhead(t *testing.T, eng string, scale int) {
+	c := ballCase(24*scale+5, ode.Tsit5)
+	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-8
+	c.prob.Y0, c.prob.P = slices.Clone(c.prob.Y0), slices.Clone(c.prob.P)
+	plain := c.solver(t, eng)
+	kc := c
+	kc.set.KeepGrads = true
+	keep := kc.solver(t, eng)
+	dst := &ode.Gradient{}
+	// call makes a kept call and checks that it ran ahead (or not) and
+	// that its compare found its inputs changed (or not), and its
+	// results against a call without KeepGrads on the same inputs.
+	call := func(what string, ahead, missed int) {
+		t.Helper()
+		want, werr := plain.Grad(nil, &c.prob, c.loss, nil)
+		var tr Trace
+		got, err := keep.GradContext(WithTrace(context.Background(), &tr), dst, &c.prob, c.loss, nil)
+		if st := tr.Stats(); st.Ahead != ahead || st.AheadMissed != missed {
+			t.Errorf("%s: %d launches ahead, %d missed, want %d and %d", what, st.Ahead, st.AheadMissed, ahead, missed)
+		}
+		if werr != nil {
+			if err == nil || err.Error() != werr.Error() {
+				t.Fatalf("%s: %v, want %v", what, err, werr)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if d, bound := math.Abs(got.Loss-want.Loss), float64(c.prob.N+1)*0x1p-53*math.Abs(want.Loss); d > bound {
+			t.Fatalf("%s: Loss %v, want %v to %.3g", what, got.Loss, want.Loss, bound)
+		}
+		if err := got.HostGrads(); err != nil {
+			t.Fatal(err)
+		}
+		w := *want
+		w.Loss = got.Loss
+		sameGrads(t, what, got, &w)
+	}
+	call("first call", 0, 0)
+	call("same inputs", 1, 0)
+	call("same inputs again", 1, 0)
+	for i := 0; i < len(c.prob.P); i += 3 {
+		c.prob.P[i] *= 1.01
+	}
+	call("P changed in place", 1, 1)
+	call("after a miss", 0, 0)
+	call("same inputs after a miss", 1, 0)
+	y := c.prob.Y0[2*(c.prob.N/2)]
+	c.prob.Y0[2*(c.prob.N/2)] = y * 0.9
+	call("Y0 changed in place", 1, 1)
+	call("after a miss", 0, 0)
+	c.prob.Y0[2*(c.prob.N/2)] = math.NaN()
+	call("Y0 made NaN in place", 1, 1)
+	c.prob.Y0[2*(c.prob.N/2)] = y
+	call("Y0 put back", 0, 0)
+	call("same inputs after a failure", 1, 0)
+}
