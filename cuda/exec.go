@@ -1461,7 +1461,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// kept gradient's launch may run ahead of their compare (reuse.go):
 	// checked once the batch is done, before anything is written.
 	r.inputsBad = false
-	held := r.reuse(ar, g, &l, &bc, kept && !r.noAhead)
+	held := r.reuse(ar, g, &l, &bc, kept && !r.noAhead && !ex.tun.noAhead)
 	defer r.ahead.wait() // (a return before the batch's)
 	// A large launch's results come back in chunks of its trajectories
 	// (pipeChunk), each scattered while the next is copied: the copies
