@@ -1629,22 +1629,34 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		if err := r.launchKernel(ar, n, rows, &l, c); err != nil {
 			return err
 		}
-		// The clock waits for the kernel, so that the read's time (the
-		// trace's transfers) is the copy's alone.
-		var err error
-		if dt, err = r.q.elapsed(c); err != nil {
-			return err
-		}
-		if chunk > 0 {
-			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
-		}
 		if kept {
+			// One wait for the device: the check is queued behind the
+			// kernel, and the read of its words waits for both; the
+			// clock's end has passed by then. The read's time less the
+			// kernel's is the trace's transfer.
 			if err := r.checkGrads(q, ar, n, &l, fullOut, fullBytes); err != nil {
 				return err
 			}
-			if err := r.read(words[:], r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
+			start := time.Now()
+			if err := q.read(words[:], r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
 				return err
 			}
+			wait := time.Since(start)
+			var err error
+			if dt, err = r.q.elapsed(c); err != nil {
+				return err
+			}
+			r.tr.add(func(t *TraceStats) { t.Transfer += max(0, wait-dt) })
+		} else {
+			// The clock waits for the kernel, so that the read's time
+			// (the trace's transfers) is the copy's alone.
+			var err error
+			if dt, err = r.q.elapsed(c); err != nil {
+				return err
+			}
+		}
+		if chunk > 0 {
+			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
 		}
 		at := int64(0)
 		for _, s := range out {
