@@ -313,6 +313,13 @@
 // input found changed on two launches in a row is staged without being
 // compared or copied for the next 4, 8, … up to 256 launches, so inputs
 // given anew on every call cost about what they cost without the reuse;
+// a kept gradient's launch (ode.Settings.KeepGrads) whose inputs were
+// all the same at their last compare runs ahead of its compare: it
+// holds them unseen and queues its batch at once, the compare runs on
+// the other cores as the device runs it, and where a caller changed a
+// slice in place it drops the launch's results and runs it again,
+// staged, so the compare is off the call's path and its guarantee the
+// same: TraceStats.Ahead and AheadMissed count them, reuse.go;
 // the engine keeps two free arenas, each with its record, so that two
 // jobs that alternate with their inputs placed differently, Method
 // Auto's Tsit5 pass and Rodas5P continuation or a record and a replay
@@ -428,12 +435,22 @@
 // by shuffles, one atomic each) reduces them to two words: whether a
 // trajectory is ill (a status other than OK; a stiffness, overflow or
 // tangential-crossing flag) or a gradient value not finite, and the most
-// accepted steps (the mesh's rows). The call copies back the loss terms
-// (summed in order on the host, so the loss is the one without KeepGrads
-// bit for bit), the shared gradient's sums and the two words: 8 bytes a
-// trajectory, where a call with OmitStates|OmitStats copies 56 (ball and
-// pk, d = 2, one parameter) and scatters them into eight arrays, most of
-// its host time. Where the words report a failure the call copies
+// accepted steps (the mesh's rows), and sums the loss terms exactly:
+// each finite term is an integer times 2^−1074, split into 32-bit chunks
+// added into 66 signed 64-bit limbs (a warp's chunks by shuffles where
+// its terms share a limb, then shared-memory and global integer atomics,
+// whose order does not change the sum), which the host carries into one
+// integer and rounds once (gradsSum). The loss is then the terms' exact
+// sum correctly rounded, the same on every device and launch shape; a
+// call without KeepGrads (and the CPU engine) adds the terms in index
+// order, rounding each addition, so the two differ by at most that
+// sum's error bound, (n−1)·u·Σ|terms| to first order (u = 2^−53), plus
+// half an ulp: a few ulps in practice (TestHostKeepGradsLossSum,
+// testKeepGrads). The call copies back the check's words and limbs (536
+// bytes, whatever n) and the shared gradient's sums, where a call with
+// OmitStates|OmitStats copies 56 bytes a trajectory (ball and pk, d = 2,
+// one parameter) and scatters them into eight arrays, most of its host
+// time. Where the words report a failure the call copies
 // everything back at once and scatters it as without KeepGrads, so the
 // error is the same. Gradient.HostGrads (ResidentGrads.Fill) copies the
 // kept bytes back and runs the same scatter over them. A Grad given its

@@ -218,13 +218,19 @@ type TraceStats struct {
 	// arena held them, the same values, from the launch before (Y0, P,
 	// T1s, … each compared with the engine's copy of what it sent:
 	// Tuning.NoInputReuse); not in Upload.
-	Reused       int64
-	Download     int64         // bytes copied back
-	Launches     int           // kernel launches (one per chunk of trajectories and pass)
-	Trajectories int           // trajectories launched, summed over the launches (Method Auto's continuations, chunks and reruns count again; a training step's launches do not)
-	Reruns       int           // trajectories run again with a longer record buffer
-	Rows         int           // record buffer rows of the last pass
-	Transfer     time.Duration // copies between host and device (synchronous: part of a call's wall time)
+	Reused int64
+	// Ahead counts the launches that ran ahead of their inputs' compare
+	// (a kept gradient's repeated call: the compare ran on the host as
+	// the batch ran on the device; see reuse.go), AheadMissed those of
+	// them whose inputs had changed in place: their results were
+	// dropped and they ran again, their inputs staged.
+	Ahead, AheadMissed int
+	Download           int64         // bytes copied back
+	Launches           int           // kernel launches (one per chunk of trajectories and pass)
+	Trajectories       int           // trajectories launched, summed over the launches (Method Auto's continuations, chunks and reruns count again; a training step's launches do not)
+	Reruns             int           // trajectories run again with a longer record buffer
+	Rows               int           // record buffer rows of the last pass
+	Transfer           time.Duration // copies between host and device (synchronous: part of a call's wall time)
 	// Stage is the host's time before each launch's batch: its inputs
 	// compared with those the device holds and staged where they
 	// changed, its staging buffers and timers taken. Scatter is the

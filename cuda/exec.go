@@ -804,6 +804,11 @@ type run struct {
 	// is not finite (then its arena records no inputs: reuse skips the
 	// check along with the staging).
 	inputsBad bool
+	// ahead is the compare of a launch run ahead of it (reuse.go);
+	// noAhead stops the launch of a run from running ahead (its rerun
+	// after a compare that found its inputs changed).
+	ahead   aheadCheck
+	noAhead bool
 
 	// hin holds the steps of the mesh to replay in device memory, read in
 	// place (instead of argHin in the arena); hout receives the recorded
@@ -848,7 +853,7 @@ type runScratch struct {
 	blocks []scatterBlock  // scatter's per-block findings
 	reader chunkReader     // a launch's chunkReader
 	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
-	words  [8]byte         // with KeepGrads: the check's words (gradsWell)
+	words  [gradsTail]byte // with KeepGrads: the check's words and limbs (gradsWell)
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1448,10 +1453,16 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
 	bc := r.broadcasts(n, &l)
+	// Results kept on the device (grads.go): what comes back is small,
+	// one copy.
+	kept := r.keptGrads(&l)
 	// The inputs the arena holds from the launch before are neither
-	// staged nor uploaded; held is what it holds once this one is up.
+	// staged nor uploaded; held is what it holds once this one is up. A
+	// kept gradient's launch may run ahead of their compare (reuse.go):
+	// checked once the batch is done, before anything is written.
 	r.inputsBad = false
-	held := r.reuse(ar, g, &l, &bc)
+	held := r.reuse(ar, g, &l, &bc, kept && !r.noAhead && !ex.tun.noAhead)
+	defer r.ahead.wait() // (a return before the batch's)
 	// A large launch's results come back in chunks of its trajectories
 	// (pipeChunk), each scattered while the next is copied: the copies
 	// run on the device's goroutine, the scatter on the others. In the
@@ -1461,9 +1472,6 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// (stagesByChunk).
 	nb := (n + r.rb - 1) / r.rb
 	chunk := r.pipeChunk(n) // result blocks a chunk; 0: one copy of all
-	// Results kept on the device (grads.go): what comes back is small,
-	// one copy.
-	kept := r.keptGrads(&l)
 	if kept {
 		chunk = 0
 	}
@@ -1504,8 +1512,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	out, at, outBytes := l.spansInto(r.sc.spans[:0], keep)
 	r.sc.spans = out
 	// Kept results: the download region goes to the kept results on the
-	// device (fullOut, at fullAt of fullBytes); the loss terms and the
-	// shared sums come back.
+	// device (fullOut, at fullAt of fullBytes); the shared sums come
+	// back, and the check's words with the loss terms' sum.
 	// (fullAt and words in the run's scratch: the batch's closures
 	// would take them to the heap.)
 	var fullOut []span
@@ -1513,7 +1521,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	var fullBytes int64
 	if kept {
 		fullOut, *fullAt, fullBytes = out, at, outBytes
-		out, at, outBytes = l.spans(func(a int) bool { return (a == argGS || a == argLoss) && r.downloaded(a) })
+		out, at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
 	}
 	savesAt := outBytes
 	if saveCols > 0 {
@@ -1621,22 +1629,34 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		if err := r.launchKernel(ar, n, rows, &l, c); err != nil {
 			return err
 		}
-		// The clock waits for the kernel, so that the read's time (the
-		// trace's transfers) is the copy's alone.
-		var err error
-		if dt, err = r.q.elapsed(c); err != nil {
-			return err
-		}
-		if chunk > 0 {
-			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
-		}
 		if kept {
+			// One wait for the device: the check is queued behind the
+			// kernel, and the read of its words waits for both; the
+			// clock's end has passed by then. The read's time less the
+			// kernel's is the trace's transfer.
 			if err := r.checkGrads(q, ar, n, &l, fullOut, fullBytes); err != nil {
 				return err
 			}
-			if err := r.read(words[:], r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
+			start := time.Now()
+			if err := q.read(words[:], r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
 				return err
 			}
+			wait := time.Since(start)
+			var err error
+			if dt, err = r.q.elapsed(c); err != nil {
+				return err
+			}
+			r.tr.add(func(t *TraceStats) { t.Transfer += max(0, wait-dt) })
+		} else {
+			// The clock waits for the kernel, so that the read's time
+			// (the trace's transfers) is the copy's alone.
+			var err error
+			if dt, err = r.q.elapsed(c); err != nil {
+				return err
+			}
+		}
+		if chunk > 0 {
+			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
 		}
 		at := int64(0)
 		for _, s := range out {
@@ -1660,6 +1680,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			t.Upload += int64(len(up)) - bc.skipped - bc.reused
 			t.Reused += bc.reused
 			t.Download += int64(len(down))
+			if kept {
+				t.Download += gradsTail // the check's words and limbs
+			}
 		})
 		if held != nil && !r.inputsBad {
 			ar.held = held
@@ -1681,15 +1704,34 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		err = ex.be.batch(batch)
 		rg.End()
+		ahead := r.ahead.on
+		same := r.ahead.wait() // (after the read: wait clears on)
 		if err != nil {
 			return nil, err
+		}
+		if ahead {
+			r.tr.add(func(t *TraceStats) {
+				t.Ahead++
+				if !same {
+					t.AheadMissed++
+				}
+			})
+		}
+		if !same {
+			// Ahead of a compare that found an input changed in place:
+			// the results are dropped, the arena's record put back (its
+			// inputs are as it says), and the launch runs again.
+			ar.held = held
+			r.noAhead = true
+			defer func() { r.noAhead = false }()
+			return r.launch(ar, g, rows)
 		}
 		done()
 		defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
 		defer r.hostTimes(staged0, time.Now())
 		src := down // (not down itself: the batch's closures would take it to the heap)
 		if kept {
-			if well, most := gradsWell(words[:]); well && r.scatterKept(down, &at, &l, g, most) {
+			if well, most, sum := gradsWell(words[:]); well && r.scatterKept(down, &at, &l, g, most, sum) {
 				k := r.gout
 				k.size, k.l, k.at, k.g, k.rows = fullBytes, l, *fullAt, g, rows
 				r.kept = true

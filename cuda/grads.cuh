@@ -1,12 +1,23 @@
 // gradsolve gradients' check kernel: for a gradient whose per-trajectory
 // results stay in device memory (ode.Settings.KeepGrads; cuda/grads.go),
 // whether every trajectory of the launch ended well and every gradient
-// value is finite, and the most accepted steps, as two words, so that
+// value is finite, and the most accepted steps, as two words, and the
+// exact sum of the loss terms as GS_G_LIMBS fixed-point limbs, so that
 // the host learns them without copying the results back. After the
 // prelude; compiled as host C++ (the tests' host backend) the kernel is a
 // loop.
 //
 // GS_G_OK (ode.OK) is defined before it by package cuda.
+
+// The loss terms' sum is exact: a finite double is m·2^(E−1074) with an
+// integer mantissa m < 2^53 and 0 ≤ E ≤ 2045 (E = 0 for subnormals), so
+// Σ terms = 2^−1074 · Σ ±m·2^E, an integer sum. Limb k holds the sum of
+// the 32-bit chunks at bits [32k, 32k+32) of each |m|·2^E, signed, in a
+// 64-bit two's-complement accumulator: a chunk is below 2^32, so up to
+// 2^31 terms add without overflow, and integer addition does not depend
+// on the order (atomics, blocks, threads). The host carries the limbs
+// into one integer and rounds it once (grads.go, gradsSum).
+#define GS_G_LIMBS 66 // (2045 + 53 + 31) / 32 + 1: |m|·2^E < 2^2098
 
 struct gs_gargs {
   long long n;       // trajectories of the launch
@@ -18,11 +29,38 @@ struct gs_gargs {
   const int* acc;    // [n] its accepted steps, or null
   const double* gy0; // [ny] dL/dy0, in the engine kernel's order
   const double* gp;  // [np] dL/dp, or null
-  int* out;          // [2] zeroed before: bit 1 a trajectory ill, bit 2 a gradient value not finite; the most accepted steps
+  const double* loss; // [n] the loss terms, or null
+  int* out;          // [2 + 2·GS_G_LIMBS] zeroed before: bit 1 a trajectory ill, bit 2 a gradient value not finite,
+                     // bit 4 a loss term not finite; the most accepted steps; then the loss terms' limbs (long long)
 };
 
 // gs_g_finite reports whether x is finite (x - x is NaN for ±Inf and NaN).
 GS_DEVICE bool gs_g_finite(double x) { return x - x == 0.0; }
+
+// gs_g_chunks splits the finite double x into its limb k (the first of
+// its three) and the signed 32-bit chunks c[0..2] of |m|·2^E at limbs k,
+// k+1, k+2 (see GS_G_LIMBS). It reports false for ±Inf and NaN.
+GS_DEVICE bool gs_g_chunks(double x, int* k, long long c[3]) {
+#ifdef GS_CUDA
+  const unsigned long long b = (unsigned long long)__double_as_longlong(x);
+#else
+  unsigned long long b;
+  __builtin_memcpy(&b, &x, 8);
+#endif
+  const int ef = (int)((b >> 52) & 0x7ff);
+  if (ef == 0x7ff) return false;
+  unsigned long long m = b & 0xfffffffffffffULL;
+  int e = 0;
+  if (ef != 0) m |= 1ULL << 52, e = ef - 1;
+  const int o = e & 31;
+  const unsigned long long lo = m << o, hi = o ? m >> (64 - o) : 0;
+  const long long s = (long long)(b >> 63) ? -1 : 1;
+  *k = e >> 5;
+  c[0] = s * (long long)(lo & 0xffffffffULL);
+  c[1] = s * (long long)(lo >> 32);
+  c[2] = s * (long long)hi;
+  return true;
+}
 
 // gs_g_check: each thread ORs the verdicts of the trajectories and values
 // q = its index, + the grid's threads, …; a warp's are combined by
@@ -46,7 +84,45 @@ GS_GLOBAL void gs_g_check(const gs_gargs a) {
   for (long long c = q0; a.gp && c < a.np; c += step) {
     if (!gs_g_finite(a.gp[c])) bits |= 2;
   }
+  long long* limbs = (long long*)(a.out + 2);
 #ifdef GS_CUDA
+  // The loss terms: a warp's chunks summed by shuffles where its terms
+  // share their first limb (terms of one size, the common case), else
+  // added lane by lane, into the block's limbs in shared memory; then one
+  // atomic a nonzero limb a block. The loop is the warp's: every lane
+  // runs it as often.
+  __shared__ unsigned long long lim[GS_G_LIMBS];
+  for (int k = threadIdx.x; k < GS_G_LIMBS; k += blockDim.x) lim[k] = 0;
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  for (long long base = q0 - lane; a.loss && base < a.n; base += step) {
+    const long long q = base + lane;
+    int k = 0;
+    long long c[3] = {0, 0, 0};
+    if (q < a.n && !gs_g_chunks(a.loss[q], &k, c)) bits |= 4, c[0] = c[1] = c[2] = 0;
+    const bool some = (c[0] | c[1] | c[2]) != 0;
+    const unsigned mask = __ballot_sync(0xffffffffu, some);
+    if (mask == 0) continue;
+    const int k0 = __shfl_sync(0xffffffffu, k, __ffs(mask) - 1);
+    if (__all_sync(0xffffffffu, !some || k == k0)) {
+      for (int o = 16; o > 0; o >>= 1) {
+        for (int i = 0; i < 3; i++) c[i] += __shfl_xor_sync(0xffffffffu, c[i], o);
+      }
+      if (lane == 0) {
+        for (int i = 0; i < 3; i++) {
+          if (c[i]) atomicAdd(&lim[k0 + i], (unsigned long long)c[i]);
+        }
+      }
+    } else if (some) {
+      for (int i = 0; i < 3; i++) {
+        if (c[i]) atomicAdd(&lim[k + i], (unsigned long long)c[i]);
+      }
+    }
+  }
+  __syncthreads();
+  for (int k = threadIdx.x; k < GS_G_LIMBS; k += blockDim.x) {
+    if (lim[k]) atomicAdd((unsigned long long*)&limbs[k], lim[k]);
+  }
   for (int o = 16; o > 0; o >>= 1) {
     bits |= __shfl_xor_sync(0xffffffffu, bits, o);
     const int m = __shfl_xor_sync(0xffffffffu, most, o);
@@ -57,6 +133,16 @@ GS_GLOBAL void gs_g_check(const gs_gargs a) {
     if (most) atomicMax(&a.out[1], most);
   }
 #else
+  for (long long q = 0; a.loss && q < a.n; q++) {
+    int k = 0;
+    long long c[3];
+    if (!gs_g_chunks(a.loss[q], &k, c)) {
+      bits |= 4;
+      continue;
+    }
+    // (unsigned: the wrap-around of two's complement, as the atomics')
+    for (int i = 0; i < 3; i++) limbs[k + i] = (long long)((unsigned long long)limbs[k + i] + (unsigned long long)c[i]);
+  }
   a.out[0] |= bits;
   if (most > a.out[1]) a.out[1] = most;
 #endif

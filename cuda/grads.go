@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/big"
 	"runtime"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
@@ -24,10 +25,12 @@ import (
 // would hold them, and the gradients' check kernel (grads.cuh) reduces
 // the statuses, flags and gradients to two words: whether any trajectory
 // is ill (a status other than OK, a stiffness, overflow or tangential
-// crossing flag) or any gradient value is not finite, and the most
-// accepted steps (the recorded mesh's rows). Only the loss terms (summed
-// in order on the host, as without KeepGrads: the loss is the same bit
-// for bit), the shared gradient's sums and the two words come back.
+// crossing flag) or any gradient value or loss term is not finite, and
+// the most accepted steps (the recorded mesh's rows), and sums the loss
+// terms exactly into limbs (grads.cuh; gradsSum rounds them once: the
+// loss is the terms' exact sum correctly rounded, within the in-order
+// sum's rounding of the loss without KeepGrads). Only the words, the
+// limbs and the shared gradient's sums come back.
 // Where the words say all is well the run's Result holds the kept
 // results in Grads, its per-trajectory arrays unwritten; the Fill of
 // ode.ResidentGrads copies the kept bytes back and runs the same scatter
@@ -58,8 +61,17 @@ const (
 	gwAcc
 	gwGY0
 	gwGP
+	gwLoss
 	gwOut
 	numGradsWords
+)
+
+// gradsLimbs is the check's limbs of the loss terms' exact sum
+// (GS_G_LIMBS of grads.cuh; gradsSum), gradsTail the bytes of the check's
+// words and limbs after the kept results.
+const (
+	gradsLimbs = 66
+	gradsTail  = 8 + 8*gradsLimbs
 )
 
 // gradsThreads is the check kernel's threads per block, gradsBlocks the
@@ -70,10 +82,12 @@ const (
 )
 
 // gradsIll is the check's bit of an ill trajectory, gradsNonFinite that
-// of a gradient value that is not finite (grads.cuh).
+// of a gradient value that is not finite, gradsLossNonFinite that of a
+// loss term that is not finite (grads.cuh).
 const (
-	gradsIll       = 1
-	gradsNonFinite = 2
+	gradsIll           = 1
+	gradsNonFinite     = 2
+	gradsLossNonFinite = 4
 )
 
 // gradsKernel returns the gradients' check kernel of ex's backend,
@@ -95,8 +109,9 @@ func (ex *executor) keepsGrads(j *ode.Job, v kernelgen.Config) bool {
 // residentGrads holds a gradient run's per-trajectory results in device
 // memory (ode.ResidentGrads, ode.Settings.KeepGrads): the bytes of the
 // launch's download region at the offsets at of the staging buffer
-// (size bytes), then the check's two int32 words. Fill copies them back
-// and scatters them into the run's Result. The memory goes back with
+// (size bytes), then the check's two int32 words and its limbs
+// (gradsTail bytes). Fill copies them back and scatters them into the
+// run's Result. The memory goes back with
 // Release or once the handle is unreachable.
 type residentGrads struct {
 	residentBlock
@@ -110,8 +125,8 @@ type residentGrads struct {
 
 var _ ode.ResidentGrads = (*residentGrads)(nil)
 
-// wordsAt returns the offset of the check's words in a block that keeps
-// size bytes of results.
+// gradsWordsAt returns the offset of the check's words (then its limbs)
+// in a block that keeps size bytes of results.
 func gradsWordsAt(size int64) int64 { return (size + 7) &^ 7 }
 
 // keepGrads gives the run device memory for the results of a launch of
@@ -119,7 +134,7 @@ func gradsWordsAt(size int64) int64 { return (size + 7) &^ 7 }
 // passed back (Job.Reuse) where they are the device's and large enough,
 // else a new allocation. It reports whether it has them.
 func (r *run) keepGrads(size int64) bool {
-	need := gradsWordsAt(size) + 8
+	need := gradsWordsAt(size) + gradsTail
 	if old := r.j.Reuse; old != nil {
 		if k, ok := old.Grads.(*residentGrads); ok && !k.Released() && k.ex.be == r.ex.be && k.mem.bytes >= need {
 			k.r, k.ex = nil, r.ex // its old Result is written over
@@ -177,7 +192,7 @@ func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, sp []span, size i
 		o += s.hi - s.lo
 	}
 	words := r.gout.mem.addr + uint64(gradsWordsAt(size))
-	if err := q.zero(words, 8); err != nil {
+	if err := q.zero(words, gradsTail); err != nil {
 		return err
 	}
 	at := func(a int) uint64 {
@@ -190,7 +205,7 @@ func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, sp []span, size i
 	w[gwN], w[gwNY], w[gwNP] = uint64(n), uint64(n*r.d), uint64(n*r.np)
 	w[gwMask] = flagStiff | flagOverflow | flagTangent
 	w[gwStatus], w[gwFlags], w[gwAcc] = at(argStatus), at(argFlags), at(argAcc)
-	w[gwGY0], w[gwGP], w[gwOut] = at(argGY0), at(argGP), words
+	w[gwGY0], w[gwGP], w[gwLoss], w[gwOut] = at(argGY0), at(argGP), at(argLoss), words
 	if r.np == 0 {
 		w[gwGP] = 0
 	}
@@ -198,38 +213,53 @@ func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, sp []span, size i
 	return q.enqueue(k, blocks*gradsThreads, gradsThreads, 0, w[:])
 }
 
-// gradsWell decodes the check's words: whether every trajectory ended
-// well with finite gradients, and the most accepted steps.
-func gradsWell(words []byte) (well bool, most int) {
-	return binary.LittleEndian.Uint32(words) == 0, int(int32(binary.LittleEndian.Uint32(words[4:])))
+// gradsWell decodes the check's words and limbs (gradsTail bytes):
+// whether every trajectory ended well with finite gradients and loss
+// terms, the most accepted steps, and the loss terms' sum (gradsSum).
+func gradsWell(tail []byte) (well bool, most int, sum float64) {
+	bits := binary.LittleEndian.Uint32(tail)
+	most = int(int32(binary.LittleEndian.Uint32(tail[4:])))
+	if bits != 0 {
+		return false, most, math.NaN()
+	}
+	return true, most, gradsSum(tail[8:gradsTail])
+}
+
+// gradsSum returns the sum of the loss terms whose limbs (gradsLimbs
+// little-endian int64s, grads.cuh's GS_G_LIMBS) the check left: the
+// integer Σ limb[k]·2^(32k), times 2^−1074, rounded once to the nearest
+// float64 (ties to even). It is the terms' exact sum correctly rounded,
+// whatever the order the device added them in; ±Inf past the float64
+// range. A sum in index order (a call without KeepGrads, the CPU engine)
+// rounds at every addition: the two differ by at most that sum's own
+// error, (n−1)·u·Σ|terms| to first order (u = 2^−53), plus half an ulp
+// (TestHostKeepGradsLossSum).
+func gradsSum(limbs []byte) float64 {
+	var acc, limb big.Int
+	for k := gradsLimbs - 1; k >= 0; k-- {
+		acc.Lsh(&acc, 32)
+		acc.Add(&acc, limb.SetInt64(int64(binary.LittleEndian.Uint64(limbs[8*k:]))))
+	}
+	var f big.Float
+	f.SetInt(&acc) // exact: SetInt's precision is the integer's bits
+	x, _ := f.SetMantExp(&f, -1074).Float64()
+	return x
 }
 
 // scatterKept is scatter for a launch whose results stay on the device
-// (keptGrads) and which ended well: the loss terms of its trajectories g
-// (down, at at[argLoss]) into the run's terms, added in order (as
-// orderedSum adds them), the shared gradient's sums, and most, the most
-// accepted steps. It reports false, having changed nothing, where a term
-// is not finite (the caller then copies everything back: lossError reads
-// the trajectories' states).
-func (r *run) scatterKept(down []byte, at *[numArgs]int64, l *layout, g []int, most int) bool {
+// (keptGrads) and which ended well: the loss terms' sum the check formed
+// on the device (gradsSum), as the run's sum of all its trajectories g,
+// the shared gradient's sums (in down, at at[argGS]), and most, the most
+// accepted steps; the terms themselves stay on the device. It reports
+// false, having changed nothing, where the sum is not finite or the
+// launch is not the run's only one (the caller then copies everything
+// back: lossError reads the trajectories' states).
+func (r *run) scatterKept(down []byte, at *[numArgs]int64, l *layout, g []int, most int, sum float64) bool {
 	n := len(g)
-	loss := r.reals(down, at[argLoss], l.bytes[argLoss])
-	terms := r.terms[g[0] : g[0]+n]
-	inOrder := r.summed >= 0 && g[0] == r.summed
-	sum := r.sum
-	for q := range terms {
-		x := loss.get(q)
-		terms[q] = x
-		sum += x
-	}
-	if math.IsNaN(sum) || math.IsInf(sum, 0) {
+	if math.IsNaN(sum) || math.IsInf(sum, 0) || r.summed != 0 || n != len(r.terms) || g[0] != 0 {
 		return false
 	}
-	if inOrder {
-		r.sum, r.summed = sum, g[n-1]+1
-	} else {
-		r.summed = -1
-	}
+	r.sum, r.summed = sum, n
 	r.addShared(down, at, l, g)
 	r.longest = max(r.longest, most)
 	if r.v.Adaptive && (r.v.MeshOut || r.v.Store) {

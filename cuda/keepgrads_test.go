@@ -2,8 +2,10 @@ package cuda
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -43,10 +45,13 @@ func sameGrads(t *testing.T, what string, got, want *ode.Gradient) {
 // gradient on a resident mesh) and the events suite's bouncing balls and pharmacokinetic
 // threshold (the record, with and without Omit; the gradient on the
 // recorded mesh), each call passing its Gradient back three times
-// unread, the call copies back only the loss terms and shared sums
-// (Trace.Download: at most 8 bytes a trajectory and 8 more, against the
-// tens of a call without KeepGrads), returns the loss and shared
-// gradient of a call without KeepGrads bit for bit, and HostGrads fills
+// unread, the call copies back only the check's words and the shared
+// sums (Trace.Download: at most gradsTail bytes and 16 a shared
+// parameter, against the tens a trajectory of a call without
+// KeepGrads), returns the shared gradient of a call without KeepGrads
+// bit for bit and its loss to the in-order sum's rounding bound (the
+// exact sum of the terms rounded once: bit for bit where the terms are a
+// component of the final states), and HostGrads fills
 // Y0, P, Solution and Mesh equal bit for bit to that call's (random
 // initial states, seeded). A call where some trajectories fail (MaxSteps
 // that about half exhaust; MaxEvents 1 for balls that bounce twice) or
@@ -85,16 +90,17 @@ func testKeepGrads(t *testing.T, eng string, scale int) {
 		c    engineCase
 		omit ode.Omit
 		mesh bool // the gradient on the mesh of a record without KeepGrads
+		comp int  // ≥ 0: the loss is this component of the final state (ode.Component)
 	}{
-		{c: lorenz},
-		{c: lorenz, omit: omit},
-		{c: lorenzMesh, mesh: true},
-		{c: saves},
-		{c: shared, omit: omit},
+		{c: lorenz, comp: -1},
+		{c: lorenz, omit: omit, comp: -1},
+		{c: lorenzMesh, mesh: true, comp: -1},
+		{c: saves, comp: -1},
+		{c: shared, omit: omit, comp: -1},
 		{c: ball},
 		{c: ball, omit: omit},
 		{c: ballMesh, mesh: true},
-		{c: pk, omit: omit},
+		{c: pk, omit: omit, comp: 1},
 	}
 	rng := rand.New(rand.NewPCG(25, 3))
 	for _, tc := range cases {
@@ -125,6 +131,17 @@ func testKeepGrads(t *testing.T, eng string, scale int) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var terms []float64 // with comp: the loss terms, component comp of the final states
+			if tc.comp >= 0 {
+				full, err := plain.Grad(nil, &c.prob, c.loss, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := c.prob.Field.Dim
+				for i := range c.prob.N {
+					terms = append(terms, full.Solution.Y[i*d+tc.comp])
+				}
+			}
 			dst := &ode.Gradient{Omit: tc.omit}
 			for it := range 3 {
 				var tr Trace
@@ -141,11 +158,22 @@ func testKeepGrads(t *testing.T, eng string, scale int) {
 					t.Errorf("results held by engine %q", r.Engine())
 				}
 				n := int64(c.prob.N)
-				if down, all := tr.Stats().Download, trw.Stats().Download; down > 8*n+8+16*int64(len(c.prob.Shared)) || down >= all {
-					t.Errorf("call %d: %d bytes copied back (%d without KeepGrads): want the loss terms and shared sums alone", it, down, all)
+				if down, all := tr.Stats().Download, trw.Stats().Download; down > gradsTail+16*int64(len(c.prob.Shared)) || down >= all {
+					t.Errorf("call %d: %d bytes copied back (%d without KeepGrads): want the check's words and shared sums alone", it, down, all)
 				}
-				if math.Float64bits(got.Loss) != math.Float64bits(want.Loss) {
-					t.Fatalf("call %d: Loss %v, want %v bit for bit", it, got.Loss, want.Loss)
+				// The loss: the terms' exact sum rounded once (gradsSum),
+				// where the call without KeepGrads adds them in order.
+				// Every case's terms are positive (or zero), so Σ|terms|
+				// is the loss: within (n+1)·u of it; and where the terms
+				// are a component of the final states, the exact sum of
+				// that component of the plain call's, bit for bit.
+				if d, bound := math.Abs(got.Loss-want.Loss), float64(n+1)*0x1p-53*math.Abs(want.Loss); d > bound {
+					t.Fatalf("call %d: Loss %v, want %v to %.3g (the in-order sum's bound), off by %.3g", it, got.Loss, want.Loss, bound, d)
+				}
+				if tc.comp >= 0 {
+					if exact := exactSum(terms); math.Float64bits(got.Loss) != math.Float64bits(exact) {
+						t.Fatalf("call %d: Loss %v, want the exact sum of the terms rounded, %v, bit for bit (in order: %v)", it, got.Loss, exact, want.Loss)
+					}
 				}
 				sameBits(t, "Shared", got.Shared, want.Shared)
 				if it < 2 {
@@ -157,7 +185,9 @@ func testKeepGrads(t *testing.T, eng string, scale int) {
 				if got.Resident != nil || r.Released() {
 					t.Errorf("HostGrads: Resident %v, released %v: want the device memory kept for the next call", got.Resident != nil, r.Released())
 				}
-				sameGrads(t, "HostGrads", got, want)
+				w := *want
+				w.Loss = got.Loss // (checked above)
+				sameGrads(t, "HostGrads", got, &w)
 				if all := trw.Stats().Download; tr.Stats().Download < all {
 					t.Errorf("HostGrads copied back %d bytes of the call's %d: want all", tr.Stats().Download, all)
 				}
@@ -231,4 +261,236 @@ func testKeepGrads(t *testing.T, eng string, scale int) {
 			}
 		})
 	}
+}
+
+// exactSum returns the sum of xs rounded once to the nearest float64
+// (ties to even), from an exact sum in big.Float (4,400 bits hold any
+// sum of fewer than 2^2000 finite float64s exactly).
+func exactSum(xs []float64) float64 {
+	acc := new(big.Float).SetPrec(4400)
+	var x big.Float
+	for _, v := range xs {
+		acc.Add(acc, x.SetFloat64(v))
+	}
+	f, _ := acc.Float64()
+	return f
+}
+
+// checkLossSum runs the gradients' check kernel (grads.cuh) on ex's
+// backend over the loss terms alone and returns its verdict and sum.
+func checkLossSum(t *testing.T, ex *executor, terms []float64) (well bool, sum float64) {
+	t.Helper()
+	k, err := ex.gradsKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(terms)
+	mem, err := ex.be.alloc(int64(8*n + gradsTail))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.be.free(mem)
+	buf := make([]byte, 8*n)
+	for i, x := range terms {
+		binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(x))
+	}
+	var w [numGradsWords]uint64
+	w[gwN], w[gwLoss], w[gwOut] = uint64(n), mem, mem+uint64(8*n)
+	var tail [gradsTail]byte
+	err = ex.be.batch(func(q queue) error {
+		if err := q.write(mem, buf); err != nil {
+			return err
+		}
+		if err := q.zero(w[gwOut], gradsTail); err != nil {
+			return err
+		}
+		blocks := min(gradsBlocks, max(1, (n+gradsThreads-1)/gradsThreads))
+		if err := q.enqueue(k, blocks*gradsThreads, gradsThreads, 0, w[:]); err != nil {
+			return err
+		}
+		return q.read(tail[:], w[gwOut])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	well, _, sum = gradsWell(tail[:])
+	return well, sum
+}
+
+// TestHostKeepGradsLossSum checks the loss terms' sum of a gradient kept
+// on the device (ode.Settings.KeepGrads; grads.cuh's limbs, gradsSum) on
+// the host engine's check kernel: it is the terms' exact sum rounded
+// once (exactSum, bit for bit), for terms of one size, of mixed signs and
+// sizes over the whole float64 range (subnormals, cancellation of
+// 1e300s, exact ties, a sum past the largest float64: +Inf); it differs
+// from the terms added in index order (a call without KeepGrads) by at
+// most that sum's error bound, (n−1)·u·Σ|x|/(1−(n−1)·u), plus half an
+// ulp; and a term that is not finite makes the check fail (the call then
+// copies everything back). TestGPUKeepGradsLossSum runs the same on the
+// device, where the warps' shuffles and atomics add them.
+func TestHostKeepGradsLossSum(t *testing.T) {
+	needHost(t)
+	testKeepGradsLossSum(t, newExecutor(newHostBackend(1<<30), nil, Float64, "grads-sum", Tuning{}))
+}
+
+// TestGPUKeepGradsLossSum is TestHostKeepGradsLossSum on the device: the
+// CUDA branch of the check (warp shuffles where a warp's terms share a
+// limb, atomics in shared and global memory). It skips without a GPU.
+func TestGPUKeepGradsLossSum(t *testing.T) {
+	needGPUEngine(t)
+	be, err := registered[0].backend() // "cuda"
+	if err != nil {
+		t.Fatal(err)
+	}
+	testKeepGradsLossSum(t, newExecutor(be, nil, Float64, "grads-sum", Tuning{}))
+}
+
+func testKeepGradsLossSum(t *testing.T, ex *executor) {
+	rng := rand.New(rand.NewPCG(25, 41))
+	gen := func(n int, f func(i int) float64) []float64 {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = f(i)
+		}
+		return xs
+	}
+	wide := func(int) float64 { // any sign, 2^−1074 … 2^1000
+		x := math.Ldexp(1+rng.Float64(), rng.IntN(2075)-1075)
+		if rng.IntN(2) == 0 {
+			x = -x
+		}
+		return x
+	}
+	cases := []struct {
+		name  string
+		terms []float64
+		well  bool
+	}{
+		{"one", []float64{0.75}, true},
+		{"zeros", []float64{0, math.Copysign(0, -1), 0}, true},
+		{"one-size", gen(65536, func(int) float64 { return 0.5 + rng.Float64() }), true},
+		{"one-size-odd", gen(70*41+3, func(int) float64 { return 1e-3 * rng.NormFloat64() }), true},
+		{"mixed", gen(10007, func(int) float64 { return rng.NormFloat64() * math.Exp(20*rng.NormFloat64()) }), true},
+		{"wide", gen(4099, wide), true},
+		{"subnormal", gen(1000, func(i int) float64 { return math.Float64frombits(uint64(1 + 7*i)) }), true},
+		{"cancel", []float64{1e300, 1, -1e300, 0x1p-1074}, true},
+		{"tie-even", []float64{1, 0x1p-53}, true},
+		{"tie-odd", []float64{1 + 0x1p-52, 0x1p-53}, true},
+		{"overflow", []float64{math.MaxFloat64, math.MaxFloat64 / 2}, true},
+		{"largest", []float64{math.MaxFloat64, -math.MaxFloat64, math.MaxFloat64}, true},
+		{"nan", []float64{1, math.NaN(), 2}, false},
+		{"inf", gen(300, func(i int) float64 { return math.Inf(1 - 2*(i&1)) }), false},
+	}
+	const u = 0x1p-53
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			well, got := checkLossSum(t, ex, tc.terms)
+			if well != tc.well {
+				t.Fatalf("well %v, want %v", well, tc.well)
+			}
+			if !well {
+				return
+			}
+			want := exactSum(tc.terms)
+			if math.Float64bits(got) != math.Float64bits(want) {
+				t.Errorf("sum %v (%#x), want the exact sum rounded %v (%#x)", got, math.Float64bits(got), want, math.Float64bits(want))
+			}
+			seq, abs := 0.0, 0.0
+			for _, x := range tc.terms {
+				seq += x
+				abs += math.Abs(x)
+			}
+			if math.IsInf(abs, 0) {
+				return // the bound has no meaning past the range
+			}
+			nu := float64(len(tc.terms)-1) * u
+			if d, bound := math.Abs(got-seq), nu/(1-nu)*abs+u*math.Abs(got); d > bound {
+				t.Errorf("sum %v, in index order %v: differ by %.3g, over the bound %.3g", got, seq, d, bound)
+			}
+		})
+	}
+}
+
+// TestHostEngineKeepGradsAhead checks a kept gradient's repeated call
+// that runs ahead of its inputs' compare (reuse.go, aheadCheck) on the
+// host engine, with the bouncing balls: a call on the same inputs runs
+// ahead (TraceStats.Ahead) and returns the results of a call without
+// KeepGrads on them (HostGrads, bit for bit; the loss to the in-order
+// sum's bound); P or Y0 changed in place between calls is found by the
+// compare (AheadMissed), the launch runs again on the new values, and
+// the results are those of a call without KeepGrads on them; the call
+// after a miss compares first, the one after it runs ahead again; a
+// value made NaN in place gives the error of the call without KeepGrads
+// (ode.ErrInput), and the call after it, on the values put back, the
+// results on them.
+func TestHostEngineKeepGradsAhead(t *testing.T) {
+	needHost(t)
+	testKeepGradsAhead(t, "cuda-host", 1)
+}
+
+// TestGPUKeepGradsAhead is TestHostEngineKeepGradsAhead on the device,
+// with 100 times as many trajectories: the compare runs as the device's
+// goroutine waits for the batch. It skips without a GPU.
+func TestGPUKeepGradsAhead(t *testing.T) {
+	needGPUEngine(t)
+	testKeepGradsAhead(t, "cuda", 100)
+}
+
+func testKeepGradsAhead(t *testing.T, eng string, scale int) {
+	c := ballCase(24*scale+5, ode.Tsit5)
+	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-8
+	c.prob.Y0, c.prob.P = slices.Clone(c.prob.Y0), slices.Clone(c.prob.P)
+	plain := c.solver(t, eng)
+	kc := c
+	kc.set.KeepGrads = true
+	keep := kc.solver(t, eng)
+	dst := &ode.Gradient{}
+	// call makes a kept call and checks that it ran ahead (or not) and
+	// that its compare found its inputs changed (or not), and its
+	// results against a call without KeepGrads on the same inputs.
+	call := func(what string, ahead, missed int) {
+		t.Helper()
+		want, werr := plain.Grad(nil, &c.prob, c.loss, nil)
+		var tr Trace
+		got, err := keep.GradContext(WithTrace(context.Background(), &tr), dst, &c.prob, c.loss, nil)
+		if st := tr.Stats(); st.Ahead != ahead || st.AheadMissed != missed {
+			t.Errorf("%s: %d launches ahead, %d missed, want %d and %d", what, st.Ahead, st.AheadMissed, ahead, missed)
+		}
+		if werr != nil {
+			if err == nil || err.Error() != werr.Error() {
+				t.Fatalf("%s: %v, want %v", what, err, werr)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if d, bound := math.Abs(got.Loss-want.Loss), float64(c.prob.N+1)*0x1p-53*math.Abs(want.Loss); d > bound {
+			t.Fatalf("%s: Loss %v, want %v to %.3g", what, got.Loss, want.Loss, bound)
+		}
+		if err := got.HostGrads(); err != nil {
+			t.Fatal(err)
+		}
+		w := *want
+		w.Loss = got.Loss
+		sameGrads(t, what, got, &w)
+	}
+	call("first call", 0, 0)
+	call("same inputs", 1, 0)
+	call("same inputs again", 1, 0)
+	for i := 0; i < len(c.prob.P); i += 3 {
+		c.prob.P[i] *= 1.01
+	}
+	call("P changed in place", 1, 1)
+	call("after a miss", 0, 0)
+	call("same inputs after a miss", 1, 0)
+	y := c.prob.Y0[2*(c.prob.N/2)]
+	c.prob.Y0[2*(c.prob.N/2)] = y * 0.9
+	call("Y0 changed in place", 1, 1)
+	call("after a miss", 0, 0)
+	c.prob.Y0[2*(c.prob.N/2)] = math.NaN()
+	call("Y0 made NaN in place", 1, 1)
+	c.prob.Y0[2*(c.prob.N/2)] = y
+	call("Y0 put back", 0, 0)
+	call("same inputs after a failure", 1, 0)
 }

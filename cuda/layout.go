@@ -219,6 +219,10 @@ type Tuning struct {
 	pipeMin    int   // the smallest launch below two chunks whose results come back in halves (defaultPipeMin)
 	tierMin    int   // the smallest source whose compile runs in the background (defaultTierFrom; tier.go)
 	saveGroup  int   // the smallest group of saved states' bytes copied back on its own (saveGroupMin)
+	// noAhead keeps a kept gradient's launch from running ahead of its
+	// inputs' compare (reuse.go), for the benchmarks that compare the
+	// two.
+	noAhead bool
 	// generic keeps the staging and result loops' general forms (each
 	// trajectory's row read through the launch's index), for the tests that
 	// compare them with the forms for consecutive trajectories.

@@ -692,10 +692,12 @@ func (q countsQueue) enqueue(_ backendKernel, _, _, _ int, args []uint64) error 
 		return nil
 	}
 	if len(args) == numGradsWords {
-		// The gradients' check: all well, the kernels' counts.
+		// The gradients' check: all well, the kernels' counts, the
+		// loss terms' sum 0.
 		m, _, off := q.b.at(args[gwOut])
 		binary.LittleEndian.PutUint32(m[off:], 0)
 		binary.LittleEndian.PutUint32(m[off+4:], nullSteps)
+		clear(m[off+8 : off+gradsTail])
 		return nil
 	}
 	lo, hi := uint64(args[argFirst]), uint64(args[argEnd])
@@ -718,7 +720,41 @@ func (q countsQueue) enqueue(_ backendKernel, _, _, _ int, args []uint64) error 
 
 var countsF64 = &Engine{name: "cuda-counts", prec: Float64, be: countsBackend{newHostBackend(16 << 30)}}
 
-func init() { ode.Register(countsF64) }
+// slowCounts is countsBackend whose engine kernel takes slowKernel (a
+// sleep: the host's thread waits for the device, as on a GPU), about the
+// kernels of a kept events gradient of 65,536 trajectories on the H100
+// (0.1-0.2 ms): the host work that overlaps them (a kept gradient's
+// compare of its inputs, run ahead: reuse.go) is hidden.
+type slowCounts struct{ countsBackend }
+
+const slowKernel = 150 * time.Microsecond
+
+func (b slowCounts) batch(f func(q queue) error) error {
+	return f(slowQueue{countsQueue{hostQueue{b.hostBackend}}})
+}
+
+type slowQueue struct{ countsQueue }
+
+func (q slowQueue) enqueue(k backendKernel, threads, block, shmem int, args []uint64) error {
+	if len(args) == numArgs {
+		time.Sleep(slowKernel)
+	}
+	return q.countsQueue.enqueue(k, threads, block, shmem, args)
+}
+
+// slowCountsF64 and slowCountsNoAhead are engines on slowCounts, the
+// second with kept gradients' launches never ahead of their compare.
+var (
+	slowCountsF64     = &Engine{name: "cuda-slow", prec: Float64, be: slowCounts{countsBackend{newHostBackend(16 << 30)}}}
+	slowCountsNoAhead = &Engine{name: "cuda-slow-noahead", prec: Float64, be: slowCounts{countsBackend{newHostBackend(16 << 30)}}}
+)
+
+func init() {
+	ode.Register(countsF64)
+	ode.Register(slowCountsF64)
+	slowCountsNoAhead.SetTuning(Tuning{noAhead: true})
+	ode.Register(slowCountsNoAhead)
+}
 
 // BenchmarkGradEventsCall measures what a whole Solver.Grad call of the
 // events suite's problems moves and costs on the host, at 65,536
@@ -743,16 +779,20 @@ func init() { ode.Register(countsF64) }
 // other processes share the cores). Engines: "cuda-counts"
 // (countsBackend: ns/op is the host's work and the copies, as copies
 // of host memory, of a record of nullSteps steps a trajectory),
-// "cuda-host" (the generated kernels on the CPU: the bytes of the true
+// "cuda-slow" (the same, its engine kernel a sleep of slowKernel: the
+// host work that overlaps the device's, as a kept gradient's compare
+// run ahead, is hidden) and "cuda-slow-noahead" (never ahead: the
+// compare before the batch), "cuda-host" (the generated kernels on the CPU: the bytes of the true
 // step counts; its ns/op is mostly the kernels and the device's
 // memsets) and "cuda" where a GPU is found (the whole call).
 //
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-counts -benchtime 200x -count 6
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow.*/record-keep$' -benchtime 200x -count 6
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
-	engines := []string{countsF64.name}
+	engines := []string{countsF64.name, slowCountsF64.name, slowCountsNoAhead.name}
 	if _, err := exec.LookPath("g++"); err == nil {
 		engines = append(engines, hostF64.name)
 	}

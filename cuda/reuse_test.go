@@ -414,7 +414,7 @@ func BenchmarkStageReuse(b *testing.B) {
 						if mode == "p" {
 							j.P = ps[k%2]
 						}
-						held := r.reuse(ar, g, &l, &bc)
+						held := r.reuse(ar, g, &l, &bc, false)
 						defer func() { ar.held = held }()
 					}
 					if err := r.fillBroadcast(up, g, &l, bc); err != nil {
@@ -529,7 +529,7 @@ func TestReuseAdaptive(t *testing.T) {
 		t.Helper()
 		bc := r.broadcasts(n, &l)
 		r.inputsBad = false
-		held := r.reuse(ar, g, &l, &bc)
+		held := r.reuse(ar, g, &l, &bc, false)
 		if err := r.fillBroadcast(up, g, &l, bc); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}

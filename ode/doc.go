@@ -68,9 +68,10 @@
 // Settings.KeepGrads: a GPU engine leaves ∂L/∂Y0, ∂L/∂P and the
 // Solution's and the recorded Mesh's statuses, counts, times and event
 // counts in device memory (Gradient.Resident, an engine's ResidentGrads;
-// Y0, P, Solution and Mesh nil) and returns the loss, the shared
-// gradient and whether every trajectory ended well with finite
-// gradients, found on the device. Gradient.HostGrads fills the rest,
+// Y0, P, Solution and Mesh nil) and returns the loss (its terms'
+// exact sum, rounded once: within the in-order sum's rounding of the
+// loss without KeepGrads), the shared gradient and whether every
+// trajectory ended well with finite gradients, found on the device. Gradient.HostGrads fills the rest,
 // bit for bit as without KeepGrads; Gradient.Release frees it unread; a
 // Grad given the Gradient back writes over it (HostGrads of a copy then
 // fails with ErrReleased). A failure is reported by the call itself,

@@ -161,7 +161,11 @@ type Settings struct {
 	// (Gradient.Resident), and returns only the loss, the shared
 	// gradient (a reduction: Shared values) and whether every
 	// trajectory ended well with finite gradients (a reduction on the
-	// device). Gradient.Y0, P, Solution and Mesh are then nil until
+	// device). The loss is then summed on the device too: the GPU
+	// engines sum the per-trajectory terms exactly and round once,
+	// where without KeepGrads they are added in index order, so the two
+	// losses agree to the in-order sum's rounding, (N−1)·2^−53·Σ|terms|
+	// at most (a few ulps in practice); everything else is the same. Gradient.Y0, P, Solution and Mesh are then nil until
 	// Gradient.HostGrads copies the arrays to the host and fills them,
 	// bit for bit as without KeepGrads; Gradient.Release frees them
 	// unread. A call whose per-trajectory results nobody reads (a fit of

@@ -1,0 +1,195 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// gradsCheckSim runs grads.cuh's CUDA branch of gs_g_check on the host:
+// each block's gradsThreads threads as threads of their own
+// (__syncthreads a barrier; each warp's shuffles, ballots and votes
+// through slots and a barrier of its own; the atomics the compiler's),
+// the blocks one after another on the same threads. It reads the blocks
+// and the loss terms from argv[1] and writes the check's words and limbs
+// to argv[2].
+const gradsCheckSim = `
+#include <stdio.h>
+#include <string.h>
+#include <barrier>
+#include <thread>
+#include <vector>
+#define GS_CUDA 1
+#define GS_DEVICE static inline
+#define GS_GLOBAL static
+#define __shared__ static
+struct gs_dim3 { unsigned x, y, z; };
+thread_local gs_dim3 threadIdx, blockIdx;
+gs_dim3 blockDim, gridDim;
+std::barrier<>* gs_bar;
+std::vector<std::barrier<>*> gs_wbar;
+unsigned long long gs_wslot[64][32];
+static void __syncthreads() { gs_bar->arrive_and_wait(); }
+static int gs_w() { return threadIdx.x >> 5; }
+static int gs_l() { return threadIdx.x & 31; }
+template <class T> static T gs_exch(T v, int src) {
+  unsigned long long b = 0;
+  memcpy(&b, &v, sizeof v);
+  gs_wslot[gs_w()][gs_l()] = b;
+  gs_wbar[gs_w()]->arrive_and_wait();
+  const unsigned long long r = gs_wslot[gs_w()][src & 31];
+  gs_wbar[gs_w()]->arrive_and_wait();
+  T out;
+  memcpy(&out, &r, sizeof out);
+  return out;
+}
+template <class T> T __shfl_xor_sync(unsigned, T v, int o) { return gs_exch(v, gs_l() ^ o); }
+template <class T> T __shfl_sync(unsigned, T v, int src) { return gs_exch(v, src); }
+static unsigned __ballot_sync(unsigned, bool p) {
+  gs_wslot[gs_w()][gs_l()] = p;
+  gs_wbar[gs_w()]->arrive_and_wait();
+  unsigned m = 0;
+  for (int l = 0; l < 32; l++) m |= gs_wslot[gs_w()][l] ? 1u << l : 0u;
+  gs_wbar[gs_w()]->arrive_and_wait();
+  return m;
+}
+static int __all_sync(unsigned, bool p) { return __ballot_sync(0xffffffffu, p) == 0xffffffffu; }
+static int __ffs(int x) { return __builtin_ffs(x); }
+static long long __double_as_longlong(double x) { long long b; memcpy(&b, &x, 8); return b; }
+static unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static int atomicOr(int* p, int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+static int atomicMax(int* p, int v) {
+  int o = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+  while (v > o && !__atomic_compare_exchange_n(p, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
+  return o;
+}
+` + "#include \"grads.cuh\"\n" + `
+int main(int argc, char** argv) {
+  FILE* f = fopen(argv[1], "rb");
+  long long n, blocks;
+  if (!f || fread(&n, 8, 1, f) != 1 || fread(&blocks, 8, 1, f) != 1) return 2;
+  std::vector<double> terms(n > 0 ? n : 1);
+  if (fread(terms.data(), 8, n, f) != (size_t)n) return 3;
+  fclose(f);
+  std::vector<long long> out(1 + GS_G_LIMBS);
+  gs_gargs a;
+  memset(&a, 0, sizeof a);
+  a.n = n, a.loss = terms.data(), a.out = (int*)out.data();
+  gridDim.x = blocks, blockDim.x = GS_SIM_THREADS;
+  std::barrier<> br(GS_SIM_THREADS);
+  gs_bar = &br;
+  for (int w = 0; w < GS_SIM_THREADS / 32; w++) gs_wbar.push_back(new std::barrier<>(32));
+  std::vector<std::thread> th;
+  for (int t = 0; t < GS_SIM_THREADS; t++) th.emplace_back([&a, &br, t, blocks] {
+    for (long long b = 0; b < blocks; b++) {
+      threadIdx.x = t, blockIdx.x = b;
+      gs_g_check(a);
+      br.arrive_and_wait(); // the block's shared memory is the next block's
+    }
+  });
+  for (auto& t : th) t.join();
+  FILE* o = fopen(argv[2], "wb");
+  if (!o || fwrite(out.data(), 8, out.size(), o) != out.size()) return 4;
+  fclose(o);
+  return 0;
+}
+`
+
+// TestHostGradsCheckSimulated runs the CUDA branch of the gradients'
+// check (grads.cuh) on simulated blocks and warps: its loss terms' sum
+// is the exact sum rounded once (exactSum), bit for bit, where a warp's
+// terms share a limb (the shuffles' path: terms of one size), where
+// they do not (the atomics' path: terms over the whole range), with
+// zeros and warps of no term, grids of fewer blocks than the terms need
+// (the grid-stride loop) and terms not a multiple of a warp; a term that
+// is not finite sets the check's bit. TestHostKeepGradsLossSum runs the
+// host branch, TestGPUKeepGradsLossSum the device's.
+func TestHostGradsCheckSimulated(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "sim.cpp")
+	if err := os.WriteFile(src, []byte(gradsCheckSim), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "grads.cuh"), []byte(gradsCuh), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const threads = 64 // two warps a block: the kernel's code does not depend on the block's size
+	exe := filepath.Join(dir, "sim")
+	if out, err := exec.Command("g++", "-std=c++20", "-O1", "-pthread", "-ffp-contract=off", "-w",
+		fmt.Sprintf("-DGS_SIM_THREADS=%d", threads), fmt.Sprintf("-DGS_G_OK=%d", ode.OK), "-o", exe, src).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	rng := rand.New(rand.NewPCG(25, 42))
+	gen := func(n int, f func(i int) float64) []float64 {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = f(i)
+		}
+		return xs
+	}
+	cases := []struct {
+		name   string
+		terms  []float64
+		blocks int
+		well   bool
+	}{
+		{"one-size", gen(1000, func(int) float64 { return 0.5 + rng.Float64() }), 16, true},
+		{"one-size-strided", gen(5003, func(int) float64 { return 0.5 + rng.Float64() }), 3, true},
+		{"signs", gen(777, func(int) float64 { return 1 - 2*rng.Float64() }), 2, true},
+		{"wide", gen(2000, func(int) float64 {
+			return math.Copysign(math.Ldexp(1+rng.Float64(), rng.IntN(2075)-1075), rng.NormFloat64())
+		}), 5, true},
+		{"sparse", gen(3000, func(i int) float64 {
+			if i%97 != 5 {
+				return 0
+			}
+			return rng.NormFloat64()
+		}), 4, true},
+		{"few", []float64{1e300, 3, -1e300}, 7, true},
+		{"nan", gen(500, func(i int) float64 {
+			if i == 321 {
+				return math.NaN()
+			}
+			return 1
+		}), 3, false},
+	}
+	for _, tc := range cases {
+		in := make([]byte, 16+8*len(tc.terms))
+		binary.LittleEndian.PutUint64(in, uint64(len(tc.terms)))
+		binary.LittleEndian.PutUint64(in[8:], uint64(tc.blocks))
+		for i, x := range tc.terms {
+			binary.LittleEndian.PutUint64(in[16+8*i:], math.Float64bits(x))
+		}
+		inF, outF := filepath.Join(dir, tc.name+".in"), filepath.Join(dir, tc.name+".out")
+		if err := os.WriteFile(inF, in, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(exe, inF, outF).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", tc.name, err, out)
+		}
+		tail, err := os.ReadFile(outF)
+		if err != nil || len(tail) != gradsTail {
+			t.Fatalf("%s: %d bytes of the check (%v), want %d", tc.name, len(tail), err, gradsTail)
+		}
+		well, _, got := gradsWell(tail)
+		if well != tc.well {
+			t.Errorf("%s: well %v, want %v", tc.name, well, tc.well)
+			continue
+		}
+		if !well {
+			continue
+		}
+		if want := exactSum(tc.terms); math.Float64bits(got) != math.Float64bits(want) {
+			t.Errorf("%s: sum %v, want the exact sum rounded %v", tc.name, got, want)
+		}
+	}
+}
