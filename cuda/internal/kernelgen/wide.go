@@ -582,6 +582,11 @@ func (w *wideEmitter) emit() (string, int, error) {
 		code, scratch := allocate(w.rematerialize(raw))
 		return w.tables.String() + code, scratch, nil
 	}
+	// The form with every array shared, where the private arrays leave
+	// the scratch larger (allocate's placement is a heuristic: the
+	// Brusselator's reverse with save times took one real more).
+	sharedCode, sharedScratch := allocate(w.rematerialize(raw))
+	all := w.remat
 	own := privateArrays(raw)
 	kept := w.remat[:0:0]
 	for _, r := range w.remat {
@@ -593,6 +598,10 @@ func (w *wideEmitter) emit() (string, int, error) {
 	code := w.rematerialize(raw)
 	code, rows := privatize(code, privateArrays(code), w.e.src.wideRows)
 	code, scratch := allocate(declarePrivate(code, rows))
+	if rows > 0 && scratch > sharedScratch {
+		w.remat = all
+		return w.tables.String() + sharedCode, sharedScratch, nil
+	}
 	return w.tables.String() + code, scratch, nil
 }
 
@@ -723,24 +732,48 @@ func placeArraysBy(code string, decl *regexp.Regexp) (map[string]int, int) {
 			}
 		}
 	}
-	top := 0
-	var placed []*span
-	for _, sp := range spans {
-		off := 0
-		for {
-			moved := false
-			for _, q := range placed {
-				if q.to >= sp.from && q.from <= sp.to && off < q.off+q.size && q.off < off+sp.size {
-					off, moved = q.off+q.size, true
+	// First fit in the order of declaration, and in two other orders
+	// (larger arrays first; longer-lived ones first): the smallest
+	// scratch wins, the first order on a tie. Declaration order alone
+	// left holes: Lorenz-96's reverse step (d = 256, Tsit5) took 2296
+	// reals where 2040 are live at once at most.
+	firstFit := func(order []*span) ([]int, int) {
+		offs := make([]int, len(order))
+		top := 0
+		for k, sp := range order {
+			off := 0
+			for {
+				moved := false
+				for j, q := range order[:k] {
+					if q.to >= sp.from && q.from <= sp.to && off < offs[j]+q.size && offs[j] < off+sp.size {
+						off, moved = offs[j]+q.size, true
+					}
+				}
+				if !moved {
+					break
 				}
 			}
-			if !moved {
-				break
-			}
+			offs[k] = off
+			top = max(top, off+sp.size)
 		}
-		sp.off = off
-		placed = append(placed, sp)
-		top = max(top, off+sp.size)
+		return offs, top
+	}
+	bySize := slices.Clone(spans)
+	slices.SortStableFunc(bySize, func(a, b *span) int { return b.size - a.size })
+	byLife := slices.Clone(spans)
+	slices.SortStableFunc(byLife, func(a, b *span) int { return (b.to - b.from) - (a.to - a.from) })
+	byArea := slices.Clone(spans)
+	slices.SortStableFunc(byArea, func(a, b *span) int { return b.size*(b.to-b.from+1) - a.size*(a.to-a.from+1) })
+	top := -1
+	for _, order := range [][]*span{spans, bySize, byLife, byArea} {
+		offs, t := firstFit(order)
+		if top >= 0 && t >= top {
+			continue
+		}
+		top = t
+		for k, sp := range order {
+			sp.off = offs[k]
+		}
 	}
 	offs := make(map[string]int, len(spans))
 	for _, sp := range spans {
