@@ -182,11 +182,12 @@ type Tuning struct {
 	// layout did before its lane-private arrays: by default the arrays
 	// that only the lane of their component reads and writes (the stages'
 	// derivatives of an explicit method, their adjoints in the reverse
-	// step) are each lane's own (local memory or registers), and a
-	// warp's shared memory holds the others only, so that more warps fit
-	// on a multiprocessor (kernelgen.WideSharedPerWarp; Lorenz-96 with
-	// d = 256, Tsit5: see docs/wide-layout.md). Results are the same bit
-	// for bit; it is the switch of the device's comparison.
+	// step, the reverse step's output λ') are each lane's own (local
+	// memory or registers), and a warp's shared memory holds the others
+	// only, so that more warps fit on a multiprocessor
+	// (kernelgen.WideSharedPerWarp; Lorenz-96 with d = 256, Tsit5: see
+	// docs/wide-layout.md). Results are the same bit for bit; it is the
+	// switch of the device's comparison.
 	NoWidePrivate bool
 	// NoTrainGraph runs each step of a fit kept in device memory
 	// (ode.Trainer) as a batch of a dozen operations launched from the

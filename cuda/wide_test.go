@@ -360,10 +360,11 @@ func wideBenchGradCase(n, d int) engineCase {
 // lanes (the field VJP's with windows), their sums over the components
 // across the lanes, no local array of d or more reals in the reverse
 // steps or the driver, and a warp's shared memory as the layout's
-// formula states: the forward loop's, or 2 + 3d + 4np + 2ns reals (md
+// formula states: the forward loop's, or 2 + 2d + 4np + 2ns reals (md
 // more with save times, m = DenseTerms) for the reverse steps' inputs and
-// outputs, the trajectory's gp and shared gradient's sum, plus the steps'
-// scratch, whichever is larger.
+// outputs (their λ' in the lanes' own rows, not shared), the
+// trajectory's gp and shared gradient's sum, plus the steps' scratch,
+// whichever is larger.
 func TestWideGradSource(t *testing.T) {
 	t.Parallel()
 	for _, saves := range []bool{false, true} {
@@ -438,8 +439,13 @@ func wideGradSource(t *testing.T, c engineCase, saves bool) {
 	if per != info.WideShared {
 		t.Errorf("%s d = %d: WideSharedPerWarp %d, the kernel's %d", c.name, d, per, info.WideShared)
 	}
+	// The reverse steps write λ' into the lanes' own rows
+	// (kernelgen's wideLayout.PrivOut), not the warp's shared memory.
+	if !strings.Contains(src, ", gs_real* gs_po) {") || !strings.Contains(src, "lamo[c / GS_WSTRIDE]") {
+		t.Errorf("%s d = %d: the reverse steps write lambda' into shared memory, not the lanes' own rows", c.name, d)
+	}
 	np, ns := pl.Params, pl.Shared
-	fixed := 8 * (2 + 3*d + 4*np + 2*ns)
+	fixed := 8 * (2 + 2*d + 4*np + 2*ns)
 	if saves {
 		fixed += 8 * pl.DenseTerms * d
 	}

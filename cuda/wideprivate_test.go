@@ -3,8 +3,12 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -22,7 +26,10 @@ import (
 // components each), the wide layout forced: Pollution (d = 20, Rodas5P,
 // a save time), HIRES (d = 8, Rodas5P) and the neural Robertson problem
 // (a 2-16-16-1 network) likewise; with -short Lorenz-96 with d = 64
-// only.
+// only. The gradient's reverse steps write λ' into the lanes' own rows
+// by default (kernelgen's wideLayout.PrivOut: the kernel's source says
+// so, widePrivOut), into the warp's shared memory with NoWidePrivate; it
+// logs both kernels' shared memory per warp.
 func TestHostWidePrivateSame(t *testing.T) {
 	needHost(t)
 	t.Parallel()
@@ -50,6 +57,14 @@ func TestHostWidePrivateSame(t *testing.T) {
 			shared := tuned(t, x.engine, tun)
 			tun.NoWidePrivate, tun.wideLoops = false, true
 			loops := tuned(t, x.engine, tun)
+			if slices.Contains(x.ops, "grad") {
+				own, perOwn := widePrivOut(t, x.c, false)
+				all, perAll := widePrivOut(t, x.c, true)
+				t.Logf("grad: %d B of shared memory per warp (lambda' lane-private %t), %d B with every array shared (%t)", perOwn, own, perAll, all)
+				if !own || all || perOwn > perAll {
+					t.Errorf("grad: lambda' lane-private %t (%d B a warp), with every array shared %t (%d B); want true, false and no more bytes", own, perOwn, all, perAll)
+				}
+			}
 			for _, op := range x.ops {
 				var got [3][]float64
 				for k, engine := range []string{private, shared, loops} {
@@ -131,6 +146,72 @@ func BenchmarkGPUWidePrivate(b *testing.B) {
 		c := pc.c()
 		for _, e := range engines {
 			b.Run(fmt.Sprintf("grad/%s/%s", pc.name, e.name), func(b *testing.B) { benchWide(b, c, "grad", e.engine, "wide") })
+		}
+	}
+}
+
+// widePrivOut reports whether the wide layout's gradient kernel of case
+// c, with every array in the warp's shared memory (all:
+// kernelgen.Config.WideShared) or not, writes its reverse steps' λ' into
+// the lanes' own rows (the steps take gs_po, the driver's lamo), and its
+// shared memory per warp in bytes.
+func widePrivOut(t *testing.T, c engineCase, all bool) (bool, int) {
+	t.Helper()
+	j := jobOf(t, c, ode.OpGrad)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := kernelgen.ConfigOf(j)
+	v.Wide, v.RowMajor, v.WideShared = true, true, all
+	src, info, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(src, ", gs_real* gs_po) {") && strings.Contains(src, "lamo[c / GS_WSTRIDE]"), info.WideShared
+}
+
+// TestHostWideFormsCompile times the host compile (g++, the simulated
+// warp's flags: -O1) of Lorenz-96's wide gradient kernel (d = 256, Tsit5:
+// the large-state suite's case, wideBenchGradCase) in its three forms:
+// lane-private arrays in loops (the default), by rows (Tuning.wideRows,
+// kernelgen.Config.WideRows: the loops over the private arrays unrolled)
+// and every array shared (Tuning.NoWidePrivate); it logs each source's
+// bytes and compile time (a proxy for NVRTC's, which the cold start's 5 s
+// at d = 256 bounds: TestGPUColdStart) and asks that each compiles and
+// that only the rows form has the loops over the rows. Not with -short.
+func TestHostWideFormsCompile(t *testing.T) {
+	needHost(t)
+	if testing.Short() {
+		t.Skip("compiles three kernels of about a megabyte")
+	}
+	c := wideBenchGradCase(4, 256)
+	j := jobOf(t, c, ode.OpGrad)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := newSimBackend(1 << 30)
+	for _, f := range []struct {
+		name      string
+		rows, all bool
+	}{{"loops", false, false}, {"rows", true, false}, {"shared", false, true}} {
+		v := kernelgen.ConfigOf(j)
+		v.Wide, v.RowMajor, v.WideRows, v.WideShared = true, true, f.rows, f.all
+		start := time.Now()
+		src, info, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen := time.Since(start)
+		start = time.Now()
+		if _, err := be.compile(src, kernelgen.KernelName, nil); err != nil {
+			t.Fatalf("%s: %v", f.name, err)
+		}
+		t.Logf("%s: %d bytes of source (generated in %.2f s), %d B of shared memory per warp, g++ -O1 in %.1f s",
+			f.name, len(src), gen.Seconds(), info.WideShared, time.Since(start).Seconds())
+		if rows := strings.Contains(src, "for (int gs_row = 0;"); rows != f.rows {
+			t.Errorf("%s: loops over the lanes' rows %t, want %t", f.name, rows, f.rows)
 		}
 	}
 }

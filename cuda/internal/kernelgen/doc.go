@@ -67,9 +67,10 @@
 // state, the stages and every other d-long array (the programs' inputs and outputs, the loops' arrays and
 // gathers) live in the warp's part of the block's shared memory, arrays
 // whose lifetimes do not overlap sharing space, but for the arrays only
-// ever accessed at the lane's own component (a stage's derivative),
-// which are the lane's own (wideprivate.go; Config.WideShared keeps them
-// shared); a loop over the
+// ever accessed at the lane's own component (a stage's derivative; a
+// gradient's reverse step's output λ', which the driver reads at each
+// lane's components only: wideLayout.PrivOut), which are the lane's own
+// (wideprivate.go; Config.WideShared keeps them shared); a loop over the
 // components runs component c on lane c mod 32 between __syncwarp()s;
 // the other values (the controller's scalars) are computed by every lane
 // alike; a chained sum over the components (the error norm, the

@@ -44,6 +44,15 @@ per-trajectory inputs and results y0, p, y, gy0 and gp (GS_WAT).
 #define GS_W_GP {{.W.GP}}
 #define GS_W_GA {{.W.GA}}
 #define GS_W_RSCR {{.W.RSCR}}
+{{- if .W.PrivOut}}
+// The reverse steps write lambda' to the lanes' own rows (a gs_real array
+// of GS_WPRIV * GS_W_LROWS per lane, component c at row c / GS_WSTRIDE of
+// lane c mod 32: wide.go's wideLayout.PrivOut), RO holds gp' and gs.
+#define GS_W_LROWS ((GS_D + 31) / 32)
+#define GS_W_ROD 0
+{{- else}}
+#define GS_W_ROD GS_D
+{{- end}}
 {{- end}}
 #define GS_W_FSAL {{if .FSAL}}1{{else}}0{{end}}
 {{- if .RowMajor}}
@@ -110,6 +119,9 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
 {{- end}}
   (void)ga;
   (void)gpr;
+{{- if .W.PrivOut}}
+  gs_real lamo[GS_WPRIV * GS_W_LROWS];  // the reverse step's lambda', the lane's rows
+{{- end}}
   for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] = 0;
   if (lane == 0) {
 {{- if .LossDirect}}
@@ -173,17 +185,17 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
         }
         for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gpd[c] = gp[c];
         GS_SYNCWARP();
-        {{.W.DRev}}(sh, ri, ro, scr);
+        {{.W.DRev}}(sh, ri, ro, scr{{if .W.PrivOut}}, lamo{{end}});
       } else
 {{- end}}
       {
         for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gpr[c] = gp[c];
         GS_SYNCWARP();
-        {{.W.Rev}}(sh, ri, ro, scr);
+        {{.W.Rev}}(sh, ri, ro, scr{{if .W.PrivOut}}, lamo{{end}});
       }
-      for (int c = lane; c < GS_D; c += GS_WSTRIDE) lam[c] = ro[c];
-      for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gp[c] = ro[GS_D + c];
-      for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] += ro[GS_D + GS_NP + q];
+      for (int c = lane; c < GS_D; c += GS_WSTRIDE) lam[c] = {{if .W.PrivOut}}lamo[c / GS_WSTRIDE]{{else}}ro[c]{{end}};
+      for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gp[c] = ro[GS_W_ROD + c];
+      for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] += ro[GS_W_ROD + GS_NP + q];
     }
 {{- if .Saves}}
     for (int c = lane; c < GS_D; c += GS_WSTRIDE)

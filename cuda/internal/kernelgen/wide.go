@@ -186,11 +186,17 @@ func WideFactors(pl *ode.Plan) bool {
 // with save times (DRev) w̄[DenseTerms·D] and gp[NP] for the dense step's
 // reverse: y and p where TI has them), its outputs RO (λ'[D], gp'[NP],
 // gs[NS]), the trajectory's gp GP[NP] and sum GA of gs[NS], and the
-// steps' scratch RSCR.
+// steps' scratch RSCR. With PrivOut the reverse steps write λ' into the
+// lane's own storage (the driver's gs_real array of ⌈D/32⌉ rows, entry c
+// at row c / 32 of lane c mod 32), not into RO, which then holds gp' and
+// gs only: the driver reads λ' at each lane's own components alone.
 type wideLayout struct {
 	TI, TO, CI, CO, DO, SCR int
 	RO, GP, GA, RSCR        int
 	Len                     int
+	// PrivOut: the reverse steps' λ' is the lanes' own (a gradient's
+	// kernel without Config.WideShared).
+	PrivOut bool
 	// Copies keeps the controller's inputs y, y⁺, err and hρ and Init's
 	// y and p as copies in CI (the layout before wideLayout.inputs; with
 	// every array shared, Config.WideShared: the layout as it was).
@@ -207,6 +213,9 @@ type wideLayout struct {
 // reverse steps'.
 type wideKind struct {
 	grad, saves, copies bool
+	// privOut: the reverse steps write λ' to the lanes' own storage
+	// (wideLayout.PrivOut).
+	privOut             bool
 	scratch, revScratch int
 }
 
@@ -269,8 +278,9 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 	}
 	w.Len = w.SCR + k.scratch
 	if k.grad {
+		w.PrivOut = k.privOut
 		w.RO = 2 + 2*d + 2*np + dw
-		w.GP = w.RO + d + np + ns
+		w.GP = w.RO + d*(1-B2i(k.privOut)) + np + ns
 		w.GA = w.GP + np
 		w.RSCR = w.GA + ns
 		w.Len = max(w.Len, w.RSCR+k.revScratch)
@@ -411,7 +421,7 @@ func (s *Source) adopt(o *Source) {
 // (grad) or another's, with save times (saves) or not, and returns
 // their layout.
 func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
-	k := wideKind{grad: grad, saves: saves, copies: s.wideShared}
+	k := wideKind{grad: grad, saves: saves, copies: s.wideShared, privOut: grad && !s.wideShared}
 	fwd := []*tape.Program{pl.Init, pl.Trial, pl.Control}
 	if saves {
 		fwd = append(fwd, pl.DenseStep)
@@ -446,7 +456,14 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 		// A Rosenbrock step's gathers stay copies: read in place they kept
 		// larger arrays live (the Brusselator's reverse with save times:
 		// 76,024 → 78,856 B a warp).
-		name, scr, err := s.wideFunc(p, pos, WideFactors(pl))
+		privOut := 0 // the reverse steps' λ' outputs, the lanes' own
+		if m >= len(fwd) && k.privOut {
+			if len(p.Outputs) < pl.Dim {
+				return wideLayout{}, fmt.Errorf("cuda: the wide layout: reverse step %s has %d outputs, fewer than the state's %d", p.Name, len(p.Outputs), pl.Dim)
+			}
+			privOut = pl.Dim
+		}
+		name, scr, err := s.wideFunc(p, pos, WideFactors(pl), privOut)
 		if err != nil {
 			return wideLayout{}, err
 		}
@@ -518,7 +535,7 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 // shared memory. Every lane of the warp calls it, after a __syncwarp()
 // since gs_a was written; the outputs are visible to every lane when it
 // returns.
-func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool) (string, int, error) {
+func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool, privOut int) (string, int, error) {
 	s.helper(wideHelper)
 	in, err := tape.Inline(p)
 	if err != nil {
@@ -528,7 +545,7 @@ func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool) (string, int,
 		return "", 0, err
 	}
 	name := s.newName(p.Name + ".wide")
-	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos}, noRuns: noRuns}
+	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos}, noRuns: noRuns, privOut: privOut}
 	code, scratch, err := w.emit()
 	if err != nil {
 		return "", 0, fmt.Errorf("cuda: program %s (wide): %w", p.Name, err)
@@ -554,6 +571,11 @@ type wideEmitter struct {
 	remat []wideRemat
 	// noRuns copies every gather into the scratch (no gatherRun).
 	noRuns bool
+	// privOut is the number of leading outputs (a reverse step's λ')
+	// written to the lanes' own storage gs_po, output c at row
+	// c / GS_WSTRIDE of the lane of c, rather than to gs_o, whose outputs
+	// then start from output privOut (0: none; wideLayout.PrivOut).
+	privOut int
 }
 
 // wideRemat is a loop's array that may be recomputed where it is read:
@@ -582,6 +604,11 @@ func (w *wideEmitter) emit() (string, int, error) {
 		code, scratch := allocate(w.rematerialize(raw))
 		return w.tables.String() + code, scratch, nil
 	}
+	// The form with every array shared, where the private arrays leave
+	// the scratch larger (allocate's placement is a heuristic: the
+	// Brusselator's reverse with save times took one real more).
+	sharedCode, sharedScratch := allocate(w.rematerialize(raw))
+	all := w.remat
 	own := privateArrays(raw)
 	kept := w.remat[:0:0]
 	for _, r := range w.remat {
@@ -593,6 +620,10 @@ func (w *wideEmitter) emit() (string, int, error) {
 	code := w.rematerialize(raw)
 	code, rows := privatize(code, privateArrays(code), w.e.src.wideRows)
 	code, scratch := allocate(declarePrivate(code, rows))
+	if rows > 0 && scratch > sharedScratch {
+		w.remat = all
+		return w.tables.String() + sharedCode, sharedScratch, nil
+	}
 	return w.tables.String() + code, scratch, nil
 }
 
@@ -619,7 +650,11 @@ func (w *wideEmitter) emitRaw() (string, error) {
 	sb := &e.sb
 	fmt.Fprintf(sb, "// program %s, wide (one warp): %d inputs, %d values, %d outputs\n",
 		strings.ReplaceAll(p.Name, "\n", " "), len(p.Inputs), len(p.Values), len(p.Outputs))
-	fmt.Fprintf(sb, "GS_FUNC void %s(const gs_real* GS_RESTRICT gs_sh, const gs_real* gs_a, gs_real* gs_o, gs_real* gs_w) {\n", e.name)
+	po := ""
+	if w.privOut > 0 {
+		po = ", gs_real* gs_po"
+	}
+	fmt.Fprintf(sb, "GS_FUNC void %s(const gs_real* GS_RESTRICT gs_sh, const gs_real* gs_a, gs_real* gs_o, gs_real* gs_w%s) {\n", e.name, po)
 	sb.WriteString("  const int gs_lane = GS_WLANE;\n  (void)gs_lane;\n")
 	order, err := e.plan()
 	if err != nil {
@@ -723,24 +758,48 @@ func placeArraysBy(code string, decl *regexp.Regexp) (map[string]int, int) {
 			}
 		}
 	}
-	top := 0
-	var placed []*span
-	for _, sp := range spans {
-		off := 0
-		for {
-			moved := false
-			for _, q := range placed {
-				if q.to >= sp.from && q.from <= sp.to && off < q.off+q.size && q.off < off+sp.size {
-					off, moved = q.off+q.size, true
+	// First fit in the order of declaration, and in two other orders
+	// (larger arrays first; longer-lived ones first): the smallest
+	// scratch wins, the first order on a tie. Declaration order alone
+	// left holes: Lorenz-96's reverse step (d = 256, Tsit5) took 2296
+	// reals where 2040 are live at once at most.
+	firstFit := func(order []*span) ([]int, int) {
+		offs := make([]int, len(order))
+		top := 0
+		for k, sp := range order {
+			off := 0
+			for {
+				moved := false
+				for j, q := range order[:k] {
+					if q.to >= sp.from && q.from <= sp.to && off < offs[j]+q.size && offs[j] < off+sp.size {
+						off, moved = offs[j]+q.size, true
+					}
+				}
+				if !moved {
+					break
 				}
 			}
-			if !moved {
-				break
-			}
+			offs[k] = off
+			top = max(top, off+sp.size)
 		}
-		sp.off = off
-		placed = append(placed, sp)
-		top = max(top, off+sp.size)
+		return offs, top
+	}
+	bySize := slices.Clone(spans)
+	slices.SortStableFunc(bySize, func(a, b *span) int { return b.size - a.size })
+	byLife := slices.Clone(spans)
+	slices.SortStableFunc(byLife, func(a, b *span) int { return (b.to - b.from) - (a.to - a.from) })
+	byArea := slices.Clone(spans)
+	slices.SortStableFunc(byArea, func(a, b *span) int { return b.size*(b.to-b.from+1) - a.size*(a.to-a.from+1) })
+	top := -1
+	for _, order := range [][]*span{spans, bySize, byLife, byArea} {
+		offs, t := firstFit(order)
+		if top >= 0 && t >= top {
+			continue
+		}
+		top = t
+		for k, sp := range order {
+			sp.off = offs[k]
+		}
 	}
 	offs := make(map[string]int, len(spans))
 	for _, sp := range spans {
@@ -1590,29 +1649,77 @@ func gatherRun(xs []string) (string, bool) {
 
 // returns writes the function's outputs to gs_o: runs of consecutive
 // entries of one array by a loop split over the lanes, the others by
-// lane 0.
+// lane 0; with privOut its first privOut outputs to gs_po, each lane its
+// components' rows (wideEmitter.privOut), directly where one run holds
+// them all, else through the scratch (gs_lo) and a copy by each lane.
 func (w *wideEmitter) returns() {
 	e := w.e
 	p, sb := e.p, &e.sb
-	var scalars []string
-	for m := 0; m < len(p.Outputs); m++ {
-		x := e.ref(p.Outputs[m].ID)
-		if mm := entryRef.FindStringSubmatch(x); mm != nil {
-			i0, _ := strconv.Atoi(mm[2])
-			n := 1
-			for ; m+n < len(p.Outputs); n++ {
-				y := entryRef.FindStringSubmatch(e.ref(p.Outputs[m+n].ID))
-				if y == nil || y[1] != mm[1] || y[2] != strconv.Itoa(i0+n) {
-					break
-				}
-			}
-			if n >= rerollMinRun {
-				fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) gs_o[%s] = %s[%s];\n", n, affine(m, 1), mm[1], affine(i0, 1))
-				m += n - 1
-				continue
+	po := w.privOut
+	// runAt returns the array and first entry of the run of consecutive
+	// entries of one array that outputs m, m+1, ... read, and its length
+	// ("" and 1 where output m is not an array's entry).
+	runAt := func(m int) (string, int, int) {
+		mm := entryRef.FindStringSubmatch(e.ref(p.Outputs[m].ID))
+		if mm == nil {
+			return "", 0, 1
+		}
+		i0, _ := strconv.Atoi(mm[2])
+		n := 1
+		for ; m+n < len(p.Outputs); n++ {
+			y := entryRef.FindStringSubmatch(e.ref(p.Outputs[m+n].ID))
+			if y == nil || y[1] != mm[1] || y[2] != strconv.Itoa(i0+n) {
+				break
 			}
 		}
-		scalars = append(scalars, fmt.Sprintf("    gs_o[%d] = %s;\n", m, x))
+		return mm[1], i0, n
+	}
+	// The outputs before po, the lanes' own: written by each lane at its
+	// components where one run holds them all (direct), else through the
+	// scratch's gs_lo, then copied by each lane.
+	direct := false
+	if po > 0 {
+		arr, _, n := runAt(0)
+		direct = arr != "" && n >= po
+		if !direct {
+			fmt.Fprintf(sb, "  gs_real* const gs_lo = gs_w + %s;  // [%d]\n", offMark("gs_lo"), po)
+		}
+	}
+	// dst returns where output m goes: an array and an index.
+	dst := func(m int) (string, int) {
+		if m < po {
+			return "gs_lo", m
+		}
+		return "gs_o", m - po
+	}
+	var scalars []string
+	for m := 0; m < len(p.Outputs); m++ {
+		arr, i0, n := runAt(m)
+		if arr != "" && (n >= rerollMinRun || direct && m == 0) {
+			if direct && m == 0 {
+				fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) gs_po[gs_c / GS_WSTRIDE] = %s[%s];\n", po, arr, affine(i0, 1))
+				m, i0, n = po, i0+po, n-po
+			}
+			for n > 0 { // the run's parts before po and from it
+				to, at := dst(m)
+				k := n
+				if m < po {
+					k = min(n, po-m)
+				}
+				if k >= rerollMinRun {
+					fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) %s[%s] = %s[%s];\n", k, to, affine(at, 1), arr, affine(i0, 1))
+				} else {
+					for q := range k {
+						scalars = append(scalars, fmt.Sprintf("    %s[%d] = %s[%d];\n", to, at+q, arr, i0+q))
+					}
+				}
+				m, i0, n = m+k, i0+k, n-k
+			}
+			m--
+			continue
+		}
+		to, at := dst(m)
+		scalars = append(scalars, fmt.Sprintf("    %s[%d] = %s;\n", to, at, e.ref(p.Outputs[m].ID)))
 	}
 	if len(scalars) > 0 {
 		sb.WriteString("  if (gs_lane == 0) {\n")
@@ -1620,5 +1727,8 @@ func (w *wideEmitter) returns() {
 			sb.WriteString(s)
 		}
 		sb.WriteString("  }\n")
+	}
+	if po > 0 && !direct {
+		fmt.Fprintf(sb, "  GS_SYNCWARP();\n#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) gs_po[gs_c / GS_WSTRIDE] = gs_lo[gs_c];\n", po)
 	}
 }
