@@ -702,9 +702,11 @@ func ballFloorCase(n int, m ode.Method) engineCase {
 // engine's float32 controller takes steps that differ from the CPU's,
 // so the two discrete solutions differ by up to the sum of their
 // errors; the terminal cases, ball-floor and pk, have closed forms;
-// the others end at T1). A wrong event time (the kernel's root off by
-// 300 ulps of the span) moves the engine's state and time together, so
-// none of these terms grows with it. Trajectories whose step counts
+// the others end at T1). A wrong event time moves the engine's state and
+// time together, so none of these terms grows with it: the kernel's root
+// moved by 300 ulps of the span fails every pk trajectory (bounds 4 to 14
+// ulps with Vern7, 14 to 90 with Tsit5, whose discretisation error is
+// larger), by 30 ulps 10 of 24 with Tsit5. Trajectories whose step counts
 // differ from the CPU's and whose end time exceeds this bound are
 // another discrete solution: they are counted with the event counts'
 // drift and held to 10 RelTol.
@@ -771,21 +773,17 @@ func testEventsFloat32(t *testing.T, engine string, n int, methods []ode.Method,
 						t.Errorf("trajectory %d: ends at t = %.9g (solve %.9g), CPU %.9g: %.3g float32 ulps of the span, bound %.3g", i, got.Solution.T[i], sol.T[i], want.Solution.T[i], dt/span, bound/span)
 					}
 				}
-				savesLoss := c.loss.Name == savedHeights().Name
+				gtol := tol // gradients: through saved states, stol
+				if c.loss.Name == savedHeights().Name {
+					gtol = stol
+				}
 				errs := []struct {
 					what      string
 					got, want []float64
 					tol       float64
 				}{
 					{"Y", got.Solution.Y, want.Solution.Y, tol}, {"Ys", got.Solution.Ys, want.Solution.Ys, stol}, {"solve Y", sol.Y, want.Solution.Y, tol},
-					{"dL/dY0", got.Y0, want.Y0, tol}, {"dL/dP", got.P, want.P, tol}, {"dL/dShared", got.Shared, want.Shared, tol},
-				}
-				gtol := tol
-				if savesLoss {
-					gtol = stol
-					for k := 3; k < len(errs); k++ {
-						errs[k].tol = stol
-					}
+					{"dL/dY0", got.Y0, want.Y0, gtol}, {"dL/dP", got.P, want.P, gtol}, {"dL/dShared", got.Shared, want.Shared, gtol},
 				}
 				msg := fmt.Sprintf("%d events, end times within %.2g of their bounds;", slices.Max(got.Solution.Events), worst)
 				for _, e := range errs {
