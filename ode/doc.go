@@ -154,7 +154,10 @@
 // 2×) are not met. Their accuracy against closed forms is
 // within a small multiple of the mesh states' (≤ 2.9× for Tsit5, Vern7 and
 // Rosenbrock23), up to 40× for Rodas5P's coarser extension (Problem.SaveAt
-// has the table's summary); Settings.Saves = SaveStep re-steps instead,
+// has the table's summary); in an engine of unit roundoff u the power
+// form's coefficients, large and cancelling, add about u·A·h|f| of
+// rounding, A = Σ_j Σ_i |R_ij| (Tsit5 389, Vern7 1.75e4): nothing in
+// float64, 1e-4 of the states' scale for Vern7 in float32 (cuda's doc); Settings.Saves = SaveStep re-steps instead,
 // as accurate as the mesh states at one step per save time. Every engine
 // computes the same values: the CPU and GPU engines run the dense step
 // (Plan.DenseStep) on the steps that bracket save times and read each
