@@ -1726,7 +1726,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		rg := rtrace.StartRegion(r.ctx, "cuda.fill")
 		var ferr error
 		for k := range nc {
-			if ferr = r.fillBlocks(up, g, &l, bc, k*chunk, min(nb, (k+1)*chunk)); ferr != nil {
+			// Chunk 0 on all cores; the later ones while the device's
+			// goroutine uploads and launches those before (besideDevice).
+			if ferr = r.fillBlocks(up, g, &l, bc, k*chunk, min(nb, (k+1)*chunk), besideDevice(k > 0)); ferr != nil {
 				break
 			}
 			stagedCh <- struct{}{}
@@ -1764,6 +1766,25 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 func (r *run) hostTimes(stage time.Duration, start time.Time) {
 	d := time.Since(start)
 	r.tr.add(func(t *TraceStats) { t.Stage += stage; t.Scatter += d })
+}
+
+// besideDevice returns the goroutines (par.Run's workers) of the host's
+// work on a launch's inputs or results that runs while the device's
+// goroutine has more of the launch to queue or wait for (busy: a later
+// chunk's upload, kernel or copies back): all cores but one, else all (0).
+// That goroutine waits for the device in the driver's calls, which give
+// up its core; back from one, it needs a core (a P) to go on, and a
+// par.Run on all of them leaves it none until their tasks are done (tasks
+// of a result block, a quarter of a millisecond and more each at 2^20
+// trajectories), so that the next chunk's kernel or copies waited for the
+// scatter of the chunk before instead of running beside it. The host's
+// work on a launch's last chunk, which nothing runs beside, takes every
+// core.
+func besideDevice(busy bool) int {
+	if !busy {
+		return 0
+	}
+	return max(1, runtime.GOMAXPROCS(0)-1)
 }
 
 // errStagingStopped stops a batch whose next chunk's inputs failed their
@@ -1990,7 +2011,7 @@ var _ ode.CheckingExecutor = (*executor)(nil)
 // them over the rest on the device).
 func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	fb := resultBlockOf(len(g))
-	if err := r.fillBlocks(up, g, l, bc, 0, (len(g)+fb-1)/fb); err != nil {
+	if err := r.fillBlocks(up, g, l, bc, 0, (len(g)+fb-1)/fb, 0); err != nil {
 		return err
 	}
 	if l.off[argEvIn] >= 0 && !bc.holds(argEvIn) {
@@ -2011,8 +2032,9 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 // resultBlockOf(len(g)) launch trajectories each (with the first block,
 // the inputs that are not per trajectory), less a given mesh's event
 // marks: a launch whose inputs go up chunk by chunk (stagesByChunk) fills
-// each chunk's blocks as the chunk before goes up and runs.
-func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) error {
+// each chunk's blocks as the chunk before goes up and runs. Its blocks
+// run on par.Run's workers goroutines (0: all cores; besideDevice).
+func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1, workers int) error {
 	fb := resultBlockOf(len(g))
 	j, v := r.j, r.v
 	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
@@ -2109,7 +2131,7 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
-	par.Run(b1-b0, 0, func(_, t int) {
+	par.Run(b1-b0, workers, func(_, t int) {
 		b := b0 + t
 		q0, q1 := b*fb, min(n, (b+1)*fb)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
@@ -2847,7 +2869,10 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// result block (up to resultBlock trajectories) would leave a launch
 	// of a few thousand to one core. A failed trajectory's rows are NaN.
 	if err := feed(func(lo, hi int) {
-		par.Run(hi-lo, 0, func(w, t int) { block(w, lo+t) })
+		// Blocks before the launch's last, and any before saved states
+		// that come back apart, are scattered while the device's
+		// goroutine still copies (besideDevice).
+		par.Run(hi-lo, besideDevice(hi < nb || savesApart), func(w, t int) { block(w, lo+t) })
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}
