@@ -1530,7 +1530,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	var ready chan [2]int      // the result blocks [lo, hi) copied back
 	var savesReady chan [2]int // the saved states' columns [c0, c1) copied back, with saveCols
 	if chunk > 0 {
-		ready = make(chan [2]int, (nb+chunk-1)/chunk)
+		ready = make(chan [2]int, (nb+chunk-1)/chunk+1) // (the last chunk in two parts: read)
 	} else if saveCols > 0 {
 		ready = make(chan [2]int, 1)
 		savesReady = make(chan [2]int, (r.k*r.d+saveCols-1)/saveCols)
@@ -1564,11 +1564,15 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			// it runs.
 			cr := r.chunkReader(down, &at, ar, n, &l, chunk)
 			args := r.kernelArgs(ar, n, rows, &l)
+			// Later chunks that upload nothing (their inputs held by the
+			// arena, or broadcast from the first chunk's seeds) queue
+			// their kernels without waiting for the one before.
+			later, timed := r.chunkUploads(&l, bc), 0 // (timed: the clocks whose time is in dt)
 			for k := range nc {
 				if _, ok := <-stagedCh; !ok {
 					return errStagingStopped
 				}
-				if k > 0 {
+				if k > 0 && later {
 					// Chunk k's copies up wait for the kernel before them
 					// (the device's queue runs in order): waited for here,
 					// so that the trace's transfers are the copies alone.
@@ -1576,7 +1580,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 					if err != nil {
 						return err
 					}
-					dt += d
+					dt, timed = dt+d, k
 				}
 				lo, hi := k*chunk*r.rb, min(n, (k+1)*chunk*r.rb)
 				if err := r.uploadChunk(up, ar, n, rows, &l, zeroGS, bc, lo, hi); err != nil {
@@ -1594,9 +1598,14 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if err := cr.read(nc-1, clocks[nc-1], ready); err != nil {
 				return err
 			}
-			d, err := r.q.elapsed(clocks[nc-1])
-			dt += d
-			return err
+			for _, c := range clocks[timed:] {
+				d, err := r.q.elapsed(c)
+				if err != nil {
+					return err
+				}
+				dt += d
+			}
+			return nil
 		}
 		if err := r.uploadBroadcast(up, ar, n, rows, &l, zeroGS, bc); err != nil {
 			return err
@@ -1946,10 +1955,29 @@ func (r *run) chunkReader(down []byte, at *[numArgs]int64, ar *arena, n int, l *
 // trajectory: the shared gradient's sums) and sends its blocks [lo, hi)
 // on ready. With after (a kernel per chunk, launchChunks), its copies
 // wait for after's kernel only; else for all the work queued.
+//
+// The launch's last chunk comes back in two parts (of whole result
+// blocks, where it has two), each sent on ready: its scatter, which
+// nothing runs beside, starts on the first part while the second is
+// copied, leaving half of it after the launch's last copy.
 func (cr *chunkReader) read(k int, after clock, ready chan<- [2]int) error {
-	r, n, at := cr.r, int64(cr.n), cr.at
 	b0 := k * cr.chunk
 	b1 := min(cr.nb, b0+cr.chunk)
+	if b1 == cr.nb && b1-b0 >= 2 {
+		mid := (b0 + b1 + 1) / 2
+		if err := cr.readBlocks(b0, mid, after, ready); err != nil {
+			return err
+		}
+		b0 = mid
+	}
+	return cr.readBlocks(b0, b1, after, ready)
+}
+
+// readBlocks copies the result blocks [b0, b1) back (read), with the
+// arrays that are not per trajectory where b1 is the launch's last, and
+// sends [b0, b1) on ready.
+func (cr *chunkReader) readBlocks(b0, b1 int, after clock, ready chan<- [2]int) error {
+	r, n, at := cr.r, int64(cr.n), cr.at
 	lo, hi := int64(b0*r.rb), min(n, int64(b1*r.rb))
 	dst, src := cr.dst[:0], cr.src[:0]
 	for a := argGS; a <= argGP; a++ {
@@ -2513,6 +2541,18 @@ func (r *run) uploadChunk(up []byte, ar *arena, n, rows int, l *layout, zeroGS b
 		return nil
 	}
 	return r.deviceFills(ar, n, rows, l, zeroGS, bc)
+}
+
+// chunkUploads reports whether the chunks of a launch in layout l after
+// its first upload inputs of their own (uploadChunk): columns of
+// stagedColumns that the arena does not hold and bc does not broadcast.
+func (r *run) chunkUploads(l *layout, bc bcast) bool {
+	for _, a := range stagedColumns {
+		if l.off[a] >= 0 && !bc.holds(a) && !bc.broadcasts(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // stagedColumns are the inputs of one column or more of n values a launch
