@@ -337,9 +337,9 @@
 // back to back): Tuning.NoChunkStage to stage them all first; the
 // host's work beside the device's (a chunk's scatter with more chunks to
 // come, the staging of the chunks after the first) runs on all cores but
-// one, so that the goroutine that drives the device, back from a wait
-// in the driver, finds a core at once instead of waiting for the
-// scatter's blocks (BenchmarkCallOverlap times this on a simulated
+// one (from 4 cores), so that the goroutine that drives the device, back
+// from a wait in the driver, finds a core at once instead of waiting for
+// the scatter's blocks (BenchmarkCallOverlap times this on a simulated
 // device); of the order of the
 // kernel's time and more at millions of trajectories: the result loop
 // copies and transposes every array and checks the gradients finite as

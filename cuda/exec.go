@@ -849,6 +849,7 @@ type runScratch struct {
 	reader chunkReader     // a launch's chunkReader
 	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
 	words  [8]byte         // with KeepGrads: the check's words (gradsWell)
+	from   int             // scatter: the first result block of the part fed
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1788,13 +1789,19 @@ func (r *run) hostTimes(stage time.Duration, start time.Time) {
 // trajectories), so that the next chunk's kernel or copies waited for the
 // scatter of the chunk before instead of running beside it. The host's
 // work on a launch's last chunk, which nothing runs beside, takes every
-// core.
+// core, and so does all of it below besideMin cores, where a scatter on
+// one core fewer (a half, a third less) outlasts what it would let the
+// device overlap.
 func besideDevice(busy bool) int {
-	if !busy {
-		return 0
+	if np := runtime.GOMAXPROCS(0); busy && np >= besideMin {
+		return np - 1
 	}
-	return max(1, runtime.GOMAXPROCS(0)-1)
+	return 0
 }
+
+// besideMin is the fewest cores (GOMAXPROCS) at which besideDevice keeps
+// one for the device's goroutine.
+const besideMin = 4
 
 // errStagingStopped stops a batch whose next chunk's inputs failed their
 // checks (stagesByChunk): the launch returns the checks' error.
@@ -2908,11 +2915,16 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// times of four components) in tasks of their own (scatterSaves): a
 	// result block (up to resultBlock trajectories) would leave a launch
 	// of a few thousand to one core. A failed trajectory's rows are NaN.
+	// One task function for all the parts fed (their first block in
+	// r.sc.from, set before each par.Run): a closure per part would be an
+	// allocation per part.
+	task := func(w, t int) { block(w, r.sc.from+t) }
 	if err := feed(func(lo, hi int) {
 		// Blocks before the launch's last, and any before saved states
 		// that come back apart, are scattered while the device's
 		// goroutine still copies (besideDevice).
-		par.Run(hi-lo, besideDevice(hi < nb || savesApart), func(w, t int) { block(w, lo+t) })
+		r.sc.from = lo
+		par.Run(hi-lo, besideDevice(hi < nb || savesApart), task)
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}
