@@ -402,6 +402,54 @@ func TestHostEngineAutoReuse(t *testing.T) {
 	}
 }
 
+// TestHostEngineStopTimes checks that a gradient's record that stops
+// trajectories where their stiffness test fires (Job.StopOnStiff: Grad
+// with Tsit5, Method Auto's first pass) copies their times back with its
+// other results (run.stopsBack), not in a batch of its own after them:
+// Tsit5's Grad on Robertson's mixed ensemble on cuda-host takes as many
+// batches as on its non-stiff rows alone, which stop none, and its error
+// names the trajectory and the time (within 1e-10) where the CPU engine
+// stops it.
+func TestHostEngineStopTimes(t *testing.T) {
+	needHost(t)
+	hb := hostF64.be.(*hostBackend)
+	p, loss := autoRobertson(6)
+	calm := p // its non-stiff rows (odd i)
+	calm.N, calm.P = 3, nil
+	for i := 1; i < p.N; i += 2 {
+		calm.P = append(calm.P, p.P[3*i:3*i+3]...)
+	}
+	batches := func(e string, q ode.Problem) (int, error) {
+		hb.mu.Lock()
+		b0 := hb.batches
+		hb.mu.Unlock()
+		_, err := ode.Grad(nil, q, loss, nil, &ode.Settings{Method: ode.Tsit5, Engine: e})
+		hb.mu.Lock()
+		defer hb.mu.Unlock()
+		return hb.batches - b0, err
+	}
+	if _, err := batches("cuda-host", calm); err != nil { // (the kernels compiled)
+		t.Fatal(err)
+	}
+	ok, err := batches("cuda-host", calm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := batches("cuda-host", p)
+	var te, want *ode.TrajectoryError
+	if !errors.As(err, &te) || te.Status != ode.Stiff {
+		t.Fatalf("Tsit5's Grad of a stiff ensemble: error %v, want a trajectory stopped stiff", err)
+	}
+	_, cerr := ode.Grad(nil, p, loss, nil, &ode.Settings{Method: ode.Tsit5})
+	if !errors.As(cerr, &want) || te.Index != want.Index {
+		t.Fatalf("stopped at trajectory %d, t = %v; the CPU engine: %v", te.Index, te.T, cerr)
+	}
+	odetest.Close(t, "the time where it stopped", []float64{te.T}, []float64{want.T}, 1e-10)
+	if stopped != ok {
+		t.Errorf("a Grad that stops trajectories stiff: %d batches; without stops %d, want as many", stopped, ok)
+	}
+}
+
 // TestHostEngineAutoRestart checks Method Auto on cuda-host behind an
 // executor without per-trajectory start times (restartEngine): the
 // stiff trajectories run again from T0 with Rodas5P (Switch 0), their
