@@ -327,6 +327,129 @@ func TestHostEngineAutoResident(t *testing.T) {
 	odetest.Close(t, "a mesh switched partway: Ys", rep.Ys, want.Ys, 1e-10)
 }
 
+// TestHostEngineAutoReuse checks Method Auto's Grad on a mixed ensemble
+// (some trajectories continued with Rodas5P, the others replayed on the
+// Tsit5 pass's steps) with the Gradient passed back, on cuda-host and
+// on Robertson's ensemble and the mixed Van der Pol one: from the third
+// call on (the second keeps the pass's mesh with its own) no device
+// allocation a call, the pass's mesh, both gathers of its columns and
+// the Rodas5P record written into the memory of the result passed back
+// (ode's autoMem); the gradient, the loss and the mesh those of a fresh
+// Grad bit for bit; and Mesh.Host gives every block back.
+func TestHostEngineAutoReuse(t *testing.T) {
+	needHost(t)
+	hb := hostF64.be.(*hostBackend)
+	rp, rl := autoRobertson(6)
+	vp, vl := autoMixed(6)
+	for _, c := range []struct {
+		name string
+		p    ode.Problem
+		loss ode.Loss
+	}{{"robertson", rp, rl}, {"vdp", vp, vl}} {
+		t.Run(c.name, func(t *testing.T) {
+			sv, err := ode.NewSolver(c.p.Field, &ode.Settings{Method: ode.Auto, Engine: "cuda-host"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := sv.Grad(nil, &c.p, c.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fresh.Mesh.Host(); err != nil {
+				t.Fatal(err)
+			}
+			cont, tsit := 0, 0
+			for i, sw := range fresh.Mesh.Switch {
+				switch l := fresh.Mesh.Len[i]; {
+				case sw == l:
+					tsit++
+				case sw > 0 && sw < l:
+					cont++
+				}
+			}
+			if cont == 0 || tsit == 0 || cont+tsit != c.p.N {
+				t.Fatalf("switches %v of %v steps: want some trajectories continued, the others Tsit5's alone", fresh.Mesh.Switch, fresh.Mesh.Len)
+			}
+			base := residentOn(hb)
+			var g ode.Gradient
+			for call := range 4 {
+				before := hb.counts().allocs
+				if _, err := sv.Grad(&g, &c.p, c.loss, nil); err != nil {
+					t.Fatal(err)
+				}
+				if n := hb.counts().allocs - before; call >= 2 && n != 0 {
+					t.Errorf("call %d with the Gradient passed back: %d device allocations, want none", call, n)
+				}
+				if !slices.Equal(g.Y0, fresh.Y0) || !slices.Equal(g.P, fresh.P) || !slices.Equal(g.Shared, fresh.Shared) || g.Loss != fresh.Loss {
+					t.Errorf("call %d with the Gradient passed back: the gradient differs from a fresh Grad's", call)
+				}
+			}
+			if residentOn(hb) <= base {
+				t.Errorf("the Gradient's mesh holds no device memory")
+			}
+			// Host copies the steps over and gives the mesh's device
+			// memory back, the pass's mesh that it kept too.
+			if err := g.Mesh.Host(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(g.Mesh.H, fresh.Mesh.H) || !slices.Equal(g.Mesh.Len, fresh.Mesh.Len) || !slices.Equal(g.Mesh.Switch, fresh.Mesh.Switch) {
+				t.Errorf("the mesh of the Gradient passed back differs from a fresh Grad's")
+			}
+			if left := residentOn(hb) - base; left > 0 {
+				t.Errorf("after Mesh.Host, %d bytes of device memory held by the calls' meshes; want none", left)
+			}
+		})
+	}
+}
+
+// TestHostEngineStopTimes checks that a gradient's record that stops
+// trajectories where their stiffness test fires (Job.StopOnStiff: Grad
+// with Tsit5, Method Auto's first pass) copies their times back with its
+// other results (run.stopsBack), not in a batch of its own after them:
+// Tsit5's Grad on Robertson's mixed ensemble on cuda-host takes as many
+// batches as on its non-stiff rows alone, which stop none, and its error
+// names the trajectory and the time (within 1e-10) where the CPU engine
+// stops it.
+func TestHostEngineStopTimes(t *testing.T) {
+	needHost(t)
+	hb := hostF64.be.(*hostBackend)
+	p, loss := autoRobertson(6)
+	calm := p // its non-stiff rows (odd i)
+	calm.N, calm.P = 3, nil
+	for i := 1; i < p.N; i += 2 {
+		calm.P = append(calm.P, p.P[3*i:3*i+3]...)
+	}
+	batches := func(e string, q ode.Problem) (int, error) {
+		hb.mu.Lock()
+		b0 := hb.batches
+		hb.mu.Unlock()
+		_, err := ode.Grad(nil, q, loss, nil, &ode.Settings{Method: ode.Tsit5, Engine: e})
+		hb.mu.Lock()
+		defer hb.mu.Unlock()
+		return hb.batches - b0, err
+	}
+	if _, err := batches("cuda-host", calm); err != nil { // (the kernels compiled)
+		t.Fatal(err)
+	}
+	ok, err := batches("cuda-host", calm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := batches("cuda-host", p)
+	var te, want *ode.TrajectoryError
+	if !errors.As(err, &te) || te.Status != ode.Stiff {
+		t.Fatalf("Tsit5's Grad of a stiff ensemble: error %v, want a trajectory stopped stiff", err)
+	}
+	_, cerr := ode.Grad(nil, p, loss, nil, &ode.Settings{Method: ode.Tsit5})
+	if !errors.As(cerr, &want) || te.Index != want.Index {
+		t.Fatalf("stopped at trajectory %d, t = %v; the CPU engine: %v", te.Index, te.T, cerr)
+	}
+	odetest.Close(t, "the time where it stopped", []float64{te.T}, []float64{want.T}, 1e-10)
+	if stopped != ok {
+		t.Errorf("a Grad that stops trajectories stiff: %d batches; without stops %d, want as many", stopped, ok)
+	}
+}
+
 // TestHostEngineAutoRestart checks Method Auto on cuda-host behind an
 // executor without per-trajectory start times (restartEngine): the
 // stiff trajectories run again from T0 with Rodas5P (Switch 0), their
@@ -463,6 +586,7 @@ func TestHostEngineMeshColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(38, 1))
+	hb := hostF64.be.(*hostBackend)
 	for _, k := range []int{1, 5, 23} {
 		cols := rng.Perm(m.N)[:k]
 		lens := make([]int, k)
@@ -479,33 +603,64 @@ func TestHostEngineMeshColumns(t *testing.T) {
 				want[r*k+x] = src[r*m.N+c]
 			}
 		}
-		g, err := rm.Columns(cols, lens, rows)
+		g, err := rm.Columns(cols, lens, rows, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make([]float64, rows*k)
-		for i := range got {
-			got[i] = 7 // (overwritten: zeros past the lengths come from the device)
+		check := func(what string, g ode.ResidentSteps) {
+			got := make([]float64, rows*k)
+			for i := range got {
+				got[i] = 7 // (overwritten: zeros past the lengths come from the device)
+			}
+			if err := g.CopyTo(got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("k = %d, %s: the gathered columns differ from the host's gather", k, what)
+			}
 		}
-		if err := g.CopyTo(got); err != nil {
+		check("new", g)
+		// The same gather given g back: written into its memory (no
+		// allocation), the steps the same. Given a result too small: a
+		// new one, that left as it is.
+		before := hb.counts().allocs
+		again, err := rm.Columns(cols, lens, rows, g)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(got, want) {
-			t.Errorf("k = %d: the gathered columns differ from the host's gather", k)
+		if again != g || hb.counts().allocs != before {
+			t.Errorf("k = %d: a gather given an earlier result of its size back: %d allocations, the same memory %v; want none, true", k, hb.counts().allocs-before, again == g)
+		}
+		check("reused", again)
+		if k*(rows+1) > 2 {
+			small, err := rm.Columns(cols[:1], []int{0}, 1, nil) // (room for 2 steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := rm.Columns(cols, lens, rows, small)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r == small || small.Released() {
+				t.Errorf("k = %d: a gather given a result too small back: it was returned %v, released %v; want neither", k, r == small, small.Released())
+			}
+			check("past a small one", r)
+			r.Release()
+			small.Release()
 		}
 		g.Release()
 	}
 	if rm.Released() {
 		t.Errorf("the gather released the source mesh")
 	}
-	if _, err := rm.Columns([]int{m.N}, []int{0}, 1); err == nil {
+	if _, err := rm.Columns([]int{m.N}, []int{0}, 1, nil); err == nil {
 		t.Errorf("a column past the mesh's: no error")
 	}
-	if _, err := rm.Columns([]int{0}, []int{rm.rows + 1}, rm.rows+1); err == nil {
+	if _, err := rm.Columns([]int{0}, []int{rm.rows + 1}, rm.rows+1, nil); err == nil {
 		t.Errorf("more rows than the mesh's buffer: no error")
 	}
 	rm.Release()
-	if _, err := rm.Columns([]int{0}, []int{1}, 1); err == nil {
+	if _, err := rm.Columns([]int{0}, []int{1}, 1, nil); err == nil {
 		t.Errorf("a released mesh's columns: no error")
 	}
 }

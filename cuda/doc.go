@@ -274,15 +274,20 @@
 // replays (those that ended well) and of the stopped ones (their Tsit5
 // segments) are gathered there by the mesh columns' kernel (meshcols.cuh,
 // gs_m_cols: one thread a step, writes coalesced; residentMesh.Columns,
-// ode.ColumnSteps), a stiff ensemble's used in place, and the switch
-// times are the times the pass reached. Both segments' steps then stay
-// in device memory (Mesh.Resident) until the mesh is read: Mesh.Host, or
-// a replay, merges them on the host. A Gradient passed back has both
-// segments' device memory refilled, the Tsit5 pass's and the Rodas5P
-// record's (ode's takeAutoSteps: a stiff ensemble's Grad allocates no
-// device memory from call to call; TestHostEngineAutoResident), and the
-// two jobs each find the inputs their arena holds (the executor's two
-// kept arenas: see Costs).
+// ode.ColumnSteps; the columns and their lengths go up into a row after
+// the result's, no buffer of their own), a stiff ensemble's used in
+// place, and the switch times are the times the pass reached (copied
+// back with its other results: run.stopsBack). Both segments' steps then
+// stay in device memory (Mesh.Resident) until the mesh is read:
+// Mesh.Host, or a replay, merges them on the host. A Gradient passed back
+// has its device memory refilled: the Tsit5 pass's mesh, both gathers of
+// its columns and the Rodas5P record write into the memory of the mesh
+// passed back (ode's autoMem; of a mixed ensemble the merged mesh keeps
+// the pass's mesh for that, from a call given a mesh back), so a Grad
+// allocates no device memory from call to call
+// (TestHostEngineAutoResident, TestHostEngineAutoReuse), and the two jobs
+// each find the inputs their arena holds (the executor's two kept
+// arenas: see Costs).
 //
 // # Fits stay on the device
 //

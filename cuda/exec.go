@@ -1239,7 +1239,7 @@ func (r *run) downloaded(a int) bool {
 	switch {
 	case a < argGS || a > argGP:
 		return false
-	case r.lazyT && a == argT, r.lazyH && a == argLastH:
+	case (r.lazyT && a == argT || r.lazyH && a == argLastH) && !r.stopsBack():
 		return false
 	case r.omit&ode.OmitStates != 0 && (a == argY || a == argYs):
 		return false
@@ -1250,6 +1250,15 @@ func (r *run) downloaded(a int) bool {
 	}
 	return true
 }
+
+// stopsBack reports whether the run copies the times reached and the
+// last steps back with its other results where lazyTimes and lazySteps
+// would leave them on the device: a record that stops stiff trajectories
+// (Job.StopOnStiff: Method Auto's Tsit5 pass) reads them for those, as
+// for failures, and the continuation starts at their times; in the
+// launch's own read (16 bytes a trajectory) they cost no second read
+// after it, a round trip to the device a call (scatter).
+func (r *run) stopsBack() bool { return r.j.StopOnStiff && r.v.Adaptive }
 
 // region returns the byte range [lo, hi) of the arena covering the
 // arguments first…last that are used.
@@ -2778,10 +2787,10 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		if r.omit&ode.OmitStats == 0 {
 			rej = iv(down, outLo, argRej)
 		}
-		if !r.lazyT {
+		if r.downloaded(argT) { // (stopsBack: also where lazyT)
 			tt = rv(down, outLo, argT)
 		}
-		if !r.lazyH {
+		if r.downloaded(argLastH) {
 			lasth = rv(down, outLo, argLastH)
 		}
 		if v.Events {
@@ -2997,8 +3006,9 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			return nil, err
 		}
 	}
-	if r.lazyH && anyFailed {
-		// The failures' last steps (and times, lazyT), for their messages.
+	if r.lazyH && anyFailed && !r.stopsBack() {
+		// The failures' last steps (and times, lazyT), for their messages
+		// (with stopsBack, in down already).
 		if tt, lasth, err = r.readTimes(ar, l); err != nil {
 			return nil, err
 		}

@@ -141,7 +141,10 @@ type hostBackend struct {
 	used  int64
 	exes  map[string]*hostKernel
 	calls int // launches, for the tests
-	sim   bool
+	// batches counts the batches (hand-overs to the device), for the
+	// tests.
+	batches int
+	sim     bool
 	// shared is the shared memory per block it reports (0: maxShared, a
 	// device's default).
 	shared int
@@ -421,6 +424,9 @@ func (b *hostBackend) hostHeld() (bufs int, bytes int64, gets int, err error) {
 // goroutine (which runs the batch).
 func (b *hostBackend) batch(f func(q queue) error) error {
 	b.direct("batch")
+	b.mu.Lock()
+	b.batches++
+	b.mu.Unlock()
 	id := goid()
 	b.batching.Store(id, true)
 	defer b.batching.Delete(id)

@@ -46,8 +46,13 @@ var _ ode.ColumnSteps = (*residentMesh)(nil)
 // Columns returns a resident mesh of rows rows of len(cols) columns on
 // m's device: column x the first lens[x] steps of column cols[x] of m,
 // zeros past them (one launch of the mesh columns' kernel, after a copy
-// of the columns and lengths, 8 bytes a column). The caller releases it.
-func (m *residentMesh) Columns(cols, lens []int, rows int) (ode.ResidentSteps, error) {
+// of the columns and lengths, 8 bytes a column, into the row after the
+// result's rows: no allocation of their own). It writes into reuse, if
+// reuse is a resident mesh of m's device with room for rows + 1 rows of
+// len(cols) steps (an earlier gather's, given back: no allocation), and
+// returns it; else into a new allocation, leaving reuse as it is (the
+// caller releases it). The caller releases the result.
+func (m *residentMesh) Columns(cols, lens []int, rows int, reuse ode.ResidentSteps) (ode.ResidentSteps, error) {
 	ex := m.ex
 	if m.Released() {
 		return nil, fmt.Errorf("cuda: engine %s: the mesh's device memory was released", ex.name)
@@ -67,9 +72,14 @@ func (m *residentMesh) Columns(cols, lens []int, rows int) (ode.ResidentSteps, e
 	if m.events {
 		return nil, fmt.Errorf("cuda: engine %s: columns asked of a resident mesh recorded with events: its event marks are not gathered; copy the mesh to the host (Mesh.Host) instead", ex.name)
 	}
-	dst, err := newResidentMesh(ex, rows, k, false)
-	if err != nil {
-		return nil, err
+	// One row more than the result's: the columns and lengths (8 bytes a
+	// column, a row of k steps) go up into it.
+	dst, _ := reuse.(*residentMesh)
+	if dst == nil || dst == m || !dst.reshape(ex, rows+1, k, false) {
+		var err error
+		if dst, err = newResidentMesh(ex, rows+1, k, false); err != nil {
+			return nil, err
+		}
 	}
 	if k == 0 || rows == 0 {
 		return dst, nil
@@ -81,36 +91,36 @@ func (m *residentMesh) Columns(cols, lens []int, rows int) (ode.ResidentSteps, e
 		err = m.gather(kern, dst, idx, k, rows)
 	}
 	if err != nil {
-		dst.Release()
+		if dst != reuse {
+			dst.Release()
+		}
 		return nil, err
 	}
 	return dst, nil
 }
 
 // gather runs the mesh columns' kernel kern from m to dst (k columns of
-// rows rows), with the columns and lengths idx.
+// rows rows, and room for a row more), with the columns and lengths idx,
+// which go up into dst's row rows.
 func (m *residentMesh) gather(kern backendKernel, dst *residentMesh, idx []byte, k, rows int) error {
 	be := m.ex.be
-	tmp, err := be.alloc(int64(len(idx)))
-	if err != nil {
-		return err
-	}
-	defer be.free(tmp)
+	at := dst.mem.addr + uint64(rows)*uint64(k)*8
 	var words [numMeshColsWords]uint64
 	words[mwK], words[mwRows], words[mwSN] = uint64(k), uint64(rows), uint64(m.n)
-	words[mwCols], words[mwLens] = tmp, tmp+uint64(4*k)
+	words[mwCols], words[mwLens] = at, at+uint64(4*k)
 	words[mwSrc], words[mwDst] = m.mem.addr, dst.mem.addr
 	threads := k * rows
 	threads = (threads + meshColsThreads - 1) / meshColsThreads * meshColsThreads
 	var done [8]byte
 	return be.batch(func(q queue) error {
-		if err := q.write(tmp, idx); err != nil {
+		if err := q.write(at, idx); err != nil {
 			return err
 		}
 		if err := q.enqueue(kern, threads, meshColsThreads, 0, words[:]); err != nil {
 			return err
 		}
-		// A read after the launch waits for it (tmp is freed after).
+		// A read after the launch waits for it: the jobs that read dst
+		// may launch on another stream (a graph's).
 		return q.read(done[:], dst.mem.addr)
 	})
 }

@@ -88,7 +88,7 @@ type autoSegs struct {
 	// the segments' jobs (sub).
 	sq *problem
 	// keep2, if not nil, is the Rodas5P steps of the result passed back
-	// (takeAutoSteps), resident: the record of the Rodas5P segments is
+	// (takeAutoMem), resident: the record of the Rodas5P segments is
 	// given it (Job.Reuse) to record into its memory, and it is released
 	// where the record did not.
 	keep2 *Mesh
@@ -169,8 +169,17 @@ func hostSteps(m *Mesh) ([]float64, error) {
 // before them if states and the passes returned them (Job.StopOnStiff
 // keeps them; a Grad with Gradient.Omit, or a GPU engine's record of
 // saves, does not return them), and their steps if steps (the passes'
-// meshes, brought to the host).
-func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, error) {
+// meshes, brought to the host, or their columns gathered where the
+// engine keeps them). reuse, if not nil, is resident steps the caller
+// gives up, which that gather writes into where it can
+// (ColumnSteps.Columns), else released.
+func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSteps) (*autoSegs, error) {
+	gathered := false // (else reuse is released on return)
+	defer func() {
+		if reuse != nil && !gathered {
+			reuse.Release()
+		}
+	}()
 	slices.SortFunc(stops, func(a, b autoStop) int { return a.i - b.i })
 	k, d, K := len(stops), q.Field.Dim, len(q.SaveAt)
 	for _, s := range stops {
@@ -258,7 +267,8 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool) (*autoSegs, erro
 			for x, s := range stops {
 				cols[x] = s.j
 			}
-			r, err := cs.Columns(cols, lens, m.Rows)
+			r, err := gatherColumns(cs, cols, lens, m.Rows, reuse)
+			gathered = true
 			if err != nil {
 				return nil, fmt.Errorf("ode: mesh: gathering the stopped trajectories' steps on engine %s: %w", cs.Engine(), err)
 			}

@@ -164,7 +164,7 @@ func BenchmarkAutoSegs(b *testing.B) {
 		}
 		b.Run(c.name+"/stopSegs", func(b *testing.B) {
 			for range b.N {
-				if _, err := stopSegs(q, slices.Clone(stops), false, true); err != nil {
+				if _, err := stopSegs(q, slices.Clone(stops), false, true, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -181,7 +181,7 @@ func BenchmarkAutoSegs(b *testing.B) {
 				// The first pass's rows that finished, to be replayed
 				// (replayPart).
 				for range b.N {
-					if _, err := first.subset(rest, false); err != nil {
+					if _, err := first.subset(rest, false, nil); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -201,7 +201,7 @@ func BenchmarkAutoSegs(b *testing.B) {
 
 // meshRowsOf returns the sub-mesh of trajectories idx of m.
 func meshRowsOf(m *Mesh, idx []int) *Mesh {
-	s, err := m.subset(idx, false)
+	s, err := m.subset(idx, false, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -371,7 +371,7 @@ type fakeColumns struct {
 	n int
 }
 
-func (f *fakeColumns) Columns(cols, lens []int, rows int) (ResidentSteps, error) {
+func (f *fakeColumns) Columns(cols, lens []int, rows int, _ ResidentSteps) (ResidentSteps, error) {
 	if f.released {
 		return nil, fmt.Errorf("fake: released")
 	}
@@ -421,11 +421,11 @@ func TestStopSegsColumns(t *testing.T) {
 			stops = append(stops, autoStop{i: i, j: i, res: host})
 			stopsR = append(stopsR, autoStop{i: i, j: i, res: res})
 		}
-		want, err := stopSegs(q, stops, false, true)
+		want, err := stopSegs(q, stops, false, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := stopSegs(q, stopsR, false, true)
+		got, err := stopSegs(q, stopsR, false, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,11 +440,11 @@ func TestStopSegsColumns(t *testing.T) {
 		if !slices.Equal(h, want.m1.H) || !slices.Equal(got.ts, want.ts) || !slices.Equal(got.m1.Len, want.m1.Len) || got.m1.Rows != want.m1.Rows {
 			t.Errorf("timed %v: the gathered Tsit5 segments differ from the host's", timed)
 		}
-		ws, err := pm.subset(rest, false)
+		ws, err := pm.subset(rest, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		gs, err := rm.subset(rest, true)
+		gs, err := rm.subset(rest, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

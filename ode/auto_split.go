@@ -146,32 +146,28 @@ func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, err
 // has the failures' statuses and NotRun elsewhere, and its caller reports
 // them.
 func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Loss, reuse *Result, scale float64) (*Result, *Solver, error) {
-	var keep2 *Mesh
-	if reuse != nil && reuse.Mesh != nil && lazyAuto(reuse.Mesh) {
-		// The mesh of the result passed back is replaced. Of a continued
-		// gradient's (autoSteps) the Tsit5 pass's and the Rodas5P
-		// record's steps left on the engine are given to the same jobs
-		// again (Job.Reuse), which may record into their memory (a GPU
-		// engine's: no allocation a call); the others' go back now, not
-		// when the collector finds them.
-		var keep1 *Mesh
-		keep1, keep2 = takeAutoSteps(reuse.Mesh)
-		if keep1 != nil {
+	var mem autoMem
+	passedBack := reuse != nil && reuse.Mesh != nil && lazyAuto(reuse.Mesh)
+	if passedBack {
+		// The mesh of the result passed back is replaced. Its steps left
+		// on the engine are given to the same jobs and gathers again
+		// (autoMem), which may write into their memory (a GPU engine's:
+		// no allocation a call); the others' go back now, not when the
+		// collector finds them.
+		if mem = takeAutoMem(reuse.Mesh); mem.pass != nil {
 			r := *reuse
-			r.Mesh = keep1
+			r.Mesh = mem.pass
 			reuse = &r
-		} else {
+		} else if !mem.any() {
 			reuse.Mesh.Release()
 		}
 	}
 	res, err := sv.runPlan(ctx, op, q, loss, nil, reuse, scale, nil)
-	if reuse != nil && reuse.Mesh != nil && (err != nil || res.Mesh == nil || res.Mesh.Resident != reuse.Mesh.Resident) {
-		reuse.Mesh.Release() // not the pass's: keep1, not refilled
+	if mem.pass != nil && (err != nil || res.Mesh == nil || res.Mesh.Resident != mem.pass.Resident) {
+		mem.pass.Release() // not refilled
 	}
-	defer func() {
-		// Unless the continuation took it (autoSegs.keep2).
-		keep2.Release()
-	}()
+	mem.pass = nil
+	defer mem.release() // what no part took
 	if err != nil || !anyTrue(res.Stiff) {
 		return res, sv, err
 	}
@@ -255,7 +251,9 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 			// The first pass finished every other trajectory and recorded
 			// its steps: replay them (the record's map, bit for bit)
 			// instead of recording them again.
-			if r, err := sv.replayPart(ctx, op, sq, sl, res, next, scale); err != nil {
+			tsit := mem.tsit
+			mem.tsit = nil
+			if r, err := sv.replayPart(ctx, op, sq, sl, res, next, scale, tsit); err != nil {
 				return nil, sv, err
 			} else if r != nil {
 				parts = append(parts, autoPart{idx: next, res: r})
@@ -272,25 +270,40 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	if sv.continues() {
 		// The stiff trajectories go on with Rodas5P from where they
 		// stopped (auto_continue.go).
-		sg, err := stopSegs(q, stops, true, recorded)
+		stopCols := mem.stops
+		mem.stops = nil
+		sg, err := stopSegs(q, stops, true, recorded, stopCols)
 		if err != nil {
 			return nil, sv, err
 		}
-		sg.keep2, keep2 = keep2, nil
+		sg.keep2, mem.rodas = mem.rodas, nil
 		rs, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
 		sg.release()
 		sg.done2(nil) // where no record took it
+		var spare *Mesh
 		if whole && first.Mesh != nil && first.Mesh.Resident != sg.r1 {
 			// The first pass's mesh, whose rows the parts took (gathered
 			// where the engine keeps it, or on the host), is no part's:
-			// its steps left on the engine go back now.
-			first.Mesh.Release()
+			// its steps left on the engine go back now, or, in a loop
+			// that passes its results back, with the merged mesh, whose
+			// next call's first pass records into them (autoMem).
+			spare = first.Mesh
 		}
 		if err != nil {
+			spare.Release()
 			return nil, alt, err
 		}
 		parts = append(parts, autoPart{idx: sg.idx, res: rs, stiff: true, switchAt: sg.acc1})
 		out := mergeAuto(q, op, parts, whole && allOK(rs.Status), recorded)
+		var ms *mergedSteps
+		if out.Mesh != nil {
+			ms, _ = out.Mesh.Resident.(*mergedSteps)
+		}
+		if ms != nil && passedBack && spare != nil && spare.Resident != nil {
+			ms.spare = spare
+		} else {
+			spare.Release()
+		}
 		return out, sv, nil
 	}
 	if len(stiff) == q.n {
@@ -318,15 +331,18 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 // all OK, and returns its result with what the record knew of those rows
 // (statuses, counts, times, the sub-mesh), or nil if the mesh holds no
 // steps for them on the host (a record is then run instead).
-func (sv *Solver) replayPart(ctx context.Context, op Op, sq *problem, sl *Loss, res *Result, idx []int, scale float64) (*Result, error) {
+func (sv *Solver) replayPart(ctx context.Context, op Op, sq *problem, sl *Loss, res *Result, idx []int, scale float64, reuse ResidentSteps) (*Result, error) {
 	for _, i := range idx {
 		if res.Status[i] != OK {
+			if reuse != nil {
+				reuse.Release()
+			}
 			return nil, nil
 		}
 	}
 	// Their steps gathered where the engine keeps the pass's mesh
-	// (ColumnSteps), else on the host.
-	sm, err := res.Mesh.subset(idx, true)
+	// (ColumnSteps), into reuse's memory where it can, else on the host.
+	sm, err := res.Mesh.subset(idx, true, reuse)
 	if err != nil {
 		return nil, nil
 	}
@@ -402,7 +418,7 @@ func (sv *Solver) runSwitchedMesh(ctx context.Context, op Op, q *problem, loss *
 		if err != nil {
 			return nil, sv, err
 		}
-		sm, err := m.subset(part.idx, false)
+		sm, err := m.subset(part.idx, false, nil)
 		if err != nil {
 			return nil, sv, err
 		}
@@ -778,18 +794,60 @@ func mergeMeshes(q *problem, parts []autoPart, lens []int, out *Result, asIs boo
 	return m
 }
 
-// lazyAuto reports whether m is a Method Auto mesh of this package whose
-// steps are partly resident (autoSteps, mergedSteps).
-// takeAutoSteps returns the Tsit5 pass's and the Rodas5P record's meshes
-// of m's steps where they are a continued gradient's, both resident on
-// the engine that recorded them (autoSteps), and marks m's released
-// without releasing them: their memory is the caller's now. Else it
-// returns nils and m is as it was.
-func takeAutoSteps(m *Mesh) (m1, m2 *Mesh) {
-	a, ok := m.Resident.(*autoSteps)
-	if !ok {
-		return nil, nil
+// autoMem is the engine memory of a Method Auto result passed back
+// (Job.Reuse) that the next call's jobs and gathers write into instead
+// of allocating their own (takeAutoMem): a GPU engine's device memory,
+// none allocated a call in a loop that passes its Gradient back. Each
+// field is nil where the result held none. A part that takes a field
+// sets it to nil; release releases what none took.
+type autoMem struct {
+	pass  *Mesh         // the Tsit5 pass's mesh, of every trajectory (Job.Reuse of the pass)
+	tsit  ResidentSteps // the finished trajectories' columns of it (replayPart)
+	stops ResidentSteps // the continued trajectories' columns of it (stopSegs)
+	rodas *Mesh         // the continued trajectories' Rodas5P steps (autoSegs.keep2)
+}
+
+// any reports whether m holds some memory.
+func (m *autoMem) any() bool {
+	return m.pass != nil || m.tsit != nil || m.stops != nil || m.rodas != nil
+}
+
+// release releases the memory that no part took.
+func (m *autoMem) release() {
+	m.pass.Release()
+	m.rodas.Release()
+	for _, r := range []ResidentSteps{m.tsit, m.stops} {
+		if r != nil {
+			r.Release()
+		}
 	}
+	*m = autoMem{}
+}
+
+// takeAutoMem returns the engine memory of m's steps where they are a
+// continued gradient's, resident on the engine that recorded them: of a
+// stiff ensemble's (autoSteps) the Tsit5 pass's mesh and the Rodas5P
+// record's; of a mixed one's (mergedSteps: a part replayed with Tsit5,
+// a part continued) the columns gathered for both parts, the Rodas5P
+// record's mesh, and the pass's mesh where the merged mesh kept it
+// (mergedSteps.spare). m's steps are then marked released without
+// releasing that memory, which is the caller's now. Else it returns no
+// memory and m is as it was.
+func takeAutoMem(m *Mesh) autoMem {
+	switch s := m.Resident.(type) {
+	case *autoSteps:
+		if m1, m2 := s.take(); m1 != nil {
+			return autoMem{pass: m1, rodas: m2}
+		}
+	case *mergedSteps:
+		return s.take()
+	}
+	return autoMem{}
+}
+
+// take returns the Tsit5 steps' and the Rodas5P steps' meshes, both
+// resident, and marks a released without releasing them; else nils.
+func (a *autoSteps) take() (m1, m2 *Mesh) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.released || a.m1.Resident == nil || a.m1.Resident.Released() || a.m2.Resident == nil || a.m2.Resident.Released() {
@@ -799,6 +857,40 @@ func takeAutoSteps(m *Mesh) (m1, m2 *Mesh) {
 	return a.m1, a.m2
 }
 
+// take is takeAutoMem of merged steps of two parts, one with its steps
+// resident (the Tsit5 part's gathered columns) and one continued
+// (autoSteps), none released: their memory and the spare's, s then
+// marked released without releasing it. Of another form it returns none.
+func (s *mergedSteps) take() autoMem {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released || len(s.resident) != 2 {
+		return autoMem{}
+	}
+	var tsit *Mesh
+	var cont *autoSteps
+	for _, pm := range s.resident {
+		if a, ok := pm.Resident.(*autoSteps); ok && cont == nil {
+			cont = a
+		} else {
+			tsit = pm
+		}
+	}
+	if cont == nil || tsit == nil || tsit.Resident.Released() || s.spare != nil && s.spare.Resident.Released() {
+		return autoMem{}
+	}
+	m1, m2 := cont.take()
+	if m1 == nil {
+		return autoMem{}
+	}
+	s.released = true
+	mem := autoMem{pass: s.spare, tsit: tsit.Resident, stops: m1.Resident, rodas: m2}
+	s.resident, s.spare = nil, nil
+	return mem
+}
+
+// lazyAuto reports whether m is a Method Auto mesh of this package whose
+// steps are partly resident (autoSteps, mergedSteps).
 func lazyAuto(m *Mesh) bool {
 	switch m.Resident.(type) {
 	case *autoSteps, *mergedSteps:
@@ -816,6 +908,9 @@ type mergedSteps struct {
 	n, rows  int
 	parts    []autoPart // each part's trajectories (idx), its mesh's rows of them (rows) and its mesh (res.Mesh)
 	resident []*Mesh    // the parts' meshes with resident steps
+	// spare, if not nil, is the Tsit5 pass's mesh, resident, kept for the
+	// first pass of a call given this mesh back (takeAutoMem).
+	spare    *Mesh
 	mu       sync.Mutex
 	released bool
 }
@@ -870,6 +965,7 @@ func (s *mergedSteps) Release() {
 	for _, m := range s.resident {
 		m.Release()
 	}
+	s.spare.Release()
 }
 
 // Released reports whether Release was called, here or on some part's

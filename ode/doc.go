@@ -106,7 +106,10 @@
 // Tsit5 pass's and the Rodas5P ones, stay on the device (Mesh.Resident;
 // the parts' columns of the Tsit5 pass's mesh are gathered there where
 // the engine does it, ColumnSteps) until the mesh is read: Mesh.Host
-// merges them on the host.
+// merges them on the host. A Gradient passed back gives that memory to
+// the next call's pass, gathers and record to write into (the merged
+// mesh of a mixed ensemble keeps the pass's mesh for it): a loop that
+// passes its Gradient back allocates none from call to call.
 //
 // # Time and accuracy
 //

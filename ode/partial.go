@@ -150,7 +150,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		sq.omit = q.omit
 		var sm *Mesh
 		if m != nil {
-			if sm, err = m.subset(idx, false); err != nil {
+			if sm, err = m.subset(idx, false, nil); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -337,14 +337,21 @@ func toHost(m *Mesh) error {
 // subset returns the mesh of trajectories idx (increasing) of m. If keep
 // and m's steps are resident on an engine that gathers columns
 // (ColumnSteps), the subset's steps are gathered there (its Resident,
-// which the caller releases), and m's stay; else m's steps come to the
-// host (Mesh.Host) and the subset's are copied there.
-func (m *Mesh) subset(idx []int, keep bool) (*Mesh, error) {
+// which the caller releases), and m's stay, written into reuse's memory
+// where the engine can (ColumnSteps.Columns); else m's steps come to the
+// host (Mesh.Host) and the subset's are copied there. reuse, if not nil,
+// is resident steps the caller gives up: the subset's, or released.
+func (m *Mesh) subset(idx []int, keep bool, reuse ResidentSteps) (*Mesh, error) {
 	var cs ColumnSteps
 	if r, ok := m.Resident.(ColumnSteps); ok && keep && !r.Released() && len(m.Len) == m.N {
 		cs = r
-	} else if err := toHost(m); err != nil {
-		return nil, err
+	} else {
+		if reuse != nil {
+			reuse.Release()
+		}
+		if err := toHost(m); err != nil {
+			return nil, err
+		}
 	}
 	if cs == nil && len(m.H) < m.Rows*m.N || len(m.Len) != m.N {
 		return nil, fmt.Errorf("ode: mesh arrays are inconsistent (N %d, Rows %d, len(H) %d, len(Len) %d): its steps must be on the host",
@@ -360,7 +367,7 @@ func (m *Mesh) subset(idx []int, keep bool) (*Mesh, error) {
 	}
 	if cs != nil {
 		// Gathered on the engine: each column's steps, zeros past them.
-		r, err := cs.Columns(idx, s.Len, s.Rows)
+		r, err := gatherColumns(cs, idx, s.Len, s.Rows, reuse)
 		if err != nil {
 			return nil, fmt.Errorf("ode: mesh: gathering trajectories' steps on engine %s: %w", cs.Engine(), err)
 		}

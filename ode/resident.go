@@ -41,11 +41,26 @@ type ColumnSteps interface {
 	// Columns returns new steps held by the same engine: rows rows of
 	// len(cols) columns, column x the first lens[x] steps of column
 	// cols[x] of these (rows ≥ lens[x], lens[x] ≤ the rows held) and
-	// zeros past them. The caller releases them. It fails if these were
-	// released, an argument is out of range, the engine's memory is
+	// zeros past them. The caller releases them. reuse, if not nil, is
+	// steps the caller gives up (an earlier call's result, Method Auto's
+	// gradient passed back): the engine may write the columns into its
+	// memory and return it, allocating nothing; else it leaves reuse as
+	// it is, for the caller to release (gatherColumns). It fails if these
+	// were released, an argument is out of range, the engine's memory is
 	// short, or the engine keeps event marks with them (ResidentEvents:
 	// the marks are not gathered).
-	Columns(cols, lens []int, rows int) (ResidentSteps, error)
+	Columns(cols, lens []int, rows int, reuse ResidentSteps) (ResidentSteps, error)
+}
+
+// gatherColumns returns cs.Columns(cols, lens, rows, reuse) and
+// releases reuse, given up by the caller, where the engine did not write
+// into it.
+func gatherColumns(cs ColumnSteps, cols, lens []int, rows int, reuse ResidentSteps) (ResidentSteps, error) {
+	r, err := cs.Columns(cols, lens, rows, reuse)
+	if reuse != nil && (err != nil || r != reuse) {
+		reuse.Release()
+	}
+	return r, err
 }
 
 // ResidentEvents is the ResidentSteps of an engine that keeps a mesh's
