@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,4 +74,53 @@ func TestHostLanesRolled(t *testing.T) {
 	}
 	closeRows(t, "dL/dy0", on.Y0, want.Y0, c.prob.Field.Dim, 1e-10, nil)
 	closeRows(t, "dL/dshared", on.Shared, want.Shared, len(want.Shared), 1e-10, nil)
+}
+
+// TestGPULanesRolled measures, on the device with the disk cache off,
+// the gradient of MLP fields 2-w-w-2 (w = 64, 128; mlpCase, Tsit5, n =
+// 4096) with lanes kernels rolled (the default from LaneRollMinShared
+// weights) and unrolled (Tuning.unrolled): the first Grad's compile
+// time, then warm Grads alternating between the two (kernel time,
+// median of 7), and checks that both give the same bits. It skips
+// without a GPU.
+func TestGPULanesRolled(t *testing.T) {
+	needGPUEngine(t)
+	t.Setenv("GRADSOLVE_CUDA_CACHE", "off")
+	for _, w := range []int{64, 128} {
+		c := mlpCase(4096, []int{2, w, w, 2})
+		var svs [2]*ode.Solver
+		var gs [2]*ode.Gradient
+		var kernels [2][]float64
+		for k, unrolled := range []bool{false, true} {
+			svs[k] = c.solver(t, tuned(t, "cuda", Tuning{unrolled: unrolled}))
+			g, st := c.tracedGrad(t, svs[k])
+			gs[k] = g
+			t.Logf("2-%d-%d-2 rolled %v: first Grad compile %.2f s, layout %s", w, w, !unrolled, st.Compile.Seconds(), st.Layout)
+		}
+		for range 7 {
+			for k := range svs {
+				_, st := c.tracedGrad(t, svs[k])
+				kernels[k] = append(kernels[k], st.Kernel.Seconds()*1e3)
+			}
+		}
+		for k := range kernels {
+			slices.Sort(kernels[k])
+		}
+		t.Logf("2-%d-%d-2 warm Grad kernels: rolled %.3f ms, unrolled %.3f ms (medians of 7, alternated)", w, w, kernels[0][3], kernels[1][3])
+		if gs[0].Loss != gs[1].Loss {
+			t.Errorf("2-%d-%d-2 loss: rolled %v, unrolled %v", w, w, gs[0].Loss, gs[1].Loss)
+		}
+		for k := range gs[0].Shared {
+			if gs[0].Shared[k] != gs[1].Shared[k] {
+				t.Errorf("2-%d-%d-2 dL/dshared[%d]: rolled %v, unrolled %v", w, w, k, gs[0].Shared[k], gs[1].Shared[k])
+				break
+			}
+		}
+		for k := range gs[0].Y0 {
+			if gs[0].Y0[k] != gs[1].Y0[k] {
+				t.Errorf("2-%d-%d-2 dL/dy0[%d]: rolled %v, unrolled %v", w, w, k, gs[0].Y0[k], gs[1].Y0[k])
+				break
+			}
+		}
+	}
 }
