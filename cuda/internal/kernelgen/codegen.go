@@ -135,6 +135,10 @@ type Source struct {
 	// reroll (thread layout) emits runs of values that repeat per state
 	// component as loops (reroll.go).
 	reroll bool
+	// laneRoll (lanes mode, not tile mode) emits runs of repeated lanes
+	// statements, a dense layer's reverse row by row, as loops
+	// (laneroll.go).
+	laneRoll bool
 	// wideShared keeps every array of the wide functions in the warp's
 	// shared memory, none lane-private (Config.WideShared; wideprivate.go).
 	wideShared bool
@@ -577,6 +581,9 @@ func (e *emitter) emit(qual string) (string, error) {
 	}
 	e.returns()
 	code, top := e.body()
+	if e.src.laneRoll && e.lp != nil {
+		code = rollLanes(code)
+	}
 	if e.src.Stage {
 		e.src.stageTop[e.name] = top
 	}

@@ -42,7 +42,13 @@
 // and a loss of many saved values is emitted as bound functions (bind.go),
 // which read the saved states in place and store their gradient
 // themselves rather than pass one parameter and return one value per
-// saved value.
+// saved value. In lanes mode (not tile mode) from LaneRollMinShared
+// shared parameters, the runs of lanes statements that repeat with
+// their integer literals in progressions (a dense layer's reverse, row
+// by row: ȳ_i staged, ȳ_i·x and its accumulator add, the running sums
+// of Wᵀ·ȳ) are rolled into loops on the emitted lines (laneroll.go), the
+// same statements in the same order, so results are the unrolled
+// kernels' bit for bit (Config.Unrolled keeps them unrolled).
 //
 // Save times on the continuous extension (kernel.cuh, solve.cuh,
 // adjoint.cuh; the thread, lanes and tile layouts) cost what the CPU

@@ -312,6 +312,7 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees, Lanes: v.Lanes, TileMode: v.TileMode})
 	src.Stage = v.Lanes && !v.LanesShuffle
 	src.reroll = !v.Lanes && !v.Unrolled && rerollPlan(pl) || v.Wide
+	src.laneRoll = v.Lanes && !v.TileMode && !v.Unrolled && pl.Shared >= LaneRollMinShared
 	src.Defines = v.preludeDefines(pl.Shared)
 	if !v.Lanes && !v.Wide {
 		src.splitFrom = v.SplitFrom
