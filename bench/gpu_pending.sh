@@ -481,6 +481,34 @@ el $?
 grep -hE "problems  |FAIL|^ok" "$out/l/cold-mlp.log" | cut -c1-220
 fi
 
+if [ "$part" = s41b ]; then
+# Session 41's merged work (kept gradients with the loss summed on the
+# device and repeated inputs compared beside the launch, the scatter beside
+# the device's work, Method Auto's memory reused and stop times in the first
+# read, the wide layout's placement and lane-private lambda', the float32
+# events test's derived bounds): the device tests, then each change's
+# benchmark beside 5556989 (cuda-base.test.gz, the session's start) on one
+# machine, then the events suite beside Diffrax; the MLP fields' rolled
+# layer reverses (their first calls, compiled cold).
+gunzip -c $bin/cuda-base.test.gz >/tmp/cuda-base.test && chmod +x /tmp/cuda-base.test
+t tests41 120 -test.v -test.run 'TestGPUKeepGrads|TestGPUInputReuse|TestGPUKeepSaves|TestGPUAutoContinue|TestGPUChunkLaunch|TestGPUEngine$|TestCallHandOvers|TestGPUEvents/(ball|pk)-Tsit5$'
+t evf32 80 -test.v -test.run 'TestGPUEventsFloat32'
+t lanes 70 -test.v -test.run 'TestGPULanesRolled|TestGPUEngineLanes'
+echo "=== cold mlp"
+GS_COLDSTART_PHASES=problems GS_COLDSTART_ONLY=mlp- timeout 40 "$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-mlp.log" 2>&1
+el $?
+grep -hE "problems  |FAIL|^ok" "$out/l/cold-mlp.log" | cut -c1-220
+for r in 1 2; do
+t cb-main-$r 20 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
+TB=/tmp/cuda-base.test t cb-base-$r 20 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x
+done
+t events-keep-main 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/(record-omit|record-keep)$' -test.benchtime 200x -test.count 3
+TB=/tmp/cuda-base.test t events-keep-base 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/(record-omit|record-keep)$' -test.benchtime 200x -test.count 3
+t auto-main 35 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff|mixed)/grad/' -test.benchtime 5x -test.benchmem
+TB=/tmp/cuda-base.test t auto-base 35 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff|mixed)/grad/' -test.benchtime 5x -test.benchmem
+ev 60
+fi
+
 if [ "$part" = ncu ]; then
 # Nsight Compute on the large-state kernels (issue 26: the GPU call is
 # 2.3-6.1x the 16-core CPU engine's where 10x is the target): occupancy,
