@@ -201,3 +201,39 @@ func TestSpillScalarsPlans(t *testing.T) {
 		})
 	}
 }
+
+// TestWideMinBlocks checks Config.WideMinBlocks's launch bounds in a
+// wide kernel's source (Lorenz-96, d = 64, Tsit5, a solve): none by
+// default, the kernel's entry as before; with 6, the bounds of blocks of
+// WideWarps warps, 6 per multiprocessor, on the device only; and a Key
+// of its own, as WideScalars has.
+func TestWideMinBlocks(t *testing.T) {
+	t.Parallel()
+	sp, err := NewStepPrograms(widePlan(t, 64, ode.Tsit5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := Config{Adaptive: true, Wide: true}
+	plain, _, err := KernelSource(sp, v, nil, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain, "__launch_bounds__") || !strings.Contains(plain, "GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {") {
+		t.Errorf("no WideMinBlocks: launch bounds, or the entry changed")
+	}
+	b := v
+	b.WideMinBlocks = 6
+	bounded, _, err := KernelSource(sp, b, nil, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "#ifdef GS_CUDA\n#define GS_BOUNDS __launch_bounds__(2 * 32, 6)\n#else\n#define GS_BOUNDS\n#endif\nGS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {"
+	if WideWarps != 2 || !strings.Contains(bounded, want) {
+		t.Errorf("WideMinBlocks 6: no %q in the source", want)
+	}
+	s := v
+	s.WideScalars = 48
+	if keys := map[string]bool{v.Key(): true, b.Key(): true, s.Key(): true}; len(keys) != 3 {
+		t.Errorf("keys %q, %q, %q: not distinct", v.Key(), b.Key(), s.Key())
+	}
+}
