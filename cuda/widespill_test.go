@@ -28,10 +28,10 @@ func TestHostWideScalarsSame(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	type tc struct {
-		engine  string
-		tuns    []Tuning // compared with WideScalars -1
-		c       engineCase
-		ops     []string
+		engine string
+		tuns   []Tuning // compared with WideScalars -1
+		c      engineCase
+		ops    []string
 	}
 	sim, host := "cuda-host-sim", "cuda-host"
 	cases := []tc{
