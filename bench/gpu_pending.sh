@@ -515,7 +515,9 @@ if [ "$part" = regs-bench ]; then
 # BenchmarkGPUWideRegs (Pollution and HIRES, n = 4096: kernel-ms, regs,
 # local-B per variant; each variant compiles its kernel, about a minute
 # for Pollution's on an empty cache).
-t regs-bench 570 -test.run XXX -test.bench "${REGS_BENCH:-GPUWideRegs}" -test.benchtime 5x -test.timeout 30m
+# The -O3 variants (ptxas at full optimisation: minutes of compile each)
+# only where REGS_BENCH names them ('GPUWideRegs/grad/pollution/.*-O3$').
+t regs-bench 570 -test.run XXX -test.bench "${REGS_BENCH:-GPUWideRegs/grad/./(none|s64|s48|s96|s64-b6|s64-b7|none-b6)\$}" -test.benchtime 5x -test.timeout 30m
 fi
 
 if [ "$part" = first ]; then

@@ -142,10 +142,14 @@ func wideSpilled(t *testing.T, c engineCase, scalars int) int {
 //     other budgets;
 //   - s64-b6, s64-b7, none-b6: with launch bounds of 6 or 7 blocks of
 //     two warps per multiprocessor (Tuning.WideMinBlocks: registers
-//     capped at 168 or 144).
+//     capped at 168 or 144);
+//   - none-O3, s64-O3: ptxas at its full optimisation (Tuning.FastCompile
+//     "none"), where the engine compiles kernels of 300,000 bytes of
+//     source or more at -O1 (Pollution's: 1.8 MB): ptxas may allocate
+//     registers better, and takes minutes longer to compile.
 //
 // HIRES (at most 25 replicated values live: no budget here moves one)
-// runs s64, s64-b6 and s64-b7 only.
+// runs s64, s64-b6, s64-b7 and s64-O3 only.
 //
 // One device call (each variant compiles its kernel: about a minute for
 // Pollution's on an empty cache):
@@ -164,6 +168,8 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 		{"s64-b6", Tuning{WideMinBlocks: 6}},
 		{"s64-b7", Tuning{WideMinBlocks: 7}},
 		{"none-b6", Tuning{WideScalars: -1, WideMinBlocks: 6}},
+		{"none-O3", Tuning{WideScalars: -1, FastCompile: "none"}},
+		{"s64-O3", Tuning{FastCompile: "none"}},
 	}
 	cases := []struct {
 		name string
@@ -175,7 +181,7 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 	for _, pc := range cases {
 		c := pc.c()
 		for _, x := range variants {
-			if pc.name == "hires" && x.name != "s64" && x.name != "s64-b6" && x.name != "s64-b7" {
+			if pc.name == "hires" && x.name != "s64" && x.name != "s64-b6" && x.name != "s64-b7" && x.name != "s64-O3" {
 				continue // HIRES keeps at most 25 values live: no budget moves any
 			}
 			tun := x.tun
