@@ -53,6 +53,11 @@
 #     tiered first calls; then the engine tests under the new thresholds).
 #   bash bench/gpu_pending.sh ncu (about 4 minutes, never yet run): Nsight
 #     Compute on the large-state kernels (NCU_PROBLEMS, NCU_S, NCU_LAUNCHES).
+#   bash bench/gpu_pending.sh regs (about 4 minutes), then regs-bench
+#     (under 10 minutes; REGS_BENCH narrows it), then
+#     NCU_PROBLEMS=pollution ... ncu: the wide Rodas5P kernels' register
+#     levers (Tuning.WideScalars, WideMinBlocks): TestGPUStiffLayouts/pollution
+#     and TestGPUWideRosenbrock, BenchmarkGPUWideRegs, Nsight Compute.
 #   bash bench/gpu_pending.sh auto (about 4 minutes): BenchmarkGPUAuto.
 #   bash bench/gpu_pending.sh wide (under 10 minutes): TestGPUWide in full
 #     and BenchmarkGPUWide (the wide layout against the thread layout).
@@ -243,7 +248,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -543,6 +548,28 @@ for k, m in by.items():
     print("launch", k, "; ".join("%s %s" % (w, m[w]) for w in want if w in m))
 PY
 done
+fi
+
+if [ "$part" = regs ]; then
+# Issue 26, session 41: the wide Rodas5P kernels' register levers
+# (kernelgen's widespill.go: replicated scalars past Tuning.WideScalars
+# in the warp's shared memory, by default 64; Tuning.WideMinBlocks: launch
+# bounds). The results (bit for bit with WideScalars -1 on the host) on
+# the device against the CPU engine and the thread layout. Then, each in
+# a call of its own: `bash bench/gpu_pending.sh regs-bench` and
+# `NCU_PROBLEMS=pollution bash bench/gpu_pending.sh ncu` (the default:
+# registers, spills, occupancy of the suite's kernels).
+t stiff-poll 240 -test.v -test.run 'TestGPUStiffLayouts/pollution|TestGPUWideRosenbrock'
+grep -hE 'largest difference|want .* within' "$out/l/stiff-poll.log" | cut -c1-220 | head -8
+fi
+
+if [ "$part" = regs-bench ]; then
+# BenchmarkGPUWideRegs (Pollution and HIRES, n = 4096: kernel-ms, regs,
+# local-B per variant; each variant compiles its kernel, about a minute
+# for Pollution's on an empty cache).
+# The -O3 variants (ptxas at full optimisation: minutes of compile each)
+# only where REGS_BENCH names them ('GPUWideRegs/grad/pollution/.*-O3$').
+t regs-bench 570 -test.run XXX -test.bench "${REGS_BENCH:-GPUWideRegs/grad/./(none|s64|s48|s96|s64-b6|s64-b7|none-b6)\$}" -test.benchtime 5x -test.timeout 30m
 fi
 
 if [ "$part" = first ]; then

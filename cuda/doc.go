@@ -62,7 +62,9 @@
 //     and of Rosenbrock methods from 16 (Pollution, the factor of W too),
 //     the state, stages and cotangents in shared memory (those only
 //     its own lane reads in its local memory: Tuning.NoWidePrivate keeps
-//     them shared) and the component loops split over the lanes
+//     them shared; the values every lane computes alike in registers up
+//     to Tuning.WideScalars at once, the rest in shared memory) and the
+//     component loops split over the lanes
 //     (docs/wide-layout.md); results agree
 //     with the thread layout's to rounding (its sums over components are
 //     shuffles). Its initial states, parameters, final states and

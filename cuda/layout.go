@@ -189,6 +189,25 @@ type Tuning struct {
 	// docs/wide-layout.md). Results are the same bit for bit; it is the
 	// switch of the device's comparison.
 	NoWidePrivate bool
+	// WideScalars is the most replicated float64 values (a function's
+	// scalars outside its component loops, every lane's alike) that a
+	// wide-layout kernel keeps live in registers at once; the others live
+	// in slots of the warp's shared memory from where registers run short
+	// (kernelgen.Config.WideScalars, widespill.go). Pollution's Rodas5P
+	// reverse step keeps up to 183 live, its gradient kernel 255
+	// registers with 37 million local-memory spill requests (H100,
+	// session 40). Zero means kernelgen.DefaultWideScalars (64, a
+	// proposal: BenchmarkGPUWideRegs measures it), negative no limit
+	// (the source as before). Results are the same bit for bit; no effect
+	// with NoWidePrivate.
+	WideScalars int
+	// WideMinBlocks, if positive, declares a wide-layout kernel's launch
+	// bounds: at least WideMinBlocks blocks of kernelgen.WideWarps warps
+	// per multiprocessor, so that ptxas caps the registers of a thread
+	// (6: 168, 7: 144, 8: 128), spilling past the cap, for occupancy
+	// (kernelgen.Config.WideMinBlocks). Zero: no bounds. For the
+	// device's A/B (BenchmarkGPUWideRegs); the same results bit for bit.
+	WideMinBlocks int
 	// NoTrainGraph runs each step of a fit kept in device memory
 	// (ode.Trainer) as a batch of a dozen operations launched from the
 	// host, instead of one CUDA graph for the evaluation and one for the
@@ -335,6 +354,12 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.RowMajor = v.Wide // its warps read and write whole rows
 		v.WideShared = v.Wide && tun.NoWidePrivate
 		v.WideRows = v.Wide && !tun.NoWidePrivate && !tun.wideLoops
+		if v.Wide && !tun.NoWidePrivate {
+			v.WideScalars = tun.WideScalars
+		}
+		if v.Wide {
+			v.WideMinBlocks = max(tun.WideMinBlocks, 0)
+		}
 		return v
 	}
 	lim := dev.sharedLimit
@@ -375,6 +400,10 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 	switch {
 	case tun.NoWidePrivate:
 		widePer = func(grad, saves bool) (int, error) { return sp.WideSharedPerWarpOf(grad, saves, true) }
+	case tun.WideScalars != 0:
+		widePer = func(grad, saves bool) (int, error) {
+			return sp.WideSharedPerWarpScalars(grad, saves, false, tun.WideScalars)
+		}
 	case widePer == nil:
 		widePer = func(grad, saves bool) (int, error) { return kernelgen.WideSharedPerWarp(pl, grad, saves) }
 	}

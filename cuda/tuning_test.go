@@ -56,6 +56,12 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 			tn += fmt.Sprintf(",%s=%d", f.name, f.v)
 		}
 	}
+	if tun.WideScalars != 0 {
+		tn += fmt.Sprintf(",widescalars=%d", tun.WideScalars)
+	}
+	if tun.WideMinBlocks != 0 {
+		tn += fmt.Sprintf(",wideblocks=%d", tun.WideMinBlocks)
+	}
 	if tun.SplitFrom != 0 {
 		tn += fmt.Sprintf(",split=%d", tun.SplitFrom)
 	}

@@ -145,6 +145,10 @@ type Source struct {
 	// wideRows unrolls the wide functions' loops that touch lane-private
 	// arrays over their rows (Config.WideRows; wideprivate.go).
 	wideRows bool
+	// wideScalars is the most replicated values of a wide function live
+	// in registers at once: Config.WideScalars (0 the default, negative
+	// no limit; wideScalarsOf; widespill.go).
+	wideScalars int
 	// emitted lists the functions of programs in the order of emission
 	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).
 	emitted   []emittedFunc

@@ -78,8 +78,11 @@
 // lane's components only: wideLayout.PrivOut), which are the lane's own
 // (wideprivate.go; Config.WideShared keeps them shared); a loop over the
 // components runs component c on lane c mod 32 between __syncwarp()s;
-// the other values (the controller's scalars) are computed by every lane
-// alike; a chained sum over the components (the error norm, the
+// the other values (the controller's scalars, an irregular field's
+// code) are computed by every lane alike, at most Config.WideScalars of
+// them live in registers at once, the others in slots of the warp's
+// scratch from where registers run short (widespill.go: Belady's rule,
+// the same bits); Config.WideMinBlocks adds launch bounds; a chained sum over the components (the error norm, the
 // stiffness estimate) is each lane's partial sum and a butterfly of
 // shuffles, so results agree with the thread layout's to rounding, not
 // bit for bit. A Rosenbrock step's LU factor of W and its solves

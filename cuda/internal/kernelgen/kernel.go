@@ -174,6 +174,24 @@ type Config struct {
 	// results bit for bit; larger kernels (package cuda's default; its test
 	// knob Tuning.wideLoops keeps the loops, for the device's comparison).
 	WideRows bool
+	// WideScalars (with Wide, without WideShared) is the most replicated
+	// float64 values (a wide function's scalars outside its component
+	// loops, every lane's alike) kept live in registers at once; the
+	// others live in a slot of the warp's scratch from where registers
+	// run short (widespill.go): shared memory in place of the spills to
+	// local memory, a copy per lane, of functions that keep more live
+	// (Pollution's Rodas5P reverse step: 183). Zero means
+	// DefaultWideScalars, negative no limit (the source as before). The
+	// same results bit for bit (package cuda's Tuning.WideScalars).
+	WideScalars int
+	// WideMinBlocks (with Wide), if positive, declares the kernel's
+	// launch bounds: blocks of WideWarps warps, at least WideMinBlocks of
+	// them per multiprocessor (__launch_bounds__(32·WideWarps,
+	// WideMinBlocks)), so that the compiler caps its registers at
+	// 65536 / (32·WideWarps·WideMinBlocks) per thread (rounded down to 8:
+	// 6 blocks 168, 7 144, 8 128), spilling past them. Zero: no bounds
+	// (up to 255). Package cuda's Tuning.WideMinBlocks.
+	WideMinBlocks int
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -235,10 +253,24 @@ var wideSharedKey = map[bool]string{true: "wideshared "}
 // wideRowsKey is Config.WideRows's part of a Key, likewise.
 var wideRowsKey = map[bool]string{true: "widerows "}
 
+// wideRegsKey is Config.WideScalars's and WideMinBlocks's part of a Key
+// (none at their defaults, so that the keys of other kernels stay as
+// they were).
+func (v Config) wideRegsKey() string {
+	var k string
+	if v.Wide && v.WideScalars != 0 {
+		k += fmt.Sprintf("widescalars%d ", wideScalarsOf(v.WideScalars))
+	}
+	if v.Wide && v.WideMinBlocks > 0 {
+		k += fmt.Sprintf("wideblocks%d ", v.WideMinBlocks)
+	}
+	return k
+}
+
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey(), v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -252,13 +284,14 @@ type StepPrograms struct {
 	// (useLanes).
 	Lanes bool
 
-	// The wide functions of the plan's kernels, by 8·rows unrolled
-	// (Config.WideRows) + 4·all shared (Config.WideShared) + 2·gradient +
-	// save times, emitted once
-	// (StepPrograms.wide): the wide layout's measure (WideSharedPerWarp)
-	// and the kernel's source (KernelSource) share them.
-	wideOnce [16]sync.Once
-	wideRecs [16]*wideRecord
+	// The wide functions of the plan's kernels, by variant (rows
+	// unrolled, Config.WideRows; all shared, Config.WideShared; a
+	// gradient's; save times; the budget of Config.WideScalars), emitted
+	// once (StepPrograms.wide): the wide layout's measure
+	// (WideSharedPerWarp) and the kernel's source (KernelSource) share
+	// them.
+	wideMu   sync.Mutex
+	wideOnce map[wideVariant]*wideOnce
 }
 
 // NewStepPrograms derives the reverse step of pl. (A gradient kernel

@@ -371,7 +371,18 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
 // A block of {{.WideWarps}} warps, each with GS_W_LEN reals of the block's dynamic
 // shared memory, each running trajectories warp, warp + warps, ... of
 // the launch.
+{{- if gt .WideMinBlocks 0}}
+// Config.WideMinBlocks: at least {{.WideMinBlocks}} blocks of {{.WideWarps}} warps per
+// multiprocessor, so that ptxas caps a thread's registers to let them run.
+#ifdef GS_CUDA
+#define GS_BOUNDS __launch_bounds__({{.WideWarps}} * 32, {{.WideMinBlocks}})
+#else
+#define GS_BOUNDS
+#endif
+GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
+{{- else}}
 GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
+{{- end}}
 #ifdef GS_CUDA
   extern __shared__ gs_real gs_smem[];
   gs_real* ws = gs_smem + (threadIdx.x >> 5) * GS_W_LEN;

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/ops"
@@ -330,7 +331,14 @@ func (sp *StepPrograms) WideSharedPerWarp(grad, saves bool) (int, error) {
 // WideSharedPerWarpOf is WideSharedPerWarp, or with every array in shared
 // memory (all: Config.WideShared) WideSharedPerWarpAll, of sp's plan.
 func (sp *StepPrograms) WideSharedPerWarpOf(grad, saves, all bool) (int, error) {
-	r := sp.wide(wideVariant{grad: grad, saves: saves, all: all})
+	return sp.WideSharedPerWarpScalars(grad, saves, all, 0)
+}
+
+// WideSharedPerWarpScalars is WideSharedPerWarpOf of the kernels with a
+// budget of scalars replicated values in registers (Config.WideScalars:
+// 0 the default, negative none), whose slots take shared memory too.
+func (sp *StepPrograms) WideSharedPerWarpScalars(grad, saves, all bool, scalars int) (int, error) {
+	r := sp.wide(wideVariantOf(Config{Grad: grad, Saves: B2i(saves), WideShared: all, WideScalars: scalars}))
 	return 8 * r.w.Len, r.err
 }
 
@@ -348,25 +356,48 @@ type wideRecord struct {
 // every array in shared memory (all: Config.WideShared) or not, with the
 // private arrays' loops unrolled over their rows (rows: Config.WideRows)
 // or not.
-type wideVariant struct{ grad, saves, all, rows bool }
+//
+// scalars is the budget of replicated values in registers
+// (Config.WideScalars, resolved by wideScalarsOf: -1 for none).
+type wideVariant struct {
+	grad, saves, all, rows bool
+	scalars                int
+}
 
 // wideVariantOf returns kernel v's wide variant.
 func wideVariantOf(v Config) wideVariant {
-	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared}
+	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared,
+		scalars: wideScalarsOf(v.WideScalars)}
 }
 
 // wide returns the record of sp's plan's wide functions of variant k,
 // emitted on first use.
 func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
-	i := 8*B2i(k.rows) + 4*B2i(k.all) + 2*B2i(k.grad) + B2i(k.saves)
-	sp.wideOnce[i].Do(func() {
+	k.scalars = wideScalarsOf(k.scalars)
+	sp.wideMu.Lock()
+	o := sp.wideOnce[k]
+	if o == nil {
+		o = &wideOnce{}
+		if sp.wideOnce == nil {
+			sp.wideOnce = map[wideVariant]*wideOnce{}
+		}
+		sp.wideOnce[k] = o
+	}
+	sp.wideMu.Unlock()
+	o.once.Do(func() {
 		src := NewSource(&SourceSettings{Precision: Float64})
 		src.reroll = true
-		src.wideShared, src.wideRows = k.all, k.rows
+		src.wideShared, src.wideRows, src.wideScalars = k.all, k.rows, k.scalars
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
-		sp.wideRecs[i] = &wideRecord{w: w, err: err, src: src}
+		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
-	return sp.wideRecs[i]
+	return o.rec
+}
+
+// wideOnce emits one variant's wide functions once (StepPrograms.wide).
+type wideOnce struct {
+	once sync.Once
+	rec  *wideRecord
 }
 
 // wideFuncsOf is s.wideFuncs of sp's plan for kernel v (its
@@ -376,7 +407,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	k := wideVariantOf(v)
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
-		s.wideShared, s.wideRows = k.all, k.rows
+		s.wideShared, s.wideRows, s.wideScalars = k.all, k.rows, k.scalars
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -591,10 +622,12 @@ func offMark(name string) string { return "@off:" + name + "@" }
 
 // emit writes the function and returns its code and scratch (the
 // shared memory's part). Unless the unit keeps every array in shared
-// memory (Source.wideShared), the arrays only ever accessed at the
-// lane's own component are the lane's own (wideprivate.go), and an array
-// read at other components is not recomputed from them where it is read
-// (which would read them at other components too).
+// memory (Source.wideShared: the layout as it was, source for source),
+// the arrays only ever accessed at the lane's own component are the
+// lane's own (wideprivate.go), an array read at other components is not
+// recomputed from them where it is read (which would read them at other
+// components too), and at most Source.wideScalars replicated values are
+// live in registers at once, the others in the scratch (widespill.go).
 func (w *wideEmitter) emit() (string, int, error) {
 	raw, err := w.emitRaw()
 	if err != nil {
@@ -619,11 +652,16 @@ func (w *wideEmitter) emit() (string, int, error) {
 	w.remat = kept
 	code := w.rematerialize(raw)
 	code, rows := privatize(code, privateArrays(code), w.e.src.wideRows)
-	code, scratch := allocate(declarePrivate(code, rows))
-	if rows > 0 && scratch > sharedScratch {
+	code = declarePrivate(code, rows)
+	// (The comparison is of the placements without the replicated
+	// values' slots, which the form with every array shared does not
+	// take either.)
+	if _, s := allocate(code); rows > 0 && s > sharedScratch {
 		w.remat = all
 		return w.tables.String() + sharedCode, sharedScratch, nil
 	}
+	code, _ = spillScalars(code, wideScalarsOf(w.e.src.wideScalars))
+	code, scratch := allocate(code)
 	return w.tables.String() + code, scratch, nil
 }
 

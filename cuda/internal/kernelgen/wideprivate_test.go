@@ -201,7 +201,9 @@ func TestWidePrivate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				now, err := sp.WideSharedPerWarp(grad, saves)
+				// The replicated scalars all in registers (widespill.go
+				// adds slots: TestSpillScalarsPlans).
+				now, err := sp.WideSharedPerWarpScalars(grad, saves, false, -1)
 				if err != nil {
 					t.Fatal(err)
 				}

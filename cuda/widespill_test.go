@@ -1,0 +1,235 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// TestHostWideScalarsSame runs wide-layout kernels whose replicated
+// scalars live partly in the warp's shared memory (Tuning.WideScalars:
+// kernelgen's widespill.go) and with every one in registers
+// (WideScalars -1, the source as before), and requires the same results
+// bit for bit (only the storage moves): Lorenz-96 (d = 64, Tsit5, save
+// times, shared parameters) on the simulated warp (32 threads, so the
+// slots' stores by every lane and their reuse across __syncwarp()s run
+// concurrently) with a budget of 4 values, and of 8 with launch bounds
+// (Tuning.WideMinBlocks: the host's source compiles them away); Pollution with Rodas5P (d =
+// 20, to t = 0.2, a save time: its reverse step keeps up to 183 values
+// live) on the host engine at the default budget and at 16; without
+// -short also Pollution with Rosenbrock23 on the host engine at 8.
+// It logs how many results it compared.
+func TestHostWideScalarsSame(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	type tc struct {
+		engine string
+		tuns   []Tuning // compared with WideScalars -1
+		c      engineCase
+		ops    []string
+	}
+	sim, host := "cuda-host-sim", "cuda-host"
+	cases := []tc{
+		{sim, []Tuning{{WideScalars: 4}, {WideScalars: 8, WideMinBlocks: 6}}, wideSavesCase(2, 64), []string{"solve", "grad"}},
+		{host, []Tuning{{}, {WideScalars: 16}}, wideRosCase(t, "pollution", ode.Rodas5P, 2, 0.2, true), []string{"solve", "grad"}},
+	}
+	if !testing.Short() {
+		cases = append(cases, tc{host, []Tuning{{WideScalars: 8}}, wideRosCase(t, "pollution", ode.Rosenbrock23, 2, 0.2, true), []string{"grad"}})
+	}
+	for _, x := range cases {
+		t.Run(fmt.Sprintf("%s-d=%d-%s", x.c.name, x.c.prob.Field.Dim, x.c.set.Method.Name()), func(t *testing.T) {
+			t.Parallel()
+			engines := []string{tuned(t, x.engine, Tuning{Layout: LayoutWide, WideScalars: -1})}
+			for _, tun := range x.tuns {
+				if n := wideSpilled(t, x.c, tun.WideScalars); n == 0 {
+					t.Fatalf("WideScalars %d: the gradient kernel moves no value out of registers: the case checks nothing", tun.WideScalars)
+				} else {
+					t.Logf("WideScalars %d: %d values of the gradient kernel out of registers", tun.WideScalars, n)
+				}
+				tun.Layout = LayoutWide
+				engines = append(engines, tuned(t, x.engine, tun))
+			}
+			for _, op := range x.ops {
+				got := make([][]float64, len(engines))
+				for k, engine := range engines {
+					var tr Trace
+					ctx := WithTrace(t.Context(), &tr)
+					sv := x.c.solver(t, engine)
+					p := x.c.prob
+					switch op {
+					case "solve":
+						sol, err := sv.SolveContext(ctx, &p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						got[k] = append(append(append([]float64{}, sol.Y...), sol.Ys...), sol.T...)
+					case "grad":
+						g, err := sv.GradContext(ctx, nil, &p, x.c.loss, nil)
+						if err != nil {
+							t.Fatal(err)
+						}
+						got[k] = append(append(append([]float64{g.Loss}, g.Y0...), g.P...), g.Shared...)
+					}
+					if l := tr.Stats().Layout; l != "wide" {
+						t.Fatalf("%s on %s: the %s layout, not wide", op, engine, l)
+					}
+				}
+				base := got[0]
+				if len(base) == 0 {
+					t.Fatalf("%s: no results", op)
+				}
+				for k, tun := range x.tuns {
+					b := fmt.Sprintf("WideScalars %d, WideMinBlocks %d", tun.WideScalars, tun.WideMinBlocks)
+					a := got[k+1]
+					if len(a) != len(base) {
+						t.Fatalf("%s: %d results with %s, %d with no limit", op, len(a), b, len(base))
+					}
+					diff := 0
+					for i := range base {
+						if math.Float64bits(a[i]) != math.Float64bits(base[i]) {
+							if diff++; diff <= 5 {
+								t.Errorf("%s: result %d: %v with %s, %v with no limit", op, i, a[i], b, base[i])
+							}
+						}
+					}
+					if diff > 5 {
+						t.Errorf("%s: %d of %d results differ with %s", op, diff, len(base), b)
+					}
+					t.Logf("%s, %s against no limit: %d results, %d differ", op, b, len(base), diff)
+				}
+			}
+		})
+	}
+}
+
+// wideSpilled returns how many replicated values the wide gradient
+// kernel of case c moves out of registers with a budget of scalars
+// (kernelgen.Config.WideScalars).
+func wideSpilled(t *testing.T, c engineCase, scalars int) int {
+	t.Helper()
+	j := jobOf(t, c, ode.OpGrad)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := kernelgen.ConfigOf(j)
+	v.Wide, v.RowMajor, v.WideScalars = true, true, scalars
+	src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(src, "out of registers (widespill.go)")
+}
+
+// BenchmarkGPUWideRegs times the wide layout's Rodas5P gradient with the
+// record (kernels: kernel-ms/op; whole calls: ms/op) of Pollution
+// (d = 20, n = 4096, wideRosBenchCase: the large-state suite's shape,
+// t ∈ [0, 0.5]) and HIRES (d = 8, n = 4096, layoutFillCase) under the
+// register levers, side by side per problem, and reports each kernel's
+// registers per thread (regs) and local memory per thread (local-B:
+// spills and local arrays), as ptxas allocated them (the kernel's
+// source compiled again with the engine's options: a hit in the disk
+// cache):
+//
+//   - none: every replicated scalar in registers (Tuning.WideScalars
+//     -1: the kernels before widespill.go);
+//   - s64: the default budget (kernelgen.DefaultWideScalars), s48, s96:
+//     other budgets;
+//   - s64-b6, s64-b7, none-b6: with launch bounds of 6 or 7 blocks of
+//     two warps per multiprocessor (Tuning.WideMinBlocks: registers
+//     capped at 168 or 144);
+//   - none-O3, s64-O3: ptxas at its full optimisation (Tuning.FastCompile
+//     "none"), where the engine compiles kernels of 300,000 bytes of
+//     source or more at -O1 (Pollution's: 1.8 MB): ptxas may allocate
+//     registers better, and takes minutes longer to compile.
+//
+// HIRES (at most 25 replicated values live: no budget here moves one)
+// runs s64, s64-b6, s64-b7 and s64-O3 only.
+//
+// One device call (each variant compiles its kernel: about a minute for
+// Pollution's on an empty cache):
+//
+//	go test ./cuda -run XXX -bench 'GPUWideRegs' -benchtime 5x -timeout 30m
+func BenchmarkGPUWideRegs(b *testing.B) {
+	needGPUEngine(b)
+	variants := []struct {
+		name string
+		tun  Tuning
+	}{
+		{"none", Tuning{WideScalars: -1}},
+		{"s64", Tuning{}},
+		{"s48", Tuning{WideScalars: 48}},
+		{"s96", Tuning{WideScalars: 96}},
+		{"s64-b6", Tuning{WideMinBlocks: 6}},
+		{"s64-b7", Tuning{WideMinBlocks: 7}},
+		{"none-b6", Tuning{WideScalars: -1, WideMinBlocks: 6}},
+		{"none-O3", Tuning{WideScalars: -1, FastCompile: "none"}},
+		{"s64-O3", Tuning{FastCompile: "none"}},
+	}
+	cases := []struct {
+		name string
+		c    func() engineCase
+	}{
+		{"pollution", func() engineCase { return wideRosBenchCase(b, "pollution", 4096) }},
+		{"hires", func() engineCase { return layoutFillCase(b, "hires", 4096) }},
+	}
+	for _, pc := range cases {
+		c := pc.c()
+		for _, x := range variants {
+			if pc.name == "hires" && x.name != "s64" && x.name != "s64-b6" && x.name != "s64-b7" && x.name != "s64-O3" {
+				continue // HIRES keeps at most 25 values live: no budget moves any
+			}
+			tun := x.tun
+			tun.Layout = LayoutWide
+			engine := tuned(b, "cuda", tun)
+			b.Run(fmt.Sprintf("grad/%s/%s", pc.name, x.name), func(b *testing.B) {
+				benchWide(b, c, "grad", engine, "wide")
+				a := wideKernelAttrs(b, c, tun)
+				b.ReportMetric(float64(a.Registers), "regs")
+				b.ReportMetric(float64(a.LocalBytes), "local-B")
+			})
+		}
+	}
+}
+
+// wideKernelAttrs returns the resources of case c's wide gradient kernel
+// under tun (its WideScalars and WideMinBlocks; the other fields at
+// their defaults), compiled for device 0 with the engine's options.
+func wideKernelAttrs(b *testing.B, c engineCase, tun Tuning) driver.KernelAttrs {
+	b.Helper()
+	j := jobOf(b, c, ode.OpGrad)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := kernelgen.ConfigOf(j)
+	v.Wide, v.RowMajor, v.WideScalars, v.WideMinBlocks = true, true, tun.WideScalars, tun.WideMinBlocks
+	src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := driver.Open(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	mod, _, err := d.Build(src, &driver.CompileSettings{Name: kernelgen.KernelName + ".cu", Options: tun.compileOptions(len(src))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mod.Unload()
+	k, err := mod.Kernel(kernelgen.KernelName)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := k.Attrs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a
+}
