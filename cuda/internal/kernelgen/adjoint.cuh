@@ -82,15 +82,21 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int k
   bool any = false;
   for (int q = 0; q < GS_DW; q++) wb[q] = 0;
   // Unrolled on the device: a few save times' loads in flight at once
-  // (a small ensemble has nothing else to hide their latency with).
+  // (a small ensemble has nothing else to hide their latency with). Each
+  // save time's cotangent is read once, before its theta's division and
+  // test, so that the loads depend on nothing but k: the unrolled
+  // repetitions' loads issue together instead of each waiting for its
+  // own division and branch (the sums are the same, in the same order).
 #pragma unroll 4
   for (int k = k0; on && k < kq; k++) {
+    gs_real yb[GS_D];
+    for (int c = 0; c < GS_D; c++) yb[c] = a.tb[((long long)k * GS_D + c) * n + i];
     const gs_real theta = (a.saveat[k] - ts) / h;
     if (theta == 0) continue;
     any = true;
     gs_real pw = theta;
     for (int j = 0; j < GS_TERMS; j++) {
-      for (int c = 0; c < GS_D; c++) wb[j * GS_D + c] += pw * a.tb[((long long)k * GS_D + c) * n + i];
+      for (int c = 0; c < GS_D; c++) wb[j * GS_D + c] += pw * yb[c];
       pw *= theta;
     }
   }
@@ -200,12 +206,22 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
   const int smax = gs_warp_max(act ? len : 0);
 {{- if .Dense}}
   const gs_real t0 = gs_t0(a, i, act);
+  // Step s's stored t, read one step ahead (tnext: step s - 1's), so
+  // that its save times (gs_dense_first_save) and their cotangents'
+  // loads (gs_coef_bar) need not wait for it: the step's loads are in
+  // flight together, one memory latency a step, not two.
+  const auto row_t = [&a, i, n, len, act](int s) {
+    return (GS_STORE_T && act && s >= 0 && s < len) ? a.store[(long long)s * GS_SW * n + i] : (gs_real)0;
+  };
+  gs_real tnext = row_t(smax - 1);
 {{- end}}
   for (int s = smax - 1; s >= 0; s--) {
     const bool on = act && s < len;
 {{- if .Dense}}
+    const gs_real tstep = tnext;
+    tnext = row_t(s - 1);
     // The save times on step s: k0 ... kq-1.
-    const int k0 = on ? gs_dense_first_save(a, kq, s, GS_STORE_T ? a.store[(long long)s * GS_SW * n + i] : (gs_real)0, t0) : kq;
+    const int k0 = on ? gs_dense_first_save(a, kq, s, tstep, t0) : kq;
 {{- else if .Saves}}
     // The save times on step s: k0 ... kq-1.
     const int k0 = on ? gs_first_save(a, i, kq, s) : kq;
@@ -220,7 +236,7 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
       if (on) {
         h = GS_HSRC[(long long)s * n + i];
         const gs_real* row = a.store + (long long)s * GS_SW * n + i;
-        ts = GS_STORE_T ? row[0] : (gs_real)0;
+        ts = {{if .Dense}}tstep{{else}}GS_STORE_T ? row[0] : (gs_real)0{{end}};
         for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(GS_STORE_T + c) * n];
       }
       const bool live = on && h != 0;
@@ -256,7 +272,7 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
       h = GS_HSRC[(long long)s * n + i];
       if (h != 0) {
         const gs_real* row = a.store + (long long)s * GS_SW * n + i;
-        const gs_real ts = GS_STORE_T ? row[0] : (gs_real)0;
+        const gs_real ts = {{if .Dense}}tstep{{else}}GS_STORE_T ? row[0] : (gs_real)0{{end}};
         gs_real ys[GS_D];
         for (int c = 0; c < GS_D; c++) ys[c] = row[(long long)(GS_STORE_T + c) * n];
 {{- if .ShareRev}}

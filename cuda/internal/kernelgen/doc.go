@@ -59,8 +59,12 @@
 // times are set four at a time (gs_step_saves: their loads, quotients and
 // interpolants independent); and the adjoint finds the save times on a
 // step from the save times and the step's stored t (gs_dense_first_save),
-// not from a per-trajectory array of their steps. Results are the same
-// bit for bit as with a dense step per step and one save time at a time.
+// not from a per-trajectory array of their steps, with that t read one
+// step ahead, so that a step's save times' cotangents are loaded with its
+// stored row, not after it; gs_coef_bar reads each cotangent once, before
+// its theta's division and test, so that an unrolled group's loads issue
+// together. Results are the same bit for bit as with a dense step per
+// step and one save time at a time.
 //
 // The wide layout (Config.Wide; wide.go, wide.cuh; package cuda's
 // default from WideMinDim, for Rosenbrock methods from WideMinDimFactor
