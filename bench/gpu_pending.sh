@@ -493,7 +493,7 @@ if [ "$part" = s41b ]; then
 # read, the wide layout's placement and lane-private lambda', the float32
 # events test's derived bounds): the device tests, then each change's
 # benchmark beside 5556989 (cuda-base.test.gz, the session's start) on one
-# machine, then the events suite beside Diffrax; the MLP fields' rolled
+# machine (the save split's reverse sweep too); the MLP fields' rolled
 # layer reverses (their first calls, compiled cold).
 gunzip -c $bin/cuda-base.test.gz >/tmp/cuda-base.test && chmod +x /tmp/cuda-base.test
 t tests41 120 -test.v -test.run 'TestGPUKeepGrads|TestGPUInputReuse|TestGPUKeepSaves|TestGPUAutoContinue|TestGPUChunkLaunch|TestGPUEngine$|TestCallHandOvers|TestGPUEvents/(ball|pk)-Tsit5$'
@@ -511,7 +511,8 @@ t events-keep-main 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk
 TB=/tmp/cuda-base.test t events-keep-base 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/(record-omit|record-keep)$' -test.benchtime 200x -test.count 3
 t auto-main 35 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff|mixed)/grad/' -test.benchtime 5x -test.benchmem
 TB=/tmp/cuda-base.test t auto-base 35 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff|mixed)/grad/' -test.benchtime 5x -test.benchmem
-ev 60
+t saves-main 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)$' -test.benchtime 5x
+TB=/tmp/cuda-base.test t saves-base 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)$' -test.benchtime 5x
 fi
 
 if [ "$part" = ncu ]; then
