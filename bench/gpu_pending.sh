@@ -515,6 +515,20 @@ t saves-main 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto
 TB=/tmp/cuda-base.test t saves-base 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)$' -test.benchtime 5x
 fi
 
+if [ "$part" = s41c ]; then
+# Session 41's last checks: the events suite (kept calls with the loss
+# summed on the device) beside Diffrax; Pollution's wide Rodas5P gradient
+# with its replicated values past 64 in shared memory (the new default)
+# against the CPU, and its kernel beside every value in registers
+# (BenchmarkGPUWideRegs none / s64); Lorenz-96's wide gradient with the
+# rows form (the new default) beside the loops and every array shared.
+ev 70
+t stiff-poll-wide 70 -test.v -test.run 'TestGPUStiffLayouts/pollution-Rodas5P/wide'
+grep -hE 'largest difference|want .* within' "$out/l/stiff-poll-wide.log" | cut -c1-220 | head -4
+t regs-poll 170 -test.run XXX -test.bench 'GPUWideRegs/grad/pollution/(none|s64)$' -test.benchtime 5x
+t wide-private 70 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256)/' -test.benchtime 5x
+fi
+
 if [ "$part" = ncu ]; then
 # Nsight Compute on the large-state kernels (issue 26: the GPU call is
 # 2.3-6.1x the 16-core CPU engine's where 10x is the target): occupancy,
