@@ -174,7 +174,7 @@ func widePrivOut(t *testing.T, c engineCase, all bool) (bool, int) {
 // TestHostWideFormsCompile times the host compile (g++, the simulated
 // warp's flags: -O1) of Lorenz-96's wide gradient kernel (d = 256, Tsit5:
 // the large-state suite's case, wideBenchGradCase) in its three forms:
-// lane-private arrays in loops (the default), by rows (Tuning.wideRows,
+// lane-private arrays in loops (Tuning.wideLoops), by rows (the default,
 // kernelgen.Config.WideRows: the loops over the private arrays unrolled)
 // and every array shared (Tuning.NoWidePrivate); it logs each source's
 // bytes and compile time (a proxy for NVRTC's, which the cold start's 5 s
