@@ -65,14 +65,19 @@ func TestHostEngineKeepGrads(t *testing.T) {
 // TestGPUKeepGrads is TestHostEngineKeepGrads on the device ("cuda"),
 // with ensembles 100 times as large (thousands of trajectories, none a
 // multiple of a warp): the gradients' check kernel's warp shuffles and
-// atomics run there only. It skips without a GPU.
+// atomics run there only. The device adds the blocks' shared-gradient
+// sums with atomics in no fixed order (see the package doc), so the
+// shared gradient of two calls agrees to the reordering's rounding, not
+// bit for bit. It skips without a GPU.
 func TestGPUKeepGrads(t *testing.T) {
 	needGPUEngine(t)
 	testKeepGrads(t, "cuda", 100)
 }
 
 // testKeepGrads runs TestHostEngineKeepGrads on engine eng with
-// ensembles scale times as large.
+// ensembles scale times as large; on a GPU engine (scale > 1) the shared
+// gradient within (n+1)·u of the plain call's per entry, relative to
+// its size (closeShared).
 func testKeepGrads(t *testing.T, eng string, scale int) {
 	lorenz := lorenzCase(70*scale+3, 1e-6)
 	lorenz.loss = ode.SumSquares()
@@ -175,7 +180,11 @@ func testKeepGrads(t *testing.T, eng string, scale int) {
 						t.Fatalf("call %d: Loss %v, want the exact sum of the terms rounded, %v, bit for bit (in order: %v)", it, got.Loss, exact, want.Loss)
 					}
 				}
-				sameBits(t, "Shared", got.Shared, want.Shared)
+				if scale == 1 {
+					sameBits(t, "Shared", got.Shared, want.Shared)
+				} else {
+					closeShared(t, "Shared", got.Shared, want.Shared, n)
+				}
 				if it < 2 {
 					continue // unread: the next call writes over it
 				}
@@ -187,6 +196,9 @@ func testKeepGrads(t *testing.T, eng string, scale int) {
 				}
 				w := *want
 				w.Loss = got.Loss // (checked above)
+				if scale > 1 {
+					w.Shared = got.Shared // (checked above)
+				}
 				sameGrads(t, "HostGrads", got, &w)
 				if all := trw.Stats().Download; tr.Stats().Download < all {
 					t.Errorf("HostGrads copied back %d bytes of the call's %d: want all", tr.Stats().Download, all)
@@ -493,4 +505,25 @@ func testKeepGradsAhead(t *testing.T, eng string, scale int) {
 	c.prob.Y0[2*(c.prob.N/2)] = y
 	call("Y0 put back", 0, 0)
 	call("same inputs after a failure", 1, 0)
+}
+
+// closeShared checks a GPU engine's shared gradient against another
+// call's: each entry within (n+1)·u of the wanted one's magnitude. Two
+// orders of n terms' sum differ by at most about 2n·u·Σ|terms|; the bound
+// takes Σ|terms| as the sum's magnitude (terms of one sign), so a sum
+// with heavy cancellation could exceed it by rounding alone: it is meant
+// to catch a difference of more than rounding (the device measured 1 ulp
+// on lorenz-shared's n = 4000).
+func closeShared(t *testing.T, what string, got, want []float64, n int64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
+		return
+	}
+	for i, w := range want {
+		if d, bound := math.Abs(got[i]-w), float64(n+1)*0x1p-53*math.Abs(w); !(d <= bound) {
+			t.Errorf("%s[%d] = %v, want %v to %.3g (the blocks' sums in another order), off by %.3g", what, i, got[i], w, bound, d)
+			return
+		}
+	}
 }
