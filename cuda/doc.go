@@ -44,7 +44,7 @@
 //     weights) in jobs that fill the device with threads;
 //   - lanes: one warp per trajectory, for fields made mostly of network
 //     layers: a layer's rows are spread over the 32 lanes, the weights and
-//     each warp's gradient accumulator sit in shared memory; from 4,096
+//     each warp's gradient accumulator sit in shared memory; from 8,192
 //     weights (kernelgen.LaneRollMinShared) a layer's reverse is a loop
 //     over its rows rather than straight-line code, for a shorter
 //     compile (2-128-128-2's gradient kernel: 516 kB of source → 243 kB),

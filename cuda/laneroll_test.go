@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -18,8 +19,8 @@ import (
 func TestHostLanesRolled(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	// A network size no other test uses (4,754 weights).
-	c := mlpCase(3, []int{2, 66, 66, 2})
+	// A network size no other test uses (8,274 weights).
+	c := mlpCase(3, []int{2, 88, 88, 2})
 	c.prob.T1, c.prob.SaveAt = 0.3, []float64{0.1}
 	if c.prob.Field.Shared < kernelgen.LaneRollMinShared {
 		t.Fatalf("%d weights: below LaneRollMinShared", c.prob.Field.Shared)
@@ -77,22 +78,26 @@ func TestHostLanesRolled(t *testing.T) {
 }
 
 // TestGPULanesRolled measures, on the device with the disk cache off,
-// the gradient of MLP fields 2-w-w-2 (w = 64, 128; mlpCase, Tsit5, n =
+// the gradient of MLP fields 2-w-w-2 (w = 128; mlpCase, Tsit5, n =
 // 4096) with lanes kernels rolled (the default from LaneRollMinShared
 // weights) and unrolled (Tuning.unrolled): the first Grad's compile
 // time, then warm Grads alternating between the two (kernel time,
-// median of 7), and checks that both give the same bits. It skips
-// without a GPU.
+// median of 7), and checks that both give the same loss and dL/dy0 bit
+// for bit, dL/dshared to the rounding of the device's atomics. Since
+// LaneRollMinShared rose past 2-64-64-2 (rolled, its kernel was slower)
+// only w = 128 is measured. It skips without a GPU.
 func TestGPULanesRolled(t *testing.T) {
 	needGPUEngine(t)
 	t.Setenv("GRADSOLVE_CUDA_CACHE", "off")
-	for _, w := range []int{64, 128} {
+	for _, w := range []int{128} {
 		c := mlpCase(4096, []int{2, w, w, 2})
 		var svs [2]*ode.Solver
 		var gs [2]*ode.Gradient
 		var kernels [2][]float64
 		for k, unrolled := range []bool{false, true} {
-			svs[k] = c.solver(t, tuned(t, "cuda", Tuning{unrolled: unrolled}))
+			// (Engines of their own, FastCompileFrom as the default's:
+			// no kernel an earlier test compiled in this process.)
+			svs[k] = c.solver(t, tuned(t, "cuda", Tuning{unrolled: unrolled, FastCompileFrom: defaultFastCompileFrom}))
 			g, st := c.tracedGrad(t, svs[k])
 			gs[k] = g
 			t.Logf("2-%d-%d-2 rolled %v: first Grad compile %.2f s, layout %s", w, w, !unrolled, st.Compile.Seconds(), st.Layout)
@@ -110,12 +115,9 @@ func TestGPULanesRolled(t *testing.T) {
 		if gs[0].Loss != gs[1].Loss {
 			t.Errorf("2-%d-%d-2 loss: rolled %v, unrolled %v", w, w, gs[0].Loss, gs[1].Loss)
 		}
-		for k := range gs[0].Shared {
-			if gs[0].Shared[k] != gs[1].Shared[k] {
-				t.Errorf("2-%d-%d-2 dL/dshared[%d]: rolled %v, unrolled %v", w, w, k, gs[0].Shared[k], gs[1].Shared[k])
-				break
-			}
-		}
+		// (The device adds the warps' weight gradients with atomics in
+		// no fixed order: two calls' dL/dshared agree to rounding.)
+		closeShared(t, fmt.Sprintf("2-%d-%d-2 dL/dshared, rolled against unrolled", w, w), gs[0].Shared, gs[1].Shared, int64(c.prob.N))
 		for k := range gs[0].Y0 {
 			if gs[0].Y0[k] != gs[1].Y0[k] {
 				t.Errorf("2-%d-%d-2 dL/dy0[%d]: rolled %v, unrolled %v", w, w, k, gs[0].Y0[k], gs[1].Y0[k])

@@ -51,10 +51,16 @@ import (
 // (w = 32, 1,218 weights), 3.50 s (64, 4,482) and 11.61 s (128, 17,154),
 // nearly all of it compiling; the sources, unrolled → rolled, are 182 →
 // 160 kB, 255 → 179 kB and 516 → 243 kB, and g++ -O0 compiles them as host
-// C++ in 4.6 → 3.1 s, 5.3 → 4.0 s and 13.3 → 5.0 s. Below this bound
-// (the neural benchmark's 2-32-32-2 among them) a first call is within
-// its budget already and the kernels stay as they were.
-const LaneRollMinShared = 4096
+// C++ in 4.6 → 3.1 s, 5.3 → 4.0 s and 13.3 → 5.0 s. On an H100
+// (session 41, TestGPULanesRolled, medians of 7 alternated warm Grads)
+// the rolled kernel of 2-64-64-2 ran 1.833 ms against the unrolled one's
+// 1.419 (29% slower), of 2-128-128-2 15.93 against 17.37 (8% faster);
+// compiled cold (TestGPUColdStart) the rolled 2-128-128-2 took 2.31 s
+// to its first result against 8.4–11.6 s unrolled. The bound lies
+// between the two networks: 2-64-64-2 keeps its faster unrolled kernel
+// (3.3–3.5 s cold, within the 5 s of issue 26's networks), and below it
+// the neural benchmark's 2-32-32-2 too.
+const LaneRollMinShared = 8192
 
 // rollLine is a line of a function's code, split for rolling.
 type rollLine struct {
