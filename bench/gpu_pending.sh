@@ -248,7 +248,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -527,6 +527,23 @@ t stiff-poll-wide 70 -test.v -test.run 'TestGPUStiffLayouts/pollution-Rodas5P/wi
 grep -hE 'largest difference|want .* within' "$out/l/stiff-poll-wide.log" | cut -c1-220 | head -4
 t regs-poll 170 -test.run XXX -test.bench 'GPUWideRegs/grad/pollution/(none|s64)$' -test.benchtime 5x
 t wide-private 70 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256)/' -test.benchtime 5x
+fi
+
+if [ "$part" = s41d ]; then
+# Session 41's mends: the MLP fields' first calls compiled cold before any
+# other process on the machine compiled their kernels (LaneRollMinShared
+# 8192: 2-128-128-2 rolled, 2-64-64-2 not); the kept gradients' shared
+# sums to the rounding of the device's atomics; the rolled 2-128-128-2
+# against unrolled on engines of their own; float32 events with Rodas5P
+# and save times (cut in s41b).
+echo "=== cold mlp"
+GS_COLDSTART_PHASES=problems GS_COLDSTART_ONLY=mlp- timeout 60 "$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-mlp.log" 2>&1
+el $?
+grep -hE "problems  |FAIL|^ok" "$out/l/cold-mlp.log" | cut -c1-220
+t keep 40 -test.v -test.run 'TestGPUKeepGrads$'
+t lanes-rolled 60 -test.v -test.run 'TestGPULanesRolled'
+grep -hE 'laneroll_test' "$out/l/lanes-rolled.log" | cut -c1-200
+t evf32-ros 60 -test.v -test.run 'TestGPUEventsFloat32/(ball|pk)-Rodas5P-saves'
 fi
 
 if [ "$part" = ncu ]; then
