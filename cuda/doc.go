@@ -363,19 +363,11 @@
 // the host's work on the per-trajectory results (from 2^18 trajectories
 // a launch in the thread layout runs a kernel per chunk of results, each
 // chunk's results copied back while the later chunks run and scattered
-// while the next is copied, the last chunk in two parts so that half of
-// its scatter runs beside its copies: Tuning.NoChunkLaunch for one
-// kernel; and each chunk's inputs staged while the chunk before goes up
-// and runs, its columns uploaded and its kernel queued once they are
-// staged, so that only the first chunk's staging comes before the
-// device's work (chunks whose inputs the arena holds queue their kernels
-// back to back): Tuning.NoChunkStage to stage them all first; the
-// host's work beside the device's (a chunk's scatter with more chunks to
-// come, the staging of the chunks after the first) runs on all cores but
-// one (from 4 cores), so that the goroutine that drives the device, back
-// from a wait in the driver, finds a core at once instead of waiting for
-// the scatter's blocks (BenchmarkCallOverlap times this on a simulated
-// device); of the order of the
+// while the next is copied: Tuning.NoChunkLaunch for one kernel; and
+// each chunk's inputs staged while the chunk before goes up and runs,
+// its columns uploaded and its kernel queued once they are staged, so
+// that only the first chunk's staging comes before the device's work:
+// Tuning.NoChunkStage to stage them all first; of the order of the
 // kernel's time and more at millions of trajectories: the result loop
 // copies and transposes every array and checks the gradients finite as
 // it copies them, Result.GradFinite, adds the loss terms in trajectory

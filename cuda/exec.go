@@ -854,7 +854,6 @@ type runScratch struct {
 	reader chunkReader     // a launch's chunkReader
 	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
 	words  [gradsTail]byte // with KeepGrads: the check's words and limbs (gradsWell)
-	from   int             // scatter: the first result block of the part fed
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1548,7 +1547,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	var ready chan [2]int      // the result blocks [lo, hi) copied back
 	var savesReady chan [2]int // the saved states' columns [c0, c1) copied back, with saveCols
 	if chunk > 0 {
-		ready = make(chan [2]int, (nb+chunk-1)/chunk+1) // (the last chunk in two parts: read)
+		ready = make(chan [2]int, (nb+chunk-1)/chunk)
 	} else if saveCols > 0 {
 		ready = make(chan [2]int, 1)
 		savesReady = make(chan [2]int, (r.k*r.d+saveCols-1)/saveCols)
@@ -1582,15 +1581,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			// it runs.
 			cr := r.chunkReader(down, &at, ar, n, &l, chunk)
 			args := r.kernelArgs(ar, n, rows, &l)
-			// Later chunks that upload nothing (their inputs held by the
-			// arena, or broadcast from the first chunk's seeds) queue
-			// their kernels without waiting for the one before.
-			later, timed := r.chunkUploads(&l, bc), 0 // (timed: the clocks whose time is in dt)
 			for k := range nc {
 				if _, ok := <-stagedCh; !ok {
 					return errStagingStopped
 				}
-				if k > 0 && later {
+				if k > 0 {
 					// Chunk k's copies up wait for the kernel before them
 					// (the device's queue runs in order): waited for here,
 					// so that the trace's transfers are the copies alone.
@@ -1598,7 +1593,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 					if err != nil {
 						return err
 					}
-					dt, timed = dt+d, k
+					dt += d
 				}
 				lo, hi := k*chunk*r.rb, min(n, (k+1)*chunk*r.rb)
 				if err := r.uploadChunk(up, ar, n, rows, &l, zeroGS, bc, lo, hi); err != nil {
@@ -1616,14 +1611,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if err := cr.read(nc-1, clocks[nc-1], ready); err != nil {
 				return err
 			}
-			for _, c := range clocks[timed:] {
-				d, err := r.q.elapsed(c)
-				if err != nil {
-					return err
-				}
-				dt += d
-			}
-			return nil
+			d, err := r.q.elapsed(clocks[nc-1])
+			dt += d
+			return err
 		}
 		if err := r.uploadBroadcast(up, ar, n, rows, &l, zeroGS, bc); err != nil {
 			return err
@@ -1787,9 +1777,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		rg := rtrace.StartRegion(r.ctx, "cuda.fill")
 		var ferr error
 		for k := range nc {
-			// Chunk 0 on all cores; the later ones while the device's
-			// goroutine uploads and launches those before (besideDevice).
-			if ferr = r.fillBlocks(up, g, &l, bc, k*chunk, min(nb, (k+1)*chunk), besideDevice(k > 0)); ferr != nil {
+			if ferr = r.fillBlocks(up, g, &l, bc, k*chunk, min(nb, (k+1)*chunk)); ferr != nil {
 				break
 			}
 			stagedCh <- struct{}{}
@@ -1828,31 +1816,6 @@ func (r *run) hostTimes(stage time.Duration, start time.Time) {
 	d := time.Since(start)
 	r.tr.add(func(t *TraceStats) { t.Stage += stage; t.Scatter += d })
 }
-
-// besideDevice returns the goroutines (par.Run's workers) of the host's
-// work on a launch's inputs or results that runs while the device's
-// goroutine has more of the launch to queue or wait for (busy: a later
-// chunk's upload, kernel or copies back): all cores but one, else all (0).
-// That goroutine waits for the device in the driver's calls, which give
-// up its core; back from one, it needs a core (a P) to go on, and a
-// par.Run on all of them leaves it none until their tasks are done (tasks
-// of a result block, a quarter of a millisecond and more each at 2^20
-// trajectories), so that the next chunk's kernel or copies waited for the
-// scatter of the chunk before instead of running beside it. The host's
-// work on a launch's last chunk, which nothing runs beside, takes every
-// core, and so does all of it below besideMin cores, where a scatter on
-// one core fewer (a half, a third less) outlasts what it would let the
-// device overlap.
-func besideDevice(busy bool) int {
-	if np := runtime.GOMAXPROCS(0); busy && np >= besideMin {
-		return np - 1
-	}
-	return 0
-}
-
-// besideMin is the fewest cores (GOMAXPROCS) at which besideDevice keeps
-// one for the device's goroutine.
-const besideMin = 4
 
 // errStagingStopped stops a batch whose next chunk's inputs failed their
 // checks (stagesByChunk): the launch returns the checks' error.
@@ -2013,29 +1976,10 @@ func (r *run) chunkReader(down []byte, at *[numArgs]int64, ar *arena, n int, l *
 // trajectory: the shared gradient's sums) and sends its blocks [lo, hi)
 // on ready. With after (a kernel per chunk, launchChunks), its copies
 // wait for after's kernel only; else for all the work queued.
-//
-// The launch's last chunk comes back in two parts (of whole result
-// blocks, where it has two), each sent on ready: its scatter, which
-// nothing runs beside, starts on the first part while the second is
-// copied, leaving half of it after the launch's last copy.
 func (cr *chunkReader) read(k int, after clock, ready chan<- [2]int) error {
+	r, n, at := cr.r, int64(cr.n), cr.at
 	b0 := k * cr.chunk
 	b1 := min(cr.nb, b0+cr.chunk)
-	if b1 == cr.nb && b1-b0 >= 2 {
-		mid := (b0 + b1 + 1) / 2
-		if err := cr.readBlocks(b0, mid, after, ready); err != nil {
-			return err
-		}
-		b0 = mid
-	}
-	return cr.readBlocks(b0, b1, after, ready)
-}
-
-// readBlocks copies the result blocks [b0, b1) back (read), with the
-// arrays that are not per trajectory where b1 is the launch's last, and
-// sends [b0, b1) on ready.
-func (cr *chunkReader) readBlocks(b0, b1 int, after clock, ready chan<- [2]int) error {
-	r, n, at := cr.r, int64(cr.n), cr.at
 	lo, hi := int64(b0*r.rb), min(n, int64(b1*r.rb))
 	dst, src := cr.dst[:0], cr.src[:0]
 	for a := argGS; a <= argGP; a++ {
@@ -2097,7 +2041,7 @@ var _ ode.CheckingExecutor = (*executor)(nil)
 // them over the rest on the device).
 func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 	fb := resultBlockOf(len(g))
-	if err := r.fillBlocks(up, g, l, bc, 0, (len(g)+fb-1)/fb, 0); err != nil {
+	if err := r.fillBlocks(up, g, l, bc, 0, (len(g)+fb-1)/fb); err != nil {
 		return err
 	}
 	if l.off[argEvIn] >= 0 && !bc.holds(argEvIn) {
@@ -2118,9 +2062,8 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 // resultBlockOf(len(g)) launch trajectories each (with the first block,
 // the inputs that are not per trajectory), less a given mesh's event
 // marks: a launch whose inputs go up chunk by chunk (stagesByChunk) fills
-// each chunk's blocks as the chunk before goes up and runs. Its blocks
-// run on par.Run's workers goroutines (0: all cores; besideDevice).
-func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1, workers int) error {
+// each chunk's blocks as the chunk before goes up and runs.
+func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) error {
 	fb := resultBlockOf(len(g))
 	j, v := r.j, r.v
 	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
@@ -2217,7 +2160,7 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1, worker
 	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
-	par.Run(b1-b0, workers, func(_, t int) {
+	par.Run(b1-b0, 0, func(_, t int) {
 		b := b0 + t
 		q0, q1 := b*fb, min(n, (b+1)*fb)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
@@ -2601,18 +2544,6 @@ func (r *run) uploadChunk(up []byte, ar *arena, n, rows int, l *layout, zeroGS b
 	return r.deviceFills(ar, n, rows, l, zeroGS, bc)
 }
 
-// chunkUploads reports whether the chunks of a launch in layout l after
-// its first upload inputs of their own (uploadChunk): columns of
-// stagedColumns that the arena does not hold and bc does not broadcast.
-func (r *run) chunkUploads(l *layout, bc bcast) bool {
-	for _, a := range stagedColumns {
-		if l.off[a] >= 0 && !bc.holds(a) && !bc.broadcasts(a) {
-			return true
-		}
-	}
-	return false
-}
-
 // stagedColumns are the inputs of one column or more of n values a launch
 // of n trajectories that uploadChunk copies by parts.
 var stagedColumns = []int{argT1, argT0s, argY0, argP, argData, argLen}
@@ -2966,16 +2897,8 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// times of four components) in tasks of their own (scatterSaves): a
 	// result block (up to resultBlock trajectories) would leave a launch
 	// of a few thousand to one core. A failed trajectory's rows are NaN.
-	// One task function for all the parts fed (their first block in
-	// r.sc.from, set before each par.Run): a closure per part would be an
-	// allocation per part.
-	task := func(w, t int) { block(w, r.sc.from+t) }
 	if err := feed(func(lo, hi int) {
-		// Blocks before the launch's last, and any before saved states
-		// that come back apart, are scattered while the device's
-		// goroutine still copies (besideDevice).
-		r.sc.from = lo
-		par.Run(hi-lo, besideDevice(hi < nb || savesApart), task)
+		par.Run(hi-lo, 0, func(w, t int) { block(w, lo+t) })
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}
