@@ -68,27 +68,7 @@ func TestHostWidePrivateSame(t *testing.T) {
 			for _, op := range x.ops {
 				var got [3][]float64
 				for k, engine := range []string{private, shared, loops} {
-					var tr Trace
-					ctx := WithTrace(t.Context(), &tr)
-					sv := x.c.solver(t, engine)
-					p := x.c.prob
-					switch op {
-					case "solve":
-						sol, err := sv.SolveContext(ctx, &p)
-						if err != nil {
-							t.Fatal(err)
-						}
-						got[k] = append(append(append([]float64{}, sol.Y...), sol.Ys...), sol.T...)
-					case "grad":
-						g, err := sv.GradContext(ctx, nil, &p, x.c.loss, nil)
-						if err != nil {
-							t.Fatal(err)
-						}
-						got[k] = append(append(append([]float64{g.Loss}, g.Y0...), g.P...), g.Shared...)
-					}
-					if l := tr.Stats().Layout; l != "wide" {
-						t.Fatalf("%s on %s: the %s layout, not wide", op, engine, l)
-					}
+					got[k] = wideResults(t, x.c, engine, op)
 				}
 				for k, form := range []string{"lane-private arrays by rows", "lane-private arrays in loops (Tuning.wideLoops)"} {
 					a, b := got[k*2], got[1]
@@ -214,4 +194,36 @@ func TestHostWideFormsCompile(t *testing.T) {
 			t.Errorf("%s: loops over the lanes' rows %t, want %t", f.name, rows, f.rows)
 		}
 	}
+}
+
+// wideResults runs op ("solve": the states, saved states and end times;
+// "grad": the loss and the gradients) of c on engine, in the wide layout
+// (it fails the test in another), and returns its results in one slice.
+func wideResults(t *testing.T, c engineCase, engine, op string) []float64 {
+	t.Helper()
+	var tr Trace
+	ctx := WithTrace(t.Context(), &tr)
+	sv := c.solver(t, engine)
+	p := c.prob
+	var got []float64
+	switch op {
+	case "solve":
+		sol, err := sv.SolveContext(ctx, &p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(append(append([]float64{}, sol.Y...), sol.Ys...), sol.T...)
+	case "grad":
+		g, err := sv.GradContext(ctx, nil, &p, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(append(append([]float64{g.Loss}, g.Y0...), g.P...), g.Shared...)
+	default:
+		t.Fatalf("wideResults: operation %q", op)
+	}
+	if l := tr.Stats().Layout; l != "wide" {
+		t.Fatalf("%s on %s: the %s layout, not wide", op, engine, l)
+	}
+	return got
 }

@@ -57,27 +57,7 @@ func TestHostWideScalarsSame(t *testing.T) {
 			for _, op := range x.ops {
 				got := make([][]float64, len(engines))
 				for k, engine := range engines {
-					var tr Trace
-					ctx := WithTrace(t.Context(), &tr)
-					sv := x.c.solver(t, engine)
-					p := x.c.prob
-					switch op {
-					case "solve":
-						sol, err := sv.SolveContext(ctx, &p)
-						if err != nil {
-							t.Fatal(err)
-						}
-						got[k] = append(append(append([]float64{}, sol.Y...), sol.Ys...), sol.T...)
-					case "grad":
-						g, err := sv.GradContext(ctx, nil, &p, x.c.loss, nil)
-						if err != nil {
-							t.Fatal(err)
-						}
-						got[k] = append(append(append([]float64{g.Loss}, g.Y0...), g.P...), g.Shared...)
-					}
-					if l := tr.Stats().Layout; l != "wide" {
-						t.Fatalf("%s on %s: the %s layout, not wide", op, engine, l)
-					}
+					got[k] = wideResults(t, x.c, engine, op)
 				}
 				base := got[0]
 				if len(base) == 0 {
