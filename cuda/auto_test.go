@@ -404,12 +404,14 @@ func TestHostEngineAutoReuse(t *testing.T) {
 
 // TestHostEngineStopTimes checks that a gradient's record that stops
 // trajectories where their stiffness test fires (Job.StopOnStiff: Grad
-// with Tsit5, Method Auto's first pass) copies their times back with its
-// other results (run.stopsBack), not in a batch of its own after them:
-// Tsit5's Grad on Robertson's mixed ensemble on cuda-host takes as many
-// batches as on its non-stiff rows alone, which stop none, and its error
-// names the trajectory and the time (within 1e-10) where the CPU engine
-// stops it.
+// with Tsit5, which refuses them; not Job.Continues, so its times and
+// last steps stay on the device while every trajectory ends OK) reads
+// the stopped ones' times in at most one batch after its results:
+// Tsit5's Grad on Robertson's mixed ensemble on cuda-host takes at most
+// one batch more than on its non-stiff rows alone, which stop none, and
+// its error names the trajectory and the time (within 1e-10) where the
+// CPU engine stops it. (Method Auto's pass, Job.Continues, copies them
+// with its results: run.stopsBack.)
 func TestHostEngineStopTimes(t *testing.T) {
 	needHost(t)
 	hb := hostF64.be.(*hostBackend)
@@ -445,8 +447,8 @@ func TestHostEngineStopTimes(t *testing.T) {
 		t.Fatalf("stopped at trajectory %d, t = %v; the CPU engine: %v", te.Index, te.T, cerr)
 	}
 	odetest.Close(t, "the time where it stopped", []float64{te.T}, []float64{want.T}, 1e-10)
-	if stopped != ok {
-		t.Errorf("a Grad that stops trajectories stiff: %d batches; without stops %d, want as many", stopped, ok)
+	if stopped > ok+1 {
+		t.Errorf("a Grad that stops trajectories stiff: %d batches; without stops %d, want at most one more", stopped, ok)
 	}
 }
 

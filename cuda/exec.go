@@ -1253,11 +1253,13 @@ func (r *run) downloaded(a int) bool {
 // stopsBack reports whether the run copies the times reached and the
 // last steps back with its other results where lazyTimes and lazySteps
 // would leave them on the device: a record that stops stiff trajectories
-// (Job.StopOnStiff: Method Auto's Tsit5 pass) reads them for those, as
-// for failures, and the continuation starts at their times; in the
-// launch's own read (16 bytes a trajectory) they cost no second read
-// after it, a round trip to the device a call (scatter).
-func (r *run) stopsBack() bool { return r.j.StopOnStiff && r.v.Adaptive }
+// (Job.StopOnStiff with Job.Continues: Method Auto's Tsit5 pass) reads
+// them for those, as for failures, and the continuation starts at their
+// times; in the launch's own read (16 bytes a trajectory) they cost no
+// second read after it, a round trip to the device a call (scatter). A
+// gradient, which stops stiff trajectories only to refuse them, leaves
+// them on the device.
+func (r *run) stopsBack() bool { return r.j.StopOnStiff && r.j.Continues && r.v.Adaptive }
 
 // region returns the byte range [lo, hi) of the arena covering the
 // arguments first…last that are used.

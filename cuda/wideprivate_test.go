@@ -143,7 +143,10 @@ func widePrivOut(t *testing.T, c engineCase, all bool) (bool, int) {
 		t.Fatal(err)
 	}
 	v := kernelgen.ConfigOf(j)
-	v.Wide, v.RowMajor, v.WideShared = true, true, all
+	// (WideScalars -1: the placements compared without the replicated
+	// values' slots, which trade shared memory for registers on purpose:
+	// TestHostWideScalarsSame.)
+	v.Wide, v.RowMajor, v.WideShared, v.WideScalars = true, true, all, -1
 	src, info, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 	if err != nil {
 		t.Fatal(err)

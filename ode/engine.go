@@ -251,6 +251,13 @@ type Job struct {
 	// method's stability limit, which would be wasted work.
 	StopOnStiff bool
 
+	// Continues, with StopOnStiff, says that the caller runs the stopped
+	// trajectories on from where they stopped (Method Auto's pass): an
+	// engine may then copy their times and last steps back with its other
+	// results rather than read them apart. False for a gradient, which
+	// only refuses them.
+	Continues bool
+
 	// KeepSaves asks the engine to leave the saved states where it
 	// computed them (Settings.KeepSaves): it may return them as
 	// Result.Saves instead of Result.Ys (which it then leaves nil), in

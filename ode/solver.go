@@ -603,6 +603,7 @@ func (sv *Solver) runPlan(ctx context.Context, op Op, q *problem, loss *Loss, m 
 	// runs that trajectory again with Rodas5P: neither uses the rest of
 	// it.
 	j.StopOnStiff = (op == OpGrad || sv.set.Method == Auto) && stiff == nil
+	j.Continues = j.StopOnStiff && sv.set.Method == Auto
 	if loss != nil {
 		lp, err := sv.lossPlan(loss, q)
 		if err != nil {
