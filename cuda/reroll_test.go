@@ -90,6 +90,13 @@ func kernelSource(t *testing.T, c engineCase, op ode.Op, unrolled bool) string {
 // the thread layout, its configuration changed by set.
 func kernelSourceWith(t *testing.T, c engineCase, op ode.Op, set func(*kernelgen.Config)) string {
 	t.Helper()
+	src, _ := kernelSourceInfo(t, c, op, set)
+	return src
+}
+
+// kernelSourceInfo is kernelSourceWith with the kernel's KernelInfo.
+func kernelSourceInfo(t *testing.T, c engineCase, op ode.Op, set func(*kernelgen.Config)) (string, kernelgen.KernelInfo) {
+	t.Helper()
 	j := jobOf(t, c, op)
 	sp, err := kernelgen.NewStepPrograms(j.Plan)
 	if err != nil {
@@ -97,11 +104,11 @@ func kernelSourceWith(t *testing.T, c engineCase, op ode.Op, set func(*kernelgen
 	}
 	v := kernelgen.ConfigOf(j)
 	set(&v)
-	src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+	src, info, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 	if err != nil {
 		t.Fatal(fmt.Errorf("%v: %w", op, err))
 	}
-	return src
+	return src, info
 }
 
 // TestRerolledSize bounds the kernels of Lorenz-96 with an explicit

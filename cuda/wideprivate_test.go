@@ -137,20 +137,12 @@ func BenchmarkGPUWidePrivate(b *testing.B) {
 // shared memory per warp in bytes.
 func widePrivOut(t *testing.T, c engineCase, all bool) (bool, int) {
 	t.Helper()
-	j := jobOf(t, c, ode.OpGrad)
-	sp, err := kernelgen.NewStepPrograms(j.Plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := kernelgen.ConfigOf(j)
 	// (WideScalars -1: the placements compared without the replicated
 	// values' slots, which trade shared memory for registers on purpose:
 	// TestHostWideScalarsSame.)
-	v.Wide, v.RowMajor, v.WideShared, v.WideScalars = true, true, all, -1
-	src, info, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, info := kernelSourceInfo(t, c, ode.OpGrad, func(v *kernelgen.Config) {
+		v.Wide, v.RowMajor, v.WideShared, v.WideScalars = true, true, all, -1
+	})
 	return strings.Contains(src, ", gs_real* gs_po) {") && strings.Contains(src, "lamo[c / GS_WSTRIDE]"), info.WideShared
 }
 

@@ -92,17 +92,7 @@ func TestHostWideScalarsSame(t *testing.T) {
 // (kernelgen.Config.WideScalars).
 func wideSpilled(t *testing.T, c engineCase, scalars int) int {
 	t.Helper()
-	j := jobOf(t, c, ode.OpGrad)
-	sp, err := kernelgen.NewStepPrograms(j.Plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := kernelgen.ConfigOf(j)
-	v.Wide, v.RowMajor, v.WideScalars = true, true, scalars
-	src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := kernelSourceWith(t, c, ode.OpGrad, func(v *kernelgen.Config) { v.Wide, v.RowMajor, v.WideScalars = true, true, scalars })
 	return strings.Count(src, "out of registers (widespill.go)")
 }
 
