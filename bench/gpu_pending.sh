@@ -248,7 +248,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -544,6 +544,25 @@ t keep 40 -test.v -test.run 'TestGPUKeepGrads$'
 t lanes-rolled 60 -test.v -test.run 'TestGPULanesRolled'
 grep -hE 'laneroll_test' "$out/l/lanes-rolled.log" | cut -c1-200
 t evf32-ros 60 -test.v -test.run 'TestGPUEventsFloat32/(ball|pk)-Rodas5P-saves'
+fi
+
+if [ "$part" = s42a ]; then
+# Session 42's first call: session 41's part s41d (the MLP fields' cold
+# first calls before anything else on a fresh machine; the kept shared
+# sums; the rolled lanes; float32 events with Rodas5P), the call bound
+# after the scatter's revert, and the wide kernels' launch bounds
+# (Tuning.WideMinBlocks 6 and 7) on HIRES, Lorenz-96 and the Brusselator
+# beside the default before the bounds become a default.
+echo "=== cold mlp"
+GS_COLDSTART_PHASES=problems GS_COLDSTART_ONLY=mlp- timeout 60 "$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-mlp.log" 2>&1
+el $?
+grep -hE "problems  |FAIL|^ok" "$out/l/cold-mlp.log" | cut -c1-220
+t keep 40 -test.v -test.run 'TestGPUKeepGrads$'
+t lanes-rolled 60 -test.v -test.run 'TestGPULanesRolled'
+grep -hE 'laneroll_test' "$out/l/lanes-rolled.log" | cut -c1-200
+t evf32-ros 60 -test.v -test.run 'TestGPUEventsFloat32/(ball|pk)-Rodas5P-saves'
+t call-bound 60 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 3
+t wide-regs 230 -test.run XXX -test.bench 'GPUWideRegs/grad/(hires|lorenz96-64|lorenz96-256|brusselator)/(s64|s64-b6|s64-b7)$' -test.benchtime 5x
 fi
 
 if [ "$part" = ncu ]; then

@@ -96,7 +96,7 @@ func wideSpilled(t *testing.T, c engineCase, scalars int) int {
 	return strings.Count(src, "out of registers (widespill.go)")
 }
 
-// BenchmarkGPUWideRegs times the wide layout's Rodas5P gradient with the
+// BenchmarkGPUWideRegs times the wide layout's gradient (Rodas5P; Lorenz-96: Tsit5) with the
 // record (kernels: kernel-ms/op; whole calls: ms/op) of Pollution
 // (d = 20, n = 4096, wideRosBenchCase: the large-state suite's shape,
 // t ∈ [0, 0.5]) and HIRES (d = 8, n = 4096, layoutFillCase) under the
@@ -118,8 +118,11 @@ func wideSpilled(t *testing.T, c engineCase, scalars int) int {
 //     source or more at -O1 (Pollution's: 1.8 MB): ptxas may allocate
 //     registers better, and takes minutes longer to compile.
 //
-// HIRES (at most 25 replicated values live: no budget here moves one)
-// runs s64, s64-b6, s64-b7 and s64-O3 only.
+// HIRES (at most 25 replicated values live: no budget here moves one),
+// Lorenz-96 (d = 64 and 256, n = 4096, wideBenchGradCase) and the
+// Brusselator (n = 1024) run s64, s64-b6, s64-b7 and s64-O3 only: the
+// launch bounds measured on every wide kernel before they become a
+// default.
 //
 // One device call (each variant compiles its kernel: about a minute for
 // Pollution's on an empty cache):
@@ -147,12 +150,15 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 	}{
 		{"pollution", func() engineCase { return wideRosBenchCase(b, "pollution", 4096) }},
 		{"hires", func() engineCase { return layoutFillCase(b, "hires", 4096) }},
+		{"lorenz96-64", func() engineCase { return wideBenchGradCase(4096, 64) }},
+		{"lorenz96-256", func() engineCase { return wideBenchGradCase(4096, 256) }},
+		{"brusselator", func() engineCase { return wideRosBenchCase(b, "brusselator", 1024) }},
 	}
 	for _, pc := range cases {
 		c := pc.c()
 		for _, x := range variants {
-			if pc.name == "hires" && x.name != "s64" && x.name != "s64-b6" && x.name != "s64-b7" && x.name != "s64-O3" {
-				continue // HIRES keeps at most 25 values live: no budget moves any
+			if pc.name != "pollution" && x.name != "s64" && x.name != "s64-b6" && x.name != "s64-b7" && x.name != "s64-O3" {
+				continue // the others keep few replicated values live: no budget moves any
 			}
 			tun := x.tun
 			tun.Layout = LayoutWide
