@@ -563,6 +563,43 @@ grep -hE 'laneroll_test' "$out/l/lanes-rolled.log" | cut -c1-200
 t evf32-ros 60 -test.v -test.run 'TestGPUEventsFloat32/(ball|pk)-Rodas5P-saves'
 t call-bound 60 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 3
 t wide-regs 230 -test.run XXX -test.bench 'GPUWideRegs/grad/(hires|lorenz96-64|lorenz96-256|brusselator)/(s64|s64-b6|s64-b7)$' -test.benchtime 5x
+# Nsight Compute on the Kepler gradient with 1 and 1,000 save times (issue
+# 25: its kernel 6.7x one save's): where the reverse sweep's warps stall.
+for s in 1 1000; do
+echo "=== ncu saves=$s"
+timeout 100 ncu --clock-control none -k regex:gs_engine --launch-skip 2 --launch-count 2 \
+	--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+	--metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' --page details --csv \
+	--log-file "$out/l/ncu-saves-$s.csv" "$bin/cuda.test" -test.run '^$' -test.bench "GPUSaveSplit/saves=$s/grad-kept\$" -test.benchtime 3x \
+	>"$out/l/ncu-saves-$s.log" 2>&1
+el $?
+python3 - "$out/l/ncu-saves-$s.csv" <<'PY'
+import csv, sys, collections
+try:
+    rows = list(csv.reader(open(sys.argv[1])))
+except OSError as e:
+    print(e); sys.exit()
+hdr = next((r for r in rows if "Metric Name" in r), None)
+if hdr is None:
+    print("no metrics:", " | ".join(" ".join(r) for r in rows[:5])[:400]); sys.exit()
+ii, mi, vi = hdr.index("ID"), hdr.index("Metric Name"), hdr.index("Metric Value")
+by = collections.defaultdict(dict)
+for r in rows[rows.index(hdr) + 1:]:
+    if len(r) > vi:
+        by[r[ii]][r[mi]] = r[vi]
+want = ("Duration", "Registers Per Thread", "Achieved Occupancy", "Compute (SM) Throughput", "Memory Throughput", "Warp Cycles Per Issued Instruction", "Executed Ipc Active")
+for k, m in by.items():
+    print("launch", k, "; ".join("%s %s" % (w, m[w]) for w in want if w in m))
+    st = []
+    for name, v in m.items():
+        if name.startswith("smsp__average_warps_issue_stalled_"):
+            try:
+                st.append((float(v.replace(",", "")), name[34:].replace("_per_issue_active.ratio", "")))
+            except ValueError:
+                pass
+    print("  stalls", ", ".join("%s %.2f" % (n, v) for v, n in sorted(st, reverse=True)[:8]))
+PY
+done
 fi
 
 if [ "$part" = ncu ]; then
