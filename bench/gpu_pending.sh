@@ -562,6 +562,7 @@ t lanes-rolled 60 -test.v -test.run 'TestGPULanesRolled'
 grep -hE 'laneroll_test' "$out/l/lanes-rolled.log" | cut -c1-200
 t evf32-ros 60 -test.v -test.run 'TestGPUEventsFloat32/(ball|pk)-Rodas5P-saves'
 t call-bound 60 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 3
+t wide-host 60 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256)/rows$' -test.benchtime 5x
 t wide-regs 230 -test.run XXX -test.bench 'GPUWideRegs/grad/(hires|lorenz96-64|lorenz96-256|brusselator)/(s64|s64-b6|s64-b7)$' -test.benchtime 5x
 # Nsight Compute on the Kepler gradient with 1 and 1,000 save times (issue
 # 25: its kernel 6.7x one save's): where the reverse sweep's warps stall.

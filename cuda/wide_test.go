@@ -290,7 +290,8 @@ func wideRosBenchCase(b *testing.B, name string, n int) engineCase {
 
 // benchWide times op ("solve" or "grad") of case c on engine, whose
 // layout must be layout: kernel-ms is the trace's kernel time, ms/op the
-// whole call's.
+// whole call's, copy-ms its copies, stage-ms and scatter-ms its host work
+// before and after the batch (TraceStats.Stage, Scatter).
 func benchWide(b *testing.B, c engineCase, op, engine, layout string) {
 	if err := benchLayout(b, c, op, engine, layout); err != nil {
 		b.Fatal(err)
@@ -336,6 +337,8 @@ func benchLayout(b *testing.B, c engineCase, op, engine, layout string) error {
 	b.ReportMetric(float64(st.Kernel)/1e6/float64(b.N), "kernel-ms/op")
 	b.ReportMetric(float64(st.Transfer)/1e6/float64(b.N), "copy-ms/op")
 	b.ReportMetric(float64(st.Upload+st.Download)/1e6/float64(b.N), "MB/op")
+	b.ReportMetric(float64(st.Stage)/1e6/float64(b.N), "stage-ms/op")
+	b.ReportMetric(float64(st.Scatter)/1e6/float64(b.N), "scatter-ms/op")
 	return nil
 }
 
