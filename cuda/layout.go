@@ -205,8 +205,11 @@ type Tuning struct {
 	// bounds: at least WideMinBlocks blocks of kernelgen.WideWarps warps
 	// per multiprocessor, so that ptxas caps the registers of a thread
 	// (6: 168, 7: 144, 8: 128), spilling past the cap, for occupancy
-	// (kernelgen.Config.WideMinBlocks). Zero: no bounds. For the
-	// device's A/B (BenchmarkGPUWideRegs); the same results bit for bit.
+	// (kernelgen.Config.WideMinBlocks). Zero means as many blocks as the
+	// device's shared memory lets run at once, at most 7 (wideMinBlocks:
+	// HIRES's wide gradient kernel 1.6× faster on an H100); negative, no
+	// bounds. The same results bit for bit (BenchmarkGPUWideRegs
+	// measures the levers).
 	WideMinBlocks int
 	// NoTrainGraph runs each step of a fit kept in device memory
 	// (ode.Trainer) as a batch of a dozen operations launched from the
@@ -350,7 +353,8 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.Lanes = sp.Lanes && (tileSums || !kernelgen.ThreadsFill(pl, j.n, dev.sms))
 	}
 	if !v.Lanes {
-		v.Wide = useWide(v, pl, sp, j, prec, tileSums, dev, tun)
+		var per int
+		v.Wide, per = useWide(v, pl, sp, j, prec, tileSums, dev, tun)
 		v.RowMajor = v.Wide // its warps read and write whole rows
 		v.WideShared = v.Wide && tun.NoWidePrivate
 		v.WideRows = v.Wide && !tun.NoWidePrivate && !tun.wideLoops
@@ -358,7 +362,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 			v.WideScalars = tun.WideScalars
 		}
 		if v.Wide {
-			v.WideMinBlocks = max(tun.WideMinBlocks, 0)
+			v.WideMinBlocks = wideMinBlocks(per, dev.sharedLimit, tun.WideMinBlocks)
 		}
 		return v
 	}
@@ -382,19 +386,20 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 // runs in the wide layout (chooseLayout): forced (LayoutWide) at any d,
 // by default from wideMinDim's d; in both cases where the layout runs the
 // kernel (kernelgen.WideAllowed), its programs emit and a warp's shared
-// memory fits the device's limit.
-func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, tileSums bool, dev device, tun Tuning) bool {
+// memory fits the device's limit. It returns that shared memory of a
+// warp in bytes too (0 where the layout is not used).
+func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j layoutJob, prec Precision, tileSums bool, dev device, tun Tuning) (bool, int) {
 	if sp == nil || !kernelgen.WideAllowed(v, pl, prec) {
-		return false
+		return false, 0
 	}
 	switch tun.Layout {
 	case LayoutWide:
 	case LayoutAuto:
 		if from := wideMinDim(pl, j.n, tileSums, dev.sms, tun); from <= 0 || pl.Dim < from {
-			return false
+			return false, 0
 		}
 	default:
-		return false
+		return false, 0
 	}
 	widePer := j.widePer
 	switch {
@@ -408,7 +413,44 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 		widePer = func(grad, saves bool) (int, error) { return kernelgen.WideSharedPerWarp(pl, grad, saves) }
 	}
 	per, err := widePer(v.Grad, v.Saves > 0)
-	return err == nil && (dev.sharedLimit == 0 || per <= dev.sharedLimit)
+	if err != nil || dev.sharedLimit > 0 && per > dev.sharedLimit {
+		return false, 0
+	}
+	return true, per
+}
+
+// wideMaxMinBlocks is the most blocks per multiprocessor a wide-layout
+// kernel's launch bounds ask for by default (wideMinBlocks): 7 blocks of
+// kernelgen.WideWarps warps cap a thread's registers at 144 (ptxas
+// allocated 128). Measured on an H100 (BenchmarkGPUWideRegs, session 42,
+// kernel ms without bounds / 6 / 7 blocks): HIRES 67.8 / 53.1 / 43.1,
+// Lorenz-96 d = 64 0.88 / 1.06 / 0.84, d = 256 5.23 / 5.03 / 5.02;
+// Pollution (session 41) 23.58 / 20.52 / –.
+const wideMaxMinBlocks = 7
+
+// wideMinBlocks returns the launch bounds' blocks per multiprocessor
+// (kernelgen.Config.WideMinBlocks; 0: no bounds) of a wide-layout kernel
+// whose warps take per bytes of shared memory each, on a device whose
+// blocks may take limit bytes (0: unknown, a host backend), tuned by tun
+// (Tuning.WideMinBlocks): tun if positive, none if negative; by default
+// as many blocks as the device's shared memory lets run at once (a
+// block's kernelgen.WideWarps warps and the kilobyte the device reserves
+// a block), at most wideMaxMinBlocks: bounds past that count would cap
+// the registers of blocks that cannot run, spilling for nothing (the
+// Brusselator's 64-component Rodas5P kernel: 254 registers, 2-3% slower
+// with 6 or 7 blocks' bounds).
+func wideMinBlocks(per, limit, tun int) int {
+	switch {
+	case tun > 0:
+		return tun
+	case tun < 0 || limit <= 0:
+		return 0
+	}
+	blocks := limit / (kernelgen.WideWarps*per + 1024)
+	if blocks <= 1 {
+		return 0
+	}
+	return min(blocks, wideMaxMinBlocks)
 }
 
 // wideMinDim returns the smallest state of plan pl that runs in the wide

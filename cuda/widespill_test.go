@@ -107,9 +107,12 @@ func wideSpilled(t *testing.T, c engineCase, scalars int) int {
 // cache):
 //
 //   - none: every replicated scalar in registers (Tuning.WideScalars
-//     -1: the kernels before widespill.go);
-//   - s64: the default budget (kernelgen.DefaultWideScalars), s48, s96:
-//     other budgets;
+//     -1: the kernels before widespill.go), no launch bounds;
+//   - s64: the defaults: a budget of 64 (kernelgen.DefaultWideScalars)
+//     and launch bounds of as many blocks as shared memory lets run, at
+//     most 7 (wideMinBlocks); s48, s96: other budgets;
+//   - s64-b0: no launch bounds (Tuning.WideMinBlocks -1: the default
+//     before session 42);
 //   - s64-b6, s64-b7, none-b6: with launch bounds of 6 or 7 blocks of
 //     two warps per multiprocessor (Tuning.WideMinBlocks: registers
 //     capped at 168 or 144);
@@ -120,9 +123,9 @@ func wideSpilled(t *testing.T, c engineCase, scalars int) int {
 //
 // HIRES (at most 25 replicated values live: no budget here moves one),
 // Lorenz-96 (d = 64 and 256, n = 4096, wideBenchGradCase) and the
-// Brusselator (n = 1024) run s64, s64-b6, s64-b7 and s64-O3 only: the
-// launch bounds measured on every wide kernel before they become a
-// default.
+// Brusselator (n = 1024) run s64, s64-b0, s64-b6, s64-b7 and s64-O3
+// only. The kernels' registers are reported as the engine configures
+// them (chooseLayout on device 0).
 //
 // One device call (each variant compiles its kernel: about a minute for
 // Pollution's on an empty cache):
@@ -134,8 +137,9 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 		name string
 		tun  Tuning
 	}{
-		{"none", Tuning{WideScalars: -1}},
+		{"none", Tuning{WideScalars: -1, WideMinBlocks: -1}},
 		{"s64", Tuning{}},
+		{"s64-b0", Tuning{WideMinBlocks: -1}},
 		{"s48", Tuning{WideScalars: 48}},
 		{"s96", Tuning{WideScalars: 96}},
 		{"s64-b6", Tuning{WideMinBlocks: 6}},
@@ -157,7 +161,7 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 	for _, pc := range cases {
 		c := pc.c()
 		for _, x := range variants {
-			if pc.name != "pollution" && x.name != "s64" && x.name != "s64-b6" && x.name != "s64-b7" && x.name != "s64-O3" {
+			if pc.name != "pollution" && x.name != "s64" && x.name != "s64-b0" && x.name != "s64-b6" && x.name != "s64-b7" && x.name != "s64-O3" {
 				continue // the others keep few replicated values live: no budget moves any
 			}
 			tun := x.tun
@@ -174,18 +178,13 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 }
 
 // wideKernelAttrs returns the resources of case c's wide gradient kernel
-// under tun (its WideScalars and WideMinBlocks; the other fields at
-// their defaults), compiled for device 0 with the engine's options.
+// under tun (Layout LayoutWide), its configuration chosen as the engine
+// chooses it on device 0 (chooseLayout), compiled for that device with
+// the engine's options.
 func wideKernelAttrs(b *testing.B, c engineCase, tun Tuning) driver.KernelAttrs {
 	b.Helper()
 	j := jobOf(b, c, ode.OpGrad)
 	sp, err := kernelgen.NewStepPrograms(j.Plan)
-	if err != nil {
-		b.Fatal(err)
-	}
-	v := kernelgen.ConfigOf(j)
-	v.Wide, v.RowMajor, v.WideScalars, v.WideMinBlocks = true, true, tun.WideScalars, tun.WideMinBlocks
-	src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -194,6 +193,16 @@ func wideKernelAttrs(b *testing.B, c engineCase, tun Tuning) driver.KernelAttrs 
 		b.Fatal(err)
 	}
 	defer d.Close()
+	info := d.Info()
+	dev := device{sms: info.SMs, sharedLimit: max(maxShared, info.SharedOptin)}
+	v := chooseLayout(kernelgen.ConfigOf(j), j.Plan, sp, layoutJob{n: c.prob.N}, Float64, false, dev, tun)
+	if !v.Wide {
+		b.Fatalf("%s: not in the wide layout under %+v", c.name, tun)
+	}
+	src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+	if err != nil {
+		b.Fatal(err)
+	}
 	mod, _, err := d.Build(src, &driver.CompileSettings{Name: kernelgen.KernelName + ".cu", Options: tun.compileOptions(len(src))})
 	if err != nil {
 		b.Fatal(err)
@@ -208,4 +217,31 @@ func wideKernelAttrs(b *testing.B, c engineCase, tun Tuning) driver.KernelAttrs 
 		b.Fatal(err)
 	}
 	return a
+}
+
+// TestWideMinBlocks checks the wide layout's default launch bounds: as
+// many blocks of kernelgen.WideWarps warps as the device's shared memory
+// runs at once, at most wideMaxMinBlocks; none where one block fits or
+// the device is unknown; the tuning's count where it sets one.
+func TestWideMinBlocks(t *testing.T) {
+	const lim = 227 << 10
+	perOf := func(blocks int) int { return (lim/blocks - 1024) / kernelgen.WideWarps } // a warp's bytes for blocks blocks
+	for _, c := range []struct {
+		per, limit, tun, want int
+	}{
+		{1 << 10, lim, 0, wideMaxMinBlocks}, // small warps: the cap
+		{perOf(5), lim, 0, 5},               // shared memory runs 5 blocks
+		{perOf(5) + 1, lim, 0, 4},           // a byte more: 4
+		{20464, lim, 0, 5},                  // Lorenz-96 d = 256's rows form (session 41)
+		{perOf(2), lim, 0, 2},               // two blocks
+		{perOf(1), lim, 0, 0},               // one block: no bounds
+		{1 << 10, 0, 0, 0},                  // a host backend: none
+		{1 << 10, lim, 6, 6},                // the tuning's count
+		{perOf(2), lim, 7, 7},               // even where shared memory runs fewer
+		{1 << 10, lim, -1, 0},               // none asked
+	} {
+		if got := wideMinBlocks(c.per, c.limit, c.tun); got != c.want {
+			t.Errorf("wideMinBlocks(%d, %d, %d) = %d, want %d", c.per, c.limit, c.tun, got, c.want)
+		}
+	}
 }
