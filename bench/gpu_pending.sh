@@ -603,6 +603,23 @@ PY
 done
 fi
 
+if [ "$part" = s42b ]; then
+# Session 42's second call: the wide kernels' default launch bounds (as
+# many blocks as shared memory runs, at most 7) against none (s64-b0) on
+# Pollution (7 by the rule, unmeasured), the Brusselator (none by the
+# rule) and HIRES (7); Lorenz-96's wide gradient calls with the result
+# loops in blocks sized by a trajectory's values, beside the session's
+# start (cuda-base.test.gz, 90f9650), alternated; TestGPUWide whole (its
+# d = 256 case with save times was cut in session 41).
+gunzip -c $bin/cuda-base.test.gz >/tmp/cuda-base.test && chmod +x /tmp/cuda-base.test
+for r in 1 2; do
+t wide-main-$r 40 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256)/rows$' -test.benchtime 5x
+TB=/tmp/cuda-base.test t wide-base-$r 40 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256)/rows$' -test.benchtime 5x
+done
+t wide-regs2 180 -test.run XXX -test.bench 'GPUWideRegs/grad/(pollution/(s64|s64-b0|s64-b6)|brusselator/(s64|s64-b0)|hires/s64)$' -test.benchtime 5x
+t wide-test 200 -test.v -test.run 'TestGPUWide$'
+fi
+
 if [ "$part" = ncu ]; then
 # Nsight Compute on the large-state kernels (issue 26: the GPU call is
 # 2.3-6.1x the 16-core CPU engine's where 10x is the target): occupancy,
