@@ -616,6 +616,7 @@ for r in 1 2; do
 t wide-main-$r 40 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256)/rows$' -test.benchtime 5x
 TB=/tmp/cuda-base.test t wide-base-$r 40 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256)/rows$' -test.benchtime 5x
 done
+t call-bound 60 -test.run '^$' -test.bench 'GPUCallBound/n=32768' -test.benchtime 40x -test.count 3
 t wide-regs2 180 -test.run XXX -test.bench 'GPUWideRegs/grad/(pollution/(s64|s64-b0|s64-b6)|brusselator/(s64|s64-b0)|hires/s64)$' -test.benchtime 5x
 t wide-test 200 -test.v -test.run 'TestGPUWide$'
 fi

@@ -1094,7 +1094,9 @@ func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
 // inputs staged while the chunk before runs (the default from two
 // chunks: stagesByChunk) and staged at once (Tuning.NoChunkStage), beside
 // the bound the issue sets: kernel-ms + 1.3·copy-ms + 0.2 ms (bound-ms),
-// and host-ms, the call's time beyond its kernels and copies. The calls
+// and host-ms, the call's time beyond its kernels and copies (of which
+// stage-ms and scatter-ms are the staging before the batch and the
+// results' scatter, which may overlap the copies: TraceStats). The calls
 // repeat the same inputs, which the arena keeps (up-KB and reused-KB:
 // the trace's bytes uploaded and not); "-noreuse" stages and uploads
 // them every call (Tuning.NoInputReuse). Run with -count to alternate
@@ -1121,6 +1123,8 @@ func BenchmarkGPUCallBound(b *testing.B) {
 					copies := float64(s.Transfer) / 1e6 / float64(b.N)
 					b.ReportMetric(kernel+1.3*copies+0.2, "bound-ms/op")
 					b.ReportMetric(call-kernel-copies, "host-ms/op")
+					b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+					b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
 				})
 			}
 		}
