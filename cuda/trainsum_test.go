@@ -49,8 +49,9 @@ int main(int argc, char** argv) {
 }
 `
 
-// The CUDA branch of the fused chunked sum (gs_t_sum, on simulated
-// blocks) gives the two-pass sum's order bit for bit: each thread's
+// TestHostTrainSumSimulated checks that the CUDA branch of the fused
+// chunked sum (gs_t_sum, on simulated blocks: trainSumSim) gives the
+// two-pass sum's order bit for bit: each thread's
 // strided run of its block's chunk, the block's tree, then each thread a
 // contiguous run of the partials and the tree again (the arithmetic of
 // the former gs_t_chunks and gs_t_total, written out here); the last
