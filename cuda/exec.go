@@ -1762,6 +1762,14 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return nil
 		})
 	}
+	if r.ahead.on {
+		// Only a kept gradient's launch runs ahead of its compare, and
+		// it has neither chunks nor save groups (kept: chunk and
+		// saveCols 0): its verdict is read above, before anything is
+		// written. Here it would be dropped (the deferred wait) with the
+		// results written.
+		return nil, errors.New("cuda: internal error: a launch ahead of its compare in chunks")
+	}
 	defer r.hostTimes(staged0, time.Now())
 	errc := make(chan error, 1)
 	go func() {

@@ -5,38 +5,21 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
-// gradsCheckSim runs grads.cuh's CUDA branch of gs_g_check on the host:
-// each block's gradsThreads threads as threads of their own
-// (__syncthreads a barrier; each warp's shuffles, ballots and votes
+// gradsCheckSim runs grads.cuh's CUDA branch of gs_g_check on the host
+// (blockSim): each block's GS_SIM_THREADS threads as threads of their
+// own (__syncthreads a barrier; each warp's shuffles, ballots and votes
 // through slots and a barrier of its own; the atomics the compiler's),
 // the blocks one after another on the same threads. It reads the blocks
 // and the loss terms from argv[1] and writes the check's words and limbs
 // to argv[2].
-const gradsCheckSim = `
-#include <stdio.h>
-#include <string.h>
-#include <barrier>
-#include <thread>
-#include <vector>
-#define GS_CUDA 1
-#define GS_DEVICE static inline
-#define GS_GLOBAL static
-#define __shared__ static
-struct gs_dim3 { unsigned x, y, z; };
-thread_local gs_dim3 threadIdx, blockIdx;
-gs_dim3 blockDim, gridDim;
-std::barrier<>* gs_bar;
+const gradsCheckSim = blockSim + `
 std::vector<std::barrier<>*> gs_wbar;
 unsigned long long gs_wslot[64][32];
-static void __syncthreads() { gs_bar->arrive_and_wait(); }
 static int gs_w() { return threadIdx.x >> 5; }
 static int gs_l() { return threadIdx.x & 31; }
 template <class T> static T gs_exch(T v, int src) {
@@ -63,7 +46,6 @@ static unsigned __ballot_sync(unsigned, bool p) {
 static int __all_sync(unsigned, bool p) { return __ballot_sync(0xffffffffu, p) == 0xffffffffu; }
 static int __ffs(int x) { return __builtin_ffs(x); }
 static long long __double_as_longlong(double x) { long long b; memcpy(&b, &x, 8); return b; }
-static unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static int atomicOr(int* p, int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 static int atomicMax(int* p, int v) {
   int o = __atomic_load_n(p, __ATOMIC_SEQ_CST);
@@ -82,19 +64,8 @@ int main(int argc, char** argv) {
   gs_gargs a;
   memset(&a, 0, sizeof a);
   a.n = n, a.loss = terms.data(), a.out = (int*)out.data();
-  gridDim.x = blocks, blockDim.x = GS_SIM_THREADS;
-  std::barrier<> br(GS_SIM_THREADS);
-  gs_bar = &br;
   for (int w = 0; w < GS_SIM_THREADS / 32; w++) gs_wbar.push_back(new std::barrier<>(32));
-  std::vector<std::thread> th;
-  for (int t = 0; t < GS_SIM_THREADS; t++) th.emplace_back([&a, &br, t, blocks] {
-    for (long long b = 0; b < blocks; b++) {
-      threadIdx.x = t, blockIdx.x = b;
-      gs_g_check(a);
-      br.arrive_and_wait(); // the block's shared memory is the next block's
-    }
-  });
-  for (auto& t : th) t.join();
+  gs_blocks(blocks, GS_SIM_THREADS, [&a] { gs_g_check(a); });
   FILE* o = fopen(argv[2], "wb");
   if (!o || fwrite(out.data(), 8, out.size(), o) != out.size()) return 4;
   fclose(o);
@@ -115,19 +86,9 @@ func TestHostGradsCheckSimulated(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	dir := t.TempDir()
-	src := filepath.Join(dir, "sim.cpp")
-	if err := os.WriteFile(src, []byte(gradsCheckSim), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "grads.cuh"), []byte(gradsCuh), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	const threads = 64 // two warps a block: the kernel's code does not depend on the block's size
-	exe := filepath.Join(dir, "sim")
-	if out, err := exec.Command("g++", "-std=c++20", "-O1", "-pthread", "-ffp-contract=off", "-w",
-		fmt.Sprintf("-DGS_SIM_THREADS=%d", threads), fmt.Sprintf("-DGS_G_OK=%d", ode.OK), "-o", exe, src).CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
-	}
+	exe := buildSim(t, dir, "sim", gradsCheckSim, "grads.cuh", gradsCuh,
+		fmt.Sprintf("GS_SIM_THREADS=%d", threads), fmt.Sprintf("GS_G_OK=%d", ode.OK))
 	rng := rand.New(rand.NewPCG(25, 42))
 	gen := func(n int, f func(i int) float64) []float64 {
 		xs := make([]float64, n)
@@ -169,16 +130,9 @@ func TestHostGradsCheckSimulated(t *testing.T) {
 		for i, x := range tc.terms {
 			binary.LittleEndian.PutUint64(in[16+8*i:], math.Float64bits(x))
 		}
-		inF, outF := filepath.Join(dir, tc.name+".in"), filepath.Join(dir, tc.name+".out")
-		if err := os.WriteFile(inF, in, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command(exe, inF, outF).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", tc.name, err, out)
-		}
-		tail, err := os.ReadFile(outF)
-		if err != nil || len(tail) != gradsTail {
-			t.Fatalf("%s: %d bytes of the check (%v), want %d", tc.name, len(tail), err, gradsTail)
+		tail := runSim(t, exe, dir, tc.name, in)
+		if len(tail) != gradsTail {
+			t.Fatalf("%s: %d bytes of the check, want %d", tc.name, len(tail), gradsTail)
 		}
 		well, _, got := gradsWell(tail)
 		if well != tc.well {

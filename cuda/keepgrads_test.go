@@ -448,6 +448,8 @@ func TestGPUKeepGradsAhead(t *testing.T) {
 	testKeepGradsAhead(t, "cuda", 100)
 }
 
+// testKeepGradsAhead runs TestHostEngineKeepGradsAhead on engine eng
+// with scale times as many trajectories.
 func testKeepGradsAhead(t *testing.T, eng string, scale int) {
 	c := ballCase(24*scale+5, ode.Tsit5)
 	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-8

@@ -171,10 +171,12 @@ func (r *run) source(a int, l *layout, n int) (key heldKey, f []float64, iv []in
 // staged without being compared or kept, for a number of launches that
 // doubles each time it is found changed again.
 //
-// With ahead (a launch that may run ahead of its compare, see
-// checkAhead), where every input the launch has was found the same at
-// its last compare, reuse marks them all held without comparing them and
-// returns in r.ahead the compare to run as the launch's batch runs.
+// With ahead (a launch that may run ahead of its compare: "A launch
+// ahead of its compare" below), where every input the launch has was
+// found the same at its last compare (settled), reuse marks them all
+// held without comparing them, starts their compare in r.ahead
+// (aheadCheck) to run as the launch's batch runs, and returns the record
+// as it was.
 func (r *run) reuse(ar *arena, g []int, l *layout, bc *bcast, ahead bool) *heldInputs {
 	old := ar.held
 	ar.held = nil

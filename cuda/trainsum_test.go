@@ -5,37 +5,18 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
-// trainSumSim runs train.cuh's CUDA branch of gs_t_sum on the host: each
-// block's GS_TB threads as threads of their own (__syncthreads a barrier,
-// the atomics the compiler's), the blocks one after another on the same
-// threads. It reads the
-// inputs from argv[1] and writes the sum block after a mode-0 and a
-// mode-1 sum to argv[2].
-const trainSumSim = `
+// trainSumSim runs train.cuh's CUDA branch of gs_t_sum on the host
+// (blockSim): each block's GS_TB threads as threads of their own
+// (__syncthreads a barrier, the atomics the compiler's), the blocks one
+// after another on the same threads. It reads the inputs from argv[1]
+// and writes the sum block after a mode-0 and a mode-1 sum to argv[2].
+const trainSumSim = blockSim + `
 #include <math.h>
-#include <stdio.h>
-#include <string.h>
-#include <barrier>
-#include <thread>
-#include <vector>
-#define GS_CUDA 1
-#define GS_DEVICE static inline
-#define GS_GLOBAL static
 #define __device__
-#define __shared__ static
-struct gs_dim3 { unsigned x, y, z; };
-thread_local gs_dim3 threadIdx, blockIdx;
-gs_dim3 blockDim, gridDim;
-std::barrier<>* gs_bar;
-static void __syncthreads() { gs_bar->arrive_and_wait(); }
 static void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static unsigned long long atomicExch(unsigned long long* p, unsigned long long v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 static unsigned long long atomicMax(unsigned long long* p, unsigned long long v) {
   unsigned long long o = __atomic_load_n(p, __ATOMIC_SEQ_CST);
@@ -59,19 +40,7 @@ int main(int argc, char** argv) {
   a.partial = partial.data(), a.sum = sum.data();
   for (int mode = 0; mode < 2; mode++) {
     a.mode = mode, a.dst = a.sum + mode;
-    const long long nb = n > 0 ? (n + GS_TCH - 1) / GS_TCH : 1;
-    gridDim.x = nb, blockDim.x = GS_TB;
-    std::barrier<> br(GS_TB);
-    gs_bar = &br;
-    std::vector<std::thread> th;
-    for (int t = 0; t < GS_TB; t++) th.emplace_back([&a, &br, t, nb] {
-      for (long long b = 0; b < nb; b++) {
-        threadIdx.x = t, blockIdx.x = b;
-        gs_t_sum(a);
-        br.arrive_and_wait(); // the block's shared memory is the next block's
-      }
-    });
-    for (auto& t : th) t.join();
+    gs_blocks(n > 0 ? (n + GS_TCH - 1) / GS_TCH : 1, GS_TB, [&a] { gs_t_sum(a); });
   }
   FILE* o = fopen(argv[2], "wb");
   if (!o || fwrite(sum.data(), 8, 32, o) != 32) return 4;
@@ -80,8 +49,9 @@ int main(int argc, char** argv) {
 }
 `
 
-// The CUDA branch of the fused chunked sum (gs_t_sum, on simulated
-// blocks) gives the two-pass sum's order bit for bit: each thread's
+// TestHostTrainSumSimulated checks that the CUDA branch of the fused
+// chunked sum (gs_t_sum, on simulated blocks: trainSumSim) gives the
+// two-pass sum's order bit for bit: each thread's
 // strided run of its block's chunk, the block's tree, then each thread a
 // contiguous run of the partials and the tree again (the arithmetic of
 // the former gs_t_chunks and gs_t_total, written out here); the last
@@ -91,13 +61,6 @@ func TestHostTrainSumSimulated(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	dir := t.TempDir()
-	src := filepath.Join(dir, "sim.cpp")
-	if err := os.WriteFile(src, []byte(trainSumSim), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "train.cuh"), []byte(trainSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	rng := rand.New(rand.NewPCG(8, 9))
 	// The kernels' blocks, and blocks of 32 threads and chunks of 64
 	// elements, for sums of more chunks than a block has threads.
@@ -108,11 +71,8 @@ func TestHostTrainSumSimulated(t *testing.T) {
 		{trainBlock, trainChunk, []int{1, 300, trainChunk, 5*trainChunk + 17}},
 		{32, 64, []int{32 * 64, 45*64 + 5, 100 * 64}},
 	} {
-		exe := filepath.Join(dir, fmt.Sprintf("sim%d", geo.block))
-		if out, err := exec.Command("g++", "-std=c++20", "-O1", "-pthread", "-ffp-contract=off", "-w",
-			fmt.Sprintf("-DGS_TB=%d", geo.block), fmt.Sprintf("-DGS_TCH=%d", geo.chunk), "-o", exe, src).CombinedOutput(); err != nil {
-			t.Fatalf("g++: %v\n%s", err, out)
-		}
+		exe := buildSim(t, dir, fmt.Sprintf("sim%d", geo.block), trainSumSim, "train.cuh", trainSource,
+			fmt.Sprintf("GS_TB=%d", geo.block), fmt.Sprintf("GS_TCH=%d", geo.chunk))
 		for _, n := range geo.ns {
 			status, flags, acc := make([]int32, n), make([]int32, n), make([]int32, n)
 			terms, sq := make([]float64, n), make([]float64, n)
@@ -148,17 +108,7 @@ func TestHostTrainSumSimulated(t *testing.T) {
 			for _, v := range sum {
 				in = binary.LittleEndian.AppendUint64(in, v)
 			}
-			inFile, outFile := filepath.Join(dir, "in"), filepath.Join(dir, "out")
-			if err := os.WriteFile(inFile, in, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := exec.Command(exe, inFile, outFile).CombinedOutput(); err != nil {
-				t.Fatalf("n = %d: %v\n%s", n, err, out)
-			}
-			raw, err := os.ReadFile(outFile)
-			if err != nil {
-				t.Fatal(err)
-			}
+			raw := runSim(t, exe, dir, fmt.Sprintf("n%d-b%d", n, geo.block), in)
 			word := func(i int) uint64 { return binary.LittleEndian.Uint64(raw[8*i:]) }
 			squares := make([]float64, n)
 			for i, v := range sq {

@@ -71,22 +71,7 @@ func TestHostWidePrivateSame(t *testing.T) {
 					got[k] = wideResults(t, x.c, engine, op)
 				}
 				for k, form := range []string{"lane-private arrays by rows", "lane-private arrays in loops (Tuning.wideLoops)"} {
-					a, b := got[k*2], got[1]
-					if len(a) != len(b) || len(b) == 0 {
-						t.Fatalf("%s: %d results with %s, %d with every array shared", op, len(a), form, len(b))
-					}
-					diff := 0
-					for i := range b {
-						if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
-							if diff++; diff <= 5 {
-								t.Errorf("%s: result %d: %v with %s, %v with every array shared", op, i, a[i], form, b[i])
-							}
-						}
-					}
-					if diff > 5 {
-						t.Errorf("%s: %d of %d results differ with %s", op, diff, len(b), form)
-					}
-					t.Logf("%s, %s against every array shared: %d results, %d differ", op, form, len(b), diff)
+					sameWideResults(t, op, form, "every array shared", got[k*2], got[1])
 				}
 			}
 		})
@@ -221,4 +206,27 @@ func wideResults(t *testing.T, c engineCase, engine, op string) []float64 {
 		t.Fatalf("%s on %s: the %s layout, not wide", op, engine, l)
 	}
 	return got
+}
+
+// sameWideResults checks that the results got of op (wideResults) with
+// form are those of the same op with ref, want, bit for bit: the same
+// number, not none, and each the same bits (the first 5 that differ
+// named, then their count). It logs how many differ.
+func sameWideResults(t *testing.T, op, form, ref string, got, want []float64) {
+	t.Helper()
+	if len(got) != len(want) || len(want) == 0 {
+		t.Fatalf("%s: %d results with %s, %d with %s", op, len(got), form, len(want), ref)
+	}
+	diff := 0
+	for i := range want {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			if diff++; diff <= 5 {
+				t.Errorf("%s: result %d: %v with %s, %v with %s", op, i, got[i], form, want[i], ref)
+			}
+		}
+	}
+	if diff > 5 {
+		t.Errorf("%s: %d of %d results differ with %s", op, diff, len(want), form)
+	}
+	t.Logf("%s, %s against %s: %d results, %d differ", op, form, ref, len(want), diff)
 }

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 
@@ -59,28 +58,9 @@ func TestHostWideScalarsSame(t *testing.T) {
 				for k, engine := range engines {
 					got[k] = wideResults(t, x.c, engine, op)
 				}
-				base := got[0]
-				if len(base) == 0 {
-					t.Fatalf("%s: no results", op)
-				}
 				for k, tun := range x.tuns {
-					b := fmt.Sprintf("WideScalars %d, WideMinBlocks %d", tun.WideScalars, tun.WideMinBlocks)
-					a := got[k+1]
-					if len(a) != len(base) {
-						t.Fatalf("%s: %d results with %s, %d with no limit", op, len(a), b, len(base))
-					}
-					diff := 0
-					for i := range base {
-						if math.Float64bits(a[i]) != math.Float64bits(base[i]) {
-							if diff++; diff <= 5 {
-								t.Errorf("%s: result %d: %v with %s, %v with no limit", op, i, a[i], b, base[i])
-							}
-						}
-					}
-					if diff > 5 {
-						t.Errorf("%s: %d of %d results differ with %s", op, diff, len(base), b)
-					}
-					t.Logf("%s, %s against no limit: %d results, %d differ", op, b, len(base), diff)
+					form := fmt.Sprintf("WideScalars %d, WideMinBlocks %d", tun.WideScalars, tun.WideMinBlocks)
+					sameWideResults(t, op, form, "no limit", got[k+1], got[0])
 				}
 			}
 		})

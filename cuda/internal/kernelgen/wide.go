@@ -637,10 +637,6 @@ func (w *wideEmitter) emit() (string, int, error) {
 		code, scratch := allocate(w.rematerialize(raw))
 		return w.tables.String() + code, scratch, nil
 	}
-	// The form with every array shared, where the private arrays leave
-	// the scratch larger (allocate's placement is a heuristic: the
-	// Brusselator's reverse with save times took one real more).
-	sharedCode, sharedScratch := allocate(w.rematerialize(raw))
 	all := w.remat
 	own := privateArrays(raw)
 	kept := w.remat[:0:0]
@@ -653,16 +649,28 @@ func (w *wideEmitter) emit() (string, int, error) {
 	code := w.rematerialize(raw)
 	code, rows := privatize(code, privateArrays(code), w.e.src.wideRows)
 	code = declarePrivate(code, rows)
-	// (The comparison is of the placements without the replicated
-	// values' slots, which the form with every array shared does not
-	// take either.)
-	if _, s := allocate(code); rows > 0 && s > sharedScratch {
+	// Each form is placed once (allocate reads the whole function: a
+	// second placement of the same code was a second pass for nothing).
+	placed, scratch := "", -1
+	if rows > 0 {
+		// The form with every array shared, where the private arrays
+		// leave the scratch larger (allocate's placement is a heuristic:
+		// the Brusselator's reverse with save times took one real more).
+		// The comparison is of the placements without the replicated
+		// values' slots, which the form with every array shared does not
+		// take either. Without private rows the shared form is never
+		// taken, and neither recomputed nor placed.
 		w.remat = all
-		return w.tables.String() + sharedCode, sharedScratch, nil
+		sharedCode, sharedScratch := allocate(w.rematerialize(raw))
+		if placed, scratch = allocate(code); scratch > sharedScratch {
+			return w.tables.String() + sharedCode, sharedScratch, nil
+		}
+		w.remat = kept
 	}
-	code, _ = spillScalars(code, wideScalarsOf(w.e.src.wideScalars))
-	code, scratch := allocate(code)
-	return w.tables.String() + code, scratch, nil
+	if spilled, n := spillScalars(code, wideScalarsOf(w.e.src.wideScalars)); n > 0 || scratch < 0 {
+		placed, scratch = allocate(spilled)
+	}
+	return w.tables.String() + placed, scratch, nil
 }
 
 // readsAny reports whether a recomputed array's expression reads an

@@ -18,14 +18,38 @@ import (
 	"github.com/gradsolve-go/gradsolve/problems"
 )
 
-// widePlan returns the Tsit5 plan of Lorenz-96 with d components.
+// widePlan returns the plan of Lorenz-96 with d components and method m.
 func widePlan(t *testing.T, d int, m ode.Method) *ode.Plan {
 	t.Helper()
-	sv, err := ode.NewSolver(problems.Lorenz96(d).Field, &ode.Settings{Method: m})
+	return planCase{field: problems.Lorenz96(d).Field, m: m}.plan(t)
+}
+
+// planCase is a field and a method whose plan's wide functions a test
+// reads, by name.
+type planCase struct {
+	name  string
+	field ode.Field
+	m     ode.Method
+}
+
+// plan returns the plan of c's field with c's method.
+func (c planCase) plan(t *testing.T) *ode.Plan {
+	t.Helper()
+	sv, err := ode.NewSolver(c.field, &ode.Settings{Method: c.m})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return sv.Plan()
+}
+
+// stepPrograms returns the step programs of c's plan.
+func (c planCase) stepPrograms(t *testing.T) *StepPrograms {
+	t.Helper()
+	sp, err := NewStepPrograms(c.plan(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp
 }
 
 // wideJob is an ensemble the kernel harness runs: n trajectories of

@@ -168,30 +168,18 @@ func TestWidePrivate(t *testing.T) {
 		t.Errorf("by rows: %d loops over the rows in the trial, want ≥ 8", n)
 	}
 
-	type pc struct {
-		name  string
-		field ode.Field
-		m     ode.Method
-	}
-	cases := []pc{
+	cases := []planCase{
 		{"lorenz96-64", problems.Lorenz96(64).Field, ode.Tsit5},
 		{"lorenz96-256", problems.Lorenz96(256).Field, ode.Tsit5},
 	}
 	if !testing.Short() {
-		cases = append(cases, pc{"pollution", problems.Pollution().Field, ode.Rodas5P},
-			pc{"hires", problems.HIRES().Field, ode.Rodas5P}, pc{"brusselator", problems.Brusselator(32).Field, ode.Rodas5P})
+		cases = append(cases, planCase{"pollution", problems.Pollution().Field, ode.Rodas5P},
+			planCase{"hires", problems.HIRES().Field, ode.Rodas5P}, planCase{"brusselator", problems.Brusselator(32).Field, ode.Rodas5P})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			sv, err := ode.NewSolver(c.field, &ode.Settings{Method: c.m})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sp, err := NewStepPrograms(sv.Plan())
-			if err != nil {
-				t.Fatal(err)
-			}
+			sp := c.stepPrograms(t)
 			for k := range 4 {
 				grad, saves := k&2 != 0, k&1 != 0
 				if saves && testing.Short() {

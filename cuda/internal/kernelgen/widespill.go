@@ -76,7 +76,9 @@ func spillSlot(v string) string { return "gs_s" + v }
 
 // spillScalars returns the wide function code with at most budget of
 // its non-constant replicated values live in registers at once (see
-// above), and the number of values it moved; budget < 0 changes nothing.
+// above), and the number of values it moved; where it moves none
+// (budget < 0 moves none) it returns code itself, which emit's placement
+// of it before then stands.
 func spillScalars(code string, budget int) (string, int) {
 	if budget < 0 {
 		return code, 0
@@ -91,14 +93,8 @@ func spillScalars(code string, budget int) (string, int) {
 	vals := map[string]*value{}
 	var order []string
 	depth, lastSync := 0, -1
-	codeOf := func(ln string) string {
-		if k := strings.Index(ln, "//"); k >= 0 {
-			return ln[:k]
-		}
-		return ln
-	}
 	for i, ln := range lines {
-		c := codeOf(ln)
+		c, _, _ := strings.Cut(ln, "//") // the code, not its comment
 		if depth == 1 {
 			if strings.TrimSpace(c) == "GS_SYNCWARP();" {
 				lastSync = i
@@ -188,7 +184,7 @@ func spillScalars(code string, budget int) (string, int) {
 		}
 	}
 	var sb strings.Builder
-	sb.Grow(len(code) + moved*80)
+	sb.Grow(len(code) + moved*spillLineBytes)
 	for i, ln := range lines {
 		if names := readsFrom[i]; len(names) > 0 {
 			ln = readSlots(ln, names)
@@ -206,6 +202,12 @@ func spillScalars(code string, budget int) (string, int) {
 	}
 	return sb.String(), moved
 }
+
+// spillLineBytes is about the bytes spillScalars adds for a value it
+// moves, to size its output once: its slot's declaration and store (two
+// lines of about 60 bytes) and a read or so of the slot (8 bytes longer
+// than the value's name).
+const spillLineBytes = 128
 
 // laneLine returns the index of the line that declares a wide function's
 // lane ("(void)gs_lane;"), after which its first declarations go.

@@ -95,14 +95,9 @@ func TestSpillScalars(t *testing.T) {
 // Tsit5 none at the default.
 func TestSpillScalarsPlans(t *testing.T) {
 	t.Parallel()
-	type pc struct {
-		name  string
-		field ode.Field
-		m     ode.Method
-	}
-	cases := []pc{{"pollution", problems.Pollution().Field, ode.Rodas5P}, {"lorenz96-64", problems.Lorenz96(64).Field, ode.Tsit5}}
+	cases := []planCase{{"pollution", problems.Pollution().Field, ode.Rodas5P}, {"lorenz96-64", problems.Lorenz96(64).Field, ode.Tsit5}}
 	if !testing.Short() {
-		cases = append(cases, pc{"hires", problems.HIRES().Field, ode.Rodas5P}, pc{"pollution", problems.Pollution().Field, ode.Rosenbrock23})
+		cases = append(cases, planCase{"hires", problems.HIRES().Field, ode.Rodas5P}, planCase{"pollution", problems.Pollution().Field, ode.Rosenbrock23})
 	}
 	def := regexp.MustCompile(`^  const gs_real (v\d+) = (.*);`)
 	ref := regexp.MustCompile(`\bv\d+\b`)
@@ -111,14 +106,7 @@ func TestSpillScalarsPlans(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name+"-"+c.m.Name(), func(t *testing.T) {
 			t.Parallel()
-			sv, err := ode.NewSolver(c.field, &ode.Settings{Method: c.m})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sp, err := NewStepPrograms(sv.Plan())
-			if err != nil {
-				t.Fatal(err)
-			}
+			sp := c.stepPrograms(t)
 			none, err := sp.WideSharedPerWarpScalars(true, true, false, -1)
 			if err != nil {
 				t.Fatal(err)
