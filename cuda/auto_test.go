@@ -675,12 +675,14 @@ func TestHostEngineMeshColumns(t *testing.T) {
 // without save times (the Rodas5P segment's record, gradient and loss in
 // one job), with save times (record, replay and gradient apart), and on
 // the mixed Van der Pol ensemble (some continued, the others replayed).
-// Six calls in a row give a fresh Grad's gradient, loss, states, counts,
-// statuses and mesh lengths and switches bit for bit, the fresh Grad the
-// CPU engine's within 1e-10; on the stiff ensembles the final states
-// come in at most three arrays over the six calls (each one's kept by
-// the test, so that no new array can reuse a freed one's address):
-// the spare arrays go round instead of one new array a call.
+// Eight calls in a row give a fresh Grad's gradient, loss, states,
+// counts, statuses and mesh lengths and switches bit for bit, the fresh
+// Grad the CPU engine's within 1e-10; on the stiff ensemble without save
+// times the final states of the sixth call on come in arrays of earlier
+// calls (each one's kept by the test, so that no new array can reuse a
+// freed one's address): the spare arrays go round instead of one new
+// array a call. (With save times the continuation's five jobs take
+// more arrays than come back: some are still new each call.)
 func TestHostEngineAutoSpare(t *testing.T) {
 	needHost(t)
 	stiff := func(saves []float64) (ode.Problem, ode.Loss) {
@@ -699,8 +701,8 @@ func TestHostEngineAutoSpare(t *testing.T) {
 		name  string
 		p     ode.Problem
 		loss  ode.Loss
-		cycle bool // every trajectory stops: the states' arrays go round
-	}{{"robertson", rp, rl, true}, {"robertson-saves", sp, sl, true}, {"vdp-mixed", vp, vl, false}} {
+		cycle bool // every trajectory stops, no save times: the states' arrays go round
+	}{{"robertson", rp, rl, true}, {"robertson-saves", sp, sl, false}, {"vdp-mixed", vp, vl, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			sv, err := ode.NewSolver(c.p.Field, &ode.Settings{Method: ode.Auto, Engine: "cuda-host"})
 			if err != nil {
@@ -720,7 +722,7 @@ func TestHostEngineAutoSpare(t *testing.T) {
 			var g ode.Gradient
 			var kept [][]float64 // every call's final states (none freed)
 			seen := map[*float64]bool{}
-			for call := range 6 {
+			for call := range 8 {
 				if _, err := sv.Grad(&g, &c.p, c.loss, nil); err != nil {
 					t.Fatal(err)
 				}
@@ -736,12 +738,12 @@ func TestHostEngineAutoSpare(t *testing.T) {
 					t.Errorf("call %d: the mesh's lengths or switches differ from a fresh Grad's", call)
 				}
 				kept = append(kept, s.Y)
+				if c.cycle && call >= 5 && !seen[&s.Y[0]] {
+					t.Errorf("call %d: the final states in a new array, none of the last calls' (want the continuation's spare arrays to go round)", call)
+				}
 				seen[&s.Y[0]] = true
 			}
 			t.Logf("final states in %d arrays over %d calls", len(seen), len(kept))
-			if c.cycle && len(seen) > 3 {
-				t.Errorf("final states in %d arrays over %d calls with the Gradient passed back, want at most 3 (the continuation's spare arrays)", len(seen), len(kept))
-			}
 		})
 	}
 }

@@ -113,17 +113,18 @@ func (sg *autoSegs) reuse2(q *problem) *Result {
 	if sg.keep2 == nil && sg.spare == nil {
 		return nil
 	}
-	return sg.reuse(q, sg.keep2)
+	return sg.reuse(q, OpGrad, sg.keep2, true)
 }
 
-// reuse returns the result a job of the continuation on sg's k
-// trajectories is given (Job.Reuse): mesh m and arrays of sg.spare, or
-// nil where sg has no spare and m is nil. It is kept in sg.jobs.
-func (sg *autoSegs) reuse(q *problem, m *Mesh) *Result {
+// reuse returns the result a job of op of the continuation on sg's k
+// trajectories (records: one that records) is given (Job.Reuse): mesh m
+// and arrays of sg.spare (autoSpare.reuse), or nil where sg has no
+// spare and m is nil. It is kept in sg.jobs.
+func (sg *autoSegs) reuse(q *problem, op Op, m *Mesh, records bool) *Result {
 	if sg.spare == nil && m == nil {
 		return nil
 	}
-	r := sg.spare.reuse(len(sg.idx), q.Field.Dim, q.Field.Params, len(q.SaveAt), m)
+	r := sg.spare.reuse(op, len(sg.idx), q.Field.Dim, q.Field.Params, len(q.SaveAt), m, records)
 	sg.jobs = append(sg.jobs, r)
 	return r
 }
@@ -504,7 +505,7 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 		if err != nil {
 			return nil, err
 		}
-		r1, err := sv.runPlan(ctx, OpReplay, q1, nil, sv.seg1(sg, q1), sg.reuse(q, nil), 0, nil)
+		r1, err := sv.runPlan(ctx, OpReplay, q1, nil, sv.seg1(sg, q1), sg.reuse(q, OpReplay, nil, false), 0, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -548,7 +549,7 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	if (op == OpLoss || op == OpGrad) && K > 0 && len(ys2) < k*K*d && m2 != nil && allOK(r2.Status) {
 		// A record that returned no saves (a GPU engine's): the saves
 		// from the replay of its steps.
-		rr, err := alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(m2, q2), sg.reuse(q, nil), 0, nil)
+		rr, err := alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(m2, q2), sg.reuse(q, OpReplay, nil, false), 0, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -682,7 +683,7 @@ func (sv *Solver) chainLoss(ctx context.Context, op Op, q *problem, loss *Loss, 
 		return err
 	}
 	q2.y0, q2.Y0, q2.t0s = sg.y1, sg.y1, sg.ts
-	g2, err := alt.runPlan(ctx, OpGrad, q2, cotangentLoss(d, K, data2), alt.segMesh(m2, q2), sg.reuse(q, nil), 1, nil)
+	g2, err := alt.runPlan(ctx, OpGrad, q2, cotangentLoss(d, K, data2), alt.segMesh(m2, q2), sg.reuse(q, OpGrad, nil, false), 1, nil)
 	if err != nil {
 		return err
 	}
@@ -740,7 +741,7 @@ func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out,
 	if err != nil {
 		return err
 	}
-	reuse := sg.reuse(q, nil)
+	reuse := sg.reuse(q, OpGrad, nil, false)
 	if g := sg.grads; g != nil && len(g.GradY0) >= k*d && len(g.GradP) >= k*np {
 		// The first pass's gradient arrays, which no one reads (the spare
 		// ones taken for them stay in sg.jobs's copy: back to the spare).

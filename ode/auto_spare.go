@@ -40,22 +40,35 @@ func takeSpare[T any](list *[][]T, n int) []T {
 	return s
 }
 
-// reuse returns a Result whose arrays, taken from s, a job of k
+// autoSpareMax bounds the arrays of each type an autoSpare keeps: a
+// call's continuation takes at most 5 of a type for each of its 5 jobs
+// (see reuse); past it, where its result hands some of its arrays to
+// the caller in exchange for new ones (mergeAuto's flags), the others
+// are dropped.
+const autoSpareMax = 25
+
+// reuse returns a Result whose arrays, taken from s, a job of op on k
 // trajectories of dimension d, np parameters and K save times may write
 // its results into (Job.Reuse; nil where s has none as large), with
-// Mesh m (nil: none). A nil s gives one with Mesh m alone.
-func (s *autoSpare) reuse(k, d, np, K int, m *Mesh) *Result {
+// Mesh m (nil: none): a record's (m nil: op records) statuses, flags,
+// counts and times, states, saves, and a gradient's ∂L/∂y0 and ∂L/∂p. A
+// nil s gives one with Mesh m alone.
+func (s *autoSpare) reuse(op Op, k, d, np, K int, m *Mesh, records bool) *Result {
 	r := &Result{Mesh: m}
 	if s == nil {
 		return r
 	}
-	r.Status, r.Stiff = takeSpare(&s.st, k), takeSpare(&s.b, k)
-	r.T, r.Y = takeSpare(&s.f, k), takeSpare(&s.f, k*d)
+	if records {
+		r.Status, r.Stiff, r.T = takeSpare(&s.st, k), takeSpare(&s.b, k), takeSpare(&s.f, k)
+		r.Stats.Accepted, r.Stats.Rejected, r.Stats.FieldEvals = takeSpare(&s.i, k), takeSpare(&s.i, k), takeSpare(&s.i, k)
+	}
+	r.Y = takeSpare(&s.f, k*d)
 	if K > 0 {
 		r.Ys = takeSpare(&s.f, k*K*d)
 	}
-	r.GradY0, r.GradP = takeSpare(&s.f, k*d), takeSpare(&s.f, k*np)
-	r.Stats.Accepted, r.Stats.Rejected, r.Stats.FieldEvals = takeSpare(&s.i, k), takeSpare(&s.i, k), takeSpare(&s.i, k)
+	if op == OpGrad {
+		r.GradY0, r.GradP = takeSpare(&s.f, k*d), takeSpare(&s.f, k*np)
+	}
 	return r
 }
 
@@ -91,40 +104,48 @@ func (h *heldArrays) result(r *Result) {
 	for _, y := range r.LastY {
 		h.f = append(h.f, y)
 	}
-	h.mesh(r.Mesh)
+	h.mesh(r.Mesh, false)
 }
 
-// mesh adds m's arrays to h, and those of the meshes its steps keep
-// (autoSteps, mergedSteps).
-func (h *heldArrays) mesh(m *Mesh) {
+// mesh adds m's arrays to h (steps: its steps' alone, H, T1, Len and
+// Switch), and those of the meshes its steps keep (autoSteps,
+// mergedSteps). Of autoSteps' two meshes (a record's, whose Status and
+// Stats are its result's) only the steps count: nothing reads the rest
+// (CopyTo reads the steps; takeAutoMem gives the meshes to the next
+// call's records as Job.Reuse.Mesh, whose steps, lengths and end times
+// they write into).
+func (h *heldArrays) mesh(m *Mesh, steps bool) {
 	if m == nil {
 		return
 	}
 	h.f = append(h.f, m.H, m.T1)
-	h.i = append(h.i, m.Len, m.Switch, m.Stats.Accepted, m.Stats.Rejected, m.Stats.FieldEvals)
-	h.st = append(h.st, m.Status)
-	h.b = append(h.b, m.Stiff)
+	h.i = append(h.i, m.Len, m.Switch)
+	if !steps {
+		h.i = append(h.i, m.Stats.Accepted, m.Stats.Rejected, m.Stats.FieldEvals)
+		h.st = append(h.st, m.Status)
+		h.b = append(h.b, m.Stiff)
+	}
 	switch s := m.Resident.(type) {
 	case *autoSteps:
-		h.mesh(s.m1)
-		h.mesh(s.m2)
+		h.mesh(s.m1, true)
+		h.mesh(s.m2, true)
 	case *mergedSteps:
 		for k := range s.parts {
-			h.mesh(s.parts[k].res.Mesh)
+			h.mesh(s.parts[k].res.Mesh, false)
 		}
 		for _, pm := range s.resident {
-			h.mesh(pm)
+			h.mesh(pm, false)
 		}
-		h.mesh(s.spare)
+		h.mesh(s.spare, false)
 	}
 }
 
 // addSpare appends to *list each array of cands that has a capacity and
-// overlaps none of held nor of *list.
+// overlaps none of held nor of *list, up to autoSpareMax arrays.
 func addSpare[T any](list *[][]T, held [][]T, cands ...[]T) {
 next:
 	for _, c := range cands {
-		if cap(c) == 0 {
+		if cap(c) == 0 || len(*list) >= autoSpareMax {
 			continue
 		}
 		for _, h := range held {

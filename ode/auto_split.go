@@ -280,8 +280,14 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		sg.spare, mem.host = mem.host, nil
 		if whole && len(stops) == q.n && allRowsOf(stops) {
 			// Every trajectory stopped: the first pass's gradient arrays
-			// (the Gradient's passed back) take the Tsit5 segments'.
+			// (the Gradient's passed back) take the Tsit5 segments', and
+			// its states (the Rodas5P segments' initial ones), statuses,
+			// flags and counts, read by no one after the continuation,
+			// are spare (the caller writes its results into the
+			// Gradient's others: its times, saves, gradient).
 			sg.grads = first
+			sg.jobs = append(sg.jobs, &Result{Y: first.Y, Status: first.Status, Stiff: first.Stiff, Stats: Stats{
+				Accepted: first.Stats.Accepted, Rejected: first.Stats.Rejected, FieldEvals: first.Stats.FieldEvals}})
 		}
 		rs, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
 		sg.release()
