@@ -19,6 +19,9 @@ type autoSpare struct {
 	i  [][]int
 	st [][]Status
 	b  [][]bool
+	// stops is the storage of runAutoSplit's stopped trajectories, 24
+	// bytes a trajectory of a stiff ensemble (emptied, cleared).
+	stops []autoStop
 }
 
 // takeSpare removes from *list the array of the smallest capacity of at
@@ -169,7 +172,7 @@ func (s *autoSpare) keep(out *Result, rs ...*Result) {
 	var h heldArrays
 	h.result(out)
 	old := *s
-	*s = autoSpare{}
+	*s = autoSpare{stops: old.stops}
 	addSpare(&s.f, h.f, old.f...)
 	addSpare(&s.i, h.i, old.i...)
 	addSpare(&s.st, h.st, old.st...)

@@ -193,7 +193,11 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		var done, doneRows, next, failed []int
 		found := false
 		if ns := countTrue(res.Stiff); ns > 0 {
-			// (Their exact room: a stiff ensemble's every row.)
+			// (Their exact room: a stiff ensemble's every row; the last
+			// call's where it was passed back.)
+			if stops == nil && mem.host != nil {
+				stops, mem.host.stops = mem.host.stops, nil
+			}
 			stiff, stops = slices.Grow(stiff, ns), slices.Grow(stops, ns)
 		}
 		for j, s := range res.Status {
@@ -323,6 +327,8 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 				sg.spare = &autoSpare{}
 			}
 			sg.spare.keep(out, sg.jobs...)
+			clear(stops) // (no result kept alive by them)
+			sg.spare.stops = stops[:0]
 			a.spare = sg.spare
 		}
 		return out, sv, nil
