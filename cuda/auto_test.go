@@ -666,3 +666,84 @@ func TestHostEngineMeshColumns(t *testing.T) {
 		t.Errorf("a released mesh's columns: no error")
 	}
 }
+
+// TestHostEngineAutoSpare checks Method Auto's Grad with the Gradient
+// passed back, on cuda-host, where the continuation's jobs write into the
+// host arrays of the last call's jobs that its result did not hold
+// (ode's autoSpare) and, every trajectory stopping, the Tsit5 segments'
+// gradient into the Gradient's own arrays: on a stiff Robertson ensemble
+// without save times (the Rodas5P segment's record, gradient and loss in
+// one job), with save times (record, replay and gradient apart), and on
+// the mixed Van der Pol ensemble (some continued, the others replayed).
+// Eight calls in a row give a fresh Grad's gradient, loss, states,
+// counts, statuses and mesh lengths and switches bit for bit, the fresh
+// Grad the CPU engine's within 1e-10; on the stiff ensemble without save
+// times the final states of the sixth call on come in arrays of earlier
+// calls (each one's kept by the test, so that no new array can reuse a
+// freed one's address): the spare arrays go round instead of one new
+// array a call. (With save times the continuation's five jobs take
+// more arrays than come back: some are still new each call.)
+func TestHostEngineAutoSpare(t *testing.T) {
+	needHost(t)
+	stiff := func(saves []float64) (ode.Problem, ode.Loss) {
+		p, loss := autoRobertson(6)
+		p.P = slices.Clone(p.P)
+		for i := 1; i < p.N; i += 2 {
+			p.P[3*i+1], p.P[3*i+2] = 3e7, 1e4 // stiff from the start, as the even ones
+		}
+		p.SaveAt = saves
+		return p, loss
+	}
+	rp, rl := stiff(nil)
+	sp, sl := stiff([]float64{1, 5})
+	vp, vl := autoMixed(6)
+	for _, c := range []struct {
+		name  string
+		p     ode.Problem
+		loss  ode.Loss
+		cycle bool // every trajectory stops, no save times: the states' arrays go round
+	}{{"robertson", rp, rl, true}, {"robertson-saves", sp, sl, false}, {"vdp-mixed", vp, vl, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			sv, err := ode.NewSolver(c.p.Field, &ode.Settings{Method: ode.Auto, Engine: "cuda-host"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := sv.Grad(nil, &c.p, c.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpu, err := ode.Grad(nil, c.p, c.loss, nil, &ode.Settings{Method: ode.Auto})
+			if err != nil {
+				t.Fatal(err)
+			}
+			odetest.Close(t, "fresh dL/dy0 against the CPU engine's", fresh.Y0, cpu.Y0, 1e-10)
+			odetest.Close(t, "fresh dL/dp against the CPU engine's", fresh.P, cpu.P, 1e-10)
+			odetest.Close(t, "fresh loss against the CPU engine's", []float64{fresh.Loss}, []float64{cpu.Loss}, 1e-10)
+			var g ode.Gradient
+			var kept [][]float64 // every call's final states (none freed)
+			seen := map[*float64]bool{}
+			for call := range 8 {
+				if _, err := sv.Grad(&g, &c.p, c.loss, nil); err != nil {
+					t.Fatal(err)
+				}
+				s, fs := g.Solution, fresh.Solution
+				switch {
+				case !slices.Equal(g.Y0, fresh.Y0) || !slices.Equal(g.P, fresh.P) || !slices.Equal(g.Shared, fresh.Shared) || g.Loss != fresh.Loss:
+					t.Errorf("call %d: the gradient or the loss differs from a fresh Grad's", call)
+				case !slices.Equal(s.Y, fs.Y) || !slices.Equal(s.Ys, fs.Ys) || !slices.Equal(s.Status, fs.Status):
+					t.Errorf("call %d: the states or statuses differ from a fresh Grad's", call)
+				case !slices.Equal(s.Stats.Accepted, fs.Stats.Accepted) || !slices.Equal(s.Stats.Rejected, fs.Stats.Rejected) || !slices.Equal(s.Stats.FieldEvals, fs.Stats.FieldEvals):
+					t.Errorf("call %d: the counts differ from a fresh Grad's", call)
+				case !slices.Equal(g.Mesh.Len, fresh.Mesh.Len) || !slices.Equal(g.Mesh.Switch, fresh.Mesh.Switch):
+					t.Errorf("call %d: the mesh's lengths or switches differ from a fresh Grad's", call)
+				}
+				kept = append(kept, s.Y)
+				if c.cycle && call >= 5 && !seen[&s.Y[0]] {
+					t.Errorf("call %d: the final states in a new array, none of the last calls' (want the continuation's spare arrays to go round)", call)
+				}
+				seen[&s.Y[0]] = true
+			}
+			t.Logf("final states in %d arrays over %d calls", len(seen), len(kept))
+		})
+	}
+}

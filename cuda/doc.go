@@ -293,7 +293,13 @@
 // allocates no device memory from call to call
 // (TestHostEngineAutoResident, TestHostEngineAutoReuse), and the two jobs
 // each find the inputs their arena holds (the executor's two kept
-// arenas: see Costs).
+// arenas: see Costs). Its host arrays go round the same way: the
+// continuation's jobs write their results into the host arrays of the
+// last call's jobs that its result did not hold (ode's autoSpare, kept
+// with the mesh), and where every trajectory stopped the Tsit5
+// segments' gradient goes into the Gradient's own arrays, not copied
+// there after (TestHostEngineAutoSpare): a stiff ensemble's Grad at n =
+// 16384 allocated 4–5 MB of host arrays a call, each page zeroed.
 //
 // # Fits stay on the device
 //

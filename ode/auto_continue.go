@@ -92,15 +92,49 @@ type autoSegs struct {
 	// given it (Job.Reuse) to record into its memory, and it is released
 	// where the record did not.
 	keep2 *Mesh
+	// spare, if not nil, is the host arrays of the continuation's jobs of
+	// the result passed back (autoSpare), which this call's jobs write
+	// into (reuse); jobs are the results of this call's jobs and the
+	// Reuse they were given, whose arrays the result does not hold
+	// become the next call's spare (autoSpare.keep).
+	spare *autoSpare
+	jobs  []*Result
+	// grads, if not nil, holds the arrays the Tsit5 segments' gradient
+	// writes its ∂L/∂y0 and ∂L/∂p into (Job.Reuse): the first pass's, of
+	// every trajectory, all stopped, whose own gradient no one reads (its
+	// storage the caller's Gradient's, which then need no copy).
+	grads *Result
 }
 
 // reuse2 returns the result the Rodas5P segments' record is given
-// (Job.Reuse): one of keep2 alone, or nil.
-func (sg *autoSegs) reuse2() *Result {
-	if sg.keep2 == nil {
+// (Job.Reuse): keep2 and the spare arrays (reuse), or nil where there
+// are neither.
+func (sg *autoSegs) reuse2(q *problem) *Result {
+	if sg.keep2 == nil && sg.spare == nil {
 		return nil
 	}
-	return &Result{Mesh: sg.keep2}
+	return sg.reuse(q, OpGrad, sg.keep2, true)
+}
+
+// reuse returns the result a job of op of the continuation on sg's k
+// trajectories (records: one that records) is given (Job.Reuse): mesh m
+// and arrays of sg.spare (autoSpare.reuse), or nil where sg has no
+// spare and m is nil. It is kept in sg.jobs.
+func (sg *autoSegs) reuse(q *problem, op Op, m *Mesh, records bool) *Result {
+	if sg.spare == nil && m == nil {
+		return nil
+	}
+	r := sg.spare.reuse(op, len(sg.idx), q.Field.Dim, q.Field.Params, len(q.SaveAt), m, records)
+	sg.jobs = append(sg.jobs, r)
+	return r
+}
+
+// ran records a result of one of the continuation's jobs (see jobs).
+func (sg *autoSegs) ran(r *Result) *Result {
+	if r != nil {
+		sg.jobs = append(sg.jobs, r)
+	}
+	return r
 }
 
 // done2 releases keep2 unless the record r (nil: none ran) took its
@@ -471,10 +505,11 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 		if err != nil {
 			return nil, err
 		}
-		r1, err := sv.runPlan(ctx, OpReplay, q1, nil, sv.seg1(sg, q1), nil, 0, nil)
+		r1, err := sv.runPlan(ctx, OpReplay, q1, nil, sv.seg1(sg, q1), sg.reuse(q, OpReplay, nil, false), 0, nil)
 		if err != nil {
 			return nil, err
 		}
+		sg.ran(r1)
 		sg.y1, sg.ys1 = r1.Y, r1.Ys
 		served = r1.Engine
 	}
@@ -491,15 +526,16 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	var r2 *Result
 	switch {
 	case fused:
-		r2, err = alt.runPlan(ctx, op, q2, sg.loss(q, loss), nil, sg.reuse2(), scale, nil)
+		r2, err = alt.runPlan(ctx, op, q2, sg.loss(q, loss), nil, sg.reuse2(q), scale, nil)
 	case sg.m2 != nil:
 		r2, err = alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(sg.m2, q2), nil, 0, nil)
 	case op == OpSolve:
 		r2, err = alt.runPlan(ctx, OpSolve, q2, nil, nil, nil, 0, nil)
 	default:
-		r2, err = alt.runPlan(ctx, OpRecord, q2, nil, nil, sg.reuse2(), 0, nil)
+		r2, err = alt.runPlan(ctx, OpRecord, q2, nil, nil, sg.reuse2(q), 0, nil)
 	}
 	sg.done2(r2)
+	sg.ran(r2)
 	if err != nil {
 		return nil, err
 	}
@@ -513,10 +549,11 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	if (op == OpLoss || op == OpGrad) && K > 0 && len(ys2) < k*K*d && m2 != nil && allOK(r2.Status) {
 		// A record that returned no saves (a GPU engine's): the saves
 		// from the replay of its steps.
-		rr, err := alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(m2, q2), nil, 0, nil)
+		rr, err := alt.runPlan(ctx, OpReplay, q2, nil, alt.segMesh(m2, q2), sg.reuse(q, OpReplay, nil, false), 0, nil)
 		if err != nil {
 			return nil, err
 		}
+		sg.ran(rr)
 		ys2 = rr.Ys
 		served = servedBy(&Result{Engine: served}, rr)
 	}
@@ -547,12 +584,12 @@ func (sv *Solver) continueAuto(ctx context.Context, op Op, q *problem, loss *Los
 	}
 	if sg.m2 == nil && r2.Stats.Accepted != nil {
 		st := &out.Stats
-		st.Accepted = make([]int, k)
+		st.Accepted = sg.spare.ints(k)
 		if sg.rej1 != nil && r2.Stats.Rejected != nil {
-			st.Rejected = make([]int, k)
+			st.Rejected = sg.spare.ints(k)
 		}
 		if sg.fe1 != nil && r2.Stats.FieldEvals != nil {
-			st.FieldEvals = make([]int, k)
+			st.FieldEvals = sg.spare.ints(k)
 		}
 		for x := range st.Accepted {
 			st.Accepted[x] = sg.acc1[x] + r2.Stats.Accepted[x]
@@ -646,10 +683,11 @@ func (sv *Solver) chainLoss(ctx context.Context, op Op, q *problem, loss *Loss, 
 		return err
 	}
 	q2.y0, q2.Y0, q2.t0s = sg.y1, sg.y1, sg.ts
-	g2, err := alt.runPlan(ctx, OpGrad, q2, cotangentLoss(d, K, data2), alt.segMesh(m2, q2), nil, 1, nil)
+	g2, err := alt.runPlan(ctx, OpGrad, q2, cotangentLoss(d, K, data2), alt.segMesh(m2, q2), sg.reuse(q, OpGrad, nil, false), 1, nil)
 	if err != nil {
 		return err
 	}
+	sg.ran(g2)
 	out.Engine = servedBy(out, g2)
 	// The loss's own terms of the gradient, scaled: ∂ℓ/∂p [k×np], ∂ℓ/∂s
 	// summed [ns], the saves' cotangents [k×K×d].
@@ -703,10 +741,22 @@ func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out,
 	if err != nil {
 		return err
 	}
-	g1, err := sv.runPlan(ctx, OpGrad, q1, cotangentLoss(d, K, data1), sv.seg1(sg, q1), nil, 1, nil)
+	reuse := sg.reuse(q, OpGrad, nil, false)
+	if g := sg.grads; g != nil && len(g.GradY0) >= k*d && len(g.GradP) >= k*np {
+		// The first pass's gradient arrays, which no one reads (the spare
+		// ones taken for them stay in sg.jobs's copy: back to the spare).
+		var r Result
+		if reuse != nil {
+			r = *reuse
+		}
+		r.GradY0, r.GradP = g.GradY0[:k*d], g.GradP[:k*np]
+		reuse = &r
+	}
+	g1, err := sv.runPlan(ctx, OpGrad, q1, cotangentLoss(d, K, data1), sv.seg1(sg, q1), reuse, 1, nil)
 	if err != nil {
 		return err
 	}
+	sg.ran(g1)
 	out.Engine = servedBy(out, g1)
 	out.GradY0 = g1.GradY0
 	// The sums in g1's array, this call's own (the same additions, in
@@ -974,8 +1024,12 @@ func joinSteps(dst []float64, m1 *Mesh, h1 []float64, m2 *Mesh, h2 []float64) {
 // them in place (Owner is the value itself): an engine given the mesh
 // brings it to the host first (Mesh.Host), as one of another engine's.
 type autoSteps struct {
-	m1, m2   *Mesh // the Tsit5 steps (on the host or resident), the Rodas5P ones (resident)
-	rows     int   // the join's rows
+	m1, m2 *Mesh // the Tsit5 steps (on the host or resident), the Rodas5P ones (resident)
+	rows   int   // the join's rows
+	// spare, if not nil, is the host arrays of the continuation's jobs
+	// that the call's result does not hold, for the next call given it
+	// back (autoSpare; takeAutoMem).
+	spare    *autoSpare
 	mu       sync.Mutex
 	released bool
 }

@@ -193,7 +193,11 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		var done, doneRows, next, failed []int
 		found := false
 		if ns := countTrue(res.Stiff); ns > 0 {
-			// (Their exact room: a stiff ensemble's every row.)
+			// (Their exact room: a stiff ensemble's every row; the last
+			// call's where it was passed back.)
+			if stops == nil && mem.host != nil {
+				stops, mem.host.stops = mem.host.stops, nil
+			}
 			stiff, stops = slices.Grow(stiff, ns), slices.Grow(stops, ns)
 		}
 		for j, s := range res.Status {
@@ -277,6 +281,18 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 			return nil, sv, err
 		}
 		sg.keep2, mem.rodas = mem.rodas, nil
+		sg.spare, mem.host = mem.host, nil
+		if whole && len(stops) == q.n && allRowsOf(stops) {
+			// Every trajectory stopped: the first pass's gradient arrays
+			// (the Gradient's passed back) take the Tsit5 segments', and
+			// its states (the Rodas5P segments' initial ones), statuses,
+			// flags and counts, read by no one after the continuation,
+			// are spare (the caller writes its results into the
+			// Gradient's others: its times, saves, gradient).
+			sg.grads = first
+			sg.jobs = append(sg.jobs, &Result{Y: first.Y, Status: first.Status, Stiff: first.Stiff, Stats: Stats{
+				Accepted: first.Stats.Accepted, Rejected: first.Stats.Rejected, FieldEvals: first.Stats.FieldEvals}})
+		}
 		rs, err := sv.continueAuto(ctx, op, q, loss, scale, sg)
 		sg.release()
 		sg.done2(nil) // where no record took it
@@ -303,6 +319,17 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 			ms.spare = spare
 		} else {
 			spare.Release()
+		}
+		if a := contSteps(out.Mesh); a != nil {
+			// The jobs' host arrays that out does not hold, for the next
+			// call given it back.
+			if sg.spare == nil {
+				sg.spare = &autoSpare{}
+			}
+			sg.spare.keep(out, sg.jobs...)
+			clear(stops) // (no result kept alive by them)
+			sg.spare.stops = stops[:0]
+			a.spare = sg.spare
 		}
 		return out, sv, nil
 	}
@@ -805,6 +832,9 @@ type autoMem struct {
 	tsit  ResidentSteps // the finished trajectories' columns of it (replayPart)
 	stops ResidentSteps // the continued trajectories' columns of it (stopSegs)
 	rodas *Mesh         // the continued trajectories' Rodas5P steps (autoSegs.keep2)
+	// host is the host arrays of the continuation's jobs (autoSpare,
+	// autoSegs.spare): nothing to release.
+	host *autoSpare
 }
 
 // any reports whether m holds some memory.
@@ -836,8 +866,8 @@ func (m *autoMem) release() {
 func takeAutoMem(m *Mesh) autoMem {
 	switch s := m.Resident.(type) {
 	case *autoSteps:
-		if m1, m2 := s.take(); m1 != nil {
-			return autoMem{pass: m1, rodas: m2}
+		if m1, m2, host := s.take(); m1 != nil {
+			return autoMem{pass: m1, rodas: m2, host: host}
 		}
 	case *mergedSteps:
 		return s.take()
@@ -846,15 +876,17 @@ func takeAutoMem(m *Mesh) autoMem {
 }
 
 // take returns the Tsit5 steps' and the Rodas5P steps' meshes, both
-// resident, and marks a released without releasing them; else nils.
-func (a *autoSteps) take() (m1, m2 *Mesh) {
+// resident, and the spare host arrays, and marks a released without
+// releasing them; else nils.
+func (a *autoSteps) take() (m1, m2 *Mesh, host *autoSpare) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.released || a.m1.Resident == nil || a.m1.Resident.Released() || a.m2.Resident == nil || a.m2.Resident.Released() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	a.released = true
-	return a.m1, a.m2
+	host, a.spare = a.spare, nil
+	return a.m1, a.m2, host
 }
 
 // take is takeAutoMem of merged steps of two parts, one with its steps
@@ -879,14 +911,34 @@ func (s *mergedSteps) take() autoMem {
 	if cont == nil || tsit == nil || tsit.Resident.Released() || s.spare != nil && s.spare.Resident.Released() {
 		return autoMem{}
 	}
-	m1, m2 := cont.take()
+	m1, m2, host := cont.take()
 	if m1 == nil {
 		return autoMem{}
 	}
 	s.released = true
-	mem := autoMem{pass: s.spare, tsit: tsit.Resident, stops: m1.Resident, rodas: m2}
+	mem := autoMem{pass: s.spare, tsit: tsit.Resident, stops: m1.Resident, rodas: m2, host: host}
 	s.resident, s.spare = nil, nil
 	return mem
+}
+
+// contSteps returns the continued trajectories' steps that mesh m (nil:
+// none) of a Method Auto result holds (autoSteps: m's own, or a part's of
+// mergedSteps), or nil.
+func contSteps(m *Mesh) *autoSteps {
+	if m == nil {
+		return nil
+	}
+	switch s := m.Resident.(type) {
+	case *autoSteps:
+		return s
+	case *mergedSteps:
+		for _, pm := range s.resident {
+			if a, ok := pm.Resident.(*autoSteps); ok {
+				return a
+			}
+		}
+	}
+	return nil
 }
 
 // lazyAuto reports whether m is a Method Auto mesh of this package whose

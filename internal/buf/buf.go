@@ -4,6 +4,8 @@
 // into them cost (fresh memory is zeroed and faulted in page by page).
 package buf
 
+import "unsafe"
+
 // Make returns a slice of length n with every element zero: s resliced and
 // cleared if its capacity is at least n, else a new slice. Its contents
 // are those of make([]T, n) either way.
@@ -35,4 +37,18 @@ func Extend[T any](s []T, n int) (e []T, fresh bool) {
 // so that copying one into the other would be a copy onto itself.
 func Same[T any](a, b []T) bool {
 	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0]
+}
+
+// Overlap reports whether the storage of a and b up to their capacities
+// shares an element (both with a capacity): a slice handed to a writer
+// of the whole of b's storage would change a. Slices of one array
+// overlap where their capacities' ranges do, a sub-slice and the slice
+// it was cut from always.
+func Overlap[T any](a, b []T) bool {
+	if cap(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	size := unsafe.Sizeof(a[:1][0])
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(cap(b))*size && pb < pa+uintptr(cap(a))*size
 }

@@ -45,3 +45,26 @@ func TestSame(t *testing.T) {
 		t.Error("Same is wrong")
 	}
 }
+
+func TestOverlap(t *testing.T) {
+	a := make([]float64, 8)
+	b := make([]float64, 8)
+	for _, c := range []struct {
+		name string
+		x, y []float64
+		want bool
+	}{
+		{"same", a, a, true},
+		{"prefix", a[:2], a, true},
+		{"capacity", a[6:], a[:1], true}, // a[:1]'s capacity reaches a[6:]
+		{"disjoint halves", a[:4:4], a[4:], false},
+		{"other array", a, b, false},
+		{"empty with capacity", a[:0], a[3:4], true},
+		{"nil", nil, a, false},
+	} {
+		want := c.want
+		if got := Overlap(c.x, c.y); got != want || Overlap(c.y, c.x) != want {
+			t.Errorf("%s: Overlap = %v, want %v", c.name, got, want)
+		}
+	}
+}
