@@ -1392,7 +1392,8 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 	if r.keepG && idx == nil && c == m {
 		// So are its per-trajectory results where the job asks
 		// (keepGrads): the bytes a launch copies back.
-		_, _, size := r.keptSpans(nil, &full)
+		sp, _, size := r.keptSpans(r.sc.spans[:0], &full)
+		r.sc.spans = sp
 		r.keepGrads(size)
 	}
 	ar, err := r.ex.takeArena(&full)
@@ -2634,11 +2635,18 @@ func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bca
 			return err
 		}
 	}
+	marks := l.off[argEvOut] < 0 && r.eventsOut() // the marks to zero in the resident mesh
 	if v.MeshOut {
 		// Rows past a trajectory's last step read 0, as the CPU's.
 		addr, bytes := ar.addr+uint64(l.off[argHout]), l.bytes[argHout]
 		if r.hout != nil {
 			addr, bytes = r.hout.mem.addr, int64(rows)*int64(n)*8
+			if marks && r.hout.eventsAddr() == addr+uint64(bytes) {
+				// The marks follow the steps (a buffer of rows rows):
+				// one memset for both.
+				bytes += int64(rows) * int64(n) * 4
+				marks = false
+			}
 		}
 		if err := r.zero(addr, bytes); err != nil {
 			return err
@@ -2649,7 +2657,7 @@ func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bca
 		if err := r.zero(ar.addr+uint64(l.off[argEvOut]), l.bytes[argEvOut]); err != nil {
 			return err
 		}
-	} else if r.eventsOut() {
+	} else if marks {
 		if err := r.zero(r.hout.eventsAddr(), int64(rows)*int64(n)*4); err != nil {
 			return err
 		}

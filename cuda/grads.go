@@ -17,12 +17,13 @@ import (
 // caller reads them). A gradient run whose job asks for it, on an engine
 // that keeps meshes (float64, one device), with its recorded mesh kept
 // there too, launches all its trajectories at once into an arena as any
-// run; then, in the same batch, it copies the arena's results that a
-// call without KeepGrads copies back (the download region: dL/dy0,
-// dL/dp, statuses, counts, flags, times, event counts, and the states
-// unless Job.Omit leaves them out) into a device allocation of their own
-// (residentGrads), byte for byte at the offsets the host's staging buffer
-// would hold them, and the gradients' check kernel (grads.cuh) reduces
+// run, but the kernel writes the results that a call without KeepGrads
+// copies back (the download region: dL/dy0, dL/dp, statuses, counts,
+// flags, times, event counts, and the states unless Job.Omit leaves them
+// out) straight into a device allocation of their own (residentGrads:
+// argAddr gives the kernel their addresses there, keptSpans lays them
+// out, in the ranges a copy back would take, each 256-byte aligned);
+// then, in the same batch, the gradients' check kernel (grads.cuh) reduces
 // the statuses, flags and gradients to two words: whether any trajectory
 // is ill (a status other than OK, a stiffness, overflow or tangential
 // crossing flag) or any gradient value or loss term is not finite, and
@@ -137,6 +138,12 @@ func (r *run) keepGrads(size int64) bool {
 	need := gradsWordsAt(size) + gradsTail
 	if old := r.j.Reuse; old != nil {
 		if k, ok := old.Grads.(*residentGrads); ok && !k.Released() && k.ex.be == r.ex.be && k.mem.bytes >= need {
+			if o := k.r; o != nil && o != r {
+				// The run of the results written over is done with: its
+				// scratch serves a later call (giveRun), so that repeated
+				// kept calls make no new run each.
+				o.ex.giveRun(o)
+			}
 			k.r, k.ex = nil, r.ex // its old Result is written over
 			r.gout = k
 			return true
@@ -331,5 +338,6 @@ func (k *residentGrads) Fill(res *ode.Result) error {
 		return fmt.Errorf("cuda: engine %s: internal error: kept results of a launch that did not end well", k.ex.name)
 	}
 	k.r = nil // the memory stays for the next call's results (keepGrads)
+	r.ex.giveRun(r)
 	return nil
 }
