@@ -832,6 +832,9 @@ type run struct {
 	// into gout, each array at its offset in the scratch's keptAt
 	// (argAddr, keptSpans).
 	direct bool
+	// queued: the launch under way queues its uploads without waiting
+	// for them (write): its batch ends with a read that waits for them.
+	queued bool
 
 	// q is the queue of the batch a launch's copies and kernel run in
 	// (nil outside one: then they go to the backend one by one).
@@ -1554,8 +1557,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		*fullAt, fullBytes = at, outBytes
 		out, at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
 	}
-	r.direct = kept
-	defer func() { r.direct = false }()
+	r.direct, r.queued = kept, kept
+	defer func() { r.direct, r.queued = false, false }()
 	savesAt := outBytes
 	if saveCols > 0 {
 		at[argYs] = savesAt
@@ -3581,10 +3584,17 @@ func (r *run) read(dst []byte, addr uint64) error {
 }
 
 // write copies src to device memory at addr, adding the time to the trace.
+//
+// In the batch of a launch that keeps its results (queued), the copy is
+// queued without waiting for it (writeQueued): src, the launch's staging
+// buffer, stays as it is until the batch's read of the check's words,
+// which waits for it.
 func (r *run) write(addr uint64, src []byte) error {
 	start := time.Now()
 	var err error
-	if r.q != nil {
+	if r.q != nil && r.queued {
+		err = r.q.writeQueued(addr, src)
+	} else if r.q != nil {
 		err = r.q.write(addr, src)
 	} else {
 		err = r.ex.be.write(addr, src)

@@ -18,7 +18,7 @@ type opsBackend struct {
 
 // queueOps counts a batch's operations by kind.
 type queueOps struct {
-	writes, reads, zeros, copies, kernels, batches int
+	writes, queued, reads, zeros, copies, kernels, batches int
 }
 
 func (b opsBackend) batch(f func(q queue) error) error {
@@ -42,6 +42,11 @@ func (q opsQueue) count(f func(o *queueOps)) {
 func (q opsQueue) write(addr uint64, src []byte) error {
 	q.count(func(o *queueOps) { o.writes++ })
 	return q.countsQueue.write(addr, src)
+}
+
+func (q opsQueue) writeQueued(addr uint64, src []byte) error {
+	q.count(func(o *queueOps) { o.queued++ })
+	return q.countsQueue.writeQueued(addr, src)
 }
 
 func (q opsQueue) read(dst []byte, addr uint64) error {
@@ -68,8 +73,9 @@ func (q opsQueue) enqueue(k backendKernel, threads, block, shmem int, args []uin
 // suite's problems (ballCase, pkCase, Tsit5 at rtol 1e-6, 4,096
 // trajectories, ode.Settings.KeepGrads with Gradient.Omit, the Gradient
 // passed back unread, inputs unchanged) queues on the device, on
-// cuda-counts' backend counting its operations: one batch; one upload
-// (the shared block: the inputs are held); two memsets (the recorded
+// cuda-counts' backend counting its operations: one batch; one upload,
+// queued without waiting for it (the shared block: the inputs are held;
+// writeQueued); two memsets (the recorded
 // mesh's steps and event marks, which follow them, in one; the check's
 // words); the engine kernel and the check kernel; one read (the check's
 // words and limbs); and no device-to-device copy (the kernel writes the
@@ -78,7 +84,7 @@ func TestKeptCallOps(t *testing.T) {
 	be := opsBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &queueOps{}}
 	e := &Engine{name: "cuda-counts-ops", prec: Float64, be: be}
 	ode.Register(e)
-	want := queueOps{writes: 1, reads: 1, zeros: 2, copies: 0, kernels: 2, batches: 1}
+	want := queueOps{queued: 1, reads: 1, zeros: 2, copies: 0, kernels: 2, batches: 1}
 	for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
 		c := mk(1<<12, ode.Tsit5)
 		c.set.RelTol, c.set.AbsTol, c.set.Engine, c.set.KeepGrads = 1e-6, 1e-8, e.name, true
