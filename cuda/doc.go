@@ -477,9 +477,9 @@
 // half an ulp: a few ulps in practice (TestHostKeepGradsLossSum,
 // testKeepGrads). The call copies back the check's words and limbs (536
 // bytes, whatever n) and the shared gradient's sums: a kept call queues
-// one upload of the shared block, one memset of the recorded mesh's steps
-// and event marks, the kernel, one memset and the check kernel, then
-// one read, and makes no new run (the run of the results written over
+// one upload of the shared block (not waited for), one memset of the
+// recorded mesh's steps and event marks and one of the check's words, the
+// kernel and the check kernel, then one read (TestKeptCallOps), and makes no new run (the run of the results written over
 // serves the next call: 17 allocations a call, TestKeptCallAllocs),
 // where a call with
 // OmitStates|OmitStats copies 56 bytes a trajectory (ball and pk, d = 2,
