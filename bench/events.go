@@ -48,7 +48,9 @@ const (
 
 // EventsRow is one row of the events suite. Times are medians in
 // milliseconds (kernel: device time of the kernels, call: the whole
-// ode.Solver call).
+// ode.Solver call, its copies included) of each kind's calls in a row,
+// after one warm-up call of every kind (timeGPUInRow: as the anchor
+// times Diffrax's; GradKeepMixedCall apart).
 type EventsRow struct {
 	Problem string  `json:"problem"` // "ball" or "pk"
 	Engine  string  `json:"engine"`
@@ -77,11 +79,17 @@ type EventsRow struct {
 	// comparison with a jitted Diffrax gradient, whose arrays stay on the
 	// device); GradKeep its kernels' time, GradKeepCopy, GradKeepStage
 	// and GradKeepScatter its split as GradOmitCopy's.
-	GradKeep        float64 `json:"grad_keep_ms"`
-	GradKeepCall    float64 `json:"grad_keep_call_ms"`
-	GradKeepCopy    float64 `json:"grad_keep_copy_ms"`
-	GradKeepStage   float64 `json:"grad_keep_stage_ms"`
-	GradKeepScatter float64 `json:"grad_keep_scatter_ms"`
+	GradKeep     float64 `json:"grad_keep_ms"`
+	GradKeepCall float64 `json:"grad_keep_call_ms"`
+	// GradKeepMixedCall is GradKeepCall timed with the four calls in
+	// turn (forward, gradient, with Omit, kept), each kept call after the
+	// other three (the suite's protocol up to session 41), where the
+	// other figures time each kind's calls in a row, as the anchor times
+	// Diffrax's gradient (bench/anchors/_common.py's time_fn).
+	GradKeepMixedCall float64 `json:"grad_keep_mixed_call_ms"`
+	GradKeepCopy      float64 `json:"grad_keep_copy_ms"`
+	GradKeepStage     float64 `json:"grad_keep_stage_ms"`
+	GradKeepScatter   float64 `json:"grad_keep_scatter_ms"`
 	// GradCopy, GradStage and GradScatter split the whole gradient call
 	// with the record (GradRecordCall, everything returned) and
 	// GradOmitCopy, GradOmitStage and GradOmitScatter the one with
@@ -185,10 +193,10 @@ func RunEvents(w io.Writer, cfg GPUConfig) ([]EventsRow, error) {
 		rtols = DefaultEventsRelTol
 	}
 	if !cfg.JSON {
-		fmt.Fprintf(w, "Events (ball: bounces to T = 1.6, loss Σx(T); pk: terminal threshold, loss Σt*), Tsit5, atol = rtol·1e-2, engine %s, median of %d (ms): kernel = device time, call = whole ode.Solver call\n",
+		fmt.Fprintf(w, "Events (ball: bounces to T = 1.6, loss Σx(T); pk: terminal threshold, loss Σt*), Tsit5, atol = rtol·1e-2, engine %s, median of %d (ms): kernel = device time, call = whole ode.Solver call, each kind's calls in a row (keep-mix: the kept call after the other three)\n",
 			cfg.engine(), repsOrDefault(cfg.Reps))
-		fmt.Fprintf(w, "%-5s %8s %6s %7s %6s | %9s %9s | %9s %9s %9s %9s | %9s %9s %s\n",
-			"prob", "n", "rtol", "steps", "events", "fwd", "grad+rec", "call-fwd", "call-g+r", "call-omit", "call-keep", "value-err", "grad-err", "layout")
+		fmt.Fprintf(w, "%-5s %8s %6s %7s %6s | %9s %9s | %9s %9s %9s %9s %9s | %9s %9s %s\n",
+			"prob", "n", "rtol", "steps", "events", "fwd", "grad+rec", "call-fwd", "call-g+r", "call-omit", "call-keep", "keep-mix", "value-err", "grad-err", "layout")
 	}
 	var rows []EventsRow
 	for _, n := range ns {
@@ -205,9 +213,9 @@ func RunEvents(w io.Writer, cfg GPUConfig) ([]EventsRow, error) {
 				if cfg.JSON {
 					err = writeJSON(w, row)
 				} else {
-					_, err = fmt.Fprintf(w, "%-5s %8d %6.0e %7.1f %6.2f | %9.3f %9.3f | %9.3f %9.3f %9.3f %9.3f | %9.2e %9.2e %s\n",
+					_, err = fmt.Fprintf(w, "%-5s %8d %6.0e %7.1f %6.2f | %9.3f %9.3f | %9.3f %9.3f %9.3f %9.3f %9.3f | %9.2e %9.2e %s\n",
 						row.Problem, row.N, row.RelTol, row.Steps, row.Events, row.Forward, row.GradRecord,
-						row.ForwardCall, row.GradRecordCall, row.GradOmitCall, row.GradKeepCall, row.ValueErr, row.GradErr, row.Layout)
+						row.ForwardCall, row.GradRecordCall, row.GradOmitCall, row.GradKeepCall, row.GradKeepMixedCall, row.ValueErr, row.GradErr, row.Layout)
 				}
 				if err != nil {
 					return rows, err
@@ -240,7 +248,7 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 	var g ode.Gradient
 	gomit := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
 	gkeep := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
-	times, err := timeGPU(cfg.Reps,
+	cases := []func() (time.Duration, error){
 		traced(&compile, &last, func(ctx context.Context) error { _, err := sv.SolveContext(ctx, prob); return err }),
 		tracedEach(&compile, func(s cuda.TraceStats) { grs = append(grs, s) }, func(ctx context.Context) error {
 			_, err := sv.GradContext(ctx, &g, prob, ep.loss, nil)
@@ -254,11 +262,20 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 			_, err := kept.GradContext(ctx, &gkeep, prob, ep.loss, nil) // unread: written over by the next
 			return err
 		}),
-	)
+	}
+	// Each kind's calls in a row, as the anchor times Diffrax's (time_fn).
+	times, err := timeGPUInRow(cfg.Reps, cases...)
 	if err != nil {
 		return nil, err
 	}
-	gr := grs[len(grs)-1]
+	inRow := [3][]cuda.TraceStats{grs, gros, gks} // (the in-row calls' traces: the next calls' go after them)
+	// Then the four in turn, the kept call after the others' (the
+	// suite's protocol up to session 41): GradKeepMixedCall.
+	mixed, err := timeGPU(cfg.Reps, cases...)
+	if err != nil {
+		return nil, err
+	}
+	gr := inRow[0][len(inRow[0])-1]
 	// The medians of the timed calls' (the first is untimed).
 	hostSplit := func(ts []cuda.TraceStats) (copies, stage, scatter float64) {
 		var c, st, sc []float64
@@ -282,13 +299,13 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 		Steps: meanInts(g.Mesh.Stats.Accepted), Rejected: meanInts(g.Mesh.Stats.Rejected), Events: meanInts(g.Solution.Events),
 		Forward: times[0].kernel, GradRecord: times[1].kernel, ForwardCall: times[0].call, GradRecordCall: times[1].call,
 		GradOmit: times[2].kernel, GradOmitCall: times[2].call,
-		GradKeep: times[3].kernel, GradKeepCall: times[3].call,
+		GradKeep: times[3].kernel, GradKeepCall: times[3].call, GradKeepMixedCall: mixed[3].call,
 		ValueErr: median(verr), GradErr: median(gerr), Samples: subsample(n, eventsSamples),
 		Loss: g.Loss, Compile: ms(compile), Layout: gr.Layout,
 	}
-	row.GradCopy, row.GradStage, row.GradScatter = hostSplit(grs)
-	row.GradOmitCopy, row.GradOmitStage, row.GradOmitScatter = hostSplit(gros)
-	row.GradKeepCopy, row.GradKeepStage, row.GradKeepScatter = hostSplit(gks)
+	row.GradCopy, row.GradStage, row.GradScatter = hostSplit(inRow[0])
+	row.GradOmitCopy, row.GradOmitStage, row.GradOmitScatter = hostSplit(inRow[1])
+	row.GradKeepCopy, row.GradKeepStage, row.GradKeepScatter = hostSplit(inRow[2])
 	for _, i := range row.Samples {
 		row.Values = append(row.Values, ep.value(&g, i))
 		row.Grads = append(row.Grads, g.P[i])

@@ -153,6 +153,21 @@ type gpuTiming struct{ kernel, call float64 }
 // buffer's size), waits for the kernels' compiles, then reps rounds of every case in turn, each case
 // reporting the device time of its kernels.
 func timeGPU(reps int, cases ...func() (time.Duration, error)) ([]gpuTiming, error) {
+	return timeGPUOrder(reps, false, cases...)
+}
+
+// timeGPUInRow is timeGPU with each case's reps calls in a row, case
+// after case, as the anchors time a function (bench/anchors/_common.py's
+// time_fn: a warm-up, then the timed calls back to back): a call is
+// timed after a call of its own kind, not after the other cases' (whose
+// work in between, tens of megabytes of other arrays, leaves the
+// caches and the device's memory to the case that follows).
+func timeGPUInRow(reps int, cases ...func() (time.Duration, error)) ([]gpuTiming, error) {
+	return timeGPUOrder(reps, true, cases...)
+}
+
+// timeGPUOrder is timeGPU (inRow false) or timeGPUInRow.
+func timeGPUOrder(reps int, inRow bool, cases ...func() (time.Duration, error)) ([]gpuTiming, error) {
 	if reps <= 0 {
 		reps = DefaultReps
 	}
@@ -169,15 +184,31 @@ func timeGPU(reps int, cases ...func() (time.Duration, error)) ([]gpuTiming, err
 	}
 	kern := make([][]float64, len(cases))
 	call := make([][]float64, len(cases))
-	for range reps {
-		for k, c := range cases {
-			start := time.Now()
-			dt, err := c()
-			if err != nil {
-				return nil, err
+	one := func(k int) error {
+		start := time.Now()
+		dt, err := cases[k]()
+		if err != nil {
+			return err
+		}
+		call[k] = append(call[k], ms(time.Since(start)))
+		kern[k] = append(kern[k], ms(dt))
+		return nil
+	}
+	if inRow {
+		for k := range cases {
+			for range reps {
+				if err := one(k); err != nil {
+					return nil, err
+				}
 			}
-			call[k] = append(call[k], ms(time.Since(start)))
-			kern[k] = append(kern[k], ms(dt))
+		}
+	} else {
+		for range reps {
+			for k := range cases {
+				if err := one(k); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	t := make([]gpuTiming, len(cases))

@@ -149,3 +149,57 @@ func TestCallAllocsSteady(t *testing.T) {
 		}
 	}
 }
+
+// keptAllocsMax is the most allocations TestKeptCallAllocs allows a
+// repeated kept gradient call (ode.Settings.KeepGrads, the Gradient
+// passed back unread, inputs unchanged). What is left is the call's
+// result structs (the Result, the recorded Mesh, the Job, the checked
+// problem and its kept copy, the Gradient's keptGrads and reuse), the
+// launch's closures (the batch, its layout and argument arrays that the
+// closures capture) and the compare run ahead of the launch (its
+// goroutine's closure). The run itself, with its scratch, is recycled
+// between kept calls (keepGrads gives the run of the results written over
+// back), and no error value is made to choose the layout (wideCheck's are
+// made once). A new allocation a call fails the test: lower the bound
+// where a change removes some.
+const keptAllocsMax = 17
+
+// TestKeptCallAllocs checks the allocations of a repeated kept gradient
+// call of the events suite's problems (ballCase, pkCase; Tsit5 at rtol
+// 1e-6, 4,096 trajectories) on the engine whose kernels write only the
+// counts and whose check finds all well (cuda-counts: the host's share
+// of a GPU call), against keptAllocsMax, averaged over 50 calls
+// (testing.AllocsPerRun; half an allocation is allowed for a pool
+// refilled by a collection), every call keeping its results.
+func TestKeptCallAllocs(t *testing.T) {
+	for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
+		c := mk(1<<12, ode.Tsit5)
+		c.set.RelTol, c.set.AbsTol, c.set.Engine, c.set.KeepGrads = 1e-6, 1e-8, countsF64.name, true
+		sv, err := ode.NewSolver(c.prob.Field, &c.set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
+		kept := 0
+		call := func() {
+			if _, err := sv.GradContext(context.Background(), &g, &c.prob, c.loss, nil); err != nil {
+				t.Fatal(err)
+			}
+			if g.Resident != nil {
+				kept++
+			}
+		}
+		call()
+		call()
+		kept = 0
+		const runs = 50
+		got := testing.AllocsPerRun(runs, call)
+		t.Logf("%s: %.1f allocations a kept call (at most %d)", c.name, got, keptAllocsMax)
+		if kept != runs+1 { // (AllocsPerRun calls once more, untimed)
+			t.Errorf("%s: %d of %d calls kept their results", c.name, kept, runs+1)
+		}
+		if got > keptAllocsMax+0.5 {
+			t.Errorf("%s: %.1f allocations a kept call, want at most %d", c.name, got, keptAllocsMax)
+		}
+	}
+}

@@ -63,6 +63,10 @@ type backend interface {
 // queue is what a batch can do (backend.batch).
 type queue interface {
 	write(addr uint64, src []byte) error
+	// writeQueued is write without waiting for the copy: the device
+	// copies src after the work queued before it. src must stay as it is
+	// until a later read or elapsed of the batch has returned.
+	writeQueued(addr uint64, src []byte) error
 	read(dst []byte, addr uint64) error
 	zero(addr uint64, n int64) error
 	// copyDevice copies n bytes of device memory from src to dst.
@@ -227,7 +231,10 @@ type gpuQueue struct{ q *driver.Queue }
 
 func (g gpuQueue) write(addr uint64, src []byte) error { return g.q.CopyToDevice(addr, src) }
 func (g gpuQueue) read(dst []byte, addr uint64) error  { return g.q.CopyFromDevice(dst, addr) }
-func (g gpuQueue) zero(addr uint64, n int64) error     { return g.q.Zero(addr, n) }
+func (g gpuQueue) writeQueued(addr uint64, src []byte) error {
+	return g.q.CopyToDeviceQueued(addr, src)
+}
+func (g gpuQueue) zero(addr uint64, n int64) error { return g.q.Zero(addr, n) }
 func (g gpuQueue) copyDevice(dst, src uint64, n int64) error {
 	return g.q.CopyDevice(dst, src, n)
 }

@@ -461,11 +461,12 @@
 // With ode.Settings.KeepGrads a gradient's per-trajectory results stay on
 // the device until read (issue 25: a jitted Diffrax gradient returns its
 // arrays on the device). The same engines, in a launch of all the call's
-// trajectories whose recorded mesh stays on the device, copy the launch's
-// download region (dL/dy0, dL/dp, statuses, counts, flags, times, event
-// counts, and the states unless Gradient.Omit leaves them out) into
-// device memory of their own (residentGrads, the Gradient's Resident),
-// and a check kernel (grads.cuh, gs_g_check: a warp's verdicts combined
+// trajectories whose recorded mesh stays on the device, have the kernel
+// write the launch's download region (dL/dy0, dL/dp, statuses, counts,
+// flags, times, event counts, and the states unless Gradient.Omit leaves
+// them out) straight into device memory of their own (residentGrads, the
+// Gradient's Resident; its ranges 256-byte aligned as the arena's
+// arrays, no device-to-device copy), and a check kernel (grads.cuh, gs_g_check: a warp's verdicts combined
 // by shuffles, one atomic each) reduces them to two words: whether a
 // trajectory is ill (a status other than OK; a stiffness, overflow or
 // tangential-crossing flag) or a gradient value not finite, and the most
@@ -481,7 +482,12 @@
 // sum's error bound, (n−1)·u·Σ|terms| to first order (u = 2^−53), plus
 // half an ulp: a few ulps in practice (TestHostKeepGradsLossSum,
 // testKeepGrads). The call copies back the check's words and limbs (536
-// bytes, whatever n) and the shared gradient's sums, where a call with
+// bytes, whatever n) and the shared gradient's sums: a kept call queues
+// one upload of the shared block (not waited for), one memset of the
+// recorded mesh's steps and event marks and one of the check's words, the
+// kernel and the check kernel, then one read (TestKeptCallOps), and makes no new run (the run of the results written over
+// serves the next call: 17 allocations a call, TestKeptCallAllocs),
+// where a call with
 // OmitStates|OmitStats copies 56 bytes a trajectory (ball and pk, d = 2,
 // one parameter) and scatters them into eight arrays, most of its host
 // time. Where the words report a failure the call copies

@@ -828,6 +828,13 @@ type run struct {
 	// writes the kept results, without the loss terms and shared sums.
 	keepG, kept, filling bool
 	gout                 *residentGrads
+	// direct: the launch under way writes its download region straight
+	// into gout, each array at its offset in the scratch's keptAt
+	// (argAddr, keptSpans).
+	direct bool
+	// queued: the launch under way queues its uploads without waiting
+	// for them (write): its batch ends with a read that waits for them.
+	queued bool
 
 	// q is the queue of the batch a launch's copies and kernel run in
 	// (nil outside one: then they go to the backend one by one).
@@ -1211,6 +1218,15 @@ func (l *layout) spans(keep func(a int) bool) (sp []span, at [numArgs]int64, tot
 
 // spansInto is spans appending the ranges to sp (a launch's scratch).
 func (l *layout) spansInto(sp []span, keep func(a int) bool) (_ []span, at [numArgs]int64, total int64) {
+	return l.spansAligned(sp, keep, 1)
+}
+
+// spansAligned is spansInto with each range starting at a multiple of
+// align bytes of the total (align a power of two; the bytes between
+// ranges are left unused): laid out so in device memory, every array
+// keeps the alignment it has in the arena (a kept gradient's results,
+// which its kernel writes there directly: keptSpans).
+func (l *layout) spansAligned(sp []span, keep func(a int) bool, align int64) (_ []span, at [numArgs]int64, total int64) {
 	open, base := false, int64(0) // base: where the open range starts in the total
 	for _, a := range l.order {
 		if l.off[a] < 0 {
@@ -1222,7 +1238,7 @@ func (l *layout) spansInto(sp []span, keep func(a int) bool) (_ []span, at [numA
 		}
 		if !open {
 			sp = append(sp, span{lo: l.off[a]})
-			open, base = true, total
+			open, base = true, (total+align-1)&^(align-1)
 		}
 		last := &sp[len(sp)-1]
 		at[a] = base + l.off[a] - last.lo
@@ -1379,7 +1395,8 @@ func (r *run) pass(ctx context.Context, idx []int, rows int) (over []int, err er
 	if r.keepG && idx == nil && c == m {
 		// So are its per-trajectory results where the job asks
 		// (keepGrads): the bytes a launch copies back.
-		_, _, size := full.spans(r.downloaded)
+		sp, _, size := r.keptSpans(r.sc.spans[:0], &full)
+		r.sc.spans = sp
 		r.keepGrads(size)
 	}
 	ar, err := r.ex.takeArena(&full)
@@ -1520,20 +1537,28 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// The results copied back: the download region less what the run
 	// leaves on the device (downloaded), in one range or a few, then the
 	// saved states where they come back apart.
-	out, at, outBytes := l.spansInto(r.sc.spans[:0], keep)
+	var out []span
+	var at [numArgs]int64
+	var outBytes int64
+	if kept {
+		out, at, outBytes = r.keptSpans(r.sc.spans[:0], &l)
+	} else {
+		out, at, outBytes = l.spansInto(r.sc.spans[:0], keep)
+	}
 	r.sc.spans = out
-	// Kept results: the download region goes to the kept results on the
-	// device (fullOut, at fullAt of fullBytes); the shared sums come
-	// back, and the check's words with the loss terms' sum.
-	// (fullAt and words in the run's scratch: the batch's closures
-	// would take them to the heap.)
-	var fullOut []span
+	// Kept results: the kernel writes the download region into the kept
+	// results on the device (each array at fullAt, fullBytes in all:
+	// direct); the shared sums come back, and the check's words with the
+	// loss terms' sum. (fullAt and words in the run's scratch: the
+	// batch's closures would take them to the heap.)
 	fullAt, words := &r.sc.keptAt, &r.sc.words
 	var fullBytes int64
 	if kept {
-		fullOut, *fullAt, fullBytes = out, at, outBytes
+		*fullAt, fullBytes = at, outBytes
 		out, at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
 	}
+	r.direct, r.queued = kept, kept
+	defer func() { r.direct, r.queued = false, false }()
 	savesAt := outBytes
 	if saveCols > 0 {
 		at[argYs] = savesAt
@@ -1637,6 +1662,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return nil
 		}
 		c := clocks[0]
+		if kept {
+			// The check's words zeroed before the kernel, with the
+			// other memsets: after it the device runs the check at once.
+			if err := q.zero(r.gout.mem.addr+uint64(gradsWordsAt(fullBytes)), gradsTail); err != nil {
+				return err
+			}
+		}
 		if err := r.launchKernel(ar, n, rows, &l, c); err != nil {
 			return err
 		}
@@ -1645,7 +1677,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			// kernel, and the read of its words waits for both; the
 			// clock's end has passed by then. The read's time less the
 			// kernel's is the trace's transfer.
-			if err := r.checkGrads(q, ar, n, &l, fullOut, fullBytes); err != nil {
+			if err := r.checkGrads(q, ar, n, &l, fullBytes); err != nil {
 				return err
 			}
 			start := time.Now()
@@ -1670,8 +1702,12 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
 		}
 		at := int64(0)
+		base := ar.addr // of out's spans (kept: the shared sums, in the kept results)
+		if kept {
+			base = r.argAddr(ar, &l, argGS) - uint64(l.off[argGS])
+		}
 		for _, s := range out {
-			if err := r.read(down[at:at+s.hi-s.lo], ar.addr+uint64(s.lo)); err != nil {
+			if err := r.read(down[at:at+s.hi-s.lo], base+uint64(s.lo)); err != nil {
 				return err
 			}
 			at += s.hi - s.lo
@@ -1749,9 +1785,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 				return nil, nil
 			}
 			// A trajectory ill or a value not finite: the results come
-			// back now, as without KeepGrads (the errors read them).
+			// back now, as without KeepGrads (the errors read them), in
+			// one copy of the kept results (the kernel wrote them there).
+			all, err := r.readKept(fullBytes)
 			r.dropGrads()
-			all, err := r.readSpans(ar, fullOut, fullBytes)
 			if err != nil {
 				return nil, err
 			}
@@ -2606,7 +2643,7 @@ func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bca
 		}
 	}
 	if zeroGS {
-		if err := r.zero(ar.addr+uint64(l.off[argGS]), l.bytes[argGS]); err != nil {
+		if err := r.zero(r.argAddr(ar, l, argGS), l.bytes[argGS]); err != nil {
 			return err
 		}
 	}
@@ -2616,11 +2653,18 @@ func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bca
 			return err
 		}
 	}
+	marks := l.off[argEvOut] < 0 && r.eventsOut() // the marks to zero in the resident mesh
 	if v.MeshOut {
 		// Rows past a trajectory's last step read 0, as the CPU's.
 		addr, bytes := ar.addr+uint64(l.off[argHout]), l.bytes[argHout]
 		if r.hout != nil {
 			addr, bytes = r.hout.mem.addr, int64(rows)*int64(n)*8
+			if marks && r.hout.eventsAddr() == addr+uint64(bytes) {
+				// The marks follow the steps (a buffer of rows rows):
+				// one memset for both.
+				bytes += int64(rows) * int64(n) * 4
+				marks = false
+			}
 		}
 		if err := r.zero(addr, bytes); err != nil {
 			return err
@@ -2631,7 +2675,7 @@ func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bca
 		if err := r.zero(ar.addr+uint64(l.off[argEvOut]), l.bytes[argEvOut]); err != nil {
 			return err
 		}
-	} else if r.eventsOut() {
+	} else if marks {
 		if err := r.zero(r.hout.eventsAddr(), int64(rows)*int64(n)*4); err != nil {
 			return err
 		}
@@ -2668,9 +2712,7 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 		args[argScale] = math.Float64bits(j.Loss.Scale)
 	}
 	for a := argSh; a < numArgs; a++ {
-		if l.off[a] >= 0 {
-			args[a] = ar.addr + uint64(l.off[a])
-		}
+		args[a] = r.argAddr(ar, l, a)
 	}
 	if r.hin != nil {
 		args[argHin] = r.hin.mem.addr
@@ -3577,10 +3619,17 @@ func (r *run) read(dst []byte, addr uint64) error {
 }
 
 // write copies src to device memory at addr, adding the time to the trace.
+//
+// In the batch of a launch that keeps its results (queued), the copy is
+// queued without waiting for it (writeQueued): src, the launch's staging
+// buffer, stays as it is until the batch's read of the check's words,
+// which waits for it.
 func (r *run) write(addr uint64, src []byte) error {
 	start := time.Now()
 	var err error
-	if r.q != nil {
+	if r.q != nil && r.queued {
+		err = r.q.writeQueued(addr, src)
+	} else if r.q != nil {
 		err = r.q.write(addr, src)
 	} else {
 		err = r.ex.be.write(addr, src)

@@ -17,12 +17,13 @@ import (
 // caller reads them). A gradient run whose job asks for it, on an engine
 // that keeps meshes (float64, one device), with its recorded mesh kept
 // there too, launches all its trajectories at once into an arena as any
-// run; then, in the same batch, it copies the arena's results that a
-// call without KeepGrads copies back (the download region: dL/dy0,
-// dL/dp, statuses, counts, flags, times, event counts, and the states
-// unless Job.Omit leaves them out) into a device allocation of their own
-// (residentGrads), byte for byte at the offsets the host's staging buffer
-// would hold them, and the gradients' check kernel (grads.cuh) reduces
+// run, but the kernel writes the results that a call without KeepGrads
+// copies back (the download region: dL/dy0, dL/dp, statuses, counts,
+// flags, times, event counts, and the states unless Job.Omit leaves them
+// out) straight into a device allocation of their own (residentGrads:
+// argAddr gives the kernel their addresses there, keptSpans lays them
+// out, in the ranges a copy back would take, each 256-byte aligned);
+// then, in the same batch, the gradients' check kernel (grads.cuh) reduces
 // the statuses, flags and gradients to two words: whether any trajectory
 // is ill (a status other than OK, a stiffness, overflow or tangential
 // crossing flag) or any gradient value or loss term is not finite, and
@@ -137,6 +138,12 @@ func (r *run) keepGrads(size int64) bool {
 	need := gradsWordsAt(size) + gradsTail
 	if old := r.j.Reuse; old != nil {
 		if k, ok := old.Grads.(*residentGrads); ok && !k.Released() && k.ex.be == r.ex.be && k.mem.bytes >= need {
+			if o := k.r; o != nil && o != r {
+				// The run of the results written over is done with: its
+				// scratch serves a later call (giveRun), so that repeated
+				// kept calls make no new run each.
+				o.ex.giveRun(o)
+			}
 			k.r, k.ex = nil, r.ex // its old Result is written over
 			r.gout = k
 			return true
@@ -175,32 +182,60 @@ func (r *run) keptGrads(l *layout) bool {
 	return r.gout != nil && (!r.v.MeshOut || r.hout != nil) && l.off[argEvOut] < 0 && l.off[argHout] < 0
 }
 
+// keptAlign is the alignment of each range of a kept gradient's results
+// in their device memory: the arena's arrays' (layout).
+const keptAlign = 256
+
+// keptSpans returns the ranges of the download region of a launch in
+// layout l that a run keeps on the device (downloaded), appended to sp,
+// where each array lies in the kept results' memory (each range at a
+// multiple of keptAlign: spansAligned) and the bytes they take. The
+// kernel writes them there itself (argAddr), Fill copies them back in
+// one copy.
+func (r *run) keptSpans(sp []span, l *layout) ([]span, [numArgs]int64, int64) {
+	return l.spansAligned(sp, r.downloaded, keptAlign)
+}
+
+// argAddr returns the device address of array a of the launch in layout
+// l on arena ar (0 if it has none): in the kept results (r.gout, at the
+// scratch's keptAt) where the launch writes its results there (direct)
+// and a is one the run keeps (downloaded), else in the arena.
+func (r *run) argAddr(ar *arena, l *layout, a int) uint64 {
+	switch {
+	case l.off[a] < 0:
+		return 0
+	case r.direct && r.downloaded(a):
+		return r.gout.mem.addr + uint64(r.sc.keptAt[a])
+	}
+	return ar.addr + uint64(l.off[a])
+}
+
+// readKept copies the kept results (size bytes) back from the device in
+// one copy, into a new buffer, at the offsets of the scratch's keptAt.
+func (r *run) readKept(size int64) ([]byte, error) {
+	buf := make([]byte, size)
+	if err := r.ex.be.batch(func(q queue) error {
+		r.q = q
+		defer func() { r.q = nil }()
+		return r.read(buf, r.gout.mem.addr)
+	}); err != nil {
+		return nil, err
+	}
+	r.tr.add(func(t *TraceStats) { t.Download += size })
+	return buf, nil
+}
+
 // checkGrads queues, after the launch's kernel of its n trajectories in
-// arena ar (layout l), the copies of the download region's spans sp (at
-// their offsets at in the staging buffer's order) into the kept results
-// and the check kernel, whose words it zeroes first.
-func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, sp []span, size int64) error {
+// arena ar (layout l), which wrote its results into the kept results
+// (size bytes; argAddr), the check kernel, whose words (after the
+// results: gradsWordsAt) the launch zeroed before its kernel.
+func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, size int64) error {
 	k, err := r.ex.gradsKernel()
 	if err != nil {
 		return err
 	}
-	o := int64(0)
-	for _, s := range sp {
-		if err := q.copyDevice(r.gout.mem.addr+uint64(o), ar.addr+uint64(s.lo), s.hi-s.lo); err != nil {
-			return err
-		}
-		o += s.hi - s.lo
-	}
 	words := r.gout.mem.addr + uint64(gradsWordsAt(size))
-	if err := q.zero(words, gradsTail); err != nil {
-		return err
-	}
-	at := func(a int) uint64 {
-		if l.off[a] < 0 {
-			return 0
-		}
-		return ar.addr + uint64(l.off[a])
-	}
+	at := func(a int) uint64 { return r.argAddr(ar, l, a) }
 	var w [numGradsWords]uint64
 	w[gwN], w[gwNY], w[gwNP] = uint64(n), uint64(n*r.d), uint64(n*r.np)
 	w[gwMask] = flagStiff | flagOverflow | flagTangent
@@ -301,5 +336,6 @@ func (k *residentGrads) Fill(res *ode.Result) error {
 		return fmt.Errorf("cuda: engine %s: internal error: kept results of a launch that did not end well", k.ex.name)
 	}
 	k.r = nil // the memory stays for the next call's results (keepGrads)
+	r.ex.giveRun(r)
 	return nil
 }

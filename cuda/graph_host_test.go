@@ -63,6 +63,8 @@ func (r *recordQueue) write(addr uint64, src []byte) error {
 	return r.add(func() error { return r.q.write(addr, src) })
 }
 
+func (r *recordQueue) writeQueued(addr uint64, src []byte) error { return r.write(addr, src) }
+
 func (r *recordQueue) read(dst []byte, addr uint64) error {
 	return r.add(func() error { return r.q.read(dst, addr) })
 }

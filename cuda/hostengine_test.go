@@ -475,7 +475,10 @@ type hostQueue struct{ b *hostBackend }
 
 func (q hostQueue) write(addr uint64, src []byte) error { return q.b.writeRaw(addr, src) }
 func (q hostQueue) read(dst []byte, addr uint64) error  { return q.b.readRaw(dst, addr) }
-func (q hostQueue) zero(addr uint64, n int64) error     { return q.b.zeroRaw(addr, n) }
+func (q hostQueue) writeQueued(addr uint64, src []byte) error {
+	return q.b.writeRaw(addr, src) // (the host runs it in order, at once)
+}
+func (q hostQueue) zero(addr uint64, n int64) error { return q.b.zeroRaw(addr, n) }
 
 func (q hostQueue) enqueue(bk backendKernel, threads, block, shmem int, args []uint64) error {
 	b := q.b

@@ -418,6 +418,7 @@ func (b *hostWorkBackend) batch(f func(q queue) error) error { return f(hostWork
 type hostWorkQueue struct{}
 
 func (hostWorkQueue) write(uint64, []byte) error                           { return nil }
+func (hostWorkQueue) writeQueued(uint64, []byte) error                     { return nil }
 func (hostWorkQueue) read([]byte, uint64) error                            { return nil }
 func (hostWorkQueue) zero(uint64, int64) error                             { return nil }
 func (hostWorkQueue) copyDevice(uint64, uint64, int64) error               { return nil }

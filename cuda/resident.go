@@ -171,15 +171,17 @@ func (m *residentMesh) fits(ex *executor, rows, n int) bool {
 	return m != nil && !m.Released() && m.ex.be == ex.be && m.n == n && m.rows >= rows
 }
 
-// reshape makes m, if it is large enough, a buffer of rows rows (or more)
-// of n steps (and of n event marks, with events) on ex's device, and
-// reports whether it did.
+// reshape makes m, if it is large enough, a buffer of rows rows of n
+// steps (and of n event marks, with events, right after the steps: a
+// record zeroes both in one memset, deviceFills) on ex's device, and
+// reports whether it did. Its memory may hold more rows: a later reshape
+// to more rows reuses it while they fit.
 func (m *residentMesh) reshape(ex *executor, rows, n int, events bool) bool {
 	w := meshRowBytes(n, events)
-	if m == nil || m.Released() || m.ex.be != ex.be || n < 1 || m.mem.bytes < int64(rows)*w {
+	if m == nil || m.Released() || m.ex.be != ex.be || n < 1 || rows < 1 || m.mem.bytes < int64(rows)*w {
 		return false
 	}
-	m.ex, m.n, m.rows, m.events = ex, n, int(m.mem.bytes/w), events
+	m.ex, m.n, m.rows, m.events = ex, n, rows, events
 	return true
 }
 

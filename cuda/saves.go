@@ -343,12 +343,7 @@ func (r *run) rowSaves(q queue, ar *arena, n int, l *layout) error {
 		return err
 	}
 	w := r.k * r.d
-	at := func(a int) uint64 {
-		if l.off[a] < 0 {
-			return 0
-		}
-		return ar.addr + uint64(l.off[a])
-	}
+	at := func(a int) uint64 { return r.argAddr(ar, l, a) } // (a kept gradient's in its kept results)
 	var words [numSavesWords]uint64
 	words[swN], words[swW], words[swNaN] = uint64(n), uint64(w), math.Float64bits(math.NaN())
 	if r.v.Adaptive {

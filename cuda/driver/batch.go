@@ -50,6 +50,22 @@ func (q *Queue) CopyToDevice(addr uint64, src []byte) error {
 	return q.d.drv.check("cuMemcpyHtoD", q.d.drv.cuMemcpyHtoD(addr, unsafe.Pointer(&src[0]), uint64(len(src))))
 }
 
+// CopyToDeviceQueued copies src to device memory at addr after the work
+// queued before it, without waiting for the copy (cuMemcpyHtoDAsync on
+// the batch's stream: the legacy default stream, or the capturing one),
+// where CopyToDevice from page-locked memory returns only once the copy
+// is done, a round trip to the device before the work queued after it
+// can start. src must stay as it is until a later read of the batch, or
+// Elapsed, has returned (the device reads it when the copy runs); from
+// page-locked memory (HostAlloc) the copy is asynchronous, from Go memory
+// the driver stages it first.
+func (q *Queue) CopyToDeviceQueued(addr uint64, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	return q.d.drv.check("cuMemcpyHtoDAsync", q.d.drv.cuMemcpyHtoDAsync(addr, unsafe.Pointer(&src[0]), uint64(len(src)), q.stream))
+}
+
 // CopyFromDevice copies device memory at addr to dst, after the work
 // queued before it.
 func (q *Queue) CopyFromDevice(dst []byte, addr uint64) error {

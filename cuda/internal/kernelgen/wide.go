@@ -1,6 +1,7 @@
 package kernelgen
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -138,18 +139,27 @@ func WideAllowed(v Config, pl *ode.Plan, prec Precision) bool {
 	return wideCheck(v, pl, prec) == nil
 }
 
+// The reasons wideCheck gives (made once: WideAllowed runs on every
+// call's choice of layout).
+var (
+	errWideKind      = errors.New("cuda: the wide layout runs adaptive solves, records, losses and gradients with the record only (no given mesh, events or tile sums)")
+	errWideFloat64   = errors.New("cuda: the wide layout runs in float64 only")
+	errWidePlan      = errors.New("cuda: the wide layout needs the plan's Init, Trial and Control")
+	errWideDenseSave = errors.New("cuda: the wide layout reads save times from the continuous extension only (Settings.Saves = SaveInterpolate)")
+)
+
 // wideCheck returns why kernel v of pl cannot run in the wide layout, or
 // nil.
 func wideCheck(v Config, pl *ode.Plan, prec Precision) error {
 	switch {
 	case !v.Adaptive || v.Events || v.Lanes || v.TileSums:
-		return fmt.Errorf("cuda: the wide layout runs adaptive solves, records, losses and gradients with the record only (no given mesh, events or tile sums)")
+		return errWideKind
 	case prec != Float64:
-		return fmt.Errorf("cuda: the wide layout runs in float64 only")
+		return errWideFloat64
 	case pl.Trial == nil || pl.Init == nil || pl.Control == nil:
-		return fmt.Errorf("cuda: the wide layout needs the plan's Init, Trial and Control")
+		return errWidePlan
 	case v.Saves > 0 && pl.DenseStep == nil:
-		return fmt.Errorf("cuda: the wide layout reads save times from the continuous extension only (Settings.Saves = SaveInterpolate)")
+		return errWideDenseSave
 	}
 	return nil
 }
