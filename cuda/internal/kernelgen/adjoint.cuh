@@ -72,10 +72,12 @@ GS_DEVICE int gs_dense_first_save(const gs_args& a, int kq, int s, gs_real ts, g
 }
 
 // GS_PF_SAVES is the most save times whose cotangents gs_prefetch_step
-// asks for a step ahead (the first ones the step reads): 16 save times of
-// GS_D components are 16·GS_D lines of a warp in L1, few enough to stay
-// there for a step at a few warps a multiprocessor.
-#define GS_PF_SAVES 16
+// asks for a step ahead (the first ones the step reads): Vern7's steps of
+// Kepler with 1,000 save times hold about 22, Tsit5's about 10; 32 save
+// times of four components are 32 kB of a warp's lines in L1, few enough
+// to stay there for a step at the few warps a multiprocessor that need
+// them (more warps hide the latency themselves).
+#define GS_PF_SAVES 32
 
 // gs_prefetch_step asks for what the reverse step s of trajectory i will
 // read (GS_PREFETCH), one step before it: its stored state and size and

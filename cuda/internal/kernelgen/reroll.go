@@ -737,12 +737,13 @@ const loadUnroll = 8
 
 // loadAhead is how many repetitions ahead a loop that reads the
 // ensemble's arrays in global memory (a bound loss's saved values) asks
-// for the entries it will read (GS_PREFETCH): eight unrolled stretches of
-// loadUnroll, so that a thread alone on its multiprocessor finds them in
-// its L1 cache instead of waiting for memory once a stretch (at 1,000
-// save times of four components, 500 waits a loop). Its lines, 256 bytes
-// a warp an entry, are 16 kB a warp for each array the loop reads.
-const loadAhead = 8 * loadUnroll
+// for the entries it will read (GS_PREFETCH): sixteen unrolled stretches
+// of loadUnroll, about a memory latency's worth of repetitions (a few
+// instructions each), so that a thread alone on its multiprocessor finds
+// them in its L1 cache instead of waiting for memory once a stretch (at
+// 1,000 save times of four components, 500 waits a loop). Its lines, 256
+// bytes a warp an entry, are 32 kB a warp for each array the loop reads.
+const loadAhead = 16 * loadUnroll
 
 // loadLoopHead is loopHead for a loop that reads global memory: unrolled
 // loadUnroll-fold on the device, so that a stretch of repetitions' loads
