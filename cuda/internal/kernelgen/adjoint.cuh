@@ -71,6 +71,31 @@ GS_DEVICE int gs_dense_first_save(const gs_args& a, int kq, int s, gs_real ts, g
   return k0;
 }
 
+// GS_PF_SAVES is the most save times whose cotangents gs_prefetch_step
+// asks for a step ahead (the first ones the step reads): Vern7's steps of
+// Kepler with 1,000 save times hold about 22, Tsit5's about 10; 32 save
+// times of four components are 32 kB of a warp's lines in L1, few enough
+// to stay there for a step at the few warps a multiprocessor that need
+// them (more warps hide the latency themselves).
+#define GS_PF_SAVES 32
+
+// gs_prefetch_step asks for what the reverse step s of trajectory i will
+// read (GS_PREFETCH), one step before it: its stored state and size and
+// the cotangents of its save times k0 ... kq-1 (at most GS_PF_SAVES of
+// them, the first), so that their memory latency passes during step
+// s + 1's reverse instead of stalling step s's in a chain, save time by
+// save time. Nothing where s is not a step of i (on unset).
+GS_DEVICE void gs_prefetch_step(const gs_args& a, long long i, bool on, int s, int k0, int kq) {
+  if (!on) return;
+  const long long n = a.n;
+  const gs_real* row = a.store + (long long)s * GS_SW * n + i;
+  for (int c = 0; c < GS_D; c++) GS_PREFETCH(&row[(long long)(GS_STORE_T + c) * n]);
+  GS_PREFETCH(&GS_HSRC[(long long)s * n + i]);
+  const int k1 = kq - k0 > GS_PF_SAVES ? k0 + GS_PF_SAVES : kq;
+  for (int k = k0; k < k1; k++)
+    for (int c = 0; c < GS_D; c++) GS_PREFETCH(&a.tb[((long long)k * GS_D + c) * n + i]);
+}
+
 // gs_coef_bar sets wb to the cotangents of the coefficients of the step
 // from ts of size h (on set, else zeros): over the save times k0 ... kq-1
 // on it that lie inside it, in order, wb[(j - 1) * GS_D + c] = the sum of
@@ -206,22 +231,35 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
   const int smax = gs_warp_max(act ? len : 0);
 {{- if .Dense}}
   const gs_real t0 = gs_t0(a, i, act);
-  // Step s's stored t, read one step ahead (tnext: step s - 1's), so
-  // that its save times (gs_dense_first_save) and their cotangents'
-  // loads (gs_coef_bar) need not wait for it: the step's loads are in
-  // flight together, one memory latency a step, not two.
+  // The sweep is software-pipelined over the steps, so that a step's
+  // loads wait for nothing it computes and are in flight during the step
+  // before it (a small ensemble has no other warps to hide their latency
+  // with): step s's stored t is read two steps ahead (tnext), its save
+  // times k0 ... kq-1 found one step ahead (gs_dense_first_save, from
+  // step s + 1's k0, which is kq when step s runs) and its state, size
+  // and save times' cotangents asked for then (gs_prefetch_step). Only
+  // when loads issue changes: the results are the same bit for bit.
   const auto row_t = [&a, i, n, len, act](int s) {
     return (GS_STORE_T && act && s >= 0 && s < len) ? a.store[(long long)s * GS_SW * n + i] : (gs_real)0;
   };
-  gs_real tnext = row_t(smax - 1);
+  const auto first_save = [&a, act, len, t0](int kq, int s, gs_real ts) {
+    return (act && s >= 0 && s < len) ? gs_dense_first_save(a, kq, s, ts, t0) : kq;
+  };
+  gs_real tnow = row_t(smax - 1), tnext = row_t(smax - 2);
+  int knext = first_save(kq, smax - 1, tnow);
+  gs_prefetch_step(a, i, act && smax - 1 < len, smax - 1, knext, kq);
 {{- end}}
   for (int s = smax - 1; s >= 0; s--) {
     const bool on = act && s < len;
 {{- if .Dense}}
-    const gs_real tstep = tnext;
-    tnext = row_t(s - 1);
-    // The save times on step s: k0 ... kq-1.
-    const int k0 = on ? gs_dense_first_save(a, kq, s, tstep, t0) : kq;
+    // Step s's t and save times k0 ... kq-1 (found a step ago); then step
+    // s - 1's, and its loads asked for.
+    const gs_real tstep = tnow;
+    const int k0 = knext;
+    tnow = tnext;
+    tnext = row_t(s - 2);
+    knext = first_save(k0, s - 1, tnow);
+    gs_prefetch_step(a, i, act && s - 1 >= 0 && s - 1 < len, s - 1, knext, k0);
 {{- else if .Saves}}
     // The save times on step s: k0 ... kq-1.
     const int k0 = on ? gs_first_save(a, i, kq, s) : kq;

@@ -59,12 +59,17 @@
 // times are set four at a time (gs_step_saves: their loads, quotients and
 // interpolants independent); and the adjoint finds the save times on a
 // step from the save times and the step's stored t (gs_dense_first_save),
-// not from a per-trajectory array of their steps, with that t read one
-// step ahead, so that a step's save times' cotangents are loaded with its
-// stored row, not after it; gs_coef_bar reads each cotangent once, before
-// its theta's division and test, so that an unrolled group's loads issue
-// together. Results are the same bit for bit as with a dense step per
-// step and one save time at a time.
+// not from a per-trajectory array of their steps. The sweep is
+// software-pipelined over the steps: a step's stored t is read two steps
+// ahead, its save times found one step ahead, and its stored state, size
+// and save times' cotangents asked for then (gs_prefetch_step,
+// GS_PREFETCH: an L1 prefetch on the device, nothing on the host), so
+// that their latency passes during the step before instead of one wait a
+// save time; gs_coef_bar reads each cotangent once, before its theta's
+// division and test. A bound loss's loops over the saved states ask for
+// their operands loadAhead repetitions ahead the same way (reroll.go).
+// Results are the same bit for bit as with a dense step per step and one
+// save time at a time.
 //
 // The wide layout (Config.Wide; wide.go, wide.cuh; package cuda's
 // default from WideMinDim, for Rosenbrock methods from WideMinDimFactor

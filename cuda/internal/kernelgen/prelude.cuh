@@ -44,6 +44,19 @@
 #endif
 #define GS_RESTRICT __restrict__
 
+// GS_PREFETCH(p) asks for the cache line of global address p in the
+// multiprocessor's L1 cache, without waiting for it or taking a register:
+// a thread issues the loads of work it will do later (the next reverse
+// step's save times' cotangents, a loop's operands a stretch of
+// repetitions ahead) where a small ensemble (a warp or two a
+// multiprocessor) has nothing else to hide memory's latency with. It
+// changes no value; on the host it is nothing.
+#ifdef GS_CUDA
+#define GS_PREFETCH(p) asm volatile("prefetch.global.L1 [%0];" ::"l"(p))
+#else
+#define GS_PREFETCH(p) ((void)0)
+#endif
+
 #ifdef GS_FLOAT32
 typedef float gs_real;
 #define GS_EPS 0x1p-23f
