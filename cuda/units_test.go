@@ -1,0 +1,187 @@
+package cuda
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// kernelUnits returns the translation units of case c's kernel of op
+// compiled in parts (Tuning.SplitUnits: split at proposedSplitFrom) and
+// the one-unit split kernel's source.
+func kernelUnits(t *testing.T, c engineCase, op ode.Op) ([]kernelgen.Unit, string) {
+	t.Helper()
+	j := jobOf(t, c, op)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := kernelgen.ConfigOf(j)
+	v.SplitFrom, v.SplitUnits = Tuning{SplitUnits: true}.splitFrom(), true
+	units, _, err := kernelgen.KernelUnits(sp, v, j.Loss, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.SplitUnits = false
+	one, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return units, one
+}
+
+// stepDef matches a GS_STEP function's first line (a definition) and
+// stepDecl its declaration.
+var (
+	stepDef  = regexp.MustCompile(`(?m)^GS_STEP (gs_\w+)_out (gs_\w+)\(.*\) \{$`)
+	stepDecl = regexp.MustCompile(`(?m)^GS_STEP (gs_\w+)_out (gs_\w+)\(.*\);$`)
+)
+
+// TestKernelUnits: a kernel compiled in parts is its kernel's unit, which
+// declares the GS_STEP functions and defines none, then one unit per
+// GS_STEP function, which defines it and declares no other; each
+// function's code is the one-unit split kernel's, character for
+// character, and the kernels that do not split are one unit, the
+// one-unit source.
+func TestKernelUnits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		c     engineCase
+		op    ode.Op
+		steps int
+	}{
+		{problemCase(t, "lorenz", ode.Rodas5P, 4), ode.OpGrad, 0},
+		{problemCase(t, "pollution", ode.Rodas5P, 4), ode.OpRecord, 0},
+		{problemCase(t, "pollution", ode.Rodas5P, 4), ode.OpGrad, 2},
+		{problemCase(t, "hires", ode.Rodas5P, 4), ode.OpGrad, 3},
+		{problemCase(t, "kepler", ode.Vern7, 4), ode.OpGrad, -1},
+	} {
+		name := fmt.Sprintf("%s %v", tc.c.name, tc.op)
+		units, one := kernelUnits(t, tc.c, tc.op)
+		if tc.steps == 0 {
+			if len(units) != 1 || units[0].Text != one || units[0].Name != kernelgen.KernelUnitName {
+				t.Errorf("%s: %d units, want the one-unit source", name, len(units))
+			}
+			continue
+		}
+		if tc.steps > 0 && len(units) != 1+tc.steps || len(units) < 2 {
+			t.Errorf("%s: %d units, want the kernel's and %d", name, len(units), tc.steps)
+			continue
+		}
+		if units[0].Name != kernelgen.KernelUnitName || !strings.Contains(units[0].Text, "\nGS_GLOBAL void ") {
+			t.Errorf("%s: unit 0 (%s) is not the kernel's", name, units[0].Name)
+		}
+		if defs := stepDef.FindAllString(units[0].Text, -1); len(defs) != 0 {
+			t.Errorf("%s: the kernel's unit defines %d GS_STEP functions", name, len(defs))
+		}
+		var declared []string
+		for _, m := range stepDecl.FindAllStringSubmatch(units[0].Text, -1) {
+			declared = append(declared, m[2])
+		}
+		for k, u := range units[1:] {
+			defs := stepDef.FindAllStringSubmatch(u.Text, -1)
+			if len(defs) != 1 || defs[0][2] != u.Name {
+				t.Errorf("%s: unit %d (%s) defines %d GS_STEP functions, want itself", name, k+1, u.Name, len(defs))
+				continue
+			}
+			if k >= len(declared) || declared[k] != u.Name {
+				t.Errorf("%s: the kernel's unit declares %q, not unit %d's %s", name, declared, k+1, u.Name)
+			}
+			if n := len(stepDecl.FindAllString(u.Text, -1)); n != 0 {
+				t.Errorf("%s: unit %d declares %d other GS_STEP functions", name, k+1, n)
+			}
+			// The function's code, from its comment line to the next
+			// part, is the one-unit kernel's.
+			// (Its callees precede it: it is its unit's last part.)
+			at := strings.LastIndex(u.Text[:strings.Index(u.Text, defs[0][0])], "\n// program ")
+			if at < 0 || !strings.Contains(one, u.Text[at:]) {
+				t.Errorf("%s: unit %d's function %s differs from the one-unit kernel's", name, k+1, u.Name)
+			}
+		}
+	}
+}
+
+// TestHostEngineSplitUnits: kernels compiled in parts (Tuning.SplitUnits;
+// on the host each unit but the kernel's compiled alone by g++, then
+// linked) give the one-unit kernels' results bit for bit (solve, gradient
+// with its record, gradient on a given mesh, one save time): Pollution
+// and HIRES with Rodas5P (whose gradient kernels split, in the thread
+// layout) and Kepler with Vern7; the gradient kernel was compiled in its
+// units.
+func TestHostEngineSplitUnits(t *testing.T) {
+	needHost(t)
+	if testing.Short() {
+		t.Skip("compiles Rodas5P kernels of d = 8 and 20; skipped with -short")
+	}
+	for _, tc := range []struct {
+		name string
+		m    ode.Method
+	}{{"pollution", ode.Rodas5P}, {"hires", ode.Rodas5P}, {"kepler", ode.Vern7}} {
+		c := problemCase(t, tc.name, tc.m, 3)
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			// Split kernels are of the thread layout: Pollution (d = 20)
+			// runs Rodas5P wide unless NoWideStiff.
+			sameRuns(t, c, c.solver(t, tuned(t, "cuda-host", Tuning{SplitUnits: true, NoWideStiff: true})), c.solver(t, tuned(t, "cuda-host", Tuning{SplitFrom: -1, NoWideStiff: true})))
+			units, _ := kernelUnits(t, c, ode.OpGrad)
+			size := 0
+			for _, u := range units {
+				size += len(u.Text)
+			}
+			hb := hostF64.be.(*hostBackend)
+			hb.mu.Lock()
+			found := false
+			for _, cp := range hb.opts {
+				found = found || cp.units == len(units) && cp.src == size
+			}
+			hb.mu.Unlock()
+			if len(units) < 2 || !found {
+				t.Errorf("no compile of the gradient kernel's %d units (%d bytes)", len(units), size)
+			}
+		})
+	}
+}
+
+// TestHostUnitsErrors: a kernel compiled in parts whose unit fails to
+// compile gives an error naming that unit; the kernel's unit without its
+// GS_STEP functions' units fails at the link, naming the functions.
+func TestHostUnitsErrors(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	units, _ := kernelUnits(t, problemCase(t, "pollution", ode.Rodas5P, 4), ode.OpGrad)
+	if len(units) < 3 {
+		t.Fatalf("%d units, want at least 3", len(units))
+	}
+	bad := append([]kernelgen.Unit(nil), units...)
+	broken := bad[2]
+	// A statement of its GS_STEP function made invalid.
+	at := stepDef.FindStringIndex(broken.Text)
+	if at == nil {
+		t.Fatalf("unit %s defines no GS_STEP function", broken.Name)
+	}
+	broken.Text = broken.Text[:at[1]] + strings.Replace(broken.Text[at[1]:], "  const gs_real ", "  const gs_real = ;", 1)
+	bad[2] = broken
+	be := newHostBackend(1 << 20)
+	_, err := be.compileUnits(bad, kernelgen.KernelName, nil)
+	if err == nil || !strings.Contains(err.Error(), "unit 3 of 3 ("+broken.Name+")") {
+		t.Errorf("a unit that does not compile gave %v, want an error naming unit 3 (%s)", firstLines(errString(err), 3), broken.Name)
+	}
+	t.Logf("a unit that does not compile: %s", firstLines(errString(err), 2))
+	_, err = be.compileUnits(units[:2], kernelgen.KernelName, nil)
+	t.Logf("a unit left out: %s", firstLines(errString(err), 3))
+	if err == nil || !strings.Contains(err.Error(), units[2].Name) {
+		t.Errorf("the kernel without its unit %s linked: %v", units[2].Name, firstLines(errString(err), 3))
+	}
+}
+
+// errString is err's message, "<nil>" for none.
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
