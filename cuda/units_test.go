@@ -185,3 +185,74 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestHostWideSplitUnits: the wide layout's kernels compiled in parts
+// (Tuning.SplitUnits, here from 64 KiB of functions so that d = 64
+// splits; each unit with the simulated warp) give the one-unit wide
+// kernels' results bit for bit: Lorenz-96 (d = 64, Tsit5) with a save
+// time, and HIRES with Rodas5P, on a simulated warp.
+func TestHostWideSplitUnits(t *testing.T) {
+	needHost(t)
+	if testing.Short() {
+		t.Skip("compiles wide kernels on a simulated warp; skipped with -short")
+	}
+	for _, c := range []engineCase{wideSavesCase(5, 64), problemCase(t, "hires", ode.Rodas5P, 3)} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-sim", Tuning{Layout: LayoutWide, SplitUnits: true, SplitFrom: 64 << 10})),
+				c.solver(t, tuned(t, "cuda-host-sim", Tuning{Layout: LayoutWide, SplitFrom: -1})))
+			hb := hostSim.be.(*hostBackend)
+			hb.mu.Lock()
+			units := 0
+			for _, cp := range hb.opts {
+				units = max(units, cp.units)
+			}
+			hb.mu.Unlock()
+			if units < 2 {
+				t.Errorf("no kernel compiled in units")
+			}
+		})
+	}
+}
+
+// TestGPUSplitUnits is TestHostEngineSplitUnits and TestHostWideSplitUnits
+// on the device: kernels compiled in parts (NVRTC -rdc=true per unit,
+// linked by the driver) against the one-unit kernels, bit for bit, and
+// the one-unit split kernel of the thread layout (Tuning.SplitFrom, the
+// form that ran non-finite on an H100 in session 33) against the
+// unsplit one: Pollution, HIRES and the Brusselator with Rodas5P in the
+// thread layout and in the wide layout (their default), Kepler with
+// Vern7. It skips without a GPU.
+func TestGPUSplitUnits(t *testing.T) {
+	needGPUEngine(t)
+	for _, tc := range []struct {
+		name string
+		m    ode.Method
+		n    int
+	}{{"pollution", ode.Rodas5P, 1000}, {"hires", ode.Rodas5P, 1000}, {"brusselator", ode.Rodas5P, 256}, {"kepler", ode.Vern7, 1000}} {
+		c := problemCase(t, tc.name, tc.m, tc.n)
+		for _, v := range []struct {
+			name      string
+			got, want Tuning
+		}{
+			{"thread-units", Tuning{NoWideStiff: true, SplitUnits: true}, Tuning{NoWideStiff: true, SplitFrom: -1}},
+			{"thread-one-unit", Tuning{NoWideStiff: true, SplitFrom: proposedSplitFrom}, Tuning{NoWideStiff: true, SplitFrom: -1}},
+			{"default-units", Tuning{SplitUnits: true}, Tuning{SplitFrom: -1}},
+		} {
+			if tc.m == ode.Vern7 && v.name == "default-units" {
+				continue // (the same kernels as thread-units)
+			}
+			t.Run(c.name+"/"+v.name, func(t *testing.T) {
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda", v.got)), c.solver(t, tuned(t, "cuda", v.want)))
+			})
+		}
+	}
+}
+
+// TestGPUEngineProblemsSplitUnits is TestGPUEngineProblems with the
+// kernels compiled in parts (Tuning.SplitUnits): every built-in problem's
+// results on the device against the CPU engine's.
+func TestGPUEngineProblemsSplitUnits(t *testing.T) {
+	needGPUEngine(t)
+	testProblems(t, tuned(t, "cuda", Tuning{SplitUnits: true}), 1000)
+}

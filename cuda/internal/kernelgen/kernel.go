@@ -377,7 +377,9 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 	src.reroll = !v.Lanes && !v.Unrolled && rerollPlan(pl) || v.Wide
 	src.laneRoll = v.Lanes && !v.TileMode && !v.Unrolled && pl.Shared >= LaneRollMinShared
 	src.Defines = v.preludeDefines(pl.Shared)
-	if !v.Lanes && !v.Wide {
+	// A wide kernel splits in parts only (its functions' private
+	// outputs, gs_po, would otherwise leave registers for nothing).
+	if !v.Lanes && (!v.Wide || v.SplitUnits) {
 		src.splitFrom, src.splitUnits = v.SplitFrom, v.SplitUnits
 	}
 	k := &kernelPlan{Config: v, Name: KernelName, Method: pl.Method, Fingerprint: pl.Fingerprint,

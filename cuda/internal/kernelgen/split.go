@@ -15,16 +15,32 @@ import (
 // same results bit for bit.
 
 // emittedFunc is a function of a program in a Source: its name, its
-// qualifier macro (GS_FUNC, GS_CALLEE, ...), the part that holds it and
-// the part's bytes.
+// qualifier macro (GS_FUNC, GS_CALLEE, ...), the start of its first line
+// (sig: "GS_FUNC NAME_out NAME(", as emitter.signature writes it, or a
+// wide function's "GS_FUNC void NAME("; "" if not found), the part that
+// holds it and the part's bytes.
 type emittedFunc struct {
-	name, qual string
-	part, size int
+	name, qual, sig string
+	part, size      int
 }
 
-// signature returns the start of the function's first line, as signature
-// writes it.
-func (f emittedFunc) signature() string { return f.qual + " " + outType(f.name) + " " + f.name + "(" }
+// signature returns the start of the function's first line.
+func (f emittedFunc) signature() string { return f.sig }
+
+// funcSignature returns the start of the first line of the function
+// called name in code, up to its opening parenthesis, if that line starts
+// with qual; else "".
+func funcSignature(code, name, qual string) string {
+	at := strings.Index(code, " "+name+"(")
+	if at < 0 {
+		return ""
+	}
+	sig := code[strings.LastIndexByte(code[:at], '\n')+1 : at+len(name)+2]
+	if !strings.HasPrefix(sig, qual+" ") {
+		return ""
+	}
+	return sig
+}
 
 // asStep returns the function's code p with its qualifier GS_STEP.
 func (f emittedFunc) asStep(p string) string {
@@ -34,7 +50,7 @@ func (f emittedFunc) asStep(p string) string {
 // addFunc appends the code of a program's function called name, with
 // qualifier qual, to the unit.
 func (s *Source) addFunc(name, qual, code string) {
-	s.emitted = append(s.emitted, emittedFunc{name: name, qual: qual, part: len(s.parts), size: len(code)})
+	s.emitted = append(s.emitted, emittedFunc{name: name, qual: qual, sig: funcSignature(code, name, qual), part: len(s.parts), size: len(code)})
 	s.parts = append(s.parts, code)
 }
 
@@ -67,7 +83,7 @@ func (s *Source) split() map[int]emittedFunc {
 	}
 	var m map[int]emittedFunc
 	for _, f := range s.emitted {
-		if f.qual != "GS_FUNC" || f.size < splitFuncMin {
+		if f.qual != "GS_FUNC" || f.size < splitFuncMin || f.sig == "" {
 			continue
 		}
 		if m == nil {
