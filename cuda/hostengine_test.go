@@ -185,6 +185,13 @@ type hostBackend struct {
 	// result again without running (for benchmarks of the host work
 	// around the launches, whose kernels are deterministic).
 	memo map[[32]byte]hostMemo
+	// flags are further g++ flags (TestHostSplitUninitialised's
+	// -ftrivial-auto-var-init=pattern).
+	flags []string
+	// poison fills new allocations with 0xFF bytes (NaNs) where Go's are
+	// zero, as a device's memory holds whatever it held
+	// (TestHostSplitUninitialised).
+	poison bool
 }
 
 // hostMemo is a launch's result held by hostBackend.memo: the memory
@@ -283,7 +290,7 @@ func (b *hostBackend) build(units []kernelgen.Unit, name string, opts []string) 
 	if hostDirErr != nil {
 		return nil, hostDirErr
 	}
-	h.Write([]byte(name))
+	h.Write([]byte(name + "\x00" + strings.Join(b.flags, " ")))
 	key := hex.EncodeToString(h.Sum(nil)[:8])
 	if b.sim {
 		key += "-sim"
@@ -329,7 +336,7 @@ func (b *hostBackend) build(units []kernelgen.Unit, name string, opts []string) 
 			main = hostSimMain
 			flags = []string{"-std=c++20", "-O1", "-pthread"}
 		}
-		flags = append(flags, "-ffp-contract=off", "-fno-fast-math", "-w")
+		flags = append(append(flags, "-ffp-contract=off", "-fno-fast-math", "-w"), b.flags...)
 		objs := make([]string, len(units)-1)
 		errs := make([]error, len(units)-1)
 		var wg sync.WaitGroup
@@ -383,7 +390,13 @@ func (b *hostBackend) alloc(n int64) (uint64, error) {
 	}
 	b.next++
 	addr := b.next << hostAddrBits
-	b.mem[addr] = make([]byte, n)
+	m := make([]byte, n)
+	if b.poison {
+		for i := range m {
+			m[i] = 0xff // every float64 a NaN
+		}
+	}
+	b.mem[addr] = m
 	b.used += n
 	return addr, nil
 }

@@ -2,8 +2,10 @@ package cuda
 
 import (
 	"fmt"
+	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
@@ -255,4 +257,43 @@ func TestGPUSplitUnits(t *testing.T) {
 func TestGPUEngineProblemsSplitUnits(t *testing.T) {
 	needGPUEngine(t)
 	testProblems(t, tuned(t, "cuda", Tuning{SplitUnits: true}), 1000)
+}
+
+// patternEngine is "cuda-host-pattern": the host engine with every
+// automatic variable of the kernels' code that is not initialised filled
+// with a pattern (g++ -ftrivial-auto-var-init=pattern: 0xFE bytes,
+// -5.5e303 as a double) and every allocation with NaNs (hostBackend's
+// poison), its kernels split in parts (Tuning.SplitUnits) in the thread
+// layout.
+var patternEngine = sync.OnceValue(func() string {
+	b := newHostBackend(1 << 30)
+	b.flags, b.poison = []string{"-ftrivial-auto-var-init=pattern"}, true
+	e := &Engine{name: "cuda-host-pattern", prec: Float64, be: b}
+	e.SetTuning(Tuning{SplitUnits: true, NoWideStiff: true})
+	ode.Register(e)
+	return e.name
+})
+
+// TestHostSplitUninitialised looks for reads of uninitialised locals in
+// the split kernels and of device memory not written first (session 33:
+// a split Pollution kernel ran non-finite on an H100 where the host
+// engines passed; on the host, -O0, an uninitialised local is often zero
+// and an allocation is zero): with every such local filled with a huge
+// pattern and every allocation with NaNs, Pollution's and HIRES's split
+// kernels give the unsplit kernels' results bit for bit. It skips where g++ lacks the option.
+func TestHostSplitUninitialised(t *testing.T) {
+	needHost(t)
+	if testing.Short() {
+		t.Skip("compiles Rodas5P kernels of d = 8 and 20; skipped with -short")
+	}
+	if err := exec.Command("g++", "-ftrivial-auto-var-init=pattern", "-fsyntax-only", "-x", "c++", "/dev/null").Run(); err != nil {
+		t.Skipf("g++ has no -ftrivial-auto-var-init=pattern: %v", err)
+	}
+	for _, name := range []string{"pollution", "hires"} {
+		c := problemCase(t, name, ode.Rodas5P, 3)
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			sameRuns(t, c, c.solver(t, patternEngine()), c.solver(t, tuned(t, "cuda-host", Tuning{SplitFrom: -1, NoWideStiff: true})))
+		})
+	}
 }
