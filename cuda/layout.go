@@ -160,9 +160,11 @@ type Tuning struct {
 	// (driver.Device.BuildUnits; each unit and the linked image are cached
 	// on disk). A cold first call then waits for the largest unit rather
 	// than the whole kernel; the link costs milliseconds and the calls
-	// between units are those of the one-unit split kernel. Off by
+	// between units are those of the one-unit split kernel. Kernels of
+	// the thread and the wide layouts (the wide layout's step functions
+	// split in parts only; lanes and tile kernels never split). Off by
 	// default until a device has measured it (bench/gpu_pending.sh
-	// s42split). Thread-layout kernels only, as SplitFrom.
+	// s42split): what a cold call saves against what the calls cost warm.
 	SplitUnits bool
 	// NoWide keeps in the thread layout the kernels that by default run
 	// in the wide layout: the solves, records, losses and gradients with

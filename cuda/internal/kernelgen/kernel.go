@@ -130,8 +130,10 @@ type Config struct {
 	// KernelUnits returns its GS_STEP functions each in a translation
 	// unit of its own, which package cuda compiles concurrently and links
 	// (the driver's linker; Tuning.SplitUnits). The arithmetic and the
-	// results are those of the one-unit split kernel (KernelSource). Not
-	// part of Key, as SplitFrom.
+	// results are those of the one-unit kernel (KernelSource). With it a
+	// kernel of the wide layout splits too (its GS_FUNC functions from
+	// splitFuncMin bytes), which SplitFrom alone never splits. Not part
+	// of Key, as SplitFrom.
 	SplitUnits bool
 	// StopStiff (an adaptive record of a gradient, Job.StopOnStiff) ends a
 	// trajectory with status Stiff at the step where the stiffness test
