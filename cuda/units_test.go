@@ -192,18 +192,27 @@ func errString(err error) string {
 // (Tuning.SplitUnits, here from 64 KiB of functions so that d = 64
 // splits; each unit with the simulated warp) give the one-unit wide
 // kernels' results bit for bit: Lorenz-96 (d = 64, Tsit5) with a save
-// time and shared parameters, on a simulated warp. (A wide Rodas5P
-// kernel's units take g++ more than ten minutes on the shared 2-core
-// machine: TestGPUSplitUnits runs them on the device.)
+// time and shared parameters, on a simulated warp; with -long (a wide
+// Rodas5P kernel's units took g++ 13 minutes on the shared 2-core
+// machine) HIRES with Rodas5P too, split from the default 256 KiB.
 func TestHostWideSplitUnits(t *testing.T) {
 	needHost(t)
 	if testing.Short() {
 		t.Skip("compiles wide kernels on a simulated warp; skipped with -short")
 	}
-	for _, c := range []engineCase{wideSavesCase(5, 64)} {
+	type wideUnitsCase struct {
+		c    engineCase
+		from int // Tuning.SplitFrom
+	}
+	cases := []wideUnitsCase{{wideSavesCase(5, 64), 64 << 10}}
+	if longTests() {
+		cases = append(cases, wideUnitsCase{problemCase(t, "hires", ode.Rodas5P, 3), 0})
+	}
+	for _, tc := range cases {
+		c := tc.c
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-sim", Tuning{Layout: LayoutWide, SplitUnits: true, SplitFrom: 64 << 10})),
+			sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-sim", Tuning{Layout: LayoutWide, SplitUnits: true, SplitFrom: tc.from})),
 				c.solver(t, tuned(t, "cuda-host-sim", Tuning{Layout: LayoutWide, SplitFrom: -1})))
 			hb := hostSim.be.(*hostBackend)
 			hb.mu.Lock()
