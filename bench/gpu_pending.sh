@@ -81,6 +81,12 @@
 #     options), then TestGPUEngineProblems (NVRTC takes the split
 #     sources; GPU = CPU). .gpu/srcs must be the split sources:
 #     GS_SIZE_DIAG=.gpu/srcs GS_SIZE_ONLY=Rodas5P go test ./cuda -run TestSizeDiag
+#   bash bench/gpu_pending.sh s42split (about 9 minutes), then
+#     s42split-check (about 5): kernels compiled in parts (Tuning.SplitUnits):
+#     the driver's link (TestBuildUnits), cold first calls with the units
+#     on and off (TestGPUColdStart phase units), TestGPUEngineProblemsSplitUnits;
+#     then TestGPUSplitUnits (bit for bit against one unit; session 33's
+#     one-unit split of Pollution, compute-sanitizer where it fails).
 #
 # It builds nothing. Before the call, on the development machine:
 #
@@ -88,6 +94,7 @@
 #   CGO_ENABLED=0 go build -ldflags='-s -w' -o .gpu/bin/gradsolve ./cmd/gradsolve
 #   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o .gpu/bin/cuda.test ./cuda
 #   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o .gpu/bin/fit.test ./fit   (bench part)
+#   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o .gpu/bin/driver.test ./cuda/driver   (s42split)
 #
 # carry .gpu, and run `bash bench/gpu_pending.sh PART` from the repository
 # root. Logs go to $OUT/l (packed as $OUT/logs.tgz); a summary is printed
@@ -248,7 +255,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -619,6 +626,49 @@ done
 t call-bound 60 -test.run '^$' -test.bench 'GPUCallBound/n=32768' -test.benchtime 40x -test.count 3
 t wide-regs2 180 -test.run XXX -test.bench 'GPUWideRegs/grad/(pollution/(s64|s64-b0|s64-b6)|brusselator/(s64|s64-b0)|hires/s64)$' -test.benchtime 5x
 t wide-test 200 -test.v -test.run 'TestGPUWide$'
+fi
+
+if [ "$part" = s42split ]; then
+# Issue 26's parallel split (session 42, H3; Tuning.SplitUnits): a split
+# kernel compiled as units (the kernel's and one per large step function,
+# NVRTC -rdc=true each, concurrently), linked by the driver (cuLink*).
+# 1. TestBuildUnits (driver): two units linked and run, the linked image
+#    cached, a unit that fails named, an undefined function at the link.
+# 2. TestGPUColdStart phase units: the first Grad cold, units on and off,
+#    each on a fresh GRADSOLVE_CUDA_CACHE folder (the test makes one per
+#    run), one process per problem: Pollution, HIRES, the Brusselator,
+#    Lorenz-96 d = 64 with Rodas5P, d = 256 with Tsit5 (wide layouts, the
+#    engine's defaults). About 5 minutes.
+# 3. TestGPUEngineProblemsSplitUnits: every built-in problem with the
+#    units on, GPU = CPU (about 3 minutes). Then run s42split-check.
+TB=$bin/driver.test t link 60 -test.v -test.run 'TestBuildUnits|TestLinkKey|TestUnitError'
+for c in pollution-Rodas5P hires-Rodas5P brusselator-Rodas5P lorenz96-64-Rodas5P lorenz96-256-Tsit5; do
+	echo "=== cold units $c"
+	GS_COLDSTART_PHASES=units GS_COLDSTART_ONLY=$c GS_COLDSTART_BUDGET=600 GS_COLDSTART_JSON="$out/l/cold-units-$c.json" \
+		timeout 150 "$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/cold-units-$c.log" 2>&1
+	el $?
+	grep -hE "units  |FAIL|^ok" "$out/l/cold-units-$c.log" | cut -c1-230
+done
+t problems-units 240 -test.v -test.run 'TestGPUEngineProblemsSplitUnits'
+fi
+
+if [ "$part" = s42split-check ]; then
+# The units against the one-unit kernels on the device, bit for bit
+# (TestGPUSplitUnits: thread layout in units, the one-unit split of
+# session 33, which ran non-finite on Pollution, and the default (wide)
+# layouts in units); where the one-unit split of Pollution fails again,
+# compute-sanitizer's memcheck (stack overflow, out-of-bounds local or
+# global accesses) and initcheck (uninitialised global memory) on it.
+t split-units 300 -test.v -test.run 'TestGPUSplitUnits'
+if grep -q -- '--- FAIL: TestGPUSplitUnits/pollution-Rodas5P/thread-one-unit' "$out/l/split-units.log"; then
+	for tool in memcheck initcheck; do
+		echo "=== compute-sanitizer $tool"
+		timeout 120 compute-sanitizer --tool $tool --print-limit 20 "$bin/cuda.test" -test.run 'TestGPUSplitUnits/pollution-Rodas5P/thread-one-unit' \
+			>"$out/l/sanitizer-$tool.log" 2>&1
+		el $?
+		grep -E "^=========|FAIL|^ok" "$out/l/sanitizer-$tool.log" | head -30
+	done
+fi
 fi
 
 if [ "$part" = ncu ]; then

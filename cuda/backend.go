@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"github.com/gradsolve-go/gradsolve/cuda/driver"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"runtime"
 	"sync"
 	"time"
@@ -26,6 +27,13 @@ type backend interface {
 	// compiler (driver.Cached). The tests' host backends report true
 	// (their compiles are not tiered) unless a test asks otherwise.
 	cached(src, name string, opts []string) bool
+	// compileUnits compiles the translation units of one kernel
+	// (kernelgen.KernelUnits, Tuning.SplitUnits: the kernel's unit first)
+	// concurrently, each with the options opts, links them and returns
+	// the kernel called name. Its error names a unit that failed.
+	compileUnits(units []kernelgen.Unit, name string, opts []string) (backendKernel, error)
+	// cachedUnits is cached for a kernel compiled in units.
+	cachedUnits(units []kernelgen.Unit, name string, opts []string) bool
 	// alloc allocates n bytes and returns their device address.
 	alloc(n int64) (uint64, error)
 	// free releases an allocation.
@@ -131,6 +139,34 @@ func (b *gpuBackend) compile(src, name string, opts []string) (backendKernel, er
 	if err != nil {
 		return nil, err
 	}
+	return b.kernel(m, name)
+}
+
+func (b *gpuBackend) compileUnits(units []kernelgen.Unit, name string, opts []string) (backendKernel, error) {
+	m, _, err := b.dev.BuildUnits(driverUnits(units), &driver.CompileSettings{Name: name + ".cu", Options: opts})
+	if err != nil {
+		return nil, err
+	}
+	return b.kernel(m, name)
+}
+
+func (b *gpuBackend) cachedUnits(units []kernelgen.Unit, name string, opts []string) bool {
+	return b.dev.CachedUnits(driverUnits(units), &driver.CompileSettings{Name: name + ".cu", Options: opts})
+}
+
+// driverUnits returns the driver's form of a kernel's units.
+func driverUnits(units []kernelgen.Unit) []driver.Unit {
+	du := make([]driver.Unit, len(units))
+	for k, u := range units {
+		du[k] = driver.Unit{Name: u.Name, Source: u.Text}
+	}
+	return du
+}
+
+// kernel returns the kernel called name of module m, which it unloads
+// once the kernel is unreachable, able to use the device's shared
+// memory (sharedLimit).
+func (b *gpuBackend) kernel(m *driver.Module, name string) (backendKernel, error) {
 	k, err := m.Kernel(name)
 	if err != nil {
 		return nil, err

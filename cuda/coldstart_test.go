@@ -37,7 +37,7 @@ type coldRow struct {
 	Problem string  `json:"problem"`
 	Method  string  `json:"method"`
 	Options string  `json:"options"`
-	Split   int     `json:"split_from"`        // Tuning.SplitFrom (phase "split"; 0 elsewhere: the default)
+	Split   int     `json:"split_from"`        // Tuning.SplitFrom (phase "split"; phase "units": 1 in parts, 0 not; 0 elsewhere: the default)
 	Source  int     `json:"source_bytes"`      // the gradient kernel's source in the thread layout (-1: Method Auto)
 	Cold    float64 `json:"cold_s"`            // NewSolver and the first Grad: tracing, generation, NVRTC, load, run (phase "tiered": to its result, from the CPU engine where its kernels compile long)
 	Compile float64 `json:"compile_s"`         // of which generating and compiling kernels (TraceStats.Compile; phase "tiered": the background compiles' too, once ended)
@@ -87,8 +87,16 @@ type coldRow struct {
 // (SplitFrom 256 KiB, proposedSplitFrom) and not (-1): what compiling
 // them apart saves cold and costs warm.
 //
+// Phase "units" (only when named): the first Grad of Pollution, HIRES,
+// the Brusselator (n = 1024) and Lorenz-96 (d = 64) with Rodas5P and
+// Lorenz-96 (d = 256) with Tsit5, in the engine's own layouts and
+// options, with the kernels compiled in parts (Tuning.SplitUnits,
+// concurrently, then linked) and not, each on an empty disk cache of its
+// own (GRADSOLVE_CUDA_CACHE a fresh folder, not "off"); NVRTC has
+// compiled the option probes first, so neither pays its loading.
+//
 // Environment: GS_COLDSTART_PHASES ("options,problems", the default; or
-// any of tiered, options, problems, split),
+// any of tiered, options, problems, split, units),
 // GS_COLDSTART_ONLY (run the cases whose problem-method name contains
 // it), GS_COLDSTART_BUDGET (seconds, default 230: cases that would start
 // past it are skipped and listed), GS_COLDSTART_JSON (a file for the
@@ -162,6 +170,15 @@ func TestGPUColdStart(t *testing.T) {
 			// -1 or 1: a name apart from the other phases').
 			tun = Tuning{FastCompileFrom: defaultFastCompileFrom, SplitFrom: split}
 			opts = fmt.Sprintf("split %d", split)
+		}
+		if phase == "units" {
+			// The engine's own options and layouts, the kernels compiled
+			// in parts (split 1) or not (0), each case on an empty cache
+			// of its own (the units' and the link's entries are written
+			// as a user's first call writes them).
+			tun = Tuning{FastCompileFrom: defaultFastCompileFrom, SplitUnits: split > 0}
+			opts = fmt.Sprintf("units %t", split > 0)
+			t.Setenv("GRADSOLVE_CUDA_CACHE", t.TempDir())
 		}
 		if phase == "tiered" {
 			// The engine's own options and threshold, tiered (tierMin),
@@ -258,6 +275,18 @@ func TestGPUColdStart(t *testing.T) {
 		for _, name := range []string{"pollution", "hires", "brusselator", "lorenz96-64", "neural-robertson"} {
 			for _, split := range []int{proposedSplitFrom, -1} {
 				run("split", name, ode.Rodas5P, "", split)
+			}
+		}
+	}
+	if strings.Contains(phases, "units") {
+		for _, c := range []struct {
+			name string
+			m    ode.Method
+			n    int
+		}{{"pollution", ode.Rodas5P, 4096}, {"hires", ode.Rodas5P, 4096}, {"brusselator", ode.Rodas5P, 1024},
+			{"lorenz96-64", ode.Rodas5P, 4096}, {"lorenz96-256", ode.Tsit5, 4096}} {
+			for _, units := range []int{1, 0} {
+				runN("units", c.name, c.m, "", units, c.n)
 			}
 		}
 	}

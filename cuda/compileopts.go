@@ -51,11 +51,14 @@ const proposedSplitFrom = 256 << 10
 const defaultSplitFrom = -1
 
 // splitFrom returns the kernels' kernelgen.Config.SplitFrom
-// (Tuning.SplitFrom): -1 for never.
+// (Tuning.SplitFrom; with Tuning.SplitUnits, zero means
+// proposedSplitFrom): -1 for never.
 func (t Tuning) splitFrom() int {
 	switch {
 	case t.SplitFrom < 0:
 		return -1
+	case t.SplitFrom == 0 && t.SplitUnits:
+		return proposedSplitFrom
 	case t.SplitFrom == 0:
 		return defaultSplitFrom
 	}

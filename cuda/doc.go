@@ -97,6 +97,13 @@
 // passes 8 MiB is refused before NVRTC, which would take minutes, with a
 // *SizeError naming its size and the CPU engine. NVRTC's time grows
 // with the source; the kernel cache keeps what it compiled.
+// Tuning.SplitUnits (off by default until a device measures it) compiles
+// a large kernel in parts: its kernel and each large step function a
+// translation unit of its own (kernelgen.KernelUnits), compiled
+// concurrently as relocatable device code and linked by the driver
+// (driver.Device.BuildUnits), so that a cold first call waits for the
+// largest unit instead of the whole kernel; the results are the one-unit
+// kernel's bit for bit.
 //
 // Tuning (Engine.SetTuning) overrides the choice; chooseLayout documents
 // the thresholds. Problems with events (ode.Settings.Events) run in the

@@ -92,9 +92,13 @@ type kernelEntry struct {
 	genOnce sync.Once     // starts generate's goroutine
 	srcDone chan struct{} // closed once source has set src, info, opts, long and srcErr
 	src     string        // the source, until its compile starts
-	opts    []string      // the further compiler options (Tuning.compileOptions)
-	info    kernelgen.KernelInfo
-	srcErr  error
+	// units are the translation units of a kernel compiled in parts
+	// (Tuning.SplitUnits; the kernel's unit first), until its compile
+	// starts; nil for one unit (src).
+	units  []kernelgen.Unit
+	opts   []string // the further compiler options (Tuning.compileOptions)
+	info   kernelgen.KernelInfo
+	srcErr error
 	// long reports that the compile is expected to be long: a source of
 	// at least Tuning.tierFrom() bytes that the backend's disk cache
 	// does not hold (tier.go).
@@ -272,21 +276,36 @@ func (ex *executor) source(e *kernelEntry, v kernelgen.Config, lp *ode.LossPlan,
 			e.srcErr = err
 			return
 		}
-		src, info, err := kernelgen.KernelSource(progs, v, lp, ex.prec)
+		units, info, err := kernelgen.KernelUnits(progs, v, lp, ex.prec)
 		if err != nil {
 			e.srcErr = err
 			return
 		}
+		// The units together are the kernel's source: its size gives
+		// every unit the options of the kernel compiled as one.
+		size := 0
+		for _, u := range units {
+			size += len(u.Text)
+		}
 		// A source too large for NVRTC is refused (SizeError).
-		if e.srcErr = ex.checkSourceSize(len(src)); e.srcErr != nil {
+		if e.srcErr = ex.checkSourceSize(size); e.srcErr != nil {
 			return
 		}
-		e.src, e.info, e.opts = src, info, ex.tun.compileOptions(len(src))
+		e.info, e.opts = info, ex.tun.compileOptions(size)
+		if len(units) == 1 {
+			e.src = units[0].Text
+		} else {
+			e.units = units
+		}
 		e.block = defaultBlock // (build lowers it to the kernel's limit)
 		if v.LanesBlockAcc {
 			e.block = kernelgen.LanesAccBlock
 		}
-		e.long = len(src) >= ex.tun.tierFrom() && !ex.be.cached(src, kernelgen.KernelName, e.opts)
+		if e.units != nil {
+			e.long = size >= ex.tun.tierFrom() && !ex.be.cachedUnits(e.units, kernelgen.KernelName, e.opts)
+		} else {
+			e.long = size >= ex.tun.tierFrom() && !ex.be.cached(e.src, kernelgen.KernelName, e.opts)
+		}
 		if background && e.long {
 			ex.compile(e, true, tr)
 		}
@@ -323,9 +342,14 @@ func (ex *executor) build(e *kernelEntry, tr *Trace) {
 	}()
 	start := time.Now()
 	defer func() { tr.add(func(t *TraceStats) { t.Compile += time.Since(start) }) }()
-	src := e.src
-	e.src = "" // kept no longer than needed: hundreds of kilobytes
-	if e.k, e.err = ex.be.compile(src, kernelgen.KernelName, e.opts); e.err != nil {
+	src, units := e.src, e.units
+	e.src, e.units = "", nil // kept no longer than needed: hundreds of kilobytes
+	if units != nil {
+		e.k, e.err = ex.be.compileUnits(units, kernelgen.KernelName, e.opts)
+	} else {
+		e.k, e.err = ex.be.compile(src, kernelgen.KernelName, e.opts)
+	}
+	if e.err != nil {
 		return
 	}
 	if m := e.k.maxBlock(); m > 0 && m < e.block {

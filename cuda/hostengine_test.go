@@ -185,6 +185,13 @@ type hostBackend struct {
 	// result again without running (for benchmarks of the host work
 	// around the launches, whose kernels are deterministic).
 	memo map[[32]byte]hostMemo
+	// flags are further g++ flags (TestHostSplitUninitialised's
+	// -ftrivial-auto-var-init=pattern).
+	flags []string
+	// poison fills new allocations with 0xFF bytes (NaNs) where Go's are
+	// zero, as a device's memory holds whatever it held
+	// (TestHostSplitUninitialised).
+	poison bool
 }
 
 // hostMemo is a launch's result held by hostBackend.memo: the memory
@@ -199,8 +206,9 @@ func (b *hostBackend) cached(string, string, []string) bool { return !b.cold }
 // compiled is a compile of the host backend: the source's bytes and the
 // options the engine passed.
 type compiled struct {
-	src  int
-	opts []string
+	src   int // bytes, the units' together
+	opts  []string
+	units int // translation units (Tuning.SplitUnits)
 }
 
 func newHostBackend(total int64) *hostBackend {
@@ -248,9 +256,31 @@ func (*hostKernel) maxBlock() int { return 0 }
 const hostAddrBits = 40
 
 func (b *hostBackend) compile(src, name string, opts []string) (backendKernel, error) {
+	return b.build([]kernelgen.Unit{{Name: kernelgen.KernelUnitName, Text: src}}, name, opts)
+}
+
+func (b *hostBackend) compileUnits(units []kernelgen.Unit, name string, opts []string) (backendKernel, error) {
+	return b.build(units, name, opts)
+}
+
+func (b *hostBackend) cachedUnits([]kernelgen.Unit, string, []string) bool { return !b.cold }
+
+// build compiles a kernel's translation units (one, or a kernel's in
+// parts: Tuning.SplitUnits) with g++ into an executable: each unit but
+// the first is compiled on its own (-c, concurrently), the first with the
+// host's main and linked with their objects, so that a unit that is not
+// self-contained fails as on the device. A unit that fails is named in
+// the error.
+func (b *hostBackend) build(units []kernelgen.Unit, name string, opts []string) (backendKernel, error) {
 	b.direct("compile")
+	size := 0
+	h := sha256.New()
+	for _, u := range units {
+		size += len(u.Text)
+		fmt.Fprintf(h, "%s\x00%d\x00%s\x00", u.Name, len(u.Text), u.Text)
+	}
 	b.mu.Lock()
-	b.opts = append(b.opts, compiled{len(src), opts})
+	b.opts = append(b.opts, compiled{src: size, opts: opts, units: len(units)})
 	b.mu.Unlock()
 	cc, err := exec.LookPath("g++")
 	if err != nil {
@@ -260,8 +290,8 @@ func (b *hostBackend) compile(src, name string, opts []string) (backendKernel, e
 	if hostDirErr != nil {
 		return nil, hostDirErr
 	}
-	sum := sha256.Sum256([]byte(src + "\x00" + name))
-	key := hex.EncodeToString(sum[:8])
+	h.Write([]byte(name + "\x00" + strings.Join(b.flags, " ")))
+	key := hex.EncodeToString(h.Sum(nil)[:8])
 	if b.sim {
 		key += "-sim"
 	}
@@ -288,7 +318,8 @@ func (b *hostBackend) compile(src, name string, opts []string) (backendKernel, e
 		if name != kernelgen.KernelName {
 			main = hostMainOf("  " + name + "(a);")
 		}
-		text := src + defs + main
+		// sim inserts the simulated warp before a unit's prelude.
+		sim := func(src string) string { return src }
 		flags := []string{"-std=c++17", "-O0"}
 		if b.optimize {
 			flags[1] = "-O2"
@@ -298,17 +329,51 @@ func (b *hostBackend) compile(src, name string, opts []string) (backendKernel, e
 				k.err = fmt.Errorf("host backend: kernel %s on a simulated warp", name)
 				return
 			}
-			head, body, _ := strings.Cut(src, "#ifndef GS_PRELUDE_CUH")
-			text = head + warpSim + "#ifndef GS_PRELUDE_CUH" + body + defs + hostSimMain
+			sim = func(src string) string {
+				head, body, _ := strings.Cut(src, "#ifndef GS_PRELUDE_CUH")
+				return head + warpSim + "#ifndef GS_PRELUDE_CUH" + body
+			}
+			main = hostSimMain
 			flags = []string{"-std=c++20", "-O1", "-pthread"}
 		}
-		if k.err = os.WriteFile(file, []byte(text), 0o644); k.err != nil {
+		flags = append(append(flags, "-ffp-contract=off", "-fno-fast-math", "-w"), b.flags...)
+		objs := make([]string, len(units)-1)
+		errs := make([]error, len(units)-1)
+		var wg sync.WaitGroup
+		for u := 1; u < len(units); u++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ufile := filepath.Join(hostDir, fmt.Sprintf("%s-u%d.cpp", key, u))
+				if errs[u-1] = os.WriteFile(ufile, []byte(sim(units[u].Text)), 0o644); errs[u-1] != nil {
+					return
+				}
+				obj := strings.TrimSuffix(ufile, ".cpp") + ".o"
+				if out, err := exec.Command(cc, append(slices.Clone(flags), "-c", "-o", obj, ufile)...).CombinedOutput(); err != nil {
+					errs[u-1] = fmt.Errorf("host backend: unit %d of %d (%s): g++: %v\n%s\n(source in %s)", u+1, len(units), units[u].Name, err, firstLines(string(out), 30), ufile)
+					return
+				}
+				objs[u-1] = obj
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				k.err = err
+				return
+			}
+		}
+		if k.err = os.WriteFile(file, []byte(sim(units[0].Text)+defs+main), 0o644); k.err != nil {
 			return
 		}
 		exe := filepath.Join(hostDir, key)
-		out, err := exec.Command(cc, append(flags, "-ffp-contract=off", "-fno-fast-math", "-w", "-o", exe, file)...).CombinedOutput()
+		out, err := exec.Command(cc, append(append(flags, "-o", exe, file), objs...)...).CombinedOutput()
 		if err != nil {
-			k.err = fmt.Errorf("host backend: g++: %v\n%s\n(source in %s)", err, firstLines(string(out), 30), file)
+			what := "g++"
+			if len(units) > 1 {
+				what = fmt.Sprintf("unit 1 of %d (%s) and the link: g++", len(units), units[0].Name)
+			}
+			k.err = fmt.Errorf("host backend: %s: %v\n%s\n(source in %s)", what, err, firstLines(string(out), 30), file)
 			return
 		}
 		k.exe = exe
@@ -325,7 +390,13 @@ func (b *hostBackend) alloc(n int64) (uint64, error) {
 	}
 	b.next++
 	addr := b.next << hostAddrBits
-	b.mem[addr] = make([]byte, n)
+	m := make([]byte, n)
+	if b.poison {
+		for i := range m {
+			m[i] = 0xff // every float64 a NaN
+		}
+	}
+	b.mem[addr] = m
 	b.used += n
 	return addr, nil
 }

@@ -150,6 +150,22 @@ type Tuning struct {
 	// from d ≈ 8 and the neural Robertson problem's, none of Lorenz's or
 	// the three-state problems'.
 	SplitFrom int
+	// SplitUnits compiles a split kernel (SplitFrom; with SplitUnits a
+	// zero SplitFrom means proposedSplitFrom, 256 KiB of generated
+	// functions) in parts: its kernel and each of its large step
+	// programs a translation unit of its own (kernelgen.KernelUnits, the
+	// same functions, names and arithmetic, so the same results bit for
+	// bit), compiled concurrently, at most GOMAXPROCS at a time, as
+	// relocatable device code and linked by the driver's linker
+	// (driver.Device.BuildUnits; each unit and the linked image are cached
+	// on disk). A cold first call then waits for the largest unit rather
+	// than the whole kernel; the link costs milliseconds and the calls
+	// between units are those of the one-unit split kernel. Kernels of
+	// the thread and the wide layouts (the wide layout's step functions
+	// split in parts only; lanes and tile kernels never split). Off by
+	// default until a device has measured it (bench/gpu_pending.sh
+	// s42split): what a cold call saves against what the calls cost warm.
+	SplitUnits bool
 	// NoWide keeps in the thread layout the kernels that by default run
 	// in the wide layout: the solves, records, losses and gradients with
 	// the record (without events; save times interpolated, Settings.Saves
@@ -341,7 +357,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.TileSums = tileSums && v.Grad
 	v.SeparateSteps = tun.separateSteps
 	v.Unrolled = tun.unrolled
-	v.SplitFrom = tun.splitFrom()
+	v.SplitFrom, v.SplitUnits = tun.splitFrom(), tun.SplitUnits
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || tun.Layout == LayoutWide || v.Events:

@@ -25,4 +25,12 @@
 // temporary file renamed into place, so processes may share the folder.
 // Compiling a large program takes NVRTC seconds; a cache hit costs a file
 // read.
+//
+// A large program may be compiled in parts (Device.BuildUnits): its
+// translation units compiled concurrently as relocatable device code
+// (CompileUnits: NVRTC's -rdc=true, each unit cached on its own key),
+// linked by the driver's linker (Device.Link: cuLinkCreate, cuLinkAddData,
+// cuLinkComplete) and loaded; the linked image is cached under a key of
+// the units' keys, the architecture and the driver's version. A unit that
+// fails to compile is named in the error (*UnitError).
 package driver

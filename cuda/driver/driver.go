@@ -87,6 +87,12 @@ type driver struct {
 	cuGraphLaunch               func(exec, stream uintptr) result
 	cuGraphExecDestroy          func(uintptr) result
 	cuGraphDestroy              func(uintptr) result
+
+	// The linker of programs compiled in parts (link.go).
+	cuLinkCreate   func(nopt uint32, opts *int32, vals *unsafe.Pointer, state *uintptr) result
+	cuLinkAddData  func(state uintptr, typ int32, data unsafe.Pointer, size uint64, name *byte, nopt uint32, opts *int32, vals *unsafe.Pointer) result
+	cuLinkComplete func(state uintptr, cubin *unsafe.Pointer, size *uint64) result
+	cuLinkDestroy  func(state uintptr) result
 }
 
 // entry is one driver entry point: its name, the CUDA version whose ABI
@@ -153,6 +159,11 @@ func (d *driver) entries() []entry {
 		{name: "cuGraphLaunch", version: 10000, fn: &d.cuGraphLaunch, optional: true},
 		{name: "cuGraphExecDestroy", version: 10000, fn: &d.cuGraphExecDestroy, optional: true},
 		{name: "cuGraphDestroy", version: 10000, fn: &d.cuGraphDestroy, optional: true},
+		// Version 6050 is cuLinkCreate_v2 and cuLinkAddData_v2.
+		{name: "cuLinkCreate", version: 6050, fn: &d.cuLinkCreate, optional: true},
+		{name: "cuLinkAddData", version: 6050, fn: &d.cuLinkAddData, optional: true},
+		{name: "cuLinkComplete", version: 5050, fn: &d.cuLinkComplete, optional: true},
+		{name: "cuLinkDestroy", version: 5050, fn: &d.cuLinkDestroy, optional: true},
 	}
 }
 

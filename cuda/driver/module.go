@@ -11,6 +11,8 @@ import (
 
 // JIT options of cuModuleLoadDataEx (CUjit_option).
 const (
+	jitInfoLogBuffer      = 3
+	jitInfoLogBufferSize  = 4
 	jitErrorLogBuffer     = 5
 	jitErrorLogBufferSize = 6
 )

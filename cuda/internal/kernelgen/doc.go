@@ -100,6 +100,14 @@
 // for bit), the triangular solves column by column, a column's rows split
 // over the lanes (docs/wide-layout.md).
 //
+// A large kernel may compile its large step programs as functions of
+// their own (Config.SplitFrom: GS_STEP, __noinline__; split.go), in the
+// one unit (thread layout) or, with Config.SplitUnits, each in a
+// translation unit of its own (KernelUnits, Source.Units: the kernel's
+// unit declares them; each unit holds the prelude and the callees it
+// needs, static), for package cuda to compile concurrently and link. The
+// functions' text and arithmetic are the same in every form.
+//
 // The package is internal: its exported names are the engine's and its
 // tests' interface to it, not a public API.
 package kernelgen

@@ -126,6 +126,15 @@ type Config struct {
 	// executor's kernels all have its Tuning's, and a split source
 	// differs from the unsplit one in its text.
 	SplitFrom int
+	// SplitUnits (with SplitFrom) compiles a split kernel in parts:
+	// KernelUnits returns its GS_STEP functions each in a translation
+	// unit of its own, which package cuda compiles concurrently and links
+	// (the driver's linker; Tuning.SplitUnits). The arithmetic and the
+	// results are those of the one-unit kernel (KernelSource). With it a
+	// kernel of the wide layout splits too (its GS_FUNC functions from
+	// splitFuncMin bytes), which SplitFrom alone never splits. Not part
+	// of Key, as SplitFrom.
+	SplitUnits bool
 	// StopStiff (an adaptive record of a gradient, Job.StopOnStiff) ends a
 	// trajectory with status Stiff at the step where the stiffness test
 	// fires, as the CPU engine does, instead of running it to its end for
@@ -327,28 +336,53 @@ type KernelInfo struct {
 // the adapters of the plan's programs (kernelAdapters) and the kernel
 // templates of v's layout executed with its kernelPlan.
 func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (string, KernelInfo, error) {
+	src, info, err := kernelUnit(sp, v, lp, prec)
+	if err != nil {
+		return "", info, err
+	}
+	return src.String(), info, nil
+}
+
+// KernelUnits returns the translation units of kernel v as KernelSource
+// does its one unit: with v.SplitUnits, a kernel that splits
+// (v.SplitFrom) as its kernel's unit (Units[0], KernelUnitName) and one
+// unit per GS_STEP function (Source.Units); any other kernel as one unit,
+// KernelSource's text.
+func KernelUnits(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) ([]Unit, KernelInfo, error) {
+	src, info, err := kernelUnit(sp, v, lp, prec)
+	if err != nil {
+		return nil, info, err
+	}
+	units, err := src.Units()
+	return units, info, err
+}
+
+// kernelUnit builds the Source of kernel v (KernelSource).
+func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*Source, KernelInfo, error) {
 	var info KernelInfo
 	pl := sp.plan
 	if err := v.checkEvents(pl); err != nil {
-		return "", info, err
+		return nil, info, err
 	}
 	if v.TileMode && (!v.Lanes || !v.LanesGlobal || prec != Float64 || v.TileSums) {
-		return "", info, fmt.Errorf("cuda: tile mode needs lanes mode's global layout, float64 and no tile sums")
+		return nil, info, fmt.Errorf("cuda: tile mode needs lanes mode's global layout, float64 and no tile sums")
 	}
 	if v.Wide {
 		if err := wideCheck(v, pl, prec); err != nil {
-			return "", info, err
+			return nil, info, err
 		}
 	} else if v.RowMajor {
-		return "", info, fmt.Errorf("cuda: row-major per-trajectory arrays need the wide layout")
+		return nil, info, fmt.Errorf("cuda: row-major per-trajectory arrays need the wide layout")
 	}
 	src := NewSource(&SourceSettings{Precision: prec, InlineCallees: inlineCallees, Lanes: v.Lanes, TileMode: v.TileMode})
 	src.Stage = v.Lanes && !v.LanesShuffle
 	src.reroll = !v.Lanes && !v.Unrolled && rerollPlan(pl) || v.Wide
 	src.laneRoll = v.Lanes && !v.TileMode && !v.Unrolled && pl.Shared >= LaneRollMinShared
 	src.Defines = v.preludeDefines(pl.Shared)
-	if !v.Lanes && !v.Wide {
-		src.splitFrom = v.SplitFrom
+	// A wide kernel splits in parts only (its functions' private
+	// outputs, gs_po, would otherwise leave registers for nothing).
+	if !v.Lanes && (!v.Wide || v.SplitUnits) {
+		src.splitFrom, src.splitUnits = v.SplitFrom, v.SplitUnits
 	}
 	k := &kernelPlan{Config: v, Name: KernelName, Method: pl.Method, Fingerprint: pl.Fingerprint,
 		D: pl.Dim, NP: pl.Params, NS: pl.Shared, FSAL: pl.FSAL,
@@ -370,24 +404,24 @@ func KernelSource(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) 
 	if v.Wide {
 		w, err := src.wideFuncsOf(sp, v)
 		if err != nil {
-			return "", info, err
+			return nil, info, err
 		}
 		k.W = w
 		info.WideShared = w.Len * prec.Size()
 		if err := g.wideLoss(pl, v, lp, k); err != nil {
-			return "", info, err
+			return nil, info, err
 		}
 	} else if err := g.kernelAdapters(sp, v, lp, k); err != nil {
-		return "", info, err
+		return nil, info, err
 	}
 	info.StoreT, info.StoreEvent = k.StoreT, k.StoreEv
 	var sb strings.Builder
 	sb.WriteString(g.sb.String())
 	if err := kernelTemplates[v.layoutFile()].Execute(&sb, k); err != nil {
-		return "", info, fmt.Errorf("cuda: kernel template: %w", err)
+		return nil, info, fmt.Errorf("cuda: kernel template: %w", err)
 	}
 	src.Add(sb.String())
-	return src.String(), info, nil
+	return src, info, nil
 }
 
 // kernelPlan is what the kernel templates (kernel.cuh) read: the

@@ -1,5 +1,11 @@
 package kernelgen
 
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
 // Split kernels: NVRTC inlines every program's function (GS_FUNC) into
 // the kernel, and optimises the whole as one function, in time that grows
 // faster than its size. A large kernel's step programs are instead
@@ -9,21 +15,42 @@ package kernelgen
 // same results bit for bit.
 
 // emittedFunc is a function of a program in a Source: its name, its
-// qualifier macro (GS_FUNC, GS_CALLEE, ...), the part that holds it and
-// the part's bytes.
+// qualifier macro (GS_FUNC, GS_CALLEE, ...), the start of its first line
+// (sig: "GS_FUNC NAME_out NAME(", as emitter.signature writes it, or a
+// wide function's "GS_FUNC void NAME("; "" if not found), the part that
+// holds it and the part's bytes.
 type emittedFunc struct {
-	name, qual string
-	part, size int
+	name, qual, sig string
+	part, size      int
 }
 
-// signature returns the start of the function's first line, as signature
-// writes it.
-func (f emittedFunc) signature() string { return f.qual + " " + outType(f.name) + " " + f.name + "(" }
+// signature returns the start of the function's first line.
+func (f emittedFunc) signature() string { return f.sig }
+
+// funcSignature returns the start of the first line of the function
+// called name in code, up to its opening parenthesis, if that line starts
+// with qual; else "".
+func funcSignature(code, name, qual string) string {
+	at := strings.Index(code, " "+name+"(")
+	if at < 0 {
+		return ""
+	}
+	sig := code[strings.LastIndexByte(code[:at], '\n')+1 : at+len(name)+2]
+	if !strings.HasPrefix(sig, qual+" ") {
+		return ""
+	}
+	return sig
+}
+
+// asStep returns the function's code p with its qualifier GS_STEP.
+func (f emittedFunc) asStep(p string) string {
+	return strings.Replace(p, f.signature(), "GS_STEP"+strings.TrimPrefix(f.signature(), f.qual), 1)
+}
 
 // addFunc appends the code of a program's function called name, with
 // qualifier qual, to the unit.
 func (s *Source) addFunc(name, qual, code string) {
-	s.emitted = append(s.emitted, emittedFunc{name: name, qual: qual, part: len(s.parts), size: len(code)})
+	s.emitted = append(s.emitted, emittedFunc{name: name, qual: qual, sig: funcSignature(code, name, qual), part: len(s.parts), size: len(code)})
 	s.parts = append(s.parts, code)
 }
 
@@ -56,7 +83,7 @@ func (s *Source) split() map[int]emittedFunc {
 	}
 	var m map[int]emittedFunc
 	for _, f := range s.emitted {
-		if f.qual != "GS_FUNC" || f.size < splitFuncMin {
+		if f.qual != "GS_FUNC" || f.size < splitFuncMin || f.sig == "" {
 			continue
 		}
 		if m == nil {
@@ -82,3 +109,162 @@ const splitHelper = `// GS_STEP qualifies the function of a large program (a ste
 #endif
 #endif
 `
+
+// Units of a split kernel: with Config.SplitUnits, a split kernel is
+// compiled as several translation units, linked into one module: the
+// kernel's unit, which declares the GS_STEP functions it calls, and one
+// unit per GS_STEP function, which defines it. Each unit holds the
+// prelude, the helpers and the functions of programs that its own code
+// calls (their callees included), with internal linkage (static), so
+// that two units may hold the same callee; only the GS_STEP functions
+// have external linkage. Their text, names and arithmetic are those of
+// the one-unit split kernel (Source.String): the results are the same
+// bit for bit, and the units compile concurrently.
+
+// Unit is one translation unit of a kernel compiled in parts
+// (Source.Units, KernelUnits).
+type Unit struct {
+	// Name names the unit in compiler messages: KernelUnitName for the
+	// unit that holds the kernel, else the name of the GS_STEP function
+	// the unit defines.
+	Name string
+	// Text is the unit's CUDA C++ source, also valid host C++.
+	Text string
+}
+
+// KernelUnitName is the Name of a kernel's own unit.
+const KernelUnitName = "kernel"
+
+// unitsHelper is written first in every unit of a kernel compiled in
+// parts (before the prelude, whose #ifndef guards it overrides): on the
+// device the functions of programs have internal linkage, as on the host,
+// and GS_STEP functions external linkage (defined in one unit, declared
+// in the others) and are not inlined.
+const unitsHelper = `// A unit of a kernel compiled in parts: only GS_STEP functions are
+// shared between units.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define GS_FUNC static __device__
+#define GS_CALLEE static __device__ __noinline__
+#define GS_CALLEE_INLINE static __device__ __forceinline__
+#define GS_STEP __device__ __noinline__
+#else
+#define GS_STEP __attribute__((noinline))
+#endif
+`
+
+// gsIdent matches the generated C names (functions, their result
+// structs, helpers).
+var gsIdent = regexp.MustCompile(`gs_[A-Za-z0-9_]+`)
+
+// Units returns the unit's translation units: one, String(), unless the
+// unit splits (Config.SplitFrom) and splitUnits is set; then the kernel's
+// unit first and one unit per GS_STEP function, in order of emission.
+// It returns an error if a GS_STEP function's first line is not in the
+// form the emitters write ("QUAL TYPE NAME(...) {").
+func (s *Source) Units() ([]Unit, error) {
+	split := s.split()
+	if split == nil || !s.splitUnits {
+		return []Unit{{Name: KernelUnitName, Text: s.String()}}, nil
+	}
+	byName := make(map[string]int, len(s.emitted))
+	isFunc := make(map[int]bool, len(s.emitted))
+	for _, f := range s.emitted {
+		byName[f.name] = f.part
+		isFunc[f.part] = true
+	}
+	// refs[k]: the parts of functions that part k names, itself aside.
+	refs := make([][]int, len(s.parts))
+	for k, p := range s.parts {
+		seen := map[int]bool{k: true}
+		for _, id := range gsIdent.FindAllString(p, -1) {
+			j, ok := byName[id]
+			if !ok {
+				j, ok = byName[strings.TrimSuffix(id, "_out")]
+			}
+			if ok && !seen[j] {
+				seen[j] = true
+				refs[k] = append(refs[k], j)
+			}
+		}
+	}
+	decls := make(map[int]string, len(split))
+	for k, f := range split {
+		d, err := declaration(s.parts[k], f)
+		if err != nil {
+			return nil, err
+		}
+		decls[k] = d
+	}
+	head := s.header(unitsHelper)
+	// unit writes the parts that roots need: a GS_STEP function other
+	// than own is declared, every other function defined, in the order
+	// of emission (callees before callers).
+	unit := func(roots []int, own int) string {
+		need := map[int]bool{}
+		var walk func(k int)
+		walk = func(k int) {
+			if need[k] {
+				return
+			}
+			need[k] = true
+			if _, ok := split[k]; ok && k != own {
+				return // declared: its callees are its unit's
+			}
+			for _, j := range refs[k] {
+				walk(j)
+			}
+		}
+		for _, r := range roots {
+			walk(r)
+		}
+		var sb strings.Builder
+		sb.WriteString(head)
+		for k, p := range s.parts {
+			if !need[k] {
+				continue
+			}
+			sb.WriteString("\n")
+			f, isStep := split[k]
+			switch {
+			case isStep && k != own:
+				sb.WriteString(decls[k])
+			case isStep:
+				sb.WriteString(f.asStep(p))
+			default:
+				sb.WriteString(p)
+			}
+		}
+		return sb.String()
+	}
+	var roots []int
+	for k := range s.parts {
+		if !isFunc[k] {
+			roots = append(roots, k) // the kernel templates and adapters
+		}
+	}
+	units := []Unit{{Name: KernelUnitName, Text: unit(roots, -1)}}
+	for _, f := range s.emitted {
+		if _, ok := split[f.part]; ok {
+			units = append(units, Unit{Name: f.name, Text: unit([]int{f.part}, f.part)})
+		}
+	}
+	return units, nil
+}
+
+// declaration returns what a unit that calls GS_STEP function f (of part
+// p) but does not define it holds of p: the text before its first line
+// (its comment and result struct), then that line as a GS_STEP
+// declaration.
+func declaration(p string, f emittedFunc) (string, error) {
+	sig := f.signature()
+	at := strings.Index(p, sig)
+	end := -1
+	if at >= 0 {
+		end = strings.Index(p[at:], ") {\n")
+	}
+	if at < 0 || end < 0 || (at > 0 && p[at-1] != '\n') {
+		return "", fmt.Errorf("cuda: split function %s: no first line %q… in its code", f.name, sig)
+	}
+	line := p[at : at+end+1]
+	return p[:at] + "GS_STEP" + strings.TrimPrefix(line, f.qual) + ";\n", nil
+}

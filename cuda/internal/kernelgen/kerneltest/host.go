@@ -53,7 +53,9 @@ func FirstLines(s string, n int) string {
 // WarpSim simulates a warp on the host: 32 threads, shuffles through a
 // shared slot array and a barrier, atomics under a lock. It is defined
 // before the prelude, whose warp collectives (GS_WARP_SIM) then run the
-// device code.
+// device code. Its variables are inline (one per program, not per
+// translation unit), so that the units of a kernel compiled in parts
+// share the warp.
 const WarpSim = `
 #include <barrier>
 #include <mutex>
@@ -63,10 +65,10 @@ const WarpSim = `
 #include <stdlib.h>
 #define GS_WARP_SIM 1
 struct gs_sim_idx { unsigned x; };
-static thread_local gs_sim_idx threadIdx;
-static std::barrier<>* gs_sim_bar;
-static double gs_sim_slot[32];
-static std::mutex gs_sim_mu;
+inline thread_local gs_sim_idx threadIdx;
+inline std::barrier<>* gs_sim_bar;
+inline double gs_sim_slot[32];
+inline std::mutex gs_sim_mu;
 template <class T> T __shfl_xor_sync(unsigned, T v, int o) {
   const int lane = threadIdx.x & 31;
   gs_sim_slot[lane] = (double)v;
@@ -93,7 +95,7 @@ template <class T> T __shfl_sync(unsigned, T v, int src) {
   return r;
 }
 static void __syncwarp() { gs_sim_bar->arrive_and_wait(); }
-static double gs_sim_slot2[32];
+inline double gs_sim_slot2[32];
 // gs_sim_mma is the m8n8k4 float64 product D = A·B + D (see gs_mma884):
 // each lane's C element is the fma chain of its row's four terms in k
 // order, as the tensor cores round.
@@ -113,9 +115,9 @@ static void gs_sim_mma(double* d, double a, double b) {
   d[1] = d1;
 }
 #ifdef GS_XPOSE
-static double gs_smem[32 * 33];  // one warp's transposition scratch
+inline double gs_smem[32 * 33];  // one warp's transposition scratch
 #elif defined(GS_STAGE_LEN)
-static double gs_smem[GS_STAGE_LEN];  // one warp's staging row
+inline double gs_smem[GS_STAGE_LEN];  // one warp's staging row
 #endif
 template <class T> T atomicAdd(T* a, T v) {
   std::lock_guard<std::mutex> g(gs_sim_mu);
