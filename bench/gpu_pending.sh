@@ -628,6 +628,38 @@ t wide-regs2 180 -test.run XXX -test.bench 'GPUWideRegs/grad/(pollution/(s64|s64
 t wide-test 200 -test.v -test.run 'TestGPUWide$'
 fi
 
+if [ "$part" = s42c ]; then
+# Session 42's third call: the thread layout's save times at d = 64 that
+# TestGPUWide found off (TestGPUThreadSaves); the merged helpers' device
+# tests (H1 save loads issued ahead, H2 Auto's spare arrays, H4 kept
+# results written in place) and their benchmarks beside the session's
+# start (cuda-base.test.gz, 90f9650); the events suite beside Diffrax;
+# then the first calls of Lorenz-96 d = 256 and Pollution compiled in
+# units and not (H3, Tuning.SplitUnits), each on an empty cache.
+gunzip -c $bin/cuda-base.test.gz >/tmp/cuda-base.test && chmod +x /tmp/cuda-base.test
+t thread-saves 90 -test.v -test.run 'TestGPUThreadSaves'
+grep -hE 'entries differ|largest' "$out/l/thread-saves.log" | cut -c1-200 | head -12
+t saves-tests 70 -test.v -test.run 'TestGPUEngineSaveTimes|TestGPUSaveGroups|TestGPUKeepSaves'
+t keep-tests 40 -test.v -test.run 'TestGPUKeepGrads'
+t auto-tests 60 -test.v -test.run 'TestGPUAutoContinue'
+t saves-main 25 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)$' -test.benchtime 5x
+TB=/tmp/cuda-base.test t saves-base 25 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)$' -test.benchtime 5x
+for r in 1 2; do
+t events-keep-main-$r 20 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep$' -test.benchtime 200x
+TB=/tmp/cuda-base.test t events-keep-base-$r 20 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep$' -test.benchtime 200x
+done
+t auto-main 30 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 5x -test.benchmem
+TB=/tmp/cuda-base.test t auto-base 30 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 5x -test.benchmem
+ev 70
+for c in lorenz96-256-Tsit5 pollution-Rodas5P; do
+	echo "=== cold units $c"
+	GS_COLDSTART_PHASES=units GS_COLDSTART_ONLY=$c GS_COLDSTART_BUDGET=600 GS_COLDSTART_JSON="$out/l/cold-units-$c.json" \
+		timeout 100 "$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/cold-units-$c.log" 2>&1
+	el $?
+	grep -hE "units  |FAIL|^ok" "$out/l/cold-units-$c.log" | cut -c1-230
+done
+fi
+
 if [ "$part" = s42split ]; then
 # Issue 26's parallel split (session 42, H3; Tuning.SplitUnits): a split
 # kernel compiled as units (the kernel's and one per large step function,

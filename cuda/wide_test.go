@@ -59,6 +59,34 @@ func TestGPUWide(t *testing.T) {
 	}
 }
 
+// TestGPUThreadSaves runs Lorenz-96 (d = 64, 1,000 trajectories) with
+// save times in the thread layout on the device against the CPU engine:
+// alone on a fresh engine, after the same trajectories without save times
+// on that engine (TestGPUWide's order, where session 42's device call 2
+// found the thread layout's gradient and loss off by up to 3 relative
+// while the wide layout's matched the CPU), and in that order without
+// input reuse (Tuning.NoInputReuse), to tell where the difference comes
+// from.
+func TestGPUThreadSaves(t *testing.T) {
+	needGPUEngine(t)
+	for _, x := range []struct {
+		name  string
+		tun   Tuning
+		cases []engineCase
+	}{
+		{"fresh", Tuning{Layout: LayoutThread, SplitFrom: -1}, []engineCase{wideSavesCase(1000, 64)}},
+		{"after", Tuning{Layout: LayoutThread}, []engineCase{wideSharedCase(1000, 64), wideSavesCase(1000, 64)}},
+		{"after-noreuse", Tuning{Layout: LayoutThread, NoInputReuse: true}, []engineCase{wideSharedCase(1000, 64), wideSavesCase(1000, 64)}},
+	} {
+		t.Run(x.name, func(t *testing.T) {
+			e := tuned(t, "cuda", x.tun)
+			for _, c := range x.cases {
+				compareEngines(t, e, c, caseOpts{ops: []string{"grad"}})
+			}
+		})
+	}
+}
+
 // TestGPUWideRosenbrock is TestHostWideRosenbrock on the device (engine
 // "cuda": the wide layout for Rosenbrock methods
 // from kernelgen.WideMinDimFactor): Pollution (d = 20) with Rodas5P (a save
