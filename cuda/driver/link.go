@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -134,20 +133,7 @@ func (d *Device) linkedImage(l *nvrtc, units []Unit, s *CompileSettings) (*Image
 // cache is off, s.NoCache is set or NVRTC is not found. It costs a hash
 // of the sources and a stat.
 func (d *Device) CachedUnits(units []Unit, s *CompileSettings) bool {
-	if s == nil {
-		s = &CompileSettings{}
-	}
-	l, err := loadNVRTC()
-	if err != nil || s.NoCache {
-		return false
-	}
-	dir := cacheDir()
-	if dir == "" {
-		return false
-	}
-	img, name := d.linkedImage(l, units, s)
-	_, err = os.Stat(cacheFile(dir, name, img))
-	return err == nil
+	return cachedEntry(s, func(l *nvrtc, s *CompileSettings) (*Image, string) { return d.linkedImage(l, units, s) })
 }
 
 // BuildUnits compiles the units of one program (CompileUnits), links

@@ -342,6 +342,17 @@ func (l *nvrtc) image(src string, arch Arch, s *CompileSettings) (img *Image, na
 // it whether a compile will be long (package cuda's first calls run on
 // the CPU engine while a long one runs).
 func Cached(src string, arch Arch, s *CompileSettings) bool {
+	return cachedEntry(s, func(l *nvrtc, s *CompileSettings) (*Image, string) {
+		img, name, _ := l.image(src, arch, s)
+		return img, name
+	})
+}
+
+// cachedEntry reports whether the disk cache holds the entry that entry
+// names (its image's key and name) under settings s (nil: the
+// defaults): false where the cache is off, s.NoCache is set or NVRTC is
+// not found (Cached, Device.CachedUnits).
+func cachedEntry(s *CompileSettings, entry func(l *nvrtc, s *CompileSettings) (*Image, string)) bool {
 	if s == nil {
 		s = &CompileSettings{}
 	}
@@ -353,7 +364,7 @@ func Cached(src string, arch Arch, s *CompileSettings) bool {
 	if dir == "" {
 		return false
 	}
-	img, name, _ := l.image(src, arch, s)
+	img, name := entry(l, s)
 	_, err = os.Stat(cacheFile(dir, name, img))
 	return err == nil
 }
