@@ -1484,7 +1484,7 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 // scattered (scatter).
 func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	staging := time.Now() // (TraceStats.Stage)
-	r.rb = resultBlockOf(len(g), r.rowValues())
+	r.rb = resultBlockOf(len(g))
 	ex, v, n := r.ex, r.v, len(g)
 	l := r.layout(n, rows)
 	inLo, inHi := l.region(argSh, argGS)
@@ -2111,7 +2111,7 @@ var _ ode.CheckingExecutor = (*executor)(nil)
 // only the first bc.seed trajectories' values (uploadBroadcast copies
 // them over the rest on the device).
 func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
-	fb := resultBlockOf(len(g), r.rowValues())
+	fb := resultBlockOf(len(g))
 	if err := r.fillBlocks(up, g, l, bc, 0, (len(g)+fb-1)/fb); err != nil {
 		return err
 	}
@@ -2130,12 +2130,12 @@ func (r *run) fillBroadcast(up []byte, g []int, l *layout, bc bcast) error {
 }
 
 // fillBlocks is fillBroadcast's part for the blocks b0…b1−1 of
-// resultBlockOf(len(g), r.rowValues()) launch trajectories each (with the first block,
+// resultBlockOf(len(g)) launch trajectories each (with the first block,
 // the inputs that are not per trajectory), less a given mesh's event
 // marks: a launch whose inputs go up chunk by chunk (stagesByChunk) fills
 // each chunk's blocks as the chunk before goes up and runs.
 func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) error {
-	fb := resultBlockOf(len(g), r.rowValues())
+	fb := resultBlockOf(len(g))
 	j, v := r.j, r.v
 	n, d, np, k, dd := len(g), r.d, r.np, r.k, r.dd
 	rv := func(buf []byte, base int64, a int) reals { return r.reals(buf, l.off[a]-base, l.bytes[a]) }
@@ -2169,7 +2169,7 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 		return nil
 	}
 	// The per-trajectory inputs, component-major (y0 and p of a row-major
-	// kernel row-major: rowMajor), in blocks of resultBlockOf(n, r.rowValues())
+	// kernel row-major: rowMajor), in blocks of resultBlockOf(n)
 	// trajectories on all cores.
 	y0, pin, data := rv(up, 0, argY0), reals{}, reals{}
 	if np > 0 {
@@ -3431,38 +3431,18 @@ func (r *run) readFailedRows(ar *arena, l *layout, g []int) error {
 // and result loops (resultBlockOf).
 const resultBlock = 1 << 14
 
-// resultBlockValues is the fewest values of a trajectory's per-trajectory
-// arrays (resultBlockOf's w) a task of the staging and result loops
-// handles, but in blocks of 1,024 trajectories: 16 values each.
-const resultBlockValues = 1 << 14
-
 // resultBlockOf returns the trajectories per task of the staging and
-// result loops of a launch of n trajectories of w values each in their
-// per-trajectory arrays (r.rowValues: states, parameters, gradients):
-// about four tasks per core, a multiple of scatterTile, from 1,024 (of
-// trajectories of up to 16 values; of larger ones, resultBlockValues
-// values' worth, at least scatterTile) to resultBlock. (Blocks of
-// resultBlock alone left a launch of 65,536 trajectories to four cores,
-// of 32,768 to two; blocks of 1,024 left Lorenz-96 d = 256's 4,096
-// trajectories, 17 MB of results, to four.) The results do not depend on
-// it: the loss terms are summed in trajectory order (orderedSum), the
-// blocks' reruns and counts merged in order.
-func resultBlockOf(n, w int) int {
+// result loops of a launch of n: about four tasks per core, a multiple of
+// scatterTile, from 1,024 to resultBlock. (Blocks of resultBlock alone left
+// a launch of 65,536 trajectories to four cores, of 32,768 to two.) The
+// results do not depend on it: the loss terms are summed in trajectory
+// order (orderedSum), the blocks' reruns and counts merged in order.
+func resultBlockOf(n int) int {
 	tasks := 4 * runtime.GOMAXPROCS(0)
 	b := (n + tasks - 1) / tasks
 	b = (b + scatterTile - 1) / scatterTile * scatterTile
-	least := 1024
-	if w*least > resultBlockValues {
-		least = ((resultBlockValues+w-1)/w + scatterTile - 1) / scatterTile * scatterTile
-	}
-	return min(resultBlock, max(least, b))
+	return min(resultBlock, max(1024, b))
 }
-
-// rowValues is the values a trajectory has in a launch's per-trajectory
-// arrays that the staging and result loops copy (resultBlockOf's w): its
-// initial state, parameters, end state, and gradients with respect to
-// both.
-func (r *run) rowValues() int { return 3*r.d + 2*r.np }
 
 // savesTask returns the trajectories per task of the scatter of saved
 // states of w values a trajectory: a multiple of scatterTile, about 256 kB

@@ -489,33 +489,6 @@ func TestSavesFailedRows(t *testing.T) {
 	}
 }
 
-// TestResultBlockOf checks the blocks of a launch's staging and result
-// loops: about four per core, multiples of scatterTile, at least 1,024
-// trajectories of up to 16 values, resultBlockValues values of larger
-// ones, at most resultBlock.
-func TestResultBlockOf(t *testing.T) {
-	old := runtime.GOMAXPROCS(16)
-	defer runtime.GOMAXPROCS(old)
-	for _, c := range []struct{ n, w, want int }{
-		{4096, 15, 1024},              // Lorenz: blocks of 1,024 (four tasks)
-		{1 << 20, 15, 16384},          // 2^20 / 64 tasks
-		{1 << 24, 15, resultBlock},    // the most
-		{4096, 16, 1024},              // 16 values: still 1,024
-		{4096, 17, 1024},              // more: 964 trajectories' worth, rounded up to 1,024
-		{4096, 3*256 + 2*1, 64},       // Lorenz-96 d = 256: 64 tasks of 64
-		{4096, 3*64 + 2*1, 128},       // d = 64: 16384/194 = 85, rounded up to 128
-		{100, 3*256 + 2*1, 64},        // one scatterTile at least
-		{1 << 20, 3*256 + 2*1, 16384}, // many trajectories: by the cores
-	} {
-		if got := resultBlockOf(c.n, c.w); got != c.want {
-			t.Errorf("resultBlockOf(%d, %d) = %d, want %d", c.n, c.w, got, c.want)
-		}
-		if got := resultBlockOf(c.n, c.w); got%scatterTile != 0 {
-			t.Errorf("resultBlockOf(%d, %d) = %d: not a multiple of %d", c.n, c.w, got, scatterTile)
-		}
-	}
-}
-
 // TestResultBlocksSameResults: a launch's staging and result loops run in
 // blocks sized by the cores (resultBlockOf), and the results do not depend
 // on them: one core against eight, bit for bit (the loss summed in
@@ -526,7 +499,7 @@ func TestResultBlocksSameResults(t *testing.T) {
 	grad := func(procs int) *ode.Gradient {
 		old := runtime.GOMAXPROCS(procs)
 		defer runtime.GOMAXPROCS(old)
-		if b := resultBlockOf(c.prob.N, 15); procs == 1 && b*2 > c.prob.N || procs == 8 && b != 1024 {
+		if b := resultBlockOf(c.prob.N); procs == 1 && b*2 > c.prob.N || procs == 8 && b != 1024 {
 			t.Fatalf("%d cores: blocks of %d trajectories", procs, b)
 		}
 		g, err := sv.Grad(nil, &c.prob, c.loss, nil)
