@@ -107,21 +107,21 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int k
   bool any = false;
   for (int q = 0; q < GS_DW; q++) wb[q] = 0;
   // Unrolled on the device: a few save times' loads in flight at once
-  // (a small ensemble has nothing else to hide their latency with). Each
-  // save time's cotangent is read once, before its theta's division and
-  // test, so that the loads depend on nothing but k: the unrolled
-  // repetitions' loads issue together instead of each waiting for its
-  // own division and branch (the sums are the same, in the same order).
+  // (a small ensemble has nothing else to hide their latency with). The
+  // cotangents are read where they are used: session 41's form, which
+  // read each save time's GS_D of them into a local array first, was
+  // followed on the device (session 42, TestGPUThreadSaves) by wrong
+  // saved states and gradients of Lorenz-96 d = 64 in the thread layout,
+  // and is undone here as the first suspect (the steps' cotangents are
+  // prefetched a step ahead: gs_prefetch_step).
 #pragma unroll 4
   for (int k = k0; on && k < kq; k++) {
-    gs_real yb[GS_D];
-    for (int c = 0; c < GS_D; c++) yb[c] = a.tb[((long long)k * GS_D + c) * n + i];
     const gs_real theta = (a.saveat[k] - ts) / h;
     if (theta == 0) continue;
     any = true;
     gs_real pw = theta;
     for (int j = 0; j < GS_TERMS; j++) {
-      for (int c = 0; c < GS_D; c++) wb[j * GS_D + c] += pw * yb[c];
+      for (int c = 0; c < GS_D; c++) wb[j * GS_D + c] += pw * a.tb[((long long)k * GS_D + c) * n + i];
       pw *= theta;
     }
   }
