@@ -153,17 +153,7 @@ func (d *Device) BuildUnits(units []Unit, s *CompileSettings) (*Module, *Image, 
 		return nil, nil, err
 	}
 	img, name := d.linkedImage(l, units, s)
-	cache := ""
-	if !s.NoCache {
-		cache = cacheDir()
-	}
-	data, ok, bad := cacheRead(cache, name, img)
-	if bad != nil {
-		cacheWarn(bad)
-	}
-	if ok {
-		img.Data, img.Cached = data, true
-	} else {
+	if cache, ok := fromCache(s, name, img); !ok {
 		imgs, err := CompileUnits(units, d.info.Arch, s)
 		if err != nil {
 			return nil, nil, err

@@ -296,16 +296,8 @@ func Compile(src string, arch Arch, s *CompileSettings) (*Image, error) {
 		return nil, err
 	}
 	img, name, cubin := l.image(src, arch, s)
-	cache := ""
-	if !s.NoCache {
-		cache = cacheDir()
-	}
-	data, ok, bad := cacheRead(cache, name, img)
-	if bad != nil {
-		cacheWarn(bad)
-	}
+	cache, ok := fromCache(s, name, img)
 	if ok {
-		img.Data, img.Cached = data, true
 		return img, nil
 	}
 	if err := l.compile(img, src, name, cubin); err != nil {
@@ -346,6 +338,24 @@ func Cached(src string, arch Arch, s *CompileSettings) bool {
 		img, name, _ := l.image(src, arch, s)
 		return img, name
 	})
+}
+
+// fromCache fills img's data from its entry (name) of the disk cache
+// (cacheDir; none with s.NoCache), warning of a damaged entry, and
+// reports whether it did; it returns the cache's folder ("" where off),
+// where the caller writes the image it makes instead.
+func fromCache(s *CompileSettings, name string, img *Image) (cache string, ok bool) {
+	if !s.NoCache {
+		cache = cacheDir()
+	}
+	data, ok, bad := cacheRead(cache, name, img)
+	if bad != nil {
+		cacheWarn(bad)
+	}
+	if ok {
+		img.Data, img.Cached = data, true
+	}
+	return cache, ok
 }
 
 // cachedEntry reports whether the disk cache holds the entry that entry
