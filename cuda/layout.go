@@ -445,28 +445,28 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 const wideMaxMinBlocks = 7
 
 // wideMinBlocks returns the launch bounds' blocks per multiprocessor
-// (kernelgen.Config.WideMinBlocks; 0: no bounds) of a wide-layout kernel
-// whose warps take per bytes of shared memory each, on a device whose
-// blocks may take limit bytes (0: unknown, a host backend), tuned by tun
-// (Tuning.WideMinBlocks): tun if positive, none if negative; by default
-// as many blocks as the device's shared memory lets run at once (a
-// block's kernelgen.WideWarps warps and the kilobyte the device reserves
-// a block), at most wideMaxMinBlocks: bounds past that count would cap
-// the registers of blocks that cannot run, spilling for nothing (the
-// Brusselator's 64-component Rodas5P kernel: 254 registers, 2-3% slower
-// with 6 or 7 blocks' bounds).
+// (kernelgen.Config.WideMinBlocks, blocks of kernelgen.WideWarps warps;
+// 0: no bounds) of a wide-layout kernel whose warps take per bytes of
+// shared memory each, on a device whose blocks may take limit bytes (0:
+// unknown, a host backend), tuned by tun (Tuning.WideMinBlocks): tun if
+// positive, none if negative; by default the warps the device's shared
+// memory lets run at once (kernelgen.WideOccupancy, the launch's own
+// rule) in blocks of WideWarps, at most wideMaxMinBlocks: bounds past
+// that count would cap the registers of warps that cannot run, spilling
+// for nothing (the Brusselator's 64-component Rodas5P kernel: 254
+// registers, 2-3% slower with 6 or 7 blocks' bounds).
 func wideMinBlocks(per, limit, tun int) int {
 	switch {
 	case tun > 0:
 		return tun
-	case tun < 0 || limit <= 0:
+	case tun < 0:
 		return 0
 	}
-	blocks := limit / (kernelgen.WideWarps*per + 1024)
-	if blocks <= 1 {
-		return 0
+	_, on := kernelgen.WideOccupancy(per, limit)
+	if blocks := on / kernelgen.WideWarps; blocks > 1 {
+		return min(blocks, wideMaxMinBlocks)
 	}
-	return min(blocks, wideMaxMinBlocks)
+	return 0
 }
 
 // wideMinDim returns the smallest state of plan pl that runs in the wide

@@ -201,11 +201,11 @@ func wideKernelAttrs(b *testing.B, c engineCase, tun Tuning) driver.KernelAttrs 
 
 // TestWideMinBlocks checks the wide layout's default launch bounds: as
 // many blocks of kernelgen.WideWarps warps as the device's shared memory
-// runs at once, at most wideMaxMinBlocks; none where one block fits or
+// runs warps at once (kernelgen.WideOccupancy, the launch's rule), at most wideMaxMinBlocks; none where one block fits or
 // the device is unknown; the tuning's count where it sets one.
 func TestWideMinBlocks(t *testing.T) {
 	const lim = 227 << 10
-	perOf := func(blocks int) int { return (lim/blocks - 1024) / kernelgen.WideWarps } // a warp's bytes for blocks blocks
+	perOf := func(blocks int) int { return ((lim+1024)/blocks - 1024) / kernelgen.WideWarps } // the largest warp for blocks two-warp blocks (kernelgen.WideOccupancy's rule)
 	for _, c := range []struct {
 		per, limit, tun, want int
 	}{

@@ -109,22 +109,32 @@ const wideBlockReserve = 1 << 10
 // 256) run three to a multiprocessor in blocks of one, two in blocks of
 // two.
 func WideLaunch(n, perWarp, limit int) (threads, block, shmem int) {
-	warps := WideWarps
-	if limit > 0 {
-		best := 0
-		for w := WideWarps; w >= 1; w-- {
-			if w*perWarp > limit {
-				continue
-			}
-			if on := w * ((limit + wideBlockReserve) / (w*perWarp + wideBlockReserve)); on > best {
-				warps, best = w, on
-			}
+	warps, _ := WideOccupancy(perWarp, limit)
+	return n * LaneWidth, warps * LaneWidth, warps * perWarp
+}
+
+// WideOccupancy returns the warps of a wide-layout block (WideLaunch's
+// rule) and the warps a multiprocessor runs at once by its shared memory
+// (0 where limit is 0, unknown, or no block fits), for warps of perWarp
+// bytes of shared memory each on a device whose blocks may take limit
+// bytes.
+func WideOccupancy(perWarp, limit int) (warps, on int) {
+	warps = WideWarps
+	if limit <= 0 {
+		return warps, 0
+	}
+	for w := WideWarps; w >= 1; w-- {
+		if w*perWarp > limit {
+			continue
 		}
-		if best == 0 {
-			warps = 1
+		if k := w * ((limit + wideBlockReserve) / (w*perWarp + wideBlockReserve)); k > on {
+			warps, on = w, k
 		}
 	}
-	return n * LaneWidth, warps * LaneWidth, warps * perWarp
+	if on == 0 {
+		warps = 1
+	}
+	return warps, on
 }
 
 // WideAllowed reports whether kernel v of plan pl can run in the wide
