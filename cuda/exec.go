@@ -852,13 +852,12 @@ type run struct {
 	// writes the kept results, without the loss terms and shared sums.
 	keepG, kept, filling bool
 	gout                 *residentGrads
-	// direct: the launch under way writes its download region straight
-	// into gout, each array at its offset in the scratch's keptAt
-	// (argAddr, keptSpans).
-	direct bool
-	// queued: the launch under way queues its uploads without waiting
-	// for them (write): its batch ends with a read that waits for them.
-	queued bool
+	// keptLaunch: the launch under way keeps its results. It writes its
+	// download region straight into gout, each array at its offset in
+	// the scratch's keptAt (argAddr, keptSpans), and queues its uploads
+	// without waiting for them (write): its batch ends with a read that
+	// waits for them.
+	keptLaunch bool
 
 	// q is the queue of the batch a launch's copies and kernel run in
 	// (nil outside one: then they go to the backend one by one).
@@ -1572,7 +1571,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	r.sc.spans = out
 	// Kept results: the kernel writes the download region into the kept
 	// results on the device (each array at fullAt, fullBytes in all:
-	// direct); the shared sums come back, and the check's words with the
+	// keptLaunch); the shared sums come back, and the check's words with the
 	// loss terms' sum. (fullAt and words in the run's scratch: the
 	// batch's closures would take them to the heap.)
 	fullAt, words := &r.sc.keptAt, &r.sc.words
@@ -1581,8 +1580,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		*fullAt, fullBytes = at, outBytes
 		out, at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
 	}
-	r.direct, r.queued = kept, kept
-	defer func() { r.direct, r.queued = false, false }()
+	r.keptLaunch = kept
+	defer func() { r.keptLaunch = false }()
 	savesAt := outBytes
 	if saveCols > 0 {
 		at[argYs] = savesAt
@@ -3624,14 +3623,14 @@ func (r *run) read(dst []byte, addr uint64) error {
 
 // write copies src to device memory at addr, adding the time to the trace.
 //
-// In the batch of a launch that keeps its results (queued), the copy is
+// In the batch of a launch that keeps its results (keptLaunch), the copy is
 // queued without waiting for it (writeQueued): src, the launch's staging
 // buffer, stays as it is until the batch's read of the check's words,
 // which waits for it.
 func (r *run) write(addr uint64, src []byte) error {
 	start := time.Now()
 	var err error
-	if r.q != nil && r.queued {
+	if r.q != nil && r.keptLaunch {
 		err = r.q.writeQueued(addr, src)
 	} else if r.q != nil {
 		err = r.q.write(addr, src)

@@ -198,13 +198,13 @@ func (r *run) keptSpans(sp []span, l *layout) ([]span, [numArgs]int64, int64) {
 
 // argAddr returns the device address of array a of the launch in layout
 // l on arena ar (0 if it has none): in the kept results (r.gout, at the
-// scratch's keptAt) where the launch writes its results there (direct)
+// scratch's keptAt) where the launch writes its results there (keptLaunch)
 // and a is one the run keeps (downloaded), else in the arena.
 func (r *run) argAddr(ar *arena, l *layout, a int) uint64 {
 	switch {
 	case l.off[a] < 0:
 		return 0
-	case r.direct && r.downloaded(a):
+	case r.keptLaunch && r.downloaded(a):
 		return r.gout.mem.addr + uint64(r.sc.keptAt[a])
 	}
 	return ar.addr + uint64(l.off[a])
