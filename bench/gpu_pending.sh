@@ -536,8 +536,8 @@ t regs-poll 170 -test.run XXX -test.bench 'GPUWideRegs/grad/pollution/(none|s64)
 t wide-private 70 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256)/' -test.benchtime 5x
 fi
 
-if [ "$part" = s41d ]; then
-# Session 41's mends: the MLP fields' first calls compiled cold before any
+if [ "$part" = s41d ] || [ "$part" = s42a ]; then
+# (Part s42a runs this first, then its own below.) Session 41's mends: the MLP fields' first calls compiled cold before any
 # other process on the machine compiled their kernels (LaneRollMinShared
 # 8192: 2-128-128-2 rolled, 2-64-64-2 not); the kept gradients' shared
 # sums to the rounding of the device's atomics; the rolled 2-128-128-2
@@ -560,14 +560,6 @@ if [ "$part" = s42a ]; then
 # after the scatter's revert, and the wide kernels' launch bounds
 # (Tuning.WideMinBlocks 6 and 7) on HIRES, Lorenz-96 and the Brusselator
 # beside the default before the bounds become a default.
-echo "=== cold mlp"
-GS_COLDSTART_PHASES=problems GS_COLDSTART_ONLY=mlp- timeout 60 "$bin/cuda.test" -test.run TestGPUColdStart -test.v >"$out/l/cold-mlp.log" 2>&1
-el $?
-grep -hE "problems  |FAIL|^ok" "$out/l/cold-mlp.log" | cut -c1-220
-t keep 40 -test.v -test.run 'TestGPUKeepGrads$'
-t lanes-rolled 60 -test.v -test.run 'TestGPULanesRolled'
-grep -hE 'laneroll_test' "$out/l/lanes-rolled.log" | cut -c1-200
-t evf32-ros 60 -test.v -test.run 'TestGPUEventsFloat32/(ball|pk)-Rodas5P-saves'
 t call-bound 60 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 20x -test.count 3
 t wide-host 60 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256)/rows$' -test.benchtime 5x
 t wide-regs 230 -test.run XXX -test.bench 'GPUWideRegs/grad/(hires|lorenz96-64|lorenz96-256|brusselator)/(s64|s64-b6|s64-b7)$' -test.benchtime 5x
