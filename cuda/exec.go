@@ -90,11 +90,10 @@ type executor struct {
 type kernelEntry struct {
 	srcOnce sync.Once
 	genOnce sync.Once     // starts generate's goroutine
-	srcDone chan struct{} // closed once source has set src, info, opts, long and srcErr
-	src     string        // the source, until its compile starts
-	// units are the translation units of a kernel compiled in parts
-	// (Tuning.SplitUnits; the kernel's unit first), until its compile
-	// starts; nil for one unit (src).
+	srcDone chan struct{} // closed once source has set units, info, opts, long and srcErr
+	// units are the kernel's translation units, until its compile
+	// starts: its one source, or its parts (Tuning.SplitUnits; the
+	// kernel's unit first).
 	units  []kernelgen.Unit
 	opts   []string // the further compiler options (Tuning.compileOptions)
 	info   kernelgen.KernelInfo
@@ -291,21 +290,12 @@ func (ex *executor) source(e *kernelEntry, v kernelgen.Config, lp *ode.LossPlan,
 		if e.srcErr = ex.checkSourceSize(size); e.srcErr != nil {
 			return
 		}
-		e.info, e.opts = info, ex.tun.compileOptions(size)
-		if len(units) == 1 {
-			e.src = units[0].Text
-		} else {
-			e.units = units
-		}
+		e.units, e.info, e.opts = units, info, ex.tun.compileOptions(size)
 		e.block = defaultBlock // (build lowers it to the kernel's limit)
 		if v.LanesBlockAcc {
 			e.block = kernelgen.LanesAccBlock
 		}
-		if e.units != nil {
-			e.long = size >= ex.tun.tierFrom() && !ex.be.cachedUnits(e.units, kernelgen.KernelName, e.opts)
-		} else {
-			e.long = size >= ex.tun.tierFrom() && !ex.be.cached(e.src, kernelgen.KernelName, e.opts)
-		}
+		e.long = size >= ex.tun.tierFrom() && !cachedKernel(ex.be, e.units, e.opts)
 		if background && e.long {
 			ex.compile(e, true, tr)
 		}
@@ -342,19 +332,33 @@ func (ex *executor) build(e *kernelEntry, tr *Trace) {
 	}()
 	start := time.Now()
 	defer func() { tr.add(func(t *TraceStats) { t.Compile += time.Since(start) }) }()
-	src, units := e.src, e.units
-	e.src, e.units = "", nil // kept no longer than needed: hundreds of kilobytes
-	if units != nil {
-		e.k, e.err = ex.be.compileUnits(units, kernelgen.KernelName, e.opts)
-	} else {
-		e.k, e.err = ex.be.compile(src, kernelgen.KernelName, e.opts)
-	}
-	if e.err != nil {
+	units := e.units
+	e.units = nil // kept no longer than needed: hundreds of kilobytes
+	if e.k, e.err = compileKernel(ex.be, units, e.opts); e.err != nil {
 		return
 	}
 	if m := e.k.maxBlock(); m > 0 && m < e.block {
 		e.block = max(32, m/32*32)
 	}
+}
+
+// compileKernel compiles the engine kernel (kernelgen.KernelName) of
+// units on be: one unit as one source (backend.compile), more in parts
+// (backend.compileUnits).
+func compileKernel(be backend, units []kernelgen.Unit, opts []string) (backendKernel, error) {
+	if len(units) == 1 {
+		return be.compile(units[0].Text, kernelgen.KernelName, opts)
+	}
+	return be.compileUnits(units, kernelgen.KernelName, opts)
+}
+
+// cachedKernel reports whether compileKernel would find the kernel of
+// units in be's disk cache (backend.cached, cachedUnits).
+func cachedKernel(be backend, units []kernelgen.Unit, opts []string) bool {
+	if len(units) == 1 {
+		return be.cached(units[0].Text, kernelgen.KernelName, opts)
+	}
+	return be.cachedUnits(units, kernelgen.KernelName, opts)
 }
 
 // takeClock returns a kernel timer, a kept one if there is one.
