@@ -255,7 +255,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = s43d ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -673,6 +673,29 @@ if [ "$part" = s42e ]; then
 gunzip -c $bin/ts-A.test.gz >/tmp/ts-A.test && chmod +x /tmp/ts-A.test
 TB=/tmp/ts-A.test t ts-A 60 -test.v -test.run 'TestGPUThreadSaves'
 grep -hE 'entries differ' "$out/l/ts-A.log" | head -3
+fi
+
+if [ "$part" = s43a ]; then
+# Session 43's first call: TestGPUThreadSaves (the thread layout's save
+# times at d = 64, off on the device since session 41's merges) on the
+# current binary (with every kernel of the case and with ptxas -O3), the
+# bisect finished (session 41's merges 423b097: H8, 7f975a2: H5, built
+# with the test beside the current binary), then compute-sanitizer's
+# memcheck on the failing case.
+t ts-main 200 -test.v -test.run 'TestGPUThreadSaves'
+grep -hE 'entries differ|differ at|rel ' "$out/l/ts-main.log" | head -24
+for c in 423b097 7f975a2; do
+	gunzip -c $bin/ts-$c.test.gz >/tmp/ts-$c.test && chmod +x /tmp/ts-$c.test
+	TB=/tmp/ts-$c.test t ts-$c 60 -test.v -test.run 'TestGPUThreadSaves/fresh'
+	grep -hE 'entries differ' "$out/l/ts-$c.log" | head -3
+done
+if grep -q -- '--- FAIL: TestGPUThreadSaves/fresh ' "$out/l/ts-main.log"; then
+	echo "=== compute-sanitizer memcheck"
+	timeout 240 compute-sanitizer --tool memcheck --print-limit 20 "$bin/cuda.test" -test.v -test.run 'TestGPUThreadSaves/fresh$' \
+		>"$out/l/sanitizer-ts.log" 2>&1
+	el $?
+	grep -E "^=========|FAIL|^ok|entries differ" "$out/l/sanitizer-ts.log" | head -30
+fi
 fi
 
 if [ "$part" = s42split ]; then
