@@ -73,7 +73,8 @@ type queue interface {
 	write(addr uint64, src []byte) error
 	// writeQueued is write without waiting for the copy: the device
 	// copies src after the work queued before it. src must stay as it is
-	// until a later read or elapsed of the batch has returned.
+	// until a later read of the batch, or the batch, has returned (batch
+	// waits for a queued copy that no read has, whatever f returned).
 	writeQueued(addr uint64, src []byte) error
 	read(dst []byte, addr uint64) error
 	zero(addr uint64, n int64) error

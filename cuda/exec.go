@@ -3630,7 +3630,8 @@ func (r *run) read(dst []byte, addr uint64) error {
 // In the batch of a launch that keeps its results (keptLaunch), the copy is
 // queued without waiting for it (writeQueued): src, the launch's staging
 // buffer, stays as it is until the batch's read of the check's words,
-// which waits for it.
+// which waits for it, or, where the batch fails before that read, until
+// the batch returns (backend.batch waits for the copy).
 func (r *run) write(addr uint64, src []byte) error {
 	start := time.Now()
 	var err error

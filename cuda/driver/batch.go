@@ -15,7 +15,10 @@ import (
 // small ensemble's kernel. The device's calls still run one at a time:
 // a batch excludes the device's goroutine and other batches while it
 // runs. f must not call the Device's other methods (they would wait for
-// the batch) nor keep q. It returns f's error, or ErrClosed.
+// the batch) nor keep q. A copy queued without waiting
+// (CopyToDeviceQueued) and not waited for by a later read is waited for
+// before Batch returns, whatever f returned: its source may be reused
+// then. It returns f's error (else that wait's), or ErrClosed.
 func (d *Device) Batch(f func(q *Queue) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -27,7 +30,16 @@ func (d *Device) Batch(f func(q *Queue) error) error {
 	if err := d.drv.check("cuCtxSetCurrent", d.drv.cuCtxSetCurrent(d.ctx)); err != nil {
 		return err
 	}
-	return f(&Queue{d: d})
+	q := &Queue{d: d}
+	err := f(q)
+	if q.queued {
+		// A copy f queued may still read its source: wait for it, so
+		// that the caller may reuse the source whether f failed or not.
+		if werr := d.drv.check("cuStreamSynchronize", d.drv.cuStreamSynchronize(0)); err == nil {
+			err = werr
+		}
+	}
+	return err
 }
 
 // Queue is the device's API inside Batch. Its copies are synchronous, as
@@ -37,6 +49,10 @@ func (d *Device) Batch(f func(q *Queue) error) error {
 type Queue struct {
 	d      *Device
 	stream uintptr // the capturing stream, or 0: the legacy default stream
+	// queued: a copy queued without waiting (CopyToDeviceQueued, on the
+	// legacy default stream) that no read has waited for since; Batch
+	// waits for it.
+	queued bool
 }
 
 // CopyToDevice copies src to device memory at addr.
@@ -55,14 +71,16 @@ func (q *Queue) CopyToDevice(addr uint64, src []byte) error {
 // the batch's stream: the legacy default stream, or the capturing one),
 // where CopyToDevice from page-locked memory returns only once the copy
 // is done, a round trip to the device before the work queued after it
-// can start. src must stay as it is until a later read of the batch, or
-// Elapsed, has returned (the device reads it when the copy runs); from
-// page-locked memory (HostAlloc) the copy is asynchronous, from Go memory
-// the driver stages it first.
+// can start. src must stay as it is until a later CopyFromDevice of the
+// batch, or the batch, has returned (the device reads it when the copy
+// runs; Batch waits for a copy no read has); from page-locked memory
+// (HostAlloc) the copy is asynchronous, from Go memory the driver stages
+// it first.
 func (q *Queue) CopyToDeviceQueued(addr uint64, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
+	q.queued = q.queued || q.stream == 0
 	return q.d.drv.check("cuMemcpyHtoDAsync", q.d.drv.cuMemcpyHtoDAsync(addr, unsafe.Pointer(&src[0]), uint64(len(src)), q.stream))
 }
 
@@ -75,7 +93,11 @@ func (q *Queue) CopyFromDevice(dst []byte, addr uint64) error {
 	if q.stream != 0 {
 		return q.d.drv.check("cuMemcpyDtoHAsync", q.d.drv.cuMemcpyDtoHAsync(unsafe.Pointer(&dst[0]), addr, uint64(len(dst)), q.stream))
 	}
-	return q.d.drv.check("cuMemcpyDtoH", q.d.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), addr, uint64(len(dst))))
+	// (Synchronous on the legacy stream: the work queued before it,
+	// queued copies included, is done once it returns.)
+	err := q.d.drv.check("cuMemcpyDtoH", q.d.drv.cuMemcpyDtoH(unsafe.Pointer(&dst[0]), addr, uint64(len(dst))))
+	q.queued = q.queued && err != nil
+	return err
 }
 
 // CopyDevice copies n bytes of device memory from src to dst.
