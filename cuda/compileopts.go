@@ -1,6 +1,11 @@
 package cuda
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+)
 
 // defaultFastCompile and defaultFastCompileFrom are Tuning.FastCompile's
 // and FastCompileFrom's defaults: the NVRTC options of large kernels, and
@@ -84,4 +89,32 @@ func (t Tuning) compileOptions(src int) []string {
 		return always
 	}
 	return append(always, strings.Fields(opts)...)
+}
+
+// kernelOptions returns the further NVRTC options of kernel v whose
+// translation units are units (kernelgen.KernelUnits): one unit's as
+// compileOptions of its size; a kernel in parts gives every unit the
+// options of the kernel compiled as one (compileOptions of the units'
+// bytes together) and the register cap its launch bounds would give it
+// (v.UnitRegs, --maxrregcount, the same for every unit: the linker
+// refuses a kernel whose callees may use more registers than it).
+func (t Tuning) kernelOptions(v kernelgen.Config, units []kernelgen.Unit) []string {
+	size := 0
+	for _, u := range units {
+		size += len(u.Text)
+	}
+	opts := t.compileOptions(size)
+	if r := v.UnitRegs(); len(units) > 1 && r > 0 {
+		opts = append(opts, "--maxrregcount="+strconv.Itoa(r))
+	}
+	return opts
+}
+
+// oneUnit returns kernel v as it compiles without t.SplitUnits: the form
+// an engine compiles where a kernel's parts fail to compile or link
+// (compileKernel).
+func (t Tuning) oneUnit(v kernelgen.Config) kernelgen.Config {
+	t.SplitUnits = false
+	v.SplitFrom, v.SplitUnits = t.splitFrom(), false
+	return v
 }
