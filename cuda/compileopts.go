@@ -44,6 +44,18 @@ const (
 // Lorenz-96 d = 64 with Tsit5 (174 kB), though its first call takes 9 s.
 const proposedSplitFrom = 256 << 10
 
+// Tuning.SplitUnits stays off by default (session 43). On an H100
+// (session 42, TestGPUColdStart phase units) Lorenz-96 d = 256 with
+// Tsit5 compiled cold in 1.96 s in units against 7.79 s as one (first
+// call 2.54 s against 8.27 s), its kernels warm 0.008 s against 0.006 s
+// (one run); Pollution's units compiled in 13.96 s against 30.66 s, then
+// failed to link (its wide kernel's register cap: Config.UnitRegs, since
+// fixed, not yet run on a device), and HIRES, the Brusselator and
+// Lorenz-96 d = 64 were not measured in units. A default needs the
+// device's TestGPUSplitUnits (units and one unit bit for bit) and the
+// cold and warm times of those kernels in units (bench/gpu_pending.sh
+// s42split, s42split-check).
+
 // defaultSplitFrom is Tuning.SplitFrom's default: never, until a device
 // has measured what a call costs a split kernel warm (its step programs
 // are called, their arrays passed through local memory) against what it

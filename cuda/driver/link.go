@@ -15,7 +15,9 @@ import (
 // translation unit is compiled as several units of relocatable device
 // code (NVRTC's -rdc=true), concurrently, and the images linked by the
 // driver's linker (cuLinkCreate, cuLinkAddData, cuLinkComplete) into one
-// image, which Load loads as any other.
+// image, which Load loads as any other. The units are compiled alike
+// (one architecture, one set of options): see Link for what the linker
+// refuses.
 
 // JIT input types of cuLinkAddData (CUjitInputType).
 const (
@@ -147,8 +149,10 @@ func (d *Device) CachedUnits(units []Unit, s *CompileSettings) bool {
 // architecture and the driver's version: a hit reads one file and
 // compiles nothing (nor reads the units' entries). The units' images
 // are cached each on its own key, so a program one unit of which changed
-// compiles that unit only. On failure the error names the failed unit
-// (*UnitError) or the link.
+// compiles that unit only. Every unit is compiled with s (its options,
+// and -rdc=true): a register cap (--maxrregcount) that a kernel needs
+// must be in s.Options, for its callees in the other units. On failure
+// the error names the failed unit (*UnitError) or the link.
 func (d *Device) BuildUnits(units []Unit, s *CompileSettings) (*Module, *Image, error) {
 	if s == nil {
 		s = &CompileSettings{}
