@@ -365,6 +365,11 @@ func (ex *executor) wholeKernel(progs *kernelgen.StepPrograms, v kernelgen.Confi
 	}
 }
 
+// partsFailed counts the kernels of this process whose parts failed to
+// compile or link, compiled as one unit instead (compileKernel): the
+// device's tests of kernels in parts check that none did.
+var partsFailed atomic.Int64
+
 // compileKernel compiles the engine kernel (kernelgen.KernelName) of
 // units on be with the further options opts: one unit as one source
 // (backend.compile), more in parts (backend.compileUnits). Where the
@@ -381,6 +386,7 @@ func compileKernel(be backend, units []kernelgen.Unit, opts []string, whole whol
 	if err == nil || whole == nil {
 		return k, err
 	}
+	partsFailed.Add(1)
 	tr.add(func(t *TraceStats) { t.PartsFailed++; t.PartsError = err.Error() })
 	src, wopts, werr := whole()
 	if werr == nil {
