@@ -48,6 +48,7 @@ type coldRow struct {
 	WarmCPU int     `json:"warm_on_cpu"`       // the second Grad's operations run on the CPU engine (kernels first asked for then)
 	Warm    float64 `json:"warm_s"`            // a second Grad (the kernel compiled)
 	Kernel  float64 `json:"kernel_s"`          // its kernels' device time
+	Parts   int     `json:"parts_failed"`      // the first Grad's kernels whose parts failed, compiled as one unit (TraceStats.PartsFailed; Err holds why)
 	Err     string  `json:"error,omitempty"`
 }
 
@@ -340,6 +341,10 @@ func coldRun(t *testing.T, engine, name string, c engineCase, tiered bool) coldR
 		row.Ready = time.Since(t0).Seconds()
 	}
 	row.Compile = tr.Stats().Compile.Seconds()
+	if s := tr.Stats(); s.PartsFailed > 0 {
+		row.Parts = s.PartsFailed
+		row.Err = "compiled as one unit, its parts failed: " + firstLines(s.PartsError, 2)
+	}
 	if err == nil {
 		tr.Reset()
 		t1 := time.Now()

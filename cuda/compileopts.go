@@ -1,6 +1,11 @@
 package cuda
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+)
 
 // defaultFastCompile and defaultFastCompileFrom are Tuning.FastCompile's
 // and FastCompileFrom's defaults: the NVRTC options of large kernels, and
@@ -38,6 +43,18 @@ const (
 // Brusselator and Lorenz-96 d = 64 with Rodas5P (397-406 kB). Not split:
 // Lorenz-96 d = 64 with Tsit5 (174 kB), though its first call takes 9 s.
 const proposedSplitFrom = 256 << 10
+
+// Tuning.SplitUnits stays off by default (session 43). On an H100
+// (session 42, TestGPUColdStart phase units) Lorenz-96 d = 256 with
+// Tsit5 compiled cold in 1.96 s in units against 7.79 s as one (first
+// call 2.54 s against 8.27 s), its kernels warm 0.008 s against 0.006 s
+// (one run); Pollution's units compiled in 13.96 s against 30.66 s, then
+// failed to link (its wide kernel's register cap: Config.UnitRegs, since
+// fixed, not yet run on a device), and HIRES, the Brusselator and
+// Lorenz-96 d = 64 were not measured in units. A default needs the
+// device's TestGPUSplitUnits (units and one unit bit for bit) and the
+// cold and warm times of those kernels in units (bench/gpu_pending.sh
+// s42split, s42split-check).
 
 // defaultSplitFrom is Tuning.SplitFrom's default: never, until a device
 // has measured what a call costs a split kernel warm (its step programs
@@ -84,4 +101,32 @@ func (t Tuning) compileOptions(src int) []string {
 		return always
 	}
 	return append(always, strings.Fields(opts)...)
+}
+
+// kernelOptions returns the further NVRTC options of kernel v whose
+// translation units are units (kernelgen.KernelUnits): one unit's as
+// compileOptions of its size; a kernel in parts gives every unit the
+// options of the kernel compiled as one (compileOptions of the units'
+// bytes together) and the register cap its launch bounds would give it
+// (v.UnitRegs, --maxrregcount, the same for every unit: the linker
+// refuses a kernel whose callees may use more registers than it).
+func (t Tuning) kernelOptions(v kernelgen.Config, units []kernelgen.Unit) []string {
+	size := 0
+	for _, u := range units {
+		size += len(u.Text)
+	}
+	opts := t.compileOptions(size)
+	if r := v.UnitRegs(); len(units) > 1 && r > 0 {
+		opts = append(opts, "--maxrregcount="+strconv.Itoa(r))
+	}
+	return opts
+}
+
+// oneUnit returns kernel v as it compiles without t.SplitUnits: the form
+// an engine compiles where a kernel's parts fail to compile or link
+// (compileKernel).
+func (t Tuning) oneUnit(v kernelgen.Config) kernelgen.Config {
+	t.SplitUnits = false
+	v.SplitFrom, v.SplitUnits = t.splitFrom(), false
+	return v
 }

@@ -103,7 +103,14 @@
 // concurrently as relocatable device code and linked by the driver
 // (driver.Device.BuildUnits), so that a cold first call waits for the
 // largest unit instead of the whole kernel; the results are the one-unit
-// kernel's bit for bit.
+// kernel's bit for bit. Every unit is compiled with the options of the
+// kernel as one unit and one register cap, the one its launch bounds
+// give it (kernelgen.Config.UnitRegs, --maxrregcount; the kernel's unit
+// has no bounds): the driver's linker refuses a kernel whose callees in
+// other units may use more registers than it (an H100 refused
+// Pollution's wide Rodas5P gradient kernel in session 42). Where a
+// kernel's parts fail to compile or link, the engine compiles it as one
+// unit and the call goes on (TraceStats.PartsFailed, PartsError).
 //
 // Tuning (Engine.SetTuning) overrides the choice; chooseLayout documents
 // the thresholds. Problems with events (ode.Settings.Events) run in the

@@ -243,6 +243,12 @@ type TraceStats struct {
 	// calls, synchronisation).
 	Stage, Scatter time.Duration
 	SavesKept      int64 // bytes of saved states left in device memory (ode.Settings.KeepSaves), not copied back
+	// PartsFailed counts the kernels compiled in parts
+	// (Tuning.SplitUnits) whose parts failed to compile or link, and
+	// which were compiled as one unit instead (the call went on);
+	// PartsError is the last such failure's message.
+	PartsFailed int
+	PartsError  string
 	// Layout is the kernel layout of the last launch: "thread" (one
 	// thread per trajectory), "lanes" (one warp per trajectory, the
 	// network's weights in shared memory), "lanes-global" (in global

@@ -94,8 +94,11 @@ type kernelEntry struct {
 	// units are the kernel's translation units, until its compile
 	// starts: its one source, or its parts (Tuning.SplitUnits; the
 	// kernel's unit first).
-	units  []kernelgen.Unit
-	opts   []string // the further compiler options (Tuning.compileOptions)
+	units []kernelgen.Unit
+	opts  []string // the further compiler options (Tuning.kernelOptions)
+	// whole, for a kernel in parts, returns it as one unit and that
+	// unit's options: what compileKernel compiles where the parts fail.
+	whole  wholeKernel
 	info   kernelgen.KernelInfo
 	srcErr error
 	// long reports that the compile is expected to be long: a source of
@@ -280,8 +283,7 @@ func (ex *executor) source(e *kernelEntry, v kernelgen.Config, lp *ode.LossPlan,
 			e.srcErr = err
 			return
 		}
-		// The units together are the kernel's source: its size gives
-		// every unit the options of the kernel compiled as one.
+		// The units together are the kernel's source.
 		size := 0
 		for _, u := range units {
 			size += len(u.Text)
@@ -290,7 +292,10 @@ func (ex *executor) source(e *kernelEntry, v kernelgen.Config, lp *ode.LossPlan,
 		if e.srcErr = ex.checkSourceSize(size); e.srcErr != nil {
 			return
 		}
-		e.units, e.info, e.opts = units, info, ex.tun.compileOptions(size)
+		e.units, e.info, e.opts = units, info, ex.tun.kernelOptions(v, units)
+		if len(units) > 1 {
+			e.whole = ex.wholeKernel(progs, v, lp, info)
+		}
 		e.block = defaultBlock // (build lowers it to the kernel's limit)
 		if v.LanesBlockAcc {
 			e.block = kernelgen.LanesAccBlock
@@ -332,9 +337,9 @@ func (ex *executor) build(e *kernelEntry, tr *Trace) {
 	}()
 	start := time.Now()
 	defer func() { tr.add(func(t *TraceStats) { t.Compile += time.Since(start) }) }()
-	units := e.units
-	e.units = nil // kept no longer than needed: hundreds of kilobytes
-	if e.k, e.err = compileKernel(ex.be, units, e.opts); e.err != nil {
+	units, whole := e.units, e.whole
+	e.units, e.whole = nil, nil // kept no longer than needed: hundreds of kilobytes
+	if e.k, e.err = compileKernel(ex.be, units, e.opts, whole, tr); e.err != nil {
 		return
 	}
 	if m := e.k.maxBlock(); m > 0 && m < e.block {
@@ -342,14 +347,55 @@ func (ex *executor) build(e *kernelEntry, tr *Trace) {
 	}
 }
 
+// wholeKernel returns a kernel compiled in parts as one unit: its
+// source and that source's further compiler options.
+type wholeKernel func() (src string, opts []string, err error)
+
+// wholeKernel returns the wholeKernel of kernel v, whose parts' info is
+// info: the kernel as it compiles without Tuning.SplitUnits
+// (Tuning.oneUnit), generated when called.
+func (ex *executor) wholeKernel(progs *kernelgen.StepPrograms, v kernelgen.Config, lp *ode.LossPlan, info kernelgen.KernelInfo) wholeKernel {
+	one := ex.tun.oneUnit(v)
+	return func() (string, []string, error) {
+		src, oneInfo, err := kernelgen.KernelSource(progs, one, lp, ex.prec)
+		if err == nil && oneInfo != info {
+			err = fmt.Errorf("cuda: the kernel as one unit has info %+v, its parts %+v", oneInfo, info)
+		}
+		return src, ex.tun.compileOptions(len(src)), err
+	}
+}
+
+// partsFailed counts the kernels of this process whose parts failed to
+// compile or link, compiled as one unit instead (compileKernel): the
+// device's tests of kernels in parts check that none did.
+var partsFailed atomic.Int64
+
 // compileKernel compiles the engine kernel (kernelgen.KernelName) of
-// units on be: one unit as one source (backend.compile), more in parts
-// (backend.compileUnits).
-func compileKernel(be backend, units []kernelgen.Unit, opts []string) (backendKernel, error) {
+// units on be with the further options opts: one unit as one source
+// (backend.compile), more in parts (backend.compileUnits). Where the
+// parts fail (a unit's compile, or their link: the driver's linker
+// refuses what the compilers accepted), it compiles the kernel as one
+// unit (whole, if not nil) instead, and adds the parts' failure to tr
+// (TraceStats.PartsFailed, PartsError); its error is then the one
+// unit's, naming the parts' failure too.
+func compileKernel(be backend, units []kernelgen.Unit, opts []string, whole wholeKernel, tr *Trace) (backendKernel, error) {
 	if len(units) == 1 {
 		return be.compile(units[0].Text, kernelgen.KernelName, opts)
 	}
-	return be.compileUnits(units, kernelgen.KernelName, opts)
+	k, err := be.compileUnits(units, kernelgen.KernelName, opts)
+	if err == nil || whole == nil {
+		return k, err
+	}
+	partsFailed.Add(1)
+	tr.add(func(t *TraceStats) { t.PartsFailed++; t.PartsError = err.Error() })
+	src, wopts, werr := whole()
+	if werr == nil {
+		k, werr = be.compile(src, kernelgen.KernelName, wopts)
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("%w (compiled as one unit after its %d parts failed: %v)", werr, len(units), err)
+	}
+	return k, nil
 }
 
 // cachedKernel reports whether compileKernel would find the kernel of

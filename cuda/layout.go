@@ -162,9 +162,13 @@ type Tuning struct {
 	// than the whole kernel; the link costs milliseconds and the calls
 	// between units are those of the one-unit split kernel. Kernels of
 	// the thread and the wide layouts (the wide layout's step functions
-	// split in parts only; lanes and tile kernels never split). Off by
-	// default until a device has measured it (bench/gpu_pending.sh
-	// s42split): what a cold call saves against what the calls cost warm.
+	// split in parts only; lanes and tile kernels never split). Every
+	// unit is compiled with the kernel's options and the register cap of
+	// its launch bounds (Tuning.kernelOptions); where the parts fail to
+	// compile or link, the kernel is compiled as one unit instead
+	// (TraceStats.PartsFailed). Off by default until a device has
+	// measured it (bench/gpu_pending.sh s42split): what a cold call saves
+	// against what the calls cost warm.
 	SplitUnits bool
 	// NoWide keeps in the thread layout the kernels that by default run
 	// in the wide layout: the solves, records, losses and gradients with

@@ -1,9 +1,11 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,13 +19,19 @@ import (
 // the one-unit split kernel's source.
 func kernelUnits(t *testing.T, c engineCase, op ode.Op) ([]kernelgen.Unit, string) {
 	t.Helper()
+	return kernelUnitsAt(t, c, op, Tuning{SplitUnits: true}.splitFrom())
+}
+
+// kernelUnitsAt is kernelUnits split from splitFrom bytes of functions.
+func kernelUnitsAt(t *testing.T, c engineCase, op ode.Op, splitFrom int) ([]kernelgen.Unit, string) {
+	t.Helper()
 	j := jobOf(t, c, op)
 	sp, err := kernelgen.NewStepPrograms(j.Plan)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := kernelgen.ConfigOf(j)
-	v.SplitFrom, v.SplitUnits = Tuning{SplitUnits: true}.splitFrom(), true
+	v.SplitFrom, v.SplitUnits = splitFrom, true
 	units, _, err := kernelgen.KernelUnits(sp, v, j.Loss, Float64)
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +243,8 @@ func TestHostWideSplitUnits(t *testing.T) {
 // form that ran non-finite on an H100 in session 33) against the
 // unsplit one: Pollution, HIRES and the Brusselator with Rodas5P in the
 // thread layout and in the wide layout (their default), Kepler with
-// Vern7. It skips without a GPU.
+// Vern7; no kernel's parts failed to link and fell back to one unit
+// (partsFailed). It skips without a GPU.
 func TestGPUSplitUnits(t *testing.T) {
 	needGPUEngine(t)
 	for _, tc := range []struct {
@@ -256,7 +265,11 @@ func TestGPUSplitUnits(t *testing.T) {
 				continue // (the same kernels as thread-units)
 			}
 			t.Run(c.name+"/"+v.name, func(t *testing.T) {
+				before := partsFailed.Load()
 				sameRuns(t, c, c.solver(t, tuned(t, "cuda", v.got)), c.solver(t, tuned(t, "cuda", v.want)))
+				if n := partsFailed.Load() - before; n != 0 {
+					t.Errorf("%d kernels' parts failed to build, compiled as one unit", n)
+				}
 			})
 		}
 	}
@@ -264,10 +277,15 @@ func TestGPUSplitUnits(t *testing.T) {
 
 // TestGPUEngineProblemsSplitUnits is TestGPUEngineProblems with the
 // kernels compiled in parts (Tuning.SplitUnits): every built-in problem's
-// results on the device against the CPU engine's.
+// results on the device against the CPU engine's, none of its kernels'
+// parts fallen back to one unit (partsFailed).
 func TestGPUEngineProblemsSplitUnits(t *testing.T) {
 	needGPUEngine(t)
+	before := partsFailed.Load()
 	testProblems(t, tuned(t, "cuda", Tuning{SplitUnits: true}), 1000)
+	if n := partsFailed.Load() - before; n != 0 {
+		t.Errorf("%d kernels' parts failed to build, compiled as one unit", n)
+	}
 }
 
 // patternEngine is "cuda-host-pattern": the host engine with every
@@ -306,5 +324,165 @@ func TestHostSplitUninitialised(t *testing.T) {
 			t.Parallel()
 			sameRuns(t, c, c.solver(t, patternEngine()), c.solver(t, tuned(t, "cuda-host", Tuning{SplitFrom: -1, NoWideStiff: true})))
 		})
+	}
+}
+
+// launchBounds matches a __launch_bounds__ attribute as the device
+// compiler sees it.
+var launchBounds = regexp.MustCompile(`__launch_bounds__\s*\(`)
+
+// deviceText returns unit text src as the device compiler sees it: g++'s
+// preprocessor run as NVRTC's (__CUDACC_RTC__ defined), comments and
+// line markers dropped.
+func deviceText(t *testing.T, src string) string {
+	t.Helper()
+	cmd := exec.Command("g++", "-E", "-P", "-x", "c++", "-D__CUDACC_RTC__", "-")
+	cmd.Stdin = strings.NewReader(src)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("preprocessing a unit: %v", err)
+	}
+	return string(out)
+}
+
+// TestUnitsOptions: what the driver compiles and links for a kernel in
+// parts, the kernels of session 42's device runs (Tuning.SplitUnits, the
+// engine's layouts on an H100: chooseLayout): Pollution's Rodas5P
+// gradient kernel (wide, its launch bounds 7 blocks, whose link failed:
+// "entry function 'gs_engine' with max regcount of 128 calls function
+// '…_wide_0…' with regcount of 254") and Lorenz-96's (d = 256) Tsit5
+// gradient kernel (wide, linked). Every unit gets the same options
+// (Tuning.kernelOptions): those of the kernel as one unit (its -O1 from
+// defaultFastCompileFrom bytes together) and one register cap, the one
+// the one-unit kernel's launch bounds give it (kernelgen.BoundsRegs); no
+// unit has launch bounds as the device compiler sees it (a kernel's
+// bounds would override the cap for the kernel alone), while the one-unit
+// kernel keeps its bounds and no cap. The kernel as one unit (the
+// engine's fallback, Tuning.oneUnit) has the parts' KernelInfo.
+func TestUnitsOptions(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	tun := Tuning{SplitUnits: true}
+	for _, tc := range []struct {
+		name string
+		m    ode.Method
+		regs int // the cap ptxas gave the one-unit kernel on an H100 (session 42), 0 if not measured
+	}{{"pollution", ode.Rodas5P, 128}, {"lorenz96-256", ode.Tsit5, 0}} {
+		c := problemCase(t, tc.name, tc.m, 4096)
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			j := jobOf(t, c, ode.OpGrad)
+			sp, err := kernelgen.NewStepPrograms(j.Plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := chooseLayout(kernelgen.ConfigOf(j), j.Plan, sp, layoutJob{n: c.prob.N}, Float64, false, h100, tun)
+			if !v.Wide || v.WideMinBlocks <= 0 || !v.SplitUnits {
+				t.Fatalf("not a wide kernel with launch bounds in parts: wide %t, bounds %d blocks, units %t", v.Wide, v.WideMinBlocks, v.SplitUnits)
+			}
+			units, info, err := kernelgen.KernelUnits(sp, v, j.Loss, Float64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(units) < 2 {
+				t.Fatalf("%d units, want the kernel's and its step functions'", len(units))
+			}
+			regs := kernelgen.BoundsRegs(kernelgen.WideWarps*kernelgen.LaneWidth, v.WideMinBlocks)
+			if tc.regs > 0 && regs != tc.regs {
+				t.Errorf("bounds of %d blocks give a cap of %d registers, ptxas gave %d", v.WideMinBlocks, regs, tc.regs)
+			}
+			size := 0
+			for _, u := range units {
+				size += len(u.Text)
+			}
+			opts := tun.kernelOptions(v, units)
+			want := append(tun.compileOptions(size), fmt.Sprintf("--maxrregcount=%d", regs))
+			if !slices.Equal(opts, want) {
+				t.Errorf("units' options %q, want %q", opts, want)
+			}
+			t.Logf("%d units, %d bytes, bounds of %d blocks: every unit compiled with %q", len(units), size, v.WideMinBlocks, opts)
+			for k, u := range units {
+				if launchBounds.MatchString(deviceText(t, u.Text)) {
+					t.Errorf("unit %d (%s) has launch bounds on the device", k, u.Name)
+				}
+			}
+			one := tun.oneUnit(v)
+			src, oneInfo, err := kernelgen.KernelSource(sp, one, j.Loss, Float64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if oneInfo != info {
+				t.Errorf("the kernel as one unit has info %+v, its parts %+v", oneInfo, info)
+			}
+			bounds := fmt.Sprintf("__launch_bounds__(%d * 32, %d)", kernelgen.WideWarps, v.WideMinBlocks)
+			if !strings.Contains(deviceText(t, src), bounds) {
+				t.Errorf("the kernel as one unit has no %s on the device", bounds)
+			}
+			oneOpts := tun.kernelOptions(one, []kernelgen.Unit{{Name: kernelgen.KernelUnitName, Text: src}})
+			if !slices.Equal(oneOpts, tun.compileOptions(len(src))) {
+				t.Errorf("the kernel as one unit has options %q, want %q", oneOpts, tun.compileOptions(len(src)))
+			}
+		})
+	}
+}
+
+// partsFailing is a host backend whose kernels in parts fail to link,
+// as Pollution's did on an H100 in session 42.
+type partsFailing struct {
+	*hostBackend
+	mu    sync.Mutex
+	tries int // compileUnits calls
+}
+
+// errPartsLink is partsFailing's error.
+var errPartsLink = errors.New("cuda: cuLinkComplete: CUDA_ERROR_INVALID_SOURCE (300): device kernel image is invalid (a test's)")
+
+func (b *partsFailing) compileUnits([]kernelgen.Unit, string, []string) (backendKernel, error) {
+	b.mu.Lock()
+	b.tries++
+	b.mu.Unlock()
+	return nil, errPartsLink
+}
+
+// TestHostUnitsFallback: where a kernel's parts fail to link, the engine
+// compiles it as one unit and the call goes on: Lorenz's Rodas5P
+// gradient (split in parts from 64 KiB of functions) on a host backend
+// whose links fail gives the results of the kernels never split, bit
+// for bit, and its trace counts the failure and holds its message.
+func TestHostUnitsFallback(t *testing.T) {
+	needHost(t)
+	if testing.Short() {
+		t.Skip("compiles Lorenz's Rodas5P kernels; skipped with -short")
+	}
+	t.Parallel()
+	c := problemCase(t, "lorenz", ode.Rodas5P, 3)
+	tun := Tuning{SplitUnits: true, SplitFrom: 64 << 10}
+	units, _ := kernelUnitsAt(t, c, ode.OpGrad, tun.splitFrom())
+	if len(units) < 2 {
+		t.Fatalf("the gradient kernel is %d units at %d bytes, want parts", len(units), tun.SplitFrom)
+	}
+	be := &partsFailing{hostBackend: newHostBackend(1 << 30)}
+	e := &Engine{name: "cuda-host-parts-failing", prec: Float64, be: be}
+	e.SetTuning(tun)
+	ode.Register(e)
+	sameRuns(t, c, c.solver(t, e.name), c.solver(t, tuned(t, "cuda-host", Tuning{SplitFrom: -1})))
+	be.mu.Lock()
+	tries := be.tries
+	be.mu.Unlock()
+	if tries == 0 {
+		t.Fatal("no kernel compiled in parts")
+	}
+	// A new engine: the gradient kernel compiled again, traced.
+	be2 := &partsFailing{hostBackend: newHostBackend(1 << 30)}
+	e2 := &Engine{name: "cuda-host-parts-failing-2", prec: Float64, be: be2}
+	e2.SetTuning(tun)
+	ode.Register(e2)
+	before := partsFailed.Load()
+	_, tr := c.tracedGrad(t, c.solver(t, e2.name))
+	if partsFailed.Load() == before {
+		t.Error("partsFailed did not count the failure")
+	}
+	if tr.PartsFailed < 1 || !strings.Contains(tr.PartsError, "CUDA_ERROR_INVALID_SOURCE") {
+		t.Errorf("trace: %d parts failed (%q), want the failed link", tr.PartsFailed, tr.PartsError)
 	}
 }

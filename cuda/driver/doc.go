@@ -32,5 +32,12 @@
 // linked by the driver's linker (Device.Link: cuLinkCreate, cuLinkAddData,
 // cuLinkComplete) and loaded; the linked image is cached under a key of
 // the units' keys, the architecture and the driver's version. A unit that
-// fails to compile is named in the error (*UnitError).
+// fails to compile is named in the error (*UnitError). Every unit is
+// compiled with the same settings (architecture and options): the
+// linker refuses a kernel that calls a function of another unit compiled
+// to use more registers than the kernel may (a kernel's launch bounds
+// and --maxrregcount cap its own unit only), so a program whose kernel
+// is register-capped gives every unit that cap (--maxrregcount) and its
+// kernel no launch bounds; Link refuses images of different targets or
+// caps (*LinkError) and passes the cap to the driver's compile of PTX.
 package driver

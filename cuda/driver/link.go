@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -14,13 +15,19 @@ import (
 // translation unit is compiled as several units of relocatable device
 // code (NVRTC's -rdc=true), concurrently, and the images linked by the
 // driver's linker (cuLinkCreate, cuLinkAddData, cuLinkComplete) into one
-// image, which Load loads as any other.
+// image, which Load loads as any other. The units are compiled alike
+// (one architecture, one set of options): see Link for what the linker
+// refuses.
 
 // JIT input types of cuLinkAddData (CUjitInputType).
 const (
 	jitInputCubin = 0 // CU_JIT_INPUT_CUBIN
 	jitInputPTX   = 1 // CU_JIT_INPUT_PTX
 )
+
+// jitMaxRegisters is CU_JIT_MAX_REGISTERS, the JIT option that caps the
+// registers of the functions the driver compiles from PTX.
+const jitMaxRegisters = 0
 
 // rdcOption makes NVRTC compile relocatable device code: a unit's
 // external functions may be defined in another unit, resolved at link.
@@ -142,8 +149,10 @@ func (d *Device) CachedUnits(units []Unit, s *CompileSettings) bool {
 // architecture and the driver's version: a hit reads one file and
 // compiles nothing (nor reads the units' entries). The units' images
 // are cached each on its own key, so a program one unit of which changed
-// compiles that unit only. On failure the error names the failed unit
-// (*UnitError) or the link.
+// compiles that unit only. Every unit is compiled with s (its options,
+// and -rdc=true): a register cap (--maxrregcount) that a kernel needs
+// must be in s.Options, for its callees in the other units. On failure
+// the error names the failed unit (*UnitError) or the link.
 func (d *Device) BuildUnits(units []Unit, s *CompileSettings) (*Module, *Image, error) {
 	if s == nil {
 		s = &CompileSettings{}
@@ -169,26 +178,92 @@ func (d *Device) BuildUnits(units []Unit, s *CompileSettings) (*Module, *Image, 
 	return m, img, err
 }
 
+// regCap returns the register cap that NVRTC options opts give
+// (--maxrregcount=N or -maxrregcount=N; the last one), 0 for none.
+func regCap(opts []string) int {
+	n := 0
+	for _, o := range opts {
+		for _, p := range []string{"--maxrregcount=", "-maxrregcount="} {
+			if v, ok := strings.CutPrefix(o, p); ok {
+				if k, err := strconv.Atoi(v); err == nil {
+					n = k
+				}
+			}
+		}
+	}
+	return n
+}
+
+// LinkError is a set of images that Link refuses before the driver's
+// linker sees them.
+type LinkError struct {
+	Index int    // the image that differs from the first, or is empty
+	Why   string // how
+}
+
+func (e *LinkError) Error() string {
+	return fmt.Sprintf("cuda: Link: image %d %s", e.Index, e.Why)
+}
+
+// linkable checks that imgs may be linked into one image: each holds
+// code, and all were compiled for one target with one register cap
+// (regCap of their options: the linker refuses a kernel that calls a
+// function of another image compiled to use more registers than the
+// kernel may; a kernel's launch bounds and --maxrregcount apply to its
+// own image only). It returns that cap.
+func linkable(imgs []*Image) (int, error) {
+	if len(imgs) == 0 {
+		return 0, fmt.Errorf("cuda: Link: no images")
+	}
+	regs := regCap(imgs[0].Options)
+	for k, img := range imgs {
+		switch r := regCap(img.Options); {
+		case len(img.Data) == 0:
+			return 0, &LinkError{Index: k, Why: "is empty"}
+		case img.Target != imgs[0].Target:
+			return 0, &LinkError{Index: k, Why: fmt.Sprintf("is for %s, image 0 for %s", img.Target, imgs[0].Target)}
+		case r != regs:
+			return 0, &LinkError{Index: k, Why: fmt.Sprintf("has a register cap of %d, image 0 of %d", r, regs)}
+		}
+	}
+	return regs, nil
+}
+
 // Link links images of relocatable device code (CompileUnits: cubins,
-// or PTX, which the driver compiles first) with the driver's linker and
-// returns the linked cubin (Image.Log holds the linker's messages). Its
-// error holds the linker's error log (an undefined or twice-defined
-// function, say); it fails with an *Error if the driver has no linker.
+// or PTX, which the driver compiles first, with their register cap:
+// CU_JIT_MAX_REGISTERS) with the driver's linker and returns the linked
+// cubin (Image.Log holds the linker's messages). The images must be of
+// one target and one register cap (--maxrregcount), else it returns a
+// *LinkError without calling the driver. Its error holds the linker's
+// error log (an undefined or twice-defined function, a callee that may
+// use more registers than its kernel, say); it fails with an *Error if
+// the driver has no linker.
 func (d *Device) Link(imgs []*Image) (*Image, error) {
 	drv := d.drv
 	if drv.cuLinkCreate == nil || drv.cuLinkAddData == nil || drv.cuLinkComplete == nil || drv.cuLinkDestroy == nil {
 		return nil, &Error{Call: "cuLinkCreate", Name: "CUDA_ERROR_NOT_SUPPORTED", Desc: "the driver has no linker entry points"}
 	}
+	regs, err := linkable(imgs)
+	if err != nil {
+		return nil, err
+	}
+	ptx := false
+	for _, img := range imgs {
+		ptx = ptx || img.PTX
+	}
 	out := &Image{Target: d.info.Arch.String()}
 	errLog := make([]byte, 16<<10)
 	infoLog := make([]byte, 16<<10)
-	err := d.do(func() error {
+	err = d.do(func() error {
 		var pin runtime.Pinner
 		defer pin.Unpin()
 		pin.Pin(&errLog[0])
 		pin.Pin(&infoLog[0])
 		opts := []int32{jitErrorLogBuffer, jitErrorLogBufferSize, jitInfoLogBuffer, jitInfoLogBufferSize}
 		vals := []uintptr{uintptr(unsafe.Pointer(&errLog[0])), uintptr(len(errLog)), uintptr(unsafe.Pointer(&infoLog[0])), uintptr(len(infoLog))}
+		if ptx && regs > 0 {
+			opts, vals = append(opts, jitMaxRegisters), append(vals, uintptr(regs))
+		}
 		pin.Pin(&opts[0])
 		pin.Pin(&vals[0])
 		var state uintptr
@@ -203,9 +278,6 @@ func (d *Device) Link(imgs []*Image) (*Image, error) {
 				if len(data) == 0 || data[len(data)-1] != 0 {
 					data = append(append([]byte(nil), data...), 0)
 				}
-			}
-			if len(data) == 0 {
-				return fmt.Errorf("cuda: Link: image %d is empty", k)
 			}
 			pin.Pin(&data[0])
 			name := cstring(fmt.Sprintf("unit%d", k))

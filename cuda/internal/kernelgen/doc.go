@@ -106,7 +106,10 @@
 // translation unit of its own (KernelUnits, Source.Units: the kernel's
 // unit declares them; each unit holds the prelude and the callees it
 // needs, static), for package cuda to compile concurrently and link. The
-// functions' text and arithmetic are the same in every form.
+// functions' text and arithmetic are the same in every form. A kernel in
+// parts has no launch bounds (GS_UNITS): its units are all compiled with
+// the register cap the bounds would give (Config.UnitRegs, BoundsRegs),
+// which the driver's linker needs of a kernel and its callees.
 //
 // The package is internal: its exported names are the engine's and its
 // tests' interface to it, not a public API.

@@ -197,9 +197,10 @@ type Config struct {
 	// launch bounds: blocks of WideWarps warps, at least WideMinBlocks of
 	// them per multiprocessor (__launch_bounds__(32·WideWarps,
 	// WideMinBlocks)), so that the compiler caps its registers at
-	// 65536 / (32·WideWarps·WideMinBlocks) per thread (rounded down to 8:
-	// 6 blocks 168, 7 144, 8 128), spilling past them. Zero: no bounds
-	// (up to 255). Package cuda's Tuning.WideMinBlocks.
+	// BoundsRegs(32·WideWarps, WideMinBlocks) per thread (5-6 blocks
+	// 168, 7-8 128), spilling past them; a kernel compiled in parts has
+	// no bounds, its units that cap (UnitRegs). Zero: no bounds (up to
+	// 255). Package cuda's Tuning.WideMinBlocks.
 	WideMinBlocks int
 }
 

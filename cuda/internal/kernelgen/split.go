@@ -141,7 +141,11 @@ const KernelUnitName = "kernel"
 // and GS_STEP functions external linkage (defined in one unit, declared
 // in the others) and are not inlined.
 const unitsHelper = `// A unit of a kernel compiled in parts: only GS_STEP functions are
-// shared between units.
+// shared between units. GS_UNITS leaves out the kernel's launch bounds:
+// every unit is compiled with the register cap they would give
+// (Config.UnitRegs, --maxrregcount), which the compiler ignores for a
+// kernel with launch bounds.
+#define GS_UNITS 1
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define GS_FUNC static __device__
 #define GS_CALLEE static __device__ __noinline__
@@ -151,6 +155,63 @@ const unitsHelper = `// A unit of a kernel compiled in parts: only GS_STEP funct
 #define GS_STEP __attribute__((noinline))
 #endif
 `
+
+// Registers of a kernel compiled in parts. The driver's linker refuses a
+// kernel that calls a function of another unit compiled to use more
+// registers than the kernel may (session 42, Pollution's wide Rodas5P
+// gradient kernel on an H100: "entry function 'gs_engine' with max
+// regcount of 128 calls function '…_wide_0…' with regcount of 254",
+// CUDA_ERROR_INVALID_SOURCE): compiled as one unit, ptxas compiles the
+// kernel's callees under the cap its launch bounds give it; compiled in
+// parts, each unit knows only its own. Every unit of a kernel in parts
+// is therefore compiled with one cap (Config.UnitRegs, NVRTC's
+// --maxrregcount), the kernel's launch bounds left out of its unit
+// (GS_UNITS; the compiler ignores --maxrregcount for a kernel with launch
+// bounds), so that the kernel and its callees have the same cap, the one
+// the bounds give the one-unit kernel.
+
+// Registers of the devices of compute capability 7.0 to 9.0 (the Volta
+// to Hopper tuning guides): 64 Ki 32-bit registers a multiprocessor, in
+// four quarters of 16 Ki, each running its own warps; a warp's registers
+// allocated in units of 256 (8 a thread); at most 255 a thread.
+const (
+	quarterRegs   = 16 << 10
+	smQuarters    = 4
+	regUnitThread = 8
+	maxThreadRegs = 255
+)
+
+// BoundsRegs returns the registers per thread that let minBlocks blocks
+// of threads threads run at once on a multiprocessor (the cap ptxas
+// derives from __launch_bounds__(threads, minBlocks)): the most, a
+// multiple of 8 and at most 255, with which each quarter of the
+// register file holds its share of the blocks' warps (rounded up). It
+// is 0 (no cap) for minBlocks below 1. Blocks of two warps: 1-4 blocks
+// 255, 5-6 168, 7-8 128 (on an H100, session 42, BenchmarkGPUWideRegs: 6
+// blocks' bounds gave 168 registers, 7 blocks' 128, where a count of the
+// whole register file, not its quarters, would give 144).
+func BoundsRegs(threads, minBlocks int) int {
+	if minBlocks < 1 {
+		return 0
+	}
+	warps := (max(threads, 1) + LaneWidth - 1) / LaneWidth * minBlocks
+	perQuarter := (warps + smQuarters - 1) / smQuarters
+	regs := quarterRegs / (perQuarter * LaneWidth) / regUnitThread * regUnitThread
+	return max(regUnitThread, min(regs, maxThreadRegs))
+}
+
+// UnitRegs returns the register cap of every unit of kernel v compiled
+// in parts (NVRTC's --maxrregcount; 0: none), the cap its launch bounds
+// give the kernel compiled as one unit: a wide kernel's
+// (WideMinBlocks: blocks of WideWarps warps), none for a kernel without
+// bounds (the thread layout). Lanes and tile kernels, which have bounds,
+// never split.
+func (v Config) UnitRegs() int {
+	if !v.Wide {
+		return 0
+	}
+	return BoundsRegs(WideWarps*LaneWidth, v.WideMinBlocks)
+}
 
 // gsIdent matches the generated C names (functions, their result
 // structs, helpers).

@@ -373,8 +373,10 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
 // the launch.
 {{- if gt .WideMinBlocks 0}}
 // Config.WideMinBlocks: at least {{.WideMinBlocks}} blocks of {{.WideWarps}} warps per
-// multiprocessor, so that ptxas caps a thread's registers to let them run.
-#ifdef GS_CUDA
+// multiprocessor, so that ptxas caps a thread's registers to let them run;
+// none in a kernel compiled in parts (GS_UNITS), whose units are compiled
+// with that cap instead (Config.UnitRegs).
+#if defined(GS_CUDA) && !defined(GS_UNITS)
 #define GS_BOUNDS __launch_bounds__({{.WideWarps}} * 32, {{.WideMinBlocks}})
 #else
 #define GS_BOUNDS

@@ -215,7 +215,7 @@ func TestWideMinBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "#ifdef GS_CUDA\n#define GS_BOUNDS __launch_bounds__(2 * 32, 6)\n#else\n#define GS_BOUNDS\n#endif\nGS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {"
+	want := "#if defined(GS_CUDA) && !defined(GS_UNITS)\n#define GS_BOUNDS __launch_bounds__(2 * 32, 6)\n#else\n#define GS_BOUNDS\n#endif\nGS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {"
 	if WideWarps != 2 || !strings.Contains(bounded, want) {
 		t.Errorf("WideMinBlocks 6: no %q in the source", want)
 	}
