@@ -3,8 +3,9 @@
 # the Kepler gradient kernel's time with 1,000 save times goes, measured
 # by removing one part of the adjoint at a time (BenchmarkGPUSaveSplit's
 # saves=1 and saves=1000 grad-kept rows, 4,096 orbits). Each variant is
-# cuda.test built from HEAD with one edit of adjoint.cuh; its gradients
-# are wrong (timing only, never a test):
+# cuda.test built from HEAD with one edit of adjoint.cuh (or reroll.go);
+# the gradients of all but nopf and nolosspf are wrong (timing only,
+# never a test):
 #
 #   base       HEAD as it is
 #   nosweep    no reverse steps (forward, saves and loss VJP only)
@@ -18,6 +19,10 @@
 #   nolam      the saves' cotangents not added to lambda
 #   nocoeflam  both: all save-time work of the sweep gone but the
 #              prefetches and the dense reverse
+#   nopf       the sweep's save cotangents not prefetched a step ahead
+#              (gs_prefetch_step's a.tb lines; results unchanged)
+#   nolosspf   the bound loss's loops not prefetching (reroll.go's
+#              GS_PREFETCH lines; results unchanged)
 #
 #   bash bench/saves_split.sh build   (here, no GPU: about 2 minutes)
 #     writes .gpu/bin/cuda-VARIANT.test (base is .gpu/bin/cuda.test, which
@@ -29,35 +34,40 @@ set -eu
 root=$(git rev-parse --show-toplevel)
 cd "$root"
 bin=.gpu/bin
-variants="nosweep noloss nocoef nolam nocoeflam"
+variants="nosweep noloss nocoef nolam nocoeflam nopf nolosspf"
 
-# mutate VARIANT FILE edits adjoint.cuh FILE for VARIANT and fails if an
-# edit no longer matches the template.
+# mutate VARIANT DIR edits the copy of the repository in DIR for VARIANT
+# and fails if the edit no longer matches the source.
 mutate() {
-	local f=$2
+	local f=cuda/internal/kernelgen/adjoint.cuh
 	local coef='s|    const gs_real theta = (a.saveat\[k\] - ts) / h;|    any = true; break;\n&|'
 	local lam='s|for (int c = 0; c < GS_D; c++) lam\[c\] += a.tb\[|if (0) for (int c = 0; c < GS_D; c++) lam[c] += a.tb[|'
 	case $1 in
-	nosweep) sed -i 's|const int smax = gs_warp_max(act ? len : 0);|const int smax = 0 * gs_warp_max(act ? len : 0);|' "$f" ;;
-	noloss) sed -i 's|      r = gs_a_loss_grad(sh, y, a.ys|      r = gs_lgrad_out{}; if (0) r = gs_a_loss_grad(sh, y, a.ys|' "$f" ;;
-	nocoef) sed -i "$coef" "$f" ;;
-	nolam) sed -i "$lam" "$f" ;;
-	nocoeflam) sed -i -e "$coef" -e "$lam" "$f" ;;
+	nosweep) sed -i 's|const int smax = gs_warp_max(act ? len : 0);|const int smax = 0 * gs_warp_max(act ? len : 0);|' "$2/$f" ;;
+	noloss) sed -i 's|      r = gs_a_loss_grad(sh, y, a.ys|      r = gs_lgrad_out{}; if (0) r = gs_a_loss_grad(sh, y, a.ys|' "$2/$f" ;;
+	nocoef) sed -i "$coef" "$2/$f" ;;
+	nolam) sed -i "$lam" "$2/$f" ;;
+	nocoeflam) sed -i -e "$coef" -e "$lam" "$2/$f" ;;
+	nopf) sed -i 's|    for (int c = 0; c < GS_D; c++) GS_PREFETCH(&a.tb|    if (0) for (int c = 0; c < GS_D; c++) GS_PREFETCH(\&a.tb|' "$2/$f" ;;
+	nolosspf)
+		f=cuda/internal/kernelgen/reroll.go
+		sed -i 's|"      GS_PREFETCH(&%s);\\n"|"      (void)\&%s;\\n"|' "$2/$f"
+		;;
 	esac
-	if cmp -s "$f" "$root/cuda/internal/kernelgen/adjoint.cuh"; then
-		echo "saves_split: variant $1 no longer matches adjoint.cuh" >&2
+	if cmp -s "$2/$f" "$root/$f"; then
+		echo "saves_split: variant $1 no longer matches $f" >&2
 		exit 1
 	fi
 }
 
 if [ "${1:-}" = build ]; then
 	mkdir -p "$bin"
-	CGO_ENABLED=0 go test -c -ldflags='-s -w' -o "$bin/cuda.test" ./cuda
+	CGO_ENABLED=0 go test -c -trimpath -ldflags='-s -w' -o "$bin/cuda.test" ./cuda
 	for v in $variants; do
 		src=$(mktemp -d)
 		git archive HEAD | tar -x -C "$src"
-		mutate "$v" "$src/cuda/internal/kernelgen/adjoint.cuh"
-		(cd "$src" && CGO_ENABLED=0 go test -c -ldflags='-s -w' -o "$root/$bin/cuda-$v.test" ./cuda)
+		mutate "$v" "$src"
+		(cd "$src" && CGO_ENABLED=0 go test -c -trimpath -ldflags='-s -w' -o "$root/$bin/cuda-$v.test" ./cuda)
 		rm -rf "$src"
 		echo "built $bin/cuda-$v.test"
 	done
