@@ -40,6 +40,11 @@
 // engine's whole call on the same ensemble (issue 26); anchors/
 // diffrax_large.py runs Diffrax on the first four.
 //
+// saves_split.sh splits the GPU Kepler gradient's time with 1,000 save
+// times (issue 25) into its parts: cuda.test built with one part of the
+// adjoint removed at a time (timing-only variants, wrong gradients), run
+// alternated with the unchanged binary on BenchmarkGPUSaveSplit's rows.
+//
 // Every suite times its cases side by side in one process: one untimed
 // warm-up, then the median of Reps repetitions, the cases of a row taking
 // turns within each repetition so that drift in the machine's speed affects
