@@ -3140,43 +3140,23 @@ func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []in
 // statusStrip is the trajectories of a strip of scatterStatus.
 const statusStrip = 2048
 
-// scatterStatusStrip is scatterStatus over one strip.
+// scatterStatusStrip is scatterStatus over one strip: a loop per array,
+// each a function of its own (stripCounts, stripStatus, stripStiff,
+// stripRejected), whose few values stay in registers (in one function
+// of all the loops the compiler kept them on the stack: a store and a
+// load per trajectory in each loop, which took about as long as the
+// copies of the rows of Y and the gradients).
 func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool, flagsOr int32) {
 	res, pl := r.res, r.ex.plan
 	m := q1 - q0
 	accepted := res.Stats.Accepted[i0 : i0+m]
-	ac := acc[q0 : q0+len(accepted)]
+	var lens []int
 	if r.lensOut {
-		// The mesh's Len in the same pass.
-		lens := r.meshLen[i0 : i0+len(accepted)]
-		for j := range accepted {
-			a := int(ac[j])
-			accepted[j], lens[j] = a, a
-			longest = max(longest, a)
-		}
-	} else {
-		for j := range accepted {
-			a := int(ac[j])
-			accepted[j] = a
-			longest = max(longest, a)
-		}
+		lens = r.meshLen[i0 : i0+m] // the mesh's Len in the same pass
 	}
-	sts := res.Status[i0 : i0+m]
-	st := status[q0 : q0+len(sts)]
-	var bad ode.Status // OK is 0: any other status sets a bit
-	for j := range sts {
-		s := ode.Status(st[j])
-		sts[j] = s
-		bad |= s
-	}
-	stiff := res.Stiff[i0 : i0+m]
-	fl := flags[q0 : q0+len(stiff)]
-	var anyFlag int32
-	for j := range stiff {
-		f := fl[j]
-		stiff[j] = f&flagStiff != 0
-		anyFlag |= f
-	}
+	longest = stripCounts(accepted, lens, acc[q0:q0+m])
+	bad := stripStatus(res.Status[i0:i0+m], status[q0:q0+m])
+	anyFlag := stripStiff(res.Stiff[i0:i0+m], flags[q0:q0+m])
 	if !r.lazyT {
 		t := res.T[i0 : i0+m]
 		if tt.f64 != nil {
@@ -3188,15 +3168,7 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 		}
 	}
 	if rej != nil {
-		e0, e1 := pl.InitEvals, pl.TrialEvals
-		rejected := res.Stats.Rejected[i0 : i0+m]
-		evals := res.Stats.FieldEvals[i0 : i0+len(rejected)]
-		rj := rej[q0 : q0+len(rejected)]
-		for j := range rejected {
-			x := int(rj[j])
-			rejected[j] = x
-			evals[j] = e0 + e1*(accepted[j]+x)
-		}
+		stripRejected(res.Stats.Rejected[i0:i0+m], res.Stats.FieldEvals[i0:i0+m], accepted, rej[q0:q0+m], pl.InitEvals, pl.TrialEvals)
 	}
 	if events != nil {
 		ev := res.Events[i0 : i0+m]
@@ -3206,6 +3178,59 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 		}
 	}
 	return longest, bad != ode.OK, anyFlag
+}
+
+// stripCounts writes the accepted steps acc (as int) to accepted, and to
+// lens unless it is nil (the mesh's Len), and returns the most.
+func stripCounts(accepted, lens []int, acc []int32) (longest int) {
+	acc = acc[:len(accepted)]
+	if lens == nil {
+		for j, a := range acc {
+			accepted[j] = int(a)
+			longest = max(longest, int(a))
+		}
+		return longest
+	}
+	lens = lens[:len(accepted)]
+	for j, a := range acc {
+		accepted[j], lens[j] = int(a), int(a)
+		longest = max(longest, int(a))
+	}
+	return longest
+}
+
+// stripStatus writes the statuses st to sts and returns them OR-ed
+// together (OK is 0: any other status sets a bit; the low byte of the
+// OR is the OR of the low bytes, the statuses).
+func stripStatus(sts []ode.Status, st []int32) (bad ode.Status) {
+	st = st[:len(sts)]
+	var or int32
+	for j, s := range st {
+		sts[j] = ode.Status(s)
+		or |= s
+	}
+	return ode.Status(or)
+}
+
+// stripStiff writes the stiffness flags of the kernel flags fl to stiff
+// and returns the flags OR-ed together.
+func stripStiff(stiff []bool, fl []int32) (anyFlag int32) {
+	fl = fl[:len(stiff)]
+	for j, f := range fl {
+		stiff[j] = f&flagStiff != 0
+		anyFlag |= f
+	}
+	return anyFlag
+}
+
+// stripRejected writes the rejected steps rej (as int) to rejected and
+// the field evaluations e0 + e1·(accepted + rejected) to evals.
+func stripRejected(rejected, evals, accepted []int, rej []int32, e0, e1 int) {
+	rej, evals, accepted = rej[:len(rejected)], evals[:len(rejected)], accepted[:len(rejected)]
+	for j, x := range rej {
+		rejected[j] = int(x)
+		evals[j] = e0 + e1*(accepted[j]+int(x))
+	}
 }
 
 // writeEnds writes the end times (Job.T1) of the run's trajectories g,

@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -52,4 +53,54 @@ func benchScatter(b *testing.B, n int) {
 	s := tr.Stats()
 	b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
 	b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+}
+
+// TestStripLoops checks scatterStatusStrip's loops (stripCounts,
+// stripStatus, stripStiff, stripRejected) against a loop over the
+// trajectories one at a time: the arrays written, the most accepted
+// steps, the statuses and the kernel flags OR-ed, with and without the
+// mesh's Len, for strips of every status and of OK alone.
+func TestStripLoops(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	statuses := []ode.Status{ode.OK, ode.MaxStepsReached, ode.StepSizeUnderflow, ode.Stiff, ode.NonFinite, ode.TooManyEvents}
+	for _, c := range []struct {
+		m      int
+		allOK  bool
+		noLens bool
+	}{{0, true, false}, {1, false, false}, {2048, true, false}, {2048, false, false}, {1000, false, true}, {777, true, true}} {
+		acc, rej, st, fl := make([]int32, c.m), make([]int32, c.m), make([]int32, c.m), make([]int32, c.m)
+		for j := range c.m {
+			acc[j], rej[j] = int32(rng.IntN(5000)), int32(rng.IntN(300))
+			if !c.allOK {
+				st[j] = int32(statuses[rng.IntN(len(statuses))])
+			}
+			fl[j] = int32(rng.IntN(16)) & (flagStiff | flagTangent)
+		}
+		const e0, e1 = 2, 6
+		accepted, rejected, evals := make([]int, c.m), make([]int, c.m), make([]int, c.m)
+		sts, stiff := make([]ode.Status, c.m), make([]bool, c.m)
+		var lens []int
+		if !c.noLens {
+			lens = make([]int, c.m)
+		}
+		longest := stripCounts(accepted, lens, acc)
+		bad := stripStatus(sts, st)
+		anyFlag := stripStiff(stiff, fl)
+		stripRejected(rejected, evals, accepted, rej, e0, e1)
+		wantLongest, wantFail, wantFlags := 0, false, int32(0)
+		for j := range c.m {
+			a, r := int(acc[j]), int(rej[j])
+			wantLongest = max(wantLongest, a)
+			wantFail = wantFail || ode.Status(st[j]) != ode.OK
+			wantFlags |= fl[j]
+			if accepted[j] != a || lens != nil && lens[j] != a || rejected[j] != r || evals[j] != e0+e1*(a+r) ||
+				sts[j] != ode.Status(st[j]) || stiff[j] != (fl[j]&flagStiff != 0) {
+				t.Fatalf("m %d, trajectory %d: accepted %d, rejected %d, evals %d, status %v, stiff %t; want %d, %d, %d, %v, %t",
+					c.m, j, accepted[j], rejected[j], evals[j], sts[j], stiff[j], a, r, e0+e1*(a+r), ode.Status(st[j]), fl[j]&flagStiff != 0)
+			}
+		}
+		if longest != wantLongest || (bad != ode.OK) != wantFail || anyFlag != wantFlags || wantFail == c.allOK && c.m > 1 {
+			t.Errorf("m %d: longest %d, failed %t, flags %#x; want %d, %t, %#x", c.m, longest, bad != ode.OK, anyFlag, wantLongest, wantFail, wantFlags)
+		}
+	}
 }
