@@ -3142,10 +3142,10 @@ const statusStrip = 2048
 
 // scatterStatusStrip is scatterStatus over one strip: a loop per array,
 // each a function of its own (stripCounts, stripStatus, stripStiff,
-// stripRejected), whose few values stay in registers (in one function
-// of all the loops the compiler kept them on the stack: a store and a
-// load per trajectory in each loop, which took about as long as the
-// copies of the rows of Y and the gradients).
+// stripRejected) kept out of line (go:noinline), whose few values stay
+// in registers: in one function of all the loops (as before, or with
+// them inlined) the compiler kept the loops' counters and sums on the
+// stack, a store and a load or more a trajectory in each loop.
 func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool, flagsOr int32) {
 	res, pl := r.res, r.ex.plan
 	m := q1 - q0
@@ -3182,6 +3182,8 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 
 // stripCounts writes the accepted steps acc (as int) to accepted, and to
 // lens unless it is nil (the mesh's Len), and returns the most.
+//
+//go:noinline
 func stripCounts(accepted, lens []int, acc []int32) (longest int) {
 	acc = acc[:len(accepted)]
 	if lens == nil {
@@ -3202,6 +3204,8 @@ func stripCounts(accepted, lens []int, acc []int32) (longest int) {
 // stripStatus writes the statuses st to sts and returns them OR-ed
 // together (OK is 0: any other status sets a bit; the low byte of the
 // OR is the OR of the low bytes, the statuses).
+//
+//go:noinline
 func stripStatus(sts []ode.Status, st []int32) (bad ode.Status) {
 	st = st[:len(sts)]
 	var or int32
@@ -3214,6 +3218,8 @@ func stripStatus(sts []ode.Status, st []int32) (bad ode.Status) {
 
 // stripStiff writes the stiffness flags of the kernel flags fl to stiff
 // and returns the flags OR-ed together.
+//
+//go:noinline
 func stripStiff(stiff []bool, fl []int32) (anyFlag int32) {
 	fl = fl[:len(stiff)]
 	for j, f := range fl {
@@ -3225,6 +3231,8 @@ func stripStiff(stiff []bool, fl []int32) (anyFlag int32) {
 
 // stripRejected writes the rejected steps rej (as int) to rejected and
 // the field evaluations e0 + e1·(accepted + rejected) to evals.
+//
+//go:noinline
 func stripRejected(rejected, evals, accepted []int, rej []int32, e0, e1 int) {
 	rej, evals, accepted = rej[:len(rejected)], evals[:len(rejected)], accepted[:len(rejected)]
 	for j, x := range rej {

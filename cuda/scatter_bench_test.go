@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/internal/cputime"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -16,9 +17,11 @@ import (
 // in whole Grad calls (the record, everything returned) on the backend
 // whose copies and kernels take no time (hostWork): scatter-ms/op is the
 // trace's Scatter (TraceStats), the part of BenchmarkGPUCallBound's
-// scatter-ms/op that is the host's, and ns/op the call's host work. It
-// runs on as many cores as GOMAXPROCS (-test.cpu); on a device's host it
-// needs no device:
+// scatter-ms/op that is the host's, ns/op the call's host work and
+// cpu-ms/op the process's CPU time a call (its work on all cores: on a
+// machine whose cores other processes share, the figure to compare at
+// -test.cpu 1). It runs on as many cores as GOMAXPROCS (-test.cpu); on a
+// device's host it needs no device:
 //
 //	go test ./cuda -run '^$' -bench 'BenchmarkScatter$' -benchtime 400x -count 6
 func BenchmarkScatter(b *testing.B) {
@@ -43,6 +46,7 @@ func benchScatter(b *testing.B, n int) {
 		}
 	}
 	tr.Reset()
+	c0 := cputime.Process()
 	b.ResetTimer()
 	for range b.N {
 		if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
@@ -50,9 +54,11 @@ func benchScatter(b *testing.B, n int) {
 		}
 	}
 	b.StopTimer()
+	cpu := cputime.Process() - c0
 	s := tr.Stats()
 	b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
 	b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/op")
 }
 
 // TestStripLoops checks scatterStatusStrip's loops (stripCounts,
@@ -103,4 +109,28 @@ func TestStripLoops(t *testing.T) {
 			t.Errorf("m %d: longest %d, failed %t, flags %#x; want %d, %t, %#x", c.m, longest, bad != ode.OK, anyFlag, wantLongest, wantFail, wantFlags)
 		}
 	}
+}
+
+// BenchmarkScatterStatus times scatterStatus alone (the statuses, the
+// step counts with the mesh's Len, the stiffness flags, the rejected
+// steps and field evaluations of a launch's consecutive trajectories) on
+// one goroutine, over a block of resultBlock trajectories: the arrays
+// (about 100 bytes a trajectory) stay in the core's caches, so that its
+// figure (the process's CPU time a trajectory) is the loops' own cost,
+// steadier than the wall time where other processes share the machine.
+func BenchmarkScatterStatus(b *testing.B) {
+	const n = resultBlock
+	rng := rand.New(rand.NewPCG(1, 2))
+	acc, rej, status, flags := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	for q := range n {
+		acc[q], rej[q] = int32(50+rng.IntN(100)), int32(rng.IntN(10))
+	}
+	r := &run{ex: &executor{plan: &ode.Plan{InitEvals: 2, TrialEvals: 6}}, lazyT: true, lensOut: true, meshLen: make([]int, n),
+		res: &ode.Result{Status: make([]ode.Status, n), Stiff: make([]bool, n),
+			Stats: ode.Stats{Accepted: make([]int, n), Rejected: make([]int, n), FieldEvals: make([]int, n)}}}
+	c0 := cputime.Process()
+	for b.Loop() {
+		r.scatterStatus(0, 0, n, status, acc, rej, flags, nil, reals{})
+	}
+	b.ReportMetric(float64(cputime.Process()-c0)/float64(b.N)/n, "cpu-ns/trajectory")
 }
