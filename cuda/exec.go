@@ -1922,7 +1922,8 @@ const defaultPipeMin = 1 << 18
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of
 // a chunk of the results of a launch of n trajectories copied back and
-// scattered in turn, or 0 where the launch copies them back at once.
+// scattered in turn, or 0 where the launch copies them back at once
+// (also in halves below pipeMin with Tuning.midHalves: oneKernelHalves).
 func (r *run) pipeChunk(n int) int {
 	c := defaultPipeChunk
 	if t := r.ex.tun.pipeChunk; t > 0 {
