@@ -1577,7 +1577,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		chunk = 0
 	}
 	nc := 1 // kernels, one clock each
-	if chunk > 0 && r.chunkLaunches() {
+	if chunk > 0 && r.chunkLaunches() && !r.oneKernelHalves(n) {
 		nc = (nb + chunk - 1) / chunk
 	}
 	staged := r.stagesByChunk(n, chunk, nc, &l, bc)
@@ -1772,7 +1772,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			}
 		}
 		if chunk > 0 {
-			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
+			var after []clock // with oneKernelHalves: each half's copies queued at once behind the kernel
+			if nc == 1 && r.oneKernelHalves(n) {
+				after = []clock{c, c}
+			}
+			return r.readChunks(down, &at, ar, n, &l, chunk, ready, after)
 		}
 		at := int64(0)
 		base := ar.addr // of out's spans (kept: the shared sums, in the kept results)
@@ -1964,7 +1968,8 @@ const defaultPipeMin = 1 << 18
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of
 // a chunk of the results of a launch of n trajectories copied back and
-// scattered in turn, or 0 where the launch copies them back at once.
+// scattered in turn, or 0 where the launch copies them back at once
+// (also in halves below pipeMin with Tuning.midHalves: oneKernelHalves).
 func (r *run) pipeChunk(n int) int {
 	c := defaultPipeChunk
 	if t := r.ex.tun.pipeChunk; t > 0 {
@@ -1978,10 +1983,27 @@ func (r *run) pipeChunk(n int) int {
 	if t := r.ex.tun.pipeMin; t > 0 {
 		low = t
 	}
-	if nb := (n + r.rb - 1) / r.rb; n >= low && nb >= 2 {
+	if nb := (n + r.rb - 1) / r.rb; n >= low && nb >= 2 || r.oneKernelHalves(n) {
 		return (nb + 1) / 2 // two halves
 	}
 	return 0
+}
+
+// oneKernelHalves reports whether the results of a launch of n
+// trajectories, too small for pipeMin's halves, come back in two halves
+// after its one kernel (Tuning.midHalves, off by default): each half's
+// columns queued at once behind the kernel (readAfter), the first half
+// scattered while the second is copied. At 32,768 Lorenz trajectories on
+// an H100 the results' copy (0.19 ms) and their scatter (0.175 ms) ran
+// one after the other (session 42); the halves cost a copy a column of
+// each array instead of one copy of all.
+func (r *run) oneKernelHalves(n int) bool {
+	m := r.ex.tun.midHalves
+	low := defaultPipeMin
+	if t := r.ex.tun.pipeMin; t > 0 {
+		low = t
+	}
+	return m > 0 && n >= m && n < low && n >= 2*r.rb
 }
 
 // chunkLaunches reports whether a launch whose results come back in
@@ -3186,43 +3208,23 @@ func (r *run) scatterStatus(i0, q0, q1 int, status, acc, rej, flags, events []in
 // statusStrip is the trajectories of a strip of scatterStatus.
 const statusStrip = 2048
 
-// scatterStatusStrip is scatterStatus over one strip.
+// scatterStatusStrip is scatterStatus over one strip: a loop per array,
+// each a function of its own (stripCounts, stripStatus, stripStiff,
+// stripRejected) kept out of line (go:noinline), whose few values stay
+// in registers: in one function of all the loops (as before, or with
+// them inlined) the compiler kept the loops' counters and sums on the
+// stack, a store and a load or more a trajectory in each loop.
 func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events []int32, tt reals) (longest int, fail bool, flagsOr int32) {
 	res, pl := r.res, r.ex.plan
 	m := q1 - q0
 	accepted := res.Stats.Accepted[i0 : i0+m]
-	ac := acc[q0 : q0+len(accepted)]
+	var lens []int
 	if r.lensOut {
-		// The mesh's Len in the same pass.
-		lens := r.meshLen[i0 : i0+len(accepted)]
-		for j := range accepted {
-			a := int(ac[j])
-			accepted[j], lens[j] = a, a
-			longest = max(longest, a)
-		}
-	} else {
-		for j := range accepted {
-			a := int(ac[j])
-			accepted[j] = a
-			longest = max(longest, a)
-		}
+		lens = r.meshLen[i0 : i0+m] // the mesh's Len in the same pass
 	}
-	sts := res.Status[i0 : i0+m]
-	st := status[q0 : q0+len(sts)]
-	var bad ode.Status // OK is 0: any other status sets a bit
-	for j := range sts {
-		s := ode.Status(st[j])
-		sts[j] = s
-		bad |= s
-	}
-	stiff := res.Stiff[i0 : i0+m]
-	fl := flags[q0 : q0+len(stiff)]
-	var anyFlag int32
-	for j := range stiff {
-		f := fl[j]
-		stiff[j] = f&flagStiff != 0
-		anyFlag |= f
-	}
+	longest = stripCounts(accepted, lens, acc[q0:q0+m])
+	bad := stripStatus(res.Status[i0:i0+m], status[q0:q0+m])
+	anyFlag := stripStiff(res.Stiff[i0:i0+m], flags[q0:q0+m])
 	if !r.lazyT {
 		t := res.T[i0 : i0+m]
 		if tt.f64 != nil {
@@ -3234,15 +3236,7 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 		}
 	}
 	if rej != nil {
-		e0, e1 := pl.InitEvals, pl.TrialEvals
-		rejected := res.Stats.Rejected[i0 : i0+m]
-		evals := res.Stats.FieldEvals[i0 : i0+len(rejected)]
-		rj := rej[q0 : q0+len(rejected)]
-		for j := range rejected {
-			x := int(rj[j])
-			rejected[j] = x
-			evals[j] = e0 + e1*(accepted[j]+x)
-		}
+		stripRejected(res.Stats.Rejected[i0:i0+m], res.Stats.FieldEvals[i0:i0+m], accepted, rej[q0:q0+m], pl.InitEvals, pl.TrialEvals)
 	}
 	if events != nil {
 		ev := res.Events[i0 : i0+m]
@@ -3252,6 +3246,67 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 		}
 	}
 	return longest, bad != ode.OK, anyFlag
+}
+
+// stripCounts writes the accepted steps acc (as int) to accepted, and to
+// lens unless it is nil (the mesh's Len), and returns the most.
+//
+//go:noinline
+func stripCounts(accepted, lens []int, acc []int32) (longest int) {
+	acc = acc[:len(accepted)]
+	if lens == nil {
+		for j, a := range acc {
+			accepted[j] = int(a)
+			longest = max(longest, int(a))
+		}
+		return longest
+	}
+	lens = lens[:len(accepted)]
+	for j, a := range acc {
+		accepted[j], lens[j] = int(a), int(a)
+		longest = max(longest, int(a))
+	}
+	return longest
+}
+
+// stripStatus writes the statuses st to sts and returns them OR-ed
+// together (OK is 0: any other status sets a bit; the low byte of the
+// OR is the OR of the low bytes, the statuses).
+//
+//go:noinline
+func stripStatus(sts []ode.Status, st []int32) (bad ode.Status) {
+	st = st[:len(sts)]
+	var or int32
+	for j, s := range st {
+		sts[j] = ode.Status(s)
+		or |= s
+	}
+	return ode.Status(or)
+}
+
+// stripStiff writes the stiffness flags of the kernel flags fl to stiff
+// and returns the flags OR-ed together.
+//
+//go:noinline
+func stripStiff(stiff []bool, fl []int32) (anyFlag int32) {
+	fl = fl[:len(stiff)]
+	for j, f := range fl {
+		stiff[j] = f&flagStiff != 0
+		anyFlag |= f
+	}
+	return anyFlag
+}
+
+// stripRejected writes the rejected steps rej (as int) to rejected and
+// the field evaluations e0 + e1·(accepted + rejected) to evals.
+//
+//go:noinline
+func stripRejected(rejected, evals, accepted []int, rej []int32, e0, e1 int) {
+	rej, evals, accepted = rej[:len(rejected)], evals[:len(rejected)], accepted[:len(rejected)]
+	for j, x := range rej {
+		rejected[j] = int(x)
+		evals[j] = e0 + e1*(accepted[j]+int(x))
+	}
 }
 
 // writeEnds writes the end times (Job.T1) of the run's trajectories g,

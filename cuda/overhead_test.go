@@ -1118,18 +1118,25 @@ func BenchmarkGPUCallBound(b *testing.B) {
 					name += "-noreuse"
 				}
 				b.Run(name, func(b *testing.B) {
-					s := timeGradCalls(b, n, Tuning{NoChunkStage: whole, NoInputReuse: off}, 0)
-					call := float64(b.Elapsed()) / 1e6 / float64(b.N)
-					kernel := float64(s.Kernel) / 1e6 / float64(b.N)
-					copies := float64(s.Transfer) / 1e6 / float64(b.N)
-					b.ReportMetric(kernel+1.3*copies+0.2, "bound-ms/op")
-					b.ReportMetric(call-kernel-copies, "host-ms/op")
-					b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
-					b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
+					reportCallBound(b, timeGradCalls(b, n, Tuning{NoChunkStage: whole, NoInputReuse: off}, 0))
 				})
 			}
 		}
 	}
+}
+
+// reportCallBound reports BenchmarkGPUCallBound's figures of the calls
+// whose trace's stats are s: the bound (kernel-ms + 1.3·copy-ms
+// + 0.2 ms), the host's time beyond the kernels and copies, the staging
+// and the scatter.
+func reportCallBound(b *testing.B, s TraceStats) {
+	call := float64(b.Elapsed()) / 1e6 / float64(b.N)
+	kernel := float64(s.Kernel) / 1e6 / float64(b.N)
+	copies := float64(s.Transfer) / 1e6 / float64(b.N)
+	b.ReportMetric(kernel+1.3*copies+0.2, "bound-ms/op")
+	b.ReportMetric(call-kernel-copies, "host-ms/op")
+	b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+	b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
 }
 
 // TestGPUChunkLaunch checks on the device that a launch run as a kernel

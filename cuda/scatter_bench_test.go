@@ -1,0 +1,157 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/internal/cputime"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// BenchmarkScatter times the scatter of a launch's results (scatter:
+// each trajectory's status and counts, the loss terms summed in order,
+// Y, dL/dy0 and dL/dp from the device's component-major arrays to the
+// Gradient's rows) of n Lorenz trajectories into a Gradient passed back,
+// in whole Grad calls (the record, everything returned) on the backend
+// whose copies and kernels take no time (hostWork): scatter-ms/op is the
+// trace's Scatter (TraceStats), the part of BenchmarkGPUCallBound's
+// scatter-ms/op that is the host's, ns/op the call's host work and
+// cpu-ms/op the process's CPU time a call (its work on all cores: on a
+// machine whose cores other processes share, the figure to compare at
+// -test.cpu 1). It runs on as many cores as GOMAXPROCS (-test.cpu); on a
+// device's host it needs no device:
+//
+//	go test ./cuda -run '^$' -bench 'BenchmarkScatter$' -benchtime 400x -count 6
+func BenchmarkScatter(b *testing.B) {
+	for _, n := range []int{128, 8192, 1 << 15, 1 << 16, 1 << 18} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchScatter(b, n) })
+	}
+}
+
+// BenchmarkGPUCallHalves is BenchmarkGPUCallBound at 8,192, 32,768 and
+// 65,536 trajectories with the results copied back at once after the
+// kernel and scattered ("one", the default) and in two halves after the
+// one kernel, the first half scattered while the second is copied
+// ("halves": Tuning.midHalves, oneKernelHalves). Run with -count to
+// alternate them:
+//
+//	cuda.test -test.run '^$' -test.bench 'BenchmarkGPUCallHalves' -test.benchtime 200x -test.count 3
+func BenchmarkGPUCallHalves(b *testing.B) {
+	needGPUEngine(b)
+	for _, n := range []int{1 << 13, 1 << 15, 1 << 16} {
+		for _, halves := range []bool{false, true} {
+			name, tun := fmt.Sprintf("n=%d/one", n), Tuning{}
+			if halves {
+				name, tun = fmt.Sprintf("n=%d/halves", n), Tuning{midHalves: 1 << 12}
+			}
+			b.Run(name, func(b *testing.B) { reportCallBound(b, timeGradCalls(b, n, tun, 0)) })
+		}
+	}
+}
+
+func benchScatter(b *testing.B, n int) {
+	c := lorenzCallCase(n)
+	c.set.Engine = hostWork.name
+	sv, err := ode.NewSolver(c.prob.Field, &c.set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var g ode.Gradient
+	var tr Trace
+	ctx := WithTrace(context.Background(), &tr)
+	for range 2 { // the Gradient's storage, the executor's buffers
+		if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tr.Reset()
+	c0 := cputime.Process()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cpu := cputime.Process() - c0
+	s := tr.Stats()
+	b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
+	b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/op")
+}
+
+// TestStripLoops checks scatterStatusStrip's loops (stripCounts,
+// stripStatus, stripStiff, stripRejected) against a loop over the
+// trajectories one at a time: the arrays written, the most accepted
+// steps, the statuses and the kernel flags OR-ed, with and without the
+// mesh's Len, for strips of every status and of OK alone.
+func TestStripLoops(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	statuses := []ode.Status{ode.OK, ode.MaxStepsReached, ode.StepSizeUnderflow, ode.Stiff, ode.NonFinite, ode.TooManyEvents}
+	for _, c := range []struct {
+		m      int
+		allOK  bool
+		noLens bool
+	}{{0, true, false}, {1, false, false}, {2048, true, false}, {2048, false, false}, {1000, false, true}, {777, true, true}} {
+		acc, rej, st, fl := make([]int32, c.m), make([]int32, c.m), make([]int32, c.m), make([]int32, c.m)
+		for j := range c.m {
+			acc[j], rej[j] = int32(rng.IntN(5000)), int32(rng.IntN(300))
+			if !c.allOK {
+				st[j] = int32(statuses[rng.IntN(len(statuses))])
+			}
+			fl[j] = int32(rng.IntN(16)) & (flagStiff | flagTangent)
+		}
+		const e0, e1 = 2, 6
+		accepted, rejected, evals := make([]int, c.m), make([]int, c.m), make([]int, c.m)
+		sts, stiff := make([]ode.Status, c.m), make([]bool, c.m)
+		var lens []int
+		if !c.noLens {
+			lens = make([]int, c.m)
+		}
+		longest := stripCounts(accepted, lens, acc)
+		bad := stripStatus(sts, st)
+		anyFlag := stripStiff(stiff, fl)
+		stripRejected(rejected, evals, accepted, rej, e0, e1)
+		wantLongest, wantFail, wantFlags := 0, false, int32(0)
+		for j := range c.m {
+			a, r := int(acc[j]), int(rej[j])
+			wantLongest = max(wantLongest, a)
+			wantFail = wantFail || ode.Status(st[j]) != ode.OK
+			wantFlags |= fl[j]
+			if accepted[j] != a || lens != nil && lens[j] != a || rejected[j] != r || evals[j] != e0+e1*(a+r) ||
+				sts[j] != ode.Status(st[j]) || stiff[j] != (fl[j]&flagStiff != 0) {
+				t.Fatalf("m %d, trajectory %d: accepted %d, rejected %d, evals %d, status %v, stiff %t; want %d, %d, %d, %v, %t",
+					c.m, j, accepted[j], rejected[j], evals[j], sts[j], stiff[j], a, r, e0+e1*(a+r), ode.Status(st[j]), fl[j]&flagStiff != 0)
+			}
+		}
+		if longest != wantLongest || (bad != ode.OK) != wantFail || anyFlag != wantFlags || wantFail == c.allOK && c.m > 1 {
+			t.Errorf("m %d: longest %d, failed %t, flags %#x; want %d, %t, %#x", c.m, longest, bad != ode.OK, anyFlag, wantLongest, wantFail, wantFlags)
+		}
+	}
+}
+
+// BenchmarkScatterStatus times scatterStatus alone (the statuses, the
+// step counts with the mesh's Len, the stiffness flags, the rejected
+// steps and field evaluations of a launch's consecutive trajectories) on
+// one goroutine, over a block of resultBlock trajectories: the arrays
+// (about 100 bytes a trajectory) stay in the core's caches, so that its
+// figure (the process's CPU time a trajectory) is the loops' own cost,
+// steadier than the wall time where other processes share the machine.
+func BenchmarkScatterStatus(b *testing.B) {
+	const n = resultBlock
+	rng := rand.New(rand.NewPCG(1, 2))
+	acc, rej, status, flags := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	for q := range n {
+		acc[q], rej[q] = int32(50+rng.IntN(100)), int32(rng.IntN(10))
+	}
+	r := &run{ex: &executor{plan: &ode.Plan{InitEvals: 2, TrialEvals: 6}}, lazyT: true, lensOut: true, meshLen: make([]int, n),
+		res: &ode.Result{Status: make([]ode.Status, n), Stiff: make([]bool, n),
+			Stats: ode.Stats{Accepted: make([]int, n), Rejected: make([]int, n), FieldEvals: make([]int, n)}}}
+	c0 := cputime.Process()
+	for b.Loop() {
+		r.scatterStatus(0, 0, n, status, acc, rej, flags, nil, reals{})
+	}
+	b.ReportMetric(float64(cputime.Process()-c0)/float64(b.N)/n, "cpu-ns/trajectory")
+}
