@@ -698,6 +698,38 @@ if grep -q -- '--- FAIL: TestGPUThreadSaves/fresh ' "$out/l/ts-main.log"; then
 fi
 fi
 
+if [ "$part" = s43b ]; then
+# Session 43's second call (then the call bound's block below). 1. cuda/driver: kernels in parts linked under
+# one register cap (TestBuildUnitsRegs: a kernel with launch bounds and
+# its callee in another unit), Batch waiting for a queued copy
+# (TestBatchWaitsQueued). 2. TestGPUSplitUnits' wide (default-layout)
+# units of Pollution and HIRES (launch bounds of 7 blocks: the link that
+# failed in session 42) against their one-unit kernels, bit for bit.
+# 3. Pollution's wide gradient with the default 7-block bounds against
+# none (BenchmarkGPUWideRegs). 4. The gpu-large suite's POLL, HIRES and
+# neural Robertson beside the 16-core CPU engine (issue 26: >= 10x).
+TB=$bin/driver.test t link 60 -test.v -test.run 'TestBuildUnits|TestBuildUnitsRegs|TestLinkKey|TestUnitError|TestBatchWaitsQueued'
+grep -hE 'linker|regs|registers' "$out/l/link.log" | head -6
+# The call bound at n = 32768 (issue 23; H2's status pass in functions of
+# their own), main against 79f0f18 (before it) alternated; the copy back
+# in halves scattered as they land (Tuning.midHalves, off); the scatter
+# alone on 4, 8 and 16 cores (host only).
+gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
+for r in 1 2; do
+	t bound-main-$r 40 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 400x
+	TB=/tmp/base.test t bound-base-$r 40 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 400x
+done
+t halves 60 -test.run '^$' -test.bench 'GPUCallHalves' -test.benchtime 200x -test.count 2
+t scatter 60 -test.run '^$' -test.bench 'Scatter$|ScatterStatus' -test.benchtime 400x -test.cpu 4,8,16
+t split-units-wide 150 -test.v -test.run 'TestGPUSplitUnits/(pollution|hires)/default-units'
+t regs-poll 120 -test.run XXX -test.bench 'GPUWideRegs/grad/pollution/(s64|s64-b0)$' -test.benchtime 5x
+echo "=== gpu-large"
+timeout 200 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
+	-problems pollution,hires,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
+el $?
+tail -8 "$out/l/large.log"
+fi
+
 if [ "$part" = s42split ]; then
 # Issue 26's parallel split (session 42, H3; Tuning.SplitUnits): a split
 # kernel compiled as units (the kernel's and one per large step function,
