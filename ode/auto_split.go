@@ -25,9 +25,12 @@ import (
 // ordinary jobs.
 //
 // A loss or a gradient needs sums without the stopped trajectories: the
-// Tsit5 part is replayed on the first pass's mesh (see runAutoSplit), its
-// columns gathered where the engine keeps that mesh (ColumnSteps: a GPU
-// engine's device), else on the host.
+// Tsit5 part is the first pass's rows of the others where the engine
+// completed them beside the stopped ones (StopGradsExecutor: the GPU
+// engines) and no shared parameter's gradient is asked (keptPart), else
+// replayed on the first pass's mesh (see runAutoSplit), its columns
+// gathered where the engine keeps that mesh (ColumnSteps: a GPU engine's
+// device), else on the host.
 //
 // Sums over the trajectories (the loss, the shared gradient) are the
 // parts' own, each summed by its engine in its rows' index order, then
@@ -137,9 +140,10 @@ func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, err
 // Solve and Record keep the first pass's rows that finished (OK or
 // failed). A loss or a gradient keeps a Tsit5 pass only if every one of
 // its trajectories finished OK, its sums being whole only then: the rows
-// that did are run again without the stiff ones, on the first pass's
-// mesh where it holds all of them (a replay: no trial steps, the same
-// map), else recorded again (Tsit5 takes the same steps on them) until
+// that did are the first pass's where its engine completed them beside
+// the stiff ones (keptPart: no job), else run again without the stiff
+// ones, on the first pass's mesh where it holds all of them (a replay:
+// no trial steps, the same map), else recorded again (Tsit5 takes the same steps on them) until
 // a pass is clean; an engine that stops the others when one trajectory
 // stops (NotRun) costs a pass per stop. A trajectory
 // that fails (neither OK nor stiff) ends the operation: the result then
@@ -913,7 +917,8 @@ func (m *autoMem) release() {
 // record's; of a mixed one's (mergedSteps: a part replayed with Tsit5,
 // a part continued) the columns gathered for both parts, the Rodas5P
 // record's mesh, and the pass's mesh where the merged mesh kept it
-// (mergedSteps.spare). m's steps are then marked released without
+// (mergedSteps.spare) or where its Tsit5 part is the pass's rows
+// (keptPart: the pass's mesh is that part's). m's steps are then marked released without
 // releasing that memory, which is the caller's now. Else it returns no
 // memory and m is as it was.
 func takeAutoMem(m *Mesh) autoMem {
