@@ -756,7 +756,7 @@ func TestHostEngineAutoSpare(t *testing.T) {
 // others for their loss and gradient instead of keeping that pass's rows
 // of them (as before issue 25's kept rows). It shares e's device and
 // kernels.
-func replayEngine(e *Engine) string {
+func replayEngine(e ode.Engine) string {
 	name := e.Name() + "-replay"
 	restartMu.Lock()
 	defer restartMu.Unlock()
@@ -768,7 +768,7 @@ func replayEngine(e *Engine) string {
 }
 
 type replayWrap struct {
-	*Engine
+	ode.Engine
 	name string
 }
 
@@ -822,9 +822,9 @@ func sameGradient(t *testing.T, g, w *ode.Gradient) string {
 // mixed and stiff Van der Pol, without and with save times), one launch
 // fewer; against the CPU engine's switch in place within 1e-10; and with
 // the Gradient passed back, the same again with no device allocation
-// after the second call. With a shared parameter (autoMixed) the pass's
-// rows are not kept (their sum would be the kernel's reduction), and
-// nothing changes.
+// after the second call; the same on two fake devices (cuda-multi). With
+// a shared parameter (autoMixed) the pass's rows are not kept (their sum
+// would be the kernel's reduction), and nothing changes.
 func TestHostEngineAutoKeptGrads(t *testing.T) {
 	needHost(t)
 	hb := hostF64.be.(*hostBackend)
@@ -948,6 +948,23 @@ func TestHostEngineAutoKeptGrads(t *testing.T) {
 				}
 			}
 			t.Logf("N = %d: %d Tsit5's alone, %d continued; launches %d, the replay's %d", c.p.N, tsit, cont, st.Launches, wst.Launches)
+			if c.name != "mixed-saves" && c.name != "shared" {
+				return
+			}
+			// On two fake devices (cuda-multi: the shards' terms added
+			// in index order), against its own replay and one device.
+			multi := fakeMultis[2]
+			gm, mst := grad(multi.Name(), nil)
+			wm, wmst := grad(replayEngine(multi), nil)
+			if diff := sameGradient(t, gm, wm); diff != "" {
+				t.Errorf("%s: %s differs from its replay's bit for bit", multi.Name(), diff)
+			}
+			if kept := mst.Trajectories < wmst.Trajectories; kept != c.keep {
+				t.Errorf("%s: %d trajectories launched, its replay's %d: want fewer %v", multi.Name(), mst.Trajectories, wmst.Trajectories, c.keep)
+			}
+			if diff := sameGradient(t, gm, w); diff != "" && c.keep {
+				t.Errorf("%s: %s differs from cuda-host's replay bit for bit", multi.Name(), diff)
+			}
 		})
 	}
 }
