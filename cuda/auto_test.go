@@ -558,6 +558,55 @@ func TestGPUAutoContinue(t *testing.T) {
 	}
 }
 
+// TestGPUAutoKeptGrads is TestHostEngineAutoKeptGrads' comparison on the
+// GPU ("cuda", n = 1024): Method Auto's Grad keeping its Tsit5 pass's
+// rows of the trajectories that did not stop gives, bit for bit, what
+// the replay of those rows gives (replayEngine), with fewer trajectories
+// launched. The calls run after a first one has compiled the kernels (a
+// call served on the CPU engine meanwhile keeps nothing). It skips
+// without a GPU.
+//
+//	go test ./cuda -run 'TestGPUAutoKeptGrads' -v
+func TestGPUAutoKeptGrads(t *testing.T) {
+	needGPUEngine(t)
+	replay := replayEngine(registered[0])
+	for _, c := range odetest.AutoCases(1024) {
+		if c.Name != "mixed" && c.Name != "vdp-stiff" {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			grad := func(engine string) (*ode.Gradient, TraceStats) {
+				t.Helper()
+				sv, err := ode.NewSolver(c.P.Field, &ode.Settings{Method: ode.Auto, RelTol: 1e-6, AbsTol: 1e-9, Engine: engine})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var tr Trace
+				var g *ode.Gradient
+				for range 2 { // (the first compiles)
+					tr.Reset()
+					if g, err = sv.GradContext(WithTrace(context.Background(), &tr), nil, &c.P, ode.SumSquares(), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if g.Solution.Engine != engine {
+					t.Fatalf("%s: served on %q", engine, g.Solution.Engine)
+				}
+				return g, tr.Stats()
+			}
+			g, st := grad("cuda")
+			w, wst := grad(replay)
+			if diff := sameGradient(t, g, w); diff != "" {
+				t.Errorf("%s differs from the replay's (%s) bit for bit", diff, replay)
+			}
+			if st.Trajectories >= wst.Trajectories {
+				t.Errorf("%d trajectories launched, the replay's %d: want fewer", st.Trajectories, wst.Trajectories)
+			}
+			t.Logf("launches %d (trajectories %d), the replay's %d (%d)", st.Launches, st.Trajectories, wst.Launches, wst.Trajectories)
+		})
+	}
+}
+
 // TestHostEngineMeshColumns checks the gather of a resident mesh's
 // columns on the device (residentMesh.Columns, the mesh columns' kernel)
 // on cuda-host: random columns, in any order, with random lengths, give
