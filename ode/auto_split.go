@@ -143,9 +143,10 @@ func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, err
 // that did are the first pass's where its engine completed them beside
 // the stiff ones (keptPart: no job), else run again without the stiff
 // ones, on the first pass's mesh where it holds all of them (a replay:
-// no trial steps, the same map), else recorded again (Tsit5 takes the same steps on them) until
-// a pass is clean; an engine that stops the others when one trajectory
-// stops (NotRun) costs a pass per stop. A trajectory
+// no trial steps, the same map), else recorded again (Tsit5 takes the
+// same steps on them) until a pass is clean; an engine that stops the
+// others when one trajectory stops (NotRun) costs a pass per stop. A
+// trajectory
 // that fails (neither OK nor stiff) ends the operation: the result then
 // has the failures' statuses and NotRun elsewhere, and its caller reports
 // them.
