@@ -146,10 +146,9 @@ func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, err
 // no trial steps, the same map), else recorded again (Tsit5 takes the
 // same steps on them) until a pass is clean; an engine that stops the
 // others when one trajectory stops (NotRun) costs a pass per stop. A
-// trajectory
-// that fails (neither OK nor stiff) ends the operation: the result then
-// has the failures' statuses and NotRun elsewhere, and its caller reports
-// them.
+// trajectory that fails (neither OK nor stiff) ends the operation: the
+// result then has the failures' statuses and NotRun elsewhere, and its
+// caller reports them.
 func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Loss, reuse *Result, scale float64) (*Result, *Solver, error) {
 	var mem autoMem
 	passedBack := reuse != nil && reuse.Mesh != nil && lazyAuto(reuse.Mesh)
