@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -557,6 +558,55 @@ func TestGPUAutoContinue(t *testing.T) {
 	}
 }
 
+// TestGPUAutoKeptGrads is TestHostEngineAutoKeptGrads' comparison on the
+// GPU ("cuda", n = 1024): Method Auto's Grad keeping its Tsit5 pass's
+// rows of the trajectories that did not stop gives, bit for bit, what
+// the replay of those rows gives (replayEngine), with fewer trajectories
+// launched. The calls run after a first one has compiled the kernels (a
+// call served on the CPU engine meanwhile keeps nothing). It skips
+// without a GPU.
+//
+//	go test ./cuda -run 'TestGPUAutoKeptGrads' -v
+func TestGPUAutoKeptGrads(t *testing.T) {
+	needGPUEngine(t)
+	replay := replayEngine(registered[0])
+	for _, c := range odetest.AutoCases(1024) {
+		if c.Name != "mixed" && c.Name != "vdp-stiff" {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			grad := func(engine string) (*ode.Gradient, TraceStats) {
+				t.Helper()
+				sv, err := ode.NewSolver(c.P.Field, &ode.Settings{Method: ode.Auto, RelTol: 1e-6, AbsTol: 1e-9, Engine: engine})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var tr Trace
+				var g *ode.Gradient
+				for range 2 { // (the first compiles)
+					tr.Reset()
+					if g, err = sv.GradContext(WithTrace(context.Background(), &tr), nil, &c.P, ode.SumSquares(), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if g.Solution.Engine != engine {
+					t.Fatalf("%s: served on %q", engine, g.Solution.Engine)
+				}
+				return g, tr.Stats()
+			}
+			g, st := grad("cuda")
+			w, wst := grad(replay)
+			if diff := sameGradient(t, g, w); diff != "" {
+				t.Errorf("%s differs from the replay's (%s) bit for bit", diff, replay)
+			}
+			if st.Trajectories >= wst.Trajectories {
+				t.Errorf("%d trajectories launched, the replay's %d: want fewer", st.Trajectories, wst.Trajectories)
+			}
+			t.Logf("launches %d (trajectories %d), the replay's %d (%d)", st.Launches, st.Trajectories, wst.Launches, wst.Trajectories)
+		})
+	}
+}
+
 // TestHostEngineMeshColumns checks the gather of a resident mesh's
 // columns on the device (residentMesh.Columns, the mesh columns' kernel)
 // on cuda-host: random columns, in any order, with random lengths, give
@@ -744,6 +794,226 @@ func TestHostEngineAutoSpare(t *testing.T) {
 				seen[&s.Y[0]] = true
 			}
 			t.Logf("final states in %d arrays over %d calls", len(seen), len(kept))
+		})
+	}
+}
+
+// replayEngine registers (once) and returns the name of an engine that
+// runs e behind an executor that runs per-trajectory start times but does
+// not report ode.StopGradsExecutor, "<e's name>-replay": Method Auto there
+// continues the stiff trajectories as on e, but replays the Tsit5 pass's
+// others for their loss and gradient instead of keeping that pass's rows
+// of them (as before issue 25's kept rows). It shares e's device and
+// kernels.
+func replayEngine(e ode.Engine) string {
+	name := e.Name() + "-replay"
+	restartMu.Lock()
+	defer restartMu.Unlock()
+	if !restartDone[name] {
+		ode.Register(replayWrap{e, name})
+		restartDone[name] = true
+	}
+	return name
+}
+
+type replayWrap struct {
+	ode.Engine
+	name string
+}
+
+func (e replayWrap) Name() string { return e.name }
+
+func (e replayWrap) Prepare(p *ode.Plan) (ode.Executor, error) {
+	ex, err := e.Engine.Prepare(p)
+	if err != nil {
+		return nil, err
+	}
+	return replayExec{ex}, nil
+}
+
+// replayExec hides the executor's StopGrads (and its other optional
+// methods but StartTimes).
+type replayExec struct{ ode.Executor }
+
+func (replayExec) StartTimes() bool { return true }
+
+// sameGradient reports the first difference, bit for bit, between two
+// Method Auto Gradients (their meshes brought to the host), or "".
+func sameGradient(t *testing.T, g, w *ode.Gradient) string {
+	t.Helper()
+	s, ws := g.Solution, w.Solution
+	for _, m := range []*ode.Mesh{g.Mesh, w.Mesh} {
+		if err := m.Host(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	switch {
+	case !slices.Equal(g.Y0, w.Y0) || !slices.Equal(g.P, w.P) || !slices.Equal(g.Shared, w.Shared) || math.Float64bits(g.Loss) != math.Float64bits(w.Loss):
+		return "the gradient or the loss"
+	case !slices.Equal(s.Y, ws.Y) || !slices.Equal(s.Ys, ws.Ys) || !slices.Equal(s.T, ws.T) || !slices.Equal(s.Status, ws.Status):
+		return "the states, times or statuses"
+	case !slices.Equal(s.Stats.Accepted, ws.Stats.Accepted) || !slices.Equal(s.Stats.Rejected, ws.Stats.Rejected) || !slices.Equal(s.Stats.FieldEvals, ws.Stats.FieldEvals):
+		return "the counts"
+	case !slices.Equal(s.Switch, ws.Switch) || !slices.Equal(s.Stiff, ws.Stiff) || s.Method != ws.Method:
+		return "the switches, stiffness flags or method"
+	case !slices.Equal(g.Mesh.H, w.Mesh.H) || !slices.Equal(g.Mesh.Len, w.Mesh.Len) || !slices.Equal(g.Mesh.Switch, w.Mesh.Switch) || !slices.Equal(g.Mesh.Status, w.Mesh.Status):
+		return "the mesh"
+	}
+	return ""
+}
+
+// TestHostEngineAutoKeptGrads checks Method Auto's gradient and loss on
+// cuda-host, whose Tsit5 pass completes the trajectories that do not
+// stop (ode.StopGradsExecutor: their rows of that pass are kept, not
+// replayed), against the same engine behind replayEngine (the replay of
+// those trajectories, as before), bit for bit: gradient, loss, states,
+// counts and mesh, on ensembles without shared parameters (odetest's
+// mixed and stiff Van der Pol, without and with save times), one launch
+// fewer; against the CPU engine's switch in place within 1e-10; and with
+// the Gradient passed back, the same again with no device allocation
+// after the second call; the same on two fake devices (cuda-multi). With
+// a shared parameter (autoMixed) the pass's rows are not kept (their sum
+// would be the kernel's reduction), and nothing changes.
+func TestHostEngineAutoKeptGrads(t *testing.T) {
+	needHost(t)
+	hb := hostF64.be.(*hostBackend)
+	replay := replayEngine(hostF64)
+	cases := odetest.AutoCases(16)
+	var mixed, stiffVdP ode.Problem
+	for _, c := range cases {
+		switch c.Name {
+		case "mixed":
+			mixed = c.P
+		case "vdp-stiff":
+			stiffVdP = c.P
+		}
+	}
+	saves := mixed
+	saves.SaveAt = []float64{0.5, 1.5}
+	data := make([]float64, saves.N)
+	for i := range data {
+		data[i] = 0.1 * float64(i+1)
+	}
+	dataLoss := ode.Loss{Name: "kept", DataDim: 1, Data: data, F: func(y, ys, d []tape.V) tape.V {
+		l := y[0].Square().Add(y[1].Square()).Add(d[0].Mul(y[0]))
+		for k := 0; k < len(ys)/2; k++ {
+			l = l.Add(ys[2*k].MulC(float64(k + 1)))
+		}
+		return l
+	}}
+	shared, sharedLoss := autoMixed(8)
+	for _, c := range []struct {
+		name string
+		p    ode.Problem
+		loss ode.Loss
+		keep bool // the pass's rows kept (no shared parameter)
+	}{
+		{"mixed", mixed, ode.SumSquares(), true},
+		{"vdp-stiff", stiffVdP, ode.SumSquares(), true},
+		{"mixed-saves", saves, dataLoss, true},
+		{"shared", shared, sharedLoss, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			grad := func(engine string, g *ode.Gradient) (*ode.Gradient, TraceStats) {
+				t.Helper()
+				sv, err := ode.NewSolver(c.p.Field, &ode.Settings{Method: ode.Auto, Engine: engine})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var tr Trace
+				g, err = sv.GradContext(WithTrace(context.Background(), &tr), g, &c.p, c.loss, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g, tr.Stats()
+			}
+			g, st := grad("cuda-host", nil)
+			w, wst := grad(replay, nil)
+			tsit, cont := 0, 0
+			for i, sw := range w.Mesh.Switch {
+				switch l := w.Mesh.Len[i]; {
+				case sw == l:
+					tsit++
+				case sw > 0 && sw < l:
+					cont++
+				}
+			}
+			if tsit == 0 || cont == 0 {
+				t.Fatalf("%d trajectories Tsit5's alone, %d continued: want some of each", tsit, cont)
+			}
+			if diff := sameGradient(t, g, w); diff != "" {
+				t.Errorf("%s: differs from the replay's (%s) bit for bit", diff, replay)
+			}
+			want := wst.Launches
+			if c.keep {
+				want-- // no replay of the Tsit5 trajectories
+			}
+			if st.Reruns == 0 && wst.Reruns == 0 && st.Launches != want {
+				t.Errorf("%d launches, want %d (the replay's engine %d)", st.Launches, want, wst.Launches)
+			}
+			cpu, err := ode.Grad(nil, c.p, c.loss, nil, &ode.Settings{Method: ode.Auto})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// (The two segments' sums against the switch in place: rounding,
+			// amplified by μ = 1000 to about 1e-9.)
+			odetest.Close(t, "dL/dy0 against the CPU engine's", g.Y0, cpu.Y0, 1e-8)
+			odetest.Close(t, "dL/dp against the CPU engine's", g.P, cpu.P, 1e-8)
+			odetest.Close(t, "loss against the CPU engine's", []float64{g.Loss}, []float64{cpu.Loss}, 1e-8)
+
+			// The loss alone, and the Gradient passed back.
+			sv, err := ode.NewSolver(c.p.Field, &ode.Settings{Method: ode.Auto, Engine: "cuda-host"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			svr, err := ode.NewSolver(c.p.Field, &ode.Settings{Method: ode.Auto, Engine: replay})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lv, _, err := sv.Loss(&c.p, c.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lw, _, err := svr.Loss(&c.p, c.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Float64bits(lv) != math.Float64bits(lw) || lv != g.Loss {
+				t.Errorf("Loss %v, the replay's %v, Grad's %v: want all the same", lv, lw, g.Loss)
+			}
+			var back ode.Gradient
+			for call := range 4 {
+				before := hb.counts().allocs
+				if _, err := sv.Grad(&back, &c.p, c.loss, nil); err != nil {
+					t.Fatal(err)
+				}
+				if n := hb.counts().allocs - before; call >= 2 && n != 0 {
+					t.Errorf("call %d with the Gradient passed back: %d device allocations, want none", call, n)
+				}
+				if call == 3 {
+					if diff := sameGradient(t, &back, w); diff != "" {
+						t.Errorf("call %d with the Gradient passed back: %s differs from the replay's bit for bit", call, diff)
+					}
+				}
+			}
+			t.Logf("N = %d: %d Tsit5's alone, %d continued; launches %d, the replay's %d", c.p.N, tsit, cont, st.Launches, wst.Launches)
+			if c.name != "mixed-saves" && c.name != "shared" {
+				return
+			}
+			// On two fake devices (cuda-multi: the shards' terms added
+			// in index order), against its own replay and one device.
+			multi := fakeMultis[2]
+			gm, mst := grad(multi.Name(), nil)
+			wm, wmst := grad(replayEngine(multi), nil)
+			if diff := sameGradient(t, gm, wm); diff != "" {
+				t.Errorf("%s: %s differs from its replay's bit for bit", multi.Name(), diff)
+			}
+			if kept := mst.Trajectories < wmst.Trajectories; kept != c.keep {
+				t.Errorf("%s: %d trajectories launched, its replay's %d: want fewer %v", multi.Name(), mst.Trajectories, wmst.Trajectories, c.keep)
+			}
+			if diff := sameGradient(t, gm, w); diff != "" && c.keep {
+				t.Errorf("%s: %s differs from cuda-host's replay bit for bit", multi.Name(), diff)
+			}
 		})
 	}
 }

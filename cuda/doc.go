@@ -289,7 +289,14 @@
 // trajectory whose stiffness test fired with Rodas5P from the time and
 // state where it fired (ode.StartTimesExecutor, ode/auto_continue.go):
 // the CPU engine's steps and switch points, in separate launches of the
-// stopped trajectories alone. The first pass's mesh stays in device
+// stopped trajectories alone. The first pass of a loss or gradient
+// completes the trajectories that end well beside the stopped ones
+// (their adjoint runs, the stopped ones' lanes idle, whose loss terms
+// are 0 in the in-order sum: ode.StopGradsExecutor), so without shared
+// parameters package ode keeps that pass's rows of them (their replay,
+// bit for bit the same, is not launched: TestHostEngineAutoKeptGrads);
+// with shared parameters it replays them, for a sum over them alone.
+// The first pass's mesh stays in device
 // memory: the columns of the trajectories that a loss or gradient
 // replays (those that ended well) and of the stopped ones (their Tsit5
 // segments) are gathered there by the mesh columns' kernel (meshcols.cuh,

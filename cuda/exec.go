@@ -621,6 +621,12 @@ func (ex *executor) spareSize() (largest, total int64) {
 // from where its stiffness test fired (ode.StartTimesExecutor).
 func (ex *executor) StartTimes() bool { return true }
 
+// StopGrads reports that a record of a loss or a gradient with
+// ode.Job.StopOnStiff completes the trajectories that end OK: their
+// adjoint runs beside the stopped ones' idle lanes, and the loss terms
+// of the others are 0 in the in-order sum (ode.StopGradsExecutor).
+func (ex *executor) StopGrads() bool { return true }
+
 // Run performs job j on the device.
 func (ex *executor) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
 	if ctx == nil {

@@ -265,6 +265,11 @@ type shard struct {
 // times (ode.StartTimesExecutor).
 func (m *multiExecutor) StartTimes() bool { return true }
 
+// StopGrads reports that the shards' records of a loss or a gradient
+// with ode.Job.StopOnStiff complete the trajectories that end OK, whose
+// terms the gathered run adds in index order (ode.StopGradsExecutor).
+func (m *multiExecutor) StopGrads() bool { return true }
+
 // Run splits job j over the devices, runs the shards concurrently and
 // gathers their results. The first error (in device order) of a device
 // cancels the others and is returned.

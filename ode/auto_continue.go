@@ -683,6 +683,7 @@ func (sv *Solver) chainLoss(ctx context.Context, op Op, q *problem, loss *Loss, 
 		return err
 	}
 	q2.y0, q2.Y0, q2.t0s = sg.y1, sg.y1, sg.ts
+	q2.omit |= OmitStates | OmitStats // (its gradient alone is read: the replay's states are out's)
 	g2, err := alt.runPlan(ctx, OpGrad, q2, cotangentLoss(d, K, data2), alt.segMesh(m2, q2), sg.reuse(q, OpGrad, nil, false), 1, nil)
 	if err != nil {
 		return err
@@ -741,6 +742,9 @@ func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out,
 	if err != nil {
 		return err
 	}
+	// Of its result only the gradient is read: its final states (y_s,
+	// known) and counts (a replay's) stay on the engine (Job.Omit).
+	q1.omit |= OmitStates | OmitStats
 	reuse := sg.reuse(q, OpGrad, nil, false)
 	if g := sg.grads; g != nil && len(g.GradY0) >= k*d && len(g.GradP) >= k*np {
 		// The first pass's gradient arrays, which no one reads (the spare

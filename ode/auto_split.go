@@ -25,9 +25,12 @@ import (
 // ordinary jobs.
 //
 // A loss or a gradient needs sums without the stopped trajectories: the
-// Tsit5 part is replayed on the first pass's mesh (see runAutoSplit), its
-// columns gathered where the engine keeps that mesh (ColumnSteps: a GPU
-// engine's device), else on the host.
+// Tsit5 part is the first pass's rows of the others where the engine
+// completed them beside the stopped ones (StopGradsExecutor: the GPU
+// engines) and no shared parameter's gradient is asked (keptPart), else
+// replayed on the first pass's mesh (see runAutoSplit), its columns
+// gathered where the engine keeps that mesh (ColumnSteps: a GPU engine's
+// device), else on the host.
 //
 // Sums over the trajectories (the loss, the shared gradient) are the
 // parts' own, each summed by its engine in its rows' index order, then
@@ -137,14 +140,15 @@ func (sv *Solver) subOf(q *problem, loss *Loss, idx []int) (*problem, *Loss, err
 // Solve and Record keep the first pass's rows that finished (OK or
 // failed). A loss or a gradient keeps a Tsit5 pass only if every one of
 // its trajectories finished OK, its sums being whole only then: the rows
-// that did are run again without the stiff ones, on the first pass's
-// mesh where it holds all of them (a replay: no trial steps, the same
-// map), else recorded again (Tsit5 takes the same steps on them) until
-// a pass is clean; an engine that stops the others when one trajectory
-// stops (NotRun) costs a pass per stop. A trajectory
-// that fails (neither OK nor stiff) ends the operation: the result then
-// has the failures' statuses and NotRun elsewhere, and its caller reports
-// them.
+// that did are the first pass's where its engine completed them beside
+// the stiff ones (keptPart: no job), else run again without the stiff
+// ones, on the first pass's mesh where it holds all of them (a replay:
+// no trial steps, the same map), else recorded again (Tsit5 takes the
+// same steps on them) until a pass is clean; an engine that stops the
+// others when one trajectory stops (NotRun) costs a pass per stop. A
+// trajectory that fails (neither OK nor stiff) ends the operation: the
+// result then has the failures' statuses and NotRun elsewhere, and its
+// caller reports them.
 func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Loss, reuse *Result, scale float64) (*Result, *Solver, error) {
 	var mem autoMem
 	passedBack := reuse != nil && reuse.Mesh != nil && lazyAuto(reuse.Mesh)
@@ -182,6 +186,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	var parts []autoPart
 	var stiff []int
 	var stops []autoStop
+	kept := false     // a part is the first pass's rows (keptPart), its mesh that pass's
 	cur := []int(nil) // the rows of q that res holds (nil: all)
 	at := func(j int) int {
 		if cur == nil {
@@ -247,6 +252,17 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		if len(next) == 0 {
 			break
 		}
+		if whole && cur == nil && len(next) == len(done) {
+			// The first pass finished every other trajectory: where the
+			// engine completed their loss and gradient as it stopped the
+			// stiff ones (StopGradsExecutor), that pass's rows of them
+			// are the part, as a replay of their steps would give them.
+			if kp := sv.keptPart(op, q, res, done); kp != nil {
+				parts = append(parts, *kp)
+				kept = true
+				break
+			}
+		}
 		sq, sl, err := sv.subOf(q, loss, next)
 		if err != nil {
 			return nil, sv, err
@@ -297,7 +313,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		sg.release()
 		sg.done2(nil) // where no record took it
 		var spare *Mesh
-		if whole && first.Mesh != nil && first.Mesh.Resident != sg.r1 {
+		if whole && first.Mesh != nil && first.Mesh.Resident != sg.r1 && !kept {
 			// The first pass's mesh, whose rows the parts took (gathered
 			// where the engine keeps it, or on the host), is no part's:
 			// its steps left on the engine go back now, or, in a loop
@@ -351,6 +367,47 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	clean := whole && allOK(rs.Status)
 	out := mergeAuto(q, op, parts, clean, recorded)
 	return out, sv, nil
+}
+
+// StopGradsExecutor is implemented by an Executor whose records of a
+// loss or a gradient with Job.StopOnStiff complete the trajectories that
+// end OK beside the ones they stop: those trajectories' rows of GradY0
+// and GradP are their gradient, bit for bit what a replay of their steps
+// alone gives, and Loss is the sum of their terms alone in index order
+// (the others' terms 0), times Scale. StopGrads reports whether it does
+// (true for the GPU engine's executor; the CPU engine's leaves a chunk
+// with a stopped trajectory without a gradient). Method Auto then keeps
+// its Tsit5 pass's rows of the trajectories that did not stop instead of
+// replaying them (runAutoSplit, keptPart).
+type StopGradsExecutor interface {
+	Executor
+	StopGrads() bool
+}
+
+// keptPart returns the part of the trajectories done (increasing: every
+// one of the first pass res, of all q.n trajectories, that is not stiff,
+// all OK) as res holds them, where the solver's executor completes them
+// (StopGradsExecutor), res was not served by another engine and holds
+// its mesh and, for a gradient, the rows of GradY0 and GradP and no
+// shared parameter's (whose sum over them is the engine's reduction, not
+// the one of a replay of them alone: the parts' sums stay as they were,
+// bit for bit); else nil (runAutoSplit replays them: replayPart). Its
+// result is a copy of res without the failures' last steps and states,
+// as a replay has none. No engine work: the part's loss is res's, whose
+// stopped trajectories' terms are 0, so the same sum (x + 0 = x, and a
+// sum from +0 is never −0).
+func (sv *Solver) keptPart(op Op, q *problem, res *Result, done []int) *autoPart {
+	e, ok := sv.exec.(StopGradsExecutor)
+	if !ok || !e.StopGrads() || res.Engine != "" || res.Mesh == nil || len(res.Status) != q.n {
+		return nil
+	}
+	n, d, np := q.n, q.Field.Dim, q.Field.Params
+	if op == OpGrad && (q.Field.Shared > 0 || len(res.GradY0) < n*d || len(res.GradP) < n*np) {
+		return nil
+	}
+	r := *res
+	r.LastH, r.LastY = nil, nil
+	return &autoPart{idx: done, rows: done, res: &r}
 }
 
 // replayPart runs op (a loss or a gradient) for the sub-problem sq of
@@ -860,7 +917,8 @@ func (m *autoMem) release() {
 // record's; of a mixed one's (mergedSteps: a part replayed with Tsit5,
 // a part continued) the columns gathered for both parts, the Rodas5P
 // record's mesh, and the pass's mesh where the merged mesh kept it
-// (mergedSteps.spare). m's steps are then marked released without
+// (mergedSteps.spare) or where its Tsit5 part is the pass's rows
+// (keptPart: the pass's mesh is that part's). m's steps are then marked released without
 // releasing that memory, which is the caller's now. Else it returns no
 // memory and m is as it was.
 func takeAutoMem(m *Mesh) autoMem {
@@ -917,6 +975,11 @@ func (s *mergedSteps) take() autoMem {
 	}
 	s.released = true
 	mem := autoMem{pass: s.spare, tsit: tsit.Resident, stops: m1.Resident, rodas: m2, host: host}
+	if tsit.N == s.n && s.spare == nil {
+		// The Tsit5 part is the pass's rows (keptPart): its mesh, of
+		// every trajectory, is the next pass's to record into.
+		mem.pass, mem.tsit = tsit, nil
+	}
 	s.resident, s.spare = nil, nil
 	return mem
 }
