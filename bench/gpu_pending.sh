@@ -719,15 +719,23 @@ for r in 1 2; do
 	t bound-main-$r 40 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 400x
 	TB=/tmp/base.test t bound-base-$r 40 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 400x
 done
+# Method Auto keeping its Tsit5 pass's rows of the trajectories that did
+# not stop (H1): its tests, then Auto against Rodas5P, main and 79f0f18
+# alternated.
+t auto-tests 60 -test.v -test.run 'TestGPUAutoContinue|TestGPUAutoKeptGrads'
+for r in 1 2; do
+	t auto-main-$r 30 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x -test.benchmem
+	TB=/tmp/base.test t auto-base-$r 30 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x -test.benchmem
+done
 t halves 60 -test.run '^$' -test.bench 'GPUCallHalves' -test.benchtime 200x -test.count 2
 t scatter 60 -test.run '^$' -test.bench 'Scatter$|ScatterStatus' -test.benchtime 400x -test.cpu 4,8,16
-t split-units-wide 150 -test.v -test.run 'TestGPUSplitUnits/(pollution|hires)/default-units'
-t regs-poll 120 -test.run XXX -test.bench 'GPUWideRegs/grad/pollution/(s64|s64-b0)$' -test.benchtime 5x
 echo "=== gpu-large"
 timeout 200 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
 	-problems pollution,hires,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
 el $?
 tail -8 "$out/l/large.log"
+t split-units-wide 150 -test.v -test.run 'TestGPUSplitUnits/(pollution|hires)/default-units'
+t regs-poll 120 -test.run XXX -test.bench 'GPUWideRegs/grad/pollution/(s64|s64-b0)$' -test.benchtime 5x
 fi
 
 if [ "$part" = s42split ]; then
