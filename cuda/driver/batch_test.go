@@ -12,14 +12,7 @@ import (
 // about 2.5 ms on the bus, whose last MiB the caller clears first. It
 // skips without a GPU.
 func TestBatchWaitsQueued(t *testing.T) {
-	d, err := Open(0)
-	if errors.Is(err, ErrNoGPU) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openDevice(t)
 	const n = 64 << 20
 	src, err := d.HostAlloc(n)
 	if err != nil {
@@ -60,4 +53,19 @@ func TestBatchWaitsQueued(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openDevice opens device 0 for a test, closed when the test ends; it
+// skips the test without a GPU.
+func openDevice(t *testing.T) *Device {
+	t.Helper()
+	d, err := Open(0)
+	if errors.Is(err, ErrNoGPU) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }

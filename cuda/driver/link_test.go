@@ -79,14 +79,7 @@ func TestBuildUnits(t *testing.T) {
 	if _, err := loadNVRTC(); err != nil {
 		t.Skip(err)
 	}
-	d, err := Open(0)
-	if errors.Is(err, ErrNoGPU) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openDevice(t)
 	t.Setenv(cacheEnv, t.TempDir())
 	set := &CompileSettings{Name: "gs_link_probe.cu"}
 	if d.CachedUnits(linkUnits, set) {
@@ -140,7 +133,7 @@ func TestBuildUnits(t *testing.T) {
 	}
 
 	bad := []Unit{linkUnits[0], {Name: "gs_broken", Source: "__device__ double gs_twice_plus(double v) { return v +; }\n"}}
-	_, _, err = d.BuildUnits(bad, &CompileSettings{NoCache: true})
+	_, _, err := d.BuildUnits(bad, &CompileSettings{NoCache: true})
 	var ue *UnitError
 	if !errors.As(err, &ue) || ue.Unit != "gs_broken" || !strings.Contains(err.Error(), "gs_broken") {
 		t.Errorf("a unit that fails to compile gave %v, want a *UnitError naming gs_broken", err)
@@ -262,15 +255,8 @@ func TestBuildUnitsRegs(t *testing.T) {
 	if _, err := loadNVRTC(); err != nil {
 		t.Skip(err)
 	}
-	d, err := Open(0)
-	if errors.Is(err, ErrNoGPU) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	_, _, err = d.BuildUnits(heavyUnits, &CompileSettings{NoCache: true})
+	d := openDevice(t)
+	_, _, err := d.BuildUnits(heavyUnits, &CompileSettings{NoCache: true})
 	t.Logf("bounded kernel, callee uncapped: %v", err)
 	capped := []Unit{{Name: "kernel", Source: "#define GS_UNITS 1\n" + heavyUnits[0].Source}, heavyUnits[1]}
 	m, _, err := d.BuildUnits(capped, &CompileSettings{NoCache: true, Options: []string{"--maxrregcount=128"}})
