@@ -255,7 +255,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = s43d ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -736,6 +736,32 @@ el $?
 tail -8 "$out/l/large.log"
 t split-units-wide 150 -test.v -test.run 'TestGPUSplitUnits/(pollution|hires)/default-units'
 t regs-poll 120 -test.run XXX -test.bench 'GPUWideRegs/grad/pollution/(s64|s64-b0)$' -test.benchtime 5x
+fi
+
+if [ "$part" = s43c ]; then
+# Session 43's third call. 1. compute-sanitizer's memcheck on the source
+# that made the thread layout's d = 64 saves wrong (382738d, its
+# TestGPUThreadSaves/fresh) and on main's: an out-of-bounds access would
+# name the mechanism. 2. The first Grad compiled cold in units now that
+# every unit shares the kernel's register cap (Pollution, HIRES,
+# Lorenz-96 d = 64 with Rodas5P; units on and off, each on an empty cache).
+gunzip -c $bin/ts-382738d.test.gz >/tmp/ts-382738d.test && chmod +x /tmp/ts-382738d.test
+for b in ts-382738d main; do
+	tb=/tmp/$b.test
+	[ $b = main ] && tb=$bin/cuda.test
+	echo "=== memcheck $b"
+	timeout 150 compute-sanitizer --tool memcheck --print-limit 10 $tb -test.v -test.run 'TestGPUThreadSaves/fresh$' \
+		>"$out/l/memcheck-$b.log" 2>&1
+	el $?
+	grep -E "^=========|--- |entries differ" "$out/l/memcheck-$b.log" | head -16
+done
+for c in pollution-Rodas5P hires-Rodas5P lorenz96-64-Rodas5P; do
+	echo "=== cold units $c"
+	GS_COLDSTART_PHASES=units GS_COLDSTART_ONLY=$c GS_COLDSTART_BUDGET=600 GS_COLDSTART_JSON="$out/l/cold-units-$c.json" \
+		timeout 120 "$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/cold-units-$c.log" 2>&1
+	el $?
+	grep -hE "units  |FAIL|^ok" "$out/l/cold-units-$c.log" | cut -c1-230
+done
 fi
 
 if [ "$part" = s42split ]; then
