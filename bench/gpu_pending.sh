@@ -741,24 +741,23 @@ fi
 if [ "$part" = s43c ]; then
 # Session 43's third call. 1. compute-sanitizer's memcheck on the source
 # that made the thread layout's d = 64 saves wrong (382738d, its
-# TestGPUThreadSaves/fresh) and on main's: an out-of-bounds access would
-# name the mechanism. 2. The first Grad compiled cold in units now that
-# every unit shares the kernel's register cap (Pollution, HIRES,
-# Lorenz-96 d = 64 with Rodas5P; units on and off, each on an empty cache).
+# TestGPUThreadSaves/fresh): an out-of-bounds access would name the
+# mechanism. 2. The first Grad compiled cold in units now that every unit
+# shares the kernel's register cap (Pollution with Rodas5P, or COLD_UNITS'
+# cases; units on and off, each on an empty cache).
 gunzip -c $bin/ts-382738d.test.gz >/tmp/ts-382738d.test && chmod +x /tmp/ts-382738d.test
-for b in ts-382738d main; do
+for b in ts-382738d; do
 	tb=/tmp/$b.test
-	[ $b = main ] && tb=$bin/cuda.test
 	echo "=== memcheck $b"
 	timeout 150 compute-sanitizer --tool memcheck --print-limit 10 $tb -test.v -test.run 'TestGPUThreadSaves/fresh$' \
 		>"$out/l/memcheck-$b.log" 2>&1
 	el $?
 	grep -E "^=========|--- |entries differ" "$out/l/memcheck-$b.log" | head -16
 done
-for c in pollution-Rodas5P hires-Rodas5P lorenz96-64-Rodas5P; do
+for c in ${COLD_UNITS:-pollution-Rodas5P}; do
 	echo "=== cold units $c"
 	GS_COLDSTART_PHASES=units GS_COLDSTART_ONLY=$c GS_COLDSTART_BUDGET=600 GS_COLDSTART_JSON="$out/l/cold-units-$c.json" \
-		timeout 120 "$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/cold-units-$c.log" 2>&1
+		timeout 110 "$bin/cuda.test" -test.run TestGPUColdStart -test.v -test.timeout 590s >"$out/l/cold-units-$c.log" 2>&1
 	el $?
 	grep -hE "units  |FAIL|^ok" "$out/l/cold-units-$c.log" | cut -c1-230
 done
