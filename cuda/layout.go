@@ -224,7 +224,8 @@ type Tuning struct {
 	// WideMinBlocks, if positive, declares a wide-layout kernel's launch
 	// bounds: at least WideMinBlocks blocks of kernelgen.WideWarps warps
 	// per multiprocessor, so that ptxas caps the registers of a thread
-	// (6: 168, 7: 144, 8: 128), spilling past the cap, for occupancy
+	// (6: 168, 7 and 8: 128; kernelgen.BoundsRegs), spilling past the
+	// cap, for occupancy
 	// (kernelgen.Config.WideMinBlocks). Zero means as many blocks as the
 	// device's shared memory lets run at once, at most 7 (wideMinBlocks:
 	// HIRES's wide gradient kernel 1.6× faster on an H100); negative, no
@@ -446,8 +447,8 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 
 // wideMaxMinBlocks is the most blocks per multiprocessor a wide-layout
 // kernel's launch bounds ask for by default (wideMinBlocks): 7 blocks of
-// kernelgen.WideWarps warps cap a thread's registers at 144 (ptxas
-// allocated 128). Measured on an H100 (BenchmarkGPUWideRegs, session 42,
+// kernelgen.WideWarps warps cap a thread's registers at 128
+// (kernelgen.BoundsRegs). Measured on an H100 (BenchmarkGPUWideRegs, session 42,
 // kernel ms without bounds / 6 / 7 blocks): HIRES 67.8 / 53.1 / 43.1,
 // Lorenz-96 d = 64 0.88 / 1.06 / 0.84, d = 256 5.23 / 5.03 / 5.02;
 // Pollution (session 41) 23.58 / 20.52 / –.
