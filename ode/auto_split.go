@@ -369,21 +369,6 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	return out, sv, nil
 }
 
-// StopGradsExecutor is implemented by an Executor whose records of a
-// loss or a gradient with Job.StopOnStiff complete the trajectories that
-// end OK beside the ones they stop: those trajectories' rows of GradY0
-// and GradP are their gradient, bit for bit what a replay of their steps
-// alone gives, and Loss is the sum of their terms alone in index order
-// (the others' terms 0), times Scale. StopGrads reports whether it does
-// (true for the GPU engine's executor; the CPU engine's leaves a chunk
-// with a stopped trajectory without a gradient). Method Auto then keeps
-// its Tsit5 pass's rows of the trajectories that did not stop instead of
-// replaying them (runAutoSplit, keptPart).
-type StopGradsExecutor interface {
-	Executor
-	StopGrads() bool
-}
-
 // keptPart returns the part of the trajectories done (increasing: every
 // one of the first pass res, of all q.n trajectories, that is not stiff,
 // all OK) as res holds them, where the solver's executor completes them

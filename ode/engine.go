@@ -113,6 +113,21 @@ type StartTimesExecutor interface {
 	StartTimes() bool
 }
 
+// StopGradsExecutor is implemented by an Executor whose records of a
+// loss or a gradient with Job.StopOnStiff complete the trajectories that
+// end OK beside the ones they stop: those trajectories' rows of GradY0
+// and GradP are their gradient, bit for bit what a replay of their steps
+// alone gives, and Loss is the sum of their terms alone in index order
+// (the others' terms 0), times Scale. StopGrads reports whether it does
+// (true for the GPU engine's executor; the CPU engine's leaves a chunk
+// with a stopped trajectory without a gradient). Method Auto then keeps
+// its Tsit5 pass's rows of the trajectories that did not stop instead of
+// replaying them (runAutoSplit, keptPart).
+type StopGradsExecutor interface {
+	Executor
+	StopGrads() bool
+}
+
 // ErrInput is wrapped by the error of an Executor's Run whose checks of
 // the job's inputs (Job.Checks, see CheckingExecutor) failed.
 var ErrInput = errors.New("an input failed the executor's checks")
