@@ -744,7 +744,11 @@ if [ "$part" = s43c ]; then
 # TestGPUThreadSaves/fresh): an out-of-bounds access would name the
 # mechanism. 2. The first Grad compiled cold in units now that every unit
 # shares the kernel's register cap (Pollution with Rodas5P, or COLD_UNITS'
-# cases; units on and off, each on an empty cache).
+# cases; units on and off, each on an empty cache). The 382738d binary:
+# a worktree at 382738d with TestGPUThreadSaves' fresh case (cuda/
+# wide_test.go) copied into cuda/zz_threadsaves_test.go, built with
+# CGO_ENABLED=0 go test -c -ldflags='-s -w', gzipped into
+# .gpu/bin/ts-382738d.test.gz.
 gunzip -c $bin/ts-382738d.test.gz >/tmp/ts-382738d.test && chmod +x /tmp/ts-382738d.test
 for b in ts-382738d; do
 	tb=/tmp/$b.test
