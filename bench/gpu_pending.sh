@@ -712,7 +712,8 @@ TB=$bin/driver.test t link 60 -test.v -test.run 'TestBuildUnits|TestBuildUnitsRe
 grep -hE 'linker|regs|registers' "$out/l/link.log" | head -6
 # The call bound at n = 32768 (issue 23; H2's status pass in functions of
 # their own), main against 79f0f18 (before it) alternated; the copy back
-# in halves scattered as they land (Tuning.midHalves, off); the scatter
+# in halves scattered as they land (Tuning.midHalves, removed after this
+# call: slower); the scatter
 # alone on 4, 8 and 16 cores (host only).
 gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
 for r in 1 2; do

@@ -50,11 +50,11 @@ const proposedSplitFrom = 256 << 10
 // call 2.54 s against 8.27 s), its kernels warm 0.008 s against 0.006 s
 // (one run); Pollution's units compiled in 13.96 s against 30.66 s, then
 // failed to link (its wide kernel's register cap: Config.UnitRegs, since
-// fixed, not yet run on a device), and HIRES, the Brusselator and
-// Lorenz-96 d = 64 were not measured in units. A default needs the
-// device's TestGPUSplitUnits (units and one unit bit for bit) and the
-// cold and warm times of those kernels in units (bench/gpu_pending.sh
-// s42split, s42split-check).
+// fixed: session 43's TestGPUSplitUnits ran Pollution's and HIRES's wide
+// units bit for bit against one unit). HIRES, the Brusselator and
+// Lorenz-96 d = 64 have no cold or warm times in units yet, nor
+// Pollution since the fix: a default needs them (bench/gpu_pending.sh
+// s42split, s43c) and the rest of TestGPUSplitUnits (s42split-check).
 
 // defaultSplitFrom is Tuning.SplitFrom's default: never, until a device
 // has measured what a call costs a split kernel warm (its step programs

@@ -1583,7 +1583,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		chunk = 0
 	}
 	nc := 1 // kernels, one clock each
-	if chunk > 0 && r.chunkLaunches() && !r.oneKernelHalves(n) {
+	if chunk > 0 && r.chunkLaunches() {
 		nc = (nb + chunk - 1) / chunk
 	}
 	staged := r.stagesByChunk(n, chunk, nc, &l, bc)
@@ -1778,11 +1778,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			}
 		}
 		if chunk > 0 {
-			var after []clock // with oneKernelHalves: each half's copies queued at once behind the kernel
-			if nc == 1 && r.oneKernelHalves(n) {
-				after = []clock{c, c}
-			}
-			return r.readChunks(down, &at, ar, n, &l, chunk, ready, after)
+			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
 		}
 		at := int64(0)
 		base := ar.addr // of out's spans (kept: the shared sums, in the kept results)
@@ -1974,8 +1970,7 @@ const defaultPipeMin = 1 << 18
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of
 // a chunk of the results of a launch of n trajectories copied back and
-// scattered in turn, or 0 where the launch copies them back at once
-// (also in halves below pipeMin with Tuning.midHalves: oneKernelHalves).
+// scattered in turn, or 0 where the launch copies them back at once.
 func (r *run) pipeChunk(n int) int {
 	c := defaultPipeChunk
 	if t := r.ex.tun.pipeChunk; t > 0 {
@@ -1989,27 +1984,10 @@ func (r *run) pipeChunk(n int) int {
 	if t := r.ex.tun.pipeMin; t > 0 {
 		low = t
 	}
-	if nb := (n + r.rb - 1) / r.rb; n >= low && nb >= 2 || r.oneKernelHalves(n) {
+	if nb := (n + r.rb - 1) / r.rb; n >= low && nb >= 2 {
 		return (nb + 1) / 2 // two halves
 	}
 	return 0
-}
-
-// oneKernelHalves reports whether the results of a launch of n
-// trajectories, too small for pipeMin's halves, come back in two halves
-// after its one kernel (Tuning.midHalves, off by default): each half's
-// columns queued at once behind the kernel (readAfter), the first half
-// scattered while the second is copied. At 32,768 Lorenz trajectories on
-// an H100 the results' copy (0.19 ms) and their scatter (0.175 ms) ran
-// one after the other (session 42); the halves cost a copy a column of
-// each array instead of one copy of all.
-func (r *run) oneKernelHalves(n int) bool {
-	m := r.ex.tun.midHalves
-	low := defaultPipeMin
-	if t := r.ex.tun.pipeMin; t > 0 {
-		low = t
-	}
-	return m > 0 && n >= m && n < low && n >= 2*r.rb
 }
 
 // chunkLaunches reports whether a launch whose results come back in

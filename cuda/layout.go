@@ -290,11 +290,6 @@ type Tuning struct {
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
-	// midHalves, if positive, is the smallest launch below pipeMin whose
-	// results come back in halves after its one kernel, the first half
-	// scattered while the second is copied (oneKernelHalves); zero: none,
-	// as by default, for the device's comparison (BenchmarkGPUCallHalves).
-	midHalves int
 }
 
 // envTuning returns the Tuning of the environment, read once per process.

@@ -30,27 +30,6 @@ func BenchmarkScatter(b *testing.B) {
 	}
 }
 
-// BenchmarkGPUCallHalves is BenchmarkGPUCallBound at 8,192, 32,768 and
-// 65,536 trajectories with the results copied back at once after the
-// kernel and scattered ("one", the default) and in two halves after the
-// one kernel, the first half scattered while the second is copied
-// ("halves": Tuning.midHalves, oneKernelHalves). Run with -count to
-// alternate them:
-//
-//	cuda.test -test.run '^$' -test.bench 'BenchmarkGPUCallHalves' -test.benchtime 200x -test.count 3
-func BenchmarkGPUCallHalves(b *testing.B) {
-	needGPUEngine(b)
-	for _, n := range []int{1 << 13, 1 << 15, 1 << 16} {
-		for _, halves := range []bool{false, true} {
-			name, tun := fmt.Sprintf("n=%d/one", n), Tuning{}
-			if halves {
-				name, tun = fmt.Sprintf("n=%d/halves", n), Tuning{midHalves: 1 << 12}
-			}
-			b.Run(name, func(b *testing.B) { reportCallBound(b, timeGradCalls(b, n, tun, 0)) })
-		}
-	}
-}
-
 func benchScatter(b *testing.B, n int) {
 	c := lorenzCallCase(n)
 	c.set.Engine = hostWork.name

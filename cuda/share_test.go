@@ -173,31 +173,6 @@ func TestHostEnginePipelined(t *testing.T) {
 			}
 		})
 	}
-	// A launch under pipeMin with Tuning.midHalves: its results come
-	// back in two halves after its one kernel (oneKernelHalves), each
-	// half's copies queued behind the kernel, with and without reruns.
-	for _, rows := range rowsOf {
-		t.Run(fmt.Sprintf("midhalves/rows=%d", rows), func(t *testing.T) {
-			tun := Tuning{midHalves: 1024, firstRows: rows}
-			mid := h.solver(t, tuned(t, "cuda-host", tun))
-			plain := h.solver(t, tuned(t, "cuda-host", Tuning{firstRows: rows}))
-			sameRuns(t, h, mid, plain)
-			var trm, tr Trace
-			if _, err := mid.GradContext(WithTrace(context.Background(), &trm), nil, &h.prob, h.loss, nil); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := plain.GradContext(WithTrace(context.Background(), &tr), nil, &h.prob, h.loss, nil); err != nil {
-				t.Fatal(err)
-			}
-			if p, q := trm.Stats().Launches, tr.Stats().Launches; p != q {
-				t.Errorf("%d kernels in halves after one kernel, %d whole: want as many", p, q)
-			}
-			r := &run{ex: &executor{tun: tun}, rb: resultBlockOf(h.prob.N)}
-			if n, nb := h.prob.N, (h.prob.N+r.rb-1)/r.rb; !r.oneKernelHalves(n) || r.pipeChunk(n) != (nb+1)/2 {
-				t.Errorf("n %d, blocks of %d: halves after one kernel %t, chunks of %d blocks", n, r.rb, r.oneKernelHalves(n), r.pipeChunk(n))
-			}
-		})
-	}
 	// A shared parameters' gradient (summed over the kernels of the
 	// chunks), also with the kernels on a simulated warp.
 	// Chunks of the smallest result block, 1,024 trajectories: 5 kernels.
