@@ -903,9 +903,9 @@ func (m *autoMem) release() {
 // a part continued) the columns gathered for both parts, the Rodas5P
 // record's mesh, and the pass's mesh where the merged mesh kept it
 // (mergedSteps.spare) or where its Tsit5 part is the pass's rows
-// (keptPart: the pass's mesh is that part's). m's steps are then marked released without
-// releasing that memory, which is the caller's now. Else it returns no
-// memory and m is as it was.
+// (keptPart: the pass's mesh is that part's). m's steps are then marked
+// released without releasing that memory, which is the caller's now.
+// Else it returns no memory and m is as it was.
 func takeAutoMem(m *Mesh) autoMem {
 	switch s := m.Resident.(type) {
 	case *autoSteps:
