@@ -11,10 +11,11 @@ import (
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
-// saveCotsCases are TestHostSaveCots' cases: a gradient with 30 save
-// times (40 for Kepler) whose loss is, or is not (fused false), a sum of
-// terms of one save time each (kernelgen's savecot.go).
-func saveCotsCases() []struct {
+// saveCotsCases are TestHostSaveCots' cases of n trajectories: a
+// gradient with 30 save times (40 for Kepler) whose loss is, or is not
+// (fused false), a sum of terms of one save time each (kernelgen's
+// savecot.go).
+func saveCotsCases(n int) []struct {
 	c     engineCase
 	fused bool
 } {
@@ -28,7 +29,7 @@ func saveCotsCases() []struct {
 		c.prob.Field.Name = name
 		return c
 	}
-	weighted := saves(lorenzCase(6, 1e-7), "lorenz-weighted")
+	weighted := saves(lorenzCase(n, 1e-7), "lorenz-weighted")
 	// Weights by component (k%3 is the component at d = 3), a term of
 	// the final state besides.
 	weighted.loss = ode.Loss{Name: "weighted-loss", F: func(y, ys, _ []tape.V) tape.V {
@@ -41,11 +42,11 @@ func saveCotsCases() []struct {
 	vern := weighted
 	vern.name += "-vern7"
 	vern.set.Method = ode.Vern7
-	data := saves(lorenzCase(6, 1e-7), "lorenz-data")
+	data := saves(lorenzCase(n, 1e-7), "lorenz-data")
 	r := rand.New(rand.NewPCG(7, 8))
 	// Squared distances from each save time's data row, weighted by a
 	// parameter (read at every save time), and a mean.
-	data.loss = ode.Loss{Name: "data-loss", Mean: true, DataDim: 3 * k, Data: make([]float64, 6*3*k),
+	data.loss = ode.Loss{Name: "data-loss", Mean: true, DataDim: 3 * k, Data: make([]float64, n*3*k),
 		FP: func(y, ys, d, p, _ []tape.V) tape.V {
 			s := p[1].Mul(y[0])
 			for k, x := range ys {
@@ -56,7 +57,7 @@ func saveCotsCases() []struct {
 	for j := range data.loss.Data {
 		data.loss.Data[j] = 10 * r.Float64()
 	}
-	shared := saves(lorenzSharedCase(6), "lorenz-shared-saves")
+	shared := saves(lorenzSharedCase(n), "lorenz-shared-saves")
 	// The terms read a shared parameter and the final state.
 	shared.loss = ode.Loss{Name: "shared-saves-loss", Mean: true, FP: func(y, ys, _, p, s []tape.V) tape.V {
 		u := s[0].Mul(y[1]).Add(p[0])
@@ -67,7 +68,7 @@ func saveCotsCases() []struct {
 	}}
 	// Weights that do not repeat with the save times (k%5 at d = 3): each
 	// save time's cotangents a function of its own.
-	uneven := saves(lorenzCase(6, 1e-7), "lorenz-uneven")
+	uneven := saves(lorenzCase(n, 1e-7), "lorenz-uneven")
 	uneven.loss = ode.Loss{Name: "uneven-loss", F: func(_, ys, _ []tape.V) tape.V {
 		s := ys[0].Square()
 		for k, x := range ys[1:] {
@@ -76,7 +77,7 @@ func saveCotsCases() []struct {
 		return s
 	}}
 	// The square of a sum: every cotangent reads every save time.
-	mixed := saves(lorenzCase(6, 1e-7), "lorenz-mixed")
+	mixed := saves(lorenzCase(n, 1e-7), "lorenz-mixed")
 	mixed.loss = ode.Loss{Name: "mixed-loss", F: func(_, ys, _ []tape.V) tape.V {
 		s := ys[0]
 		for _, x := range ys[1:] {
@@ -85,7 +86,7 @@ func saveCotsCases() []struct {
 		return s.Square()
 	}}
 	kepler := keplerSavesCase(40)
-	kepler.prob.N = 8
+	kepler.prob.N = n
 	return []struct {
 		c     engineCase
 		fused bool
@@ -103,7 +104,7 @@ func saveCotsCases() []struct {
 func TestHostSaveCots(t *testing.T) {
 	needHost(t)
 	stored := Tuning{StoreSaveCots: true}
-	for _, tc := range saveCotsCases() {
+	for _, tc := range saveCotsCases(6) {
 		c := tc.c
 		t.Run(c.name, func(t *testing.T) {
 			src, info := kernelSourceInfo(t, c, ode.OpGrad, func(*kernelgen.Config) {})
@@ -147,6 +148,29 @@ func TestHostSaveCots(t *testing.T) {
 			}
 			if c.name != "kepler-saves" { // (its orbits amplify the host libm's last bits: the Lorenz cases compare)
 				compareEngines(t, "cuda-host", c, caseOpts{ops: []string{"grad", "gradmesh"}})
+			}
+		})
+	}
+}
+
+// TestGPUSaveCots is TestHostSaveCots' comparisons on the device
+// ("cuda", 1,000 trajectories): the save times' cotangents computed in
+// the sweep against the stored ones (Tuning.StoreSaveCots) bit for bit,
+// and against the CPU engine.
+//
+//	cuda.test -test.run 'TestGPUSaveCots' -test.v
+func TestGPUSaveCots(t *testing.T) {
+	needGPUEngine(t)
+	stored := tuned(t, "cuda", Tuning{StoreSaveCots: true})
+	for _, tc := range saveCotsCases(1000) {
+		c := tc.c
+		if !tc.fused {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			sameRuns(t, c, c.solver(t, "cuda"), c.solver(t, stored))
+			if c.name != "kepler-saves" {
+				compareEngines(t, "cuda", c, caseOpts{ops: []string{"grad", "gradmesh"}})
 			}
 		})
 	}

@@ -48,14 +48,20 @@ type saveCots struct {
 	rest *tape.Program
 	// comp[c] computes dL/dys[k,c] from its inputs (one output); args[c]
 	// are the C expressions of its per-trajectory inputs, in order, in
-	// gs_save_cot's parameters (sh, y, ys, n, i, data, p) and k.
+	// gs_save_cot's parameters (sh, y, ys, n, i, data, p) and k; from[c]
+	// are those inputs' inputs of the gradient program.
 	comp []*tape.Program
 	args [][]string
+	from [][]saveCotIn
 	// strided are the C expressions of the ensemble's arrays that save
 	// time k's cotangents read that move with k (ys, data), for
 	// gs_save_cot_prefetch.
 	strided []string
 }
+
+// saveCotIn is an input of a save time's cotangent program: input in0 +
+// step·k of the gradient program at save time k.
+type saveCotIn struct{ in0, step int }
 
 // lossShapeOf is the shape of a loss gradient program's inputs and
 // outputs (LossPlan.Grad): state d, save times k, data dd, parameters np;
@@ -117,7 +123,7 @@ func splitSaveCots(g *tape.Program, sh lossShapeOf) (*saveCots, bool) {
 		}
 		return into, true
 	}
-	sc := &saveCots{comp: make([]*tape.Program, d), args: make([][]string, d)}
+	sc := &saveCots{comp: make([]*tape.Program, d), args: make([][]string, d), from: make([][]saveCotIn, d)}
 	var r0, rk []tape.ID
 	s := int32(0)
 	for c := 0; c < d; c++ {
@@ -129,12 +135,9 @@ func splitSaveCots(g *tape.Program, sh lossShapeOf) (*saveCots, bool) {
 		for j, id := range r0 {
 			ref[id] = int32(j + 1)
 		}
-		// sigma[j]: the data stride of cone position j's data input (-1
-		// until save time 1 sets it).
+		// sigma[j]: the data stride of cone position j's data input, set
+		// by save time 1 (0 where K is 1).
 		sigma := make([]int, len(r0))
-		for j := range sigma {
-			sigma[j] = -1
-		}
 		for k := 1; k < K; k++ {
 			s++
 			if rk, ok = cone(g.Outputs[1+d+k*d+c].ID, s, k, rk); !ok || len(rk) != len(r0) {
@@ -160,7 +163,7 @@ func splitSaveCots(g *tape.Program, sh lossShapeOf) (*saveCots, bool) {
 						return nil, false
 					}
 				case in0 >= dataIn && in0 < dataIn+dd:
-					if sigma[j] < 0 {
+					if k == 1 {
 						sigma[j] = in - in0
 					}
 					if in != in0+sigma[j]*k || in < dataIn || in >= dataIn+dd {
@@ -173,10 +176,8 @@ func splitSaveCots(g *tape.Program, sh lossShapeOf) (*saveCots, bool) {
 				}
 			}
 		}
-		for j := range sigma {
-			sigma[j] = max(sigma[j], 0)
-		}
-		sc.comp[c], sc.args[c], sc.strided = saveCotProgram(g, r0, sigma, sh, sc.strided)
+		sc.comp[c], sc.from[c] = saveCotProgram(g, r0, sigma, sh)
+		sc.args[c], sc.strided = saveCotArgs(sc.from[c], sh, sc.strided)
 	}
 	slices.Sort(sc.strided)
 	sc.strided = slices.Compact(sc.strided)
@@ -190,39 +191,29 @@ func splitSaveCots(g *tape.Program, sh lossShapeOf) (*saveCots, bool) {
 // saveCotProgram returns the program of save time k's cotangent whose
 // cone at save time 0 is cone (sorted) in g, its inputs' data strides
 // sigma (by cone position): inputs x0, x1, … (the cone's per-trajectory
-// inputs, in order; their C expressions of k in the arguments returned)
-// and g's shared inputs (in order, read from sh as in g), one output. It
-// appends the expressions of the ensemble's arrays read to strided.
-func saveCotProgram(g *tape.Program, cone []tape.ID, sigma []int, sh lossShapeOf, strided []string) (*tape.Program, []string, []string) {
+// inputs, in order: at save time k, g's inputs from returns) and g's
+// shared inputs (in order, read from sh as in g), one output.
+func saveCotProgram(g *tape.Program, cone []tape.ID, sigma []int, sh lossShapeOf) (*tape.Program, []saveCotIn) {
 	d, K := sh.d, sh.k
-	ysIn, dataIn, pIn := d, d+K*d, d+K*d+sh.dd
+	ysIn, dataIn := d, d+K*d
 	p := &tape.Program{Name: "savecot"}
 	at := make(map[tape.ID]tape.ID, len(cone))
-	var args []string
+	var from []saveCotIn
 	for j, id := range cone {
 		v := &g.Values[id]
 		if v.Op != ops.OpInput || g.Inputs[int(v.Aux)].Shared {
 			continue
 		}
-		in := int(v.Aux)
-		var x string
+		in := saveCotIn{in0: int(v.Aux)}
 		switch {
-		case in < ysIn:
-			x = fmt.Sprintf("y[%d]", in)
-		case in < dataIn:
-			x = fmt.Sprintf("ys[((long long)k * %d + %d) * n + i]", d, in-ysIn)
-			strided = append(strided, x)
-		case in < pIn && sigma[j] == 0:
-			x = fmt.Sprintf("data[%dLL * n + i]", in-dataIn)
-		case in < pIn:
-			x = fmt.Sprintf("data[(%dLL + (long long)k * %d) * n + i]", in-dataIn, sigma[j])
-			strided = append(strided, x)
-		default:
-			x = fmt.Sprintf("p[%d]", in-pIn)
+		case in.in0 >= ysIn && in.in0 < dataIn:
+			in.step = d
+		case in.in0 >= dataIn && in.in0 < dataIn+sh.dd:
+			in.step = sigma[j]
 		}
 		at[id] = tape.ID(len(p.Inputs))
 		p.Inputs = append(p.Inputs, tape.Input{Name: fmt.Sprintf("x%d", len(p.Inputs))})
-		args = append(args, x)
+		from = append(from, in)
 	}
 	for k, in := range g.Inputs {
 		if in.Shared {
@@ -248,7 +239,36 @@ func saveCotProgram(g *tape.Program, cone []tape.ID, sigma []int, sh lossShapeOf
 		p.Values = append(p.Values, tape.Value{Op: v.Op, Aux: v.Aux, Args: args})
 	}
 	p.Outputs = []tape.Output{{Name: "ybar", ID: at[cone[len(cone)-1]]}}
-	return p, args, strided
+	return p, from
+}
+
+// saveCotArgs returns the C expressions of the inputs from of a save
+// time's cotangent program, of k (gs_save_cot's parameters), and appends
+// to strided those of the ensemble's arrays that move with k.
+func saveCotArgs(from []saveCotIn, sh lossShapeOf, strided []string) ([]string, []string) {
+	d, K := sh.d, sh.k
+	ysIn, dataIn, pIn := d, d+K*d, d+K*d+sh.dd
+	args := make([]string, len(from))
+	for j, in := range from {
+		var x string
+		switch {
+		case in.in0 < ysIn:
+			x = fmt.Sprintf("y[%d]", in.in0)
+		case in.in0 < dataIn:
+			x = fmt.Sprintf("ys[((long long)k * %d + %d) * n + i]", d, in.in0-ysIn)
+		case in.in0 < pIn && in.step == 0:
+			x = fmt.Sprintf("data[%dLL * n + i]", in.in0-dataIn)
+		case in.in0 < pIn:
+			x = fmt.Sprintf("data[(%dLL + (long long)k * %d) * n + i]", in.in0-dataIn, in.step)
+		default:
+			x = fmt.Sprintf("p[%d]", in.in0-pIn)
+		}
+		if in.step != 0 {
+			strided = append(strided, x)
+		}
+		args[j] = x
+	}
+	return args, strided
 }
 
 // inputValue returns the value of g's input k.
