@@ -20,7 +20,7 @@
 #   nocoeflam  both: all save-time work of the sweep gone but the
 #              prefetches and the dense reverse
 #   nopf       the sweep's save cotangents not prefetched a step ahead
-#              (gs_prefetch_step's a.tb lines; results unchanged)
+#              (gs_prefetch_step's a.tb or ys lines; results unchanged)
 #   nolosspf   the bound loss's loops not prefetching (reroll.go's
 #              GS_PREFETCH lines; results unchanged)
 #
@@ -45,13 +45,18 @@ mutate() {
 	local f=cuda/internal/kernelgen/adjoint.cuh
 	local coef='s|    const gs_real theta = (a.saveat\[k\] - ts) / h;|    any = true; break;\n&|'
 	local lam='s|for (int c = 0; c < GS_D; c++) lam\[c\] += a.tb\[|if (0) for (int c = 0; c < GS_D; c++) lam[c] += a.tb[|'
+	# (Since session 44 the default kernel computes the save times'
+	# cotangents in the sweep, gs_save_cot: each variant edits that form's
+	# lines too.)
+	local lam2='s|for (int c = 0; c < GS_D; c++) lam\[c\] += sc \* gs_save_cot(|if (0) for (int c = 0; c < GS_D; c++) lam[c] += sc * gs_save_cot(|'
 	case $1 in
 	nosweep) sed -i 's|const int smax = gs_warp_max(act ? len : 0);|const int smax = 0 * gs_warp_max(act ? len : 0);|' "$2/$f" ;;
 	noloss) sed -i 's|      r = gs_a_loss_grad(sh, y, a.ys|      r = gs_lgrad_out{}; if (0) r = gs_a_loss_grad(sh, y, a.ys|' "$2/$f" ;;
 	nocoef) sed -i "$coef" "$2/$f" ;;
-	nolam) sed -i "$lam" "$2/$f" ;;
-	nocoeflam) sed -i -e "$coef" -e "$lam" "$2/$f" ;;
-	nopf) sed -i 's|    for (int c = 0; c < GS_D; c++) GS_PREFETCH(&a.tb|    if (0) for (int c = 0; c < GS_D; c++) GS_PREFETCH(\&a.tb|' "$2/$f" ;;
+	nolam) sed -i -e "$lam" -e "$lam2" "$2/$f" ;;
+	nocoeflam) sed -i -e "$coef" -e "$lam" -e "$lam2" "$2/$f" ;;
+	nopf) sed -i -e 's|    for (int c = 0; c < GS_D; c++) GS_PREFETCH(&a.tb|    if (0) for (int c = 0; c < GS_D; c++) GS_PREFETCH(\&a.tb|' \
+		-e 's|  for (int k = k0; k < k1; k++) gs_save_cot_prefetch(|  if (0) for (int k = k0; k < k1; k++) gs_save_cot_prefetch(|' "$2/$f" ;;
 	nolosspf)
 		f=cuda/internal/kernelgen/reroll.go
 		sed -i 's|"      GS_PREFETCH(&%s);\\n"|"      (void)\&%s;\\n"|' "$2/$f"

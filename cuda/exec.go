@@ -1189,6 +1189,9 @@ func (r *run) layout(n, rows int) layout {
 	}
 	if v.Grad {
 		elems[argGS], elems[argGY0], elems[argGP], elems[argTB] = int64(2*ns), cnt(d), cnt(np), cnt(k*d)
+		if r.ke.info.SaveCots {
+			elems[argTB] = 0 // computed in the sweep (Tuning.StoreSaveCots)
+		}
 		if v.TileSums {
 			elems[argGS] *= int64(numTiles(n))
 		}

@@ -251,6 +251,18 @@ type Tuning struct {
 	// hold it. Kernels do not depend on it: engines that differ in it
 	// alone share them.
 	WaitForCompile bool
+	// StoreSaveCots has a gradient kernel's loss VJP store every save
+	// time's cotangent (dL/dys: an array of K·Dim values a trajectory in
+	// the launch's device memory) for the reverse sweep to read, as
+	// before session 44 (kernelgen.Config.StoreSaveCots). By default a
+	// kernel of the thread layout with save times on the continuous
+	// extension, whose loss is a sum of terms of one save time each (the
+	// saved states' sum of squares, their squared distances from data),
+	// computes save time k's cotangents where the reverse sweep reaches
+	// it, from its saved state, and needs no such array. The same results
+	// bit for bit: the switch of the device's comparison
+	// (BenchmarkGPUSaveSplit's -tb rows).
+	StoreSaveCots bool
 
 	// Sizes the package's tests shrink to exercise reruns and chunked
 	// copies (zero: the defaults).
@@ -363,6 +375,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.SeparateSteps = tun.separateSteps
 	v.Unrolled = tun.unrolled
 	v.SplitFrom, v.SplitUnits = tun.splitFrom(), tun.SplitUnits
+	v.StoreSaveCots = tun.StoreSaveCots && v.Grad
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || tun.Layout == LayoutWide || v.Events:

@@ -40,10 +40,20 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // with saves=1 of the same variant: ns/op of solveto-kept ≤ 1.5× and of
 // grad-kept ≤ 2×.
 //
+// The -tb variants of grad and grad-kept run the gradient kernel with the
+// save times' cotangents stored by the loss VJP and read by the reverse
+// sweep (Tuning.StoreSaveCots), the form before session 44, where the
+// others compute them in the sweep (kernelgen's savecot.go); alternate
+// them by runs of the binary (-test.count runs a sub-benchmark its times
+// in a row):
+//
 //	cuda.test -test.run '^$' -test.bench GPUSaveSplit -test.benchtime 5x
+//	for r in 1 2 3 4 5; do for v in grad-kept grad-kept-tb; do
+//	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
+//	done; done
 func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
-	benchSaveSplit(b, "cuda", 4096, []ode.Method{ode.Tsit5})
+	benchSaveSplit(b, "cuda", tuned(b, "cuda", Tuning{StoreSaveCots: true}), 4096, []ode.Method{ode.Tsit5})
 }
 
 // BenchmarkHostSaveSplit is BenchmarkGPUSaveSplit on the host backend,
@@ -59,30 +69,34 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 func BenchmarkHostSaveSplit(b *testing.B) {
 	needHost(b)
 	benchSaveHostOnce.Do(func() {
-		benchSaveHost = &Engine{name: "cuda-host-o2-bench", prec: Float64, be: newHostBackend(1 << 32)}
-		benchSaveHost.be.(*hostBackend).optimize = true
-		tun := envTuning()
-		tun.WaitForCompile = true
-		benchSaveHost.SetTuning(tun)
-		ode.Register(benchSaveHost)
+		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb"} {
+			e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 32)}
+			e.be.(*hostBackend).optimize = true
+			tun := envTuning()
+			tun.WaitForCompile, tun.StoreSaveCots = true, k == 1
+			e.SetTuning(tun)
+			ode.Register(e)
+			benchSaveHost[k] = e
+		}
 	})
-	benchSaveSplit(b, benchSaveHost.Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
+	benchSaveSplit(b, benchSaveHost[0].Name(), benchSaveHost[1].Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
-// benchSaveHost is BenchmarkHostSaveSplit's engine, registered at its
-// first run: cuda-host with kernels compiled with -O2, no memo.
+// benchSaveHost are BenchmarkHostSaveSplit's engines, registered at its
+// first run: cuda-host with kernels compiled with -O2, no memo, and the
+// same with Tuning.StoreSaveCots.
 var (
 	benchSaveHostOnce sync.Once
-	benchSaveHost     *Engine
+	benchSaveHost     [2]*Engine
 )
 
-// benchSaveSplit runs BenchmarkGPUSaveSplit's calls on engine, for n
-// orbits and the methods ms (a level of sub-benchmarks where there are
-// several).
-func benchSaveSplit(b *testing.B, engine string, n int, ms []ode.Method) {
+// benchSaveSplit runs BenchmarkGPUSaveSplit's calls on engine (the -tb
+// variants on stored, the engine with Tuning.StoreSaveCots), for n orbits
+// and the methods ms (a level of sub-benchmarks where there are several).
+func benchSaveSplit(b *testing.B, engine, stored string, n int, ms []ode.Method) {
 	if len(ms) > 1 {
 		for _, m := range ms {
-			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, n, []ode.Method{m}) })
+			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, stored, n, []ode.Method{m}) })
 		}
 		return
 	}
@@ -104,13 +118,23 @@ func benchSaveSplit(b *testing.B, engine string, n int, ms []ode.Method) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	set.Engine = stored
+	svKeepTB, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set.KeepSaves = false
+	svTB, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, k := range []int{1, 1000} {
 		ts := make([]float64, k)
 		for j := range ts {
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-omit", "solveto-kept", "solveto-kept-read", "grad-kept", "grad-kept-read"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-read", "grad-kept", "grad-kept-tb", "grad-kept-read"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -118,7 +142,12 @@ func benchSaveSplit(b *testing.B, engine string, n int, ms []ode.Method) {
 					g.Omit = ode.OmitStates | ode.OmitStats
 				}
 				solver := sv
-				if strings.Contains(op, "-kept") {
+				switch {
+				case op == "grad-tb":
+					solver = svTB
+				case op == "grad-kept-tb":
+					solver = svKeepTB
+				case strings.Contains(op, "-kept"):
 					solver = svKeep
 				}
 				read := strings.HasSuffix(op, "-read")

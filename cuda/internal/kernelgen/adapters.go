@@ -457,11 +457,22 @@ func (g *adapters) directLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kerne
 	k.LossDirect = true
 	b.params += ", gs_real gs_sc, gs_real* GS_RESTRICT gs_loss, gs_real* GS_RESTRICT gs_tb"
 	b.out = []span{{name: "gs_loss", w: 1, strided: true}, {w: d}, {name: "gs_tb", w: w, strided: true, scale: "gs_sc"}, {w: np + pl.Shared}}
+	grad, shared := lp.Grad, 1+d+w+np // the program and its first shared gradient
+	if k.Dense && !v.Events && !v.Wide && !v.StoreSaveCots {
+		// Save times' cotangents in the sweep (savecot.go): the VJP
+		// without dL/dys (its tb parameter unused).
+		if sc, ok := splitSaveCots(lp.Grad, lossShapeOf{d: d, k: v.Saves, dd: v.DataDim, np: np}); ok {
+			g.emitSaveCots(sc)
+			k.SaveCots = true
+			grad, shared = sc.rest, 1+d+np
+			b.out = []span{b.out[0], b.out[1], b.out[3]}
+		}
+	}
 	var spec *accSpec
 	if !noAccumulate && !g.noAcc && pl.Shared > 0 {
-		spec, k.LossAcc = planAcc(lp.Grad, 1+d+w+np, pl.Shared)
+		spec, k.LossAcc = planAcc(grad, shared, pl.Shared)
 	}
-	f, err := g.src.boundFunction(lp.Grad, spec, b)
+	f, err := g.src.boundFunction(grad, spec, b)
 	if err != nil {
 		g.err = err
 		return

@@ -7,6 +7,8 @@ accumulator themselves (RevAcc, LossAcc: AccFunc), every lane calling
 them. The loss's own dL/ds without LossAcc goes where the layout's
 "loss-own" puts it.
 */ -}}
+{{define "cot-args"}}{{if .SaveCots}}sh, y, p, sc, {{end}}{{end}}
+
 {{define "adjoint"}}
 // gs_take sets lambda and gp from the outputs of a reverse step (Reverse's
 // or DenseStepReverse's: lambda', then gp') where on is set.
@@ -92,8 +94,12 @@ GS_DEVICE void gs_prefetch_step(const gs_args& a, long long i, bool on, int s, i
   for (int c = 0; c < GS_D; c++) GS_PREFETCH(&row[(long long)(GS_STORE_T + c) * n]);
   GS_PREFETCH(&GS_HSRC[(long long)s * n + i]);
   const int k1 = kq - k0 > GS_PF_SAVES ? k0 + GS_PF_SAVES : kq;
+{{- if .SaveCots}}
+  for (int k = k0; k < k1; k++) gs_save_cot_prefetch(a.ys, n, i, a.data, k);
+{{- else}}
   for (int k = k0; k < k1; k++)
     for (int c = 0; c < GS_D; c++) GS_PREFETCH(&a.tb[((long long)k * GS_D + c) * n + i]);
+{{- end}}
 }
 
 // gs_coef_bar sets wb to the cotangents of the coefficients of the step
@@ -101,6 +107,33 @@ GS_DEVICE void gs_prefetch_step(const gs_args& a, long long i, bool on, int s, i
 // on it that lie inside it, in order, wb[(j - 1) * GS_D + c] = the sum of
 // theta^j * ybar[c] (the interpolant's VJP, summed as the CPU engine sums
 // it), and reports whether there are any.
+{{- if .SaveCots}}
+// Each save time's cotangents are computed here (gs_save_cot, times the
+// loss's scale sc: the loss VJP's stored value bit for bit), a component
+// at a time, each one's powers of theta in turn (the same products and
+// the same sums, in the same order, as the stored form's loop).
+GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y, const gs_real* p, gs_real sc,
+                           long long i, bool on, int k0, int kq, gs_real ts, gs_real h, gs_real* wb) {
+  const long long n = a.n;
+  bool any = false;
+  for (int q = 0; q < GS_DW; q++) wb[q] = 0;
+#pragma unroll 4
+  for (int k = k0; on && k < kq; k++) {
+    const gs_real theta = (a.saveat[k] - ts) / h;
+    if (theta == 0) continue;
+    any = true;
+    for (int c = 0; c < GS_D; c++) {
+      const gs_real yb = sc * gs_save_cot(sh, y, a.ys, n, i, a.data, p, k, c);
+      gs_real pw = theta;
+      for (int j = 0; j < GS_TERMS; j++) {
+        wb[j * GS_D + c] += pw * yb;
+        pw *= theta;
+      }
+    }
+  }
+  return any;
+}
+{{- else}}
 GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int kq, gs_real ts, gs_real h,
                            gs_real* wb) {
   const long long n = a.n;
@@ -127,6 +160,7 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int k
   }
   return any;
 }
+{{- end}}
 {{- end}}
 
 // gs_backward is the adjoint of trajectory i (act false: a lane that only
@@ -225,7 +259,11 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
   if (act) {
     while (kq > 0 && a.tapstep[(long long)(kq - 1) * n + i] >= len) kq--;
     for (int k = kq; k < GS_K; k++)
+{{- if .SaveCots}}
+      for (int c = 0; c < GS_D; c++) lam[c] += sc * gs_save_cot(sh, y, a.ys, n, i, a.data, p, k, c);
+{{- else}}
       for (int c = 0; c < GS_D; c++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
+{{- end}}
   }
 {{- end}}
   const int smax = gs_warp_max(act ? len : 0);
@@ -282,13 +320,13 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
       // One reverse step for all: the dense step's, with wb zero where no
       // save time lies inside the step (Reverse's results, bit for bit).
       gs_real wb[GS_DW];
-      gs_coef_bar(a, i, live, k0, kq, ts, h, wb);
+      gs_coef_bar(a, {{template "cot-args" .}}i, live, k0, kq, ts, h, wb);
       gs_take(gs_a_drev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, wb, gp), live, lam, gp);
 {{- else}}
 {{- if .Dense}}
       // The warp's lanes call one of the two steps alike.
       gs_real wb[GS_DW];
-      if (gs_warp_any(gs_coef_bar(a, i, live, k0, kq, ts, h, wb)))
+      if (gs_warp_any(gs_coef_bar(a, {{template "cot-args" .}}i, live, k0, kq, ts, h, wb)))
         gs_take(gs_a_drev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, wb, gp), live, lam, gp);
       else
 {{- end}}
@@ -316,12 +354,12 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
 {{- if .ShareRev}}
         // One reverse step for all (as above).
         gs_real wb[GS_DW];
-        gs_coef_bar(a, i, true, k0, kq, ts, h, wb);
+        gs_coef_bar(a, {{template "cot-args" .}}i, true, k0, kq, ts, h, wb);
         r = gs_a_drev(sh, ts, h, ys, p, lam, wb, gp);
         gs_take(r, true, lam, gp);
 {{- else if .Dense}}
         gs_real wb[GS_DW];
-        dense = gs_coef_bar(a, i, true, k0, kq, ts, h, wb);
+        dense = gs_coef_bar(a, {{template "cot-args" .}}i, true, k0, kq, ts, h, wb);
         if (dense) {
           rd = gs_a_drev(sh, ts, h, ys, p, lam, wb, gp);
           gs_take(rd, true, lam, gp);
@@ -338,7 +376,11 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
 {{- if .Saves}}
 #pragma unroll 4
       for (int k = k0; k < kq; k++)
+{{- if .SaveCots}}
+        for (int c = 0; c < GS_D; c++) lam[c] += sc * gs_save_cot(sh, y, a.ys, n, i, a.data, p, k, c);
+{{- else}}
         for (int c = 0; c < GS_D; c++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
+{{- end}}
       kq = k0;
 {{- end}}
     }

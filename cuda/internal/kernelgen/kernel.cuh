@@ -16,7 +16,11 @@ gs_a_drev (-> gs_drev_out), gs_a_loss, gs_a_loss_grad (-> gs_lgrad_out):
 those its kind calls. A loss of many saved values is bound (LossDirect,
 adapters.go's directLoss): gs_a_loss_grad then also takes sc, a.loss and
 a.tb, stores the loss term and dL/dys itself and returns dL/dy, dL/dp,
-dL/ds.
+dL/ds. Where its dL/dys is a function of one save time at a time
+(SaveCots, savecot.go) it neither computes nor stores them: the reverse
+sweep calls gs_save_cot (save time k's cotangent of component c,
+unscaled) where it reaches save time k, and gs_save_cot_prefetch a step
+ahead, and a.tb is null.
 
 The layout's hooks define what the driver loop (gs_body) needs of it:
   GS_ANY(p)        whether p holds in any trajectory run in lockstep with

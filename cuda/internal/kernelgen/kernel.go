@@ -202,6 +202,15 @@ type Config struct {
 	// no bounds, its units that cap (UnitRegs). Zero: no bounds (up to
 	// 255). Package cuda's Tuning.WideMinBlocks.
 	WideMinBlocks int
+	// StoreSaveCots keeps a gradient kernel's save-time cotangents in
+	// the form before session 44: the loss VJP stores dL/dys (K·Dim
+	// values a trajectory, a.tb) and the reverse sweep reads them, where
+	// by default a kernel of the thread layout whose loss is a sum of
+	// one save time's terms (savecot.go) computes each save time's in
+	// the sweep (kernelPlan.SaveCots). The same results bit for bit
+	// (package cuda's Tuning.StoreSaveCots: the switch of the device's
+	// comparison).
+	StoreSaveCots bool
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -263,6 +272,9 @@ var wideSharedKey = map[bool]string{true: "wideshared "}
 // wideRowsKey is Config.WideRows's part of a Key, likewise.
 var wideRowsKey = map[bool]string{true: "widerows "}
 
+// storeCotsKey is Config.StoreSaveCots's part of a Key, likewise.
+var storeCotsKey = map[bool]string{true: "storecots "}
+
 // wideRegsKey is Config.WideScalars's and WideMinBlocks's part of a Key
 // (none at their defaults, so that the keys of other kernels stay as
 // they were).
@@ -280,7 +292,7 @@ func (v Config) wideRegsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey(), v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+storeCotsKey[v.StoreSaveCots && v.Grad], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -330,6 +342,10 @@ type KernelInfo struct {
 	// WideShared is the shared memory of a warp of a kernel of the wide
 	// layout, in bytes (Config.Wide; WideLaunch).
 	WideShared int
+	// SaveCots reports that the kernel computes its save times'
+	// cotangents in the reverse sweep (kernelPlan.SaveCots): it reads and
+	// writes no array of them (gs_args.tb), which needs no memory.
+	SaveCots bool
 }
 
 // KernelSource returns the translation unit of kernel v of the plan
@@ -415,7 +431,7 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 	} else if err := g.kernelAdapters(sp, v, lp, k); err != nil {
 		return nil, info, err
 	}
-	info.StoreT, info.StoreEvent = k.StoreT, k.StoreEv
+	info.StoreT, info.StoreEvent, info.SaveCots = k.StoreT, k.StoreEv, k.SaveCots
 	var sb strings.Builder
 	sb.WriteString(g.sb.String())
 	if err := kernelTemplates[v.layoutFile()].Execute(&sb, k); err != nil {
@@ -447,6 +463,12 @@ type kernelPlan struct {
 	// (directLoss): the loss VJP stores the loss term and dL/dys itself
 	// and returns dL/dy, dL/dp and dL/ds.
 	LossDirect bool
+	// SaveCots (with LossDirect and Dense, a gradient of the thread
+	// layout without events) reports that the loss VJP leaves dL/dys out
+	// and the reverse sweep computes each save time's cotangents where it
+	// reaches the save time (gs_save_cot; savecot.go): no a.tb
+	// (KernelInfo.SaveCots).
+	SaveCots bool
 	// ShareRev (with Dense) runs DenseStepReverse on every step of the
 	// adjoint, with zero coefficient cotangents where no save time lies
 	// inside it, and Reverse on none: one reverse step in the source, not

@@ -1,0 +1,177 @@
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// saveCotsCases are TestHostSaveCots' cases of n trajectories: a
+// gradient with 30 save times (40 for Kepler) whose loss is, or is not
+// (fused false), a sum of terms of one save time each (kernelgen's
+// savecot.go).
+func saveCotsCases(n int) []struct {
+	c     engineCase
+	fused bool
+} {
+	const k = 30
+	saves := func(c engineCase, name string) engineCase {
+		c.name = name
+		c.prob.SaveAt = make([]float64, k)
+		for j := range c.prob.SaveAt {
+			c.prob.SaveAt[j] = float64(j+1) / (k + 1)
+		}
+		c.prob.Field.Name = name
+		return c
+	}
+	weighted := saves(lorenzCase(n, 1e-7), "lorenz-weighted")
+	// Weights by component (k%3 is the component at d = 3), a term of
+	// the final state besides.
+	weighted.loss = ode.Loss{Name: "weighted-loss", F: func(y, ys, _ []tape.V) tape.V {
+		s := y[0].Mul(y[1])
+		for k, x := range ys {
+			s = s.Add(x.Square().MulC(1 + float64(k%3)))
+		}
+		return s
+	}}
+	vern := weighted
+	vern.name += "-vern7"
+	vern.set.Method = ode.Vern7
+	data := saves(lorenzCase(n, 1e-7), "lorenz-data")
+	r := rand.New(rand.NewPCG(7, 8))
+	// Squared distances from each save time's data row, weighted by a
+	// parameter (read at every save time), and a mean.
+	data.loss = ode.Loss{Name: "data-loss", Mean: true, DataDim: 3 * k, Data: make([]float64, n*3*k),
+		FP: func(y, ys, d, p, _ []tape.V) tape.V {
+			s := p[1].Mul(y[0])
+			for k, x := range ys {
+				s = s.Add(x.Sub(d[k]).Square().Mul(p[0]))
+			}
+			return s
+		}}
+	for j := range data.loss.Data {
+		data.loss.Data[j] = 10 * r.Float64()
+	}
+	shared := saves(lorenzSharedCase(n), "lorenz-shared-saves")
+	// The terms read a shared parameter and the final state.
+	shared.loss = ode.Loss{Name: "shared-saves-loss", Mean: true, FP: func(y, ys, _, p, s []tape.V) tape.V {
+		u := s[0].Mul(y[1]).Add(p[0])
+		for _, x := range ys {
+			u = u.Add(x.Square().Mul(s[1]).Mul(y[0]))
+		}
+		return u
+	}}
+	// Weights that do not repeat with the save times (k%5 at d = 3): each
+	// save time's cotangents a function of its own.
+	uneven := saves(lorenzCase(n, 1e-7), "lorenz-uneven")
+	uneven.loss = ode.Loss{Name: "uneven-loss", F: func(_, ys, _ []tape.V) tape.V {
+		s := ys[0].Square()
+		for k, x := range ys[1:] {
+			s = s.Add(x.Square().MulC(1 + float64((k+1)%5)))
+		}
+		return s
+	}}
+	// The square of a sum: every cotangent reads every save time.
+	mixed := saves(lorenzCase(n, 1e-7), "lorenz-mixed")
+	mixed.loss = ode.Loss{Name: "mixed-loss", F: func(_, ys, _ []tape.V) tape.V {
+		s := ys[0]
+		for _, x := range ys[1:] {
+			s = s.Add(x)
+		}
+		return s.Square()
+	}}
+	kepler := keplerSavesCase(40)
+	kepler.prob.N = n
+	return []struct {
+		c     engineCase
+		fused bool
+	}{{kepler, true}, {weighted, true}, {vern, true}, {data, true}, {shared, true}, {uneven, false}, {mixed, false}}
+}
+
+// TestHostSaveCots checks the save times' cotangents computed in the
+// reverse sweep (kernelgen's savecot.go, the default) against the loss
+// VJP's stored ones (Tuning.StoreSaveCots): the gradient kernel has
+// gs_save_cot exactly where the loss is a sum of one save time's terms
+// (KernelInfo.SaveCots: no array of cotangents), and the solutions,
+// losses and gradients of the two forms are the same bit for bit, with
+// the record and on its mesh, in float64 and float32 and on a simulated
+// warp; and against the CPU engine.
+func TestHostSaveCots(t *testing.T) {
+	needHost(t)
+	stored := Tuning{StoreSaveCots: true}
+	for _, tc := range saveCotsCases(6) {
+		c := tc.c
+		t.Run(c.name, func(t *testing.T) {
+			src, info := kernelSourceInfo(t, c, ode.OpGrad, func(*kernelgen.Config) {})
+			if got := strings.Contains(src, "gs_save_cot("); got != tc.fused || info.SaveCots != tc.fused {
+				t.Fatalf("gs_save_cot in the gradient kernel %t, KernelInfo.SaveCots %t, want %t", got, info.SaveCots, tc.fused)
+			}
+			old, oldInfo := kernelSourceInfo(t, c, ode.OpGrad, func(v *kernelgen.Config) { v.StoreSaveCots = true })
+			if strings.Contains(old, "gs_save_cot") || oldInfo.SaveCots {
+				t.Fatal("Config.StoreSaveCots: the kernel computes the cotangents in the sweep")
+			}
+			if !tc.fused {
+				// (Config.Key, in the source's head, names the switch.)
+				if src != strings.Replace(old, " storecots ", " ", 1) {
+					t.Error("a loss without the form: the sources differ with Config.StoreSaveCots")
+				}
+				return
+			}
+			want, got := c.solver(t, tuned(t, "cuda-host", stored)), c.solver(t, "cuda-host")
+			sameRuns(t, c, got, want)
+			p := c.prob
+			wl, _, err := want.Loss(&p, c.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gl, _, err := got.Loss(&p, c.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Float64bits(gl) != math.Float64bits(wl) {
+				t.Errorf("loss %v, stored cotangents %v", gl, wl)
+			}
+			switch c.name {
+			case "lorenz-data":
+				c := c
+				c.set.RelTol, c.set.AbsTol = 1e-4, 1e-7
+				sameRuns(t, c, c.solver(t, "cuda-host-f32"), c.solver(t, tuned(t, "cuda-host-f32", stored)))
+			case "lorenz-shared-saves":
+				sim := Tuning{Layout: LayoutThread}
+				simStored := Tuning{Layout: LayoutThread, StoreSaveCots: true}
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-sim", sim)), c.solver(t, tuned(t, "cuda-host-sim", simStored)))
+			}
+			if c.name != "kepler-saves" { // (its orbits amplify the host libm's last bits: the Lorenz cases compare)
+				compareEngines(t, "cuda-host", c, caseOpts{ops: []string{"grad", "gradmesh"}})
+			}
+		})
+	}
+}
+
+// TestGPUSaveCots is TestHostSaveCots' comparisons on the device
+// ("cuda", 1,000 trajectories): the save times' cotangents computed in
+// the sweep against the stored ones (Tuning.StoreSaveCots) bit for bit,
+// and against the CPU engine.
+//
+//	cuda.test -test.run 'TestGPUSaveCots' -test.v
+func TestGPUSaveCots(t *testing.T) {
+	needGPUEngine(t)
+	stored := tuned(t, "cuda", Tuning{StoreSaveCots: true})
+	for _, tc := range saveCotsCases(1000) {
+		c := tc.c
+		if !tc.fused {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			sameRuns(t, c, c.solver(t, "cuda"), c.solver(t, stored))
+			if c.name != "kepler-saves" {
+				compareEngines(t, "cuda", c, caseOpts{ops: []string{"grad", "gradmesh"}})
+			}
+		})
+	}
+}
