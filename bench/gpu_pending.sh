@@ -255,7 +255,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = s44a ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -766,6 +766,39 @@ for c in ${COLD_UNITS:-pollution-Rodas5P}; do
 	el $?
 	grep -hE "units  |FAIL|^ok" "$out/l/cold-units-$c.log" | cut -c1-230
 done
+fi
+
+if [ "$part" = s44a ]; then
+# Session 44's second call. 1. The save times' cotangents computed in the
+# reverse sweep (H4, kernelgen's savecot.go; Tuning.StoreSaveCots the
+# stored form: the -tb rows): the save tests, then the Kepler split at 1
+# and 1,000 save times, the two forms alternated by runs of the binary.
+t saves-tests 240 -test.v -test.timeout 230s -test.run '^(TestGPUSaveCots|TestGPUSaveGroups|TestGPUEngineSaveTimes|TestGPUKeepSaves|TestGPUThreadSaves)$'
+for r in 1 2 3; do
+	for v in grad-kept grad-kept-tb; do
+		t saves-$v-$r 40 -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
+	done
+done
+# 2. The events suite beside Diffrax, with an execution trace of the
+# gradsolve side (its regions: where a kept call's time goes besides the
+# kernel, the copies, staging and scatter).
+echo "=== events (traced)"
+timeout 60 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" -trace "$out/l/events.trace" >"$out/l/events.log" 2>&1
+el $?
+timeout 100 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
+el $?
+tail -3 "$out/l/diffrax_events.log"
+# 3. The Brusselator at matched error (issue 26): Rodas5P at rtol 1e-9
+# (5.8e-10 on the CPU engine's 16 trajectories) beside Diffrax's Kvaerno5
+# at 1e-6 (6.1e-10 in session 40).
+echo "=== brusselator matched"
+timeout 150 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 1 -json -quiet -problems brusselator -n 1024 -rtol 1e-9 \
+	>"$out/l/bruss.jsonl" 2>"$out/l/bruss.log"
+el $?
+timeout 150 python3 bench/anchors/diffrax_large.py --platform gpu --problems brusselator --rtol 1e-6 --reps 1 --no-forward --max-seconds 60 \
+	--out "$out/l/diffrax_bruss.jsonl" >/dev/null 2>"$out/l/diffrax_bruss.log"
+el $?
+tail -3 "$out/l/diffrax_bruss.log"
 fi
 
 if [ "$part" = s42split ]; then
