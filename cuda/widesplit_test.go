@@ -72,6 +72,25 @@ func wideSplitSame(t *testing.T, c engineCase, split int) bool {
 	return def == with
 }
 
+// TestGPUWideMinSplitSame is TestHostWideMinSplitSame on the device:
+// the wide layout's kernels with Tuning.WideMinSplit 8 and 16 against
+// the default's (every run a loop), bit for bit (sameRuns: the solve,
+// the gradient with the record, the gradient on the mesh, which runs in
+// the thread layout and is the same kernel), for the large-state suite's
+// Pollution and HIRES ensembles (layoutFillCase, 1,000 trajectories, the
+// whole interval, Rodas5P). It skips without a GPU.
+func TestGPUWideMinSplitSame(t *testing.T) {
+	needGPUEngine(t)
+	for _, name := range []string{"pollution", "hires"} {
+		c := layoutFillCase(t, name, 1000)
+		for _, split := range []int{8, 16} {
+			t.Run(fmt.Sprintf("%s/split=%d", name, split), func(t *testing.T) {
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, WideMinSplit: split})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide})))
+			})
+		}
+	}
+}
+
 // BenchmarkGPUWideSplit times the wide layout's Rodas5P gradient with the
 // record and forward solve (kernels: kernel-ms/op; whole calls: ms/op)
 // of the large-state suite's Pollution (d = 20) and HIRES (d = 8) shapes
