@@ -110,34 +110,51 @@ func TestGPUWideMinSplitSame(t *testing.T) {
 // 136 trajectories) and 13,544 B with WideMinSplit 8 or 16 (16 warps,
 // 2,112: two rounds). Each
 // variant compiles its kernels once (a minute or so for Pollution's
-// gradient on an empty cache); -count alternates the variants:
+// gradient on an empty cache); the gradients are timed in
+// wideSplitRounds rounds, the variants in turn within each:
 //
-//	go test ./cuda -run XXX -bench 'GPUWideSplit' -benchtime 5x -count 3 -timeout 40m
+//	go test ./cuda -run XXX -bench 'GPUWideSplit' -benchtime 5x -timeout 40m
 func BenchmarkGPUWideSplit(b *testing.B) {
 	needGPUEngine(b)
-	for _, name := range []string{"pollution", "hires"} {
-		c := layoutFillCase(b, name, 4096)
-		for _, split := range []int{0, 8, 16, 33} {
-			tun := Tuning{Layout: LayoutWide, WideMinSplit: split}
-			engine := tuned(b, "cuda", tun)
-			for _, op := range []string{"grad", "solve"} {
-				b.Run(fmt.Sprintf("%s/%s/split=%d", op, name, split), func(b *testing.B) {
-					benchWide(b, c, op, engine, "wide")
-					grad := op == "grad"
-					if grad {
-						a := wideKernelAttrs(b, c, tun)
-						b.ReportMetric(float64(a.Registers), "regs")
-						b.ReportMetric(float64(a.LocalBytes), "local-B")
+	cases := map[string]engineCase{}
+	for round := range wideSplitRounds {
+		for _, name := range []string{"pollution", "hires"} {
+			c, ok := cases[name]
+			if !ok {
+				c = layoutFillCase(b, name, 4096)
+				cases[name] = c
+			}
+			for _, split := range []int{0, 8, 16, 33} {
+				tun := Tuning{Layout: LayoutWide, WideMinSplit: split}
+				engine := tuned(b, "cuda", tun)
+				for _, op := range []string{"grad", "solve"} {
+					if round > 0 && op == "solve" {
+						continue // (one round of the forward kernels says enough)
 					}
-					per := wideSplitShared(b, c, grad, split)
-					_, on := kernelgen.WideOccupancy(per, 227<<10)
-					b.ReportMetric(float64(per), "shared-B")
-					b.ReportMetric(float64(on), "warps/SM")
-				})
+					b.Run(fmt.Sprintf("%s/%s/split=%d", op, name, split), func(b *testing.B) {
+						benchWide(b, c, op, engine, "wide")
+						grad := op == "grad"
+						if grad && round == 0 {
+							a := wideKernelAttrs(b, c, tun)
+							b.ReportMetric(float64(a.Registers), "regs")
+							b.ReportMetric(float64(a.LocalBytes), "local-B")
+						}
+						per := wideSplitShared(b, c, grad, split)
+						_, on := kernelgen.WideOccupancy(per, 227<<10)
+						b.ReportMetric(float64(per), "shared-B")
+						b.ReportMetric(float64(on), "warps/SM")
+					})
+				}
 			}
 		}
 	}
 }
+
+// wideSplitRounds is how many times BenchmarkGPUWideSplit times each
+// gradient, the variants in turn (go test's -count repeats a
+// sub-benchmark in a row): the second and later rounds' names end in
+// #01, #02.
+const wideSplitRounds = 3
 
 // wideSplitShared returns the shared memory per warp of case c's wide
 // gradient (grad) or solve kernel with Tuning.WideMinSplit split.
