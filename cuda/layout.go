@@ -232,6 +232,18 @@ type Tuning struct {
 	// bounds. The same results bit for bit (BenchmarkGPUWideRegs
 	// measures the levers).
 	WideMinBlocks int
+	// WideMinSplit, if positive, is the fewest components of a loop of a
+	// wide-layout kernel's step functions: the shorter runs of values
+	// (from 4) that the reroll plan finds, which an irregular field's
+	// code is mostly made of (Pollution's 25 reactions and their
+	// reverse: 4 to 8 components a run), are emitted as statements every
+	// lane runs alike instead of loops split over the lanes, each with its
+	// operands gathered into shared memory by lane 0 and __syncwarp()s
+	// around it (kernelgen.Config.WideMinSplit; runs with a chained sum
+	// stay loops). Zero (the default) or negative: every run a loop, the
+	// kernels as before. The same results bit for bit; a device
+	// measurement decides the default (BenchmarkGPUWideSplit).
+	WideMinSplit int
 	// NoTrainGraph runs each step of a fit kept in device memory
 	// (ode.Trainer) as a batch of a dozen operations launched from the
 	// host, instead of one CUDA graph for the evaluation and one for the
@@ -397,6 +409,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		}
 		if v.Wide {
 			v.WideMinBlocks = wideMinBlocks(per, dev.sharedLimit, tun.WideMinBlocks)
+			v.WideMinSplit = max(tun.WideMinSplit, 0)
 		}
 		return v
 	}
@@ -437,6 +450,14 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 	}
 	widePer := j.widePer
 	switch {
+	case tun.WideMinSplit > 0:
+		widePer = func(grad, saves bool) (int, error) {
+			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit}
+			if !tun.NoWidePrivate {
+				w.WideScalars = tun.WideScalars
+			}
+			return sp.WideSharedPerWarpFor(w)
+		}
 	case tun.NoWidePrivate:
 		widePer = func(grad, saves bool) (int, error) { return sp.WideSharedPerWarpOf(grad, saves, true) }
 	case tun.WideScalars != 0:

@@ -62,6 +62,9 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	if tun.WideMinBlocks != 0 {
 		tn += fmt.Sprintf(",wideblocks=%d", tun.WideMinBlocks)
 	}
+	if tun.WideMinSplit != 0 {
+		tn += fmt.Sprintf(",widesplit=%d", tun.WideMinSplit)
+	}
 	if tun.SplitFrom != 0 {
 		tn += fmt.Sprintf(",split=%d", tun.SplitFrom)
 	}

@@ -149,6 +149,9 @@ type Source struct {
 	// in registers at once: Config.WideScalars (0 the default, negative
 	// no limit; wideScalarsOf; widespill.go).
 	wideScalars int
+	// wideMinSplit is Config.WideMinSplit of the wide functions (0: every
+	// loop the reroll plan finds).
+	wideMinSplit int
 	// emitted lists the functions of programs in the order of emission
 	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).
 	emitted   []emittedFunc
@@ -416,6 +419,11 @@ type emitter struct {
 	// ownPos counts) at gs_a[inPos[j]] instead of gs_a[j]: a wide
 	// function whose inputs lie in the driver's arrays (wideInputs).
 	inPos []int
+	// minSplit, if positive, is the fewest repetitions of a loop of a
+	// wide function (wideEmitter): a shorter run without a carried
+	// operand is not a loop, its values replicated statements
+	// (Config.WideMinSplit; planLoops).
+	minSplit int
 	// bind, if not nil, makes the function a bound one (bind.go): its
 	// inputs read from arrays, some outputs stored; loopStored holds
 	// those its loops store (loopStores).

@@ -91,7 +91,10 @@
 // code) are computed by every lane alike, at most Config.WideScalars of
 // them live in registers at once, the others in slots of the warp's
 // scratch from where registers run short (widespill.go: Belady's rule,
-// the same bits); Config.WideMinBlocks adds launch bounds; a chained sum over the components (the error norm, the
+// the same bits); Config.WideMinBlocks adds launch bounds; Config.WideMinSplit
+// makes the reroll plan's runs of fewer components, but chained sums,
+// statements every lane computes alike (reroll.go's dropShort: the same
+// bits); a chained sum over the components (the error norm, the
 // stiffness estimate) is each lane's partial sum and a butterfly of
 // shuffles, so results agree with the thread layout's to rounding, not
 // bit for bit. A Rosenbrock step's LU factor of W and its solves

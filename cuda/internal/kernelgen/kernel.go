@@ -211,6 +211,18 @@ type Config struct {
 	// (package cuda's Tuning.StoreSaveCots: the switch of the device's
 	// comparison).
 	StoreSaveCots bool
+	// WideMinSplit (with Wide), if positive, is the fewest repetitions
+	// (components) of a wide function's loop: a shorter run of values the
+	// reroll plan finds (reroll.go: from rerollMinRun, 4) is emitted as
+	// replicated statements, every lane computing each value, instead of
+	// a loop split over the lanes with its operands gathered into the
+	// scratch by lane 0 and __syncwarp()s around it; a run with a carried
+	// operand stays a loop (its split sums' order). An irregular field's
+	// code (Pollution's reactions, their reverse) is mostly such short
+	// runs. The same operations on the same operands in the same order:
+	// the same results bit for bit. Zero: every run (package cuda's
+	// Tuning.WideMinSplit).
+	WideMinSplit int
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -275,7 +287,7 @@ var wideRowsKey = map[bool]string{true: "widerows "}
 // storeCotsKey is Config.StoreSaveCots's part of a Key, likewise.
 var storeCotsKey = map[bool]string{true: "storecots "}
 
-// wideRegsKey is Config.WideScalars's and WideMinBlocks's part of a Key
+// wideRegsKey is Config.WideScalars's, WideMinBlocks's and WideMinSplit's part of a Key
 // (none at their defaults, so that the keys of other kernels stay as
 // they were).
 func (v Config) wideRegsKey() string {
@@ -285,6 +297,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if v.Wide && v.WideMinBlocks > 0 {
 		k += fmt.Sprintf("wideblocks%d ", v.WideMinBlocks)
+	}
+	if v.Wide && v.WideMinSplit > 0 {
+		k += fmt.Sprintf("widesplit%d ", v.WideMinSplit)
 	}
 	return k
 }

@@ -426,6 +426,71 @@ func (r *rerollPlanner) try(s, p int) *loop {
 	return l
 }
 
+// dropShort takes out of the plan the loops of fewer repetitions than
+// emitter.minSplit (a wide function's Config.WideMinSplit) without a
+// carried operand, whose values are then statements of their own; the
+// other loops stay as planned, their operands read from a loop taken out
+// gathered instead (argGather: the same values), so that every loop
+// left, and above all a chained sum's, which a wide function splits over
+// the lanes in partial sums (carrySum), is the loop of the plan without
+// a minimum, and the results the same bit for bit.
+func (r *rerollPlanner) dropShort() {
+	idx := make([]int32, len(r.loops)) // by loop: its index in the plan left, -1 if taken out
+	kept := r.loops[:0:0]
+	for q, l := range r.loops {
+		idx[q] = -1
+		if r.splits(l) {
+			idx[q] = int32(len(kept))
+			kept = append(kept, l)
+		}
+	}
+	for q, l := range r.loops {
+		for c := 0; c < l.n; c++ {
+			for k := 0; k < l.p; k++ {
+				if pl := &r.in[r.order[l.at(c, k)]]; idx[q] < 0 {
+					*pl = loopPlace{loop: -1}
+				} else {
+					pl.loop = idx[q]
+				}
+			}
+		}
+	}
+	for q, l := range kept {
+		l.idx = q
+		for k := range l.args {
+			for j := range l.args[k] {
+				if a := &l.args[k][j]; a.kind == argIndex && a.src.kind == 0 {
+					if to := idx[a.src.a]; to < 0 {
+						a.kind = argGather
+					} else {
+						a.src.a = to
+					}
+				}
+			}
+		}
+	}
+	r.loops = kept
+}
+
+// splits reports whether loop l stays a loop of a wide function with a
+// minimum (emitter.minSplit, Config.WideMinSplit; dropShort): from
+// minSplit repetitions, or with a carried operand (a chained sum: split
+// over the lanes, its partial sums are added in another order than the
+// statements' would be).
+func (r *rerollPlanner) splits(l *loop) bool {
+	if l.n >= r.e.minSplit {
+		return true
+	}
+	for _, args := range l.args {
+		for _, a := range args {
+			if a.kind == argCarry {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // planLoops finds the loops of the function's order (ids, in emission
 // order; extracts maps the components of tuples (calls' results, LU
 // factors and solves), not in ids, to their tuples; aliases the
@@ -467,6 +532,9 @@ func (e *emitter) planLoops(ids []tape.ID, extracts, aliases map[tape.ID]tape.ID
 			}
 		}
 		s += best.n * best.p
+	}
+	if r.e.minSplit > 0 {
+		r.dropShort()
 	}
 	r.arrays()
 	return r.loops

@@ -362,6 +362,13 @@ func (sp *StepPrograms) WideSharedPerWarpScalars(grad, saves, all bool, scalars 
 	return 8 * r.w.Len, r.err
 }
 
+// WideSharedPerWarpFor is WideSharedPerWarp of kernel v's wide
+// functions: its Grad, Saves, WideShared, WideScalars and WideMinSplit.
+func (sp *StepPrograms) WideSharedPerWarpFor(v Config) (int, error) {
+	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit}))
+	return 8 * r.w.Len, r.err
+}
+
 // wideRecord is the wide functions of a kernel of one kind (a gradient's
 // or another's, with save times or not): wideFuncs's layout and error,
 // and the unit that holds them alone.
@@ -382,12 +389,14 @@ type wideRecord struct {
 type wideVariant struct {
 	grad, saves, all, rows bool
 	scalars                int
+	// minSplit is Config.WideMinSplit (0: none).
+	minSplit int
 }
 
 // wideVariantOf returns kernel v's wide variant.
 func wideVariantOf(v Config) wideVariant {
 	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared,
-		scalars: wideScalarsOf(v.WideScalars)}
+		scalars: wideScalarsOf(v.WideScalars), minSplit: max(v.WideMinSplit, 0)}
 }
 
 // wide returns the record of sp's plan's wide functions of variant k,
@@ -407,7 +416,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 	o.once.Do(func() {
 		src := NewSource(&SourceSettings{Precision: Float64})
 		src.reroll = true
-		src.wideShared, src.wideRows, src.wideScalars = k.all, k.rows, k.scalars
+		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit = k.all, k.rows, k.scalars, k.minSplit
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -427,7 +436,7 @@ type wideOnce struct {
 func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	k := wideVariantOf(v)
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
-		s.wideShared, s.wideRows, s.wideScalars = k.all, k.rows, k.scalars
+		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit = k.all, k.rows, k.scalars, k.minSplit
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -596,7 +605,7 @@ func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool, privOut int) 
 		return "", 0, err
 	}
 	name := s.newName(p.Name + ".wide")
-	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos}, noRuns: noRuns, privOut: privOut}
+	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos, minSplit: s.wideMinSplit}, noRuns: noRuns, privOut: privOut}
 	code, scratch, err := w.emit()
 	if err != nil {
 		return "", 0, fmt.Errorf("cuda: program %s (wide): %w", p.Name, err)
