@@ -1638,6 +1638,12 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	r.keptLaunch = kept
 	defer func() { r.keptLaunch = false }()
+	// A mid-size launch's results come back in two parts, the first
+	// scattered while the second is copied (splitAt).
+	var split int64
+	if chunk == 0 && saveCols == 0 && !kept {
+		split = r.splitAt(g, &l, out)
+	}
 	savesAt := outBytes
 	if saveCols > 0 {
 		at[argYs] = savesAt
@@ -1650,10 +1656,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// The clock is taken and given back outside the batch: making or
 	// freeing one is a call of the device's own.
 	var dt time.Duration
-	var ready chan [2]int      // the result blocks [lo, hi) copied back
-	var savesReady chan [2]int // the saved states' columns [c0, c1) copied back, with saveCols
+	var ready chan [2]int        // the result blocks [lo, hi) copied back
+	var savesReady chan [2]int   // the saved states' columns [c0, c1) copied back, with saveCols
+	var headsReady chan struct{} // with split: the first part copied back
 	if chunk > 0 {
 		ready = make(chan [2]int, (nb+chunk-1)/chunk)
+	} else if split > 0 {
+		ready, headsReady = make(chan [2]int, 1), make(chan struct{}, 1)
 	} else if saveCols > 0 {
 		ready = make(chan [2]int, 1)
 		savesReady = make(chan [2]int, (r.k*r.d+saveCols-1)/saveCols)
@@ -1786,10 +1795,23 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			base = r.argAddr(ar, &l, argGS) - uint64(l.off[argGS])
 		}
 		for _, s := range out {
-			if err := r.read(down[at:at+s.hi-s.lo], base+uint64(s.lo)); err != nil {
+			lo := s.lo
+			if at == 0 && split > 0 {
+				// The first part (splitAt), scattered while the rest is
+				// copied.
+				if err := r.read(down[:split], base+uint64(lo)); err != nil {
+					return err
+				}
+				headsReady <- struct{}{}
+				at, lo = split, lo+split
+			}
+			if err := r.read(down[at:at+s.hi-lo], base+uint64(lo)); err != nil {
 				return err
 			}
-			at += s.hi - s.lo
+			at += s.hi - lo
+		}
+		if split > 0 {
+			ready <- [2]int{0, nb}
 		}
 		if saveCols > 0 {
 			ready <- [2]int{0, nb}
@@ -1826,7 +1848,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 	}
 	staged0 := time.Since(staging)
-	if chunk == 0 && saveCols == 0 {
+	if chunk == 0 && saveCols == 0 && split == 0 {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		err = ex.be.batch(batch)
 		rg.End()
@@ -1873,7 +1895,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			}
 			src, at = all, *fullAt
 		}
-		return r.scatter(src, &at, ar, g, rows, &l, false, func(blocks func(lo, hi int), _ func(c0, c1 int)) error {
+		return r.scatter(src, &at, ar, g, rows, &l, false, false, func(_ func(), blocks func(lo, hi int), _ func(c0, c1 int)) error {
 			blocks(0, nb)
 			return nil
 		})
@@ -1886,7 +1908,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		// results written.
 		return nil, errors.New("cuda: internal error: a launch ahead of its compare in chunks")
 	}
-	defer r.hostTimes(staged0, time.Now())
+	start := time.Now() // (with split, from the first part's arrival)
+	defer func() { r.hostTimes(staged0, start) }()
 	errc := make(chan error, 1)
 	go func() {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
@@ -1895,6 +1918,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		close(ready)
 		if savesReady != nil {
 			close(savesReady)
+		}
+		if headsReady != nil {
+			close(headsReady)
 		}
 		errc <- err
 	}()
@@ -1919,7 +1945,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 	}
 	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
-	return r.scatter(down, &at, ar, g, rows, &l, saveCols > 0, func(blocks func(lo, hi int), saves func(c0, c1 int)) error {
+	return r.scatter(down, &at, ar, g, rows, &l, saveCols > 0, split > 0, func(heads func(), blocks func(lo, hi int), saves func(c0, c1 int)) error {
+		if headsReady != nil {
+			if _, ok := <-headsReady; ok {
+				start = time.Now()
+				heads()
+			}
+		}
 		for b := range ready {
 			blocks(b[0], b[1])
 		}
@@ -1967,6 +1999,44 @@ const defaultPipeChunk = 1 << 18
 // each with the driver's fixed cost), and their scatter is short.
 // Tuning.pipeMin lowers it for the tests.
 const defaultPipeMin = 1 << 18
+
+// defaultSplitMin is the smallest launch whose results, copied back at
+// once (below defaultPipeMin), come back in two parts (splitAt). At
+// 32,768 Lorenz trajectories on an H100 the results' scatter (0.21 ms)
+// started once the whole copy back (0.19 ms) was done; a third of its
+// work, the in-order sum of the loss terms among it, needs only the
+// first part's arrays. Tuning.splitMin moves it for the tests, and
+// turns it off.
+const defaultSplitMin = 1 << 14
+
+// splitAt returns the bytes of the first of two parts in which the
+// results of a launch over the trajectories g (layout l, copied back at
+// once in the ranges out) come back, or 0 for one copy. From splitMin
+// trajectories (defaultSplitMin), a gradient's (consecutive
+// trajectories, the times reached left on the device: lazyTimes) copies
+// the arrays of its download region before dL/dy0 first (the shared
+// sums, statuses, counts, flags and loss terms: 20 bytes a trajectory),
+// then the rest (dL/dy0, dL/dp, the rejected steps, the states: 76
+// bytes a Lorenz trajectory): scatter writes the first part's arrays
+// (heads) while the second is copied, the loss terms' in-order sum (a
+// chain of n dependent additions on one core) among them, and the rest
+// once it is in. One copy more than one range, where the copy back in
+// halves (a copy a column of each array, 28 at Lorenz's gradient) was
+// slower at every mid size on an H100.
+func (r *run) splitAt(g []int, l *layout, out []span) int64 {
+	n, v := len(g), r.v
+	m := defaultSplitMin
+	if t := r.ex.tun.splitMin; t != 0 {
+		m = t
+	}
+	if m < 0 || n < m || !v.Grad || !v.Adaptive || !r.lazyT || r.ex.tun.generic || g[n-1]-g[0] != n-1 || len(out) == 0 || r.ahead.on {
+		return 0
+	}
+	if a := l.off[argGY0]; a > out[0].lo && a < out[0].hi {
+		return a - out[0].lo
+	}
+	return 0
+}
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of
 // a chunk of the results of a launch of n trajectories copied back and
@@ -2819,8 +2889,15 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 // trajectory and reads back from the device what it still needs. With
 // savesApart (saveGroups) blocks leaves the saved states out, and feed
 // then calls saves(c0, c1) for their columns [c0, c1) of every
-// trajectory as they are in down, all of them.
-func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows int, l *layout, savesApart bool, feed func(blocks func(lo, hi int), saves func(c0, c1 int)) error) (over []int, err error) {
+// trajectory as they are in down, all of them. With split (splitAt:
+// the results come back in two parts) scatter writes the end times
+// before it calls feed (they need no result: the device is still at
+// work), and feed calls heads() once the first part (the statuses,
+// counts and loss terms) is in down, before blocks(0, nb) for the rest:
+// heads writes every block's statuses and counts and its loss terms
+// (added up in order as they are written) while the second part is
+// copied, and blocks what is left.
+func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows int, l *layout, savesApart, split bool, feed func(heads func(), blocks func(lo, hi int), saves func(c0, c1 int)) error) (over []int, err error) {
 	ex, v := r.ex, r.v
 	n, d, np, k := len(g), r.d, r.np, r.k
 	const outLo = 0 // (rv and iv read array a at at[a])
@@ -2886,7 +2963,17 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// pass) writes their rows as runs of the result arrays, without an
 	// index per trajectory (scatterStatus, scatterRows).
 	consec := n > 0 && g[n-1]-g[0] == n-1 && !ex.tun.generic
-	block := func(_, b int) {
+	if split && (!consec || !v.Adaptive || !r.lazyT) {
+		return nil, errors.New("cuda: internal error: results in two parts from a launch whose statuses need their rows' arrays")
+	}
+	// head writes block b's statuses and counts, its loss terms and
+	// (unless split) its end times; with early (the first part of a
+	// split download alone in down) it leaves the rejected steps to
+	// tail, and reports false, having written nothing, where the block
+	// needs the per-trajectory loop (a record that overflowed its
+	// buffer), which reads arrays of the second part: tail then runs
+	// head again, whole.
+	head := func(b int, early bool) bool {
 		q0, q1 := b*r.rb, min(n, (b+1)*r.rb)
 		var over []int
 		longest, fail, stiffAny := 0, false, false // kept in registers: the blocks' slots share cache lines
@@ -2894,11 +2981,18 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		tangents := true // a flag of a tangential crossing may be set in the block
 		if strips {
 			var flagsOr int32
-			longest, fail, flagsOr = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
+			sr := rej
+			if early {
+				sr = nil // in the second part
+			}
+			longest, fail, flagsOr = r.scatterStatus(g[0]+q0, q0, q1, status, acc, sr, flags, events, tt)
 			stiffAny, tangents = flagsOr&flagStiff != 0, flagsOr&flagTangent != 0
 			// A record that overflowed its buffer: the block's
 			// trajectories again, one by one (every array written again).
 			strips = flagsOr&flagOverflow == 0
+			if !strips && early {
+				return false
+			}
 		}
 		if v.Adaptive && !strips {
 			longest, fail, stiffAny = 0, false, false
@@ -2946,11 +3040,54 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
 			}
 		}
+		gb := g[q0:q1]
+		// The loss terms first (a failure's 0), handed to the in-order
+		// sum before the block's other arrays: its chain of dependent
+		// additions, one core's, starts as soon as the first block's
+		// terms are written and runs beside the rest of the loop (on
+		// many cores, added after whole blocks it outlasted the loop).
+		if (v.Loss || v.Grad) && !r.filling {
+			if consec {
+				blocks[b].badTerm = !scatterRows(r.terms, 1, loss, n, q0, gb)
+			} else {
+				blocks[b].badTerm = !scatterCols(r.terms, 1, loss, n, q0, gb)
+			}
+			if fail {
+				for q := q0; q < q1; q++ {
+					if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
+						r.terms[g[q]] = 0
+					}
+				}
+			}
+			if sum != nil {
+				sum.add(b)
+			}
+		}
+		if r.ends && !split {
+			r.writeEnds(g[q0:q1], consec)
+		}
+		bo := &blocks[b]
+		bo.over, bo.longest, bo.failed, bo.stiff = over, longest, fail, stiffAny
+		bo.tangents, bo.rejLeft = tangents, early && strips && rej != nil
+		return true
+	}
+	// tail writes the rest of block b, whose statuses head wrote: its
+	// rejected steps where head left them, its states and gradients,
+	// and the failures' states.
+	tail := func(b int) {
+		q0, q1 := b*r.rb, min(n, (b+1)*r.rb)
+		bo := &blocks[b]
+		if bo.rejLeft {
+			i0 := g[0] + q0
+			st := res.Stats
+			stripRejected(st.Rejected[i0:i0+q1-q0], st.FieldEvals[i0:i0+q1-q0], st.Accepted[i0:i0+q1-q0], rej[q0:q1], pl.InitEvals, pl.TrialEvals)
+		}
+		fail, tangents := bo.failed, bo.tangents
 		// The arrays one at a time (component-major on the device, but
 		// those of rowMajor; row-major here), then the failures' rows
 		// overwritten.
 		gb := g[q0:q1]
-		cols := func(dst []float64, w int, src reals) bool {
+		rows := func(dst []float64, w int, src reals) bool {
 			if consec {
 				return scatterRows(dst, w, src, n, q0, gb)
 			}
@@ -2958,7 +3095,6 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 		// y, gy0 and gp row-major on the device (Config.RowMajor): runs
 		// of whole rows copied.
-		rows := cols
 		if v.RowMajor {
 			rows = func(dst []float64, w int, src reals) bool {
 				if consec {
@@ -2971,34 +3107,13 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				return finite
 			}
 		}
-		// The loss terms first (a failure's 0), handed to the in-order
-		// sum before the block's other arrays: its chain of dependent
-		// additions, one core's, starts as soon as the first block's
-		// terms are written and runs beside the rest of the loop (on
-		// many cores, added after whole blocks it outlasted the loop).
-		if (v.Loss || v.Grad) && !r.filling {
-			blocks[b].badTerm = !cols(r.terms, 1, loss)
-			if fail {
-				for q := q0; q < q1; q++ {
-					if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
-						r.terms[g[q]] = 0
-					}
-				}
-			}
-			if sum != nil {
-				sum.add(b)
-			}
-		}
-		if r.ends {
-			r.writeEnds(g[q0:q1], consec)
-		}
 		if states {
 			rows(res.Y, d, y) // the saved states after the blocks (savesTask)
 		}
 		if v.Grad {
 			f0 := rows(res.GradY0, d, gy0)
 			fp := rows(res.GradP, np, gp)
-			blocks[b].nonFinite = !f0 || !fp
+			bo.nonFinite = !f0 || !fp
 		}
 		if fail && states {
 			for q := q0; q < q1; q++ {
@@ -3014,22 +3129,34 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			// The first tangential crossing, whose event time has no
 			// derivative (the error below): looked for where the strips'
 			// pass over the flags saw one, or did not run.
-			blocks[b].tangent = -1
+			bo.tangent = -1
 			for q := q0; tangents && q < q1; q++ {
 				if flags[q]&flagTangent != 0 && flags[q]&flagOverflow == 0 {
-					blocks[b].tangent = q
+					bo.tangent = q
 					break
 				}
 			}
 		}
-		blocks[b].over, blocks[b].longest, blocks[b].failed, blocks[b].stiff = over, longest, fail, stiffAny
+	}
+	if split && r.ends {
+		r.writeEnds(g, consec) // (on this goroutine, while the device works)
 	}
 	// The saved states (k·d values a trajectory, 4,000 for 1,000 save
 	// times of four components) in tasks of their own (scatterSaves): a
 	// result block (up to resultBlock trajectories) would leave a launch
 	// of a few thousand to one core. A failed trajectory's rows are NaN.
-	if err := feed(func(lo, hi int) {
-		par.Run(hi-lo, 0, func(w, t int) { block(w, lo+t) })
+	if err := feed(func() {
+		// On all cores but one: the goroutine that copies the second
+		// part back needs one once its copy is done.
+		par.Run(nb, max(1, runtime.GOMAXPROCS(0)-1), func(_, b int) { blocks[b].headed = head(b, true) })
+	}, func(lo, hi int) {
+		par.Run(hi-lo, 0, func(_, t int) {
+			b := lo + t
+			if !blocks[b].headed {
+				head(b, false)
+			}
+			tail(b)
+		})
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}
@@ -3327,6 +3454,9 @@ type scatterBlock struct {
 	nonFinite bool  // a gradient that is not finite
 	badTerm   bool  // a loss term that is not finite (with OmitStates: lossError needs its states)
 	tangent   int   // a gradient with events: the block's first launch trajectory whose event crossing is tangential, or -1
+	tangents  bool  // a flag of a tangential crossing may be set in the block (head's pass over the flags saw one, or did not run)
+	rejLeft   bool  // head left the rejected steps to tail (the second part of a split download)
+	headed    bool  // head wrote the block from the first part of a split download
 }
 
 // orderedSum adds the loss terms of a launch's blocks in index order as
