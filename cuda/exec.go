@@ -2966,117 +2966,117 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	if split && (!consec || !v.Adaptive || !r.lazyT) {
 		return nil, errors.New("cuda: internal error: results in two parts from a launch whose statuses need their rows' arrays")
 	}
-	// head writes block b's statuses and counts, its loss terms and
-	// (unless split) its end times; with early (the first part of a
-	// split download alone in down) it leaves the rejected steps to
-	// tail, and reports false, having written nothing, where the block
-	// needs the per-trajectory loop (a record that overflowed its
-	// buffer), which reads arrays of the second part: tail then runs
-	// head again, whole.
-	head := func(b int, early bool) bool {
+	// block writes block b's results: part blockWhole all of them,
+	// blockHead (the first part of a split download alone in down) its
+	// statuses and counts but the rejected steps, its loss terms and
+	// (unless split) its end times, and blockTail what blockHead left:
+	// the rejected steps, the states and gradients, the failures'
+	// states; all of it where blockHead left the block whole (a record
+	// that overflowed its buffer: the per-trajectory loop reads arrays
+	// of the second part).
+	block := func(b, part int) {
 		q0, q1 := b*r.rb, min(n, (b+1)*r.rb)
-		var over []int
-		longest, fail, stiffAny := 0, false, false // kept in registers: the blocks' slots share cache lines
-		strips := v.Adaptive && consec
-		tangents := true // a flag of a tangential crossing may be set in the block
-		if strips {
-			var flagsOr int32
-			sr := rej
-			if early {
-				sr = nil // in the second part
-			}
-			longest, fail, flagsOr = r.scatterStatus(g[0]+q0, q0, q1, status, acc, sr, flags, events, tt)
-			stiffAny, tangents = flagsOr&flagStiff != 0, flagsOr&flagTangent != 0
-			// A record that overflowed its buffer: the block's
-			// trajectories again, one by one (every array written again).
-			strips = flagsOr&flagOverflow == 0
-			if !strips && early {
-				return false
-			}
-		}
-		if v.Adaptive && !strips {
-			longest, fail, stiffAny = 0, false, false
-			// The result arrays in locals: the loop's stores would
-			// otherwise make the compiler load each header again.
-			sts, stiff, accepted, rejected, evals := res.Status, res.Stiff, res.Stats.Accepted, res.Stats.Rejected, res.Stats.FieldEvals
-			var lens []int // the mesh's Len, written with the counts
-			if r.lensOut {
-				lens = r.meshLen
-			}
-			times, e0, e1 := !r.lazyT, pl.InitEvals, pl.TrialEvals
-			for q := q0; q < q1; q++ {
-				i, a, f := g[q], int(acc[q]), flags[q]
-				accepted[i] = a
-				if lens != nil {
-					lens[i] = a
+		bo := &blocks[b]
+		if part != blockTail || !bo.headed {
+			early := part == blockHead
+			var over []int
+			longest, fail, stiffAny := 0, false, false // kept in registers: the blocks' slots share cache lines
+			strips := v.Adaptive && consec
+			tangents := true // a flag of a tangential crossing may be set in the block
+			if strips {
+				var flagsOr int32
+				sr := rej
+				if early {
+					sr = nil // in the second part
 				}
-				if f&flagOverflow != 0 {
-					// Run again: the rerun writes all its results.
-					sts[i] = ode.NotRun
-					over = append(over, i)
-					continue
+				longest, fail, flagsOr = r.scatterStatus(g[0]+q0, q0, q1, status, acc, sr, flags, events, tt)
+				stiffAny, tangents = flagsOr&flagStiff != 0, flagsOr&flagTangent != 0
+				// A record that overflowed its buffer: the block's
+				// trajectories again, one by one (every array written again).
+				strips = flagsOr&flagOverflow == 0
+				if !strips && early {
+					return
 				}
-				st := ode.Status(status[q])
-				fail = fail || st != ode.OK
-				sts[i] = st
-				if times {
-					res.T[i] = tt.get(q)
-				}
-				stiff[i] = f&flagStiff != 0
-				stiffAny = stiffAny || stiff[i]
-				if rej != nil {
-					rj := int(rej[q])
-					rejected[i] = rj
-					evals[i] = e0 + e1*(a+rj)
-				}
-				if events != nil {
-					res.Events[i] = int(events[q])
-				}
-				longest = max(longest, a)
 			}
-		} else if !v.Adaptive && events != nil {
-			// A given mesh with events (a record's strips wrote both).
-			for q := q0; q < q1; q++ {
-				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
-			}
-		}
-		gb := g[q0:q1]
-		// The loss terms first (a failure's 0), handed to the in-order
-		// sum before the block's other arrays: its chain of dependent
-		// additions, one core's, starts as soon as the first block's
-		// terms are written and runs beside the rest of the loop (on
-		// many cores, added after whole blocks it outlasted the loop).
-		if (v.Loss || v.Grad) && !r.filling {
-			if consec {
-				blocks[b].badTerm = !scatterRows(r.terms, 1, loss, n, q0, gb)
-			} else {
-				blocks[b].badTerm = !scatterCols(r.terms, 1, loss, n, q0, gb)
-			}
-			if fail {
+			if v.Adaptive && !strips {
+				longest, fail, stiffAny = 0, false, false
+				// The result arrays in locals: the loop's stores would
+				// otherwise make the compiler load each header again.
+				sts, stiff, accepted, rejected, evals := res.Status, res.Stiff, res.Stats.Accepted, res.Stats.Rejected, res.Stats.FieldEvals
+				var lens []int // the mesh's Len, written with the counts
+				if r.lensOut {
+					lens = r.meshLen
+				}
+				times, e0, e1 := !r.lazyT, pl.InitEvals, pl.TrialEvals
 				for q := q0; q < q1; q++ {
-					if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
-						r.terms[g[q]] = 0
+					i, a, f := g[q], int(acc[q]), flags[q]
+					accepted[i] = a
+					if lens != nil {
+						lens[i] = a
+					}
+					if f&flagOverflow != 0 {
+						// Run again: the rerun writes all its results.
+						sts[i] = ode.NotRun
+						over = append(over, i)
+						continue
+					}
+					st := ode.Status(status[q])
+					fail = fail || st != ode.OK
+					sts[i] = st
+					if times {
+						res.T[i] = tt.get(q)
+					}
+					stiff[i] = f&flagStiff != 0
+					stiffAny = stiffAny || stiff[i]
+					if rej != nil {
+						rj := int(rej[q])
+						rejected[i] = rj
+						evals[i] = e0 + e1*(a+rj)
+					}
+					if events != nil {
+						res.Events[i] = int(events[q])
+					}
+					longest = max(longest, a)
+				}
+			} else if !v.Adaptive && events != nil {
+				// A given mesh with events (a record's strips wrote both).
+				for q := q0; q < q1; q++ {
+					res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
+				}
+			}
+			gb := g[q0:q1]
+			// The loss terms first (a failure's 0), handed to the in-order
+			// sum before the block's other arrays: its chain of dependent
+			// additions, one core's, starts as soon as the first block's
+			// terms are written and runs beside the rest of the loop (on
+			// many cores, added after whole blocks it outlasted the loop).
+			if (v.Loss || v.Grad) && !r.filling {
+				if consec {
+					blocks[b].badTerm = !scatterRows(r.terms, 1, loss, n, q0, gb)
+				} else {
+					blocks[b].badTerm = !scatterCols(r.terms, 1, loss, n, q0, gb)
+				}
+				if fail {
+					for q := q0; q < q1; q++ {
+						if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
+							r.terms[g[q]] = 0
+						}
 					}
 				}
+				if sum != nil {
+					sum.add(b)
+				}
 			}
-			if sum != nil {
-				sum.add(b)
+			if r.ends && !split {
+				r.writeEnds(g[q0:q1], consec)
+			}
+			bo.over, bo.longest, bo.failed, bo.stiff = over, longest, fail, stiffAny
+			bo.tangents, bo.rejLeft = tangents, early && strips && rej != nil
+			if early {
+				bo.headed = true
+				return
 			}
 		}
-		if r.ends && !split {
-			r.writeEnds(g[q0:q1], consec)
-		}
-		bo := &blocks[b]
-		bo.over, bo.longest, bo.failed, bo.stiff = over, longest, fail, stiffAny
-		bo.tangents, bo.rejLeft = tangents, early && strips && rej != nil
-		return true
-	}
-	// tail writes the rest of block b, whose statuses head wrote: its
-	// rejected steps where head left them, its states and gradients,
-	// and the failures' states.
-	tail := func(b int) {
-		q0, q1 := b*r.rb, min(n, (b+1)*r.rb)
-		bo := &blocks[b]
 		if bo.rejLeft {
 			i0 := g[0] + q0
 			st := res.Stats
@@ -3145,18 +3145,18 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// times of four components) in tasks of their own (scatterSaves): a
 	// result block (up to resultBlock trajectories) would leave a launch
 	// of a few thousand to one core. A failed trajectory's rows are NaN.
-	if err := feed(func() {
-		// On all cores but one: the goroutine that copies the second
-		// part back needs one once its copy is done.
-		par.Run(nb, max(1, runtime.GOMAXPROCS(0)-1), func(_, b int) { blocks[b].headed = head(b, true) })
-	}, func(lo, hi int) {
-		par.Run(hi-lo, 0, func(_, t int) {
-			b := lo + t
-			if !blocks[b].headed {
-				head(b, false)
-			}
-			tail(b)
-		})
+	var heads func() // (made only where split: a closure is an allocation)
+	part := blockWhole
+	if split {
+		part = blockTail
+		heads = func() {
+			// On all cores but one: the goroutine that copies the second
+			// part back needs one once its copy is done.
+			par.Run(nb, max(1, runtime.GOMAXPROCS(0)-1), func(_, b int) { block(b, blockHead) })
+		}
+	}
+	if err := feed(heads, func(lo, hi int) {
+		par.Run(hi-lo, 0, func(_, t int) { block(lo+t, part) })
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}
@@ -3444,6 +3444,13 @@ func (r *run) writeEnds(g []int, consec bool) {
 	}
 }
 
+// The parts of a result block that scatter's block writes.
+const (
+	blockWhole = iota // all of it
+	blockHead         // the statuses, counts and loss terms, from the first part of a split download
+	blockTail         // the rest, once the second part is in
+)
+
 // scatterBlock is what scatter's worker found in one block of
 // r.rb trajectories, merged in block order after the loop.
 type scatterBlock struct {
@@ -3455,8 +3462,8 @@ type scatterBlock struct {
 	badTerm   bool  // a loss term that is not finite (with OmitStates: lossError needs its states)
 	tangent   int   // a gradient with events: the block's first launch trajectory whose event crossing is tangential, or -1
 	tangents  bool  // a flag of a tangential crossing may be set in the block (head's pass over the flags saw one, or did not run)
-	rejLeft   bool  // head left the rejected steps to tail (the second part of a split download)
-	headed    bool  // head wrote the block from the first part of a split download
+	rejLeft   bool  // its blockHead left the rejected steps to its blockTail
+	headed    bool  // its blockHead was written (from the first part of a split download)
 }
 
 // orderedSum adds the loss terms of a launch's blocks in index order as
