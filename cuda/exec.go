@@ -2003,10 +2003,14 @@ const defaultPipeMin = 1 << 18
 // defaultSplitMin is the smallest launch whose results, copied back at
 // once (below defaultPipeMin), come back in two parts (splitAt). At
 // 32,768 Lorenz trajectories on an H100 the results' scatter (0.21 ms)
-// started once the whole copy back (0.19 ms) was done; a third of its
-// work, the in-order sum of the loss terms among it, needs only the
-// first part's arrays. Tuning.splitMin moves it for the tests, and
-// turns it off.
+// started once the whole copy back (0.19 ms) was done; about 40% of its
+// memory traffic, and the in-order sum of the loss terms, need only the
+// first part's arrays. The split costs a copy, a goroutine and a second
+// wake-up of the pool's goroutines: on a 2-core host with a bus of 16
+// GB/s emulated (BenchmarkScatterBus) whole calls took 7.5%, 16% and
+// 11% less time at 16,384, 32,768 and 131,072 trajectories
+// (BenchmarkGPUCallSplit measures it on a device). Tuning.splitMin
+// moves it for the tests, and turns it off.
 const defaultSplitMin = 1 << 14
 
 // splitAt returns the bytes of the first of two parts in which the
@@ -2890,13 +2894,12 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 // savesApart (saveGroups) blocks leaves the saved states out, and feed
 // then calls saves(c0, c1) for their columns [c0, c1) of every
 // trajectory as they are in down, all of them. With split (splitAt:
-// the results come back in two parts) scatter writes the end times
-// before it calls feed (they need no result: the device is still at
-// work), and feed calls heads() once the first part (the statuses,
-// counts and loss terms) is in down, before blocks(0, nb) for the rest:
-// heads writes every block's statuses and counts and its loss terms
-// (added up in order as they are written) while the second part is
-// copied, and blocks what is left.
+// the results come back in two parts) feed calls heads() once the first
+// part (the statuses, counts and loss terms) is in down, before
+// blocks(0, nb) for the rest: heads writes every block's statuses and
+// counts, its loss terms (added up in order as they are written) and
+// its end times while the second part is copied, and blocks what is
+// left.
 func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows int, l *layout, savesApart, split bool, feed func(heads func(), blocks func(lo, hi int), saves func(c0, c1 int)) error) (over []int, err error) {
 	ex, v := r.ex, r.v
 	n, d, np, k := len(g), r.d, r.np, r.k
@@ -2968,8 +2971,8 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	}
 	// block writes block b's results: part blockWhole all of them,
 	// blockHead (the first part of a split download alone in down) its
-	// statuses and counts but the rejected steps, its loss terms and
-	// (unless split) its end times, and blockTail what blockHead left:
+	// statuses and counts but the rejected steps, its loss terms and its
+	// end times, and blockTail what blockHead left:
 	// the rejected steps, the states and gradients, the failures'
 	// states; all of it where blockHead left the block whole (a record
 	// that overflowed its buffer: the per-trajectory loop reads arrays
@@ -3067,7 +3070,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 					sum.add(b)
 				}
 			}
-			if r.ends && !split {
+			if r.ends {
 				r.writeEnds(g[q0:q1], consec)
 			}
 			bo.over, bo.longest, bo.failed, bo.stiff = over, longest, fail, stiffAny
@@ -3137,9 +3140,6 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				}
 			}
 		}
-	}
-	if split && r.ends {
-		r.writeEnds(g, consec) // (on this goroutine, while the device works)
 	}
 	// The saved states (k·d values a trajectory, 4,000 for 1,000 save
 	// times of four components) in tasks of their own (scatterSaves): a

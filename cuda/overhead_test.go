@@ -1125,6 +1125,27 @@ func BenchmarkGPUCallBound(b *testing.B) {
 	}
 }
 
+// BenchmarkGPUCallSplit is BenchmarkGPUCallBound at 16,384, 32,768 and
+// 131,072 trajectories with the results copied back at once ("one":
+// Tuning.splitMin -1) and in two parts, the first part's statuses,
+// counts and loss terms written while the second is copied ("split":
+// splitAt, the default from defaultSplitMin). Run with -count to
+// alternate them:
+//
+//	cuda.test -test.run '^$' -test.bench 'BenchmarkGPUCallSplit' -test.benchtime 200x -test.count 3
+func BenchmarkGPUCallSplit(b *testing.B) {
+	needGPUEngine(b)
+	for _, n := range []int{1 << 14, 1 << 15, 1 << 17} {
+		for _, one := range []bool{true, false} {
+			name, tun := fmt.Sprintf("n=%d/split", n), Tuning{splitMin: 1 << 14}
+			if one {
+				name, tun = fmt.Sprintf("n=%d/one", n), Tuning{splitMin: -1}
+			}
+			b.Run(name, func(b *testing.B) { reportCallBound(b, timeGradCalls(b, n, tun, 0)) })
+		}
+	}
+}
+
 // reportCallBound reports BenchmarkGPUCallBound's figures of the calls
 // whose trace's stats are s: the bound (kernel-ms + 1.3·copy-ms
 // + 0.2 ms), the host's time beyond the kernels and copies, the staging
