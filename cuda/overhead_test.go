@@ -1160,6 +1160,28 @@ func reportCallBound(b *testing.B, s TraceStats) {
 	b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
 }
 
+// TestGPUSplitDownload checks on the device that a launch whose results
+// come back in two parts (splitAt: the default at 32,768 trajectories)
+// gives the results of one copy back (Tuning.splitMin -1) bit for bit:
+// the same kernel, its arrays read at other offsets.
+func TestGPUSplitDownload(t *testing.T) {
+	needGPUEngine(t)
+	c := lorenzCallCase(1 << 15)
+	var gs [2]*ode.Gradient
+	for k, tun := range []Tuning{{}, {splitMin: -1}} {
+		set := c.set
+		set.Engine = tuned(t, "cuda", tun)
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gs[k], err = sv.Grad(nil, &c.prob, c.loss, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameGrads(t, "split against one copy", gs[0], gs[1])
+}
+
 // TestGPUChunkLaunch checks on the device that a launch run as a kernel
 // per chunk of results, its copies beside the next chunks' kernels (the
 // default from 2^19 trajectories), gives the results of one kernel
