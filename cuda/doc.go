@@ -394,8 +394,11 @@
 // each chunk's inputs staged while the chunk before goes up and runs,
 // its columns uploaded and its kernel queued once they are staged, so
 // that only the first chunk's staging comes before the device's work:
-// Tuning.NoChunkStage to stage them all first; of the order of the
-// kernel's time and more at millions of trajectories: the result loop
+// Tuning.NoChunkStage to stage them all first; from 16,384 below that,
+// a gradient's results come back in two parts, the statuses, counts and
+// loss terms written, and the loss summed, while the states and
+// gradients are copied; of the order of the kernel's time and more at
+// millions of trajectories: the result loop
 // copies and transposes every array and checks the gradients finite as
 // it copies them, Result.GradFinite, adds the loss terms in trajectory
 // order (one core's chain of additions, begun as soon as the first

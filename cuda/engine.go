@@ -237,7 +237,9 @@ type TraceStats struct {
 	// host's time writing a launch's results into the caller's arrays
 	// after the batch; where the results come back in chunks it runs
 	// from the batch's start, overlapping the copies and kernels (and
-	// the staging of chunks staged as the batch runs). A call's
+	// the staging of chunks staged as the batch runs), and where they
+	// come back in two parts from the first part's arrival, overlapping
+	// the second's copy. A call's
 	// wall time less Kernel, Transfer, Stage and Scatter is the rest of
 	// its host work (package ode's checks and results, the driver's
 	// calls, synchronisation).

@@ -1641,6 +1641,12 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	r.keptLaunch = kept
 	defer func() { r.keptLaunch = false }()
+	// A mid-size launch's results come back in two parts, the first
+	// scattered while the second is copied (splitAt).
+	var split int64
+	if chunk == 0 && saveCols == 0 && !kept {
+		split = r.splitAt(g, &l, out)
+	}
 	savesAt := outBytes
 	if saveCols > 0 {
 		at[argYs] = savesAt
@@ -1653,10 +1659,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// The clock is taken and given back outside the batch: making or
 	// freeing one is a call of the device's own.
 	var dt time.Duration
-	var ready chan [2]int      // the result blocks [lo, hi) copied back
-	var savesReady chan [2]int // the saved states' columns [c0, c1) copied back, with saveCols
+	var ready chan [2]int        // the result blocks [lo, hi) copied back
+	var savesReady chan [2]int   // the saved states' columns [c0, c1) copied back, with saveCols
+	var headsReady chan struct{} // with split: the first part copied back
 	if chunk > 0 {
 		ready = make(chan [2]int, (nb+chunk-1)/chunk)
+	} else if split > 0 {
+		ready, headsReady = make(chan [2]int, 1), make(chan struct{}, 1)
 	} else if saveCols > 0 {
 		ready = make(chan [2]int, 1)
 		savesReady = make(chan [2]int, (r.k*r.d+saveCols-1)/saveCols)
@@ -1789,10 +1798,23 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			base = r.argAddr(ar, &l, argGS) - uint64(l.off[argGS])
 		}
 		for _, s := range out {
-			if err := r.read(down[at:at+s.hi-s.lo], base+uint64(s.lo)); err != nil {
+			lo := s.lo
+			if at == 0 && split > 0 {
+				// The first part (splitAt), scattered while the rest is
+				// copied.
+				if err := r.read(down[:split], base+uint64(lo)); err != nil {
+					return err
+				}
+				headsReady <- struct{}{}
+				at, lo = split, lo+split
+			}
+			if err := r.read(down[at:at+s.hi-lo], base+uint64(lo)); err != nil {
 				return err
 			}
-			at += s.hi - s.lo
+			at += s.hi - lo
+		}
+		if split > 0 {
+			ready <- [2]int{0, nb}
 		}
 		if saveCols > 0 {
 			ready <- [2]int{0, nb}
@@ -1829,7 +1851,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 	}
 	staged0 := time.Since(staging)
-	if chunk == 0 && saveCols == 0 {
+	if chunk == 0 && saveCols == 0 && split == 0 {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		err = ex.be.batch(batch)
 		rg.End()
@@ -1876,7 +1898,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			}
 			src, at = all, *fullAt
 		}
-		return r.scatter(src, &at, ar, g, rows, &l, false, func(blocks func(lo, hi int), _ func(c0, c1 int)) error {
+		return r.scatter(src, &at, ar, g, rows, &l, false, false, func(_ func(), blocks func(lo, hi int), _ func(c0, c1 int)) error {
 			blocks(0, nb)
 			return nil
 		})
@@ -1889,7 +1911,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		// results written.
 		return nil, errors.New("cuda: internal error: a launch ahead of its compare in chunks")
 	}
-	defer r.hostTimes(staged0, time.Now())
+	start := time.Now() // (with split, from the first part's arrival)
+	defer func() { r.hostTimes(staged0, start) }()
 	errc := make(chan error, 1)
 	go func() {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
@@ -1898,6 +1921,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		close(ready)
 		if savesReady != nil {
 			close(savesReady)
+		}
+		if headsReady != nil {
+			close(headsReady)
 		}
 		errc <- err
 	}()
@@ -1922,7 +1948,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 	}
 	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
-	return r.scatter(down, &at, ar, g, rows, &l, saveCols > 0, func(blocks func(lo, hi int), saves func(c0, c1 int)) error {
+	return r.scatter(down, &at, ar, g, rows, &l, saveCols > 0, split > 0, func(heads func(), blocks func(lo, hi int), saves func(c0, c1 int)) error {
+		if headsReady != nil {
+			if _, ok := <-headsReady; ok {
+				start = time.Now()
+				heads()
+			}
+		}
 		for b := range ready {
 			blocks(b[0], b[1])
 		}
@@ -1970,6 +2002,48 @@ const defaultPipeChunk = 1 << 18
 // each with the driver's fixed cost), and their scatter is short.
 // Tuning.pipeMin lowers it for the tests.
 const defaultPipeMin = 1 << 18
+
+// defaultSplitMin is the smallest launch whose results, copied back at
+// once (below defaultPipeMin), come back in two parts (splitAt). At
+// 32,768 Lorenz trajectories on an H100 the results' scatter (0.21 ms)
+// started once the whole copy back (0.19 ms) was done; about 40% of its
+// memory traffic, and the in-order sum of the loss terms, need only the
+// first part's arrays. The split costs a copy, a goroutine and a second
+// wake-up of the pool's goroutines: on a 2-core host with a bus of 16
+// GB/s emulated (BenchmarkScatterBus) whole calls took 7.5%, 16% and
+// 11% less time at 16,384, 32,768 and 131,072 trajectories
+// (BenchmarkGPUCallSplit measures it on a device). Tuning.splitMin
+// moves it for the tests, and turns it off.
+const defaultSplitMin = 1 << 14
+
+// splitAt returns the bytes of the first of two parts in which the
+// results of a launch over the trajectories g (layout l, copied back at
+// once in the ranges out) come back, or 0 for one copy. From splitMin
+// trajectories (defaultSplitMin), a gradient's (consecutive
+// trajectories, the times reached left on the device: lazyTimes) copies
+// the arrays of its download region before dL/dy0 first (the shared
+// sums, statuses, counts, flags and loss terms: 20 bytes a trajectory),
+// then the rest (dL/dy0, dL/dp, the rejected steps, the states: 76
+// bytes a Lorenz trajectory): scatter writes the first part's arrays
+// (heads) while the second is copied, the loss terms' in-order sum (a
+// chain of n dependent additions on one core) among them, and the rest
+// once it is in. One copy more than one range, where the copy back in
+// halves (a copy a column of each array, 28 at Lorenz's gradient) was
+// slower at every mid size on an H100.
+func (r *run) splitAt(g []int, l *layout, out []span) int64 {
+	n, v := len(g), r.v
+	m := defaultSplitMin
+	if t := r.ex.tun.splitMin; t != 0 {
+		m = t
+	}
+	if m < 0 || n < m || !v.Grad || !v.Adaptive || !r.lazyT || r.ex.tun.generic || g[n-1]-g[0] != n-1 || len(out) == 0 || r.ahead.on {
+		return 0
+	}
+	if a := l.off[argGY0]; a > out[0].lo && a < out[0].hi {
+		return a - out[0].lo
+	}
+	return 0
+}
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of
 // a chunk of the results of a launch of n trajectories copied back and
@@ -2822,8 +2896,14 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 // trajectory and reads back from the device what it still needs. With
 // savesApart (saveGroups) blocks leaves the saved states out, and feed
 // then calls saves(c0, c1) for their columns [c0, c1) of every
-// trajectory as they are in down, all of them.
-func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows int, l *layout, savesApart bool, feed func(blocks func(lo, hi int), saves func(c0, c1 int)) error) (over []int, err error) {
+// trajectory as they are in down, all of them. With split (splitAt:
+// the results come back in two parts) feed calls heads() once the first
+// part (the statuses, counts and loss terms) is in down, before
+// blocks(0, nb) for the rest: heads writes every block's statuses and
+// counts, its loss terms (added up in order as they are written) and
+// its end times while the second part is copied, and blocks what is
+// left.
+func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows int, l *layout, savesApart, split bool, feed func(heads func(), blocks func(lo, hi int), saves func(c0, c1 int)) error) (over []int, err error) {
 	ex, v := r.ex, r.v
 	n, d, np, k := len(g), r.d, r.np, r.k
 	const outLo = 0 // (rv and iv read array a at at[a])
@@ -2889,71 +2969,131 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	// pass) writes their rows as runs of the result arrays, without an
 	// index per trajectory (scatterStatus, scatterRows).
 	consec := n > 0 && g[n-1]-g[0] == n-1 && !ex.tun.generic
-	block := func(_, b int) {
+	if split && (!consec || !v.Adaptive || !r.lazyT) {
+		return nil, errors.New("cuda: internal error: results in two parts from a launch whose statuses need their rows' arrays")
+	}
+	// block writes block b's results: part blockWhole all of them,
+	// blockHead (the first part of a split download alone in down) its
+	// statuses and counts but the rejected steps, its loss terms and its
+	// end times, and blockTail what blockHead left:
+	// the rejected steps, the states and gradients, the failures'
+	// states; all of it where blockHead left the block whole (a record
+	// that overflowed its buffer: the per-trajectory loop reads arrays
+	// of the second part).
+	block := func(b, part int) {
 		q0, q1 := b*r.rb, min(n, (b+1)*r.rb)
-		var over []int
-		longest, fail, stiffAny := 0, false, false // kept in registers: the blocks' slots share cache lines
-		strips := v.Adaptive && consec
-		tangents := true // a flag of a tangential crossing may be set in the block
-		if strips {
-			var flagsOr int32
-			longest, fail, flagsOr = r.scatterStatus(g[0]+q0, q0, q1, status, acc, rej, flags, events, tt)
-			stiffAny, tangents = flagsOr&flagStiff != 0, flagsOr&flagTangent != 0
-			// A record that overflowed its buffer: the block's
-			// trajectories again, one by one (every array written again).
-			strips = flagsOr&flagOverflow == 0
+		bo := &blocks[b]
+		if part != blockTail || !bo.headed {
+			early := part == blockHead
+			var over []int
+			longest, fail, stiffAny := 0, false, false // kept in registers: the blocks' slots share cache lines
+			strips := v.Adaptive && consec
+			tangents := true // a flag of a tangential crossing may be set in the block
+			if strips {
+				var flagsOr int32
+				sr := rej
+				if early {
+					sr = nil // in the second part
+				}
+				longest, fail, flagsOr = r.scatterStatus(g[0]+q0, q0, q1, status, acc, sr, flags, events, tt)
+				stiffAny, tangents = flagsOr&flagStiff != 0, flagsOr&flagTangent != 0
+				// A record that overflowed its buffer: the block's
+				// trajectories again, one by one (every array written again).
+				strips = flagsOr&flagOverflow == 0
+				if !strips && early {
+					return
+				}
+			}
+			if v.Adaptive && !strips {
+				longest, fail, stiffAny = 0, false, false
+				// The result arrays in locals: the loop's stores would
+				// otherwise make the compiler load each header again.
+				sts, stiff, accepted, rejected, evals := res.Status, res.Stiff, res.Stats.Accepted, res.Stats.Rejected, res.Stats.FieldEvals
+				var lens []int // the mesh's Len, written with the counts
+				if r.lensOut {
+					lens = r.meshLen
+				}
+				times, e0, e1 := !r.lazyT, pl.InitEvals, pl.TrialEvals
+				for q := q0; q < q1; q++ {
+					i, a, f := g[q], int(acc[q]), flags[q]
+					accepted[i] = a
+					if lens != nil {
+						lens[i] = a
+					}
+					if f&flagOverflow != 0 {
+						// Run again: the rerun writes all its results.
+						sts[i] = ode.NotRun
+						over = append(over, i)
+						continue
+					}
+					st := ode.Status(status[q])
+					fail = fail || st != ode.OK
+					sts[i] = st
+					if times {
+						res.T[i] = tt.get(q)
+					}
+					stiff[i] = f&flagStiff != 0
+					stiffAny = stiffAny || stiff[i]
+					if rej != nil {
+						rj := int(rej[q])
+						rejected[i] = rj
+						evals[i] = e0 + e1*(a+rj)
+					}
+					if events != nil {
+						res.Events[i] = int(events[q])
+					}
+					longest = max(longest, a)
+				}
+			} else if !v.Adaptive && events != nil {
+				// A given mesh with events (a record's strips wrote both).
+				for q := q0; q < q1; q++ {
+					res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
+				}
+			}
+			gb := g[q0:q1]
+			// The loss terms first (a failure's 0), handed to the in-order
+			// sum before the block's other arrays: its chain of dependent
+			// additions, one core's, starts as soon as the first block's
+			// terms are written and runs beside the rest of the loop (on
+			// many cores, added after whole blocks it outlasted the loop).
+			if (v.Loss || v.Grad) && !r.filling {
+				if consec {
+					blocks[b].badTerm = !scatterRows(r.terms, 1, loss, n, q0, gb)
+				} else {
+					blocks[b].badTerm = !scatterCols(r.terms, 1, loss, n, q0, gb)
+				}
+				if fail {
+					for q := q0; q < q1; q++ {
+						if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
+							r.terms[g[q]] = 0
+						}
+					}
+				}
+				if sum != nil {
+					sum.add(b)
+				}
+			}
+			if r.ends {
+				r.writeEnds(g[q0:q1], consec)
+			}
+			bo.over, bo.longest, bo.failed, bo.stiff = over, longest, fail, stiffAny
+			bo.tangents, bo.rejLeft = tangents, early && strips && rej != nil
+			if early {
+				bo.headed = true
+				return
+			}
 		}
-		if v.Adaptive && !strips {
-			longest, fail, stiffAny = 0, false, false
-			// The result arrays in locals: the loop's stores would
-			// otherwise make the compiler load each header again.
-			sts, stiff, accepted, rejected, evals := res.Status, res.Stiff, res.Stats.Accepted, res.Stats.Rejected, res.Stats.FieldEvals
-			var lens []int // the mesh's Len, written with the counts
-			if r.lensOut {
-				lens = r.meshLen
-			}
-			times, e0, e1 := !r.lazyT, pl.InitEvals, pl.TrialEvals
-			for q := q0; q < q1; q++ {
-				i, a, f := g[q], int(acc[q]), flags[q]
-				accepted[i] = a
-				if lens != nil {
-					lens[i] = a
-				}
-				if f&flagOverflow != 0 {
-					// Run again: the rerun writes all its results.
-					sts[i] = ode.NotRun
-					over = append(over, i)
-					continue
-				}
-				st := ode.Status(status[q])
-				fail = fail || st != ode.OK
-				sts[i] = st
-				if times {
-					res.T[i] = tt.get(q)
-				}
-				stiff[i] = f&flagStiff != 0
-				stiffAny = stiffAny || stiff[i]
-				if rej != nil {
-					rj := int(rej[q])
-					rejected[i] = rj
-					evals[i] = e0 + e1*(a+rj)
-				}
-				if events != nil {
-					res.Events[i] = int(events[q])
-				}
-				longest = max(longest, a)
-			}
-		} else if !v.Adaptive && events != nil {
-			// A given mesh with events (a record's strips wrote both).
-			for q := q0; q < q1; q++ {
-				res.T[g[q]], res.Events[g[q]] = tt.get(q), int(events[q])
-			}
+		if bo.rejLeft {
+			i0 := g[0] + q0
+			st := res.Stats
+			stripRejected(st.Rejected[i0:i0+q1-q0], st.FieldEvals[i0:i0+q1-q0], st.Accepted[i0:i0+q1-q0], rej[q0:q1], pl.InitEvals, pl.TrialEvals)
 		}
+		fail, tangents := bo.failed, bo.tangents
 		// The arrays one at a time (component-major on the device, but
 		// those of rowMajor; row-major here), then the failures' rows
 		// overwritten.
 		gb := g[q0:q1]
-		cols := func(dst []float64, w int, src reals) bool {
+		rows := func(dst []float64, w int, src reals) bool {
 			if consec {
 				return scatterRows(dst, w, src, n, q0, gb)
 			}
@@ -2961,7 +3101,6 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 		// y, gy0 and gp row-major on the device (Config.RowMajor): runs
 		// of whole rows copied.
-		rows := cols
 		if v.RowMajor {
 			rows = func(dst []float64, w int, src reals) bool {
 				if consec {
@@ -2974,34 +3113,13 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 				return finite
 			}
 		}
-		// The loss terms first (a failure's 0), handed to the in-order
-		// sum before the block's other arrays: its chain of dependent
-		// additions, one core's, starts as soon as the first block's
-		// terms are written and runs beside the rest of the loop (on
-		// many cores, added after whole blocks it outlasted the loop).
-		if (v.Loss || v.Grad) && !r.filling {
-			blocks[b].badTerm = !cols(r.terms, 1, loss)
-			if fail {
-				for q := q0; q < q1; q++ {
-					if flags[q]&flagOverflow == 0 && ode.Status(status[q]) != ode.OK {
-						r.terms[g[q]] = 0
-					}
-				}
-			}
-			if sum != nil {
-				sum.add(b)
-			}
-		}
-		if r.ends {
-			r.writeEnds(g[q0:q1], consec)
-		}
 		if states {
 			rows(res.Y, d, y) // the saved states after the blocks (savesTask)
 		}
 		if v.Grad {
 			f0 := rows(res.GradY0, d, gy0)
 			fp := rows(res.GradP, np, gp)
-			blocks[b].nonFinite = !f0 || !fp
+			bo.nonFinite = !f0 || !fp
 		}
 		if fail && states {
 			for q := q0; q < q1; q++ {
@@ -3017,22 +3135,31 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			// The first tangential crossing, whose event time has no
 			// derivative (the error below): looked for where the strips'
 			// pass over the flags saw one, or did not run.
-			blocks[b].tangent = -1
+			bo.tangent = -1
 			for q := q0; tangents && q < q1; q++ {
 				if flags[q]&flagTangent != 0 && flags[q]&flagOverflow == 0 {
-					blocks[b].tangent = q
+					bo.tangent = q
 					break
 				}
 			}
 		}
-		blocks[b].over, blocks[b].longest, blocks[b].failed, blocks[b].stiff = over, longest, fail, stiffAny
 	}
 	// The saved states (k·d values a trajectory, 4,000 for 1,000 save
 	// times of four components) in tasks of their own (scatterSaves): a
 	// result block (up to resultBlock trajectories) would leave a launch
 	// of a few thousand to one core. A failed trajectory's rows are NaN.
-	if err := feed(func(lo, hi int) {
-		par.Run(hi-lo, 0, func(w, t int) { block(w, lo+t) })
+	var heads func() // (made only where split: a closure is an allocation)
+	part := blockWhole
+	if split {
+		part = blockTail
+		heads = func() {
+			// On all cores but one: the goroutine that copies the second
+			// part back needs one once its copy is done.
+			par.Run(nb, max(1, runtime.GOMAXPROCS(0)-1), func(_, b int) { block(b, blockHead) })
+		}
+	}
+	if err := feed(heads, func(lo, hi int) {
+		par.Run(hi-lo, 0, func(_, t int) { block(lo+t, part) })
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}
@@ -3320,6 +3447,13 @@ func (r *run) writeEnds(g []int, consec bool) {
 	}
 }
 
+// The parts of a result block that scatter's block writes.
+const (
+	blockWhole = iota // all of it
+	blockHead         // the statuses, counts and loss terms, from the first part of a split download
+	blockTail         // the rest, once the second part is in
+)
+
 // scatterBlock is what scatter's worker found in one block of
 // r.rb trajectories, merged in block order after the loop.
 type scatterBlock struct {
@@ -3330,6 +3464,9 @@ type scatterBlock struct {
 	nonFinite bool  // a gradient that is not finite
 	badTerm   bool  // a loss term that is not finite (with OmitStates: lossError needs its states)
 	tangent   int   // a gradient with events: the block's first launch trajectory whose event crossing is tangential, or -1
+	tangents  bool  // a flag of a tangential crossing may be set in the block (head's pass over the flags saw one, or did not run)
+	rejLeft   bool  // its blockHead left the rejected steps to its blockTail
+	headed    bool  // its blockHead was written (from the first part of a split download)
 }
 
 // orderedSum adds the loss terms of a launch's blocks in index order as

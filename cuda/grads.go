@@ -324,7 +324,7 @@ func (k *residentGrads) Fill(res *ode.Result) error {
 	r.filling = true
 	r.terms = nil
 	nb := (len(k.g) + r.rb - 1) / r.rb
-	over, err := r.scatter(down, &k.at, nil, k.g, k.rows, &k.l, false, func(blocks func(lo, hi int), _ func(c0, c1 int)) error {
+	over, err := r.scatter(down, &k.at, nil, k.g, k.rows, &k.l, false, false, func(_ func(), blocks func(lo, hi int), _ func(c0, c1 int)) error {
 		blocks(0, nb)
 		return nil
 	})

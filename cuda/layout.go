@@ -285,6 +285,7 @@ type Tuning struct {
 	bcastSeed  int   // the seed of a broadcast input (defaultBcastSeed); launches of 16 seeds or more broadcast
 	pipeChunk  int   // the trajectories of a chunk of results copied back while the last is scattered (defaultPipeChunk)
 	pipeMin    int   // the smallest launch below two chunks whose results come back in halves (defaultPipeMin)
+	splitMin   int   // the smallest launch of one copy whose results come back in two parts (defaultSplitMin); negative: none
 	tierMin    int   // the smallest source whose compile runs in the background (defaultTierFrom; tier.go)
 	saveGroup  int   // the smallest group of saved states' bytes copied back on its own (saveGroupMin)
 	// noAhead keeps a kept gradient's launch from running ahead of its

@@ -1125,6 +1125,27 @@ func BenchmarkGPUCallBound(b *testing.B) {
 	}
 }
 
+// BenchmarkGPUCallSplit is BenchmarkGPUCallBound at 16,384, 32,768 and
+// 131,072 trajectories with the results copied back at once ("one":
+// Tuning.splitMin -1) and in two parts, the first part's statuses,
+// counts and loss terms written while the second is copied ("split":
+// splitAt, the default from defaultSplitMin). Run with -count to
+// alternate them:
+//
+//	cuda.test -test.run '^$' -test.bench 'BenchmarkGPUCallSplit' -test.benchtime 200x -test.count 3
+func BenchmarkGPUCallSplit(b *testing.B) {
+	needGPUEngine(b)
+	for _, n := range []int{1 << 14, 1 << 15, 1 << 17} {
+		for _, one := range []bool{true, false} {
+			name, tun := fmt.Sprintf("n=%d/split", n), Tuning{splitMin: 1 << 14}
+			if one {
+				name, tun = fmt.Sprintf("n=%d/one", n), Tuning{splitMin: -1}
+			}
+			b.Run(name, func(b *testing.B) { reportCallBound(b, timeGradCalls(b, n, tun, 0)) })
+		}
+	}
+}
+
 // reportCallBound reports BenchmarkGPUCallBound's figures of the calls
 // whose trace's stats are s: the bound (kernel-ms + 1.3·copy-ms
 // + 0.2 ms), the host's time beyond the kernels and copies, the staging
@@ -1137,6 +1158,28 @@ func reportCallBound(b *testing.B, s TraceStats) {
 	b.ReportMetric(call-kernel-copies, "host-ms/op")
 	b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
 	b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
+}
+
+// TestGPUSplitDownload checks on the device that a launch whose results
+// come back in two parts (splitAt: the default at 32,768 trajectories)
+// gives the results of one copy back (Tuning.splitMin -1) bit for bit:
+// the same kernel, its arrays read at other offsets.
+func TestGPUSplitDownload(t *testing.T) {
+	needGPUEngine(t)
+	c := lorenzCallCase(1 << 15)
+	var gs [2]*ode.Gradient
+	for k, tun := range []Tuning{{}, {splitMin: -1}} {
+		set := c.set
+		set.Engine = tuned(t, "cuda", tun)
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gs[k], err = sv.Grad(nil, &c.prob, c.loss, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameGrads(t, "split against one copy", gs[0], gs[1])
 }
 
 // TestGPUChunkLaunch checks on the device that a launch run as a kernel

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/gradsolve-go/gradsolve/internal/cputime"
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -30,9 +32,68 @@ func BenchmarkScatter(b *testing.B) {
 	}
 }
 
-func benchScatter(b *testing.B, n int) {
+// BenchmarkScatterBus times whole Grad calls of n Lorenz trajectories
+// (the record, everything returned) on the backend whose kernels take
+// no time and whose copies back take the bus's (busWork: busRate bytes a
+// second, the copy's thread held), with the results copied back at once
+// ("one": Tuning.splitMin -1) and in two parts, the first part's
+// statuses, counts and loss terms written while the second is copied
+// ("split": splitAt, here from 16,384 trajectories; by default from
+// defaultSplitMin). ns/op is the call;
+// scatter-ms/op the trace's Scatter (from the first part's arrival where
+// split); copy-ms/op the copies' (the trace's Transfer); cpu-ms/op the
+// process's CPU time a call. Run with -count to
+// alternate them:
+//
+//	go test ./cuda -run '^$' -bench 'BenchmarkScatterBus' -benchtime 400x -count 6 -cpu 2
+func BenchmarkScatterBus(b *testing.B) {
+	for _, n := range []int{1 << 14, 1 << 15, 1 << 17} {
+		for _, one := range []bool{true, false} {
+			name, tun := fmt.Sprintf("n=%d/split", n), Tuning{splitMin: 1 << 14}
+			if one {
+				name, tun = fmt.Sprintf("n=%d/one", n), Tuning{splitMin: -1}
+			}
+			b.Run(name, func(b *testing.B) { benchScatterOn(b, tuned(b, busWork.name, tun), n) })
+		}
+	}
+}
+
+// busRate is busWork's bus, in bytes a second: about an H100's copies
+// back of 32,768 Lorenz trajectories' results (3.1 MB in 0.19 ms,
+// sessions 42 and 43).
+const busRate = 16e9
+
+// busWorkBackend is the hostWork backend whose batches' copies back
+// take the time of busRate's bus: spinning, as a device's synchronous
+// copy holds its thread, but yielding its processor as it spins, as the
+// Go scheduler hands the processor of a goroutine in a call of the
+// driver to the goroutines that wait for one (a spin that kept it
+// would keep the goroutine it readies waiting for the copy's end).
+type busWorkBackend struct{ hostWorkBackend }
+
+func (b *busWorkBackend) batch(f func(q queue) error) error { return f(busWorkQueue{}) }
+
+// busWorkQueue is the queue of busWorkBackend's batches.
+type busWorkQueue struct{ hostWorkQueue }
+
+func (busWorkQueue) read(dst []byte, _ uint64) error {
+	end := time.Now().Add(time.Duration(float64(len(dst)) / busRate * 1e9))
+	for time.Now().Before(end) {
+		runtime.Gosched()
+	}
+	return nil
+}
+
+var busWork = &Engine{name: "cuda-buswork", prec: Float64, be: &busWorkBackend{hostWorkBackend{nullBackend: nullBackend{newHostBackend(1 << 50)}}}}
+
+func init() { ode.Register(busWork) }
+
+func benchScatter(b *testing.B, n int) { benchScatterOn(b, hostWork.name, n) }
+
+// benchScatterOn is benchScatter on the engine called engine.
+func benchScatterOn(b *testing.B, engine string, n int) {
 	c := lorenzCallCase(n)
-	c.set.Engine = hostWork.name
+	c.set.Engine = engine
 	sv, err := ode.NewSolver(c.prob.Field, &c.set)
 	if err != nil {
 		b.Fatal(err)
@@ -58,6 +119,7 @@ func benchScatter(b *testing.B, n int) {
 	s := tr.Stats()
 	b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
 	b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+	b.ReportMetric(float64(s.Transfer)/1e6/float64(b.N), "copy-ms/op")
 	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/op")
 }
 
