@@ -255,7 +255,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = s44a ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = s44a ] || [ "$part" = s44b ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -773,13 +773,33 @@ if [ "$part" = s44a ]; then
 # reverse sweep (H4, kernelgen's savecot.go; Tuning.StoreSaveCots the
 # stored form: the -tb rows): the save tests, then the Kepler split at 1
 # and 1,000 save times, the two forms alternated by runs of the binary.
-t saves-tests 240 -test.v -test.timeout 230s -test.run '^(TestGPUSaveCots|TestGPUSaveGroups|TestGPUEngineSaveTimes|TestGPUKeepSaves|TestGPUThreadSaves)$'
+t saves-tests 180 -test.v -test.timeout 170s -test.run '^(TestGPUSaveCots|TestGPUSaveGroups|TestGPUEngineSaveTimes|TestGPUKeepSaves|TestGPUThreadSaves)$'
 for r in 1 2 3; do
 	for v in grad-kept grad-kept-tb; do
 		t saves-$v-$r 40 -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
 	done
 done
-# 2. The events suite beside Diffrax, with an execution trace of the
+# 2. A mid-size gradient's results in two parts (H2, splitAt: the
+# statuses, counts and loss terms first, scattered while the states and
+# gradients copy): its device test, one copy against two parts
+# (GPUCallSplit), the call bound against 303d2d7 (base.test.gz) alternated.
+t split-tests 90 -test.v -test.run 'TestGPUSplitDownload|TestGPUChunkLaunch|TestCallHandOvers'
+t callsplit 60 -test.run '^$' -test.bench 'GPUCallSplit' -test.benchtime 200x -test.count 3
+gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
+for r in 1 2; do
+	t bound-main-$r 40 -test.run '^$' -test.bench 'GPUCallBound/n=(32768|262144)/' -test.benchtime 100x
+	TB=/tmp/base.test t bound-base-$r 40 -test.run '^$' -test.bench 'GPUCallBound/n=(32768|262144)/' -test.benchtime 100x
+done
+# 3. The wide layout's short runs as replicated statements (H3,
+# Tuning.WideMinSplit): Pollution and HIRES at 16 against the default bit
+# for bit, then their gradient kernels at 0 and 16 (three rounds in turn).
+t widesplit-test 200 -test.v -test.timeout 190s -test.run 'TestGPUWideMinSplitSame/.*/split=16'
+t widesplit 120 -test.run XXX -test.bench 'GPUWideSplit/grad/.*/split=(0|16)' -test.benchtime 5x
+fi
+
+if [ "$part" = s44b ]; then
+# Session 44's third call.
+# 1. The events suite beside Diffrax, with an execution trace of the
 # gradsolve side (its regions: where a kept call's time goes besides the
 # kernel, the copies, staging and scatter).
 echo "=== events (traced)"
@@ -788,7 +808,7 @@ el $?
 timeout 100 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
 el $?
 tail -3 "$out/l/diffrax_events.log"
-# 3. The Brusselator at matched error (issue 26): Rodas5P at rtol 1e-9
+# 2. The Brusselator at matched error (issue 26): Rodas5P at rtol 1e-9
 # (5.8e-10 on the CPU engine's 16 trajectories) beside Diffrax's Kvaerno5
 # at 1e-6 (6.1e-10 in session 40).
 echo "=== brusselator matched"
