@@ -113,10 +113,8 @@ func TestCallAllocs(t *testing.T) {
 // problem: 6, 5 on a given mesh, which records none) and launch's and
 // scatter's closures and the variables they capture (the batch handed to
 // the device's goroutine, the result blocks handed to par.Run: 15 to
-// 20, more where a launch's results come back in chunks, or in two parts
-// at 32,768 (splitAt: the batch's goroutine, its channels, the first
-// part's tasks). A new allocation a call fails the test: lower a bound
-// where a change removes some.
+// 20, more where a launch's results come back in chunks). A new allocation a
+// call fails the test: lower a bound where a change removes some.
 var callAllocsMax = []struct {
 	n    int
 	mesh bool
@@ -124,7 +122,7 @@ var callAllocsMax = []struct {
 }{
 	{128, false, 21},
 	{128, true, 25},
-	{1 << 15, false, 28},
+	{1 << 15, false, 21},
 	{1 << 15, true, 25},
 	{1 << 18, false, 29},
 }
@@ -133,8 +131,7 @@ var callAllocsMax = []struct {
 // call on the engine whose copies and kernels cost nothing (the host's
 // share of a GPU call), the Gradient passed back: with the record and on
 // the mesh of an earlier call, at 128, 32,768 and 262,144 trajectories
-// (one launch; at 32,768 its results come back in two parts, at 262,144
-// in chunks), against
+// (one launch; at 262,144 its results come back in chunks), against
 // callAllocsMax. The counts are averages over 40 calls, which a
 // collection may raise by a fraction (a pool refilled): half an
 // allocation is allowed, a new one a call is not. The engine waits for

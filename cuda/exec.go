@@ -2009,12 +2009,14 @@ const defaultPipeMin = 1 << 18
 // started once the whole copy back (0.19 ms) was done; about 40% of its
 // memory traffic, and the in-order sum of the loss terms, need only the
 // first part's arrays. The split costs a copy, a goroutine and a second
-// wake-up of the pool's goroutines: on a 2-core host with a bus of 16
-// GB/s emulated (BenchmarkScatterBus) whole calls took 7.5%, 16% and
-// 11% less time at 16,384, 32,768 and 131,072 trajectories
-// (BenchmarkGPUCallSplit measures it on a device). Tuning.splitMin
-// moves it for the tests, and turns it off.
-const defaultSplitMin = 1 << 14
+// wake-up of the pool's goroutines. On an H100 (session 44,
+// BenchmarkGPUCallSplit, 200 calls, three runs each) two parts took
+// 0.49–0.54 ms against 0.45–0.51 in one at 16,384 Lorenz trajectories,
+// 0.77–0.82 against 0.65–0.67 at 32,768, and 1.36–1.44 against 1.48–1.67
+// at 131,072: the split pays only from 131,072 (on a 2-core host with an
+// emulated bus, BenchmarkScatterBus, it paid from 16,384).
+// Tuning.splitMin moves it for the tests, and turns it off.
+const defaultSplitMin = 1 << 17
 
 // splitAt returns the bytes of the first of two parts in which the
 // results of a launch over the trajectories g (layout l, copied back at

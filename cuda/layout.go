@@ -240,9 +240,10 @@ type Tuning struct {
 	// lane runs alike instead of loops split over the lanes, each with its
 	// operands gathered into shared memory by lane 0 and __syncwarp()s
 	// around it (kernelgen.Config.WideMinSplit; runs with a chained sum
-	// stay loops). Zero (the default) or negative: every run a loop, the
-	// kernels as before. The same results bit for bit; a device
-	// measurement decides the default (BenchmarkGPUWideSplit).
+	// stay loops). Zero means kernelgen's default (DefaultWideMinSplit
+	// from WideSplitMinDim components; a smaller system keeps every run a
+	// loop); negative, every run a loop. The same results bit for bit
+	// (BenchmarkGPUWideSplit measures it).
 	WideMinSplit int
 	// NoTrainGraph runs each step of a fit kept in device memory
 	// (ode.Trainer) as a batch of a dozen operations launched from the
@@ -410,7 +411,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		}
 		if v.Wide {
 			v.WideMinBlocks = wideMinBlocks(per, dev.sharedLimit, tun.WideMinBlocks)
-			v.WideMinSplit = max(tun.WideMinSplit, 0)
+			v.WideMinSplit = tun.WideMinSplit
 		}
 		return v
 	}
@@ -451,7 +452,7 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 	}
 	widePer := j.widePer
 	switch {
-	case tun.WideMinSplit > 0:
+	case tun.WideMinSplit != 0:
 		widePer = func(grad, saves bool) (int, error) {
 			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit}
 			if !tun.NoWidePrivate {

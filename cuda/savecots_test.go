@@ -168,10 +168,39 @@ func TestGPUSaveCots(t *testing.T) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
+			if c.name == "lorenz-shared-saves" {
+				// The shared sums of two runs of one form, then the two
+				// forms' largest relative difference: whether a
+				// difference between the forms is theirs or the
+				// device's order of summation.
+				sharedDiff(t, c, stored, stored)
+				sharedDiff(t, c, "cuda", stored)
+			}
 			sameRuns(t, c, c.solver(t, "cuda"), c.solver(t, stored))
 			if c.name != "kepler-saves" {
 				compareEngines(t, "cuda", c, caseOpts{ops: []string{"grad", "gradmesh"}})
 			}
 		})
 	}
+}
+
+// sharedDiff logs the largest relative difference between the shared
+// gradients of case c's gradient with the record on engines a and b
+// (their own solvers).
+func sharedDiff(t *testing.T, c engineCase, a, b string) {
+	t.Helper()
+	p := c.prob
+	ga, err := c.solver(t, a).Grad(nil, &p, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := c.solver(t, b).Grad(nil, &p, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	for i := range ga.Shared {
+		worst = math.Max(worst, math.Abs(ga.Shared[i]-gb.Shared[i])/math.Max(math.Abs(gb.Shared[i]), 1e-300))
+	}
+	t.Logf("%s: dL/dShared of %s against %s: largest relative difference %.3g (%d entries)", c.name, a, b, worst, len(ga.Shared))
 }

@@ -11,7 +11,7 @@ import (
 // TestHostWideMinSplitSame runs wide-layout kernels whose short runs of
 // values are replicated statements (Tuning.WideMinSplit: kernelgen's
 // Config.WideMinSplit) and the kernels with every run a loop split over
-// the lanes (the default), and requires the same results bit for bit
+// the lanes (WideMinSplit -1; Pollution's default is 16), and requires the same results bit for bit
 // (the same operations on the same operands in the same order; the
 // chained sums' loops stay as they were): Pollution with Rodas5P (d =
 // 20, to t = 0.2, a save time: its reactions' code is mostly runs of 4
@@ -27,7 +27,7 @@ func TestHostWideMinSplitSame(t *testing.T) {
 	t.Parallel()
 	type tc struct {
 		engine string
-		splits []int // compared with 0
+		splits []int // compared with -1
 		c      engineCase
 		ops    []string
 	}
@@ -42,10 +42,10 @@ func TestHostWideMinSplitSame(t *testing.T) {
 	for _, x := range cases {
 		t.Run(fmt.Sprintf("%s-%s", x.engine, x.c.name), func(t *testing.T) {
 			t.Parallel()
-			engines := []string{tuned(t, x.engine, Tuning{Layout: LayoutWide})}
+			engines := []string{tuned(t, x.engine, Tuning{Layout: LayoutWide, WideMinSplit: -1})}
 			for _, split := range x.splits {
 				if wideSplitSame(t, x.c, split) {
-					t.Fatalf("WideMinSplit %d: the gradient kernel's source is the default's: the case checks nothing", split)
+					t.Fatalf("WideMinSplit %d: the gradient kernel's source is every run a loop's: the case checks nothing", split)
 				}
 				engines = append(engines, tuned(t, x.engine, Tuning{Layout: LayoutWide, WideMinSplit: split}))
 			}
@@ -63,18 +63,18 @@ func TestHostWideMinSplitSame(t *testing.T) {
 }
 
 // wideSplitSame reports whether case c's wide gradient kernel with
-// WideMinSplit split has the default's source.
+// WideMinSplit split has the source of every run a loop (-1).
 func wideSplitSame(t *testing.T, c engineCase, split int) bool {
 	t.Helper()
 	wide := func(v *kernelgen.Config) { v.Wide, v.RowMajor = true, true }
-	def := kernelSourceWith(t, c, ode.OpGrad, wide)
+	def := kernelSourceWith(t, c, ode.OpGrad, func(v *kernelgen.Config) { wide(v); v.WideMinSplit = -1 })
 	with := kernelSourceWith(t, c, ode.OpGrad, func(v *kernelgen.Config) { wide(v); v.WideMinSplit = split })
 	return def == with
 }
 
 // TestGPUWideMinSplitSame is TestHostWideMinSplitSame on the device:
 // the wide layout's kernels with Tuning.WideMinSplit 8 and 16 against
-// the default's (every run a loop), bit for bit (sameRuns: the solve,
+// every run a loop (-1), bit for bit (sameRuns: the solve,
 // the gradient with the record, the gradient on the mesh, which runs in
 // the thread layout and is the same kernel), for the large-state suite's
 // Pollution and HIRES ensembles (layoutFillCase, 1,000 trajectories, the
@@ -85,50 +85,61 @@ func TestGPUWideMinSplitSame(t *testing.T) {
 		c := layoutFillCase(t, name, 1000)
 		for _, split := range []int{8, 16} {
 			t.Run(fmt.Sprintf("%s/split=%d", name, split), func(t *testing.T) {
-				sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, WideMinSplit: split})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide})))
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, WideMinSplit: split})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, WideMinSplit: -1})))
 			})
 		}
 	}
 }
 
-// BenchmarkGPUWideSplit times the wide layout's Rodas5P gradient with the
+// BenchmarkGPUWideSplit times the wide layout's gradient with the
 // record and forward solve (kernels: kernel-ms/op; whole calls: ms/op)
 // of the large-state suite's Pollution (d = 20) and HIRES (d = 8) shapes
-// (layoutFillCase, n = 4096, the whole interval, rtol 1e-6, atol 1e-10:
-// the gpu-large suite's ensembles and tolerances) with Tuning.WideMinSplit
-// 0 (every run a loop split over the lanes: the kernels as before), 8, 16
-// and 33 (every run shorter than a warp, Pollution's d = 20 loops too,
-// but the chained sums' statements), side by side, and reports the
-// gradient kernel's registers per thread (regs) and local memory per
-// thread (local-B), as ptxas allocated them (wideKernelAttrs), and each
-// kernel's shared memory per warp (shared-B) and the warps an H100's
-// shared memory runs at once on a multiprocessor (warps/SM, by
-// kernelgen.WideOccupancy; the registers' cap of the launch bounds, 128
-// a thread, lets 16 run): Pollution's gradient takes 14,256 B a warp
-// with every run a loop (15 warps in blocks of one, 1,980 trajectories
-// at once on 132 multiprocessors: n = 4096 in three rounds, the third
-// 136 trajectories) and 13,544 B with WideMinSplit 8 or 16 (16 warps,
-// 2,112: two rounds). Each
-// variant compiles its kernels once (a minute or so for Pollution's
-// gradient on an empty cache); the gradients are timed in
-// wideSplitRounds rounds, the variants in turn within each:
+// with Rodas5P (layoutFillCase, n = 4096, the whole interval, rtol 1e-6,
+// atol 1e-10: the gpu-large suite's ensembles and tolerances), of the
+// Brusselator (d = 64, Rodas5P, n = 1024, t ∈ [0, 0.5]: wideRosBenchCase)
+// and of Lorenz-96 (d = 64, Tsit5, n = 4096: wideBenchGradCase; the
+// gradient only) with Tuning.WideMinSplit -1 (every run a loop split over
+// the lanes: the kernels before session 44), 8, 16 (the default from 16
+// components) and 33 (every run shorter than a warp, Pollution's d = 20
+// loops too, but the chained sums' statements), side by side, and
+// reports the gradient kernel's registers per thread (regs) and local
+// memory per thread (local-B), as ptxas allocated them
+// (wideKernelAttrs), and each kernel's shared memory per warp (shared-B)
+// and the warps an H100's shared memory runs at once on a multiprocessor
+// (warps/SM, by kernelgen.WideOccupancy; the registers' cap of the launch
+// bounds, 128 a thread, lets 16 run): Pollution's gradient takes 14,256 B
+// a warp with every run a loop (15 warps in blocks of one, 1,980
+// trajectories at once on 132 multiprocessors: n = 4096 in three rounds,
+// the third 136 trajectories) and 13,544 B with WideMinSplit 8 or 16 (16
+// warps, 2,112: two rounds). Each variant compiles its kernels once (a
+// minute or so for Pollution's gradient on an empty cache); the gradients
+// are timed in wideSplitRounds rounds, the variants in turn within each:
 //
 //	go test ./cuda -run XXX -bench 'GPUWideSplit' -benchtime 5x -timeout 40m
 func BenchmarkGPUWideSplit(b *testing.B) {
 	needGPUEngine(b)
 	cases := map[string]engineCase{}
+	caseOf := func(name string) engineCase {
+		switch name {
+		case "brusselator":
+			return wideRosBenchCase(b, name, 1024)
+		case "lorenz96-64":
+			return wideBenchGradCase(4096, 64)
+		}
+		return layoutFillCase(b, name, 4096)
+	}
 	for round := range wideSplitRounds {
-		for _, name := range []string{"pollution", "hires"} {
+		for _, name := range []string{"pollution", "hires", "brusselator", "lorenz96-64"} {
 			c, ok := cases[name]
 			if !ok {
-				c = layoutFillCase(b, name, 4096)
+				c = caseOf(name)
 				cases[name] = c
 			}
-			for _, split := range []int{0, 8, 16, 33} {
+			for _, split := range []int{-1, 8, 16, 33} {
 				tun := Tuning{Layout: LayoutWide, WideMinSplit: split}
 				engine := tuned(b, "cuda", tun)
 				for _, op := range []string{"grad", "solve"} {
-					if round > 0 && op == "solve" {
+					if round > 0 && op == "solve" || name == "lorenz96-64" && op == "solve" {
 						continue // (one round of the forward kernels says enough)
 					}
 					b.Run(fmt.Sprintf("%s/%s/split=%d", op, name, split), func(b *testing.B) {

@@ -149,8 +149,8 @@ type Source struct {
 	// in registers at once: Config.WideScalars (0 the default, negative
 	// no limit; wideScalarsOf; widespill.go).
 	wideScalars int
-	// wideMinSplit is Config.WideMinSplit of the wide functions (0: every
-	// loop the reroll plan finds).
+	// wideMinSplit is Config.WideMinSplit of the wide functions, resolved
+	// (wideMinSplitOf; 0: every loop the reroll plan finds).
 	wideMinSplit int
 	// emitted lists the functions of programs in the order of emission
 	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).

@@ -220,7 +220,9 @@ type Config struct {
 	// operand stays a loop (its split sums' order). An irregular field's
 	// code (Pollution's reactions, their reverse) is mostly such short
 	// runs. The same operations on the same operands in the same order:
-	// the same results bit for bit. Zero: every run (package cuda's
+	// the same results bit for bit. Zero: DefaultWideMinSplit in a
+	// system of WideSplitMinDim components or more, every run a loop in a
+	// smaller one; negative: every run a loop (package cuda's
 	// Tuning.WideMinSplit).
 	WideMinSplit int
 }
@@ -298,7 +300,7 @@ func (v Config) wideRegsKey() string {
 	if v.Wide && v.WideMinBlocks > 0 {
 		k += fmt.Sprintf("wideblocks%d ", v.WideMinBlocks)
 	}
-	if v.Wide && v.WideMinSplit > 0 {
+	if v.Wide && v.WideMinSplit != 0 {
 		k += fmt.Sprintf("widesplit%d ", v.WideMinSplit)
 	}
 	return k

@@ -52,7 +52,7 @@ func TestWideMinSplit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			sp := c.stepPrograms(t)
-			base := sp.wide(wideVariantOf(Config{Grad: true, Saves: 1}))
+			base := sp.wide(wideVariantOf(Config{Grad: true, Saves: 1, WideMinSplit: -1}, sp.plan.Dim))
 			if base.err != nil {
 				t.Fatal(base.err)
 			}
@@ -62,7 +62,7 @@ func TestWideMinSplit(t *testing.T) {
 					t.Fatalf("minSplit %d: no loop of fewer components by default: the case checks nothing", minSplit)
 				}
 				v := Config{Grad: true, Saves: 1, WideMinSplit: minSplit}
-				r := sp.wide(wideVariantOf(v))
+				r := sp.wide(wideVariantOf(v, sp.plan.Dim))
 				if r.err != nil {
 					t.Fatal(r.err)
 				}
@@ -108,5 +108,20 @@ func TestWideMinSplitKey(t *testing.T) {
 	}
 	if a, b := (Config{Wide: true, WideMinSplit: 8}).Key(), (Config{Wide: true, WideMinSplit: 16}).Key(); a == b {
 		t.Errorf("minSplit 8 and 16: the same key %q", a)
+	}
+}
+
+// TestWideMinSplitOf checks Config.WideMinSplit's resolution: a positive
+// value as it is, a negative one none, and zero DefaultWideMinSplit from
+// WideSplitMinDim components (Pollution's d = 20), none below (HIRES's
+// d = 8).
+func TestWideMinSplitOf(t *testing.T) {
+	for _, c := range []struct{ w, dim, want int }{
+		{0, 20, DefaultWideMinSplit}, {0, WideSplitMinDim, DefaultWideMinSplit}, {0, WideSplitMinDim - 1, 0},
+		{0, 8, 0}, {-1, 20, 0}, {-1, 8, 0}, {8, 8, 8}, {33, 64, 33},
+	} {
+		if got := wideMinSplitOf(c.w, c.dim); got != c.want {
+			t.Errorf("wideMinSplitOf(%d, %d) = %d, want %d", c.w, c.dim, got, c.want)
+		}
 	}
 }
