@@ -214,7 +214,9 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 			reuse.Release()
 		}
 	}()
-	slices.SortFunc(stops, func(a, b autoStop) int { return a.i - b.i })
+	if byRow := func(a, b autoStop) int { return a.i - b.i }; !slices.IsSortedFunc(stops, byRow) {
+		slices.SortFunc(stops, byRow) // (a first pass's are)
+	}
 	k, d, K := len(stops), q.Field.Dim, len(q.SaveAt)
 	for _, s := range stops {
 		if states && (s.res.Y == nil || K > 0 && len(s.res.Ys) < (s.j+1)*K*d) {
@@ -240,41 +242,56 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 		if states {
 			sg.y1, sg.ys1 = make([]float64, k*d), make([]float64, k*K*d)
 		}
+		// What the passes hold (one pass in the common case: a stiffness
+		// test fired in the first), then the stops' rows of it, on all
+		// cores.
 		for x, s := range stops {
-			r, j := s.res, s.j
-			sg.idx[x] = s.i
-			if r.T != nil {
-				sg.ts[x] = r.T[j]
-			} else {
+			r := s.res
+			if x > 0 && r == stops[x-1].res {
+				continue
+			}
+			if r.T == nil {
 				timed = false // (summed from the steps below)
 			}
-			if states {
-				copy(sg.y1[x*d:(x+1)*d], r.Y[j*d:(j+1)*d])
-				if K > 0 {
-					copy(sg.ys1[x*K*d:(x+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
-				}
-			}
-			st := &r.Stats
-			if st.Accepted != nil {
-				sg.acc1[x] = st.Accepted[j]
-			}
-			if st.Rejected != nil && sg.rej1 != nil {
-				sg.rej1[x] = st.Rejected[j]
-			} else {
+			if r.Stats.Rejected == nil {
 				sg.rej1 = nil // (Job.Omit)
 			}
-			if st.FieldEvals != nil && sg.fe1 != nil {
-				sg.fe1[x] = st.FieldEvals[j]
-			} else {
+			if r.Stats.FieldEvals == nil {
 				sg.fe1 = nil
 			}
-			if steps {
-				if r.Mesh == nil {
-					return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
-				}
-				lens[x] = r.Mesh.Len[j]
+			if steps && r.Mesh == nil {
+				return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
 			}
 		}
+		rowTasks(k, func(lo, hi int) {
+			for x := lo; x < hi; x++ {
+				s := &stops[x]
+				r, j := s.res, s.j
+				sg.idx[x] = s.i
+				if r.T != nil {
+					sg.ts[x] = r.T[j]
+				}
+				if states {
+					copy(sg.y1[x*d:(x+1)*d], r.Y[j*d:(j+1)*d])
+					if K > 0 {
+						copy(sg.ys1[x*K*d:(x+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
+					}
+				}
+				st := &r.Stats
+				if st.Accepted != nil {
+					sg.acc1[x] = st.Accepted[j]
+				}
+				if sg.rej1 != nil {
+					sg.rej1[x] = st.Rejected[j]
+				}
+				if sg.fe1 != nil {
+					sg.fe1[x] = st.FieldEvals[j]
+				}
+				if steps {
+					lens[x] = r.Mesh.Len[j]
+				}
+			}
+		})
 	}
 	if steps {
 		m := &Mesh{N: k, Len: lens}

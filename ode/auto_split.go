@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"sync"
+
+	"github.com/gradsolve-go/gradsolve/internal/par"
 )
 
 // Method Auto on an engine that cannot switch a trajectory's method in
@@ -195,32 +197,13 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		return cur[j]
 	}
 	for {
-		var done, doneRows, next, failed []int
-		found := false
-		if ns := countTrue(res.Stiff); ns > 0 {
-			// (Their exact room: a stiff ensemble's every row; the last
-			// call's where it was passed back.)
-			if stops == nil && mem.host != nil {
-				stops, mem.host.stops = mem.host.stops, nil
-			}
-			stiff, stops = slices.Grow(stiff, ns), slices.Grow(stops, ns)
+		if stops == nil && mem.host != nil && anyTrue(res.Stiff) {
+			// (The last call's room, where it was passed back.)
+			stops, mem.host.stops = mem.host.stops, nil
 		}
-		for j, s := range res.Status {
-			i := at(j)
-			switch {
-			case res.Stiff != nil && res.Stiff[j]:
-				stiff = append(stiff, i)
-				stops = append(stops, autoStop{i: i, j: j, res: res})
-				found = true
-			case s == NotRun:
-				next = append(next, i)
-			case s != OK:
-				failed = append(failed, j)
-				done, doneRows = append(done, i), append(doneRows, j)
-			default:
-				done, doneRows = append(done, i), append(doneRows, j)
-			}
-		}
+		var pr passRows
+		stiff, stops = pr.sort(res, cur, stiff, stops)
+		done, doneRows, next, failed, found := pr.done, pr.doneRows, pr.next, pr.failed, pr.found
 		if whole {
 			switch {
 			case len(failed) > 0:
@@ -367,6 +350,108 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	clean := whole && allOK(rs.Status)
 	out := mergeAuto(q, op, parts, clean, recorded)
 	return out, sv, nil
+}
+
+// passRows are a pass's rows sorted by what runAutoSplit does next with
+// them (passRows.sort): done (OK or failed: the problem's rows, and the
+// pass's), next (NotRun: to run again), failed (the pass's rows, also in
+// done); found: some stopped stiff.
+type passRows struct {
+	done, doneRows, next, failed []int
+	found                        bool
+}
+
+// sort sorts the rows of the pass res, which holds rows cur of the
+// problem (nil: all), into pr, and returns stiff and stops with those
+// that stopped stiff appended (the problem's rows; autoStops of res).
+// The rows are counted, then written, in tasks of rowTask rows on all
+// cores, each task's at its place: the lists are in row order, as a loop
+// over the rows appends them.
+func (pr *passRows) sort(res *Result, cur, stiff []int, stops []autoStop) ([]int, []autoStop) {
+	n := len(res.Status)
+	nt := (n + rowTask - 1) / rowTask
+	// Per task, its rows of each kind: stopped, NotRun, failed, done
+	// (failed included).
+	counts := make([][4]int, nt)
+	kind := func(j int) int {
+		switch s := res.Status[j]; {
+		case res.Stiff != nil && res.Stiff[j]:
+			return 0
+		case s == NotRun:
+			return 1
+		case s != OK:
+			return 2
+		}
+		return 3
+	}
+	rowTasks(n, func(lo, hi int) {
+		c := &counts[lo/rowTask]
+		for j := lo; j < hi; j++ {
+			switch k := kind(j); k {
+			case 2:
+				c[2]++
+				c[3]++
+			default:
+				c[k]++
+			}
+		}
+	})
+	var total [4]int
+	for t := range counts {
+		for k, c := range counts[t] {
+			counts[t][k] = total[k] // (now the task's first place)
+			total[k] += c
+		}
+	}
+	ns, ss := len(stiff), len(stops)
+	if total[0] > 0 {
+		stiff, stops = slices.Grow(stiff, total[0])[:ns+total[0]], slices.Grow(stops, total[0])[:ss+total[0]]
+		pr.found = true
+	}
+	alloc := func(m int) []int {
+		if m == 0 {
+			return nil
+		}
+		return make([]int, m)
+	}
+	pr.next, pr.failed = alloc(total[1]), alloc(total[2])
+	pr.done, pr.doneRows = alloc(total[3]), alloc(total[3])
+	rowTasks(n, func(lo, hi int) {
+		at := counts[lo/rowTask]
+		for j := lo; j < hi; j++ {
+			i := j
+			if cur != nil {
+				i = cur[j]
+			}
+			switch kind(j) {
+			case 0:
+				stiff[ns+at[0]], stops[ss+at[0]] = i, autoStop{i: i, j: j, res: res}
+				at[0]++
+			case 1:
+				pr.next[at[1]] = i
+				at[1]++
+			case 2:
+				pr.failed[at[2]] = j
+				at[2]++
+				fallthrough
+			default:
+				pr.done[at[3]], pr.doneRows[at[3]] = i, j
+				at[3]++
+			}
+		}
+	})
+	return stiff, stops
+}
+
+// rowTask is the trajectories of a task of Method Auto's loops over them
+// on all cores (rowTasks): a few tens of microseconds of work a task.
+const rowTask = 2048
+
+// rowTasks calls f(lo, hi) for [0, n) in tasks of rowTask trajectories
+// (lo a multiple of it) on all cores (par.Run; one task on the calling
+// goroutine alone).
+func rowTasks(n int, f func(lo, hi int)) {
+	par.Run((n+rowTask-1)/rowTask, 0, func(_, b int) { f(b*rowTask, min(n, (b+1)*rowTask)) })
 }
 
 // keptPart returns the part of the trajectories done (increasing: every
@@ -681,58 +766,66 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 	return out
 }
 
-// mergeRows is mergeAuto's scatter of part p's rows to out, row by row
-// (mergeWhole writes the same where they are every trajectory in order).
+// mergeRows is mergeAuto's scatter of part p's rows to out, row by row,
+// in tasks of rowTask rows on all cores (mergeWhole writes the same where
+// they are every trajectory in order).
 func mergeRows(out *Result, p *autoPart, d, K, np int, records, meshes bool, lens []int) {
 	r := p.res
+	rowTasks(len(p.idx), func(lo, hi int) {
+		for kk := lo; kk < hi; kk++ {
+			i, j := p.idx[kk], p.row(kk)
+			if r.Status != nil {
+				out.Status[i] = r.Status[j]
+			} else {
+				out.Status[i] = OK
+			}
+			if out.Y != nil && r.Y != nil {
+				copy(out.Y[i*d:(i+1)*d], r.Y[j*d:(j+1)*d])
+			}
+			if out.Ys != nil && len(r.Ys) > 0 {
+				copy(out.Ys[i*K*d:(i+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
+			}
+			if out.T != nil && r.T != nil {
+				out.T[i] = r.T[j]
+			}
+			if records && r.Stats.Accepted != nil {
+				out.Stats.Accepted[i] = r.Stats.Accepted[j]
+				if out.Stats.Rejected != nil && r.Stats.Rejected != nil {
+					out.Stats.Rejected[i] = r.Stats.Rejected[j]
+				}
+				if out.Stats.FieldEvals != nil && r.Stats.FieldEvals != nil {
+					out.Stats.FieldEvals[i] = r.Stats.FieldEvals[j]
+				}
+			}
+			if out.LastH != nil && r.LastH != nil {
+				out.LastH[i] = r.LastH[j]
+			}
+			if meshes && r.Mesh != nil {
+				lens[i] = r.Mesh.Len[j]
+			}
+			if p.stiff {
+				out.switched[i] = true
+				if p.switchAt != nil {
+					out.Switch[i] = p.switchAt[kk]
+				}
+			} else if records {
+				out.Switch[i] = r.Stats.Accepted[j]
+			}
+			if out.GradY0 != nil {
+				copy(out.GradY0[i*d:(i+1)*d], r.GradY0[j*d:(j+1)*d])
+				copy(out.GradP[i*np:(i+1)*np], r.GradP[j*np:(j+1)*np])
+			}
+		}
+	})
+	if len(r.LastY) == 0 {
+		return
+	}
 	for kk, i := range p.idx {
-		j := p.row(kk)
-		if r.Status != nil {
-			out.Status[i] = r.Status[j]
-		} else {
-			out.Status[i] = OK
-		}
-		if out.Y != nil && r.Y != nil {
-			copy(out.Y[i*d:(i+1)*d], r.Y[j*d:(j+1)*d])
-		}
-		if out.Ys != nil && len(r.Ys) > 0 {
-			copy(out.Ys[i*K*d:(i+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
-		}
-		if out.T != nil && r.T != nil {
-			out.T[i] = r.T[j]
-		}
-		if records && r.Stats.Accepted != nil {
-			out.Stats.Accepted[i] = r.Stats.Accepted[j]
-			if out.Stats.Rejected != nil && r.Stats.Rejected != nil {
-				out.Stats.Rejected[i] = r.Stats.Rejected[j]
-			}
-			if out.Stats.FieldEvals != nil && r.Stats.FieldEvals != nil {
-				out.Stats.FieldEvals[i] = r.Stats.FieldEvals[j]
-			}
-		}
-		if out.LastH != nil && r.LastH != nil {
-			out.LastH[i] = r.LastH[j]
-		}
-		if y, ok := r.LastY[j]; ok {
+		if y, ok := r.LastY[p.row(kk)]; ok {
 			if out.LastY == nil {
 				out.LastY = map[int][]float64{}
 			}
 			out.LastY[i] = y
-		}
-		if meshes && r.Mesh != nil {
-			lens[i] = r.Mesh.Len[j]
-		}
-		if p.stiff {
-			out.switched[i] = true
-			if p.switchAt != nil {
-				out.Switch[i] = p.switchAt[kk]
-			}
-		} else if records {
-			out.Switch[i] = r.Stats.Accepted[j]
-		}
-		if out.GradY0 != nil {
-			copy(out.GradY0[i*d:(i+1)*d], r.GradY0[j*d:(j+1)*d])
-			copy(out.GradP[i*np:(i+1)*np], r.GradP[j*np:(j+1)*np])
 		}
 	}
 }
