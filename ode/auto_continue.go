@@ -229,7 +229,8 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 		lens = make([]int, k)
 	}
 	timed := true // every pass gave its times reached (Result.T)
-	sg := stopsAsIs(stops, d, K, states)
+	all := allRowsOf(stops)
+	sg := stopsAsIs(stops, d, K, states, all)
 	if sg != nil && steps {
 		pm := stops[0].res.Mesh
 		if pm == nil || len(pm.Len) < k {
@@ -300,14 +301,14 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 		}
 		pm := stops[0].res.Mesh
 		cs, gathers := pm.Resident.(ColumnSteps)
-		gathers = gathers && !cs.Released() && onePass(stops)
+		gathers = gathers && !cs.Released() && (all || onePass(stops))
 		switch {
-		case pm.N == k && allRowsOf(stops) && pm.Resident != nil && !pm.Resident.Released():
+		case pm.N == k && all && pm.Resident != nil && !pm.Resident.Released():
 			// Every trajectory of one pass stopped (a stiff ensemble),
 			// whose mesh the engine keeps: its steps stay there, for the
 			// Tsit5 segments' jobs and the merged mesh.
 			m.Resident, sg.r1 = pm.Resident, pm.Resident
-		case pm.N == k && allRowsOf(stops) && len(pm.H) >= m.Rows*k:
+		case pm.N == k && all && len(pm.H) >= m.Rows*k:
 			// The same on the host: its mesh is the segments' as it is.
 			m.H = pm.H[:m.Rows*k]
 		case gathers:
@@ -349,13 +350,13 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 }
 
 // stopsAsIs returns stopSegs's segments (but their steps) where stops are
-// every row of one pass's result in order (a stiff ensemble's first
-// pass) and that result holds their times and counts: its arrays, this
-// call's own and read only from now on, as they are, not copied; else
-// nil.
-func stopsAsIs(stops []autoStop, d, K int, states bool) *autoSegs {
+// every row of one pass's result in order (all: allRowsOf; a stiff
+// ensemble's first pass) and that result holds their times and counts:
+// its arrays, this call's own and read only from now on, as they are,
+// not copied; else nil.
+func stopsAsIs(stops []autoStop, d, K int, states, all bool) *autoSegs {
 	k := len(stops)
-	if k == 0 || !allRowsOf(stops) {
+	if k == 0 || !all {
 		return nil
 	}
 	r := stops[0].res

@@ -269,7 +269,6 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		}
 		cur = next
 	}
-	slices.Sort(stiff)
 	if sv.continues() {
 		// The stiff trajectories go on with Rodas5P from where they
 		// stopped (auto_continue.go).
@@ -332,6 +331,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		}
 		return out, sv, nil
 	}
+	slices.Sort(stiff) // (the continuation sorts its stops: stopSegs)
 	if len(stiff) == q.n {
 		// Every trajectory is stiff: the result is Rodas5P's on the whole
 		// problem (its mesh stays where the engine keeps it).
