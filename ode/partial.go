@@ -316,16 +316,12 @@ func lossRows(loss *Loss, idx []int) *Loss {
 	return &l
 }
 
-// rowsOf returns rows idx of the row-major x of width w (copied in
-// tasks of rowTask rows on all cores).
+// rowsOf returns rows idx of the row-major x of width w.
 func rowsOf(x []float64, w int, idx []int) []float64 {
-	out := make([]float64, len(idx)*w)
-	rowTasks(len(idx), func(lo, hi int) {
-		for k := lo; k < hi; k++ {
-			i := idx[k]
-			copy(out[k*w:(k+1)*w], x[i*w:(i+1)*w])
-		}
-	})
+	out := make([]float64, 0, len(idx)*w)
+	for _, i := range idx {
+		out = append(out, x[i*w:(i+1)*w]...)
+	}
 	return out
 }
 
