@@ -219,8 +219,11 @@ var (
 // the host backend's launches and the transfers (the engine's host work:
 // staging, scatter, the driver's calls), and jobs/op the jobs run. Its
 // ode-ms/op is the figure the device's host work shares with this
-// machine, whose cores it runs on (-test.cpu 1,2, …). It skips where g++
-// is missing.
+// machine, whose cores it runs on (-test.cpu 1,2, …), where no gather
+// runs (Robertson: every trajectory stops); where one does (the stiff van
+// der Pol ensemble) it includes the host backend's staging of the gather
+// around its launch (about 20 ms: its memory's copies), which a device
+// does not have. It skips where g++ is missing.
 //
 //	cuda.test -test.run '^$' -test.bench HostAutoOde -test.benchtime 5x -test.cpu 1,2 -test.benchmem
 func BenchmarkHostAutoOde(b *testing.B) {
