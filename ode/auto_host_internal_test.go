@@ -150,3 +150,58 @@ func (r *nullColumns) Released() bool           { return r.released }
 func (*nullColumns) Columns(cols, lens []int, rows int, reuse ResidentSteps) (ResidentSteps, error) {
 	return &nullColumns{}, nil
 }
+
+// TestAutoHostPartsRows checks stopSegs's and mergeAuto's rows on a
+// fakeAuto of more trajectories than one task of rowTask (their copies run
+// in tasks on all cores): each stopped trajectory's row of the first
+// pass in stopSegs's segments, and each trajectory's row of its part in
+// the merged result, value for value.
+func TestAutoHostPartsRows(t *testing.T) {
+	for _, c := range []struct {
+		n, d, np, k int
+		seed        uint64
+	}{{5000, 2, 1, 4400, 1}, {3*rowTask + 7, 3, 3, 2 * rowTask, 2}, {rowTask + 1, 1, 2, rowTask + 1, 3}} {
+		f := newFakeAuto(c.n, c.d, c.np, c.k, 40, c.seed)
+		sg, err := stopSegs(f.q, f.stops(), true, true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := f.res
+		for x, i := range f.stiff {
+			if sg.idx[x] != i || sg.ts[x] != r.T[i] || sg.acc1[x] != r.Stats.Accepted[i] || sg.rej1[x] != r.Stats.Rejected[i] ||
+				sg.fe1[x] != r.Stats.FieldEvals[i] || sg.m1.Len[x] != r.Mesh.Len[i] {
+				t.Fatalf("n %d: stopSegs's stop %d (trajectory %d): idx %d, t %v, counts %d %d %d, len %d; want the first pass's row",
+					c.n, x, i, sg.idx[x], sg.ts[x], sg.acc1[x], sg.rej1[x], sg.fe1[x], sg.m1.Len[x])
+			}
+			for e := range c.d {
+				if sg.y1[x*c.d+e] != r.Y[i*c.d+e] {
+					t.Fatalf("n %d: stopSegs's stop %d: y1[%d] %v, want %v", c.n, x, e, sg.y1[x*c.d+e], r.Y[i*c.d+e])
+				}
+			}
+		}
+		out := mergeAuto(f.q, OpGrad, f.parts(), true, true)
+		check := func(i int, src *Result, j int, sw int) {
+			t.Helper()
+			if out.Status[i] != src.Status[j] || out.T[i] != src.T[j] || out.LastH[i] != src.LastH[j] || out.Stats.Accepted[i] != src.Stats.Accepted[j] ||
+				out.Stats.Rejected[i] != src.Stats.Rejected[j] || out.Stats.FieldEvals[i] != src.Stats.FieldEvals[j] || out.Switch[i] != sw || out.Mesh.Len[i] != src.Mesh.Len[j] {
+				t.Fatalf("n %d: merged trajectory %d: status %v, t %v, counts %d, switch %d, len %d; want its part's row %d", c.n, i, out.Status[i], out.T[i], out.Stats.Accepted[i], out.Switch[i], out.Mesh.Len[i], j)
+			}
+			for e := range c.d {
+				if out.Y[i*c.d+e] != src.Y[j*c.d+e] || out.GradY0[i*c.d+e] != src.GradY0[j*c.d+e] {
+					t.Fatalf("n %d: merged trajectory %d: state or ∂L/∂y0 %d differs from its part's row %d", c.n, i, e, j)
+				}
+			}
+			for e := range c.np {
+				if out.GradP[i*c.np+e] != src.GradP[j*c.np+e] {
+					t.Fatalf("n %d: merged trajectory %d: ∂L/∂p %d differs from its part's row %d", c.n, i, e, j)
+				}
+			}
+		}
+		for _, i := range f.done {
+			check(i, r, i, r.Stats.Accepted[i])
+		}
+		for x, i := range f.stiff {
+			check(i, f.cont, x, f.cont.Stats.Accepted[x])
+		}
+	}
+}
