@@ -19,10 +19,10 @@ import (
 //	go test ./ode -run '^$' -bench AutoHostParts -count 5 -cpu 1,2
 func BenchmarkAutoHostParts(b *testing.B) {
 	for _, c := range []struct {
-		name      string
-		d, np, k  int
-		rows, all int
-	}{{"vdp", 2, 1, 14427, 960, 0}, {"robertson", 3, 3, 16384, 100, 1}} {
+		name     string
+		d, np, k int
+		rows     int
+	}{{"vdp", 2, 1, 14427, 960}, {"robertson", 3, 3, 16384, 100}} {
 		f := newFakeAuto(16384, c.d, c.np, c.k, c.rows, 1)
 		b.Run(c.name+"/sort", func(b *testing.B) {
 			var stiff []int
