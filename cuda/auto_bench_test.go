@@ -179,12 +179,7 @@ func autoTrace(b *testing.B, n int, engine string, hb *hostBackend) {
 func BenchmarkHostAutoTrace(b *testing.B) {
 	needHost(b)
 	benchHostOnce.Do(func() {
-		benchHost = &Engine{name: "cuda-host-o2", prec: Float64, be: newHostBackend(1 << 30)}
-		be := benchHost.be.(*hostBackend)
-		be.optimize, be.memo = true, map[[32]byte]hostMemo{}
-		tun := envTuning()
-		tun.WaitForCompile = true
-		benchHost.SetTuning(tun)
+		benchHost = newBenchHost("cuda-host-o2")
 		ode.Register(benchHost)
 	})
 	autoTrace(b, 4096, benchHost.Name(), benchHost.be.(*hostBackend))
@@ -212,3 +207,164 @@ var (
 	benchHostOnce sync.Once
 	benchHost     *Engine
 )
+
+// BenchmarkHostAutoOde splits the host work of Method Auto's Grad and
+// Solve (and of Rodas5P's alone) on the host backend
+// (BenchmarkHostAutoTrace's engine) at n = 16384 on odetest.AutoCases'
+// Robertson and stiff van der Pol ensembles between package ode and the
+// engine: ode-ms/op is the wall time outside the executor's jobs
+// (Executor.Run: package ode's checks, Method Auto's split, segments and
+// merges, the Gradient's copies), ode-cpu-ms/op the process's CPU time
+// there (all its goroutines'), eng-host-ms/op the jobs' wall time less
+// the host backend's launches and the transfers (the engine's host work:
+// staging, scatter, the driver's calls), and jobs/op the jobs run. Its
+// ode-ms/op is the figure the device's host work shares with this
+// machine, whose cores it runs on (-test.cpu 1,2, …), where no gather
+// runs (Robertson: every trajectory stops); where one does (the stiff van
+// der Pol ensemble) it includes the host backend's staging of the gather
+// around its launch (its memory's copies), which a device does not have:
+// 19–23 ms there, against about 3 ms of package ode's own. It skips where g++ is missing.
+//
+//	cuda.test -test.run '^$' -test.bench HostAutoOde -test.benchtime 5x -test.cpu 1,2 -test.benchmem
+func BenchmarkHostAutoOde(b *testing.B) {
+	needHost(b)
+	timedHostOnce.Do(func() {
+		timedHost.e = newBenchHost("cuda-host-o2-timed")
+		ode.Register(timedEngine{timedHost.e, &timedHost})
+	})
+	hb := timedHost.e.be.(*hostBackend)
+	for _, c := range odetest.AutoCases(16384) {
+		if c.Name != "robertson" && c.Name != "vdp-stiff" {
+			continue
+		}
+		for _, op := range []string{"grad", "solve"} {
+			for _, m := range []ode.Method{ode.Rodas5P, ode.Auto} {
+				b.Run(c.Name+"/"+op+"/"+m.Name(), func(b *testing.B) {
+					p := c.P
+					sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: timedHost.e.Name()})
+					if err != nil {
+						b.Fatal(err)
+					}
+					var g ode.Gradient
+					var tr Trace
+					ctx := WithTrace(context.Background(), &tr)
+					run := func() error {
+						if op == "solve" {
+							_, err := sv.SolveContext(ctx, &p)
+							return err
+						}
+						_, err := sv.GradContext(ctx, &g, &p, ode.SumSquares(), nil)
+						return err
+					}
+					if err := run(); err != nil {
+						b.Fatal(err)
+					}
+					tr.Reset()
+					timedHost.take()
+					c0 := hb.counts()
+					b.ResetTimer()
+					t0, cpu0 := time.Now(), cputime.Process()
+					for range b.N {
+						if err := run(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					wall, cpu := time.Since(t0), cputime.Process()-cpu0
+					b.StopTimer()
+					in := timedHost.take()
+					c := hb.counts()
+					// The launches outside the jobs: the mesh columns'
+					// gathers (ColumnSteps), a kernel on a device.
+					out, outCPU := c.spent-c0.spent-in.spent, c.spentCPU-c0.spentCPU-in.spentCPU
+					per := float64(b.N)
+					ms := func(d time.Duration) float64 { return float64(d) / 1e6 / per }
+					b.ReportMetric(ms(wall-in.wall-out), "ode-ms/op")
+					if cpu > 0 {
+						b.ReportMetric(ms(cpu-in.cpu-outCPU), "ode-cpu-ms/op")
+					}
+					b.ReportMetric(ms(in.wall-in.spent-tr.Stats().Transfer), "eng-host-ms/op")
+					b.ReportMetric(float64(in.jobs)/per, "jobs/op")
+				})
+			}
+		}
+	}
+}
+
+// newBenchHost returns a host engine called name (not registered) as
+// BenchmarkHostAutoTrace's: kernels compiled with -O2, launches memoized.
+func newBenchHost(name string) *Engine {
+	e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 30)}
+	be := e.be.(*hostBackend)
+	be.optimize, be.memo = true, map[[32]byte]hostMemo{}
+	tun := envTuning()
+	tun.WaitForCompile = true
+	e.SetTuning(tun)
+	return e
+}
+
+// jobTimes are the running times and count of the jobs of a
+// timedEngine's executors, on a host backend.
+type jobTimes struct {
+	e  *Engine // the engine timed
+	mu sync.Mutex
+	jobCounts
+}
+
+// jobCounts are jobTimes's counts: the jobs' wall time and process CPU
+// time, the host backend's launches' in them (hostBackend.spent,
+// spentCPU), and the jobs.
+type jobCounts struct {
+	wall, cpu, spent, spentCPU time.Duration
+	jobs                       int
+}
+
+// take returns the counts and sets them to zero.
+func (s *jobTimes) take() jobCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.jobCounts
+	s.jobCounts = jobCounts{}
+	return c
+}
+
+var (
+	timedHostOnce sync.Once
+	timedHost     jobTimes
+)
+
+// timedEngine is the engine e (its name too, which its resident meshes
+// carry) whose executors are e's, their optional methods too, with Run
+// timed into t.
+type timedEngine struct {
+	*Engine
+	t *jobTimes
+}
+
+func (e timedEngine) Prepare(p *ode.Plan) (ode.Executor, error) {
+	ex, err := e.Engine.Prepare(p)
+	if err != nil {
+		return nil, err
+	}
+	return timedExec{ex.(*executor), e.t}, nil
+}
+
+// timedExec is an executor with its Run timed (timedEngine).
+type timedExec struct {
+	*executor
+	t *jobTimes
+}
+
+func (x timedExec) Run(ctx context.Context, j *ode.Job) (*ode.Result, error) {
+	hb, _ := x.be.(*hostBackend)
+	h0, t0, c0 := hb.counts(), time.Now(), cputime.Process()
+	r, err := x.executor.Run(ctx, j)
+	dt, dc, h := time.Since(t0), cputime.Process()-c0, hb.counts()
+	x.t.mu.Lock()
+	x.t.wall += dt
+	x.t.cpu += dc
+	x.t.spent += h.spent - h0.spent
+	x.t.spentCPU += h.spentCPU - h0.spentCPU
+	x.t.jobs++
+	x.t.mu.Unlock()
+	return r, err
+}

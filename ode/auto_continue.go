@@ -214,7 +214,9 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 			reuse.Release()
 		}
 	}()
-	slices.SortFunc(stops, func(a, b autoStop) int { return a.i - b.i })
+	if byRow := func(a, b autoStop) int { return a.i - b.i }; !slices.IsSortedFunc(stops, byRow) {
+		slices.SortFunc(stops, byRow) // (a first pass's are)
+	}
 	k, d, K := len(stops), q.Field.Dim, len(q.SaveAt)
 	for _, s := range stops {
 		if states && (s.res.Y == nil || K > 0 && len(s.res.Ys) < (s.j+1)*K*d) {
@@ -227,7 +229,8 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 		lens = make([]int, k)
 	}
 	timed := true // every pass gave its times reached (Result.T)
-	sg := stopsAsIs(stops, d, K, states)
+	all := allRowsOf(stops)
+	sg := stopsAsIs(stops, d, K, states, all)
 	if sg != nil && steps {
 		pm := stops[0].res.Mesh
 		if pm == nil || len(pm.Len) < k {
@@ -240,41 +243,56 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 		if states {
 			sg.y1, sg.ys1 = make([]float64, k*d), make([]float64, k*K*d)
 		}
+		// What the passes hold (one pass in the common case: a stiffness
+		// test fired in the first), then the stops' rows of it, on all
+		// cores.
 		for x, s := range stops {
-			r, j := s.res, s.j
-			sg.idx[x] = s.i
-			if r.T != nil {
-				sg.ts[x] = r.T[j]
-			} else {
+			r := s.res
+			if x > 0 && r == stops[x-1].res {
+				continue
+			}
+			if r.T == nil {
 				timed = false // (summed from the steps below)
 			}
-			if states {
-				copy(sg.y1[x*d:(x+1)*d], r.Y[j*d:(j+1)*d])
-				if K > 0 {
-					copy(sg.ys1[x*K*d:(x+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
-				}
-			}
-			st := &r.Stats
-			if st.Accepted != nil {
-				sg.acc1[x] = st.Accepted[j]
-			}
-			if st.Rejected != nil && sg.rej1 != nil {
-				sg.rej1[x] = st.Rejected[j]
-			} else {
+			if r.Stats.Rejected == nil {
 				sg.rej1 = nil // (Job.Omit)
 			}
-			if st.FieldEvals != nil && sg.fe1 != nil {
-				sg.fe1[x] = st.FieldEvals[j]
-			} else {
+			if r.Stats.FieldEvals == nil {
 				sg.fe1 = nil
 			}
-			if steps {
-				if r.Mesh == nil {
-					return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
-				}
-				lens[x] = r.Mesh.Len[j]
+			if steps && r.Mesh == nil {
+				return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
 			}
 		}
+		rowTasks(k, func(lo, hi int) {
+			for x := lo; x < hi; x++ {
+				s := &stops[x]
+				r, j := s.res, s.j
+				sg.idx[x] = s.i
+				if r.T != nil {
+					sg.ts[x] = r.T[j]
+				}
+				if states {
+					copy(sg.y1[x*d:(x+1)*d], r.Y[j*d:(j+1)*d])
+					if K > 0 {
+						copy(sg.ys1[x*K*d:(x+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
+					}
+				}
+				st := &r.Stats
+				if st.Accepted != nil {
+					sg.acc1[x] = st.Accepted[j]
+				}
+				if sg.rej1 != nil {
+					sg.rej1[x] = st.Rejected[j]
+				}
+				if sg.fe1 != nil {
+					sg.fe1[x] = st.FieldEvals[j]
+				}
+				if steps {
+					lens[x] = r.Mesh.Len[j]
+				}
+			}
+		})
 	}
 	if steps {
 		m := &Mesh{N: k, Len: lens}
@@ -283,14 +301,14 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 		}
 		pm := stops[0].res.Mesh
 		cs, gathers := pm.Resident.(ColumnSteps)
-		gathers = gathers && !cs.Released() && onePass(stops)
+		gathers = gathers && !cs.Released() && (all || onePass(stops))
 		switch {
-		case pm.N == k && allRowsOf(stops) && pm.Resident != nil && !pm.Resident.Released():
+		case pm.N == k && all && pm.Resident != nil && !pm.Resident.Released():
 			// Every trajectory of one pass stopped (a stiff ensemble),
 			// whose mesh the engine keeps: its steps stay there, for the
 			// Tsit5 segments' jobs and the merged mesh.
 			m.Resident, sg.r1 = pm.Resident, pm.Resident
-		case pm.N == k && allRowsOf(stops) && len(pm.H) >= m.Rows*k:
+		case pm.N == k && all && len(pm.H) >= m.Rows*k:
 			// The same on the host: its mesh is the segments' as it is.
 			m.H = pm.H[:m.Rows*k]
 		case gathers:
@@ -332,13 +350,13 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 }
 
 // stopsAsIs returns stopSegs's segments (but their steps) where stops are
-// every row of one pass's result in order (a stiff ensemble's first
-// pass) and that result holds their times and counts: its arrays, this
-// call's own and read only from now on, as they are, not copied; else
-// nil.
-func stopsAsIs(stops []autoStop, d, K int, states bool) *autoSegs {
+// every row of one pass's result in order (all: allRowsOf; a stiff
+// ensemble's first pass) and that result holds their times and counts:
+// its arrays, this call's own and read only from now on, as they are,
+// not copied; else nil.
+func stopsAsIs(stops []autoStop, d, K int, states, all bool) *autoSegs {
 	k := len(stops)
-	if k == 0 || !allRowsOf(stops) {
+	if k == 0 || !all {
 		return nil
 	}
 	r := stops[0].res

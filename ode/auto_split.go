@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"sync"
+
+	"github.com/gradsolve-go/gradsolve/internal/par"
 )
 
 // Method Auto on an engine that cannot switch a trajectory's method in
@@ -67,7 +69,12 @@ func (p *autoPart) identity(n int) bool {
 		return false
 	}
 	for k, i := range p.idx {
-		if i != k || p.row(k) != k {
+		if i != k {
+			return false
+		}
+	}
+	for k, j := range p.rows { // (nil: rows 0, 1, …)
+		if k < n && j != k {
 			return false
 		}
 	}
@@ -195,32 +202,13 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		return cur[j]
 	}
 	for {
-		var done, doneRows, next, failed []int
-		found := false
-		if ns := countTrue(res.Stiff); ns > 0 {
-			// (Their exact room: a stiff ensemble's every row; the last
-			// call's where it was passed back.)
-			if stops == nil && mem.host != nil {
-				stops, mem.host.stops = mem.host.stops, nil
-			}
-			stiff, stops = slices.Grow(stiff, ns), slices.Grow(stops, ns)
+		if stops == nil && mem.host != nil && anyTrue(res.Stiff) {
+			// (The last call's room, where it was passed back.)
+			stops, mem.host.stops = mem.host.stops, nil
 		}
-		for j, s := range res.Status {
-			i := at(j)
-			switch {
-			case res.Stiff != nil && res.Stiff[j]:
-				stiff = append(stiff, i)
-				stops = append(stops, autoStop{i: i, j: j, res: res})
-				found = true
-			case s == NotRun:
-				next = append(next, i)
-			case s != OK:
-				failed = append(failed, j)
-				done, doneRows = append(done, i), append(doneRows, j)
-			default:
-				done, doneRows = append(done, i), append(doneRows, j)
-			}
-		}
+		var pr passRows
+		stiff, stops = pr.sort(res, cur, stiff, stops)
+		done, doneRows, next, failed, found := pr.done, pr.doneRows, pr.next, pr.failed, pr.found
 		if whole {
 			switch {
 			case len(failed) > 0:
@@ -286,7 +274,6 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		}
 		cur = next
 	}
-	slices.Sort(stiff)
 	if sv.continues() {
 		// The stiff trajectories go on with Rodas5P from where they
 		// stopped (auto_continue.go).
@@ -349,6 +336,7 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 		}
 		return out, sv, nil
 	}
+	slices.Sort(stiff) // (the continuation sorts its stops: stopSegs)
 	if len(stiff) == q.n {
 		// Every trajectory is stiff: the result is Rodas5P's on the whole
 		// problem (its mesh stays where the engine keeps it).
@@ -367,6 +355,60 @@ func (sv *Solver) runAutoSplit(ctx context.Context, op Op, q *problem, loss *Los
 	clean := whole && allOK(rs.Status)
 	out := mergeAuto(q, op, parts, clean, recorded)
 	return out, sv, nil
+}
+
+// passRows are a pass's rows sorted by what runAutoSplit does next with
+// them (passRows.sort): done (OK or failed: the problem's rows, and the
+// pass's), next (NotRun: to run again), failed (the pass's rows, also in
+// done); found: some stopped stiff.
+type passRows struct {
+	done, doneRows, next, failed []int
+	found                        bool
+}
+
+// sort sorts the rows of the pass res, which holds rows cur of the
+// problem (nil: all), into pr, and returns stiff and stops with those
+// that stopped stiff appended (the problem's rows; autoStops of res), in
+// row order, in one loop on the calling goroutine (counted, then
+// written in tasks on all cores, Robertson's 16384 rows took 91 µs
+// instead of 35 on one core: BenchmarkAutoHostParts).
+func (pr *passRows) sort(res *Result, cur, stiff []int, stops []autoStop) ([]int, []autoStop) {
+	if ns := countTrue(res.Stiff); ns > 0 {
+		// (Their exact room: a stiff ensemble's every row.)
+		stiff, stops = slices.Grow(stiff, ns), slices.Grow(stops, ns)
+	}
+	for j, s := range res.Status {
+		i := j
+		if cur != nil {
+			i = cur[j]
+		}
+		switch {
+		case res.Stiff != nil && res.Stiff[j]:
+			stiff = append(stiff, i)
+			stops = append(stops, autoStop{i: i, j: j, res: res})
+			pr.found = true
+		case s == NotRun:
+			pr.next = append(pr.next, i)
+		case s != OK:
+			pr.failed = append(pr.failed, j)
+			pr.done, pr.doneRows = append(pr.done, i), append(pr.doneRows, j)
+		default:
+			pr.done, pr.doneRows = append(pr.done, i), append(pr.doneRows, j)
+		}
+	}
+	return stiff, stops
+}
+
+// rowTask is the trajectories of a task of Method Auto's loops over them
+// on all cores (rowTasks: stopSegs's, mergeRows): a few tens of
+// microseconds of work a task.
+const rowTask = 2048
+
+// rowTasks calls f(lo, hi) for [0, n) in tasks of rowTask trajectories
+// (lo a multiple of it) on all cores (par.Run; one task on the calling
+// goroutine alone).
+func rowTasks(n int, f func(lo, hi int)) {
+	par.Run((n+rowTask-1)/rowTask, 0, func(_, b int) { f(b*rowTask, min(n, (b+1)*rowTask)) })
 }
 
 // keptPart returns the part of the trajectories done (increasing: every
@@ -552,16 +594,22 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 		}
 		return false
 	}
+	// Which parts hold every trajectory in order (identity: a pass over
+	// each part's rows, once).
+	ids := make([]bool, len(parts))
+	for k := range parts {
+		ids[k] = parts[k].identity(n)
+	}
 	// One part of every trajectory in order (the stiff ensemble that
 	// Method Auto continued): its mesh, a result of this call's, is the
 	// merged one as it is, on the host or not (mergeMeshes).
-	asIs := meshes && len(parts) == 1 && parts[0].identity(n) && parts[0].res.Mesh != nil && parts[0].res.Mesh.N == n
+	asIs := meshes && len(parts) == 1 && ids[0] && parts[0].res.Mesh != nil && parts[0].res.Mesh.N == n
 	// own is that part's result, where its steps need not come to the
 	// host (else a failure to bring them leaves its rows NotRun): its
 	// arrays, this call's own, are the merged result's as they are
 	// (mergeWhole then copies nothing onto them), not copies.
 	var own *Result
-	if len(parts) == 1 && parts[0].identity(n) && (!meshes || asIs || parts[0].res.Mesh == nil) {
+	if len(parts) == 1 && ids[0] && (!meshes || asIs || parts[0].res.Mesh == nil) {
 		own = parts[0].res
 	}
 	out := &Result{Status: ownOr(own, func(r *Result) []Status { return r.Status }, n), Stiff: make([]bool, n), Switch: make([]int, n), switched: make([]bool, n)}
@@ -641,7 +689,7 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 				continue
 			}
 		}
-		if p.identity(n) {
+		if ids[k] {
 			// Every trajectory in order (a stiff ensemble that Method
 			// Auto continued): the rows as blocks.
 			mergeWhole(out, p, n, d, K, np, records, meshes, lens)
@@ -681,58 +729,66 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 	return out
 }
 
-// mergeRows is mergeAuto's scatter of part p's rows to out, row by row
-// (mergeWhole writes the same where they are every trajectory in order).
+// mergeRows is mergeAuto's scatter of part p's rows to out, row by row,
+// in tasks of rowTask rows on all cores (mergeWhole writes the same where
+// they are every trajectory in order).
 func mergeRows(out *Result, p *autoPart, d, K, np int, records, meshes bool, lens []int) {
 	r := p.res
+	rowTasks(len(p.idx), func(lo, hi int) {
+		for kk := lo; kk < hi; kk++ {
+			i, j := p.idx[kk], p.row(kk)
+			if r.Status != nil {
+				out.Status[i] = r.Status[j]
+			} else {
+				out.Status[i] = OK
+			}
+			if out.Y != nil && r.Y != nil {
+				copy(out.Y[i*d:(i+1)*d], r.Y[j*d:(j+1)*d])
+			}
+			if out.Ys != nil && len(r.Ys) > 0 {
+				copy(out.Ys[i*K*d:(i+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
+			}
+			if out.T != nil && r.T != nil {
+				out.T[i] = r.T[j]
+			}
+			if records && r.Stats.Accepted != nil {
+				out.Stats.Accepted[i] = r.Stats.Accepted[j]
+				if out.Stats.Rejected != nil && r.Stats.Rejected != nil {
+					out.Stats.Rejected[i] = r.Stats.Rejected[j]
+				}
+				if out.Stats.FieldEvals != nil && r.Stats.FieldEvals != nil {
+					out.Stats.FieldEvals[i] = r.Stats.FieldEvals[j]
+				}
+			}
+			if out.LastH != nil && r.LastH != nil {
+				out.LastH[i] = r.LastH[j]
+			}
+			if meshes && r.Mesh != nil {
+				lens[i] = r.Mesh.Len[j]
+			}
+			if p.stiff {
+				out.switched[i] = true
+				if p.switchAt != nil {
+					out.Switch[i] = p.switchAt[kk]
+				}
+			} else if records {
+				out.Switch[i] = r.Stats.Accepted[j]
+			}
+			if out.GradY0 != nil {
+				copy(out.GradY0[i*d:(i+1)*d], r.GradY0[j*d:(j+1)*d])
+				copy(out.GradP[i*np:(i+1)*np], r.GradP[j*np:(j+1)*np])
+			}
+		}
+	})
+	if len(r.LastY) == 0 {
+		return
+	}
 	for kk, i := range p.idx {
-		j := p.row(kk)
-		if r.Status != nil {
-			out.Status[i] = r.Status[j]
-		} else {
-			out.Status[i] = OK
-		}
-		if out.Y != nil && r.Y != nil {
-			copy(out.Y[i*d:(i+1)*d], r.Y[j*d:(j+1)*d])
-		}
-		if out.Ys != nil && len(r.Ys) > 0 {
-			copy(out.Ys[i*K*d:(i+1)*K*d], r.Ys[j*K*d:(j+1)*K*d])
-		}
-		if out.T != nil && r.T != nil {
-			out.T[i] = r.T[j]
-		}
-		if records && r.Stats.Accepted != nil {
-			out.Stats.Accepted[i] = r.Stats.Accepted[j]
-			if out.Stats.Rejected != nil && r.Stats.Rejected != nil {
-				out.Stats.Rejected[i] = r.Stats.Rejected[j]
-			}
-			if out.Stats.FieldEvals != nil && r.Stats.FieldEvals != nil {
-				out.Stats.FieldEvals[i] = r.Stats.FieldEvals[j]
-			}
-		}
-		if out.LastH != nil && r.LastH != nil {
-			out.LastH[i] = r.LastH[j]
-		}
-		if y, ok := r.LastY[j]; ok {
+		if y, ok := r.LastY[p.row(kk)]; ok {
 			if out.LastY == nil {
 				out.LastY = map[int][]float64{}
 			}
 			out.LastY[i] = y
-		}
-		if meshes && r.Mesh != nil {
-			lens[i] = r.Mesh.Len[j]
-		}
-		if p.stiff {
-			out.switched[i] = true
-			if p.switchAt != nil {
-				out.Switch[i] = p.switchAt[kk]
-			}
-		} else if records {
-			out.Switch[i] = r.Stats.Accepted[j]
-		}
-		if out.GradY0 != nil {
-			copy(out.GradY0[i*d:(i+1)*d], r.GradY0[j*d:(j+1)*d])
-			copy(out.GradP[i*np:(i+1)*np], r.GradP[j*np:(j+1)*np])
 		}
 	}
 }
