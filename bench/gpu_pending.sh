@@ -255,7 +255,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = s44a ] || [ "$part" = s44b ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = s44a ] || [ "$part" = s44b ] || [ "$part" = s44c ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -795,6 +795,41 @@ done
 # for bit, then their gradient kernels at 0 and 16 (three rounds in turn).
 t widesplit-test 200 -test.v -test.timeout 190s -test.run 'TestGPUWideMinSplitSame/.*/split=16'
 t widesplit 120 -test.run XXX -test.bench 'GPUWideSplit/grad/.*/split=(0|16)' -test.benchtime 5x
+fi
+
+if [ "$part" = s44c ]; then
+# Session 44's third call. 1. The save times' cotangents in the sweep:
+# TestGPUSaveCots (with the shared sums' run-to-run and form-to-form
+# differences logged: call 2 found dL/dShared of the two forms not bit
+# for bit on the device), TestGPUThreadSaves (cut by call 2's timeout).
+t savecots 150 -test.v -test.timeout 140s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves)$'
+grep -hE 'largest relative|differs' "$out/l/savecots.log" | head -12
+# 2. Method Auto (H1: package ode's host loops in tasks on all cores)
+# against 303d2d7 alternated; the call bound at 32,768 (no split there
+# now) against it too.
+gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
+for r in 1 2; do
+	t auto-main-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
+	TB=/tmp/base.test t auto-base-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
+done
+t bound-main 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+TB=/tmp/base.test t bound-base 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+# 3. WideMinSplit -1 (every run a loop) against 16 (the default from 16
+# components) on Pollution, HIRES and Lorenz-96 d = 64.
+t widesplit 200 -test.run XXX -test.timeout 190s -test.bench 'GPUWideSplit/grad/(pollution|hires|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
+# 4. The gpu-large suite's POLL, HIRES, neural Robertson beside the
+# 16-core CPU engine (issue 26: >= 10x), with the new default.
+echo "=== gpu-large"
+timeout 200 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
+	-problems pollution,hires,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
+el $?
+tail -8 "$out/l/large.log"
+python3 -c "
+import json,sys
+for l in open('$out/l/large.jsonl'):
+    r=json.loads(l)
+    print(r['problem'], 'gpu', round(r['grad_record_call_ms'],2), 'kernel', round(r['grad_record_ms'],2), 'cpu', round(r.get('cpu_grad_record_call_ms',0),2), 'ratio', round(r.get('cpu_over_gpu_call',0),2))
+" 2>&1 | tail -4
 fi
 
 if [ "$part" = s44b ]; then
