@@ -155,8 +155,10 @@ func TestHostSaveCots(t *testing.T) {
 
 // TestGPUSaveCots is TestHostSaveCots' comparisons on the device
 // ("cuda", 1,000 trajectories): the save times' cotangents computed in
-// the sweep against the stored ones (Tuning.StoreSaveCots) bit for bit,
-// and against the CPU engine.
+// the sweep against the stored ones (Tuning.StoreSaveCots) bit for bit
+// but the shared gradients (to 1e-13 relative: the device adds them
+// with atomics in no fixed order; session 44's call 2 found the two forms'
+// dL/dShared apart in the last bits), and against the CPU engine.
 //
 //	cuda.test -test.run 'TestGPUSaveCots' -test.v
 func TestGPUSaveCots(t *testing.T) {
@@ -176,7 +178,8 @@ func TestGPUSaveCots(t *testing.T) {
 				sharedDiff(t, c, stored, stored)
 				sharedDiff(t, c, "cuda", stored)
 			}
-			sameRuns(t, c, c.solver(t, "cuda"), c.solver(t, stored))
+			// (The shared sums' atomics: dL/dShared to rounding.)
+			sameRunsShared(t, c, c.solver(t, "cuda"), c.solver(t, stored), 1e-13)
 			if c.name != "kepler-saves" {
 				compareEngines(t, "cuda", c, caseOpts{ops: []string{"grad", "gradmesh"}})
 			}
