@@ -86,6 +86,32 @@ func BenchmarkGPUAutoTrace(b *testing.B) {
 	autoTrace(b, 16384, "cuda", nil)
 }
 
+// autoRun returns a call (op "grad": the gradient of ode.SumSquares,
+// else a solve) of problem p with method m (rtol 1e-6, atol 1e-9) on
+// engine, traced into tr, after one untimed call (tr reset).
+func autoRun(b *testing.B, p ode.Problem, op string, m ode.Method, engine string, tr *Trace) func() error {
+	b.Helper()
+	sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: engine})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var g ode.Gradient
+	ctx := WithTrace(context.Background(), tr)
+	run := func() error {
+		if op == "solve" {
+			_, err := sv.SolveContext(ctx, &p)
+			return err
+		}
+		_, err := sv.GradContext(ctx, &g, &p, ode.SumSquares(), nil)
+		return err
+	}
+	if err := run(); err != nil {
+		b.Fatal(err)
+	}
+	tr.Reset()
+	return run
+}
+
 // autoTrace runs BenchmarkGPUAutoTrace's cases at n trajectories on
 // engine. hb, if not nil, is the engine's host backend: host-ms/op is
 // then the wall time less the time hb spent in launches (kernels and
@@ -100,26 +126,8 @@ func autoTrace(b *testing.B, n int, engine string, hb *hostBackend) {
 		for _, op := range []string{"grad", "solve"} {
 			for _, m := range []ode.Method{ode.Rodas5P, ode.Auto} {
 				b.Run(c.Name+"/"+op+"/"+m.Name(), func(b *testing.B) {
-					p := c.P
-					sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: engine})
-					if err != nil {
-						b.Fatal(err)
-					}
-					var g ode.Gradient
 					var tr Trace
-					ctx := WithTrace(context.Background(), &tr)
-					run := func() error {
-						if op == "solve" {
-							_, err := sv.SolveContext(ctx, &p)
-							return err
-						}
-						_, err := sv.GradContext(ctx, &g, &p, ode.SumSquares(), nil)
-						return err
-					}
-					if err := run(); err != nil {
-						b.Fatal(err)
-					}
-					tr.Reset()
+					run := autoRun(b, c.P, op, m, engine, &tr)
 					b.ResetTimer()
 					c0 := hb.counts()
 					t0, cpu0 := time.Now(), cputime.Process()
@@ -240,26 +248,8 @@ func BenchmarkHostAutoOde(b *testing.B) {
 		for _, op := range []string{"grad", "solve"} {
 			for _, m := range []ode.Method{ode.Rodas5P, ode.Auto} {
 				b.Run(c.Name+"/"+op+"/"+m.Name(), func(b *testing.B) {
-					p := c.P
-					sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: timedHost.e.Name()})
-					if err != nil {
-						b.Fatal(err)
-					}
-					var g ode.Gradient
 					var tr Trace
-					ctx := WithTrace(context.Background(), &tr)
-					run := func() error {
-						if op == "solve" {
-							_, err := sv.SolveContext(ctx, &p)
-							return err
-						}
-						_, err := sv.GradContext(ctx, &g, &p, ode.SumSquares(), nil)
-						return err
-					}
-					if err := run(); err != nil {
-						b.Fatal(err)
-					}
-					tr.Reset()
+					run := autoRun(b, c.P, op, m, timedHost.e.Name(), &tr)
 					timedHost.take()
 					c0 := hb.counts()
 					b.ResetTimer()
