@@ -798,26 +798,8 @@ t widesplit 120 -test.run XXX -test.bench 'GPUWideSplit/grad/.*/split=(0|16)' -t
 fi
 
 if [ "$part" = s44c ]; then
-# Session 44's third call. 1. The save times' cotangents in the sweep:
-# TestGPUSaveCots (with the shared sums' run-to-run and form-to-form
-# differences logged: call 2 found dL/dShared of the two forms not bit
-# for bit on the device), TestGPUThreadSaves (cut by call 2's timeout).
-t savecots 150 -test.v -test.timeout 140s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves)$'
-grep -hE 'largest relative|differs' "$out/l/savecots.log" | head -12
-# 2. Method Auto (H1: package ode's host loops in tasks on all cores)
-# against 303d2d7 alternated; the call bound at 32,768 (no split there
-# now) against it too.
-gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
-for r in 1 2; do
-	t auto-main-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
-	TB=/tmp/base.test t auto-base-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
-done
-t bound-main 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
-TB=/tmp/base.test t bound-base 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
-# 3. WideMinSplit -1 (every run a loop) against 16 (the default from 16
-# components) on Pollution, HIRES and Lorenz-96 d = 64.
-t widesplit 200 -test.run XXX -test.timeout 190s -test.bench 'GPUWideSplit/grad/(pollution|hires|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
-# 4. The gpu-large suite's POLL, HIRES, neural Robertson beside the
+# Session 44's third call, the most wanted first.
+# 1. The gpu-large suite's POLL, HIRES, neural Robertson beside the
 # 16-core CPU engine (issue 26: >= 10x), with the new default.
 echo "=== gpu-large"
 timeout 200 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
@@ -830,6 +812,25 @@ for l in open('$out/l/large.jsonl'):
     r=json.loads(l)
     print(r['problem'], 'gpu', round(r['grad_record_call_ms'],2), 'kernel', round(r['grad_record_ms'],2), 'cpu', round(r.get('cpu_grad_record_call_ms',0),2), 'ratio', round(r.get('cpu_over_gpu_call',0),2))
 " 2>&1 | tail -4
+# 2. WideMinSplit -1 (every run a loop) against 16 (the default from 16
+# components) on Lorenz-96 d = 64 (Pollution and HIRES: call 2).
+t widesplit 90 -test.run XXX -test.timeout 80s -test.bench 'GPUWideSplit/grad/lorenz96-64/split=(-1|16)' -test.benchtime 5x
+# 3. The save times' cotangents in the sweep:
+# TestGPUSaveCots (with the shared sums' run-to-run and form-to-form
+# differences logged: call 2 found dL/dShared of the two forms not bit
+# for bit on the device), TestGPUThreadSaves (cut by call 2's timeout).
+t savecots 150 -test.v -test.timeout 140s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves)$'
+grep -hE 'largest relative|differs' "$out/l/savecots.log" | head -12
+# 4. Method Auto (H1: package ode's host loops in tasks on all cores)
+# against 303d2d7 alternated; the call bound at 32,768 (no split there
+# now) against it too.
+gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
+for r in 1 2; do
+	t auto-main-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
+	TB=/tmp/base.test t auto-base-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
+done
+t bound-main 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+TB=/tmp/base.test t bound-base 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
 fi
 
 if [ "$part" = s44b ]; then
