@@ -240,9 +240,9 @@ type Tuning struct {
 	// lane runs alike instead of loops split over the lanes, each with its
 	// operands gathered into shared memory by lane 0 and __syncwarp()s
 	// around it (kernelgen.Config.WideMinSplit; runs with a chained sum
-	// stay loops). Zero means kernelgen's default (DefaultWideMinSplit
-	// from WideSplitMinDim components; a smaller system keeps every run a
-	// loop); negative, every run a loop. The same results bit for bit
+	// stay loops). Zero means kernelgen's default (DefaultWideMinSplit in
+	// a Rosenbrock method's kernels from WideSplitMinDim components; other
+	// kernels keep every run a loop); negative, every run a loop. The same results bit for bit
 	// (BenchmarkGPUWideSplit measures it).
 	WideMinSplit int
 	// NoTrainGraph runs each step of a fit kept in device memory

@@ -221,9 +221,9 @@ type Config struct {
 	// code (Pollution's reactions, their reverse) is mostly such short
 	// runs. The same operations on the same operands in the same order:
 	// the same results bit for bit. Zero: DefaultWideMinSplit in a
-	// system of WideSplitMinDim components or more, every run a loop in a
-	// smaller one; negative: every run a loop (package cuda's
-	// Tuning.WideMinSplit).
+	// Rosenbrock method's kernels of a system of WideSplitMinDim
+	// components or more, else every run a loop; negative: every run a
+	// loop (package cuda's Tuning.WideMinSplit).
 	WideMinSplit int
 }
 

@@ -41,6 +41,14 @@ import (
 // them) or too much work to run twice a save time in the sweep.
 const saveCotMax = 256
 
+// saveCotMaxDim is the largest state dimension whose gradient kernels
+// take the split form: it emits a function a component (gs_a_save_cot<c>
+// and a case of gs_save_cot's switch), so a larger system's kernel
+// would grow with d, where the stored form's loss VJP is a loop
+// (TestRerolledSize: Lorenz-96's gradient kernels at d = 64 and 256 keep
+// the same statements).
+const saveCotMaxDim = 16
+
 // saveCots is a gradient program split by splitSaveCots.
 type saveCots struct {
 	// rest is the gradient program without its dL/dys outputs: outputs ℓ,
@@ -78,7 +86,7 @@ func splitSaveCots(g *tape.Program, sh lossShapeOf) (*saveCots, bool) {
 			ns++
 		}
 	}
-	if K == 0 || d == 0 || len(g.Inputs) != d+K*d+dd+np+ns || len(g.Outputs) != 1+d+K*d+np+ns || len(g.Funcs) > 0 {
+	if K == 0 || d == 0 || d > saveCotMaxDim || len(g.Inputs) != d+K*d+dd+np+ns || len(g.Outputs) != 1+d+K*d+np+ns || len(g.Funcs) > 0 {
 		return nil, false
 	}
 	ysIn, dataIn := d, d+K*d // the first ys and data inputs

@@ -358,14 +358,14 @@ func (sp *StepPrograms) WideSharedPerWarpOf(grad, saves, all bool) (int, error) 
 // budget of scalars replicated values in registers (Config.WideScalars:
 // 0 the default, negative none), whose slots take shared memory too.
 func (sp *StepPrograms) WideSharedPerWarpScalars(grad, saves, all bool, scalars int) (int, error) {
-	r := sp.wide(wideVariantOf(Config{Grad: grad, Saves: B2i(saves), WideShared: all, WideScalars: scalars}, sp.plan.Dim))
+	r := sp.wide(wideVariantOf(Config{Grad: grad, Saves: B2i(saves), WideShared: all, WideScalars: scalars}, sp.plan))
 	return 8 * r.w.Len, r.err
 }
 
 // WideSharedPerWarpFor is WideSharedPerWarp of kernel v's wide
 // functions: its Grad, Saves, WideShared, WideScalars and WideMinSplit.
 func (sp *StepPrograms) WideSharedPerWarpFor(v Config) (int, error) {
-	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit}, sp.plan.Dim))
+	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit}, sp.plan))
 	return 8 * r.w.Len, r.err
 }
 
@@ -393,35 +393,38 @@ type wideVariant struct {
 	minSplit int
 }
 
-// wideVariantOf returns kernel v's wide variant, of a system of dim
-// components.
-func wideVariantOf(v Config, dim int) wideVariant {
+// wideVariantOf returns kernel v's wide variant, of plan pl.
+func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
 	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared,
-		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, dim)}
+		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl)}
 }
 
-// DefaultWideMinSplit is Config.WideMinSplit's default in a system of
-// WideSplitMinDim components or more (a smaller one keeps every run a
-// loop). On an H100 (session 44, package cuda's BenchmarkGPUWideSplit,
-// n = 4096, the gpu-large suite's shapes, three rounds) replicating the
-// runs shorter than 16 made Pollution's (d = 20) Rodas5P gradient kernel
-// 56.4 → 39.0 ms (shared memory a warp 14,256 → 13,544 B: 16 warps a
-// multiprocessor, n in two rounds, not three; a reverse step's
-// __syncwarp()s 1,002 → 352) and HIRES's (d = 8, every loop of 8
-// components or fewer, all of it then replicated) 43.1 → 46.7 ms.
+// DefaultWideMinSplit is Config.WideMinSplit's default in a Rosenbrock
+// method's kernels (WideFactors) of a system of WideSplitMinDim
+// components or more; other kernels keep every run a loop. On an H100
+// (session 44, package cuda's BenchmarkGPUWideSplit, n = 4096, the
+// gpu-large suite's shapes, three rounds) replicating the runs shorter
+// than 16 made Pollution's (d = 20) Rodas5P gradient kernel 56.4 → 39.0
+// ms (shared memory a warp 14,256 → 13,544 B: 16 warps a multiprocessor,
+// n in two rounds, not three; a reverse step's __syncwarp()s 1,002 →
+// 352) and HIRES's (d = 8, every loop of 8 components or fewer, all of
+// it then replicated) 43.1 → 46.7 ms. An explicit method's kernels
+// (Lorenz-96's: regular loops over d) keep their statements independent
+// of d (TestRerolledSize), which replicated short runs would not.
 const (
 	DefaultWideMinSplit = 16
 	WideSplitMinDim     = 16
 )
 
-// wideMinSplitOf resolves Config.WideMinSplit w of a system of dim
-// components: w where positive, 0 (every run a loop) where negative,
-// and DefaultWideMinSplit from WideSplitMinDim components where 0.
-func wideMinSplitOf(w, dim int) int {
+// wideMinSplitOf resolves Config.WideMinSplit w of plan pl: w where
+// positive, 0 (every run a loop) where negative, and where 0
+// DefaultWideMinSplit for a Rosenbrock method (WideFactors) from
+// WideSplitMinDim components, else 0.
+func wideMinSplitOf(w int, pl *ode.Plan) int {
 	switch {
 	case w > 0:
 		return w
-	case w < 0 || dim < WideSplitMinDim:
+	case w < 0 || pl.Dim < WideSplitMinDim || !WideFactors(pl):
 		return 0
 	}
 	return DefaultWideMinSplit
@@ -462,7 +465,7 @@ type wideOnce struct {
 // nothing yet and emits as the record's unit does: the same functions,
 // names, helpers and defines.
 func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
-	k := wideVariantOf(v, sp.plan.Dim)
+	k := wideVariantOf(v, sp.plan)
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
 		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit = k.all, k.rows, k.scalars, k.minSplit
 		return s.wideFuncs(sp.plan, k.grad, k.saves)

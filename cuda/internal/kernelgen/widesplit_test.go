@@ -52,7 +52,7 @@ func TestWideMinSplit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			sp := c.stepPrograms(t)
-			base := sp.wide(wideVariantOf(Config{Grad: true, Saves: 1, WideMinSplit: -1}, sp.plan.Dim))
+			base := sp.wide(wideVariantOf(Config{Grad: true, Saves: 1, WideMinSplit: -1}, sp.plan))
 			if base.err != nil {
 				t.Fatal(base.err)
 			}
@@ -62,7 +62,7 @@ func TestWideMinSplit(t *testing.T) {
 					t.Fatalf("minSplit %d: no loop of fewer components by default: the case checks nothing", minSplit)
 				}
 				v := Config{Grad: true, Saves: 1, WideMinSplit: minSplit}
-				r := sp.wide(wideVariantOf(v, sp.plan.Dim))
+				r := sp.wide(wideVariantOf(v, sp.plan))
 				if r.err != nil {
 					t.Fatal(r.err)
 				}
@@ -112,16 +112,25 @@ func TestWideMinSplitKey(t *testing.T) {
 }
 
 // TestWideMinSplitOf checks Config.WideMinSplit's resolution: a positive
-// value as it is, a negative one none, and zero DefaultWideMinSplit from
-// WideSplitMinDim components (Pollution's d = 20), none below (HIRES's
-// d = 8).
+// value as it is, a negative one none, and zero DefaultWideMinSplit in a
+// Rosenbrock method's kernels from WideSplitMinDim components
+// (Pollution's d = 20 with Rodas5P), none in smaller systems (HIRES's
+// d = 8) and in an explicit method's (Lorenz-96 d = 64 with Tsit5).
 func TestWideMinSplitOf(t *testing.T) {
-	for _, c := range []struct{ w, dim, want int }{
-		{0, 20, DefaultWideMinSplit}, {0, WideSplitMinDim, DefaultWideMinSplit}, {0, WideSplitMinDim - 1, 0},
-		{0, 8, 0}, {-1, 20, 0}, {-1, 8, 0}, {8, 8, 8}, {33, 64, 33},
+	poll := planCase{"pollution", problems.Pollution().Field, ode.Rodas5P}.plan(t)
+	hires := planCase{"hires", problems.HIRES().Field, ode.Rodas5P}.plan(t)
+	l96 := planCase{"lorenz96", problems.Lorenz96(64).Field, ode.Tsit5}.plan(t)
+	for _, c := range []struct {
+		name string
+		w    int
+		pl   *ode.Plan
+		want int
+	}{
+		{"pollution", 0, poll, DefaultWideMinSplit}, {"pollution", -1, poll, 0}, {"pollution", 8, poll, 8},
+		{"hires", 0, hires, 0}, {"hires", 16, hires, 16}, {"lorenz96", 0, l96, 0}, {"lorenz96", 33, l96, 33},
 	} {
-		if got := wideMinSplitOf(c.w, c.dim); got != c.want {
-			t.Errorf("wideMinSplitOf(%d, %d) = %d, want %d", c.w, c.dim, got, c.want)
+		if got := wideMinSplitOf(c.w, c.pl); got != c.want {
+			t.Errorf("%s: wideMinSplitOf(%d) = %d, want %d", c.name, c.w, got, c.want)
 		}
 	}
 }
