@@ -831,6 +831,12 @@ for r in 1 2; do
 done
 t bound-main 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
 TB=/tmp/base.test t bound-base 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+# 5. The events suite with an execution trace of the gradsolve side
+# (its regions: where a kept call's time goes besides the kernel, the
+# copies, staging and scatter); Diffrax's side in part s44b.
+echo "=== events (traced)"
+timeout 60 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" -trace "$out/l/events.trace" >"$out/l/events.log" 2>&1
+el $?
 fi
 
 if [ "$part" = s44b ]; then
