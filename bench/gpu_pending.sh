@@ -255,7 +255,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = s44a ] || [ "$part" = s44b ] || [ "$part" = s44c ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = s44a ] || [ "$part" = s44b ] || [ "$part" = s44c ] || [ "$part" = s44d ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -837,6 +837,26 @@ TB=/tmp/base.test t bound-base 30 -test.run '^$' -test.bench 'GPUCallBound/n=327
 echo "=== events (traced)"
 timeout 60 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" -trace "$out/l/events.trace" >"$out/l/events.log" 2>&1
 el $?
+fi
+
+if [ "$part" = s44d ]; then
+# Session 44's last call (device time short after refusals): part s44c's
+# gpu-large, saves test and one round of Auto against 303d2d7.
+echo "=== gpu-large"
+timeout 150 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
+	-problems pollution,hires,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
+el $?
+python3 -c "
+import json
+for l in open('$out/l/large.jsonl'):
+    r=json.loads(l)
+    print(r['problem'], 'gpu', round(r['grad_record_call_ms'],2), 'kernel', round(r['grad_record_ms'],2), 'cpu', round(r.get('cpu_grad_record_call_ms',0),2), 'ratio', round(r.get('cpu_over_gpu_call',0),2))
+" 2>&1 | tail -4
+t savecots 100 -test.v -test.timeout 95s -test.run '^TestGPUSaveCots$'
+grep -hE 'largest relative|differs' "$out/l/savecots.log" | head -12
+gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
+t auto-main 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
+TB=/tmp/base.test t auto-base 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
 fi
 
 if [ "$part" = s44b ]; then
