@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -271,19 +270,7 @@ func TestHostEngineRerolledLoss(t *testing.T) {
 				t.Errorf("the unrolled kernel's loss VJP has %d parameters, want one per saved value", n)
 			}
 			want, got := c.solver(t, tuned(t, "cuda-host", Tuning{unrolled: true})), c.solver(t, "cuda-host")
-			sameRuns(t, c, got, want)
-			p := c.prob
-			wl, _, err := want.Loss(&p, c.loss, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gl, _, err := got.Loss(&p, c.loss, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if math.Float64bits(gl) != math.Float64bits(wl) {
-				t.Errorf("loss %v, unrolled %v", gl, wl)
-			}
+			sameRunsLoss(t, c, got, want, "unrolled")
 			if c.loss.DataDim > 0 {
 				// In float32 too (gs_real float, the scale sc included).
 				c := c

@@ -123,19 +123,7 @@ func TestHostSaveCots(t *testing.T) {
 				return
 			}
 			want, got := c.solver(t, tuned(t, "cuda-host", stored)), c.solver(t, "cuda-host")
-			sameRuns(t, c, got, want)
-			p := c.prob
-			wl, _, err := want.Loss(&p, c.loss, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			gl, _, err := got.Loss(&p, c.loss, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if math.Float64bits(gl) != math.Float64bits(wl) {
-				t.Errorf("loss %v, stored cotangents %v", gl, wl)
-			}
+			sameRunsLoss(t, c, got, want, "stored cotangents")
 			switch c.name {
 			case "lorenz-data":
 				c := c

@@ -44,6 +44,25 @@ func sameRuns(t *testing.T, c engineCase, got, want *ode.Solver) {
 	sameRunsShared(t, c, got, want, 0)
 }
 
+// sameRunsLoss is sameRuns, then Solver.Loss of case c's loss on got
+// and want, bit for bit (want named what in the message).
+func sameRunsLoss(t *testing.T, c engineCase, got, want *ode.Solver, what string) {
+	t.Helper()
+	sameRuns(t, c, got, want)
+	p := c.prob
+	wl, _, err := want.Loss(&p, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, _, err := got.Loss(&p, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Float64bits(gl) != math.Float64bits(wl) {
+		t.Errorf("loss %v, %s %v", gl, what, wl)
+	}
+}
+
 // sameRunsShared is sameRuns with the shared gradients compared to a
 // relative tolerance sharedTol (0: bit for bit): a device kernel adds
 // its warps' shared sums with atomics in no fixed order (package doc),
