@@ -264,7 +264,7 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 				return nil, fmt.Errorf("ode: internal error: Method Auto's Tsit5 pass returned no mesh for trajectory %d, stopped stiff", s.i)
 			}
 		}
-		rowTasks(k, func(lo, hi int) {
+		par.Ranges(k, rowTask, func(lo, hi int) {
 			for x := lo; x < hi; x++ {
 				s := &stops[x]
 				r, j := s.res, s.j

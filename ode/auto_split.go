@@ -400,16 +400,9 @@ func (pr *passRows) sort(res *Result, cur, stiff []int, stops []autoStop) ([]int
 }
 
 // rowTask is the trajectories of a task of Method Auto's loops over them
-// on all cores (rowTasks: stopSegs's, mergeRows): a few tens of
+// on all cores (par.Ranges: stopSegs's, mergeRows): a few tens of
 // microseconds of work a task.
 const rowTask = 2048
-
-// rowTasks calls f(lo, hi) for [0, n) in tasks of rowTask trajectories
-// (lo a multiple of it) on all cores (par.Run; one task on the calling
-// goroutine alone).
-func rowTasks(n int, f func(lo, hi int)) {
-	par.Run((n+rowTask-1)/rowTask, 0, func(_, b int) { f(b*rowTask, min(n, (b+1)*rowTask)) })
-}
 
 // keptPart returns the part of the trajectories done (increasing: every
 // one of the first pass res, of all q.n trajectories, that is not stiff,
@@ -734,7 +727,7 @@ func mergeAuto(q *problem, op Op, parts []autoPart, whole, meshes bool) *Result 
 // they are every trajectory in order).
 func mergeRows(out *Result, p *autoPart, d, K, np int, records, meshes bool, lens []int) {
 	r := p.res
-	rowTasks(len(p.idx), func(lo, hi int) {
+	par.Ranges(len(p.idx), rowTask, func(lo, hi int) {
 		for kk := lo; kk < hi; kk++ {
 			i, j := p.idx[kk], p.row(kk)
 			if r.Status != nil {

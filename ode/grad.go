@@ -559,7 +559,7 @@ func (q *problem) endTimesWell(a, b []float64, twice bool, status []Status, stif
 	if n <= par.Block {
 		block(0, n)
 	} else {
-		par.Run((n+par.Block-1)/par.Block, 0, func(_, k int) { block(k*par.Block, min(n, (k+1)*par.Block)) })
+		par.Ranges(n, par.Block, block)
 	}
 	return ta, tb, !bad.Load()
 }

@@ -116,6 +116,13 @@ func (g *Group) Run(n, workers int, f func(worker, task int)) {
 	}
 }
 
+// Ranges calls f(lo, hi) for the ranges [0, n) splits into of size
+// each (lo a multiple of it, the last range shorter), as Run's tasks on
+// all cores: one range runs on the caller's goroutine alone.
+func Ranges(n, size int, f func(lo, hi int)) {
+	Run((n+size-1)/size, 0, func(_, b int) { f(b*size, min(n, (b+1)*size)) })
+}
+
 // Run is a Group's Run on a Group of its own: where one goroutine does
 // all the tasks (n is 1, or workers or GOMAXPROCS 1), a loop on the
 // caller's; else a Group from a pool (a Run allocates nothing of its

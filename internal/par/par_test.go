@@ -290,3 +290,24 @@ func TestFirstEqualAllocs(t *testing.T) {
 		t.Errorf("First = %d, Equal = %t: want -1, true", found, eq)
 	}
 }
+
+// TestRanges checks that Ranges covers [0, n) once, in ranges of size
+// starting at multiples of it.
+func TestRanges(t *testing.T) {
+	for _, c := range []struct{ n, size int }{{0, 4}, {1, 4}, {4, 4}, {5, 4}, {1000, 7}, {4096, 2048}} {
+		hits := make([]atomic.Int32, c.n)
+		Ranges(c.n, c.size, func(lo, hi int) {
+			if lo%c.size != 0 || hi-lo > c.size || hi <= lo {
+				t.Errorf("n %d, size %d: range [%d, %d)", c.n, c.size, lo, hi)
+			}
+			for i := lo; i < hi; i++ {
+				hits[i].Add(1)
+			}
+		})
+		for i := range hits {
+			if h := hits[i].Load(); h != 1 {
+				t.Fatalf("n %d, size %d: index %d covered %d times", c.n, c.size, i, h)
+			}
+		}
+	}
+}
