@@ -53,6 +53,11 @@
 #     tiered first calls; then the engine tests under the new thresholds).
 #   bash bench/gpu_pending.sh ncu (about 4 minutes, never yet run): Nsight
 #     Compute on the large-state kernels (NCU_PROBLEMS, NCU_S, NCU_LAUNCHES).
+#   bash bench/gpu_pending.sh s45a, then s45b (under 10 minutes each):
+#     session 45's calls: the gpu-large ratios and WideMinSplit on the
+#     Brusselator, the save cotangents' tests; then Method Auto and the call
+#     bound against 303d2d7, the events suite traced beside Diffrax, the
+#     Brusselator at matched error.
 #   bash bench/gpu_pending.sh regs (about 4 minutes), then regs-bench
 #     (under 10 minutes; REGS_BENCH narrows it), then
 #     NCU_PROBLEMS=pollution ... ncu: the wide Rodas5P kernels' register
@@ -255,7 +260,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [ "$part" = s36a ] || [ "$part" = s36b ] || [ "$part" = s37keep ] || [ "$part" = s37 ] || [ "$part" = s37b ] || [ "$part" = s38 ] || [ "$part" = s38rest ] || [ "$part" = s39 ] || [ "$part" = s39b ] || [ "$part" = s40 ] || [ "$part" = s40b ] || [ "$part" = s40c ] || [ "$part" = s40d ] || [ "$part" = s40e ] || [ "$part" = s40f ] || [ "$part" = s41a ] || [ "$part" = s41b ] || [ "$part" = s41c ] || [ "$part" = s41d ] || [ "$part" = s42a ] || [ "$part" = s42split ] || [ "$part" = s42split-check ] || [ "$part" = s42b ] || [ "$part" = s42c ] || [ "$part" = s42d ] || [ "$part" = s42e ] || [ "$part" = s43a ] || [ "$part" = s43b ] || [ "$part" = s43c ] || [ "$part" = s44a ] || [ "$part" = s44b ] || [ "$part" = s44c ] || [ "$part" = s44d ] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [[ "$part" =~ ^s[34][0-9] ]] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
@@ -873,6 +878,58 @@ tail -3 "$out/l/diffrax_events.log"
 # 2. The Brusselator at matched error (issue 26): Rodas5P at rtol 1e-9
 # (5.8e-10 on the CPU engine's 16 trajectories) beside Diffrax's Kvaerno5
 # at 1e-6 (6.1e-10 in session 40).
+echo "=== brusselator matched"
+timeout 150 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 1 -json -quiet -problems brusselator -n 1024 -rtol 1e-9 \
+	>"$out/l/bruss.jsonl" 2>"$out/l/bruss.log"
+el $?
+timeout 150 python3 bench/anchors/diffrax_large.py --platform gpu --problems brusselator --rtol 1e-6 --reps 1 --no-forward --max-seconds 60 \
+	--out "$out/l/diffrax_bruss.jsonl" >/dev/null 2>"$out/l/diffrax_bruss.log"
+el $?
+tail -3 "$out/l/diffrax_bruss.log"
+fi
+
+if [ "$part" = s45a ]; then
+# Session 45's first call, the most wanted first (session 44's third call
+# never ran: its part s44c, with the Brusselator added).
+# 1. The gpu-large suite's POLL, HIRES, neural Robertson beside the
+# 16-core CPU engine (issue 26: >= 10x) under Tuning.WideMinSplit's default.
+echo "=== gpu-large"
+timeout 200 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
+	-problems pollution,hires,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
+el $?
+tail -4 "$out/l/large.log"
+python3 -c "
+import json
+for l in open('$out/l/large.jsonl'):
+    r=json.loads(l)
+    print(r['problem'], 'gpu', round(r['grad_record_call_ms'],2), 'kernel', round(r['grad_record_ms'],2), 'cpu', round(r.get('cpu_grad_record_call_ms',0),2), 'ratio', round(r.get('cpu_over_gpu_call',0),2))
+" 2>&1 | tail -4
+# 2. WideMinSplit -1 (every run a loop) against 16 (the default from 16
+# components) on the Brusselator (d = 64, Rodas5P) and Lorenz-96 d = 64.
+t widesplit 150 -test.run XXX -test.timeout 140s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
+# 3. The save times' cotangents in the sweep: TestGPUSaveCots (the shared
+# sums now to 1e-13), TestGPUThreadSaves.
+t savecots 150 -test.v -test.timeout 140s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves)$'
+grep -hE 'largest relative|differs' "$out/l/savecots.log" | head -12
+fi
+
+if [ "$part" = s45b ]; then
+# Session 45's second call: Method Auto (package ode's host loops in tasks)
+# and the call bound at 32,768 against 303d2d7 (base.test.gz) alternated,
+# the events suite traced beside Diffrax, the Brusselator at matched error.
+gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
+for r in 1 2; do
+	t auto-main-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
+	TB=/tmp/base.test t auto-base-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
+done
+t bound-main 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+TB=/tmp/base.test t bound-base 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+echo "=== events (traced)"
+timeout 60 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" -trace "$out/l/events.trace" >"$out/l/events.log" 2>&1
+el $?
+timeout 100 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
+el $?
+tail -3 "$out/l/diffrax_events.log"
 echo "=== brusselator matched"
 timeout 150 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 1 -json -quiet -problems brusselator -n 1024 -rtol 1e-9 \
 	>"$out/l/bruss.jsonl" 2>"$out/l/bruss.log"
