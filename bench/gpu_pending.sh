@@ -924,6 +924,10 @@ for r in 1 2; do
 done
 t bound-main 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
 TB=/tmp/base.test t bound-base 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+# HIRES's wide gradient (n = 4096: two rounds of 16 warps a
+# multiprocessor under the default bounds of 7 blocks) with bounds of
+# 10, 12 and 16 blocks (registers capped at about 96, 80, 64).
+t hires-blocks 120 -test.run XXX -test.timeout 110s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 echo "=== events (traced)"
 timeout 60 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" -trace "$out/l/events.trace" >"$out/l/events.log" 2>&1
 el $?

@@ -96,15 +96,18 @@ func wideSpilled(t *testing.T, c engineCase, scalars int) int {
 //   - s64-b6, s64-b7, none-b6: with launch bounds of 6 or 7 blocks of
 //     two warps per multiprocessor (Tuning.WideMinBlocks: registers
 //     capped at 168 or 144);
+//   - s64-b10, s64-b12, s64-b16 (HIRES only: its warps' shared memory
+//     lets 16 blocks run, and n = 4096 takes two rounds of the default's
+//     16 warps): bounds of more blocks (registers capped at 96, 80, 64);
 //   - none-O3, s64-O3: ptxas at its full optimisation (Tuning.FastCompile
 //     "none"), where the engine compiles kernels of 300,000 bytes of
 //     source or more at -O1 (Pollution's: 1.8 MB): ptxas may allocate
 //     registers better, and takes minutes longer to compile.
 //
-// HIRES (at most 25 replicated values live: no budget here moves one),
-// Lorenz-96 (d = 64 and 256, n = 4096, wideBenchGradCase) and the
-// Brusselator (n = 1024) run s64, s64-b0, s64-b6, s64-b7 and s64-O3
-// only. The kernels' registers are reported as the engine configures
+// HIRES (at most 25 replicated values live: no budget here moves one)
+// runs s64, s64-b0, s64-b7, s64-b10, s64-b12 and s64-b16; Lorenz-96
+// (d = 64 and 256, n = 4096, wideBenchGradCase) and the Brusselator
+// (n = 1024) run s64, s64-b0, s64-b6, s64-b7 and s64-O3 only. The kernels' registers are reported as the engine configures
 // them (chooseLayout on device 0).
 //
 // One device call (each variant compiles its kernel: about a minute for
@@ -127,6 +130,9 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 		{"none-b6", Tuning{WideScalars: -1, WideMinBlocks: 6}},
 		{"none-O3", Tuning{WideScalars: -1, FastCompile: "none"}},
 		{"s64-O3", Tuning{FastCompile: "none"}},
+		{"s64-b10", Tuning{WideMinBlocks: 10}},
+		{"s64-b12", Tuning{WideMinBlocks: 12}},
+		{"s64-b16", Tuning{WideMinBlocks: 16}},
 	}
 	cases := []struct {
 		name string
@@ -141,8 +147,8 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 	for _, pc := range cases {
 		c := pc.c()
 		for _, x := range variants {
-			if pc.name != "pollution" && x.name != "s64" && x.name != "s64-b0" && x.name != "s64-b6" && x.name != "s64-b7" && x.name != "s64-O3" {
-				continue // the others keep few replicated values live: no budget moves any
+			if !wideRegsRuns(pc.name, x.name) {
+				continue
 			}
 			tun := x.tun
 			tun.Layout = LayoutWide
@@ -224,4 +230,17 @@ func TestWideMinBlocks(t *testing.T) {
 			t.Errorf("wideMinBlocks(%d, %d, %d) = %d, want %d", c.per, c.limit, c.tun, got, c.want)
 		}
 	}
+}
+
+// wideRegsRuns reports whether BenchmarkGPUWideRegs runs variant v on
+// case c: Pollution every variant but the HIRES-only bounds, HIRES the
+// defaults and bounds, the others the defaults, bounds up to 7 and -O3.
+func wideRegsRuns(c, v string) bool {
+	switch c {
+	case "pollution":
+		return v != "s64-b10" && v != "s64-b12" && v != "s64-b16"
+	case "hires":
+		return v == "s64" || v == "s64-b0" || v == "s64-b7" || v == "s64-b10" || v == "s64-b12" || v == "s64-b16"
+	}
+	return v == "s64" || v == "s64-b0" || v == "s64-b6" || v == "s64-b7" || v == "s64-O3"
 }
