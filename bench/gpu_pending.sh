@@ -894,7 +894,7 @@ if [ "$part" = s45a ]; then
 # 1. The gpu-large suite's POLL, HIRES, neural Robertson beside the
 # 16-core CPU engine (issue 26: >= 10x) under Tuning.WideMinSplit's default.
 echo "=== gpu-large"
-timeout 200 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
+timeout 180 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
 	-problems pollution,hires,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
 el $?
 tail -4 "$out/l/large.log"
@@ -904,13 +904,16 @@ for l in open('$out/l/large.jsonl'):
     r=json.loads(l)
     print(r['problem'], 'gpu', round(r['grad_record_call_ms'],2), 'kernel', round(r['grad_record_ms'],2), 'cpu', round(r.get('cpu_grad_record_call_ms',0),2), 'ratio', round(r.get('cpu_over_gpu_call',0),2))
 " 2>&1 | tail -4
-# 2. WideMinSplit -1 (every run a loop) against 16 (the default from 16
-# components) on the Brusselator (d = 64, Rodas5P) and Lorenz-96 d = 64.
-t widesplit 150 -test.run XXX -test.timeout 140s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
+# 2. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
+# 4096 takes two rounds of the default's 16 warps a multiprocessor).
+t hires-blocks 100 -test.run XXX -test.timeout 95s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 # 3. The save times' cotangents in the sweep: TestGPUSaveCots (the shared
 # sums now to 1e-13), TestGPUThreadSaves.
-t savecots 150 -test.v -test.timeout 140s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves)$'
+t savecots 120 -test.v -test.timeout 115s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves)$'
 grep -hE 'largest relative|differs' "$out/l/savecots.log" | head -12
+# 4. WideMinSplit -1 (every run a loop) against 16 (the default from 16
+# components) on the Brusselator (d = 64, Rodas5P) and Lorenz-96 d = 64.
+t widesplit 140 -test.run XXX -test.timeout 135s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
 fi
 
 if [ "$part" = s45b ]; then
@@ -924,10 +927,6 @@ for r in 1 2; do
 done
 t bound-main 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
 TB=/tmp/base.test t bound-base 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
-# HIRES's wide gradient (n = 4096: two rounds of 16 warps a
-# multiprocessor under the default bounds of 7 blocks) with bounds of
-# 10, 12 and 16 blocks (registers capped at about 96, 80, 64).
-t hires-blocks 120 -test.run XXX -test.timeout 110s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 echo "=== events (traced)"
 timeout 60 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" -trace "$out/l/events.trace" >"$out/l/events.log" 2>&1
 el $?
