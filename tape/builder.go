@@ -137,6 +137,25 @@ func (b *Builder) matchNext(op ops.Op, aux float64, args []ID) (ID, bool) {
 	return ID(n), true
 }
 
+// matchInputs takes the first of inputs that are match's first inputs,
+// and its first values their Input values, as Input would take them one
+// by one (a trace's inputs come first), and returns how many it took.
+func (b *Builder) matchInputs(inputs []Input) int {
+	m := b.match
+	if m == nil || len(b.p.Values) != 0 || len(b.p.Inputs) != 0 {
+		return 0
+	}
+	k := 0
+	for k < len(inputs) && k < len(m.Inputs) && k < len(m.Values) && inputs[k] == m.Inputs[k] {
+		if v := &m.Values[k]; v.Op != ops.OpInput || v.Aux != float64(k) || len(v.Args) != 0 {
+			break
+		}
+		k++
+	}
+	b.p.Inputs, b.p.Values = m.Inputs[:k:k], m.Values[:k:k]
+	return k
+}
+
 // diverge ends the match (a value or input not match's): the values and
 // inputs built so far, match's first ones, are copied into the builder's
 // storage, where the trace goes on. (Their arguments stay match's: a

@@ -47,7 +47,10 @@ func (t *Tracer) Retrace(name string, inputs []Input, f func(in []V) []V, last *
 	clear(b.cse)
 	clear(b.consts)
 	t.in = t.in[:0]
-	for _, s := range inputs {
+	for k := range b.matchInputs(inputs) {
+		t.in = append(t.in, V{b, ID(k)})
+	}
+	for _, s := range inputs[len(t.in):] {
 		t.in = append(t.in, b.Input(s.Name, s.Shared))
 	}
 	defer func() {
