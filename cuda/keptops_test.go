@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -108,5 +109,114 @@ func TestKeptCallOps(t *testing.T) {
 				t.Errorf("%s: call %d queued %+v, want %+v", c.name, call, got, want)
 			}
 		}
+	}
+}
+
+// sizesBackend is countsBackend counting the bytes its batches' copies
+// and memsets move (sizesQueue) and its allocations, in sizes.
+type sizesBackend struct {
+	countsBackend
+	mu    *sync.Mutex
+	sizes *callSizes
+}
+
+// callSizes is what a call asked of the device: allocations, bytes
+// written, read and zeroed, and the threads of each kernel launched.
+type callSizes struct {
+	allocs                int
+	written, read, zeroed int64
+	threads               []int
+}
+
+func (b sizesBackend) add(f func(s *callSizes)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f(b.sizes)
+}
+
+func (b sizesBackend) alloc(n int64) (uint64, error) {
+	b.add(func(s *callSizes) { s.allocs++ })
+	return b.countsBackend.alloc(n)
+}
+
+func (b sizesBackend) batch(f func(q queue) error) error {
+	return f(sizesQueue{countsQueue{hostQueue{b.hostBackend}}, b})
+}
+
+type sizesQueue struct {
+	countsQueue
+	b sizesBackend
+}
+
+func (q sizesQueue) write(addr uint64, src []byte) error {
+	q.b.add(func(s *callSizes) { s.written += int64(len(src)) })
+	return q.countsQueue.write(addr, src)
+}
+
+func (q sizesQueue) writeQueued(addr uint64, src []byte) error {
+	q.b.add(func(s *callSizes) { s.written += int64(len(src)) })
+	return q.countsQueue.writeQueued(addr, src)
+}
+
+func (q sizesQueue) read(dst []byte, addr uint64) error {
+	q.b.add(func(s *callSizes) { s.read += int64(len(dst)) })
+	return q.countsQueue.read(dst, addr)
+}
+
+func (q sizesQueue) zero(addr uint64, n int64) error {
+	q.b.add(func(s *callSizes) { s.zeroed += n })
+	return q.countsQueue.zero(addr, n)
+}
+
+func (q sizesQueue) enqueue(k backendKernel, threads, block, shmem int, args []uint64) error {
+	q.b.add(func(s *callSizes) { s.threads = append(s.threads, threads) })
+	return q.countsQueue.enqueue(k, threads, block, shmem, args)
+}
+
+// TestSaveKeptCallSizes checks what a repeated Grad call with the saved
+// states kept on the device (Settings.KeepSaves, the saved states' sum of
+// squares, the Gradient passed back: BenchmarkGPUSaveSplit's grad-kept)
+// asks of the device beyond its engine kernel, with 1 and with 1,000 save
+// times (256 Kepler orbits, on cuda-counts' backend): no allocation after
+// the first call; the same bytes read and zeroed; the bytes written
+// differing by the save times' (padded) only; and two kernels, the second the
+// saves kernel (one thread a saved value: its rearrangement into rows,
+// saves.cuh), the only device work outside the engine kernel that
+// grows with the save times (issue 25).
+func TestSaveKeptCallSizes(t *testing.T) {
+	be := sizesBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &callSizes{}}
+	e := &Engine{name: "cuda-counts-sizes", prec: Float64, be: be}
+	ode.Register(e)
+	const n = 256
+	var got [2]callSizes
+	for a, k := range []int{1, 1000} {
+		p, set := keplerSaves(n, k)
+		set.Engine, set.KeepSaves = e.name, true
+		sv, err := ode.NewSolver(p.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g ode.Gradient
+		for call := range 3 {
+			*be.sizes = callSizes{}
+			if _, err := sv.Grad(&g, &p, odetest.SavedSquares(), nil); err != nil {
+				t.Fatal(err)
+			}
+			if g.Solution.Resident == nil {
+				t.Fatalf("saves=%d: call %d kept no saved states", k, call)
+			}
+		}
+		got[a] = *be.sizes
+		// (The saves kernel: a block of savesThreads a tile of savesTile².)
+		if s := got[a]; s.allocs != 0 || len(s.threads) != 2 || s.threads[1] < n*k*p.Field.Dim*savesThreads/(savesTile*savesTile) {
+			t.Errorf("saves=%d: a warm call: %d allocations, kernels of %v threads; want none, the engine kernel's and the saves kernel's",
+				k, s.allocs, s.threads)
+		}
+	}
+	one, many := got[0], got[1]
+	// (The arena's arrays are 256-byte aligned: layout.)
+	pad := func(b int64) int64 { return (b + 255) &^ 255 }
+	if one.read != many.read || one.zeroed != many.zeroed || many.written-one.written != pad(1000*8)-pad(8) || one.threads[0] != many.threads[0] {
+		t.Errorf("1 save time: %+v; 1,000: %+v; want the same reads, memsets and engine kernel, the writes the save times' bytes more", one, many)
 	}
 }

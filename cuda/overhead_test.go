@@ -973,7 +973,10 @@ func BenchmarkSaveHostWork(b *testing.B) {
 // and transposed on the host), kept on the device (ode.Settings.KeepSaves,
 // "kept-ms": neither copied nor transposed) and kept, then read
 // (Solution.HostSaves after the call, "kept-read-ms": the copy's host
-// side, through the page-locked chunk buffers, no transpose).
+// side, through the page-locked chunk buffers, no transpose). A fourth,
+// "grad-kept-ms", is BenchmarkGPUSaveSplit's grad-kept call (Grad with
+// KeepSaves, the saved states' sum of squares, the Gradient passed back):
+// its loss, traced on every call (Solver.Grad), has K·Dim inputs.
 //
 //	go test ./cuda -run '^$' -bench SaveKeptHostWork -benchtime 20x
 func BenchmarkSaveKeptHostWork(b *testing.B) {
@@ -991,15 +994,26 @@ func BenchmarkSaveKeptHostWork(b *testing.B) {
 				b.Fatal(err)
 			}
 			var ret, kept, read ode.Solution
+			var g ode.Gradient
 			calls := []struct {
 				sv   *ode.Solver
 				dst  *ode.Solution
 				read bool
+				grad bool
 				ms   []float64
-			}{{sv: plain, dst: &ret}, {sv: keep, dst: &kept}, {sv: keep, dst: &read, read: true}}
+			}{{sv: plain, dst: &ret}, {sv: keep, dst: &kept}, {sv: keep, dst: &read, read: true}, {sv: keep, grad: true}}
+			call := func(i int) error {
+				c := &calls[i]
+				if c.grad {
+					_, err := c.sv.Grad(&g, &p, odetest.SavedSquares(), nil)
+					return err
+				}
+				_, err := c.sv.SolveTo(c.dst, &p)
+				return err
+			}
 			for i := range calls {
 				c := &calls[i]
-				if _, err := c.sv.SolveTo(c.dst, &p); err != nil { // warm: buffers, pages
+				if err := call(i); err != nil { // warm: buffers, pages
 					b.Fatal(err)
 				}
 				if c.read {
@@ -1013,7 +1027,7 @@ func BenchmarkSaveKeptHostWork(b *testing.B) {
 				for i := range calls {
 					c := &calls[i]
 					t := time.Now()
-					if _, err := c.sv.SolveTo(c.dst, &p); err != nil {
+					if err := call(i); err != nil {
 						b.Fatal(err)
 					}
 					if c.read {
@@ -1025,7 +1039,7 @@ func BenchmarkSaveKeptHostWork(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			for i, name := range []string{"returned-ms", "kept-ms", "kept-read-ms"} {
+			for i, name := range []string{"returned-ms", "kept-ms", "kept-read-ms", "grad-kept-ms"} {
 				b.ReportMetric(odetest.Median(calls[i].ms), name)
 			}
 		})

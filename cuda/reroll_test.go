@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -354,13 +355,7 @@ func keplerSavesCase(k int) engineCase {
 	return engineCase{name: "kepler-saves",
 		prob: ode.Problem{Field: kp.Field, N: 64, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts},
 		set:  ode.Settings{Method: ode.Tsit5, RelTol: 1e-8, AbsTol: 1e-11},
-		loss: ode.Loss{Name: "saved-squares", F: func(_, ys, _ []tape.V) tape.V {
-			s := ys[0].Square()
-			for _, x := range ys[1:] {
-				s = s.Add(x.Square())
-			}
-			return s
-		}}}
+		loss: odetest.SavedSquares()}
 }
 
 // TestHostManySavesPerStep checks a gradient through save times of which

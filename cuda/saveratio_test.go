@@ -10,7 +10,6 @@ import (
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
-	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // BenchmarkGPUSaveRatio is the dense-output targets' benchmark
@@ -101,13 +100,7 @@ func benchSaveSplit(b *testing.B, engine, stored string, n int, ms []ode.Method)
 		return
 	}
 	kp := problems.Kepler()
-	loss := ode.Loss{Name: "saved-squares", F: func(_, ys, _ []tape.V) tape.V {
-		s := ys[0].Square()
-		for _, x := range ys[1:] {
-			s = s.Add(x.Square())
-		}
-		return s
-	}}
+	loss := odetest.SavedSquares()
 	set := ode.Settings{Method: ms[0], RelTol: 1e-8, AbsTol: 1e-11, Engine: engine}
 	sv, err := ode.NewSolver(kp.Field, &set)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gradsolve-go/gradsolve/ops"
 )
@@ -31,6 +32,18 @@ type Builder struct {
 	// by their bits, where cse would allocate a string key for each
 	// constant on every trace.
 	consts map[uint64]ID
+	// match, where set (a Tracer's retrace with the program given), is
+	// the program the trace is expected to be. While every value and
+	// input built is match's, b.p.Values and b.p.Inputs are views of
+	// match's own (capacity their length: nothing is appended to them),
+	// so a trace of the same program copies nothing; the first that
+	// differs copies them into the builder's storage (diverge) and the
+	// trace goes on as without match.
+	match *Program
+	// vals and ins are the builder's storage of Values and Inputs while
+	// b.p's are views of match's.
+	vals []Value
+	ins  []Input
 }
 
 // NewBuilder returns a builder for a program named name. If simplify is
@@ -57,6 +70,13 @@ func NewBuilderFor(name string, inputs []Input) (*Builder, []V) {
 // Input appends a program input and returns its traced value.
 func (b *Builder) Input(name string, shared bool) V {
 	k := len(b.p.Inputs)
+	if m := b.match; m != nil {
+		if k < len(m.Inputs) && m.Inputs[k] == (Input{Name: name, Shared: shared}) {
+			b.p.Inputs = m.Inputs[: k+1 : k+1]
+			return V{b, b.push(Value{Op: ops.OpInput, Aux: float64(k)})}
+		}
+		b.diverge()
+	}
 	b.p.Inputs = append(b.p.Inputs, Input{Name: name, Shared: shared})
 	return V{b, b.push(Value{Op: ops.OpInput, Aux: float64(k)})}
 }
@@ -91,8 +111,60 @@ func (b *Builder) Const(c float64) ops.Ref {
 }
 
 func (b *Builder) push(v Value) ID {
+	if b.match != nil {
+		if id, ok := b.matchNext(v.Op, v.Aux, v.Args); ok {
+			return id
+		}
+		b.diverge()
+	}
 	b.p.Values = append(b.p.Values, v)
 	return ID(len(b.p.Values) - 1)
+}
+
+// matchNext reports whether the next value of match is op(aux, args)
+// and, if so, takes it as the value built (b.p.Values one longer, a view
+// of match's) and returns its reference.
+func (b *Builder) matchNext(op ops.Op, aux float64, args []ID) (ID, bool) {
+	m, n := b.match, len(b.p.Values)
+	if n >= len(m.Values) {
+		return 0, false
+	}
+	w := &m.Values[n]
+	if w.Op != op || math.Float64bits(w.Aux) != math.Float64bits(aux) || !slices.Equal(w.Args, args) {
+		return 0, false
+	}
+	b.p.Values = m.Values[: n+1 : n+1]
+	return ID(n), true
+}
+
+// matchInputs takes the first of inputs that are match's first inputs,
+// and its first values their Input values, as Input would take them one
+// by one (a trace's inputs come first), and returns how many it took.
+func (b *Builder) matchInputs(inputs []Input) int {
+	m := b.match
+	if m == nil || len(b.p.Values) != 0 || len(b.p.Inputs) != 0 {
+		return 0
+	}
+	k := 0
+	for k < len(inputs) && k < len(m.Inputs) && k < len(m.Values) && inputs[k] == m.Inputs[k] {
+		if v := &m.Values[k]; v.Op != ops.OpInput || v.Aux != float64(k) || len(v.Args) != 0 {
+			break
+		}
+		k++
+	}
+	b.p.Inputs, b.p.Values = m.Inputs[:k:k], m.Values[:k:k]
+	return k
+}
+
+// diverge ends the match (a value or input not match's): the values and
+// inputs built so far, match's first ones, are copied into the builder's
+// storage, where the trace goes on. (Their arguments stay match's: a
+// program is not changed once built, and a Tracer's result is a clone.)
+func (b *Builder) diverge() {
+	b.match = nil
+	b.p.Values = append(b.vals[:0], b.p.Values...)
+	b.p.Inputs = append(b.ins[:0], b.p.Inputs...)
+	b.vals, b.ins = nil, nil
 }
 
 // intern returns an existing identical value, or appends v. Constants are
@@ -140,6 +212,15 @@ func (b *Builder) constOf(r ID) (float64, bool) {
 // *TraceError if the arguments do not fit the op (wrong count, a tuple
 // where a scalar is needed, a reference out of range).
 func (b *Builder) Emit(op ops.Op, aux float64, args ...ops.Ref) ops.Ref {
+	if b.match != nil && op != ops.OpConst {
+		// The next value of match (a valid program, whose values before
+		// are this trace's): it passed the checks below there. (Constants
+		// are interned: intern.)
+		if id, ok := b.matchNext(op, aux, args); ok {
+			return id
+		}
+		b.diverge()
+	}
 	argOps := make([]ops.Op, len(args))
 	argAux := make([]float64, len(args))
 	for i, a := range args {

@@ -73,12 +73,20 @@ func (p *Program) SameAs(q *Program) bool {
 		len(p.Outputs) != len(q.Outputs) || len(p.Funcs) != len(q.Funcs) {
 		return false
 	}
+	// (Inputs or Values in the same memory, as a Tracer's trace that
+	// matched the program given holds them, are equal.)
 	for i, in := range p.Inputs {
+		if i == 0 && &p.Inputs[0] == &q.Inputs[0] {
+			break
+		}
 		if in.Name != q.Inputs[i].Name || in.Shared != q.Inputs[i].Shared {
 			return false
 		}
 	}
 	for i := range p.Values {
+		if i == 0 && &p.Values[0] == &q.Values[0] {
+			break
+		}
 		a, b := &p.Values[i], &q.Values[i]
 		if a.Op != b.Op || math.Float64bits(a.Aux) != math.Float64bits(b.Aux) || !slices.Equal(a.Args, b.Args) {
 			return false

@@ -19,12 +19,27 @@ type Tracer struct {
 // Retrace traces f on the inputs as Trace does and returns last if the
 // trace is the same program (last.SameAs), else the trace as a new
 // Program of its own, validated, sharing no storage with t (a nil last
-// matches nothing). Tracing errors are those of Trace. Cost: one call of
-// f and a compare of the trace with last, O(values).
+// matches nothing). last must be valid, as every program that Trace,
+// Retrace and the transforms build is: a value that is last's skips
+// Emit's checks, which it passed there. Tracing errors are those of
+// Trace. Cost: one call of f and a compare of the trace with last,
+// O(values), made as f runs: while the trace is last's, its values are
+// not copied.
 func (t *Tracer) Retrace(name string, inputs []Input, f func(in []V) []V, last *Program) (p *Program, err error) {
 	b := &t.b
 	t.args = t.args[:0]
-	b.p = Program{Name: name, Inputs: b.p.Inputs[:0], Values: b.p.Values[:0], Outputs: b.p.Outputs[:0], Funcs: b.p.Funcs[:0]}
+	// While the trace is last's values and inputs, b.p's are views of
+	// last's (Builder.match): nothing is copied, and the compare is made
+	// as the trace goes. The builder's own storage is kept in b.vals and
+	// b.ins meanwhile, and is b.p's again once the trace diverges.
+	b.p = Program{Name: name, Inputs: b.ins[:0], Values: b.vals[:0], Outputs: b.p.Outputs[:0], Funcs: b.p.Funcs[:0]}
+	b.match = last
+	defer func() {
+		if b.match == nil {
+			b.vals, b.ins = b.p.Values[:0], b.p.Inputs[:0]
+		}
+		b.match = nil
+	}()
 	b.simplify, b.values, b.slab = false, false, &t.args
 	if b.consts == nil {
 		b.cse, b.consts = make(map[string]ID), make(map[uint64]ID)
@@ -32,7 +47,10 @@ func (t *Tracer) Retrace(name string, inputs []Input, f func(in []V) []V, last *
 	clear(b.cse)
 	clear(b.consts)
 	t.in = t.in[:0]
-	for _, s := range inputs {
+	for k := range b.matchInputs(inputs) {
+		t.in = append(t.in, V{b, ID(k)})
+	}
+	for _, s := range inputs[len(t.in):] {
 		t.in = append(t.in, b.Input(s.Name, s.Shared))
 	}
 	defer func() {

@@ -43,13 +43,7 @@ func SaveRatio(b *testing.B, engine string) {
 	for i := range gm {
 		gm[i] = 0.95 + 0.1*float64(i)/float64(n-1)
 	}
-	loss := ode.Loss{Name: "saved-squares", F: func(_, ys, _ []tape.V) tape.V {
-		s := ys[0].Square()
-		for _, x := range ys[1:] {
-			s = s.Add(x.Square())
-		}
-		return s
-	}}
+	loss := SavedSquares()
 	ops := []string{"solve", "solveto", "grad", "grad-omit"}
 	if engine != "" && engine != "cpu" {
 		ops = append(ops, "solveto-kept", "grad-kept")
@@ -123,6 +117,19 @@ func SaveRatio(b *testing.B, engine string) {
 			}
 		}
 	}
+}
+
+// SavedSquares is the save benchmarks' loss: the sum of the squares of
+// every saved value, Σ_k Σ_c ys[k,c]² (a sum of terms of one save time
+// each, whose cotangents the GPU engine computes in its reverse sweep).
+func SavedSquares() ode.Loss {
+	return ode.Loss{Name: "saved-squares", F: func(_, ys, _ []tape.V) tape.V {
+		s := ys[0].Square()
+		for _, x := range ys[1:] {
+			s = s.Add(x.Square())
+		}
+		return s
+	}}
 }
 
 // Median returns the median of x (the upper one of an even count), 0 for
