@@ -2233,7 +2233,7 @@ func (r *run) fill(up []byte, g []int, l *layout) error { return r.fillBroadcast
 
 // Checks returns the checks of a job's inputs that the executor makes as
 // it stages them for the device (ode.CheckingExecutor): that Y0 and P are
-// finite (the copy's read of each value also tests its exponent bits) and
+// finite (the copy's read of each value also adds it to a sum: sumFinite) and
 // that a given mesh's lengths are within its rows (read as they are
 // converted to the device's int32). A job's failed check is an error
 // wrapping ode.ErrInput, before the launch that would read the value.
@@ -2439,18 +2439,18 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 // inverse. It reports whether every value copied is finite, a check that
 // rides on the copy's read as scatterCols' does.
 func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (finite bool) {
-	var bad uint64
 	if f := dst.f64; f != nil && w == 3 {
 		// The common width unrolled: three column streams written in
 		// step (scatterCols does the same the other way).
 		c0, c1, c2 := f[q0:q1], f[n+q0:n+q1], f[2*n+q0:2*n+q1]
+		var s0, s1, s2 float64
 		for j, i := range g[q0:q1] {
 			row := src[3*i : 3*i+3]
 			x, y, z := row[0], row[1], row[2]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+			s0, s1, s2 = s0+x, s1+y, s2+z
 			c0[j], c1[j], c2[j] = x, y, z
 		}
-		return bad>>63 == 0
+		return sumFinite(s0+s1+s2) || colsFinite(f, n, q0, q1-q0, w)
 	}
 	if f := dst.f64; f != nil {
 		return gatherTiles(f, n, src, w, g, q0, q1)
@@ -2462,23 +2462,19 @@ func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (fi
 // of src (a launch of consecutive trajectories from g0) in float64, w
 // from 1 to 4: read as one run, without an index per trajectory.
 func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bool) {
-	var bad uint64
 	c0 := f[q0:q1]
 	s := src[(g0+q0)*w : (g0+q0+len(c0))*w]
 	col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+len(c0)] }
+	var s0, s1, s2, s3 float64 // the sums of the columns (sumFinite)
 	switch w {
 	case 1:
-		s = s[:len(c0)]
-		for j, x := range s {
-			bad |= math.Float64bits(x)&expBits + expOne
-			c0[j] = x
-		}
+		return copyFinite64(c0, s[:len(c0)])
 	case 2:
 		c1 := col(1)
 		for j := range c0 {
 			r := s[2*j : 2*j+2 : 2*j+2]
 			x, y := r[0], r[1]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne)
+			s0, s1 = s0+x, s1+y
 			c0[j], c1[j] = x, y
 		}
 	case 3:
@@ -2486,7 +2482,7 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 		for j := range c0 {
 			r := s[3*j : 3*j+3 : 3*j+3]
 			x, y, z := r[0], r[1], r[2]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+			s0, s1, s2 = s0+x, s1+y, s2+z
 			c0[j], c1[j], c2[j] = x, y, z
 		}
 	case 4:
@@ -2494,14 +2490,13 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 		for j := range c0 {
 			r := s[4*j : 4*j+4 : 4*j+4]
 			x, y, z, u := r[0], r[1], r[2], r[3]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) |
-				(math.Float64bits(z)&expBits + expOne) | (math.Float64bits(u)&expBits + expOne)
+			s0, s1, s2, s3 = s0+x, s1+y, s2+z, s3+u
 			c0[j], c1[j], c2[j], c3[j] = x, y, z, u
 		}
 	default:
 		panic("cuda: gatherRows of a row of more than 4 values")
 	}
-	return bad>>63 == 0
+	return sumFinite((s0+s1)+(s2+s3)) || bitsFinite(s)
 }
 
 // fillRow writes the one row row over launch positions q0…q1−1 of dst
@@ -2547,26 +2542,67 @@ func copyFinite(dst reals, at int, src []float64) (finite bool) {
 // bit: x&expBits + expOne sets the sign bit just where x is not finite.
 const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 
-// copyFinite64 copies src to dst (as long) in runs of copyRun values and
-// reports whether every value is finite (copyFinite).
-func copyFinite64(dst, src []float64) (finite bool) {
+// sumFinite reports whether s, a sum of values in any order, is finite,
+// the copy loops' check that the values are: a value that is not finite
+// makes every sum with it an infinity or a NaN, and a sum of finite values
+// is finite unless it overflowed (values near math.MaxFloat64), where
+// the callers look at the values again one by one (bitsFinite). An add a
+// value, riding on the copy's read, costs about what the copy does; a
+// test of each value's exponent bits (as the loops did before) doubled a
+// transposing copy's time (BenchmarkFiniteChecks).
+func sumFinite(s float64) bool { return s-s == 0 }
+
+// bitsFinite reports whether every value of x is finite, from each one's
+// exponent bits: the exact check behind sumFinite.
+func bitsFinite(x []float64) bool {
 	var b0, b1, b2, b3 uint64
+	j := 0
+	for ; j+4 <= len(x); j += 4 {
+		r := x[j : j+4 : j+4]
+		b0 |= math.Float64bits(r[0])&expBits + expOne
+		b1 |= math.Float64bits(r[1])&expBits + expOne
+		b2 |= math.Float64bits(r[2])&expBits + expOne
+		b3 |= math.Float64bits(r[3])&expBits + expOne
+	}
+	for ; j < len(x); j++ {
+		b0 |= math.Float64bits(x[j])&expBits + expOne
+	}
+	return (b0|b1|b2|b3)>>63 == 0
+}
+
+// colsFinite reports whether components 0…w−1 of launch trajectories
+// q0…q0+m−1 of f (component-major over a launch of n) are finite
+// (bitsFinite).
+func colsFinite(f []float64, n, q0, m, w int) bool {
+	for c := range w {
+		if !bitsFinite(f[c*n+q0 : c*n+q0+m]) {
+			return false
+		}
+	}
+	return true
+}
+
+// copyFinite64 copies src to dst (as long) in runs of copyRun values and
+// reports whether every value is finite (copyFinite), from their sum
+// (sumFinite).
+func copyFinite64(dst, src []float64) (finite bool) {
+	var s0, s1, s2, s3 float64
 	for lo := 0; lo < len(src); lo += copyRun {
 		d := dst[lo:min(lo+copyRun, len(src))]
 		copy(d, src[lo:])
 		j := 0
 		for ; j+4 <= len(d); j += 4 {
 			r := d[j : j+4 : j+4]
-			b0 |= math.Float64bits(r[0])&expBits + expOne
-			b1 |= math.Float64bits(r[1])&expBits + expOne
-			b2 |= math.Float64bits(r[2])&expBits + expOne
-			b3 |= math.Float64bits(r[3])&expBits + expOne
+			s0 += r[0]
+			s1 += r[1]
+			s2 += r[2]
+			s3 += r[3]
 		}
 		for ; j < len(d); j++ {
-			b0 |= math.Float64bits(d[j])&expBits + expOne
+			s0 += d[j]
 		}
 	}
-	return (b0|b1|b2|b3)>>63 == 0
+	return sumFinite((s0+s1)+(s2+s3)) || bitsFinite(dst[:len(src)])
 }
 
 // gatherTiles is gatherCols for rows of any width w, in scatterTiles'
@@ -4317,32 +4353,25 @@ func (ex *executor) giveTerms(b []float64) {
 // src[c*n+q]) to the rows g of dst (row-major, w components a row:
 // trajectory i's at dst[i*w:(i+1)*w]), one component at a time. It
 // reports whether every value copied is finite: the check rides on the
-// copy's read (one OR a value), where a check of its own would read the
-// array again.
+// copy's read (an add a value: sumFinite), where a check of its own would
+// read the array again.
 func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bool) {
-	// bad's sign bit is set by a value whose exponent bits are all ones
-	// (an infinity or a NaN): adding 1 to the exponent field carries out
-	// of it only then.
-	var bad uint64
+	// s0…s3 are the columns' sums (sumFinite).
+	var s0, s1, s2, s3 float64
 	if f, m := src.f64, len(g); f != nil && w == 1 {
 		// One value a trajectory (the loss terms): a copy, straight where
 		// the trajectories are consecutive (a launch's block, ascending
 		// as all launches' are: see orderedSum's test in scatter).
 		col := f[q0 : q0+m]
 		if m > 0 && g[m-1]-g[0] == m-1 {
-			d := dst[g[0] : g[0]+m]
-			for j, x := range col {
-				bad |= math.Float64bits(x)&expBits + expOne
-				d[j] = x
-			}
-		} else {
-			for j, i := range g {
-				x := col[j]
-				bad |= math.Float64bits(x)&expBits + expOne
-				dst[i] = x
-			}
+			return copyFinite64(dst[g[0]:g[0]+m], col)
 		}
-		return bad>>63 == 0
+		for j, i := range g {
+			x := col[j]
+			s0 += x
+			dst[i] = x
+		}
+		return sumFinite(s0) || bitsFinite(col)
 	}
 	if f, m := src.f64, len(g); f != nil && w >= 2 && w <= 4 {
 		// A row at a time, its components from w columns: the rows are
@@ -4354,7 +4383,7 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		case 2:
 			for j, i := range g {
 				x, y := c0[j], c1[j]
-				bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne)
+				s0, s1 = s0+x, s1+y
 				r := dst[2*i : 2*i+2]
 				r[0], r[1] = x, y
 			}
@@ -4362,7 +4391,7 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 			c2 := col(2)
 			for j, i := range g {
 				x, y, z := c0[j], c1[j], c2[j]
-				bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+				s0, s1, s2 = s0+x, s1+y, s2+z
 				r := dst[3*i : 3*i+3]
 				r[0], r[1], r[2] = x, y, z
 			}
@@ -4370,13 +4399,12 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 			c2, c3 := col(2), col(3)
 			for j, i := range g {
 				x, y, z, u := c0[j], c1[j], c2[j], c3[j]
-				bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) |
-					(math.Float64bits(z)&expBits + expOne) | (math.Float64bits(u)&expBits + expOne)
+				s0, s1, s2, s3 = s0+x, s1+y, s2+z, s3+u
 				r := dst[4*i : 4*i+4]
 				r[0], r[1], r[2], r[3] = x, y, z, u
 			}
 		}
-		return bad>>63 == 0
+		return sumFinite((s0+s1)+(s2+s3)) || colsFinite(f, n, q0, m, w)
 	}
 	if f := src.f64; f != nil {
 		return scatterTiles(dst, w, f, n, q0, g)
@@ -4393,22 +4421,18 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 	if f == nil || w < 1 || w > 4 || m == 0 {
 		return scatterCols(dst, w, src, n, q0, g)
 	}
-	var bad uint64
+	var s0, s1, s2, s3 float64 // the columns' sums (sumFinite)
 	d := dst[g[0]*w : (g[0]+m)*w]
 	c0 := f[q0 : q0+m]
 	col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+len(c0)] }
 	switch w {
 	case 1:
-		d = d[:len(c0)]
-		for j, x := range c0 {
-			bad |= math.Float64bits(x)&expBits + expOne
-			d[j] = x
-		}
+		return copyFinite64(d, c0)
 	case 2:
 		c1 := col(1)
 		for j := range c0 {
 			x, y := c0[j], c1[j]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne)
+			s0, s1 = s0+x, s1+y
 			r := d[2*j : 2*j+2 : 2*j+2]
 			r[0], r[1] = x, y
 		}
@@ -4416,7 +4440,7 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		c1, c2 := col(1), col(2)
 		for j := range c0 {
 			x, y, z := c0[j], c1[j], c2[j]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+			s0, s1, s2 = s0+x, s1+y, s2+z
 			r := d[3*j : 3*j+3 : 3*j+3]
 			r[0], r[1], r[2] = x, y, z
 		}
@@ -4424,13 +4448,12 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		c1, c2, c3 := col(1), col(2), col(3)
 		for j := range c0 {
 			x, y, z, u := c0[j], c1[j], c2[j], c3[j]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) |
-				(math.Float64bits(z)&expBits + expOne) | (math.Float64bits(u)&expBits + expOne)
+			s0, s1, s2, s3 = s0+x, s1+y, s2+z, s3+u
 			r := d[4*j : 4*j+4 : 4*j+4]
 			r[0], r[1], r[2], r[3] = x, y, z, u
 		}
 	}
-	return bad>>63 == 0
+	return sumFinite((s0+s1)+(s2+s3)) || bitsFinite(d)
 }
 
 // copyOut copies src's values from at on to dst (a row-major array of
