@@ -18,6 +18,7 @@ import (
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
+	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/scan"
@@ -2496,7 +2497,7 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 	default:
 		panic("cuda: gatherRows of a row of more than 4 values")
 	}
-	return sumFinite((s0+s1)+(s2+s3)) || bitsFinite(s)
+	return sumFinite((s0+s1)+(s2+s3)) || allFinite(s)
 }
 
 // fillRow writes the one row row over launch positions q0…q1−1 of dst
@@ -2505,16 +2506,10 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 func fillRow(dst reals, n int, row []float64, q0, q1 int) {
 	for c, x := range row {
 		if f := dst.f64; f != nil {
-			col := f[c*n+q0 : c*n+q1]
-			for q := range col {
-				col[q] = x
-			}
+			buf.Fill(f[c*n+q0:c*n+q1], x)
 			continue
 		}
-		col, v := dst.f32[c*n+q0:c*n+q1], float32(x)
-		for q := range col {
-			col[q] = v
-		}
+		buf.Fill(dst.f32[c*n+q0:c*n+q1], float32(x))
 	}
 }
 
@@ -2546,36 +2541,22 @@ const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 // the copy loops' check that the values are: a value that is not finite
 // makes every sum with it an infinity or a NaN, and a sum of finite values
 // is finite unless it overflowed (values near math.MaxFloat64), where
-// the callers look at the values again one by one (bitsFinite). An add a
+// the callers look at the values again (finite.First, exact). An add a
 // value, riding on the copy's read, costs about what the copy does; a
 // test of each value's exponent bits (as the loops did before) doubled a
 // transposing copy's time (BenchmarkFiniteChecks).
 func sumFinite(s float64) bool { return s-s == 0 }
 
-// bitsFinite reports whether every value of x is finite, from each one's
-// exponent bits: the exact check behind sumFinite.
-func bitsFinite(x []float64) bool {
-	var b0, b1, b2, b3 uint64
-	j := 0
-	for ; j+4 <= len(x); j += 4 {
-		r := x[j : j+4 : j+4]
-		b0 |= math.Float64bits(r[0])&expBits + expOne
-		b1 |= math.Float64bits(r[1])&expBits + expOne
-		b2 |= math.Float64bits(r[2])&expBits + expOne
-		b3 |= math.Float64bits(r[3])&expBits + expOne
-	}
-	for ; j < len(x); j++ {
-		b0 |= math.Float64bits(x[j])&expBits + expOne
-	}
-	return (b0|b1|b2|b3)>>63 == 0
-}
+// allFinite reports whether every value of x is finite (finite.First:
+// exact, sums of x·0 by blocks).
+func allFinite(x []float64) bool { return finite.First(x) < 0 }
 
 // colsFinite reports whether components 0…w−1 of launch trajectories
 // q0…q0+m−1 of f (component-major over a launch of n) are finite
-// (bitsFinite).
+// (allFinite).
 func colsFinite(f []float64, n, q0, m, w int) bool {
 	for c := range w {
-		if !bitsFinite(f[c*n+q0 : c*n+q0+m]) {
+		if !allFinite(f[c*n+q0 : c*n+q0+m]) {
 			return false
 		}
 	}
@@ -2602,7 +2583,7 @@ func copyFinite64(dst, src []float64) (finite bool) {
 			s0 += d[j]
 		}
 	}
-	return sumFinite((s0+s1)+(s2+s3)) || bitsFinite(dst[:len(src)])
+	return sumFinite((s0+s1)+(s2+s3)) || allFinite(dst[:len(src)])
 }
 
 // gatherTiles is gatherCols for rows of any width w, in scatterTiles'
@@ -3475,10 +3456,7 @@ func (r *run) writeEnds(g []int, consec bool) {
 				dst[i] = t1[i]
 			}
 		case r.j.T1Same:
-			a, x := dst[g[0]:g[0]+len(g)], t1[0]
-			for k := range a {
-				a[k] = x
-			}
+			buf.Fill(dst[g[0]:g[0]+len(g)], t1[0])
 		default:
 			copy(dst[g[0]:g[0]+len(g)], t1[g[0]:g[0]+len(g)])
 		}
@@ -4371,7 +4349,7 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 			s0 += x
 			dst[i] = x
 		}
-		return sumFinite(s0) || bitsFinite(col)
+		return sumFinite(s0) || allFinite(col)
 	}
 	if f, m := src.f64, len(g); f != nil && w >= 2 && w <= 4 {
 		// A row at a time, its components from w columns: the rows are
@@ -4453,7 +4431,7 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 			r[0], r[1], r[2], r[3] = x, y, z, u
 		}
 	}
-	return sumFinite((s0+s1)+(s2+s3)) || bitsFinite(d)
+	return sumFinite((s0+s1)+(s2+s3)) || allFinite(d)
 }
 
 // copyOut copies src's values from at on to dst (a row-major array of
