@@ -3382,33 +3382,54 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 }
 
 // stripCounts writes the accepted steps acc (as int) to accepted, and to
-// lens unless it is nil (the mesh's Len), and returns the most.
+// lens unless it is nil (the mesh's Len), and returns the most: four
+// trajectories a round with a running maximum each (one maximum's chain
+// of compares, two cycles a trajectory, held the loop back).
 //
 //go:noinline
 func stripCounts(accepted, lens []int, acc []int32) (longest int) {
 	acc = acc[:len(accepted)]
+	var m0, m1, m2, m3 int32
+	j := 0
 	if lens == nil {
-		for j, a := range acc {
-			accepted[j] = int(a)
-			longest = max(longest, int(a))
+		for ; j+4 <= len(acc); j += 4 {
+			a, d := acc[j:j+4:j+4], accepted[j:j+4:j+4]
+			d[0], d[1], d[2], d[3] = int(a[0]), int(a[1]), int(a[2]), int(a[3])
+			m0, m1, m2, m3 = max(m0, a[0]), max(m1, a[1]), max(m2, a[2]), max(m3, a[3])
 		}
-		return longest
+	} else {
+		lens = lens[:len(accepted)]
+		for ; j+4 <= len(acc); j += 4 {
+			a, d, e := acc[j:j+4:j+4], accepted[j:j+4:j+4], lens[j:j+4:j+4]
+			x0, x1, x2, x3 := int(a[0]), int(a[1]), int(a[2]), int(a[3])
+			d[0], d[1], d[2], d[3] = x0, x1, x2, x3
+			e[0], e[1], e[2], e[3] = x0, x1, x2, x3
+			m0, m1, m2, m3 = max(m0, a[0]), max(m1, a[1]), max(m2, a[2]), max(m3, a[3])
+		}
 	}
-	lens = lens[:len(accepted)]
-	for j, a := range acc {
-		accepted[j], lens[j] = int(a), int(a)
-		longest = max(longest, int(a))
+	for ; j < len(acc); j++ {
+		accepted[j] = int(acc[j])
+		if lens != nil {
+			lens[j] = int(acc[j])
+		}
+		m0 = max(m0, acc[j])
 	}
-	return longest
+	return int(max(m0, m1, m2, m3))
 }
 
 // stripStatus writes the statuses st to sts and returns them OR-ed
 // together (OK is 0: any other status sets a bit; the low byte of the
-// OR is the OR of the low bytes, the statuses).
+// OR is the OR of the low bytes, the statuses). Where every status is OK
+// (orInt32's pass finds none set) sts is cleared (memclr's wide stores)
+// instead of written a status at a time.
 //
 //go:noinline
 func stripStatus(sts []ode.Status, st []int32) (bad ode.Status) {
 	st = st[:len(sts)]
+	if orInt32(st) == 0 {
+		clear(sts)
+		return ode.OK
+	}
 	var or int32
 	for j, s := range st {
 		sts[j] = ode.Status(s)
@@ -3418,16 +3439,37 @@ func stripStatus(sts []ode.Status, st []int32) (bad ode.Status) {
 }
 
 // stripStiff writes the stiffness flags of the kernel flags fl to stiff
-// and returns the flags OR-ed together.
+// and returns the flags OR-ed together (orInt32's pass: where no flag is
+// flagStiff, stiff is cleared).
 //
 //go:noinline
 func stripStiff(stiff []bool, fl []int32) (anyFlag int32) {
 	fl = fl[:len(stiff)]
+	anyFlag = orInt32(fl)
+	if anyFlag&flagStiff == 0 {
+		clear(stiff)
+		return anyFlag
+	}
 	for j, f := range fl {
 		stiff[j] = f&flagStiff != 0
-		anyFlag |= f
 	}
 	return anyFlag
+}
+
+// orInt32 returns the values of x OR-ed together, in four independent
+// chains: a read of x at about a value a cycle, a third of the loops that
+// convert and write each value.
+func orInt32(x []int32) int32 {
+	var a, b, c, d int32
+	j := 0
+	for ; j+4 <= len(x); j += 4 {
+		r := x[j : j+4 : j+4]
+		a, b, c, d = a|r[0], b|r[1], c|r[2], d|r[3]
+	}
+	for ; j < len(x); j++ {
+		a |= x[j]
+	}
+	return a | b | c | d
 }
 
 // stripRejected writes the rejected steps rej (as int) to rejected and
@@ -3436,9 +3478,16 @@ func stripStiff(stiff []bool, fl []int32) (anyFlag int32) {
 //go:noinline
 func stripRejected(rejected, evals, accepted []int, rej []int32, e0, e1 int) {
 	rej, evals, accepted = rej[:len(rejected)], evals[:len(rejected)], accepted[:len(rejected)]
-	for j, x := range rej {
-		rejected[j] = int(x)
-		evals[j] = e0 + e1*(accepted[j]+int(x))
+	j := 0
+	for ; j+4 <= len(rej); j += 4 { // (four a round: a third less loop overhead)
+		x, r, v, a := rej[j:j+4:j+4], rejected[j:j+4:j+4], evals[j:j+4:j+4], accepted[j:j+4:j+4]
+		x0, x1, x2, x3 := int(x[0]), int(x[1]), int(x[2]), int(x[3])
+		r[0], r[1], r[2], r[3] = x0, x1, x2, x3
+		v[0], v[1], v[2], v[3] = e0+e1*(a[0]+x0), e0+e1*(a[1]+x1), e0+e1*(a[2]+x2), e0+e1*(a[3]+x3)
+	}
+	for ; j < len(rej); j++ {
+		rejected[j] = int(rej[j])
+		evals[j] = e0 + e1*(accepted[j]+int(rej[j]))
 	}
 }
 
