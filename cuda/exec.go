@@ -18,6 +18,7 @@ import (
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
+	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/scan"
@@ -2233,7 +2234,7 @@ func (r *run) fill(up []byte, g []int, l *layout) error { return r.fillBroadcast
 
 // Checks returns the checks of a job's inputs that the executor makes as
 // it stages them for the device (ode.CheckingExecutor): that Y0 and P are
-// finite (the copy's read of each value also tests its exponent bits) and
+// finite (the copy's read of each value also adds it to a sum: sumFinite) and
 // that a given mesh's lengths are within its rows (read as they are
 // converted to the device's int32). A job's failed check is an error
 // wrapping ode.ErrInput, before the launch that would read the value.
@@ -2439,18 +2440,18 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 // inverse. It reports whether every value copied is finite, a check that
 // rides on the copy's read as scatterCols' does.
 func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (finite bool) {
-	var bad uint64
 	if f := dst.f64; f != nil && w == 3 {
 		// The common width unrolled: three column streams written in
 		// step (scatterCols does the same the other way).
 		c0, c1, c2 := f[q0:q1], f[n+q0:n+q1], f[2*n+q0:2*n+q1]
+		var s0, s1, s2 float64
 		for j, i := range g[q0:q1] {
 			row := src[3*i : 3*i+3]
 			x, y, z := row[0], row[1], row[2]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+			s0, s1, s2 = s0+x, s1+y, s2+z
 			c0[j], c1[j], c2[j] = x, y, z
 		}
-		return bad>>63 == 0
+		return sumFinite(s0+s1+s2) || colsFinite(f, n, q0, q1-q0, w)
 	}
 	if f := dst.f64; f != nil {
 		return gatherTiles(f, n, src, w, g, q0, q1)
@@ -2462,23 +2463,19 @@ func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (fi
 // of src (a launch of consecutive trajectories from g0) in float64, w
 // from 1 to 4: read as one run, without an index per trajectory.
 func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bool) {
-	var bad uint64
 	c0 := f[q0:q1]
 	s := src[(g0+q0)*w : (g0+q0+len(c0))*w]
 	col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+len(c0)] }
+	var s0, s1, s2, s3 float64 // the sums of the columns (sumFinite)
 	switch w {
 	case 1:
-		s = s[:len(c0)]
-		for j, x := range s {
-			bad |= math.Float64bits(x)&expBits + expOne
-			c0[j] = x
-		}
+		return copyFinite64(c0, s[:len(c0)])
 	case 2:
 		c1 := col(1)
 		for j := range c0 {
 			r := s[2*j : 2*j+2 : 2*j+2]
 			x, y := r[0], r[1]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne)
+			s0, s1 = s0+x, s1+y
 			c0[j], c1[j] = x, y
 		}
 	case 3:
@@ -2486,7 +2483,7 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 		for j := range c0 {
 			r := s[3*j : 3*j+3 : 3*j+3]
 			x, y, z := r[0], r[1], r[2]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+			s0, s1, s2 = s0+x, s1+y, s2+z
 			c0[j], c1[j], c2[j] = x, y, z
 		}
 	case 4:
@@ -2494,14 +2491,13 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 		for j := range c0 {
 			r := s[4*j : 4*j+4 : 4*j+4]
 			x, y, z, u := r[0], r[1], r[2], r[3]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) |
-				(math.Float64bits(z)&expBits + expOne) | (math.Float64bits(u)&expBits + expOne)
+			s0, s1, s2, s3 = s0+x, s1+y, s2+z, s3+u
 			c0[j], c1[j], c2[j], c3[j] = x, y, z, u
 		}
 	default:
 		panic("cuda: gatherRows of a row of more than 4 values")
 	}
-	return bad>>63 == 0
+	return sumFinite((s0+s1)+(s2+s3)) || allFinite(s)
 }
 
 // fillRow writes the one row row over launch positions q0…q1−1 of dst
@@ -2510,16 +2506,10 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 func fillRow(dst reals, n int, row []float64, q0, q1 int) {
 	for c, x := range row {
 		if f := dst.f64; f != nil {
-			col := f[c*n+q0 : c*n+q1]
-			for q := range col {
-				col[q] = x
-			}
+			buf.Fill(f[c*n+q0:c*n+q1], x)
 			continue
 		}
-		col, v := dst.f32[c*n+q0:c*n+q1], float32(x)
-		for q := range col {
-			col[q] = v
-		}
+		buf.Fill(dst.f32[c*n+q0:c*n+q1], float32(x))
 	}
 }
 
@@ -2547,26 +2537,53 @@ func copyFinite(dst reals, at int, src []float64) (finite bool) {
 // bit: x&expBits + expOne sets the sign bit just where x is not finite.
 const expBits, expOne = 0x7ff0000000000000, 0x0010000000000000
 
+// sumFinite reports whether s, a sum of values in any order, is finite,
+// the copy loops' check that the values are: a value that is not finite
+// makes every sum with it an infinity or a NaN, and a sum of finite values
+// is finite unless it overflowed (values near math.MaxFloat64), where
+// the callers look at the values again (finite.First, exact). An add a
+// value, riding on the copy's read, costs about what the copy does; a
+// test of each value's exponent bits (as the loops did before) doubled a
+// transposing copy's time (BenchmarkFiniteChecks).
+func sumFinite(s float64) bool { return s-s == 0 }
+
+// allFinite reports whether every value of x is finite (finite.First:
+// exact, sums of x·0 by blocks).
+func allFinite(x []float64) bool { return finite.First(x) < 0 }
+
+// colsFinite reports whether components 0…w−1 of launch trajectories
+// q0…q0+m−1 of f (component-major over a launch of n) are finite
+// (allFinite).
+func colsFinite(f []float64, n, q0, m, w int) bool {
+	for c := range w {
+		if !allFinite(f[c*n+q0 : c*n+q0+m]) {
+			return false
+		}
+	}
+	return true
+}
+
 // copyFinite64 copies src to dst (as long) in runs of copyRun values and
-// reports whether every value is finite (copyFinite).
+// reports whether every value is finite (copyFinite), from their sum
+// (sumFinite).
 func copyFinite64(dst, src []float64) (finite bool) {
-	var b0, b1, b2, b3 uint64
+	var s0, s1, s2, s3 float64
 	for lo := 0; lo < len(src); lo += copyRun {
 		d := dst[lo:min(lo+copyRun, len(src))]
 		copy(d, src[lo:])
 		j := 0
 		for ; j+4 <= len(d); j += 4 {
 			r := d[j : j+4 : j+4]
-			b0 |= math.Float64bits(r[0])&expBits + expOne
-			b1 |= math.Float64bits(r[1])&expBits + expOne
-			b2 |= math.Float64bits(r[2])&expBits + expOne
-			b3 |= math.Float64bits(r[3])&expBits + expOne
+			s0 += r[0]
+			s1 += r[1]
+			s2 += r[2]
+			s3 += r[3]
 		}
 		for ; j < len(d); j++ {
-			b0 |= math.Float64bits(d[j])&expBits + expOne
+			s0 += d[j]
 		}
 	}
-	return (b0|b1|b2|b3)>>63 == 0
+	return sumFinite((s0+s1)+(s2+s3)) || allFinite(dst[:len(src)])
 }
 
 // gatherTiles is gatherCols for rows of any width w, in scatterTiles'
@@ -3365,33 +3382,54 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 }
 
 // stripCounts writes the accepted steps acc (as int) to accepted, and to
-// lens unless it is nil (the mesh's Len), and returns the most.
+// lens unless it is nil (the mesh's Len), and returns the most: four
+// trajectories a round with a running maximum each (one maximum's chain
+// of compares, two cycles a trajectory, held the loop back).
 //
 //go:noinline
 func stripCounts(accepted, lens []int, acc []int32) (longest int) {
 	acc = acc[:len(accepted)]
+	var m0, m1, m2, m3 int32
+	j := 0
 	if lens == nil {
-		for j, a := range acc {
-			accepted[j] = int(a)
-			longest = max(longest, int(a))
+		for ; j+4 <= len(acc); j += 4 {
+			a, d := acc[j:j+4:j+4], accepted[j:j+4:j+4]
+			d[0], d[1], d[2], d[3] = int(a[0]), int(a[1]), int(a[2]), int(a[3])
+			m0, m1, m2, m3 = max(m0, a[0]), max(m1, a[1]), max(m2, a[2]), max(m3, a[3])
 		}
-		return longest
+	} else {
+		lens = lens[:len(accepted)]
+		for ; j+4 <= len(acc); j += 4 {
+			a, d, e := acc[j:j+4:j+4], accepted[j:j+4:j+4], lens[j:j+4:j+4]
+			x0, x1, x2, x3 := int(a[0]), int(a[1]), int(a[2]), int(a[3])
+			d[0], d[1], d[2], d[3] = x0, x1, x2, x3
+			e[0], e[1], e[2], e[3] = x0, x1, x2, x3
+			m0, m1, m2, m3 = max(m0, a[0]), max(m1, a[1]), max(m2, a[2]), max(m3, a[3])
+		}
 	}
-	lens = lens[:len(accepted)]
-	for j, a := range acc {
-		accepted[j], lens[j] = int(a), int(a)
-		longest = max(longest, int(a))
+	for ; j < len(acc); j++ {
+		accepted[j] = int(acc[j])
+		if lens != nil {
+			lens[j] = int(acc[j])
+		}
+		m0 = max(m0, acc[j])
 	}
-	return longest
+	return int(max(m0, m1, m2, m3))
 }
 
 // stripStatus writes the statuses st to sts and returns them OR-ed
 // together (OK is 0: any other status sets a bit; the low byte of the
-// OR is the OR of the low bytes, the statuses).
+// OR is the OR of the low bytes, the statuses). Where every status is OK
+// (orInt32's pass finds none set) sts is cleared (memclr's wide stores)
+// instead of written a status at a time.
 //
 //go:noinline
 func stripStatus(sts []ode.Status, st []int32) (bad ode.Status) {
 	st = st[:len(sts)]
+	if orInt32(st) == 0 {
+		clear(sts)
+		return ode.OK
+	}
 	var or int32
 	for j, s := range st {
 		sts[j] = ode.Status(s)
@@ -3401,16 +3439,37 @@ func stripStatus(sts []ode.Status, st []int32) (bad ode.Status) {
 }
 
 // stripStiff writes the stiffness flags of the kernel flags fl to stiff
-// and returns the flags OR-ed together.
+// and returns the flags OR-ed together (orInt32's pass: where no flag is
+// flagStiff, stiff is cleared).
 //
 //go:noinline
 func stripStiff(stiff []bool, fl []int32) (anyFlag int32) {
 	fl = fl[:len(stiff)]
+	anyFlag = orInt32(fl)
+	if anyFlag&flagStiff == 0 {
+		clear(stiff)
+		return anyFlag
+	}
 	for j, f := range fl {
 		stiff[j] = f&flagStiff != 0
-		anyFlag |= f
 	}
 	return anyFlag
+}
+
+// orInt32 returns the values of x OR-ed together, in four independent
+// chains: a read of x at about a value a cycle, a third of the loops that
+// convert and write each value.
+func orInt32(x []int32) int32 {
+	var a, b, c, d int32
+	j := 0
+	for ; j+4 <= len(x); j += 4 {
+		r := x[j : j+4 : j+4]
+		a, b, c, d = a|r[0], b|r[1], c|r[2], d|r[3]
+	}
+	for ; j < len(x); j++ {
+		a |= x[j]
+	}
+	return a | b | c | d
 }
 
 // stripRejected writes the rejected steps rej (as int) to rejected and
@@ -3419,9 +3478,16 @@ func stripStiff(stiff []bool, fl []int32) (anyFlag int32) {
 //go:noinline
 func stripRejected(rejected, evals, accepted []int, rej []int32, e0, e1 int) {
 	rej, evals, accepted = rej[:len(rejected)], evals[:len(rejected)], accepted[:len(rejected)]
-	for j, x := range rej {
-		rejected[j] = int(x)
-		evals[j] = e0 + e1*(accepted[j]+int(x))
+	j := 0
+	for ; j+4 <= len(rej); j += 4 { // (four a round: a third less loop overhead)
+		x, r, v, a := rej[j:j+4:j+4], rejected[j:j+4:j+4], evals[j:j+4:j+4], accepted[j:j+4:j+4]
+		x0, x1, x2, x3 := int(x[0]), int(x[1]), int(x[2]), int(x[3])
+		r[0], r[1], r[2], r[3] = x0, x1, x2, x3
+		v[0], v[1], v[2], v[3] = e0+e1*(a[0]+x0), e0+e1*(a[1]+x1), e0+e1*(a[2]+x2), e0+e1*(a[3]+x3)
+	}
+	for ; j < len(rej); j++ {
+		rejected[j] = int(rej[j])
+		evals[j] = e0 + e1*(accepted[j]+int(rej[j]))
 	}
 }
 
@@ -3439,10 +3505,7 @@ func (r *run) writeEnds(g []int, consec bool) {
 				dst[i] = t1[i]
 			}
 		case r.j.T1Same:
-			a, x := dst[g[0]:g[0]+len(g)], t1[0]
-			for k := range a {
-				a[k] = x
-			}
+			buf.Fill(dst[g[0]:g[0]+len(g)], t1[0])
 		default:
 			copy(dst[g[0]:g[0]+len(g)], t1[g[0]:g[0]+len(g)])
 		}
@@ -4317,32 +4380,25 @@ func (ex *executor) giveTerms(b []float64) {
 // src[c*n+q]) to the rows g of dst (row-major, w components a row:
 // trajectory i's at dst[i*w:(i+1)*w]), one component at a time. It
 // reports whether every value copied is finite: the check rides on the
-// copy's read (one OR a value), where a check of its own would read the
-// array again.
+// copy's read (an add a value: sumFinite), where a check of its own would
+// read the array again.
 func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bool) {
-	// bad's sign bit is set by a value whose exponent bits are all ones
-	// (an infinity or a NaN): adding 1 to the exponent field carries out
-	// of it only then.
-	var bad uint64
+	// s0…s3 are the columns' sums (sumFinite).
+	var s0, s1, s2, s3 float64
 	if f, m := src.f64, len(g); f != nil && w == 1 {
 		// One value a trajectory (the loss terms): a copy, straight where
 		// the trajectories are consecutive (a launch's block, ascending
 		// as all launches' are: see orderedSum's test in scatter).
 		col := f[q0 : q0+m]
 		if m > 0 && g[m-1]-g[0] == m-1 {
-			d := dst[g[0] : g[0]+m]
-			for j, x := range col {
-				bad |= math.Float64bits(x)&expBits + expOne
-				d[j] = x
-			}
-		} else {
-			for j, i := range g {
-				x := col[j]
-				bad |= math.Float64bits(x)&expBits + expOne
-				dst[i] = x
-			}
+			return copyFinite64(dst[g[0]:g[0]+m], col)
 		}
-		return bad>>63 == 0
+		for j, i := range g {
+			x := col[j]
+			s0 += x
+			dst[i] = x
+		}
+		return sumFinite(s0) || allFinite(col)
 	}
 	if f, m := src.f64, len(g); f != nil && w >= 2 && w <= 4 {
 		// A row at a time, its components from w columns: the rows are
@@ -4354,7 +4410,7 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		case 2:
 			for j, i := range g {
 				x, y := c0[j], c1[j]
-				bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne)
+				s0, s1 = s0+x, s1+y
 				r := dst[2*i : 2*i+2]
 				r[0], r[1] = x, y
 			}
@@ -4362,7 +4418,7 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 			c2 := col(2)
 			for j, i := range g {
 				x, y, z := c0[j], c1[j], c2[j]
-				bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+				s0, s1, s2 = s0+x, s1+y, s2+z
 				r := dst[3*i : 3*i+3]
 				r[0], r[1], r[2] = x, y, z
 			}
@@ -4370,13 +4426,12 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 			c2, c3 := col(2), col(3)
 			for j, i := range g {
 				x, y, z, u := c0[j], c1[j], c2[j], c3[j]
-				bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) |
-					(math.Float64bits(z)&expBits + expOne) | (math.Float64bits(u)&expBits + expOne)
+				s0, s1, s2, s3 = s0+x, s1+y, s2+z, s3+u
 				r := dst[4*i : 4*i+4]
 				r[0], r[1], r[2], r[3] = x, y, z, u
 			}
 		}
-		return bad>>63 == 0
+		return sumFinite((s0+s1)+(s2+s3)) || colsFinite(f, n, q0, m, w)
 	}
 	if f := src.f64; f != nil {
 		return scatterTiles(dst, w, f, n, q0, g)
@@ -4393,22 +4448,18 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 	if f == nil || w < 1 || w > 4 || m == 0 {
 		return scatterCols(dst, w, src, n, q0, g)
 	}
-	var bad uint64
+	var s0, s1, s2, s3 float64 // the columns' sums (sumFinite)
 	d := dst[g[0]*w : (g[0]+m)*w]
 	c0 := f[q0 : q0+m]
 	col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+len(c0)] }
 	switch w {
 	case 1:
-		d = d[:len(c0)]
-		for j, x := range c0 {
-			bad |= math.Float64bits(x)&expBits + expOne
-			d[j] = x
-		}
+		return copyFinite64(d, c0)
 	case 2:
 		c1 := col(1)
 		for j := range c0 {
 			x, y := c0[j], c1[j]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne)
+			s0, s1 = s0+x, s1+y
 			r := d[2*j : 2*j+2 : 2*j+2]
 			r[0], r[1] = x, y
 		}
@@ -4416,7 +4467,7 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		c1, c2 := col(1), col(2)
 		for j := range c0 {
 			x, y, z := c0[j], c1[j], c2[j]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) | (math.Float64bits(z)&expBits + expOne)
+			s0, s1, s2 = s0+x, s1+y, s2+z
 			r := d[3*j : 3*j+3 : 3*j+3]
 			r[0], r[1], r[2] = x, y, z
 		}
@@ -4424,13 +4475,12 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		c1, c2, c3 := col(1), col(2), col(3)
 		for j := range c0 {
 			x, y, z, u := c0[j], c1[j], c2[j], c3[j]
-			bad |= (math.Float64bits(x)&expBits + expOne) | (math.Float64bits(y)&expBits + expOne) |
-				(math.Float64bits(z)&expBits + expOne) | (math.Float64bits(u)&expBits + expOne)
+			s0, s1, s2, s3 = s0+x, s1+y, s2+z, s3+u
 			r := d[4*j : 4*j+4 : 4*j+4]
 			r[0], r[1], r[2], r[3] = x, y, z, u
 		}
 	}
-	return bad>>63 == 0
+	return sumFinite((s0+s1)+(s2+s3)) || allFinite(d)
 }
 
 // copyOut copies src's values from at on to dst (a row-major array of

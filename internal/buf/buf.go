@@ -52,3 +52,25 @@ func Overlap[T any](a, b []T) bool {
 	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	return pa < pb+uintptr(cap(b))*size && pb < pa+uintptr(cap(a))*size
 }
+
+// fillRun is the elements Fill writes by doubling before it copies them
+// on: 4 KiB of float64, in the first-level cache while it is copied.
+const fillRun = 512
+
+// Fill sets every element of s to v: v stored once, then copied in
+// doubling runs up to fillRun elements, and that run copied over the rest
+// (memmove's wide stores). A loop's store an element took 4–5 times as
+// long at 32,768 float64 and at 2^20 (BenchmarkFill).
+func Fill[T any](s []T, v T) {
+	if len(s) == 0 {
+		return
+	}
+	s[0] = v
+	k := 1
+	for ; k < min(fillRun, len(s)); k *= 2 {
+		copy(s[k:min(2*k, len(s))], s[:k])
+	}
+	for ; k < len(s); k += fillRun {
+		copy(s[k:min(k+fillRun, len(s))], s[:fillRun])
+	}
+}

@@ -1,6 +1,9 @@
 package buf
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestMake(t *testing.T) {
 	s := []float64{1, 2, 3, 4}
@@ -66,5 +69,65 @@ func TestOverlap(t *testing.T) {
 		if got := Overlap(c.x, c.y); got != want || Overlap(c.y, c.x) != want {
 			t.Errorf("%s: Overlap = %v, want %v", c.name, got, want)
 		}
+	}
+}
+
+// TestFill checks Fill against a loop at lengths around its doubling
+// runs and fillRun, for float64, bool and a struct, the elements past s
+// untouched.
+func TestFill(t *testing.T) {
+	type pair struct {
+		a int32
+		b float64
+	}
+	for _, n := range []int{0, 1, 2, 3, 7, 8, 9, fillRun - 1, fillRun, fillRun + 1, 2*fillRun + 3, 5000} {
+		f := make([]float64, n+1)
+		f[n] = -1
+		Fill(f[:n], 2.5)
+		for i, x := range f[:n] {
+			if x != 2.5 {
+				t.Fatalf("n %d: f[%d] = %v, want 2.5", n, i, x)
+			}
+		}
+		if f[n] != -1 {
+			t.Errorf("n %d: Fill wrote past its slice", n)
+		}
+		b := make([]bool, n)
+		Fill(b, true)
+		for i, x := range b {
+			if !x {
+				t.Fatalf("n %d: b[%d] false", n, i)
+			}
+		}
+		p := make([]pair, n)
+		Fill(p, pair{3, -4})
+		for i, x := range p {
+			if x != (pair{3, -4}) {
+				t.Fatalf("n %d: p[%d] = %v", n, i, x)
+			}
+		}
+	}
+}
+
+// BenchmarkFill times Fill against a loop's store an element over 32,768
+// and 2^20 float64 (a result array's end times at a mid-size and a large
+// launch).
+//
+//	go test ./internal/buf -run '^$' -bench Fill -count 6
+func BenchmarkFill(b *testing.B) {
+	for _, n := range []int{1 << 15, 1 << 20} {
+		s := make([]float64, n)
+		b.Run(fmt.Sprintf("n=%d/loop", n), func(b *testing.B) {
+			for b.Loop() {
+				for i := range s {
+					s[i] = 1.5
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("n=%d/fill", n), func(b *testing.B) {
+			for b.Loop() {
+				Fill(s, 1.5)
+			}
+		})
 	}
 }

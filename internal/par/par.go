@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/gradsolve-go/gradsolve/internal/buf"
 )
 
 var (
@@ -245,25 +247,19 @@ func Append[T any](dst, src []T) []T {
 
 // Repeat returns dst[:0] with n copies of v appended (dst's storage
 // reused where it is large enough), written in blocks of Block elements
-// on all cores where n is longer than one block: a constant array
-// written without reading a source, half the memory traffic of a Copy.
+// on all cores where n is longer than one block (buf.Fill): a constant
+// array written without reading a source from memory, half the memory
+// traffic of a Copy.
 func Repeat[T any](dst []T, n int, v T) []T {
 	if cap(dst) < n {
 		dst = make([]T, n)
 	}
 	dst = dst[:n]
 	if n <= Block {
-		for i := range dst {
-			dst[i] = v
-		}
+		buf.Fill(dst, v)
 		return dst
 	}
-	Run((n+Block-1)/Block, 0, func(_, b int) {
-		s := dst[b*Block : min(n, (b+1)*Block)]
-		for i := range s {
-			s[i] = v
-		}
-	})
+	Run((n+Block-1)/Block, 0, func(_, b int) { buf.Fill(dst[b*Block:min(n, (b+1)*Block)], v) })
 	return dst
 }
 
