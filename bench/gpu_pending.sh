@@ -889,12 +889,12 @@ tail -3 "$out/l/diffrax_bruss.log"
 fi
 
 if [ "$part" = s45a ]; then
-# Session 45's first call, the most wanted first (session 44's third call
-# never ran: its part s44c, with the Brusselator added).
+# Session 45's first call (run with .gpu/bin/cuda.test and gradsolve
+# unzipped from their .gz), the most wanted first.
 # 1. The gpu-large suite's POLL, HIRES, neural Robertson beside the
 # 16-core CPU engine (issue 26: >= 10x) under Tuning.WideMinSplit's default.
 echo "=== gpu-large"
-timeout 180 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
+timeout 170 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
 	-problems pollution,hires,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
 el $?
 tail -4 "$out/l/large.log"
@@ -904,43 +904,48 @@ for l in open('$out/l/large.jsonl'):
     r=json.loads(l)
     print(r['problem'], 'gpu', round(r['grad_record_call_ms'],2), 'kernel', round(r['grad_record_ms'],2), 'cpu', round(r.get('cpu_grad_record_call_ms',0),2), 'ratio', round(r.get('cpu_over_gpu_call',0),2))
 " 2>&1 | tail -4
-# 2. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
+# 2. Tests of the session's changes: the save times' cotangents in the
+# sweep (the shared sums to 1e-13) and the loss re-traced against the
+# previous program (H2: every kept-saves loss), results' finite checks
+# from sums and the status strips (H1).
+t tests 150 -test.v -test.timeout 145s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUEngineSaveTimes|TestGPUSplitDownload|TestGPUChunkLaunch|TestGPUEngineChunks|TestCallHandOvers)$'
+grep -hE 'largest relative|differs' "$out/l/tests.log" | head -8
+# 3. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
-t hires-blocks 100 -test.run XXX -test.timeout 95s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
-# 3. The save times' cotangents in the sweep: TestGPUSaveCots (the shared
-# sums now to 1e-13), TestGPUThreadSaves.
-t savecots 120 -test.v -test.timeout 115s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves)$'
-grep -hE 'largest relative|differs' "$out/l/savecots.log" | head -12
-# 4. WideMinSplit -1 (every run a loop) against 16 (the default from 16
-# components) on the Brusselator (d = 64, Rodas5P) and Lorenz-96 d = 64.
-t widesplit 140 -test.run XXX -test.timeout 135s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
+t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+# 4. The call bound at 32,768 (H1's scatter) and the 1,000-save grad-kept
+# call (H2's re-trace) against the session's start (3ea80bb), alternated.
+gunzip -c $bin/start.test.gz >/tmp/start.test && chmod +x /tmp/start.test
+for r in 1 2; do
+	t bound-main-$r 25 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+	TB=/tmp/start.test t bound-start-$r 25 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+	t saves-main-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
+	TB=/tmp/start.test t saves-start-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
+done
 fi
 
 if [ "$part" = s45b ]; then
-# Session 45's second call: Method Auto (package ode's host loops in tasks)
-# and the call bound at 32,768 against 303d2d7 (base.test.gz) alternated,
-# the events suite traced beside Diffrax, the Brusselator at matched error.
+# Session 45's second call: WideMinSplit on the Brusselator, Method Auto
+# (package ode's host loops in tasks) against 303d2d7 (base.test.gz)
+# alternated, the events suite traced beside Diffrax, the loss loop's
+# share of the 1,000-save kernel (bench/saves_split.sh's noloss), the
+# Brusselator at matched error.
+t widesplit 140 -test.run XXX -test.timeout 135s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
 gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
 for r in 1 2; do
 	t auto-main-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
 	TB=/tmp/base.test t auto-base-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
 done
-t bound-main 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
-TB=/tmp/base.test t bound-base 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
 echo "=== events (traced)"
 timeout 60 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" -trace "$out/l/events.trace" >"$out/l/events.log" 2>&1
 el $?
 timeout 100 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
 el $?
 tail -3 "$out/l/diffrax_events.log"
-echo "=== brusselator matched"
-timeout 150 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 1 -json -quiet -problems brusselator -n 1024 -rtol 1e-9 \
-	>"$out/l/bruss.jsonl" 2>"$out/l/bruss.log"
+echo "=== saves split (noloss)"
+SAVES_VARIANTS=noloss SAVES_GZIP=1 timeout 120 bash bench/saves_split.sh run >"$out/l/saves-split.log" 2>&1
 el $?
-timeout 150 python3 bench/anchors/diffrax_large.py --platform gpu --problems brusselator --rtol 1e-6 --reps 1 --no-forward --max-seconds 60 \
-	--out "$out/l/diffrax_bruss.jsonl" >/dev/null 2>"$out/l/diffrax_bruss.log"
-el $?
-tail -3 "$out/l/diffrax_bruss.log"
+tail -6 "$out/l/saves-split.log"
 fi
 
 if [ "$part" = s42split ]; then
