@@ -914,13 +914,13 @@ grep -hE 'largest relative|differs' "$out/l/tests.log" | head -8
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 # 4. The call bound at 32,768 (H1's scatter) and the 1,000-save grad-kept
-# call (H2's re-trace) against the session's start (3ea80bb), alternated.
-gunzip -c $bin/start.test.gz >/tmp/start.test && chmod +x /tmp/start.test
+# call (H2's re-trace) against 303d2d7 (session 44's start), alternated.
+gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
 for r in 1 2; do
 	t bound-main-$r 25 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
-	TB=/tmp/start.test t bound-start-$r 25 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+	TB=/tmp/base.test t bound-base-$r 25 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
 	t saves-main-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
-	TB=/tmp/start.test t saves-start-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
+	TB=/tmp/base.test t saves-base-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
 done
 fi
 
@@ -930,6 +930,16 @@ if [ "$part" = s45b ]; then
 # alternated, the events suite traced beside Diffrax, the loss loop's
 # share of the 1,000-save kernel (bench/saves_split.sh's noloss), the
 # Brusselator at matched error.
+# H3's direct driver calls (purego.SyscallN) against real libcuda first,
+# then the kept events calls (h3 against main, alternated).
+gunzip -c $bin/h3-driver.test.gz >/tmp/h3-driver.test && chmod +x /tmp/h3-driver.test
+gunzip -c $bin/h3-cuda.test.gz >/tmp/h3-cuda.test && chmod +x /tmp/h3-cuda.test
+TB=/tmp/h3-driver.test t h3-driver 60 -test.v -test.count 1
+TB=/tmp/h3-cuda.test t h3-tests 120 -test.run 'TestGPUKeepGrads|TestGPUEvents|TestGPUKeepGradsAhead' -test.count 1
+for r in 1 2 3; do
+	TB=/tmp/h3-cuda.test t h3-kept-$r 30 -test.run '^$' -test.bench 'GradEventsCall/cuda/(ball|pk)/record-keep(-apart|-goroutine)?$' -test.benchtime 400x
+	t main-kept-$r 30 -test.run '^$' -test.bench 'GradEventsCall/cuda/(ball|pk)/record-keep$' -test.benchtime 400x
+done
 t widesplit 140 -test.run XXX -test.timeout 135s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
 gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
 for r in 1 2; do
