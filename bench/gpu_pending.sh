@@ -426,7 +426,7 @@ if [ "$part" = s40c ]; then
 # Lorenz-96 and HIRES, Method Auto's trace.
 t tests40 170 -test.v -test.run 'TestGPUKeepGrads|TestGPUKeepSaves|TestGPUWide$|TestGPUAutoContinue|TestGPUEngineSaveTimes|TestGPUSaveGroups|TestGPUEngine$|TestGPUInputReuse|TestCallHandOvers'
 ev 70
-t events-keep 45 -test.run '^$' -test.bench 'GradEventsCall/cuda/(ball|pk)/(record-omit|record-keep|record-keep-read)$' -test.benchtime 200x -test.count 3
+t events-keep 45 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/(record-omit|record-keep|record-keep-read)$' -test.benchtime 200x -test.count 3
 t wide-private 120 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lorenz96-256|hires)/' -test.benchtime 5x
 t auto-trace 60 -test.run '^$' -test.bench 'GPUAutoTrace' -test.benchtime 5x -test.benchmem
 fi
@@ -891,6 +891,12 @@ fi
 if [ "$part" = s45a ]; then
 # Session 45's first call (run with .gpu/bin/cuda.test and gradsolve
 # unzipped from their .gz), the most wanted first.
+# 0. H3's direct driver calls (purego.SyscallN) against the real libcuda,
+# and its kept-call tests (before it is merged).
+gunzip -c $bin/h3-driver.test.gz >/tmp/h3-driver.test && chmod +x /tmp/h3-driver.test
+gunzip -c $bin/h3-cuda.test.gz >/tmp/h3-cuda.test && chmod +x /tmp/h3-cuda.test
+TB=/tmp/h3-driver.test t h3-driver 40 -test.v -test.count 1
+TB=/tmp/h3-cuda.test t h3-tests 90 -test.run 'TestGPUKeepGrads|TestGPUEvents$|TestGPUKeepGradsAhead' -test.count 1
 # 1. The gpu-large suite's POLL, HIRES, neural Robertson beside the
 # 16-core CPU engine (issue 26: >= 10x) under Tuning.WideMinSplit's default.
 echo "=== gpu-large"
@@ -910,9 +916,6 @@ for l in open('$out/l/large.jsonl'):
 # from sums and the status strips (H1).
 t tests 150 -test.v -test.timeout 145s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUEngineSaveTimes|TestGPUSplitDownload|TestGPUChunkLaunch|TestGPUEngineChunks|TestCallHandOvers)$'
 grep -hE 'largest relative|differs' "$out/l/tests.log" | head -8
-# 3. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
-# 4096 takes two rounds of the default's 16 warps a multiprocessor).
-t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 # 4. The call bound at 32,768 (H1's scatter) and the 1,000-save grad-kept
 # call (H2's re-trace) against 303d2d7 (session 44's start), alternated.
 gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
@@ -922,6 +925,13 @@ for r in 1 2; do
 	t saves-main-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
 	TB=/tmp/base.test t saves-base-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
 done
+for r in 1 2; do
+	TB=/tmp/h3-cuda.test t h3-kept-$r 25 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-goroutine)?$' -test.benchtime 400x
+	t main-kept-$r 25 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep$' -test.benchtime 400x
+done
+# 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
+# 4096 takes two rounds of the default's 16 warps a multiprocessor).
+t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 fi
 
 if [ "$part" = s45b ]; then
@@ -937,8 +947,8 @@ gunzip -c $bin/h3-cuda.test.gz >/tmp/h3-cuda.test && chmod +x /tmp/h3-cuda.test
 TB=/tmp/h3-driver.test t h3-driver 60 -test.v -test.count 1
 TB=/tmp/h3-cuda.test t h3-tests 120 -test.run 'TestGPUKeepGrads|TestGPUEvents|TestGPUKeepGradsAhead' -test.count 1
 for r in 1 2 3; do
-	TB=/tmp/h3-cuda.test t h3-kept-$r 30 -test.run '^$' -test.bench 'GradEventsCall/cuda/(ball|pk)/record-keep(-apart|-goroutine)?$' -test.benchtime 400x
-	t main-kept-$r 30 -test.run '^$' -test.bench 'GradEventsCall/cuda/(ball|pk)/record-keep$' -test.benchtime 400x
+	TB=/tmp/h3-cuda.test t h3-kept-$r 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-goroutine)?$' -test.benchtime 400x
+	t main-kept-$r 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep$' -test.benchtime 400x
 done
 t widesplit 140 -test.run XXX -test.timeout 135s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
 gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
