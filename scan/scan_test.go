@@ -261,7 +261,7 @@ func TestPaddedStepIsIdentity(t *testing.T) {
 // TestInterpTimes checks that InterpTimes equals Interp at each save time,
 // bit for bit, with its kernel and with its Go code, for dimensions and
 // term counts on either side of its blocks of four components and pairs
-// of save times (and the kernel's quadruples of save times).
+// of save times (and the kernel's eights and quadruples of save times).
 func TestInterpTimes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	defer func(u bool) { useAVX = u }(useAVX)
@@ -269,7 +269,7 @@ func TestInterpTimes(t *testing.T) {
 		useAVX = avx
 		for d := 1; d <= 9; d++ {
 			for m := 1; m <= 8; m++ {
-				for nt := 0; nt <= 9; nt++ {
+				for nt := 0; nt <= 21; nt++ {
 					y, w := make([]float64, d), make([]float64, m*d)
 					for i := range y {
 						y[i] = rng.NormFloat64()
