@@ -7,10 +7,9 @@
 // InterpTimes' kernel: for each of the nt save times, θ = (ts[k] − t)/h,
 // then the Horner sum of every component, four at a time (the rest one
 // at a time), VMULPD then VADDPD (the rounded product, then the sum) as
-// Interp computes it. Eight save times at a time where d is a multiple
-// of four, then four at a time, their chains side by side (each term's
-// coefficients loaded once for the four: the chains' latencies
-// overlap), then the rest one at a time.
+// Interp computes it. Four save times at a time, their chains side by
+// side (each term's coefficients loaded once for the four: the chains'
+// latencies overlap), then the rest one at a time.
 TEXT ·interpTimesAVX(SB), NOSPLIT, $0-72
 	MOVQ   dst+0(FP), DI
 	MOVQ   y+8(FP), R8
@@ -28,117 +27,6 @@ TEXT ·interpTimesAVX(SB), NOSPLIT, $0-72
 	ADDQ   R9, R14            // the last term
 	VBROADCASTSD X14, Y12     // t, four times
 	VBROADCASTSD X15, Y13     // h, four times
-
-	// Eight save times at a time where d is a multiple of four: eight
-	// chains side by side in Y8…Y15, their θ in Y0…Y7, each term's
-	// coefficients added from memory (the chains' latencies overlap
-	// twice as many as the quadruples' below; the same products and
-	// sums, bit for bit).
-	TESTQ $31, R13
-	JNZ   quads
-
-octs:
-	CMPQ         CX, $8
-	JLT          quads
-	VMOVUPD      (R10), Y0
-	VSUBPD       Y12, Y0, Y0
-	VDIVPD       Y13, Y0, Y0  // θ of the first four, one division each
-	VMOVUPD      32(R10), Y4
-	VSUBPD       Y12, Y4, Y4
-	VDIVPD       Y13, Y4, Y4  // θ of the next four
-	VPERMPD      $0xff, Y0, Y3
-	VPERMPD      $0xaa, Y0, Y2
-	VPERMPD      $0x55, Y0, Y1
-	VPERMPD      $0x00, Y0, Y0
-	VPERMPD      $0xff, Y4, Y7
-	VPERMPD      $0xaa, Y4, Y6
-	VPERMPD      $0x55, Y4, Y5
-	VPERMPD      $0x00, Y4, Y4
-	XORQ         BX, BX       // the component's offset in bytes
-
-oblocks:
-	CMPQ    BX, R13
-	JGE     onext
-	MOVQ    R14, SI
-	VMOVUPD (SI)(BX*1), Y8
-	VMOVAPD Y8, Y9
-	VMOVAPD Y8, Y10
-	VMOVAPD Y8, Y11
-	VMOVAPD Y8, Y12
-	VMOVAPD Y8, Y13
-	VMOVAPD Y8, Y14
-	VMOVAPD Y8, Y15
-	MOVQ    R12, DX
-	DECQ    DX
-
-oterms:
-	TESTQ  DX, DX
-	JEQ    obdone
-	SUBQ   R13, SI
-	VMULPD Y0, Y8, Y8
-	VMULPD Y1, Y9, Y9
-	VMULPD Y2, Y10, Y10
-	VMULPD Y3, Y11, Y11
-	VMULPD Y4, Y12, Y12
-	VMULPD Y5, Y13, Y13
-	VMULPD Y6, Y14, Y14
-	VMULPD Y7, Y15, Y15
-	VADDPD (SI)(BX*1), Y8, Y8
-	VADDPD (SI)(BX*1), Y9, Y9
-	VADDPD (SI)(BX*1), Y10, Y10
-	VADDPD (SI)(BX*1), Y11, Y11
-	VADDPD (SI)(BX*1), Y12, Y12
-	VADDPD (SI)(BX*1), Y13, Y13
-	VADDPD (SI)(BX*1), Y14, Y14
-	VADDPD (SI)(BX*1), Y15, Y15
-	DECQ   DX
-	JMP    oterms
-
-obdone:
-	VMULPD  Y0, Y8, Y8
-	VMULPD  Y1, Y9, Y9
-	VMULPD  Y2, Y10, Y10
-	VMULPD  Y3, Y11, Y11
-	VMULPD  Y4, Y12, Y12
-	VMULPD  Y5, Y13, Y13
-	VMULPD  Y6, Y14, Y14
-	VMULPD  Y7, Y15, Y15
-	VADDPD  (R8)(BX*1), Y8, Y8
-	VADDPD  (R8)(BX*1), Y9, Y9
-	VADDPD  (R8)(BX*1), Y10, Y10
-	VADDPD  (R8)(BX*1), Y11, Y11
-	VADDPD  (R8)(BX*1), Y12, Y12
-	VADDPD  (R8)(BX*1), Y13, Y13
-	VADDPD  (R8)(BX*1), Y14, Y14
-	VADDPD  (R8)(BX*1), Y15, Y15
-	MOVQ    DI, AX
-	VMOVUPD Y8, (AX)(BX*1)
-	ADDQ    R13, AX
-	VMOVUPD Y9, (AX)(BX*1)
-	ADDQ    R13, AX
-	VMOVUPD Y10, (AX)(BX*1)
-	ADDQ    R13, AX
-	VMOVUPD Y11, (AX)(BX*1)
-	ADDQ    R13, AX
-	VMOVUPD Y12, (AX)(BX*1)
-	ADDQ    R13, AX
-	VMOVUPD Y13, (AX)(BX*1)
-	ADDQ    R13, AX
-	VMOVUPD Y14, (AX)(BX*1)
-	ADDQ    R13, AX
-	VMOVUPD Y15, (AX)(BX*1)
-	ADDQ    $32, BX
-	JMP     oblocks
-
-onext:
-	LEAQ         (DI)(R13*8), DI
-	ADDQ         $64, R10
-	SUBQ         $8, CX
-	VMOVSD       t+40(FP), X14 // t and h again (their registers held chains)
-	VMOVSD       h+48(FP), X15
-	VBROADCASTSD X14, Y12
-	VBROADCASTSD X15, Y13
-	JMP          octs
 
 quads:
 	CMPQ         CX, $4

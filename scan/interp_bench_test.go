@@ -18,7 +18,7 @@ func BenchmarkInterpTimes(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	out := make([]float64, lanes*k*d)
 	for _, m := range []int{4, 7} {
-		for _, nt := range []int{4, 8, 16} {
+		for _, nt := range []int{4, 8, 10, 11, 16, 22, 23} {
 			b.Run(fmt.Sprintf("m=%d/nt=%d", m, nt), func(b *testing.B) {
 				y, w := make([]float64, lanes*d), make([]float64, lanes*m*d)
 				for i := range y {

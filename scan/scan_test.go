@@ -261,7 +261,7 @@ func TestPaddedStepIsIdentity(t *testing.T) {
 // TestInterpTimes checks that InterpTimes equals Interp at each save time,
 // bit for bit, with its kernel and with its Go code, for dimensions and
 // term counts on either side of its blocks of four components and pairs
-// of save times (and the kernel's eights and quadruples of save times).
+// of save times (and the kernel's quadruples of save times).
 func TestInterpTimes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	defer func(u bool) { useAVX = u }(useAVX)
