@@ -269,7 +269,7 @@ func TestInterpTimes(t *testing.T) {
 		useAVX = avx
 		for d := 1; d <= 9; d++ {
 			for m := 1; m <= 8; m++ {
-				for nt := 0; nt <= 9; nt++ {
+				for nt := 0; nt <= 21; nt++ {
 					y, w := make([]float64, d), make([]float64, m*d)
 					for i := range y {
 						y[i] = rng.NormFloat64()
