@@ -296,9 +296,7 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 	}
 	if steps {
 		m := &Mesh{N: k, Len: lens}
-		for _, l := range lens {
-			m.Rows = max(m.Rows, l)
-		}
+		m.Rows = longest(lens)
 		pm := stops[0].res.Mesh
 		cs, gathers := pm.Resident.(ColumnSteps)
 		gathers = gathers && !cs.Released() && (all || onePass(stops))
@@ -482,9 +480,7 @@ func meshSegs(q *problem, m *Mesh, idx []int) (*autoSegs, error) {
 func meshRows(m *Mesh, cols, lens, from []int) *Mesh {
 	k := len(cols)
 	s := &Mesh{N: k, Len: lens}
-	for _, l := range lens {
-		s.Rows = max(s.Rows, l)
-	}
+	s.Rows = longest(lens)
 	s.H = make([]float64, s.Rows*k)
 	(&stepCopy{dst: s.H, dn: k, src: m.H, sn: m.N, scol: cols, from: from, lens: lens}).run()
 	s.Status = make([]Status, k)
@@ -1011,9 +1007,7 @@ func joinSegs(m1, m2 *Mesh) (*Mesh, error) {
 		lens[x] = m1.Len[x] + m2.Len[x]
 	}
 	m := &Mesh{N: k, Len: lens}
-	for _, l := range lens {
-		m.Rows = max(m.Rows, l)
-	}
+	m.Rows = longest(lens)
 	if m2.Resident != nil {
 		if m2.Resident.Released() {
 			return nil, fmt.Errorf("ode: internal error: the Rodas5P steps of Method Auto's continued trajectories were released on engine %s", m2.Resident.Engine())
