@@ -3,7 +3,6 @@ package ode
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 
@@ -780,15 +779,19 @@ func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out,
 	// The sums in g1's array, this call's own (the same additions, in
 	// the same order, as into an array of their own).
 	out.GradP = g1.GradP[:k*np]
-	finite := true
-	for x := range out.GradP {
-		v := out.GradP[x] + g2.GradP[x]
-		if ownP != nil {
-			v += ownP[x]
+	// (On all cores, in tasks of rowTask trajectories; their finiteness
+	// checked after, as finiteAll checks ∂L/∂y0.)
+	gp, gp2 := out.GradP, g2.GradP[:k*np]
+	par.Ranges(len(gp), rowTask*max(np, 1), func(lo, hi int) {
+		for x := lo; x < hi; x++ {
+			v := gp[x] + gp2[x]
+			if ownP != nil {
+				v += ownP[x]
+			}
+			gp[x] = v
 		}
-		out.GradP[x] = v
-		finite = finite && !math.IsNaN(v) && !math.IsInf(v, 0)
-	}
+	})
+	finite := finiteAll(gp) < 0
 	out.GradS = make([]float64, ns)
 	for c := range out.GradS {
 		v := g1.GradS[c] + g2.GradS[c]
