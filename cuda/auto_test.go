@@ -1017,3 +1017,60 @@ func TestHostEngineAutoKeptGrads(t *testing.T) {
 		})
 	}
 }
+
+// TestHostEngineAutoUploads checks that Method Auto's Grad on cuda-host,
+// called again with the same inputs and the Gradient passed back, sends
+// its jobs' inputs once: the stiff van der Pol ensemble (some
+// trajectories continued, its Tsit5 pass and the Tsit5 segments'
+// gradient each a launch on the Tsit5 executor, their inputs placed
+// apart) uploads less than 16 bytes a trajectory a call from the third
+// call on (it uploaded about 80 a call when the two took turns on one
+// arena, each finding the other's inputs in it: takeArena), allocates
+// no device memory, and its gradient is the first call's bit for bit.
+// Robertson's (every trajectory continued) is checked the same way.
+func TestHostEngineAutoUploads(t *testing.T) {
+	needHost(t)
+	hb := hostF64.be.(*hostBackend)
+	const n = 256
+	for _, c := range odetest.AutoCases(n) {
+		if c.Name != "vdp-stiff" && c.Name != "robertson" {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			sv, err := ode.NewSolver(c.P.Field, &ode.Settings{Method: ode.Auto, RelTol: 1e-6, AbsTol: 1e-9, Engine: "cuda-host"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g ode.Gradient
+			var first *ode.Gradient
+			for call := range 5 {
+				var tr Trace
+				before := hb.counts().allocs
+				if _, err := sv.GradContext(WithTrace(context.Background(), &tr), &g, &c.P, ode.SumSquares(), nil); err != nil {
+					t.Fatal(err)
+				}
+				if call == 0 {
+					first = &ode.Gradient{Loss: g.Loss, Y0: slices.Clone(g.Y0), P: slices.Clone(g.P), Shared: slices.Clone(g.Shared)}
+					continue
+				}
+				if call < 2 {
+					continue
+				}
+				if up := tr.Stats().Upload; up >= 16*n {
+					t.Errorf("call %d: %d bytes uploaded, want less than %d (the inputs sent again)", call, up, 16*n)
+				}
+				if a := hb.counts().allocs - before; a != 0 {
+					t.Errorf("call %d: %d device allocations, want none", call, a)
+				}
+				same := math.Float64bits(g.Loss) == math.Float64bits(first.Loss)
+				for _, v := range [][2][]float64{{g.Y0, first.Y0}, {g.P, first.P}, {g.Shared, first.Shared}} {
+					ok, _ := bitsEqual(v[0], v[1])
+					same = same && ok
+				}
+				if !same {
+					t.Errorf("call %d: the gradient differs from the first call's", call)
+				}
+			}
+		})
+	}
+}

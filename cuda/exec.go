@@ -441,10 +441,11 @@ func (ex *executor) giveClock(c clock) {
 // takeArena returns an allocation for layout l of at least l.size
 // bytes, reusing a kept one (keptArenas) that is large enough: the one
 // kept under l's input place (whose record the launch may find its
-// inputs in), else one that holds no record, else, where the executor
-// keeps as many as it may, the least recently given. Where it allocates
-// and the device has no room, it gives the kept arenas back and tries
-// again.
+// inputs in), else one that holds no record; else, where a kept one
+// without a record is too small, a new one in its place (it is freed);
+// else, where the executor keeps as many as it may, the first given of
+// those large enough. Where it allocates and the device has no room, it
+// gives the kept arenas back and tries again.
 func (ex *executor) takeArena(l *layout) (*arena, error) {
 	place, size := placeOf(l), l.size
 	ex.mu.Lock()
@@ -457,7 +458,30 @@ func (ex *executor) takeArena(l *layout) (*arena, error) {
 		}
 	}
 	for i := 0; pick < 0 && i < len(sp); i++ {
-		if sp[i].size >= size && (sp[i].held == nil || len(sp) >= keptArenas) {
+		if sp[i].size >= size && sp[i].held == nil {
+			pick = i
+		}
+	}
+	if pick < 0 {
+		for i, a := range sp {
+			if a.held == nil {
+				// An arena without a record, too small for l (a launch
+				// that kept none left it: a rerun of some trajectories,
+				// a first call's): it gives its place among the kept
+				// ones to a new arena for l, instead of l taking the
+				// record of another input place's (Method Auto's Grad:
+				// the Tsit5 pass and the Tsit5 segments' gradient, on
+				// one executor, would each upload their inputs again
+				// every call, taking turns on one arena).
+				ex.keep.spares = append(sp[:i], sp[i+1:]...)
+				ex.mu.Unlock()
+				ex.be.free(a.addr)
+				return ex.newArena(size, place)
+			}
+		}
+	}
+	for i := 0; pick < 0 && i < len(sp); i++ {
+		if sp[i].size >= size && len(sp) >= keptArenas {
 			pick = i
 		}
 	}
@@ -469,6 +493,13 @@ func (ex *executor) takeArena(l *layout) (*arena, error) {
 		return a, nil
 	}
 	ex.mu.Unlock()
+	return ex.newArena(size, place)
+}
+
+// newArena allocates an arena of size bytes for inputs placed at place;
+// where the device has no room, it gives the kept arenas back and tries
+// again.
+func (ex *executor) newArena(size int64, place inputPlace) (*arena, error) {
 	addr, err := ex.be.alloc(size)
 	if err != nil && ex.dropArenas() {
 		addr, err = ex.be.alloc(size)

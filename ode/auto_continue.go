@@ -3,7 +3,6 @@ package ode
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 
@@ -296,9 +295,7 @@ func stopSegs(q *problem, stops []autoStop, states, steps bool, reuse ResidentSt
 	}
 	if steps {
 		m := &Mesh{N: k, Len: lens}
-		for _, l := range lens {
-			m.Rows = max(m.Rows, l)
-		}
+		m.Rows = longest(lens)
 		pm := stops[0].res.Mesh
 		cs, gathers := pm.Resident.(ColumnSteps)
 		gathers = gathers && !cs.Released() && (all || onePass(stops))
@@ -482,9 +479,7 @@ func meshSegs(q *problem, m *Mesh, idx []int) (*autoSegs, error) {
 func meshRows(m *Mesh, cols, lens, from []int) *Mesh {
 	k := len(cols)
 	s := &Mesh{N: k, Len: lens}
-	for _, l := range lens {
-		s.Rows = max(s.Rows, l)
-	}
+	s.Rows = longest(lens)
 	s.H = make([]float64, s.Rows*k)
 	(&stepCopy{dst: s.H, dn: k, src: m.H, sn: m.N, scol: cols, from: from, lens: lens}).run()
 	s.Status = make([]Status, k)
@@ -784,15 +779,19 @@ func (sv *Solver) chainTsit5(ctx context.Context, q *problem, sg *autoSegs, out,
 	// The sums in g1's array, this call's own (the same additions, in
 	// the same order, as into an array of their own).
 	out.GradP = g1.GradP[:k*np]
-	finite := true
-	for x := range out.GradP {
-		v := out.GradP[x] + g2.GradP[x]
-		if ownP != nil {
-			v += ownP[x]
+	// (On all cores, in tasks of rowTask trajectories; their finiteness
+	// checked after, as finiteAll checks ∂L/∂y0.)
+	gp, gp2 := out.GradP, g2.GradP[:k*np]
+	par.Ranges(len(gp), rowTask*max(np, 1), func(lo, hi int) {
+		for x := lo; x < hi; x++ {
+			v := gp[x] + gp2[x]
+			if ownP != nil {
+				v += ownP[x]
+			}
+			gp[x] = v
 		}
-		out.GradP[x] = v
-		finite = finite && !math.IsNaN(v) && !math.IsInf(v, 0)
-	}
+	})
+	finite := finiteAll(gp) < 0
 	out.GradS = make([]float64, ns)
 	for c := range out.GradS {
 		v := g1.GradS[c] + g2.GradS[c]
@@ -1011,9 +1010,7 @@ func joinSegs(m1, m2 *Mesh) (*Mesh, error) {
 		lens[x] = m1.Len[x] + m2.Len[x]
 	}
 	m := &Mesh{N: k, Len: lens}
-	for _, l := range lens {
-		m.Rows = max(m.Rows, l)
-	}
+	m.Rows = longest(lens)
 	if m2.Resident != nil {
 		if m2.Resident.Released() {
 			return nil, fmt.Errorf("ode: internal error: the Rodas5P steps of Method Auto's continued trajectories were released on engine %s", m2.Resident.Engine())

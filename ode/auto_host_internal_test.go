@@ -1,7 +1,10 @@
 package ode
 
 import (
+	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -202,6 +205,96 @@ func TestAutoHostPartsRows(t *testing.T) {
 		}
 		for x, i := range f.stiff {
 			check(i, f.cont, x, f.cont.Stats.Accepted[x])
+		}
+	}
+}
+
+// rowsOfAppend is rowsOf as it was before session 45 (a row's append at a
+// time), the reference of TestRowsOf and BenchmarkRowsOf.
+func rowsOfAppend(x []float64, w int, idx []int) []float64 {
+	out := make([]float64, 0, len(idx)*w)
+	for _, i := range idx {
+		out = append(out, x[i*w:(i+1)*w]...)
+	}
+	return out
+}
+
+// TestRowsOf checks rowsOf (element by element at widths 1 and 2, row
+// by row above) against rowsOfAppend bit for bit (−0 and NaN payloads
+// included), on rows in increasing order and repeated, and longest
+// against a plain loop.
+func TestRowsOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 4))
+	for _, w := range []int{0, 1, 2, 3, 4, 7} {
+		for _, c := range []struct{ n, k int }{{0, 0}, {1, 1}, {17, 5}, {2500, 2200}} {
+			x := make([]float64, c.n*w)
+			for e := range x {
+				switch rng.IntN(8) {
+				case 0:
+					x[e] = math.Copysign(0, -1)
+				case 1:
+					x[e] = math.Float64frombits(0x7ff8000000000000 | rng.Uint64N(1<<51))
+				default:
+					x[e] = rng.NormFloat64()
+				}
+			}
+			idx := make([]int, c.k)
+			if c.n > 0 {
+				for r := range idx {
+					idx[r] = rng.IntN(c.n)
+				}
+			}
+			slices.Sort(idx)
+			got, want := rowsOf(x, w, idx), rowsOfAppend(x, w, idx)
+			if len(got) != len(want) || got == nil {
+				t.Fatalf("w %d, %d of %d rows: len %d (nil %v), want %d", w, c.k, c.n, len(got), got == nil, len(want))
+			}
+			for e := range got {
+				if math.Float64bits(got[e]) != math.Float64bits(want[e]) {
+					t.Fatalf("w %d, %d of %d rows: element %d is %v, want %v", w, c.k, c.n, e, got[e], want[e])
+				}
+			}
+		}
+	}
+	for _, lens := range [][]int{nil, {0}, {3, 9, 2}, {5, 5}, {0, 0, 1}} {
+		want := 0
+		for _, l := range lens {
+			if l > want {
+				want = l
+			}
+		}
+		if got := longest(lens); got != want {
+			t.Errorf("longest(%v) = %d, want %d", lens, got, want)
+		}
+	}
+}
+
+// BenchmarkRowsOf times rowsOf against rowsOfAppend (before session 45)
+// side by side, on the rows of Method Auto's sub-problems at n = 16384:
+// "vdp" the stiff van der Pol ensemble's 14427 continued rows of y0
+// (width 2), t1 and p (width 1), "robertson3" a width of 3.
+//
+//	go test ./ode -run '^$' -bench RowsOf -count 5 -cpu 1
+func BenchmarkRowsOf(b *testing.B) {
+	rng := rand.New(rand.NewPCG(45, 5))
+	n := 16384
+	idx := rng.Perm(n)[:14427]
+	slices.Sort(idx)
+	for _, w := range []int{1, 2, 3} {
+		x := make([]float64, n*w)
+		for e := range x {
+			x[e] = rng.Float64()
+		}
+		for _, v := range []struct {
+			name string
+			f    func([]float64, int, []int) []float64
+		}{{"old", rowsOfAppend}, {"new", rowsOf}} {
+			b.Run(fmt.Sprintf("w=%d/%s", w, v.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for range b.N {
+					v.f(x, w, idx)
+				}
+			})
 		}
 	}
 }

@@ -876,9 +876,7 @@ func copyOver[T any](dst, src []T) {
 func mergeMeshes(q *problem, parts []autoPart, lens []int, out *Result, asIs bool) *Mesh {
 	n := q.n
 	m := &Mesh{N: n, Len: lens, Status: out.Status, Stats: out.Stats, T0: q.T0, T1: q.t1}
-	for _, l := range lens {
-		m.Rows = max(m.Rows, l)
-	}
+	m.Rows = longest(lens)
 	if asIs {
 		pm := parts[0].res.Mesh
 		if pm.Resident != nil {
