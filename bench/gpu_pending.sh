@@ -914,7 +914,7 @@ for l in open('$out/l/large.jsonl'):
 # sweep (the shared sums to 1e-13) and the loss re-traced against the
 # previous program (H2: every kept-saves loss), results' finite checks
 # from sums and the status strips (H1).
-t tests 150 -test.v -test.timeout 145s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUEngineSaveTimes|TestGPUSplitDownload|TestGPUChunkLaunch|TestGPUEngineChunks|TestCallHandOvers)$'
+t tests 150 -test.v -test.timeout 145s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUEngineSaveTimes|TestGPUSplitDownload|TestGPUChunkLaunch|TestGPUEngineChunks|TestCallHandOvers|TestGPUAutoContinue|TestGPUAutoKeptGrads|TestGPUInputReuse)$'
 grep -hE 'largest relative|differs' "$out/l/tests.log" | head -8
 # 4. The call bound at 32,768 (H1's scatter) and the 1,000-save grad-kept
 # call (H2's re-trace) against 303d2d7 (session 44's start), alternated.
@@ -925,6 +925,10 @@ for r in 1 2; do
 	t saves-main-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
 	TB=/tmp/base.test t saves-base-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
 done
+# Method Auto (H4: the continuation's inputs sent once; session 44 H1:
+# package ode's host loops in tasks) against 303d2d7.
+t auto-main 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
+TB=/tmp/base.test t auto-base 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
 for r in 1 2; do
 	TB=/tmp/h3-cuda.test t h3-kept-$r 25 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-goroutine)?$' -test.benchtime 400x
 	t main-kept-$r 25 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep$' -test.benchtime 400x
