@@ -511,17 +511,9 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 			w.saveRows = make([]float64, m*nc)
 		}
 		rows = w.saveRows[:m*nc]
-		for x := range d {
-			for i, v := range w.y[x][:m] {
-				rows[i*nc+x] = v
-			}
-		}
+		scan.GatherRows(rows, nc, m, w.y[:d])
 		if dense {
-			for x, col := range w.wc {
-				for i, v := range col[:m] {
-					rows[i*nc+d+x] = v
-				}
-			}
+			scan.GatherRows(rows[d:], nc, m, w.wc)
 		}
 	}
 	lane := w.lane // y, then the coefficients w

@@ -33,3 +33,9 @@ func addRowsAVX(lam, bar *float64, col, lo, hi *int, k0, k1, bs, d int, scale fl
 //
 //go:noescape
 func scatterColAVX(dst, src *float64, n, stride int)
+
+// gatherRows4AVX is GatherRows' kernel for four columns of n lanes, n a
+// multiple of 4 (rows_amd64.s).
+//
+//go:noescape
+func gatherRows4AVX(dst, c0, c1, c2, c3 *float64, n, stride int)

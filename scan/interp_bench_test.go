@@ -47,3 +47,36 @@ func BenchmarkInterpTimes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGatherRows times GatherRows as ode's writeSaves calls it on
+// each step with many save times: a chunk of 256 lanes' Dim 4 states and
+// Terms·Dim coefficients (Tsit5 16, Vern7 28) into rows of Dim +
+// Terms·Dim values, with AVX and in Go:
+//
+//	go test ./scan -run '^$' -bench GatherRows
+func BenchmarkGatherRows(b *testing.B) {
+	const lanes, d = 256, 4
+	defer func(u bool) { useAVX = u }(useAVX)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, m := range []int{4, 7} {
+		nc := d + m*d
+		cols := make([][]float64, nc)
+		for x := range cols {
+			cols[x] = make([]float64, lanes)
+			for i := range cols[x] {
+				cols[x][i] = rng.NormFloat64()
+			}
+		}
+		rows := make([]float64, lanes*nc)
+		for _, avx := range []bool{true, false} {
+			b.Run(fmt.Sprintf("m=%d/avx=%v", m, avx), func(b *testing.B) {
+				useAVX = avx
+				b.SetBytes(int64(lanes * nc * 8))
+				for range b.N {
+					GatherRows(rows, nc, lanes, cols[:d])
+					GatherRows(rows[d:], nc, lanes, cols[d:])
+				}
+			})
+		}
+	}
+}

@@ -192,3 +192,49 @@ sloop:
 
 sdone:
 	RET
+
+// func gatherRows4AVX(dst, c0, c1, c2, c3 *float64, n, stride int)
+//
+// dst[i·stride+q] = cq[i] for i < n (n a multiple of 4, q < 4): four
+// columns' values of four lanes at a time, loaded as four vectors and
+// transposed (VUNPCKLPD/VUNPCKHPD, VPERM2F128) into four rows' four
+// values. Copies only: the values are the columns' bits.
+TEXT ·gatherRows4AVX(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ c0+8(FP), R8
+	MOVQ c1+16(FP), R9
+	MOVQ c2+24(FP), R10
+	MOVQ c3+32(FP), R11
+	MOVQ n+40(FP), CX
+	MOVQ stride+48(FP), DX
+	SHLQ $3, DX              // a row's bytes
+	LEAQ (DX)(DX*2), BX      // three rows' bytes
+	XORQ AX, AX              // the lanes' byte offset in the columns
+	SHRQ $2, CX
+	JEQ  gdone
+
+gloop:
+	VMOVUPD     (R8)(AX*1), Y0  // column 0, lanes i…i+3
+	VMOVUPD     (R9)(AX*1), Y1
+	VMOVUPD     (R10)(AX*1), Y2
+	VMOVUPD     (R11)(AX*1), Y3
+	VUNPCKLPD   Y1, Y0, Y4      // c0[i] c1[i] c0[i+2] c1[i+2]
+	VUNPCKHPD   Y1, Y0, Y5      // c0[i+1] c1[i+1] c0[i+3] c1[i+3]
+	VUNPCKLPD   Y3, Y2, Y6
+	VUNPCKHPD   Y3, Y2, Y7
+	VPERM2F128  $0x20, Y6, Y4, Y0 // lane i's four columns
+	VPERM2F128  $0x20, Y7, Y5, Y1 // lane i+1's
+	VPERM2F128  $0x31, Y6, Y4, Y2 // lane i+2's
+	VPERM2F128  $0x31, Y7, Y5, Y3 // lane i+3's
+	VMOVUPD     Y0, (DI)
+	VMOVUPD     Y1, (DI)(DX*1)
+	VMOVUPD     Y2, (DI)(DX*2)
+	VMOVUPD     Y3, (DI)(BX*1)
+	ADDQ        $32, AX
+	LEAQ        (DI)(DX*4), DI
+	DECQ        CX
+	JNZ         gloop
+
+gdone:
+	VZEROUPPER
+	RET

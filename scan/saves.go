@@ -844,3 +844,32 @@ func ScatterCol(dst []float64, stride int, src []float64) {
 		dst[x*stride] = v
 	}
 }
+
+// GatherRows sets dst[i·stride+x] = cols[x][i] for i < n and x <
+// len(cols): n lanes' values of the columns cols, a row of stride values
+// each, stride ≥ len(cols) (a transpose), with AVX where the processor
+// has it, four columns of four lanes at a time. The values are copied bit
+// for bit. It panics if dst or a column is too short.
+func GatherRows(dst []float64, stride, n int, cols [][]float64) {
+	nc := len(cols)
+	if n == 0 || nc == 0 {
+		return
+	}
+	_ = dst[(n-1)*stride+nc-1]
+	x := 0
+	if n4 := n &^ 3; haveAVX && useAVX && n4 > 0 && stride >= nc {
+		for ; x+4 <= nc; x += 4 {
+			c0, c1, c2, c3 := cols[x][:n], cols[x+1][:n], cols[x+2][:n], cols[x+3][:n]
+			gatherRows4AVX(&dst[x], &c0[0], &c1[0], &c2[0], &c3[0], n4, stride)
+			for i := n4; i < n; i++ {
+				r := dst[i*stride+x : i*stride+x+4]
+				r[0], r[1], r[2], r[3] = c0[i], c1[i], c2[i], c3[i]
+			}
+		}
+	}
+	for ; x < nc; x++ {
+		for i, v := range cols[x][:n] {
+			dst[i*stride+x] = v
+		}
+	}
+}

@@ -103,6 +103,49 @@ func TestSaveRowsSameGradient(t *testing.T) {
 	}
 }
 
+// TestGatherRows checks GatherRows, with AVX and in Go, against the
+// transpose written out: 0…40 lanes, 0…40 columns, strides from the
+// columns' count to 8 more, columns longer than the lanes, the rest of dst
+// untouched (NaN payloads and −0 among the values, compared bit for bit).
+func TestGatherRows(t *testing.T) {
+	defer func(u bool) { useAVX = u }(useAVX)
+	rng := rand.New(rand.NewPCG(45, 6))
+	for _, avx := range []bool{true, false} {
+		useAVX = avx
+		for c := 0; c < 300; c++ {
+			n, nc := rng.IntN(41), rng.IntN(41)
+			stride := nc + rng.IntN(9)
+			cols := make([][]float64, nc)
+			for x := range cols {
+				cols[x] = make([]float64, n+rng.IntN(3))
+				for i := range cols[x] {
+					switch rng.IntN(8) {
+					case 0:
+						cols[x][i] = math.Float64frombits(0x7ff8000000000000 | rng.Uint64()>>20)
+					case 1:
+						cols[x][i] = math.Copysign(0, -1)
+					default:
+						cols[x][i] = rng.NormFloat64()
+					}
+				}
+			}
+			dst := make([]float64, n*stride+3)
+			want := make([]float64, len(dst))
+			for i := range dst {
+				dst[i] = float64(i)
+				want[i] = float64(i)
+			}
+			for x, col := range cols {
+				for i, v := range col[:n] {
+					want[1+i*stride+x] = v
+				}
+			}
+			GatherRows(dst[1:], stride, n, cols)
+			sameBits(t, fmt.Sprintf("avx %v, n %d, columns %d, stride %d", avx, n, nc, stride), want, dst)
+		}
+	}
+}
+
 // TestScatterCol checks ScatterCol, with AVX and in Go, against the
 // strided copy: columns of 0…40 values, strides 1…40, the rest of dst
 // untouched.
