@@ -897,6 +897,19 @@ gunzip -c $bin/h3-driver.test.gz >/tmp/h3-driver.test && chmod +x /tmp/h3-driver
 gunzip -c $bin/h3-cuda.test.gz >/tmp/h3-cuda.test && chmod +x /tmp/h3-cuda.test
 TB=/tmp/h3-driver.test t h3-driver 40 -test.v -test.count 1
 TB=/tmp/h3-cuda.test t h3-tests 90 -test.run 'TestGPUKeepGrads|TestGPUEvents$|TestGPUKeepGradsAhead' -test.count 1
+# 4. The call bound at 32,768 (H1's scatter) and the 1,000-save grad-kept
+# call (H2's re-trace) against 303d2d7 (session 44's start), alternated.
+gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
+for r in 1 2; do
+	t bound-main-$r 25 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+	TB=/tmp/base.test t bound-base-$r 25 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
+	t saves-main-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
+	TB=/tmp/base.test t saves-base-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
+done
+# Method Auto (H4: the continuation's inputs sent once; session 44 H1:
+# package ode's host loops in tasks) against 303d2d7.
+t auto-main 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
+TB=/tmp/base.test t auto-base 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
 # 1. The gpu-large suite's POLL, HIRES, neural Robertson beside the
 # 16-core CPU engine (issue 26: >= 10x) under Tuning.WideMinSplit's default.
 echo "=== gpu-large"
@@ -916,19 +929,6 @@ for l in open('$out/l/large.jsonl'):
 # from sums and the status strips (H1).
 t tests 150 -test.v -test.timeout 145s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUEngineSaveTimes|TestGPUSplitDownload|TestGPUChunkLaunch|TestGPUEngineChunks|TestCallHandOvers|TestGPUAutoContinue|TestGPUAutoKeptGrads|TestGPUInputReuse)$'
 grep -hE 'largest relative|differs' "$out/l/tests.log" | head -8
-# 4. The call bound at 32,768 (H1's scatter) and the 1,000-save grad-kept
-# call (H2's re-trace) against 303d2d7 (session 44's start), alternated.
-gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
-for r in 1 2; do
-	t bound-main-$r 25 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
-	TB=/tmp/base.test t bound-base-$r 25 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
-	t saves-main-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
-	TB=/tmp/base.test t saves-base-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x
-done
-# Method Auto (H4: the continuation's inputs sent once; session 44 H1:
-# package ode's host loops in tasks) against 303d2d7.
-t auto-main 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
-TB=/tmp/base.test t auto-base 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
 for r in 1 2; do
 	TB=/tmp/h3-cuda.test t h3-kept-$r 25 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-goroutine)?$' -test.benchtime 400x
 	t main-kept-$r 25 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep$' -test.benchtime 400x
