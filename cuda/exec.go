@@ -939,7 +939,7 @@ type runScratch struct {
 	blocks []scatterBlock  // scatter's per-block findings
 	reader chunkReader     // a launch's chunkReader
 	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
-	words  [gradsTail]byte // with KeepGrads: the check's words and limbs (gradsWell)
+	words  [gradsTail]byte // with KeepGrads and Tuning.wordsApart: the check's words and limbs (gradsWell)
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1631,13 +1631,20 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// Kept results: the kernel writes the download region into the kept
 	// results on the device (each array at fullAt, fullBytes in all:
 	// keptLaunch); the shared sums come back, and the check's words with the
-	// loss terms' sum. (fullAt and words in the run's scratch: the
-	// batch's closures would take them to the heap.)
-	fullAt, words := &r.sc.keptAt, &r.sc.words
-	var fullBytes int64
+	// loss terms' sum, after them in the results' buffer (wordsAt: in
+	// the backend's page-locked memory where it has some, so that the
+	// read is one copy of the device's, not one through the driver's own
+	// buffer, as into Go memory). (fullAt in the run's scratch: the
+	// batch's closures would take it to the heap.)
+	fullAt := &r.sc.keptAt
+	var fullBytes, wordsAt int64
 	if kept {
 		*fullAt, fullBytes = at, outBytes
 		out, at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
+		wordsAt = outBytes
+		if ex.tun.wordsApart {
+			wordsAt = -1
+		}
 	}
 	r.keptLaunch = kept
 	defer func() { r.keptLaunch = false }()
@@ -1652,8 +1659,16 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		at[argYs] = savesAt
 		outBytes += l.bytes[argYs]
 	}
-	down := ex.takeStaging(outBytes)
+	downBytes := outBytes
+	if wordsAt >= 0 && kept {
+		downBytes += gradsTail
+	}
+	down := ex.takeStaging(downBytes)
 	defer ex.giveStaging(down)
+	words := r.sc.words[:] // (Tuning.wordsApart: the words in the run's scratch, Go memory)
+	if wordsAt >= 0 && kept {
+		words = down[wordsAt : wordsAt+gradsTail]
+	}
 	// The inputs, the kernel and the results in one batch: one hand-over
 	// to the device's goroutine.
 	// The clock is taken and given back outside the batch: making or
@@ -1772,7 +1787,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 				return err
 			}
 			start := time.Now()
-			if err := q.read(words[:], r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
+			if err := q.read(words, r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
 				return err
 			}
 			wait := time.Since(start)
@@ -1831,8 +1846,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			t.Upload += int64(len(up)) - bc.skipped - bc.reused
 			t.Reused += bc.reused
 			t.Download += int64(len(down))
-			if kept {
-				t.Download += gradsTail // the check's words and limbs
+			if kept && wordsAt < 0 {
+				t.Download += gradsTail // the check's words and limbs, read apart
 			}
 		})
 		if held != nil && !r.inputsBad {
@@ -1882,7 +1897,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		defer r.hostTimes(staged0, time.Now())
 		src := down // (not down itself: the batch's closures would take it to the heap)
 		if kept {
-			if well, most, sum := gradsWell(words[:]); well && r.scatterKept(down, &at, &l, g, most, sum) {
+			if well, most, sum := gradsWell(words); well && r.scatterKept(down, &at, &l, g, most, sum) {
 				k := r.gout
 				k.size, k.l, k.at, k.g, k.rows = fullBytes, l, *fullAt, g, rows
 				r.kept = true
