@@ -765,8 +765,9 @@ func init() {
 // Gradient.Omit = OmitStates|OmitStats); the same on a solver with
 // ode.Settings.KeepGrads, the per-trajectory results left on the device
 // unread ("record-keep": the loss, the shared gradient and the check
-// come back) and read after each call ("record-keep-read":
-// Gradient.HostGrads); on the mesh of an earlier call
+// come back; on "cuda" also "record-keep-apart", its check words read
+// into Go memory as before session 45: Tuning.wordsApart) and read after
+// each call ("record-keep-read": Gradient.HostGrads); on the mesh of an earlier call
 // ("mesh", resident where the engine keeps meshes); and a record followed
 // by a gradient on its new mesh ("record+mesh", two calls an op, as a
 // study that records, then replays with other losses). down-B/op and
@@ -791,6 +792,7 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow.*/record-keep$' -benchtime 200x -count 6
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/(ball|pk)/record-keep(-apart)?$' -benchtime 400x -count 6   (on a GPU)
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
 	engines := []string{countsF64.name, slowCountsF64.name, slowCountsNoAhead.name}
@@ -801,10 +803,17 @@ func BenchmarkGradEventsCall(b *testing.B) {
 		engines = append(engines, "cuda")
 	}
 	for _, eng := range engines {
+		modes := []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"}
+		if eng == "cuda" {
+			modes = append(modes, "record-keep-apart")
+		}
 		for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
-			for _, mode := range []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"} {
+			for _, mode := range modes {
 				c := mk(n, ode.Tsit5)
 				c.set.RelTol, c.set.AbsTol, c.set.Engine = 1e-6, 1e-8, eng
+				if mode == "record-keep-apart" {
+					c.set.Engine = tuned(b, eng, Tuning{wordsApart: true})
+				}
 				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
 				b.Run(name, func(b *testing.B) { benchGradEventsCall(b, &c, mode) })
 			}
@@ -831,7 +840,7 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	g2 := &g
 	kept := 0 // calls whose results stayed on the device (KeepGrads)
 	switch mode {
-	case "record-omit", "record-keep", "record-keep-read":
+	case "record-omit", "record-keep", "record-keep-read", "record-keep-apart":
 		g2 = &ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
 	case "mesh", "record+mesh":
 		m, g2 = g.Mesh, &ode.Gradient{}
