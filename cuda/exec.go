@@ -1868,21 +1868,26 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	staged0 := time.Since(staging)
 	if chunk == 0 && saveCols == 0 && split == 0 {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
+		b0 := time.Now()
 		err = ex.be.batch(batch)
+		b1 := time.Now()
 		rg.End()
 		ahead := r.ahead.on
 		same := r.ahead.wait() // (after the read: wait clears on)
 		if err != nil {
 			return nil, err
 		}
-		if ahead {
-			r.tr.add(func(t *TraceStats) {
+		waited := time.Since(b1)
+		r.tr.add(func(t *TraceStats) {
+			t.Batch += b1.Sub(b0)
+			if ahead {
 				t.Ahead++
+				t.AheadWait += waited
 				if !same {
 					t.AheadMissed++
 				}
-			})
-		}
+			}
+		})
 		if !same {
 			// Ahead of a compare that found an input changed in place:
 			// the results are dropped, the arena's record put back (its
@@ -1931,7 +1936,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	errc := make(chan error, 1)
 	go func() {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
+		b0 := time.Now()
 		err := ex.be.batch(batch)
+		d := time.Since(b0)
+		r.tr.add(func(t *TraceStats) { t.Batch += d })
 		rg.End()
 		close(ready)
 		if savesReady != nil {

@@ -17,7 +17,9 @@ import (
 // gradient (the shared sums come back before the words) and balls that
 // fail (MaxEvents 1: the results read back, the error returned), three
 // calls each passing the Gradient back, the loss bit for bit, HostGrads'
-// results bit for bit, the same errors and the same bytes copied back.
+// results bit for bit, the same errors and the same bytes copied back;
+// and the trace's batch time (TraceStats.Batch) of every launching call,
+// its wait for a compare only where it ran ahead of one.
 func TestHostEngineKeptWords(t *testing.T) {
 	needHost(t)
 	apart := tuned(t, "cuda-host", Tuning{wordsApart: true})
@@ -43,7 +45,11 @@ func TestHostEngineKeptWords(t *testing.T) {
 				for k := range sv {
 					var tr Trace
 					g[k], errs[k] = sv[k].GradContext(WithTrace(context.Background(), &tr), dst[k], &c.prob, c.loss, nil)
-					down[k] = tr.Stats().Download
+					st := tr.Stats()
+					down[k] = st.Download
+					if st.Launches > 0 && st.Batch <= 0 || st.Ahead == 0 && st.AheadWait != 0 {
+						t.Errorf("call %d: batch %v, ahead %d, waited %v", call, st.Batch, st.Ahead, st.AheadWait)
+					}
 				}
 				if (errs[0] == nil) != (errs[1] == nil) || errs[0] != nil && errs[0].Error() != errs[1].Error() {
 					t.Fatalf("call %d: error %v, apart %v", call, errs[0], errs[1])

@@ -776,7 +776,11 @@ func init() {
 // step counts), kernel-ns/op the kernels' time, copy-ns/op the copies',
 // stage-ns/op and scatter-ns/op the host's before and after each batch
 // (TraceStats.Stage and Scatter: ns/op less the four is package ode's
-// work, the driver's calls and synchronisation), cpu-ns/op the CPU time
+// work, the driver's calls and synchronisation), batch-ns/op the wall
+// time in the batches and, kept, ahead-wait-ns/op the wait for a
+// compare run ahead after its batch (TraceStats.Batch, AheadWait: ns/op
+// less stage, batch, ahead-wait and scatter is package ode's and the
+// engine's work outside the launch), cpu-ns/op the CPU time
 // of the process (user + system, all threads: the host's work, where
 // other processes share the cores). Engines: "cuda-counts"
 // (countsBackend: ns/op is the host's work and the copies, as copies
@@ -884,7 +888,9 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	b.ReportMetric(float64(st.Transfer)/float64(b.N), "copy-ns/op")
 	b.ReportMetric(float64(st.Stage)/float64(b.N), "stage-ns/op")
 	b.ReportMetric(float64(st.Scatter)/float64(b.N), "scatter-ns/op")
+	b.ReportMetric(float64(st.Batch)/float64(b.N), "batch-ns/op")
 	if keep {
+		b.ReportMetric(float64(st.AheadWait)/float64(b.N), "ahead-wait-ns/op")
 		// 1 where every timed call kept its results (a call served on
 		// the CPU engine while the kernel compiles keeps none).
 		b.ReportMetric(float64(kept)/float64(b.N), "kept/op")
