@@ -1786,6 +1786,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if err := r.checkGrads(q, ar, n, &l, fullBytes); err != nil {
 				return err
 			}
+			// The compare of a launch run ahead runs as the device runs
+			// the kernels (reuse.go's aheadCheck).
+			r.ahead.inBatch()
 			start := time.Now()
 			if err := q.read(words, r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
 				return err
