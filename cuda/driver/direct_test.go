@@ -130,9 +130,13 @@ func runtimeKeep(args []reflect.Value) { _ = args }
 
 // BenchmarkDriverCall times one call of a C function through the two
 // bindings of the driver's entry points, with cuMemsetD8's signature
-// (three arguments) and cuLaunchKernel's (eleven): "reflect" is
-// purego.RegisterFunc's function (the binding of every entry point before
-// session 45), "direct" bindDirect's (purego.SyscallN).
+// (three arguments) and cuLaunchKernel's (eleven), and the eleven calls
+// of a kept gradient's batch ("kept-batch": the context, the shared
+// block's upload, two memsets, two event records and two launches, the
+// words' read, the event's wait and its time), each entry point bound
+// to the C function: "reflect" is purego.RegisterFunc's function (the
+// binding of every entry point before session 45), "direct"
+// bindDirect's (purego.SyscallN).
 //
 //	go test ./cuda/driver -run '^$' -bench DriverCall -benchtime 200000x -count 5
 func BenchmarkDriverCall(b *testing.B) {
@@ -155,6 +159,31 @@ func BenchmarkDriverCall(b *testing.B) {
 				f(1, 0, 8)
 			}
 		})
+		b.Run("kept-batch/"+mode, func(b *testing.B) {
+			d := new(driver)
+			for _, e := range d.entries() {
+				if bindDirect(new(driver).fieldOf(e.name), fn) { // (a signature bindDirect knows)
+					bind(e.fn)
+				}
+			}
+			var x [8]byte
+			var ms float32
+			params := [1]unsafe.Pointer{}
+			b.ReportAllocs()
+			for range b.N {
+				d.cuCtxSetCurrent(1)
+				d.cuMemcpyHtoDAsync(1, unsafe.Pointer(&x[0]), 8, 0)
+				d.cuMemsetD8(1, 0, 8)
+				d.cuMemsetD8(2, 0, 8)
+				d.cuEventRecord(1, 0)
+				d.cuLaunchKernel(1, 256, 1, 1, 128, 1, 1, 0, 0, &params[0], 0)
+				d.cuEventRecord(2, 0)
+				d.cuLaunchKernel(2, 512, 1, 1, 256, 1, 1, 0, 0, &params[0], 0)
+				d.cuMemcpyDtoH(unsafe.Pointer(&x[0]), 1, 8)
+				d.cuEventSynchronize(2)
+				d.cuEventElapsedTime(&ms, 1, 2)
+			}
+		})
 		b.Run("launch/"+mode, func(b *testing.B) {
 			var f func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params *unsafe.Pointer, extra uintptr) result
 			bind(&f)
@@ -165,4 +194,15 @@ func BenchmarkDriverCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// fieldOf returns the pointer to d's field of the entry point called
+// name (entries' fn), or nil.
+func (d *driver) fieldOf(name string) any {
+	for _, e := range d.entries() {
+		if e.name == name {
+			return e.fn
+		}
+	}
+	return nil
 }
