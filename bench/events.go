@@ -92,12 +92,13 @@ type EventsRow struct {
 	GradKeepScatter   float64 `json:"grad_keep_scatter_ms"`
 	// GradKeepBatch is the kept call's host wall time in its launch's
 	// batch (the driver's calls and the waits for the device:
-	// cuda.TraceStats.Batch), GradKeepAheadWait the time it then waited
-	// for its inputs' compare (TraceStats.AheadWait; medians). The
-	// call less GradKeepStage, GradKeepBatch, GradKeepAheadWait and
+	// cuda.TraceStats.Batch), GradKeepAheadWait the time its inputs'
+	// compare took past its kernel (TraceStats.AheadWait: in the batch;
+	// medians). The call less GradKeepStage, GradKeepBatch and
 	// GradKeepScatter is package ode's and the engine's work outside the
-	// launch; GradKeepBatch less GradKeep and GradKeepCopy the driver's
-	// calls and the device's work besides the engine kernel.
+	// launch; GradKeepBatch less GradKeep, GradKeepCopy and
+	// GradKeepAheadWait the driver's calls and the device's work besides
+	// the engine kernel.
 	GradKeepBatch     float64 `json:"grad_keep_batch_ms"`
 	GradKeepAheadWait float64 `json:"grad_keep_ahead_wait_ms"`
 	// GradCopy, GradStage and GradScatter split the whole gradient call

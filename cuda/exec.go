@@ -1787,9 +1787,12 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 				return err
 			}
 			// The compare of a launch run ahead runs as the device runs
-			// the kernels (reuse.go's aheadCheck).
-			r.ahead.inBatch()
+			// the kernels (reuse.go's aheadCheck): the read's time less
+			// the longer of the kernel's and the compare's is the
+			// transfer, the compare's past the kernel's its wait.
 			start := time.Now()
+			r.ahead.inBatch()
+			cmp := time.Since(start)
 			if err := q.read(words, r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
 				return err
 			}
@@ -1798,7 +1801,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if dt, err = r.q.elapsed(c); err != nil {
 				return err
 			}
-			r.tr.add(func(t *TraceStats) { t.Transfer += max(0, wait-dt) })
+			r.tr.add(func(t *TraceStats) {
+				t.Transfer += max(0, wait-max(dt, cmp))
+				t.AheadWait += max(0, cmp-dt)
+			})
 		} else {
 			// The clock waits for the kernel, so that the read's time
 			// (the trace's transfers) is the copy's alone.

@@ -781,10 +781,11 @@ func init() {
 // stage-ns/op and scatter-ns/op the host's before and after each batch
 // (TraceStats.Stage and Scatter: ns/op less the four is package ode's
 // work, the driver's calls and synchronisation), batch-ns/op the wall
-// time in the batches and, kept, ahead-wait-ns/op the wait for a
-// compare run ahead after its batch (TraceStats.Batch, AheadWait: ns/op
-// less stage, batch, ahead-wait and scatter is package ode's and the
-// engine's work outside the launch), cpu-ns/op the CPU time
+// time in the batches and, kept, ahead-wait-ns/op the time of a compare
+// run ahead past the kernel (TraceStats.Batch, AheadWait: ns/op less
+// stage, batch and scatter, and ahead-wait where the compare ran apart,
+// is package ode's and the engine's work outside the launch), cpu-ns/op
+// the CPU time
 // of the process (user + system, all threads: the host's work, where
 // other processes share the cores). Engines: "cuda-counts"
 // (countsBackend: ns/op is the host's work and the copies, as copies
