@@ -90,6 +90,17 @@ type EventsRow struct {
 	GradKeepCopy      float64 `json:"grad_keep_copy_ms"`
 	GradKeepStage     float64 `json:"grad_keep_stage_ms"`
 	GradKeepScatter   float64 `json:"grad_keep_scatter_ms"`
+	// GradKeepBatch is the kept call's host wall time in its launch's
+	// batch (the driver's calls and the waits for the device:
+	// cuda.TraceStats.Batch), GradKeepAheadWait the time its inputs'
+	// compare took past its kernel (TraceStats.AheadWait: in the batch;
+	// medians). The call less GradKeepStage, GradKeepBatch and
+	// GradKeepScatter is package ode's and the engine's work outside the
+	// launch; GradKeepBatch less GradKeep, GradKeepCopy and
+	// GradKeepAheadWait the driver's calls and the device's work besides
+	// the engine kernel.
+	GradKeepBatch     float64 `json:"grad_keep_batch_ms"`
+	GradKeepAheadWait float64 `json:"grad_keep_ahead_wait_ms"`
 	// GradCopy, GradStage and GradScatter split the whole gradient call
 	// with the record (GradRecordCall, everything returned) and
 	// GradOmitCopy, GradOmitStage and GradOmitScatter the one with
@@ -306,6 +317,11 @@ func eventsRow(ep *eventsProblem, rtol float64, cfg *GPUConfig) (*EventsRow, err
 	row.GradCopy, row.GradStage, row.GradScatter = hostSplit(inRow[0])
 	row.GradOmitCopy, row.GradOmitStage, row.GradOmitScatter = hostSplit(inRow[1])
 	row.GradKeepCopy, row.GradKeepStage, row.GradKeepScatter = hostSplit(inRow[2])
+	var batch, wait []float64
+	for _, s := range inRow[2][1:] {
+		batch, wait = append(batch, ms(s.Batch)), append(wait, ms(s.AheadWait))
+	}
+	row.GradKeepBatch, row.GradKeepAheadWait = median(batch), median(wait)
 	for _, i := range row.Samples {
 		row.Values = append(row.Values, ep.value(&g, i))
 		row.Grads = append(row.Grads, g.P[i])

@@ -244,7 +244,20 @@ type TraceStats struct {
 	// its host work (package ode's checks and results, the driver's
 	// calls, synchronisation).
 	Stage, Scatter time.Duration
-	SavesKept      int64 // bytes of saved states left in device memory (ode.Settings.KeepSaves), not copied back
+	// Batch is the host's wall time in the launches' batches (the
+	// queue's driver calls and its waits for the device: Batch less
+	// Kernel and Transfer is the driver's calls, the device's memsets,
+	// small kernels and gaps), AheadWait the time a launch run ahead of
+	// its inputs' compare (Ahead) spent on the compare past its kernel:
+	// where the compare runs in the batch (reuse.go's aheadCheck), its
+	// time less the kernel's (in Batch), and, on a goroutine of its own
+	// (Tuning.compareApart), the wait for it once the batch had returned
+	// (0 where either ended first). A one-batch call's
+	// wall time less Stage, Batch and Scatter (and AheadWait, where the
+	// compare ran apart) is package ode's and the executor's work outside
+	// the launches.
+	Batch, AheadWait time.Duration
+	SavesKept        int64 // bytes of saved states left in device memory (ode.Settings.KeepSaves), not copied back
 	// PartsFailed counts the kernels compiled in parts
 	// (Tuning.SplitUnits) whose parts failed to compile or link, and
 	// which were compiled as one unit instead (the call went on);

@@ -971,7 +971,7 @@ type runScratch struct {
 	blocks []scatterBlock  // scatter's per-block findings
 	reader chunkReader     // a launch's chunkReader
 	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
-	words  [gradsTail]byte // with KeepGrads: the check's words and limbs (gradsWell)
+	words  [gradsTail]byte // with KeepGrads and Tuning.wordsApart: the check's words and limbs (gradsWell)
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1663,13 +1663,20 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// Kept results: the kernel writes the download region into the kept
 	// results on the device (each array at fullAt, fullBytes in all:
 	// keptLaunch); the shared sums come back, and the check's words with the
-	// loss terms' sum. (fullAt and words in the run's scratch: the
-	// batch's closures would take them to the heap.)
-	fullAt, words := &r.sc.keptAt, &r.sc.words
-	var fullBytes int64
+	// loss terms' sum, after them in the results' buffer (wordsAt: in
+	// the backend's page-locked memory where it has some, so that the
+	// read is one copy of the device's, not one through the driver's own
+	// buffer, as into Go memory). (fullAt in the run's scratch: the
+	// batch's closures would take it to the heap.)
+	fullAt := &r.sc.keptAt
+	var fullBytes, wordsAt int64
 	if kept {
 		*fullAt, fullBytes = at, outBytes
 		out, at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
+		wordsAt = outBytes
+		if ex.tun.wordsApart {
+			wordsAt = -1
+		}
 	}
 	r.keptLaunch = kept
 	defer func() { r.keptLaunch = false }()
@@ -1684,8 +1691,16 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		at[argYs] = savesAt
 		outBytes += l.bytes[argYs]
 	}
-	down := ex.takeStaging(outBytes)
+	downBytes := outBytes
+	if wordsAt >= 0 && kept {
+		downBytes += gradsTail
+	}
+	down := ex.takeStaging(downBytes)
 	defer ex.giveStaging(down)
+	words := r.sc.words[:] // (Tuning.wordsApart: the words in the run's scratch, Go memory)
+	if wordsAt >= 0 && kept {
+		words = down[wordsAt : wordsAt+gradsTail]
+	}
 	// The inputs, the kernel and the results in one batch: one hand-over
 	// to the device's goroutine.
 	// The clock is taken and given back outside the batch: making or
@@ -1803,8 +1818,14 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if err := r.checkGrads(q, ar, n, &l, fullBytes); err != nil {
 				return err
 			}
+			// The compare of a launch run ahead runs as the device runs
+			// the kernels (reuse.go's aheadCheck): the read's time less
+			// the longer of the kernel's and the compare's is the
+			// transfer, the compare's past the kernel's its wait.
 			start := time.Now()
-			if err := q.read(words[:], r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
+			r.ahead.inBatch()
+			cmp := time.Since(start)
+			if err := q.read(words, r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
 				return err
 			}
 			wait := time.Since(start)
@@ -1812,7 +1833,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if dt, err = r.q.elapsed(c); err != nil {
 				return err
 			}
-			r.tr.add(func(t *TraceStats) { t.Transfer += max(0, wait-dt) })
+			r.tr.add(func(t *TraceStats) {
+				t.Transfer += max(0, wait-max(dt, cmp))
+				t.AheadWait += max(0, cmp-dt)
+			})
 		} else {
 			// The clock waits for the kernel, so that the read's time
 			// (the trace's transfers) is the copy's alone.
@@ -1863,8 +1887,8 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			t.Upload += int64(len(up)) - bc.skipped - bc.reused
 			t.Reused += bc.reused
 			t.Download += int64(len(down))
-			if kept {
-				t.Download += gradsTail // the check's words and limbs
+			if kept && wordsAt < 0 {
+				t.Download += gradsTail // the check's words and limbs, read apart
 			}
 		})
 		if held != nil && !r.inputsBad {
@@ -1885,21 +1909,26 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	staged0 := time.Since(staging)
 	if chunk == 0 && saveCols == 0 && split == 0 {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
+		b0 := time.Now()
 		err = ex.be.batch(batch)
+		b1 := time.Now()
 		rg.End()
 		ahead := r.ahead.on
 		same := r.ahead.wait() // (after the read: wait clears on)
 		if err != nil {
 			return nil, err
 		}
-		if ahead {
-			r.tr.add(func(t *TraceStats) {
+		waited := time.Since(b1)
+		r.tr.add(func(t *TraceStats) {
+			t.Batch += b1.Sub(b0)
+			if ahead {
 				t.Ahead++
+				t.AheadWait += waited
 				if !same {
 					t.AheadMissed++
 				}
-			})
-		}
+			}
+		})
 		if !same {
 			// Ahead of a compare that found an input changed in place:
 			// the results are dropped, the arena's record put back (its
@@ -1914,7 +1943,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		defer r.hostTimes(staged0, time.Now())
 		src := down // (not down itself: the batch's closures would take it to the heap)
 		if kept {
-			if well, most, sum := gradsWell(words[:]); well && r.scatterKept(down, &at, &l, g, most, sum) {
+			if well, most, sum := gradsWell(words); well && r.scatterKept(down, &at, &l, g, most, sum) {
 				k := r.gout
 				k.size, k.l, k.at, k.g, k.rows = fullBytes, l, *fullAt, g, rows
 				r.kept = true
@@ -1948,7 +1977,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	errc := make(chan error, 1)
 	go func() {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
+		b0 := time.Now()
 		err := ex.be.batch(batch)
+		d := time.Since(b0)
+		r.tr.add(func(t *TraceStats) { t.Batch += d })
 		rg.End()
 		close(ready)
 		if savesReady != nil {

@@ -434,18 +434,25 @@ func testKeepGradsLossSum(t *testing.T, ex *executor) {
 // after a miss compares first, the one after it runs ahead again; a
 // value made NaN in place gives the error of the call without KeepGrads
 // (ode.ErrInput), and the call after it, on the values put back, the
-// results on them.
+// results on them. "goroutine" runs the compare on a goroutine of its
+// own (Tuning.compareApart), "in-batch" in the launch's batch.
 func TestHostEngineKeepGradsAhead(t *testing.T) {
 	needHost(t)
-	testKeepGradsAhead(t, "cuda-host", 1)
+	t.Run("in-batch", func(t *testing.T) { testKeepGradsAhead(t, "cuda-host", 1) })
+	t.Run("goroutine", func(t *testing.T) {
+		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareApart: true}), 1)
+	})
 }
 
 // TestGPUKeepGradsAhead is TestHostEngineKeepGradsAhead on the device,
-// with 100 times as many trajectories: the compare runs as the device's
-// goroutine waits for the batch. It skips without a GPU.
+// with 100 times as many trajectories: the compare runs as the device
+// runs the kernels. It skips without a GPU.
 func TestGPUKeepGradsAhead(t *testing.T) {
 	needGPUEngine(t)
-	testKeepGradsAhead(t, "cuda", 100)
+	t.Run("in-batch", func(t *testing.T) { testKeepGradsAhead(t, "cuda", 100) })
+	t.Run("goroutine", func(t *testing.T) {
+		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareApart: true}), 100)
+	})
 }
 
 // testKeepGradsAhead runs TestHostEngineKeepGradsAhead on engine eng

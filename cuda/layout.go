@@ -293,6 +293,17 @@ type Tuning struct {
 	// inputs' compare (reuse.go), for the benchmarks that compare the
 	// two.
 	noAhead bool
+	// compareApart runs a kept gradient's compare run ahead on a
+	// goroutine of its own started before the launch's batch, as before
+	// session 45, not in the batch once its kernels are queued
+	// (reuse.go's aheadCheck), for the tests and benchmarks that compare
+	// the two.
+	compareApart bool
+	// wordsApart reads a kept gradient's check words into Go memory (the
+	// run's scratch), as before session 45, not after the results in
+	// the page-locked result buffer, for the tests and benchmarks that
+	// compare the two.
+	wordsApart bool
 	// generic keeps the staging and result loops' general forms (each
 	// trajectory's row read through the launch's index), for the tests that
 	// compare them with the forms for consecutive trajectories.

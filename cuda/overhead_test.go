@@ -765,8 +765,13 @@ func init() {
 // Gradient.Omit = OmitStates|OmitStats); the same on a solver with
 // ode.Settings.KeepGrads, the per-trajectory results left on the device
 // unread ("record-keep": the loss, the shared gradient and the check
-// come back) and read after each call ("record-keep-read":
-// Gradient.HostGrads); on the mesh of an earlier call
+// come back; "record-keep-goroutine" with its compare run ahead on a
+// goroutine of its own started before the batch, as before session 45,
+// not in the batch once the kernels are queued: Tuning.compareApart;
+// on "cuda" also
+// "record-keep-apart", its check words read into Go memory as before
+// session 45: Tuning.wordsApart) and read after
+// each call ("record-keep-read": Gradient.HostGrads); on the mesh of an earlier call
 // ("mesh", resident where the engine keeps meshes); and a record followed
 // by a gradient on its new mesh ("record+mesh", two calls an op, as a
 // study that records, then replays with other losses). down-B/op and
@@ -775,7 +780,12 @@ func init() {
 // step counts), kernel-ns/op the kernels' time, copy-ns/op the copies',
 // stage-ns/op and scatter-ns/op the host's before and after each batch
 // (TraceStats.Stage and Scatter: ns/op less the four is package ode's
-// work, the driver's calls and synchronisation), cpu-ns/op the CPU time
+// work, the driver's calls and synchronisation), batch-ns/op the wall
+// time in the batches and, kept, ahead-wait-ns/op the time of a compare
+// run ahead past the kernel (TraceStats.Batch, AheadWait: ns/op less
+// stage, batch and scatter, and ahead-wait where the compare ran apart,
+// is package ode's and the engine's work outside the launch), cpu-ns/op
+// the CPU time
 // of the process (user + system, all threads: the host's work, where
 // other processes share the cores). Engines: "cuda-counts"
 // (countsBackend: ns/op is the host's work and the copies, as copies
@@ -791,6 +801,7 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow.*/record-keep$' -benchtime 200x -count 6
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/(ball|pk)/record-keep(-apart|-goroutine)?$' -benchtime 400x -count 6   (on a GPU)
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
 	engines := []string{countsF64.name, slowCountsF64.name, slowCountsNoAhead.name}
@@ -801,10 +812,23 @@ func BenchmarkGradEventsCall(b *testing.B) {
 		engines = append(engines, "cuda")
 	}
 	for _, eng := range engines {
+		modes := []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"}
+		if eng != slowCountsNoAhead.name && eng != hostF64.name {
+			modes = append(modes, "record-keep-goroutine")
+		}
+		if eng == "cuda" {
+			modes = append(modes, "record-keep-apart")
+		}
 		for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
-			for _, mode := range []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"} {
+			for _, mode := range modes {
 				c := mk(n, ode.Tsit5)
 				c.set.RelTol, c.set.AbsTol, c.set.Engine = 1e-6, 1e-8, eng
+				switch mode {
+				case "record-keep-apart":
+					c.set.Engine = tuned(b, eng, Tuning{wordsApart: true})
+				case "record-keep-goroutine":
+					c.set.Engine = tuned(b, eng, Tuning{compareApart: true})
+				}
 				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
 				b.Run(name, func(b *testing.B) { benchGradEventsCall(b, &c, mode) })
 			}
@@ -831,7 +855,7 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	g2 := &g
 	kept := 0 // calls whose results stayed on the device (KeepGrads)
 	switch mode {
-	case "record-omit", "record-keep", "record-keep-read":
+	case "record-omit", "record-keep", "record-keep-read", "record-keep-apart", "record-keep-goroutine":
 		g2 = &ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
 	case "mesh", "record+mesh":
 		m, g2 = g.Mesh, &ode.Gradient{}
@@ -875,7 +899,9 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	b.ReportMetric(float64(st.Transfer)/float64(b.N), "copy-ns/op")
 	b.ReportMetric(float64(st.Stage)/float64(b.N), "stage-ns/op")
 	b.ReportMetric(float64(st.Scatter)/float64(b.N), "scatter-ns/op")
+	b.ReportMetric(float64(st.Batch)/float64(b.N), "batch-ns/op")
 	if keep {
+		b.ReportMetric(float64(st.AheadWait)/float64(b.N), "ahead-wait-ns/op")
 		// 1 where every timed call kept its results (a call served on
 		// the CPU engine while the kernel compiles keeps none).
 		b.ReportMetric(float64(kept)/float64(b.N), "kept/op")

@@ -327,8 +327,8 @@ func (bc bcast) heldSpans(sp []span, l *layout, end int64) []span {
 // three megabytes read) is host work on the call's path. Such a launch
 // (run.launch, for now that of a kept gradient: its results stay on the
 // device until it has checked them) holds every input unseen, queues its
-// batch at once, and compares the inputs on other cores as the batch
-// runs (aheadCheck). The compare is the same one, bit for bit against
+// batch at once, and compares the inputs as the device runs its kernels
+// (aheadCheck). The compare is the same one, bit for bit against
 // the copies, so the guarantee is the same: where a caller changed a
 // slice in place the compare finds it, the launch drops its results
 // before it writes anything of the caller's, puts the arena's record
@@ -357,43 +357,82 @@ func (r *run) settled(h *heldInputs, l *layout, n int) bool {
 }
 
 // aheadCheck is the compare of a launch run ahead of it (see above): it
-// runs on a goroutine of its own from start to wait.
+// runs in the launch's batch once its kernels are queued (inBatch), on
+// the launch's own goroutine (and all cores: par.Equal) while the device
+// runs them, before the batch waits for the device: no goroutine to
+// start before the batch (whose staging it would share the cores with)
+// and none to wake after it. With Tuning.compareApart it runs on a
+// goroutine of its own from start to wait, as before session 45.
 type aheadCheck struct {
 	on   bool      // started and not yet waited for
-	same chan bool // the compare's verdict
+	same chan bool // the compare's verdict (on a goroutine of its own)
+
+	// The compare left for the batch (not compareApart): its launch, the
+	// record, layout and trajectories (nil r once run), and its verdict.
+	deferred bool
+	verdict  bool
+	r        *run
+	h        *heldInputs
+	l        *layout
+	n        int
 }
 
-// start compares, on a goroutine of its own, the inputs of r's launch of
-// n trajectories in layout l with the record h, each as reuse would.
+// start compares the inputs of r's launch of n trajectories in layout l
+// with the record h, each as reuse would: when the launch's batch calls
+// inBatch, or (Tuning.compareApart) on a goroutine of its own.
 func (c *aheadCheck) start(r *run, h *heldInputs, l *layout, n int) {
+	c.on = true
+	if !r.ex.tun.compareApart {
+		c.deferred, c.r, c.h, c.l, c.n = true, r, h, l, n
+		return
+	}
 	if c.same == nil {
 		c.same = make(chan bool, 1)
 	}
-	c.on = true
-	go func() {
-		for _, a := range reusedArgs {
-			e := &h.in[a]
-			_, f, iv, ev, ok := r.source(a, l, n)
-			switch {
-			case !ok:
-				continue
-			case a == argLen && par.Equal(e.i, iv), a == argEvIn && par.Equal(e.e, ev),
-				a != argLen && a != argEvIn && par.Equal(e.f, f):
-				continue
-			}
-			c.same <- false
-			return
-		}
-		c.same <- true
-	}()
+	go func() { c.same <- sameHeld(r, h, l, n) }()
 }
 
-// wait waits for the compare, if one runs, and reports whether it found
-// every input the same (true where none ran).
+// sameHeld reports whether the inputs of r's launch of n trajectories in
+// layout l are those the record h holds, bit for bit (par.Equal).
+func sameHeld(r *run, h *heldInputs, l *layout, n int) bool {
+	for _, a := range reusedArgs {
+		e := &h.in[a]
+		_, f, iv, ev, ok := r.source(a, l, n)
+		switch {
+		case !ok:
+			continue
+		case a == argLen && par.Equal(e.i, iv), a == argEvIn && par.Equal(e.e, ev),
+			a != argLen && a != argEvIn && par.Equal(e.f, f):
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// inBatch runs a compare left for the batch (start), if one is
+// pending: the batch calls it once its kernels are queued, before it
+// waits for the device.
+func (c *aheadCheck) inBatch() {
+	if c.on && c.deferred && c.r != nil {
+		c.verdict = sameHeld(c.r, c.h, c.l, c.n)
+		c.r, c.h, c.l = nil, nil, nil
+	}
+}
+
+// wait waits for the compare, if one runs (one left for a batch that did
+// not run it runs now), and reports whether it found every input the same
+// (true where none ran).
 func (c *aheadCheck) wait() bool {
 	if !c.on {
 		return true
 	}
 	c.on = false
+	if c.deferred {
+		c.on = true
+		c.inBatch()
+		c.on, c.deferred = false, false
+		return c.verdict
+	}
 	return <-c.same
 }

@@ -213,7 +213,9 @@ func openDriver(names []string) (*driver, error) {
 			return nil, fmt.Errorf("cuda: %w: cuGetProcAddress_v2 found no %s (ABI version %d): result %d, status %d",
 				ErrNoGPU, e.name, e.version, r, status)
 		}
-		purego.RegisterFunc(e.fn, fn)
+		if !bindDirect(e.fn, fn) {
+			purego.RegisterFunc(e.fn, fn)
+		}
 	}
 	var v int32
 	if err := d.check("cuDriverGetVersion", d.cuDriverGetVersion(&v)); err != nil {
