@@ -435,12 +435,13 @@ func testKeepGradsLossSum(t *testing.T, ex *executor) {
 // value made NaN in place gives the error of the call without KeepGrads
 // (ode.ErrInput), and the call after it, on the values put back, the
 // results on them. "goroutine" runs the compare on a goroutine of its
-// own (Tuning.compareApart), "in-batch" in the launch's batch.
+// own (the default), "in-batch" in the launch's batch
+// (Tuning.compareInBatch).
 func TestHostEngineKeepGradsAhead(t *testing.T) {
 	needHost(t)
-	t.Run("in-batch", func(t *testing.T) { testKeepGradsAhead(t, "cuda-host", 1) })
-	t.Run("goroutine", func(t *testing.T) {
-		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareApart: true}), 1)
+	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda-host", 1) })
+	t.Run("in-batch", func(t *testing.T) {
+		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareInBatch: true}), 1)
 	})
 }
 
@@ -449,9 +450,9 @@ func TestHostEngineKeepGradsAhead(t *testing.T) {
 // runs the kernels. It skips without a GPU.
 func TestGPUKeepGradsAhead(t *testing.T) {
 	needGPUEngine(t)
-	t.Run("in-batch", func(t *testing.T) { testKeepGradsAhead(t, "cuda", 100) })
-	t.Run("goroutine", func(t *testing.T) {
-		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareApart: true}), 100)
+	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda", 100) })
+	t.Run("in-batch", func(t *testing.T) {
+		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareInBatch: true}), 100)
 	})
 }
 

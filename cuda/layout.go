@@ -293,12 +293,13 @@ type Tuning struct {
 	// inputs' compare (reuse.go), for the benchmarks that compare the
 	// two.
 	noAhead bool
-	// compareApart runs a kept gradient's compare run ahead on a
-	// goroutine of its own started before the launch's batch, as before
-	// session 45, not in the batch once its kernels are queued
-	// (reuse.go's aheadCheck), for the tests and benchmarks that compare
-	// the two.
-	compareApart bool
+	// compareInBatch runs a kept gradient's compare run ahead in the
+	// launch's batch once its kernels are queued, not on a goroutine of
+	// its own started before the batch (reuse.go's aheadCheck; the
+	// default: an H100 in session 45 ran the bouncing ball's kept call in
+	// 0.148 ms with it on a goroutine against 0.152-0.153 in the batch),
+	// for the tests and benchmarks that compare the two.
+	compareInBatch bool
 	// wordsApart reads a kept gradient's check words into Go memory (the
 	// run's scratch), as before session 45, not after the results in
 	// the page-locked result buffer, for the tests and benchmarks that

@@ -765,10 +765,9 @@ func init() {
 // Gradient.Omit = OmitStates|OmitStats); the same on a solver with
 // ode.Settings.KeepGrads, the per-trajectory results left on the device
 // unread ("record-keep": the loss, the shared gradient and the check
-// come back; "record-keep-goroutine" with its compare run ahead on a
-// goroutine of its own started before the batch, as before session 45,
-// not in the batch once the kernels are queued: Tuning.compareApart;
-// on "cuda" also
+// come back; "record-keep-inbatch" with its compare run ahead in the
+// batch once the kernels are queued, not on a goroutine of its own
+// started before the batch: Tuning.compareInBatch; on "cuda" also
 // "record-keep-apart", its check words read into Go memory as before
 // session 45: Tuning.wordsApart) and read after
 // each call ("record-keep-read": Gradient.HostGrads); on the mesh of an earlier call
@@ -801,7 +800,7 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow.*/record-keep$' -benchtime 200x -count 6
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
-//	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/(ball|pk)/record-keep(-apart|-goroutine)?$' -benchtime 400x -count 6   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-inbatch)?$' -benchtime 400x -count 6   (on a GPU)
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
 	engines := []string{countsF64.name, slowCountsF64.name, slowCountsNoAhead.name}
@@ -814,7 +813,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 	for _, eng := range engines {
 		modes := []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"}
 		if eng != slowCountsNoAhead.name && eng != hostF64.name {
-			modes = append(modes, "record-keep-goroutine")
+			modes = append(modes, "record-keep-inbatch")
 		}
 		if eng == "cuda" {
 			modes = append(modes, "record-keep-apart")
@@ -826,8 +825,8 @@ func BenchmarkGradEventsCall(b *testing.B) {
 				switch mode {
 				case "record-keep-apart":
 					c.set.Engine = tuned(b, eng, Tuning{wordsApart: true})
-				case "record-keep-goroutine":
-					c.set.Engine = tuned(b, eng, Tuning{compareApart: true})
+				case "record-keep-inbatch":
+					c.set.Engine = tuned(b, eng, Tuning{compareInBatch: true})
 				}
 				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
 				b.Run(name, func(b *testing.B) { benchGradEventsCall(b, &c, mode) })
@@ -855,7 +854,7 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	g2 := &g
 	kept := 0 // calls whose results stayed on the device (KeepGrads)
 	switch mode {
-	case "record-omit", "record-keep", "record-keep-read", "record-keep-apart", "record-keep-goroutine":
+	case "record-omit", "record-keep", "record-keep-read", "record-keep-apart", "record-keep-inbatch":
 		g2 = &ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
 	case "mesh", "record+mesh":
 		m, g2 = g.Mesh, &ode.Gradient{}
