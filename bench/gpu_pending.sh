@@ -938,6 +938,24 @@ done
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 fi
 
+if [ "$part" = s45c ]; then
+# Session 45's last call (about 200 s of device budget left):
+# TestGPUEngineChunks (failed in s45a on dL/dY0, 3.7e-10 against 1e-10)
+# on main and on 303d2d7, the kept compare's device test (on a goroutine
+# by default again), then the events suite beside Diffrax.
+gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
+t chunks-main 30 -test.v -test.run '^TestGPUEngineChunks$'
+TB=/tmp/base.test t chunks-base 30 -test.v -test.run '^TestGPUEngineChunks$'
+grep -h 'rel \|FAIL\|PASS' "$out"/l/chunks-*.log | head -8
+t ahead 40 -test.v -test.run '^TestGPUKeepGradsAhead$'
+echo "=== events"
+timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
+el $?
+timeout 90 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
+el $?
+tail -3 "$out/l/diffrax_events.log"
+fi
+
 if [ "$part" = s45b ]; then
 # Session 45's second call: WideMinSplit on the Brusselator, Method Auto
 # (package ode's host loops in tasks) against 303d2d7 (base.test.gz)
