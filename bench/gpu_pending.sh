@@ -973,6 +973,10 @@ for r in 1 2 3; do
 	t main-kept-$r 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep$' -test.benchtime 400x
 done
 t widesplit 140 -test.run XXX -test.timeout 135s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
+# Launch bounds of one round of the job's warps (Tuning.wideRound: HIRES
+# 37.2 ms at 16 blocks against 43.1 in s45a) against the default on every
+# wide problem of BenchmarkGPUWideRegs.
+t wideround 200 -test.run XXX -test.timeout 195s -test.bench 'GPUWideRegs/grad/.*/s64(-round)?$' -test.benchtime 5x
 gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
 for r in 1 2; do
 	t auto-main-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x

@@ -325,6 +325,13 @@ type Tuning struct {
 	// the device's comparison of the two forms (BenchmarkGPUWidePrivate);
 	// no effect with NoWidePrivate.
 	wideLoops bool
+	// wideRound raises a wide kernel's launch bounds to as many blocks as
+	// one round of the job's warps needs, where shared memory lets them
+	// run (wideRoundBlocks), for BenchmarkGPUWideRegs's "s64-round": HIRES
+	// at n = 4096 ran 37.2 ms with 16 blocks' bounds against 43.1 by
+	// default on an H100 (session 45); not a default until measured on
+	// the other wide problems.
+	wideRound bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -423,6 +430,9 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		}
 		if v.Wide {
 			v.WideMinBlocks = wideMinBlocks(per, dev.sharedLimit, tun.WideMinBlocks)
+			if tun.wideRound && tun.WideMinBlocks == 0 {
+				v.WideMinBlocks = wideRoundBlocks(v.WideMinBlocks, per, j.n, dev)
+			}
 			v.WideMinSplit = tun.WideMinSplit
 		}
 		return v
@@ -520,6 +530,27 @@ func wideMinBlocks(per, limit, tun int) int {
 		return min(blocks, wideMaxMinBlocks)
 	}
 	return 0
+}
+
+// wideRoundMaxBlocks is the most blocks per multiprocessor
+// wideRoundBlocks asks for: 16 blocks of kernelgen.WideWarps warps cap a
+// thread's registers at 64, the fewest measured (HIRES, session 45).
+const wideRoundMaxBlocks = 16
+
+// wideRoundBlocks returns launch bounds of def blocks (wideMinBlocks'
+// count; 0: none) raised to as many blocks as one round of n
+// trajectories, a warp each, needs on device dev (ceil(n / (sms ·
+// WideWarps))), at most the blocks its warps' per bytes of shared memory
+// let run (kernelgen.WideOccupancy) and wideRoundMaxBlocks; def where the
+// device is unknown or bounds are off.
+func wideRoundBlocks(def, per, n int, dev device) int {
+	if def <= 0 || dev.sms <= 0 || dev.sharedLimit <= 0 {
+		return def
+	}
+	_, on := kernelgen.WideOccupancy(per, dev.sharedLimit)
+	w := dev.sms * kernelgen.WideWarps
+	need := (n + w - 1) / w
+	return max(def, min(need, on/kernelgen.WideWarps, wideRoundMaxBlocks))
 }
 
 // wideMinDim returns the smallest state of plan pl that runs in the wide

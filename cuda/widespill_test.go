@@ -99,6 +99,9 @@ func wideSpilled(t *testing.T, c engineCase, scalars int) int {
 //   - s64-b10, s64-b12, s64-b16 (HIRES only: its warps' shared memory
 //     lets 16 blocks run, and n = 4096 takes two rounds of the default's
 //     16 warps): bounds of more blocks (registers capped at 96, 80, 64);
+//   - s64-round (every case): bounds of as many blocks as one round of
+//     the case's trajectories needs where shared memory lets them run
+//     (Tuning.wideRound, wideRoundBlocks; at most 16);
 //   - none-O3, s64-O3: ptxas at its full optimisation (Tuning.FastCompile
 //     "none"), where the engine compiles kernels of 300,000 bytes of
 //     source or more at -O1 (Pollution's: 1.8 MB): ptxas may allocate
@@ -133,6 +136,7 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 		{"s64-b10", Tuning{WideMinBlocks: 10}},
 		{"s64-b12", Tuning{WideMinBlocks: 12}},
 		{"s64-b16", Tuning{WideMinBlocks: 16}},
+		{"s64-round", Tuning{wideRound: true}},
 	}
 	cases := []struct {
 		name string
@@ -232,10 +236,43 @@ func TestWideMinBlocks(t *testing.T) {
 	}
 }
 
+// TestWideRoundBlocks checks the bounds of one round of a job's warps
+// (Tuning.wideRound): the blocks n trajectories need on the device, at
+// least the default's, at most what shared memory runs and
+// wideRoundMaxBlocks; the default where the device is unknown or bounds
+// are off.
+func TestWideRoundBlocks(t *testing.T) {
+	const lim = 227 << 10
+	perOf := func(blocks int) int { return ((lim+1024)/blocks - 1024) / kernelgen.WideWarps }
+	h100 := device{sms: 132, sharedLimit: lim}
+	for _, c := range []struct {
+		def, per, n int
+		dev         device
+		want        int
+	}{
+		{7, 3456, 4096, h100, 16},            // HIRES at n = 4096: 4096 / 264 = 15.5
+		{7, 3456, 2048, h100, 8},             // half the warps: 8
+		{7, 3456, 1024, h100, 7},             // fewer than the default needs: the default
+		{7, 3456, 1 << 20, h100, 16},         // many rounds: the cap
+		{7, perOf(9), 4096, h100, 9},         // shared memory runs 9
+		{5, perOf(5), 4096, h100, 5},         // and only 5
+		{0, 3456, 4096, h100, 0},             // bounds off
+		{7, 3456, 4096, device{}, 7},         // an unknown device
+		{7, 3456, 4096, device{sms: 132}, 7}, // no shared-memory limit
+	} {
+		if got := wideRoundBlocks(c.def, c.per, c.n, c.dev); got != c.want {
+			t.Errorf("wideRoundBlocks(%d, %d, %d, %+v) = %d, want %d", c.def, c.per, c.n, c.dev, got, c.want)
+		}
+	}
+}
+
 // wideRegsRuns reports whether BenchmarkGPUWideRegs runs variant v on
 // case c: Pollution every variant but the HIRES-only bounds, HIRES the
 // defaults and bounds, the others the defaults, bounds up to 7 and -O3.
 func wideRegsRuns(c, v string) bool {
+	if v == "s64-round" {
+		return true
+	}
 	switch c {
 	case "pollution":
 		return v != "s64-b10" && v != "s64-b12" && v != "s64-b16"
