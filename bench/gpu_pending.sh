@@ -802,68 +802,6 @@ t widesplit-test 200 -test.v -test.timeout 190s -test.run 'TestGPUWideMinSplitSa
 t widesplit 120 -test.run XXX -test.bench 'GPUWideSplit/grad/.*/split=(0|16)' -test.benchtime 5x
 fi
 
-if [ "$part" = s44c ]; then
-# Session 44's third call, the most wanted first.
-# 1. The gpu-large suite's POLL, HIRES, neural Robertson beside the
-# 16-core CPU engine (issue 26: >= 10x), with the new default.
-echo "=== gpu-large"
-timeout 200 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
-	-problems pollution,hires,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
-el $?
-tail -8 "$out/l/large.log"
-python3 -c "
-import json,sys
-for l in open('$out/l/large.jsonl'):
-    r=json.loads(l)
-    print(r['problem'], 'gpu', round(r['grad_record_call_ms'],2), 'kernel', round(r['grad_record_ms'],2), 'cpu', round(r.get('cpu_grad_record_call_ms',0),2), 'ratio', round(r.get('cpu_over_gpu_call',0),2))
-" 2>&1 | tail -4
-# 2. WideMinSplit -1 (every run a loop) against 16 (the default from 16
-# components) on Lorenz-96 d = 64 (Pollution and HIRES: call 2).
-t widesplit 90 -test.run XXX -test.timeout 80s -test.bench 'GPUWideSplit/grad/lorenz96-64/split=(-1|16)' -test.benchtime 5x
-# 3. The save times' cotangents in the sweep:
-# TestGPUSaveCots (with the shared sums' run-to-run and form-to-form
-# differences logged: call 2 found dL/dShared of the two forms not bit
-# for bit on the device), TestGPUThreadSaves (cut by call 2's timeout).
-t savecots 150 -test.v -test.timeout 140s -test.run '^(TestGPUSaveCots|TestGPUThreadSaves)$'
-grep -hE 'largest relative|differs' "$out/l/savecots.log" | head -12
-# 4. Method Auto (H1: package ode's host loops in tasks on all cores)
-# against 303d2d7 alternated; the call bound at 32,768 (no split there
-# now) against it too.
-gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
-for r in 1 2; do
-	t auto-main-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
-	TB=/tmp/base.test t auto-base-$r 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
-done
-t bound-main 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
-TB=/tmp/base.test t bound-base 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 200x
-# 5. The events suite with an execution trace of the gradsolve side
-# (its regions: where a kept call's time goes besides the kernel, the
-# copies, staging and scatter); Diffrax's side in part s44b.
-echo "=== events (traced)"
-timeout 60 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" -trace "$out/l/events.trace" >"$out/l/events.log" 2>&1
-el $?
-fi
-
-if [ "$part" = s44d ]; then
-# Session 44's last call (device time short after refusals): part s44c's
-# gpu-large, saves test and one round of Auto against 303d2d7.
-echo "=== gpu-large"
-timeout 150 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
-	-problems pollution,hires,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
-el $?
-python3 -c "
-import json
-for l in open('$out/l/large.jsonl'):
-    r=json.loads(l)
-    print(r['problem'], 'gpu', round(r['grad_record_call_ms'],2), 'kernel', round(r['grad_record_ms'],2), 'cpu', round(r.get('cpu_grad_record_call_ms',0),2), 'ratio', round(r.get('cpu_over_gpu_call',0),2))
-" 2>&1 | tail -4
-t savecots 100 -test.v -test.timeout 95s -test.run '^TestGPUSaveCots$'
-grep -hE 'largest relative|differs' "$out/l/savecots.log" | head -12
-gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
-t auto-main 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
-TB=/tmp/base.test t auto-base 40 -test.run '^$' -test.bench 'GPUAutoTrace/(robertson|vdp-stiff)/grad/' -test.benchtime 10x
-fi
-
 if [ "$part" = s44b ]; then
 # Session 44's third call.
 # 1. The events suite beside Diffrax, with an execution trace of the
@@ -948,30 +886,17 @@ t chunks-main 30 -test.v -test.run '^TestGPUEngineChunks$'
 TB=/tmp/base.test t chunks-base 30 -test.v -test.run '^TestGPUEngineChunks$'
 grep -h 'rel \|FAIL\|PASS' "$out"/l/chunks-*.log | head -8
 t ahead 40 -test.v -test.run '^TestGPUKeepGradsAhead$'
-echo "=== events"
-timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
-el $?
-timeout 90 python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
-el $?
-tail -3 "$out/l/diffrax_events.log"
+ev 90
 fi
 
 if [ "$part" = s45b ]; then
-# Session 45's second call: WideMinSplit on the Brusselator, Method Auto
-# (package ode's host loops in tasks) against 303d2d7 (base.test.gz)
-# alternated, the events suite traced beside Diffrax, the loss loop's
-# share of the 1,000-save kernel (bench/saves_split.sh's noloss), the
-# Brusselator at matched error.
-# H3's direct driver calls (purego.SyscallN) against real libcuda first,
-# then the kept events calls (h3 against main, alternated).
-gunzip -c $bin/h3-driver.test.gz >/tmp/h3-driver.test && chmod +x /tmp/h3-driver.test
-gunzip -c $bin/h3-cuda.test.gz >/tmp/h3-cuda.test && chmod +x /tmp/h3-cuda.test
-TB=/tmp/h3-driver.test t h3-driver 60 -test.v -test.count 1
-TB=/tmp/h3-cuda.test t h3-tests 120 -test.run 'TestGPUKeepGrads|TestGPUEvents|TestGPUKeepGradsAhead' -test.count 1
-for r in 1 2 3; do
-	TB=/tmp/h3-cuda.test t h3-kept-$r 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-goroutine)?$' -test.benchtime 400x
-	t main-kept-$r 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep$' -test.benchtime 400x
-done
+# Session 45's second call (never ran; its timeouts add to more than
+# one call's ten minutes: the most wanted first): WideMinSplit on the
+# Brusselator, Tuning.wideRound's launch bounds, Method Auto against
+# 303d2d7 (base.test.gz) alternated, the events suite traced beside
+# Diffrax, the loss loop's share of the 1,000-save kernel
+# (bench/saves_split.sh's noloss; the Brusselator at matched error is
+# part s44b).
 t widesplit 140 -test.run XXX -test.timeout 135s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
 # Launch bounds of one round of the job's warps (Tuning.wideRound: HIRES
 # 37.2 ms at 16 blocks against 43.1 in s45a) against the default on every
