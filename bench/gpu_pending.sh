@@ -58,6 +58,9 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s46a (under 9 minutes): the call bound at
+#     every size three times, TestGPUEngineChunks against 303d2d7, the
+#     1,000-save kernel without its loss VJP, Tuning.wideRound's bounds.
 #   bash bench/gpu_pending.sh regs (about 4 minutes), then regs-bench
 #     (under 10 minutes; REGS_BENCH narrows it), then
 #     NCU_PROBLEMS=pollution ... ncu: the wide Rodas5P kernels' register
@@ -874,6 +877,33 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s46a ]; then
+# Session 46's first call, the most wanted first (.gpu/bin/cuda.test and
+# gradsolve unzipped from their .gz; cuda-noloss.test.gz from
+# `SAVES_VARIANTS=noloss SAVES_GZIP=1 bash bench/saves_split.sh build`).
+# 1. Issue 23: the call bound at 32,768, 262,144 and 2^20, every variant,
+# three rounds.
+for r in 1 2 3; do
+	t bound-$r 60 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
+done
+grep -h '^Benchmark' "$out"/l/bound-*.log | awk '{printf "%-48s %8.3f ms  bound %s\n", $1, $3/1e6, $5}'
+# 2. TestGPUEngineChunks (failed in s45a on dL/dY0, 3.7e-10 against
+# 1e-10) on main and on 303d2d7.
+gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
+t chunks-main 40 -test.v -test.run '^TestGPUEngineChunks$'
+TB=/tmp/base.test t chunks-base 40 -test.v -test.run '^TestGPUEngineChunks$'
+grep -hE 'rel|differ|within' "$out"/l/chunks-*.log | head -8
+# 3. Issue 25: the 1,000-save kernel without its loss VJP (noloss).
+echo "=== saves split (noloss)"
+SAVES_VARIANTS=noloss timeout 110 bash bench/saves_split.sh run >"$out/l/saves-split.log" 2>&1
+el $?
+tail -6 "$out/l/saves-split.log"
+# 4. Issue 26: launch bounds of one round of the job's warps
+# (Tuning.wideRound) against the default on every wide case.
+t ahead 30 -test.v -test.run '^TestGPUKeepGradsAhead$'
+t wideround $((530 - $(date +%s) + T0)) -test.run XXX -test.timeout 500s -test.bench 'GPUWideRegs/grad/.*/s64(-round)?$' -test.benchtime 5x
 fi
 
 if [ "$part" = s45c ]; then
