@@ -895,6 +895,16 @@ gunzip -c $bin/base.test.gz >/tmp/base.test && chmod +x /tmp/base.test
 t chunks-main 40 -test.v -test.run '^TestGPUEngineChunks$'
 TB=/tmp/base.test t chunks-base 40 -test.v -test.run '^TestGPUEngineChunks$'
 grep -hE 'rel|differ|within' "$out"/l/chunks-*.log | head -8
+# 2b. Issue 23: whole Lorenz calls as the training suite times them (n =
+# 128 whole <= 0.2 ms, on a resident mesh <= 1.2x kernel + 0.05 ms).
+echo "=== grad calls"
+timeout 60 "$bin/gradsolve" bench -suite gpu-train -engine cuda -reps 9 -json -quiet -cases grad-call >"$out/l/calls.jsonl" 2>"$out/l/calls.log"
+el $?
+python3 -c "
+import json
+for l in open('$out/l/calls.jsonl'):
+    r=json.loads(l); print({k: v for k, v in r.items() if not isinstance(v, (list, dict))})
+" 2>&1 | cut -c1-400 | tail -8
 # 3. Issue 25: the 1,000-save kernel without its loss VJP (noloss).
 echo "=== saves split (noloss)"
 SAVES_VARIANTS=noloss timeout 110 bash bench/saves_split.sh run >"$out/l/saves-split.log" 2>&1
