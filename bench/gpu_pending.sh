@@ -879,6 +879,16 @@ done
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 fi
 
+if [ "$part" = s46b ]; then
+# Session 46's second call: Tuning.wideRound's launch bounds against the
+# default on every wide case, two rounds (s46a's binary predated the
+# variant), then WideMinSplit on the Brusselator and Lorenz-96 d = 64.
+for r in 1 2; do
+	t wideround-$r 150 -test.run XXX -test.timeout 145s -test.bench 'GPUWideRegs/grad/.*/s64(-round)?$' -test.benchtime 5x
+done
+t widesplit 120 -test.run XXX -test.timeout 115s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
+fi
+
 if [ "$part" = s46a ]; then
 # Session 46's first call, the most wanted first (.gpu/bin/cuda.test and
 # gradsolve unzipped from their .gz; cuda-noloss.test.gz from
