@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -389,6 +390,53 @@ func meshDeviations(t *testing.T, what string, got, want *ode.Mesh, skip map[int
 		t.Logf("%s: largest relative step-size difference %.2g (trajectory %d, step %d)", what, worst, worstAt[0], worstAt[1])
 	}
 	return bad
+}
+
+// driftRows returns the trajectories not in skip whose recorded mesh
+// points differ from want's by more than rel of the span at some step
+// (the engines' exp and log round differently in the controller), with
+// the largest such difference of each. Their recorded gradients follow their
+// own meshes; a gradient on a given mesh does not drift.
+func driftRows(t *testing.T, got, want *ode.Mesh, skip map[int]bool, rel float64) map[int]float64 {
+	t.Helper()
+	hostMesh(t, got)
+	hostMesh(t, want)
+	drift := map[int]float64{}
+	for i := 0; i < want.N; i++ {
+		if skip[i] {
+			continue
+		}
+		span := want.T1[i] - want.T0
+		tg, tw := 0.0, 0.0
+		for s := 0; s < want.Len[i]; s++ {
+			tg, tw = tg+got.H[s*got.N+i], tw+want.H[s*want.N+i]
+			if r := math.Abs(tg-tw) / span; r > rel && r > drift[i] {
+				drift[i] = r
+			}
+		}
+	}
+	return drift
+}
+
+// closeDrifting checks the rows of got against want, [n×w], as closeRows
+// does: rows in drift to loose, the others (but those in skip) to tol.
+func closeDrifting(t *testing.T, what string, got, want []float64, w int, tol, loose float64, skip map[int]bool, drift map[int]float64) {
+	t.Helper()
+	strict, others := maps.Clone(skip), map[int]bool{}
+	if strict == nil {
+		strict = map[int]bool{}
+	}
+	for i := 0; i*w < len(want); i++ {
+		if _, ok := drift[i]; ok {
+			strict[i] = true
+		} else {
+			others[i] = true
+		}
+	}
+	closeRows(t, what, got, want, w, tol, strict)
+	if len(drift) > 0 {
+		closeRows(t, what+" (steps drifting)", got, want, w, loose, others)
+	}
 }
 
 // compareSolutions compares two solutions and returns the trajectories
