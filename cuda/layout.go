@@ -332,6 +332,17 @@ type Tuning struct {
 	// default on an H100 (session 45); not a default until measured on
 	// the other wide problems.
 	wideRound bool
+	// wideLanes, a power of two from 1 to 16, runs a wide kernel's
+	// trajectories on that many lanes each, 32 / wideLanes a warp
+	// (kernelgen.Config.WideLanes), where the warp's shared memory (its
+	// groups' parts together) fits the device's limit: a small state's
+	// loops (HIRES, d = 8: every loop one pass on 8 lanes) and its
+	// replicated code then take a fraction of a warp's instructions per
+	// trajectory (BenchmarkGPUWideLanes; not a default until measured).
+	// Results are the same bit for bit where d ≤ 2·wideLanes, to rounding
+	// where the lanes' partial sums hold more components
+	// (TestHostWideLanesSame).
+	wideLanes int
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -429,9 +440,15 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 			v.WideScalars = tun.WideScalars
 		}
 		if v.Wide {
+			warps := j.n // the launch's warps
+			if l := (kernelgen.Config{WideLanes: tun.wideLanes}).WideLanesOf(); l < kernelgen.LaneWidth {
+				if g := kernelgen.LaneWidth / l; dev.sharedLimit <= 0 || g*per <= dev.sharedLimit {
+					v.WideLanes, per, warps = l, g*per, (j.n+g-1)/g
+				}
+			}
 			v.WideMinBlocks = wideMinBlocks(per, dev.sharedLimit, tun.WideMinBlocks)
 			if tun.wideRound && tun.WideMinBlocks == 0 {
-				v.WideMinBlocks = wideRoundBlocks(v.WideMinBlocks, per, j.n, dev)
+				v.WideMinBlocks = wideRoundBlocks(v.WideMinBlocks, per, warps, dev)
 			}
 			v.WideMinSplit = tun.WideMinSplit
 		}
@@ -538,9 +555,9 @@ func wideMinBlocks(per, limit, tun int) int {
 const wideRoundMaxBlocks = 16
 
 // wideRoundBlocks returns launch bounds of def blocks (wideMinBlocks'
-// count; 0: none) raised to as many blocks as one round of n
-// trajectories, a warp each, needs on device dev (ceil(n / (sms ·
-// WideWarps))), at most the blocks its warps' per bytes of shared memory
+// count; 0: none) raised to as many blocks as one round of n warps (n
+// trajectories, a warp each, or the warps of Tuning.wideLanes' groups)
+// needs on device dev (ceil(n / (sms · WideWarps))), at most the blocks its warps' per bytes of shared memory
 // let run (kernelgen.WideOccupancy) and wideRoundMaxBlocks; def where the
 // device is unknown or bounds are off.
 func wideRoundBlocks(def, per, n int, dev device) int {
