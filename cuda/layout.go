@@ -441,10 +441,9 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		}
 		if v.Wide {
 			warps := j.n // the launch's warps
-			if l := (kernelgen.Config{WideLanes: tun.wideLanes}).WideLanesOf(); l < kernelgen.LaneWidth {
-				if g := kernelgen.LaneWidth / l; dev.sharedLimit <= 0 || g*per <= dev.sharedLimit {
-					v.WideLanes, per, warps = l, g*per, (j.n+g-1)/g
-				}
+			if l := wideLanesFor(tun.wideLanes, per, dev.sharedLimit); l < kernelgen.LaneWidth {
+				g := kernelgen.LaneWidth / l
+				v.WideLanes, per, warps = l, g*per, (j.n+g-1)/g
 			}
 			v.WideMinBlocks = wideMinBlocks(per, dev.sharedLimit, tun.WideMinBlocks)
 			if tun.wideRound && tun.WideMinBlocks == 0 {
@@ -547,6 +546,31 @@ func wideMinBlocks(per, limit, tun int) int {
 		return min(blocks, wideMaxMinBlocks)
 	}
 	return 0
+}
+
+// wideLanesFor returns the lanes a trajectory of a wide kernel runs on
+// (kernelgen.Config.WideLanesOf) under Tuning.wideLanes lanes, whose
+// trajectories take per bytes of shared memory each, on a device whose
+// blocks may take limit bytes (0: unknown, a host backend): lanes where
+// they are a power of two below 32 and the warp's 32 / lanes parts fit
+// the limit without fewer trajectories running on a multiprocessor at
+// once than a warp each (kernelgen.WideOccupancy: the Brusselator's 70
+// KB trajectories run 3 a multiprocessor a warp each, 2 two a warp);
+// else 32.
+func wideLanesFor(lanes, per, limit int) int {
+	l := (kernelgen.Config{WideLanes: lanes}).WideLanesOf()
+	if l == kernelgen.LaneWidth || limit <= 0 {
+		return l
+	}
+	g := kernelgen.LaneWidth / l
+	if g*per > limit {
+		return kernelgen.LaneWidth
+	}
+	_, one := kernelgen.WideOccupancy(per, limit)
+	if _, on := kernelgen.WideOccupancy(g*per, limit); on*g < one {
+		return kernelgen.LaneWidth
+	}
+	return l
 }
 
 // wideRoundMaxBlocks is the most blocks per multiprocessor

@@ -146,3 +146,170 @@ func TestWideLanesLayout(t *testing.T) {
 		}
 	}
 }
+
+// wideLanesVariants are BenchmarkGPUWideLanes's tunings by case: the
+// default (a warp per trajectory, launch bounds of wideMinBlocks), the
+// bounds of one round (Tuning.wideRound alone), and a trajectory on 16
+// or 8 lanes (Tuning.wideLanes), with and without those bounds, and on 4
+// (HIRES only: d = 8 in two passes).
+var wideLanesVariants = []struct {
+	name string
+	tun  Tuning
+}{
+	{"default", Tuning{}},
+	{"round", Tuning{wideRound: true}},
+	{"lanes16", Tuning{wideLanes: 16}},
+	{"lanes16-round", Tuning{wideLanes: 16, wideRound: true}},
+	{"lanes8", Tuning{wideLanes: 8}},
+	{"lanes8-round", Tuning{wideLanes: 8, wideRound: true}},
+	{"lanes4", Tuning{wideLanes: 4}},
+}
+
+// wideLanesRuns reports whether BenchmarkGPUWideLanes times variant v
+// on case c: every variant on HIRES (d = 8), all but lanes4 on
+// Pollution (d = 20); on Lorenz-96 (d = 64) and the Brusselator (d = 64:
+// its 70 KB trajectories would run 2 a multiprocessor in groups of 16
+// lanes where 3 run a warp each, so wideLanesFor keeps a warp each and
+// lanes16 is the default's kernel) the default and lanes16 only; on
+// neural Robertson (lanes mode, not wide: the tunings change nothing)
+// the default and lanes8, the same kernel twice (the noise).
+func wideLanesRuns(c, v string) bool {
+	switch c {
+	case "hires":
+		return true
+	case "pollution":
+		return v != "lanes4"
+	case "neural-robertson":
+		return v == "default" || v == "lanes8"
+	}
+	return v == "default" || v == "lanes16"
+}
+
+// BenchmarkGPUWideLanes times the gradient with the record (kernel-ms/op;
+// ms/op the whole call) of issue 26's cases at n = 4096 (the gpu-large
+// suite's ensembles and tolerances, layoutFillCase: Pollution, HIRES,
+// neural Robertson, Rodas5P, the whole interval) beside Lorenz-96 (d =
+// 64, Tsit5, n = 4096: wideBenchGradCase) and the Brusselator (d = 64,
+// Rodas5P, n = 1024, t ≤ 0.5: wideRosBenchCase), each in its default
+// layout (LayoutAuto: the wide layout but for neural Robertson's lanes
+// mode), with wideLanesVariants in turn (wideLanesRuns), three rounds
+// (later rounds' names end in #01, #02). It reports the kernel's lanes
+// a trajectory (lanes), launch bounds' blocks (bounds-blocks) and warps
+// a multiprocessor by shared memory (warps/SM) as chooseLayout sets them
+// on an H100's 132 multiprocessors, and in the first round the compiled
+// kernel's registers (regs) and local memory (local-B) a thread.
+//
+// One device call (each variant compiles its kernel: Pollution's about a
+// minute, HIRES's about 20 s, on an empty cache):
+//
+//	cuda.test -test.run XXX -test.bench 'GPUWideLanes' -test.benchtime 5x -test.timeout 40m
+func BenchmarkGPUWideLanes(b *testing.B) {
+	needGPUEngine(b)
+	caseOf := func(name string) engineCase {
+		switch name {
+		case "brusselator":
+			return wideRosBenchCase(b, name, 1024)
+		case "lorenz96-64":
+			return wideBenchGradCase(4096, 64)
+		}
+		return layoutFillCase(b, name, 4096)
+	}
+	cases := map[string]engineCase{}
+	for round := range wideSplitRounds {
+		for _, name := range []string{"pollution", "hires", "neural-robertson", "lorenz96-64", "brusselator"} {
+			c, ok := cases[name]
+			if !ok {
+				c = caseOf(name)
+				cases[name] = c
+			}
+			layout := "wide"
+			if name == "neural-robertson" {
+				layout = "lanes"
+			}
+			for _, x := range wideLanesVariants {
+				if !wideLanesRuns(name, x.name) {
+					continue
+				}
+				engine := tuned(b, "cuda", x.tun)
+				b.Run(fmt.Sprintf("grad/%s/%s", name, x.name), func(b *testing.B) {
+					benchWide(b, c, "grad", engine, layout)
+					if layout != "wide" {
+						return
+					}
+					v, per := wideLanesConfig(b, c, x.tun)
+					_, on := kernelgen.WideOccupancy(per, 227<<10)
+					b.ReportMetric(float64(v.WideLanesOf()), "lanes")
+					b.ReportMetric(float64(v.WideMinBlocks), "bounds-blocks")
+					b.ReportMetric(float64(on), "warps/SM")
+					if round == 0 {
+						a := wideKernelAttrs(b, c, x.tun)
+						b.ReportMetric(float64(a.Registers), "regs")
+						b.ReportMetric(float64(a.LocalBytes), "local-B")
+					}
+				})
+			}
+		}
+	}
+}
+
+// wideLanesConfig returns case c's gradient kernel as chooseLayout
+// configures it under tun on an H100 (132 multiprocessors, 227 KiB of
+// shared memory a block) and the shared memory of its warps in bytes (a
+// trajectory's, kernelgen.WideSharedPerWarp, times the trajectories a
+// warp).
+func wideLanesConfig(tb testing.TB, c engineCase, tun Tuning) (kernelgen.Config, int) {
+	tb.Helper()
+	j := jobOf(tb, c, ode.OpGrad)
+	sp, err := kernelgen.NewStepPrograms(j.Plan)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	v := chooseLayout(kernelgen.ConfigOf(j), j.Plan, sp, layoutJob{n: c.prob.N}, Float64, false, device{sms: 132, sharedLimit: 227 << 10}, tun)
+	per, err := kernelgen.WideSharedPerWarp(j.Plan, true, false)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v, kernelgen.LaneWidth / v.WideLanesOf() * per
+}
+
+// TestWideLanesShapes logs what wideLanesConfig gives
+// BenchmarkGPUWideLanes's cases under its variants on an H100: the lanes
+// a trajectory, the launch bounds' blocks and the registers they cap, the
+// shared memory of a warp, the warps a multiprocessor runs by it and by
+// the registers (65,536 a multiprocessor, an estimate: ptxas may use
+// fewer than the cap), the trajectories that makes, and the rounds of n
+// trajectories. It fails where the lanes are not wideLanesFor's.
+func TestWideLanesShapes(t *testing.T) {
+	for _, name := range []string{"pollution", "hires", "lorenz96-64", "brusselator"} {
+		var c engineCase
+		switch name {
+		case "brusselator":
+			c = problemCase(t, name, ode.Rodas5P, 1024)
+			c.prob.T1, c.prob.SaveAt, c.loss = c.prob.T0+0.5, nil, ode.SumSquares()
+		case "lorenz96-64":
+			c = wideBenchGradCase(4096, 64)
+		default:
+			c = layoutFillCase(t, name, 4096)
+		}
+		for _, x := range wideLanesVariants {
+			v, per := wideLanesConfig(t, c, x.tun)
+			if !v.Wide {
+				t.Fatalf("%s/%s: not wide", name, x.name)
+			}
+			_, on := kernelgen.WideOccupancy(per, 227<<10)
+			g := kernelgen.LaneWidth / v.WideLanesOf()
+			if want := wideLanesFor(x.tun.wideLanes, per/g, 227<<10); v.WideLanesOf() != want {
+				t.Errorf("%s/%s: %d lanes, want %d (wideLanesFor)", name, x.name, v.WideLanesOf(), want)
+			}
+			// The warps the registers let run: the bounds' cap (255 without).
+			regs := 255
+			if v.WideMinBlocks > 0 {
+				regs = kernelgen.BoundsRegs(kernelgen.WideWarps*kernelgen.LaneWidth, v.WideMinBlocks)
+			}
+			byRegs := min(64, 65536/(regs*kernelgen.LaneWidth))
+			w := min(on, byRegs)
+			t.Logf("%s/%s: %d lanes, bounds %d blocks (%d registers), %d B a warp; warps a multiprocessor %d by shared memory, %d by registers: %d trajectories, n = %d in %.2f rounds",
+				name, x.name, v.WideLanesOf(), v.WideMinBlocks, regs, per, on, byRegs, w*g, c.prob.N, float64(c.prob.N)/float64(max(w*g*132, 1)))
+		}
+	}
+}
