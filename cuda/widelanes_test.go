@@ -54,8 +54,17 @@ func TestHostWideLanesSame(t *testing.T) {
 			if def == src || !strings.Contains(src, fmt.Sprintf("#define GS_WIDE_LANES %d\n", x.lanes)) {
 				t.Fatalf("WideLanes %d: the gradient kernel's source does not define GS_WIDE_LANES", x.lanes)
 			}
-			ref := tuned(t, "cuda-host-sim", Tuning{Layout: LayoutWide})
-			eng := tuned(t, "cuda-host-sim", Tuning{Layout: LayoutWide, wideLanes: x.lanes})
+			// The simulated warp with an H100's shared memory a block, so
+			// that HIRES's 16 groups of 2 lanes fit (wideLanesFor).
+			per, err := kernelgen.WideSharedPerWarp(jobOf(t, x.c, ode.OpGrad).Plan, true, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l := wideLanesFor(x.lanes, per, 227<<10); l != x.lanes {
+				t.Fatalf("%d lanes asked, %d run (wideLanesFor): the case checks nothing", x.lanes, l)
+			}
+			ref := tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide})
+			eng := tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide, wideLanes: x.lanes})
 			for _, op := range x.ops {
 				want := wideResults(t, x.c, ref, op)
 				got := wideResults(t, x.c, eng, op)
@@ -67,6 +76,28 @@ func TestHostWideLanesSame(t *testing.T) {
 				closeWideResults(t, op, form, "a warp", got, want, x.relTol)
 			}
 		})
+	}
+}
+
+// TestGPUWideLanesSame is TestHostWideLanesSame's bit-for-bit cases on
+// the device: the large-state suite's HIRES (d = 8) on 16, 8 and 4 lanes a
+// trajectory and Pollution (d = 20) on 16 (d ≤ 2·lanes) against a warp
+// per trajectory, 1,000 trajectories (layoutFillCase, the whole
+// interval, Rodas5P): the solve, the gradient with the record and the
+// gradient on the mesh (the thread layout's kernel, the same both times),
+// bit for bit (sameRuns). It skips without a GPU.
+func TestGPUWideLanesSame(t *testing.T) {
+	needGPUEngine(t)
+	for _, x := range []struct {
+		name  string
+		lanes []int
+	}{{"hires", []int{16, 8, 4}}, {"pollution", []int{16}}} {
+		c := layoutFillCase(t, x.name, 1000)
+		for _, lanes := range x.lanes {
+			t.Run(fmt.Sprintf("%s/lanes=%d", x.name, lanes), func(t *testing.T) {
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: lanes})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide})))
+			})
+		}
 	}
 }
 
