@@ -182,18 +182,26 @@ func TestWideLanesLayout(t *testing.T) {
 // default (a warp per trajectory, launch bounds of wideMinBlocks), the
 // bounds of one round (Tuning.wideRound alone), and a trajectory on 16
 // or 8 lanes (Tuning.wideLanes), with and without those bounds, and on 4
-// (HIRES only: d = 8 in two passes).
+// (HIRES only: d = 8 in two passes); for neural Robertson (lanes mode)
+// the layouts with fewer lanes a trajectory that exist for neural fields:
+// tile mode forced (a warp per tile of 8 trajectories, 4 lanes each, the
+// layers as tensor-core products; chosen by default from 16 tiles a
+// multiprocessor, n ≥ 16,896 on an H100, never measured at n = 4096)
+// and the thread layout forced.
 var wideLanesVariants = []struct {
-	name string
-	tun  Tuning
+	name   string
+	tun    Tuning
+	layout string // the layout it runs in; "": the case's own
 }{
-	{"default", Tuning{}},
-	{"round", Tuning{wideRound: true}},
-	{"lanes16", Tuning{wideLanes: 16}},
-	{"lanes16-round", Tuning{wideLanes: 16, wideRound: true}},
-	{"lanes8", Tuning{wideLanes: 8}},
-	{"lanes8-round", Tuning{wideLanes: 8, wideRound: true}},
-	{"lanes4", Tuning{wideLanes: 4}},
+	{"default", Tuning{}, ""},
+	{"round", Tuning{wideRound: true}, ""},
+	{"lanes16", Tuning{wideLanes: 16}, ""},
+	{"lanes16-round", Tuning{wideLanes: 16, wideRound: true}, ""},
+	{"lanes8", Tuning{wideLanes: 8}, ""},
+	{"lanes8-round", Tuning{wideLanes: 8, wideRound: true}, ""},
+	{"lanes4", Tuning{wideLanes: 4}, ""},
+	{"tile", Tuning{Layout: LayoutTile}, "tile"},
+	{"thread", Tuning{Layout: LayoutThread}, "thread"},
 }
 
 // wideLanesRuns reports whether BenchmarkGPUWideLanes times variant v
@@ -203,14 +211,17 @@ var wideLanesVariants = []struct {
 // lanes where 3 run a warp each, so wideLanesFor keeps a warp each and
 // lanes16 is the default's kernel) the default and lanes16 only; on
 // neural Robertson (lanes mode, not wide: the tunings change nothing)
-// the default and lanes8, the same kernel twice (the noise).
+// the default and lanes8, the same kernel twice (the noise), and tile
+// and thread (its layouts forced).
 func wideLanesRuns(c, v string) bool {
-	switch c {
-	case "hires":
+	switch {
+	case v == "tile" || v == "thread":
+		return c == "neural-robertson"
+	case c == "hires":
 		return true
-	case "pollution":
+	case c == "pollution":
 		return v != "lanes4"
-	case "neural-robertson":
+	case c == "neural-robertson":
 		return v == "default" || v == "lanes8"
 	}
 	return v == "default" || v == "lanes16"
@@ -223,7 +234,7 @@ func wideLanesRuns(c, v string) bool {
 // 64, Tsit5, n = 4096: wideBenchGradCase) and the Brusselator (d = 64,
 // Rodas5P, n = 1024, t ≤ 0.5: wideRosBenchCase), each in its default
 // layout (LayoutAuto: the wide layout but for neural Robertson's lanes
-// mode), with wideLanesVariants in turn (wideLanesRuns), three rounds
+// mode) or the variant's, with wideLanesVariants in turn (wideLanesRuns), three rounds
 // (later rounds' names end in #01, #02). It reports the kernel's lanes
 // a trajectory (lanes), launch bounds' blocks (bounds-blocks) and warps
 // a multiprocessor by shared memory (warps/SM) as chooseLayout sets them
@@ -253,13 +264,16 @@ func BenchmarkGPUWideLanes(b *testing.B) {
 				c = caseOf(name)
 				cases[name] = c
 			}
-			layout := "wide"
-			if name == "neural-robertson" {
-				layout = "lanes"
-			}
 			for _, x := range wideLanesVariants {
 				if !wideLanesRuns(name, x.name) {
 					continue
+				}
+				layout := "wide"
+				switch {
+				case x.layout != "":
+					layout = x.layout
+				case name == "neural-robertson":
+					layout = "lanes"
 				}
 				engine := tuned(b, "cuda", x.tun)
 				b.Run(fmt.Sprintf("grad/%s/%s", name, x.name), func(b *testing.B) {
@@ -287,7 +301,7 @@ func BenchmarkGPUWideLanes(b *testing.B) {
 // configures it under tun on an H100 (132 multiprocessors, 227 KiB of
 // shared memory a block) and the shared memory of its warps in bytes (a
 // trajectory's, kernelgen.WideSharedPerWarp, times the trajectories a
-// warp).
+// warp; 0 for a kernel of another layout).
 func wideLanesConfig(tb testing.TB, c engineCase, tun Tuning) (kernelgen.Config, int) {
 	tb.Helper()
 	j := jobOf(tb, c, ode.OpGrad)
@@ -296,11 +310,34 @@ func wideLanesConfig(tb testing.TB, c engineCase, tun Tuning) (kernelgen.Config,
 		tb.Fatal(err)
 	}
 	v := chooseLayout(kernelgen.ConfigOf(j), j.Plan, sp, layoutJob{n: c.prob.N}, Float64, false, device{sms: 132, sharedLimit: 227 << 10}, tun)
+	if !v.Wide {
+		return v, 0
+	}
 	per, err := kernelgen.WideSharedPerWarp(j.Plan, true, false)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return v, kernelgen.LaneWidth / v.WideLanesOf() * per
+}
+
+// TestNeuralRobertsonLayouts checks BenchmarkGPUWideLanes's layouts of
+// neural Robertson's gradient at n = 4096 on an H100: lanes mode by
+// default, tile mode and the thread layout where forced.
+func TestNeuralRobertsonLayouts(t *testing.T) {
+	c := layoutFillCase(t, "neural-robertson", 4096)
+	for _, x := range wideLanesVariants {
+		if !wideLanesRuns("neural-robertson", x.name) {
+			continue
+		}
+		v, _ := wideLanesConfig(t, c, x.tun)
+		want := x.layout
+		if want == "" {
+			want = "lanes"
+		}
+		if got := v.Layout(); got != want {
+			t.Errorf("%s: the %s layout, want %s", x.name, got, want)
+		}
+	}
 }
 
 // TestWideLanesShapes logs what wideLanesConfig gives
@@ -323,6 +360,9 @@ func TestWideLanesShapes(t *testing.T) {
 			c = layoutFillCase(t, name, 4096)
 		}
 		for _, x := range wideLanesVariants {
+			if x.layout != "" {
+				continue // (neural Robertson's layouts: TestNeuralRobertsonLayouts)
+			}
 			v, per := wideLanesConfig(t, c, x.tun)
 			if !v.Wide {
 				t.Fatalf("%s/%s: not wide", name, x.name)
