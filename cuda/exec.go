@@ -1563,7 +1563,7 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 		return threads, block, shmem
 	}
 	if v.Wide {
-		return kernelgen.WideLaunch(n, r.ke.info.WideShared, be.sharedLimit())
+		return kernelgen.WideLaunch(n, v.WideLanesOf(), r.ke.info.WideShared, be.sharedLimit())
 	}
 	block, shmem = launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)
 	return n, block, shmem

@@ -332,6 +332,17 @@ type Tuning struct {
 	// default on an H100 (session 45); not a default until measured on
 	// the other wide problems.
 	wideRound bool
+	// wideLanes, a power of two from 1 to 16, runs a wide kernel's
+	// trajectories on that many lanes each, 32 / wideLanes a warp
+	// (kernelgen.Config.WideLanes), where the warp's shared memory (its
+	// groups' parts together) fits the device's limit: a small state's
+	// loops (HIRES, d = 8: every loop one pass on 8 lanes) and its
+	// replicated code then take a fraction of a warp's instructions per
+	// trajectory (BenchmarkGPUWideLanes; not a default until measured).
+	// Results are the same bit for bit where d ≤ 2·wideLanes, to rounding
+	// where the lanes' partial sums hold more components
+	// (TestHostWideLanesSame).
+	wideLanes int
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -429,9 +440,14 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 			v.WideScalars = tun.WideScalars
 		}
 		if v.Wide {
+			warps := j.n // the launch's warps
+			if l := wideLanesFor(tun.wideLanes, per, dev.sharedLimit); l < kernelgen.LaneWidth {
+				g := kernelgen.LaneWidth / l
+				v.WideLanes, per, warps = l, g*per, (j.n+g-1)/g
+			}
 			v.WideMinBlocks = wideMinBlocks(per, dev.sharedLimit, tun.WideMinBlocks)
 			if tun.wideRound && tun.WideMinBlocks == 0 {
-				v.WideMinBlocks = wideRoundBlocks(v.WideMinBlocks, per, j.n, dev)
+				v.WideMinBlocks = wideRoundBlocks(v.WideMinBlocks, per, warps, dev)
 			}
 			v.WideMinSplit = tun.WideMinSplit
 		}
@@ -532,15 +548,40 @@ func wideMinBlocks(per, limit, tun int) int {
 	return 0
 }
 
+// wideLanesFor returns the lanes a trajectory of a wide kernel runs on
+// (kernelgen.Config.WideLanesOf) under Tuning.wideLanes lanes, whose
+// trajectories take per bytes of shared memory each, on a device whose
+// blocks may take limit bytes (0: unknown, a host backend): lanes where
+// they are a power of two below 32 and the warp's 32 / lanes parts fit
+// the limit without fewer trajectories running on a multiprocessor at
+// once than a warp each (kernelgen.WideOccupancy: the Brusselator's 70
+// KB trajectories run 3 a multiprocessor a warp each, 2 two a warp);
+// else 32.
+func wideLanesFor(lanes, per, limit int) int {
+	l := (kernelgen.Config{WideLanes: lanes}).WideLanesOf()
+	if l == kernelgen.LaneWidth || limit <= 0 {
+		return l
+	}
+	g := kernelgen.LaneWidth / l
+	if g*per > limit {
+		return kernelgen.LaneWidth
+	}
+	_, one := kernelgen.WideOccupancy(per, limit)
+	if _, on := kernelgen.WideOccupancy(g*per, limit); on*g < one {
+		return kernelgen.LaneWidth
+	}
+	return l
+}
+
 // wideRoundMaxBlocks is the most blocks per multiprocessor
 // wideRoundBlocks asks for: 16 blocks of kernelgen.WideWarps warps cap a
 // thread's registers at 64, the fewest measured (HIRES, session 45).
 const wideRoundMaxBlocks = 16
 
 // wideRoundBlocks returns launch bounds of def blocks (wideMinBlocks'
-// count; 0: none) raised to as many blocks as one round of n
-// trajectories, a warp each, needs on device dev (ceil(n / (sms ·
-// WideWarps))), at most the blocks its warps' per bytes of shared memory
+// count; 0: none) raised to as many blocks as one round of n warps (n
+// trajectories, a warp each, or the warps of Tuning.wideLanes' groups)
+// needs on device dev (ceil(n / (sms · WideWarps))), at most the blocks its warps' per bytes of shared memory
 // let run (kernelgen.WideOccupancy) and wideRoundMaxBlocks; def where the
 // device is unknown or bounds are off.
 func wideRoundBlocks(def, per, n int, dev device) int {

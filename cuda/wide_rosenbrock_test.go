@@ -268,7 +268,7 @@ func TestWideRosenbrockSource(t *testing.T) {
 			if min := 8 * kernelgen.WideFactorReals(d); info.WideShared < min {
 				t.Errorf("%s: %d bytes of shared memory per warp, less than the factor's %d", c.name, info.WideShared, min)
 			}
-			_, block, shmem := kernelgen.WideLaunch(4096, info.WideShared, 227<<10)
+			_, block, shmem := kernelgen.WideLaunch(4096, kernelgen.LaneWidth, info.WideShared, 227<<10)
 			if shmem > 227<<10 || block < kernelgen.LaneWidth {
 				t.Errorf("%s: a block of %d threads, %d bytes", c.name, block, shmem)
 			}

@@ -501,7 +501,7 @@ func wideGradSource(t *testing.T, c engineCase, saves bool) {
 	if lim := 8 * (14 + 4*kernelgen.B2i(saves)) * d; per > fwd && (revScratch <= 0 || revScratch > lim) {
 		t.Errorf("%s d = %d: reverse scratch %d bytes, want in (0, %d]", c.name, d, revScratch, lim)
 	}
-	_, block, shmem := kernelgen.WideLaunch(4096, per, 227<<10)
+	_, block, shmem := kernelgen.WideLaunch(4096, kernelgen.LaneWidth, per, 227<<10)
 	t.Logf("%s d = %d: %d bytes of source, %d bytes of shared memory per warp (forward %d; reverse scratch %d = %.1fd reals); on an H100 blocks of %d warps, %d bytes, %d warps per multiprocessor",
 		c.name, d, len(src), per, fwd, revScratch, float64(revScratch)/8/float64(d), block/32, shmem, block/32*((228<<10)/(shmem+1024)))
 	if per > 227<<10 {

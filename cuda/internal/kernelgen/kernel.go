@@ -225,6 +225,31 @@ type Config struct {
 	// components or more, else every run a loop; negative: every run a
 	// loop (package cuda's Tuning.WideMinSplit).
 	WideMinSplit int
+	// WideLanes (with Wide), if a power of two from 1 to 16, runs a
+	// trajectory on that many consecutive lanes of a warp instead of the
+	// whole warp: 32 / WideLanes trajectories a warp, each group of lanes
+	// with its own part of the warp's shared memory (KernelInfo.WideShared
+	// is the warp's: the parts together), its loops over the components
+	// strided by WideLanes, its sums' butterflies and __syncwarp()s on its
+	// own lanes (wide.go's wideHelper: GS_WIDE_LANES). A state of at most
+	// WideLanes components runs its loops in one pass as on 32 lanes and
+	// its replicated code (an irregular field's, the controller's) is one
+	// instruction for 32 / WideLanes trajectories. The sums over the lanes
+	// add the same terms in the same order where d ≤ 2·WideLanes (a lane's
+	// partial sum of components c and c + WideLanes is the butterfly's
+	// step of that offset: the same results bit for bit), in another
+	// where d is larger (rounding).
+	// Zero or 32: a warp per trajectory (package cuda's Tuning.wideLanes).
+	WideLanes int
+}
+
+// WideLanesOf returns the lanes a trajectory of kernel v runs on in the
+// wide layout (Config.WideLanes): 32 unless v sets a power of two below.
+func (v Config) WideLanesOf() int {
+	if l := v.WideLanes; l > 0 && l < LaneWidth && l&(l-1) == 0 {
+		return l
+	}
+	return LaneWidth
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -302,6 +327,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if v.Wide && v.WideMinSplit != 0 {
 		k += fmt.Sprintf("widesplit%d ", v.WideMinSplit)
+	}
+	if l := v.WideLanesOf(); v.Wide && l < LaneWidth {
+		k += fmt.Sprintf("widelanes%d ", l)
 	}
 	return k
 }
@@ -441,7 +469,7 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 			return nil, info, err
 		}
 		k.W = w
-		info.WideShared = w.Len * prec.Size()
+		info.WideShared = LaneWidth / v.WideLanesOf() * w.Len * prec.Size()
 		if err := g.wideLoss(pl, v, lp, k); err != nil {
 			return nil, info, err
 		}
@@ -567,6 +595,9 @@ func (v Config) preludeDefines(ns int) []string {
 	}
 	if v.Xpose(ns) {
 		defs = append(defs, "GS_XPOSE 1")
+	}
+	if l := v.WideLanesOf(); v.Wide && l < LaneWidth {
+		defs = append(defs, fmt.Sprintf("GS_WIDE_LANES %d", l))
 	}
 	return defs
 }

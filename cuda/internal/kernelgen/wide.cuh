@@ -386,14 +386,22 @@ GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
 GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
 {{- end}}
 #ifdef GS_CUDA
+  // A trajectory's GS_WSTRIDE lanes (a warp, or with GS_WIDE_LANES part
+  // of one) share its GS_W_LEN reals.
   extern __shared__ gs_real gs_smem[];
-  gs_real* ws = gs_smem + (threadIdx.x >> 5) * GS_W_LEN;
-  const long long wpb = blockDim.x >> 5;
-  for (long long i = blockIdx.x * wpb + (threadIdx.x >> 5); i < a.n; i += (long long)gridDim.x * wpb)
+  gs_real* ws = gs_smem + (threadIdx.x / GS_WSTRIDE) * GS_W_LEN;
+  const long long wpb = blockDim.x / GS_WSTRIDE;
+  for (long long i = blockIdx.x * wpb + (threadIdx.x / GS_WSTRIDE); i < a.n; i += (long long)gridDim.x * wpb)
     gs_body(a, i, ws, a.sh, a.sh + GS_NS, a.gs);
+#elif defined(GS_WARP_SIM)
+  // On the host one simulated warp (GS_WARP_SIM, its threads sharing the
+  // static array) runs every trajectory: with GS_WIDE_LANES its groups
+  // of lanes take trajectories in turn, each group its own part.
+  static gs_real ws[32 / GS_WSTRIDE * GS_W_LEN];
+  const int g = threadIdx.x / GS_WSTRIDE;
+  for (long long i = g; i < a.n; i += 32 / GS_WSTRIDE) gs_body(a, i, ws + g * GS_W_LEN, a.sh, a.sh + GS_NS, a.gs);
 #else
-  // On the host one warp (simulated with GS_WARP_SIM, its threads sharing
-  // the static array) runs every trajectory.
+  // On the host one thread runs every trajectory.
   static gs_real ws[GS_W_LEN];
   for (long long i = 0; i < a.n; i++) gs_body(a, i, ws, a.sh, a.sh + GS_NS, a.gs);
 #endif

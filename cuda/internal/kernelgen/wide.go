@@ -107,10 +107,12 @@ const wideBlockReserve = 1 << 10
 // multiprocessor whose shared memory is limit + 1 KiB (limit: a device's
 // per-block limit; 0: none, WideWarps): a gradient's 61 KB warps (d =
 // 256) run three to a multiprocessor in blocks of one, two in blocks of
-// two.
-func WideLaunch(n, perWarp, limit int) (threads, block, shmem int) {
+// two. A trajectory takes lanes lanes (Config.WideLanesOf: 32, or a
+// power of two below, 32 / lanes trajectories a warp; perWarp is then
+// the warp's, its groups' parts together).
+func WideLaunch(n, lanes, perWarp, limit int) (threads, block, shmem int) {
 	warps, _ := WideOccupancy(perWarp, limit)
-	return n * LaneWidth, warps * LaneWidth, warps * perWarp
+	return (n*lanes + LaneWidth - 1) / LaneWidth * LaneWidth, warps * LaneWidth, warps * perWarp
 }
 
 // WideOccupancy returns the warps of a wide-layout block (WideLaunch's
@@ -578,11 +580,23 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 // stride (one lane on the host), the lanes' sum and the qualifier of the
 // gathers' index tables.
 const wideHelper = `// The wide layout (wide.go): component loops run component c on lane
-// c mod GS_WSTRIDE; gs_wide_sum sums a value over the warp's lanes (a
-// butterfly: every lane gets the same bits).
+// c mod GS_WSTRIDE; gs_wide_sum sums a value over the trajectory's lanes
+// (a butterfly: every lane gets the same bits). Defined (Config.WideLanes),
+// GS_WIDE_LANES runs a trajectory on that many consecutive lanes of a
+// warp (a power of two below 32: 32 / GS_WIDE_LANES trajectories a warp),
+// its lanes' collectives and __syncwarp()s on its lanes' mask GS_WMASK.
 #ifdef GS_WARPS
+#ifdef GS_WIDE_LANES
+#define GS_WLANE ((int)(threadIdx.x & (GS_WIDE_LANES - 1)))
+#define GS_WSTRIDE GS_WIDE_LANES
+#define GS_WMASK ((0xffffffffu >> (32 - GS_WIDE_LANES)) << (threadIdx.x & (32 - GS_WIDE_LANES)))
+#undef GS_SYNCWARP
+#define GS_SYNCWARP() __syncwarp(GS_WMASK)
+#else
 #define GS_WLANE ((int)(threadIdx.x & 31))
 #define GS_WSTRIDE 32
+#define GS_WMASK 0xffffffffu
+#endif
 #else
 #define GS_WLANE 0
 #define GS_WSTRIDE 1
@@ -597,14 +611,15 @@ const wideHelper = `// The wide layout (wide.go): component loops run component 
 #endif
 GS_DEVICE gs_real gs_wide_sum(gs_real x) {
 #ifdef GS_WARPS
-  for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(0xffffffffu, x, o);
+  for (int o = GS_WSTRIDE / 2; o > 0; o >>= 1) x = x + __shfl_xor_sync(GS_WMASK, x, o);
 #endif
   return x;
 }
-// gs_wide_from returns lane l's x in every lane.
+// gs_wide_from returns lane l's x (of the trajectory's lanes) in every
+// lane.
 GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 #ifdef GS_WARPS
-  return __shfl_sync(0xffffffffu, x, l);
+  return __shfl_sync(GS_WMASK, x, l, GS_WSTRIDE);
 #else
   (void)l;
   return x;

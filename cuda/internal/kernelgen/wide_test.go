@@ -362,7 +362,7 @@ func TestWideLaunch(t *testing.T) {
 		{300000, h100, 32},    // nothing fits: one warp (the launch fails)
 		{15408, 48 << 10, 32}, // 48 + 1 KiB: three blocks of one against one of two
 	} {
-		threads, block, shmem := WideLaunch(100, c.per, c.limit)
+		threads, block, shmem := WideLaunch(100, LaneWidth, c.per, c.limit)
 		if threads != 3200 || block != c.block || shmem != block/32*c.per {
 			t.Errorf("per warp %d, limit %d: %d threads, blocks of %d, %d bytes; want 3200, %d, %d", c.per, c.limit, threads, block, shmem, c.block, c.block/32*c.per)
 		}

@@ -51,8 +51,8 @@ const wideLUHelper = `// The wide layout's LU factors (widelu.go): a d×d matrix
 #define GS_WLU_AT(q, D) ((q) / (D) * GS_WLD(D) + (q) % (D))
 GS_DEVICE gs_real gs_wide_max(gs_real x) {
 #ifdef GS_WARPS
-  for (int o = 16; o > 0; o >>= 1) {
-    const gs_real y = __shfl_xor_sync(0xffffffffu, x, o);
+  for (int o = GS_WSTRIDE / 2; o > 0; o >>= 1) {
+    const gs_real y = __shfl_xor_sync(GS_WMASK, x, o);
     x = y > x ? y : x;
   }
 #endif
@@ -103,9 +103,9 @@ GS_DEVICE void gs_wide_lu_factor(gs_real* f) {
       }
     }
 #ifdef GS_WARPS
-    for (int o = 16; o > 0; o >>= 1) {
-      const gs_real ov = __shfl_xor_sync(0xffffffffu, pv, o);
-      const int op = __shfl_xor_sync(0xffffffffu, p, o);
+    for (int o = GS_WSTRIDE / 2; o > 0; o >>= 1) {
+      const gs_real ov = __shfl_xor_sync(GS_WMASK, pv, o);
+      const int op = __shfl_xor_sync(GS_WMASK, p, o);
       if (ov > pv || (ov == pv && op < p)) {
         p = op;
         pv = ov;

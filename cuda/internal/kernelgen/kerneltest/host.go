@@ -51,7 +51,9 @@ func FirstLines(s string, n int) string {
 }
 
 // WarpSim simulates a warp on the host: 32 threads, shuffles through a
-// shared slot array and a barrier, atomics under a lock. It is defined
+// shared slot array and a barrier (a barrier of their own for the
+// collectives of a group of consecutive lanes, a mask below the warp's),
+// atomics under a lock. It is defined
 // before the prelude, whose warp collectives (GS_WARP_SIM) then run the
 // device code. Its variables are inline (one per program, not per
 // translation unit), so that the units of a kernel compiled in parts
@@ -69,12 +71,27 @@ inline thread_local gs_sim_idx threadIdx;
 inline std::barrier<>* gs_sim_bar;
 inline double gs_sim_slot[32];
 inline std::mutex gs_sim_mu;
-template <class T> T __shfl_xor_sync(unsigned, T v, int o) {
+// gs_sim_gbar[k][s] is the barrier of the 2^k lanes from lane s (k < 5),
+// for the collectives of a mask of consecutive lanes below the warp
+// (the wide layout's groups, GS_WIDE_LANES): the warp's gs_sim_bar for
+// the whole warp.
+inline std::barrier<>* gs_sim_gbar[5][32];
+inline bool gs_sim_gbar_made = [] {
+  for (int k = 0; k < 5; k++)
+    for (int s = 0; s < 32; s += 1 << k) gs_sim_gbar[k][s] = new std::barrier<>(1 << k);
+  return true;
+}();
+static std::barrier<>* gs_sim_barrier(unsigned m) {
+  if (m == 0xffffffffu) return gs_sim_bar;
+  return gs_sim_gbar[__builtin_ctz(__builtin_popcount(m))][__builtin_ctz(m)];
+}
+template <class T> T __shfl_xor_sync(unsigned m, T v, int o) {
   const int lane = threadIdx.x & 31;
+  std::barrier<>* bar = gs_sim_barrier(m);
   gs_sim_slot[lane] = (double)v;
-  gs_sim_bar->arrive_and_wait();
+  bar->arrive_and_wait();
   T r = (T)gs_sim_slot[lane ^ o];
-  gs_sim_bar->arrive_and_wait();
+  bar->arrive_and_wait();
   return r;
 }
 static int __any_sync(unsigned, bool p) {
@@ -86,15 +103,17 @@ static int __any_sync(unsigned, bool p) {
   gs_sim_bar->arrive_and_wait();
   return any;
 }
-template <class T> T __shfl_sync(unsigned, T v, int src) {
+template <class T> T __shfl_sync(unsigned m, T v, int src, int width = 32) {
   const int lane = threadIdx.x & 31;
+  std::barrier<>* bar = gs_sim_barrier(m);
   gs_sim_slot[lane] = (double)v;
-  gs_sim_bar->arrive_and_wait();
-  T r = (T)gs_sim_slot[src & 31];
-  gs_sim_bar->arrive_and_wait();
+  bar->arrive_and_wait();
+  T r = (T)gs_sim_slot[(lane & ~(width - 1)) | (src & (width - 1))];
+  bar->arrive_and_wait();
   return r;
 }
 static void __syncwarp() { gs_sim_bar->arrive_and_wait(); }
+static void __syncwarp(unsigned m) { gs_sim_barrier(m)->arrive_and_wait(); }
 inline double gs_sim_slot2[32];
 // gs_sim_mma is the m8n8k4 float64 product D = A·B + D (see gs_mma884):
 // each lane's C element is the fma chain of its row's four terms in k
