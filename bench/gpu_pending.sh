@@ -880,13 +880,14 @@ t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/
 fi
 
 if [ "$part" = s46b ]; then
-# Session 46's second call: Tuning.wideRound's launch bounds against the
-# default on every wide case, two rounds (s46a's binary predated the
-# variant), then WideMinSplit on the Brusselator and Lorenz-96 d = 64.
-for r in 1 2; do
-	t wideround-$r 150 -test.run XXX -test.timeout 145s -test.bench 'GPUWideRegs/grad/.*/s64(-round)?$' -test.benchtime 5x
-done
-t widesplit 120 -test.run XXX -test.timeout 115s -test.bench 'GPUWideSplit/grad/(brusselator|lorenz96-64)/split=(-1|16)' -test.benchtime 5x
+# Session 46's second call: a wide kernel's trajectories on fewer lanes
+# (H5, Tuning.wideLanes) and launch bounds of one round (Tuning.wideRound)
+# against the default, three rounds alternated by BenchmarkGPUWideLanes:
+# HIRES, Lorenz-96 d = 64 and neural Robertson (tile and thread layouts
+# forced beside lanes mode), then Pollution's default against 16 lanes.
+t widelanes 330 -test.run XXX -test.timeout 325s -test.bench 'GPUWideLanes/grad/(hires|lorenz96-64|neural-robertson)/' -test.benchtime 5x
+t widelanes-poll $((540 - $(date +%s) + T0)) -test.run XXX -test.timeout 300s -test.bench 'GPUWideLanes/grad/pollution/(default|lanes16)(#[0-9]+)?$' -test.benchtime 5x
+grep -h '^Benchmark' "$out"/l/widelanes*.log | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, k}' | sort | awk '{a[$1] = a[$1] " " $2} END {for (x in a) print x, a[x]}' | sed 's/#0[0-9]//' | sort
 fi
 
 if [ "$part" = s46a ]; then
