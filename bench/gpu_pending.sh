@@ -887,7 +887,7 @@ if [ "$part" = s46b ]; then
 # forced beside lanes mode), then Pollution's default against 16 lanes.
 t widelanes 330 -test.run XXX -test.timeout 325s -test.bench 'GPUWideLanes/grad/(hires|lorenz96-64|neural-robertson)/' -test.benchtime 5x
 t widelanes-poll $((540 - $(date +%s) + T0)) -test.run XXX -test.timeout 300s -test.bench 'GPUWideLanes/grad/pollution/(default|lanes16)(#[0-9]+)?$' -test.benchtime 5x
-grep -h '^Benchmark' "$out"/l/widelanes*.log | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, k}' | sort | awk '{a[$1] = a[$1] " " $2} END {for (x in a) print x, a[x]}' | sed 's/#0[0-9]//' | sort
+grep -h '^Benchmark' "$out"/l/widelanes*.log | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, k}' | awk '{a[$1] = a[$1] " " $2} END {for (x in a) print x, a[x]}' | sort
 fi
 
 if [ "$part" = s46a ]; then
