@@ -57,6 +57,17 @@ func (b nullBackend) fake(args []uint64) {
 				binary.LittleEndian.PutUint64(m[off+uint64(8*(s*n+i)):], math.Float64bits(1.0/nullSteps))
 			}
 		}
+		// The rows past the steps that the kernel zeroes (solve.cuh).
+		for s := nullSteps; s < int(args[argZRows]); s++ {
+			clear(m[off+uint64(8*(s*n+first)) : off+uint64(8*(s*n+end))])
+		}
+	}
+	if args[argEvOut] != 0 {
+		// No step ends at an event; rows past the steps zeroed as above.
+		m, _, off := b.at(args[argEvOut])
+		for s := range min(max(nullSteps, int(args[argZRows])), rows) {
+			clear(m[off+uint64(4*(s*n+first)) : off+uint64(4*(s*n+end))])
+		}
 	}
 	if args[argT] != 0 {
 		m, _, off := b.at(args[argT])
