@@ -1692,6 +1692,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	r.keptLaunch = kept
 	defer func() { r.keptLaunch = false }()
+	timed := r.keptTimed()
 	// A mid-size launch's results come back in two parts, the first
 	// scattered while the second is copied (splitAt).
 	var split int64
@@ -1818,6 +1819,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if err := q.zero(r.gout.mem.addr+uint64(gradsWordsAt(fullBytes)), gradsTail); err != nil {
 				return err
 			}
+			if !timed {
+				c = nil
+			}
 		}
 		if err := r.launchKernel(ar, n, rows, &l, c); err != nil {
 			return err
@@ -1841,14 +1845,16 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 				return err
 			}
 			wait := time.Since(start)
-			var err error
-			if dt, err = r.q.elapsed(c); err != nil {
-				return err
+			if c != nil { // (untimed, keptTimed: the read waited for both kernels)
+				var err error
+				if dt, err = r.q.elapsed(c); err != nil {
+					return err
+				}
+				r.tr.add(func(t *TraceStats) {
+					t.Transfer += max(0, wait-max(dt, cmp))
+					t.AheadWait += max(0, cmp-dt)
+				})
 			}
-			r.tr.add(func(t *TraceStats) {
-				t.Transfer += max(0, wait-max(dt, cmp))
-				t.AheadWait += max(0, cmp-dt)
-			})
 		} else {
 			// The clock waits for the kernel, so that the read's time
 			// (the trace's transfers) is the copy's alone.
@@ -2973,12 +2979,16 @@ func (r *run) meshZero(rows int) (zrows, memset int) {
 
 // launchKernel queues the kernel over n trajectories (rows record rows
 // each) on the arena ar in layout l, in the run's batch (r.q), between the
-// two marks of clock c (its device time is c's elapsed time).
+// two marks of clock c (its device time is c's elapsed time; no marks
+// where c is nil).
 func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 	args := &r.sc.args // (the queue copies the words: see backend.enqueue)
 	*args = r.kernelArgs(ar, n, rows, l)
 	threads, bt, shmem := r.launchShape(n)
 	q := r.q
+	if c == nil {
+		return q.enqueue(r.ke.k, threads, bt, shmem, args[:])
+	}
 	if err := q.mark(c, false); err != nil {
 		return err
 	}
@@ -2987,6 +2997,14 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 	}
 	return q.mark(c, true)
 }
+
+// keptTimed reports whether a launch that keeps its results (keptGrads)
+// times its kernel with a clock's marks and waits for its end: under a
+// Trace, whose Kernel it is (or with Tuning.keptClock, as before session
+// 46). An untraced call has no use for the time: its batch's read of
+// the check's words waits for both kernels, and two event records and
+// a wait on the end fewer go to the driver.
+func (r *run) keptTimed() bool { return r.tr != nil || r.ex.tun.keptClock }
 
 // kernelArgs returns the argument words of a launch over n trajectories
 // (rows record rows each) on the arena ar in layout l.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -20,6 +21,7 @@ type opsBackend struct {
 // queueOps counts a batch's operations by kind.
 type queueOps struct {
 	writes, queued, reads, zeros, copies, kernels, batches int
+	marks, waits                                           int // a clock's marks and elapsed's waits
 }
 
 func (b opsBackend) batch(f func(q queue) error) error {
@@ -65,6 +67,16 @@ func (q opsQueue) copyDevice(dst, src uint64, n int64) error {
 	return q.countsQueue.copyDevice(dst, src, n)
 }
 
+func (q opsQueue) mark(c clock, end bool) error {
+	q.count(func(o *queueOps) { o.marks++ })
+	return q.countsQueue.mark(c, end)
+}
+
+func (q opsQueue) elapsed(c clock) (time.Duration, error) {
+	q.count(func(o *queueOps) { o.waits++ })
+	return q.countsQueue.elapsed(c)
+}
+
 func (q opsQueue) enqueue(k backendKernel, threads, block, shmem int, args []uint64) error {
 	q.count(func(o *queueOps) { o.kernels++ })
 	return q.countsQueue.enqueue(k, threads, block, shmem, args)
@@ -82,15 +94,20 @@ func (q opsQueue) enqueue(k backendKernel, threads, block, shmem int, args []uin
 // event marks, which follow them, in one); the engine kernel and the
 // check kernel; one read (the check's words and limbs); and no
 // device-to-device copy (the kernel writes the kept results in place:
-// argAddr). Each call keeps its results.
+// argAddr); no clock's marks nor wait for it in a call without a Trace
+// (keptTimed), two marks and a wait under one or with Tuning.keptClock.
+// Each call keeps its results.
 func TestKeptCallOps(t *testing.T) {
 	for _, x := range []struct {
-		name string
-		tun  Tuning
-		want queueOps
+		name   string
+		tun    Tuning
+		traced bool
+		want   queueOps
 	}{
-		{"kernel-zeroes", Tuning{}, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1}},
-		{"meshmemset", Tuning{meshMemset: true}, queueOps{queued: 1, reads: 1, zeros: 2, kernels: 2, batches: 1}},
+		{"kernel-zeroes", Tuning{}, false, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1}},
+		{"traced", Tuning{}, true, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1, marks: 2, waits: 1}},
+		{"meshmemset", Tuning{meshMemset: true}, false, queueOps{queued: 1, reads: 1, zeros: 2, kernels: 2, batches: 1}},
+		{"keptclock", Tuning{keptClock: true}, false, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1, marks: 2, waits: 1}},
 	} {
 		be := opsBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &queueOps{}}
 		e := &Engine{name: "cuda-counts-ops-" + x.name, prec: Float64, be: be}
@@ -106,7 +123,11 @@ func TestKeptCallOps(t *testing.T) {
 			g := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
 			for call := range 4 {
 				*be.ops = queueOps{}
-				if _, err := sv.GradContext(context.Background(), &g, &c.prob, c.loss, nil); err != nil {
+				ctx := context.Background()
+				if x.traced {
+					ctx = WithTrace(ctx, &Trace{})
+				}
+				if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
 					t.Fatal(err)
 				}
 				if call < 2 { // (the first uploads the inputs; the second finds them the same)
