@@ -783,7 +783,8 @@ func init() {
 // session 45: Tuning.wordsApart) and read after
 // each call ("record-keep-read": Gradient.HostGrads), with every record
 // row zeroed by memsets before the kernel as before session 46
-// ("record-keep-memset": Tuning.meshMemset), timed without a Trace, as a
+// ("record-keep-memset", and "record-memset" without KeepGrads:
+// Tuning.meshMemset), timed without a Trace, as a
 // user calls ("record-keep-untraced": no clock's marks nor wait, keptTimed;
 // the trace's figures then from 20 traced calls after the timed ones),
 // and so with the clock as before session 46 ("record-keep-untraced-clock":
@@ -818,7 +819,7 @@ func init() {
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-inbatch)?$' -benchtime 400x -count 6   (on a GPU)
-//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-memset|-untraced|-untraced-clock)?$' -benchtime 400x -count 6   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -benchtime 400x -count 6   (on a GPU)
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
 	engines := []string{countsF64.name, slowCountsF64.name, slowCountsNoAhead.name}
@@ -834,7 +835,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 			modes = append(modes, "record-keep-inbatch")
 		}
 		if eng != slowCountsNoAhead.name {
-			modes = append(modes, "record-keep-memset", "record-keep-untraced", "record-keep-untraced-clock")
+			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced", "record-keep-untraced-clock")
 		}
 		if eng == "cuda" {
 			modes = append(modes, "record-keep-apart")
@@ -848,7 +849,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 					c.set.Engine = tuned(b, eng, Tuning{wordsApart: true})
 				case "record-keep-inbatch":
 					c.set.Engine = tuned(b, eng, Tuning{compareInBatch: true})
-				case "record-keep-memset":
+				case "record-memset", "record-keep-memset":
 					c.set.Engine = tuned(b, eng, Tuning{meshMemset: true})
 				case "record-keep-untraced-clock":
 					c.set.Engine = tuned(b, eng, Tuning{keptClock: true})
