@@ -508,8 +508,11 @@
 // testKeepGrads). The call copies back the check's words and limbs (536
 // bytes, whatever n) and the shared gradient's sums: a kept call queues
 // one upload of the shared block (not waited for), one memset of the
-// recorded mesh's steps and event marks and one of the check's words, the
-// kernel and the check kernel, then one read (TestKeptCallOps), and makes no new run (the run of the results written over
+// check's words, the kernel (which zeroes the recorded mesh's steps and
+// event marks past each trajectory's end, in the rows the call before
+// wrote: no memset of the mesh) and the check kernel, then one read, and
+// under a Trace two event records around the kernel and a wait for the
+// second (TestKeptCallOps), and makes no new run (the run of the results written over
 // serves the next call: 17 allocations a call, TestKeptCallAllocs),
 // where a call with
 // OmitStates|OmitStats copies 56 bytes a trajectory (ball and pk, d = 2,

@@ -926,6 +926,10 @@ type run struct {
 	// place (instead of argHin in the arena); hout receives the recorded
 	// mesh in device memory (instead of argHout), which the result keeps.
 	hin, hout *residentMesh
+	// zrows and zmem are the launch under way's rows of its recorded
+	// mesh that its kernel zeroes past each trajectory's end and that it
+	// zeroes before its kernel (meshZero), set as it starts.
+	zrows, zmem int
 
 	// keepYs: the run may keep its saved states on the device
 	// (keepsSaves); sout then holds them, from the pass that launches all
@@ -1135,6 +1139,7 @@ const (
 	argScale
 	argFirst // the launch's first trajectory of the arrays' n (a chunk's)
 	argEnd   // one past its last
+	argZRows // the recorded mesh's rows the kernel zeroes past each trajectory's end (meshZero)
 	argSh    // first pointer
 	argSaveAt
 	argT1
@@ -1577,6 +1582,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	r.rb = resultBlockOf(len(g))
 	ex, v, n := r.ex, r.v, len(g)
 	l := r.layout(n, rows)
+	r.zrows, r.zmem = r.meshZero(rows)
+	if r.hout != nil {
+		// Until the launch is done, its rows may all be written (a
+		// failed or repeated launch); scatter and the kept results'
+		// check say how many are (residentMesh.wrote).
+		r.hout.dirty = rows
+	}
 	inLo, inHi := l.region(argSh, argGS)
 	if inLo != 0 {
 		return nil, fmt.Errorf("cuda: internal error: upload region starts at %d", inLo)
@@ -1680,6 +1692,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	r.keptLaunch = kept
 	defer func() { r.keptLaunch = false }()
+	timed := r.keptTimed()
 	// A mid-size launch's results come back in two parts, the first
 	// scattered while the second is copied (splitAt).
 	var split int64
@@ -1806,6 +1819,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			if err := q.zero(r.gout.mem.addr+uint64(gradsWordsAt(fullBytes)), gradsTail); err != nil {
 				return err
 			}
+			if !timed {
+				c = nil
+			}
 		}
 		if err := r.launchKernel(ar, n, rows, &l, c); err != nil {
 			return err
@@ -1829,14 +1845,16 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 				return err
 			}
 			wait := time.Since(start)
-			var err error
-			if dt, err = r.q.elapsed(c); err != nil {
-				return err
+			if c != nil { // (untimed, keptTimed: the read waited for both kernels)
+				var err error
+				if dt, err = r.q.elapsed(c); err != nil {
+					return err
+				}
+				r.tr.add(func(t *TraceStats) {
+					t.Transfer += max(0, wait-max(dt, cmp))
+					t.AheadWait += max(0, cmp-dt)
+				})
 			}
-			r.tr.add(func(t *TraceStats) {
-				t.Transfer += max(0, wait-max(dt, cmp))
-				t.AheadWait += max(0, cmp-dt)
-			})
 		} else {
 			// The clock waits for the kernel, so that the read's time
 			// (the trace's transfers) is the copy's alone.
@@ -1944,6 +1962,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		src := down // (not down itself: the batch's closures would take it to the heap)
 		if kept {
 			if well, most, sum := gradsWell(words); well && r.scatterKept(down, &at, &l, g, most, sum) {
+				if r.hout != nil {
+					r.hout.wrote(most)
+				}
 				k := r.gout
 				k.size, k.l, k.at, k.g, k.rows = fullBytes, l, *fullAt, g, rows
 				r.kept = true
@@ -2891,16 +2912,19 @@ func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bca
 			return err
 		}
 	}
+	// The recorded mesh's rows that a launch before may have written and
+	// its kernel does not zero (meshZero): rows past a trajectory's last
+	// step read 0, as the CPU's.
+	z := int64(r.zmem)
 	marks := l.off[argEvOut] < 0 && r.eventsOut() // the marks to zero in the resident mesh
-	if v.MeshOut {
-		// Rows past a trajectory's last step read 0, as the CPU's.
-		addr, bytes := ar.addr+uint64(l.off[argHout]), l.bytes[argHout]
+	if v.MeshOut && z > 0 {
+		addr, bytes := ar.addr+uint64(l.off[argHout]), l.bytes[argHout]/int64(rows)*z
 		if r.hout != nil {
-			addr, bytes = r.hout.mem.addr, int64(rows)*int64(n)*8
+			addr, bytes = r.hout.mem.addr, z*int64(n)*8
 			if marks && r.hout.eventsAddr() == addr+uint64(bytes) {
-				// The marks follow the steps (a buffer of rows rows):
-				// one memset for both.
-				bytes += int64(rows) * int64(n) * 4
+				// The marks follow the steps (all rows of a buffer of
+				// rows rows): one memset for both.
+				bytes += z * int64(n) * 4
 				marks = false
 			}
 		}
@@ -2908,27 +2932,63 @@ func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bca
 			return err
 		}
 	}
+	if z == 0 {
+		return nil
+	}
 	if l.off[argEvOut] >= 0 {
 		// The marks of rows past a trajectory's last step read 0 too.
-		if err := r.zero(ar.addr+uint64(l.off[argEvOut]), l.bytes[argEvOut]); err != nil {
+		if err := r.zero(ar.addr+uint64(l.off[argEvOut]), l.bytes[argEvOut]/int64(rows)*z); err != nil {
 			return err
 		}
 	} else if marks {
-		if err := r.zero(r.hout.eventsAddr(), int64(rows)*int64(n)*4); err != nil {
+		if err := r.zero(r.hout.eventsAddr(), z*int64(n)*4); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// meshZero returns, for a launch with record buffers of rows rows, the
+// rows of its recorded mesh (MeshOut) that its kernel zeroes past each
+// trajectory's last step (the kernel's zrows) and the rows it zeroes
+// before the kernel (deviceFills' memsets of steps and marks). Rows past
+// a trajectory's last step must read 0, as the CPU's (a replay's padded
+// steps), but only those a launch before may have written need it: a
+// resident mesh's dirty rows, all rows of an arena or a new buffer. The
+// thread layout's record zeroes them itself (solve.cuh: rather than 18 MB
+// of memset before an events gradient of 65,536 balls, only the rows its
+// trajectories did not write this time); the warp layouts' launches
+// zero them before the kernel. Tuning.meshMemset zeroes all rows before
+// the kernel.
+func (r *run) meshZero(rows int) (zrows, memset int) {
+	if !r.v.MeshOut {
+		return 0, 0
+	}
+	dirty := rows
+	if r.hout != nil {
+		dirty = min(r.hout.dirty, rows)
+	}
+	switch {
+	case r.ex.tun.meshMemset:
+		return 0, rows
+	case r.v.Lanes || r.v.Wide:
+		return 0, dirty
+	}
+	return dirty, 0
+}
+
 // launchKernel queues the kernel over n trajectories (rows record rows
 // each) on the arena ar in layout l, in the run's batch (r.q), between the
-// two marks of clock c (its device time is c's elapsed time).
+// two marks of clock c (its device time is c's elapsed time; no marks
+// where c is nil).
 func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 	args := &r.sc.args // (the queue copies the words: see backend.enqueue)
 	*args = r.kernelArgs(ar, n, rows, l)
 	threads, bt, shmem := r.launchShape(n)
 	q := r.q
+	if c == nil {
+		return q.enqueue(r.ke.k, threads, bt, shmem, args[:])
+	}
 	if err := q.mark(c, false); err != nil {
 		return err
 	}
@@ -2938,6 +2998,14 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 	return q.mark(c, true)
 }
 
+// keptTimed reports whether a launch that keeps its results (keptGrads)
+// times its kernel with a clock's marks and waits for its end: under a
+// Trace, whose Kernel it is (or with Tuning.keptClock, as before session
+// 46). An untraced call has no use for the time: its batch's read of
+// the check's words waits for both kernels, and two event records and
+// a wait on the end fewer go to the driver.
+func (r *run) keptTimed() bool { return r.tr != nil || r.ex.tun.keptClock }
+
 // kernelArgs returns the argument words of a launch over n trajectories
 // (rows record rows each) on the arena ar in layout l.
 func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
@@ -2945,6 +3013,7 @@ func (r *run) kernelArgs(ar *arena, n, rows int, l *layout) [numArgs]uint64 {
 	var args [numArgs]uint64
 	args[argN], args[argRows] = uint64(n), uint64(rows)
 	args[argFirst], args[argEnd] = 0, uint64(n)
+	args[argZRows] = uint64(r.zrows)
 	args[argT0] = math.Float64bits(j.T0)
 	if j.Loss != nil {
 		args[argScale] = math.Float64bits(j.Loss.Scale)
@@ -3313,6 +3382,9 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 	r.longest = max(r.longest, longest)
 	if v.Adaptive && (v.MeshOut || v.Store) {
 		ex.notice(longest)
+	}
+	if v.MeshOut && r.hout != nil && !r.filling {
+		r.hout.wrote(longest)
 	}
 	if v.MeshOut && longest > 0 && r.hout == nil {
 		if err := r.readMesh(ar.addr+uint64(l.off[argHout]), g, min(longest, rows)); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -20,6 +21,7 @@ type opsBackend struct {
 // queueOps counts a batch's operations by kind.
 type queueOps struct {
 	writes, queued, reads, zeros, copies, kernels, batches int
+	marks, waits                                           int // a clock's marks and elapsed's waits
 }
 
 func (b opsBackend) batch(f func(q queue) error) error {
@@ -65,6 +67,16 @@ func (q opsQueue) copyDevice(dst, src uint64, n int64) error {
 	return q.countsQueue.copyDevice(dst, src, n)
 }
 
+func (q opsQueue) mark(c clock, end bool) error {
+	q.count(func(o *queueOps) { o.marks++ })
+	return q.countsQueue.mark(c, end)
+}
+
+func (q opsQueue) elapsed(c clock) (time.Duration, error) {
+	q.count(func(o *queueOps) { o.waits++ })
+	return q.countsQueue.elapsed(c)
+}
+
 func (q opsQueue) enqueue(k backendKernel, threads, block, shmem int, args []uint64) error {
 	q.count(func(o *queueOps) { o.kernels++ })
 	return q.countsQueue.enqueue(k, threads, block, shmem, args)
@@ -76,37 +88,57 @@ func (q opsQueue) enqueue(k backendKernel, threads, block, shmem int, args []uin
 // passed back unread, inputs unchanged) queues on the device, on
 // cuda-counts' backend counting its operations: one batch; one upload,
 // queued without waiting for it (the shared block: the inputs are held;
-// writeQueued); two memsets (the recorded
-// mesh's steps and event marks, which follow them, in one; the check's
-// words); the engine kernel and the check kernel; one read (the check's
-// words and limbs); and no device-to-device copy (the kernel writes the
-// kept results in place: argAddr). Each call keeps its results.
+// writeQueued); one memset (the check's words: the kernel zeroes the
+// recorded mesh's rows past each trajectory's end that the call before
+// wrote, meshZero), two with Tuning.meshMemset (the mesh's steps and
+// event marks, which follow them, in one); the engine kernel and the
+// check kernel; one read (the check's words and limbs); and no
+// device-to-device copy (the kernel writes the kept results in place:
+// argAddr); no clock's marks nor wait for it in a call without a Trace
+// (keptTimed), two marks and a wait under one or with Tuning.keptClock.
+// Each call keeps its results.
 func TestKeptCallOps(t *testing.T) {
-	be := opsBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &queueOps{}}
-	e := &Engine{name: "cuda-counts-ops", prec: Float64, be: be}
-	ode.Register(e)
-	want := queueOps{queued: 1, reads: 1, zeros: 2, copies: 0, kernels: 2, batches: 1}
-	for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
-		c := mk(1<<12, ode.Tsit5)
-		c.set.RelTol, c.set.AbsTol, c.set.Engine, c.set.KeepGrads = 1e-6, 1e-8, e.name, true
-		sv, err := ode.NewSolver(c.prob.Field, &c.set)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
-		for call := range 4 {
-			*be.ops = queueOps{}
-			if _, err := sv.GradContext(context.Background(), &g, &c.prob, c.loss, nil); err != nil {
+	for _, x := range []struct {
+		name   string
+		tun    Tuning
+		traced bool
+		want   queueOps
+	}{
+		{"kernel-zeroes", Tuning{}, false, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1}},
+		{"traced", Tuning{}, true, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1, marks: 2, waits: 1}},
+		{"meshmemset", Tuning{meshMemset: true}, false, queueOps{queued: 1, reads: 1, zeros: 2, kernels: 2, batches: 1}},
+		{"keptclock", Tuning{keptClock: true}, false, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1, marks: 2, waits: 1}},
+	} {
+		be := opsBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &queueOps{}}
+		e := &Engine{name: "cuda-counts-ops-" + x.name, prec: Float64, be: be}
+		e.SetTuning(x.tun)
+		ode.Register(e)
+		for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
+			c := mk(1<<12, ode.Tsit5)
+			c.set.RelTol, c.set.AbsTol, c.set.Engine, c.set.KeepGrads = 1e-6, 1e-8, e.name, true
+			sv, err := ode.NewSolver(c.prob.Field, &c.set)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if call < 2 { // (the first uploads the inputs; the second finds them the same)
-				continue
-			}
-			if g.Resident == nil {
-				t.Errorf("%s: call %d kept no results", c.name, call)
-			}
-			if got := *be.ops; got != want {
-				t.Errorf("%s: call %d queued %+v, want %+v", c.name, call, got, want)
+			g := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
+			for call := range 4 {
+				*be.ops = queueOps{}
+				ctx := context.Background()
+				if x.traced {
+					ctx = WithTrace(ctx, &Trace{})
+				}
+				if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+					t.Fatal(err)
+				}
+				if call < 2 { // (the first uploads the inputs; the second finds them the same)
+					continue
+				}
+				if g.Resident == nil {
+					t.Errorf("%s, %s: call %d kept no results", x.name, c.name, call)
+				}
+				if got := *be.ops; got != x.want {
+					t.Errorf("%s, %s: call %d queued %+v, want %+v", x.name, c.name, call, got, x.want)
+				}
 			}
 		}
 	}

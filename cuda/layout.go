@@ -305,6 +305,17 @@ type Tuning struct {
 	// the page-locked result buffer, for the tests and benchmarks that
 	// compare the two.
 	wordsApart bool
+	// meshMemset zeroes a recorded mesh's rows (steps and event marks)
+	// with memsets before the kernel, all rows every launch, as before
+	// session 46, where the thread layout's kernel zeroes the rows past
+	// each trajectory's end that a launch before may have written
+	// (meshZero), for the tests and benchmarks that compare the two.
+	meshMemset bool
+	// keptClock times the kernel of a launch that keeps its results
+	// (two event records, a wait for the second) in a call without a
+	// Trace too, as before session 46 (keptTimed), for the benchmarks
+	// that compare the two.
+	keptClock bool
 	// generic keeps the staging and result loops' general forms (each
 	// trajectory's row read through the launch's index), for the tests that
 	// compare them with the forms for consecutive trajectories.

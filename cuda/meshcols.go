@@ -81,6 +81,9 @@ func (m *residentMesh) Columns(cols, lens []int, rows int, reuse ode.ResidentSte
 			return nil, err
 		}
 	}
+	// The gather writes every row (zeros past the lengths, the columns
+	// and lengths in the last): a record into the buffer zeroes them all.
+	dst.dirty = dst.rows
 	if k == 0 || rows == 0 {
 		return dst, nil
 	}

@@ -57,6 +57,17 @@ func (b nullBackend) fake(args []uint64) {
 				binary.LittleEndian.PutUint64(m[off+uint64(8*(s*n+i)):], math.Float64bits(1.0/nullSteps))
 			}
 		}
+		// The rows past the steps that the kernel zeroes (solve.cuh).
+		for s := nullSteps; s < int(args[argZRows]); s++ {
+			clear(m[off+uint64(8*(s*n+first)) : off+uint64(8*(s*n+end))])
+		}
+	}
+	if args[argEvOut] != 0 {
+		// No step ends at an event; rows past the steps zeroed as above.
+		m, _, off := b.at(args[argEvOut])
+		for s := range min(max(nullSteps, int(args[argZRows])), rows) {
+			clear(m[off+uint64(4*(s*n+first)) : off+uint64(4*(s*n+end))])
+		}
 	}
 	if args[argT] != 0 {
 		m, _, off := b.at(args[argT])
@@ -770,7 +781,14 @@ func init() {
 // started before the batch: Tuning.compareInBatch; on "cuda" also
 // "record-keep-apart", its check words read into Go memory as before
 // session 45: Tuning.wordsApart) and read after
-// each call ("record-keep-read": Gradient.HostGrads); on the mesh of an earlier call
+// each call ("record-keep-read": Gradient.HostGrads), with every record
+// row zeroed by memsets before the kernel as before session 46
+// ("record-keep-memset", and "record-memset" without KeepGrads:
+// Tuning.meshMemset), timed without a Trace, as a
+// user calls ("record-keep-untraced": no clock's marks nor wait, keptTimed;
+// the trace's figures then from 20 traced calls after the timed ones),
+// and so with the clock as before session 46 ("record-keep-untraced-clock":
+// Tuning.keptClock); on the mesh of an earlier call
 // ("mesh", resident where the engine keeps meshes); and a record followed
 // by a gradient on its new mesh ("record+mesh", two calls an op, as a
 // study that records, then replays with other losses). down-B/op and
@@ -801,6 +819,7 @@ func init() {
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-inbatch)?$' -benchtime 400x -count 6   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -benchtime 400x -count 6   (on a GPU)
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
 	engines := []string{countsF64.name, slowCountsF64.name, slowCountsNoAhead.name}
@@ -815,6 +834,9 @@ func BenchmarkGradEventsCall(b *testing.B) {
 		if eng != slowCountsNoAhead.name && eng != hostF64.name {
 			modes = append(modes, "record-keep-inbatch")
 		}
+		if eng != slowCountsNoAhead.name {
+			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced", "record-keep-untraced-clock")
+		}
 		if eng == "cuda" {
 			modes = append(modes, "record-keep-apart")
 		}
@@ -827,6 +849,10 @@ func BenchmarkGradEventsCall(b *testing.B) {
 					c.set.Engine = tuned(b, eng, Tuning{wordsApart: true})
 				case "record-keep-inbatch":
 					c.set.Engine = tuned(b, eng, Tuning{compareInBatch: true})
+				case "record-memset", "record-keep-memset":
+					c.set.Engine = tuned(b, eng, Tuning{meshMemset: true})
+				case "record-keep-untraced-clock":
+					c.set.Engine = tuned(b, eng, Tuning{keptClock: true})
 				}
 				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
 				b.Run(name, func(b *testing.B) { benchGradEventsCall(b, &c, mode) })
@@ -853,13 +879,19 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	var m *ode.Mesh
 	g2 := &g
 	kept := 0 // calls whose results stayed on the device (KeepGrads)
-	switch mode {
-	case "record-omit", "record-keep", "record-keep-read", "record-keep-apart", "record-keep-inbatch":
+	switch {
+	case mode == "record-omit" || keep:
 		g2 = &ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
-	case "mesh", "record+mesh":
+	case mode == "mesh" || mode == "record+mesh":
 		m, g2 = g.Mesh, &ode.Gradient{}
 	}
-	call := func() {
+	// Untraced modes time calls without a Trace (keptTimed).
+	untraced := strings.HasPrefix(mode, "record-keep-untraced")
+	timedCtx := ctx
+	if untraced {
+		timedCtx = context.Background()
+	}
+	call := func(ctx context.Context) {
 		if mode == "record+mesh" {
 			if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
 				b.Fatal(err)
@@ -880,30 +912,39 @@ func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	}
 	// A first call of the mode, untimed (the staging's and the
 	// results' storage).
-	call()
+	call(ctx)
 	tr.Reset()
 	kept = 0
 	b.ResetTimer()
 	c0 := cputime.Process()
 	for range b.N {
-		call()
+		call(timedCtx)
 	}
 	cpu := cputime.Process() - c0
 	b.StopTimer()
+	keptN := kept
+	traced := b.N // the calls the trace's figures are of
+	if untraced {
+		// The trace's figures from calls of their own, after the timed.
+		traced = 20
+		for range traced {
+			call(ctx)
+		}
+	}
 	st := tr.Stats()
 	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(st.Download)/float64(b.N), "down-B/op")
-	b.ReportMetric(float64(st.Upload)/float64(b.N), "up-B/op")
-	b.ReportMetric(float64(st.Kernel)/float64(b.N), "kernel-ns/op")
-	b.ReportMetric(float64(st.Transfer)/float64(b.N), "copy-ns/op")
-	b.ReportMetric(float64(st.Stage)/float64(b.N), "stage-ns/op")
-	b.ReportMetric(float64(st.Scatter)/float64(b.N), "scatter-ns/op")
-	b.ReportMetric(float64(st.Batch)/float64(b.N), "batch-ns/op")
+	b.ReportMetric(float64(st.Download)/float64(traced), "down-B/op")
+	b.ReportMetric(float64(st.Upload)/float64(traced), "up-B/op")
+	b.ReportMetric(float64(st.Kernel)/float64(traced), "kernel-ns/op")
+	b.ReportMetric(float64(st.Transfer)/float64(traced), "copy-ns/op")
+	b.ReportMetric(float64(st.Stage)/float64(traced), "stage-ns/op")
+	b.ReportMetric(float64(st.Scatter)/float64(traced), "scatter-ns/op")
+	b.ReportMetric(float64(st.Batch)/float64(traced), "batch-ns/op")
 	if keep {
-		b.ReportMetric(float64(st.AheadWait)/float64(b.N), "ahead-wait-ns/op")
+		b.ReportMetric(float64(st.AheadWait)/float64(traced), "ahead-wait-ns/op")
 		// 1 where every timed call kept its results (a call served on
 		// the CPU engine while the kernel compiles keeps none).
-		b.ReportMetric(float64(kept)/float64(b.N), "kept/op")
+		b.ReportMetric(float64(keptN)/float64(b.N), "kept/op")
 	}
 }
 

@@ -20,6 +20,11 @@ type residentMesh struct {
 	rows          int  // rows of the buffer
 	n             int  // trajectories (row length)
 	events        bool // the event marks follow the steps (eventsAddr)
+	// dirty is the rows of the buffer (in its shape: rows, n, events)
+	// that may hold values other than 0: the rows from dirty on, steps
+	// and marks, read 0. A record's launch into the buffer zeroes only
+	// rows below it (meshZero); a new or reshaped buffer's are all dirty.
+	dirty int
 }
 
 // residentBlock is device memory that an executor's run wrote and a
@@ -115,7 +120,7 @@ func newResidentMesh(ex *executor, rows, n int, events bool) (*residentMesh, err
 	if err != nil {
 		return nil, err
 	}
-	m := &residentMesh{residentBlock: b, rows: rows, n: n, events: events}
+	m := &residentMesh{residentBlock: b, rows: rows, n: n, events: events, dirty: rows}
 	runtime.AddCleanup(m, (*deviceBlock).free, m.mem)
 	return m, nil
 }
@@ -181,9 +186,18 @@ func (m *residentMesh) reshape(ex *executor, rows, n int, events bool) bool {
 	if m == nil || m.Released() || m.ex.be != ex.be || n < 1 || rows < 1 || m.mem.bytes < int64(rows)*w {
 		return false
 	}
+	if m.n != n || m.rows != rows || m.events != events {
+		m.dirty = rows // the old shape's rows lie elsewhere in the new one
+	}
 	m.ex, m.n, m.rows, m.events = ex, n, rows, events
 	return true
 }
+
+// wrote records that a launch of all the buffer's trajectories wrote its
+// mesh, its longest trajectory taking longest accepted steps: rows past
+// min(longest, rows) read 0 (the launch zeroed the rows past each
+// trajectory's end that were dirty before it).
+func (m *residentMesh) wrote(longest int) { m.dirty = max(0, min(longest, m.rows)) }
 
 // residentOf returns the resident steps of mesh m that ex can read in
 // place, or nil.

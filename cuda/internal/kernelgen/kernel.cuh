@@ -81,6 +81,7 @@ struct gs_args {
   double scale;    // the loss's scale
   long long first; // the launch's trajectories are first ... end-1 of the n its arrays hold
   long long end;   // (the thread layout's chunks of a launch; the warp layouts run 0 ... n-1)
+  long long zrows; // a record of the thread layout zeroes the mesh's rows len ... zrows-1 of each trajectory (solve.cuh)
   const gs_real* sh;      // shared block: s[NS], rtol, atol[D], maxsteps
   const gs_real* saveat;  // [K]
   const gs_real* t1;      // [n]

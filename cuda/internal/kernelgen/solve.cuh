@@ -129,4 +129,19 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
 {{- if .Events}}
   if (valid && GS_WRITER) a.events[i] = nev;
 {{- end}}
+{{- if and .MeshOut (not .Lanes)}}
+  // The recorded mesh's rows past the trajectory's last step, up to
+  // a.zrows, read 0 (steps and event marks): where the launch does not
+  // zero them before the kernel (package cuda's meshZero), rows a launch
+  // before may have written; rows from a.zrows on are 0 already. Row by
+  // row, so that a warp's stores of one row are one.
+  for (long long s = 0; s < a.zrows; s++) {
+    if (valid && s >= len) {
+      a.hout[s * n + i] = 0;
+{{- if .Events}}
+      a.evout[s * n + i] = 0;
+{{- end}}
+    }
+  }
+{{- end}}
 {{- end}}
