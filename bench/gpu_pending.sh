@@ -880,13 +880,20 @@ t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/
 fi
 
 if [ "$part" = s46b ]; then
-# Session 46's second call: a wide kernel's trajectories on fewer lanes
-# (H5, Tuning.wideLanes) and launch bounds of one round (Tuning.wideRound)
-# against the default, three rounds alternated by BenchmarkGPUWideLanes:
-# HIRES, Lorenz-96 d = 64 and neural Robertson (tile and thread layouts
-# forced beside lanes mode), then Pollution's default against 16 lanes.
-t widelanes 330 -test.run XXX -test.timeout 325s -test.bench 'GPUWideLanes/grad/(hires|lorenz96-64|neural-robertson)/' -test.benchtime 5x
-t widelanes-poll $((540 - $(date +%s) + T0)) -test.run XXX -test.timeout 300s -test.bench 'GPUWideLanes/grad/pollution/(default|lanes16)(#[0-9]+)?$' -test.benchtime 5x
+# Session 46's second call. 1. The kept events call without its mesh
+# memset and, untraced, without its clock (H2): the mesh's rows zeroed by
+# the kernel (TestGPUMeshZero), the kept call's modes alternated
+# (record-keep against -memset; -untraced, the user's figure, against
+# -untraced-clock).
+t meshzero 120 -test.v -test.run 'TestGPUMeshZero|TestGPUKeepGrads|TestGPUEvents$|TestGPUKeepGradsAhead'
+t kept 60 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -test.benchtime 400x -test.count 3
+grep -h '^Benchmark' "$out/l/kept.log" | awk '{print $1, $3}' | sort | awk '{a[$1] = a[$1] " " $2} END {for (x in a) print x, a[x]}' | sort
+# 2. A wide kernel's trajectories on fewer lanes (H5, Tuning.wideLanes)
+# and launch bounds of one round (Tuning.wideRound) against the default,
+# three rounds alternated by BenchmarkGPUWideLanes.
+t widelanes 240 -test.run XXX -test.timeout 235s -test.bench 'GPUWideLanes/grad/(hires|neural-robertson)/' -test.benchtime 5x
+t widelanes-l96 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/lorenz96-64/(default|round|lanes16)(#[0-9]+)?$' -test.benchtime 5x
+t widelanes-poll $((545 - $(date +%s) + T0)) -test.run XXX -test.timeout 300s -test.bench 'GPUWideLanes/grad/pollution/(default|lanes16)(#[0-9]+)?$' -test.benchtime 5x
 grep -h '^Benchmark' "$out"/l/widelanes*.log | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, k}' | awk '{a[$1] = a[$1] " " $2} END {for (x in a) print x, a[x]}' | sort
 fi
 
