@@ -429,3 +429,42 @@ func (f *folder) program(name string, vals []tape.ID, acc, out tape.ID, step fun
 	p.Outputs = []tape.Output{{Name: "acc", ID: o}}
 	return p, from, true
 }
+
+// emitLossFold writes the kernel's fold of the loss's value lf:
+//
+//	gs_real gs_a_fold_first(sh, x, n, i, data, p);          // acc_0 from save time 0's state x
+//	gs_real gs_a_fold_next(sh, acc, x, n, i, data, p, k);   // acc_k from acc_{k-1} and save time k's
+//	gs_real gs_a_fold_end(sh, acc, y, n, i, data, p);       // ℓ from acc_{K-1} and the final state y
+func (g *adapters) emitLossFold(lf *lossFold) {
+	const rest = "long long n, long long i, const gs_real* data, const gs_real* p"
+	g.adapter("gs_a_fold_first", lf.first, "gs_real", "const gs_real* sh, const gs_real* x, "+rest, lf.firstArgs, []string{"return"})
+	g.adapter("gs_a_fold_next", lf.next, "gs_real", "const gs_real* sh, gs_real acc, const gs_real* x, "+rest+", int k",
+		append([]string{"acc"}, lf.nextArgs...), []string{"return"})
+	g.adapter("gs_a_fold_end", lf.end, "gs_real", "const gs_real* sh, gs_real acc, const gs_real* y, "+rest,
+		append([]string{"acc"}, lf.endArgs...), []string{"return"})
+}
+
+// foldAcc returns the accumulator spec of rest, the loss VJP without ℓ
+// whose first shared gradient is output first (of ns), given the VJP's
+// with ℓ (g, spec, acc: planAcc's), and whether the fold keeps its dL/ds
+// bit for bit: where g's adds none itself, rest adds none (its dL/ds are
+// returned and reduced as g's are, the same values); where it does, rest
+// must add the same terms in the same order (planAcc on rest can find
+// other trees of adds, where removing ℓ's chain leaves values of one use).
+func foldAcc(rest *tape.Program, first, ns int, g *tape.Program, spec *accSpec, acc bool) (*accSpec, bool) {
+	if !acc {
+		return nil, true
+	}
+	fspec, ok := planAcc(rest, first, ns)
+	if !ok || len(fspec.terms) != len(spec.terms) || len(fspec.callees) > 0 || len(spec.callees) > 0 {
+		return nil, false
+	}
+	for j, t := range fspec.terms {
+		u := spec.terms[j]
+		a, b := &rest.Values[t.id], &g.Values[u.id]
+		if t.j != u.j || a.Op != b.Op || math.Float64bits(a.Aux) != math.Float64bits(b.Aux) {
+			return nil, false
+		}
+	}
+	return fspec, true
+}
