@@ -435,7 +435,14 @@ func (f *folder) program(name string, vals []tape.ID, acc, out tape.ID, step fun
 //	gs_real gs_a_fold_first(sh, x, n, i, data, p);          // acc_0 from save time 0's state x
 //	gs_real gs_a_fold_next(sh, acc, x, n, i, data, p, k);   // acc_k from acc_{k-1} and save time k's
 //	gs_real gs_a_fold_end(sh, acc, y, n, i, data, p);       // ℓ from acc_{K-1} and the final state y
+//
+// Their functions are straight-line code (not rerolled: a loop over a
+// save time's components would index its arguments, an array, on every
+// save time of the forward pass).
 func (g *adapters) emitLossFold(lf *lossFold) {
+	was := g.src.reroll
+	g.src.reroll = false
+	defer func() { g.src.reroll = was }()
 	const rest = "long long n, long long i, const gs_real* data, const gs_real* p"
 	g.adapter("gs_a_fold_first", lf.first, "gs_real", "const gs_real* sh, const gs_real* x, "+rest, lf.firstArgs, []string{"return"})
 	g.adapter("gs_a_fold_next", lf.next, "gs_real", "const gs_real* sh, gs_real acc, const gs_real* x, "+rest+", int k",
