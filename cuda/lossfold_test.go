@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -93,7 +94,8 @@ func lossFoldCases(n int) []struct {
 // is of the form (KernelInfo.LossFold), a loss not of it has the same
 // source either way, and the solutions, losses and gradients of the two
 // forms are the same bit for bit, with the record and on its mesh, in
-// float64, float32 and on a simulated warp; and against the CPU engine.
+// float64, float32 and on a simulated warp, the loss that of Solver.Loss
+// (the loss kernel's); and against the CPU engine.
 func TestHostLossFold(t *testing.T) {
 	needHost(t)
 	old := Tuning{noLossFold: true}
@@ -119,6 +121,7 @@ func TestHostLossFold(t *testing.T) {
 				return
 			}
 			sameRunsLoss(t, c, c.solver(t, "cuda-host"), c.solver(t, tuned(t, "cuda-host", old)), "the loss VJP's value")
+			sameLossAsGrad(t, c, "cuda-host")
 			switch c.name {
 			case "lorenz-fold-data":
 				c := c
@@ -140,7 +143,8 @@ func TestHostLossFold(t *testing.T) {
 // ("cuda", 1,000 trajectories): the loss's value folded in the forward
 // pass against the loss VJP's (Tuning.noLossFold) bit for bit but the
 // shared gradients (to 1e-13 relative: the device adds them with atomics
-// in no fixed order), and against the CPU engine.
+// in no fixed order), the loss that of Solver.Loss, and against the CPU
+// engine.
 //
 //	cuda.test -test.run 'TestGPULossFold' -test.v
 func TestGPULossFold(t *testing.T) {
@@ -153,25 +157,29 @@ func TestGPULossFold(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			sameRunsShared(t, c, c.solver(t, "cuda"), c.solver(t, old), 1e-13)
-			p := c.prob
-			for _, e := range []string{"cuda", old} {
-				// The loss alone (OpLoss: the kernel's own loss, no fold)
-				// against the gradient's.
-				l, _, err := c.solver(t, e).Loss(&p, c.loss, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				g, err := c.solver(t, e).Grad(nil, &p, c.loss, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if l != g.Loss {
-					t.Errorf("%s: Loss %v, Grad's loss %v", e, l, g.Loss)
-				}
-			}
+			sameLossAsGrad(t, c, "cuda")
 			if c.name != "kepler-saves" {
 				compareEngines(t, "cuda", c, caseOpts{ops: []string{"grad", "gradmesh"}})
 			}
 		})
+	}
+}
+
+// sameLossAsGrad checks that Solver.Loss of case c on engine (the loss
+// kernel's value, gs_a_loss: no fold) is Grad's loss bit for bit.
+func sameLossAsGrad(t *testing.T, c engineCase, engine string) {
+	t.Helper()
+	p := c.prob
+	sv := c.solver(t, engine)
+	l, _, err := sv.Loss(&p, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := sv.Grad(nil, &p, c.loss, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Float64bits(l) != math.Float64bits(g.Loss) {
+		t.Errorf("%s: Loss %v, Grad's loss %v", engine, l, g.Loss)
 	}
 }
