@@ -70,6 +70,16 @@ func lossFoldCases(n int) []struct {
 		}
 		return u.Mul(s[0]).Add(y[1])
 	}}
+	// dL/ds of a form the loss VJP accumulates (planAcc), with the fold
+	// and without.
+	sharedAcc := saves(lorenzSharedCase(n), "lorenz-fold-shared-acc")
+	sharedAcc.loss = ode.Loss{Name: "fold-shared-acc-loss", Mean: true, FP: func(_, ys, _, p, s []tape.V) tape.V {
+		u := ys[0].Square().Mul(s[1])
+		for _, x := range ys[1:] {
+			u = u.Add(x.Square().Mul(s[1]))
+		}
+		return u.Add(s[0].Mul(p[0]))
+	}}
 	// A fold from the final state: cotangents in the sweep, the value in
 	// the loss VJP.
 	seeded := saves(lorenzCase(n, 1e-7), "lorenz-fold-seeded")
@@ -85,7 +95,7 @@ func lossFoldCases(n int) []struct {
 	return []struct {
 		c    engineCase
 		fold bool
-	}{{kepler, true}, {weighted, true}, {vern, true}, {data, true}, {shared, true}, {seeded, false}}
+	}{{kepler, true}, {weighted, true}, {vern, true}, {data, true}, {shared, true}, {sharedAcc, true}, {seeded, false}}
 }
 
 // TestHostLossFold checks the loss's value folded in the forward pass
@@ -110,6 +120,10 @@ func TestHostLossFold(t *testing.T) {
 				t.Fatalf("gs_a_fold_first( in the gradient kernel %t, KernelInfo.LossFold %t, want %t", got, info.LossFold, tc.fold)
 			}
 			was, wasInfo := kernelSourceInfo(t, c, ode.OpGrad, func(v *kernelgen.Config) { v.NoLossFold = true })
+			const acc = "gs_a_loss_grad(sh, GS_LOSS_ACC_AT"
+			if want := c.name == "lorenz-fold-shared-acc"; strings.Contains(src, acc) != want || strings.Contains(was, acc) != want {
+				t.Fatalf("the loss VJP accumulates dL/ds: folded %t, not %t; want %t", strings.Contains(src, acc), strings.Contains(was, acc), want)
+			}
 			if strings.Contains(was, "gs_a_fold_first(") || wasInfo.LossFold {
 				t.Fatal("Config.NoLossFold: the kernel folds the loss")
 			}

@@ -468,7 +468,9 @@ func (g *adapters) directLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kerne
 			k.SaveCots = true
 			grad, shared = sc.rest, 1+d+np
 			b.out = []span{b.out[0], b.out[1], b.out[3]}
-			if !v.NoLossFold {
+			// (The thread layout's: every thread writes its own
+			// trajectory's saves, GS_WRITER.)
+			if !v.NoLossFold && v.layoutFile() == "thread.cuh" {
 				lf, _ = splitLossFold(sc.rest, sh)
 			}
 		}
