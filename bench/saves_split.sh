@@ -9,7 +9,15 @@
 #
 #   base       HEAD as it is
 #   nosweep    no reverse steps (forward, saves and loss VJP only)
-#   noloss     no loss VJP (the sweep reads stale cotangents)
+#   noloss     no loss VJP (the sweep reads stale cotangents; since
+#              session 46 the Kepler loss's value is folded in the forward
+#              pass, so the VJP left is dL/dy, dL/dp, dL/ds, zero here:
+#              base - noloss is what the prologue still costs, and base's
+#              grad-kept-oldloss row minus its grad-kept row what the fold
+#              took out)
+#   nofold     the fold's terms not added where the saves are written
+#              (gs_fold_save's call: the loss value wrong): base - nofold
+#              is what the fold costs the forward pass
 #   nocoef     the steps' coefficient cotangents (gs_coef_bar) not summed:
 #              wb zero, the dense reverse still run where a save lies
 #              inside: the sweep of a pre-pass that cost nothing, so
@@ -37,7 +45,7 @@ bin=.gpu/bin
 # SAVES_VARIANTS picks some (a call carries at most 64 MiB: three
 # variants gzipped fit beside the other binaries); SAVES_GZIP=1 gzips the
 # variants' binaries, which run unzips into /tmp.
-variants=${SAVES_VARIANTS:-nosweep noloss nocoef nolam nocoeflam nopf nolosspf}
+variants=${SAVES_VARIANTS:-nosweep noloss nofold nocoef nolam nocoeflam nopf nolosspf}
 
 # mutate VARIANT DIR edits the copy of the repository in DIR for VARIANT
 # and fails if the edit no longer matches the source.
@@ -52,6 +60,10 @@ mutate() {
 	case $1 in
 	nosweep) sed -i 's|const int smax = gs_warp_max(act ? len : 0);|const int smax = 0 * gs_warp_max(act ? len : 0);|' "$2/$f" ;;
 	noloss) sed -i 's|      r = gs_a_loss_grad(sh, y, a.ys|      r = gs_lgrad_out{}; if (0) r = gs_a_loss_grad(sh, y, a.ys|' "$2/$f" ;;
+	nofold)
+		f=cuda/internal/kernelgen/kernel.cuh
+		sed -i 's|  gs_fold_save(lf, a, k, i, y);|  (void)lf;|' "$2/$f"
+		;;
 	nocoef) sed -i "$coef" "$2/$f" ;;
 	nolam) sed -i -e "$lam" -e "$lam2" "$2/$f" ;;
 	nocoeflam) sed -i -e "$coef" -e "$lam" -e "$lam2" "$2/$f" ;;
@@ -98,8 +110,10 @@ if [ "${1:-}" = run ]; then
 		for v in base $variants; do
 			b=$bin/cuda-$v.test
 			[ -f "/tmp/cuda-$v.test" ] && b=/tmp/cuda-$v.test
-			[ "$v" = base ] && b=$bin/cuda.test
-			timeout 100 "$b" -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept$' -test.benchtime 20x |
+			rows='grad-kept$'
+			# (base also runs the loss VJP's value, Tuning.noLossFold.)
+			[ "$v" = base ] && b=$bin/cuda.test && rows='grad-kept(-oldloss)?$'
+			timeout 100 "$b" -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$rows" -test.benchtime 20x |
 				grep '^Benchmark' | sed "s/^/$v /" >>"$out/l/saves_split.txt" || echo "$v round $r failed"
 		done
 	done

@@ -289,6 +289,14 @@ type Tuning struct {
 	splitMin   int   // the smallest launch of one copy whose results come back in two parts (defaultSplitMin); negative: none
 	tierMin    int   // the smallest source whose compile runs in the background (defaultTierFrom; tier.go)
 	saveGroup  int   // the smallest group of saved states' bytes copied back on its own (saveGroupMin)
+	// noLossFold keeps a gradient kernel's loss value in the loss VJP
+	// before the reverse sweep (kernelgen.Config.NoLossFold), as before
+	// session 46, where by default a kernel whose save times' cotangents
+	// are computed in the sweep folds the value of a loss that is a left
+	// fold over the save times in the forward pass: for the device's
+	// comparison (BenchmarkGPUSaveSplit's -oldloss rows). The same results
+	// bit for bit.
+	noLossFold bool
 	// noAhead keeps a kept gradient's launch from running ahead of its
 	// inputs' compare (reuse.go), for the benchmarks that compare the
 	// two.
@@ -431,6 +439,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.Unrolled = tun.unrolled
 	v.SplitFrom, v.SplitUnits = tun.splitFrom(), tun.SplitUnits
 	v.StoreSaveCots = tun.StoreSaveCots && v.Grad
+	v.NoLossFold = tun.noLossFold && v.Grad
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || tun.Layout == LayoutWide || v.Events:

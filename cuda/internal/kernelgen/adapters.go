@@ -458,19 +458,38 @@ func (g *adapters) directLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kerne
 	b.params += ", gs_real gs_sc, gs_real* GS_RESTRICT gs_loss, gs_real* GS_RESTRICT gs_tb"
 	b.out = []span{{name: "gs_loss", w: 1, strided: true}, {w: d}, {name: "gs_tb", w: w, strided: true, scale: "gs_sc"}, {w: np + pl.Shared}}
 	grad, shared := lp.Grad, 1+d+w+np // the program and its first shared gradient
+	var lf *lossFold
 	if k.Dense && !v.Events && !v.Wide && !v.StoreSaveCots {
 		// Save times' cotangents in the sweep (savecot.go): the VJP
 		// without dL/dys (its tb parameter unused).
-		if sc, ok := splitSaveCots(lp.Grad, lossShapeOf{d: d, k: v.Saves, dd: v.DataDim, np: np}); ok {
+		sh := lossShapeOf{d: d, k: v.Saves, dd: v.DataDim, np: np}
+		if sc, ok := splitSaveCots(lp.Grad, sh); ok {
 			g.emitSaveCots(sc)
 			k.SaveCots = true
 			grad, shared = sc.rest, 1+d+np
 			b.out = []span{b.out[0], b.out[1], b.out[3]}
+			// (The thread layout's: every thread writes its own
+			// trajectory's saves, GS_WRITER.)
+			if !v.NoLossFold && v.layoutFile() == "thread.cuh" {
+				lf, _ = splitLossFold(sc.rest, sh)
+			}
 		}
 	}
+	accumulate := !noAccumulate && !g.noAcc && pl.Shared > 0
 	var spec *accSpec
-	if !noAccumulate && !g.noAcc && pl.Shared > 0 {
+	if accumulate {
 		spec, k.LossAcc = planAcc(grad, shared, pl.Shared)
+	}
+	if lf != nil {
+		// The loss's value folded in the forward pass (lossfold.go): the
+		// VJP without ℓ (its loss parameter unused), adding its dL/ds
+		// as the VJP with ℓ would (foldAcc).
+		if fspec, ok := foldAcc(lf.rest, d+np, pl.Shared, grad, spec, k.LossAcc); ok {
+			g.emitLossFold(lf)
+			k.LossFold = true
+			grad, spec = lf.rest, fspec
+			b.out = b.out[1:]
+		}
 	}
 	f, err := g.src.boundFunction(grad, spec, b)
 	if err != nil {

@@ -168,9 +168,11 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int k
 // steps from the last to the first, with the save times' VJPs (in their
 // steps' reverse with Dense, else before the sweep). It writes
 // the loss term and dL/dy0, dL/dp, and adds dL/ds to acc. Every lane of
-// the warp must call it.
+// the warp must call it. With LossFold, lacc is the loss's value folded
+// over the save times in the forward pass (gs_fold), which gs_a_fold_end
+// finishes.
 GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, bool act, int len, const gs_real* y,
-                           const gs_real* p, gs_real* acc) {
+                           const gs_real* p, gs_real* acc{{if .LossFold}}, gs_real lacc{{end}}) {
   const long long n = a.n;
   const gs_real sc = (gs_real)a.scale;
   gs_real lam[GS_D], gp[GS_NPX];
@@ -179,7 +181,11 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
   {
     // The loss's own dL/ds goes to the second half of the accumulator,
     // unscaled (the host scales it).
-{{- if .LossDirect}}
+{{- if .LossFold}}
+    // The loss term from the forward pass's fold; the loss VJP returns
+    // dL/dy, dL/dp, dL/ds and reads no saved state for the value.
+    if (act) a.loss[i] = gs_a_fold_end(sh, lacc, y, n, i, a.data, p);
+{{- else if .LossDirect}}
     // The loss VJP stores the loss term and dL/dys (times sc) itself and
     // returns dL/dy, dL/dp, dL/ds.
 {{- end}}

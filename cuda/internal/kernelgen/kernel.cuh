@@ -33,6 +33,8 @@ The layout's hooks define what the driver loop (gs_body) needs of it:
                    trajectories, which read them in the adjoint
   GS_LOSS_ACC_AT   where the loss's own dL/ds goes (a pointer)
 */ -}}
+{{define "fold-param"}}{{if .LossFold}}, gs_fold& lf{{end}}{{end}}
+{{- define "fold-arg"}}{{if .LossFold}}, lf{{end}}{{end -}}
 // gradsolve CUDA engine: one kernel, GS_KERNEL_NAME, running the driver
 // loop of ode.Plan for the trajectories of a launch:
 //
@@ -123,12 +125,36 @@ GS_DEVICE gs_real gs_t0(const gs_args& a, const long long i, const bool valid) {
 // GS_HSRC is the mesh: the one the kernel records, or the one it replays.
 #define GS_HSRC {{if .Adaptive}}a.hout{{else}}a.hin{{end}}
 {{- if .Saves}}
+{{- if .LossFold}}
 
-// gs_save_state sets save time k of trajectory i to the state y, on step s.
-GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const gs_real* y) {
+// gs_fold is the loss's value folded in the forward pass (LossFold): acc
+// is save time k's accumulator once save time k is written, the loss
+// program's left fold over the save times in its order, from save time
+// 0's term; sh and p are the shared block and the parameters the fold's
+// functions read.
+struct gs_fold {
+  gs_real acc;
+  const gs_real* sh;
+  const gs_real* p;
+};
+
+// gs_fold_save adds save time k's state y to the fold f (at save time 0,
+// sets it).
+GS_DEVICE void gs_fold_save(gs_fold& f, const gs_args& a, int k, long long i, const gs_real* y) {
+  f.acc = k == 0 ? gs_a_fold_first(f.sh, y, a.n, i, a.data, f.p) : gs_a_fold_next(f.sh, f.acc, y, a.n, i, a.data, f.p, k);
+}
+{{- end}}
+
+// gs_save_state sets save time k of trajectory i to the state y, on step s
+// (and adds it to the loss's fold lf, with LossFold: save times are set
+// once each, in order, where the trajectory ends well).
+GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const gs_real* y{{template "fold-param" .}}) {
   const long long n = a.n;
   for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = y[c];
   a.tapstep[(long long)k * n + i] = s;
+{{- if .LossFold}}
+  gs_fold_save(lf, a, k, i, y);
+{{- end}}
 }
 
 {{- if .Dense}}
@@ -171,7 +197,7 @@ GS_DEVICE void gs_interp(const gs_real* y, const gs_real* w, gs_real theta, gs_r
 // sorted, so those on the step are the group's first m.
 #define GS_SAVE_GROUP 4
 GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
-                             const gs_real* w) {
+                             const gs_real* w{{template "fold-param" .}}) {
   const gs_real end = t + h;
   while (k < GS_K) {
     gs_real tau[GS_SAVE_GROUP];
@@ -190,7 +216,7 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
         for (int c = 0; c < GS_D; c++) out[j][c] = y[c];
     }
     if (GS_WRITER)
-      for (int j = 0; j < m; j++) gs_save_state(a, k + j, i, s, out[j]);
+      for (int j = 0; j < m; j++) gs_save_state(a, k + j, i, s, out[j]{{template "fold-arg" .}});
     k += m;
     if (m < GS_SAVE_GROUP) return;
   }
@@ -202,13 +228,13 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
 // where one lies inside it. Every thread calls it, in lockstep with those
 // it runs with (GS_ANY).
 GS_DEVICE void gs_saves(const gs_args& a, const gs_real* sh, int& k, long long i, long long s, gs_real t,
-                        gs_real h, const gs_real* y, const gs_real* p, bool want) {
+                        gs_real h, const gs_real* y, const gs_real* p, bool want{{template "fold-param" .}}) {
   gs_real w[GS_DW];
   if (GS_ANY(want && gs_inside(a, k, t, h))) {
     gs_real yn[GS_D];
     gs_a_dense_step(sh, t, h, y, p, yn, w);
   }
-  if (want) gs_step_saves(a, k, i, (int)s, t, h, y, w);
+  if (want) gs_step_saves(a, k, i, (int)s, t, h, y, w{{template "fold-arg" .}});
 }
 {{- end}}
 {{- else}}
@@ -219,14 +245,14 @@ GS_DEVICE void gs_saves(const gs_args& a, const gs_real* sh, int& k, long long i
 // with those it runs with (GS_ANY), and k advances past the times
 // computed.
 GS_DEVICE void gs_saves(const gs_args& a, const gs_real* sh, int& k, long long i, long long s, gs_real t,
-                        gs_real t2, const gs_real* y, const gs_real* p, bool want) {
+                        gs_real t2, const gs_real* y, const gs_real* p, bool want{{template "fold-param" .}}) {
   bool more = want && k < GS_K && a.saveat[k] <= t2;
   while (GS_ANY(more)) {
     const gs_real tau = more ? a.saveat[k] : t;
     gs_real out[GS_D];
     gs_a_replay(sh, t, tau - t, y, p, out);
     if (more) {
-      if (GS_WRITER) gs_save_state(a, k, i, (int)s, out);
+      if (GS_WRITER) gs_save_state(a, k, i, (int)s, out{{template "fold-arg" .}});
       k++;
       more = k < GS_K && a.saveat[k] <= t2;
     }
@@ -236,9 +262,10 @@ GS_DEVICE void gs_saves(const gs_args& a, const gs_real* sh, int& k, long long i
 
 // gs_save_states sets the save times k, k+1, ... up to time t2 (all of
 // them with all set) of trajectory i to the state y, on step s.
-GS_DEVICE void gs_save_states(const gs_args& a, int& k, long long i, int s, const gs_real* y, bool all, gs_real t2) {
+GS_DEVICE void gs_save_states(const gs_args& a, int& k, long long i, int s, const gs_real* y, bool all,
+                              gs_real t2{{template "fold-param" .}}) {
   while (k < GS_K && (all || a.saveat[k] <= t2)) {
-    if (GS_WRITER) gs_save_state(a, k, i, s, y);
+    if (GS_WRITER) gs_save_state(a, k, i, s, y{{template "fold-arg" .}});
     k++;
   }
 }
@@ -327,21 +354,24 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
   bool overflow = false;
 {{- if .Saves}}
   int k = 0;
-  if (valid) gs_save_states(a, k, i, 0, y, false, t0);
+{{- if .LossFold}}
+  gs_fold lf = {0, sh, p};
+{{- end}}
+  if (valid) gs_save_states(a, k, i, 0, y, false, t0{{template "fold-arg" .}});
 {{- end}}
 {{if .Adaptive}}{{template "adaptive" .}}{{else}}{{template "replay" .}}{{end}}
 {{- if and .Saves .Events}}
   // The save times at or after the end: the final state; past a terminal
   // event none (NaN: ode.Event, "Save times").
   if (valid && status == GS_OK) {
-    gs_save_states(a, k, i, len, y, !ev_term, ev_tend);
+    gs_save_states(a, k, i, len, y, !ev_term, ev_tend{{template "fold-arg" .}});
     gs_real none[GS_D];
     for (int c = 0; c < GS_D; c++) none[c] = gs_nan();
     for (; k < GS_K; k++)
-      if (GS_WRITER) gs_save_state(a, k, i, len, none);
+      if (GS_WRITER) gs_save_state(a, k, i, len, none{{template "fold-arg" .}});
   }
 {{- else if .Saves}}
-  if (valid && status == GS_OK) gs_save_states(a, k, i, len, y, true, 0);
+  if (valid && status == GS_OK) gs_save_states(a, k, i, len, y, true, 0{{template "fold-arg" .}});
 {{- end}}
   if (valid && GS_WRITER) {
     for (int c = 0; c < GS_D; c++) a.y[(long long)c * n + i] = y[c];
@@ -351,7 +381,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
   }
 {{- if .Grad}}
   GS_WRITTEN();
-  gs_backward(a, sh, i, valid && status == GS_OK && !overflow, len, y, p, acc);
+  gs_backward(a, sh, i, valid && status == GS_OK && !overflow, len, y, p, acc{{if .LossFold}}, lf.acc{{end}});
 {{- else}}
   (void)acc;
 {{- end}}

@@ -211,6 +211,15 @@ type Config struct {
 	// (package cuda's Tuning.StoreSaveCots: the switch of the device's
 	// comparison).
 	StoreSaveCots bool
+	// NoLossFold keeps a gradient kernel's loss value in the loss VJP
+	// before the reverse sweep, rereading every saved value, as before
+	// session 46, where by default a kernel whose save times' cotangents
+	// are computed in the sweep (SaveCots) and whose loss value is a left
+	// fold over the save times (lossfold.go) folds it in the forward
+	// pass, where it writes each save time's state (kernelPlan.LossFold).
+	// The same results bit for bit (package cuda's private
+	// Tuning.noLossFold: the switch of the device's comparison).
+	NoLossFold bool
 	// WideMinSplit (with Wide), if positive, is the fewest repetitions
 	// (components) of a wide function's loop: a shorter run of values the
 	// reroll plan finds (reroll.go: from rerollMinRun, 4) is emitted as
@@ -314,6 +323,9 @@ var wideRowsKey = map[bool]string{true: "widerows "}
 // storeCotsKey is Config.StoreSaveCots's part of a Key, likewise.
 var storeCotsKey = map[bool]string{true: "storecots "}
 
+// noFoldKey is Config.NoLossFold's part of a Key, likewise.
+var noFoldKey = map[bool]string{true: "nofold "}
+
 // wideRegsKey is Config.WideScalars's, WideMinBlocks's and WideMinSplit's part of a Key
 // (none at their defaults, so that the keys of other kernels stay as
 // they were).
@@ -337,7 +349,7 @@ func (v Config) wideRegsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+storeCotsKey[v.StoreSaveCots && v.Grad], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+noFoldKey[v.NoLossFold && v.Grad], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -391,6 +403,9 @@ type KernelInfo struct {
 	// cotangents in the reverse sweep (kernelPlan.SaveCots): it reads and
 	// writes no array of them (gs_args.tb), which needs no memory.
 	SaveCots bool
+	// LossFold reports that the kernel folds its loss's value in the
+	// forward pass (kernelPlan.LossFold).
+	LossFold bool
 }
 
 // KernelSource returns the translation unit of kernel v of the plan
@@ -476,7 +491,7 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 	} else if err := g.kernelAdapters(sp, v, lp, k); err != nil {
 		return nil, info, err
 	}
-	info.StoreT, info.StoreEvent, info.SaveCots = k.StoreT, k.StoreEv, k.SaveCots
+	info.StoreT, info.StoreEvent, info.SaveCots, info.LossFold = k.StoreT, k.StoreEv, k.SaveCots, k.LossFold
 	var sb strings.Builder
 	sb.WriteString(g.sb.String())
 	if err := kernelTemplates[v.layoutFile()].Execute(&sb, k); err != nil {
@@ -514,6 +529,13 @@ type kernelPlan struct {
 	// reaches the save time (gs_save_cot; savecot.go): no a.tb
 	// (KernelInfo.SaveCots).
 	SaveCots bool
+	// LossFold (with SaveCots) reports that the forward pass folds the
+	// loss's value where it writes each save time's state (gs_save_state
+	// calls gs_fold_save: gs_a_fold_first at save time 0, gs_a_fold_next
+	// after it, into a per-thread accumulator) and the adjoint's prologue
+	// finishes it (gs_a_fold_end) and stores it; the loss VJP returns
+	// dL/dy, dL/dp and dL/ds only (lossfold.go).
+	LossFold bool
 	// ShareRev (with Dense) runs DenseStepReverse on every step of the
 	// adjoint, with zero coefficient cotangents where no save time lies
 	// inside it, and Reverse on none: one reverse step in the source, not

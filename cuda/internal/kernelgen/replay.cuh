@@ -23,7 +23,7 @@ hooks (GS_STEPS, GS_ANY, GS_WRITER).
     if (on && GS_WRITER) gs_store_row(a, i, s, t, y);
 {{- end}}
 {{- if and .Saves (not .Dense)}}
-    gs_saves(a, sh, k, i, s, t, t + h, y, p, on);
+    gs_saves(a, sh, k, i, s, t, t + h, y, p, on{{template "fold-arg" .}});
 {{- end}}
     // A step of size 0 is the identity.
     const bool live = on && h != 0;
@@ -51,7 +51,7 @@ hooks (GS_STEPS, GS_ANY, GS_WRITER).
 {{- end}}
     }
 {{- if .Dense}}
-    if (on) gs_step_saves(a, k, i, s, t, h, y, w);
+    if (on) gs_step_saves(a, k, i, s, t, h, y, w{{template "fold-arg" .}});
 {{- end}}
     if (live)
       for (int c = 0; c < GS_D; c++) y[c] = yn[c];

@@ -115,9 +115,9 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
     }
 {{- if .Saves}}
 {{- if or .ShareFwd .SwitchTrial}}
-    if (saving) gs_step_saves(a, k, i, (int)sv_s, sv_t, sv_h, sv_y, w);
+    if (saving) gs_step_saves(a, k, i, (int)sv_s, sv_t, sv_h, sv_y, w{{template "fold-arg" .}});
 {{- else}}
-    gs_saves(a, sh, k, i, sv_s, sv_t, {{if .Dense}}sv_h{{else}}sv_t2{{end}}, sv_y, p, saving);
+    gs_saves(a, sh, k, i, sv_s, sv_t, {{if .Dense}}sv_h{{else}}sv_t2{{end}}, sv_y, p, saving{{template "fold-arg" .}});
 {{- end}}
 {{- end}}
   }
