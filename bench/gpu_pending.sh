@@ -885,15 +885,22 @@ if [ "$part" = s46b ]; then
 # the kernel (TestGPUMeshZero), the kept call's modes alternated
 # (record-keep against -memset; -untraced, the user's figure, against
 # -untraced-clock).
-t meshzero 120 -test.v -test.run 'TestGPUMeshZero|TestGPUKeepGrads|TestGPUEvents$|TestGPUKeepGradsAhead'
-t kept 60 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -test.benchtime 400x -test.count 3
+t meshzero 100 -test.v -test.run 'TestGPUMeshZero|TestGPUKeepGrads|TestGPUEvents$'
+t kept 50 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -test.benchtime 400x -test.count 3
 grep -h '^Benchmark' "$out/l/kept.log" | awk '{print $1, $3}' | sort | awk '{a[$1] = a[$1] " " $2} END {for (x in a) print x, a[x]}' | sort
-# 2. A wide kernel's trajectories on fewer lanes (H5, Tuning.wideLanes)
+# 2. The loss's value folded into the forward pass (H1): its device
+# tests, then grad-kept against grad-kept-oldloss, three rounds.
+t fold-tests 80 -test.v -test.run 'TestGPULossFold|TestGPUSaveCots|TestGPUKeepSaves'
+for r in 1 2 3; do
+	for v in grad-kept grad-kept-oldloss; do
+		t saves-$v-$r 25 -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
+	done
+done
+grep -h '^Benchmark' "$out"/l/saves-grad-*.log | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, $3 / 1e6, k}' | sort
+# 3. A wide kernel's trajectories on fewer lanes (H5, Tuning.wideLanes)
 # and launch bounds of one round (Tuning.wideRound) against the default,
-# three rounds alternated by BenchmarkGPUWideLanes.
-t widelanes 240 -test.run XXX -test.timeout 235s -test.bench 'GPUWideLanes/grad/(hires|neural-robertson)/' -test.benchtime 5x
-t widelanes-l96 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/lorenz96-64/(default|round|lanes16)(#[0-9]+)?$' -test.benchtime 5x
-t widelanes-poll $((545 - $(date +%s) + T0)) -test.run XXX -test.timeout 300s -test.bench 'GPUWideLanes/grad/pollution/(default|lanes16)(#[0-9]+)?$' -test.benchtime 5x
+# three rounds alternated by BenchmarkGPUWideLanes: HIRES.
+t widelanes $((545 - $(date +%s) + T0)) -test.run XXX -test.timeout 300s -test.bench 'GPUWideLanes/grad/hires/' -test.benchtime 5x
 grep -h '^Benchmark' "$out"/l/widelanes*.log | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, k}' | awk '{a[$1] = a[$1] " " $2} END {for (x in a) print x, a[x]}' | sort
 fi
 
