@@ -879,6 +879,14 @@ done
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 fi
 
+if [ "$part" = s46c ]; then
+# Session 46's third call (on the machine s46b left warm): fewer lanes a
+# trajectory (H5) on neural Robertson, Lorenz-96 d = 64 and Pollution.
+t widelanes-nr 150 -test.run XXX -test.timeout 145s -test.bench 'GPUWideLanes/grad/(neural-robertson|lorenz96-64)/' -test.benchtime 5x
+t widelanes-poll $((290 - $(date +%s) + T0)) -test.run XXX -test.timeout 280s -test.bench 'GPUWideLanes/grad/pollution/(default|lanes16|lanes8)(#[0-9]+)?$' -test.benchtime 5x
+grep -h '^Benchmark' "$out"/l/widelanes*.log | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, k}' | awk '{a[$1] = a[$1] " " $2} END {for (x in a) print x, a[x]}' | sort
+fi
+
 if [ "$part" = s46b ]; then
 # Session 46's second call. 1. The kept events call without its mesh
 # memset and, untraced, without its clock (H2): the mesh's rows zeroed by
