@@ -44,15 +44,19 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // sweep (Tuning.StoreSaveCots), the form before session 44, where the
 // others compute them in the sweep (kernelgen's savecot.go); alternate
 // them by runs of the binary (-test.count runs a sub-benchmark its times
-// in a row):
+// in a row). solveto-kept-old is solveto-kept with the forward pass's
+// saved states in the form before session 46 (Tuning.oldSaves: every save
+// time's step written in a solve too, a dense step's stores in a loop of
+// bounds m), the same saves bit for bit:
 //
 //	cuda.test -test.run '^$' -test.bench GPUSaveSplit -test.benchtime 5x
 //	for r in 1 2 3 4 5; do for v in grad-kept grad-kept-tb; do
 //	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
 //	done; done
+//	cuda.test -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/solveto-kept(-old)?$' -test.benchtime 20x -test.count 3
 func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
-	benchSaveSplit(b, "cuda", tuned(b, "cuda", Tuning{StoreSaveCots: true}), 4096, []ode.Method{ode.Tsit5})
+	benchSaveSplit(b, "cuda", tuned(b, "cuda", Tuning{StoreSaveCots: true}), tuned(b, "cuda", Tuning{oldSaves: true}), 4096, []ode.Method{ode.Tsit5})
 }
 
 // BenchmarkHostSaveSplit is BenchmarkGPUSaveSplit on the host backend,
@@ -68,34 +72,35 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 func BenchmarkHostSaveSplit(b *testing.B) {
 	needHost(b)
 	benchSaveHostOnce.Do(func() {
-		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb"} {
+		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old"} {
 			e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 32)}
 			e.be.(*hostBackend).optimize = true
 			tun := envTuning()
-			tun.WaitForCompile, tun.StoreSaveCots = true, k == 1
+			tun.WaitForCompile, tun.StoreSaveCots, tun.oldSaves = true, k == 1, k == 2
 			e.SetTuning(tun)
 			ode.Register(e)
 			benchSaveHost[k] = e
 		}
 	})
-	benchSaveSplit(b, benchSaveHost[0].Name(), benchSaveHost[1].Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
+	benchSaveSplit(b, benchSaveHost[0].Name(), benchSaveHost[1].Name(), benchSaveHost[2].Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
 // benchSaveHost are BenchmarkHostSaveSplit's engines, registered at its
 // first run: cuda-host with kernels compiled with -O2, no memo, and the
-// same with Tuning.StoreSaveCots.
+// same with Tuning.StoreSaveCots, and with Tuning.oldSaves.
 var (
 	benchSaveHostOnce sync.Once
-	benchSaveHost     [2]*Engine
+	benchSaveHost     [3]*Engine
 )
 
 // benchSaveSplit runs BenchmarkGPUSaveSplit's calls on engine (the -tb
-// variants on stored, the engine with Tuning.StoreSaveCots), for n orbits
-// and the methods ms (a level of sub-benchmarks where there are several).
-func benchSaveSplit(b *testing.B, engine, stored string, n int, ms []ode.Method) {
+// variants on stored, the engine with Tuning.StoreSaveCots; the -old one
+// on old, the engine with Tuning.oldSaves), for n orbits and the methods
+// ms (a level of sub-benchmarks where there are several).
+func benchSaveSplit(b *testing.B, engine, stored, old string, n int, ms []ode.Method) {
 	if len(ms) > 1 {
 		for _, m := range ms {
-			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, stored, n, []ode.Method{m}) })
+			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, stored, old, n, []ode.Method{m}) })
 		}
 		return
 	}
@@ -116,6 +121,12 @@ func benchSaveSplit(b *testing.B, engine, stored string, n int, ms []ode.Method)
 	if err != nil {
 		b.Fatal(err)
 	}
+	set.Engine = old
+	svKeepOld, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set.Engine = stored
 	set.KeepSaves = false
 	svTB, err := ode.NewSolver(kp.Field, &set)
 	if err != nil {
@@ -127,7 +138,7 @@ func benchSaveSplit(b *testing.B, engine, stored string, n int, ms []ode.Method)
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-read", "grad-kept", "grad-kept-tb", "grad-kept-read"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-tb", "grad-kept-read"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -140,6 +151,8 @@ func benchSaveSplit(b *testing.B, engine, stored string, n int, ms []ode.Method)
 					solver = svTB
 				case op == "grad-kept-tb":
 					solver = svKeepTB
+				case op == "solveto-kept-old":
+					solver = svKeepOld
 				case strings.Contains(op, "-kept"):
 					solver = svKeep
 				}

@@ -43,7 +43,7 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.NoChunkLaunch, "nochunklaunch"}, {tun.NoChunkStage, "nochunkstage"}, {tun.separateSteps, "separate"}, {tun.unrolled, "unrolled"}, {tun.Minimal, "minimal"}, {tun.SplitUnits, "splitunits"}, {tun.NoWide, "nowide"}, {tun.NoWideStiff, "nowidestiff"}, {tun.NoWidePrivate, "nowideprivate"}, {tun.wideLoops, "wideloops"}, {tun.wideRound, "wideround"}, {tun.NoTrainGraph, "notraingraph"}, {tun.StoreSaveCots, "storesavecots"}, {tun.NoInputReuse, "noinputreuse"}, {tun.generic, "generic"}, {tun.wordsApart, "wordsapart"}, {tun.compareInBatch, "compareinbatch"}, {tun.WaitForCompile, "wait"}} {
+	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.NoChunkLaunch, "nochunklaunch"}, {tun.NoChunkStage, "nochunkstage"}, {tun.separateSteps, "separate"}, {tun.unrolled, "unrolled"}, {tun.Minimal, "minimal"}, {tun.SplitUnits, "splitunits"}, {tun.NoWide, "nowide"}, {tun.NoWideStiff, "nowidestiff"}, {tun.NoWidePrivate, "nowideprivate"}, {tun.wideLoops, "wideloops"}, {tun.wideRound, "wideround"}, {tun.NoTrainGraph, "notraingraph"}, {tun.StoreSaveCots, "storesavecots"}, {tun.oldSaves, "oldsaves"}, {tun.NoInputReuse, "noinputreuse"}, {tun.generic, "generic"}, {tun.wordsApart, "wordsapart"}, {tun.compareInBatch, "compareinbatch"}, {tun.WaitForCompile, "wait"}} {
 		if f.on {
 			tn += "," + f.name
 		}

@@ -123,11 +123,17 @@ GS_DEVICE gs_real gs_t0(const gs_args& a, const long long i, const bool valid) {
 #define GS_HSRC {{if .Adaptive}}a.hout{{else}}a.hin{{end}}
 {{- if .Saves}}
 
-// gs_save_state sets save time k of trajectory i to the state y, on step s.
+// gs_save_state sets save time k of trajectory i to the state y, on step s
+// (the step kept for a gradient's reverse sweep only: Config.OldSaves
+// keeps it in every kernel).
 GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const gs_real* y) {
   const long long n = a.n;
   for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = y[c];
+{{- if or .Grad .OldSaves}}
   a.tapstep[(long long)k * n + i] = s;
+{{- else}}
+  (void)s;
+{{- end}}
 }
 
 {{- if .Dense}}
@@ -189,7 +195,15 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
         for (int c = 0; c < GS_D; c++) out[j][c] = y[c];
     }
     if (GS_WRITER)
+{{- if .OldSaves}}
       for (int j = 0; j < m; j++) gs_save_state(a, k + j, i, s, out[j]);
+{{- else}}
+      // (Constant bounds: the loop unrolled, out indexed by constants,
+      // in registers; with bounds m the compiler may keep it in local
+      // memory.)
+      for (int j = 0; j < GS_SAVE_GROUP; j++)
+        if (j < m) gs_save_state(a, k + j, i, s, out[j]);
+{{- end}}
     k += m;
     if (m < GS_SAVE_GROUP) return;
   }
