@@ -44,10 +44,13 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // sweep (Tuning.StoreSaveCots), the form before session 44, where the
 // others compute them in the sweep (kernelgen's savecot.go); alternate
 // them by runs of the binary (-test.count runs a sub-benchmark its times
-// in a row). solveto-kept-old is solveto-kept with the forward pass's
-// saved states in the form before session 46 (Tuning.oldSaves: every save
-// time's step written in a solve too, a dense step's stores in a loop of
-// bounds m), the same saves bit for bit:
+// in a row). solveto-kept-old and grad-kept-old are solveto-kept and
+// grad-kept with the saved states in the form before session 46
+// (Tuning.oldSaves: every save time's step written in a solve too, a
+// dense step's stores in a loop of bounds m, and the kept saves
+// rearranged into rows by the saves kernel after every call, where now
+// the engine kernel writes them in place and they are rearranged when
+// read), the same saves bit for bit:
 //
 //	cuda.test -test.run '^$' -test.bench GPUSaveSplit -test.benchtime 5x
 //	for r in 1 2 3 4 5; do for v in grad-kept grad-kept-tb; do
@@ -138,7 +141,7 @@ func benchSaveSplit(b *testing.B, engine, stored, old string, n int, ms []ode.Me
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-tb", "grad-kept-read"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -151,7 +154,7 @@ func benchSaveSplit(b *testing.B, engine, stored, old string, n int, ms []ode.Me
 					solver = svTB
 				case op == "grad-kept-tb":
 					solver = svKeepTB
-				case op == "solveto-kept-old":
+				case strings.HasSuffix(op, "-kept-old"):
 					solver = svKeepOld
 				case strings.Contains(op, "-kept"):
 					solver = svKeep
