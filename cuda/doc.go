@@ -460,20 +460,23 @@
 //
 // With ode.Settings.KeepSaves they stay on the device until read. The
 // float64 single-GPU engines ("cuda", and a launch of all the call's
-// trajectories at once) then run, in the launch's batch after its
-// kernels, a saves kernel (saves.cuh, gs_s_rows: tiles of 32×32 values
-// through shared memory, reads and writes coalesced; NaN rows for the
-// failed trajectories, as the host's scatter writes) that rearranges them
-// from the arena into device memory of their own, row-major as
-// Solution.Ys: the Solution's Resident (residentSaves, like a resident
-// mesh: freed by Release, by HostSaves, or once unreachable). The call
-// copies none of them back and transposes nothing on the host; reading
-// them (Solution.HostSaves, ResidentSaves.CopyTo) is one copy from the
-// device straight into Ys's order, through the page-locked chunk buffers
-// where it is large (copyMesh). The device holds them twice during the
-// call (the arena's and the kept array: 131 MB each in the example
-// above), and the saves kernel reads and writes them once (about 0.1 ms
-// for 131 MB on an H100). A SolveTo or Grad given its earlier result back
+// trajectories at once) then have the launch's kernel write them in place
+// into device memory of their own, component-major as in the arena, and
+// copy the launch's statuses and flags after them: the Solution's
+// Resident (residentSaves, like a resident mesh: freed by Release, by
+// HostSaves, or once unreachable). The call copies none of them back,
+// rearranges nothing and transposes nothing on the host. Reading them
+// (Solution.HostSaves, ResidentSaves.CopyTo) runs a saves kernel
+// (saves.cuh, gs_s_rows: tiles of 32×32 values through shared memory,
+// reads and writes coalesced; NaN rows for the failed trajectories, as
+// the host's scatter writes) that rearranges them into device memory of
+// the read's own, row-major as Solution.Ys (about 0.1 ms for 131 MB on an
+// H100), then one copy from the device straight into Ys's order, through
+// the page-locked chunk buffers where it is large (copyMesh). (Before
+// session 46, Tuning.oldSaves, the saves kernel rearranged them from the
+// arena into the kept array after every launch.) The arena still has
+// room for them (unused when they are kept: the memory a call asks for,
+// ode.Settings.MemoryLimit's measure, is as before). A SolveTo or Grad given its earlier result back
 // writes into the same kept array. Saves come back in Ys as without
 // KeepSaves on cuda-f32 and cuda-multi, in a call split into launches
 // (more trajectories than the device's free memory holds), from a

@@ -1220,7 +1220,12 @@ func (r *run) layout(n, rows int) layout {
 		elems[argT0s] = cnt(1)
 	}
 	elems[argY0], elems[argP], elems[argY] = cnt(d), cnt(np), cnt(d)
-	elems[argYs], elems[argTapStep] = cnt(k*d), cnt(k)
+	elems[argYs] = cnt(k * d)
+	if v.Grad || v.OldSaves {
+		// The step of each save time, for the reverse sweep (a kernel
+		// without one writes none: kernelgen.Config.OldSaves).
+		elems[argTapStep] = cnt(k)
+	}
 	if v.Loss || v.Grad {
 		elems[argData], elems[argLoss] = cnt(dd), cnt(1)
 	}
@@ -1914,12 +1919,17 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 	}
 	if r.sout != nil {
-		// The saved states stay on the device, row-major (saves.go): the
-		// saves kernel runs after the launch's kernels, in its batch.
+		// The saved states stay on the device (saves.go): written there by
+		// the launch's kernel, component-major, its statuses and flags
+		// copied after them in its batch; with Tuning.oldSaves rearranged
+		// row-major by the saves kernel after the launch's kernels.
 		launched := batch
 		batch = func(q queue) error {
 			if err := launched(q); err != nil {
 				return err
+			}
+			if r.sout.cols {
+				return r.colSaves(q, ar, n, &l)
 			}
 			return r.rowSaves(q, ar, n, &l)
 		}

@@ -197,11 +197,15 @@ func (r *run) keptSpans(sp []span, l *layout) ([]span, [numArgs]int64, int64) {
 }
 
 // argAddr returns the device address of array a of the launch in layout
-// l on arena ar (0 if it has none): in the kept results (r.gout, at the
-// scratch's keptAt) where the launch writes its results there (keptLaunch)
-// and a is one the run keeps (downloaded), else in the arena.
+// l on arena ar (0 if it has none): the kept saves' memory for the saved
+// states kept component-major (r.sout.cols, saves.go); in the kept
+// results (r.gout, at the scratch's keptAt) where the launch writes its
+// results there (keptLaunch) and a is one the run keeps (downloaded),
+// else in the arena.
 func (r *run) argAddr(ar *arena, l *layout, a int) uint64 {
 	switch {
+	case a == argYs && r.sout != nil && r.sout.cols:
+		return r.sout.mem.addr // kept on the device, written in place (saves.go)
 	case l.off[a] < 0:
 		return 0
 	case r.keptLaunch && r.downloaded(a):

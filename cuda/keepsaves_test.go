@@ -332,9 +332,10 @@ func TestHostEngineKeepSavesRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	savesBytes := int64(c.prob.N * len(c.prob.SaveAt) * c.prob.Field.Dim * 8)
-	if got := residentOn(fd) - base; got != savesBytes {
-		t.Fatalf("a solve's kept saves hold %d bytes of device memory, want %d", got, savesBytes)
+	// (Component-major, the launch's statuses and flags after them.)
+	kept := savesBytes(c.prob.N, len(c.prob.SaveAt)*c.prob.Field.Dim, true)
+	if got := residentOn(fd) - base; got != kept {
+		t.Fatalf("a solve's kept saves hold %d bytes of device memory, want %d", got, kept)
 	}
 	sol.Release()
 	if got := residentOn(fd) - base; got != 0 {

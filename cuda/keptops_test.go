@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -211,44 +212,63 @@ func (q sizesQueue) enqueue(k backendKernel, threads, block, shmem int, args []u
 // asks of the device beyond its engine kernel, with 1 and with 1,000 save
 // times (256 Kepler orbits, on cuda-counts' backend): no allocation after
 // the first call; the same bytes read and zeroed; the bytes written
-// differing by the save times' (padded) only; and two kernels, the second the
-// saves kernel (one thread a saved value: its rearrangement into rows,
-// saves.cuh), the only device work outside the engine kernel that
-// grows with the save times (issue 25).
+// differing by the save times' (padded) only; and one kernel, the engine
+// kernel, which writes the kept saves in place (component-major: nothing
+// outside it grows with the save times, issue 25). With Tuning.oldSaves
+// (the form before session 46) two kernels, the second the saves kernel
+// (one thread a saved value: their rearrangement into rows, saves.cuh).
+// Either way the saves read back are the same, bit for bit.
 func TestSaveKeptCallSizes(t *testing.T) {
-	be := sizesBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &callSizes{}}
-	e := &Engine{name: "cuda-counts-sizes", prec: Float64, be: be}
-	ode.Register(e)
 	const n = 256
-	var got [2]callSizes
-	for a, k := range []int{1, 1000} {
-		p, set := keplerSaves(n, k)
-		set.Engine, set.KeepSaves = e.name, true
-		sv, err := ode.NewSolver(p.Field, &set)
-		if err != nil {
-			t.Fatal(err)
+	var ys [2][2][]float64 // [form][save times]
+	for form, old := range []bool{false, true} {
+		be := sizesBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &callSizes{}}
+		e := &Engine{name: fmt.Sprintf("cuda-counts-sizes-old=%v", old), prec: Float64, be: be}
+		e.SetTuning(Tuning{oldSaves: old})
+		ode.Register(e)
+		kernels := 1
+		if old {
+			kernels = 2
 		}
-		var g ode.Gradient
-		for call := range 3 {
-			*be.sizes = callSizes{}
-			if _, err := sv.Grad(&g, &p, odetest.SavedSquares(), nil); err != nil {
+		var got [2]callSizes
+		for a, k := range []int{1, 1000} {
+			p, set := keplerSaves(n, k)
+			set.Engine, set.KeepSaves = e.name, true
+			sv, err := ode.NewSolver(p.Field, &set)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if g.Solution.Resident == nil {
-				t.Fatalf("saves=%d: call %d kept no saved states", k, call)
+			var g ode.Gradient
+			for call := range 3 {
+				*be.sizes = callSizes{}
+				if _, err := sv.Grad(&g, &p, odetest.SavedSquares(), nil); err != nil {
+					t.Fatal(err)
+				}
+				if g.Solution.Resident == nil {
+					t.Fatalf("old=%v saves=%d: call %d kept no saved states", old, k, call)
+				}
 			}
+			got[a] = *be.sizes
+			// (The saves kernel: a block of savesThreads a tile of savesTile².)
+			if s := got[a]; s.allocs != 0 || len(s.threads) != kernels || old && s.threads[1] < n*k*p.Field.Dim*savesThreads/(savesTile*savesTile) {
+				t.Errorf("old=%v saves=%d: a warm call: %d allocations, kernels of %v threads; want none and %d kernels",
+					old, k, s.allocs, s.threads, kernels)
+			}
+			if err := g.Solution.HostSaves(); err != nil {
+				t.Fatal(err)
+			}
+			ys[form][a] = g.Solution.Ys
 		}
-		got[a] = *be.sizes
-		// (The saves kernel: a block of savesThreads a tile of savesTile².)
-		if s := got[a]; s.allocs != 0 || len(s.threads) != 2 || s.threads[1] < n*k*p.Field.Dim*savesThreads/(savesTile*savesTile) {
-			t.Errorf("saves=%d: a warm call: %d allocations, kernels of %v threads; want none, the engine kernel's and the saves kernel's",
-				k, s.allocs, s.threads)
+		one, many := got[0], got[1]
+		// (The arena's arrays are 256-byte aligned: layout.)
+		pad := func(b int64) int64 { return (b + 255) &^ 255 }
+		if one.read != many.read || one.zeroed != many.zeroed || many.written-one.written != pad(1000*8)-pad(8) || one.threads[0] != many.threads[0] {
+			t.Errorf("old=%v: 1 save time: %+v; 1,000: %+v; want the same reads, memsets and engine kernel, the writes the save times' bytes more", old, one, many)
 		}
 	}
-	one, many := got[0], got[1]
-	// (The arena's arrays are 256-byte aligned: layout.)
-	pad := func(b int64) int64 { return (b + 255) &^ 255 }
-	if one.read != many.read || one.zeroed != many.zeroed || many.written-one.written != pad(1000*8)-pad(8) || one.threads[0] != many.threads[0] {
-		t.Errorf("1 save time: %+v; 1,000: %+v; want the same reads, memsets and engine kernel, the writes the save times' bytes more", one, many)
+	for a := range ys[0] {
+		if ok, i := bitsEqual(ys[0][a], ys[1][a]); !ok || len(ys[0][a]) == 0 {
+			t.Errorf("save times %d: the saves read back differ from the old form's at %d (%d values)", []int{1, 1000}[a], i, len(ys[0][a]))
+		}
 	}
 }

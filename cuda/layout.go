@@ -365,6 +365,12 @@ type Tuning struct {
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
+	// oldSaves keeps the forward pass's saved states in the form before
+	// session 46 (kernelgen.Config.OldSaves: the step of every save time
+	// written and allocated in every kernel with save times, not only a
+	// gradient's; a dense step's stores in a loop of bounds m), for the
+	// device's comparison (BenchmarkGPUSaveSplit's solveto-kept-old).
+	oldSaves bool
 }
 
 // envTuning returns the Tuning of the environment, read once per process.
@@ -440,6 +446,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.SplitFrom, v.SplitUnits = tun.splitFrom(), tun.SplitUnits
 	v.StoreSaveCots = tun.StoreSaveCots && v.Grad
 	v.NoLossFold = tun.noLossFold && v.Grad
+	v.OldSaves = tun.oldSaves && v.Saves > 0
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || tun.Layout == LayoutWide || v.Events:

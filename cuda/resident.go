@@ -299,31 +299,57 @@ func (r *run) unkeepMesh(rows int) error {
 }
 
 // residentSaves holds the saved states of a run in device memory
-// (ode.ResidentSaves, ode.Settings.KeepSaves): float64, row-major, n rows
-// of w = K·Dim values, as ode.Solution.Ys (the saves kernel, saves.cuh,
-// writes them so), so that CopyTo is one copy from the device. The memory
-// goes back with Release or once the handle is unreachable.
+// (ode.ResidentSaves, ode.Settings.KeepSaves): float64, n trajectories of
+// w = K·Dim values. By default they are component-major, as the engine
+// kernel wrote them in place (value c of trajectory q at [c*n+q]: cols),
+// with the launch's statuses and flags after them where it has them
+// (status), and CopyTo rearranges them into Solution.Ys's row-major order
+// on the device (the saves kernel, saves.cuh, into memory of its own for
+// the read) before one copy; with Tuning.oldSaves, as before session 46,
+// the saves kernel wrote them row-major after every launch, and CopyTo is
+// the copy alone. The memory goes back with Release or once the handle
+// is unreachable.
 type residentSaves struct {
 	residentBlock // the executor whose run wrote the saves, and their memory
 	n, w          int
+	cols          bool // component-major (the engine kernel's), not row-major
+	status        bool // cols: the launch's statuses and flags follow the values
 }
 
 var _ ode.ResidentSaves = (*residentSaves)(nil)
 
-// newResidentSaves allocates device memory for n rows of w saved values.
-func newResidentSaves(ex *executor, n, w int) (*residentSaves, error) {
-	b, err := newResidentBlock(ex, int64(n)*int64(w)*8)
+// savesBytes returns the device memory of the saves of n trajectories of
+// w values: row-major, or component-major (cols) with room for the
+// launch's statuses and flags (int32 each) after them.
+func savesBytes(n, w int, cols bool) int64 {
+	b := int64(n) * int64(w) * 8
+	if cols {
+		b += int64(n) * 8
+	}
+	return b
+}
+
+// statusAddr and flagsAddr are the device addresses of the statuses and
+// the flags of component-major saves (cols).
+func (s *residentSaves) statusAddr() uint64 { return s.mem.addr + uint64(int64(s.n)*int64(s.w)*8) }
+func (s *residentSaves) flagsAddr() uint64  { return s.statusAddr() + uint64(s.n)*4 }
+
+// newResidentSaves allocates device memory for the saves of n
+// trajectories of w values, component-major (cols) or row-major.
+func newResidentSaves(ex *executor, n, w int, cols bool) (*residentSaves, error) {
+	b, err := newResidentBlock(ex, savesBytes(n, w, cols))
 	if err != nil {
 		return nil, err
 	}
-	s := &residentSaves{residentBlock: b, n: n, w: w}
+	s := &residentSaves{residentBlock: b, n: n, w: w, cols: cols}
 	runtime.AddCleanup(s, (*deviceBlock).free, s.mem)
 	return s, nil
 }
 
 // CopyTo copies the n·w saved values to dst[:n·w], row-major: one copy
 // from the device (through the page-locked chunk buffers where it is
-// large, copyMesh).
+// large, copyMesh), after the saves kernel's rearrangement where they are
+// component-major (cols).
 func (s *residentSaves) CopyTo(dst []float64) error {
 	if s.Released() {
 		return fmt.Errorf("cuda: engine %s: the saved states' device memory was released (Solution.Release); solve again to read them", s.ex.name)
@@ -333,15 +359,37 @@ func (s *residentSaves) CopyTo(dst []float64) error {
 		return fmt.Errorf("cuda: engine %s: %d values to copy the saved states into, want N·K·Dim = %d", s.ex.name, len(dst), size)
 	}
 	r := &run{ex: s.ex, tr: nil}
-	return r.copyMesh(f64bytes(dst[:size]), s.mem.addr, false)
+	if !s.cols {
+		return r.copyMesh(f64bytes(dst[:size]), s.mem.addr, false)
+	}
+	k, err := s.ex.savesKernel()
+	if err != nil {
+		return err
+	}
+	rows, err := newResidentBlock(s.ex, int64(size)*8)
+	if err != nil {
+		return fmt.Errorf("cuda: engine %s: memory to read the saved states: %w", s.ex.name, err)
+	}
+	defer rows.Release()
+	var status, flags uint64
+	if s.status {
+		status, flags = s.statusAddr(), s.flagsAddr()
+	}
+	if err := s.ex.be.batch(func(q queue) error {
+		return queueRows(q, k, s.n, s.w, status, flags, s.mem.addr, rows.mem.addr)
+	}); err != nil {
+		return err
+	}
+	return r.copyMesh(f64bytes(dst[:size]), rows.mem.addr, false)
 }
 
 // reshape makes s, if it is large enough and on ex's device, the saves
-// of n rows of w values, and reports whether it did.
-func (s *residentSaves) reshape(ex *executor, n, w int) bool {
-	if s == nil || s.Released() || s.ex.be != ex.be || s.mem.bytes < int64(n)*int64(w)*8 {
+// of n trajectories of w values, component-major (cols) or row-major,
+// and reports whether it did.
+func (s *residentSaves) reshape(ex *executor, n, w int, cols bool) bool {
+	if s == nil || s.Released() || s.ex.be != ex.be || s.mem.bytes < savesBytes(n, w, cols) {
 		return false
 	}
-	s.ex, s.n, s.w = ex, n, w
+	s.ex, s.n, s.w, s.cols, s.status = ex, n, w, cols, false
 	return true
 }

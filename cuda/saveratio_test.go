@@ -47,15 +47,23 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // in a row). The -oldloss variant of grad-kept runs the gradient kernel
 // with the loss's value computed by the loss VJP before the sweep
 // (Tuning.noLossFold), the form before session 46, where the others
-// fold it in the forward pass (kernelgen's lossfold.go):
+// fold it in the forward pass (kernelgen's lossfold.go).
+// solveto-kept-old and grad-kept-old are solveto-kept and
+// grad-kept with the saved states in the form before session 46
+// (Tuning.oldSaves: every save time's step written in a solve too, a
+// dense step's stores in a loop of bounds m, and the kept saves
+// rearranged into rows by the saves kernel after every call, where now
+// the engine kernel writes them in place and they are rearranged when
+// read), the same saves bit for bit:
 //
 //	cuda.test -test.run '^$' -test.bench GPUSaveSplit -test.benchtime 5x
 //	for r in 1 2 3 4 5; do for v in grad-kept grad-kept-tb grad-kept-oldloss; do
 //	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
 //	done; done
+//	cuda.test -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/solveto-kept(-old)?$' -test.benchtime 20x -test.count 3
 func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
-	benchSaveSplit(b, "cuda", tuned(b, "cuda", Tuning{StoreSaveCots: true}), tuned(b, "cuda", Tuning{noLossFold: true}), 4096, []ode.Method{ode.Tsit5})
+	benchSaveSplit(b, "cuda", tuned(b, "cuda", Tuning{StoreSaveCots: true}), tuned(b, "cuda", Tuning{noLossFold: true}), tuned(b, "cuda", Tuning{oldSaves: true}), 4096, []ode.Method{ode.Tsit5})
 }
 
 // BenchmarkHostSaveSplit is BenchmarkGPUSaveSplit on the host backend,
@@ -71,35 +79,37 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 func BenchmarkHostSaveSplit(b *testing.B) {
 	needHost(b)
 	benchSaveHostOnce.Do(func() {
-		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-oldloss"} {
+		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-oldloss", "cuda-host-o2-bench-old"} {
 			e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 32)}
 			e.be.(*hostBackend).optimize = true
 			tun := envTuning()
-			tun.WaitForCompile, tun.StoreSaveCots, tun.noLossFold = true, k == 1, k == 2
+			tun.WaitForCompile, tun.StoreSaveCots, tun.noLossFold, tun.oldSaves = true, k == 1, k == 2, k == 3
 			e.SetTuning(tun)
 			ode.Register(e)
 			benchSaveHost[k] = e
 		}
 	})
-	benchSaveSplit(b, benchSaveHost[0].Name(), benchSaveHost[1].Name(), benchSaveHost[2].Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
+	benchSaveSplit(b, benchSaveHost[0].Name(), benchSaveHost[1].Name(), benchSaveHost[2].Name(), benchSaveHost[3].Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
 // benchSaveHost are BenchmarkHostSaveSplit's engines, registered at its
 // first run: cuda-host with kernels compiled with -O2, no memo, and the
-// same with Tuning.StoreSaveCots and with Tuning.noLossFold.
+// same with Tuning.StoreSaveCots, with Tuning.noLossFold and with
+// Tuning.oldSaves.
 var (
 	benchSaveHostOnce sync.Once
-	benchSaveHost     [3]*Engine
+	benchSaveHost     [4]*Engine
 )
 
 // benchSaveSplit runs BenchmarkGPUSaveSplit's calls on engine (the -tb
 // variants on stored, the engine with Tuning.StoreSaveCots; the -oldloss
-// ones on oldLoss, the engine with Tuning.noLossFold), for n orbits and
-// the methods ms (a level of sub-benchmarks where there are several).
-func benchSaveSplit(b *testing.B, engine, stored, oldLoss string, n int, ms []ode.Method) {
+// one on oldLoss, the engine with Tuning.noLossFold; the -old ones on
+// old, the engine with Tuning.oldSaves), for n orbits and the methods ms
+// (a level of sub-benchmarks where there are several).
+func benchSaveSplit(b *testing.B, engine, stored, oldLoss, old string, n int, ms []ode.Method) {
 	if len(ms) > 1 {
 		for _, m := range ms {
-			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, stored, oldLoss, n, []ode.Method{m}) })
+			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, stored, oldLoss, old, n, []ode.Method{m}) })
 		}
 		return
 	}
@@ -121,6 +131,11 @@ func benchSaveSplit(b *testing.B, engine, stored, oldLoss string, n int, ms []od
 		b.Fatal(err)
 	}
 	set.Engine = oldLoss
+	svKeepOldLoss, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set.Engine = old
 	svKeepOld, err := ode.NewSolver(kp.Field, &set)
 	if err != nil {
 		b.Fatal(err)
@@ -137,7 +152,7 @@ func benchSaveSplit(b *testing.B, engine, stored, oldLoss string, n int, ms []od
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-read", "grad-kept", "grad-kept-tb", "grad-kept-oldloss", "grad-kept-read"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-oldloss", "grad-kept-read"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -151,6 +166,8 @@ func benchSaveSplit(b *testing.B, engine, stored, oldLoss string, n int, ms []od
 				case op == "grad-kept-tb":
 					solver = svKeepTB
 				case op == "grad-kept-oldloss":
+					solver = svKeepOldLoss
+				case strings.HasSuffix(op, "-kept-old"):
 					solver = svKeepOld
 				case strings.Contains(op, "-kept"):
 					solver = svKeep

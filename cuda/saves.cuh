@@ -1,8 +1,9 @@
 // gradsolve saved-states kernel: the saved states of a launch that stay
 // in device memory (ode.Settings.KeepSaves; cuda/saves.go) rearranged
-// from the engine kernel's component-major array in its arena (value c of
-// launch trajectory q at ys[c*n + q]) into the row-major array of the
-// resident saves (trajectory q's w = K*Dim values at rows[q*w:]), so that
+// from the engine kernel's component-major array (value c of launch
+// trajectory q at ys[c*n + q]; the kept saves themselves, when they are
+// read, or with Tuning.oldSaves the arena's after every launch) into a
+// row-major array (trajectory q's w = K*Dim values at rows[q*w:]), so that
 // reading them is one device-to-host copy in ode.Solution.Ys's order.
 // A failed trajectory's row is NaN, as the host's scatter writes it
 // (scatterSaves). Float64 only. After the prelude; compiled as host C++

@@ -177,12 +177,16 @@ func (r *run) readSaves(dst []byte, ar *arena, n int, l *layout, cols int, ready
 // asks for it, on an engine that keeps meshes (float64, one device), with
 // its saves' bytes not needed on the host by the run itself (a loss or
 // gradient with events reads them: pastTerminal), launches all its
-// trajectories at once into an arena as any run, and then, in the same
-// batch, the saves kernel (saves.cuh) rearranges the component-major
-// saves of the arena into a device allocation of their own, row-major
-// as Solution.Ys: the result's Saves (residentSaves), read with one copy
-// (CopyTo). The saves are then neither copied back nor transposed on the
-// host. A run split into several launches (more trajectories than the
+// trajectories at once into an arena as any run, its kernel writing the
+// saved states in place into a device allocation of their own (argAddr),
+// component-major as in the arena, and then, in the same batch, copies
+// the launch's statuses and flags after them (colSaves): the result's
+// Saves (residentSaves). They are rearranged row-major, as Solution.Ys,
+// only when read (CopyTo: the saves kernel, saves.cuh, into memory of
+// the read's own, then one copy). With Tuning.oldSaves, as before
+// session 46, the saves kernel rearranged them after every launch from
+// the arena into the allocation, row-major (rowSaves), and CopyTo is one
+// copy. The saves are neither copied back nor transposed on the host. A run split into several launches (more trajectories than the
 // device's free memory holds) returns Ys as before, and a run whose
 // record overflowed copies the kept saves to the host (unkeepSaves)
 // before the trajectories run again.
@@ -280,7 +284,7 @@ func (ex *executor) keepsSaves(j *ode.Job, v kernelgen.Config) bool {
 func (r *run) keepSaves(n int) bool {
 	w := r.k * r.d
 	if old := r.j.Reuse; old != nil {
-		if s, ok := old.Saves.(*residentSaves); ok && s.reshape(r.ex, n, w) {
+		if s, ok := old.Saves.(*residentSaves); ok && s.reshape(r.ex, n, w, !r.ex.tun.oldSaves) {
 			r.sout = s
 			return true
 		}
@@ -288,7 +292,7 @@ func (r *run) keepSaves(n int) bool {
 	if _, err := r.ex.savesKernel(); err != nil {
 		return false
 	}
-	s, err := newResidentSaves(r.ex, n, w)
+	s, err := newResidentSaves(r.ex, n, w, !r.ex.tun.oldSaves)
 	if err != nil {
 		return false
 	}
@@ -336,24 +340,54 @@ func (r *run) unkeepSaves() error {
 
 // rowSaves queues the saves kernel after the launch's kernel: the saved
 // states of the launch's n trajectories in arena ar (layout l) into the
-// kept saves, row-major, NaN rows for failed trajectories.
+// kept saves, row-major, NaN rows for failed trajectories (the form
+// before session 46: Tuning.oldSaves).
 func (r *run) rowSaves(q queue, ar *arena, n int, l *layout) error {
 	k, err := r.ex.savesKernel()
 	if err != nil {
 		return err
 	}
-	w := r.k * r.d
 	at := func(a int) uint64 { return r.argAddr(ar, l, a) } // (a kept gradient's in its kept results)
-	var words [numSavesWords]uint64
-	words[swN], words[swW], words[swNaN] = uint64(n), uint64(w), math.Float64bits(math.NaN())
+	var status, flags uint64
 	if r.v.Adaptive {
-		words[swStatus], words[swFlags] = at(argStatus), at(argFlags)
+		status, flags = at(argStatus), at(argFlags)
 	}
-	words[swYs], words[swRows] = at(argYs), r.sout.mem.addr
-	tiles := ((w + savesTile - 1) / savesTile) * ((n + savesTile - 1) / savesTile)
-	if err := q.enqueue(k, tiles*savesThreads, savesThreads, 0, words[:]); err != nil {
+	if err := queueRows(q, k, n, r.k*r.d, status, flags, at(argYs), r.sout.mem.addr); err != nil {
 		return err
 	}
-	r.tr.add(func(t *TraceStats) { t.SavesKept += int64(n) * int64(w) * 8 })
+	r.tr.add(func(t *TraceStats) { t.SavesKept += int64(n) * int64(r.k*r.d) * 8 })
 	return nil
+}
+
+// colSaves queues, after the launch's kernel, which wrote the saved
+// states of its n trajectories in place into the kept saves
+// (component-major: argAddr), the copy of its statuses and flags (arena
+// ar, layout l) after them, for the saves kernel's NaN rows when they are
+// read (residentSaves.CopyTo).
+func (r *run) colSaves(q queue, ar *arena, n int, l *layout) error {
+	s := r.sout
+	s.status = r.v.Adaptive
+	if s.status {
+		if err := q.copyDevice(s.statusAddr(), r.argAddr(ar, l, argStatus), int64(n)*4); err != nil {
+			return err
+		}
+		if err := q.copyDevice(s.flagsAddr(), r.argAddr(ar, l, argFlags), int64(n)*4); err != nil {
+			return err
+		}
+	}
+	r.tr.add(func(t *TraceStats) { t.SavesKept += int64(n) * int64(r.k*r.d) * 8 })
+	return nil
+}
+
+// queueRows queues the saves kernel k: the saved states of n trajectories
+// of w values each at ys (component-major) into rows (row-major), NaN
+// rows for the trajectories that failed by the statuses and flags at
+// status and flags (0: none fails).
+func queueRows(q queue, k backendKernel, n, w int, status, flags, ys, rows uint64) error {
+	var words [numSavesWords]uint64
+	words[swN], words[swW], words[swNaN] = uint64(n), uint64(w), math.Float64bits(math.NaN())
+	words[swStatus], words[swFlags] = status, flags
+	words[swYs], words[swRows] = ys, rows
+	tiles := ((w + savesTile - 1) / savesTile) * ((n + savesTile - 1) / savesTile)
+	return q.enqueue(k, tiles*savesThreads, savesThreads, 0, words[:])
 }

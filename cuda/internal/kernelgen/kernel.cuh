@@ -146,12 +146,18 @@ GS_DEVICE void gs_fold_save(gs_fold& f, const gs_args& a, int k, long long i, co
 {{- end}}
 
 // gs_save_state sets save time k of trajectory i to the state y, on step s
-// (and adds it to the loss's fold lf, with LossFold: save times are set
-// once each, in order, where the trajectory ends well).
+// (the step kept for a gradient's reverse sweep only: Config.OldSaves
+// keeps it in every kernel; and adds it to the loss's fold lf, with
+// LossFold: save times are set once each, in order, where the trajectory
+// ends well).
 GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const gs_real* y{{template "fold-param" .}}) {
   const long long n = a.n;
   for (int c = 0; c < GS_D; c++) a.ys[((long long)k * GS_D + c) * n + i] = y[c];
+{{- if or .Grad .OldSaves}}
   a.tapstep[(long long)k * n + i] = s;
+{{- else}}
+  (void)s;
+{{- end}}
 {{- if .LossFold}}
   gs_fold_save(lf, a, k, i, y);
 {{- end}}
@@ -216,7 +222,15 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
         for (int c = 0; c < GS_D; c++) out[j][c] = y[c];
     }
     if (GS_WRITER)
+{{- if .OldSaves}}
       for (int j = 0; j < m; j++) gs_save_state(a, k + j, i, s, out[j]{{template "fold-arg" .}});
+{{- else}}
+      // (Constant bounds: the loop unrolled, out indexed by constants,
+      // in registers; with bounds m the compiler may keep it in local
+      // memory.)
+      for (int j = 0; j < GS_SAVE_GROUP; j++)
+        if (j < m) gs_save_state(a, k + j, i, s, out[j]{{template "fold-arg" .}});
+{{- end}}
     k += m;
     if (m < GS_SAVE_GROUP) return;
   }

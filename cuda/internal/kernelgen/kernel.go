@@ -220,6 +220,17 @@ type Config struct {
 	// The same results bit for bit (package cuda's private
 	// Tuning.noLossFold: the switch of the device's comparison).
 	NoLossFold bool
+	// OldSaves keeps the forward pass's saved states in the form before
+	// session 46: every kernel with save times writes the step each save
+	// time lies on (gs_args.tapstep, [K][n]), where by default only a
+	// gradient's kernel, whose reverse sweep reads it, does; and a
+	// dense step's save times are stored in a loop of as many passes as
+	// lie on the step, where by default the loop has GS_SAVE_GROUP passes
+	// each under its own test (its bounds constant: the group's states in
+	// registers). The same saved states bit for bit (package cuda's
+	// Tuning.oldSaves: the switch of the device's comparison,
+	// BenchmarkGPUSaveSplit's -old rows).
+	OldSaves bool
 	// WideMinSplit (with Wide), if positive, is the fewest repetitions
 	// (components) of a wide function's loop: a shorter run of values the
 	// reroll plan finds (reroll.go: from rerollMinRun, 4) is emitted as
@@ -325,6 +336,8 @@ var storeCotsKey = map[bool]string{true: "storecots "}
 
 // noFoldKey is Config.NoLossFold's part of a Key, likewise.
 var noFoldKey = map[bool]string{true: "nofold "}
+// oldSavesKey is Config.OldSaves's part of a Key, likewise.
+var oldSavesKey = map[bool]string{true: "oldsaves "}
 
 // wideRegsKey is Config.WideScalars's, WideMinBlocks's and WideMinSplit's part of a Key
 // (none at their defaults, so that the keys of other kernels stay as
@@ -349,7 +362,7 @@ func (v Config) wideRegsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+noFoldKey[v.NoLossFold && v.Grad], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+noFoldKey[v.NoLossFold && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.

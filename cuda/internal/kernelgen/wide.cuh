@@ -72,7 +72,8 @@ per-trajectory inputs and results y0, p, y, gy0 and gp (GS_WAT).
 
 // gs_wide_save sets save time k of trajectory i, on step s, to the state
 // y, or at theta != 0 to the continuous extension with coefficients w
-// from it (gs_interp's rule): every lane its components, lane 0 the step.
+// from it (gs_interp's rule): every lane its components, lane 0 the step
+// (for a gradient's reverse sweep; Config.OldSaves: in every kernel).
 GS_DEVICE void gs_wide_save(const gs_args& a, int k, long long i, int s, const gs_real* y, const gs_real* w,
                             gs_real theta) {
   const int lane = GS_WLANE;
@@ -86,7 +87,11 @@ GS_DEVICE void gs_wide_save(const gs_args& a, int k, long long i, int s, const g
     }
     a.ys[((long long)k * GS_D + c) * n + i] = out;
   }
+{{- if or .Grad .OldSaves}}
   if (lane == 0) a.tapstep[(long long)k * n + i] = s;
+{{- else}}
+  (void)s;
+{{- end}}
 }
 {{- end}}
 {{- if .Grad}}
