@@ -336,6 +336,7 @@ var storeCotsKey = map[bool]string{true: "storecots "}
 
 // noFoldKey is Config.NoLossFold's part of a Key, likewise.
 var noFoldKey = map[bool]string{true: "nofold "}
+
 // oldSavesKey is Config.OldSaves's part of a Key, likewise.
 var oldSavesKey = map[bool]string{true: "oldsaves "}
 
