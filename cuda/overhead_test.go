@@ -1100,9 +1100,14 @@ func BenchmarkGPUCall(b *testing.B) {
 // Gradient.Omit o, after one untimed call; it reports the trace's
 // kernel-ms and copy-ms per call and returns the trace's totals.
 func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
+	return timeGradCallsOn(b, "cuda", n, tun, o)
+}
+
+// timeGradCallsOn is timeGradCalls on the engine called engine.
+func timeGradCallsOn(b *testing.B, engine string, n int, tun Tuning, o ode.Omit) TraceStats {
 	c := lorenzCallCase(n)
 	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-9
-	c.set.Engine = tuned(b, "cuda", tun)
+	c.set.Engine = tuned(b, engine, tun)
 	sv, err := ode.NewSolver(c.prob.Field, &c.set)
 	if err != nil {
 		b.Fatal(err)
@@ -1143,6 +1148,16 @@ func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
 // them.
 func BenchmarkGPUCallBound(b *testing.B) {
 	needGPUEngine(b)
+	callBoundCases(b, func(b *testing.B, n int, tun Tuning) {
+		reportCallBound(b, timeGradCalls(b, n, tun, 0))
+	})
+}
+
+// callBoundCases runs f as BenchmarkGPUCallBound's sub-benchmarks: n =
+// 32,768, 262,144 and 2^20, staged chunk by chunk ("stage") or at once
+// ("whole", from two chunks), the inputs reused or staged and uploaded
+// every call ("-noreuse").
+func callBoundCases(b *testing.B, f func(b *testing.B, n int, tun Tuning)) {
 	for _, n := range []int{1 << 15, 1 << 18, 1 << 20} {
 		for _, whole := range []bool{false, true} {
 			if whole && n < 1<<18 {
@@ -1156,12 +1171,30 @@ func BenchmarkGPUCallBound(b *testing.B) {
 				if off {
 					name += "-noreuse"
 				}
-				b.Run(name, func(b *testing.B) {
-					reportCallBound(b, timeGradCalls(b, n, Tuning{NoChunkStage: whole, NoInputReuse: off}, 0))
-				})
+				b.Run(name, func(b *testing.B) { f(b, n, Tuning{NoChunkStage: whole, NoInputReuse: off}) })
 			}
 		}
 	}
+}
+
+// BenchmarkCallBoundHost is BenchmarkGPUCallBound on the backend whose
+// copies and kernels take no time (hostWork): the host's part of each of
+// its calls, with and without input reuse ("-noreuse": Y0's one row, P
+// and T1 staged every call, the changed-input call), as stage-ms (the
+// staging before the batch), scatter-ms and cpu-ms (the process's CPU
+// time a call: on a shared machine the figure to compare at -test.cpu 1).
+// On a device's host it needs no device:
+//
+//	cuda.test -test.run '^$' -test.bench 'CallBoundHost' -test.benchtime 100x -test.cpu 1,16
+func BenchmarkCallBoundHost(b *testing.B) {
+	callBoundCases(b, func(b *testing.B, n int, tun Tuning) {
+		c0 := cputime.Process()
+		s := timeGradCallsOn(b, hostWork.name, n, tun, 0)
+		cpu := cputime.Process() - c0
+		b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+		b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
+		b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/op")
+	})
 }
 
 // BenchmarkGPUCallSplit is BenchmarkGPUCallBound at 16,384, 32,768 and
