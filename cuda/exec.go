@@ -1598,13 +1598,6 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// Results kept on the device (grads.go): what comes back is small,
 	// one copy.
 	kept := r.keptGrads(&l)
-	// The inputs the arena holds from the launch before are neither
-	// staged nor uploaded; held is what it holds once this one is up. A
-	// kept gradient's launch may run ahead of their compare (reuse.go):
-	// checked once the batch is done, before anything is written.
-	r.inputsBad = false
-	held := r.reuse(ar, g, &l, &bc, kept && !r.noAhead && !ex.tun.noAhead)
-	defer r.ahead.wait() // (a return before the batch's)
 	// A large launch's results come back in chunks of its trajectories
 	// (pipeChunk), each scattered while the next is copied: the copies
 	// run on the device's goroutine, the scatter on the others. In the
@@ -1617,7 +1610,23 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	if kept {
 		chunk = 0
 	}
-	nc := 1 // kernels, one clock each
+	// The inputs the arena holds from the launch before are neither
+	// staged nor uploaded; held is what it holds once this one is up. A
+	// kept gradient's launch, and one whose results come back in one
+	// copy (oneCopy), may run ahead of their compare (reuse.go): checked
+	// once the batch is done, before anything is written.
+	r.inputsBad = false
+	ahead := compareFirst
+	switch {
+	case r.noAhead || ex.tun.noAhead:
+	case kept && !ex.tun.compareInBatch:
+		ahead = aheadOwn
+	case kept || r.oneCopy(g, &l, chunk):
+		ahead = aheadInBatch
+	}
+	held := r.reuse(ar, g, &l, &bc, ahead)
+	defer r.ahead.wait() // (a return before the batch's)
+	nc := 1              // kernels, one clock each
 	if chunk > 0 && r.chunkLaunches() {
 		nc = (nb + chunk - 1) / chunk
 	}
@@ -1838,8 +1847,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 				t.AheadWait += max(0, cmp-dt)
 			})
 		} else {
-			// The clock waits for the kernel, so that the read's time
-			// (the trace's transfers) is the copy's alone.
+			// The compare of a launch run ahead (aheadInBatch) runs as
+			// the device runs the kernel. The clock waits for the
+			// kernel, so that the read's time (the trace's transfers) is
+			// the copy's alone.
+			r.ahead.inBatch()
 			var err error
 			if dt, err = r.q.elapsed(c); err != nil {
 				return err
@@ -2098,10 +2110,7 @@ const defaultSplitMin = 1 << 17
 // slower at every mid size on an H100.
 func (r *run) splitAt(g []int, l *layout, out []span) int64 {
 	n, v := len(g), r.v
-	m := defaultSplitMin
-	if t := r.ex.tun.splitMin; t != 0 {
-		m = t
-	}
+	m := r.splitMin()
 	if m < 0 || n < m || !v.Grad || !v.Adaptive || !r.lazyT || r.ex.tun.generic || g[n-1]-g[0] != n-1 || len(out) == 0 || r.ahead.on {
 		return 0
 	}
@@ -2109,6 +2118,30 @@ func (r *run) splitAt(g []int, l *layout, out []span) int64 {
 		return a - out[0].lo
 	}
 	return 0
+}
+
+// splitMin returns the smallest launch whose results may come back in
+// two parts (defaultSplitMin, Tuning.splitMin; negative: none).
+func (r *run) splitMin() int {
+	if t := r.ex.tun.splitMin; t != 0 {
+		return t
+	}
+	return defaultSplitMin
+}
+
+// oneCopy reports whether the results of a launch over the trajectories
+// g in layout l, of chunk result blocks a chunk (pipeChunk), come back
+// in one copy once its one kernel is done, read by scatter after the
+// batch: no chunks, no saved states apart (saveGroups), no two parts
+// (splitAt, whatever its other conditions). Such a launch, like a kept
+// gradient's, may run ahead of its inputs' compare (reuse.go): nothing
+// of the caller's is written before the compare's verdict.
+func (r *run) oneCopy(g []int, l *layout, chunk int) bool {
+	n := len(g)
+	if m := r.splitMin(); m >= 0 && n >= m {
+		return false
+	}
+	return chunk == 0 && r.saveGroups(n, l, chunk) == 0
 }
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of

@@ -517,6 +517,103 @@ func testKeepGradsAhead(t *testing.T, eng string, scale int) {
 	call("same inputs after a failure", 1, 0)
 }
 
+// TestHostEngineGradAhead checks that a repeated Grad call whose results
+// come back in one copy (run.oneCopy: not kept on the device) runs ahead
+// of its inputs' compare, its compare in the launch's batch
+// (aheadInBatch), and returns the results of an engine without the
+// reuse (Tuning.NoInputReuse) bit for bit, with the calls of
+// TestHostEngineKeepGradsAhead: the same inputs run ahead; P or Y0
+// changed in place is found (AheadMissed) and the launch runs again on
+// the new values; a value made NaN in place gives that engine's error
+// (a row of Y0's, package ode's before any launch).
+// "lorenz" is a launch of 3,000 Lorenz trajectories (Y0 one row: its
+// copy is compared), "ball" the bouncing balls (with events); "noahead"
+// (Tuning.noAhead) never runs ahead, and "split" (Tuning.splitMin 64:
+// results in two parts) neither.
+func TestHostEngineGradAhead(t *testing.T) {
+	needHost(t)
+	lor := lorenzCallCase(3000)
+	lor.prob.P = slices.Clone(lor.prob.P)
+	for _, c := range []struct {
+		name  string
+		ec    engineCase
+		tun   Tuning
+		ahead bool
+	}{
+		{"lorenz", lor, Tuning{}, true},
+		{"ball", ballCase(64, ode.Tsit5), Tuning{}, true},
+		{"lorenz-noahead", lor, Tuning{noAhead: true}, false},
+		{"lorenz-split", lor, Tuning{splitMin: 64}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testGradAhead(t, c.ec, tuned(t, "cuda-host", c.tun), tuned(t, "cuda-host", Tuning{NoInputReuse: true}), c.ahead)
+		})
+	}
+}
+
+// testGradAhead runs TestHostEngineGradAhead's calls of case c on engine
+// eng against engine ref, where they run ahead of their compare (ahead)
+// or not.
+func testGradAhead(t *testing.T, c engineCase, eng, ref string, ahead bool) {
+	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-8
+	c.prob.Y0, c.prob.P = slices.Clone(c.prob.Y0), slices.Clone(c.prob.P)
+	plain := c.solver(t, ref)
+	sv := c.solver(t, eng)
+	var dst, wdst ode.Gradient
+	one := 0
+	if ahead {
+		one = 1
+	}
+	call := func(what string, ran, missed int) {
+		t.Helper()
+		ran, missed = ran*one, missed*one
+		want, werr := plain.Grad(&wdst, &c.prob, c.loss, nil)
+		var tr Trace
+		got, err := sv.GradContext(WithTrace(context.Background(), &tr), &dst, &c.prob, c.loss, nil)
+		if st := tr.Stats(); st.Ahead != ran || st.AheadMissed != missed {
+			t.Errorf("%s: %d launches ahead, %d missed, want %d and %d", what, st.Ahead, st.AheadMissed, ran, missed)
+		}
+		if werr != nil {
+			if err == nil || err.Error() != werr.Error() {
+				t.Fatalf("%s: %v, want %v", what, err, werr)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		sameGrads(t, what, got, want)
+	}
+	call("first call", 0, 0)
+	call("same inputs", 1, 0)
+	call("same inputs again", 1, 0)
+	for i := 0; i < len(c.prob.P); i += 3 {
+		c.prob.P[i] *= 1.01
+	}
+	call("P changed in place", 1, 1)
+	call("after a miss", 0, 0)
+	call("same inputs after a miss", 1, 0)
+	k := len(c.prob.Y0) / 2
+	y := c.prob.Y0[k]
+	c.prob.Y0[k] = y*0.9 + 0.01
+	call("Y0 changed in place", 1, 1)
+	call("after a miss", 0, 0)
+	c.prob.Y0[k] = math.NaN()
+	if len(c.prob.Y0) == c.prob.Field.Dim {
+		// Y0 given as one row: package ode finds the NaN before any
+		// launch, and the row put back differs from the one sent last.
+		call("Y0 made NaN in place", 0, 0)
+		c.prob.Y0[k] = y
+		call("Y0 put back", 1, 1)
+		call("after a miss", 0, 0)
+	} else {
+		call("Y0 made NaN in place", 1, 1)
+		c.prob.Y0[k] = y
+		call("Y0 put back", 0, 0)
+	}
+	call("same inputs after a failure", 1, 0)
+}
+
 // closeShared checks a GPU engine's shared gradient against another
 // call's: each entry within (n+1)·u of the wanted one's magnitude. Two
 // orders of n terms' sum differ by at most about 2n·u·Σ|terms|; the bound
