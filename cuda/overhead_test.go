@@ -431,7 +431,30 @@ func (hostWorkQueue) readAfter(clock, [][]byte, []uint64) (time.Duration, error)
 
 var hostWork = &Engine{name: "cuda-hostwork", prec: Float64, be: &hostWorkBackend{nullBackend: nullBackend{newHostBackend(1 << 50)}}}
 
-func init() { ode.Register(hostWork) }
+// slowWorkBackend is hostWorkBackend whose engine kernels take
+// slowKernel (a sleep: the host's thread waits for the device, as on a
+// GPU), about a Lorenz gradient kernel of 32,768 trajectories on an
+// H100: the host work that overlaps a kernel (a compare run ahead of
+// it, reuse.go) is hidden, the rest is the host's.
+type slowWorkBackend struct{ hostWorkBackend }
+
+func (b *slowWorkBackend) batch(f func(q queue) error) error { return f(slowWorkQueue{}) }
+
+type slowWorkQueue struct{ hostWorkQueue }
+
+func (slowWorkQueue) enqueue(_ backendKernel, _, _, _ int, args []uint64) error {
+	if len(args) == numArgs {
+		time.Sleep(slowKernel)
+	}
+	return nil
+}
+
+var slowWork = &Engine{name: "cuda-slowwork", prec: Float64, be: &slowWorkBackend{hostWorkBackend{nullBackend: nullBackend{newHostBackend(1 << 50)}}}}
+
+func init() {
+	ode.Register(hostWork)
+	ode.Register(slowWork)
+}
 
 // BenchmarkCallHostWork measures the host's work in a whole Solver.Grad
 // call of 2^20 Lorenz trajectories (record included, or on the resident
@@ -1173,6 +1196,33 @@ func callBoundCases(b *testing.B, f func(b *testing.B, n int, tun Tuning)) {
 				}
 				b.Run(name, func(b *testing.B) { f(b, n, Tuning{NoChunkStage: whole, NoInputReuse: off}) })
 			}
+		}
+	}
+}
+
+// BenchmarkCallAheadHost times repeated Grad calls of n Lorenz
+// trajectories (BenchmarkGPUCallBound's, inputs the same every call) on
+// the backend whose kernel takes slowKernel, about the H100's at 32,768,
+// and nothing else (slowWork), whose results come back in one copy
+// (run.oneCopy): "ahead" runs each launch ahead of its inputs' compare,
+// the compare in the batch as the kernel runs (the default), "first"
+// compares before the batch (Tuning.noAhead, as every such launch did
+// before session 46). stage-ms is the trace's staging before the batch;
+// ns/op the call.
+//
+//	cuda.test -test.run '^$' -test.bench 'CallAheadHost' -test.benchtime 400x -test.count 6
+func BenchmarkCallAheadHost(b *testing.B) {
+	for _, n := range []int{1 << 15, 1 << 16} {
+		for _, first := range []bool{false, true} {
+			name := fmt.Sprintf("n=%d/ahead", n)
+			if first {
+				name = fmt.Sprintf("n=%d/first", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				s := timeGradCallsOn(b, slowWork.name, n, Tuning{noAhead: first}, 0)
+				b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+				b.ReportMetric(float64(s.Ahead)/float64(b.N), "ahead/op")
+			})
 		}
 	}
 }
