@@ -220,9 +220,9 @@ type TraceStats struct {
 	// Tuning.NoInputReuse); not in Upload.
 	Reused int64
 	// Ahead counts the launches that ran ahead of their inputs' compare
-	// (a repeated call's launch of a kept gradient, or whose results
-	// come back in one copy: the compare ran on the host as the batch ran
-	// on the device; see reuse.go), AheadMissed those of
+	// (a repeated call's launch whose inputs were the same at their last
+	// compare: the compare ran on the host as the batch ran on the
+	// device; see reuse.go), AheadMissed those of
 	// them whose inputs had changed in place: their results were
 	// dropped and they ran again, their inputs staged.
 	Ahead, AheadMissed int

@@ -1571,8 +1571,28 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 
 // launch runs the trajectories g in one launch: their inputs staged and
 // copied (stage), the kernel (launchKernel), the results copied back and
-// scattered (scatter).
+// scattered (scatter). A launch run ahead of its inputs' compare that
+// found one changed in place (errAheadMissed) runs again, comparing
+// first, once the first's buffers are given back.
 func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
+	over, err = r.launchOnce(ar, g, rows)
+	if err == errAheadMissed {
+		r.noAhead = true
+		over, err = r.launchOnce(ar, g, rows)
+		r.noAhead = false
+	}
+	return over, err
+}
+
+// errAheadMissed is launchOnce's error where its launch ran ahead of its
+// inputs' compare and the compare found one changed in place: its
+// results were dropped before anything was written, the arena's record
+// put back (reuse.go).
+var errAheadMissed = errors.New("cuda: internal error: a launch ahead of its compare found its inputs changed")
+
+// launchOnce is launch, but a launch ahead of its compare that missed
+// returns errAheadMissed.
+func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	staging := time.Now() // (TraceStats.Stage)
 	r.rb = resultBlockOf(len(g))
 	ex, v, n := r.ex, r.v, len(g)
@@ -1612,16 +1632,19 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	// The inputs the arena holds from the launch before are neither
 	// staged nor uploaded; held is what it holds once this one is up. A
-	// kept gradient's launch, and one whose results come back in one
-	// copy (oneCopy), may run ahead of their compare (reuse.go): checked
-	// once the batch is done, before anything is written.
+	// launch may run ahead of their compare (reuse.go), checked before
+	// anything of the caller's is written: a kept gradient's on a
+	// goroutine of its own (or in its batch: Tuning.compareInBatch), one
+	// whose results come back in one copy in its batch once the kernel
+	// is queued, one whose results come back in chunks or parts on this
+	// goroutine as the batch runs on its own, before the scatter.
 	r.inputsBad = false
 	ahead := compareFirst
 	switch {
 	case r.noAhead || ex.tun.noAhead:
 	case kept && !ex.tun.compareInBatch:
 		ahead = aheadOwn
-	case kept || r.oneCopy(g, &l, chunk):
+	default:
 		ahead = aheadInBatch
 	}
 	held := r.reuse(ar, g, &l, &bc, ahead)
@@ -1695,6 +1718,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	if chunk == 0 && saveCols == 0 && !kept {
 		split = r.splitAt(g, &l, out)
 	}
+	// The batch runs on this goroutine (else on one of its own, the
+	// results scattered as they come back).
+	inline := chunk == 0 && saveCols == 0 && split == 0
 	savesAt := outBytes
 	if saveCols > 0 {
 		at[argYs] = savesAt
@@ -1848,10 +1874,13 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			})
 		} else {
 			// The compare of a launch run ahead (aheadInBatch) runs as
-			// the device runs the kernel. The clock waits for the
-			// kernel, so that the read's time (the trace's transfers) is
-			// the copy's alone.
-			r.ahead.inBatch()
+			// the device runs the kernel (a batch on a goroutine of its
+			// own leaves it to this launch's, which scatters). The clock
+			// waits for the kernel, so that the read's time (the trace's
+			// transfers) is the copy's alone.
+			if inline {
+				r.ahead.inBatch()
+			}
 			var err error
 			if dt, err = r.q.elapsed(c); err != nil {
 				return err
@@ -1919,7 +1948,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 	}
 	staged0 := time.Since(staging)
-	if chunk == 0 && saveCols == 0 && split == 0 {
+	if inline {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		b0 := time.Now()
 		err = ex.be.batch(batch)
@@ -1944,11 +1973,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		if !same {
 			// Ahead of a compare that found an input changed in place:
 			// the results are dropped, the arena's record put back (its
-			// inputs are as it says), and the launch runs again.
+			// inputs are as it says), and the launch runs again
+			// (launch).
 			ar.held = held
-			r.noAhead = true
-			defer func() { r.noAhead = false }()
-			return r.launch(ar, g, rows)
+			return nil, errAheadMissed
 		}
 		done()
 		defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
@@ -1976,13 +2004,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return nil
 		})
 	}
-	if r.ahead.on {
-		// Only a kept gradient's launch runs ahead of its compare, and
-		// it has neither chunks nor save groups (kept: chunk and
-		// saveCols 0): its verdict is read above, before anything is
-		// written. Here it would be dropped (the deferred wait) with the
-		// results written.
-		return nil, errors.New("cuda: internal error: a launch ahead of its compare in chunks")
+	if r.ahead.on && kept {
+		// A kept gradient's launch has neither chunks nor save groups
+		// (kept: chunk and saveCols 0): its verdict is read above,
+		// before anything is written.
+		return nil, errors.New("cuda: internal error: a kept gradient's launch ahead of its compare in chunks")
 	}
 	start := time.Now() // (with split, from the first part's arrival)
 	defer func() { r.hostTimes(staged0, start) }()
@@ -2021,6 +2047,40 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			}
 			<-errc
 			return nil, ferr
+		}
+	}
+	if r.ahead.on {
+		// Ahead of the compare (aheadInBatch): it runs here, as the
+		// device runs the batch, before anything is written.
+		c0 := time.Now()
+		same := r.ahead.wait()
+		cmp := time.Since(c0)
+		r.tr.add(func(t *TraceStats) {
+			t.Ahead++
+			t.AheadWait += cmp
+			if !same {
+				t.AheadMissed++
+			}
+		})
+		if !same {
+			// An input changed in place: the batch's results are
+			// dropped once it is done, the arena's record put back, and
+			// the launch runs again (launch).
+			for range ready {
+			}
+			if savesReady != nil {
+				for range savesReady {
+				}
+			}
+			if headsReady != nil {
+				for range headsReady {
+				}
+			}
+			if err := <-errc; err != nil {
+				return nil, err
+			}
+			ar.held = held
+			return nil, errAheadMissed
 		}
 	}
 	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
@@ -2111,7 +2171,7 @@ const defaultSplitMin = 1 << 17
 func (r *run) splitAt(g []int, l *layout, out []span) int64 {
 	n, v := len(g), r.v
 	m := r.splitMin()
-	if m < 0 || n < m || !v.Grad || !v.Adaptive || !r.lazyT || r.ex.tun.generic || g[n-1]-g[0] != n-1 || len(out) == 0 || r.ahead.on {
+	if m < 0 || n < m || !v.Grad || !v.Adaptive || !r.lazyT || r.ex.tun.generic || g[n-1]-g[0] != n-1 || len(out) == 0 {
 		return 0
 	}
 	if a := l.off[argGY0]; a > out[0].lo && a < out[0].hi {
@@ -2127,21 +2187,6 @@ func (r *run) splitMin() int {
 		return t
 	}
 	return defaultSplitMin
-}
-
-// oneCopy reports whether the results of a launch over the trajectories
-// g in layout l, of chunk result blocks a chunk (pipeChunk), come back
-// in one copy once its one kernel is done, read by scatter after the
-// batch: no chunks, no saved states apart (saveGroups), no two parts
-// (splitAt, whatever its other conditions). Such a launch, like a kept
-// gradient's, may run ahead of its inputs' compare (reuse.go): nothing
-// of the caller's is written before the compare's verdict.
-func (r *run) oneCopy(g []int, l *layout, chunk int) bool {
-	n := len(g)
-	if m := r.splitMin(); m >= 0 && n >= m {
-		return false
-	}
-	return chunk == 0 && r.saveGroups(n, l, chunk) == 0
 }
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of

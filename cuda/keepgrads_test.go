@@ -518,22 +518,32 @@ func testKeepGradsAhead(t *testing.T, eng string, scale int) {
 }
 
 // TestHostEngineGradAhead checks that a repeated Grad call whose results
-// come back in one copy (run.oneCopy: not kept on the device) runs ahead
-// of its inputs' compare, its compare in the launch's batch
-// (aheadInBatch), and returns the results of an engine without the
-// reuse (Tuning.NoInputReuse) bit for bit, with the calls of
+// come back to the host (not kept on the device) runs ahead of its
+// inputs' compare (aheadInBatch: in the launch's batch where its results
+// come back in one copy, else on the launch's goroutine before the
+// scatter) and returns the results of an engine without the reuse
+// (Tuning.NoInputReuse) bit for bit, with the calls of
 // TestHostEngineKeepGradsAhead: the same inputs run ahead; P or Y0
 // changed in place is found (AheadMissed) and the launch runs again on
 // the new values; a value made NaN in place gives that engine's error
-// (a row of Y0's, package ode's before any launch).
-// "lorenz" is a launch of 3,000 Lorenz trajectories (Y0 one row: its
-// copy is compared), "ball" the bouncing balls (with events); "noahead"
-// (Tuning.noAhead) never runs ahead, and "split" (Tuning.splitMin 64:
-// results in two parts) neither.
+// (a row of Y0's, package ode's before any launch). "lorenz" is a launch
+// of 3,000 Lorenz trajectories (Y0 one row: its copy is compared) whose
+// results come back in one copy, "ball" the bouncing balls (with
+// events); "split" copies them back in two parts (Tuning.splitMin 64),
+// "chunks" in chunks of 1,024 trajectories, a kernel each, its inputs
+// staged chunk by chunk (Tuning.pipeChunk), "chunks-whole" staged at
+// once (Tuning.NoChunkStage), "saves" with 40 save times copied back in
+// groups (Tuning.saveGroup); "noahead" (Tuning.noAhead) never runs
+// ahead.
 func TestHostEngineGradAhead(t *testing.T) {
 	needHost(t)
 	lor := lorenzCallCase(3000)
 	lor.prob.P = slices.Clone(lor.prob.P)
+	saves := lor
+	saves.prob.SaveAt = make([]float64, 40)
+	for k := range saves.prob.SaveAt {
+		saves.prob.SaveAt[k] = float64(k) / 39
+	}
 	for _, c := range []struct {
 		name  string
 		ec    engineCase
@@ -542,8 +552,11 @@ func TestHostEngineGradAhead(t *testing.T) {
 	}{
 		{"lorenz", lor, Tuning{}, true},
 		{"ball", ballCase(64, ode.Tsit5), Tuning{}, true},
+		{"lorenz-split", lor, Tuning{splitMin: 64}, true},
+		{"lorenz-chunks", lor, Tuning{pipeChunk: 1024}, true},
+		{"lorenz-chunks-whole", lor, Tuning{pipeChunk: 1024, NoChunkStage: true}, true},
+		{"lorenz-saves", saves, Tuning{saveGroup: 4096}, true},
 		{"lorenz-noahead", lor, Tuning{noAhead: true}, false},
-		{"lorenz-split", lor, Tuning{splitMin: 64}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			testGradAhead(t, c.ec, tuned(t, "cuda-host", c.tun), tuned(t, "cuda-host", Tuning{NoInputReuse: true}), c.ahead)

@@ -289,10 +289,8 @@ type Tuning struct {
 	splitMin   int   // the smallest launch of one copy whose results come back in two parts (defaultSplitMin); negative: none
 	tierMin    int   // the smallest source whose compile runs in the background (defaultTierFrom; tier.go)
 	saveGroup  int   // the smallest group of saved states' bytes copied back on its own (saveGroupMin)
-	// noAhead keeps a launch (a kept gradient's, or one whose results
-	// come back in one copy: run.oneCopy) from running ahead of its
-	// inputs' compare (reuse.go), for the tests and benchmarks that
-	// compare the two.
+	// noAhead keeps a launch from running ahead of its inputs' compare
+	// (reuse.go), for the tests and benchmarks that compare the two.
 	noAhead bool
 	// compareInBatch runs a kept gradient's compare run ahead in the
 	// launch's batch once its kernels are queued, not on a goroutine of

@@ -325,13 +325,15 @@ func (bc bcast) heldSpans(sp []span, l *layout, end int64) []span {
 // its compare (par.Equal of Y0, P, … with the engine's copies: about
 // 0.1 ms for 65,536 trajectories of two components and one parameter,
 // three megabytes read) is host work on the call's path. Such a launch
-// (run.launch: that of a kept gradient, whose results stay on the device
-// until it has checked them, and one whose results come back in one
-// copy, read by scatter only after the batch: run.oneCopy) holds every
+// (run.launch, of all of a job's trajectories in order) holds every
 // input unseen, queues its batch at once, and compares the inputs as the
-// device runs its kernels (aheadCheck). A launch whose results come back
-// in chunks or parts, scattered while the device still runs, compares
-// first. The compare is the same one, bit for bit against
+// device runs its kernels (aheadCheck), before anything of the caller's
+// is written: a kept gradient's results stay on the device until it has
+// checked them; results that come back in one copy are read by scatter
+// after the batch, the compare run in the batch once the kernel is
+// queued; results that come back in chunks or parts (scattered while the
+// device still runs the batch, on a goroutine of its own) wait for the
+// compare, run on the launch's goroutine before the scatter starts. The compare is the same one, bit for bit against
 // the copies, so the guarantee is the same: where a caller changed a
 // slice in place the compare finds it, the launch drops its results
 // before it writes anything of the caller's, puts the arena's record
@@ -375,10 +377,12 @@ const (
 // runs them, before the batch waits for the device: no goroutine to
 // start before the batch (whose staging it would share the cores with)
 // and none to wake after it, and nothing allocated. That is how a launch
-// whose results come back in one copy compares (aheadInBatch), and a
-// kept gradient's with Tuning.compareInBatch; a kept gradient's runs on
-// a goroutine of its own from start to wait by default (aheadOwn: on an
-// H100 the ball's kept call was 3% faster so).
+// whose results come back in one copy compares (aheadInBatch; one whose
+// batch runs on a goroutine of its own, results in chunks or parts,
+// compares in wait, on the launch's goroutine), and a kept gradient's
+// with Tuning.compareInBatch; a kept gradient's runs on a goroutine of
+// its own from start to wait by default (aheadOwn: on an H100 the
+// ball's kept call was 3% faster so).
 type aheadCheck struct {
 	on   bool      // started and not yet waited for
 	same chan bool // the compare's verdict (on a goroutine of its own)
