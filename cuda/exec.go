@@ -1878,12 +1878,18 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			// own leaves it to this launch's, which scatters). The clock
 			// waits for the kernel, so that the read's time (the trace's
 			// transfers) is the copy's alone.
+			var cmp time.Duration
 			if inline {
+				start := time.Now()
 				r.ahead.inBatch()
+				cmp = time.Since(start)
 			}
 			var err error
 			if dt, err = r.q.elapsed(c); err != nil {
 				return err
+			}
+			if cmp > dt {
+				r.tr.add(func(t *TraceStats) { t.AheadWait += cmp - dt })
 			}
 		}
 		if chunk > 0 {
@@ -2052,12 +2058,9 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	if r.ahead.on {
 		// Ahead of the compare (aheadInBatch): it runs here, as the
 		// device runs the batch, before anything is written.
-		c0 := time.Now()
 		same := r.ahead.wait()
-		cmp := time.Since(c0)
 		r.tr.add(func(t *TraceStats) {
 			t.Ahead++
-			t.AheadWait += cmp
 			if !same {
 				t.AheadMissed++
 			}
