@@ -1121,7 +1121,9 @@ func BenchmarkGPUCall(b *testing.B) {
 // trajectories at the protocol (rtol 1e-6, atol 1e-9: gradsolve
 // bench -suite gpu-train) on engine "cuda" with tuning tun and
 // Gradient.Omit o, after one untimed call; it reports the trace's
-// kernel-ms and copy-ms per call and returns the trace's totals.
+// kernel-ms and copy-ms per call, and cpu-ms, the process's CPU time a
+// call (the host's work on all its cores), and returns the trace's
+// totals.
 func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
 	return timeGradCallsOn(b, "cuda", n, tun, o)
 }
@@ -1141,6 +1143,7 @@ func timeGradCallsOn(b *testing.B, engine string, n int, tun Tuning, o ode.Omit)
 	}
 	var tr Trace
 	ctx := WithTrace(context.Background(), &tr)
+	c0 := cputime.Process()
 	b.ResetTimer()
 	for range b.N {
 		if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
@@ -1148,6 +1151,7 @@ func timeGradCallsOn(b *testing.B, engine string, n int, tun Tuning, o ode.Omit)
 		}
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(cputime.Process()-c0)/1e6/float64(b.N), "cpu-ms/op")
 	s := tr.Stats()
 	b.ReportMetric(float64(s.Kernel)/1e6/float64(b.N), "kernel-ms/op")
 	b.ReportMetric(float64(s.Transfer)/1e6/float64(b.N), "copy-ms/op")
@@ -1204,15 +1208,17 @@ func callBoundCases(b *testing.B, f func(b *testing.B, n int, tun Tuning)) {
 // trajectories (BenchmarkGPUCallBound's, inputs the same every call) on
 // the backend whose kernel takes slowKernel, about the H100's at 32,768,
 // and nothing else (slowWork), whose results come back in one copy
-// (run.oneCopy): "ahead" runs each launch ahead of its inputs' compare,
-// the compare in the batch as the kernel runs (the default), "first"
-// compares before the batch (Tuning.noAhead, as every such launch did
+// at 32,768 and 65,536, in two halves, a kernel each, at 262,144:
+// "ahead" runs each launch ahead of its inputs' compare (the default:
+// the compare in the batch as the kernel runs, or on the launch's
+// goroutine as the batch runs on its own), "first" compares before the
+// batch (Tuning.noAhead, as every launch but a kept gradient's did
 // before session 46). stage-ms is the trace's staging before the batch;
 // ns/op the call.
 //
 //	cuda.test -test.run '^$' -test.bench 'CallAheadHost' -test.benchtime 400x -test.count 6
 func BenchmarkCallAheadHost(b *testing.B) {
-	for _, n := range []int{1 << 15, 1 << 16} {
+	for _, n := range []int{1 << 15, 1 << 16, 1 << 18} {
 		for _, first := range []bool{false, true} {
 			name := fmt.Sprintf("n=%d/ahead", n)
 			if first {
@@ -1238,12 +1244,9 @@ func BenchmarkCallAheadHost(b *testing.B) {
 //	cuda.test -test.run '^$' -test.bench 'CallBoundHost' -test.benchtime 100x -test.cpu 1,16
 func BenchmarkCallBoundHost(b *testing.B) {
 	callBoundCases(b, func(b *testing.B, n int, tun Tuning) {
-		c0 := cputime.Process()
 		s := timeGradCallsOn(b, hostWork.name, n, tun, 0)
-		cpu := cputime.Process() - c0
 		b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
 		b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
-		b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/op")
 	})
 }
 
