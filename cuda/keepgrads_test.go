@@ -564,6 +564,26 @@ func TestHostEngineGradAhead(t *testing.T) {
 	}
 }
 
+// TestGPUGradAhead is TestHostEngineGradAhead on the device: Lorenz at
+// 32,768 trajectories (one copy back), 200,000 (two parts) and 300,000
+// (two halves, a kernel each), the bouncing balls at 6,400, against the
+// device's engine without the reuse. It skips without a GPU.
+func TestGPUGradAhead(t *testing.T) {
+	needGPUEngine(t)
+	ref := tuned(t, "cuda", Tuning{NoInputReuse: true})
+	for _, c := range []struct {
+		name string
+		ec   engineCase
+	}{
+		{"lorenz-32768", lorenzCallCase(1 << 15)},
+		{"lorenz-200000", lorenzCallCase(200000)},
+		{"lorenz-300000", lorenzCallCase(300000)},
+		{"ball", ballCase(6400, ode.Tsit5)},
+	} {
+		t.Run(c.name, func(t *testing.T) { testGradAhead(t, c.ec, "cuda", ref, true) })
+	}
+}
+
 // testGradAhead runs TestHostEngineGradAhead's calls of case c on engine
 // eng against engine ref, where they run ahead of their compare (ahead)
 // or not.
