@@ -368,10 +368,10 @@
 // input found changed on two launches in a row is staged without being
 // compared or copied for the next 4, 8, … up to 256 launches, so inputs
 // given anew on every call cost about what they cost without the reuse;
-// a kept gradient's launch (ode.Settings.KeepGrads) whose inputs were
-// all the same at their last compare runs ahead of its compare: it
-// holds them unseen and queues its batch at once, the compare runs on
-// the other cores as the device runs it, and where a caller changed a
+// a launch whose inputs were all the same at their last compare runs
+// ahead of its compare: it holds them unseen and queues its batch at
+// once, the compare runs on the host as the device runs it, before any
+// result is written, and where a caller changed a
 // slice in place it drops the launch's results and runs it again,
 // staged, so the compare is off the call's path and its guarantee the
 // same: TraceStats.Ahead and AheadMissed count them, reuse.go;

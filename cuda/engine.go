@@ -220,8 +220,9 @@ type TraceStats struct {
 	// Tuning.NoInputReuse); not in Upload.
 	Reused int64
 	// Ahead counts the launches that ran ahead of their inputs' compare
-	// (a kept gradient's repeated call: the compare ran on the host as
-	// the batch ran on the device; see reuse.go), AheadMissed those of
+	// (a repeated call's launch whose inputs were the same at their last
+	// compare: the compare ran on the host as the batch ran on the
+	// device; see reuse.go), AheadMissed those of
 	// them whose inputs had changed in place: their results were
 	// dropped and they ran again, their inputs staged.
 	Ahead, AheadMissed int
@@ -253,7 +254,9 @@ type TraceStats struct {
 	// Tuning.compareInBatch), its time less the kernel's (in Batch), and,
 	// on a goroutine of its own (the default), the wait for it once the
 	// batch had returned
-	// (0 where either ended first). A one-batch call's
+	// (0 where either ended first; a launch whose results come back in
+	// chunks or parts compares on its own goroutine as the batch runs,
+	// within Scatter, which starts with the batch). A one-batch call's
 	// wall time less Stage, Batch and Scatter (and AheadWait, where the
 	// compare ran apart) is package ode's and the executor's work outside
 	// the launches.

@@ -1581,8 +1581,28 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 
 // launch runs the trajectories g in one launch: their inputs staged and
 // copied (stage), the kernel (launchKernel), the results copied back and
-// scattered (scatter).
+// scattered (scatter). A launch run ahead of its inputs' compare that
+// found one changed in place (errAheadMissed) runs again, comparing
+// first, once the first's buffers are given back.
 func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
+	over, err = r.launchOnce(ar, g, rows)
+	if err == errAheadMissed {
+		r.noAhead = true
+		over, err = r.launchOnce(ar, g, rows)
+		r.noAhead = false
+	}
+	return over, err
+}
+
+// errAheadMissed is launchOnce's error where its launch ran ahead of its
+// inputs' compare and the compare found one changed in place: its
+// results were dropped before anything was written, the arena's record
+// put back (reuse.go).
+var errAheadMissed = errors.New("cuda: internal error: a launch ahead of its compare found its inputs changed")
+
+// launchOnce is launch, but a launch ahead of its compare that missed
+// returns errAheadMissed.
+func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	staging := time.Now() // (TraceStats.Stage)
 	r.rb = resultBlockOf(len(g))
 	ex, v, n := r.ex, r.v, len(g)
@@ -1615,13 +1635,6 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	// Results kept on the device (grads.go): what comes back is small,
 	// one copy.
 	kept := r.keptGrads(&l)
-	// The inputs the arena holds from the launch before are neither
-	// staged nor uploaded; held is what it holds once this one is up. A
-	// kept gradient's launch may run ahead of their compare (reuse.go):
-	// checked once the batch is done, before anything is written.
-	r.inputsBad = false
-	held := r.reuse(ar, g, &l, &bc, kept && !r.noAhead && !ex.tun.noAhead)
-	defer r.ahead.wait() // (a return before the batch's)
 	// A large launch's results come back in chunks of its trajectories
 	// (pipeChunk), each scattered while the next is copied: the copies
 	// run on the device's goroutine, the scatter on the others. In the
@@ -1634,7 +1647,26 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	if kept {
 		chunk = 0
 	}
-	nc := 1 // kernels, one clock each
+	// The inputs the arena holds from the launch before are neither
+	// staged nor uploaded; held is what it holds once this one is up. A
+	// launch may run ahead of their compare (reuse.go), checked before
+	// anything of the caller's is written: a kept gradient's on a
+	// goroutine of its own (or in its batch: Tuning.compareInBatch), one
+	// whose results come back in one copy in its batch once the kernel
+	// is queued, one whose results come back in chunks or parts on this
+	// goroutine as the batch runs on its own, before the scatter.
+	r.inputsBad = false
+	ahead := compareFirst
+	switch {
+	case r.noAhead || ex.tun.noAhead:
+	case kept && !ex.tun.compareInBatch:
+		ahead = aheadOwn
+	default:
+		ahead = aheadInBatch
+	}
+	held := r.reuse(ar, g, &l, &bc, ahead)
+	defer r.ahead.wait() // (a return before the batch's)
+	nc := 1              // kernels, one clock each
 	if chunk > 0 && r.chunkLaunches() {
 		nc = (nb + chunk - 1) / chunk
 	}
@@ -1704,6 +1736,9 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 	if chunk == 0 && saveCols == 0 && !kept {
 		split = r.splitAt(g, &l, out)
 	}
+	// The batch runs on this goroutine (else on one of its own, the
+	// results scattered as they come back).
+	inline := chunk == 0 && saveCols == 0 && split == 0
 	savesAt := outBytes
 	if saveCols > 0 {
 		at[argYs] = savesAt
@@ -1861,11 +1896,23 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 				})
 			}
 		} else {
-			// The clock waits for the kernel, so that the read's time
-			// (the trace's transfers) is the copy's alone.
+			// The compare of a launch run ahead (aheadInBatch) runs as
+			// the device runs the kernel (a batch on a goroutine of its
+			// own leaves it to this launch's, which scatters). The clock
+			// waits for the kernel, so that the read's time (the trace's
+			// transfers) is the copy's alone.
+			var cmp time.Duration
+			if inline {
+				start := time.Now()
+				r.ahead.inBatch()
+				cmp = time.Since(start)
+			}
 			var err error
 			if dt, err = r.q.elapsed(c); err != nil {
 				return err
+			}
+			if cmp > dt {
+				r.tr.add(func(t *TraceStats) { t.AheadWait += cmp - dt })
 			}
 		}
 		if chunk > 0 {
@@ -1935,7 +1982,7 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 	}
 	staged0 := time.Since(staging)
-	if chunk == 0 && saveCols == 0 && split == 0 {
+	if inline {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		b0 := time.Now()
 		err = ex.be.batch(batch)
@@ -1960,11 +2007,10 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 		if !same {
 			// Ahead of a compare that found an input changed in place:
 			// the results are dropped, the arena's record put back (its
-			// inputs are as it says), and the launch runs again.
+			// inputs are as it says), and the launch runs again
+			// (launch).
 			ar.held = held
-			r.noAhead = true
-			defer func() { r.noAhead = false }()
-			return r.launch(ar, g, rows)
+			return nil, errAheadMissed
 		}
 		done()
 		defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
@@ -1995,13 +2041,11 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			return nil
 		})
 	}
-	if r.ahead.on {
-		// Only a kept gradient's launch runs ahead of its compare, and
-		// it has neither chunks nor save groups (kept: chunk and
-		// saveCols 0): its verdict is read above, before anything is
-		// written. Here it would be dropped (the deferred wait) with the
-		// results written.
-		return nil, errors.New("cuda: internal error: a launch ahead of its compare in chunks")
+	if r.ahead.on && kept {
+		// A kept gradient's launch has neither chunks nor save groups
+		// (kept: chunk and saveCols 0): its verdict is read above,
+		// before anything is written.
+		return nil, errors.New("cuda: internal error: a kept gradient's launch ahead of its compare in chunks")
 	}
 	start := time.Now() // (with split, from the first part's arrival)
 	defer func() { r.hostTimes(staged0, start) }()
@@ -2040,6 +2084,37 @@ func (r *run) launch(ar *arena, g []int, rows int) (over []int, err error) {
 			}
 			<-errc
 			return nil, ferr
+		}
+	}
+	if r.ahead.on {
+		// Ahead of the compare (aheadInBatch): it runs here, as the
+		// device runs the batch, before anything is written.
+		same := r.ahead.wait()
+		r.tr.add(func(t *TraceStats) {
+			t.Ahead++
+			if !same {
+				t.AheadMissed++
+			}
+		})
+		if !same {
+			// An input changed in place: the batch's results are
+			// dropped once it is done, the arena's record put back, and
+			// the launch runs again (launch).
+			for range ready {
+			}
+			if savesReady != nil {
+				for range savesReady {
+				}
+			}
+			if headsReady != nil {
+				for range headsReady {
+				}
+			}
+			if err := <-errc; err != nil {
+				return nil, err
+			}
+			ar.held = held
+			return nil, errAheadMissed
 		}
 	}
 	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
@@ -2129,17 +2204,23 @@ const defaultSplitMin = 1 << 17
 // slower at every mid size on an H100.
 func (r *run) splitAt(g []int, l *layout, out []span) int64 {
 	n, v := len(g), r.v
-	m := defaultSplitMin
-	if t := r.ex.tun.splitMin; t != 0 {
-		m = t
-	}
-	if m < 0 || n < m || !v.Grad || !v.Adaptive || !r.lazyT || r.ex.tun.generic || g[n-1]-g[0] != n-1 || len(out) == 0 || r.ahead.on {
+	m := r.splitMin()
+	if m < 0 || n < m || !v.Grad || !v.Adaptive || !r.lazyT || r.ex.tun.generic || g[n-1]-g[0] != n-1 || len(out) == 0 {
 		return 0
 	}
 	if a := l.off[argGY0]; a > out[0].lo && a < out[0].hi {
 		return a - out[0].lo
 	}
 	return 0
+}
+
+// splitMin returns the smallest launch whose results may come back in
+// two parts (defaultSplitMin, Tuning.splitMin; negative: none).
+func (r *run) splitMin() int {
+	if t := r.ex.tun.splitMin; t != 0 {
+		return t
+	}
+	return defaultSplitMin
 }
 
 // pipeChunk returns the result blocks (r.rb trajectories each) of

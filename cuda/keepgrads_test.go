@@ -517,6 +517,136 @@ func testKeepGradsAhead(t *testing.T, eng string, scale int) {
 	call("same inputs after a failure", 1, 0)
 }
 
+// TestHostEngineGradAhead checks that a repeated Grad call whose results
+// come back to the host (not kept on the device) runs ahead of its
+// inputs' compare (aheadInBatch: in the launch's batch where its results
+// come back in one copy, else on the launch's goroutine before the
+// scatter) and returns the results of an engine without the reuse
+// (Tuning.NoInputReuse) bit for bit, with the calls of
+// TestHostEngineKeepGradsAhead: the same inputs run ahead; P or Y0
+// changed in place is found (AheadMissed) and the launch runs again on
+// the new values; a value made NaN in place gives that engine's error
+// (a row of Y0's, package ode's before any launch). "lorenz" is a launch
+// of 3,000 Lorenz trajectories (Y0 one row: its copy is compared) whose
+// results come back in one copy, "ball" the bouncing balls (with
+// events); "split" copies them back in two parts (Tuning.splitMin 64),
+// "chunks" in chunks of 1,024 trajectories, a kernel each, its inputs
+// staged chunk by chunk (Tuning.pipeChunk), "chunks-whole" staged at
+// once (Tuning.NoChunkStage), "saves" with 40 save times copied back in
+// groups (Tuning.saveGroup); "noahead" (Tuning.noAhead) never runs
+// ahead.
+func TestHostEngineGradAhead(t *testing.T) {
+	needHost(t)
+	lor := lorenzCallCase(3000)
+	lor.prob.P = slices.Clone(lor.prob.P)
+	saves := lor
+	saves.prob.SaveAt = make([]float64, 40)
+	for k := range saves.prob.SaveAt {
+		saves.prob.SaveAt[k] = float64(k) / 39
+	}
+	for _, c := range []struct {
+		name  string
+		ec    engineCase
+		tun   Tuning
+		ahead bool
+	}{
+		{"lorenz", lor, Tuning{}, true},
+		{"ball", ballCase(64, ode.Tsit5), Tuning{}, true},
+		{"lorenz-split", lor, Tuning{splitMin: 64}, true},
+		{"lorenz-chunks", lor, Tuning{pipeChunk: 1024}, true},
+		{"lorenz-chunks-whole", lor, Tuning{pipeChunk: 1024, NoChunkStage: true}, true},
+		{"lorenz-saves", saves, Tuning{saveGroup: 4096}, true},
+		{"lorenz-noahead", lor, Tuning{noAhead: true}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			testGradAhead(t, c.ec, tuned(t, "cuda-host", c.tun), tuned(t, "cuda-host", Tuning{NoInputReuse: true}), c.ahead)
+		})
+	}
+}
+
+// TestGPUGradAhead is TestHostEngineGradAhead on the device: Lorenz at
+// 32,768 trajectories (one copy back), 200,000 (two parts) and 300,000
+// (two halves, a kernel each), the bouncing balls at 6,400, against the
+// device's engine without the reuse. It skips without a GPU.
+func TestGPUGradAhead(t *testing.T) {
+	needGPUEngine(t)
+	ref := tuned(t, "cuda", Tuning{NoInputReuse: true})
+	for _, c := range []struct {
+		name string
+		ec   engineCase
+	}{
+		{"lorenz-32768", lorenzCallCase(1 << 15)},
+		{"lorenz-200000", lorenzCallCase(200000)},
+		{"lorenz-300000", lorenzCallCase(300000)},
+		{"ball", ballCase(6400, ode.Tsit5)},
+	} {
+		t.Run(c.name, func(t *testing.T) { testGradAhead(t, c.ec, "cuda", ref, true) })
+	}
+}
+
+// testGradAhead runs TestHostEngineGradAhead's calls of case c on engine
+// eng against engine ref, where they run ahead of their compare (ahead)
+// or not.
+func testGradAhead(t *testing.T, c engineCase, eng, ref string, ahead bool) {
+	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-8
+	c.prob.Y0, c.prob.P = slices.Clone(c.prob.Y0), slices.Clone(c.prob.P)
+	plain := c.solver(t, ref)
+	sv := c.solver(t, eng)
+	var dst, wdst ode.Gradient
+	one := 0
+	if ahead {
+		one = 1
+	}
+	call := func(what string, ran, missed int) {
+		t.Helper()
+		ran, missed = ran*one, missed*one
+		want, werr := plain.Grad(&wdst, &c.prob, c.loss, nil)
+		var tr Trace
+		got, err := sv.GradContext(WithTrace(context.Background(), &tr), &dst, &c.prob, c.loss, nil)
+		if st := tr.Stats(); st.Ahead != ran || st.AheadMissed != missed {
+			t.Errorf("%s: %d launches ahead, %d missed, want %d and %d", what, st.Ahead, st.AheadMissed, ran, missed)
+		}
+		if werr != nil {
+			if err == nil || err.Error() != werr.Error() {
+				t.Fatalf("%s: %v, want %v", what, err, werr)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		sameGrads(t, what, got, want)
+	}
+	call("first call", 0, 0)
+	call("same inputs", 1, 0)
+	call("same inputs again", 1, 0)
+	for i := 0; i < len(c.prob.P); i += 3 {
+		c.prob.P[i] *= 1.01
+	}
+	call("P changed in place", 1, 1)
+	call("after a miss", 0, 0)
+	call("same inputs after a miss", 1, 0)
+	k := len(c.prob.Y0) / 2
+	y := c.prob.Y0[k]
+	c.prob.Y0[k] = y*0.9 + 0.01
+	call("Y0 changed in place", 1, 1)
+	call("after a miss", 0, 0)
+	c.prob.Y0[k] = math.NaN()
+	if len(c.prob.Y0) == c.prob.Field.Dim {
+		// Y0 given as one row: package ode finds the NaN before any
+		// launch, and the row put back differs from the one sent last.
+		call("Y0 made NaN in place", 0, 0)
+		c.prob.Y0[k] = y
+		call("Y0 put back", 1, 1)
+		call("after a miss", 0, 0)
+	} else {
+		call("Y0 made NaN in place", 1, 1)
+		c.prob.Y0[k] = y
+		call("Y0 put back", 0, 0)
+	}
+	call("same inputs after a failure", 1, 0)
+}
+
 // closeShared checks a GPU engine's shared gradient against another
 // call's: each entry within (n+1)·u of the wanted one's magnitude. Two
 // orders of n terms' sum differ by at most about 2n·u·Σ|terms|; the bound

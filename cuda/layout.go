@@ -297,9 +297,8 @@ type Tuning struct {
 	// comparison (BenchmarkGPUSaveSplit's -oldloss rows). The same results
 	// bit for bit.
 	noLossFold bool
-	// noAhead keeps a kept gradient's launch from running ahead of its
-	// inputs' compare (reuse.go), for the benchmarks that compare the
-	// two.
+	// noAhead keeps a launch from running ahead of its inputs' compare
+	// (reuse.go), for the tests and benchmarks that compare the two.
 	noAhead bool
 	// compareInBatch runs a kept gradient's compare run ahead in the
 	// launch's batch once its kernels are queued, not on a goroutine of

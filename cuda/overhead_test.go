@@ -442,7 +442,30 @@ func (hostWorkQueue) readAfter(clock, [][]byte, []uint64) (time.Duration, error)
 
 var hostWork = &Engine{name: "cuda-hostwork", prec: Float64, be: &hostWorkBackend{nullBackend: nullBackend{newHostBackend(1 << 50)}}}
 
-func init() { ode.Register(hostWork) }
+// slowWorkBackend is hostWorkBackend whose engine kernels take
+// slowKernel (a sleep: the host's thread waits for the device, as on a
+// GPU), about a Lorenz gradient kernel of 32,768 trajectories on an
+// H100: the host work that overlaps a kernel (a compare run ahead of
+// it, reuse.go) is hidden, the rest is the host's.
+type slowWorkBackend struct{ hostWorkBackend }
+
+func (b *slowWorkBackend) batch(f func(q queue) error) error { return f(slowWorkQueue{}) }
+
+type slowWorkQueue struct{ hostWorkQueue }
+
+func (slowWorkQueue) enqueue(_ backendKernel, _, _, _ int, args []uint64) error {
+	if len(args) == numArgs {
+		time.Sleep(slowKernel)
+	}
+	return nil
+}
+
+var slowWork = &Engine{name: "cuda-slowwork", prec: Float64, be: &slowWorkBackend{hostWorkBackend{nullBackend: nullBackend{newHostBackend(1 << 50)}}}}
+
+func init() {
+	ode.Register(hostWork)
+	ode.Register(slowWork)
+}
 
 // BenchmarkCallHostWork measures the host's work in a whole Solver.Grad
 // call of 2^20 Lorenz trajectories (record included, or on the resident
@@ -1139,11 +1162,18 @@ func BenchmarkGPUCall(b *testing.B) {
 // trajectories at the protocol (rtol 1e-6, atol 1e-9: gradsolve
 // bench -suite gpu-train) on engine "cuda" with tuning tun and
 // Gradient.Omit o, after one untimed call; it reports the trace's
-// kernel-ms and copy-ms per call and returns the trace's totals.
+// kernel-ms and copy-ms per call, and cpu-ms, the process's CPU time a
+// call (the host's work on all its cores), and returns the trace's
+// totals.
 func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
+	return timeGradCallsOn(b, "cuda", n, tun, o)
+}
+
+// timeGradCallsOn is timeGradCalls on the engine called engine.
+func timeGradCallsOn(b *testing.B, engine string, n int, tun Tuning, o ode.Omit) TraceStats {
 	c := lorenzCallCase(n)
 	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-9
-	c.set.Engine = tuned(b, "cuda", tun)
+	c.set.Engine = tuned(b, engine, tun)
 	sv, err := ode.NewSolver(c.prob.Field, &c.set)
 	if err != nil {
 		b.Fatal(err)
@@ -1154,6 +1184,7 @@ func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
 	}
 	var tr Trace
 	ctx := WithTrace(context.Background(), &tr)
+	c0 := cputime.Process()
 	b.ResetTimer()
 	for range b.N {
 		if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
@@ -1161,6 +1192,7 @@ func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
 		}
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(cputime.Process()-c0)/1e6/float64(b.N), "cpu-ms/op")
 	s := tr.Stats()
 	b.ReportMetric(float64(s.Kernel)/1e6/float64(b.N), "kernel-ms/op")
 	b.ReportMetric(float64(s.Transfer)/1e6/float64(b.N), "copy-ms/op")
@@ -1184,6 +1216,16 @@ func timeGradCalls(b *testing.B, n int, tun Tuning, o ode.Omit) TraceStats {
 // them.
 func BenchmarkGPUCallBound(b *testing.B) {
 	needGPUEngine(b)
+	callBoundCases(b, func(b *testing.B, n int, tun Tuning) {
+		reportCallBound(b, timeGradCalls(b, n, tun, 0))
+	})
+}
+
+// callBoundCases runs f as BenchmarkGPUCallBound's sub-benchmarks: n =
+// 32,768, 262,144 and 2^20, staged chunk by chunk ("stage") or at once
+// ("whole", from two chunks), the inputs reused or staged and uploaded
+// every call ("-noreuse").
+func callBoundCases(b *testing.B, f func(b *testing.B, n int, tun Tuning)) {
 	for _, n := range []int{1 << 15, 1 << 18, 1 << 20} {
 		for _, whole := range []bool{false, true} {
 			if whole && n < 1<<18 {
@@ -1197,12 +1239,56 @@ func BenchmarkGPUCallBound(b *testing.B) {
 				if off {
 					name += "-noreuse"
 				}
-				b.Run(name, func(b *testing.B) {
-					reportCallBound(b, timeGradCalls(b, n, Tuning{NoChunkStage: whole, NoInputReuse: off}, 0))
-				})
+				b.Run(name, func(b *testing.B) { f(b, n, Tuning{NoChunkStage: whole, NoInputReuse: off}) })
 			}
 		}
 	}
+}
+
+// BenchmarkCallAheadHost times repeated Grad calls of n Lorenz
+// trajectories (BenchmarkGPUCallBound's, inputs the same every call) on
+// the backend whose kernel takes slowKernel, about the H100's at 32,768,
+// and nothing else (slowWork), whose results come back in one copy
+// at 32,768 and 65,536, in two halves, a kernel each, at 262,144:
+// "ahead" runs each launch ahead of its inputs' compare (the default:
+// the compare in the batch as the kernel runs, or on the launch's
+// goroutine as the batch runs on its own), "first" compares before the
+// batch (Tuning.noAhead, as every launch but a kept gradient's did
+// before session 46). stage-ms is the trace's staging before the batch;
+// ns/op the call.
+//
+//	cuda.test -test.run '^$' -test.bench 'CallAheadHost' -test.benchtime 400x -test.count 6
+func BenchmarkCallAheadHost(b *testing.B) {
+	for _, n := range []int{1 << 15, 1 << 16, 1 << 18} {
+		for _, first := range []bool{false, true} {
+			name := fmt.Sprintf("n=%d/ahead", n)
+			if first {
+				name = fmt.Sprintf("n=%d/first", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				s := timeGradCallsOn(b, slowWork.name, n, Tuning{noAhead: first}, 0)
+				b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+				b.ReportMetric(float64(s.Ahead)/float64(b.N), "ahead/op")
+			})
+		}
+	}
+}
+
+// BenchmarkCallBoundHost is BenchmarkGPUCallBound on the backend whose
+// copies and kernels take no time (hostWork): the host's part of each of
+// its calls, with and without input reuse ("-noreuse": Y0's one row, P
+// and T1 staged every call, the changed-input call), as stage-ms (the
+// staging before the batch), scatter-ms and cpu-ms (the process's CPU
+// time a call: on a shared machine the figure to compare at -test.cpu 1).
+// On a device's host it needs no device:
+//
+//	cuda.test -test.run '^$' -test.bench 'CallBoundHost' -test.benchtime 100x -test.cpu 1,16
+func BenchmarkCallBoundHost(b *testing.B) {
+	callBoundCases(b, func(b *testing.B, n int, tun Tuning) {
+		s := timeGradCallsOn(b, hostWork.name, n, tun, 0)
+		b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+		b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
+	})
 }
 
 // BenchmarkGPUCallSplit is BenchmarkGPUCallBound at 16,384, 32,768 and

@@ -171,26 +171,26 @@ func (r *run) source(a int, l *layout, n int) (key heldKey, f []float64, iv []in
 // staged without being compared or kept, for a number of launches that
 // doubles each time it is found changed again.
 //
-// With ahead (a launch that may run ahead of its compare: "A launch
-// ahead of its compare" below), where every input the launch has was
-// found the same at its last compare (settled), reuse marks them all
-// held without comparing them, starts their compare in r.ahead
-// (aheadCheck) to run as the launch's batch runs, and returns the record
-// as it was.
-func (r *run) reuse(ar *arena, g []int, l *layout, bc *bcast, ahead bool) *heldInputs {
+// With ahead other than compareFirst (a launch that may run ahead of its
+// compare: "A launch ahead of its compare" below), where every input the
+// launch has was found the same at its last compare (settled), reuse
+// marks them all held without comparing them, starts their compare in
+// r.ahead (aheadCheck) to run as the launch's batch runs, and returns
+// the record as it was.
+func (r *run) reuse(ar *arena, g []int, l *layout, bc *bcast, ahead aheadMode) *heldInputs {
 	old := ar.held
 	ar.held = nil
 	n := len(g)
 	if r.ex.tun.NoInputReuse || n == 0 || n != r.j.N || g[0] != 0 || g[n-1] != n-1 {
 		return nil
 	}
-	if ahead && old != nil && r.settled(old, l, n) {
+	if ahead != compareFirst && old != nil && r.settled(old, l, n) {
 		for _, a := range reusedArgs {
 			if l.off[a] >= 0 {
 				bc.hold(a, l, n)
 			}
 		}
-		r.ahead.start(r, old, l, n)
+		r.ahead.start(r, old, l, n, ahead == aheadInBatch)
 		return old
 	}
 	h := old
@@ -325,10 +325,15 @@ func (bc bcast) heldSpans(sp []span, l *layout, end int64) []span {
 // its compare (par.Equal of Y0, P, … with the engine's copies: about
 // 0.1 ms for 65,536 trajectories of two components and one parameter,
 // three megabytes read) is host work on the call's path. Such a launch
-// (run.launch, for now that of a kept gradient: its results stay on the
-// device until it has checked them) holds every input unseen, queues its
-// batch at once, and compares the inputs as the device runs its kernels
-// (aheadCheck). The compare is the same one, bit for bit against
+// (run.launch, of all of a job's trajectories in order) holds every
+// input unseen, queues its batch at once, and compares the inputs as the
+// device runs its kernels (aheadCheck), before anything of the caller's
+// is written: a kept gradient's results stay on the device until it has
+// checked them; results that come back in one copy are read by scatter
+// after the batch, the compare run in the batch once the kernel is
+// queued; results that come back in chunks or parts (scattered while the
+// device still runs the batch, on a goroutine of its own) wait for the
+// compare, run on the launch's goroutine before the scatter starts. The compare is the same one, bit for bit against
 // the copies, so the guarantee is the same: where a caller changed a
 // slice in place the compare finds it, the launch drops its results
 // before it writes anything of the caller's, puts the arena's record
@@ -356,19 +361,33 @@ func (r *run) settled(h *heldInputs, l *layout, n int) bool {
 	return true
 }
 
+// aheadMode is whether and how a launch may run ahead of its inputs'
+// compare (reuse, aheadCheck).
+type aheadMode uint8
+
+const (
+	compareFirst aheadMode = iota // the compare before the batch
+	aheadOwn                      // ahead, the compare on a goroutine of its own
+	aheadInBatch                  // ahead, the compare in the batch once its kernels are queued
+)
+
 // aheadCheck is the compare of a launch run ahead of it (see above): it
 // runs in the launch's batch once its kernels are queued (inBatch), on
 // the launch's own goroutine (and all cores: par.Equal) while the device
 // runs them, before the batch waits for the device: no goroutine to
 // start before the batch (whose staging it would share the cores with)
-// and none to wake after it. That is Tuning.compareInBatch; by default
-// it runs on a goroutine of its own from start to wait (on an H100 the
+// and none to wake after it, and nothing allocated. That is how a launch
+// whose results come back in one copy compares (aheadInBatch; one whose
+// batch runs on a goroutine of its own, results in chunks or parts,
+// compares in wait, on the launch's goroutine), and a kept gradient's
+// with Tuning.compareInBatch; a kept gradient's runs on a goroutine of
+// its own from start to wait by default (aheadOwn: on an H100 the
 // ball's kept call was 3% faster so).
 type aheadCheck struct {
 	on   bool      // started and not yet waited for
 	same chan bool // the compare's verdict (on a goroutine of its own)
 
-	// The compare left for the batch (compareInBatch): its launch, the
+	// The compare left for the batch (aheadInBatch): its launch, the
 	// record, layout and trajectories (nil r once run), and its verdict.
 	deferred bool
 	verdict  bool
@@ -380,10 +399,10 @@ type aheadCheck struct {
 
 // start compares the inputs of r's launch of n trajectories in layout l
 // with the record h, each as reuse would: when the launch's batch calls
-// inBatch (Tuning.compareInBatch), or on a goroutine of its own.
-func (c *aheadCheck) start(r *run, h *heldInputs, l *layout, n int) {
+// inBatch (with batch), or on a goroutine of its own.
+func (c *aheadCheck) start(r *run, h *heldInputs, l *layout, n int, batch bool) {
 	c.on = true
-	if r.ex.tun.compareInBatch {
+	if batch {
 		c.deferred, c.r, c.h, c.l, c.n = true, r, h, l, n
 		return
 	}
