@@ -174,3 +174,68 @@ func TestScatterCol(t *testing.T) {
 		}
 	}
 }
+
+// TestCoefRowsAVX checks coefRowsAVX against addPowers' sums written out
+// lane by lane, bit for bit: 1…rowTermsMax terms, 1…6 components, four
+// lanes with their own columns, save ranges (some empty, some past the
+// kernel's k0…k1), start times (saves at a lane's start have no
+// coefficient cotangent) and step sizes, cotangents scaled as read, the
+// sums added to what acc held.
+func TestCoefRowsAVX(t *testing.T) {
+	if !haveAVX {
+		t.Skip("no AVX")
+	}
+	rng := rand.New(rand.NewPCG(46, 1))
+	for c := 0; c < 400; c++ {
+		terms, d, K, n := 1+rng.IntN(rowTermsMax), 1+rng.IntN(6), 1+rng.IntN(30), 4+rng.IntN(20)
+		bs := n + rng.IntN(5)
+		ts := make([]float64, K)
+		for k := range ts {
+			ts[k] = float64(k) * 0.1
+			if k > 0 && rng.IntN(6) == 0 {
+				ts[k] = ts[k-1] // repeated save times
+			}
+		}
+		bar := make([]float64, K*d*bs)
+		for i := range bar {
+			bar[i] = rng.NormFloat64()
+		}
+		var g rowGroup
+		for q := range 4 {
+			g.col[q] = rng.IntN(n)
+			lo := rng.IntN(K + 1)
+			g.lo[q], g.hi[q] = lo, lo+rng.IntN(K+1-lo)
+			g.t[q] = float64(g.lo[q])*0.1 - 0.1*float64(rng.IntN(2)) // at or before its first save
+			g.h[q] = 0.1 * float64(1+g.hi[q]-g.lo[q]) * (0.5 + rng.Float64())
+		}
+		k0, k1 := rng.IntN(K), K
+		k1 = k0 + rng.IntN(K-k0+1)
+		if k0 == k1 {
+			continue
+		}
+		scale := []float64{1, 0.5, -3.25}[rng.IntN(3)]
+		acc := make([]float64, terms*d*4)
+		for i := range acc {
+			acc[i] = rng.NormFloat64()
+		}
+		want := append([]float64(nil), acc...)
+		for q := range 4 {
+			for k := max(k0, g.lo[q]); k < min(k1, g.hi[q]); k++ {
+				if !(ts[k] > g.t[q]) {
+					continue
+				}
+				th := (ts[k] - g.t[q]) / g.h[q]
+				for x := 0; x < d; x++ {
+					v, pw := bar[(k*d+x)*bs+g.col[q]]*scale, th
+					for j := 0; j < terms; j++ {
+						want[(j*d+x)*4+q] += float64(pw * v)
+						pw *= th
+					}
+				}
+			}
+		}
+		th := make([]float64, 8*(k1-k0))
+		coefRowsAVX(&acc[0], &th[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
+		sameBits(t, fmt.Sprintf("case %d: terms %d, d %d, saves %d…%d of %d, scale %v", c, terms, d, k0, k1, K, scale), want, acc)
+	}
+}
