@@ -21,11 +21,10 @@ var haveAVX = tape.AVX2()
 func addPowersAVX(lane, gs, ts *float64, ns int, t, h float64, d, m int)
 
 // coefRowsAVX and addRowsAVX are coefBar's and addRow's kernels for four
-// lanes at a time (rows_amd64.s); coefRowsAVX takes 1 to rowTermsMax
-// terms and scratch th of 8·(k1−k0) values.
+// lanes at a time (rows_amd64.s).
 //
 //go:noescape
-func coefRowsAVX(acc, th, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64)
+func coefRowsAVX(acc, gb, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64)
 
 //go:noescape
 func addRowsAVX(lam, bar *float64, col, lo, hi *int, k0, k1, bs, d int, scale float64)

@@ -11,17 +11,18 @@
 // every x), so each lane's sums are its own saves' terms added in the
 // order of the save times, as the lane-by-lane loops add them.
 
-// func coefRowsAVX(acc, th, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64)
+// func coefRowsAVX(acc, gb, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64)
 //
-// acc[(j·d+c)·4+q] += θ^(j+1)·ȳ_c (j < terms ≤ 8) for lane q's saves k
-// with ts[k] > t[q], θ = (ts[k] − t[q])/h[q] (VSUBPD, VDIVPD), θ^j by
-// repeated multiplication, VMULPD then VADDPD: addPowers' values and
-// order. First every save's θ and lane mask go to th (eight values a
-// save); then, a component at a time, its terms' sums stay in Y0…Y7
-// over the saves (loaded from acc before, stored after), so that a save
-// costs its four loads and the arithmetic, not a load and a store of
-// every sum. th is scratch for 8·(k1−k0) values.
-TEXT ·coefRowsAVX(SB), NOSPLIT, $16-120
+// acc[(j·d+c)·4+q] += θ^(j+1)·ȳ_c (j < terms) for lane q's saves k with
+// ts[k] > t[q], θ = (ts[k] − t[q])/h[q] (VSUBPD, VDIVPD), θ^j by repeated
+// multiplication, VMULPD then VADDPD: addPowers' values and order. gb is
+// scratch for one save's d vectors of four cotangents.
+TEXT ·coefRowsAVX(SB), NOSPLIT, $8-120
+	MOVQ         col+32(FP), AX
+	MOVQ         (AX), R11
+	MOVQ         8(AX), R12
+	MOVQ         16(AX), R13
+	MOVQ         24(AX), BX
 	MOVQ         lo+40(FP), AX
 	VMOVDQU      (AX), Y12
 	MOVQ         hi+48(FP), AX
@@ -30,13 +31,24 @@ TEXT ·coefRowsAVX(SB), NOSPLIT, $16-120
 	VMOVUPD      (AX), Y14
 	MOVQ         h+64(FP), AX
 	VMOVUPD      (AX), Y15
-	MOVQ         ts+24(FP), R10
-	MOVQ         th+8(FP), R9
+	VBROADCASTSD scale+112(FP), Y11
+	MOVQ         $0x8000000000000000, AX
+	VMOVQ        AX, X10
+	VPBROADCASTQ X10, Y10       // −0
+	MOVQ         bs+88(FP), R8
+	SHLQ         $3, R8          // a row's bytes
+	MOVQ         R8, AX
+	IMULQ        d+96(FP), AX
+	MOVQ         AX, rb-8(SP)    // a save's rows' bytes
 	MOVQ         k0+72(FP), CX
+	IMULQ        CX, AX
+	MOVQ         bar+16(FP), SI
+	ADDQ         AX, SI          // save k's first row
+	MOVQ         ts+24(FP), R10
 
 ck:
 	CMPQ         CX, k1+80(FP)
-	JGE          cthdone
+	JGE          cdone
 	VMOVQ        CX, X0
 	VPBROADCASTQ X0, Y0
 	VPCMPGTQ     Y0, Y12, Y1     // lo > k
@@ -47,179 +59,53 @@ ck:
 	VANDPD       Y5, Y3, Y3
 	VSUBPD       Y14, Y4, Y6
 	VDIVPD       Y15, Y6, Y6     // θ
-	VMOVUPD      Y6, (R9)
-	VMOVUPD      Y3, 32(R9)
-	ADDQ         $64, R9
-	INCQ         CX
-	JMP          ck
 
-cthdone:
-	MOVQ         col+32(FP), AX
-	MOVQ         (AX), R11
-	MOVQ         8(AX), R12
-	MOVQ         16(AX), R13
-	MOVQ         24(AX), BX
-	VBROADCASTSD scale+112(FP), Y11
-	MOVQ         $0x8000000000000000, AX
-	VMOVQ        AX, X10
-	VPBROADCASTQ X10, Y10        // −0
-	MOVQ         bs+88(FP), R8
-	SHLQ         $3, R8          // a row's bytes
-	MOVQ         R8, R10
-	IMULQ        d+96(FP), R10   // a save's rows' bytes
-	MOVQ         d+96(FP), DX
-	SHLQ         $5, DX          // one term's sums' bytes (d vectors)
-	MOVQ         terms+104(FP), R14
-	MOVQ         k0+72(FP), AX
-	IMULQ        R10, AX
-	ADDQ         bar+16(FP), AX
-	MOVQ         AX, row-8(SP)   // save k0's row of component c
-	MOVQ         acc+0(FP), DI   // component c's first sum
-	MOVQ         DI, AX
-	ADDQ         DX, AX
-	MOVQ         AX, end-16(SP)  // past component d−1's
+	// The save's cotangents, d vectors of four lanes, to g.
+	MOVQ SI, DX
+	MOVQ gb+8(FP), R9
+	MOVQ d+96(FP), AX
 
-ccomp:
-	// The sums of component c, terms 0…terms−1, to Y0…Y7.
-	MOVQ    DI, AX
-	VMOVUPD (AX), Y0
-	CMPQ    R14, $1
-	JEQ     cloaded
-	ADDQ    DX, AX
-	VMOVUPD (AX), Y1
-	CMPQ    R14, $2
-	JEQ     cloaded
-	ADDQ    DX, AX
-	VMOVUPD (AX), Y2
-	CMPQ    R14, $3
-	JEQ     cloaded
-	ADDQ    DX, AX
-	VMOVUPD (AX), Y3
-	CMPQ    R14, $4
-	JEQ     cloaded
-	ADDQ    DX, AX
-	VMOVUPD (AX), Y4
-	CMPQ    R14, $5
-	JEQ     cloaded
-	ADDQ    DX, AX
-	VMOVUPD (AX), Y5
-	CMPQ    R14, $6
-	JEQ     cloaded
-	ADDQ    DX, AX
-	VMOVUPD (AX), Y6
-	CMPQ    R14, $7
-	JEQ     cloaded
-	ADDQ    DX, AX
-	VMOVUPD (AX), Y7
+cg:
+	PREFETCHT0  128(DX)(R11*8) // the same row's line of the lanes sixteen on
+	VMOVSD      (DX)(R11*8), X7
+	VMOVHPD     (DX)(R12*8), X7, X7
+	VMOVSD      (DX)(R13*8), X8
+	VMOVHPD     (DX)(BX*8), X8, X8
+	VINSERTF128 $1, X8, Y7, Y7
+	VMULPD      Y11, Y7, Y7
+	VMOVUPD     Y7, (R9)
+	ADDQ        $32, R9
+	ADDQ        R8, DX
+	DECQ        AX
+	JNZ         cg
 
-cloaded:
-	MOVQ row-8(SP), SI
-	MOVQ th+8(FP), R9
-	MOVQ k1+80(FP), CX
-	SUBQ k0+72(FP), CX
+	// acc += θ^j·ȳ, term by term, component by component.
+	MOVQ    acc+0(FP), DI
+	VMOVAPD Y6, Y8               // θ^j, from j = 1
+	MOVQ    terms+104(FP), AX
 
-csave:
-	PREFETCHT0  512(SI)(R11*8)   // the same row's line of the lanes 64 on
-	VMOVSD      (SI)(R11*8), X13
-	VMOVHPD     (SI)(R12*8), X13, X13
-	VMOVSD      (SI)(R13*8), X14
-	VMOVHPD     (SI)(BX*8), X14, X14
-	VINSERTF128 $1, X14, Y13, Y13
-	VMULPD      Y11, Y13, Y13    // ȳ_c of the four lanes, scaled
-	VMOVUPD     (R9), Y8         // θ
-	VMOVUPD     32(R9), Y12      // the lanes whose save this is
-	VMULPD      Y13, Y8, Y14     // θ·ȳ
-	VBLENDVPD   Y12, Y14, Y10, Y14
-	VADDPD      Y14, Y0, Y0
-	CMPQ        R14, $1
-	JEQ         cnext
-	VMULPD      Y8, Y8, Y9       // θ²
-	VMULPD      Y13, Y9, Y14
-	VBLENDVPD   Y12, Y14, Y10, Y14
-	VADDPD      Y14, Y1, Y1
-	CMPQ        R14, $2
-	JEQ         cnext
-	VMULPD      Y8, Y9, Y9
-	VMULPD      Y13, Y9, Y14
-	VBLENDVPD   Y12, Y14, Y10, Y14
-	VADDPD      Y14, Y2, Y2
-	CMPQ        R14, $3
-	JEQ         cnext
-	VMULPD      Y8, Y9, Y9
-	VMULPD      Y13, Y9, Y14
-	VBLENDVPD   Y12, Y14, Y10, Y14
-	VADDPD      Y14, Y3, Y3
-	CMPQ        R14, $4
-	JEQ         cnext
-	VMULPD      Y8, Y9, Y9
-	VMULPD      Y13, Y9, Y14
-	VBLENDVPD   Y12, Y14, Y10, Y14
-	VADDPD      Y14, Y4, Y4
-	CMPQ        R14, $5
-	JEQ         cnext
-	VMULPD      Y8, Y9, Y9
-	VMULPD      Y13, Y9, Y14
-	VBLENDVPD   Y12, Y14, Y10, Y14
-	VADDPD      Y14, Y5, Y5
-	CMPQ        R14, $6
-	JEQ         cnext
-	VMULPD      Y8, Y9, Y9
-	VMULPD      Y13, Y9, Y14
-	VBLENDVPD   Y12, Y14, Y10, Y14
-	VADDPD      Y14, Y6, Y6
-	CMPQ        R14, $7
-	JEQ         cnext
-	VMULPD      Y8, Y9, Y9
-	VMULPD      Y13, Y9, Y14
-	VBLENDVPD   Y12, Y14, Y10, Y14
-	VADDPD      Y14, Y7, Y7
+ct:
+	MOVQ gb+8(FP), R9
+	MOVQ d+96(FP), DX
 
-cnext:
-	ADDQ R10, SI
-	ADDQ $64, R9
-	DECQ CX
-	JNZ  csave
+cc:
+	VMULPD    (R9), Y8, Y9
+	VBLENDVPD Y3, Y9, Y10, Y9
+	VADDPD    (DI), Y9, Y9
+	VMOVUPD   Y9, (DI)
+	ADDQ      $32, R9
+	ADDQ      $32, DI
+	DECQ      DX
+	JNZ       cc
+	VMULPD    Y6, Y8, Y8
+	DECQ      AX
+	JNZ       ct
 
-	// Component c's sums back to acc.
-	MOVQ    DI, AX
-	VMOVUPD Y0, (AX)
-	CMPQ    R14, $1
-	JEQ     cstored
-	ADDQ    DX, AX
-	VMOVUPD Y1, (AX)
-	CMPQ    R14, $2
-	JEQ     cstored
-	ADDQ    DX, AX
-	VMOVUPD Y2, (AX)
-	CMPQ    R14, $3
-	JEQ     cstored
-	ADDQ    DX, AX
-	VMOVUPD Y3, (AX)
-	CMPQ    R14, $4
-	JEQ     cstored
-	ADDQ    DX, AX
-	VMOVUPD Y4, (AX)
-	CMPQ    R14, $5
-	JEQ     cstored
-	ADDQ    DX, AX
-	VMOVUPD Y5, (AX)
-	CMPQ    R14, $6
-	JEQ     cstored
-	ADDQ    DX, AX
-	VMOVUPD Y6, (AX)
-	CMPQ    R14, $7
-	JEQ     cstored
-	ADDQ    DX, AX
-	VMOVUPD Y7, (AX)
+	INCQ CX
+	ADDQ rb-8(SP), SI
+	JMP  ck
 
-cstored:
-	ADDQ $32, DI
-	MOVQ row-8(SP), AX
-	ADDQ R8, AX
-	MOVQ AX, row-8(SP)
-	CMPQ DI, end-16(SP)
-	JLT  ccomp
-
+cdone:
 	VZEROUPPER
 	RET
 

@@ -216,7 +216,6 @@ type saveSweep struct {
 	gathered bool // rowg holds the current row's cotangents
 
 	rowAcc []float64 // the row kernels' sums of four lanes (coefBarRows, addRowRows)
-	rowTh  []float64 // coefBarRows' θ and lane masks of a group's saves
 }
 
 // newSaveSweep prepares the saves of p for a sweep in layout l; its
@@ -686,15 +685,10 @@ func addPowers(lane, g []float64, th float64, terms int) {
 // byRows reports whether coefBar and addRow read save-major cotangents
 // four lanes at a time, a save's rows across the lanes, with AVX
 // (coefBarRows, addRowRows), rather than gathering each lane's saves
-// first (gatherRow): where the extension has 1 to rowTermsMax terms,
-// whose sums coefRowsAVX keeps in registers.
+// first (gatherRow).
 func (sw *saveSweep) byRows() bool {
-	return sw.sv.BarMajor && haveAVX && useAVX && useRows && sw.m >= 1 && sw.m <= rowTermsMax
+	return sw.sv.BarMajor && haveAVX && useAVX && useRows
 }
-
-// rowTermsMax is the most terms of a continuous extension whose
-// coefficients' cotangents coefRowsAVX sums (Vern7's has 7).
-const rowTermsMax = 8
 
 // useRows lets tests compare coefBarRows and addRowRows with the
 // lane-by-lane loops.
@@ -767,20 +761,16 @@ func (sw *saveSweep) barScale() float64 {
 // sums, bit for bit.
 func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	d, terms := sw.d, sw.m
-	if cap(sw.rowAcc) < terms*d*4 {
-		sw.rowAcc = make([]float64, terms*d*4)
+	if cap(sw.rowAcc) < terms*d*4+d*4 {
+		sw.rowAcc = make([]float64, terms*d*4+d*4)
 	}
-	acc := sw.rowAcc[:terms*d*4]
+	acc, gs := sw.rowAcc[:terms*d*4], sw.rowAcc[terms*d*4:terms*d*4+d*4]
 	var g rowGroup
 	bs, scale, ts := sw.barStride(), sw.barScale(), sw.sv.Times
 	run := func(g *rowGroup, k0, k1 int) {
-		if k0 >= k1 {
-			return
+		if k0 < k1 {
+			coefRowsAVX(&acc[0], &gs[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
 		}
-		if cap(sw.rowTh) < 8*(k1-k0) {
-			sw.rowTh = make([]float64, 8*(k1-k0))
-		}
-		coefRowsAVX(&acc[0], &sw.rowTh[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
 	}
 	for i0 := 0; i0 < m; i0 += 4 {
 		k0, k1 := sw.group4(&g, t, h, i0, m)
