@@ -43,8 +43,8 @@ import (
 // iterations' ratios of those ("cpuratio"). On a machine shared with
 // other jobs the wall times of a call wait for the cores as the load
 // comes and goes; the CPU time it took is far steadier (Session 46 (H3)
-// in docs/more-results.md: 5 alternated runs of "cpuratio" within ±0.03
-// where "ratio" spread ±0.3). Where the call keeps every core busy the
+// in docs/more-results.md: alternated runs of "cpuratio" within about
+// ±0.05 where "ratio" spread ±0.3). Where the call keeps every core busy the
 // two ratios agree; GC running beside a call counts in its CPU time.
 func SaveRatio(b *testing.B, engine string) {
 	const n = 4096
