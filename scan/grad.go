@@ -32,19 +32,21 @@ type Sweep struct {
 // the checkpoint interval follows Settings.Checkpoint and MemoryLimit.
 func Forward(p *Problem, s *Settings) (*Sweep, error) { return ForwardTo(nil, p, s) }
 
-// ForwardTo is Forward, reusing the storage of the checkpoints of dst, an
-// earlier Sweep that is not used again (nil: none), where it is large
-// enough: a worker that sweeps chunk after chunk then allocates its
-// checkpoints once.
+// ForwardTo is Forward, reusing the storage of the checkpoints and of the
+// Result's final states of dst, an earlier Sweep that is not used again,
+// nor its Result (nil: none), where it is large enough: a worker that
+// sweeps chunk after chunk then allocates them once, and the final
+// states it hands on (to a loss program, say) stay at one address.
 func ForwardTo(dst *Sweep, p *Problem, s *Settings) (*Sweep, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
-	var cp []float64
+	var cp, y []float64
 	if dst != nil {
-		cp = dst.cp[:0]
+		cp, y = dst.cp[:0], dst.res.Y[:0]
 	}
 	sw := &Sweep{p: p}
+	sw.res.Y = y
 	if s != nil {
 		sw.set = *s
 	}

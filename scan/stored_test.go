@@ -160,3 +160,52 @@ func TestSharedTiles(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardToReuses checks that ForwardTo reuses the final states'
+// storage of the Sweep it is given (so that a loss program reading them
+// chunk after chunk sees one address) and that the sweep's final states
+// and gradient are Forward's bit for bit, with stored states and with
+// checkpoints, chunks of different sizes in turn.
+func TestForwardToReuses(t *testing.T) {
+	for _, stored := range []bool{true, false} {
+		var last *Sweep
+		for c, n := range []int{13, 9, 13} {
+			rng := rand.New(rand.NewPCG(47, uint64(c)))
+			p := raggedProblem(midpointStep(t), n, rng, false)
+			if stored {
+				p.Stored = storedStates(t, p)
+			}
+			ybar := make([]float64, 2*n)
+			for i := range ybar {
+				ybar[i] = rng.NormFloat64()
+			}
+			fresh, err := Forward(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var y0 *float64
+			if last != nil {
+				y0 = &last.Result().Y[:1][0]
+			}
+			sw, err := ForwardTo(last, p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if y0 != nil && &sw.Result().Y[0] != y0 {
+				t.Fatalf("stored %v, chunk %d: the final states were not written where the last sweep's were", stored, c)
+			}
+			sameBits(t, "final states", fresh.Result().Y, sw.Result().Y)
+			g0, err := fresh.Backward(nil, ybar, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g1, err := sw.Backward(nil, ybar, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBits(t, "∂/∂y0", g0.Y0, g1.Y0)
+			sameBits(t, "∂/∂p", g0.P, g1.P)
+			last = sw
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/cputime"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -36,6 +37,15 @@ import (
 // values, 131 MB, into a reused array, trajectory by trajectory on every
 // core) and reports the floor, the ratio a Solve that did nothing but
 // write its output would reach: "floor" = (1 save + the write)/(1 save).
+//
+// It also reports the process's CPU time (user + system) of each call
+// ("cpums/1save", "cpums/1000saves": medians) and the median of the
+// iterations' ratios of those ("cpuratio"). On a machine shared with
+// other jobs the wall times of a call wait for the cores as the load
+// comes and goes; the CPU time it took is far steadier (Session 46 (H3)
+// in docs/more-results.md: alternated runs of "cpuratio" within about
+// ±0.05 where "ratio" spread ±0.3). Where the call keeps every core busy the
+// two ratios agree; GC running beside a call counts in its CPU time.
 func SaveRatio(b *testing.B, engine string) {
 	const n = 4096
 	kp := problems.Kepler()
@@ -59,10 +69,10 @@ func SaveRatio(b *testing.B, engine string) {
 						b.Fatal(err)
 					}
 					type arm struct {
-						p   ode.Problem
-						g   ode.Gradient
-						sol ode.Solution
-						d   []float64
+						p    ode.Problem
+						g    ode.Gradient
+						sol  ode.Solution
+						d, c []float64 // wall and CPU ms of each call
 					}
 					var arms [2]*arm
 					for a, k := range []int{1, 1000} {
@@ -92,19 +102,23 @@ func SaveRatio(b *testing.B, engine string) {
 							b.Fatal(err)
 						}
 					}
-					var ratios, floors []float64
+					var ratios, cpuRatios, floors []float64
 					out := make([]float64, n*1000*kp.Field.Dim)
 					b.ResetTimer()
 					for range b.N {
 						for _, x := range arms {
-							t := time.Now()
+							t, c := time.Now(), cputime.Process()
 							if err := run(x); err != nil {
 								b.Fatal(err)
 							}
+							x.c = append(x.c, float64(cputime.Process()-c)/1e6)
 							x.d = append(x.d, float64(time.Since(t))/1e6)
 						}
 						t1 := arms[0].d[len(arms[0].d)-1]
 						ratios = append(ratios, arms[1].d[len(arms[1].d)-1]/t1)
+						if c1 := arms[0].c[len(arms[0].c)-1]; c1 > 0 {
+							cpuRatios = append(cpuRatios, arms[1].c[len(arms[1].c)-1]/c1)
+						}
 						t := time.Now()
 						writeOutput(out, n)
 						floors = append(floors, (t1+float64(time.Since(t))/1e6)/t1)
@@ -112,6 +126,11 @@ func SaveRatio(b *testing.B, engine string) {
 					b.ReportMetric(Median(arms[0].d), "ms/1save")
 					b.ReportMetric(Median(arms[1].d), "ms/1000saves")
 					b.ReportMetric(Median(ratios), "ratio")
+					if len(cpuRatios) > 0 { // (no CPU time where cputime cannot read it)
+						b.ReportMetric(Median(arms[0].c), "cpums/1save")
+						b.ReportMetric(Median(arms[1].c), "cpums/1000saves")
+						b.ReportMetric(Median(cpuRatios), "cpuratio")
+					}
 					b.ReportMetric(Median(floors), "floor")
 				})
 			}
