@@ -356,7 +356,7 @@ type Tuning struct {
 	// groups' parts together) fits the device's limit: a small state's
 	// loops (HIRES, d = 8: every loop one pass on 8 lanes) and its
 	// replicated code then take a fraction of a warp's instructions per
-	// trajectory (BenchmarkGPUWideLanes; not a default until measured).
+	// trajectory. 0: defaultWideLanes; negative: a warp per trajectory.
 	// Results are the same bit for bit where d ≤ 2·wideLanes, to rounding
 	// where the lanes' partial sums hold more components
 	// (TestHostWideLanesSame).
@@ -467,7 +467,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		}
 		if v.Wide {
 			warps := j.n // the launch's warps
-			if l := wideLanesFor(tun.wideLanes, per, dev.sharedLimit); l < kernelgen.LaneWidth {
+			if l := wideLanesFor(tun.lanesFor(pl.Dim), per, dev.sharedLimit); l < kernelgen.LaneWidth {
 				g := kernelgen.LaneWidth / l
 				v.WideLanes, per, warps = l, g*per, (j.n+g-1)/g
 			}
@@ -572,6 +572,36 @@ func wideMinBlocks(per, limit, tun int) int {
 		return min(blocks, wideMaxMinBlocks)
 	}
 	return 0
+}
+
+// defaultWideLanes returns the lanes a trajectory of a wide kernel of
+// state dimension d runs on by default: the fewest, at least 8, that
+// hold two components each (d ≤ 2·lanes, where the results are those of
+// a warp per trajectory bit for bit); a warp (kernelgen.LaneWidth) from
+// d = 33. On an H100 at n = 4,096 (BenchmarkGPUWideLanes, session 46)
+// HIRES (d = 8) on 8 lanes ran its gradient kernel in 27.6 ms against
+// 43.6 on a warp each, Pollution (d = 20) on 16 in 34.8 against 39.0,
+// where Pollution on 8 lanes took 44.1 and HIRES on 4 35.3.
+func defaultWideLanes(d int) int {
+	for l := 8; l < kernelgen.LaneWidth; l *= 2 {
+		if d <= 2*l {
+			return l
+		}
+	}
+	return kernelgen.LaneWidth
+}
+
+// lanesFor returns the lanes a trajectory of a wide kernel of state
+// dimension d asks for under tun (Tuning.wideLanes; 0: defaultWideLanes,
+// negative: a warp).
+func (tun Tuning) lanesFor(d int) int {
+	switch {
+	case tun.wideLanes < 0:
+		return kernelgen.LaneWidth
+	case tun.wideLanes == 0:
+		return defaultWideLanes(d)
+	}
+	return tun.wideLanes
 }
 
 // wideLanesFor returns the lanes a trajectory of a wide kernel runs on

@@ -63,7 +63,7 @@ func TestHostWideLanesSame(t *testing.T) {
 			if l := wideLanesFor(x.lanes, per, 227<<10); l != x.lanes {
 				t.Fatalf("%d lanes asked, %d run (wideLanesFor): the case checks nothing", x.lanes, l)
 			}
-			ref := tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide})
+			ref := tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide, wideLanes: -1})
 			eng := tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide, wideLanes: x.lanes})
 			for _, op := range x.ops {
 				want := wideResults(t, x.c, ref, op)
@@ -95,7 +95,7 @@ func TestGPUWideLanesSame(t *testing.T) {
 		c := layoutFillCase(t, x.name, 1000)
 		for _, lanes := range x.lanes {
 			t.Run(fmt.Sprintf("%s/lanes=%d", x.name, lanes), func(t *testing.T) {
-				sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: lanes})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide})))
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: lanes})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: -1})))
 			})
 		}
 	}
@@ -132,8 +132,9 @@ func closeWideResults(t *testing.T, op, form, ref string, got, want []float64, r
 // forced wide kernel gets the lanes asked (a power of two below 32) where
 // the warp's groups' shared memory fits the device, the launch bounds
 // and a round's blocks then counted in the warps of those groups; the
-// default, 32 and values that are not a power of two below 32 keep a
-// warp per trajectory, and so does a job whose groups would not fit.
+// default asks for defaultWideLanes' (8 for HIRES); negative values, 32
+// and values that are not a power of two below 32 keep a warp per
+// trajectory, and so does a job whose groups would not fit.
 func TestWideLanesLayout(t *testing.T) {
 	c := wideRosCase(t, "hires", ode.Rodas5P, 4096, 0.5, false)
 	j := jobOf(t, c, ode.OpGrad)
@@ -151,7 +152,8 @@ func TestWideLanesLayout(t *testing.T) {
 		dev   device
 		want  int
 	}{
-		{0, h100, 0},
+		{0, h100, 8}, // the default: defaultWideLanes(8)
+		{-1, h100, 0},
 		{8, h100, 8},
 		{16, h100, 16},
 		{4, h100, 4},
@@ -179,8 +181,9 @@ func TestWideLanesLayout(t *testing.T) {
 }
 
 // wideLanesVariants are BenchmarkGPUWideLanes's tunings by case: the
-// default (a warp per trajectory, launch bounds of wideMinBlocks), the
-// bounds of one round (Tuning.wideRound alone), and a trajectory on 16
+// default (defaultWideLanes' lanes a trajectory since session 46), a warp
+// per trajectory (launch bounds of wideMinBlocks: the default before),
+// with the bounds of one round (Tuning.wideRound), and a trajectory on 16
 // or 8 lanes (Tuning.wideLanes), with and without those bounds, on 8
 // without bounds (HIRES only: its 1,024 warps of 8-lane groups fit 8 a
 // multiprocessor at its 173 registers, where the default's 6 blocks cap
@@ -196,7 +199,8 @@ var wideLanesVariants = []struct {
 	layout string // the layout it runs in; "": the case's own
 }{
 	{"default", Tuning{}, ""},
-	{"round", Tuning{wideRound: true}, ""},
+	{"warp", Tuning{wideLanes: -1}, ""},
+	{"round", Tuning{wideLanes: -1, wideRound: true}, ""},
 	{"lanes16", Tuning{wideLanes: 16}, ""},
 	{"lanes16-round", Tuning{wideLanes: 16, wideRound: true}, ""},
 	{"lanes8", Tuning{wideLanes: 8}, ""},
@@ -372,7 +376,7 @@ func TestWideLanesShapes(t *testing.T) {
 			}
 			_, on := kernelgen.WideOccupancy(per, 227<<10)
 			g := kernelgen.LaneWidth / v.WideLanesOf()
-			if want := wideLanesFor(x.tun.wideLanes, per/g, 227<<10); v.WideLanesOf() != want {
+			if want := wideLanesFor(x.tun.lanesFor(c.prob.Field.Dim), per/g, 227<<10); v.WideLanesOf() != want {
 				t.Errorf("%s/%s: %d lanes, want %d (wideLanesFor)", name, x.name, v.WideLanesOf(), want)
 			}
 			// The warps the registers let run: the bounds' cap (255 without).
@@ -384,6 +388,18 @@ func TestWideLanesShapes(t *testing.T) {
 			w := min(on, byRegs)
 			t.Logf("%s/%s: %d lanes, bounds %d blocks (%d registers), %d B a warp; warps a multiprocessor %d by shared memory, %d by registers: %d trajectories, n = %d in %.2f rounds",
 				name, x.name, v.WideLanesOf(), v.WideMinBlocks, regs, per, on, byRegs, w*g, c.prob.N, float64(c.prob.N)/float64(max(w*g*132, 1)))
+		}
+	}
+}
+
+// TestDefaultWideLanes checks defaultWideLanes: the fewest lanes, at
+// least 8, that hold two components each, a warp from d = 33.
+func TestDefaultWideLanes(t *testing.T) {
+	for _, x := range []struct{ d, want int }{
+		{1, 8}, {8, 8}, {16, 8}, {17, 16}, {20, 16}, {32, 16}, {33, 32}, {64, 32}, {256, 32},
+	} {
+		if got := defaultWideLanes(x.d); got != x.want {
+			t.Errorf("defaultWideLanes(%d) = %d, want %d", x.d, got, x.want)
 		}
 	}
 }
