@@ -912,7 +912,7 @@ timeout 120 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -
 	-problems hires,pollution,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
 el $?
 # 5. The lanes' results bit for bit against a warp each on the device.
-t lanes-same $((550 - $(date +%s) + T0)) -test.v -test.run 'TestGPUWideLanesSame/(hires/lanes=8|pollution/lanes=16)'
+t lanes-same $((490 - $(date +%s) + T0)) -test.v -test.run 'TestGPUWideLanesSame/(hires/lanes=8|pollution/lanes=16)'
 fi
 
 if [ "$part" = s46c ]; then
