@@ -880,39 +880,38 @@ t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/
 fi
 
 if [ "$part" = s46d ]; then
-# Session 46's last call, main with every helper merged and a wide
-# kernel's trajectories on fewer lanes by default (defaultWideLanes),
-# base46.test.gz = ae9dc05 (the session's start).
+# Session 46's last call (under 400 s), main with every helper merged and
+# a wide kernel's trajectories on fewer lanes by default
+# (defaultWideLanes), base46.test.gz = ae9dc05 (the session's start).
 # 1. Issue 23: every launch runs ahead of its inputs' compare (H4): its
-# tests, then the call bound against ae9dc05, three rounds alternated.
-t ahead-tests 90 -test.v -test.run '^(TestGPUGradAhead|TestGPUKeepGradsAhead|TestGPUInputReuse|TestGPUChunkLaunch|TestCallHandOvers)$'
+# tests, then the call bound against ae9dc05, two rounds alternated.
+t ahead-tests 50 -test.v -test.run '^(TestGPUGradAhead|TestGPUKeepGradsAhead|TestGPUInputReuse|TestGPUChunkLaunch|TestCallHandOvers)$'
 gunzip -c $bin/base46.test.gz >/tmp/base46.test && chmod +x /tmp/base46.test
-for r in 1 2 3; do
-	t bound-main-$r 40 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
-	TB=/tmp/base46.test t bound-base-$r 40 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
+for r in 1 2; do
+	t bound-main-$r 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
+	TB=/tmp/base46.test t bound-base-$r 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
 done
 grep -h '^Benchmark' "$out"/l/bound-main-*.log | awk '{printf "main %-48s %8.3f ms  bound %s\n", $1, $3/1e6, $5}' | sort
 grep -h '^Benchmark' "$out"/l/bound-base-*.log | awk '{printf "base %-48s %8.3f ms  bound %s\n", $1, $3/1e6, $5}' | sort
-# 2. Issue 25: kept saves written in place, save steps in gradient
-# kernels only (H6), beside the loss's fold (H1): tests, then SolveTo and
-# Grad with kept saves against their old forms, three rounds.
-t saves-tests 120 -test.v -test.run '^(TestGPUKeepSaves|TestGPUEngineSaveTimes|TestGPUSaveGroups|TestGPUThreadSaves|TestGPUSaveCots|TestGPULossFold)$'
-for r in 1 2 3; do
-	t saves-$r 40 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|solveto-kept-old|grad-kept|grad-kept-old|grad-kept-oldloss)$' -test.benchtime 20x
-done
-grep -h '^Benchmark' "$out"/l/saves-[123].log | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, $3 / 1e6, k}' | sort
-# 3. Issue 26: neural fields in tile mode against lanes mode at n =
+# 2. Issue 26: neural fields in tile mode against lanes mode at n =
 # 1,024 / 4,096 / 16,384 (tile mode's threshold).
-t tilefill 130 -test.run XXX -test.timeout 125s -test.bench 'GPUTileFill' -test.benchtime 5x
+t tilefill 100 -test.run XXX -test.timeout 95s -test.bench 'GPUTileFill' -test.benchtime 5x
 grep -h '^Benchmark' "$out/l/tilefill.log" | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, k}' | awk '{a[$1] = a[$1] " " $2} END {for (x in a) print x, a[x]}' | sort
-# 4. The gpu-large suite's Pollution, HIRES and neural Robertson (fewer
+# 3. Issue 25: kept saves written in place, save steps in gradient
+# kernels only (H6), beside the loss's fold (H1): SolveTo and Grad with
+# kept saves against their old forms, two rounds.
+for r in 1 2; do
+	t saves-$r 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|solveto-kept-old|grad-kept|grad-kept-old)$' -test.benchtime 20x
+done
+grep -h '^Benchmark' "$out"/l/saves-[12].log | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, $3 / 1e6, k}' | sort
+# 4. The gpu-large suite's HIRES, Pollution and neural Robertson (fewer
 # lanes by default) beside the 16-core CPU engine: whole calls.
 echo "=== gpu-large"
-timeout 120 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
+timeout 90 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet \
 	-problems hires,pollution,neural-robertson >"$out/l/large.jsonl" 2>"$out/l/large.log"
 el $?
-# 5. The lanes' results bit for bit against a warp each on the device.
-t lanes-same $((490 - $(date +%s) + T0)) -test.v -test.run 'TestGPUWideLanesSame/(hires/lanes=8|pollution/lanes=16)'
+# 5. The saves' device tests with what time is left.
+t saves-tests $((385 - $(date +%s) + T0)) -test.v -test.run '^(TestGPUKeepSaves|TestGPUEngineSaveTimes|TestGPUSaveGroups|TestGPUThreadSaves|TestGPUSaveCots|TestGPULossFold)$'
 fi
 
 if [ "$part" = s46c ]; then
