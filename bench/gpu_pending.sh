@@ -879,6 +879,21 @@ done
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 fi
 
+if [ "$part" = s46e ]; then
+# s46d cut to 200 s (the budget left): the device tests of every launch
+# run ahead (H4) and of kept saves written in place (H6), the call bound
+# against ae9dc05 once, tile mode against lanes mode at n = 4,096.
+t ahead-tests 50 -test.v -test.run '^(TestGPUGradAhead|TestGPUKeepGradsAhead|TestGPUInputReuse|TestCallHandOvers)$'
+t saves-tests 60 -test.v -test.run '^(TestGPUKeepSaves|TestGPUSaveCots|TestGPULossFold)$'
+gunzip -c $bin/base46.test.gz >/tmp/base46.test && chmod +x /tmp/base46.test
+t bound-main 25 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
+TB=/tmp/base46.test t bound-base 25 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
+grep -h '^Benchmark' "$out"/l/bound-main.log | awk '{printf "main %-48s %8.3f ms  bound %s\n", $1, $3/1e6, $5}'
+grep -h '^Benchmark' "$out"/l/bound-base.log | awk '{printf "base %-48s %8.3f ms  bound %s\n", $1, $3/1e6, $5}'
+t tilefill $((195 - $(date +%s) + T0)) -test.run XXX -test.timeout 90s -test.bench 'GPUTileFill/grad/.*/n=4096/' -test.benchtime 5x
+grep -h '^Benchmark' "$out/l/tilefill.log" | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, k}' | awk '{a[$1] = a[$1] " " $2} END {for (x in a) print x, a[x]}' | sort
+fi
+
 if [ "$part" = s46d ]; then
 # Session 46's last call (under 400 s), main with every helper merged and
 # a wide kernel's trajectories on fewer lanes by default
