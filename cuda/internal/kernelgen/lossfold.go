@@ -395,17 +395,7 @@ func (f *folder) program(name string, vals []tape.ID, acc, out tape.ID, step fun
 		st := step(id)
 		from = append(from, saveCotIn{in0: int(v.Aux) - st, step: st})
 	}
-	for k, in := range g.Inputs {
-		if in.Shared {
-			if id, ok := inputValue(g, k); ok {
-				at[id] = tape.ID(len(p.Inputs))
-			}
-			p.Inputs = append(p.Inputs, in)
-		}
-	}
-	for k := range p.Inputs {
-		p.Values = append(p.Values, tape.Value{Op: ops.OpInput, Aux: float64(k)})
-	}
+	appendSharedInputs(p, g, at)
 	for _, id := range vals {
 		v := &g.Values[id]
 		if v.Op == ops.OpInput {

@@ -223,17 +223,7 @@ func saveCotProgram(g *tape.Program, cone []tape.ID, sigma []int, sh lossShapeOf
 		p.Inputs = append(p.Inputs, tape.Input{Name: fmt.Sprintf("x%d", len(p.Inputs))})
 		from = append(from, in)
 	}
-	for k, in := range g.Inputs {
-		if in.Shared {
-			if id, ok := inputValue(g, k); ok {
-				at[id] = tape.ID(len(p.Inputs))
-			}
-			p.Inputs = append(p.Inputs, in)
-		}
-	}
-	for k := range p.Inputs {
-		p.Values = append(p.Values, tape.Value{Op: ops.OpInput, Aux: float64(k)})
-	}
+	appendSharedInputs(p, g, at)
 	for _, id := range cone {
 		v := &g.Values[id]
 		if v.Op == ops.OpInput {
@@ -316,4 +306,21 @@ func (g *adapters) emitSaveCots(sc *saveCots) {
 		fmt.Fprintf(&g.sb, "  GS_PREFETCH(&%s);\n", x)
 	}
 	g.sb.WriteString("}\n")
+}
+
+// appendSharedInputs appends g's shared inputs to the program p being
+// built from g (at maps g's values to p's: the shared inputs' values are
+// added to it), then p's input values, one per input of p in order.
+func appendSharedInputs(p, g *tape.Program, at map[tape.ID]tape.ID) {
+	for k, in := range g.Inputs {
+		if in.Shared {
+			if id, ok := inputValue(g, k); ok {
+				at[id] = tape.ID(len(p.Inputs))
+			}
+			p.Inputs = append(p.Inputs, in)
+		}
+	}
+	for k := range p.Inputs {
+		p.Values = append(p.Values, tape.Value{Op: ops.OpInput, Aux: float64(k)})
+	}
 }
