@@ -58,6 +58,13 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s46d (under 400 s; never ran: session 46's
+#     budget ran out): the device tests of every launch run ahead of its
+#     inputs' compare (H4) and of kept saves written in place (H6), the
+#     call bound against ae9dc05 (base46.test.gz), tile mode against lanes
+#     mode (BenchmarkGPUTileFill), SolveTo/Grad with kept saves against
+#     their old forms, gpu-large with fewer lanes by default; s46e is the
+#     same cut to 200 s.
 #   bash bench/gpu_pending.sh s46a (under 9 minutes): the call bound at
 #     every size three times, TestGPUEngineChunks against 303d2d7, the
 #     1,000-save kernel without its loss VJP, Tuning.wideRound's bounds.
