@@ -346,9 +346,10 @@ type Tuning struct {
 	// wideRound raises a wide kernel's launch bounds to as many blocks as
 	// one round of the job's warps needs, where shared memory lets them
 	// run (wideRoundBlocks), for BenchmarkGPUWideRegs's "s64-round": HIRES
-	// at n = 4096 ran 37.2 ms with 16 blocks' bounds against 43.1 by
-	// default on an H100 (session 45); not a default until measured on
-	// the other wide problems.
+	// at n = 4096 ran 37.2 ms with 16 blocks' bounds against 43.1 on a
+	// warp per trajectory on an H100 (sessions 45–46); not a default:
+	// fewer lanes a trajectory (defaultWideLanes) ran it in 27.6, and
+	// with them these bounds changed nothing (BenchmarkGPUWideLanes).
 	wideRound bool
 	// wideLanes, a power of two from 1 to 16, runs a wide kernel's
 	// trajectories on that many lanes each, 32 / wideLanes a warp

@@ -84,7 +84,8 @@ func wideSpilled(t *testing.T, c engineCase, scalars int) int {
 // registers per thread (regs) and local memory per thread (local-B:
 // spills and local arrays), as ptxas allocated them (the kernel's
 // source compiled again with the engine's options: a hit in the disk
-// cache):
+// cache). Every variant runs a warp per trajectory (Tuning.wideLanes
+// -1), the kernels these levers were measured on:
 //
 //   - none: every replicated scalar in registers (Tuning.WideScalars
 //     -1: the kernels before widespill.go), no launch bounds;
@@ -155,7 +156,10 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 				continue
 			}
 			tun := x.tun
-			tun.Layout = LayoutWide
+			// A warp per trajectory, the kernels these levers were
+			// measured on (fewer lanes, the default for d ≤ 32 since
+			// session 46: BenchmarkGPUWideLanes).
+			tun.Layout, tun.wideLanes = LayoutWide, -1
 			engine := tuned(b, "cuda", tun)
 			b.Run(fmt.Sprintf("grad/%s/%s", pc.name, x.name), func(b *testing.B) {
 				benchWide(b, c, "grad", engine, "wide")
