@@ -297,6 +297,13 @@ type Tuning struct {
 	// comparison (BenchmarkGPUSaveSplit's -oldloss rows). The same results
 	// bit for bit.
 	noLossFold bool
+	// ungroupedCots keeps a gradient kernel's reverse sweep reading its
+	// save times' cotangents one save time at a time
+	// (kernelgen.Config.UngroupedCots), as before session 47, where by
+	// default it reads a group of save times' times and cotangents at
+	// once: for the device's comparison (BenchmarkGPUSaveSplit's
+	// -ungrouped rows). The same results bit for bit.
+	ungroupedCots bool
 	// noAhead keeps a launch from running ahead of its inputs' compare
 	// (reuse.go), for the tests and benchmarks that compare the two.
 	noAhead bool
@@ -446,6 +453,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.SplitFrom, v.SplitUnits = tun.splitFrom(), tun.SplitUnits
 	v.StoreSaveCots = tun.StoreSaveCots && v.Grad
 	v.NoLossFold = tun.noLossFold && v.Grad
+	v.UngroupedCots = tun.ungroupedCots && v.Grad
 	v.OldSaves = tun.oldSaves && v.Saves > 0
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {

@@ -101,13 +101,66 @@ GS_DEVICE void gs_prefetch_step(const gs_args& a, long long i, bool on, int s, i
     for (int c = 0; c < GS_D; c++) GS_PREFETCH(&a.tb[((long long)k * GS_D + c) * n + i]);
 {{- end}}
 }
+{{- if .CotGroup}}
+
+// GS_COT_GROUP is how many save times' cotangents the sweep reads at once
+// (kernelPlan.CotGroup: GS_COT_GROUP * GS_D at most 16 values, in
+// registers).
+#define GS_COT_GROUP {{.CotGroup}}
+
+// gs_save_cots sets tau[j] and yb[j] to save time k + j's time and
+// cotangents (gs_save_cot times sc) for the group's j < GS_COT_GROUP,
+// where those past kq - 1 read save time kq - 1's (the caller skips
+// them): every load of the group issued before any is used, none under
+// a test. Save times k ... kq-1 must lie on the step (k < kq).
+GS_DEVICE void gs_save_cots(const gs_args& a, const gs_real* sh, const gs_real* y, const gs_real* p, gs_real sc,
+                            long long i, int k, int kq, gs_real* tau, gs_real (*yb)[GS_D]) {
+  const long long n = a.n;
+  for (int j = 0; j < GS_COT_GROUP; j++) {
+    const int kj = k + j < kq ? k + j : kq - 1;
+    tau[j] = a.saveat[kj];
+    for (int c = 0; c < GS_D; c++) yb[j][c] = sc * gs_save_cot(sh, y, a.ys, n, i, a.data, p, kj, c);
+  }
+}
+{{- end}}
 
 // gs_coef_bar sets wb to the cotangents of the coefficients of the step
 // from ts of size h (on set, else zeros): over the save times k0 ... kq-1
 // on it that lie inside it, in order, wb[(j - 1) * GS_D + c] = the sum of
 // theta^j * ybar[c] (the interpolant's VJP, summed as the CPU engine sums
 // it), and reports whether there are any.
-{{- if .SaveCots}}
+{{- if .CotGroup}}
+// Each save time's cotangents are computed here (gs_save_cot, times the
+// loss's scale sc: the loss VJP's stored value bit for bit), the save
+// times GS_COT_GROUP at a time (gs_save_cots): the group's times and
+// cotangents are read first, at once (one memory latency for the group,
+// where a save time's loads waited for the previous save time's
+// division and its test of theta, a branch), then the group's quotients
+// theta, then each save time in turn adds its products, under its own
+// test (in the step, theta not 0), to the same sums in the same order as
+// the stored form's loop: the powers of theta are the same products
+// (theta, theta*theta, ...), once a save time, not once a component.
+GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y, const gs_real* p, gs_real sc,
+                           long long i, bool on, int k0, int kq, gs_real ts, gs_real h, gs_real* wb) {
+  bool any = false;
+  for (int q = 0; q < GS_DW; q++) wb[q] = 0;
+  for (int k = k0; on && k < kq; k += GS_COT_GROUP) {
+    gs_real tau[GS_COT_GROUP], yb[GS_COT_GROUP][GS_D], theta[GS_COT_GROUP];
+    gs_save_cots(a, sh, y, p, sc, i, k, kq, tau, yb);
+    for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = (tau[j] - ts) / h;
+    for (int j = 0; j < GS_COT_GROUP; j++) {
+      if (k + j >= kq || theta[j] == 0) continue;
+      any = true;
+      gs_real pw[GS_TERMS];
+      pw[0] = theta[j];
+      for (int t = 1; t < GS_TERMS; t++) pw[t] = pw[t - 1] * theta[j];
+      for (int c = 0; c < GS_D; c++)
+        for (int t = 0; t < GS_TERMS; t++) wb[t * GS_D + c] += pw[t] * yb[j][c];
+    }
+  }
+  return any;
+}
+{{- else if .SaveCots}}
 // Each save time's cotangents are computed here (gs_save_cot, times the
 // loss's scale sc: the loss VJP's stored value bit for bit), a component
 // at a time, each one's powers of theta in turn (the same products and
@@ -380,12 +433,24 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
       }
 {{- end}}
 {{- if .Saves}}
+{{- if .CotGroup}}
+      // A group's cotangents read at once (gs_save_cots), then added in
+      // order.
+      for (int k = k0; k < kq; k += GS_COT_GROUP) {
+        gs_real tau[GS_COT_GROUP], yb[GS_COT_GROUP][GS_D];
+        gs_save_cots(a, sh, y, p, sc, i, k, kq, tau, yb);
+        for (int j = 0; j < GS_COT_GROUP; j++)
+          if (k + j < kq)
+            for (int c = 0; c < GS_D; c++) lam[c] += yb[j][c];
+      }
+{{- else}}
 #pragma unroll 4
       for (int k = k0; k < kq; k++)
 {{- if .SaveCots}}
         for (int c = 0; c < GS_D; c++) lam[c] += sc * gs_save_cot(sh, y, a.ys, n, i, a.data, p, k, c);
 {{- else}}
         for (int c = 0; c < GS_D; c++) lam[c] += a.tb[((long long)k * GS_D + c) * n + i];
+{{- end}}
 {{- end}}
       kq = k0;
 {{- end}}

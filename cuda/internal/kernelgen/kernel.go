@@ -231,6 +231,16 @@ type Config struct {
 	// Tuning.oldSaves: the switch of the device's comparison,
 	// BenchmarkGPUSaveSplit's -old rows).
 	OldSaves bool
+	// UngroupedCots keeps a gradient kernel's reverse sweep reading its
+	// save times' cotangents one save time at a time, in the form before
+	// session 47, where by default a kernel that computes them in the
+	// sweep (SaveCots) of a state of at most 16 components reads a group
+	// of save times' times and cotangents at once before it computes
+	// with them (kernelPlan.CotGroup, adjoint.cuh's gs_save_cots). The
+	// same results bit for bit (package cuda's private
+	// Tuning.ungroupedCots: the switch of the device's comparison,
+	// BenchmarkGPUSaveSplit's -ungrouped rows).
+	UngroupedCots bool
 	// WideMinSplit (with Wide), if positive, is the fewest repetitions
 	// (components) of a wide function's loop: a shorter run of values the
 	// reroll plan finds (reroll.go: from rerollMinRun, 4) is emitted as
@@ -340,6 +350,9 @@ var noFoldKey = map[bool]string{true: "nofold "}
 // oldSavesKey is Config.OldSaves's part of a Key, likewise.
 var oldSavesKey = map[bool]string{true: "oldsaves "}
 
+// ungroupedKey is Config.UngroupedCots's part of a Key, likewise.
+var ungroupedKey = map[bool]string{true: "ungrouped "}
+
 // wideRegsKey is Config.WideScalars's, WideMinBlocks's and WideMinSplit's part of a Key
 // (none at their defaults, so that the keys of other kernels stay as
 // they were).
@@ -363,7 +376,7 @@ func (v Config) wideRegsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+noFoldKey[v.NoLossFold && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+noFoldKey[v.NoLossFold && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -420,6 +433,10 @@ type KernelInfo struct {
 	// LossFold reports that the kernel folds its loss's value in the
 	// forward pass (kernelPlan.LossFold).
 	LossFold bool
+	// CotGroup is how many save times' cotangents the kernel's reverse
+	// sweep reads at once (kernelPlan.CotGroup), 0 where it reads them
+	// one save time at a time or stores them.
+	CotGroup int
 }
 
 // KernelSource returns the translation unit of kernel v of the plan
@@ -505,7 +522,10 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 	} else if err := g.kernelAdapters(sp, v, lp, k); err != nil {
 		return nil, info, err
 	}
-	info.StoreT, info.StoreEvent, info.SaveCots, info.LossFold = k.StoreT, k.StoreEv, k.SaveCots, k.LossFold
+	if k.SaveCots && !v.UngroupedCots {
+		k.CotGroup = cotGroup(k.D)
+	}
+	info.StoreT, info.StoreEvent, info.SaveCots, info.LossFold, info.CotGroup = k.StoreT, k.StoreEv, k.SaveCots, k.LossFold, k.CotGroup
 	var sb strings.Builder
 	sb.WriteString(g.sb.String())
 	if err := kernelTemplates[v.layoutFile()].Execute(&sb, k); err != nil {
@@ -550,6 +570,13 @@ type kernelPlan struct {
 	// finishes it (gs_a_fold_end) and stores it; the loss VJP returns
 	// dL/dy, dL/dp and dL/ds only (lossfold.go).
 	LossFold bool
+	// CotGroup (with SaveCots, unless Config.UngroupedCots) is how many
+	// save times' times and cotangents the reverse sweep reads at once,
+	// before it computes with any (gs_save_cots: GS_COT_GROUP; cotGroup),
+	// in gs_coef_bar and where it adds them to lambda; 0: one save time
+	// at a time, each one's loads after the previous one's quotient and
+	// test (the form before session 47, and that of a.tb).
+	CotGroup int
 	// ShareRev (with Dense) runs DenseStepReverse on every step of the
 	// adjoint, with zero coefficient cotangents where no save time lies
 	// inside it, and Reverse on none: one reverse step in the source, not
@@ -589,6 +616,23 @@ type kernelPlan struct {
 	W wideLayout
 	// WideWarps is the package's constant.
 	WideWarps int
+}
+
+// cotGroup returns kernelPlan.CotGroup for a state of d components: the
+// most save times, up to four, whose d cotangents each are at most 16
+// values (in registers beside the 16 sums of Tsit5's coefficients'
+// cotangents at d = 4), and at least one up to d = 16; 0 above (the
+// cotangents used as they are read, as before).
+func cotGroup(d int) int {
+	switch {
+	case d <= 4:
+		return 4
+	case d <= 8:
+		return 2
+	case d <= 16:
+		return 1
+	}
+	return 0
 }
 
 // setEvents sets k's event fields from plan pl's events.
