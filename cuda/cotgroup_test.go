@@ -1,0 +1,130 @@
+package cuda
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// cotGroupCases are TestHostCotGroups' cases of n trajectories: the
+// gradients whose save times' cotangents the sweep computes
+// (saveCotsCases' fused ones: Kepler, d = 4, and Lorenz, d = 3, with
+// Tsit5 and Vern7, a data loss, shared parameters), Lorenz with tens of
+// save times on a step, seven at T0 and some repeated (theta 0 inside a
+// group, groups cut short by the step's last save time), and
+// Lorenz-96 of d = 6, 12 and 20 with 40 save times (groups of 2 and of
+// 1; at d = 20 the sweep does not compute the cotangents, so no group):
+// each with the group its kernel reads (kernelgen's kernelPlan.CotGroup;
+// 0 where the kernel has no SaveCots).
+func cotGroupCases(n int) []struct {
+	c     engineCase
+	group int
+} {
+	type groupCase = struct {
+		c     engineCase
+		group int
+	}
+	var cs []groupCase
+	for _, tc := range saveCotsCases(n) {
+		if tc.fused {
+			cs = append(cs, groupCase{tc.c, 4})
+		}
+	}
+	many := lorenzCase(n, 1e-4)
+	many.name = "lorenz-many-saves-grouped"
+	many.prob.Field.Name = many.name
+	many.prob.SaveAt = nil
+	for range 7 {
+		many.prob.SaveAt = append(many.prob.SaveAt, 0) // at T0
+	}
+	for j := 1; j <= 300; j++ {
+		many.prob.SaveAt = append(many.prob.SaveAt, float64(j)/300)
+		if j%37 == 0 {
+			many.prob.SaveAt = append(many.prob.SaveAt, float64(j)/300, float64(j)/300) // repeated
+		}
+	}
+	many.loss = odetest.SavedSquares()
+	cs = append(cs, groupCase{many, 4})
+	for _, g := range []struct{ d, group int }{{6, 2}, {12, 1}, {20, 0}} {
+		c := lorenz96Case(n, g.d, ode.Tsit5)
+		c.name = "lorenz96-grouped-" + string(rune('0'+g.d/10)) + string(rune('0'+g.d%10))
+		c.prob.Field.Name = c.name
+		c.prob.SaveAt = make([]float64, 40)
+		for j := range c.prob.SaveAt {
+			c.prob.SaveAt[j] = c.prob.T1 * float64(j+1) / 41
+		}
+		c.loss = odetest.SavedSquares()
+		cs = append(cs, groupCase{c, g.group})
+	}
+	return cs
+}
+
+// TestHostCotGroups checks the reverse sweep that reads a group of save
+// times' times and cotangents at once (kernelgen's gs_save_cots, the
+// default) against the form that reads them one save time at a time
+// (Tuning.ungroupedCots): the kernel's group is the case's
+// (KernelInfo.CotGroup), the form with the switch, or without a group,
+// is the source of the other bit for bit but for Config.Key's
+// "ungrouped", and the solutions, losses and gradients of the two forms
+// are the same bit for bit, with the record and on its mesh, in the
+// thread layout, on a simulated warp and in float32 (Lorenz's data
+// loss).
+func TestHostCotGroups(t *testing.T) {
+	needHost(t)
+	thread := Tuning{Layout: LayoutThread}
+	ungrouped := Tuning{Layout: LayoutThread, ungroupedCots: true}
+	for _, tc := range cotGroupCases(6) {
+		c := tc.c
+		t.Run(c.name, func(t *testing.T) {
+			src, info := kernelSourceInfo(t, c, ode.OpGrad, func(*kernelgen.Config) {})
+			if info.SaveCots != (tc.group > 0) || info.CotGroup != tc.group {
+				t.Fatalf("KernelInfo.SaveCots %t, CotGroup %d, want %t, %d", info.SaveCots, info.CotGroup, tc.group > 0, tc.group)
+			}
+			if got := strings.Contains(src, "gs_save_cots("); got != (tc.group > 0) {
+				t.Fatalf("gs_save_cots in the gradient kernel %t, want %t", got, tc.group > 0)
+			}
+			old, oldInfo := kernelSourceInfo(t, c, ode.OpGrad, func(v *kernelgen.Config) { v.UngroupedCots = true })
+			if strings.Contains(old, "gs_save_cots") || oldInfo.CotGroup != 0 {
+				t.Fatal("Config.UngroupedCots: the sweep reads the cotangents in groups")
+			}
+			if tc.group == 0 {
+				if src != strings.Replace(old, " ungrouped ", " ", 1) {
+					t.Error("a kernel without a group: the sources differ with Config.UngroupedCots")
+				}
+				return
+			}
+			sameRunsLoss(t, c, c.solver(t, tuned(t, "cuda-host", thread)), c.solver(t, tuned(t, "cuda-host", ungrouped)), "ungrouped cotangents")
+			switch c.name {
+			case "lorenz-data":
+				c := c
+				c.set.RelTol, c.set.AbsTol = 1e-4, 1e-7
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-f32", thread)), c.solver(t, tuned(t, "cuda-host-f32", ungrouped)))
+			case "lorenz-shared-saves", "lorenz-many-saves-grouped":
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-sim", thread)), c.solver(t, tuned(t, "cuda-host-sim", ungrouped)))
+			}
+		})
+	}
+}
+
+// TestGPUCotGroups is TestHostCotGroups' comparisons on the device
+// ("cuda", 1,000 trajectories): the grouped sweep against
+// Tuning.ungroupedCots bit for bit but the shared gradients (to 1e-13
+// relative: the device adds them with atomics in no fixed order).
+//
+//	cuda.test -test.run 'TestGPUCotGroups' -test.v
+func TestGPUCotGroups(t *testing.T) {
+	needGPUEngine(t)
+	ungrouped := tuned(t, "cuda", Tuning{ungroupedCots: true})
+	for _, tc := range cotGroupCases(1000) {
+		c := tc.c
+		if tc.group == 0 {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			sameRunsShared(t, c, c.solver(t, "cuda"), c.solver(t, ungrouped), 1e-13)
+		})
+	}
+}
