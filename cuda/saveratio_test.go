@@ -47,7 +47,12 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // in a row). The -oldloss variant of grad-kept runs the gradient kernel
 // with the loss's value computed by the loss VJP before the sweep
 // (Tuning.noLossFold), the form before session 46, where the others
-// fold it in the forward pass (kernelgen's lossfold.go).
+// fold it in the forward pass (kernelgen's lossfold.go). The -ungrouped
+// variants of grad and grad-kept run the gradient kernel whose reverse
+// sweep reads the save times' cotangents one save time at a time
+// (Tuning.ungroupedCots), the form before session 47, where the others
+// read a group of save times' times and cotangents at once
+// (adjoint.cuh's gs_save_cots).
 // solveto-kept-old and grad-kept-old are solveto-kept and
 // grad-kept with the saved states in the form before session 46
 // (Tuning.oldSaves: every save time's step written in a solve too, a
@@ -57,13 +62,13 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // read), the same saves bit for bit:
 //
 //	cuda.test -test.run '^$' -test.bench GPUSaveSplit -test.benchtime 5x
-//	for r in 1 2 3 4 5; do for v in grad-kept grad-kept-tb grad-kept-oldloss; do
+//	for r in 1 2 3 4 5; do for v in grad-kept grad-kept-tb grad-kept-oldloss grad-kept-ungrouped; do
 //	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
 //	done; done
 //	cuda.test -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/solveto-kept(-old)?$' -test.benchtime 20x -test.count 3
 func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
-	benchSaveSplit(b, "cuda", tuned(b, "cuda", Tuning{StoreSaveCots: true}), tuned(b, "cuda", Tuning{noLossFold: true}), tuned(b, "cuda", Tuning{oldSaves: true}), 4096, []ode.Method{ode.Tsit5})
+	benchSaveSplit(b, "cuda", tuned(b, "cuda", Tuning{StoreSaveCots: true}), tuned(b, "cuda", Tuning{noLossFold: true}), tuned(b, "cuda", Tuning{oldSaves: true}), tuned(b, "cuda", Tuning{ungroupedCots: true}), 4096, []ode.Method{ode.Tsit5})
 }
 
 // BenchmarkHostSaveSplit is BenchmarkGPUSaveSplit on the host backend,
@@ -79,37 +84,38 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 func BenchmarkHostSaveSplit(b *testing.B) {
 	needHost(b)
 	benchSaveHostOnce.Do(func() {
-		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-oldloss", "cuda-host-o2-bench-old"} {
+		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-oldloss", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped"} {
 			e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 32)}
 			e.be.(*hostBackend).optimize = true
 			tun := envTuning()
-			tun.WaitForCompile, tun.StoreSaveCots, tun.noLossFold, tun.oldSaves = true, k == 1, k == 2, k == 3
+			tun.WaitForCompile, tun.StoreSaveCots, tun.noLossFold, tun.oldSaves, tun.ungroupedCots = true, k == 1, k == 2, k == 3, k == 4
 			e.SetTuning(tun)
 			ode.Register(e)
 			benchSaveHost[k] = e
 		}
 	})
-	benchSaveSplit(b, benchSaveHost[0].Name(), benchSaveHost[1].Name(), benchSaveHost[2].Name(), benchSaveHost[3].Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
+	benchSaveSplit(b, benchSaveHost[0].Name(), benchSaveHost[1].Name(), benchSaveHost[2].Name(), benchSaveHost[3].Name(), benchSaveHost[4].Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
 // benchSaveHost are BenchmarkHostSaveSplit's engines, registered at its
 // first run: cuda-host with kernels compiled with -O2, no memo, and the
-// same with Tuning.StoreSaveCots, with Tuning.noLossFold and with
-// Tuning.oldSaves.
+// same with Tuning.StoreSaveCots, with Tuning.noLossFold, with
+// Tuning.oldSaves and with Tuning.ungroupedCots.
 var (
 	benchSaveHostOnce sync.Once
-	benchSaveHost     [4]*Engine
+	benchSaveHost     [5]*Engine
 )
 
 // benchSaveSplit runs BenchmarkGPUSaveSplit's calls on engine (the -tb
 // variants on stored, the engine with Tuning.StoreSaveCots; the -oldloss
 // one on oldLoss, the engine with Tuning.noLossFold; the -old ones on
-// old, the engine with Tuning.oldSaves), for n orbits and the methods ms
-// (a level of sub-benchmarks where there are several).
-func benchSaveSplit(b *testing.B, engine, stored, oldLoss, old string, n int, ms []ode.Method) {
+// old, the engine with Tuning.oldSaves; the -ungrouped ones on
+// ungrouped, the engine with Tuning.ungroupedCots), for n orbits and the
+// methods ms (a level of sub-benchmarks where there are several).
+func benchSaveSplit(b *testing.B, engine, stored, oldLoss, old, ungrouped string, n int, ms []ode.Method) {
 	if len(ms) > 1 {
 		for _, m := range ms {
-			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, stored, oldLoss, old, n, []ode.Method{m}) })
+			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, stored, oldLoss, old, ungrouped, n, []ode.Method{m}) })
 		}
 		return
 	}
@@ -140,8 +146,17 @@ func benchSaveSplit(b *testing.B, engine, stored, oldLoss, old string, n int, ms
 	if err != nil {
 		b.Fatal(err)
 	}
-	set.Engine = stored
+	set.Engine = ungrouped
+	svKeepUngrouped, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
 	set.KeepSaves = false
+	svUngrouped, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set.Engine = stored
 	svTB, err := ode.NewSolver(kp.Field, &set)
 	if err != nil {
 		b.Fatal(err)
@@ -152,7 +167,7 @@ func benchSaveSplit(b *testing.B, engine, stored, oldLoss, old string, n int, ms
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-oldloss", "grad-kept-read"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-oldloss", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -167,6 +182,10 @@ func benchSaveSplit(b *testing.B, engine, stored, oldLoss, old string, n int, ms
 					solver = svKeepTB
 				case op == "grad-kept-oldloss":
 					solver = svKeepOldLoss
+				case op == "grad-ungrouped":
+					solver = svUngrouped
+				case op == "grad-kept-ungrouped":
+					solver = svKeepUngrouped
 				case strings.HasSuffix(op, "-kept-old"):
 					solver = svKeepOld
 				case strings.Contains(op, "-kept"):
