@@ -136,10 +136,12 @@ GS_DEVICE void gs_save_cots(const gs_args& a, const gs_real* sh, const gs_real* 
 // cotangents are read first, at once (one memory latency for the group,
 // where a save time's loads waited for the previous save time's
 // division and its test of theta, a branch), then the group's quotients
-// theta, then each save time in turn adds its products, under its own
-// test (in the step, theta not 0), to the same sums in the same order as
-// the stored form's loop: the powers of theta are the same products
-// (theta, theta*theta, ...), once a save time, not once a component.
+// theta (none past kq - 1: a division is the costliest part of a save
+// time's work), then each save time in turn adds its products, under
+// its own test (in the step, theta not 0), to the same sums in the same
+// order as the stored form's loop: the powers of theta are the same
+// products (theta, theta*theta, ...), once a save time, not once a
+// component.
 GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y, const gs_real* p, gs_real sc,
                            long long i, bool on, int k0, int kq, gs_real ts, gs_real h, gs_real* wb) {
   bool any = false;
@@ -147,7 +149,7 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y
   for (int k = k0; on && k < kq; k += GS_COT_GROUP) {
     gs_real tau[GS_COT_GROUP], yb[GS_COT_GROUP][GS_D], theta[GS_COT_GROUP];
     gs_save_cots(a, sh, y, p, sc, i, k, kq, tau, yb);
-    for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = (tau[j] - ts) / h;
+    for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = k + j < kq ? (tau[j] - ts) / h : (gs_real)0;
     for (int j = 0; j < GS_COT_GROUP; j++) {
       if (k + j >= kq || theta[j] == 0) continue;
       any = true;
