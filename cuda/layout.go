@@ -307,6 +307,14 @@ type Tuning struct {
 	// 0.148 ms with it on a goroutine against 0.152-0.153 in the batch),
 	// for the tests and benchmarks that compare the two.
 	compareInBatch bool
+	// compareEach compares a launch's inputs run ahead (sameHeld) one
+	// input after the other with par.Equal, as before session 47 (an
+	// array of up to par.FirstSerial elements on one core: the events
+	// suite's P of 65,536 trajectories, 1 MB read on one core, after
+	// Y0's pass on all cores), where by default they are compared in one
+	// pass on all cores (par.EqualSet); the same verdicts. For the
+	// benchmarks that compare the two.
+	compareEach bool
 	// wordsApart reads a kept gradient's check words into Go memory (the
 	// run's scratch), as before session 45, not after the results in
 	// the page-locked result buffer, for the tests and benchmarks that

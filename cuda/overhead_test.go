@@ -810,7 +810,9 @@ func init() {
 // Tuning.meshMemset), with the thread kernel's launch bounds of one round
 // of blocks ("record-keep-round", "record-keep-untraced-round", on
 // "cuda": Tuning.threadRound; "cuda" reports its kept modes' kernel's
-// regs, local-B and bounds-blocks), timed without a Trace, as a
+// regs, local-B and bounds-blocks), with its inputs' compare run ahead
+// one input after the other as before session 47 ("record-keep-each",
+// "record-keep-untraced-each": Tuning.compareEach), timed without a Trace, as a
 // user calls ("record-keep-untraced": no clock's marks nor wait, keptTimed;
 // the trace's figures then from 20 traced calls after the timed ones),
 // and so with the clock as before session 46 ("record-keep-untraced-clock":
@@ -850,7 +852,8 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-inbatch)?$' -benchtime 400x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -benchtime 400x -count 6   (on a GPU)
-//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep(-untraced)?(-round)?$' -benchtime 400x -count 3   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep(-untraced)?(-round|-each)?$' -benchtime 400x -count 3   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow/(pk|suite-threshold)/record-keep(-untraced)?(-each)?$' -benchtime 300x -count 5
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
 	engines := []string{countsF64.name, slowCountsF64.name, slowCountsNoAhead.name}
@@ -866,7 +869,8 @@ func BenchmarkGradEventsCall(b *testing.B) {
 			modes = append(modes, "record-keep-inbatch")
 		}
 		if eng != slowCountsNoAhead.name {
-			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced", "record-keep-untraced-clock")
+			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced", "record-keep-untraced-clock",
+				"record-keep-each", "record-keep-untraced-each")
 		}
 		if eng == "cuda" {
 			modes = append(modes, "record-keep-apart", "record-keep-round", "record-keep-untraced-round")
@@ -881,6 +885,9 @@ func BenchmarkGradEventsCall(b *testing.B) {
 				switch mode {
 				case "record-keep-round", "record-keep-untraced-round":
 					tun = Tuning{threadRound: true}
+					c.set.Engine = tuned(b, eng, tun)
+				case "record-keep-each", "record-keep-untraced-each":
+					tun = Tuning{compareEach: true}
 					c.set.Engine = tuned(b, eng, tun)
 				case "record-keep-apart":
 					c.set.Engine = tuned(b, eng, Tuning{wordsApart: true})
