@@ -496,7 +496,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 			v.WideMinSplit = tun.WideMinSplit
 		}
 		if !v.Wide && tun.threadRound {
-			v.ThreadMinBlocks = threadRoundBlocks(j.n, dev.sms)
+			v.ThreadMinBlocks = int8(threadRoundBlocks(j.n, dev.sms))
 		}
 		return v
 	}

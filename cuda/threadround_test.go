@@ -52,7 +52,7 @@ func TestThreadRoundLayout(t *testing.T) {
 		}
 		for _, round := range []bool{false, true} {
 			v := chooseLayout(kernelgen.ConfigOf(j), j.Plan, sp, layoutJob{n: n}, Float64, false, dev, Tuning{threadRound: round})
-			want := 0
+			want := int8(0)
 			if round {
 				want = 4
 			}

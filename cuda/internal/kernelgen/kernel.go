@@ -214,7 +214,11 @@ type Config struct {
 	// 65,536 trajectories on an H100's 132 multiprocessors: 512 blocks,
 	// 4 a multiprocessor). Zero: no bounds. The same results bit for bit
 	// (registers change no arithmetic; package cuda's Tuning.threadRound).
-	ThreadMinBlocks int
+	// An int8 in the padding before the flags that follow: a Config of
+	// more than 128 bytes is captured by reference by the closures of
+	// package cuda's fill and scatter, which then move it to the heap on
+	// every call (TestKeptCallAllocs).
+	ThreadMinBlocks int8
 	// StoreSaveCots keeps a gradient kernel's save-time cotangents in
 	// the form before session 44: the loss VJP stores dL/dys (K·Dim
 	// values a trajectory, a.tb) and the reverse sweep reads them, where

@@ -212,7 +212,7 @@ func (v Config) UnitRegs() int {
 		return 0
 	}
 	if !v.Wide {
-		return BoundsRegs(ThreadBoundsBlock, v.ThreadMinBlocks)
+		return BoundsRegs(ThreadBoundsBlock, int(v.ThreadMinBlocks))
 	}
 	return BoundsRegs(WideWarps*LaneWidth, v.WideMinBlocks)
 }
