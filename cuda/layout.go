@@ -315,6 +315,14 @@ type Tuning struct {
 	// pass on all cores (par.EqualSet); the same verdicts. For the
 	// benchmarks that compare the two.
 	compareEach bool
+	// checkLaneAtomics compiles the gradients' check kernel (grads.cuh)
+	// with GS_G_LANE_ATOMICS: a warp whose loss terms have several first
+	// limbs adds its chunks lane by lane with shared-memory atomics, as
+	// before session 47 (pk's crossing times in random order, on both
+	// sides of 2: most warps), where by default it sums them by shuffles,
+	// a round for each first limb; the same words and limbs. For the
+	// benchmarks that compare the two.
+	checkLaneAtomics bool
 	// wordsApart reads a kept gradient's check words into Go memory (the
 	// run's scratch), as before session 45, not after the results in
 	// the page-locked result buffer, for the tests and benchmarks that

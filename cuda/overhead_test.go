@@ -812,7 +812,11 @@ func init() {
 // "cuda": Tuning.threadRound; "cuda" reports its kept modes' kernel's
 // regs, local-B and bounds-blocks), with its inputs' compare run ahead
 // one input after the other as before session 47 ("record-keep-each",
-// "record-keep-untraced-each": Tuning.compareEach), timed without a Trace, as a
+// "record-keep-untraced-each": Tuning.compareEach), with the check
+// kernel's lane-by-lane atomics of a warp whose loss terms have several
+// first limbs as before session 47 ("record-keep-lanes",
+// "record-keep-untraced-lanes", on "cuda": Tuning.checkLaneAtomics),
+// timed without a Trace, as a
 // user calls ("record-keep-untraced": no clock's marks nor wait, keptTimed;
 // the trace's figures then from 20 traced calls after the timed ones),
 // and so with the clock as before session 46 ("record-keep-untraced-clock":
@@ -852,7 +856,7 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-inbatch)?$' -benchtime 400x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -benchtime 400x -count 6   (on a GPU)
-//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep(-untraced)?(-round|-each)?$' -benchtime 400x -count 3   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep(-untraced)?(-round|-each|-lanes)?$' -benchtime 400x -count 3   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow/(pk|suite-threshold)/record-keep(-untraced)?(-each)?$' -benchtime 300x -count 5
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
@@ -873,7 +877,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 				"record-keep-each", "record-keep-untraced-each")
 		}
 		if eng == "cuda" {
-			modes = append(modes, "record-keep-apart", "record-keep-round", "record-keep-untraced-round")
+			modes = append(modes, "record-keep-apart", "record-keep-round", "record-keep-untraced-round", "record-keep-lanes", "record-keep-untraced-lanes")
 		}
 		suiteBall := func(n int, m ode.Method) engineCase { return eventsSuiteCase(ballCase(n, m), 1e-6) }
 		suitePK := func(n int, m ode.Method) engineCase { return eventsSuiteCase(pkCase(n, m), 1e-6) }
@@ -888,6 +892,9 @@ func BenchmarkGradEventsCall(b *testing.B) {
 					c.set.Engine = tuned(b, eng, tun)
 				case "record-keep-each", "record-keep-untraced-each":
 					tun = Tuning{compareEach: true}
+					c.set.Engine = tuned(b, eng, tun)
+				case "record-keep-lanes", "record-keep-untraced-lanes":
+					tun = Tuning{checkLaneAtomics: true}
 					c.set.Engine = tuned(b, eng, tun)
 				case "record-keep-apart":
 					c.set.Engine = tuned(b, eng, Tuning{wordsApart: true})

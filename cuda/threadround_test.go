@@ -72,8 +72,31 @@ func TestThreadRoundLayout(t *testing.T) {
 func TestGPUThreadRound(t *testing.T) {
 	needGPUEngine(t)
 	const n = 1 << 16
-	engines := [2]string{"cuda", tuned(t, "cuda", Tuning{threadRound: true})}
-	for _, c := range []engineCase{eventsSuiteCase(ballCase(n, ode.Tsit5), 1e-6), eventsSuiteCase(pkCase(n, ode.Tsit5), 1e-6)} {
+	testSameTuned(t, Tuning{threadRound: true}, eventsSuiteCase(ballCase(n, ode.Tsit5), 1e-6), eventsSuiteCase(pkCase(n, ode.Tsit5), 1e-6))
+}
+
+// TestGPUCheckLaneAtomics checks on the device that the gradients' check
+// kernel sums a warp's loss terms of several first limbs to the same
+// limbs by shuffles as by Tuning.checkLaneAtomics' lane-by-lane
+// atomics: pk's crossing times in random order (pkCase, on both sides of
+// 2) and the balls' heights, 65,536 trajectories at rtol 1e-6, a kept
+// gradient (its loss from the check's limbs) and one with its record,
+// bit for bit. It skips without a GPU.
+func TestGPUCheckLaneAtomics(t *testing.T) {
+	needGPUEngine(t)
+	const n = 1 << 16
+	pk, ball := pkCase(n, ode.Tsit5), ballCase(n, ode.Tsit5)
+	pk.set.RelTol, pk.set.AbsTol = 1e-6, 1e-8
+	ball.set.RelTol, ball.set.AbsTol = 1e-6, 1e-8
+	testSameTuned(t, Tuning{checkLaneAtomics: true}, pk, ball)
+}
+
+// testSameTuned checks that the engine "cuda" tuned by tun gives the
+// results of "cuda" bit for bit on the cases, a gradient with its record
+// and a kept one (ode.Settings.KeepGrads, read by HostGrads).
+func testSameTuned(t *testing.T, tun Tuning, cases ...engineCase) {
+	engines := [2]string{"cuda", tuned(t, "cuda", tun)}
+	for _, c := range cases {
 		for _, keep := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/keep=%t", c.name, keep), func(t *testing.T) {
 				var gs [2]*ode.Gradient
@@ -89,7 +112,7 @@ func TestGPUThreadRound(t *testing.T) {
 					}
 					gs[k] = g
 				}
-				sameGrads(t, "threadRound", gs[1], gs[0])
+				sameGrads(t, fmt.Sprintf("%+v", tun), gs[1], gs[0])
 			})
 		}
 	}
