@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/fit"
 	"github.com/gradsolve-go/gradsolve/internal/cputime"
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
@@ -911,8 +913,15 @@ func BenchmarkGradEventsCall(b *testing.B) {
 					if eng == "cuda" && strings.HasPrefix(mode, "record-keep") {
 						// The gradient kernel's registers and local memory
 						// (its configuration as the engine chooses it for
-						// the case's trajectories on this device).
-						a, v := gradKernelAttrs(b, c, tun)
+						// the case's trajectories on this device), compiled
+						// once a case and tuning.
+						key := fmt.Sprintf("%s %+v", c.name, tun)
+						at, ok := eventsKernelAttrs[key]
+						if !ok {
+							at.a, at.v = gradKernelAttrs(b, c, tun)
+							eventsKernelAttrs[key] = at
+						}
+						a, v := at.a, at.v
 						b.ReportMetric(float64(a.Registers), "regs")
 						b.ReportMetric(float64(a.LocalBytes), "local-B")
 						b.ReportMetric(float64(v.ThreadMinBlocks), "bounds-blocks")
@@ -922,6 +931,13 @@ func BenchmarkGradEventsCall(b *testing.B) {
 		}
 	}
 }
+
+// eventsKernelAttrs are the kernels' resources BenchmarkGradEventsCall
+// reports, by case and tuning.
+var eventsKernelAttrs = map[string]struct {
+	a driver.KernelAttrs
+	v kernelgen.Config
+}{}
 
 func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	b.ReportAllocs()
