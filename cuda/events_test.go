@@ -75,6 +75,41 @@ func pkCase(n int, m ode.Method) engineCase {
 	}
 }
 
+// eventsSuiteCase is case c (ballCase's or pkCase's; named
+// suite-bounce or suite-threshold, so that a benchmark pattern of
+// "ball" or "pk" does not select it) on the events
+// suite's inputs (bench/events.go, the protocol of
+// bench/anchors/diffrax_events.py) in place of random ones: the balls'
+// heights linspace(0.8, 1.2, n) and restitutions linspace(0.9, 0.65, n),
+// pk's C0 linspace(1, 2, n) and k linspace(0.2, 1.2, n); Tsit5's
+// tolerances rtol, atol = rtol·1e-2. Neighbouring trajectories, a warp's,
+// then take about the same steps, as in the suite's calls and Diffrax's.
+func eventsSuiteCase(c engineCase, rtol float64) engineCase {
+	n := c.prob.N
+	y0 := make([]float64, 2*n)
+	var h0, p []float64
+	name, method, _ := strings.Cut(c.name, "-")
+	switch name {
+	case "ball":
+		h0 = problems.LinSpace(make([]float64, n), 0.8, 1.2)
+		p = problems.LinSpace(make([]float64, n), 0.9, 0.65)
+		name = "suite-bounce"
+	case "pk":
+		h0 = problems.LinSpace(make([]float64, n), 1, 2)
+		p = problems.LinSpace(make([]float64, n), 0.2, 1.2)
+		name = "suite-threshold"
+	default:
+		panic("eventsSuiteCase: not a ball or pk case: " + c.name)
+	}
+	for i, x := range h0 {
+		y0[2*i] = x
+	}
+	c.name = name + "-" + method
+	c.prob.Y0, c.prob.P = y0, p
+	c.set.RelTol, c.set.AbsTol = rtol, rtol*1e-2
+	return c
+}
+
 // drivenBallCase is a ball driven by a periodic force bouncing on a
 // moving floor (ode's TestEventNonAutonomous): the field and the condition
 // depend on time, so every step after an event starts at a time that

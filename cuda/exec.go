@@ -26,8 +26,9 @@ import (
 )
 
 // defaultBlock is the threads per block of the engine's kernels (fewer if
-// a kernel's registers allow fewer).
-const defaultBlock = 128
+// a kernel's registers allow fewer): the block of a thread kernel's
+// launch bounds (Tuning.threadRound).
+const defaultBlock = kernelgen.ThreadBoundsBlock
 
 // executor runs the operations of one plan on one backend.
 type executor struct {

@@ -87,10 +87,15 @@ GS_GLOBAL void gs_g_check(const gs_gargs a) {
   long long* limbs = (long long*)(a.out + 2);
 #ifdef GS_CUDA
   // The loss terms: a warp's chunks summed by shuffles where its terms
-  // share their first limb (terms of one size, the common case), else
-  // added lane by lane, into the block's limbs in shared memory; then one
-  // atomic a nonzero limb a block. The loop is the warp's: every lane
-  // runs it as often.
+  // share their first limb (terms of one size, the common case), else by
+  // shuffles group by group of the lanes that share one (a round for
+  // each first limb the warp's terms have: two where its terms lie on
+  // both sides of a power of 2^32's boundary, as pk's crossing times on
+  // either side of 2), or, with GS_G_LANE_ATOMICS (package cuda's
+  // Tuning.checkLaneAtomics, the way before session 47), lane by lane,
+  // into the block's limbs in shared memory; then one atomic a nonzero
+  // limb a block. The sums are of integers: the same limbs either way.
+  // The loop is the warp's: every lane runs it as often.
   __shared__ unsigned long long lim[GS_G_LIMBS];
   for (int k = threadIdx.x; k < GS_G_LIMBS; k += blockDim.x) lim[k] = 0;
   __syncthreads();
@@ -113,10 +118,32 @@ GS_GLOBAL void gs_g_check(const gs_gargs a) {
           if (c[i]) atomicAdd(&lim[k0 + i], (unsigned long long)c[i]);
         }
       }
-    } else if (some) {
-      for (int i = 0; i < 3; i++) {
-        if (c[i]) atomicAdd(&lim[k + i], (unsigned long long)c[i]);
+    } else {
+#ifdef GS_G_LANE_ATOMICS
+      if (some) {
+        for (int i = 0; i < 3; i++) {
+          if (c[i]) atomicAdd(&lim[k + i], (unsigned long long)c[i]);
+        }
       }
+#else
+      // Each round sums the chunks of the lanes whose first limb is that
+      // of the first lane left (the others add 0) and takes them out.
+      bool left = some;
+      for (unsigned m = mask; m != 0; m = __ballot_sync(0xffffffffu, left)) {
+        const int kg = __shfl_sync(0xffffffffu, k, __ffs(m) - 1);
+        const bool in = left && k == kg;
+        long long g[3] = {in ? c[0] : 0, in ? c[1] : 0, in ? c[2] : 0};
+        for (int o = 16; o > 0; o >>= 1) {
+          for (int i = 0; i < 3; i++) g[i] += __shfl_xor_sync(0xffffffffu, g[i], o);
+        }
+        if (lane == 0) {
+          for (int i = 0; i < 3; i++) {
+            if (g[i]) atomicAdd(&lim[kg + i], (unsigned long long)g[i]);
+          }
+        }
+        left = left && !in;
+      }
+#endif
     }
   }
   __syncthreads();

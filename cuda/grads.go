@@ -95,7 +95,11 @@ const (
 // compiling it on first use.
 func (ex *executor) gradsKernel() (backendKernel, error) {
 	return ex.auxKernel(gradsKernelName, "gradients' check kernel", func() string {
-		return fmt.Sprintf("#define GS_G_OK %d\n", ode.OK) + kernelgen.Prelude() + gradsCuh
+		defs := fmt.Sprintf("#define GS_G_OK %d\n", ode.OK)
+		if ex.tun.checkLaneAtomics {
+			defs += "#define GS_G_LANE_ATOMICS 1\n"
+		}
+		return defs + kernelgen.Prelude() + gradsCuh
 	})
 }
 

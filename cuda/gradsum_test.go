@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -77,7 +78,10 @@ int main(int argc, char** argv) {
 // check (grads.cuh) on simulated blocks and warps: its loss terms' sum
 // is the exact sum rounded once (exactSum), bit for bit, where a warp's
 // terms share a limb (the shuffles' path: terms of one size), where
-// they do not (the atomics' path: terms over the whole range), with
+// they do not (the shuffles' rounds, one a first limb: terms over the
+// whole range, pk's crossing times on both sides of 2, alternating
+// sizes), the check's words and limbs those of the lane-by-lane atomics
+// (GS_G_LANE_ATOMICS, Tuning.checkLaneAtomics) bit for bit, with
 // zeros and warps of no term, grids of fewer blocks than the terms need
 // (the grid-stride loop) and terms not a multiple of a warp; a term that
 // is not finite sets the check's bit. TestHostKeepGradsLossSum runs the
@@ -87,8 +91,11 @@ func TestHostGradsCheckSimulated(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	const threads = 64 // two warps a block: the kernel's code does not depend on the block's size
-	exe := buildSim(t, dir, "sim", gradsCheckSim, "grads.cuh", gradsCuh,
-		fmt.Sprintf("GS_SIM_THREADS=%d", threads), fmt.Sprintf("GS_G_OK=%d", ode.OK))
+	defs := []string{fmt.Sprintf("GS_SIM_THREADS=%d", threads), fmt.Sprintf("GS_G_OK=%d", ode.OK)}
+	exe := buildSim(t, dir, "sim", gradsCheckSim, "grads.cuh", gradsCuh, defs...)
+	// The lane-by-lane atomics of a warp whose terms have several first
+	// limbs (Tuning.checkLaneAtomics): the same words and limbs.
+	lanes := buildSim(t, dir, "sim-lanes", gradsCheckSim, "grads.cuh", gradsCuh, append(defs, "GS_G_LANE_ATOMICS=1")...)
 	rng := rand.New(rand.NewPCG(25, 42))
 	gen := func(n int, f func(i int) float64) []float64 {
 		xs := make([]float64, n)
@@ -116,6 +123,15 @@ func TestHostGradsCheckSimulated(t *testing.T) {
 			return rng.NormFloat64()
 		}), 4, true},
 		{"few", []float64{1e300, 3, -1e300}, 7, true},
+		// pk's crossing times in random order (events_test.go's pkCase):
+		// on both sides of 2, two first limbs in most warps.
+		{"two-limbs", gen(4000, func(int) float64 { return math.Log((1+rng.Float64())/pkThreshold) / (0.2 + rng.Float64()) }), 6, true},
+		{"alternating", gen(1500, func(i int) float64 {
+			if i%2 == 0 {
+				return -(1 + rng.Float64())
+			}
+			return math.Ldexp(1+rng.Float64(), 40)
+		}), 3, true},
 		{"nan", gen(500, func(i int) float64 {
 			if i == 321 {
 				return math.NaN()
@@ -133,6 +149,9 @@ func TestHostGradsCheckSimulated(t *testing.T) {
 		tail := runSim(t, exe, dir, tc.name, in)
 		if len(tail) != gradsTail {
 			t.Fatalf("%s: %d bytes of the check, want %d", tc.name, len(tail), gradsTail)
+		}
+		if old := runSim(t, lanes, dir, tc.name+"-lanes", in); !bytes.Equal(tail, old) {
+			t.Errorf("%s: the check's words and limbs differ from the lane-by-lane atomics'", tc.name)
 		}
 		well, _, got := gradsWell(tail)
 		if well != tc.well {

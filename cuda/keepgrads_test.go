@@ -436,12 +436,17 @@ func testKeepGradsLossSum(t *testing.T, ex *executor) {
 // (ode.ErrInput), and the call after it, on the values put back, the
 // results on them. "goroutine" runs the compare on a goroutine of its
 // own (the default), "in-batch" in the launch's batch
-// (Tuning.compareInBatch).
+// (Tuning.compareInBatch), "each" its inputs one after the other
+// (Tuning.compareEach), where by default they are compared together
+// (par.EqualSet).
 func TestHostEngineKeepGradsAhead(t *testing.T) {
 	needHost(t)
 	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda-host", 1) })
 	t.Run("in-batch", func(t *testing.T) {
 		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareInBatch: true}), 1)
+	})
+	t.Run("each", func(t *testing.T) {
+		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareEach: true}), 1)
 	})
 }
 
@@ -453,6 +458,9 @@ func TestGPUKeepGradsAhead(t *testing.T) {
 	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda", 100) })
 	t.Run("in-batch", func(t *testing.T) {
 		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareInBatch: true}), 100)
+	})
+	t.Run("each", func(t *testing.T) {
+		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareEach: true}), 100)
 	})
 }
 

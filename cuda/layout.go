@@ -314,6 +314,22 @@ type Tuning struct {
 	// 0.148 ms with it on a goroutine against 0.152-0.153 in the batch),
 	// for the tests and benchmarks that compare the two.
 	compareInBatch bool
+	// compareEach compares a launch's inputs run ahead (sameHeld) one
+	// input after the other with par.Equal, as before session 47 (an
+	// array of up to par.FirstSerial elements on one core: the events
+	// suite's P of 65,536 trajectories, 1 MB read on one core, after
+	// Y0's pass on all cores), where by default they are compared in one
+	// pass on all cores (par.EqualSet); the same verdicts. For the
+	// benchmarks that compare the two.
+	compareEach bool
+	// checkLaneAtomics compiles the gradients' check kernel (grads.cuh)
+	// with GS_G_LANE_ATOMICS: a warp whose loss terms have several first
+	// limbs adds its chunks lane by lane with shared-memory atomics, as
+	// before session 47 (pk's crossing times in random order, on both
+	// sides of 2: most warps), where by default it sums them by shuffles,
+	// a round for each first limb; the same words and limbs. For the
+	// benchmarks that compare the two.
+	checkLaneAtomics bool
 	// wordsApart reads a kept gradient's check words into Go memory (the
 	// run's scratch), as before session 45, not after the results in
 	// the page-locked result buffer, for the tests and benchmarks that
@@ -358,6 +374,15 @@ type Tuning struct {
 	// fewer lanes a trajectory (defaultWideLanes) ran it in 27.6, and
 	// with them these bounds changed nothing (BenchmarkGPUWideLanes).
 	wideRound bool
+	// threadRound gives a kernel of the thread layout launch bounds of as
+	// many blocks a multiprocessor as one round of the job's blocks needs
+	// (threadRoundBlocks: the events suite's 65,536 trajectories on an
+	// H100, 512 blocks of 128 threads, 4 a multiprocessor, so at most 128
+	// registers a thread), where without them a kernel of more registers
+	// runs its last blocks in a second round; the same results bit for
+	// bit. Not a default until the device has compared the two
+	// (BenchmarkGradEventsCall's "-round" modes, issue 25).
+	threadRound bool
 	// wideLanes, a power of two from 1 to 16, runs a wide kernel's
 	// trajectories on that many lanes each, 32 / wideLanes a warp
 	// (kernelgen.Config.WideLanes), where the warp's shared memory (its
@@ -485,6 +510,9 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 				v.WideMinBlocks = wideRoundBlocks(v.WideMinBlocks, per, warps, dev)
 			}
 			v.WideMinSplit = tun.WideMinSplit
+		}
+		if !v.Wide && tun.threadRound {
+			v.ThreadMinBlocks = int8(threadRoundBlocks(j.n, dev.sms))
 		}
 		return v
 	}
@@ -657,6 +685,29 @@ func wideRoundBlocks(def, per, n int, dev device) int {
 	w := dev.sms * kernelgen.WideWarps
 	need := (n + w - 1) / w
 	return max(def, min(need, on/kernelgen.WideWarps, wideRoundMaxBlocks))
+}
+
+// threadRoundMaxBlocks is the most blocks per multiprocessor
+// threadRoundBlocks asks for: 8 blocks of kernelgen.ThreadBoundsBlock
+// threads cap a thread's registers at 64.
+const threadRoundMaxBlocks = 8
+
+// threadRoundBlocks returns the launch bounds (blocks per multiprocessor;
+// 0: none) that run a job of n trajectories, a thread each in blocks of
+// kernelgen.ThreadBoundsBlock, in one round on sms multiprocessors:
+// ceil(blocks / sms), none where one block a multiprocessor does (no
+// bound needed), the device is unknown, or more than
+// threadRoundMaxBlocks would be needed (the job takes rounds anyway).
+func threadRoundBlocks(n, sms int) int {
+	if sms <= 0 || n <= 0 {
+		return 0
+	}
+	blocks := (n + kernelgen.ThreadBoundsBlock - 1) / kernelgen.ThreadBoundsBlock
+	need := (blocks + sms - 1) / sms
+	if need < 2 || need > threadRoundMaxBlocks {
+		return 0
+	}
+	return need
 }
 
 // wideMinDim returns the smallest state of plan pl that runs in the wide

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
 	"github.com/gradsolve-go/gradsolve/fit"
 	"github.com/gradsolve-go/gradsolve/internal/cputime"
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
@@ -807,7 +809,16 @@ func init() {
 // each call ("record-keep-read": Gradient.HostGrads), with every record
 // row zeroed by memsets before the kernel as before session 46
 // ("record-keep-memset", and "record-memset" without KeepGrads:
-// Tuning.meshMemset), timed without a Trace, as a
+// Tuning.meshMemset), with the thread kernel's launch bounds of one round
+// of blocks ("record-keep-round", "record-keep-untraced-round", on
+// "cuda": Tuning.threadRound; "cuda" reports its kept modes' kernel's
+// regs, local-B and bounds-blocks), with its inputs' compare run ahead
+// one input after the other as before session 47 ("record-keep-each",
+// "record-keep-untraced-each": Tuning.compareEach), with the check
+// kernel's lane-by-lane atomics of a warp whose loss terms have several
+// first limbs as before session 47 ("record-keep-lanes",
+// "record-keep-untraced-lanes", on "cuda": Tuning.checkLaneAtomics),
+// timed without a Trace, as a
 // user calls ("record-keep-untraced": no clock's marks nor wait, keptTimed;
 // the trace's figures then from 20 traced calls after the timed ones),
 // and so with the clock as before session 46 ("record-keep-untraced-clock":
@@ -835,7 +846,11 @@ func init() {
 // run ahead, is hidden) and "cuda-slow-noahead" (never ahead: the
 // compare before the batch), "cuda-host" (the generated kernels on the CPU: the bytes of the true
 // step counts; its ns/op is mostly the kernels and the device's
-// memsets) and "cuda" where a GPU is found (the whole call).
+// memsets) and "cuda" where a GPU is found (the whole call). Cases: ball
+// and pk (events_test.go's, random inputs), and suite-bounce and
+// suite-threshold, the same problems on the events suite's inputs
+// (eventsSuiteCase: the linspaces of bench/events.go and of the Diffrax
+// anchor, whose neighbouring trajectories take about the same steps).
 //
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-counts -benchtime 200x -count 6
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow.*/record-keep$' -benchtime 200x -count 6
@@ -843,6 +858,8 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-inbatch)?$' -benchtime 400x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -benchtime 400x -count 6   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep(-untraced)?(-round|-each|-lanes)?$' -benchtime 400x -count 3   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow/(pk|suite-threshold)/record-keep(-untraced)?(-each)?$' -benchtime 300x -count 5
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
 	engines := []string{countsF64.name, slowCountsF64.name, slowCountsNoAhead.name}
@@ -858,16 +875,29 @@ func BenchmarkGradEventsCall(b *testing.B) {
 			modes = append(modes, "record-keep-inbatch")
 		}
 		if eng != slowCountsNoAhead.name {
-			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced", "record-keep-untraced-clock")
+			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced", "record-keep-untraced-clock",
+				"record-keep-each", "record-keep-untraced-each")
 		}
 		if eng == "cuda" {
-			modes = append(modes, "record-keep-apart")
+			modes = append(modes, "record-keep-apart", "record-keep-round", "record-keep-untraced-round", "record-keep-lanes", "record-keep-untraced-lanes")
 		}
-		for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase} {
+		suiteBall := func(n int, m ode.Method) engineCase { return eventsSuiteCase(ballCase(n, m), 1e-6) }
+		suitePK := func(n int, m ode.Method) engineCase { return eventsSuiteCase(pkCase(n, m), 1e-6) }
+		for _, mk := range []func(int, ode.Method) engineCase{ballCase, pkCase, suiteBall, suitePK} {
 			for _, mode := range modes {
 				c := mk(n, ode.Tsit5)
 				c.set.RelTol, c.set.AbsTol, c.set.Engine = 1e-6, 1e-8, eng
+				var tun Tuning
 				switch mode {
+				case "record-keep-round", "record-keep-untraced-round":
+					tun = Tuning{threadRound: true}
+					c.set.Engine = tuned(b, eng, tun)
+				case "record-keep-each", "record-keep-untraced-each":
+					tun = Tuning{compareEach: true}
+					c.set.Engine = tuned(b, eng, tun)
+				case "record-keep-lanes", "record-keep-untraced-lanes":
+					tun = Tuning{checkLaneAtomics: true}
+					c.set.Engine = tuned(b, eng, tun)
 				case "record-keep-apart":
 					c.set.Engine = tuned(b, eng, Tuning{wordsApart: true})
 				case "record-keep-inbatch":
@@ -878,11 +908,36 @@ func BenchmarkGradEventsCall(b *testing.B) {
 					c.set.Engine = tuned(b, eng, Tuning{keptClock: true})
 				}
 				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
-				b.Run(name, func(b *testing.B) { benchGradEventsCall(b, &c, mode) })
+				b.Run(name, func(b *testing.B) {
+					benchGradEventsCall(b, &c, mode)
+					if eng == "cuda" && strings.HasPrefix(mode, "record-keep") {
+						// The gradient kernel's registers and local memory
+						// (its configuration as the engine chooses it for
+						// the case's trajectories on this device), compiled
+						// once a case and tuning.
+						key := fmt.Sprintf("%s %+v", c.name, tun)
+						at, ok := eventsKernelAttrs[key]
+						if !ok {
+							at.a, at.v = gradKernelAttrs(b, c, tun)
+							eventsKernelAttrs[key] = at
+						}
+						a, v := at.a, at.v
+						b.ReportMetric(float64(a.Registers), "regs")
+						b.ReportMetric(float64(a.LocalBytes), "local-B")
+						b.ReportMetric(float64(v.ThreadMinBlocks), "bounds-blocks")
+					}
+				})
 			}
 		}
 	}
 }
+
+// eventsKernelAttrs are the kernels' resources BenchmarkGradEventsCall
+// reports, by case and tuning.
+var eventsKernelAttrs = map[string]struct {
+	a driver.KernelAttrs
+	v kernelgen.Config
+}{}
 
 func benchGradEventsCall(b *testing.B, c *engineCase, mode string) {
 	b.ReportAllocs()

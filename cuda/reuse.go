@@ -413,8 +413,28 @@ func (c *aheadCheck) start(r *run, h *heldInputs, l *layout, n int, batch bool) 
 }
 
 // sameHeld reports whether the inputs of r's launch of n trajectories in
-// layout l are those the record h holds, bit for bit (par.Equal).
+// layout l are those the record h holds, bit for bit: all of them in one
+// pass on all cores (par.EqualSet), or, with Tuning.compareEach, each in
+// turn (par.Equal).
 func sameHeld(r *run, h *heldInputs, l *layout, n int) bool {
+	if !r.ex.tun.compareEach {
+		s := par.NewEqualSet()
+		defer s.Release()
+		for _, a := range reusedArgs {
+			e := &h.in[a]
+			_, f, iv, ev, ok := r.source(a, l, n)
+			switch {
+			case !ok:
+			case a == argLen:
+				par.AddEqual(s, e.i, iv)
+			case a == argEvIn:
+				par.AddEqual(s, e.e, ev)
+			default:
+				par.AddEqual(s, e.f, f)
+			}
+		}
+		return s.Equal()
+	}
 	for _, a := range reusedArgs {
 		e := &h.in[a]
 		_, f, iv, ev, ok := r.source(a, l, n)

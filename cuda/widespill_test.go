@@ -177,6 +177,19 @@ func BenchmarkGPUWideRegs(b *testing.B) {
 // the engine's options.
 func wideKernelAttrs(b *testing.B, c engineCase, tun Tuning) driver.KernelAttrs {
 	b.Helper()
+	a, v := gradKernelAttrs(b, c, tun)
+	if !v.Wide {
+		b.Fatalf("%s: not in the wide layout under %+v", c.name, tun)
+	}
+	return a
+}
+
+// gradKernelAttrs returns the resources of case c's gradient kernel (with
+// its record) under tun and its configuration, chosen as the engine
+// chooses it on device 0 (chooseLayout) for c's trajectories, compiled
+// for that device with the engine's options.
+func gradKernelAttrs(b *testing.B, c engineCase, tun Tuning) (driver.KernelAttrs, kernelgen.Config) {
+	b.Helper()
 	j := jobOf(b, c, ode.OpGrad)
 	sp, err := kernelgen.NewStepPrograms(j.Plan)
 	if err != nil {
@@ -190,9 +203,6 @@ func wideKernelAttrs(b *testing.B, c engineCase, tun Tuning) driver.KernelAttrs 
 	info := d.Info()
 	dev := device{sms: info.SMs, sharedLimit: max(maxShared, info.SharedOptin)}
 	v := chooseLayout(kernelgen.ConfigOf(j), j.Plan, sp, layoutJob{n: c.prob.N}, Float64, false, dev, tun)
-	if !v.Wide {
-		b.Fatalf("%s: not in the wide layout under %+v", c.name, tun)
-	}
 	src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 	if err != nil {
 		b.Fatal(err)
@@ -210,7 +220,7 @@ func wideKernelAttrs(b *testing.B, c engineCase, tun Tuning) driver.KernelAttrs 
 	if err != nil {
 		b.Fatal(err)
 	}
-	return a
+	return a, v
 }
 
 // TestWideMinBlocks checks the wide layout's default launch bounds: as

@@ -308,6 +308,117 @@ func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
 	return !t.differs.Load()
 }
 
+// EqualSet compares several pairs of arrays as Equal compares one, in one
+// pass: the pairs are added (AddEqual), then Equal reports whether every
+// pair holds the same values bit for bit. The arrays are probed as
+// Equal probes one (equalProbes elements each, on the caller's core),
+// then compared in tasks of all of them together in one Run on all cores
+// (at least FirstTask elements of 8 bytes each, about four a goroutine),
+// which stop at the first that differs; on the caller's goroutine alone
+// where all of them together hold at most FirstSerial such elements. A
+// repeated call's inputs (a state array and a parameter array, say) thus
+// share the cores, where Equal on each in turn compares an array of up
+// to FirstSerial elements on one core and wakes the pool once per array.
+// Get one with NewEqualSet and give it back with Release: a set reused
+// so allocates nothing.
+type EqualSet struct {
+	a, b    [][]byte
+	size    []int
+	differs atomic.Bool // a pair of unequal lengths, or a task that found a difference
+	tasks   []equalTask
+	task    func(worker, task int)
+}
+
+// equalTask is one task of an EqualSet's Run: bytes [lo, hi) of pair k.
+type equalTask struct{ k, lo, hi int }
+
+var equalSets = sync.Pool{New: func() any {
+	s := new(EqualSet)
+	s.task = s.run
+	return s
+}}
+
+// NewEqualSet returns an empty EqualSet.
+func NewEqualSet() *EqualSet { return equalSets.Get().(*EqualSet) }
+
+// Release empties s and gives it back for a later NewEqualSet; s must not
+// be used after.
+func (s *EqualSet) Release() {
+	clear(s.a)
+	clear(s.b)
+	s.a, s.b, s.size, s.tasks = s.a[:0], s.b[:0], s.size[:0], s.tasks[:0]
+	s.differs.Store(false)
+	equalSets.Put(s)
+}
+
+// AddEqual adds the pair (a, b) to s: s.Equal will report false unless
+// they have the same length and hold the same values bit for bit.
+func AddEqual[T ~float32 | ~float64 | ~int | ~int32 | ~int64](s *EqualSet, a, b []T) {
+	if len(a) != len(b) {
+		s.differs.Store(true)
+		return
+	}
+	if len(a) == 0 {
+		return
+	}
+	size := int(unsafe.Sizeof(a[0]))
+	s.a = append(s.a, unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), len(a)*size))
+	s.b = append(s.b, unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), len(b)*size))
+	s.size = append(s.size, size)
+}
+
+// Equal reports whether every pair added to s holds the same values bit
+// for bit (true for none).
+func (s *EqualSet) Equal() bool {
+	if s.differs.Load() {
+		return false
+	}
+	total := 0
+	for k, a := range s.a {
+		b, size := s.b[k], s.size[k]
+		n := len(a) / size
+		total += len(a)
+		if n <= equalProbes {
+			continue
+		}
+		for p := range equalProbes {
+			i := p * (n - 1) / (equalProbes - 1) * size
+			if !bytes.Equal(a[i:i+size], b[i:i+size]) {
+				return false
+			}
+		}
+	}
+	if total <= 8*FirstSerial {
+		for k, a := range s.a {
+			if !bytes.Equal(a, s.b[k]) {
+				return false
+			}
+		}
+		return true
+	}
+	// Tasks of per bytes (a multiple of every element size), none
+	// across two pairs.
+	per := 8 * firstTask(total/8, Workers(0, total/8))
+	s.tasks = s.tasks[:0]
+	for k, a := range s.a {
+		for lo := 0; lo < len(a); lo += per {
+			s.tasks = append(s.tasks, equalTask{k, lo, min(len(a), lo+per)})
+		}
+	}
+	Run(len(s.tasks), 0, s.task)
+	return !s.differs.Load()
+}
+
+func (s *EqualSet) run(_, k int) {
+	if s.differs.Load() {
+		return
+	}
+	t := s.tasks[k]
+	if !bytes.Equal(s.a[t.k][t.lo:t.hi], s.b[t.k][t.lo:t.hi]) {
+		s.differs.Store(true)
+	}
+}
+
 // equalRun is the state of one Equal on all cores, kept in equalTasks
 // with its task (a method value made once), so that an Equal allocates
 // nothing.

@@ -311,3 +311,160 @@ func TestRanges(t *testing.T) {
 		}
 	}
 }
+
+// TestEqualSet checks EqualSet against Equal on each pair: sets of a
+// state array (float64), a parameter array (float64) and integer arrays
+// (int, int32) of lengths on either side of the one-goroutine limit (all
+// pairs together) and of the probes, each copy equal, then one element
+// of one pair changed (by an ulp, -0 for +0, another NaN) at its first,
+// last, a probed, a probe's neighbour and a random index; pairs of
+// unequal length; and the empty set.
+func TestEqualSet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	equal := func(fs [][2][]float64, is [][2][]int, js [][2][]int32) bool {
+		s := NewEqualSet()
+		defer s.Release()
+		for _, p := range fs {
+			AddEqual(s, p[0], p[1])
+		}
+		for _, p := range is {
+			AddEqual(s, p[0], p[1])
+		}
+		for _, p := range js {
+			AddEqual(s, p[0], p[1])
+		}
+		return s.Equal()
+	}
+	if !equal(nil, nil, nil) {
+		t.Error("the empty set is not equal")
+	}
+	floats := func(n int) []float64 {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = rng.NormFloat64()
+		}
+		return x
+	}
+	for _, c := range []struct{ ny, np, ni int }{
+		{0, 0, 5}, {3, 1, 0}, {2 * 29, 29, 29}, // small
+		{2 * FirstSerial / 4, FirstSerial / 4, 7},   // at most FirstSerial elements together: one goroutine
+		{2 * FirstSerial, FirstSerial, 0},           // the events suite's Y0 and P (65,536 trajectories)
+		{3*FirstSerial + 17, 5*FirstTask + 3, 1001}, // tasks across pairs of odd lengths
+	} {
+		y, p := floats(c.ny), floats(c.np)
+		iv, jv := make([]int, c.ni), make([]int32, c.ni)
+		for i := range iv {
+			iv[i], jv[i] = rng.IntN(1000), int32(rng.IntN(1000))
+		}
+		set := func(y2, p2 []float64, i2 []int, j2 []int32) bool {
+			return equal([][2][]float64{{y, y2}, {p, p2}}, [][2][]int{{iv, i2}}, [][2][]int32{{jv, j2}})
+		}
+		what := fmt.Sprintf("Y0 %d, P %d, int %d", c.ny, c.np, c.ni)
+		if !set(slices.Clone(y), slices.Clone(p), slices.Clone(iv), slices.Clone(jv)) {
+			t.Errorf("%s: copies are not equal", what)
+		}
+		if c.np > 0 && set(slices.Clone(y), slices.Clone(p[:c.np-1]), slices.Clone(iv), slices.Clone(jv)) {
+			t.Errorf("%s: a shorter P is equal", what)
+		}
+		for _, ch := range []struct {
+			name     string
+			old, new float64
+		}{
+			{"ulp", 1, math.Nextafter(1, 2)},
+			{"-0", 0, math.Copysign(0, -1)},
+			{"nan", math.NaN(), math.Float64frombits(0x7ff8000000000002)},
+		} {
+			for which, n := range []int{c.ny, c.np} {
+				if n == 0 {
+					continue
+				}
+				probe := (n - 1) / (equalProbes - 1)
+				for _, i := range []int{0, n - 1, probe, min(n-1, probe+1), rng.IntN(n)} {
+					a, b := [2][]float64{slices.Clone(y), slices.Clone(p)}, [2][]float64{slices.Clone(y), slices.Clone(p)}
+					a[which][i], b[which][i] = ch.old, ch.new
+					if equal([][2][]float64{{a[0], b[0]}, {a[1], b[1]}}, nil, nil) != Equal(a[which], b[which]) || Equal(a[which], b[which]) {
+						t.Errorf("%s: array %d, %s at %d: equal", what, which, ch.name, i)
+					}
+					b[which][i] = ch.old
+					if !equal([][2][]float64{{a[0], b[0]}, {a[1], b[1]}}, nil, nil) {
+						t.Errorf("%s: array %d, %s at %d: the same values are not equal", what, which, ch.name, i)
+					}
+				}
+			}
+		}
+		if c.ni > 0 {
+			i2, j2 := slices.Clone(iv), slices.Clone(jv)
+			k := rng.IntN(c.ni)
+			i2[k]++
+			if set(slices.Clone(y), slices.Clone(p), i2, slices.Clone(jv)) {
+				t.Errorf("%s: int changed at %d: equal", what, k)
+			}
+			j2[c.ni-1]--
+			if set(slices.Clone(y), slices.Clone(p), slices.Clone(iv), j2) {
+				t.Errorf("%s: int32 changed at its last: equal", what)
+			}
+		}
+	}
+}
+
+// TestEqualSetAllocs checks that an EqualSet of pairs long enough to run
+// on all cores allocates nothing once its storage has grown (it is
+// pooled): a repeated call's input compare.
+func TestEqualSetAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops pooled items at random")
+	}
+	a, b := make([]float64, 2*FirstSerial), make([]float64, 2*FirstSerial)
+	p, q := make([]float64, FirstSerial), make([]float64, FirstSerial)
+	var eq bool
+	call := func() {
+		s := NewEqualSet()
+		AddEqual(s, a, b)
+		AddEqual(s, p, q)
+		eq = s.Equal()
+		s.Release()
+	}
+	call()
+	if allocs := testing.AllocsPerRun(50, call); allocs != 0 {
+		t.Errorf("an EqualSet of two pairs allocates %v times, want 0", allocs)
+	}
+	if !eq {
+		t.Error("equal arrays are not equal")
+	}
+}
+
+// BenchmarkEqualSet times the compare of a kept events call's inputs run
+// ahead (package cuda's sameHeld), at the events suite's 65,536
+// trajectories: Y0 (2 components) and P (1 parameter) against copies,
+// "each" with Equal on one after the other (P, FirstSerial elements, on
+// one core), "set" in one pass of an EqualSet on all cores.
+//
+//	go test ./internal/par -run '^$' -bench EqualSet -cpu 1,2,4,16 -count 5
+func BenchmarkEqualSet(b *testing.B) {
+	const n = 1 << 16
+	y, p := make([]float64, 2*n), make([]float64, n)
+	for i := range y {
+		y[i] = float64(i)
+	}
+	y2, p2 := slices.Clone(y), slices.Clone(p)
+	b.Run("each", func(b *testing.B) {
+		b.SetBytes(int64(8 * (len(y) + len(p))))
+		for range b.N {
+			if !Equal(y, y2) || !Equal(p, p2) {
+				b.Fatal("not equal")
+			}
+		}
+	})
+	b.Run("set", func(b *testing.B) {
+		b.SetBytes(int64(8 * (len(y) + len(p))))
+		for range b.N {
+			s := NewEqualSet()
+			AddEqual(s, y, y2)
+			AddEqual(s, p, p2)
+			if !s.Equal() {
+				b.Fatal("not equal")
+			}
+			s.Release()
+		}
+	})
+}

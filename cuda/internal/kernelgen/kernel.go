@@ -202,6 +202,23 @@ type Config struct {
 	// no bounds, its units that cap (UnitRegs). Zero: no bounds (up to
 	// 255). Package cuda's Tuning.WideMinBlocks.
 	WideMinBlocks int
+	// ThreadMinBlocks (the thread layout: neither Lanes nor Wide), if
+	// positive, declares the kernel's launch bounds: blocks of
+	// ThreadBoundsBlock threads, at least ThreadMinBlocks of them per
+	// multiprocessor (__launch_bounds__(ThreadBoundsBlock,
+	// ThreadMinBlocks)), so that the compiler caps its registers at
+	// BoundsRegs(ThreadBoundsBlock, ThreadMinBlocks) per thread (4
+	// blocks 128), spilling past them: a job whose threads make one
+	// round of blocks at that many a multiprocessor runs in one round
+	// where more registers would leave a second (the events suite's
+	// 65,536 trajectories on an H100's 132 multiprocessors: 512 blocks,
+	// 4 a multiprocessor). Zero: no bounds. The same results bit for bit
+	// (registers change no arithmetic; package cuda's Tuning.threadRound).
+	// An int8 in the padding before the flags that follow: a Config of
+	// more than 128 bytes is captured by reference by the closures of
+	// package cuda's fill and scatter, which then move it to the heap on
+	// every call (TestKeptCallAllocs).
+	ThreadMinBlocks int8
 	// StoreSaveCots keeps a gradient kernel's save-time cotangents in
 	// the form before session 44: the loss VJP stores dL/dys (K·Dim
 	// values a trajectory, a.tb) and the reverse sweep reads them, where
@@ -373,10 +390,19 @@ func (v Config) wideRegsKey() string {
 	return k
 }
 
+// threadBoundsKey is Config.ThreadMinBlocks's part of a Key (none
+// without bounds, so that the keys of other kernels stay as they were).
+func (v Config) threadBoundsKey() string {
+	if v.ThreadMinBlocks > 0 && !v.Lanes && !v.Wide {
+		return fmt.Sprintf("threadblocks%d ", v.ThreadMinBlocks)
+	}
+	return ""
+}
+
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+noFoldKey[v.NoLossFold && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+noFoldKey[v.NoLossFold && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -496,7 +522,8 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 		D: pl.Dim, NP: pl.Params, NS: pl.Shared, FSAL: pl.FSAL,
 		Dense: v.Saves > 0 && pl.DenseStep != nil, DenseTerms: pl.DenseTerms,
 		SharedAcc: v.SharedAcc(pl.Shared, prec), Xpose: v.Xpose(pl.Shared), Stage: src.Stage,
-		StiffStatus: int(ode.Stiff), LanesBlock: LanesBlock, LanesAccBlock: LanesAccBlock, TileWidth: TileWidth, WideWarps: WideWarps}
+		StiffStatus: int(ode.Stiff), LanesBlock: LanesBlock, LanesAccBlock: LanesAccBlock, TileWidth: TileWidth, WideWarps: WideWarps,
+		ThreadBoundsBlock: ThreadBoundsBlock}
 	// With events the save times inside an event step read its own
 	// extension, not the trial's: the dense step at (t, h*) (gs_saves).
 	// The wide layout runs the trial and the dense step apart.
@@ -601,6 +628,8 @@ type kernelPlan struct {
 	StiffStatus      int  // ode.Stiff (Config.StopStiff)
 	// LanesBlock, LanesAccBlock and TileWidth are the package's constants.
 	LanesBlock, LanesAccBlock, TileWidth int
+	// ThreadBoundsBlock is the package's constant (Config.ThreadMinBlocks).
+	ThreadBoundsBlock int
 	// The events (Config.Events): their number, and per event its
 	// Direction, whether it is terminal and whether it has a jump
 	// (Apply); MaxEvents; the statuses of ode a trajectory ends with;

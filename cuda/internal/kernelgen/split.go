@@ -203,12 +203,16 @@ func BoundsRegs(threads, minBlocks int) int {
 // UnitRegs returns the register cap of every unit of kernel v compiled
 // in parts (NVRTC's --maxrregcount; 0: none), the cap its launch bounds
 // give the kernel compiled as one unit: a wide kernel's
-// (WideMinBlocks: blocks of WideWarps warps), none for a kernel without
-// bounds (the thread layout). Lanes and tile kernels, which have bounds,
+// (WideMinBlocks: blocks of WideWarps warps), a thread kernel's
+// (ThreadMinBlocks: blocks of ThreadBoundsBlock threads), none for a
+// kernel without bounds. Lanes and tile kernels, which have bounds,
 // never split.
 func (v Config) UnitRegs() int {
-	if !v.Wide {
+	if v.Lanes {
 		return 0
+	}
+	if !v.Wide {
+		return BoundsRegs(ThreadBoundsBlock, int(v.ThreadMinBlocks))
 	}
 	return BoundsRegs(WideWarps*LaneWidth, v.WideMinBlocks)
 }

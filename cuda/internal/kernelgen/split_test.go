@@ -59,9 +59,12 @@ func TestUnitRegs(t *testing.T) {
 		{Config{Wide: true, WideMinBlocks: 5}, 168},
 		{Config{Wide: true}, 0},
 		{Config{}, 0},
+		{Config{ThreadMinBlocks: 4}, 128}, // a thread kernel's bounds: blocks of ThreadBoundsBlock
+		{Config{ThreadMinBlocks: 8}, 64},
+		{Config{Lanes: true, ThreadMinBlocks: 4}, 0}, // (lanes kernels never split)
 	} {
 		if got := tc.v.UnitRegs(); got != tc.want {
-			t.Errorf("%s: UnitRegs = %d, want %d", fmt.Sprintf("wide %t, %d blocks", tc.v.Wide, tc.v.WideMinBlocks), got, tc.want)
+			t.Errorf("%s: UnitRegs = %d, want %d", fmt.Sprintf("wide %t, lanes %t, %d wide blocks, %d thread blocks", tc.v.Wide, tc.v.Lanes, tc.v.WideMinBlocks, tc.v.ThreadMinBlocks), got, tc.want)
 		}
 	}
 }

@@ -25,7 +25,21 @@ the kernel is a loop over the trajectories, and on a simulated warp
 {{- end}}
 
 {{define "entry"}}
+{{- if gt .ThreadMinBlocks 0}}
+// Config.ThreadMinBlocks: at least {{.ThreadMinBlocks}} blocks of {{.ThreadBoundsBlock}} threads per
+// multiprocessor, so that ptxas caps a thread's registers to let them run
+// (one round of the job's blocks); none in a kernel compiled in parts
+// (GS_UNITS), whose units are compiled with that cap instead
+// (Config.UnitRegs).
+#if defined(GS_CUDA) && !defined(GS_UNITS)
+#define GS_BOUNDS __launch_bounds__({{.ThreadBoundsBlock}}, {{.ThreadMinBlocks}})
+#else
+#define GS_BOUNDS
+#endif
+GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
+{{- else}}
 GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
+{{- end}}
 #ifdef GS_CUDA
 {{- if .SharedAcc}}
   extern __shared__ gs_real gs_smem[];

@@ -18,6 +18,11 @@ func (v Config) SharedAcc(ns int, prec Precision) bool {
 	return v.Grad && !v.TileSums && !v.Lanes && sharedAccumulator(ns, prec)
 }
 
+// ThreadBoundsBlock is the block size of a thread kernel's launch bounds
+// (Config.ThreadMinBlocks): package cuda's block of the thread layout,
+// which launches only shrink.
+const ThreadBoundsBlock = 128
+
 // XposeRow is the row stride of a warp's transposition scratch, in values
 // (GS_XPOSE_ROW): 33, so that a lane's row and a column fall in distinct
 // banks.

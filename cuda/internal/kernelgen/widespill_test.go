@@ -225,3 +225,55 @@ func TestWideMinBlocks(t *testing.T) {
 		t.Errorf("keys %q, %q, %q: not distinct", v.Key(), b.Key(), s.Key())
 	}
 }
+
+// TestThreadMinBlocks checks Config.ThreadMinBlocks's launch bounds in a
+// thread kernel's source (Lorenz-96, d = 64, Tsit5, a solve, as
+// TestWideMinBlocks): none by default, the kernel's entry as before;
+// with 4, the bounds of blocks of ThreadBoundsBlock threads, 4 per
+// multiprocessor, on the device only; a Key of its own; and a wide
+// kernel's key unchanged by it (its bounds are WideMinBlocks').
+func TestThreadMinBlocks(t *testing.T) {
+	t.Parallel()
+	sp, err := NewStepPrograms(widePlan(t, 64, ode.Tsit5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := Config{Adaptive: true}
+	plain, _, err := KernelSource(sp, v, nil, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain, "__launch_bounds__") || !strings.Contains(plain, "GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {") {
+		t.Errorf("no ThreadMinBlocks: launch bounds, or the entry changed")
+	}
+	b := v
+	b.ThreadMinBlocks = 4
+	bounded, _, err := KernelSource(sp, b, nil, Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "#if defined(GS_CUDA) && !defined(GS_UNITS)\n#define GS_BOUNDS __launch_bounds__(128, 4)\n#else\n#define GS_BOUNDS\n#endif\nGS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {"
+	if ThreadBoundsBlock != 128 || !strings.Contains(bounded, want) {
+		t.Errorf("ThreadMinBlocks 4: no %q in the source", want)
+	}
+	// Besides its bounds (and its key, in the header) the source is the
+	// same.
+	i := strings.Index(bounded, "// Config.ThreadMinBlocks")
+	j := strings.Index(bounded, want)
+	if i < 0 || j < i {
+		t.Fatalf("ThreadMinBlocks 4: no bounds' comment before them")
+	}
+	rest := strings.Replace(bounded[:i]+"GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {"+bounded[j+len(want):], b.Key(), v.Key(), 1)
+	if rest != plain {
+		t.Errorf("ThreadMinBlocks 4: the source differs from the plain one besides its bounds")
+	}
+	if v.Key() == b.Key() {
+		t.Errorf("keys %q and %q: not distinct", v.Key(), b.Key())
+	}
+	w := Config{Adaptive: true, Wide: true}
+	wb := w
+	wb.ThreadMinBlocks = 4
+	if w.Key() != wb.Key() {
+		t.Errorf("a wide kernel's key %q changed with ThreadMinBlocks: %q", w.Key(), wb.Key())
+	}
+}
