@@ -92,6 +92,10 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	if r.soaSaves {
 		w.soaS = rowStride(width)
 		w.soa, w.soaLo = w.scratch(scrTaps, len(j.SaveAt)*d*w.soaS), lo
+		w.soaLim, w.soaOver = 0, false
+		if r.fused != nil {
+			w.soaLim = r.fused.bound()
+		}
 	}
 	if r.recordSaves {
 		w.startSaves(r, m)
@@ -559,10 +563,19 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 const saveRowsFrom = 64
 
 // soaPut copies the saves vals ([n][d], from save k on) of trajectory g
-// to the chunk's saves by save time (cpuRun.soaSaves), if it keeps them.
+// to the chunk's saves by save time (cpuRun.soaSaves), if it keeps them,
+// and with a fused loss checks them against its bound (soaLim).
 func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 	if w.soa == nil {
 		return
+	}
+	if lim := w.soaLim; lim != 0 && !w.soaOver {
+		for _, v := range vals {
+			if !(math.Abs(v) <= lim) {
+				w.soaOver = true
+				break
+			}
+		}
 	}
 	d, stride := w.ex.plan.Dim, w.soaS
 	scan.ScatterCol(w.soa[k*d*stride+g-w.soaLo:], stride, vals)

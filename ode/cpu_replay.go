@@ -73,14 +73,34 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens,
 	if major {
 		bs = rowStride(width)
 	}
-	lbuf, err := w.lossRun(r, lo, hi, out.Y, ys, q.P, bs)
+	// A fused loss (lossfuse.go): the sweep reads the record's copy of
+	// the saves as their cotangents, and the loss runs the rest.
+	var fl *fusedLoss
+	if j.Op == OpGrad && major && w.soa != nil && !w.soaOver && w.soaS == bs {
+		fl = r.fused
+	}
+	lbuf, err := w.lossRun(r, lo, hi, out.Y, ys, q.P, bs, fl)
+	if err != nil && fl != nil {
+		// The old path's error, naming the gradient program's value.
+		fl = nil
+		lbuf, err = w.lossRun(r, lo, hi, out.Y, ys, q.P, bs, nil)
+	}
 	if err != nil || j.Op != OpGrad {
 		return err
 	}
-	if major {
+	var ybar, tapbar, gp0, gs0 []float64
+	switch {
+	case fl != nil:
+		q.Saves.BarMajor, q.Saves.BarStride = true, bs
+		q.Saves.BarScale, _ = fl.barScale(j.Loss.Scale)
+		ybar, gp0, gs0 = w.restCotangents(r, lbuf, width)
+		tapbar = w.soa[:K*d*bs]
+	case major:
 		q.Saves.BarMajor, q.Saves.BarScale, q.Saves.BarStride = true, j.Loss.Scale, bs
+		fallthrough
+	default:
+		ybar, tapbar, gp0, gs0 = w.cotangents(r, lbuf, width, bs, major)
 	}
-	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, bs, major)
 	g, err := sw1.BackwardFrom(w.grad, ybar, tapbar, gp0, gs0)
 	if err != nil {
 		return err
@@ -161,18 +181,22 @@ func (w *cpuWorker) setSaves(r *cpuRun, q *scan.Problem, pl *Plan, sv *scan.Save
 // [width][K·d] and parameters p [np][width], stores the terms and returns
 // the outputs, one row of width values each, one after the other, except
 // that the gradient's K·d rows of the saves' cotangents are bs apart (bs
-// ≥ width; see cotangents).
-func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int) ([]float64, error) {
+// ≥ width; see cotangents). With a fused loss fl (OpGrad only) it runs
+// fl's rest, which has no rows of the saves' cotangents.
+func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, fl *fusedLoss) ([]float64, error) {
 	pl, j := w.ex.plan, r.job
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
 	width := hi - lo
 	K := len(j.SaveAt)
 	lp := j.Loss
-	prog := lp.Term
-	if j.Op == OpGrad {
-		prog = lp.Grad
+	prog, key := lp.Term, lp.Hash
+	switch {
+	case fl != nil:
+		prog, key = fl.rest, key+".rest"
+	case j.Op == OpGrad:
+		prog, key = lp.Grad, key+".grad"
 	}
-	le, err := w.lossExec(lp, prog)
+	le, err := w.lossExec(key, prog)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +229,7 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int) (
 	// The loss's outputs in one block: ℓ, then its cotangents, which the
 	// gradient scales in place; the saves' rows bs apart.
 	nbar := 0
-	if j.Op == OpGrad {
+	if j.Op == OpGrad && fl == nil {
 		nbar = K * d
 	}
 	lbuf := w.scratch(scrLoss, len(prog.Outputs)*width+nbar*(bs-width))
@@ -262,6 +286,21 @@ func (w *cpuWorker) cotangents(r *cpuRun, lbuf []float64, width, bs int, major b
 	tapbar = w.scratch(scrTapBar, d*width*K)
 	transposeScaled(tapbar, bar, K*d, width, lp.Scale)
 	return at(lbuf, 1, d), tapbar, at(tail, 0, np), at(tail, np, ns)
+}
+
+// restCotangents scales the outputs lbuf of a fused loss's rest (laid
+// out as lossRun says: ℓ, ∂L/∂y(t1), ∂L/∂p, the loss's own
+// shared-gradient terms, a row of width values each) in place, as
+// cotangents scales them, and returns them as the backward sweep takes
+// them (see cotangents).
+func (w *cpuWorker) restCotangents(r *cpuRun, lbuf []float64, width int) (ybar, gp0, gs0 []float64) {
+	pl, lp := w.ex.plan, r.job.Loss
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	tail := lbuf[width : (1+d+np+ns)*width]
+	if lp.Scale != 1 {
+		floats.Scale(lp.Scale, tail)
+	}
+	return tail[:d*width], tail[d*width : (d+np)*width], tail[(d+np)*width:]
 }
 
 // rowStride returns the distance, in values, between save-major rows of
@@ -411,7 +450,7 @@ func (w *cpuWorker) replaySwitched(r *cpuRun, lo, hi int, h []float64, stride in
 	if j.Op != OpLoss && j.Op != OpGrad {
 		return nil
 	}
-	lbuf, err := w.lossRun(r, lo, hi, y, ys, q1.P, width)
+	lbuf, err := w.lossRun(r, lo, hi, y, ys, q1.P, width, nil)
 	if err != nil || j.Op != OpGrad {
 		return err
 	}
@@ -511,13 +550,10 @@ func (w *cpuWorker) switchedStored(width int, lens1, lens2 []int) (*scan.Stored,
 		&scan.Stored{States: states2, EndT: st.EndT, EndY: st.EndY}
 }
 
-// lossExec returns the worker's clone of the executor of prog, one of the
-// programs of lp.
-func (w *cpuWorker) lossExec(lp *LossPlan, prog *tape.Program) (*tape.Exec, error) {
-	key := lp.Hash
-	if prog == lp.Grad {
-		key += ".grad"
-	}
+// lossExec returns the worker's clone of the executor of prog, a loss
+// program, by key: its LossPlan.Hash, with ".grad" for the gradient
+// program and ".rest" for a fused loss's rest (lossfuse.go).
+func (w *cpuWorker) lossExec(key string, prog *tape.Program) (*tape.Exec, error) {
 	if e, ok := w.loss[key]; ok {
 		return e, nil
 	}
