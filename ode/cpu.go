@@ -539,7 +539,10 @@ type cpuWorker struct {
 	soa                 []float64      // the chunk's saved states by save time (cpuRun.soaSaves), or nil
 	soaLo, soaS         int            // its first trajectory and the distance between its rows (rowStride of the chunk's width)
 	soaLim              float64        // with a fused loss (cpuRun.fused), the largest |save| whose cotangent is finite; else 0
-	soaOver             bool           // a save of the chunk is past soaLim, or NaN: its loss runs the old path
+	soaOver             bool           // a save of the chunk is past soaLim, or NaN, or folded out of order: its loss runs the old path
+	folding             bool           // the chunk's loss is folded as its saves are written (fusedLoss.squares)
+	fold                []float64      // then each lane's loss so far
+	foldK               []int          // and its next save time to fold
 	grad                *scan.Gradient // the last chunk's, reused
 	sweep               *scan.Sweep    // the last chunk's forward sweep, whose checkpoints the next reuses
 

@@ -92,9 +92,16 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	if r.soaSaves {
 		w.soaS = rowStride(width)
 		w.soa, w.soaLo = w.scratch(scrTaps, len(j.SaveAt)*d*w.soaS), lo
-		w.soaLim, w.soaOver = 0, false
+		w.soaLim, w.soaOver, w.folding = 0, false, false
 		if r.fused != nil {
 			w.soaLim = r.fused.bound()
+			if w.folding = r.fused.squares; w.folding {
+				if cap(w.fold) < width {
+					w.fold, w.foldK = make([]float64, width), make([]int, width)
+				}
+				w.fold, w.foldK = w.fold[:width], w.foldK[:width]
+				clear(w.foldK)
+			}
 		}
 	}
 	if r.recordSaves {
@@ -575,6 +582,16 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 				w.soaOver = true
 				break
 			}
+		}
+		if w.folding {
+			// The loss folded here, where the saves are in cache,
+			// save time by save time in order (lossfuse.go).
+			x := g - w.soaLo
+			if w.foldK[x] != k {
+				w.soaOver = true
+			}
+			w.fold[x] = squaresFrom(w.fold[x], vals, k == 0)
+			w.foldK[x] = k + len(vals)/w.ex.plan.Dim
 		}
 	}
 	d, stride := w.ex.plan.Dim, w.soaS

@@ -6,6 +6,7 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 
+	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -190,7 +191,10 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 	K := len(j.SaveAt)
 	lp := j.Loss
 	prog, key := lp.Term, lp.Hash
+	folded := fl != nil && w.foldedAll(K, width)
 	switch {
+	case folded:
+		prog, key = fl.foldRest, key+".foldrest"
 	case fl != nil:
 		prog, key = fl.rest, key+".rest"
 	case j.Op == OpGrad:
@@ -232,9 +236,13 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 	if j.Op == OpGrad && fl == nil {
 		nbar = K * d
 	}
-	lbuf := w.scratch(scrLoss, len(prog.Outputs)*width+nbar*(bs-width))
+	nout := len(prog.Outputs)
+	if folded {
+		nout++ // ℓ, folded by the record
+	}
+	lbuf := w.scratch(scrLoss, nout*width+nbar*(bs-width))
 	lout := w.out[:0]
-	for i, off := 0, 0; i < len(prog.Outputs); i++ {
+	for i, off := 0, 0; i < nout; i++ {
 		lout = append(lout, lbuf[off:off+width])
 		if i > d && i <= d+nbar {
 			off += bs
@@ -243,7 +251,15 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 		}
 	}
 	w.in, w.out = in, lout
-	if err := le.Run(lout, in, width); err != nil {
+	run := lout
+	if folded {
+		if finite.First(w.fold) >= 0 {
+			return nil, errFoldNotFinite
+		}
+		copy(lout[0], w.fold)
+		run = lout[1:]
+	}
+	if err := le.Run(run, in, width); err != nil {
 		var nf *tape.NonFiniteError
 		if errors.As(err, &nf) {
 			nf.Trajectory += lo // the chunk's lane to the ensemble's trajectory
@@ -252,6 +268,25 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 	}
 	copy(r.lossTerms[lo:hi], lout[0])
 	return lbuf, nil
+}
+
+// errFoldNotFinite is lossRun's error for a loss folded by the record
+// (lossfuse.go) that is not finite: replay then runs the old path, which
+// reports it.
+var errFoldNotFinite = errors.New("ode: internal error: a folded loss is not finite")
+
+// foldedAll reports whether the record folded the loss of every lane of
+// the chunk of width lanes over its K save times (cpuWorker.folding).
+func (w *cpuWorker) foldedAll(K, width int) bool {
+	if !w.folding || len(w.foldK) != width {
+		return false
+	}
+	for _, k := range w.foldK {
+		if k != K {
+			return false
+		}
+	}
+	return true
 }
 
 // cotangents scales the loss gradient's outputs lbuf (laid out as lossRun

@@ -42,6 +42,13 @@ var fuseLoss = true
 type fusedLoss struct {
 	rest *tape.Program // the gradient program without ∂ℓ/∂ys
 	a    float64       // every save's cotangent is its value times a
+	// squares: ℓ is the sum of the squares of the saved values in their
+	// order (lossform.SplitFold on rest, a fold whose first, next and
+	// end are that sum, see squaresFold): the record folds it as it
+	// writes the saves (soaPut), and the loss runs foldRest, rest
+	// without ℓ.
+	squares  bool
+	foldRest *tape.Program
 }
 
 // fusedForm returns the fused form of the gradient program g of shape
@@ -62,7 +69,90 @@ func fusedForm(g *tape.Program, sh lossform.Shape) *fusedLoss {
 	if frac, _ := math.Frexp(math.Abs(a)); frac != 0.5 || math.Abs(a) < 1 || math.IsInf(a, 0) {
 		return nil
 	}
-	return &fusedLoss{rest: sc.Rest, a: a}
+	fl := &fusedLoss{rest: sc.Rest, a: a}
+	if f, ok := lossform.SplitFold(sc.Rest, sh); ok && squaresFold(f, sh.D) {
+		fl.squares, fl.foldRest = true, f.Rest
+	}
+	return fl
+}
+
+// squaresFold reports whether the fold f of saves of d components is the
+// sum of the squares of the saved values in their order, from save time
+// 0's first component's square: first ((x_0² + x_1²) + …) + x_{d-1}², next
+// (((acc + x_0²) + x_1²) + …) + x_{d-1}² (x save time k's state: each Add
+// rounded in that order, as squaresFrom computes it) and end ℓ = acc.
+func squaresFold(f *lossform.Fold, d int) bool {
+	end := f.End
+	if len(end.Outputs) != 1 || len(f.EndFrom) != 0 {
+		return false
+	}
+	if v := &end.Values[end.Outputs[0].ID]; v.Op != ops.OpInput || int(v.Aux) != 0 {
+		return false
+	}
+	return squaresChain(f.First, f.FirstFrom, d, false, 0) && squaresChain(f.Next, f.NextFrom, d, true, d)
+}
+
+// squaresChain reports whether p's one output is the chain of squares of
+// squaresFold, from its input acc (input 0) if acc, else from the first
+// component's square; its per-trajectory inputs from (after acc) save
+// time k's component c at In0 d + c, Step step.
+func squaresChain(p *tape.Program, from []lossform.In, d int, acc bool, step int) bool {
+	if len(p.Outputs) != 1 || len(p.Inputs) != len(from)+btoi(acc) {
+		return false
+	}
+	// comp returns the component of p's value id, Square(input), or -1.
+	comp := func(id tape.ID) int {
+		v := &p.Values[id]
+		if v.Op != ops.OpSquare {
+			return -1
+		}
+		x := &p.Values[v.Args[0]]
+		j := int(x.Aux) - btoi(acc)
+		if x.Op != ops.OpInput || j < 0 || j >= len(from) || from[j].Step != step || from[j].In0 < d || from[j].In0 >= 2*d {
+			return -1
+		}
+		return from[j].In0 - d
+	}
+	id, c := p.Outputs[0].ID, d-1
+	for ; c > 0 || acc && c == 0; c-- {
+		v := &p.Values[id]
+		if v.Op != ops.OpAdd || len(v.Args) != 2 {
+			return false
+		}
+		a, b := v.Args[0], v.Args[1]
+		if comp(b) != c {
+			a, b = b, a
+		}
+		if comp(b) != c {
+			return false
+		}
+		id = a
+	}
+	if acc {
+		v := &p.Values[id]
+		return c == -1 && v.Op == ops.OpInput && int(v.Aux) == 0
+	}
+	return comp(id) == 0
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// squaresFrom returns acc with the squares of vals added in order (each
+// product and sum rounded, as the loss program's Square and Add are),
+// from vals[0]'s square where first: save time 0's values come first.
+func squaresFrom(acc float64, vals []float64, first bool) float64 {
+	if first && len(vals) > 0 {
+		acc, vals = float64(vals[0]*vals[0]), vals[1:]
+	}
+	for _, x := range vals {
+		acc += float64(x * x)
+	}
+	return acc
 }
 
 // scaledInput reports whether p's one output is its first input times a

@@ -15,8 +15,8 @@ import (
 // gradients and saves, with the fused loss as with the old path
 // (fuseLoss false), Tsit5 and Vern7, chunks of 16, 24 (rows not padded)
 // and the default; the losses of the form take it (fusedForm), the others
-// do not; and saves whose cotangents or loss are not finite give the old
-// path's error.
+// do not, and the sums of squares are folded by the record; and saves
+// whose cotangents or loss are not finite give the old path's error.
 func TestFusedLossSameBits(t *testing.T) {
 	osc := Field{Name: "oscillator", Dim: 4, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
 		return []tape.V{y[1], y[0].Mul(p[0]).Neg(), y[3], y[2].Mul(y[0]).Neg()}
@@ -59,39 +59,40 @@ func TestFusedLossSameBits(t *testing.T) {
 		p     Problem
 		loss  Loss
 		fused bool
+		folds bool // the record folds ℓ (fusedLoss.squares)
 		fails bool
 	}{
-		{"squares", base, Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, false},
-		{"squares-mean", base, Loss{Mean: true, F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, false},
+		{"squares", base, Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, false},
+		{"squares-mean", base, Loss{Mean: true, F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, false},
 		{"squares-final-p", base, Loss{Mean: true, FP: func(y, ys, _, p, _ []tape.V) tape.V {
 			return y[0].Mul(p[0]).Add(squares(ys)).Add(y[1].Square())
-		}}, true, false},
+		}}, true, false, false},
 		{"weighted", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
 			s := ys[0].Square()
 			for j, x := range ys[1:] {
 				s = s.Add(x.Square().MulC(1 + float64((j+1)%4)))
 			}
 			return s
-		}}, false, false},
+		}}, false, false, false},
 		{"data", base, Loss{Data: data, DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
 			s := ys[0].Sub(d[0]).Square()
 			for j, x := range ys[1:] {
 				s = s.Add(x.Sub(d[j+1]).Square())
 			}
 			return s
-		}}, false, false},
+		}}, false, false, false},
 		{"linear", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
 			s := ys[0]
 			for _, x := range ys[1:] {
 				s = s.Add(x)
 			}
 			return s
-		}}, false, false},
+		}}, false, false, false},
 		// Saves of 1e200: finite cotangents, an infinite loss (the rest's
 		// error, then the old path's).
-		{"loss-overflows", big(1e200), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true},
+		{"loss-overflows", big(1e200), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, true},
 		// Saves of 1e308: 2·x overflows (past the record's bound).
-		{"cotangent-overflows", big(1e308), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true},
+		{"cotangent-overflows", big(1e308), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, true},
 	}
 	defer func() { fuseLoss = true }()
 	for _, tc := range cases {
@@ -119,6 +120,9 @@ func TestFusedLossSameBits(t *testing.T) {
 						_, scaled := f.barScale(lp.Scale)
 						if got := f != nil && scaled; got != tc.fused {
 							t.Fatalf("%s: fused %t, want %t", what, got, tc.fused)
+						}
+						if got := f != nil && f.squares; got != tc.folds {
+							t.Fatalf("%s: folded %t, want %t", what, got, tc.folds)
 						}
 					}
 					gs[x], errs[x] = sv.Grad(nil, &tc.p, tc.loss, nil)
