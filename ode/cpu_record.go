@@ -576,22 +576,23 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 	if w.soa == nil {
 		return
 	}
-	if lim := w.soaLim; lim != 0 && !w.soaOver {
+	switch lim := w.soaLim; {
+	case w.folding:
+		// The loss folded here, where the saves are in cache, save time
+		// by save time in order (lossfuse.go). Its sum of squares is
+		// finite only where every 2·x is: it stands for the bound.
+		x := g - w.soaLo
+		if w.foldK[x] != k {
+			w.soaOver = true
+		}
+		w.fold[x] = squaresFrom(w.fold[x], vals, k == 0)
+		w.foldK[x] = k + len(vals)/w.ex.plan.Dim
+	case lim != 0 && !w.soaOver:
 		for _, v := range vals {
 			if !(math.Abs(v) <= lim) {
 				w.soaOver = true
 				break
 			}
-		}
-		if w.folding {
-			// The loss folded here, where the saves are in cache,
-			// save time by save time in order (lossfuse.go).
-			x := g - w.soaLo
-			if w.foldK[x] != k {
-				w.soaOver = true
-			}
-			w.fold[x] = squaresFrom(w.fold[x], vals, k == 0)
-			w.foldK[x] = k + len(vals)/w.ex.plan.Dim
 		}
 	}
 	d, stride := w.ex.plan.Dim, w.soaS

@@ -77,7 +77,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens,
 	// A fused loss (lossfuse.go): the sweep reads the record's copy of
 	// the saves as their cotangents, and the loss runs the rest.
 	var fl *fusedLoss
-	if j.Op == OpGrad && major && w.soa != nil && !w.soaOver && w.soaS == bs {
+	if j.Op == OpGrad && major && w.soa != nil && !w.soaOver && w.soaS == bs && (!w.folding || w.foldedAll(K, width)) {
 		fl = r.fused
 	}
 	lbuf, err := w.lossRun(r, lo, hi, out.Y, ys, q.P, bs, fl)
@@ -191,7 +191,7 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 	K := len(j.SaveAt)
 	lp := j.Loss
 	prog, key := lp.Term, lp.Hash
-	folded := fl != nil && w.foldedAll(K, width)
+	folded := fl != nil && w.folding
 	switch {
 	case folded:
 		prog, key = fl.foldRest, key+".foldrest"

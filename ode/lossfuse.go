@@ -31,8 +31,17 @@ import (
 // it is x·a itself. The loss program checked every cotangent for a
 // non-finite value; the record checks the saves instead (|x| ≤
 // MaxFloat64/|a|, soaPut), and a chunk with a save past that bound runs
-// the old path, which reports it as before. Every other loss, and
-// fuseLoss false, run the old path.
+// the old path, which reports it as before.
+//
+// Where ℓ is the sum of the squares of the saved values in their order
+// (the save benchmarks' loss), the record also folds ℓ as it writes each
+// lane's saves, in save order (soaPut), from save time 0's first square
+// (lossform.SplitFold's first, next and end, matched by squaresFold), and
+// the loss runs its gradient program without ℓ and ∂ℓ/∂ys (foldRest),
+// which reads no saved value. That sum is finite only where every 2·x
+// is, so it stands for the bound; a chunk whose sum is not finite, or
+// whose saves were not folded once each in order, runs the old path.
+// Every other loss, and fuseLoss false, run the old path.
 
 // fuseLoss turns the fused loss on; tests and benchmarks turn it off to
 // compare with the old path.
