@@ -543,6 +543,7 @@ type cpuWorker struct {
 	folding             bool           // the chunk's loss is folded as its saves are written (fusedLoss.squares)
 	fold                []float64      // then each lane's loss so far
 	foldK               []int          // and its next save time to fold
+	endIn               [][]float64    // the inputs of the fold's end (foldEnd)
 	grad                *scan.Gradient // the last chunk's, reused
 	sweep               *scan.Sweep    // the last chunk's forward sweep, whose checkpoints the next reuses
 

@@ -256,7 +256,9 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 		if finite.First(w.fold) >= 0 {
 			return nil, errFoldNotFinite
 		}
-		copy(lout[0], w.fold)
+		if err := w.foldEnd(lp, fl, lout[0], in, width); err != nil {
+			return nil, err
+		}
 		run = lout[1:]
 	}
 	if err := le.Run(run, in, width); err != nil {
@@ -274,6 +276,29 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 // (lossfuse.go) that is not finite: replay then runs the old path, which
 // reports it.
 var errFoldNotFinite = errors.New("ode: internal error: a folded loss is not finite")
+
+// foldEnd writes ℓ of the chunk's width lanes to dst from the sums the
+// record folded (cpuWorker.fold) with fl's end, given the inputs in of
+// the loss's gradient program (see lossRun): the sums themselves where
+// ℓ is the sum (fl.end nil).
+func (w *cpuWorker) foldEnd(lp *LossPlan, fl *fusedLoss, dst []float64, in [][]float64, width int) error {
+	if fl.end == nil {
+		copy(dst, w.fold)
+		return nil
+	}
+	le, err := w.lossExec(lp.Hash+".foldend", fl.end)
+	if err != nil {
+		return err
+	}
+	ns := w.ex.plan.Shared
+	ein := append(w.endIn[:0], w.fold)
+	for _, f := range fl.endFrom {
+		ein = append(ein, in[f.In0])
+	}
+	ein = append(ein, in[len(in)-ns:]...)
+	w.endIn = ein
+	return le.Run([][]float64{dst}, ein, width)
+}
 
 // foldedAll reports whether the record folded the loss of every lane of
 // the chunk of width lanes over its K save times (cpuWorker.folding).

@@ -34,11 +34,13 @@ import (
 // the old path, which reports it as before.
 //
 // Where ℓ is the sum of the squares of the saved values in their order
-// (the save benchmarks' loss), the record also folds ℓ as it writes each
-// lane's saves, in save order (soaPut), from save time 0's first square
-// (lossform.SplitFold's first, next and end, matched by squaresFold), and
-// the loss runs its gradient program without ℓ and ∂ℓ/∂ys (foldRest),
-// which reads no saved value. That sum is finite only where every 2·x
+// (the save benchmarks' loss), or a function of that sum and of the
+// final state, the parameters and the data, the record also folds the
+// sum as it writes each lane's saves, in save order (soaPut), from save
+// time 0's first square (lossform.SplitFold's first and next, matched by
+// squaresFold), the loss runs the fold's end on the sums (foldEnd) and
+// its gradient program without ℓ and ∂ℓ/∂ys (foldRest), which reads no
+// saved value. That sum is finite only where every 2·x
 // is, so it stands for the bound; a chunk whose sum is not finite, or
 // whose saves were not folded once each in order, runs the old path.
 // Every other loss, and fuseLoss false, run the old path.
@@ -51,13 +53,15 @@ var fuseLoss = true
 type fusedLoss struct {
 	rest *tape.Program // the gradient program without ∂ℓ/∂ys
 	a    float64       // every save's cotangent is its value times a
-	// squares: ℓ is the sum of the squares of the saved values in their
-	// order (lossform.SplitFold on rest, a fold whose first, next and
-	// end are that sum, see squaresFold): the record folds it as it
-	// writes the saves (soaPut), and the loss runs foldRest, rest
-	// without ℓ.
+	// squares: ℓ is a function (end) of the sum of the squares of the
+	// saved values in their order (lossform.SplitFold on rest, a fold
+	// whose first and next are that sum, see squaresFold): the record
+	// folds the sum as it writes the saves (soaPut), and the loss runs
+	// end (nil for ℓ = the sum) and foldRest, rest without ℓ.
 	squares  bool
 	foldRest *tape.Program
+	end      *tape.Program
+	endFrom  []lossform.In // end's per-trajectory inputs after the sum (Steps 0)
 }
 
 // fusedForm returns the fused form of the gradient program g of shape
@@ -81,24 +85,32 @@ func fusedForm(g *tape.Program, sh lossform.Shape) *fusedLoss {
 	fl := &fusedLoss{rest: sc.Rest, a: a}
 	if f, ok := lossform.SplitFold(sc.Rest, sh); ok && squaresFold(f, sh.D) {
 		fl.squares, fl.foldRest = true, f.Rest
+		if !sumEnd(f) {
+			fl.end, fl.endFrom = f.End, f.EndFrom
+		}
 	}
 	return fl
 }
 
-// squaresFold reports whether the fold f of saves of d components is the
-// sum of the squares of the saved values in their order, from save time
-// 0's first component's square: first ((x_0² + x_1²) + …) + x_{d-1}², next
-// (((acc + x_0²) + x_1²) + …) + x_{d-1}² (x save time k's state: each Add
-// rounded in that order, as squaresFrom computes it) and end ℓ = acc.
+// squaresFold reports whether the fold f of saves of d components folds
+// the sum of the squares of the saved values in their order, from save
+// time 0's first component's square: first ((x_0² + x_1²) + …) +
+// x_{d-1}², next (((acc + x_0²) + x_1²) + …) + x_{d-1}² (x save time k's
+// state: each Add rounded in that order, as squaresFrom computes it).
+// Its end may be any function of the sum (and of the final state, the
+// parameters and the data: SplitFold's end reads no saved state).
 func squaresFold(f *lossform.Fold, d int) bool {
+	return squaresChain(f.First, f.FirstFrom, d, false, 0) && squaresChain(f.Next, f.NextFrom, d, true, d)
+}
+
+// sumEnd reports whether f's end is ℓ = acc.
+func sumEnd(f *lossform.Fold) bool {
 	end := f.End
 	if len(end.Outputs) != 1 || len(f.EndFrom) != 0 {
 		return false
 	}
-	if v := &end.Values[end.Outputs[0].ID]; v.Op != ops.OpInput || int(v.Aux) != 0 {
-		return false
-	}
-	return squaresChain(f.First, f.FirstFrom, d, false, 0) && squaresChain(f.Next, f.NextFrom, d, true, d)
+	v := &end.Values[end.Outputs[0].ID]
+	return v.Op == ops.OpInput && int(v.Aux) == 0
 }
 
 // squaresChain reports whether p's one output is the chain of squares of

@@ -15,7 +15,8 @@ import (
 // gradients and saves, with the fused loss as with the old path
 // (fuseLoss false), Tsit5 and Vern7, chunks of 16, 24 (rows not padded)
 // and the default; the losses of the form take it (fusedForm), the others
-// do not, and the sums of squares are folded by the record; and saves
+// do not, and the sums of squares are folded by the record (with an end
+// of the final state, the parameters and the data); and saves
 // whose cotangents or loss are not finite give the old path's error.
 func TestFusedLossSameBits(t *testing.T) {
 	osc := Field{Name: "oscillator", Dim: 4, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
@@ -66,7 +67,13 @@ func TestFusedLossSameBits(t *testing.T) {
 		{"squares-mean", base, Loss{Mean: true, F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, false},
 		{"squares-final-p", base, Loss{Mean: true, FP: func(y, ys, _, p, _ []tape.V) tape.V {
 			return y[0].Mul(p[0]).Add(squares(ys)).Add(y[1].Square())
-		}}, true, false, false},
+		}}, true, true, false},
+		{"squares-data-end", base, Loss{Data: data[:n], DataDim: 1, F: func(y, ys, d []tape.V) tape.V {
+			return squares(ys).Mul(d[0]).Add(y[2].Mul(d[0]))
+		}}, false, false, false},
+		{"squares-then-data", base, Loss{Data: data[:n], DataDim: 1, F: func(y, ys, d []tape.V) tape.V {
+			return squares(ys).Add(y[2].Mul(d[0]).Square())
+		}}, true, true, false},
 		{"weighted", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
 			s := ys[0].Square()
 			for j, x := range ys[1:] {
