@@ -100,7 +100,7 @@ type cpuExec struct {
 	events  eventExecs // masters of the event programs (Plan.Events)
 	stepErr error
 
-	losses     sync.Map // LossPlan.Hash (+ ".grad", ".rest") → *tape.Exec, masters of the loss programs
+	losses     sync.Map // LossPlan.Hash (+ ".grad", ".rest", ".foldrest", ".foldend") → *tape.Exec, masters of the loss programs
 	fusedForms sync.Map // LossPlan.Hash → *fusedLoss, the loss's fused form (nil: none; see lossfuse.go)
 
 	mu    sync.Mutex

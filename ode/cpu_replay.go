@@ -612,7 +612,8 @@ func (w *cpuWorker) switchedStored(width int, lens1, lens2 []int) (*scan.Stored,
 
 // lossExec returns the worker's clone of the executor of prog, a loss
 // program, by key: its LossPlan.Hash, with ".grad" for the gradient
-// program and ".rest" for a fused loss's rest (lossfuse.go).
+// program, and ".rest", ".foldrest" and ".foldend" for a fused loss's
+// programs (lossfuse.go).
 func (w *cpuWorker) lossExec(key string, prog *tape.Program) (*tape.Exec, error) {
 	if e, ok := w.loss[key]; ok {
 		return e, nil
