@@ -39,10 +39,11 @@ import (
 // sum as it writes each lane's saves, in save order (soaPut), from save
 // time 0's first square (lossform.SplitFold's first and next, matched by
 // squaresFold), the loss runs the fold's end on the sums (foldEnd) and
-// its gradient program without ℓ and ∂ℓ/∂ys (foldRest), which reads no
-// saved value. That sum is finite only where every 2·x
-// is, so it stands for the bound; a chunk whose sum is not finite, or
-// whose saves were not folded once each in order, runs the old path.
+// its gradient program without ℓ and ∂ℓ/∂ys (foldRest: with ∂ℓ/∂ys =
+// a·ys, its outputs do not depend on the saves). That sum is finite only
+// where every 2·x is, so it stands for the bound; a chunk whose sum is
+// not finite, or whose saves were not folded once each in order, runs
+// the old path.
 // Every other loss, and fuseLoss false, run the old path.
 
 // fuseLoss turns the fused loss on; tests and benchmarks turn it off to
