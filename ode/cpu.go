@@ -100,7 +100,8 @@ type cpuExec struct {
 	events  eventExecs // masters of the event programs (Plan.Events)
 	stepErr error
 
-	losses sync.Map // LossPlan.Hash (+ ".grad") → *tape.Exec, masters of the loss programs
+	losses     sync.Map // LossPlan.Hash (+ ".grad", ".rest", ".foldrest", ".foldend") → *tape.Exec, masters of the loss programs
+	fusedForms sync.Map // LossPlan.Hash → *fusedLoss, the loss's fused form (nil: none; see lossfuse.go)
 
 	mu    sync.Mutex
 	free  []*cpuWorker
@@ -191,6 +192,8 @@ type cpuRun struct {
 	// by save time, [K·d][width], as the loss program reads them (a
 	// gradient without events or Method Auto's switch).
 	soaSaves bool
+	// fused: the loss's fused form (lossfuse.go), nil for the old path.
+	fused *fusedLoss
 	// The job's shared inputs as length-1 columns, made once per run:
 	// Shared, then rtol, atol[d] and maxsteps (see sharedInputs).
 	shared, rtol, atol, maxSteps [][]float64
@@ -248,6 +251,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	recording := j.Mesh == nil
 	r.recordSaves = recording && len(j.SaveAt) > 0 && ex.trialDense != nil
 	r.soaSaves = r.recordSaves && j.Op == OpGrad && pl.Events == nil && j.stiff == nil
+	r.fused = ex.fused(r)
 	r.keepMesh = recording && (j.Op != OpSolve || len(j.SaveAt) > 0 && !r.recordSaves)
 	r.keepStates = recording && j.Op == OpGrad
 	limit := j.MemoryLimit
@@ -534,6 +538,12 @@ type cpuWorker struct {
 	saves               scan.Saves     // the chunk's interpolated save times
 	soa                 []float64      // the chunk's saved states by save time (cpuRun.soaSaves), or nil
 	soaLo, soaS         int            // its first trajectory and the distance between its rows (rowStride of the chunk's width)
+	soaLim              float64        // with a fused loss (cpuRun.fused), the largest |save| whose cotangent is finite; else 0
+	soaOver             bool           // a save of the chunk is past soaLim, or NaN, or folded out of order: its loss runs the old path
+	folding             bool           // the chunk's loss is folded as its saves are written (fusedLoss.squares)
+	fold                []float64      // then each lane's loss so far
+	foldK               []int          // and its next save time to fold
+	endIn               [][]float64    // the inputs of the fold's end (foldEnd)
 	grad                *scan.Gradient // the last chunk's, reused
 	sweep               *scan.Sweep    // the last chunk's forward sweep, whose checkpoints the next reuses
 

@@ -740,7 +740,7 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 	// The loss and its cotangents at the final and saved states.
 	yF := toSoA(w.scratch(scrY0, width*d), res.Y[lo*d:hi*d], width, d)
 	pS := toSoA(w.scratch(scrP, width*np), j.P[lo*np:hi*np], width, np)
-	lbuf, err := w.lossRun(r, lo, hi, yF, res.Ys[lo*K*d:hi*K*d], pS, width)
+	lbuf, err := w.lossRun(r, lo, hi, yF, res.Ys[lo*K*d:hi*K*d], pS, width, nil)
 	if err != nil || j.Op != OpGrad {
 		return err
 	}

@@ -92,6 +92,17 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	if r.soaSaves {
 		w.soaS = rowStride(width)
 		w.soa, w.soaLo = w.scratch(scrTaps, len(j.SaveAt)*d*w.soaS), lo
+		w.soaLim, w.soaOver, w.folding = 0, false, false
+		if r.fused != nil {
+			w.soaLim = r.fused.bound()
+			if w.folding = r.fused.squares; w.folding {
+				if cap(w.fold) < width {
+					w.fold, w.foldK = make([]float64, width), make([]int, width)
+				}
+				w.fold, w.foldK = w.fold[:width], w.foldK[:width]
+				clear(w.foldK)
+			}
+		}
 	}
 	if r.recordSaves {
 		w.startSaves(r, m)
@@ -559,10 +570,30 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 const saveRowsFrom = 64
 
 // soaPut copies the saves vals ([n][d], from save k on) of trajectory g
-// to the chunk's saves by save time (cpuRun.soaSaves), if it keeps them.
+// to the chunk's saves by save time (cpuRun.soaSaves), if it keeps them,
+// and with a fused loss checks them against its bound (soaLim).
 func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 	if w.soa == nil {
 		return
+	}
+	switch lim := w.soaLim; {
+	case w.folding:
+		// The loss folded here, where the saves are in cache, save time
+		// by save time in order (lossfuse.go). Its sum of squares is
+		// finite only where every 2·x is: it stands for the bound.
+		x := g - w.soaLo
+		if w.foldK[x] != k {
+			w.soaOver = true
+		}
+		w.fold[x] = squaresFrom(w.fold[x], vals, k == 0)
+		w.foldK[x] = k + len(vals)/w.ex.plan.Dim
+	case lim != 0 && !w.soaOver:
+		for _, v := range vals {
+			if !(math.Abs(v) <= lim) {
+				w.soaOver = true
+				break
+			}
+		}
 	}
 	d, stride := w.ex.plan.Dim, w.soaS
 	scan.ScatterCol(w.soa[k*d*stride+g-w.soaLo:], stride, vals)

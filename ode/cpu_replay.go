@@ -6,6 +6,7 @@ import (
 
 	"gonum.org/v1/gonum/floats"
 
+	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -73,14 +74,34 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens,
 	if major {
 		bs = rowStride(width)
 	}
-	lbuf, err := w.lossRun(r, lo, hi, out.Y, ys, q.P, bs)
+	// A fused loss (lossfuse.go): the sweep reads the record's copy of
+	// the saves as their cotangents, and the loss runs the rest.
+	var fl *fusedLoss
+	if j.Op == OpGrad && major && w.soa != nil && !w.soaOver && w.soaS == bs && (!w.folding || w.foldedAll(K, width)) {
+		fl = r.fused
+	}
+	lbuf, err := w.lossRun(r, lo, hi, out.Y, ys, q.P, bs, fl)
+	if err != nil && fl != nil {
+		// The old path's error, naming the gradient program's value.
+		fl = nil
+		lbuf, err = w.lossRun(r, lo, hi, out.Y, ys, q.P, bs, nil)
+	}
 	if err != nil || j.Op != OpGrad {
 		return err
 	}
-	if major {
+	var ybar, tapbar, gp0, gs0 []float64
+	switch {
+	case fl != nil:
+		q.Saves.BarMajor, q.Saves.BarStride = true, bs
+		q.Saves.BarScale, _ = fl.barScale(j.Loss.Scale)
+		ybar, gp0, gs0 = w.restCotangents(r, lbuf, width)
+		tapbar = w.soa[:K*d*bs]
+	case major:
 		q.Saves.BarMajor, q.Saves.BarScale, q.Saves.BarStride = true, j.Loss.Scale, bs
+		fallthrough
+	default:
+		ybar, tapbar, gp0, gs0 = w.cotangents(r, lbuf, width, bs, major)
 	}
-	ybar, tapbar, gp0, gs0 := w.cotangents(r, lbuf, width, bs, major)
 	g, err := sw1.BackwardFrom(w.grad, ybar, tapbar, gp0, gs0)
 	if err != nil {
 		return err
@@ -161,18 +182,25 @@ func (w *cpuWorker) setSaves(r *cpuRun, q *scan.Problem, pl *Plan, sv *scan.Save
 // [width][K·d] and parameters p [np][width], stores the terms and returns
 // the outputs, one row of width values each, one after the other, except
 // that the gradient's K·d rows of the saves' cotangents are bs apart (bs
-// ≥ width; see cotangents).
-func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int) ([]float64, error) {
+// ≥ width; see cotangents). With a fused loss fl (OpGrad only) it runs
+// fl's rest, which has no rows of the saves' cotangents.
+func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, fl *fusedLoss) ([]float64, error) {
 	pl, j := w.ex.plan, r.job
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
 	width := hi - lo
 	K := len(j.SaveAt)
 	lp := j.Loss
-	prog := lp.Term
-	if j.Op == OpGrad {
-		prog = lp.Grad
+	prog, key := lp.Term, lp.Hash
+	folded := fl != nil && w.folding
+	switch {
+	case folded:
+		prog, key = fl.foldRest, key+".foldrest"
+	case fl != nil:
+		prog, key = fl.rest, key+".rest"
+	case j.Op == OpGrad:
+		prog, key = lp.Grad, key+".grad"
 	}
-	le, err := w.lossExec(lp, prog)
+	le, err := w.lossExec(key, prog)
 	if err != nil {
 		return nil, err
 	}
@@ -205,12 +233,16 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int) (
 	// The loss's outputs in one block: ℓ, then its cotangents, which the
 	// gradient scales in place; the saves' rows bs apart.
 	nbar := 0
-	if j.Op == OpGrad {
+	if j.Op == OpGrad && fl == nil {
 		nbar = K * d
 	}
-	lbuf := w.scratch(scrLoss, len(prog.Outputs)*width+nbar*(bs-width))
+	nout := len(prog.Outputs)
+	if folded {
+		nout++ // ℓ, folded by the record
+	}
+	lbuf := w.scratch(scrLoss, nout*width+nbar*(bs-width))
 	lout := w.out[:0]
-	for i, off := 0, 0; i < len(prog.Outputs); i++ {
+	for i, off := 0, 0; i < nout; i++ {
 		lout = append(lout, lbuf[off:off+width])
 		if i > d && i <= d+nbar {
 			off += bs
@@ -219,7 +251,17 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int) (
 		}
 	}
 	w.in, w.out = in, lout
-	if err := le.Run(lout, in, width); err != nil {
+	run := lout
+	if folded {
+		if finite.First(w.fold) >= 0 {
+			return nil, errFoldNotFinite
+		}
+		if err := w.foldEnd(lp, fl, lout[0], in, width); err != nil {
+			return nil, err
+		}
+		run = lout[1:]
+	}
+	if err := le.Run(run, in, width); err != nil {
 		var nf *tape.NonFiniteError
 		if errors.As(err, &nf) {
 			nf.Trajectory += lo // the chunk's lane to the ensemble's trajectory
@@ -228,6 +270,48 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int) (
 	}
 	copy(r.lossTerms[lo:hi], lout[0])
 	return lbuf, nil
+}
+
+// errFoldNotFinite is lossRun's error for a loss folded by the record
+// (lossfuse.go) that is not finite: replay then runs the old path, which
+// reports it.
+var errFoldNotFinite = errors.New("ode: internal error: a folded loss is not finite")
+
+// foldEnd writes ℓ of the chunk's width lanes to dst from the sums the
+// record folded (cpuWorker.fold) with fl's end, given the inputs in of
+// the loss's gradient program (see lossRun): the sums themselves where
+// ℓ is the sum (fl.end nil).
+func (w *cpuWorker) foldEnd(lp *LossPlan, fl *fusedLoss, dst []float64, in [][]float64, width int) error {
+	if fl.end == nil {
+		copy(dst, w.fold)
+		return nil
+	}
+	le, err := w.lossExec(lp.Hash+".foldend", fl.end)
+	if err != nil {
+		return err
+	}
+	ns := w.ex.plan.Shared
+	ein := append(w.endIn[:0], w.fold)
+	for _, f := range fl.endFrom {
+		ein = append(ein, in[f.In0])
+	}
+	ein = append(ein, in[len(in)-ns:]...)
+	w.endIn = ein
+	return le.Run([][]float64{dst}, ein, width)
+}
+
+// foldedAll reports whether the record folded the loss of every lane of
+// the chunk of width lanes over its K save times (cpuWorker.folding).
+func (w *cpuWorker) foldedAll(K, width int) bool {
+	if !w.folding || len(w.foldK) != width {
+		return false
+	}
+	for _, k := range w.foldK {
+		if k != K {
+			return false
+		}
+	}
+	return true
 }
 
 // cotangents scales the loss gradient's outputs lbuf (laid out as lossRun
@@ -262,6 +346,21 @@ func (w *cpuWorker) cotangents(r *cpuRun, lbuf []float64, width, bs int, major b
 	tapbar = w.scratch(scrTapBar, d*width*K)
 	transposeScaled(tapbar, bar, K*d, width, lp.Scale)
 	return at(lbuf, 1, d), tapbar, at(tail, 0, np), at(tail, np, ns)
+}
+
+// restCotangents scales the outputs lbuf of a fused loss's rest (laid
+// out as lossRun says: ℓ, ∂L/∂y(t1), ∂L/∂p, the loss's own
+// shared-gradient terms, a row of width values each) in place, as
+// cotangents scales them, and returns them as the backward sweep takes
+// them (see cotangents).
+func (w *cpuWorker) restCotangents(r *cpuRun, lbuf []float64, width int) (ybar, gp0, gs0 []float64) {
+	pl, lp := w.ex.plan, r.job.Loss
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	tail := lbuf[width : (1+d+np+ns)*width]
+	if lp.Scale != 1 {
+		floats.Scale(lp.Scale, tail)
+	}
+	return tail[:d*width], tail[d*width : (d+np)*width], tail[(d+np)*width:]
 }
 
 // rowStride returns the distance, in values, between save-major rows of
@@ -411,7 +510,7 @@ func (w *cpuWorker) replaySwitched(r *cpuRun, lo, hi int, h []float64, stride in
 	if j.Op != OpLoss && j.Op != OpGrad {
 		return nil
 	}
-	lbuf, err := w.lossRun(r, lo, hi, y, ys, q1.P, width)
+	lbuf, err := w.lossRun(r, lo, hi, y, ys, q1.P, width, nil)
 	if err != nil || j.Op != OpGrad {
 		return err
 	}
@@ -511,13 +610,11 @@ func (w *cpuWorker) switchedStored(width int, lens1, lens2 []int) (*scan.Stored,
 		&scan.Stored{States: states2, EndT: st.EndT, EndY: st.EndY}
 }
 
-// lossExec returns the worker's clone of the executor of prog, one of the
-// programs of lp.
-func (w *cpuWorker) lossExec(lp *LossPlan, prog *tape.Program) (*tape.Exec, error) {
-	key := lp.Hash
-	if prog == lp.Grad {
-		key += ".grad"
-	}
+// lossExec returns the worker's clone of the executor of prog, a loss
+// program, by key: its LossPlan.Hash, with ".grad" for the gradient
+// program, and ".rest", ".foldrest" and ".foldend" for a fused loss's
+// programs (lossfuse.go).
+func (w *cpuWorker) lossExec(key string, prog *tape.Program) (*tape.Exec, error) {
 	if e, ok := w.loss[key]; ok {
 		return e, nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/tape"
+	"github.com/gradsolve-go/gradsolve/tape/lossform"
 )
 
 // adapters writes the adapter functions of a kernel: each calls the
@@ -462,16 +463,16 @@ func (g *adapters) directLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kerne
 	if k.Dense && !v.Events && !v.Wide && !v.StoreSaveCots {
 		// Save times' cotangents in the sweep (savecot.go): the VJP
 		// without dL/dys (its tb parameter unused).
-		sh := lossShapeOf{d: d, k: v.Saves, dd: v.DataDim, np: np}
+		sh := lossform.Shape{D: d, K: v.Saves, DD: v.DataDim, P: np}
 		if sc, ok := splitSaveCots(lp.Grad, sh); ok {
 			g.emitSaveCots(sc)
 			k.SaveCots = true
-			grad, shared = sc.rest, 1+d+np
+			grad, shared = sc.Rest, 1+d+np
 			b.out = []span{b.out[0], b.out[1], b.out[3]}
 			// (The thread layout's: every thread writes its own
 			// trajectory's saves, GS_WRITER.)
 			if !v.NoLossFold && v.layoutFile() == "thread.cuh" {
-				lf, _ = splitLossFold(sc.rest, sh)
+				lf, _ = splitLossFold(sc.Rest, sh)
 			}
 		}
 	}
@@ -484,10 +485,10 @@ func (g *adapters) directLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kerne
 		// The loss's value folded in the forward pass (lossfold.go): the
 		// VJP without ℓ (its loss parameter unused), adding its dL/ds
 		// as the VJP with ℓ would (foldAcc).
-		if fspec, ok := foldAcc(lf.rest, d+np, pl.Shared, grad, spec, k.LossAcc); ok {
+		if fspec, ok := foldAcc(lf.Rest, d+np, pl.Shared, grad, spec, k.LossAcc); ok {
 			g.emitLossFold(lf)
 			k.LossFold = true
-			grad, spec = lf.rest, fspec
+			grad, spec = lf.Rest, fspec
 			b.out = b.out[1:]
 		}
 	}

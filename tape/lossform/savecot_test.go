@@ -1,4 +1,4 @@
-package kernelgen
+package lossform
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // with ns shared parameters as package ode builds it (Loss.termGrad):
 // inputs y[d], ys[K·d], data[dd], p[np], s[ns] (shared); outputs ℓ and
 // its derivatives with respect to all but the data, per trajectory.
-func lossGradOf(t *testing.T, sh lossShapeOf, ns int, f func(y, ys, data, p, s []tape.V) tape.V) *tape.Program {
+func lossGradOf(t *testing.T, sh Shape, ns int, f func(y, ys, data, p, s []tape.V) tape.V) *tape.Program {
 	t.Helper()
 	var in []tape.Input
 	add := func(name string, n int, shared bool) {
@@ -21,22 +21,22 @@ func lossGradOf(t *testing.T, sh lossShapeOf, ns int, f func(y, ys, data, p, s [
 			in = append(in, tape.Input{Name: fmt.Sprintf("%s[%d]", name, j), Shared: shared})
 		}
 	}
-	add("y", sh.d, false)
-	add("ys", sh.k*sh.d, false)
-	add("data", sh.dd, false)
-	add("p", sh.np, false)
+	add("y", sh.D, false)
+	add("ys", sh.K*sh.D, false)
+	add("data", sh.DD, false)
+	add("p", sh.P, false)
 	add("s", ns, true)
-	d, w := sh.d, sh.k*sh.d
+	d, w := sh.D, sh.K*sh.D
 	term, err := tape.Trace("term", in, func(v []tape.V) []tape.V {
-		r := v[d+w+sh.dd:]
-		return []tape.V{f(v[:d], v[d:d+w], v[d+w:d+w+sh.dd], r[:sh.np], r[sh.np:])}
+		r := v[d+w+sh.DD:]
+		return []tape.V{f(v[:d], v[d:d+w], v[d+w:d+w+sh.DD], r[:sh.P], r[sh.P:])}
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wrt []int
 	for j := range in {
-		if j < d+w || j >= d+w+sh.dd {
+		if j < d+w || j >= d+w+sh.DD {
 			wrt = append(wrt, j)
 		}
 	}
@@ -50,9 +50,9 @@ func lossGradOf(t *testing.T, sh lossShapeOf, ns int, f func(y, ys, data, p, s [
 	return g
 }
 
-// TestSplitSaveCots checks splitSaveCots on losses of the form (a sum of
+// TestSplitSaveCots checks SplitSaveCots on losses of the form (a sum of
 // one save time's terms) and not: where it splits, each save time's
-// cotangent program, given its inputs at save time k (saveCots.from),
+// cotangent program, given its inputs at save time k (SaveCots.From),
 // returns the gradient program's dL/dys[k,c] bit for bit at random
 // inputs, and the rest program its other outputs; the others are not
 // split.
@@ -150,9 +150,9 @@ func TestSplitSaveCots(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			const np, ns = 2, 2
-			sh := lossShapeOf{d: tc.d, k: k, dd: tc.dd, np: np}
+			sh := Shape{D: tc.d, K: k, DD: tc.dd, P: np}
 			g := lossGradOf(t, sh, ns, tc.f)
-			sc, ok := splitSaveCots(g, sh)
+			sc, ok := SplitSaveCots(g, sh)
 			if ok != tc.split {
 				t.Fatalf("split %t, want %t", ok, tc.split)
 			}
@@ -165,20 +165,17 @@ func TestSplitSaveCots(t *testing.T) {
 			}
 			want := g.Eval(nil, in)
 			d, w := tc.d, k*tc.d
-			rest := sc.rest.Eval(nil, in)
+			rest := sc.Rest.Eval(nil, in)
 			for j, x := range append(want[:1+d:1+d], want[1+d+w:]...) {
 				if math.Float64bits(rest[j]) != math.Float64bits(x) {
 					t.Errorf("rest output %d: %v, want %v", j, rest[j], x)
 				}
 			}
-			for c, p := range sc.comp {
-				if len(sc.from[c]) != len(sc.args[c]) {
-					t.Fatalf("component %d: %d inputs, %d C expressions", c, len(sc.from[c]), len(sc.args[c]))
-				}
+			for c, p := range sc.Comp {
 				for q := range k {
 					var x []float64
-					for _, f := range sc.from[c] {
-						x = append(x, in[f.in0+f.step*q])
+					for _, f := range sc.From[c] {
+						x = append(x, in[f.In0+f.Step*q])
 					}
 					x = append(x, in[len(in)-ns:]...)
 					got := p.Eval(nil, x)[0]

@@ -1,4 +1,4 @@
-package kernelgen
+package lossform
 
 import (
 	"math"
@@ -12,28 +12,28 @@ import (
 // foldValue evaluates lf's fold over K save times at the gradient
 // program's inputs in (shared ones last, ns of them): first at save time
 // 0, next at 1 ... K-1, then end.
-func foldValue(lf *lossFold, in []float64, K, ns int) float64 {
-	x := func(acc []float64, from []saveCotIn, k int) []float64 {
+func foldValue(lf *Fold, in []float64, K, ns int) float64 {
+	x := func(acc []float64, from []In, k int) []float64 {
 		for _, f := range from {
-			acc = append(acc, in[f.in0+f.step*k])
+			acc = append(acc, in[f.In0+f.Step*k])
 		}
 		return append(acc, in[len(in)-ns:]...)
 	}
-	acc := lf.first.Eval(nil, x(nil, lf.firstFrom, 0))[0]
+	acc := lf.First.Eval(nil, x(nil, lf.FirstFrom, 0))[0]
 	for k := 1; k < K; k++ {
-		acc = lf.next.Eval(nil, x([]float64{acc}, lf.nextFrom, k))[0]
+		acc = lf.Next.Eval(nil, x([]float64{acc}, lf.NextFrom, k))[0]
 	}
-	return lf.end.Eval(nil, x([]float64{acc}, lf.endFrom, 0))[0]
+	return lf.End.Eval(nil, x([]float64{acc}, lf.EndFrom, 0))[0]
 }
 
-// TestSplitLossFold checks splitLossFold on losses whose value is a left
+// TestSplitFold checks SplitFold on losses whose value is a left
 // fold over the save times and on losses whose value is not (or whose
 // fold reads the final state before the last save time): where it
 // splits, the fold (first, next at each save time, end) returns the
 // gradient program's ℓ bit for bit at random inputs, and rest its other
-// outputs; and likewise on the program splitSaveCots leaves (rest), the
+// outputs; and likewise on the program SplitSaveCots leaves (rest), the
 // one the kernel folds.
-func TestSplitLossFold(t *testing.T) {
+func TestSplitFold(t *testing.T) {
 	sq := func(x tape.V) tape.V { return x.Square() }
 	cases := []struct {
 		name  string
@@ -183,14 +183,14 @@ func TestSplitLossFold(t *testing.T) {
 				if tc.dd < 0 {
 					dd = k * k
 				}
-				sh := lossShapeOf{d: tc.d, k: k, dd: dd, np: np}
+				sh := Shape{D: tc.d, K: k, DD: dd, P: np}
 				g := lossGradOf(t, sh, ns, tc.f(k))
 				progs := []*tape.Program{g}
-				if sc, ok := splitSaveCots(g, sh); ok {
-					progs = append(progs, sc.rest)
+				if sc, ok := SplitSaveCots(g, sh); ok {
+					progs = append(progs, sc.Rest)
 				}
 				for _, p := range progs {
-					lf, ok := splitLossFold(p, sh)
+					lf, ok := SplitFold(p, sh)
 					// Two save times' terms are a fold of any form but
 					// one that reads the final state before the last
 					// save time's (next runs once); the squared indices
@@ -214,7 +214,7 @@ func TestSplitLossFold(t *testing.T) {
 						if got := foldValue(lf, in, k, ns); math.Float64bits(got) != math.Float64bits(all[0]) {
 							t.Errorf("K = %d, %s: folded value %v, want %v", k, p.Name, got, all[0])
 						}
-						rest := lf.rest.Eval(nil, in)
+						rest := lf.Rest.Eval(nil, in)
 						if len(rest) != len(all)-1 {
 							t.Fatalf("K = %d: rest has %d outputs, want %d", k, len(rest), len(all)-1)
 						}

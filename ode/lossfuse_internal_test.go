@@ -1,0 +1,161 @@
+package ode
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/tape"
+	"github.com/gradsolve-go/gradsolve/tape/lossform"
+)
+
+// TestFusedLossSameBits checks the CPU engine's fused loss (lossfuse.go):
+// a gradient with interpolated saves is the same bit for bit, loss,
+// gradients and saves, with the fused loss as with the old path
+// (fuseLoss false), Tsit5 and Vern7, chunks of 16, 24 (rows not padded)
+// and the default; the losses of the form take it (fusedForm), the others
+// do not, and the sums of squares are folded by the record (with an end
+// of the final state, the parameters and the data); and saves
+// whose cotangents or loss are not finite give the old path's error.
+func TestFusedLossSameBits(t *testing.T) {
+	osc := Field{Name: "oscillator", Dim: 4, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{y[1], y[0].Mul(p[0]).Neg(), y[3], y[2].Mul(y[0]).Neg()}
+	}}
+	const n, k = 300, 90
+	rng := rand.New(rand.NewPCG(47, 1))
+	base := Problem{Field: osc, N: n, Y0: make([]float64, 4*n), P: make([]float64, n), T1: 3, SaveAt: make([]float64, k)}
+	for i := range base.Y0 {
+		base.Y0[i] = rng.NormFloat64()
+	}
+	for i := range base.P {
+		base.P[i] = 1 + rng.Float64()
+	}
+	for j := range base.SaveAt {
+		base.SaveAt[j] = 3 * float64(j) / (k - 1) // from T0 to T1
+	}
+	data := make([]float64, n*k*4)
+	for i := range data {
+		data[i] = rng.NormFloat64()
+	}
+	squares := func(ys []tape.V) tape.V {
+		s := ys[0].Square()
+		for _, x := range ys[1:] {
+			s = s.Add(x.Square())
+		}
+		return s
+	}
+	// big returns the problem with trajectory 7's initial state x (at
+	// rest, so its saves are x).
+	big := func(x float64) Problem {
+		p := base
+		p.Y0 = append([]float64(nil), base.Y0...)
+		p.P = append([]float64(nil), base.P...)
+		copy(p.Y0[7*4:], []float64{x, 0, 0, 0})
+		p.P[7] = 0
+		return p
+	}
+	cases := []struct {
+		name  string
+		p     Problem
+		loss  Loss
+		fused bool
+		folds bool // the record folds ℓ (fusedLoss.squares)
+		fails bool
+	}{
+		{"squares", base, Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, false},
+		{"squares-mean", base, Loss{Mean: true, F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, false},
+		{"squares-final-p", base, Loss{Mean: true, FP: func(y, ys, _, p, _ []tape.V) tape.V {
+			return y[0].Mul(p[0]).Add(squares(ys)).Add(y[1].Square())
+		}}, true, true, false},
+		{"squares-data-end", base, Loss{Data: data[:n], DataDim: 1, F: func(y, ys, d []tape.V) tape.V {
+			return squares(ys).Mul(d[0]).Add(y[2].Mul(d[0]))
+		}}, false, false, false},
+		{"squares-then-data", base, Loss{Data: data[:n], DataDim: 1, F: func(y, ys, d []tape.V) tape.V {
+			return squares(ys).Add(y[2].Mul(d[0]).Square())
+		}}, true, true, false},
+		{"weighted", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
+			s := ys[0].Square()
+			for j, x := range ys[1:] {
+				s = s.Add(x.Square().MulC(1 + float64((j+1)%4)))
+			}
+			return s
+		}}, false, false, false},
+		{"data", base, Loss{Data: data, DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
+			s := ys[0].Sub(d[0]).Square()
+			for j, x := range ys[1:] {
+				s = s.Add(x.Sub(d[j+1]).Square())
+			}
+			return s
+		}}, false, false, false},
+		{"linear", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
+			s := ys[0]
+			for _, x := range ys[1:] {
+				s = s.Add(x)
+			}
+			return s
+		}}, false, false, false},
+		// Saves of 1e200: finite cotangents, an infinite loss (the rest's
+		// error, then the old path's).
+		{"loss-overflows", big(1e200), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, true},
+		// Saves of 1e308: 2·x overflows (past the record's bound).
+		{"cotangent-overflows", big(1e308), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, true},
+	}
+	defer func() { fuseLoss = true }()
+	for _, tc := range cases {
+		for _, m := range []Method{Tsit5, Vern7} {
+			for _, chunk := range []int{16, 24, 0} {
+				what := fmt.Sprintf("%s, %s, chunk %d", tc.name, m.Name(), chunk)
+				var gs [2]*Gradient
+				var errs [2]error
+				for x, fuse := range []bool{true, false} {
+					fuseLoss = fuse
+					sv, err := NewSolver(osc, &Settings{Method: m, RelTol: 1e-6, Exec: tape.ExecSettings{BlockSize: chunk}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if x == 0 && chunk == 0 {
+						q, err := sv.validateProblem(&tc.p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						lp, err := sv.lossPlan(&tc.loss, q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						f := fusedForm(lp.Grad, lossform.Shape{D: 4, K: k, DD: lp.DataDim, P: 1})
+						_, scaled := f.barScale(lp.Scale)
+						if got := f != nil && scaled; got != tc.fused {
+							t.Fatalf("%s: fused %t, want %t", what, got, tc.fused)
+						}
+						if got := f != nil && f.squares; got != tc.folds {
+							t.Fatalf("%s: folded %t, want %t", what, got, tc.folds)
+						}
+					}
+					gs[x], errs[x] = sv.Grad(nil, &tc.p, tc.loss, nil)
+				}
+				if tc.fails {
+					if errs[0] == nil || errs[1] == nil || errs[0].Error() != errs[1].Error() {
+						t.Fatalf("%s: errors %v (fused) and %v (old), want the same error", what, errs[0], errs[1])
+					}
+					continue
+				}
+				for _, err := range errs {
+					if err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+				}
+				for _, c := range []struct {
+					name      string
+					got, want []float64
+				}{{"loss", []float64{gs[0].Loss}, []float64{gs[1].Loss}}, {"∂L/∂y0", gs[0].Y0, gs[1].Y0}, {"∂L/∂p", gs[0].P, gs[1].P}, {"saves", gs[0].Solution.Ys, gs[1].Solution.Ys}} {
+					for i := range c.want {
+						if math.Float64bits(c.got[i]) != math.Float64bits(c.want[i]) {
+							t.Fatalf("%s: %s[%d] = %v fused, %v on the old path", what, c.name, i, c.got[i], c.want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
