@@ -58,6 +58,12 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s47b (under 450 s): the device tests of the
+#     defaults made without a device run, the call bound against ae9dc05,
+#     grouped save cotangents, the events calls.
+#   bash bench/gpu_pending.sh s47a (under 400 s): the events suite beside
+#     Diffrax, TestGPUWideLanesSame, the Brusselator at matched error
+#     beside Diffrax.
 #   bash bench/gpu_pending.sh s46d (under 400 s; never ran: session 46's
 #     budget ran out): the device tests of every launch run ahead of its
 #     inputs' compare (H4) and of kept saves written in place (H6), the
@@ -884,6 +890,63 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s47b ]; then
+# Session 47's first call (under 450 s): the device tests of the defaults
+# made without a device run (session 46's H4 launches ahead of their
+# compare, H6 kept saves in place; session 47's H1 lossform, H3 grouped
+# save cotangents, H5 compare on all cores and check sums by shuffles),
+# then the call bound against ae9dc05 (base46.test.gz), the 1,000-save
+# Grad with grouped and ungrouped cotangents, the events calls.
+t tests 150 -test.v -test.timeout 145s -test.run '^(TestGPUGradAhead|TestGPUKeepGradsAhead|TestGPUInputReuse|TestGPUChunkLaunch|TestCallHandOvers|TestGPUKeepSaves|TestGPUSaveCots|TestGPULossFold|TestGPUEngineSaveTimes|TestGPUSaveGroups|TestGPUThreadSaves|TestGPUCotGroups|TestGPUThreadRound|TestGPUCheckLaneAtomics|TestGPUKeepGrads|TestGPUKeepGradsLossSum|TestGPUWideLanesSame)$'
+gunzip -c $bin/base46.test.gz >/tmp/base46.test && chmod +x /tmp/base46.test
+for r in 1 2; do
+	t bound-main-$r 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
+	TB=/tmp/base46.test t bound-base-$r 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
+done
+for r in 1 2; do
+	t saves-$r 35 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(grad-kept|grad-kept-ungrouped|solveto-kept|solveto-kept-old)$' -test.benchtime 20x
+done
+t events $((430 - $(date +%s) + T0)) -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep-untraced(-each|-lanes|-round)?$' -test.benchtime 400x
+echo "=== summary"
+grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' "$out/l/tests.log" | head -20
+grep -h '^Benchmark' "$out"/l/bound-main-*.log | awk '{printf "main %-48s %8.3f ms  bound %s\n", $1, $3/1e6, $5}' | sort
+grep -h '^Benchmark' "$out"/l/bound-base-*.log | awk '{printf "base %-48s %8.3f ms  bound %s\n", $1, $3/1e6, $5}' | sort
+grep -h '^Benchmark' "$out"/l/saves-[12].log | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, $3 / 1e6, k}' | sort
+grep -h '^Benchmark' "$out"/l/events.log | awk '{print $1, $3 / 1e3 " us"}'
+fi
+
+if [ "$part" = s47a ]; then
+# Session 47's second call (under 400 s): the events suite beside
+# Diffrax (issue 25's 100x marks), fewer lanes a trajectory's device test
+# (bit for bit with a warp each), the Brusselator at matched error beside
+# Diffrax (issue 26; session 44's s44b never ran).
+ev 90
+t lanes-same 60 -test.v -test.run '^(TestGPUWideLanesSame)$'
+echo "=== brusselator matched"
+timeout 100 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 1 -json -quiet -problems brusselator -n 1024 -rtol 1e-9 \
+	>"$out/l/bruss.jsonl" 2>"$out/l/bruss.log"
+el $?
+timeout $((390 - $(date +%s) + T0)) python3 bench/anchors/diffrax_large.py --platform gpu --problems brusselator --rtol 1e-6 --reps 1 --no-forward --max-seconds 60 \
+	--out "$out/l/diffrax_bruss.jsonl" >/dev/null 2>"$out/l/diffrax_bruss.log"
+el $?
+tail -3 "$out/l/diffrax_bruss.log"
+python3 - "$out/l" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+for f in ("events.jsonl", "diffrax_events.jsonl", "bruss.jsonl", "diffrax_bruss.jsonl"):
+    p = os.path.join(d, f)
+    if not os.path.exists(p):
+        continue
+    for line in open(p):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        keep = {k: v for k, v in r.items() if not isinstance(v, (list, dict))}
+        print(f, json.dumps(keep)[:400])
+PY
 fi
 
 if [ "$part" = s46e ]; then
