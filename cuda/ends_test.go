@@ -74,7 +74,7 @@ func endsSpyOf(t *testing.T, tun Tuning) *endsSpy { return endsSpyDrop(t, tun, f
 // EndTimes.
 func endsSpyDrop(t *testing.T, tun Tuning, drop bool) *endsSpy {
 	t.Helper()
-	name := fmt.Sprintf("cuda-host-endsspy/%d/%t/%t", tun.firstRows, tun.generic, drop)
+	name := fmt.Sprintf("cuda-host-endsspy/%d/%t/%t/%t/%d", tun.firstRows, tun.generic, drop, tun.endsInScatter, tun.splitMin)
 	endsSpiesMu.Lock()
 	defer endsSpiesMu.Unlock()
 	if s := endsSpies[name]; s != nil {
@@ -98,7 +98,12 @@ func endsSpyDrop(t *testing.T, tun Tuning, drop bool) *endsSpy {
 // bit, in storage of their own, with one end time and with one per
 // trajectory, in launches of consecutive trajectories and with reruns
 // (short first record buffers) and the general loops (Tuning.generic),
-// over repeated calls that pass the Gradient back; that the engine hands
+// over repeated calls that pass the Gradient back (its end times made NaN
+// before each call: a launch that leaves them unwritten fails), written
+// in the batch as the kernel runs (endsInBatch, the default), in the
+// scatter after the copy (Tuning.endsInScatter) and where the results
+// come back in two parts (Tuning.splitMin: no end times in the batch);
+// that the engine hands
 // them over (Result.EndsWell) only where every trajectory ended well,
 // and that a call with failed trajectories after a good one (and a good
 // one after it, the same Gradient passed back) gets the same results and
@@ -121,6 +126,10 @@ func TestHostEngineEndTimes(t *testing.T) {
 		{"T1/reruns", false, Tuning{firstRows: 4}},
 		{"T1s/reruns", true, Tuning{firstRows: 4}},
 		{"T1s/generic", true, Tuning{generic: true}},
+		{"T1s/after", true, Tuning{endsInScatter: true}},
+		{"T1/reruns/after", false, Tuning{firstRows: 4, endsInScatter: true}},
+		{"T1s/split", true, Tuning{splitMin: 64}},
+		{"T1s/split/reruns", true, Tuning{splitMin: 64, firstRows: 4}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			spy := endsSpyOf(t, c.tun)
@@ -162,6 +171,14 @@ func TestHostEngineEndTimes(t *testing.T) {
 						t.Errorf("call %d: %d jobs asked for the end times, %d results handed them over: want 1 and 0", k, spy.asked.Load()-asked, spy.well.Load()-well)
 					}
 					continue
+				}
+				if g.Solution != nil && g.Mesh != nil {
+					// The storage the call writes its end times into.
+					for _, a := range [][]float64{g.Solution.T, g.Mesh.T1} {
+						for i := range a {
+							a[i] = math.NaN()
+						}
+					}
 				}
 				if _, err := gpu.Grad(&g, &lc.prob, lc.loss, nil); err != nil {
 					t.Fatalf("call %d: %v", k, err)

@@ -911,6 +911,10 @@ type run struct {
 	ends       bool
 	ill        bool
 	endT, endM []float64
+	// endsDone records that the launch's batch wrote its trajectories'
+	// end times while the device ran its kernel (endsInBatch): its
+	// scatter leaves them.
+	endsDone bool
 
 	// inputsBad records that a launch's fill found a Y0 or P value that
 	// is not finite (then its arena records no inputs: reuse skips the
@@ -1605,6 +1609,7 @@ var errAheadMissed = errors.New("cuda: internal error: a launch ahead of its com
 func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	staging := time.Now() // (TraceStats.Stage)
 	r.rb = resultBlockOf(len(g))
+	r.endsDone = false // (endsInBatch)
 	ex, v, n := r.ex, r.v, len(g)
 	l := r.layout(n, rows)
 	r.zrows, r.zmem = r.meshZero(rows)
@@ -1906,6 +1911,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 				start := time.Now()
 				r.ahead.inBatch()
 				cmp = time.Since(start)
+				r.endsInBatch(g)
 			}
 			var err error
 			if dt, err = r.q.elapsed(c); err != nil {
@@ -2541,7 +2547,7 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
-	par.Run(b1-b0, 0, func(_, t int) {
+	par.Run(b1-b0, r.ex.tun.hostWorkers, func(_, t int) {
 		b := b0 + t
 		q0, q1 := b*fb, min(n, (b+1)*fb)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
@@ -3315,7 +3321,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 					sum.add(b)
 				}
 			}
-			if r.ends {
+			if r.ends && !r.endsDone {
 				r.writeEnds(g[q0:q1], consec)
 			}
 			bo.over, bo.longest, bo.failed, bo.stiff = over, longest, fail, stiffAny
@@ -3397,11 +3403,15 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		heads = func() {
 			// On all cores but one: the goroutine that copies the second
 			// part back needs one once its copy is done.
-			par.Run(nb, max(1, runtime.GOMAXPROCS(0)-1), func(_, b int) { block(b, blockHead) })
+			w := max(1, runtime.GOMAXPROCS(0)-1)
+			if t := ex.tun.headsWorkers; t > 0 {
+				w = t
+			}
+			par.Run(nb, w, func(_, b int) { block(b, blockHead) })
 		}
 	}
 	if err := feed(heads, func(lo, hi int) {
-		par.Run(hi-lo, 0, func(_, t int) { block(lo+t, part) })
+		par.Run(hi-lo, ex.tun.hostWorkers, func(_, t int) { block(lo+t, part) })
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}
@@ -3736,6 +3746,23 @@ func (r *run) writeEnds(g []int, consec bool) {
 			copy(dst[g[0]:g[0]+len(g)], t1[g[0]:g[0]+len(g)])
 		}
 	}
+}
+
+// endsInBatch writes the end times of a launch's trajectories g (r.ends:
+// Job.EndTimes) in its batch, once its kernel is queued and the compare
+// of a launch run ahead of it is done (found every input the same), as
+// the device runs the kernel: they are the job's T1, known before the
+// kernel, and otherwise a part of the scatter after the results' copy
+// (two arrays of n, 512 kB at 32,768 trajectories). It records that
+// they are written (endsDone), unless Tuning.endsInScatter leaves them to
+// scatter, as before session 47.
+func (r *run) endsInBatch(g []int) {
+	if !r.ends || r.ex.tun.endsInScatter || r.ahead.missed() {
+		return
+	}
+	n := len(g)
+	r.writeEnds(g, n > 0 && g[n-1]-g[0] == n-1 && !r.ex.tun.generic)
+	r.endsDone = true
 }
 
 // The parts of a result block that scatter's block writes.

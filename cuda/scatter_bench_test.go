@@ -196,3 +196,173 @@ func BenchmarkScatterStatus(b *testing.B) {
 	}
 	b.ReportMetric(float64(cputime.Process()-c0)/float64(b.N)/n, "cpu-ns/trajectory")
 }
+
+// deviceWorkBackend is the hostWork backend on a device's timeline: its
+// engine kernels run asynchronously for slowKernel (about an H100's
+// Lorenz gradient with the record at 32,768 trajectories) from their
+// launch, and its copies take busRate's bus once the work queued before
+// them is done, the copy's thread held (spinning and yielding its
+// processor, as busWork's). The host work a batch does between a launch
+// and its wait (a compare run ahead of the launch, the end times:
+// endsInBatch) overlaps the kernel as on a device; a call's time less
+// the kernels' and the copies' (the trace's) is the host's part that
+// does not.
+type deviceWorkBackend struct{ hostWorkBackend }
+
+func (b *deviceWorkBackend) batch(f func(q queue) error) error { return f(&deviceWorkQueue{}) }
+
+// deviceWorkQueue is the queue of deviceWorkBackend's batches: busy is
+// when the work queued so far ends, kernel the kernels' time.
+type deviceWorkQueue struct {
+	hostWorkQueue
+	busy   time.Time
+	kernel time.Duration
+}
+
+// spinUntil waits until t, yielding its processor as it spins.
+func spinUntil(t time.Time) {
+	for time.Now().Before(t) {
+		runtime.Gosched()
+	}
+}
+
+func (q *deviceWorkQueue) queued(d time.Duration) {
+	if now := time.Now(); now.After(q.busy) {
+		q.busy = now
+	}
+	q.busy = q.busy.Add(d)
+}
+
+func (q *deviceWorkQueue) bus(bytes int) time.Duration {
+	return time.Duration(float64(bytes) / busRate * 1e9)
+}
+
+func (q *deviceWorkQueue) enqueue(_ backendKernel, _, _, _ int, args []uint64) error {
+	if len(args) == numArgs {
+		q.queued(slowKernel)
+		q.kernel += slowKernel
+	}
+	return nil
+}
+
+func (q *deviceWorkQueue) write(_ uint64, src []byte) error {
+	q.queued(q.bus(len(src)))
+	spinUntil(q.busy)
+	return nil
+}
+
+func (q *deviceWorkQueue) writeQueued(_ uint64, src []byte) error {
+	q.queued(q.bus(len(src)))
+	return nil
+}
+
+func (q *deviceWorkQueue) read(dst []byte, _ uint64) error {
+	q.queued(q.bus(len(dst)))
+	spinUntil(q.busy)
+	return nil
+}
+
+func (q *deviceWorkQueue) elapsed(clock) (time.Duration, error) {
+	spinUntil(q.busy)
+	d := q.kernel
+	q.kernel = 0
+	return d, nil
+}
+
+func (q *deviceWorkQueue) readAfter(_ clock, dst [][]byte, _ []uint64) (time.Duration, error) {
+	bytes := 0
+	for _, d := range dst {
+		bytes += len(d)
+	}
+	spinUntil(q.busy)
+	start := time.Now()
+	q.queued(q.bus(bytes))
+	spinUntil(q.busy)
+	return time.Since(start), nil
+}
+
+var deviceWork = &Engine{name: "cuda-devicework", prec: Float64, be: &deviceWorkBackend{hostWorkBackend{nullBackend: nullBackend{newHostBackend(1 << 50)}}}}
+
+func init() { ode.Register(deviceWork) }
+
+// BenchmarkGPUCallWorkers times whole Grad calls of 32,768 Lorenz
+// trajectories on the device (BenchmarkGPUCallBound's protocol, inputs
+// reused or staged every call: "-noreuse") with the host work's
+// goroutines capped: w=k runs the staging's and the results' blocks on
+// at most k (Tuning.hostWorkers; "all" GOMAXPROCS, the default); "split"
+// copies the results back in two parts (splitAt, from 16,384 here; by
+// default from defaultSplitMin), the first part's blocks written while
+// the second is copied on GOMAXPROCS−1 goroutines or on heads=k
+// (Tuning.headsWorkers: heads=1 the calling goroutine alone, no wake-up
+// of the pool during the copy); "endsafter" writes the end times in the
+// scatter after the copy (Tuning.endsInScatter) instead of in the batch
+// as the kernel runs. host-ms is the call less its kernel and copies,
+// bound-ms the bound (reportCallBound). Run with -count to
+// alternate them:
+//
+//	cuda.test -test.run '^$' -test.bench 'GPUCallWorkers' -test.benchtime 200x -test.count 3
+func BenchmarkGPUCallWorkers(b *testing.B) {
+	needGPUEngine(b)
+	callWorkersCases(b, func(b *testing.B, tun Tuning) { reportCallBound(b, timeGradCalls(b, 1<<15, tun, 0)) })
+}
+
+// BenchmarkCallWorkersDevice is BenchmarkGPUCallWorkers on the backend
+// whose kernel and copies take a device's time (deviceWork: slowKernel,
+// busRate) on this host's cores:
+//
+//	go test ./cuda -run '^$' -bench 'CallWorkersDevice' -benchtime 400x -count 4 -cpu 2
+func BenchmarkCallWorkersDevice(b *testing.B) {
+	callWorkersCases(b, func(b *testing.B, tun Tuning) {
+		reportCallBound(b, timeGradCallsOn(b, deviceWork.name, 1<<15, tun, 0))
+	})
+}
+
+// callWorkersCases runs f as BenchmarkGPUCallWorkers' sub-benchmarks.
+func callWorkersCases(b *testing.B, f func(b *testing.B, tun Tuning)) {
+	const split = 1 << 14
+	for _, c := range []struct {
+		name string
+		tun  Tuning
+	}{
+		{"one/all", Tuning{}},
+		{"one/all-endsafter", Tuning{endsInScatter: true}},
+		{"one/w=1", Tuning{hostWorkers: 1}},
+		{"one/w=2", Tuning{hostWorkers: 2}},
+		{"one/w=4", Tuning{hostWorkers: 4}},
+		{"one/w=8", Tuning{hostWorkers: 8}},
+		{"split/all", Tuning{splitMin: split}},
+		{"split/heads=1", Tuning{splitMin: split, headsWorkers: 1}},
+		{"split/heads=1/w=4", Tuning{splitMin: split, headsWorkers: 1, hostWorkers: 4}},
+		{"one/all-noreuse", Tuning{NoInputReuse: true}},
+		{"one/w=1-noreuse", Tuning{NoInputReuse: true, hostWorkers: 1}},
+		{"one/w=4-noreuse", Tuning{NoInputReuse: true, hostWorkers: 4}},
+	} {
+		b.Run(c.name, func(b *testing.B) { f(b, c.tun) })
+	}
+}
+
+// BenchmarkCallBoundDevice is BenchmarkGPUCallBound at 32,768
+// trajectories on the backend whose kernel and copies take a device's
+// time (deviceWork: slowKernel, busRate), stage and stage-noreuse, the
+// end times written in the batch as the kernel runs (the default) and in
+// the scatter after the copy ("-endsafter": Tuning.endsInScatter), beside
+// the bound (kernel-ms + 1.3·copy-ms + 0.2 ms) and host-ms (the call less
+// the kernel and the copies). Run with -count to alternate them:
+//
+//	go test ./cuda -run '^$' -bench 'CallBoundDevice' -benchtime 400x -count 6 -cpu 2
+func BenchmarkCallBoundDevice(b *testing.B) {
+	for _, off := range []bool{false, true} {
+		for _, after := range []bool{false, true} {
+			name := "n=32768/stage"
+			if off {
+				name += "-noreuse"
+			}
+			if after {
+				name += "-endsafter"
+			}
+			b.Run(name, func(b *testing.B) {
+				reportCallBound(b, timeGradCallsOn(b, deviceWork.name, 1<<15, Tuning{NoInputReuse: off, endsInScatter: after}, 0))
+			})
+		}
+	}
+}

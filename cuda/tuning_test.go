@@ -23,7 +23,7 @@ var (
 func tuned(t testing.TB, name string, tun Tuning) string {
 	t.Helper()
 	var base *Engine
-	for _, e := range append([]*Engine{hostF64, hostF32, hostSim, hostSimBig, residentEngine, stagingEngine, hostWork, slowWork, hostReads, busWork, countsF64, slowCountsF64}, registered...) {
+	for _, e := range append([]*Engine{hostF64, hostF32, hostSim, hostSimBig, residentEngine, stagingEngine, hostWork, slowWork, hostReads, busWork, deviceWork, countsF64, slowCountsF64}, registered...) {
 		if e.name == name {
 			base = e
 		}
