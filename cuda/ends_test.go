@@ -283,3 +283,72 @@ func TestHostEngineEndTimesEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestHostEngineEndsInBatch checks on the host engine that a Grad whose
+// end times are written in the launch's batch as the kernel runs (the
+// default, endsInBatch) gives the results of one that writes them in the
+// scatter after the copy (Tuning.endsInScatter) bit for bit, over calls
+// that pass their Gradients back with the end times made NaN (testEndsSame).
+func TestHostEngineEndsInBatch(t *testing.T) {
+	needHost(t)
+	testEndsSame(t, lorenzCallCase(3000), "cuda-host")
+}
+
+// TestGPUEndsInBatch is TestHostEngineEndsInBatch on the device, at
+// 32,768 Lorenz trajectories (one copy back: the end times in the batch).
+// It skips without a GPU.
+func TestGPUEndsInBatch(t *testing.T) {
+	needGPUEngine(t)
+	testEndsSame(t, lorenzCallCase(1<<15), "cuda")
+}
+
+// testEndsSame runs case c's Grad three times on engine eng and on eng
+// with Tuning.endsInScatter, each passing its Gradient back with its end
+// times (Solution.T, Mesh.T1) made NaN, the second and third with T1s
+// (seeded, then changed in place), and checks the results bit for bit
+// (sameGrads) and the end times against the job's.
+func testEndsSame(t *testing.T, c engineCase, eng string) {
+	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-8
+	n := c.prob.N
+	in, after := c.solver(t, eng), c.solver(t, tuned(t, eng, Tuning{endsInScatter: true}))
+	rng := rand.New(rand.NewPCG(47, 2))
+	var g, w ode.Gradient
+	for call := range 3 {
+		if call > 0 {
+			if c.prob.T1s == nil {
+				c.prob.T1s = make([]float64, n)
+			}
+			for i := range c.prob.T1s {
+				c.prob.T1s[i] = 0.5 + 0.5*rng.Float64()
+			}
+		}
+		for _, d := range []*ode.Gradient{&g, &w} {
+			if d.Solution != nil && d.Mesh != nil {
+				for _, a := range [][]float64{d.Solution.T, d.Mesh.T1} {
+					for i := range a {
+						a[i] = math.NaN()
+					}
+				}
+			}
+		}
+		got, err := in.Grad(&g, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := after.Grad(&w, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		what := fmt.Sprintf("call %d", call)
+		sameGrads(t, what, got, want)
+		for i, x := range got.Mesh.T1 {
+			t1 := c.prob.T1
+			if c.prob.T1s != nil {
+				t1 = c.prob.T1s[i]
+			}
+			if x != t1 || got.Solution.T[i] != t1 {
+				t.Fatalf("%s: trajectory %d ends at %v (Mesh.T1) and %v (Solution.T), want %v", what, i, x, got.Solution.T[i], t1)
+			}
+		}
+	}
+}
