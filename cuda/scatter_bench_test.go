@@ -366,3 +366,102 @@ func BenchmarkCallBoundDevice(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGPUCallChangedP times whole Grad calls of 32,768 Lorenz
+// trajectories on the device (BenchmarkGPUCallBound's protocol) whose
+// P changes in place before every call (ρ of every trajectory moved by
+// one part in 10⁹, in turn up and back), with input reuse on (the
+// default: a sweep's P rests from its second change, staged and sent
+// alone, Y0's row and T1 kept on the device) and off ("-noreuse": every
+// input staged and sent, BenchmarkGPUCallBound's stage-noreuse), beside
+// the bound (reportCallBound):
+//
+//	cuda.test -test.run '^$' -test.bench 'GPUCallChangedP' -test.benchtime 200x -test.count 3
+func BenchmarkGPUCallChangedP(b *testing.B) {
+	needGPUEngine(b)
+	for _, off := range []bool{false, true} {
+		name := "n=32768/changed-p"
+		if off {
+			name += "-noreuse"
+		}
+		b.Run(name, func(b *testing.B) {
+			reportCallBound(b, timeChangedP(b, "cuda", 1<<15, Tuning{NoInputReuse: off}))
+		})
+	}
+}
+
+// BenchmarkCallChangedPHost is BenchmarkGPUCallChangedP on the backend
+// whose copies and kernels take no time (hostWork): the host's part,
+// with cpu-ms (the process's CPU time a call) and stage-ms:
+//
+//	go test ./cuda -run '^$' -bench 'CallChangedPHost' -benchtime 400x -cpu 1
+func BenchmarkCallChangedPHost(b *testing.B) {
+	for _, off := range []bool{false, true} {
+		name := "n=32768/changed-p"
+		if off {
+			name += "-noreuse"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := timeChangedP(b, hostWork.name, 1<<15, Tuning{NoInputReuse: off})
+			b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+			b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
+		})
+	}
+}
+
+// timeChangedP is timeGradCallsOn (Gradient.Omit 0) with P changed in
+// place before each call, untimed: ρ of every trajectory times 1 + 1e-9
+// on odd calls and back to its value on even ones; missed/op counts the
+// launches run ahead of a compare that found P changed (their kernel
+// and copies run twice).
+func timeChangedP(b *testing.B, engine string, n int, tun Tuning) TraceStats {
+	c := lorenzCallCase(n)
+	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-9
+	c.set.Engine = tuned(b, engine, tun)
+	sv, err := ode.NewSolver(c.prob.Field, &c.set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rho := make([]float64, n)
+	for i := range rho {
+		rho[i] = c.prob.P[3*i+1]
+	}
+	change := func(k int) {
+		for i, r := range rho {
+			if k%2 == 1 {
+				r *= 1 + 1e-9
+			}
+			c.prob.P[3*i+1] = r
+		}
+	}
+	var g ode.Gradient
+	for k := range 4 { // the storage; P's rest begins
+		change(k)
+		if _, err := sv.Grad(&g, &c.prob, c.loss, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var tr Trace
+	ctx := WithTrace(context.Background(), &tr)
+	var cpu time.Duration // (the calls', not the changes')
+	b.ResetTimer()
+	for k := range b.N {
+		b.StopTimer()
+		change(k)
+		b.StartTimer()
+		c0 := cputime.Process()
+		if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+			b.Fatal(err)
+		}
+		cpu += cputime.Process() - c0
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/op")
+	s := tr.Stats()
+	b.ReportMetric(float64(s.Kernel)/1e6/float64(b.N), "kernel-ms/op")
+	b.ReportMetric(float64(s.Transfer)/1e6/float64(b.N), "copy-ms/op")
+	b.ReportMetric(float64(s.Upload)/1e3/float64(b.N), "up-KB/op")
+	b.ReportMetric(float64(s.Reused)/1e3/float64(b.N), "reused-KB/op")
+	b.ReportMetric(float64(s.AheadMissed)/float64(b.N), "missed/op")
+	return s
+}
