@@ -121,3 +121,22 @@ func TestHostEngineCrew(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUCrew checks on the device that a Grad of 32,768 Lorenz
+// trajectories (one copy back) whose result blocks run on the crew
+// (Tuning.crew) gives the results of the pool's bit for bit, over two
+// calls that pass their Gradients back. It skips without a GPU.
+func TestGPUCrew(t *testing.T) {
+	needGPUEngine(t)
+	c := lorenzCallCase(1 << 15)
+	crewSv, plain := c.solver(t, tuned(t, "cuda", Tuning{crew: true})), c.solver(t, "cuda")
+	var gs [2]ode.Gradient
+	for round := range 2 {
+		for k, sv := range []*ode.Solver{crewSv, plain} {
+			if _, err := sv.Grad(&gs[k], &c.prob, c.loss, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sameGrads(t, fmt.Sprintf("round %d", round), &gs[0], &gs[1])
+	}
+}
