@@ -16,8 +16,9 @@ import (
 // of µs a core at 32,768 Lorenz trajectories). The crew is woken as the
 // copy starts (wake, from the batch), so that its goroutines are awake
 // and spinning when the results are in; they take the blocks' tasks as
-// run posts them, and park again after crewSpin without one. What it
-// costs is their spinning: about the copy's time on each of them.
+// run posts them, and park again once the tasks are taken (or after
+// crewSpin without one). What it costs is their spinning: about the
+// copy's time on each of them.
 type crew struct {
 	n     int           // goroutines, besides the caller of run
 	start sync.Once     // the goroutines, started on first use
@@ -79,17 +80,16 @@ func (c *crew) stop() {
 // release gives the crew back without a run.
 func (c *crew) release() { c.busy.Store(false) }
 
-// member is a crew goroutine: woken, it runs the tasks of the jobs it
-// finds posted until crewSpin passes without one.
+// member is a crew goroutine: woken, it spins until a job is posted,
+// runs its tasks and parks again (at once: the spinning is for the copy
+// only), or parks after crewSpin without one.
 func (c *crew) member() {
 	for range c.wakes {
-		idle := time.Now()
-		for time.Since(idle) < crewSpin {
+		for start := time.Now(); time.Since(start) < crewSpin; runtime.Gosched() {
 			if j := c.job.Load(); j != nil && j.next.Load() < j.n {
 				j.work()
-				idle = time.Now()
+				break
 			}
-			runtime.Gosched()
 		}
 	}
 }
