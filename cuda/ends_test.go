@@ -74,7 +74,7 @@ func endsSpyOf(t *testing.T, tun Tuning) *endsSpy { return endsSpyDrop(t, tun, f
 // EndTimes.
 func endsSpyDrop(t *testing.T, tun Tuning, drop bool) *endsSpy {
 	t.Helper()
-	name := fmt.Sprintf("cuda-host-endsspy/%d/%t/%t", tun.firstRows, tun.generic, drop)
+	name := fmt.Sprintf("cuda-host-endsspy/%d/%t/%t/%t/%d", tun.firstRows, tun.generic, drop, tun.endsInScatter, tun.splitMin)
 	endsSpiesMu.Lock()
 	defer endsSpiesMu.Unlock()
 	if s := endsSpies[name]; s != nil {
@@ -98,7 +98,12 @@ func endsSpyDrop(t *testing.T, tun Tuning, drop bool) *endsSpy {
 // bit, in storage of their own, with one end time and with one per
 // trajectory, in launches of consecutive trajectories and with reruns
 // (short first record buffers) and the general loops (Tuning.generic),
-// over repeated calls that pass the Gradient back; that the engine hands
+// over repeated calls that pass the Gradient back (its end times made NaN
+// before each call: a launch that leaves them unwritten fails), written
+// in the batch as the kernel runs (endsInBatch, the default), in the
+// scatter after the copy (Tuning.endsInScatter) and where the results
+// come back in two parts (Tuning.splitMin: no end times in the batch);
+// that the engine hands
 // them over (Result.EndsWell) only where every trajectory ended well,
 // and that a call with failed trajectories after a good one (and a good
 // one after it, the same Gradient passed back) gets the same results and
@@ -121,6 +126,10 @@ func TestHostEngineEndTimes(t *testing.T) {
 		{"T1/reruns", false, Tuning{firstRows: 4}},
 		{"T1s/reruns", true, Tuning{firstRows: 4}},
 		{"T1s/generic", true, Tuning{generic: true}},
+		{"T1s/after", true, Tuning{endsInScatter: true}},
+		{"T1/reruns/after", false, Tuning{firstRows: 4, endsInScatter: true}},
+		{"T1s/split", true, Tuning{splitMin: 64}},
+		{"T1s/split/reruns", true, Tuning{splitMin: 64, firstRows: 4}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			spy := endsSpyOf(t, c.tun)
@@ -162,6 +171,14 @@ func TestHostEngineEndTimes(t *testing.T) {
 						t.Errorf("call %d: %d jobs asked for the end times, %d results handed them over: want 1 and 0", k, spy.asked.Load()-asked, spy.well.Load()-well)
 					}
 					continue
+				}
+				if g.Solution != nil && g.Mesh != nil {
+					// The storage the call writes its end times into.
+					for _, a := range [][]float64{g.Solution.T, g.Mesh.T1} {
+						for i := range a {
+							a[i] = math.NaN()
+						}
+					}
 				}
 				if _, err := gpu.Grad(&g, &lc.prob, lc.loss, nil); err != nil {
 					t.Fatalf("call %d: %v", k, err)
@@ -263,6 +280,75 @@ func TestHostEngineEndTimesEvents(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestHostEngineEndsInBatch checks on the host engine that a Grad whose
+// end times are written in the launch's batch as the kernel runs (the
+// default, endsInBatch) gives the results of one that writes them in the
+// scatter after the copy (Tuning.endsInScatter) bit for bit, over calls
+// that pass their Gradients back with the end times made NaN (testEndsSame).
+func TestHostEngineEndsInBatch(t *testing.T) {
+	needHost(t)
+	testEndsSame(t, lorenzCallCase(3000), "cuda-host")
+}
+
+// TestGPUEndsInBatch is TestHostEngineEndsInBatch on the device, at
+// 32,768 Lorenz trajectories (one copy back: the end times in the batch).
+// It skips without a GPU.
+func TestGPUEndsInBatch(t *testing.T) {
+	needGPUEngine(t)
+	testEndsSame(t, lorenzCallCase(1<<15), "cuda")
+}
+
+// testEndsSame runs case c's Grad three times on engine eng and on eng
+// with Tuning.endsInScatter, each passing its Gradient back with its end
+// times (Solution.T, Mesh.T1) made NaN, the second and third with T1s
+// (seeded, then changed in place), and checks the results bit for bit
+// (sameGrads) and the end times against the job's.
+func testEndsSame(t *testing.T, c engineCase, eng string) {
+	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-8
+	n := c.prob.N
+	in, after := c.solver(t, eng), c.solver(t, tuned(t, eng, Tuning{endsInScatter: true}))
+	rng := rand.New(rand.NewPCG(47, 2))
+	var g, w ode.Gradient
+	for call := range 3 {
+		if call > 0 {
+			if c.prob.T1s == nil {
+				c.prob.T1s = make([]float64, n)
+			}
+			for i := range c.prob.T1s {
+				c.prob.T1s[i] = 0.5 + 0.5*rng.Float64()
+			}
+		}
+		for _, d := range []*ode.Gradient{&g, &w} {
+			if d.Solution != nil && d.Mesh != nil {
+				for _, a := range [][]float64{d.Solution.T, d.Mesh.T1} {
+					for i := range a {
+						a[i] = math.NaN()
+					}
+				}
+			}
+		}
+		got, err := in.Grad(&g, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := after.Grad(&w, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		what := fmt.Sprintf("call %d", call)
+		sameGrads(t, what, got, want)
+		for i, x := range got.Mesh.T1 {
+			t1 := c.prob.T1
+			if c.prob.T1s != nil {
+				t1 = c.prob.T1s[i]
+			}
+			if x != t1 || got.Solution.T[i] != t1 {
+				t.Fatalf("%s: trajectory %d ends at %v (Mesh.T1) and %v (Solution.T), want %v", what, i, x, got.Solution.T[i], t1)
+			}
 		}
 	}
 }

@@ -78,6 +78,9 @@ type executor struct {
 	// otherwise allocate and fill 16 MB of them.
 	terms []float64
 	ident []int
+	// crew takes the result blocks of launches whose results come back
+	// in one copy, woken as the copy starts (Tuning.crew; else nil).
+	crew *crew
 
 	// spareRun is a run that Run is done with, for the next newRun: its
 	// scratch (runScratch) is kept, so that a call's set-up allocates
@@ -180,6 +183,10 @@ func newExecutor(be backend, pl *ode.Plan, prec Precision, name string, tun Tuni
 	// A Solver holds its executor; once neither is reachable, the memory
 	// kept for later operations goes back to the device and the driver.
 	runtime.AddCleanup(ex, (*kept).release, ex.keep)
+	if tun.crew {
+		ex.crew = newCrew(runtime.GOMAXPROCS(0) - 1)
+		runtime.AddCleanup(ex, (*crew).stop, ex.crew)
+	}
 	return ex
 }
 
@@ -912,6 +919,14 @@ type run struct {
 	ends       bool
 	ill        bool
 	endT, endM []float64
+	// endsDone records that the launch's batch wrote its trajectories'
+	// end times while the device ran its kernel (endsInBatch): its
+	// scatter leaves them.
+	endsDone bool
+	// crewHeld records that the launch's batch woke the executor's crew
+	// for its result blocks (Tuning.crew): scatter runs them on it, or
+	// the launch gives it back.
+	crewHeld bool
 
 	// inputsBad records that a launch's fill found a Y0 or P value that
 	// is not finite (then its arena records no inputs: reuse skips the
@@ -1606,6 +1621,7 @@ var errAheadMissed = errors.New("cuda: internal error: a launch ahead of its com
 func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	staging := time.Now() // (TraceStats.Stage)
 	r.rb = resultBlockOf(len(g))
+	r.endsDone = false // (endsInBatch)
 	ex, v, n := r.ex, r.v, len(g)
 	l := r.layout(n, rows)
 	r.zrows, r.zmem = r.meshZero(rows)
@@ -1907,6 +1923,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 				start := time.Now()
 				r.ahead.inBatch()
 				cmp = time.Since(start)
+				r.endsInBatch(g)
 			}
 			var err error
 			if dt, err = r.q.elapsed(c); err != nil {
@@ -1918,6 +1935,10 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 		if chunk > 0 {
 			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
+		}
+		if inline && !kept && ex.crew != nil {
+			// Awake and spinning when the results are in (crew).
+			r.crewHeld = ex.crew.wake()
 		}
 		at := int64(0)
 		base := ar.addr // of out's spans (kept: the shared sums, in the kept results)
@@ -1984,6 +2005,12 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	staged0 := time.Since(staging)
 	if inline {
+		defer func() {
+			if r.crewHeld { // (a launch that did not scatter)
+				r.crewHeld = false
+				ex.crew.release()
+			}
+		}()
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		b0 := time.Now()
 		err = ex.be.batch(batch)
@@ -2542,7 +2569,7 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
-	par.Run(b1-b0, 0, func(_, t int) {
+	par.Run(b1-b0, r.ex.tun.hostWorkers, func(_, t int) {
 		b := b0 + t
 		q0, q1 := b*fb, min(n, (b+1)*fb)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
@@ -3316,7 +3343,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 					sum.add(b)
 				}
 			}
-			if r.ends {
+			if r.ends && !r.endsDone {
 				r.writeEnds(g[q0:q1], consec)
 			}
 			bo.over, bo.longest, bo.failed, bo.stiff = over, longest, fail, stiffAny
@@ -3398,11 +3425,20 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		heads = func() {
 			// On all cores but one: the goroutine that copies the second
 			// part back needs one once its copy is done.
-			par.Run(nb, max(1, runtime.GOMAXPROCS(0)-1), func(_, b int) { block(b, blockHead) })
+			w := max(1, runtime.GOMAXPROCS(0)-1)
+			if t := ex.tun.headsWorkers; t > 0 {
+				w = t
+			}
+			par.Run(nb, w, func(_, b int) { block(b, blockHead) })
 		}
 	}
 	if err := feed(heads, func(lo, hi int) {
-		par.Run(hi-lo, 0, func(_, t int) { block(lo+t, part) })
+		if r.crewHeld {
+			r.crewHeld = false
+			ex.crew.run(hi-lo, func(t int) { block(lo+t, part) })
+		} else {
+			par.Run(hi-lo, ex.tun.hostWorkers, func(_, t int) { block(lo+t, part) })
+		}
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}
@@ -3737,6 +3773,23 @@ func (r *run) writeEnds(g []int, consec bool) {
 			copy(dst[g[0]:g[0]+len(g)], t1[g[0]:g[0]+len(g)])
 		}
 	}
+}
+
+// endsInBatch writes the end times of a launch's trajectories g (r.ends:
+// Job.EndTimes) in its batch, once its kernel is queued and the compare
+// of a launch run ahead of it is done (found every input the same), as
+// the device runs the kernel: they are the job's T1, known before the
+// kernel, and otherwise a part of the scatter after the results' copy
+// (two arrays of n, 512 kB at 32,768 trajectories). It records that
+// they are written (endsDone), unless Tuning.endsInScatter leaves them to
+// scatter, as before session 47.
+func (r *run) endsInBatch(g []int) {
+	if !r.ends || r.ex.tun.endsInScatter || r.ahead.missed() {
+		return
+	}
+	n := len(g)
+	r.writeEnds(g, n > 0 && g[n-1]-g[0] == n-1 && !r.ex.tun.generic)
+	r.endsDone = true
 }
 
 // The parts of a result block that scatter's block writes.

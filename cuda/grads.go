@@ -331,6 +331,7 @@ func (k *residentGrads) Fill(res *ode.Result) error {
 	r.tr.add(func(t *TraceStats) { t.Download += k.size })
 	r.filling = true
 	r.terms = nil
+	r.endsDone = false // (a kept launch's batch writes no end times: endsInBatch)
 	nb := (len(k.g) + r.rb - 1) / r.rb
 	over, err := r.scatter(down, &k.at, nil, k.g, k.rows, &k.l, false, false, func(_ func(), blocks func(lo, hi int), _ func(c0, c1 int)) error {
 		blocks(0, nb)

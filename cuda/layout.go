@@ -346,6 +346,26 @@ type Tuning struct {
 	// Trace too, as before session 46 (keptTimed), for the benchmarks
 	// that compare the two.
 	keptClock bool
+	// endsInScatter writes a launch's end times (Job.EndTimes: the
+	// Solution's T, the Mesh's T1) in its scatter, after the results'
+	// copy, as before session 47, instead of in its batch while the
+	// device runs the kernel (endsInBatch), for the tests and benchmarks
+	// that compare the two.
+	endsInScatter bool
+	// hostWorkers is the most goroutines of a launch's staging and
+	// result loops (fillBlocks' and scatter's blocks; zero: GOMAXPROCS,
+	// the default), and headsWorkers those of the first part's blocks of
+	// results that come back in two parts (splitAt; zero: GOMAXPROCS−1,
+	// the default, leaving a processor to the copy of the second part),
+	// for the benchmarks that ask on a many-core host where a call's host
+	// work pays for the pool's wake-ups (BenchmarkGPUCallWorkers).
+	hostWorkers, headsWorkers int
+	// crew runs the result blocks of a launch whose results come back in
+	// one copy on goroutines of the executor's own (GOMAXPROCS−1 of
+	// them), woken as the copy starts and spinning until the blocks are
+	// posted, instead of the pool's, woken after it (crew.go): for the
+	// device's comparison (BenchmarkGPUCallWorkers' crew rows).
+	crew bool
 	// generic keeps the staging and result loops' general forms (each
 	// trajectory's row read through the launch's index), for the tests that
 	// compare them with the forms for consecutive trajectories.

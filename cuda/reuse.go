@@ -460,6 +460,10 @@ func (c *aheadCheck) inBatch() {
 	}
 }
 
+// missed reports whether a compare that ran in the batch (inBatch)
+// found an input changed: the launch's results will be dropped.
+func (c *aheadCheck) missed() bool { return c.on && c.deferred && c.r == nil && !c.verdict }
+
 // wait waits for the compare, if one runs (one left for a batch that did
 // not run it runs now), and reports whether it found every input the same
 // (true where none ran).

@@ -196,3 +196,276 @@ func BenchmarkScatterStatus(b *testing.B) {
 	}
 	b.ReportMetric(float64(cputime.Process()-c0)/float64(b.N)/n, "cpu-ns/trajectory")
 }
+
+// deviceWorkBackend is the hostWork backend on a device's timeline: its
+// engine kernels run asynchronously for slowKernel (about an H100's
+// Lorenz gradient with the record at 32,768 trajectories) from their
+// launch, and its copies take busRate's bus once the work queued before
+// them is done, the copy's thread held (spinning and yielding its
+// processor, as busWork's). The host work a batch does between a launch
+// and its wait (a compare run ahead of the launch, the end times:
+// endsInBatch) overlaps the kernel as on a device; a call's time less
+// the kernels' and the copies' (the trace's) is the host's part that
+// does not.
+type deviceWorkBackend struct{ hostWorkBackend }
+
+func (b *deviceWorkBackend) batch(f func(q queue) error) error { return f(&deviceWorkQueue{}) }
+
+// deviceWorkQueue is the queue of deviceWorkBackend's batches: busy is
+// when the work queued so far ends, kernel the kernels' time.
+type deviceWorkQueue struct {
+	hostWorkQueue
+	busy   time.Time
+	kernel time.Duration
+}
+
+// spinUntil waits until t, yielding its processor as it spins.
+func spinUntil(t time.Time) {
+	for time.Now().Before(t) {
+		runtime.Gosched()
+	}
+}
+
+func (q *deviceWorkQueue) queued(d time.Duration) {
+	if now := time.Now(); now.After(q.busy) {
+		q.busy = now
+	}
+	q.busy = q.busy.Add(d)
+}
+
+func (q *deviceWorkQueue) bus(bytes int) time.Duration {
+	return time.Duration(float64(bytes) / busRate * 1e9)
+}
+
+func (q *deviceWorkQueue) enqueue(_ backendKernel, _, _, _ int, args []uint64) error {
+	if len(args) == numArgs {
+		q.queued(slowKernel)
+		q.kernel += slowKernel
+	}
+	return nil
+}
+
+func (q *deviceWorkQueue) write(_ uint64, src []byte) error {
+	q.queued(q.bus(len(src)))
+	spinUntil(q.busy)
+	return nil
+}
+
+func (q *deviceWorkQueue) writeQueued(_ uint64, src []byte) error {
+	q.queued(q.bus(len(src)))
+	return nil
+}
+
+func (q *deviceWorkQueue) read(dst []byte, _ uint64) error {
+	q.queued(q.bus(len(dst)))
+	spinUntil(q.busy)
+	return nil
+}
+
+func (q *deviceWorkQueue) elapsed(clock) (time.Duration, error) {
+	spinUntil(q.busy)
+	d := q.kernel
+	q.kernel = 0
+	return d, nil
+}
+
+func (q *deviceWorkQueue) readAfter(_ clock, dst [][]byte, _ []uint64) (time.Duration, error) {
+	bytes := 0
+	for _, d := range dst {
+		bytes += len(d)
+	}
+	spinUntil(q.busy)
+	start := time.Now()
+	q.queued(q.bus(bytes))
+	spinUntil(q.busy)
+	return time.Since(start), nil
+}
+
+var deviceWork = &Engine{name: "cuda-devicework", prec: Float64, be: &deviceWorkBackend{hostWorkBackend{nullBackend: nullBackend{newHostBackend(1 << 50)}}}}
+
+func init() { ode.Register(deviceWork) }
+
+// BenchmarkGPUCallWorkers times whole Grad calls of 32,768 Lorenz
+// trajectories on the device (BenchmarkGPUCallBound's protocol, inputs
+// reused or staged every call: "-noreuse") with the host work's
+// goroutines capped: w=k runs the staging's and the results' blocks on
+// at most k (Tuning.hostWorkers; "all" GOMAXPROCS, the default); "split"
+// copies the results back in two parts (splitAt, from 16,384 here; by
+// default from defaultSplitMin), the first part's blocks written while
+// the second is copied on GOMAXPROCS−1 goroutines or on heads=k
+// (Tuning.headsWorkers: heads=1 the calling goroutine alone, no wake-up
+// of the pool during the copy); "crew" runs the blocks on the
+// executor's crew, woken as the copy starts (Tuning.crew, crew.go);
+// "endsafter" writes the end times in the
+// scatter after the copy (Tuning.endsInScatter) instead of in the batch
+// as the kernel runs. host-ms is the call less its kernel and copies,
+// bound-ms the bound (reportCallBound). Run with -count to
+// alternate them:
+//
+//	cuda.test -test.run '^$' -test.bench 'GPUCallWorkers' -test.benchtime 200x -test.count 3
+func BenchmarkGPUCallWorkers(b *testing.B) {
+	needGPUEngine(b)
+	callWorkersCases(b, func(b *testing.B, tun Tuning) { reportCallBound(b, timeGradCalls(b, 1<<15, tun, 0)) })
+}
+
+// BenchmarkCallWorkersDevice is BenchmarkGPUCallWorkers on the backend
+// whose kernel and copies take a device's time (deviceWork: slowKernel,
+// busRate) on this host's cores:
+//
+//	go test ./cuda -run '^$' -bench 'CallWorkersDevice' -benchtime 400x -count 4 -cpu 2
+func BenchmarkCallWorkersDevice(b *testing.B) {
+	callWorkersCases(b, func(b *testing.B, tun Tuning) {
+		reportCallBound(b, timeGradCallsOn(b, deviceWork.name, 1<<15, tun, 0))
+	})
+}
+
+// callWorkersCases runs f as BenchmarkGPUCallWorkers' sub-benchmarks.
+func callWorkersCases(b *testing.B, f func(b *testing.B, tun Tuning)) {
+	const split = 1 << 14
+	for _, c := range []struct {
+		name string
+		tun  Tuning
+	}{
+		{"one/all", Tuning{}},
+		{"one/all-endsafter", Tuning{endsInScatter: true}},
+		{"one/w=1", Tuning{hostWorkers: 1}},
+		{"one/w=2", Tuning{hostWorkers: 2}},
+		{"one/w=4", Tuning{hostWorkers: 4}},
+		{"one/w=8", Tuning{hostWorkers: 8}},
+		{"one/crew", Tuning{crew: true}},
+		{"split/all", Tuning{splitMin: split}},
+		{"split/heads=1", Tuning{splitMin: split, headsWorkers: 1}},
+		{"split/heads=1/w=4", Tuning{splitMin: split, headsWorkers: 1, hostWorkers: 4}},
+		{"one/all-noreuse", Tuning{NoInputReuse: true}},
+		{"one/w=1-noreuse", Tuning{NoInputReuse: true, hostWorkers: 1}},
+		{"one/w=4-noreuse", Tuning{NoInputReuse: true, hostWorkers: 4}},
+		{"one/crew-noreuse", Tuning{NoInputReuse: true, crew: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) { f(b, c.tun) })
+	}
+}
+
+// BenchmarkCallBoundDevice is BenchmarkGPUCallBound at 32,768
+// trajectories on the backend whose kernel and copies take a device's
+// time (deviceWork: slowKernel, busRate), stage and stage-noreuse, the
+// end times written in the batch as the kernel runs (the default) and in
+// the scatter after the copy ("-endsafter": Tuning.endsInScatter), beside
+// the bound (kernel-ms + 1.3·copy-ms + 0.2 ms) and host-ms (the call less
+// the kernel and the copies). Run with -count to alternate them:
+//
+//	go test ./cuda -run '^$' -bench 'CallBoundDevice' -benchtime 400x -count 6 -cpu 2
+func BenchmarkCallBoundDevice(b *testing.B) {
+	for _, off := range []bool{false, true} {
+		for _, after := range []bool{false, true} {
+			name := "n=32768/stage"
+			if off {
+				name += "-noreuse"
+			}
+			if after {
+				name += "-endsafter"
+			}
+			b.Run(name, func(b *testing.B) {
+				reportCallBound(b, timeGradCallsOn(b, deviceWork.name, 1<<15, Tuning{NoInputReuse: off, endsInScatter: after}, 0))
+			})
+		}
+	}
+}
+
+// BenchmarkGPUCallChangedP times whole Grad calls of 32,768 Lorenz
+// trajectories on the device (BenchmarkGPUCallBound's protocol) whose
+// P changes in place before every call (ρ of every trajectory moved by
+// one part in 10⁹, in turn up and back), with input reuse on (the
+// default: a sweep's P rests from its second change, staged and sent
+// alone, Y0's row and T1 kept on the device) and off ("-noreuse": every
+// input staged and sent, BenchmarkGPUCallBound's stage-noreuse), beside
+// the bound (reportCallBound):
+//
+//	cuda.test -test.run '^$' -test.bench 'GPUCallChangedP' -test.benchtime 200x -test.count 3
+func BenchmarkGPUCallChangedP(b *testing.B) {
+	needGPUEngine(b)
+	for _, off := range []bool{false, true} {
+		name := "n=32768/changed-p"
+		if off {
+			name += "-noreuse"
+		}
+		b.Run(name, func(b *testing.B) {
+			reportCallBound(b, timeChangedP(b, "cuda", 1<<15, Tuning{NoInputReuse: off}))
+		})
+	}
+}
+
+// BenchmarkCallChangedPHost is BenchmarkGPUCallChangedP on the backend
+// whose copies and kernels take no time (hostWork): the host's part,
+// with cpu-ms (the process's CPU time a call) and stage-ms:
+//
+//	go test ./cuda -run '^$' -bench 'CallChangedPHost' -benchtime 400x -cpu 1
+func BenchmarkCallChangedPHost(b *testing.B) {
+	for _, off := range []bool{false, true} {
+		name := "n=32768/changed-p"
+		if off {
+			name += "-noreuse"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := timeChangedP(b, hostWork.name, 1<<15, Tuning{NoInputReuse: off})
+			b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+			b.ReportMetric(float64(s.Scatter)/1e6/float64(b.N), "scatter-ms/op")
+		})
+	}
+}
+
+// timeChangedP is timeGradCallsOn (Gradient.Omit 0) with P changed in
+// place before each call, untimed: ρ of every trajectory times 1 + 1e-9
+// on odd calls and back to its value on even ones; missed/op counts the
+// launches run ahead of a compare that found P changed (their kernel
+// and copies run twice).
+func timeChangedP(b *testing.B, engine string, n int, tun Tuning) TraceStats {
+	c := lorenzCallCase(n)
+	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-9
+	c.set.Engine = tuned(b, engine, tun)
+	sv, err := ode.NewSolver(c.prob.Field, &c.set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rho := make([]float64, n)
+	for i := range rho {
+		rho[i] = c.prob.P[3*i+1]
+	}
+	change := func(k int) {
+		for i, r := range rho {
+			if k%2 == 1 {
+				r *= 1 + 1e-9
+			}
+			c.prob.P[3*i+1] = r
+		}
+	}
+	var g ode.Gradient
+	for k := range 4 { // the storage; P's rest begins
+		change(k)
+		if _, err := sv.Grad(&g, &c.prob, c.loss, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var tr Trace
+	ctx := WithTrace(context.Background(), &tr)
+	var cpu time.Duration // (the calls', not the changes')
+	b.ResetTimer()
+	for k := range b.N {
+		b.StopTimer()
+		change(k)
+		b.StartTimer()
+		c0 := cputime.Process()
+		if _, err := sv.GradContext(ctx, &g, &c.prob, c.loss, nil); err != nil {
+			b.Fatal(err)
+		}
+		cpu += cputime.Process() - c0
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/op")
+	s := tr.Stats()
+	b.ReportMetric(float64(s.Kernel)/1e6/float64(b.N), "kernel-ms/op")
+	b.ReportMetric(float64(s.Transfer)/1e6/float64(b.N), "copy-ms/op")
+	b.ReportMetric(float64(s.Upload)/1e3/float64(b.N), "up-KB/op")
+	b.ReportMetric(float64(s.Reused)/1e3/float64(b.N), "reused-KB/op")
+	b.ReportMetric(float64(s.AheadMissed)/float64(b.N), "missed/op")
+	return s
+}

@@ -45,14 +45,18 @@ func init() { ode.Register(hostReads) }
 // loss terms 0, states NaN, their errors), with record buffers long
 // enough and short (every trajectory's record overflows: the blocks are
 // written whole once the second part is in, and the rerun's launch is
-// split too), with and without shared parameters; and that a split
+// split too), with and without shared parameters, the blocks on the
+// pool's goroutines (the default) and on one or two (Tuning.headsWorkers,
+// hostWorkers); and that a split
 // gradient's launch copies back twice where the other copies once.
 func TestHostEngineSplitDownload(t *testing.T) {
 	needHost(t)
 	for _, c := range []engineCase{lorenzCase(4096, 1e-4), lorenzSharedCase(4096 + 100)} {
-		for _, rows := range []int{0, 4} {
-			t.Run(fmt.Sprintf("%s/rows=%d", c.name, rows), func(t *testing.T) {
-				split := c.solver(t, tuned(t, hostReads.name, Tuning{splitMin: 1024, firstRows: rows}))
+		for _, x := range []struct{ rows, workers int }{{0, 0}, {4, 0}, {0, 1}, {4, 2}} {
+			rows, workers := x.rows, x.workers
+			t.Run(fmt.Sprintf("%s/rows=%d/workers=%d", c.name, rows, workers), func(t *testing.T) {
+				splitTun := Tuning{splitMin: 1024, firstRows: rows, headsWorkers: workers, hostWorkers: workers}
+				split := c.solver(t, tuned(t, hostReads.name, splitTun))
 				one := c.solver(t, tuned(t, hostReads.name, Tuning{splitMin: -1, firstRows: rows}))
 				sameRuns(t, c, split, one)
 				// Reads of one gradient with the record: one copy back a
@@ -87,7 +91,7 @@ func TestHostEngineSplitDownload(t *testing.T) {
 				set.MaxSteps = 2 * slices.Max(gs[1].Solution.Stats.Accepted)
 				var fails [2][]string
 				var gf [2]*ode.Gradient
-				for k, tun := range []Tuning{{splitMin: 1024, firstRows: rows}, {splitMin: -1, firstRows: rows}} {
+				for k, tun := range []Tuning{splitTun, {splitMin: -1, firstRows: rows}} {
 					set.Engine = tuned(t, hostReads.name, tun)
 					sv, err := ode.NewSolver(c.prob.Field, &set)
 					if err != nil {

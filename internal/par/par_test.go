@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestRun checks that every task runs exactly once, that calls with the
@@ -467,4 +468,46 @@ func BenchmarkEqualSet(b *testing.B) {
 			s.Release()
 		}
 	})
+}
+
+// BenchmarkRunWake measures what a Run costs on a machine whose pool has
+// gone to sleep (a call's scatter after a device's kernel and copy: each
+// Run waits 300 µs first, so that the pool's threads park): a Run of
+// 4·GOMAXPROCS tasks of 5 µs each (the work of one core for
+// 20·GOMAXPROCS µs), run-us its wall time (ideal: 20 µs), ramp-us the
+// time from its start until the last of its goroutines began its first
+// task (the pool's wake-ups one after the other), medians of b.N Runs.
+// On a many-core host it says how much of a mid-size call's host work
+// (tens of µs a core) the wake-ups take:
+//
+//	par.test -test.run '^$' -test.bench RunWake -test.benchtime 400x -test.cpu 1,2,4,8,16
+func BenchmarkRunWake(b *testing.B) {
+	nw := runtime.GOMAXPROCS(0)
+	first := make([]atomic.Int64, nw)
+	spin := func(d time.Duration) {
+		for s := time.Now(); time.Since(s) < d; {
+		}
+	}
+	var runs, ramps []float64
+	for b.Loop() {
+		time.Sleep(300 * time.Microsecond)
+		for w := range first {
+			first[w].Store(0)
+		}
+		t0 := time.Now()
+		Run(4*nw, nw, func(w, _ int) {
+			first[w].CompareAndSwap(0, int64(time.Since(t0)))
+			spin(5 * time.Microsecond)
+		})
+		runs = append(runs, float64(time.Since(t0))/1e3)
+		var ramp int64
+		for w := range first {
+			ramp = max(ramp, first[w].Load())
+		}
+		ramps = append(ramps, float64(ramp)/1e3)
+	}
+	slices.Sort(runs)
+	slices.Sort(ramps)
+	b.ReportMetric(runs[len(runs)/2], "run-us")
+	b.ReportMetric(ramps[len(ramps)/2], "ramp-us")
 }
