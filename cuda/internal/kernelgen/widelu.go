@@ -51,6 +51,13 @@ const wideLUHelper = `// The wide layout's LU factors (widelu.go): a d×d matrix
 // in the thread layout's order (bit for bit, sequential): for a device
 // measurement against the column-by-column form.
 #define GS_WLD(D) ((D) | 1)
+// GS_WLU_OUTLINE qualifies the sparse form's solves (wideSparseLU): one
+// copy a unit, called.
+#if defined(GS_CUDA)
+#define GS_WLU_OUTLINE static __device__ __noinline__
+#else
+#define GS_WLU_OUTLINE static
+#endif
 #define GS_WLU_AT(q, D) ((q) / (D) * GS_WLD(D) + (q) % (D))
 GS_DEVICE gs_real gs_wide_max(gs_real x) {
 #ifdef GS_WARPS
@@ -732,15 +739,15 @@ func wideSparseLU(nz []bool, d int) (string, string, bool) {
 	for c := range up {
 		up[c], down[c] = c, d-1-c
 	}
-	// The solves are out of line (GS_OUTLINE): a kernel calls them 24
-	// times a Rodas5P step, each an unrolled copy were they inlined.
-	fmt.Fprintf(&sb, "GS_OUTLINE void gs_wlus_solve_%s(gs_real* x, const gs_real* f) {\n", tag)
+	// The solves are out of line (GS_WLU_OUTLINE): a kernel calls them
+	// 24 times a Rodas5P step, each an unrolled copy were they inlined.
+	fmt.Fprintf(&sb, "GS_WLU_OUTLINE void gs_wlus_solve_%s(gs_real* x, const gs_real* f) {\n", tag)
 	fmt.Fprintf(&sb, "  constexpr int D = %d, LD = GS_WLD(D);\n  const int lane = GS_WLANE;\n  (void)lane;\n", d)
 	fmt.Fprintf(&sb, "  GS_SYNCWARP();\n  if (%s) {\n    gs_wide_lu_solve<D>(x, f);\n    return;\n  }\n", mark)
 	unit(up[:d-1], func(c int) []int { return below(c, false) }, false)
 	diag(down, func(c int) []int { return above(c, false) }, false)
 	sb.WriteString("}\n")
-	fmt.Fprintf(&sb, "GS_OUTLINE void gs_wlus_solve_t_%s(gs_real* x, const gs_real* f) {\n", tag)
+	fmt.Fprintf(&sb, "GS_WLU_OUTLINE void gs_wlus_solve_t_%s(gs_real* x, const gs_real* f) {\n", tag)
 	fmt.Fprintf(&sb, "  constexpr int D = %d, LD = GS_WLD(D);\n  const int lane = GS_WLANE;\n  (void)lane;\n", d)
 	fmt.Fprintf(&sb, "  GS_SYNCWARP();\n  if (%s) {\n    gs_wide_lu_solve_t<D>(x, f);\n    return;\n  }\n", mark)
 	diag(up, func(c int) []int { return below(c, true) }, true)
