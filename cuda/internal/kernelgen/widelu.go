@@ -106,7 +106,11 @@ GS_DEVICE void gs_wide_lu_fail(gs_real* f) {
 }
 // gs_wide_lu_factor_from runs steps k0 … D-1 of gs_wide_lu_factor on f
 // (steps 0 … k0-1 done, their pivots stored), amax and tol its matrix's.
-template <int D>
+// With ROWS (the sparse form's dense steps) a lane takes whole rows: its
+// multiplier, then, unless it is 0, the row's updates in column order
+// (no division of the entry's index, a zero multiplier's row skipped at
+// once): the same operations on every entry in the same order.
+template <int D, bool ROWS = false>
 GS_DEVICE void gs_wide_lu_factor_from(gs_real* f, int k0, gs_real amax, gs_real tol) {
   const int lane = GS_WLANE;
   constexpr int LD = GS_WLD(D);
@@ -155,6 +159,19 @@ GS_DEVICE void gs_wide_lu_factor_from(gs_real* f, int k0, gs_real amax, gs_real 
     }
     GS_SYNCWARP();
     const gs_real inv = (gs_real)1 / f[k * LD + k];
+    if (ROWS) {
+#pragma unroll 1
+      for (int r = k + 1 + lane; r < D; r += GS_WSTRIDE) {
+        const gs_real l = f[r * LD + k] * inv;
+        f[r * LD + k] = l;
+        if (l != 0) {
+#pragma unroll 1
+          for (int c = k + 1; c < D; c++) f[r * LD + c] -= l * f[k * LD + c];
+        }
+      }
+      GS_SYNCWARP();
+      continue;
+    }
 #pragma unroll 1
     for (int r = k + 1 + lane; r < D; r += GS_WSTRIDE) f[r * LD + k] = f[r * LD + k] * inv;
     GS_SYNCWARP();
@@ -507,7 +524,7 @@ func fillRuns(name string, refs []string, at func(q string) string, skip string)
 // greater than the diagonal's, which is gs_wide_lu_factor's test: rows
 // outside the pattern hold zeros and never are); where one would, it
 // hands the rest of the factorisation to gs_wide_lu_factor_from (the
-// dense steps from k on, pivoting), and the solves, finding no mark,
+// dense steps from k on, pivoting, a lane a row), and the solves, finding no mark,
 // run the dense ones. A factor that ran to its end without a row
 // interchange marks its last pivot entry D − 1/2 (the dense solves read
 // it as D − 1, no interchange) and its solves run the sparse triangles
@@ -627,7 +644,7 @@ func wideSparseLU(nz []bool, d int) (string, string, bool) {
 			emit(rows, "    ", func(r string) string {
 				return fmt.Sprintf("      if (fabs(f[%s * LD + %d]) > dk) beat = 1;\n", r, k)
 			})
-			fmt.Fprintf(&sb, "    if (dk == dk && gs_wide_max(beat) != 0) {\n      gs_wide_lu_factor_from<D>(f, %d, amax, tol);\n      return;\n    }\n", k)
+			fmt.Fprintf(&sb, "    if (dk == dk && gs_wide_max(beat) != 0) {\n      gs_wide_lu_factor_from<D, true>(f, %d, amax, tol);\n      return;\n    }\n", k)
 		}
 		sb.WriteString("    if (!(dk > tol) || amax == 0) {\n      gs_wide_lu_fail<D>(f);\n      return;\n    }\n")
 		piv := fmt.Sprintf("(gs_real)%d", k)
