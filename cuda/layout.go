@@ -414,6 +414,13 @@ type Tuning struct {
 	// where the lanes' partial sums hold more components
 	// (TestHostWideLanesSame).
 	wideLanes int
+	// denseLU keeps the wide layout's LU factors and solves dense
+	// (kernelgen.Config.WideDenseLU), the form before session 47, where
+	// by default a factor whose matrix has structural zeros runs only
+	// its factors' pattern while no row interchange is needed; for the
+	// device's comparison (BenchmarkGPUWideLanes's -dense rows). The same
+	// values, at most the signs of zeros differ (TestHostWideSparseLU).
+	denseLU bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -530,6 +537,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 				v.WideMinBlocks = wideRoundBlocks(v.WideMinBlocks, per, warps, dev)
 			}
 			v.WideMinSplit = tun.WideMinSplit
+			v.WideDenseLU = tun.denseLU
 		}
 		if !v.Wide && tun.threadRound {
 			v.ThreadMinBlocks = int8(threadRoundBlocks(j.n, dev.sms))

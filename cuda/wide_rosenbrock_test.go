@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -224,7 +225,8 @@ func wideOnMesh(t *testing.T, engine string, c engineCase, g *ode.Gradient) {
 // Rosenbrock kernels (Pollution, d = 20, and the Brusselator, d = 64,
 // with Rodas5P and Rosenbrock23; the gradient with the record and a save
 // time, as the engine configures it): the layout allows them; the
-// factor and the solves are the warp's (gs_wide_lu_*), none a thread's
+// factor and the solves are the warp's (gs_wide_lu_*, or for Pollution
+// the sparse form's gs_wlus_*), none a thread's
 // local tuple; a warp's shared memory holds at least the factor's
 // kernelgen.WideFactorReals(d) reals; and an H100's 227 KiB fits a block.
 func TestWideRosenbrockSource(t *testing.T) {
@@ -251,9 +253,17 @@ func TestWideRosenbrockSource(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			factors := strings.Count(src, fmt.Sprintf("gs_wide_lu_factor<%d>(t", d))
-			solves := strings.Count(src, fmt.Sprintf("gs_wide_lu_solve<%d>(t", d))
-			tsolves := strings.Count(src, fmt.Sprintf("gs_wide_lu_solve_t<%d>(t", d))
+			// Either form: dense (gs_wide_lu_*<d>) or, for d ≤
+			// kernelgen.WideSparseMaxDim, sparse (gs_wlus_*_<d>_<pattern>).
+			count := func(dense, sparse string) int {
+				return strings.Count(src, fmt.Sprintf("%s<%d>(t", dense, d)) + len(regexp.MustCompile(fmt.Sprintf(`%s_%d_[0-9a-f]+\(t`, sparse, d)).FindAllString(src, -1))
+			}
+			factors := count("gs_wide_lu_factor", "gs_wlus_factor")
+			solves := count("gs_wide_lu_solve", "gs_wlus_solve")
+			tsolves := count("gs_wide_lu_solve_t", "gs_wlus_solve_t")
+			if sparse := strings.Contains(src, "gs_wlus_factor_"); sparse != (d <= kernelgen.WideSparseMaxDim) {
+				t.Errorf("%s: sparse factors %v at d = %d", c.name, sparse, d)
+			}
 			// Trial, DenseStep, Reverse and DenseStepReverse factor W once
 			// each (Init takes no implicit step); the reverse steps solve
 			// with Wᵀ too.

@@ -207,6 +207,7 @@ var wideLanesVariants = []struct {
 	{"lanes8-round", Tuning{wideLanes: 8, wideRound: true}, ""},
 	{"lanes8-b0", Tuning{wideLanes: 8, WideMinBlocks: -1}, ""},
 	{"lanes4", Tuning{wideLanes: 4}, ""},
+	{"dense", Tuning{denseLU: true}, ""}, // the LU factors dense (session 47)
 	{"tile", Tuning{Layout: LayoutTile}, "tile"},
 	{"thread", Tuning{Layout: LayoutThread}, "thread"},
 }

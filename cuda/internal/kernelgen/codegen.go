@@ -152,6 +152,9 @@ type Source struct {
 	// wideMinSplit is Config.WideMinSplit of the wide functions, resolved
 	// (wideMinSplitOf; 0: every loop the reroll plan finds).
 	wideMinSplit int
+	// wideDenseLU keeps the wide functions' LU factors and solves dense
+	// (Config.WideDenseLU; widelu.go's sparse factor).
+	wideDenseLU bool
 	// emitted lists the functions of programs in the order of emission
 	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).
 	emitted   []emittedFunc

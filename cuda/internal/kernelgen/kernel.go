@@ -288,6 +288,16 @@ type Config struct {
 	// where d is larger (rounding).
 	// Zero or 32: a warp per trajectory (package cuda's Tuning.wideLanes).
 	WideLanes int
+	// WideDenseLU (with Wide) keeps every LU factor and solve of the
+	// wide functions dense (gs_wide_lu_factor and its solves), the form
+	// before session 47, where by default a factor of at most
+	// WideSparseMaxDim rows whose matrix has structural zeros (the
+	// constant 0: a traced Jacobian's) runs only the entries of its
+	// factors' pattern while no row interchange is needed (widelu.go:
+	// wideSparseLU). The same values (==): at most the signs of zeros
+	// differ (package cuda's Tuning.denseLU: the switch of the device's
+	// comparison).
+	WideDenseLU bool
 }
 
 // WideLanesOf returns the lanes a trajectory of kernel v runs on in the
@@ -370,7 +380,8 @@ var oldSavesKey = map[bool]string{true: "oldsaves "}
 // ungroupedKey is Config.UngroupedCots's part of a Key, likewise.
 var ungroupedKey = map[bool]string{true: "ungrouped "}
 
-// wideRegsKey is Config.WideScalars's, WideMinBlocks's and WideMinSplit's part of a Key
+// wideRegsKey is Config.WideScalars's, WideMinBlocks's, WideMinSplit's,
+// WideLanes's and WideDenseLU's part of a Key
 // (none at their defaults, so that the keys of other kernels stay as
 // they were).
 func (v Config) wideRegsKey() string {
@@ -386,6 +397,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if l := v.WideLanesOf(); v.Wide && l < LaneWidth {
 		k += fmt.Sprintf("widelanes%d ", l)
+	}
+	if v.Wide && v.WideDenseLU {
+		k += "widedenselu "
 	}
 	return k
 }

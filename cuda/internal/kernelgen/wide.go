@@ -393,12 +393,14 @@ type wideVariant struct {
 	scalars                int
 	// minSplit is Config.WideMinSplit, resolved (wideMinSplitOf; 0: none).
 	minSplit int
+	// denseLU is Config.WideDenseLU.
+	denseLU bool
 }
 
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
 	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared,
-		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl)}
+		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU}
 }
 
 // DefaultWideMinSplit is Config.WideMinSplit's default in a Rosenbrock
@@ -449,7 +451,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 	o.once.Do(func() {
 		src := NewSource(&SourceSettings{Precision: Float64})
 		src.reroll = true
-		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit = k.all, k.rows, k.scalars, k.minSplit
+		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU = k.all, k.rows, k.scalars, k.minSplit, k.denseLU
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -469,7 +471,7 @@ type wideOnce struct {
 func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	k := wideVariantOf(v, sp.plan)
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
-		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit = k.all, k.rows, k.scalars, k.minSplit
+		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU = k.all, k.rows, k.scalars, k.minSplit, k.denseLU
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -677,6 +679,9 @@ type wideEmitter struct {
 	remat []wideRemat
 	// noRuns copies every gather into the scratch (no gatherRun).
 	noRuns bool
+	// sparseLU holds the tags of the factors emitted in the sparse form
+	// (wideSparseLU), whose solves then run it too.
+	sparseLU map[tape.ID]string
 	// privOut is the number of leading outputs (a reverse step's λ')
 	// written to the lanes' own storage gs_po, output c at row
 	// c / GS_WSTRIDE of the lane of c, rather than to gs_o, whose outputs

@@ -2,8 +2,11 @@ package kernelgen
 
 import (
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -48,6 +51,13 @@ const wideLUHelper = `// The wide layout's LU factors (widelu.go): a d×d matrix
 // in the thread layout's order (bit for bit, sequential): for a device
 // measurement against the column-by-column form.
 #define GS_WLD(D) ((D) | 1)
+// GS_WLU_OUTLINE qualifies the sparse form's solves (wideSparseLU): one
+// copy a unit, called.
+#if defined(GS_CUDA)
+#define GS_WLU_OUTLINE static __device__ __noinline__
+#else
+#define GS_WLU_OUTLINE static
+#endif
 #define GS_WLU_AT(q, D) ((q) / (D) * GS_WLD(D) + (q) % (D))
 GS_DEVICE gs_real gs_wide_max(gs_real x) {
 #ifdef GS_WARPS
@@ -71,25 +81,41 @@ GS_DEVICE void gs_wide_lu_shift(gs_real* f, gs_real s, gs_real live) {
     f[at] = q / D == q % D ? w + (gs_real)1 : w;
   }
 }
-// gs_wide_lu_factor factors W in f in place, P W = L U, its pivot rows
-// after the rows: gs_lu_factor's arithmetic, split over the lanes.
+// gs_wide_lu_amax returns the largest magnitude of W's entries in f, NaN
+// if one is not finite (gs_lu_factor's amax).
 template <int D>
-GS_DEVICE void gs_wide_lu_factor(gs_real* f) {
-  const int lane = GS_WLANE;
-  constexpr int LD = GS_WLD(D);
-  GS_SYNCWARP();
+GS_DEVICE gs_real gs_wide_lu_amax(const gs_real* f) {
   gs_real amax = 0, bad = 0;
 #pragma unroll 1
-  for (int q = lane; q < D * D; q += GS_WSTRIDE) {
+  for (int q = GS_WLANE; q < D * D; q += GS_WSTRIDE) {
     const gs_real v = fabs(f[GS_WLU_AT(q, D)]);
     if (!(v <= GS_REAL_MAX)) bad = 1;
     else amax = v > amax ? v : amax;
   }
   amax = gs_wide_max(amax);
   if (gs_wide_max(bad) != 0) amax = gs_nan();
-  const gs_real tol = (gs_real)D * GS_EPS * amax;
+  return amax;
+}
+// gs_wide_lu_fail sets the factor f to NaNs (a failed factorisation).
+template <int D>
+GS_DEVICE void gs_wide_lu_fail(gs_real* f) {
+  GS_SYNCWARP();
 #pragma unroll 1
-  for (int k = 0; k < D; k++) {
+  for (int c = GS_WLANE; c < D * GS_WLD(D) + D; c += GS_WSTRIDE) f[c] = gs_nan();
+  GS_SYNCWARP();
+}
+// gs_wide_lu_factor_from runs steps k0 … D-1 of gs_wide_lu_factor on f
+// (steps 0 … k0-1 done, their pivots stored), amax and tol its matrix's.
+// With ROWS (the sparse form's dense steps) a lane takes whole rows: its
+// multiplier, then, unless it is 0, the row's updates in column order
+// (no division of the entry's index, a zero multiplier's row skipped at
+// once): the same operations on every entry in the same order.
+template <int D, bool ROWS = false>
+GS_DEVICE void gs_wide_lu_factor_from(gs_real* f, int k0, gs_real amax, gs_real tol) {
+  const int lane = GS_WLANE;
+  constexpr int LD = GS_WLD(D);
+#pragma unroll 1
+  for (int k = k0; k < D; k++) {
     // The pivot: the first row of the largest magnitude (a NaN on the
     // diagonal keeps row k, NaNs below it are passed over).
     int p = -1;
@@ -119,9 +145,7 @@ GS_DEVICE void gs_wide_lu_factor(gs_real* f) {
     }
     GS_SYNCWARP();  // every lane has read column k
     if (!(pv > tol) || amax == 0) {
-#pragma unroll 1
-      for (int c = lane; c < D * LD + D; c += GS_WSTRIDE) f[c] = gs_nan();
-      GS_SYNCWARP();
+      gs_wide_lu_fail<D>(f);
       return;
     }
     if (lane == 0) f[D * LD + k] = (gs_real)p;
@@ -135,6 +159,19 @@ GS_DEVICE void gs_wide_lu_factor(gs_real* f) {
     }
     GS_SYNCWARP();
     const gs_real inv = (gs_real)1 / f[k * LD + k];
+    if (ROWS) {
+#pragma unroll 1
+      for (int r = k + 1 + lane; r < D; r += GS_WSTRIDE) {
+        const gs_real l = f[r * LD + k] * inv;
+        f[r * LD + k] = l;
+        if (l != 0) {
+#pragma unroll 1
+          for (int c = k + 1; c < D; c++) f[r * LD + c] -= l * f[k * LD + c];
+        }
+      }
+      GS_SYNCWARP();
+      continue;
+    }
 #pragma unroll 1
     for (int r = k + 1 + lane; r < D; r += GS_WSTRIDE) f[r * LD + k] = f[r * LD + k] * inv;
     GS_SYNCWARP();
@@ -147,6 +184,14 @@ GS_DEVICE void gs_wide_lu_factor(gs_real* f) {
     }
     GS_SYNCWARP();
   }
+}
+// gs_wide_lu_factor factors W in f in place, P W = L U, its pivot rows
+// after the rows: gs_lu_factor's arithmetic, split over the lanes.
+template <int D>
+GS_DEVICE void gs_wide_lu_factor(gs_real* f) {
+  GS_SYNCWARP();
+  const gs_real amax = gs_wide_lu_amax<D>(f);
+  gs_wide_lu_factor_from<D>(f, 0, amax, (gs_real)D * GS_EPS * amax);
 }
 // gs_wide_lu_nan reports whether f is a failed factorisation, and then
 // sets x to NaNs.
@@ -306,6 +351,15 @@ func (w *wideEmitter) tupleValue(id tape.ID, comment string) error {
 		if v.Op == ops.OpLUFactorShift {
 			fmt.Fprintf(sb, "  gs_wide_lu_shift<%d>(%s, %s, %s);\n", d, name, refs[d*d], refs[d*d+1])
 		}
+		if tag, code, ok := w.sparseFactor(v, d); ok {
+			s.helper(code)
+			if w.sparseLU == nil {
+				w.sparseLU = map[tape.ID]string{}
+			}
+			w.sparseLU[id] = tag
+			fmt.Fprintf(sb, "  gs_wlus_factor_%s(%s);\n", tag, name)
+			break
+		}
 		fmt.Fprintf(sb, "  gs_wide_lu_factor<%d>(%s);\n", d, name)
 	case ops.OpLUSolve, ops.OpLUSolveT:
 		d := len(v.Args) - 1
@@ -316,12 +370,34 @@ func (w *wideEmitter) tupleValue(id tape.ID, comment string) error {
 		fmt.Fprintf(sb, "  gs_real* const %s = gs_w + %s;  // [%d]\n", name, offMark(name), d)
 		fmt.Fprintf(sb, "  // %s\n", comment)
 		w.fillArray(name, refs[1:], func(q string) string { return q })
+		if tag, ok := w.sparseLU[v.Args[0]]; ok {
+			fmt.Fprintf(sb, "  gs_wlus_%s_%s(%s, t%d);\n", strings.TrimPrefix(fn, "gs_wide_lu_"), tag, name, v.Args[0])
+			break
+		}
 		fmt.Fprintf(sb, "  %s<%d>(%s, t%d);\n", fn, d, name, v.Args[0])
 	default:
 		return fmt.Errorf("%s: %v: the wide layout emits no calls or tuples other than LU factors and solves", vname(id), v.Op)
 	}
 	e.tuple[id] = func(c int) string { return fmt.Sprintf("%s[%d]", name, c) }
 	return nil
+}
+
+// sparseFactor returns the tag and code of the sparse form of factor v
+// of a d×d matrix (wideSparseLU), its pattern W's entries that are not
+// the constant 0 (ops.OpLUFactorShift: and its diagonal, 1 + s·m), and
+// false where the kernel keeps the dense form (Config.WideDenseLU) or
+// the sparse one would not help.
+func (w *wideEmitter) sparseFactor(v *tape.Value, d int) (string, string, bool) {
+	if w.e.src.wideDenseLU {
+		return "", "", false
+	}
+	p := w.e.p
+	nz := make([]bool, d*d)
+	for q := range nz {
+		a := &p.Values[v.Args[q]]
+		nz[q] = a.Op != ops.OpConst || a.Aux != 0 || v.Op == ops.OpLUFactorShift && q/d == q%d
+	}
+	return wideSparseLU(nz, d)
 }
 
 // argRef is the C expression of operand a of a tuple op: a constant's
@@ -427,4 +503,272 @@ func fillRuns(name string, refs []string, at func(q string) string, skip string)
 		lane0 = append(lane0, fmt.Sprintf("    %s[%s] = %s;\n", name, at(strconv.Itoa(q)), refs[q]))
 	}
 	return loops, lane0
+}
+
+// The sparse factor. A Jacobian traced from a program has structural
+// zeros: the entries of W that tupleValue fills with the constant 0 (a
+// reaction network's W is mostly zeros: Pollution's 86 of 400 entries
+// are not, HIRES's 25 of 64). gs_wide_lu_factor and the solves run over
+// every entry regardless (the factor skips a zero multiplier's updates,
+// but not its loop's passes and index arithmetic; the solves subtract
+// every product). For a matrix of at most WideSparseMaxDim rows with
+// structural zeros, the generated form (wideSparseLU) runs only the
+// entries of the factors' pattern without pivoting, the fill computed
+// here: step k's multipliers are those of the rows below whose column k
+// is in the pattern, each row's updates (on its lane, in column order)
+// those of row k's pattern right of the diagonal, and the solves
+// subtract only the pattern's products, skipping a column with none.
+//
+// The factor keeps partial pivoting's results: at each step it checks
+// whether a row below the diagonal would be the pivot (a magnitude
+// greater than the diagonal's, which is gs_wide_lu_factor's test: rows
+// outside the pattern hold zeros and never are); where one would, it
+// hands the rest of the factorisation to gs_wide_lu_factor_from (the
+// dense steps from k on, pivoting, a lane a row), and the solves, finding no mark,
+// run the dense ones. A factor that ran to its end without a row
+// interchange marks its last pivot entry D − 1/2 (the dense solves read
+// it as D − 1, no interchange) and its solves run the sparse triangles
+// without the interchanges.
+//
+// Results: the same operations on the same operands in the same order as
+// gs_wide_lu_factor and the wide solves, less those on entries outside
+// the pattern, which hold exact zeros (of either sign): a skipped update
+// x − l·0 and a skipped product's subtraction s − 0·x leave their value
+// as it was but for the sign of a zero result (−0 − (−0) is +0) and
+// for x infinite or NaN (0·∞ is NaN). So factors and solutions are the
+// dense form's value for value (==), differing at most in the sign of
+// zeros; and a solve of a right-hand side with an infinite or NaN
+// component spreads the NaN only to the components whose pattern
+// depends on it. Package cuda's Tuning.denseLU (Config.WideDenseLU)
+// keeps the dense form.
+
+// WideSparseMaxDim is the largest matrix the wide layout factors in the
+// sparse form (its rows' indices packed 8 bits each in constants; its
+// steps unrolled: the generated code grows with the pattern).
+const WideSparseMaxDim = 32
+
+// luPattern returns the structural pattern of the factors of W (row
+// major, d×d: nz[r*d+c]) without pivoting: W's pattern (nz, true where
+// the entry may be nonzero) with the fill of each step.
+func luPattern(nz []bool, d int) []bool {
+	p := append([]bool(nil), nz...)
+	for k := 0; k < d; k++ {
+		for r := k + 1; r < d; r++ {
+			if !p[r*d+k] {
+				continue
+			}
+			for c := k + 1; c < d; c++ {
+				if p[k*d+c] {
+					p[r*d+c] = true
+				}
+			}
+		}
+	}
+	return p
+}
+
+// rowsExpr returns the C expression of the i-th of rows (i a C int
+// expression, 0 ≤ i < len(rows)): the rows packed 8 bits each into
+// 64-bit constants.
+func rowsExpr(rows []int, i string) string {
+	if len(rows) == 1 {
+		return strconv.Itoa(rows[0])
+	}
+	var words []string
+	for w := 0; w < len(rows); w += 8 {
+		var x uint64
+		for j := w; j < min(w+8, len(rows)); j++ {
+			x |= uint64(rows[j]) << (8 * (j - w))
+		}
+		words = append(words, fmt.Sprintf("0x%xull", x))
+	}
+	word := words[len(words)-1]
+	for w := len(words) - 2; w >= 0; w-- {
+		word = fmt.Sprintf("((%s) < %d ? %s : %s)", i, 8*(w+1), words[w], word)
+	}
+	if len(words) == 1 {
+		return fmt.Sprintf("(int)((%s >> (8 * (%s))) & 0xff)", word, i)
+	}
+	return fmt.Sprintf("(int)((%s >> (8 * ((%s) & 7))) & 0xff)", word, i)
+}
+
+// wideSparseLU returns the tag and the code of the sparse factor and
+// solves (gs_wlus_factor_<tag>, gs_wlus_solve_<tag>,
+// gs_wlus_solve_t_<tag>) of a d×d matrix of pattern nz (row major), and
+// false where the form would not help: d past WideSparseMaxDim, or no
+// structural zero in the factors.
+func wideSparseLU(nz []bool, d int) (string, string, bool) {
+	if d > WideSparseMaxDim {
+		return "", "", false
+	}
+	pat := luPattern(nz, d)
+	if !slices.Contains(pat, false) {
+		return "", "", false
+	}
+	h := fnv.New64a()
+	for _, x := range nz {
+		b := byte('0')
+		if x {
+			b = '1'
+		}
+		h.Write([]byte{b})
+	}
+	tag := fmt.Sprintf("%d_%016x", d, h.Sum64())
+	var sb strings.Builder
+	// emit writes a loop over rows split over the lanes, body the
+	// statements of row r.
+	emit := func(rows []int, indent string, body func(r string) string) {
+		fmt.Fprintf(&sb, "%sfor (int i = lane; i < %d; i += GS_WSTRIDE) {\n", indent, len(rows))
+		fmt.Fprintf(&sb, "%s  const int r = %s;\n%s%s}\n", indent, rowsExpr(rows, "i"), body("r"), indent)
+	}
+	fmt.Fprintf(&sb, "// The sparse LU of pattern %s (widelu.go: wideSparseLU).\n", tag)
+	fmt.Fprintf(&sb, "GS_DEVICE void gs_wlus_factor_%s(gs_real* f) {\n", tag)
+	fmt.Fprintf(&sb, "  constexpr int D = %d, LD = GS_WLD(D);\n  const int lane = GS_WLANE;\n  (void)lane;\n", d)
+	sb.WriteString("  GS_SYNCWARP();\n  const gs_real amax = gs_wide_lu_amax<D>(f);\n  const gs_real tol = (gs_real)D * GS_EPS * amax;\n")
+	for k := 0; k < d; k++ {
+		var rows, cols []int
+		for r := k + 1; r < d; r++ {
+			if pat[r*d+k] {
+				rows = append(rows, r)
+			}
+		}
+		for c := k + 1; c < d; c++ {
+			if pat[k*d+c] {
+				cols = append(cols, c)
+			}
+		}
+		fmt.Fprintf(&sb, "  {  // step %d: rows %v, columns %v\n", k, rows, cols)
+		fmt.Fprintf(&sb, "    const gs_real dk = fabs(f[%d]);\n", k*(d|1)+k)
+		if len(rows) > 0 {
+			sb.WriteString("    gs_real beat = 0;\n")
+			emit(rows, "    ", func(r string) string {
+				return fmt.Sprintf("      if (fabs(f[%s * LD + %d]) > dk) beat = 1;\n", r, k)
+			})
+			fmt.Fprintf(&sb, "    if (dk == dk && gs_wide_max(beat) != 0) {\n      gs_wide_lu_factor_from<D, true>(f, %d, amax, tol);\n      return;\n    }\n", k)
+		}
+		sb.WriteString("    if (!(dk > tol) || amax == 0) {\n      gs_wide_lu_fail<D>(f);\n      return;\n    }\n")
+		piv := fmt.Sprintf("(gs_real)%d", k)
+		if k == d-1 {
+			piv = fmt.Sprintf("(gs_real)%d - (gs_real)0.5", d)
+		}
+		fmt.Fprintf(&sb, "    if (lane == 0) f[D * LD + %d] = %s;\n", k, piv)
+		if len(rows) > 0 {
+			fmt.Fprintf(&sb, "    const gs_real inv = (gs_real)1 / f[%d];\n", k*(d|1)+k)
+			emit(rows, "    ", func(r string) string {
+				var b strings.Builder
+				fmt.Fprintf(&b, "      gs_real* const fr = f + %s * LD;\n      const gs_real l = fr[%d] * inv;\n      fr[%d] = l;\n", r, k, k)
+				if len(cols) > 0 {
+					b.WriteString("      if (l != 0) {\n")
+					for _, c := range cols {
+						fmt.Fprintf(&b, "        fr[%d] -= l * f[%d];\n", c, k*(d|1)+c)
+					}
+					b.WriteString("      }\n")
+				}
+				return b.String()
+			})
+			sb.WriteString("    GS_SYNCWARP();\n")
+		}
+		sb.WriteString("  }\n")
+	}
+	sb.WriteString("}\n")
+	mark := fmt.Sprintf("f[D * LD + D - 1] != (gs_real)%d - (gs_real)0.5", d)
+	// below returns the rows r > c of column c of L (trans: of row c of
+	// U), above the rows r < c of column c of U (trans: of row c of L).
+	at := func(r, c int, trans bool) bool {
+		if trans {
+			return pat[c*d+r]
+		}
+		return pat[r*d+c]
+	}
+	below := func(c int, trans bool) (rows []int) {
+		for r := c + 1; r < d; r++ {
+			if at(r, c, trans) {
+				rows = append(rows, r)
+			}
+		}
+		return rows
+	}
+	above := func(c int, trans bool) (rows []int) {
+		for r := 0; r < c; r++ {
+			if at(r, c, trans) {
+				rows = append(rows, r)
+			}
+		}
+		return rows
+	}
+	fref := func(trans bool, c int) func(r string) string {
+		if trans {
+			return func(r string) string { return fmt.Sprintf("f[%d + %s]", c*(d|1), r) }
+		}
+		return func(r string) string { return fmt.Sprintf("f[%s * LD + %d]", r, c) }
+	}
+	// unit emits a unit triangle's columns (L's forward, Lᵀ's backward):
+	// each column's products subtracted from the rows of the pattern.
+	unit := func(cs []int, rows func(c int) []int, trans bool) {
+		for _, c := range cs {
+			rs := rows(c)
+			if len(rs) == 0 {
+				continue
+			}
+			fmt.Fprintf(&sb, "  {\n    const gs_real xc = x[%d];\n", c)
+			emit(rs, "    ", func(r string) string {
+				return fmt.Sprintf("      x[%s] -= %s * xc;\n", r, fref(trans, c)(r))
+			})
+			sb.WriteString("    GS_SYNCWARP();\n  }\n")
+		}
+	}
+	// diag emits a triangle with U's diagonal (U's backward, Uᵀ's
+	// forward): each column's x[c] / u_cc kept in a register, written by
+	// lane 0 after the next __syncwarp() (every lane has read x[c]), its
+	// products subtracted from the rows of the pattern; a column without
+	// any takes no __syncwarp().
+	diag := func(cs []int, rows func(c int) []int, trans bool) {
+		var pend []int
+		flush := func() {
+			if len(pend) == 0 {
+				return
+			}
+			sb.WriteString("  if (lane == 0) {\n")
+			for _, c := range pend {
+				fmt.Fprintf(&sb, "    x[%d] = x%d;\n", c, c)
+			}
+			sb.WriteString("  }\n")
+			pend = pend[:0]
+		}
+		for _, c := range cs {
+			fmt.Fprintf(&sb, "  const gs_real x%d = x[%d] / f[%d];\n", c, c, c*(d|1)+c)
+			pend = append(pend, c)
+			rs := rows(c)
+			if len(rs) == 0 {
+				continue
+			}
+			emit(rs, "  ", func(r string) string {
+				return fmt.Sprintf("    x[%s] -= %s * x%d;\n", r, fref(trans, c)(r), c)
+			})
+			sb.WriteString("  GS_SYNCWARP();\n")
+			flush()
+		}
+		sb.WriteString("  GS_SYNCWARP();\n")
+		flush()
+		sb.WriteString("  GS_SYNCWARP();\n")
+	}
+	up, down := make([]int, d), make([]int, d)
+	for c := range up {
+		up[c], down[c] = c, d-1-c
+	}
+	// The solves are out of line (GS_WLU_OUTLINE): a kernel calls them
+	// 24 times a Rodas5P step, each an unrolled copy were they inlined.
+	fmt.Fprintf(&sb, "GS_WLU_OUTLINE void gs_wlus_solve_%s(gs_real* x, const gs_real* f) {\n", tag)
+	fmt.Fprintf(&sb, "  constexpr int D = %d, LD = GS_WLD(D);\n  const int lane = GS_WLANE;\n  (void)lane;\n", d)
+	fmt.Fprintf(&sb, "  GS_SYNCWARP();\n  if (%s) {\n    gs_wide_lu_solve<D>(x, f);\n    return;\n  }\n", mark)
+	unit(up[:d-1], func(c int) []int { return below(c, false) }, false)
+	diag(down, func(c int) []int { return above(c, false) }, false)
+	sb.WriteString("}\n")
+	fmt.Fprintf(&sb, "GS_WLU_OUTLINE void gs_wlus_solve_t_%s(gs_real* x, const gs_real* f) {\n", tag)
+	fmt.Fprintf(&sb, "  constexpr int D = %d, LD = GS_WLD(D);\n  const int lane = GS_WLANE;\n  (void)lane;\n", d)
+	fmt.Fprintf(&sb, "  GS_SYNCWARP();\n  if (%s) {\n    gs_wide_lu_solve_t<D>(x, f);\n    return;\n  }\n", mark)
+	diag(up, func(c int) []int { return below(c, true) }, true)
+	unit(down[:d-1], func(c int) []int { return above(c, true) }, true)
+	sb.WriteString("}\n")
+	return tag, sb.String(), true
 }

@@ -1,0 +1,68 @@
+package cuda
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// TestHostWideSparseLU runs the wide layout's Rodas5P kernels with their
+// factors of W in the sparse form (the default: kernelgen's
+// wideSparseLU, the structural zeros of the traced Jacobian skipped while
+// no row interchange is needed) against the dense form (Tuning.denseLU)
+// on a simulated warp, each on its default lanes a trajectory: HIRES (d =
+// 8, the explicit factor of W, 5 trajectories to t = 0.5) and, without
+// -short, Pollution (d = 20, the matrix-free factor, 2 trajectories to t
+// = 0.2): the solve and the gradient, bit for bit (the two forms'
+// values differ at most in the signs of zeros, which these results do
+// not show). It fails if the default kernel has no sparse factor or the
+// switch does not reach the source.
+func TestHostWideSparseLU(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	cases := []engineCase{wideRosCase(t, "hires", ode.Rodas5P, 5, 0.5, false)}
+	if !testing.Short() {
+		cases = append(cases, wideRosCase(t, "pollution", ode.Rodas5P, 2, 0.2, false))
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s-d=%d", c.name, c.prob.Field.Dim), func(t *testing.T) {
+			t.Parallel()
+			set := func(dense bool) func(*kernelgen.Config) {
+				return func(v *kernelgen.Config) {
+					v.Wide, v.RowMajor, v.WideLanes, v.WideDenseLU = true, true, defaultWideLanes(c.prob.Field.Dim), dense
+				}
+			}
+			src := kernelSourceWith(t, c, ode.OpGrad, set(false))
+			old := kernelSourceWith(t, c, ode.OpGrad, set(true))
+			if !strings.Contains(src, "gs_wlus_factor_") || strings.Contains(old, "gs_wlus_factor_") {
+				t.Fatalf("sparse factor in the default kernel %v, in the dense one %v", strings.Contains(src, "gs_wlus_factor_"), strings.Contains(old, "gs_wlus_factor_"))
+			}
+			t.Logf("gradient kernel's source: %d bytes sparse, %d dense", len(src), len(old))
+			ref := tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide, denseLU: true})
+			eng := tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide})
+			for _, op := range []string{"solve", "grad"} {
+				sameWideResults(t, op, "the sparse factor", "the dense one", wideResults(t, c, eng, op), wideResults(t, c, ref, op))
+			}
+		})
+	}
+}
+
+// TestGPUWideSparseLU is TestHostWideSparseLU on the device: the
+// large-state suite's HIRES and Pollution (layoutFillCase, 1,000
+// trajectories, the whole interval, Rodas5P, default lanes) with the
+// sparse factor against the dense one (Tuning.denseLU): the solve, the
+// gradient with the record and on the mesh, bit for bit (sameRuns; a
+// difference only in a zero's sign would be the sparse form's documented
+// one). It skips without a GPU.
+func TestGPUWideSparseLU(t *testing.T) {
+	needGPUEngine(t)
+	for _, name := range []string{"hires", "pollution"} {
+		c := layoutFillCase(t, name, 1000)
+		t.Run(name, func(t *testing.T) {
+			sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, denseLU: true})))
+		})
+	}
+}
