@@ -899,12 +899,13 @@ if [ "$part" = s47b ]; then
 # save cotangents, H5 compare on all cores and check sums by shuffles),
 # then the call bound against ae9dc05 (base46.test.gz), the 1,000-save
 # Grad with grouped and ungrouped cotangents, the events calls.
-t tests 150 -test.v -test.timeout 145s -test.run '^(TestGPUGradAhead|TestGPUKeepGradsAhead|TestGPUInputReuse|TestGPUChunkLaunch|TestCallHandOvers|TestGPUKeepSaves|TestGPUSaveCots|TestGPULossFold|TestGPUEngineSaveTimes|TestGPUSaveGroups|TestGPUThreadSaves|TestGPUCotGroups|TestGPUThreadRound|TestGPUCheckLaneAtomics|TestGPUKeepGrads|TestGPUKeepGradsLossSum|TestGPUWideLanesSame)$'
+t tests 150 -test.v -test.timeout 145s -test.run '^(TestGPUGradAhead|TestGPUKeepGradsAhead|TestGPUInputReuse|TestGPUChunkLaunch|TestCallHandOvers|TestGPUKeepSaves|TestGPUSaveCots|TestGPULossFold|TestGPUEngineSaveTimes|TestGPUSaveGroups|TestGPUThreadSaves|TestGPUCotGroups|TestGPUThreadRound|TestGPUCheckLaneAtomics|TestGPUKeepGrads|TestGPUKeepGradsLossSum|TestGPUWideLanesSame|TestGPUEndsInBatch|TestGPUCrew|TestGPUSplitDownload)$'
 gunzip -c $bin/base46.test.gz >/tmp/base46.test && chmod +x /tmp/base46.test
 for r in 1 2; do
 	t bound-main-$r 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
 	TB=/tmp/base46.test t bound-base-$r 30 -test.run '^$' -test.bench 'GPUCallBound' -test.benchtime 100x
 done
+t workers 45 -test.run '^$' -test.bench 'GPUCallWorkers|GPUCallChangedP' -test.benchtime 200x
 for r in 1 2; do
 	t saves-$r 35 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(grad-kept|grad-kept-ungrouped|solveto-kept|solveto-kept-old)$' -test.benchtime 20x
 done
@@ -913,6 +914,7 @@ echo "=== summary"
 grep -E '^(--- FAIL|FAIL|ok|PASS)|panic' "$out/l/tests.log" | head -20
 grep -h '^Benchmark' "$out"/l/bound-main-*.log | awk '{printf "main %-48s %8.3f ms  bound %s\n", $1, $3/1e6, $5}' | sort
 grep -h '^Benchmark' "$out"/l/bound-base-*.log | awk '{printf "base %-48s %8.3f ms  bound %s\n", $1, $3/1e6, $5}' | sort
+grep -h '^Benchmark' "$out"/l/workers.log | awk '{print $1, $3 / 1e6 " ms"}'
 grep -h '^Benchmark' "$out"/l/saves-[12].log | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, $3 / 1e6, k}' | sort
 grep -h '^Benchmark' "$out"/l/events.log | awk '{print $1, $3 / 1e3 " us"}'
 fi
