@@ -615,6 +615,44 @@ GS_DEVICE gs_real gs_wide_sum(gs_real x) {
 #endif
   return x;
 }
+// A chained sum split over the lanes keeps GS_WSUMS partial sums a lane,
+// one per lane of a warp whose components it runs: component c adds to
+// slot (c / GS_WSTRIDE) mod GS_WSUMS, the partial sum of lane c mod 32 of
+// a warp per trajectory; gs_wide_sums adds the slots in the butterfly's
+// order (offsets 16 ... GS_WSTRIDE within the lane, then the shuffles),
+// so that a trajectory on fewer lanes sums in a warp's order, bit for
+// bit. One slot a lane on a warp and on the host's one thread. The slots
+// are read and written with constant indices (registers).
+#ifdef GS_WARPS
+#define GS_WSUMS (32 / GS_WSTRIDE)
+#else
+#define GS_WSUMS 1
+#endif
+GS_DEVICE void gs_wsum_zero(gs_real* x) {
+#pragma unroll
+  for (int q = 0; q < GS_WSUMS; q++) x[q] = (gs_real)-0.0;
+}
+GS_DEVICE gs_real gs_wsum_get(const gs_real* x, int c) {
+  const int s = (c / GS_WSTRIDE) & (GS_WSUMS - 1);
+  gs_real r = x[0];
+#pragma unroll
+  for (int q = 1; q < GS_WSUMS; q++)
+    if (q == s) r = x[q];
+  return r;
+}
+GS_DEVICE void gs_wsum_set(gs_real* x, int c, gs_real v) {
+  const int s = (c / GS_WSTRIDE) & (GS_WSUMS - 1);
+#pragma unroll
+  for (int q = 0; q < GS_WSUMS; q++)
+    if (q == s) x[q] = v;
+}
+GS_DEVICE gs_real gs_wide_sums(gs_real* x) {
+#pragma unroll
+  for (int m = GS_WSUMS / 2; m > 0; m >>= 1)
+#pragma unroll
+    for (int q = 0; q < m; q++) x[q] = x[q] + x[q + m];
+  return gs_wide_sum(x[0]);
+}
 // gs_wide_from returns lane l's x (of the trajectory's lanes) in every
 // lane.
 GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
@@ -1184,17 +1222,18 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 						sums = append(sums, fmt.Sprintf("  %s = gs_wide_from(%s, %d %% GS_WSTRIDE);\n", name, name, l.n-1))
 					}
 				case j == cs.op && !cs.delay:
-					fmt.Fprintf(sb, "  gs_real %s = (gs_real)-0.0;  // the lane's partial sum\n", name)
-					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sum(%s);\n", name, e.ref(a.seq[0]), name))
+					declPartial(sb, name)
+					ref[k][j] = fmt.Sprintf("gs_wsum_get(%s, gs_c)", partialName(name))
+					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sums(%s);\n", name, e.ref(a.seq[0]), partialName(name)))
 				case j == cs.op:
 					// The sum of the previous repetitions' u_j: the first
 					// two operands, then u_j but for the last repetition's.
-					fmt.Fprintf(sb, "  gs_real %s = (gs_real)-0.0;  // the lane's partial sum\n", name)
+					declPartial(sb, name)
 					init := fmt.Sprintf("(%s + %s)", e.ref(a.seq[0]), e.ref(l.args[k][cs.opJ].seq[0]))
 					if cs.opJ < cs.op {
 						init = fmt.Sprintf("(%s + %s)", e.ref(l.args[k][cs.opJ].seq[0]), e.ref(a.seq[0]))
 					}
-					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sum(%s);\n", name, init, name))
+					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sums(%s);\n", name, init, partialName(name)))
 				default:
 					// The last repetition's u_j, from the lane that ran it.
 					fmt.Fprintf(sb, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
@@ -1269,10 +1308,12 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 				name := carryName(l.idx, k, j)
 				switch {
 				case a.kind != argCarry:
-				case !ok || !cs.delay:
+				case !ok:
 					fmt.Fprintf(sb, "    %s = gs_u%d;\n", name, a.k)
+				case !cs.delay:
+					fmt.Fprintf(sb, "    gs_wsum_set(%s, gs_c, gs_u%d);\n", partialName(name), a.k)
 				case j == cs.op:
-					fmt.Fprintf(sb, "    if (gs_c < %d) %s = %s + gs_u%d;\n", l.n-1, name, name, cs.j)
+					fmt.Fprintf(sb, "    if (gs_c < %d) gs_wsum_set(%s, gs_c, gs_wsum_get(%s, gs_c) + gs_u%d);\n", l.n-1, partialName(name), partialName(name), cs.j)
 				default:
 					fmt.Fprintf(sb, "    if (gs_c == %d) %s = gs_u%d;\n", l.n-1, name, cs.j)
 				}
@@ -1324,6 +1365,21 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 		}
 	}
 }
+
+// declPartial declares the sum name of a loop split over the lanes and
+// its lane's partial sums, GS_WSUMS slots (partialName: one per lane of
+// a warp whose components the lane runs, gs_wsum_get and gs_wsum_set by
+// the component; gs_wide_sums adds them across the lanes in a warp's
+// order, so that a trajectory on fewer lanes than a warp's sums as a warp
+// does, bit for bit).
+func declPartial(sb *strings.Builder, name string) {
+	fmt.Fprintf(sb, "  gs_real %s = (gs_real)-0.0;  // the sum\n", name)
+	fmt.Fprintf(sb, "  gs_real %s[GS_WSUMS];  // the lane's partial sums, by lane of a warp\n", partialName(name))
+	fmt.Fprintf(sb, "  gs_wsum_zero(%s);\n", partialName(name))
+}
+
+// partialName is the array of the lane's partial sums of sum name.
+func partialName(name string) string { return name + "_p" }
 
 // Rematerialisation: a loop's array whose values are a few operations on
 // the function's inputs, the scalars before the loop and other arrays'
