@@ -43,7 +43,7 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.NoChunkLaunch, "nochunklaunch"}, {tun.NoChunkStage, "nochunkstage"}, {tun.separateSteps, "separate"}, {tun.unrolled, "unrolled"}, {tun.Minimal, "minimal"}, {tun.SplitUnits, "splitunits"}, {tun.NoWide, "nowide"}, {tun.NoWideStiff, "nowidestiff"}, {tun.NoWidePrivate, "nowideprivate"}, {tun.wideLoops, "wideloops"}, {tun.wideRound, "wideround"}, {tun.NoTrainGraph, "notraingraph"}, {tun.StoreSaveCots, "storesavecots"}, {tun.noLossFold, "nolossfold"}, {tun.NoInputReuse, "noinputreuse"}, {tun.generic, "generic"}, {tun.wordsApart, "wordsapart"}, {tun.compareInBatch, "compareinbatch"}, {tun.meshMemset, "meshmemset"}, {tun.keptClock, "keptclock"}, {tun.oldSaves, "oldsaves"}, {tun.WaitForCompile, "wait"}} {
+	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.NoChunkLaunch, "nochunklaunch"}, {tun.NoChunkStage, "nochunkstage"}, {tun.separateSteps, "separate"}, {tun.unrolled, "unrolled"}, {tun.Minimal, "minimal"}, {tun.SplitUnits, "splitunits"}, {tun.NoWide, "nowide"}, {tun.NoWideStiff, "nowidestiff"}, {tun.NoWidePrivate, "nowideprivate"}, {tun.wideLoops, "wideloops"}, {tun.wideRound, "wideround"}, {tun.wideTables, "widetables"}, {tun.NoTrainGraph, "notraingraph"}, {tun.StoreSaveCots, "storesavecots"}, {tun.noLossFold, "nolossfold"}, {tun.NoInputReuse, "noinputreuse"}, {tun.generic, "generic"}, {tun.wordsApart, "wordsapart"}, {tun.compareInBatch, "compareinbatch"}, {tun.meshMemset, "meshmemset"}, {tun.keptClock, "keptclock"}, {tun.oldSaves, "oldsaves"}, {tun.WaitForCompile, "wait"}} {
 		if f.on {
 			tn += "," + f.name
 		}
@@ -52,7 +52,7 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 		v    int64
 		name string
 	}{{int64(tun.firstRows), "rows"}, {int64(tun.meshChunk), "chunk"}, {tun.maxStaging, "staging"}, {int64(tun.maxSource), "source"}, {int64(tun.bcastSeed), "bcast"}, {int64(tun.pipeChunk), "pipe"}, {int64(tun.pipeMin), "pipemin"}, {int64(tun.splitMin), "splitmin"}, {int64(tun.saveGroup), "savegroup"}, {int64(tun.wideFill), "widefill"}, {int64(tun.wideLanes), "widelanes"}, {int64(tun.tierMin), "tiermin"}} {
-		if f.v > 0 {
+		if f.v != 0 {
 			tn += fmt.Sprintf(",%s=%d", f.name, f.v)
 		}
 	}

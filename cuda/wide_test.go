@@ -453,7 +453,7 @@ func wideGradSource(t *testing.T, c engineCase, saves bool) {
 		split := strings.Count(rev, "for (int gs_c = gs_lane; gs_c < ") + strings.Count(rev, "for (int gs_c0 = gs_lane; gs_c0 < ")
 		windows := strings.Count(rev, ", a window of ")
 		seq := strings.Count(rev, "sequential in every lane")
-		sums := strings.Count(rev, "gs_wide_sum(")
+		sums := strings.Count(rev, "gs_wide_sums(")
 		if split < 20 || windows < 7 || seq != 0 || sums < 7 {
 			t.Errorf("%s d = %d: %s: %d loops split over the lanes (%d with windows), %d sequential, %d sums across the lanes; want ≥ 20 (≥ 7), 0, ≥ 7",
 				c.name, d, m[1], split, windows, seq, sums)

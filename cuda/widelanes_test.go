@@ -213,10 +213,12 @@ var wideLanesVariants = []struct {
 
 // wideLanesRuns reports whether BenchmarkGPUWideLanes times variant v
 // on case c: every variant on HIRES (d = 8), all but lanes4 on
-// Pollution (d = 20); on Lorenz-96 (d = 64) and the Brusselator (d = 64:
-// its 70 KB trajectories would run 2 a multiprocessor in groups of 16
-// lanes where 3 run a warp each, so wideLanesFor keeps a warp each and
-// lanes16 is the default's kernel) the default and lanes16 only; on
+// Pollution (d = 20); on Lorenz-96 with d = 64 (16 lanes by default
+// since session 47) the default, a warp and lanes8; on Lorenz-96 with d
+// = 256 (a warp by default) and the Brusselator (d = 64: its 70 KB
+// trajectories would run 2 a multiprocessor in groups of 16 lanes where
+// 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
+// the default's kernel) the default and lanes16 only; on
 // neural Robertson (lanes mode, not wide: the tunings change nothing)
 // the default and lanes8, the same kernel twice (the noise), and tile
 // and thread (its layouts forced).
@@ -230,6 +232,8 @@ func wideLanesRuns(c, v string) bool {
 		return v != "lanes4" && v != "lanes8-b0"
 	case c == "neural-robertson":
 		return v == "default" || v == "lanes8"
+	case c == "lorenz96-64":
+		return v == "default" || v == "warp" || v == "lanes8"
 	}
 	return v == "default" || v == "lanes16"
 }
@@ -260,12 +264,14 @@ func BenchmarkGPUWideLanes(b *testing.B) {
 			return wideRosBenchCase(b, name, 1024)
 		case "lorenz96-64":
 			return wideBenchGradCase(4096, 64)
+		case "lorenz96-256":
+			return wideBenchGradCase(4096, 256)
 		}
 		return layoutFillCase(b, name, 4096)
 	}
 	cases := map[string]engineCase{}
 	for round := range wideSplitRounds {
-		for _, name := range []string{"pollution", "hires", "neural-robertson", "lorenz96-64", "brusselator"} {
+		for _, name := range []string{"pollution", "hires", "neural-robertson", "lorenz96-64", "lorenz96-256", "brusselator"} {
 			c, ok := cases[name]
 			if !ok {
 				c = caseOf(name)
@@ -376,7 +382,7 @@ func TestWideLanesShapes(t *testing.T) {
 			}
 			_, on := kernelgen.WideOccupancy(per, 227<<10)
 			g := kernelgen.LaneWidth / v.WideLanesOf()
-			if want := wideLanesFor(x.tun.lanesFor(c.prob.Field.Dim), per/g, 227<<10); v.WideLanesOf() != want {
+			if want := wideLanesFor(x.tun.lanesFor(jobOf(t, c, ode.OpGrad).Plan), per/g, 227<<10); v.WideLanesOf() != want {
 				t.Errorf("%s/%s: %d lanes, want %d (wideLanesFor)", name, x.name, v.WideLanesOf(), want)
 			}
 			// The warps the registers let run: the bounds' cap (255 without).
@@ -393,13 +399,19 @@ func TestWideLanesShapes(t *testing.T) {
 }
 
 // TestDefaultWideLanes checks defaultWideLanes: the fewest lanes, at
-// least 8, that hold two components each, a warp from d = 33.
+// least 8, that hold two components each; for an explicit method 16 up
+// to d = 64 (wideLanesMaxDim); a warp beyond.
 func TestDefaultWideLanes(t *testing.T) {
-	for _, x := range []struct{ d, want int }{
-		{1, 8}, {8, 8}, {16, 8}, {17, 16}, {20, 16}, {32, 16}, {33, 32}, {64, 32}, {256, 32},
+	for _, x := range []struct {
+		d       int
+		factors bool
+		want    int
+	}{
+		{1, true, 8}, {8, true, 8}, {16, true, 8}, {17, true, 16}, {20, true, 16}, {32, true, 16}, {33, true, 32}, {64, true, 32}, {256, true, 32},
+		{8, false, 8}, {32, false, 16}, {33, false, 16}, {64, false, 16}, {65, false, 32}, {256, false, 32},
 	} {
-		if got := defaultWideLanes(x.d); got != x.want {
-			t.Errorf("defaultWideLanes(%d) = %d, want %d", x.d, got, x.want)
+		if got := defaultWideLanes(x.d, x.factors); got != x.want {
+			t.Errorf("defaultWideLanes(%d, %v) = %d, want %d", x.d, x.factors, got, x.want)
 		}
 	}
 }

@@ -183,6 +183,14 @@ type Config struct {
 	// results bit for bit; larger kernels (package cuda's default; its test
 	// knob Tuning.wideLoops keeps the loops, for the device's comparison).
 	WideRows bool
+	// WideTables (with Wide) reads every gather of one array's entries
+	// through an index table in global memory, as the wide layout did
+	// before session 47; by default a gather whose indices are a rotation
+	// of the array, b + (c + k) mod n (Lorenz-96's neighbours), computes
+	// its index in the loop instead (GS_WROT: no table, no load to wait
+	// for). The same entries read: the same results bit for bit (package
+	// cuda's Tuning.wideTables, for the device's A/B).
+	WideTables bool
 	// WideScalars (with Wide, without WideShared) is the most replicated
 	// float64 values (a wide function's scalars outside its component
 	// loops, every lane's alike) kept live in registers at once; the
@@ -356,6 +364,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if l := v.WideLanesOf(); v.Wide && l < LaneWidth {
 		k += fmt.Sprintf("widelanes%d ", l)
+	}
+	if v.Wide && v.WideTables {
+		k += "widetables "
 	}
 	return k
 }

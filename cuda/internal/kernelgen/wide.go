@@ -390,14 +390,17 @@ type wideRecord struct {
 // (Config.WideScalars, resolved by wideScalarsOf: -1 for none).
 type wideVariant struct {
 	grad, saves, all, rows bool
-	scalars                int
+	// tables keeps every gather of one array read through an index
+	// table (Config.WideTables), rotations included.
+	tables  bool
+	scalars int
 	// minSplit is Config.WideMinSplit, resolved (wideMinSplitOf; 0: none).
 	minSplit int
 }
 
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
-	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared,
+	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables,
 		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl)}
 }
 
@@ -449,7 +452,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 	o.once.Do(func() {
 		src := NewSource(&SourceSettings{Precision: Float64})
 		src.reroll = true
-		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit = k.all, k.rows, k.scalars, k.minSplit
+		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideTables = k.all, k.rows, k.scalars, k.minSplit, k.tables
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -469,7 +472,7 @@ type wideOnce struct {
 func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	k := wideVariantOf(v, sp.plan)
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
-		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit = k.all, k.rows, k.scalars, k.minSplit
+		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideTables = k.all, k.rows, k.scalars, k.minSplit, k.tables
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -609,6 +612,10 @@ const wideHelper = `// The wide layout (wide.go): component loops run component 
 #else
 #define GS_WIDE_TABLE static const
 #endif
+// GS_WROT(c, b, k, n) is entry c of a gather whose index table would be
+// b + (c + k) mod n (wide.go's rotation), 0 <= c, k < n: the index
+// computed in place of the table's load.
+#define GS_WROT(c, b, k, n) ((b) + ((c) + (k) >= (n) ? (c) + (k) - (n) : (c) + (k)))
 GS_DEVICE gs_real gs_wide_sum(gs_real x) {
 #ifdef GS_WARPS
   for (int o = GS_WSTRIDE / 2; o > 0; o >>= 1) x = x + __shfl_xor_sync(GS_WMASK, x, o);
@@ -1745,6 +1752,8 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 	var r string
 	if x, ok := gatherRun(xs); ok && !e.src.wideShared && !w.noRuns {
 		r = x
+	} else if b, k, ok := rotation(idx); arr != "" && ok && !e.src.wideTables {
+		r = fmt.Sprintf("%s[GS_WROT(gs_c, %d, %d, %d)]", arr, b, k, n)
 	} else if arr != "" {
 		tab := fmt.Sprintf("%s_x%d", e.name, w.ntab)
 		w.ntab++
@@ -1761,6 +1770,38 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 	}
 	gathered[key] = r
 	return r
+}
+
+// rotation returns b and k where the gather's indices idx (decimal, by
+// component c of n) are b + (c + k) mod n, 0 ≤ k < n: one array's entries
+// rotated by k (a Lorenz-96 neighbour y[(c + 1) mod d]), which the loop
+// computes (GS_WROT: an add, a compare and a select) in place of an index
+// table in global memory, whose load each read waited for: the same
+// entries read, the same bits. False for any other gather.
+func rotation(idx []string) (b, k int, ok bool) {
+	n := len(idx)
+	if n == 0 {
+		return 0, 0, false
+	}
+	xs := make([]int, n)
+	for c, s := range idx {
+		x, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, 0, false
+		}
+		xs[c] = x
+	}
+	b = slices.Min(xs)
+	k = xs[0] - b
+	if k >= n {
+		return 0, 0, false
+	}
+	for c, x := range xs {
+		if x != b+(c+k)%n {
+			return 0, 0, false
+		}
+	}
+	return b, k, true
 }
 
 // wideGatherScalars is the most entries of a gathered operand besides
