@@ -181,7 +181,9 @@ func TestWideLanesLayout(t *testing.T) {
 }
 
 // wideLanesVariants are BenchmarkGPUWideLanes's tunings by case: the
-// default (defaultWideLanes' lanes a trajectory since session 46), a warp
+// default (defaultWideLanes' lanes a trajectory since session 46; 16 for
+// Lorenz-96 with d = 64 since session 47), the neighbours through index
+// tables (Tuning.wideTables) on the default's lanes and on a warp, a warp
 // per trajectory (launch bounds of wideMinBlocks: the default before),
 // with the bounds of one round (Tuning.wideRound), and a trajectory on 16
 // or 8 lanes (Tuning.wideLanes), with and without those bounds, on 8
@@ -207,6 +209,8 @@ var wideLanesVariants = []struct {
 	{"lanes8-round", Tuning{wideLanes: 8, wideRound: true}, ""},
 	{"lanes8-b0", Tuning{wideLanes: 8, WideMinBlocks: -1}, ""},
 	{"lanes4", Tuning{wideLanes: 4}, ""},
+	{"tables", Tuning{wideTables: true}, ""},
+	{"warp-tables", Tuning{wideLanes: -1, wideTables: true}, ""},
 	{"tile", Tuning{Layout: LayoutTile}, "tile"},
 	{"thread", Tuning{Layout: LayoutThread}, "thread"},
 }
@@ -214,8 +218,10 @@ var wideLanesVariants = []struct {
 // wideLanesRuns reports whether BenchmarkGPUWideLanes times variant v
 // on case c: every variant on HIRES (d = 8), all but lanes4 on
 // Pollution (d = 20); on Lorenz-96 with d = 64 (16 lanes by default
-// since session 47) the default, a warp and lanes8; on Lorenz-96 with d
-// = 256 (a warp by default) and the Brusselator (d = 64: its 70 KB
+// since session 47) the default, a warp, lanes8, and the neighbours read
+// through index tables on 16 lanes (tables) and on a warp (warp-tables:
+// the default before session 47); on Lorenz-96 with d = 256 (a warp by
+// default) the default, tables and lanes16; on the Brusselator (d = 64: its 70 KB
 // trajectories would run 2 a multiprocessor in groups of 16 lanes where
 // 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
 // the default's kernel) the default and lanes16 only; on
@@ -226,6 +232,8 @@ func wideLanesRuns(c, v string) bool {
 	switch {
 	case v == "tile" || v == "thread":
 		return c == "neural-robertson"
+	case v == "tables" || v == "warp-tables":
+		return c == "lorenz96-64" || c == "lorenz96-256" && v == "tables"
 	case c == "hires":
 		return true
 	case c == "pollution":
@@ -242,7 +250,7 @@ func wideLanesRuns(c, v string) bool {
 // ms/op the whole call) of issue 26's cases at n = 4096 (the gpu-large
 // suite's ensembles and tolerances, layoutFillCase: Pollution, HIRES,
 // neural Robertson, Rodas5P, the whole interval) beside Lorenz-96 (d =
-// 64, Tsit5, n = 4096: wideBenchGradCase) and the Brusselator (d = 64,
+// 64 and 256, Tsit5, n = 4096: wideBenchGradCase) and the Brusselator (d = 64,
 // Rodas5P, n = 1024, t ≤ 0.5: wideRosBenchCase), each in its default
 // layout (LayoutAuto: the wide layout but for neural Robertson's lanes
 // mode) or the variant's, with wideLanesVariants in turn (wideLanesRuns), three rounds
