@@ -368,6 +368,13 @@ type Tuning struct {
 	// the same results bit for bit, TestHostWideTablesSame), for the
 	// device's A/B (BenchmarkGPUWideLanes' "tables").
 	wideTables bool
+	// wideRolled keeps the inner loops of a wide kernel's window loops
+	// (Lorenz-96's reverse step: a lane recomputes three components
+	// before its own) rolled, as before session 47, where the default
+	// unrolls them (kernelgen.Config.WideRolled; the same results bit for
+	// bit, TestHostWideTablesSame), for the device's A/B
+	// (BenchmarkGPUWideLanes' "rolled").
+	wideRolled bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -470,6 +477,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.WideShared = v.Wide && tun.NoWidePrivate
 		v.WideRows = v.Wide && !tun.NoWidePrivate && !tun.wideLoops
 		v.WideTables = v.Wide && tun.wideTables
+		v.WideRolled = v.Wide && tun.wideRolled
 		if v.Wide && !tun.NoWidePrivate {
 			v.WideScalars = tun.WideScalars
 		}

@@ -183,7 +183,8 @@ func TestWideLanesLayout(t *testing.T) {
 // wideLanesVariants are BenchmarkGPUWideLanes's tunings by case: the
 // default (defaultWideLanes' lanes a trajectory since session 46; 16 for
 // Lorenz-96 with d = 64 since session 47), the neighbours through index
-// tables (Tuning.wideTables) on the default's lanes and on a warp, a warp
+// tables (Tuning.wideTables) on the default's lanes and on a warp, the
+// window loops rolled (Tuning.wideRolled), both on a warp (warp-old), a warp
 // per trajectory (launch bounds of wideMinBlocks: the default before),
 // with the bounds of one round (Tuning.wideRound), and a trajectory on 16
 // or 8 lanes (Tuning.wideLanes), with and without those bounds, on 8
@@ -211,6 +212,8 @@ var wideLanesVariants = []struct {
 	{"lanes4", Tuning{wideLanes: 4}, ""},
 	{"tables", Tuning{wideTables: true}, ""},
 	{"warp-tables", Tuning{wideLanes: -1, wideTables: true}, ""},
+	{"rolled", Tuning{wideRolled: true}, ""},
+	{"warp-old", Tuning{wideLanes: -1, wideTables: true, wideRolled: true}, ""},
 	{"tile", Tuning{Layout: LayoutTile}, "tile"},
 	{"thread", Tuning{Layout: LayoutThread}, "thread"},
 }
@@ -218,10 +221,12 @@ var wideLanesVariants = []struct {
 // wideLanesRuns reports whether BenchmarkGPUWideLanes times variant v
 // on case c: every variant on HIRES (d = 8), all but lanes4 on
 // Pollution (d = 20); on Lorenz-96 with d = 64 (16 lanes by default
-// since session 47) the default, a warp, lanes8, and the neighbours read
-// through index tables on 16 lanes (tables) and on a warp (warp-tables:
-// the default before session 47); on Lorenz-96 with d = 256 (a warp by
-// default) the default, tables and lanes16; on the Brusselator (d = 64: its 70 KB
+// since session 47) the default, a warp, lanes8, the neighbours read
+// through index tables on 16 lanes (tables) and on a warp (warp-tables),
+// the window loops rolled (rolled), and both on a warp (warp-old: the
+// default before session 47); on Lorenz-96 with d = 256 (a warp by
+// default) the default, tables, rolled, warp-old (the kernel before
+// session 47) and lanes16; on the Brusselator (d = 64: its 70 KB
 // trajectories would run 2 a multiprocessor in groups of 16 lanes where
 // 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
 // the default's kernel) the default and lanes16 only; on
@@ -232,8 +237,10 @@ func wideLanesRuns(c, v string) bool {
 	switch {
 	case v == "tile" || v == "thread":
 		return c == "neural-robertson"
-	case v == "tables" || v == "warp-tables":
-		return c == "lorenz96-64" || c == "lorenz96-256" && v == "tables"
+	case v == "tables" || v == "rolled" || v == "warp-old":
+		return c == "lorenz96-64" || c == "lorenz96-256"
+	case v == "warp-tables":
+		return c == "lorenz96-64"
 	case c == "hires":
 		return true
 	case c == "pollution":

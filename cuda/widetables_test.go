@@ -25,7 +25,9 @@ const wideL96Bits = 0x37ca3d3060e60ee1
 // gradient with the record (d = 64, five trajectories) by default (16
 // lanes a trajectory, defaultWideLanes; the neighbours' indices computed
 // in the loop, GS_WROT), with index tables (Tuning.wideTables), on a warp
-// per trajectory, and on 8 lanes hash to wideL96Bits, the bits of main
+// per trajectory, on 8 lanes, with the window loops' repetitions a rolled
+// loop (Tuning.wideRolled), and on a warp with tables and rolled loops
+// (the kernel before session 47) hash to wideL96Bits, the bits of main
 // before those forms; and at d = 70 (not a power of two, a warp) the
 // default equals the tables'. The sources: the default's gathers of
 // Lorenz-96 are rotations, read with no index table; with wideTables every
@@ -59,6 +61,8 @@ func TestHostWideTablesSame(t *testing.T) {
 		{"warp", c, Tuning{Layout: LayoutWide, wideLanes: -1}},
 		{"warp-tables", c, Tuning{Layout: LayoutWide, wideLanes: -1, wideTables: true}},
 		{"lanes8", c, Tuning{Layout: LayoutWide, wideLanes: 8}},
+		{"rolled", c, Tuning{Layout: LayoutWide, wideRolled: true}},
+		{"warp-old", c, Tuning{Layout: LayoutWide, wideLanes: -1, wideTables: true, wideRolled: true}},
 		{"d=70", c70, Tuning{Layout: LayoutWide}},
 		{"d=70-tables", c70, Tuning{Layout: LayoutWide, wideTables: true}},
 	} {

@@ -148,6 +148,9 @@ type Source struct {
 	// wideTables reads every gather of one array's entries through an
 	// index table, rotations included (Config.WideTables).
 	wideTables bool
+	// wideRolled keeps a window loop's repetitions a rolled loop
+	// (Config.WideRolled).
+	wideRolled bool
 	// wideScalars is the most replicated values of a wide function live
 	// in registers at once: Config.WideScalars (0 the default, negative
 	// no limit; wideScalarsOf; widespill.go).

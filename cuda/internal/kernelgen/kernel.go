@@ -191,6 +191,15 @@ type Config struct {
 	// for). The same entries read: the same results bit for bit (package
 	// cuda's Tuning.wideTables, for the device's A/B).
 	WideTables bool
+	// WideRolled (with Wide) keeps the inner loop of a window loop (a
+	// loop split over the lanes whose lane recomputes the window's earlier
+	// repetitions: Lorenz-96's reverse step, ten of them) rolled, as before
+	// session 47; by default it is unrolled (at most wideMaxWindow + 1
+	// repetitions, in the same order: the same bits), so that the
+	// repetitions' loads, which do not wait for the carried values, may
+	// issue together (package cuda's Tuning.wideRolled, for the device's
+	// A/B).
+	WideRolled bool
 	// WideScalars (with Wide, without WideShared) is the most replicated
 	// float64 values (a wide function's scalars outside its component
 	// loops, every lane's alike) kept live in registers at once; the
@@ -367,6 +376,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if v.Wide && v.WideTables {
 		k += "widetables "
+	}
+	if v.Wide && v.WideRolled {
+		k += "widerolled "
 	}
 	return k
 }

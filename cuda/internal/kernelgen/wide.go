@@ -392,7 +392,10 @@ type wideVariant struct {
 	grad, saves, all, rows bool
 	// tables keeps every gather of one array read through an index
 	// table (Config.WideTables), rotations included.
-	tables  bool
+	tables bool
+	// rolled keeps a window loop's repetitions a rolled loop
+	// (Config.WideRolled).
+	rolled  bool
 	scalars int
 	// minSplit is Config.WideMinSplit, resolved (wideMinSplitOf; 0: none).
 	minSplit int
@@ -400,7 +403,7 @@ type wideVariant struct {
 
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
-	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables,
+	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled,
 		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl)}
 }
 
@@ -452,7 +455,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 	o.once.Do(func() {
 		src := NewSource(&SourceSettings{Precision: Float64})
 		src.reroll = true
-		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideTables = k.all, k.rows, k.scalars, k.minSplit, k.tables
+		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideTables, src.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.tables, k.rolled
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -472,7 +475,7 @@ type wideOnce struct {
 func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	k := wideVariantOf(v, sp.plan)
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
-		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideTables = k.all, k.rows, k.scalars, k.minSplit, k.tables
+		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideTables, s.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.tables, k.rolled
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -1283,7 +1286,13 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 		for _, r := range resets {
 			sb.WriteString(r)
 		}
-		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_c0 > %d ? gs_c0 - %d : 0; gs_c <= gs_c0; gs_c++) {\n", sp.window, sp.window)
+		if e.src.wideRolled {
+			fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_c0 > %d ? gs_c0 - %d : 0; gs_c <= gs_c0; gs_c++) {\n", sp.window, sp.window)
+		} else {
+			// The repetitions unrolled, in the same order: their loads
+			// independent of the carried values may issue together.
+			fmt.Fprintf(sb, "#pragma unroll\n  for (int gs_k = %d; gs_k >= 0; gs_k--) {\n    const int gs_c = gs_c0 - gs_k;\n    if (gs_c < 0) continue;\n", sp.window)
+		}
 	case split:
 		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) {\n", l.n)
 	default:
