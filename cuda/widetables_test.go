@@ -2,7 +2,7 @@ package cuda
 
 import (
 	"encoding/binary"
-
+	"fmt"
 	"hash/fnv"
 	"math"
 	"strings"
@@ -93,4 +93,22 @@ func resultBits(xs []float64) uint64 {
 		h.Write(b[:])
 	}
 	return h.Sum64()
+}
+
+// TestGPUWideTablesSame is TestHostWideTablesSame on the device:
+// Lorenz-96 (d = 64 and 256, 1,000 trajectories, the large-state suite's
+// tolerances, wideBenchGradCase) by default (session 47: d = 64 on 16
+// lanes a trajectory, the neighbours' indices computed, the window loops
+// unrolled) against the kernels before session 47 (a warp per
+// trajectory, index tables, rolled window loops): the solve, the gradient
+// with the record and the gradient on the mesh bit for bit (sameRuns). It
+// skips without a GPU.
+func TestGPUWideTablesSame(t *testing.T) {
+	needGPUEngine(t)
+	for _, d := range []int{64, 256} {
+		c := wideBenchGradCase(1000, d)
+		t.Run(fmt.Sprintf("d=%d", d), func(t *testing.T) {
+			sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: -1, wideTables: true, wideRolled: true})))
+		})
+	}
 }
