@@ -410,9 +410,8 @@ type Tuning struct {
 	// loops (HIRES, d = 8: every loop one pass on 8 lanes) and its
 	// replicated code then take a fraction of a warp's instructions per
 	// trajectory. 0: defaultWideLanes; negative: a warp per trajectory.
-	// Results are the same bit for bit where d ≤ 2·wideLanes, to rounding
-	// where the lanes' partial sums hold more components
-	// (TestHostWideLanesSame).
+	// Results are the same bit for bit (the lanes' partial sums kept by
+	// lane of a warp, kernelgen's gs_wide_sums; TestHostWideLanesSame).
 	wideLanes int
 	// denseLU keeps the wide layout's LU factors and solves dense
 	// (kernelgen.Config.WideDenseLU), the form before session 47, where
@@ -421,6 +420,21 @@ type Tuning struct {
 	// device's comparison (BenchmarkGPUWideLanes's -dense rows). The same
 	// values, at most the signs of zeros differ (TestHostWideSparseLU).
 	denseLU bool
+
+	// wideTables reads a wide kernel's gathers of one array's rotated
+	// entries (Lorenz-96's neighbours y[(c ± k) mod d]) through index
+	// tables in global memory, as before session 47, where the default
+	// computes their indices in the loop (kernelgen.Config.WideTables;
+	// the same results bit for bit, TestHostWideTablesSame), for the
+	// device's A/B (BenchmarkGPUWideLanes' "tables").
+	wideTables bool
+	// wideRolled keeps the inner loops of a wide kernel's window loops
+	// (Lorenz-96's reverse step: a lane recomputes three components
+	// before its own) rolled, as before session 47, where the default
+	// unrolls them (kernelgen.Config.WideRolled; the same results bit for
+	// bit, TestHostWideTablesSame), for the device's A/B
+	// (BenchmarkGPUWideLanes' "rolled").
+	wideRolled bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -523,12 +537,14 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.RowMajor = v.Wide // its warps read and write whole rows
 		v.WideShared = v.Wide && tun.NoWidePrivate
 		v.WideRows = v.Wide && !tun.NoWidePrivate && !tun.wideLoops
+		v.WideTables = v.Wide && tun.wideTables
+		v.WideRolled = v.Wide && tun.wideRolled
 		if v.Wide && !tun.NoWidePrivate {
 			v.WideScalars = tun.WideScalars
 		}
 		if v.Wide {
 			warps := j.n // the launch's warps
-			if l := wideLanesFor(tun.lanesFor(pl.Dim), per, dev.sharedLimit); l < kernelgen.LaneWidth {
+			if l := wideLanesFor(tun.lanesFor(pl), per, dev.sharedLimit); l < kernelgen.LaneWidth {
 				g := kernelgen.LaneWidth / l
 				v.WideLanes, per, warps = l, g*per, (j.n+g-1)/g
 			}
@@ -640,31 +656,44 @@ func wideMinBlocks(per, limit, tun int) int {
 }
 
 // defaultWideLanes returns the lanes a trajectory of a wide kernel of
-// state dimension d runs on by default: the fewest, at least 8, that
-// hold two components each (d ≤ 2·lanes, where the results are those of
-// a warp per trajectory bit for bit); a warp (kernelgen.LaneWidth) from
-// d = 33. On an H100 at n = 4,096 (BenchmarkGPUWideLanes, session 46)
-// HIRES (d = 8) on 8 lanes ran its gradient kernel in 27.6 ms against
-// 43.6 on a warp each, Pollution (d = 20) on 16 in 34.8 against 39.0,
-// where Pollution on 8 lanes took 44.1 and HIRES on 4 35.3.
-func defaultWideLanes(d int) int {
+// state dimension d runs on by default, factors true for a Rosenbrock
+// method's kernel (kernelgen.WideFactors): the fewest, at least 8, that
+// hold two components each (d ≤ 2·lanes); for an explicit method 16 also
+// from d = 33 to wideLanesMaxDim (Lorenz-96, d = 64); a warp
+// (kernelgen.LaneWidth) beyond. The results are those of a warp per
+// trajectory bit for bit at any d (the lanes' partial sums kept by lane
+// of a warp: kernelgen's gs_wide_sums). On an H100 at n = 4,096
+// (BenchmarkGPUWideLanes, session 46) HIRES (d = 8) on 8 lanes ran its
+// gradient kernel in 27.6 ms against 43.6 on a warp each, Pollution (d =
+// 20) on 16 in 34.8 against 39.0, where Pollution on 8 lanes took 44.1
+// and HIRES on 4 35.3; Lorenz-96 (d = 64, Tsit5) on 16 in 0.759 against
+// 0.833 (its sums then in another order; session 47 made them a warp's).
+func defaultWideLanes(d int, factors bool) int {
 	for l := 8; l < kernelgen.LaneWidth; l *= 2 {
 		if d <= 2*l {
 			return l
 		}
 	}
+	if !factors && d <= wideLanesMaxDim {
+		return kernelgen.LaneWidth / 2
+	}
 	return kernelgen.LaneWidth
 }
 
-// lanesFor returns the lanes a trajectory of a wide kernel of state
-// dimension d asks for under tun (Tuning.wideLanes; 0: defaultWideLanes,
-// negative: a warp).
-func (tun Tuning) lanesFor(d int) int {
+// wideLanesMaxDim is the largest state an explicit method's wide kernel
+// runs on fewer lanes than a warp by default (defaultWideLanes): 16 lanes,
+// four components each, measured at d = 64 only (session 46).
+const wideLanesMaxDim = 64
+
+// lanesFor returns the lanes a wide kernel of plan pl's trajectories ask
+// for under tun (Tuning.wideLanes; 0: defaultWideLanes, negative: a
+// warp).
+func (tun Tuning) lanesFor(pl *ode.Plan) int {
 	switch {
 	case tun.wideLanes < 0:
 		return kernelgen.LaneWidth
 	case tun.wideLanes == 0:
-		return defaultWideLanes(d)
+		return defaultWideLanes(pl.Dim, kernelgen.WideFactors(pl))
 	}
 	return tun.wideLanes
 }

@@ -43,7 +43,7 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	for _, f := range []struct {
 		on   bool
 		name string
-	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.NoChunkLaunch, "nochunklaunch"}, {tun.NoChunkStage, "nochunkstage"}, {tun.separateSteps, "separate"}, {tun.unrolled, "unrolled"}, {tun.Minimal, "minimal"}, {tun.SplitUnits, "splitunits"}, {tun.NoWide, "nowide"}, {tun.NoWideStiff, "nowidestiff"}, {tun.NoWidePrivate, "nowideprivate"}, {tun.wideLoops, "wideloops"}, {tun.wideRound, "wideround"}, {tun.threadRound, "threadround"}, {tun.NoTrainGraph, "notraingraph"}, {tun.StoreSaveCots, "storesavecots"}, {tun.noLossFold, "nolossfold"}, {tun.ungroupedCots, "ungroupedcots"}, {tun.NoInputReuse, "noinputreuse"}, {tun.generic, "generic"}, {tun.wordsApart, "wordsapart"}, {tun.compareInBatch, "compareinbatch"}, {tun.compareEach, "compareeach"}, {tun.checkLaneAtomics, "checklaneatomics"}, {tun.meshMemset, "meshmemset"}, {tun.keptClock, "keptclock"}, {tun.oldSaves, "oldsaves"}, {tun.noAhead, "noahead"}, {tun.endsInScatter, "endsinscatter"}, {tun.crew, "crew"}, {tun.denseLU, "denselu"}, {tun.WaitForCompile, "wait"}} {
+	}{{tun.NoBlockAcc, "noblockacc"}, {tun.TileAccGlobal, "tileaccglobal"}, {tun.TileShGlobal, "tileshglobal"}, {tun.TileStatic, "tilestatic"}, {tun.NoChunkLaunch, "nochunklaunch"}, {tun.NoChunkStage, "nochunkstage"}, {tun.separateSteps, "separate"}, {tun.unrolled, "unrolled"}, {tun.Minimal, "minimal"}, {tun.SplitUnits, "splitunits"}, {tun.NoWide, "nowide"}, {tun.NoWideStiff, "nowidestiff"}, {tun.NoWidePrivate, "nowideprivate"}, {tun.wideLoops, "wideloops"}, {tun.wideRound, "wideround"}, {tun.threadRound, "threadround"}, {tun.wideTables, "widetables"}, {tun.wideRolled, "widerolled"}, {tun.NoTrainGraph, "notraingraph"}, {tun.StoreSaveCots, "storesavecots"}, {tun.noLossFold, "nolossfold"}, {tun.ungroupedCots, "ungroupedcots"}, {tun.NoInputReuse, "noinputreuse"}, {tun.generic, "generic"}, {tun.wordsApart, "wordsapart"}, {tun.compareInBatch, "compareinbatch"}, {tun.compareEach, "compareeach"}, {tun.checkLaneAtomics, "checklaneatomics"}, {tun.meshMemset, "meshmemset"}, {tun.keptClock, "keptclock"}, {tun.oldSaves, "oldsaves"}, {tun.noAhead, "noahead"}, {tun.endsInScatter, "endsinscatter"}, {tun.crew, "crew"}, {tun.denseLU, "denselu"}, {tun.WaitForCompile, "wait"}} {
 		if f.on {
 			tn += "," + f.name
 		}
@@ -51,8 +51,8 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	for _, f := range []struct {
 		v    int64
 		name string
-	}{{int64(tun.firstRows), "rows"}, {int64(tun.meshChunk), "chunk"}, {tun.maxStaging, "staging"}, {int64(tun.maxSource), "source"}, {int64(tun.bcastSeed), "bcast"}, {int64(tun.pipeChunk), "pipe"}, {int64(tun.pipeMin), "pipemin"}, {int64(tun.splitMin), "splitmin"}, {int64(tun.saveGroup), "savegroup"}, {int64(tun.wideFill), "widefill"}, {int64(tun.wideLanes), "widelanes"}, {int64(tun.tierMin), "tiermin"}, {int64(tun.hostWorkers), "workers"}, {int64(tun.headsWorkers), "heads"}} {
-		if f.v > 0 {
+	}{{tun.maxStaging, "staging"}} {
+		if f.v != 0 {
 			tn += fmt.Sprintf(",%s=%d", f.name, f.v)
 		}
 	}

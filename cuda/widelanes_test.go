@@ -44,7 +44,7 @@ func TestHostWideLanesSame(t *testing.T) {
 	if !testing.Short() {
 		l96 := lorenz96Case(5, 64, ode.Tsit5)
 		l96.prob.T1 = 0.25
-		cases = append(cases, tc{hires, 2, []string{"grad"}, 1e-12}, tc{l96, 16, []string{"grad"}, 1e-12})
+		cases = append(cases, tc{hires, 2, []string{"grad"}, 0}, tc{l96, 16, []string{"solve", "grad"}, 0}, tc{l96, 8, []string{"grad"}, 0})
 	}
 	for _, x := range cases {
 		t.Run(fmt.Sprintf("%s-d=%d/lanes=%d", x.c.name, x.c.prob.Field.Dim, x.lanes), func(t *testing.T) {
@@ -181,7 +181,10 @@ func TestWideLanesLayout(t *testing.T) {
 }
 
 // wideLanesVariants are BenchmarkGPUWideLanes's tunings by case: the
-// default (defaultWideLanes' lanes a trajectory since session 46), a warp
+// default (defaultWideLanes' lanes a trajectory since session 46; 16 for
+// Lorenz-96 with d = 64 since session 47), the neighbours through index
+// tables (Tuning.wideTables) on the default's lanes and on a warp, the
+// window loops rolled (Tuning.wideRolled), both on a warp (warp-old), a warp
 // per trajectory (launch bounds of wideMinBlocks: the default before),
 // with the bounds of one round (Tuning.wideRound), and a trajectory on 16
 // or 8 lanes (Tuning.wideLanes), with and without those bounds, on 8
@@ -208,16 +211,27 @@ var wideLanesVariants = []struct {
 	{"lanes8-b0", Tuning{wideLanes: 8, WideMinBlocks: -1}, ""},
 	{"lanes4", Tuning{wideLanes: 4}, ""},
 	{"dense", Tuning{denseLU: true}, ""}, // the LU factors dense (session 47)
+
+	{"tables", Tuning{wideTables: true}, ""},
+	{"warp-tables", Tuning{wideLanes: -1, wideTables: true}, ""},
+	{"rolled", Tuning{wideRolled: true}, ""},
+	{"warp-old", Tuning{wideLanes: -1, wideTables: true, wideRolled: true}, ""},
 	{"tile", Tuning{Layout: LayoutTile}, "tile"},
 	{"thread", Tuning{Layout: LayoutThread}, "thread"},
 }
 
 // wideLanesRuns reports whether BenchmarkGPUWideLanes times variant v
 // on case c: every variant on HIRES (d = 8), all but lanes4 on
-// Pollution (d = 20); on Lorenz-96 (d = 64) and the Brusselator (d = 64:
-// its 70 KB trajectories would run 2 a multiprocessor in groups of 16
-// lanes where 3 run a warp each, so wideLanesFor keeps a warp each and
-// lanes16 is the default's kernel) the default and lanes16 only; on
+// Pollution (d = 20); on Lorenz-96 with d = 64 (16 lanes by default
+// since session 47) the default, a warp, lanes8, the neighbours read
+// through index tables on 16 lanes (tables) and on a warp (warp-tables),
+// the window loops rolled (rolled), and both on a warp (warp-old: the
+// default before session 47); on Lorenz-96 with d = 256 (a warp by
+// default) the default, tables, rolled, warp-old (the kernel before
+// session 47) and lanes16; on the Brusselator (d = 64: its 70 KB
+// trajectories would run 2 a multiprocessor in groups of 16 lanes where
+// 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
+// the default's kernel) the default and lanes16 only; on
 // neural Robertson (lanes mode, not wide: the tunings change nothing)
 // the default and lanes8, the same kernel twice (the noise), and tile
 // and thread (its layouts forced).
@@ -225,12 +239,18 @@ func wideLanesRuns(c, v string) bool {
 	switch {
 	case v == "tile" || v == "thread":
 		return c == "neural-robertson"
+	case v == "tables" || v == "rolled" || v == "warp-old":
+		return c == "lorenz96-64" || c == "lorenz96-256"
+	case v == "warp-tables":
+		return c == "lorenz96-64"
 	case c == "hires":
 		return true
 	case c == "pollution":
 		return v != "lanes4" && v != "lanes8-b0"
 	case c == "neural-robertson":
 		return v == "default" || v == "lanes8"
+	case c == "lorenz96-64":
+		return v == "default" || v == "warp" || v == "lanes8"
 	}
 	return v == "default" || v == "lanes16"
 }
@@ -239,7 +259,7 @@ func wideLanesRuns(c, v string) bool {
 // ms/op the whole call) of issue 26's cases at n = 4096 (the gpu-large
 // suite's ensembles and tolerances, layoutFillCase: Pollution, HIRES,
 // neural Robertson, Rodas5P, the whole interval) beside Lorenz-96 (d =
-// 64, Tsit5, n = 4096: wideBenchGradCase) and the Brusselator (d = 64,
+// 64 and 256, Tsit5, n = 4096: wideBenchGradCase) and the Brusselator (d = 64,
 // Rodas5P, n = 1024, t ≤ 0.5: wideRosBenchCase), each in its default
 // layout (LayoutAuto: the wide layout but for neural Robertson's lanes
 // mode) or the variant's, with wideLanesVariants in turn (wideLanesRuns), three rounds
@@ -261,12 +281,14 @@ func BenchmarkGPUWideLanes(b *testing.B) {
 			return wideRosBenchCase(b, name, 1024)
 		case "lorenz96-64":
 			return wideBenchGradCase(4096, 64)
+		case "lorenz96-256":
+			return wideBenchGradCase(4096, 256)
 		}
 		return layoutFillCase(b, name, 4096)
 	}
 	cases := map[string]engineCase{}
 	for round := range wideSplitRounds {
-		for _, name := range []string{"pollution", "hires", "neural-robertson", "lorenz96-64", "brusselator"} {
+		for _, name := range []string{"pollution", "hires", "neural-robertson", "lorenz96-64", "lorenz96-256", "brusselator"} {
 			c, ok := cases[name]
 			if !ok {
 				c = caseOf(name)
@@ -377,7 +399,7 @@ func TestWideLanesShapes(t *testing.T) {
 			}
 			_, on := kernelgen.WideOccupancy(per, 227<<10)
 			g := kernelgen.LaneWidth / v.WideLanesOf()
-			if want := wideLanesFor(x.tun.lanesFor(c.prob.Field.Dim), per/g, 227<<10); v.WideLanesOf() != want {
+			if want := wideLanesFor(x.tun.lanesFor(jobOf(t, c, ode.OpGrad).Plan), per/g, 227<<10); v.WideLanesOf() != want {
 				t.Errorf("%s/%s: %d lanes, want %d (wideLanesFor)", name, x.name, v.WideLanesOf(), want)
 			}
 			// The warps the registers let run: the bounds' cap (255 without).
@@ -394,13 +416,19 @@ func TestWideLanesShapes(t *testing.T) {
 }
 
 // TestDefaultWideLanes checks defaultWideLanes: the fewest lanes, at
-// least 8, that hold two components each, a warp from d = 33.
+// least 8, that hold two components each; for an explicit method 16 up
+// to d = 64 (wideLanesMaxDim); a warp beyond.
 func TestDefaultWideLanes(t *testing.T) {
-	for _, x := range []struct{ d, want int }{
-		{1, 8}, {8, 8}, {16, 8}, {17, 16}, {20, 16}, {32, 16}, {33, 32}, {64, 32}, {256, 32},
+	for _, x := range []struct {
+		d       int
+		factors bool
+		want    int
+	}{
+		{1, true, 8}, {8, true, 8}, {16, true, 8}, {17, true, 16}, {20, true, 16}, {32, true, 16}, {33, true, 32}, {64, true, 32}, {256, true, 32},
+		{8, false, 8}, {32, false, 16}, {33, false, 16}, {64, false, 16}, {65, false, 32}, {256, false, 32},
 	} {
-		if got := defaultWideLanes(x.d); got != x.want {
-			t.Errorf("defaultWideLanes(%d) = %d, want %d", x.d, got, x.want)
+		if got := defaultWideLanes(x.d, x.factors); got != x.want {
+			t.Errorf("defaultWideLanes(%d, %v) = %d, want %d", x.d, x.factors, got, x.want)
 		}
 	}
 }

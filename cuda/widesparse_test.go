@@ -32,7 +32,7 @@ func TestHostWideSparseLU(t *testing.T) {
 			t.Parallel()
 			set := func(dense bool) func(*kernelgen.Config) {
 				return func(v *kernelgen.Config) {
-					v.Wide, v.RowMajor, v.WideLanes, v.WideDenseLU = true, true, defaultWideLanes(c.prob.Field.Dim), dense
+					v.Wide, v.RowMajor, v.WideLanes, v.WideDenseLU = true, true, defaultWideLanes(c.prob.Field.Dim, true), dense
 				}
 			}
 			src := kernelSourceWith(t, c, ode.OpGrad, set(false))

@@ -145,6 +145,12 @@ type Source struct {
 	// wideRows unrolls the wide functions' loops that touch lane-private
 	// arrays over their rows (Config.WideRows; wideprivate.go).
 	wideRows bool
+	// wideTables reads every gather of one array's entries through an
+	// index table, rotations included (Config.WideTables).
+	wideTables bool
+	// wideRolled keeps a window loop's repetitions a rolled loop
+	// (Config.WideRolled).
+	wideRolled bool
 	// wideScalars is the most replicated values of a wide function live
 	// in registers at once: Config.WideScalars (0 the default, negative
 	// no limit; wideScalarsOf; widespill.go).

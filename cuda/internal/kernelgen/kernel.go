@@ -183,6 +183,23 @@ type Config struct {
 	// results bit for bit; larger kernels (package cuda's default; its test
 	// knob Tuning.wideLoops keeps the loops, for the device's comparison).
 	WideRows bool
+	// WideTables (with Wide) reads every gather of one array's entries
+	// through an index table in global memory, as the wide layout did
+	// before session 47; by default a gather whose indices are a rotation
+	// of the array, b + (c + k) mod n (Lorenz-96's neighbours), computes
+	// its index in the loop instead (GS_WROT: no table, no load to wait
+	// for). The same entries read: the same results bit for bit (package
+	// cuda's Tuning.wideTables, for the device's A/B).
+	WideTables bool
+	// WideRolled (with Wide) keeps the inner loop of a window loop (a
+	// loop split over the lanes whose lane recomputes the window's earlier
+	// repetitions: Lorenz-96's reverse step, ten of them) rolled, as before
+	// session 47; by default it is unrolled (at most wideMaxWindow + 1
+	// repetitions, in the same order: the same bits), so that the
+	// repetitions' loads, which do not wait for the carried values, may
+	// issue together (package cuda's Tuning.wideRolled, for the device's
+	// A/B).
+	WideRolled bool
 	// WideScalars (with Wide, without WideShared) is the most replicated
 	// float64 values (a wide function's scalars outside its component
 	// loops, every lane's alike) kept live in registers at once; the
@@ -400,6 +417,12 @@ func (v Config) wideRegsKey() string {
 	}
 	if v.Wide && v.WideDenseLU {
 		k += "widedenselu "
+	}
+	if v.Wide && v.WideTables {
+		k += "widetables "
+	}
+	if v.Wide && v.WideRolled {
+		k += "widerolled "
 	}
 	return k
 }

@@ -390,7 +390,13 @@ type wideRecord struct {
 // (Config.WideScalars, resolved by wideScalarsOf: -1 for none).
 type wideVariant struct {
 	grad, saves, all, rows bool
-	scalars                int
+	// tables keeps every gather of one array read through an index
+	// table (Config.WideTables), rotations included.
+	tables bool
+	// rolled keeps a window loop's repetitions a rolled loop
+	// (Config.WideRolled).
+	rolled  bool
+	scalars int
 	// minSplit is Config.WideMinSplit, resolved (wideMinSplitOf; 0: none).
 	minSplit int
 	// denseLU is Config.WideDenseLU.
@@ -399,7 +405,7 @@ type wideVariant struct {
 
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
-	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared,
+	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled,
 		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU}
 }
 
@@ -451,7 +457,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 	o.once.Do(func() {
 		src := NewSource(&SourceSettings{Precision: Float64})
 		src.reroll = true
-		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU = k.all, k.rows, k.scalars, k.minSplit, k.denseLU
+		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU, src.wideTables, src.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -471,7 +477,7 @@ type wideOnce struct {
 func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	k := wideVariantOf(v, sp.plan)
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
-		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU = k.all, k.rows, k.scalars, k.minSplit, k.denseLU
+		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU, s.wideTables, s.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -611,11 +617,53 @@ const wideHelper = `// The wide layout (wide.go): component loops run component 
 #else
 #define GS_WIDE_TABLE static const
 #endif
+// GS_WROT(c, b, k, n) is entry c of a gather whose index table would be
+// b + (c + k) mod n (wide.go's rotation), 0 <= c, k < n: the index
+// computed in place of the table's load.
+#define GS_WROT(c, b, k, n) ((b) + ((c) + (k) >= (n) ? (c) + (k) - (n) : (c) + (k)))
 GS_DEVICE gs_real gs_wide_sum(gs_real x) {
 #ifdef GS_WARPS
   for (int o = GS_WSTRIDE / 2; o > 0; o >>= 1) x = x + __shfl_xor_sync(GS_WMASK, x, o);
 #endif
   return x;
+}
+// A chained sum split over the lanes keeps GS_WSUMS partial sums a lane,
+// one per lane of a warp whose components it runs: component c adds to
+// slot (c / GS_WSTRIDE) mod GS_WSUMS, the partial sum of lane c mod 32 of
+// a warp per trajectory; gs_wide_sums adds the slots in the butterfly's
+// order (offsets 16 ... GS_WSTRIDE within the lane, then the shuffles),
+// so that a trajectory on fewer lanes sums in a warp's order, bit for
+// bit. One slot a lane on a warp and on the host's one thread. The slots
+// are read and written with constant indices (registers).
+#ifdef GS_WARPS
+#define GS_WSUMS (32 / GS_WSTRIDE)
+#else
+#define GS_WSUMS 1
+#endif
+GS_DEVICE void gs_wsum_zero(gs_real* x) {
+#pragma unroll
+  for (int q = 0; q < GS_WSUMS; q++) x[q] = (gs_real)-0.0;
+}
+GS_DEVICE gs_real gs_wsum_get(const gs_real* x, int c) {
+  const int s = (c / GS_WSTRIDE) & (GS_WSUMS - 1);
+  gs_real r = x[0];
+#pragma unroll
+  for (int q = 1; q < GS_WSUMS; q++)
+    if (q == s) r = x[q];
+  return r;
+}
+GS_DEVICE void gs_wsum_set(gs_real* x, int c, gs_real v) {
+  const int s = (c / GS_WSTRIDE) & (GS_WSUMS - 1);
+#pragma unroll
+  for (int q = 0; q < GS_WSUMS; q++)
+    if (q == s) x[q] = v;
+}
+GS_DEVICE gs_real gs_wide_sums(gs_real* x) {
+#pragma unroll
+  for (int m = GS_WSUMS / 2; m > 0; m >>= 1)
+#pragma unroll
+    for (int q = 0; q < m; q++) x[q] = x[q] + x[q + m];
+  return gs_wide_sum(x[0]);
 }
 // gs_wide_from returns lane l's x (of the trajectory's lanes) in every
 // lane.
@@ -1189,17 +1237,18 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 						sums = append(sums, fmt.Sprintf("  %s = gs_wide_from(%s, %d %% GS_WSTRIDE);\n", name, name, l.n-1))
 					}
 				case j == cs.op && !cs.delay:
-					fmt.Fprintf(sb, "  gs_real %s = (gs_real)-0.0;  // the lane's partial sum\n", name)
-					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sum(%s);\n", name, e.ref(a.seq[0]), name))
+					declPartial(sb, name)
+					ref[k][j] = fmt.Sprintf("gs_wsum_get(%s, gs_c)", partialName(name))
+					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sums(%s);\n", name, e.ref(a.seq[0]), partialName(name)))
 				case j == cs.op:
 					// The sum of the previous repetitions' u_j: the first
 					// two operands, then u_j but for the last repetition's.
-					fmt.Fprintf(sb, "  gs_real %s = (gs_real)-0.0;  // the lane's partial sum\n", name)
+					declPartial(sb, name)
 					init := fmt.Sprintf("(%s + %s)", e.ref(a.seq[0]), e.ref(l.args[k][cs.opJ].seq[0]))
 					if cs.opJ < cs.op {
 						init = fmt.Sprintf("(%s + %s)", e.ref(l.args[k][cs.opJ].seq[0]), e.ref(a.seq[0]))
 					}
-					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sum(%s);\n", name, init, name))
+					sums = append(sums, fmt.Sprintf("  %s = %s + gs_wide_sums(%s);\n", name, init, partialName(name)))
 				default:
 					// The last repetition's u_j, from the lane that ran it.
 					fmt.Fprintf(sb, "  gs_real %s = %s;\n", name, e.ref(a.seq[0]))
@@ -1242,7 +1291,13 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 		for _, r := range resets {
 			sb.WriteString(r)
 		}
-		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_c0 > %d ? gs_c0 - %d : 0; gs_c <= gs_c0; gs_c++) {\n", sp.window, sp.window)
+		if e.src.wideRolled {
+			fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_c0 > %d ? gs_c0 - %d : 0; gs_c <= gs_c0; gs_c++) {\n", sp.window, sp.window)
+		} else {
+			// The repetitions unrolled, in the same order: their loads
+			// independent of the carried values may issue together.
+			fmt.Fprintf(sb, "#pragma unroll\n  for (int gs_k = %d; gs_k >= 0; gs_k--) {\n    const int gs_c = gs_c0 - gs_k;\n    if (gs_c < 0) continue;\n", sp.window)
+		}
 	case split:
 		fmt.Fprintf(sb, "#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) {\n", l.n)
 	default:
@@ -1274,10 +1329,12 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 				name := carryName(l.idx, k, j)
 				switch {
 				case a.kind != argCarry:
-				case !ok || !cs.delay:
+				case !ok:
 					fmt.Fprintf(sb, "    %s = gs_u%d;\n", name, a.k)
+				case !cs.delay:
+					fmt.Fprintf(sb, "    gs_wsum_set(%s, gs_c, gs_u%d);\n", partialName(name), a.k)
 				case j == cs.op:
-					fmt.Fprintf(sb, "    if (gs_c < %d) %s = %s + gs_u%d;\n", l.n-1, name, name, cs.j)
+					fmt.Fprintf(sb, "    if (gs_c < %d) gs_wsum_set(%s, gs_c, gs_wsum_get(%s, gs_c) + gs_u%d);\n", l.n-1, partialName(name), partialName(name), cs.j)
 				default:
 					fmt.Fprintf(sb, "    if (gs_c == %d) %s = gs_u%d;\n", l.n-1, name, cs.j)
 				}
@@ -1329,6 +1386,21 @@ func (w *wideEmitter) loop(l *loop, order []tape.ID, lines []string, gathered ma
 		}
 	}
 }
+
+// declPartial declares the sum name of a loop split over the lanes and
+// its lane's partial sums, GS_WSUMS slots (partialName: one per lane of
+// a warp whose components the lane runs, gs_wsum_get and gs_wsum_set by
+// the component; gs_wide_sums adds them across the lanes in a warp's
+// order, so that a trajectory on fewer lanes than a warp's sums as a warp
+// does, bit for bit).
+func declPartial(sb *strings.Builder, name string) {
+	fmt.Fprintf(sb, "  gs_real %s = (gs_real)-0.0;  // the sum\n", name)
+	fmt.Fprintf(sb, "  gs_real %s[GS_WSUMS];  // the lane's partial sums, by lane of a warp\n", partialName(name))
+	fmt.Fprintf(sb, "  gs_wsum_zero(%s);\n", partialName(name))
+}
+
+// partialName is the array of the lane's partial sums of sum name.
+func partialName(name string) string { return name + "_p" }
 
 // Rematerialisation: a loop's array whose values are a few operations on
 // the function's inputs, the scalars before the loop and other arrays'
@@ -1694,6 +1766,8 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 	var r string
 	if x, ok := gatherRun(xs); ok && !e.src.wideShared && !w.noRuns {
 		r = x
+	} else if b, k, ok := rotation(idx); arr != "" && ok && !e.src.wideTables {
+		r = fmt.Sprintf("%s[GS_WROT(gs_c, %d, %d, %d)]", arr, b, k, n)
 	} else if arr != "" {
 		tab := fmt.Sprintf("%s_x%d", e.name, w.ntab)
 		w.ntab++
@@ -1710,6 +1784,38 @@ func (w *wideEmitter) gather(seq []tape.ID, n int, gathered map[string]string, f
 	}
 	gathered[key] = r
 	return r
+}
+
+// rotation returns b and k where the gather's indices idx (decimal, by
+// component c of n) are b + (c + k) mod n, 0 ≤ k < n: one array's entries
+// rotated by k (a Lorenz-96 neighbour y[(c + 1) mod d]), which the loop
+// computes (GS_WROT: an add, a compare and a select) in place of an index
+// table in global memory, whose load each read waited for: the same
+// entries read, the same bits. False for any other gather.
+func rotation(idx []string) (b, k int, ok bool) {
+	n := len(idx)
+	if n == 0 {
+		return 0, 0, false
+	}
+	xs := make([]int, n)
+	for c, s := range idx {
+		x, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, 0, false
+		}
+		xs[c] = x
+	}
+	b = slices.Min(xs)
+	k = xs[0] - b
+	if k >= n {
+		return 0, 0, false
+	}
+	for c, x := range xs {
+		if x != b+(c+k)%n {
+			return 0, 0, false
+		}
+	}
+	return b, k, true
 }
 
 // wideGatherScalars is the most entries of a gathered operand besides

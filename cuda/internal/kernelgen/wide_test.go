@@ -267,7 +267,7 @@ func TestWideSource(t *testing.T) {
 		if split < 20 || seq != 0 {
 			t.Errorf("d = %d: %d loops split over the lanes, %d sequential; want ≥ 20 and 0", d, split, seq)
 		}
-		if n := strings.Count(body, "gs_wide_sum("); n < 4 {
+		if n := strings.Count(body, "gs_wide_sums("); n < 4 {
 			t.Errorf("d = %d: %d sums across the lanes, want the error norms' (≥ 4)", d, n)
 		}
 		if regexp.MustCompile(`gs_real a\d+[,)]`).MatchString(body) {
@@ -365,6 +365,35 @@ func TestWideLaunch(t *testing.T) {
 		threads, block, shmem := WideLaunch(100, LaneWidth, c.per, c.limit)
 		if threads != 3200 || block != c.block || shmem != block/32*c.per {
 			t.Errorf("per warp %d, limit %d: %d threads, blocks of %d, %d bytes; want 3200, %d, %d", c.per, c.limit, threads, block, shmem, c.block, c.block/32*c.per)
+		}
+	}
+}
+
+// TestRotation checks rotation: a gather's indices b + (c + k) mod n
+// (Lorenz-96's neighbours, a plain run) give b and k; any other gather
+// (a stride, a repeat, a gap, an index past the rotation, a name) none.
+func TestRotation(t *testing.T) {
+	for _, x := range []struct {
+		idx  string
+		b, k int
+		ok   bool
+	}{
+		{"3 4 5 6 7 2", 2, 1, true},
+		{"6 7 2 3 4 5", 2, 4, true},
+		{"0 1 2 3", 0, 0, true},
+		{"9", 9, 0, true},
+		{"1 2 3 0", 0, 1, true},
+		{"0 2 4 6", 0, 0, false},
+		{"1 1 1 1", 0, 0, false},
+		{"3 4 5 7", 0, 0, false},
+		{"3 2 1 0", 0, 0, false},
+		{"8 9 2 3", 0, 0, false},
+		{"1 x 3 0", 0, 0, false},
+		{"", 0, 0, false},
+	} {
+		b, k, ok := rotation(strings.Fields(x.idx))
+		if ok != x.ok || ok && (b != x.b || k != x.k) {
+			t.Errorf("rotation(%q) = %d, %d, %v; want %d, %d, %v", x.idx, b, k, ok, x.b, x.k, x.ok)
 		}
 	}
 }
