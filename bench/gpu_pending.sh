@@ -58,6 +58,9 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s47c (under 470 s): the device tests of the
+#     wide layout's merged defaults and s47b's unreached ones, the sparse
+#     LU against dense, Lorenz-96 d = 64 against warp-old, gpu-large.
 #   bash bench/gpu_pending.sh s47b (under 450 s): the device tests of the
 #     defaults made without a device run, the call bound against ae9dc05,
 #     grouped save cotangents, the events calls.
@@ -890,6 +893,46 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s47c ]; then
+# Session 47's second call (under 470 s). 1. The device tests left: the
+# wide layout's merged defaults (H4's sparse LU, H6's sums in a warp's
+# order and computed rotations, fewer lanes) and s47b's unreached ones,
+# in three processes side by side (NVRTC on all cores).
+T=$(date +%s)
+timeout 170 "$bin/cuda.test" -test.v -test.timeout 165s -test.run '^(TestGPUWideTablesSame|TestGPUWideLanesSame|TestGPUWideSparseLU)$' >"$out/l/wide-tests.log" 2>&1 &
+p1=$!
+timeout 170 "$bin/cuda.test" -test.v -test.timeout 165s -test.run '^(TestGPULossFold)$' >"$out/l/fold-tests.log" 2>&1 &
+p2=$!
+timeout 170 "$bin/cuda.test" -test.v -test.timeout 165s -test.run '^(TestGPUSaveCots|TestGPUSaveGroups|TestGPUThreadSaves|TestGPUThreadRound|TestGPUCheckLaneAtomics|TestGPUSplitDownload|TestGPUInputReuse|TestGPUChunkLaunch)$' >"$out/l/rest-tests.log" 2>&1 &
+p3=$!
+wait $p1; el $?
+wait $p2; el $?
+wait $p3; el $?
+for f in wide-tests fold-tests rest-tests; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic' "$out/l/$f.log" | head -20; done
+# 2. Issue 26: HIRES and Pollution with the sparse LU against dense, then
+# Lorenz-96 d = 64 (16 lanes, rotations computed) against the kernel
+# before session 47 (warp-old), neural Robertson in tile mode at 4,096.
+t wl-stiff 110 -test.run XXX -test.timeout 105s -test.bench 'GPUWideLanes/grad/(hires|pollution)/(default|dense)(#[0-9]+)?$' -test.benchtime 5x
+t wl-l96 50 -test.run XXX -test.timeout 45s -test.bench 'GPUWideLanes/grad/lorenz96-64/(default|warp-old)(#[0-9]+)?$' -test.benchtime 5x
+t wl-nr 50 -test.run XXX -test.timeout 45s -test.bench 'GPUWideLanes/grad/neural-robertson/(default|tile)(#[0-9]+)?$' -test.benchtime 5x
+# 3. Whole calls beside the 16-core CPU engine (gpu-large).
+echo "=== gpu-large"
+timeout $((465 - $(date +%s) + T0)) "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 2 -json -quiet \
+	-problems hires,pollution >"$out/l/large.jsonl" 2>"$out/l/large.log"
+el $?
+echo "=== summary"
+grep -h '^Benchmark' "$out"/l/wl-*.log | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, $3 / 1e6, k}'
+python3 - "$out/l/large.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    print({k: v for k, v in r.items() if not isinstance(v, (list, dict))})
+PY
 fi
 
 if [ "$part" = s47b ]; then
