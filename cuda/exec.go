@@ -992,6 +992,7 @@ type runScratch struct {
 	reader chunkReader     // a launch's chunkReader
 	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
 	words  [gradsTail]byte // with KeepGrads and Tuning.wordsApart: the check's words and limbs (gradsWell)
+	eq     *par.EqualSet   // the compare of a launch run ahead (sameHeld: one at a time a run)
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new

@@ -418,8 +418,14 @@ func (c *aheadCheck) start(r *run, h *heldInputs, l *layout, n int, batch bool) 
 // turn (par.Equal).
 func sameHeld(r *run, h *heldInputs, l *layout, n int) bool {
 	if !r.ex.tun.compareEach {
-		s := par.NewEqualSet()
-		defer s.Release()
+		// The set is kept with the run's scratch: a pooled one would
+		// go at every other collection, and a call allocate it again.
+		if r.sc.eq == nil {
+			r.sc.eq = new(par.EqualSet)
+		}
+		s := r.sc.eq
+		s.Reset()
+		defer s.Reset() // (drops the references to the arrays)
 		for _, a := range reusedArgs {
 			e := &h.in[a]
 			_, f, iv, ev, ok := r.source(a, l, n)

@@ -319,8 +319,11 @@ func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
 // repeated call's inputs (a state array and a parameter array, say) thus
 // share the cores, where Equal on each in turn compares an array of up
 // to FirstSerial elements on one core and wakes the pool once per array.
-// Get one with NewEqualSet and give it back with Release: a set reused
-// so allocates nothing.
+// Get one with NewEqualSet and give it back with Release, or keep one
+// (the zero EqualSet is empty and ready) and empty it with Reset: a set
+// reused so allocates nothing. (A pooled set goes when a collection
+// empties the pool; a caller that compares on every call, as a repeated
+// solve's inputs, keeps its own.)
 type EqualSet struct {
 	a, b    [][]byte
 	size    []int
@@ -344,11 +347,16 @@ func NewEqualSet() *EqualSet { return equalSets.Get().(*EqualSet) }
 // Release empties s and gives it back for a later NewEqualSet; s must not
 // be used after.
 func (s *EqualSet) Release() {
+	s.Reset()
+	equalSets.Put(s)
+}
+
+// Reset empties s (its storage kept) for new pairs.
+func (s *EqualSet) Reset() {
 	clear(s.a)
 	clear(s.b)
 	s.a, s.b, s.size, s.tasks = s.a[:0], s.b[:0], s.size[:0], s.tasks[:0]
 	s.differs.Store(false)
-	equalSets.Put(s)
 }
 
 // AddEqual adds the pair (a, b) to s: s.Equal will report false unless
@@ -404,6 +412,9 @@ func (s *EqualSet) Equal() bool {
 		for lo := 0; lo < len(a); lo += per {
 			s.tasks = append(s.tasks, equalTask{k, lo, min(len(a), lo+per)})
 		}
+	}
+	if s.task == nil {
+		s.task = s.run // (a zero EqualSet: once)
 	}
 	Run(len(s.tasks), 0, s.task)
 	return !s.differs.Load()

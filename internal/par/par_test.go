@@ -511,3 +511,37 @@ func BenchmarkRunWake(b *testing.B) {
 	b.ReportMetric(runs[len(runs)/2], "run-us")
 	b.ReportMetric(ramps[len(ramps)/2], "ramp-us")
 }
+
+// TestEqualSetZero checks a kept EqualSet: the zero value compares on
+// all cores as a pooled one does (equal copies, then one element
+// changed), and Reset empties it for the next pairs without an
+// allocation.
+func TestEqualSetZero(t *testing.T) {
+	n := 4*FirstSerial + 3 // past the one-goroutine limit: a Run
+	a := make([]float64, n)
+	for i := range a {
+		a[i] = float64(i)
+	}
+	b := slices.Clone(a)
+	var s EqualSet
+	AddEqual(&s, a, b)
+	if !s.Equal() {
+		t.Fatal("a zero EqualSet: equal copies are not equal")
+	}
+	s.Reset()
+	b[n-2] = math.Nextafter(b[n-2], 0)
+	AddEqual(&s, a, b)
+	if s.Equal() {
+		t.Fatal("after Reset: arrays one ulp apart are equal")
+	}
+	b[n-2] = a[n-2]
+	if allocs := testing.AllocsPerRun(20, func() {
+		s.Reset()
+		AddEqual(&s, a, b)
+		if !s.Equal() {
+			t.Fatal("after Reset: equal copies are not equal")
+		}
+	}); allocs != 0 {
+		t.Errorf("a kept EqualSet reset and reused allocates %v times, want 0", allocs)
+	}
+}

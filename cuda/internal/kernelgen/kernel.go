@@ -109,11 +109,6 @@ type Config struct {
 	// they would be shared (kernelPlan.ShareFwd, ShareRev). For the tests
 	// that compare the two forms.
 	SeparateSteps bool
-	// Unrolled keeps every state component's values their own
-	// statements in a kernel of the thread layout from rerollDim, where
-	// runs of them would be loops (reroll.go), as below it. For the tests
-	// that compare the two forms.
-	Unrolled bool
 	// SplitFrom, if positive, compiles the large step programs of a
 	// kernel of the thread layout whose functions of programs total at
 	// least SplitFrom bytes (Source.FuncBytes: the generated code, without
@@ -200,6 +195,21 @@ type Config struct {
 	// issue together (package cuda's Tuning.wideRolled, for the device's
 	// A/B).
 	WideRolled bool
+	// WideDenseLU (with Wide) keeps every LU factor and solve of the
+	// wide functions dense (gs_wide_lu_factor and its solves), the form
+	// before session 47, where by default a factor of at most
+	// WideSparseMaxDim rows whose matrix has structural zeros (the
+	// constant 0: a traced Jacobian's) runs only the entries of its
+	// factors' pattern while no row interchange is needed (widelu.go:
+	// wideSparseLU). The same values (==): at most the signs of zeros
+	// differ (package cuda's Tuning.denseLU: the switch of the device's
+	// comparison).
+	WideDenseLU bool
+	// Unrolled keeps every state component's values their own
+	// statements in a kernel of the thread layout from rerollDim, where
+	// runs of them would be loops (reroll.go), as below it. For the tests
+	// that compare the two forms.
+	Unrolled bool
 	// WideScalars (with Wide, without WideShared) is the most replicated
 	// float64 values (a wide function's scalars outside its component
 	// loops, every lane's alike) kept live in registers at once; the
@@ -305,16 +315,6 @@ type Config struct {
 	// where d is larger (rounding).
 	// Zero or 32: a warp per trajectory (package cuda's Tuning.wideLanes).
 	WideLanes int
-	// WideDenseLU (with Wide) keeps every LU factor and solve of the
-	// wide functions dense (gs_wide_lu_factor and its solves), the form
-	// before session 47, where by default a factor of at most
-	// WideSparseMaxDim rows whose matrix has structural zeros (the
-	// constant 0: a traced Jacobian's) runs only the entries of its
-	// factors' pattern while no row interchange is needed (widelu.go:
-	// wideSparseLU). The same values (==): at most the signs of zeros
-	// differ (package cuda's Tuning.denseLU: the switch of the device's
-	// comparison).
-	WideDenseLU bool
 }
 
 // WideLanesOf returns the lanes a trajectory of kernel v runs on in the
