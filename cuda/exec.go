@@ -991,7 +991,6 @@ type runScratch struct {
 	blocks []scatterBlock  // scatter's per-block findings
 	reader chunkReader     // a launch's chunkReader
 	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
-	words  [gradsTail]byte // with KeepGrads and Tuning.wordsApart: the check's words and limbs (gradsWell)
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1740,9 +1739,6 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		*fullAt, fullBytes = at, outBytes
 		out, at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
 		wordsAt = outBytes
-		if ex.tun.wordsApart {
-			wordsAt = -1
-		}
 	}
 	r.keptLaunch = kept
 	defer func() { r.keptLaunch = false }()
@@ -1762,13 +1758,13 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		outBytes += l.bytes[argYs]
 	}
 	downBytes := outBytes
-	if wordsAt >= 0 && kept {
+	if kept {
 		downBytes += gradsTail
 	}
 	down := ex.takeStaging(downBytes)
 	defer ex.giveStaging(down)
-	words := r.sc.words[:] // (Tuning.wordsApart: the words in the run's scratch, Go memory)
-	if wordsAt >= 0 && kept {
+	var words []byte // kept: the check's words and limbs (gradsWell)
+	if kept {
 		words = down[wordsAt : wordsAt+gradsTail]
 	}
 	// The inputs, the kernel and the results in one batch: one hand-over
@@ -1979,9 +1975,6 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			t.Upload += int64(len(up)) - bc.skipped - bc.reused
 			t.Reused += bc.reused
 			t.Download += int64(len(down))
-			if kept && wordsAt < 0 {
-				t.Download += gradsTail // the check's words and limbs, read apart
-			}
 		})
 		if held != nil && !r.inputsBad {
 			ar.held = held

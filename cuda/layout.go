@@ -330,11 +330,6 @@ type Tuning struct {
 	// a round for each first limb; the same words and limbs. For the
 	// benchmarks that compare the two.
 	checkLaneAtomics bool
-	// wordsApart reads a kept gradient's check words into Go memory (the
-	// run's scratch), as before session 45, not after the results in
-	// the page-locked result buffer, for the tests and benchmarks that
-	// compare the two.
-	wordsApart bool
 	// meshMemset zeroes a recorded mesh's rows (steps and event marks)
 	// with memsets before the kernel, all rows every launch, as before
 	// session 46, where the thread layout's kernel zeroes the rows past

@@ -803,9 +803,7 @@ func init() {
 // unread ("record-keep": the loss, the shared gradient and the check
 // come back; "record-keep-inbatch" with its compare run ahead in the
 // batch once the kernels are queued, not on a goroutine of its own
-// started before the batch: Tuning.compareInBatch; on "cuda" also
-// "record-keep-apart", its check words read into Go memory as before
-// session 45: Tuning.wordsApart) and read after
+// started before the batch: Tuning.compareInBatch) and read after
 // each call ("record-keep-read": Gradient.HostGrads), with every record
 // row zeroed by memsets before the kernel as before session 46
 // ("record-keep-memset", and "record-memset" without KeepGrads:
@@ -856,7 +854,7 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow.*/record-keep$' -benchtime 200x -count 6
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
-//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-inbatch)?$' -benchtime 400x -count 6   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-inbatch)?$' -benchtime 400x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -benchtime 400x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep(-untraced)?(-round|-each|-lanes)?$' -benchtime 400x -count 3   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow/(pk|suite-threshold)/record-keep(-untraced)?(-each)?$' -benchtime 300x -count 5
@@ -879,7 +877,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 				"record-keep-each", "record-keep-untraced-each")
 		}
 		if eng == "cuda" {
-			modes = append(modes, "record-keep-apart", "record-keep-round", "record-keep-untraced-round", "record-keep-lanes", "record-keep-untraced-lanes")
+			modes = append(modes, "record-keep-round", "record-keep-untraced-round", "record-keep-lanes", "record-keep-untraced-lanes")
 		}
 		suiteBall := func(n int, m ode.Method) engineCase { return eventsSuiteCase(ballCase(n, m), 1e-6) }
 		suitePK := func(n int, m ode.Method) engineCase { return eventsSuiteCase(pkCase(n, m), 1e-6) }
@@ -898,8 +896,6 @@ func BenchmarkGradEventsCall(b *testing.B) {
 				case "record-keep-lanes", "record-keep-untraced-lanes":
 					tun = Tuning{checkLaneAtomics: true}
 					c.set.Engine = tuned(b, eng, tun)
-				case "record-keep-apart":
-					c.set.Engine = tuned(b, eng, Tuning{wordsApart: true})
 				case "record-keep-inbatch":
 					c.set.Engine = tuned(b, eng, Tuning{compareInBatch: true})
 				case "record-memset", "record-keep-memset":
