@@ -1667,7 +1667,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	// staged nor uploaded; held is what it holds once this one is up. A
 	// launch may run ahead of their compare (reuse.go), checked before
 	// anything of the caller's is written: a kept gradient's on a
-	// goroutine of its own (or in its batch: Tuning.compareInBatch), one
+	// goroutine of its own, one
 	// whose results come back in one copy in its batch once the kernel
 	// is queued, one whose results come back in chunks or parts on this
 	// goroutine as the batch runs on its own, before the scatter.
@@ -1675,7 +1675,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	ahead := compareFirst
 	switch {
 	case r.noAhead || ex.tun.noAhead:
-	case kept && !ex.tun.compareInBatch:
+	case kept:
 		ahead = aheadOwn
 	default:
 		ahead = aheadInBatch

@@ -435,16 +435,12 @@ func testKeepGradsLossSum(t *testing.T, ex *executor) {
 // value made NaN in place gives the error of the call without KeepGrads
 // (ode.ErrInput), and the call after it, on the values put back, the
 // results on them. "goroutine" runs the compare on a goroutine of its
-// own (the default), "in-batch" in the launch's batch
-// (Tuning.compareInBatch), "each" its inputs one after the other
+// own (the default), "each" its inputs one after the other
 // (Tuning.compareEach), where by default they are compared together
 // (par.EqualSet).
 func TestHostEngineKeepGradsAhead(t *testing.T) {
 	needHost(t)
 	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda-host", 1) })
-	t.Run("in-batch", func(t *testing.T) {
-		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareInBatch: true}), 1)
-	})
 	t.Run("each", func(t *testing.T) {
 		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareEach: true}), 1)
 	})
@@ -456,9 +452,6 @@ func TestHostEngineKeepGradsAhead(t *testing.T) {
 func TestGPUKeepGradsAhead(t *testing.T) {
 	needGPUEngine(t)
 	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda", 100) })
-	t.Run("in-batch", func(t *testing.T) {
-		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareInBatch: true}), 100)
-	})
 	t.Run("each", func(t *testing.T) {
 		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareEach: true}), 100)
 	})

@@ -307,13 +307,6 @@ type Tuning struct {
 	// noAhead keeps a launch from running ahead of its inputs' compare
 	// (reuse.go), for the tests and benchmarks that compare the two.
 	noAhead bool
-	// compareInBatch runs a kept gradient's compare run ahead in the
-	// launch's batch once its kernels are queued, not on a goroutine of
-	// its own started before the batch (reuse.go's aheadCheck; the
-	// default: an H100 in session 45 ran the bouncing ball's kept call in
-	// 0.148 ms with it on a goroutine against 0.152-0.153 in the batch),
-	// for the tests and benchmarks that compare the two.
-	compareInBatch bool
 	// compareEach compares a launch's inputs run ahead (sameHeld) one
 	// input after the other with par.Equal, as before session 47 (an
 	// array of up to par.FirstSerial elements on one core: the events

@@ -801,10 +801,7 @@ func init() {
 // Gradient.Omit = OmitStates|OmitStats); the same on a solver with
 // ode.Settings.KeepGrads, the per-trajectory results left on the device
 // unread ("record-keep": the loss, the shared gradient and the check
-// come back; "record-keep-inbatch" with its compare run ahead in the
-// batch once the kernels are queued, not on a goroutine of its own
-// started before the batch: Tuning.compareInBatch) and read after
-// each call ("record-keep-read": Gradient.HostGrads), with every record
+// come back) and read after each call ("record-keep-read": Gradient.HostGrads), with every record
 // row zeroed by memsets before the kernel as before session 46
 // ("record-keep-memset", and "record-memset" without KeepGrads:
 // Tuning.meshMemset), with the thread kernel's launch bounds of one round
@@ -854,7 +851,6 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow.*/record-keep$' -benchtime 200x -count 6
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
-//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-inbatch)?$' -benchtime 400x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -benchtime 400x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep(-untraced)?(-round|-each|-lanes)?$' -benchtime 400x -count 3   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow/(pk|suite-threshold)/record-keep(-untraced)?(-each)?$' -benchtime 300x -count 5
@@ -869,9 +865,6 @@ func BenchmarkGradEventsCall(b *testing.B) {
 	}
 	for _, eng := range engines {
 		modes := []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"}
-		if eng != slowCountsNoAhead.name && eng != hostF64.name {
-			modes = append(modes, "record-keep-inbatch")
-		}
 		if eng != slowCountsNoAhead.name {
 			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced", "record-keep-untraced-clock",
 				"record-keep-each", "record-keep-untraced-each")
@@ -896,8 +889,6 @@ func BenchmarkGradEventsCall(b *testing.B) {
 				case "record-keep-lanes", "record-keep-untraced-lanes":
 					tun = Tuning{checkLaneAtomics: true}
 					c.set.Engine = tuned(b, eng, tun)
-				case "record-keep-inbatch":
-					c.set.Engine = tuned(b, eng, Tuning{compareInBatch: true})
 				case "record-memset", "record-keep-memset":
 					c.set.Engine = tuned(b, eng, Tuning{meshMemset: true})
 				case "record-keep-untraced-clock":
