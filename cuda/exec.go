@@ -3112,11 +3112,11 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 
 // keptTimed reports whether a launch that keeps its results (keptGrads)
 // times its kernel with a clock's marks and waits for its end: under a
-// Trace, whose Kernel it is (or with Tuning.keptClock, as before session
-// 46). An untraced call has no use for the time: its batch's read of
-// the check's words waits for both kernels, and two event records and
-// a wait on the end fewer go to the driver.
-func (r *run) keptTimed() bool { return r.tr != nil || r.ex.tun.keptClock }
+// Trace, whose Kernel it is. An untraced call has no use for the time
+// (since session 46): its batch's read of the check's words waits for
+// both kernels, and two event records and a wait on the end fewer go to
+// the driver.
+func (r *run) keptTimed() bool { return r.tr != nil }
 
 // kernelArgs returns the argument words of a launch over n trajectories
 // (rows record rows each) on the arena ar in layout l.

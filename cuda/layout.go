@@ -329,11 +329,6 @@ type Tuning struct {
 	// each trajectory's end that a launch before may have written
 	// (meshZero), for the tests and benchmarks that compare the two.
 	meshMemset bool
-	// keptClock times the kernel of a launch that keeps its results
-	// (two event records, a wait for the second) in a call without a
-	// Trace too, as before session 46 (keptTimed), for the benchmarks
-	// that compare the two.
-	keptClock bool
 	// endsInScatter writes a launch's end times (Job.EndTimes: the
 	// Solution's T, the Mesh's T1) in its scatter, after the results'
 	// copy, as before session 47, instead of in its batch while the

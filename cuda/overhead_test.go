@@ -815,9 +815,8 @@ func init() {
 // "record-keep-untraced-lanes", on "cuda": Tuning.checkLaneAtomics),
 // timed without a Trace, as a
 // user calls ("record-keep-untraced": no clock's marks nor wait, keptTimed;
-// the trace's figures then from 20 traced calls after the timed ones),
-// and so with the clock as before session 46 ("record-keep-untraced-clock":
-// Tuning.keptClock); on the mesh of an earlier call
+// the trace's figures then from 20 traced calls after the timed ones);
+// on the mesh of an earlier call
 // ("mesh", resident where the engine keeps meshes); and a record followed
 // by a gradient on its new mesh ("record+mesh", two calls an op, as a
 // study that records, then replays with other losses). down-B/op and
@@ -851,7 +850,7 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow.*/record-keep$' -benchtime 200x -count 6
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
-//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -benchtime 400x -count 6   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced)?$' -benchtime 400x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep(-untraced)?(-round|-each|-lanes)?$' -benchtime 400x -count 3   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow/(pk|suite-threshold)/record-keep(-untraced)?(-each)?$' -benchtime 300x -count 5
 func BenchmarkGradEventsCall(b *testing.B) {
@@ -866,7 +865,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 	for _, eng := range engines {
 		modes := []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"}
 		if eng != slowCountsNoAhead.name {
-			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced", "record-keep-untraced-clock",
+			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced",
 				"record-keep-each", "record-keep-untraced-each")
 		}
 		if eng == "cuda" {
@@ -891,8 +890,6 @@ func BenchmarkGradEventsCall(b *testing.B) {
 					c.set.Engine = tuned(b, eng, tun)
 				case "record-memset", "record-keep-memset":
 					c.set.Engine = tuned(b, eng, Tuning{meshMemset: true})
-				case "record-keep-untraced-clock":
-					c.set.Engine = tuned(b, eng, Tuning{keptClock: true})
 				}
 				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
 				b.Run(name, func(b *testing.B) {
