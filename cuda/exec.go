@@ -3069,9 +3069,8 @@ func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bca
 // resident mesh's dirty rows, all rows of an arena or a new buffer. The
 // thread layout's record zeroes them itself (solve.cuh: rather than 18 MB
 // of memset before an events gradient of 65,536 balls, only the rows its
-// trajectories did not write this time); the warp layouts' launches
-// zero them before the kernel. Tuning.meshMemset zeroes all rows before
-// the kernel.
+// trajectories did not write this time; session 46); the warp layouts'
+// launches zero them before the kernel.
 func (r *run) meshZero(rows int) (zrows, memset int) {
 	if !r.v.MeshOut {
 		return 0, 0
@@ -3080,10 +3079,7 @@ func (r *run) meshZero(rows int) (zrows, memset int) {
 	if r.hout != nil {
 		dirty = min(r.hout.dirty, rows)
 	}
-	switch {
-	case r.ex.tun.meshMemset:
-		return 0, rows
-	case r.v.Lanes || r.v.Wide:
+	if r.v.Lanes || r.v.Wide {
 		return 0, dirty
 	}
 	return dirty, 0

@@ -323,12 +323,6 @@ type Tuning struct {
 	// a round for each first limb; the same words and limbs. For the
 	// benchmarks that compare the two.
 	checkLaneAtomics bool
-	// meshMemset zeroes a recorded mesh's rows (steps and event marks)
-	// with memsets before the kernel, all rows every launch, as before
-	// session 46, where the thread layout's kernel zeroes the rows past
-	// each trajectory's end that a launch before may have written
-	// (meshZero), for the tests and benchmarks that compare the two.
-	meshMemset bool
 	// endsInScatter writes a launch's end times (Job.EndTimes: the
 	// Solution's T, the Mesh's T1) in its scatter, after the results'
 	// copy, as before session 47, instead of in its batch while the

@@ -801,10 +801,8 @@ func init() {
 // Gradient.Omit = OmitStates|OmitStats); the same on a solver with
 // ode.Settings.KeepGrads, the per-trajectory results left on the device
 // unread ("record-keep": the loss, the shared gradient and the check
-// come back) and read after each call ("record-keep-read": Gradient.HostGrads), with every record
-// row zeroed by memsets before the kernel as before session 46
-// ("record-keep-memset", and "record-memset" without KeepGrads:
-// Tuning.meshMemset), with the thread kernel's launch bounds of one round
+// come back) and read after each call ("record-keep-read":
+// Gradient.HostGrads), with the thread kernel's launch bounds of one round
 // of blocks ("record-keep-round", "record-keep-untraced-round", on
 // "cuda": Tuning.threadRound; "cuda" reports its kept modes' kernel's
 // regs, local-B and bounds-blocks), with its inputs' compare run ahead
@@ -850,7 +848,7 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow.*/record-keep$' -benchtime 200x -count 6
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
-//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced)?$' -benchtime 400x -count 6   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-untraced)?$' -benchtime 400x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep(-untraced)?(-round|-each|-lanes)?$' -benchtime 400x -count 3   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow/(pk|suite-threshold)/record-keep(-untraced)?(-each)?$' -benchtime 300x -count 5
 func BenchmarkGradEventsCall(b *testing.B) {
@@ -865,7 +863,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 	for _, eng := range engines {
 		modes := []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"}
 		if eng != slowCountsNoAhead.name {
-			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced",
+			modes = append(modes, "record-keep-untraced",
 				"record-keep-each", "record-keep-untraced-each")
 		}
 		if eng == "cuda" {
@@ -888,8 +886,6 @@ func BenchmarkGradEventsCall(b *testing.B) {
 				case "record-keep-lanes", "record-keep-untraced-lanes":
 					tun = Tuning{checkLaneAtomics: true}
 					c.set.Engine = tuned(b, eng, tun)
-				case "record-memset", "record-keep-memset":
-					c.set.Engine = tuned(b, eng, Tuning{meshMemset: true})
 				}
 				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
 				b.Run(name, func(b *testing.B) {
