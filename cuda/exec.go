@@ -1674,7 +1674,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	r.inputsBad = false
 	ahead := compareFirst
 	switch {
-	case r.noAhead || ex.tun.noAhead:
+	case r.noAhead:
 	case kept:
 		ahead = aheadOwn
 	default:

@@ -304,9 +304,6 @@ type Tuning struct {
 	// once: for the device's comparison (BenchmarkGPUSaveSplit's
 	// -ungrouped rows). The same results bit for bit.
 	ungroupedCots bool
-	// noAhead keeps a launch from running ahead of its inputs' compare
-	// (reuse.go), for the tests and benchmarks that compare the two.
-	noAhead bool
 	// compareEach compares a launch's inputs run ahead (sameHeld) one
 	// input after the other with par.Equal, as before session 47 (an
 	// array of up to par.FirstSerial elements on one core: the events

@@ -779,18 +779,12 @@ func (q slowQueue) enqueue(k backendKernel, threads, block, shmem int, args []ui
 	return q.countsQueue.enqueue(k, threads, block, shmem, args)
 }
 
-// slowCountsF64 and slowCountsNoAhead are engines on slowCounts, the
-// second with kept gradients' launches never ahead of their compare.
-var (
-	slowCountsF64     = &Engine{name: "cuda-slow", prec: Float64, be: slowCounts{countsBackend{newHostBackend(16 << 30)}}}
-	slowCountsNoAhead = &Engine{name: "cuda-slow-noahead", prec: Float64, be: slowCounts{countsBackend{newHostBackend(16 << 30)}}}
-)
+// slowCountsF64 is an engine on slowCounts.
+var slowCountsF64 = &Engine{name: "cuda-slow", prec: Float64, be: slowCounts{countsBackend{newHostBackend(16 << 30)}}}
 
 func init() {
 	ode.Register(countsF64)
 	ode.Register(slowCountsF64)
-	slowCountsNoAhead.SetTuning(Tuning{noAhead: true})
-	ode.Register(slowCountsNoAhead)
 }
 
 // BenchmarkGradEventsCall measures what a whole Solver.Grad call of the
@@ -835,8 +829,7 @@ func init() {
 // of host memory, of a record of nullSteps steps a trajectory),
 // "cuda-slow" (the same, its engine kernel a sleep of slowKernel: the
 // host work that overlaps the device's, as a kept gradient's compare
-// run ahead, is hidden) and "cuda-slow-noahead" (never ahead: the
-// compare before the batch), "cuda-host" (the generated kernels on the CPU: the bytes of the true
+// run ahead, is hidden), "cuda-host" (the generated kernels on the CPU: the bytes of the true
 // step counts; its ns/op is mostly the kernels and the device's
 // memsets) and "cuda" where a GPU is found (the whole call). Cases: ball
 // and pk (events_test.go's, random inputs), and suite-bounce and
@@ -853,7 +846,7 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow/(pk|suite-threshold)/record-keep(-untraced)?(-each)?$' -benchtime 300x -count 5
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
-	engines := []string{countsF64.name, slowCountsF64.name, slowCountsNoAhead.name}
+	engines := []string{countsF64.name, slowCountsF64.name}
 	if _, err := exec.LookPath("g++"); err == nil {
 		engines = append(engines, hostF64.name)
 	}
@@ -862,10 +855,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 	}
 	for _, eng := range engines {
 		modes := []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"}
-		if eng != slowCountsNoAhead.name {
-			modes = append(modes, "record-keep-untraced",
-				"record-keep-each", "record-keep-untraced-each")
-		}
+		modes = append(modes, "record-keep-untraced", "record-keep-each", "record-keep-untraced-each")
 		if eng == "cuda" {
 			modes = append(modes, "record-keep-round", "record-keep-untraced-round", "record-keep-lanes", "record-keep-untraced-lanes")
 		}
@@ -1285,27 +1275,19 @@ func callBoundCases(b *testing.B, f func(b *testing.B, n int, tun Tuning)) {
 // the backend whose kernel takes slowKernel, about the H100's at 32,768,
 // and nothing else (slowWork), whose results come back in one copy
 // at 32,768 and 65,536, in two halves, a kernel each, at 262,144:
-// "ahead" runs each launch ahead of its inputs' compare (the default:
-// the compare in the batch as the kernel runs, or on the launch's
-// goroutine as the batch runs on its own), "first" compares before the
-// batch (Tuning.noAhead, as every launch but a kept gradient's did
-// before session 46). stage-ms is the trace's staging before the batch;
-// ns/op the call.
+// "ahead" runs each launch ahead of its inputs' compare (the compare in
+// the batch as the kernel runs, or on the launch's goroutine as the
+// batch runs on its own; compared before the batch before session 46).
+// stage-ms is the trace's staging before the batch; ns/op the call.
 //
 //	cuda.test -test.run '^$' -test.bench 'CallAheadHost' -test.benchtime 400x -test.count 6
 func BenchmarkCallAheadHost(b *testing.B) {
 	for _, n := range []int{1 << 15, 1 << 16, 1 << 18} {
-		for _, first := range []bool{false, true} {
-			name := fmt.Sprintf("n=%d/ahead", n)
-			if first {
-				name = fmt.Sprintf("n=%d/first", n)
-			}
-			b.Run(name, func(b *testing.B) {
-				s := timeGradCallsOn(b, slowWork.name, n, Tuning{noAhead: first}, 0)
-				b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
-				b.ReportMetric(float64(s.Ahead)/float64(b.N), "ahead/op")
-			})
-		}
+		b.Run(fmt.Sprintf("n=%d/ahead", n), func(b *testing.B) {
+			s := timeGradCallsOn(b, slowWork.name, n, Tuning{}, 0)
+			b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+			b.ReportMetric(float64(s.Ahead)/float64(b.N), "ahead/op")
+		})
 	}
 }
 
