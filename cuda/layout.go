@@ -289,14 +289,6 @@ type Tuning struct {
 	splitMin   int   // the smallest launch of one copy whose results come back in two parts (defaultSplitMin); negative: none
 	tierMin    int   // the smallest source whose compile runs in the background (defaultTierFrom; tier.go)
 	saveGroup  int   // the smallest group of saved states' bytes copied back on its own (saveGroupMin)
-	// noLossFold keeps a gradient kernel's loss value in the loss VJP
-	// before the reverse sweep (kernelgen.Config.NoLossFold), as before
-	// session 46, where by default a kernel whose save times' cotangents
-	// are computed in the sweep folds the value of a loss that is a left
-	// fold over the save times in the forward pass: for the device's
-	// comparison (BenchmarkGPUSaveSplit's -oldloss rows). The same results
-	// bit for bit.
-	noLossFold bool
 	// ungroupedCots keeps a gradient kernel's reverse sweep reading its
 	// save times' cotangents one save time at a time
 	// (kernelgen.Config.UngroupedCots), as before session 47, where by
@@ -492,7 +484,6 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.Unrolled = tun.unrolled
 	v.SplitFrom, v.SplitUnits = tun.splitFrom(), tun.SplitUnits
 	v.StoreSaveCots = tun.StoreSaveCots && v.Grad
-	v.NoLossFold = tun.noLossFold && v.Grad
 	v.UngroupedCots = tun.ungroupedCots && v.Grad
 	v.OldSaves = tun.oldSaves && v.Saves > 0
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
