@@ -12,9 +12,7 @@
 #   noloss     no loss VJP (the sweep reads stale cotangents; since
 #              session 46 the Kepler loss's value is folded in the forward
 #              pass, so the VJP left is dL/dy, dL/dp, dL/ds, zero here:
-#              base - noloss is what the prologue still costs, and base's
-#              grad-kept-oldloss row minus its grad-kept row what the fold
-#              took out)
+#              base - noloss is what the prologue still costs)
 #   nofold     the fold's terms not added where the saves are written
 #              (gs_fold_save's call: the loss value wrong): base - nofold
 #              is what the fold costs the forward pass
@@ -111,8 +109,7 @@ if [ "${1:-}" = run ]; then
 			b=$bin/cuda-$v.test
 			[ -f "/tmp/cuda-$v.test" ] && b=/tmp/cuda-$v.test
 			rows='grad-kept$'
-			# (base also runs the loss VJP's value, Tuning.noLossFold.)
-			[ "$v" = base ] && b=$bin/cuda.test && rows='grad-kept(-oldloss)?$'
+			[ "$v" = base ] && b=$bin/cuda.test
 			timeout 100 "$b" -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$rows" -test.benchtime 20x |
 				grep '^Benchmark' | sed "s/^/$v /" >>"$out/l/saves_split.txt" || echo "$v round $r failed"
 		done

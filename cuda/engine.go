@@ -250,10 +250,9 @@ type TraceStats struct {
 	// Kernel and Transfer is the driver's calls, the device's memsets,
 	// small kernels and gaps), AheadWait the time a launch run ahead of
 	// its inputs' compare (Ahead) spent on the compare past its kernel:
-	// where the compare runs in the batch (reuse.go's aheadCheck,
-	// Tuning.compareInBatch), its time less the kernel's (in Batch), and,
-	// on a goroutine of its own (the default), the wait for it once the
-	// batch had returned
+	// where the compare runs in the batch (reuse.go's aheadCheck), its
+	// time less the kernel's (in Batch), and, on a goroutine of its own
+	// (a kept gradient's), the wait for it once the batch had returned
 	// (0 where either ended first; a launch whose results come back in
 	// chunks or parts compares on its own goroutine as the batch runs,
 	// within Scatter, which starts with the batch). A one-batch call's

@@ -991,7 +991,6 @@ type runScratch struct {
 	blocks []scatterBlock  // scatter's per-block findings
 	reader chunkReader     // a launch's chunkReader
 	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
-	words  [gradsTail]byte // with KeepGrads and Tuning.wordsApart: the check's words and limbs (gradsWell)
 	eq     *par.EqualSet   // the compare of a launch run ahead (sameHeld: one at a time a run)
 }
 
@@ -1669,15 +1668,15 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	// staged nor uploaded; held is what it holds once this one is up. A
 	// launch may run ahead of their compare (reuse.go), checked before
 	// anything of the caller's is written: a kept gradient's on a
-	// goroutine of its own (or in its batch: Tuning.compareInBatch), one
+	// goroutine of its own, one
 	// whose results come back in one copy in its batch once the kernel
 	// is queued, one whose results come back in chunks or parts on this
 	// goroutine as the batch runs on its own, before the scatter.
 	r.inputsBad = false
 	ahead := compareFirst
 	switch {
-	case r.noAhead || ex.tun.noAhead:
-	case kept && !ex.tun.compareInBatch:
+	case r.noAhead:
+	case kept:
 		ahead = aheadOwn
 	default:
 		ahead = aheadInBatch
@@ -1741,9 +1740,6 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		*fullAt, fullBytes = at, outBytes
 		out, at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
 		wordsAt = outBytes
-		if ex.tun.wordsApart {
-			wordsAt = -1
-		}
 	}
 	r.keptLaunch = kept
 	defer func() { r.keptLaunch = false }()
@@ -1763,13 +1759,13 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		outBytes += l.bytes[argYs]
 	}
 	downBytes := outBytes
-	if wordsAt >= 0 && kept {
+	if kept {
 		downBytes += gradsTail
 	}
 	down := ex.takeStaging(downBytes)
 	defer ex.giveStaging(down)
-	words := r.sc.words[:] // (Tuning.wordsApart: the words in the run's scratch, Go memory)
-	if wordsAt >= 0 && kept {
+	var words []byte // kept: the check's words and limbs (gradsWell)
+	if kept {
 		words = down[wordsAt : wordsAt+gradsTail]
 	}
 	// The inputs, the kernel and the results in one batch: one hand-over
@@ -1980,9 +1976,6 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			t.Upload += int64(len(up)) - bc.skipped - bc.reused
 			t.Reused += bc.reused
 			t.Download += int64(len(down))
-			if kept && wordsAt < 0 {
-				t.Download += gradsTail // the check's words and limbs, read apart
-			}
 		})
 		if held != nil && !r.inputsBad {
 			ar.held = held
@@ -3077,9 +3070,8 @@ func (r *run) deviceFills(ar *arena, n, rows int, l *layout, zeroGS bool, bc bca
 // resident mesh's dirty rows, all rows of an arena or a new buffer. The
 // thread layout's record zeroes them itself (solve.cuh: rather than 18 MB
 // of memset before an events gradient of 65,536 balls, only the rows its
-// trajectories did not write this time); the warp layouts' launches
-// zero them before the kernel. Tuning.meshMemset zeroes all rows before
-// the kernel.
+// trajectories did not write this time; session 46); the warp layouts'
+// launches zero them before the kernel.
 func (r *run) meshZero(rows int) (zrows, memset int) {
 	if !r.v.MeshOut {
 		return 0, 0
@@ -3088,10 +3080,7 @@ func (r *run) meshZero(rows int) (zrows, memset int) {
 	if r.hout != nil {
 		dirty = min(r.hout.dirty, rows)
 	}
-	switch {
-	case r.ex.tun.meshMemset:
-		return 0, rows
-	case r.v.Lanes || r.v.Wide:
+	if r.v.Lanes || r.v.Wide {
 		return 0, dirty
 	}
 	return dirty, 0
@@ -3120,11 +3109,11 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 
 // keptTimed reports whether a launch that keeps its results (keptGrads)
 // times its kernel with a clock's marks and waits for its end: under a
-// Trace, whose Kernel it is (or with Tuning.keptClock, as before session
-// 46). An untraced call has no use for the time: its batch's read of
-// the check's words waits for both kernels, and two event records and
-// a wait on the end fewer go to the driver.
-func (r *run) keptTimed() bool { return r.tr != nil || r.ex.tun.keptClock }
+// Trace, whose Kernel it is. An untraced call has no use for the time
+// (since session 46): its batch's read of the check's words waits for
+// both kernels, and two event records and a wait on the end fewer go to
+// the driver.
+func (r *run) keptTimed() bool { return r.tr != nil }
 
 // kernelArgs returns the argument words of a launch over n trajectories
 // (rows record rows each) on the arena ar in layout l.

@@ -435,16 +435,12 @@ func testKeepGradsLossSum(t *testing.T, ex *executor) {
 // value made NaN in place gives the error of the call without KeepGrads
 // (ode.ErrInput), and the call after it, on the values put back, the
 // results on them. "goroutine" runs the compare on a goroutine of its
-// own (the default), "in-batch" in the launch's batch
-// (Tuning.compareInBatch), "each" its inputs one after the other
+// own (the default), "each" its inputs one after the other
 // (Tuning.compareEach), where by default they are compared together
 // (par.EqualSet).
 func TestHostEngineKeepGradsAhead(t *testing.T) {
 	needHost(t)
 	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda-host", 1) })
-	t.Run("in-batch", func(t *testing.T) {
-		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareInBatch: true}), 1)
-	})
 	t.Run("each", func(t *testing.T) {
 		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareEach: true}), 1)
 	})
@@ -456,9 +452,6 @@ func TestHostEngineKeepGradsAhead(t *testing.T) {
 func TestGPUKeepGradsAhead(t *testing.T) {
 	needGPUEngine(t)
 	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda", 100) })
-	t.Run("in-batch", func(t *testing.T) {
-		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareInBatch: true}), 100)
-	})
 	t.Run("each", func(t *testing.T) {
 		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareEach: true}), 100)
 	})
@@ -541,8 +534,7 @@ func testKeepGradsAhead(t *testing.T, eng string, scale int) {
 // "chunks" in chunks of 1,024 trajectories, a kernel each, its inputs
 // staged chunk by chunk (Tuning.pipeChunk), "chunks-whole" staged at
 // once (Tuning.NoChunkStage), "saves" with 40 save times copied back in
-// groups (Tuning.saveGroup); "noahead" (Tuning.noAhead) never runs
-// ahead.
+// groups (Tuning.saveGroup).
 func TestHostEngineGradAhead(t *testing.T) {
 	needHost(t)
 	lor := lorenzCallCase(3000)
@@ -553,21 +545,19 @@ func TestHostEngineGradAhead(t *testing.T) {
 		saves.prob.SaveAt[k] = float64(k) / 39
 	}
 	for _, c := range []struct {
-		name  string
-		ec    engineCase
-		tun   Tuning
-		ahead bool
+		name string
+		ec   engineCase
+		tun  Tuning
 	}{
-		{"lorenz", lor, Tuning{}, true},
-		{"ball", ballCase(64, ode.Tsit5), Tuning{}, true},
-		{"lorenz-split", lor, Tuning{splitMin: 64}, true},
-		{"lorenz-chunks", lor, Tuning{pipeChunk: 1024}, true},
-		{"lorenz-chunks-whole", lor, Tuning{pipeChunk: 1024, NoChunkStage: true}, true},
-		{"lorenz-saves", saves, Tuning{saveGroup: 4096}, true},
-		{"lorenz-noahead", lor, Tuning{noAhead: true}, false},
+		{"lorenz", lor, Tuning{}},
+		{"ball", ballCase(64, ode.Tsit5), Tuning{}},
+		{"lorenz-split", lor, Tuning{splitMin: 64}},
+		{"lorenz-chunks", lor, Tuning{pipeChunk: 1024}},
+		{"lorenz-chunks-whole", lor, Tuning{pipeChunk: 1024, NoChunkStage: true}},
+		{"lorenz-saves", saves, Tuning{saveGroup: 4096}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			testGradAhead(t, c.ec, tuned(t, "cuda-host", c.tun), tuned(t, "cuda-host", Tuning{NoInputReuse: true}), c.ahead)
+			testGradAhead(t, c.ec, tuned(t, "cuda-host", c.tun), tuned(t, "cuda-host", Tuning{NoInputReuse: true}))
 		})
 	}
 }
@@ -588,26 +578,20 @@ func TestGPUGradAhead(t *testing.T) {
 		{"lorenz-300000", lorenzCallCase(300000)},
 		{"ball", ballCase(6400, ode.Tsit5)},
 	} {
-		t.Run(c.name, func(t *testing.T) { testGradAhead(t, c.ec, "cuda", ref, true) })
+		t.Run(c.name, func(t *testing.T) { testGradAhead(t, c.ec, "cuda", ref) })
 	}
 }
 
 // testGradAhead runs TestHostEngineGradAhead's calls of case c on engine
-// eng against engine ref, where they run ahead of their compare (ahead)
-// or not.
-func testGradAhead(t *testing.T, c engineCase, eng, ref string, ahead bool) {
+// eng against engine ref.
+func testGradAhead(t *testing.T, c engineCase, eng, ref string) {
 	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-8
 	c.prob.Y0, c.prob.P = slices.Clone(c.prob.Y0), slices.Clone(c.prob.P)
 	plain := c.solver(t, ref)
 	sv := c.solver(t, eng)
 	var dst, wdst ode.Gradient
-	one := 0
-	if ahead {
-		one = 1
-	}
 	call := func(what string, ran, missed int) {
 		t.Helper()
-		ran, missed = ran*one, missed*one
 		want, werr := plain.Grad(&wdst, &c.prob, c.loss, nil)
 		var tr Trace
 		got, err := sv.GradContext(WithTrace(context.Background(), &tr), &dst, &c.prob, c.loss, nil)

@@ -91,12 +91,11 @@ func (q opsQueue) enqueue(k backendKernel, threads, block, shmem int, args []uin
 // queued without waiting for it (the shared block: the inputs are held;
 // writeQueued); one memset (the check's words: the kernel zeroes the
 // recorded mesh's rows past each trajectory's end that the call before
-// wrote, meshZero), two with Tuning.meshMemset (the mesh's steps and
-// event marks, which follow them, in one); the engine kernel and the
+// wrote, meshZero); the engine kernel and the
 // check kernel; one read (the check's words and limbs); and no
 // device-to-device copy (the kernel writes the kept results in place:
 // argAddr); no clock's marks nor wait for it in a call without a Trace
-// (keptTimed), two marks and a wait under one or with Tuning.keptClock.
+// (keptTimed), two marks and a wait under one.
 // Each call keeps its results.
 func TestKeptCallOps(t *testing.T) {
 	for _, x := range []struct {
@@ -107,8 +106,6 @@ func TestKeptCallOps(t *testing.T) {
 	}{
 		{"kernel-zeroes", Tuning{}, false, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1}},
 		{"traced", Tuning{}, true, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1, marks: 2, waits: 1}},
-		{"meshmemset", Tuning{meshMemset: true}, false, queueOps{queued: 1, reads: 1, zeros: 2, kernels: 2, batches: 1}},
-		{"keptclock", Tuning{keptClock: true}, false, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1, marks: 2, waits: 1}},
 	} {
 		be := opsBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &queueOps{}}
 		e := &Engine{name: "cuda-counts-ops-" + x.name, prec: Float64, be: be}

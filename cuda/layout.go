@@ -289,14 +289,6 @@ type Tuning struct {
 	splitMin   int   // the smallest launch of one copy whose results come back in two parts (defaultSplitMin); negative: none
 	tierMin    int   // the smallest source whose compile runs in the background (defaultTierFrom; tier.go)
 	saveGroup  int   // the smallest group of saved states' bytes copied back on its own (saveGroupMin)
-	// noLossFold keeps a gradient kernel's loss value in the loss VJP
-	// before the reverse sweep (kernelgen.Config.NoLossFold), as before
-	// session 46, where by default a kernel whose save times' cotangents
-	// are computed in the sweep folds the value of a loss that is a left
-	// fold over the save times in the forward pass: for the device's
-	// comparison (BenchmarkGPUSaveSplit's -oldloss rows). The same results
-	// bit for bit.
-	noLossFold bool
 	// ungroupedCots keeps a gradient kernel's reverse sweep reading its
 	// save times' cotangents one save time at a time
 	// (kernelgen.Config.UngroupedCots), as before session 47, where by
@@ -304,16 +296,6 @@ type Tuning struct {
 	// once: for the device's comparison (BenchmarkGPUSaveSplit's
 	// -ungrouped rows). The same results bit for bit.
 	ungroupedCots bool
-	// noAhead keeps a launch from running ahead of its inputs' compare
-	// (reuse.go), for the tests and benchmarks that compare the two.
-	noAhead bool
-	// compareInBatch runs a kept gradient's compare run ahead in the
-	// launch's batch once its kernels are queued, not on a goroutine of
-	// its own started before the batch (reuse.go's aheadCheck; the
-	// default: an H100 in session 45 ran the bouncing ball's kept call in
-	// 0.148 ms with it on a goroutine against 0.152-0.153 in the batch),
-	// for the tests and benchmarks that compare the two.
-	compareInBatch bool
 	// compareEach compares a launch's inputs run ahead (sameHeld) one
 	// input after the other with par.Equal, as before session 47 (an
 	// array of up to par.FirstSerial elements on one core: the events
@@ -330,22 +312,6 @@ type Tuning struct {
 	// a round for each first limb; the same words and limbs. For the
 	// benchmarks that compare the two.
 	checkLaneAtomics bool
-	// wordsApart reads a kept gradient's check words into Go memory (the
-	// run's scratch), as before session 45, not after the results in
-	// the page-locked result buffer, for the tests and benchmarks that
-	// compare the two.
-	wordsApart bool
-	// meshMemset zeroes a recorded mesh's rows (steps and event marks)
-	// with memsets before the kernel, all rows every launch, as before
-	// session 46, where the thread layout's kernel zeroes the rows past
-	// each trajectory's end that a launch before may have written
-	// (meshZero), for the tests and benchmarks that compare the two.
-	meshMemset bool
-	// keptClock times the kernel of a launch that keeps its results
-	// (two event records, a wait for the second) in a call without a
-	// Trace too, as before session 46 (keptTimed), for the benchmarks
-	// that compare the two.
-	keptClock bool
 	// endsInScatter writes a launch's end times (Job.EndTimes: the
 	// Solution's T, the Mesh's T1) in its scatter, after the results'
 	// copy, as before session 47, instead of in its batch while the
@@ -518,7 +484,6 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.Unrolled = tun.unrolled
 	v.SplitFrom, v.SplitUnits = tun.splitFrom(), tun.SplitUnits
 	v.StoreSaveCots = tun.StoreSaveCots && v.Grad
-	v.NoLossFold = tun.noLossFold && v.Grad
 	v.UngroupedCots = tun.ungroupedCots && v.Grad
 	v.OldSaves = tun.oldSaves && v.Saves > 0
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile

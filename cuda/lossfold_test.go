@@ -99,16 +99,13 @@ func lossFoldCases(n int) []struct {
 }
 
 // TestHostLossFold checks the loss's value folded in the forward pass
-// (kernelgen's lossfold.go, the default) against the loss VJP's
-// (Tuning.noLossFold): the gradient kernel folds exactly where the loss
-// is of the form (KernelInfo.LossFold), a loss not of it has the same
-// source either way, and the solutions, losses and gradients of the two
-// forms are the same bit for bit, with the record and on its mesh, in
-// float64, float32 and on a simulated warp, the loss that of Solver.Loss
-// (the loss kernel's); and against the CPU engine.
+// (kernelgen's lossfold.go, session 46): the gradient kernel folds
+// exactly where the loss is of the form (KernelInfo.LossFold), its loss
+// is that of Solver.Loss (the loss kernel's, no fold) bit for bit, in
+// float64, float32 and on a simulated warp, and its solutions, losses
+// and gradients, with the record and on its mesh, are the CPU engine's.
 func TestHostLossFold(t *testing.T) {
 	needHost(t)
-	old := Tuning{noLossFold: true}
 	for _, tc := range lossFoldCases(6) {
 		c := tc.c
 		t.Run(c.name, func(t *testing.T) {
@@ -119,32 +116,21 @@ func TestHostLossFold(t *testing.T) {
 			if got := strings.Contains(src, "gs_a_fold_first("); got != tc.fold || info.LossFold != tc.fold {
 				t.Fatalf("gs_a_fold_first( in the gradient kernel %t, KernelInfo.LossFold %t, want %t", got, info.LossFold, tc.fold)
 			}
-			was, wasInfo := kernelSourceInfo(t, c, ode.OpGrad, func(v *kernelgen.Config) { v.NoLossFold = true })
 			const acc = "gs_a_loss_grad(sh, GS_LOSS_ACC_AT"
-			if want := c.name == "lorenz-fold-shared-acc"; strings.Contains(src, acc) != want || strings.Contains(was, acc) != want {
-				t.Fatalf("the loss VJP accumulates dL/ds: folded %t, not %t; want %t", strings.Contains(src, acc), strings.Contains(was, acc), want)
-			}
-			if strings.Contains(was, "gs_a_fold_first(") || wasInfo.LossFold {
-				t.Fatal("Config.NoLossFold: the kernel folds the loss")
+			if want := c.name == "lorenz-fold-shared-acc"; strings.Contains(src, acc) != want {
+				t.Fatalf("the loss VJP accumulates dL/ds: %t, want %t", strings.Contains(src, acc), want)
 			}
 			if !tc.fold {
-				// (Config.Key, in the source's head, names the switch.)
-				if src != strings.Replace(was, " nofold ", " ", 1) {
-					t.Error("a loss without the form: the sources differ with Config.NoLossFold")
-				}
 				return
 			}
-			sameRunsLoss(t, c, c.solver(t, "cuda-host"), c.solver(t, tuned(t, "cuda-host", old)), "the loss VJP's value")
 			sameLossAsGrad(t, c, "cuda-host")
 			switch c.name {
 			case "lorenz-fold-data":
 				c := c
 				c.set.RelTol, c.set.AbsTol = 1e-4, 1e-7
-				sameRuns(t, c, c.solver(t, "cuda-host-f32"), c.solver(t, tuned(t, "cuda-host-f32", old)))
+				sameLossAsGrad(t, c, "cuda-host-f32")
 			case "lorenz-fold-shared":
-				sim := Tuning{Layout: LayoutThread}
-				simOld := Tuning{Layout: LayoutThread, noLossFold: true}
-				sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-sim", sim)), c.solver(t, tuned(t, "cuda-host-sim", simOld)))
+				sameLossAsGrad(t, c, tuned(t, "cuda-host-sim", Tuning{Layout: LayoutThread}))
 			}
 			if c.name != "kepler-saves" { // (its orbits amplify the host libm's last bits: the Lorenz cases compare)
 				compareEngines(t, "cuda-host", c, caseOpts{ops: []string{"grad", "gradmesh"}})
@@ -155,22 +141,18 @@ func TestHostLossFold(t *testing.T) {
 
 // TestGPULossFold is TestHostLossFold's comparisons on the device
 // ("cuda", 1,000 trajectories): the loss's value folded in the forward
-// pass against the loss VJP's (Tuning.noLossFold) bit for bit but the
-// shared gradients (to 1e-13 relative: the device adds them with atomics
-// in no fixed order), the loss that of Solver.Loss, and against the CPU
+// pass that of Solver.Loss bit for bit, and the results against the CPU
 // engine.
 //
 //	cuda.test -test.run 'TestGPULossFold' -test.v
 func TestGPULossFold(t *testing.T) {
 	needGPUEngine(t)
-	old := tuned(t, "cuda", Tuning{noLossFold: true})
 	for _, tc := range lossFoldCases(1000) {
 		c := tc.c
 		if !tc.fold {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
-			sameRunsShared(t, c, c.solver(t, "cuda"), c.solver(t, old), 1e-13)
 			sameLossAsGrad(t, c, "cuda")
 			if c.name != "kepler-saves" {
 				compareEngines(t, "cuda", c, caseOpts{ops: []string{"grad", "gradmesh"}})

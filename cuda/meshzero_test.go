@@ -11,9 +11,9 @@ import (
 
 // TestHostMeshZero checks a recorded mesh's rows past each trajectory's
 // last step zeroed by the record kernel (meshZero: the thread layout's
-// kernel zeroes the rows a launch before may have written, no memset)
-// against memsets of every row before the kernel (Tuning.meshMemset, the
-// way before session 46) on the host engine (the generated kernels
+// kernel zeroes the rows a launch before may have written, no memset;
+// session 46) against a new solver's each call (a new buffer: every row
+// zeroed) on the host engine (the generated kernels
 // compiled by g++): bouncing balls, the pk threshold (events: steps and
 // marks) and Lorenz (no events; also in the lanes layout, whose launches
 // zero the dirty rows before the kernel), each with and without
@@ -23,10 +23,10 @@ import (
 // steps (a shorter T1: rows the first wrote must read 0 again); one of
 // half the trajectories (the buffer reshaped: every row dirty); the long
 // one again. After each call the whole resident buffer (every row of
-// steps and marks) is the memset engine's bit for bit and reads 0 past
+// steps and marks) is the new solver's bit for bit and reads 0 past
 // each trajectory's accepted steps; the gradient (HostGrads) and a
 // gradient on the recorded mesh (a replay over its padded rows) are the
-// memset engine's bit for bit; and the buffer's dirty rows are its
+// new solver's bit for bit; and the buffer's dirty rows are its
 // longest trajectory's steps, fewer than its rows, so that the next
 // call's kernel zeroes only those.
 func TestHostMeshZero(t *testing.T) {
@@ -55,10 +55,7 @@ func testMeshZero(t *testing.T, eng string, n int) {
 		layout Layout
 	}{{ball, LayoutAuto}, {pk, LayoutAuto}, {lorenz, LayoutAuto}, {lorenz, LayoutLanes}} {
 		c := x.c
-		engines := [2]string{
-			tuned(t, eng, Tuning{Layout: x.layout, firstRows: meshZeroRows}),
-			tuned(t, eng, Tuning{Layout: x.layout, firstRows: meshZeroRows, meshMemset: true}),
-		}
+		e := tuned(t, eng, Tuning{Layout: x.layout, firstRows: meshZeroRows})
 		for _, keep := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/%s/keep=%t", c.name, x.layout, keep), func(t *testing.T) {
 				// The calls' problems: long, short, half the trajectories,
@@ -69,20 +66,20 @@ func testMeshZero(t *testing.T, eng string, n int) {
 				half.Y0 = c.prob.Y0[:half.N*c.prob.Field.Dim]
 				half.P = c.prob.P[:half.N*c.prob.Field.Params]
 				probs := []ode.Problem{c.prob, short, half, c.prob}
+				// svs[0] runs every call, svs[1] is new each call.
+				cs := c
+				cs.set.KeepGrads = keep
 				var svs [2]*ode.Solver
 				var gs [2]ode.Gradient
-				for k, e := range engines {
-					cs := c
-					cs.set.KeepGrads = keep
-					svs[k] = cs.solver(t, e)
-					if keep {
-						gs[k].Omit = ode.OmitStates | ode.OmitStats
-					}
-				}
+				svs[0] = cs.solver(t, e)
 				for call, p := range probs {
+					svs[1], gs[1] = cs.solver(t, e), ode.Gradient{}
+					if keep {
+						gs[0].Omit, gs[1].Omit = ode.OmitStates|ode.OmitStats, ode.OmitStates|ode.OmitStats
+					}
 					var bufs [2]meshBuffer
 					var onMesh [2]*ode.Gradient
-					for k := range engines {
+					for k := range svs {
 						g := &gs[k]
 						if _, err := svs[k].Grad(g, &p, c.loss, nil); err != nil {
 							t.Fatal(err)
@@ -103,11 +100,11 @@ func testMeshZero(t *testing.T, eng string, n int) {
 					what := fmt.Sprintf("call %d (T1 %g, n %d)", call, p.T1, p.N)
 					got, want := bufs[0], bufs[1]
 					if got.rows != want.rows || got.n != want.n || got.rows != meshZeroRows || got.n != p.N {
-						t.Fatalf("%s: buffers of %d×%d and %d×%d (memsets), want %d×%d", what, got.rows, got.n, want.rows, want.n, meshZeroRows, p.N)
+						t.Fatalf("%s: buffers of %d×%d and %d×%d (new solver), want %d×%d", what, got.rows, got.n, want.rows, want.n, meshZeroRows, p.N)
 					}
 					sameBits(t, what+": the buffer's steps", got.steps, want.steps)
 					if !slices.Equal(got.marks, want.marks) {
-						t.Errorf("%s: the buffer's event marks differ from the memset engine's", what)
+						t.Errorf("%s: the buffer's event marks differ from the new solver's", what)
 					}
 					acc := gs[0].Mesh.Stats.Accepted
 					if gs[0].Mesh.Stats.Accepted == nil {

@@ -779,18 +779,12 @@ func (q slowQueue) enqueue(k backendKernel, threads, block, shmem int, args []ui
 	return q.countsQueue.enqueue(k, threads, block, shmem, args)
 }
 
-// slowCountsF64 and slowCountsNoAhead are engines on slowCounts, the
-// second with kept gradients' launches never ahead of their compare.
-var (
-	slowCountsF64     = &Engine{name: "cuda-slow", prec: Float64, be: slowCounts{countsBackend{newHostBackend(16 << 30)}}}
-	slowCountsNoAhead = &Engine{name: "cuda-slow-noahead", prec: Float64, be: slowCounts{countsBackend{newHostBackend(16 << 30)}}}
-)
+// slowCountsF64 is an engine on slowCounts.
+var slowCountsF64 = &Engine{name: "cuda-slow", prec: Float64, be: slowCounts{countsBackend{newHostBackend(16 << 30)}}}
 
 func init() {
 	ode.Register(countsF64)
 	ode.Register(slowCountsF64)
-	slowCountsNoAhead.SetTuning(Tuning{noAhead: true})
-	ode.Register(slowCountsNoAhead)
 }
 
 // BenchmarkGradEventsCall measures what a whole Solver.Grad call of the
@@ -801,15 +795,8 @@ func init() {
 // Gradient.Omit = OmitStates|OmitStats); the same on a solver with
 // ode.Settings.KeepGrads, the per-trajectory results left on the device
 // unread ("record-keep": the loss, the shared gradient and the check
-// come back; "record-keep-inbatch" with its compare run ahead in the
-// batch once the kernels are queued, not on a goroutine of its own
-// started before the batch: Tuning.compareInBatch; on "cuda" also
-// "record-keep-apart", its check words read into Go memory as before
-// session 45: Tuning.wordsApart) and read after
-// each call ("record-keep-read": Gradient.HostGrads), with every record
-// row zeroed by memsets before the kernel as before session 46
-// ("record-keep-memset", and "record-memset" without KeepGrads:
-// Tuning.meshMemset), with the thread kernel's launch bounds of one round
+// come back) and read after each call ("record-keep-read":
+// Gradient.HostGrads), with the thread kernel's launch bounds of one round
 // of blocks ("record-keep-round", "record-keep-untraced-round", on
 // "cuda": Tuning.threadRound; "cuda" reports its kept modes' kernel's
 // regs, local-B and bounds-blocks), with its inputs' compare run ahead
@@ -820,9 +807,8 @@ func init() {
 // "record-keep-untraced-lanes", on "cuda": Tuning.checkLaneAtomics),
 // timed without a Trace, as a
 // user calls ("record-keep-untraced": no clock's marks nor wait, keptTimed;
-// the trace's figures then from 20 traced calls after the timed ones),
-// and so with the clock as before session 46 ("record-keep-untraced-clock":
-// Tuning.keptClock); on the mesh of an earlier call
+// the trace's figures then from 20 traced calls after the timed ones);
+// on the mesh of an earlier call
 // ("mesh", resident where the engine keeps meshes); and a record followed
 // by a gradient on its new mesh ("record+mesh", two calls an op, as a
 // study that records, then replays with other losses). down-B/op and
@@ -843,8 +829,7 @@ func init() {
 // of host memory, of a record of nullSteps steps a trajectory),
 // "cuda-slow" (the same, its engine kernel a sleep of slowKernel: the
 // host work that overlaps the device's, as a kept gradient's compare
-// run ahead, is hidden) and "cuda-slow-noahead" (never ahead: the
-// compare before the batch), "cuda-host" (the generated kernels on the CPU: the bytes of the true
+// run ahead, is hidden), "cuda-host" (the generated kernels on the CPU: the bytes of the true
 // step counts; its ns/op is mostly the kernels and the device's
 // memsets) and "cuda" where a GPU is found (the whole call). Cases: ball
 // and pk (events_test.go's, random inputs), and suite-bounce and
@@ -856,13 +841,12 @@ func init() {
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow.*/record-keep$' -benchtime 200x -count 6
 //	go test ./cuda -run '^$' -bench GradEventsCall/cuda-host -benchtime 2x
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda/' -benchtime 200x -count 6   (on a GPU)
-//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record-keep(-apart|-inbatch)?$' -benchtime 400x -count 6   (on a GPU)
-//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-memset|-untraced|-untraced-clock)?$' -benchtime 400x -count 6   (on a GPU)
+//	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk)/record(-keep)?(-untraced)?$' -benchtime 400x -count 6   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep(-untraced)?(-round|-each|-lanes)?$' -benchtime 400x -count 3   (on a GPU)
 //	go test ./cuda -run '^$' -bench 'GradEventsCall/cuda-slow/(pk|suite-threshold)/record-keep(-untraced)?(-each)?$' -benchtime 300x -count 5
 func BenchmarkGradEventsCall(b *testing.B) {
 	const n = 1 << 16
-	engines := []string{countsF64.name, slowCountsF64.name, slowCountsNoAhead.name}
+	engines := []string{countsF64.name, slowCountsF64.name}
 	if _, err := exec.LookPath("g++"); err == nil {
 		engines = append(engines, hostF64.name)
 	}
@@ -871,15 +855,9 @@ func BenchmarkGradEventsCall(b *testing.B) {
 	}
 	for _, eng := range engines {
 		modes := []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"}
-		if eng != slowCountsNoAhead.name && eng != hostF64.name {
-			modes = append(modes, "record-keep-inbatch")
-		}
-		if eng != slowCountsNoAhead.name {
-			modes = append(modes, "record-memset", "record-keep-memset", "record-keep-untraced", "record-keep-untraced-clock",
-				"record-keep-each", "record-keep-untraced-each")
-		}
+		modes = append(modes, "record-keep-untraced", "record-keep-each", "record-keep-untraced-each")
 		if eng == "cuda" {
-			modes = append(modes, "record-keep-apart", "record-keep-round", "record-keep-untraced-round", "record-keep-lanes", "record-keep-untraced-lanes")
+			modes = append(modes, "record-keep-round", "record-keep-untraced-round", "record-keep-lanes", "record-keep-untraced-lanes")
 		}
 		suiteBall := func(n int, m ode.Method) engineCase { return eventsSuiteCase(ballCase(n, m), 1e-6) }
 		suitePK := func(n int, m ode.Method) engineCase { return eventsSuiteCase(pkCase(n, m), 1e-6) }
@@ -898,14 +876,6 @@ func BenchmarkGradEventsCall(b *testing.B) {
 				case "record-keep-lanes", "record-keep-untraced-lanes":
 					tun = Tuning{checkLaneAtomics: true}
 					c.set.Engine = tuned(b, eng, tun)
-				case "record-keep-apart":
-					c.set.Engine = tuned(b, eng, Tuning{wordsApart: true})
-				case "record-keep-inbatch":
-					c.set.Engine = tuned(b, eng, Tuning{compareInBatch: true})
-				case "record-memset", "record-keep-memset":
-					c.set.Engine = tuned(b, eng, Tuning{meshMemset: true})
-				case "record-keep-untraced-clock":
-					c.set.Engine = tuned(b, eng, Tuning{keptClock: true})
 				}
 				name := fmt.Sprintf("%s/%s/%s", eng, strings.TrimSuffix(c.name, "-Tsit5"), mode)
 				b.Run(name, func(b *testing.B) {
@@ -1305,27 +1275,19 @@ func callBoundCases(b *testing.B, f func(b *testing.B, n int, tun Tuning)) {
 // the backend whose kernel takes slowKernel, about the H100's at 32,768,
 // and nothing else (slowWork), whose results come back in one copy
 // at 32,768 and 65,536, in two halves, a kernel each, at 262,144:
-// "ahead" runs each launch ahead of its inputs' compare (the default:
-// the compare in the batch as the kernel runs, or on the launch's
-// goroutine as the batch runs on its own), "first" compares before the
-// batch (Tuning.noAhead, as every launch but a kept gradient's did
-// before session 46). stage-ms is the trace's staging before the batch;
-// ns/op the call.
+// "ahead" runs each launch ahead of its inputs' compare (the compare in
+// the batch as the kernel runs, or on the launch's goroutine as the
+// batch runs on its own; compared before the batch before session 46).
+// stage-ms is the trace's staging before the batch; ns/op the call.
 //
 //	cuda.test -test.run '^$' -test.bench 'CallAheadHost' -test.benchtime 400x -test.count 6
 func BenchmarkCallAheadHost(b *testing.B) {
 	for _, n := range []int{1 << 15, 1 << 16, 1 << 18} {
-		for _, first := range []bool{false, true} {
-			name := fmt.Sprintf("n=%d/ahead", n)
-			if first {
-				name = fmt.Sprintf("n=%d/first", n)
-			}
-			b.Run(name, func(b *testing.B) {
-				s := timeGradCallsOn(b, slowWork.name, n, Tuning{noAhead: first}, 0)
-				b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
-				b.ReportMetric(float64(s.Ahead)/float64(b.N), "ahead/op")
-			})
-		}
+		b.Run(fmt.Sprintf("n=%d/ahead", n), func(b *testing.B) {
+			s := timeGradCallsOn(b, slowWork.name, n, Tuning{}, 0)
+			b.ReportMetric(float64(s.Stage)/1e6/float64(b.N), "stage-ms/op")
+			b.ReportMetric(float64(s.Ahead)/float64(b.N), "ahead/op")
+		})
 	}
 }
 

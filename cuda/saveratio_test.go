@@ -44,10 +44,7 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // sweep (Tuning.StoreSaveCots), the form before session 44, where the
 // others compute them in the sweep (kernelgen's savecot.go); alternate
 // them by runs of the binary (-test.count runs a sub-benchmark its times
-// in a row). The -oldloss variant of grad-kept runs the gradient kernel
-// with the loss's value computed by the loss VJP before the sweep
-// (Tuning.noLossFold), the form before session 46, where the others
-// fold it in the forward pass (kernelgen's lossfold.go). The -ungrouped
+// in a row). The -ungrouped
 // variants of grad and grad-kept run the gradient kernel whose reverse
 // sweep reads the save times' cotangents one save time at a time
 // (Tuning.ungroupedCots), the form before session 47, where the others
@@ -62,13 +59,13 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // read), the same saves bit for bit:
 //
 //	cuda.test -test.run '^$' -test.bench GPUSaveSplit -test.benchtime 5x
-//	for r in 1 2 3 4 5; do for v in grad-kept grad-kept-tb grad-kept-oldloss grad-kept-ungrouped; do
+//	for r in 1 2 3 4 5; do for v in grad-kept grad-kept-tb grad-kept-ungrouped; do
 //	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
 //	done; done
 //	cuda.test -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/solveto-kept(-old)?$' -test.benchtime 20x -test.count 3
 func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
-	benchSaveSplit(b, "cuda", tuned(b, "cuda", Tuning{StoreSaveCots: true}), tuned(b, "cuda", Tuning{noLossFold: true}), tuned(b, "cuda", Tuning{oldSaves: true}), tuned(b, "cuda", Tuning{ungroupedCots: true}), 4096, []ode.Method{ode.Tsit5})
+	benchSaveSplit(b, "cuda", tuned(b, "cuda", Tuning{StoreSaveCots: true}), tuned(b, "cuda", Tuning{oldSaves: true}), tuned(b, "cuda", Tuning{ungroupedCots: true}), 4096, []ode.Method{ode.Tsit5})
 }
 
 // BenchmarkHostSaveSplit is BenchmarkGPUSaveSplit on the host backend,
@@ -84,38 +81,37 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 func BenchmarkHostSaveSplit(b *testing.B) {
 	needHost(b)
 	benchSaveHostOnce.Do(func() {
-		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-oldloss", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped"} {
+		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped"} {
 			e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 32)}
 			e.be.(*hostBackend).optimize = true
 			tun := envTuning()
-			tun.WaitForCompile, tun.StoreSaveCots, tun.noLossFold, tun.oldSaves, tun.ungroupedCots = true, k == 1, k == 2, k == 3, k == 4
+			tun.WaitForCompile, tun.StoreSaveCots, tun.oldSaves, tun.ungroupedCots = true, k == 1, k == 2, k == 3
 			e.SetTuning(tun)
 			ode.Register(e)
 			benchSaveHost[k] = e
 		}
 	})
-	benchSaveSplit(b, benchSaveHost[0].Name(), benchSaveHost[1].Name(), benchSaveHost[2].Name(), benchSaveHost[3].Name(), benchSaveHost[4].Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
+	benchSaveSplit(b, benchSaveHost[0].Name(), benchSaveHost[1].Name(), benchSaveHost[2].Name(), benchSaveHost[3].Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
 // benchSaveHost are BenchmarkHostSaveSplit's engines, registered at its
 // first run: cuda-host with kernels compiled with -O2, no memo, and the
-// same with Tuning.StoreSaveCots, with Tuning.noLossFold, with
-// Tuning.oldSaves and with Tuning.ungroupedCots.
+// same with Tuning.StoreSaveCots, with Tuning.oldSaves and with
+// Tuning.ungroupedCots.
 var (
 	benchSaveHostOnce sync.Once
-	benchSaveHost     [5]*Engine
+	benchSaveHost     [4]*Engine
 )
 
 // benchSaveSplit runs BenchmarkGPUSaveSplit's calls on engine (the -tb
-// variants on stored, the engine with Tuning.StoreSaveCots; the -oldloss
-// one on oldLoss, the engine with Tuning.noLossFold; the -old ones on
+// variants on stored, the engine with Tuning.StoreSaveCots; the -old ones on
 // old, the engine with Tuning.oldSaves; the -ungrouped ones on
 // ungrouped, the engine with Tuning.ungroupedCots), for n orbits and the
 // methods ms (a level of sub-benchmarks where there are several).
-func benchSaveSplit(b *testing.B, engine, stored, oldLoss, old, ungrouped string, n int, ms []ode.Method) {
+func benchSaveSplit(b *testing.B, engine, stored, old, ungrouped string, n int, ms []ode.Method) {
 	if len(ms) > 1 {
 		for _, m := range ms {
-			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, stored, oldLoss, old, ungrouped, n, []ode.Method{m}) })
+			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, stored, old, ungrouped, n, []ode.Method{m}) })
 		}
 		return
 	}
@@ -133,11 +129,6 @@ func benchSaveSplit(b *testing.B, engine, stored, oldLoss, old, ungrouped string
 	}
 	set.Engine = stored
 	svKeepTB, err := ode.NewSolver(kp.Field, &set)
-	if err != nil {
-		b.Fatal(err)
-	}
-	set.Engine = oldLoss
-	svKeepOldLoss, err := ode.NewSolver(kp.Field, &set)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -167,7 +158,7 @@ func benchSaveSplit(b *testing.B, engine, stored, oldLoss, old, ungrouped string
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-oldloss", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -180,8 +171,6 @@ func benchSaveSplit(b *testing.B, engine, stored, oldLoss, old, ungrouped string
 					solver = svTB
 				case op == "grad-kept-tb":
 					solver = svKeepTB
-				case op == "grad-kept-oldloss":
-					solver = svKeepOldLoss
 				case op == "grad-ungrouped":
 					solver = svUngrouped
 				case op == "grad-kept-ungrouped":

@@ -471,7 +471,7 @@ func (g *adapters) directLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kerne
 			b.out = []span{b.out[0], b.out[1], b.out[3]}
 			// (The thread layout's: every thread writes its own
 			// trajectory's saves, GS_WRITER.)
-			if !v.NoLossFold && v.layoutFile() == "thread.cuh" {
+			if v.layoutFile() == "thread.cuh" {
 				lf, _ = splitLossFold(sc.Rest, sh)
 			}
 		}

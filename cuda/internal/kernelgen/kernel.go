@@ -255,15 +255,6 @@ type Config struct {
 	// (package cuda's Tuning.StoreSaveCots: the switch of the device's
 	// comparison).
 	StoreSaveCots bool
-	// NoLossFold keeps a gradient kernel's loss value in the loss VJP
-	// before the reverse sweep, rereading every saved value, as before
-	// session 46, where by default a kernel whose save times' cotangents
-	// are computed in the sweep (SaveCots) and whose loss value is a left
-	// fold over the save times (lossfold.go) folds it in the forward
-	// pass, where it writes each save time's state (kernelPlan.LossFold).
-	// The same results bit for bit (package cuda's private
-	// Tuning.noLossFold: the switch of the device's comparison).
-	NoLossFold bool
 	// OldSaves keeps the forward pass's saved states in the form before
 	// session 46: every kernel with save times writes the step each save
 	// time lies on (gs_args.tapstep, [K][n]), where by default only a
@@ -388,9 +379,6 @@ var wideRowsKey = map[bool]string{true: "widerows "}
 // storeCotsKey is Config.StoreSaveCots's part of a Key, likewise.
 var storeCotsKey = map[bool]string{true: "storecots "}
 
-// noFoldKey is Config.NoLossFold's part of a Key, likewise.
-var noFoldKey = map[bool]string{true: "nofold "}
-
 // oldSavesKey is Config.OldSaves's part of a Key, likewise.
 var oldSavesKey = map[bool]string{true: "oldsaves "}
 
@@ -439,7 +427,7 @@ func (v Config) threadBoundsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+noFoldKey[v.NoLossFold && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
