@@ -92,8 +92,11 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	if r.soaSaves {
 		w.soaS = rowStride(width)
 		w.soa, w.soaLo = w.scratch(scrTaps, len(j.SaveAt)*d*w.soaS), lo
-		w.soaLim, w.soaOver, w.folding = 0, false, false
+		w.soaLim, w.soaOver, w.folding, w.resid, w.residData = 0, false, false, nil, nil
 		if r.fused != nil {
+			if r.fused.data {
+				w.resid, w.residData, w.residDD = r.fused, j.Loss.Data, j.Loss.DataDim
+			}
 			w.soaLim = r.fused.bound()
 			if w.folding = r.fused.squares; w.folding {
 				if cap(w.fold) < width {
@@ -576,6 +579,11 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 	if w.soa == nil {
 		return
 	}
+	if fl := w.resid; fl != nil {
+		// A data loss (lossfuse.go): the copy holds the residuals, the
+		// sweep's cotangents (scaled) and the fold's operands.
+		vals = w.residuals(fl, g, k, vals)
+	}
 	switch lim := w.soaLim; {
 	case w.folding:
 		// The loss folded here, where the saves are in cache, save time
@@ -597,6 +605,31 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 	}
 	d, stride := w.ex.plan.Dim, w.soaS
 	scan.ScatterCol(w.soa[k*d*stride+g-w.soaLo:], stride, vals)
+}
+
+// residuals returns the residuals of the saves vals ([n][d], from save
+// k on) of trajectory g against the data of the fused data loss fl
+// (save − data, or data − save where fl.dataSub), rounded as the loss
+// program's Sub, in a buffer of w's.
+func (w *cpuWorker) residuals(fl *fusedLoss, g, k int, vals []float64) []float64 {
+	d := len(fl.dataOff)
+	if cap(w.residBuf) < len(vals) {
+		w.residBuf = make([]float64, len(vals))
+	}
+	res := w.residBuf[:len(vals)]
+	row := w.residData[g*w.residDD : (g+1)*w.residDD]
+	for s := 0; s < len(vals)/d; s++ {
+		x, r := vals[s*d:(s+1)*d], res[s*d:(s+1)*d]
+		for c := range x {
+			e := row[fl.dataOff[c]+fl.dataStep[c]*(k+s)]
+			if fl.dataSub {
+				r[c] = e - x[c]
+			} else {
+				r[c] = x[c] - e
+			}
+		}
+	}
+	return res
 }
 
 // finishSaves writes the saves of finished lane i (trajectory g) at or

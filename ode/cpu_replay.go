@@ -210,9 +210,10 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 	}
 	// The saved states by save time, K·d rows of width values: as the
 	// record wrote them (cpuRun.soaSaves, rows rowStride(width) apart),
-	// else transposed from ys.
+	// else transposed from ys (and where the record wrote a fused data
+	// loss's residuals there, but the loss runs the old path).
 	ysoa, stride := w.soa, w.soaS
-	if ysoa == nil {
+	if ysoa == nil || w.resid != nil && fl == nil {
 		ysoa, stride = toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d), width
 	}
 	for x := 0; x < K*d; x++ {

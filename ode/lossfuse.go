@@ -63,6 +63,14 @@ type fusedLoss struct {
 	foldRest *tape.Program
 	end      *tape.Program
 	endFrom  []lossform.In // end's per-trajectory inputs after the sum (Steps 0)
+	// data: every save's cotangent is a times its residual x − data
+	// (or data − x where sub says so), save time k's component c reading
+	// the trajectory's data entry dataOff[c] + dataStep[c]·k; the record
+	// writes the residuals to its save copy (soaPut) and folds the sum of
+	// their squares (squares is then true).
+	data              bool
+	dataSub           bool // the residual is data − x
+	dataOff, dataStep []int
 }
 
 // fusedForm returns the fused form of the gradient program g of shape
@@ -72,36 +80,72 @@ func fusedForm(g *tape.Program, sh lossform.Shape) *fusedLoss {
 	if !ok {
 		return nil
 	}
-	a := 0.0
+	fl := &fusedLoss{dataOff: make([]int, sh.D), dataStep: make([]int, sh.D)}
 	for c, p := range sc.Comp {
-		x, ok := scaledInput(p)
-		if !ok || len(sc.From[c]) != 1 || sc.From[c][0] != (lossform.In{In0: sh.D + c, Step: sh.D}) || c > 0 && math.Float64bits(x) != math.Float64bits(a) {
+		x, data, sub, ok := scaledResidual(p, sc.From[c], sh, c)
+		if !ok || c > 0 && (math.Float64bits(x) != math.Float64bits(fl.a) || data != fl.data || sub != fl.dataSub) {
 			return nil
 		}
-		a = x
+		fl.a, fl.data, fl.dataSub = x, data, sub
+		if data {
+			fl.dataOff[c], fl.dataStep[c] = sc.From[c][1].In0-sh.D-sh.K*sh.D, sc.From[c][1].Step
+		}
 	}
+	if !fl.data {
+		fl.dataOff, fl.dataStep = nil, nil
+	}
+	a := fl.a
 	if frac, _ := math.Frexp(math.Abs(a)); frac != 0.5 || math.Abs(a) < 1 || math.IsInf(a, 0) {
 		return nil
 	}
-	fl := &fusedLoss{rest: sc.Rest, a: a}
-	if f, ok := lossform.SplitFold(sc.Rest, sh); ok && squaresFold(f, sh.D) {
+	fl.rest = sc.Rest
+	if f, ok := lossform.SplitFold(sc.Rest, sh); ok && squaresFold(f, sh, fl) && (!fl.data || !readsSaves(f.Rest, sh)) {
 		fl.squares, fl.foldRest = true, f.Rest
 		if !sumEnd(f) {
 			fl.end, fl.endFrom = f.End, f.EndFrom
 		}
 	}
+	if fl.data && !fl.squares {
+		// The save copy holds the residuals, which the rest cannot read
+		// as the saves: a data loss fuses only where its value folds.
+		return nil
+	}
 	return fl
 }
 
-// squaresFold reports whether the fold f of saves of d components folds
-// the sum of the squares of the saved values in their order, from save
-// time 0's first component's square: first ((x_0² + x_1²) + …) +
-// x_{d-1}², next (((acc + x_0²) + x_1²) + …) + x_{d-1}² (x save time k's
-// state: each Add rounded in that order, as squaresFrom computes it).
-// Its end may be any function of the sum (and of the final state, the
-// parameters and the data: SplitFold's end reads no saved state).
-func squaresFold(f *lossform.Fold, d int) bool {
-	return squaresChain(f.First, f.FirstFrom, d, false, 0) && squaresChain(f.Next, f.NextFrom, d, true, d)
+// readsSaves reports whether p (a program with the gradient program's
+// inputs, of shape sh) reads a saved state.
+func readsSaves(p *tape.Program, sh lossform.Shape) bool {
+	save := func(id tape.ID) bool {
+		v := &p.Values[id]
+		in := int(v.Aux)
+		return v.Op == ops.OpInput && in >= sh.D && in < sh.D+sh.K*sh.D
+	}
+	for _, o := range p.Outputs {
+		if save(o.ID) {
+			return true
+		}
+	}
+	for _, v := range p.Values {
+		for _, a := range v.Args {
+			if save(a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// squaresFold reports whether the fold f of saves of shape sh folds the
+// sum of the squares of the saved values (of the residuals of fl's data
+// where fl.data) in their order, from save time 0's first component's
+// square: first ((x_0² + x_1²) + …) + x_{d-1}², next (((acc + x_0²) +
+// x_1²) + …) + x_{d-1}² (x save time k's state, or its residual: each
+// Add rounded in that order, as squaresFrom computes it). Its end may be
+// any function of the sum (and of the final state, the parameters and
+// the data: SplitFold's end reads no saved state).
+func squaresFold(f *lossform.Fold, sh lossform.Shape, fl *fusedLoss) bool {
+	return squaresChain(f.First, f.FirstFrom, sh, fl, false, 0) && squaresChain(f.Next, f.NextFrom, sh, fl, true, sh.D)
 }
 
 // sumEnd reports whether f's end is ℓ = acc.
@@ -117,23 +161,60 @@ func sumEnd(f *lossform.Fold) bool {
 // squaresChain reports whether p's one output is the chain of squares of
 // squaresFold, from its input acc (input 0) if acc, else from the first
 // component's square; its per-trajectory inputs from (after acc) save
-// time k's component c at In0 d + c, Step step.
-func squaresChain(p *tape.Program, from []lossform.In, d int, acc bool, step int) bool {
+// time k's component c at In0 d + c, Step step, and where fl.data its
+// data entry (fl's dataOff[c], with Step dataStep[c] where step is not
+// 0), the square's operand then Sub of the two in fl's order.
+func squaresChain(p *tape.Program, from []lossform.In, sh lossform.Shape, fl *fusedLoss, acc bool, step int) bool {
+	d := sh.D
 	if len(p.Outputs) != 1 || len(p.Inputs) != len(from)+btoi(acc) {
 		return false
 	}
-	// comp returns the component of p's value id, Square(input), or -1.
+	// input returns the entry of from that p's value id reads, or -1.
+	input := func(id tape.ID) int {
+		x := &p.Values[id]
+		j := int(x.Aux) - btoi(acc)
+		if x.Op != ops.OpInput || j < 0 || j >= len(from) {
+			return -1
+		}
+		return j
+	}
+	// comp returns the component of p's value id, Square(input) (or
+	// Square(Sub) of the input and its data), or -1.
 	comp := func(id tape.ID) int {
 		v := &p.Values[id]
 		if v.Op != ops.OpSquare {
 			return -1
 		}
-		x := &p.Values[v.Args[0]]
-		j := int(x.Aux) - btoi(acc)
-		if x.Op != ops.OpInput || j < 0 || j >= len(from) || from[j].Step != step || from[j].In0 < d || from[j].In0 >= 2*d {
+		x := v.Args[0]
+		var dj int
+		if fl.data {
+			s := &p.Values[x]
+			if s.Op != ops.OpSub || len(s.Args) != 2 {
+				return -1
+			}
+			x, dj = s.Args[0], input(s.Args[1])
+			if fl.dataSub {
+				x, dj = s.Args[1], input(s.Args[0])
+			}
+			if dj < 0 {
+				return -1
+			}
+		}
+		j := input(x)
+		if j < 0 || from[j].Step != step || from[j].In0 < d || from[j].In0 >= 2*d {
 			return -1
 		}
-		return from[j].In0 - d
+		c := from[j].In0 - d
+		if fl.data {
+			want := lossform.In{In0: d + sh.K*d + fl.dataOff[c]}
+			if step != 0 {
+				want.Step = fl.dataStep[c]
+			}
+			if from[dj] != want {
+				return -1
+			}
+		}
+		return c
 	}
 	id, c := p.Outputs[0].ID, d-1
 	for ; c > 0 || acc && c == 0; c-- {
@@ -177,24 +258,46 @@ func squaresFrom(acc float64, vals []float64, first bool) float64 {
 	return acc
 }
 
-// scaledInput reports whether p's one output is its first input times a
-// constant, and returns the constant.
-func scaledInput(p *tape.Program) (float64, bool) {
+// scaledResidual reports whether p, the cotangent of component c of
+// saves of shape sh with per-trajectory inputs from, is its save times a
+// constant (Mul(x, Const a), either order: data false) or a residual of
+// its save and a data entry times one (Mul(Sub(x, d), Const a), data
+// true, sub where the Sub is d − x), and returns the constant; of
+// Neg(Mul(…)) it returns -a (negation is exact).
+func scaledResidual(p *tape.Program, from []lossform.In, sh lossform.Shape, c int) (a float64, data, sub, ok bool) {
 	if len(p.Outputs) != 1 {
-		return 0, false
+		return 0, false, false, false
 	}
-	v := &p.Values[p.Outputs[0].ID]
+	v, sign := &p.Values[p.Outputs[0].ID], 1.0
+	if v.Op == ops.OpNeg { // -(x·a) = x·(-a), bit for bit
+		v, sign = &p.Values[v.Args[0]], -1
+	}
 	if v.Op != ops.OpMul || len(v.Args) != 2 {
-		return 0, false
+		return 0, false, false, false
 	}
-	x, c := &p.Values[v.Args[0]], &p.Values[v.Args[1]]
+	x, k := &p.Values[v.Args[0]], &p.Values[v.Args[1]]
 	if x.Op == ops.OpConst {
-		x, c = c, x
+		x, k = k, x
 	}
-	if x.Op != ops.OpInput || int(x.Aux) != 0 || c.Op != ops.OpConst {
-		return 0, false
+	if k.Op != ops.OpConst {
+		return 0, false, false, false
 	}
-	return c.Aux, true
+	save := lossform.In{In0: sh.D + c, Step: sh.D}
+	switch {
+	case x.Op == ops.OpInput && int(x.Aux) == 0 && len(from) == 1 && from[0] == save:
+		return sign * k.Aux, false, false, true
+	case x.Op == ops.OpSub && len(x.Args) == 2 && len(from) == 2 && from[0] == save:
+		l, r := &p.Values[x.Args[0]], &p.Values[x.Args[1]]
+		if l.Op != ops.OpInput || r.Op != ops.OpInput || l.Aux == r.Aux {
+			return 0, false, false, false
+		}
+		dataIn := sh.D + sh.K*sh.D
+		if in := from[1].In0; in < dataIn || in >= dataIn+sh.DD {
+			return 0, false, false, false
+		}
+		return sign * k.Aux, true, int(l.Aux) == 1, true
+	}
+	return 0, false, false, false
 }
 
 // barScale returns the factor the sweep multiplies the saves by to get
