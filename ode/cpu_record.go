@@ -618,6 +618,19 @@ func (w *cpuWorker) residuals(fl *fusedLoss, g, k int, vals []float64) []float64
 	}
 	res := w.residBuf[:len(vals)]
 	row := w.residData[g*w.residDD : (g+1)*w.residDD]
+	if fl.dataRow {
+		e := row[fl.dataOff[0]+k*d:][:len(vals)]
+		if fl.dataSub {
+			for i, x := range vals {
+				res[i] = e[i] - x
+			}
+		} else {
+			for i, x := range vals {
+				res[i] = x - e[i]
+			}
+		}
+		return res
+	}
 	for s := 0; s < len(vals)/d; s++ {
 		x, r := vals[s*d:(s+1)*d], res[s*d:(s+1)*d]
 		for c := range x {

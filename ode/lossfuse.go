@@ -2,6 +2,7 @@ package ode
 
 import (
 	"math"
+	"slices"
 
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -71,6 +72,12 @@ type fusedLoss struct {
 	data              bool
 	dataSub           bool // the residual is data − x
 	dataOff, dataStep []int
+	// dataRow: save time k's data are entries dataOff[0] + k·D … of the
+	// row, one after the other (dataOff[c] = dataOff[0] + c, dataStep D).
+	dataRow bool
+	// dataRead: the data columns that foldRest and end read (the loss
+	// binds the others to zeros rather than transpose them).
+	dataRead []bool
 }
 
 // fusedForm returns the fused form of the gradient program g of shape
@@ -110,30 +117,29 @@ func fusedForm(g *tape.Program, sh lossform.Shape) *fusedLoss {
 		// as the saves: a data loss fuses only where its value folds.
 		return nil
 	}
+	if fl.data {
+		fl.dataRow = true
+		for c := range fl.dataOff {
+			fl.dataRow = fl.dataRow && fl.dataOff[c] == fl.dataOff[0]+c && fl.dataStep[c] == sh.D
+		}
+	}
+	if fl.squares && sh.DD > 0 {
+		dataIn := sh.D + sh.K*sh.D
+		fl.dataRead = make([]bool, sh.DD)
+		copy(fl.dataRead, inputsRead(fl.foldRest)[dataIn:dataIn+sh.DD])
+		for _, in := range fl.endFrom {
+			if in.In0 >= dataIn && in.In0 < dataIn+sh.DD {
+				fl.dataRead[in.In0-dataIn] = true
+			}
+		}
+	}
 	return fl
 }
 
 // readsSaves reports whether p (a program with the gradient program's
 // inputs, of shape sh) reads a saved state.
 func readsSaves(p *tape.Program, sh lossform.Shape) bool {
-	save := func(id tape.ID) bool {
-		v := &p.Values[id]
-		in := int(v.Aux)
-		return v.Op == ops.OpInput && in >= sh.D && in < sh.D+sh.K*sh.D
-	}
-	for _, o := range p.Outputs {
-		if save(o.ID) {
-			return true
-		}
-	}
-	for _, v := range p.Values {
-		for _, a := range v.Args {
-			if save(a) {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.Contains(inputsRead(p)[sh.D:sh.D+sh.K*sh.D], true)
 }
 
 // squaresFold reports whether the fold f of saves of shape sh folds the

@@ -112,6 +112,9 @@ func TestFusedLossSameBits(t *testing.T) {
 		{"data-target", base, Loss{Data: data[:4], DataDim: 4, F: func(_, ys, d []tape.V) tape.V {
 			return residuals(ys, slices.Repeat(d, k), false)
 		}}, true, true, false},
+		{"data-offset-final", base, Loss{Data: data[:n*(k*4+3)], DataDim: k*4 + 3, F: func(y, ys, d []tape.V) tape.V {
+			return residuals(ys, d[3:], false).Add(y[0].Mul(d[1]))
+		}}, true, true, false},
 		{"data-offset", base, Loss{Data: data[:n*(k*4+3)], DataDim: k*4 + 3, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d[3:], false) }}, true, true, false},
 		// Each component against another's column of data.
 		{"data-crossed", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
