@@ -94,7 +94,7 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		w.soa, w.soaLo = w.scratch(scrTaps, len(j.SaveAt)*d*w.soaS), lo
 		w.soaLim, w.soaOver, w.folding, w.resid, w.residData = 0, false, false, nil, nil
 		if r.fused != nil {
-			if r.fused.data {
+			if r.fused.data || r.fused.cots {
 				w.resid, w.residData, w.residDD = r.fused, j.Loss.Data, j.Loss.DataDim
 			}
 			w.soaLim = r.fused.bound()
@@ -579,12 +579,16 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 	if w.soa == nil {
 		return
 	}
-	if fl := w.resid; fl != nil {
+	fl := w.resid
+	if fl != nil && !fl.cots {
 		// A data loss (lossfuse.go): the copy holds the residuals, the
 		// sweep's cotangents (scaled) and the fold's operands.
 		vals = w.residuals(fl, g, k, vals)
 	}
 	switch lim := w.soaLim; {
+	case fl != nil && fl.cots:
+		// The copy holds the cotangents, and the loss is folded beside.
+		vals = w.cotFold(fl, g, k, vals)
 	case w.folding:
 		// The loss folded here, where the saves are in cache, save time
 		// by save time in order (lossfuse.go). Its sum of squares is
@@ -642,6 +646,61 @@ func (w *cpuWorker) residuals(fl *fusedLoss, g, k int, vals []float64) []float64
 			}
 		}
 	}
+	return res
+}
+
+// cotFold returns the cotangents of the saves vals ([n][d], from save k
+// on) of trajectory g for the fused loss fl with fl.cots (lossfuse.go),
+// each product rounded in the loss program's order, in a buffer of w's,
+// and folds the lane's loss over them in save order (fl.foldW's weights
+// of the squares, from save time 0's first); a cotangent that is not
+// finite, or saves not folded in order, send the chunk to the old path.
+func (w *cpuWorker) cotFold(fl *fusedLoss, g, k int, vals []float64) []float64 {
+	d := len(fl.foldW)
+	if cap(w.residBuf) < len(vals) {
+		w.residBuf = make([]float64, len(vals))
+	}
+	res := w.residBuf[:len(vals)]
+	var row []float64
+	if fl.data {
+		row = w.residData[g*w.residDD : (g+1)*w.residDD]
+	}
+	x := g - w.soaLo
+	if w.foldK[x] != k {
+		w.soaOver = true
+	}
+	acc := w.fold[x]
+	for s := 0; s < len(vals)/d; s++ {
+		for c, m := range fl.mults {
+			i := s*d + c
+			r := vals[i]
+			if fl.data {
+				e := row[fl.dataOff[c]+fl.dataStep[c]*(k+s)]
+				if fl.dataSub {
+					r = e - r
+				} else {
+					r -= e
+				}
+			}
+			if t := float64(float64(r*r) * fl.foldW[c]); k+s == 0 && c == 0 {
+				acc = t
+			} else {
+				acc += t
+			}
+			y := r
+			for _, a := range m {
+				y = float64(y * a)
+			}
+			if fl.neg[c] {
+				y = -y
+			}
+			if !(math.Abs(y) <= math.MaxFloat64) {
+				w.soaOver = true
+			}
+			res[i] = y
+		}
+	}
+	w.fold[x], w.foldK[x] = acc, k+len(vals)/d
 	return res
 }
 

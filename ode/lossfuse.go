@@ -45,6 +45,20 @@ import (
 // where every 2·x is, so it stands for the bound; a chunk whose sum is
 // not finite, or whose saves were not folded once each in order, runs
 // the old path.
+//
+// Data losses (Session 47 (H7)): where each cotangent is a residual of
+// the save and a data entry of the trajectory's row times a, Mul(Sub(x,
+// e), Const a) (or Sub(e, x), or negated), e entry dataOff[c] +
+// dataStep[c]·k, and ℓ folds the squares of those residuals, the record
+// writes the residuals to its copy instead of the saves (residuals) and
+// folds them; the sweep scales them by a·Scale as above. Where the
+// cotangents take other constants (weights by component, w·((x−e)·2),
+// or one constant that is not a power of two), the record writes the
+// cotangents themselves, each product rounded in the program's order,
+// and folds the weighted squares (cotFold); the sweep scales them by
+// Scale. Both need the fold, and a fold's rest that reads no saved state:
+// the copy then does not hold the saves. A chunk that falls back runs
+// the old path on the saves transposed from the record's rows.
 // Every other loss, and fuseLoss false, run the old path.
 
 // fuseLoss turns the fused loss on; tests and benchmarks turn it off to
@@ -78,6 +92,17 @@ type fusedLoss struct {
 	// dataRead: the data columns that foldRest and end read (the loss
 	// binds the others to zeros rather than transpose them).
 	dataRead []bool
+	// cots: every save's cotangent is its value (or residual) r times
+	// the constants mults[c] in turn, negated where neg[c], each product
+	// rounded (weights by component: ∂(w·(x−d)²) = w·((x−d)·2)), and ℓ
+	// folds r²·foldW[c]; the record writes the cotangents themselves to
+	// its save copy (soaPut: cotFold) and folds ℓ, and the sweep scales
+	// them by Scale alone (a = 1).
+	cots  bool
+	mults [][]float64
+	neg   []bool
+	// foldW: the fold's weight of each component's square (1: none).
+	foldW []float64
 }
 
 // fusedForm returns the fused form of the gradient program g of shape
@@ -87,13 +112,22 @@ func fusedForm(g *tape.Program, sh lossform.Shape) *fusedLoss {
 	if !ok {
 		return nil
 	}
-	fl := &fusedLoss{dataOff: make([]int, sh.D), dataStep: make([]int, sh.D)}
+	fl := &fusedLoss{dataOff: make([]int, sh.D), dataStep: make([]int, sh.D), mults: make([][]float64, sh.D), neg: make([]bool, sh.D)}
+	simple := true // one constant a, the same for every component
 	for c, p := range sc.Comp {
-		x, data, sub, ok := scaledResidual(p, sc.From[c], sh, c)
-		if !ok || c > 0 && (math.Float64bits(x) != math.Float64bits(fl.a) || data != fl.data || sub != fl.dataSub) {
+		m, neg, data, sub, ok := scaledResidual(p, sc.From[c], sh, c)
+		if !ok || c > 0 && (data != fl.data || sub != fl.dataSub) {
 			return nil
 		}
-		fl.a, fl.data, fl.dataSub = x, data, sub
+		fl.mults[c], fl.neg[c], fl.data, fl.dataSub = m, neg, data, sub
+		a := m[0]
+		if neg {
+			a = -a
+		}
+		if len(m) != 1 || c > 0 && math.Float64bits(a) != math.Float64bits(fl.a) {
+			simple = false
+		}
+		fl.a = a
 		if data {
 			fl.dataOff[c], fl.dataStep[c] = sc.From[c][1].In0-sh.D-sh.K*sh.D, sc.From[c][1].Step
 		}
@@ -102,20 +136,28 @@ func fusedForm(g *tape.Program, sh lossform.Shape) *fusedLoss {
 		fl.dataOff, fl.dataStep = nil, nil
 	}
 	a := fl.a
-	if frac, _ := math.Frexp(math.Abs(a)); frac != 0.5 || math.Abs(a) < 1 || math.IsInf(a, 0) {
-		return nil
+	if frac, _ := math.Frexp(math.Abs(a)); !simple || frac != 0.5 || math.Abs(a) < 1 || math.IsInf(a, 0) {
+		// Not one power of two: the record writes the cotangents.
+		fl.cots, fl.a = true, 1
+	}
+	if !fl.cots {
+		fl.mults, fl.neg = nil, nil
 	}
 	fl.rest = sc.Rest
-	if f, ok := lossform.SplitFold(sc.Rest, sh); ok && squaresFold(f, sh, fl) && (!fl.data || !readsSaves(f.Rest, sh)) {
+	if f, ok := lossform.SplitFold(sc.Rest, sh); ok && squaresFold(f, sh, fl) && (!fl.data && !fl.cots || !readsSaves(f.Rest, sh)) {
 		fl.squares, fl.foldRest = true, f.Rest
 		if !sumEnd(f) {
 			fl.end, fl.endFrom = f.End, f.EndFrom
 		}
 	}
-	if fl.data && !fl.squares {
-		// The save copy holds the residuals, which the rest cannot read
-		// as the saves: a data loss fuses only where its value folds.
+	if (fl.data || fl.cots) && !fl.squares {
+		// The save copy holds the residuals or the cotangents, which the
+		// rest cannot read as the saves: such a loss fuses only where its
+		// value folds.
 		return nil
+	}
+	if !fl.cots && slices.ContainsFunc(fl.foldW, func(w float64) bool { return w != 1 }) {
+		return nil // (a weighted fold has weighted cotangents)
 	}
 	if fl.data {
 		fl.dataRow = true
@@ -151,7 +193,17 @@ func readsSaves(p *tape.Program, sh lossform.Shape) bool {
 // any function of the sum (and of the final state, the parameters and
 // the data: SplitFold's end reads no saved state).
 func squaresFold(f *lossform.Fold, sh lossform.Shape, fl *fusedLoss) bool {
-	return squaresChain(f.First, f.FirstFrom, sh, fl, false, 0) && squaresChain(f.Next, f.NextFrom, sh, fl, true, sh.D)
+	w0, w1 := make([]float64, sh.D), make([]float64, sh.D)
+	if !squaresChain(f.First, f.FirstFrom, sh, fl, false, 0, w0) || !squaresChain(f.Next, f.NextFrom, sh, fl, true, sh.D, w1) {
+		return false
+	}
+	for c := range w0 {
+		if math.Float64bits(w0[c]) != math.Float64bits(w1[c]) {
+			return false
+		}
+	}
+	fl.foldW = w0
+	return true
 }
 
 // sumEnd reports whether f's end is ℓ = acc.
@@ -169,8 +221,10 @@ func sumEnd(f *lossform.Fold) bool {
 // component's square; its per-trajectory inputs from (after acc) save
 // time k's component c at In0 d + c, Step step, and where fl.data its
 // data entry (fl's dataOff[c], with Step dataStep[c] where step is not
-// 0), the square's operand then Sub of the two in fl's order.
-func squaresChain(p *tape.Program, from []lossform.In, sh lossform.Shape, fl *fusedLoss, acc bool, step int) bool {
+// 0), the square's operand then Sub of the two in fl's order. A square
+// may be weighted, Mul(Square, Const w) (either order): w[c] is then w,
+// else 1 (x·1 = x).
+func squaresChain(p *tape.Program, from []lossform.In, sh lossform.Shape, fl *fusedLoss, acc bool, step int, w []float64) bool {
 	d := sh.D
 	if len(p.Outputs) != 1 || len(p.Inputs) != len(from)+btoi(acc) {
 		return false
@@ -187,7 +241,17 @@ func squaresChain(p *tape.Program, from []lossform.In, sh lossform.Shape, fl *fu
 	// comp returns the component of p's value id, Square(input) (or
 	// Square(Sub) of the input and its data), or -1.
 	comp := func(id tape.ID) int {
-		v := &p.Values[id]
+		v, wt := &p.Values[id], 1.0
+		if v.Op == ops.OpMul && len(v.Args) == 2 {
+			x, k := &p.Values[v.Args[0]], &p.Values[v.Args[1]]
+			if x.Op == ops.OpConst {
+				x, k = k, x
+			}
+			if k.Op != ops.OpConst {
+				return -1
+			}
+			v, wt = x, k.Aux
+		}
 		if v.Op != ops.OpSquare {
 			return -1
 		}
@@ -220,6 +284,7 @@ func squaresChain(p *tape.Program, from []lossform.In, sh lossform.Shape, fl *fu
 				return -1
 			}
 		}
+		w[c] = wt
 		return c
 	}
 	id, c := p.Outputs[0].ID, d-1
@@ -265,45 +330,54 @@ func squaresFrom(acc float64, vals []float64, first bool) float64 {
 }
 
 // scaledResidual reports whether p, the cotangent of component c of
-// saves of shape sh with per-trajectory inputs from, is its save times a
-// constant (Mul(x, Const a), either order: data false) or a residual of
-// its save and a data entry times one (Mul(Sub(x, d), Const a), data
-// true, sub where the Sub is d − x), and returns the constant; of
-// Neg(Mul(…)) it returns -a (negation is exact).
-func scaledResidual(p *tape.Program, from []lossform.In, sh lossform.Shape, c int) (a float64, data, sub, ok bool) {
+// saves of shape sh with per-trajectory inputs from, is its save (data
+// false) or a residual of its save and a data entry (data true: Sub(x,
+// d), or Sub(d, x) where sub) times constants, and returns them in the
+// order they are applied (Mul(Mul(r, a), w): a, w; either order of a
+// Mul's arguments; at least one), and whether the product is negated
+// (Neg at any place: negation is exact).
+func scaledResidual(p *tape.Program, from []lossform.In, sh lossform.Shape, c int) (mults []float64, neg, data, sub, ok bool) {
 	if len(p.Outputs) != 1 {
-		return 0, false, false, false
+		return nil, false, false, false, false
 	}
-	v, sign := &p.Values[p.Outputs[0].ID], 1.0
-	if v.Op == ops.OpNeg { // -(x·a) = x·(-a), bit for bit
-		v, sign = &p.Values[v.Args[0]], -1
+	v := &p.Values[p.Outputs[0].ID]
+	for {
+		if v.Op == ops.OpNeg {
+			v, neg = &p.Values[v.Args[0]], !neg
+			continue
+		}
+		if v.Op != ops.OpMul || len(v.Args) != 2 || len(mults) == 4 {
+			break
+		}
+		x, k := &p.Values[v.Args[0]], &p.Values[v.Args[1]]
+		if x.Op == ops.OpConst {
+			x, k = k, x
+		}
+		if k.Op != ops.OpConst {
+			return nil, false, false, false, false
+		}
+		mults, v = append(mults, k.Aux), x
 	}
-	if v.Op != ops.OpMul || len(v.Args) != 2 {
-		return 0, false, false, false
+	if len(mults) == 0 {
+		return nil, false, false, false, false
 	}
-	x, k := &p.Values[v.Args[0]], &p.Values[v.Args[1]]
-	if x.Op == ops.OpConst {
-		x, k = k, x
-	}
-	if k.Op != ops.OpConst {
-		return 0, false, false, false
-	}
+	slices.Reverse(mults)
 	save := lossform.In{In0: sh.D + c, Step: sh.D}
 	switch {
-	case x.Op == ops.OpInput && int(x.Aux) == 0 && len(from) == 1 && from[0] == save:
-		return sign * k.Aux, false, false, true
-	case x.Op == ops.OpSub && len(x.Args) == 2 && len(from) == 2 && from[0] == save:
-		l, r := &p.Values[x.Args[0]], &p.Values[x.Args[1]]
+	case v.Op == ops.OpInput && int(v.Aux) == 0 && len(from) == 1 && from[0] == save:
+		return mults, neg, false, false, true
+	case v.Op == ops.OpSub && len(v.Args) == 2 && len(from) == 2 && from[0] == save:
+		l, r := &p.Values[v.Args[0]], &p.Values[v.Args[1]]
 		if l.Op != ops.OpInput || r.Op != ops.OpInput || l.Aux == r.Aux {
-			return 0, false, false, false
+			return nil, false, false, false, false
 		}
 		dataIn := sh.D + sh.K*sh.D
 		if in := from[1].In0; in < dataIn || in >= dataIn+sh.DD {
-			return 0, false, false, false
+			return nil, false, false, false, false
 		}
-		return sign * k.Aux, true, int(l.Aux) == 1, true
+		return mults, neg, true, int(l.Aux) == 1, true
 	}
-	return 0, false, false, false
+	return nil, false, false, false, false
 }
 
 // barScale returns the factor the sweep multiplies the saves by to get

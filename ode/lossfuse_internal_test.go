@@ -63,6 +63,20 @@ func TestFusedLossSameBits(t *testing.T) {
 		}
 		return s
 	}
+	// weighted returns Σ_j w(j)·(ys_j − d_j)² (Σ_j w(j)·ys_j² for d nil).
+	weighted := func(ys, d []tape.V, w func(j int) float64) tape.V {
+		r := func(j int) tape.V {
+			if d == nil {
+				return ys[j].Square().MulC(w(j))
+			}
+			return ys[j].Sub(d[j]).Square().MulC(w(j))
+		}
+		s := r(0)
+		for j := 1; j < len(ys); j++ {
+			s = s.Add(r(j))
+		}
+		return s
+	}
 	// big returns the problem with trajectory 7's initial state x (at
 	// rest, so its saves are x).
 	big := func(x float64) Problem {
@@ -92,13 +106,13 @@ func TestFusedLossSameBits(t *testing.T) {
 		{"squares-then-data", base, Loss{Data: data[:n], DataDim: 1, F: func(y, ys, d []tape.V) tape.V {
 			return squares(ys).Add(y[2].Mul(d[0]).Square())
 		}}, true, true, false},
-		{"weighted", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
+		{"weighted-by-component", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
 			s := ys[0].Square()
 			for j, x := range ys[1:] {
 				s = s.Add(x.Square().MulC(1 + float64((j+1)%4)))
 			}
 			return s
-		}}, false, false, false},
+		}}, true, true, false},
 		// Data losses: Σ (ys − d)² folds over the residuals, which the
 		// record writes as the sweep's cotangents.
 		{"data", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, false) }}, true, true, false},
@@ -124,13 +138,19 @@ func TestFusedLossSameBits(t *testing.T) {
 			}
 			return s
 		}}, true, true, false},
-		// Not of the form: weights, a residual's cube, linear residuals.
+		// Not of the form: a residual's cube, linear residuals.
 		{"data-weighted", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
-			s := ys[0].Sub(d[0]).Square()
-			for j, x := range ys[1:] {
-				s = s.Add(x.Sub(d[j+1]).Square().MulC(0.5 + float64((j+1)%4)))
-			}
-			return s
+			return weighted(ys, d, func(j int) float64 { return 0.5 + float64(j%4) })
+		}}, true, true, false},
+		{"data-weighted-mean-final", base, Loss{Mean: true, Data: data[:n*k*4], DataDim: k * 4, FP: func(y, ys, d, p, _ []tape.V) tape.V {
+			return weighted(ys, d, func(j int) float64 { return 1 / (1 + float64(j%4)) }).Add(y[0].Mul(p[0]))
+		}}, true, true, false},
+		{"squares-weighted", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
+			return weighted(ys, nil, func(j int) float64 { return 3 + float64(j%4) })
+		}}, true, true, false},
+		// Weights by save time (not one function of every save time).
+		{"data-weighted-by-time", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
+			return weighted(ys, d, func(j int) float64 { return 1 + float64(j/4%3) })
 		}}, false, false, false},
 		{"data-cube", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
 			s := ys[0].Sub(d[0]).Square().Mul(ys[0].Sub(d[0]))
