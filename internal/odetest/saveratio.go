@@ -25,7 +25,9 @@ import (
 // the loss and the gradients only, no saved states returned), and
 // "grad-data" (grad with the data loss of a calibration, SavedResiduals:
 // Σ over saves of ‖ys − d‖² against reference values d at the save times,
-// each orbit's own, the saves of a solve with GM 1% higher). On an
+// each orbit's own, the saves of a solve with GM 1% higher) and
+// "grad-data-w" (the same weighted by component, 1/σ_c² with σ = 1, 2,
+// 1, 2: positions and velocities measured to different precisions). On an
 // engine other than the CPU's it also runs "solveto-kept" and
 // "grad-kept", solveto and grad with Settings.KeepSaves (the saves left
 // on the device until read, and not read here: issue 23's "copied to the
@@ -57,7 +59,7 @@ func SaveRatio(b *testing.B, engine string) {
 		gm[i] = 0.95 + 0.1*float64(i)/float64(n-1)
 	}
 	loss := SavedSquares()
-	ops := []string{"solve", "solveto", "grad", "grad-omit", "grad-data"}
+	ops := []string{"solve", "solveto", "grad", "grad-omit", "grad-data", "grad-data-w"}
 	if engine != "" && engine != "cpu" {
 		ops = append(ops, "solveto-kept", "grad-kept")
 	}
@@ -90,7 +92,9 @@ func SaveRatio(b *testing.B, engine string) {
 						case "grad-omit":
 							arms[a].g.Omit = ode.OmitStates | ode.OmitStats
 						case "grad-data":
-							arms[a].loss = SavedResiduals(b, sv, arms[a].p)
+							arms[a].loss = SavedResiduals(b, sv, arms[a].p, nil)
+						case "grad-data-w":
+							arms[a].loss = SavedResiduals(b, sv, arms[a].p, []float64{1, 0.25, 1, 0.25})
 						}
 					}
 					run := func(x *arm) error {
@@ -160,10 +164,11 @@ func SavedSquares() ode.Loss {
 }
 
 // SavedResiduals is the data loss of a calibration against reference
-// values at the save times: Σ_k Σ_c (ys[k,c] − d[k·Dim+c])², with data
-// (DataDim K·Dim, each trajectory's own) the saves of problem p solved by
-// sv with its parameters 1% higher.
-func SavedResiduals(tb testing.TB, sv *ode.Solver, p ode.Problem) ode.Loss {
+// values at the save times: Σ_k Σ_c (ys[k,c] − d[k·Dim+c])², each term
+// times w[c] where w is not nil, with data (DataDim K·Dim, each
+// trajectory's own) the saves of problem p solved by sv with its
+// parameters 1% higher.
+func SavedResiduals(tb testing.TB, sv *ode.Solver, p ode.Problem, w []float64) ode.Loss {
 	tb.Helper()
 	p.P = append([]float64(nil), p.P...)
 	for i := range p.P {
@@ -173,10 +178,18 @@ func SavedResiduals(tb testing.TB, sv *ode.Solver, p ode.Problem) ode.Loss {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return ode.Loss{Name: "saved-residuals", Data: sol.Ys, DataDim: len(p.SaveAt) * p.Field.Dim, F: func(_, ys, d []tape.V) tape.V {
-		s := ys[0].Sub(d[0]).Square()
-		for j, x := range ys[1:] {
-			s = s.Add(x.Sub(d[j+1]).Square())
+	dim := p.Field.Dim
+	return ode.Loss{Name: "saved-residuals", Data: sol.Ys, DataDim: len(p.SaveAt) * dim, F: func(_, ys, d []tape.V) tape.V {
+		term := func(j int) tape.V {
+			r := ys[j].Sub(d[j]).Square()
+			if w != nil {
+				r = r.MulC(w[j%dim])
+			}
+			return r
+		}
+		s := term(0)
+		for j := 1; j < len(ys); j++ {
+			s = s.Add(term(j))
 		}
 		return s
 	}}
