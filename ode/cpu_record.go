@@ -670,35 +670,50 @@ func (w *cpuWorker) cotFold(fl *fusedLoss, g, k int, vals []float64) []float64 {
 		w.soaOver = true
 	}
 	acc := w.fold[x]
-	for s := 0; s < len(vals)/d; s++ {
-		for c, m := range fl.mults {
-			i := s*d + c
-			r := vals[i]
-			if fl.data {
-				e := row[fl.dataOff[c]+fl.dataStep[c]*(k+s)]
-				if fl.dataSub {
-					r = e - r
-				} else {
-					r -= e
+	if fl.data {
+		// The residuals first (then res holds them), as residuals does.
+		if fl.dataRow {
+			e := row[fl.dataOff[0]+k*d:][:len(vals)]
+			if fl.dataSub {
+				for i, x := range vals {
+					res[i] = e[i] - x
+				}
+			} else {
+				for i, x := range vals {
+					res[i] = x - e[i]
 				}
 			}
-			if t := float64(float64(r*r) * fl.foldW[c]); k+s == 0 && c == 0 {
+		} else {
+			for s := 0; s < len(vals)/d; s++ {
+				for c := range d {
+					e := row[fl.dataOff[c]+fl.dataStep[c]*(k+s)]
+					if fl.dataSub {
+						res[s*d+c] = e - vals[s*d+c]
+					} else {
+						res[s*d+c] = vals[s*d+c] - e
+					}
+				}
+			}
+		}
+		vals = res
+	}
+	m1, m2, fw := fl.m1[:d], fl.m2[:d], fl.foldW[:d]
+	over := false
+	for s := 0; s < len(vals)/d; s++ {
+		r, y := vals[s*d:][:d], res[s*d:][:d]
+		for c, x := range r {
+			if t := float64(float64(x*x) * fw[c]); k+s == 0 && c == 0 {
 				acc = t
 			} else {
 				acc += t
 			}
-			y := r
-			for _, a := range m {
-				y = float64(y * a)
-			}
-			if fl.neg[c] {
-				y = -y
-			}
-			if !(math.Abs(y) <= math.MaxFloat64) {
-				w.soaOver = true
-			}
-			res[i] = y
+			v := float64(float64(x*m1[c]) * m2[c])
+			over = over || !(math.Abs(v) <= math.MaxFloat64)
+			y[c] = v
 		}
+	}
+	if over {
+		w.soaOver = true
 	}
 	w.fold[x], w.foldK[x] = acc, k+len(vals)/d
 	return res

@@ -101,6 +101,9 @@ type fusedLoss struct {
 	cots  bool
 	mults [][]float64
 	neg   []bool
+	// m1, m2: mults as two constants a component, m2 negated where neg
+	// (1 where there is one: x·1 = x; -((x·a)·w) = (x·a)·(-w)).
+	m1, m2 []float64
 	// foldW: the fold's weight of each component's square (1: none).
 	foldW []float64
 }
@@ -142,6 +145,20 @@ func fusedForm(g *tape.Program, sh lossform.Shape) *fusedLoss {
 	}
 	if !fl.cots {
 		fl.mults, fl.neg = nil, nil
+	} else {
+		fl.m1, fl.m2 = make([]float64, sh.D), make([]float64, sh.D)
+		for c, m := range fl.mults {
+			if len(m) > 2 {
+				return nil
+			}
+			fl.m1[c], fl.m2[c] = m[0], 1
+			if len(m) == 2 {
+				fl.m2[c] = m[1]
+			}
+			if fl.neg[c] {
+				fl.m2[c] = -fl.m2[c]
+			}
+		}
 	}
 	fl.rest = sc.Rest
 	if f, ok := lossform.SplitFold(sc.Rest, sh); ok && squaresFold(f, sh, fl) && (!fl.data && !fl.cots || !readsSaves(f.Rest, sh)) {
