@@ -19,7 +19,10 @@ import (
 // state, parameters and shared parameters. Save time 0's cone then is
 // the function of save time k (SaveCots.Comp[c]), each of its values the
 // same op on the same operands as in the gradient program, so the
-// cotangents are the program's bit for bit.
+// cotangents are the program's bit for bit. A component whose cones do
+// not match so is compared again with each cone's constants first (a
+// weight shared by the save times sits among save time 0's values but
+// before save time k's).
 
 // ConeMax is the most values of one function that SplitSaveCots and
 // SplitFold return (a cotangent's cone; first, next or end of a fold,
