@@ -57,6 +57,17 @@ func saveCotsCases(n int) []struct {
 	for j := range data.loss.Data {
 		data.loss.Data[j] = 10 * r.Float64()
 	}
+	// Residuals weighted by component (a constant shared by the save
+	// times: lossform compares the cones with their constants first).
+	dataW := saves(lorenzCase(n, 1e-7), "lorenz-data-weighted")
+	dataW.loss = ode.Loss{Name: "data-weighted-loss", DataDim: 3 * k, Data: data.loss.Data,
+		F: func(_, ys, d []tape.V) tape.V {
+			s := ys[0].Sub(d[0]).Square().MulC(0.5)
+			for k, x := range ys[1:] {
+				s = s.Add(x.Sub(d[k+1]).Square().MulC(0.5 + float64((k+1)%3)))
+			}
+			return s
+		}}
 	shared := saves(lorenzSharedCase(n), "lorenz-shared-saves")
 	// The terms read a shared parameter and the final state.
 	shared.loss = ode.Loss{Name: "shared-saves-loss", Mean: true, FP: func(y, ys, _, p, s []tape.V) tape.V {
@@ -90,7 +101,7 @@ func saveCotsCases(n int) []struct {
 	return []struct {
 		c     engineCase
 		fused bool
-	}{{kepler, true}, {weighted, true}, {vern, true}, {data, true}, {shared, true}, {uneven, false}, {mixed, false}}
+	}{{kepler, true}, {weighted, true}, {vern, true}, {data, true}, {dataW, true}, {shared, true}, {uneven, false}, {mixed, false}}
 }
 
 // TestHostSaveCots checks the save times' cotangents computed in the

@@ -544,6 +544,10 @@ type cpuWorker struct {
 	fold                []float64      // then each lane's loss so far
 	foldK               []int          // and its next save time to fold
 	endIn               [][]float64    // the inputs of the fold's end (foldEnd)
+	resid               *fusedLoss     // a data loss's fused form (fusedLoss.data): soa holds the saves' residuals, else nil
+	residData           []float64      // then the loss's data, [N×DataDim] (LossPlan.Data)
+	residDD             int            // and its DataDim
+	residBuf            []float64      // and soaPut's residuals
 	grad                *scan.Gradient // the last chunk's, reused
 	sweep               *scan.Sweep    // the last chunk's forward sweep, whose checkpoints the next reuses
 
@@ -611,7 +615,7 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 	w.size(r.chunk)
 	lo := c * r.chunk
 	hi := min(lo+r.chunk, j.N)
-	w.soa = nil
+	w.soa, w.resid = nil, nil
 	if j.Mesh == nil {
 		t := time.Now()
 		ok, err := w.record(r, c, lo, hi)

@@ -92,8 +92,11 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 	if r.soaSaves {
 		w.soaS = rowStride(width)
 		w.soa, w.soaLo = w.scratch(scrTaps, len(j.SaveAt)*d*w.soaS), lo
-		w.soaLim, w.soaOver, w.folding = 0, false, false
+		w.soaLim, w.soaOver, w.folding, w.resid, w.residData = 0, false, false, nil, nil
 		if r.fused != nil {
+			if r.fused.data || r.fused.cots {
+				w.resid, w.residData, w.residDD = r.fused, j.Loss.Data, j.Loss.DataDim
+			}
 			w.soaLim = r.fused.bound()
 			if w.folding = r.fused.squares; w.folding {
 				if cap(w.fold) < width {
@@ -576,7 +579,16 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 	if w.soa == nil {
 		return
 	}
+	fl := w.resid
+	if fl != nil && !fl.cots {
+		// A data loss (lossfuse.go): the copy holds the residuals, the
+		// sweep's cotangents (scaled) and the fold's operands.
+		vals = w.residuals(fl, g, k, vals)
+	}
 	switch lim := w.soaLim; {
+	case fl != nil && fl.cots:
+		// The copy holds the cotangents, and the loss is folded beside.
+		vals = w.cotFold(fl, g, k, vals)
 	case w.folding:
 		// The loss folded here, where the saves are in cache, save time
 		// by save time in order (lossfuse.go). Its sum of squares is
@@ -597,6 +609,114 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 	}
 	d, stride := w.ex.plan.Dim, w.soaS
 	scan.ScatterCol(w.soa[k*d*stride+g-w.soaLo:], stride, vals)
+}
+
+// residuals returns the residuals of the saves vals ([n][d], from save
+// k on) of trajectory g against the data of the fused data loss fl
+// (save − data, or data − save where fl.dataSub), rounded as the loss
+// program's Sub, in a buffer of w's.
+func (w *cpuWorker) residuals(fl *fusedLoss, g, k int, vals []float64) []float64 {
+	d := len(fl.dataOff)
+	if cap(w.residBuf) < len(vals) {
+		w.residBuf = make([]float64, len(vals))
+	}
+	res := w.residBuf[:len(vals)]
+	row := w.residData[g*w.residDD : (g+1)*w.residDD]
+	if fl.dataRow {
+		e := row[fl.dataOff[0]+k*d:][:len(vals)]
+		if fl.dataSub {
+			for i, x := range vals {
+				res[i] = e[i] - x
+			}
+		} else {
+			for i, x := range vals {
+				res[i] = x - e[i]
+			}
+		}
+		return res
+	}
+	for s := 0; s < len(vals)/d; s++ {
+		x, r := vals[s*d:(s+1)*d], res[s*d:(s+1)*d]
+		for c := range x {
+			e := row[fl.dataOff[c]+fl.dataStep[c]*(k+s)]
+			if fl.dataSub {
+				r[c] = e - x[c]
+			} else {
+				r[c] = x[c] - e
+			}
+		}
+	}
+	return res
+}
+
+// cotFold returns the cotangents of the saves vals ([n][d], from save k
+// on) of trajectory g for the fused loss fl with fl.cots (lossfuse.go),
+// each product rounded in the loss program's order, in a buffer of w's,
+// and folds the lane's loss over them in save order (fl.foldW's weights
+// of the squares, from save time 0's first); a cotangent that is not
+// finite, or saves not folded in order, send the chunk to the old path.
+func (w *cpuWorker) cotFold(fl *fusedLoss, g, k int, vals []float64) []float64 {
+	d := len(fl.foldW)
+	if cap(w.residBuf) < len(vals) {
+		w.residBuf = make([]float64, len(vals))
+	}
+	res := w.residBuf[:len(vals)]
+	var row []float64
+	if fl.data {
+		row = w.residData[g*w.residDD : (g+1)*w.residDD]
+	}
+	x := g - w.soaLo
+	if w.foldK[x] != k {
+		w.soaOver = true
+	}
+	acc := w.fold[x]
+	if fl.data {
+		// The residuals first (then res holds them), as residuals does.
+		if fl.dataRow {
+			e := row[fl.dataOff[0]+k*d:][:len(vals)]
+			if fl.dataSub {
+				for i, x := range vals {
+					res[i] = e[i] - x
+				}
+			} else {
+				for i, x := range vals {
+					res[i] = x - e[i]
+				}
+			}
+		} else {
+			for s := 0; s < len(vals)/d; s++ {
+				for c := range d {
+					e := row[fl.dataOff[c]+fl.dataStep[c]*(k+s)]
+					if fl.dataSub {
+						res[s*d+c] = e - vals[s*d+c]
+					} else {
+						res[s*d+c] = vals[s*d+c] - e
+					}
+				}
+			}
+		}
+		vals = res
+	}
+	m1, m2, fw := fl.m1[:d], fl.m2[:d], fl.foldW[:d]
+	over := false
+	for s := 0; s < len(vals)/d; s++ {
+		r, y := vals[s*d:][:d], res[s*d:][:d]
+		for c, x := range r {
+			if t := float64(float64(x*x) * fw[c]); k+s == 0 && c == 0 {
+				acc = t
+			} else {
+				acc += t
+			}
+			v := float64(float64(x*m1[c]) * m2[c])
+			over = over || !(math.Abs(v) <= math.MaxFloat64)
+			y[c] = v
+		}
+	}
+	if over {
+		w.soaOver = true
+	}
+	w.fold[x], w.foldK[x] = acc, k+len(vals)/d
+	return res
 }
 
 // finishSaves writes the saves of finished lane i (trajectory g) at or

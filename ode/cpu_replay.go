@@ -210,15 +210,33 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 	}
 	// The saved states by save time, K·d rows of width values: as the
 	// record wrote them (cpuRun.soaSaves, rows rowStride(width) apart),
-	// else transposed from ys.
+	// else transposed from ys (and where the record wrote a fused data
+	// loss's residuals there, but the loss runs the old path).
 	ysoa, stride := w.soa, w.soaS
-	if ysoa == nil {
+	if ysoa == nil || w.resid != nil && fl == nil {
 		ysoa, stride = toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d), width
 	}
 	for x := 0; x < K*d; x++ {
 		in = append(in, ysoa[x*stride:x*stride+width])
 	}
-	if lp.DataDim > 0 {
+	switch {
+	case lp.DataDim > 0 && folded && fl.dataRead != nil:
+		// Only the columns the fold's rest and end read (a data loss's
+		// residuals were folded by the record); zeros for the others.
+		data, zero := w.scratch(scrData, width*lp.DataDim), w.scratch(scrZero, width)
+		clear(zero)
+		for c, read := range fl.dataRead {
+			if !read {
+				in = append(in, zero)
+				continue
+			}
+			col := data[c*width : (c+1)*width]
+			for i := range col {
+				col[i] = lp.Data[(lo+i)*lp.DataDim+c]
+			}
+			in = append(in, col)
+		}
+	case lp.DataDim > 0:
 		data := toSoA(w.scratch(scrData, width*lp.DataDim), lp.Data[lo*lp.DataDim:hi*lp.DataDim], width, lp.DataDim)
 		for c := 0; c < lp.DataDim; c++ {
 			in = append(in, data[c*width:(c+1)*width])
@@ -650,6 +668,7 @@ const (
 	scrEndT1
 	scrEndY1
 	scrStored2
+	scrZero // a row of zeros: the data columns a fused loss does not read
 	numScratch
 )
 

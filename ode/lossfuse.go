@@ -2,6 +2,7 @@ package ode
 
 import (
 	"math"
+	"slices"
 
 	"github.com/gradsolve-go/gradsolve/ops"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -44,6 +45,20 @@ import (
 // where every 2·x is, so it stands for the bound; a chunk whose sum is
 // not finite, or whose saves were not folded once each in order, runs
 // the old path.
+//
+// Data losses (Session 47 (H7)): where each cotangent is a residual of
+// the save and a data entry of the trajectory's row times a, Mul(Sub(x,
+// e), Const a) (or Sub(e, x), or negated), e entry dataOff[c] +
+// dataStep[c]·k, and ℓ folds the squares of those residuals, the record
+// writes the residuals to its copy instead of the saves (residuals) and
+// folds them; the sweep scales them by a·Scale as above. Where the
+// cotangents take other constants (weights by component, w·((x−e)·2),
+// or one constant that is not a power of two), the record writes the
+// cotangents themselves, each product rounded in the program's order,
+// and folds the weighted squares (cotFold); the sweep scales them by
+// Scale. Both need the fold, and a fold's rest that reads no saved state:
+// the copy then does not hold the saves. A chunk that falls back runs
+// the old path on the saves transposed from the record's rows.
 // Every other loss, and fuseLoss false, run the old path.
 
 // fuseLoss turns the fused loss on; tests and benchmarks turn it off to
@@ -63,6 +78,34 @@ type fusedLoss struct {
 	foldRest *tape.Program
 	end      *tape.Program
 	endFrom  []lossform.In // end's per-trajectory inputs after the sum (Steps 0)
+	// data: every save's cotangent is a times its residual x − data
+	// (or data − x where sub says so), save time k's component c reading
+	// the trajectory's data entry dataOff[c] + dataStep[c]·k; the record
+	// writes the residuals to its save copy (soaPut) and folds the sum of
+	// their squares (squares is then true).
+	data              bool
+	dataSub           bool // the residual is data − x
+	dataOff, dataStep []int
+	// dataRow: save time k's data are entries dataOff[0] + k·D … of the
+	// row, one after the other (dataOff[c] = dataOff[0] + c, dataStep D).
+	dataRow bool
+	// dataRead: the data columns that foldRest and end read (the loss
+	// binds the others to zeros rather than transpose them).
+	dataRead []bool
+	// cots: every save's cotangent is its value (or residual) r times
+	// the constants mults[c] in turn, negated where neg[c], each product
+	// rounded (weights by component: ∂(w·(x−d)²) = w·((x−d)·2)), and ℓ
+	// folds r²·foldW[c]; the record writes the cotangents themselves to
+	// its save copy (soaPut: cotFold) and folds ℓ, and the sweep scales
+	// them by Scale alone (a = 1).
+	cots  bool
+	mults [][]float64
+	neg   []bool
+	// m1, m2: mults as two constants a component, m2 negated where neg
+	// (1 where there is one: x·1 = x; -((x·a)·w) = (x·a)·(-w)).
+	m1, m2 []float64
+	// foldW: the fold's weight of each component's square (1: none).
+	foldW []float64
 }
 
 // fusedForm returns the fused form of the gradient program g of shape
@@ -72,36 +115,112 @@ func fusedForm(g *tape.Program, sh lossform.Shape) *fusedLoss {
 	if !ok {
 		return nil
 	}
-	a := 0.0
+	fl := &fusedLoss{dataOff: make([]int, sh.D), dataStep: make([]int, sh.D), mults: make([][]float64, sh.D), neg: make([]bool, sh.D)}
+	simple := true // one constant a, the same for every component
 	for c, p := range sc.Comp {
-		x, ok := scaledInput(p)
-		if !ok || len(sc.From[c]) != 1 || sc.From[c][0] != (lossform.In{In0: sh.D + c, Step: sh.D}) || c > 0 && math.Float64bits(x) != math.Float64bits(a) {
+		m, neg, data, sub, ok := scaledResidual(p, sc.From[c], sh, c)
+		if !ok || c > 0 && (data != fl.data || sub != fl.dataSub) {
 			return nil
 		}
-		a = x
+		fl.mults[c], fl.neg[c], fl.data, fl.dataSub = m, neg, data, sub
+		a := m[0]
+		if neg {
+			a = -a
+		}
+		if len(m) != 1 || c > 0 && math.Float64bits(a) != math.Float64bits(fl.a) {
+			simple = false
+		}
+		fl.a = a
+		if data {
+			fl.dataOff[c], fl.dataStep[c] = sc.From[c][1].In0-sh.D-sh.K*sh.D, sc.From[c][1].Step
+		}
 	}
-	if frac, _ := math.Frexp(math.Abs(a)); frac != 0.5 || math.Abs(a) < 1 || math.IsInf(a, 0) {
-		return nil
+	if !fl.data {
+		fl.dataOff, fl.dataStep = nil, nil
 	}
-	fl := &fusedLoss{rest: sc.Rest, a: a}
-	if f, ok := lossform.SplitFold(sc.Rest, sh); ok && squaresFold(f, sh.D) {
+	a := fl.a
+	if frac, _ := math.Frexp(math.Abs(a)); !simple || frac != 0.5 || math.Abs(a) < 1 || math.IsInf(a, 0) {
+		// Not one power of two: the record writes the cotangents.
+		fl.cots, fl.a = true, 1
+	}
+	if !fl.cots {
+		fl.mults, fl.neg = nil, nil
+	} else {
+		fl.m1, fl.m2 = make([]float64, sh.D), make([]float64, sh.D)
+		for c, m := range fl.mults {
+			if len(m) > 2 {
+				return nil
+			}
+			fl.m1[c], fl.m2[c] = m[0], 1
+			if len(m) == 2 {
+				fl.m2[c] = m[1]
+			}
+			if fl.neg[c] {
+				fl.m2[c] = -fl.m2[c]
+			}
+		}
+	}
+	fl.rest = sc.Rest
+	if f, ok := lossform.SplitFold(sc.Rest, sh); ok && squaresFold(f, sh, fl) && (!fl.data && !fl.cots || !readsSaves(f.Rest, sh)) {
 		fl.squares, fl.foldRest = true, f.Rest
 		if !sumEnd(f) {
 			fl.end, fl.endFrom = f.End, f.EndFrom
 		}
 	}
+	if (fl.data || fl.cots) && !fl.squares {
+		// The save copy holds the residuals or the cotangents, which the
+		// rest cannot read as the saves: such a loss fuses only where its
+		// value folds.
+		return nil
+	}
+	if !fl.cots && slices.ContainsFunc(fl.foldW, func(w float64) bool { return w != 1 }) {
+		return nil // (a weighted fold has weighted cotangents)
+	}
+	if fl.data {
+		fl.dataRow = true
+		for c := range fl.dataOff {
+			fl.dataRow = fl.dataRow && fl.dataOff[c] == fl.dataOff[0]+c && fl.dataStep[c] == sh.D
+		}
+	}
+	if fl.squares && sh.DD > 0 {
+		dataIn := sh.D + sh.K*sh.D
+		fl.dataRead = make([]bool, sh.DD)
+		copy(fl.dataRead, inputsRead(fl.foldRest)[dataIn:dataIn+sh.DD])
+		for _, in := range fl.endFrom {
+			if in.In0 >= dataIn && in.In0 < dataIn+sh.DD {
+				fl.dataRead[in.In0-dataIn] = true
+			}
+		}
+	}
 	return fl
 }
 
-// squaresFold reports whether the fold f of saves of d components folds
-// the sum of the squares of the saved values in their order, from save
-// time 0's first component's square: first ((x_0² + x_1²) + …) +
-// x_{d-1}², next (((acc + x_0²) + x_1²) + …) + x_{d-1}² (x save time k's
-// state: each Add rounded in that order, as squaresFrom computes it).
-// Its end may be any function of the sum (and of the final state, the
-// parameters and the data: SplitFold's end reads no saved state).
-func squaresFold(f *lossform.Fold, d int) bool {
-	return squaresChain(f.First, f.FirstFrom, d, false, 0) && squaresChain(f.Next, f.NextFrom, d, true, d)
+// readsSaves reports whether p (a program with the gradient program's
+// inputs, of shape sh) reads a saved state.
+func readsSaves(p *tape.Program, sh lossform.Shape) bool {
+	return slices.Contains(inputsRead(p)[sh.D:sh.D+sh.K*sh.D], true)
+}
+
+// squaresFold reports whether the fold f of saves of shape sh folds the
+// sum of the squares of the saved values (of the residuals of fl's data
+// where fl.data) in their order, from save time 0's first component's
+// square: first ((x_0² + x_1²) + …) + x_{d-1}², next (((acc + x_0²) +
+// x_1²) + …) + x_{d-1}² (x save time k's state, or its residual: each
+// Add rounded in that order, as squaresFrom computes it). Its end may be
+// any function of the sum (and of the final state, the parameters and
+// the data: SplitFold's end reads no saved state).
+func squaresFold(f *lossform.Fold, sh lossform.Shape, fl *fusedLoss) bool {
+	w0, w1 := make([]float64, sh.D), make([]float64, sh.D)
+	if !squaresChain(f.First, f.FirstFrom, sh, fl, false, 0, w0) || !squaresChain(f.Next, f.NextFrom, sh, fl, true, sh.D, w1) {
+		return false
+	}
+	for c := range w0 {
+		if math.Float64bits(w0[c]) != math.Float64bits(w1[c]) {
+			return false
+		}
+	}
+	fl.foldW = w0
+	return true
 }
 
 // sumEnd reports whether f's end is ℓ = acc.
@@ -117,23 +236,73 @@ func sumEnd(f *lossform.Fold) bool {
 // squaresChain reports whether p's one output is the chain of squares of
 // squaresFold, from its input acc (input 0) if acc, else from the first
 // component's square; its per-trajectory inputs from (after acc) save
-// time k's component c at In0 d + c, Step step.
-func squaresChain(p *tape.Program, from []lossform.In, d int, acc bool, step int) bool {
+// time k's component c at In0 d + c, Step step, and where fl.data its
+// data entry (fl's dataOff[c], with Step dataStep[c] where step is not
+// 0), the square's operand then Sub of the two in fl's order. A square
+// may be weighted, Mul(Square, Const w) (either order): w[c] is then w,
+// else 1 (x·1 = x).
+func squaresChain(p *tape.Program, from []lossform.In, sh lossform.Shape, fl *fusedLoss, acc bool, step int, w []float64) bool {
+	d := sh.D
 	if len(p.Outputs) != 1 || len(p.Inputs) != len(from)+btoi(acc) {
 		return false
 	}
-	// comp returns the component of p's value id, Square(input), or -1.
+	// input returns the entry of from that p's value id reads, or -1.
+	input := func(id tape.ID) int {
+		x := &p.Values[id]
+		j := int(x.Aux) - btoi(acc)
+		if x.Op != ops.OpInput || j < 0 || j >= len(from) {
+			return -1
+		}
+		return j
+	}
+	// comp returns the component of p's value id, Square(input) (or
+	// Square(Sub) of the input and its data), or -1.
 	comp := func(id tape.ID) int {
-		v := &p.Values[id]
+		v, wt := &p.Values[id], 1.0
+		if v.Op == ops.OpMul && len(v.Args) == 2 {
+			x, k := &p.Values[v.Args[0]], &p.Values[v.Args[1]]
+			if x.Op == ops.OpConst {
+				x, k = k, x
+			}
+			if k.Op != ops.OpConst {
+				return -1
+			}
+			v, wt = x, k.Aux
+		}
 		if v.Op != ops.OpSquare {
 			return -1
 		}
-		x := &p.Values[v.Args[0]]
-		j := int(x.Aux) - btoi(acc)
-		if x.Op != ops.OpInput || j < 0 || j >= len(from) || from[j].Step != step || from[j].In0 < d || from[j].In0 >= 2*d {
+		x := v.Args[0]
+		var dj int
+		if fl.data {
+			s := &p.Values[x]
+			if s.Op != ops.OpSub || len(s.Args) != 2 {
+				return -1
+			}
+			x, dj = s.Args[0], input(s.Args[1])
+			if fl.dataSub {
+				x, dj = s.Args[1], input(s.Args[0])
+			}
+			if dj < 0 {
+				return -1
+			}
+		}
+		j := input(x)
+		if j < 0 || from[j].Step != step || from[j].In0 < d || from[j].In0 >= 2*d {
 			return -1
 		}
-		return from[j].In0 - d
+		c := from[j].In0 - d
+		if fl.data {
+			want := lossform.In{In0: d + sh.K*d + fl.dataOff[c]}
+			if step != 0 {
+				want.Step = fl.dataStep[c]
+			}
+			if from[dj] != want {
+				return -1
+			}
+		}
+		w[c] = wt
+		return c
 	}
 	id, c := p.Outputs[0].ID, d-1
 	for ; c > 0 || acc && c == 0; c-- {
@@ -177,24 +346,55 @@ func squaresFrom(acc float64, vals []float64, first bool) float64 {
 	return acc
 }
 
-// scaledInput reports whether p's one output is its first input times a
-// constant, and returns the constant.
-func scaledInput(p *tape.Program) (float64, bool) {
+// scaledResidual reports whether p, the cotangent of component c of
+// saves of shape sh with per-trajectory inputs from, is its save (data
+// false) or a residual of its save and a data entry (data true: Sub(x,
+// d), or Sub(d, x) where sub) times constants, and returns them in the
+// order they are applied (Mul(Mul(r, a), w): a, w; either order of a
+// Mul's arguments; at least one), and whether the product is negated
+// (Neg at any place: negation is exact).
+func scaledResidual(p *tape.Program, from []lossform.In, sh lossform.Shape, c int) (mults []float64, neg, data, sub, ok bool) {
 	if len(p.Outputs) != 1 {
-		return 0, false
+		return nil, false, false, false, false
 	}
 	v := &p.Values[p.Outputs[0].ID]
-	if v.Op != ops.OpMul || len(v.Args) != 2 {
-		return 0, false
+	for {
+		if v.Op == ops.OpNeg {
+			v, neg = &p.Values[v.Args[0]], !neg
+			continue
+		}
+		if v.Op != ops.OpMul || len(v.Args) != 2 || len(mults) == 4 {
+			break
+		}
+		x, k := &p.Values[v.Args[0]], &p.Values[v.Args[1]]
+		if x.Op == ops.OpConst {
+			x, k = k, x
+		}
+		if k.Op != ops.OpConst {
+			return nil, false, false, false, false
+		}
+		mults, v = append(mults, k.Aux), x
 	}
-	x, c := &p.Values[v.Args[0]], &p.Values[v.Args[1]]
-	if x.Op == ops.OpConst {
-		x, c = c, x
+	if len(mults) == 0 {
+		return nil, false, false, false, false
 	}
-	if x.Op != ops.OpInput || int(x.Aux) != 0 || c.Op != ops.OpConst {
-		return 0, false
+	slices.Reverse(mults)
+	save := lossform.In{In0: sh.D + c, Step: sh.D}
+	switch {
+	case v.Op == ops.OpInput && int(v.Aux) == 0 && len(from) == 1 && from[0] == save:
+		return mults, neg, false, false, true
+	case v.Op == ops.OpSub && len(v.Args) == 2 && len(from) == 2 && from[0] == save:
+		l, r := &p.Values[v.Args[0]], &p.Values[v.Args[1]]
+		if l.Op != ops.OpInput || r.Op != ops.OpInput || l.Aux == r.Aux {
+			return nil, false, false, false, false
+		}
+		dataIn := sh.D + sh.K*sh.D
+		if in := from[1].In0; in < dataIn || in >= dataIn+sh.DD {
+			return nil, false, false, false, false
+		}
+		return mults, neg, true, int(l.Aux) == 1, true
 	}
-	return c.Aux, true
+	return nil, false, false, false, false
 }
 
 // barScale returns the factor the sweep multiplies the saves by to get

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -16,8 +17,10 @@ import (
 // (fuseLoss false), Tsit5 and Vern7, chunks of 16, 24 (rows not padded)
 // and the default; the losses of the form take it (fusedForm), the others
 // do not, and the sums of squares are folded by the record (with an end
-// of the final state, the parameters and the data); and saves
-// whose cotangents or loss are not finite give the old path's error.
+// of the final state, the parameters and the data), of the saves or of
+// their residuals against data at the save times (data losses, the
+// record writing the residuals); and saves whose cotangents or loss are
+// not finite give the old path's error.
 func TestFusedLossSameBits(t *testing.T) {
 	osc := Field{Name: "oscillator", Dim: 4, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
 		return []tape.V{y[1], y[0].Mul(p[0]).Neg(), y[3], y[2].Mul(y[0]).Neg()}
@@ -34,7 +37,7 @@ func TestFusedLossSameBits(t *testing.T) {
 	for j := range base.SaveAt {
 		base.SaveAt[j] = 3 * float64(j) / (k - 1) // from T0 to T1
 	}
-	data := make([]float64, n*k*4)
+	data := make([]float64, n*(k*4+3))
 	for i := range data {
 		data[i] = rng.NormFloat64()
 	}
@@ -42,6 +45,35 @@ func TestFusedLossSameBits(t *testing.T) {
 		s := ys[0].Square()
 		for _, x := range ys[1:] {
 			s = s.Add(x.Square())
+		}
+		return s
+	}
+	// residuals returns Σ (ys − d)² (Σ (d − ys)² where reversed), d at
+	// the saves' places.
+	residuals := func(ys, d []tape.V, reversed bool) tape.V {
+		r := func(j int) tape.V {
+			if reversed {
+				return d[j].Sub(ys[j])
+			}
+			return ys[j].Sub(d[j])
+		}
+		s := r(0).Square()
+		for j := 1; j < len(ys); j++ {
+			s = s.Add(r(j).Square())
+		}
+		return s
+	}
+	// weighted returns Σ_j w(j)·(ys_j − d_j)² (Σ_j w(j)·ys_j² for d nil).
+	weighted := func(ys, d []tape.V, w func(j int) float64) tape.V {
+		r := func(j int) tape.V {
+			if d == nil {
+				return ys[j].Square().MulC(w(j))
+			}
+			return ys[j].Sub(d[j]).Square().MulC(w(j))
+		}
+		s := r(0)
+		for j := 1; j < len(ys); j++ {
+			s = s.Add(r(j))
 		}
 		return s
 	}
@@ -74,17 +106,64 @@ func TestFusedLossSameBits(t *testing.T) {
 		{"squares-then-data", base, Loss{Data: data[:n], DataDim: 1, F: func(y, ys, d []tape.V) tape.V {
 			return squares(ys).Add(y[2].Mul(d[0]).Square())
 		}}, true, true, false},
-		{"weighted", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
+		{"weighted-by-component", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
 			s := ys[0].Square()
 			for j, x := range ys[1:] {
 				s = s.Add(x.Square().MulC(1 + float64((j+1)%4)))
 			}
 			return s
-		}}, false, false, false},
-		{"data", base, Loss{Data: data, DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
-			s := ys[0].Sub(d[0]).Square()
+		}}, true, true, false},
+		// Data losses: Σ (ys − d)² folds over the residuals, which the
+		// record writes as the sweep's cotangents.
+		{"data", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, false) }}, true, true, false},
+		{"data-mean", base, Loss{Mean: true, Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, false) }}, true, true, false},
+		{"data-reversed", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, true) }}, true, true, false},
+		{"data-final-p", base, Loss{Mean: true, Data: data[:n*k*4], DataDim: k * 4, FP: func(y, ys, d, p, _ []tape.V) tape.V {
+			return residuals(ys, d, false).Add(y[0].Mul(p[0])).Add(y[1].Sub(d[3]).Square())
+		}}, true, true, false},
+		// One row of data for every save time (σ = 0: a target state),
+		// data after the state's (an offset), one row for the ensemble.
+		{"data-target", base, Loss{Data: data[:4], DataDim: 4, F: func(_, ys, d []tape.V) tape.V {
+			return residuals(ys, slices.Repeat(d, k), false)
+		}}, true, true, false},
+		{"data-offset-final", base, Loss{Data: data[:n*(k*4+3)], DataDim: k*4 + 3, F: func(y, ys, d []tape.V) tape.V {
+			return residuals(ys, d[3:], false).Add(y[0].Mul(d[1]))
+		}}, true, true, false},
+		{"data-offset", base, Loss{Data: data[:n*(k*4+3)], DataDim: k*4 + 3, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d[3:], false) }}, true, true, false},
+		// Each component against another's column of data.
+		{"data-crossed", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
+			s := ys[0].Sub(d[1]).Square()
 			for j, x := range ys[1:] {
-				s = s.Add(x.Sub(d[j+1]).Square())
+				s = s.Add(x.Sub(d[(j+1)^1]).Square())
+			}
+			return s
+		}}, true, true, false},
+		// Not of the form: a residual's cube, linear residuals.
+		{"data-weighted", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
+			return weighted(ys, d, func(j int) float64 { return 0.5 + float64(j%4) })
+		}}, true, true, false},
+		{"data-weighted-mean-final", base, Loss{Mean: true, Data: data[:n*k*4], DataDim: k * 4, FP: func(y, ys, d, p, _ []tape.V) tape.V {
+			return weighted(ys, d, func(j int) float64 { return 1 / (1 + float64(j%4)) }).Add(y[0].Mul(p[0]))
+		}}, true, true, false},
+		{"squares-weighted", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
+			return weighted(ys, nil, func(j int) float64 { return 3 + float64(j%4) })
+		}}, true, true, false},
+		// Weights by save time (not one function of every save time).
+		{"data-weighted-by-time", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
+			return weighted(ys, d, func(j int) float64 { return 1 + float64(j/4%3) })
+		}}, false, false, false},
+		{"data-cube", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
+			s := ys[0].Sub(d[0]).Square().Mul(ys[0].Sub(d[0]))
+			for j, x := range ys[1:] {
+				r := x.Sub(d[j+1])
+				s = s.Add(r.Square().Mul(r))
+			}
+			return s
+		}}, false, false, false},
+		{"data-linear", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
+			s := ys[0].Sub(d[0])
+			for j, x := range ys[1:] {
+				s = s.Add(x.Sub(d[j+1]))
 			}
 			return s
 		}}, false, false, false},
@@ -100,6 +179,8 @@ func TestFusedLossSameBits(t *testing.T) {
 		{"loss-overflows", big(1e200), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, true},
 		// Saves of 1e308: 2·x overflows (past the record's bound).
 		{"cotangent-overflows", big(1e308), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, true},
+		{"data-loss-overflows", big(1e200), Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, false) }}, true, true, true},
+		{"data-cotangent-overflows", big(1e308), Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, true) }}, true, true, true},
 	}
 	defer func() { fuseLoss = true }()
 	for _, tc := range cases {

@@ -22,7 +22,12 @@ import (
 // and stepped saves, ops "solve" (a new Solution each call), "solveto" (a
 // reused one), "grad" (a reused Gradient, the loss Σ over saves of ‖ys‖²)
 // and "grad-omit" (the same with Gradient.Omit = OmitStates|OmitStats:
-// the loss and the gradients only, no saved states returned). On an
+// the loss and the gradients only, no saved states returned), and
+// "grad-data" (grad with the data loss of a calibration, SavedResiduals:
+// Σ over saves of ‖ys − d‖² against reference values d at the save times,
+// each orbit's own, the saves of a solve with GM 1% higher) and
+// "grad-data-w" (the same weighted by component, 1/σ_c² with σ = 1, 2,
+// 1, 2: positions and velocities measured to different precisions). On an
 // engine other than the CPU's it also runs "solveto-kept" and
 // "grad-kept", solveto and grad with Settings.KeepSaves (the saves left
 // on the device until read, and not read here: issue 23's "copied to the
@@ -54,7 +59,7 @@ func SaveRatio(b *testing.B, engine string) {
 		gm[i] = 0.95 + 0.1*float64(i)/float64(n-1)
 	}
 	loss := SavedSquares()
-	ops := []string{"solve", "solveto", "grad", "grad-omit"}
+	ops := []string{"solve", "solveto", "grad", "grad-omit", "grad-data", "grad-data-w"}
 	if engine != "" && engine != "cpu" {
 		ops = append(ops, "solveto-kept", "grad-kept")
 	}
@@ -72,6 +77,7 @@ func SaveRatio(b *testing.B, engine string) {
 						p    ode.Problem
 						g    ode.Gradient
 						sol  ode.Solution
+						loss ode.Loss
 						d, c []float64 // wall and CPU ms of each call
 					}
 					var arms [2]*arm
@@ -81,8 +87,14 @@ func SaveRatio(b *testing.B, engine string) {
 							ts[j] = kp.T1 * float64(j+1) / float64(k)
 						}
 						arms[a] = &arm{p: ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: gm, T1: kp.T1, SaveAt: ts}}
-						if op == "grad-omit" {
+						arms[a].loss = loss
+						switch op {
+						case "grad-omit":
 							arms[a].g.Omit = ode.OmitStates | ode.OmitStats
+						case "grad-data":
+							arms[a].loss = SavedResiduals(b, sv, arms[a].p, nil)
+						case "grad-data-w":
+							arms[a].loss = SavedResiduals(b, sv, arms[a].p, []float64{1, 0.25, 1, 0.25})
 						}
 					}
 					run := func(x *arm) error {
@@ -93,7 +105,7 @@ func SaveRatio(b *testing.B, engine string) {
 						case "solveto", "solveto-kept":
 							_, err = sv.SolveTo(&x.sol, &x.p)
 						default:
-							_, err = sv.Grad(&x.g, &x.p, loss, nil)
+							_, err = sv.Grad(&x.g, &x.p, x.loss, nil)
 						}
 						return err
 					}
@@ -146,6 +158,38 @@ func SavedSquares() ode.Loss {
 		s := ys[0].Square()
 		for _, x := range ys[1:] {
 			s = s.Add(x.Square())
+		}
+		return s
+	}}
+}
+
+// SavedResiduals is the data loss of a calibration against reference
+// values at the save times: Σ_k Σ_c (ys[k,c] − d[k·Dim+c])², each term
+// times w[c] where w is not nil, with data (DataDim K·Dim, each
+// trajectory's own) the saves of problem p solved by sv with its
+// parameters 1% higher.
+func SavedResiduals(tb testing.TB, sv *ode.Solver, p ode.Problem, w []float64) ode.Loss {
+	tb.Helper()
+	p.P = append([]float64(nil), p.P...)
+	for i := range p.P {
+		p.P[i] *= 1.01
+	}
+	sol, err := sv.Solve(&p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dim := p.Field.Dim
+	return ode.Loss{Name: "saved-residuals", Data: sol.Ys, DataDim: len(p.SaveAt) * dim, F: func(_, ys, d []tape.V) tape.V {
+		term := func(j int) tape.V {
+			r := ys[j].Sub(d[j]).Square()
+			if w != nil {
+				r = r.MulC(w[j%dim])
+			}
+			return r
+		}
+		s := term(0)
+		for j := 1; j < len(ys); j++ {
+			s = s.Add(term(j))
 		}
 		return s
 	}}

@@ -19,7 +19,10 @@ import (
 // state, parameters and shared parameters. Save time 0's cone then is
 // the function of save time k (SaveCots.Comp[c]), each of its values the
 // same op on the same operands as in the gradient program, so the
-// cotangents are the program's bit for bit.
+// cotangents are the program's bit for bit. A component whose cones do
+// not match so is compared again with each cone's constants first (a
+// weight shared by the save times sits among save time 0's values but
+// before save time k's).
 
 // ConeMax is the most values of one function that SplitSaveCots and
 // SplitFold return (a cotangent's cone; first, next or end of a fold,
@@ -69,6 +72,10 @@ func SplitSaveCots(g *tape.Program, sh Shape) (*SaveCots, bool) {
 	mark, stamp := make([]int32, nv), make([]int32, nv)
 	ref := make([]int32, nv) // 1 + the position in save time 0's cone
 	var stack []tape.ID
+	// constsFirst: cone puts its constants before its other values (a
+	// constant shared by the save times, a weight, sits before save time
+	// k's values but among save time 0's; tried where value order fails).
+	constsFirst := false
 	// cone returns the cone of output out (sorted), stamped s, or false
 	// if it reads another save time than k or an op that is not scalar.
 	cone := func(out tape.ID, s int32, k int, into []tape.ID) ([]tape.ID, bool) {
@@ -99,6 +106,12 @@ func SplitSaveCots(g *tape.Program, sh Shape) (*SaveCots, bool) {
 			}
 		}
 		slices.Sort(into)
+		if constsFirst {
+			// The constants first, then the rest, each in value order.
+			slices.SortStableFunc(into, func(a, b tape.ID) int {
+				return btoi(g.Values[b].Op == ops.OpConst) - btoi(g.Values[a].Op == ops.OpConst)
+			})
+		}
 		for j, id := range into {
 			mark[id] = int32(j + 1)
 		}
@@ -107,11 +120,12 @@ func SplitSaveCots(g *tape.Program, sh Shape) (*SaveCots, bool) {
 	sc := &SaveCots{Comp: make([]*tape.Program, d), From: make([][]In, d)}
 	var r0, rk []tape.ID
 	s := int32(0)
-	for c := 0; c < d; c++ {
+	// comp splits component c's cotangents (see above).
+	comp := func(c int) bool {
 		s++
 		var ok bool
 		if r0, ok = cone(g.Outputs[1+d+c].ID, s, 0, r0); !ok {
-			return nil, false
+			return false
 		}
 		for j, id := range r0 {
 			ref[id] = int32(j + 1)
@@ -122,16 +136,16 @@ func SplitSaveCots(g *tape.Program, sh Shape) (*SaveCots, bool) {
 		for k := 1; k < K; k++ {
 			s++
 			if rk, ok = cone(g.Outputs[1+d+k*d+c].ID, s, k, rk); !ok || len(rk) != len(r0) {
-				return nil, false
+				return false
 			}
 			for j, x := range rk {
 				v0, v := &g.Values[r0[j]], &g.Values[x]
 				if v.Op != v0.Op || len(v.Args) != len(v0.Args) || math.Float64bits(v.Aux) != math.Float64bits(v0.Aux) && v.Op != ops.OpInput {
-					return nil, false
+					return false
 				}
 				for m, a := range v.Args {
 					if stamp[a] != s || mark[a] != ref[v0.Args[m]] {
-						return nil, false
+						return false
 					}
 				}
 				if v.Op != ops.OpInput {
@@ -141,23 +155,32 @@ func SplitSaveCots(g *tape.Program, sh Shape) (*SaveCots, bool) {
 				switch {
 				case in0 >= ysIn && in0 < dataIn:
 					if in != in0+k*d {
-						return nil, false
+						return false
 					}
 				case in0 >= dataIn && in0 < dataIn+dd:
 					if k == 1 {
 						sigma[j] = in - in0
 					}
 					if in != in0+sigma[j]*k || in < dataIn || in >= dataIn+dd {
-						return nil, false
+						return false
 					}
 				default:
 					if in != in0 {
-						return nil, false
+						return false
 					}
 				}
 			}
 		}
 		sc.Comp[c], sc.From[c] = saveCotProgram(g, r0, sigma, sh)
+		return true
+	}
+	for c := 0; c < d; c++ {
+		if constsFirst = false; comp(c) {
+			continue
+		}
+		if constsFirst = true; !comp(c) {
+			return nil, false
+		}
 	}
 	keep := make([]tape.Output, 0, 1+d+np+ns)
 	keep = append(keep, g.Outputs[:1+d]...)
@@ -241,4 +264,11 @@ func appendSharedInputs(p, g *tape.Program, at map[tape.ID]tape.ID) {
 	for k := range p.Inputs {
 		p.Values = append(p.Values, tape.Value{Op: ops.OpInput, Aux: float64(k)})
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

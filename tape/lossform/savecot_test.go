@@ -86,6 +86,16 @@ func TestSplitSaveCots(t *testing.T) {
 			}
 			return s
 		}, true},
+		// Weights by component on residuals: a weight constant comes
+		// after save time 0's Sub but before save time k's (the cones
+		// compared with their constants first).
+		{"data-weighted", 3, 3 * k, func(_, ys, data, _, _ []tape.V) tape.V {
+			s := sq(ys[0].Sub(data[0])).MulC(0.5)
+			for j, x := range ys[1:] {
+				s = s.Add(sq(x.Sub(data[j+1])).MulC(0.5 + float64((j+1)%3)))
+			}
+			return s
+		}, true},
 		{"data-row", 2, 2*k + 1, func(_, ys, data, _, _ []tape.V) tape.V {
 			// An entry read at every save time (the last) besides the
 			// save time's own.
