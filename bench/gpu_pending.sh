@@ -797,7 +797,7 @@ if [ "$part" = s44a ]; then
 # reverse sweep (H4, kernelgen's savecot.go; Tuning.StoreSaveCots the
 # stored form: the -tb rows): the save tests, then the Kepler split at 1
 # and 1,000 save times, the two forms alternated by runs of the binary.
-t saves-tests 180 -test.v -test.timeout 170s -test.run '^(TestGPUSaveCots|TestGPUSaveGroups|TestGPUEngineSaveTimes|TestGPUKeepSaves|TestGPUThreadSaves)$'
+t saves-tests 180 -test.v -test.timeout 170s -test.run '^(TestGPUSaveCots|TestGPUCotGroups|TestGPUMeshZero|TestGPUSaveGroups|TestGPUEngineSaveTimes|TestGPUKeepSaves|TestGPUThreadSaves)$'
 for r in 1 2 3; do
 	for v in grad-kept grad-kept-tb; do
 		t saves-$v-$r 40 -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
@@ -905,7 +905,7 @@ timeout 140 "$bin/cuda.test" -test.v -test.timeout 135s -test.run '^(TestGPUWide
 p1=$!
 timeout 140 "$bin/cuda.test" -test.v -test.timeout 135s -test.run '^(TestGPULossFold)$' >"$out/l/fold-tests.log" 2>&1 &
 p2=$!
-timeout 140 "$bin/cuda.test" -test.v -test.timeout 135s -test.run '^(TestGPUSaveCots|TestGPUSaveGroups|TestGPUThreadSaves|TestGPUThreadRound|TestGPUCheckLaneAtomics|TestGPUSplitDownload|TestGPUInputReuse|TestGPUChunkLaunch)$' >"$out/l/rest-tests.log" 2>&1 &
+timeout 140 "$bin/cuda.test" -test.v -test.timeout 135s -test.run '^(TestGPUSaveCots|TestGPUCotGroups|TestGPUMeshZero|TestGPUSaveGroups|TestGPUThreadSaves|TestGPUThreadRound|TestGPUCheckLaneAtomics|TestGPUSplitDownload|TestGPUInputReuse|TestGPUChunkLaunch)$' >"$out/l/rest-tests.log" 2>&1 &
 p3=$!
 wait $p1; el $?
 wait $p2; el $?
