@@ -661,41 +661,13 @@ func (w *cpuWorker) cotFold(fl *fusedLoss, g, k int, vals []float64) []float64 {
 		w.residBuf = make([]float64, len(vals))
 	}
 	res := w.residBuf[:len(vals)]
-	var row []float64
-	if fl.data {
-		row = w.residData[g*w.residDD : (g+1)*w.residDD]
-	}
 	x := g - w.soaLo
 	if w.foldK[x] != k {
 		w.soaOver = true
 	}
 	acc := w.fold[x]
 	if fl.data {
-		// The residuals first (then res holds them), as residuals does.
-		if fl.dataRow {
-			e := row[fl.dataOff[0]+k*d:][:len(vals)]
-			if fl.dataSub {
-				for i, x := range vals {
-					res[i] = e[i] - x
-				}
-			} else {
-				for i, x := range vals {
-					res[i] = x - e[i]
-				}
-			}
-		} else {
-			for s := 0; s < len(vals)/d; s++ {
-				for c := range d {
-					e := row[fl.dataOff[c]+fl.dataStep[c]*(k+s)]
-					if fl.dataSub {
-						res[s*d+c] = e - vals[s*d+c]
-					} else {
-						res[s*d+c] = vals[s*d+c] - e
-					}
-				}
-			}
-		}
-		vals = res
+		vals = w.residuals(fl, g, k, vals) // (into res: the same buffer)
 	}
 	m1, m2, fw := fl.m1[:d], fl.m2[:d], fl.foldW[:d]
 	over := false
