@@ -94,30 +94,7 @@ func TestHostEngineCrew(t *testing.T) {
 			}
 			set := c.set
 			set.MaxSteps = 2 * slices.Max(gs[1].Solution.Stats.Accepted)
-			var fails [2][]string
-			var gf [2]*ode.Gradient
-			for k, tun := range tuns {
-				set.Engine = tuned(t, "cuda-host", tun)
-				sv, err := ode.NewSolver(c.prob.Field, &set)
-				if err != nil {
-					t.Fatal(err)
-				}
-				g, fs, err := sv.GradPartial(t.Context(), nil, &p, c.loss, nil, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, f := range fs {
-					fails[k] = append(fails[k], f.Error())
-				}
-				gf[k] = g
-			}
-			if len(fails[1]) == 0 || len(fails[1]) == p.N {
-				t.Fatalf("%d of %d trajectories fail; want some", len(fails[1]), p.N)
-			}
-			if !slices.Equal(fails[0], fails[1]) {
-				t.Errorf("failures differ: %d with the crew, %d without", len(fails[0]), len(fails[1]))
-			}
-			sameGrads(t, "with failures", gf[0], gf[1])
+			sameFailures(t, c, set, &p, "with the crew", [2]string{tuned(t, "cuda-host", tuns[0]), tuned(t, "cuda-host", tuns[1])})
 		})
 	}
 }
@@ -139,4 +116,37 @@ func TestGPUCrew(t *testing.T) {
 		}
 		sameGrads(t, fmt.Sprintf("round %d", round), &gs[0], &gs[1])
 	}
+}
+
+// sameFailures runs GradPartial of c's field on problem p with settings
+// set on two engines (the second the reference) and checks that some but
+// not all trajectories fail, with the same failures on both, and that the
+// gradients are the same bit for bit (sameGrads); what names the first
+// engine's form in the messages.
+func sameFailures(t *testing.T, c engineCase, set ode.Settings, p *ode.Problem, what string, engines [2]string) {
+	t.Helper()
+	var fails [2][]string
+	var gf [2]*ode.Gradient
+	for k, e := range engines {
+		set.Engine = e
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, fs, err := sv.GradPartial(t.Context(), nil, p, c.loss, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fs {
+			fails[k] = append(fails[k], f.Error())
+		}
+		gf[k] = g
+	}
+	if len(fails[1]) == 0 || len(fails[1]) == p.N {
+		t.Fatalf("%d of %d trajectories fail; want some", len(fails[1]), p.N)
+	}
+	if !slices.Equal(fails[0], fails[1]) {
+		t.Errorf("failures differ: %d %s, %d without", len(fails[0]), what, len(fails[1]))
+	}
+	sameGrads(t, "with failures", gf[0], gf[1])
 }

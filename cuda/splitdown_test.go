@@ -89,30 +89,7 @@ func TestHostEngineSplitDownload(t *testing.T) {
 				}
 				set := c.set
 				set.MaxSteps = 2 * slices.Max(gs[1].Solution.Stats.Accepted)
-				var fails [2][]string
-				var gf [2]*ode.Gradient
-				for k, tun := range []Tuning{splitTun, {splitMin: -1, firstRows: rows}} {
-					set.Engine = tuned(t, hostReads.name, tun)
-					sv, err := ode.NewSolver(c.prob.Field, &set)
-					if err != nil {
-						t.Fatal(err)
-					}
-					g, fs, err := sv.GradPartial(t.Context(), nil, &p, c.loss, nil, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, f := range fs {
-						fails[k] = append(fails[k], f.Error())
-					}
-					gf[k] = g
-				}
-				if len(fails[1]) == 0 || len(fails[1]) == p.N {
-					t.Fatalf("%d of %d trajectories fail; want some", len(fails[1]), p.N)
-				}
-				if !slices.Equal(fails[0], fails[1]) {
-					t.Errorf("failures differ: %d split, %d in one", len(fails[0]), len(fails[1]))
-				}
-				sameGrads(t, "with failures", gf[0], gf[1])
+				sameFailures(t, c, set, &p, "split", [2]string{tuned(t, hostReads.name, splitTun), tuned(t, hostReads.name, Tuning{splitMin: -1, firstRows: rows})})
 			})
 		}
 	}
