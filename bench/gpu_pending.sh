@@ -58,7 +58,8 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
-#   bash bench/gpu_pending.sh s47c (under 470 s): the device tests of the
+#   bash bench/gpu_pending.sh s47c (RUN FIRST: never ran in session 47;
+#     S47C_MAX=465 by default): the device tests of the
 #     wide layout's merged defaults and s47b's unreached ones, the sparse
 #     LU against dense, Lorenz-96 d = 64 against warp-old, gpu-large.
 #   bash bench/gpu_pending.sh s47b (under 450 s): the device tests of the
