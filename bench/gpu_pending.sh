@@ -916,7 +916,7 @@ for f in wide-tests fold-tests rest-tests; do echo "--- $f"; grep -E '^(--- |ok|
 # Lorenz-96 d = 64 (16 lanes, rotations computed) against the kernel
 # before session 47 (warp-old), neural Robertson in tile mode at 4,096.
 t wl-stiff $(( (MAX - $(date +%s) + T0) / 2 )) -test.run XXX -test.timeout 105s -test.bench 'GPUWideLanes/grad/(hires|pollution)/(default|dense)(#[0-9]+)?$' -test.benchtime 5x
-t wl-l96 50 -test.run XXX -test.timeout 45s -test.bench 'GPUWideLanes/grad/lorenz96-64/(default|warp-old)(#[0-9]+)?$' -test.benchtime 5x
+t wl-l96 50 -test.run XXX -test.timeout 45s -test.bench 'GPUWideLanes/grad/lorenz96-64/(default|lanes16|warp-old)(#[0-9]+)?$' -test.benchtime 5x
 t wl-nr 50 -test.run XXX -test.timeout 45s -test.bench 'GPUWideLanes/grad/neural-robertson/(default|tile)(#[0-9]+)?$' -test.benchtime 5x
 # 3. Whole calls beside the 16-core CPU engine (gpu-large).
 echo "=== gpu-large"

@@ -222,8 +222,8 @@ var wideLanesVariants = []struct {
 
 // wideLanesRuns reports whether BenchmarkGPUWideLanes times variant v
 // on case c: every variant on HIRES (d = 8), all but lanes4 on
-// Pollution (d = 20); on Lorenz-96 with d = 64 (16 lanes by default
-// since session 47) the default, a warp, lanes8, the neighbours read
+// Pollution (d = 20); on Lorenz-96 with d = 64 (a warp by default) the
+// default, a warp, lanes16, lanes8, the neighbours read
 // through index tables on 16 lanes (tables) and on a warp (warp-tables),
 // the window loops rolled (rolled), and both on a warp (warp-old: the
 // default before session 47); on Lorenz-96 with d = 256 (a warp by
@@ -250,7 +250,7 @@ func wideLanesRuns(c, v string) bool {
 	case c == "neural-robertson":
 		return v == "default" || v == "lanes8"
 	case c == "lorenz96-64":
-		return v == "default" || v == "warp" || v == "lanes8"
+		return v == "default" || v == "warp" || v == "lanes16" || v == "lanes8"
 	}
 	return v == "default" || v == "lanes16"
 }
