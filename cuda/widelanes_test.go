@@ -224,7 +224,7 @@ var wideLanesVariants = []struct {
 // on case c: every variant on HIRES (d = 8), all but lanes4 on
 // Pollution (d = 20); on Lorenz-96 with d = 64 (a warp by default) the
 // default, a warp, lanes16, lanes8, the neighbours read
-// through index tables on 16 lanes (tables) and on a warp (warp-tables),
+// through index tables on the default lanes (tables) and on a warp (warp-tables),
 // the window loops rolled (rolled), and both on a warp (warp-old: the
 // default before session 47); on Lorenz-96 with d = 256 (a warp by
 // default) the default, tables, rolled, warp-old (the kernel before
