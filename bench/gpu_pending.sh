@@ -913,7 +913,7 @@ wait $p2; el $?
 wait $p3; el $?
 for f in wide-tests fold-tests rest-tests; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic' "$out/l/$f.log" | head -20; done
 # 2. Issue 26: HIRES and Pollution with the sparse LU against dense, then
-# Lorenz-96 d = 64 (16 lanes, rotations computed) against the kernel
+# Lorenz-96 d = 64 (rotations computed; a warp, and 16 lanes) against the kernel
 # before session 47 (warp-old), neural Robertson in tile mode at 4,096.
 t wl-stiff $(( (MAX - $(date +%s) + T0) / 2 )) -test.run XXX -test.timeout 105s -test.bench 'GPUWideLanes/grad/(hires|pollution)/(default|dense)(#[0-9]+)?$' -test.benchtime 5x
 t wl-l96 50 -test.run XXX -test.timeout 45s -test.bench 'GPUWideLanes/grad/lorenz96-64/(default|lanes16|warp-old)(#[0-9]+)?$' -test.benchtime 5x
