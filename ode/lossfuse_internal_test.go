@@ -22,21 +22,9 @@ import (
 // record writing the residuals); and saves whose cotangents or loss are
 // not finite give the old path's error.
 func TestFusedLossSameBits(t *testing.T) {
-	osc := Field{Name: "oscillator", Dim: 4, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
-		return []tape.V{y[1], y[0].Mul(p[0]).Neg(), y[3], y[2].Mul(y[0]).Neg()}
-	}}
 	const n, k = 300, 90
 	rng := rand.New(rand.NewPCG(47, 1))
-	base := Problem{Field: osc, N: n, Y0: make([]float64, 4*n), P: make([]float64, n), T1: 3, SaveAt: make([]float64, k)}
-	for i := range base.Y0 {
-		base.Y0[i] = rng.NormFloat64()
-	}
-	for i := range base.P {
-		base.P[i] = 1 + rng.Float64()
-	}
-	for j := range base.SaveAt {
-		base.SaveAt[j] = 3 * float64(j) / (k - 1) // from T0 to T1
-	}
+	base := oscillatorSaves(rng, n, k)
 	data := make([]float64, n*(k*4+3))
 	for i := range data {
 		data[i] = rng.NormFloat64()
@@ -191,7 +179,7 @@ func TestFusedLossSameBits(t *testing.T) {
 				var errs [2]error
 				for x, fuse := range []bool{true, false} {
 					fuseLoss = fuse
-					sv, err := NewSolver(osc, &Settings{Method: m, RelTol: 1e-6, Exec: tape.ExecSettings{BlockSize: chunk}})
+					sv, err := NewSolver(base.Field, &Settings{Method: m, RelTol: 1e-6, Exec: tape.ExecSettings{BlockSize: chunk}})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -26,21 +26,8 @@ func TestRowStride(t *testing.T) {
 // steps, a scaled loss (Mean) of saved and final states and parameters,
 // chunks whose width is padded (16, 256) and one that is not (24).
 func TestPaddedRowsSameBits(t *testing.T) {
-	osc := Field{Name: "oscillator", Dim: 4, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
-		return []tape.V{y[1], y[0].Mul(p[0]).Neg(), y[3], y[2].Mul(y[0]).Neg()}
-	}}
 	const n, k = 300, 90
-	rng := rand.New(rand.NewPCG(35, 2))
-	p := Problem{Field: osc, N: n, Y0: make([]float64, 4*n), P: make([]float64, n), T1: 3, SaveAt: make([]float64, k)}
-	for i := range p.Y0 {
-		p.Y0[i] = rng.NormFloat64()
-	}
-	for i := range p.P {
-		p.P[i] = 1 + rng.Float64()
-	}
-	for j := range p.SaveAt {
-		p.SaveAt[j] = 3 * float64(j) / (k - 1) // from T0 to T1
-	}
+	p := oscillatorSaves(rand.New(rand.NewPCG(35, 2)), n, k)
 	loss := Loss{Name: "mixed", Mean: true, FP: func(y, ys, _, p, _ []tape.V) tape.V {
 		s := y[0].Mul(p[0])
 		for i, x := range ys {
@@ -58,7 +45,7 @@ func TestPaddedRowsSameBits(t *testing.T) {
 			var gs [2]*Gradient
 			for x, pad := range []bool{true, false} {
 				padRows = pad
-				sv, err := NewSolver(osc, &Settings{Method: m, RelTol: 1e-6, Exec: tape.ExecSettings{BlockSize: chunk}})
+				sv, err := NewSolver(p.Field, &Settings{Method: m, RelTol: 1e-6, Exec: tape.ExecSettings{BlockSize: chunk}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -82,4 +69,25 @@ func TestPaddedRowsSameBits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// oscillatorSaves is a problem of n coupled oscillators (Dim 4, one
+// parameter each) from random states and parameters drawn from rng, on
+// [0, 3] with k save times from T0 to T1: the fused and padded rows'
+// same-bits tests' problem.
+func oscillatorSaves(rng *rand.Rand, n, k int) Problem {
+	osc := Field{Name: "oscillator", Dim: 4, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{y[1], y[0].Mul(p[0]).Neg(), y[3], y[2].Mul(y[0]).Neg()}
+	}}
+	p := Problem{Field: osc, N: n, Y0: make([]float64, 4*n), P: make([]float64, n), T1: 3, SaveAt: make([]float64, k)}
+	for i := range p.Y0 {
+		p.Y0[i] = rng.NormFloat64()
+	}
+	for i := range p.P {
+		p.P[i] = 1 + rng.Float64()
+	}
+	for j := range p.SaveAt {
+		p.SaveAt[j] = 3 * float64(j) / float64(k-1) // from T0 to T1
+	}
+	return p
 }
