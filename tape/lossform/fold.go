@@ -350,21 +350,8 @@ func (f *folder) program(name string, vals []tape.ID, acc, out tape.ID, step fun
 		from = append(from, In{In0: int(v.Aux) - st, Step: st})
 	}
 	appendSharedInputs(p, g, at)
-	for _, id := range vals {
-		v := &g.Values[id]
-		if v.Op == ops.OpInput {
-			continue
-		}
-		a := make([]tape.ID, len(v.Args))
-		for m, x := range v.Args {
-			y, ok := at[x]
-			if !ok {
-				return nil, nil, false
-			}
-			a[m] = y
-		}
-		at[id] = tape.ID(len(p.Values))
-		p.Values = append(p.Values, tape.Value{Op: v.Op, Aux: v.Aux, Args: a})
+	if !appendValues(p, g, vals, at) {
+		return nil, nil, false
 	}
 	o, ok := at[out]
 	if !ok {

@@ -223,20 +223,34 @@ func saveCotProgram(g *tape.Program, cone []tape.ID, sigma []int, sh Shape) (*ta
 		from = append(from, in)
 	}
 	appendSharedInputs(p, g, at)
-	for _, id := range cone {
+	appendValues(p, g, cone, at) // (a cone: every argument is in it)
+	p.Outputs = []tape.Output{{Name: "ybar", ID: at[cone[len(cone)-1]]}}
+	return p, from
+}
+
+// appendValues appends to the program p being built from g the values
+// vals of g that are not inputs, in order, each the same op on its
+// arguments' values in p (at maps g's values to p's, and gets each
+// appended one); it reports false, having stopped, at an argument that at
+// does not hold.
+func appendValues(p, g *tape.Program, vals []tape.ID, at map[tape.ID]tape.ID) bool {
+	for _, id := range vals {
 		v := &g.Values[id]
 		if v.Op == ops.OpInput {
 			continue
 		}
 		args := make([]tape.ID, len(v.Args))
 		for m, a := range v.Args {
-			args[m] = at[a]
+			y, ok := at[a]
+			if !ok {
+				return false
+			}
+			args[m] = y
 		}
 		at[id] = tape.ID(len(p.Values))
 		p.Values = append(p.Values, tape.Value{Op: v.Op, Aux: v.Aux, Args: args})
 	}
-	p.Outputs = []tape.Output{{Name: "ybar", ID: at[cone[len(cone)-1]]}}
-	return p, from
+	return true
 }
 
 // inputValue returns the value of g's input k.
