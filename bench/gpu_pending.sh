@@ -58,6 +58,11 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s48a (under 420 s): the device tests s47c's
+#     limit cut (TestGPUWideTablesSame, TestGPUThreadSaves), tile mode
+#     against lanes mode at n = 1,024 / 4,096 / 16,384 (GPUTileFill), three
+#     rounds of the crew against the pool (GPUCallWorkers), the events suite
+#     beside Diffrax.
 #   bash bench/gpu_pending.sh s47c (RUN FIRST: never ran in session 47;
 #     S47C_MAX=465 by default): the device tests of the
 #     wide layout's merged defaults and s47b's unreached ones, the sparse
@@ -894,6 +899,42 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s48a ]; then
+# Session 48's second call (under 420 s). 1. The device tests s47c's
+# limit cut, two processes side by side.
+timeout 150 "$bin/cuda.test" -test.v -test.timeout 145s -test.run '^(TestGPUWideTablesSame)$' >"$out/l/tables-tests.log" 2>&1 &
+p1=$!
+timeout 150 "$bin/cuda.test" -test.v -test.timeout 145s -test.run '^(TestGPUThreadSaves)$' >"$out/l/threadsaves-tests.log" 2>&1 &
+p2=$!
+wait $p1; el $?
+wait $p2; el $?
+for f in tables-tests threadsaves-tests; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic' "$out/l/$f.log" | head -20; done
+# 2. Where tile mode belongs (issue 26: neural Robertson at 4,096).
+t tilefill 100 -test.run XXX -test.timeout 95s -test.bench 'GPUTileFill/grad/.*/(lanes|tile)$' -test.benchtime 5x
+# 3. The crew against the pool at 32,768 (issue 23), three rounds.
+t workers 75 -test.run '^$' -test.bench 'GPUCallWorkers/one/(all|crew|all-noreuse|crew-noreuse)$' -test.benchtime 200x -test.count 3
+# 4. The events suite beside Diffrax (issue 25's 100x marks).
+ev $((410 - $(date +%s) + T0))
+echo "=== summary"
+grep -h '^Benchmark' "$out/l/tilefill.log" | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, $3 / 1e6, k}' | sort
+grep -h '^Benchmark' "$out/l/workers.log" | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "bound-ms/op") k = $i; print $1, $3 / 1e6 " ms, bound", k}' | sort
+python3 - "$out/l" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+for f in ("events.jsonl", "diffrax_events.jsonl"):
+    p = os.path.join(d, f)
+    if not os.path.exists(p):
+        continue
+    for line in open(p):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        keep = {k: v for k, v in r.items() if not isinstance(v, (list, dict))}
+        print(f, json.dumps(keep)[:300])
+PY
 fi
 
 if [ "$part" = s47c ]; then
