@@ -912,7 +912,7 @@ wait $p1; el $?
 wait $p2; el $?
 for f in tables-tests threadsaves-tests; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic' "$out/l/$f.log" | head -20; done
 # 2. Where tile mode belongs (issue 26: neural Robertson at 4,096).
-t tilefill 100 -test.run XXX -test.timeout 95s -test.bench 'GPUTileFill/grad/.*/(lanes|tile)$' -test.benchtime 5x
+t tilefill 100 -test.run XXX -test.timeout 95s -test.bench 'GPUTileFill/grad/.*/.*/(lanes|tile)$' -test.benchtime 5x
 # 3. The crew against the pool at 32,768 (issue 23), three rounds.
 t workers 75 -test.run '^$' -test.bench 'GPUCallWorkers/one/(all|crew|all-noreuse|crew-noreuse)$' -test.benchtime 200x -test.count 3
 # 4. The events suite beside Diffrax (issue 25's 100x marks).
