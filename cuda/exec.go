@@ -78,9 +78,6 @@ type executor struct {
 	// otherwise allocate and fill 16 MB of them.
 	terms []float64
 	ident []int
-	// crew takes the result blocks of launches whose results come back
-	// in one copy, woken as the copy starts (Tuning.crew; else nil).
-	crew *crew
 
 	// spareRun is a run that Run is done with, for the next newRun: its
 	// scratch (runScratch) is kept, so that a call's set-up allocates
@@ -183,10 +180,6 @@ func newExecutor(be backend, pl *ode.Plan, prec Precision, name string, tun Tuni
 	// A Solver holds its executor; once neither is reachable, the memory
 	// kept for later operations goes back to the device and the driver.
 	runtime.AddCleanup(ex, (*kept).release, ex.keep)
-	if tun.crew {
-		ex.crew = newCrew(runtime.GOMAXPROCS(0) - 1)
-		runtime.AddCleanup(ex, (*crew).stop, ex.crew)
-	}
 	return ex
 }
 
@@ -923,10 +916,6 @@ type run struct {
 	// end times while the device ran its kernel (endsInBatch): its
 	// scatter leaves them.
 	endsDone bool
-	// crewHeld records that the launch's batch woke the executor's crew
-	// for its result blocks (Tuning.crew): scatter runs them on it, or
-	// the launch gives it back.
-	crewHeld bool
 
 	// inputsBad records that a launch's fill found a Y0 or P value that
 	// is not finite (then its arena records no inputs: reuse skips the
@@ -1933,10 +1922,6 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		if chunk > 0 {
 			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
 		}
-		if inline && !kept && ex.crew != nil {
-			// Awake and spinning when the results are in (crew).
-			r.crewHeld = ex.crew.wake()
-		}
 		at := int64(0)
 		base := ar.addr // of out's spans (kept: the shared sums, in the kept results)
 		if kept {
@@ -1999,12 +1984,6 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	staged0 := time.Since(staging)
 	if inline {
-		defer func() {
-			if r.crewHeld { // (a launch that did not scatter)
-				r.crewHeld = false
-				ex.crew.release()
-			}
-		}()
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		b0 := time.Now()
 		err = ex.be.batch(batch)
@@ -3423,12 +3402,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		}
 	}
 	if err := feed(heads, func(lo, hi int) {
-		if r.crewHeld {
-			r.crewHeld = false
-			ex.crew.run(hi-lo, func(t int) { block(lo+t, part) })
-		} else {
-			par.Run(hi-lo, ex.tun.hostWorkers, func(_, t int) { block(lo+t, part) })
-		}
+		par.Run(hi-lo, ex.tun.hostWorkers, func(_, t int) { block(lo+t, part) })
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}

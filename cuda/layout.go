@@ -326,12 +326,6 @@ type Tuning struct {
 	// for the benchmarks that ask on a many-core host where a call's host
 	// work pays for the pool's wake-ups (BenchmarkGPUCallWorkers).
 	hostWorkers, headsWorkers int
-	// crew runs the result blocks of a launch whose results come back in
-	// one copy on goroutines of the executor's own (GOMAXPROCS−1 of
-	// them), woken as the copy starts and spinning until the blocks are
-	// posted, instead of the pool's, woken after it (crew.go): for the
-	// device's comparison (BenchmarkGPUCallWorkers' crew rows).
-	crew bool
 	// generic keeps the staging and result loops' general forms (each
 	// trajectory's row read through the launch's index), for the tests that
 	// compare them with the forms for consecutive trajectories.

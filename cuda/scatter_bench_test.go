@@ -294,9 +294,7 @@ func init() { ode.Register(deviceWork) }
 // default from defaultSplitMin), the first part's blocks written while
 // the second is copied on GOMAXPROCS−1 goroutines or on heads=k
 // (Tuning.headsWorkers: heads=1 the calling goroutine alone, no wake-up
-// of the pool during the copy); "crew" runs the blocks on the
-// executor's crew, woken as the copy starts (Tuning.crew, crew.go);
-// "endsafter" writes the end times in the
+// of the pool during the copy); "endsafter" writes the end times in the
 // scatter after the copy (Tuning.endsInScatter) instead of in the batch
 // as the kernel runs. host-ms is the call less its kernel and copies,
 // bound-ms the bound (reportCallBound). Run with -count to
@@ -332,14 +330,12 @@ func callWorkersCases(b *testing.B, f func(b *testing.B, tun Tuning)) {
 		{"one/w=2", Tuning{hostWorkers: 2}},
 		{"one/w=4", Tuning{hostWorkers: 4}},
 		{"one/w=8", Tuning{hostWorkers: 8}},
-		{"one/crew", Tuning{crew: true}},
 		{"split/all", Tuning{splitMin: split}},
 		{"split/heads=1", Tuning{splitMin: split, headsWorkers: 1}},
 		{"split/heads=1/w=4", Tuning{splitMin: split, headsWorkers: 1, hostWorkers: 4}},
 		{"one/all-noreuse", Tuning{NoInputReuse: true}},
 		{"one/w=1-noreuse", Tuning{NoInputReuse: true, hostWorkers: 1}},
 		{"one/w=4-noreuse", Tuning{NoInputReuse: true, hostWorkers: 4}},
-		{"one/crew-noreuse", Tuning{NoInputReuse: true, crew: true}},
 	} {
 		b.Run(c.name, func(b *testing.B) { f(b, c.tun) })
 	}

@@ -94,3 +94,36 @@ func TestHostEngineSplitDownload(t *testing.T) {
 		}
 	}
 }
+
+// sameFailures runs GradPartial of c's field on problem p with settings
+// set on two engines (the second the reference) and checks that some but
+// not all trajectories fail, with the same failures on both, and that the
+// gradients are the same bit for bit (sameGrads); what names the first
+// engine's form in the messages.
+func sameFailures(t *testing.T, c engineCase, set ode.Settings, p *ode.Problem, what string, engines [2]string) {
+	t.Helper()
+	var fails [2][]string
+	var gf [2]*ode.Gradient
+	for k, e := range engines {
+		set.Engine = e
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, fs, err := sv.GradPartial(t.Context(), nil, p, c.loss, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fs {
+			fails[k] = append(fails[k], f.Error())
+		}
+		gf[k] = g
+	}
+	if len(fails[1]) == 0 || len(fails[1]) == p.N {
+		t.Fatalf("%d of %d trajectories fail; want some", len(fails[1]), p.N)
+	}
+	if !slices.Equal(fails[0], fails[1]) {
+		t.Errorf("failures differ: %d %s, %d without", len(fails[0]), what, len(fails[1]))
+	}
+	sameGrads(t, "with failures", gf[0], gf[1])
+}
