@@ -58,6 +58,10 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s48b (under 480 s): tile mode against lanes
+#     mode (GPUTileFill), gpu-large whole calls of neural Robertson and
+#     Lorenz-96 d = 64 / 256 beside the 16-core CPU engine, the Brusselator
+#     at rtol 1e-9, Diffrax's gradients of the three beside them.
 #   bash bench/gpu_pending.sh s48a (under 420 s): the device tests s47c's
 #     limit cut (TestGPUWideTablesSame, TestGPUThreadSaves), tile mode
 #     against lanes mode at n = 1,024 / 4,096 / 16,384 (GPUTileFill), three
@@ -899,6 +903,45 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s48b ]; then
+# Session 48's third call (under 480 s; issue 26). 1. Where tile mode
+# belongs (neural Robertson at 4,096).
+MAX=${S48B_MAX:-470}
+t tilefill 110 -test.run XXX -test.timeout 105s -test.bench 'GPUTileFill/grad/.*/.*/(lanes|tile)$' -test.benchtime 5x
+# 2. Whole calls beside the 16-core CPU engine, then the Brusselator at
+# rtol 1e-9 (Diffrax's Kvaerno5 at 1e-6 reaches about its error).
+echo "=== gpu-large"
+timeout 130 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 2 -json -quiet \
+	-problems neural-robertson,lorenz96-64,lorenz96-256 >"$out/l/large.jsonl" 2>"$out/l/large.log"
+el $?
+timeout 90 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 1 -json -quiet -problems brusselator -n 1024 -rtol 1e-9 \
+	>"$out/l/bruss.jsonl" 2>"$out/l/bruss.log"
+el $?
+# 3. Diffrax's gradients of the same cells.
+timeout $((MAX - $(date +%s) + T0)) python3 bench/anchors/diffrax_large.py --platform gpu --problems lorenz96-64,lorenz96-256,brusselator \
+	--rtol 1e-6 --reps 2 --no-forward --max-seconds 60 --ref-sample 4 --out "$out/l/diffrax_large.jsonl" >/dev/null 2>"$out/l/diffrax_large.log"
+el $?
+tail -4 "$out/l/diffrax_large.log"
+echo "=== summary"
+grep -h '^Benchmark' "$out/l/tilefill.log" | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, $3 / 1e6, k}' | sort
+python3 - "$out/l" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+keys = ("problem", "n", "rtol", "grad_record_ms", "grad_record_call_ms", "cpu_grad_record_call_ms", "cpu_over_gpu_call",
+        "grad_ms", "grad_ms_median", "median_rel_err", "steps_per_traj", "compile_ms", "layout")
+for f in ("large.jsonl", "bruss.jsonl", "diffrax_large.jsonl"):
+    p = os.path.join(d, f)
+    if not os.path.exists(p):
+        continue
+    for line in open(p):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        print(f, {k: r[k] for k in keys if k in r})
+PY
 fi
 
 if [ "$part" = s48a ]; then
