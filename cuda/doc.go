@@ -54,7 +54,8 @@
 //     float64 weights on an H200);
 //   - tile: one warp per tile of eight trajectories in lockstep, dense
 //     layers as tensor-core products, for large float64 jobs of such
-//     fields (at least 16 tiles per multiprocessor) whose loss holds no
+//     fields (at least 3 tiles per multiprocessor: 3,168 trajectories on
+//     an H100) whose loss holds no
 //     layers. Meshes and states are lanes mode's bit for bit; gradients
 //     agree to rounding;
 //   - wide: one warp per trajectory for the solves, records and gradients

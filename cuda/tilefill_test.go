@@ -11,8 +11,8 @@ import (
 // ms/op the whole call) of neural fields in lanes mode and in tile mode
 // (a warp per tile of kernelgen.TileWidth trajectories, the layers as
 // tensor-core products), each forced, beside the default (tile mode from
-// 16 tiles a multiprocessor: kernelgen.TileModeFills), at n = 1,024,
-// 4,096 and 16,384 (all under that threshold on an H100): the 2-32-32-2
+// 3 tiles a multiprocessor: kernelgen.TileModeFills), at n = 1,024,
+// 4,096 and 16,384 (the first under that threshold on an H100): the 2-32-32-2
 // MLP field of mlpCase (Tsit5, shared weights) and neural Robertson
 // (Rodas5P, layoutFillCase), three rounds (later names end in #01,
 // #02). It measures where tile mode's threshold belongs:

@@ -298,7 +298,8 @@ func TestTileModeChoice(t *testing.T) {
 	}{
 		{"65536 trajectories", big, ode.OpGrad, Float64, false, 132, LayoutAuto, true},
 		{"forward", big, ode.OpSolve, Float64, false, 132, LayoutAuto, true},
-		{"4096 trajectories", small, ode.OpGrad, Float64, false, 132, LayoutAuto, false},
+		{"4096 trajectories", small, ode.OpGrad, Float64, false, 132, LayoutAuto, true},
+		{"4096 on twice the multiprocessors", small, ode.OpGrad, Float64, false, 264, LayoutAuto, false},
 		{"4096 forced", small, ode.OpGrad, Float64, false, 132, LayoutTile, true},
 		{"65536 off", big, ode.OpGrad, Float64, false, 132, LayoutLanes, false},
 		{"sms unknown", big, ode.OpGrad, Float64, false, 0, LayoutAuto, false},

@@ -193,8 +193,8 @@ func TestWideLanesLayout(t *testing.T) {
 // them at 168), and on 4 (HIRES only: d = 8 in two passes); for neural Robertson (lanes mode)
 // the layouts with fewer lanes a trajectory that exist for neural fields:
 // tile mode forced (a warp per tile of 8 trajectories, 4 lanes each, the
-// layers as tensor-core products; chosen by default from 16 tiles a
-// multiprocessor, n ≥ 16,896 on an H100, never measured at n = 4096)
+// layers as tensor-core products; chosen by default from 3 tiles a
+// multiprocessor, n ≥ 3,168 on an H100)
 // and the thread layout forced.
 var wideLanesVariants = []struct {
 	name   string
