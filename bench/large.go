@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/cuda"
 	"github.com/gradsolve-go/gradsolve/internal/refode"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
@@ -79,6 +81,14 @@ type LargeRow struct {
 	// with respect to the per-trajectory parameters, relative to the
 	// largest entry.
 	MaxGradDiff float64 `json:"cpu_gpu_grad_max_rel_diff,omitempty"`
+	// GradKeepCall is the whole gradient-with-record call on a solver
+	// with ode.Settings.KeepGrads (the gradients stay on the device, as
+	// a jitted Diffrax's arrays do; states and statistics omitted), the
+	// median of Reps calls in a row after one warm-up, and GradKeep its
+	// kernels' time; the kept gradients, read once after, are
+	// GradRecordCall's bit for bit (else RunGPULarge fails).
+	GradKeepCall float64 `json:"grad_keep_call_ms,omitempty"`
+	GradKeep     float64 `json:"grad_keep_ms,omitempty"`
 }
 
 // LargeConfig configures RunGPULarge.
@@ -142,7 +152,8 @@ func largeProblem(c largeCase) (ode.Problem, func(i int) ([]float64, error), err
 // RunGPULarge runs the large-state suite (see largeCases) on the GPU
 // engine of cfg and, unless cfg.CPUReps < 0, the CPU engine: for every
 // problem it times the forward solve and the two gradients as gpuRow
-// does, the CPU engine's gradient with the record, and the achieved error
+// does, the gradient with the record kept on the device (KeepGrads),
+// the CPU engine's gradient with the record, and the achieved error
 // of the GPU's final states against the reference. It writes a row to w
 // as it completes (JSON lines with cfg.JSON) and returns the rows.
 func RunGPULarge(w io.Writer, cfg LargeConfig) ([]LargeRow, error) {
@@ -171,8 +182,8 @@ func RunGPULarge(w io.Writer, cfg LargeConfig) ([]LargeRow, error) {
 	}
 	if !cfg.JSON {
 		fmt.Fprintf(w, "Large states on engine %s, median of %d (ms): loss sum |y(T)|^2; cpu = the CPU engine's whole grad+record call\n", cfg.engine(), repsOrDefault(cfg.Reps))
-		fmt.Fprintf(w, "%-16s %-8s %4s %6s %6s %7s | %9s %9s | %9s %9s | %9s %7s | %9s %9s %s\n",
-			"problem", "method", "d", "n", "rtol", "steps", "fwd", "grad+rec", "call-fwd", "call-g+r", "cpu-g+r", "cpu/gpu", "err", "gpu-cpu", "compile")
+		fmt.Fprintf(w, "%-16s %-8s %4s %6s %6s %7s | %9s %9s | %9s %9s %9s | %9s %7s | %9s %9s %s\n",
+			"problem", "method", "d", "n", "rtol", "steps", "fwd", "grad+rec", "call-fwd", "call-g+r", "call-keep", "cpu-g+r", "cpu/gpu", "err", "gpu-cpu", "compile")
 	}
 	var rows []LargeRow
 	for _, c := range cases {
@@ -198,6 +209,9 @@ func RunGPULarge(w io.Writer, cfg LargeConfig) ([]LargeRow, error) {
 				return rows, fmt.Errorf("bench: large-state suite, %s rtol=%g: %w", c.name, rtol, err)
 			}
 			lr := LargeRow{GPURow: *row, Problem: c.name, Method: c.method.Name(), Dim: prob.Field.Dim}
+			if lr.GradKeep, lr.GradKeepCall, err = keptLargeCall(&prob, set, cfg.Reps, g); err != nil {
+				return rows, fmt.Errorf("bench: large-state suite, %s rtol=%g, kept call: %w", c.name, rtol, err)
+			}
 			if cpuReps > 0 {
 				cset := set
 				cset.Engine = "cpu"
@@ -224,8 +238,8 @@ func RunGPULarge(w io.Writer, cfg LargeConfig) ([]LargeRow, error) {
 			if cfg.JSON {
 				err = writeJSON(w, &lr)
 			} else {
-				_, err = fmt.Fprintf(w, "%-16s %-8s %4d %6d %6.0e %7.1f | %9.3f %9.3f | %9.3f %9.3f | %9.3f %7.1f | %9.2e %9.2e %.1fs\n",
-					c.name, lr.Method, lr.Dim, lr.N, rtol, lr.Steps, lr.Forward, lr.GradRecord, lr.ForwardCall, lr.GradRecordCall,
+				_, err = fmt.Fprintf(w, "%-16s %-8s %4d %6d %6.0e %7.1f | %9.3f %9.3f | %9.3f %9.3f %9.3f | %9.3f %7.1f | %9.2e %9.2e %.1fs\n",
+					c.name, lr.Method, lr.Dim, lr.N, rtol, lr.Steps, lr.Forward, lr.GradRecord, lr.ForwardCall, lr.GradRecordCall, lr.GradKeepCall,
 					lr.CPUGradRecordCall, lr.CPUOverGPU, lr.Err, lr.MaxGradDiff, lr.Compile/1e3)
 			}
 			if err != nil {
@@ -234,4 +248,34 @@ func RunGPULarge(w io.Writer, cfg LargeConfig) ([]LargeRow, error) {
 		}
 	}
 	return rows, nil
+}
+
+// keptLargeCall times reps whole gradient-with-record calls of prob
+// (loss ode.SumSquares) on a solver of set with KeepGrads, in a row after
+// a warm-up, and returns the medians of their kernels' time and of the
+// calls (ms). It checks that the kept gradients, read after the last
+// call, are ref's bit for bit.
+func keptLargeCall(prob *ode.Problem, set ode.Settings, reps int, ref *ode.Gradient) (kernel, call float64, err error) {
+	set.KeepGrads = true
+	sv, err := ode.NewSolver(prob.Field, &set)
+	if err != nil {
+		return 0, 0, err
+	}
+	var compile time.Duration
+	var last cuda.TraceStats
+	g := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
+	t, err := timeGPUInRow(reps, traced(&compile, &last, func(ctx context.Context) error {
+		_, err := sv.GradContext(ctx, &g, prob, ode.SumSquares(), nil)
+		return err
+	}))
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := g.HostGrads(); err != nil {
+		return 0, 0, err
+	}
+	if d := maxDiffOfLargest(g.P, ref.P); d != 0 {
+		return 0, 0, fmt.Errorf("the kept gradients differ from the call's by %.3g of the largest", d)
+	}
+	return t[0].kernel, t[0].call, nil
 }

@@ -24,7 +24,7 @@ func TestGPULargeFlow(t *testing.T) {
 		// Lorenz-96 at rtol 1e-6 reaches 6e-4 (its error grows along the
 		// chaotic flow; 1e-9 at rtol 1e-11), the stiff problems 1e-5.
 		if r.Problem != names[k] || r.N != 3 || r.Steps <= 0 || !(r.Err < 1e-3) || r.GradRecordCall <= 0 ||
-			r.CPUGradRecordCall <= 0 || r.CPUReps != 1 || r.MaxGradDiff != 0 {
+			r.CPUGradRecordCall <= 0 || r.CPUReps != 1 || r.MaxGradDiff != 0 || r.GradKeepCall <= 0 {
 			t.Errorf("row %d: %+v", k, r)
 		}
 		if !strings.Contains(out.String(), names[k]) {
