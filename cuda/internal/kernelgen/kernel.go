@@ -205,6 +205,18 @@ type Config struct {
 	// differ (package cuda's Tuning.denseLU: the switch of the device's
 	// comparison).
 	WideDenseLU bool
+	// WidePivots (with Wide, without WideDenseLU) lists predicted pivot
+	// sequences of the sparse factors, each a space-separated list of
+	// interchanges k>p (step k takes row p as its pivot; the other steps
+	// none), sequences separated by ';' (package cuda's Pollution: "5>6
+	// 6>7"): a factor of a matrix of more rows than every index of a
+	// sequence follows it besides no interchange where partial pivoting
+	// takes it (widelu.go: wideSparseLU's hints), sparse to its end and
+	// its solves too, where without it the dense steps take over at the
+	// first interchange. The same values as without (==): only which
+	// code runs changes (package cuda's Tuning.widePivots). Empty (the
+	// default): no interchange only.
+	WidePivots string
 	// Unrolled keeps every state component's values their own
 	// statements in a kernel of the thread layout from rerollDim, where
 	// runs of them would be loops (reroll.go), as below it. For the tests
@@ -386,7 +398,7 @@ var oldSavesKey = map[bool]string{true: "oldsaves "}
 var ungroupedKey = map[bool]string{true: "ungrouped "}
 
 // wideRegsKey is Config.WideScalars's, WideMinBlocks's, WideMinSplit's,
-// WideLanes's and WideDenseLU's part of a Key
+// WideLanes's, WideDenseLU's and WidePivots's part of a Key
 // (none at their defaults, so that the keys of other kernels stay as
 // they were).
 func (v Config) wideRegsKey() string {
@@ -405,6 +417,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if v.Wide && v.WideDenseLU {
 		k += "widedenselu "
+	}
+	if v.Wide && !v.WideDenseLU && v.WidePivots != "" {
+		k += "widepivots[" + strings.Join(strings.Fields(v.WidePivots), ",") + "] "
 	}
 	if v.Wide && v.WideTables {
 		k += "widetables "

@@ -397,7 +397,35 @@ func (w *wideEmitter) sparseFactor(v *tape.Value, d int) (string, string, bool) 
 		a := &p.Values[v.Args[q]]
 		nz[q] = a.Op != ops.OpConst || a.Aux != 0 || v.Op == ops.OpLUFactorShift && q/d == q%d
 	}
-	return wideSparseLU(nz, d)
+	return wideSparseLU(nz, d, pivotHints(w.e.src.widePivots, d)...)
+}
+
+// pivotHints returns the pivot sequences of Config.WidePivots s that fit
+// a d×d factor (every index below d), each d long (piv[k]: the row step
+// k takes as its pivot, k for none); a malformed sequence is left out.
+func pivotHints(s string, d int) [][]int {
+	var hints [][]int
+	for _, seq := range strings.Split(s, ";") {
+		piv := make([]int, d)
+		for k := range piv {
+			piv[k] = k
+		}
+		ok := strings.TrimSpace(seq) != ""
+		for _, x := range strings.Fields(seq) {
+			a, b, found := strings.Cut(x, ">")
+			k, err1 := strconv.Atoi(a)
+			q, err2 := strconv.Atoi(b)
+			if !found || err1 != nil || err2 != nil || k < 0 || k >= d || q < 0 || q >= d {
+				ok = false
+				break
+			}
+			piv[k] = q
+		}
+		if ok {
+			hints = append(hints, piv)
+		}
+	}
+	return hints
 }
 
 // argRef is the C expression of operand a of a tuple op: a constant's
