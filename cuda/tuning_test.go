@@ -71,7 +71,7 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	if tun.SplitFrom != 0 {
 		tn += fmt.Sprintf(",split=%d", tun.SplitFrom)
 	}
-	if tun.widePivots != "" {
+	if tun.widePivots != 0 {
 		tn += fmt.Sprintf(",pivots=%q", tun.widePivots)
 	}
 	if tun.FastCompile != "" || tun.FastCompileFrom != 0 {

@@ -67,13 +67,31 @@ func TestGPUWideSparseLU(t *testing.T) {
 	}
 }
 
+// TestGPUWidePivots is TestHostWidePivots on the device: the large-state
+// suite's Pollution (layoutFillCase, 1,000 trajectories, the whole
+// interval, Rodas5P, default lanes) with its pivot sequence predicted
+// (Tuning.widePivots) against the default: the solve, the gradient with
+// the record and on the mesh, bit for bit (sameRuns). It skips without a
+// GPU.
+func TestGPUWidePivots(t *testing.T) {
+	needGPUEngine(t)
+	c := layoutFillCase(t, "pollution", 1000)
+	sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, widePivots: pollutionPivots})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide})))
+}
+
 // pollutionPivots is the pivot sequence of 90% of Pollution's factors of
 // W with Rodas5P (the gpu-large suite's ensemble, the whole interval, on
 // the CPU engine: 2,828 of 3,150 factors; the others none): step 5 takes
 // row 6 (y7's row beats y6's diagonal after y1…y5 are eliminated), step
 // 6 row 7. As Tuning.widePivots, the wide kernels' sparse factors follow
 // it besides no interchange.
-const pollutionPivots = "5>6 6>7"
+var pollutionPivots = func() kernelgen.PivotSeq {
+	q, err := kernelgen.ParsePivots("5>6 6>7")
+	if err != nil {
+		panic(err)
+	}
+	return q
+}()
 
 // TestHostWidePivots runs Pollution's wide Rodas5P kernels (d = 20,
 // default lanes, 2 trajectories to t = 0.2, not -short) with its pivot
@@ -90,13 +108,13 @@ func TestHostWidePivots(t *testing.T) {
 	}
 	t.Parallel()
 	c := wideRosCase(t, "pollution", ode.Rodas5P, 2, 0.2, false)
-	set := func(pivots string) func(*kernelgen.Config) {
+	set := func(pivots kernelgen.PivotSeq) func(*kernelgen.Config) {
 		return func(v *kernelgen.Config) {
 			v.Wide, v.RowMajor, v.WideLanes, v.WidePivots = true, true, defaultWideLanes(c.prob.Field.Dim, true), pivots
 		}
 	}
 	src := kernelSourceWith(t, c, ode.OpGrad, set(pollutionPivots))
-	old := kernelSourceWith(t, c, ode.OpGrad, set(""))
+	old := kernelSourceWith(t, c, ode.OpGrad, set(0))
 	const leaf = "f[D * LD + D - 1] == (gs_real)19.015625"
 	if !strings.Contains(src, leaf) || strings.Contains(old, leaf) {
 		t.Fatalf("the predicted sequence's solves in the kernel with it %v, in the default %v", strings.Contains(src, leaf), strings.Contains(old, leaf))

@@ -163,7 +163,7 @@ type Source struct {
 	wideDenseLU bool
 	// widePivots is Config.WidePivots of the wide functions' sparse
 	// factors (widelu.go's hints).
-	widePivots string
+	widePivots PivotSeq
 	// emitted lists the functions of programs in the order of emission
 	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).
 	emitted   []emittedFunc

@@ -205,18 +205,6 @@ type Config struct {
 	// differ (package cuda's Tuning.denseLU: the switch of the device's
 	// comparison).
 	WideDenseLU bool
-	// WidePivots (with Wide, without WideDenseLU) lists predicted pivot
-	// sequences of the sparse factors, each a space-separated list of
-	// interchanges k>p (step k takes row p as its pivot; the other steps
-	// none), sequences separated by ';' (package cuda's Pollution: "5>6
-	// 6>7"): a factor of a matrix of more rows than every index of a
-	// sequence follows it besides no interchange where partial pivoting
-	// takes it (widelu.go: wideSparseLU's hints), sparse to its end and
-	// its solves too, where without it the dense steps take over at the
-	// first interchange. The same values as without (==): only which
-	// code runs changes (package cuda's Tuning.widePivots). Empty (the
-	// default): no interchange only.
-	WidePivots string
 	// Unrolled keeps every state component's values their own
 	// statements in a kernel of the thread layout from rerollDim, where
 	// runs of them would be loops (reroll.go), as below it. For the tests
@@ -288,6 +276,16 @@ type Config struct {
 	// Tuning.ungroupedCots: the switch of the device's comparison,
 	// BenchmarkGPUSaveSplit's -ungrouped rows).
 	UngroupedCots bool
+	// WidePivots (with Wide, without WideDenseLU) is a predicted pivot
+	// sequence of the sparse factors (package cuda's Pollution: "5>6
+	// 6>7", ParsePivots): a factor of a matrix of more rows than its
+	// indices follows it besides no interchange where partial pivoting
+	// takes it (widelu.go: wideSparseLU's hints), sparse to its end and
+	// its solves too, where without it the dense steps take over at the
+	// first interchange. The same values as without (==): only which
+	// code runs changes (package cuda's Tuning.widePivots). 0 (the
+	// default): no interchange only.
+	WidePivots PivotSeq
 	// WideMinSplit (with Wide), if positive, is the fewest repetitions
 	// (components) of a wide function's loop: a shorter run of values the
 	// reroll plan finds (reroll.go: from rerollMinRun, 4) is emitted as
@@ -418,8 +416,8 @@ func (v Config) wideRegsKey() string {
 	if v.Wide && v.WideDenseLU {
 		k += "widedenselu "
 	}
-	if v.Wide && !v.WideDenseLU && v.WidePivots != "" {
-		k += "widepivots[" + strings.Join(strings.Fields(v.WidePivots), ",") + "] "
+	if v.Wide && !v.WideDenseLU && v.WidePivots != 0 {
+		k += "widepivots[" + strings.ReplaceAll(v.WidePivots.String(), " ", ",") + "] "
 	}
 	if v.Wide && v.WideTables {
 		k += "widetables "

@@ -402,7 +402,7 @@ type wideVariant struct {
 	// denseLU is Config.WideDenseLU.
 	denseLU bool
 	// pivots is Config.WidePivots.
-	pivots string
+	pivots PivotSeq
 }
 
 // wideVariantOf returns kernel v's wide variant, of plan pl.

@@ -397,35 +397,68 @@ func (w *wideEmitter) sparseFactor(v *tape.Value, d int) (string, string, bool) 
 		a := &p.Values[v.Args[q]]
 		nz[q] = a.Op != ops.OpConst || a.Aux != 0 || v.Op == ops.OpLUFactorShift && q/d == q%d
 	}
-	return wideSparseLU(nz, d, pivotHints(w.e.src.widePivots, d)...)
+	return wideSparseLU(nz, d, w.e.src.widePivots.hints(d)...)
 }
 
-// pivotHints returns the pivot sequences of Config.WidePivots s that fit
-// a d×d factor (every index below d), each d long (piv[k]: the row step
-// k takes as its pivot, k for none); a malformed sequence is left out.
-func pivotHints(s string, d int) [][]int {
-	var hints [][]int
-	for _, seq := range strings.Split(s, ";") {
-		piv := make([]int, d)
-		for k := range piv {
-			piv[k] = k
+// PivotSeq is a predicted pivot sequence of the wide layout's sparse LU
+// factors (Config.WidePivots): up to 3 row interchanges, interchange i
+// in bits 10i … 10i + 9, its step k + 1 in the low 5 bits (0: none), the
+// row it takes as the pivot in the high 5; the other steps none (32
+// bits: Config stays within 128 bytes, TestConfigSize).
+type PivotSeq uint32
+
+// ParsePivots returns the sequence of s, a space-separated list of
+// interchanges "k>p" (step k takes row p as its pivot, k < p <
+// WideSparseMaxDim, steps increasing, at most 3); "" is 0.
+func ParsePivots(s string) (PivotSeq, error) {
+	var q PivotSeq
+	last := -1
+	for i, x := range strings.Fields(s) {
+		a, b, found := strings.Cut(x, ">")
+		k, err1 := strconv.Atoi(a)
+		p, err2 := strconv.Atoi(b)
+		if !found || err1 != nil || err2 != nil || i >= 3 || k <= last || p <= k || p >= WideSparseMaxDim {
+			return 0, fmt.Errorf("kernelgen: pivot sequence %q: %q is not an interchange k>p (k increasing, k < p < %d, at most 3)", s, x, WideSparseMaxDim)
 		}
-		ok := strings.TrimSpace(seq) != ""
-		for _, x := range strings.Fields(seq) {
-			a, b, found := strings.Cut(x, ">")
-			k, err1 := strconv.Atoi(a)
-			q, err2 := strconv.Atoi(b)
-			if !found || err1 != nil || err2 != nil || k < 0 || k >= d || q < 0 || q >= d {
-				ok = false
-				break
-			}
-			piv[k] = q
-		}
-		if ok {
-			hints = append(hints, piv)
+		q |= PivotSeq(k+1|p<<5) << (10 * i)
+		last = k
+	}
+	return q, nil
+}
+
+// String returns q as ParsePivots reads it.
+func (q PivotSeq) String() string {
+	var parts []string
+	for i := 0; i < 3; i++ {
+		if x := q >> (10 * i); x&31 != 0 {
+			parts = append(parts, fmt.Sprintf("%d>%d", x&31-1, x>>5&31))
 		}
 	}
-	return hints
+	return strings.Join(parts, " ")
+}
+
+// hints returns q as wideSparseLU's hints for a d×d factor: the row
+// each step takes as its pivot, none where q is 0 or names a row past d.
+func (q PivotSeq) hints(d int) [][]int {
+	if q == 0 {
+		return nil
+	}
+	piv := make([]int, d)
+	for k := range piv {
+		piv[k] = k
+	}
+	for i := 0; i < 3; i++ {
+		x := q >> (10 * i)
+		if x&31 == 0 {
+			continue
+		}
+		k, p := int(x&31-1), int(x>>5&31)
+		if p >= d {
+			return nil
+		}
+		piv[k] = p
+	}
+	return [][]int{piv}
 }
 
 // argRef is the C expression of operand a of a tuple op: a constant's

@@ -458,3 +458,55 @@ func TestWideSparsePivots(t *testing.T) {
 		})
 	}
 }
+
+// TestParsePivots checks Config.WidePivots's form: ParsePivots and
+// String round trip, the hints of a factor (none where a row passes it),
+// and malformed sequences rejected.
+func TestParsePivots(t *testing.T) {
+	for _, x := range []struct {
+		s    string
+		ok   bool
+		hint map[int]int // d = 20's interchanges
+	}{
+		{"", true, nil},
+		{"5>6 6>7", true, map[int]int{5: 6, 6: 7}},
+		{"0>31", true, nil}, // row 31 past d = 20
+		{"0>1 2>9 29>30", true, map[int]int{0: 1, 2: 9}},
+		{"6>7 5>6", false, nil},
+		{"5>5", false, nil},
+		{"5>32", false, nil},
+		{"0>1 1>2 2>3 3>4", false, nil},
+		{"5-6", false, nil},
+	} {
+		q, err := ParsePivots(x.s)
+		if (err == nil) != x.ok {
+			t.Errorf("%q: error %v, want ok %v", x.s, err, x.ok)
+			continue
+		}
+		if !x.ok {
+			continue
+		}
+		if q.String() != strings.Join(strings.Fields(x.s), " ") {
+			t.Errorf("%q: String %q", x.s, q.String())
+		}
+		h := q.hints(20)
+		if x.s == "0>1 2>9 29>30" {
+			if h != nil {
+				t.Errorf("%q: hints %v for d = 20, want none (row 30)", x.s, h)
+			}
+			continue
+		}
+		if (h == nil) != (x.hint == nil) {
+			t.Fatalf("%q: hints %v, want %v", x.s, h, x.hint)
+		}
+		for k := 0; h != nil && k < 20; k++ {
+			want, ok := x.hint[k]
+			if !ok {
+				want = k
+			}
+			if h[0][k] != want {
+				t.Errorf("%q: step %d's pivot %d, want %d", x.s, k, h[0][k], want)
+			}
+		}
+	}
+}
