@@ -380,6 +380,16 @@ type Tuning struct {
 	// device's comparison (BenchmarkGPUWideLanes's -dense rows). The same
 	// values, at most the signs of zeros differ (TestHostWideSparseLU).
 	denseLU bool
+	// widePivots is a predicted pivot sequence of the wide layout's
+	// sparse LU factors (kernelgen.Config.WidePivots), followed besides
+	// no interchange,
+	// so that a factor that partial pivoting interchanges as predicted
+	// runs sparse to its end, its solves too (Pollution: "5>6 6>7", the
+	// interchanges of 90% of its factors on the CPU engine; without it
+	// the dense steps take over from step 5 and its solves are dense).
+	// The same values (TestHostWidePivots); for the device's comparison
+	// (BenchmarkGPUWideLanes's "pivots" rows).
+	widePivots kernelgen.PivotSeq
 
 	// wideTables reads a wide kernel's gathers of one array's rotated
 	// entries (Lorenz-96's neighbours y[(c ± k) mod d]) through index
@@ -513,6 +523,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 			}
 			v.WideMinSplit = tun.WideMinSplit
 			v.WideDenseLU = tun.denseLU
+			v.WidePivots = tun.widePivots
 		}
 		if !v.Wide && tun.threadRound {
 			v.ThreadMinBlocks = int8(threadRoundBlocks(j.n, dev.sms))

@@ -71,6 +71,9 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	if tun.SplitFrom != 0 {
 		tn += fmt.Sprintf(",split=%d", tun.SplitFrom)
 	}
+	if tun.widePivots != 0 {
+		tn += fmt.Sprintf(",pivots=%q", tun.widePivots)
+	}
 	if tun.FastCompile != "" || tun.FastCompileFrom != 0 {
 		tn += fmt.Sprintf(",fast=%q from %d", tun.FastCompile, tun.FastCompileFrom)
 	}

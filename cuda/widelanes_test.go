@@ -210,7 +210,8 @@ var wideLanesVariants = []struct {
 	{"lanes8-round", Tuning{wideLanes: 8, wideRound: true}, ""},
 	{"lanes8-b0", Tuning{wideLanes: 8, WideMinBlocks: -1}, ""},
 	{"lanes4", Tuning{wideLanes: 4}, ""},
-	{"dense", Tuning{denseLU: true}, ""}, // the LU factors dense (session 47)
+	{"dense", Tuning{denseLU: true}, ""},                // the LU factors dense (session 47)
+	{"pivots", Tuning{widePivots: pollutionPivots}, ""}, // the sparse LU with Pollution's interchanges (session 48)
 
 	{"tables", Tuning{wideTables: true}, ""},
 	{"warp-tables", Tuning{wideLanes: -1, wideTables: true}, ""},
@@ -221,8 +222,9 @@ var wideLanesVariants = []struct {
 }
 
 // wideLanesRuns reports whether BenchmarkGPUWideLanes times variant v
-// on case c: every variant on HIRES (d = 8), all but lanes4 on
-// Pollution (d = 20); on Lorenz-96 with d = 64 (a warp by default) the
+// on case c: every variant on HIRES (d = 8) but pivots (its factors
+// never interchange rows), all but lanes4 and lanes8-b0 on Pollution (d =
+// 20), pivots only there; on Lorenz-96 with d = 64 (a warp by default) the
 // default, a warp, lanes16, lanes8, the neighbours read
 // through index tables on the default lanes (tables) and on a warp (warp-tables),
 // the window loops rolled (rolled), and both on a warp (warp-old: the
@@ -243,6 +245,8 @@ func wideLanesRuns(c, v string) bool {
 		return c == "lorenz96-64" || c == "lorenz96-256"
 	case v == "warp-tables":
 		return c == "lorenz96-64"
+	case v == "pivots":
+		return c == "pollution"
 	case c == "hires":
 		return true
 	case c == "pollution":

@@ -66,3 +66,63 @@ func TestGPUWideSparseLU(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUWidePivots is TestHostWidePivots on the device: the large-state
+// suite's Pollution (layoutFillCase, 1,000 trajectories, the whole
+// interval, Rodas5P, default lanes) with its pivot sequence predicted
+// (Tuning.widePivots) against the default: the solve, the gradient with
+// the record and on the mesh, bit for bit (sameRuns). It skips without a
+// GPU.
+func TestGPUWidePivots(t *testing.T) {
+	needGPUEngine(t)
+	c := layoutFillCase(t, "pollution", 1000)
+	sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, widePivots: pollutionPivots})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide})))
+}
+
+// pollutionPivots is the pivot sequence of 90% of Pollution's factors of
+// W with Rodas5P (the gpu-large suite's ensemble, the whole interval, on
+// the CPU engine: 2,828 of 3,150 factors; the others none): step 5 takes
+// row 6 (y7's row beats y6's diagonal after y1…y5 are eliminated), step
+// 6 row 7. As Tuning.widePivots, the wide kernels' sparse factors follow
+// it besides no interchange.
+var pollutionPivots = func() kernelgen.PivotSeq {
+	q, err := kernelgen.ParsePivots("5>6 6>7")
+	if err != nil {
+		panic(err)
+	}
+	return q
+}()
+
+// TestHostWidePivots runs Pollution's wide Rodas5P kernels (d = 20,
+// default lanes, 2 trajectories to t = 0.2, not -short) with its pivot
+// sequence predicted (Tuning.widePivots: the sparse factor and solves
+// follow rows 5↔6, 6↔7 besides no interchange) against the default (the
+// dense steps from the first interchange) on a simulated warp: the solve
+// and the gradient bit for bit. It fails if the sequence does not reach
+// the gradient kernel's source (a second sparse leaf's mark) or reaches
+// the default's.
+func TestHostWidePivots(t *testing.T) {
+	needHost(t)
+	if testing.Short() {
+		t.Skip("Pollution's wide kernels on the simulated warp: minutes")
+	}
+	t.Parallel()
+	c := wideRosCase(t, "pollution", ode.Rodas5P, 2, 0.2, false)
+	set := func(pivots kernelgen.PivotSeq) func(*kernelgen.Config) {
+		return func(v *kernelgen.Config) {
+			v.Wide, v.RowMajor, v.WideLanes, v.WidePivots = true, true, defaultWideLanes(c.prob.Field.Dim, true), pivots
+		}
+	}
+	src := kernelSourceWith(t, c, ode.OpGrad, set(pollutionPivots))
+	old := kernelSourceWith(t, c, ode.OpGrad, set(0))
+	const leaf = "f[D * LD + D - 1] == (gs_real)19.015625"
+	if !strings.Contains(src, leaf) || strings.Contains(old, leaf) {
+		t.Fatalf("the predicted sequence's solves in the kernel with it %v, in the default %v", strings.Contains(src, leaf), strings.Contains(old, leaf))
+	}
+	t.Logf("gradient kernel's source: %d bytes with the sequence, %d without", len(src), len(old))
+	ref := tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide})
+	eng := tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide, widePivots: pollutionPivots})
+	for _, op := range []string{"solve", "grad"} {
+		sameWideResults(t, op, "the predicted pivots", "the default", wideResults(t, c, eng, op), wideResults(t, c, ref, op))
+	}
+}

@@ -161,6 +161,9 @@ type Source struct {
 	// wideDenseLU keeps the wide functions' LU factors and solves dense
 	// (Config.WideDenseLU; widelu.go's sparse factor).
 	wideDenseLU bool
+	// widePivots is Config.WidePivots of the wide functions' sparse
+	// factors (widelu.go's hints).
+	widePivots PivotSeq
 	// emitted lists the functions of programs in the order of emission
 	// (function, accFunction); splitFrom is Config.SplitFrom (split.go).
 	emitted   []emittedFunc

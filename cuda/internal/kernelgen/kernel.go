@@ -276,6 +276,16 @@ type Config struct {
 	// Tuning.ungroupedCots: the switch of the device's comparison,
 	// BenchmarkGPUSaveSplit's -ungrouped rows).
 	UngroupedCots bool
+	// WidePivots (with Wide, without WideDenseLU) is a predicted pivot
+	// sequence of the sparse factors (package cuda's Pollution: "5>6
+	// 6>7", ParsePivots): a factor of a matrix of more rows than its
+	// indices follows it besides no interchange where partial pivoting
+	// takes it (widelu.go: wideSparseLU's hints), sparse to its end and
+	// its solves too, where without it the dense steps take over at the
+	// first interchange. The same values as without (==): only which
+	// code runs changes (package cuda's Tuning.widePivots). 0 (the
+	// default): no interchange only.
+	WidePivots PivotSeq
 	// WideMinSplit (with Wide), if positive, is the fewest repetitions
 	// (components) of a wide function's loop: a shorter run of values the
 	// reroll plan finds (reroll.go: from rerollMinRun, 4) is emitted as
@@ -386,7 +396,7 @@ var oldSavesKey = map[bool]string{true: "oldsaves "}
 var ungroupedKey = map[bool]string{true: "ungrouped "}
 
 // wideRegsKey is Config.WideScalars's, WideMinBlocks's, WideMinSplit's,
-// WideLanes's and WideDenseLU's part of a Key
+// WideLanes's, WideDenseLU's and WidePivots's part of a Key
 // (none at their defaults, so that the keys of other kernels stay as
 // they were).
 func (v Config) wideRegsKey() string {
@@ -405,6 +415,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if v.Wide && v.WideDenseLU {
 		k += "widedenselu "
+	}
+	if v.Wide && !v.WideDenseLU && v.WidePivots != 0 {
+		k += "widepivots[" + strings.ReplaceAll(v.WidePivots.String(), " ", ",") + "] "
 	}
 	if v.Wide && v.WideTables {
 		k += "widetables "

@@ -397,7 +397,68 @@ func (w *wideEmitter) sparseFactor(v *tape.Value, d int) (string, string, bool) 
 		a := &p.Values[v.Args[q]]
 		nz[q] = a.Op != ops.OpConst || a.Aux != 0 || v.Op == ops.OpLUFactorShift && q/d == q%d
 	}
-	return wideSparseLU(nz, d)
+	return wideSparseLU(nz, d, w.e.src.widePivots.hints(d)...)
+}
+
+// PivotSeq is a predicted pivot sequence of the wide layout's sparse LU
+// factors (Config.WidePivots): up to 3 row interchanges, interchange i
+// in bits 10i … 10i + 9, its step k + 1 in the low 5 bits (0: none), the
+// row it takes as the pivot in the high 5; the other steps none (32
+// bits: Config stays within 128 bytes, TestConfigSize).
+type PivotSeq uint32
+
+// ParsePivots returns the sequence of s, a space-separated list of
+// interchanges "k>p" (step k takes row p as its pivot, k < p <
+// WideSparseMaxDim, steps increasing, at most 3); "" is 0.
+func ParsePivots(s string) (PivotSeq, error) {
+	var q PivotSeq
+	last := -1
+	for i, x := range strings.Fields(s) {
+		a, b, found := strings.Cut(x, ">")
+		k, err1 := strconv.Atoi(a)
+		p, err2 := strconv.Atoi(b)
+		if !found || err1 != nil || err2 != nil || i >= 3 || k <= last || p <= k || p >= WideSparseMaxDim {
+			return 0, fmt.Errorf("kernelgen: pivot sequence %q: %q is not an interchange k>p (k increasing, k < p < %d, at most 3)", s, x, WideSparseMaxDim)
+		}
+		q |= PivotSeq(k+1|p<<5) << (10 * i)
+		last = k
+	}
+	return q, nil
+}
+
+// String returns q as ParsePivots reads it.
+func (q PivotSeq) String() string {
+	var parts []string
+	for i := 0; i < 3; i++ {
+		if x := q >> (10 * i); x&31 != 0 {
+			parts = append(parts, fmt.Sprintf("%d>%d", x&31-1, x>>5&31))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// hints returns q as wideSparseLU's hints for a d×d factor: the row
+// each step takes as its pivot, none where q is 0 or names a row past d.
+func (q PivotSeq) hints(d int) [][]int {
+	if q == 0 {
+		return nil
+	}
+	piv := make([]int, d)
+	for k := range piv {
+		piv[k] = k
+	}
+	for i := 0; i < 3; i++ {
+		x := q >> (10 * i)
+		if x&31 == 0 {
+			continue
+		}
+		k, p := int(x&31-1), int(x>>5&31)
+		if p >= d {
+			return nil
+		}
+		piv[k] = p
+	}
+	return [][]int{piv}
 }
 
 // argRef is the C expression of operand a of a tuple op: a constant's
@@ -551,20 +612,52 @@ const WideSparseMaxDim = 32
 // major, d×d: nz[r*d+c]) without pivoting: W's pattern (nz, true where
 // the entry may be nonzero) with the fill of each step.
 func luPattern(nz []bool, d int) []bool {
+	p, _ := luPatternPivots(nz, d, nil)
+	return p
+}
+
+// luPatternPivots returns the pattern of the factors of W (pattern nz)
+// whose step k interchanges rows k and piv[k] (nil: no interchange), and
+// false where piv is not a sequence that partial pivoting may take on
+// the pattern: not d long, or a row above k or outside the pattern's
+// column k at step k (rows outside it hold zeros, never the pivot).
+func luPatternPivots(nz []bool, d int, piv []int) ([]bool, bool) {
+	if piv != nil && len(piv) != d {
+		return nil, false
+	}
 	p := append([]bool(nil), nz...)
 	for k := 0; k < d; k++ {
-		for r := k + 1; r < d; r++ {
-			if !p[r*d+k] {
-				continue
-			}
-			for c := k + 1; c < d; c++ {
-				if p[k*d+c] {
-					p[r*d+c] = true
-				}
+		q := k
+		if piv != nil {
+			q = piv[k]
+		}
+		if q != k && (q < k || q >= d || !p[q*d+k]) {
+			return nil, false
+		}
+		luPivotStep(p, d, k, q)
+	}
+	return p, true
+}
+
+// luPivotStep applies step k of the elimination to pattern p (d×d, row
+// major): rows k and q interchanged whole (the multipliers too, as the
+// dense factor does), then the fill of the rows below.
+func luPivotStep(p []bool, d, k, q int) {
+	if q != k {
+		for c := 0; c < d; c++ {
+			p[k*d+c], p[q*d+c] = p[q*d+c], p[k*d+c]
+		}
+	}
+	for r := k + 1; r < d; r++ {
+		if !p[r*d+k] {
+			continue
+		}
+		for c := k + 1; c < d; c++ {
+			if p[k*d+c] {
+				p[r*d+c] = true
 			}
 		}
 	}
-	return p
 }
 
 // rowsExpr returns the C expression of the i-th of rows (i a C int
@@ -597,13 +690,53 @@ func rowsExpr(rows []int, i string) string {
 // gs_wlus_solve_t_<tag>) of a d×d matrix of pattern nz (row major), and
 // false where the form would not help: d past WideSparseMaxDim, or no
 // structural zero in the factors.
-func wideSparseLU(nz []bool, d int) (string, string, bool) {
+//
+// hints are predicted pivot sequences (piv[k]: the row that step k
+// interchanges with row k, k for none; Config.WidePivots), each followed
+// in the sparse form besides no interchange where the pattern allows it
+// (luPatternPivots; an impossible one is dropped), so that a matrix that
+// partial pivoting interchanges as predicted also runs sparse (package
+// cuda's Pollution: rows 5 and 6, then 6 and 7, in 90% of its factors):
+// at a step where the sequences part, or one interchanges, the lanes
+// find the pivot partial pivoting takes (the first row of the largest
+// magnitude over the pattern's rows, the diagonal unless one beats it:
+// gs_wide_lu_factor_from's search; rows outside the pattern hold zeros
+// and never are the pivot), and the sequence it matches goes on (its
+// rows interchanged whole, as the dense form does); one that matches
+// none runs the dense steps from there. Each sequence's factor marks its
+// last pivot entry with its own fraction past D − 1 (luMark), and its
+// solves apply its interchanges (lane 0, statically) and its pattern's
+// triangles. The same operations in the same order as the dense form
+// but those on the pattern's zeros: the same values as without hints.
+func wideSparseLU(nz []bool, d int, hints ...[]int) (string, string, bool) {
 	if d > WideSparseMaxDim {
 		return "", "", false
 	}
 	pat := luPattern(nz, d)
 	if !slices.Contains(pat, false) {
 		return "", "", false
+	}
+	leaves := [][]int{nil} // no interchange: leaf 0
+	pats := [][]bool{pat}
+	for _, hint := range hints {
+		p, ok := luPatternPivots(nz, d, hint)
+		ident := true
+		for k, q := range hint {
+			ident = ident && q == k
+		}
+		if ok && !ident && !slices.ContainsFunc(leaves, func(l []int) bool { return slices.Equal(l, hint) }) {
+			leaves = append(leaves, hint)
+			pats = append(pats, p)
+		}
+	}
+	if len(leaves) > 32 {
+		leaves, pats = leaves[:32], pats[:32]
+	}
+	pivOf := func(j, k int) int {
+		if leaves[j] == nil {
+			return k
+		}
+		return leaves[j][k]
 	}
 	h := fnv.New64a()
 	for _, x := range nz {
@@ -613,72 +746,148 @@ func wideSparseLU(nz []bool, d int) (string, string, bool) {
 		}
 		h.Write([]byte{b})
 	}
+	for _, l := range leaves[1:] {
+		fmt.Fprintf(h, "|%v", l)
+	}
 	tag := fmt.Sprintf("%d_%016x", d, h.Sum64())
 	var sb strings.Builder
-	// emit writes a loop over rows split over the lanes, body the
+	// put writes text with ind before each of its lines.
+	put := func(ind, text string) {
+		if ind == "" {
+			sb.WriteString(text)
+			return
+		}
+		for _, line := range strings.SplitAfter(text, "\n") {
+			if line != "" {
+				sb.WriteString(ind + line)
+			}
+		}
+	}
+	// loop returns a loop over rows split over the lanes, body the
 	// statements of row r.
-	emit := func(rows []int, indent string, body func(r string) string) {
-		fmt.Fprintf(&sb, "%sfor (int i = lane; i < %d; i += GS_WSTRIDE) {\n", indent, len(rows))
-		fmt.Fprintf(&sb, "%s  const int r = %s;\n%s%s}\n", indent, rowsExpr(rows, "i"), body("r"), indent)
+	loop := func(rows []int, indent string, body func(r string) string) string {
+		return fmt.Sprintf("%sfor (int i = lane; i < %d; i += GS_WSTRIDE) {\n", indent, len(rows)) +
+			fmt.Sprintf("%s  const int r = %s;\n%s%s}\n", indent, rowsExpr(rows, "i"), body("r"), indent)
 	}
 	fmt.Fprintf(&sb, "// The sparse LU of pattern %s (widelu.go: wideSparseLU).\n", tag)
 	fmt.Fprintf(&sb, "GS_DEVICE void gs_wlus_factor_%s(gs_real* f) {\n", tag)
 	fmt.Fprintf(&sb, "  constexpr int D = %d, LD = GS_WLD(D);\n  const int lane = GS_WLANE;\n  (void)lane;\n", d)
 	sb.WriteString("  GS_SYNCWARP();\n  const gs_real amax = gs_wide_lu_amax<D>(f);\n  const gs_real tol = (gs_real)D * GS_EPS * amax;\n")
-	for k := 0; k < d; k++ {
-		var rows, cols []int
-		for r := k + 1; r < d; r++ {
-			if pat[r*d+k] {
-				rows = append(rows, r)
-			}
-		}
-		for c := k + 1; c < d; c++ {
-			if pat[k*d+c] {
-				cols = append(cols, c)
-			}
-		}
-		fmt.Fprintf(&sb, "  {  // step %d: rows %v, columns %v\n", k, rows, cols)
-		fmt.Fprintf(&sb, "    const gs_real dk = fabs(f[%d]);\n", k*(d|1)+k)
-		if len(rows) > 0 {
-			sb.WriteString("    gs_real beat = 0;\n")
-			emit(rows, "    ", func(r string) string {
-				return fmt.Sprintf("      if (fabs(f[%s * LD + %d]) > dk) beat = 1;\n", r, k)
-			})
-			fmt.Fprintf(&sb, "    if (dk == dk && gs_wide_max(beat) != 0) {\n      gs_wide_lu_factor_from<D, true>(f, %d, amax, tol);\n      return;\n    }\n", k)
-		}
-		sb.WriteString("    if (!(dk > tol) || amax == 0) {\n      gs_wide_lu_fail<D>(f);\n      return;\n    }\n")
-		piv := fmt.Sprintf("(gs_real)%d", k)
+	steps := make([][]luStep, len(leaves))
+	for j := range leaves {
+		steps[j] = luSteps(nz, d, leaves[j])
+	}
+	// eliminate returns step k's multipliers and updates (the rows of
+	// the pattern after its interchange), and its pivot's store.
+	eliminate := func(k int, st luStep, j int) string {
+		var b strings.Builder
+		piv := fmt.Sprintf("(gs_real)%d", st.piv)
 		if k == d-1 {
-			piv = fmt.Sprintf("(gs_real)%d - (gs_real)0.5", d)
+			piv = luMark(d, j)
 		}
-		fmt.Fprintf(&sb, "    if (lane == 0) f[D * LD + %d] = %s;\n", k, piv)
-		if len(rows) > 0 {
-			fmt.Fprintf(&sb, "    const gs_real inv = (gs_real)1 / f[%d];\n", k*(d|1)+k)
-			emit(rows, "    ", func(r string) string {
+		fmt.Fprintf(&b, "    if (lane == 0) f[D * LD + %d] = %s;\n", k, piv)
+		if len(st.rows) > 0 {
+			fmt.Fprintf(&b, "    const gs_real inv = (gs_real)1 / f[%d];\n", k*(d|1)+k)
+			b.WriteString(loop(st.rows, "    ", func(r string) string {
 				var b strings.Builder
 				fmt.Fprintf(&b, "      gs_real* const fr = f + %s * LD;\n      const gs_real l = fr[%d] * inv;\n      fr[%d] = l;\n", r, k, k)
-				if len(cols) > 0 {
+				if len(st.cols) > 0 {
 					b.WriteString("      if (l != 0) {\n")
-					for _, c := range cols {
+					for _, c := range st.cols {
 						fmt.Fprintf(&b, "        fr[%d] -= l * f[%d];\n", c, k*(d|1)+c)
 					}
 					b.WriteString("      }\n")
 				}
 				return b.String()
-			})
-			sb.WriteString("    GS_SYNCWARP();\n")
+			}))
+			b.WriteString("    GS_SYNCWARP();\n")
 		}
-		sb.WriteString("  }\n")
+		return b.String()
 	}
+	// factor emits steps k … d-1 for the leaves live (those that agree
+	// on the pivots of steps 0 … k-1), ind before each line.
+	var factor func(k int, live []int, ind string)
+	factor = func(k int, live []int, ind string) {
+		for ; k < d; k++ {
+			st := steps[live[0]][k]
+			var choices []int
+			for _, j := range live {
+				if q := pivOf(j, k); !slices.Contains(choices, q) {
+					choices = append(choices, q)
+				}
+			}
+			if len(choices) == 1 && choices[0] == k {
+				// No interchange: does a row of the pattern beat the
+				// diagonal (the dense search's test)?
+				var b strings.Builder
+				fmt.Fprintf(&b, "  {  // step %d: rows %v, columns %v\n", k, st.search, st.cols)
+				fmt.Fprintf(&b, "    const gs_real dk = fabs(f[%d]);\n", k*(d|1)+k)
+				if len(st.search) > 0 {
+					b.WriteString("    gs_real beat = 0;\n")
+					b.WriteString(loop(st.search, "    ", func(r string) string {
+						return fmt.Sprintf("      if (fabs(f[%s * LD + %d]) > dk) beat = 1;\n", r, k)
+					}))
+					fmt.Fprintf(&b, "    if (dk == dk && gs_wide_max(beat) != 0) {\n      gs_wide_lu_factor_from<D, true>(f, %d, amax, tol);\n      return;\n    }\n", k)
+				}
+				b.WriteString("    if (!(dk > tol) || amax == 0) {\n      gs_wide_lu_fail<D>(f);\n      return;\n    }\n")
+				b.WriteString(eliminate(k, st, live[0]))
+				b.WriteString("  }\n")
+				put(ind, b.String())
+				continue
+			}
+			// The pivot partial pivoting takes, then the leaves' branches.
+			var b strings.Builder
+			fmt.Fprintf(&b, "  {  // step %d: rows %v, pivots %v\n", k, st.search, choices)
+			fmt.Fprintf(&b, "    const gs_real dk = fabs(f[%d]);\n    int p = -1;\n    gs_real pv = -1;\n", k*(d|1)+k)
+			b.WriteString(loop(st.search, "    ", func(r string) string {
+				return fmt.Sprintf("      const gs_real v = fabs(f[%s * LD + %d]);\n      if (v > pv) {\n        p = %s;\n        pv = v;\n      }\n", r, k, r)
+			}))
+			b.WriteString("#ifdef GS_WARPS\n    for (int o = GS_WSTRIDE / 2; o > 0; o >>= 1) {\n" +
+				"      const gs_real ov = __shfl_xor_sync(GS_WMASK, pv, o);\n      const int op = __shfl_xor_sync(GS_WMASK, p, o);\n" +
+				"      if (ov > pv || (ov == pv && op < p)) {\n        p = op;\n        pv = ov;\n      }\n    }\n#endif\n")
+			fmt.Fprintf(&b, "    if (dk != dk || !(pv > dk)) {\n      p = %d;\n      pv = dk;\n    }\n", k)
+			b.WriteString("    if (!(pv > tol) || amax == 0) {\n      gs_wide_lu_fail<D>(f);\n      return;\n    }\n")
+			put(ind, b.String())
+			for _, q := range choices {
+				var sub []int
+				for _, j := range live {
+					if pivOf(j, k) == q {
+						sub = append(sub, j)
+					}
+				}
+				qs := steps[sub[0]][k]
+				b.Reset()
+				fmt.Fprintf(&b, "    if (p == %d) {\n", q)
+				if q != k {
+					fmt.Fprintf(&b, "      GS_SYNCWARP();  // every lane has read column %d\n", k)
+					fmt.Fprintf(&b, "      for (int c = lane; c < D; c += GS_WSTRIDE) {\n        const gs_real t = f[%d + c];\n        f[%d + c] = f[%d + c];\n        f[%d + c] = t;\n      }\n      GS_SYNCWARP();\n",
+						k*(d|1), k*(d|1), q*(d|1), q*(d|1))
+				}
+				put(ind, b.String())
+				put(ind+"  ", eliminate(k, qs, sub[0]))
+				factor(k+1, sub, ind+"    ")
+				put(ind, "      return;\n    }\n")
+			}
+			put(ind, fmt.Sprintf("    gs_wide_lu_factor_from<D, true>(f, %d, amax, tol);\n    return;\n  }\n", k))
+			return
+		}
+	}
+	all := make([]int, len(leaves))
+	for j := range all {
+		all[j] = j
+	}
+	factor(0, all, "")
 	sb.WriteString("}\n")
-	mark := fmt.Sprintf("f[D * LD + D - 1] != (gs_real)%d - (gs_real)0.5", d)
+	// The solves, a leaf's pattern pat and interchanges swaps (steps k
+	// with their rows p).
+	var pat0 []bool
 	// below returns the rows r > c of column c of L (trans: of row c of
 	// U), above the rows r < c of column c of U (trans: of row c of L).
 	at := func(r, c int, trans bool) bool {
 		if trans {
-			return pat[c*d+r]
+			return pat0[c*d+r]
 		}
-		return pat[r*d+c]
+		return pat0[r*d+c]
 	}
 	below := func(c int, trans bool) (rows []int) {
 		for r := c + 1; r < d; r++ {
@@ -711,9 +920,9 @@ func wideSparseLU(nz []bool, d int) (string, string, bool) {
 				continue
 			}
 			fmt.Fprintf(&sb, "  {\n    const gs_real xc = x[%d];\n", c)
-			emit(rs, "    ", func(r string) string {
+			sb.WriteString(loop(rs, "    ", func(r string) string {
 				return fmt.Sprintf("      x[%s] -= %s * xc;\n", r, fref(trans, c)(r))
-			})
+			}))
 			sb.WriteString("    GS_SYNCWARP();\n  }\n")
 		}
 	}
@@ -742,9 +951,9 @@ func wideSparseLU(nz []bool, d int) (string, string, bool) {
 			if len(rs) == 0 {
 				continue
 			}
-			emit(rs, "  ", func(r string) string {
+			sb.WriteString(loop(rs, "  ", func(r string) string {
 				return fmt.Sprintf("    x[%s] -= %s * x%d;\n", r, fref(trans, c)(r), c)
-			})
+			}))
 			sb.WriteString("  GS_SYNCWARP();\n")
 			flush()
 		}
@@ -752,23 +961,121 @@ func wideSparseLU(nz []bool, d int) (string, string, bool) {
 		flush()
 		sb.WriteString("  GS_SYNCWARP();\n")
 	}
+	// swap emits lane 0's interchanges of leaf j, in order (a solve's
+	// first step) or in reverse (a transposed solve's last).
+	swap := func(j int, reverse bool) {
+		var ks []int
+		for k := 0; k < d; k++ {
+			if pivOf(j, k) != k {
+				ks = append(ks, k)
+			}
+		}
+		if reverse {
+			slices.Reverse(ks)
+		}
+		sb.WriteString("  if (lane == 0) {\n")
+		for _, k := range ks {
+			fmt.Fprintf(&sb, "    const gs_real s%d = x[%d];\n    x[%d] = x[%d];\n    x[%d] = s%d;\n", k, k, k, pivOf(j, k), pivOf(j, k), k)
+		}
+		sb.WriteString("  }\n  GS_SYNCWARP();\n")
+	}
 	up, down := make([]int, d), make([]int, d)
 	for c := range up {
 		up[c], down[c] = c, d-1-c
 	}
+	mark := func(j int) string { return fmt.Sprintf("f[D * LD + D - 1] != %s", luMark(d, j)) }
 	// The solves are out of line (GS_WLU_OUTLINE): a kernel calls them
 	// 24 times a Rodas5P step, each an unrolled copy were they inlined.
-	fmt.Fprintf(&sb, "GS_WLU_OUTLINE void gs_wlus_solve_%s(gs_real* x, const gs_real* f) {\n", tag)
-	fmt.Fprintf(&sb, "  constexpr int D = %d, LD = GS_WLD(D);\n  const int lane = GS_WLANE;\n  (void)lane;\n", d)
-	fmt.Fprintf(&sb, "  GS_SYNCWARP();\n  if (%s) {\n    gs_wide_lu_solve<D>(x, f);\n    return;\n  }\n", mark)
-	unit(up[:d-1], func(c int) []int { return below(c, false) }, false)
-	diag(down, func(c int) []int { return above(c, false) }, false)
-	sb.WriteString("}\n")
-	fmt.Fprintf(&sb, "GS_WLU_OUTLINE void gs_wlus_solve_t_%s(gs_real* x, const gs_real* f) {\n", tag)
-	fmt.Fprintf(&sb, "  constexpr int D = %d, LD = GS_WLD(D);\n  const int lane = GS_WLANE;\n  (void)lane;\n", d)
-	fmt.Fprintf(&sb, "  GS_SYNCWARP();\n  if (%s) {\n    gs_wide_lu_solve_t<D>(x, f);\n    return;\n  }\n", mark)
-	diag(up, func(c int) []int { return below(c, true) }, true)
-	unit(down[:d-1], func(c int) []int { return above(c, true) }, true)
-	sb.WriteString("}\n")
+	for _, trans := range []bool{false, true} {
+		name, dense := "solve", "gs_wide_lu_solve"
+		if trans {
+			name, dense = "solve_t", "gs_wide_lu_solve_t"
+		}
+		fmt.Fprintf(&sb, "GS_WLU_OUTLINE void gs_wlus_%s_%s(gs_real* x, const gs_real* f) {\n", name, tag)
+		fmt.Fprintf(&sb, "  constexpr int D = %d, LD = GS_WLD(D);\n  const int lane = GS_WLANE;\n  (void)lane;\n", d)
+		if len(leaves) == 1 {
+			fmt.Fprintf(&sb, "  GS_SYNCWARP();\n  if (%s) {\n    %s<D>(x, f);\n    return;\n  }\n", mark(0), dense)
+		} else {
+			sb.WriteString("  GS_SYNCWARP();\n")
+		}
+		for j := range leaves {
+			pat0 = pats[j]
+			if len(leaves) > 1 {
+				fmt.Fprintf(&sb, "  if (f[D * LD + D - 1] == %s) {\n", luMark(d, j))
+			}
+			if trans {
+				diag(up, func(c int) []int { return below(c, true) }, true)
+				unit(down[:d-1], func(c int) []int { return above(c, true) }, true)
+				if j > 0 {
+					swap(j, true)
+				}
+			} else {
+				if j > 0 {
+					swap(j, false)
+				}
+				unit(up[:d-1], func(c int) []int { return below(c, false) }, false)
+				diag(down, func(c int) []int { return above(c, false) }, false)
+			}
+			if len(leaves) > 1 {
+				sb.WriteString("  return;\n  }\n")
+			}
+		}
+		if len(leaves) > 1 {
+			fmt.Fprintf(&sb, "  %s<D>(x, f);\n", dense)
+		}
+		sb.WriteString("}\n")
+	}
 	return tag, sb.String(), true
+}
+
+// luMark is the last pivot entry of a factor that leaf j of
+// wideSparseLU's pivot sequences ran to its end: D − 1/2 for no
+// interchange (leaf 0), D − 1 + j/64 for the others; each truncates to
+// D − 1, the dense solves' reading.
+func luMark(d, j int) string {
+	if j == 0 {
+		return fmt.Sprintf("(gs_real)%d - (gs_real)0.5", d)
+	}
+	return "(gs_real)" + strconv.FormatFloat(float64(d-1)+float64(j)/64, 'f', -1, 64)
+}
+
+// luStep is step k of a sparse factor: the pattern's rows below the
+// diagonal in column k before its interchange (search: the pivot's
+// candidates), its pivot row, the rows below the diagonal after the
+// interchange (rows: the multipliers') and row k's columns right of the
+// diagonal (cols: each row's updates).
+type luStep struct {
+	search, rows, cols []int
+	piv                int
+}
+
+// luSteps returns the steps of the factor of pattern nz (d×d, row major)
+// that interchanges rows as piv does (nil: none; luPatternPivots).
+func luSteps(nz []bool, d int, piv []int) []luStep {
+	p := append([]bool(nil), nz...)
+	st := make([]luStep, d)
+	for k := range st {
+		s := &st[k]
+		s.piv = k
+		if piv != nil {
+			s.piv = piv[k]
+		}
+		for r := k + 1; r < d; r++ {
+			if p[r*d+k] {
+				s.search = append(s.search, r)
+			}
+		}
+		luPivotStep(p, d, k, s.piv)
+		for r := k + 1; r < d; r++ {
+			if p[r*d+k] {
+				s.rows = append(s.rows, r)
+			}
+		}
+		for c := k + 1; c < d; c++ {
+			if p[k*d+c] {
+				s.cols = append(s.cols, c)
+			}
+		}
+	}
+	return st
 }

@@ -168,16 +168,16 @@ func TestWideSparseLU(t *testing.T) {
 	}
 }
 
-// runWideSparseLU compiles and runs the dense and the sparse factor and
-// solves of W = I + s·M (M d×d of pattern nz, row major) on a simulated
+// runWideSparseLU compiles and runs the dense and the sparse factor (of
+// the predicted pivot sequences hints) and solves of W = I + s·M (M d×d of pattern nz, row major) on a simulated
 // warp of trajectories on lanes lanes each (every group the same
 // matrix), and returns by form ("dense", "sparse") group 0's factor f
 // (the d² entries row-major, then the d pivots) and solutions x and xt
 // of W x = b and Wᵀ x = b, after checking that every group's are the
 // same.
-func runWideSparseLU(t *testing.T, cc string, d int, nz []bool, m, b []float64, s float64, lanes int) map[string]map[string][]float64 {
+func runWideSparseLU(t *testing.T, cc string, d int, nz []bool, m, b []float64, s float64, lanes int, hints ...[]int) map[string]map[string][]float64 {
 	t.Helper()
-	tag, code, ok := wideSparseLU(nz, d)
+	tag, code, ok := wideSparseLU(nz, d, hints...)
 	if !ok {
 		t.Fatal("no sparse form")
 	}
@@ -304,4 +304,209 @@ int main() {
 		res[form] = g0
 	}
 	return res
+}
+
+// TestWideSparsePivots runs the sparse factor and solves with predicted
+// pivot sequences (wideSparseLU's hints, Config.WidePivots) on a
+// simulated warp against the dense ones: seeded random patterns (d = 8,
+// 20, 32, about a quarter of the entries) with values whose diagonal
+// does not dominate, so that partial pivoting interchanges rows; the
+// sequence the dense factor takes (read from its pivots) is the hint,
+// beside a decoy (another valid sequence, interchanging at the first
+// step the pattern allows). The factor must end on the hint's mark (D −
+// 1 + j/64 for hint j), the decoy's case on the decoy's, a matrix with
+// a dominant diagonal on no interchange's (D − 1/2), one that takes
+// another sequence on none (the dense steps from where it parts), a NaN
+// entry's and a singular one's factors NaN; factors, pivots and
+// solutions the dense form's value for value (the sign of a zero may
+// differ). It fails if a case's dense factor interchanges no rows where
+// the case needs it to.
+func TestWideSparsePivots(t *testing.T) {
+	t.Parallel()
+	cc := kerneltest.GXX(t)
+	r := rand.New(rand.NewPCG(48, 7))
+	type tc struct {
+		name  string
+		d     int
+		nz    []bool
+		m     []float64
+		lanes int
+	}
+	var cases []tc
+	for _, d := range []int{8, 20, 32} {
+		nz := make([]bool, d*d)
+		for k := range nz {
+			nz[k] = k/d == k%d || r.IntN(4) == 0
+		}
+		m := make([]float64, d*d)
+		for q := range m {
+			if nz[q] {
+				m[q] = 4*r.Float64() - 2
+			}
+		}
+		for _, lanes := range []int{32, 8} {
+			if lanes == 8 && d == 32 {
+				continue
+			}
+			cases = append(cases, tc{fmt.Sprintf("d=%d", d), d, nz, m, lanes})
+		}
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/lanes=%d", c.name, c.lanes), func(t *testing.T) {
+			t.Parallel()
+			d := c.d
+			b := make([]float64, d)
+			for k := range b {
+				b[k] = r.NormFloat64()
+			}
+			// -2: W = I - 2·M, entries up to 4 against a diagonal of 1 ± 4.
+			piv := func(out map[string]map[string][]float64) []int {
+				p := make([]int, d)
+				for k := range p {
+					p[k] = int(out["dense"]["f"][d*d+k])
+				}
+				return p
+			}
+			base := runWideSparseLU(t, cc, d, c.nz, c.m, b, -2, c.lanes)
+			seq := piv(base)
+			swaps := 0
+			for k, q := range seq {
+				if q != k {
+					swaps++
+				}
+			}
+			if swaps == 0 {
+				t.Fatalf("the dense factor interchanged no rows")
+			}
+			if _, ok := luPatternPivots(c.nz, d, seq); !ok {
+				t.Fatalf("the dense factor's pivots %v are not a sequence of the pattern", seq)
+			}
+			decoy := make([]int, d)
+			for k := range decoy {
+				decoy[k] = k
+			}
+			for k := 0; k < d && decoy[0] == 0; k++ {
+				for q := k + 1; q < d; q++ {
+					if c.nz[q*d+k] && q != seq[k] {
+						decoy[k] = q
+						break
+					}
+				}
+				if decoy[k] != k {
+					break
+				}
+			}
+			dominant := append([]float64(nil), c.m...)
+			for k := 0; k < d; k++ {
+				dominant[k*d+k] = -float64(4 * d)
+			}
+			nan := append([]float64(nil), c.m...)
+			nan[d*d-1] = math.NaN()
+			other := append([]float64(nil), c.m...)
+			for k := 0; k < d; k++ { // another sequence: no interchange at the hint's first one
+				if seq[k] != k {
+					other[k*d+k] = -float64(4 * d)
+					break
+				}
+			}
+			for _, x := range []struct {
+				name  string
+				m     []float64
+				hints [][]int
+				mark  float64 // the factor's last pivot entry, 0: not a sparse leaf's
+			}{
+				{"hint", c.m, [][]int{seq}, float64(d-1) + 1.0/64},
+				{"decoy-first", c.m, [][]int{decoy, seq}, float64(d-1) + 2.0/64},
+				{"dominant", dominant, [][]int{seq}, float64(d) - 0.5},
+				{"other", other, [][]int{seq}, 0},
+				{"nan", nan, [][]int{seq}, math.NaN()},
+			} {
+				out := runWideSparseLU(t, cc, d, c.nz, x.m, b, -2, c.lanes, x.hints...)
+				want, got := out["dense"], out["sparse"]
+				last := got["f"][d*d+d-1]
+				switch {
+				case math.IsNaN(x.mark):
+					if !math.IsNaN(last) {
+						t.Errorf("%s: factor not NaN", x.name)
+					}
+				case x.mark == 0:
+					if last != float64(d-1) {
+						t.Errorf("%s: last pivot entry %v, want %d (the dense steps)", x.name, last, d-1)
+					}
+				case last != x.mark:
+					t.Errorf("%s: last pivot entry %v, want %v", x.name, last, x.mark)
+				}
+				zeros := 0
+				for _, part := range []string{"f", "x", "xt"} {
+					for k := range want[part] {
+						u, v := got[part][k], want[part][k]
+						if part == "f" && k >= d*d {
+							u, v = math.Trunc(u), math.Trunc(v)
+						}
+						if u != v && !(math.IsNaN(u) && math.IsNaN(v)) {
+							t.Fatalf("%s: %s[%d]: sparse %v, dense %v", x.name, part, k, u, v)
+						}
+						if math.Float64bits(u) != math.Float64bits(v) && u == v {
+							zeros++
+						}
+					}
+				}
+				if !math.IsNaN(x.mark) {
+					t.Logf("%s: pivots %v, zeros of another sign %d", x.name, piv(out), zeros)
+				}
+			}
+		})
+	}
+}
+
+// TestParsePivots checks Config.WidePivots's form: ParsePivots and
+// String round trip, the hints of a factor (none where a row passes it),
+// and malformed sequences rejected.
+func TestParsePivots(t *testing.T) {
+	for _, x := range []struct {
+		s    string
+		ok   bool
+		hint map[int]int // d = 20's interchanges
+	}{
+		{"", true, nil},
+		{"5>6 6>7", true, map[int]int{5: 6, 6: 7}},
+		{"0>31", true, nil}, // row 31 past d = 20
+		{"0>1 2>9 29>30", true, map[int]int{0: 1, 2: 9}},
+		{"6>7 5>6", false, nil},
+		{"5>5", false, nil},
+		{"5>32", false, nil},
+		{"0>1 1>2 2>3 3>4", false, nil},
+		{"5-6", false, nil},
+	} {
+		q, err := ParsePivots(x.s)
+		if (err == nil) != x.ok {
+			t.Errorf("%q: error %v, want ok %v", x.s, err, x.ok)
+			continue
+		}
+		if !x.ok {
+			continue
+		}
+		if q.String() != strings.Join(strings.Fields(x.s), " ") {
+			t.Errorf("%q: String %q", x.s, q.String())
+		}
+		h := q.hints(20)
+		if x.s == "0>1 2>9 29>30" {
+			if h != nil {
+				t.Errorf("%q: hints %v for d = 20, want none (row 30)", x.s, h)
+			}
+			continue
+		}
+		if (h == nil) != (x.hint == nil) {
+			t.Fatalf("%q: hints %v, want %v", x.s, h, x.hint)
+		}
+		for k := 0; h != nil && k < 20; k++ {
+			want, ok := x.hint[k]
+			if !ok {
+				want = k
+			}
+			if h[0][k] != want {
+				t.Errorf("%q: step %d's pivot %d, want %d", x.s, k, h[0][k], want)
+			}
+		}
+	}
 }
