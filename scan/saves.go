@@ -221,11 +221,19 @@ type saveSweep struct {
 	// addRowRows: lanes i0…i0+3's saves k0…k1-1 (group4) at
 	// rowBar[rowOff[i0/4]:], save by save, each d vectors of the four
 	// lanes (scaled); rowOff −1 where they were not kept (lanes split,
-	// or no saves). rowKept reports that they are the current row's.
-	rowBar  []float64
-	rowOff  []int
-	rowKept bool
+	// no saves, or past rowBarMax). rowKept reports that they are the
+	// current row's. rowScr is the kernel's scratch where they are not
+	// kept.
+	rowBar, rowScr []float64
+	rowOff         []int
+	rowKept        bool
 }
+
+// rowBarMax is the most cotangents coefBarRows keeps for addRowRows (4
+// MB): enough for a row of thousands of lanes with tens of saves a step
+// at small D, to be read back while still in cache; groups past it are
+// read from the save-major rows again. (A variable for tests.)
+var rowBarMax = 1 << 19
 
 // newSaveSweep prepares the saves of p for a sweep in layout l; its
 // buffers are the Step's, reused from scan to scan.
@@ -781,25 +789,22 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	}
 	var g rowGroup
 	bs, scale, ts := sw.barStride(), sw.barScale(), sw.sv.Times
-	used := 0 // rowBar's values kept
-	// gb returns room for the cotangents of saves k0…k1-1 of four lanes
-	// after the ones kept, keeping those.
-	gb := func(k0, k1 int) *float64 {
-		need := used + (k1-k0)*d*4
-		if len(sw.rowBar) < need {
-			b := make([]float64, max(need, 2*len(sw.rowBar)))
-			copy(b, sw.rowBar[:used])
-			sw.rowBar = b
-		}
-		return &sw.rowBar[used]
+	if len(sw.rowScr) < d*4*16 {
+		sw.rowScr = make([]float64, d*4*16)
 	}
+	// run adds the saves k0…k1-1 of the group's lanes to acc, sixteen at
+	// a time through the scratch (the sums go on in the order of k).
 	run := func(g *rowGroup, k0, k1 int) {
-		coefRowsAVX(&acc[0], gb(k0, k1), &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
+		for a := k0; a < k1; a += 16 {
+			coefRowsAVX(&acc[0], &sw.rowScr[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], a, min(a+16, k1), bs, d, terms, scale)
+		}
 	}
+	used := 0 // rowBar's values kept
 	for i0 := 0; i0 < m; i0 += 4 {
 		k0, k1 := sw.group4(&g, t, h, i0, m)
 		clear(acc)
 		sw.rowOff[i0/4] = -1
+		need := (k1 - k0) * d * 4
 		switch {
 		case k0 >= k1:
 		case g.split(k0, k1):
@@ -808,10 +813,17 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 					run(g.only(q), g.lo[q], g.hi[q])
 				}
 			}
-		default:
+		case used+need > rowBarMax:
 			run(&g, k0, k1)
+		default:
+			if len(sw.rowBar) < used+need {
+				b := make([]float64, min(rowBarMax, max(used+need, 2*len(sw.rowBar))))
+				copy(b, sw.rowBar[:used])
+				sw.rowBar = b
+			}
+			coefRowsAVX(&acc[0], &sw.rowBar[used], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
 			sw.rowOff[i0/4] = used
-			used += (k1 - k0) * d * 4
+			used += need
 		}
 		n := min(4, m-i0)
 		for x, w := range sw.wbar {
