@@ -56,24 +56,46 @@ func (m SaveMode) String() string {
 
 // denseCoefficients returns the coefficients w_j[c] (j = 1…len(r[0]))
 // = h·Σ_i r[i][j−1]·k_i[c] of an explicit method's extension, component
-// by component: w[(j−1)·d + c].
-func denseCoefficients(h tape.V, r [][]float64, k [][]tape.V, d int) []tape.V {
+// by component: w[(j−1)·d + c]. With sumsFirst it emits every sum before
+// the products with h: the same values and operations in another order,
+// in which the executor computes the sums of a component together, as
+// rows sharing their vectors (four rows a tile, each stage's values
+// loaded once for them), rather than one row at a time between the
+// products. Only a program that is not differentiated may take it: a
+// reverse sweep adds its cotangents in the order of the values, so the
+// dense step (whose reverse the gradient runs) keeps the first order.
+func denseCoefficients(h tape.V, r [][]float64, k [][]tape.V, d int, sumsFirst bool) []tape.V {
 	m := len(r[0])
 	w := make([]tape.V, m*d)
+	sums := make([]tape.V, m*d)
+	has := make([]bool, m*d)
 	col := make([]float64, len(r))
 	for j := 0; j < m; j++ {
 		for i := range r {
 			col[i] = r[i][j]
 		}
 		for c := 0; c < d; c++ {
-			if v, ok := wsum(h, col, k, c); ok {
-				w[j*d+c] = h.Mul(v)
-			} else {
-				w[j*d+c] = h.Const(0)
+			x := j*d + c
+			sums[x], has[x] = wsum(h, col, k, c)
+			if !sumsFirst {
+				w[x] = scaleSum(h, sums[x], has[x])
 			}
 		}
 	}
+	if sumsFirst {
+		for x := range w {
+			w[x] = scaleSum(h, sums[x], has[x])
+		}
+	}
 	return w
+}
+
+// scaleSum returns h·v, or 0 where the sum has no term (!ok).
+func scaleSum(h, v tape.V, ok bool) tape.V {
+	if !ok {
+		return h.Const(0)
+	}
+	return h.Mul(v)
 }
 
 // denseStep builds the dense step of an explicit method: inputs t, h, y,
@@ -99,7 +121,7 @@ func (m *erk) denseStep(f *Field, fp *tape.Program) (*tape.Program, int, error) 
 		for j := 0; j < d; j++ {
 			outs = append(outs, combine(y[j], h, tab.B, k, j))
 		}
-		outs = append(outs, denseCoefficients(h, ip.R, k, d)...)
+		outs = append(outs, denseCoefficients(h, ip.R, k, d, false)...)
 	})
 	if err != nil {
 		return nil, 0, err

@@ -322,3 +322,97 @@ func TestSaveRowsSameBits(t *testing.T) {
 		}
 	}
 }
+
+// TestTrialDenseSameBits checks that the trial step with the extension's
+// coefficients (Plan.TrialDense, the record's program where a save time
+// falls inside a step) computes y⁺ and the coefficients bit for bit as
+// the dense step (Plan.DenseStep, whose reverse the gradient runs) on the
+// executor, for every method, on blocks of lanes that take the executor's
+// tiles and their tails: TrialDense emits the coefficients' sums before
+// their products with h (denseCoefficients' sumsFirst), so that they run
+// as rows sharing their vectors.
+func TestTrialDenseSameBits(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 8))
+	fields := []ode.Field{forcedField(), problems.Kepler().Field}
+	for _, f := range fields {
+		for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23} {
+			pl := solverT(t, f, &ode.Settings{Method: m}).Plan()
+			if pl.TrialDense == nil {
+				t.Fatalf("%s/%s: no TrialDense", f.Name, m.Name())
+			}
+			d, np := pl.Dim, f.Params
+			for _, n := range []int{1, 7, 37, 131} {
+				// Inputs t, h, y, p per lane, the shared ones one value.
+				in := make([][]float64, 2+d+np+f.Shared)
+				for k := range in {
+					w := n
+					if k >= 2+d+np {
+						w = 1
+					}
+					in[k] = make([]float64, w)
+					for i := range in[k] {
+						switch k {
+						case 0:
+							in[k][i] = rng.Float64() * 3
+						case 1:
+							in[k][i] = 0.05 + 0.3*rng.Float64()
+						default:
+							in[k][i] = 0.5 + rng.Float64()
+						}
+					}
+				}
+				tin := in
+				if len(pl.TrialDense.Inputs) > len(in) { // FSAL: k1 = f(t, y)
+					fe := execT(t, pl.Field)
+					fin := append([][]float64{in[0]}, in[2:]...)
+					k1 := newCols(d, n)
+					if err := fe.Run(k1, fin, n); err != nil {
+						t.Fatal(err)
+					}
+					tin = append(append([][]float64(nil), in...), k1...)
+				}
+				td := newCols(len(pl.TrialDense.Outputs), n)
+				ds := newCols(len(pl.DenseStep.Outputs), n)
+				if err := execT(t, pl.TrialDense).Run(td, tin, n); err != nil {
+					t.Fatal(err)
+				}
+				if err := execT(t, pl.DenseStep).Run(ds, in, n); err != nil {
+					t.Fatal(err)
+				}
+				w0 := len(td) - pl.DenseTerms*d // TrialDense's coefficients
+				for x := range ds {
+					got := td[w0+x-d]
+					if x < d {
+						got = td[x]
+					}
+					for i := range n {
+						if math.Float64bits(got[i]) != math.Float64bits(ds[x][i]) {
+							t.Fatalf("%s/%s n=%d: output %s lane %d: TrialDense %v, DenseStep %v",
+								f.Name, m.Name(), n, pl.DenseStep.Outputs[x].Name, i, got[i], ds[x][i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// execT returns an executor of p.
+func execT(t *testing.T, p *tape.Program) *tape.Exec {
+	t.Helper()
+	e, err := tape.NewExec(p, &tape.ExecSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// newCols returns k columns of n values.
+func newCols(k, n int) [][]float64 {
+	c := make([][]float64, k)
+	for i := range c {
+		c[i] = make([]float64, n)
+	}
+	return c
+}

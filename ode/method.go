@@ -192,7 +192,7 @@ func (m *erk) trialProgram(f *Field, fp *tape.Program, dense bool) (*tape.Progra
 		}
 		kLast = k[s-1]
 		if dense {
-			w = denseCoefficients(h, tab.Interp.R, k, d)
+			w = denseCoefficients(h, tab.Interp.R, k, d, true) // not differentiated
 		}
 	})
 	if err != nil {

@@ -297,7 +297,7 @@ func (m *rosenbrock) build(f *Field, fp *tape.Program, rp *rosPrograms, kind int
 				outs = append(outs, yNew...)
 			}
 			if kind != buildTrial {
-				outs = append(outs, denseCoefficients(h, rosenbrock23Interp, k, d)...)
+				outs = append(outs, denseCoefficients(h, rosenbrock23Interp, k, d, false)...)
 			}
 			return
 		}

@@ -29,6 +29,12 @@ func coefRowsAVX(acc, gb, bar, ts *float64, col, lo, hi *int, t, h *float64, k0,
 //go:noescape
 func addRowsAVX(lam, bar *float64, col, lo, hi *int, k0, k1, bs, d int, scale float64)
 
+// addRowsGBAVX is addRowRows' kernel where coefRowsAVX kept the four
+// lanes' cotangents (rows_amd64.s).
+//
+//go:noescape
+func addRowsGBAVX(lam, gb *float64, lo, hi *int, k0, k1, d int)
+
 // scatterColAVX is ScatterCol's kernel (rows_amd64.s).
 //
 //go:noescape

@@ -21,6 +21,8 @@ func addRowsAVX(lam, bar *float64, col, lo, hi *int, k0, k1, bs, d int, scale fl
 	panic("scan: no AVX")
 }
 
+func addRowsGBAVX(lam, gb *float64, lo, hi *int, k0, k1, d int) { panic("scan: no AVX") }
+
 func scatterColAVX(dst, src *float64, n, stride int) { panic("scan: no AVX") }
 
 func gatherRows4AVX(dst, c0, c1, c2, c3 *float64, n, stride int) { panic("scan: no AVX") }

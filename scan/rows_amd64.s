@@ -15,9 +15,10 @@
 //
 // acc[(j·d+c)·4+q] += θ^(j+1)·ȳ_c (j < terms) for lane q's saves k with
 // ts[k] > t[q], θ = (ts[k] − t[q])/h[q] (VSUBPD, VDIVPD), θ^j by repeated
-// multiplication, VMULPD then VADDPD: addPowers' values and order. gb is
-// scratch for one save's d vectors of four cotangents.
-TEXT ·coefRowsAVX(SB), NOSPLIT, $8-120
+// multiplication, VMULPD then VADDPD: addPowers' values and order. gb
+// receives every save's d vectors of four cotangents (scaled, not
+// masked), save k's at gb[(k−k0)·d·4:], for addRowsGBAVX.
+TEXT ·coefRowsAVX(SB), NOSPLIT, $16-120
 	MOVQ         col+32(FP), AX
 	MOVQ         (AX), R11
 	MOVQ         8(AX), R12
@@ -45,6 +46,8 @@ TEXT ·coefRowsAVX(SB), NOSPLIT, $8-120
 	MOVQ         bar+16(FP), SI
 	ADDQ         AX, SI          // save k's first row
 	MOVQ         ts+24(FP), R10
+	MOVQ         gb+8(FP), AX
+	MOVQ         AX, gk-16(SP)   // save k's cotangents in gb
 
 ck:
 	CMPQ         CX, k1+80(FP)
@@ -62,7 +65,7 @@ ck:
 
 	// The save's cotangents, d vectors of four lanes, to g.
 	MOVQ SI, DX
-	MOVQ gb+8(FP), R9
+	MOVQ gk-16(SP), R9
 	MOVQ d+96(FP), AX
 
 cg:
@@ -85,7 +88,7 @@ cg:
 	MOVQ    terms+104(FP), AX
 
 ct:
-	MOVQ gb+8(FP), R9
+	MOVQ gk-16(SP), R9
 	MOVQ d+96(FP), DX
 
 cc:
@@ -101,6 +104,9 @@ cc:
 	DECQ      AX
 	JNZ       ct
 
+	MOVQ d+96(FP), AX
+	SHLQ $5, AX
+	ADDQ AX, gk-16(SP)
 	INCQ CX
 	ADDQ rb-8(SP), SI
 	JMP  ck
@@ -165,6 +171,51 @@ lc:
 	JMP  lk
 
 ldone:
+	VZEROUPPER
+	RET
+
+// func addRowsGBAVX(lam, gb *float64, lo, hi *int, k0, k1, d int)
+//
+// lam[c·4+q] += ȳ_c of lane q's saves k, in the order of k, as addRowsAVX
+// adds them, reading the cotangents coefRowsAVX wrote to gb for the same
+// four lanes and saves k0…k1-1 (save k's at gb[(k−k0)·d·4:]) instead of
+// the save-major rows.
+TEXT ·addRowsGBAVX(SB), NOSPLIT, $0-56
+	MOVQ         lo+16(FP), AX
+	VMOVDQU      (AX), Y12
+	MOVQ         hi+24(FP), AX
+	VMOVDQU      (AX), Y13
+	MOVQ         $0x8000000000000000, AX
+	VMOVQ        AX, X10
+	VPBROADCASTQ X10, Y10        // −0
+	MOVQ         gb+8(FP), SI
+	MOVQ         k0+32(FP), CX
+
+gk:
+	CMPQ         CX, k1+40(FP)
+	JGE          gdone
+	VMOVQ        CX, X0
+	VPBROADCASTQ X0, Y0
+	VPCMPGTQ     Y0, Y12, Y1     // lo > k
+	VPCMPGTQ     Y0, Y13, Y2     // hi > k
+	VPANDN       Y2, Y1, Y3      // lo ≤ k < hi
+	MOVQ         lam+0(FP), DI
+	MOVQ         d+48(FP), AX
+
+gc:
+	VMOVUPD   (SI), Y7
+	VBLENDVPD Y3, Y7, Y10, Y7
+	VADDPD    (DI), Y7, Y7
+	VMOVUPD   Y7, (DI)
+	ADDQ      $32, SI
+	ADDQ      $32, DI
+	DECQ      AX
+	JNZ       gc
+
+	INCQ CX
+	JMP  gk
+
+gdone:
 	VZEROUPPER
 	RET
 

@@ -216,7 +216,24 @@ type saveSweep struct {
 	gathered bool // rowg holds the current row's cotangents
 
 	rowAcc []float64 // the row kernels' sums of four lanes (coefBarRows, addRowRows)
+
+	// The backward row's cotangents as coefBarRows read them, for
+	// addRowRows: lanes i0…i0+3's saves k0…k1-1 (group4) at
+	// rowBar[rowOff[i0/4]:], save by save, each d vectors of the four
+	// lanes (scaled); rowOff −1 where they were not kept (lanes split,
+	// no saves, or past rowBarMax). rowKept reports that they are the
+	// current row's. rowScr is the kernel's scratch where they are not
+	// kept.
+	rowBar, rowScr []float64
+	rowOff         []int
+	rowKept        bool
 }
+
+// rowBarMax is the most cotangents coefBarRows keeps for addRowRows (4
+// MB): enough for a row of thousands of lanes with tens of saves a step
+// at small D, to be read back while still in cache; groups past it are
+// read from the save-major rows again. (A variable for tests.)
+var rowBarMax = 1 << 19
 
 // newSaveSweep prepares the saves of p for a sweep in layout l; its
 // buffers are the Step's, reused from scan to scan.
@@ -236,7 +253,7 @@ func newSaveSweep(p *Problem, l *layout, set *tape.ExecSettings) (*saveSweep, er
 	sw.sv, sw.l, sw.d, sw.m, sw.k = p.Saves, l, d, m, len(p.Saves.Times)
 	sw.ext, sw.extRev = ext, extRev
 	sw.cur, sw.end = sw.cur[:n], sw.end[:n]
-	sw.gathered = false
+	sw.gathered, sw.rowKept = false, false
 	clear(sw.cur)
 	return sw, nil
 }
@@ -758,29 +775,55 @@ func (sw *saveSweep) barScale() float64 {
 }
 
 // coefBarRows is coefBar four lanes at a time (coefRowsAVX): the same
-// sums, bit for bit.
+// sums, bit for bit. It keeps the cotangents it reads (rowBar), so that
+// addRowRows reads them from there rather than from the save-major rows
+// again.
 func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	d, terms := sw.d, sw.m
-	if cap(sw.rowAcc) < terms*d*4+d*4 {
-		sw.rowAcc = make([]float64, terms*d*4+d*4)
+	if cap(sw.rowAcc) < terms*d*4 {
+		sw.rowAcc = make([]float64, terms*d*4)
 	}
-	acc, gs := sw.rowAcc[:terms*d*4], sw.rowAcc[terms*d*4:terms*d*4+d*4]
+	acc := sw.rowAcc[:terms*d*4]
+	if cap(sw.rowOff) < (m+3)/4 {
+		sw.rowOff = make([]int, (m+3)/4)
+	}
 	var g rowGroup
 	bs, scale, ts := sw.barStride(), sw.barScale(), sw.sv.Times
+	if len(sw.rowScr) < d*4*16 {
+		sw.rowScr = make([]float64, d*4*16)
+	}
+	// run adds the saves k0…k1-1 of the group's lanes to acc, sixteen at
+	// a time through the scratch (the sums go on in the order of k).
 	run := func(g *rowGroup, k0, k1 int) {
-		if k0 < k1 {
-			coefRowsAVX(&acc[0], &gs[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
+		for a := k0; a < k1; a += 16 {
+			coefRowsAVX(&acc[0], &sw.rowScr[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], a, min(a+16, k1), bs, d, terms, scale)
 		}
 	}
+	used := 0 // rowBar's values kept
 	for i0 := 0; i0 < m; i0 += 4 {
 		k0, k1 := sw.group4(&g, t, h, i0, m)
 		clear(acc)
-		if g.split(k0, k1) {
+		sw.rowOff[i0/4] = -1
+		need := (k1 - k0) * d * 4
+		switch {
+		case k0 >= k1:
+		case g.split(k0, k1):
 			for q := range 4 {
-				run(g.only(q), g.lo[q], g.hi[q])
+				if g.lo[q] < g.hi[q] {
+					run(g.only(q), g.lo[q], g.hi[q])
+				}
 			}
-		} else {
+		case used+need > rowBarMax:
 			run(&g, k0, k1)
+		default:
+			if len(sw.rowBar) < used+need {
+				b := make([]float64, min(rowBarMax, max(used+need, 2*len(sw.rowBar))))
+				copy(b, sw.rowBar[:used])
+				sw.rowBar = b
+			}
+			coefRowsAVX(&acc[0], &sw.rowBar[used], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
+			sw.rowOff[i0/4] = used
+			used += need
 		}
 		n := min(4, m-i0)
 		for x, w := range sw.wbar {
@@ -788,17 +831,21 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 			copy(w[i0:i0+n], a)
 		}
 	}
+	sw.rowKept = true
 	return sw.wbar
 }
 
-// addRowRows is addRow's sums four lanes at a time (addRowsAVX): λ
-// plus each lane's saves' cotangents in time order, bit for bit.
+// addRowRows is addRow's sums four lanes at a time (addRowsAVX, or
+// addRowsGBAVX on the cotangents coefBarRows kept for the row): λ plus
+// each lane's saves' cotangents in time order, bit for bit.
 func (sw *saveSweep) addRowRows(lam [][]float64, bar []float64, m int) {
 	d := sw.d
 	if cap(sw.rowAcc) < d*4 {
 		sw.rowAcc = make([]float64, d*4)
 	}
 	acc := sw.rowAcc[:d*4]
+	kept := sw.rowKept
+	sw.rowKept = false
 	var g rowGroup
 	bs, scale := sw.barStride(), sw.barScale()
 	for i0 := 0; i0 < m; i0 += 4 {
@@ -810,13 +857,16 @@ func (sw *saveSweep) addRowRows(lam [][]float64, bar []float64, m int) {
 		for c, col := range lam {
 			copy(acc[c*4:c*4+n], col[i0:i0+n])
 		}
-		if g.split(k0, k1) {
+		switch {
+		case kept && sw.rowOff[i0/4] >= 0:
+			addRowsGBAVX(&acc[0], &sw.rowBar[sw.rowOff[i0/4]], &g.lo[0], &g.hi[0], k0, k1, d)
+		case g.split(k0, k1):
 			for q := range 4 {
 				if o := g.only(q); g.lo[q] < g.hi[q] {
 					addRowsAVX(&acc[0], &bar[0], &o.col[0], &o.lo[0], &o.hi[0], g.lo[q], g.hi[q], bs, d, scale)
 				}
 			}
-		} else {
+		default:
 			addRowsAVX(&acc[0], &bar[0], &g.col[0], &g.lo[0], &g.hi[0], k0, k1, bs, d, scale)
 		}
 		for c, col := range lam {

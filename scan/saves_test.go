@@ -43,12 +43,22 @@ func extMidpointStep(t *testing.T) *Step {
 // (one with no steps, start times T0 apart), save times before, at and
 // after their spans and several in most steps, rows padded past N
 // (BarStride), cotangents scaled as read (BarScale), recorded states and
-// checkpoints; groups of lanes far apart in time run lane by lane (split).
+// checkpoints; groups of lanes far apart in time run lane by lane (split);
+// the cotangents kept for addRowRows for every group, for some (a budget,
+// rowBarMax, of 100 values) and for none.
 func TestSaveRowsSameGradient(t *testing.T) {
 	if !haveAVX {
 		t.Skip("no AVX: the lane-by-lane loops run")
 	}
 	defer func(u bool) { useRows = u }(useRows)
+	defer func(m int) { rowBarMax = m }(rowBarMax)
+	for _, keep := range []int{rowBarMax, 100, 0} {
+		rowBarMax = keep
+		saveRowsSameGradient(t)
+	}
+}
+
+func saveRowsSameGradient(t *testing.T) {
 	for _, c := range []struct {
 		n      int
 		scale  float64
@@ -91,7 +101,7 @@ func TestSaveRowsSameGradient(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		what := fmt.Sprintf("n %d, scale %v, stored %v", c.n, c.scale, c.stored)
+		what := fmt.Sprintf("n %d, scale %v, stored %v, kept %d", c.n, c.scale, c.stored, rowBarMax)
 		sameBits(t, what+": ∂/∂y0", gs[1].Y0, gs[0].Y0)
 		sameBits(t, what+": ∂/∂p", gs[1].P, gs[0].P)
 		sameBits(t, what+": ∂/∂s", gs[1].Shared, gs[0].Shared)

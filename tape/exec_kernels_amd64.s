@@ -232,7 +232,9 @@ done: \
 
 // ROWS1 is the body of fma1AVX and mad1AVX: one row d (R8), coefficients
 // c (SI, one a term), vectors vec (DI), nt ≥ 1 terms (CX), m lanes (DX),
-// b and start as for ROWS4; lanes sixteen, then four, then one at a time.
+// b and start as for ROWS4; lanes thirty-two (eight sums in registers:
+// enough independent chains to cover the latency of a multiply-add at two
+// a cycle), then sixteen, then four, then one at a time.
 #define ROWS1(OPY, OPX) \
 	MOVQ d+0(FP), R8 \
 	MOVQ c+8(FP), SI \
@@ -240,6 +242,86 @@ done: \
 	MOVQ nt+24(FP), CX \
 	MOVQ m+32(FP), DX \
 	XORQ AX, AX \
+l32: \
+	LEAQ 32(AX), BX \
+	CMPQ BX, DX \
+	JGT  l16 \
+	MOVQ SI, R12 \
+	MOVQ DI, R13 \
+	MOVQ CX, R14 \
+	CMPB start+48(FP), $1 \
+	JEQ  i32 \
+	JGT  b32 \
+	VMOVUPD (R8)(AX*8), Y0 \
+	VMOVUPD 32(R8)(AX*8), Y1 \
+	VMOVUPD 64(R8)(AX*8), Y2 \
+	VMOVUPD 96(R8)(AX*8), Y3 \
+	VMOVUPD 128(R8)(AX*8), Y4 \
+	VMOVUPD 160(R8)(AX*8), Y5 \
+	VMOVUPD 192(R8)(AX*8), Y6 \
+	VMOVUPD 224(R8)(AX*8), Y7 \
+	JMP  t32 \
+b32: \
+	MOVQ b+40(FP), BX \
+	VBROADCASTSD (BX), Y0 \
+	VMOVAPD Y0, Y1 \
+	VMOVAPD Y0, Y2 \
+	VMOVAPD Y0, Y3 \
+	VMOVAPD Y0, Y4 \
+	VMOVAPD Y0, Y5 \
+	VMOVAPD Y0, Y6 \
+	VMOVAPD Y0, Y7 \
+	JMP  t32 \
+i32: \
+	MOVQ (R13), BX \
+	VBROADCASTSD (R12), Y14 \
+	VMULPD (BX)(AX*8), Y14, Y0 \
+	VMULPD 32(BX)(AX*8), Y14, Y1 \
+	VMULPD 64(BX)(AX*8), Y14, Y2 \
+	VMULPD 96(BX)(AX*8), Y14, Y3 \
+	VMULPD 128(BX)(AX*8), Y14, Y4 \
+	VMULPD 160(BX)(AX*8), Y14, Y5 \
+	VMULPD 192(BX)(AX*8), Y14, Y6 \
+	VMULPD 224(BX)(AX*8), Y14, Y7 \
+	ADDQ $8, R12 \
+	ADDQ $24, R13 \
+	DECQ R14 \
+t32: \
+	TESTQ R14, R14 \
+	JEQ  s32 \
+	MOVQ (R13), BX \
+	VBROADCASTSD (R12), Y14 \
+	VMOVUPD (BX)(AX*8), Y8 \
+	VMOVUPD 32(BX)(AX*8), Y9 \
+	VMOVUPD 64(BX)(AX*8), Y11 \
+	VMOVUPD 96(BX)(AX*8), Y12 \
+	OPY(Y14, Y8, Y0) \
+	OPY(Y14, Y9, Y1) \
+	OPY(Y14, Y11, Y2) \
+	OPY(Y14, Y12, Y3) \
+	VMOVUPD 128(BX)(AX*8), Y8 \
+	VMOVUPD 160(BX)(AX*8), Y9 \
+	VMOVUPD 192(BX)(AX*8), Y11 \
+	VMOVUPD 224(BX)(AX*8), Y12 \
+	OPY(Y14, Y8, Y4) \
+	OPY(Y14, Y9, Y5) \
+	OPY(Y14, Y11, Y6) \
+	OPY(Y14, Y12, Y7) \
+	ADDQ $8, R12 \
+	ADDQ $24, R13 \
+	DECQ R14 \
+	JMP  t32 \
+s32: \
+	VMOVUPD Y0, (R8)(AX*8) \
+	VMOVUPD Y1, 32(R8)(AX*8) \
+	VMOVUPD Y2, 64(R8)(AX*8) \
+	VMOVUPD Y3, 96(R8)(AX*8) \
+	VMOVUPD Y4, 128(R8)(AX*8) \
+	VMOVUPD Y5, 160(R8)(AX*8) \
+	VMOVUPD Y6, 192(R8)(AX*8) \
+	VMOVUPD Y7, 224(R8)(AX*8) \
+	ADDQ $32, AX \
+	JMP  l32 \
 l16: \
 	LEAQ 16(AX), BX \
 	CMPQ BX, DX \

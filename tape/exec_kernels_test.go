@@ -34,7 +34,7 @@ func sameBits(a, b float64) bool {
 // TestMatKernel compares the matrix kernel, in assembly and in Go, with
 // the ops it fuses computed one at a time (math.FMA, or a rounded product
 // then a sum), for every shape of tile and tail: rows 1…9, terms 1…6,
-// blocks of 1…37 trajectories, with and without initial values (uniform
+// blocks of 1…80 trajectories, with and without initial values (uniform
 // or per trajectory, or uniform and packed).
 func TestMatKernel(t *testing.T) {
 	defer SetAVX2(SetAVX2(true))
@@ -44,7 +44,7 @@ func TestMatKernel(t *testing.T) {
 		if !k.init {
 			k.fma = false // a Dot always starts from its bias
 		}
-		m := 1 + r.IntN(37)
+		m := 1 + r.IntN(80)
 		name := fmt.Sprintf("fma=%v/init=%v/rows=%d/terms=%d/m=%d", k.fma, k.init, k.rows, k.terms, m)
 		coef := make([][]float64, k.rows)
 		for i := range coef {
