@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,6 +77,51 @@ func TestHostWideLanesSame(t *testing.T) {
 				closeWideResults(t, op, form, "a warp", got, want, x.relTol)
 			}
 		})
+	}
+}
+
+// TestHostWideLanesShared is TestHostWideLanesSame with shared
+// parameters: Lorenz-96 with a damping and a coupling shared by every
+// trajectory and five save times (wideSavesCase: the shared gradient's
+// sums over the reverse steps and the loss's own term), d = 20 and d = 64,
+// eight trajectories, the first run to t = 2 and the others to 0.5 (so
+// that on fewer lanes the warp's other groups finish several
+// trajectories while its first group still runs trajectory 0), on the
+// simulated warp: by default (defaultWideLanes: 16 lanes at d = 20, and at
+// d = 64 up to wideLanesMaxDim) and on 16 and 8 lanes against a warp per
+// trajectory, the gradient with the record bit for bit (the loss, dL/dy0,
+// dL/dp and dL/dShared). The simulated warp's groups run their
+// trajectories at once; they add to the shared gradient's sums in
+// trajectory order (wide.cuh's GS_WIDE_TURN), as one simulated warp a
+// trajectory does (session 47 saw dL/dShared differ in the last bits
+// where they added in the order they finished).
+func TestHostWideLanesShared(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	for _, d := range []int{20, 64} {
+		c := wideSavesCase(8, d)
+		c.prob.T1s = slices.Repeat([]float64{c.prob.T1}, c.prob.N)
+		c.prob.T1s[0] = 2
+		for _, lanes := range []int{0, 16, 8} {
+			t.Run(fmt.Sprintf("d=%d/lanes=%d", d, lanes), func(t *testing.T) {
+				t.Parallel()
+				if lanes > 0 {
+					per, err := kernelgen.WideSharedPerWarp(jobOf(t, c, ode.OpGrad).Plan, true, true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if l := wideLanesFor(lanes, per, 227<<10); l != lanes {
+						t.Fatalf("%d lanes asked, %d run (wideLanesFor): the case checks nothing", lanes, l)
+					}
+				}
+				want := wideResults(t, c, tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide, wideLanes: -1}), "grad")
+				got := wideResults(t, c, tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide, wideLanes: lanes}), "grad")
+				if n := 1 + c.prob.N*(d+1); len(want) != n+2 {
+					t.Fatalf("%d results, want %d with dL/dShared's 2", len(want), n+2)
+				}
+				sameWideResults(t, "grad", fmt.Sprintf("%d lanes a trajectory (0: the default)", lanes), "a warp", got, want)
+			})
+		}
 	}
 }
 
