@@ -268,7 +268,7 @@ var wideLanesVariants = []struct {
 
 // wideLanesRuns reports whether BenchmarkGPUWideLanes times variant v
 // on case c: every variant on HIRES (d = 8), all but lanes4 on
-// Pollution (d = 20); on Lorenz-96 with d = 64 (a warp by default) the
+// Pollution (d = 20); on Lorenz-96 with d = 64 (16 lanes by default) the
 // default, a warp, lanes16, lanes8, the neighbours read
 // through index tables on the default lanes (tables) and on a warp (warp-tables),
 // the window loops rolled (rolled), and both on a warp (warp-old: the
@@ -462,8 +462,8 @@ func TestWideLanesShapes(t *testing.T) {
 }
 
 // TestDefaultWideLanes checks defaultWideLanes: the fewest lanes, at
-// least 8, that hold two components each (d ≤ 32); a warp beyond, for
-// explicit methods too (wideLanesMaxDim).
+// least 8, that hold two components each; for an explicit method 16 up
+// to d = 64 (wideLanesMaxDim); a warp beyond.
 func TestDefaultWideLanes(t *testing.T) {
 	for _, x := range []struct {
 		d       int
@@ -471,7 +471,7 @@ func TestDefaultWideLanes(t *testing.T) {
 		want    int
 	}{
 		{1, true, 8}, {8, true, 8}, {16, true, 8}, {17, true, 16}, {20, true, 16}, {32, true, 16}, {33, true, 32}, {64, true, 32}, {256, true, 32},
-		{8, false, 8}, {32, false, 16}, {33, false, 32}, {64, false, 32}, {65, false, 32}, {256, false, 32},
+		{8, false, 8}, {32, false, 16}, {33, false, 16}, {64, false, 16}, {65, false, 32}, {256, false, 32},
 	} {
 		if got := defaultWideLanes(x.d, x.factors); got != x.want {
 			t.Errorf("defaultWideLanes(%d, %v) = %d, want %d", x.d, x.factors, got, x.want)

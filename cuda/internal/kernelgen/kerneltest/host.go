@@ -150,11 +150,15 @@ template <class T> T atomicAdd(T* a, T v) {
 // (GS_WIDE_LANES: several a warp, running at once) where their order
 // shows: trajectory i waits for its turn (gs_sim_turn_wait), then passes
 // it to i + 1 (gs_sim_turn_pass); a launch starts at turn 0
-// (gs_sim_turn_start).
+// (gs_sim_turn_start). The waiting threads sleep (a spin would take the
+// CPUs from the group whose turn it is).
 inline std::atomic<long long> gs_sim_turn{0};
 static void gs_sim_turn_start() { gs_sim_turn.store(0); }
 static void gs_sim_turn_wait(long long i) {
-  while (gs_sim_turn.load() != i) std::this_thread::yield();
+  for (long long t = gs_sim_turn.load(); t != i; t = gs_sim_turn.load()) gs_sim_turn.wait(t);
 }
-static void gs_sim_turn_pass(long long i) { gs_sim_turn.store(i + 1); }
+static void gs_sim_turn_pass(long long i) {
+  gs_sim_turn.store(i + 1);
+  gs_sim_turn.notify_all();
+}
 `
