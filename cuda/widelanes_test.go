@@ -147,6 +147,27 @@ func TestGPUWideLanesSame(t *testing.T) {
 	}
 }
 
+// TestGPUWideLanesShared is TestHostWideLanesShared on the device:
+// Lorenz-96 with shared parameters and five save times (wideSavesCase,
+// 1,000 trajectories) at d = 20 (forced wide) and d = 64, by default
+// (defaultWideLanes: 16 lanes at both) and on 16 and 8 lanes against a
+// warp per trajectory: the solve, the gradient with the record and on
+// the mesh bit for bit but for dL/dShared, within 1e-12 relative
+// (sameRunsShared: the warps' atomics add the trajectories' terms in no
+// fixed order, on a warp per trajectory too). It skips without a GPU.
+func TestGPUWideLanesShared(t *testing.T) {
+	needGPUEngine(t)
+	for _, d := range []int{20, 64} {
+		c := wideSavesCase(1000, d)
+		warp := c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: -1}))
+		for _, lanes := range []int{0, 16, 8} {
+			t.Run(fmt.Sprintf("d=%d/lanes=%d", d, lanes), func(t *testing.T) {
+				sameRunsShared(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: lanes})), warp, 1e-12)
+			})
+		}
+	}
+}
+
 // closeWideResults checks that the results got of op with form are
 // those of ref, want, within relTol of max(|x|, 1e-3 × the largest
 // result), and logs how many differ in their bits.
