@@ -629,7 +629,7 @@ func wideMinBlocks(per, limit, tun int) int {
 // state dimension d runs on by default, factors true for a Rosenbrock
 // method's kernel (kernelgen.WideFactors): the fewest, at least 8, that
 // hold two components each (d ≤ 2·lanes); for an explicit method 16 also
-// from d = 33 to wideLanesMaxDim (none at present); a warp
+// from d = 33 to wideLanesMaxDim (Lorenz-96, d = 64); a warp
 // (kernelgen.LaneWidth) beyond. The results are those of a warp per
 // trajectory bit for bit at any d (the lanes' partial sums kept by lane
 // of a warp: kernelgen's gs_wide_sums). On an H100 at n = 4,096
@@ -651,13 +651,16 @@ func defaultWideLanes(d int, factors bool) int {
 }
 
 // wideLanesMaxDim is the largest state an explicit method's wide kernel
-// runs on fewer lanes than a warp by default (defaultWideLanes): 32, so
-// that past d = 32 a warp each. Lorenz-96 (d = 64) on 16 lanes (0.759
-// against 0.833 ms, session 46) gave other shared parameters' gradients
-// than on a warp in TestHostWideSplitUnits (session 47, a save time and
-// shared parameters; not yet understood), so it waits for that and for
-// the device's tests (BenchmarkGPUWideLanes' lanes16 rows keep it).
-const wideLanesMaxDim = 32
+// runs on fewer lanes than a warp by default (defaultWideLanes): 16
+// lanes, four components each, measured at d = 64 only (Lorenz-96's
+// gradient kernel 0.759 against 0.833 ms on a warp, H100, session 46).
+// Session 47 put it back to 32 where TestHostWideSplitUnits saw other
+// dL/dShared bits on 16 lanes than on a warp: the simulated warp's groups
+// of lanes added their trajectories' shared sums in the order they
+// finished, not the trajectories' (session 48: wide.cuh's gs_sim_turn,
+// TestHostWideLanesShared); on the device the warps' atomics come in no
+// fixed order on a warp per trajectory too.
+const wideLanesMaxDim = 64
 
 // lanesFor returns the lanes a wide kernel of plan pl's trajectories ask
 // for under tun (Tuning.wideLanes; 0: defaultWideLanes, negative: a

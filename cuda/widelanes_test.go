@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,6 +80,55 @@ func TestHostWideLanesSame(t *testing.T) {
 	}
 }
 
+// TestHostWideLanesShared is TestHostWideLanesSame with shared
+// parameters: Lorenz-96 with a damping and a coupling shared by every
+// trajectory and five save times (wideSavesCase: the shared gradient's
+// sums over the reverse steps and the loss's own term), d = 20 and d = 64,
+// eight trajectories, the first run to t = 2 and the others to 0.5 (so
+// that on fewer lanes the warp's other groups finish several
+// trajectories while its first group still runs trajectory 0), on the
+// simulated warp: by default (defaultWideLanes: 16 lanes at d = 20, and at
+// d = 64 up to wideLanesMaxDim) and on 16 and 8 lanes against a warp per
+// trajectory, the gradient with the record bit for bit (the loss, dL/dy0,
+// dL/dp and dL/dShared). The simulated warp's groups run their
+// trajectories at once; they add to the shared gradient's sums in
+// trajectory order (wide.cuh's gs_sim_turn_wait), as one simulated warp
+// a trajectory does (session 47 saw dL/dShared differ in the last bits
+// where they added in the order they finished). With -short d = 20 only.
+func TestHostWideLanesShared(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	dims := []int{20, 64}
+	if testing.Short() {
+		dims = dims[:1]
+	}
+	for _, d := range dims {
+		c := wideSavesCase(8, d)
+		c.prob.T1s = slices.Repeat([]float64{c.prob.T1}, c.prob.N)
+		c.prob.T1s[0] = 2
+		for _, lanes := range []int{0, 16, 8} {
+			t.Run(fmt.Sprintf("d=%d/lanes=%d", d, lanes), func(t *testing.T) {
+				t.Parallel()
+				if lanes > 0 {
+					per, err := kernelgen.WideSharedPerWarp(jobOf(t, c, ode.OpGrad).Plan, true, true)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if l := wideLanesFor(lanes, per, 227<<10); l != lanes {
+						t.Fatalf("%d lanes asked, %d run (wideLanesFor): the case checks nothing", lanes, l)
+					}
+				}
+				want := wideResults(t, c, tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide, wideLanes: -1}), "grad")
+				got := wideResults(t, c, tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide, wideLanes: lanes}), "grad")
+				if n := 1 + c.prob.N*(d+1); len(want) != n+2 {
+					t.Fatalf("%d results, want %d with dL/dShared's 2", len(want), n+2)
+				}
+				sameWideResults(t, "grad", fmt.Sprintf("%d lanes a trajectory (0: the default)", lanes), "a warp", got, want)
+			})
+		}
+	}
+}
+
 // TestGPUWideLanesSame is TestHostWideLanesSame's bit-for-bit cases on
 // the device: the large-state suite's HIRES (d = 8) on 16, 8 and 4 lanes a
 // trajectory and Pollution (d = 20) on 16 (d ≤ 2·lanes) against a warp
@@ -96,6 +146,27 @@ func TestGPUWideLanesSame(t *testing.T) {
 		for _, lanes := range x.lanes {
 			t.Run(fmt.Sprintf("%s/lanes=%d", x.name, lanes), func(t *testing.T) {
 				sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: lanes})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: -1})))
+			})
+		}
+	}
+}
+
+// TestGPUWideLanesShared is TestHostWideLanesShared on the device:
+// Lorenz-96 with shared parameters and five save times (wideSavesCase,
+// 1,000 trajectories) at d = 20 (forced wide) and d = 64, by default
+// (defaultWideLanes: 16 lanes at both) and on 16 and 8 lanes against a
+// warp per trajectory: the solve, the gradient with the record and on
+// the mesh bit for bit but for dL/dShared, within 1e-12 relative
+// (sameRunsShared: the warps' atomics add the trajectories' terms in no
+// fixed order, on a warp per trajectory too). It skips without a GPU.
+func TestGPUWideLanesShared(t *testing.T) {
+	needGPUEngine(t)
+	for _, d := range []int{20, 64} {
+		c := wideSavesCase(1000, d)
+		warp := c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: -1}))
+		for _, lanes := range []int{0, 16, 8} {
+			t.Run(fmt.Sprintf("d=%d/lanes=%d", d, lanes), func(t *testing.T) {
+				sameRunsShared(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideLanes: lanes})), warp, 1e-12)
 			})
 		}
 	}
@@ -224,7 +295,7 @@ var wideLanesVariants = []struct {
 // wideLanesRuns reports whether BenchmarkGPUWideLanes times variant v
 // on case c: every variant on HIRES (d = 8) but pivots (its factors
 // never interchange rows), all but lanes4 and lanes8-b0 on Pollution (d =
-// 20), pivots only there; on Lorenz-96 with d = 64 (a warp by default) the
+// 20), pivots only there; on Lorenz-96 with d = 64 (16 lanes by default) the
 // default, a warp, lanes16, lanes8, the neighbours read
 // through index tables on the default lanes (tables) and on a warp (warp-tables),
 // the window loops rolled (rolled), and both on a warp (warp-old: the
@@ -420,8 +491,8 @@ func TestWideLanesShapes(t *testing.T) {
 }
 
 // TestDefaultWideLanes checks defaultWideLanes: the fewest lanes, at
-// least 8, that hold two components each (d ≤ 32); a warp beyond, for
-// explicit methods too (wideLanesMaxDim).
+// least 8, that hold two components each; for an explicit method 16 up
+// to d = 64 (wideLanesMaxDim); a warp beyond.
 func TestDefaultWideLanes(t *testing.T) {
 	for _, x := range []struct {
 		d       int
@@ -429,7 +500,7 @@ func TestDefaultWideLanes(t *testing.T) {
 		want    int
 	}{
 		{1, true, 8}, {8, true, 8}, {16, true, 8}, {17, true, 16}, {20, true, 16}, {32, true, 16}, {33, true, 32}, {64, true, 32}, {256, true, 32},
-		{8, false, 8}, {32, false, 16}, {33, false, 32}, {64, false, 32}, {65, false, 32}, {256, false, 32},
+		{8, false, 8}, {32, false, 16}, {33, false, 16}, {64, false, 16}, {65, false, 32}, {256, false, 32},
 	} {
 		if got := defaultWideLanes(x.d, x.factors); got != x.want {
 			t.Errorf("defaultWideLanes(%d, %v) = %d, want %d", x.d, x.factors, got, x.want)

@@ -367,7 +367,18 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   if (lane == 0 && status == GS_OK && !overflow) a.loss[i] = gs_a_loss(sh, y, a.ys, n, i, a.data, p);
 {{- end}}
 {{- if .Grad}}
+#if defined(GS_WARP_SIM) && defined(GS_WIDE_LANES)
+  // The simulated warp's groups of lanes run their trajectories at once:
+  // trajectory i adds to the shared gradient's sums (acc) on its turn, so
+  // that the adds come in trajectory order, as on one simulated warp a
+  // trajectory (on the device the warps' atomics come in no fixed order).
+  gs_sim_turn_wait(i);
+#endif
   if (status == GS_OK && !overflow) gs_wide_backward(a, sh, i, len, ws, acc);
+#if defined(GS_WARP_SIM) && defined(GS_WIDE_LANES)
+  GS_SYNCWARP();
+  if (lane == 0) gs_sim_turn_pass(i);
+#endif
 {{- end}}
 }
 {{- end}}
@@ -404,6 +415,14 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
   // of lanes take trajectories in turn, each group its own part.
   static gs_real ws[32 / GS_WSTRIDE * GS_W_LEN];
   const int g = threadIdx.x / GS_WSTRIDE;
+{{- if .Grad}}
+#ifdef GS_WIDE_LANES
+  // The launch's turns (gs_body) start at trajectory 0.
+  __syncwarp();
+  if (threadIdx.x == 0) gs_sim_turn_start();
+  __syncwarp();
+#endif
+{{- end}}
   for (long long i = g; i < a.n; i += 32 / GS_WSTRIDE) gs_body(a, i, ws + g * GS_W_LEN, a.sh, a.sh + GS_NS, a.gs);
 #else
   // On the host one thread runs every trajectory.

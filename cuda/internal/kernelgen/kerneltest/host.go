@@ -53,12 +53,14 @@ func FirstLines(s string, n int) string {
 // WarpSim simulates a warp on the host: 32 threads, shuffles through a
 // shared slot array and a barrier (a barrier of their own for the
 // collectives of a group of consecutive lanes, a mask below the warp's),
-// atomics under a lock. It is defined
+// atomics under a lock, and turns that order the trajectories of a warp's
+// groups of lanes in the wide layout (gs_sim_turn). It is defined
 // before the prelude, whose warp collectives (GS_WARP_SIM) then run the
 // device code. Its variables are inline (one per program, not per
 // translation unit), so that the units of a kernel compiled in parts
 // share the warp.
 const WarpSim = `
+#include <atomic>
 #include <barrier>
 #include <mutex>
 #include <thread>
@@ -143,5 +145,20 @@ template <class T> T atomicAdd(T* a, T v) {
   T old = *a;
   *a += v;
   return old;
+}
+// gs_sim_turn orders the wide layout's trajectories on groups of lanes
+// (GS_WIDE_LANES: several a warp, running at once) where their order
+// shows: trajectory i waits for its turn (gs_sim_turn_wait), then passes
+// it to i + 1 (gs_sim_turn_pass); a launch starts at turn 0
+// (gs_sim_turn_start). The waiting threads sleep (a spin would take the
+// CPUs from the group whose turn it is).
+inline std::atomic<long long> gs_sim_turn{0};
+static void gs_sim_turn_start() { gs_sim_turn.store(0); }
+static void gs_sim_turn_wait(long long i) {
+  for (long long t = gs_sim_turn.load(); t != i; t = gs_sim_turn.load()) gs_sim_turn.wait(t);
+}
+static void gs_sim_turn_pass(long long i) {
+  gs_sim_turn.store(i + 1);
+  gs_sim_turn.notify_all();
 }
 `
