@@ -1,0 +1,401 @@
+package kernelgen
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The blocked element split of the wide layout (Config.WideBlocked,
+// issue 26; docs/wide-layout.md). By default a loop split over the lanes
+// runs component c on lane c mod S (S = GS_WSTRIDE lanes a trajectory),
+// and an array read at other components than the lane's own (Lorenz-96's
+// stage inputs, read at c + 1, c − 2, c − 1) lives in the warp's shared
+// memory. Blocked, a loop over n components (n a multiple of 32) runs
+// component c on lane c / R, row c mod R of that lane (R = n / S rows a
+// lane: a block of consecutive components), and an array whose every
+// access is in such a loop, at the loop's own component or at a rotation
+// of it by at most R (GS_WROT(gs_c, 0, k, n), Lorenz-96's neighbours),
+// is the lane's own array of R rows: registers (the rows' indices are
+// static once the loop over them is unrolled). Its entry at a
+// neighbour's component is the lane's own row where it lies in the
+// lane's block, else a row of the next or the previous lane, by a
+// shuffle (GS_WNB): one per row that crosses the block's end, where the
+// default layout reads shared memory for every neighbour of every
+// component.
+//
+// Only the storage and the lane that runs a component change: each
+// component's values are the same operations on the same operands in the
+// same order, so the results are the same bit for bit. A loop that sums
+// over its components (gs_wsum), keeps a carried value, takes a
+// component's value out of the loop (a sum's last term), writes the
+// lanes' own rows (gs_po, the cyclic private arrays) or runs a window
+// stays in the cyclic form, its sums in the warp's order, and so does
+// every array it touches (in shared memory, or cyclic private where
+// every access is the lane's own: wideprivate.go). So the stage loops
+// of an explicit method's trial and of a reverse step's replay run
+// blocked, and the error norms, the stiffness estimate and the reverse
+// step's window loops (the field's VJP) as before.
+
+// wideBlockHelper defines GS_WNB, a block-private array's entry at a
+// neighbour's row.
+const wideBlockHelper = `// GS_WNB(a, r, s, R) is entry r + s of block-private array a of R rows a
+// lane (wideblock.go), |s| <= R: the lane's own row r + s, or row
+// r + s - R of the next lane, or row r + s + R of the previous one (the
+// trajectory's lanes in a ring: the rotation of its n components). r is
+// the same on every lane (an unrolled loop's row), so every lane takes
+// the same branch and the shuffles are the whole group's.
+#define GS_WNB(a, r, s, R) ((r) + (s) >= (R) ? gs_wide_from((a)[(r) + (s) - (R)], gs_lane + 1) : ((r) + (s) < 0 ? gs_wide_from((a)[(r) + (s) + (R)], gs_lane + GS_WSTRIDE - 1) : (a)[(r) + (s)]))
+`
+
+// wideBlockLoop is a loop split over the lanes in the canonical stride
+// (lines from, the "#pragma unroll 1", to to, its last line) that may
+// run blocked: over n components, its body (one statement a line) free
+// of what ties a component to its cyclic lane.
+type wideBlockLoop struct {
+	from, to, n int
+	oneLine     bool
+}
+
+// wideBlockBan lists what keeps a loop cyclic: its sums, its values
+// taken out of the loop or from other lanes, the lanes' own rows, the
+// window loops' variables and control flow.
+var wideBlockBan = []string{"gs_wsum", "gs_wide_", "__shfl", "gs_lane", "gs_po", "gs_row", "GS_WSTRIDE", "gs_k", "gs_p[", "gs_p +", "for (", "break", "if (", "gs_c ==", "gs_c0"}
+
+// wideBlockStmt matches a statement a blocked loop's body may hold: a
+// value of the component, or a store into an array.
+var wideBlockStmt = regexp.MustCompile(`^    (const gs_real gs_u\d+ = |[A-Za-z_]\w*\[[^=]*\] = )`)
+
+// wideBlockLoops returns the loops of code's lines that may run blocked
+// (see wideBlockLoop).
+func wideBlockLoops(lines []string) []wideBlockLoop {
+	var out []wideBlockLoop
+	for i := 0; i+1 < len(lines); i++ {
+		if lines[i] != "#pragma unroll 1" {
+			continue
+		}
+		m := wideCanonHead.FindStringSubmatch(lines[i+1])
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		if n < wideLanes || n%wideLanes != 0 {
+			continue
+		}
+		var body []string
+		l := wideBlockLoop{from: i, n: n}
+		if m[2] == "" {
+			l.to, l.oneLine = i+1, true
+			body = []string{"    " + strings.TrimSpace(lines[i+1][len(m[0]):])}
+		} else {
+			end := i + 2
+			for end < len(lines) && lines[end] != "  }" {
+				end++
+			}
+			if end == len(lines) {
+				continue
+			}
+			l.to = end
+			body = lines[i+2 : end]
+		}
+		if blockableBody(body) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// blockableBody reports whether a loop's body may run blocked.
+func blockableBody(body []string) bool {
+	for _, ln := range body {
+		if !wideBlockStmt.MatchString(ln) {
+			return false
+		}
+		for _, b := range wideBlockBan {
+			if strings.Contains(ln, b) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// wideBlockIndex matches an access of a block-private array after its
+// name: the loop's own component or a rotation of it.
+var wideBlockIndex = regexp.MustCompile(`^\[(?:\(?gs_c\)?|\(?GS_WROT\(gs_c, 0, (\d+), (\d+)\)\)?)\]`)
+
+// blockShift returns the shift s of a rotation by k of n components
+// (entry (c + k) mod n is entry c + s, −n/2 < s <= n/2).
+func blockShift(k, n int) int {
+	if k > n/2 {
+		return k - n
+	}
+	return k
+}
+
+// blockedArrays returns the arrays of the scratch declared in code that
+// may be block-private (see above): every mention but the declaration
+// in a loop that may run blocked over as many components as the array
+// has (not one of cyclic, by its first line), at the loop's own
+// component or at a rotation of it by at most n/32 (the rows a lane
+// holds on a warp), and the loops that touch one, which then run
+// blocked.
+func blockedArrays(code string, cyclic map[int]bool) (map[string]bool, []wideBlockLoop) {
+	lines := strings.Split(code, "\n")
+	cand := map[string]int{}
+	declAt := map[string]int{}
+	for i, ln := range lines {
+		m := wideArray.FindStringSubmatch(ln)
+		if m == nil {
+			continue
+		}
+		if s := wideSizeOf.FindStringSubmatch(ln); s != nil {
+			if n, _ := strconv.Atoi(s[1]); n >= wideLanes && n%wideLanes == 0 {
+				cand[m[1]] = n
+				declAt[m[1]] = i
+			}
+		}
+	}
+	var loops []wideBlockLoop
+	for _, l := range wideBlockLoops(lines) {
+		if !cyclic[l.from] {
+			loops = append(loops, l)
+		}
+	}
+	if len(cand) == 0 || len(loops) == 0 {
+		return map[string]bool{}, nil
+	}
+	loopOf := make([]int, len(lines)) // 1 + the loop's index, 0 outside
+	for k, l := range loops {
+		for i := l.from; i <= l.to; i++ {
+			loopOf[i] = k + 1
+		}
+	}
+	for i, ln := range lines {
+		forIdents(ln, func(from, to int) {
+			name := ln[from:to]
+			n, ok := cand[name]
+			if !ok || declAt[name] == i {
+				return
+			}
+			k := loopOf[i]
+			if k == 0 || loops[k-1].n != n {
+				delete(cand, name)
+				return
+			}
+			m := wideBlockIndex.FindStringSubmatch(ln[to:])
+			if m == nil {
+				delete(cand, name)
+				return
+			}
+			if m[1] != "" {
+				rk, _ := strconv.Atoi(m[1])
+				rn, _ := strconv.Atoi(m[2])
+				if s := blockShift(rk, rn); rn != n || s > n/wideLanes || -s > n/wideLanes {
+					delete(cand, name)
+					return
+				}
+				// A rotated access must be a read: the loop's store is
+				// at its own component.
+				if strings.HasPrefix(ln[to+len(m[0]):], " = ") {
+					delete(cand, name)
+				}
+			}
+		})
+	}
+	blk := map[string]bool{}
+	for name := range cand {
+		blk[name] = true
+	}
+	var run []wideBlockLoop
+	for _, l := range loops {
+		if touchesAny(lines[l.from:l.to+1], blk) {
+			run = append(run, l)
+		}
+	}
+	return blk, run
+}
+
+// touchesAny reports whether lines name an array of names.
+func touchesAny(lines []string, names map[string]bool) bool {
+	found := false
+	for _, ln := range lines {
+		forIdents(ln, func(from, to int) {
+			if names[ln[from:to]] {
+				found = true
+			}
+		})
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// privateSets returns the arrays of code that are lane-private: in the
+// cyclic form (privateArrays) and, with blocked (Config.WideBlocked),
+// block-private (blockedArrays) with the loops that run blocked. A loop
+// that touches an array private in the cyclic form but not blocked (its
+// other loops cyclic) stays cyclic, and so do the arrays it touches
+// (again until none is left), so that no array loses its privacy.
+func privateSets(code string, blocked bool) (cyc, blk map[string]bool, loops []wideBlockLoop) {
+	cyc = privateArrays(code)
+	if !blocked {
+		return cyc, map[string]bool{}, nil
+	}
+	lines := strings.Split(code, "\n")
+	cyclic := map[int]bool{}
+	for {
+		blk, loops = blockedArrays(code, cyclic)
+		own := map[string]bool{}
+		for name := range cyc {
+			if !blk[name] {
+				own[name] = true
+			}
+		}
+		more := false
+		for _, l := range loops {
+			if touchesAny(lines[l.from:l.to+1], own) {
+				cyclic[l.from], more = true, true
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	for name := range blk {
+		delete(cyc, name)
+	}
+	return cyc, blk, loops
+}
+
+// blockLoops returns code with the arrays of blk block-private and the
+// loops of code that touch them run blocked: each such loop (still in the
+// canonical stride: privatize turned no loop of it into rows, since it
+// touches no cyclic private array) becomes
+//
+//	#pragma unroll
+//	for (int gs_row = 0; gs_row < n / GS_WSTRIDE; gs_row++) {
+//	  const int gs_c = gs_lane * (n / GS_WSTRIDE) + gs_row;
+//	  the body, the block-private arrays' rows gs_row and neighbours GS_WNB
+//	}
+func blockLoops(code string, blk map[string]bool) string {
+	if len(blk) == 0 {
+		return code
+	}
+	lines := strings.Split(code, "\n")
+	loops := wideBlockLoops(lines)
+	out := make([]string, 0, len(lines))
+	next := 0
+	for _, l := range loops {
+		if !touchesAny(lines[l.from:l.to+1], blk) {
+			continue
+		}
+		for _, ln := range lines[next:l.from] {
+			out = append(out, blockDecl(ln, blk))
+		}
+		rows := fmt.Sprintf("(%d / GS_WSTRIDE)", l.n)
+		out = append(out, "#pragma unroll",
+			fmt.Sprintf("  for (int gs_row = 0; gs_row < %s; gs_row++) {", rows),
+			fmt.Sprintf("    const int gs_c = gs_lane * %s + gs_row;", rows))
+		if l.oneLine {
+			m := wideCanonHead.FindStringSubmatch(lines[l.to])
+			out = append(out, blockRows("    "+strings.TrimSpace(lines[l.to][len(m[0]):]), blk, rows), "  }")
+		} else {
+			for _, ln := range lines[l.from+2 : l.to] {
+				out = append(out, blockRows(ln, blk, rows))
+			}
+			out = append(out, "  }")
+		}
+		next = l.to + 1
+	}
+	for _, ln := range lines[next:] {
+		out = append(out, blockDecl(ln, blk))
+	}
+	return strings.Join(out, "\n")
+}
+
+// blockDecl returns ln, the declaration of a block-private array of blk
+// as the lane's own array of rows.
+func blockDecl(ln string, blk map[string]bool) string {
+	m := wideArray.FindStringSubmatch(ln)
+	if m == nil || !blk[m[1]] {
+		return ln
+	}
+	n := wideSizeOf.FindStringSubmatch(ln)[1]
+	return fmt.Sprintf("  gs_real %s[%s / GS_WSTRIDE];  // block-private: %s components, a block of consecutive ones a lane (wideblock.go)", m[1], n, n)
+}
+
+// blockRows returns a blocked loop's line ln with each access of a
+// block-private array of blk at the loop's own component its row gs_row,
+// and each at a rotation its neighbour's entry GS_WNB, of rows rows.
+func blockRows(ln string, blk map[string]bool, rows string) string {
+	var sb strings.Builder
+	last := 0
+	forIdents(ln, func(from, to int) {
+		name := ln[from:to]
+		if !blk[name] || from < last {
+			return
+		}
+		m := wideBlockIndex.FindStringSubmatch(ln[to:])
+		if m == nil {
+			panic("kernelgen: a block-private array's access not blocked: " + ln)
+		}
+		sb.WriteString(ln[last:from])
+		if m[1] == "" {
+			sb.WriteString(name + "[gs_row]")
+		} else {
+			k, _ := strconv.Atoi(m[1])
+			n, _ := strconv.Atoi(m[2])
+			fmt.Fprintf(&sb, "GS_WNB(%s, gs_row, %d, %s)", name, blockShift(k, n), rows)
+		}
+		last = to + len(m[0])
+	})
+	if last == 0 {
+		return ln
+	}
+	sb.WriteString(ln[last:])
+	return sb.String()
+}
+
+// ownArrays returns the arrays of the function's code that no lane reads
+// at another lane's component: privateSets' cyclic and block-private
+// arrays together (emit's test of what may be recomputed).
+func (w *wideEmitter) ownArrays(code string) map[string]bool {
+	cyc, blk, _ := privateSets(code, w.e.src.wideBlocked)
+	w.blocked = blk
+	own := map[string]bool{}
+	for name := range cyc {
+		own[name] = true
+	}
+	for name := range blk {
+		own[name] = true
+	}
+	return own
+}
+
+// mayRecompute reports whether array r may be recomputed where it is
+// read (emit; own: ownArrays): where it is lane-private itself or reads
+// no lane-private array (which its reads at other components would then
+// read at other components too), and, blocked, where it does not read a
+// block-private array: kept, a block-private array read at its
+// neighbours (Lorenz-96's stage inputs) takes a shuffle at a block's
+// end, where recomputed it would read each of its operands there.
+func (w *wideEmitter) mayRecompute(r wideRemat, own map[string]bool) bool {
+	return (own[r.name] || !readsAny(r.expr, own)) && !readsAny(r.expr, w.blocked)
+}
+
+// privatizeAll moves the function's lane-private arrays out of the
+// scratch: the cyclic ones into the lane's rows (privatize, whose rows
+// of gs_p it returns), then, with Config.WideBlocked, the block-private
+// ones into arrays of their own, their loops blocked (blockLoops).
+func (w *wideEmitter) privatizeAll(code string) (string, int) {
+	cyc, blk, _ := privateSets(code, w.e.src.wideBlocked)
+	code, rows := privatize(code, cyc, w.e.src.wideRows)
+	if len(blk) > 0 {
+		w.e.src.helper(wideBlockHelper)
+		code = blockLoops(code, blk)
+	}
+	return code, rows
+}
