@@ -278,6 +278,7 @@ func privateSets(code string, blocked bool) (cyc, blk map[string]bool, loops []w
 //	#pragma unroll
 //	for (int gs_row = 0; gs_row < n / GS_WSTRIDE; gs_row++) {
 //	  const int gs_c = gs_lane * (n / GS_WSTRIDE) + gs_row;
+//	  (void)gs_c;
 //	  the body, the block-private arrays' rows gs_row and neighbours GS_WNB
 //	}
 func blockLoops(code string, blk map[string]bool) string {
@@ -298,7 +299,7 @@ func blockLoops(code string, blk map[string]bool) string {
 		rows := fmt.Sprintf("(%d / GS_WSTRIDE)", l.n)
 		out = append(out, "#pragma unroll",
 			fmt.Sprintf("  for (int gs_row = 0; gs_row < %s; gs_row++) {", rows),
-			fmt.Sprintf("    const int gs_c = gs_lane * %s + gs_row;", rows))
+			fmt.Sprintf("    const int gs_c = gs_lane * %s + gs_row;", rows), "    (void)gs_c;")
 		if l.oneLine {
 			m := wideCanonHead.FindStringSubmatch(lines[l.to])
 			out = append(out, blockRows("    "+strings.TrimSpace(lines[l.to][len(m[0]):]), blk, rows), "  }")
@@ -395,7 +396,126 @@ func (w *wideEmitter) privatizeAll(code string) (string, int) {
 	code, rows := privatize(code, cyc, w.e.src.wideRows)
 	if len(blk) > 0 {
 		w.e.src.helper(wideBlockHelper)
-		code = blockLoops(code, blk)
+		code = cacheInputs(blockLoops(code, blk))
 	}
 	return code, rows
+}
+
+// wideBlockedHead matches the head of a blocked loop (blockLoops) and
+// captures its components.
+var wideBlockedHead = regexp.MustCompile(`^  for \(int gs_row = 0; gs_row < \((\d+) / GS_WSTRIDE\); gs_row\+\+\) \{$`)
+
+// wideInputRead matches a read of a per-trajectory input at a blocked
+// loop's component or at a rotation of it: its offset, and the
+// rotation's k and n.
+var wideInputRead = regexp.MustCompile(`gs_a\[(\d+) \+ (?:\(?gs_c\)?|\(GS_WROT\(gs_c, 0, (\d+), (\d+)\)\))\]`)
+
+// cacheInputs returns code with the blocked loops' reads of a run of
+// per-trajectory inputs (gs_a[K + c], the state y and FSAL's k1 of an
+// explicit method's trial, read by each stage) taken from the lane's own
+// copy of its block of them, gs_inK, loaded once before the first such
+// loop, and their neighbours by GS_WNB: in the blocked split the lanes'
+// reads of shared memory at components R apart fall on the same banks,
+// once where each stage read them. The same values: the inputs are not
+// written in the function (it keeps the reads in place where it writes
+// an output between the first and the last of them: Control's inputs
+// lie in the trial's outputs).
+func cacheInputs(code string) string {
+	lines := strings.Split(code, "\n")
+	type run struct {
+		first, last, n int
+	}
+	runs := map[int]*run{} // by offset K
+	var order []int
+	blocked := func(f func(i, n int)) {
+		for i := 0; i < len(lines); i++ {
+			m := wideBlockedHead.FindStringSubmatch(lines[i])
+			if m == nil {
+				continue
+			}
+			n, _ := strconv.Atoi(m[1])
+			for i++; i < len(lines) && lines[i] != "  }"; i++ {
+				f(i, n)
+			}
+		}
+	}
+	bad := map[int]bool{}
+	blocked(func(i, n int) {
+		for _, m := range wideInputRead.FindAllStringSubmatch(lines[i], -1) {
+			k, _ := strconv.Atoi(m[1])
+			if m[2] != "" {
+				rk, _ := strconv.Atoi(m[2])
+				rn, _ := strconv.Atoi(m[3])
+				if s := blockShift(rk, rn); rn != n || s > n/wideLanes || -s > n/wideLanes {
+					bad[k] = true
+				}
+			}
+			r := runs[k]
+			if r == nil {
+				r = &run{first: i, n: n}
+				runs[k] = r
+				order = append(order, k)
+			}
+			if r.n != n {
+				bad[k] = true
+			}
+			r.last = i
+		}
+	})
+	for _, k := range order {
+		r := runs[k]
+		for _, ln := range lines[r.first : r.last+1] {
+			if strings.Contains(ln, "gs_o[") {
+				bad[k] = true
+			}
+		}
+	}
+	inputs := map[int]bool{}
+	for _, k := range order {
+		if !bad[k] {
+			inputs[k] = true
+		}
+	}
+	if len(inputs) == 0 {
+		return code
+	}
+	blocked(func(i, n int) {
+		lines[i] = wideInputRead.ReplaceAllStringFunc(lines[i], func(s string) string {
+			m := wideInputRead.FindStringSubmatch(s)
+			k, _ := strconv.Atoi(m[1])
+			if !inputs[k] {
+				return s
+			}
+			if m[2] == "" {
+				return fmt.Sprintf("gs_in%d[gs_row]", k)
+			}
+			rk, _ := strconv.Atoi(m[2])
+			return fmt.Sprintf("GS_WNB(gs_in%d, gs_row, %d, (%d / GS_WSTRIDE))", k, blockShift(rk, n), n)
+		})
+	})
+	// The loads, before the first blocked loop that reads each run
+	// ("#pragma unroll" before its head).
+	loads := map[int][]string{}
+	for _, k := range order {
+		if !inputs[k] {
+			continue
+		}
+		r := runs[k]
+		at := r.first
+		for !wideBlockedHead.MatchString(lines[at]) {
+			at--
+		}
+		at-- // its "#pragma unroll"
+		rows := fmt.Sprintf("(%d / GS_WSTRIDE)", r.n)
+		loads[at] = append(loads[at],
+			fmt.Sprintf("  gs_real gs_in%d[%d / GS_WSTRIDE];  // the lane's block of inputs %d … %d (wideblock.go)", k, r.n, k, k+r.n-1),
+			"#pragma unroll",
+			fmt.Sprintf("  for (int gs_row = 0; gs_row < %s; gs_row++) gs_in%d[gs_row] = gs_a[%d + gs_lane * %s + gs_row];", rows, k, k, rows))
+	}
+	out := make([]string, 0, len(lines)+3*len(inputs))
+	for i, ln := range lines {
+		out = append(out, loads[i]...)
+		out = append(out, ln)
+	}
+	return strings.Join(out, "\n")
 }
