@@ -74,3 +74,19 @@ func TestHostWideBlockedSame(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUWideBlockedSame is TestHostWideBlockedSame on the device:
+// Lorenz-96 (d = 64 and 256, 1,000 trajectories, the large-state suite's
+// tolerances, wideBenchGradCase) in the blocked element split
+// (Tuning.wideBlocked) against the default: the solve, the gradient with
+// the record and the gradient on the mesh bit for bit (sameRuns). It
+// skips without a GPU.
+func TestGPUWideBlockedSame(t *testing.T) {
+	needGPUEngine(t)
+	for _, d := range []int{64, 256} {
+		c := wideBenchGradCase(1000, d)
+		t.Run(fmt.Sprintf("d=%d", d), func(t *testing.T) {
+			sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, wideBlocked: true})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide})))
+		})
+	}
+}
