@@ -396,7 +396,7 @@ func (w *wideEmitter) privatizeAll(code string) (string, int) {
 	code, rows := privatize(code, cyc, w.e.src.wideRows)
 	if len(blk) > 0 {
 		w.e.src.helper(wideBlockHelper)
-		code = cacheInputs(blockLoops(code, blk))
+		code = shadowShared(cacheInputs(blockLoops(code, blk)))
 	}
 	return code, rows
 }
@@ -408,10 +408,27 @@ var wideBlockedHead = regexp.MustCompile(`^  for \(int gs_row = 0; gs_row < \((\
 // wideInputRead matches a read of a per-trajectory input at a blocked
 // loop's component or at a rotation of it: its offset, and the
 // rotation's k and n.
-var wideInputRead = regexp.MustCompile(`gs_a\[(\d+) \+ (?:\(?gs_c\)?|\(GS_WROT\(gs_c, 0, (\d+), (\d+)\)\))\]`)
+var wideInputRead = regexp.MustCompile(`gs_a\[(?:(\d+) \+ (?:\(?gs_c\)?|\(GS_WROT\(gs_c, 0, (\d+), (\d+)\)\))|GS_WROT\(gs_c, (\d+), (\d+), (\d+)\))\]`)
+
+// inputRead returns the offset K, and for a rotation its k and n (else
+// 0, 0), of a read wideInputRead matched (m its submatches).
+func inputRead(m []string) (off, k, n int) {
+	if m[4] != "" {
+		off, _ = strconv.Atoi(m[4])
+		k, _ = strconv.Atoi(m[5])
+		n, _ = strconv.Atoi(m[6])
+		return off, k, n
+	}
+	off, _ = strconv.Atoi(m[1])
+	if m[2] != "" {
+		k, _ = strconv.Atoi(m[2])
+		n, _ = strconv.Atoi(m[3])
+	}
+	return off, k, n
+}
 
 // cacheInputs returns code with the blocked loops' reads of a run of
-// per-trajectory inputs (gs_a[K + c], the state y and FSAL's k1 of an
+// per-trajectory inputs (gs_a[K + c] or a rotation of it, the state y and FSAL's k1 of an
 // explicit method's trial, read by each stage) taken from the lane's own
 // copy of its block of them, gs_inK, loaded once before the first such
 // loop, and their neighbours by GS_WNB: in the blocked split the lanes'
@@ -442,10 +459,8 @@ func cacheInputs(code string) string {
 	bad := map[int]bool{}
 	blocked(func(i, n int) {
 		for _, m := range wideInputRead.FindAllStringSubmatch(lines[i], -1) {
-			k, _ := strconv.Atoi(m[1])
-			if m[2] != "" {
-				rk, _ := strconv.Atoi(m[2])
-				rn, _ := strconv.Atoi(m[3])
+			k, rk, rn := inputRead(m)
+			if rn != 0 {
 				if s := blockShift(rk, rn); rn != n || s > n/wideLanes || -s > n/wideLanes {
 					bad[k] = true
 				}
@@ -481,16 +496,14 @@ func cacheInputs(code string) string {
 	}
 	blocked(func(i, n int) {
 		lines[i] = wideInputRead.ReplaceAllStringFunc(lines[i], func(s string) string {
-			m := wideInputRead.FindStringSubmatch(s)
-			k, _ := strconv.Atoi(m[1])
+			k, rk, rn := inputRead(wideInputRead.FindStringSubmatch(s))
 			if !inputs[k] {
 				return s
 			}
-			if m[2] == "" {
+			if rn == 0 {
 				return fmt.Sprintf("gs_in%d[gs_row]", k)
 			}
-			rk, _ := strconv.Atoi(m[2])
-			return fmt.Sprintf("GS_WNB(gs_in%d, gs_row, %d, (%d / GS_WSTRIDE))", k, blockShift(rk, n), n)
+			return fmt.Sprintf("GS_WNB(gs_in%d, gs_row, %d, (%d / GS_WSTRIDE))", k, blockShift(rk, rn), n)
 		})
 	})
 	// The loads, before the first blocked loop that reads each run
@@ -516,6 +529,143 @@ func cacheInputs(code string) string {
 	for i, ln := range lines {
 		out = append(out, loads[i]...)
 		out = append(out, ln)
+	}
+	return strings.Join(out, "\n")
+}
+
+// shadowShared returns code with a lane's own copy (gs_bNAME: registers)
+// of its block of each array of the scratch that blocked loops write and
+// read but that stays in shared memory, because other loops read it at
+// other components (a reverse step's stage inputs, read by its window
+// loops; the trial's last stages, read by the error norm): the blocked
+// loop that writes it (its only writer, at the loop's own components)
+// writes the copy too, and the blocked loops' reads at their own
+// components or rotations by at most n/32 read the copy (GS_WNB), where
+// on shared memory the lanes' reads R components apart would fall on the
+// same banks. Other loops read the shared array as before: the same
+// values.
+func shadowShared(code string) string {
+	lines := strings.Split(code, "\n")
+	size := map[string]int{}
+	declAt := map[string]int{}
+	for i, ln := range lines {
+		if m := wideArray.FindStringSubmatch(ln); m != nil {
+			if s := wideSizeOf.FindStringSubmatch(ln); s != nil {
+				n, _ := strconv.Atoi(s[1])
+				size[m[1]], declAt[m[1]] = n, i
+			}
+		}
+	}
+	if len(size) == 0 {
+		return code
+	}
+	inBlocked := make([]int, len(lines)) // the blocked loop's components, 0 outside
+	for i := 0; i < len(lines); i++ {
+		m := wideBlockedHead.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		for i++; i < len(lines) && lines[i] != "  }"; i++ {
+			inBlocked[i] = n
+		}
+	}
+	// A candidate is written only by blocked loops of its size at their
+	// own component, and read by one at least.
+	stored, read, bad := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for i, ln := range lines {
+		forIdents(ln, func(from, to int) {
+			name := ln[from:to]
+			n, ok := size[name]
+			if !ok || declAt[name] == i {
+				return
+			}
+			rest := ln[to:]
+			m := wideBlockIndex.FindStringSubmatch(rest)
+			store := m != nil && strings.HasPrefix(rest[len(m[0]):], " = ") && strings.TrimSpace(ln[:from]) == ""
+			if !store {
+				// Any other store (a lane-0 gather's, a copy's) keeps it.
+				if j := strings.Index(rest, "]"); j >= 0 && strings.HasPrefix(rest, "[") && strings.HasPrefix(rest[j+1:], " = ") {
+					bad[name] = true
+				}
+			}
+			switch {
+			case inBlocked[i] != n || m == nil:
+				if store {
+					bad[name] = true
+				}
+			case store:
+				if m[1] != "" {
+					bad[name] = true
+				}
+				stored[name] = true
+			case !stored[name]:
+				bad[name] = true // a read before the store
+			default:
+				if m[1] != "" {
+					k, _ := strconv.Atoi(m[1])
+					rn, _ := strconv.Atoi(m[2])
+					if s := blockShift(k, rn); rn != n || s > n/wideLanes || -s > n/wideLanes {
+						return
+					}
+				}
+				read[name] = true
+			}
+		})
+	}
+	shadow := map[string]bool{}
+	for name := range size {
+		if stored[name] && read[name] && !bad[name] {
+			shadow[name] = true
+		}
+	}
+	if len(shadow) == 0 {
+		return code
+	}
+	out := make([]string, 0, len(lines)+len(shadow))
+	for i, ln := range lines {
+		if m := wideArray.FindStringSubmatch(ln); m != nil && shadow[m[1]] && declAt[m[1]] == i {
+			out = append(out, ln, fmt.Sprintf("  gs_real gs_b%s[%d / GS_WSTRIDE];  // %s's block of the lane (wideblock.go's shadowShared)", m[1], size[m[1]], m[1]))
+			continue
+		}
+		if inBlocked[i] == 0 {
+			out = append(out, ln)
+			continue
+		}
+		n := inBlocked[i]
+		var sb strings.Builder
+		last := 0
+		forIdents(ln, func(from, to int) {
+			name := ln[from:to]
+			if !shadow[name] || from < last {
+				return
+			}
+			m := wideBlockIndex.FindStringSubmatch(ln[to:])
+			if m == nil {
+				return
+			}
+			end := to + len(m[0])
+			if strings.HasPrefix(ln[end:], " = ") && strings.TrimSpace(ln[:from]) == "" {
+				sb.WriteString(ln[last:end] + " = gs_b" + name + "[gs_row]")
+				last = end
+				return
+			}
+			if m[1] == "" {
+				sb.WriteString(ln[last:from] + "gs_b" + name + "[gs_row]")
+				last = end
+				return
+			}
+			k, _ := strconv.Atoi(m[1])
+			rn, _ := strconv.Atoi(m[2])
+			s := blockShift(k, rn)
+			if rn != n || s > n/wideLanes || -s > n/wideLanes {
+				return
+			}
+			fmt.Fprintf(&sb, "%sGS_WNB(gs_b%s, gs_row, %d, (%d / GS_WSTRIDE))", ln[last:from], name, s, n)
+			last = end
+		})
+		sb.WriteString(ln[last:])
+		out = append(out, sb.String())
 	}
 	return strings.Join(out, "\n")
 }
