@@ -14,8 +14,8 @@ import (
 // consecutive components a lane, Lorenz-96's stage inputs and
 // derivatives in registers, their neighbours across the blocks' ends by
 // shuffles) against the default's cyclic split on the simulated warp, bit
-// for bit: Lorenz-96 with Tsit5 at d = 64 (on the default's 16 lanes a
-// trajectory and on a warp) and d = 256 (a warp), per-trajectory forcing
+// for bit: Lorenz-96 with Tsit5 at d = 64 (on the default's warp a
+// trajectory and on 16 lanes) and d = 256 (a warp), per-trajectory forcing
 // only (wideCase), with two shared parameters (wideSharedCase), with
 // save times and shared parameters (wideSavesCase) and lorenz96Case's
 // one save time; the gradient with the record and (d = 64) the solve.
@@ -45,7 +45,7 @@ func TestHostWideBlockedSame(t *testing.T) {
 				continue
 			}
 			vs = append(vs, variant{fmt.Sprintf("%s-%d", c.name, d), c, Tuning{Layout: LayoutWide}, []string{"grad", "solve"}},
-				variant{fmt.Sprintf("%s-%d-warp", c.name, d), c, Tuning{Layout: LayoutWide, wideLanes: -1}, []string{"grad"}})
+				variant{fmt.Sprintf("%s-%d-lanes16", c.name, d), c, Tuning{Layout: LayoutWide, wideLanes: 16}, []string{"grad"}})
 		}
 	}
 	for _, x := range vs {
