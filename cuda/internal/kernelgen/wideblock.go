@@ -396,7 +396,7 @@ func (w *wideEmitter) privatizeAll(code string) (string, int) {
 	code, rows := privatize(code, cyc, w.e.src.wideRows)
 	if len(blk) > 0 {
 		w.e.src.helper(wideBlockHelper)
-		code = shadowShared(cacheInputs(blockLoops(code, blk)))
+		code = dedupSyncs(shadowShared(cacheInputs(blockLoops(code, blk))))
 	}
 	return code, rows
 }
@@ -666,6 +666,35 @@ func shadowShared(code string) string {
 		})
 		sb.WriteString(ln[last:])
 		out = append(out, sb.String())
+	}
+	return strings.Join(out, "\n")
+}
+
+// wideNoMemory matches a line of a wide function that touches no memory
+// another lane may read or write: a comment, a constant, an array's
+// declaration (in the scratch, the lane's own or block-private).
+var wideNoMemory = regexp.MustCompile(`^  (//.*|const gs_real v\d+ = \(gs_real\)[-+0-9.eE]+;.*|gs_real\* const \w+ = gs_[wp] \+ [^;]*;.*|gs_real \w+\[[^\]]*\];.*|\(void\)gs_lane;)$`)
+
+// dedupSyncs returns code without the __syncwarp()s that follow another
+// with nothing between them but lines that touch no memory
+// (wideNoMemory): a loop's closing barrier and the next loop's opening
+// one, where the blocked split's loops between them left nothing (a
+// barrier right after a barrier orders nothing more).
+func dedupSyncs(code string) string {
+	lines := strings.Split(code, "\n")
+	out := make([]string, 0, len(lines))
+	synced := false
+	for _, ln := range lines {
+		switch {
+		case ln == "  GS_SYNCWARP();":
+			if synced {
+				continue
+			}
+			synced = true
+		case !wideNoMemory.MatchString(ln):
+			synced = false
+		}
+		out = append(out, ln)
 	}
 	return strings.Join(out, "\n")
 }

@@ -10,10 +10,11 @@ import (
 
 // TestBlockedArrays checks the blocked split's classification
 // (privateSets with Config.WideBlocked) and rewriting (blockLoops,
-// cacheInputs, shadowShared) on code of the wide emitter's forms: an
-// array is block-private where every access is in a loop over as many
-// components (a multiple of 32) that may run blocked, at the loop's own
-// component or at a rotation of it by at most n/32; a loop with a sum, a
+// cacheInputs, shadowShared, dedupSyncs) on code of the wide emitter's
+// forms: an array is block-private where every access is in a loop over
+// as many components (a multiple of 32) that may run blocked, at the
+// loop's own component or at a rotation of it by at most n/32; a loop
+// with a sum, a
 // value taken out of it, a store at a rotation, a rotation too far, an
 // array of another size or an access elsewhere keeps it shared, and a
 // loop that touches an array private in the cyclic form stays cyclic.
@@ -80,5 +81,12 @@ func TestBlockedArrays(t *testing.T) {
 	}
 	if strings.Contains(got, "#pragma unroll 1") {
 		t.Errorf("a loop left cyclic:\n%s", got)
+	}
+	// A barrier after a barrier goes where only lines that touch no
+	// memory lie between; one after a store stays.
+	syncs := "  GS_SYNCWARP();\n  // c\n  const gs_real v7 = (gs_real)0.5;\n  gs_real gs_x[8 / GS_WSTRIDE];\n  GS_SYNCWARP();\n  gs_o[0] = 1;\n  GS_SYNCWARP();\n"
+	want := "  GS_SYNCWARP();\n  // c\n  const gs_real v7 = (gs_real)0.5;\n  gs_real gs_x[8 / GS_WSTRIDE];\n  gs_o[0] = 1;\n  GS_SYNCWARP();\n"
+	if got := dedupSyncs(syncs); got != want {
+		t.Errorf("dedupSyncs:\n%s\nwant\n%s", got, want)
 	}
 }
