@@ -18,7 +18,8 @@ import (
 // trajectory and on 16 lanes) and d = 256 (a warp), per-trajectory forcing
 // only (wideCase), with two shared parameters (wideSharedCase), with
 // save times and shared parameters (wideSavesCase) and lorenz96Case's
-// one save time; the gradient with the record and (d = 64) the solve.
+// one save time, and at d = 64 with Vern7 (lorenz96Case); the gradient
+// with the record and (d = 64) the solve.
 // The sources: the blocked kernel runs some loops blocked (GS_WNB's
 // neighbours, block-private arrays), the default's none. It fails if a
 // bit of a result differs or if the switch does not reach the source.
@@ -36,8 +37,13 @@ func TestHostWideBlockedSame(t *testing.T) {
 		l96 := lorenz96Case(3, d, ode.Tsit5)
 		l96.prob.T1 = 0.25
 		cases := []engineCase{wideCase(3, d), wideSharedCase(3, d), wideSavesCase(3, d), l96}
+		if d == 64 {
+			v7 := lorenz96Case(3, d, ode.Vern7)
+			v7.prob.T1 = 0.25
+			cases = append(cases, v7)
+		}
 		for i, c := range cases {
-			c.name = []string{"final", "shared", "saves", "save"}[i]
+			c.name = []string{"final", "shared", "saves", "save", "vern7"}[i]
 			c.prob.T1 = min(c.prob.T1, 0.5)
 			if d == 256 {
 				c.prob.N, c.prob.Y0, c.prob.P = 2, c.prob.Y0[:2*d], c.prob.P[:2*c.prob.Field.Params]
