@@ -235,18 +235,19 @@ func touchesAny(lines []string, names map[string]bool) bool {
 
 // privateSets returns the arrays of code that are lane-private: in the
 // cyclic form (privateArrays) and, with blocked (Config.WideBlocked),
-// block-private (blockedArrays) with the loops that run blocked. A loop
-// that touches an array private in the cyclic form but not blocked (its
-// other loops cyclic) stays cyclic, and so do the arrays it touches
-// (again until none is left), so that no array loses its privacy.
-func privateSets(code string, blocked bool) (cyc, blk map[string]bool, loops []wideBlockLoop) {
+// block-private (blockedArrays). A loop that touches an array private in
+// the cyclic form but not blocked (its other loops cyclic) stays cyclic,
+// and so do the arrays it touches (again until none is left), so that no
+// array loses its privacy.
+func privateSets(code string, blocked bool) (cyc, blk map[string]bool) {
 	cyc = privateArrays(code)
 	if !blocked {
-		return cyc, map[string]bool{}, nil
+		return cyc, map[string]bool{}
 	}
 	lines := strings.Split(code, "\n")
 	cyclic := map[int]bool{}
 	for {
+		var loops []wideBlockLoop
 		blk, loops = blockedArrays(code, cyclic)
 		own := map[string]bool{}
 		for name := range cyc {
@@ -261,13 +262,12 @@ func privateSets(code string, blocked bool) (cyc, blk map[string]bool, loops []w
 			}
 		}
 		if !more {
-			break
+			for name := range blk {
+				delete(cyc, name)
+			}
+			return cyc, blk
 		}
 	}
-	for name := range blk {
-		delete(cyc, name)
-	}
-	return cyc, blk, loops
 }
 
 // blockLoops returns code with the arrays of blk block-private and the
@@ -364,7 +364,7 @@ func blockRows(ln string, blk map[string]bool, rows string) string {
 // at another lane's component: privateSets' cyclic and block-private
 // arrays together (emit's test of what may be recomputed).
 func (w *wideEmitter) ownArrays(code string) map[string]bool {
-	cyc, blk, _ := privateSets(code, w.e.src.wideBlocked)
+	cyc, blk := privateSets(code, w.e.src.wideBlocked)
 	w.blocked = blk
 	own := map[string]bool{}
 	for name := range cyc {
@@ -392,7 +392,7 @@ func (w *wideEmitter) mayRecompute(r wideRemat, own map[string]bool) bool {
 // of gs_p it returns), then, with Config.WideBlocked, the block-private
 // ones into arrays of their own, their loops blocked (blockLoops).
 func (w *wideEmitter) privatizeAll(code string) (string, int) {
-	cyc, blk, _ := privateSets(code, w.e.src.wideBlocked)
+	cyc, blk := privateSets(code, w.e.src.wideBlocked)
 	code, rows := privatize(code, cyc, w.e.src.wideRows)
 	if len(blk) > 0 {
 		w.e.src.helper(wideBlockHelper)

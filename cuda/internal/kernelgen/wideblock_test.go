@@ -47,14 +47,14 @@ func TestBlockedArrays(t *testing.T) {
 		{"a cyclic array", decl(64, "gs_qa", "gs_qc") + write + canon(64) + "    gs_qc[gs_c] = 1;\n  }\n" + canon(64) + "    gs_wsum_set(gs_s_p, gs_c, gs_qc[gs_c]);\n  }\n" +
 			canon(64) + "    gs_o[gs_c] = gs_qc[gs_c] + " + rot("gs_qa", 1, 64) + ";\n  }\n", nil, []string{"gs_qc"}},
 	} {
-		cyc, blk, _ := privateSets(c.code, true)
+		cyc, blk := privateSets(c.code, true)
 		if got := slices.Sorted(maps.Keys(blk)); !slices.Equal(got, c.blk) {
 			t.Errorf("%s: block-private %v, want %v", c.name, got, c.blk)
 		}
 		if got := slices.Sorted(maps.Keys(cyc)); !slices.Equal(got, c.cyc) {
 			t.Errorf("%s: cyclic private %v, want %v", c.name, got, c.cyc)
 		}
-		if _, b, _ := privateSets(c.code, false); len(b) != 0 {
+		if _, b := privateSets(c.code, false); len(b) != 0 {
 			t.Errorf("%s: block-private %v without WideBlocked", c.name, b)
 		}
 	}
@@ -62,7 +62,7 @@ func TestBlockedArrays(t *testing.T) {
 	// shared array (read after the loops) shadowed.
 	code := decl(64, "gs_qa", "gs_qb", "gs_qs") + write + canon(64) + "    const gs_real gs_u0 = " + rot("gs_qa", 1, 64) + " - " + rot("gs_qa", 62, 64) + ";\n    gs_qs[gs_c] = gs_u0;\n    gs_qb[gs_c] = gs_u0 + gs_qa[gs_c];\n  }\n" +
 		canon(64) + "    gs_o[gs_c] = " + rot("gs_qs", 63, 64) + " + gs_qb[gs_c];\n  }\n  gs_r = gs_qs[5];\n"
-	_, blk, _ := privateSets(code, true)
+	_, blk := privateSets(code, true)
 	got := shadowShared(cacheInputs(blockLoops(code, blk)))
 	for _, want := range []string{
 		"  gs_real gs_qa[64 / GS_WSTRIDE];",
