@@ -405,6 +405,13 @@ type Tuning struct {
 	// bit, TestHostWideTablesSame), for the device's A/B
 	// (BenchmarkGPUWideLanes' "rolled").
 	wideRolled bool
+	// wideBlocked runs an explicit method's wide kernel's loops in the
+	// blocked element split where they can (kernelgen.Config.WideBlocked,
+	// issue 26: a block of consecutive components a lane, Lorenz-96's
+	// stage inputs in registers, their neighbours by shuffles; the same
+	// results bit for bit, TestHostWideBlockedSame), for the device's
+	// A/B (BenchmarkGPUWideLanes' "blocked").
+	wideBlocked bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -508,6 +515,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.WideRows = v.Wide && !tun.NoWidePrivate && !tun.wideLoops
 		v.WideTables = v.Wide && tun.wideTables
 		v.WideRolled = v.Wide && tun.wideRolled
+		v.WideBlocked = v.Wide && tun.wideBlocked && !kernelgen.WideFactors(pl) // explicit methods only (tested)
 		if v.Wide && !tun.NoWidePrivate {
 			v.WideScalars = tun.WideScalars
 		}

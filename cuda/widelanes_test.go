@@ -288,6 +288,8 @@ var wideLanesVariants = []struct {
 	{"warp-tables", Tuning{wideLanes: -1, wideTables: true}, ""},
 	{"rolled", Tuning{wideRolled: true}, ""},
 	{"warp-old", Tuning{wideLanes: -1, wideTables: true, wideRolled: true}, ""},
+	{"blocked", Tuning{wideBlocked: true}, ""},                     // the blocked element split (session 48)
+	{"warp-blocked", Tuning{wideLanes: -1, wideBlocked: true}, ""}, // the same on a warp
 	{"tile", Tuning{Layout: LayoutTile}, "tile"},
 	{"thread", Tuning{Layout: LayoutThread}, "thread"},
 }
@@ -301,7 +303,9 @@ var wideLanesVariants = []struct {
 // the window loops rolled (rolled), and both on a warp (warp-old: the
 // default before session 47); on Lorenz-96 with d = 256 (a warp by
 // default) the default, tables, rolled, warp-old (the kernel before
-// session 47) and lanes16; on the Brusselator (d = 64: its 70 KB
+// session 47) and lanes16; on both Lorenz-96 cases the blocked element
+// split (Tuning.wideBlocked, session 48: blocked), on d = 64 also on a
+// warp (warp-blocked); on the Brusselator (d = 64: its 70 KB
 // trajectories would run 2 a multiprocessor in groups of 16 lanes where
 // 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
 // the default's kernel) the default and lanes16 only; on
@@ -314,10 +318,12 @@ func wideLanesRuns(c, v string) bool {
 		return c == "neural-robertson"
 	case v == "tables" || v == "rolled" || v == "warp-old":
 		return c == "lorenz96-64" || c == "lorenz96-256"
-	case v == "warp-tables":
+	case v == "warp-tables" || v == "warp-blocked":
 		return c == "lorenz96-64"
 	case v == "pivots":
 		return c == "pollution"
+	case v == "blocked":
+		return c == "lorenz96-64" || c == "lorenz96-256"
 	case c == "hires":
 		return true
 	case c == "pollution":

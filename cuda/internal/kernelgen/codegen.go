@@ -151,6 +151,9 @@ type Source struct {
 	// wideRolled keeps a window loop's repetitions a rolled loop
 	// (Config.WideRolled).
 	wideRolled bool
+	// wideBlocked runs the wide functions' loops that it can in the
+	// blocked element split (Config.WideBlocked; wideblock.go).
+	wideBlocked bool
 	// wideScalars is the most replicated values of a wide function live
 	// in registers at once: Config.WideScalars (0 the default, negative
 	// no limit; wideScalarsOf; widespill.go).

@@ -195,6 +195,17 @@ type Config struct {
 	// issue together (package cuda's Tuning.wideRolled, for the device's
 	// A/B).
 	WideRolled bool
+	// WideBlocked (with Wide, without WideShared) runs the wide
+	// functions' loops in the blocked element split where they can
+	// (wideblock.go, issue 26): a loop over n components, n a multiple of
+	// 32, runs a block of n / lanes consecutive components on each lane,
+	// and an array accessed only in such loops, at the loop's component
+	// or at a rotation of it (Lorenz-96's stage inputs), is the lane's own
+	// (registers), its neighbours' entries across the blocks' ends by
+	// shuffles, where by default component c runs on lane c mod 32 and
+	// such an array is in shared memory. The same results bit for bit;
+	// off until the device measures it (package cuda's Tuning.wideBlocked).
+	WideBlocked bool
 	// WideDenseLU (with Wide) keeps every LU factor and solve of the
 	// wide functions dense (gs_wide_lu_factor and its solves), the form
 	// before session 47, where by default a factor of at most
@@ -424,6 +435,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if v.Wide && v.WideRolled {
 		k += "widerolled "
+	}
+	if v.Wide && v.WideBlocked && !v.WideShared {
+		k += "wideblocked "
 	}
 	return k
 }

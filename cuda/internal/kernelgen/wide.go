@@ -395,7 +395,10 @@ type wideVariant struct {
 	tables bool
 	// rolled keeps a window loop's repetitions a rolled loop
 	// (Config.WideRolled).
-	rolled  bool
+	rolled bool
+	// blocked runs the loops it can in the blocked element split
+	// (Config.WideBlocked; wideblock.go).
+	blocked bool
 	scalars int
 	// minSplit is Config.WideMinSplit, resolved (wideMinSplitOf; 0: none).
 	minSplit int
@@ -407,7 +410,7 @@ type wideVariant struct {
 
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
-	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled,
+	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled, blocked: v.WideBlocked && !v.WideShared,
 		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
 }
 
@@ -461,6 +464,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 		src.reroll = true
 		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU, src.wideTables, src.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		src.widePivots = k.pivots
+		src.wideBlocked = k.blocked
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -482,6 +486,7 @@ func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
 		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU, s.wideTables, s.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		s.widePivots = k.pivots
+		s.wideBlocked = k.blocked
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -739,6 +744,9 @@ type wideEmitter struct {
 	// c / GS_WSTRIDE of the lane of c, rather than to gs_o, whose outputs
 	// then start from output privOut (0: none; wideLayout.PrivOut).
 	privOut int
+	// blocked holds the block-private arrays of the function before
+	// recomputation (ownArrays; Config.WideBlocked, wideblock.go).
+	blocked map[string]bool
 }
 
 // wideRemat is a loop's array that may be recomputed where it is read:
@@ -770,16 +778,16 @@ func (w *wideEmitter) emit() (string, int, error) {
 		return w.tables.String() + code, scratch, nil
 	}
 	all := w.remat
-	own := privateArrays(raw)
+	own := w.ownArrays(raw)
 	kept := w.remat[:0:0]
 	for _, r := range w.remat {
-		if own[r.name] || !readsAny(r.expr, own) {
+		if w.mayRecompute(r, own) {
 			kept = append(kept, r)
 		}
 	}
 	w.remat = kept
 	code := w.rematerialize(raw)
-	code, rows := privatize(code, privateArrays(code), w.e.src.wideRows)
+	code, rows := w.privatizeAll(code)
 	code = declarePrivate(code, rows)
 	// Each form is placed once (allocate reads the whole function: a
 	// second placement of the same code was a second pass for nothing).

@@ -1,0 +1,700 @@
+package kernelgen
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The blocked element split of the wide layout (Config.WideBlocked,
+// issue 26; docs/wide-layout.md). By default a loop split over the lanes
+// runs component c on lane c mod S (S = GS_WSTRIDE lanes a trajectory),
+// and an array read at other components than the lane's own (Lorenz-96's
+// stage inputs, read at c + 1, c − 2, c − 1) lives in the warp's shared
+// memory. Blocked, a loop over n components (n a multiple of 32) runs
+// component c on lane c / R, row c mod R of that lane (R = n / S rows a
+// lane: a block of consecutive components), and an array whose every
+// access is in such a loop, at the loop's own component or at a rotation
+// of it by at most R (GS_WROT(gs_c, 0, k, n), Lorenz-96's neighbours),
+// is the lane's own array of R rows: registers (the rows' indices are
+// static once the loop over them is unrolled). Its entry at a
+// neighbour's component is the lane's own row where it lies in the
+// lane's block, else a row of the next or the previous lane, by a
+// shuffle (GS_WNB): one per row that crosses the block's end, where the
+// default layout reads shared memory for every neighbour of every
+// component.
+//
+// Only the storage and the lane that runs a component change: each
+// component's values are the same operations on the same operands in the
+// same order, so the results are the same bit for bit. A loop that sums
+// over its components (gs_wsum), keeps a carried value, takes a
+// component's value out of the loop (a sum's last term), writes the
+// lanes' own rows (gs_po, the cyclic private arrays) or runs a window
+// stays in the cyclic form, its sums in the warp's order, and so does
+// every array it touches (in shared memory, or cyclic private where
+// every access is the lane's own: wideprivate.go). So the stage loops
+// of an explicit method's trial and of a reverse step's replay run
+// blocked, and the error norms, the stiffness estimate and the reverse
+// step's window loops (the field's VJP) as before.
+
+// wideBlockHelper defines GS_WNB, a block-private array's entry at a
+// neighbour's row.
+const wideBlockHelper = `// GS_WNB(a, r, s, R) is entry r + s of block-private array a of R rows a
+// lane (wideblock.go), |s| <= R: the lane's own row r + s, or row
+// r + s - R of the next lane, or row r + s + R of the previous one (the
+// trajectory's lanes in a ring: the rotation of its n components). r is
+// the same on every lane (an unrolled loop's row), so every lane takes
+// the same branch and the shuffles are the whole group's.
+#define GS_WNB(a, r, s, R) ((r) + (s) >= (R) ? gs_wide_from((a)[(r) + (s) - (R)], gs_lane + 1) : ((r) + (s) < 0 ? gs_wide_from((a)[(r) + (s) + (R)], gs_lane + GS_WSTRIDE - 1) : (a)[(r) + (s)]))
+`
+
+// wideBlockLoop is a loop split over the lanes in the canonical stride
+// (lines from, the "#pragma unroll 1", to to, its last line) that may
+// run blocked: over n components, its body (one statement a line) free
+// of what ties a component to its cyclic lane.
+type wideBlockLoop struct {
+	from, to, n int
+	oneLine     bool
+}
+
+// wideBlockBan lists what keeps a loop cyclic: its sums, its values
+// taken out of the loop or from other lanes, the lanes' own rows, the
+// window loops' variables and control flow.
+var wideBlockBan = []string{"gs_wsum", "gs_wide_", "__shfl", "gs_lane", "gs_po", "gs_row", "GS_WSTRIDE", "gs_k", "gs_p[", "gs_p +", "for (", "break", "if (", "gs_c ==", "gs_c0"}
+
+// wideBlockStmt matches a statement a blocked loop's body may hold: a
+// value of the component, or a store into an array.
+var wideBlockStmt = regexp.MustCompile(`^    (const gs_real gs_u\d+ = |[A-Za-z_]\w*\[[^=]*\] = )`)
+
+// wideBlockLoops returns the loops of code's lines that may run blocked
+// (see wideBlockLoop).
+func wideBlockLoops(lines []string) []wideBlockLoop {
+	var out []wideBlockLoop
+	for i := 0; i+1 < len(lines); i++ {
+		if lines[i] != "#pragma unroll 1" {
+			continue
+		}
+		m := wideCanonHead.FindStringSubmatch(lines[i+1])
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		if n < wideLanes || n%wideLanes != 0 {
+			continue
+		}
+		var body []string
+		l := wideBlockLoop{from: i, n: n}
+		if m[2] == "" {
+			l.to, l.oneLine = i+1, true
+			body = []string{"    " + strings.TrimSpace(lines[i+1][len(m[0]):])}
+		} else {
+			end := i + 2
+			for end < len(lines) && lines[end] != "  }" {
+				end++
+			}
+			if end == len(lines) {
+				continue
+			}
+			l.to = end
+			body = lines[i+2 : end]
+		}
+		if blockableBody(body) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// blockableBody reports whether a loop's body may run blocked.
+func blockableBody(body []string) bool {
+	for _, ln := range body {
+		if !wideBlockStmt.MatchString(ln) {
+			return false
+		}
+		for _, b := range wideBlockBan {
+			if strings.Contains(ln, b) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// wideBlockIndex matches an access of a block-private array after its
+// name: the loop's own component or a rotation of it.
+var wideBlockIndex = regexp.MustCompile(`^\[(?:\(?gs_c\)?|\(?GS_WROT\(gs_c, 0, (\d+), (\d+)\)\)?)\]`)
+
+// blockShift returns the shift s of a rotation by k of n components
+// (entry (c + k) mod n is entry c + s, −n/2 < s <= n/2).
+func blockShift(k, n int) int {
+	if k > n/2 {
+		return k - n
+	}
+	return k
+}
+
+// blockedArrays returns the arrays of the scratch declared in code that
+// may be block-private (see above): every mention but the declaration
+// in a loop that may run blocked over as many components as the array
+// has (not one of cyclic, by its first line), at the loop's own
+// component or at a rotation of it by at most n/32 (the rows a lane
+// holds on a warp), and the loops that touch one, which then run
+// blocked.
+func blockedArrays(code string, cyclic map[int]bool) (map[string]bool, []wideBlockLoop) {
+	lines := strings.Split(code, "\n")
+	cand := map[string]int{}
+	declAt := map[string]int{}
+	for i, ln := range lines {
+		m := wideArray.FindStringSubmatch(ln)
+		if m == nil {
+			continue
+		}
+		if s := wideSizeOf.FindStringSubmatch(ln); s != nil {
+			if n, _ := strconv.Atoi(s[1]); n >= wideLanes && n%wideLanes == 0 {
+				cand[m[1]] = n
+				declAt[m[1]] = i
+			}
+		}
+	}
+	var loops []wideBlockLoop
+	for _, l := range wideBlockLoops(lines) {
+		if !cyclic[l.from] {
+			loops = append(loops, l)
+		}
+	}
+	if len(cand) == 0 || len(loops) == 0 {
+		return map[string]bool{}, nil
+	}
+	loopOf := make([]int, len(lines)) // 1 + the loop's index, 0 outside
+	for k, l := range loops {
+		for i := l.from; i <= l.to; i++ {
+			loopOf[i] = k + 1
+		}
+	}
+	for i, ln := range lines {
+		forIdents(ln, func(from, to int) {
+			name := ln[from:to]
+			n, ok := cand[name]
+			if !ok || declAt[name] == i {
+				return
+			}
+			k := loopOf[i]
+			if k == 0 || loops[k-1].n != n {
+				delete(cand, name)
+				return
+			}
+			m := wideBlockIndex.FindStringSubmatch(ln[to:])
+			if m == nil {
+				delete(cand, name)
+				return
+			}
+			if m[1] != "" {
+				rk, _ := strconv.Atoi(m[1])
+				rn, _ := strconv.Atoi(m[2])
+				if s := blockShift(rk, rn); rn != n || s > n/wideLanes || -s > n/wideLanes {
+					delete(cand, name)
+					return
+				}
+				// A rotated access must be a read: the loop's store is
+				// at its own component.
+				if strings.HasPrefix(ln[to+len(m[0]):], " = ") {
+					delete(cand, name)
+				}
+			}
+		})
+	}
+	blk := map[string]bool{}
+	for name := range cand {
+		blk[name] = true
+	}
+	var run []wideBlockLoop
+	for _, l := range loops {
+		if touchesAny(lines[l.from:l.to+1], blk) {
+			run = append(run, l)
+		}
+	}
+	return blk, run
+}
+
+// touchesAny reports whether lines name an array of names.
+func touchesAny(lines []string, names map[string]bool) bool {
+	found := false
+	for _, ln := range lines {
+		forIdents(ln, func(from, to int) {
+			if names[ln[from:to]] {
+				found = true
+			}
+		})
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// privateSets returns the arrays of code that are lane-private: in the
+// cyclic form (privateArrays) and, with blocked (Config.WideBlocked),
+// block-private (blockedArrays). A loop that touches an array private in
+// the cyclic form but not blocked (its other loops cyclic) stays cyclic,
+// and so do the arrays it touches (again until none is left), so that no
+// array loses its privacy.
+func privateSets(code string, blocked bool) (cyc, blk map[string]bool) {
+	cyc = privateArrays(code)
+	if !blocked {
+		return cyc, map[string]bool{}
+	}
+	lines := strings.Split(code, "\n")
+	cyclic := map[int]bool{}
+	for {
+		var loops []wideBlockLoop
+		blk, loops = blockedArrays(code, cyclic)
+		own := map[string]bool{}
+		for name := range cyc {
+			if !blk[name] {
+				own[name] = true
+			}
+		}
+		more := false
+		for _, l := range loops {
+			if touchesAny(lines[l.from:l.to+1], own) {
+				cyclic[l.from], more = true, true
+			}
+		}
+		if !more {
+			for name := range blk {
+				delete(cyc, name)
+			}
+			return cyc, blk
+		}
+	}
+}
+
+// blockLoops returns code with the arrays of blk block-private and the
+// loops of code that touch them run blocked: each such loop (still in the
+// canonical stride: privatize turned no loop of it into rows, since it
+// touches no cyclic private array) becomes
+//
+//	#pragma unroll
+//	for (int gs_row = 0; gs_row < n / GS_WSTRIDE; gs_row++) {
+//	  const int gs_c = gs_lane * (n / GS_WSTRIDE) + gs_row;
+//	  (void)gs_c;
+//	  the body, the block-private arrays' rows gs_row and neighbours GS_WNB
+//	}
+func blockLoops(code string, blk map[string]bool) string {
+	if len(blk) == 0 {
+		return code
+	}
+	lines := strings.Split(code, "\n")
+	loops := wideBlockLoops(lines)
+	out := make([]string, 0, len(lines))
+	next := 0
+	for _, l := range loops {
+		if !touchesAny(lines[l.from:l.to+1], blk) {
+			continue
+		}
+		for _, ln := range lines[next:l.from] {
+			out = append(out, blockDecl(ln, blk))
+		}
+		rows := fmt.Sprintf("(%d / GS_WSTRIDE)", l.n)
+		out = append(out, "#pragma unroll",
+			fmt.Sprintf("  for (int gs_row = 0; gs_row < %s; gs_row++) {", rows),
+			fmt.Sprintf("    const int gs_c = gs_lane * %s + gs_row;", rows), "    (void)gs_c;")
+		if l.oneLine {
+			m := wideCanonHead.FindStringSubmatch(lines[l.to])
+			out = append(out, blockRows("    "+strings.TrimSpace(lines[l.to][len(m[0]):]), blk, rows), "  }")
+		} else {
+			for _, ln := range lines[l.from+2 : l.to] {
+				out = append(out, blockRows(ln, blk, rows))
+			}
+			out = append(out, "  }")
+		}
+		next = l.to + 1
+	}
+	for _, ln := range lines[next:] {
+		out = append(out, blockDecl(ln, blk))
+	}
+	return strings.Join(out, "\n")
+}
+
+// blockDecl returns ln, the declaration of a block-private array of blk
+// as the lane's own array of rows.
+func blockDecl(ln string, blk map[string]bool) string {
+	m := wideArray.FindStringSubmatch(ln)
+	if m == nil || !blk[m[1]] {
+		return ln
+	}
+	n := wideSizeOf.FindStringSubmatch(ln)[1]
+	return fmt.Sprintf("  gs_real %s[%s / GS_WSTRIDE];  // block-private: %s components, a block of consecutive ones a lane (wideblock.go)", m[1], n, n)
+}
+
+// blockRows returns a blocked loop's line ln with each access of a
+// block-private array of blk at the loop's own component its row gs_row,
+// and each at a rotation its neighbour's entry GS_WNB, of rows rows.
+func blockRows(ln string, blk map[string]bool, rows string) string {
+	var sb strings.Builder
+	last := 0
+	forIdents(ln, func(from, to int) {
+		name := ln[from:to]
+		if !blk[name] || from < last {
+			return
+		}
+		m := wideBlockIndex.FindStringSubmatch(ln[to:])
+		if m == nil {
+			panic("kernelgen: a block-private array's access not blocked: " + ln)
+		}
+		sb.WriteString(ln[last:from])
+		if m[1] == "" {
+			sb.WriteString(name + "[gs_row]")
+		} else {
+			k, _ := strconv.Atoi(m[1])
+			n, _ := strconv.Atoi(m[2])
+			fmt.Fprintf(&sb, "GS_WNB(%s, gs_row, %d, %s)", name, blockShift(k, n), rows)
+		}
+		last = to + len(m[0])
+	})
+	if last == 0 {
+		return ln
+	}
+	sb.WriteString(ln[last:])
+	return sb.String()
+}
+
+// ownArrays returns the arrays of the function's code that no lane reads
+// at another lane's component: privateSets' cyclic and block-private
+// arrays together (emit's test of what may be recomputed).
+func (w *wideEmitter) ownArrays(code string) map[string]bool {
+	cyc, blk := privateSets(code, w.e.src.wideBlocked)
+	w.blocked = blk
+	own := map[string]bool{}
+	for name := range cyc {
+		own[name] = true
+	}
+	for name := range blk {
+		own[name] = true
+	}
+	return own
+}
+
+// mayRecompute reports whether array r may be recomputed where it is
+// read (emit; own: ownArrays): where it is lane-private itself or reads
+// no lane-private array (which its reads at other components would then
+// read at other components too), and, blocked, where it does not read a
+// block-private array: kept, a block-private array read at its
+// neighbours (Lorenz-96's stage inputs) takes a shuffle at a block's
+// end, where recomputed it would read each of its operands there.
+func (w *wideEmitter) mayRecompute(r wideRemat, own map[string]bool) bool {
+	return (own[r.name] || !readsAny(r.expr, own)) && !readsAny(r.expr, w.blocked)
+}
+
+// privatizeAll moves the function's lane-private arrays out of the
+// scratch: the cyclic ones into the lane's rows (privatize, whose rows
+// of gs_p it returns), then, with Config.WideBlocked, the block-private
+// ones into arrays of their own, their loops blocked (blockLoops).
+func (w *wideEmitter) privatizeAll(code string) (string, int) {
+	cyc, blk := privateSets(code, w.e.src.wideBlocked)
+	code, rows := privatize(code, cyc, w.e.src.wideRows)
+	if len(blk) > 0 {
+		w.e.src.helper(wideBlockHelper)
+		code = dedupSyncs(shadowShared(cacheInputs(blockLoops(code, blk))))
+	}
+	return code, rows
+}
+
+// wideBlockedHead matches the head of a blocked loop (blockLoops) and
+// captures its components.
+var wideBlockedHead = regexp.MustCompile(`^  for \(int gs_row = 0; gs_row < \((\d+) / GS_WSTRIDE\); gs_row\+\+\) \{$`)
+
+// wideInputRead matches a read of a per-trajectory input at a blocked
+// loop's component or at a rotation of it: its offset, and the
+// rotation's k and n.
+var wideInputRead = regexp.MustCompile(`gs_a\[(?:(\d+) \+ (?:\(?gs_c\)?|\(GS_WROT\(gs_c, 0, (\d+), (\d+)\)\))|GS_WROT\(gs_c, (\d+), (\d+), (\d+)\))\]`)
+
+// inputRead returns the offset K, and for a rotation its k and n (else
+// 0, 0), of a read wideInputRead matched (m its submatches).
+func inputRead(m []string) (off, k, n int) {
+	if m[4] != "" {
+		off, _ = strconv.Atoi(m[4])
+		k, _ = strconv.Atoi(m[5])
+		n, _ = strconv.Atoi(m[6])
+		return off, k, n
+	}
+	off, _ = strconv.Atoi(m[1])
+	if m[2] != "" {
+		k, _ = strconv.Atoi(m[2])
+		n, _ = strconv.Atoi(m[3])
+	}
+	return off, k, n
+}
+
+// cacheInputs returns code with the blocked loops' reads of a run of
+// per-trajectory inputs (gs_a[K + c] or a rotation of it, the state y and FSAL's k1 of an
+// explicit method's trial, read by each stage) taken from the lane's own
+// copy of its block of them, gs_inK, loaded once before the first such
+// loop, and their neighbours by GS_WNB: in the blocked split the lanes'
+// reads of shared memory at components R apart fall on the same banks,
+// once where each stage read them. The same values: the inputs are not
+// written in the function (it keeps the reads in place where it writes
+// an output between the first and the last of them: Control's inputs
+// lie in the trial's outputs).
+func cacheInputs(code string) string {
+	lines := strings.Split(code, "\n")
+	type run struct {
+		first, last, n int
+	}
+	runs := map[int]*run{} // by offset K
+	var order []int
+	blocked := func(f func(i, n int)) {
+		for i := 0; i < len(lines); i++ {
+			m := wideBlockedHead.FindStringSubmatch(lines[i])
+			if m == nil {
+				continue
+			}
+			n, _ := strconv.Atoi(m[1])
+			for i++; i < len(lines) && lines[i] != "  }"; i++ {
+				f(i, n)
+			}
+		}
+	}
+	bad := map[int]bool{}
+	blocked(func(i, n int) {
+		for _, m := range wideInputRead.FindAllStringSubmatch(lines[i], -1) {
+			k, rk, rn := inputRead(m)
+			if rn != 0 {
+				if s := blockShift(rk, rn); rn != n || s > n/wideLanes || -s > n/wideLanes {
+					bad[k] = true
+				}
+			}
+			r := runs[k]
+			if r == nil {
+				r = &run{first: i, n: n}
+				runs[k] = r
+				order = append(order, k)
+			}
+			if r.n != n {
+				bad[k] = true
+			}
+			r.last = i
+		}
+	})
+	for _, k := range order {
+		r := runs[k]
+		for _, ln := range lines[r.first : r.last+1] {
+			if strings.Contains(ln, "gs_o[") {
+				bad[k] = true
+			}
+		}
+	}
+	inputs := map[int]bool{}
+	for _, k := range order {
+		if !bad[k] {
+			inputs[k] = true
+		}
+	}
+	if len(inputs) == 0 {
+		return code
+	}
+	blocked(func(i, n int) {
+		lines[i] = wideInputRead.ReplaceAllStringFunc(lines[i], func(s string) string {
+			k, rk, rn := inputRead(wideInputRead.FindStringSubmatch(s))
+			if !inputs[k] {
+				return s
+			}
+			if rn == 0 {
+				return fmt.Sprintf("gs_in%d[gs_row]", k)
+			}
+			return fmt.Sprintf("GS_WNB(gs_in%d, gs_row, %d, (%d / GS_WSTRIDE))", k, blockShift(rk, rn), n)
+		})
+	})
+	// The loads, before the first blocked loop that reads each run
+	// ("#pragma unroll" before its head).
+	loads := map[int][]string{}
+	for _, k := range order {
+		if !inputs[k] {
+			continue
+		}
+		r := runs[k]
+		at := r.first
+		for !wideBlockedHead.MatchString(lines[at]) {
+			at--
+		}
+		at-- // its "#pragma unroll"
+		rows := fmt.Sprintf("(%d / GS_WSTRIDE)", r.n)
+		loads[at] = append(loads[at],
+			fmt.Sprintf("  gs_real gs_in%d[%d / GS_WSTRIDE];  // the lane's block of inputs %d … %d (wideblock.go)", k, r.n, k, k+r.n-1),
+			"#pragma unroll",
+			fmt.Sprintf("  for (int gs_row = 0; gs_row < %s; gs_row++) gs_in%d[gs_row] = gs_a[%d + gs_lane * %s + gs_row];", rows, k, k, rows))
+	}
+	out := make([]string, 0, len(lines)+3*len(inputs))
+	for i, ln := range lines {
+		out = append(out, loads[i]...)
+		out = append(out, ln)
+	}
+	return strings.Join(out, "\n")
+}
+
+// shadowShared returns code with a lane's own copy (gs_bNAME: registers)
+// of its block of each array of the scratch that blocked loops write and
+// read but that stays in shared memory, because other loops read it at
+// other components (a reverse step's stage inputs, read by its window
+// loops; the trial's last stages, read by the error norm): the blocked
+// loop that writes it (its only writer, at the loop's own components)
+// writes the copy too, and the blocked loops' reads at their own
+// components or rotations by at most n/32 read the copy (GS_WNB), where
+// on shared memory the lanes' reads R components apart would fall on the
+// same banks. Other loops read the shared array as before: the same
+// values.
+func shadowShared(code string) string {
+	lines := strings.Split(code, "\n")
+	size := map[string]int{}
+	declAt := map[string]int{}
+	for i, ln := range lines {
+		if m := wideArray.FindStringSubmatch(ln); m != nil {
+			if s := wideSizeOf.FindStringSubmatch(ln); s != nil {
+				n, _ := strconv.Atoi(s[1])
+				size[m[1]], declAt[m[1]] = n, i
+			}
+		}
+	}
+	if len(size) == 0 {
+		return code
+	}
+	inBlocked := make([]int, len(lines)) // the blocked loop's components, 0 outside
+	for i := 0; i < len(lines); i++ {
+		m := wideBlockedHead.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		for i++; i < len(lines) && lines[i] != "  }"; i++ {
+			inBlocked[i] = n
+		}
+	}
+	// A candidate is written only by blocked loops of its size at their
+	// own component, and read by one at least.
+	stored, read, bad := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for i, ln := range lines {
+		forIdents(ln, func(from, to int) {
+			name := ln[from:to]
+			n, ok := size[name]
+			if !ok || declAt[name] == i {
+				return
+			}
+			rest := ln[to:]
+			m := wideBlockIndex.FindStringSubmatch(rest)
+			store := m != nil && strings.HasPrefix(rest[len(m[0]):], " = ") && strings.TrimSpace(ln[:from]) == ""
+			if !store {
+				// Any other store (a lane-0 gather's, a copy's) keeps it.
+				if j := strings.Index(rest, "]"); j >= 0 && strings.HasPrefix(rest, "[") && strings.HasPrefix(rest[j+1:], " = ") {
+					bad[name] = true
+				}
+			}
+			switch {
+			case inBlocked[i] != n || m == nil:
+				if store {
+					bad[name] = true
+				}
+			case store:
+				if m[1] != "" {
+					bad[name] = true
+				}
+				stored[name] = true
+			case !stored[name]:
+				bad[name] = true // a read before the store
+			default:
+				if m[1] != "" {
+					k, _ := strconv.Atoi(m[1])
+					rn, _ := strconv.Atoi(m[2])
+					if s := blockShift(k, rn); rn != n || s > n/wideLanes || -s > n/wideLanes {
+						return
+					}
+				}
+				read[name] = true
+			}
+		})
+	}
+	shadow := map[string]bool{}
+	for name := range size {
+		if stored[name] && read[name] && !bad[name] {
+			shadow[name] = true
+		}
+	}
+	if len(shadow) == 0 {
+		return code
+	}
+	out := make([]string, 0, len(lines)+len(shadow))
+	for i, ln := range lines {
+		if m := wideArray.FindStringSubmatch(ln); m != nil && shadow[m[1]] && declAt[m[1]] == i {
+			out = append(out, ln, fmt.Sprintf("  gs_real gs_b%s[%d / GS_WSTRIDE];  // %s's block of the lane (wideblock.go's shadowShared)", m[1], size[m[1]], m[1]))
+			continue
+		}
+		if inBlocked[i] == 0 {
+			out = append(out, ln)
+			continue
+		}
+		n := inBlocked[i]
+		var sb strings.Builder
+		last := 0
+		forIdents(ln, func(from, to int) {
+			name := ln[from:to]
+			if !shadow[name] || from < last {
+				return
+			}
+			m := wideBlockIndex.FindStringSubmatch(ln[to:])
+			if m == nil {
+				return
+			}
+			end := to + len(m[0])
+			if strings.HasPrefix(ln[end:], " = ") && strings.TrimSpace(ln[:from]) == "" {
+				sb.WriteString(ln[last:end] + " = gs_b" + name + "[gs_row]")
+				last = end
+				return
+			}
+			if m[1] == "" {
+				sb.WriteString(ln[last:from] + "gs_b" + name + "[gs_row]")
+				last = end
+				return
+			}
+			k, _ := strconv.Atoi(m[1])
+			rn, _ := strconv.Atoi(m[2])
+			s := blockShift(k, rn)
+			if rn != n || s > n/wideLanes || -s > n/wideLanes {
+				return
+			}
+			fmt.Fprintf(&sb, "%sGS_WNB(gs_b%s, gs_row, %d, (%d / GS_WSTRIDE))", ln[last:from], name, s, n)
+			last = end
+		})
+		sb.WriteString(ln[last:])
+		out = append(out, sb.String())
+	}
+	return strings.Join(out, "\n")
+}
+
+// wideNoMemory matches a line of a wide function that touches no memory
+// another lane may read or write: a comment, a constant, an array's
+// declaration (in the scratch, the lane's own or block-private).
+var wideNoMemory = regexp.MustCompile(`^  (//.*|const gs_real v\d+ = \(gs_real\)[-+0-9.eE]+;.*|gs_real\* const \w+ = gs_[wp] \+ [^;]*;.*|gs_real \w+\[[^\]]*\];.*|\(void\)gs_lane;)$`)
+
+// dedupSyncs returns code without the __syncwarp()s that follow another
+// with nothing between them but lines that touch no memory
+// (wideNoMemory): a loop's closing barrier and the next loop's opening
+// one, where the blocked split's loops between them left nothing (a
+// barrier right after a barrier orders nothing more).
+func dedupSyncs(code string) string {
+	lines := strings.Split(code, "\n")
+	out := make([]string, 0, len(lines))
+	synced := false
+	for _, ln := range lines {
+		switch {
+		case ln == "  GS_SYNCWARP();":
+			if synced {
+				continue
+			}
+			synced = true
+		case !wideNoMemory.MatchString(ln):
+			synced = false
+		}
+		out = append(out, ln)
+	}
+	return strings.Join(out, "\n")
+}
