@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,8 +20,9 @@ import (
 // only (wideCase), with two shared parameters (wideSharedCase), with
 // save times and shared parameters (wideSavesCase) and lorenz96Case's
 // one save time, and at d = 64 with Vern7 (lorenz96Case); the gradient
-// with the record and (d = 64) the solve.
-// The sources: the blocked kernel runs some loops blocked (GS_WNB's
+// with the record and (d = 64) the solve. Without -long three of these
+// run (d = 64 with shared parameters, d = 64 on 16 lanes with save
+// times, d = 256 with shared parameters). The sources: the blocked kernel runs some loops blocked (GS_WNB's
 // neighbours, block-private arrays), the default's none. It fails if a
 // bit of a result differs or if the switch does not reach the source.
 func TestHostWideBlockedSame(t *testing.T) {
@@ -53,6 +55,12 @@ func TestHostWideBlockedSame(t *testing.T) {
 			vs = append(vs, variant{fmt.Sprintf("%s-%d", c.name, d), c, Tuning{Layout: LayoutWide}, []string{"grad", "solve"}},
 				variant{fmt.Sprintf("%s-%d-lanes16", c.name, d), c, Tuning{Layout: LayoutWide, wideLanes: 16}, []string{"grad"}})
 		}
+	}
+	if !longTests() {
+		// Three of them (minutes of g++ on two cores each); -long: all.
+		vs = slices.DeleteFunc(vs, func(x variant) bool {
+			return x.name != "shared-64" && x.name != "saves-64-lanes16" && x.name != "shared-256"
+		})
 	}
 	for _, x := range vs {
 		t.Run(x.name, func(t *testing.T) {
