@@ -94,7 +94,7 @@ var pollutionPivots = func() kernelgen.PivotSeq {
 }()
 
 // TestHostWidePivots runs Pollution's wide Rodas5P kernels (d = 20,
-// default lanes, 2 trajectories to t = 0.2, not -short) with its pivot
+// default lanes, 2 trajectories to t = 0.2; with -long only: the switch is off by default) with its pivot
 // sequence predicted (Tuning.widePivots: the sparse factor and solves
 // follow rows 5↔6, 6↔7 besides no interchange) against the default (the
 // dense steps from the first interchange) on a simulated warp: the solve
@@ -103,8 +103,8 @@ var pollutionPivots = func() kernelgen.PivotSeq {
 // the default's.
 func TestHostWidePivots(t *testing.T) {
 	needHost(t)
-	if testing.Short() {
-		t.Skip("Pollution's wide kernels on the simulated warp: minutes")
+	if !longTests() {
+		t.Skip("Pollution's wide kernels on the simulated warp, a switch off by default: minutes; run with -long")
 	}
 	t.Parallel()
 	c := wideRosCase(t, "pollution", ode.Rodas5P, 2, 0.2, false)
