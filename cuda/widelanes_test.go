@@ -261,7 +261,7 @@ func TestWideLanesLayout(t *testing.T) {
 // or 8 lanes (Tuning.wideLanes), with and without those bounds, on 8
 // without bounds (HIRES only: its 1,024 warps of 8-lane groups fit 8 a
 // multiprocessor at its 173 registers, where the default's 6 blocks cap
-// them at 168), and on 4 (HIRES only: d = 8 in two passes); for neural Robertson (lanes mode)
+// them at 168), and on 4 (HIRES only: d = 8 in two passes); for neural Robertson (tile mode at 4,096)
 // the layouts with fewer lanes a trajectory that exist for neural fields:
 // tile mode forced (a warp per tile of 8 trajectories, 4 lanes each, the
 // layers as tensor-core products; chosen by default from 3 tiles a
@@ -309,7 +309,7 @@ var wideLanesVariants = []struct {
 // trajectories would run 2 a multiprocessor in groups of 16 lanes where
 // 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
 // the default's kernel) the default and lanes16 only; on
-// neural Robertson (lanes mode, not wide: the tunings change nothing)
+// neural Robertson (tile mode at 4,096, not wide: the tunings change nothing)
 // the default and lanes8, the same kernel twice (the noise), and tile
 // and thread (its layouts forced).
 func wideLanesRuns(c, v string) bool {
@@ -432,8 +432,9 @@ func wideLanesConfig(tb testing.TB, c engineCase, tun Tuning) (kernelgen.Config,
 }
 
 // TestNeuralRobertsonLayouts checks BenchmarkGPUWideLanes's layouts of
-// neural Robertson's gradient at n = 4096 on an H100: lanes mode by
-// default, tile mode and the thread layout where forced.
+// neural Robertson's gradient at n = 4096 on an H100: tile mode by
+// default (3 tiles a multiprocessor or more: kernelgen.TileModeFills)
+// and where forced, the thread layout where forced.
 func TestNeuralRobertsonLayouts(t *testing.T) {
 	c := layoutFillCase(t, "neural-robertson", 4096)
 	for _, x := range wideLanesVariants {
@@ -443,7 +444,7 @@ func TestNeuralRobertsonLayouts(t *testing.T) {
 		v, _ := wideLanesConfig(t, c, x.tun)
 		want := x.layout
 		if want == "" {
-			want = "lanes"
+			want = "tile"
 		}
 		if got := v.Layout(); got != want {
 			t.Errorf("%s: the %s layout, want %s", x.name, got, want)
