@@ -16,7 +16,8 @@ import (
 // on a simulated warp, each on its default lanes a trajectory: HIRES (d =
 // 8, the explicit factor of W, 5 trajectories to t = 0.5) and, without
 // -short, Pollution (d = 20, the matrix-free factor, 2 trajectories to t
-// = 0.2): the solve and the gradient, bit for bit (the two forms'
+// = 0.2) and the Brusselator (d = 64, its band past WideSparseMaxDim: 2
+// trajectories to t = 0.05): the solve and the gradient, bit for bit (the two forms'
 // values differ at most in the signs of zeros, which these results do
 // not show). It fails if the default kernel has no sparse factor or the
 // switch does not reach the source.
@@ -25,7 +26,8 @@ func TestHostWideSparseLU(t *testing.T) {
 	t.Parallel()
 	cases := []engineCase{wideRosCase(t, "hires", ode.Rodas5P, 5, 0.5, false)}
 	if !testing.Short() {
-		cases = append(cases, wideRosCase(t, "pollution", ode.Rodas5P, 2, 0.2, false))
+		cases = append(cases, wideRosCase(t, "pollution", ode.Rodas5P, 2, 0.2, false),
+			wideRosCase(t, "brusselator", ode.Rodas5P, 2, 0.05, false))
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s-d=%d", c.name, c.prob.Field.Dim), func(t *testing.T) {

@@ -659,6 +659,9 @@ func wideSparseLU(nz []bool, d int) (string, string, bool) {
 		h.Write([]byte{b})
 	}
 	tag := fmt.Sprintf("%d_%016x", d, h.Sum64())
+	if d > WideSparseMaxDim {
+		return tag, wideSeqLU(pat, d, tag), true
+	}
 	var sb strings.Builder
 	// emit writes a loop over rows split over the lanes, body the
 	// statements of row r.

@@ -1,6 +1,7 @@
 package kernelgen
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -84,8 +85,9 @@ func TestWideSparseBand(t *testing.T) {
 // pattern (a matrix past WideSparseMaxDim rows in the sparse form): a
 // dominant diagonal (the sparse path to its end), a row below the
 // diagonal larger at a late step (the dense steps from there) and a NaN
-// entry, on a simulated warp of 32 lanes: factors, pivots and solutions
-// the dense form's value for value.
+// entry, on a simulated warp of 32 lanes (and in groups of 16: the first
+// two): factors, pivots and solutions the dense form's value for value,
+// the solutions' bits too (the sequential form, wideSeqLU).
 func TestWideSparseLUBand(t *testing.T) {
 	t.Parallel()
 	cc := kerneltest.GXX(t)
@@ -111,14 +113,16 @@ func TestWideSparseLUBand(t *testing.T) {
 		name   string
 		m      []float64
 		sparse bool
-	}{{"dominant", m, true}, {"pivot-late", late, false}, {"nan", nan, false}} {
-		t.Run(c.name, func(t *testing.T) {
+		lanes  int
+	}{{"dominant", m, true, 32}, {"pivot-late", late, false, 32}, {"nan", nan, false, 32}, {"dominant", m, true, 16}, {"pivot-late", late, false, 16}} {
+		t.Run(fmt.Sprintf("%s/lanes=%d", c.name, c.lanes), func(t *testing.T) {
 			t.Parallel()
 			b := make([]float64, d)
 			for k := range b {
 				b[k] = r.NormFloat64()
 			}
-			out := runWideSparseLU(t, cc, d, nz, c.m, b, -0.5, 32)
+			b[1] = 0 // a zero right-hand side component
+			out := runWideSparseLU(t, cc, d, nz, c.m, b, -0.5, c.lanes)
 			want, got := out["dense"], out["sparse"]
 			if mark := got["f"][d*d+d-1] == d-0.5; mark != c.sparse {
 				t.Errorf("sparse path to its end %v, want %v", mark, c.sparse)
@@ -127,6 +131,9 @@ func TestWideSparseLUBand(t *testing.T) {
 			for _, part := range []string{"f", "x", "xt"} {
 				for k := range want[part] {
 					x, y := got[part][k], want[part][k]
+					if part != "f" && math.Float64bits(x) != math.Float64bits(y) && !(math.IsNaN(x) && math.IsNaN(y)) {
+						t.Errorf("%s[%d]: sparse %v, dense %v: other bits", part, k, x, y)
+					}
 					if part == "f" && k >= d*d {
 						x, y = math.Trunc(x), math.Trunc(y)
 					}
