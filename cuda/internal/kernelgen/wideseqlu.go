@@ -135,14 +135,14 @@ func wideSeqLU(pat []bool, d int, tag string) string {
 			dense = "gs_wide_lu_solve_t"
 		}
 		fmt.Fprintf(&sb, "  GS_SYNCWARP();\n  if (%s) {\n    %s<D>(x, f);\n    return;\n  }\n", mark, dense)
+		// Each row's right-hand side is loaded where the forward triangle
+		// reaches it (so that loads need not all be live at once).
 		sb.WriteString("  if (GS_WLANE == 0) {\n")
-		for r := 0; r < d; r++ {
-			fmt.Fprintf(&sb, "    gs_real x%d = x[%d];\n", r, r)
-		}
 		if !trans {
 			// L (unit): rows ascending, columns ascending; then U: rows
 			// descending, columns descending, then the diagonal.
-			for r := 1; r < d; r++ {
+			for r := 0; r < d; r++ {
+				fmt.Fprintf(&sb, "    gs_real x%d = x[%d];\n", r, r)
 				row(r, cols(r, 0, r, false, false), false)
 			}
 			for r := d - 1; r >= 0; r-- {
@@ -153,6 +153,7 @@ func wideSeqLU(pat []bool, d int, tag string) string {
 			// Uᵀ: rows ascending, columns ascending, then the diagonal;
 			// Lᵀ (unit): rows descending, columns descending.
 			for r := 0; r < d; r++ {
+				fmt.Fprintf(&sb, "    gs_real x%d = x[%d];\n", r, r)
 				row(r, cols(r, 0, r, true, false), true)
 				fmt.Fprintf(&sb, "    x%d = x%d / f[%d];\n", r, r, at(r, r))
 			}
