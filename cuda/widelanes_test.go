@@ -308,7 +308,8 @@ var wideLanesVariants = []struct {
 // warp (warp-blocked); on the Brusselator (d = 64: its 70 KB
 // trajectories would run 2 a multiprocessor in groups of 16 lanes where
 // 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
-// the default's kernel) the default and lanes16 only; on
+// the default's kernel) the default, lanes16 and dense (its band's
+// sparse factor since session 48 against the dense one); on
 // neural Robertson (tile mode at 4,096, not wide: the tunings change nothing)
 // the default and lanes8, the same kernel twice (the noise), and tile
 // and thread (its layouts forced).
@@ -332,6 +333,8 @@ func wideLanesRuns(c, v string) bool {
 		return v == "default" || v == "lanes8"
 	case c == "lorenz96-64":
 		return v == "default" || v == "warp" || v == "lanes16" || v == "lanes8"
+	case c == "brusselator":
+		return v == "default" || v == "lanes16" || v == "dense"
 	}
 	return v == "default" || v == "lanes16"
 }

@@ -16,7 +16,9 @@ import (
 // on a simulated warp, each on its default lanes a trajectory: HIRES (d =
 // 8, the explicit factor of W, 5 trajectories to t = 0.5) and, without
 // -short, Pollution (d = 20, the matrix-free factor, 2 trajectories to t
-// = 0.2): the solve and the gradient, bit for bit (the two forms'
+// = 0.2), the Brusselator (d = 64, its band past WideSparseMaxDim: 2
+// trajectories to t = 0.05) and Lorenz-96 (d = 64, a cyclic band: 2 to
+// t = 0.2): the solve and the gradient, bit for bit (the two forms'
 // values differ at most in the signs of zeros, which these results do
 // not show). It fails if the default kernel has no sparse factor or the
 // switch does not reach the source.
@@ -25,7 +27,9 @@ func TestHostWideSparseLU(t *testing.T) {
 	t.Parallel()
 	cases := []engineCase{wideRosCase(t, "hires", ode.Rodas5P, 5, 0.5, false)}
 	if !testing.Short() {
-		cases = append(cases, wideRosCase(t, "pollution", ode.Rodas5P, 2, 0.2, false))
+		cases = append(cases, wideRosCase(t, "pollution", ode.Rodas5P, 2, 0.2, false),
+			wideRosCase(t, "brusselator", ode.Rodas5P, 2, 0.05, false),
+			wideRosCase(t, "lorenz96-64", ode.Rodas5P, 2, 0.2, false))
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s-d=%d", c.name, c.prob.Field.Dim), func(t *testing.T) {
@@ -52,15 +56,23 @@ func TestHostWideSparseLU(t *testing.T) {
 
 // TestGPUWideSparseLU is TestHostWideSparseLU on the device: the
 // large-state suite's HIRES and Pollution (layoutFillCase, 1,000
-// trajectories, the whole interval, Rodas5P, default lanes) with the
+// trajectories, the whole interval, Rodas5P, default lanes), the
+// Brusselator and Lorenz-96 with d = 64 (their bands' sequential form,
+// wideSeqLU: 256 trajectories to t = 0.5, Rodas5P) with the
 // sparse factor against the dense one (Tuning.denseLU): the solve, the
 // gradient with the record and on the mesh, bit for bit (sameRuns; a
 // difference only in a zero's sign would be the sparse form's documented
 // one). It skips without a GPU.
 func TestGPUWideSparseLU(t *testing.T) {
 	needGPUEngine(t)
-	for _, name := range []string{"hires", "pollution"} {
-		c := layoutFillCase(t, name, 1000)
+	for _, name := range []string{"hires", "pollution", "brusselator", "lorenz96-64"} {
+		var c engineCase
+		switch name {
+		case "brusselator", "lorenz96-64":
+			c = wideRosCase(t, name, ode.Rodas5P, 256, 0.5, false)
+		default:
+			c = layoutFillCase(t, name, 1000)
+		}
 		t.Run(name, func(t *testing.T) {
 			sameRuns(t, c, c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide})), c.solver(t, tuned(t, "cuda", Tuning{Layout: LayoutWide, denseLU: true})))
 		})

@@ -575,8 +575,9 @@ func fillRuns(name string, refs []string, at func(q string) string, skip string)
 // every product). For a matrix of at most WideSparseMaxDim rows with
 // structural zeros, the generated form (wideSparseLU) runs only the
 // entries of the factors' pattern without pivoting, the fill computed
-// here: step k's multipliers are those of the rows below whose column k
-// is in the pattern, each row's updates (on its lane, in column order)
+// here (and past WideSparseMaxDim rows, up to WideSparseBandDim, for a
+// thin pattern: WideSparseMaxWork): step k's multipliers are those of
+// the rows below whose column k is in the pattern, each row's updates (on its lane, in column order)
 // those of row k's pattern right of the diagonal, and the solves
 // subtract only the pattern's products, skipping a column with none.
 //
@@ -604,9 +605,48 @@ func fillRuns(name string, refs []string, at func(q string) string, skip string)
 // keeps the dense form.
 
 // WideSparseMaxDim is the largest matrix the wide layout factors in the
-// sparse form (its rows' indices packed 8 bits each in constants; its
-// steps unrolled: the generated code grows with the pattern).
+// sparse form whatever its pattern (its steps unrolled: the generated
+// code grows with the pattern). Past it, up to WideSparseBandDim rows,
+// a matrix takes the sparse form where its factors' pattern is thin:
+// at most WideSparseMaxWork updates and products (see wideSparseWork),
+// as a banded Jacobian's (the Brusselator's, d = 64: a band of two
+// either side of the diagonal; session 48).
 const WideSparseMaxDim = 32
+
+// WideSparseBandDim is the largest matrix of the sparse form (its rows'
+// indices packed 8 bits each in constants).
+const WideSparseBandDim = 255
+
+// WideSparseMaxWork bounds a matrix of more than WideSparseMaxDim rows
+// in the sparse form: its factor's updates plus a solve's products
+// (wideSparseWork). The Brusselator's (d = 64): 249 + 250; a dense
+// 64×64: 85,344 + 4,032. A d = 32 matrix of any pattern has at most
+// 10,416 + 992.
+const WideSparseMaxWork = 8192
+
+// wideSparseWork returns the updates of the factor of pattern pat (the
+// factors' pattern without interchanges, luPattern's, d×d row major):
+// for each step k the rows below the diagonal in column k times the
+// columns right of it in row k; and a solve's products: the pattern's
+// entries off the diagonal.
+func wideSparseWork(pat []bool, d int) (updates, products int) {
+	for k := 0; k < d; k++ {
+		rows, cols := 0, 0
+		for r := k + 1; r < d; r++ {
+			if pat[r*d+k] {
+				rows++
+			}
+		}
+		for c := k + 1; c < d; c++ {
+			if pat[k*d+c] {
+				cols++
+			}
+		}
+		updates += rows * cols
+		products += rows + cols
+	}
+	return updates, products
+}
 
 // luPattern returns the structural pattern of the factors of W (row
 // major, d×d: nz[r*d+c]) without pivoting: W's pattern (nz, true where
@@ -688,8 +728,11 @@ func rowsExpr(rows []int, i string) string {
 // wideSparseLU returns the tag and the code of the sparse factor and
 // solves (gs_wlus_factor_<tag>, gs_wlus_solve_<tag>,
 // gs_wlus_solve_t_<tag>) of a d×d matrix of pattern nz (row major), and
-// false where the form would not help: d past WideSparseMaxDim, or no
-// structural zero in the factors.
+// false where the form would not help: no structural zero in the
+// factors, or d past WideSparseMaxDim and the pattern not thin (d past
+// WideSparseBandDim, or more than WideSparseMaxWork updates and
+// products). Past WideSparseMaxDim one lane factors and solves
+// (wideSeqLU) and hints are not followed.
 //
 // hints are predicted pivot sequences (piv[k]: the row that step k
 // interchanges with row k, k for none; Config.WidePivots), each followed
@@ -709,12 +752,18 @@ func rowsExpr(rows []int, i string) string {
 // triangles. The same operations in the same order as the dense form
 // but those on the pattern's zeros: the same values as without hints.
 func wideSparseLU(nz []bool, d int, hints ...[]int) (string, string, bool) {
-	if d > WideSparseMaxDim {
+	if d > WideSparseBandDim {
 		return "", "", false
 	}
 	pat := luPattern(nz, d)
 	if !slices.Contains(pat, false) {
 		return "", "", false
+	}
+	if u, p := wideSparseWork(pat, d); d > WideSparseMaxDim && u+p > WideSparseMaxWork {
+		return "", "", false
+	}
+	if d > WideSparseMaxDim {
+		hints = nil // (the one-lane form follows no interchange: wideSeqLU)
 	}
 	leaves := [][]int{nil} // no interchange: leaf 0
 	pats := [][]bool{pat}
@@ -750,6 +799,9 @@ func wideSparseLU(nz []bool, d int, hints ...[]int) (string, string, bool) {
 		fmt.Fprintf(h, "|%v", l)
 	}
 	tag := fmt.Sprintf("%d_%016x", d, h.Sum64())
+	if d > WideSparseMaxDim {
+		return tag, wideSeqLU(pat, d, tag), true
+	}
 	var sb strings.Builder
 	// put writes text with ind before each of its lines.
 	put := func(ind, text string) {
