@@ -4722,12 +4722,21 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 	d := dst[g[0]*w : (g[0]+m)*w]
 	c0 := f[q0 : q0+m]
 	col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+len(c0)] }
-	switch w {
-	case 1:
+	if w == 1 {
 		return copyFinite64(d, c0)
+	}
+	// Four trajectories a round in the AVX kernels (rowsAVX), the rest
+	// (fewer than four) in the loops below.
+	j0 := 0
+	if m4 := m &^ 3; haveAVX && useAVX && m4 > 0 {
+		s := rowsAVX(d, f, n, q0, m4, w)
+		s0, s1, s2, s3 = s[0], s[1], s[2], s[3]
+		j0 = m4
+	}
+	switch w {
 	case 2:
 		c1 := col(1)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			x, y := c0[j], c1[j]
 			s0, s1 = s0+x, s1+y
 			r := d[2*j : 2*j+2 : 2*j+2]
@@ -4735,7 +4744,7 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		}
 	case 3:
 		c1, c2 := col(1), col(2)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			x, y, z := c0[j], c1[j], c2[j]
 			s0, s1, s2 = s0+x, s1+y, s2+z
 			r := d[3*j : 3*j+3 : 3*j+3]
@@ -4743,7 +4752,7 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		}
 	case 4:
 		c1, c2, c3 := col(1), col(2), col(3)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			x, y, z, u := c0[j], c1[j], c2[j], c3[j]
 			s0, s1, s2, s3 = s0+x, s1+y, s2+z, s3+u
 			r := d[4*j : 4*j+4 : 4*j+4]
@@ -4751,6 +4760,29 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		}
 	}
 	return sumFinite((s0+s1)+(s2+s3)) || allFinite(d)
+}
+
+// useAVX lets tests compare scatterRows' Go loops with its AVX kernels.
+var useAVX = true
+
+// rowsAVX is scatterRows' transpose of the first m (a multiple of 4, at
+// most len(d)/w) of its trajectories, their w (2 to 4) columns starting
+// at f[c·n+q0], into the rows d, in the AVX kernels (rows_amd64.s); it
+// returns the four lanes' sums of the values copied (sumFinite).
+func rowsAVX(d, f []float64, n, q0, m, w int) (s [4]float64) {
+	_ = d[m*w-1]
+	_ = f[(w-1)*n+q0+m-1]
+	switch w {
+	case 2:
+		rows2AVX(&d[0], &f[q0], &f[n+q0], m, &s)
+	case 3:
+		rows3AVX(&d[0], &f[q0], &f[n+q0], &f[2*n+q0], m, &s)
+	case 4:
+		rows4AVX(&d[0], &f[q0], &f[n+q0], &f[2*n+q0], &f[3*n+q0], m, &s)
+	default:
+		panic("cuda: rowsAVX of a row of other than 2 to 4 values")
+	}
+	return s
 }
 
 // copyOut copies src's values from at on to dst (a row-major array of

@@ -1,0 +1,23 @@
+//go:build !purego
+
+package cuda
+
+import "github.com/gradsolve-go/gradsolve/tape"
+
+// haveAVX reports whether scatterRows may use its AVX kernels: where
+// tape's kernels use AVX2.
+var haveAVX = tape.AVX2()
+
+// rows2AVX, rows3AVX and rows4AVX are scatterRows' transposes of w = 2,
+// 3 and 4 columns c0… of n consecutive trajectories (n a multiple of 4)
+// into dst's rows, with the columns' sums in sums' four lanes
+// (rows_amd64.s).
+//
+//go:noescape
+func rows2AVX(dst, c0, c1 *float64, n int, sums *[4]float64)
+
+//go:noescape
+func rows3AVX(dst, c0, c1, c2 *float64, n int, sums *[4]float64)
+
+//go:noescape
+func rows4AVX(dst, c0, c1, c2, c3 *float64, n int, sums *[4]float64)

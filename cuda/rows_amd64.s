@@ -1,0 +1,150 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The transposes of scatterRows: a launch's consecutive trajectories'
+// components, w columns of the device's component-major arrays, into
+// the caller's rows of w values (row j at dst[j·w:(j+1)·w]), four
+// trajectories a round: the columns' four values loaded as vectors,
+// rearranged (VPERMPD, VBLENDPD; VUNPCKLPD/VUNPCKHPD, VPERM2F128) into
+// w stores of four consecutive values of dst, and added to a vector of
+// sums per column (the finite check: sumFinite). Copies only: dst gets
+// the columns' bits. n is the trajectories, a multiple of 4 (the caller
+// copies the rest); sums gets the four lanes' sums of all the columns.
+
+// func rows2AVX(dst, c0, c1 *float64, n int, sums *[4]float64)
+TEXT ·rows2AVX(SB), NOSPLIT, $0-40
+	MOVQ   dst+0(FP), DI
+	MOVQ   c0+8(FP), R8
+	MOVQ   c1+16(FP), R9
+	MOVQ   n+24(FP), CX
+	MOVQ   sums+32(FP), DX
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	XORQ   AX, AX          // the trajectories' byte offset in the columns
+	SHRQ   $2, CX
+	JEQ    r2done
+
+r2loop:
+	VMOVUPD    (R8)(AX*1), Y0    // a0 a1 a2 a3
+	VMOVUPD    (R9)(AX*1), Y1    // b0 b1 b2 b3
+	VADDPD     Y0, Y8, Y8
+	VADDPD     Y1, Y9, Y9
+	VUNPCKLPD  Y1, Y0, Y2        // a0 b0 a2 b2
+	VUNPCKHPD  Y1, Y0, Y3        // a1 b1 a3 b3
+	VPERM2F128 $0x20, Y3, Y2, Y4 // a0 b0 a1 b1
+	VPERM2F128 $0x31, Y3, Y2, Y5 // a2 b2 a3 b3
+	VMOVUPD    Y4, (DI)
+	VMOVUPD    Y5, 32(DI)
+	ADDQ       $32, AX
+	ADDQ       $64, DI
+	DECQ       CX
+	JNZ        r2loop
+
+r2done:
+	VADDPD     Y9, Y8, Y8
+	VMOVUPD    Y8, (DX)
+	VZEROUPPER
+	RET
+
+// func rows3AVX(dst, c0, c1, c2 *float64, n int, sums *[4]float64)
+//
+// Columns a, b, e: one permute each puts every value where one of the
+// three stores wants it (a0 a3 a2 a1, b1 b0 b3 b2, e2 e1 e0 e3), two
+// blends a store pick the other columns' values:
+// a0 b0 e0 a1 | b1 e1 a2 b2 | e2 a3 b3 e3.
+TEXT ·rows3AVX(SB), NOSPLIT, $0-48
+	MOVQ   dst+0(FP), DI
+	MOVQ   c0+8(FP), R8
+	MOVQ   c1+16(FP), R9
+	MOVQ   c2+24(FP), R10
+	MOVQ   n+32(FP), CX
+	MOVQ   sums+40(FP), DX
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	XORQ   AX, AX
+	SHRQ   $2, CX
+	JEQ    r3done
+
+r3loop:
+	VMOVUPD  (R8)(AX*1), Y0
+	VMOVUPD  (R9)(AX*1), Y1
+	VMOVUPD  (R10)(AX*1), Y2
+	VADDPD   Y0, Y8, Y8
+	VADDPD   Y1, Y9, Y9
+	VADDPD   Y2, Y10, Y10
+	VPERMPD  $0x6c, Y0, Y3     // a0 a3 a2 a1
+	VPERMPD  $0xb1, Y1, Y4     // b1 b0 b3 b2
+	VPERMPD  $0xc6, Y2, Y5     // e2 e1 e0 e3
+	VBLENDPD $0x2, Y4, Y3, Y6  // a0 b0 a2 a1
+	VBLENDPD $0x4, Y5, Y6, Y6  // a0 b0 e0 a1
+	VBLENDPD $0x2, Y5, Y4, Y7  // b1 e1 b3 b2
+	VBLENDPD $0x4, Y3, Y7, Y7  // b1 e1 a2 b2
+	VBLENDPD $0x2, Y3, Y5, Y11 // e2 a3 e0 e3
+	VBLENDPD $0x4, Y4, Y11, Y11 // e2 a3 b3 e3
+	VMOVUPD  Y6, (DI)
+	VMOVUPD  Y7, 32(DI)
+	VMOVUPD  Y11, 64(DI)
+	ADDQ     $32, AX
+	ADDQ     $96, DI
+	DECQ     CX
+	JNZ      r3loop
+
+r3done:
+	VADDPD   Y9, Y8, Y8
+	VADDPD   Y10, Y8, Y8
+	VMOVUPD  Y8, (DX)
+	VZEROUPPER
+	RET
+
+// func rows4AVX(dst, c0, c1, c2, c3 *float64, n int, sums *[4]float64)
+TEXT ·rows4AVX(SB), NOSPLIT, $0-56
+	MOVQ   dst+0(FP), DI
+	MOVQ   c0+8(FP), R8
+	MOVQ   c1+16(FP), R9
+	MOVQ   c2+24(FP), R10
+	MOVQ   c3+32(FP), R11
+	MOVQ   n+40(FP), CX
+	MOVQ   sums+48(FP), DX
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	XORQ   AX, AX
+	SHRQ   $2, CX
+	JEQ    r4done
+
+r4loop:
+	VMOVUPD    (R8)(AX*1), Y0
+	VMOVUPD    (R9)(AX*1), Y1
+	VMOVUPD    (R10)(AX*1), Y2
+	VMOVUPD    (R11)(AX*1), Y3
+	VADDPD     Y0, Y8, Y8
+	VADDPD     Y1, Y9, Y9
+	VADDPD     Y2, Y10, Y10
+	VADDPD     Y3, Y11, Y11
+	VUNPCKLPD  Y1, Y0, Y4        // a0 b0 a2 b2
+	VUNPCKHPD  Y1, Y0, Y5        // a1 b1 a3 b3
+	VUNPCKLPD  Y3, Y2, Y6        // e0 f0 e2 f2
+	VUNPCKHPD  Y3, Y2, Y7        // e1 f1 e3 f3
+	VPERM2F128 $0x20, Y6, Y4, Y0 // a0 b0 e0 f0
+	VPERM2F128 $0x20, Y7, Y5, Y1 // a1 b1 e1 f1
+	VPERM2F128 $0x31, Y6, Y4, Y2 // a2 b2 e2 f2
+	VPERM2F128 $0x31, Y7, Y5, Y3 // a3 b3 e3 f3
+	VMOVUPD    Y0, (DI)
+	VMOVUPD    Y1, 32(DI)
+	VMOVUPD    Y2, 64(DI)
+	VMOVUPD    Y3, 96(DI)
+	ADDQ       $32, AX
+	SUBQ       $-128, DI
+	DECQ       CX
+	JNZ        r4loop
+
+r4done:
+	VADDPD     Y9, Y8, Y8
+	VADDPD     Y11, Y10, Y10
+	VADDPD     Y10, Y8, Y8
+	VMOVUPD    Y8, (DX)
+	VZEROUPPER
+	RET

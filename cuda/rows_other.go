@@ -1,0 +1,12 @@
+//go:build !amd64 || purego
+
+package cuda
+
+// haveAVX is false: scatterRows runs in Go.
+const haveAVX = false
+
+func rows2AVX(dst, c0, c1 *float64, n int, sums *[4]float64) { panic("cuda: no AVX") }
+
+func rows3AVX(dst, c0, c1, c2 *float64, n int, sums *[4]float64) { panic("cuda: no AVX") }
+
+func rows4AVX(dst, c0, c1, c2, c3 *float64, n int, sums *[4]float64) { panic("cuda: no AVX") }
