@@ -3635,15 +3635,25 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 }
 
 // stripCounts writes the accepted steps acc (as int) to accepted, and to
-// lens unless it is nil (the mesh's Len), and returns the most: four
-// trajectories a round with a running maximum each (one maximum's chain
-// of compares, two cycles a trajectory, held the loop back).
+// lens unless it is nil (the mesh's Len), and returns the most (at
+// least 0): four trajectories a round with a running maximum each (one
+// maximum's chain of compares, two cycles a trajectory, held the loop
+// back), in an AVX kernel where there is one (countsAVX).
 //
 //go:noinline
 func stripCounts(accepted, lens []int, acc []int32) (longest int) {
 	acc = acc[:len(accepted)]
 	var m0, m1, m2, m3 int32
 	j := 0
+	if m4 := len(acc) &^ 3; haveAVX && useAVX && m4 > 0 {
+		// Four a round in the AVX kernel, the rest below.
+		var lp *int
+		if lens != nil {
+			lens = lens[:len(accepted)]
+			lp = &lens[0]
+		}
+		m0, j = countsAVX(&accepted[0], lp, &acc[0], m4), m4
+	}
 	if lens == nil {
 		for ; j+4 <= len(acc); j += 4 {
 			a, d := acc[j:j+4:j+4], accepted[j:j+4:j+4]
@@ -3726,12 +3736,18 @@ func orInt32(x []int32) int32 {
 }
 
 // stripRejected writes the rejected steps rej (as int) to rejected and
-// the field evaluations e0 + e1·(accepted + rejected) to evals.
+// the field evaluations e0 + e1·(accepted + rejected) to evals, in an
+// AVX kernel where there is one (rejectedAVX).
 //
 //go:noinline
 func stripRejected(rejected, evals, accepted []int, rej []int32, e0, e1 int) {
 	rej, evals, accepted = rej[:len(rejected)], evals[:len(rejected)], accepted[:len(rejected)]
 	j := 0
+	if m4 := len(rej) &^ 3; haveAVX && useAVX && m4 > 0 && e1 >= 0 && e1 < 1<<32 {
+		// Four a round in the AVX kernel, the rest below.
+		rejectedAVX(&rejected[0], &evals[0], &accepted[0], &rej[0], m4, e0, e1)
+		j = m4
+	}
 	for ; j+4 <= len(rej); j += 4 { // (four a round: a third less loop overhead)
 		x, r, v, a := rej[j:j+4:j+4], rejected[j:j+4:j+4], evals[j:j+4:j+4], accepted[j:j+4:j+4]
 		x0, x1, x2, x3 := int(x[0]), int(x[1]), int(x[2]), int(x[3])

@@ -21,3 +21,13 @@ func rows3AVX(dst, c0, c1, c2 *float64, n int, sums *[4]float64)
 
 //go:noescape
 func rows4AVX(dst, c0, c1, c2, c3 *float64, n int, sums *[4]float64)
+
+// countsAVX and rejectedAVX are stripCounts' and stripRejected's loops
+// over n trajectories, a multiple of 4 (rows_amd64.s); lens may be nil,
+// and rejectedAVX needs 0 ≤ e1 < 2^32.
+//
+//go:noescape
+func countsAVX(accepted, lens *int, acc *int32, n int) (longest int32)
+
+//go:noescape
+func rejectedAVX(rejected, evals, accepted *int, rej *int32, n, e0, e1 int)

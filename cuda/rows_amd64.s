@@ -148,3 +148,92 @@ r4done:
 	VMOVUPD    Y8, (DX)
 	VZEROUPPER
 	RET
+
+// The status strips' widening copies (scatterStatusStrip): the device's
+// int32 counts of n trajectories (a multiple of 4) into the caller's
+// int arrays, four a round (VPMOVSXDQ: each value's sign extended, as
+// Go's int(x)).
+
+// func countsAVX(accepted, lens *int, acc *int32, n int) (longest int32)
+//
+// stripCounts: accepted[j] = int(acc[j]), and lens[j] too unless lens is
+// nil; the most of acc (VPMAXSD: the signed maximum of each lane, then
+// of the four lanes), or 0 if every value is below it.
+TEXT ·countsAVX(SB), NOSPLIT, $0-36
+	MOVQ      accepted+0(FP), DI
+	MOVQ      lens+8(FP), SI
+	MOVQ      acc+16(FP), R8
+	MOVQ      n+24(FP), CX
+	VPXOR     X8, X8, X8        // the lanes' maxima, from 0
+	XORQ      AX, AX            // the int32s' byte offset
+	SHRQ      $2, CX
+	JEQ       cdone
+	TESTQ     SI, SI
+	JEQ       cnolens
+
+cloop:
+	VMOVDQU   (R8)(AX*1), X0
+	VPMAXSD   X0, X8, X8
+	VPMOVSXDQ X0, Y1
+	VMOVDQU   Y1, (DI)(AX*2)
+	VMOVDQU   Y1, (SI)(AX*2)
+	ADDQ      $16, AX
+	DECQ      CX
+	JNZ       cloop
+	JMP       cdone
+
+cnolens:
+	VMOVDQU   (R8)(AX*1), X0
+	VPMAXSD   X0, X8, X8
+	VPMOVSXDQ X0, Y1
+	VMOVDQU   Y1, (DI)(AX*2)
+	ADDQ      $16, AX
+	DECQ      CX
+	JNZ       cnolens
+
+cdone:
+	VPSHUFD   $0x4e, X8, X0     // lanes 2 3 0 1
+	VPMAXSD   X0, X8, X8
+	VPSHUFD   $0xb1, X8, X0     // lanes 1 0 3 2
+	VPMAXSD   X0, X8, X8
+	VMOVD     X8, AX
+	MOVL      AX, longest+32(FP)
+	VZEROUPPER
+	RET
+
+// func rejectedAVX(rejected, evals, accepted *int, rej *int32, n, e0, e1 int)
+//
+// stripRejected: rejected[j] = int(rej[j]) and evals[j] = e0 +
+// e1·(accepted[j] + rejected[j]) in Go's int arithmetic (modulo 2^64):
+// the product from two VPMULUDQs, e1 times the low and the high 32 bits
+// of each sum (e1 < 2^32: the caller checks).
+TEXT ·rejectedAVX(SB), NOSPLIT, $0-56
+	MOVQ         rejected+0(FP), DI
+	MOVQ         evals+8(FP), SI
+	MOVQ         accepted+16(FP), R9
+	MOVQ         rej+24(FP), R8
+	MOVQ         n+32(FP), CX
+	VPBROADCASTQ e0+40(FP), Y14
+	VPBROADCASTQ e1+48(FP), Y15
+	XORQ         AX, AX
+	SHRQ         $2, CX
+	JEQ          rdone
+
+rloop:
+	VPMOVSXDQ    (R8)(AX*1), Y0     // x
+	VMOVDQU      Y0, (DI)(AX*2)
+	VPADDQ       (R9)(AX*2), Y0, Y1 // s = a + x
+	VPSRLQ       $32, Y1, Y2
+	VPMULUDQ     Y15, Y1, Y1        // e1 · low(s)
+	VPMULUDQ     Y15, Y2, Y2        // e1 · high(s)
+	VPSLLQ       $32, Y2, Y2
+	VPADDQ       Y2, Y1, Y1
+	VPADDQ       Y14, Y1, Y1
+	VMOVDQU      Y1, (SI)(AX*2)
+	ADDQ         $16, AX
+	DECQ         CX
+	JNZ          rloop
+
+rdone:
+	VZEROUPPER
+	RET
