@@ -3721,10 +3721,14 @@ func stripStiff(stiff []bool, fl []int32) (anyFlag int32) {
 
 // orInt32 returns the values of x OR-ed together, in four independent
 // chains: a read of x at about a value a cycle, a third of the loops that
-// convert and write each value.
+// convert and write each value; sixteen a round in an AVX kernel where
+// there is one (orAVX).
 func orInt32(x []int32) int32 {
 	var a, b, c, d int32
 	j := 0
+	if m16 := len(x) &^ 15; haveAVX && useAVX && m16 > 0 {
+		a, j = orAVX(&x[0], m16), m16
+	}
 	for ; j+4 <= len(x); j += 4 {
 		r := x[j : j+4 : j+4]
 		a, b, c, d = a|r[0], b|r[1], c|r[2], d|r[3]

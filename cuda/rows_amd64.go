@@ -31,3 +31,8 @@ func countsAVX(accepted, lens *int, acc *int32, n int) (longest int32)
 
 //go:noescape
 func rejectedAVX(rejected, evals, accepted *int, rej *int32, n, e0, e1 int)
+
+// orAVX is orInt32's loop over n values, a multiple of 16 (rows_amd64.s).
+//
+//go:noescape
+func orAVX(x *int32, n int) int32

@@ -237,3 +237,35 @@ rloop:
 rdone:
 	VZEROUPPER
 	RET
+
+// func orAVX(x *int32, n int) int32
+//
+// orInt32: the n values (a multiple of 16) of x OR-ed together, sixteen a
+// round in two vectors.
+TEXT ·orAVX(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VPXOR   Y0, Y0, Y0
+	VPXOR   Y1, Y1, Y1
+	SHRQ    $4, CX
+	JEQ     odone
+
+oloop:
+	VPOR    (SI), Y0, Y0
+	VPOR    32(SI), Y1, Y1
+	ADDQ    $64, SI
+	DECQ    CX
+	JNZ     oloop
+
+odone:
+	VPOR         Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPOR         X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPOR         X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPOR         X1, X0, X0
+	VMOVD        X0, AX
+	MOVL         AX, ret+16(FP)
+	VZEROUPPER
+	RET

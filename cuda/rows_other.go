@@ -14,3 +14,5 @@ func rows4AVX(dst, c0, c1, c2, c3 *float64, n int, sums *[4]float64) { panic("cu
 func countsAVX(accepted, lens *int, acc *int32, n int) (longest int32) { panic("cuda: no AVX") }
 
 func rejectedAVX(rejected, evals, accepted *int, rej *int32, n, e0, e1 int) { panic("cuda: no AVX") }
+
+func orAVX(x *int32, n int) int32 { panic("cuda: no AVX") }

@@ -521,3 +521,33 @@ func TestStripLoopsAVX(t *testing.T) {
 		}
 	}
 }
+
+// TestOrInt32AVX checks orInt32's AVX kernel (orAVX, sixteen values a
+// round, the rest in Go) against its Go loop (useAVX false) for arrays of
+// every length around the kernel's rounds, with a single bit set at each
+// position of the shorter ones (every bit of the int32 in turn) and
+// random values.
+func TestOrInt32AVX(t *testing.T) {
+	if !haveAVX {
+		t.Skip("no AVX kernels on this machine")
+	}
+	defer func(u bool) { useAVX = u }(useAVX)
+	rng := rand.New(rand.NewPCG(48, 7))
+	or := func(x []int32, avx bool) int32 { useAVX = avx; return orInt32(x) }
+	for _, m := range []int{1, 15, 16, 17, 31, 32, 33, 48, 100, 2048} {
+		x := make([]int32, m)
+		for at := range min(m, 40) {
+			clear(x)
+			x[at] = int32(uint32(1) << (at % 32))
+			if g, w := or(x, true), or(x, false); g != w || w == 0 {
+				t.Errorf("m %d, bit %d at %d: %#x, want %#x", m, at%32, at, g, w)
+			}
+		}
+		for k := range x {
+			x[k] = int32(rng.Uint32()) & int32(rng.Uint32()) & int32(rng.Uint32())
+		}
+		if g, w := or(x, true), or(x, false); g != w {
+			t.Errorf("m %d, random: %#x, want %#x", m, g, w)
+		}
+	}
+}
