@@ -2664,12 +2664,21 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 	s := src[(g0+q0)*w : (g0+q0+len(c0))*w]
 	col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+len(c0)] }
 	var s0, s1, s2, s3 float64 // the sums of the columns (sumFinite)
-	switch w {
-	case 1:
+	if w == 1 {
 		return copyFinite64(c0, s[:len(c0)])
+	}
+	// Four rows a round in the AVX kernels (colsAVX), the rest (fewer
+	// than four) in the loops below.
+	j0 := 0
+	if m4 := len(c0) &^ 3; haveAVX && useAVX && m4 > 0 && w <= 4 {
+		v := colsAVX(f, n, q0, s, m4, w)
+		s0, s1, s2, s3 = v[0], v[1], v[2], v[3]
+		j0 = m4
+	}
+	switch w {
 	case 2:
 		c1 := col(1)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			r := s[2*j : 2*j+2 : 2*j+2]
 			x, y := r[0], r[1]
 			s0, s1 = s0+x, s1+y
@@ -2677,7 +2686,7 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 		}
 	case 3:
 		c1, c2 := col(1), col(2)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			r := s[3*j : 3*j+3 : 3*j+3]
 			x, y, z := r[0], r[1], r[2]
 			s0, s1, s2 = s0+x, s1+y, s2+z
@@ -2685,7 +2694,7 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 		}
 	case 4:
 		c1, c2, c3 := col(1), col(2), col(3)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			r := s[4*j : 4*j+4 : 4*j+4]
 			x, y, z, u := r[0], r[1], r[2], r[3]
 			s0, s1, s2, s3 = s0+x, s1+y, s2+z, s3+u
@@ -4803,6 +4812,26 @@ func rowsAVX(d, f []float64, n, q0, m, w int) (s [4]float64) {
 		panic("cuda: rowsAVX of a row of other than 2 to 4 values")
 	}
 	return s
+}
+
+// colsAVX is gatherRows' transpose of the first m (a multiple of 4, at
+// most len(s)/w) of its rows s, w (2 to 4) values each, into the columns
+// starting at f[c·n+q0], in the AVX kernels (rows_amd64.s); it returns
+// the four lanes' sums of the values copied (sumFinite).
+func colsAVX(f []float64, n, q0 int, s []float64, m, w int) (v [4]float64) {
+	_ = s[m*w-1]
+	_ = f[(w-1)*n+q0+m-1]
+	switch w {
+	case 2:
+		cols2AVX(&f[q0], &f[n+q0], &s[0], m, &v)
+	case 3:
+		cols3AVX(&f[q0], &f[n+q0], &f[2*n+q0], &s[0], m, &v)
+	case 4:
+		cols4AVX(&f[q0], &f[n+q0], &f[2*n+q0], &f[3*n+q0], &s[0], m, &v)
+	default:
+		panic("cuda: colsAVX of a row of other than 2 to 4 values")
+	}
+	return v
 }
 
 // copyOut copies src's values from at on to dst (a row-major array of

@@ -201,8 +201,9 @@ func scatterRowsNone(dst, src []float64, n int) {
 }
 
 // TestScatterRowsAVX checks scatterRows' AVX kernels (rowsAVX, four
-// trajectories a round, the rest in Go) against its Go loops (useAVX
-// false) and against the columns themselves, bit for bit (NaN payloads,
+// trajectories a round, the rest in Go), and gatherRows' the other way
+// (colsAVX), against their Go loops (useAVX false) and against the
+// columns themselves, bit for bit (NaN payloads,
 // −0 and subnormals included), and their finite reports against each
 // value's exponent bits, for widths 2 to 4, launches of every length
 // around the kernels' rounds of four, at offsets q0 in the launch and g[0]
@@ -264,6 +265,23 @@ func TestScatterRowsAVX(t *testing.T) {
 						}
 						if math.Float64bits(x) != math.Float64bits(y) {
 							t.Fatalf("%s: dst[%d] = %v (%#x), want %v (%#x)", name, k, x, math.Float64bits(x), y, math.Float64bits(y))
+						}
+					}
+					// Back from the rows to the launch's columns (gatherRows).
+					back := make([]float64, w*n)
+					for k := range back {
+						back[k] = -7
+					}
+					if got := gatherRows(back, n, dst, w, c.g0-c.q0, c.q0, c.q0+m); got != want {
+						t.Errorf("%s: gather reports finite %t, want %t", name, got, want)
+					}
+					for k, x := range back {
+						y := -7.0
+						if q := k % n; q >= c.q0 && q < c.q0+m {
+							y = src[k]
+						}
+						if math.Float64bits(x) != math.Float64bits(y) {
+							t.Fatalf("%s: gathered back[%d] = %v (%#x), want %v (%#x)", name, k, x, math.Float64bits(x), y, math.Float64bits(y))
 						}
 					}
 				}

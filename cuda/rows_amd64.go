@@ -36,3 +36,17 @@ func rejectedAVX(rejected, evals, accepted *int, rej *int32, n, e0, e1 int)
 //
 //go:noescape
 func orAVX(x *int32, n int) int32
+
+// cols2AVX, cols3AVX and cols4AVX are gatherRows' transposes of n
+// consecutive rows of w = 2, 3 and 4 values src (n a multiple of 4) into
+// the columns c0…, with the values' sums in sums' four lanes
+// (rows_amd64.s).
+//
+//go:noescape
+func cols2AVX(c0, c1, src *float64, n int, sums *[4]float64)
+
+//go:noescape
+func cols3AVX(c0, c1, c2, src *float64, n int, sums *[4]float64)
+
+//go:noescape
+func cols4AVX(c0, c1, c2, c3, src *float64, n int, sums *[4]float64)

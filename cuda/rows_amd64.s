@@ -269,3 +269,144 @@ odone:
 	MOVL         AX, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// The transposes of gatherRows, the other way: n consecutive rows of w
+// values (n a multiple of 4) into w columns of the device's
+// component-major arrays, four rows a round (the kernels above, their
+// permutations undone), with the sums of every value in sums' lanes.
+
+// func cols2AVX(c0, c1, src *float64, n int, sums *[4]float64)
+TEXT ·cols2AVX(SB), NOSPLIT, $0-40
+	MOVQ   c0+0(FP), R8
+	MOVQ   c1+8(FP), R9
+	MOVQ   src+16(FP), SI
+	MOVQ   n+24(FP), CX
+	MOVQ   sums+32(FP), DX
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	XORQ   AX, AX
+	SHRQ   $2, CX
+	JEQ    g2done
+
+g2loop:
+	VMOVUPD    (SI), Y0          // a0 b0 a1 b1
+	VMOVUPD    32(SI), Y1        // a2 b2 a3 b3
+	VPERM2F128 $0x20, Y1, Y0, Y2 // a0 b0 a2 b2
+	VPERM2F128 $0x31, Y1, Y0, Y3 // a1 b1 a3 b3
+	VUNPCKLPD  Y3, Y2, Y4        // a0 a1 a2 a3
+	VUNPCKHPD  Y3, Y2, Y5        // b0 b1 b2 b3
+	VADDPD     Y4, Y8, Y8
+	VADDPD     Y5, Y9, Y9
+	VMOVUPD    Y4, (R8)(AX*1)
+	VMOVUPD    Y5, (R9)(AX*1)
+	ADDQ       $32, AX
+	ADDQ       $64, SI
+	DECQ       CX
+	JNZ        g2loop
+
+g2done:
+	VADDPD  Y9, Y8, Y8
+	VMOVUPD Y8, (DX)
+	VZEROUPPER
+	RET
+
+// func cols3AVX(c0, c1, c2, src *float64, n int, sums *[4]float64)
+//
+// Rows a0 b0 e0 a1 | b1 e1 a2 b2 | e2 a3 b3 e3: blends gather each
+// column's values in rows3AVX's permuted order (a0 a3 a2 a1, b1 b0 b3 b2,
+// e2 e1 e0 e3), whose permutations are their own inverses.
+TEXT ·cols3AVX(SB), NOSPLIT, $0-48
+	MOVQ   c0+0(FP), R8
+	MOVQ   c1+8(FP), R9
+	MOVQ   c2+16(FP), R10
+	MOVQ   src+24(FP), SI
+	MOVQ   n+32(FP), CX
+	MOVQ   sums+40(FP), DX
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	XORQ   AX, AX
+	SHRQ   $2, CX
+	JEQ    g3done
+
+g3loop:
+	VMOVUPD  (SI), Y0           // r0: a0 b0 e0 a1
+	VMOVUPD  32(SI), Y1         // r1: b1 e1 a2 b2
+	VMOVUPD  64(SI), Y2         // r2: e2 a3 b3 e3
+	VBLENDPD $0x2, Y2, Y0, Y3   // a0 a3 e0 a1
+	VBLENDPD $0x4, Y1, Y3, Y3   // a0 a3 a2 a1
+	VBLENDPD $0x2, Y0, Y1, Y4   // b1 b0 a2 b2
+	VBLENDPD $0x4, Y2, Y4, Y4   // b1 b0 b3 b2
+	VBLENDPD $0x2, Y1, Y2, Y5   // e2 e1 b3 e3
+	VBLENDPD $0x4, Y0, Y5, Y5   // e2 e1 e0 e3
+	VPERMPD  $0x6c, Y3, Y3      // a0 a1 a2 a3
+	VPERMPD  $0xb1, Y4, Y4      // b0 b1 b2 b3
+	VPERMPD  $0xc6, Y5, Y5      // e0 e1 e2 e3
+	VADDPD   Y3, Y8, Y8
+	VADDPD   Y4, Y9, Y9
+	VADDPD   Y5, Y10, Y10
+	VMOVUPD  Y3, (R8)(AX*1)
+	VMOVUPD  Y4, (R9)(AX*1)
+	VMOVUPD  Y5, (R10)(AX*1)
+	ADDQ     $32, AX
+	ADDQ     $96, SI
+	DECQ     CX
+	JNZ      g3loop
+
+g3done:
+	VADDPD  Y9, Y8, Y8
+	VADDPD  Y10, Y8, Y8
+	VMOVUPD Y8, (DX)
+	VZEROUPPER
+	RET
+
+// func cols4AVX(c0, c1, c2, c3, src *float64, n int, sums *[4]float64)
+TEXT ·cols4AVX(SB), NOSPLIT, $0-56
+	MOVQ   c0+0(FP), R8
+	MOVQ   c1+8(FP), R9
+	MOVQ   c2+16(FP), R10
+	MOVQ   c3+24(FP), R11
+	MOVQ   src+32(FP), SI
+	MOVQ   n+40(FP), CX
+	MOVQ   sums+48(FP), DX
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	XORQ   AX, AX
+	SHRQ   $2, CX
+	JEQ    g4done
+
+g4loop:
+	VMOVUPD    (SI), Y0          // row 0: a0 b0 e0 f0
+	VMOVUPD    32(SI), Y1
+	VMOVUPD    64(SI), Y2
+	VMOVUPD    96(SI), Y3
+	VUNPCKLPD  Y1, Y0, Y4        // a0 a1 e0 e1
+	VUNPCKHPD  Y1, Y0, Y5        // b0 b1 f0 f1
+	VUNPCKLPD  Y3, Y2, Y6        // a2 a3 e2 e3
+	VUNPCKHPD  Y3, Y2, Y7        // b2 b3 f2 f3
+	VPERM2F128 $0x20, Y6, Y4, Y0 // a0 a1 a2 a3
+	VPERM2F128 $0x20, Y7, Y5, Y1 // b0 b1 b2 b3
+	VPERM2F128 $0x31, Y6, Y4, Y2 // e0 e1 e2 e3
+	VPERM2F128 $0x31, Y7, Y5, Y3 // f0 f1 f2 f3
+	VADDPD     Y0, Y8, Y8
+	VADDPD     Y1, Y9, Y9
+	VADDPD     Y2, Y10, Y10
+	VADDPD     Y3, Y11, Y11
+	VMOVUPD    Y0, (R8)(AX*1)
+	VMOVUPD    Y1, (R9)(AX*1)
+	VMOVUPD    Y2, (R10)(AX*1)
+	VMOVUPD    Y3, (R11)(AX*1)
+	ADDQ       $32, AX
+	SUBQ       $-128, SI
+	DECQ       CX
+	JNZ        g4loop
+
+g4done:
+	VADDPD  Y9, Y8, Y8
+	VADDPD  Y11, Y10, Y10
+	VADDPD  Y10, Y8, Y8
+	VMOVUPD Y8, (DX)
+	VZEROUPPER
+	RET
