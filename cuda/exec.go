@@ -2658,7 +2658,9 @@ func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (fi
 
 // gatherRows is gatherCols for the consecutive rows g0+q0, g0+q0+1, …
 // of src (a launch of consecutive trajectories from g0) in float64, w
-// from 1 to 4: read as one run, without an index per trajectory.
+// from 1 to 4: read as one run, without an index per trajectory; rows
+// of 2 to 4 four at a time in AVX kernels where there are some
+// (colsAVX).
 func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bool) {
 	c0 := f[q0:q1]
 	s := src[(g0+q0)*w : (g0+q0+len(c0))*w]
@@ -4741,7 +4743,8 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 // scatterRows is scatterCols for consecutive trajectories g (g[j] =
 // g[0]+j): their rows are one run of dst, written in order without
 // reading g (in float64, up to 4 components; wider rows and float32 go
-// through scatterCols).
+// through scatterCols), rows of 2 to 4 four at a time in AVX kernels
+// where there are some (rowsAVX).
 func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bool) {
 	f, m := src.f64, len(g)
 	if f == nil || w < 1 || w > 4 || m == 0 {
