@@ -2637,18 +2637,29 @@ func gatherCols(dst reals, n int, src []float64, w int, g []int, q0, q1 int) (fi
 
 // gatherRows is gatherCols for the consecutive rows g0+q0, g0+q0+1, …
 // of src (a launch of consecutive trajectories from g0) in float64, w
-// from 1 to 4: read as one run, without an index per trajectory.
+// from 1 to 4: read as one run, without an index per trajectory; rows
+// of 2 to 4 four at a time in AVX kernels where there are some
+// (colsAVX).
 func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bool) {
 	c0 := f[q0:q1]
 	s := src[(g0+q0)*w : (g0+q0+len(c0))*w]
 	col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+len(c0)] }
 	var s0, s1, s2, s3 float64 // the sums of the columns (sumFinite)
-	switch w {
-	case 1:
+	if w == 1 {
 		return copyFinite64(c0, s[:len(c0)])
+	}
+	// Four rows a round in the AVX kernels (colsAVX), the rest (fewer
+	// than four) in the loops below.
+	j0 := 0
+	if m4 := len(c0) &^ 3; haveAVX && useAVX && m4 > 0 && w <= 4 {
+		v := colsAVX(f, n, q0, s, m4, w)
+		s0, s1, s2, s3 = v[0], v[1], v[2], v[3]
+		j0 = m4
+	}
+	switch w {
 	case 2:
 		c1 := col(1)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			r := s[2*j : 2*j+2 : 2*j+2]
 			x, y := r[0], r[1]
 			s0, s1 = s0+x, s1+y
@@ -2656,7 +2667,7 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 		}
 	case 3:
 		c1, c2 := col(1), col(2)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			r := s[3*j : 3*j+3 : 3*j+3]
 			x, y, z := r[0], r[1], r[2]
 			s0, s1, s2 = s0+x, s1+y, s2+z
@@ -2664,7 +2675,7 @@ func gatherRows(f []float64, n int, src []float64, w, g0, q0, q1 int) (finite bo
 		}
 	case 4:
 		c1, c2, c3 := col(1), col(2), col(3)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			r := s[4*j : 4*j+4 : 4*j+4]
 			x, y, z, u := r[0], r[1], r[2], r[3]
 			s0, s1, s2, s3 = s0+x, s1+y, s2+z, s3+u
@@ -3609,15 +3620,25 @@ func (r *run) scatterStatusStrip(i0, q0, q1 int, status, acc, rej, flags, events
 }
 
 // stripCounts writes the accepted steps acc (as int) to accepted, and to
-// lens unless it is nil (the mesh's Len), and returns the most: four
-// trajectories a round with a running maximum each (one maximum's chain
-// of compares, two cycles a trajectory, held the loop back).
+// lens unless it is nil (the mesh's Len), and returns the most (at
+// least 0): four trajectories a round with a running maximum each (one
+// maximum's chain of compares, two cycles a trajectory, held the loop
+// back), in an AVX kernel where there is one (countsAVX).
 //
 //go:noinline
 func stripCounts(accepted, lens []int, acc []int32) (longest int) {
 	acc = acc[:len(accepted)]
 	var m0, m1, m2, m3 int32
 	j := 0
+	if m4 := len(acc) &^ 3; haveAVX && useAVX && m4 > 0 {
+		// Four a round in the AVX kernel, the rest below.
+		var lp *int
+		if lens != nil {
+			lens = lens[:len(accepted)]
+			lp = &lens[0]
+		}
+		m0, j = countsAVX(&accepted[0], lp, &acc[0], m4), m4
+	}
 	if lens == nil {
 		for ; j+4 <= len(acc); j += 4 {
 			a, d := acc[j:j+4:j+4], accepted[j:j+4:j+4]
@@ -3685,10 +3706,14 @@ func stripStiff(stiff []bool, fl []int32) (anyFlag int32) {
 
 // orInt32 returns the values of x OR-ed together, in four independent
 // chains: a read of x at about a value a cycle, a third of the loops that
-// convert and write each value.
+// convert and write each value; sixteen a round in an AVX kernel where
+// there is one (orAVX).
 func orInt32(x []int32) int32 {
 	var a, b, c, d int32
 	j := 0
+	if m16 := len(x) &^ 15; haveAVX && useAVX && m16 > 0 {
+		a, j = orAVX(&x[0], m16), m16
+	}
 	for ; j+4 <= len(x); j += 4 {
 		r := x[j : j+4 : j+4]
 		a, b, c, d = a|r[0], b|r[1], c|r[2], d|r[3]
@@ -3700,12 +3725,18 @@ func orInt32(x []int32) int32 {
 }
 
 // stripRejected writes the rejected steps rej (as int) to rejected and
-// the field evaluations e0 + e1·(accepted + rejected) to evals.
+// the field evaluations e0 + e1·(accepted + rejected) to evals, in an
+// AVX kernel where there is one (rejectedAVX).
 //
 //go:noinline
 func stripRejected(rejected, evals, accepted []int, rej []int32, e0, e1 int) {
 	rej, evals, accepted = rej[:len(rejected)], evals[:len(rejected)], accepted[:len(rejected)]
 	j := 0
+	if m4 := len(rej) &^ 3; haveAVX && useAVX && m4 > 0 && e1 >= 0 && e1 < 1<<32 {
+		// Four a round in the AVX kernel, the rest below.
+		rejectedAVX(&rejected[0], &evals[0], &accepted[0], &rej[0], m4, e0, e1)
+		j = m4
+	}
 	for ; j+4 <= len(rej); j += 4 { // (four a round: a third less loop overhead)
 		x, r, v, a := rej[j:j+4:j+4], rejected[j:j+4:j+4], evals[j:j+4:j+4], accepted[j:j+4:j+4]
 		x0, x1, x2, x3 := int(x[0]), int(x[1]), int(x[2]), int(x[3])
@@ -4686,7 +4717,8 @@ func scatterCols(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 // scatterRows is scatterCols for consecutive trajectories g (g[j] =
 // g[0]+j): their rows are one run of dst, written in order without
 // reading g (in float64, up to 4 components; wider rows and float32 go
-// through scatterCols).
+// through scatterCols), rows of 2 to 4 four at a time in AVX kernels
+// where there are some (rowsAVX).
 func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bool) {
 	f, m := src.f64, len(g)
 	if f == nil || w < 1 || w > 4 || m == 0 {
@@ -4696,12 +4728,21 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 	d := dst[g[0]*w : (g[0]+m)*w]
 	c0 := f[q0 : q0+m]
 	col := func(c int) []float64 { return f[c*n+q0 : c*n+q0+len(c0)] }
-	switch w {
-	case 1:
+	if w == 1 {
 		return copyFinite64(d, c0)
+	}
+	// Four trajectories a round in the AVX kernels (rowsAVX), the rest
+	// (fewer than four) in the loops below.
+	j0 := 0
+	if m4 := m &^ 3; haveAVX && useAVX && m4 > 0 {
+		s := rowsAVX(d, f, n, q0, m4, w)
+		s0, s1, s2, s3 = s[0], s[1], s[2], s[3]
+		j0 = m4
+	}
+	switch w {
 	case 2:
 		c1 := col(1)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			x, y := c0[j], c1[j]
 			s0, s1 = s0+x, s1+y
 			r := d[2*j : 2*j+2 : 2*j+2]
@@ -4709,7 +4750,7 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		}
 	case 3:
 		c1, c2 := col(1), col(2)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			x, y, z := c0[j], c1[j], c2[j]
 			s0, s1, s2 = s0+x, s1+y, s2+z
 			r := d[3*j : 3*j+3 : 3*j+3]
@@ -4717,7 +4758,7 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		}
 	case 4:
 		c1, c2, c3 := col(1), col(2), col(3)
-		for j := range c0 {
+		for j := j0; j < len(c0); j++ {
 			x, y, z, u := c0[j], c1[j], c2[j], c3[j]
 			s0, s1, s2, s3 = s0+x, s1+y, s2+z, s3+u
 			r := d[4*j : 4*j+4 : 4*j+4]
@@ -4725,6 +4766,49 @@ func scatterRows(dst []float64, w int, src reals, n, q0 int, g []int) (finite bo
 		}
 	}
 	return sumFinite((s0+s1)+(s2+s3)) || allFinite(d)
+}
+
+// useAVX lets tests compare scatterRows' Go loops with its AVX kernels.
+var useAVX = true
+
+// rowsAVX is scatterRows' transpose of the first m (a multiple of 4, at
+// most len(d)/w) of its trajectories, their w (2 to 4) columns starting
+// at f[c·n+q0], into the rows d, in the AVX kernels (rows_amd64.s); it
+// returns the four lanes' sums of the values copied (sumFinite).
+func rowsAVX(d, f []float64, n, q0, m, w int) (s [4]float64) {
+	_ = d[m*w-1]
+	_ = f[(w-1)*n+q0+m-1]
+	switch w {
+	case 2:
+		rows2AVX(&d[0], &f[q0], &f[n+q0], m, &s)
+	case 3:
+		rows3AVX(&d[0], &f[q0], &f[n+q0], &f[2*n+q0], m, &s)
+	case 4:
+		rows4AVX(&d[0], &f[q0], &f[n+q0], &f[2*n+q0], &f[3*n+q0], m, &s)
+	default:
+		panic("cuda: rowsAVX of a row of other than 2 to 4 values")
+	}
+	return s
+}
+
+// colsAVX is gatherRows' transpose of the first m (a multiple of 4, at
+// most len(s)/w) of its rows s, w (2 to 4) values each, into the columns
+// starting at f[c·n+q0], in the AVX kernels (rows_amd64.s); it returns
+// the four lanes' sums of the values copied (sumFinite).
+func colsAVX(f []float64, n, q0 int, s []float64, m, w int) (v [4]float64) {
+	_ = s[m*w-1]
+	_ = f[(w-1)*n+q0+m-1]
+	switch w {
+	case 2:
+		cols2AVX(&f[q0], &f[n+q0], &s[0], m, &v)
+	case 3:
+		cols3AVX(&f[q0], &f[n+q0], &f[2*n+q0], &s[0], m, &v)
+	case 4:
+		cols4AVX(&f[q0], &f[n+q0], &f[2*n+q0], &f[3*n+q0], &s[0], m, &v)
+	default:
+		panic("cuda: colsAVX of a row of other than 2 to 4 values")
+	}
+	return v
 }
 
 // copyOut copies src's values from at on to dst (a row-major array of

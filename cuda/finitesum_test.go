@@ -199,3 +199,93 @@ func scatterRowsNone(dst, src []float64, n int) {
 		r[0], r[1], r[2] = c0[j], c1[j], c2[j]
 	}
 }
+
+// TestScatterRowsAVX checks scatterRows' AVX kernels (rowsAVX, four
+// trajectories a round, the rest in Go), and gatherRows' the other way
+// (colsAVX), against their Go loops (useAVX false) and against the
+// columns themselves, bit for bit (NaN payloads,
+// −0 and subnormals included), and their finite reports against each
+// value's exponent bits, for widths 2 to 4, launches of every length
+// around the kernels' rounds of four, at offsets q0 in the launch and g[0]
+// in the rows, on ordinary values, values near math.MaxFloat64 whose sums
+// overflow, and a non-finite value at each position of the shorter
+// launches. Without AVX (haveAVX false) it checks the Go loops alone.
+func TestScatterRowsAVX(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 5))
+	specials := []float64{math.NaN(), math.Float64frombits(0x7ff8_0000_dead_beef), math.Inf(1), math.Inf(-1),
+		math.Copysign(0, -1), math.SmallestNonzeroFloat64, math.MaxFloat64}
+	modes := []bool{false}
+	if haveAVX {
+		modes = append(modes, true)
+	}
+	defer func(u bool) { useAVX = u }(useAVX)
+	for _, w := range []int{2, 3, 4} {
+		for _, m := range []int{1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 31, 64, 1023, 1026} {
+			for _, c := range []struct {
+				q0, g0 int
+				kind   string
+				at     int // the position (of w·m in the launch, component-major) of the special, if kind is "special"
+			}{{0, 0, "normal", 0}, {5, 3, "normal", 0}, {1, 0, "huge", 0}, {2, 7, "special", rng.IntN(w * m)}, {0, 1, "special", w*m - 1}} {
+				n := c.q0 + m + 2
+				src := make([]float64, w*n)
+				for k := range src {
+					src[k] = rng.NormFloat64()
+					if c.kind == "huge" {
+						src[k] = math.MaxFloat64 * (0.5 + 0.5*rng.Float64())
+					}
+				}
+				if c.kind == "special" {
+					comp, j := c.at/m, c.at%m
+					src[comp*n+c.q0+j] = specials[rng.IntN(len(specials))]
+				}
+				g := make([]int, m)
+				for j := range g {
+					g[j] = c.g0 + j
+				}
+				var copied []float64
+				for comp := range w {
+					copied = append(copied, src[comp*n+c.q0:comp*n+c.q0+m]...)
+				}
+				want := bitsFinite(copied)
+				for _, avx := range modes {
+					useAVX = avx
+					name := fmt.Sprintf("w %d, m %d, q0 %d, g0 %d, %s at %d, AVX %t", w, m, c.q0, c.g0, c.kind, c.at, avx)
+					dst := make([]float64, (c.g0+m+1)*w)
+					for k := range dst {
+						dst[k] = -7 // outside the rows: left as it is
+					}
+					if got := scatterRows(dst, w, reals{f64: src}, n, c.q0, g); got != want {
+						t.Errorf("%s: finite %t, want %t", name, got, want)
+					}
+					for k, x := range dst {
+						i, comp := k/w, k%w
+						y := -7.0
+						if i >= c.g0 && i < c.g0+m {
+							y = src[comp*n+c.q0+i-c.g0]
+						}
+						if math.Float64bits(x) != math.Float64bits(y) {
+							t.Fatalf("%s: dst[%d] = %v (%#x), want %v (%#x)", name, k, x, math.Float64bits(x), y, math.Float64bits(y))
+						}
+					}
+					// Back from the rows to the launch's columns (gatherRows).
+					back := make([]float64, w*n)
+					for k := range back {
+						back[k] = -7
+					}
+					if got := gatherRows(back, n, dst, w, c.g0-c.q0, c.q0, c.q0+m); got != want {
+						t.Errorf("%s: gather reports finite %t, want %t", name, got, want)
+					}
+					for k, x := range back {
+						y := -7.0
+						if q := k % n; q >= c.q0 && q < c.q0+m {
+							y = src[k]
+						}
+						if math.Float64bits(x) != math.Float64bits(y) {
+							t.Fatalf("%s: gathered back[%d] = %v (%#x), want %v (%#x)", name, k, x, math.Float64bits(x), y, math.Float64bits(y))
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -464,4 +465,85 @@ func timeChangedP(b *testing.B, engine string, n int, tun Tuning) TraceStats {
 	b.ReportMetric(float64(s.Reused)/1e3/float64(b.N), "reused-KB/op")
 	b.ReportMetric(float64(s.AheadMissed)/float64(b.N), "missed/op")
 	return s
+}
+
+// TestStripLoopsAVX checks stripCounts' and stripRejected's AVX kernels
+// (countsAVX, rejectedAVX: four trajectories a round, the rest in Go)
+// against their Go loops (useAVX false), value for value, on counts of
+// the whole int32 range (negative ones sign-extended; the maximum at
+// least 0) and field evaluations whose products wrap around as Go's int
+// arithmetic does (e1 up to 2^32−1; larger e1 take the Go loop), for
+// strips of every length around the rounds of four, with and without
+// the mesh's Len.
+func TestStripLoopsAVX(t *testing.T) {
+	if !haveAVX {
+		t.Skip("no AVX kernels on this machine")
+	}
+	defer func(u bool) { useAVX = u }(useAVX)
+	rng := rand.New(rand.NewPCG(48, 6))
+	for _, m := range []int{1, 3, 4, 5, 8, 11, 64, 2047, 2048} {
+		for _, c := range []struct {
+			wide   bool // counts of the whole int32 range
+			noLens bool
+			e0, e1 int
+		}{{false, false, 2, 6}, {false, true, 1, 7}, {true, false, -5, 1<<32 - 1}, {true, true, 1 << 40, 1 << 31}, {true, false, 3, 1 << 32}} {
+			acc, rej := make([]int32, m), make([]int32, m)
+			for j := range m {
+				acc[j], rej[j] = int32(rng.IntN(5000)), int32(rng.IntN(300))
+				if c.wide {
+					acc[j], rej[j] = int32(rng.Uint32()), int32(rng.Uint32())
+				}
+			}
+			type out struct {
+				accepted, lens, rejected, evals []int
+				longest                         int
+			}
+			var got [2]out
+			for k, avx := range []bool{false, true} {
+				useAVX = avx
+				o := &got[k]
+				o.accepted, o.rejected, o.evals = make([]int, m), make([]int, m), make([]int, m)
+				if !c.noLens {
+					o.lens = make([]int, m)
+				}
+				o.longest = stripCounts(o.accepted, o.lens, acc)
+				stripRejected(o.rejected, o.evals, o.accepted, rej, c.e0, c.e1)
+			}
+			g, w := got[1], got[0]
+			if g.longest != w.longest || !slices.Equal(g.accepted, w.accepted) || !slices.Equal(g.lens, w.lens) ||
+				!slices.Equal(g.rejected, w.rejected) || !slices.Equal(g.evals, w.evals) {
+				t.Errorf("m %d, %+v: the AVX kernels' strips differ from the Go loops' (longest %d against %d)", m, c, g.longest, w.longest)
+			}
+		}
+	}
+}
+
+// TestOrInt32AVX checks orInt32's AVX kernel (orAVX, sixteen values a
+// round, the rest in Go) against its Go loop (useAVX false) for arrays of
+// every length around the kernel's rounds, with a single bit set at each
+// position of the shorter ones (every bit of the int32 in turn) and
+// random values.
+func TestOrInt32AVX(t *testing.T) {
+	if !haveAVX {
+		t.Skip("no AVX kernels on this machine")
+	}
+	defer func(u bool) { useAVX = u }(useAVX)
+	rng := rand.New(rand.NewPCG(48, 7))
+	or := func(x []int32, avx bool) int32 { useAVX = avx; return orInt32(x) }
+	for _, m := range []int{1, 15, 16, 17, 31, 32, 33, 48, 100, 2048} {
+		x := make([]int32, m)
+		for at := range min(m, 40) {
+			clear(x)
+			x[at] = int32(uint32(1) << (at % 32))
+			if g, w := or(x, true), or(x, false); g != w || w == 0 {
+				t.Errorf("m %d, bit %d at %d: %#x, want %#x", m, at%32, at, g, w)
+			}
+		}
+		for k := range x {
+			x[k] = int32(rng.Uint32()) & int32(rng.Uint32()) & int32(rng.Uint32())
+		}
+		if g, w := or(x, true), or(x, false); g != w {
+			t.Errorf("m %d, random: %#x, want %#x", m, g, w)
+		}
+	}
 }
