@@ -437,12 +437,16 @@ func testKeepGradsLossSum(t *testing.T, ex *executor) {
 // results on them. "goroutine" runs the compare on a goroutine of its
 // own (the default), "each" its inputs one after the other
 // (Tuning.compareEach), where by default they are compared together
-// (par.EqualSet).
+// (par.EqualSet), "nohelp" without the batch's help
+// (Tuning.compareNoHelp).
 func TestHostEngineKeepGradsAhead(t *testing.T) {
 	needHost(t)
 	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda-host", 1) })
 	t.Run("each", func(t *testing.T) {
 		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareEach: true}), 1)
+	})
+	t.Run("nohelp", func(t *testing.T) {
+		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareNoHelp: true}), 1)
 	})
 }
 
@@ -454,6 +458,15 @@ func TestGPUKeepGradsAhead(t *testing.T) {
 	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda", 100) })
 	t.Run("each", func(t *testing.T) {
 		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareEach: true}), 100)
+	})
+	// Inputs past par.EqualSet's one-goroutine limit (24,005 balls: Y0
+	// and P 576 kB): the compare's tasks, which the batch helps with
+	// (aheadCheck.inBatch), and without the help (Tuning.compareNoHelp).
+	// (Too slow for the host engine's kernels: par's TestEqualSetHelp
+	// checks the help.)
+	t.Run("large", func(t *testing.T) { testKeepGradsAhead(t, "cuda", 1000) })
+	t.Run("large-nohelp", func(t *testing.T) {
+		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareNoHelp: true}), 1000)
 	})
 }
 

@@ -304,6 +304,13 @@ type Tuning struct {
 	// pass on all cores (par.EqualSet); the same verdicts. For the
 	// benchmarks that compare the two.
 	compareEach bool
+	// compareNoHelp leaves the compare of a kept gradient's inputs run
+	// ahead (aheadOwn) to its goroutine and the pool alone, as before
+	// session 48, where by default the launch's batch, once its kernels
+	// are queued, takes the compare's tasks left (aheadCheck.inBatch,
+	// par.EqualSet.Help); the same verdicts. For the benchmarks that
+	// compare the two.
+	compareNoHelp bool
 	// checkLaneAtomics compiles the gradients' check kernel (grads.cuh)
 	// with GS_G_LANE_ATOMICS: a warp whose loss terms have several first
 	// limbs adds its chunks lane by lane with shared-memory atomics, as
