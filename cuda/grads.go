@@ -64,6 +64,7 @@ const (
 	gwGP
 	gwLoss
 	gwOut
+	gwSums // the check's accumulators (gs_gargs.sums)
 	numGradsWords
 )
 
@@ -74,6 +75,19 @@ const (
 	gradsLimbs = 66
 	gradsTail  = 8 + 8*gradsLimbs
 )
+
+// gradsAccBytes is the bytes of the check's accumulators (GS_G_SUMS of
+// grads.cuh: the words and limbs, and the count of its blocks done), at
+// the end of a kept gradient's memory (gradsAccAt), 0 between launches of
+// the check: the last block to finish moves the sums to the words after
+// the kept results and zeroes them, so that a launch need not zero the
+// words first (Tuning.checkMemset, the way before session 48, does).
+const gradsAccBytes = gradsTail + 8
+
+// gradsAccAt returns the offset of the check's accumulators in a kept
+// gradient's memory of bytes bytes: at its end, the same for every launch
+// into it whatever the size of its results.
+func gradsAccAt(bytes int64) int64 { return (bytes - gradsAccBytes) &^ 7 }
 
 // gradsThreads is the check kernel's threads per block, gradsBlocks the
 // most blocks of a launch (each thread loops over the trajectories).
@@ -126,6 +140,10 @@ type residentGrads struct {
 	at   [numArgs]int64
 	g    []int // the launch's trajectories
 	rows int
+	// accZero: the check's accumulators (gradsAccAt) are 0, as the
+	// check leaves them; false for new memory and after a batch that
+	// failed (the launch then zeroes them first).
+	accZero bool
 }
 
 var _ ode.ResidentGrads = (*residentGrads)(nil)
@@ -139,7 +157,7 @@ func gradsWordsAt(size int64) int64 { return (size + 7) &^ 7 }
 // passed back (Job.Reuse) where they are the device's and large enough,
 // else a new allocation. It reports whether it has them.
 func (r *run) keepGrads(size int64) bool {
-	need := gradsWordsAt(size) + gradsTail
+	need := gradsWordsAt(size) + gradsTail + gradsAccBytes + 8
 	if old := r.j.Reuse; old != nil {
 		if k, ok := old.Grads.(*residentGrads); ok && !k.Released() && k.ex.be == r.ex.be && k.mem.bytes >= need {
 			if o := k.r; o != nil && o != r {
@@ -233,10 +251,28 @@ func (r *run) readKept(size int64) ([]byte, error) {
 	return buf, nil
 }
 
+// zeroCheck queues, in the batch of a launch whose kept results take
+// size bytes, before its kernel, the zeroing the check needs: none where
+// its accumulators are 0 (residentGrads.accZero), else theirs; with
+// Tuning.checkMemset the words after the results (gradsWordsAt), which
+// the check then adds into.
+func (r *run) zeroCheck(q queue, size int64) error {
+	k := r.gout
+	if r.ex.tun.checkMemset {
+		return q.zero(k.mem.addr+uint64(gradsWordsAt(size)), gradsTail)
+	}
+	if k.accZero {
+		return nil
+	}
+	return q.zero(k.mem.addr+uint64(gradsAccAt(k.mem.bytes)), gradsAccBytes)
+}
+
 // checkGrads queues, after the launch's kernel of its n trajectories in
 // arena ar (layout l), which wrote its results into the kept results
-// (size bytes; argAddr), the check kernel, whose words (after the
-// results: gradsWordsAt) the launch zeroed before its kernel.
+// (size bytes; argAddr), the check kernel, whose words come after the
+// results (gradsWordsAt), from its accumulators or, with
+// Tuning.checkMemset, zeroed by the launch before its kernel
+// (zeroCheck).
 func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, size int64) error {
 	k, err := r.ex.gradsKernel()
 	if err != nil {
@@ -249,6 +285,9 @@ func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, size int64) error
 	w[gwMask] = flagStiff | flagOverflow | flagTangent
 	w[gwStatus], w[gwFlags], w[gwAcc] = at(argStatus), at(argFlags), at(argAcc)
 	w[gwGY0], w[gwGP], w[gwLoss], w[gwOut] = at(argGY0), at(argGP), at(argLoss), words
+	if !r.ex.tun.checkMemset {
+		w[gwSums] = r.gout.mem.addr + uint64(gradsAccAt(r.gout.mem.bytes))
+	}
 	if r.np == 0 {
 		w[gwGP] = 0
 	}

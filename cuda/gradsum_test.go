@@ -17,7 +17,9 @@ import (
 // through slots and a barrier of its own; the atomics the compiler's),
 // the blocks one after another on the same threads. It reads the blocks
 // and the loss terms from argv[1] and writes the check's words and limbs
-// to argv[2].
+// to argv[2]; it fails (exit status 5 or 6) where the check through its
+// accumulators (gs_gargs.sums, twice) gives other words and limbs or
+// leaves them nonzero.
 const gradsCheckSim = blockSim + `
 std::vector<std::barrier<>*> gs_wbar;
 unsigned long long gs_wslot[64][32];
@@ -46,6 +48,9 @@ static unsigned __ballot_sync(unsigned, bool p) {
 }
 static int __all_sync(unsigned, bool p) { return __ballot_sync(0xffffffffu, p) == 0xffffffffu; }
 static int __ffs(int x) { return __builtin_ffs(x); }
+static unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static int atomicExch(int* p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static long long __double_as_longlong(double x) { long long b; memcpy(&b, &x, 8); return b; }
 static int atomicOr(int* p, int v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 static int atomicMax(int* p, int v) {
@@ -67,6 +72,17 @@ int main(int argc, char** argv) {
   a.n = n, a.loss = terms.data(), a.out = (int*)out.data();
   for (int w = 0; w < GS_SIM_THREADS / 32; w++) gs_wbar.push_back(new std::barrier<>(32));
   gs_blocks(blocks, GS_SIM_THREADS, [&a] { gs_g_check(a); });
+  // Through the accumulators (gs_gargs.sums), twice, the words made
+  // garbage before each: the same words and limbs, the sums 0 after.
+  std::vector<int> sums(GS_G_SUMS, 0);
+  std::vector<long long> again(1 + GS_G_LIMBS);
+  for (int rep = 0; rep < 2; rep++) {
+    memset(again.data(), 0xa5, 8 * again.size());
+    a.out = (int*)again.data(), a.sums = sums.data();
+    gs_blocks(blocks, GS_SIM_THREADS, [&a] { gs_g_check(a); });
+    if (again != out) return 5;
+    for (int s : sums) if (s != 0) return 6;
+  }
   FILE* o = fopen(argv[2], "wb");
   if (!o || fwrite(out.data(), 8, out.size(), o) != out.size()) return 4;
   fclose(o);
@@ -76,7 +92,8 @@ int main(int argc, char** argv) {
 
 // TestHostGradsCheckSimulated runs the CUDA branch of the gradients'
 // check (grads.cuh) on simulated blocks and warps: its loss terms' sum
-// is the exact sum rounded once (exactSum), bit for bit, where a warp's
+// is the exact sum rounded once (exactSum), bit for bit (also through the
+// check's accumulators, the last block moving them: gradsCheckSim), where a warp's
 // terms share a limb (the shuffles' path: terms of one size), where
 // they do not (the shuffles' rounds, one a first limb: terms over the
 // whole range, pk's crossing times on both sides of 2, alternating

@@ -319,6 +319,14 @@ type Tuning struct {
 	// a round for each first limb; the same words and limbs. For the
 	// benchmarks that compare the two.
 	checkLaneAtomics bool
+	// checkMemset zeroes the gradients' check's words before every kept
+	// launch's kernel (a memset in its batch), as before session 48,
+	// where by default the check adds into accumulators of its own that
+	// its last block moves to the words and zeroes (grads.cuh,
+	// gradsAccBytes), so that only new memory, or memory after a batch
+	// that failed, is zeroed; the same words and limbs. For the tests
+	// and benchmarks that compare the two.
+	checkMemset bool
 	// endsInScatter writes a launch's end times (Job.EndTimes: the
 	// Solution's T, the Mesh's T1) in its scatter, after the results'
 	// copy, as before session 47, instead of in its batch while the
