@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"runtime"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
@@ -317,6 +318,85 @@ func gradsWell(tail []byte) (well bool, most int, sum float64) {
 // error, (n−1)·u·Σ|terms| to first order (u = 2^−53), plus half an ulp
 // (TestHostKeepGradsLossSum).
 func gradsSum(limbs []byte) float64 {
+	if x, ok := gradsSumWords(limbs); ok {
+		return x
+	}
+	return gradsSumBig(limbs)
+}
+
+// gradsSumWords is gradsSum in machine words, bit for bit (no big.Int:
+// about 7 µs a call on the 2-core VM, on a kept call's path after its
+// read; session 48): the limbs carried into 32-bit digits of the sum's
+// two's complement, its magnitude's leading 53 bits rounded to nearest,
+// ties to even, by the bits below (a guard bit and a sticky one), scaled
+// by 2^−1074 (exact: a sum of 53 bits or fewer is a multiple of 2^−1074
+// that float64 holds, subnormals included, and a longer one is at least
+// 2^−1021, a normal number; ±Inf past the range, as big.Float's). It
+// reports false where a limb and the carry into it overflow int64
+// (gradsSumBig then adds them).
+func gradsSumWords(limbs []byte) (float64, bool) {
+	const nd = gradsLimbs + 4 // the digits, the carry's two, and two of 0 for the windows' reads
+	var d [nd]uint32
+	var carry int64
+	for k := range gradsLimbs {
+		l := int64(binary.LittleEndian.Uint64(limbs[8*k:]))
+		v := l + carry
+		if (l >= 0) == (carry >= 0) && (v >= 0) != (l >= 0) {
+			return 0, false
+		}
+		d[k] = uint32(v)
+		carry = v >> 32
+	}
+	d[gradsLimbs], d[gradsLimbs+1] = uint32(carry), uint32(carry>>32)
+	neg := carry < 0
+	if neg {
+		// The magnitude: the two's complement negated, digit by digit.
+		c := uint64(1)
+		for k := range gradsLimbs + 2 {
+			v := uint64(^d[k]) + c
+			d[k], c = uint32(v), v>>32
+		}
+	}
+	top := gradsLimbs + 1
+	for top >= 0 && d[top] == 0 {
+		top--
+	}
+	if top < 0 {
+		return 0, true
+	}
+	// window returns bits [i, i+64) of the magnitude (i ≥ 0).
+	window := func(i int) uint64 {
+		j, o := i>>5, uint(i&31)
+		return (uint64(d[j])|uint64(d[j+1])<<32)>>o | uint64(d[j+2])<<(64-o)
+	}
+	nb := 32*top + bits.Len32(d[top])
+	var x float64
+	if nb <= 53 {
+		x = math.Ldexp(float64(window(0)&(1<<53-1)), -1074)
+	} else {
+		sh := nb - 53
+		m := window(sh) & (1<<53 - 1)
+		guard := window(sh-1)&1 != 0
+		sticky := false
+		for k := 0; k < (sh-1)>>5 && !sticky; k++ {
+			sticky = d[k] != 0
+		}
+		if o := uint((sh - 1) & 31); o > 0 && d[(sh-1)>>5]&(1<<o-1) != 0 {
+			sticky = true
+		}
+		if guard && (sticky || m&1 != 0) {
+			m++ // (2^53 at most: exact)
+		}
+		x = math.Ldexp(float64(m), sh-1074)
+	}
+	if neg {
+		x = -x
+	}
+	return x, true
+}
+
+// gradsSumBig is gradsSum through big.Int and big.Float.
+func gradsSumBig(limbs []byte) float64 {
 	var acc, limb big.Int
 	for k := gradsLimbs - 1; k >= 0; k-- {
 		acc.Lsh(&acc, 32)
