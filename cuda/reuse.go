@@ -402,7 +402,8 @@ type aheadCheck struct {
 // start compares the inputs of r's launch of n trajectories in layout l
 // with the record h, each as reuse would: when the launch's batch calls
 // inBatch (with batch), or on a goroutine of its own, which the batch's
-// inBatch then helps (EqualSet.Help; not with Tuning.compareNoHelp).
+// inBatch then helps (EqualSet.Help; not with Tuning.compareNoHelp):
+// the set's probes and tasks begun here, the compare finished there.
 func (c *aheadCheck) start(r *run, h *heldInputs, l *layout, n int, batch bool) {
 	c.on = true
 	if batch {
@@ -413,15 +414,25 @@ func (c *aheadCheck) start(r *run, h *heldInputs, l *layout, n int, batch bool) 
 		c.same = make(chan bool, 1)
 	}
 	c.help = nil
-	if !r.ex.tun.compareEach && !r.ex.tun.compareNoHelp {
-		// (made here, not by sameHeld: the batch's Help reads it while
-		// the compare runs)
-		if r.sc.eq == nil {
-			r.sc.eq = new(par.EqualSet)
-		}
-		c.help = r.sc.eq
+	if r.ex.tun.compareEach || r.ex.tun.compareNoHelp {
+		go func() { c.same <- sameHeld(r, h, l, n) }()
+		return
 	}
-	go func() { c.same <- sameHeld(r, h, l, n) }()
+	// The set begun here (its probes, its tasks out), finished on the
+	// goroutine: the batch's Help finds the tasks however late the
+	// goroutine starts.
+	s := heldSet(r, h, l, n)
+	if known, same := s.Begin(); known {
+		s.Reset()
+		c.same <- same
+		return
+	}
+	c.help = s
+	go func() {
+		same := s.Finish()
+		s.Reset() // (drops the references to the arrays)
+		c.same <- same
+	}()
 }
 
 // sameHeld reports whether the inputs of r's launch of n trajectories in
@@ -430,27 +441,8 @@ func (c *aheadCheck) start(r *run, h *heldInputs, l *layout, n int, batch bool) 
 // turn (par.Equal).
 func sameHeld(r *run, h *heldInputs, l *layout, n int) bool {
 	if !r.ex.tun.compareEach {
-		// The set is kept with the run's scratch: a pooled one would
-		// go at every other collection, and a call allocate it again.
-		if r.sc.eq == nil {
-			r.sc.eq = new(par.EqualSet)
-		}
-		s := r.sc.eq
-		s.Reset()
+		s := heldSet(r, h, l, n)
 		defer s.Reset() // (drops the references to the arrays)
-		for _, a := range reusedArgs {
-			e := &h.in[a]
-			_, f, iv, ev, ok := r.source(a, l, n)
-			switch {
-			case !ok:
-			case a == argLen:
-				par.AddEqual(s, e.i, iv)
-			case a == argEvIn:
-				par.AddEqual(s, e.e, ev)
-			default:
-				par.AddEqual(s, e.f, f)
-			}
-		}
 		return s.Equal()
 	}
 	for _, a := range reusedArgs {
@@ -466,6 +458,31 @@ func sameHeld(r *run, h *heldInputs, l *layout, n int) bool {
 		return false
 	}
 	return true
+}
+
+// heldSet returns the run's EqualSet (kept with its scratch: a pooled
+// one would go at every other collection, and a call allocate it
+// again), emptied and given the pairs of sameHeld's compare.
+func heldSet(r *run, h *heldInputs, l *layout, n int) *par.EqualSet {
+	if r.sc.eq == nil {
+		r.sc.eq = new(par.EqualSet)
+	}
+	s := r.sc.eq
+	s.Reset()
+	for _, a := range reusedArgs {
+		e := &h.in[a]
+		_, f, iv, ev, ok := r.source(a, l, n)
+		switch {
+		case !ok:
+		case a == argLen:
+			par.AddEqual(s, e.i, iv)
+		case a == argEvIn:
+			par.AddEqual(s, e.e, ev)
+		default:
+			par.AddEqual(s, e.f, f)
+		}
+	}
+	return s
 }
 
 // inBatch runs a compare left for the batch (start), if one is

@@ -322,7 +322,9 @@ func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
 // Get one with NewEqualSet and give it back with Release, or keep one
 // (the zero EqualSet is empty and ready) and empty it with Reset: a set
 // reused so allocates nothing. While Equal runs on another goroutine,
-// Help lends it the calling one. (A pooled set goes when a collection
+// Help lends it the calling one; Begin and Finish are Equal in two
+// halves, so that the tasks are out (for Help) before the goroutine that
+// finishes the compare runs. (A pooled set goes when a collection
 // empties the pool; a caller that compares on every call, as a repeated
 // solve's inputs, keeps its own.)
 type EqualSet struct {
@@ -339,6 +341,7 @@ type EqualSet struct {
 	// finds none left without reading the tasks.
 	nt, next, done atomic.Int64
 	running        atomic.Bool
+	serial         bool // Begin left the compare to Finish's goroutine alone
 }
 
 // equalTask is one task of an EqualSet's Run: bytes [lo, hi) of pair k.
@@ -387,8 +390,22 @@ func AddEqual[T ~float32 | ~float64 | ~int | ~int32 | ~int64](s *EqualSet, a, b 
 // Equal reports whether every pair added to s holds the same values bit
 // for bit (true for none).
 func (s *EqualSet) Equal() bool {
+	if known, same := s.Begin(); known {
+		return same
+	}
+	return s.Finish()
+}
+
+// Begin is Equal's first half, on the calling goroutine: the probes (a
+// few loads an array), and, where the pairs hold more than a goroutine
+// compares alone, the tasks made available to Help. It reports whether
+// the verdict is known already (a pair of unequal lengths, or a probe
+// that differs: same false); else Finish, on any one goroutine, gives
+// it, and Help may run tasks from Begin's return to Finish's.
+func (s *EqualSet) Begin() (known, same bool) {
+	s.serial = false
 	if s.differs.Load() {
-		return false
+		return true, false
 	}
 	total := 0
 	for k, a := range s.a {
@@ -401,11 +418,23 @@ func (s *EqualSet) Equal() bool {
 		for p := range equalProbes {
 			i := p * (n - 1) / (equalProbes - 1) * size
 			if !bytes.Equal(a[i:i+size], b[i:i+size]) {
-				return false
+				return true, false
 			}
 		}
 	}
 	if total <= 8*FirstSerial {
+		s.serial = true // (Finish compares them on its goroutine)
+		return false, false
+	}
+	s.begin(total)
+	return false, false
+}
+
+// Finish is Equal's second half (after a Begin that did not know the
+// verdict): the compare, on all cores where Begin made tasks, with the
+// tasks Help's callers took, and the verdict.
+func (s *EqualSet) Finish() bool {
+	if s.serial {
 		for k, a := range s.a {
 			if !bytes.Equal(a, s.b[k]) {
 				return false
@@ -413,7 +442,6 @@ func (s *EqualSet) Equal() bool {
 		}
 		return true
 	}
-	s.begin(total)
 	return s.runTasks()
 }
 

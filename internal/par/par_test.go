@@ -609,6 +609,45 @@ func TestEqualSetHelp(t *testing.T) {
 		t.Error("Equal's verdict misses the difference found by Help's task")
 	}
 	b[first.lo/8] = a[first.lo/8]
+	// Begin and Finish: the tasks out after Begin, all of them taken by
+	// Help on the same goroutine, Finish's verdict; a probe that differs
+	// known at Begin; a set one goroutine compares left to Finish.
+	for _, x := range []struct {
+		name      string
+		at        int // the index of b made to differ (-1: none)
+		small     bool
+		known     bool
+		helps, eq bool
+	}{
+		{"equal", -1, false, false, true, true},
+		{"unprobed", 5, false, false, true, false},
+		{"probed", len(b) - 1, false, true, false, false},
+		{"small", 3, true, false, false, false},
+	} {
+		s.Reset()
+		if x.at >= 0 {
+			b[x.at] = math.Nextafter(b[x.at], math.Inf(1))
+		}
+		if x.small {
+			AddEqual(&s, a[:60], b[:60]) // (no probes: 64 elements or fewer)
+		} else {
+			AddEqual(&s, a, b)
+			AddEqual(&s, p, q)
+		}
+		known, same := s.Begin()
+		helped := s.Help()
+		if known {
+			same = same && helped == 0
+		} else {
+			same = s.Finish()
+		}
+		if known != x.known || same != x.eq || (helped > 0) != x.helps {
+			t.Errorf("%s: Begin knew %t, Help ran %d tasks, verdict %t; want %t, some %t, %t", x.name, known, helped, same, x.known, x.helps, x.eq)
+		}
+		if x.at >= 0 {
+			b[x.at] = a[x.at]
+		}
+	}
 	for rep := range 200 {
 		s.Reset()
 		differ := rep%2 == 1
