@@ -502,8 +502,10 @@
 // each finite term is an integer times 2^−1074, split into 32-bit chunks
 // added into 66 signed 64-bit limbs (a warp's chunks by shuffles where
 // its terms share a limb, then shared-memory and global integer atomics,
-// whose order does not change the sum), which the host carries into one
-// integer and rounds once (gradsSum). The loss is then the terms' exact
+// whose order does not change the sum; into accumulators the check's
+// last block moves to the words and zeroes, so that they need no memset),
+// which the host carries into one integer and rounds once (gradsSum, in
+// machine words). The loss is then the terms' exact
 // sum correctly rounded, the same on every device and launch shape; a
 // call without KeepGrads (and the CPU engine) adds the terms in index
 // order, rounding each addition, so the two differ by at most that
@@ -511,10 +513,11 @@
 // half an ulp: a few ulps in practice (TestHostKeepGradsLossSum,
 // testKeepGrads). The call copies back the check's words and limbs (536
 // bytes, whatever n) and the shared gradient's sums: a kept call queues
-// one upload of the shared block (not waited for), one memset of the
-// check's words, the kernel (which zeroes the recorded mesh's steps and
+// one upload of the shared block (not waited for), the kernel (which
+// zeroes the recorded mesh's steps and
 // event marks past each trajectory's end, in the rows the call before
-// wrote: no memset of the mesh) and the check kernel, then one read, and
+// wrote: no memset of the mesh) and the check kernel, helps the compare
+// of its inputs run ahead (par.EqualSet.Help), then one read, and
 // under a Trace two event records around the kernel and a wait for the
 // second (TestKeptCallOps), and makes no new run (the run of the results written over
 // serves the next call: 17 allocations a call, TestKeptCallAllocs),

@@ -1857,11 +1857,15 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 		c := clocks[0]
 		if kept {
-			// The check's words zeroed before the kernel, with the
-			// other memsets: after it the device runs the check at once.
-			if err := q.zero(r.gout.mem.addr+uint64(gradsWordsAt(fullBytes)), gradsTail); err != nil {
+			// What the check needs zeroed (zeroCheck: nothing where its
+			// accumulators are 0, as it leaves them), before the kernel,
+			// with the other memsets: after it the device runs the check
+			// at once. Until the batch is done they are not known to be
+			// 0.
+			if err := r.zeroCheck(q, fullBytes); err != nil {
 				return err
 			}
+			r.gout.accZero = false
 			if !timed {
 				c = nil
 			}
@@ -1887,6 +1891,9 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			if err := q.read(words, r.gout.mem.addr+uint64(gradsWordsAt(fullBytes))); err != nil {
 				return err
 			}
+			// The read waited for the check, which left its
+			// accumulators 0.
+			r.gout.accZero = !r.ex.tun.checkMemset
 			wait := time.Since(start)
 			if c != nil { // (untimed, keptTimed: the read waited for both kernels)
 				var err error

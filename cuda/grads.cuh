@@ -30,9 +30,16 @@ struct gs_gargs {
   const double* gy0; // [ny] dL/dy0, in the engine kernel's order
   const double* gp;  // [np] dL/dp, or null
   const double* loss; // [n] the loss terms, or null
-  int* out;          // [2 + 2·GS_G_LIMBS] zeroed before: bit 1 a trajectory ill, bit 2 a gradient value not finite,
-                     // bit 4 a loss term not finite; the most accepted steps; then the loss terms' limbs (long long)
+  int* out;          // [2 + 2·GS_G_LIMBS] bit 1 a trajectory ill, bit 2 a gradient value not finite, bit 4 a
+                     // loss term not finite; the most accepted steps; then the loss terms' limbs (long long):
+                     // zeroed before where sums is null, else written by the launch's last block
+  int* sums;         // [GS_G_SUMS] or null: the accumulators of out's words and limbs, then a count of the
+                     // blocks done, 0 before the launch and again after it (see gs_g_check)
 };
+
+// GS_G_SUMS is the ints of gs_gargs.sums: out's words and limbs, and the
+// count of blocks done.
+#define GS_G_SUMS (2 + 2 * GS_G_LIMBS + 2)
 
 // gs_g_finite reports whether x is finite (x - x is NaN for ±Inf and NaN).
 GS_DEVICE bool gs_g_finite(double x) { return x - x == 0.0; }
@@ -65,7 +72,13 @@ GS_DEVICE bool gs_g_chunks(double x, int* k, long long c[3]) {
 // gs_g_check: each thread ORs the verdicts of the trajectories and values
 // q = its index, + the grid's threads, …; a warp's are combined by
 // shuffles and its first lane adds them to out with one atomic each.
+// With sums (package cuda's default since session 48; null with
+// Tuning.checkMemset) the blocks add into sums instead, which every
+// launch leaves as it found it, 0: the last block to finish (the count
+// of blocks done, after each block's fence) moves them to out and
+// zeroes them, so that no memset of out is queued before the launches.
 GS_GLOBAL void gs_g_check(const gs_gargs a) {
+  int* const dst = a.sums ? a.sums : a.out;
 #ifdef GS_CUDA
   const long long q0 = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long step = (long long)gridDim.x * blockDim.x;
@@ -84,7 +97,7 @@ GS_GLOBAL void gs_g_check(const gs_gargs a) {
   for (long long c = q0; a.gp && c < a.np; c += step) {
     if (!gs_g_finite(a.gp[c])) bits |= 2;
   }
-  long long* limbs = (long long*)(a.out + 2);
+  long long* limbs = (long long*)(dst + 2);
 #ifdef GS_CUDA
   // The loss terms: a warp's chunks summed by shuffles where its terms
   // share their first limb (terms of one size, the common case), else by
@@ -156,8 +169,22 @@ GS_GLOBAL void gs_g_check(const gs_gargs a) {
     most = m > most ? m : most;
   }
   if ((threadIdx.x & 31) == 0) {
-    if (bits) atomicOr(&a.out[0], bits);
-    if (most) atomicMax(&a.out[1], most);
+    if (bits) atomicOr(&dst[0], bits);
+    if (most) atomicMax(&dst[1], most);
+  }
+  if (a.sums) {
+    // Each thread's atomics before the block's count; the last block's
+    // exchanges (at the device's L2, as the atomics) read every block's
+    // sums and leave 0.
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd((unsigned*)&a.sums[GS_G_SUMS - 2], 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (last) {
+      for (int k = threadIdx.x; k < 2 + 2 * GS_G_LIMBS; k += blockDim.x) a.out[k] = atomicExch(&a.sums[k], 0);
+      if (threadIdx.x == 0) atomicExch(&a.sums[GS_G_SUMS - 2], 0);
+    }
   }
 #else
   for (long long q = 0; a.loss && q < a.n; q++) {
@@ -170,7 +197,11 @@ GS_GLOBAL void gs_g_check(const gs_gargs a) {
     // (unsigned: the wrap-around of two's complement, as the atomics')
     for (int i = 0; i < 3; i++) limbs[k + i] = (long long)((unsigned long long)limbs[k + i] + (unsigned long long)c[i]);
   }
-  a.out[0] |= bits;
-  if (most > a.out[1]) a.out[1] = most;
+  dst[0] |= bits;
+  if (most > dst[1]) dst[1] = most;
+  if (a.sums) {
+    // (one call: the last block)
+    for (int k = 0; k < 2 + 2 * GS_G_LIMBS; k++) a.out[k] = a.sums[k], a.sums[k] = 0;
+  }
 #endif
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"runtime"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
@@ -64,6 +65,7 @@ const (
 	gwGP
 	gwLoss
 	gwOut
+	gwSums // the check's accumulators (gs_gargs.sums)
 	numGradsWords
 )
 
@@ -74,6 +76,19 @@ const (
 	gradsLimbs = 66
 	gradsTail  = 8 + 8*gradsLimbs
 )
+
+// gradsAccBytes is the bytes of the check's accumulators (GS_G_SUMS of
+// grads.cuh: the words and limbs, and the count of its blocks done), at
+// the end of a kept gradient's memory (gradsAccAt), 0 between launches of
+// the check: the last block to finish moves the sums to the words after
+// the kept results and zeroes them, so that a launch need not zero the
+// words first (Tuning.checkMemset, the way before session 48, does).
+const gradsAccBytes = gradsTail + 8
+
+// gradsAccAt returns the offset of the check's accumulators in a kept
+// gradient's memory of bytes bytes: at its end, the same for every launch
+// into it whatever the size of its results.
+func gradsAccAt(bytes int64) int64 { return (bytes - gradsAccBytes) &^ 7 }
 
 // gradsThreads is the check kernel's threads per block, gradsBlocks the
 // most blocks of a launch (each thread loops over the trajectories).
@@ -126,6 +141,10 @@ type residentGrads struct {
 	at   [numArgs]int64
 	g    []int // the launch's trajectories
 	rows int
+	// accZero: the check's accumulators (gradsAccAt) are 0, as the
+	// check leaves them; false for new memory and after a batch that
+	// failed (the launch then zeroes them first).
+	accZero bool
 }
 
 var _ ode.ResidentGrads = (*residentGrads)(nil)
@@ -139,7 +158,7 @@ func gradsWordsAt(size int64) int64 { return (size + 7) &^ 7 }
 // passed back (Job.Reuse) where they are the device's and large enough,
 // else a new allocation. It reports whether it has them.
 func (r *run) keepGrads(size int64) bool {
-	need := gradsWordsAt(size) + gradsTail
+	need := gradsWordsAt(size) + gradsTail + gradsAccBytes + 8
 	if old := r.j.Reuse; old != nil {
 		if k, ok := old.Grads.(*residentGrads); ok && !k.Released() && k.ex.be == r.ex.be && k.mem.bytes >= need {
 			if o := k.r; o != nil && o != r {
@@ -233,10 +252,28 @@ func (r *run) readKept(size int64) ([]byte, error) {
 	return buf, nil
 }
 
+// zeroCheck queues, in the batch of a launch whose kept results take
+// size bytes, before its kernel, the zeroing the check needs: none where
+// its accumulators are 0 (residentGrads.accZero), else theirs; with
+// Tuning.checkMemset the words after the results (gradsWordsAt), which
+// the check then adds into.
+func (r *run) zeroCheck(q queue, size int64) error {
+	k := r.gout
+	if r.ex.tun.checkMemset {
+		return q.zero(k.mem.addr+uint64(gradsWordsAt(size)), gradsTail)
+	}
+	if k.accZero {
+		return nil
+	}
+	return q.zero(k.mem.addr+uint64(gradsAccAt(k.mem.bytes)), gradsAccBytes)
+}
+
 // checkGrads queues, after the launch's kernel of its n trajectories in
 // arena ar (layout l), which wrote its results into the kept results
-// (size bytes; argAddr), the check kernel, whose words (after the
-// results: gradsWordsAt) the launch zeroed before its kernel.
+// (size bytes; argAddr), the check kernel, whose words come after the
+// results (gradsWordsAt), from its accumulators or, with
+// Tuning.checkMemset, zeroed by the launch before its kernel
+// (zeroCheck).
 func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, size int64) error {
 	k, err := r.ex.gradsKernel()
 	if err != nil {
@@ -249,6 +286,9 @@ func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, size int64) error
 	w[gwMask] = flagStiff | flagOverflow | flagTangent
 	w[gwStatus], w[gwFlags], w[gwAcc] = at(argStatus), at(argFlags), at(argAcc)
 	w[gwGY0], w[gwGP], w[gwLoss], w[gwOut] = at(argGY0), at(argGP), at(argLoss), words
+	if !r.ex.tun.checkMemset {
+		w[gwSums] = r.gout.mem.addr + uint64(gradsAccAt(r.gout.mem.bytes))
+	}
 	if r.np == 0 {
 		w[gwGP] = 0
 	}
@@ -278,6 +318,85 @@ func gradsWell(tail []byte) (well bool, most int, sum float64) {
 // error, (n−1)·u·Σ|terms| to first order (u = 2^−53), plus half an ulp
 // (TestHostKeepGradsLossSum).
 func gradsSum(limbs []byte) float64 {
+	if x, ok := gradsSumWords(limbs); ok {
+		return x
+	}
+	return gradsSumBig(limbs)
+}
+
+// gradsSumWords is gradsSum in machine words, bit for bit (no big.Int:
+// about 7 µs a call on the 2-core VM, on a kept call's path after its
+// read; session 48): the limbs carried into 32-bit digits of the sum's
+// two's complement, its magnitude's leading 53 bits rounded to nearest,
+// ties to even, by the bits below (a guard bit and a sticky one), scaled
+// by 2^−1074 (exact: a sum of 53 bits or fewer is a multiple of 2^−1074
+// that float64 holds, subnormals included, and a longer one is at least
+// 2^−1021, a normal number; ±Inf past the range, as big.Float's). It
+// reports false where a limb and the carry into it overflow int64
+// (gradsSumBig then adds them).
+func gradsSumWords(limbs []byte) (float64, bool) {
+	const nd = gradsLimbs + 4 // the digits, the carry's two, and two of 0 for the windows' reads
+	var d [nd]uint32
+	var carry int64
+	for k := range gradsLimbs {
+		l := int64(binary.LittleEndian.Uint64(limbs[8*k:]))
+		v := l + carry
+		if (l >= 0) == (carry >= 0) && (v >= 0) != (l >= 0) {
+			return 0, false
+		}
+		d[k] = uint32(v)
+		carry = v >> 32
+	}
+	d[gradsLimbs], d[gradsLimbs+1] = uint32(carry), uint32(carry>>32)
+	neg := carry < 0
+	if neg {
+		// The magnitude: the two's complement negated, digit by digit.
+		c := uint64(1)
+		for k := range gradsLimbs + 2 {
+			v := uint64(^d[k]) + c
+			d[k], c = uint32(v), v>>32
+		}
+	}
+	top := gradsLimbs + 1
+	for top >= 0 && d[top] == 0 {
+		top--
+	}
+	if top < 0 {
+		return 0, true
+	}
+	// window returns bits [i, i+64) of the magnitude (i ≥ 0).
+	window := func(i int) uint64 {
+		j, o := i>>5, uint(i&31)
+		return (uint64(d[j])|uint64(d[j+1])<<32)>>o | uint64(d[j+2])<<(64-o)
+	}
+	nb := 32*top + bits.Len32(d[top])
+	var x float64
+	if nb <= 53 {
+		x = math.Ldexp(float64(window(0)&(1<<53-1)), -1074)
+	} else {
+		sh := nb - 53
+		m := window(sh) & (1<<53 - 1)
+		guard := window(sh-1)&1 != 0
+		sticky := false
+		for k := 0; k < (sh-1)>>5 && !sticky; k++ {
+			sticky = d[k] != 0
+		}
+		if o := uint((sh - 1) & 31); o > 0 && d[(sh-1)>>5]&(1<<o-1) != 0 {
+			sticky = true
+		}
+		if guard && (sticky || m&1 != 0) {
+			m++ // (2^53 at most: exact)
+		}
+		x = math.Ldexp(float64(m), sh-1074)
+	}
+	if neg {
+		x = -x
+	}
+	return x, true
+}
+
+// gradsSumBig is gradsSum through big.Int and big.Float.
+func gradsSumBig(limbs []byte) float64 {
 	var acc, limb big.Int
 	for k := gradsLimbs - 1; k >= 0; k-- {
 		acc.Lsh(&acc, 32)

@@ -1,9 +1,11 @@
 package cuda
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -289,7 +291,11 @@ func exactSum(xs []float64) float64 {
 }
 
 // checkLossSum runs the gradients' check kernel (grads.cuh) on ex's
-// backend over the loss terms alone and returns its verdict and sum.
+// backend over the loss terms alone and returns its verdict and sum:
+// into its words zeroed before (gs_gargs.acc null, Tuning.checkMemset's
+// way), and, bit for bit the same, through its accumulators (the
+// default): twice, the words made garbage before each launch, the
+// accumulators zeroed before the first only and 0 after each.
 func checkLossSum(t *testing.T, ex *executor, terms []float64) (well bool, sum float64) {
 	t.Helper()
 	k, err := ex.gradsKernel()
@@ -297,7 +303,7 @@ func checkLossSum(t *testing.T, ex *executor, terms []float64) (well bool, sum f
 		t.Fatal(err)
 	}
 	n := len(terms)
-	mem, err := ex.be.alloc(int64(8*n + gradsTail))
+	mem, err := ex.be.alloc(int64(8*n + gradsTail + gradsAccBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,22 +314,56 @@ func checkLossSum(t *testing.T, ex *executor, terms []float64) (well bool, sum f
 	}
 	var w [numGradsWords]uint64
 	w[gwN], w[gwLoss], w[gwOut] = uint64(n), mem, mem+uint64(8*n)
-	var tail [gradsTail]byte
-	err = ex.be.batch(func(q queue) error {
-		if err := q.write(mem, buf); err != nil {
-			return err
+	sums := w[gwOut] + gradsTail
+	garbage := bytes.Repeat([]byte{0xa5}, gradsTail)
+	launch := func(withSums, first bool) (tail [gradsTail]byte, left [gradsAccBytes]byte) {
+		t.Helper()
+		w[gwSums] = 0
+		if withSums {
+			w[gwSums] = sums
 		}
-		if err := q.zero(w[gwOut], gradsTail); err != nil {
-			return err
+		err := ex.be.batch(func(q queue) error {
+			if err := q.write(mem, buf); err != nil {
+				return err
+			}
+			switch {
+			case !withSums:
+				if err := q.zero(w[gwOut], gradsTail); err != nil {
+					return err
+				}
+			case first:
+				if err := q.zero(sums, gradsAccBytes); err != nil {
+					return err
+				}
+				fallthrough
+			default:
+				if err := q.write(w[gwOut], garbage); err != nil {
+					return err
+				}
+			}
+			blocks := min(gradsBlocks, max(1, (n+gradsThreads-1)/gradsThreads))
+			if err := q.enqueue(k, blocks*gradsThreads, gradsThreads, 0, w[:]); err != nil {
+				return err
+			}
+			if err := q.read(tail[:], w[gwOut]); err != nil {
+				return err
+			}
+			return q.read(left[:], sums)
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		blocks := min(gradsBlocks, max(1, (n+gradsThreads-1)/gradsThreads))
-		if err := q.enqueue(k, blocks*gradsThreads, gradsThreads, 0, w[:]); err != nil {
-			return err
+		return tail, left
+	}
+	tail, _ := launch(false, false)
+	for i, first := range []bool{true, false} {
+		got, left := launch(true, first)
+		if got != tail {
+			t.Errorf("launch %d through the accumulators: the words and limbs differ from the zeroed words'", i)
 		}
-		return q.read(tail[:], w[gwOut])
-	})
-	if err != nil {
-		t.Fatal(err)
+		if left != [gradsAccBytes]byte{} {
+			t.Errorf("launch %d through the accumulators left them nonzero", i)
+		}
 	}
 	well, _, sum = gradsWell(tail[:])
 	return well, sum
@@ -437,12 +477,16 @@ func testKeepGradsLossSum(t *testing.T, ex *executor) {
 // results on them. "goroutine" runs the compare on a goroutine of its
 // own (the default), "each" its inputs one after the other
 // (Tuning.compareEach), where by default they are compared together
-// (par.EqualSet).
+// (par.EqualSet), "nohelp" without the batch's help
+// (Tuning.compareNoHelp).
 func TestHostEngineKeepGradsAhead(t *testing.T) {
 	needHost(t)
 	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda-host", 1) })
 	t.Run("each", func(t *testing.T) {
 		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareEach: true}), 1)
+	})
+	t.Run("nohelp", func(t *testing.T) {
+		testKeepGradsAhead(t, tuned(t, "cuda-host", Tuning{compareNoHelp: true}), 1)
 	})
 }
 
@@ -454,6 +498,15 @@ func TestGPUKeepGradsAhead(t *testing.T) {
 	t.Run("goroutine", func(t *testing.T) { testKeepGradsAhead(t, "cuda", 100) })
 	t.Run("each", func(t *testing.T) {
 		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareEach: true}), 100)
+	})
+	// Inputs past par.EqualSet's one-goroutine limit (24,005 balls: Y0
+	// and P 576 kB): the compare's tasks, which the batch helps with
+	// (aheadCheck.inBatch), and without the help (Tuning.compareNoHelp).
+	// (Too slow for the host engine's kernels: par's TestEqualSetHelp
+	// checks the help.)
+	t.Run("large", func(t *testing.T) { testKeepGradsAhead(t, "cuda", 1000) })
+	t.Run("large-nohelp", func(t *testing.T) {
+		testKeepGradsAhead(t, tuned(t, "cuda", Tuning{compareNoHelp: true}), 1000)
 	})
 }
 
@@ -656,6 +709,64 @@ func closeShared(t *testing.T, what string, got, want []float64, n int64) {
 		if d, bound := math.Abs(got[i]-w), float64(n+1)*0x1p-53*math.Abs(w); !(d <= bound) {
 			t.Errorf("%s[%d] = %v, want %v to %.3g (the blocks' sums in another order), off by %.3g", what, i, got[i], w, bound, d)
 			return
+		}
+	}
+}
+
+// TestHostEngineCheckSums checks the gradients' check through its
+// accumulators (grads.cuh's gs_gargs.sums, the default) on the host
+// engine against the words zeroed before every launch
+// (Tuning.checkMemset): kept calls of the balls and of pk, the Gradient
+// passed back, give the same loss bit for bit and, read (HostGrads), the
+// same gradients; accumulators made garbage and marked so
+// (residentGrads.accZero false, as after a batch that failed) are zeroed
+// by the next call, whose results are again the same. (Garbage left
+// marked 0 gives another loss: the mark is what the launch trusts.)
+func TestHostEngineCheckSums(t *testing.T) {
+	needHost(t)
+	old := tuned(t, "cuda-host", Tuning{checkMemset: true})
+	for _, c := range []engineCase{ballCase(37, ode.Tsit5), pkCase(29, ode.Tsit5)} {
+		c.set.RelTol, c.set.AbsTol, c.set.KeepGrads = 1e-6, 1e-8, true
+		sums, memset := c.solver(t, "cuda-host"), c.solver(t, old)
+		var g, w ode.Gradient
+		var k *residentGrads // the last call's kept results (HostGrads keeps them for the next)
+		for call := range 4 {
+			if call == 2 || call == 3 {
+				// The accumulators made garbage; at call 2 marked so.
+				at := k.mem.addr + uint64(gradsAccAt(k.mem.bytes))
+				if err := k.mem.be.write(at, bytes.Repeat([]byte{0x5a}, gradsAccBytes)); err != nil {
+					t.Fatal(err)
+				}
+				k.accZero = call == 3
+			}
+			got, err := sums.Grad(&g, &c.prob, c.loss, nil)
+			if err != nil {
+				t.Fatalf("%s: call %d: %v", c.name, call, err)
+			}
+			want, err := memset.Grad(&w, &c.prob, c.loss, nil)
+			if err != nil {
+				t.Fatalf("%s: call %d (checkMemset): %v", c.name, call, err)
+			}
+			if call == 3 {
+				if got.Resident != nil && math.Float64bits(got.Loss) == math.Float64bits(want.Loss) {
+					t.Errorf("%s: garbage accumulators marked 0 gave the memset's loss: the test does not see them", c.name)
+				}
+				continue
+			}
+			if got.Resident == nil || want.Resident == nil {
+				t.Fatalf("%s: call %d kept no results", c.name, call)
+			}
+			k = got.Resident.(*residentGrads)
+			if math.Float64bits(got.Loss) != math.Float64bits(want.Loss) {
+				t.Errorf("%s: call %d: Loss %v, with the memset %v", c.name, call, got.Loss, want.Loss)
+			}
+			if err := got.HostGrads(); err != nil {
+				t.Fatal(err)
+			}
+			if err := want.HostGrads(); err != nil {
+				t.Fatal(err)
+			}
+			sameGrads(t, fmt.Sprintf("%s, call %d", c.name, call), got, want)
 		}
 	}
 }

@@ -89,9 +89,10 @@ func (q opsQueue) enqueue(k backendKernel, threads, block, shmem int, args []uin
 // passed back unread, inputs unchanged) queues on the device, on
 // cuda-counts' backend counting its operations: one batch; one upload,
 // queued without waiting for it (the shared block: the inputs are held;
-// writeQueued); one memset (the check's words: the kernel zeroes the
-// recorded mesh's rows past each trajectory's end that the call before
-// wrote, meshZero); the engine kernel and the
+// writeQueued); no memset (the kernel zeroes the recorded mesh's rows
+// past each trajectory's end that the call before wrote, meshZero; the
+// check's accumulators are 0 as its call before left them: one memset
+// of its words with Tuning.checkMemset); the engine kernel and the
 // check kernel; one read (the check's words and limbs); and no
 // device-to-device copy (the kernel writes the kept results in place:
 // argAddr); no clock's marks nor wait for it in a call without a Trace
@@ -104,8 +105,9 @@ func TestKeptCallOps(t *testing.T) {
 		traced bool
 		want   queueOps
 	}{
-		{"kernel-zeroes", Tuning{}, false, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1}},
-		{"traced", Tuning{}, true, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1, marks: 2, waits: 1}},
+		{"kernel-zeroes", Tuning{}, false, queueOps{queued: 1, reads: 1, kernels: 2, batches: 1}},
+		{"traced", Tuning{}, true, queueOps{queued: 1, reads: 1, kernels: 2, batches: 1, marks: 2, waits: 1}},
+		{"check-memset", Tuning{checkMemset: true}, false, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1}},
 	} {
 		be := opsBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &queueOps{}}
 		e := &Engine{name: "cuda-counts-ops-" + x.name, prec: Float64, be: be}

@@ -304,6 +304,13 @@ type Tuning struct {
 	// pass on all cores (par.EqualSet); the same verdicts. For the
 	// benchmarks that compare the two.
 	compareEach bool
+	// compareNoHelp leaves the compare of a kept gradient's inputs run
+	// ahead (aheadOwn) to its goroutine and the pool alone, as before
+	// session 48, where by default the launch's batch, once its kernels
+	// are queued, takes the compare's tasks left (aheadCheck.inBatch,
+	// par.EqualSet.Help); the same verdicts. For the benchmarks that
+	// compare the two.
+	compareNoHelp bool
 	// checkLaneAtomics compiles the gradients' check kernel (grads.cuh)
 	// with GS_G_LANE_ATOMICS: a warp whose loss terms have several first
 	// limbs adds its chunks lane by lane with shared-memory atomics, as
@@ -312,6 +319,14 @@ type Tuning struct {
 	// a round for each first limb; the same words and limbs. For the
 	// benchmarks that compare the two.
 	checkLaneAtomics bool
+	// checkMemset zeroes the gradients' check's words before every kept
+	// launch's kernel (a memset in its batch), as before session 48,
+	// where by default the check adds into accumulators of its own that
+	// its last block moves to the words and zeroes (grads.cuh,
+	// gradsAccBytes), so that only new memory, or memory after a batch
+	// that failed, is zeroed; the same words and limbs. For the tests
+	// and benchmarks that compare the two.
+	checkMemset bool
 	// endsInScatter writes a launch's end times (Job.EndTimes: the
 	// Solution's T, the Mesh's T1) in its scatter, after the results'
 	// copy, as before session 47, instead of in its batch while the

@@ -801,7 +801,12 @@ func init() {
 // "cuda": Tuning.threadRound; "cuda" reports its kept modes' kernel's
 // regs, local-B and bounds-blocks), with its inputs' compare run ahead
 // one input after the other as before session 47 ("record-keep-each",
-// "record-keep-untraced-each": Tuning.compareEach), with the check
+// "record-keep-untraced-each": Tuning.compareEach), without the
+// batch's help with that compare, as before session 48
+// ("record-keep-nohelp", "record-keep-untraced-nohelp":
+// Tuning.compareNoHelp), with the check's words zeroed before every
+// launch as before session 48 ("record-keep-checkmemset",
+// "record-keep-untraced-checkmemset": Tuning.checkMemset), with the check
 // kernel's lane-by-lane atomics of a warp whose loss terms have several
 // first limbs as before session 47 ("record-keep-lanes",
 // "record-keep-untraced-lanes", on "cuda": Tuning.checkLaneAtomics),
@@ -855,7 +860,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 	}
 	for _, eng := range engines {
 		modes := []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"}
-		modes = append(modes, "record-keep-untraced", "record-keep-each", "record-keep-untraced-each")
+		modes = append(modes, "record-keep-untraced", "record-keep-each", "record-keep-untraced-each", "record-keep-nohelp", "record-keep-untraced-nohelp", "record-keep-checkmemset", "record-keep-untraced-checkmemset")
 		if eng == "cuda" {
 			modes = append(modes, "record-keep-round", "record-keep-untraced-round", "record-keep-lanes", "record-keep-untraced-lanes")
 		}
@@ -872,6 +877,12 @@ func BenchmarkGradEventsCall(b *testing.B) {
 					c.set.Engine = tuned(b, eng, tun)
 				case "record-keep-each", "record-keep-untraced-each":
 					tun = Tuning{compareEach: true}
+					c.set.Engine = tuned(b, eng, tun)
+				case "record-keep-checkmemset", "record-keep-untraced-checkmemset":
+					tun = Tuning{checkMemset: true}
+					c.set.Engine = tuned(b, eng, tun)
+				case "record-keep-nohelp", "record-keep-untraced-nohelp":
+					tun = Tuning{compareNoHelp: true}
 					c.set.Engine = tuned(b, eng, tun)
 				case "record-keep-lanes", "record-keep-untraced-lanes":
 					tun = Tuning{checkLaneAtomics: true}

@@ -321,7 +321,10 @@ func Equal[T ~float32 | ~float64 | ~int | ~int32 | ~int64](a, b []T) bool {
 // to FirstSerial elements on one core and wakes the pool once per array.
 // Get one with NewEqualSet and give it back with Release, or keep one
 // (the zero EqualSet is empty and ready) and empty it with Reset: a set
-// reused so allocates nothing. (A pooled set goes when a collection
+// reused so allocates nothing. While Equal runs on another goroutine,
+// Help lends it the calling one; Begin and Finish are Equal in two
+// halves, so that the tasks are out (for Help) before the goroutine that
+// finishes the compare runs. (A pooled set goes when a collection
 // empties the pool; a caller that compares on every call, as a repeated
 // solve's inputs, keeps its own.)
 type EqualSet struct {
@@ -330,6 +333,15 @@ type EqualSet struct {
 	differs atomic.Bool // a pair of unequal lengths, or a task that found a difference
 	tasks   []equalTask
 	task    func(worker, task int)
+
+	// The tasks of an Equal on all cores (nt of them) are handed out
+	// by next to the Run's goroutines and to Help's caller; done counts
+	// those finished, running is set while they may be taken (Help).
+	// Reset leaves nt and next: a Help that comes as Equal returns
+	// finds none left without reading the tasks.
+	nt, next, done atomic.Int64
+	running        atomic.Bool
+	serial         bool // Begin left the compare to Finish's goroutine alone
 }
 
 // equalTask is one task of an EqualSet's Run: bytes [lo, hi) of pair k.
@@ -337,7 +349,7 @@ type equalTask struct{ k, lo, hi int }
 
 var equalSets = sync.Pool{New: func() any {
 	s := new(EqualSet)
-	s.task = s.run
+	s.task = s.work
 	return s
 }}
 
@@ -378,8 +390,22 @@ func AddEqual[T ~float32 | ~float64 | ~int | ~int32 | ~int64](s *EqualSet, a, b 
 // Equal reports whether every pair added to s holds the same values bit
 // for bit (true for none).
 func (s *EqualSet) Equal() bool {
+	if known, same := s.Begin(); known {
+		return same
+	}
+	return s.Finish()
+}
+
+// Begin is Equal's first half, on the calling goroutine: the probes (a
+// few loads an array), and, where the pairs hold more than a goroutine
+// compares alone, the tasks made available to Help. It reports whether
+// the verdict is known already (a pair of unequal lengths, or a probe
+// that differs: same false); else Finish, on any one goroutine, gives
+// it, and Help may run tasks from Begin's return to Finish's.
+func (s *EqualSet) Begin() (known, same bool) {
+	s.serial = false
 	if s.differs.Load() {
-		return false
+		return true, false
 	}
 	total := 0
 	for k, a := range s.a {
@@ -392,11 +418,23 @@ func (s *EqualSet) Equal() bool {
 		for p := range equalProbes {
 			i := p * (n - 1) / (equalProbes - 1) * size
 			if !bytes.Equal(a[i:i+size], b[i:i+size]) {
-				return false
+				return true, false
 			}
 		}
 	}
 	if total <= 8*FirstSerial {
+		s.serial = true // (Finish compares them on its goroutine)
+		return false, false
+	}
+	s.begin(total)
+	return false, false
+}
+
+// Finish is Equal's second half (after a Begin that did not know the
+// verdict): the compare, on all cores where Begin made tasks, with the
+// tasks Help's callers took, and the verdict.
+func (s *EqualSet) Finish() bool {
+	if s.serial {
 		for k, a := range s.a {
 			if !bytes.Equal(a, s.b[k]) {
 				return false
@@ -404,6 +442,25 @@ func (s *EqualSet) Equal() bool {
 		}
 		return true
 	}
+	return s.runTasks()
+}
+
+// runTasks runs the tasks begin made available on all cores, waits for
+// those Help's caller took, and returns the verdict.
+func (s *EqualSet) runTasks() bool {
+	Run(Workers(0, len(s.tasks)), 0, s.task)
+	s.running.Store(false)
+	// The last tasks taken may still run on Help's goroutine.
+	for s.done.Load() < s.nt.Load() {
+		runtime.Gosched()
+	}
+	return !s.differs.Load()
+}
+
+// begin splits the pairs (total bytes) into Equal's tasks and makes them
+// available: to the Run's goroutines, each of which takes tasks until
+// none is left (work), and to Help's caller.
+func (s *EqualSet) begin(total int) {
 	// Tasks of per bytes (a multiple of every element size), none
 	// across two pairs.
 	per := 8 * firstTask(total/8, Workers(0, total/8))
@@ -414,13 +471,51 @@ func (s *EqualSet) Equal() bool {
 		}
 	}
 	if s.task == nil {
-		s.task = s.run // (a zero EqualSet: once)
+		s.task = s.work // (a zero EqualSet: once)
 	}
-	Run(len(s.tasks), 0, s.task)
-	return !s.differs.Load()
+	s.nt.Store(int64(len(s.tasks)))
+	s.next.Store(0)
+	s.done.Store(0)
+	s.running.Store(true)
 }
 
-func (s *EqualSet) run(_, k int) {
+// Help runs tasks of an Equal of s in progress on another goroutine, on
+// the calling goroutine, until none is left to take, and returns how
+// many it ran: none where no Equal is in progress (not yet begun its
+// tasks, all of them taken, or comparing on one goroutine). The verdict
+// is Equal's either way. A goroutine with time to spare while another
+// compares (a launch's, while the device runs its kernels) so shortens
+// the compare by what the pool's goroutines take to wake. Help must not
+// overlap a later Equal of s (new pairs after a Reset): it may come
+// after the Equal it helps has returned (it then runs nothing), but not
+// once another Equal of s has begun.
+func (s *EqualSet) Help() int {
+	if !s.running.Load() {
+		return 0
+	}
+	return s.take()
+}
+
+// work is a goroutine of Equal's Run: it takes tasks (take).
+func (s *EqualSet) work(_, _ int) { s.take() }
+
+// take runs the tasks next hands out until none is left, and returns
+// how many it ran.
+func (s *EqualSet) take() int {
+	nt := s.nt.Load()
+	ran := 0
+	for {
+		k := s.next.Add(1) - 1
+		if k >= nt {
+			return ran
+		}
+		s.run(int(k))
+		ran++
+		s.done.Add(1)
+	}
+}
+
+func (s *EqualSet) run(k int) {
 	if s.differs.Load() {
 		return
 	}

@@ -545,3 +545,142 @@ func TestEqualSetZero(t *testing.T) {
 		t.Errorf("a kept EqualSet reset and reused allocates %v times, want 0", allocs)
 	}
 }
+
+// TestEqualSetHelp checks Help: on a set whose Equal is not running it
+// runs nothing; on one whose tasks are out (begin) it runs every task
+// left and finds a difference in the last; and beside an Equal on
+// another goroutine the verdict is Equal's, for copies that are equal
+// and copies one ulp apart at a random index (a difference the helper
+// finds must reach the verdict: Equal waits for the tasks it took).
+func TestEqualSetHelp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	n := 8*FirstSerial + 5 // several tasks, past the one-goroutine limit
+	a, p := make([]float64, n), make([]float64, n/2)
+	for i := range a {
+		a[i] = float64(i)
+	}
+	for i := range p {
+		p[i] = -float64(i)
+	}
+	b, q := slices.Clone(a), slices.Clone(p)
+	var s EqualSet
+	if got := s.Help(); got != 0 {
+		t.Errorf("Help on an empty set ran %d tasks, want 0", got)
+	}
+	AddEqual(&s, a, b)
+	AddEqual(&s, p, q)
+	if got := s.Help(); got != 0 {
+		t.Errorf("Help before Equal ran %d tasks, want 0", got)
+	}
+	// The tasks out, no Run: Help runs them all.
+	q[len(q)-1] = math.Nextafter(q[len(q)-1], 0)
+	s.begin(8 * (len(a) + len(p)))
+	if got, want := s.Help(), len(s.tasks); got != want || want < 4 {
+		t.Errorf("Help on begun tasks ran %d, want all %d (at least 4)", got, want)
+	}
+	s.running.Store(false)
+	if !s.differs.Load() {
+		t.Error("Help on begun tasks missed a difference in the last element")
+	}
+	if got := s.Help(); got != 0 {
+		t.Errorf("Help after the tasks ran %d more", got)
+	}
+	q[len(q)-1] = p[len(p)-1]
+	// A helper's task under way when the Run has taken the rest: the
+	// verdict waits for it, and has its difference.
+	s.Reset()
+	AddEqual(&s, a, b)
+	AddEqual(&s, p, q)
+	s.begin(8 * (len(a) + len(p)))
+	first := s.tasks[0]
+	b[first.lo/8] = math.Nextafter(b[first.lo/8], math.Inf(1))
+	k := s.next.Add(1) - 1 // (the helper takes task 0)
+	verdict := make(chan bool, 1)
+	go func() { verdict <- s.runTasks() }()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-verdict:
+		t.Fatal("Equal returned before a task Help had taken was done")
+	default:
+	}
+	s.run(int(k))
+	s.done.Add(1)
+	if <-verdict {
+		t.Error("Equal's verdict misses the difference found by Help's task")
+	}
+	b[first.lo/8] = a[first.lo/8]
+	// Begin and Finish: the tasks out after Begin, all of them taken by
+	// Help on the same goroutine, Finish's verdict; a probe that differs
+	// known at Begin; a set one goroutine compares left to Finish.
+	for _, x := range []struct {
+		name      string
+		at        int // the index of b made to differ (-1: none)
+		small     bool
+		known     bool
+		helps, eq bool
+	}{
+		{"equal", -1, false, false, true, true},
+		{"unprobed", 5, false, false, true, false},
+		{"probed", len(b) - 1, false, true, false, false},
+		{"small", 3, true, false, false, false},
+	} {
+		s.Reset()
+		if x.at >= 0 {
+			b[x.at] = math.Nextafter(b[x.at], math.Inf(1))
+		}
+		if x.small {
+			AddEqual(&s, a[:60], b[:60]) // (no probes: 64 elements or fewer)
+		} else {
+			AddEqual(&s, a, b)
+			AddEqual(&s, p, q)
+		}
+		known, same := s.Begin()
+		helped := s.Help()
+		if known {
+			same = same && helped == 0
+		} else {
+			same = s.Finish()
+		}
+		if known != x.known || same != x.eq || (helped > 0) != x.helps {
+			t.Errorf("%s: Begin knew %t, Help ran %d tasks, verdict %t; want %t, some %t, %t", x.name, known, helped, same, x.known, x.helps, x.eq)
+		}
+		if x.at >= 0 {
+			b[x.at] = a[x.at]
+		}
+	}
+	for rep := range 200 {
+		s.Reset()
+		differ := rep%2 == 1
+		at, x, old := -1, b, 0.0
+		if differ {
+			if rng.IntN(2) == 0 {
+				x = q
+			}
+			at = rng.IntN(len(x))
+			old = x[at]
+			x[at] = math.Nextafter(old, math.Inf(1))
+		}
+		AddEqual(&s, a, b)
+		AddEqual(&s, p, q)
+		verdict := make(chan bool)
+		go func() { verdict <- s.Equal() }()
+		helped := 0
+		var got bool
+	wait:
+		for {
+			select {
+			case got = <-verdict:
+				break wait
+			default:
+				helped += s.Help()
+				runtime.Gosched()
+			}
+		}
+		if got == differ {
+			t.Fatalf("rep %d (a difference at %d, the helper ran %d tasks): Equal %t", rep, at, helped, got)
+		}
+		if differ {
+			x[at] = old
+		}
+	}
+}
