@@ -58,6 +58,10 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s48c (under 420 s): the device tests of
+#     session 48's merged work (fewer lanes to d = 64 and their shared
+#     sums, the band LU, the blocked split, predicted pivots, the AVX
+#     scatter, the events call's help and check, tile mode from 4,096).
 #   bash bench/gpu_pending.sh s48b (under 480 s): tile mode against lanes
 #     mode (GPUTileFill), gpu-large whole calls of neural Robertson and
 #     Lorenz-96 d = 64 / 256 beside the 16-core CPU engine, the Brusselator
@@ -903,6 +907,22 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s48c ]; then
+# Session 48's fourth call (under 420 s): the device tests of the merged
+# helpers' work, four processes side by side (NVRTC on all cores).
+tp() { # name, seconds, -test.run pattern: a test process in the background
+	timeout "$2" "$bin/cuda.test" -test.v -test.timeout "$(($2 - 5))s" -test.run "$3" >"$out/l/$1.log" 2>&1
+	echo "rc $? $1 at $(($(date +%s) - T0)) s"
+}
+tp lanes 400 '^(TestGPUWideLanesShared|TestGPUWideLanesSame|TestGPUWideTablesSame|TestGPUWide)$' &
+tp lu 400 '^(TestGPUWideSparseLU|TestGPUWideRosenbrock|TestGPUWidePivots)$' &
+tp calls 400 '^(TestScatterRowsAVX|TestStripLoopsAVX|TestOrInt32AVX|TestFiniteSums|TestStripLoops|TestGPUSplitDownload|TestGPUChunkLaunch|TestGPUEndsInBatch|TestGPUGradAhead|TestGPUInputReuse|TestGPUKeepGradsLossSum|TestGPUKeepGradsAhead|TestGPUKeepGrads|TestGPUEvents|TestGPUCheckLaneAtomics|TestGPUMeshZero|TestGPUEngineSaveTimes|TestGPUSaveCots)$' &
+tp tiles 400 '^(TestGPUWideBlockedSame|TestGPUTileMode|TestGPUTileStatuses|TestGPUTrainGraph|TestGPUSplitUnits)$' &
+wait
+echo "=== summary"
+for f in lanes lu calls tiles; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|running tests' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -24; done
 fi
 
 if [ "$part" = s48b ]; then
