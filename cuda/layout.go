@@ -296,6 +296,13 @@ type Tuning struct {
 	// once: for the device's comparison (BenchmarkGPUSaveSplit's
 	// -ungrouped rows). The same results bit for bit.
 	ungroupedCots bool
+	// divideThetas keeps a gradient kernel's reverse sweep dividing for
+	// each save time's fraction of its step (kernelgen.Config.DivideThetas),
+	// as before session 48, where by default a kernel whose sweep reads
+	// its save times' cotangents in groups reads the quotient its forward
+	// pass kept (K reals a trajectory): for the device's comparison
+	// (BenchmarkGPUSaveSplit's -divide rows). The same results bit for bit.
+	divideThetas bool
 	// compareEach compares a launch's inputs run ahead (sameHeld) one
 	// input after the other with par.Equal, as before session 47 (an
 	// array of up to par.FirstSerial elements on one core: the events
@@ -485,6 +492,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.SplitFrom, v.SplitUnits = tun.splitFrom(), tun.SplitUnits
 	v.StoreSaveCots = tun.StoreSaveCots && v.Grad
 	v.UngroupedCots = tun.ungroupedCots && v.Grad
+	v.DivideThetas = tun.divideThetas && v.Grad
 	v.OldSaves = tun.oldSaves && v.Saves > 0
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
