@@ -168,11 +168,16 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y
     for (int j = 0; j < GS_COT_GROUP; j++) {
       const bool in = k + j < kq && theta[j] != 0;
       any = any || in;
+      // Off the step or at theta 0: theta and the cotangents +0, so every
+      // product +0 (whatever the cotangent: no 0 * inf).
+      const gs_real th = in ? theta[j] : (gs_real)0;
       gs_real pw[GS_TERMS];
-      pw[0] = theta[j];
-      for (int t = 1; t < GS_TERMS; t++) pw[t] = pw[t - 1] * theta[j];
-      for (int c = 0; c < GS_D; c++)
-        for (int t = 0; t < GS_TERMS; t++) wb[t * GS_D + c] += in ? pw[t] * yb[j][c] : (gs_real)0;
+      pw[0] = th;
+      for (int t = 1; t < GS_TERMS; t++) pw[t] = pw[t - 1] * th;
+      for (int c = 0; c < GS_D; c++) {
+        const gs_real ybc = in ? yb[j][c] : (gs_real)0;
+        for (int t = 0; t < GS_TERMS; t++) wb[t * GS_D + c] += pw[t] * ybc;
+      }
     }
   }
   return any;

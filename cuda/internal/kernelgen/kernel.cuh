@@ -20,7 +20,8 @@ dL/ds. Where its dL/dys is a function of one save time at a time
 (SaveCots, savecot.go) it neither computes nor stores them: the reverse
 sweep calls gs_save_cot (save time k's cotangent of component c,
 unscaled) where it reaches save time k, and gs_save_cot_prefetch a step
-ahead, and a.tb is null.
+ahead, and a.tb is null, or (KeepThetas, adjoint.cuh) holds the save
+times' quotients theta the forward pass computed, K reals a trajectory.
 
 The layout's hooks define what the driver loop (gs_body) needs of it:
   GS_ANY(p)        whether p holds in any trajectory run in lockstep with
@@ -109,7 +110,7 @@ struct gs_args {
   gs_real* gy0;           // [D][n] dL/dy0
   gs_real* gp;            // [NP][n] dL/dp
   int* tapstep;           // [K][n] the step each save time lies on
-  gs_real* tb;            // [K][D][n] cotangents of the saved states
+  gs_real* tb;            // [K][D][n] cotangents of the saved states (KeepThetas: [K][n] their quotients theta)
   gs_real* hout;          // [rows][n] the recorded mesh
   int* evout;             // [rows][n] its event marks (Config.Events), as evin
   gs_real* store;         // [rows][GS_SW][n] states before each step

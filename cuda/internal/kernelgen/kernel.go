@@ -492,7 +492,8 @@ type KernelInfo struct {
 	WideShared int
 	// SaveCots reports that the kernel computes its save times'
 	// cotangents in the reverse sweep (kernelPlan.SaveCots): it reads and
-	// writes no array of them (gs_args.tb), which needs no memory.
+	// writes no array of them (gs_args.tb), which needs no memory (but
+	// K reals a trajectory with KeepThetas).
 	SaveCots bool
 	// LossFold reports that the kernel folds its loss's value in the
 	// forward pass (kernelPlan.LossFold).
