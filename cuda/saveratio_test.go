@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
@@ -53,7 +54,9 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // grad-kept run the gradient kernel whose reverse sweep divides again for
 // each save time's quotient theta (Tuning.divideThetas), the form before
 // session 48, where the others read the forward pass's (kernelgen's
-// KeepThetas).
+// KeepThetas). grad-kept and its -ungrouped and -divide rows also report
+// their gradient kernel's registers ("regs") and local memory a thread
+// ("local-B": spills and local arrays).
 // solveto-kept-old and grad-kept-old are solveto-kept and
 // grad-kept with the saved states in the form before session 46
 // (Tuning.oldSaves: every save time's step written in a solve too, a
@@ -116,6 +119,15 @@ var (
 	benchSaveHostOnce sync.Once
 	benchSaveHost     [5]*Engine
 )
+
+// saveSplitAttrOps are the rows of BenchmarkGPUSaveSplit that report
+// their gradient kernel's registers and local memory, with the tuning of
+// their engine's kernel.
+var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-divide": {divideThetas: true}}
+
+// saveSplitAttrs are the kernels' resources BenchmarkGPUSaveSplit reports,
+// by method, save times and row.
+var saveSplitAttrs = map[string]driver.KernelAttrs{}
 
 // saveSplitEngines are the engines of benchSaveSplit's variants: engine
 // the default; stored (the -tb variants) with Tuning.StoreSaveCots; old
@@ -259,6 +271,21 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 				}
 				if strings.Contains(op, "-kept") && k > 1 && s.SavesKept == 0 {
 					b.Fatal("no saves kept on the device")
+				}
+				if tun, ok := saveSplitAttrOps[op]; ok && e.engine == "cuda" {
+					// The gradient kernel's registers and local memory (as
+					// the engine chooses it on this device), compiled once
+					// a method, count and row.
+					key := fmt.Sprintf("%s/%d/%s", ms[0].Name(), k, op)
+					a, ok := saveSplitAttrs[key]
+					if !ok {
+						c := keplerSavesCase(k)
+						c.prob.N, c.set.Method = n, ms[0]
+						a, _ = gradKernelAttrs(b, c, tun)
+						saveSplitAttrs[key] = a
+					}
+					b.ReportMetric(float64(a.Registers), "regs")
+					b.ReportMetric(float64(a.LocalBytes), "local-B")
 				}
 			})
 		}
