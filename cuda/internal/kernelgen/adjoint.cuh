@@ -148,12 +148,9 @@ GS_DEVICE void gs_save_cots(const gs_args& a, const gs_real* sh, const gs_real* 
 // component.
 {{- if .KeepThetas}}
 // With kept set (KeepThetas: the steps after step 0) the quotients are
-// the forward pass's (a.tb, read with the group's cotangents: no
-// division), and the products are added without a branch: a save time
-// past kq - 1 or at theta 0 adds +0, which leaves each sum as it is (the
-// sums start at +0, and a sum rounds to -0 only where both terms are
-// -0), so the group's save times are one basic block, where a test a
-// save time ended one.
+// the forward pass's (a.tb, read with the group's cotangents, asked for a
+// step ahead by gs_prefetch_step): no division, and no division's branch
+// to its slow path.
 GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y, const gs_real* p, gs_real sc,
                            long long i, bool on, int k0, int kq, gs_real ts, gs_real h, bool kept, gs_real* wb) {
   bool any = false;
@@ -166,18 +163,13 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y
     else
       for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = k + j < kq ? (tau[j] - ts) / h : (gs_real)0;
     for (int j = 0; j < GS_COT_GROUP; j++) {
-      const bool in = k + j < kq && theta[j] != 0;
-      any = any || in;
-      // Off the step or at theta 0: theta and the cotangents +0, so every
-      // product +0 (whatever the cotangent: no 0 * inf).
-      const gs_real th = in ? theta[j] : (gs_real)0;
+      if (k + j >= kq || theta[j] == 0) continue;
+      any = true;
       gs_real pw[GS_TERMS];
-      pw[0] = th;
-      for (int t = 1; t < GS_TERMS; t++) pw[t] = pw[t - 1] * th;
-      for (int c = 0; c < GS_D; c++) {
-        const gs_real ybc = in ? yb[j][c] : (gs_real)0;
-        for (int t = 0; t < GS_TERMS; t++) wb[t * GS_D + c] += pw[t] * ybc;
-      }
+      pw[0] = theta[j];
+      for (int t = 1; t < GS_TERMS; t++) pw[t] = pw[t - 1] * theta[j];
+      for (int c = 0; c < GS_D; c++)
+        for (int t = 0; t < GS_TERMS; t++) wb[t * GS_D + c] += pw[t] * yb[j][c];
     }
   }
   return any;
