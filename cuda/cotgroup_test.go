@@ -128,3 +128,77 @@ func TestGPUCotGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestHostKeptThetas checks the reverse sweep that reads its save times'
+// quotients theta = (tau - t_s) / h from the forward pass
+// (Tuning.keepThetas: kernelgen's Config.KeepThetas, where the sweep
+// reads its cotangents in groups) against the default that divides
+// again, on cotGroupCases (Tsit5 and Vern7, a data loss, shared
+// parameters, save times at T0, on step 0 and repeated, groups of 4, 2
+// and 1): the kernel with the switch keeps them where it has a group
+// (KernelInfo.KeepThetas), the default never, a kernel without a group
+// is the default's source bit for bit but for Config.Key's "thetas",
+// and the solutions, losses and gradients of the two forms are the same
+// bit for bit, with the record and on its mesh, in the thread layout, in
+// the lanes layout on a simulated warp (one lane writes the quotients,
+// every lane reads them), and in float32 (Lorenz's data loss).
+func TestHostKeptThetas(t *testing.T) {
+	needHost(t)
+	thread := Tuning{Layout: LayoutThread}
+	kept := Tuning{Layout: LayoutThread, keepThetas: true}
+	for _, tc := range cotGroupCases(6) {
+		c := tc.c
+		t.Run(c.name, func(t *testing.T) {
+			const write = "a.tb[(long long)(k + j) * a.n + i] = th[j];"
+			src, info := kernelSourceInfo(t, c, ode.OpGrad, func(v *kernelgen.Config) { v.KeepThetas = true })
+			if info.KeepThetas != (tc.group > 0) || strings.Contains(src, write) != (tc.group > 0) {
+				t.Fatalf("KernelInfo.KeepThetas %t, the forward pass writes the quotients %t, want %t", info.KeepThetas, strings.Contains(src, write), tc.group > 0)
+			}
+			def, defInfo := kernelSourceInfo(t, c, ode.OpGrad, func(*kernelgen.Config) {})
+			if defInfo.KeepThetas || strings.Contains(def, write) || strings.Contains(def, "bool kept") {
+				t.Fatal("the default kernel keeps the quotients")
+			}
+			if tc.group == 0 {
+				if def != strings.Replace(src, " thetas ", " ", 1) {
+					t.Error("a kernel without a group: the sources differ with Config.KeepThetas")
+				}
+				return
+			}
+			sameRunsLoss(t, c, c.solver(t, tuned(t, "cuda-host", kept)), c.solver(t, tuned(t, "cuda-host", thread)), "divided quotients")
+			switch c.name {
+			case "lorenz-data":
+				c := c
+				c.set.RelTol, c.set.AbsTol = 1e-4, 1e-7
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-f32", kept)), c.solver(t, tuned(t, "cuda-host-f32", thread)))
+			case "lorenz-weighted-vern7", "lorenz-many-saves-grouped":
+				lanes := Tuning{Layout: LayoutLanes}
+				lanesKept := lanes
+				lanesKept.keepThetas = true
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-sim", lanesKept)), c.solver(t, tuned(t, "cuda-host-sim", lanes)))
+			case "lorenz-shared-saves":
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-sim", kept)), c.solver(t, tuned(t, "cuda-host-sim", thread)))
+			}
+		})
+	}
+}
+
+// TestGPUKeptThetas is TestHostKeptThetas' comparisons on the device
+// ("cuda", 1,000 trajectories): the sweep that reads the forward pass's
+// quotients (Tuning.keepThetas) against the default's bit for bit but the shared
+// gradients (to 1e-13 relative: the device adds them with atomics in no
+// fixed order).
+//
+//	cuda.test -test.run 'TestGPUKeptThetas' -test.v
+func TestGPUKeptThetas(t *testing.T) {
+	needGPUEngine(t)
+	kept := tuned(t, "cuda", Tuning{keepThetas: true})
+	for _, tc := range cotGroupCases(1000) {
+		c := tc.c
+		if tc.group == 0 {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			sameRunsShared(t, c, c.solver(t, kept), c.solver(t, "cuda"), 1e-13)
+		})
+	}
+}

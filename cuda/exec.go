@@ -1239,6 +1239,11 @@ func (r *run) layout(n, rows int) layout {
 		if r.ke.info.SaveCots {
 			elems[argTB] = 0 // computed in the sweep (Tuning.StoreSaveCots)
 		}
+		if r.ke.info.KeepThetas {
+			// The save times' quotients the forward pass keeps for the
+			// sweep (Tuning.keepThetas).
+			elems[argTB] = cnt(k)
+		}
 		if v.TileSums {
 			elems[argGS] *= int64(numTiles(n))
 		}

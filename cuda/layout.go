@@ -296,6 +296,13 @@ type Tuning struct {
 	// once: for the device's comparison (BenchmarkGPUSaveSplit's
 	// -ungrouped rows). The same results bit for bit.
 	ungroupedCots bool
+	// keepThetas has a gradient kernel whose sweep reads its save times'
+	// cotangents in groups read each save time's fraction of its step as
+	// its forward pass kept it (kernelgen.Config.KeepThetas: K reals a
+	// trajectory) instead of dividing again (the default): for the
+	// device's comparison (BenchmarkGPUSaveSplit's -thetas rows). The
+	// same results bit for bit.
+	keepThetas bool
 	// compareEach compares a launch's inputs run ahead (sameHeld) one
 	// input after the other with par.Equal, as before session 47 (an
 	// array of up to par.FirstSerial elements on one core: the events
@@ -511,6 +518,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.SplitFrom, v.SplitUnits = tun.splitFrom(), tun.SplitUnits
 	v.StoreSaveCots = tun.StoreSaveCots && v.Grad
 	v.UngroupedCots = tun.ungroupedCots && v.Grad
+	v.KeepThetas = tun.keepThetas && v.Grad
 	v.OldSaves = tun.oldSaves && v.Saves > 0
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/cuda/driver"
 	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
@@ -49,7 +50,13 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // sweep reads the save times' cotangents one save time at a time
 // (Tuning.ungroupedCots), the form before session 47, where the others
 // read a group of save times' times and cotangents at once
-// (adjoint.cuh's gs_save_cots).
+// (adjoint.cuh's gs_save_cots). The -thetas variants of grad and
+// grad-kept run the gradient kernel whose reverse sweep reads each save
+// time's quotient theta as the forward pass kept it (Tuning.keepThetas,
+// kernelgen's KeepThetas), where the others divide again. grad-kept and
+// its -ungrouped and -thetas rows also report
+// their gradient kernel's registers ("regs") and local memory a thread
+// ("local-B": spills and local arrays).
 // solveto-kept-old and grad-kept-old are solveto-kept and
 // grad-kept with the saved states in the form before session 46
 // (Tuning.oldSaves: every save time's step written in a solve too, a
@@ -63,9 +70,17 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 //	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
 //	done; done
 //	cuda.test -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/solveto-kept(-old)?$' -test.benchtime 20x -test.count 3
+//
+// The same calls with Vern7 are the Vern7 sub-benchmark's (its steps hold
+// about twice Tsit5's save times):
+//
+//	cuda.test -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/grad-kept$' -test.benchtime 20x
 func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
-	benchSaveSplit(b, "cuda", tuned(b, "cuda", Tuning{StoreSaveCots: true}), tuned(b, "cuda", Tuning{oldSaves: true}), tuned(b, "cuda", Tuning{ungroupedCots: true}), 4096, []ode.Method{ode.Tsit5})
+	engines := saveSplitEngines{engine: "cuda", stored: tuned(b, "cuda", Tuning{StoreSaveCots: true}), old: tuned(b, "cuda", Tuning{oldSaves: true}),
+		ungrouped: tuned(b, "cuda", Tuning{ungroupedCots: true}), thetas: tuned(b, "cuda", Tuning{keepThetas: true})}
+	benchSaveSplit(b, engines, 4096, []ode.Method{ode.Tsit5})
+	b.Run("Vern7", func(b *testing.B) { benchSaveSplit(b, engines, 4096, []ode.Method{ode.Vern7}) })
 }
 
 // BenchmarkHostSaveSplit is BenchmarkGPUSaveSplit on the host backend,
@@ -81,40 +96,58 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 func BenchmarkHostSaveSplit(b *testing.B) {
 	needHost(b)
 	benchSaveHostOnce.Do(func() {
-		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped"} {
+		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped", "cuda-host-o2-bench-thetas"} {
 			e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 32)}
 			e.be.(*hostBackend).optimize = true
 			tun := envTuning()
-			tun.WaitForCompile, tun.StoreSaveCots, tun.oldSaves, tun.ungroupedCots = true, k == 1, k == 2, k == 3
+			tun.WaitForCompile, tun.StoreSaveCots, tun.oldSaves, tun.ungroupedCots, tun.keepThetas = true, k == 1, k == 2, k == 3, k == 4
 			e.SetTuning(tun)
 			ode.Register(e)
 			benchSaveHost[k] = e
 		}
 	})
-	benchSaveSplit(b, benchSaveHost[0].Name(), benchSaveHost[1].Name(), benchSaveHost[2].Name(), benchSaveHost[3].Name(), 256, []ode.Method{ode.Tsit5, ode.Vern7})
+	engines := saveSplitEngines{engine: benchSaveHost[0].Name(), stored: benchSaveHost[1].Name(), old: benchSaveHost[2].Name(),
+		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name()}
+	benchSaveSplit(b, engines, 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
 // benchSaveHost are BenchmarkHostSaveSplit's engines, registered at its
 // first run: cuda-host with kernels compiled with -O2, no memo, and the
-// same with Tuning.StoreSaveCots, with Tuning.oldSaves and with
-// Tuning.ungroupedCots.
+// same with Tuning.StoreSaveCots, with Tuning.oldSaves, with
+// Tuning.ungroupedCots and with Tuning.keepThetas.
 var (
 	benchSaveHostOnce sync.Once
-	benchSaveHost     [4]*Engine
+	benchSaveHost     [5]*Engine
 )
 
-// benchSaveSplit runs BenchmarkGPUSaveSplit's calls on engine (the -tb
-// variants on stored, the engine with Tuning.StoreSaveCots; the -old ones on
-// old, the engine with Tuning.oldSaves; the -ungrouped ones on
-// ungrouped, the engine with Tuning.ungroupedCots), for n orbits and the
-// methods ms (a level of sub-benchmarks where there are several).
-func benchSaveSplit(b *testing.B, engine, stored, old, ungrouped string, n int, ms []ode.Method) {
+// saveSplitAttrOps are the rows of BenchmarkGPUSaveSplit that report
+// their gradient kernel's registers and local memory, with the tuning of
+// their engine's kernel.
+var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-thetas": {keepThetas: true}}
+
+// saveSplitAttrs are the kernels' resources BenchmarkGPUSaveSplit reports,
+// by method, save times and row.
+var saveSplitAttrs = map[string]driver.KernelAttrs{}
+
+// saveSplitEngines are the engines of benchSaveSplit's variants: engine
+// the default; stored (the -tb variants) with Tuning.StoreSaveCots; old
+// (-old) with Tuning.oldSaves; ungrouped (-ungrouped) with
+// Tuning.ungroupedCots; thetas (-thetas) with Tuning.keepThetas.
+type saveSplitEngines struct {
+	engine, stored, old, ungrouped, thetas string
+}
+
+// benchSaveSplit runs BenchmarkGPUSaveSplit's calls on the engines e, for
+// n orbits and the methods ms (a level of sub-benchmarks where there are
+// several).
+func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 	if len(ms) > 1 {
 		for _, m := range ms {
-			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, engine, stored, old, ungrouped, n, []ode.Method{m}) })
+			b.Run(m.Name(), func(b *testing.B) { benchSaveSplit(b, e, n, []ode.Method{m}) })
 		}
 		return
 	}
+	engine, stored, old, ungrouped := e.engine, e.stored, e.old, e.ungrouped
 	kp := problems.Kepler()
 	loss := odetest.SavedSquares()
 	set := ode.Settings{Method: ms[0], RelTol: 1e-8, AbsTol: 1e-11, Engine: engine}
@@ -152,13 +185,23 @@ func benchSaveSplit(b *testing.B, engine, stored, old, ungrouped string, n int, 
 	if err != nil {
 		b.Fatal(err)
 	}
+	set.Engine = e.thetas
+	svThetas, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set.KeepSaves = true
+	svKeepThetas, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, k := range []int{1, 1000} {
 		ts := make([]float64, k)
 		for j := range ts {
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -175,6 +218,10 @@ func benchSaveSplit(b *testing.B, engine, stored, old, ungrouped string, n int, 
 					solver = svUngrouped
 				case op == "grad-kept-ungrouped":
 					solver = svKeepUngrouped
+				case op == "grad-thetas":
+					solver = svThetas
+				case op == "grad-kept-thetas":
+					solver = svKeepThetas
 				case strings.HasSuffix(op, "-kept-old"):
 					solver = svKeepOld
 				case strings.Contains(op, "-kept"):
@@ -224,6 +271,21 @@ func benchSaveSplit(b *testing.B, engine, stored, old, ungrouped string, n int, 
 				}
 				if strings.Contains(op, "-kept") && k > 1 && s.SavesKept == 0 {
 					b.Fatal("no saves kept on the device")
+				}
+				if tun, ok := saveSplitAttrOps[op]; ok && e.engine == "cuda" {
+					// The gradient kernel's registers and local memory (as
+					// the engine chooses it on this device), compiled once
+					// a method, count and row.
+					key := fmt.Sprintf("%s/%d/%s", ms[0].Name(), k, op)
+					a, ok := saveSplitAttrs[key]
+					if !ok {
+						c := keplerSavesCase(k)
+						c.prob.N, c.set.Method = n, ms[0]
+						a, _ = gradKernelAttrs(b, c, tun)
+						saveSplitAttrs[key] = a
+					}
+					b.ReportMetric(float64(a.Registers), "regs")
+					b.ReportMetric(float64(a.LocalBytes), "local-B")
 				}
 			})
 		}

@@ -8,6 +8,7 @@ them. The loss's own dL/ds without LossAcc goes where the layout's
 "loss-own" puts it.
 */ -}}
 {{define "cot-args"}}{{if .SaveCots}}sh, y, p, sc, {{end}}{{end}}
+{{- define "theta-arg"}}{{if .KeepThetas}}s > 0, {{end}}{{end}}
 
 {{define "adjoint"}}
 // gs_take sets lambda and gp from the outputs of a reverse step (Reverse's
@@ -96,6 +97,9 @@ GS_DEVICE void gs_prefetch_step(const gs_args& a, long long i, bool on, int s, i
   const int k1 = kq - k0 > GS_PF_SAVES ? k0 + GS_PF_SAVES : kq;
 {{- if .SaveCots}}
   for (int k = k0; k < k1; k++) gs_save_cot_prefetch(a.ys, n, i, a.data, k);
+{{- if .KeepThetas}}
+  for (int k = k0; k < k1; k++) GS_PREFETCH(&a.tb[(long long)k * n + i]);
+{{- end}}
 {{- else}}
   for (int k = k0; k < k1; k++)
     for (int c = 0; c < GS_D; c++) GS_PREFETCH(&a.tb[((long long)k * GS_D + c) * n + i]);
@@ -142,6 +146,35 @@ GS_DEVICE void gs_save_cots(const gs_args& a, const gs_real* sh, const gs_real* 
 // order as the stored form's loop: the powers of theta are the same
 // products (theta, theta*theta, ...), once a save time, not once a
 // component.
+{{- if .KeepThetas}}
+// With kept set (KeepThetas: the steps after step 0) the quotients are
+// the forward pass's (a.tb, read with the group's cotangents, asked for a
+// step ahead by gs_prefetch_step): no division, and no division's branch
+// to its slow path.
+GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y, const gs_real* p, gs_real sc,
+                           long long i, bool on, int k0, int kq, gs_real ts, gs_real h, bool kept, gs_real* wb) {
+  bool any = false;
+  for (int q = 0; q < GS_DW; q++) wb[q] = 0;
+  for (int k = k0; on && k < kq; k += GS_COT_GROUP) {
+    gs_real tau[GS_COT_GROUP], yb[GS_COT_GROUP][GS_D], theta[GS_COT_GROUP];
+    gs_save_cots(a, sh, y, p, sc, i, k, kq, tau, yb);
+    if (kept)
+      for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = a.tb[(long long)(k + j < kq ? k + j : kq - 1) * a.n + i];
+    else
+      for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = k + j < kq ? (tau[j] - ts) / h : (gs_real)0;
+    for (int j = 0; j < GS_COT_GROUP; j++) {
+      if (k + j >= kq || theta[j] == 0) continue;
+      any = true;
+      gs_real pw[GS_TERMS];
+      pw[0] = theta[j];
+      for (int t = 1; t < GS_TERMS; t++) pw[t] = pw[t - 1] * theta[j];
+      for (int c = 0; c < GS_D; c++)
+        for (int t = 0; t < GS_TERMS; t++) wb[t * GS_D + c] += pw[t] * yb[j][c];
+    }
+  }
+  return any;
+}
+{{- else}}
 GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y, const gs_real* p, gs_real sc,
                            long long i, bool on, int k0, int kq, gs_real ts, gs_real h, gs_real* wb) {
   bool any = false;
@@ -162,6 +195,7 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y
   }
   return any;
 }
+{{- end}}
 {{- else if .SaveCots}}
 // Each save time's cotangents are computed here (gs_save_cot, times the
 // loss's scale sc: the loss VJP's stored value bit for bit), a component
@@ -381,13 +415,13 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
       // One reverse step for all: the dense step's, with wb zero where no
       // save time lies inside the step (Reverse's results, bit for bit).
       gs_real wb[GS_DW];
-      gs_coef_bar(a, {{template "cot-args" .}}i, live, k0, kq, ts, h, wb);
+      gs_coef_bar(a, {{template "cot-args" .}}i, live, k0, kq, ts, h, {{template "theta-arg" .}}wb);
       gs_take(gs_a_drev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, wb, gp), live, lam, gp);
 {{- else}}
 {{- if .Dense}}
       // The warp's lanes call one of the two steps alike.
       gs_real wb[GS_DW];
-      if (gs_warp_any(gs_coef_bar(a, {{template "cot-args" .}}i, live, k0, kq, ts, h, wb)))
+      if (gs_warp_any(gs_coef_bar(a, {{template "cot-args" .}}i, live, k0, kq, ts, h, {{template "theta-arg" .}}wb)))
         gs_take(gs_a_drev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, wb, gp), live, lam, gp);
       else
 {{- end}}
@@ -415,12 +449,12 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
 {{- if .ShareRev}}
         // One reverse step for all (as above).
         gs_real wb[GS_DW];
-        gs_coef_bar(a, {{template "cot-args" .}}i, true, k0, kq, ts, h, wb);
+        gs_coef_bar(a, {{template "cot-args" .}}i, true, k0, kq, ts, h, {{template "theta-arg" .}}wb);
         r = gs_a_drev(sh, ts, h, ys, p, lam, wb, gp);
         gs_take(r, true, lam, gp);
 {{- else if .Dense}}
         gs_real wb[GS_DW];
-        dense = gs_coef_bar(a, {{template "cot-args" .}}i, true, k0, kq, ts, h, wb);
+        dense = gs_coef_bar(a, {{template "cot-args" .}}i, true, k0, kq, ts, h, {{template "theta-arg" .}}wb);
         if (dense) {
           rd = gs_a_drev(sh, ts, h, ys, p, lam, wb, gp);
           gs_take(rd, true, lam, gp);

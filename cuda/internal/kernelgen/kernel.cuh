@@ -20,7 +20,8 @@ dL/ds. Where its dL/dys is a function of one save time at a time
 (SaveCots, savecot.go) it neither computes nor stores them: the reverse
 sweep calls gs_save_cot (save time k's cotangent of component c,
 unscaled) where it reaches save time k, and gs_save_cot_prefetch a step
-ahead, and a.tb is null.
+ahead, and a.tb is null, or (KeepThetas, adjoint.cuh) holds the save
+times' quotients theta the forward pass computed, K reals a trajectory.
 
 The layout's hooks define what the driver loop (gs_body) needs of it:
   GS_ANY(p)        whether p holds in any trajectory run in lockstep with
@@ -109,7 +110,7 @@ struct gs_args {
   gs_real* gy0;           // [D][n] dL/dy0
   gs_real* gp;            // [NP][n] dL/dp
   int* tapstep;           // [K][n] the step each save time lies on
-  gs_real* tb;            // [K][D][n] cotangents of the saved states
+  gs_real* tb;            // [K][D][n] cotangents of the saved states (KeepThetas: [K][n] their quotients theta)
   gs_real* hout;          // [rows][n] the recorded mesh
   int* evout;             // [rows][n] its event marks (Config.Events), as evin
   gs_real* store;         // [rows][GS_SW][n] states before each step
@@ -201,6 +202,10 @@ GS_DEVICE void gs_interp(const gs_real* y, const gs_real* w, gs_real theta, gs_r
 // (one memory latency and one division's for the group, where a device
 // thread's dependent instructions wait in turn), and the save times are
 // sorted, so those on the step are the group's first m.
+{{- if .KeepThetas}} Their quotients
+// theta go to a.tb as well, where a gradient's reverse sweep reads them
+// (kernelPlan.KeepThetas).
+{{- end}}
 #define GS_SAVE_GROUP 4
 GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
                              const gs_real* w{{template "fold-param" .}}) {
@@ -214,8 +219,14 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
     }
     if (m == 0) return;
     gs_real out[GS_SAVE_GROUP][GS_D];
+{{- if .KeepThetas}}
+    gs_real th[GS_SAVE_GROUP];
+{{- end}}
     for (int j = 0; j < GS_SAVE_GROUP; j++) {
       const gs_real theta = (tau[j] - t) / h;
+{{- if .KeepThetas}}
+      th[j] = theta;
+{{- end}}
       if (j < m && theta != 0)
         gs_interp(y, w, theta, out[j]);
       else
@@ -230,6 +241,12 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
       // memory.)
       for (int j = 0; j < GS_SAVE_GROUP; j++)
         if (j < m) gs_save_state(a, k + j, i, s, out[j]{{template "fold-arg" .}});
+{{- end}}
+{{- if .KeepThetas}}
+    // The group's quotients, for the reverse sweep (KeepThetas: a.tb).
+    if (GS_WRITER)
+      for (int j = 0; j < GS_SAVE_GROUP; j++)
+        if (j < m) a.tb[(long long)(k + j) * a.n + i] = th[j];
 {{- end}}
     k += m;
     if (m < GS_SAVE_GROUP) return;

@@ -221,6 +221,16 @@ type Config struct {
 	// runs of them would be loops (reroll.go), as below it. For the tests
 	// that compare the two forms.
 	Unrolled bool
+	// KeepThetas has a gradient kernel whose sweep reads its save times'
+	// cotangents in groups (kernelPlan.CotGroup) read each save time's
+	// fraction theta = (tau - t_s) / h of its step as the forward pass
+	// computed and kept it (kernelPlan.KeepThetas: a.tb, K values a
+	// trajectory) instead of dividing again (a division a save time,
+	// the default). The same results bit for bit (package cuda's private
+	// Tuning.keepThetas: the switch of the device's comparison,
+	// BenchmarkGPUSaveSplit's -thetas rows; on the host backend it was
+	// slower, and it holds K·n more reals).
+	KeepThetas bool
 	// WideScalars (with Wide, without WideShared) is the most replicated
 	// float64 values (a wide function's scalars outside its component
 	// loops, every lane's alike) kept live in registers at once; the
@@ -406,6 +416,9 @@ var oldSavesKey = map[bool]string{true: "oldsaves "}
 // ungroupedKey is Config.UngroupedCots's part of a Key, likewise.
 var ungroupedKey = map[bool]string{true: "ungrouped "}
 
+// thetasKey is Config.KeepThetas's part of a Key, likewise.
+var thetasKey = map[bool]string{true: "thetas "}
+
 // wideRegsKey is Config.WideScalars's, WideMinBlocks's, WideMinSplit's,
 // WideLanes's, WideDenseLU's and WidePivots's part of a Key
 // (none at their defaults, so that the keys of other kernels stay as
@@ -454,7 +467,7 @@ func (v Config) threadBoundsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -506,7 +519,8 @@ type KernelInfo struct {
 	WideShared int
 	// SaveCots reports that the kernel computes its save times'
 	// cotangents in the reverse sweep (kernelPlan.SaveCots): it reads and
-	// writes no array of them (gs_args.tb), which needs no memory.
+	// writes no array of them (gs_args.tb), which needs no memory (but
+	// K reals a trajectory with KeepThetas).
 	SaveCots bool
 	// LossFold reports that the kernel folds its loss's value in the
 	// forward pass (kernelPlan.LossFold).
@@ -515,6 +529,10 @@ type KernelInfo struct {
 	// sweep reads at once (kernelPlan.CotGroup), 0 where it reads them
 	// one save time at a time or stores them.
 	CotGroup int
+	// KeepThetas reports that the kernel keeps its save times' quotients
+	// theta from the forward pass for its reverse sweep
+	// (kernelPlan.KeepThetas): gs_args.tb holds K reals a trajectory.
+	KeepThetas bool
 }
 
 // KernelSource returns the translation unit of kernel v of the plan
@@ -604,7 +622,9 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 	if k.SaveCots && !v.UngroupedCots {
 		k.CotGroup = cotGroup(k.D)
 	}
+	k.KeepThetas = k.CotGroup > 0 && v.KeepThetas
 	info.StoreT, info.StoreEvent, info.SaveCots, info.LossFold, info.CotGroup = k.StoreT, k.StoreEv, k.SaveCots, k.LossFold, k.CotGroup
+	info.KeepThetas = k.KeepThetas
 	var sb strings.Builder
 	sb.WriteString(g.sb.String())
 	if err := kernelTemplates[v.layoutFile()].Execute(&sb, k); err != nil {
@@ -656,6 +676,17 @@ type kernelPlan struct {
 	// at a time, each one's loads after the previous one's quotient and
 	// test (the form before session 47, and that of a.tb).
 	CotGroup int
+	// KeepThetas (with CotGroup and Config.KeepThetas) reports that
+	// the forward pass keeps each save time's quotient theta = (tau -
+	// t_s) / h, where it reads the save time from its step's extension
+	// (gs_step_saves), in a.tb (theta of save time k at [k*n + i]: the
+	// array no SaveCots kernel otherwise has), and the reverse sweep's
+	// gs_coef_bar reads it there, with the group's cotangents, instead
+	// of dividing again: the quotient the forward pass used, bit for bit,
+	// so the interpolant's VJP is the derivative of the map it computed.
+	// Step 0's save times, of which those at or before T0 are saved
+	// before its size is known (gs_save_states), are divided as before.
+	KeepThetas bool
 	// ShareRev (with Dense) runs DenseStepReverse on every step of the
 	// adjoint, with zero coefficient cotangents where no save time lies
 	// inside it, and Reverse on none: one reverse step in the source, not
