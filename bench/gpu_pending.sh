@@ -58,6 +58,13 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s48d (under 540 s; S48D_MAX): s48c's device
+#     tests cut to 230 s (with the kept quotients' test), then the band
+#     LU against dense on the Brusselator at rtol 1e-9, Lorenz-96 d = 64 /
+#     256 default against a warp and the blocked split, the call bound
+#     against cb6dce9 (base48.test.gz), the events calls with and without
+#     the compare's help and the check's memset, the 1,000-save Grad with
+#     the kept quotients.
 #   bash bench/gpu_pending.sh s48c (under 420 s): the device tests of
 #     session 48's merged work (fewer lanes to d = 64 and their shared
 #     sums, the band LU, the blocked split, predicted pivots, the AVX
@@ -907,6 +914,37 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s48d ]; then
+# Session 48's device call with tests and benchmarks in one (under 540 s).
+MAX=${S48D_MAX:-535}
+tp() { # name, seconds, -test.run pattern: a test process in the background
+	timeout "$2" "$bin/cuda.test" -test.v -test.timeout "$(($2 - 5))s" -test.run "$3" >"$out/l/$1.log" 2>&1
+	echo "rc $? $1 at $(($(date +%s) - T0)) s"
+}
+tp lanes 230 '^(TestGPUWideLanesShared|TestGPUWideTablesSame|TestGPUWideLanesSame)$' &
+tp lu 230 '^(TestGPUWideSparseLU|TestGPUWideBlockedSame|TestGPUTileMode)$' &
+tp calls 230 '^(TestScatterRowsAVX|TestStripLoopsAVX|TestOrInt32AVX|TestFiniteSums|TestStripLoops|TestGPUSplitDownload|TestGPUChunkLaunch|TestGPUEndsInBatch|TestGPUGradAhead|TestGPUInputReuse|TestGPUKeepGradsLossSum|TestGPUKeepGradsAhead|TestGPUKeepGrads|TestGPUCheckLaneAtomics|TestGPUMeshZero)$' &
+tp saves 230 '^(TestGPUKeptThetas|TestGPUEngineSaveTimes|TestGPUSaveCots|TestGPUEvents|TestGPUWide)$' &
+wait
+for f in lanes lu calls saves; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|running tests' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -16; done
+gunzip -c $bin/base48.test.gz >/tmp/base48.test && chmod +x /tmp/base48.test
+t band 85 -test.run XXX -test.timeout 80s -test.bench 'GPUWideBandLU' -test.benchtime 3x
+t l96 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/(default|warp|blocked)$' -test.benchtime 5x
+for r in 1 2; do
+	t bound-main-$r 20 -test.run '^$' -test.bench 'GPUCallBound/n=32768' -test.benchtime 100x
+	TB=/tmp/base48.test t bound-base-$r 20 -test.run '^$' -test.bench 'GPUCallBound/n=32768' -test.benchtime 100x
+done
+t events-main 35 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(pk|suite-bounce|suite-threshold)/record-keep-untraced(-nohelp|-checkmemset)?$' -test.benchtime 400x
+TB=/tmp/base48.test t events-base 25 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(pk|suite-bounce|suite-threshold)/record-keep-untraced$' -test.benchtime 400x
+t saves $((MAX - $(date +%s) + T0)) -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/grad-kept(-thetas)?$' -test.benchtime 20x
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{k = "-"; b = "-"; for (i = 3; i < NF; i++) { if ($(i+1) == "kernel-ms/op") k = $i; if ($(i+1) == "bound-ms/op") b = $i }; print $1, $3 / 1e6, "kernel", k, "bound", b}'; }
+sum "$out/l/band.log" "$out/l/l96.log" | sort
+echo "main"; sum "$out"/l/bound-main-*.log; echo "base"; sum "$out"/l/bound-base-*.log
+echo "main"; sum "$out/l/events-main.log"; echo "base"; sum "$out/l/events-base.log"
+sum "$out/l/saves.log" | sort
 fi
 
 if [ "$part" = s48c ]; then
