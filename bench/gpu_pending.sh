@@ -931,20 +931,21 @@ wait
 for f in lanes lu calls saves; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|running tests' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -16; done
 gunzip -c $bin/base48.test.gz >/tmp/base48.test && chmod +x /tmp/base48.test
 t band 85 -test.run XXX -test.timeout 80s -test.bench 'GPUWideBandLU' -test.benchtime 3x
-t l96 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/(default|warp|blocked)$' -test.benchtime 5x
+t l96 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/(default|warp|blocked)(#[0-9]+)?$' -test.benchtime 5x
 for r in 1 2; do
 	t bound-main-$r 20 -test.run '^$' -test.bench 'GPUCallBound/n=32768' -test.benchtime 100x
 	TB=/tmp/base48.test t bound-base-$r 20 -test.run '^$' -test.bench 'GPUCallBound/n=32768' -test.benchtime 100x
 done
 t events-main 35 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(pk|suite-bounce|suite-threshold)/record-keep-untraced(-nohelp|-checkmemset)?$' -test.benchtime 400x
 TB=/tmp/base48.test t events-base 25 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(pk|suite-bounce|suite-threshold)/record-keep-untraced$' -test.benchtime 400x
-t saves $((MAX - $(date +%s) + T0)) -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/grad-kept(-thetas)?$' -test.benchtime 20x
+t saves 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/grad-kept(-thetas)?$' -test.benchtime 20x
+t saves7 $((MAX - $(date +%s) + T0)) -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/grad-kept(-thetas)?$' -test.benchtime 20x
 echo "=== summary"
 sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{k = "-"; b = "-"; for (i = 3; i < NF; i++) { if ($(i+1) == "kernel-ms/op") k = $i; if ($(i+1) == "bound-ms/op") b = $i }; print $1, $3 / 1e6, "kernel", k, "bound", b}'; }
 sum "$out/l/band.log" "$out/l/l96.log" | sort
 echo "main"; sum "$out"/l/bound-main-*.log; echo "base"; sum "$out"/l/bound-base-*.log
 echo "main"; sum "$out/l/events-main.log"; echo "base"; sum "$out/l/events-base.log"
-sum "$out/l/saves.log" | sort
+sum "$out/l/saves.log" "$out/l/saves7.log" | sort
 fi
 
 if [ "$part" = s48c ]; then
