@@ -151,37 +151,19 @@ GS_DEVICE void gs_save_cots(const gs_args& a, const gs_real* sh, const gs_real* 
 // the forward pass's (a.tb, read with the group's cotangents, asked for a
 // step ahead by gs_prefetch_step): no division, and no division's branch
 // to its slow path.
+{{- end}}
 GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y, const gs_real* p, gs_real sc,
-                           long long i, bool on, int k0, int kq, gs_real ts, gs_real h, bool kept, gs_real* wb) {
+                           long long i, bool on, int k0, int kq, gs_real ts, gs_real h,{{if .KeepThetas}} bool kept,{{end}} gs_real* wb) {
   bool any = false;
   for (int q = 0; q < GS_DW; q++) wb[q] = 0;
   for (int k = k0; on && k < kq; k += GS_COT_GROUP) {
     gs_real tau[GS_COT_GROUP], yb[GS_COT_GROUP][GS_D], theta[GS_COT_GROUP];
     gs_save_cots(a, sh, y, p, sc, i, k, kq, tau, yb);
+{{- if .KeepThetas}}
     if (kept)
       for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = a.tb[(long long)(k + j < kq ? k + j : kq - 1) * a.n + i];
     else
-      for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = k + j < kq ? (tau[j] - ts) / h : (gs_real)0;
-    for (int j = 0; j < GS_COT_GROUP; j++) {
-      if (k + j >= kq || theta[j] == 0) continue;
-      any = true;
-      gs_real pw[GS_TERMS];
-      pw[0] = theta[j];
-      for (int t = 1; t < GS_TERMS; t++) pw[t] = pw[t - 1] * theta[j];
-      for (int c = 0; c < GS_D; c++)
-        for (int t = 0; t < GS_TERMS; t++) wb[t * GS_D + c] += pw[t] * yb[j][c];
-    }
-  }
-  return any;
-}
-{{- else}}
-GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y, const gs_real* p, gs_real sc,
-                           long long i, bool on, int k0, int kq, gs_real ts, gs_real h, gs_real* wb) {
-  bool any = false;
-  for (int q = 0; q < GS_DW; q++) wb[q] = 0;
-  for (int k = k0; on && k < kq; k += GS_COT_GROUP) {
-    gs_real tau[GS_COT_GROUP], yb[GS_COT_GROUP][GS_D], theta[GS_COT_GROUP];
-    gs_save_cots(a, sh, y, p, sc, i, k, kq, tau, yb);
+{{- end}}
     for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = k + j < kq ? (tau[j] - ts) / h : (gs_real)0;
     for (int j = 0; j < GS_COT_GROUP; j++) {
       if (k + j >= kq || theta[j] == 0) continue;
@@ -195,7 +177,6 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y
   }
   return any;
 }
-{{- end}}
 {{- else if .SaveCots}}
 // Each save time's cotangents are computed here (gs_save_cot, times the
 // loss's scale sc: the loss VJP's stored value bit for bit), a component
