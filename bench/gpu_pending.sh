@@ -58,6 +58,10 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s48e (under 280 s): the device tests s48d
+#     cut (the Brusselator's band LU against dense alone, tile mode, the
+#     wide layout against the thread layout), then gpu-large's Brusselator
+#     (rtol 1e-9) and Lorenz-96 d = 64 beside Diffrax's gradients.
 #   bash bench/gpu_pending.sh s48d (under 540 s; S48D_MAX): s48c's device
 #     tests cut to 230 s (with the kept quotients' test), then the band
 #     LU against dense on the Brusselator at rtol 1e-9, Lorenz-96 d = 64 /
@@ -914,6 +918,47 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s48e ]; then
+# Session 48's last call (under 280 s).
+tp() { # name, seconds, -test.run pattern: a test process in the background
+	timeout "$2" "$bin/cuda.test" -test.v -test.timeout "$(($2 - 5))s" -test.run "$3" >"$out/l/$1.log" 2>&1
+	echo "rc $? $1 at $(($(date +%s) - T0)) s"
+}
+tp bruss-lu 110 '^TestGPUWideSparseLU$/^brusselator$' &
+tp tile 110 '^(TestGPUTileMode|TestGPUSaveCots)$' &
+tp wide 110 '^TestGPUWide$' &
+wait
+for f in bruss-lu tile wide; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|running tests|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -12; done
+echo "=== gpu-large"
+timeout 70 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet -problems brusselator -n 1024 -rtol 1e-9 \
+	>"$out/l/bruss.jsonl" 2>"$out/l/bruss.log"
+el $?
+timeout 30 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 5 -json -quiet -problems lorenz96-64 \
+	>"$out/l/l96.jsonl" 2>"$out/l/l96.log"
+el $?
+timeout $((275 - $(date +%s) + T0)) python3 bench/anchors/diffrax_large.py --platform gpu --problems lorenz96-64,brusselator \
+	--rtol 1e-6 --reps 2 --no-forward --max-seconds 60 --ref-sample 4 --out "$out/l/diffrax_large.jsonl" >/dev/null 2>"$out/l/diffrax_large.log"
+el $?
+tail -3 "$out/l/diffrax_large.log"
+echo "=== summary"
+python3 - "$out/l" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+keys = ("problem", "n", "rtol", "grad_record_ms", "grad_record_call_ms", "grad_keep_call_ms", "cpu_grad_record_call_ms",
+        "cpu_over_gpu_call", "grad_ms", "grad_ms_median", "median_rel_err", "steps_per_traj", "compile_ms")
+for f in ("bruss.jsonl", "l96.jsonl", "diffrax_large.jsonl"):
+    p = os.path.join(d, f)
+    if not os.path.exists(p):
+        continue
+    for line in open(p):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        print(f, {k: r[k] for k in keys if k in r})
+PY
 fi
 
 if [ "$part" = s48d ]; then
