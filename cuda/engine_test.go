@@ -472,6 +472,10 @@ func closeRows(t *testing.T, what string, got, want []float64, w int, tol float6
 	if w == 0 {
 		return
 	}
+	if len(want)%w != 0 {
+		t.Errorf("%s: %d values are not rows of %d", what, len(want), w)
+		return
+	}
 	scales := make([]float64, 0, len(want)/w)
 	for i := 0; i*w < len(want); i++ {
 		if skip[i] {

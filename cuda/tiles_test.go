@@ -152,8 +152,8 @@ func testTileAgainstLanes(t *testing.T, tileEngine, lanesEngine string, c engine
 	}
 	// The adjoint's products sum in another order, with fused
 	// multiply-adds.
-	closeRows(t, "dL/dy0", tile.Y0, lanes.Y0, 2, 1e-10, nil)
-	closeRows(t, "dL/dp", tile.P, lanes.P, 2, 1e-10, nil)
+	closeRows(t, "dL/dy0", tile.Y0, lanes.Y0, c.prob.Field.Dim, 1e-10, nil)
+	closeRows(t, "dL/dp", tile.P, lanes.P, max(1, c.prob.Field.Params), 1e-10, nil)
 	closeRows(t, "dL/dshared", tile.Shared, lanes.Shared, len(lanes.Shared), 1e-10, nil)
 }
 
