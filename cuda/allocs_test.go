@@ -135,7 +135,7 @@ var callAllocsMax = []struct {
 // before and after session 48's changes).
 func callAllocsSlack(n int) float64 {
 	if n >= 1<<18 {
-		return 1
+		return 0.9 // (a new allocation a call, 1.0 more, still fails)
 	}
 	return 0.5
 }
@@ -147,7 +147,7 @@ func callAllocsSlack(n int) float64 {
 // (one launch; at 262,144 its results come back in chunks), against
 // callAllocsMax. The counts are averages over 40 calls, which a
 // collection may raise by a fraction (a pool refilled): half an
-// allocation is allowed (one from 262,144 trajectories: callAllocsSlack),
+// allocation is allowed (0.9 from 262,144 trajectories: callAllocsSlack),
 // a new one a call is not. The engine waits for
 // its compiles (allocsHostWork).
 func TestCallAllocsSteady(t *testing.T) {
