@@ -332,26 +332,43 @@ func blockDecl(ln string, blk map[string]bool) string {
 // block-private array of blk at the loop's own component its row gs_row,
 // and each at a rotation its neighbour's entry GS_WNB, of rows rows.
 func blockRows(ln string, blk map[string]bool, rows string) string {
+	return rewriteIndexed(ln, blk, func(name string, m []string, _, _ int) (string, bool) {
+		if m == nil {
+			panic("kernelgen: a block-private array's access not blocked: " + ln)
+		}
+		if m[1] == "" {
+			return name + "[gs_row]", true
+		}
+		k, _ := strconv.Atoi(m[1])
+		n, _ := strconv.Atoi(m[2])
+		return fmt.Sprintf("GS_WNB(%s, gs_row, %d, %s)", name, blockShift(k, n), rows), true
+	})
+}
+
+// rewriteIndexed returns ln with each access of an array of names, the
+// array's name and its index at from…end (m: wideBlockIndex's
+// submatches of the index, nil where it is of another form, end then
+// the name's end), replaced by what f returns for it where f says so
+// (true); ln itself where f replaces none.
+func rewriteIndexed(ln string, names map[string]bool, f func(name string, m []string, from, end int) (string, bool)) string {
 	var sb strings.Builder
 	last := 0
 	forIdents(ln, func(from, to int) {
 		name := ln[from:to]
-		if !blk[name] || from < last {
+		if !names[name] || from < last {
 			return
 		}
 		m := wideBlockIndex.FindStringSubmatch(ln[to:])
-		if m == nil {
-			panic("kernelgen: a block-private array's access not blocked: " + ln)
+		end := to
+		if m != nil {
+			end += len(m[0])
 		}
-		sb.WriteString(ln[last:from])
-		if m[1] == "" {
-			sb.WriteString(name + "[gs_row]")
-		} else {
-			k, _ := strconv.Atoi(m[1])
-			n, _ := strconv.Atoi(m[2])
-			fmt.Fprintf(&sb, "GS_WNB(%s, gs_row, %d, %s)", name, blockShift(k, n), rows)
+		r, ok := f(name, m, from, end)
+		if !ok {
+			return
 		}
-		last = to + len(m[0])
+		sb.WriteString(ln[last:from] + r)
+		last = end
 	})
 	if last == 0 {
 		return ln
@@ -633,39 +650,23 @@ func shadowShared(code string) string {
 			continue
 		}
 		n := inBlocked[i]
-		var sb strings.Builder
-		last := 0
-		forIdents(ln, func(from, to int) {
-			name := ln[from:to]
-			if !shadow[name] || from < last {
-				return
-			}
-			m := wideBlockIndex.FindStringSubmatch(ln[to:])
-			if m == nil {
-				return
-			}
-			end := to + len(m[0])
-			if strings.HasPrefix(ln[end:], " = ") && strings.TrimSpace(ln[:from]) == "" {
-				sb.WriteString(ln[last:end] + " = gs_b" + name + "[gs_row]")
-				last = end
-				return
-			}
-			if m[1] == "" {
-				sb.WriteString(ln[last:from] + "gs_b" + name + "[gs_row]")
-				last = end
-				return
+		out = append(out, rewriteIndexed(ln, shadow, func(name string, m []string, from, end int) (string, bool) {
+			switch {
+			case m == nil:
+				return "", false
+			case strings.HasPrefix(ln[end:], " = ") && strings.TrimSpace(ln[:from]) == "":
+				return ln[from:end] + " = gs_b" + name + "[gs_row]", true
+			case m[1] == "":
+				return "gs_b" + name + "[gs_row]", true
 			}
 			k, _ := strconv.Atoi(m[1])
 			rn, _ := strconv.Atoi(m[2])
 			s := blockShift(k, rn)
 			if rn != n || s > n/wideLanes || -s > n/wideLanes {
-				return
+				return "", false
 			}
-			fmt.Fprintf(&sb, "%sGS_WNB(gs_b%s, gs_row, %d, (%d / GS_WSTRIDE))", ln[last:from], name, s, n)
-			last = end
-		})
-		sb.WriteString(ln[last:])
-		out = append(out, sb.String())
+			return fmt.Sprintf("GS_WNB(gs_b%s, gs_row, %d, (%d / GS_WSTRIDE))", name, s, n), true
+		}))
 	}
 	return strings.Join(out, "\n")
 }
