@@ -461,20 +461,8 @@ func cacheInputs(code string) string {
 	}
 	runs := map[int]*run{} // by offset K
 	var order []int
-	blocked := func(f func(i, n int)) {
-		for i := 0; i < len(lines); i++ {
-			m := wideBlockedHead.FindStringSubmatch(lines[i])
-			if m == nil {
-				continue
-			}
-			n, _ := strconv.Atoi(m[1])
-			for i++; i < len(lines) && lines[i] != "  }"; i++ {
-				f(i, n)
-			}
-		}
-	}
 	bad := map[int]bool{}
-	blocked(func(i, n int) {
+	forBlockedLines(lines, func(i, n int) {
 		for _, m := range wideInputRead.FindAllStringSubmatch(lines[i], -1) {
 			k, rk, rn := inputRead(m)
 			if rn != 0 {
@@ -511,7 +499,7 @@ func cacheInputs(code string) string {
 	if len(inputs) == 0 {
 		return code
 	}
-	blocked(func(i, n int) {
+	forBlockedLines(lines, func(i, n int) {
 		lines[i] = wideInputRead.ReplaceAllStringFunc(lines[i], func(s string) string {
 			k, rk, rn := inputRead(wideInputRead.FindStringSubmatch(s))
 			if !inputs[k] {
@@ -577,16 +565,7 @@ func shadowShared(code string) string {
 		return code
 	}
 	inBlocked := make([]int, len(lines)) // the blocked loop's components, 0 outside
-	for i := 0; i < len(lines); i++ {
-		m := wideBlockedHead.FindStringSubmatch(lines[i])
-		if m == nil {
-			continue
-		}
-		n, _ := strconv.Atoi(m[1])
-		for i++; i < len(lines) && lines[i] != "  }"; i++ {
-			inBlocked[i] = n
-		}
-	}
+	forBlockedLines(lines, func(i, n int) { inBlocked[i] = n })
 	// A candidate is written only by blocked loops of its size at their
 	// own component, and read by one at least.
 	stored, read, bad := map[string]bool{}, map[string]bool{}, map[string]bool{}
@@ -698,4 +677,20 @@ func dedupSyncs(code string) string {
 		out = append(out, ln)
 	}
 	return strings.Join(out, "\n")
+}
+
+// forBlockedLines calls f with each line i of a blocked loop of lines
+// (the lines between a wideBlockedHead and its closing brace) and the
+// loop's components n.
+func forBlockedLines(lines []string, f func(i, n int)) {
+	for i := 0; i < len(lines); i++ {
+		m := wideBlockedHead.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		for i++; i < len(lines) && lines[i] != "  }"; i++ {
+			f(i, n)
+		}
+	}
 }
