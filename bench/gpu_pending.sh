@@ -313,6 +313,27 @@ t() { # name, seconds, test binary arguments...
 	el $?
 	grep -E '^(--- |    --- |ok|FAIL|PASS)|^Benchmark|panic' "$out/l/$name.log" | head -40
 }
+tp() { # name, seconds, -test.run pattern: a test process (run it in the background with &)
+	timeout "$2" "$bin/cuda.test" -test.v -test.timeout "$(($2 - 5))s" -test.run "$3" >"$out/l/$1.log" 2>&1
+	echo "rc $? $1 at $(($(date +%s) - T0)) s"
+}
+jrows() { # keys (comma-separated; empty: every scalar), files under $out/l: their JSON lines
+	python3 - "$out/l" "$@" <<'PY'
+import json, os, sys
+d, keys, files = sys.argv[1], [k for k in sys.argv[2].split(",") if k], sys.argv[3:]
+for f in files:
+    p = os.path.join(d, f)
+    if not os.path.exists(p):
+        continue
+    for line in open(p):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        keep = {k: r[k] for k in keys if k in r} if keys else {k: v for k, v in r.items() if not isinstance(v, (list, dict))}
+        print(f, json.dumps(keep)[:400])
+PY
+}
 ev() { # diffrax seconds: the gpu-events suite, then Diffrax's events anchor beside it
 	echo "=== events"
 	timeout 40 "$bin/gradsolve" bench -suite gpu-events -engine cuda -json -out "$out/l/events.jsonl" >"$out/l/events.log" 2>&1
@@ -922,10 +943,6 @@ fi
 
 if [ "$part" = s48e ]; then
 # Session 48's last call (under 280 s).
-tp() { # name, seconds, -test.run pattern: a test process in the background
-	timeout "$2" "$bin/cuda.test" -test.v -test.timeout "$(($2 - 5))s" -test.run "$3" >"$out/l/$1.log" 2>&1
-	echo "rc $? $1 at $(($(date +%s) - T0)) s"
-}
 tp bruss-lu 110 '^TestGPUWideSparseLU$/^brusselator$' &
 tp tile 110 '^(TestGPUTileMode|TestGPUSaveCots)$' &
 tp wide 110 '^TestGPUWide$' &
@@ -943,31 +960,13 @@ timeout $((275 - $(date +%s) + T0)) python3 bench/anchors/diffrax_large.py --pla
 el $?
 tail -3 "$out/l/diffrax_large.log"
 echo "=== summary"
-python3 - "$out/l" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-keys = ("problem", "n", "rtol", "grad_record_ms", "grad_record_call_ms", "grad_keep_call_ms", "cpu_grad_record_call_ms",
-        "cpu_over_gpu_call", "grad_ms", "grad_ms_median", "median_rel_err", "steps_per_traj", "compile_ms")
-for f in ("bruss.jsonl", "l96.jsonl", "diffrax_large.jsonl"):
-    p = os.path.join(d, f)
-    if not os.path.exists(p):
-        continue
-    for line in open(p):
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        print(f, {k: r[k] for k in keys if k in r})
-PY
+jrows problem,n,rtol,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,cpu_grad_record_call_ms,cpu_over_gpu_call,grad_ms,grad_ms_median,median_rel_err,steps_per_traj,compile_ms \
+	bruss.jsonl l96.jsonl diffrax_large.jsonl
 fi
 
 if [ "$part" = s48d ]; then
 # Session 48's device call with tests and benchmarks in one (under 540 s).
 MAX=${S48D_MAX:-535}
-tp() { # name, seconds, -test.run pattern: a test process in the background
-	timeout "$2" "$bin/cuda.test" -test.v -test.timeout "$(($2 - 5))s" -test.run "$3" >"$out/l/$1.log" 2>&1
-	echo "rc $? $1 at $(($(date +%s) - T0)) s"
-}
 tp lanes 230 '^(TestGPUWideLanesShared|TestGPUWideTablesSame|TestGPUWideLanesSame)$' &
 tp lu 230 '^(TestGPUWideSparseLU|TestGPUWideBlockedSame|TestGPUTileMode)$' &
 tp calls 230 '^(TestScatterRowsAVX|TestStripLoopsAVX|TestOrInt32AVX|TestFiniteSums|TestStripLoops|TestGPUSplitDownload|TestGPUChunkLaunch|TestGPUEndsInBatch|TestGPUGradAhead|TestGPUInputReuse|TestGPUKeepGradsLossSum|TestGPUKeepGradsAhead|TestGPUKeepGrads|TestGPUCheckLaneAtomics|TestGPUMeshZero)$' &
@@ -996,10 +995,6 @@ fi
 if [ "$part" = s48c ]; then
 # Session 48's fourth call (under 420 s): the device tests of the merged
 # helpers' work, four processes side by side (NVRTC on all cores).
-tp() { # name, seconds, -test.run pattern: a test process in the background
-	timeout "$2" "$bin/cuda.test" -test.v -test.timeout "$(($2 - 5))s" -test.run "$3" >"$out/l/$1.log" 2>&1
-	echo "rc $? $1 at $(($(date +%s) - T0)) s"
-}
 tp lanes 400 '^(TestGPUWideLanesShared|TestGPUWideLanesSame|TestGPUWideTablesSame|TestGPUWide)$' &
 tp lu 400 '^(TestGPUWideSparseLU|TestGPUWideRosenbrock|TestGPUWidePivots)$' &
 tp calls 400 '^(TestScatterRowsAVX|TestStripLoopsAVX|TestOrInt32AVX|TestFiniteSums|TestStripLoops|TestGPUSplitDownload|TestGPUChunkLaunch|TestGPUEndsInBatch|TestGPUGradAhead|TestGPUInputReuse|TestGPUKeepGradsLossSum|TestGPUKeepGradsAhead|TestGPUKeepGrads|TestGPUEvents|TestGPUCheckLaneAtomics|TestGPUMeshZero|TestGPUEngineSaveTimes|TestGPUSaveCots)$' &
@@ -1030,22 +1025,8 @@ el $?
 tail -4 "$out/l/diffrax_large.log"
 echo "=== summary"
 grep -h '^Benchmark' "$out/l/tilefill.log" | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, $3 / 1e6, k}' | sort
-python3 - "$out/l" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-keys = ("problem", "n", "rtol", "grad_record_ms", "grad_record_call_ms", "cpu_grad_record_call_ms", "cpu_over_gpu_call",
-        "grad_ms", "grad_ms_median", "median_rel_err", "steps_per_traj", "compile_ms", "layout")
-for f in ("large.jsonl", "bruss.jsonl", "diffrax_large.jsonl"):
-    p = os.path.join(d, f)
-    if not os.path.exists(p):
-        continue
-    for line in open(p):
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        print(f, {k: r[k] for k in keys if k in r})
-PY
+jrows problem,n,rtol,grad_record_ms,grad_record_call_ms,cpu_grad_record_call_ms,cpu_over_gpu_call,grad_ms,grad_ms_median,median_rel_err,steps_per_traj,compile_ms,layout \
+	large.jsonl bruss.jsonl diffrax_large.jsonl
 fi
 
 if [ "$part" = s48a ]; then
@@ -1067,21 +1048,7 @@ ev $((410 - $(date +%s) + T0))
 echo "=== summary"
 grep -h '^Benchmark' "$out/l/tilefill.log" | sed 's/#0[0-9]//' | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "kernel-ms/op") k = $i; print $1, $3 / 1e6, k}' | sort
 grep -h '^Benchmark' "$out/l/workers.log" | awk '{for (i = 3; i < NF; i++) if ($(i+1) == "bound-ms/op") k = $i; print $1, $3 / 1e6 " ms, bound", k}' | sort
-python3 - "$out/l" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-for f in ("events.jsonl", "diffrax_events.jsonl"):
-    p = os.path.join(d, f)
-    if not os.path.exists(p):
-        continue
-    for line in open(p):
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        keep = {k: v for k, v in r.items() if not isinstance(v, (list, dict))}
-        print(f, json.dumps(keep)[:300])
-PY
+jrows "" events.jsonl diffrax_events.jsonl
 fi
 
 if [ "$part" = s47c ]; then
