@@ -58,6 +58,11 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s49a (under 560 s): the device tests not
+#     yet run to their end (tile mode, the wide layout, events), the
+#     changed-input call at 32,768 and the events check's memset in three
+#     rounds, Nsight Compute on the 1,000-save solve, Vern7's 1,000-save
+#     gradient and Lorenz-96 d = 256's gradient.
 #   bash bench/gpu_pending.sh s48e (under 280 s): the device tests s48d
 #     cut (the Brusselator's band LU against dense alone, tile mode, the
 #     wide layout against the thread layout), then gpu-large's Brusselator
@@ -341,6 +346,16 @@ ev() { # diffrax seconds: the gpu-events suite, then Diffrax's events anchor bes
 	timeout "$1" python3 bench/anchors/diffrax_events.py --platform gpu --out "$out/l/diffrax_events.jsonl" >/dev/null 2>"$out/l/diffrax_events.log"
 	el $?
 	tail -3 "$out/l/diffrax_events.log"
+}
+nb() { # name, seconds, benchmark pattern, [launches skipped, 2]: Nsight Compute on one gs_engine launch of a cuda.test benchmark
+	echo "=== ncu $1"
+	timeout "$2" ncu --clock-control none -k regex:gs_engine --launch-skip "${4:-2}" --launch-count 1 \
+		--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+		--metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' --page details --csv \
+		--log-file "$out/l/ncu-$1.csv" "$bin/cuda.test" -test.run '^$' -test.bench "$3" -test.benchtime 3x \
+		>"$out/l/ncu-$1.log" 2>&1
+	el $?
+	python3 bench/ncu_sum.py "$out/l/ncu-$1.csv"
 }
 tiered() { # budget, seconds: TestGPUColdStart's tiered first calls
 	echo "=== first calls (tiered)"
@@ -635,41 +650,7 @@ t wide-host 60 -test.run '^$' -test.bench 'GPUWidePrivate/grad/(lorenz96-64|lore
 t wide-regs 230 -test.run XXX -test.bench 'GPUWideRegs/grad/(hires|lorenz96-64|lorenz96-256|brusselator)/(s64|s64-b6|s64-b7)$' -test.benchtime 5x
 # Nsight Compute on the Kepler gradient with 1 and 1,000 save times (issue
 # 25: its kernel 6.7x one save's): where the reverse sweep's warps stall.
-for s in 1 1000; do
-echo "=== ncu saves=$s"
-timeout 100 ncu --clock-control none -k regex:gs_engine --launch-skip 2 --launch-count 2 \
-	--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-	--metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' --page details --csv \
-	--log-file "$out/l/ncu-saves-$s.csv" "$bin/cuda.test" -test.run '^$' -test.bench "GPUSaveSplit/saves=$s/grad-kept\$" -test.benchtime 3x \
-	>"$out/l/ncu-saves-$s.log" 2>&1
-el $?
-python3 - "$out/l/ncu-saves-$s.csv" <<'PY'
-import csv, sys, collections
-try:
-    rows = list(csv.reader(open(sys.argv[1])))
-except OSError as e:
-    print(e); sys.exit()
-hdr = next((r for r in rows if "Metric Name" in r), None)
-if hdr is None:
-    print("no metrics:", " | ".join(" ".join(r) for r in rows[:5])[:400]); sys.exit()
-ii, mi, vi = hdr.index("ID"), hdr.index("Metric Name"), hdr.index("Metric Value")
-by = collections.defaultdict(dict)
-for r in rows[rows.index(hdr) + 1:]:
-    if len(r) > vi:
-        by[r[ii]][r[mi]] = r[vi]
-want = ("Duration", "Registers Per Thread", "Achieved Occupancy", "Compute (SM) Throughput", "Memory Throughput", "Warp Cycles Per Issued Instruction", "Executed Ipc Active")
-for k, m in by.items():
-    print("launch", k, "; ".join("%s %s" % (w, m[w]) for w in want if w in m))
-    st = []
-    for name, v in m.items():
-        if name.startswith("smsp__average_warps_issue_stalled_"):
-            try:
-                st.append((float(v.replace(",", "")), name[34:].replace("_per_issue_active.ratio", "")))
-            except ValueError:
-                pass
-    print("  stalls", ", ".join("%s %.2f" % (n, v) for v, n in sorted(st, reverse=True)[:8]))
-PY
-done
+for s in 1 1000; do nb saves-$s 100 "GPUSaveSplit/saves=$s/grad-kept\$"; done
 fi
 
 if [ "$part" = s42b ]; then
@@ -939,6 +920,32 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s49a ]; then
+# Session 49's first call (under 560 s; S49A_MAX), on main at b9a028d.
+# 1. The device tests not yet run to their end on session 48's last code
+# (tile mode's comparison mended; the wide layout against the CPU engine
+# and the thread layout; events), a process each.
+MAX=${S49A_MAX:-555}
+tp tile 280 '^TestGPUTileMode$' &
+tp wide 280 '^TestGPUWide$' &
+tp events 280 '^TestGPUEvents$' &
+wait
+for f in tile wide events; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -12; done
+# 2. Issue 23: the changed-input call at 32,768 beside the reused one,
+# three rounds; issue 25: the events check's memset, three rounds.
+t bound 40 -test.run '^$' -test.bench 'GPUCallBound/n=32768/stage(-noreuse)?$' -test.benchtime 100x -test.count 3
+t events 80 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(pk|suite-bounce|suite-threshold)/record-keep-untraced(-checkmemset)?$' -test.benchtime 400x -test.count 3
+# 3. Where the time goes: the 1,000-save solve and Vern7 gradient
+# (issue 25), Lorenz-96 d = 256's gradient (issue 26).
+nb solve-1000 50 'GPUSaveSplit/saves=1000/solveto-kept$'
+nb solve-1 40 'GPUSaveSplit/saves=1/solveto-kept$'
+nb grad7-1000 60 'GPUSaveSplit/Vern7/saves=1000/grad-kept$'
+nb l96-256 $((MAX - $(date +%s) + T0)) 'GPUWideLanes/grad/lorenz96-256/default$' 1
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel|bound|host|stage)-ms\/op$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+sum "$out/l/bound.log" "$out/l/events.log" | sort
 fi
 
 if [ "$part" = s48e ]; then
@@ -1369,26 +1376,7 @@ timeout ${NCU_S:-100} ncu --clock-control none -k regex:gs_engine --launch-count
 	--log-file "$out/l/ncu-$p.csv" "$bin/gradsolve" bench -suite gpu-large -engine cuda -problems $p -reps 1 -json -quiet \
 	>"$out/l/ncu-$p.jsonl" 2>"$out/l/ncu-$p.log"
 el $?
-python3 - "$out/l/ncu-$p.csv" <<'PY'
-import csv, sys
-want = ("Duration", "Achieved Occupancy", "Theoretical Occupancy", "Registers Per Thread", "Block Size",
-        "Grid Size", "Compute (SM) Throughput", "Memory Throughput", "Dynamic Shared Memory Per Block",
-        "Executed Ipc Active", "Warp Cycles Per Issued Instruction", "Avg. Active Threads Per Warp", "Local Memory Spilling Requests", "Block Limit Registers", "Block Limit Shared Mem")
-try:
-    rows = list(csv.reader(open(sys.argv[1])))
-except OSError as e:
-    print(e); sys.exit()
-hdr = next((r for r in rows if "Metric Name" in r), None)
-if hdr is None:
-    print("no metrics:", " | ".join(" ".join(r) for r in rows[:5])[:400]); sys.exit()
-ii, mi, vi, ui = hdr.index("ID"), hdr.index("Metric Name"), hdr.index("Metric Value"), hdr.index("Metric Unit")
-by = {}
-for r in rows:
-    if len(r) == len(hdr) and r[mi] in want:
-        by.setdefault(r[ii], {})[r[mi]] = r[vi] + r[ui]
-for k, m in by.items():
-    print("launch", k, "; ".join("%s %s" % (w, m[w]) for w in want if w in m))
-PY
+python3 bench/ncu_sum.py "$out/l/ncu-$p.csv"
 done
 fi
 
