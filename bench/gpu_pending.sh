@@ -58,6 +58,9 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s49sass (under 4 minutes): the SASS of
+#     Lorenz-96 d = 256's gradient kernel and the 1,000-save kernels,
+#     loads and stores counted by state space.
 #   bash bench/gpu_pending.sh s49a (under 560 s): the device tests not
 #     yet run to their end (tile mode, the wide layout, events), the
 #     changed-input call at 32,768 and the events check's memset in three
@@ -920,6 +923,24 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s49sass ]; then
+# The SASS of Lorenz-96 d = 256's wide gradient kernel and of the 1,000-save
+# solve and Vern7 gradient kernels (issues 25, 26): each benchmark run once
+# on an empty cache, then every cached cubin disassembled and its loads and
+# stores counted by state space (bench/sass_count.py).
+export GRADSOLVE_CUDA_CACHE=/tmp/sass-cache
+rm -rf "$GRADSOLVE_CUDA_CACHE"
+t l96 120 -test.run '^$' -test.bench 'GPUWideLanes/grad/lorenz96-256/default$' -test.benchtime 1x
+t saves 90 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=1000/(solveto|grad)-kept$' -test.benchtime 1x
+mkdir -p "$out/l/sass"
+for f in $(find "$GRADSOLVE_CUDA_CACHE" -name '*.cubin'); do
+	b=$(basename "$f" .cubin)
+	cuobjdump -sass "$f" >"$out/l/sass/$b.sass" 2>&1 || nvdisasm "$f" >"$out/l/sass/$b.sass" 2>&1
+	ls -la "$f" | awk '{print $5, $9}'
+done
+python3 bench/sass_count.py "$out"/l/sass/*.sass
 fi
 
 if [ "$part" = s49a ]; then
