@@ -937,7 +937,8 @@ t saves 90 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=1000/(solveto
 mkdir -p "$out/l/sass"
 for f in $(find "$GRADSOLVE_CUDA_CACHE" -name '*.cubin'); do
 	b=$(basename "$f" .cubin)
-	cuobjdump -sass "$f" >"$out/l/sass/$b.sass" 2>&1 || nvdisasm "$f" >"$out/l/sass/$b.sass" 2>&1
+	tail -n +5 "$f" >"/tmp/$b.cubin" # the cache entry's four header lines off (cuda/driver/cache.go)
+	cuobjdump -sass "/tmp/$b.cubin" >"$out/l/sass/$b.sass" 2>&1 || nvdisasm "/tmp/$b.cubin" >"$out/l/sass/$b.sass" 2>&1
 	ls -la "$f" | awk '{print $5, $9}'
 done
 python3 bench/sass_count.py "$out"/l/sass/*.sass

@@ -29,7 +29,7 @@ if hdr is None:
 ii, mi, vi, ui = (hdr.index(k) for k in ("ID", "Metric Name", "Metric Value", "Metric Unit"))
 by = collections.defaultdict(dict)
 for r in rows[rows.index(hdr) + 1:]:
-    if len(r) == len(hdr):
+    if len(r) > vi:
         by[r[ii]][r[mi]] = (r[vi], r[ui])
 for k, m in by.items():
     print("launch", k, "; ".join("%s %s%s" % (w, *m[w]) for w in WANT if w in m))
