@@ -58,6 +58,9 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s49src (under 5 minutes): Nsight Compute's
+#     stall samples by SASS instruction of Lorenz-96 d = 256's gradient
+#     and the 1,000-save solve.
 #   bash bench/gpu_pending.sh s49sass (under 4 minutes): the SASS of
 #     Lorenz-96 d = 256's gradient kernel and the 1,000-save kernels,
 #     loads and stores counted by state space.
@@ -923,6 +926,22 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s49src ]; then
+# Nsight Compute's warp-state samples by SASS instruction (--page source)
+# of Lorenz-96 d = 256's gradient kernel and the 1,000-save solve: where
+# the long-scoreboard stalls are. The CSVs come back gzipped.
+for x in "l96-256 GPUWideLanes/grad/lorenz96-256/default\$ 1" "solve-1000 GPUSaveSplit/saves=1000/solveto-kept\$ 2"; do
+	set -- $x
+	echo "=== ncu source $1"
+	timeout 150 ncu --clock-control none -k regex:gs_engine --launch-skip "$3" --launch-count 1 \
+		--section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+		--log-file "$out/l/src-$1.csv" "$bin/cuda.test" -test.run '^$' -test.bench "$2" -test.benchtime 2x >"$out/l/src-$1.log" 2>&1
+	el $?
+	head -c 600 "$out/l/src-$1.csv"; echo
+	gzip -9 "$out/l/src-$1.csv"
+done
 fi
 
 if [ "$part" = s49sass ]; then
