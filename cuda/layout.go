@@ -434,6 +434,14 @@ type Tuning struct {
 	// results bit for bit, TestHostWideBlockedSame), for the device's
 	// A/B (BenchmarkGPUWideLanes' "blocked").
 	wideBlocked bool
+	// wideRecY has a gradient's wide reverse steps read their input y
+	// from the record's row in global memory instead of a copy in the
+	// warp's shared memory (kernelgen.Config.WideRecordY, explicit
+	// methods: Lorenz-96 d = 256 20,464 → 18,712 B a warp, 10 → 12 warps
+	// a multiprocessor on an H100; the same results bit for bit,
+	// TestHostWideRecordY), for the device's A/B (BenchmarkGPUWideLanes'
+	// "recy").
+	wideRecY bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -539,6 +547,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.WideTables = v.Wide && tun.wideTables
 		v.WideRolled = v.Wide && tun.wideRolled
 		v.WideBlocked = v.Wide && tun.wideBlocked && !kernelgen.WideFactors(pl) // explicit methods only (tested)
+		v.WideRecordY = v.Wide && v.Grad && tun.recY(pl)
 		if v.Wide && !tun.NoWidePrivate {
 			v.WideScalars = tun.WideScalars
 		}
@@ -598,9 +607,9 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 	}
 	widePer := j.widePer
 	switch {
-	case tun.WideMinSplit != 0:
+	case tun.WideMinSplit != 0 || tun.recY(pl):
 		widePer = func(grad, saves bool) (int, error) {
-			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit}
+			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit, WideRecordY: tun.recY(pl)}
 			if !tun.NoWidePrivate {
 				w.WideScalars = tun.WideScalars
 			}
@@ -620,6 +629,14 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 		return false, 0
 	}
 	return true, per
+}
+
+// recY reports whether t has a wide gradient kernel of plan pl read its
+// reverse steps' y from the record's row (Tuning.wideRecY): explicit
+// methods only (tested), not with every array shared or the blocked
+// element split (kernelgen.Config.WideRecordY).
+func (t Tuning) recY(pl *ode.Plan) bool {
+	return t.wideRecY && !t.NoWidePrivate && !t.wideBlocked && !kernelgen.WideFactors(pl)
 }
 
 // wideMaxMinBlocks is the most blocks per multiprocessor a wide-layout

@@ -217,9 +217,21 @@ type wideLayout struct {
 	TI, TO, CI, CO, DO, SCR int
 	RO, GP, GA, RSCR        int
 	Len                     int
+	// RevLen is the reverse sweep's part of Len (RSCR and the reverse
+	// steps' scratch; 0 without a gradient): Len is the larger of it and
+	// the forward loop's.
+	RevLen int
 	// PrivOut: the reverse steps' λ' is the lanes' own (a gradient's
 	// kernel without Config.WideShared).
 	PrivOut bool
+	// RecY: the reverse steps read their input y from the record's row
+	// (the stored state the step starts from, in global memory), not
+	// from RI, which then holds t, h, p[NP], λ[D] and gp[NP] (with save
+	// times w̄ before gp), d reals less (Config.WideRecordY). The loss
+	// VJP before the first reverse step reads the final state and p
+	// where the forward loop left them (TI's y and p), and p moves then
+	// to its place in RI.
+	RecY bool
 	// Copies keeps the controller's inputs y, y⁺, err and hρ and Init's
 	// y and p as copies in CI (the layout before wideLayout.inputs; with
 	// every array shared, Config.WideShared: the layout as it was).
@@ -238,7 +250,10 @@ type wideKind struct {
 	grad, saves, copies bool
 	// privOut: the reverse steps write λ' to the lanes' own storage
 	// (wideLayout.PrivOut).
-	privOut             bool
+	privOut bool
+	// recY: the reverse steps read y from the record's row
+	// (wideLayout.RecY).
+	recY                bool
 	scratch, revScratch int
 }
 
@@ -301,12 +316,13 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 	}
 	w.Len = w.SCR + k.scratch
 	if k.grad {
-		w.PrivOut = k.privOut
-		w.RO = 2 + 2*d + 2*np + dw
+		w.PrivOut, w.RecY = k.privOut, k.recY
+		w.RO = 2 + (2-B2i(k.recY))*d + 2*np + dw
 		w.GP = w.RO + d*(1-B2i(k.privOut)) + np + ns
 		w.GA = w.GP + np
 		w.RSCR = w.GA + ns
-		w.Len = max(w.Len, w.RSCR+k.revScratch)
+		w.RevLen = w.RSCR + k.revScratch
+		w.Len = max(w.Len, w.RevLen)
 	}
 	return w
 }
@@ -365,9 +381,10 @@ func (sp *StepPrograms) WideSharedPerWarpScalars(grad, saves, all bool, scalars 
 }
 
 // WideSharedPerWarpFor is WideSharedPerWarp of kernel v's wide
-// functions: its Grad, Saves, WideShared, WideScalars and WideMinSplit.
+// functions: its Grad, Saves, WideShared, WideScalars, WideMinSplit and
+// WideRecordY.
 func (sp *StepPrograms) WideSharedPerWarpFor(v Config) (int, error) {
-	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit}, sp.plan))
+	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit, WideRecordY: v.WideRecordY}, sp.plan))
 	return 8 * r.w.Len, r.err
 }
 
@@ -399,6 +416,9 @@ type wideVariant struct {
 	// blocked runs the loops it can in the blocked element split
 	// (Config.WideBlocked; wideblock.go).
 	blocked bool
+	// recY reads the reverse steps' y from the record's row
+	// (Config.WideRecordY).
+	recY    bool
 	scalars int
 	// minSplit is Config.WideMinSplit, resolved (wideMinSplitOf; 0: none).
 	minSplit int
@@ -411,7 +431,7 @@ type wideVariant struct {
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
 	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled, blocked: v.WideBlocked && !v.WideShared,
-		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
+		recY: v.WideRecordY && v.Grad && !v.WideShared && !v.WideBlocked, scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
 }
 
 // DefaultWideMinSplit is Config.WideMinSplit's default in a Rosenbrock
@@ -464,7 +484,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 		src.reroll = true
 		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU, src.wideTables, src.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		src.widePivots = k.pivots
-		src.wideBlocked = k.blocked
+		src.wideBlocked, src.wideRecY = k.blocked, k.recY
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -486,7 +506,7 @@ func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
 		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU, s.wideTables, s.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		s.widePivots = k.pivots
-		s.wideBlocked = k.blocked
+		s.wideBlocked, s.wideRecY = k.blocked, k.recY
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -532,6 +552,7 @@ func (s *Source) adopt(o *Source) {
 // their layout.
 func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 	k := wideKind{grad: grad, saves: saves, copies: s.wideShared, privOut: grad && !s.wideShared}
+	k.recY = k.privOut && s.wideRecY && !s.wideBlocked
 	fwd := []*tape.Program{pl.Init, pl.Trial, pl.Control}
 	if saves {
 		fwd = append(fwd, pl.DenseStep)
@@ -557,8 +578,8 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 			return wideLayout{}, fmt.Errorf("cuda: the wide layout: plan %s lacks a program", pl.Method)
 		}
 		var pos []int
+		var err error
 		if (m == 0 || m == 2) && !k.copies { // Init and Control read the driver's arrays
-			var err error
 			if pos, err = base.inputs(pl, p, m == 2); err != nil {
 				return wideLayout{}, err
 			}
@@ -573,7 +594,14 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 			}
 			privOut = pl.Dim
 		}
-		name, scr, err := s.wideFunc(p, pos, WideFactors(pl), privOut)
+		var rec inSpan
+		if m >= len(fwd) && k.recY {
+			if pos, err = recInputs(p, pl.Dim); err != nil {
+				return wideLayout{}, err
+			}
+			rec = inSpan{2, pl.Dim}
+		}
+		name, scr, err := s.wideFunc(p, pos, WideFactors(pl), privOut, rec)
 		if err != nil {
 			return wideLayout{}, err
 		}
@@ -591,6 +619,35 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 	w := newWideLayout(pl, k)
 	w.Init, w.Trial, w.Control, w.Dense, w.Rev, w.DRev = names[0], names[1], names[2], names[3], names[4], names[5]
 	return w, nil
+}
+
+// recInputs returns the places in gs_a of reverse step p's
+// per-trajectory inputs where it reads y from the record's row
+// (wideLayout.RecY): t and h first, y (inputs 2 … d+1) in no place of
+// gs_a (-1: the emitter reads them from recName), the others after t
+// and h in order. It returns an error where p has fewer than d + 2.
+func recInputs(p *tape.Program, d int) ([]int, error) {
+	own := 0
+	for _, x := range p.Inputs {
+		if !x.Shared {
+			own++
+		}
+	}
+	if own < d+2 {
+		return nil, fmt.Errorf("cuda: the wide layout: reverse step %s has %d per-trajectory inputs, fewer than t, h and the state's %d", p.Name, own, d)
+	}
+	pos := make([]int, own)
+	for j := range pos {
+		switch {
+		case j < 2:
+			pos[j] = j
+		case j < 2+d:
+			pos[j] = -1
+		default:
+			pos[j] = j - d
+		}
+	}
+	return pos, nil
 }
 
 // wideHelper defines what the wide functions use: the lane and the lanes'
@@ -700,7 +757,7 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 // shared memory. Every lane of the warp calls it, after a __syncwarp()
 // since gs_a was written; the outputs are visible to every lane when it
 // returns.
-func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool, privOut int) (string, int, error) {
+func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool, privOut int, rec inSpan) (string, int, error) {
 	s.helper(wideHelper)
 	in, err := tape.Inline(p)
 	if err != nil {
@@ -710,7 +767,7 @@ func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool, privOut int) 
 		return "", 0, err
 	}
 	name := s.newName(p.Name + ".wide")
-	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos, minSplit: s.wideMinSplit}, noRuns: noRuns, privOut: privOut}
+	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos, inRec: rec, minSplit: s.wideMinSplit}, noRuns: noRuns, privOut: privOut}
 	code, scratch, err := w.emit()
 	if err != nil {
 		return "", 0, fmt.Errorf("cuda: program %s (wide): %w", p.Name, err)
@@ -840,6 +897,11 @@ func (w *wideEmitter) emitRaw() (string, error) {
 	if w.privOut > 0 {
 		po = ", gs_real* gs_po"
 	}
+	if e.inRec.n > 0 {
+		// Not GS_RESTRICT: the record is written in the same kernel (the
+		// forward loop), so its reads must not take the read-only path.
+		po += ", const gs_real* " + recName
+	}
 	fmt.Fprintf(sb, "GS_FUNC void %s(const gs_real* GS_RESTRICT gs_sh, const gs_real* gs_a, gs_real* gs_o, gs_real* gs_w%s) {\n", e.name, po)
 	sb.WriteString("  const int gs_lane = GS_WLANE;\n  (void)gs_lane;\n")
 	order, err := e.plan()
@@ -880,7 +942,11 @@ func (w *wideEmitter) emitRaw() (string, error) {
 			return "", err
 		}
 		if v.Op == ops.OpInput && e.shIndex[int(v.Aux)] < 0 {
-			e.expr[id] = fmt.Sprintf("gs_a[%d]", e.ownPos(int(v.Aux)))
+			if j := e.ownIndex(int(v.Aux)); e.inRec.holds(j) {
+				e.expr[id] = fmt.Sprintf("%s[%d]", recName, j-e.inRec.from)
+			} else {
+				e.expr[id] = fmt.Sprintf("gs_a[%d]", e.ownPos(int(v.Aux)))
+			}
 		}
 	}
 	w.returns()
