@@ -442,6 +442,13 @@ type Tuning struct {
 	// TestHostWideRecordY), for the device's A/B (BenchmarkGPUWideLanes'
 	// "recy").
 	wideRecY bool
+	// wideOutPlace places the arrays that a wide kernel's functions
+	// return whole at their outputs, not in their scratch
+	// (kernelgen.Config.WideOutInPlace: Lorenz-96 d = 256's forward loop
+	// 2,339 → 1,827 reals a warp; the same results bit for bit,
+	// TestHostWideRecordY), for the device's A/B (BenchmarkGPUWideLanes'
+	// "outplace", "recy-outplace").
+	wideOutPlace bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -548,6 +555,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.WideRolled = v.Wide && tun.wideRolled
 		v.WideBlocked = v.Wide && tun.wideBlocked && !kernelgen.WideFactors(pl) // explicit methods only (tested)
 		v.WideRecordY = v.Wide && v.Grad && tun.recY(pl)
+		v.WideOutInPlace = v.Wide && tun.outPlace()
 		if v.Wide && !tun.NoWidePrivate {
 			v.WideScalars = tun.WideScalars
 		}
@@ -607,9 +615,9 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 	}
 	widePer := j.widePer
 	switch {
-	case tun.WideMinSplit != 0 || tun.recY(pl):
+	case tun.WideMinSplit != 0 || tun.recY(pl) || tun.outPlace():
 		widePer = func(grad, saves bool) (int, error) {
-			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit, WideRecordY: tun.recY(pl)}
+			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit, WideRecordY: tun.recY(pl), WideOutInPlace: tun.outPlace()}
 			if !tun.NoWidePrivate {
 				w.WideScalars = tun.WideScalars
 			}
@@ -637,6 +645,14 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 // element split (kernelgen.Config.WideRecordY).
 func (t Tuning) recY(pl *ode.Plan) bool {
 	return t.wideRecY && !t.NoWidePrivate && !t.wideBlocked && !kernelgen.WideFactors(pl)
+}
+
+// outPlace reports whether t has a wide kernel's functions place the
+// arrays they return whole at their outputs (Tuning.wideOutPlace): not
+// with every array shared or the blocked element split
+// (kernelgen.Config.WideOutInPlace).
+func (t Tuning) outPlace() bool {
+	return t.wideOutPlace && !t.NoWidePrivate && !t.wideBlocked
 }
 
 // wideMaxMinBlocks is the most blocks per multiprocessor a wide-layout

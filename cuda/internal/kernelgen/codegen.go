@@ -157,6 +157,9 @@ type Source struct {
 	// wideRecY reads a gradient's reverse steps' input y from the
 	// record's row in global memory (Config.WideRecordY).
 	wideRecY bool
+	// wideOutPlace places the arrays that the wide functions return
+	// whole at their outputs (Config.WideOutInPlace; outputsInPlace).
+	wideOutPlace bool
 	// wideScalars is the most replicated values of a wide function live
 	// in registers at once: Config.WideScalars (0 the default, negative
 	// no limit; wideScalarsOf; widespill.go).

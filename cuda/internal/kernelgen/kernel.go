@@ -218,6 +218,15 @@ type Config struct {
 	// same values read: the same results bit for bit; off until the
 	// device measures it (package cuda's Tuning.wideRecY).
 	WideRecordY bool
+	// WideOutInPlace (with Wide, without WideShared and WideBlocked)
+	// places each array that a wide function returns whole (Tsit5's trial:
+	// y⁺ and its last stage's derivative, Init's f0) at its outputs in
+	// the warp's shared memory instead of the function's scratch, and
+	// drops the copy (kernelgen's outputsInPlace): the forward loop's
+	// part of Lorenz-96 d = 256 falls from 2,339 to 1,827 reals. The same
+	// values: the same results bit for bit; off until the device
+	// measures it (package cuda's Tuning.wideOutPlace).
+	WideOutInPlace bool
 	// WideDenseLU (with Wide) keeps every LU factor and solve of the
 	// wide functions dense (gs_wide_lu_factor and its solves), the form
 	// before session 47, where by default a factor of at most
@@ -466,6 +475,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if v.Wide && v.Grad && v.WideRecordY && !v.WideShared && !v.WideBlocked {
 		k += "widerecy "
+	}
+	if v.Wide && v.WideOutInPlace && !v.WideShared && !v.WideBlocked {
+		k += "wideoutplace "
 	}
 	return k
 }

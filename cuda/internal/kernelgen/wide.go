@@ -381,10 +381,10 @@ func (sp *StepPrograms) WideSharedPerWarpScalars(grad, saves, all bool, scalars 
 }
 
 // WideSharedPerWarpFor is WideSharedPerWarp of kernel v's wide
-// functions: its Grad, Saves, WideShared, WideScalars, WideMinSplit and
-// WideRecordY.
+// functions: its Grad, Saves, WideShared, WideScalars, WideMinSplit,
+// WideRecordY and WideOutInPlace.
 func (sp *StepPrograms) WideSharedPerWarpFor(v Config) (int, error) {
-	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit, WideRecordY: v.WideRecordY}, sp.plan))
+	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit, WideRecordY: v.WideRecordY, WideOutInPlace: v.WideOutInPlace}, sp.plan))
 	return 8 * r.w.Len, r.err
 }
 
@@ -418,8 +418,11 @@ type wideVariant struct {
 	blocked bool
 	// recY reads the reverse steps' y from the record's row
 	// (Config.WideRecordY).
-	recY    bool
-	scalars int
+	recY bool
+	// outPlace places the arrays returned whole at their outputs
+	// (Config.WideOutInPlace).
+	outPlace bool
+	scalars  int
 	// minSplit is Config.WideMinSplit, resolved (wideMinSplitOf; 0: none).
 	minSplit int
 	// denseLU is Config.WideDenseLU.
@@ -431,7 +434,7 @@ type wideVariant struct {
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
 	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled, blocked: v.WideBlocked && !v.WideShared,
-		recY: v.WideRecordY && v.Grad && !v.WideShared && !v.WideBlocked, scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
+		recY: v.WideRecordY && v.Grad && !v.WideShared && !v.WideBlocked, outPlace: v.WideOutInPlace && !v.WideShared && !v.WideBlocked, scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
 }
 
 // DefaultWideMinSplit is Config.WideMinSplit's default in a Rosenbrock
@@ -484,7 +487,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 		src.reroll = true
 		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU, src.wideTables, src.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		src.widePivots = k.pivots
-		src.wideBlocked, src.wideRecY = k.blocked, k.recY
+		src.wideBlocked, src.wideRecY, src.wideOutPlace = k.blocked, k.recY, k.outPlace
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -506,7 +509,7 @@ func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
 		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU, s.wideTables, s.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		s.widePivots = k.pivots
-		s.wideBlocked, s.wideRecY = k.blocked, k.recY
+		s.wideBlocked, s.wideRecY, s.wideOutPlace = k.blocked, k.recY, k.outPlace
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -846,6 +849,13 @@ func (w *wideEmitter) emit() (string, int, error) {
 	code := w.rematerialize(raw)
 	code, rows := w.privatizeAll(code)
 	code = declarePrivate(code, rows)
+	// allocate, with the outputs' arrays in place where the unit asks.
+	allocate := func(code string) (string, int) {
+		if w.e.src.wideOutPlace {
+			code = outputsInPlace(code)
+		}
+		return allocate(code)
+	}
 	// Each form is placed once (allocate reads the whole function: a
 	// second placement of the same code was a second pass for nothing).
 	placed, scratch := "", -1
@@ -868,6 +878,36 @@ func (w *wideEmitter) emit() (string, int, error) {
 		placed, scratch = allocate(spilled)
 	}
 	return w.tables.String() + placed, scratch, nil
+}
+
+// outputCopy matches a loop of returns that copies a run of an array of
+// the scratch to the function's outputs: the run's length, its first
+// output (none: 0) and the array.
+var outputCopy = regexp.MustCompile(`(?m)^#pragma unroll 1\n  for \(int gs_c = gs_lane; gs_c < (\d+); gs_c \+= GS_WSTRIDE\) gs_o\[(?:(\d+) \+ )?gs_c\] = (gs_\w+)\[gs_c\];\n`)
+
+// outputsInPlace returns code with each array of the scratch that
+// returns copies whole to a run of the outputs (outputCopy: an array of
+// n entries to outputs o … o + n − 1) placed at those outputs instead
+// (gs_o + o: Config.WideOutInPlace) and its copy removed: the loop that
+// computes it stores it where the driver reads it, the same values, and
+// it takes no scratch. The outputs are no function's input (the
+// driver's layout, wideLayout, keeps gs_o apart from gs_a and gs_w) and
+// each is written once, at the end, so that no other write reaches
+// them while the array lives.
+func outputsInPlace(code string) string {
+	for _, m := range outputCopy.FindAllStringSubmatch(code, -1) {
+		n, off, name := m[1], m[2], m[3]
+		if off == "" {
+			off = "0"
+		}
+		decl := fmt.Sprintf("  gs_real* const %s = gs_w + %s;  // [%s]\n", name, offMark(name), n)
+		if strings.Count(code, decl) != 1 {
+			continue
+		}
+		code = strings.Replace(code, decl, fmt.Sprintf("  gs_real* const %s = gs_o + %s;  // [%s], outputs in place\n", name, off, n), 1)
+		code = strings.Replace(code, m[0], "", 1)
+	}
+	return code
 }
 
 // readsAny reports whether a recomputed array's expression reads an

@@ -96,3 +96,53 @@ func TestWideRecordY(t *testing.T) {
 func widePlanCase(d int) planCase {
 	return planCase{name: fmt.Sprintf("lorenz96-%d", d), field: problems.Lorenz96(d).Field, m: ode.Tsit5}
 }
+
+// TestWideOutInPlace checks Config.WideOutInPlace on Lorenz-96's kernels
+// (Tsit5, d = 64 and 256, the solve's and the gradient's, without save
+// times and with): the forward loop's part of a warp's shared memory
+// (the solve's) falls by Init's and the trial's returned arrays (at d =
+// 256 without save times 2,339 → 1,827 reals: the trial's y⁺ and last
+// stage's derivative, 2d, were its scratch's peak), the reverse sweep's
+// does not grow; the trial returns y⁺ and its last stage from arrays at
+// its outputs, and no copy of a whole array to the outputs is left in
+// any function. It fails if an array is still copied or if the scratch
+// does not shrink.
+func TestWideOutInPlace(t *testing.T) {
+	t.Parallel()
+	for _, saves := range []bool{false, true} {
+		for _, d := range []int{64, 256} {
+			t.Run(fmt.Sprintf("d=%d/saves=%v", d, saves), func(t *testing.T) {
+				t.Parallel()
+				sp := widePlanCase(d).stepPrograms(t)
+				of := func(v Config) *wideRecord {
+					r := sp.wide(wideVariantOf(v, sp.plan))
+					if r.err != nil {
+						t.Fatal(r.err)
+					}
+					return r
+				}
+				fwd, fwdOut := of(Config{Saves: B2i(saves)}), of(Config{Saves: B2i(saves), WideOutInPlace: true})
+				grad, gradOut := of(Config{Grad: true, Saves: B2i(saves)}), of(Config{Grad: true, Saves: B2i(saves), WideOutInPlace: true})
+				if fwdOut.w.Len >= fwd.w.Len || gradOut.w.RevLen > grad.w.RevLen {
+					t.Errorf("the forward loop %d → %d reals, the reverse sweep %d → %d; want fewer, no more", fwd.w.Len, fwdOut.w.Len, grad.w.RevLen, gradOut.w.RevLen)
+				}
+				if d == 256 && !saves && (fwd.w.Len != 2339 || fwdOut.w.Len != 1827) {
+					t.Errorf("d = 256: the forward loop %d → %d reals, want 2,339 → 1,827", fwd.w.Len, fwdOut.w.Len)
+				}
+				src := gradOut.src.String()
+				if m := outputCopy.FindAllString(src, -1); len(m) > 0 {
+					t.Errorf("%d copies of a whole array to the outputs left: %q", len(m), m)
+				}
+				_, trial, _ := strings.Cut(src, "GS_FUNC void "+gradOut.w.Trial+"(")
+				trial, _, _ = strings.Cut(trial, "\n}\n")
+				if n := strings.Count(trial, " = gs_o + "); n != 2 {
+					t.Errorf("the trial places %d arrays at its outputs, want 2 (y⁺, the last stage's derivative)", n)
+				}
+				if outputCopy.FindAllString(grad.src.String(), -1) == nil {
+					t.Errorf("by default no copy of an array to the outputs: the test's pattern is stale")
+				}
+				t.Logf("d = %d, saves %v: the forward loop %d → %d reals, the reverse sweep %d → %d", d, saves, fwd.w.Len, fwdOut.w.Len, grad.w.RevLen, gradOut.w.RevLen)
+			})
+		}
+	}
+}
