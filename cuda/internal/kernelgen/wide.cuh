@@ -123,7 +123,6 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
   const gs_real* pf = y + GS_D;
 {{- else}}
   gs_real* p = y + GS_D;
-  const gs_real* pf = p;
 {{- end}}
   gs_real* lam = p + GS_NP;
   gs_real* gpr = lam + GS_D;  // Reverse's gp
@@ -141,7 +140,7 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
 {{- if .LossDirect}}
     // The bound loss VJP stores the loss term and dL/dys (times sc)
     // itself and returns dL/dy, dL/dp, dL/ds.
-    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, pf, sc, a.loss, a.tb);
+    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, {{if .W.RecY}}pf{{else}}p{{end}}, sc, a.loss, a.tb);
 {{- if .W.RecY}}
     for (int c = 0; c < GS_NP; c++) p[c] = pf[c];  // before lam, over pf
 {{- end}}
@@ -149,7 +148,7 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
     for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[GS_D + c];
     for (int q = 0; q < GS_NS; q++) GS_ACC_ATOMIC(&acc[GS_NS + q], r.v[GS_D + GS_NP + q]);
 {{- else}}
-    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, pf);
+    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, {{if .W.RecY}}pf{{else}}p{{end}});
 {{- if .W.RecY}}
     for (int c = 0; c < GS_NP; c++) p[c] = pf[c];  // before lam, over pf
 {{- end}}
