@@ -555,7 +555,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.WideRolled = v.Wide && tun.wideRolled
 		v.WideBlocked = v.Wide && tun.wideBlocked && !kernelgen.WideFactors(pl) // explicit methods only (tested)
 		v.WideRecordY = v.Wide && v.Grad && tun.recY(pl)
-		v.WideOutInPlace = v.Wide && tun.outPlace()
+		v.WideOutInPlace = v.Wide && tun.outPlace(pl)
 		if v.Wide && !tun.NoWidePrivate {
 			v.WideScalars = tun.WideScalars
 		}
@@ -615,9 +615,9 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 	}
 	widePer := j.widePer
 	switch {
-	case tun.WideMinSplit != 0 || tun.recY(pl) || tun.outPlace():
+	case tun.WideMinSplit != 0 || tun.recY(pl) || tun.outPlace(pl):
 		widePer = func(grad, saves bool) (int, error) {
-			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit, WideRecordY: tun.recY(pl), WideOutInPlace: tun.outPlace()}
+			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit, WideRecordY: tun.recY(pl), WideOutInPlace: tun.outPlace(pl)}
 			if !tun.NoWidePrivate {
 				w.WideScalars = tun.WideScalars
 			}
@@ -647,12 +647,13 @@ func (t Tuning) recY(pl *ode.Plan) bool {
 	return t.wideRecY && !t.NoWidePrivate && !t.wideBlocked && !kernelgen.WideFactors(pl)
 }
 
-// outPlace reports whether t has a wide kernel's functions place the
-// arrays they return whole at their outputs (Tuning.wideOutPlace): not
-// with every array shared or the blocked element split
+// outPlace reports whether t has a wide kernel of plan pl place the
+// arrays its functions return whole at their outputs
+// (Tuning.wideOutPlace): explicit methods only (tested), not with every
+// array shared or the blocked element split
 // (kernelgen.Config.WideOutInPlace).
-func (t Tuning) outPlace() bool {
-	return t.wideOutPlace && !t.NoWidePrivate && !t.wideBlocked
+func (t Tuning) outPlace(pl *ode.Plan) bool {
+	return t.wideOutPlace && !t.NoWidePrivate && !t.wideBlocked && !kernelgen.WideFactors(pl)
 }
 
 // wideMaxMinBlocks is the most blocks per multiprocessor a wide-layout
