@@ -434,6 +434,21 @@ type Tuning struct {
 	// results bit for bit, TestHostWideBlockedSame), for the device's
 	// A/B (BenchmarkGPUWideLanes' "blocked").
 	wideBlocked bool
+	// wideRecY has a gradient's wide reverse steps read their input y
+	// from the record's row in global memory instead of a copy in the
+	// warp's shared memory (kernelgen.Config.WideRecordY, explicit
+	// methods: Lorenz-96 d = 256 20,464 → 18,712 B a warp, 10 → 12 warps
+	// a multiprocessor on an H100; the same results bit for bit,
+	// TestHostWideRecordY), for the device's A/B (BenchmarkGPUWideLanes'
+	// "recy").
+	wideRecY bool
+	// wideOutPlace places the arrays that a wide kernel's functions
+	// return whole at their outputs, not in their scratch
+	// (kernelgen.Config.WideOutInPlace: Lorenz-96 d = 256's forward loop
+	// 2,339 → 1,827 reals a warp; the same results bit for bit,
+	// TestHostWideRecordY), for the device's A/B (BenchmarkGPUWideLanes'
+	// "outplace", "recy-outplace").
+	wideOutPlace bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -539,6 +554,8 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.WideTables = v.Wide && tun.wideTables
 		v.WideRolled = v.Wide && tun.wideRolled
 		v.WideBlocked = v.Wide && tun.wideBlocked && !kernelgen.WideFactors(pl) // explicit methods only (tested)
+		v.WideRecordY = v.Wide && v.Grad && tun.recY(pl)
+		v.WideOutInPlace = v.Wide && tun.outPlace(pl)
 		if v.Wide && !tun.NoWidePrivate {
 			v.WideScalars = tun.WideScalars
 		}
@@ -598,9 +615,9 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 	}
 	widePer := j.widePer
 	switch {
-	case tun.WideMinSplit != 0:
+	case tun.WideMinSplit != 0 || tun.recY(pl) || tun.outPlace(pl):
 		widePer = func(grad, saves bool) (int, error) {
-			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit}
+			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit, WideRecordY: tun.recY(pl), WideOutInPlace: tun.outPlace(pl)}
 			if !tun.NoWidePrivate {
 				w.WideScalars = tun.WideScalars
 			}
@@ -620,6 +637,23 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 		return false, 0
 	}
 	return true, per
+}
+
+// recY reports whether t has a wide gradient kernel of plan pl read its
+// reverse steps' y from the record's row (Tuning.wideRecY): explicit
+// methods only (tested), not with every array shared or the blocked
+// element split (kernelgen.Config.WideRecordY).
+func (t Tuning) recY(pl *ode.Plan) bool {
+	return t.wideRecY && !t.NoWidePrivate && !t.wideBlocked && !kernelgen.WideFactors(pl)
+}
+
+// outPlace reports whether t has a wide kernel of plan pl place the
+// arrays its functions return whole at their outputs
+// (Tuning.wideOutPlace): explicit methods only (tested), not with every
+// array shared or the blocked element split
+// (kernelgen.Config.WideOutInPlace).
+func (t Tuning) outPlace(pl *ode.Plan) bool {
+	return t.wideOutPlace && !t.NoWidePrivate && !t.wideBlocked && !kernelgen.WideFactors(pl)
 }
 
 // wideMaxMinBlocks is the most blocks per multiprocessor a wide-layout

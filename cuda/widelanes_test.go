@@ -290,6 +290,9 @@ var wideLanesVariants = []struct {
 	{"warp-old", Tuning{wideLanes: -1, wideTables: true, wideRolled: true}, ""},
 	{"blocked", Tuning{wideBlocked: true}, ""},                     // the blocked element split (session 48)
 	{"warp-blocked", Tuning{wideLanes: -1, wideBlocked: true}, ""}, // the same on a warp
+	{"recy", Tuning{wideRecY: true}, ""},                           // the reverse steps' y from the record (session 49)
+	{"outplace", Tuning{wideOutPlace: true}, ""},                   // the functions' returned arrays at their outputs (session 49)
+	{"recy-outplace", Tuning{wideRecY: true, wideOutPlace: true}, ""},
 	{"tile", Tuning{Layout: LayoutTile}, "tile"},
 	{"thread", Tuning{Layout: LayoutThread}, "thread"},
 }
@@ -305,7 +308,10 @@ var wideLanesVariants = []struct {
 // default) the default, tables, rolled, warp-old (the kernel before
 // session 47) and lanes16; on both Lorenz-96 cases the blocked element
 // split (Tuning.wideBlocked, session 48: blocked), on d = 64 also on a
-// warp (warp-blocked); on the Brusselator (d = 64: its 70 KB
+// warp (warp-blocked), and the reverse steps' y read from the record
+// (Tuning.wideRecY, session 49: recy), the functions' returned arrays at
+// their outputs (Tuning.wideOutPlace: outplace) and both
+// (recy-outplace); on the Brusselator (d = 64: its 70 KB
 // trajectories would run 2 a multiprocessor in groups of 16 lanes where
 // 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
 // the default's kernel) the default, lanes16 and dense (its band's
@@ -323,7 +329,7 @@ func wideLanesRuns(c, v string) bool {
 		return c == "lorenz96-64"
 	case v == "pivots":
 		return c == "pollution"
-	case v == "blocked":
+	case v == "blocked" || v == "recy" || v == "outplace" || v == "recy-outplace":
 		return c == "lorenz96-64" || c == "lorenz96-256"
 	case c == "hires":
 		return true
@@ -414,8 +420,10 @@ func BenchmarkGPUWideLanes(b *testing.B) {
 // wideLanesConfig returns case c's gradient kernel as chooseLayout
 // configures it under tun on an H100 (132 multiprocessors, 227 KiB of
 // shared memory a block) and the shared memory of its warps in bytes (a
-// trajectory's, kernelgen.WideSharedPerWarp, times the trajectories a
-// warp; 0 for a kernel of another layout).
+// trajectory's, kernelgen.WideSharedPerWarp, or with the reverse steps'
+// y from the record or the returned arrays at their outputs,
+// Config.WideRecordY and WideOutInPlace, its own; times the trajectories
+// a warp; 0 for a kernel of another layout).
 func wideLanesConfig(tb testing.TB, c engineCase, tun Tuning) (kernelgen.Config, int) {
 	tb.Helper()
 	j := jobOf(tb, c, ode.OpGrad)
@@ -427,7 +435,7 @@ func wideLanesConfig(tb testing.TB, c engineCase, tun Tuning) (kernelgen.Config,
 	if !v.Wide {
 		return v, 0
 	}
-	per, err := kernelgen.WideSharedPerWarp(j.Plan, true, false)
+	per, err := sp.WideSharedPerWarpFor(kernelgen.Config{Grad: true, WideRecordY: v.WideRecordY, WideOutInPlace: v.WideOutInPlace})
 	if err != nil {
 		tb.Fatal(err)
 	}

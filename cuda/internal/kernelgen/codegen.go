@@ -154,6 +154,12 @@ type Source struct {
 	// wideBlocked runs the wide functions' loops that it can in the
 	// blocked element split (Config.WideBlocked; wideblock.go).
 	wideBlocked bool
+	// wideRecY reads a gradient's reverse steps' input y from the
+	// record's row in global memory (Config.WideRecordY).
+	wideRecY bool
+	// wideOutPlace places the arrays that the wide functions return
+	// whole at their outputs (Config.WideOutInPlace; outputsInPlace).
+	wideOutPlace bool
 	// wideScalars is the most replicated values of a wide function live
 	// in registers at once: Config.WideScalars (0 the default, negative
 	// no limit; wideScalarsOf; widespill.go).
@@ -434,6 +440,12 @@ type emitter struct {
 	// ownPos counts) at gs_a[inPos[j]] instead of gs_a[j]: a wide
 	// function whose inputs lie in the driver's arrays (wideInputs).
 	inPos []int
+	// inRec, where its n is positive, reads per-trajectory inputs
+	// inRec.from … inRec.from + n − 1 (counted as ownPos counts, before
+	// inPos) from gs_ry, entry j at gs_ry[j − from], not from gs_a: a
+	// wide reverse step's y read from the record's row
+	// (Config.WideRecordY).
+	inRec inSpan
 	// minSplit, if positive, is the fewest repetitions of a loop of a
 	// wide function (wideEmitter): a shorter run without a carried
 	// operand is not a loop, its values replicated statements

@@ -169,7 +169,8 @@ type loopPlace struct{ loop, k, c int32 }
 // tuple array, an LU factor or solve (kind 3: its value a), or the
 // function's per-trajectory inputs, copied into an array gs_a before the
 // first loop that indexes them (kind 4; a bound function's span a of
-// them, read in place: bind.go).
+// them, read in place: bind.go), or a wide reverse step's y read from
+// the record's row (kind 5: recName, emitter.inRec).
 type arraySrc struct {
 	kind uint8
 	a, b int32
@@ -186,6 +187,8 @@ func (x arraySrc) name() string {
 		return fmt.Sprintf("t%d", x.a)
 	case 4:
 		return "gs_a"
+	case 5:
+		return recName
 	}
 	return "gs_sh"
 }
@@ -240,6 +243,9 @@ func (r *rerollPlanner) index(id tape.ID) (arraySrc, int, bool) {
 		if j := r.e.shIndex[int(v.Aux)]; j >= 0 {
 			return arraySrc{2, 0, 0}, r.e.shPos(j), true
 		}
+		if j := r.e.ownIndex(int(v.Aux)); r.e.inRec.holds(j) {
+			return arraySrc{5, 0, 0}, j - r.e.inRec.from, true
+		}
 		j := r.e.ownPos(int(v.Aux))
 		if r.e.bind != nil {
 			// A bound function's span (bind.go): a run indexes one.
@@ -252,20 +258,38 @@ func (r *rerollPlanner) index(id tape.ID) (arraySrc, int, bool) {
 }
 
 // ownPos returns per-trajectory input k's entry in gs_a: its place
-// among the function's inputs that are not shared, or where inPos puts
-// that place.
+// among the function's inputs that are not shared (ownIndex), or where
+// inPos puts that place.
 func (e *emitter) ownPos(k int) int {
+	j := e.ownIndex(k)
+	if e.inPos != nil {
+		return e.inPos[j]
+	}
+	return j
+}
+
+// ownIndex returns per-trajectory input k's place among the function's
+// inputs that are not shared.
+func (e *emitter) ownIndex(k int) int {
 	j := 0
 	for q := 0; q < k; q++ {
 		if e.shIndex[q] < 0 {
 			j++
 		}
 	}
-	if e.inPos != nil {
-		return e.inPos[j]
-	}
 	return j
 }
+
+// inSpan is n consecutive per-trajectory inputs of a function from
+// from (counted as ownIndex counts; n = 0: none).
+type inSpan struct{ from, n int }
+
+// holds reports whether s holds per-trajectory input j (ownIndex).
+func (s inSpan) holds(j int) bool { return j >= s.from && j < s.from+s.n }
+
+// recName is the array a wide reverse step reads its input y from
+// where it reads it from the record's row (emitter.inRec).
+const recName = "gs_ry"
 
 // ownArray writes gs_a, the function's per-trajectory inputs a<k> in
 // order, unless written.

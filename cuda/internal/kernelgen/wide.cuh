@@ -115,7 +115,15 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
   gs_real* ga = ws + GS_W_GA;
   gs_real* scr = ws + GS_W_RSCR;
   gs_real* y = ri + 2;
+{{- if .W.RecY}}
+  // The reverse steps read y from the record's row (wideLayout.RecY):
+  // p in RI right after t and h; the loss VJP reads the final state y
+  // and pf, p where the forward loop left them.
+  gs_real* p = ri + 2;
+  const gs_real* pf = y + GS_D;
+{{- else}}
   gs_real* p = y + GS_D;
+{{- end}}
   gs_real* lam = p + GS_NP;
   gs_real* gpr = lam + GS_D;  // Reverse's gp
 {{- if .Saves}}
@@ -132,12 +140,18 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
 {{- if .LossDirect}}
     // The bound loss VJP stores the loss term and dL/dys (times sc)
     // itself and returns dL/dy, dL/dp, dL/ds.
-    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p, sc, a.loss, a.tb);
+    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, {{if .W.RecY}}pf{{else}}p{{end}}, sc, a.loss, a.tb);
+{{- if .W.RecY}}
+    for (int c = 0; c < GS_NP; c++) p[c] = pf[c];  // before lam, over pf
+{{- end}}
     for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[c];
     for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[GS_D + c];
     for (int q = 0; q < GS_NS; q++) GS_ACC_ATOMIC(&acc[GS_NS + q], r.v[GS_D + GS_NP + q]);
 {{- else}}
-    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p);
+    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, {{if .W.RecY}}pf{{else}}p{{end}});
+{{- if .W.RecY}}
+    for (int c = 0; c < GS_NP; c++) p[c] = pf[c];  // before lam, over pf
+{{- end}}
     a.loss[i] = r.v[0];
     for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[1 + c];
     for (int q = 0; q < GS_K * GS_D; q++) a.tb[(long long)q * n + i] = sc * r.v[1 + GS_D + q];
@@ -168,7 +182,9 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
         ri[0] = ts;
         ri[1] = h;
       }
+{{- if not .W.RecY}}
       for (int c = lane; c < GS_D; c += GS_WSTRIDE) y[c] = row[GS_STORE_T + c];
+{{- end}}
 {{- if .Saves}}
       bool dense = false;
       for (int k = k0; k < kq; k++)
@@ -190,13 +206,13 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
         }
         for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gpd[c] = gp[c];
         GS_SYNCWARP();
-        {{.W.DRev}}(sh, ri, ro, scr{{if .W.PrivOut}}, lamo{{end}});
+        {{.W.DRev}}(sh, ri, ro, scr{{if .W.PrivOut}}, lamo{{end}}{{if .W.RecY}}, row + GS_STORE_T{{end}});
       } else
 {{- end}}
       {
         for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gpr[c] = gp[c];
         GS_SYNCWARP();
-        {{.W.Rev}}(sh, ri, ro, scr{{if .W.PrivOut}}, lamo{{end}});
+        {{.W.Rev}}(sh, ri, ro, scr{{if .W.PrivOut}}, lamo{{end}}{{if .W.RecY}}, row + GS_STORE_T{{end}});
       }
       for (int c = lane; c < GS_D; c += GS_WSTRIDE) lam[c] = {{if .W.PrivOut}}lamo[c / GS_WSTRIDE]{{else}}ro[c]{{end}};
       for (int c = lane; c < GS_NP; c += GS_WSTRIDE) gp[c] = ro[GS_W_ROD + c];

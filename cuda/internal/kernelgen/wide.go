@@ -217,9 +217,21 @@ type wideLayout struct {
 	TI, TO, CI, CO, DO, SCR int
 	RO, GP, GA, RSCR        int
 	Len                     int
+	// RevLen is the reverse sweep's part of Len (RSCR and the reverse
+	// steps' scratch; 0 without a gradient): Len is the larger of it and
+	// the forward loop's.
+	RevLen int
 	// PrivOut: the reverse steps' λ' is the lanes' own (a gradient's
 	// kernel without Config.WideShared).
 	PrivOut bool
+	// RecY: the reverse steps read their input y from the record's row
+	// (the stored state the step starts from, in global memory), not
+	// from RI, which then holds t, h, p[NP], λ[D] and gp[NP] (with save
+	// times w̄ before gp), d reals less (Config.WideRecordY). The loss
+	// VJP before the first reverse step reads the final state and p
+	// where the forward loop left them (TI's y and p), and p moves then
+	// to its place in RI.
+	RecY bool
 	// Copies keeps the controller's inputs y, y⁺, err and hρ and Init's
 	// y and p as copies in CI (the layout before wideLayout.inputs; with
 	// every array shared, Config.WideShared: the layout as it was).
@@ -238,7 +250,10 @@ type wideKind struct {
 	grad, saves, copies bool
 	// privOut: the reverse steps write λ' to the lanes' own storage
 	// (wideLayout.PrivOut).
-	privOut             bool
+	privOut bool
+	// recY: the reverse steps read y from the record's row
+	// (wideLayout.RecY).
+	recY                bool
 	scratch, revScratch int
 }
 
@@ -301,12 +316,13 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 	}
 	w.Len = w.SCR + k.scratch
 	if k.grad {
-		w.PrivOut = k.privOut
-		w.RO = 2 + 2*d + 2*np + dw
+		w.PrivOut, w.RecY = k.privOut, k.recY
+		w.RO = 2 + (2-B2i(k.recY))*d + 2*np + dw
 		w.GP = w.RO + d*(1-B2i(k.privOut)) + np + ns
 		w.GA = w.GP + np
 		w.RSCR = w.GA + ns
-		w.Len = max(w.Len, w.RSCR+k.revScratch)
+		w.RevLen = w.RSCR + k.revScratch
+		w.Len = max(w.Len, w.RevLen)
 	}
 	return w
 }
@@ -365,9 +381,10 @@ func (sp *StepPrograms) WideSharedPerWarpScalars(grad, saves, all bool, scalars 
 }
 
 // WideSharedPerWarpFor is WideSharedPerWarp of kernel v's wide
-// functions: its Grad, Saves, WideShared, WideScalars and WideMinSplit.
+// functions: its Grad, Saves, WideShared, WideScalars, WideMinSplit,
+// WideRecordY and WideOutInPlace.
 func (sp *StepPrograms) WideSharedPerWarpFor(v Config) (int, error) {
-	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit}, sp.plan))
+	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit, WideRecordY: v.WideRecordY, WideOutInPlace: v.WideOutInPlace}, sp.plan))
 	return 8 * r.w.Len, r.err
 }
 
@@ -399,7 +416,13 @@ type wideVariant struct {
 	// blocked runs the loops it can in the blocked element split
 	// (Config.WideBlocked; wideblock.go).
 	blocked bool
-	scalars int
+	// recY reads the reverse steps' y from the record's row
+	// (Config.WideRecordY).
+	recY bool
+	// outPlace places the arrays returned whole at their outputs
+	// (Config.WideOutInPlace).
+	outPlace bool
+	scalars  int
 	// minSplit is Config.WideMinSplit, resolved (wideMinSplitOf; 0: none).
 	minSplit int
 	// denseLU is Config.WideDenseLU.
@@ -411,7 +434,7 @@ type wideVariant struct {
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
 	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled, blocked: v.WideBlocked && !v.WideShared,
-		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
+		recY: v.WideRecordY && v.Grad && !v.WideShared && !v.WideBlocked, outPlace: v.WideOutInPlace && !v.WideShared && !v.WideBlocked, scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
 }
 
 // DefaultWideMinSplit is Config.WideMinSplit's default in a Rosenbrock
@@ -464,7 +487,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 		src.reroll = true
 		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU, src.wideTables, src.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		src.widePivots = k.pivots
-		src.wideBlocked = k.blocked
+		src.wideBlocked, src.wideRecY, src.wideOutPlace = k.blocked, k.recY, k.outPlace
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -486,7 +509,7 @@ func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
 		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU, s.wideTables, s.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		s.widePivots = k.pivots
-		s.wideBlocked = k.blocked
+		s.wideBlocked, s.wideRecY, s.wideOutPlace = k.blocked, k.recY, k.outPlace
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -532,6 +555,7 @@ func (s *Source) adopt(o *Source) {
 // their layout.
 func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 	k := wideKind{grad: grad, saves: saves, copies: s.wideShared, privOut: grad && !s.wideShared}
+	k.recY = k.privOut && s.wideRecY && !s.wideBlocked
 	fwd := []*tape.Program{pl.Init, pl.Trial, pl.Control}
 	if saves {
 		fwd = append(fwd, pl.DenseStep)
@@ -557,8 +581,8 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 			return wideLayout{}, fmt.Errorf("cuda: the wide layout: plan %s lacks a program", pl.Method)
 		}
 		var pos []int
+		var err error
 		if (m == 0 || m == 2) && !k.copies { // Init and Control read the driver's arrays
-			var err error
 			if pos, err = base.inputs(pl, p, m == 2); err != nil {
 				return wideLayout{}, err
 			}
@@ -573,7 +597,14 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 			}
 			privOut = pl.Dim
 		}
-		name, scr, err := s.wideFunc(p, pos, WideFactors(pl), privOut)
+		var rec inSpan
+		if m >= len(fwd) && k.recY {
+			if pos, err = recInputs(p, pl.Dim); err != nil {
+				return wideLayout{}, err
+			}
+			rec = inSpan{2, pl.Dim}
+		}
+		name, scr, err := s.wideFunc(p, pos, WideFactors(pl), privOut, rec)
 		if err != nil {
 			return wideLayout{}, err
 		}
@@ -591,6 +622,35 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 	w := newWideLayout(pl, k)
 	w.Init, w.Trial, w.Control, w.Dense, w.Rev, w.DRev = names[0], names[1], names[2], names[3], names[4], names[5]
 	return w, nil
+}
+
+// recInputs returns the places in gs_a of reverse step p's
+// per-trajectory inputs where it reads y from the record's row
+// (wideLayout.RecY): t and h first, y (inputs 2 … d+1) in no place of
+// gs_a (-1: the emitter reads them from recName), the others after t
+// and h in order. It returns an error where p has fewer than d + 2.
+func recInputs(p *tape.Program, d int) ([]int, error) {
+	own := 0
+	for _, x := range p.Inputs {
+		if !x.Shared {
+			own++
+		}
+	}
+	if own < d+2 {
+		return nil, fmt.Errorf("cuda: the wide layout: reverse step %s has %d per-trajectory inputs, fewer than t, h and the state's %d", p.Name, own, d)
+	}
+	pos := make([]int, own)
+	for j := range pos {
+		switch {
+		case j < 2:
+			pos[j] = j
+		case j < 2+d:
+			pos[j] = -1
+		default:
+			pos[j] = j - d
+		}
+	}
+	return pos, nil
 }
 
 // wideHelper defines what the wide functions use: the lane and the lanes'
@@ -700,7 +760,7 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 // shared memory. Every lane of the warp calls it, after a __syncwarp()
 // since gs_a was written; the outputs are visible to every lane when it
 // returns.
-func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool, privOut int) (string, int, error) {
+func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool, privOut int, rec inSpan) (string, int, error) {
 	s.helper(wideHelper)
 	in, err := tape.Inline(p)
 	if err != nil {
@@ -710,7 +770,7 @@ func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool, privOut int) 
 		return "", 0, err
 	}
 	name := s.newName(p.Name + ".wide")
-	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos, minSplit: s.wideMinSplit}, noRuns: noRuns, privOut: privOut}
+	w := &wideEmitter{e: &emitter{src: s, p: in, name: name, inPos: pos, inRec: rec, minSplit: s.wideMinSplit}, noRuns: noRuns, privOut: privOut}
 	code, scratch, err := w.emit()
 	if err != nil {
 		return "", 0, fmt.Errorf("cuda: program %s (wide): %w", p.Name, err)
@@ -789,6 +849,13 @@ func (w *wideEmitter) emit() (string, int, error) {
 	code := w.rematerialize(raw)
 	code, rows := w.privatizeAll(code)
 	code = declarePrivate(code, rows)
+	// allocate, with the outputs' arrays in place where the unit asks.
+	allocate := func(code string) (string, int) {
+		if w.e.src.wideOutPlace {
+			code = outputsInPlace(code)
+		}
+		return allocate(code)
+	}
 	// Each form is placed once (allocate reads the whole function: a
 	// second placement of the same code was a second pass for nothing).
 	placed, scratch := "", -1
@@ -811,6 +878,36 @@ func (w *wideEmitter) emit() (string, int, error) {
 		placed, scratch = allocate(spilled)
 	}
 	return w.tables.String() + placed, scratch, nil
+}
+
+// outputCopy matches a loop of returns that copies a run of an array of
+// the scratch to the function's outputs: the run's length, its first
+// output (none: 0) and the array.
+var outputCopy = regexp.MustCompile(`(?m)^#pragma unroll 1\n  for \(int gs_c = gs_lane; gs_c < (\d+); gs_c \+= GS_WSTRIDE\) gs_o\[(?:(\d+) \+ )?gs_c\] = (gs_\w+)\[gs_c\];\n`)
+
+// outputsInPlace returns code with each array of the scratch that
+// returns copies whole to a run of the outputs (outputCopy: an array of
+// n entries to outputs o … o + n − 1) placed at those outputs instead
+// (gs_o + o: Config.WideOutInPlace) and its copy removed: the loop that
+// computes it stores it where the driver reads it, the same values, and
+// it takes no scratch. The outputs are no function's input (the
+// driver's layout, wideLayout, keeps gs_o apart from gs_a and gs_w) and
+// each is written once, at the end, so that no other write reaches
+// them while the array lives.
+func outputsInPlace(code string) string {
+	for _, m := range outputCopy.FindAllStringSubmatch(code, -1) {
+		n, off, name := m[1], m[2], m[3]
+		if off == "" {
+			off = "0"
+		}
+		decl := fmt.Sprintf("  gs_real* const %s = gs_w + %s;  // [%s]\n", name, offMark(name), n)
+		if strings.Count(code, decl) != 1 {
+			continue
+		}
+		code = strings.Replace(code, decl, fmt.Sprintf("  gs_real* const %s = gs_o + %s;  // [%s], outputs in place\n", name, off, n), 1)
+		code = strings.Replace(code, m[0], "", 1)
+	}
+	return code
 }
 
 // readsAny reports whether a recomputed array's expression reads an
@@ -839,6 +936,11 @@ func (w *wideEmitter) emitRaw() (string, error) {
 	po := ""
 	if w.privOut > 0 {
 		po = ", gs_real* gs_po"
+	}
+	if e.inRec.n > 0 {
+		// Not GS_RESTRICT: the record is written in the same kernel (the
+		// forward loop), so its reads must not take the read-only path.
+		po += ", const gs_real* " + recName
 	}
 	fmt.Fprintf(sb, "GS_FUNC void %s(const gs_real* GS_RESTRICT gs_sh, const gs_real* gs_a, gs_real* gs_o, gs_real* gs_w%s) {\n", e.name, po)
 	sb.WriteString("  const int gs_lane = GS_WLANE;\n  (void)gs_lane;\n")
@@ -880,7 +982,11 @@ func (w *wideEmitter) emitRaw() (string, error) {
 			return "", err
 		}
 		if v.Op == ops.OpInput && e.shIndex[int(v.Aux)] < 0 {
-			e.expr[id] = fmt.Sprintf("gs_a[%d]", e.ownPos(int(v.Aux)))
+			if j := e.ownIndex(int(v.Aux)); e.inRec.holds(j) {
+				e.expr[id] = fmt.Sprintf("%s[%d]", recName, j-e.inRec.from)
+			} else {
+				e.expr[id] = fmt.Sprintf("gs_a[%d]", e.ownPos(int(v.Aux)))
+			}
 		}
 	}
 	w.returns()
