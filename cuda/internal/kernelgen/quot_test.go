@@ -13,8 +13,10 @@ import (
 
 // quotMain is the host main of TestHostSaveQuotients: for argv[2] cases
 // of each of five kinds of (x, h) from the seed argv[1] (splitmix64), it
-// computes gs_quot where h is in its range and compares it, bit for bit,
-// with x / h where gs_quot reports its inputs in range too, and prints
+// computes gs_quot where h and x * r are in its range (gs_quot_in) and
+// x at least its lower bound (as gs_step_saves tests them: x itself may
+// be any finite value above), compares it, bit for bit, with x / h, and
+// prints
 // per kind the cases compared, the mismatches and the first of them.
 // Kinds: 0, x a uniform fraction of h of any exponent up to ±40; 1, x
 // and h of any bits (every exponent, subnormals, infinities and NaNs: the
@@ -92,12 +94,10 @@ int main(int argc, char** argv) {
         break;
       }
       }
-      if (!gs_quot_in(h)) continue;
       const gs_real r = (gs_real)1 / h;
-      bool ok;
-      gs_real q = gs_quot(x, h, r, ok);
+      if (!gs_quot_in(h) || !(fabs(x) >= GS_QUOT_LO) || !gs_quot_in(x * r)) continue;
+      gs_real q = gs_quot(x, h, r);
       if (one) q = x * r;
-      if (!ok) continue;
       compared++;
       if (gs_q_bits(q) != gs_q_bits(x / h)) {
         if (bad++ == 0) bx = x, bh = h;
