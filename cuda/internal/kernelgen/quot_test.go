@@ -126,7 +126,7 @@ func TestHostSaveQuotients(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed := rand.New(rand.NewPCG(49, 4)).Uint64() >> 1
-	const n = 2_000_000
+	const n = 1_000_000
 	for _, prec := range []Precision{Float64, Float32} {
 		t.Run(fmt.Sprint(prec.Size()*8), func(t *testing.T) {
 			src, _, err := KernelSource(sp, Config{Adaptive: true, Saves: 10}, nil, prec)
