@@ -303,6 +303,15 @@ type Tuning struct {
 	// device's comparison (BenchmarkGPUSaveSplit's -thetas rows). The
 	// same results bit for bit.
 	keepThetas bool
+	// divideSaves has the kernels with a dense step's save times divide
+	// each save time's quotient theta = (tau - t) / h, one at a time
+	// with each interpolant under its own test, as before session 49
+	// (kernelgen.Config.DivideSaves), where by default a group's
+	// quotients come from the step's reciprocal (gs_quot) and its
+	// interpolants are computed together: for the device's comparison
+	// (BenchmarkGPUSaveSplit's -divsaves rows). The same results bit for
+	// bit.
+	divideSaves bool
 	// compareEach compares a launch's inputs run ahead (sameHeld) one
 	// input after the other with par.Equal, as before session 47 (an
 	// array of up to par.FirstSerial elements on one core: the events
@@ -535,6 +544,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.UngroupedCots = tun.ungroupedCots && v.Grad
 	v.KeepThetas = tun.keepThetas && v.Grad
 	v.OldSaves = tun.oldSaves && v.Saves > 0
+	v.DivideSaves = tun.divideSaves && v.Saves > 0
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || tun.Layout == LayoutWide || v.Events:

@@ -53,10 +53,15 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // (adjoint.cuh's gs_save_cots). The -thetas variants of grad and
 // grad-kept run the gradient kernel whose reverse sweep reads each save
 // time's quotient theta as the forward pass kept it (Tuning.keepThetas,
-// kernelgen's KeepThetas), where the others divide again. grad-kept and
-// its -ungrouped and -thetas rows also report
-// their gradient kernel's registers ("regs") and local memory a thread
-// ("local-B": spills and local arrays).
+// kernelgen's KeepThetas), where the others divide again. The -divsaves
+// variants of solveto-kept and grad-kept run the kernels whose forward
+// pass divides for each save time's quotient and computes its
+// interpolant under its own test (Tuning.divideSaves, the form before
+// session 49), where the others take a group's quotients from the step's
+// reciprocal (kernelgen's gs_quot, the same bits) and its interpolants
+// together. grad-kept, solveto-kept and their -ungrouped, -thetas and
+// -divsaves rows also report their kernel's registers ("regs") and local
+// memory a thread ("local-B": spills and local arrays).
 // solveto-kept-old and grad-kept-old are solveto-kept and
 // grad-kept with the saved states in the form before session 46
 // (Tuning.oldSaves: every save time's step written in a solve too, a
@@ -70,6 +75,10 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 //	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
 //	done; done
 //	cuda.test -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/solveto-kept(-old)?$' -test.benchtime 20x -test.count 3
+//	for r in 1 2 3 4 5; do for v in solveto-kept solveto-kept-divsaves grad-kept grad-kept-divsaves; do
+//	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
+//	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/Vern7/saves=(1|1000)/$v\$" -test.benchtime 20x
+//	done; done
 //
 // The same calls with Vern7 are the Vern7 sub-benchmark's (its steps hold
 // about twice Tsit5's save times):
@@ -78,7 +87,8 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
 	engines := saveSplitEngines{engine: "cuda", stored: tuned(b, "cuda", Tuning{StoreSaveCots: true}), old: tuned(b, "cuda", Tuning{oldSaves: true}),
-		ungrouped: tuned(b, "cuda", Tuning{ungroupedCots: true}), thetas: tuned(b, "cuda", Tuning{keepThetas: true})}
+		ungrouped: tuned(b, "cuda", Tuning{ungroupedCots: true}), thetas: tuned(b, "cuda", Tuning{keepThetas: true}),
+		divsaves: tuned(b, "cuda", Tuning{divideSaves: true})}
 	benchSaveSplit(b, engines, 4096, []ode.Method{ode.Tsit5})
 	b.Run("Vern7", func(b *testing.B) { benchSaveSplit(b, engines, 4096, []ode.Method{ode.Vern7}) })
 }
@@ -96,34 +106,36 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 func BenchmarkHostSaveSplit(b *testing.B) {
 	needHost(b)
 	benchSaveHostOnce.Do(func() {
-		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped", "cuda-host-o2-bench-thetas"} {
+		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped", "cuda-host-o2-bench-thetas", "cuda-host-o2-bench-divsaves"} {
 			e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 32)}
 			e.be.(*hostBackend).optimize = true
 			tun := envTuning()
-			tun.WaitForCompile, tun.StoreSaveCots, tun.oldSaves, tun.ungroupedCots, tun.keepThetas = true, k == 1, k == 2, k == 3, k == 4
+			tun.WaitForCompile, tun.StoreSaveCots, tun.oldSaves, tun.ungroupedCots, tun.keepThetas, tun.divideSaves = true, k == 1, k == 2, k == 3, k == 4, k == 5
 			e.SetTuning(tun)
 			ode.Register(e)
 			benchSaveHost[k] = e
 		}
 	})
 	engines := saveSplitEngines{engine: benchSaveHost[0].Name(), stored: benchSaveHost[1].Name(), old: benchSaveHost[2].Name(),
-		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name()}
+		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name(), divsaves: benchSaveHost[5].Name()}
 	benchSaveSplit(b, engines, 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
 // benchSaveHost are BenchmarkHostSaveSplit's engines, registered at its
 // first run: cuda-host with kernels compiled with -O2, no memo, and the
 // same with Tuning.StoreSaveCots, with Tuning.oldSaves, with
-// Tuning.ungroupedCots and with Tuning.keepThetas.
+// Tuning.ungroupedCots, with Tuning.keepThetas and with
+// Tuning.divideSaves.
 var (
 	benchSaveHostOnce sync.Once
-	benchSaveHost     [5]*Engine
+	benchSaveHost     [6]*Engine
 )
 
 // saveSplitAttrOps are the rows of BenchmarkGPUSaveSplit that report
-// their gradient kernel's registers and local memory, with the tuning of
-// their engine's kernel.
-var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-thetas": {keepThetas: true}}
+// their kernel's registers and local memory (a solve's for the solveto
+// rows, else the gradient's), with the tuning of their engine's kernel.
+var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-thetas": {keepThetas: true},
+	"grad-kept-divsaves": {divideSaves: true}, "solveto-kept": {}, "solveto-kept-divsaves": {divideSaves: true}}
 
 // saveSplitAttrs are the kernels' resources BenchmarkGPUSaveSplit reports,
 // by method, save times and row.
@@ -132,9 +144,10 @@ var saveSplitAttrs = map[string]driver.KernelAttrs{}
 // saveSplitEngines are the engines of benchSaveSplit's variants: engine
 // the default; stored (the -tb variants) with Tuning.StoreSaveCots; old
 // (-old) with Tuning.oldSaves; ungrouped (-ungrouped) with
-// Tuning.ungroupedCots; thetas (-thetas) with Tuning.keepThetas.
+// Tuning.ungroupedCots; thetas (-thetas) with Tuning.keepThetas;
+// divsaves (-divsaves) with Tuning.divideSaves.
 type saveSplitEngines struct {
-	engine, stored, old, ungrouped, thetas string
+	engine, stored, old, ungrouped, thetas, divsaves string
 }
 
 // benchSaveSplit runs BenchmarkGPUSaveSplit's calls on the engines e, for
@@ -195,13 +208,18 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	set.Engine = e.divsaves
+	svKeepDivSaves, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, k := range []int{1, 1000} {
 		ts := make([]float64, k)
 		for j := range ts {
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas", "solveto-kept-divsaves", "grad-kept-divsaves"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -222,6 +240,8 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 					solver = svThetas
 				case op == "grad-kept-thetas":
 					solver = svKeepThetas
+				case strings.HasSuffix(op, "-kept-divsaves"):
+					solver = svKeepDivSaves
 				case strings.HasSuffix(op, "-kept-old"):
 					solver = svKeepOld
 				case strings.Contains(op, "-kept"):
@@ -273,15 +293,19 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 					b.Fatal("no saves kept on the device")
 				}
 				if tun, ok := saveSplitAttrOps[op]; ok && e.engine == "cuda" {
-					// The gradient kernel's registers and local memory (as
-					// the engine chooses it on this device), compiled once
-					// a method, count and row.
+					// The kernel's registers and local memory (as the
+					// engine chooses it on this device), compiled once a
+					// method, count and row.
 					key := fmt.Sprintf("%s/%d/%s", ms[0].Name(), k, op)
 					a, ok := saveSplitAttrs[key]
 					if !ok {
 						c := keplerSavesCase(k)
 						c.prob.N, c.set.Method = n, ms[0]
-						a, _ = gradKernelAttrs(b, c, tun)
+						kop := ode.OpGrad
+						if strings.HasPrefix(op, "solveto") {
+							kop = ode.OpSolve
+						}
+						a, _ = kernelAttrs(b, c, kop, tun)
 						saveSplitAttrs[key] = a
 					}
 					b.ReportMetric(float64(a.Registers), "regs")

@@ -190,7 +190,14 @@ func wideKernelAttrs(b *testing.B, c engineCase, tun Tuning) driver.KernelAttrs 
 // for that device with the engine's options.
 func gradKernelAttrs(b *testing.B, c engineCase, tun Tuning) (driver.KernelAttrs, kernelgen.Config) {
 	b.Helper()
-	j := jobOf(b, c, ode.OpGrad)
+	return kernelAttrs(b, c, ode.OpGrad, tun)
+}
+
+// kernelAttrs is gradKernelAttrs for the kernel of operation op
+// (ode.OpGrad, or any other for a solve's).
+func kernelAttrs(b *testing.B, c engineCase, op ode.Op, tun Tuning) (driver.KernelAttrs, kernelgen.Config) {
+	b.Helper()
+	j := jobOf(b, c, op)
 	sp, err := kernelgen.NewStepPrograms(j.Plan)
 	if err != nil {
 		b.Fatal(err)

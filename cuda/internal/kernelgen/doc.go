@@ -57,7 +57,10 @@
 // warp's lanes, or a tile, alike), whose coefficients the save times of
 // the accepted step read, with no dense step recomputing it; a step's save
 // times are set four at a time (gs_step_saves: their loads, quotients and
-// interpolants independent); and the adjoint finds the save times on a
+// interpolants independent, the quotients from the step's reciprocal with
+// two corrections, gs_quot, the division's bits without its branch, so
+// that a group's chains interleave in one block; Config.DivideSaves
+// divides, as before session 49); and the adjoint finds the save times on a
 // step from the save times and the step's stored t (gs_dense_first_save),
 // not from a per-trajectory array of their steps. The sweep is
 // software-pipelined over the steps: a step's stored t is read two steps

@@ -178,9 +178,21 @@ GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const 
 
 // gs_inside reports whether a save time from k on lies inside the step
 // from t of size h: then its coefficients are needed.
+{{- if not .DivideSaves}} Without dividing:
+// (tau - t) / h is 0 only where tau - t is 0 (and h neither 0 nor NaN,
+// which make every quotient NaN) or where it underflows, so the test is
+// true wherever the quotient's is (and where it underflows, computing
+// coefficients that no save time reads: the same results).
+{{- end}}
 GS_DEVICE bool gs_inside(const gs_args& a, int k, gs_real t, gs_real h) {
+{{- if .DivideSaves}}
   for (; k < GS_K && a.saveat[k] < t + h; k++)
     if ((a.saveat[k] - t) / h != 0) return true;
+{{- else}}
+  const bool nan = !(h != 0);
+  for (; k < GS_K && a.saveat[k] < t + h; k++)
+    if (a.saveat[k] - t != 0 || nan) return true;
+{{- end}}
   return false;
 }
 
@@ -195,6 +207,7 @@ GS_DEVICE void gs_interp(const gs_real* y, const gs_real* w, gs_real theta, gs_r
   }
 }
 
+{{if .DivideSaves -}}
 // gs_step_saves sets the save times k, k+1, ... that lie on step s from
 // (t, y) of size h, whose coefficients are w (read only where one lies
 // inside it), and advances k past them. It takes them GS_SAVE_GROUP at a
@@ -252,6 +265,117 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
     if (m < GS_SAVE_GROUP) return;
   }
 }
+{{- else -}}
+// GS_QUOT_LO and GS_QUOT_HI bound the magnitudes for which gs_quot's
+// quotient is the division's: far from overflow, and from the
+// subnormals, where a correction's residual would not be exact.
+#ifdef GS_FLOAT32
+#define GS_QUOT_LO 0x1p-60f
+#define GS_QUOT_HI 0x1p60f
+#else
+#define GS_QUOT_LO 0x1p-900
+#define GS_QUOT_HI 0x1p900
+#endif
+
+// gs_quot_in reports whether v is finite and its magnitude within
+// gs_quot's range.
+GS_DEVICE bool gs_quot_in(gs_real v) { return fabs(v) >= GS_QUOT_LO && fabs(v) <= GS_QUOT_HI; }
+
+// gs_quot returns x / h rounded to nearest, bit for bit the division's,
+// from r = 1 / h (rounded to nearest: a division) where h, x and x * r
+// are in range (gs_quot_in; the caller tests them, and divides where
+// they are not): q0 = x * r is within two units in the last place, a
+// correction by its residual x - h*q0 (a fused multiply-add) makes it
+// faithful, and a second, by Markstein's theorem (r within half a unit
+// of 1/h, the quotient within one of x/h: the residual exact), rounds it
+// correctly.
+GS_DEVICE gs_real gs_quot(gs_real x, gs_real h, gs_real r) {
+  const gs_real q0 = x * r;
+  const gs_real q1 = fma(fma(-q0, h, x), r, q0);
+  return fma(fma(-q1, h, x), r, q1);
+}
+
+// gs_step_saves sets the save times k, k+1, ... that lie on step s from
+// (t, y) of size h, whose coefficients are w (read only where one lies
+// inside it), and advances k past them. It takes them GS_SAVE_GROUP at a
+// time: their times' loads, quotients and interpolants are independent,
+// and the save times are sorted, so those on the step are the group's
+// first m. A group's quotients are one straight run of multiplications
+// and fused multiply-adds from the step's reciprocal (gs_quot, no
+// division's branch between them), and so are its interpolants (every
+// slot's, those not read replaced by selects): where a device thread's
+// dependent instructions wait in turn, the group's chains then
+// interleave.
+{{- if .KeepThetas}} Their quotients
+// theta go to a.tb as well, where a gradient's reverse sweep reads them
+// (kernelPlan.KeepThetas).
+{{- end}}
+#define GS_SAVE_GROUP 4
+GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
+                             const gs_real* w{{template "fold-param" .}}) {
+  const gs_real end = t + h;
+  // None on the step: no reciprocal (one division a step that has some).
+  if (k >= GS_K || !(a.saveat[k] < end)) return;
+  const gs_real r = (gs_real)1 / h;
+  const bool hin = h >= GS_QUOT_LO && h <= GS_QUOT_HI;
+  while (k < GS_K) {
+    gs_real tau[GS_SAVE_GROUP];
+    int m = 0;
+    for (int j = 0; j < GS_SAVE_GROUP; j++) {
+      tau[j] = a.saveat[k + j < GS_K ? k + j : GS_K - 1];
+      m += k + j < GS_K && tau[j] < end;
+    }
+    if (m == 0) return;
+    // The group's quotients by the reciprocal, each the division's
+    // (gs_quot), where its inputs are in range: the save times are
+    // sorted and r > 0, so x = tau - t and x * r grow with j, and the
+    // group's first and last bound them (its slots past m included);
+    // else divided.
+    gs_real x[GS_SAVE_GROUP], th[GS_SAVE_GROUP];
+    for (int j = 0; j < GS_SAVE_GROUP; j++) {
+      x[j] = tau[j] - t;
+      th[j] = gs_quot(x[j], h, r);
+    }
+    if (!(hin && x[0] >= GS_QUOT_LO && x[0] * r >= GS_QUOT_LO && x[GS_SAVE_GROUP - 1] * r <= GS_QUOT_HI))
+      for (int j = 0; j < GS_SAVE_GROUP; j++) th[j] = x[j] / h;
+    // The save times inside the step read the extension, those at theta
+    // = 0 are the state: every slot's interpolant computed and the state
+    // selected where it is not read (the coefficients w are read only
+    // where one of the group lies inside, as gs_inside found).
+    bool inside = false;
+    for (int j = 0; j < GS_SAVE_GROUP; j++) inside = inside || (j < m && th[j] != 0);
+    gs_real out[GS_SAVE_GROUP][GS_D];
+    if (inside) {
+      for (int j = 0; j < GS_SAVE_GROUP; j++) {
+        gs_interp(y, w, th[j], out[j]);
+        const bool on = j < m && th[j] != 0;
+        for (int c = 0; c < GS_D; c++) out[j][c] = on ? out[j][c] : y[c];
+      }
+    } else {
+      for (int j = 0; j < GS_SAVE_GROUP; j++)
+        for (int c = 0; c < GS_D; c++) out[j][c] = y[c];
+    }
+    if (GS_WRITER)
+{{- if .OldSaves}}
+      for (int j = 0; j < m; j++) gs_save_state(a, k + j, i, s, out[j]{{template "fold-arg" .}});
+{{- else}}
+      // (Constant bounds: the loop unrolled, out indexed by constants,
+      // in registers; with bounds m the compiler may keep it in local
+      // memory.)
+      for (int j = 0; j < GS_SAVE_GROUP; j++)
+        if (j < m) gs_save_state(a, k + j, i, s, out[j]{{template "fold-arg" .}});
+{{- end}}
+{{- if .KeepThetas}}
+    // The group's quotients, for the reverse sweep (KeepThetas: a.tb).
+    if (GS_WRITER)
+      for (int j = 0; j < GS_SAVE_GROUP; j++)
+        if (j < m) a.tb[(long long)(k + j) * a.n + i] = th[j];
+{{- end}}
+    k += m;
+    if (m < GS_SAVE_GROUP) return;
+  }
+}
+{{- end}}
 {{- if and .Adaptive (not .ShareFwd) (not .SwitchTrial) (not .Wide)}}
 
 // gs_saves sets the save times on accepted step s from (t, y) of size h of

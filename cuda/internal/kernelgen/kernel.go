@@ -252,6 +252,17 @@ type Config struct {
 	// BenchmarkGPUSaveSplit's -thetas rows; on the host backend it was
 	// slower, and it holds K·n more reals).
 	KeepThetas bool
+	// DivideSaves keeps a dense step's save times' quotients theta =
+	// (tau - t) / h in the form before session 49: a division each,
+	// each save time's interpolant under its own test, and a division in
+	// gs_inside; where by default gs_step_saves computes a group's
+	// quotients from the step's reciprocal with two corrections
+	// (gs_quot: bit for bit the division's, dividing where an input is out
+	// of its range) and every slot's interpolant, selecting the state
+	// where it is not read, and gs_inside tests tau - t. The same results
+	// bit for bit (package cuda's private Tuning.divideSaves: the switch
+	// of the device's comparison, BenchmarkGPUSaveSplit's -divsaves rows).
+	DivideSaves bool
 	// WideScalars (with Wide, without WideShared) is the most replicated
 	// float64 values (a wide function's scalars outside its component
 	// loops, every lane's alike) kept live in registers at once; the
@@ -434,6 +445,9 @@ var storeCotsKey = map[bool]string{true: "storecots "}
 // oldSavesKey is Config.OldSaves's part of a Key, likewise.
 var oldSavesKey = map[bool]string{true: "oldsaves "}
 
+// divideSavesKey is Config.DivideSaves's part of a Key, likewise.
+var divideSavesKey = map[bool]string{true: "dividesaves "}
+
 // ungroupedKey is Config.UngroupedCots's part of a Key, likewise.
 var ungroupedKey = map[bool]string{true: "ungrouped "}
 
@@ -494,7 +508,7 @@ func (v Config) threadBoundsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+divideSavesKey[v.DivideSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
