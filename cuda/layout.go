@@ -303,6 +303,13 @@ type Tuning struct {
 	// device's comparison (BenchmarkGPUSaveSplit's -thetas rows). The
 	// same results bit for bit.
 	keepThetas bool
+	// divideSaves keeps every quotient of a dense step's save times a
+	// division of its own (kernelgen.Config.DivideSaves), as before
+	// session 49, where by default they come from one reciprocal of the
+	// step's size a step: for the device's comparison
+	// (BenchmarkGPUSaveSplit's -divide rows). The same results bit for
+	// bit.
+	divideSaves bool
 	// compareEach compares a launch's inputs run ahead (sameHeld) one
 	// input after the other with par.Equal, as before session 47 (an
 	// array of up to par.FirstSerial elements on one core: the events
@@ -520,6 +527,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.UngroupedCots = tun.ungroupedCots && v.Grad
 	v.KeepThetas = tun.keepThetas && v.Grad
 	v.OldSaves = tun.oldSaves && v.Saves > 0
+	v.DivideSaves = tun.divideSaves && v.Saves > 0
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || tun.Layout == LayoutWide || v.Events:

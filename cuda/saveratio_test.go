@@ -53,8 +53,13 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // (adjoint.cuh's gs_save_cots). The -thetas variants of grad and
 // grad-kept run the gradient kernel whose reverse sweep reads each save
 // time's quotient theta as the forward pass kept it (Tuning.keepThetas,
-// kernelgen's KeepThetas), where the others divide again. grad-kept and
-// its -ungrouped and -thetas rows also report
+// kernelgen's KeepThetas), where the others divide again. The -divide
+// variants of grad, grad-kept and solveto-kept compute every save time's
+// quotient with a division of its own (Tuning.divideSaves, the form
+// before session 49), where the others compute a step's save times'
+// quotients from one reciprocal of its size (kernelgen's gs_rcp and
+// gs_quot), in the forward pass and the sweep. grad-kept and its
+// -ungrouped, -thetas and -divide rows also report
 // their gradient kernel's registers ("regs") and local memory a thread
 // ("local-B": spills and local arrays).
 // solveto-kept-old and grad-kept-old are solveto-kept and
@@ -78,7 +83,8 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
 	engines := saveSplitEngines{engine: "cuda", stored: tuned(b, "cuda", Tuning{StoreSaveCots: true}), old: tuned(b, "cuda", Tuning{oldSaves: true}),
-		ungrouped: tuned(b, "cuda", Tuning{ungroupedCots: true}), thetas: tuned(b, "cuda", Tuning{keepThetas: true})}
+		ungrouped: tuned(b, "cuda", Tuning{ungroupedCots: true}), thetas: tuned(b, "cuda", Tuning{keepThetas: true}),
+		divide: tuned(b, "cuda", Tuning{divideSaves: true})}
 	benchSaveSplit(b, engines, 4096, []ode.Method{ode.Tsit5})
 	b.Run("Vern7", func(b *testing.B) { benchSaveSplit(b, engines, 4096, []ode.Method{ode.Vern7}) })
 }
@@ -96,34 +102,35 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 func BenchmarkHostSaveSplit(b *testing.B) {
 	needHost(b)
 	benchSaveHostOnce.Do(func() {
-		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped", "cuda-host-o2-bench-thetas"} {
+		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped", "cuda-host-o2-bench-thetas", "cuda-host-o2-bench-divide"} {
 			e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 32)}
 			e.be.(*hostBackend).optimize = true
 			tun := envTuning()
-			tun.WaitForCompile, tun.StoreSaveCots, tun.oldSaves, tun.ungroupedCots, tun.keepThetas = true, k == 1, k == 2, k == 3, k == 4
+			tun.WaitForCompile, tun.StoreSaveCots, tun.oldSaves, tun.ungroupedCots, tun.keepThetas, tun.divideSaves = true, k == 1, k == 2, k == 3, k == 4, k == 5
 			e.SetTuning(tun)
 			ode.Register(e)
 			benchSaveHost[k] = e
 		}
 	})
 	engines := saveSplitEngines{engine: benchSaveHost[0].Name(), stored: benchSaveHost[1].Name(), old: benchSaveHost[2].Name(),
-		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name()}
+		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name(), divide: benchSaveHost[5].Name()}
 	benchSaveSplit(b, engines, 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
 // benchSaveHost are BenchmarkHostSaveSplit's engines, registered at its
 // first run: cuda-host with kernels compiled with -O2, no memo, and the
 // same with Tuning.StoreSaveCots, with Tuning.oldSaves, with
-// Tuning.ungroupedCots and with Tuning.keepThetas.
+// Tuning.ungroupedCots, with Tuning.keepThetas and with
+// Tuning.divideSaves.
 var (
 	benchSaveHostOnce sync.Once
-	benchSaveHost     [5]*Engine
+	benchSaveHost     [6]*Engine
 )
 
 // saveSplitAttrOps are the rows of BenchmarkGPUSaveSplit that report
 // their gradient kernel's registers and local memory, with the tuning of
 // their engine's kernel.
-var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-thetas": {keepThetas: true}}
+var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-thetas": {keepThetas: true}, "grad-kept-divide": {divideSaves: true}}
 
 // saveSplitAttrs are the kernels' resources BenchmarkGPUSaveSplit reports,
 // by method, save times and row.
@@ -132,9 +139,10 @@ var saveSplitAttrs = map[string]driver.KernelAttrs{}
 // saveSplitEngines are the engines of benchSaveSplit's variants: engine
 // the default; stored (the -tb variants) with Tuning.StoreSaveCots; old
 // (-old) with Tuning.oldSaves; ungrouped (-ungrouped) with
-// Tuning.ungroupedCots; thetas (-thetas) with Tuning.keepThetas.
+// Tuning.ungroupedCots; thetas (-thetas) with Tuning.keepThetas; divide
+// (-divide) with Tuning.divideSaves.
 type saveSplitEngines struct {
-	engine, stored, old, ungrouped, thetas string
+	engine, stored, old, ungrouped, thetas, divide string
 }
 
 // benchSaveSplit runs BenchmarkGPUSaveSplit's calls on the engines e, for
@@ -195,13 +203,23 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	set.Engine = e.divide
+	svKeepDivide, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	set.KeepSaves = false
+	svDivide, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, k := range []int{1, 1000} {
 		ts := make([]float64, k)
 		for j := range ts {
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas", "grad-divide", "grad-kept-divide", "solveto-kept-divide"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -222,6 +240,10 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 					solver = svThetas
 				case op == "grad-kept-thetas":
 					solver = svKeepThetas
+				case op == "grad-divide":
+					solver = svDivide
+				case op == "grad-kept-divide" || op == "solveto-kept-divide":
+					solver = svKeepDivide
 				case strings.HasSuffix(op, "-kept-old"):
 					solver = svKeepOld
 				case strings.Contains(op, "-kept"):

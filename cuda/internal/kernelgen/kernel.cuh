@@ -206,10 +206,19 @@ GS_DEVICE void gs_interp(const gs_real* y, const gs_real* w, gs_real theta, gs_r
 // theta go to a.tb as well, where a gradient's reverse sweep reads them
 // (kernelPlan.KeepThetas).
 {{- end}}
+{{- if not .DivideSaves}}
+// The quotients
+// come from one reciprocal of h a step (gs_rcp, gs_quot: the divisions'
+// results bit for bit, a group's four without a branch between them),
+// where each was a division of its own (Config.DivideSaves).
+{{- end}}
 #define GS_SAVE_GROUP 4
 GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
                              const gs_real* w{{template "fold-param" .}}) {
   const gs_real end = t + h;
+{{- if not .DivideSaves}}
+  const gs_real rh = gs_rcp(h);
+{{- end}}
   while (k < GS_K) {
     gs_real tau[GS_SAVE_GROUP];
     int m = 0;
@@ -219,6 +228,7 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
     }
     if (m == 0) return;
     gs_real out[GS_SAVE_GROUP][GS_D];
+{{- if .DivideSaves}}
 {{- if .KeepThetas}}
     gs_real th[GS_SAVE_GROUP];
 {{- end}}
@@ -232,6 +242,21 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
       else
         for (int c = 0; c < GS_D; c++) out[j][c] = y[c];
     }
+{{- else}}
+    // Every slot's quotient (those past m are unused), then the
+    // divisions only where gs_quot did not apply to one of them.
+    gs_real th[GS_SAVE_GROUP];
+    bool quot = true;
+    for (int j = 0; j < GS_SAVE_GROUP; j++) quot &= gs_quot(tau[j] - t, h, rh, &th[j]);
+    if (!quot)
+      for (int j = 0; j < GS_SAVE_GROUP; j++) th[j] = (tau[j] - t) / h;
+    for (int j = 0; j < GS_SAVE_GROUP; j++) {
+      if (j < m && th[j] != 0)
+        gs_interp(y, w, th[j], out[j]);
+      else
+        for (int c = 0; c < GS_D; c++) out[j][c] = y[c];
+    }
+{{- end}}
     if (GS_WRITER)
 {{- if .OldSaves}}
       for (int j = 0; j < m; j++) gs_save_state(a, k + j, i, s, out[j]{{template "fold-arg" .}});

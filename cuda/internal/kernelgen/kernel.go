@@ -297,6 +297,18 @@ type Config struct {
 	// Tuning.ungroupedCots: the switch of the device's comparison,
 	// BenchmarkGPUSaveSplit's -ungrouped rows).
 	UngroupedCots bool
+	// DivideSaves keeps every quotient theta = (tau - t) / h of a dense
+	// step's save times an IEEE division of its own, in the forward
+	// pass's gs_step_saves and the grouped reverse sweep's gs_coef_bar
+	// (the form before session 49), where by default each step's size
+	// has one correctly rounded reciprocal (prelude's gs_rcp) from which
+	// its save times' quotients are computed (gs_quot: the same quotient
+	// bit for bit, five dependent operations and no branch, where the
+	// division's own reciprocal, its refinement and its test and branch
+	// to the slow path came once a save time). The same results bit for
+	// bit (package cuda's private Tuning.divideSaves: the switch of the
+	// device's comparison, BenchmarkGPUSaveSplit's -divide rows).
+	DivideSaves bool
 	// WidePivots (with Wide, without WideDenseLU) is a predicted pivot
 	// sequence of the sparse factors (package cuda's Pollution: "5>6
 	// 6>7", ParsePivots): a factor of a matrix of more rows than its
@@ -419,6 +431,9 @@ var ungroupedKey = map[bool]string{true: "ungrouped "}
 // thetasKey is Config.KeepThetas's part of a Key, likewise.
 var thetasKey = map[bool]string{true: "thetas "}
 
+// divideSavesKey is Config.DivideSaves's part of a Key, likewise.
+var divideSavesKey = map[bool]string{true: "divsaves "}
+
 // wideRegsKey is Config.WideScalars's, WideMinBlocks's, WideMinSplit's,
 // WideLanes's, WideDenseLU's and WidePivots's part of a Key
 // (none at their defaults, so that the keys of other kernels stay as
@@ -467,7 +482,7 @@ func (v Config) threadBoundsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad]+divideSavesKey[v.DivideSaves && v.Saves > 0], v.lossKey)
 }
 
 // StepPrograms are the plan's programs a kernel calls.
