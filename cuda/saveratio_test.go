@@ -58,8 +58,12 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // quotient with a division of its own (Tuning.divideSaves, the form
 // before session 49), where the others compute a step's save times'
 // quotients from one reciprocal of its size (kernelgen's gs_rcp and
-// gs_quot), in the forward pass and the sweep. grad-kept and its
-// -ungrouped, -thetas and -divide rows also report
+// gs_quot), in the forward pass and the sweep. grad-kept-full is
+// grad-kept with its kernels compiled at full optimisation
+// (Tuning.FastCompile "none": Vern7's gradient kernels of Kepler, about
+// 350 kB of source, are otherwise compiled with --ptxas-options=-O1,
+// from defaultFastCompileFrom, with 1 save time and with 1,000).
+// grad-kept and its -ungrouped, -thetas, -divide and -full rows also report
 // their gradient kernel's registers ("regs") and local memory a thread
 // ("local-B": spills and local arrays).
 // solveto-kept-old and grad-kept-old are solveto-kept and
@@ -84,7 +88,7 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
 	engines := saveSplitEngines{engine: "cuda", stored: tuned(b, "cuda", Tuning{StoreSaveCots: true}), old: tuned(b, "cuda", Tuning{oldSaves: true}),
 		ungrouped: tuned(b, "cuda", Tuning{ungroupedCots: true}), thetas: tuned(b, "cuda", Tuning{keepThetas: true}),
-		divide: tuned(b, "cuda", Tuning{divideSaves: true})}
+		divide: tuned(b, "cuda", Tuning{divideSaves: true}), full: tuned(b, "cuda", Tuning{FastCompile: "none"})}
 	benchSaveSplit(b, engines, 4096, []ode.Method{ode.Tsit5})
 	b.Run("Vern7", func(b *testing.B) { benchSaveSplit(b, engines, 4096, []ode.Method{ode.Vern7}) })
 }
@@ -113,7 +117,7 @@ func BenchmarkHostSaveSplit(b *testing.B) {
 		}
 	})
 	engines := saveSplitEngines{engine: benchSaveHost[0].Name(), stored: benchSaveHost[1].Name(), old: benchSaveHost[2].Name(),
-		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name(), divide: benchSaveHost[5].Name()}
+		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name(), divide: benchSaveHost[5].Name(), full: benchSaveHost[0].Name()}
 	benchSaveSplit(b, engines, 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
@@ -130,7 +134,7 @@ var (
 // saveSplitAttrOps are the rows of BenchmarkGPUSaveSplit that report
 // their gradient kernel's registers and local memory, with the tuning of
 // their engine's kernel.
-var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-thetas": {keepThetas: true}, "grad-kept-divide": {divideSaves: true}}
+var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-thetas": {keepThetas: true}, "grad-kept-divide": {divideSaves: true}, "grad-kept-full": {FastCompile: "none"}}
 
 // saveSplitAttrs are the kernels' resources BenchmarkGPUSaveSplit reports,
 // by method, save times and row.
@@ -140,9 +144,10 @@ var saveSplitAttrs = map[string]driver.KernelAttrs{}
 // the default; stored (the -tb variants) with Tuning.StoreSaveCots; old
 // (-old) with Tuning.oldSaves; ungrouped (-ungrouped) with
 // Tuning.ungroupedCots; thetas (-thetas) with Tuning.keepThetas; divide
-// (-divide) with Tuning.divideSaves.
+// (-divide) with Tuning.divideSaves; full (-full) with Tuning.FastCompile
+// "none" (on the host backend, which runs no NVRTC, the default engine).
 type saveSplitEngines struct {
-	engine, stored, old, ungrouped, thetas, divide string
+	engine, stored, old, ungrouped, thetas, divide, full string
 }
 
 // benchSaveSplit runs BenchmarkGPUSaveSplit's calls on the engines e, for
@@ -213,13 +218,18 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	set.Engine, set.KeepSaves = e.full, true
+	svKeepFull, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, k := range []int{1, 1000} {
 		ts := make([]float64, k)
 		for j := range ts {
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas", "grad-divide", "grad-kept-divide", "solveto-kept-divide"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas", "grad-divide", "grad-kept-divide", "solveto-kept-divide", "grad-kept-full"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -244,6 +254,8 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 					solver = svDivide
 				case op == "grad-kept-divide" || op == "solveto-kept-divide":
 					solver = svKeepDivide
+				case op == "grad-kept-full":
+					solver = svKeepFull
 				case strings.HasSuffix(op, "-kept-old"):
 					solver = svKeepOld
 				case strings.Contains(op, "-kept"):

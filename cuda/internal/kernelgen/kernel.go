@@ -231,6 +231,18 @@ type Config struct {
 	// BenchmarkGPUSaveSplit's -thetas rows; on the host backend it was
 	// slower, and it holds K·n more reals).
 	KeepThetas bool
+	// DivideSaves keeps every quotient theta = (tau - t) / h of a dense
+	// step's save times an IEEE division of its own, in the forward
+	// pass's gs_step_saves and the grouped reverse sweep's gs_coef_bar
+	// (the form before session 49), where by default each step's size
+	// has one correctly rounded reciprocal (prelude's gs_rcp) from which
+	// its save times' quotients are computed (gs_quot: the same quotient
+	// bit for bit, five dependent operations and no branch, where the
+	// division's own reciprocal, its refinement and its test and branch
+	// to the slow path came once a save time). The same results bit for
+	// bit (package cuda's private Tuning.divideSaves: the switch of the
+	// device's comparison, BenchmarkGPUSaveSplit's -divide rows).
+	DivideSaves bool
 	// WideScalars (with Wide, without WideShared) is the most replicated
 	// float64 values (a wide function's scalars outside its component
 	// loops, every lane's alike) kept live in registers at once; the
@@ -297,18 +309,6 @@ type Config struct {
 	// Tuning.ungroupedCots: the switch of the device's comparison,
 	// BenchmarkGPUSaveSplit's -ungrouped rows).
 	UngroupedCots bool
-	// DivideSaves keeps every quotient theta = (tau - t) / h of a dense
-	// step's save times an IEEE division of its own, in the forward
-	// pass's gs_step_saves and the grouped reverse sweep's gs_coef_bar
-	// (the form before session 49), where by default each step's size
-	// has one correctly rounded reciprocal (prelude's gs_rcp) from which
-	// its save times' quotients are computed (gs_quot: the same quotient
-	// bit for bit, five dependent operations and no branch, where the
-	// division's own reciprocal, its refinement and its test and branch
-	// to the slow path came once a save time). The same results bit for
-	// bit (package cuda's private Tuning.divideSaves: the switch of the
-	// device's comparison, BenchmarkGPUSaveSplit's -divide rows).
-	DivideSaves bool
 	// WidePivots (with Wide, without WideDenseLU) is a predicted pivot
 	// sequence of the sparse factors (package cuda's Pollution: "5>6
 	// 6>7", ParsePivots): a factor of a matrix of more rows than its
