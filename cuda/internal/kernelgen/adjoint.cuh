@@ -162,7 +162,7 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y
   bool any = false;
   for (int q = 0; q < GS_DW; q++) wb[q] = 0;
 {{- if not .DivideSaves}}
-  const gs_real rh = on ? gs_rcp(h) : (gs_real)0;
+  const gs_real rh = on && k0 < kq ? gs_rcp(h) : (gs_real)0;
 {{- end}}
   for (int k = k0; on && k < kq; k += GS_COT_GROUP) {
     gs_real tau[GS_COT_GROUP], yb[GS_COT_GROUP][GS_D], theta[GS_COT_GROUP];

@@ -217,6 +217,9 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
                              const gs_real* w{{template "fold-param" .}}) {
   const gs_real end = t + h;
 {{- if not .DivideSaves}}
+  // (No save time on the step, the loop's first pass would return: then
+  // no reciprocal either. Save times are sorted.)
+  if (k >= GS_K || !(a.saveat[k] < end)) return;
   const gs_real rh = gs_rcp(h);
 {{- end}}
   while (k < GS_K) {
