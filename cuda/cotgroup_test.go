@@ -202,3 +202,71 @@ func TestGPUKeptThetas(t *testing.T) {
 		})
 	}
 }
+
+// TestHostDivideSaves checks the save times' quotients from one
+// reciprocal of the step's size a step (prelude's gs_rcp and gs_quot,
+// the default) against a division a save time (Tuning.divideSaves:
+// kernelgen's Config.DivideSaves), in the forward pass's gs_step_saves
+// (solves, records and gradients) and the grouped sweep's gs_coef_bar,
+// on cotGroupCases (Kepler and Lorenz with Tsit5 and Vern7, a data loss,
+// shared parameters, save times at T0, on mesh points and repeated, where
+// x = tau - t is 0 and gs_quot refuses the group, groups of 4, 2 and 1,
+// d = 20 without a group): the switch's sources hold no gs_quot, the
+// default's gradient kernel does, and the solutions, losses and
+// gradients are the same bit for bit, with the record and on its mesh,
+// in the thread layout, on a simulated warp in the lanes layout (Vern7,
+// many save times) and in float32 (Lorenz's data loss).
+func TestHostDivideSaves(t *testing.T) {
+	needHost(t)
+	thread := Tuning{Layout: LayoutThread}
+	divide := Tuning{Layout: LayoutThread, divideSaves: true}
+	for _, tc := range cotGroupCases(6) {
+		c := tc.c
+		t.Run(c.name, func(t *testing.T) {
+			src := kernelSourceWith(t, c, ode.OpGrad, func(*kernelgen.Config) {})
+			old := kernelSourceWith(t, c, ode.OpGrad, func(v *kernelgen.Config) { v.DivideSaves = true })
+			if !strings.Contains(src, "gs_quot(tau[j] - t, h, rh") || strings.Contains(old, "gs_quot(tau") {
+				t.Fatal("gs_quot: in the default's forward pass, not with Config.DivideSaves")
+			}
+			if got := strings.Contains(src, "gs_quot(tau[j] - ts, h, rh"); got != (tc.group > 0) {
+				t.Fatalf("gs_quot in the grouped sweep %t, want %t", got, tc.group > 0)
+			}
+			sameRunsLoss(t, c, c.solver(t, tuned(t, "cuda-host", thread)), c.solver(t, tuned(t, "cuda-host", divide)), "divided quotients")
+			switch c.name {
+			case "lorenz-data":
+				c := c
+				c.set.RelTol, c.set.AbsTol = 1e-4, 1e-7
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-f32", thread)), c.solver(t, tuned(t, "cuda-host-f32", divide)))
+			case "lorenz-weighted-vern7", "lorenz-many-saves-grouped":
+				lanes := Tuning{Layout: LayoutLanes}
+				lanesDivide := lanes
+				lanesDivide.divideSaves = true
+				sameRuns(t, c, c.solver(t, tuned(t, "cuda-host-sim", lanes)), c.solver(t, tuned(t, "cuda-host-sim", lanesDivide)))
+			}
+		})
+	}
+}
+
+// TestGPUDivideSaves is TestHostDivideSaves' and
+// TestHostEngineDivideSaves' comparisons on the device ("cuda", 1,000
+// trajectories, the engine's layout for each case): the quotients from
+// one reciprocal a step (__drcp_rn and gs_quot) against
+// Tuning.divideSaves bit for bit but the shared gradients (to 1e-13
+// relative: the device adds them with atomics in no fixed order).
+//
+//	cuda.test -test.run 'TestGPUDivideSaves' -test.v
+func TestGPUDivideSaves(t *testing.T) {
+	needGPUEngine(t)
+	divide := tuned(t, "cuda", Tuning{divideSaves: true})
+	for _, tc := range cotGroupCases(1000) {
+		c := tc.c
+		t.Run(c.name, func(t *testing.T) {
+			sameRunsShared(t, c, c.solver(t, "cuda"), c.solver(t, divide), 1e-13)
+		})
+	}
+	for _, c := range divideSavesCases(t, 1000) {
+		t.Run(c.name, func(t *testing.T) {
+			sameRunsShared(t, c, c.solver(t, "cuda"), c.solver(t, divide), 1e-13)
+		})
+	}
+}

@@ -307,7 +307,8 @@ type Tuning struct {
 	// each save time's quotient theta = (tau - t) / h, one at a time
 	// with each interpolant under its own test, as before session 49
 	// (kernelgen.Config.DivideSaves), where by default a group's
-	// quotients come from the step's reciprocal (gs_quot) and its
+	// quotients come from the step's reciprocal (gs_quot; in the grouped
+	// sweep too) and its
 	// interpolants are computed together: for the device's comparison
 	// (BenchmarkGPUSaveSplit's -divsaves rows). The same results bit for
 	// bit.

@@ -59,9 +59,15 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // interpolant under its own test (Tuning.divideSaves, the form before
 // session 49), where the others take a group's quotients from the step's
 // reciprocal (kernelgen's gs_quot, the same bits) and its interpolants
-// together. grad-kept, solveto-kept and their -ungrouped, -thetas and
-// -divsaves rows also report their kernel's registers ("regs") and local
-// memory a thread ("local-B": spills and local arrays).
+// together; in the sweep too, the grouped save times' quotients come
+// from the step's reciprocal. grad-kept-full is grad-kept with its
+// kernels compiled at full optimisation (Tuning.FastCompile "none":
+// Vern7's gradient kernels of Kepler, about 350 kB of source, are
+// otherwise compiled with --ptxas-options=-O1, from
+// defaultFastCompileFrom). grad-kept, solveto-kept and their -ungrouped,
+// -thetas, -divsaves and -full rows also report their kernel's
+// registers ("regs") and local memory a thread ("local-B": spills and
+// local arrays).
 // solveto-kept-old and grad-kept-old are solveto-kept and
 // grad-kept with the saved states in the form before session 46
 // (Tuning.oldSaves: every save time's step written in a solve too, a
@@ -88,7 +94,7 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
 	engines := saveSplitEngines{engine: "cuda", stored: tuned(b, "cuda", Tuning{StoreSaveCots: true}), old: tuned(b, "cuda", Tuning{oldSaves: true}),
 		ungrouped: tuned(b, "cuda", Tuning{ungroupedCots: true}), thetas: tuned(b, "cuda", Tuning{keepThetas: true}),
-		divsaves: tuned(b, "cuda", Tuning{divideSaves: true})}
+		divsaves: tuned(b, "cuda", Tuning{divideSaves: true}), full: tuned(b, "cuda", Tuning{FastCompile: "none"})}
 	benchSaveSplit(b, engines, 4096, []ode.Method{ode.Tsit5})
 	b.Run("Vern7", func(b *testing.B) { benchSaveSplit(b, engines, 4096, []ode.Method{ode.Vern7}) })
 }
@@ -117,7 +123,7 @@ func BenchmarkHostSaveSplit(b *testing.B) {
 		}
 	})
 	engines := saveSplitEngines{engine: benchSaveHost[0].Name(), stored: benchSaveHost[1].Name(), old: benchSaveHost[2].Name(),
-		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name(), divsaves: benchSaveHost[5].Name()}
+		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name(), divsaves: benchSaveHost[5].Name(), full: benchSaveHost[0].Name()}
 	benchSaveSplit(b, engines, 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
@@ -135,7 +141,7 @@ var (
 // their kernel's registers and local memory (a solve's for the solveto
 // rows, else the gradient's), with the tuning of their engine's kernel.
 var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-thetas": {keepThetas: true},
-	"grad-kept-divsaves": {divideSaves: true}, "solveto-kept": {}, "solveto-kept-divsaves": {divideSaves: true}}
+	"grad-kept-divsaves": {divideSaves: true}, "solveto-kept": {}, "solveto-kept-divsaves": {divideSaves: true}, "grad-kept-full": {FastCompile: "none"}}
 
 // saveSplitAttrs are the kernels' resources BenchmarkGPUSaveSplit reports,
 // by method, save times and row.
@@ -145,9 +151,11 @@ var saveSplitAttrs = map[string]driver.KernelAttrs{}
 // the default; stored (the -tb variants) with Tuning.StoreSaveCots; old
 // (-old) with Tuning.oldSaves; ungrouped (-ungrouped) with
 // Tuning.ungroupedCots; thetas (-thetas) with Tuning.keepThetas;
-// divsaves (-divsaves) with Tuning.divideSaves.
+// divsaves (-divsaves) with Tuning.divideSaves; full (-full) with
+// Tuning.FastCompile "none" (on the host backend, which runs no NVRTC,
+// the default engine).
 type saveSplitEngines struct {
-	engine, stored, old, ungrouped, thetas, divsaves string
+	engine, stored, old, ungrouped, thetas, divsaves, full string
 }
 
 // benchSaveSplit runs BenchmarkGPUSaveSplit's calls on the engines e, for
@@ -213,13 +221,18 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	set.Engine = e.full
+	svKeepFull, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, k := range []int{1, 1000} {
 		ts := make([]float64, k)
 		for j := range ts {
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas", "solveto-kept-divsaves", "grad-kept-divsaves"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas", "solveto-kept-divsaves", "grad-kept-divsaves", "grad-kept-full"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -242,6 +255,8 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 					solver = svKeepThetas
 				case strings.HasSuffix(op, "-kept-divsaves"):
 					solver = svKeepDivSaves
+				case op == "grad-kept-full":
+					solver = svKeepFull
 				case strings.HasSuffix(op, "-kept-old"):
 					solver = svKeepOld
 				case strings.Contains(op, "-kept"):

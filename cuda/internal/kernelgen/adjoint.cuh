@@ -146,6 +146,11 @@ GS_DEVICE void gs_save_cots(const gs_args& a, const gs_real* sh, const gs_real* 
 // order as the stored form's loop: the powers of theta are the same
 // products (theta, theta*theta, ...), once a save time, not once a
 // component.
+{{- if not .DivideSaves}}
+// The quotients come from one reciprocal of h a step (gs_rcp, gs_quot:
+// the divisions' results bit for bit, without a branch between a
+// group's), where each was a division (Config.DivideSaves).
+{{- end}}
 {{- if .KeepThetas}}
 // With kept set (KeepThetas: the steps after step 0) the quotients are
 // the forward pass's (a.tb, read with the group's cotangents, asked for a
@@ -156,6 +161,9 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y
                            long long i, bool on, int k0, int kq, gs_real ts, gs_real h,{{if .KeepThetas}} bool kept,{{end}} gs_real* wb) {
   bool any = false;
   for (int q = 0; q < GS_DW; q++) wb[q] = 0;
+{{- if not .DivideSaves}}
+  const gs_real rh = on && k0 < kq ? gs_rcp(h) : (gs_real)0;
+{{- end}}
   for (int k = k0; on && k < kq; k += GS_COT_GROUP) {
     gs_real tau[GS_COT_GROUP], yb[GS_COT_GROUP][GS_D], theta[GS_COT_GROUP];
     gs_save_cots(a, sh, y, p, sc, i, k, kq, tau, yb);
@@ -164,7 +172,18 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, const gs_real* sh, const gs_real* y
       for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = a.tb[(long long)(k + j < kq ? k + j : kq - 1) * a.n + i];
     else
 {{- end}}
+{{- if .DivideSaves}}
     for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = k + j < kq ? (tau[j] - ts) / h : (gs_real)0;
+{{- else}}
+    {
+      // Every slot's quotient (those past kq - 1 repeat kq - 1's and
+      // are skipped), the divisions only where gs_quot did not apply.
+      bool quot = true;
+      for (int j = 0; j < GS_COT_GROUP; j++) quot &= gs_quot(tau[j] - ts, h, rh, &theta[j]);
+      if (!quot)
+        for (int j = 0; j < GS_COT_GROUP; j++) theta[j] = k + j < kq ? (tau[j] - ts) / h : (gs_real)0;
+    }
+{{- end}}
     for (int j = 0; j < GS_COT_GROUP; j++) {
       if (k + j >= kq || theta[j] == 0) continue;
       any = true;

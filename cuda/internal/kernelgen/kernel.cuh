@@ -266,35 +266,6 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
   }
 }
 {{- else -}}
-// GS_QUOT_LO and GS_QUOT_HI bound the magnitudes for which gs_quot's
-// quotient is the division's: far from overflow, and from the
-// subnormals, where a correction's residual would not be exact.
-#ifdef GS_FLOAT32
-#define GS_QUOT_LO 0x1p-60f
-#define GS_QUOT_HI 0x1p60f
-#else
-#define GS_QUOT_LO 0x1p-900
-#define GS_QUOT_HI 0x1p900
-#endif
-
-// gs_quot_in reports whether v is finite and its magnitude within
-// gs_quot's range.
-GS_DEVICE bool gs_quot_in(gs_real v) { return fabs(v) >= GS_QUOT_LO && fabs(v) <= GS_QUOT_HI; }
-
-// gs_quot returns x / h rounded to nearest, bit for bit the division's,
-// from r = 1 / h (rounded to nearest: a division) where h, x and x * r
-// are in range (gs_quot_in; the caller tests them, and divides where
-// they are not): q0 = x * r is within two units in the last place, a
-// correction by its residual x - h*q0 (a fused multiply-add) makes it
-// faithful, and a second, by Markstein's theorem (r within half a unit
-// of 1/h, the quotient within one of x/h: the residual exact), rounds it
-// correctly.
-GS_DEVICE gs_real gs_quot(gs_real x, gs_real h, gs_real r) {
-  const gs_real q0 = x * r;
-  const gs_real q1 = fma(fma(-q0, h, x), r, q0);
-  return fma(fma(-q1, h, x), r, q1);
-}
-
 // gs_step_saves sets the save times k, k+1, ... that lie on step s from
 // (t, y) of size h, whose coefficients are w (read only where one lies
 // inside it), and advances k past them. It takes them GS_SAVE_GROUP at a
@@ -316,8 +287,7 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
   const gs_real end = t + h;
   // None on the step: no reciprocal (one division a step that has some).
   if (k >= GS_K || !(a.saveat[k] < end)) return;
-  const gs_real r = (gs_real)1 / h;
-  const bool hin = h >= GS_QUOT_LO && h <= GS_QUOT_HI;
+  const gs_real rh = gs_rcp(h);
   while (k < GS_K) {
     gs_real tau[GS_SAVE_GROUP];
     int m = 0;
@@ -326,18 +296,14 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
       m += k + j < GS_K && tau[j] < end;
     }
     if (m == 0) return;
-    // The group's quotients by the reciprocal, each the division's
-    // (gs_quot), where its inputs are in range: the save times are
-    // sorted and r > 0, so x = tau - t and x * r grow with j, and the
-    // group's first and last bound them (its slots past m included);
-    // else divided.
-    gs_real x[GS_SAVE_GROUP], th[GS_SAVE_GROUP];
-    for (int j = 0; j < GS_SAVE_GROUP; j++) {
-      x[j] = tau[j] - t;
-      th[j] = gs_quot(x[j], h, r);
-    }
-    if (!(hin && x[0] >= GS_QUOT_LO && x[0] * r >= GS_QUOT_LO && x[GS_SAVE_GROUP - 1] * r <= GS_QUOT_HI))
-      for (int j = 0; j < GS_SAVE_GROUP; j++) th[j] = x[j] / h;
+    // The group's quotients from the reciprocal, each the division's
+    // (gs_quot: every slot's, those past m unused), divided only where
+    // gs_quot did not apply to one of them.
+    gs_real th[GS_SAVE_GROUP];
+    bool quot = true;
+    for (int j = 0; j < GS_SAVE_GROUP; j++) quot &= gs_quot(tau[j] - t, h, rh, &th[j]);
+    if (!quot)
+      for (int j = 0; j < GS_SAVE_GROUP; j++) th[j] = (tau[j] - t) / h;
     // The save times inside the step read the extension, those at theta
     // = 0 are the state: every slot's interpolant computed and the state
     // selected where it is not read (the coefficients w are read only

@@ -255,11 +255,13 @@ type Config struct {
 	// DivideSaves keeps a dense step's save times' quotients theta =
 	// (tau - t) / h in the form before session 49: a division each,
 	// each save time's interpolant under its own test, and a division in
-	// gs_inside; where by default gs_step_saves computes a group's
-	// quotients from the step's reciprocal with two corrections
-	// (gs_quot: bit for bit the division's, dividing where an input is out
-	// of its range) and every slot's interpolant, selecting the state
-	// where it is not read, and gs_inside tests tau - t. The same results
+	// gs_inside, and a division each in the grouped reverse sweep's
+	// gs_coef_bar; where by default gs_step_saves and gs_coef_bar compute
+	// a group's quotients from the step's reciprocal with two corrections
+	// (prelude's gs_rcp and gs_quot: bit for bit the division's, dividing
+	// where an input is out of its range), gs_step_saves every slot's
+	// interpolant, selecting the state where it is not read, and
+	// gs_inside tests tau - t. The same results
 	// bit for bit (package cuda's private Tuning.divideSaves: the switch
 	// of the device's comparison, BenchmarkGPUSaveSplit's -divsaves rows).
 	DivideSaves bool

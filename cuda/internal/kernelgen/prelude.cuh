@@ -67,6 +67,52 @@ typedef double gs_real;
 #define GS_REAL_MAX 0x1.fffffffffffffp+1023
 #endif
 
+// gs_rcp returns 1/h rounded to nearest (the device's __drcp_rn: one
+// correctly rounded reciprocal, where a division costs a reciprocal's
+// refinement and its own test and branch to a slow path), from which
+// gs_quot computes quotients by h.
+GS_DEVICE gs_real gs_rcp(gs_real h) {
+#if defined(GS_CUDA) && defined(GS_FLOAT32)
+  return __frcp_rn(h);
+#elif defined(GS_CUDA)
+  return __drcp_rn(h);
+#else
+  return (gs_real)1 / h;
+#endif
+}
+
+// GS_QUOT_LO and GS_QUOT_HI bound the dividends and divisors of which
+// gs_quot computes the quotient: quotients and remainders stay normal,
+// far from overflow. GS_FMA is the precision's fused multiply-add.
+#ifdef GS_FLOAT32
+#define GS_QUOT_LO 0x1p-50f
+#define GS_QUOT_HI 0x1p50f
+#define GS_FMA fmaf
+#else
+#define GS_QUOT_LO 0x1p-450
+#define GS_QUOT_HI 0x1p450
+#define GS_FMA fma
+#endif
+
+// gs_quot sets *q to x/h, the division's result bit for bit, from
+// r = gs_rcp(h), and reports whether it could: |x| and |h| in
+// [GS_QUOT_LO, GS_QUOT_HI] (not 0, not NaN or infinite); else *q is
+// nothing and the caller divides. Five dependent operations, no branch:
+// q0 = x·r is within about an ulp of x/h, one correction (q0 plus the
+// remainder x - h·q0 times r, each an fma) makes it faithful (one of the
+// two reals bracketing x/h), and a second is then x/h rounded to nearest
+// by Markstein's theorem (r within half an ulp of 1/h, the remainder of
+// a faithful quotient exact in an fma: Muller et al., Handbook of
+// Floating-Point Arithmetic, the theorem on Newton-Raphson division
+// after Markstein).
+GS_DEVICE bool gs_quot(gs_real x, gs_real h, gs_real r, gs_real* q) {
+  gs_real q0 = x * r;
+  q0 = GS_FMA(GS_FMA(-h, q0, x), r, q0);
+  *q = GS_FMA(GS_FMA(-h, q0, x), r, q0);
+  const gs_real ax = fabs(x), ah = fabs(h);
+  return ax >= GS_QUOT_LO && ax <= GS_QUOT_HI && ah >= GS_QUOT_LO && ah <= GS_QUOT_HI;
+}
+
 // gs_nan returns a quiet NaN.
 GS_DEVICE gs_real gs_nan() { return (gs_real)(0.0 / 0.0); }
 

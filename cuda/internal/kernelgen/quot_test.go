@@ -1,174 +1,175 @@
 package kernelgen
 
 import (
-	"fmt"
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/big"
 	"math/rand/v2"
+	"os"
 	"os/exec"
-	"strings"
+	"path/filepath"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen/kerneltest"
-	"github.com/gradsolve-go/gradsolve/ode"
 )
 
-// quotMain is the host main of TestHostSaveQuotients: for argv[2] cases
-// of each of five kinds of (x, h) from the seed argv[1] (splitmix64), it
-// computes gs_quot where h and x * r are in its range (gs_quot_in) and
-// x at least its lower bound (as gs_step_saves tests them: x itself may
-// be any finite value above), compares it, bit for bit, with x / h, and
-// prints
-// per kind the cases compared, the mismatches and the first of them.
-// Kinds: 0, x a uniform fraction of h of any exponent up to ±40; 1, x
-// and h of any bits (every exponent, subnormals, infinities and NaNs: the
-// range test's edges); 2, h's significand all ones or near 1 (1/h near
-// a power of two) with x uniform below it; 3, x near h times a midpoint
-// of the precision (x/h close to a tie); 4, x and h
-// within a few binades of gs_quot's bounds, each side of them. With
-// argv[3] = 1 the corrections are left out (x * r: the test's check that
-// it tells a quotient off by a unit in the last place).
+// quotMain is a host main that reads pairs (x, h) of gs_real from argv[1]
+// and writes, for each, gs_quot(x, h, gs_rcp(h)) and whether it applied
+// (1 or 0, a gs_real) to argv[2].
 const quotMain = `
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-static unsigned long long gs_q_s;
-static unsigned long long gs_q_next() {
-  unsigned long long z = (gs_q_s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static double gs_q_unit() { return (double)(gs_q_next() >> 11) * 0x1p-53; }
-#ifdef GS_FLOAT32
-typedef unsigned int gs_bits;
-#define GS_P 24
-#define GS_EMAX 127
-#define GS_QB 60
-#else
-typedef unsigned long long gs_bits;
-#define GS_P 53
-#define GS_EMAX 1023
-#define GS_QB 900
-#endif
-static gs_bits gs_q_bits(gs_real v) { gs_bits b; memcpy(&b, &v, sizeof b); return b; }
-static gs_real gs_q_of(gs_bits b) { gs_real v; memcpy(&v, &b, sizeof v); return v; }
-// gs_q_sig is a significand in [1, 2) of random bits.
-static gs_real gs_q_sig() { return (gs_real)1 + (gs_real)ldexp((double)(gs_q_next() >> (64 - (GS_P - 1))), 1 - GS_P); }
-static gs_real gs_q_ulp(gs_real v) { int e; frexp(v, &e); return (gs_real)ldexp(1.0, e - GS_P); }
 int main(int argc, char** argv) {
-  gs_q_s = strtoull(argv[1], 0, 10);
-  const long long n = atoll(argv[2]);
-  const bool one = argc > 3 && atoi(argv[3]) == 1;
-  for (int kind = 0; kind < 5; kind++) {
-    long long compared = 0, bad = 0;
-    gs_real bx = 0, bh = 0;
-    for (long long c = 0; c < n; c++) {
-      gs_real x, h;
-      const gs_real sgn = (gs_q_next() & 1) ? (gs_real)-1 : (gs_real)1;
-      switch (kind) {
-      case 0:
-        h = sgn * (gs_real)ldexp(gs_q_sig(), (int)(gs_q_next() % 81) - 40);
-        x = (gs_real)gs_q_unit() * h;
-        break;
-      case 1:
-        x = gs_q_of((gs_bits)gs_q_next());
-        h = gs_q_of((gs_bits)gs_q_next());
-        break;
-      case 2: {
-        const gs_real k = (gs_real)(gs_q_next() % 64);
-        const gs_real s = (gs_q_next() & 1) ? (gs_real)2 - (gs_real)ldexp((double)(k + 1), 1 - GS_P) : (gs_real)1 + (gs_real)ldexp((double)k, 1 - GS_P);
-        h = sgn * (gs_real)ldexp(s, (int)(gs_q_next() % 41) - 20);
-        x = (gs_real)gs_q_unit() * h;
-        break;
-      }
-      case 3: {
-        h = sgn * (gs_real)ldexp(gs_q_sig(), (int)(gs_q_next() % 41) - 20);
-        const gs_real q = (gs_real)ldexp(gs_q_sig(), -1 - (int)(gs_q_next() % 20));
-        x = fma(q, h, (gs_real)0.5 * gs_q_ulp(q) * h);
-        break;
-      }
-      default: {
-        const int ex = ((gs_q_next() & 1) ? 1 : -1) * (GS_QB - 6 + (int)(gs_q_next() % 12));
-        const int eh = ((gs_q_next() & 1) ? 1 : -1) * (GS_QB - 6 + (int)(gs_q_next() % 12));
-        x = (gs_real)ldexp(gs_q_sig(), ex);
-        h = sgn * (gs_real)ldexp(gs_q_sig(), eh);
-        break;
-      }
-      }
-      const gs_real r = (gs_real)1 / h;
-      if (!gs_quot_in(h) || !(fabs(x) >= GS_QUOT_LO) || !gs_quot_in(x * r)) continue;
-      gs_real q = gs_quot(x, h, r);
-      if (one) q = x * r;
-      compared++;
-      if (gs_q_bits(q) != gs_q_bits(x / h)) {
-        if (bad++ == 0) bx = x, bh = h;
-      }
-    }
-    printf("%d %lld %lld %.17g %.17g\n", kind, compared, bad, (double)bx, (double)bh);
+  FILE* f = fopen(argv[1], "rb");
+  FILE* o = fopen(argv[2], "wb");
+  if (!f || !o) return 2;
+  gs_real in[2];
+  while (fread(in, sizeof in, 1, f) == 1) {
+    gs_real out[2] = {0, 0};
+    out[1] = gs_quot(in[0], in[1], gs_rcp(in[1]), &out[0]) ? 1 : 0;
+    fwrite(out, sizeof out, 1, o);
   }
+  fclose(o);
   return 0;
 }
 `
 
-// TestHostSaveQuotients checks gs_quot, the save times' quotients
-// theta = (tau - t) / h from the step's reciprocal (kernel.cuh): bit for
-// bit the division's wherever its range test passes, in float64 and
-// float32, on five kinds of inputs (quotMain), and that most cases of
-// the kinds in range pass the test (the fast path is what runs). Without
-// the corrections (x * r) it must find mismatches: the check can fail.
-// (With one correction it found none in these cases: the second is
-// there for Markstein's theorem, which needs a faithful quotient to
-// correct, where x * r can be two units off.)
-func TestHostSaveQuotients(t *testing.T) {
+// quotPairs returns the dividends and divisors TestQuotFromReciprocal
+// divides in precision p (53 or 24 bits): save-time quotients (tau - t
+// over h of steps from 1e-9 to 10), pairs across the whole range of
+// exponents gs_quot takes, pairs whose quotient lies within a
+// hundred-millionth of an ulp of a midpoint between two reals (the cases
+// where one correction less, or a reciprocal off by an ulp, rounds the
+// wrong way), exact ones, and the dividends and divisors gs_quot must
+// refuse (0, too small or large, infinite, NaN).
+func quotPairs(r *rand.Rand, p uint, n int) [][2]float64 {
+	round := func(x float64) float64 {
+		if p == 24 {
+			return float64(float32(x))
+		}
+		return x
+	}
+	lo, hi := 450, 450
+	if p == 24 {
+		lo, hi = 50, 50
+	}
+	var pairs [][2]float64
+	for range n {
+		// A step and a save time on it.
+		h := round(math.Pow(10, -9+10*r.Float64()))
+		t := round(r.Float64() * 100)
+		tau := round(t + h*r.Float64())
+		pairs = append(pairs, [2]float64{round(tau - t), h}, [2]float64{round(-(tau - t)), h})
+		// Any exponents in range, either sign.
+		x := round(math.Ldexp(1+r.Float64(), r.IntN(lo+hi-1)-lo+1))
+		y := round(math.Ldexp(1+r.Float64(), r.IntN(lo+hi-1)-lo+1))
+		if r.IntN(2) == 0 {
+			x = -x
+		}
+		if r.IntN(2) == 0 {
+			y = -y
+		}
+		pairs = append(pairs, [2]float64{x, y})
+		// x = h·m rounded, m a midpoint between two reals of precision
+		// p: x/h within a relative 2^-p of m, most near it.
+		q := round(math.Ldexp(1+r.Float64(), r.IntN(60)-30))
+		ulp := math.Ldexp(1, math.Ilogb(q)-int(p)+1)
+		m := new(big.Float).SetPrec(200).SetFloat64(q)
+		m.Add(m, new(big.Float).SetPrec(200).SetFloat64(ulp/2))
+		hb := new(big.Float).SetPrec(200).SetFloat64(y)
+		xm, _ := new(big.Float).SetPrec(p).SetMode(big.ToNearestEven).Mul(m, hb).Float64()
+		pairs = append(pairs, [2]float64{round(xm), y})
+		// Exact quotients.
+		pairs = append(pairs, [2]float64{round(q * math.Ldexp(1, r.IntN(20)-10)), math.Ldexp(1, r.IntN(20)-10)})
+	}
+	large := math.Ldexp(1, hi+1)
+	small := math.Ldexp(1, -lo-1)
+	for _, v := range []float64{0, math.Copysign(0, -1), small, -small, large, math.Inf(1), math.Inf(-1), math.NaN()} {
+		pairs = append(pairs, [2]float64{v, 3}, [2]float64{3, v})
+	}
+	return pairs
+}
+
+// TestQuotFromReciprocal checks the prelude's gs_quot, compiled as host
+// C++ (gs_rcp is then 1/h rounded to nearest, as the device's __drcp_rn
+// and __frcp_rn), in float64 and float32: where it applies, its quotient
+// is the division's bit for bit (Go's, IEEE's), on save-time quotients,
+// on pairs across the exponent range, on quotients within a
+// hundred-millionth of an ulp of a midpoint, and on exact ones (the
+// quotient x·r without its corrections fails it); it applies to every pair in
+// range and to none out of it (0, below GS_QUOT_LO, above GS_QUOT_HI,
+// infinite, NaN).
+func TestQuotFromReciprocal(t *testing.T) {
 	t.Parallel()
 	kerneltest.GXX(t)
-	sp, err := NewStepPrograms(widePlan(t, 4, ode.Tsit5))
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed := rand.New(rand.NewPCG(49, 4)).Uint64() >> 1
-	const n = 1_000_000
-	for _, prec := range []Precision{Float64, Float32} {
-		t.Run(fmt.Sprint(prec.Size()*8), func(t *testing.T) {
-			src, _, err := KernelSource(sp, Config{Adaptive: true, Saves: 10}, nil, prec)
-			if err != nil {
+	r := rand.New(rand.NewPCG(49, 3))
+	for _, tc := range []struct {
+		prec   Precision
+		p      uint
+		lo, hi float64
+	}{{Float64, 53, 0x1p-450, 0x1p450}, {Float32, 24, 0x1p-50, 0x1p50}} {
+		pairs := quotPairs(r, tc.p, 100_000)
+		var in bytes.Buffer
+		for _, pr := range pairs {
+			if tc.prec == Float32 {
+				binary.Write(&in, binary.LittleEndian, [2]float32{float32(pr[0]), float32(pr[1])})
+			} else {
+				binary.Write(&in, binary.LittleEndian, pr)
+			}
+		}
+		dir := t.TempDir()
+		exe := kerneltest.CompileHost(t, dir, NewSource(&SourceSettings{Precision: tc.prec}).String()+quotMain)
+		inFile, outFile := filepath.Join(dir, "in"), filepath.Join(dir, "out")
+		if err := os.WriteFile(inFile, in.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(exe, inFile, outFile).CombinedOutput(); err != nil {
+			t.Fatalf("precision %d: %v %s", tc.prec, err, out)
+		}
+		raw, err := os.ReadFile(outFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float64, 2*len(pairs))
+		if tc.prec == Float32 {
+			g32 := make([]float32, len(got))
+			if err := binary.Read(bytes.NewReader(raw), binary.LittleEndian, g32); err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(src, "gs_quot(") {
-				t.Fatal("no gs_quot in a dense kernel's source")
+			for j, v := range g32 {
+				got[j] = float64(v)
 			}
-			exe := kerneltest.CompileHost(t, t.TempDir(), src+quotMain)
-			for _, one := range []bool{false, true} { // one: x * r alone
-				arg := "0"
-				if one {
-					arg = "1"
-				}
-				out, err := exec.Command(exe, fmt.Sprint(seed), fmt.Sprint(n), arg).Output()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var mism int64
-				for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-					var kind int
-					var compared, bad int64
-					var bx, bh float64
-					if _, err := fmt.Sscan(line, &kind, &compared, &bad, &bx, &bh); err != nil {
-						t.Fatalf("output %q: %v", line, err)
-					}
-					mism += bad
-					if !one && bad > 0 {
-						t.Errorf("kind %d: %d of %d quotients not the division's, the first %v / %v", kind, bad, compared, bx, bh)
-					}
-					// Kinds 0, 2 and 3 lie in range (but for x = 0 and
-					// rare tiny fractions), kind 4 about half.
-					if min := map[int]int64{0: n * 9 / 10, 1: 1, 2: n * 9 / 10, 3: n * 9 / 10, 4: n / 16}[kind]; !one && compared < min {
-						t.Errorf("kind %d: %d of %d cases in range, want at least %d", kind, compared, n, min)
-					}
-				}
-				if one && mism == 0 {
-					t.Errorf("x * r: no quotient off: the check cannot tell a quotient off by a unit")
-				}
-				t.Logf("x * r alone %v: %s", one, strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "; "))
+		} else if err := binary.Read(bytes.NewReader(raw), binary.LittleEndian, got); err != nil {
+			t.Fatal(err)
+		}
+		inRange := func(v float64) bool { a := math.Abs(v); return a >= tc.lo && a <= tc.hi }
+		bad, applied := 0, 0
+		for j, pr := range pairs {
+			x, h := pr[0], pr[1]
+			want := x / h
+			if tc.prec == Float32 {
+				x, h = float64(float32(x)), float64(float32(h))
+				want = float64(float32(x) / float32(h))
 			}
-		})
+			ok := got[2*j+1] == 1
+			if ok != (inRange(x) && inRange(h)) {
+				t.Errorf("precision %d: gs_quot(%g, %g) applies %t, want %t", tc.prec, x, h, ok, !ok)
+				bad++
+			}
+			if !ok {
+				continue
+			}
+			applied++
+			if math.Float64bits(got[2*j]) != math.Float64bits(want) {
+				t.Errorf("precision %d: gs_quot(%x, %x) = %x, want %x", tc.prec, x, h, got[2*j], want)
+				bad++
+			}
+			if bad > 10 {
+				t.FailNow()
+			}
+		}
+		if applied < len(pairs)/2 {
+			t.Errorf("precision %d: gs_quot applied to %d of %d pairs", tc.prec, applied, len(pairs))
+		}
 	}
 }
