@@ -3,6 +3,7 @@ package kernelgen
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -415,6 +416,9 @@ func (w *wideEmitter) privatizeAll(code string) (string, int) {
 		w.e.src.helper(wideBlockHelper)
 		code = dedupSyncs(shadowShared(cacheInputs(blockLoops(code, blk))))
 	}
+	if w.e.src.wideBlocked && !w.e.src.wideRolled {
+		code = blockWindows(code)
+	}
 	return code, rows
 }
 
@@ -693,4 +697,284 @@ func forBlockedLines(lines []string, f func(i, n int)) {
 			f(i, n)
 		}
 	}
+}
+
+// Window loops blocked (session 49). A window loop (wide.go's loop: a
+// field VJP's carried cotangents, each carried value a function of the
+// last w repetitions' body values) runs, by default, repetition r on lane
+// r mod S, recomputing repetitions r − w … r − 1 from the carried
+// operands' first values: w + 1 repetitions a component. Blocked, lane l
+// runs a block of R consecutive repetitions in order, from the first
+// values w repetitions before its block: R + w repetitions for R
+// components. Each repetition's values are the same operations on the
+// same operands (the carried operands' values at a repetition depend on
+// the last w repetitions only, which both forms run before it), so the
+// same bits. The block follows the components the repetitions touch: a
+// loop whose repetition r reads its arrays' neighbours at component
+// K − r (Lorenz-96's reverse steps run the components backwards,
+// GS_WROT((K - gs_c), 0, k, n)) gives lane l the repetitions whose
+// components K − r lie in the lane's block of the n components
+// (l·R … l·R + R − 1, R = n / S), run from the block's last component
+// down; otherwise lane l runs repetitions l·R … l·R + R − 1 (R =
+// ⌈N / S⌉ of the loop's N repetitions).
+//
+// The loop's sums (gs_wsum_set of a term plus the partial sum, the
+// window's own repetition only) keep the warp's cyclic order: the
+// blocked loop stores each repetition's term into an array of the
+// scratch (gs_tNAME), and after it each lane adds the terms of its
+// cyclic components to its partial sums in the default's order (the
+// same adds of the same values: gs_wide_sums then as before). A
+// carried value taken out of the loop (the last repetition's) comes from
+// the lane that ran the last repetition. A window loop that touches the
+// lanes' own rows (a cyclic private array, gs_po) or reads a value that
+// is not its own component's stays cyclic, and so does the rolled form
+// (Config.WideRolled).
+
+// wideWindowHead matches the head of a window loop (wide.go's loop, the
+// repetitions unrolled) and captures its repetitions.
+var wideWindowHead = regexp.MustCompile(`^  for \(int gs_c0 = gs_lane; gs_c0 < (\d+); gs_c0 \+= GS_WSTRIDE\) \{$`)
+
+// wideWindowReps matches the head of a window's unrolled repetitions and
+// captures the window.
+var wideWindowReps = regexp.MustCompile(`^  for \(int gs_k = (\d+); gs_k >= 0; gs_k--\) \{$`)
+
+// wideReversedRot matches a rotation of a reversed component K − r
+// (Lorenz-96's reverse steps' neighbours) and captures K and n.
+var wideReversedRot = regexp.MustCompile(`GS_WROT\(\((\d+) - gs_c\), 0, \d+, (\d+)\)`)
+
+// wideSumTerm matches a window's own statement that adds a term to a
+// sum's partial sums: the value, the term, the partial sums (term
+// first) or the partial sums and the term (partial sums first).
+var wideSumTerm = regexp.MustCompile(`^    const gs_real (gs_u\d+) = \((?:(.*) \+ gs_wsum_get\((\w+), gs_c\)|gs_wsum_get\((\w+), gs_c\) \+ (.*))\);(  //.*)?$`)
+
+// wideWindow is a window loop of a function's lines: its head's line
+// (after the "#pragma unroll 1"), the repetitions' head, the own
+// repetition's "if" and its end, the loop's last line, its repetitions
+// and window.
+type wideWindow struct {
+	head, reps, own, ownEnd, end, n, w int
+}
+
+// wideWindows returns the window loops of lines in the unrolled form.
+func wideWindows(lines []string) []wideWindow {
+	var out []wideWindow
+	for i := 1; i < len(lines); i++ {
+		m := wideWindowHead.FindStringSubmatch(lines[i])
+		if m == nil || lines[i-1] != "#pragma unroll 1" {
+			continue
+		}
+		x := wideWindow{head: i, reps: -1, own: -1, ownEnd: -1, end: -1}
+		x.n, _ = strconv.Atoi(m[1])
+		for j := i + 1; j+1 < len(lines); j++ {
+			if r := wideWindowReps.FindStringSubmatch(lines[j]); r != nil && x.reps < 0 {
+				x.reps = j
+				x.w, _ = strconv.Atoi(r[1])
+				continue
+			}
+			if lines[j] == "    if (gs_c == gs_c0) {" && x.own < 0 {
+				x.own = j
+				continue
+			}
+			if lines[j] == "    }" && x.own >= 0 && x.ownEnd < 0 {
+				x.ownEnd = j
+				continue
+			}
+			if lines[j] == "  }" && lines[j+1] == "  }" {
+				x.end = j + 1
+				break
+			}
+		}
+		if x.reps < 0 || x.own < 0 || x.ownEnd < 0 || x.end < 0 {
+			continue
+		}
+		if lines[x.reps-1] != "#pragma unroll" || lines[x.reps+1] != "    const int gs_c = gs_c0 - gs_k;" || lines[x.reps+2] != "    if (gs_c < 0) continue;" {
+			continue
+		}
+		out = append(out, x)
+		i = x.end
+	}
+	return out
+}
+
+// wideWindowBan lists what keeps a window loop cyclic: the lanes' own
+// rows (cyclic private arrays, gs_po) and values of other lanes.
+var wideWindowBan = []string{"GS_WSTRIDE", "gs_p[", "gs_p +", "gs_po", "gs_row", "gs_wide_", "__shfl", "gs_lane", "for (", "break"}
+
+// blockWindows returns code with its window loops blocked where they can
+// be (see above).
+func blockWindows(code string) string {
+	lines := strings.Split(code, "\n")
+	wins := wideWindows(lines)
+	if len(wins) == 0 {
+		return code
+	}
+	out := make([]string, 0, len(lines)+8*len(wins))
+	next := 0
+	for _, x := range wins {
+		blocked, decls, after, ok := blockWindow(lines, x)
+		if !ok {
+			continue
+		}
+		// The terms' arrays are declared before the barrier that opens
+		// the loop (allocate: a loop that writes an array starts with a
+		// __syncwarp()): right after the last line before the loop that
+		// is not a barrier.
+		at := x.head - 1
+		for at > next && (lines[at-1] == "  GS_SYNCWARP();" || lines[at-1] == "#pragma unroll 1") {
+			at--
+		}
+		out = append(out, lines[next:at]...)
+		out = append(out, decls...)
+		out = append(out, lines[at:x.head-1]...)
+		out = append(out, blocked...)
+		// The loop's closing barrier, then the terms' sums in the
+		// cyclic order, then what follows (the sums' finishing lines and
+		// the carried values taken out, from their lanes).
+		j := x.end + 1
+		out = append(out, lines[j])
+		out = append(out, after.sums...)
+		for j++; j < len(lines); j++ {
+			ln := lines[j]
+			if m := wideTakenOut.FindStringSubmatch(ln); m != nil && after.carried[m[1]] {
+				out = append(out, fmt.Sprintf("  %s = gs_wide_from(%s, %s);", m[1], m[1], after.lastLane))
+				continue
+			}
+			if strings.HasPrefix(ln, "  gs_r") && strings.Contains(ln, "gs_wide_sums(") {
+				out = append(out, ln)
+				continue
+			}
+			break
+		}
+		next = j
+	}
+	out = append(out, lines[next:]...)
+	return strings.Join(out, "\n")
+}
+
+// wideLoopValue matches a loop's value or carried operand in an
+// expression.
+var wideLoopValue = regexp.MustCompile(`\bgs_[ur]\w+`)
+
+// wideTakenOut matches a window's carried value taken out of the loop
+// from the lane of its last repetition, and captures its name.
+var wideTakenOut = regexp.MustCompile(`^  (gs_r\w+) = gs_wide_from\(gs_r\w+, \d+ % GS_WSTRIDE\);$`)
+
+// wideWindowAfter is what follows a blocked window loop: the terms' sums
+// in the cyclic order, the carried operands and the lane of the last
+// repetition.
+type wideWindowAfter struct {
+	sums     []string
+	carried  map[string]bool
+	lastLane string
+}
+
+// blockWindow returns window loop x of lines blocked (the lines from its
+// "#pragma unroll 1" to its end), its terms' arrays' declarations and
+// what follows it, and false where it stays cyclic.
+func blockWindow(lines []string, x wideWindow) (blocked, decls []string, after wideWindowAfter, ok bool) {
+	body := lines[x.head+1 : x.end]
+	for i, ln := range lines[x.reps+3 : x.end-1] {
+		if x.reps+3+i == x.own {
+			continue
+		}
+		for _, b := range append(wideWindowBan, "gs_c0") {
+			if strings.Contains(ln, b) {
+				return nil, nil, after, false
+			}
+		}
+	}
+	// The carried operands' resets (their first values, the lines
+	// before the repetitions' head): the declarations before the loop
+	// gave them the same values, and a lane runs one block.
+	after.carried = map[string]bool{}
+	for _, ln := range lines[x.head+1 : x.reps-1] {
+		f := strings.Fields(ln)
+		if len(f) < 3 || f[1] != "=" || !strings.HasPrefix(f[0], "gs_r") {
+			return nil, nil, after, false
+		}
+		after.carried[f[0]] = true
+	}
+	// The orientation: backwards where a rotation reads component K − r.
+	n, rev := x.n, -1
+	rows := fmt.Sprintf("((%d + GS_WSTRIDE - 1) / GS_WSTRIDE)", n)
+	for _, ln := range body {
+		if m := wideReversedRot.FindStringSubmatch(ln); m != nil {
+			k, _ := strconv.Atoi(m[1])
+			d, _ := strconv.Atoi(m[2])
+			if d%wideLanes == 0 && k < d && k-n+1 >= 0 {
+				rev = k
+				rows = fmt.Sprintf("(%d / GS_WSTRIDE)", d)
+			}
+			break
+		}
+	}
+	base := "gs_lane * " + rows
+	after.lastLane = fmt.Sprintf("%d / %s", n-1, rows)
+	if rev >= 0 {
+		// Repetition r is component K − r: lane l runs the repetitions
+		// of components l·R + R − 1 down to l·R.
+		base = fmt.Sprintf("%d - gs_lane * %s - (%s - 1)", rev, rows, rows)
+		after.lastLane = fmt.Sprintf("(%d - %d) / %s", rev, n-1, rows)
+	}
+	// The own repetition's sums: each term into gs_tNAME, added to the
+	// partial sums after the loop, in the cyclic order.
+	var own []string
+	sets := map[string]bool{}
+	for _, ln := range lines[x.own+1 : x.ownEnd] {
+		m := wideSumTerm.FindStringSubmatch(ln)
+		if m == nil {
+			own = append(own, ln)
+			continue
+		}
+		u, t, p, sum := m[1], m[2], m[3], ""
+		name := "gs_t" + strings.TrimPrefix(strings.TrimSuffix(p+m[4], "_p"), "gs_")
+		if p != "" {
+			sum = fmt.Sprintf("    const gs_real %s = (%s[gs_c] + gs_wsum_get(%s, gs_c));%s", u, name, p, m[6])
+		} else {
+			t, p = m[5], m[4]
+			sum = fmt.Sprintf("    const gs_real %s = (gs_wsum_get(%s, gs_c) + %s[gs_c]);%s", u, p, name, m[6])
+		}
+		// The term's sum must be the value's only use.
+		uses := 0
+		for _, b := range body {
+			forIdents(b, func(from, to int) {
+				if b[from:to] == u {
+					uses++
+				}
+			})
+		}
+		set := fmt.Sprintf("    gs_wsum_set(%s, gs_c, %s);", p, u)
+		if uses != 2 || !slices.Contains(lines[x.own+1:x.ownEnd], set) {
+			return nil, nil, after, false
+		}
+		sets[set] = true
+		if wideLoopValue.MatchString(t) {
+			// A term of the repetition's values goes through the
+			// scratch; one of arrays and scalars (Lorenz-96's: an
+			// array's entry) is read again by the sum's loop.
+			decls = append(decls, fmt.Sprintf("  gs_real* const %s = gs_w + %s;  // [%d] %s's terms, summed in the cyclic order (wideblock.go's blockWindows)", name, offMark(name), n, p))
+			own = append(own, fmt.Sprintf("    %s[gs_c] = %s;%s", name, t, m[6]))
+		} else {
+			sum = strings.Replace(sum, name+"[gs_c]", t, 1)
+		}
+		after.sums = append(after.sums, "#pragma unroll 1",
+			fmt.Sprintf("  for (int gs_c = gs_lane; gs_c < %d; gs_c += GS_WSTRIDE) {", n), sum, set, "  }")
+	}
+	own = slices.DeleteFunc(own, func(ln string) bool { return sets[ln] })
+	for _, ln := range own {
+		if strings.Contains(ln, "gs_wsum_") {
+			return nil, nil, after, false // a sum of another form
+		}
+	}
+	blocked = append(blocked,
+		fmt.Sprintf("  // a window loop blocked: %d repetitions, %s a lane, from %d before its block (wideblock.go's blockWindows)", n, rows, x.w),
+		"#pragma unroll",
+		fmt.Sprintf("  for (int gs_k = -%d; gs_k < %s; gs_k++) {", x.w, rows),
+		fmt.Sprintf("    const int gs_c = %s + gs_k;", base),
+		fmt.Sprintf("    if (gs_c < 0 || gs_c >= %d) continue;", n))
+	blocked = append(blocked, lines[x.reps+3:x.own]...)
+	blocked = append(blocked, "    if (gs_k >= 0) {")
+	blocked = append(blocked, own...)
+	blocked = append(blocked, lines[x.ownEnd:x.end]...) // the own part's end, the updates, the repetitions' end
+	return blocked, decls, after, true
 }
