@@ -83,11 +83,13 @@ func TestHostWideBlockedSame(t *testing.T) {
 			nb, decl := strings.Count(src, "GS_WNB(gs_"), strings.Count(src, "block-private: ")
 			// The reverse step's window loops with sums (the field VJP's
 			// six of its ten: the other four touch the lanes' own rows).
-			win, cyc := strings.Count(src, "a window loop blocked: "), strings.Count(src, "gs_c0 += GS_WSTRIDE")
-			if blocked != (nb > 0) || blocked != (decl > 0) || blocked != (win >= 6) || !blocked && win > 0 {
-				t.Errorf("d = %d, WideBlocked %v: %d neighbours' reads by GS_WNB, %d block-private arrays, %d window loops blocked", d, blocked, nb, decl, win)
+			// Their reads of the stage inputs and the state at their
+			// neighbours: from the lane's block (GS_WNBF), 3 a loop.
+			win, cyc, regs := strings.Count(src, "a window loop blocked: "), strings.Count(src, "gs_c0 += GS_WSTRIDE"), strings.Count(src, "GS_WNBF(gs_")
+			if blocked != (nb > 0) || blocked != (decl > 0) || blocked != (win >= 6) || blocked != (regs >= 3*6) || !blocked && win > 0 {
+				t.Errorf("d = %d, WideBlocked %v: %d neighbours' reads by GS_WNB, %d block-private arrays, %d window loops blocked, %d of their reads from the lane's block", d, blocked, nb, decl, win, regs)
 			}
-			t.Logf("d = %d, WideBlocked %v: %d B of source, %d neighbours' reads by GS_WNB, %d block-private arrays, %d window loops blocked, %d cyclic", d, blocked, len(src), nb, decl, win, cyc)
+			t.Logf("d = %d, WideBlocked %v: %d B of source, %d neighbours' reads by GS_WNB, %d block-private arrays, %d window loops blocked (%d cyclic), %d of their reads from the lane's block", d, blocked, len(src), nb, decl, win, cyc, regs)
 		}
 	}
 }

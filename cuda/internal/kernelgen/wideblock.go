@@ -48,6 +48,10 @@ const wideBlockHelper = `// GS_WNB(a, r, s, R) is entry r + s of block-private a
 // the same on every lane (an unrolled loop's row), so every lane takes
 // the same branch and the shuffles are the whole group's.
 #define GS_WNB(a, r, s, R) ((r) + (s) >= (R) ? gs_wide_from((a)[(r) + (s) - (R)], gs_lane + 1) : ((r) + (s) < 0 ? gs_wide_from((a)[(r) + (s) + (R)], gs_lane + GS_WSTRIDE - 1) : (a)[(r) + (s)]))
+// GS_WNBF is GS_WNB where r + s lies in the lanes' blocks next to the
+// lane's (a blocked window loop's rows reach w past its block), else x,
+// the entry read from shared memory (few rows a lane).
+#define GS_WNBF(a, r, s, R, x) ((r) + (s) >= 2 * (R) || (r) + (s) < -(R) ? (x) : GS_WNB(a, r, s, R))
 `
 
 // wideBlockLoop is a loop split over the lanes in the canonical stride
@@ -418,6 +422,9 @@ func (w *wideEmitter) privatizeAll(code string) (string, int) {
 	}
 	if w.e.src.wideBlocked && !w.e.src.wideRolled {
 		code = blockWindows(code)
+		if strings.Contains(code, "GS_WNB") {
+			w.e.src.helper(wideBlockHelper)
+		}
 	}
 	return code, rows
 }
@@ -570,6 +577,17 @@ func shadowShared(code string) string {
 	}
 	inBlocked := make([]int, len(lines)) // the blocked loop's components, 0 outside
 	forBlockedLines(lines, func(i, n int) { inBlocked[i] = n })
+	// The window loops that blockWindows runs backwards read the copy
+	// too, at their components' rotations (its K and n by line).
+	type win struct{ rev, n int }
+	inWindow := make([]win, len(lines))
+	for _, x := range wideWindows(lines) {
+		if rev, n := windowOrient(lines, x); rev >= 0 && !windowBanned(lines, x) {
+			for i := x.reps + 3; i < x.end; i++ {
+				inWindow[i] = win{rev, n}
+			}
+		}
+	}
 	// A candidate is written only by blocked loops of its size at their
 	// own component, and read by one at least.
 	stored, read, bad := map[string]bool{}, map[string]bool{}, map[string]bool{}
@@ -581,6 +599,22 @@ func shadowShared(code string) string {
 				return
 			}
 			rest := ln[to:]
+			if x := inWindow[i]; x.n == n {
+				if m := wideReversedRead.FindStringSubmatch(ln[from:]); m != nil && strings.HasPrefix(ln[from:], m[0]) && m[1] == name && (m[4] == "" || m[4] == strconv.Itoa(n)) {
+					k, _ := strconv.Atoi(m[2] + m[5])
+					if m[3] != "" {
+						r, _ := strconv.Atoi(m[3])
+						k += r
+					}
+					if sh := blockShift(((k-x.rev)%n+n)%n, n); sh <= n/wideLanes && -sh <= n/wideLanes {
+						if !stored[name] {
+							bad[name] = true // a read before the store
+						}
+						read[name] = true
+						return
+					}
+				}
+			}
 			m := wideBlockIndex.FindStringSubmatch(rest)
 			store := m != nil && strings.HasPrefix(rest[len(m[0]):], " = ") && strings.TrimSpace(ln[:from]) == ""
 			if !store {
@@ -740,7 +774,7 @@ var wideWindowReps = regexp.MustCompile(`^  for \(int gs_k = (\d+); gs_k >= 0; g
 
 // wideReversedRot matches a rotation of a reversed component K − r
 // (Lorenz-96's reverse steps' neighbours) and captures K and n.
-var wideReversedRot = regexp.MustCompile(`GS_WROT\(\((\d+) - gs_c\), 0, \d+, (\d+)\)`)
+var wideReversedRot = regexp.MustCompile(`GS_WROT\(\((\d+) - gs_c\), \d+, \d+, (\d+)\)`)
 
 // wideSumTerm matches a window's own statement that adds a term to a
 // sum's partial sums: the value, the term, the partial sums (term
@@ -855,6 +889,22 @@ func blockWindows(code string) string {
 // expression.
 var wideLoopValue = regexp.MustCompile(`\bgs_[ur]\w+`)
 
+// wideShadowDecl matches the declaration of a shadowed array's block
+// (shadowShared) and captures the array and its components.
+var wideShadowDecl = regexp.MustCompile(`^  gs_real gs_b(gs_\w+)\[(\d+) / GS_WSTRIDE\];`)
+
+// wideReversedRead matches a window's read of an array at a reversed
+// component, a rotation of K − r (its K, k and n) or K − r itself.
+var wideReversedRead = regexp.MustCompile(`\b(gs_\w+)\[(?:GS_WROT\(\((\d+) - gs_c\), 0, (\d+), (\d+)\)|(\d+) - gs_c)\]`)
+
+// wideInputDecl matches the declaration of a lane's block of inputs
+// (cacheInputs) and captures its offset and components.
+var wideInputDecl = regexp.MustCompile(`^  gs_real gs_in(\d+)\[(\d+) / GS_WSTRIDE\];`)
+
+// wideReversedInput matches a window's read of an input at a reversed
+// component: a rotation of K − r (its K, offset, k and n), or X − r.
+var wideReversedInput = regexp.MustCompile(`gs_a\[(?:GS_WROT\(\((\d+) - gs_c\), (\d+), (\d+), (\d+)\)|(\d+) - gs_c)\]`)
+
 // wideTakenOut matches a window's carried value taken out of the loop
 // from the lane of its last repetition, and captures its name.
 var wideTakenOut = regexp.MustCompile(`^  (gs_r\w+) = gs_wide_from\(gs_r\w+, \d+ % GS_WSTRIDE\);$`)
@@ -868,20 +918,47 @@ type wideWindowAfter struct {
 	lastLane string
 }
 
-// blockWindow returns window loop x of lines blocked (the lines from its
-// "#pragma unroll 1" to its end), its terms' arrays' declarations and
-// what follows it, and false where it stays cyclic.
-func blockWindow(lines []string, x wideWindow) (blocked, decls []string, after wideWindowAfter, ok bool) {
-	body := lines[x.head+1 : x.end]
+// windowBanned reports whether window loop x of lines stays cyclic for
+// what its repetitions touch (wideWindowBan).
+func windowBanned(lines []string, x wideWindow) bool {
 	for i, ln := range lines[x.reps+3 : x.end-1] {
 		if x.reps+3+i == x.own {
 			continue
 		}
 		for _, b := range append(wideWindowBan, "gs_c0") {
 			if strings.Contains(ln, b) {
-				return nil, nil, after, false
+				return true
 			}
 		}
+	}
+	return false
+}
+
+// windowOrient returns K and n where window loop x of lines runs
+// backwards, its repetition r reading a rotation of component K − r of n
+// components (n a multiple of 32, K − (N − 1) >= 0 and K < n for its N
+// repetitions), else −1 and 0.
+func windowOrient(lines []string, x wideWindow) (rev, n int) {
+	for _, ln := range lines[x.head+1 : x.end] {
+		if m := wideReversedRot.FindStringSubmatch(ln); m != nil {
+			k, _ := strconv.Atoi(m[1])
+			d, _ := strconv.Atoi(m[2])
+			if d%wideLanes == 0 && k < d && k-x.n+1 >= 0 {
+				return k, d
+			}
+			return -1, 0
+		}
+	}
+	return -1, 0
+}
+
+// blockWindow returns window loop x of lines blocked (the lines from its
+// "#pragma unroll 1" to its end), its terms' arrays' declarations and
+// what follows it, and false where it stays cyclic.
+func blockWindow(lines []string, x wideWindow) (blocked, decls []string, after wideWindowAfter, ok bool) {
+	body := lines[x.head+1 : x.end]
+	if windowBanned(lines, x) {
+		return nil, nil, after, false
 	}
 	// The carried operands' resets (their first values, the lines
 	// before the repetitions' head): the declarations before the loop
@@ -895,18 +972,11 @@ func blockWindow(lines []string, x wideWindow) (blocked, decls []string, after w
 		after.carried[f[0]] = true
 	}
 	// The orientation: backwards where a rotation reads component K − r.
-	n, rev := x.n, -1
+	n := x.n
 	rows := fmt.Sprintf("((%d + GS_WSTRIDE - 1) / GS_WSTRIDE)", n)
-	for _, ln := range body {
-		if m := wideReversedRot.FindStringSubmatch(ln); m != nil {
-			k, _ := strconv.Atoi(m[1])
-			d, _ := strconv.Atoi(m[2])
-			if d%wideLanes == 0 && k < d && k-n+1 >= 0 {
-				rev = k
-				rows = fmt.Sprintf("(%d / GS_WSTRIDE)", d)
-			}
-			break
-		}
+	rev, d := windowOrient(lines, x)
+	if rev >= 0 {
+		rows = fmt.Sprintf("(%d / GS_WSTRIDE)", d)
 	}
 	base := "gs_lane * " + rows
 	after.lastLane = fmt.Sprintf("%d / %s", n-1, rows)
@@ -966,15 +1036,138 @@ func blockWindow(lines []string, x wideWindow) (blocked, decls []string, after w
 			return nil, nil, after, false // a sum of another form
 		}
 	}
+	pre := slices.Clone(lines[x.reps+3 : x.own])
+	updates := slices.Clone(lines[x.ownEnd+1 : x.end-1])
+	regs := 0
+	if rev >= 0 {
+		// The shadowed arrays' entries (shadowShared: the lane's block of
+		// an array that blocked loops write) from the lane's registers:
+		// repetition gs_k's component is row R − 1 − gs_k of the lane's
+		// block (rows from R on: the next lane's).
+		shadows := map[string]int{}
+		for _, ln := range lines {
+			if m := wideShadowDecl.FindStringSubmatch(ln); m != nil {
+				shadows[m[1]], _ = strconv.Atoi(m[2])
+			}
+		}
+		// And the per-trajectory inputs' block (cacheInputs: gs_inK, the
+		// state y) where no output is written since its load.
+		inputs := map[int]int{}
+		for i, ln := range lines[:x.end] {
+			if m := wideInputDecl.FindStringSubmatch(ln); m != nil {
+				k, _ := strconv.Atoi(m[1])
+				inputs[k], _ = strconv.Atoi(m[2])
+				for _, l := range lines[i:x.end] {
+					if strings.Contains(l, "gs_o[") {
+						delete(inputs, k)
+						break
+					}
+				}
+			}
+		}
+		input := func(a string) string {
+			m := wideReversedInput.FindStringSubmatch(a)
+			k, off := 0, 0
+			if m[1] != "" {
+				k, _ = strconv.Atoi(m[1])
+				off, _ = strconv.Atoi(m[2])
+				r, _ := strconv.Atoi(m[3])
+				if m[4] != strconv.Itoa(d) {
+					return a
+				}
+				k += r
+			} else {
+				// gs_a[X - gs_c]: input off + (X − off − r), of the
+				// cached run that holds it.
+				at, _ := strconv.Atoi(m[5])
+				off = -1
+				for o, n := range inputs {
+					if n == d && at-o-(x.n-1) >= 0 && at-o < d {
+						off = o
+					}
+				}
+				if off < 0 {
+					return a
+				}
+				k = at - off
+			}
+			if inputs[off] != d {
+				return a
+			}
+			sh := blockShift(((k-rev)%d+d)%d, d)
+			if sh > d/wideLanes || -sh > d/wideLanes {
+				return a
+			}
+			regs++
+			return fmt.Sprintf("GS_WNBF(gs_in%d, gs_row, %d, %s, %s)", off, sh, rows, a)
+		}
+		for _, part := range [][]string{pre, own, updates} {
+			for i, ln := range part {
+				part[i] = wideReversedInput.ReplaceAllStringFunc(ln, input)
+				ln = part[i]
+				part[i] = wideReversedRead.ReplaceAllStringFunc(ln, func(a string) string {
+					m := wideReversedRead.FindStringSubmatch(a)
+					if shadows[m[1]] != d || m[4] != "" && m[4] != strconv.Itoa(d) {
+						return a
+					}
+					k, _ := strconv.Atoi(m[2] + m[5])
+					if m[3] != "" {
+						r, _ := strconv.Atoi(m[3])
+						k += r
+					}
+					sh := blockShift(((k-rev)%d+d)%d, d)
+					if sh > d/wideLanes || -sh > d/wideLanes {
+						return a
+					}
+					regs++
+					return fmt.Sprintf("GS_WNBF(gs_b%s, gs_row, %d, %s, %s)", m[1], sh, rows, a)
+				})
+			}
+		}
+	}
 	blocked = append(blocked,
 		fmt.Sprintf("  // a window loop blocked: %d repetitions, %s a lane, from %d before its block (wideblock.go's blockWindows)", n, rows, x.w),
 		"#pragma unroll",
-		fmt.Sprintf("  for (int gs_k = -%d; gs_k < %s; gs_k++) {", x.w, rows),
-		fmt.Sprintf("    const int gs_c = %s + gs_k;", base),
-		fmt.Sprintf("    if (gs_c < 0 || gs_c >= %d) continue;", n))
-	blocked = append(blocked, lines[x.reps+3:x.own]...)
-	blocked = append(blocked, "    if (gs_k >= 0) {")
-	blocked = append(blocked, own...)
-	blocked = append(blocked, lines[x.ownEnd:x.end]...) // the own part's end, the updates, the repetitions' end
+		fmt.Sprintf("  for (int gs_k = -%d; gs_k < %s; gs_k++) {", x.w, rows))
+	if regs == 0 {
+		blocked = append(blocked,
+			fmt.Sprintf("    const int gs_c = %s + gs_k;", base),
+			fmt.Sprintf("    if (gs_c < 0 || gs_c >= %d) continue;", n))
+		blocked = append(blocked, pre...)
+		blocked = append(blocked, "    if (gs_k >= 0) {")
+		blocked = append(blocked, own...)
+		blocked = append(blocked, "    }")
+		blocked = append(blocked, updates...)
+		blocked = append(blocked, "  }")
+		return blocked, decls, after, true
+	}
+	// With shuffles every lane runs every repetition (a repetition out
+	// of the loop's range at repetition 0, its values unused), and the
+	// own repetition's values too (the shuffles are the whole group's);
+	// only its stores are the own repetition's.
+	var vals, stores []string
+	for _, ln := range own {
+		if strings.HasPrefix(ln, "    const gs_real ") {
+			vals = append(vals, ln)
+		} else {
+			stores = append(stores, ln)
+		}
+	}
+	for _, st := range stores {
+		if i := strings.Index(st, "["); i < 0 || touchesAny(vals, map[string]bool{strings.TrimSpace(st[:i]): true}) {
+			return nil, nil, after, false // a value read after a store
+		}
+	}
+	blocked = append(blocked,
+		fmt.Sprintf("    const int gs_row = %s - 1 - gs_k;", rows),
+		fmt.Sprintf("    const bool gs_ok = %s + gs_k >= 0 && %s + gs_k < %d;", base, base, n),
+		fmt.Sprintf("    const int gs_c = gs_ok ? %s + gs_k : 0;", base))
+	blocked = append(blocked, pre...)
+	blocked = append(blocked, vals...)
+	blocked = append(blocked, "    if (gs_ok && gs_k >= 0) {")
+	blocked = append(blocked, stores...)
+	blocked = append(blocked, "    }", "    if (gs_ok) {")
+	blocked = append(blocked, updates...)
+	blocked = append(blocked, "    }", "  }")
 	return blocked, decls, after, true
 }

@@ -152,6 +152,11 @@ func TestBlockedWindows(t *testing.T) {
 			"    const gs_real gs_u0 = (gs_tr1_0_1[gs_c] + gs_wsum_get(gs_r1_0_1_p, gs_c));  // v6",
 			"  gs_r1_1_0 = gs_wide_from(gs_r1_1_0, 63 / ((64 + GS_WSTRIDE - 1) / GS_WSTRIDE));",
 		}, []string{"gs_c0"}},
+		{"backwards, from registers", "  gs_real gs_bgs_y[64 / GS_WSTRIDE];  // shadowShared's\n" + window(62, "gs_y[GS_WROT((63 - gs_c), 0, 1, 64)]", "gs_x[2 + gs_c]", ""), []string{
+			"    const int gs_row = (64 / GS_WSTRIDE) - 1 - gs_k;",
+			"    const int gs_c = gs_ok ? 63 - gs_lane * (64 / GS_WSTRIDE) - ((64 / GS_WSTRIDE) - 1) + gs_k : 0;",
+			"    const gs_real gs_u1 = (gs_r1_1_0 * GS_WNBF(gs_bgs_y, gs_row, 1, (64 / GS_WSTRIDE), gs_y[GS_WROT((63 - gs_c), 0, 1, 64)]));  // v7\n    const gs_real gs_u2 = (gs_u1 + v4);  // v8\n    if (gs_ok && gs_k >= 0) {\n    gs_l1_3[gs_c] = gs_u2;\n    }\n    if (gs_ok) {\n    gs_r1_1_0 = gs_u1;\n    }\n  }",
+		}, []string{"continue;"}},
 		{"own rows", window(64, "gs_y[1 + gs_c]", "gs_x[gs_c]", "    gs_l2_0[gs_c / GS_WSTRIDE] = gs_u1;\n"), nil, []string{"gs_k = -2"}},
 		{"a value used twice", window(64, "gs_y[1 + gs_c]", "gs_x[gs_c]", "    const gs_real gs_u3 = gs_u0;\n"), nil, []string{"gs_k = -2"}},
 	} {
