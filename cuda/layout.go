@@ -434,6 +434,10 @@ type Tuning struct {
 	// results bit for bit, TestHostWideBlockedSame), for the device's
 	// A/B (BenchmarkGPUWideLanes' "blocked").
 	wideBlocked bool
+	// wideCyclicWindows keeps, with wideBlocked, the window loops cyclic
+	// (kernelgen.Config.WideWindowsCyclic: session 48's blocked form), for
+	// the device's A/B of the blocked window loops (session 49).
+	wideCyclicWindows bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -539,6 +543,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.WideTables = v.Wide && tun.wideTables
 		v.WideRolled = v.Wide && tun.wideRolled
 		v.WideBlocked = v.Wide && tun.wideBlocked && !kernelgen.WideFactors(pl) // explicit methods only (tested)
+		v.WideWindowsCyclic = v.WideBlocked && tun.wideCyclicWindows
 		if v.Wide && !tun.NoWidePrivate {
 			v.WideScalars = tun.WideScalars
 		}

@@ -98,6 +98,14 @@ func TestHostWideBlockedSame(t *testing.T) {
 			}
 			t.Logf("d = %d, WideBlocked %v: %d B of source, %d neighbours' reads by GS_WNB, %d block-private arrays, %d window loops blocked (%d cyclic), %d of their reads from the lane's block", d, blocked, len(src), nb, decl, win, cyc, regs)
 		}
+		// Tuning.wideCyclicWindows: blocked, the window loops cyclic
+		// (session 48's form, the device's A/B).
+		src := kernelSourceWith(t, c, ode.OpGrad, func(v *kernelgen.Config) {
+			v.Wide, v.RowMajor, v.WideRows, v.WideBlocked, v.WideWindowsCyclic = true, true, true, true, true
+		})
+		if nb, win := strings.Count(src, "GS_WNB(gs_"), strings.Count(src, "a window loop blocked: "); nb == 0 || win > 0 || strings.Contains(src, "GS_WNBF(") {
+			t.Errorf("d = %d, WideWindowsCyclic: %d neighbours' reads by GS_WNB, %d window loops blocked", d, nb, win)
+		}
 	}
 }
 

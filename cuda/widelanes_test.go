@@ -288,8 +288,9 @@ var wideLanesVariants = []struct {
 	{"warp-tables", Tuning{wideLanes: -1, wideTables: true}, ""},
 	{"rolled", Tuning{wideRolled: true}, ""},
 	{"warp-old", Tuning{wideLanes: -1, wideTables: true, wideRolled: true}, ""},
-	{"blocked", Tuning{wideBlocked: true}, ""},                     // the blocked element split (session 48)
-	{"warp-blocked", Tuning{wideLanes: -1, wideBlocked: true}, ""}, // the same on a warp
+	{"blocked", Tuning{wideBlocked: true}, ""},                              // the blocked element split (session 48)
+	{"warp-blocked", Tuning{wideLanes: -1, wideBlocked: true}, ""},          // the same on a warp
+	{"blocked-s48", Tuning{wideBlocked: true, wideCyclicWindows: true}, ""}, // blocked, its window loops cyclic (session 48's form)
 	{"tile", Tuning{Layout: LayoutTile}, "tile"},
 	{"thread", Tuning{Layout: LayoutThread}, "thread"},
 }
@@ -304,7 +305,8 @@ var wideLanesVariants = []struct {
 // default before session 47); on Lorenz-96 with d = 256 (a warp by
 // default) the default, tables, rolled, warp-old (the kernel before
 // session 47) and lanes16; on both Lorenz-96 cases the blocked element
-// split (Tuning.wideBlocked, session 48: blocked), on d = 64 also on a
+// split (Tuning.wideBlocked, session 48: blocked; with its window loops
+// cyclic as session 48 built it: blocked-s48), on d = 64 also on a
 // warp (warp-blocked); on the Brusselator (d = 64: its 70 KB
 // trajectories would run 2 a multiprocessor in groups of 16 lanes where
 // 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
@@ -323,7 +325,7 @@ func wideLanesRuns(c, v string) bool {
 		return c == "lorenz96-64"
 	case v == "pivots":
 		return c == "pollution"
-	case v == "blocked":
+	case v == "blocked" || v == "blocked-s48":
 		return c == "lorenz96-64" || c == "lorenz96-256"
 	case c == "hires":
 		return true

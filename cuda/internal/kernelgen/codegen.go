@@ -154,6 +154,9 @@ type Source struct {
 	// wideBlocked runs the wide functions' loops that it can in the
 	// blocked element split (Config.WideBlocked; wideblock.go).
 	wideBlocked bool
+	// wideWindowsCyclic keeps the window loops cyclic where wideBlocked
+	// (Config.WideWindowsCyclic).
+	wideWindowsCyclic bool
 	// wideScalars is the most replicated values of a wide function live
 	// in registers at once: Config.WideScalars (0 the default, negative
 	// no limit; wideScalarsOf; widespill.go).

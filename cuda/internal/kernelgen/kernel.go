@@ -206,6 +206,11 @@ type Config struct {
 	// such an array is in shared memory. The same results bit for bit;
 	// off until the device measures it (package cuda's Tuning.wideBlocked).
 	WideBlocked bool
+	// WideWindowsCyclic (with WideBlocked) keeps the window loops in the
+	// cyclic split, the blocked form of session 48, for the device's A/B
+	// of the blocked window loops (session 49; package cuda's
+	// Tuning.wideCyclicWindows).
+	WideWindowsCyclic bool
 	// WideDenseLU (with Wide) keeps every LU factor and solve of the
 	// wide functions dense (gs_wide_lu_factor and its solves), the form
 	// before session 47, where by default a factor of at most
@@ -451,6 +456,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if v.Wide && v.WideBlocked && !v.WideShared {
 		k += "wideblocked "
+		if v.WideWindowsCyclic {
+			k += "widewindowscyclic "
+		}
 	}
 	return k
 }

@@ -399,7 +399,10 @@ type wideVariant struct {
 	// blocked runs the loops it can in the blocked element split
 	// (Config.WideBlocked; wideblock.go).
 	blocked bool
-	scalars int
+	// cycWindows keeps the window loops cyclic where blocked
+	// (Config.WideWindowsCyclic).
+	cycWindows bool
+	scalars    int
 	// minSplit is Config.WideMinSplit, resolved (wideMinSplitOf; 0: none).
 	minSplit int
 	// denseLU is Config.WideDenseLU.
@@ -410,7 +413,7 @@ type wideVariant struct {
 
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
-	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled, blocked: v.WideBlocked && !v.WideShared,
+	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled, blocked: v.WideBlocked && !v.WideShared, cycWindows: v.WideBlocked && v.WideWindowsCyclic && !v.WideShared,
 		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
 }
 
@@ -464,7 +467,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 		src.reroll = true
 		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU, src.wideTables, src.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		src.widePivots = k.pivots
-		src.wideBlocked = k.blocked
+		src.wideBlocked, src.wideWindowsCyclic = k.blocked, k.cycWindows
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -486,7 +489,7 @@ func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
 		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU, s.wideTables, s.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		s.widePivots = k.pivots
-		s.wideBlocked = k.blocked
+		s.wideBlocked, s.wideWindowsCyclic = k.blocked, k.cycWindows
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)

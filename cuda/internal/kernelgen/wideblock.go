@@ -416,11 +416,12 @@ func (w *wideEmitter) mayRecompute(r wideRemat, own map[string]bool) bool {
 func (w *wideEmitter) privatizeAll(code string) (string, int) {
 	cyc, blk := privateSets(code, w.e.src.wideBlocked)
 	code, rows := privatize(code, cyc, w.e.src.wideRows)
+	windows := w.e.src.wideBlocked && !w.e.src.wideRolled && !w.e.src.wideWindowsCyclic
 	if len(blk) > 0 {
 		w.e.src.helper(wideBlockHelper)
-		code = dedupSyncs(shadowShared(cacheInputs(blockLoops(code, blk))))
+		code = dedupSyncs(shadowShared(cacheInputs(blockLoops(code, blk)), windows))
 	}
-	if w.e.src.wideBlocked && !w.e.src.wideRolled {
+	if windows {
 		code = blockWindows(code)
 		if strings.Contains(code, "GS_WNB") {
 			w.e.src.helper(wideBlockHelper)
@@ -558,9 +559,10 @@ func cacheInputs(code string) string {
 // writes the copy too, and the blocked loops' reads at their own
 // components or rotations by at most n/32 read the copy (GS_WNB), where
 // on shared memory the lanes' reads R components apart would fall on the
-// same banks. Other loops read the shared array as before: the same
-// values.
-func shadowShared(code string) string {
+// same banks. With windows, the window loops that blockWindows will run
+// backwards count as blocked readers (it rewrites their reads). Other
+// loops read the shared array as before: the same values.
+func shadowShared(code string, windows bool) string {
 	lines := strings.Split(code, "\n")
 	size := map[string]int{}
 	declAt := map[string]int{}
@@ -577,11 +579,15 @@ func shadowShared(code string) string {
 	}
 	inBlocked := make([]int, len(lines)) // the blocked loop's components, 0 outside
 	forBlockedLines(lines, func(i, n int) { inBlocked[i] = n })
-	// The window loops that blockWindows runs backwards read the copy
-	// too, at their components' rotations (its K and n by line).
+	// The window loops that blockWindows runs backwards (with windows)
+	// read the copy too, at their components' rotations (its K and n by
+	// line).
 	type win struct{ rev, n int }
 	inWindow := make([]win, len(lines))
 	for _, x := range wideWindows(lines) {
+		if !windows {
+			break
+		}
 		if rev, n := windowOrient(lines, x); rev >= 0 && !windowBanned(lines, x) {
 			for i := x.reps + 3; i < x.end; i++ {
 				inWindow[i] = win{rev, n}

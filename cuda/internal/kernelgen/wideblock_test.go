@@ -63,7 +63,7 @@ func TestBlockedArrays(t *testing.T) {
 	code := decl(64, "gs_qa", "gs_qb", "gs_qs") + write + canon(64) + "    const gs_real gs_u0 = " + rot("gs_qa", 1, 64) + " - " + rot("gs_qa", 62, 64) + ";\n    gs_qs[gs_c] = gs_u0;\n    gs_qb[gs_c] = gs_u0 + gs_qa[gs_c];\n  }\n" +
 		canon(64) + "    gs_o[gs_c] = " + rot("gs_qs", 63, 64) + " + gs_qb[gs_c];\n  }\n  gs_r = gs_qs[5];\n"
 	_, blk := privateSets(code, true)
-	got := shadowShared(cacheInputs(blockLoops(code, blk)))
+	got := shadowShared(cacheInputs(blockLoops(code, blk)), true)
 	for _, want := range []string{
 		"  gs_real gs_qa[64 / GS_WSTRIDE];",
 		"  gs_real gs_in2[64 / GS_WSTRIDE];",
