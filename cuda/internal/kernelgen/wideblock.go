@@ -758,17 +758,27 @@ func forBlockedLines(lines []string, f func(i, n int)) {
 // down; otherwise lane l runs repetitions l·R … l·R + R − 1 (R =
 // ⌈N / S⌉ of the loop's N repetitions).
 //
+// Backwards, the reads of an array at a rotation of K − r or at K' − r
+// come from the lane's block where one is kept in registers (a shadowed
+// array's gs_bNAME, shadowShared, or the inputs' gs_inK, cacheInputs) by
+// GS_WNBF: the step's row R − 1 − k, the next lane's rows from R on; past
+// the neighbours' blocks (R < w + 2) the shared entry. Then every lane
+// runs every step (a shuffle is the whole group's): a step out of the
+// loop's range computes repetition 0's values, unused, and only the own
+// repetition's stores and the carried updates are guarded.
+//
 // The loop's sums (gs_wsum_set of a term plus the partial sum, the
 // window's own repetition only) keep the warp's cyclic order: the
 // blocked loop stores each repetition's term into an array of the
-// scratch (gs_tNAME), and after it each lane adds the terms of its
-// cyclic components to its partial sums in the default's order (the
-// same adds of the same values: gs_wide_sums then as before). A
-// carried value taken out of the loop (the last repetition's) comes from
-// the lane that ran the last repetition. A window loop that touches the
-// lanes' own rows (a cyclic private array, gs_po) or reads a value that
-// is not its own component's stays cyclic, and so does the rolled form
-// (Config.WideRolled).
+// scratch (gs_tNAME), or where the term is an entry of an array (no
+// value of the loop) a loop after it reads it again, and that loop adds
+// each lane's cyclic components' terms to its partial sums in the
+// default's order (the same adds of the same values: gs_wide_sums then
+// as before). A carried value taken out of the loop (the last
+// repetition's) comes from the lane that ran the last repetition. A
+// window loop that touches the lanes' own rows (a cyclic private array,
+// gs_po) or other lanes' values, or whose sums take another form, stays
+// cyclic, and so does the rolled form (Config.WideRolled).
 
 // wideWindowHead matches the head of a window loop (wide.go's loop, the
 // repetitions unrolled) and captures its repetitions.
@@ -852,7 +862,24 @@ func blockWindows(code string) string {
 	next := 0
 	for _, x := range wins {
 		blocked, decls, after, ok := blockWindow(lines, x)
-		if !ok {
+		if !ok || x.end+1 >= len(lines) || lines[x.end+1] != "  GS_SYNCWARP();" {
+			continue
+		}
+		// What follows the loop's closing barrier: the sums' finishing
+		// lines and the carried values taken out, each of these from the
+		// lane of the last repetition (else the loop stays cyclic).
+		tail, taken := x.end+2, 0
+		for ; tail < len(lines); tail++ {
+			ln := lines[tail]
+			if m := wideTakenOut.FindStringSubmatch(ln); m != nil && after.carried[m[1]] {
+				taken++
+				continue
+			}
+			if !strings.HasPrefix(ln, "  gs_r") || !strings.Contains(ln, "gs_wide_sums(") {
+				break
+			}
+		}
+		if taken != len(after.carried) {
 			continue
 		}
 		// The terms' arrays are declared before the barrier that opens
@@ -870,22 +897,15 @@ func blockWindows(code string) string {
 		// The loop's closing barrier, then the terms' sums in the
 		// cyclic order, then what follows (the sums' finishing lines and
 		// the carried values taken out, from their lanes).
-		j := x.end + 1
-		out = append(out, lines[j])
+		out = append(out, lines[x.end+1])
 		out = append(out, after.sums...)
-		for j++; j < len(lines); j++ {
-			ln := lines[j]
-			if m := wideTakenOut.FindStringSubmatch(ln); m != nil && after.carried[m[1]] {
-				out = append(out, fmt.Sprintf("  %s = gs_wide_from(%s, %s);", m[1], m[1], after.lastLane))
-				continue
+		for _, ln := range lines[x.end+2 : tail] {
+			if m := wideTakenOut.FindStringSubmatch(ln); m != nil {
+				ln = fmt.Sprintf("  %s = gs_wide_from(%s, %s);", m[1], m[1], after.lastLane)
 			}
-			if strings.HasPrefix(ln, "  gs_r") && strings.Contains(ln, "gs_wide_sums(") {
-				out = append(out, ln)
-				continue
-			}
-			break
+			out = append(out, ln)
 		}
-		next = j
+		next = tail
 	}
 	out = append(out, lines[next:]...)
 	return strings.Join(out, "\n")
@@ -1088,7 +1108,7 @@ func blockWindow(lines []string, x wideWindow) (blocked, decls []string, after w
 				at, _ := strconv.Atoi(m[5])
 				off = -1
 				for o, n := range inputs {
-					if n == d && at-o-(x.n-1) >= 0 && at-o < d {
+					if n == d && at-o-(x.n-1) >= 0 && at-o < d && (off < 0 || o < off) {
 						off = o
 					}
 				}
