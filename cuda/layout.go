@@ -459,6 +459,10 @@ type Tuning struct {
 	// TestHostWideRecordY), for the device's A/B (BenchmarkGPUWideLanes'
 	// "outplace", "recy-outplace").
 	wideOutPlace bool
+	// wideCyclicWindows keeps, with wideBlocked, the window loops cyclic
+	// (kernelgen.Config.WideWindowsCyclic: session 48's blocked form), for
+	// the device's A/B of the blocked window loops (session 49).
+	wideCyclicWindows bool
 	// unrolled keeps every state component's values their own statements
 	// (kernelgen.Config.Unrolled), for the tests that compare the forms.
 	unrolled bool
@@ -567,6 +571,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		v.WideBlocked = v.Wide && tun.wideBlocked && !kernelgen.WideFactors(pl) // explicit methods only (tested)
 		v.WideRecordY = v.Wide && v.Grad && tun.recY(pl)
 		v.WideOutInPlace = v.Wide && tun.outPlace(pl)
+		v.WideWindowsCyclic = v.WideBlocked && tun.wideCyclicWindows
 		if v.Wide && !tun.NoWidePrivate {
 			v.WideScalars = tun.WideScalars
 		}

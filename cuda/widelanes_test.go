@@ -288,10 +288,11 @@ var wideLanesVariants = []struct {
 	{"warp-tables", Tuning{wideLanes: -1, wideTables: true}, ""},
 	{"rolled", Tuning{wideRolled: true}, ""},
 	{"warp-old", Tuning{wideLanes: -1, wideTables: true, wideRolled: true}, ""},
-	{"blocked", Tuning{wideBlocked: true}, ""},                     // the blocked element split (session 48)
-	{"warp-blocked", Tuning{wideLanes: -1, wideBlocked: true}, ""}, // the same on a warp
-	{"recy", Tuning{wideRecY: true}, ""},                           // the reverse steps' y from the record (session 49)
-	{"outplace", Tuning{wideOutPlace: true}, ""},                   // the functions' returned arrays at their outputs (session 49)
+	{"blocked", Tuning{wideBlocked: true}, ""},                              // the blocked element split (session 48)
+	{"warp-blocked", Tuning{wideLanes: -1, wideBlocked: true}, ""},          // the same on a warp
+	{"blocked-s48", Tuning{wideBlocked: true, wideCyclicWindows: true}, ""}, // blocked, its window loops cyclic (session 48's form)
+	{"recy", Tuning{wideRecY: true}, ""},                                    // the reverse steps' y from the record (session 49)
+	{"outplace", Tuning{wideOutPlace: true}, ""},                            // the functions' returned arrays at their outputs (session 49)
 	{"recy-outplace", Tuning{wideRecY: true, wideOutPlace: true}, ""},
 	{"tile", Tuning{Layout: LayoutTile}, "tile"},
 	{"thread", Tuning{Layout: LayoutThread}, "thread"},
@@ -307,7 +308,8 @@ var wideLanesVariants = []struct {
 // default before session 47); on Lorenz-96 with d = 256 (a warp by
 // default) the default, tables, rolled, warp-old (the kernel before
 // session 47) and lanes16; on both Lorenz-96 cases the blocked element
-// split (Tuning.wideBlocked, session 48: blocked), on d = 64 also on a
+// split (Tuning.wideBlocked, session 48: blocked; with its window loops
+// cyclic as session 48 built it: blocked-s48), on d = 64 also on a
 // warp (warp-blocked), and the reverse steps' y read from the record
 // (Tuning.wideRecY, session 49: recy), the functions' returned arrays at
 // their outputs (Tuning.wideOutPlace: outplace) and both
@@ -329,7 +331,7 @@ func wideLanesRuns(c, v string) bool {
 		return c == "lorenz96-64"
 	case v == "pivots":
 		return c == "pollution"
-	case v == "blocked" || v == "recy" || v == "outplace" || v == "recy-outplace":
+	case v == "blocked" || v == "blocked-s48" || v == "recy" || v == "outplace" || v == "recy-outplace":
 		return c == "lorenz96-64" || c == "lorenz96-256"
 	case c == "hires":
 		return true

@@ -160,6 +160,9 @@ type Source struct {
 	// wideOutPlace places the arrays that the wide functions return
 	// whole at their outputs (Config.WideOutInPlace; outputsInPlace).
 	wideOutPlace bool
+	// wideWindowsCyclic keeps the window loops cyclic where wideBlocked
+	// (Config.WideWindowsCyclic).
+	wideWindowsCyclic bool
 	// wideScalars is the most replicated values of a wide function live
 	// in registers at once: Config.WideScalars (0 the default, negative
 	// no limit; wideScalarsOf; widespill.go).

@@ -78,10 +78,38 @@ type Config struct {
 	// (LanesFit); LanesBlockAcc then gives a gradient kernel's blocks one
 	// accumulator each, in shared memory (GS_LANES_BLOCKACC), where it
 	// fits.
-	Lanes          bool
-	LanesMinBlocks int
-	LanesGlobal    bool
-	LanesBlockAcc  bool
+	Lanes bool
+	// (WideRecordY, WideOutInPlace and WideWindowsCyclic sit here, in the
+	// padding after Lanes: TestConfigSize.)
+	// WideRecordY (with Wide and Grad, without WideShared and
+	// WideBlocked) has a gradient's reverse steps read their input y, the
+	// state the step starts from, in place from the record's row in
+	// global memory (the lanes' reads of one row coalesce; a rotation's
+	// neighbours come from the L1 cache), where by default the driver
+	// copies it into the reverse step's inputs in the warp's shared
+	// memory: d reals less a trajectory's shared memory where the reverse
+	// sweep is the larger part (Lorenz-96 d = 256, Tsit5: 20,464 →
+	// 18,712 B a warp, 10 → 12 warps a multiprocessor on an H100). The
+	// same values read: the same results bit for bit; off until the
+	// device measures it (package cuda's Tuning.wideRecY).
+	WideRecordY bool
+	// WideOutInPlace (with Wide, without WideShared and WideBlocked)
+	// places each array that a wide function returns whole (Tsit5's trial:
+	// y⁺ and its last stage's derivative, Init's f0) at its outputs in
+	// the warp's shared memory instead of the function's scratch, and
+	// drops the copy (kernelgen's outputsInPlace): the forward loop's
+	// part of Lorenz-96 d = 256 falls from 2,339 to 1,827 reals. The same
+	// values: the same results bit for bit; off until the device
+	// measures it (package cuda's Tuning.wideOutPlace).
+	WideOutInPlace bool
+	// WideWindowsCyclic (with WideBlocked) keeps the window loops in the
+	// cyclic split, the blocked form of session 48, for the device's A/B
+	// of the blocked window loops (session 49; package cuda's
+	// Tuning.wideCyclicWindows).
+	WideWindowsCyclic bool
+	LanesMinBlocks    int
+	LanesGlobal       bool
+	LanesBlockAcc     bool
 	// LanesShuffle takes vectors' elements by shuffles rather than through
 	// the warps' staging rows (Source.stage).
 	LanesShuffle bool
@@ -206,27 +234,6 @@ type Config struct {
 	// such an array is in shared memory. The same results bit for bit;
 	// off until the device measures it (package cuda's Tuning.wideBlocked).
 	WideBlocked bool
-	// WideRecordY (with Wide and Grad, without WideShared and
-	// WideBlocked) has a gradient's reverse steps read their input y, the
-	// state the step starts from, in place from the record's row in
-	// global memory (the lanes' reads of one row coalesce; a rotation's
-	// neighbours come from the L1 cache), where by default the driver
-	// copies it into the reverse step's inputs in the warp's shared
-	// memory: d reals less a trajectory's shared memory where the reverse
-	// sweep is the larger part (Lorenz-96 d = 256, Tsit5: 20,464 →
-	// 18,712 B a warp, 10 → 12 warps a multiprocessor on an H100). The
-	// same values read: the same results bit for bit; off until the
-	// device measures it (package cuda's Tuning.wideRecY).
-	WideRecordY bool
-	// WideOutInPlace (with Wide, without WideShared and WideBlocked)
-	// places each array that a wide function returns whole (Tsit5's trial:
-	// y⁺ and its last stage's derivative, Init's f0) at its outputs in
-	// the warp's shared memory instead of the function's scratch, and
-	// drops the copy (kernelgen's outputsInPlace): the forward loop's
-	// part of Lorenz-96 d = 256 falls from 2,339 to 1,827 reals. The same
-	// values: the same results bit for bit; off until the device
-	// measures it (package cuda's Tuning.wideOutPlace).
-	WideOutInPlace bool
 	// WideDenseLU (with Wide) keeps every LU factor and solve of the
 	// wide functions dense (gs_wide_lu_factor and its solves), the form
 	// before session 47, where by default a factor of at most
@@ -488,6 +495,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if v.Wide && v.WideBlocked && !v.WideShared {
 		k += "wideblocked "
+		if v.WideWindowsCyclic {
+			k += "widewindowscyclic "
+		}
 	}
 	if v.Wide && v.Grad && v.WideRecordY && !v.WideShared && !v.WideBlocked {
 		k += "widerecy "

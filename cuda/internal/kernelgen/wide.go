@@ -422,7 +422,10 @@ type wideVariant struct {
 	// outPlace places the arrays returned whole at their outputs
 	// (Config.WideOutInPlace).
 	outPlace bool
-	scalars  int
+	// cycWindows keeps the window loops cyclic where blocked
+	// (Config.WideWindowsCyclic).
+	cycWindows bool
+	scalars    int
 	// minSplit is Config.WideMinSplit, resolved (wideMinSplitOf; 0: none).
 	minSplit int
 	// denseLU is Config.WideDenseLU.
@@ -434,7 +437,8 @@ type wideVariant struct {
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
 	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled, blocked: v.WideBlocked && !v.WideShared,
-		recY: v.WideRecordY && v.Grad && !v.WideShared && !v.WideBlocked, outPlace: v.WideOutInPlace && !v.WideShared && !v.WideBlocked, scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
+		recY: v.WideRecordY && v.Grad && !v.WideShared && !v.WideBlocked, outPlace: v.WideOutInPlace && !v.WideShared && !v.WideBlocked, cycWindows: v.WideBlocked && v.WideWindowsCyclic && !v.WideShared,
+		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
 }
 
 // DefaultWideMinSplit is Config.WideMinSplit's default in a Rosenbrock
@@ -487,7 +491,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 		src.reroll = true
 		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU, src.wideTables, src.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		src.widePivots = k.pivots
-		src.wideBlocked, src.wideRecY, src.wideOutPlace = k.blocked, k.recY, k.outPlace
+		src.wideBlocked, src.wideRecY, src.wideOutPlace, src.wideWindowsCyclic = k.blocked, k.recY, k.outPlace, k.cycWindows
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -509,7 +513,7 @@ func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 	if !s.blank() || s.prec != Float64 || s.Lanes || s.Tile || s.Stage || !s.reroll {
 		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU, s.wideTables, s.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		s.widePivots = k.pivots
-		s.wideBlocked, s.wideRecY, s.wideOutPlace = k.blocked, k.recY, k.outPlace
+		s.wideBlocked, s.wideRecY, s.wideOutPlace, s.wideWindowsCyclic = k.blocked, k.recY, k.outPlace, k.cycWindows
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)

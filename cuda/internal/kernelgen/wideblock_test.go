@@ -63,7 +63,7 @@ func TestBlockedArrays(t *testing.T) {
 	code := decl(64, "gs_qa", "gs_qb", "gs_qs") + write + canon(64) + "    const gs_real gs_u0 = " + rot("gs_qa", 1, 64) + " - " + rot("gs_qa", 62, 64) + ";\n    gs_qs[gs_c] = gs_u0;\n    gs_qb[gs_c] = gs_u0 + gs_qa[gs_c];\n  }\n" +
 		canon(64) + "    gs_o[gs_c] = " + rot("gs_qs", 63, 64) + " + gs_qb[gs_c];\n  }\n  gs_r = gs_qs[5];\n"
 	_, blk := privateSets(code, true)
-	got := shadowShared(cacheInputs(blockLoops(code, blk)))
+	got := shadowShared(cacheInputs(blockLoops(code, blk)), true)
 	for _, want := range []string{
 		"  gs_real gs_qa[64 / GS_WSTRIDE];",
 		"  gs_real gs_in2[64 / GS_WSTRIDE];",
@@ -88,5 +88,91 @@ func TestBlockedArrays(t *testing.T) {
 	want := "  GS_SYNCWARP();\n  // c\n  const gs_real v7 = (gs_real)0.5;\n  gs_real gs_x[8 / GS_WSTRIDE];\n  gs_o[0] = 1;\n  GS_SYNCWARP();\n"
 	if got := dedupSyncs(syncs); got != want {
 		t.Errorf("dedupSyncs:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestBlockedWindows checks blockWindows on window loops of the wide
+// emitter's form (wide.go's loop, the repetitions unrolled): a window
+// loop whose repetition r reads its neighbours at component K − r runs
+// blocked backwards (lane l from component l·R + R − 1 down), one that
+// reads forwards from l·R; its sum's terms are added after it in the
+// cyclic order (through the scratch where the term is a repetition's
+// value, read again where it is an array's entry), its carried values
+// come from the lane of the last repetition; a loop that touches the
+// lanes' own rows, or a sum of another form, stays cyclic.
+func TestBlockedWindows(t *testing.T) {
+	t.Parallel()
+	window := func(n int, read, term, extra string) string {
+		return "  gs_real gs_r1_0_1 = (gs_real)-0.0;  // the sum\n" +
+			"  gs_real gs_r1_0_1_p[GS_WSUMS];  // the lane's partial sums, by lane of a warp\n" +
+			"  gs_wsum_zero(gs_r1_0_1_p);\n" +
+			"  gs_real gs_r1_1_0 = v5;\n" +
+			"  gs_real* const gs_l1_3 = gs_w + @off:gs_l1_3@;  // [" + fmt.Sprint(n) + "]\n" +
+			"  GS_SYNCWARP();\n" +
+			"#pragma unroll 1\n" +
+			fmt.Sprintf("  for (int gs_c0 = gs_lane; gs_c0 < %d; gs_c0 += GS_WSTRIDE) {\n", n) +
+			"    gs_r1_1_0 = v5;\n" +
+			"#pragma unroll\n" +
+			"  for (int gs_k = 2; gs_k >= 0; gs_k--) {\n" +
+			"    const int gs_c = gs_c0 - gs_k;\n" +
+			"    if (gs_c < 0) continue;\n" +
+			"    const gs_real gs_u1 = (gs_r1_1_0 * " + read + ");  // v7\n" +
+			extra +
+			"    if (gs_c == gs_c0) {\n" +
+			"    const gs_real gs_u0 = (" + term + " + gs_wsum_get(gs_r1_0_1_p, gs_c));  // v6\n" +
+			"    const gs_real gs_u2 = (gs_u1 + v4);  // v8\n" +
+			"    gs_l1_3[gs_c] = gs_u2;\n" +
+			"    gs_wsum_set(gs_r1_0_1_p, gs_c, gs_u0);\n" +
+			"    }\n" +
+			"    gs_r1_1_0 = gs_u1;\n" +
+			"  }\n" +
+			"  }\n" +
+			"  GS_SYNCWARP();\n" +
+			"  gs_r1_0_1 = v3 + gs_wide_sums(gs_r1_0_1_p);\n" +
+			fmt.Sprintf("  gs_r1_1_0 = gs_wide_from(gs_r1_1_0, %d %% GS_WSTRIDE);\n", n-1) +
+			"  gs_o[0] = gs_r1_1_0 + gs_r1_0_1;\n"
+	}
+	for _, c := range []struct {
+		name, code string
+		want, not  []string
+	}{
+		{"backwards", window(62, "gs_y[GS_WROT((63 - gs_c), 0, 1, 64)]", "gs_x[2 + gs_c]", ""), []string{
+			"  for (int gs_k = -2; gs_k < (64 / GS_WSTRIDE); gs_k++) {",
+			"    const int gs_c = 63 - gs_lane * (64 / GS_WSTRIDE) - ((64 / GS_WSTRIDE) - 1) + gs_k;",
+			"    if (gs_c < 0 || gs_c >= 62) continue;",
+			"    if (gs_k >= 0) {",
+			"  GS_SYNCWARP();\n#pragma unroll 1\n  for (int gs_c = gs_lane; gs_c < 62; gs_c += GS_WSTRIDE) {\n    const gs_real gs_u0 = (gs_x[2 + gs_c] + gs_wsum_get(gs_r1_0_1_p, gs_c));  // v6\n    gs_wsum_set(gs_r1_0_1_p, gs_c, gs_u0);\n  }\n  gs_r1_0_1 = v3 + gs_wide_sums(gs_r1_0_1_p);",
+			"  gs_r1_1_0 = gs_wide_from(gs_r1_1_0, (63 - 61) / (64 / GS_WSTRIDE));",
+		}, []string{"gs_c0", "% GS_WSTRIDE", "    gs_r1_1_0 = v5;", "gs_tr1"}},
+		{"forwards, a value's term", window(64, "gs_y[1 + gs_c]", "gs_u1", ""), []string{
+			"  gs_real* const gs_tr1_0_1 = gs_w + @off:gs_tr1_0_1@;  // [64]",
+			"  for (int gs_k = -2; gs_k < ((64 + GS_WSTRIDE - 1) / GS_WSTRIDE); gs_k++) {",
+			"    const int gs_c = gs_lane * ((64 + GS_WSTRIDE - 1) / GS_WSTRIDE) + gs_k;",
+			"    gs_tr1_0_1[gs_c] = gs_u1;  // v6",
+			"    const gs_real gs_u0 = (gs_tr1_0_1[gs_c] + gs_wsum_get(gs_r1_0_1_p, gs_c));  // v6",
+			"  gs_r1_1_0 = gs_wide_from(gs_r1_1_0, 63 / ((64 + GS_WSTRIDE - 1) / GS_WSTRIDE));",
+		}, []string{"gs_c0"}},
+		{"backwards, from registers", "  gs_real gs_bgs_y[64 / GS_WSTRIDE];  // shadowShared's\n" + window(62, "gs_y[GS_WROT((63 - gs_c), 0, 1, 64)]", "gs_x[2 + gs_c]", ""), []string{
+			"    const int gs_row = (64 / GS_WSTRIDE) - 1 - gs_k;",
+			"    const int gs_c = gs_ok ? 63 - gs_lane * (64 / GS_WSTRIDE) - ((64 / GS_WSTRIDE) - 1) + gs_k : 0;",
+			"    const gs_real gs_u1 = (gs_r1_1_0 * GS_WNBF(gs_bgs_y, gs_row, 1, (64 / GS_WSTRIDE), gs_y[GS_WROT((63 - gs_c), 0, 1, 64)]));  // v7\n    const gs_real gs_u2 = (gs_u1 + v4);  // v8\n    if (gs_ok && gs_k >= 0) {\n    gs_l1_3[gs_c] = gs_u2;\n    }\n    if (gs_ok) {\n    gs_r1_1_0 = gs_u1;\n    }\n  }",
+		}, []string{"continue;"}},
+		{"own rows", window(64, "gs_y[1 + gs_c]", "gs_x[gs_c]", "    gs_l2_0[gs_c / GS_WSTRIDE] = gs_u1;\n"), nil, []string{"gs_k = -2"}},
+		{"a value used twice", window(64, "gs_y[1 + gs_c]", "gs_x[gs_c]", "    const gs_real gs_u3 = gs_u0;\n"), nil, []string{"gs_k = -2"}},
+	} {
+		got := blockWindows(c.code)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: the blocked code lacks %q:\n%s", c.name, w, got)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(got, w) {
+				t.Errorf("%s: the code holds %q:\n%s", c.name, w, got)
+			}
+		}
+		if len(c.want) == 0 && got != c.code {
+			t.Errorf("%s: blocked:\n%s", c.name, got)
+		}
 	}
 }
