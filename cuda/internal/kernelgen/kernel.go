@@ -78,9 +78,11 @@ type Config struct {
 	// (LanesFit); LanesBlockAcc then gives a gradient kernel's blocks one
 	// accumulator each, in shared memory (GS_LANES_BLOCKACC), where it
 	// fits.
-	Lanes bool
+	Lanes         bool
+	LanesGlobal   bool
+	LanesBlockAcc bool
 	// (WideRecordY, WideOutInPlace and WideWindowsCyclic sit here, in the
-	// padding after Lanes: TestConfigSize.)
+	// padding before LanesMinBlocks: TestConfigSize.)
 	// WideRecordY (with Wide and Grad, without WideShared and
 	// WideBlocked) has a gradient's reverse steps read their input y, the
 	// state the step starts from, in place from the record's row in
@@ -108,8 +110,6 @@ type Config struct {
 	// Tuning.wideCyclicWindows).
 	WideWindowsCyclic bool
 	LanesMinBlocks    int
-	LanesGlobal       bool
-	LanesBlockAcc     bool
 	// LanesShuffle takes vectors' elements by shuffles rather than through
 	// the warps' staging rows (Source.stage).
 	LanesShuffle bool
