@@ -2554,7 +2554,7 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
-	par.Run(b1-b0, r.ex.tun.hostWorkers, func(_, t int) {
+	hostRun(r.ex.tun.shortStage)(b1-b0, r.ex.tun.hostWorkers, func(_, t int) {
 		b := b0 + t
 		q0, q1 := b*fb, min(n, (b+1)*fb)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
@@ -2620,6 +2620,16 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, ode.ErrInput)
 	}
 	return nil
+}
+
+// hostRun returns par.RunShort where short (Tuning.shortStage,
+// shortScatter), else par.Run: how a launch's staging or result blocks
+// run on the pool.
+func hostRun(short bool) func(n, workers int, f func(worker, task int)) {
+	if short {
+		return par.RunShort
+	}
+	return par.Run
 }
 
 // gatherCols copies the rows g[q0:q1] of src (row-major, w values a row)
@@ -3421,11 +3431,11 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			if t := ex.tun.headsWorkers; t > 0 {
 				w = t
 			}
-			par.Run(nb, w, func(_, b int) { block(b, blockHead) })
+			hostRun(ex.tun.shortScatter)(nb, w, func(_, b int) { block(b, blockHead) })
 		}
 	}
 	if err := feed(heads, func(lo, hi int) {
-		par.Run(hi-lo, ex.tun.hostWorkers, func(_, t int) { block(lo+t, part) })
+		hostRun(ex.tun.shortScatter)(hi-lo, ex.tun.hostWorkers, func(_, t int) { block(lo+t, part) })
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}
