@@ -127,3 +127,46 @@ func sameFailures(t *testing.T, c engineCase, set ode.Settings, p *ode.Problem, 
 	}
 	sameGrads(t, "with failures", gf[0], gf[1])
 }
+
+// TestHostEngineShortRuns checks that a launch's staging and result
+// blocks on par.RunShort (Tuning.shortStage, shortScatter) give the
+// pool's results (par.Run) bit for bit: solves and gradients with the
+// record, results in one copy and in two parts (splitMin), the inputs
+// staged every call (NoInputReuse) and reused, a Gradient passed back,
+// and failures (MaxSteps).
+func TestHostEngineShortRuns(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(4096, 1e-4)
+	for _, x := range []struct {
+		split   int
+		noReuse bool
+	}{{-1, true}, {1024, true}, {-1, false}} {
+		t.Run(fmt.Sprintf("split=%d/noreuse=%v", x.split, x.noReuse), func(t *testing.T) {
+			shortTun := Tuning{splitMin: x.split, NoInputReuse: x.noReuse, shortStage: true, shortScatter: true}
+			poolTun := Tuning{splitMin: x.split, NoInputReuse: x.noReuse}
+			short := c.solver(t, tuned(t, hostReads.name, shortTun))
+			pool := c.solver(t, tuned(t, hostReads.name, poolTun))
+			sameRuns(t, c, short, pool)
+			var gs [2]ode.Gradient
+			for round := range 2 { // a Gradient passed back
+				for k, sv := range []*ode.Solver{short, pool} {
+					if _, err := sv.Grad(&gs[k], &c.prob, c.loss, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sameGrads(t, fmt.Sprintf("passed back, round %d", round), &gs[0], &gs[1])
+			}
+			p := c.prob
+			p.T1s = make([]float64, p.N)
+			for i := range p.T1s {
+				p.T1s[i] = p.T1
+				if i%3 == 1 {
+					p.T1s[i] = 10 * p.T1
+				}
+			}
+			set := c.set
+			set.MaxSteps = 2 * slices.Max(gs[1].Solution.Stats.Accepted)
+			sameFailures(t, c, set, &p, "short", [2]string{tuned(t, hostReads.name, shortTun), tuned(t, hostReads.name, poolTun)})
+		})
+	}
+}

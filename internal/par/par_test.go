@@ -157,7 +157,8 @@ func TestRunShort(t *testing.T) {
 	}
 }
 
-// TestGroupAllocs checks that reusing a Group allocates nothing.
+// TestGroupAllocs checks that reusing a Group allocates nothing, in Run
+// and in RunShort.
 func TestGroupAllocs(t *testing.T) {
 	var g Group
 	var sum atomic.Int64
@@ -165,6 +166,10 @@ func TestGroupAllocs(t *testing.T) {
 	g.Run(64, 2, f)
 	if a := testing.AllocsPerRun(20, func() { g.Run(64, 2, f) }); a != 0 {
 		t.Errorf("Group.Run allocates %v times, want 0", a)
+	}
+	g.RunShort(64, 2, f)
+	if a := testing.AllocsPerRun(20, func() { g.RunShort(64, 2, f) }); a != 0 {
+		t.Errorf("Group.RunShort allocates %v times, want 0", a)
 	}
 }
 
