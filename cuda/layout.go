@@ -359,6 +359,15 @@ type Tuning struct {
 	// last. The same blocks and results; for the device's comparison
 	// (BenchmarkGPUCallBound's "-short" rows).
 	shortStage, shortScatter bool
+	// stageParts stages P beside the upload of the inputs before it, in
+	// a launch whose inputs all go up at once (none held by the arena:
+	// a changed-input call, NoInputReuse) and whose results come back in
+	// one copy (stagesParts): the fill stages the others, the launch's
+	// batch copies them up as another goroutine stages P's columns, then
+	// P and what follows it. Two copies up where there was one; the
+	// same results. For the device's comparison (BenchmarkGPUCallBound's
+	// "-parts" rows).
+	stageParts bool
 	// generic keeps the staging and result loops' general forms (each
 	// trajectory's row read through the launch's index), for the tests that
 	// compare them with the forms for consecutive trajectories.
