@@ -242,3 +242,36 @@ func TestHostEngineShortRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUStageParts checks on the device that the changed-input call's
+// staging variants (Tuning.stageParts: P staged beside the upload of the
+// other inputs; shortStage and shortScatter: the blocks on
+// par.RunShort) give the results of the default staging bit for bit, at
+// 32,768 Lorenz trajectories with every input staged every call
+// (NoInputReuse), three calls each, a Gradient passed back.
+func TestGPUStageParts(t *testing.T) {
+	needGPUEngine(t)
+	c := lorenzCallCase(1 << 15)
+	var gs [2]ode.Gradient
+	for _, x := range []struct {
+		name string
+		tun  Tuning
+	}{{"parts", Tuning{stageParts: true}}, {"short", Tuning{shortStage: true, shortScatter: true}}, {"parts-short", Tuning{stageParts: true, shortStage: true, shortScatter: true}}} {
+		tun := x.tun
+		tun.NoInputReuse = true
+		for k, tk := range []Tuning{tun, {NoInputReuse: true}} {
+			set := c.set
+			set.Engine = tuned(t, "cuda", tk)
+			sv, err := ode.NewSolver(c.prob.Field, &set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if _, err := sv.Grad(&gs[k], &c.prob, c.loss, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		sameGrads(t, x.name+" against the default staging", &gs[0], &gs[1])
+	}
+}
