@@ -1682,9 +1682,16 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		nc = (nb + chunk - 1) / chunk
 	}
 	staged := r.stagesByChunk(n, chunk, nc, &l, bc)
+	// P staged beside the upload of the inputs before it (stageParts):
+	// the fill leaves it out.
+	parts := !staged && chunk == 0 && !kept && r.stagesParts(&l, bc)
 	if !staged {
+		fbc := bc
+		if parts {
+			fbc.held |= 1 << argP
+		}
 		rg := rtrace.StartRegion(r.ctx, "cuda.fill")
-		err = r.fillBroadcast(up, g, &l, bc)
+		err = r.fillBroadcast(up, g, &l, fbc)
 		rg.End()
 		if err != nil {
 			return nil, err
@@ -1778,6 +1785,14 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		ready = make(chan [2]int, 1)
 		savesReady = make(chan [2]int, (r.k*r.d+saveCols-1)/saveCols)
 	}
+	// With parts, P's staging: its error (nil once staged) where it runs
+	// beside the batch's first upload (a launch whose batch runs on this
+	// goroutine), pFilled closed once it is done.
+	var pStaged chan error
+	var pFilled chan struct{}
+	if parts && inline {
+		pStaged, pFilled = make(chan error, 1), make(chan struct{})
+	}
 	var stagedCh chan struct{} // with staged: a chunk's inputs are staged
 	if staged {
 		stagedCh = make(chan struct{}, nc)
@@ -1841,7 +1856,11 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			dt += d
 			return err
 		}
-		if err := r.uploadBroadcast(up, ar, n, rows, &l, zeroGS, bc); err != nil {
+		if pStaged != nil {
+			if err := r.uploadParts(up, ar, n, rows, &l, zeroGS, pStaged); err != nil {
+				return err
+			}
+		} else if err := r.uploadBroadcast(up, ar, n, rows, &l, zeroGS, bc); err != nil {
 			return err
 		}
 		if nc > 1 {
@@ -1994,11 +2013,30 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			return r.rowSaves(q, ar, n, &l)
 		}
 	}
+	if parts {
+		// P's columns alone: not the shared block, nor the inputs the
+		// fill above staged.
+		pOnly := bcast{held: ^uint64(0) &^ (1 << argP)}
+		fb := resultBlockOf(n)
+		if inline {
+			go func() {
+				defer close(pFilled)
+				rg := rtrace.StartRegion(r.ctx, "cuda.fill")
+				defer rg.End()
+				pStaged <- r.fillBlocks(up, g, &l, pOnly, 0, (n+fb-1)/fb)
+			}()
+		} else if err := r.fillBlocks(up, g, &l, pOnly, 0, (n+fb-1)/fb); err != nil {
+			return nil, err
+		}
+	}
 	staged0 := time.Since(staging)
 	if inline {
 		rg := rtrace.StartRegion(r.ctx, "cuda.batch")
 		b0 := time.Now()
 		err = ex.be.batch(batch)
+		if pFilled != nil {
+			<-pFilled // (a batch that failed before it took P's staging)
+		}
 		b1 := time.Now()
 		rg.End()
 		ahead := r.ahead.on
@@ -2467,7 +2505,7 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 	// Inputs, step-major. Fill writes every input array whole but the
 	// shared block in lanes mode, padded: its gaps are cleared (a staging
 	// buffer holds what an earlier launch left).
-	if b0 == 0 {
+	if b0 == 0 && !bc.holds(argSh) {
 		sh := rv(up, 0, argSh)
 		clear(up[l.off[argSh] : l.off[argSh]+l.bytes[argSh]])
 		if v.LanesGlobal {
@@ -2554,7 +2592,7 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 	}
 	// Per block: an input that is not finite, a length out of range.
 	var badBlocks [2]atomic.Bool
-	par.Run(b1-b0, r.ex.tun.hostWorkers, func(_, t int) {
+	hostRun(r.ex.tun.shortStage)(b1-b0, r.ex.tun.hostWorkers, func(_, t int) {
 		b := b0 + t
 		q0, q1 := b*fb, min(n, (b+1)*fb)
 		seed := min(q1, max(q0, bc.seed)) // the end of the block's part of a broadcast's seed
@@ -2620,6 +2658,16 @@ func (r *run) fillBlocks(up []byte, g []int, l *layout, bc bcast, b0, b1 int) er
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, ode.ErrInput)
 	}
 	return nil
+}
+
+// hostRun returns par.RunShort where short (Tuning.shortStage,
+// shortScatter), else par.Run: how a launch's staging or result blocks
+// run on the pool.
+func hostRun(short bool) func(n, workers int, f func(worker, task int)) {
+	if short {
+		return par.RunShort
+	}
+	return par.Run
 }
 
 // gatherCols copies the rows g[q0:q1] of src (row-major, w values a row)
@@ -2916,6 +2964,63 @@ func (r *run) uploadBroadcast(up []byte, ar *arena, n, rows int, l *layout, zero
 		}
 	}
 	return r.deviceFills(ar, n, rows, l, zeroGS, bc)
+}
+
+// stagesParts reports whether a launch in layout l whose results come
+// back in one copy, its inputs staged at once, stages P beside the
+// upload of the inputs before it (Tuning.stageParts): where every input
+// goes up (none held by the arena, none broadcast), P among them, and
+// no mesh to replay follows them. The fill stages the others, the batch
+// copies them up (uploadParts) as another goroutine stages P, then P
+// and the inputs after it.
+func (r *run) stagesParts(l *layout, bc bcast) bool {
+	return r.ex.tun.stageParts && r.np > 0 && l.off[argP] > 0 && l.off[argHin] < 0 && bc.held == 0 &&
+		len(bc.args()) == 0 && len(bc.copies) == 0 && !r.ahead.on
+}
+
+// uploadParts is uploadBroadcast for a launch that stages P beside the
+// upload (stagesParts): the staged inputs before P go up, then, once
+// pStaged says P is staged (polled for up to partsSpin, then waited for;
+// the wait added to the trace's staging), P
+// and the inputs after it; then the work on the device before the
+// kernel (deviceFills). P's staging error is returned as it is.
+func (r *run) uploadParts(up []byte, ar *arena, n, rows int, l *layout, zeroGS bool, pStaged chan error) error {
+	at := l.off[argP]
+	if err := r.write(ar.addr, up[:at]); err != nil {
+		return err
+	}
+	start := time.Now()
+	err := spinRecv(pStaged, partsSpin)
+	d := time.Since(start)
+	r.tr.add(func(t *TraceStats) { t.Stage += d })
+	if err != nil {
+		return err
+	}
+	if err := r.write(ar.addr+uint64(at), up[at:]); err != nil {
+		return err
+	}
+	return r.deviceFills(ar, n, rows, l, zeroGS, bcast{})
+}
+
+// partsSpin is how long uploadParts' batch polls for P's staging before
+// it waits on the channel: a device's goroutine is locked to its thread,
+// which a wait puts to sleep and P's goroutine must wake (one more of the
+// wake-ups a call pays for, after a copy up of about 20 µs at 32,768).
+const partsSpin = 100 * time.Microsecond
+
+// spinRecv receives from c, polling it for up to d first where another
+// processor can run its sender (GOMAXPROCS above 1).
+func spinRecv(c chan error, d time.Duration) error {
+	if runtime.GOMAXPROCS(0) > 1 {
+		for start := time.Now(); time.Since(start) < d; {
+			select {
+			case err := <-c:
+				return err
+			default:
+			}
+		}
+	}
+	return <-c
 }
 
 // uploadChunk copies the staged inputs of the trajectories lo…hi−1 of a
@@ -3421,11 +3526,11 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 			if t := ex.tun.headsWorkers; t > 0 {
 				w = t
 			}
-			par.Run(nb, w, func(_, b int) { block(b, blockHead) })
+			hostRun(ex.tun.shortScatter)(nb, w, func(_, b int) { block(b, blockHead) })
 		}
 	}
 	if err := feed(heads, func(lo, hi int) {
-		par.Run(hi-lo, ex.tun.hostWorkers, func(_, t int) { block(lo+t, part) })
+		hostRun(ex.tun.shortScatter)(hi-lo, ex.tun.hostWorkers, func(_, t int) { block(lo+t, part) })
 		if savesBack && !savesApart {
 			r.scatterSaves(ys, g, lo*r.rb, min(n, hi*r.rb), 0, k*d, status, flags)
 		}

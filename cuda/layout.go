@@ -358,6 +358,26 @@ type Tuning struct {
 	// for the benchmarks that ask on a many-core host where a call's host
 	// work pays for the pool's wake-ups (BenchmarkGPUCallWorkers).
 	hostWorkers, headsWorkers int
+	// shortStage runs a launch's staging blocks (fillBlocks) and
+	// shortScatter its result blocks (scatter's, the first part's of a
+	// split download too) with par.RunShort, which returns once the
+	// blocks are done, where par.Run also waits for every pool goroutine
+	// it woke to start: on a many-core host whose threads have parked
+	// (a call's staging comes after the host's idle wait for the call
+	// before, its scatter after the kernel's), they wake one after the
+	// other, and a staging of tens of µs of work a core waited for the
+	// last. The same blocks and results; for the device's comparison
+	// (BenchmarkGPUCallBound's "-short" rows).
+	shortStage, shortScatter bool
+	// stageParts stages P beside the upload of the inputs before it, in
+	// a launch whose inputs all go up at once (none held by the arena:
+	// a changed-input call, NoInputReuse) and whose results come back in
+	// one copy (stagesParts): the fill stages the others, the launch's
+	// batch copies them up as another goroutine stages P's columns, then
+	// P and what follows it. Two copies up where there was one; the
+	// same results. For the device's comparison (BenchmarkGPUCallBound's
+	// "-parts" rows).
+	stageParts bool
 	// generic keeps the staging and result loops' general forms (each
 	// trajectory's row read through the launch's index), for the tests that
 	// compare them with the forms for consecutive trajectories.

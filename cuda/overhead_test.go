@@ -1260,7 +1260,12 @@ func BenchmarkGPUCallBound(b *testing.B) {
 // callBoundCases runs f as BenchmarkGPUCallBound's sub-benchmarks: n =
 // 32,768, 262,144 and 2^20, staged chunk by chunk ("stage") or at once
 // ("whole", from two chunks), the inputs reused or staged and uploaded
-// every call ("-noreuse").
+// every call ("-noreuse"); at 32,768 also with the staging's and the
+// scatter's blocks on par.RunShort ("-short": Tuning.shortStage and
+// shortScatter), with the changed inputs' staging alone on it
+// ("-noreuse-shortstage"), and with P staged beside the upload of the
+// other inputs ("-noreuse-parts": Tuning.stageParts; "-parts-short" with
+// both).
 func callBoundCases(b *testing.B, f func(b *testing.B, n int, tun Tuning)) {
 	for _, n := range []int{1 << 15, 1 << 18, 1 << 20} {
 		for _, whole := range []bool{false, true} {
@@ -1276,6 +1281,20 @@ func callBoundCases(b *testing.B, f func(b *testing.B, n int, tun Tuning)) {
 					name += "-noreuse"
 				}
 				b.Run(name, func(b *testing.B) { f(b, n, Tuning{NoChunkStage: whole, NoInputReuse: off}) })
+			}
+		}
+		if n == 1<<15 {
+			for _, c := range []struct {
+				name string
+				tun  Tuning
+			}{
+				{"stage-short", Tuning{shortStage: true, shortScatter: true}},
+				{"stage-noreuse-short", Tuning{NoInputReuse: true, shortStage: true, shortScatter: true}},
+				{"stage-noreuse-shortstage", Tuning{NoInputReuse: true, shortStage: true}},
+				{"stage-noreuse-parts", Tuning{NoInputReuse: true, stageParts: true}},
+				{"stage-noreuse-parts-short", Tuning{NoInputReuse: true, stageParts: true, shortStage: true, shortScatter: true}},
+			} {
+				b.Run(fmt.Sprintf("n=%d/%s", n, c.name), func(b *testing.B) { f(b, n, c.tun) })
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -10,25 +11,30 @@ import (
 )
 
 // readsBackend is the host backend counting the copies back of its
-// batches (a read of the batch's queue each).
+// batches (a read of the batch's queue each) and the copies up (writes).
 type readsBackend struct {
 	*hostBackend
-	reads atomic.Int64
+	reads, writes atomic.Int64
 }
 
 func (b *readsBackend) batch(f func(q queue) error) error {
-	return b.hostBackend.batch(func(q queue) error { return f(readsQueue{q, &b.reads}) })
+	return b.hostBackend.batch(func(q queue) error { return f(readsQueue{q, &b.reads, &b.writes}) })
 }
 
 // readsQueue is a queue of readsBackend's batches.
 type readsQueue struct {
 	queue
-	reads *atomic.Int64
+	reads, writes *atomic.Int64
 }
 
 func (q readsQueue) read(dst []byte, addr uint64) error {
 	q.reads.Add(1)
 	return q.queue.read(dst, addr)
+}
+
+func (q readsQueue) write(addr uint64, src []byte) error {
+	q.writes.Add(1)
+	return q.queue.write(addr, src)
 }
 
 // hostReads is the host engine whose backend counts its copies back.
@@ -126,4 +132,146 @@ func sameFailures(t *testing.T, c engineCase, set ode.Settings, p *ode.Problem, 
 		t.Errorf("failures differ: %d %s, %d without", len(fails[0]), what, len(fails[1]))
 	}
 	sameGrads(t, "with failures", gf[0], gf[1])
+}
+
+// TestHostEngineStageParts checks that a launch that stages P beside the
+// upload of its other inputs (Tuning.stageParts, every input staged:
+// NoInputReuse) gives the results of one that stages them all first bit
+// for bit: solves and gradients with the record, a Gradient passed back,
+// failures (MaxSteps), results in one copy (P staged on a goroutine of
+// its own as the batch copies the others up: one copy up more a launch)
+// and in two parts (the batch on a goroutine of its own: P staged before
+// it, the copies up as many), and a P that is not finite (the error of
+// ode.ErrInput from P's goroutine, as from the fill: package ode's error).
+func TestHostEngineStageParts(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(4096, 1e-4)
+	be := hostReads.be.(*readsBackend)
+	for _, split := range []int{-1, 1024} {
+		t.Run(fmt.Sprintf("split=%d", split), func(t *testing.T) {
+			partsTun := Tuning{splitMin: split, NoInputReuse: true, stageParts: true}
+			wholeTun := Tuning{splitMin: split, NoInputReuse: true}
+			parts := c.solver(t, tuned(t, hostReads.name, partsTun))
+			whole := c.solver(t, tuned(t, hostReads.name, wholeTun))
+			sameRuns(t, c, parts, whole)
+			var gs [2]ode.Gradient
+			var writes [2]int64
+			for round := range 2 { // a Gradient passed back
+				for k, sv := range []*ode.Solver{parts, whole} {
+					w0 := be.writes.Load()
+					if _, err := sv.Grad(&gs[k], &c.prob, c.loss, nil); err != nil {
+						t.Fatal(err)
+					}
+					writes[k] = be.writes.Load() - w0
+				}
+				sameGrads(t, fmt.Sprintf("passed back, round %d", round), &gs[0], &gs[1])
+			}
+			if want := writes[1] + int64(max(0, -split)); writes[0] != want {
+				t.Errorf("%d copies up with P staged apart, %d at once (split %d)", writes[0], writes[1], split)
+			}
+			p := c.prob
+			p.T1s = make([]float64, p.N)
+			for i := range p.T1s {
+				p.T1s[i] = p.T1
+				if i%3 == 1 {
+					p.T1s[i] = 10 * p.T1
+				}
+			}
+			set := c.set
+			set.MaxSteps = 2 * slices.Max(gs[1].Solution.Stats.Accepted)
+			sameFailures(t, c, set, &p, "parts", [2]string{tuned(t, hostReads.name, partsTun), tuned(t, hostReads.name, wholeTun)})
+			// A NaN in P, past the first block.
+			p = c.prob
+			p.P = slices.Clone(p.P)
+			p.P[3*3000+1] = math.NaN()
+			var errs [2]error
+			for k, sv := range []*ode.Solver{parts, whole} {
+				_, errs[k] = sv.Grad(nil, &p, c.loss, nil)
+			}
+			if errs[0] == nil || errs[1] == nil || errs[0].Error() != errs[1].Error() {
+				t.Errorf("P with a NaN: error %v, want %v", errs[0], errs[1])
+			}
+			// And the calls after it.
+			if _, err := parts.Grad(&gs[0], &c.prob, c.loss, nil); err != nil {
+				t.Fatal(err)
+			}
+			sameGrads(t, "after the error", &gs[0], &gs[1])
+		})
+	}
+}
+
+// TestHostEngineShortRuns checks that a launch's staging and result
+// blocks on par.RunShort (Tuning.shortStage, shortScatter) give the
+// pool's results (par.Run) bit for bit: solves and gradients with the
+// record, results in one copy and in two parts (splitMin), the inputs
+// staged every call (NoInputReuse) and reused, a Gradient passed back,
+// and failures (MaxSteps).
+func TestHostEngineShortRuns(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(4096, 1e-4)
+	for _, x := range []struct {
+		split   int
+		noReuse bool
+	}{{-1, true}, {1024, true}, {-1, false}} {
+		t.Run(fmt.Sprintf("split=%d/noreuse=%v", x.split, x.noReuse), func(t *testing.T) {
+			shortTun := Tuning{splitMin: x.split, NoInputReuse: x.noReuse, shortStage: true, shortScatter: true}
+			poolTun := Tuning{splitMin: x.split, NoInputReuse: x.noReuse}
+			short := c.solver(t, tuned(t, hostReads.name, shortTun))
+			pool := c.solver(t, tuned(t, hostReads.name, poolTun))
+			sameRuns(t, c, short, pool)
+			var gs [2]ode.Gradient
+			for round := range 2 { // a Gradient passed back
+				for k, sv := range []*ode.Solver{short, pool} {
+					if _, err := sv.Grad(&gs[k], &c.prob, c.loss, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				sameGrads(t, fmt.Sprintf("passed back, round %d", round), &gs[0], &gs[1])
+			}
+			p := c.prob
+			p.T1s = make([]float64, p.N)
+			for i := range p.T1s {
+				p.T1s[i] = p.T1
+				if i%3 == 1 {
+					p.T1s[i] = 10 * p.T1
+				}
+			}
+			set := c.set
+			set.MaxSteps = 2 * slices.Max(gs[1].Solution.Stats.Accepted)
+			sameFailures(t, c, set, &p, "short", [2]string{tuned(t, hostReads.name, shortTun), tuned(t, hostReads.name, poolTun)})
+		})
+	}
+}
+
+// TestGPUStageParts checks on the device that the changed-input call's
+// staging variants (Tuning.stageParts: P staged beside the upload of the
+// other inputs; shortStage and shortScatter: the blocks on
+// par.RunShort) give the results of the default staging bit for bit, at
+// 32,768 Lorenz trajectories with every input staged every call
+// (NoInputReuse), three calls each, a Gradient passed back.
+func TestGPUStageParts(t *testing.T) {
+	needGPUEngine(t)
+	c := lorenzCallCase(1 << 15)
+	var gs [2]ode.Gradient
+	for _, x := range []struct {
+		name string
+		tun  Tuning
+	}{{"parts", Tuning{stageParts: true}}, {"short", Tuning{shortStage: true, shortScatter: true}}, {"parts-short", Tuning{stageParts: true, shortStage: true, shortScatter: true}}} {
+		tun := x.tun
+		tun.NoInputReuse = true
+		for k, tk := range []Tuning{tun, {NoInputReuse: true}} {
+			set := c.set
+			set.Engine = tuned(t, "cuda", tk)
+			sv, err := ode.NewSolver(c.prob.Field, &set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if _, err := sv.Grad(&gs[k], &c.prob, c.loss, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		sameGrads(t, x.name+" against the default staging", &gs[0], &gs[1])
+	}
 }

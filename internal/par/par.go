@@ -20,21 +20,33 @@ import (
 
 var (
 	once  sync.Once
-	queue chan *Group
+	queue chan ticket
 )
+
+// ticket asks a pool goroutine to help a Group's Run: gen 0 one of Run's
+// (the Run waits for it), else one of RunShort's numbered gen, which it
+// may join only while that Run is open (Group.join).
+type ticket struct {
+	g   *Group
+	gen uint32
+}
 
 func start() {
 	once.Do(func() {
 		np := runtime.GOMAXPROCS(0)
-		queue = make(chan *Group)
+		queue = make(chan ticket)
 		var ready sync.WaitGroup
 		ready.Add(np)
 		for i := 0; i < np; i++ {
 			go func() {
 				ready.Done()
-				for g := range queue {
-					g.work(int(g.ids.Add(1)))
-					g.wg.Done()
+				for t := range queue {
+					if t.gen != 0 {
+						t.g.join(t.gen)
+						continue
+					}
+					t.g.work(int(t.g.ids.Add(1)))
+					t.g.wg.Done()
 				}
 			}()
 		}
@@ -61,7 +73,18 @@ type Group struct {
 	wg    sync.WaitGroup
 	pmu   sync.Mutex
 	panic any
+	// RunShort's: its number (gen) in the high 32 bits, shortClosed once
+	// its caller has found no task left, and the goroutines that joined
+	// it and have not left in the low bits; left takes the last one's
+	// word where the caller waits for it.
+	short atomic.Uint64
+	left  chan struct{}
 }
+
+const (
+	shortClosed = 1 << 31
+	shortActive = shortClosed - 1
+)
 
 func (g *Group) work(id int) {
 	defer func() {
@@ -103,7 +126,7 @@ func (g *Group) Run(n, workers int, f func(worker, task int)) {
 		for id := 1; id < nw; id++ {
 			g.wg.Add(1)
 			select {
-			case queue <- g:
+			case queue <- ticket{g: g}:
 			default:
 				g.wg.Done() // no idle pool goroutine: the others share its tasks
 			}
@@ -116,6 +139,90 @@ func (g *Group) Run(n, workers int, f func(worker, task int)) {
 		g.panic = nil
 		panic(p)
 	}
+}
+
+// RunShort is Run, but it returns once every task has returned: a pool
+// goroutine asked to help that has not begun by then is not waited for
+// (it finds the Run closed and takes nothing). Run waits for every
+// goroutine it asked, and where the pool's threads have parked they wake
+// one after the other (Go's scheduler starts the next thread once the
+// one before runs): a Run of tens of µs of work on a many-core host
+// waits for the last wake-up, though the first goroutines have done the
+// tasks. Tasks, workers and panics are as Run's; a goroutine's worker is
+// in [0, workers). A Group must not be used by two Runs at once.
+func (g *Group) RunShort(n, workers int, f func(worker, task int)) {
+	if n <= 0 {
+		return
+	}
+	nw := Workers(workers, n)
+	if nw == 1 {
+		for t := range n {
+			f(0, t)
+		}
+		return
+	}
+	start()
+	if g.left == nil {
+		g.left = make(chan struct{}, 1)
+	}
+	gen := uint32(g.short.Load()>>32) + 1
+	if gen == 0 {
+		gen = 1 // (0 is Run's)
+	}
+	g.next.Store(0)
+	g.ids.Store(0)
+	g.n, g.f, g.panic = int64(n), f, nil
+	g.short.Store(uint64(gen) << 32) // open, none joined
+	for range nw - 1 {
+		select {
+		case queue <- ticket{g: g, gen: gen}:
+		default: // no idle pool goroutine: the others share its tasks
+		}
+	}
+	g.work(0)
+	// No task is left to hand out: close the Run to goroutines yet to
+	// join, and wait for those that did (they hold tasks, or are about to
+	// find none).
+	if g.short.Or(shortClosed)&shortActive != 0 {
+		<-g.left
+	}
+	g.f = nil
+	if p := g.panic; p != nil {
+		g.panic = nil
+		panic(p)
+	}
+}
+
+// join runs a pool goroutine's part of RunShort number gen, if that Run
+// is still open: it has not been closed (nor has the Group gone on to a
+// later Run). The last to leave a closed Run tells its caller.
+func (g *Group) join(gen uint32) {
+	for {
+		s := g.short.Load()
+		if uint32(s>>32) != gen || s&shortClosed != 0 {
+			return
+		}
+		if g.short.CompareAndSwap(s, s+1) {
+			break
+		}
+	}
+	g.work(int(g.ids.Add(1)))
+	if s := g.short.Add(^uint64(0)); s&shortClosed != 0 && s&shortActive == 0 {
+		g.left <- struct{}{}
+	}
+}
+
+// RunShort is a Group's RunShort on a Group of its own (Run's pool).
+func RunShort(n, workers int, f func(worker, task int)) {
+	if Workers(workers, n) == 1 {
+		for t := range n {
+			f(0, t)
+		}
+		return
+	}
+	g := groups.Get().(*Group)
+	defer groups.Put(g)
+	g.RunShort(n, workers, f)
 }
 
 // Ranges calls f(lo, hi) for the ranges [0, n) splits into of size

@@ -70,7 +70,95 @@ func TestRunPanic(t *testing.T) {
 	}
 }
 
-// TestGroupAllocs checks that reusing a Group allocates nothing.
+// TestRunShort checks RunShort: every task runs exactly once and has
+// returned when it returns, calls with the same worker never overlap and
+// their workers lie in [0, workers), a panic reaches the caller, and a
+// Group's Runs and RunShorts in quick succession (tasks of no work, so
+// that the pool's goroutines come late and find a later Run open on the
+// same Group) keep to all of that. A goroutine that joined a Run after
+// it closed, or a later Run than its own, would run a task twice or run
+// as a worker past the Run's last.
+func TestRunShort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 49))
+	var g Group
+	for round := range 2000 {
+		n, workers := rng.IntN(40), 1+rng.IntN(6)
+		if round%50 == 0 {
+			n = 100 // tasks of 20 µs: the pool's goroutines join
+		}
+		counts := make([]atomic.Int32, n)
+		done := make([]atomic.Bool, n)
+		busy := make([]atomic.Bool, Workers(workers, n))
+		var bad atomic.Value
+		f := func(w, task int) {
+			if w < 0 || w >= len(busy) {
+				bad.Store(fmt.Sprintf("worker %d of %d", w, len(busy)))
+				return
+			}
+			if !busy[w].CompareAndSwap(false, true) {
+				bad.Store(fmt.Sprintf("worker %d twice at once", w))
+			}
+			counts[task].Add(1)
+			for s := time.Now(); n == 100 && time.Since(s) < 20*time.Microsecond; {
+			}
+			done[task].Store(true)
+			busy[w].Store(false)
+		}
+		if round%3 == 2 {
+			g.Run(n, workers, f)
+		} else {
+			g.RunShort(n, workers, f)
+		}
+		if b := bad.Load(); b != nil {
+			t.Fatalf("round %d (n %d, workers %d): %v", round, n, workers, b)
+		}
+		for i := range counts {
+			if got := counts[i].Load(); got != 1 || !done[i].Load() {
+				t.Fatalf("round %d (n %d, workers %d): task %d ran %d times (returned: %v), want once, returned", round, n, workers, i, got, done[i].Load())
+			}
+		}
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want boom", r)
+			}
+		}()
+		RunShort(50, 4, func(_, task int) {
+			if task == 17 {
+				panic("boom")
+			}
+		})
+		t.Error("RunShort returned normally after a panic")
+	}()
+	// A pool goroutine's ticket of an earlier Run, taken while a later
+	// one runs, and one of a Run that has closed, take nothing.
+	var h Group
+	h.RunShort(8, 2, func(_, _ int) {})
+	stale := uint32(h.short.Load() >> 32)
+	h.RunShort(8, 2, func(_, task int) {
+		if task == 0 {
+			ids := h.ids.Load()
+			h.join(stale)
+			if h.ids.Load() != ids {
+				t.Error("a ticket of an earlier RunShort joined a later one")
+			}
+		}
+	})
+	ids := h.ids.Load()
+	h.join(uint32(h.short.Load() >> 32))
+	if h.ids.Load() != ids || len(h.left) != 0 {
+		t.Error("a ticket joined a RunShort that had returned")
+	}
+	var seen atomic.Int32
+	g.RunShort(10, 4, func(_, _ int) { seen.Add(1) })
+	if seen.Load() != 10 {
+		t.Errorf("after a panic: %d tasks ran, want 10", seen.Load())
+	}
+}
+
+// TestGroupAllocs checks that reusing a Group allocates nothing, in Run
+// and in RunShort.
 func TestGroupAllocs(t *testing.T) {
 	var g Group
 	var sum atomic.Int64
@@ -78,6 +166,10 @@ func TestGroupAllocs(t *testing.T) {
 	g.Run(64, 2, f)
 	if a := testing.AllocsPerRun(20, func() { g.Run(64, 2, f) }); a != 0 {
 		t.Errorf("Group.Run allocates %v times, want 0", a)
+	}
+	g.RunShort(64, 2, f)
+	if a := testing.AllocsPerRun(20, func() { g.RunShort(64, 2, f) }); a != 0 {
+		t.Errorf("Group.RunShort allocates %v times, want 0", a)
 	}
 }
 
@@ -476,40 +568,54 @@ func BenchmarkEqualSet(b *testing.B) {
 // 4·GOMAXPROCS tasks of 5 µs each (the work of one core for
 // 20·GOMAXPROCS µs), run-us its wall time (ideal: 20 µs), ramp-us the
 // time from its start until the last of its goroutines began its first
-// task (the pool's wake-ups one after the other), medians of b.N Runs.
-// On a many-core host it says how much of a mid-size call's host work
-// (tens of µs a core) the wake-ups take:
+// task (the pool's wake-ups one after the other), medians of b.N Runs;
+// "short" is RunShort, which does not wait for goroutines that begin
+// after the last task (their ramp-us is not counted where they take no
+// task). On a many-core host it says how much of a mid-size call's host
+// work (tens of µs a core) the wake-ups take:
 //
 //	par.test -test.run '^$' -test.bench RunWake -test.benchtime 400x -test.cpu 1,2,4,8,16
 func BenchmarkRunWake(b *testing.B) {
-	nw := runtime.GOMAXPROCS(0)
-	first := make([]atomic.Int64, nw)
-	spin := func(d time.Duration) {
-		for s := time.Now(); time.Since(s) < d; {
+	for _, short := range []bool{false, true} {
+		name := "run"
+		if short {
+			name = "short"
 		}
-	}
-	var runs, ramps []float64
-	for b.Loop() {
-		time.Sleep(300 * time.Microsecond)
-		for w := range first {
-			first[w].Store(0)
-		}
-		t0 := time.Now()
-		Run(4*nw, nw, func(w, _ int) {
-			first[w].CompareAndSwap(0, int64(time.Since(t0)))
-			spin(5 * time.Microsecond)
+		b.Run(name, func(b *testing.B) {
+			nw := runtime.GOMAXPROCS(0)
+			first := make([]atomic.Int64, nw)
+			spin := func(d time.Duration) {
+				for s := time.Now(); time.Since(s) < d; {
+				}
+			}
+			run := Run
+			if short {
+				run = RunShort
+			}
+			var runs, ramps []float64
+			for b.Loop() {
+				time.Sleep(300 * time.Microsecond)
+				for w := range first {
+					first[w].Store(0)
+				}
+				t0 := time.Now()
+				run(4*nw, nw, func(w, _ int) {
+					first[w].CompareAndSwap(0, int64(time.Since(t0)))
+					spin(5 * time.Microsecond)
+				})
+				runs = append(runs, float64(time.Since(t0))/1e3)
+				var ramp int64
+				for w := range first {
+					ramp = max(ramp, first[w].Load())
+				}
+				ramps = append(ramps, float64(ramp)/1e3)
+			}
+			slices.Sort(runs)
+			slices.Sort(ramps)
+			b.ReportMetric(runs[len(runs)/2], "run-us")
+			b.ReportMetric(ramps[len(ramps)/2], "ramp-us")
 		})
-		runs = append(runs, float64(time.Since(t0))/1e3)
-		var ramp int64
-		for w := range first {
-			ramp = max(ramp, first[w].Load())
-		}
-		ramps = append(ramps, float64(ramp)/1e3)
 	}
-	slices.Sort(runs)
-	slices.Sort(ramps)
-	b.ReportMetric(runs[len(runs)/2], "run-us")
-	b.ReportMetric(ramps[len(ramps)/2], "ramp-us")
 }
 
 // TestEqualSetZero checks a kept EqualSet: the zero value compares on
