@@ -346,6 +346,73 @@ func squaresFrom(acc float64, vals []float64, first bool) float64 {
 	return acc
 }
 
+// foldBatch holds up to eight lanes' folds of squares (squaresFrom)
+// queued by soaPut, to be run together (flush): each lane's sum is a
+// serial chain of additions, whose latency, one lane after another,
+// bounds the record's fold; eight chains side by side overlap it.
+type foldBatch struct {
+	n     int
+	x     [8]int       // the lanes' entries in the sums
+	vals  [8][]float64 // their saves, in order
+	first [8]bool      // vals start at save time 0
+}
+
+// add queues the fold of vals into acc[x] (from vals[0]'s square where
+// first, as squaresFrom), running the queue first where it is full or
+// already holds lane x (whose sum the new fold continues).
+func (b *foldBatch) add(acc []float64, x int, vals []float64, first bool) {
+	if b.n == len(b.x) || slices.Contains(b.x[:b.n], x) {
+		b.flush(acc)
+	}
+	b.x[b.n], b.vals[b.n], b.first[b.n] = x, vals, first
+	b.n++
+}
+
+// flush runs the queued folds into acc and empties the queue:
+// acc[x] = squaresFrom(acc[x], vals, first) for each, bit for bit.
+func (b *foldBatch) flush(acc []float64) {
+	n := b.n
+	b.n = 0
+	if n < len(b.x) {
+		for q := range n {
+			acc[b.x[q]] = squaresFrom(acc[b.x[q]], b.vals[q], b.first[q])
+			b.vals[q] = nil
+		}
+		return
+	}
+	var a [8]float64
+	m := math.MaxInt
+	for q := range a {
+		v := b.vals[q]
+		a[q] = acc[b.x[q]]
+		if b.first[q] && len(v) > 0 {
+			a[q], v = float64(v[0]*v[0]), v[1:]
+		}
+		b.vals[q] = v
+		m = min(m, len(v))
+	}
+	// The first m values of every lane, the eight chains side by side;
+	// then each lane's rest on its own, in order.
+	a0, a1, a2, a3, a4, a5, a6, a7 := a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]
+	v0, v1, v2, v3 := b.vals[0][:m], b.vals[1][:m], b.vals[2][:m], b.vals[3][:m]
+	v4, v5, v6, v7 := b.vals[4][:m], b.vals[5][:m], b.vals[6][:m], b.vals[7][:m]
+	for i := range v0 {
+		a0 += float64(v0[i] * v0[i])
+		a1 += float64(v1[i] * v1[i])
+		a2 += float64(v2[i] * v2[i])
+		a3 += float64(v3[i] * v3[i])
+		a4 += float64(v4[i] * v4[i])
+		a5 += float64(v5[i] * v5[i])
+		a6 += float64(v6[i] * v6[i])
+		a7 += float64(v7[i] * v7[i])
+	}
+	a = [8]float64{a0, a1, a2, a3, a4, a5, a6, a7}
+	for q := range a {
+		acc[b.x[q]] = squaresFrom(a[q], b.vals[q][m:], false)
+		b.vals[q] = nil
+	}
+}
+
 // scaledResidual reports whether p, the cotangent of component c of
 // saves of shape sh with per-trajectory inputs from, is its save (data
 // false) or a residual of its save and a data entry (data true: Sub(x,
