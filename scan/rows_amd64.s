@@ -4,7 +4,9 @@
 
 // The backward sweep's sums over a row's saves, four lanes at a time
 // (saveSweep.coefBarRows, addRowRows). Lane q reads column col[q] of the
-// save-major cotangents: save k's component c at bar[(k·d+c)·bs+col[q]],
+// save-major cotangents: save k's component c at bar[(k·d+c)·bs+col[q]]
+// (or, with bs = 1 and col[q] its trajectory's offset j·K·d, the
+// cotangents in the saves' own layout, saveSweep.barLayout),
 // multiplied by scale (the four loaded one by one, then VMULPD); its
 // saves of the row are lo[q] ≤ k < hi[q]. Every other lane's term of a
 // save k in k0…k1-1 is −0, which leaves a sum as it is (x + −0 = x for

@@ -36,10 +36,11 @@ func extMidpointStep(t *testing.T) *Step {
 }
 
 // TestSaveRowsSameGradient checks that the backward sweep's sums over a
-// row's saves of save-major cotangents (Saves.BarMajor) are the same bit
-// for bit four lanes at a time (coefBarRows, addRowRows: a save's
-// cotangents of four lanes side by side, with AVX) and lane by lane
-// (gatherRow, then coefBar's and addRow's loops): ragged trajectories
+// row's saves' cotangents are the same bit for bit four lanes at a time
+// (coefBarRows, addRowRows: a save's cotangents of four lanes side by
+// side, with AVX) and lane by lane (gatherRow, then coefBar's and
+// addRow's loops), the cotangents save-major (Saves.BarMajor) or the
+// same values in the saves' own layout: ragged trajectories
 // (one with no steps, start times T0 apart), save times before, at and
 // after their spans and several in most steps, rows padded past N
 // (BarStride), cotangents scaled as read (BarScale), recorded states and
@@ -88,26 +89,40 @@ func saveRowsSameGradient(t *testing.T) {
 				bar[i] = math.NaN() // padding: never read
 			}
 		}
-		var gs [2]*Gradient
-		for x, rows := range []bool{true, false} {
-			useRows = rows
+		// The same cotangents in the saves' own layout, [N][K][D].
+		own := make([]float64, n*K*d)
+		for j := 0; j < n; j++ {
+			for x := 0; x < K*d; x++ {
+				own[j*K*d+x] = bar[x*bs+j]
+			}
+		}
+		var gs [4]*Gradient
+		for x := range gs {
+			major := x < 2
+			useRows = x%2 == 0
 			p.Saves.BarMajor, p.Saves.BarStride, p.Saves.BarScale = false, 0, 0
 			sw, err := Forward(p, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.Saves.BarMajor, p.Saves.BarStride, p.Saves.BarScale = true, bs, c.scale
-			if gs[x], err = sw.Backward(nil, ybar, bar); err != nil {
+			b := own
+			p.Saves.BarMajor, p.Saves.BarScale = major, c.scale
+			if major {
+				b, p.Saves.BarStride = bar, bs
+			}
+			if gs[x], err = sw.Backward(nil, ybar, b); err != nil {
 				t.Fatal(err)
 			}
 		}
-		what := fmt.Sprintf("n %d, scale %v, stored %v, kept %d", c.n, c.scale, c.stored, rowBarMax)
-		sameBits(t, what+": ∂/∂y0", gs[1].Y0, gs[0].Y0)
-		sameBits(t, what+": ∂/∂p", gs[1].P, gs[0].P)
-		sameBits(t, what+": ∂/∂s", gs[1].Shared, gs[0].Shared)
+		for x, how := range []string{"save-major, by lanes", "own layout, by rows", "own layout, by lanes"} {
+			what := fmt.Sprintf("n %d, scale %v, stored %v, kept %d, %s", c.n, c.scale, c.stored, rowBarMax, how)
+			sameBits(t, what+": ∂/∂y0", gs[x+1].Y0, gs[0].Y0)
+			sameBits(t, what+": ∂/∂p", gs[x+1].P, gs[0].P)
+			sameBits(t, what+": ∂/∂s", gs[x+1].Shared, gs[0].Shared)
+		}
 		for _, v := range gs[0].Y0 {
 			if math.IsNaN(v) {
-				t.Fatalf("%s: a padding value reached the gradient", what)
+				t.Fatalf("n %d: a padding value reached the gradient", c.n)
 			}
 		}
 	}
