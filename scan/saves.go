@@ -815,6 +815,9 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	}
 	used := 0 // rowBar's values kept
 	for i0 := 0; i0 < m; i0 += 4 {
+		if !sw.sv.BarMajor {
+			sw.prefetchGroup(bar, i0+4, m)
+		}
 		k0, k1 := sw.group4(&g, t, h, i0, m)
 		clear(acc)
 		sw.rowOff[i0/4] = -1
@@ -847,6 +850,27 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	}
 	sw.rowKept = true
 	return sw.wbar
+}
+
+// prefetchGroup prefetches the cotangents of the row's saves of lanes
+// i0…i0+3 of the first m, in the saves' own layout: each lane's a span
+// of its own, which the processor's prefetchers, following a few streams,
+// do not fetch ahead (the save-major rows are prefetched by coefRowsAVX).
+func (sw *saveSweep) prefetchGroup(bar []float64, i0, m int) {
+	var off, lines [4]int
+	n := 0
+	for i := i0; i < min(i0+4, m); i++ {
+		lo, hi := sw.end[i], sw.cur[i]
+		if lo >= hi {
+			continue
+		}
+		o := (sw.l.perm[i]*sw.k + lo) * sw.d
+		off[n], lines[n] = o, ((o+(hi-lo)*sw.d-1)>>3)-(o>>3)+1 // (64-byte lines, if bar is aligned to one)
+		n++
+	}
+	if n > 0 {
+		prefetchSpans(&bar[0], &off[0], &lines[0], n)
+	}
 }
 
 // addRowRows is addRow's sums four lanes at a time (addRowsAVX, or
