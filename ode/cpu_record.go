@@ -470,7 +470,6 @@ func (w *cpuWorker) startSaves(r *cpuRun, m int) {
 		}
 		w.cur[i] = c
 	}
-	w.fb.flush(w.fold)
 }
 
 // savesInside reports whether one of the first m lanes has a save time
@@ -572,7 +571,6 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 		}
 		w.soaPut(w.idx[i], c0, all)
 	}
-	w.fb.flush(w.fold)
 }
 
 // saveRowsFrom is the fewest lanes whose states and coefficients
@@ -605,14 +603,8 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 		if w.foldK[x] != k {
 			w.soaOver = true
 		}
+		w.fold[x] = squaresFrom(w.fold[x], vals, k == 0)
 		w.foldK[x] = k + len(vals)/w.ex.plan.Dim
-		if fl != nil {
-			// vals are residuals in w's buffer, which the next call
-			// overwrites: folded now.
-			w.fold[x] = squaresFrom(w.fold[x], vals, k == 0)
-		} else {
-			w.fb.add(w.fold, x, vals, k == 0)
-		}
 	case lim != 0 && !w.soaOver:
 		for _, v := range vals {
 			if !(math.Abs(v) <= lim) {
@@ -732,7 +724,6 @@ func (w *cpuWorker) finishSaves(r *cpuRun, i, g int, st Status) {
 	}
 	if from < K {
 		w.soaPut(g, from, r.res.Ys[(g*K+from)*d:(g*K+K)*d])
-		w.fb.flush(w.fold)
 	}
 }
 
