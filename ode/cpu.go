@@ -540,6 +540,7 @@ type cpuWorker struct {
 	soaLo, soaS         int            // its first trajectory and the distance between its rows (rowStride of the chunk's width)
 	soaLim              float64        // with a fused loss (cpuRun.fused), the largest |save| whose cotangent is finite; else 0
 	soaOver             bool           // a save of the chunk is past soaLim, or NaN, or folded out of order: its loss runs the old path
+	foldOnly            bool           // the chunk's loss is folded and its saves not copied (soa nil; fusedLoss.foldOnly)
 	folding             bool           // the chunk's loss is folded as its saves are written (fusedLoss.squares)
 	fold                []float64      // then each lane's loss so far
 	foldK               []int          // and its next save time to fold
@@ -615,7 +616,7 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 	w.size(r.chunk)
 	lo := c * r.chunk
 	hi := min(lo+r.chunk, j.N)
-	w.soa, w.resid = nil, nil
+	w.soa, w.resid, w.foldOnly = nil, nil, false
 	if j.Mesh == nil {
 		t := time.Now()
 		ok, err := w.record(r, c, lo, hi)

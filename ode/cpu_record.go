@@ -89,10 +89,15 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 		}
 	}
 
+	w.foldOnly = false
 	if r.soaSaves {
-		w.soaS = rowStride(width)
-		w.soa, w.soaLo = w.scratch(scrTaps, len(j.SaveAt)*d*w.soaS), lo
+		w.soaS, w.soaLo = rowStride(width), lo
 		w.soaLim, w.soaOver, w.folding, w.resid, w.residData = 0, false, false, nil, nil
+		if w.foldOnly = foldInPlace && r.fused != nil && r.fused.foldOnly; w.foldOnly {
+			w.soa = nil // the sweep reads the saves from the result
+		} else {
+			w.soa = w.scratch(scrTaps, len(j.SaveAt)*d*w.soaS)
+		}
 		if r.fused != nil {
 			if r.fused.data || r.fused.cots {
 				w.resid, w.residData, w.residDD = r.fused, j.Loss.Data, j.Loss.DataDim
@@ -574,9 +579,10 @@ const saveRowsFrom = 64
 
 // soaPut copies the saves vals ([n][d], from save k on) of trajectory g
 // to the chunk's saves by save time (cpuRun.soaSaves), if it keeps them,
-// and with a fused loss checks them against its bound (soaLim).
+// and with a fused loss checks them against its bound (soaLim) or folds
+// them (without the copy where foldOnly).
 func (w *cpuWorker) soaPut(g, k int, vals []float64) {
-	if w.soa == nil {
+	if w.soa == nil && !w.foldOnly {
 		return
 	}
 	fl := w.resid
@@ -606,6 +612,9 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 				break
 			}
 		}
+	}
+	if w.foldOnly {
+		return // (no copy: see fusedLoss.foldOnly)
 	}
 	d, stride := w.ex.plan.Dim, w.soaS
 	scan.ScatterCol(w.soa[k*d*stride+g-w.soaLo:], stride, vals)

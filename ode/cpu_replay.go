@@ -77,7 +77,7 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens,
 	// A fused loss (lossfuse.go): the sweep reads the record's copy of
 	// the saves as their cotangents, and the loss runs the rest.
 	var fl *fusedLoss
-	if j.Op == OpGrad && major && w.soa != nil && !w.soaOver && w.soaS == bs && (!w.folding || w.foldedAll(K, width)) {
+	if j.Op == OpGrad && major && (w.soa != nil && w.soaS == bs || w.foldOnly) && !w.soaOver && (!w.folding || w.foldedAll(K, width)) {
 		fl = r.fused
 	}
 	lbuf, err := w.lossRun(r, lo, hi, out.Y, ys, q.P, bs, fl)
@@ -92,10 +92,14 @@ func (w *cpuWorker) replay(r *cpuRun, lo, hi int, h []float64, stride int, lens,
 	var ybar, tapbar, gp0, gs0 []float64
 	switch {
 	case fl != nil:
-		q.Saves.BarMajor, q.Saves.BarStride = true, bs
+		if w.foldOnly {
+			// No copy: the saves where the record wrote them, ys.
+			q.Saves.BarMajor, q.Saves.BarStride, tapbar = false, 0, ys
+		} else {
+			q.Saves.BarMajor, q.Saves.BarStride, tapbar = true, bs, w.soa[:K*d*bs]
+		}
 		q.Saves.BarScale, _ = fl.barScale(j.Loss.Scale)
 		ybar, gp0, gs0 = w.restCotangents(r, lbuf, width)
-		tapbar = w.soa[:K*d*bs]
 	case major:
 		q.Saves.BarMajor, q.Saves.BarScale, q.Saves.BarStride = true, j.Loss.Scale, bs
 		fallthrough
@@ -213,7 +217,13 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 	// else transposed from ys (and where the record wrote a fused data
 	// loss's residuals there, but the loss runs the old path).
 	ysoa, stride := w.soa, w.soaS
-	if ysoa == nil || w.resid != nil && fl == nil {
+	switch {
+	case folded && w.foldOnly:
+		// The fold's rest reads no saved state (fusedLoss.foldOnly):
+		// every row a row of zeros.
+		ysoa, stride = w.scratch(scrZero, width), 0
+		clear(ysoa)
+	case ysoa == nil || w.resid != nil && fl == nil:
 		ysoa, stride = toSoA(w.scratch(scrTaps, K*d*width), ys, width, K*d), width
 	}
 	for x := 0; x < K*d; x++ {

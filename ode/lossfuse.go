@@ -44,7 +44,11 @@ import (
 // a·ys, its outputs do not depend on the saves). That sum is finite only
 // where every 2·x is, so it stands for the bound; a chunk whose sum is
 // not finite, or whose saves were not folded once each in order, runs
-// the old path.
+// the old path. Where the fold's rest reads no saved state either
+// (foldOnly: the loss reads the saves only through the sum), the record
+// keeps no copy at all: the sweep reads the saves where the record wrote
+// them, the result's rows (Result.Ys, trajectory-major: scan.Saves not
+// BarMajor), scaled as above, the same values in another layout.
 //
 // Data losses (Session 47 (H7)): where each cotangent is a residual of
 // the save and a data entry of the trajectory's row times a, Mul(Sub(x,
@@ -65,6 +69,11 @@ import (
 // compare with the old path.
 var fuseLoss = true
 
+// foldInPlace lets a loss of fusedLoss.foldOnly keep no save copy (the
+// sweep reads the result's rows); tests turn it off to compare with the
+// copy.
+var foldInPlace = true
+
 // fusedLoss is a loss gradient program's fused form on the CPU engine.
 type fusedLoss struct {
 	rest *tape.Program // the gradient program without ∂ℓ/∂ys
@@ -76,6 +85,10 @@ type fusedLoss struct {
 	// end (nil for ℓ = the sum) and foldRest, rest without ℓ.
 	squares  bool
 	foldRest *tape.Program
+	// foldOnly: squares, of the saves themselves (not data or cots), and
+	// foldRest reads no saved state: the loss needs the saves only as
+	// the sweep's cotangents, which it reads from the result's rows.
+	foldOnly bool
 	end      *tape.Program
 	endFrom  []lossform.In // end's per-trajectory inputs after the sum (Steps 0)
 	// data: every save's cotangent is a times its residual x − data
@@ -166,6 +179,7 @@ func fusedForm(g *tape.Program, sh lossform.Shape) *fusedLoss {
 		if !sumEnd(f) {
 			fl.end, fl.endFrom = f.End, f.EndFrom
 		}
+		fl.foldOnly = !fl.data && !fl.cots && !readsSaves(f.Rest, sh)
 	}
 	if (fl.data || fl.cots) && !fl.squares {
 		// The save copy holds the residuals or the cotangents, which the

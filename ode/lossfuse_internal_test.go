@@ -82,42 +82,43 @@ func TestFusedLossSameBits(t *testing.T) {
 		fused bool
 		folds bool // the record folds ℓ (fusedLoss.squares)
 		fails bool
+		only  bool // and keeps no copy of the saves (fusedLoss.foldOnly)
 	}{
-		{"squares", base, Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, false},
-		{"squares-mean", base, Loss{Mean: true, F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, false},
+		{"squares", base, Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, false, true},
+		{"squares-mean", base, Loss{Mean: true, F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, false, true},
 		{"squares-final-p", base, Loss{Mean: true, FP: func(y, ys, _, p, _ []tape.V) tape.V {
 			return y[0].Mul(p[0]).Add(squares(ys)).Add(y[1].Square())
-		}}, true, true, false},
+		}}, true, true, false, true},
 		{"squares-data-end", base, Loss{Data: data[:n], DataDim: 1, F: func(y, ys, d []tape.V) tape.V {
 			return squares(ys).Mul(d[0]).Add(y[2].Mul(d[0]))
-		}}, false, false, false},
+		}}, false, false, false, false},
 		{"squares-then-data", base, Loss{Data: data[:n], DataDim: 1, F: func(y, ys, d []tape.V) tape.V {
 			return squares(ys).Add(y[2].Mul(d[0]).Square())
-		}}, true, true, false},
+		}}, true, true, false, true},
 		{"weighted-by-component", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
 			s := ys[0].Square()
 			for j, x := range ys[1:] {
 				s = s.Add(x.Square().MulC(1 + float64((j+1)%4)))
 			}
 			return s
-		}}, true, true, false},
+		}}, true, true, false, false},
 		// Data losses: Σ (ys − d)² folds over the residuals, which the
 		// record writes as the sweep's cotangents.
-		{"data", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, false) }}, true, true, false},
-		{"data-mean", base, Loss{Mean: true, Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, false) }}, true, true, false},
-		{"data-reversed", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, true) }}, true, true, false},
+		{"data", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, false) }}, true, true, false, false},
+		{"data-mean", base, Loss{Mean: true, Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, false) }}, true, true, false, false},
+		{"data-reversed", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, true) }}, true, true, false, false},
 		{"data-final-p", base, Loss{Mean: true, Data: data[:n*k*4], DataDim: k * 4, FP: func(y, ys, d, p, _ []tape.V) tape.V {
 			return residuals(ys, d, false).Add(y[0].Mul(p[0])).Add(y[1].Sub(d[3]).Square())
-		}}, true, true, false},
+		}}, true, true, false, false},
 		// One row of data for every save time (σ = 0: a target state),
 		// data after the state's (an offset), one row for the ensemble.
 		{"data-target", base, Loss{Data: data[:4], DataDim: 4, F: func(_, ys, d []tape.V) tape.V {
 			return residuals(ys, slices.Repeat(d, k), false)
-		}}, true, true, false},
+		}}, true, true, false, false},
 		{"data-offset-final", base, Loss{Data: data[:n*(k*4+3)], DataDim: k*4 + 3, F: func(y, ys, d []tape.V) tape.V {
 			return residuals(ys, d[3:], false).Add(y[0].Mul(d[1]))
-		}}, true, true, false},
-		{"data-offset", base, Loss{Data: data[:n*(k*4+3)], DataDim: k*4 + 3, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d[3:], false) }}, true, true, false},
+		}}, true, true, false, false},
+		{"data-offset", base, Loss{Data: data[:n*(k*4+3)], DataDim: k*4 + 3, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d[3:], false) }}, true, true, false, false},
 		// Each component against another's column of data.
 		{"data-crossed", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
 			s := ys[0].Sub(d[1]).Square()
@@ -125,21 +126,21 @@ func TestFusedLossSameBits(t *testing.T) {
 				s = s.Add(x.Sub(d[(j+1)^1]).Square())
 			}
 			return s
-		}}, true, true, false},
+		}}, true, true, false, false},
 		// Not of the form: a residual's cube, linear residuals.
 		{"data-weighted", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
 			return weighted(ys, d, func(j int) float64 { return 0.5 + float64(j%4) })
-		}}, true, true, false},
+		}}, true, true, false, false},
 		{"data-weighted-mean-final", base, Loss{Mean: true, Data: data[:n*k*4], DataDim: k * 4, FP: func(y, ys, d, p, _ []tape.V) tape.V {
 			return weighted(ys, d, func(j int) float64 { return 1 / (1 + float64(j%4)) }).Add(y[0].Mul(p[0]))
-		}}, true, true, false},
+		}}, true, true, false, false},
 		{"squares-weighted", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
 			return weighted(ys, nil, func(j int) float64 { return 3 + float64(j%4) })
-		}}, true, true, false},
+		}}, true, true, false, false},
 		// Weights by save time (not one function of every save time).
 		{"data-weighted-by-time", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
 			return weighted(ys, d, func(j int) float64 { return 1 + float64(j/4%3) })
-		}}, false, false, false},
+		}}, false, false, false, false},
 		{"data-cube", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
 			s := ys[0].Sub(d[0]).Square().Mul(ys[0].Sub(d[0]))
 			for j, x := range ys[1:] {
@@ -147,28 +148,28 @@ func TestFusedLossSameBits(t *testing.T) {
 				s = s.Add(r.Square().Mul(r))
 			}
 			return s
-		}}, false, false, false},
+		}}, false, false, false, false},
 		{"data-linear", base, Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V {
 			s := ys[0].Sub(d[0])
 			for j, x := range ys[1:] {
 				s = s.Add(x.Sub(d[j+1]))
 			}
 			return s
-		}}, false, false, false},
+		}}, false, false, false, false},
 		{"linear", base, Loss{F: func(_, ys, _ []tape.V) tape.V {
 			s := ys[0]
 			for _, x := range ys[1:] {
 				s = s.Add(x)
 			}
 			return s
-		}}, false, false, false},
+		}}, false, false, false, false},
 		// Saves of 1e200: finite cotangents, an infinite loss (the rest's
 		// error, then the old path's).
-		{"loss-overflows", big(1e200), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, true},
+		{"loss-overflows", big(1e200), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, true, true},
 		// Saves of 1e308: 2·x overflows (past the record's bound).
-		{"cotangent-overflows", big(1e308), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, true},
-		{"data-loss-overflows", big(1e200), Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, false) }}, true, true, true},
-		{"data-cotangent-overflows", big(1e308), Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, true) }}, true, true, true},
+		{"cotangent-overflows", big(1e308), Loss{F: func(_, ys, _ []tape.V) tape.V { return squares(ys) }}, true, true, true, true},
+		{"data-loss-overflows", big(1e200), Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, false) }}, true, true, true, false},
+		{"data-cotangent-overflows", big(1e308), Loss{Data: data[:n*k*4], DataDim: k * 4, F: func(_, ys, d []tape.V) tape.V { return residuals(ys, d, true) }}, true, true, true, false},
 	}
 	defer func() { fuseLoss = true }()
 	for _, tc := range cases {
@@ -199,6 +200,9 @@ func TestFusedLossSameBits(t *testing.T) {
 						}
 						if got := f != nil && f.squares; got != tc.folds {
 							t.Fatalf("%s: folded %t, want %t", what, got, tc.folds)
+						}
+						if got := f != nil && f.foldOnly; got != tc.only {
+							t.Fatalf("%s: folded without a copy %t, want %t", what, got, tc.only)
 						}
 					}
 					gs[x], errs[x] = sv.Grad(nil, &tc.p, tc.loss, nil)

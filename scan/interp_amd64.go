@@ -40,6 +40,12 @@ func addRowsGBAVX(lam, gb *float64, lo, hi *int, k0, k1, d int)
 //go:noescape
 func scatterColAVX(dst, src *float64, n, stride int)
 
+// prefetchSpans prefetches lines[q] cache lines from base[off[q]] on,
+// for q < n (rows_amd64.s).
+//
+//go:noescape
+func prefetchSpans(base *float64, off, lines *int, n int)
+
 // gatherRows4AVX is GatherRows' kernel for four columns of n lanes, n a
 // multiple of 4 (rows_amd64.s).
 //

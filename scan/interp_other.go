@@ -25,4 +25,6 @@ func addRowsGBAVX(lam, gb *float64, lo, hi *int, k0, k1, d int) { panic("scan: n
 
 func scatterColAVX(dst, src *float64, n, stride int) { panic("scan: no AVX") }
 
+func prefetchSpans(base *float64, off, lines *int, n int) {}
+
 func gatherRows4AVX(dst, c0, c1, c2, c3 *float64, n, stride int) { panic("scan: no AVX") }

@@ -4,7 +4,9 @@
 
 // The backward sweep's sums over a row's saves, four lanes at a time
 // (saveSweep.coefBarRows, addRowRows). Lane q reads column col[q] of the
-// save-major cotangents: save k's component c at bar[(k·d+c)·bs+col[q]],
+// save-major cotangents: save k's component c at bar[(k·d+c)·bs+col[q]]
+// (or, with bs = 1 and col[q] its trajectory's offset j·K·d, the
+// cotangents in the saves' own layout, saveSweep.barLayout),
 // multiplied by scale (the four loaded one by one, then VMULPD); its
 // saves of the row are lo[q] ≤ k < hi[q]. Every other lane's term of a
 // save k in k0…k1-1 is −0, which leaves a sum as it is (x + −0 = x for
@@ -15,10 +17,13 @@
 //
 // acc[(j·d+c)·4+q] += θ^(j+1)·ȳ_c (j < terms) for lane q's saves k with
 // ts[k] > t[q], θ = (ts[k] − t[q])/h[q] (VSUBPD, VDIVPD), θ^j by repeated
-// multiplication, VMULPD then VADDPD: addPowers' values and order. gb
-// receives every save's d vectors of four cotangents (scaled, not
-// masked), save k's at gb[(k−k0)·d·4:], for addRowsGBAVX.
-TEXT ·coefRowsAVX(SB), NOSPLIT, $16-120
+// multiplication, VMULPD then VADDPD: addPowers' values and order (a
+// lane without a term adds −0: its cotangent set to −0 and θ to +0, or
+// where a lane of the save's range has no term, θ = 0 at its step's
+// start, each product masked). gb receives every save's d vectors of
+// four cotangents (scaled, −0 in the lanes without save k), save k's at
+// gb[(k−k0)·d·4:], for addRowsGBAVX.
+TEXT ·coefRowsAVX(SB), NOSPLIT, $24-120
 	MOVQ         col+32(FP), AX
 	MOVQ         (AX), R11
 	MOVQ         8(AX), R12
@@ -56,14 +61,20 @@ ck:
 	VPBROADCASTQ X0, Y0
 	VPCMPGTQ     Y0, Y12, Y1     // lo > k
 	VPCMPGTQ     Y0, Y13, Y2     // hi > k
-	VPANDN       Y2, Y1, Y3      // lo ≤ k < hi
+	VPANDN       Y2, Y1, Y0      // lo ≤ k < hi
 	VBROADCASTSD (R10)(CX*8), Y4
 	VCMPPD       $0x1e, Y14, Y4, Y5 // ts[k] > t
-	VANDPD       Y5, Y3, Y3
+	VANDPD       Y5, Y0, Y3      // and ts[k] > t: the lanes with a term
+	VPCMPEQQ     Y3, Y0, Y1
+	VMOVMSKPD    Y1, DX
+	MOVQ         DX, fl-24(SP)   // 15: every lane of the save's range has a term
 	VSUBPD       Y14, Y4, Y6
 	VDIVPD       Y15, Y6, Y6     // θ
+	VXORPD       Y1, Y1, Y1
+	VBLENDVPD    Y3, Y6, Y1, Y6  // +0 in the lanes without a term
 
-	// The save's cotangents, d vectors of four lanes, to g.
+	// The save's cotangents, d vectors of four lanes, to g, −0 in the
+	// lanes without save k.
 	MOVQ SI, DX
 	MOVQ gk-16(SP), R9
 	MOVQ d+96(FP), AX
@@ -76,6 +87,7 @@ cg:
 	VMOVHPD     (DX)(BX*8), X8, X8
 	VINSERTF128 $1, X8, Y7, Y7
 	VMULPD      Y11, Y7, Y7
+	VBLENDVPD   Y0, Y7, Y10, Y7
 	VMOVUPD     Y7, (R9)
 	ADDQ        $32, R9
 	ADDQ        R8, DX
@@ -86,12 +98,34 @@ cg:
 	MOVQ    acc+0(FP), DI
 	VMOVAPD Y6, Y8               // θ^j, from j = 1
 	MOVQ    terms+104(FP), AX
+	CMPQ    fl-24(SP), $15
+	JNE     ctb
 
+	// Every lane with save k has a term: the others' are +0·−0 = −0.
 ct:
 	MOVQ gk-16(SP), R9
 	MOVQ d+96(FP), DX
 
 cc:
+	VMULPD  (R9), Y8, Y9
+	VADDPD  (DI), Y9, Y9
+	VMOVUPD Y9, (DI)
+	ADDQ    $32, R9
+	ADDQ    $32, DI
+	DECQ    DX
+	JNZ     cc
+	VMULPD  Y6, Y8, Y8
+	DECQ    AX
+	JNZ     ct
+	JMP     cnext
+
+	// A lane with save k at its step's start (θ = 0): no term, whatever
+	// its cotangent, so each term masked to −0.
+ctb:
+	MOVQ gk-16(SP), R9
+	MOVQ d+96(FP), DX
+
+ccb:
 	VMULPD    (R9), Y8, Y9
 	VBLENDVPD Y3, Y9, Y10, Y9
 	VADDPD    (DI), Y9, Y9
@@ -99,11 +133,12 @@ cc:
 	ADDQ      $32, R9
 	ADDQ      $32, DI
 	DECQ      DX
-	JNZ       cc
+	JNZ       ccb
 	VMULPD    Y6, Y8, Y8
 	DECQ      AX
-	JNZ       ct
+	JNZ       ctb
 
+cnext:
 	MOVQ d+96(FP), AX
 	SHLQ $5, AX
 	ADDQ AX, gk-16(SP)
@@ -288,4 +323,39 @@ gloop:
 
 gdone:
 	VZEROUPPER
+	RET
+
+// func prefetchSpans(base *float64, off, lines *int, n int)
+//
+// Prefetches, for q < n, lines[q] cache lines from base[off[q]] on: the
+// next lanes' cotangents of a row in the saves' own layout, each lane's
+// a span of its own (coefBarRows).
+TEXT ·prefetchSpans(SB), NOSPLIT, $0-32
+	MOVQ  base+0(FP), SI
+	MOVQ  off+8(FP), DI
+	MOVQ  lines+16(FP), R8
+	MOVQ  n+24(FP), CX
+	TESTQ CX, CX
+	JEQ   pdone
+
+ploop:
+	MOVQ (DI), AX
+	LEAQ (SI)(AX*8), AX
+	MOVQ (R8), BX
+
+pline:
+	TESTQ      BX, BX
+	JEQ        pnext
+	PREFETCHT0 (AX)
+	ADDQ       $64, AX
+	DECQ       BX
+	JMP        pline
+
+pnext:
+	ADDQ $8, DI
+	ADDQ $8, R8
+	DECQ CX
+	JNZ  ploop
+
+pdone:
 	RET

@@ -699,32 +699,45 @@ func addPowers(lane, g []float64, th float64, terms int) {
 	}
 }
 
-// byRows reports whether coefBar and addRow read save-major cotangents
-// four lanes at a time, a save's rows across the lanes, with AVX
+// byRows reports whether coefBar and addRow read the cotangents four
+// lanes at a time, a save's component across the lanes, with AVX
 // (coefBarRows, addRowRows), rather than gathering each lane's saves
-// first (gatherRow).
+// first (gatherRow): in either layout (see barLayout).
 func (sw *saveSweep) byRows() bool {
-	return sw.sv.BarMajor && haveAVX && useAVX && useRows
+	return haveAVX && useAVX && useRows
+}
+
+// barLayout returns the distances, in values, between the saves'
+// cotangents of successive components (rs) and trajectories (cs), as
+// the row kernels address them: trajectory j's at save k, component c,
+// at bar[(k·D+c)·rs + j·cs]. Save-major (Saves.BarMajor): rs the rows'
+// stride, cs 1; else Out's layout: rs 1, cs K·D.
+func (sw *saveSweep) barLayout() (rs, cs int) {
+	if sw.sv.BarMajor {
+		return sw.barStride(), 1
+	}
+	return 1, sw.k * sw.d
 }
 
 // useRows lets tests compare coefBarRows and addRowRows with the
 // lane-by-lane loops.
 var useRows = true
 
-// group4 sets the columns, save ranges, start times and step sizes of
-// the lanes i0…i0+3 of the first m (a lane past m reads column perm[i0]
-// and has no saves) and returns the range of saves they span, k0 ≥ k1
-// if none.
+// group4 sets the columns (each trajectory's offset in the cotangents,
+// see barLayout), save ranges, start times and step sizes of the lanes
+// i0…i0+3 of the first m (a lane past m reads column perm[i0] and has no
+// saves) and returns the range of saves they span, k0 ≥ k1 if none.
 func (sw *saveSweep) group4(g *rowGroup, t, h []float64, i0, m int) (k0, k1 int) {
 	k0, k1 = sw.k, 0
+	_, cs := sw.barLayout()
 	for q := range 4 {
 		i := i0 + q
 		if i >= m {
-			g.col[q], g.lo[q], g.hi[q], g.t[q], g.h[q] = sw.l.perm[i0], 0, 0, 0, 1
+			g.col[q], g.lo[q], g.hi[q], g.t[q], g.h[q] = sw.l.perm[i0]*cs, 0, 0, 0, 1
 			continue
 		}
 		lo, hi := sw.end[i], sw.cur[i]
-		g.col[q], g.lo[q], g.hi[q] = sw.l.perm[i], lo, hi
+		g.col[q], g.lo[q], g.hi[q] = sw.l.perm[i]*cs, lo, hi
 		if t != nil {
 			g.t[q], g.h[q] = t[i], h[i]
 		}
@@ -788,7 +801,8 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 		sw.rowOff = make([]int, (m+3)/4)
 	}
 	var g rowGroup
-	bs, scale, ts := sw.barStride(), sw.barScale(), sw.sv.Times
+	scale, ts := sw.barScale(), sw.sv.Times
+	bs, _ := sw.barLayout()
 	if len(sw.rowScr) < d*4*16 {
 		sw.rowScr = make([]float64, d*4*16)
 	}
@@ -801,6 +815,9 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	}
 	used := 0 // rowBar's values kept
 	for i0 := 0; i0 < m; i0 += 4 {
+		if !sw.sv.BarMajor {
+			sw.prefetchGroup(bar, i0+4, m)
+		}
 		k0, k1 := sw.group4(&g, t, h, i0, m)
 		clear(acc)
 		sw.rowOff[i0/4] = -1
@@ -835,6 +852,27 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	return sw.wbar
 }
 
+// prefetchGroup prefetches the cotangents of the row's saves of lanes
+// i0…i0+3 of the first m, in the saves' own layout: each lane's a span
+// of its own, which the processor's prefetchers, following a few streams,
+// do not fetch ahead (the save-major rows are prefetched by coefRowsAVX).
+func (sw *saveSweep) prefetchGroup(bar []float64, i0, m int) {
+	var off, lines [4]int
+	n := 0
+	for i := i0; i < min(i0+4, m); i++ {
+		lo, hi := sw.end[i], sw.cur[i]
+		if lo >= hi {
+			continue
+		}
+		o := (sw.l.perm[i]*sw.k + lo) * sw.d
+		off[n], lines[n] = o, ((o+(hi-lo)*sw.d-1)>>3)-(o>>3)+1 // (64-byte lines, if bar is aligned to one)
+		n++
+	}
+	if n > 0 {
+		prefetchSpans(&bar[0], &off[0], &lines[0], n)
+	}
+}
+
 // addRowRows is addRow's sums four lanes at a time (addRowsAVX, or
 // addRowsGBAVX on the cotangents coefBarRows kept for the row): λ plus
 // each lane's saves' cotangents in time order, bit for bit.
@@ -847,7 +885,8 @@ func (sw *saveSweep) addRowRows(lam [][]float64, bar []float64, m int) {
 	kept := sw.rowKept
 	sw.rowKept = false
 	var g rowGroup
-	bs, scale := sw.barStride(), sw.barScale()
+	scale := sw.barScale()
+	bs, _ := sw.barLayout()
 	for i0 := 0; i0 < m; i0 += 4 {
 		k0, k1 := sw.group4(&g, nil, nil, i0, m)
 		if k0 >= k1 {

@@ -36,10 +36,11 @@ func extMidpointStep(t *testing.T) *Step {
 }
 
 // TestSaveRowsSameGradient checks that the backward sweep's sums over a
-// row's saves of save-major cotangents (Saves.BarMajor) are the same bit
-// for bit four lanes at a time (coefBarRows, addRowRows: a save's
-// cotangents of four lanes side by side, with AVX) and lane by lane
-// (gatherRow, then coefBar's and addRow's loops): ragged trajectories
+// row's saves' cotangents are the same bit for bit four lanes at a time
+// (coefBarRows, addRowRows: a save's cotangents of four lanes side by
+// side, with AVX) and lane by lane (gatherRow, then coefBar's and
+// addRow's loops), the cotangents save-major (Saves.BarMajor) or the
+// same values in the saves' own layout: ragged trajectories
 // (one with no steps, start times T0 apart), save times before, at and
 // after their spans and several in most steps, rows padded past N
 // (BarStride), cotangents scaled as read (BarScale), recorded states and
@@ -88,26 +89,40 @@ func saveRowsSameGradient(t *testing.T) {
 				bar[i] = math.NaN() // padding: never read
 			}
 		}
-		var gs [2]*Gradient
-		for x, rows := range []bool{true, false} {
-			useRows = rows
+		// The same cotangents in the saves' own layout, [N][K][D].
+		own := make([]float64, n*K*d)
+		for j := 0; j < n; j++ {
+			for x := 0; x < K*d; x++ {
+				own[j*K*d+x] = bar[x*bs+j]
+			}
+		}
+		var gs [4]*Gradient
+		for x := range gs {
+			major := x < 2
+			useRows = x%2 == 0
 			p.Saves.BarMajor, p.Saves.BarStride, p.Saves.BarScale = false, 0, 0
 			sw, err := Forward(p, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.Saves.BarMajor, p.Saves.BarStride, p.Saves.BarScale = true, bs, c.scale
-			if gs[x], err = sw.Backward(nil, ybar, bar); err != nil {
+			b := own
+			p.Saves.BarMajor, p.Saves.BarScale = major, c.scale
+			if major {
+				b, p.Saves.BarStride = bar, bs
+			}
+			if gs[x], err = sw.Backward(nil, ybar, b); err != nil {
 				t.Fatal(err)
 			}
 		}
-		what := fmt.Sprintf("n %d, scale %v, stored %v, kept %d", c.n, c.scale, c.stored, rowBarMax)
-		sameBits(t, what+": ∂/∂y0", gs[1].Y0, gs[0].Y0)
-		sameBits(t, what+": ∂/∂p", gs[1].P, gs[0].P)
-		sameBits(t, what+": ∂/∂s", gs[1].Shared, gs[0].Shared)
+		for x, how := range []string{"save-major, by lanes", "own layout, by rows", "own layout, by lanes"} {
+			what := fmt.Sprintf("n %d, scale %v, stored %v, kept %d, %s", c.n, c.scale, c.stored, rowBarMax, how)
+			sameBits(t, what+": ∂/∂y0", gs[x+1].Y0, gs[0].Y0)
+			sameBits(t, what+": ∂/∂p", gs[x+1].P, gs[0].P)
+			sameBits(t, what+": ∂/∂s", gs[x+1].Shared, gs[0].Shared)
+		}
 		for _, v := range gs[0].Y0 {
 			if math.IsNaN(v) {
-				t.Fatalf("%s: a padding value reached the gradient", what)
+				t.Fatalf("n %d: a padding value reached the gradient", c.n)
 			}
 		}
 	}
@@ -182,5 +197,98 @@ func TestScatterCol(t *testing.T) {
 			ScatterCol(dst[1:], stride, src)
 			sameBits(t, fmt.Sprintf("avx %v, n %d, stride %d", avx, n, stride), want, dst)
 		}
+	}
+}
+
+// TestCoefRowsAVX checks coefRowsAVX against addPowers' sums written out
+// lane by lane, bit for bit: 1…8 terms, 1…6 components, four lanes with
+// their own columns, save ranges (some empty, some past the kernel's
+// k0…k1), start times (saves at a lane's start, in its range, have no
+// coefficient cotangent) and step sizes, cotangents scaled as read, the
+// sums added to what acc held; every cotangent that has no term is NaN or
+// ±Inf, and a lane without saves may have a step of size 0 (a term's
+// product masked too late, or a lane's θ or cotangent not masked,
+// shows). The cotangents it keeps (gb) are the scaled ones of
+// the lanes' saves, −0 for the others.
+func TestCoefRowsAVX(t *testing.T) {
+	if !haveAVX {
+		t.Skip("no AVX")
+	}
+	rng := rand.New(rand.NewPCG(49, 7))
+	bad := []float64{math.NaN(), math.Inf(1), math.Inf(-1)}
+	for c := 0; c < 600; c++ {
+		terms, d, K, n := 1+rng.IntN(8), 1+rng.IntN(6), 1+rng.IntN(30), 4+rng.IntN(20)
+		bs := n + rng.IntN(5)
+		ts := make([]float64, K)
+		for k := range ts {
+			ts[k] = float64(k) * 0.1
+			if k > 0 && rng.IntN(6) == 0 {
+				ts[k] = ts[k-1] // repeated save times
+			}
+		}
+		bar := make([]float64, K*d*bs)
+		for i := range bar {
+			bar[i] = bad[rng.IntN(len(bad))]
+		}
+		var g rowGroup
+		cols := rng.Perm(n)
+		for q := range 4 {
+			g.col[q] = cols[q]
+			lo := rng.IntN(K + 1)
+			g.lo[q], g.hi[q] = lo, lo+rng.IntN(K+1-lo)
+			g.t[q] = float64(g.lo[q])*0.1 - 0.1*float64(rng.IntN(2)) // at or before its first save
+			if g.lo[q] < K && rng.IntN(2) == 0 {
+				g.t[q] = ts[g.lo[q]] // its first save at its start
+			}
+			g.h[q] = 0.1 * float64(1+g.hi[q]-g.lo[q]) * (0.5 + rng.Float64())
+			if g.lo[q] == g.hi[q] && rng.IntN(2) == 0 {
+				g.h[q] = 0 // a padded step: θ not a number
+			}
+			for k := g.lo[q]; k < g.hi[q]; k++ {
+				if ts[k] > g.t[q] || rng.IntN(4) == 0 {
+					for x := 0; x < d; x++ {
+						bar[(k*d+x)*bs+g.col[q]] = rng.NormFloat64()
+					}
+				}
+			}
+		}
+		k0 := rng.IntN(K)
+		k1 := k0 + rng.IntN(K-k0+1)
+		if k0 == k1 {
+			continue
+		}
+		scale := []float64{1, 0.5, -3.25}[rng.IntN(3)]
+		acc := make([]float64, terms*d*4)
+		for i := range acc {
+			acc[i] = rng.NormFloat64()
+		}
+		want := append([]float64(nil), acc...)
+		wantGB := make([]float64, (k1-k0)*d*4)
+		for i := range wantGB {
+			wantGB[i] = math.Copysign(0, -1)
+		}
+		for q := range 4 {
+			for k := max(k0, g.lo[q]); k < min(k1, g.hi[q]); k++ {
+				for x := 0; x < d; x++ {
+					wantGB[((k-k0)*d+x)*4+q] = bar[(k*d+x)*bs+g.col[q]] * scale
+				}
+				if !(ts[k] > g.t[q]) {
+					continue
+				}
+				th := (ts[k] - g.t[q]) / g.h[q]
+				for x := 0; x < d; x++ {
+					v, pw := bar[(k*d+x)*bs+g.col[q]]*scale, th
+					for j := 0; j < terms; j++ {
+						want[(j*d+x)*4+q] += float64(pw * v)
+						pw *= th
+					}
+				}
+			}
+		}
+		gb := make([]float64, len(wantGB))
+		coefRowsAVX(&acc[0], &gb[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
+		what := fmt.Sprintf("case %d: terms %d, d %d, saves %d…%d of %d, scale %v", c, terms, d, k0, k1, K, scale)
+		sameBits(t, what, want, acc)
+		sameBits(t, what+": gb", wantGB, gb)
 	}
 }
