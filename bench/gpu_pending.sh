@@ -58,6 +58,10 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s49b (under 470 s): the device tests and
+#     A/B benchmarks of session 49's helpers H1-H6 (blocked windows, y
+#     from the record, quotients from the reciprocal, the changed-input
+#     call's staging).
 #   bash bench/gpu_pending.sh s49src (under 5 minutes): Nsight Compute's
 #     stall samples by SASS instruction of Lorenz-96 d = 256's gradient
 #     and the 1,000-save solve.
@@ -926,6 +930,35 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s49b ]; then
+# Session 49's second device call (under 470 s; S49B_MAX), on main with
+# helpers H1-H6 merged: their device tests, three processes side by side,
+# then their A/B benchmarks.
+MAX=${S49B_MAX:-465}
+tp wide 170 '^(TestGPUWideRecordY|TestGPUWideBlockedSame)$' &
+tp saves 170 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUKeptThetas|TestGPUCotGroups|TestGPUSaveCots)$' &
+tp calls 170 '^(TestGPUStageParts|TestHostEngineShortRuns|TestHostEngineStageParts|TestGPUSplitDownload|TestGPUInputReuse|TestGPUGradAhead|TestGPUEndsInBatch)$' &
+wait
+for f in wide saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+# Issue 23: the changed-input call's staging on par.RunShort and in parts.
+t bound 60 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 100x -test.count 3
+# Issue 25: the save times' quotients from the step's reciprocal against
+# the division (-divsaves), two rounds; Vern7 at full optimisation once.
+for r in 1 2; do
+	t saves-$r 60 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
+	t saves7-$r 70 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
+done
+t saves7-full 90 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/grad-kept-full$' -test.benchtime 20x
+# Issue 26: Lorenz-96's blocked windows (H1), the reverse steps' y from the
+# record and the returned arrays in place (H2).
+t l96 $((MAX - $(date +%s) + T0)) -test.run XXX -test.timeout 200s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|blocked|blocked-s48|recy|recy-outplace)|lorenz96-64/^(default|blocked|blocked-s48|recy-outplace))(#[0-9]+)?$' -test.benchtime 5x
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|bound-ms\/op|stage-ms\/op|regs|local-B|warps\/SM)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+sum "$out/l/bound.log" | sort
+sum "$out"/l/saves-*.log "$out"/l/saves7-*.log | sort
+sum "$out/l/l96.log" | sort
 fi
 
 if [ "$part" = s49src ]; then
