@@ -81,3 +81,52 @@ func TestWideLossSource(t *testing.T) {
 		})
 	}
 }
+
+// wideLossBits are the FNV-64a hashes of the bits of the wide layout's
+// results on the simulated warp (resultBits: the gradient's loss, dL/dy0,
+// dL/dp, dL/dShared; the loss's value) as the kernels gave them before
+// session 49, whose loss functions took the state by value (main at
+// e6d218c): Lorenz-96 with d = 64 to t = 0.25, with shared parameters
+// and a loss of them (wideSharedCase, three trajectories), and without,
+// with Σ‖y(T)‖² (five).
+var wideLossBits = map[string]uint64{
+	"shared/grad": 0x030c019e03379d9a,
+	"shared/loss": 0x50bddb30eebb029c,
+	"sumsq/grad":  0x01214b24da3d661c,
+	"sumsq/loss":  0xd00ca619cbdb51ff,
+}
+
+// TestHostWideLossSame checks the wide layout's bound loss functions
+// (issue 26: they read the state and parameters in the warp's shared
+// memory and store dL/dy and dL/dp there) against the functions before
+// them, bit for bit, on the simulated warp: the gradient with the record
+// and the loss of wideLossBits's cases hash as before. It fails if a bit
+// of the results changes.
+func TestHostWideLossSame(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	shared := wideSharedCase(3, 64)
+	shared.prob.T1 = 0.25
+	sumsq := lorenz96Case(5, 64, ode.Tsit5)
+	sumsq.prob.T1, sumsq.prob.SaveAt, sumsq.loss = 0.25, nil, ode.SumSquares()
+	for _, x := range []struct {
+		name string
+		c    engineCase
+	}{{"shared", shared}, {"sumsq", sumsq}} {
+		t.Run(x.name, func(t *testing.T) {
+			t.Parallel()
+			eng := tuned(t, "cuda-host-sim-227k", Tuning{Layout: LayoutWide})
+			grad := wideResults(t, x.c, eng, "grad")
+			p := x.c.prob
+			l, _, err := x.c.solver(t, eng).Loss(&p, x.c.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for op, got := range map[string][]float64{"grad": grad, "loss": {l}} {
+				if h, want := resultBits(got), wideLossBits[x.name+"/"+op]; h != want {
+					t.Errorf("%s %s: %d results hash to %#x, want %#x (before session 49): a bit changed", x.name, op, len(got), h, want)
+				}
+			}
+		})
+	}
+}
