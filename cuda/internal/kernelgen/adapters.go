@@ -397,10 +397,16 @@ func (g *adapters) lossAdapter(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kern
 
 // wideLoss writes the loss adapter of a loss or gradient kernel v in the
 // wide layout (wide.cuh), which lane 0 calls with the final state and the
-// parameters in the warp's shared memory: the thread layout's
-// gs_a_loss or gs_a_loss_grad, the latter returning its shared-gradient
-// entries (not accumulating: the other lanes do not call it). Other
-// kernels have none.
+// parameters in the warp's shared memory: bound functions (directLoss),
+// which read y and p there, in place, and the gradient's also store dL/dy
+// and dL/dp (times sc) there, into lam and gp, returning dL/ds only (not
+// accumulating: the other lanes do not call it). The thread layout's
+// adapters took y and p by value, copied them into a local array and
+// returned every output in a local struct (Lorenz-96 with d = 256: 6,256
+// bytes of local memory a thread, 30.8% of the gradient kernel's warp
+// samples on lane 0's loads and stores of them; issue 26). The same ops
+// in the same order: the results bit for bit (TestHostWideLossSame).
+// Other kernels have none.
 func (g *adapters) wideLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kernelPlan) error {
 	if !v.Loss && !v.Grad {
 		return nil
@@ -409,22 +415,25 @@ func (g *adapters) wideLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kernelP
 		return fmt.Errorf("cuda: a loss kernel needs a loss")
 	}
 	g.noAcc = true
-	g.lossAdapter(pl, v, lp, k)
+	g.directLoss(pl, v, lp, k)
 	if g.err == nil && k.LossAcc {
 		g.err = fmt.Errorf("cuda: the wide layout's loss must return its shared gradient")
 	}
 	return g.err
 }
 
-// directLoss writes the adapters of loss lp of kernel v (thread layout)
-// as bound functions (bind.go; k.LossDirect): they read y, the saved
-// states ys and the data from the kernel's arrays, in place, and the
-// gradient's stores the loss term to loss[i] and dL/dys, scaled by sc, to
-// tb[q * n + i] (adjoint.cuh), returning dL/dy, dL/dp and dL/ds (or with
-// k.LossAcc adding dL/ds to the accumulator and storing where on is set):
+// directLoss writes the adapters of loss lp of kernel v as bound
+// functions (bind.go; k.LossDirect): they read y, the saved states ys and
+// the data from the kernel's arrays, in place, and the gradient's stores
+// the loss term to loss[i] and dL/dys, scaled by sc, to tb[q * n + i]
+// (adjoint.cuh), returning dL/dy, dL/dp and dL/ds (or with k.LossAcc
+// adding dL/ds to the accumulator and storing where on is set); in the
+// wide layout (wideLoss) it also stores dL/dy and dL/dp, scaled by sc, to
+// lam[c] and gp[c], and returns dL/ds only:
 //
 //	gs_real gs_a_loss(sh, y, ys, n, i, data, p);
 //	gs_lgrad_out gs_a_loss_grad(sh, [acc, on,] y, ys, n, i, data, p, sc, loss, tb);
+//	gs_lgrad_out gs_a_loss_grad(sh, y, ys, n, i, data, p, sc, loss, tb, lam, gp);  // wide
 //
 // A loss of 1,000 save times of four components so passes no parameter
 // per saved value and returns no struct of them (4,005 and 4,006 in the
@@ -458,6 +467,10 @@ func (g *adapters) directLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kerne
 	k.LossDirect = true
 	b.params += ", gs_real gs_sc, gs_real* GS_RESTRICT gs_loss, gs_real* GS_RESTRICT gs_tb"
 	b.out = []span{{name: "gs_loss", w: 1, strided: true}, {w: d}, {name: "gs_tb", w: w, strided: true, scale: "gs_sc"}, {w: np + pl.Shared}}
+	if v.Wide {
+		b.params += ", gs_real* GS_RESTRICT gs_lam, gs_real* GS_RESTRICT gs_gp"
+		b.out = []span{b.out[0], {name: "gs_lam", w: d, scale: "gs_sc"}, b.out[2], {name: "gs_gp", w: np, scale: "gs_sc"}, {w: pl.Shared}}
+	}
 	grad, shared := lp.Grad, 1+d+w+np // the program and its first shared gradient
 	var lf *lossFold
 	if k.Dense && !v.Events && !v.Wide && !v.StoreSaveCots {
@@ -501,9 +514,13 @@ func (g *adapters) directLoss(pl *ode.Plan, v Config, lp *ode.LossPlan, k *kerne
 	if k.LossAcc {
 		lead, params = "sh, acc, on", "const gs_real* sh, gs_real* acc, bool on"+strings.TrimPrefix(sig, "const gs_real* sh")
 	}
+	tail, targs := "gs_real sc, gs_real* loss, gs_real* tb", "sc, loss, tb"
+	if v.Wide {
+		tail, targs = tail+", gs_real* lam, gs_real* gp", targs+", lam, gp"
+	}
 	fmt.Fprintf(&g.sb, "typedef %s gs_lgrad_out;\n", outType(f))
-	fmt.Fprintf(&g.sb, "GS_DEVICE gs_lgrad_out gs_a_loss_grad(%s, gs_real sc, gs_real* loss, gs_real* tb) {\n  return %s(%s, %s, sc, loss, tb);\n}\n",
-		params, f, lead, args)
+	fmt.Fprintf(&g.sb, "GS_DEVICE gs_lgrad_out gs_a_loss_grad(%s, %s) {\n  return %s(%s, %s, %s);\n}\n",
+		params, tail, f, lead, args, targs)
 }
 
 // idx returns the C expressions name[0], ..., name[w-1].

@@ -13,10 +13,11 @@ warp (GS_WARP_SIM, the tests').
 The generated code defines before it the adapters gs_a_init, gs_a_trial,
 gs_a_control, gs_a_replay, gs_a_dense_step, gs_a_rev (-> gs_rev_out),
 gs_a_drev (-> gs_drev_out), gs_a_loss, gs_a_loss_grad (-> gs_lgrad_out):
-those its kind calls. A loss of many saved values is bound (LossDirect,
-adapters.go's directLoss): gs_a_loss_grad then also takes sc, a.loss and
-a.tb, stores the loss term and dL/dys itself and returns dL/dy, dL/dp,
-dL/ds. Where its dL/dys is a function of one save time at a time
+those its kind calls. A loss of many saved values, and every loss of the
+wide layout, is bound (LossDirect, adapters.go's directLoss):
+gs_a_loss_grad then also takes sc, a.loss and a.tb, stores the loss term
+and dL/dys itself and returns dL/dy, dL/dp, dL/ds (the wide layout's also
+takes lam and gp, stores dL/dy and dL/dp there and returns dL/ds). Where its dL/dys is a function of one save time at a time
 (SaveCots, savecot.go) it neither computes nor stores them: the reverse
 sweep calls gs_save_cot (save time k's cotangent of component c,
 unscaled) where it reaches save time k, and gs_save_cot_prefetch a step

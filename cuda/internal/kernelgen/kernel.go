@@ -707,7 +707,8 @@ type kernelPlan struct {
 	RevAcc, LossAcc bool
 	// LossDirect reports that the loss's functions are bound ones
 	// (directLoss): the loss VJP stores the loss term and dL/dys itself
-	// and returns dL/dy, dL/dp and dL/ds.
+	// and returns dL/dy, dL/dp and dL/ds (the wide layout's, always
+	// bound: stores dL/dy and dL/dp too and returns dL/ds).
 	LossDirect bool
 	// SaveCots (with LossDirect and Dense, a gradient of the thread
 	// layout without events) reports that the loss VJP leaves dL/dys out

@@ -137,27 +137,22 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
 {{- end}}
   for (int q = lane; q < GS_NS; q += GS_WSTRIDE) ga[q] = 0;
   if (lane == 0) {
-{{- if .LossDirect}}
-    // The bound loss VJP stores the loss term and dL/dys (times sc)
-    // itself and returns dL/dy, dL/dp, dL/ds.
-    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, {{if .W.RecY}}pf{{else}}p{{end}}, sc, a.loss, a.tb);
+    // The bound loss VJP (adapters.go: wideLoss) reads y and p where they
+    // are, stores the loss term and dL/dys (times sc) to the ensemble's
+    // arrays and dL/dy, dL/dp (times sc) to lam and gp, and returns dL/ds.
 {{- if .W.RecY}}
+    // Here lam overlaps the final state (p moves to ri + 2): dL/dy and
+    // dL/dp go to the reverse steps' scratch first, then to lam and gp
+    // once p has moved.
+    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, pf, sc, a.loss, a.tb, scr, scr + GS_D);
     for (int c = 0; c < GS_NP; c++) p[c] = pf[c];  // before lam, over pf
-{{- end}}
-    for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[c];
-    for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[GS_D + c];
-    for (int q = 0; q < GS_NS; q++) GS_ACC_ATOMIC(&acc[GS_NS + q], r.v[GS_D + GS_NP + q]);
+    for (int c = 0; c < GS_D; c++) lam[c] = scr[c];
+    for (int c = 0; c < GS_NP; c++) gp[c] = scr[GS_D + c];
 {{- else}}
-    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, {{if .W.RecY}}pf{{else}}p{{end}});
-{{- if .W.RecY}}
-    for (int c = 0; c < GS_NP; c++) p[c] = pf[c];  // before lam, over pf
+    const gs_lgrad_out r = gs_a_loss_grad(sh, y, a.ys, n, i, a.data, p, sc, a.loss, a.tb, lam, gp);
 {{- end}}
-    a.loss[i] = r.v[0];
-    for (int c = 0; c < GS_D; c++) lam[c] = sc * r.v[1 + c];
-    for (int q = 0; q < GS_K * GS_D; q++) a.tb[(long long)q * n + i] = sc * r.v[1 + GS_D + q];
-    for (int c = 0; c < GS_NP; c++) gp[c] = sc * r.v[1 + GS_D + GS_K * GS_D + c];
-    for (int q = 0; q < GS_NS; q++) GS_ACC_ATOMIC(&acc[GS_NS + q], r.v[1 + GS_D + GS_K * GS_D + GS_NP + q]);
-{{- end}}
+    for (int q = 0; q < GS_NS; q++) GS_ACC_ATOMIC(&acc[GS_NS + q], r.v[q]);
+    (void)r;
   }
   GS_SYNCWARP();
 {{- if .Saves}}

@@ -321,7 +321,11 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 		w.GP = w.RO + d*(1-B2i(k.privOut)) + np + ns
 		w.GA = w.GP + np
 		w.RSCR = w.GA + ns
-		w.RevLen = w.RSCR + k.revScratch
+		scr := k.revScratch
+		if k.recY {
+			scr = max(scr, d+np) // the loss VJP's dL/dy and dL/dp (wide.cuh)
+		}
+		w.RevLen = w.RSCR + scr
 		w.Len = max(w.Len, w.RevLen)
 	}
 	return w
