@@ -1690,6 +1690,10 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			return nil, err
 		}
 	}
+	// The shared block and the save times, staged, stay on the device
+	// where the arena holds the same (a kept gradient's launch:
+	// holdStaged); the record the launch installs says what it leaves.
+	r.holdStaged(up, &l, &bc, held, n, kept && !staged)
 	if hinAt >= 0 {
 		// Before the batch: a large mesh goes up through the chunk
 		// buffers, from other goroutines.
