@@ -463,9 +463,11 @@ func (c *aheadCheck) start(r *run, h *heldInputs, l *layout, n int, batch bool) 
 		c.deferred, c.r, c.h, c.l, c.n = true, r, h, l, n
 		return
 	}
-	if c.same == nil {
-		c.same = make(chan bool, 1)
+	if r.sc.same == nil {
+		// (kept with the run's scratch: empty once wait has received)
+		r.sc.same = make(chan bool, 1)
 	}
+	c.same = r.sc.same
 	c.help = nil
 	if r.ex.tun.compareEach || r.ex.tun.compareNoHelp {
 		go func() { c.same <- sameHeld(r, h, l, n) }()
