@@ -973,14 +973,23 @@ type run struct {
 // newRun keeps it where it reuses a run, so that a repeated call's
 // set-up allocates none of it.
 type runScratch struct {
-	shared []float64       // run.sharedBlock's storage
-	spans  []span          // a launch's download spans (layout.spans)
-	held   []span          // its held inputs' spans (bcast.heldSpans)
-	args   [numArgs]uint64 // a kernel's argument words (launchKernel)
-	blocks []scatterBlock  // scatter's per-block findings
-	reader chunkReader     // a launch's chunkReader
-	keptAt [numArgs]int64  // with KeepGrads: the kept results' offsets (launch's fullAt)
-	eq     *par.EqualSet   // the compare of a launch run ahead (sameHeld: one at a time a run)
+	shared []float64             // run.sharedBlock's storage
+	spans  []span                // a launch's download spans (layout.spans)
+	held   []span                // its held inputs' spans (bcast.heldSpans)
+	args   [numArgs]uint64       // a kernel's argument words (launchKernel)
+	blocks []scatterBlock        // scatter's per-block findings
+	reader chunkReader           // a launch's chunkReader
+	keptAt [numArgs]int64        // with KeepGrads: the kept results' offsets (launch's fullAt)
+	eq     *par.EqualSet         // the compare of a launch run ahead (sameHeld: one at a time a run)
+	same   chan bool             // its verdict, from a goroutine of its own (aheadCheck.start)
+	gwords [numGradsWords]uint64 // the check kernel's argument words (checkGrads)
+	// A launch's layout, its inputs' bcast, the offsets of its results in
+	// its download, its kernels' device time and clocks (launchOnce).
+	l      layout
+	bc     bcast
+	outAt  [numArgs]int64
+	dt     time.Duration
+	clocks []clock
 }
 
 // takeRun returns the executor's spare run (Run gave it back), or a new
@@ -1004,6 +1013,7 @@ func (ex *executor) giveRun(r *run) {
 	clear(rd.wholeDst[:cap(rd.wholeDst)])
 	*rd = chunkReader{wholeDst: rd.wholeDst[:0], wholeSrc: rd.wholeSrc[:0], dst: rd.dst[:0], src: rd.src[:0]}
 	clear(sc.blocks[:cap(sc.blocks)])
+	sc.bc = bcast{} // (its copies refer to the caller's inputs)
 	*r = run{sc: sc}
 	ex.spareRun.Store(r)
 }
@@ -1617,7 +1627,10 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	r.rb = resultBlockOf(len(g))
 	r.endsDone = false // (endsInBatch)
 	ex, v, n := r.ex, r.v, len(g)
-	l := r.layout(n, rows)
+	// (l, bc, at, dt and the clocks in the run's scratch: the batch's
+	// closures would take them to the heap, an allocation each a call)
+	l := &r.sc.l
+	*l = r.layout(n, rows)
 	r.zrows, r.zmem = r.meshZero(rows)
 	if r.hout != nil {
 		// Until the launch is done, its rows may all be written (a
@@ -1642,10 +1655,11 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	up := ex.takeStaging(inHi)
 	defer ex.giveStaging(up)
-	bc := r.broadcasts(n, &l)
+	bc := &r.sc.bc
+	*bc = r.broadcasts(n, l)
 	// Results kept on the device (grads.go): what comes back is small,
 	// one copy.
-	kept := r.keptGrads(&l)
+	kept := r.keptGrads(l)
 	// A large launch's results come back in chunks of its trajectories
 	// (pipeChunk), each scattered while the next is copied: the copies
 	// run on the device's goroutine, the scatter on the others. In the
@@ -1675,28 +1689,32 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	default:
 		ahead = aheadInBatch
 	}
-	held := r.reuse(ar, g, &l, &bc, ahead)
+	held := r.reuse(ar, g, l, bc, ahead)
 	defer r.ahead.wait() // (a return before the batch's)
 	nc := 1              // kernels, one clock each
 	if chunk > 0 && r.chunkLaunches() {
 		nc = (nb + chunk - 1) / chunk
 	}
-	staged := r.stagesByChunk(n, chunk, nc, &l, bc)
+	staged := r.stagesByChunk(n, chunk, nc, l, *bc)
 	// P staged beside the upload of the inputs before it (stageParts):
 	// the fill leaves it out.
-	parts := !staged && chunk == 0 && !kept && r.stagesParts(&l, bc)
+	parts := !staged && chunk == 0 && !kept && r.stagesParts(l, *bc)
 	if !staged {
-		fbc := bc
+		fbc := *bc
 		if parts {
 			fbc.held |= 1 << argP
 		}
 		rg := rtrace.StartRegion(r.ctx, "cuda.fill")
-		err = r.fillBroadcast(up, g, &l, fbc)
+		err = r.fillBroadcast(up, g, l, fbc)
 		rg.End()
 		if err != nil {
 			return nil, err
 		}
 	}
+	// The shared block and the save times, staged, stay on the device
+	// where the arena holds the same (a kept gradient's launch:
+	// holdStaged); the record the launch installs says what it leaves.
+	r.holdStaged(up, l, bc, held, n, kept && !staged)
 	if hinAt >= 0 {
 		// Before the batch: a large mesh goes up through the chunk
 		// buffers, from other goroutines.
@@ -1707,7 +1725,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	// Large saved states come back after the other results (a launch
 	// of one chunk), in groups of saveCols columns, each transposed while
 	// the next is copied (saveGroups).
-	saveCols := r.saveGroups(n, &l, chunk)
+	saveCols := r.saveGroups(n, l, chunk)
 	if kept {
 		saveCols = 0
 	}
@@ -1719,12 +1737,12 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	// leaves on the device (downloaded), in one range or a few, then the
 	// saved states where they come back apart.
 	var out []span
-	var at [numArgs]int64
+	at := &r.sc.outAt
 	var outBytes int64
 	if kept {
-		out, at, outBytes = r.keptSpans(r.sc.spans[:0], &l)
+		out, *at, outBytes = r.keptSpans(r.sc.spans[:0], l)
 	} else {
-		out, at, outBytes = l.spansInto(r.sc.spans[:0], keep)
+		out, *at, outBytes = l.spansInto(r.sc.spans[:0], keep)
 	}
 	r.sc.spans = out
 	// Kept results: the kernel writes the download region into the kept
@@ -1738,8 +1756,8 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	fullAt := &r.sc.keptAt
 	var fullBytes, wordsAt int64
 	if kept {
-		*fullAt, fullBytes = at, outBytes
-		out, at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
+		*fullAt, fullBytes = *at, outBytes
+		out, *at, outBytes = l.spans(func(a int) bool { return a == argGS && r.downloaded(a) })
 		wordsAt = outBytes
 	}
 	r.keptLaunch = kept
@@ -1749,7 +1767,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	// scattered while the second is copied (splitAt).
 	var split int64
 	if chunk == 0 && saveCols == 0 && !kept {
-		split = r.splitAt(g, &l, out)
+		split = r.splitAt(g, l, out)
 	}
 	// The batch runs on this goroutine (else on one of its own, the
 	// results scattered as they come back).
@@ -1773,7 +1791,8 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	// to the device's goroutine.
 	// The clock is taken and given back outside the batch: making or
 	// freeing one is a call of the device's own.
-	var dt time.Duration
+	dt := &r.sc.dt
+	*dt = 0
 	var ready chan [2]int        // the result blocks [lo, hi) copied back
 	var savesReady chan [2]int   // the saved states' columns [c0, c1) copied back, with saveCols
 	var headsReady chan struct{} // with split: the first part copied back
@@ -1799,7 +1818,8 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 	}
 	// The clocks are taken and given back outside the batch: making or
 	// freeing one is a call of the device's own.
-	clocks := make([]clock, nc)
+	clocks := slices.Grow(r.sc.clocks[:0], nc)[:nc]
+	r.sc.clocks = clocks
 	for k := range clocks {
 		if clocks[k], err = ex.takeClock(); err != nil {
 			for _, c := range clocks[:k] {
@@ -1812,6 +1832,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		for _, c := range clocks {
 			ex.giveClock(c)
 		}
+		clear(clocks)
 	}()
 	batch := func(q queue) error {
 		r.q = q
@@ -1820,8 +1841,8 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			// Chunk k's inputs go up, and its kernel is queued, once
 			// they are staged; chunk k−1's results are copied back while
 			// it runs.
-			cr := r.chunkReader(down, &at, ar, n, &l, chunk)
-			args := r.kernelArgs(ar, n, rows, &l)
+			cr := r.chunkReader(down, at, ar, n, l, chunk)
+			args := r.kernelArgs(ar, n, rows, l)
 			for k := range nc {
 				if _, ok := <-stagedCh; !ok {
 					return errStagingStopped
@@ -1834,10 +1855,10 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 					if err != nil {
 						return err
 					}
-					dt += d
+					*dt += d
 				}
 				lo, hi := k*chunk*r.rb, min(n, (k+1)*chunk*r.rb)
-				if err := r.uploadChunk(up, ar, n, rows, &l, zeroGS, bc, lo, hi); err != nil {
+				if err := r.uploadChunk(up, ar, n, rows, l, zeroGS, *bc, lo, hi); err != nil {
 					return err
 				}
 				if err := r.launchChunk(&args, lo, hi, clocks[k]); err != nil {
@@ -1853,21 +1874,21 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 				return err
 			}
 			d, err := r.q.elapsed(clocks[nc-1])
-			dt += d
+			*dt += d
 			return err
 		}
 		if pStaged != nil {
-			if err := r.uploadParts(up, ar, n, rows, &l, zeroGS, pStaged); err != nil {
+			if err := r.uploadParts(up, ar, n, rows, l, zeroGS, pStaged); err != nil {
 				return err
 			}
-		} else if err := r.uploadBroadcast(up, ar, n, rows, &l, zeroGS, bc); err != nil {
+		} else if err := r.uploadBroadcast(up, ar, n, rows, l, zeroGS, *bc); err != nil {
 			return err
 		}
 		if nc > 1 {
-			if err := r.launchChunks(ar, n, rows, &l, chunk, clocks); err != nil {
+			if err := r.launchChunks(ar, n, rows, l, chunk, clocks); err != nil {
 				return err
 			}
-			if err := r.readChunks(down, &at, ar, n, &l, chunk, ready, clocks); err != nil {
+			if err := r.readChunks(down, at, ar, n, l, chunk, ready, clocks); err != nil {
 				return err
 			}
 			for _, c := range clocks {
@@ -1875,7 +1896,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 				if err != nil {
 					return err
 				}
-				dt += d
+				*dt += d
 			}
 			return nil
 		}
@@ -1894,7 +1915,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 				c = nil
 			}
 		}
-		if err := r.launchKernel(ar, n, rows, &l, c); err != nil {
+		if err := r.launchKernel(ar, n, rows, l, c); err != nil {
 			return err
 		}
 		if kept {
@@ -1902,7 +1923,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			// kernel, and the read of its words waits for both; the
 			// clock's end has passed by then. The read's time less the
 			// kernel's is the trace's transfer.
-			if err := r.checkGrads(q, ar, n, &l, fullBytes); err != nil {
+			if err := r.checkGrads(q, ar, n, l, fullBytes); err != nil {
 				return err
 			}
 			// The compare of a launch run ahead runs as the device runs
@@ -1921,12 +1942,12 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			wait := time.Since(start)
 			if c != nil { // (untimed, keptTimed: the read waited for both kernels)
 				var err error
-				if dt, err = r.q.elapsed(c); err != nil {
+				if *dt, err = r.q.elapsed(c); err != nil {
 					return err
 				}
 				r.tr.add(func(t *TraceStats) {
-					t.Transfer += max(0, wait-max(dt, cmp))
-					t.AheadWait += max(0, cmp-dt)
+					t.Transfer += max(0, wait-max(*dt, cmp))
+					t.AheadWait += max(0, cmp-*dt)
 				})
 			}
 		} else {
@@ -1943,20 +1964,20 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 				r.endsInBatch(g)
 			}
 			var err error
-			if dt, err = r.q.elapsed(c); err != nil {
+			if *dt, err = r.q.elapsed(c); err != nil {
 				return err
 			}
-			if cmp > dt {
-				r.tr.add(func(t *TraceStats) { t.AheadWait += cmp - dt })
+			if cmp > *dt {
+				r.tr.add(func(t *TraceStats) { t.AheadWait += cmp - *dt })
 			}
 		}
 		if chunk > 0 {
-			return r.readChunks(down, &at, ar, n, &l, chunk, ready, nil)
+			return r.readChunks(down, at, ar, n, l, chunk, ready, nil)
 		}
 		at := int64(0)
 		base := ar.addr // of out's spans (kept: the shared sums, in the kept results)
 		if kept {
-			base = r.argAddr(ar, &l, argGS) - uint64(l.off[argGS])
+			base = r.argAddr(ar, l, argGS) - uint64(l.off[argGS])
 		}
 		for _, s := range out {
 			lo := s.lo
@@ -1979,13 +2000,13 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 		if saveCols > 0 {
 			ready <- [2]int{0, nb}
-			return r.readSaves(down[savesAt:], ar, n, &l, saveCols, savesReady)
+			return r.readSaves(down[savesAt:], ar, n, l, saveCols, savesReady)
 		}
 		return nil
 	}
 	done := func() {
 		r.tr.add(func(t *TraceStats) {
-			t.Kernel += dt
+			t.Kernel += *dt
 			t.Launches += nc
 			t.Trajectories += n
 			t.Layout = v.Layout()
@@ -2008,9 +2029,9 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 				return err
 			}
 			if r.sout.cols {
-				return r.colSaves(q, ar, n, &l)
+				return r.colSaves(q, ar, n, l)
 			}
-			return r.rowSaves(q, ar, n, &l)
+			return r.rowSaves(q, ar, n, l)
 		}
 	}
 	if parts {
@@ -2023,9 +2044,9 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 				defer close(pFilled)
 				rg := rtrace.StartRegion(r.ctx, "cuda.fill")
 				defer rg.End()
-				pStaged <- r.fillBlocks(up, g, &l, pOnly, 0, (n+fb-1)/fb)
+				pStaged <- r.fillBlocks(up, g, l, pOnly, 0, (n+fb-1)/fb)
 			}()
-		} else if err := r.fillBlocks(up, g, &l, pOnly, 0, (n+fb-1)/fb); err != nil {
+		} else if err := r.fillBlocks(up, g, l, pOnly, 0, (n+fb-1)/fb); err != nil {
 			return nil, err
 		}
 	}
@@ -2068,12 +2089,12 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		defer r.hostTimes(staged0, time.Now())
 		src := down // (not down itself: the batch's closures would take it to the heap)
 		if kept {
-			if well, most, sum := gradsWell(words); well && r.scatterKept(down, &at, &l, g, most, sum) {
+			if well, most, sum := gradsWell(words); well && r.scatterKept(down, at, l, g, most, sum) {
 				if r.hout != nil {
 					r.hout.wrote(most)
 				}
 				k := r.gout
-				k.size, k.l, k.at, k.g, k.rows = fullBytes, l, *fullAt, g, rows
+				k.size, k.l, k.at, k.g, k.rows = fullBytes, *l, *fullAt, g, rows
 				r.kept = true
 				return nil, nil
 			}
@@ -2085,9 +2106,9 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 			if err != nil {
 				return nil, err
 			}
-			src, at = all, *fullAt
+			src, *at = all, *fullAt
 		}
-		return r.scatter(src, &at, ar, g, rows, &l, false, false, func(_ func(), blocks func(lo, hi int), _ func(c0, c1 int)) error {
+		return r.scatter(src, at, ar, g, rows, l, false, false, func(_ func(), blocks func(lo, hi int), _ func(c0, c1 int)) error {
 			blocks(0, nb)
 			return nil
 		})
@@ -2122,7 +2143,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		rg := rtrace.StartRegion(r.ctx, "cuda.fill")
 		var ferr error
 		for k := range nc {
-			if ferr = r.fillBlocks(up, g, &l, bc, k*chunk, min(nb, (k+1)*chunk)); ferr != nil {
+			if ferr = r.fillBlocks(up, g, l, *bc, k*chunk, min(nb, (k+1)*chunk)); ferr != nil {
 				break
 			}
 			stagedCh <- struct{}{}
@@ -2169,7 +2190,7 @@ func (r *run) launchOnce(ar *arena, g []int, rows int) (over []int, err error) {
 		}
 	}
 	defer rtrace.StartRegion(r.ctx, "cuda.scatter").End()
-	return r.scatter(down, &at, ar, g, rows, &l, saveCols > 0, split > 0, func(heads func(), blocks func(lo, hi int), saves func(c0, c1 int)) error {
+	return r.scatter(down, at, ar, g, rows, l, saveCols > 0, split > 0, func(heads func(), blocks func(lo, hi int), saves func(c0, c1 int)) error {
 		if headsReady != nil {
 			if _, ok := <-headsReady; ok {
 				start = time.Now()

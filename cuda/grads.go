@@ -281,7 +281,8 @@ func (r *run) checkGrads(q queue, ar *arena, n int, l *layout, size int64) error
 	}
 	words := r.gout.mem.addr + uint64(gradsWordsAt(size))
 	at := func(a int) uint64 { return r.argAddr(ar, l, a) }
-	var w [numGradsWords]uint64
+	w := &r.sc.gwords // (the queue copies the words: see backend.enqueue)
+	*w = [numGradsWords]uint64{}
 	w[gwN], w[gwNY], w[gwNP] = uint64(n), uint64(n*r.d), uint64(n*r.np)
 	w[gwMask] = flagStiff | flagOverflow | flagTangent
 	w[gwStatus], w[gwFlags], w[gwAcc] = at(argStatus), at(argFlags), at(argAcc)

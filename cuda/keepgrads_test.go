@@ -770,3 +770,59 @@ func TestHostEngineCheckSums(t *testing.T) {
 		}
 	}
 }
+
+// TestHostEngineKeepGradsShared checks repeated kept gradient calls
+// (ode.Settings.KeepGrads, the Gradient passed back) of the driven balls
+// (drivenBallCase: events, a shared restitution) whose shared parameter
+// changes between some calls and not others, on the host engine: the
+// calls whose shared block is the one their arena holds leave it there
+// (holdStaged), the others upload it, and each call's gradients
+// (HostGrads) and loss are those of a call without KeepGrads at the same
+// restitution, bit for bit (the loss to the exact sum's rounding). It
+// fails where a changed block is left unsent (the balls then bounce with
+// the restitution before).
+func TestHostEngineKeepGradsShared(t *testing.T) {
+	needHost(t)
+	testKeepGradsShared(t, "cuda-host", 37)
+}
+
+// TestGPUKeepGradsShared is TestHostEngineKeepGradsShared on the device
+// with 4,103 balls. It skips without a GPU.
+func TestGPUKeepGradsShared(t *testing.T) {
+	needGPUEngine(t)
+	testKeepGradsShared(t, "cuda", 4103)
+}
+
+// testKeepGradsShared runs TestHostEngineKeepGradsShared on engine eng
+// with n balls.
+func testKeepGradsShared(t *testing.T, eng string, n int) {
+	c := drivenBallCase(n, ode.Tsit5)
+	c.set.RelTol, c.set.AbsTol = 1e-6, 1e-8
+	plain := c.solver(t, eng)
+	kc := c
+	kc.set.KeepGrads = true
+	keep := kc.solver(t, eng)
+	g := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
+	for k, sh := range []float64{0.8, 0.8, 0.8, 0.7, 0.7, 0.8, 0.8} {
+		c.prob.Shared = []float64{sh}
+		want, err := plain.Grad(&ode.Gradient{Omit: g.Omit}, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := keep.Grad(&g, &c.prob, c.loss, nil); err != nil {
+			t.Fatal(err)
+		}
+		if g.Resident == nil && k > 0 {
+			t.Errorf("call %d (restitution %g): kept nothing", k, sh)
+		}
+		if math.Abs(g.Loss-want.Loss) > 1e-12*math.Abs(want.Loss) {
+			t.Errorf("call %d (restitution %g): loss %v, want %v", k, sh, g.Loss, want.Loss)
+		}
+		if err := g.HostGrads(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(g.Y0, want.Y0) || !slices.Equal(g.P, want.P) {
+			t.Errorf("call %d (restitution %g): the kept gradients differ from the call's without KeepGrads", k, sh)
+		}
+	}
+}

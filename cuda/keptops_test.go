@@ -2,7 +2,10 @@ package cuda
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -87,9 +90,10 @@ func (q opsQueue) enqueue(k backendKernel, threads, block, shmem int, args []uin
 // suite's problems (ballCase, pkCase, Tsit5 at rtol 1e-6, 4,096
 // trajectories, ode.Settings.KeepGrads with Gradient.Omit, the Gradient
 // passed back unread, inputs unchanged) queues on the device, on
-// cuda-counts' backend counting its operations: one batch; one upload,
-// queued without waiting for it (the shared block: the inputs are held;
-// writeQueued); no memset (the kernel zeroes the recorded mesh's rows
+// cuda-counts' backend counting its operations: one batch; no upload (the
+// inputs and the shared block are held: holdStaged; one, queued without
+// waiting for it, writeQueued, of the shared block with
+// Tuning.uploadShared); no memset (the kernel zeroes the recorded mesh's rows
 // past each trajectory's end that the call before wrote, meshZero; the
 // check's accumulators are 0 as its call before left them: one memset
 // of its words with Tuning.checkMemset); the engine kernel and the
@@ -105,9 +109,10 @@ func TestKeptCallOps(t *testing.T) {
 		traced bool
 		want   queueOps
 	}{
-		{"kernel-zeroes", Tuning{}, false, queueOps{queued: 1, reads: 1, kernels: 2, batches: 1}},
-		{"traced", Tuning{}, true, queueOps{queued: 1, reads: 1, kernels: 2, batches: 1, marks: 2, waits: 1}},
-		{"check-memset", Tuning{checkMemset: true}, false, queueOps{queued: 1, reads: 1, zeros: 1, kernels: 2, batches: 1}},
+		{"kernel-zeroes", Tuning{}, false, queueOps{reads: 1, kernels: 2, batches: 1}},
+		{"traced", Tuning{}, true, queueOps{reads: 1, kernels: 2, batches: 1, marks: 2, waits: 1}},
+		{"check-memset", Tuning{checkMemset: true}, false, queueOps{reads: 1, zeros: 1, kernels: 2, batches: 1}},
+		{"upload-shared", Tuning{uploadShared: true}, false, queueOps{queued: 1, reads: 1, kernels: 2, batches: 1}},
 	} {
 		be := opsBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &queueOps{}}
 		e := &Engine{name: "cuda-counts-ops-" + x.name, prec: Float64, be: be}
@@ -268,6 +273,104 @@ func TestSaveKeptCallSizes(t *testing.T) {
 	for a := range ys[0] {
 		if ok, i := bitsEqual(ys[0][a], ys[1][a]); !ok || len(ys[0][a]) == 0 {
 			t.Errorf("save times %d: the saves read back differ from the old form's at %d (%d values)", []int{1, 1000}[a], i, len(ys[0][a]))
+		}
+	}
+}
+
+// sharedBackend is opsBackend recording the shared block each engine
+// kernel reads (in the arena at its argSh word, as the launch left it:
+// the host backend's copies are done when queued), in blocks.
+type sharedBackend struct {
+	opsBackend
+	words  int // the shared block's reals
+	blocks *[][]float64
+}
+
+func (b sharedBackend) batch(f func(q queue) error) error {
+	return b.opsBackend.batch(func(q queue) error { return f(sharedQueue{q.(opsQueue), b}) })
+}
+
+type sharedQueue struct {
+	opsQueue
+	b sharedBackend
+}
+
+func (q sharedQueue) enqueue(k backendKernel, threads, block, shmem int, args []uint64) error {
+	if len(args) == numArgs {
+		m, _, off := q.b.at(args[argSh])
+		sh := make([]float64, q.b.words)
+		for c := range sh {
+			sh[c] = math.Float64frombits(binary.LittleEndian.Uint64(m[off+8*uint64(c):]))
+		}
+		q.b.mu.Lock()
+		*q.b.blocks = append(*q.b.blocks, sh)
+		q.b.mu.Unlock()
+	}
+	return q.opsQueue.enqueue(k, threads, block, shmem, args)
+}
+
+// TestKeptCallHoldsShared checks that the kernel of every kept gradient
+// call reads the shared block its call stages (the shared parameter, the
+// tolerances: drivenBallCase, 1,024 trajectories on cuda-counts' backend,
+// the shared restitution changed between some calls, a loss call on the
+// same solver between them with another), where a call whose block is
+// the one its arena holds uploads nothing (holdStaged) and one whose
+// block changed, or whose arena a call that keeps nothing used last,
+// uploads it: with Tuning.uploadShared every kept call uploads it. It
+// fails where a changed block is left unsent (which was tried: the
+// compare of the bytes left out).
+func TestKeptCallHoldsShared(t *testing.T) {
+	for _, tun := range []Tuning{{}, {uploadShared: true}} {
+		c := drivenBallCase(1<<10, ode.Tsit5)
+		var blocks [][]float64
+		words := c.prob.Field.Shared + c.prob.Field.Dim + 2
+		be := sharedBackend{opsBackend{countsBackend{newHostBackend(1 << 30)}, &sync.Mutex{}, &queueOps{}}, words, &blocks}
+		e := &Engine{name: fmt.Sprintf("cuda-counts-shared-%t", tun.uploadShared), prec: Float64, be: be}
+		e.SetTuning(tun)
+		ode.Register(e)
+		c.set.RelTol, c.set.AbsTol, c.set.Engine, c.set.KeepGrads = 1e-6, 1e-8, e.name, true
+		sv, err := ode.NewSolver(c.prob.Field, &c.set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := ode.Gradient{Omit: ode.OmitStates | ode.OmitStats}
+		for k, st := range []struct {
+			shared float64
+			loss   bool // a loss call (kept nothing), not a kept gradient
+			upload int  // the kept call's uploads of its shared block (-1: either, where the loss call may have used another arena)
+		}{
+			{0.8, false, 1}, {0.8, false, 1}, {0.8, false, 0}, {0.7, false, 1}, {0.7, false, 0},
+			{0.8, false, 1}, {0.6, true, 0}, {0.8, false, -1}, {0.8, false, 0}, {0.6, true, 0}, {0.6, false, 1},
+			{0.6, false, 0}, {0.8, false, 1},
+		} {
+			c.prob.Shared = []float64{st.shared}
+			blocks = blocks[:0]
+			*be.ops = queueOps{}
+			if st.loss {
+				if _, _, err := sv.Loss(&c.prob, c.loss, nil); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := sv.GradContext(context.Background(), &g, &c.prob, c.loss, nil); err != nil {
+				t.Fatal(err)
+			}
+			if len(blocks) == 0 {
+				t.Fatalf("uploadShared %t, call %d: no engine kernel launched", tun.uploadShared, k)
+			}
+			for _, sh := range blocks {
+				if want := []float64{st.shared, 1e-6, 1e-8, 1e-8}; !slices.Equal(sh[:words-1], want) {
+					t.Errorf("uploadShared %t, call %d: the kernel read the shared block %v, want %v and MaxSteps", tun.uploadShared, k, sh, want)
+				}
+			}
+			if st.loss || k < 2 { // (the first two calls compare their inputs first: no run ahead yet)
+				continue
+			}
+			want := st.upload
+			if tun.uploadShared {
+				want = 1
+			}
+			if g.Resident == nil || len(blocks) != 1 || want >= 0 && be.ops.queued != want {
+				t.Errorf("uploadShared %t, call %d: kept %t, %d kernels, %d uploads queued, want kept, 1 and %d", tun.uploadShared, k, g.Resident != nil, len(blocks), be.ops.queued, want)
+			}
 		}
 	}
 }

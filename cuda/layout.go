@@ -344,6 +344,14 @@ type Tuning struct {
 	// that failed, is zeroed; the same words and limbs. For the tests
 	// and benchmarks that compare the two.
 	checkMemset bool
+	// uploadShared uploads a kept gradient's shared block (tolerances,
+	// MaxSteps, the shared parameters) and save times on every launch,
+	// as before session 49, where by default a launch whose staged bytes
+	// of them are those its arena holds from the launch before
+	// (holdStaged) leaves them there: no copy before the kernel, a driver
+	// call and a copy the kernel waits for fewer. The same results. For
+	// the tests and benchmarks that compare the two.
+	uploadShared bool
 	// endsInScatter writes a launch's end times (Job.EndTimes: the
 	// Solution's T, the Mesh's T1) in its scatter, after the results'
 	// copy, as before session 47, instead of in its batch while the

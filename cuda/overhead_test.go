@@ -806,7 +806,10 @@ func init() {
 // ("record-keep-nohelp", "record-keep-untraced-nohelp":
 // Tuning.compareNoHelp), with the check's words zeroed before every
 // launch as before session 48 ("record-keep-checkmemset",
-// "record-keep-untraced-checkmemset": Tuning.checkMemset), with the check
+// "record-keep-untraced-checkmemset": Tuning.checkMemset), with the
+// shared block uploaded on every call as before session 49
+// ("record-keep-uploadshared", "record-keep-untraced-uploadshared":
+// Tuning.uploadShared), with the check
 // kernel's lane-by-lane atomics of a warp whose loss terms have several
 // first limbs as before session 47 ("record-keep-lanes",
 // "record-keep-untraced-lanes", on "cuda": Tuning.checkLaneAtomics),
@@ -860,7 +863,7 @@ func BenchmarkGradEventsCall(b *testing.B) {
 	}
 	for _, eng := range engines {
 		modes := []string{"record", "record-omit", "record-keep", "record-keep-read", "mesh", "record+mesh"}
-		modes = append(modes, "record-keep-untraced", "record-keep-each", "record-keep-untraced-each", "record-keep-nohelp", "record-keep-untraced-nohelp", "record-keep-checkmemset", "record-keep-untraced-checkmemset")
+		modes = append(modes, "record-keep-untraced", "record-keep-each", "record-keep-untraced-each", "record-keep-nohelp", "record-keep-untraced-nohelp", "record-keep-checkmemset", "record-keep-untraced-checkmemset", "record-keep-uploadshared", "record-keep-untraced-uploadshared")
 		if eng == "cuda" {
 			modes = append(modes, "record-keep-round", "record-keep-untraced-round", "record-keep-lanes", "record-keep-untraced-lanes")
 		}
@@ -880,6 +883,9 @@ func BenchmarkGradEventsCall(b *testing.B) {
 					c.set.Engine = tuned(b, eng, tun)
 				case "record-keep-checkmemset", "record-keep-untraced-checkmemset":
 					tun = Tuning{checkMemset: true}
+					c.set.Engine = tuned(b, eng, tun)
+				case "record-keep-uploadshared", "record-keep-untraced-uploadshared":
+					tun = Tuning{uploadShared: true}
 					c.set.Engine = tuned(b, eng, tun)
 				case "record-keep-nohelp", "record-keep-untraced-nohelp":
 					tun = Tuning{compareNoHelp: true}

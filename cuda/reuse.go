@@ -1,6 +1,10 @@
 package cuda
 
-import "github.com/gradsolve-go/gradsolve/internal/par"
+import (
+	"bytes"
+
+	"github.com/gradsolve-go/gradsolve/internal/par"
+)
 
 // Inputs that did not change are not sent again.
 //
@@ -64,12 +68,14 @@ type heldInputs struct {
 }
 
 // heldInput is one input array an arena holds: how it was staged, and a
-// copy of the caller's values it was staged from (one of f, i, e).
+// copy of the caller's values it was staged from (one of f, i, e), or,
+// of an array every launch stages (stagedArgs), of the bytes staged (b).
 type heldInput struct {
 	key heldKey // the zero key: none held
 	f   []float64
 	i   []int
 	e   []int32
+	b   []byte
 
 	// misses counts the consecutive launches that found the values
 	// changed; rest is the launches left during which the input is
@@ -105,6 +111,53 @@ func (e *heldInput) miss() bool {
 
 // hit records that input e, compared, was the same: its backoff ends.
 func (e *heldInput) hit() { e.misses, e.wait = 0, 0 }
+
+// stagedArgs are the input arrays every launch stages from the job (the
+// shared block: the shared parameters, the tolerances and MaxSteps; the
+// save times), a few bytes, which reuse does not compare. A kept
+// gradient's launch (keptGrads) compares their staged bytes with those
+// its arena holds once they are staged, and leaves those that are the
+// same where they are (holdStaged): its batch then queues no copy before
+// its kernel, where one would cost a driver call and a copy that the
+// kernel waits for (about the events suite's whole share of the bus:
+// 256 bytes a call).
+var stagedArgs = [...]int{argSh, argSaveAt}
+
+// holdStaged compares the staged arrays (stagedArgs) of a launch of n
+// trajectories in layout l, staged in up, with those the record h holds
+// (the arena's, or the new record of a launch that had none), marks in
+// bc those that are the same byte for byte (bc.hold: not uploaded), and
+// records the others' bytes in h, which the launch installs once it is
+// done (launchOnce) as it does the inputs' record. With may false (a
+// launch that does not keep its results, or one staged chunk by chunk,
+// whose uploads are uploadChunk's, or Tuning.uploadShared) the launch
+// uploads them all, and h forgets them: a later launch uploads them
+// again. The bytes are those of the arrays alone, not of the padding to
+// the next array, which the staging buffer leaves as an earlier use left
+// it.
+func (r *run) holdStaged(up []byte, l *layout, bc *bcast, h *heldInputs, n int, may bool) {
+	if h == nil {
+		return
+	}
+	may = may && !r.ex.tun.uploadShared
+	for _, a := range stagedArgs {
+		e := &h.in[a]
+		if !may || l.off[a] < 0 {
+			e.key, e.b = heldKey{}, e.b[:0]
+			continue
+		}
+		key := heldKey{off: l.off[a], bytes: l.bytes[a], n: n}
+		b := up[l.off[a] : l.off[a]+l.bytes[a]]
+		if e.key == key && bytes.Equal(e.b, b) {
+			bc.hold(a, l, n)
+			// (and its padding, which the upload leaves out with it:
+			// heldSpans)
+			bc.reused += min(int64(len(up)), (l.off[a]+l.bytes[a]+255)&^255) - l.off[a] - l.bytes[a]
+			continue
+		}
+		e.key, e.b = key, append(e.b[:0], b...)
+	}
+}
 
 // heldKey is what, besides the caller's values, decides an input array's
 // bytes in the arena: its place and size, the launch's trajectories, the
@@ -410,9 +463,11 @@ func (c *aheadCheck) start(r *run, h *heldInputs, l *layout, n int, batch bool) 
 		c.deferred, c.r, c.h, c.l, c.n = true, r, h, l, n
 		return
 	}
-	if c.same == nil {
-		c.same = make(chan bool, 1)
+	if r.sc.same == nil {
+		// (kept with the run's scratch: empty once wait has received)
+		r.sc.same = make(chan bool, 1)
 	}
+	c.same = r.sc.same
 	c.help = nil
 	if r.ex.tun.compareEach || r.ex.tun.compareNoHelp {
 		go func() { c.same <- sameHeld(r, h, l, n) }()
