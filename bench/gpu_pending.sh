@@ -58,10 +58,13 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
-#   bash bench/gpu_pending.sh s49b (under 470 s): the device tests and
-#     A/B benchmarks of session 49's helpers H1-H6 (blocked windows, y
-#     from the record, quotients from the reciprocal, the changed-input
-#     call's staging).
+#   bash bench/gpu_pending.sh s49b (under 470 s): the device tests of
+#     session 49's merged helpers, then Lorenz-96's kernels (the loss VJP
+#     in shared memory, blocked windows, y from the record) beside
+#     b9a028d and gpu-large's Lorenz-96 calls.
+#   bash bench/gpu_pending.sh s49c (under 430 s): the changed-input call,
+#     the 1,000-save calls, the kept events calls beside b9a028d, and
+#     Diffrax's Lorenz-96 gradients.
 #   bash bench/gpu_pending.sh s49src (under 5 minutes): Nsight Compute's
 #     stall samples by SASS instruction of Lorenz-96 d = 256's gradient
 #     and the 1,000-save solve.
@@ -934,31 +937,59 @@ fi
 
 if [ "$part" = s49b ]; then
 # Session 49's second device call (under 470 s; S49B_MAX), on main with
-# helpers H1-H6 merged: their device tests, three processes side by side,
-# then their A/B benchmarks.
+# the helpers merged: their device tests, four processes side by side,
+# then issue 26's benchmarks (the loss VJP in shared memory, H8; the
+# blocked windows, H1; y from the record and returned arrays in place,
+# H2) beside b9a028d (base49.test.gz), and gpu-large's Lorenz-96 calls.
 MAX=${S49B_MAX:-465}
-tp wide 170 '^(TestGPUWideRecordY|TestGPUWideBlockedSame)$' &
-tp saves 170 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUKeptThetas|TestGPUCotGroups|TestGPUSaveCots)$' &
-tp calls 170 '^(TestGPUStageParts|TestHostEngineShortRuns|TestHostEngineStageParts|TestGPUSplitDownload|TestGPUInputReuse|TestGPUGradAhead|TestGPUEndsInBatch)$' &
+gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
+tp wide 235 '^TestGPUWide$' &
+tp wide2 235 '^(TestGPUWideRecordY|TestGPUWideBlockedSame|TestGPUWideLanesShared)$' &
+tp saves 235 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUKeptThetas|TestGPUCotGroups|TestGPUSaveCots)$' &
+tp calls 235 '^(TestGPUStageParts|TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUKeepGradsAhead|TestGPUKeepGradsLossSum|TestGPUSplitDownload|TestGPUInputReuse|TestGPUGradAhead|TestGPUEndsInBatch)$' &
 wait
-for f in wide saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
-# Issue 23: the changed-input call's staging on par.RunShort and in parts.
-t bound 60 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 100x -test.count 3
-# Issue 25: the save times' quotients from the step's reciprocal against
-# the division (-divsaves), two rounds; Vern7 at full optimisation once.
-for r in 1 2; do
-	t saves-$r 60 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
-	t saves7-$r 70 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
-done
-t saves7-full 90 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/grad-kept-full$' -test.benchtime 20x
-# Issue 26: Lorenz-96's blocked windows (H1), the reverse steps' y from the
-# record and the returned arrays in place (H2).
-t l96 $((MAX - $(date +%s) + T0)) -test.run XXX -test.timeout 200s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|blocked|blocked-s48|recy|recy-outplace)|lorenz96-64/^(default|blocked|blocked-s48|recy-outplace))(#[0-9]+)?$' -test.benchtime 5x
+for f in wide wide2 saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+t l96 130 -test.run XXX -test.timeout 125s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|blocked|blocked-s48|recy|recy-outplace)|lorenz96-64/^(default|blocked|blocked-s48|recy-outplace))(#[0-9]+)?$' -test.benchtime 5x
+TB=/tmp/base49.test t l96-base 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
+echo "=== gpu-large"
+timeout $((MAX - $(date +%s) + T0)) "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet -problems lorenz96-64,lorenz96-256 \
+	>"$out/l/l96.jsonl" 2>"$out/l/l96-large.log"
+el $?
 echo "=== summary"
-sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|bound-ms\/op|stage-ms\/op|regs|local-B|warps\/SM)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|regs|local-B|warps\/SM)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+echo main; sum "$out/l/l96.log" | sort
+echo base; sum "$out/l/l96-base.log" | sort
+jrows problem,n,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,cpu_grad_record_call_ms,steps_per_traj l96.jsonl
+fi
+
+if [ "$part" = s49c ]; then
+# Session 49's third device call (under 430 s; S49C_MAX): issue 23's
+# changed-input call (H5's staging), issue 25's save times (H3/H4's
+# quotients) and kept events calls (H7) beside b9a028d, Diffrax's
+# Lorenz-96 gradients (issue 26).
+MAX=${S49C_MAX:-425}
+gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
+t bound 50 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 100x -test.count 3
+for r in 1 2; do
+	t saves-$r 50 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
+	t saves7-$r 50 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
+done
+for r in 1 2; do
+	t events-$r 35 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep-untraced(-uploadshared)?$' -test.benchtime 400x
+	TB=/tmp/base49.test t events-base-$r 25 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep-untraced$' -test.benchtime 400x
+done
+timeout $((MAX - 60 - $(date +%s) + T0)) python3 bench/anchors/diffrax_large.py --platform gpu --problems lorenz96-64,lorenz96-256 \
+	--rtol 1e-6 --reps 2 --no-forward --max-seconds 60 --ref-sample 4 --out "$out/l/diffrax_large.jsonl" >/dev/null 2>"$out/l/diffrax_large.log"
+el $?
+tail -3 "$out/l/diffrax_large.log"
+t saves7-full $((MAX - $(date +%s) + T0)) -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/grad-kept-full$' -test.benchtime 20x
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|bound-ms\/op|stage-ms\/op|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
 sum "$out/l/bound.log" | sort
 sum "$out"/l/saves-*.log "$out"/l/saves7-*.log | sort
-sum "$out/l/l96.log" | sort
+echo main; sum "$out"/l/events-[12].log | sort
+echo base; sum "$out"/l/events-base-*.log | sort
+jrows problem,n,rtol,grad_ms,grad_ms_median,median_rel_err,steps_per_traj diffrax_large.jsonl
 fi
 
 if [ "$part" = s49src ]; then
