@@ -58,6 +58,10 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s49d (under 560 s): s49b's and s49c's most
+#     wanted in one call (the merged helpers' tests; Lorenz-96, the
+#     1,000-save calls, kept events and the changed-input call beside
+#     b9a028d; gpu-large's Lorenz-96).
 #   bash bench/gpu_pending.sh s49b (under 470 s): the device tests of
 #     session 49's merged helpers, then Lorenz-96's kernels (the loss VJP
 #     in shared memory, blocked windows, y from the record) beside
@@ -933,6 +937,43 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s49d ]; then
+# Session 49's device call after two refused starts (under 560 s;
+# S49D_MAX): s49b's and s49c's most wanted in one. 1. The merged
+# helpers' device tests, four processes side by side.
+MAX=${S49D_MAX:-555}
+gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
+tp wide 225 '^TestGPUWide$' &
+tp wide2 225 '^(TestGPUWideRecordY|TestGPUWideLanesShared)$' &
+tp saves 225 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUCotGroups)$' &
+tp calls 225 '^(TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUKeepGradsAhead|TestGPUStageParts|TestGPUInputReuse)$' &
+wait
+for f in wide wide2 saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+# 2. Issue 26: Lorenz-96's gradient kernels beside b9a028d's.
+t l96 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^(default|blocked|recy-outplace)(#[0-9]+)?$' -test.benchtime 5x
+TB=/tmp/base49.test t l96-base 50 -test.run XXX -test.timeout 45s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
+# 3. Issue 25: the 1,000-save calls (quotients from the reciprocal
+# against the division); the kept events calls beside b9a028d.
+t saves 75 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
+t events 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk|suite-threshold)/record-keep-untraced(-uploadshared)?$' -test.benchtime 400x
+TB=/tmp/base49.test t events-base 20 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk|suite-threshold)/record-keep-untraced$' -test.benchtime 400x
+# 4. Issue 23: the changed-input call's staging, two rounds.
+t bound 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 100x -test.count 2
+echo "=== gpu-large"
+timeout $((MAX - $(date +%s) + T0)) "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet -problems lorenz96-256,lorenz96-64 \
+	>"$out/l/l96.jsonl" 2>"$out/l/l96-large.log"
+el $?
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|bound-ms\/op|stage-ms\/op|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+echo main; sum "$out/l/l96.log" | sort
+echo base; sum "$out/l/l96-base.log" | sort
+sum "$out/l/saves.log" | sort
+echo main; sum "$out/l/events.log" | sort
+echo base; sum "$out/l/events-base.log" | sort
+sum "$out/l/bound.log" | sort
+jrows problem,n,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,steps_per_traj l96.jsonl
 fi
 
 if [ "$part" = s49b ]; then
