@@ -58,6 +58,8 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s49e (under 410 s): s49d cut to what the
+#     budget left after three refused starts.
 #   bash bench/gpu_pending.sh s49d (under 560 s): s49b's and s49c's most
 #     wanted in one call (the merged helpers' tests; Lorenz-96, the
 #     1,000-save calls, kept events and the changed-input call beside
@@ -937,6 +939,34 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s49e ]; then
+# Session 49's last device call (under 410 s; S49E_MAX), after three
+# refused starts: the merged defaults' device tests (three processes),
+# Lorenz-96's kernels beside b9a028d (the loss VJP in shared memory),
+# gpu-large's Lorenz-96 (the CPU engine's gradients beside: the loss
+# VJP's check against the CPU), one round of the 1,000-save calls.
+MAX=${S49E_MAX:-405}
+gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
+tp wide2 170 '^(TestGPUWideRecordY|TestGPUWideLanesShared)$' &
+tp saves 170 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves)$' &
+tp calls 170 '^(TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUStageParts|TestGPUInputReuse)$' &
+wait
+for f in wide2 saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+t l96 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|recy-outplace)|lorenz96-64/^default)(#[0-9]+)?$' -test.benchtime 5x
+TB=/tmp/base49.test t l96-base 45 -test.run XXX -test.timeout 40s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
+echo "=== gpu-large"
+timeout 70 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 2 -json -quiet -problems lorenz96-256,lorenz96-64 \
+	>"$out/l/l96.jsonl" 2>"$out/l/l96-large.log"
+el $?
+t saves $((MAX - $(date +%s) + T0)) -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+echo main; sum "$out/l/l96.log" | sort
+echo base; sum "$out/l/l96-base.log" | sort
+sum "$out/l/saves.log" | sort
+jrows problem,n,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,cpu_grad_record_call_ms,cpu_gpu_grad_max_rel_diff,steps_per_traj l96.jsonl
 fi
 
 if [ "$part" = s49d ]; then
