@@ -949,9 +949,9 @@ if [ "$part" = s49e ]; then
 # VJP's check against the CPU), one round of the 1,000-save calls.
 MAX=${S49E_MAX:-405}
 gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
-tp wide2 170 '^(TestGPUWideRecordY|TestGPUWideLanesShared)$' &
-tp saves 170 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves)$' &
-tp calls 170 '^(TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUStageParts|TestGPUInputReuse)$' &
+tp wide2 150 '^(TestGPUWideRecordY|TestGPUWideLanesShared)$' &
+tp saves 150 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves)$' &
+tp calls 150 '^(TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUStageParts|TestGPUInputReuse)$' &
 wait
 for f in wide2 saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
 t l96 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|recy-outplace)|lorenz96-64/^default)(#[0-9]+)?$' -test.benchtime 5x
