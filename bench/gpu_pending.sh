@@ -58,6 +58,8 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s49f (under 270 s): s49e reordered for
+#     what the budget left (Lorenz-96 first, then the tests).
 #   bash bench/gpu_pending.sh s49e (under 410 s): s49d cut to what the
 #     budget left after three refused starts.
 #   bash bench/gpu_pending.sh s49d (under 560 s): s49b's and s49c's most
@@ -939,6 +941,30 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s49f ]; then
+# s49e reordered for a budget of about 300 s: Lorenz-96's kernels beside
+# b9a028d and gpu-large's Lorenz-96 (against the CPU engine) first, then
+# the merged defaults' device tests in what is left.
+MAX=${S49F_MAX:-260}
+gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
+t l96 50 -test.run XXX -test.timeout 45s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|recy-outplace)|lorenz96-64/^default)(#[0-9]+)?$' -test.benchtime 5x
+TB=/tmp/base49.test t l96-base 40 -test.run XXX -test.timeout 35s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
+echo "=== gpu-large"
+timeout 50 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 2 -json -quiet -problems lorenz96-256,lorenz96-64 \
+	>"$out/l/l96.jsonl" 2>"$out/l/l96-large.log"
+el $?
+left=$((MAX - $(date +%s) + T0))
+tp saves $left '^(TestGPUDivideSaves|TestGPUEngineSaveTimes)$' &
+tp calls $left '^(TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUWideLanesShared)$' &
+wait
+for f in saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+echo main; sum "$out/l/l96.log" | sort
+echo base; sum "$out/l/l96-base.log" | sort
+jrows problem,n,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,cpu_grad_record_call_ms,cpu_gpu_grad_max_rel_diff,steps_per_traj l96.jsonl
 fi
 
 if [ "$part" = s49e ]; then
