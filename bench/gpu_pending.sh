@@ -58,6 +58,7 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
+#   bash bench/gpu_pending.sh s49g (under 160 s): the least of s49f.
 #   bash bench/gpu_pending.sh s49f (under 270 s): s49e reordered for
 #     what the budget left (Lorenz-96 first, then the tests).
 #   bash bench/gpu_pending.sh s49e (under 410 s): s49d cut to what the
@@ -941,6 +942,24 @@ done
 # 5. HIRES's wide gradient with launch bounds of 10, 12, 16 blocks (n =
 # 4096 takes two rounds of the default's 16 warps a multiprocessor).
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
+fi
+
+if [ "$part" = s49g ]; then
+# The least of s49f (under 160 s): Lorenz-96's gradient kernels beside
+# b9a028d (the loss VJP in shared memory) and gpu-large's d = 256 call
+# (its gradient against the CPU engine's).
+gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
+t l96 45 -test.run XXX -test.timeout 40s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
+TB=/tmp/base49.test t l96-base 40 -test.run XXX -test.timeout 35s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
+echo "=== gpu-large"
+timeout 55 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 2 -json -quiet -problems lorenz96-256 \
+	>"$out/l/l96.jsonl" 2>"$out/l/l96-large.log"
+el $?
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+echo main; sum "$out/l/l96.log" | sort
+echo base; sum "$out/l/l96-base.log" | sort
+jrows problem,n,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,cpu_grad_record_call_ms,cpu_gpu_grad_max_rel_diff,steps_per_traj l96.jsonl
 fi
 
 if [ "$part" = s49f ]; then
