@@ -208,14 +208,22 @@ GS_DEVICE void gs_interp(const gs_real* y, const gs_real* w, gs_real theta, gs_r
   }
 }
 
-{{if .DivideSaves -}}
 // gs_step_saves sets the save times k, k+1, ... that lie on step s from
 // (t, y) of size h, whose coefficients are w (read only where one lies
 // inside it), and advances k past them. It takes them GS_SAVE_GROUP at a
-// time: their times' loads, quotients and interpolants are independent
-// (one memory latency and one division's for the group, where a device
-// thread's dependent instructions wait in turn), and the save times are
-// sorted, so those on the step are the group's first m.
+// time: their times' loads, quotients and interpolants are independent,
+// and the save times are sorted, so those on the step are the group's
+// first m.
+{{- if .DivideSaves}} Each quotient is a division of its own and each
+// interpolant under its own test (Config.DivideSaves, the form before
+// session 49).
+{{- else}} A group's quotients are one straight run of multiplications
+// and fused multiply-adds from the step's reciprocal (gs_quot, no
+// division's branch between them), and so are its interpolants (every
+// slot's, those not read replaced by selects): where a device thread's
+// dependent instructions wait in turn, the group's chains then
+// interleave.
+{{- end}}
 {{- if .KeepThetas}} Their quotients
 // theta go to a.tb as well, where a gradient's reverse sweep reads them
 // (kernelPlan.KeepThetas).
@@ -224,6 +232,11 @@ GS_DEVICE void gs_interp(const gs_real* y, const gs_real* w, gs_real theta, gs_r
 GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
                              const gs_real* w{{template "fold-param" .}}) {
   const gs_real end = t + h;
+{{- if not .DivideSaves}}
+  // None on the step: no reciprocal (one division a step that has some).
+  if (k >= GS_K || !(a.saveat[k] < end)) return;
+  const gs_real rh = gs_rcp(h);
+{{- end}}
   while (k < GS_K) {
     gs_real tau[GS_SAVE_GROUP];
     int m = 0;
@@ -233,6 +246,7 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
     }
     if (m == 0) return;
     gs_real out[GS_SAVE_GROUP][GS_D];
+{{- if .DivideSaves}}
 {{- if .KeepThetas}}
     gs_real th[GS_SAVE_GROUP];
 {{- end}}
@@ -246,57 +260,7 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
       else
         for (int c = 0; c < GS_D; c++) out[j][c] = y[c];
     }
-    if (GS_WRITER)
-{{- if .OldSaves}}
-      for (int j = 0; j < m; j++) gs_save_state(a, k + j, i, s, out[j]{{template "fold-arg" .}});
 {{- else}}
-      // (Constant bounds: the loop unrolled, out indexed by constants,
-      // in registers; with bounds m the compiler may keep it in local
-      // memory.)
-      for (int j = 0; j < GS_SAVE_GROUP; j++)
-        if (j < m) gs_save_state(a, k + j, i, s, out[j]{{template "fold-arg" .}});
-{{- end}}
-{{- if .KeepThetas}}
-    // The group's quotients, for the reverse sweep (KeepThetas: a.tb).
-    if (GS_WRITER)
-      for (int j = 0; j < GS_SAVE_GROUP; j++)
-        if (j < m) a.tb[(long long)(k + j) * a.n + i] = th[j];
-{{- end}}
-    k += m;
-    if (m < GS_SAVE_GROUP) return;
-  }
-}
-{{- else -}}
-// gs_step_saves sets the save times k, k+1, ... that lie on step s from
-// (t, y) of size h, whose coefficients are w (read only where one lies
-// inside it), and advances k past them. It takes them GS_SAVE_GROUP at a
-// time: their times' loads, quotients and interpolants are independent,
-// and the save times are sorted, so those on the step are the group's
-// first m. A group's quotients are one straight run of multiplications
-// and fused multiply-adds from the step's reciprocal (gs_quot, no
-// division's branch between them), and so are its interpolants (every
-// slot's, those not read replaced by selects): where a device thread's
-// dependent instructions wait in turn, the group's chains then
-// interleave.
-{{- if .KeepThetas}} Their quotients
-// theta go to a.tb as well, where a gradient's reverse sweep reads them
-// (kernelPlan.KeepThetas).
-{{- end}}
-#define GS_SAVE_GROUP 4
-GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
-                             const gs_real* w{{template "fold-param" .}}) {
-  const gs_real end = t + h;
-  // None on the step: no reciprocal (one division a step that has some).
-  if (k >= GS_K || !(a.saveat[k] < end)) return;
-  const gs_real rh = gs_rcp(h);
-  while (k < GS_K) {
-    gs_real tau[GS_SAVE_GROUP];
-    int m = 0;
-    for (int j = 0; j < GS_SAVE_GROUP; j++) {
-      tau[j] = a.saveat[k + j < GS_K ? k + j : GS_K - 1];
-      m += k + j < GS_K && tau[j] < end;
-    }
-    if (m == 0) return;
     // The group's quotients from the reciprocal, each the division's
     // (gs_quot: every slot's, those past m unused), divided only where
     // gs_quot did not apply to one of them.
@@ -311,7 +275,6 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
     // where one of the group lies inside, as gs_inside found).
     bool inside = false;
     for (int j = 0; j < GS_SAVE_GROUP; j++) inside = inside || (j < m && th[j] != 0);
-    gs_real out[GS_SAVE_GROUP][GS_D];
     if (inside) {
       for (int j = 0; j < GS_SAVE_GROUP; j++) {
         gs_interp(y, w, th[j], out[j]);
@@ -322,6 +285,7 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
       for (int j = 0; j < GS_SAVE_GROUP; j++)
         for (int c = 0; c < GS_D; c++) out[j][c] = y[c];
     }
+{{- end}}
     if (GS_WRITER)
 {{- if .OldSaves}}
       for (int j = 0; j < m; j++) gs_save_state(a, k + j, i, s, out[j]{{template "fold-arg" .}});
@@ -342,7 +306,6 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
     if (m < GS_SAVE_GROUP) return;
   }
 }
-{{- end}}
 {{- if and .Adaptive (not .ShareFwd) (not .SwitchTrial) (not .Wide)}}
 
 // gs_saves sets the save times on accepted step s from (t, y) of size h of
