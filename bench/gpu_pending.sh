@@ -58,15 +58,6 @@
 #     Brusselator, the save cotangents' tests; then Method Auto and the call
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
-#   bash bench/gpu_pending.sh s49g (under 160 s): the least of s49f.
-#   bash bench/gpu_pending.sh s49f (under 270 s): s49e reordered for
-#     what the budget left (Lorenz-96 first, then the tests).
-#   bash bench/gpu_pending.sh s49e (under 410 s): s49d cut to what the
-#     budget left after three refused starts.
-#   bash bench/gpu_pending.sh s49d (under 560 s): s49b's and s49c's most
-#     wanted in one call (the merged helpers' tests; Lorenz-96, the
-#     1,000-save calls, kept events and the changed-input call beside
-#     b9a028d; gpu-large's Lorenz-96).
 #   bash bench/gpu_pending.sh s49b (under 470 s): the device tests of
 #     session 49's merged helpers, then Lorenz-96's kernels (the loss VJP
 #     in shared memory, blocked windows, y from the record) beside
@@ -944,112 +935,9 @@ done
 t hires-blocks 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideRegs/grad/hires/' -test.benchtime 5x
 fi
 
-if [ "$part" = s49g ]; then
-# The least of s49f (under 160 s): Lorenz-96's gradient kernels beside
-# b9a028d (the loss VJP in shared memory) and gpu-large's d = 256 call
-# (its gradient against the CPU engine's).
-gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
-t l96 45 -test.run XXX -test.timeout 40s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
-TB=/tmp/base49.test t l96-base 40 -test.run XXX -test.timeout 35s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
-echo "=== gpu-large"
-timeout 55 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 2 -json -quiet -problems lorenz96-256 \
-	>"$out/l/l96.jsonl" 2>"$out/l/l96-large.log"
-el $?
-echo "=== summary"
-sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
-echo main; sum "$out/l/l96.log" | sort
-echo base; sum "$out/l/l96-base.log" | sort
-jrows problem,n,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,cpu_grad_record_call_ms,cpu_gpu_grad_max_rel_diff,steps_per_traj l96.jsonl
-fi
 
-if [ "$part" = s49f ]; then
-# s49e reordered for a budget of about 300 s: Lorenz-96's kernels beside
-# b9a028d and gpu-large's Lorenz-96 (against the CPU engine) first, then
-# the merged defaults' device tests in what is left.
-MAX=${S49F_MAX:-260}
-gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
-t l96 50 -test.run XXX -test.timeout 45s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|recy-outplace)|lorenz96-64/^default)(#[0-9]+)?$' -test.benchtime 5x
-TB=/tmp/base49.test t l96-base 40 -test.run XXX -test.timeout 35s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
-echo "=== gpu-large"
-timeout 50 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 2 -json -quiet -problems lorenz96-256,lorenz96-64 \
-	>"$out/l/l96.jsonl" 2>"$out/l/l96-large.log"
-el $?
-left=$((MAX - $(date +%s) + T0))
-tp saves $left '^(TestGPUDivideSaves|TestGPUEngineSaveTimes)$' &
-tp calls $left '^(TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUWideLanesShared)$' &
-wait
-for f in saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
-echo "=== summary"
-sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
-echo main; sum "$out/l/l96.log" | sort
-echo base; sum "$out/l/l96-base.log" | sort
-jrows problem,n,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,cpu_grad_record_call_ms,cpu_gpu_grad_max_rel_diff,steps_per_traj l96.jsonl
-fi
 
-if [ "$part" = s49e ]; then
-# Session 49's last device call (under 410 s; S49E_MAX), after three
-# refused starts: the merged defaults' device tests (three processes),
-# Lorenz-96's kernels beside b9a028d (the loss VJP in shared memory),
-# gpu-large's Lorenz-96 (the CPU engine's gradients beside: the loss
-# VJP's check against the CPU), one round of the 1,000-save calls.
-MAX=${S49E_MAX:-405}
-gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
-tp wide2 150 '^(TestGPUWideRecordY|TestGPUWideLanesShared)$' &
-tp saves 150 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves)$' &
-tp calls 150 '^(TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUStageParts|TestGPUInputReuse)$' &
-wait
-for f in wide2 saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
-t l96 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|recy-outplace)|lorenz96-64/^default)(#[0-9]+)?$' -test.benchtime 5x
-TB=/tmp/base49.test t l96-base 45 -test.run XXX -test.timeout 40s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
-echo "=== gpu-large"
-timeout 70 "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 2 -json -quiet -problems lorenz96-256,lorenz96-64 \
-	>"$out/l/l96.jsonl" 2>"$out/l/l96-large.log"
-el $?
-t saves $((MAX - $(date +%s) + T0)) -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
-echo "=== summary"
-sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
-echo main; sum "$out/l/l96.log" | sort
-echo base; sum "$out/l/l96-base.log" | sort
-sum "$out/l/saves.log" | sort
-jrows problem,n,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,cpu_grad_record_call_ms,cpu_gpu_grad_max_rel_diff,steps_per_traj l96.jsonl
-fi
 
-if [ "$part" = s49d ]; then
-# Session 49's device call after two refused starts (under 560 s;
-# S49D_MAX): s49b's and s49c's most wanted in one. 1. The merged
-# helpers' device tests, four processes side by side.
-MAX=${S49D_MAX:-555}
-gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
-tp wide 225 '^TestGPUWide$' &
-tp wide2 225 '^(TestGPUWideRecordY|TestGPUWideLanesShared)$' &
-tp saves 225 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUCotGroups)$' &
-tp calls 225 '^(TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUKeepGradsAhead|TestGPUStageParts|TestGPUInputReuse)$' &
-wait
-for f in wide wide2 saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
-# 2. Issue 26: Lorenz-96's gradient kernels beside b9a028d's.
-t l96 90 -test.run XXX -test.timeout 85s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^(default|blocked|recy-outplace)(#[0-9]+)?$' -test.benchtime 5x
-TB=/tmp/base49.test t l96-base 50 -test.run XXX -test.timeout 45s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
-# 3. Issue 25: the 1,000-save calls (quotients from the reciprocal
-# against the division); the kept events calls beside b9a028d.
-t saves 75 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
-t events 30 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk|suite-threshold)/record-keep-untraced(-uploadshared)?$' -test.benchtime 400x
-TB=/tmp/base49.test t events-base 20 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk|suite-threshold)/record-keep-untraced$' -test.benchtime 400x
-# 4. Issue 23: the changed-input call's staging, two rounds.
-t bound 30 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 100x -test.count 2
-echo "=== gpu-large"
-timeout $((MAX - $(date +%s) + T0)) "$bin/gradsolve" bench -suite gpu-large -engine cuda -reps 3 -json -quiet -problems lorenz96-256,lorenz96-64 \
-	>"$out/l/l96.jsonl" 2>"$out/l/l96-large.log"
-el $?
-echo "=== summary"
-sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|bound-ms\/op|stage-ms\/op|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
-echo main; sum "$out/l/l96.log" | sort
-echo base; sum "$out/l/l96-base.log" | sort
-sum "$out/l/saves.log" | sort
-echo main; sum "$out/l/events.log" | sort
-echo base; sum "$out/l/events-base.log" | sort
-sum "$out/l/bound.log" | sort
-jrows problem,n,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,steps_per_traj l96.jsonl
-fi
 
 if [ "$part" = s49b ]; then
 # Session 49's second device call (under 470 s; S49B_MAX), on main with

@@ -214,15 +214,7 @@ func (g *Group) join(gen uint32) {
 
 // RunShort is a Group's RunShort on a Group of its own (Run's pool).
 func RunShort(n, workers int, f func(worker, task int)) {
-	if Workers(workers, n) == 1 {
-		for t := range n {
-			f(0, t)
-		}
-		return
-	}
-	g := groups.Get().(*Group)
-	defer groups.Put(g)
-	g.RunShort(n, workers, f)
+	runPooled(n, workers, f, (*Group).RunShort)
 }
 
 // Ranges calls f(lo, hi) for the ranges [0, n) splits into of size
@@ -237,6 +229,12 @@ func Ranges(n, size int, f func(lo, hi int)) {
 // caller's; else a Group from a pool (a Run allocates nothing of its
 // own).
 func Run(n, workers int, f func(worker, task int)) {
+	runPooled(n, workers, f, (*Group).Run)
+}
+
+// runPooled runs f's n tasks with run on a Group from Run's pool, or in
+// a loop on the caller's goroutine where one goroutine does them all.
+func runPooled(n, workers int, f func(worker, task int), run func(g *Group, n, workers int, f func(worker, task int))) {
 	if Workers(workers, n) == 1 {
 		for t := range n {
 			f(0, t)
@@ -245,7 +243,7 @@ func Run(n, workers int, f func(worker, task int)) {
 	}
 	g := groups.Get().(*Group)
 	defer groups.Put(g)
-	g.Run(n, workers, f)
+	run(g, n, workers, f)
 }
 
 // groups are the Groups of Run: a Group is free again once its Run
