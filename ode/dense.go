@@ -29,8 +29,9 @@ const (
 	// method's continuous extension of the step that brackets it: no
 	// extra steps, but each bracketing step computes its extension's
 	// coefficients (Vern7: six more stages) and each save time a Horner
-	// sum, so 1,000 save times of a Kepler ensemble cost 1.8× one in
-	// Solve and 2.8× in Grad with Tsit5 (bench/RESULTS.md). The
+	// sum: on the CPU engine 1,000 save times of a Kepler ensemble cost
+	// about 1.4× one in Solve and 1.8× in Grad with Tsit5, 1.6× and 2.7×
+	// with Vern7 (bench/RESULTS.md, docs/more-results.md). The
 	// accuracy is the extension's (see Problem.SaveAt): within a small
 	// multiple of the mesh states' error for Tsit5, Vern7 and
 	// Rosenbrock23, up to 40× for Rodas5P's order-4 extension on smooth
