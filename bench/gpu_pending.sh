@@ -1249,21 +1249,7 @@ timeout $((390 - $(date +%s) + T0)) python3 bench/anchors/diffrax_large.py --pla
 	--out "$out/l/diffrax_bruss.jsonl" >/dev/null 2>"$out/l/diffrax_bruss.log"
 el $?
 tail -3 "$out/l/diffrax_bruss.log"
-python3 - "$out/l" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-for f in ("events.jsonl", "diffrax_events.jsonl", "bruss.jsonl", "diffrax_bruss.jsonl"):
-    p = os.path.join(d, f)
-    if not os.path.exists(p):
-        continue
-    for line in open(p):
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        keep = {k: v for k, v in r.items() if not isinstance(v, (list, dict))}
-        print(f, json.dumps(keep)[:400])
-PY
+jrows "" events.jsonl diffrax_events.jsonl bruss.jsonl diffrax_bruss.jsonl
 fi
 
 if [ "$part" = s46e ]; then
