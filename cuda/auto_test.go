@@ -371,7 +371,7 @@ func TestHostEngineAutoReuse(t *testing.T) {
 			if cont == 0 || tsit == 0 || cont+tsit != c.p.N {
 				t.Fatalf("switches %v of %v steps: want some trajectories continued, the others Tsit5's alone", fresh.Mesh.Switch, fresh.Mesh.Len)
 			}
-			base := residentOn(hb)
+			base := settledResident(hb)
 			var g ode.Gradient
 			for call := range 4 {
 				before := hb.counts().allocs

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -326,8 +325,7 @@ func TestHostEngineKeepSavesRelease(t *testing.T) {
 	c := saveTimesCase(t, lorenzCase(32, 1e-6), 16)
 	c.set.KeepSaves = true
 	sv := c.solver(t, residentEngine.name)
-	runtime.GC()
-	base := residentOn(fd)
+	base := settledResident(fd)
 	sol, err := sv.Solve(&c.prob)
 	if err != nil {
 		t.Fatal(err)

@@ -236,6 +236,26 @@ func TestHostEngineStopStiff(t *testing.T) {
 	}
 }
 
+// settledResident collects until no more device memory of be goes back
+// (cleanups run after a collection, on a goroutine of their own) and
+// returns what resident meshes and saves still hold: a base that an
+// earlier test's unreachable handles cannot lower later.
+func settledResident(be backend) int64 {
+	runtime.GC()
+	last := residentOn(be)
+	for range 50 {
+		time.Sleep(10 * time.Millisecond)
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+		n := residentOn(be)
+		if n == last {
+			return n
+		}
+		last = n
+	}
+	return last
+}
+
 // collectResident runs the garbage collector until the device memory
 // that resident meshes and kept saves hold on be is down to want (their
 // handles' cleanups run after a collection), for at most half a second.
