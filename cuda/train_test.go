@@ -284,7 +284,9 @@ func near(t *testing.T, what string, got, want []float64, tol float64) {
 		if a == b || (math.IsNaN(a) && math.IsNaN(b)) {
 			continue
 		}
-		if math.Abs(a-b) > tol*max(math.Abs(a), math.Abs(b)) {
+		// (An infinite value is near nothing but itself: |Inf − b| is not
+		// above tol·Inf.)
+		if math.Abs(a-b) > tol*max(math.Abs(a), math.Abs(b)) || math.IsInf(a, 0) || math.IsInf(b, 0) {
 			t.Errorf("%s[%d] = %v, want %v (rel %.2g)", what, i, a, b, math.Abs(a-b)/max(math.Abs(a), math.Abs(b)))
 			return
 		}
@@ -634,5 +636,64 @@ func TestHostTrainDataChangedAfterNew(t *testing.T) {
 	}
 	if res == nil || res.DeviceSteps != 0 || !strings.Contains(res.DeviceNote, "host took over at step 0") {
 		t.Errorf("result %+v: want the host to take over at step 0", res)
+	}
+}
+
+// A gradient whose entries are finite but whose sum of squares overflows
+// (norm 2e160): the engine's norms, sums of squares, overflow to +Inf, so
+// it could neither clip (optim.ClipNorm clips by the norm, 2e160, as the
+// host loop does) nor report the norm. The fit is the host loop's: the
+// same gradient norms, clipped steps and values.
+func TestHostTrainHugeGradient(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testTrainHugeGradient(t, "cuda-host")
+}
+
+func TestGPUTrainHugeGradient(t *testing.T) {
+	needGPUEngine(t)
+	testTrainHugeGradient(t, "cuda")
+}
+
+func testTrainHugeGradient(t *testing.T, engine string) {
+	// y' = p, y(0) = 0 on [0, 1]: y(1) = p, and the loss Σ c·y(1) has
+	// gradient c per trajectory with respect to the fit's p.
+	f := ode.Field{Name: "ramp", Dim: 1, Params: 1, F: func(_ tape.V, _, p []tape.V) []tape.V {
+		return []tape.V{p[0]}
+	}}
+	loss := ode.Loss{Name: "scaled", Data: []float64{1e160}, DataDim: 1,
+		F: func(y, _, data []tape.V) tape.V { return y[0].Mul(data[0]) }}
+	for _, tc := range []struct {
+		name string
+		fits int
+		clip float64
+		lr   float64
+	}{
+		{"one-fit-clip", 1, 0.5, 0.1},
+		// Unclipped: the norm is only reported (the host's is finite).
+		{"one-fit", 1, 0, 1e-165},
+		{"two-fits-clip", 2, 3, 0.1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			prob := fit.Problem{ODE: ode.Problem{Field: f, N: 4, Y0: []float64{0}, P: []float64{0.5}, T1: 1},
+				Loss: loss, Vars: fit.Vars{P: []int{0}}, Fits: tc.fits}
+			var runs [2]*fit.Result
+			for k, onHost := range []bool{true, false} {
+				set := fit.Settings{Steps: 3, OnHost: onHost, ClipNorm: tc.clip, SkipFinal: true, Optimizer: &optim.SGD{LearnRate: tc.lr}}
+				res, err := fit.Fit(t.Context(), prob, &ode.Settings{Engine: engine}, &set)
+				if err != nil {
+					t.Fatalf("OnHost %t: %v", onHost, err)
+				}
+				runs[k] = res
+			}
+			h, d := runs[0], runs[1]
+			near(t, "GradNorms", d.GradNorms, h.GradNorms, 1e-12)
+			near(t, "History", d.History, h.History, 1e-12)
+			near(t, "X", d.X, h.X, 1e-12)
+			if d.Steps != h.Steps || d.Status != h.Status {
+				t.Errorf("steps, status: device %d %v, host %d %v", d.Steps, d.Status, h.Steps, h.Status)
+			}
+		})
 	}
 }
