@@ -2,12 +2,14 @@ package fit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/exactjson"
 	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
@@ -70,9 +72,10 @@ type Settings struct {
 	// FitNorms when a Callback asks; Step.Gradient is then nil). Losses,
 	// values and the optimiser's state are those of the host loop to
 	// rounding (the update is the optimiser's own arithmetic, bit for bit;
-	// sums are formed in another order). Where a trajectory fails or
-	// values turn non-finite, the host takes over from that step, with
-	// the state the engine reached. Result.DeviceSteps and DeviceNote say
+	// sums are formed in another order). Where a trajectory fails,
+	// values turn non-finite or the gradient's norm reaches 2^511 (see
+	// the package doc), the host takes over from that step, with the
+	// state the engine reached. Result.DeviceSteps and DeviceNote say
 	// what ran where.
 	OnHost bool
 
@@ -88,7 +91,8 @@ type Settings struct {
 // Checkpoint is where a fit stands after its last step: with the
 // optimiser's state, what Settings.Resume needs to continue it exactly.
 // It encodes to JSON (encoding/json) exactly: its values are written in
-// their shortest round-trip form.
+// their shortest round-trip form, and a non-finite BestLoss (+Inf before
+// any loss was kept) as a string, as optim's state files write them.
 type Checkpoint struct {
 	Step int          `json:"step"` // optimiser steps taken
 	X    optim.Floats `json:"x"`    // the fitted values after them (len Fitter.Len())
@@ -116,6 +120,34 @@ type Checkpoint struct {
 	// or cleared by a caller who means to carry values over to a changed
 	// fit of the same layout) is not checked.
 	Fit string `json:"fit,omitempty"`
+}
+
+// checkpointJSON is Checkpoint as JSON: BestLoss in exactjson's form, so
+// that the +Inf of a run that applied no step (stopped, converged,
+// cancelled or failed at its first step) encodes, as "+Inf".
+type checkpointJSON struct {
+	plainCheckpoint
+	BestLoss exactjson.Float `json:"best_loss"`
+}
+
+// plainCheckpoint is Checkpoint without its JSON methods.
+type plainCheckpoint Checkpoint
+
+// MarshalJSON encodes c, its values exactly (non-finite ones as the
+// strings "NaN", "+Inf" and "-Inf").
+func (c Checkpoint) MarshalJSON() ([]byte, error) {
+	return json.Marshal(checkpointJSON{plainCheckpoint(c), exactjson.Float(c.BestLoss)})
+}
+
+// UnmarshalJSON decodes what MarshalJSON writes.
+func (c *Checkpoint) UnmarshalJSON(b []byte) error {
+	var j checkpointJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*c = Checkpoint(j.plainCheckpoint)
+	c.BestLoss = float64(j.BestLoss)
+	return nil
 }
 
 // StoppedFit records a failed fit in a Checkpoint: on Resume its FitErr

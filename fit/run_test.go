@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -318,4 +319,94 @@ func TestNewLinear(t *testing.T) {
 	if large > 32*small+50*time.Millisecond {
 		t.Errorf("New: %v for 4096 fits, %v for 32768: not linear", small, large)
 	}
+}
+
+// A fit stopped by its callback at any step, its checkpoint and optimiser
+// state taken through JSON, resumes to the uninterrupted fit bit for bit:
+// also at step 0, before any step was applied, where the checkpoint's
+// best loss is +Inf (which encoding/json refuses as a number), and after
+// a cancellation before the first step.
+func TestResumeFromEveryStop(t *testing.T) {
+	t.Parallel()
+	prob, data, _ := ensemble(6, 3, nil)
+	p := Problem{ODE: prob, Loss: observed(data), Vars: Vars{P: []int{0, 1}}, Fits: 3}
+	const steps = 7
+	mk := func() optim.Optimizer {
+		return &optim.SGD{Momentum: 0.7, Nesterov: true, Schedule: optim.Exponential{Init: 0.02, Decay: 0.8}}
+	}
+	base := Settings{Steps: steps, Remesh: 2, ClipNorm: 0.5, Patience: 4, Tol: 1e-3}
+	whole := base
+	whole.Optimizer = mk()
+	want, err := Fit(context.Background(), p, nil, &whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resume := func(t *testing.T, first *Result, o optim.Optimizer) {
+		t.Helper()
+		var cbuf, obuf bytes.Buffer
+		if err := json.NewEncoder(&cbuf).Encode(first.Checkpoint()); err != nil {
+			t.Fatalf("encoding the checkpoint: %v", err)
+		}
+		if err := optim.SaveState(&obuf, o); err != nil {
+			t.Fatal(err)
+		}
+		var ck Checkpoint
+		if err := json.NewDecoder(&cbuf).Decode(&ck); err != nil {
+			t.Fatalf("decoding the checkpoint: %v", err)
+		}
+		o2 := mk()
+		if err := optim.LoadState(&obuf, o2); err != nil {
+			t.Fatal(err)
+		}
+		rest := base
+		rest.Optimizer, rest.Resume = o2, &ck
+		got, err := Fit(context.Background(), p, nil, &rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		history := append(append([]float64(nil), first.History[:first.Steps-first.Start]...), got.History...)
+		if i := sameBits(want.History, history); i >= 0 {
+			t.Errorf("history differs from step %d: %v, uninterrupted %v", i, history, want.History)
+		}
+		if i := sameBits(want.X, got.X); i >= 0 {
+			t.Errorf("x[%d] = %v, uninterrupted %v", i, got.X[i], want.X[i])
+		}
+		if got.Status != want.Status || got.Steps != want.Steps || got.BestStep != want.BestStep ||
+			math.Float64bits(got.BestLoss) != math.Float64bits(want.BestLoss) {
+			t.Errorf("status %v, steps %d, best %v at %d; uninterrupted %v, %d, %v at %d",
+				got.Status, got.Steps, got.BestLoss, got.BestStep, want.Status, want.Steps, want.BestLoss, want.BestStep)
+		}
+	}
+	for stop := range steps {
+		t.Run(fmt.Sprintf("stop-at-%d", stop), func(t *testing.T) {
+			t.Parallel()
+			set := base
+			o := mk()
+			set.Optimizer, set.SkipFinal = o, true
+			set.Callback = func(s *Step) error {
+				if s.Step == stop {
+					return ErrStop
+				}
+				return nil
+			}
+			first, err := Fit(context.Background(), p, nil, &set)
+			if err != nil || first.Status != Stopped {
+				t.Fatalf("first part: %v, status %v", err, first.Status)
+			}
+			resume(t, first, o)
+		})
+	}
+	t.Run("cancelled-before-step-0", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		set := base
+		o := mk()
+		set.Optimizer = o
+		first, err := Fit(ctx, p, nil, &set)
+		if !errors.Is(err, context.Canceled) || first.Status != Cancelled {
+			t.Fatalf("first part: %v, status %v", err, first.Status)
+		}
+		resume(t, first, o)
+	})
 }
