@@ -2,7 +2,9 @@ package cuda
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"gonum.org/v1/gonum/floats"
 	"math"
 	"math/rand/v2"
@@ -693,6 +695,94 @@ func testTrainHugeGradient(t *testing.T, engine string) {
 			near(t, "X", d.X, h.X, 1e-12)
 			if d.Steps != h.Steps || d.Status != h.Status {
 				t.Errorf("steps, status: device %d %v, host %d %v", d.Steps, d.Status, h.Steps, h.Status)
+			}
+		})
+	}
+}
+
+// A device fit stopped by its callback at any step (so also before any
+// update, where the checkpoint's best loss is +Inf, and where the step
+// evaluated last improved the best loss without being applied), its
+// checkpoint and optimiser state taken through JSON, resumes to the
+// uninterrupted device fit bit for bit, every step on the device.
+func TestHostTrainResumeEveryStop(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testTrainResumeEveryStop(t, "cuda-host")
+}
+
+func TestGPUTrainResumeEveryStop(t *testing.T) {
+	needGPUEngine(t)
+	testTrainResumeEveryStop(t, "cuda")
+}
+
+func testTrainResumeEveryStop(t *testing.T, engine string) {
+	prob := lorenzFits(4, 2, fit.Vars{P: []int{0}, Y0: []int{1}})
+	s := &ode.Settings{Engine: engine, RelTol: 1e-7, AbsTol: 1e-10}
+	const steps = 4
+	mk := func() optim.Optimizer { return &optim.AdamW{LearnRate: 0.05, WeightDecay: 0.1} }
+	base := fit.Settings{Steps: steps, ClipNorm: 2, Patience: 3}
+	whole := base
+	whole.Optimizer = mk()
+	want, err := fit.Fit(t.Context(), prob, s, &whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.DeviceSteps != steps {
+		t.Fatalf("the uninterrupted fit took %d steps on the device (%s), want %d", want.DeviceSteps, want.DeviceNote, steps)
+	}
+	for stop := range steps {
+		t.Run(fmt.Sprint("stop-at-", stop), func(t *testing.T) {
+			t.Parallel()
+			set := base
+			o := mk()
+			set.Optimizer, set.SkipFinal = o, true
+			set.Callback = func(st *fit.Step) error {
+				if st.Step == stop {
+					return fit.ErrStop
+				}
+				return nil
+			}
+			first, err := fit.Fit(t.Context(), prob, s, &set)
+			// (Step stop is evaluated on the device, not applied.)
+			if err != nil || first.Status != fit.Stopped || first.DeviceSteps != stop+1 {
+				t.Fatalf("first part: %v, status %v, %d device steps", err, first.Status, first.DeviceSteps)
+			}
+			var cbuf, obuf bytes.Buffer
+			if err := json.NewEncoder(&cbuf).Encode(first.Checkpoint()); err != nil {
+				t.Fatalf("encoding the checkpoint: %v", err)
+			}
+			if err := optim.SaveState(&obuf, o); err != nil {
+				t.Fatal(err)
+			}
+			var ck fit.Checkpoint
+			if err := json.NewDecoder(&cbuf).Decode(&ck); err != nil {
+				t.Fatal(err)
+			}
+			o2 := mk()
+			if err := optim.LoadState(&obuf, o2); err != nil {
+				t.Fatal(err)
+			}
+			rest := base
+			rest.Optimizer, rest.Resume = o2, &ck
+			got, err := fit.Fit(t.Context(), prob, s, &rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.DeviceSteps != steps-stop {
+				t.Errorf("resumed: %d device steps (%s), want %d", got.DeviceSteps, got.DeviceNote, steps-stop)
+			}
+			history := append(append([]float64(nil), first.History[:first.Steps-first.Start]...), got.History...)
+			for _, c := range []struct {
+				what      string
+				got, want []float64
+			}{{"history", history, want.History}, {"X", got.X, want.X}, {"BestX", got.BestX, want.BestX}} {
+				if ok, i := bitsEqual(c.got, c.want); !ok {
+					t.Errorf("%s differs at %d: %v, uninterrupted %v", c.what, i, c.got, c.want)
+				}
+			}
+			if got.BestStep != want.BestStep || math.Float64bits(got.BestLoss) != math.Float64bits(want.BestLoss) || got.Status != want.Status {
+				t.Errorf("best %v at %d, %v; uninterrupted %v at %d, %v", got.BestLoss, got.BestStep, got.Status, want.BestLoss, want.BestStep, want.Status)
 			}
 		})
 	}
