@@ -787,3 +787,94 @@ func testTrainResumeEveryStop(t *testing.T, engine string) {
 		})
 	}
 }
+
+// Over many steps of random gradients (scales 1e-8 to 1e4, some exact
+// zeros), with schedules and random hyperparameters, the engine's updates
+// are the optimiser's own Steps bit for bit: values and moments.
+// (optim.TestAgainstReference checks Step against the published rules.)
+func TestHostTrainUpdateManySteps(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testTrainUpdateManySteps(t, "cuda-host")
+}
+
+func TestGPUTrainUpdateManySteps(t *testing.T) {
+	needGPUEngine(t)
+	testTrainUpdateManySteps(t, "cuda")
+}
+
+func testTrainUpdateManySteps(t *testing.T, engine string) {
+	prob := lorenzFits(8, 4, fit.Vars{P: []int{0}, Y0: []int{0, 1}})
+	sv, err := ode.NewSolver(prob.ODE.Field, &ode.Settings{Engine: engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 150
+	for _, mk := range []func() optim.Ruled{
+		func() optim.Ruled {
+			return &optim.Adam{Schedule: optim.WarmupCosine{Init: 1e-4, Peak: 0.05, Final: 1e-3, Warmup: 40, Steps: 300}, Beta1: 0.85, Beta2: 0.995}
+		},
+		func() optim.Ruled { return &optim.AdamW{LearnRate: 0.02, WeightDecay: 0.2, Eps: 1e-12} },
+		func() optim.Ruled { return &optim.SGD{Schedule: optim.Exponential{Init: 0.05, Decay: 0.5, Every: 100}} },
+		func() optim.Ruled { return &optim.SGD{LearnRate: 0.01, Momentum: 0.95} },
+		func() optim.Ruled {
+			return &optim.SGD{Schedule: optim.Exponential{Init: 0.03, Decay: 0.9, Every: 50, Staircase: true}, Momentum: 0.5, Nesterov: true}
+		},
+	} {
+		o, dev := mk(), mk()
+		name := fmt.Sprintf("%T", o)
+		rng := rand.New(rand.NewPCG(5, uint64(len(name))))
+		r0, _ := o.RuleAt(0)
+		spec := &ode.TrainSpec{Fits: 4, P: []int{0}, Y0: []int{0, 1}, Moments: len(r0.Moments())}
+		p := prob.ODE
+		tri, err := sv.NewTrainer(&p, prob.Loss, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tri.(*trainer)
+		L := spec.Len(p.N, 0)
+		x := make([]float64, L)
+		for i := range x {
+			x[i] = 4*rng.Float64() - 2
+		}
+		if err := tr.Load(x, nil); err != nil {
+			t.Fatal(err)
+		}
+		st := &ode.TrainState{X: make([]float64, L), Moments: make([][]float64, spec.Moments)}
+		for q := range st.Moments {
+			st.Moments[q] = make([]float64, L)
+		}
+		for k := range steps {
+			g := make([]float64, L)
+			for i := range g {
+				if rng.IntN(13) != 0 {
+					g[i] = rng.NormFloat64() * math.Pow(10, -8+12*rng.Float64())
+				}
+			}
+			if err := tr.ex.be.write(tr.g, f64bytes(g)); err != nil {
+				t.Fatal(err)
+			}
+			r, err := dev.RuleAt(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Update(&r, false); err != nil {
+				t.Fatal(err)
+			}
+			o.Step(x, g)
+			if err := tr.Read(st); err != nil {
+				t.Fatal(err)
+			}
+			if ok, i := bitsEqual(st.X, x); !ok {
+				t.Fatalf("%s step %d: x[%d] is %v on the engine, %v by Step", name, k, i, st.X[i], x[i])
+			}
+			s := o.State()
+			for q, m := range r.Moments() {
+				if ok, i := bitsEqual(st.Moments[q], s.Moments[m]); !ok {
+					t.Fatalf("%s step %d: moment %s[%d] is %v on the engine, %v by Step", name, k, m, i, st.Moments[q][i], s.Moments[m][i])
+				}
+			}
+		}
+		tr.Release()
+	}
+}
