@@ -464,6 +464,12 @@ func (r *runner) init() error {
 		return fmt.Errorf("fit: Resume: the checkpoint's best values have length %d, want %d", len(c.BestX), f.Len())
 	case c.Stale < 0:
 		return fmt.Errorf("fit: Resume: the checkpoint's patience count %d is negative", c.Stale)
+	case math.IsNaN(c.BestLoss) || math.IsInf(c.BestLoss, -1):
+		// No loss improves on it: the fit would keep no best values and
+		// stop for no progress.
+		return fmt.Errorf("fit: Resume: the checkpoint's best loss is %v; want a number or +Inf (none yet): the checkpoint is damaged", c.BestLoss)
+	case c.BestStep < -1 || c.BestStep > c.Step:
+		return fmt.Errorf("fit: Resume: the checkpoint's best step %d is outside [-1, %d]: the checkpoint is damaged", c.BestStep, c.Step)
 	}
 	for i, v := range c.X {
 		if math.IsNaN(v) || math.IsInf(v, 0) {

@@ -410,3 +410,50 @@ func TestResumeFromEveryStop(t *testing.T) {
 		resume(t, first, o)
 	})
 }
+
+// A damaged checkpoint is refused with an error naming the field, before
+// any step: a best loss of NaN or −Inf (which no loss improves on, so the
+// fit would stop for no progress and never keep its best values), or a
+// best step outside [−1, Step].
+func TestResumeRefusesDamagedBest(t *testing.T) {
+	t.Parallel()
+	prob, data, _ := ensemble(4, 2, nil)
+	p := Problem{ODE: prob, Loss: observed(data), Vars: Vars{P: []int{0}}, Fits: 2}
+	o := &optim.Adam{LearnRate: 0.05}
+	res, err := Fit(context.Background(), p, nil, &Settings{Steps: 3, Optimizer: o, SkipFinal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		damage string // replaces the best loss's entry in the JSON
+		want   string
+	}{
+		{"NaN loss", `"best_loss":"NaN"`, "best loss"},
+		{"-Inf loss", `"best_loss":"-Inf"`, "best loss"},
+		{"best step after the checkpoint", `"best_step":9`, "best step"},
+		{"best step below -1", `"best_step":-2`, "best step"},
+	} {
+		b, err := json.Marshal(res.Checkpoint())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		key := tc.damage[:strings.Index(tc.damage, ":")+1]
+		i := strings.Index(s, key)
+		j := i + strings.IndexAny(s[i:], ",}")
+		s = s[:i] + tc.damage + s[j:]
+		var ck Checkpoint
+		if err := json.Unmarshal([]byte(s), &ck); err != nil {
+			t.Fatalf("Case %s: %v", tc.name, err)
+		}
+		o2 := &optim.Adam{LearnRate: 0.05}
+		if err := o2.SetState(o.State()); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Fit(context.Background(), p, nil, &Settings{Steps: 6, Optimizer: o2, Resume: &ck})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Case %s: error %v, want one naming the %s", tc.name, err, tc.want)
+		}
+	}
+}
