@@ -392,19 +392,27 @@ func improves(loss, best, tol float64) bool {
 // cancelled (its error, Status Cancelled).
 func (f *Fitter) Run(ctx context.Context, s *Settings) (*Result, error) {
 	set := s.withDefaults()
-	if err := set.check(); err != nil {
+	// A run refused before its first step ends too: its reporter is
+	// finished, as at every other end.
+	refuse := func(err error) (*Result, error) {
+		if set.Progress != nil {
+			set.Progress.Finish()
+		}
 		return nil, err
+	}
+	if err := set.check(); err != nil {
+		return refuse(err)
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	opt := set.Optimizer
 	if err := optim.CheckLen(opt, f.Len()); err != nil {
-		return nil, fmt.Errorf("fit: %w", err)
+		return refuse(fmt.Errorf("fit: %w", err))
 	}
 	r := &runner{f: f, set: &set, opt: opt, ctx: ctx, start: time.Now()}
 	if err := r.init(); err != nil {
-		return nil, err
+		return refuse(err)
 	}
 	if d := r.trainer(); d != nil {
 		if res, done, err := r.runDevice(d); done {

@@ -124,15 +124,23 @@ func TestRunRefusesBadSettings(t *testing.T) {
 		{"clip NaN", Settings{ClipNorm: math.NaN()}, "ClipNorm"},
 		{"tol", Settings{Tol: -1}, "Tol"},
 		{"patience", Settings{Patience: -1}, "Patience"},
+		{"damaged checkpoint", Settings{Resume: &Checkpoint{X: []float64{1}}}, "checkpoint"},
 	} {
 		var res *Result
 		var err error
+		// The reporter is finished whether the run is refused before its
+		// first step or at it.
+		rep := &finishCount{}
+		tc.set.Progress = rep
 		if panics(func() { res, err = Fit(context.Background(), p, nil, &tc.set) }) {
 			t.Errorf("Case %s: panicked", tc.name)
 			continue
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Case %s: error %v, want one naming %s", tc.name, err, tc.want)
+		}
+		if rep.n != 1 {
+			t.Errorf("Case %s: the reporter was finished %d times, want once", tc.name, rep.n)
 		}
 		if res != nil && res.Steps > 1 {
 			t.Errorf("Case %s: %d steps taken", tc.name, res.Steps)
@@ -457,3 +465,9 @@ func TestResumeRefusesDamagedBest(t *testing.T) {
 		}
 	}
 }
+
+// finishCount is a progress.Reporter that counts its Finish calls.
+type finishCount struct{ n int }
+
+func (*finishCount) Report(int, float64) {}
+func (f *finishCount) Finish()           { f.n++ }
