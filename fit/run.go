@@ -364,7 +364,7 @@ func improves(loss, best, tol float64) bool {
 	if math.IsInf(best, 1) {
 		return !math.IsNaN(loss)
 	}
-	return loss < best-tol*math.Abs(best)
+	return loss < best-float64(tol*math.Abs(best)) // rounded on every host (Go fuses it on arm64)
 }
 
 // Run fits from the starting values (Init, or Settings.Resume's) with the
