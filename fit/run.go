@@ -162,7 +162,10 @@ type StoppedFit struct {
 var ErrStop = errors.New("fit: stopped by the callback")
 
 // Step describes one step of a fit, for a Callback. Its slices are reused
-// by the next step; copy what you keep.
+// by the next step; copy what you keep. They are for reading: on the host
+// X and Grad are the run's own values and gradient, on a fit held in the
+// engine's memory copies of them, so a callback that changed them would
+// change the one fit and not the other.
 type Step struct {
 	Step     int           // 0-based
 	Loss     float64       // the loss at X (before this step's update)
