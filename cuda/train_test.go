@@ -2,7 +2,9 @@ package cuda
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"gonum.org/v1/gonum/floats"
 	"math"
 	"math/rand/v2"
@@ -284,7 +286,9 @@ func near(t *testing.T, what string, got, want []float64, tol float64) {
 		if a == b || (math.IsNaN(a) && math.IsNaN(b)) {
 			continue
 		}
-		if math.Abs(a-b) > tol*max(math.Abs(a), math.Abs(b)) {
+		// (An infinite value is near nothing but itself: |Inf − b| is not
+		// above tol·Inf.)
+		if math.Abs(a-b) > tol*max(math.Abs(a), math.Abs(b)) || math.IsInf(a, 0) || math.IsInf(b, 0) {
 			t.Errorf("%s[%d] = %v, want %v (rel %.2g)", what, i, a, b, math.Abs(a-b)/max(math.Abs(a), math.Abs(b)))
 			return
 		}
@@ -634,5 +638,243 @@ func TestHostTrainDataChangedAfterNew(t *testing.T) {
 	}
 	if res == nil || res.DeviceSteps != 0 || !strings.Contains(res.DeviceNote, "host took over at step 0") {
 		t.Errorf("result %+v: want the host to take over at step 0", res)
+	}
+}
+
+// A gradient whose entries are finite but whose sum of squares overflows
+// (norm 2e160): the engine's norms, sums of squares, overflow to +Inf, so
+// it could neither clip (optim.ClipNorm clips by the norm, 2e160, as the
+// host loop does) nor report the norm. The fit is the host loop's: the
+// same gradient norms, clipped steps and values.
+func TestHostTrainHugeGradient(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testTrainHugeGradient(t, "cuda-host")
+}
+
+func TestGPUTrainHugeGradient(t *testing.T) {
+	needGPUEngine(t)
+	testTrainHugeGradient(t, "cuda")
+}
+
+func testTrainHugeGradient(t *testing.T, engine string) {
+	// y' = p, y(0) = 0 on [0, 1]: y(1) = p, and the loss Σ c·y(1) has
+	// gradient c per trajectory with respect to the fit's p.
+	f := ode.Field{Name: "ramp", Dim: 1, Params: 1, F: func(_ tape.V, _, p []tape.V) []tape.V {
+		return []tape.V{p[0]}
+	}}
+	loss := ode.Loss{Name: "scaled", Data: []float64{1e160}, DataDim: 1,
+		F: func(y, _, data []tape.V) tape.V { return y[0].Mul(data[0]) }}
+	for _, tc := range []struct {
+		name string
+		fits int
+		clip float64
+		lr   float64
+	}{
+		{"one-fit-clip", 1, 0.5, 0.1},
+		// Unclipped: the norm is only reported (the host's is finite).
+		{"one-fit", 1, 0, 1e-165},
+		{"two-fits-clip", 2, 3, 0.1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			prob := fit.Problem{ODE: ode.Problem{Field: f, N: 4, Y0: []float64{0}, P: []float64{0.5}, T1: 1},
+				Loss: loss, Vars: fit.Vars{P: []int{0}}, Fits: tc.fits}
+			var runs [2]*fit.Result
+			for k, onHost := range []bool{true, false} {
+				set := fit.Settings{Steps: 3, OnHost: onHost, ClipNorm: tc.clip, SkipFinal: true, Optimizer: &optim.SGD{LearnRate: tc.lr}}
+				res, err := fit.Fit(t.Context(), prob, &ode.Settings{Engine: engine}, &set)
+				if err != nil {
+					t.Fatalf("OnHost %t: %v", onHost, err)
+				}
+				runs[k] = res
+			}
+			h, d := runs[0], runs[1]
+			near(t, "GradNorms", d.GradNorms, h.GradNorms, 1e-12)
+			near(t, "History", d.History, h.History, 1e-12)
+			near(t, "X", d.X, h.X, 1e-12)
+			if d.Steps != h.Steps || d.Status != h.Status {
+				t.Errorf("steps, status: device %d %v, host %d %v", d.Steps, d.Status, h.Steps, h.Status)
+			}
+		})
+	}
+}
+
+// A device fit stopped by its callback at any step (so also before any
+// update, where the checkpoint's best loss is +Inf, and where the step
+// evaluated last improved the best loss without being applied), its
+// checkpoint and optimiser state taken through JSON, resumes to the
+// uninterrupted device fit bit for bit, every step on the device.
+func TestHostTrainResumeEveryStop(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testTrainResumeEveryStop(t, "cuda-host")
+}
+
+func TestGPUTrainResumeEveryStop(t *testing.T) {
+	needGPUEngine(t)
+	testTrainResumeEveryStop(t, "cuda")
+}
+
+func testTrainResumeEveryStop(t *testing.T, engine string) {
+	prob := lorenzFits(4, 2, fit.Vars{P: []int{0}, Y0: []int{1}})
+	s := &ode.Settings{Engine: engine, RelTol: 1e-7, AbsTol: 1e-10}
+	const steps = 4
+	mk := func() optim.Optimizer { return &optim.AdamW{LearnRate: 0.05, WeightDecay: 0.1} }
+	base := fit.Settings{Steps: steps, ClipNorm: 2, Patience: 3}
+	whole := base
+	whole.Optimizer = mk()
+	want, err := fit.Fit(t.Context(), prob, s, &whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.DeviceSteps != steps {
+		t.Fatalf("the uninterrupted fit took %d steps on the device (%s), want %d", want.DeviceSteps, want.DeviceNote, steps)
+	}
+	for stop := range steps {
+		t.Run(fmt.Sprint("stop-at-", stop), func(t *testing.T) {
+			t.Parallel()
+			set := base
+			o := mk()
+			set.Optimizer, set.SkipFinal = o, true
+			set.Callback = func(st *fit.Step) error {
+				if st.Step == stop {
+					return fit.ErrStop
+				}
+				return nil
+			}
+			first, err := fit.Fit(t.Context(), prob, s, &set)
+			// (Step stop is evaluated on the device, not applied.)
+			if err != nil || first.Status != fit.Stopped || first.DeviceSteps != stop+1 {
+				t.Fatalf("first part: %v, status %v, %d device steps", err, first.Status, first.DeviceSteps)
+			}
+			var cbuf, obuf bytes.Buffer
+			if err := json.NewEncoder(&cbuf).Encode(first.Checkpoint()); err != nil {
+				t.Fatalf("encoding the checkpoint: %v", err)
+			}
+			if err := optim.SaveState(&obuf, o); err != nil {
+				t.Fatal(err)
+			}
+			var ck fit.Checkpoint
+			if err := json.NewDecoder(&cbuf).Decode(&ck); err != nil {
+				t.Fatal(err)
+			}
+			o2 := mk()
+			if err := optim.LoadState(&obuf, o2); err != nil {
+				t.Fatal(err)
+			}
+			rest := base
+			rest.Optimizer, rest.Resume = o2, &ck
+			got, err := fit.Fit(t.Context(), prob, s, &rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.DeviceSteps != steps-stop {
+				t.Errorf("resumed: %d device steps (%s), want %d", got.DeviceSteps, got.DeviceNote, steps-stop)
+			}
+			history := append(append([]float64(nil), first.History[:first.Steps-first.Start]...), got.History...)
+			for _, c := range []struct {
+				what      string
+				got, want []float64
+			}{{"history", history, want.History}, {"X", got.X, want.X}, {"BestX", got.BestX, want.BestX}} {
+				if ok, i := bitsEqual(c.got, c.want); !ok {
+					t.Errorf("%s differs at %d: %v, uninterrupted %v", c.what, i, c.got, c.want)
+				}
+			}
+			if got.BestStep != want.BestStep || math.Float64bits(got.BestLoss) != math.Float64bits(want.BestLoss) || got.Status != want.Status {
+				t.Errorf("best %v at %d, %v; uninterrupted %v at %d, %v", got.BestLoss, got.BestStep, got.Status, want.BestLoss, want.BestStep, want.Status)
+			}
+		})
+	}
+}
+
+// Over many steps of random gradients (scales 1e-8 to 1e4, some exact
+// zeros), with schedules and random hyperparameters, the engine's updates
+// are the optimiser's own Steps bit for bit: values and moments.
+// (optim.TestAgainstReference checks Step against the published rules.)
+func TestHostTrainUpdateManySteps(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testTrainUpdateManySteps(t, "cuda-host")
+}
+
+func TestGPUTrainUpdateManySteps(t *testing.T) {
+	needGPUEngine(t)
+	testTrainUpdateManySteps(t, "cuda")
+}
+
+func testTrainUpdateManySteps(t *testing.T, engine string) {
+	prob := lorenzFits(8, 4, fit.Vars{P: []int{0}, Y0: []int{0, 1}})
+	sv, err := ode.NewSolver(prob.ODE.Field, &ode.Settings{Engine: engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 150
+	for _, mk := range []func() optim.Ruled{
+		func() optim.Ruled {
+			return &optim.Adam{Schedule: optim.WarmupCosine{Init: 1e-4, Peak: 0.05, Final: 1e-3, Warmup: 40, Steps: 300}, Beta1: 0.85, Beta2: 0.995}
+		},
+		func() optim.Ruled { return &optim.AdamW{LearnRate: 0.02, WeightDecay: 0.2, Eps: 1e-12} },
+		func() optim.Ruled { return &optim.SGD{Schedule: optim.Exponential{Init: 0.05, Decay: 0.5, Every: 100}} },
+		func() optim.Ruled { return &optim.SGD{LearnRate: 0.01, Momentum: 0.95} },
+		func() optim.Ruled {
+			return &optim.SGD{Schedule: optim.Exponential{Init: 0.03, Decay: 0.9, Every: 50, Staircase: true}, Momentum: 0.5, Nesterov: true}
+		},
+	} {
+		o, dev := mk(), mk()
+		name := fmt.Sprintf("%T", o)
+		rng := rand.New(rand.NewPCG(5, uint64(len(name))))
+		r0, _ := o.RuleAt(0)
+		spec := &ode.TrainSpec{Fits: 4, P: []int{0}, Y0: []int{0, 1}, Moments: len(r0.Moments())}
+		p := prob.ODE
+		tri, err := sv.NewTrainer(&p, prob.Loss, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tri.(*trainer)
+		L := spec.Len(p.N, 0)
+		x := make([]float64, L)
+		for i := range x {
+			x[i] = 4*rng.Float64() - 2
+		}
+		if err := tr.Load(x, nil); err != nil {
+			t.Fatal(err)
+		}
+		st := &ode.TrainState{X: make([]float64, L), Moments: make([][]float64, spec.Moments)}
+		for q := range st.Moments {
+			st.Moments[q] = make([]float64, L)
+		}
+		for k := range steps {
+			g := make([]float64, L)
+			for i := range g {
+				if rng.IntN(13) != 0 {
+					g[i] = rng.NormFloat64() * math.Pow(10, -8+12*rng.Float64())
+				}
+			}
+			if err := tr.ex.be.write(tr.g, f64bytes(g)); err != nil {
+				t.Fatal(err)
+			}
+			r, err := dev.RuleAt(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Update(&r, false); err != nil {
+				t.Fatal(err)
+			}
+			o.Step(x, g)
+			if err := tr.Read(st); err != nil {
+				t.Fatal(err)
+			}
+			if ok, i := bitsEqual(st.X, x); !ok {
+				t.Fatalf("%s step %d: x[%d] is %v on the engine, %v by Step", name, k, i, st.X[i], x[i])
+			}
+			s := o.State()
+			for q, m := range r.Moments() {
+				if ok, i := bitsEqual(st.Moments[q], s.Moments[m]); !ok {
+					t.Fatalf("%s step %d: moment %s[%d] is %v on the engine, %v by Step", name, k, m, i, st.Moments[q][i], s.Moments[m][i])
+				}
+			}
+		}
+		tr.Release()
 	}
 }

@@ -2,6 +2,7 @@ package fit
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -130,5 +131,28 @@ func BenchmarkNewSolver(b *testing.B) {
 		if _, err := ode.NewSolver(p.ODE.Field, set); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkNewSizes is BenchmarkNew at 65,536 and 262,144 fits (the first
+// rows of the calibration): New's cost is linear in the number of fits
+// when the ratio of the two is about 4.
+func BenchmarkNewSizes(b *testing.B) {
+	p, set := lorenzCalibration(b)
+	sv, err := ode.NewSolver(p.ODE.Field, set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1 << 16, 1 << 18} {
+		q := p
+		q.ODE.N, q.Fits = n, n
+		q.ODE.Y0, q.ODE.P, q.Loss.Data = p.ODE.Y0[:3*n], p.ODE.P[:3*n], p.Loss.Data[:3*n]
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			for range b.N {
+				if _, err := NewWithSolver(sv, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

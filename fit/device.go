@@ -9,6 +9,16 @@ import (
 	"github.com/gradsolve-go/gradsolve/optim"
 )
 
+// normOverflow bounds the gradient norms an engine's Eval reports that
+// the host trusts. The engine forms each norm as √(Σ g²) (as
+// optax.global_norm), whose sum of squares overflows to +Inf where the
+// norm passes √MaxFloat64 ≈ 1.3e154, though every entry is finite; the
+// host's (floats.Norm, scaled) does not, and optim.ClipNorm clips by it.
+// At or above 2^511 (Σ g² ≥ 2^1022, within a factor of 4 of overflow,
+// so no fit's own sum, a part of the whole, can have overflowed
+// unnoticed) the host takes the step over.
+const normOverflow = 0x1p511
+
 // device is a run's fit held in the engine's memory.
 type device struct {
 	tr    ode.Trainer
@@ -92,14 +102,17 @@ func (r *runner) runDevice(d *device) (res *Result, done bool, err error) {
 		if err != nil {
 			return r.deviceFinish(d, Failed, fmt.Errorf("fit: step %d: %w", k, err))
 		}
-		if ev.NonFinite > 0 || ev.Failed > 0 {
+		if huge := !(ev.GradNorm < normOverflow); ev.NonFinite > 0 || ev.Failed > 0 || huge {
 			// The host takes over at step k: it checks step k−1's update
 			// (guard) and computes step k through the solver, which
-			// reports the failures.
+			// reports the failures, and the norms without overflow.
 			if _, err := r.handBack(d, k); err != nil {
 				return r.finishWith(Failed, err)
 			}
 			res.DeviceNote = fmt.Sprintf("the host took over at step %d: %d trajectories failed or gave non-finite values, %d values were made non-finite", k, ev.Failed, ev.NonFinite)
+			if huge && ev.Failed == 0 && ev.NonFinite == 0 {
+				res.DeviceNote = fmt.Sprintf("the host took over at step %d: the gradient's norm (%v) is too large for the engine's sums of squares", k, ev.GradNorm)
+			}
 			if ev.NonFinite > 0 {
 				if !r.isolate {
 					if err := r.guardOne(k - 1); err != nil {

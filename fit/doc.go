@@ -54,8 +54,10 @@
 // event has no time derivative (a tangential crossing) counts as failed.
 // The losses, values and optimiser state are those of the host loop to
 // rounding, and a resumed device fit is the uninterrupted one bit for
-// bit. The host takes over from the step at which a trajectory fails or
-// an update makes values non-finite, with the state the engine reached,
+// bit. The host takes over from the step at which a trajectory fails, an
+// update makes values non-finite or the gradient's norm reaches 2^511
+// (the engine's sums of squares would overflow where the host's norm,
+// which clipping uses, does not), with the state the engine reached,
 // and a run with Remesh other than every step, a Reg term, an optimiser
 // outside package optim or failed fits runs on the host throughout;
 // Settings.OnHost asks for the host loop, and Result.DeviceSteps and

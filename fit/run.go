@@ -2,12 +2,14 @@ package fit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/exactjson"
 	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
@@ -70,9 +72,10 @@ type Settings struct {
 	// FitNorms when a Callback asks; Step.Gradient is then nil). Losses,
 	// values and the optimiser's state are those of the host loop to
 	// rounding (the update is the optimiser's own arithmetic, bit for bit;
-	// sums are formed in another order). Where a trajectory fails or
-	// values turn non-finite, the host takes over from that step, with
-	// the state the engine reached. Result.DeviceSteps and DeviceNote say
+	// sums are formed in another order). Where a trajectory fails,
+	// values turn non-finite or the gradient's norm reaches 2^511 (see
+	// the package doc), the host takes over from that step, with the
+	// state the engine reached. Result.DeviceSteps and DeviceNote say
 	// what ran where.
 	OnHost bool
 
@@ -88,7 +91,8 @@ type Settings struct {
 // Checkpoint is where a fit stands after its last step: with the
 // optimiser's state, what Settings.Resume needs to continue it exactly.
 // It encodes to JSON (encoding/json) exactly: its values are written in
-// their shortest round-trip form.
+// their shortest round-trip form, and a non-finite BestLoss (+Inf before
+// any loss was kept) as a string, as optim's state files write them.
 type Checkpoint struct {
 	Step int          `json:"step"` // optimiser steps taken
 	X    optim.Floats `json:"x"`    // the fitted values after them (len Fitter.Len())
@@ -118,6 +122,34 @@ type Checkpoint struct {
 	Fit string `json:"fit,omitempty"`
 }
 
+// checkpointJSON is Checkpoint as JSON: BestLoss in exactjson's form, so
+// that the +Inf of a run that applied no step (stopped, converged,
+// cancelled or failed at its first step) encodes, as "+Inf".
+type checkpointJSON struct {
+	plainCheckpoint
+	BestLoss exactjson.Float `json:"best_loss"`
+}
+
+// plainCheckpoint is Checkpoint without its JSON methods.
+type plainCheckpoint Checkpoint
+
+// MarshalJSON encodes c, its values exactly (non-finite ones as the
+// strings "NaN", "+Inf" and "-Inf").
+func (c Checkpoint) MarshalJSON() ([]byte, error) {
+	return json.Marshal(checkpointJSON{plainCheckpoint(c), exactjson.Float(c.BestLoss)})
+}
+
+// UnmarshalJSON decodes what MarshalJSON writes.
+func (c *Checkpoint) UnmarshalJSON(b []byte) error {
+	var j checkpointJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*c = Checkpoint(j.plainCheckpoint)
+	c.BestLoss = float64(j.BestLoss)
+	return nil
+}
+
 // StoppedFit records a failed fit in a Checkpoint: on Resume its FitErr
 // is a *FitError with this step and reason.
 type StoppedFit struct {
@@ -130,7 +162,10 @@ type StoppedFit struct {
 var ErrStop = errors.New("fit: stopped by the callback")
 
 // Step describes one step of a fit, for a Callback. Its slices are reused
-// by the next step; copy what you keep.
+// by the next step; copy what you keep. They are for reading: on the host
+// X and Grad are the run's own values and gradient, on a fit held in the
+// engine's memory copies of them, so a callback that changed them would
+// change the one fit and not the other.
 type Step struct {
 	Step     int           // 0-based
 	Loss     float64       // the loss at X (before this step's update)
@@ -332,7 +367,7 @@ func improves(loss, best, tol float64) bool {
 	if math.IsInf(best, 1) {
 		return !math.IsNaN(loss)
 	}
-	return loss < best-tol*math.Abs(best)
+	return loss < best-float64(tol*math.Abs(best)) // rounded on every host (Go fuses it on arm64)
 }
 
 // Run fits from the starting values (Init, or Settings.Resume's) with the
@@ -360,19 +395,27 @@ func improves(loss, best, tol float64) bool {
 // cancelled (its error, Status Cancelled).
 func (f *Fitter) Run(ctx context.Context, s *Settings) (*Result, error) {
 	set := s.withDefaults()
-	if err := set.check(); err != nil {
+	// A run refused before its first step ends too: its reporter is
+	// finished, as at every other end.
+	refuse := func(err error) (*Result, error) {
+		if set.Progress != nil {
+			set.Progress.Finish()
+		}
 		return nil, err
+	}
+	if err := set.check(); err != nil {
+		return refuse(err)
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	opt := set.Optimizer
 	if err := optim.CheckLen(opt, f.Len()); err != nil {
-		return nil, fmt.Errorf("fit: %w", err)
+		return refuse(fmt.Errorf("fit: %w", err))
 	}
 	r := &runner{f: f, set: &set, opt: opt, ctx: ctx, start: time.Now()}
 	if err := r.init(); err != nil {
-		return nil, err
+		return refuse(err)
 	}
 	if d := r.trainer(); d != nil {
 		if res, done, err := r.runDevice(d); done {
@@ -432,6 +475,12 @@ func (r *runner) init() error {
 		return fmt.Errorf("fit: Resume: the checkpoint's best values have length %d, want %d", len(c.BestX), f.Len())
 	case c.Stale < 0:
 		return fmt.Errorf("fit: Resume: the checkpoint's patience count %d is negative", c.Stale)
+	case math.IsNaN(c.BestLoss) || math.IsInf(c.BestLoss, -1):
+		// No loss improves on it: the fit would keep no best values and
+		// stop for no progress.
+		return fmt.Errorf("fit: Resume: the checkpoint's best loss is %v; want a number or +Inf (none yet): the checkpoint is damaged", c.BestLoss)
+	case c.BestStep < -1 || c.BestStep > c.Step:
+		return fmt.Errorf("fit: Resume: the checkpoint's best step %d is outside [-1, %d]: the checkpoint is damaged", c.BestStep, c.Step)
 	}
 	for i, v := range c.X {
 		if math.IsNaN(v) || math.IsInf(v, 0) {

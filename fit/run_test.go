@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -123,15 +124,23 @@ func TestRunRefusesBadSettings(t *testing.T) {
 		{"clip NaN", Settings{ClipNorm: math.NaN()}, "ClipNorm"},
 		{"tol", Settings{Tol: -1}, "Tol"},
 		{"patience", Settings{Patience: -1}, "Patience"},
+		{"damaged checkpoint", Settings{Resume: &Checkpoint{X: []float64{1}}}, "checkpoint"},
 	} {
 		var res *Result
 		var err error
+		// The reporter is finished whether the run is refused before its
+		// first step or at it.
+		rep := &finishCount{}
+		tc.set.Progress = rep
 		if panics(func() { res, err = Fit(context.Background(), p, nil, &tc.set) }) {
 			t.Errorf("Case %s: panicked", tc.name)
 			continue
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Case %s: error %v, want one naming %s", tc.name, err, tc.want)
+		}
+		if rep.n != 1 {
+			t.Errorf("Case %s: the reporter was finished %d times, want once", tc.name, rep.n)
 		}
 		if res != nil && res.Steps > 1 {
 			t.Errorf("Case %s: %d steps taken", tc.name, res.Steps)
@@ -319,3 +328,146 @@ func TestNewLinear(t *testing.T) {
 		t.Errorf("New: %v for 4096 fits, %v for 32768: not linear", small, large)
 	}
 }
+
+// A fit stopped by its callback at any step, its checkpoint and optimiser
+// state taken through JSON, resumes to the uninterrupted fit bit for bit:
+// also at step 0, before any step was applied, where the checkpoint's
+// best loss is +Inf (which encoding/json refuses as a number), and after
+// a cancellation before the first step.
+func TestResumeFromEveryStop(t *testing.T) {
+	t.Parallel()
+	prob, data, _ := ensemble(6, 3, nil)
+	p := Problem{ODE: prob, Loss: observed(data), Vars: Vars{P: []int{0, 1}}, Fits: 3}
+	const steps = 7
+	mk := func() optim.Optimizer {
+		return &optim.SGD{Momentum: 0.7, Nesterov: true, Schedule: optim.Exponential{Init: 0.02, Decay: 0.8}}
+	}
+	base := Settings{Steps: steps, Remesh: 2, ClipNorm: 0.5, Patience: 4, Tol: 1e-3}
+	whole := base
+	whole.Optimizer = mk()
+	want, err := Fit(context.Background(), p, nil, &whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resume := func(t *testing.T, first *Result, o optim.Optimizer) {
+		t.Helper()
+		var cbuf, obuf bytes.Buffer
+		if err := json.NewEncoder(&cbuf).Encode(first.Checkpoint()); err != nil {
+			t.Fatalf("encoding the checkpoint: %v", err)
+		}
+		if err := optim.SaveState(&obuf, o); err != nil {
+			t.Fatal(err)
+		}
+		var ck Checkpoint
+		if err := json.NewDecoder(&cbuf).Decode(&ck); err != nil {
+			t.Fatalf("decoding the checkpoint: %v", err)
+		}
+		o2 := mk()
+		if err := optim.LoadState(&obuf, o2); err != nil {
+			t.Fatal(err)
+		}
+		rest := base
+		rest.Optimizer, rest.Resume = o2, &ck
+		got, err := Fit(context.Background(), p, nil, &rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		history := append(append([]float64(nil), first.History[:first.Steps-first.Start]...), got.History...)
+		if i := sameBits(want.History, history); i >= 0 {
+			t.Errorf("history differs from step %d: %v, uninterrupted %v", i, history, want.History)
+		}
+		if i := sameBits(want.X, got.X); i >= 0 {
+			t.Errorf("x[%d] = %v, uninterrupted %v", i, got.X[i], want.X[i])
+		}
+		if got.Status != want.Status || got.Steps != want.Steps || got.BestStep != want.BestStep ||
+			math.Float64bits(got.BestLoss) != math.Float64bits(want.BestLoss) {
+			t.Errorf("status %v, steps %d, best %v at %d; uninterrupted %v, %d, %v at %d",
+				got.Status, got.Steps, got.BestLoss, got.BestStep, want.Status, want.Steps, want.BestLoss, want.BestStep)
+		}
+	}
+	for stop := range steps {
+		t.Run(fmt.Sprintf("stop-at-%d", stop), func(t *testing.T) {
+			t.Parallel()
+			set := base
+			o := mk()
+			set.Optimizer, set.SkipFinal = o, true
+			set.Callback = func(s *Step) error {
+				if s.Step == stop {
+					return ErrStop
+				}
+				return nil
+			}
+			first, err := Fit(context.Background(), p, nil, &set)
+			if err != nil || first.Status != Stopped {
+				t.Fatalf("first part: %v, status %v", err, first.Status)
+			}
+			resume(t, first, o)
+		})
+	}
+	t.Run("cancelled-before-step-0", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		set := base
+		o := mk()
+		set.Optimizer = o
+		first, err := Fit(ctx, p, nil, &set)
+		if !errors.Is(err, context.Canceled) || first.Status != Cancelled {
+			t.Fatalf("first part: %v, status %v", err, first.Status)
+		}
+		resume(t, first, o)
+	})
+}
+
+// A damaged checkpoint is refused with an error naming the field, before
+// any step: a best loss of NaN or −Inf (which no loss improves on, so the
+// fit would stop for no progress and never keep its best values), or a
+// best step outside [−1, Step].
+func TestResumeRefusesDamagedBest(t *testing.T) {
+	t.Parallel()
+	prob, data, _ := ensemble(4, 2, nil)
+	p := Problem{ODE: prob, Loss: observed(data), Vars: Vars{P: []int{0}}, Fits: 2}
+	o := &optim.Adam{LearnRate: 0.05}
+	res, err := Fit(context.Background(), p, nil, &Settings{Steps: 3, Optimizer: o, SkipFinal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		damage string // replaces the best loss's entry in the JSON
+		want   string
+	}{
+		{"NaN loss", `"best_loss":"NaN"`, "best loss"},
+		{"-Inf loss", `"best_loss":"-Inf"`, "best loss"},
+		{"best step after the checkpoint", `"best_step":9`, "best step"},
+		{"best step below -1", `"best_step":-2`, "best step"},
+	} {
+		b, err := json.Marshal(res.Checkpoint())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		key := tc.damage[:strings.Index(tc.damage, ":")+1]
+		i := strings.Index(s, key)
+		j := i + strings.IndexAny(s[i:], ",}")
+		s = s[:i] + tc.damage + s[j:]
+		var ck Checkpoint
+		if err := json.Unmarshal([]byte(s), &ck); err != nil {
+			t.Fatalf("Case %s: %v", tc.name, err)
+		}
+		o2 := &optim.Adam{LearnRate: 0.05}
+		if err := o2.SetState(o.State()); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Fit(context.Background(), p, nil, &Settings{Steps: 6, Optimizer: o2, Resume: &ck})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Case %s: error %v, want one naming the %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// finishCount is a progress.Reporter that counts its Finish calls.
+type finishCount struct{ n int }
+
+func (*finishCount) Report(int, float64) {}
+func (f *finishCount) Finish()           { f.n++ }

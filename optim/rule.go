@@ -19,7 +19,8 @@ const (
 // keeps the parameters in its own memory (package fit on a GPU engine)
 // applies it there, element by element, with exactly the arithmetic of
 // Apply (every operation rounded, in Apply's order, no fused
-// multiply-add), so its parameters and moments are those of the
+// multiply-add on any host: Apply rounds each product explicitly, where
+// Go would fuse it on arm64), so its parameters and moments are those of the
 // optimiser's own Step on the same gradient, bit for bit.
 type Rule struct {
 	Kind RuleKind
@@ -66,29 +67,32 @@ func (r *Rule) Apply(params, grad []float64, moments [][]float64) {
 	case RuleAdam:
 		lr, b1, b2, eps, wd, c1, c2 := r.Rate, r.Beta1, r.Beta2, r.Eps, r.Decay, r.C1, r.C2
 		ms, vs := moments[0], moments[1]
+		// The conversions round each product before its sum, as Go would
+		// not on arm64 (it fuses x*y + z there); they change nothing
+		// where Go does not fuse (amd64). See TestNoFusedMultiplyAdd.
 		for i, g := range grad {
-			m := b1*ms[i] + (1-b1)*g
-			v := b2*vs[i] + (1-b2)*g*g
+			m := float64(b1*ms[i]) + float64((1-b1)*g)
+			v := float64(b2*vs[i]) + float64((1-b2)*g*g)
 			ms[i], vs[i] = m, v
 			p := params[i]
-			params[i] = p - lr*wd*p - lr*(m/c1)/(math.Sqrt(v/c2)+eps)
+			params[i] = p - float64(lr*wd*p) - lr*(m/c1)/(math.Sqrt(v/c2)+eps)
 		}
 	case RuleSGD:
 		lr, mu := r.Rate, r.Momentum
 		if mu == 0 {
 			for i, g := range grad {
-				params[i] -= lr * g
+				params[i] -= float64(lr * g)
 			}
 			return
 		}
 		bs := moments[0]
 		for i, g := range grad {
-			b := mu*bs[i] + g
+			b := float64(mu*bs[i]) + g
 			bs[i] = b
 			if r.Nesterov {
-				params[i] -= lr * (g + mu*b)
+				params[i] -= float64(lr * (g + float64(mu*b)))
 			} else {
-				params[i] -= lr * b
+				params[i] -= float64(lr * b)
 			}
 		}
 	default:

@@ -98,5 +98,7 @@ func (w WarmupCosine) Rate(k int) float64 {
 		return w.Final
 	}
 	x := float64(k-w.Warmup) / float64(w.Steps-w.Warmup)
-	return w.Final + (w.Peak-w.Final)*(1+math.Cos(math.Pi*x))/2
+	// The conversion rounds the product before the sum on every host (Go
+	// fuses it on arm64).
+	return w.Final + float64((w.Peak-w.Final)*(1+math.Cos(math.Pi*x))/2)
 }

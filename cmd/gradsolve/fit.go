@@ -324,7 +324,7 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 	if ob != nil {
 		prob.SaveAt = ob.times
 		if prob.SaveAt[0] < prob.T0 || prob.SaveAt[len(prob.SaveAt)-1] > prob.T1 {
-			return usagef("-data: times %v to %v are outside [t0, t1] = [%v, %v]; set -t0/-t1", prob.SaveAt[0], prob.SaveAt[len(prob.SaveAt)-1], prob.T0, prob.T1)
+			return usagef("-data: the times run from %v to %v, beyond [t0, t1] = [%v, %v]; set -t0/-t1", prob.SaveAt[0], prob.SaveAt[len(prob.SaveAt)-1], prob.T0, prob.T1)
 		}
 	}
 

@@ -187,6 +187,7 @@ func TestFitDataErrors(t *testing.T) {
 		{"traj,t,x,v\n", "no observations"},
 		{"", "no observations"},
 		{"traj,t,x,v\n0,0.5,,\n", "no observed value"},
+		{"traj,t,x,v\n0,0.5,1,2\n0,-1,1,2\n", "from -1 to 0.5, beyond [t0, t1] = [0, 1]"},
 	} {
 		path := writeFile(t, dir, fmt.Sprintf("d%d.csv", k), tc.data)
 		code, _, stderr := runArgs("fit", "-problem", "vdp", "-fit", "mu", "-steps", "1", "-data", path)

@@ -30,18 +30,56 @@ func (f Floats) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		switch {
-		case math.IsNaN(x):
-			b = append(b, `"NaN"`...)
-		case math.IsInf(x, 1):
-			b = append(b, `"+Inf"`...)
-		case math.IsInf(x, -1):
-			b = append(b, `"-Inf"`...)
-		default:
-			b = strconv.AppendFloat(b, x, 'g', -1, 64)
-		}
+		b = appendFloat(b, x)
 	}
 	return append(b, ']'), nil
+}
+
+// appendFloat appends x's encoding to b.
+func appendFloat(b []byte, x float64) []byte {
+	switch {
+	case math.IsNaN(x):
+		return append(b, `"NaN"`...)
+	case math.IsInf(x, 1):
+		return append(b, `"+Inf"`...)
+	case math.IsInf(x, -1):
+		return append(b, `"-Inf"`...)
+	}
+	return strconv.AppendFloat(b, x, 'g', -1, 64)
+}
+
+// parseFloat decodes one value that appendFloat writes (a number or one
+// of the three strings).
+func parseFloat(r json.RawMessage) (float64, error) {
+	s := string(r)
+	if len(s) > 0 && s[0] == '"' {
+		if err := json.Unmarshal(r, &s); err != nil {
+			return 0, err
+		}
+		switch s {
+		case "NaN", "+Inf", "-Inf":
+		default:
+			return 0, fmt.Errorf("%q is not a number", s)
+		}
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+// Float is a float64 with the exact JSON encoding of the package doc, for
+// a single value (as a struct field) that may be non-finite.
+type Float float64
+
+// MarshalJSON encodes x.
+func (x Float) MarshalJSON() ([]byte, error) { return appendFloat(nil, float64(x)), nil }
+
+// UnmarshalJSON decodes what MarshalJSON writes.
+func (x *Float) UnmarshalJSON(b []byte) error {
+	v, err := parseFloat(b)
+	if err != nil {
+		return err
+	}
+	*x = Float(v)
+	return nil
 }
 
 // UnmarshalJSON decodes what MarshalJSON writes.
@@ -56,18 +94,7 @@ func (f *Floats) UnmarshalJSON(b []byte) error {
 	}
 	out := make(Floats, len(raw))
 	for i, r := range raw {
-		s := string(r)
-		if len(s) > 0 && s[0] == '"' {
-			if err := json.Unmarshal(r, &s); err != nil {
-				return err
-			}
-			switch s {
-			case "NaN", "+Inf", "-Inf":
-			default:
-				return fmt.Errorf("element %d: %q is not a number", i, s)
-			}
-		}
-		x, err := strconv.ParseFloat(s, 64)
+		x, err := parseFloat(r)
 		if err != nil {
 			return fmt.Errorf("element %d: %w", i, err)
 		}
