@@ -122,7 +122,7 @@ func TestLotkaVolterraInvariant(t *testing.T) {
 // by t = 1e5, within its tolerance there, and the late phase, where y2
 // and y3 decay together as 1/(M·C·t), turns that into y2(1e13) = 1e-30
 // instead of 8.86e-23 (Rosenbrock23, with its shorter steps, drifts by
-// 2.6e-25 and ends within 1.2%). Eliminated, the invariant holds by
+// 2.6e-25 and ends within 1.3%). Eliminated, the invariant holds by
 // construction.
 func e5Reduced() (Problem, func(y, p, _ []float64) []float64, func(y, p, J []float64)) {
 	pr := Problem{
