@@ -103,6 +103,10 @@ func opCases() []opCase {
 		binary("Pow", func(r *rand.Rand) []float64 { return []float64{uniform(r, 0.5, 2), uniform(r, -2, 2)} }, tape.V.Pow),
 		unary("Pow/negative-base-const-exponent", -2, -0.5, func(x tape.V) tape.V { return x.Pow(x.Const(3)) }),
 		unary("Pow/const-base", -2, 2, func(x tape.V) tape.V { return x.Const(1.5).Pow(x) }),
+		// A traced exponent of exactly 0 (a zero-order rate): ∂/∂x is 0
+		// and ∂²/∂x∂y is 1/x, which the guard of Pow's rule at x = y = 0
+		// must leave alone.
+		binary("Pow/zero-exponent", func(r *rand.Rand) []float64 { return []float64{uniform(r, 0.5, 2), 0} }, tape.V.Pow),
 		unary("Sqrt", 0.1, 3, tape.V.Sqrt),
 		unary("Exp", -2, 2, tape.V.Exp),
 		unary("Expm1", -2, 2, tape.V.Expm1),
@@ -457,6 +461,8 @@ func TestConventions(t *testing.T) {
 		{"comparison at a tie", func(x []tape.V) tape.V { return tape.Le(x[0], x[1]) }, []float64{1, 1}, []float64{0, 0}},
 		{"select condition", func(x []tape.V) tape.V { return tape.Select(x[0], x[1], x[2]) }, []float64{0, 2, 3}, []float64{0, 0, 1}},
 		{"sqrt'(0)=+Inf", func(x []tape.V) tape.V { return x[0].Sqrt() }, []float64{0}, []float64{math.Inf(1)}},
+		{"pow at x=y=0", func(x []tape.V) tape.V { return x[0].Pow(x[1]) }, []float64{0, 0}, []float64{0, 0}},
+		{"pow at x=0, y=1", func(x []tape.V) tape.V { return x[0].Pow(x[1]) }, []float64{0, 1}, []float64{1, 0}},
 	} {
 		n := len(tc.x)
 		p, err := tape.Trace(tc.name, inputs(n), func(x []tape.V) []tape.V { return []tape.V{tc.f(x)} })
@@ -480,6 +486,38 @@ func TestConventions(t *testing.T) {
 			if row[k] != tc.wantG[k] {
 				t.Errorf("Case %v: forward-mode ∂/∂x[%d] want %v, got %v", tc.name, k, tc.wantG[k], row[k])
 			}
+		}
+	}
+}
+
+// TestPowZeroBase checks the second derivatives of x^y at a base of
+// exactly 0 with the exponents whose first derivatives there are finite
+// (y = 0, 1, 2: a state that starts at 0 in a rate of a traced order):
+// a Rosenbrock step's gradient differentiates the Jacobian's y·x^(y−1),
+// and 0·x^(−1) there was 0·Inf = NaN.
+func TestPowZeroBase(t *testing.T) {
+	t.Parallel()
+	p, err := tape.Trace("pow", inputs(2), func(x []tape.V) []tape.V { return []tape.V{x[0].Pow(x[1])} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	jvp, err := tape.JVP(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hvp, err := tape.VJP(jvp, []int{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		x, y float64
+		dxx  float64 // ∂²x^y/∂x²
+	}{{0, 0, 0}, {0, 1, 0}, {0, 2, 2}} {
+		// ⟨ȳ, J·ẋ⟩ with ẋ = (1, 0), ȳ = 1: its gradient is the Hessian's
+		// first column.
+		got := hvp.Eval(nil, []float64{tc.x, tc.y, 1, 0, 0, 1})
+		if got[0] != tc.dxx || math.IsNaN(got[1]) || math.IsInf(got[1], 0) {
+			t.Errorf("x^y at (%v, %v): ∂²/∂x² = %v (want %v), ∂²/∂x∂y = %v (want finite)", tc.x, tc.y, got[0], tc.dxx, got[1])
 		}
 	}
 }

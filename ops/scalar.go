@@ -347,14 +347,30 @@ func selectBlock(dst []float64, args [][]float64, _ float64) {
 	}
 }
 
+// powBaseDeriv returns d/dx x^y = y·x^(y−1), with the exponent y−1 read
+// as 0 where x = y = 0. x^0 is 1 for every x, so its derivative is 0 at
+// x = 0 too, where y·x^(y−1) would be 0·Inf = NaN (a zero-order rate
+// written as Pow(c, p) with p = 0 and c = 0); and a derivative of the
+// rule at x = 0, y = 1 (the second derivative of x^1, which a Rosenbrock
+// step's gradient takes from its Jacobian) is then 1·(0·x^0) = 0, not
+// 1·(0·x^−1). The guard is on the exponent, not on the result, so that
+// the rule's own derivatives stay finite; where x ≠ 0 or y ≠ 0 the rule
+// and its derivatives are y·x^(y−1)'s bit for bit (∂/∂y included, 1/x
+// at y = 0), and a constant exponent folds the guard away.
+func powBaseDeriv(b Builder, x, y Ref) Ref {
+	zero := b.Const(0)
+	both := mul(b, b.Emit(OpEq, 0, x, zero), b.Emit(OpEq, 0, y, zero))
+	ys := sel(b, both, b.Const(1), y)
+	return mul(b, y, b.Emit(OpPow, 0, x, sub(b, ys, b.Const(1))))
+}
+
 func powVJP(b Builder, r Ref, g []Ref, acc func(Ref, int, Ref)) {
 	if g[0] == NoRef {
 		return
 	}
 	a := b.Args(r)
 	x, y := a[0], a[1]
-	// d/dx x^y = y x^(y-1).
-	acc(x, 0, mul(b, g[0], mul(b, y, b.Emit(OpPow, 0, x, sub(b, y, b.Const(1))))))
+	acc(x, 0, mul(b, g[0], powBaseDeriv(b, x, y)))
 	// d/dy x^y = x^y log x, taken as 0 where x <= 0; the double Select
 	// keeps derivatives of the unused branch finite.
 	pos := b.Emit(OpGt, 0, x, b.Const(0))
@@ -368,7 +384,7 @@ func powJVP(b Builder, r Ref, tan func(Ref) Ref) Ref {
 	tx, ty := tan(x), tan(y)
 	var out Ref = NoRef
 	if tx != NoRef {
-		out = mul(b, tx, mul(b, y, b.Emit(OpPow, 0, x, sub(b, y, b.Const(1)))))
+		out = mul(b, tx, powBaseDeriv(b, x, y))
 	}
 	if ty != NoRef {
 		pos := b.Emit(OpGt, 0, x, b.Const(0))

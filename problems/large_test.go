@@ -140,6 +140,12 @@ func largeCases() []largeCase {
 		{name: "brusselator", pr: Brusselator(32), method: ode.Rodas5P, rtol: 1e-8, atol: 1e-10,
 			vals: []float64{0.01, 0.02, 0.04}, ref: brusselatorRef, jac: brusselatorJac,
 			refRtol: 1e-12, refAtol: 1e-14, tol: 1e-6, fdTol: 1e-5},
+		// Lotka–Volterra and the two-state Brusselator (unseen_test.go):
+		// a rate of each swept, against DOP853.
+		{name: "lotka-volterra", pr: lotkaVolterra(), method: ode.Vern7, rtol: 1e-10, atol: 1e-12,
+			k: 1, vals: []float64{0.8, 1, 1.3}, ref: lotkaVolterraRef, refRtol: 1e-13, refAtol: 1e-14, tol: 1e-7, fdTol: 1e-6},
+		{name: "brusselator-ode", pr: brusselatorODE(), method: ode.Tsit5, rtol: 1e-10, atol: 1e-12,
+			k: 1, vals: []float64{2.5, 3, 3.5}, ref: brusselatorODERef, refRtol: 1e-13, refAtol: 1e-14, tol: 1e-7, fdTol: 1e-6},
 		// POLL with k1 (the photolysis of NO2, 0.35 by default) swept by
 		// ±20%, at a pure relative tolerance (its species span 4e-18 to
 		// 0.3). Radau5 uses pollutionJac, the Jacobian of pollu.f's jeval.

@@ -73,6 +73,37 @@ func arenstorfRef(y, p, _ []float64) []float64 {
 	}
 }
 
+// Oregonator (Field & Noyes 1974; Hairer & Wanner II, §IV.1, problem
+// OREGO), the Belousov–Zhabotinskii reaction, with p = (s, w, q):
+//
+//	y1' = s·(y2 + y1·(1 − q·y1 − y2))
+//	y2' = (y3 − (1 + y1)·y2)/s
+//	y3' = w·(y1 − y3)
+//
+// s = 77.27, w = 0.161, q = 8.375e-6, y0 = (1, 2, 3), t ∈ [0, 360]: stiff
+// relaxation oscillations whose y2 spans 1 to 1e5. oregoRef is y(360) as
+// printed with Hairer's OREGO driver; RADAU5 of internal/refode at rtol
+// 1e-13 reproduces it to 1.3e-13.
+var oregoRef = []float64{0.1000814870318523e+01, 0.1228178521549917e+04, 0.1320554942846706e+03}
+
+func oregonator() Problem {
+	return Problem{
+		Name: "oregonator",
+		Field: ode.Field{Name: "oregonator", Dim: 3, Params: 3, Stiff: true,
+			F: func(_ tape.V, y, p []tape.V) []tape.V {
+				s, w, q := p[0], p[1], p[2]
+				return []tape.V{
+					s.Mul(y[1].Add(y[0].Mul(y[0].Const(1).Sub(q.Mul(y[0])).Sub(y[1])))),
+					y[2].Sub(y[0].AddC(1).Mul(y[1])).Div(s),
+					w.Mul(y[0].Sub(y[2])),
+				}
+			}},
+		Y0: []float64{1, 2, 3},
+		P:  []float64{77.27, 0.161, 8.375e-6},
+		T1: 360,
+	}
+}
+
 // publishedRun is one method at one tolerance.
 type publishedRun struct {
 	m    ode.Method
@@ -168,6 +199,14 @@ func publishedCases() []publishedCase {
 			gradRuns: []publishedRun{{ode.Rodas5P, 1e-11, 1e-5, true}},
 			gradNotes: "the gradient through the fast transitions converges slowly: Rodas5P errs by 1.5 (rtol 1e-6), " +
 				"3.4e-3 (1e-8), 5e-6 (1e-11); Rosenbrock23 by 385×, 3.2× (1e-8) and 0.10 (1e-10)"},
+		// OREGO: Rosenbrock23 (second order) errs by 370 tolerances at
+		// 1e-6 and 1,100 at 1e-8 over the 360 time units of relaxation
+		// oscillations; Rodas5P and Auto by 0.16–0.4.
+		{name: "oregonator", pr: oregonator(), ref: oregoRef, source: "Hairer's OREGO driver; RADAU5 of internal/refode at rtol 1e-13",
+			atol: func(r float64) float64 { return 1e-4 * r },
+			runs: []publishedRun{{ode.Rodas5P, 1e-8, 10, true}, {ode.Auto, 1e-8, 10, false}, {ode.Rosenbrock23, 1e-6, 1000, false}},
+			k:    1, loss: ode.SumSquares(), lossF: sumSquares, fdMethod: ode.Rodas5P, fdRtol: 1e-12, fdRel: 1e-5,
+			gradRuns: []publishedRun{{ode.Rodas5P, 1e-10, 1e-5, true}}},
 		// ROBER to t = 1e11 at a pure relative tolerance (y2 falls to 8e-14).
 		// The loss is y1(T) = 2e-8, whose central differences are not
 		// swamped by the rounding of a component near 1.
