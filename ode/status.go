@@ -89,10 +89,19 @@ type TrajectoryError struct {
 	Stiff              bool      // the stiffness test of an explicit method fired on it
 	Y0                 []float64 // its initial state [Dim]
 	Y                  []float64 // its last accepted state [Dim], at T
+
+	// Cause, if not nil, is what was not finite in a trajectory whose
+	// solve ended well (Status NonFinite from Solver.GradPartial): its
+	// loss term (a *tape.NonFiniteError naming the operation) or its
+	// rows of the gradient. The message then names it, not the state.
+	Cause error
 }
 
 func (e *TrajectoryError) Error() string {
 	s := fmt.Sprintf("ode: trajectory %d stopped at t=%.6g (h=%.3g, %s): %v", e.Index, e.T, e.H, e.Method, e.Status)
+	if e.Cause != nil {
+		s = fmt.Sprintf("ode: trajectory %d reached t=%.6g (%s), but %v", e.Index, e.T, e.Method, e.Cause)
+	}
 	if e.Status == Stiff {
 		s = fmt.Sprintf("ode: trajectory %d reached t=%.6g but is stiff for %s: no gradient", e.Index, e.T, e.Method)
 		if e.spanKnown() && e.T < e.T1 {
@@ -114,6 +123,11 @@ func (e *TrajectoryError) Error() string {
 
 // Unwrap returns the sentinel error of the status.
 func (e *TrajectoryError) Unwrap() error { return e.Status.Err() }
+
+// causeHint is the advice of a TrajectoryError with a Cause: the solve
+// ended well, so the loss or a derivative is at fault.
+const causeHint = "its solve ended well, so look at the loss (Loss.F or FP) and at the derivatives of the loss and the field near its solution: " +
+	"division by zero, log or square root of a negative number (or a square root at 0, whose derivative is infinite), overflow"
 
 // rosenbrockMethod reports whether the method called name is one of the
 // built-in stiff (Rosenbrock) methods.
@@ -139,6 +153,9 @@ const farSpan = 1e3
 // hint returns the advice of the error's message: the likely cause, from
 // what the error knows, and the fix.
 func (e *TrajectoryError) hint() string {
+	if e.Cause != nil {
+		return causeHint
+	}
 	switch e.Status {
 	case StepSizeUnderflow:
 		return e.underflowHint()
