@@ -643,7 +643,7 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 		}
 	}
 	if resident && m.Resident.Released() {
-		return fmt.Errorf("ode: mesh: its steps on engine %s have been released (Mesh.Release); record the mesh again", m.Resident.Engine())
+		return fmt.Errorf("ode: mesh: its steps on engine %s have been released (Mesh.Release): %w; record the mesh again", m.Resident.Engine(), ErrReleased)
 	}
 	method := sv.plan.Method
 	if sv.set.Method == Auto && m.Method != nil {

@@ -1,0 +1,127 @@
+package cuda
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// tinyEngine is the host engine on a device of 64 KiB, too small for any
+// launch.
+var tinyEngine = &Engine{name: "cuda-host-tiny", prec: Float64,
+	be: &fakeDevice{hostBackend: newHostBackend(64 << 10), kernels: hostF64.be.(*hostBackend)}}
+
+func init() { ode.Register(tinyEngine) }
+
+// TestHostEngineLaunchTooLarge checks the error of a call whose smallest
+// launch (32 trajectories) does not fit: it wraps ode.ErrTooLarge and
+// names the limit that refused it and the fix, Settings.MemoryLimit where
+// the caller set it too small, the device's free memory otherwise, for
+// Solve and Grad.
+func TestHostEngineLaunchTooLarge(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(40, 1e-6)
+	cases := []struct {
+		name   string
+		engine string
+		limit  int64
+		want   []string
+	}{
+		{"MemoryLimit 1", hostF64.name, 1, []string{"more than Settings.MemoryLimit = 1 bytes", "raise MemoryLimit to at least"}},
+		{"MemoryLimit 1000", hostF64.name, 1000, []string{"more than Settings.MemoryLimit = 1000 bytes", "raise MemoryLimit to at least"}},
+		{"small device", tinyEngine.name, 0, []string{"bytes are free for it", "free device memory"}},
+	}
+	for _, tc := range cases {
+		set := c.set
+		set.Engine, set.MemoryLimit = tc.engine, tc.limit
+		sv, err := ode.NewSolver(c.prob.Field, &set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, serr := sv.Solve(&c.prob)
+		_, gerr := sv.Grad(nil, &c.prob, c.loss, nil)
+		for op, err := range map[string]error{"Solve": serr, "Grad": gerr} {
+			if !errors.Is(err, ode.ErrTooLarge) {
+				t.Errorf("%s: %s: error %v, want one wrapping ErrTooLarge", tc.name, op, err)
+				continue
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: %s: error %q does not say %q", tc.name, op, err, w)
+				}
+			}
+		}
+	}
+}
+
+// TestHostEngineReleasedReuse checks every use of engine memory released
+// before it was read (a mesh's steps, a solution's saved states, a
+// gradient's kept results): each returns an error wrapping
+// ode.ErrReleased that names the call to make again.
+func TestHostEngineReleasedReuse(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(40, 1e-6)
+	set := c.set
+	set.Engine, set.KeepSaves = hostF64.name, true
+	sv, err := ode.NewSolver(c.prob.Field, &set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := set
+	keep.KeepGrads = true
+	svk, err := ode.NewSolver(c.prob.Field, &keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := func() *ode.Mesh {
+		m, _, err := sv.Record(&c.prob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Resident == nil {
+			t.Fatal("the host engine's mesh is not resident: the test checks nothing")
+		}
+		m.Release()
+		return m
+	}
+	cases := []struct {
+		name string
+		use  func() error
+		want string
+	}{
+		{"Grad on a released mesh", func() error { _, err := sv.Grad(nil, &c.prob, c.loss, released()); return err }, "record the mesh again"},
+		{"Replay of a released mesh", func() error { _, err := sv.Replay(&c.prob, released()); return err }, "record the mesh again"},
+		{"Host of a released mesh", func() error { return released().Host() }, "record the mesh again"},
+		{"Grad on another engine", func() error {
+			_, err := ode.Grad(nil, c.prob, c.loss, released(), &c.set)
+			return err
+		}, "record the mesh again"},
+		{"HostSaves after Release", func() error {
+			s, err := sv.Solve(&c.prob)
+			if err != nil {
+				return err
+			}
+			if s.Resident == nil {
+				t.Fatal("the host engine's saves are not resident: the case checks nothing")
+			}
+			s.Release()
+			return s.HostSaves()
+		}, "solve again"},
+		{"HostGrads after Release", func() error {
+			g, err := svk.Grad(nil, &c.prob, c.loss, nil)
+			if err != nil {
+				return err
+			}
+			g.Release()
+			return g.HostGrads()
+		}, "call Grad again"},
+	}
+	for _, tc := range cases {
+		err := tc.use()
+		if !errors.Is(err, ode.ErrReleased) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want one wrapping ErrReleased that says %q", tc.name, err, tc.want)
+		}
+	}
+}
