@@ -99,3 +99,45 @@ func TestGradPartialCauseNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestNilProblem checks that every Solver method taking a *Problem
+// returns an error naming it when given nil, and that NewTrainer does for
+// a nil TrainSpec, instead of a nil-pointer panic.
+func TestNilProblem(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "decay", Dim: 1, F: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].Neg()} }}
+	sv, err := ode.NewSolver(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	loss := ode.SumSquares()
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"Solve", func() error { _, err := sv.Solve(nil); return err }},
+		{"SolveContext", func() error { _, err := sv.SolveContext(ctx, nil); return err }},
+		{"SolveTo", func() error { _, err := sv.SolveTo(nil, nil); return err }},
+		{"Record", func() error { _, _, err := sv.Record(nil); return err }},
+		{"Grad", func() error { _, err := sv.Grad(nil, nil, loss, nil); return err }},
+		{"GradPartial", func() error { _, _, err := sv.GradPartial(ctx, nil, nil, loss, nil, nil); return err }},
+		{"Replay", func() error { _, err := sv.Replay(nil, &ode.Mesh{}); return err }},
+		{"Loss", func() error { _, _, err := sv.Loss(nil, loss, nil); return err }},
+		{"CheckLoss", func() error { return sv.CheckLoss(nil, loss) }},
+		{"SolveDense", func() error { _, err := sv.SolveDense(nil); return err }},
+	} {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s(nil problem) panicked: %v", c.name, r)
+				}
+			}()
+			err = c.call()
+		}()
+		if err == nil || !strings.Contains(err.Error(), "the problem is nil") {
+			t.Errorf("%s(nil problem): error %v, want one saying the problem is nil", c.name, err)
+		}
+	}
+}

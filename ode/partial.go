@@ -69,8 +69,8 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 	if m != nil && (m.N != n || len(m.Status) != n || (m.Stiff != nil && len(m.Stiff) != n)) {
 		return nil, nil, fmt.Errorf("ode: mesh has %d trajectories (%d statuses), problem %d", m.N, len(m.Status), n)
 	}
-	if loss.DataDim < 0 || (len(loss.Data) != loss.DataDim && len(loss.Data) != n*loss.DataDim) {
-		return nil, nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", loss.name(), len(loss.Data), loss.DataDim, n*loss.DataDim)
+	if err := loss.checkDataLen(n); err != nil {
+		return nil, nil, err
 	}
 	scale := 1.0
 	if loss.Mean {

@@ -266,6 +266,9 @@ func (sv *Solver) validateProblem(p *Problem) (*problem, error) {
 // whose Problem is a copy of p with the solver's field, both in one
 // allocation, or an error if p's field is not the solver's.
 func (sv *Solver) withField(p *Problem) (*problem, error) {
+	if p == nil {
+		return nil, fmt.Errorf("ode: the problem is nil; pass a *Problem of field %s", sv.field.name())
+	}
 	f, g := &sv.field, &p.Field
 	if f.Dim != g.Dim || f.Params != g.Params || f.Shared != g.Shared {
 		return nil, fmt.Errorf("ode: problem field %s (Dim %d, Params %d, Shared %d) does not match the solver's %s (Dim %d, Params %d, Shared %d)",
