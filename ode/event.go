@@ -42,7 +42,12 @@ import (
 // already under the floor) the trajectory ends with TooManyEvents, as
 // past Settings.MaxEvents. Two crossings in
 // one step are seen as none, or as the first if their signs differ; a
-// step where several events cross ends at the earliest.
+// step where several events cross ends at the earliest. Events whose
+// roots fall at the same time (two doses at t = 1) do not all fire: the
+// first in Settings.Events order does, and the others' conditions, then
+// exactly 0 at the start of the next step, see no crossing (the CPU and
+// GPU engines alike); give such events one condition and one Apply that
+// does both.
 //
 // # Save times
 //

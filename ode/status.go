@@ -157,6 +157,8 @@ func (e *TrajectoryError) hint() string {
 		return causeHint
 	}
 	switch e.Status {
+	case NonFinite:
+		return e.nonFiniteHint()
 	case StepSizeUnderflow:
 		return e.underflowHint()
 	case MaxStepsReached:
@@ -175,6 +177,22 @@ func maxAbs(x []float64) float64 {
 		m = math.Max(m, math.Abs(v))
 	}
 	return m
+}
+
+// nonFiniteHint names, beside the status's general advice, a span far
+// from the time origin when the step that made the state non-finite was
+// the smallest step float64 resolves there: no smaller step could be
+// tried, so the field, finite at the state, may have been stepped past
+// its time scale.
+func (e *TrajectoryError) nonFiniteHint() string {
+	tmax := math.Max(math.Abs(e.T0), math.Abs(e.T1))
+	span := e.T1 - e.T0
+	if e.spanKnown() && tmax > farOrigin*span && e.H > 0 && e.H <= 1.1*minStep(tmax) {
+		return fmt.Sprintf("the step that made it non-finite (h=%.3g) was the smallest float64 resolves at t=%.6g (4ε·|t|), as the span [%v, %v] lies far from the time origin, "+
+			"so the field may be stepped past its time scale: shift the span, solving from 0 to T1 − T0 = %.6g with the field's t replaced by t + T0 (an autonomous field needs no change); "+
+			"else %s", e.H, e.T, e.T0, e.T1, span, statusTable[NonFinite].hint)
+	}
+	return statusTable[NonFinite].hint
 }
 
 func (e *TrajectoryError) underflowHint() string {
