@@ -125,3 +125,43 @@ func TestHostEngineReleasedReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestHostEngineNilTrainInputs checks NewTrainer on an engine that keeps
+// fits (the host engine) given a nil problem or a nil TrainSpec: an error
+// naming it, not a nil-pointer panic.
+func TestHostEngineNilTrainInputs(t *testing.T) {
+	needHost(t)
+	c := lorenzCase(40, 1e-6)
+	set := c.set
+	set.Engine = hostF64.name
+	sv, err := ode.NewSolver(c.prob.Field, &set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &ode.TrainSpec{P: []int{1}}
+	for _, tc := range []struct {
+		name string
+		prob *ode.Problem
+		spec *ode.TrainSpec
+		want string
+	}{
+		{"nil problem", nil, spec, "the problem is nil"},
+		{"nil spec", &c.prob, nil, "the TrainSpec is nil"},
+	} {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: NewTrainer panicked: %v", tc.name, r)
+				}
+			}()
+			var tr ode.Trainer
+			if tr, err = sv.NewTrainer(tc.prob, c.loss, tc.spec); tr != nil {
+				tr.Release()
+			}
+		}()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+		}
+	}
+}
