@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // tinyEngine is the host engine on a device of 64 KiB, too small for any
@@ -162,6 +163,47 @@ func TestHostEngineNilTrainInputs(t *testing.T) {
 		}()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestHostEngineFloat32Range checks that the float32 engine refuses, with
+// an error naming the value and the fix, inputs that float64 holds but
+// float32 does not: values beyond ±MaxFloat32 (they were infinities in
+// the kernel: a non-finite state blamed on the field), spans shorter than
+// float32's resolution of their times (T1 rounded onto T0: status OK
+// with the initial state returned as the final one), and absolute
+// tolerances below the smallest normal float32 (0 in the kernel: a
+// component at 0 made the error norm NaN). The CPU engine solves each.
+func TestHostEngineFloat32Range(t *testing.T) {
+	needHost(t)
+	f := ode.Field{Name: "decay", Dim: 1, Params: 1, Shared: 1, F: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{p[0].Mul(y[0]).Neg()} }}
+	good := ode.Problem{Field: f, Y0: []float64{1}, P: []float64{1}, Shared: []float64{0}, T1: 1}
+	for _, tc := range []struct {
+		name string
+		mod  func(p *ode.Problem, s *ode.Settings)
+		want string
+	}{
+		{"Y0 beyond float32", func(p *ode.Problem, _ *ode.Settings) { p.Y0 = []float64{1e39} }, "Y0[0] = 1e+39 is beyond the range of float32"},
+		{"P beyond float32", func(p *ode.Problem, _ *ode.Settings) { p.P = []float64{-1e-40}; p.T1 = 1e40 }, "T1[0] = 1e+40 is beyond the range of float32"},
+		{"Shared beyond float32", func(p *ode.Problem, _ *ode.Settings) { p.Shared = []float64{-4e38} }, "Shared[0] = -4e+38 is beyond the range of float32"},
+		{"T1s beyond float32", func(p *ode.Problem, _ *ode.Settings) { p.N, p.P, p.T1s = 2, []float64{-1e-40}, []float64{1, 1e39} }, "T1s[1] = 1e+39 is beyond"},
+		{"span below float32's resolution", func(p *ode.Problem, _ *ode.Settings) { p.T0, p.T1 = 1e8, 1e8+1 }, "shorter than the smallest step float32"},
+		{"one T1s below float32's resolution", func(p *ode.Problem, _ *ode.Settings) { p.N, p.T0, p.T1s = 2, 1e8, []float64{1e8 + 1000, 1e8 + 1} },
+			"of trajectory 1 is 1 long, shorter than the smallest step float32"},
+		{"AbsTol below float32's normals", func(_ *ode.Problem, s *ode.Settings) { s.AbsTol = 1e-50 }, "AbsTol = 1e-50 is below 2^-126"},
+		{"AbsTols below float32's normals", func(_ *ode.Problem, s *ode.Settings) { s.AbsTols = []float64{1e-40} }, "AbsTols[0] = 1e-40 is below 2^-126"},
+	} {
+		p := good
+		set := ode.Settings{RelTol: 1e-4}
+		tc.mod(&p, &set)
+		if _, err := ode.Solve(p, &set); err != nil {
+			t.Errorf("%s: the CPU engine: %v", tc.name, err)
+		}
+		set.Engine = hostF32.name
+		_, err := ode.Solve(p, &set)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "float64 engine") {
+			t.Errorf("%s: the float32 engine: error %v, want one saying %q and naming the float64 engines", tc.name, err, tc.want)
 		}
 	}
 }
