@@ -207,3 +207,20 @@ func TestHostEngineFloat32Range(t *testing.T) {
 		}
 	}
 }
+
+// TestHostEngineFloat32FarOrigin checks the hint of a float32 solve on a
+// span far from the time origin, just above float32's resolution of its
+// times: a step-size underflow whose hint names float32's smallest step
+// there and the shift of the origin (it said the step size shrank to
+// zero, blaming the field's scale).
+func TestHostEngineFloat32FarOrigin(t *testing.T) {
+	needHost(t)
+	f := ode.Field{Name: "decay", Dim: 1, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{p[0].Mul(y[0]).Neg()} }}
+	p := ode.Problem{Field: f, Y0: []float64{1}, P: []float64{1}, T0: 1e8, T1: 1e8 + 100}
+	_, err := ode.Solve(p, &ode.Settings{RelTol: 1e-4, Engine: hostF32.name})
+	for _, want := range []string{"step size underflow", "float32 resolves no step below 4ε·|t| = 47.7", "far from the time origin", "t replaced by t + T0"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v; want one saying %q", err, want)
+		}
+	}
+}

@@ -263,7 +263,7 @@ func (sv *Solver) failures(q *problem, res *Result, m *Mesh) []*TrajectoryError 
 		}
 		if res.T != nil {
 			e.T = res.T[i]
-			e.describe(q, &sv.set, res)
+			e.describe(q, &sv.set, res, sv.engine)
 			e.Y = res.LastY[i]
 		} else {
 			e.T = q.t1[i]

@@ -858,7 +858,7 @@ func (sv *Solver) failure(q *problem, res *Result, status []Status, method strin
 		te.Method = sv.methodAt(res, te.Index, method)
 	}
 	if te, ok := err.(*TrajectoryError); ok && res.T != nil {
-		te.describe(q, &sv.set, res)
+		te.describe(q, &sv.set, res, sv.engine)
 		te.Y = res.LastY[te.Index]
 	}
 	return err

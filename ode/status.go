@@ -90,6 +90,10 @@ type TrajectoryError struct {
 	Y0                 []float64 // its initial state [Dim]
 	Y                  []float64 // its last accepted state [Dim], at T
 
+	// float32 says the engine computed in float32 (a PrecisionEngine
+	// with u = 2^-24), whose resolution of t the hints then name.
+	float32 bool
+
 	// Cause, if not nil, is what was not finite in a trajectory whose
 	// solve ended well (Status NonFinite from Solver.GradPartial): its
 	// loss term (a *tape.NonFiniteError naming the operation) or its
@@ -187,31 +191,40 @@ func maxAbs(x []float64) float64 {
 func (e *TrajectoryError) nonFiniteHint() string {
 	tmax := math.Max(math.Abs(e.T0), math.Abs(e.T1))
 	span := e.T1 - e.T0
-	if e.spanKnown() && tmax > farOrigin*span && e.H > 0 && e.H <= 1.1*minStep(tmax) {
-		return fmt.Sprintf("the step that made it non-finite (h=%.3g) was the smallest float64 resolves at t=%.6g (4ε·|t|), as the span [%v, %v] lies far from the time origin, "+
+	if arith, floor := e.arithmetic(tmax); e.spanKnown() && tmax > farOrigin*span && e.H > 0 && e.H <= 1.1*floor {
+		return fmt.Sprintf("the step that made it non-finite (h=%.3g) was the smallest %s resolves at t=%.6g (4ε·|t|), as the span [%v, %v] lies far from the time origin, "+
 			"so the field may be stepped past its time scale: shift the span, solving from 0 to T1 − T0 = %.6g with the field's t replaced by t + T0 (an autonomous field needs no change); "+
-			"else %s", e.H, e.T, e.T0, e.T1, span, statusTable[NonFinite].hint)
+			"else %s", e.H, arith, e.T, e.T0, e.T1, span, statusTable[NonFinite].hint)
 	}
 	return statusTable[NonFinite].hint
 }
 
+// arithmetic returns the name of the arithmetic the trajectory ran in and
+// the smallest step it resolves at |t| (4ε·|t|, ε its machine epsilon).
+func (e *TrajectoryError) arithmetic(t float64) (string, float64) {
+	if e.float32 {
+		return "float32", 4 * 0x1p-23 * math.Abs(t)
+	}
+	return "float64", minStep(math.Abs(t))
+}
+
 func (e *TrajectoryError) underflowHint() string {
-	floor := minStep(math.Abs(e.T))
+	arith, floor := e.arithmetic(e.T)
 	span := e.T1 - e.T0
 	switch {
+	case e.spanKnown() && math.Max(math.Abs(e.T0), math.Abs(e.T1)) > farOrigin*span:
+		return fmt.Sprintf("at t=%.6g %s resolves no step below 4ε·|t| = %.3g, and the solution needs smaller ones; the span [%v, %v] lies far from the time origin: "+
+			"shift it, solving from 0 to T1 − T0 = %.6g with the field's t replaced by t + T0 (an autonomous field needs no change)", e.T, arith, floor, e.T0, e.T1, span)
 	case e.Accepted+e.Rejected > 0 && math.Abs(e.H) < 0x1p-1022: // H is known when the counts are
 		return fmt.Sprintf("the step size shrank to zero: no step, however small, met the tolerance at t=%.6g, so the field's values are out of all proportion to the state there; "+
 			"look for an extreme parameter or initial value (as 1e300) or an overflow inside the field", e.T)
-	case e.spanKnown() && math.Max(math.Abs(e.T0), math.Abs(e.T1)) > farOrigin*span:
-		return fmt.Sprintf("at t=%.6g float64 resolves no step below 4ε·|t| = %.3g, and the solution needs smaller ones; the span [%v, %v] lies far from the time origin: "+
-			"shift it, solving from 0 to T1 − T0 = %.6g with the field's t replaced by t + T0 (an autonomous field needs no change)", e.T, floor, e.T0, e.T1, span)
 	case e.Y != nil && e.Y0 != nil && maxAbs(e.Y) > blowUpGrowth*math.Max(1, maxAbs(e.Y0)):
 		return fmt.Sprintf("the solution grew from max|y0| = %.3g to max|y| = %.3g: it seems to blow up near this time (a finite-time singularity near t=%.6g); "+
 			"end the span before it, or check the parameters and initial state", maxAbs(e.Y0), maxAbs(e.Y), e.T)
 	case e.spanKnown() && e.T == e.T0 && e.Accepted <= 1 && e.H < floor/2:
 		// Plan.Init makes the first step at least the floor: an engine
 		// whose first step is smaller did not advance t.
-		return fmt.Sprintf("the first step (h=%.3g) did not advance t=%.6g in float64, whose smallest step there is 4ε·|t| = %.3g; if Settings.Dt0 is set, make it larger", e.H, e.T, floor)
+		return fmt.Sprintf("the first step (h=%.3g) did not advance t=%.6g in %s, whose smallest step there is 4ε·|t| = %.3g; if Settings.Dt0 is set, make it larger", e.H, e.T, arith, floor)
 	case e.Stiff && !rosenbrockMethod(e.Method):
 		return fmt.Sprintf("the stiffness test fired on this trajectory: the problem is stiff for %s; use Rodas5P", e.Method)
 	case rosenbrockMethod(e.Method):
@@ -269,11 +282,14 @@ func roundUp(x float64, k int) float64 {
 }
 
 // describe fills in the fields the hint reads, for trajectory e.Index
-// of problem q run with settings set, from the engine's result res.
+// of problem q run with settings set on engine eng, from its result res.
 // (Y, the last accepted state, comes from the engine: Result.Y holds NaN
 // for a failed trajectory.)
-func (e *TrajectoryError) describe(q *problem, set *Settings, res *Result) {
+func (e *TrajectoryError) describe(q *problem, set *Settings, res *Result, eng Engine) {
 	i, d := e.Index, q.Field.Dim
+	if pe, ok := eng.(PrecisionEngine); ok && pe.UnitRoundoff() == 0x1p-24 {
+		e.float32 = true
+	}
 	e.T0, e.T1 = q.T0, q.t1[i]
 	e.MaxSteps, e.RelTol = set.MaxSteps, set.RelTol
 	if st := res.Stats; len(st.Accepted) > i && len(st.Rejected) > i {
