@@ -306,11 +306,18 @@ func (sv *Solver) checkRange(q *problem) error {
 		if a.name == "T1" && q.T1s != nil {
 			continue
 		}
-		for i, x := range a.x {
-			if math.Abs(x) > math.MaxFloat32 {
-				return fmt.Errorf("ode: %s: %s[%d] = %v is beyond the range of float32 (±%.4g), in which engine %s computes: it would be an infinity there; "+
-					"rescale the problem, or use a float64 engine (\"cpu\", \"cuda\")", name, a.name, i, x, math.MaxFloat32, eng)
+		// (on all cores, as finiteAll reads them: an ensemble's inputs
+		// are tens of megabytes)
+		if i := par.First(len(a.x), func(lo, hi int) int {
+			for i, x := range a.x[lo:hi] {
+				if math.Abs(x) > math.MaxFloat32 {
+					return lo + i
+				}
 			}
+			return -1
+		}); i >= 0 {
+			return fmt.Errorf("ode: %s: %s[%d] = %v is beyond the range of float32 (±%.4g), in which engine %s computes: it would be an infinity there; "+
+				"rescale the problem, or use a float64 engine (\"cpu\", \"cuda\")", name, a.name, i, a.x[i], math.MaxFloat32, eng)
 		}
 	}
 	const floor32 = 4 * 0x1p-23 // stepFloor in float32's ε
