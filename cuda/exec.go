@@ -1476,9 +1476,13 @@ func (r *run) chunk(m, rows int) (int, error) {
 		n -= 32
 	}
 	if n < 32 {
-		l := r.layout(32, rows)
-		return 0, fmt.Errorf("cuda: engine %s: 32 trajectories with %d record rows need %d bytes of device memory, %d are available: %w",
-			r.ex.name, rows, l.size, budget, ode.ErrTooLarge)
+		need := r.layout(32, rows).size
+		if lim := r.j.MemoryLimit; lim > 0 && budget == lim {
+			return 0, fmt.Errorf("cuda: engine %s: a launch of 32 trajectories (the smallest) with %d record rows needs %d bytes of device memory, more than Settings.MemoryLimit = %d bytes: %w; "+
+				"raise MemoryLimit to at least %d bytes, or set it to 0 (the device's free memory)", r.ex.name, rows, need, lim, ode.ErrTooLarge, need)
+		}
+		return 0, fmt.Errorf("cuda: engine %s: a launch of 32 trajectories (the smallest) with %d record rows needs %d bytes of device memory, but %d bytes are free for it: %w; "+
+			"free device memory (other processes or kept results: Release them), or run on the CPU engine", r.ex.name, rows, need, max(budget, 0), ode.ErrTooLarge)
 	}
 	return n, nil
 }

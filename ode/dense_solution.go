@@ -68,8 +68,11 @@ func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 	if pl.DenseStep == nil {
 		return nil, fmt.Errorf("ode: %s: SolveDense: Settings.Saves is %v: %w; use the default SaveInterpolate", sv.field.name(), sv.set.Saves, ErrNoDense)
 	}
+	// With AllowFailures, Record reports failed trajectories in their
+	// statuses and returns an error only for what made it record nothing
+	// (bad inputs, a cancelled context, an engine's failure).
 	m, sol, err := sv.Record(p)
-	if err != nil && !sv.set.AllowFailures {
+	if err != nil {
 		return nil, err
 	}
 	var stiff *Plan // the plan of the steps from Mesh.Switch on

@@ -38,7 +38,11 @@ type Engine interface {
 // (2^-53 for float64, 2^-24 for float32). NewSolver refuses a RelTol
 // below MinRelTol(u), the smallest relative tolerance that arithmetic
 // can meet, with an error naming the engine, the tolerance and that
-// minimum. An Engine without the method computes in float64.
+// minimum. On an engine with u = 2^-24 (float32) NewSolver also refuses
+// an absolute tolerance below 2^-126, and each call a problem with a
+// value beyond ±MaxFloat32 (Y0, P, Shared, the times) or a span shorter
+// than 4·2^-23·max(|T0|, |T1|), which float32 would make infinite or
+// empty. An Engine without the method computes in float64.
 type PrecisionEngine interface {
 	Engine
 	UnitRoundoff() float64

@@ -42,7 +42,12 @@ import (
 // already under the floor) the trajectory ends with TooManyEvents, as
 // past Settings.MaxEvents. Two crossings in
 // one step are seen as none, or as the first if their signs differ; a
-// step where several events cross ends at the earliest.
+// step where several events cross ends at the earliest. Events whose
+// roots fall at the same time (two doses at t = 1) do not all fire: the
+// first in Settings.Events order does, and the others' conditions, then
+// exactly 0 at the start of the next step, see no crossing (the CPU and
+// GPU engines alike); give such events one condition and one Apply that
+// does both.
 //
 // # Save times
 //
@@ -79,7 +84,8 @@ type Event struct {
 
 	// G is the condition: a traced function of the time, the state (len
 	// Dim) and the parameters (len Params + Shared, per-trajectory first),
-	// as Field.F takes them. It must depend on t, y or p.
+	// as Field.F takes them. It must depend on t or y (one of parameters
+	// alone is constant along a trajectory, so it never crosses zero).
 	G func(t tape.V, y, p []tape.V) tape.V
 
 	// Direction restricts the crossings: +1 rising only, −1 falling
@@ -215,8 +221,9 @@ func buildEvents(f *Field, evs []Event, maxEvents int) (*EventPlan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ode: %s: condition: %w", name, err)
 		}
-		if !dependsOnInputs(g) {
-			return nil, fmt.Errorf("ode: %s: the condition G depends on none of t, y and p, so it never crosses zero (or is zero everywhere); write it in terms of the time, the state or the parameters", name)
+		if !slices.Contains(inputsRead(g)[:1+d], true) {
+			return nil, fmt.Errorf("ode: %s: the condition G depends on neither t nor y, so it is constant along each trajectory and never crosses zero (or is zero from the start); "+
+				"write it in terms of the time or the state (parameters may set a threshold, as y[0] − p[0])", name)
 		}
 		gs[e] = g
 		var jump *tape.Program
@@ -268,10 +275,6 @@ func buildEvents(f *Field, evs []Event, maxEvents int) (*EventPlan, error) {
 	ep.Hash = hex.EncodeToString(h.Sum(nil))[:16]
 	return ep, nil
 }
-
-// dependsOnInputs reports whether p's output depends on one of its
-// inputs.
-func dependsOnInputs(p *tape.Program) bool { return slices.Contains(inputsRead(p), true) }
 
 // inputsRead reports, for each input of p, whether an output of p
 // depends on it.

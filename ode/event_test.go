@@ -252,7 +252,8 @@ func TestEventBadInput(t *testing.T) {
 		prob func(p *ode.Problem)
 		want string
 	}{
-		{"constant condition", ode.Settings{Events: []ode.Event{{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Const(1) }}}}, nil, "depends on none of t, y and p"},
+		{"constant condition", ode.Settings{Events: []ode.Event{{G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Const(1) }}}}, nil, "depends on neither t nor y"},
+		{"parameter-only condition", ode.Settings{Events: []ode.Event{{G: func(_ tape.V, _, p []tape.V) tape.V { return p[0] }, Terminal: true}}}, nil, "depends on neither t nor y"},
 		{"terminal with Apply", ode.Settings{Events: []ode.Event{{G: bounce.G, Apply: bounce.Apply, Terminal: true}}}, nil, "terminal and has Apply"},
 		{"other engine", ode.Settings{Events: []ode.Event{bounce}, Engine: "scalar-test"}, nil, "cannot run events"},
 		{"re-stepped saves", ode.Settings{Events: []ode.Event{bounce}, Saves: ode.SaveStep}, nil, "continuous extension"},

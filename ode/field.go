@@ -101,6 +101,16 @@ func (f *Field) check() error {
 		return fmt.Errorf("ode: field %s has Dim = %d; it must be at least 1", f.name(), f.Dim)
 	case f.Params < 0 || f.Shared < 0:
 		return fmt.Errorf("ode: field %s has negative parameter counts (Params %d, Shared %d)", f.name(), f.Params, f.Shared)
+	case f.Dim > maxFieldInputs || f.Params > maxFieldInputs || f.Shared > maxFieldInputs || f.Dim+f.Params+f.Shared > maxFieldInputs:
+		return fmt.Errorf("ode: field %s has Dim + Params + Shared = %d + %d + %d inputs, more than the %d a field's traced program may have: %w; "+
+			"check the sizes (the solvers are made for small systems: a state of thousands of components, networks of up to millions of shared weights)",
+			f.name(), f.Dim, f.Params, f.Shared, maxFieldInputs, ErrTooLarge)
 	}
 	return nil
 }
+
+// maxFieldInputs bounds Dim + Params + Shared: the trace of a field with
+// more inputs would take gigabytes before its first operation (a traced
+// value per input, and the programs built from the trace several times
+// that), and its value IDs are int32 (tape.ID).
+const maxFieldInputs = 1 << 24

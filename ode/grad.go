@@ -607,14 +607,14 @@ func stiffFailure(m *Mesh, method string, t0 float64, reached []float64) error {
 func checkGradient(g *Gradient, d, np int, known bool) error {
 	if !known {
 		if i := finiteAll(g.Y0); i >= 0 {
-			return fmt.Errorf("ode: the gradient with respect to Y0 of trajectory %d (component %d) is %v; check the field's derivatives near its solution", i/d, i%d, g.Y0[i])
+			return fmt.Errorf("ode: the gradient with respect to Y0 of trajectory %d (component %d) is %v; check the derivatives of the field and of the loss near its solution", i/d, i%d, g.Y0[i])
 		}
 		if i := finiteAll(g.P); i >= 0 {
-			return fmt.Errorf("ode: the gradient with respect to P of trajectory %d (parameter %d) is %v; check the field's derivatives near its solution", i/np, i%np, g.P[i])
+			return fmt.Errorf("ode: the gradient with respect to P of trajectory %d (parameter %d) is %v; check the derivatives of the field and of the loss near its solution", i/np, i%np, g.P[i])
 		}
 	}
 	if i := finiteAll(g.Shared); i >= 0 {
-		return fmt.Errorf("ode: the gradient with respect to Shared[%d] is %v; check the field's derivatives near the solutions", i, g.Shared[i])
+		return fmt.Errorf("ode: the gradient with respect to Shared[%d] is %v; check the derivatives of the field and of the loss near the solutions", i, g.Shared[i])
 	}
 	if math.IsNaN(g.Loss) || math.IsInf(g.Loss, 0) {
 		return fmt.Errorf("ode: the loss is %v", g.Loss)
@@ -643,7 +643,7 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 		}
 	}
 	if resident && m.Resident.Released() {
-		return fmt.Errorf("ode: mesh: its steps on engine %s have been released (Mesh.Release); record the mesh again", m.Resident.Engine())
+		return fmt.Errorf("ode: mesh: its steps on engine %s have been released (Mesh.Release): %w; record the mesh again", m.Resident.Engine(), ErrReleased)
 	}
 	method := sv.plan.Method
 	if sv.set.Method == Auto && m.Method != nil {

@@ -254,12 +254,24 @@ func (sv *Solver) lossPlanChecked(l *Loss, q *problem) (*LossPlan, error) {
 	return sv.planLoss(l, q, false, true)
 }
 
+// checkDataLen reports a DataDim that is negative or a Data whose length
+// is neither DataDim (one row) nor n·DataDim.
+func (l *Loss) checkDataLen(n int) error {
+	switch {
+	case l.DataDim < 0:
+		return fmt.Errorf("ode: loss %s: DataDim = %d is negative; it is the width of a row of Data (0 for a loss without data)", l.name(), l.DataDim)
+	case len(l.Data) != l.DataDim && len(l.Data) != n*l.DataDim:
+		return fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim)
+	}
+	return nil
+}
+
 // planLoss is lossPlan, reading Data for non-finite entries (checkData)
 // if scanData and expanding it to N rows (LossPlan.Data) if expandData.
 func (sv *Solver) planLoss(l *Loss, q *problem, scanData, expandData bool) (*LossPlan, error) {
 	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
-	if l.DataDim < 0 || (len(l.Data) != l.DataDim && len(l.Data) != n*l.DataDim) {
-		return nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim)
+	if err := l.checkDataLen(n); err != nil {
+		return nil, err
 	}
 	sh := lossShape{d: d, k: K, data: l.DataDim, p: q.Field.Params, s: q.Field.Shared}
 	// A loop passes the same loss call after call: a trace that is the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -68,8 +69,8 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 	if m != nil && (m.N != n || len(m.Status) != n || (m.Stiff != nil && len(m.Stiff) != n)) {
 		return nil, nil, fmt.Errorf("ode: mesh has %d trajectories (%d statuses), problem %d", m.N, len(m.Status), n)
 	}
-	if loss.DataDim < 0 || (len(loss.Data) != loss.DataDim && len(loss.Data) != n*loss.DataDim) {
-		return nil, nil, fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", loss.name(), len(loss.Data), loss.DataDim, n*loss.DataDim)
+	if err := loss.checkDataLen(n); err != nil {
+		return nil, nil, err
 	}
 	scale := 1.0
 	if loss.Mean {
@@ -198,7 +199,12 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 	if err != nil {
 		var nf *tape.NonFiniteError
 		if errors.As(err, &nf) && nf.Trajectory >= 0 && nf.Trajectory < q.n && !errors.Is(err, context.Canceled) {
-			e := &TrajectoryError{Index: nf.Trajectory, T: q.t1[nf.Trajectory], Status: NonFinite, Method: used.plan.Method, Failed: 1}
+			what := "its loss term"
+			if strings.HasPrefix(nf.Output, "grad") {
+				what = "the derivative of its loss term"
+			}
+			e := &TrajectoryError{Index: nf.Trajectory, T: q.t1[nf.Trajectory], Status: NonFinite, Method: used.plan.Method, Failed: 1,
+				Cause: fmt.Errorf("%s is not finite: %w", what, nf)}
 			return nil, []*TrajectoryError{e}, nil
 		}
 		return nil, nil, err
@@ -257,7 +263,7 @@ func (sv *Solver) failures(q *problem, res *Result, m *Mesh) []*TrajectoryError 
 		}
 		if res.T != nil {
 			e.T = res.T[i]
-			e.describe(q, &sv.set, res)
+			e.describe(q, &sv.set, res, sv.engine)
 			e.Y = res.LastY[i]
 		} else {
 			e.T = q.t1[i]
@@ -285,8 +291,14 @@ func nonFiniteRows(g *Gradient, q *problem, method string) []*TrajectoryError {
 	d, np := q.Field.Dim, q.Field.Params
 	var tf []*TrajectoryError
 	for i := 0; i < q.n; i++ {
-		if finiteAll(g.Y0[i*d:(i+1)*d]) >= 0 || finiteAll(g.P[i*np:(i+1)*np]) >= 0 {
-			tf = append(tf, &TrajectoryError{Index: i, T: q.t1[i], Status: NonFinite, Method: method})
+		var cause error
+		if c := finiteAll(g.Y0[i*d : (i+1)*d]); c >= 0 {
+			cause = fmt.Errorf("its gradient with respect to Y0 (component %d) is %v", c, g.Y0[i*d+c])
+		} else if c := finiteAll(g.P[i*np : (i+1)*np]); c >= 0 {
+			cause = fmt.Errorf("its gradient with respect to P (parameter %d) is %v", c, g.P[i*np+c])
+		}
+		if cause != nil {
+			tf = append(tf, &TrajectoryError{Index: i, T: q.t1[i], Status: NonFinite, Method: method, Cause: cause})
 		}
 	}
 	for _, e := range tf {

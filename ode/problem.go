@@ -812,6 +812,10 @@ func (pr *Problem) validateInto(q *problem, leave Checks) (*problem, error) {
 		case math.IsNaN(tau) || math.IsInf(tau, 0):
 			return nil, fmt.Errorf("ode: %s: SaveAt[%d] = %v is not finite", f.name(), k, tau)
 		case tau < pr.T0 || tau > q.tmin:
+			if pr.T1s != nil {
+				return nil, fmt.Errorf("ode: %s: SaveAt[%d] = %v is outside [T0, min(T1s)] = [%v, %v]: every trajectory saves at every save time, so each must reach it (trajectory %d ends at %v)",
+					f.name(), k, tau, pr.T0, q.tmin, slices.Index(pr.T1s, q.tmin), q.tmin)
+			}
 			return nil, fmt.Errorf("ode: %s: SaveAt[%d] = %v is outside [T0, T1] = [%v, %v]", f.name(), k, tau, pr.T0, q.tmin)
 		case k > 0 && tau < pr.SaveAt[k-1]:
 			return nil, fmt.Errorf("ode: %s: SaveAt is not sorted: SaveAt[%d] = %v < SaveAt[%d] = %v", f.name(), k, tau, k-1, pr.SaveAt[k-1])

@@ -124,6 +124,8 @@ func TestFailureHintsEndToEnd(t *testing.T) {
 			[]string{"non-finite state", "check the field and parameters for overflow"}},
 		{"t from 1e20", lorenz(func(p *ode.Problem) { p.T0, p.T1 = 1e20, 1e20+1e6 }), ode.Settings{},
 			[]string{"step size underflow", "4ε·|t| = 8.88e+04", "far from the time origin"}},
+		{"t from 1e300, non-finite at the smallest step", lorenz(func(p *ode.Problem) { p.T0, p.T1 = 1e300, 1.0000000000001e300 }), ode.Settings{},
+			[]string{"non-finite state", "the smallest float64 resolves at t=1e+300", "far from the time origin", "t replaced by t + T0"}},
 		{"blow-up", ode.Problem{Field: blowupField(), Y0: []float64{1}, P: []float64{1}, T1: 2}, ode.Settings{},
 			[]string{"step size underflow", "grew from max|y0| = 1", "blow up near this time"}},
 		{"blow-up, Rodas5P", ode.Problem{Field: blowupField(), Y0: []float64{1}, P: []float64{1}, T1: 2}, ode.Settings{Method: ode.Rodas5P},

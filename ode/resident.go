@@ -106,7 +106,7 @@ func (m *Mesh) Host() error {
 	}
 	r := m.Resident
 	if r.Released() {
-		return fmt.Errorf("ode: mesh: its steps were on engine %s and have been released (Mesh.Release); record the mesh again", r.Engine())
+		return fmt.Errorf("ode: mesh: its steps were on engine %s and have been released (Mesh.Release): %w; record the mesh again", r.Engine(), ErrReleased)
 	}
 	h := make([]float64, m.Rows*m.N)
 	if err := r.CopyTo(h); err != nil {
@@ -236,7 +236,7 @@ func (s *Solution) HostSaves() error {
 // is large enough) and releases them.
 func hostSaves(r ResidentSaves, ys []float64, n int) ([]float64, error) {
 	if r.Released() {
-		return nil, fmt.Errorf("ode: solution: its saved states were on engine %s and have been released (Solution.Release); solve again, and call HostSaves before Release to read them", r.Engine())
+		return nil, fmt.Errorf("ode: solution: its saved states were on engine %s and have been released (Solution.Release): %w; solve again, and call HostSaves before Release to read them", r.Engine(), ErrReleased)
 	}
 	if cap(ys) < n {
 		ys = make([]float64, n)
@@ -297,8 +297,11 @@ type ResidentGrads interface {
 
 // ErrReleased is wrapped by the error of Gradient.HostGrads where the
 // results it would copy were released (Gradient.Release, or a Grad that
-// wrote over them) before they were read. An engine's ResidentGrads.Fill
-// wraps it where the results are no longer the Result's.
+// wrote over them) before they were read, of Solution.HostSaves where
+// the saved states were (Solution.Release), and of a call given a mesh
+// whose resident steps were (Mesh.Release: Grad, Loss, Replay, Host).
+// An engine's ResidentGrads.Fill wraps it where the results are no
+// longer the Result's.
 var ErrReleased = errors.New("resident results released")
 
 // keptGrads is what Gradient.HostGrads needs to fill a Gradient whose

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sync"
@@ -85,7 +86,7 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 			return nil, fmt.Errorf("ode: %s: Method Auto does not run events yet: choose Tsit5, Vern7, Rodas5P or Rosenbrock23", f.name())
 		}
 	}
-	if err := checkPrecision(&f, eng, set.RelTol); err != nil {
+	if err := checkPrecision(&f, eng, &set); err != nil {
 		return nil, err
 	}
 	ex, err := eng.Prepare(pl)
@@ -102,16 +103,32 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 }
 
 // checkPrecision refuses a relative tolerance below what the engine's
-// arithmetic can meet (see PrecisionEngine).
-func checkPrecision(f *Field, eng Engine, rtol float64) error {
+// arithmetic can meet (see PrecisionEngine) and, on an engine that
+// computes in float32 (u = 2^-24), an absolute tolerance below float32's
+// smallest normal number, 2^-126 (float32 would make it 0, or nearly:
+// the error of a component at 0 would then be divided by 0).
+func checkPrecision(f *Field, eng Engine, set *Settings) error {
 	pe, ok := eng.(PrecisionEngine)
 	if !ok {
 		return nil
 	}
-	u := pe.UnitRoundoff()
+	u, rtol := pe.UnitRoundoff(), set.RelTol
 	if floor := MinRelTol(u); !(rtol >= floor) {
 		return fmt.Errorf("ode: %s: RelTol = %v is below %.2g, the smallest relative tolerance engine %s can meet (its arithmetic rounds by up to u = %.2g; RelTol must be at least MinRelTol(u)); "+
 			"use RelTol ≥ %.2g, or a float64 engine (\"cpu\", \"cuda\") for tighter tolerances", f.name(), rtol, floor, eng.Name(), u, floor)
+	}
+	if u != 0x1p-24 {
+		return nil
+	}
+	for c := range f.Dim {
+		if a := set.absTol(c); a < 0x1p-126 {
+			what := "AbsTol"
+			if set.AbsTols != nil {
+				what = fmt.Sprintf("AbsTols[%d]", c)
+			}
+			return fmt.Errorf("ode: %s: %s = %v is below 2^-126 = %.3g, the smallest normal float32, in which engine %s computes (it would be 0 there, or nearly, and a component at 0 would divide its error by 0); "+
+				"use %s ≥ 1e-30 (1e-30 is as purely relative), or a float64 engine (\"cpu\", \"cuda\")", f.name(), what, a, 0x1p-126, eng.Name(), what)
+		}
 	}
 	return nil
 }
@@ -249,7 +266,10 @@ func (sv *Solver) checkProblemLeaving(p *Problem, leave Checks) (*problem, error
 	if err != nil {
 		return nil, err
 	}
-	return q.Problem.checkInto(q, &sv.expanded, leave)
+	if q, err = q.Problem.checkInto(q, &sv.expanded, leave); err != nil {
+		return nil, err
+	}
+	return q, sv.checkRange(q)
 }
 
 // validateProblem makes the checks of checkProblem without expanding the
@@ -259,13 +279,70 @@ func (sv *Solver) validateProblem(p *Problem) (*problem, error) {
 	if err != nil {
 		return nil, err
 	}
-	return q.Problem.validateInto(q, 0)
+	if q, err = q.Problem.validateInto(q, 0); err != nil {
+		return nil, err
+	}
+	return q, sv.checkRange(q)
+}
+
+// checkRange refuses, on an engine that computes in float32 (a
+// PrecisionEngine with u = 2^-24), a validated problem that float32
+// cannot hold although float64 can: a value of Y0, P, Shared, T0, the
+// end times or SaveAt beyond ±MaxFloat32 (float32 turns it into an
+// infinity), or a span shorter than the smallest step float32 resolves
+// at its times, 4·2^-23·max(|T0|, |T1|) (its end time rounds onto its
+// start, or nearly: no step could be taken). On other engines it does
+// nothing.
+func (sv *Solver) checkRange(q *problem) error {
+	pe, ok := sv.engine.(PrecisionEngine)
+	if !ok || pe.UnitRoundoff() != 0x1p-24 {
+		return nil
+	}
+	name, eng := sv.field.name(), sv.engine.Name()
+	for _, a := range []struct {
+		name string
+		x    []float64
+	}{{"Y0", q.Y0}, {"P", q.P}, {"Shared", q.Shared}, {"T0", []float64{q.T0}}, {"T1", []float64{q.T1}}, {"T1s", q.T1s}, {"SaveAt", q.SaveAt}} {
+		if a.name == "T1" && q.T1s != nil {
+			continue
+		}
+		// (on all cores, as finiteAll reads them: an ensemble's inputs
+		// are tens of megabytes)
+		if i := par.First(len(a.x), func(lo, hi int) int {
+			for i, x := range a.x[lo:hi] {
+				if math.Abs(x) > math.MaxFloat32 {
+					return lo + i
+				}
+			}
+			return -1
+		}); i >= 0 {
+			return fmt.Errorf("ode: %s: %s[%d] = %v is beyond the range of float32 (±%.4g), in which engine %s computes: it would be an infinity there; "+
+				"rescale the problem, or use a float64 engine (\"cpu\", \"cuda\")", name, a.name, i, a.x[i], math.MaxFloat32, eng)
+		}
+	}
+	const floor32 = 4 * 0x1p-23 // stepFloor in float32's ε
+	for i := range q.n {
+		t1 := q.T1
+		if q.T1s != nil {
+			t1 = q.T1s[i]
+		} else if i > 0 {
+			break
+		}
+		if tmax := math.Max(math.Abs(q.T0), math.Abs(t1)); t1-q.T0 < floor32*tmax {
+			return fmt.Errorf("ode: %s: the span [T0, T1] = [%v, %v] of trajectory %d is %.3g long, shorter than the smallest step float32, in which engine %s computes, resolves at those times (4·2^-23·max(|T0|, |T1|) = %.3g); "+
+				"shift the time origin (solve from 0 to T1 − T0 with the field's t replaced by t + T0), or use a float64 engine (\"cpu\", \"cuda\")", name, q.T0, t1, i, t1-q.T0, eng, floor32*tmax)
+		}
+	}
+	return nil
 }
 
 // withField returns a problem (not yet checked: see Problem.checkInto)
 // whose Problem is a copy of p with the solver's field, both in one
 // allocation, or an error if p's field is not the solver's.
 func (sv *Solver) withField(p *Problem) (*problem, error) {
+	if p == nil {
+		return nil, fmt.Errorf("ode: the problem is nil; pass a *Problem of field %s", sv.field.name())
+	}
 	f, g := &sv.field, &p.Field
 	if f.Dim != g.Dim || f.Params != g.Params || f.Shared != g.Shared {
 		return nil, fmt.Errorf("ode: problem field %s (Dim %d, Params %d, Shared %d) does not match the solver's %s (Dim %d, Params %d, Shared %d)",
@@ -788,7 +865,7 @@ func (sv *Solver) failure(q *problem, res *Result, status []Status, method strin
 		te.Method = sv.methodAt(res, te.Index, method)
 	}
 	if te, ok := err.(*TrajectoryError); ok && res.T != nil {
-		te.describe(q, &sv.set, res)
+		te.describe(q, &sv.set, res, sv.engine)
 		te.Y = res.LastY[te.Index]
 	}
 	return err

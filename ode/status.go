@@ -89,10 +89,23 @@ type TrajectoryError struct {
 	Stiff              bool      // the stiffness test of an explicit method fired on it
 	Y0                 []float64 // its initial state [Dim]
 	Y                  []float64 // its last accepted state [Dim], at T
+
+	// float32 says the engine computed in float32 (a PrecisionEngine
+	// with u = 2^-24), whose resolution of t the hints then name.
+	float32 bool
+
+	// Cause, if not nil, is what was not finite in a trajectory whose
+	// solve ended well (Status NonFinite from Solver.GradPartial): its
+	// loss term (a *tape.NonFiniteError naming the operation) or its
+	// rows of the gradient. The message then names it, not the state.
+	Cause error
 }
 
 func (e *TrajectoryError) Error() string {
 	s := fmt.Sprintf("ode: trajectory %d stopped at t=%.6g (h=%.3g, %s): %v", e.Index, e.T, e.H, e.Method, e.Status)
+	if e.Cause != nil {
+		s = fmt.Sprintf("ode: trajectory %d reached t=%.6g (%s), but %v", e.Index, e.T, e.Method, e.Cause)
+	}
 	if e.Status == Stiff {
 		s = fmt.Sprintf("ode: trajectory %d reached t=%.6g but is stiff for %s: no gradient", e.Index, e.T, e.Method)
 		if e.spanKnown() && e.T < e.T1 {
@@ -114,6 +127,11 @@ func (e *TrajectoryError) Error() string {
 
 // Unwrap returns the sentinel error of the status.
 func (e *TrajectoryError) Unwrap() error { return e.Status.Err() }
+
+// causeHint is the advice of a TrajectoryError with a Cause: the solve
+// ended well, so the loss or a derivative is at fault.
+const causeHint = "its solve ended well, so look at the loss (Loss.F or FP) and at the derivatives of the loss and the field near its solution: " +
+	"division by zero, log or square root of a negative number (or a square root at 0, whose derivative is infinite), overflow"
 
 // rosenbrockMethod reports whether the method called name is one of the
 // built-in stiff (Rosenbrock) methods.
@@ -139,7 +157,12 @@ const farSpan = 1e3
 // hint returns the advice of the error's message: the likely cause, from
 // what the error knows, and the fix.
 func (e *TrajectoryError) hint() string {
+	if e.Cause != nil {
+		return causeHint
+	}
 	switch e.Status {
+	case NonFinite:
+		return e.nonFiniteHint()
 	case StepSizeUnderflow:
 		return e.underflowHint()
 	case MaxStepsReached:
@@ -160,23 +183,48 @@ func maxAbs(x []float64) float64 {
 	return m
 }
 
+// nonFiniteHint names, beside the status's general advice, a span far
+// from the time origin when the step that made the state non-finite was
+// the smallest step float64 resolves there: no smaller step could be
+// tried, so the field, finite at the state, may have been stepped past
+// its time scale.
+func (e *TrajectoryError) nonFiniteHint() string {
+	tmax := math.Max(math.Abs(e.T0), math.Abs(e.T1))
+	span := e.T1 - e.T0
+	if arith, floor := e.arithmetic(tmax); e.spanKnown() && tmax > farOrigin*span && e.H > 0 && e.H <= 1.1*floor {
+		return fmt.Sprintf("the step that made it non-finite (h=%.3g) was the smallest %s resolves at t=%.6g (4ε·|t|), as the span [%v, %v] lies far from the time origin, "+
+			"so the field may be stepped past its time scale: shift the span, solving from 0 to T1 − T0 = %.6g with the field's t replaced by t + T0 (an autonomous field needs no change); "+
+			"else %s", e.H, arith, e.T, e.T0, e.T1, span, statusTable[NonFinite].hint)
+	}
+	return statusTable[NonFinite].hint
+}
+
+// arithmetic returns the name of the arithmetic the trajectory ran in and
+// the smallest step it resolves at |t| (4ε·|t|, ε its machine epsilon).
+func (e *TrajectoryError) arithmetic(t float64) (string, float64) {
+	if e.float32 {
+		return "float32", 4 * 0x1p-23 * math.Abs(t)
+	}
+	return "float64", minStep(math.Abs(t))
+}
+
 func (e *TrajectoryError) underflowHint() string {
-	floor := minStep(math.Abs(e.T))
+	arith, floor := e.arithmetic(e.T)
 	span := e.T1 - e.T0
 	switch {
+	case e.spanKnown() && math.Max(math.Abs(e.T0), math.Abs(e.T1)) > farOrigin*span:
+		return fmt.Sprintf("at t=%.6g %s resolves no step below 4ε·|t| = %.3g, and the solution needs smaller ones; the span [%v, %v] lies far from the time origin: "+
+			"shift it, solving from 0 to T1 − T0 = %.6g with the field's t replaced by t + T0 (an autonomous field needs no change)", e.T, arith, floor, e.T0, e.T1, span)
 	case e.Accepted+e.Rejected > 0 && math.Abs(e.H) < 0x1p-1022: // H is known when the counts are
 		return fmt.Sprintf("the step size shrank to zero: no step, however small, met the tolerance at t=%.6g, so the field's values are out of all proportion to the state there; "+
 			"look for an extreme parameter or initial value (as 1e300) or an overflow inside the field", e.T)
-	case e.spanKnown() && math.Max(math.Abs(e.T0), math.Abs(e.T1)) > farOrigin*span:
-		return fmt.Sprintf("at t=%.6g float64 resolves no step below 4ε·|t| = %.3g, and the solution needs smaller ones; the span [%v, %v] lies far from the time origin: "+
-			"shift it, solving from 0 to T1 − T0 = %.6g with the field's t replaced by t + T0 (an autonomous field needs no change)", e.T, floor, e.T0, e.T1, span)
 	case e.Y != nil && e.Y0 != nil && maxAbs(e.Y) > blowUpGrowth*math.Max(1, maxAbs(e.Y0)):
 		return fmt.Sprintf("the solution grew from max|y0| = %.3g to max|y| = %.3g: it seems to blow up near this time (a finite-time singularity near t=%.6g); "+
 			"end the span before it, or check the parameters and initial state", maxAbs(e.Y0), maxAbs(e.Y), e.T)
 	case e.spanKnown() && e.T == e.T0 && e.Accepted <= 1 && e.H < floor/2:
 		// Plan.Init makes the first step at least the floor: an engine
 		// whose first step is smaller did not advance t.
-		return fmt.Sprintf("the first step (h=%.3g) did not advance t=%.6g in float64, whose smallest step there is 4ε·|t| = %.3g; if Settings.Dt0 is set, make it larger", e.H, e.T, floor)
+		return fmt.Sprintf("the first step (h=%.3g) did not advance t=%.6g in %s, whose smallest step there is 4ε·|t| = %.3g; if Settings.Dt0 is set, make it larger", e.H, e.T, arith, floor)
 	case e.Stiff && !rosenbrockMethod(e.Method):
 		return fmt.Sprintf("the stiffness test fired on this trajectory: the problem is stiff for %s; use Rodas5P", e.Method)
 	case rosenbrockMethod(e.Method):
@@ -234,11 +282,14 @@ func roundUp(x float64, k int) float64 {
 }
 
 // describe fills in the fields the hint reads, for trajectory e.Index
-// of problem q run with settings set, from the engine's result res.
+// of problem q run with settings set on engine eng, from its result res.
 // (Y, the last accepted state, comes from the engine: Result.Y holds NaN
 // for a failed trajectory.)
-func (e *TrajectoryError) describe(q *problem, set *Settings, res *Result) {
+func (e *TrajectoryError) describe(q *problem, set *Settings, res *Result, eng Engine) {
 	i, d := e.Index, q.Field.Dim
+	if pe, ok := eng.(PrecisionEngine); ok && pe.UnitRoundoff() == 0x1p-24 {
+		e.float32 = true
+	}
 	e.T0, e.T1 = q.T0, q.t1[i]
 	e.MaxSteps, e.RelTol = set.MaxSteps, set.RelTol
 	if st := res.Stats; len(st.Accepted) > i && len(st.Rejected) > i {

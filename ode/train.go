@@ -139,6 +139,9 @@ func (sv *Solver) NewTrainer(p *Problem, loss Loss, spec *TrainSpec) (Trainer, e
 	if loss.Reg != nil {
 		return nil, fmt.Errorf("ode: loss %s has a Reg term, which is evaluated on the host: %w", loss.name(), ErrNoTrainer)
 	}
+	if spec == nil {
+		return nil, fmt.Errorf("ode: NewTrainer: the TrainSpec is nil; give the layout of the fitted values")
+	}
 	q, err := sv.checkInputs(p, nil, sv.leaveChecks(nil)&CheckFinite)
 	if err != nil {
 		return nil, err

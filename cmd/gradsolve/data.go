@@ -143,7 +143,7 @@ func readObservations(r io.Reader, dim, n int, lim limits) (ob *observations, no
 			missing++
 		}
 		if n == maxI+1 {
-			return nil, nil, fmt.Errorf("line %d: trajectory %d, but trajectory %d has no row (the %s of the file are numbered 0 to n − 1, n = %d, and each has a row)", maxLine, maxI, missing, count(len(seen), "trajectory"), n)
+			return nil, nil, fmt.Errorf("line %d: trajectory %d, but trajectory %d has no row (the trajectories are numbered 0 to n − 1, each with a row; the largest index makes n = %d, and the file has rows of %s)", maxLine, maxI, missing, n, count(len(seen), "trajectory"))
 		}
 		return nil, nil, fmt.Errorf("trajectory %d has no row (-n %d: the trajectories are numbered 0 to %d, and each has a row)", missing, n, n-1)
 	}

@@ -184,6 +184,7 @@ func TestFitDataErrors(t *testing.T) {
 		{"traj,t,x,v\n0,0.5,1,2,3\n", "line 2"},
 		{"# comment\ntraj,t,x,v\n0,0.5,1,2\n0,0.5,1,x\n", "line 4"},
 		{"traj,t,x,v\n0,0.5,1,2\n2,0.5,1,2\n", "trajectory 1"},
+		{"traj,t,x,v\n1,0.5,1,2\n", "trajectory 0 has no row (the trajectories are numbered 0 to n − 1, each with a row; the largest index makes n = 2, and the file has rows of 1 trajectory)"},
 		{"traj,t,x,v\n", "no observations"},
 		{"", "no observations"},
 		{"traj,t,x,v\n0,0.5,,\n", "no observed value"},

@@ -1,0 +1,143 @@
+package ode_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// Tests of inputs a demanding user gives by mistake (session 50's audit):
+// each class returns an error that names the problem, never a panic or a
+// misleading message.
+
+// TestSolveDenseInputErrors checks that SolveDense returns the error of an
+// input that makes the record fail as a whole (a field the solver was not
+// made with, a non-finite end time, an Y0 of the wrong length), with and
+// without AllowFailures: with it, only failed trajectories are statuses.
+func TestSolveDenseInputErrors(t *testing.T) {
+	t.Parallel()
+	decay := ode.Field{Name: "decay", Dim: 1, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{p[0].Mul(y[0]).Neg()} }}
+	other := decay
+	other.F = func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{p[0].Sqrt().Mul(y[0])} }
+	good := ode.Problem{Field: decay, N: 2, Y0: []float64{1}, P: []float64{1}, T1: 1}
+	cases := []struct {
+		name string
+		mod  func(p *ode.Problem)
+		want string
+	}{
+		{"other field", func(p *ode.Problem) { p.Field = other }, "traced programs differ"},
+		{"NaN end time", func(p *ode.Problem) { p.T1 = math.NaN() }, "end time NaN"},
+		{"Y0 length", func(p *ode.Problem) { p.Y0 = []float64{1, 2, 3} }, "len(Y0) = 3"},
+		{"non-finite P", func(p *ode.Problem) { p.P = []float64{math.Inf(1)} }, "P[0] = +Inf is not finite"},
+	}
+	for _, allow := range []bool{false, true} {
+		sv, err := ode.NewSolver(decay, &ode.Settings{AllowFailures: allow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cases {
+			p := good
+			c.mod(&p)
+			var ds *ode.DenseSolution
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Errorf("%s (AllowFailures %t): SolveDense panicked: %v", c.name, allow, r)
+					}
+				}()
+				ds, err = sv.SolveDense(&p)
+			}()
+			if ds != nil || err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s (AllowFailures %t): got %v, %v; want an error containing %q", c.name, allow, ds, err, c.want)
+			}
+		}
+	}
+}
+
+// TestGradPartialCauseNamed checks the failures GradPartial reports for
+// trajectories whose solve ended well but whose loss term or gradient
+// rows are not finite: each is NonFinite (errors.Is ErrNonFinite) and its
+// message names the loss term or the gradient, not the state.
+func TestGradPartialCauseNamed(t *testing.T) {
+	t.Parallel()
+	// y0' = −√p0·y0, y1' = 0: the state stays finite for p0 ≥ 0 whatever
+	// the loss; at p0 = 0 its derivative with respect to p0 is infinite.
+	f := ode.Field{Name: "decay", Dim: 2, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Sqrt().Mul(y[0]).Neg(), y[1].Const(0)}
+	}}
+	cases := []struct {
+		name string
+		loss ode.Loss
+		y0   []float64 // trajectory 1's y0; trajectory 0 is (1, 1)
+		p    float64   // trajectory 1's p0; trajectory 0's is 1
+		want string
+	}{
+		{"loss term NaN", ode.Loss{Name: "log", F: func(y, _, _ []tape.V) tape.V { return y[1].Log() }}, []float64{1, -1}, 1, "its loss term is not finite"},
+		{"loss derivative infinite", ode.Loss{Name: "sqrt", F: func(y, _, _ []tape.V) tape.V { return y[1].Sqrt().Add(y[0]) }}, []float64{1, 0}, 1, "the derivative of its loss term is not finite"},
+		{"gradient row infinite", ode.Loss{Name: "y0", F: func(y, _, _ []tape.V) tape.V { return y[0] }}, []float64{1, 1}, 0, "its gradient with respect to P (parameter 0) is"},
+	}
+	sv, err := ode.NewSolver(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		p := ode.Problem{Field: f, Y0: append([]float64{1, 1}, c.y0...), P: []float64{1, c.p}}
+		p.T1 = 1
+		g, fails, err := sv.GradPartial(context.Background(), nil, &p, c.loss, nil, nil)
+		if err != nil || g == nil || len(fails) != 1 || fails[0].Index != 1 {
+			t.Fatalf("%s: GradPartial: %v, %v, %v; want trajectory 1 to fail alone", c.name, g, fails, err)
+		}
+		e := fails[0]
+		msg := e.Error()
+		if !errors.Is(e, ode.ErrNonFinite) || !strings.Contains(msg, c.want) || strings.Contains(msg, "non-finite state") || !strings.Contains(msg, "loss") {
+			t.Errorf("%s: failure %q (status %v); want NonFinite naming %q and the loss, not the state", c.name, msg, e.Status, c.want)
+		}
+	}
+}
+
+// TestNilProblem checks that every Solver method taking a *Problem
+// returns an error naming it when given nil, and that NewTrainer does for
+// a nil TrainSpec, instead of a nil-pointer panic.
+func TestNilProblem(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "decay", Dim: 1, F: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].Neg()} }}
+	sv, err := ode.NewSolver(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	loss := ode.SumSquares()
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"Solve", func() error { _, err := sv.Solve(nil); return err }},
+		{"SolveContext", func() error { _, err := sv.SolveContext(ctx, nil); return err }},
+		{"SolveTo", func() error { _, err := sv.SolveTo(nil, nil); return err }},
+		{"Record", func() error { _, _, err := sv.Record(nil); return err }},
+		{"Grad", func() error { _, err := sv.Grad(nil, nil, loss, nil); return err }},
+		{"GradPartial", func() error { _, _, err := sv.GradPartial(ctx, nil, nil, loss, nil, nil); return err }},
+		{"Replay", func() error { _, err := sv.Replay(nil, &ode.Mesh{}); return err }},
+		{"Loss", func() error { _, _, err := sv.Loss(nil, loss, nil); return err }},
+		{"CheckLoss", func() error { return sv.CheckLoss(nil, loss) }},
+		{"SolveDense", func() error { _, err := sv.SolveDense(nil); return err }},
+	} {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s(nil problem) panicked: %v", c.name, r)
+				}
+			}()
+			err = c.call()
+		}()
+		if err == nil || !strings.Contains(err.Error(), "the problem is nil") {
+			t.Errorf("%s(nil problem): error %v, want one saying the problem is nil", c.name, err)
+		}
+	}
+}
