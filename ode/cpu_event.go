@@ -865,19 +865,20 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 		if err := v.stepRev.Run(out, in, m); err != nil {
 			return err
 		}
-		// The save times on the step: y itself at its start, else the
-		// extension at θ = (τ − t)/h, which moves with t and h.
+		// The save times on the step: the extension at θ = (τ − t)/h,
+		// which moves with t and h; at θ = 0 (τ = t, a save time at
+		// an event time or at a mesh point after one) its value is y
+		// itself, but t still moves with the events before it while τ
+		// stays: the reverse there gives ȳ and θ̄ = bar·w_1, so
+		// t̄ −= bar·w_1/h (y' at t, on the extension), as for θ > 0.
 		for k, i := range act {
 			for ; sc[i] >= 0 && where[i*K+sc[i]] == s; sc[i]-- {
 				x := sc[i]
 				bar := tapbar[(i*K+x)*d : (i*K+x+1)*d]
-				if ts[x] <= tc[k] {
-					for c := 0; c < d; c++ {
-						yb[c][k] += bar[c]
-					}
-					continue
+				theta := 0.0
+				if ts[x] > tc[k] {
+					theta = (ts[x] - tc[k]) / hc[k]
 				}
-				theta := (ts[x] - tc[k]) / hc[k]
 				in := [][]float64{one(tc, k), one(hc, k)}
 				for c := 0; c < d; c++ {
 					in = append(in, one(yc[c], k))

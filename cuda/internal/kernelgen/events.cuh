@@ -366,18 +366,16 @@ GS_DEVICE bool gs_ev_jumprev(int e, const gs_real* sh, gs_real t, const gs_real*
     }
     gs_a_steprev(sh, ts, h, ys, p, lam, rb);
 {{- if .Saves}}
-    // The save times on the step, from the last (ode's eventGrad): the
-    // state itself at its start, else its extension at theta = (tau - t)/h,
-    // which moves with t and h (the step's own size: h* on an event step).
+    // The save times on the step, from the last (ode's eventGrad): its
+    // extension at theta = (tau - t)/h, which moves with t and h (the
+    // step's own size: h* on an event step); at theta = 0 (tau = t: a
+    // save time at an event time) the state itself, whose t still moves
+    // with the events before it while tau stays (t̄ gets -bar.w_1/h).
     while (kq > 0 && a.tapstep[(long long)(kq - 1) * n + i] == s) {
       kq--;
       gs_real bar[GS_D];
       for (int c = 0; c < GS_D; c++) bar[c] = a.tb[((long long)kq * GS_D + c) * n + i];
-      if (a.saveat[kq] <= ts) {
-        for (int c = 0; c < GS_D; c++) rb[2 + c] += bar[c];
-        continue;
-      }
-      const gs_real theta = (a.saveat[kq] - ts) / h;
+      const gs_real theta = a.saveat[kq] > ts ? (a.saveat[kq] - ts) / h : (gs_real)0;
       gs_real sv[GS_EV_CG + 1];
       gs_a_saverev(sh, ts, h, ys, p, theta, bar, sv);
       const gs_real thb = sv[GS_EV_CG];

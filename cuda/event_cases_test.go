@@ -1,0 +1,109 @@
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
+	"github.com/gradsolve-go/gradsolve/tape"
+)
+
+// More event cases on the engine against the CPU (ode's event_cases_test
+// checks them against closed forms): save times exactly at event times,
+// two conditions of which one is terminal, a jump into another component,
+// per-trajectory parameters and ensembles that are no multiple of a warp.
+
+// timedDoseCase is y' = −k·y with a dose of 1 at t = td (an event on
+// time), td per trajectory, three of four at a save time; the loss is
+// the sum of the saved states and the final one, whose gradient with
+// respect to td runs through the saves read at the event times (θ = 0 of
+// the step after each event, whose start moves with it).
+func timedDoseCase(m ode.Method) engineCase {
+	f := ode.Field{Name: "decay", Dim: 1, Params: 2, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0])}
+	}}
+	ev := ode.Event{Name: "dose", Direction: 1, G: func(tt tape.V, _, p []tape.V) tape.V { return tt.Sub(p[1]) },
+		Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].AddC(1)} }}
+	tds := []float64{0.3, 1, 1.5, 1.75}
+	y0, p := make([]float64, len(tds)), make([]float64, 2*len(tds))
+	for i, td := range tds {
+		y0[i], p[2*i], p[2*i+1] = 1+0.1*float64(i), 0.7, td
+	}
+	return engineCase{
+		name: "timed-dose-" + m.Name(),
+		prob: ode.Problem{Field: f, N: len(tds), Y0: y0, P: p, T1: 2, SaveAt: []float64{0.5, 1, 1.25, 1.5, 1.75}},
+		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}},
+		loss: ode.Loss{Name: "all", F: func(y, ys, _ []tape.V) tape.V {
+			s := y[0]
+			for _, v := range ys {
+				s = s.Add(v)
+			}
+			return s
+		}},
+		tol: 1e-11,
+	}
+}
+
+// pkDoseCase is a two-compartment pharmacokinetic model, gut a and
+// central c: a' = −ka·a, c' = ka·a − ke·c, p = (ka, ke, D, Tend) per
+// trajectory; event "dose" (c falls to 0.3) puts D into the gut (a jump
+// of the other component), event "stop" (t reaches Tend) is terminal.
+// n = 37: no multiple of a warp.
+func pkDoseCase(n int, m ode.Method) engineCase {
+	f := ode.Field{Name: "pk2", Dim: 2, Params: 4, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0]), p[0].Mul(y[0]).Sub(p[1].Mul(y[1]))}
+	}}
+	evs := []ode.Event{
+		{Name: "dose", Direction: -1, G: func(_ tape.V, y, _ []tape.V) tape.V { return y[1].AddC(-0.3) },
+			Apply: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{y[0].Add(p[2]), y[1]} }},
+		{Name: "stop", Direction: 1, Terminal: true, G: func(tt tape.V, _, p []tape.V) tape.V { return tt.Sub(p[3]) }},
+	}
+	rng := rand.New(rand.NewPCG(11, 11))
+	y0, p := make([]float64, 2*n), make([]float64, 4*n)
+	for i := 0; i < n; i++ {
+		y0[2*i+1] = 1 + rng.Float64()
+		p[4*i], p[4*i+1], p[4*i+2], p[4*i+3] = 1+rng.Float64(), 0.2+0.3*rng.Float64(), 0.5+rng.Float64(), 8+4*rng.Float64()
+	}
+	return engineCase{
+		name: "pk-dose-" + m.Name(),
+		prob: ode.Problem{Field: f, N: n, Y0: y0, P: p, T1: 15},
+		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: evs},
+		loss: ode.SumSquares(),
+		tol:  1e-10,
+	}
+}
+
+// TestHostEventCases runs the timed doses and the two-compartment doses
+// on the host engine against the CPU, and the timed doses' gradient
+// against the closed form y(τ) = y0·e^{−kτ} + [τ ≥ td]·e^{−k(τ−td)}
+// (d/d td = k·e^{−k(τ−td)} on the branch after the dose, the one a save
+// at the dose time reads).
+func TestHostEventCases(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	for _, c := range []engineCase{timedDoseCase(ode.Tsit5), timedDoseCase(ode.Rodas5P), pkDoseCase(37, ode.Tsit5)} {
+		t.Run(c.name, func(t *testing.T) {
+			compareEngines(t, "cuda-host", c, eventOps)
+			if c.prob.Field.Name != "decay" {
+				return
+			}
+			g, err := c.solver(t, "cuda-host").Grad(nil, &c.prob, c.loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < c.prob.N; i++ {
+				k, td := c.prob.P[2*i], c.prob.P[2*i+1]
+				want := 0.0
+				for _, tau := range append([]float64{c.prob.T1}, c.prob.SaveAt...) {
+					if tau >= td {
+						want += k * math.Exp(-k*(tau-td))
+					}
+				}
+				if got := g.P[2*i+1]; math.Abs(got-want) > 1e-8*want {
+					t.Errorf("td %v: ∂L/∂td = %.12g, closed form %.12g", td, got, want)
+				}
+			}
+		})
+	}
+}
