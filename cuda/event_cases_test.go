@@ -15,24 +15,30 @@ import (
 // per-trajectory parameters and ensembles that are no multiple of a warp.
 
 // timedDoseCase is y' = −k·y with a dose of 1 at t = td (an event on
-// time), td per trajectory, three of four at a save time; the loss is
-// the sum of the saved states and the final one, whose gradient with
-// respect to td runs through the saves read at the event times (θ = 0 of
-// the step after each event, whose start moves with it).
-func timedDoseCase(m ode.Method) engineCase {
+// time), td per trajectory, three of five at a save time and one at T1;
+// the loss is the sum of the saved states and the final one, whose
+// gradient with respect to td runs through the saves read at the event
+// times (θ = 0 of the step after each event, whose start moves with it)
+// and the final state at an event at T1 (read at T1, which does not move).
+// With stop, the event is terminal (no dose), at 1 (a save time), 1.5,
+// 1.75 and 2, and the save at its time is read at that fixed time too.
+func timedDoseCase(m ode.Method, stop bool) engineCase {
 	f := ode.Field{Name: "decay", Dim: 1, Params: 2, F: func(_ tape.V, y, p []tape.V) []tape.V {
 		return []tape.V{p[0].Neg().Mul(y[0])}
 	}}
 	ev := ode.Event{Name: "dose", Direction: 1, G: func(tt tape.V, _, p []tape.V) tape.V { return tt.Sub(p[1]) },
 		Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].AddC(1)} }}
-	tds := []float64{0.3, 1, 1.5, 1.75}
+	tds, saveAt, name := []float64{0.3, 1, 1.5, 1.75, 2}, []float64{0.5, 1, 1.25, 1.5, 1.75}, "timed-dose-"
+	if stop {
+		ev.Apply, ev.Terminal, tds, saveAt, name = nil, true, tds[1:], saveAt[:2], "timed-stop-"
+	}
 	y0, p := make([]float64, len(tds)), make([]float64, 2*len(tds))
 	for i, td := range tds {
 		y0[i], p[2*i], p[2*i+1] = 1+0.1*float64(i), 0.7, td
 	}
 	return engineCase{
-		name: "timed-dose-" + m.Name(),
-		prob: ode.Problem{Field: f, N: len(tds), Y0: y0, P: p, T1: 2, SaveAt: []float64{0.5, 1, 1.25, 1.5, 1.75}},
+		name: name + m.Name(),
+		prob: ode.Problem{Field: f, N: len(tds), Y0: y0, P: p, T1: 2, SaveAt: saveAt},
 		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}},
 		loss: ode.Loss{Name: "all", F: func(y, ys, _ []tape.V) tape.V {
 			s := y[0]
@@ -82,10 +88,10 @@ func pkDoseCase(n int, m ode.Method) engineCase {
 func TestHostEventCases(t *testing.T) {
 	needHost(t)
 	t.Parallel()
-	for _, c := range []engineCase{timedDoseCase(ode.Tsit5), timedDoseCase(ode.Rodas5P), pkDoseCase(37, ode.Tsit5)} {
+	for _, c := range []engineCase{timedDoseCase(ode.Tsit5, false), timedDoseCase(ode.Rodas5P, false), timedDoseCase(ode.Vern7, true), pkDoseCase(37, ode.Tsit5)} {
 		t.Run(c.name, func(t *testing.T) {
 			compareEngines(t, "cuda-host", c, eventOps)
-			if c.prob.Field.Name != "decay" {
+			if c.prob.Field.Name != "decay" || c.set.Events[0].Terminal {
 				return
 			}
 			g, err := c.solver(t, "cuda-host").Grad(nil, &c.prob, c.loss, nil)

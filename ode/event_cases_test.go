@@ -48,7 +48,7 @@ func TestEventSaveAtEventTimeGrad(t *testing.T) {
 	f, ev := timedDose()
 	const k, T = 0.7, 2.0
 	saveAt := []float64{0.5, 1, 1.25, 1.5, 1.75}
-	tds := []float64{0.3, 1, 1.5, 1.75} // the last three: at a save time
+	tds := []float64{0.3, 1, 1.5, 1.75, 2} // at a save time, then at T1
 	n := len(tds)
 	y0, p := make([]float64, n), make([]float64, 2*n)
 	for i, td := range tds {
@@ -96,5 +96,48 @@ func TestEventSaveAtEventTimeGrad(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEventSaveAtTerminalTimeGrad checks the gradient of a save time
+// exactly at a terminal event (a stop at t = te, te per trajectory, some
+// at a save time): y' = −k·y, the loss the saves and the final state.
+// The final state is the state at the event and moves with it,
+// d y(te)/d te = −k·y(te); a save at a fixed τ = te reads the same value
+// but on the branch where the trajectory reaches τ (te ≥ τ) it does not
+// move with te: its derivative is 0, not −k·y.
+func TestEventSaveAtTerminalTimeGrad(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "decay", Dim: 1, Params: 2, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0])}
+	}}
+	ev := ode.Event{Name: "stop", Direction: 1, Terminal: true, G: func(tt tape.V, _, p []tape.V) tape.V { return tt.Sub(p[1]) }}
+	const k = 0.7
+	saveAt := []float64{0.5, 1, 1.5}
+	tes := []float64{0.75, 1, 1.5, 2}
+	n := len(tes)
+	y0, p := make([]float64, n), make([]float64, 2*n)
+	for i, te := range tes {
+		y0[i], p[2*i], p[2*i+1] = 1+0.1*float64(i), k, te
+	}
+	upTo := ode.Loss{Name: "upto", F: func(y, ys, _ []tape.V) tape.V { return y[0].Add(ys[0]) }} // the final state and y(0.5)
+	at := ode.Loss{Name: "at", F: func(y, ys, _ []tape.V) tape.V { return y[0].Add(ys[0]).Add(ys[1]) }}
+	for _, m := range []ode.Method{ode.Tsit5, ode.Rodas5P} {
+		sv := solverT(t, f, &ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}})
+		for i, te := range tes {
+			loss, sp := upTo, saveAt[:1]
+			if te == 1 {
+				loss, sp = at, saveAt[:2] // y(te) saved at τ = te = 1
+			}
+			pr := ode.Problem{Field: f, N: 1, Y0: y0[i : i+1], P: p[2*i : 2*i+2], T1: 3, SaveAt: sp}
+			g, err := sv.Grad(nil, &pr, loss, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := -k * y0[i] * math.Exp(-k*te) // the final state's; a save at τ = te adds 0
+			if got := g.P[1]; math.Abs(got-want) > 1e-8*math.Abs(want) {
+				t.Errorf("%s te %v: ∂L/∂te = %.12g, closed form %.12g", m.Name(), te, got, want)
+			}
+		}
 	}
 }
