@@ -40,11 +40,11 @@ func refCrossed(dir int, g0, g1 float64) bool {
 // refResult is a reference solution: the final state, the end time, the
 // events' times and indices, and the states at the save times.
 type refResult struct {
-	y      []float64
-	t      float64
-	times  []float64
-	which  []int
-	saves  [][]float64
+	y     []float64
+	t     float64
+	times []float64
+	which []int
+	saves [][]float64
 }
 
 // solve solves from T0 to T1, saving at the increasing times saveAt (the
