@@ -113,3 +113,78 @@ func TestHostEventCases(t *testing.T) {
 		})
 	}
 }
+
+// TestHostDenseSolution checks SolveDense on the host engine (the
+// engine's record, the dense steps replayed on the host) against the
+// CPU's, for every method, with events and with Method Auto's switch:
+// Evaluate at 201 times of each span (T0, the end, mesh points and
+// between) within 1e-12 relative of the CPU's, the same Bytes, and, at a
+// few times, the engine's own Solve with those save times.
+func TestHostDenseSolution(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	mixed, _ := autoMixed(6)
+	cases := []engineCase{pkDoseCase(37, ode.Tsit5), timedDoseCase(ode.Rodas5P, false), ballCase(5, ode.Vern7), pkDoseCase(3, ode.Rosenbrock23),
+		{name: "auto-mixed", prob: mixed, set: ode.Settings{Method: ode.Auto}}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.prob.SaveAt = nil
+			cpu, dev := c.solver(t, "cpu"), c.solver(t, "cuda-host")
+			want, err := cpu.SolveDense(&c.prob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := dev.SolveDense(&c.prob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Engine != "cuda-host" || got.Bytes != want.Bytes {
+				t.Errorf("engine %s, %d bytes; want cuda-host, %d bytes (the CPU's)", got.Engine, got.Bytes, want.Bytes)
+			}
+			d, np := c.prob.Field.Dim, c.prob.Field.Params
+			for i := 0; i < c.prob.N; i++ {
+				end := got.T[i]
+				if math.Abs(end-want.T[i]) > 1e-12*end {
+					t.Fatalf("trajectory %d ends at %v, on the CPU at %v", i, end, want.T[i])
+				}
+				for k := 0; k <= 200; k++ {
+					tt := end * float64(k) / 200
+					a, err := got.Evaluate(nil, i, tt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, err := want.Evaluate(nil, i, min(tt, want.T[i]))
+					if err != nil {
+						t.Fatal(err)
+					}
+					for x := range a {
+						if math.Abs(a[x]-b[x]) > 1e-12*math.Max(1, math.Abs(b[x])) {
+							t.Errorf("trajectory %d: Evaluate(%v)[%d] = %v, CPU %v", i, tt, x, a[x], b[x])
+						}
+					}
+				}
+				p := c.prob
+				p.N, p.Y0, p.SaveAt = 1, c.prob.Y0[i*d:(i+1)*d], []float64{0, end / 3, end / 2, end}
+				p.P = c.prob.P[i*np : (i+1)*np]
+				sol, err := dev.Solve(&p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k, tt := range p.SaveAt {
+					a, err := got.Evaluate(nil, i, tt)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for x := range a {
+						if math.Abs(a[x]-sol.Ys[k*d+x]) > 1e-12*math.Max(1, math.Abs(a[x])) {
+							t.Errorf("trajectory %d: Evaluate(%v)[%d] = %v, the engine's Solve saves %v", i, tt, x, a[x], sol.Ys[k*d+x])
+						}
+					}
+				}
+			}
+			if _, err := got.Evaluate(nil, 0, math.Nextafter(got.T[0], math.Inf(1))); err == nil {
+				t.Errorf("Evaluate past the end: no error")
+			}
+		})
+	}
+}
