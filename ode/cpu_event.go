@@ -11,7 +11,8 @@ import (
 )
 
 // Events on the CPU engine. The record checks every event's condition at
-// the end of each accepted step; on the lanes where one crosses, it
+// eventSamples points of each accepted step's continuous extension, its
+// end the last; on the lanes where one crosses, it
 // locates the root on the step's continuous extension (DenseStep, then
 // Illinois iterations of Cond on the interpolated states), polishes it on
 // the method's own step (Illinois iterations of Cond after Replay steps of
