@@ -223,6 +223,25 @@ func TestGPUEventsSaveEdges(t *testing.T) {
 	testEventSavesEdges(t, "cuda")
 }
 
+// TestGPUEventCases runs the timed doses and stops (save times at event
+// times, an event at T1) and the two-compartment doses
+// (event_cases_test.go) on the GPU against the CPU and the closed form.
+func TestGPUEventCases(t *testing.T) {
+	needGPUEngine(t)
+	testEventCases(t, "cuda", true)
+}
+
+// TestGPUDenseSolution runs SolveDense on the GPU's records against the
+// CPU's (events, every method, Method Auto), to 1e-6: the steps drift
+// from the CPU's by the rounding of the device's exp and log (up to 4e-5
+// relative at RelTol 1e-10 on the host's libm), and the states with them
+// within their errors (Rosenbrock23's: 1e-7 here); a wrong jump or step
+// is off by far more.
+func TestGPUDenseSolution(t *testing.T) {
+	needGPUEngine(t)
+	testDenseSolution(t, "cuda", 1e-6)
+}
+
 func TestGPUEventsReruns(t *testing.T) {
 	needGPUEngine(t)
 	testEventsReruns(t, "cuda", 20000, 2<<20)

@@ -11,7 +11,8 @@ import (
 )
 
 // Events on the CPU engine. The record checks every event's condition at
-// the end of each accepted step; on the lanes where one crosses, it
+// eventSamples points of each accepted step's continuous extension, its
+// end the last; on the lanes where one crosses, it
 // locates the root on the step's continuous extension (DenseStep, then
 // Illinois iterations of Cond on the interpolated states), polishes it on
 // the method's own step (Illinois iterations of Cond after Replay steps of
@@ -769,6 +770,9 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 			}
 		}
 	}
+	if err := w.endAtEvent(r, v, lo, lens, ybar, tapbar, where, tau); err != nil {
+		return err
+	}
 	one := func(c []float64, at int) []float64 { return c[at : at+1] }
 	var sv [][]float64 // the save reverse's outputs
 	if K > 0 {
@@ -865,19 +869,20 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 		if err := v.stepRev.Run(out, in, m); err != nil {
 			return err
 		}
-		// The save times on the step: y itself at its start, else the
-		// extension at θ = (τ − t)/h, which moves with t and h.
+		// The save times on the step: the extension at θ = (τ − t)/h,
+		// which moves with t and h; at θ = 0 (τ = t, a save time at
+		// an event time or at a mesh point after one) its value is y
+		// itself, but t still moves with the events before it while τ
+		// stays: the reverse there gives ȳ and θ̄ = bar·w_1, so
+		// t̄ −= bar·w_1/h (y' at t, on the extension), as for θ > 0.
 		for k, i := range act {
 			for ; sc[i] >= 0 && where[i*K+sc[i]] == s; sc[i]-- {
 				x := sc[i]
 				bar := tapbar[(i*K+x)*d : (i*K+x+1)*d]
-				if ts[x] <= tc[k] {
-					for c := 0; c < d; c++ {
-						yb[c][k] += bar[c]
-					}
-					continue
+				theta := 0.0
+				if ts[x] > tc[k] {
+					theta = (ts[x] - tc[k]) / hc[k]
 				}
-				theta := (ts[x] - tc[k]) / hc[k]
 				in := [][]float64{one(tc, k), one(hc, k)}
 				for c := 0; c < d; c++ {
 					in = append(in, one(yc[c], k))
@@ -1007,6 +1012,68 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 }
 
 func prefix(x [][]float64, m int) [][]float64 { return appendPrefix(nil, x, m) }
+
+// endAtEvent sets τ̄ (tau), the cotangent of the end time of the chunk's
+// trajectories (lens steps each) whose last step is an event step: the
+// event time t* moves with the parameters, but what is read there at a
+// fixed time does not (y(τ) = y* + f(t*, y*)·(τ − t*) to first order),
+// so a cotangent x̄ of such a value enters as τ̄ = −x̄·f(t*, y*): the
+// final state at a non-terminal event exactly at T1 (the state after the
+// jump, the branch on which the event came first, as a save time at an
+// event time reads it) and save times exactly at a terminal event (the
+// branch on which the trajectory reaches them). The final state at a
+// terminal event is the state at t* itself (no term). ybar and tapbar
+// are the loss's cotangents of the final and saved states, where the
+// saves' steps (saveSteps).
+func (w *cpuWorker) endAtEvent(r *cpuRun, v *eventWork, lo int, lens []int, ybar, tapbar []float64, where []int, tau []float64) error {
+	pl, res := w.ex.plan, r.res
+	d, np, K, width := pl.Dim, pl.Params, len(r.job.SaveAt), len(lens)
+	var xbar, f [][]float64
+	in := make([][]float64, 0, 1+d+np+len(r.shared))
+	for i, l := range lens {
+		ms := v.marks[i]
+		if l == 0 || len(ms) == 0 || ms[len(ms)-1].s != l-1 {
+			continue
+		}
+		if xbar == nil {
+			xbar, f = cols(d, 1), cols(d, 1)
+		}
+		for c := 0; c < d; c++ {
+			xbar[c][0] = 0
+			if !pl.Events.Terminal[ms[len(ms)-1].e] {
+				xbar[c][0] = ybar[c*width+i]
+			}
+		}
+		any := false
+		for k := K - 1; k >= 0 && where[i*K+k] == l; k-- {
+			for c := 0; c < d; c++ {
+				xbar[c][0] += tapbar[(i*K+k)*d+c]
+			}
+		}
+		for c := 0; c < d; c++ {
+			any = any || xbar[c][0] != 0
+		}
+		if !any {
+			continue
+		}
+		g := lo + i
+		in = append(in[:0], res.T[g:g+1])
+		for c := 0; c < d; c++ {
+			in = append(in, res.Y[g*d+c:g*d+c+1])
+		}
+		for c := 0; c < np; c++ {
+			in = append(in, r.job.P[g*np+c:g*np+c+1])
+		}
+		in = append(in, r.shared...)
+		if err := v.field.Run(f, in, 1); err != nil {
+			return err
+		}
+		for c := 0; c < d; c++ {
+			tau[i] -= xbar[c][0] * f[c][0]
+		}
+	}
+	return nil
+}
 
 // eventStates sets y⁻ (columns of len(lanes)) to the states at the end of
 // the event steps of the given positions of a row, before their jumps:

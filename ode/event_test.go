@@ -257,6 +257,7 @@ func TestEventBadInput(t *testing.T) {
 		{"terminal with Apply", ode.Settings{Events: []ode.Event{{G: bounce.G, Apply: bounce.Apply, Terminal: true}}}, nil, "terminal and has Apply"},
 		{"other engine", ode.Settings{Events: []ode.Event{bounce}, Engine: "scalar-test"}, nil, "cannot run events"},
 		{"re-stepped saves", ode.Settings{Events: []ode.Event{bounce}, Saves: ode.SaveStep}, nil, "continuous extension"},
+		{"Method Auto", ode.Settings{Events: []ode.Event{bounce}, Method: ode.Auto}, nil, "Method Auto does not run events"},
 	}
 	for _, c := range errs {
 		sv, err := ode.NewSolver(f, &c.set)

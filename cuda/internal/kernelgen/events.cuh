@@ -334,6 +334,13 @@ GS_DEVICE bool gs_ev_jumprev(int e, const gs_real* sh, gs_real t, const gs_real*
   // event's, ends at T1 (h = T1 - t).
   gs_real gsum[GS_NSX], tau = 0;
   for (int c = 0; c < GS_NSX; c++) gsum[c] = 0;
+  // A last step that is an event step ends at t*, which moves, while
+  // what is read there at a fixed time does not (ode's endAtEvent): the
+  // final state at a non-terminal event at T1, save times at a terminal
+  // one. Their cotangent xb enters as tau = -xb.f(t*, y*).
+  const int elast = act && len > 0 ? (int)a.store[((long long)(len - 1) * GS_SW + 1 + GS_D) * n + i] - 1 : -1;
+  gs_real xb[GS_D];
+  for (int c = 0; c < GS_D; c++) xb[c] = elast >= 0 && !gs_ev_terminal(elast) ? lam[c] : (gs_real)0;
 {{- if .Saves}}
   // The save times at or after the end add to the final state's
   // cotangent; those on a step enter its reverse (below). kq: the first
@@ -343,9 +350,19 @@ GS_DEVICE bool gs_ev_jumprev(int e, const gs_real* sh, gs_real t, const gs_real*
     while (kq > 0 && a.tapstep[(long long)(kq - 1) * n + i] >= len) {
       kq--;
       for (int c = 0; c < GS_D; c++) lam[c] += a.tb[((long long)kq * GS_D + c) * n + i];
+      for (int c = 0; c < GS_D; c++) xb[c] += a.tb[((long long)kq * GS_D + c) * n + i];
     }
   }
 {{- end}}
+  if (elast >= 0) {
+    bool any = false;
+    for (int c = 0; c < GS_D; c++) any = any || xb[c] != 0;
+    if (any) {
+      gs_real fe[GS_D];
+      gs_a_field(sh, a.store[(long long)(len - 1) * GS_SW * n + i] + GS_HSRC[(long long)(len - 1) * n + i], y, p, fe);
+      for (int c = 0; c < GS_D; c++) tau -= xb[c] * fe[c];
+    }
+  }
   for (int s = act ? len - 1 : -1; s >= 0; s--) {
     const gs_real h = GS_HSRC[(long long)s * n + i];
     const gs_real* row = a.store + (long long)s * GS_SW * n + i;
@@ -366,18 +383,16 @@ GS_DEVICE bool gs_ev_jumprev(int e, const gs_real* sh, gs_real t, const gs_real*
     }
     gs_a_steprev(sh, ts, h, ys, p, lam, rb);
 {{- if .Saves}}
-    // The save times on the step, from the last (ode's eventGrad): the
-    // state itself at its start, else its extension at theta = (tau - t)/h,
-    // which moves with t and h (the step's own size: h* on an event step).
+    // The save times on the step, from the last (ode's eventGrad): its
+    // extension at theta = (tau - t)/h, which moves with t and h (the
+    // step's own size: h* on an event step); at theta = 0 (tau = t: a
+    // save time at an event time) the state itself, whose t still moves
+    // with the events before it while tau stays (t̄ gets -bar.w_1/h).
     while (kq > 0 && a.tapstep[(long long)(kq - 1) * n + i] == s) {
       kq--;
       gs_real bar[GS_D];
       for (int c = 0; c < GS_D; c++) bar[c] = a.tb[((long long)kq * GS_D + c) * n + i];
-      if (a.saveat[kq] <= ts) {
-        for (int c = 0; c < GS_D; c++) rb[2 + c] += bar[c];
-        continue;
-      }
-      const gs_real theta = (a.saveat[kq] - ts) / h;
+      const gs_real theta = a.saveat[kq] > ts ? (a.saveat[kq] - ts) / h : (gs_real)0;
       gs_real sv[GS_EV_CG + 1];
       gs_a_saverev(sh, ts, h, ys, p, theta, bar, sv);
       const gs_real thb = sv[GS_EV_CG];
