@@ -110,11 +110,10 @@ type fitVar struct {
 	name string
 }
 
-// fitCommand runs "gradsolve fit".
-func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
-	o := &options{}
-	fo := &fitOptions{}
-	fs := newFlagSet("fit", o, stderr)
+// newFitFlagSet returns fit's flags: solve's (newFlagSet) and fit's own,
+// set into o and fo. Its Usage is fit's help, the flags included.
+func newFitFlagSet(o *options, fo *fitOptions, out io.Writer) *flag.FlagSet {
+	fs := newFlagSet("fit", o, out)
 	fs.StringVar(&fo.fit, "fit", "", "comma `list` of what to fit: pK or a parameter name, y0K")
 	fs.StringVar(&fo.data, "data", "", "observations, a CSV `file` (traj,t,y0,...; see Data above); none: synthetic data")
 	fs.StringVar(&fo.start, "start", "", "starting values of the fitted quantities, comma `list` in -fit order (synthetic data; default: truth × 1.1)")
@@ -125,10 +124,18 @@ func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
 	fs.Float64Var(&fo.clip, "clip", 0, "clip each fit's gradient to this norm (0: no clipping)")
 	fs.IntVar(&fo.remesh, "remesh", 0, "record a new mesh every K steps (0: every step; -1: once)")
 	fs.Uint64Var(&fo.seed, "seed", 1, "seed of the synthetic noise")
-	fs.StringVar(&fo.plot, "plot", "", "write the loss curve to this `file` (.png, .svg, .pdf)")
+	fs.StringVar(&fo.plot, "plot", "", "write the loss curve to `FILE` (.png, .svg or .pdf, by extension)")
 	fs.Usage = func() { fitUsage(fs.Output(), fs) }
+	return fs
+}
+
+// fitCommand runs "gradsolve fit".
+func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
+	o := &options{}
+	fo := &fitOptions{}
+	fs := newFitFlagSet(o, fo, stderr)
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fitUsage(stderr, fs)
 			return exitOK
@@ -152,7 +159,7 @@ func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
 		fmt.Fprintln(stderr, "Run 'gradsolve help fit' for usage.")
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "gradsolve fit: %s\n", cliHints.Replace(err.Error()))
+	fmt.Fprintf(stderr, "gradsolve fit: %s\n", errorText(err))
 	return exitFail
 }
 
@@ -525,7 +532,7 @@ func (f *fitOutcome) json() jsonObject {
 	status := res.Status.String()
 	var errText any // null on success
 	if f.err != nil {
-		status = cliHints.Replace(f.err.Error())
+		status = errorText(f.err)
 		errText = status
 		if errors.Is(f.err, ode.ErrStiff) {
 			status = "stiff"

@@ -118,6 +118,7 @@ func runCommand(args []string, stdout, stderr io.Writer, su setup) int {
 			return exitOK
 		case isUsage(err):
 			fmt.Fprintf(stderr, "gradsolve bench: %v\n", err)
+			fmt.Fprintln(stderr, "Run 'gradsolve help bench' for usage.")
 			return exitUsage
 		}
 		fmt.Fprintf(stderr, "gradsolve bench: %v\n", err)
@@ -243,7 +244,7 @@ func helpCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, problemsUsage)
 		return exitOK
 	case "fit":
-		fmt.Fprint(stdout, fitHelp)
+		fitUsage(stdout, newFitFlagSet(&options{}, &fitOptions{}, stdout))
 		return exitOK
 	case "help":
 		mainHelp(stdout)
@@ -265,7 +266,7 @@ func problemsCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("problems", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print a JSON array")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if err == flag.ErrHelp {
 			fmt.Fprint(stderr, problemsUsage)
 			return exitOK

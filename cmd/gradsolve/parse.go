@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -236,4 +237,74 @@ func parseEngine(s string) (string, error) {
 		return "", fmt.Errorf("%q: this build of gradsolve has no cuda engine (package cuda registers it when it is imported); the engines here are %s", s, valid)
 	}
 	return "", fmt.Errorf("%q: unknown engine; want one of %s", s, valid)
+}
+
+// parseFlags parses args with fs, as fs.Parse does, and makes an unknown
+// flag's error say which defined flags are close to it, as
+//
+//	flag provided but not defined: -nn (did you mean -n?)
+//
+// Every command parses its flags through it, so every command suggests.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	const undefined = "flag provided but not defined: -"
+	if err == nil || !strings.HasPrefix(err.Error(), undefined) {
+		return err
+	}
+	name := strings.TrimPrefix(err.Error(), undefined)
+	var near []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if flagNear(name, f.Name) {
+			near = append(near, "-"+f.Name)
+		}
+	})
+	switch len(near) {
+	case 0:
+		return err
+	case 1:
+		return fmt.Errorf("%w (did you mean %s?)", err, near[0])
+	}
+	return fmt.Errorf("%w (did you mean %s or %s?)", err, strings.Join(near[:len(near)-1], ", "), near[len(near)-1])
+}
+
+// flagNear reports whether the typed flag name is a likely misspelling of
+// the defined name: a case difference, a prefix of at least two letters, or
+// at most one edit (two for names of six letters or more), counting a swap of
+// adjacent letters as one edit.
+func flagNear(typed, name string) bool {
+	t, n := strings.ToLower(typed), strings.ToLower(name)
+	if t == n || (len(t) >= 2 && strings.HasPrefix(n, t)) {
+		return true
+	}
+	limit := 1
+	if len(n) >= 6 {
+		limit = 2
+	}
+	return editDistance(t, n) <= limit
+}
+
+// editDistance is the optimal string alignment distance of a and b (bytes):
+// insertions, deletions, substitutions and swaps of adjacent bytes.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/cuda"
+)
+
+// TestUnknownFlagSuggests checks that a mistyped flag, in every command,
+// is a usage error that names the flags it is close to.
+func TestUnknownFlagSuggests(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args string
+		want string // in stderr; "" for no suggestion
+	}{
+		{"grad -nn 5", "(did you mean -n?)"},
+		{"solve -probelm vdp", "(did you mean -problem?)"},
+		{"grad -rtl 1e-3", "(did you mean -rtol?)"},
+		{"grad -tol 1e-3", "(did you mean -atol or -rtol?)"},
+		{"grad -Json", "(did you mean -json?)"},
+		{"grad -sav 1", "(did you mean -saveat?)"},
+		{"fit -fit rho -step 3", "(did you mean -steps?)"},
+		{"fit -fit rho -dat obs.csv", "(did you mean -data?)"},
+		{"bench -suit lorenz", "(did you mean -suite?)"},
+		{"problems -jsn", "(did you mean -json?)"},
+		{"grad -verbose", ""},
+	} {
+		code, _, stderr := runCmd(t, tc.args)
+		if code != exitUsage || !strings.Contains(stderr, "flag provided but not defined") {
+			t.Errorf("%s: exit %d, want %d with the flag error\n%s", tc.args, code, exitUsage, stderr)
+			continue
+		}
+		if tc.want == "" && strings.Contains(stderr, "did you mean") || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: stderr lacks %q (or suggests where nothing is close):\n%s", tc.args, tc.want, stderr)
+		}
+	}
+}
+
+// TestHelpListsFlags checks that "gradsolve help CMD" and "gradsolve CMD
+// -h" print the same text and that it lists every flag the command takes.
+func TestHelpListsFlags(t *testing.T) {
+	t.Parallel()
+	flagSets := map[string]func() []string{
+		"solve": func() []string { return flagNames(newFlagSet("solve", &options{}, nil).VisitAll) },
+		"grad":  func() []string { return flagNames(newFlagSet("grad", &options{}, nil).VisitAll) },
+		"fit": func() []string {
+			return flagNames(newFitFlagSet(&options{}, &fitOptions{}, nil).VisitAll)
+		},
+	}
+	for _, cmd := range []string{"solve", "grad", "fit", "bench"} {
+		code, help, _ := runCmd(t, "help "+cmd)
+		if code != exitOK {
+			t.Errorf("help %s: exit %d", cmd, code)
+		}
+		code, stdout, stderr := runCmd(t, cmd+" -h")
+		if code != exitOK || stdout+stderr != help {
+			t.Errorf("%s -h: exit %d; its text differs from gradsolve help %s:\n%s\n---\n%s", cmd, code, cmd, stdout+stderr, help)
+		}
+		if !strings.HasPrefix(help, "Usage: gradsolve "+cmd) || !strings.Contains(help, "\nFlags:\n") {
+			t.Errorf("help %s does not start with Usage: or has no Flags: section:\n%s", cmd, help)
+		}
+		if names, ok := flagSets[cmd]; ok {
+			for _, name := range names() {
+				if !strings.Contains(help, "\n  -"+name+" ") && !strings.Contains(help, "\n  -"+name+"\n") {
+					t.Errorf("help %s does not list -%s", cmd, name)
+				}
+			}
+		}
+	}
+}
+
+// flagNames returns the names a flag set's VisitAll visits.
+func flagNames(visitAll func(func(*flag.Flag))) []string {
+	var names []string
+	visitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
+// TestEngineUnavailableSaysCPU checks that a GPU engine asked for on a
+// machine without a GPU (or NVRTC) fails with a message that says how to
+// run the command on the CPU, in every place the failure is reported.
+func TestEngineUnavailableSaysCPU(t *testing.T) {
+	t.Parallel()
+	const hint = "leave out -engine (or give -engine cpu)"
+	for _, tc := range []struct {
+		err  error
+		hint bool
+	}{
+		{fmt.Errorf("ode: engine %q is not available: %w", "cuda", fmt.Errorf("cuda: %w: libcuda.so.1 not found", cuda.ErrNoGPU)), true},
+		{fmt.Errorf("ode: engine %q is not available: %w", "cuda", cuda.ErrNoNVRTC), true},
+		{errors.New("ode: trajectory 0: max steps reached"), false},
+	} {
+		if got := errorText(tc.err); strings.Contains(got, hint) != tc.hint {
+			t.Errorf("errorText(%q) = %q; hint %v, want %v", tc.err, got, !tc.hint, tc.hint)
+		}
+	}
+	for _, args := range []string{"grad -problem vdp -engine cuda", "solve -problem vdp -engine cuda-f32 -json", "fit -problem vdp -fit mu -steps 2 -engine cuda"} {
+		code, stdout, stderr := runCmd(t, args)
+		if code == exitOK {
+			continue // a GPU is here
+		}
+		// fit fails before its report (simulating the data): stderr only.
+		if code != exitFail || !strings.Contains(stderr, hint) || stdout != "" && !strings.Contains(stdout, hint) {
+			t.Errorf("%s: exit %d, want %d and the hint %q on stderr and in the output\nstdout:\n%s\nstderr:\n%s", args, code, exitFail, hint, stdout, stderr)
+		}
+	}
+}
