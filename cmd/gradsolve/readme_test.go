@@ -206,3 +206,35 @@ func TestREADMEOutputs(t *testing.T) {
 		}
 	})
 }
+
+// TestExamplesInREADME checks that the README's layout table names every
+// program under examples/.
+func TestExamplesInREADME(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, row, ok := strings.Cut(string(readme), "| `examples/` |")
+	if !ok {
+		t.Fatal("README.md's layout table has no examples/ row")
+	}
+	row, _, _ = strings.Cut(row, "\n")
+	dirs, err := os.ReadDir("../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, d := range dirs {
+		if _, err := os.Stat("../../examples/" + d.Name() + "/main.go"); err != nil {
+			continue
+		}
+		found++
+		if !strings.Contains(row, d.Name()) {
+			t.Errorf("README.md's examples/ row does not name examples/%s:\n%s", d.Name(), row)
+		}
+	}
+	if found < 5 {
+		t.Errorf("found %d example programs", found)
+	}
+}
