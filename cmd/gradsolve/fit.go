@@ -141,10 +141,12 @@ func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "gradsolve fit: %v\n", err)
+		fmt.Fprintln(stderr, "Run 'gradsolve help fit' for usage.")
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gradsolve fit: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "gradsolve fit: unexpected argument %q (flags start with -; lists are comma-separated without spaces)\n", fs.Arg(0))
+		fmt.Fprintln(stderr, "Run 'gradsolve help fit' for usage.")
 		return exitUsage
 	}
 	o.set = make(map[string]bool)

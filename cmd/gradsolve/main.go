@@ -272,10 +272,12 @@ func problemsCommand(args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "gradsolve problems: %v\n", err)
+		fmt.Fprintln(stderr, "Run 'gradsolve help problems' for usage.")
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "gradsolve problems: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintln(stderr, "Run 'gradsolve help problems' for usage.")
 		return exitUsage
 	}
 	var list []jsonObject

@@ -110,3 +110,30 @@ func TestEngineUnavailableSaysCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestBadFlagValues checks that a value a flag's type cannot hold is a
+// usage error that names the flag first and says what the value should
+// be (package flag says only "parse error"), with the pointer to the help,
+// in every command.
+func TestBadFlagValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ args, want, help string }{
+		{"grad -n abc", `gradsolve grad: -n: "abc" is not an integer`, "help grad"},
+		{"grad -n 1.5", `-n: "1.5" is not an integer`, "help grad"},
+		{"solve -max-steps 1e3", `-max-steps: "1e3" is not an integer`, "help solve"},
+		{"grad -n 99999999999999999999", `-n: "99999999999999999999" is out of the range of an integer`, "help grad"},
+		{"grad -rtol abc", `-rtol: "abc" is not a number`, "help grad"},
+		{"grad -quiet=maybe", `-quiet: "maybe" is not a boolean; give the flag alone (-quiet) or as -quiet=false`, "help grad"},
+		{"grad -n 2 -vary p1=0:nan", `gradsolve grad: -vary: "p1=0:nan": HI "nan" is not finite`, "help grad"},
+		{"fit -fit rho -seed -1", `gradsolve fit: -seed: "-1" is not a non-negative integer`, "help fit"},
+		{"fit -fit rho -lr x", `-lr: "x" is not a number`, "help fit"},
+		{"bench -reps x", `gradsolve bench: -reps: "x" is not an integer`, "help bench"},
+		{"problems -json=2", `gradsolve problems: -json: "2" is not a boolean`, "help problems"},
+		{"grad -n", "flag needs an argument: -n", "help grad"},
+	} {
+		code, _, stderr := runCmd(t, tc.args)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "Run 'gradsolve "+tc.help+"' for usage.") {
+			t.Errorf("%s: exit %d, want %d with %q and the pointer to gradsolve %s:\n%s", tc.args, code, exitUsage, tc.want, tc.help, stderr)
+		}
+	}
+}

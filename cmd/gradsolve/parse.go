@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -239,32 +240,77 @@ func parseEngine(s string) (string, error) {
 	return "", fmt.Errorf("%q: unknown engine; want one of %s", s, valid)
 }
 
-// parseFlags parses args with fs, as fs.Parse does, and makes an unknown
-// flag's error say which defined flags are close to it, as
+// parseFlags parses args with fs, as fs.Parse does, and rewrites package
+// flag's errors in the command's style, naming the flag first and saying
+// what its value should be:
 //
 //	flag provided but not defined: -nn (did you mean -n?)
+//	-n: "1.5" is not an integer
+//	-vary: "p1=0:nan": HI "nan" is not finite
 //
-// Every command parses its flags through it, so every command suggests.
+// Every command parses its flags through it. Errors other than
+// flag.ErrHelp are *usageError values.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
+	if err == nil || err == flag.ErrHelp {
+		return err
+	}
+	msg := err.Error()
 	const undefined = "flag provided but not defined: -"
-	if err == nil || !strings.HasPrefix(err.Error(), undefined) {
-		return err
-	}
-	name := strings.TrimPrefix(err.Error(), undefined)
-	var near []string
-	fs.VisitAll(func(f *flag.Flag) {
-		if flagNear(name, f.Name) {
-			near = append(near, "-"+f.Name)
+	if name, ok := strings.CutPrefix(msg, undefined); ok {
+		var near []string
+		fs.VisitAll(func(f *flag.Flag) {
+			if flagNear(name, f.Name) {
+				near = append(near, "-"+f.Name)
+			}
+		})
+		switch len(near) {
+		case 0:
+		case 1:
+			msg += fmt.Sprintf(" (did you mean %s?)", near[0])
+		default:
+			msg += fmt.Sprintf(" (did you mean %s or %s?)", strings.Join(near[:len(near)-1], ", "), near[len(near)-1])
 		}
-	})
-	switch len(near) {
-	case 0:
-		return err
-	case 1:
-		return fmt.Errorf("%w (did you mean %s?)", err, near[0])
+		return &usageError{msg: msg}
 	}
-	return fmt.Errorf("%w (did you mean %s or %s?)", err, strings.Join(near[:len(near)-1], ", "), near[len(near)-1])
+	if m := badFlagValue.FindStringSubmatch(msg); m != nil {
+		if f := fs.Lookup(m[2]); f != nil {
+			return &usageError{msg: fmt.Sprintf("-%s: %s", f.Name, valueProblem(f, m[1], m[3]))}
+		}
+	}
+	return &usageError{msg: msg}
+}
+
+// badFlagValue matches package flag's errors for a value its flag does not
+// accept: the value, the flag's name and the reason.
+var badFlagValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-(\S+): (.*)$`)
+
+// valueProblem says why value is not one of flag f's values: its type's
+// reason for the flags of package flag's types, whose own reason is only
+// "parse error" or "value out of range"; the reason as given otherwise
+// (the flag's Set wrote it).
+func valueProblem(f *flag.Flag, value, reason string) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok || (reason != "parse error" && reason != "value out of range") {
+		return reason
+	}
+	var what string
+	switch g.Get().(type) {
+	case int, int64:
+		what = "an integer"
+	case uint, uint64:
+		what = "a non-negative integer"
+	case float64:
+		what = "a number"
+	case bool:
+		return fmt.Sprintf("%q is not a boolean; give the flag alone (-%s) or as -%s=false", value, f.Name, f.Name)
+	default:
+		return fmt.Sprintf("%q: %s", value, reason)
+	}
+	if reason == "value out of range" {
+		return fmt.Sprintf("%q is out of the range of %s", value, what)
+	}
+	return fmt.Sprintf("%q is not %s", value, what)
 }
 
 // flagNear reports whether the typed flag name is a likely misspelling of
