@@ -162,21 +162,11 @@ func panicSite() string {
 	}
 }
 
-// isUsage reports whether err is a command-line error: a *usageError,
-// or an error of package flag (which has no error type; its messages are
-// recognised by their stable prefixes), as bench returns them.
+// isUsage reports whether err is a command-line error: a *usageError, as
+// parseFlags and the checks of every command return them.
 func isUsage(err error) bool {
 	var u *usageError
-	if errors.As(err, &u) {
-		return true
-	}
-	msg := err.Error()
-	for _, p := range []string{"flag provided but not defined", "invalid value ", "invalid boolean ", "bad flag syntax", "flag needs an argument"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
+	return errors.As(err, &u)
 }
 
 const mainUsage = `gradsolve solves ensembles of small ODEs and returns exact reverse-mode
