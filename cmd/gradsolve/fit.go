@@ -67,13 +67,17 @@ Loss: the mean over trajectories of the sum over observations of
 
 JSON (-json): command, problem, method, engine, n, fits, fit (the names),
 data, observations (the observed values, repeated ones included), truth
-(synthetic data: the true values, trajectory 0's for y0K), status, error,
-steps, records, loss_first, loss_final, loss_best, best_step, fitted (per
-fit, the values in -fit order; y0K: the fit's first trajectory's),
-fitted_y0 (per trajectory, its fitted y0K values; null if none is
-fitted), truth_y0 (synthetic data: per trajectory, its true y0K values),
-history (the loss per step), time_ms, record_ms, grad_ms and device_steps
-(the steps run with the fit in GPU memory: 0 on the CPU engine).
+(synthetic data: the true values, trajectory 0's for y0K), status ("max
+steps" when all -steps steps ran, the fit's normal end; "stiff", or the
+error text, when it failed), error (null, or the error text), steps,
+records, loss_first, loss_final (after the last step), loss_best,
+best_step (the steps taken when the best loss was seen, 0 for the start),
+fitted (per fit, the values in -fit order; y0K: the fit's first
+trajectory's), fitted_y0 (per trajectory, its fitted y0K values; null if
+none is fitted), truth_y0 (synthetic data: per trajectory, its true y0K
+values), history (the loss before each step: history[k] after k steps),
+time_ms, record_ms, grad_ms and device_steps (the steps run with the fit
+in GPU memory: 0 on the CPU engine).
 
 Numbers: -steps is at least 1 (the loss is evaluated before the first step
 and after the last); -lr is positive and finite; -noise and -clip are zero

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,6 +136,42 @@ func TestBadFlagValues(t *testing.T) {
 		code, _, stderr := runCmd(t, tc.args)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) || !strings.Contains(stderr, "Run 'gradsolve "+tc.help+"' for usage.") {
 			t.Errorf("%s: exit %d, want %d with %q and the pointer to gradsolve %s:\n%s", tc.args, code, exitUsage, tc.want, tc.help, stderr)
+		}
+	}
+}
+
+// TestFitJSONHistory checks the meaning fit's help gives history,
+// loss_first, loss_final, loss_best and best_step: history[k] is the loss
+// after k steps, loss_final the loss after the last, and best_step the
+// steps taken when loss_best was seen.
+func TestFitJSONHistory(t *testing.T) {
+	t.Parallel()
+	for _, args := range []string{
+		"fit -problem lorenz -fit rho -steps 5 -json",                                    // still falling: the best is the last
+		"fit -problem lorenz -fit rho -n 4 -start 25 -noise 0.1 -steps 60 -lr 0.5 -json", // overshoots
+	} {
+		code, stdout, stderr := runCmd(t, args)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d\n%s", args, code, stderr)
+		}
+		var r struct {
+			Status   string
+			Steps    int
+			History  []float64
+			BestStep int `json:"best_step"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatal(err)
+		}
+		obj := decodeObject(t, stdout)
+		first, final, best := number(t, obj, "loss_first"), number(t, obj, "loss_final"), number(t, obj, "loss_best")
+		if r.Status != "max steps" || len(r.History) != r.Steps || r.History[0] != first {
+			t.Errorf("%s: status %q, %d steps, %d losses in history, history[0] %v, loss_first %v", args, r.Status, r.Steps, len(r.History), r.History[0], first)
+			continue
+		}
+		after := append(r.History, final) // after[k]: the loss after k steps
+		if r.BestStep < 0 || r.BestStep > r.Steps || after[r.BestStep] != best || slices.Min(after) != best {
+			t.Errorf("%s: best_step %d, loss_best %v; the losses after 0..%d steps are %v", args, r.BestStep, best, r.Steps, after)
 		}
 	}
 }
