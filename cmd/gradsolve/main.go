@@ -249,7 +249,18 @@ const problemsUsage = `Usage: gradsolve problems [-json]
 Lists the built-in problems: name, state dimension, parameters (per
 trajectory, with their names, and shared), stiffness, the default method and
 time span, and a one-line description with the equations and a reference.
+A long list of parameter names is shortened in the table (k1, k2, k3, …,
+k25); -json gives every name (param_names), with the default y0 and p.
 `
+
+// shortNames joins names with commas, keeping the table narrow: more than
+// six names show as the first three, an ellipsis and the last.
+func shortNames(names []string) string {
+	if len(names) > 6 {
+		names = append(names[:3:3], "…", names[len(names)-1])
+	}
+	return strings.Join(names, ", ")
+}
 
 // problemsCommand runs "gradsolve problems".
 func problemsCommand(args []string, stdout, stderr io.Writer) int {
@@ -295,7 +306,7 @@ func problemsCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		params := "-"
 		if f.Params > 0 {
-			params = fmt.Sprintf("%d (%s)", f.Params, strings.Join(pn, ", "))
+			params = fmt.Sprintf("%d (%s)", f.Params, shortNames(pn))
 		}
 		stiff := "no"
 		if f.Stiff {

@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/problems"
 )
 
 // TestUnknownFlagSuggests checks that a mistyped flag, in every command,
@@ -173,5 +175,33 @@ func TestFitJSONHistory(t *testing.T) {
 		if r.BestStep < 0 || r.BestStep > r.Steps || after[r.BestStep] != best || slices.Min(after) != best {
 			t.Errorf("%s: best_step %d, loss_best %v; the losses after 0..%d steps are %v", args, r.BestStep, best, r.Steps, after)
 		}
+	}
+}
+
+// TestProblemsTableNarrow checks that the columns of gradsolve problems
+// before the description fit in 100 characters (Pollution's 25 parameter
+// names once pushed the descriptions of every row past column 170), and
+// that -json still lists every name.
+func TestProblemsTableNarrow(t *testing.T) {
+	t.Parallel()
+	_, stdout, _ := runCmd(t, "problems")
+	for _, name := range problems.Names() {
+		pr, _ := problems.ByName(name)
+		for _, line := range strings.Split(stdout, "\n") {
+			if !strings.HasPrefix(line, name+" ") {
+				continue
+			}
+			before, _, ok := strings.Cut(line, pr.Doc)
+			if w := utf8.RuneCountInString(before); !ok || w > 100 {
+				t.Errorf("%s: the description starts at column %d (found %v), want at most 100:\n%s", name, w, ok, line)
+			}
+		}
+	}
+	if !strings.Contains(stdout, "25 (k1, k2, k3, …, k25)") {
+		t.Errorf("pollution's parameters are not shortened:\n%s", stdout)
+	}
+	_, stdout, _ = runCmd(t, "problems -json")
+	if !strings.Contains(stdout, `"k13"`) {
+		t.Errorf("problems -json lacks pollution's parameter k13")
 	}
 }
