@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gradsolve-go/gradsolve/cuda"
@@ -203,5 +204,32 @@ func TestProblemsTableNarrow(t *testing.T) {
 	_, stdout, _ = runCmd(t, "problems -json")
 	if !strings.Contains(stdout, `"k13"`) {
 		t.Errorf("problems -json lacks pollution's parameter k13")
+	}
+}
+
+// TestFmtDur checks that report times keep three significant digits,
+// trailing zeros included (1.004 s once read "1 s" beside "83.8 ms").
+func TestFmtDur(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0 ms"},
+		{1500 * time.Nanosecond, "0.00100 ms"},
+		{time.Millisecond, "1.00 ms"},
+		{1370 * time.Microsecond, "1.37 ms"},
+		{83800 * time.Microsecond, "83.8 ms"},
+		{9996 * time.Microsecond, "10.0 ms"},
+		{197 * time.Millisecond, "197 ms"},
+		{999 * time.Millisecond, "999 ms"},
+		{1004 * time.Millisecond, "1.00 s"},
+		{12345 * time.Millisecond, "12.3 s"},
+		{211 * time.Second, "211 s"},
+		{4321 * time.Second, "4321 s"},
+	} {
+		if got := fmtDur(tc.d); got != tc.want {
+			t.Errorf("fmtDur(%v) = %q, want %q", tc.d, got, tc.want)
+		}
 	}
 }
