@@ -37,12 +37,30 @@ import (
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
-// Default figure size and the most trajectories drawn when none are named.
+// Default figure size, the most trajectories drawn when none are named,
+// and the most entries a legend lists (AddLegend).
 const (
 	DefaultWidth  = 6 * vg.Inch
 	DefaultHeight = 4 * vg.Inch
 	MaxLines      = 16
+	MaxLegend     = 7
 )
+
+// AddLegend adds entry k of total to p's legend: name, drawn as thumbs. A
+// legend lists at most MaxLegend entries, which fit beside the data of a
+// figure of the default size (and are as many as the line colours of
+// plotutil.DefaultColors, after which colours repeat): with more, entries
+// MaxLegend−1 on are not listed, and entry MaxLegend−1 adds a line "and N
+// more" in their place. Every figure of this package, and the command's,
+// labels its lines through it.
+func AddLegend(p *gplot.Plot, k, total int, name string, thumbs ...gplot.Thumbnailer) {
+	switch {
+	case total <= MaxLegend || k < MaxLegend-1:
+		p.Legend.Add(name, thumbs...)
+	case k == MaxLegend-1:
+		p.Legend.Add(fmt.Sprintf("and %d more", total-k))
+	}
+}
 
 // Figure is a plot with its size. Plot may be changed (titles, axes,
 // more plotters) before writing.
@@ -210,7 +228,7 @@ func Trajectories(sol *ode.Solution, trajs, comps []int, names []string) (*Figur
 			styled(l, ci)
 			fig.Plot.Add(l)
 			if ti == 0 {
-				fig.Plot.Legend.Add(compName(names, c), l)
+				AddLegend(fig.Plot, ci, len(comps), compName(names, c), l)
 			}
 		}
 	}
@@ -322,7 +340,7 @@ func Losses(labels []string, histories [][]float64) (*Figure, error) {
 				th = l
 			}
 			if first && labels[k] != "" {
-				fig.Plot.Legend.Add(labels[k], th)
+				AddLegend(fig.Plot, k, len(labels), labels[k], th)
 			}
 			first = false
 		}

@@ -3,6 +3,7 @@ package plot
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"image/png"
 	"math"
 	"os"
@@ -190,5 +191,53 @@ func TestResidentSaves(t *testing.T) {
 	gone.Ys, gone.Resident = nil, &heldSaves{released: true}
 	if _, err := Phase(&gone, nil, 0, 1, nil); err == nil || !strings.Contains(err.Error(), "released") {
 		t.Errorf("released saves: %v, want an error", err)
+	}
+}
+
+// TestLegendFits checks that a figure of many components lists at most
+// MaxLegend legend entries, the last saying how many more there are, so
+// that the legend stays inside the figure (a Lorenz-96 state of 64
+// components once ran it off the bottom, over the data).
+func TestLegendFits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		dim        int
+		listed     int    // components named in the legend
+		more       string // the "and N more" line, or "" for none
+		unexpected string // a component that must not be named
+	}{
+		{dim: 3, listed: 3},
+		{dim: MaxLegend, listed: MaxLegend},
+		{dim: MaxLegend + 1, listed: MaxLegend - 1, more: "and 2 more", unexpected: "comp7"},
+		{dim: 64, listed: MaxLegend - 1, more: "and 58 more", unexpected: "comp63"},
+	} {
+		K := 5
+		sol := &ode.Solution{N: 1, Dim: tc.dim, SaveAt: []float64{0, 1, 2, 3, 4}, Ys: make([]float64, K*tc.dim)}
+		names := make([]string, tc.dim)
+		for c := range names {
+			names[c] = fmt.Sprintf("comp%d", c)
+			for k := range K {
+				sol.Ys[k*tc.dim+c] = float64(c * k)
+			}
+		}
+		fig, err := Trajectories(sol, nil, nil, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svg := fig.SVG()
+		for c := range tc.listed {
+			if !strings.Contains(svg, ">"+names[c]+"<") {
+				t.Errorf("dim %d: the legend lacks %s", tc.dim, names[c])
+			}
+		}
+		if tc.unexpected != "" && strings.Contains(svg, ">"+tc.unexpected+"<") {
+			t.Errorf("dim %d: the legend lists %s, beyond MaxLegend = %d entries", tc.dim, tc.unexpected, MaxLegend)
+		}
+		if tc.more != "" && !strings.Contains(svg, ">"+tc.more+"<") {
+			t.Errorf("dim %d: the legend lacks %q", tc.dim, tc.more)
+		}
+		if tc.more == "" && strings.Contains(svg, " more<") {
+			t.Errorf("dim %d: the legend says there are more entries", tc.dim)
+		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // benchUsage is the synopsis of the bench command.
-const benchUsage = `usage: gradsolve bench [flags]
+const benchUsage = `Usage: gradsolve bench [flags]
 
 Runs the benchmark suites of package bench and prints their tables (or JSON
 lines with -json). Suites: lorenz (gradsolve's Lorenz protocol, library vs
@@ -32,7 +32,8 @@ Robertson: kernels and whole calls beside the CPU engine's gradient;
 fits and whole Grad calls, on the CPU: -b, -fits, -calls, -cases) and
 gpu-train (the same on -engine).
 
-flags:
+Flags:
+
 `
 
 // benchCommand runs "gradsolve bench": it parses args, runs the chosen
@@ -42,11 +43,8 @@ flags:
 // any work.
 func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barConfig) (err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, benchUsage)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(io.Discard) // errors are reported by the caller, once; -h prints the help below
+	fs.Usage = func() {}
 	suite := fs.String("suite", "lorenz", "suite to run: lorenz, stiff, neural, memory, all, gpu-lorenz, gpu-robertson, gpu-neural, gpu, gpu-events, gpu-large, train or gpu-train")
 	engine := fs.String("engine", "cuda", "engine of the gpu suites: cuda, cuda-f32 or cuda-multi (gpu-events: these or cpu; cuda-f32 with -rtol 1e-4 or more)")
 	trainOpts := benchTrainFlags(fs)
@@ -65,7 +63,12 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	quiet := fs.Bool("quiet", false, "no progress bar (there is none off a terminal, for suites under a second, or with -json to stdout)")
 	traceFile := fs.String("trace", "", "write an execution trace of the run (go tool trace format) to `FILE`: its regions name the phases of each call (ode.Grad.check, cuda.fill, cuda.batch, cuda.scatter, ...); written only if every suite succeeds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (go tool pprof format) to `FILE`: where a call's host time goes (started once the command line is valid, written only if every suite succeeds)")
-	if err = fs.Parse(args); err != nil {
+	if err = parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, benchUsage)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+		}
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -42,7 +44,11 @@ const maxDataTrajectories = 1 << 40
 // observations. The dense tables are allocated only after their size is
 // checked against lim.
 func readObservations(r io.Reader, dim, n int, lim limits) (ob *observations, notes []string, err error) {
-	cr := csv.NewReader(r)
+	br := bufio.NewReader(r)
+	if head, _ := br.Peek(64); looksLikeJSON(head) {
+		return nil, nil, errors.New("line 1: the file is JSON; -data takes a CSV file: an optional header row, then one row per observation, traj,t,y0,... (gradsolve help fit, under Data)")
+	}
+	cr := csv.NewReader(br)
 	cr.Comment = '#'
 	cr.FieldsPerRecord = -1 // checked here, with a clearer message
 	cr.TrimLeadingSpace = true
@@ -80,12 +86,12 @@ func readObservations(r io.Reader, dim, n int, lim limits) (ob *observations, no
 		}
 		if records == 1 && isHeader(rec) {
 			if len(rec) != width {
-				return nil, nil, fmt.Errorf("line %d: the header has %s; want %d: traj, t and the %s", line, count(len(rec), "column"), width, count(dim, "state component"))
+				return nil, nil, fmt.Errorf("line %d: the header has %s; want %d: traj, t and the %s%s", line, count(len(rec), "column"), width, count(dim, "state component"), separatorHint(rec))
 			}
 			continue
 		}
 		if len(rec) != width {
-			return nil, nil, fmt.Errorf("line %d: %s; want %d: traj, t and the %s", line, count(len(rec), "field"), width, count(dim, "state component"))
+			return nil, nil, fmt.Errorf("line %d: %s; want %d: traj, t and the %s%s", line, count(len(rec), "field"), width, count(dim, "state component"), separatorHint(rec))
 		}
 		i, err := parseIndex(rec[0])
 		if err != nil {
@@ -215,6 +221,28 @@ func readObservations(r io.Reader, dim, n int, lim limits) (ob *observations, no
 
 // isHeader reports whether rec is a header row: its first field is not a
 // number.
+// looksLikeJSON reports whether a file that begins with head is a JSON
+// object or array rather than CSV (whose first field is a number or a
+// column name).
+func looksLikeJSON(head []byte) bool {
+	head = bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\ufeff")), " \t\r\n")
+	return len(head) > 0 && (head[0] == '{' || head[0] == '[')
+}
+
+// separatorHint explains a row of the wrong width whose fields other
+// programs would split at semicolons or tabs (a spreadsheet's CSV in a
+// locale with decimal commas, a TSV file), or returns "".
+func separatorHint(rec []string) string {
+	line := strings.Join(rec, ",")
+	switch {
+	case strings.Contains(line, ";"):
+		return "; fields are separated by commas, and this line has semicolons"
+	case strings.Contains(line, "\t"):
+		return "; fields are separated by commas, and this line has tabs"
+	}
+	return ""
+}
+
 func isHeader(rec []string) bool {
 	_, err := strconv.ParseFloat(strings.TrimSpace(rec[0]), 64)
 	return err != nil && !strings.Contains(err.Error(), "range")

@@ -61,8 +61,10 @@
 // The exit status is 0 on success, 1 if the run failed (a trajectory, a
 // gradient refused as stiff, a non-finite gradient, writing the output or
 // the plot; the JSON object is still printed, with status and error
-// saying why) and 2 for a bad command line, with
-// a message naming the flag, and for an internal error: a panic anywhere
+// saying why) and 2 for a bad command line, with a message naming the
+// flag and what its value should be (a mistyped flag's names the close
+// ones, as "did you mean -rtol?"; parseFlags), and for an internal
+// error: a panic anywhere
 // in a command is recovered and reported as a bug. Ensembles too large for
 // the machine's memory are refused before any work (limits.go).
 //
@@ -105,6 +107,7 @@
 // and builds the ode.Problem and ode.Settings, limits.go estimates the
 // memory of a run, solve.go runs them and builds the JSON result,
 // human.go writes the tables, output.go the CSV and the output files,
-// figure.go the plots, bar.go the progress bars; fit.go and bench.go are
+// figure.go the plots, bar.go the progress bars, engines.go the engines
+// and what a run's error tells the user (errorText); fit.go and bench.go are
 // the fit and bench commands, data.go reads fit's -data.
 package main

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -29,4 +30,16 @@ func finishCompiles(stderr io.Writer) {
 	}
 	fmt.Fprintln(stderr, "gradsolve: finishing the GPU kernels' compile for the next runs (the disk cache); interrupt to skip")
 	_ = cuda.WaitForCompiles(context.Background())
+}
+
+// errorText is the text of a failed run's error as the command reports it
+// (stderr, the report's status, JSON's status and error): the library's
+// advice in flags (cliHints) and, where a GPU engine was asked for on a
+// machine without a GPU or NVRTC, how to run the same command on the CPU.
+func errorText(err error) string {
+	s := cliHints.Replace(err.Error())
+	if errors.Is(err, cuda.ErrNoGPU) || errors.Is(err, cuda.ErrNoNVRTC) {
+		s += "; to run on the CPU, leave out -engine (or give -engine cpu), or use -engine auto, which takes a GPU engine where one is available and the CPU elsewhere"
+	}
+	return s
 }

@@ -177,7 +177,7 @@ func (j *job) summaryFigure(out *outcome) (*plot.Figure, string, error) {
 		l.Color = plotutil.Color(c)
 		l.Width = vg.Points(1.2)
 		fig.Plot.Add(l)
-		fig.Plot.Legend.Add(labels[c], l)
+		plot.AddLegend(fig.Plot, c, w, labels[c], l)
 		drawn++
 	}
 	if drawn == 0 {

@@ -67,13 +67,17 @@ Loss: the mean over trajectories of the sum over observations of
 
 JSON (-json): command, problem, method, engine, n, fits, fit (the names),
 data, observations (the observed values, repeated ones included), truth
-(synthetic data: the true values, trajectory 0's for y0K), status, error,
-steps, records, loss_first, loss_final, loss_best, best_step, fitted (per
-fit, the values in -fit order; y0K: the fit's first trajectory's),
-fitted_y0 (per trajectory, its fitted y0K values; null if none is
-fitted), truth_y0 (synthetic data: per trajectory, its true y0K values),
-history (the loss per step), time_ms, record_ms, grad_ms and device_steps
-(the steps run with the fit in GPU memory: 0 on the CPU engine).
+(synthetic data: the true values, trajectory 0's for y0K), status ("max
+steps" when all -steps steps ran, the fit's normal end; "stiff", or the
+error text, when it failed), error (null, or the error text), steps,
+records, loss_first, loss_final (after the last step), loss_best,
+best_step (the steps taken when the best loss was seen, 0 for the start),
+fitted (per fit, the values in -fit order; y0K: the fit's first
+trajectory's), fitted_y0 (per trajectory, its fitted y0K values; null if
+none is fitted), truth_y0 (synthetic data: per trajectory, its true y0K
+values), history (the loss before each step: history[k] after k steps),
+time_ms, record_ms, grad_ms and device_steps (the steps run with the fit
+in GPU memory: 0 on the CPU engine).
 
 Numbers: -steps is at least 1 (the loss is evaluated before the first step
 and after the last); -lr is positive and finite; -noise and -clip are zero
@@ -110,11 +114,10 @@ type fitVar struct {
 	name string
 }
 
-// fitCommand runs "gradsolve fit".
-func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
-	o := &options{}
-	fo := &fitOptions{}
-	fs := newFlagSet("fit", o, stderr)
+// newFitFlagSet returns fit's flags: solve's (newFlagSet) and fit's own,
+// set into o and fo. Its Usage is fit's help, the flags included.
+func newFitFlagSet(o *options, fo *fitOptions, out io.Writer) *flag.FlagSet {
+	fs := newFlagSet("fit", o, out)
 	fs.StringVar(&fo.fit, "fit", "", "comma `list` of what to fit: pK or a parameter name, y0K")
 	fs.StringVar(&fo.data, "data", "", "observations, a CSV `file` (traj,t,y0,...; see Data above); none: synthetic data")
 	fs.StringVar(&fo.start, "start", "", "starting values of the fitted quantities, comma `list` in -fit order (synthetic data; default: truth × 1.1)")
@@ -125,19 +128,29 @@ func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
 	fs.Float64Var(&fo.clip, "clip", 0, "clip each fit's gradient to this norm (0: no clipping)")
 	fs.IntVar(&fo.remesh, "remesh", 0, "record a new mesh every K steps (0: every step; -1: once)")
 	fs.Uint64Var(&fo.seed, "seed", 1, "seed of the synthetic noise")
-	fs.StringVar(&fo.plot, "plot", "", "write the loss curve to this `file` (.png, .svg, .pdf)")
+	fs.StringVar(&fo.plot, "plot", "", "write the loss curve to `FILE` (.png, .svg or .pdf, by extension)")
 	fs.Usage = func() { fitUsage(fs.Output(), fs) }
+	return fs
+}
+
+// fitCommand runs "gradsolve fit".
+func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
+	o := &options{}
+	fo := &fitOptions{}
+	fs := newFitFlagSet(o, fo, stderr)
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fitUsage(stderr, fs)
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "gradsolve fit: %v\n", err)
+		fmt.Fprintln(stderr, "Run 'gradsolve help fit' for usage.")
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gradsolve fit: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "gradsolve fit: unexpected argument %q (flags start with -; lists are comma-separated without spaces)\n", fs.Arg(0))
+		fmt.Fprintln(stderr, "Run 'gradsolve help fit' for usage.")
 		return exitUsage
 	}
 	o.set = make(map[string]bool)
@@ -152,7 +165,7 @@ func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
 		fmt.Fprintln(stderr, "Run 'gradsolve help fit' for usage.")
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "gradsolve fit: %s\n", cliHints.Replace(err.Error()))
+	fmt.Fprintf(stderr, "gradsolve fit: %s\n", errorText(err))
 	return exitFail
 }
 
@@ -525,7 +538,7 @@ func (f *fitOutcome) json() jsonObject {
 	status := res.Status.String()
 	var errText any // null on success
 	if f.err != nil {
-		status = cliHints.Replace(f.err.Error())
+		status = errorText(f.err)
 		errText = status
 		if errors.Is(f.err, ode.ErrStiff) {
 			status = "stiff"

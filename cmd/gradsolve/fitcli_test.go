@@ -189,6 +189,13 @@ func TestFitDataErrors(t *testing.T) {
 		{"", "no observations"},
 		{"traj,t,x,v\n0,0.5,,\n", "no observed value"},
 		{"traj,t,x,v\n0,0.5,1,2\n0,-1,1,2\n", "from -1 to 0.5, beyond [t0, t1] = [0, 1]"},
+		// Files of other shapes say what they are.
+		{`{"traj": [0], "t": [0.5], "y": [[1, 2]]}`, "line 1: the file is JSON; -data takes a CSV file"},
+		{"\ufeff\n  [[0, 0.5, 1, 2]]\n", "line 1: the file is JSON"},
+		{"traj;t;x;v\n0;0.5;1;2\n", "line 1: the header has 1 column; want 4: traj, t and the 2 state components; fields are separated by commas, and this line has semicolons"},
+		{"0;0,5;1;2\n", "line 1: the header has 2 columns; want 4: traj, t and the 2 state components; fields are separated by commas, and this line has semicolons"},
+		{"traj,t,x,v\n0;0.5;1;2\n", "line 2: 1 field; want 4: traj, t and the 2 state components; fields are separated by commas, and this line has semicolons"},
+		{"traj\tt\tx\tv\n0\t0.5\t1\t2\n", "this line has tabs"},
 	} {
 		path := writeFile(t, dir, fmt.Sprintf("d%d.csv", k), tc.data)
 		code, _, stderr := runArgs("fit", "-problem", "vdp", "-fit", "mu", "-steps", "1", "-data", path)

@@ -65,10 +65,9 @@ the estimate and the largest -n that fits. A grad also stores about
 const runHelp = `Methods: -method auto integrates with Tsit5 and switches a trajectory
 to Rodas5P, from where it is, when its stiffness test fires (on every
 engine: a GPU engine runs the stiff trajectories on with Rodas5P from
-their switch times); the output
-names the method that
-ran (Auto when a trajectory switched). On a trajectory that is stiff for it, an
-explicit method (tsit5, vern7) runs at its stability limit: its states are
+their switch times); the output names the method that ran (Auto when a
+trajectory switched). On a trajectory that is stiff for it, an explicit
+method (tsit5, vern7) runs at its stability limit: its states are
 accurate (solve reports the trajectories as stiff), but the derivative of
 its replay is meaningless, so grad refuses it: status stiff, exit status 1,
 use -method rodas5p or -method auto.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -269,10 +270,27 @@ func norm(xs []float64) float64 {
 	return math.Sqrt(s)
 }
 
-// fmtDur formats a duration in milliseconds, or seconds from 1 s.
+// fmtDur formats a duration in milliseconds, or seconds from 1 s, to
+// three significant digits, trailing zeros kept (1.00 s, 83.8 ms, 197 ms),
+// so that every time of a report reads to the same precision.
 func fmtDur(d time.Duration) string {
 	if d >= time.Second {
-		return fmt.Sprintf("%.3g s", d.Seconds())
+		return sig3(d.Seconds()) + " s"
 	}
-	return fmt.Sprintf("%.3g ms", float64(d.Microseconds())/1e3)
+	return sig3(float64(d.Microseconds())/1e3) + " ms"
+}
+
+// sig3 formats x ≥ 0 to three significant digits in fixed notation, with
+// its trailing zeros; numbers of four digits or more are whole.
+func sig3(x float64) string {
+	s := strconv.FormatFloat(x, 'g', 3, 64) // rounds first: 9.996 → 10
+	if strings.ContainsAny(s, "e") || x == 0 {
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	v, _ := strconv.ParseFloat(s, 64)
+	digits := 0
+	for p := 100.0; v < p && digits < 6; p /= 10 {
+		digits++
+	}
+	return strconv.FormatFloat(v, 'f', digits, 64)
 }

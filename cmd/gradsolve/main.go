@@ -118,6 +118,7 @@ func runCommand(args []string, stdout, stderr io.Writer, su setup) int {
 			return exitOK
 		case isUsage(err):
 			fmt.Fprintf(stderr, "gradsolve bench: %v\n", err)
+			fmt.Fprintln(stderr, "Run 'gradsolve help bench' for usage.")
 			return exitUsage
 		}
 		fmt.Fprintf(stderr, "gradsolve bench: %v\n", err)
@@ -161,21 +162,11 @@ func panicSite() string {
 	}
 }
 
-// isUsage reports whether err is a command-line error: a *usageError,
-// or an error of package flag (which has no error type; its messages are
-// recognised by their stable prefixes), as bench returns them.
+// isUsage reports whether err is a command-line error: a *usageError, as
+// parseFlags and the checks of every command return them.
 func isUsage(err error) bool {
 	var u *usageError
-	if errors.As(err, &u) {
-		return true
-	}
-	msg := err.Error()
-	for _, p := range []string{"flag provided but not defined", "invalid value ", "invalid boolean ", "bad flag syntax", "flag needs an argument"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
+	return errors.As(err, &u)
 }
 
 const mainUsage = `gradsolve solves ensembles of small ODEs and returns exact reverse-mode
@@ -243,7 +234,7 @@ func helpCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, problemsUsage)
 		return exitOK
 	case "fit":
-		fmt.Fprint(stdout, fitHelp)
+		fitUsage(stdout, newFitFlagSet(&options{}, &fitOptions{}, stdout))
 		return exitOK
 	case "help":
 		mainHelp(stdout)
@@ -258,23 +249,36 @@ const problemsUsage = `Usage: gradsolve problems [-json]
 Lists the built-in problems: name, state dimension, parameters (per
 trajectory, with their names, and shared), stiffness, the default method and
 time span, and a one-line description with the equations and a reference.
+A long list of parameter names is shortened in the table (k1, k2, k3, …,
+k25); -json gives every name (param_names), with the default y0 and p.
 `
+
+// shortNames joins names with commas, keeping the table narrow: more than
+// six names show as the first three, an ellipsis and the last.
+func shortNames(names []string) string {
+	if len(names) > 6 {
+		names = append(names[:3:3], "…", names[len(names)-1])
+	}
+	return strings.Join(names, ", ")
+}
 
 // problemsCommand runs "gradsolve problems".
 func problemsCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("problems", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print a JSON array")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if err == flag.ErrHelp {
 			fmt.Fprint(stderr, problemsUsage)
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "gradsolve problems: %v\n", err)
+		fmt.Fprintln(stderr, "Run 'gradsolve help problems' for usage.")
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "gradsolve problems: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintln(stderr, "Run 'gradsolve help problems' for usage.")
 		return exitUsage
 	}
 	var list []jsonObject
@@ -302,7 +306,7 @@ func problemsCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		params := "-"
 		if f.Params > 0 {
-			params = fmt.Sprintf("%d (%s)", f.Params, strings.Join(pn, ", "))
+			params = fmt.Sprintf("%d (%s)", f.Params, shortNames(pn))
 		}
 		stiff := "no"
 		if f.Stiff {

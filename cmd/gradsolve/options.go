@@ -110,7 +110,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.saveat, "saveat", "", "comma `list` of times in [t0, t1], non-decreasing, at which to save the states")
 	fs.Float64Var(&o.rtol, "rtol", ode.DefaultRelTol, "relative `tolerance`")
 	fs.StringVar(&o.atol, "atol", formatFloat(ode.DefaultAbsTol), "absolute `tolerance`: one value, or a comma list of one per state component")
-	fs.IntVar(&o.maxSteps, "max-steps", ode.DefaultMaxSteps, "maximum attempted (accepted + rejected) steps per trajectory")
+	fs.IntVar(&o.maxSteps, "max-steps", ode.DefaultMaxSteps, "maximum attempted (accepted + rejected) steps per trajectory; 0 means the default")
 	fs.Float64Var(&o.dt0, "dt0", 0, "first step `size`; 0 picks it per trajectory")
 	fs.StringVar(&o.method, "method", "", "integration method `"+methodNames("|")+"` (default: Tsit5, or Rodas5P for a stiff problem); auto runs Tsit5 and switches a trajectory to Rodas5P where its stiffness test fires")
 	fs.StringVar(&o.engine, "engine", "cpu", "the engine that runs the work, `cpu|auto|NAME`: auto is the first available registered engine other than cpu, else cpu; this build has "+strings.Join(ode.Engines(), ", "))
@@ -141,7 +141,7 @@ func parseArgs(cmd string, args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := newFlagSet(cmd, o, stderr)
 	fs.SetOutput(io.Discard) // errors are reported by the caller, once
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if err == flag.ErrHelp {
 			commandHelp(stderr, cmd, fs)
 			return nil, err

@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -236,4 +238,119 @@ func parseEngine(s string) (string, error) {
 		return "", fmt.Errorf("%q: this build of gradsolve has no cuda engine (package cuda registers it when it is imported); the engines here are %s", s, valid)
 	}
 	return "", fmt.Errorf("%q: unknown engine; want one of %s", s, valid)
+}
+
+// parseFlags parses args with fs, as fs.Parse does, and rewrites package
+// flag's errors in the command's style, naming the flag first and saying
+// what its value should be:
+//
+//	flag provided but not defined: -nn (did you mean -n?)
+//	-n: "1.5" is not an integer
+//	-vary: "p1=0:nan": HI "nan" is not finite
+//
+// Every command parses its flags through it. Errors other than
+// flag.ErrHelp are *usageError values.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || err == flag.ErrHelp {
+		return err
+	}
+	msg := err.Error()
+	const undefined = "flag provided but not defined: -"
+	if name, ok := strings.CutPrefix(msg, undefined); ok {
+		var near []string
+		fs.VisitAll(func(f *flag.Flag) {
+			if flagNear(name, f.Name) {
+				near = append(near, "-"+f.Name)
+			}
+		})
+		switch len(near) {
+		case 0:
+		case 1:
+			msg += fmt.Sprintf(" (did you mean %s?)", near[0])
+		default:
+			msg += fmt.Sprintf(" (did you mean %s or %s?)", strings.Join(near[:len(near)-1], ", "), near[len(near)-1])
+		}
+		return &usageError{msg: msg}
+	}
+	if m := badFlagValue.FindStringSubmatch(msg); m != nil {
+		if f := fs.Lookup(m[2]); f != nil {
+			return &usageError{msg: fmt.Sprintf("-%s: %s", f.Name, valueProblem(f, m[1], m[3]))}
+		}
+	}
+	return &usageError{msg: msg}
+}
+
+// badFlagValue matches package flag's errors for a value its flag does not
+// accept: the value, the flag's name and the reason.
+var badFlagValue = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-(\S+): (.*)$`)
+
+// valueProblem says why value is not one of flag f's values: its type's
+// reason for the flags of package flag's types, whose own reason is only
+// "parse error" or "value out of range"; the reason as given otherwise
+// (the flag's Set wrote it).
+func valueProblem(f *flag.Flag, value, reason string) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok || (reason != "parse error" && reason != "value out of range") {
+		return reason
+	}
+	var what string
+	switch g.Get().(type) {
+	case int, int64:
+		what = "an integer"
+	case uint, uint64:
+		what = "a non-negative integer"
+	case float64:
+		what = "a number"
+	case bool:
+		return fmt.Sprintf("%q is not a boolean; give the flag alone (-%s) or as -%s=false", value, f.Name, f.Name)
+	default:
+		return fmt.Sprintf("%q: %s", value, reason)
+	}
+	if reason == "value out of range" {
+		return fmt.Sprintf("%q is out of the range of %s", value, what)
+	}
+	return fmt.Sprintf("%q is not %s", value, what)
+}
+
+// flagNear reports whether the typed flag name is a likely misspelling of
+// the defined name: a case difference, a prefix of at least two letters, or
+// at most one edit (two for names of six letters or more), counting a swap of
+// adjacent letters as one edit.
+func flagNear(typed, name string) bool {
+	t, n := strings.ToLower(typed), strings.ToLower(name)
+	if t == n || (len(t) >= 2 && strings.HasPrefix(n, t)) {
+		return true
+	}
+	limit := 1
+	if len(n) >= 6 {
+		limit = 2
+	}
+	return editDistance(t, n) <= limit
+}
+
+// editDistance is the optimal string alignment distance of a and b (bytes):
+// insertions, deletions, substitutions and swaps of adjacent bytes.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }

@@ -346,7 +346,7 @@ func (out *outcome) statusText() string {
 	if out.err == nil {
 		return "ok"
 	}
-	return cliHints.Replace(out.err.Error())
+	return errorText(out.err)
 }
 
 // jsonStatus is the status of the JSON output: "ok", "stiff" if the

@@ -110,6 +110,9 @@ func spread(n int, lo, hi float64) []float64 {
 }
 
 func run(ctx context.Context, c config, out io.Writer) (*outcome, error) {
+	if c.n < 1 || c.steps < 1 {
+		return nil, fmt.Errorf("-n %d, -steps %d: want at least 1 trajectory and 1 step", c.n, c.steps)
+	}
 	set := &ode.Settings{Method: ode.Rodas5P, RelTol: 1e-6, AbsTol: 1e-10}
 	k1s := spread(c.n, 0.02, 0.08)
 	data, err := truthStates(k1s, saveTimes, set)
@@ -141,7 +144,8 @@ func run(ctx context.Context, c config, out io.Writer) (*outcome, error) {
 		return nil, err
 	}
 	bar := progress.New(c.steps, &progress.Settings{Quiet: c.quiet, Description: "neural-robertson"})
-	opt := &optim.Adam{Schedule: optim.WarmupCosine{Init: c.lr / 10, Peak: c.lr, Final: c.lr / 20, Warmup: 10, Steps: c.steps}}
+	// Ten warm-up steps, or every step of a shorter run.
+	opt := &optim.Adam{Schedule: optim.WarmupCosine{Init: c.lr / 10, Peak: c.lr, Final: c.lr / 20, Warmup: min(10, c.steps), Steps: c.steps}}
 	start := time.Now()
 	res, err := f.Run(ctx, &fit.Settings{Steps: c.steps, Optimizer: opt, ClipNorm: 10, Progress: bar})
 	if err != nil {

@@ -34,3 +34,24 @@ func TestNeuralRobertson(t *testing.T) {
 		t.Errorf("learned rate off by %.2f%% on held-out states, want at most %g%%", 100*o.rateErr, 100*wantRate)
 	}
 }
+
+// TestSmallRuns checks that runs shorter than the schedule's ten warm-up
+// steps work (they once failed at step 0: Warmup > Steps), and that sizes
+// below 1 are refused before any work.
+func TestSmallRuns(t *testing.T) {
+	for _, tc := range []struct {
+		n, steps int
+		ok       bool
+	}{
+		{1, 1, true},
+		{2, 3, true},
+		{1, 0, false},
+		{0, 3, false},
+	} {
+		c := config{n: tc.n, steps: tc.steps, lr: 0.01, seed: 1, quiet: true}
+		_, err := run(context.Background(), c, io.Discard)
+		if (err == nil) != tc.ok {
+			t.Errorf("-n %d -steps %d: error %v, want ok = %v", tc.n, tc.steps, err, tc.ok)
+		}
+	}
+}

@@ -180,7 +180,8 @@ func run(ctx context.Context, c config, out io.Writer) (*outcome, error) {
 	return o, nil
 }
 
-// plotOrbits draws the fitted orbits of the first four stars.
+// plotOrbits draws the fitted orbits of the first four stars (all of
+// them if there are fewer).
 func plotOrbits(path string, f *fit.Fitter, res *fit.Result) error {
 	p := res.Problem
 	p.SaveAt = problems.LinSpace(make([]float64, 400), 0, p.T1)
@@ -188,7 +189,11 @@ func plotOrbits(path string, f *fit.Fitter, res *fit.Result) error {
 	if err != nil {
 		return err
 	}
-	fig, err := plot.Phase(sol, []int{0, 1, 2, 3}, 0, 1, []string{"x", "z"})
+	stars := make([]int, min(4, sol.N))
+	for i := range stars {
+		stars[i] = i
+	}
+	fig, err := plot.Phase(sol, stars, 0, 1, []string{"x", "z"})
 	if err != nil {
 		return err
 	}

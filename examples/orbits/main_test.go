@@ -27,3 +27,15 @@ func TestOrbits(t *testing.T) {
 		t.Errorf("recovered %v, worst relative error %.2f%%; want at most %g%%", o.got, 100*o.worst, 100*want)
 	}
 }
+
+// TestSmallRuns checks that the example runs, plot included, at the
+// smallest sizes its flags allow (it once plotted stars 0 to 3 whatever
+// -n was).
+func TestSmallRuns(t *testing.T) {
+	for _, n := range []int{1, 2, 3} {
+		c := config{n: n, steps: 2, noise: 0.005, lr: 0.03, seed: 1, quiet: true, plot: filepath.Join(t.TempDir(), "orbits.svg")}
+		if _, err := run(context.Background(), c, io.Discard); err != nil {
+			t.Errorf("-n %d -steps 2: %v", n, err)
+		}
+	}
+}
