@@ -467,6 +467,12 @@ func Engines() []string {
 // that is not registered.
 var ErrNoEngine = errors.New("no such engine")
 
+// ErrUnavailable is wrapped, beside the engine's own reason (such as
+// package cuda's driver.ErrNoGPU), by the error of NewSolver when
+// Settings.Engine names a registered engine that cannot run here: no
+// GPU, no driver. "auto" never returns it; it falls back to the CPU.
+var ErrUnavailable = errors.New("not available")
+
 // lookupEngine returns the engine for Settings.Engine: "" and "cpu" the CPU
 // engine; "auto" the first registered engine other than the CPU that is
 // available, else the CPU; any other name that engine, which must be
@@ -502,7 +508,7 @@ func lookupEngine(name string) (Engine, error) {
 		return nil, fmt.Errorf("ode: engine %q: %w%s; registered: %v, or \"auto\"", name, ErrNoEngine, hint, names)
 	}
 	if err := e.Available(); err != nil {
-		return nil, fmt.Errorf("ode: engine %q is not available: %w", name, err)
+		return nil, fmt.Errorf("ode: engine %q is %w: %w", name, ErrUnavailable, err)
 	}
 	return e, nil
 }

@@ -2,6 +2,7 @@ package ode_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -291,3 +292,39 @@ func TestResultEngine(t *testing.T) {
 		}
 	}
 }
+
+// unavailableEngine is registered but cannot run here.
+type unavailableEngine struct{ servingEngine }
+
+var errNoHardware = errors.New("no such hardware")
+
+func (unavailableEngine) Name() string     { return "unavailable-spy" }
+func (unavailableEngine) Available() error { return errNoHardware }
+
+// TestEngineUnavailable checks NewSolver's error for a registered engine
+// that cannot run: it wraps ode.ErrUnavailable and the engine's own
+// reason, and says both; "auto" passes it over for the CPU engine; an
+// unregistered name wraps ErrNoEngine instead.
+func TestEngineUnavailable(t *testing.T) {
+	registerUnavailable.Do(func() { ode.Register(unavailableEngine{}) })
+	f := ode.Field{Name: "decay", Dim: 1, F: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].Neg()} }}
+	_, err := ode.NewSolver(f, &ode.Settings{Engine: "unavailable-spy"})
+	if !errors.Is(err, ode.ErrUnavailable) || !errors.Is(err, errNoHardware) || errors.Is(err, ode.ErrNoEngine) {
+		t.Fatalf("NewSolver on an unavailable engine: %v; want ErrUnavailable and the engine's reason", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `engine "unavailable-spy" is not available: no such hardware`) {
+		t.Errorf("message %q does not name the engine and its reason", msg)
+	}
+	sv, err := ode.NewSolver(f, &ode.Settings{Engine: "auto"})
+	if err != nil {
+		t.Fatalf("auto with an unavailable engine registered: %v", err)
+	}
+	if got := sv.Engine(); got == "unavailable-spy" {
+		t.Errorf("auto chose the unavailable engine")
+	}
+	if _, err := ode.NewSolver(f, &ode.Settings{Engine: "no-such-engine"}); !errors.Is(err, ode.ErrNoEngine) || errors.Is(err, ode.ErrUnavailable) {
+		t.Errorf("an unregistered engine: %v; want ErrNoEngine alone", err)
+	}
+}
+
+var registerUnavailable sync.Once
