@@ -191,7 +191,7 @@ func openDriver(names []string) (*driver, error) {
 			lib = h
 			break
 		}
-		errs = append(errs, err.Error())
+		errs = append(errs, dlopenError(name, err))
 	}
 	if lib == 0 {
 		return nil, fmt.Errorf("cuda: %w: %s not found (%s)", ErrNoGPU, names[0], strings.Join(errs, "; "))
@@ -230,6 +230,20 @@ func openDriver(names []string) (*driver, error) {
 		return nil, fmt.Errorf("cuda: %w: %w", ErrNoGPU, err)
 	}
 	return d, nil
+}
+
+// dlopenError says why the library name did not open: the loader's
+// message, which names the file, or, where the loader left none (dlerror
+// is empty once read: a second try in one process), the name.
+func dlopenError(name string, err error) string {
+	msg := err.Error()
+	switch {
+	case msg == "":
+		return name + ": cannot open shared object file"
+	case !strings.Contains(msg, name):
+		return name + ": " + msg
+	}
+	return msg
 }
 
 // check turns a CUresult into nil or an *Error naming call.

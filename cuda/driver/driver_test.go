@@ -287,3 +287,35 @@ func TestCached(t *testing.T) {
 		t.Error("cached with the cache off")
 	}
 }
+
+// TestOpenDriverNamesEachLibrary checks that the error of a driver that
+// does not load names every library it tried, with the loader's reason,
+// also where the loader gives none (a second try in one process).
+func TestOpenDriverNamesEachLibrary(t *testing.T) {
+	names := []string{"libgradsolve-missing-a.so.1", "libgradsolve-missing-b.so"}
+	for range 2 {
+		_, err := openDriver(names)
+		if !errors.Is(err, ErrNoGPU) {
+			t.Fatalf("openDriver of missing libraries: %v, want ErrNoGPU", err)
+		}
+		for _, n := range names {
+			if !strings.Contains(err.Error(), n+": ") {
+				t.Errorf("%q does not say why %s did not open", err, n)
+			}
+		}
+		if strings.Contains(err.Error(), "(; ") || strings.Contains(err.Error(), "; ;") {
+			t.Errorf("%q: an empty reason", err)
+		}
+	}
+	for _, c := range []struct {
+		msg, want string
+	}{
+		{"", "libx.so: cannot open shared object file"},
+		{"libx.so: cannot open shared object file: No such file or directory", "libx.so: cannot open shared object file: No such file or directory"},
+		{"undefined symbol: cuInit", "libx.so: undefined symbol: cuInit"},
+	} {
+		if got := dlopenError("libx.so", errors.New(c.msg)); got != c.want {
+			t.Errorf("dlopenError(%q) = %q, want %q", c.msg, got, c.want)
+		}
+	}
+}
