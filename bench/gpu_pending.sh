@@ -59,7 +59,7 @@
 #     bound against 303d2d7, the events suite traced beside Diffrax, the
 #     Brusselator at matched error.
 #   bash bench/gpu_pending.sh s49b (under 470 s): the device tests of
-#     session 49's merged helpers, then Lorenz-96's kernels (the loss VJP
+#     session 49's and 50's merged helpers, then Lorenz-96's kernels (the loss VJP
 #     in shared memory, blocked windows, y from the record) beside
 #     b9a028d and gpu-large's Lorenz-96 calls.
 #   bash bench/gpu_pending.sh s49c (under 430 s): the changed-input call,
@@ -951,8 +951,11 @@ tp wide 235 '^TestGPUWide$' &
 tp wide2 235 '^(TestGPUWideRecordY|TestGPUWideBlockedSame|TestGPUWideLanesShared)$' &
 tp saves 235 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUKeptThetas|TestGPUCotGroups|TestGPUSaveCots)$' &
 tp calls 235 '^(TestGPUStageParts|TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUKeepGradsAhead|TestGPUKeepGradsLossSum|TestGPUSplitDownload|TestGPUInputReuse|TestGPUGradAhead|TestGPUEndsInBatch)$' &
+# Session 50's device tests (H2's float32 checks, H4's event and dense
+# cases with the event-time save fixes in events.cuh, H5's trainer).
+tp new50 235 '^(TestGPUEventCases|TestGPUDenseSolution|TestGPUEventsSaveEdges|TestGPUEventsReruns|TestGPUEngineFloat32|TestGPUEventsFloat32|TestGPUTrainHugeGradient|TestGPUTrainResumeEveryStop|TestGPUTrainUpdateManySteps|TestGPUTrainMatchesHost|TestGPUTrainResume|TestGPUTrainUpdateBitwise)$' &
 wait
-for f in wide wide2 saves calls; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+for f in wide wide2 saves calls new50; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
 t l96 130 -test.run XXX -test.timeout 125s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|blocked|blocked-s48|recy|recy-outplace)|lorenz96-64/^(default|blocked|blocked-s48|recy-outplace))(#[0-9]+)?$' -test.benchtime 5x
 TB=/tmp/base49.test t l96-base 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
 echo "=== gpu-large"
