@@ -52,8 +52,8 @@ func TestSolveDenseInputErrors(t *testing.T) {
 				}()
 				ds, err = sv.SolveDense(&p)
 			}()
-			if ds != nil || err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("%s (AllowFailures %t): got %v, %v; want an error containing %q", c.name, allow, ds, err, c.want)
+			if ds != nil || err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ode.ErrInput) {
+				t.Errorf("%s (AllowFailures %t): got %v, %v; want an error containing %q, wrapping ErrInput", c.name, allow, ds, err, c.want)
 			}
 		}
 	}
@@ -136,8 +136,8 @@ func TestNilProblem(t *testing.T) {
 			}()
 			err = c.call()
 		}()
-		if err == nil || !strings.Contains(err.Error(), "the problem is nil") {
-			t.Errorf("%s(nil problem): error %v, want one saying the problem is nil", c.name, err)
+		if err == nil || !strings.Contains(err.Error(), "the problem is nil") || !errors.Is(err, ode.ErrInput) {
+			t.Errorf("%s(nil problem): error %v, want one saying the problem is nil, wrapping ErrInput", c.name, err)
 		}
 	}
 }

@@ -235,7 +235,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	}
 	pl := ex.plan
 	if pl.Events != nil && j.Mesh != nil && len(j.Mesh.Events) < j.Mesh.Rows*j.Mesh.N {
-		return nil, fmt.Errorf("ode: a mesh replayed with events must mark its event steps (Mesh.Events): record it with these events on the \"cpu\" engine")
+		return nil, badInput(fmt.Errorf("ode: a mesh replayed with events must mark its event steps (Mesh.Events): record it with these events on the \"cpu\" engine"))
 	}
 	n, d := j.N, pl.Dim
 	workers := j.Workers

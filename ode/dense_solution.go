@@ -66,7 +66,7 @@ var ErrNoDense = errors.New("no dense output")
 func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 	pl := sv.plan
 	if pl.DenseStep == nil {
-		return nil, fmt.Errorf("ode: %s: SolveDense: Settings.Saves is %v: %w; use the default SaveInterpolate", sv.field.name(), sv.set.Saves, ErrNoDense)
+		return nil, badInput(fmt.Errorf("ode: %s: SolveDense: Settings.Saves is %v: %w; use the default SaveInterpolate", sv.field.name(), sv.set.Saves, ErrNoDense))
 	}
 	// With AllowFailures, Record reports failed trajectories in their
 	// statuses and returns an error only for what made it record nothing
@@ -314,7 +314,7 @@ func (ds *DenseSolution) Evaluate(dst []float64, i int, t float64) ([]float64, e
 	}
 	end := ds.Solution.T[i]
 	if math.IsNaN(t) || t < ds.T0 || t > end {
-		return nil, fmt.Errorf("ode: DenseSolution.Evaluate: t = %v is outside trajectory %d's span [%v, %v]", t, i, ds.T0, end)
+		return nil, badInput(fmt.Errorf("ode: DenseSolution.Evaluate: t = %v is outside trajectory %d's span [%v, %v]", t, i, ds.T0, end))
 	}
 	lo, hi := ds.off[i], ds.off[i+1]
 	// The first step that starts after t; the one before brackets it.

@@ -90,6 +90,25 @@
 // values, T1 ≤ T0, unsorted save times, tolerances ≤ 0) is reported before
 // any work is done.
 //
+// Every error about a call's inputs wraps ErrInput, whatever its message
+// (which names the input): the Settings (values out of range, an unknown
+// engine name, a tolerance the engine's arithmetic cannot meet, Saves =
+// SaveStep for SolveDense, which also wraps ErrNoDense), the Field and the
+// events (a definition that does not trace, a wrong output count), the
+// Problem (lengths, non-finite values, end and save times, an ensemble
+// beyond the machine's memory, which also wraps ErrTooLarge), a Mesh
+// passed back (of another problem, method, field or events, inconsistent,
+// or with a failed trajectory, which also unwraps to its
+// *TrajectoryError), the Loss (no term, a trace that fails, Data's length
+// or a non-finite entry it reads, its Reg), GradPartial's skip,
+// NewTrainer's TrainSpec and the time given to DenseSolution.Evaluate.
+// errors.Is(err, ErrInput) thus tells a call that cannot run as given from
+// a run-time failure, which does not wrap it: a *TrajectoryError, a
+// non-finite loss or gradient, a cancelled context, an engine's failure or
+// limit (an engine that is unavailable, ErrNoEvents, ErrNoTrainer, a GPU
+// engine's own ErrTooLarge), and ErrReleased, the error of a result's
+// engine memory used after its Release.
+//
 // An explicit method on a stiff problem stays accurate (its controller
 // keeps the steps at the edge of its stability region) but the exact
 // derivative of its replay grows without bound there. Tsit5 and Vern7

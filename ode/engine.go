@@ -132,9 +132,32 @@ type StopGradsExecutor interface {
 	StopGrads() bool
 }
 
-// ErrInput is wrapped by the error of an Executor's Run whose checks of
-// the job's inputs (Job.Checks, see CheckingExecutor) failed.
-var ErrInput = errors.New("an input failed the executor's checks")
+// ErrInput is wrapped by every error about a call's inputs (the
+// Settings, the Field, the events, the Problem, a Mesh passed back, the
+// Loss, a TrainSpec, a time given to DenseSolution.Evaluate; see
+// Failures in the package documentation), whose message is the check's
+// own, naming the input: errors.Is(err, ErrInput) tells it from a
+// run-time failure (a *TrajectoryError, a non-finite gradient, an
+// engine's failure, a cancelled context, ErrReleased). An Executor's Run
+// whose checks of the job's inputs (Job.Checks, see CheckingExecutor)
+// failed returns an error wrapping it too.
+var ErrInput = errors.New("invalid input")
+
+// badInput returns err, an error of the checks of a call's inputs, as
+// one: an error with err's message that wraps both err and ErrInput. It
+// returns err itself where err is nil or wraps ErrInput already.
+func badInput(err error) error {
+	if err == nil || errors.Is(err, ErrInput) {
+		return err
+	}
+	return &badInputError{err}
+}
+
+// badInputError is badInput's error.
+type badInputError struct{ err error }
+
+func (e *badInputError) Error() string   { return e.err.Error() }
+func (e *badInputError) Unwrap() []error { return []error{e.err, ErrInput} }
 
 // Op is the operation of a Job.
 type Op int
@@ -505,7 +528,7 @@ func lookupEngine(name string) (Engine, error) {
 		if name == "cuda" {
 			hint = " (import github.com/gradsolve-go/gradsolve/cuda to register it)"
 		}
-		return nil, fmt.Errorf("ode: engine %q: %w%s; registered: %v, or \"auto\"", name, ErrNoEngine, hint, names)
+		return nil, badInput(fmt.Errorf("ode: engine %q: %w%s; registered: %v, or \"auto\"", name, ErrNoEngine, hint, names))
 	}
 	if err := e.Available(); err != nil {
 		return nil, fmt.Errorf("ode: engine %q is %w: %w", name, ErrUnavailable, err)

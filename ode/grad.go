@@ -151,7 +151,10 @@ func Grad(dst *Gradient, p Problem, loss Loss, m *Mesh, s *Settings) (*Gradient,
 	return sv.Grad(dst, &p, loss, m)
 }
 
-// Grad is the Solver form of the package function Grad.
+// Grad is the Solver form of the package function Grad. An error about
+// p, loss or m wraps ErrInput (a mesh with a failed trajectory's also
+// unwraps to its *TrajectoryError); a failed or stiff trajectory's, or a
+// non-finite loss's, does not.
 func (sv *Solver) Grad(dst *Gradient, p *Problem, loss Loss, m *Mesh) (*Gradient, error) {
 	return sv.GradContext(context.Background(), dst, p, loss, m)
 }
@@ -635,6 +638,8 @@ func checkGradient(g *Gradient, d, np int, known bool) error {
 // lengths are left to an executor that checks them as it stages them
 // (q.leaveMesh, CheckMeshLen): then the check reads no array of N. A mesh
 // resident on another engine is first copied to the host (Mesh.Host).
+// Its errors wrap ErrInput, but for a mesh whose steps were released
+// (ErrReleased) or that an engine failed to copy to the host.
 func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 	resident := m.residentOn(sv.engine.Name())
 	if m.Resident != nil && !resident {
@@ -645,6 +650,12 @@ func (sv *Solver) checkMesh(q *problem, m *Mesh) error {
 	if resident && m.Resident.Released() {
 		return fmt.Errorf("ode: mesh: its steps on engine %s have been released (Mesh.Release): %w; record the mesh again", m.Resident.Engine(), ErrReleased)
 	}
+	return badInput(sv.checkMeshOf(q, m, resident))
+}
+
+// checkMeshOf is checkMesh of a mesh on the host or resident on the
+// solver's engine (resident), whose steps are not released.
+func (sv *Solver) checkMeshOf(q *problem, m *Mesh, resident bool) error {
 	method := sv.plan.Method
 	if sv.set.Method == Auto && m.Method != nil {
 		method = m.Method.Name() // Auto replays the mesh with the method that recorded it

@@ -188,7 +188,7 @@ func (l *Loss) termGrad(p *tape.Program, sh lossShape) (*tape.Program, error) {
 }
 
 // reg returns the gradient program of Reg (inputs s[S]; outputs Reg(s)
-// and ∂Reg/∂s), or nil if Reg is nil. Reg is traced on every call; its
+// and ∂Reg/∂s), or nil if Reg is nil; its errors wrap ErrInput. Reg is traced on every call; its
 // gradient program is cached in the solver by the trace's hash, as the
 // per-trajectory term's is (see lossPlan).
 func (sv *Solver) reg(l *Loss, ns int) (*tape.Program, error) {
@@ -201,7 +201,7 @@ func (sv *Solver) reg(l *Loss, ns int) (*tape.Program, error) {
 	}
 	p, err := tape.Trace(l.name()+".reg", in, func(v []tape.V) []tape.V { return []tape.V{l.Reg(v)} })
 	if err != nil {
-		return nil, fmt.Errorf("ode: loss %s: Reg: %w", l.name(), err)
+		return nil, badInput(fmt.Errorf("ode: loss %s: Reg: %w", l.name(), err))
 	}
 	if ns == 0 {
 		return p, nil
@@ -212,7 +212,7 @@ func (sv *Solver) reg(l *Loss, ns int) (*tape.Program, error) {
 	}
 	g, err := tape.Grad(p, nil)
 	if err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
 	sv.losses.Store(key, g)
 	return g, nil
@@ -255,19 +255,21 @@ func (sv *Solver) lossPlanChecked(l *Loss, q *problem) (*LossPlan, error) {
 }
 
 // checkDataLen reports a DataDim that is negative or a Data whose length
-// is neither DataDim (one row) nor n·DataDim.
+// is neither DataDim (one row) nor n·DataDim (an error wrapping
+// ErrInput).
 func (l *Loss) checkDataLen(n int) error {
 	switch {
 	case l.DataDim < 0:
-		return fmt.Errorf("ode: loss %s: DataDim = %d is negative; it is the width of a row of Data (0 for a loss without data)", l.name(), l.DataDim)
+		return badInput(fmt.Errorf("ode: loss %s: DataDim = %d is negative; it is the width of a row of Data (0 for a loss without data)", l.name(), l.DataDim))
 	case len(l.Data) != l.DataDim && len(l.Data) != n*l.DataDim:
-		return fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim)
+		return badInput(fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim))
 	}
 	return nil
 }
 
 // planLoss is lossPlan, reading Data for non-finite entries (checkData)
 // if scanData and expanding it to N rows (LossPlan.Data) if expandData.
+// Its errors, the loss's (its Data, its trace), wrap ErrInput.
 func (sv *Solver) planLoss(l *Loss, q *problem, scanData, expandData bool) (*LossPlan, error) {
 	n, d, K := q.n, q.Field.Dim, len(q.SaveAt)
 	if err := l.checkDataLen(n); err != nil {
@@ -286,11 +288,11 @@ func (sv *Solver) planLoss(l *Loss, q *problem, scanData, expandData bool) (*Los
 	term, err := l.term(sh, last, lt)
 	sv.giveTracer(lt)
 	if err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
 	if scanData {
 		if err := l.checkData(term, sh, n); err != nil {
-			return nil, err
+			return nil, badInput(err)
 		}
 	}
 	scale := 1.0
@@ -300,7 +302,7 @@ func (sv *Solver) planLoss(l *Loss, q *problem, scanData, expandData bool) (*Los
 	if term != last {
 		cached, err = sv.cachedLoss(l, term, sh)
 		if err != nil {
-			return nil, err
+			return nil, badInput(err)
 		}
 		sv.lastLoss.Store(cached)
 	}

@@ -162,12 +162,16 @@ func TestInputErrors(t *testing.T) {
 			tc.modify(&p, &set)
 			_, err = ode.Solve(p, &set)
 			wantErr(t, tc.name+" (Solve)", err, tc.want...)
+			wantInput(t, tc.name+" (Solve)", err, true)
 			_, err = ode.Record(p, &set)
 			wantErr(t, tc.name+" (Record)", err, tc.want...)
+			wantInput(t, tc.name+" (Record)", err, true)
 			_, err = ode.Replay(p, m, &set)
 			wantErr(t, tc.name+" (Replay)", err, tc.want...)
+			wantInput(t, tc.name+" (Replay)", err, true)
 			_, err = ode.Grad(nil, p, ode.SumSquares(), nil, &set)
 			wantErr(t, tc.name+" (Grad)", err, tc.want...)
+			wantInput(t, tc.name+" (Grad)", err, true)
 			if err != nil && !strings.HasPrefix(err.Error(), "ode: ") {
 				t.Errorf("Case %v: want the error prefixed with \"ode: \", got %q", tc.name, err)
 			}
@@ -236,9 +240,12 @@ func TestMeshAndLossErrors(t *testing.T) {
 	} {
 		_, err := ode.Grad(nil, tc.prob, tc.loss, tc.mesh, tc.set)
 		wantErr(t, tc.name+" (Grad)", err, tc.want...)
+		input := tc.name != "loss not finite" // a run-time failure of valid inputs
+		wantInput(t, tc.name+" (Grad)", err, input)
 		if strings.HasPrefix(tc.name, "mesh") || tc.name == "inconsistent mesh" {
 			_, err = ode.Replay(tc.prob, tc.mesh, tc.set)
 			wantErr(t, tc.name+" (Replay)", err, tc.want...)
+			wantInput(t, tc.name+" (Replay)", err, true)
 		}
 	}
 	// A non-finite Data entry in a column the loss does not read is no
@@ -299,6 +306,7 @@ func TestSolverProblemMismatch(t *testing.T) {
 	wantErr(t, "Record", err, "does not match the solver's lorenz")
 	_, err = sv.Grad(nil, &pr, ode.SumSquares(), nil)
 	wantErr(t, "Grad", err, "does not match the solver's lorenz")
+	wantInput(t, "Grad", err, true)
 }
 
 // blowupField is y' = p·y², whose solution 1/(1/y0 − p·t) blows up at
@@ -379,6 +387,7 @@ func TestTrajectoryFailures(t *testing.T) {
 			check := func(what string, err error) {
 				t.Helper()
 				wantErr(t, name+" ("+what+")", err, tc.want...)
+				wantInput(t, name+" ("+what+")", err, false)
 				if !errors.Is(err, tc.sentinel) {
 					t.Errorf("Case %v (%s): errors.Is(err, %v) want true, got false for %v", name, what, tc.sentinel, err)
 				}

@@ -64,10 +64,10 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 	q.omit = dst.omit()
 	n := q.n
 	if skip != nil && len(skip) != n {
-		return nil, nil, fmt.Errorf("ode: GradPartial: len(skip) = %d, want N = %d", len(skip), n)
+		return nil, nil, badInput(fmt.Errorf("ode: GradPartial: len(skip) = %d, want N = %d", len(skip), n))
 	}
 	if m != nil && (m.N != n || len(m.Status) != n || (m.Stiff != nil && len(m.Stiff) != n)) {
-		return nil, nil, fmt.Errorf("ode: mesh has %d trajectories (%d statuses), problem %d", m.N, len(m.Status), n)
+		return nil, nil, badInput(fmt.Errorf("ode: mesh has %d trajectories (%d statuses), problem %d", m.N, len(m.Status), n))
 	}
 	if err := loss.checkDataLen(n); err != nil {
 		return nil, nil, err

@@ -112,8 +112,10 @@ func TestSettingsValidation(t *testing.T) {
 			tc.modify(&p, &set)
 			_, err := ode.Solve(p, &set)
 			wantErr(t, tc.name+" (Solve)", err, tc.want...)
+			wantInput(t, tc.name+" (Solve)", err, true)
 			_, err = ode.Grad(nil, p, ode.SumSquares(), nil, &set)
 			wantErr(t, tc.name+" (Grad)", err, tc.want...)
+			wantInput(t, tc.name+" (Grad)", err, true)
 			var te *ode.TrajectoryError
 			if errors.As(err, &te) {
 				t.Errorf("Case %v: want an input error before any work, got a trajectory failure %v", tc.name, err)

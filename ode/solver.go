@@ -47,8 +47,10 @@ type Solver struct {
 
 // NewSolver traces f, builds the plan of the method in s (nil means
 // default settings) and prepares it on the engine s names. It returns an
-// error if f cannot be traced, the settings are invalid, or the engine is
-// unknown or unavailable.
+// error wrapping ErrInput if f cannot be traced, the settings or events
+// are invalid, or the engine is unknown; an error wrapping ErrNoEvents
+// if the engine cannot run the events; another if the engine is
+// unavailable or fails to prepare the plan.
 //
 // Plans are cached per process (the 32 most recent): a Solver made again
 // for a field whose trace is the same program (same name, ops, constants
@@ -60,11 +62,11 @@ type Solver struct {
 func NewSolver(f Field, s *Settings) (*Solver, error) {
 	set := s.withDefaults(&f)
 	if err := checkSettings(&f, &set); err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
 	fp, err := f.Program()
 	if err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
 	method := set.Method
 	if method == Auto {
@@ -72,7 +74,7 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 	}
 	pl, err := planFor(&f, fp, &set)
 	if err != nil {
-		return nil, err
+		return nil, badInput(err) // the field's derivatives, the controller, the events
 	}
 	eng, err := lookupEngine(set.Engine)
 	if err != nil {
@@ -83,11 +85,11 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 			return nil, fmt.Errorf("ode: %s: engine %s cannot run events (%w): use the \"cpu\" engine (Settings.Engine) for problems with Settings.Events", f.name(), eng.Name(), ErrNoEvents)
 		}
 		if method == Auto {
-			return nil, fmt.Errorf("ode: %s: Method Auto does not run events yet: choose Tsit5, Vern7, Rodas5P or Rosenbrock23", f.name())
+			return nil, badInput(fmt.Errorf("ode: %s: Method Auto does not run events yet: choose Tsit5, Vern7, Rodas5P or Rosenbrock23", f.name()))
 		}
 	}
 	if err := checkPrecision(&f, eng, &set); err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
 	ex, err := eng.Prepare(pl)
 	if err != nil {
@@ -264,12 +266,12 @@ func (sv *Solver) checkProblem(p *Problem) (*problem, error) { return sv.checkPr
 func (sv *Solver) checkProblemLeaving(p *Problem, leave Checks) (*problem, error) {
 	q, err := sv.withField(p)
 	if err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
 	if q, err = q.Problem.checkInto(q, &sv.expanded, leave); err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
-	return q, sv.checkRange(q)
+	return q, badInput(sv.checkRange(q))
 }
 
 // validateProblem makes the checks of checkProblem without expanding the
@@ -277,12 +279,12 @@ func (sv *Solver) checkProblemLeaving(p *Problem, leave Checks) (*problem, error
 func (sv *Solver) validateProblem(p *Problem) (*problem, error) {
 	q, err := sv.withField(p)
 	if err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
 	if q, err = q.Problem.validateInto(q, 0); err != nil {
-		return nil, err
+		return nil, badInput(err)
 	}
-	return q, sv.checkRange(q)
+	return q, badInput(sv.checkRange(q))
 }
 
 // checkRange refuses, on an engine that computes in float32 (a
@@ -386,7 +388,9 @@ func (sv *Solver) checkInputs(p *Problem, m *Mesh, leave Checks) (*problem, erro
 
 // inputError returns err, or, where err is an executor's failed check of
 // the inputs it was left (ErrInput), package ode's own error naming the
-// input, from the checks of p and m made again.
+// input, from the checks of p and m made again, all of them in package
+// ode (they wrap ErrInput too); err itself where those find nothing (an
+// input error the run found, such as a loss's).
 func (sv *Solver) inputError(err error, p *Problem, m *Mesh) error {
 	if errors.Is(err, ErrInput) {
 		if _, cerr := sv.checkInputs(p, m, 0); cerr != nil {
@@ -461,7 +465,8 @@ func (s *Solution) Err() error { return firstFailure(s.Status, s.T, nil, s.Metho
 
 // Solve integrates the ensemble and returns the final (and saved) states.
 // Unless Settings.AllowFailures is set, a failed trajectory makes it
-// return a *TrajectoryError (with the partial solution).
+// return a *TrajectoryError (with the partial solution). An error about
+// p or s wraps ErrInput (see Failures in the package documentation).
 func Solve(p Problem, s *Settings) (*Solution, error) {
 	sv, err := NewSolver(p.Field, s)
 	if err != nil {
@@ -483,7 +488,9 @@ func Record(p Problem, s *Settings) (*Mesh, error) {
 }
 
 // Solve is the Solver form of the package function Solve; p.Field must
-// be the solver's field (or have F nil).
+// be the solver's field (or have F nil). An error about p wraps ErrInput;
+// a failed trajectory's is a *TrajectoryError (see Failures in the
+// package documentation), as for every Solver method.
 func (sv *Solver) Solve(p *Problem) (*Solution, error) {
 	return sv.SolveContext(context.Background(), p)
 }
@@ -592,7 +599,7 @@ func (sv *Solver) runScaled(ctx context.Context, op Op, q *problem, loss *Loss, 
 	}
 	if m != nil && m.Switch != nil {
 		if sv.set.Method != Auto {
-			return nil, sv, fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto): replay it with Method Auto, not %s", sv.set.Method.Name())
+			return nil, sv, badInput(fmt.Errorf("ode: mesh switched methods within trajectories (Method Auto): replay it with Method Auto, not %s", sv.set.Method.Name()))
 		}
 		return sv.runSwitchedMesh(ctx, op, q, loss, m, reuse, scale)
 	}

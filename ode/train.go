@@ -121,12 +121,38 @@ type TrainExecutor interface {
 	NewTrainer(j *Job, spec *TrainSpec) (Trainer, error)
 }
 
+// check reports a layout that does not fit problem q: trajectories that
+// do not split into the fits, shared parameters with several fits, a
+// column or component out of range.
+func (s *TrainSpec) check(q *problem) error {
+	b := max(s.Fits, 1)
+	f := &q.Field
+	switch {
+	case q.n%b != 0:
+		return fmt.Errorf("ode: NewTrainer: %d trajectories do not split into %d fits", q.n, b)
+	case s.Shared && b > 1:
+		return fmt.Errorf("ode: NewTrainer: shared parameters with %d fits", b)
+	}
+	for _, c := range s.P {
+		if c < 0 || c >= f.Params {
+			return fmt.Errorf("ode: NewTrainer: parameter column %d outside [0, %d)", c, f.Params)
+		}
+	}
+	for _, c := range s.Y0 {
+		if c < 0 || c >= f.Dim {
+			return fmt.Errorf("ode: NewTrainer: state component %d outside [0, %d)", c, f.Dim)
+		}
+	}
+	return nil
+}
+
 // NewTrainer returns a Trainer for a fit of problem p (x's starting
 // values in it) under loss, with the layout spec, on the solver's engine.
 // It returns an error wrapping ErrNoTrainer, saying why, if the engine
 // keeps no fit in its memory (the CPU engine computes where x lives
 // anyway), for a loss with a Reg term, or where the engine cannot run
-// the job so; other errors for an invalid problem or layout. It checks p
+// the job so (an engine's limit, not an input error); errors wrapping
+// ErrInput for an invalid problem, loss or layout. It checks p
 // as Grad does, and where the engine's executor checks Y0 and P as it
 // copies them into its memory (CheckingExecutor), leaves that check to
 // the copy; it reads Data for non-finite entries unless
@@ -140,29 +166,14 @@ func (sv *Solver) NewTrainer(p *Problem, loss Loss, spec *TrainSpec) (Trainer, e
 		return nil, fmt.Errorf("ode: loss %s has a Reg term, which is evaluated on the host: %w", loss.name(), ErrNoTrainer)
 	}
 	if spec == nil {
-		return nil, fmt.Errorf("ode: NewTrainer: the TrainSpec is nil; give the layout of the fitted values")
+		return nil, badInput(fmt.Errorf("ode: NewTrainer: the TrainSpec is nil; give the layout of the fitted values"))
 	}
 	q, err := sv.checkInputs(p, nil, sv.leaveChecks(nil)&CheckFinite)
 	if err != nil {
 		return nil, err
 	}
-	b := max(spec.Fits, 1)
-	f := &q.Field
-	switch {
-	case q.n%b != 0:
-		return nil, fmt.Errorf("ode: NewTrainer: %d trajectories do not split into %d fits", q.n, b)
-	case spec.Shared && b > 1:
-		return nil, fmt.Errorf("ode: NewTrainer: shared parameters with %d fits", b)
-	}
-	for _, c := range spec.P {
-		if c < 0 || c >= f.Params {
-			return nil, fmt.Errorf("ode: NewTrainer: parameter column %d outside [0, %d)", c, f.Params)
-		}
-	}
-	for _, c := range spec.Y0 {
-		if c < 0 || c >= f.Dim {
-			return nil, fmt.Errorf("ode: NewTrainer: state component %d outside [0, %d)", c, f.Dim)
-		}
+	if err := spec.check(q); err != nil {
+		return nil, badInput(err)
 	}
 	j := sv.job(OpGrad, q, nil)
 	j.StopOnStiff = true
