@@ -232,3 +232,41 @@ func TestFusedLossSameBits(t *testing.T) {
 		}
 	}
 }
+
+// TestSquaresFrom4 checks the four-lane fold against squaresFrom lane by
+// lane, bit for bit: lanes of equal and ragged lengths (empty ones
+// too), with and without save time 0 first, and values spread over many
+// binades (where a reordered sum would differ).
+func TestSquaresFrom4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 50))
+	for _, tc := range []struct {
+		name string
+		lens [4]int
+	}{
+		{"equal", [4]int{88, 88, 88, 88}},
+		{"ragged", [4]int{84, 88, 92, 80}},
+		{"one-empty", [4]int{0, 5, 9, 3}},
+		{"short", [4]int{1, 1, 2, 1}},
+	} {
+		for trial := range 50 {
+			var vals [4][]float64
+			var first [4]bool
+			var acc, want [4]float64
+			for q := range vals {
+				vals[q] = make([]float64, tc.lens[q])
+				for x := range vals[q] {
+					vals[q][x] = rng.NormFloat64() * math.Exp2(float64(rng.IntN(40)-20))
+				}
+				first[q] = rng.IntN(2) == 0
+				acc[q] = rng.Float64() * 1e3
+				want[q] = squaresFrom(acc[q], vals[q], first[q])
+			}
+			squaresFrom4(&acc, &vals, &first)
+			for q := range acc {
+				if math.Float64bits(acc[q]) != math.Float64bits(want[q]) {
+					t.Fatalf("%s, trial %d: lane %d folds to %v, squaresFrom %v", tc.name, trial, q, acc[q], want[q])
+				}
+			}
+		}
+	}
+}
