@@ -25,8 +25,7 @@
 //
 // Sixteen saves at a time: first each save's θ, its cotangents (to gb,
 // and masked to the scratch) and its powers θ^1…θ^T (T = terms rounded
-// up to a multiple of 4; four saves' at a time) to the scratch scr
-// (16·(d+T)·4 values); then,
+// up to a multiple of 4) to the scratch scr (16·(d+T)·4 values); then,
 // component by component, eight (or four) of acc's sums in registers
 // over the sixteen saves in order: no sum goes through memory per save.
 // acc holds T·d·4 values (its rows j ≥ terms receive terms of no use).
@@ -121,11 +120,16 @@ cg:
 	DECQ        AX
 	JNZ         cg
 
-	// θ, its powers after the block's saves (below).
-	VMOVUPD Y6, (R14)
+	// θ^1…θ^T.
+	VMOVAPD Y6, Y8
 	MOVQ    t4-24(SP), AX
-	SHLQ    $5, AX
-	ADDQ    AX, R14
+
+cp:
+	VMOVUPD Y8, (R14)
+	ADDQ    $32, R14
+	VMULPD  Y6, Y8, Y8
+	DECQ    AX
+	JNZ     cp
 
 	MOVQ d+104(FP), AX
 	SHLQ $5, AX
@@ -134,51 +138,9 @@ cg:
 	ADDQ rb-8(SP), SI
 	JMP  ck
 
-	// θ^2…θ^T of four saves at a time, their chains of products side by
-	// side (a lone save's waits on each product's latency); past the
-	// block's last save, of no use.
-pass2:
-	MOVQ d+104(FP), DX
-	SHLQ $5, DX
-	ADDQ scr+16(FP), DX         // the first save's θ
-	MOVQ sb-32(SP), R9
-	LEAQ (R9)(R9*2), R8
-	MOVQ CX, BX
-	SUBQ kb-40(SP), BX
-	ADDQ $3, BX
-	SHRQ $2, BX                 // the block's saves, four at a time
-
-pw4:
-	VMOVUPD (DX), Y0
-	VMOVUPD (DX)(R9*1), Y1
-	VMOVUPD (DX)(R9*2), Y2
-	VMOVUPD (DX)(R8*1), Y3
-	VMOVAPD Y0, Y4
-	VMOVAPD Y1, Y5
-	VMOVAPD Y2, Y6
-	VMOVAPD Y3, Y7
-	MOVQ    DX, R10
-	MOVQ    t4-24(SP), AX
-	DECQ    AX
-
-pwj:
-	ADDQ    $32, R10
-	VMULPD  Y0, Y4, Y4
-	VMULPD  Y1, Y5, Y5
-	VMULPD  Y2, Y6, Y6
-	VMULPD  Y3, Y7, Y7
-	VMOVUPD Y4, (R10)
-	VMOVUPD Y5, (R10)(R9*1)
-	VMOVUPD Y6, (R10)(R9*2)
-	VMOVUPD Y7, (R10)(R8*1)
-	DECQ    AX
-	JNZ     pwj
-	LEAQ    (DX)(R9*4), DX
-	DECQ    BX
-	JNZ     pw4
-
 	// Pass 2: acc += θ^j·ȳ over the block's saves in order, component by
 	// component, eight or four terms' sums at a time in Y0…Y7.
+pass2:
 	MOVQ d+104(FP), R9
 	SHLQ $5, R9                 // from term j's sums to j+1's
 	LEAQ (R9)(R9*2), R8         // three of them
