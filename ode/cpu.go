@@ -544,7 +544,6 @@ type cpuWorker struct {
 	folding             bool           // the chunk's loss is folded as its saves are written (fusedLoss.squares)
 	fold                []float64      // then each lane's loss so far
 	foldK               []int          // and its next save time to fold
-	foldQ               foldQueue      // writeSaves' lanes to fold, four at a time (soaPut)
 	endIn               [][]float64    // the inputs of the fold's end (foldEnd)
 	resid               *fusedLoss     // a data loss's fused form (fusedLoss.data): soa holds the saves' residuals, else nil
 	residData           []float64      // then the loss's data, [N×DataDim] (LossPlan.Data)

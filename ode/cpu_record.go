@@ -536,15 +536,6 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 		}
 	}
 	lane := w.lane // y, then the coefficients w
-	// The lanes' folds (Σ ys², fusedLoss.squares) four at a time, their
-	// chains of additions side by side (soaPut queues them): each is
-	// latency-bound alone. A data loss's residuals go through a reused
-	// buffer and are folded at once.
-	w.foldQ.on = w.folding && w.resid == nil
-	defer func() {
-		w.flushFold()
-		w.foldQ.on = false
-	}()
 	for i := range acc {
 		c, e := w.cur[i], end[i]
 		if c == e {
@@ -612,14 +603,7 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 		if w.foldK[x] != k {
 			w.soaOver = true
 		}
-		if q := &w.foldQ; q.on {
-			q.x[q.n], q.vals[q.n], q.first[q.n] = x, vals, k == 0
-			if q.n++; q.n == len(q.x) {
-				w.flushFold()
-			}
-		} else {
-			w.fold[x] = squaresFrom(w.fold[x], vals, k == 0)
-		}
+		w.fold[x] = squaresFrom(w.fold[x], vals, k == 0)
 		w.foldK[x] = k + len(vals)/w.ex.plan.Dim
 	case lim != 0 && !w.soaOver:
 		for _, v := range vals {
@@ -634,35 +618,6 @@ func (w *cpuWorker) soaPut(g, k int, vals []float64) {
 	}
 	d, stride := w.ex.plan.Dim, w.soaS
 	scan.ScatterCol(w.soa[k*d*stride+g-w.soaLo:], stride, vals)
-}
-
-// foldQueue holds the lanes whose saves soaPut has queued to fold (Σ
-// ys²): their indices in the chunk, their saves (in the result, Ys)
-// and whether they start at save time 0.
-type foldQueue struct {
-	on    bool // soaPut queues (writeSaves sets it while it runs)
-	n     int
-	x     [4]int
-	vals  [4][]float64
-	first [4]bool
-}
-
-// flushFold folds the queued lanes' saves (squaresFrom4, or squaresFrom
-// for fewer than four) and empties the queue.
-func (w *cpuWorker) flushFold() {
-	q := &w.foldQ
-	if q.n == len(q.x) {
-		a := [4]float64{w.fold[q.x[0]], w.fold[q.x[1]], w.fold[q.x[2]], w.fold[q.x[3]]}
-		squaresFrom4(&a, &q.vals, &q.first)
-		for i, x := range q.x {
-			w.fold[x] = a[i]
-		}
-	} else {
-		for i, x := range q.x[:q.n] {
-			w.fold[x] = squaresFrom(w.fold[x], q.vals[i], q.first[i])
-		}
-	}
-	q.n, q.vals = 0, [4][]float64{}
 }
 
 // residuals returns the residuals of the saves vals ([n][d], from save

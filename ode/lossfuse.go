@@ -360,36 +360,6 @@ func squaresFrom(acc float64, vals []float64, first bool) float64 {
 	return acc
 }
 
-// squaresFrom4 is squaresFrom on four lanes at once: acc[q] with the
-// squares of vals[q] added in order, from vals[q][0]'s square where
-// first[q]. The four chains of additions run side by side over the
-// lanes' common length (each alone waits on its additions' latency),
-// then each lane's rest alone: every lane's sum bit for bit squaresFrom's.
-func squaresFrom4(acc *[4]float64, vals *[4][]float64, first *[4]bool) {
-	var v [4][]float64
-	a := *acc
-	for q := range v {
-		v[q] = vals[q]
-		if first[q] && len(v[q]) > 0 {
-			a[q], v[q] = float64(v[q][0]*v[q][0]), v[q][1:]
-		}
-	}
-	n := min(len(v[0]), len(v[1]), len(v[2]), len(v[3]))
-	v0, v1, v2, v3 := v[0][:n], v[1][:n], v[2][:n], v[3][:n]
-	a0, a1, a2, a3 := a[0], a[1], a[2], a[3]
-	for t, x0 := range v0 {
-		x1, x2, x3 := v1[t], v2[t], v3[t]
-		a0 += float64(x0 * x0)
-		a1 += float64(x1 * x1)
-		a2 += float64(x2 * x2)
-		a3 += float64(x3 * x3)
-	}
-	a = [4]float64{a0, a1, a2, a3}
-	for q := range a {
-		acc[q] = squaresFrom(a[q], v[q][n:], false)
-	}
-}
-
 // scaledResidual reports whether p, the cotangent of component c of
 // saves of shape sh with per-trajectory inputs from, is its save (data
 // false) or a residual of its save and a data entry (data true: Sub(x,
