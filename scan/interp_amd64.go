@@ -21,10 +21,11 @@ var haveAVX = tape.AVX2()
 func addPowersAVX(lane, gs, ts *float64, ns int, t, h float64, d, m int)
 
 // coefRowsAVX and addRowsAVX are coefBar's and addRow's kernels for four
-// lanes at a time (rows_amd64.s).
+// lanes at a time (rows_amd64.s). coefRowsAVX's acc holds
+// coefRowsTerms(terms)·d·4 values and scr coefRowsScratch(d, terms).
 //
 //go:noescape
-func coefRowsAVX(acc, gb, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64)
+func coefRowsAVX(acc, gb, scr, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64)
 
 //go:noescape
 func addRowsAVX(lam, bar *float64, col, lo, hi *int, k0, k1, bs, d int, scale float64)

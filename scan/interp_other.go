@@ -13,7 +13,7 @@ func addPowersAVX(lane, gs, ts *float64, ns int, t, h float64, d, m int) {
 	panic("scan: no AVX")
 }
 
-func coefRowsAVX(acc, gb, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64) {
+func coefRowsAVX(acc, gb, scr, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64) {
 	panic("scan: no AVX")
 }
 

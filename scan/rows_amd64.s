@@ -13,50 +13,75 @@
 // every x), so each lane's sums are its own saves' terms added in the
 // order of the save times, as the lane-by-lane loops add them.
 
-// func coefRowsAVX(acc, gb, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64)
+// func coefRowsAVX(acc, gb, scr, bar, ts *float64, col, lo, hi *int, t, h *float64, k0, k1, bs, d, terms int, scale float64)
 //
 // acc[(j·d+c)·4+q] += θ^(j+1)·ȳ_c (j < terms) for lane q's saves k with
 // ts[k] > t[q], θ = (ts[k] − t[q])/h[q] (VSUBPD, VDIVPD), θ^j by repeated
 // multiplication, VMULPD then VADDPD: addPowers' values and order (a
-// lane without a term adds −0: its cotangent set to −0 and θ to +0, or
-// where a lane of the save's range has no term, θ = 0 at its step's
-// start, each product masked). gb receives every save's d vectors of
-// four cotangents (scaled, −0 in the lanes without save k), save k's at
-// gb[(k−k0)·d·4:], for addRowsGBAVX.
-TEXT ·coefRowsAVX(SB), NOSPLIT, $24-120
-	MOVQ         col+32(FP), AX
-	MOVQ         (AX), R11
-	MOVQ         8(AX), R12
-	MOVQ         16(AX), R13
-	MOVQ         24(AX), BX
-	MOVQ         lo+40(FP), AX
+// lane without a term adds −0: its θ set to +0 and its cotangents to
+// −0, +0·−0). gb receives every save's d vectors of four cotangents
+// (scaled, −0 in the lanes without save k), save k's at
+// gb[(k−k0)·d·4:], for addRowsAVX's kept form (addRowsGBAVX).
+//
+// Sixteen saves at a time: first each save's θ, its cotangents (to gb,
+// and masked to the scratch) and its powers θ^1…θ^T (T = terms rounded
+// up to a multiple of 4) to the scratch scr (16·(d+T)·4 values); then,
+// component by component, eight (or four) of acc's sums in registers
+// over the sixteen saves in order: no sum goes through memory per save.
+// acc holds T·d·4 values (its rows j ≥ terms receive terms of no use).
+TEXT ·coefRowsAVX(SB), NOSPLIT, $56-128
+	MOVQ         lo+48(FP), AX
 	VMOVDQU      (AX), Y12
-	MOVQ         hi+48(FP), AX
+	MOVQ         hi+56(FP), AX
 	VMOVDQU      (AX), Y13
-	MOVQ         t+56(FP), AX
+	MOVQ         t+64(FP), AX
 	VMOVUPD      (AX), Y14
-	MOVQ         h+64(FP), AX
+	MOVQ         h+72(FP), AX
 	VMOVUPD      (AX), Y15
-	VBROADCASTSD scale+112(FP), Y11
+	VBROADCASTSD scale+120(FP), Y11
 	MOVQ         $0x8000000000000000, AX
 	VMOVQ        AX, X10
 	VPBROADCASTQ X10, Y10       // −0
-	MOVQ         bs+88(FP), R8
-	SHLQ         $3, R8          // a row's bytes
-	MOVQ         R8, AX
-	IMULQ        d+96(FP), AX
+	MOVQ         bs+96(FP), AX
+	SHLQ         $3, AX          // a row's bytes
+	IMULQ        d+104(FP), AX
 	MOVQ         AX, rb-8(SP)    // a save's rows' bytes
-	MOVQ         k0+72(FP), CX
+	MOVQ         k0+80(FP), CX
 	IMULQ        CX, AX
-	MOVQ         bar+16(FP), SI
+	MOVQ         bar+24(FP), SI
 	ADDQ         AX, SI          // save k's first row
-	MOVQ         ts+24(FP), R10
 	MOVQ         gb+8(FP), AX
 	MOVQ         AX, gk-16(SP)   // save k's cotangents in gb
+	MOVQ         terms+112(FP), AX
+	ADDQ         $3, AX
+	ANDQ         $-4, AX
+	MOVQ         AX, t4-24(SP)   // T
+	ADDQ         d+104(FP), AX
+	SHLQ         $5, AX
+	MOVQ         AX, sb-32(SP)   // a save's bytes in the scratch: d + T vectors
 
+blk:
+	CMPQ  CX, k1+88(FP)
+	JGE   cdone
+	MOVQ  CX, kb-40(SP)
+	LEAQ  16(CX), AX
+	CMPQ  AX, k1+88(FP)
+	CMOVQGT k1+88(FP), AX
+	MOVQ  AX, ke-48(SP)
+	MOVQ  col+40(FP), AX
+	MOVQ  (AX), R11
+	MOVQ  8(AX), R12
+	MOVQ  16(AX), R13
+	MOVQ  24(AX), BX
+	MOVQ  bs+96(FP), R8
+	SHLQ  $3, R8                // a row's bytes
+	MOVQ  ts+32(FP), R10
+	MOVQ  scr+16(FP), R14       // the scratch, save by save
+
+	// Pass 1: each save's θ, cotangents and powers.
 ck:
-	CMPQ         CX, k1+80(FP)
-	JGE          cdone
+	CMPQ         CX, ke-48(SP)
+	JGE          pass2
 	VMOVQ        CX, X0
 	VPBROADCASTQ X0, Y0
 	VPCMPGTQ     Y0, Y12, Y1     // lo > k
@@ -65,19 +90,17 @@ ck:
 	VBROADCASTSD (R10)(CX*8), Y4
 	VCMPPD       $0x1e, Y14, Y4, Y5 // ts[k] > t
 	VANDPD       Y5, Y0, Y3      // and ts[k] > t: the lanes with a term
-	VPCMPEQQ     Y3, Y0, Y1
-	VMOVMSKPD    Y1, DX
-	MOVQ         DX, fl-24(SP)   // 15: every lane of the save's range has a term
 	VSUBPD       Y14, Y4, Y6
 	VDIVPD       Y15, Y6, Y6     // θ
 	VXORPD       Y1, Y1, Y1
 	VBLENDVPD    Y3, Y6, Y1, Y6  // +0 in the lanes without a term
 
-	// The save's cotangents, d vectors of four lanes, to g, −0 in the
-	// lanes without save k.
+	// The save's cotangents, d vectors of four lanes: to gb, −0 in the
+	// lanes without save k; to the scratch, −0 in the lanes without a
+	// term.
 	MOVQ SI, DX
 	MOVQ gk-16(SP), R9
-	MOVQ d+96(FP), AX
+	MOVQ d+104(FP), AX
 
 cg:
 	PREFETCHT0  128(DX)(R11*8) // the same row's line of the lanes sixteen on
@@ -87,64 +110,153 @@ cg:
 	VMOVHPD     (DX)(BX*8), X8, X8
 	VINSERTF128 $1, X8, Y7, Y7
 	VMULPD      Y11, Y7, Y7
+	VBLENDVPD   Y3, Y7, Y10, Y9
+	VMOVUPD     Y9, (R14)
 	VBLENDVPD   Y0, Y7, Y10, Y7
 	VMOVUPD     Y7, (R9)
 	ADDQ        $32, R9
+	ADDQ        $32, R14
 	ADDQ        R8, DX
 	DECQ        AX
 	JNZ         cg
 
-	// acc += θ^j·ȳ, term by term, component by component.
-	MOVQ    acc+0(FP), DI
-	VMOVAPD Y6, Y8               // θ^j, from j = 1
-	MOVQ    terms+104(FP), AX
-	CMPQ    fl-24(SP), $15
-	JNE     ctb
+	// θ^1…θ^T.
+	VMOVAPD Y6, Y8
+	MOVQ    t4-24(SP), AX
 
-	// Every lane with save k has a term: the others' are +0·−0 = −0.
-ct:
-	MOVQ gk-16(SP), R9
-	MOVQ d+96(FP), DX
-
-cc:
-	VMULPD  (R9), Y8, Y9
-	VADDPD  (DI), Y9, Y9
-	VMOVUPD Y9, (DI)
-	ADDQ    $32, R9
-	ADDQ    $32, DI
-	DECQ    DX
-	JNZ     cc
+cp:
+	VMOVUPD Y8, (R14)
+	ADDQ    $32, R14
 	VMULPD  Y6, Y8, Y8
 	DECQ    AX
-	JNZ     ct
-	JMP     cnext
+	JNZ     cp
 
-	// A lane with save k at its step's start (θ = 0): no term, whatever
-	// its cotangent, so each term masked to −0.
-ctb:
-	MOVQ gk-16(SP), R9
-	MOVQ d+96(FP), DX
-
-ccb:
-	VMULPD    (R9), Y8, Y9
-	VBLENDVPD Y3, Y9, Y10, Y9
-	VADDPD    (DI), Y9, Y9
-	VMOVUPD   Y9, (DI)
-	ADDQ      $32, R9
-	ADDQ      $32, DI
-	DECQ      DX
-	JNZ       ccb
-	VMULPD    Y6, Y8, Y8
-	DECQ      AX
-	JNZ       ctb
-
-cnext:
-	MOVQ d+96(FP), AX
+	MOVQ d+104(FP), AX
 	SHLQ $5, AX
 	ADDQ AX, gk-16(SP)
 	INCQ CX
 	ADDQ rb-8(SP), SI
 	JMP  ck
+
+	// Pass 2: acc += θ^j·ȳ over the block's saves in order, component by
+	// component, eight or four terms' sums at a time in Y0…Y7.
+pass2:
+	MOVQ d+104(FP), R9
+	SHLQ $5, R9                 // from term j's sums to j+1's
+	LEAQ (R9)(R9*2), R8         // three of them
+	XORQ R11, R11               // the component
+
+p2c:
+	CMPQ R11, d+104(FP)
+	JGE  blk
+	XORQ R12, R12               // the first term of the sums
+
+p2j:
+	MOVQ t4-24(SP), AX
+	SUBQ R12, AX
+	JLE  p2cnext
+	MOVQ R12, R13
+	IMULQ d+104(FP), R13
+	ADDQ R11, R13
+	SHLQ $5, R13
+	ADDQ acc+0(FP), R13         // sums of term R12, component R11
+	MOVQ d+104(FP), R14
+	ADDQ R12, R14
+	SUBQ R11, R14
+	SHLQ $5, R14                // from a save's cotangent c to its θ^(R12+1)
+	MOVQ R11, DX
+	SHLQ $5, DX
+	ADDQ scr+16(FP), DX         // the first save's cotangent c
+	MOVQ ke-48(SP), BX
+	SUBQ kb-40(SP), BX          // the block's saves
+	CMPQ AX, $8
+	JLT  p2four
+
+	LEAQ    (R13)(R9*4), R10
+	VMOVUPD (R13), Y0
+	VMOVUPD (R13)(R9*1), Y1
+	VMOVUPD (R13)(R9*2), Y2
+	VMOVUPD (R13)(R8*1), Y3
+	VMOVUPD (R10), Y4
+	VMOVUPD (R10)(R9*1), Y5
+	VMOVUPD (R10)(R9*2), Y6
+	VMOVUPD (R10)(R8*1), Y7
+
+p2e:
+	VMOVUPD (DX), Y8
+	VMOVUPD (DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y0, Y9, Y0
+	VMOVUPD 32(DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y1, Y9, Y1
+	VMOVUPD 64(DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y2, Y9, Y2
+	VMOVUPD 96(DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y3, Y9, Y3
+	VMOVUPD 128(DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y4, Y9, Y4
+	VMOVUPD 160(DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y5, Y9, Y5
+	VMOVUPD 192(DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y6, Y9, Y6
+	VMOVUPD 224(DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y7, Y9, Y7
+	ADDQ    sb-32(SP), DX
+	DECQ    BX
+	JNZ     p2e
+
+	VMOVUPD Y0, (R13)
+	VMOVUPD Y1, (R13)(R9*1)
+	VMOVUPD Y2, (R13)(R9*2)
+	VMOVUPD Y3, (R13)(R8*1)
+	VMOVUPD Y4, (R10)
+	VMOVUPD Y5, (R10)(R9*1)
+	VMOVUPD Y6, (R10)(R9*2)
+	VMOVUPD Y7, (R10)(R8*1)
+	ADDQ    $8, R12
+	JMP     p2j
+
+p2four:
+	VMOVUPD (R13), Y0
+	VMOVUPD (R13)(R9*1), Y1
+	VMOVUPD (R13)(R9*2), Y2
+	VMOVUPD (R13)(R8*1), Y3
+
+p2f:
+	VMOVUPD (DX), Y8
+	VMOVUPD (DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y0, Y9, Y0
+	VMOVUPD 32(DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y1, Y9, Y1
+	VMOVUPD 64(DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y2, Y9, Y2
+	VMOVUPD 96(DX)(R14*1), Y9
+	VMULPD  Y8, Y9, Y9
+	VADDPD  Y3, Y9, Y3
+	ADDQ    sb-32(SP), DX
+	DECQ    BX
+	JNZ     p2f
+
+	VMOVUPD Y0, (R13)
+	VMOVUPD Y1, (R13)(R9*1)
+	VMOVUPD Y2, (R13)(R9*2)
+	VMOVUPD Y3, (R13)(R8*1)
+	ADDQ    $4, R12
+	JMP     p2j
+
+p2cnext:
+	INCQ R11
+	JMP  p2c
 
 cdone:
 	VZEROUPPER

@@ -225,8 +225,11 @@ type saveSweep struct {
 	// current row's. rowScr is the kernel's scratch where they are not
 	// kept.
 	rowBar, rowScr []float64
-	rowOff         []int
-	rowKept        bool
+	// rowPow is coefRowsAVX's scratch of cotangents and powers of θ
+	// (coefRowsScratch).
+	rowPow  []float64
+	rowOff  []int
+	rowKept bool
 }
 
 // rowBarMax is the most cotangents coefBarRows keeps for addRowRows (4
@@ -793,10 +796,14 @@ func (sw *saveSweep) barScale() float64 {
 // again.
 func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	d, terms := sw.d, sw.m
-	if cap(sw.rowAcc) < terms*d*4 {
-		sw.rowAcc = make([]float64, terms*d*4)
+	na := coefRowsTerms(terms) * d * 4
+	if cap(sw.rowAcc) < na {
+		sw.rowAcc = make([]float64, na)
 	}
-	acc := sw.rowAcc[:terms*d*4]
+	acc := sw.rowAcc[:na]
+	if ns := coefRowsScratch(d, terms); len(sw.rowPow) < ns {
+		sw.rowPow = make([]float64, ns)
+	}
 	if cap(sw.rowOff) < (m+3)/4 {
 		sw.rowOff = make([]int, (m+3)/4)
 	}
@@ -810,7 +817,7 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	// a time through the scratch (the sums go on in the order of k).
 	run := func(g *rowGroup, k0, k1 int) {
 		for a := k0; a < k1; a += 16 {
-			coefRowsAVX(&acc[0], &sw.rowScr[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], a, min(a+16, k1), bs, d, terms, scale)
+			coefRowsAVX(&acc[0], &sw.rowScr[0], &sw.rowPow[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], a, min(a+16, k1), bs, d, terms, scale)
 		}
 	}
 	used := 0 // rowBar's values kept
@@ -838,7 +845,7 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 				copy(b, sw.rowBar[:used])
 				sw.rowBar = b
 			}
-			coefRowsAVX(&acc[0], &sw.rowBar[used], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
+			coefRowsAVX(&acc[0], &sw.rowBar[used], &sw.rowPow[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
 			sw.rowOff[i0/4] = used
 			used += need
 		}
@@ -851,6 +858,16 @@ func (sw *saveSweep) coefBarRows(bar, t, h []float64, m int) [][]float64 {
 	sw.rowKept = true
 	return sw.wbar
 }
+
+// coefRowsTerms is the number of terms whose sums coefRowsAVX computes
+// for terms: terms rounded up to a multiple of 4 (its sums go four or
+// eight at a time; those past terms are of no use).
+func coefRowsTerms(terms int) int { return (terms + 3) &^ 3 }
+
+// coefRowsScratch is the number of values of coefRowsAVX's scratch for
+// d components and terms: sixteen saves' cotangents and powers of θ,
+// four lanes each.
+func coefRowsScratch(d, terms int) int { return 16 * (d + coefRowsTerms(terms)) * 4 }
 
 // prefetchGroup prefetches the cotangents of the row's saves of lanes
 // i0…i0+3 of the first m, in the saves' own layout: each lane's a span

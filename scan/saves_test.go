@@ -201,9 +201,10 @@ func TestScatterCol(t *testing.T) {
 }
 
 // TestCoefRowsAVX checks coefRowsAVX against addPowers' sums written out
-// lane by lane, bit for bit: 1…8 terms, 1…6 components, four lanes with
-// their own columns, save ranges (some empty, some past the kernel's
-// k0…k1), start times (saves at a lane's start, in its range, have no
+// lane by lane, bit for bit: 1…12 terms (the kernel sums four or eight
+// terms at a time), 1…6 components, up to 30 saves (sixteen at a time),
+// four lanes with their own columns, save ranges (some empty, some past
+// the kernel's k0…k1), start times (saves at a lane's start, in its range, have no
 // coefficient cotangent) and step sizes, cotangents scaled as read, the
 // sums added to what acc held; every cotangent that has no term is NaN or
 // ±Inf, and a lane without saves may have a step of size 0 (a term's
@@ -217,7 +218,7 @@ func TestCoefRowsAVX(t *testing.T) {
 	rng := rand.New(rand.NewPCG(49, 7))
 	bad := []float64{math.NaN(), math.Inf(1), math.Inf(-1)}
 	for c := 0; c < 600; c++ {
-		terms, d, K, n := 1+rng.IntN(8), 1+rng.IntN(6), 1+rng.IntN(30), 4+rng.IntN(20)
+		terms, d, K, n := 1+rng.IntN(12), 1+rng.IntN(6), 1+rng.IntN(30), 4+rng.IntN(20)
 		bs := n + rng.IntN(5)
 		ts := make([]float64, K)
 		for k := range ts {
@@ -258,7 +259,7 @@ func TestCoefRowsAVX(t *testing.T) {
 			continue
 		}
 		scale := []float64{1, 0.5, -3.25}[rng.IntN(3)]
-		acc := make([]float64, terms*d*4)
+		acc := make([]float64, coefRowsTerms(terms)*d*4)
 		for i := range acc {
 			acc[i] = rng.NormFloat64()
 		}
@@ -286,9 +287,10 @@ func TestCoefRowsAVX(t *testing.T) {
 			}
 		}
 		gb := make([]float64, len(wantGB))
-		coefRowsAVX(&acc[0], &gb[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
+		scr := make([]float64, coefRowsScratch(d, terms))
+		coefRowsAVX(&acc[0], &gb[0], &scr[0], &bar[0], &ts[0], &g.col[0], &g.lo[0], &g.hi[0], &g.t[0], &g.h[0], k0, k1, bs, d, terms, scale)
 		what := fmt.Sprintf("case %d: terms %d, d %d, saves %d…%d of %d, scale %v", c, terms, d, k0, k1, K, scale)
-		sameBits(t, what, want, acc)
+		sameBits(t, what, want[:terms*d*4], acc[:terms*d*4])
 		sameBits(t, what+": gb", wantGB, gb)
 	}
 }

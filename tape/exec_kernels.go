@@ -297,6 +297,8 @@ const (
 	termProd  = 1 << iota // the term is the product of two arguments
 	termNeg               // the term is subtracted
 	termScale             // the sum is multiplied by the term
+	termUniA              // its (first) argument is uniform: a one-value slice
+	termUniB              // a product's second argument is uniform: a one-value slice
 )
 
 // chainKernel computes sum chains over a block: for each entry, s = its
@@ -304,13 +306,15 @@ const (
 // or the product of two, rounded, or s = s·a for a scale term. nterms
 // holds the number of terms of each entry and flags every term's flags;
 // the slices are the destinations, one an entry, then the terms'
-// arguments in order, each a full block (uniform values are broadcast):
-// the plan guarantees that every slice holds at least m values, which the
-// assembly does not check. The first term of an entry is never subtracted.
+// arguments in order, each a full block, except a uniform scalar
+// (termUniA, termUniB: one value, which the kernel broadcasts; other
+// uniform values are broadcast blocks): the plan guarantees that every
+// other slice holds at least m values, which the assembly does not
+// check. The first term of an entry is never subtracted.
 //
 // Cost: a load of every argument and a multiply-add a term and
-// trajectory; the AVX2 kernel keeps sixteen trajectories' sums in
-// registers over an entry's terms.
+// trajectory (a uniform scalar: one load for all); the AVX2 kernel keeps
+// sixteen trajectories' sums in registers over an entry's terms.
 type chainKernel struct {
 	nterms []int32
 	flags  []uint8
@@ -346,24 +350,36 @@ func (k *chainKernel) run(s [][]float64, _ []float64, m int) {
 	// all read before its sum is written, so a destination may be the
 	// slice of one of its entry's terms (an output written in place).
 	const chunk = 64
-	var acc [chunk]float64
+	var acc, ua, ub [chunk]float64
+	// vals returns a block's values of an argument: a uniform scalar's
+	// (flag uni) broadcast to buf.
+	vals := func(a []float64, fl, uni uint8, buf *[chunk]float64, lo, hi int) []float64 {
+		if fl&uni == 0 {
+			return a[lo:hi]
+		}
+		b := buf[:hi-lo]
+		for l := range b {
+			b[l] = a[0]
+		}
+		return b
+	}
 	ne := len(k.nterms)
 	for lo := 0; lo < m; lo += chunk {
 		hi := min(lo+chunk, m)
 		args, f := s[ne:], k.flags
 		for e, n := range k.nterms {
 			d := acc[:hi-lo]
-			copy(d, args[0][lo:hi])
+			copy(d, vals(args[0], f[0], termUniA, &ua, lo, hi))
 			args = args[1:]
 			if f[0]&termProd != 0 {
-				mulTo(d, args[0][lo:hi])
+				mulTo(d, vals(args[0], f[0], termUniB, &ub, lo, hi))
 				args = args[1:]
 			}
 			for _, fl := range f[1:n] {
-				a := args[0][lo:hi]
+				a := vals(args[0], fl, termUniA, &ua, lo, hi)
 				args = args[1:]
 				if fl&termProd != 0 {
-					b := args[0][lo:hi]
+					b := vals(args[0], fl, termUniB, &ub, lo, hi)
 					args = args[1:]
 					if fl&termNeg != 0 {
 						for l := range d {

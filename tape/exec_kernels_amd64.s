@@ -496,8 +496,9 @@ TEXT ·xgetbv(SB), NOSPLIT, $0-8
 //
 // The kernel of chainKernel: s holds the ne destinations, then every
 // entry's terms' arguments; flags holds every term's flags (bit 0 a
-// product, bit 1 subtracted, bit 2 a factor of the sum); nterms the
-// number of terms of each entry.
+// product, bit 1 subtracted, bit 2 a factor of the sum, bit 3 its first
+// argument uniform, bit 4 a product's second argument uniform: a
+// one-value slice, broadcast); nterms the number of terms of each entry.
 // Lanes go sixteen, then four, then one at a time (AX); R12 and R13 walk
 // an entry's argument headers and flags, R14 counts its terms.
 TEXT ·chainAVX(SB), NOSPLIT, $0-40
@@ -523,38 +524,76 @@ c16:
 	MOVQ R11, R12
 	MOVQ DI, R13
 	MOVQ SI, R14
-	MOVQ (R12), BX
+	MOVQ  (R12), BX
+	TESTB $8, (R13)
+	JNE   f16ua
 	VMOVUPD (BX)(AX*8), Y0
 	VMOVUPD 32(BX)(AX*8), Y1
 	VMOVUPD 64(BX)(AX*8), Y2
 	VMOVUPD 96(BX)(AX*8), Y3
+	JMP   f16ad
+f16ua:
+	VBROADCASTSD (BX), Y0
+	VMOVAPD Y0, Y1
+	VMOVAPD Y0, Y2
+	VMOVAPD Y0, Y3
+f16ad:
 	ADDQ  $24, R12
 	TESTB $1, (R13)
 	JEQ   f16
 	MOVQ  (R12), BX
+	TESTB $16, (R13)
+	JNE   f16ub
 	VMULPD (BX)(AX*8), Y0, Y0
 	VMULPD 32(BX)(AX*8), Y1, Y1
 	VMULPD 64(BX)(AX*8), Y2, Y2
 	VMULPD 96(BX)(AX*8), Y3, Y3
+	JMP   f16bd
+f16ub:
+	VBROADCASTSD (BX), Y8
+	VMULPD Y8, Y0, Y0
+	VMULPD Y8, Y1, Y1
+	VMULPD Y8, Y2, Y2
+	VMULPD Y8, Y3, Y3
+f16bd:
 	ADDQ  $24, R12
 f16:
 	INCQ R13
 	DECQ R14
 	JEQ  s16
 t16:
-	MOVQ (R12), BX
+	MOVQ  (R12), BX
+	TESTB $8, (R13)
+	JNE   g16ua
 	VMOVUPD (BX)(AX*8), Y4
 	VMOVUPD 32(BX)(AX*8), Y5
 	VMOVUPD 64(BX)(AX*8), Y6
 	VMOVUPD 96(BX)(AX*8), Y7
+	JMP   g16ad
+g16ua:
+	VBROADCASTSD (BX), Y4
+	VMOVAPD Y4, Y5
+	VMOVAPD Y4, Y6
+	VMOVAPD Y4, Y7
+g16ad:
 	ADDQ  $24, R12
 	TESTB $1, (R13)
 	JEQ   v16
 	MOVQ  (R12), BX
+	TESTB $16, (R13)
+	JNE   g16ub
 	VMULPD (BX)(AX*8), Y4, Y4
 	VMULPD 32(BX)(AX*8), Y5, Y5
 	VMULPD 64(BX)(AX*8), Y6, Y6
 	VMULPD 96(BX)(AX*8), Y7, Y7
+	JMP   g16bd
+g16ub:
+	VBROADCASTSD (BX), Y8
+	VMULPD Y8, Y4, Y4
+	VMULPD Y8, Y5, Y5
+	VMULPD Y8, Y6, Y6
+	VMULPD Y8, Y7, Y7
+g16bd:
 	ADDQ  $24, R12
 v16:
 	TESTB $4, (R13)
@@ -596,26 +635,52 @@ c4:
 	MOVQ R11, R12
 	MOVQ DI, R13
 	MOVQ SI, R14
-	MOVQ (R12), BX
+	MOVQ  (R12), BX
+	TESTB $8, (R13)
+	JNE   f4ua
 	VMOVUPD (BX)(AX*8), Y0
+	JMP   f4ad
+f4ua:
+	VBROADCASTSD (BX), Y0
+f4ad:
 	ADDQ  $24, R12
 	TESTB $1, (R13)
 	JEQ   f4
 	MOVQ  (R12), BX
+	TESTB $16, (R13)
+	JNE   f4ub
 	VMULPD (BX)(AX*8), Y0, Y0
+	JMP   f4bd
+f4ub:
+	VBROADCASTSD (BX), Y8
+	VMULPD Y8, Y0, Y0
+f4bd:
 	ADDQ  $24, R12
 f4:
 	INCQ R13
 	DECQ R14
 	JEQ  s4
 t4:
-	MOVQ (R12), BX
+	MOVQ  (R12), BX
+	TESTB $8, (R13)
+	JNE   g4ua
 	VMOVUPD (BX)(AX*8), Y4
+	JMP   g4ad
+g4ua:
+	VBROADCASTSD (BX), Y4
+g4ad:
 	ADDQ  $24, R12
 	TESTB $1, (R13)
 	JEQ   v4
 	MOVQ  (R12), BX
+	TESTB $16, (R13)
+	JNE   g4ub
 	VMULPD (BX)(AX*8), Y4, Y4
+	JMP   g4bd
+g4ub:
+	VBROADCASTSD (BX), Y8
+	VMULPD Y8, Y4, Y4
+g4bd:
 	ADDQ  $24, R12
 v4:
 	TESTB $4, (R13)
@@ -644,26 +709,50 @@ c1:
 	MOVQ R11, R12
 	MOVQ DI, R13
 	MOVQ SI, R14
-	MOVQ (R12), BX
+	MOVQ  (R12), BX
+	TESTB $8, (R13)
+	JNE   f1ua
 	VMOVSD (BX)(AX*8), X0
+	JMP   f1ad
+f1ua:
+	VMOVSD (BX), X0
+f1ad:
 	ADDQ  $24, R12
 	TESTB $1, (R13)
 	JEQ   f1
 	MOVQ  (R12), BX
+	TESTB $16, (R13)
+	JNE   f1ub
 	VMULSD (BX)(AX*8), X0, X0
+	JMP   f1bd
+f1ub:
+	VMULSD (BX), X0, X0
+f1bd:
 	ADDQ  $24, R12
 f1:
 	INCQ R13
 	DECQ R14
 	JEQ  s1
 t1:
-	MOVQ (R12), BX
+	MOVQ  (R12), BX
+	TESTB $8, (R13)
+	JNE   g1ua
 	VMOVSD (BX)(AX*8), X4
+	JMP   g1ad
+g1ua:
+	VMOVSD (BX), X4
+g1ad:
 	ADDQ  $24, R12
 	TESTB $1, (R13)
 	JEQ   v1
 	MOVQ  (R12), BX
+	TESTB $16, (R13)
+	JNE   g1ub
 	VMULSD (BX)(AX*8), X4, X4
+	JMP   g1bd
+g1ub:
+	VMULSD (BX), X4, X4
+g1bd:
 	ADDQ  $24, R12
 v1:
 	TESTB $4, (R13)

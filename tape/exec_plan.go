@@ -743,13 +743,23 @@ func (pl *planner) fused(it item, argOf func(a ID, mixed bool) arg) (kernel, []a
 		}
 		return k, args
 	}
+	// A uniform scalar argument is passed as its one value (the kernel
+	// broadcasts it), not as a block of copies: one load for the block.
 	k := &chainKernel{}
+	uniArg := func(a ID, f *uint8, flag uint8) {
+		x := argOf(a, true)
+		if x.kind == argUni {
+			*f |= flag
+		}
+		args = append(args, x)
+	}
 	for _, en := range it.ents {
 		n := len(en.terms)
 		if en.init != ops.NoRef {
 			n++
-			k.flags = append(k.flags, 0)
-			args = append(args, argOf(en.init, false))
+			var f uint8
+			uniArg(en.init, &f, termUniA)
+			k.flags = append(k.flags, f)
 		}
 		k.nterms = append(k.nterms, int32(n))
 		for _, t := range en.terms {
@@ -760,10 +770,12 @@ func (pl *planner) fused(it item, argOf func(a ID, mixed bool) arg) (kernel, []a
 			if t.scale {
 				f |= termScale
 			}
-			args = append(args, argOf(t.a, false))
 			if t.b != ops.NoRef {
 				f |= termProd
-				args = append(args, argOf(t.b, false))
+			}
+			uniArg(t.a, &f, termUniA)
+			if t.b != ops.NoRef {
+				uniArg(t.b, &f, termUniB)
 			}
 			k.flags = append(k.flags, f)
 		}
