@@ -165,15 +165,16 @@
 // trajectory too (scan.Saves): bookkeeping costs O(1) per trajectory and
 // step, and each save time Terms·Dim multiply-adds and its Dim values.
 // Measured (BenchmarkSaveAtKeplerRatio, 4,096 Kepler orbits at RelTol
-// 1e-8, 2 shared cores, medians of 7 paired runs), 1 → 1,000 save times:
-// Solve 51 → 110 ms with Tsit5 (2.1×), 36 → 112 ms with Vern7 (3.2×);
-// Grad 93 → 377 ms with Tsit5 (4.1×), 117 → 733 ms with Vern7 (6.4×).
-// Writing the 131 MB of output alone would take the 1-save Solve to
-// 1.14× (Tsit5) and 1.27× (Vern7); the rest is the extension's
+// 1e-8, one core of a shared 2-core machine, CPU-time ratios, medians of
+// alternated runs; docs/more-results.md, sessions 48–50), 1 → 1,000 save
+// times: Solve 1.4× with Tsit5, 2.1× with Vern7; Grad (a loss of the
+// saves' squares) 1.75× with Tsit5 (70 → 181 ms of CPU a call with
+// Vern7: 2.6×). Writing the 131 MB of output alone would take the 1-save
+// Solve to 1.14× (Tsit5) and 1.27× (Vern7); the rest is the extension's
 // coefficients (Vern7's six extra stages: 60% more field evaluations),
-// the interpolation and, in Grad, the loss's transposes of the saved
-// states and the interpolant's reverse: the targets (1.5× and
-// 2×) are not met. Their accuracy against closed forms is
+// the interpolation and, in Grad, the reverse of the interpolant and of
+// the six stages: Tsit5 meets the targets (1.5× and 2×), Vern7
+// does not. Their accuracy against closed forms is
 // within a small multiple of the mesh states' (≤ 2.9× for Tsit5, Vern7 and
 // Rosenbrock23), up to 40× for Rodas5P's coarser extension (Problem.SaveAt
 // has the table's summary); in an engine of unit roundoff u the power
