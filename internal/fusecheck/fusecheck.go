@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"testing"
 )
 
 // fusedOps are arm64's fused multiply-add instructions on float64.
@@ -55,4 +56,23 @@ func Fused(dir string) ([]string, error) {
 	}
 	slices.Sort(at)
 	return slices.Compact(at), nil
+}
+
+// CheckNone fails t, naming the lines, if the package in directory dir
+// compiles to a fused multiply-add on arm64; it skips where -short is set
+// (the compile takes seconds) or the go command cannot build for arm64.
+// A test of a package that promises every product rounded calls it with
+// ".".
+func CheckNone(t testing.TB, dir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("compiles the package for arm64")
+	}
+	at, err := Fused(dir)
+	if err != nil {
+		t.Skip(err)
+	}
+	if len(at) > 0 {
+		t.Errorf("fused multiply-adds on arm64 at %v; round each product with float64(…)", at)
+	}
 }
