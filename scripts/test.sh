@@ -2,7 +2,9 @@
 # test.sh runs gradsolve's checks, as CI does (.ci/run):
 #
 #   gofmt -l, go vet ./..., go test ./..., go test -race on ./tape, ./scan and
-#   ./internal/par and on ode's concurrency and determinism tests,
+#   ./internal/par, on ode's concurrency and determinism tests and (-short) on
+#   ./fit, ./optim, ./progress/..., ./plot, ./examples/concurrent-fits and
+#   ./cmd/gradsolve,
 #   a short fuzz run of each fuzz target listed below, and the notebook
 #   (scripts/notebook.sh: installs Debian's jupyter and GoNB, executes
 #   examples/notebooks/quickstart.ipynb; skipped with a note if they cannot
@@ -57,6 +59,9 @@ check go vet ./...
 check go test -timeout 40m ./...
 check go test -race ./tape ./scan ./internal/par
 check go test -race -run 'Concurrent|Determinism' ./ode
+# The packages users drive from several goroutines (fits run concurrently,
+# progress bars, callbacks): about 2.5 minutes here with -short (session 50).
+check go test -race -short ./fit ./optim ./progress/... ./plot ./examples/concurrent-fits ./cmd/gradsolve
 
 # fuzz_run runs one fuzz target. On a loaded machine Go's fuzzing engine
 # sometimes stops at the end of -fuzztime with "context deadline exceeded"
