@@ -54,7 +54,7 @@ gofmt_clean() {
 check gofmt_clean
 check go vet ./...
 # Package cuda's host-backend tests (kernels compiled as host C++, warps
-# simulated) take 20-27 minutes on two cores: past go test's default
+# simulated) take 20-30 minutes on two cores: past go test's default
 # ten-minute limit.
 check go test -timeout 40m ./...
 check go test -race ./tape ./scan ./internal/par
