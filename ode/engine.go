@@ -150,14 +150,15 @@ func badInput(err error) error {
 	if err == nil || errors.Is(err, ErrInput) {
 		return err
 	}
-	return &badInputError{err}
+	return &taggedError{err, ErrInput}
 }
 
-// badInputError is badInput's error.
-type badInputError struct{ err error }
+// taggedError is err with its message that also wraps a sentinel, tag
+// (ErrInput for badInput, ErrNoEvents for CheckEventJob).
+type taggedError struct{ err, tag error }
 
-func (e *badInputError) Error() string   { return e.err.Error() }
-func (e *badInputError) Unwrap() []error { return []error{e.err, ErrInput} }
+func (e *taggedError) Error() string   { return e.err.Error() }
+func (e *taggedError) Unwrap() []error { return []error{e.err, e.tag} }
 
 // Op is the operation of a Job.
 type Op int

@@ -122,7 +122,9 @@ type Event struct {
 const DefaultMaxEvents = 100
 
 // ErrNoEvents is returned (wrapped) by NewSolver when the settings have
-// events and the engine cannot run them (see EventEngine).
+// events and the engine cannot run them (see EventEngine), and by an
+// engine's run of events with save times that it does not run
+// (CheckEventJob): the CPU engine runs both.
 var ErrNoEvents = errors.New("engine does not support events")
 
 // EventEngine is implemented by an Engine that runs problems with events
@@ -200,11 +202,13 @@ func (ep *EventPlan) Reverse(pl *Plan) (*EventReverse, error) {
 
 // CheckEventJob returns an error if job j has events (Plan.Events) and
 // save times, for an EventEngine that does not run those: it calls it
-// first. The CPU engine and the GPU engine "cuda" run them (and given
-// meshes with events, Mesh.Events) and do not call it.
+// first. The error wraps ErrNoEvents (the engine's limit, not a bad
+// input: the CPU engine runs the job). The CPU engine and the GPU engine
+// "cuda" run them (and given meshes with events, Mesh.Events) and do not
+// call it.
 func CheckEventJob(j *Job) error {
 	if j.Plan.Events != nil && len(j.SaveAt) > 0 {
-		return fmt.Errorf("ode: a problem with events has no save times yet on this engine (Problem.SaveAt): use the \"cpu\" engine (Settings.Engine), read the states from a DenseSolution, or solve to each time")
+		return &taggedError{errors.New("ode: a problem with events has no save times yet on this engine (Problem.SaveAt): use the \"cpu\" engine (Settings.Engine), read the states from a DenseSolution, or solve to each time"), ErrNoEvents}
 	}
 	return nil
 }
