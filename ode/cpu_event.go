@@ -1028,15 +1028,14 @@ func prefix(x [][]float64, m int) [][]float64 { return appendPrefix(nil, x, m) }
 func (w *cpuWorker) endAtEvent(r *cpuRun, v *eventWork, lo int, lens []int, ybar, tapbar []float64, where []int, tau []float64) error {
 	pl, res := w.ex.plan, r.res
 	d, np, K, width := pl.Dim, pl.Params, len(r.job.SaveAt), len(lens)
-	var xbar, f [][]float64
-	in := make([][]float64, 0, 1+d+np+len(r.shared))
+	var xbar, f, in [][]float64 // (made for the first trajectory that needs them)
 	for i, l := range lens {
 		ms := v.marks[i]
 		if l == 0 || len(ms) == 0 || ms[len(ms)-1].s != l-1 {
 			continue
 		}
 		if xbar == nil {
-			xbar, f = cols(d, 1), cols(d, 1)
+			xbar, f, in = cols(d, 1), cols(d, 1), make([][]float64, 0, 1+d+np+len(r.shared))
 		}
 		for c := 0; c < d; c++ {
 			xbar[c][0] = 0

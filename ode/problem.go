@@ -607,6 +607,17 @@ func finiteAll(x []float64) int {
 // 4ε (see buildControl).
 const stepFloor = 4 * 0x1p-52
 
+// stepFloor32 is stepFloor in float32's ε: the smallest step, relative
+// to |t|, of an engine that computes in float32 (computesFloat32).
+const stepFloor32 = 4 * 0x1p-23
+
+// computesFloat32 reports whether eng computes in float32: a
+// PrecisionEngine whose unit roundoff is 2^-24.
+func computesFloat32(eng Engine) bool {
+	pe, ok := eng.(PrecisionEngine)
+	return ok && pe.UnitRoundoff() == 0x1p-24
+}
+
 // minStep returns the smallest step size the controller takes at times
 // up to |t| = tmax.
 func minStep(tmax float64) float64 { return stepFloor * tmax }

@@ -119,7 +119,7 @@ func checkPrecision(f *Field, eng Engine, set *Settings) error {
 		return fmt.Errorf("ode: %s: RelTol = %v is below %.2g, the smallest relative tolerance engine %s can meet (its arithmetic rounds by up to u = %.2g; RelTol must be at least MinRelTol(u)); "+
 			"use RelTol ≥ %.2g, or a float64 engine (\"cpu\", \"cuda\") for tighter tolerances", f.name(), rtol, floor, eng.Name(), u, floor)
 	}
-	if u != 0x1p-24 {
+	if !computesFloat32(eng) {
 		return nil
 	}
 	for c := range f.Dim {
@@ -296,8 +296,7 @@ func (sv *Solver) validateProblem(p *Problem) (*problem, error) {
 // start, or nearly: no step could be taken). On other engines it does
 // nothing.
 func (sv *Solver) checkRange(q *problem) error {
-	pe, ok := sv.engine.(PrecisionEngine)
-	if !ok || pe.UnitRoundoff() != 0x1p-24 {
+	if !computesFloat32(sv.engine) {
 		return nil
 	}
 	name, eng := sv.field.name(), sv.engine.Name()
@@ -322,7 +321,6 @@ func (sv *Solver) checkRange(q *problem) error {
 				"rescale the problem, or use a float64 engine (\"cpu\", \"cuda\")", name, a.name, i, a.x[i], math.MaxFloat32, eng)
 		}
 	}
-	const floor32 = 4 * 0x1p-23 // stepFloor in float32's ε
 	for i := range q.n {
 		t1 := q.T1
 		if q.T1s != nil {
@@ -330,9 +328,9 @@ func (sv *Solver) checkRange(q *problem) error {
 		} else if i > 0 {
 			break
 		}
-		if tmax := math.Max(math.Abs(q.T0), math.Abs(t1)); t1-q.T0 < floor32*tmax {
+		if tmax := math.Max(math.Abs(q.T0), math.Abs(t1)); t1-q.T0 < stepFloor32*tmax {
 			return fmt.Errorf("ode: %s: the span [T0, T1] = [%v, %v] of trajectory %d is %.3g long, shorter than the smallest step float32, in which engine %s computes, resolves at those times (4·2^-23·max(|T0|, |T1|) = %.3g); "+
-				"shift the time origin (solve from 0 to T1 − T0 with the field's t replaced by t + T0), or use a float64 engine (\"cpu\", \"cuda\")", name, q.T0, t1, i, t1-q.T0, eng, floor32*tmax)
+				"shift the time origin (solve from 0 to T1 − T0 with the field's t replaced by t + T0), or use a float64 engine (\"cpu\", \"cuda\")", name, q.T0, t1, i, t1-q.T0, eng, stepFloor32*tmax)
 		}
 	}
 	return nil

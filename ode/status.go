@@ -203,7 +203,7 @@ func (e *TrajectoryError) nonFiniteHint() string {
 // the smallest step it resolves at |t| (4ε·|t|, ε its machine epsilon).
 func (e *TrajectoryError) arithmetic(t float64) (string, float64) {
 	if e.float32 {
-		return "float32", 4 * 0x1p-23 * math.Abs(t)
+		return "float32", stepFloor32 * math.Abs(t)
 	}
 	return "float64", minStep(math.Abs(t))
 }
@@ -287,9 +287,7 @@ func roundUp(x float64, k int) float64 {
 // for a failed trajectory.)
 func (e *TrajectoryError) describe(q *problem, set *Settings, res *Result, eng Engine) {
 	i, d := e.Index, q.Field.Dim
-	if pe, ok := eng.(PrecisionEngine); ok && pe.UnitRoundoff() == 0x1p-24 {
-		e.float32 = true
-	}
+	e.float32 = computesFloat32(eng)
 	e.T0, e.T1 = q.T0, q.t1[i]
 	e.MaxSteps, e.RelTol = set.MaxSteps, set.RelTol
 	if st := res.Stats; len(st.Accepted) > i && len(st.Rejected) > i {
