@@ -64,18 +64,11 @@ func TestHostEngineLaunchTooLarge(t *testing.T) {
 func TestHostEngineReleasedReuse(t *testing.T) {
 	needHost(t)
 	c := lorenzCase(40, 1e-6)
-	set := c.set
-	set.Engine, set.KeepSaves = hostF64.name, true
-	sv, err := ode.NewSolver(c.prob.Field, &set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keep := set
-	keep.KeepGrads = true
-	svk, err := ode.NewSolver(c.prob.Field, &keep)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cpu := c.set // the "other engine" of a released mesh
+	c.set.KeepSaves = true
+	sv := c.solver(t, hostF64.name)
+	c.set.KeepGrads = true
+	svk := c.solver(t, hostF64.name)
 	released := func() *ode.Mesh {
 		m, _, err := sv.Record(&c.prob)
 		if err != nil {
@@ -96,7 +89,7 @@ func TestHostEngineReleasedReuse(t *testing.T) {
 		{"Replay of a released mesh", func() error { _, err := sv.Replay(&c.prob, released()); return err }, "record the mesh again"},
 		{"Host of a released mesh", func() error { return released().Host() }, "record the mesh again"},
 		{"Grad on another engine", func() error {
-			_, err := ode.Grad(nil, c.prob, c.loss, released(), &c.set)
+			_, err := ode.Grad(nil, c.prob, c.loss, released(), &cpu)
 			return err
 		}, "record the mesh again"},
 		{"HostSaves after Release", func() error {
@@ -133,12 +126,7 @@ func TestHostEngineReleasedReuse(t *testing.T) {
 func TestHostEngineNilTrainInputs(t *testing.T) {
 	needHost(t)
 	c := lorenzCase(40, 1e-6)
-	set := c.set
-	set.Engine = hostF64.name
-	sv, err := ode.NewSolver(c.prob.Field, &set)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sv := c.solver(t, hostF64.name)
 	spec := &ode.TrainSpec{P: []int{1}}
 	for _, tc := range []struct {
 		name string
