@@ -305,3 +305,384 @@ func TestLinearMatrixPerTrajectory(t *testing.T) {
 		})
 	}
 }
+
+// spreadField is y' = Q·diag(λ)·Qᵀ·y for the constant orthogonal d×d
+// matrix q (row-major) and the eigenvalues λ = p per trajectory.
+func spreadField(q []float64, d int) ode.Field {
+	return ode.Field{Name: "spread", Dim: d, Params: d, Stiff: true, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		zero := y[0].Const(0)
+		z := make([]tape.V, d) // Qᵀ·y, scaled by λ
+		for k := range z {
+			col := make([]tape.V, d)
+			for i := range col {
+				col[i] = y[0].Const(q[i*d+k])
+			}
+			z[k] = tape.Dot(col, y, zero).Mul(p[k])
+		}
+		out := make([]tape.V, d)
+		for i := range out {
+			row := make([]tape.V, d)
+			for k := range row {
+				row[k] = y[0].Const(q[i*d+k])
+			}
+			out[i] = tape.Dot(row, z, zero)
+		}
+		return out
+	}}
+}
+
+// TestStiffSpreadEigenvalues solves y' = Q·diag(λ)·Qᵀ·y with λ = (−1,
+// −10, −1e3, −1e5, −1e8) and a random orthogonal Q over [0, 1], and
+// checks y(1) = Q·diag(e^λ)·Qᵀ·y0 and the gradient of L = ‖y(1)‖² with
+// respect to y0 (2·Q·diag(e^λ)·z, z = Qᵀ·y(1)) and to each eigenvalue
+// (2·z_k²), on both Rosenbrock methods and Auto. The fast modes are gone
+// by t = 1 (their ∂L/∂λ_k underflow to 0); an L-stable method must
+// damp them from the first step, which the error of y(1) in the slow
+// modes shows.
+func TestStiffSpreadEigenvalues(t *testing.T) {
+	t.Parallel()
+	const d, T = 5, 1.0
+	rng := rand.New(rand.NewPCG(51, 2))
+	g0 := mat.NewDense(d, d, nil)
+	for i := 0; i < d; i++ {
+		for j := 0; j < d; j++ {
+			g0.Set(i, j, rng.NormFloat64())
+		}
+	}
+	var qr mat.QR
+	qr.Factorize(g0)
+	var qm mat.Dense
+	qr.QTo(&qm)
+	q := qm.RawMatrix().Data
+	lam := []float64{-1, -10, -1e3, -1e5, -1e8}
+	y0 := []float64{1, -0.5, 0.3, 0.2, -0.7}
+	// The closed forms.
+	z := make([]float64, d) // Qᵀ·y(1)
+	for k := range z {
+		for i := 0; i < d; i++ {
+			z[k] += q[i*d+k] * y0[i]
+		}
+		z[k] *= math.Exp(lam[k] * T)
+	}
+	y, gy0, gl := make([]float64, d), make([]float64, d), make([]float64, d)
+	for i := 0; i < d; i++ {
+		for k := 0; k < d; k++ {
+			y[i] += q[i*d+k] * z[k]
+			gy0[i] += 2 * q[i*d+k] * math.Exp(lam[k]*T) * z[k]
+		}
+	}
+	for k := range gl {
+		gl[k] = 2 * T * z[k] * z[k]
+	}
+	for _, c := range []struct {
+		m          ode.Method
+		rtol       float64
+		yTol, gTol float64 // y: absolute, in units of rtol; gradients relative to their largest entry
+	}{
+		// Measured: y within 3e-4 and 4.5e-3 rtol (Rodas5P), 0.52, 2.9
+		// and 14 (Rosenbrock23, order 2), 1.1e-3 (Auto); the gradients
+		// within 1.7e-10, 6e-12, 4e-4, 2.3e-5, 1.1e-6 and 7.1e-11.
+		{ode.Rodas5P, 1e-6, 0.1, 1e-9},
+		{ode.Rodas5P, 1e-10, 0.1, 5e-11},
+		{ode.Rosenbrock23, 1e-4, 3, 2e-3},
+		{ode.Rosenbrock23, 1e-6, 15, 1e-4},
+		{ode.Rosenbrock23, 1e-8, 70, 5e-6},
+		{ode.Auto, 1e-8, 0.1, 5e-10},
+	} {
+		name := fmt.Sprintf("%s/%g", c.m.Name(), c.rtol)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			g, err := ode.Grad(nil, ode.Problem{Field: spreadField(q, d), Y0: y0, P: lam, T1: T}, ode.SumSquares(), nil,
+				&ode.Settings{Method: c.m, RelTol: c.rtol, AbsTol: 1e-3 * c.rtol})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := 0.0
+			for i := range y {
+				e = math.Max(e, math.Abs(g.Solution.Y[i]-y[i]))
+			}
+			ge := math.Max(maxRel(g.Y0, gy0), maxRel(g.P, gl))
+			t.Logf("%s: %d steps (%d rejected), y(1) within %.2g = %.2g·rtol, the gradients within %.2g",
+				name, g.Mesh.Stats.Accepted[0], g.Mesh.Stats.Rejected[0], e, e/c.rtol, ge)
+			if !(e <= c.yTol*c.rtol) || !(ge <= c.gTol) {
+				t.Errorf("%s: y(1) errs by %.3g·rtol (want ≤ %g), the gradients by %.3g (want ≤ %g)\n y %v\n want %v\n ∂L/∂λ %v, want %v\n ∂L/∂y0 %v, want %v",
+					name, e/c.rtol, c.yTol, ge, c.gTol, g.Solution.Y, y, g.P, gl, g.Y0, gy0)
+			}
+		})
+	}
+}
+
+// rowLossFD returns the fourth-order central difference, with step h, of
+// row i's share of a loss (rowLoss of its final state) with respect to
+// *x, from replays of sv on the mesh m: the derivative Grad computes
+// exactly. Each row's loss is taken alone, so the other rows' rounding
+// does not swamp it.
+func rowLossFD(t *testing.T, sv *ode.Solver, prob *ode.Problem, m *ode.Mesh, i int, rowLoss func(y []float64) float64, x *float64, h float64) float64 {
+	t.Helper()
+	d := prob.Field.Dim
+	x0 := *x
+	l := func(s float64) float64 {
+		*x = x0 + s*h
+		sol, err := sv.Replay(prob, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rowLoss(sol.Y[i*d : (i+1)*d])
+	}
+	fd := (-l(2) + 8*l(1) - 8*l(-1) + l(-2)) / (12 * h)
+	*x = x0
+	return fd
+}
+
+// fitzHughNagumo is v' = (v − v³/3 − w + I)/ε, w' = v + a − b·w with p =
+// (a, b, ε, I) per trajectory (FitzHugh 1961; Nagumo et al. 1962, in the
+// relaxation form whose stiffness grows as 1/ε), with its plain-Go field
+// and Jacobian.
+func fitzHughNagumo() (ode.Field, func(y, p, _ []float64) []float64, func(y, p, J []float64)) {
+	f := ode.Field{Name: "fitzhugh-nagumo", Dim: 2, Params: 4, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		v, w := y[0], y[1]
+		return []tape.V{v.Sub(v.Powi(3).MulC(1.0 / 3)).Sub(w).Add(p[3]).Div(p[2]), v.Add(p[0]).Sub(p[1].Mul(w))}
+	}}
+	ref := func(y, p, _ []float64) []float64 {
+		v, w := y[0], y[1]
+		return []float64{(v - v*v*v/3 - w + p[3]) / p[2], v + p[0] - p[1]*w}
+	}
+	jac := func(y, p, J []float64) {
+		v := y[0]
+		J[0], J[1], J[2], J[3] = (1-v*v)/p[2], -1/p[2], 1, -p[1]
+	}
+	return f, ref, jac
+}
+
+// TestFitzHughNagumoEnsemble solves one ensemble of FitzHugh–Nagumo
+// oscillators whose ε runs from 1 (non-stiff) to 1e-4 (stiff relaxation
+// oscillations), with their own I and initial states, over [0, 10]: each
+// row's y(10) against RADAU5 (rtol 1e-12), and ∂L/∂ε and ∂L/∂v0 of L =
+// Σ‖y(10)‖² against central differences on the recorded mesh.
+func TestFitzHughNagumoEnsemble(t *testing.T) {
+	t.Parallel()
+	f, ref, jac := fitzHughNagumo()
+	eps := []float64{1, 0.1, 1e-2, 1e-3, 1e-4, 1e-4}
+	n := len(eps)
+	y0, p := make([]float64, 2*n), make([]float64, 4*n)
+	for i, e := range eps {
+		y0[2*i], y0[2*i+1] = -1+0.3*float64(i), 0.5-0.1*float64(i)
+		p[4*i], p[4*i+1], p[4*i+2], p[4*i+3] = 0.7, 0.8, e, 0.5+0.07*float64(i)
+	}
+	const T = 10.0
+	want := make([][]float64, n)
+	for i := range want {
+		want[i] = refSolve(t, ref, jac, y0[2*i:2*i+2], p[4*i:4*i+4], 0, T, 1e-12, 1e-12)
+	}
+	for _, c := range []struct {
+		m          ode.Method
+		rtol       float64
+		yTol, gTol float64 // y in units of rtol (‖·‖₂ relative); gradients relative
+		short      bool
+	}{
+		// Measured: y within 33 rtol (Rodas5P), 100 (Rosenbrock23), 39
+		// (Auto); gradients within 1.4e-7, 9.4e-7, 2.3e-7 of the
+		// differences (whose own error, at steps 1e-3·|x|, is about 1e-7).
+		{ode.Rodas5P, 1e-8, 100, 1e-6, true},
+		{ode.Rosenbrock23, 1e-6, 300, 5e-6, false},
+		{ode.Auto, 1e-8, 120, 1e-6, false},
+	} {
+		t.Run(c.m.Name(), func(t *testing.T) {
+			t.Parallel()
+			if testing.Short() && !c.short {
+				t.Skip("-short")
+			}
+			prob := ode.Problem{Field: f, N: n, Y0: append([]float64(nil), y0...), P: append([]float64(nil), p...), T1: T}
+			sv, err := ode.NewSolver(f, &ode.Settings{Method: c.m, RelTol: c.rtol, AbsTol: c.rtol})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := sv.Grad(nil, &prob, ode.SumSquares(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range eps {
+				e := relErr2(g.Solution.Y[2*i:2*i+2], want[i]) / c.rtol
+				fdEps := rowLossFD(t, sv, &prob, g.Mesh, i, sumSquares, &prob.P[4*i+2], 1e-3*eps[i])
+				fdV0 := rowLossFD(t, sv, &prob, g.Mesh, i, sumSquares, &prob.Y0[2*i], 1e-3)
+				ge := math.Max(math.Abs(g.P[4*i+2]-fdEps)/math.Abs(fdEps), math.Abs(g.Y0[2*i]-fdV0)/math.Abs(fdV0))
+				t.Logf("ε = %g: %d steps, y(10) within %.3g·rtol; ∂L/∂ε = %.8g (differences %.8g), ∂L/∂v0 = %.8g (%.8g): within %.2g",
+					eps[i], g.Mesh.Len[i], e, g.P[4*i+2], fdEps, g.Y0[2*i], fdV0, ge)
+				if !(e <= c.yTol) || !(ge <= c.gTol) {
+					t.Errorf("row %d (ε = %g): y(10) = %v, RADAU5 %v: %.3g·rtol (want ≤ %g); ∂L/∂ε = %v, ∂L/∂v0 = %v against central differences %v, %v: %.2g (want ≤ %g)",
+						i, eps[i], g.Solution.Y[2*i:2*i+2], want[i], e, c.yTol, g.P[4*i+2], g.Y0[2*i], fdEps, fdV0, ge, c.gTol)
+				}
+			}
+		})
+	}
+}
+
+// sirField is the SIR epidemic S' = −β·S·I/N, I' = β·S·I/N − γ·I, R' =
+// γ·I (Kermack & McKendrick 1927) with p = (β, γ, N) per trajectory.
+func sirField() (ode.Field, func(y, p, _ []float64) []float64) {
+	f := ode.Field{Name: "sir", Dim: 3, Params: 3, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		inf := p[0].Mul(y[0]).Mul(y[1]).Div(p[2])
+		rec := p[1].Mul(y[1])
+		return []tape.V{inf.Neg(), inf.Sub(rec), rec}
+	}}
+	ref := func(y, p, _ []float64) []float64 {
+		inf := p[0] * y[0] * y[1] / p[2]
+		rec := p[1] * y[1]
+		return []float64{-inf, inf - rec, rec}
+	}
+	return f, ref
+}
+
+// TestSIRPopulations solves SIR ensembles whose populations N run from
+// 1e3 to 1e12 (ten infected at t = 0, R0 = β/γ from 3 to 4.5) over the
+// 160 days of the epidemic with one AbsTol (1e-6) for all: the states of
+// the largest rows are 1e18 times their absolute tolerance. Each row's
+// y(160) against DOP853 (rtol 1e-13), S + I + R = N to rounding, and
+// ∂I(160)/∂β against central differences on the recorded mesh.
+func TestSIRPopulations(t *testing.T) {
+	t.Parallel()
+	f, ref := sirField()
+	pops := []float64{1e3, 1e6, 8e9, 1e12}
+	n := len(pops)
+	y0, p := make([]float64, 3*n), make([]float64, 3*n)
+	for i, pop := range pops {
+		y0[3*i], y0[3*i+1] = pop-10, 10
+		p[3*i], p[3*i+1], p[3*i+2] = 0.3+0.05*float64(i), 0.1, pop
+	}
+	const T = 160.0
+	for _, c := range []struct {
+		m          ode.Method
+		rtol       float64
+		yTol, gTol float64
+	}{
+		// Measured: y within 0.03 rtol (Tsit5), 2.5 (Vern7), 0.13 (Rodas5P),
+		// 4.4 (Rosenbrock23); gradients within 1e-8 of the differences.
+		{ode.Tsit5, 1e-8, 1, 1e-7},
+		{ode.Vern7, 1e-10, 10, 1e-7},
+		{ode.Rodas5P, 1e-8, 1, 1e-7},
+		{ode.Rosenbrock23, 1e-6, 20, 1e-7},
+	} {
+		t.Run(c.m.Name(), func(t *testing.T) {
+			t.Parallel()
+			prob := ode.Problem{Field: f, N: n, Y0: y0, P: append([]float64(nil), p...), T1: T}
+			sv, err := ode.NewSolver(f, &ode.Settings{Method: c.m, RelTol: c.rtol, AbsTol: 1e-6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := sv.Grad(nil, &prob, ode.Component(1), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, pop := range pops {
+				y := g.Solution.Y[3*i : 3*i+3]
+				want := refSolve(t, ref, nil, y0[3*i:3*i+3], p[3*i:3*i+3], 0, T, 1e-13, 1e-10)
+				e := relErr2(y, want) / c.rtol
+				cons := math.Abs(y[0]+y[1]+y[2]-pop) / pop
+				fd := rowLossFD(t, sv, &prob, g.Mesh, i, func(y []float64) float64 { return y[1] }, &prob.P[3*i], 1e-4*p[3*i])
+				ge := math.Abs(g.P[3*i]-fd) / math.Abs(fd)
+				t.Logf("N = %g: %d steps, y(160) within %.3g·rtol (I(160) = %.6g), S+I+R−N = %.2g·N; ∂I/∂β = %.10g, differences %.10g: within %.2g",
+					pop, g.Mesh.Len[i], e, y[1], cons, g.P[3*i], fd, ge)
+				if !(e <= c.yTol) || !(cons <= 1e-14) || !(ge <= c.gTol) {
+					t.Errorf("N = %g: y(160) = %v, DOP853 %v: %.3g·rtol (want ≤ %g); S+I+R−N = %.2g·N (want ≤ 1e-14); ∂I/∂β = %v, central differences %v: %.2g (want ≤ %g)",
+						pop, y, want, e, c.yTol, cons, g.P[3*i], fd, ge, c.gTol)
+				}
+			}
+		})
+	}
+}
+
+// TestNonAutonomousSpans solves y' = ω·cos(ω·t)·y, whose solution is
+// y0·exp(sin ωt − sin ωt0) and whose ∂y(T)/∂ω is (T·cos ωT − t0·cos ωt0)·
+// y(T), on spans near 0, at negative times, across 0 and far from the
+// origin (t0 = ±1e6, where ∂y/∂ω reaches 5e4), and checks y(T), ∂y/∂y0
+// and ∂y/∂ω against those closed forms on every method. (At t0 = 1e9
+// the rounding of the stage times, ulp(1e9) = 1.2e-7, moves the phase
+// ωt by 1.5e-7 and the solution by some 200 tolerances of 1e-10 on every
+// method: a limit of float64 time, as TestTimeFarFromOrigin states.)
+func TestNonAutonomousSpans(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "phase", Dim: 1, Params: 1, F: func(tt tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Mul(p[0].Mul(tt).Cos()).Mul(y[0])}
+	}}
+	const w, y0 = 1.3, 0.7
+	for _, c := range []struct {
+		m          ode.Method
+		rtol       float64
+		yTol, gTol float64 // y in units of rtol; gradients relative
+	}{
+		// Measured over the spans: y within 2.8 rtol (Tsit5), 1.8 (Vern7), 68
+		// (Rodas5P, whose error estimate is of order 4) and 144 (Rosenbrock23,
+		// order 2); gradients within 5.2e-9, 1.7e-10, 1.3e-8 and 1.3e-3.
+		{ode.Tsit5, 1e-10, 10, 3e-8},
+		{ode.Vern7, 1e-10, 10, 3e-9},
+		{ode.Rodas5P, 1e-10, 200, 6e-8},
+		{ode.Rosenbrock23, 1e-7, 500, 5e-3},
+	} {
+		for _, span := range [][2]float64{{0, 10}, {-10, -2}, {-5, 5}, {1e6, 1e6 + 10}, {-1e6 - 10, -1e6}} {
+			name := fmt.Sprintf("%s/[%g,%g]", c.m.Name(), span[0], span[1])
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				t0, t1 := span[0], span[1]
+				g, err := ode.Grad(nil, ode.Problem{Field: f, Y0: []float64{y0}, P: []float64{w}, T0: t0, T1: t1}, ode.Component(0), nil,
+					&ode.Settings{Method: c.m, RelTol: c.rtol, AbsTol: c.rtol})
+				if err != nil {
+					t.Fatal(err)
+				}
+				y := y0 * math.Exp(math.Sin(w*t1)-math.Sin(w*t0))
+				dw := (t1*math.Cos(w*t1) - t0*math.Cos(w*t0)) * y
+				e := math.Abs(g.Solution.Y[0]-y) / y / c.rtol
+				ge := math.Max(math.Abs(g.Y0[0]-y/y0)/(y/y0), math.Abs(g.P[0]-dw)/math.Abs(dw))
+				t.Logf("%s: %d steps, y(T) within %.3g·rtol, ∂y/∂y0 and ∂y/∂ω (%.10g, closed form %.10g) within %.2g", name, g.Mesh.Len[0], e, g.P[0], dw, ge)
+				if !(e <= c.yTol) || !(ge <= c.gTol) {
+					t.Errorf("%s: y(T) = %.12g, want %.12g: %.3g·rtol (want ≤ %g); ∂y/∂y0 = %.12g, want %.12g; ∂y/∂ω = %.12g, want %.12g: within %.2g (want ≤ %g)",
+						name, g.Solution.Y[0], y, e, c.yTol, g.Y0[0], y/y0, g.P[0], dw, ge, c.gTol)
+				}
+			})
+		}
+	}
+}
+
+// TestStateScales solves Lotka–Volterra with its states scaled by s,
+// y' = s·f(y/s), y0 = s·(1, 1), AbsTol = 1e-10·s, and checks that the
+// solve and the gradient of ‖y(10)‖² are s times (∂/∂y0) and s² times
+// (∂/∂p) the unscaled ones: bit for bit when s is a power of 2 (2^±40,
+// about 1e±12: every scaled operation, the error norm included, is then
+// exact), and to 1e-12 for s = 1e±12 (measured: 1.4e-13), on every method.
+func TestStateScales(t *testing.T) {
+	t.Parallel()
+	base := lotkaVolterra()
+	scaled := func(s float64) ode.Field {
+		return ode.Field{Name: "lotka-volterra-scaled", Dim: 2, Params: 4, F: func(tt tape.V, y, p []tape.V) []tape.V {
+			f := base.Field.F(tt, []tape.V{y[0].MulC(1 / s), y[1].MulC(1 / s)}, p)
+			return []tape.V{f[0].MulC(s), f[1].MulC(s)}
+		}}
+	}
+	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23, ode.Auto} {
+		t.Run(m.Name(), func(t *testing.T) {
+			t.Parallel()
+			grad := func(s float64) (*ode.Gradient, []float64) {
+				g, err := ode.Grad(nil, ode.Problem{Field: scaled(s), Y0: []float64{s, s}, P: base.P, T1: base.T1}, ode.SumSquares(), nil,
+					&ode.Settings{Method: m, RelTol: 1e-8, AbsTol: 1e-10 * s})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Back to the unscaled problem's units.
+				u := []float64{g.Solution.Y[0] / s, g.Solution.Y[1] / s, g.Y0[0] / s, g.Y0[1] / s}
+				for _, v := range g.P {
+					u = append(u, v/s/s)
+				}
+				return g, u
+			}
+			g1, want := grad(1)
+			for _, s := range []float64{0x1p-40, 0x1p40, 1e-12, 1e12} {
+				g, got := grad(s)
+				exact := math.Log2(s) == math.Round(math.Log2(s))
+				e := maxRel(got, want)
+				if g.Mesh.Len[0] != g1.Mesh.Len[0] || (exact && e != 0) || !(e <= 1e-12) {
+					t.Errorf("s = %g: %d steps (unscaled %d); y(10), ∂L/∂y0, ∂L/∂p in unscaled units %v, unscaled %v: relative difference %.2g, want %s",
+						s, g.Mesh.Len[0], g1.Mesh.Len[0], got, want, e, map[bool]string{true: "0", false: "≤ 1e-12"}[exact])
+				}
+			}
+		})
+	}
+}
