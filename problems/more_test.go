@@ -686,3 +686,61 @@ func TestStateScales(t *testing.T) {
 		})
 	}
 }
+
+// TestTracedNonlinearities differentiates a field built from the traced
+// nonlinearities (tanh, exp, log1p, a traced power, sqrt, and the kinks
+// of Abs, Min and Max) on every method, against fourth-order central
+// differences on the recorded mesh with the step 1e-6: measured within
+// 1.5e-7 (Rosenbrock23) and 9e-8 or less (the others). Larger steps can
+// straddle a kink that a stage crosses: in a probe with other initial
+// states, Vern7's and Rodas5P's differences at the step 1e-4 were off by
+// up to 0.14%, and from 1e-5 down agreed to 1e-8. (No complex step:
+// traced programs are real.)
+func TestTracedNonlinearities(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "nonlinear", Dim: 3, Params: 4, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		a, b, c := y[0], y[1], y[2]
+		return []tape.V{
+			p[0].Mul(b.Tanh()).Sub(a.Mul(a.Square().Neg().Exp())).Add(tape.Min(a, b).MulC(0.1)),
+			p[1].Mul(c.Log1p()).Mul(b).Neg().Add(a.Abs().MulC(0.05)).Add(tape.Max(b, c.Neg()).MulC(0.2)),
+			p[2].Mul(c.Pow(p[3])).Neg().Add(a.Square().Add(b.Square()).AddC(1e-3).Sqrt().MulC(0.3)),
+		}
+	}}
+	rng := rand.New(rand.NewPCG(51, 3))
+	const n = 3
+	y0, p := make([]float64, 3*n), make([]float64, 4*n)
+	for i := 0; i < n; i++ {
+		y0[3*i], y0[3*i+1], y0[3*i+2] = 2*rng.Float64()-1, 2*rng.Float64()-1, 0.2+rng.Float64()
+		p[4*i], p[4*i+1], p[4*i+2], p[4*i+3] = 0.5+rng.Float64(), 0.5+rng.Float64(), 0.3+rng.Float64(), 0.5+rng.Float64()
+	}
+	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23, ode.Auto} {
+		t.Run(m.Name(), func(t *testing.T) {
+			t.Parallel()
+			prob := ode.Problem{Field: f, N: n, Y0: append([]float64(nil), y0...), P: append([]float64(nil), p...), T1: 5}
+			sv, err := ode.NewSolver(f, &ode.Settings{Method: m, RelTol: 1e-8, AbsTol: 1e-10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := sv.Grad(nil, &prob, ode.SumSquares(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := 0.0
+			for i := 0; i < n; i++ {
+				for k := 0; k < 7; k++ {
+					x, ad, what := &prob.P[4*i+k%4], g.P[4*i+k%4], fmt.Sprintf("∂L/∂p%d", k)
+					if k >= 4 {
+						x, ad, what = &prob.Y0[3*i+k-4], g.Y0[3*i+k-4], fmt.Sprintf("∂L/∂y%d(0)", k-4)
+					}
+					fd := rowLossFD(t, sv, &prob, g.Mesh, i, sumSquares, x, 1e-6)
+					e := math.Abs(ad-fd) / math.Max(1e-3, math.Abs(fd))
+					worst = math.Max(worst, e)
+					if !(e <= 1e-6) {
+						t.Errorf("row %d: %s = %.10g, central differences on the mesh %.10g: relative difference %.2g, want ≤ 1e-6", i, what, ad, fd, e)
+					}
+				}
+			}
+			t.Logf("%s: %v steps, gradients within %.2g of the central differences", m.Name(), g.Mesh.Len, worst)
+		})
+	}
+}
