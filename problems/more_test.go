@@ -1,9 +1,11 @@
 package problems
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/internal/refode"
@@ -642,6 +644,42 @@ func TestNonAutonomousSpans(t *testing.T) {
 	}
 }
 
+// lotkaVolterraScaled is lotkaVolterra with its states scaled by s: y' =
+// s·f(y/s).
+func lotkaVolterraScaled(s float64) ode.Field {
+	base := lotkaVolterra().Field
+	return ode.Field{Name: "lotka-volterra-scaled", Dim: 2, Params: 4, F: func(tt tape.V, y, p []tape.V) []tape.V {
+		f := base.F(tt, []tape.V{y[0].MulC(1 / s), y[1].MulC(1 / s)}, p)
+		return []tape.V{f[0].MulC(s), f[1].MulC(s)}
+	}}
+}
+
+// TestStateBelowAbsTol solves Lotka–Volterra with populations of 1e-12
+// at the default tolerances (AbsTol 1e-9), which ask no relative
+// accuracy of such states: Tsit5 wanders off until its step size
+// underflows at t ≈ 7.6, and the error must name the absolute tolerance
+// as the cause (it said the problem might be stiff and to try Rodas5P,
+// which ends "successfully" with populations of −1.5e-10); with AbsTol
+// scaled to the states the solve is right (TestStateScales).
+func TestStateBelowAbsTol(t *testing.T) {
+	t.Parallel()
+	const s = 1e-12
+	pr := lotkaVolterra()
+	_, err := ode.Solve(ode.Problem{Field: lotkaVolterraScaled(s), Y0: []float64{s, s}, P: pr.P, T1: pr.T1}, &ode.Settings{Method: ode.Tsit5})
+	var te *ode.TrajectoryError
+	if !errors.As(err, &te) || te.Status != ode.StepSizeUnderflow {
+		t.Fatalf("error %v, want a step-size underflow", err)
+	}
+	for _, want := range []string{"no larger than the absolute tolerance (max|y0| = 1e-12, AbsTol 1e-09)", "well below the states' scale"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q, want one saying %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "stiff") {
+		t.Errorf("error %q names stiffness", err)
+	}
+}
+
 // TestStateScales solves Lotka–Volterra with its states scaled by s,
 // y' = s·f(y/s), y0 = s·(1, 1), AbsTol = 1e-10·s, and checks that the
 // solve and the gradient of ‖y(10)‖² are s times (∂/∂y0) and s² times
@@ -651,17 +689,11 @@ func TestNonAutonomousSpans(t *testing.T) {
 func TestStateScales(t *testing.T) {
 	t.Parallel()
 	base := lotkaVolterra()
-	scaled := func(s float64) ode.Field {
-		return ode.Field{Name: "lotka-volterra-scaled", Dim: 2, Params: 4, F: func(tt tape.V, y, p []tape.V) []tape.V {
-			f := base.Field.F(tt, []tape.V{y[0].MulC(1 / s), y[1].MulC(1 / s)}, p)
-			return []tape.V{f[0].MulC(s), f[1].MulC(s)}
-		}}
-	}
 	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23, ode.Auto} {
 		t.Run(m.Name(), func(t *testing.T) {
 			t.Parallel()
 			grad := func(s float64) (*ode.Gradient, []float64) {
-				g, err := ode.Grad(nil, ode.Problem{Field: scaled(s), Y0: []float64{s, s}, P: base.P, T1: base.T1}, ode.SumSquares(), nil,
+				g, err := ode.Grad(nil, ode.Problem{Field: lotkaVolterraScaled(s), Y0: []float64{s, s}, P: base.P, T1: base.T1}, ode.SumSquares(), nil,
 					&ode.Settings{Method: m, RelTol: 1e-8, AbsTol: 1e-10 * s})
 				if err != nil {
 					t.Fatal(err)
