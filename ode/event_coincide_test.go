@@ -2,6 +2,7 @@ package ode_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -151,5 +152,114 @@ func TestEventCoincidingDoses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// counterBallClosedForm returns the state (x, v, c) at time T of a ball
+// from height x0 > 0 at speed v0 under gravity gr that bounces once before
+// T, at t* (v → −e·v), where c adds the speed after the bounce (count +1:
+// the counter fires after the bounce), before it (−1) or nothing (0), and
+// its end time: T, or t* if stop (a terminal event at the impact, after
+// the bounce).
+func counterBallClosedForm(x0, v0, c0, e, gr, T float64, count int, stop bool) (x, v, c, tEnd float64) {
+	ts := (v0 + math.Sqrt(v0*v0+2*gr*x0)) / gr
+	vm := v0 - gr*ts
+	vp := -e * vm
+	switch c = c0; count {
+	case 1:
+		c += vp
+	case -1:
+		c += vm
+	}
+	if stop {
+		return 0, vp, c, ts
+	}
+	s := T - ts
+	return vp*s - gr/2*s*s, vp - gr*s, c, T
+}
+
+// TestEventCoincidingBall checks events with one condition and different
+// jumps (a ball's bounce and a counter of its impact speed, both on its
+// height falling to 0) and a bounce that coincides with a terminal event
+// on the same condition: all fire, the non-terminal ones in
+// Settings.Events order, a terminal one last; the final state, the end
+// time and the gradient of x + v + c at the end with respect to the
+// initial state and the restitution per trajectory equal the closed
+// form's (central differences), every method.
+func TestEventCoincidingBall(t *testing.T) {
+	t.Parallel()
+	const gr, T = 9.81, 0.7 // one bounce, at 0.35 to 0.55
+	f := ode.Field{Name: "ball", Dim: 3, Params: 1, F: func(_ tape.V, y, _ []tape.V) []tape.V {
+		return []tape.V{y[1], y[1].Const(-gr), y[1].Const(0)}
+	}}
+	height := func(_ tape.V, y, _ []tape.V) tape.V { return y[0] }
+	bounce := ode.Event{Name: "bounce", Direction: -1, G: height,
+		Apply: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{y[0], p[0].Neg().Mul(y[1]), y[2]} }}
+	counter := ode.Event{Name: "counter", Direction: -1, G: height,
+		Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0], y[1], y[2].Add(y[1])} }}
+	stop := ode.Event{Name: "stop", Direction: -1, Terminal: true, G: height}
+	sum := ode.Loss{Name: "sum", F: func(y, _, _ []tape.V) tape.V { return y[0].Add(y[1]).Add(y[2]) }}
+	rng := rand.New(rand.NewPCG(25, 51))
+	const n = 5
+	y0, p := make([]float64, 3*n), make([]float64, n)
+	for i := 0; i < n; i++ {
+		y0[3*i], y0[3*i+1], y0[3*i+2] = 0.8+0.4*rng.Float64(), -0.5+rng.Float64(), rng.Float64()
+		p[i] = 0.6 + 0.3*rng.Float64()
+	}
+	cases := []struct {
+		name  string
+		evs   []ode.Event
+		count int
+		stop  bool
+	}{
+		{"bounce,counter", []ode.Event{bounce, counter}, 1, false},
+		{"counter,bounce", []ode.Event{counter, bounce}, -1, false},
+		{"stop,bounce", []ode.Event{stop, bounce}, 0, true},
+		{"stop,counter,bounce", []ode.Event{stop, counter, bounce}, -1, true},
+		{"bounce,stop,counter", []ode.Event{bounce, stop, counter}, 1, true},
+	}
+	for _, tc := range cases {
+		for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P} {
+			t.Run(tc.name+"/"+m.Name(), func(t *testing.T) {
+				t.Parallel()
+				sv := solverT(t, f, &ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: tc.evs})
+				pr := ode.Problem{Field: f, N: n, Y0: y0, P: p, T1: T}
+				g, err := sv.Grad(nil, &pr, sum, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				loss := func(x []float64) float64 { // x: x0, v0, c0, e
+					a, b, c, _ := counterBallClosedForm(x[0], x[1], x[2], x[3], gr, T, tc.count, tc.stop)
+					return a + b + c
+				}
+				for i := 0; i < n; i++ {
+					x := []float64{y0[3*i], y0[3*i+1], y0[3*i+2], p[i]}
+					a, b, c, tEnd := counterBallClosedForm(x[0], x[1], x[2], x[3], gr, T, tc.count, tc.stop)
+					want := len(tc.evs)
+					if got := g.Solution.Events[i]; got != want {
+						t.Errorf("trajectory %d: %d events, want %d", i, got, want)
+					}
+					if math.Abs(g.Solution.T[i]-tEnd) > 1e-9 {
+						t.Errorf("trajectory %d: ends at %.12g, closed form %.12g", i, g.Solution.T[i], tEnd)
+					}
+					for c, w := range []float64{a, b, c} {
+						if got := g.Solution.Y[3*i+c]; math.Abs(got-w) > 1e-8 {
+							t.Errorf("trajectory %d: y[%d] = %.12g, closed form %.12g", i, c, got, w)
+						}
+					}
+					got := []float64{g.Y0[3*i], g.Y0[3*i+1], g.Y0[3*i+2], g.P[i]}
+					for k := range x {
+						const dx = 1e-6
+						xp, xm := append([]float64(nil), x...), append([]float64(nil), x...)
+						xp[k] += dx
+						xm[k] -= dx
+						fd := (loss(xp) - loss(xm)) / (2 * dx)
+						if math.Abs(got[k]-fd) > 1e-6*math.Max(1, math.Abs(fd)) {
+							t.Errorf("trajectory %d: ∂L/∂%s = %.10g, central differences of the closed form %.10g", i, []string{"x0", "v0", "c0", "e"}[k], got[k], fd)
+						}
+					}
+				}
+			})
+		}
 	}
 }
