@@ -263,3 +263,34 @@ func TestEventCoincidingBall(t *testing.T) {
 		}
 	}
 }
+
+// TestEventCoincidingMaxEvents checks that each event of a coinciding
+// pair counts toward Settings.MaxEvents: with MaxEvents 1 two doses at
+// one time end the trajectory with TooManyEvents (after both), where
+// doses at two times end it at the second; with MaxEvents 2 both
+// trajectories end OK.
+func TestEventCoincidingMaxEvents(t *testing.T) {
+	t.Parallel()
+	f, evs := twoDoses()
+	y0 := []float64{1, 1}
+	p := []float64{0.7, 1, 1, 0.5, 0.5, 0.7, 1, 1.5, 0.5, 0.5}
+	for _, c := range []struct {
+		max  int
+		want [2]ode.Status
+		t    [2]float64
+	}{
+		{1, [2]ode.Status{ode.TooManyEvents, ode.TooManyEvents}, [2]float64{1, 1.5}},
+		{2, [2]ode.Status{ode.OK, ode.OK}, [2]float64{2, 2}},
+	} {
+		sv := solverT(t, f, &ode.Settings{Events: evs, MaxEvents: c.max, AllowFailures: true})
+		sol, err := sv.Solve(&ode.Problem{Field: f, N: 2, Y0: y0, P: p, T1: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range y0 {
+			if sol.Status[i] != c.want[i] || sol.Events[i] != 2 || math.Abs(sol.T[i]-c.t[i]) > 1e-12 {
+				t.Errorf("MaxEvents %d, trajectory %d: status %v at t = %v after %d events, want %v at %v after 2", c.max, i, sol.Status[i], sol.T[i], sol.Events[i], c.want[i], c.t[i])
+			}
+		}
+	}
+}
