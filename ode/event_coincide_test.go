@@ -151,6 +151,27 @@ func TestEventCoincidingDoses(t *testing.T) {
 					t.Errorf("∂L/∂p[%d]: on the mesh %v, with the record %v", x, g2.P[x], g.P[x])
 				}
 			}
+			// The dense solution reads the save times as Solve does, bit
+			// for bit: at the doses, the state after both.
+			ds, err := sv.SolveDense(&pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range times {
+				for k, tau := range append(saveAt, T) {
+					y, err := ds.Evaluate(nil, i, tau)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := sol.Y[i]
+					if k < len(saveAt) {
+						want = sol.Ys[i*len(saveAt)+k]
+					}
+					if y[0] != want {
+						t.Errorf("doses at %v: Evaluate(%v) = %v, Solve %v", times[i], tau, y[0], want)
+					}
+				}
+			}
 		})
 	}
 }
