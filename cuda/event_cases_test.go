@@ -169,6 +169,15 @@ func TestHostEventCoinciding(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	testEventCoinciding(t, "cuda-host", false)
+	// A first record buffer of few rows: the steps of size 0 overflow it
+	// as the event steps do, and the record runs again with more.
+	for _, rows := range []int{2, 9} {
+		c := twoDosesCase(ode.Tsit5)
+		c.name += fmt.Sprintf("-rows%d", rows)
+		t.Run(c.name, func(t *testing.T) {
+			compareEngines(t, tuned(t, hostF64.name, Tuning{firstRows: rows}), c, eventOps)
+		})
+	}
 }
 
 // testEventCoinciding runs TestHostEventCoinciding's cases on engine (on
