@@ -86,6 +86,127 @@ func pkDoseCase(n int, m ode.Method) engineCase {
 	}
 }
 
+// twoDosesCase has events whose roots coincide for some trajectories of
+// the ensemble: y' = −k·y with "dose1" of D1 at t1 and "dose2" of D2 at
+// t2, p = (k, t1, t2, D1, D2) per trajectory, t1 = t2 for four of seven
+// (one at a save time, one at T1): both fire at one time, the second a
+// step of size 0 after the first's (ode's TestEventCoincidingDoses checks
+// the closed form).
+func twoDosesCase(m ode.Method) engineCase {
+	f := ode.Field{Name: "decay2", Dim: 1, Params: 5, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0])}
+	}}
+	dose := func(name string, at, amount int) ode.Event {
+		return ode.Event{Name: name, Direction: 1, G: func(tt tape.V, _, p []tape.V) tape.V { return tt.Sub(p[at]) },
+			Apply: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{y[0].Add(p[amount])} }}
+	}
+	times := [][2]float64{{1, 1}, {0.7, 1.3}, {1.5, 1.5}, {1, 1.5}, {2, 2}, {0.3, 0.3}, {1.7, 0.4}}
+	n := len(times)
+	y0, p := make([]float64, n), make([]float64, 5*n)
+	for i, tt := range times {
+		y0[i] = 1 + 0.1*float64(i)
+		copy(p[5*i:], []float64{0.7, tt[0], tt[1], 0.5 + 0.1*float64(i), 1.25 - 0.05*float64(i)})
+	}
+	return engineCase{
+		name: "two-doses-" + m.Name(),
+		prob: ode.Problem{Field: f, N: n, Y0: y0, P: p, T1: 2, SaveAt: []float64{0.5, 1, 1.5}},
+		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{dose("dose1", 1, 3), dose("dose2", 2, 4)}},
+		loss: ode.Loss{Name: "all", F: func(y, ys, _ []tape.V) tape.V {
+			s := y[0]
+			for _, v := range ys {
+				s = s.Add(v)
+			}
+			return s
+		}},
+		tol: 1e-11,
+	}
+}
+
+// counterBallCase has events on one condition: a ball's bounce (its
+// height falling to 0, v → −e·v), a counter of its impact speed (c += v)
+// and, with stop, a terminal event on it too, in the order names gives
+// ("bounce", "counter", "stop"): all fire at the impact, the
+// non-terminal ones in Settings.Events order, a terminal one last (ode's
+// TestEventCoincidingBall checks the closed form). n balls from x0, v0,
+// c0 per trajectory, e per trajectory, one bounce before T = 0.7.
+func counterBallCase(n int, m ode.Method, names ...string) engineCase {
+	const gr = 9.81
+	f := ode.Field{Name: "ball3", Dim: 3, Params: 1, F: func(_ tape.V, y, _ []tape.V) []tape.V {
+		return []tape.V{y[1], y[1].Const(-gr), y[1].Const(0)}
+	}}
+	height := func(_ tape.V, y, _ []tape.V) tape.V { return y[0] }
+	all := map[string]ode.Event{
+		"bounce": {Name: "bounce", Direction: -1, G: height,
+			Apply: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{y[0], p[0].Neg().Mul(y[1]), y[2]} }},
+		"counter": {Name: "counter", Direction: -1, G: height,
+			Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0], y[1], y[2].Add(y[1])} }},
+		"stop": {Name: "stop", Direction: -1, Terminal: true, G: height},
+	}
+	var evs []ode.Event
+	for _, x := range names {
+		evs = append(evs, all[x])
+	}
+	rng := rand.New(rand.NewPCG(25, 51))
+	y0, p := make([]float64, 3*n), make([]float64, n)
+	for i := 0; i < n; i++ {
+		y0[3*i], y0[3*i+1], y0[3*i+2] = 0.8+0.4*rng.Float64(), -0.5+rng.Float64(), rng.Float64()
+		p[i] = 0.6 + 0.3*rng.Float64()
+	}
+	return engineCase{
+		name: fmt.Sprintf("counter-ball-%v-%d-%s", names, n, m.Name()),
+		prob: ode.Problem{Field: f, N: n, Y0: y0, P: p, T1: 0.7},
+		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: evs},
+		loss: ode.Loss{Name: "sum", F: func(y, _, _ []tape.V) tape.V { return y[0].Add(y[1]).Add(y[2]) }},
+		tol:  1e-11,
+	}
+}
+
+// TestHostEventCoinciding runs events whose roots coincide on the host
+// engine against the CPU (twoDosesCase, counterBallCase): the same
+// events, event steps (the steps of size 0 of the coinciding ones
+// included), states and gradients.
+func TestHostEventCoinciding(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	testEventCoinciding(t, "cuda-host", false)
+	// A first record buffer of few rows: the steps of size 0 overflow it
+	// as the event steps do, and the record runs again with more.
+	for _, rows := range []int{2, 9} {
+		c := twoDosesCase(ode.Tsit5)
+		c.name += fmt.Sprintf("-rows%d", rows)
+		t.Run(c.name, func(t *testing.T) {
+			compareEngines(t, tuned(t, hostF64.name, Tuning{firstRows: rows}), c, eventOps)
+		})
+	}
+}
+
+// testEventCoinciding runs TestHostEventCoinciding's cases on engine (on
+// a GPU, gpu set, to 1e-10 as testEventCases).
+func testEventCoinciding(t *testing.T, engine string, gpu bool) {
+	cases := []engineCase{twoDosesCase(ode.Tsit5), twoDosesCase(ode.Rodas5P),
+		counterBallCase(5, ode.Tsit5, "bounce", "counter"), counterBallCase(37, ode.Vern7, "counter", "bounce"),
+		counterBallCase(5, ode.Tsit5, "stop", "counter", "bounce")}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := eventOps
+			if gpu {
+				c.tol, o.knife, o.drift = max(c.tol, 1e-10), max(1, c.prob.N/20), true
+			}
+			compareEngines(t, engine, c, o)
+			sol, err := c.solver(t, engine).Solve(&c.prob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := len(c.set.Events)
+			for i, got := range sol.Events {
+				if got != want && c.prob.Field.Name != "decay2" || got != 2 && c.prob.Field.Name == "decay2" {
+					t.Errorf("trajectory %d: %d events", i, got)
+				}
+			}
+		})
+	}
+}
+
 // TestHostEventCases runs the timed doses and the two-compartment doses
 // on the host engine against the CPU, and the timed doses' gradient
 // against the closed form y(τ) = y0·e^{−kτ} + [τ ≥ td]·e^{−k(τ−td)}

@@ -655,3 +655,12 @@ func TestGPULanesStatuses(t *testing.T) {
 	t.Parallel()
 	testLanesStatuses(t, "cuda")
 }
+
+// TestGPUEventCoinciding runs the events whose roots coincide
+// (event_cases_test.go: two doses at one time for some trajectories, a
+// bounce with a counter and a stop on its condition) on the GPU against
+// the CPU.
+func TestGPUEventCoinciding(t *testing.T) {
+	needGPUEngine(t)
+	testEventCoinciding(t, "cuda", true)
+}

@@ -3,6 +3,7 @@ package ode
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 
@@ -79,6 +80,7 @@ type eventWork struct {
 	ja     []int       // [cap]: the sample interval (1…eventSamples) where one crosses, 0 if none
 	count  []int       // [cap] events so far, per slot of the chunk
 	marks  [][]evMark  // [cap] per slot: the chunk's event steps, in order
+	rows   []evRow     // the steps of size 0 of the step being committed (coinciding events)
 	lanes  []int       // the lanes with a crossing
 	buf    [][]float64 // gathered columns for the small programs
 	ins    [][]float64
@@ -88,6 +90,16 @@ type eventWork struct {
 
 // evMark marks step s of a trajectory as event e's step.
 type evMark struct{ s, e int }
+
+// evRow is a step of size 0 at time t from state y, row s of chunk slot
+// slot, that an event whose root coincides with the one before it takes
+// (see fireGroup); the commit writes it to the mesh and the stored
+// states.
+type evRow struct {
+	slot, s int
+	t       float64
+	y       []float64
+}
 
 func (w *cpuWorker) eventWork(r *cpuRun) (*eventWork, error) {
 	if w.ev != nil && w.evCap == w.cap {
@@ -460,7 +472,7 @@ func (w *cpuWorker) locate(r *cpuRun, v *eventWork, d int) error {
 				return err
 			}
 		}
-		if err := w.fire(r, v, e, active, t, hs, tt, yy, p); err != nil {
+		if err := w.fire(r, v, e, active, t, hs, tt, yy, g, p); err != nil {
 			return err
 		}
 	}
@@ -576,12 +588,26 @@ func illinois(lo, hi, g0, g1 []float64, active []bool, f func([]float64) ([]floa
 }
 
 // fire applies event e on the active located lanes: their step becomes
-// the event step hs (ending at tt in state yy), the jump is applied, and
-// the lanes stop (terminal) or go on from there.
-func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, tt []float64, yy [][]float64, p [][]float64) error {
+// the event step hs (ending at tt in state yy, where the conditions are
+// gpre), the jump is applied, and the lanes stop (terminal) or go on from
+// there. A lane where other events have crossed by tt too (their roots
+// coincide with e's) fires them all at tt, one lane at a time (see
+// fireGroup).
+func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, tt []float64, yy, gpre, p [][]float64) error {
 	pl, ep := w.ex.plan, w.ex.plan.Events
 	d := pl.Dim
 	q := len(active)
+	for k, i := range v.lanes {
+		if !active[k] {
+			continue
+		}
+		if order := coinciding(ep, v.ga, e, i, k, gpre); order != nil {
+			active[k] = false
+			if err := w.fireGroup(r, v, order, k, t[k], hs[k], tt[k], yy, p); err != nil {
+				return err
+			}
+		}
+	}
 	if jump := v.jump[e]; jump != nil {
 		in := append([][]float64{tt}, yy...)
 		in = append(append(in, p...), w.sh...)
@@ -641,7 +667,6 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 	if !pl.FSAL {
 		k1 = nil
 	}
-	t1 := r.job.T1
 	for k, i := range v.lanes {
 		if !active[k] {
 			continue
@@ -661,36 +686,184 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 			v.g[x][i] = g[x][k]
 		}
 		v.g[e][i] = leave[k]
-		ended := w.stat[i] != StatusRunning // the controller's verdict on the step the event cut short
-		st2 := &w.st2
-		st2[StateT][i] = tt[k]
+		w.settle(r, v, i, slot, ep.Terminal[e], refires(v.ga[e][i], t[k], hs[k]), tt[k], hTrial)
+	}
+	return nil
+}
+
+// settle sets the status and the next controller state of lane i (chunk
+// slot slot) after its events fired at time tt: OK if the last was
+// terminal; TooManyEvents past MaxEvents or if one fired again at the time
+// it fired (tooMany, see refires); else running on from tt, with the
+// controller's next step (the step hTrial it tried if it had ended the
+// trajectory), clamped to the end.
+func (w *cpuWorker) settle(r *cpuRun, v *eventWork, i, slot int, terminal, tooMany bool, tt, hTrial float64) {
+	ep, t1 := w.ex.plan.Events, r.job.T1
+	ended := w.stat[i] != StatusRunning // the controller's verdict on the step the event cut short
+	st2 := &w.st2
+	st2[StateT][i] = tt
+	switch {
+	case terminal:
+		w.stat[i] = float64(OK)
+	case v.count[slot] > ep.MaxEvents || tooMany:
+		w.stat[i] = float64(TooManyEvents)
+	default:
+		w.stat[i] = StatusRunning
+		// The next step from the event, clamped to the end as the
+		// controller clamps.
+		span := t1[w.idx[i]] - tt
+		hn := st2[StateH][i]
+		if ended || !(hn > 0) {
+			// The controller ended the trajectory with the step the
+			// event cut short: go on with the size it tried.
+			hn = hTrial
+		}
+		last := 0.0
+		if hn >= span || tt+hn >= t1[w.idx[i]] {
+			hn, last = span, 1
+		}
+		st2[StateH][i] = (tt + hn) - tt
+		st2[StateLast][i] = last
+		if span <= 0 {
+			w.stat[i] = float64(OK) // the event is at the end
+		}
+	}
+}
+
+// coinciding returns, for the located lane at position k (lane i of the
+// chunk) whose step ends at event e's root, the events that fire there in
+// the order they fire, or nil if e fires alone: e and every other event
+// whose condition has crossed since the start of the sample interval
+// where e's root lies (ga, the conditions there) by the event time (gpre,
+// the conditions at the state there, before any jump): its root
+// coincides with e's (or lies before it, within what the extension and
+// the samples tell apart). The order is that of Settings.Events for the
+// non-terminal ones, then the first terminal one, which ends the
+// trajectory after their jumps (the others are not fired).
+func coinciding(ep *EventPlan, ga [][]float64, e, i, k int, gpre [][]float64) []int {
+	var order []int
+	for x := range ep.Names {
+		if x != e && crossed(ep.Direction[x], ga[x][i], gpre[x][k]) {
+			if order == nil {
+				order = make([]int, 0, len(ep.Names))
+			}
+			order = append(order, x)
+		}
+	}
+	if order == nil {
+		return nil
+	}
+	order = append(order, e)
+	slices.Sort(order)
+	term := -1
+	out := order[:0]
+	for _, x := range order {
 		switch {
-		case ep.Terminal[e]:
-			w.stat[i] = float64(OK)
-		case v.count[slot] > ep.MaxEvents || refires(v.ga[e][i], t[k], hs[k]):
-			w.stat[i] = float64(TooManyEvents)
-		default:
-			w.stat[i] = StatusRunning
-			// The next step from the event, clamped to the end as the
-			// controller clamps.
-			span := t1[w.idx[i]] - tt[k]
-			hn := st2[StateH][i]
-			if ended || !(hn > 0) {
-				// The controller ended the trajectory with the step the
-				// event cut short: go on with the size it tried.
-				hn = hTrial
+		case !ep.Terminal[x]:
+			out = append(out, x)
+		case term < 0:
+			term = x
+		}
+	}
+	if term >= 0 {
+		out = append(out, term)
+	}
+	return out
+}
+
+// fireGroup fires the events order (see coinciding) at the end of the
+// located lane at position k (lane i of v.lanes) of the chunk: its step
+// from t becomes the event step hs, ending at tt in state yy[:][k] before
+// any jump, marked as order[0]'s; each further event is a step of size 0
+// from tt, marked as its own, from the state after the jumps before it
+// (rows the commit writes after the step's, eventWork.rows). Each jump
+// applies to the state the one before left; the conditions, the field and
+// the fired conditions' leaving values (see fire) are those of the final
+// state. Its status is fire's, per event: the trajectory ends OK if the
+// last event is terminal, with TooManyEvents past MaxEvents (each event
+// counts) or where one of them fires again at the time it fired.
+func (w *cpuWorker) fireGroup(r *cpuRun, v *eventWork, order []int, k int, t, hs, tt float64, yy, p [][]float64) error {
+	pl, ep := w.ex.plan, w.ex.plan.Events
+	d, np, ns := pl.Dim, pl.Params, pl.Shared
+	i := v.lanes[k]
+	slot := w.idx[i] - w.lo
+	s := int(w.st[StateAccepted][i])
+	y := make([]float64, d)
+	for c := range y {
+		y[c] = yy[c][k]
+	}
+	in := make([][]float64, 0, 1+d+np+ns)
+	args := func() [][]float64 {
+		in = append(in[:0], []float64{tt})
+		for c := range y {
+			in = append(in, y[c:c+1])
+		}
+		for c := 0; c < np; c++ {
+			in = append(in, p[c][k:k+1])
+		}
+		return append(in, w.sh...)
+	}
+	out := cols(max(d, 2+d+np+ns, len(ep.Names)), 1)
+	tooMany := false
+	for x, e := range order {
+		if x > 0 {
+			// A step of size 0 from the state the jumps before left.
+			v.rows = append(v.rows, evRow{slot: slot, s: s + x, t: tt, y: slices.Clone(y)})
+		}
+		v.marks[slot] = append(v.marks[slot], evMark{s: s + x, e: e})
+		v.count[slot]++
+		tooMany = tooMany || refires(v.ga[e][i], t, hs)
+		if jump := v.jump[e]; jump != nil {
+			if err := jump.Run(out[:d], args(), 1); err != nil {
+				return err
 			}
-			last := 0.0
-			if hn >= span || tt[k]+hn >= t1[w.idx[i]] {
-				hn, last = span, 1
-			}
-			st2[StateH][i] = (tt[k] + hn) - tt[k]
-			st2[StateLast][i] = last
-			if span <= 0 {
-				w.stat[i] = float64(OK) // the event is at the end
+			for c := range y {
+				y[c] = out[c][0]
 			}
 		}
 	}
+	// The conditions, the field and the fired conditions' directions at
+	// the final state.
+	if err := v.cond.Run(out[:len(ep.Names)], args(), 1); err != nil {
+		return err
+	}
+	for x := range ep.Names {
+		v.g[x][i] = out[x][0]
+	}
+	k1 := make([]float64, d)
+	if err := v.field.Run(out[:d], args(), 1); err != nil {
+		return err
+	}
+	for c := range k1 {
+		k1[c] = out[c][0]
+	}
+	for _, e := range order {
+		if err := v.condGrad[e].Run(out[:2+d+np+ns], args(), 1); err != nil {
+			return err
+		}
+		gdot := out[1][0]
+		for c := 0; c < d; c++ {
+			gdot += out[2+c][0] * k1[c]
+		}
+		switch {
+		case gdot > 0:
+			v.g[e][i] = math.SmallestNonzeroFloat64
+		case gdot < 0:
+			v.g[e][i] = -math.SmallestNonzeroFloat64
+		default:
+			v.g[e][i] = 0
+		}
+	}
+	hTrial := w.st[StateH][i]
+	w.st[StateH][i] = hs
+	for c := 0; c < d; c++ {
+		w.yn[c][i] = y[c]
+		if pl.FSAL {
+			w.ko[c][i] = k1[c]
+		}
+	}
+	w.st2[StateAccepted][i] += float64(len(order) - 1)
+	w.settle(r, v, i, slot, ep.Terminal[order[len(order)-1]], tooMany, tt, hTrial)
 	return nil
 }
 
@@ -1251,8 +1424,10 @@ func (w *cpuWorker) eventReplay(r *cpuRun, lo, hi int) error {
 				w.cur[i] = c
 			}
 			t[i] = next
-			for c := 0; c < d; c++ {
-				y[c*width+i] = out[c][k]
+			if hc[k] != 0 { // (a step of size 0, an event's whose root coincides with the one before, is the identity)
+				for c := 0; c < d; c++ {
+					y[c*width+i] = out[c][k]
+				}
 			}
 			ms := v.marks[i]
 			x := sort.Search(len(ms), func(x int) bool { return ms[x].s >= s })

@@ -259,6 +259,9 @@ func (w *cpuWorker) steps(r *cpuRun, lo, width, m int) (bool, error) {
 				}
 			}
 		}
+		if pl.Events != nil && len(w.ev.rows) > 0 {
+			w.commitEventRows(r, width, stride)
+		}
 		if r.recordSaves {
 			w.writeSaves(r, acc, dense)
 		}
@@ -304,6 +307,29 @@ func (w *cpuWorker) steps(r *cpuRun, lo, width, m int) (bool, error) {
 		}
 	}
 	return ok, nil
+}
+
+// commitEventRows writes the steps of size 0 of coinciding events
+// (eventWork.rows) to the chunk's mesh and stored states, as the commit
+// writes an accepted step, and clears them.
+func (w *cpuWorker) commitEventRows(r *cpuRun, width, stride int) {
+	v := w.ev
+	for _, x := range v.rows {
+		if x.s >= w.rows {
+			w.grow(r, x.s+1, width, stride)
+		}
+		if r.keepMesh {
+			w.hbuf[x.s*width+x.slot] = 0
+		}
+		if w.storing {
+			row := w.sbuf[x.s*stride:]
+			row[x.slot] = x.t
+			for c, yc := range x.y {
+				row[(1+c)*width+x.slot] = yc
+			}
+		}
+	}
+	v.rows = v.rows[:0]
 }
 
 // grow makes room for rows up to most (exclusive) in the chunk's mesh and

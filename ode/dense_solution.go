@@ -256,7 +256,7 @@ func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings, from
 					row[d+x] = out[d+x][l]
 				}
 				clear(row[d+pterms*d:])
-				for x := 0; x < d; x++ {
+				for x := 0; x < d && h[l] != 0; x++ { // (a step of size 0, of coinciding events, is the identity)
 					y[x][l] = out[x][l]
 				}
 				t[l] += h[l]

@@ -198,7 +198,9 @@
 // (Event.Direction), the root is found on the extension and polished on
 // the method's own step, and the mesh records the step that ends at the
 // event. A terminal event ends the trajectory there (Solution.T); another
-// applies its jump (Event.Apply: a bounce, a dose) and goes on. Gradients
+// applies its jump (Event.Apply: a bounce, a dose) and goes on. Events
+// whose roots coincide (two doses at one time) all fire there, in
+// Settings.Events order, a terminal one last (see Event). Gradients
 // are exact through event times (implicit function theorem on the event
 // step, and the cotangent of time carried through the steps after it).
 // Measured (TestEventThreshold, TestEventBouncingBall): event times within

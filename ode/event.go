@@ -46,11 +46,42 @@ import (
 // Settings.MaxEvents. A crossing and its return within one eighth of a
 // step are seen as none, and an odd number of crossings there as one of
 // them (not always the first); a step where several events cross ends at
-// the earliest. Events whose roots fall at the same time (two doses at
-// t = 1) do not all fire: the first in Settings.Events order does, and
-// the others' conditions, then exactly 0 at the start of the next step,
-// see no crossing (the CPU and GPU engines alike); give such events one
-// condition and one Apply that does both. The steps follow the solution, not the conditions, so a
+// the earliest.
+//
+// # Events whose roots coincide
+//
+// Every event whose condition has crossed by the event time t* (on the
+// state there, before any jump: its root coincides with the earliest, as
+// two doses at t = 1 or a bounce and a counter on a ball's height, or
+// lies before it by less than the samples and the extension tell apart)
+// fires at t* too: the non-terminal ones in Settings.Events order, each
+// Apply mapping the state the one before it left, then the first
+// terminal one if any, which ends the trajectory in the state after
+// their jumps (a stop and a dose at one time give the dosed state; a
+// second terminal event does not fire). The engines agree (CPU and GPU).
+// The mesh records each event after the first as a step of size 0 at t*
+// (one mark a step, Mesh.Events; Stats.Accepted counts these steps, and
+// each event counts toward Settings.MaxEvents), so a replay and a
+// gradient run them as any event step. The gradient is that of the
+// branch on which the events come in this order: each one's time is
+// differentiated by the implicit function theorem on its own condition,
+// from the state the jumps before it left. It is exact where the roots
+// coincide identically (conditions of time, or one condition, that the
+// jumps before do not move: two doses at one time with their own
+// amounts and times, a bounce with a counter or a stop on its
+// condition; ode's TestEventCoinciding* check the closed forms); where a
+// jump moves a coinciding event's condition off zero (a dose into the
+// compartment a threshold reads at that instant) the event times have
+// no derivative, and the one returned is that of this order. Diffrax
+// reports every event that triggers at the located time (its event
+// mask); DifferentialEquations.jl's VectorContinuousCallback (since
+// OrdinaryDiffEq.jl pull request 3230) calls affect! with every index
+// that triggers at one time, in an order the user's affect! chooses
+// (before, only the first fired, as here before).
+//
+// # Events that go unseen
+//
+// The steps follow the solution, not the conditions, so a
 // condition that changes sign faster than the state changes (sin(ωt) of a
 // slow state: with Vern7 at RelTol 1e-8 and ω = 20, 9 of 65 zeros are
 // seen) or a near-tangent crossing (a tossed ball reaching a height

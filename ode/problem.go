@@ -489,7 +489,10 @@ type Mesh struct {
 	// steps: [Rows×N], step-major as H, on the host; Events[s*N+i] is
 	// e+1 if step s of trajectory i ends at event e (a step of size h*
 	// that the record located, followed by e's Apply or, if e is
-	// terminal, the trajectory's end), 0 for an ordinary step. EventHash
+	// terminal, the trajectory's end), 0 for an ordinary step; events
+	// whose roots coincide mark a step each, the first the event step, the
+	// others the steps of size 0 after it, in the order they fire (see
+	// Event). EventHash
 	// is the recording plan's EventPlan.Hash. Both are nil/"" for a mesh
 	// recorded without events; a replay checks them against its events
 	// (see Event). An engine that keeps the steps (Resident) may keep

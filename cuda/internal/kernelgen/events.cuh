@@ -167,11 +167,19 @@ GS_DEVICE int gs_ev_start(const gs_real* sh, gs_real t0, const gs_real* y, const
 // size st[H] to yn (coefficients w; the controller's next state st2 and
 // status stat; eg the conditions at y, nev the events so far): where a
 // condition crosses, the step becomes the event step (st[H] = h*, yn the
-// state after the event's jump, ks the field there, st2 and stat the
-// state and status from there on) and it returns the event; else -1 (and
-// eg becomes the conditions at yn).
+// state after the events' jumps, ks the field there, st2 and stat the
+// state and status from there on) and it returns the event that step
+// marks; else -1 (and eg becomes the conditions at yn). Every event whose
+// condition has crossed by t* too (its root coincides with the located
+// one's) fires there as well (ode's coinciding and fireGroup): the
+// non-terminal ones in index order, then the first terminal one; the
+// first marks the event step, each further one a step of size 0 from the
+// state the jumps before it left, which row(x, e, t*, y) records as the
+// step x after the event step (st2's accepted count includes them).
+// elast is the last event fired.
+template <class R>
 GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t1, const gs_real* y, const gs_real* p,
-                         gs_real* yn, gs_real* ks, const gs_real* w, gs_real* eg, int& nev, gs_real& stat) {
+                         gs_real* yn, gs_real* ks, const gs_real* w, gs_real* eg, int& nev, gs_real& stat, int& elast, R row) {
   const gs_real t = st[GS_ST_T], h = st[GS_ST_H];
   gs_real gn[GS_NE], ga[GS_NE], gb[GS_NE], gj[GS_NE], yy[GS_D];
   gs_a_cond(sh, st2[GS_ST_T], yn, p, gn);
@@ -254,19 +262,45 @@ GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t
   hi = gs_ev_illinois(lo, hi, g0, g1, true, t, step);
   // The event step: the end of the bracket where the event has crossed.
   step(hi);
-  // Fire: the jump, then the conditions and the field from the new state.
-  // The fired condition counts as the smallest number of the sign it
-  // leaves with (the sign of g_t + g_y.f), so that it does not fire again
-  // at once but does when it comes back, however soon.
-  gs_ev_jump(e, sh, tt, yy, p);
+  // Fire: the jumps, then the conditions and the field from the new state.
+  // The events whose conditions have crossed by t* too (gg, before any
+  // jump) fire with e: the non-terminal ones in index order, then the
+  // first terminal one. A fired condition counts as the smallest number
+  // of the sign it leaves with (the sign of g_t + g_y.f at the new state),
+  // so that it does not fire again at once but does when it comes back,
+  // however soon.
+  const gs_real tiny = (gs_real)GS_EV_TINY;
+  bool fires[GS_NE];
+  for (int x = 0; x < GS_NE; x++) fires[x] = x == e || gs_ev_crossed(gs_ev_dir(x), ga[x], gg[x]);
+  int first = -1, nf = 0;
+  bool again = false;  // one fired again at the time it fired (ode's refires)
+  for (int pass = 0; pass < 2; pass++) {
+    for (int x = 0; x < GS_NE; x++) {
+      if (!fires[x] || gs_ev_terminal(x) != (pass == 1)) continue;
+      if (nf == 0)
+        first = x;
+      else
+        row(nf, x, tt, (const gs_real*)yy);
+      nf++;
+      elast = x;
+      again = again || ((ga[x] == tiny || ga[x] == -tiny) && hs <= 4 * GS_EPS * fabs(t));
+      gs_ev_jump(x, sh, tt, yy, p);
+      if (pass == 1) break;  // a terminal event ends the trajectory
+    }
+  }
   gs_real gnew[GS_NE], k1n[GS_D], cg[GS_EV_CG];
   gs_a_cond(sh, tt, yy, p, gnew);
   gs_a_field(sh, tt, yy, p, k1n);
-  gs_ev_condgrad(e, sh, tt, yy, p, cg);
-  gs_real gdot = cg[1];
-  for (int c = 0; c < GS_D; c++) gdot += cg[2 + c] * k1n[c];
-  const gs_real tiny = (gs_real)GS_EV_TINY;
-  nev++;
+  for (int x = 0; x < GS_NE; x++) eg[x] = gnew[x];
+  for (int x = 0; x < GS_NE; x++) {
+    if (!fires[x] || (gs_ev_terminal(x) && x != elast)) continue;
+    gs_ev_condgrad(x, sh, tt, yy, p, cg);
+    gs_real gdot = cg[1];
+    for (int c = 0; c < GS_D; c++) gdot += cg[2 + c] * k1n[c];
+    eg[x] = gdot > 0 ? tiny : gdot < 0 ? -tiny : (gs_real)0;
+  }
+  nev += nf;
+  st2[GS_ST_ACCEPTED] += nf - 1;
   const gs_real htrial = st[GS_ST_H];
   st[GS_ST_H] = hs;
   for (int c = 0; c < GS_D; c++) yn[c] = yy[c];
@@ -275,14 +309,12 @@ GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t
 {{- else}}
   (void)ks;
 {{- end}}
-  for (int x = 0; x < GS_NE; x++) eg[x] = gnew[x];
-  eg[e] = gdot > 0 ? tiny : gdot < 0 ? -tiny : (gs_real)0;
   // The controller's verdict on the step the event cut short.
   const bool ended = stat != (gs_real)GS_RUNNING;
   st2[GS_ST_T] = tt;
-  if (gs_ev_terminal(e)) {
+  if (gs_ev_terminal(elast)) {
     stat = (gs_real)GS_OK;
-  } else if (nev > GS_MAXEV || ((ga[e] == tiny || ga[e] == -tiny) && hs <= 4 * GS_EPS * fabs(t))) {
+  } else if (nev > GS_MAXEV || again) {
     // Past MaxEvents, or the event fired again at the time it fired (its
     // condition stood at the fired marker, and h* is below the resolution
     // of t): its events accumulate there (ode's refires).
@@ -303,7 +335,7 @@ GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t
     st2[GS_ST_LAST] = last;
     if (span <= 0) stat = (gs_real)GS_OK;  // the event is at the end
   }
-  return e;
+  return first;
 }
 {{- if .Grad}}
 

@@ -65,10 +65,31 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
     if (run) {
       gs_a_control(csh, st, t1, y, yn, e, hrho, st2, &accept, &stat);
 {{- if .Events}}
-      // An accepted step where a condition crosses becomes the event step.
-      int fired = -1;
-      if (accept != 0) fired = gs_ev_step(sh, st, st2, t1, y, p, yn, ks, w, eg, nev, stat);
+      // An accepted step where a condition crosses becomes the event step;
+      // an event whose root coincides with its event's is a step of size 0
+      // after it (ev_row: the x-th after the event step, from (te, ye)).
+      int fired = -1, elast = -1;
+      auto ev_row = [&](int x, int ev, gs_real te, const gs_real* ye) {
+{{- if or .MeshOut .Store .StoreEv}}
+        const long long s0 = (long long)st[GS_ST_ACCEPTED] + x;
+{{- end}}
+{{- if or .MeshOut .Store}}
+        gs_real sz[GS_NSTATE];
+        sz[GS_ST_T] = te;
+        sz[GS_ST_H] = 0;
+        overflow |= gs_record(a, i, s0, sz, ye, GS_WRITER);
+{{- end}}
+{{- if .StoreEv}}
+        if (s0 < a.rows && GS_WRITER) a.store[(s0 * GS_SW + GS_STORE_T + GS_D) * n + i] = (gs_real)(ev + 1);
+{{- end}}
+{{- if .MeshOut}}
+        if (s0 < a.rows && GS_WRITER) a.evout[s0 * n + i] = ev + 1;
+{{- end}}
+        (void)x; (void)ev; (void)te; (void)ye;
+      };
+      if (accept != 0) fired = gs_ev_step(sh, st, st2, t1, y, p, yn, ks, w, eg, nev, stat, elast, ev_row);
       (void)fired;
+      (void)elast;
 {{- end}}
       lasth = st[GS_ST_H];
       if (accept != 0) {
@@ -85,7 +106,7 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
         if (s < a.rows && GS_WRITER) a.evout[s * n + i] = fired + 1;  // the mesh's event marks (ode.Mesh.Events)
 {{- end}}
 {{- if and .Events .Saves}}
-        ev_term = fired >= 0 && gs_ev_terminal(fired);
+        ev_term = elast >= 0 && gs_ev_terminal(elast);
 {{- end}}
 {{- if .Saves}}
         saving = true;
