@@ -954,8 +954,10 @@ tp calls 235 '^(TestGPUStageParts|TestGPUKeepGradsShared|TestGPUKeepGrads|TestGP
 # Session 50's device tests (H2's float32 checks, H4's event and dense
 # cases with the event-time save fixes in events.cuh, H5's trainer).
 tp new50 235 '^(TestGPUEventCases|TestGPUDenseSolution|TestGPUEventsSaveEdges|TestGPUEventsReruns|TestGPUEngineFloat32|TestGPUEventsFloat32|TestGPUTrainHugeGradient|TestGPUTrainResumeEveryStop|TestGPUTrainUpdateManySteps|TestGPUTrainMatchesHost|TestGPUTrainResume|TestGPUTrainUpdateBitwise)$' &
+# Session 51's (H1's events whose roots coincide, H4's problems).
+tp new51 235 '^(TestGPUEventCoinciding|TestGPUEngineMoreProblems)$' &
 wait
-for f in wide wide2 saves calls new50; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+for f in wide wide2 saves calls new50 new51; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
 t l96 130 -test.run XXX -test.timeout 125s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|blocked|blocked-s48|recy|recy-outplace)|lorenz96-64/^(default|blocked|blocked-s48|recy-outplace))(#[0-9]+)?$' -test.benchtime 5x
 TB=/tmp/base49.test t l96-base 60 -test.run XXX -test.timeout 55s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
 echo "=== gpu-large"
