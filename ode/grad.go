@@ -142,7 +142,10 @@ func (o Omit) drop(sol *Solution, m *Mesh, recorded bool, spare *omitted) {
 // the solve (saves an engine kept, Solution.Resident, are written over or
 // released, as by SolveTo). Copy what you keep from dst before passing it
 // again; dst.Mesh itself may be passed as m (it is then replayed, not
-// overwritten). After an error, dst's contents are unspecified.
+// overwritten). An array of dst that shares storage with an input (p's
+// arrays, the loss's Data, m's steps and times: a dst.Y0 that is p.Y0) is
+// not reused, so the inputs are read as given and not changed. After an
+// error, dst's contents are unspecified.
 func Grad(dst *Gradient, p Problem, loss Loss, m *Mesh, s *Settings) (*Gradient, error) {
 	sv, err := NewSolver(p.Field, s)
 	if err != nil {
@@ -175,6 +178,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	q.ends = m == nil && sv.set.Method != Auto
 	// The engine may keep the per-trajectory results (Job.KeepGrads).
 	q.keep = sv.set.KeepGrads && sv.set.Method != Auto
+	dst.unalias(q.inputs(&loss, m))
 	reuse := dst.reusable(m == nil)
 	rg = trace.StartRegion(ctx, "ode.Grad.run")
 	res, used, err := sv.run(ctx, OpGrad, q, &loss, m, reuse)

@@ -62,6 +62,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		return nil, nil, err
 	}
 	q.omit = dst.omit()
+	dst.unalias(q.inputs(&loss, m))
 	n := q.n
 	if skip != nil && len(skip) != n {
 		return nil, nil, badInput(fmt.Errorf("ode: GradPartial: len(skip) = %d, want N = %d", len(skip), n))
