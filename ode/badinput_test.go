@@ -141,3 +141,73 @@ func TestNilProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestLossRegErrors checks a Loss whose Reg term fails: one that does not
+// trace is refused by CheckLoss and by Grad, Loss and GradPartial before
+// any work (it was found after the solve, and CheckLoss passed it; with
+// every trajectory skipped GradPartial returned a loss of 0), and one
+// that is not finite is an error naming Reg (Loss returned NaN with no
+// error, Grad "the loss is NaN"). A term that indexes past its arguments
+// is told their lengths (it was told that the saved states were empty
+// whatever it read).
+func TestLossRegErrors(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "decay", Dim: 2, Params: 1, Shared: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Mul(y[0]).Neg(), y[1].Mul(p[1])}
+	}}
+	term := func(y, _, _ []tape.V) tape.V { return y[0] }
+	var outside tape.V
+	cases := []struct {
+		name  string
+		loss  ode.Loss
+		input bool   // a bad input: CheckLoss refuses it too, and no work is done
+		want  string // in every call's error
+	}{
+		{"Reg panics", ode.Loss{F: term, Reg: func([]tape.V) tape.V { panic("no prior") }}, true, "Reg: tape: tracing loss.reg: panic: no prior"},
+		{"Reg returns the zero V", ode.Loss{F: term, Reg: func([]tape.V) tape.V { return tape.V{} }}, true, "Reg: tape: Build: argument 1 is the zero V"},
+		{"Reg reads the term's trace", ode.Loss{F: func(y, _, _ []tape.V) tape.V { outside = y[0]; return y[0] }, Reg: func(s []tape.V) tape.V { return s[0].Add(outside) }}, true, "from another trace"},
+		{"Reg NaN", ode.Loss{F: term, Reg: func(s []tape.V) tape.V { return s[0].Log() }}, false, "its Reg term is NaN"},
+		{"Reg infinite", ode.Loss{F: term, Reg: func(s []tape.V) tape.V { return s[0].Const(1).Div(s[0].Add(s[0].Const(1))) }}, false, "its Reg term is +Inf"},
+		{"term reads data past DataDim", ode.Loss{F: func(_, _, d []tape.V) tape.V { return d[0] }}, true, "lengths y 2 (Dim), ys 0 (Problem.SaveAt is empty, so ys has no values), data 0 (DataDim))"},
+		{"term reads p past Params", ode.Loss{FP: func(_, _, _, p, _ []tape.V) tape.V { return p[3] }}, true, "data 0 (DataDim), p 1 (Params), s 1 (Shared))"},
+	}
+	for _, c := range cases {
+		done := 0
+		sv, err := ode.NewSolver(f, &ode.Settings{Progress: func(int, int) { done++ }, Exec: tape.ExecSettings{Workers: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ode.Problem{Field: f, Y0: []float64{1, 2, 3, 4}, P: []float64{1, 2}, Shared: []float64{-1}, T1: 1}
+		calls := []struct {
+			name string
+			run  func() error
+		}{
+			{"Grad", func() error { _, err := sv.Grad(nil, &p, c.loss, nil); return err }},
+			{"Loss", func() error { _, _, err := sv.Loss(&p, c.loss, nil); return err }},
+			{"GradPartial", func() error {
+				_, _, err := sv.GradPartial(context.Background(), nil, &p, c.loss, nil, nil)
+				return err
+			}},
+			{"GradPartial skipping all", func() error {
+				_, _, err := sv.GradPartial(context.Background(), nil, &p, c.loss, nil, []bool{true, true})
+				return err
+			}},
+		}
+		if c.input {
+			calls = append(calls, struct {
+				name string
+				run  func() error
+			}{"CheckLoss", func() error { return sv.CheckLoss(&p, c.loss) }})
+		}
+		for _, call := range calls {
+			done = 0
+			err := call.run()
+			if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, ode.ErrInput) != c.input {
+				t.Errorf("%s, %s: error %v; want one containing %q, wrapping ErrInput: %t", c.name, call.name, err, c.want, c.input)
+			}
+			if c.input && done != 0 {
+				t.Errorf("%s, %s: %d trajectories solved before the error", c.name, call.name, done)
+			}
+		}
+	}
+}

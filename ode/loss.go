@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -107,8 +108,18 @@ func (l *Loss) term(sh lossShape, last *tape.Program, lt *lossTracer) (*tape.Pro
 	}, last)
 	if err != nil {
 		var re runtime.Error
-		if K == 0 && errors.As(err, &re) {
-			return nil, fmt.Errorf("ode: loss %s: %w (does the loss read saved states ys? Problem.SaveAt is empty, so ys has no values)", l.name(), err)
+		if errors.As(err, &re) {
+			// An index out of range, most often: say how long each
+			// argument is.
+			ys := fmt.Sprintf("ys %d (len(SaveAt)·Dim)", K*d)
+			if K == 0 {
+				ys = "ys 0 (Problem.SaveAt is empty, so ys has no values)"
+			}
+			ps := ""
+			if l.FP != nil {
+				ps = fmt.Sprintf(", p %d (Params), s %d (Shared)", sh.p, sh.s)
+			}
+			return nil, fmt.Errorf("ode: loss %s: %w (the term's arguments have lengths y %d (Dim), %s, data %d (DataDim)%s)", l.name(), err, d, ys, sh.data, ps)
 		}
 		return nil, fmt.Errorf("ode: loss %s: %w", l.name(), err)
 	}
@@ -218,13 +229,22 @@ func (sv *Solver) reg(l *Loss, ns int) (*tape.Program, error) {
 	return g, nil
 }
 
-// evalReg returns Reg(s) and adds ∂Reg/∂s to gs (if gs is not nil).
+// evalReg returns Reg(s) and adds ∂Reg/∂s to gs (if gs is not nil); a
+// Reg that is not finite at s, or (gs not nil) whose derivative is not,
+// is an error naming it (a run-time failure, as a loss term's).
 func (sv *Solver) evalReg(l *Loss, s, gs []float64) (float64, error) {
 	rp, err := sv.reg(l, len(s))
 	if err != nil || rp == nil {
 		return 0, err
 	}
 	out := rp.Eval(nil, s)
+	const hint = "check Reg near these shared parameters: log or square root of a negative number, division by zero, overflow"
+	if r := out[0]; math.IsNaN(r) || math.IsInf(r, 0) {
+		return 0, fmt.Errorf("ode: loss %s: its Reg term is %v; %s", l.name(), r, hint)
+	}
+	if i := finite.First(out[1:]); gs != nil && i >= 0 {
+		return 0, fmt.Errorf("ode: loss %s: the derivative of its Reg term with respect to Shared[%d] is %v; %s", l.name(), i, out[1+i], hint)
+	}
 	if gs != nil {
 		for c := range gs {
 			gs[c] += out[1+c]
@@ -289,6 +309,11 @@ func (sv *Solver) planLoss(l *Loss, q *problem, scanData, expandData bool) (*Los
 	sv.giveTracer(lt)
 	if err != nil {
 		return nil, badInput(err)
+	}
+	// Reg is evaluated after the solve (evalReg): a Reg that does not
+	// trace is refused now, before the work, as CheckLoss promises.
+	if _, err := sv.reg(l, sh.s); err != nil {
+		return nil, err
 	}
 	if scanData {
 		if err := l.checkData(term, sh, n); err != nil {
@@ -373,7 +398,7 @@ func (l *Loss) checkData(term *tape.Program, sh lossShape, n int) error {
 // CheckLoss reports, without solving, the errors a Grad or Loss of p with
 // loss would report before its first step: the problem's inputs (as
 // Grad checks them) and the loss's shape and Data (len(Data), a
-// non-finite entry the loss reads). It traces the loss into the solver's
+// non-finite entry the loss reads) and a Reg that does not trace. It traces the loss into the solver's
 // cache, so the first Grad does not trace it again. It costs one read of
 // Y0, P, T1s and Data, on all cores, plus the trace of a loss not seen
 // before, and allocates nothing of size N: a single row of Y0, P or Data

@@ -121,7 +121,11 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 			e.Failed = len(fails)
 		}
 		if out == n {
-			return sv.partialNone(dst, q, &loss, m, status), fails, nil
+			g, err := sv.partialNone(dst, q, &loss, m, status)
+			if err != nil {
+				return nil, nil, err
+			}
+			return g, fails, nil
 		}
 		if out == 0 {
 			g, tf, err := sv.gradOnce(ctx, dst, q, &loss, m, scale)
@@ -537,15 +541,27 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 }
 
 // partialNone returns the gradient of a call that left every trajectory
-// out: zero, with the Reg term alone as the loss.
-func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, m *Mesh, status []Status) *Gradient {
+// out: zero, with the Reg term alone as the loss; or the error of a loss
+// that does not trace (its Data's, its Reg's) or a Reg that is not
+// finite, as a call with trajectories in returns it.
+func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, m *Mesh, status []Status) (*Gradient, error) {
+	if _, err := sv.checkLossPlan(loss, q); err != nil {
+		return nil, err
+	}
 	n, d, np := q.n, q.Field.Dim, q.Field.Params
 	if dst == nil {
 		dst = &Gradient{}
 	}
 	dst.Y0, dst.P = zeros(dst.Y0, n*d), zeros(dst.P, n*np)
 	dst.Shared = zeros(dst.Shared, q.Field.Shared)
-	dst.Loss, _ = sv.evalReg(loss, q.Shared, dst.Shared)
+	r, err := sv.evalReg(loss, q.Shared, dst.Shared)
+	if err != nil {
+		return nil, err
+	}
+	dst.Loss = r
+	if err := checkGradient(dst, d, np, true); err != nil {
+		return nil, err
+	}
 	sol := &Solution{N: n, Dim: d, SaveAt: q.SaveAt, Method: sv.plan.Method, Engine: sv.engine.Name(),
 		T: make([]float64, n), Status: slices.Clone(status)}
 	for i := range sol.T {
@@ -564,7 +580,7 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, m *Mesh, st
 	}
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime, dst.StoredBytes = 0, 0, 0
-	return dst
+	return dst, nil
 }
 
 // expandInts returns x (over idx) as n entries, 0 elsewhere.
