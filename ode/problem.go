@@ -300,7 +300,7 @@ func (s *Settings) withDefaults(f *Field) Settings {
 	}
 	set.Controller = set.Controller.withDefaults(set.Method)
 	if set.AbsTols != nil {
-		set.AbsTols = append([]float64(nil), set.AbsTols...)
+		set.AbsTols = slices.Clone(set.AbsTols) // (non-nil when empty: checkSettings refuses that)
 	}
 	return set
 }
@@ -864,6 +864,8 @@ func checkSettings(f *Field, s *Settings) error {
 		return fmt.Errorf("ode: %s: Dt0 = %v must be positive (or 0 for automatic) and finite", name, s.Dt0)
 	case s.AbsTols != nil && len(s.AbsTols) != f.Dim:
 		return fmt.Errorf("ode: %s: len(AbsTols) = %d, want Dim = %d (one absolute tolerance per state component)", name, len(s.AbsTols), f.Dim)
+	case s.Saves != SaveInterpolate && s.Saves != SaveStep:
+		return fmt.Errorf("ode: %s: Saves = %v is not a save mode; use SaveInterpolate (the zero value) or SaveStep", name, s.Saves)
 	case s.Checkpoint < 0:
 		return fmt.Errorf("ode: %s: Checkpoint = %d is negative; use 0 to choose the interval from MemoryLimit, or k ≥ 1 to store every k-th state", name, s.Checkpoint)
 	case s.MemoryLimit < 0:
