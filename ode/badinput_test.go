@@ -3,6 +3,7 @@ package ode_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -208,6 +209,54 @@ func TestLossRegErrors(t *testing.T) {
 			if c.input && done != 0 {
 				t.Errorf("%s, %s: %d trajectories solved before the error", c.name, call.name, done)
 			}
+		}
+	}
+}
+
+// TestMeshFailureSaysWhere checks the time a failed trajectory's error
+// names where the error is built from a mesh's statuses or a dense
+// solution: a recorded mesh's steps say where the trajectory stopped; a
+// GradPartial mesh keeps no steps of it, and the message then names no
+// time; an unknown last step is not printed as h=0. (Both read "stopped
+// at t=0 (h=0, Tsit5)" for a trajectory that stopped at t = 0.5.)
+func TestMeshFailureSaysWhere(t *testing.T) {
+	t.Parallel()
+	// y' = −y + log(p − t): NaN from t = p.
+	f := ode.Field{Name: "logwall", Dim: 1, Params: 1, F: func(tt tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{y[0].Neg().Add(p[0].Sub(tt).Log())}
+	}}
+	sv, err := ode.NewSolver(f, &ode.Settings{AllowFailures: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ode.Problem{Field: f, Y0: []float64{1, 1, 1}, P: []float64{10, 0.5, 10}, T1: 1}
+	m, sol, err := sv.Record(&p)
+	if err != nil || sol.Status[1] != ode.NonFinite {
+		t.Fatalf("Record: %v, statuses %v; want trajectory 1 non-finite", err, sol.Status)
+	}
+	stopped := fmt.Sprintf("trajectory 1 stopped at t=%.6g (Tsit5): non-finite state", sol.T[1])
+	g, _, err := sv.GradPartial(context.Background(), nil, &p, ode.SumSquares(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sv.SolveDense(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"Grad on the recorded mesh", func() error { _, err := sv.Grad(nil, &p, ode.SumSquares(), m); return err }, stopped},
+		{"Replay of the recorded mesh", func() error { _, err := sv.Replay(&p, m); return err }, stopped},
+		{"Grad on GradPartial's mesh", func() error { _, err := sv.Grad(nil, &p, ode.SumSquares(), g.Mesh); return err }, "trajectory 1 failed (Tsit5): non-finite state"},
+		{"Evaluate", func() error { _, err := ds.Evaluate(nil, 1, 0.25); return err }, stopped},
+	} {
+		err := c.err()
+		var te *ode.TrajectoryError
+		if !errors.As(err, &te) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "h=0") {
+			t.Errorf("%s: error %v; want a *TrajectoryError containing %q, without h=0", c.name, err, c.want)
 		}
 	}
 }

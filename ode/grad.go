@@ -757,7 +757,7 @@ func (sv *Solver) checkMeshOf(q *problem, m *Mesh, resident bool) error {
 	if resident && m.vouched() {
 		// Its steps are those of a record whose trajectories all ended
 		// well (see stepsOK): the statuses are not read again.
-	} else if err := m.failed(nil, nil); err != nil {
+	} else if err := m.failed(end, nil); err != nil { // (end: the times its steps reach, nil if resident)
 		return fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
 	}
 	// Every trajectory's steps must reach its end time: a replay of a

@@ -508,7 +508,13 @@ func (m *Mesh) failed(t []float64, h []float64) error {
 	if m.Method != nil {
 		method = m.Method.Name()
 	}
-	return firstFailure(m.Status, t, h, method)
+	err := firstFailure(m.Status, t, h, method)
+	if e, ok := err.(*TrajectoryError); ok && (t == nil || e.Index >= len(m.Len) || m.Len[e.Index] == 0) {
+		// Where it stopped is not known: no times, or no steps kept
+		// (GradPartial's mesh keeps none of a failed trajectory).
+		e.noTime = true
+	}
+	return err
 }
 
 // firstFailure returns the first trajectory whose status is not OK as a
