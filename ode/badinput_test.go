@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -258,5 +259,52 @@ func TestMeshFailureSaysWhere(t *testing.T) {
 		if !errors.As(err, &te) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "h=0") {
 			t.Errorf("%s: error %v; want a *TrajectoryError containing %q, without h=0", c.name, err, c.want)
 		}
+	}
+}
+
+// TestEventGradMemoryLimit checks the error of a gradient with events
+// whose chunk's states do not fit in Settings.MemoryLimit (its reverse
+// sweep keeps every state; there are no checkpoints through events): it
+// wraps ErrTooLarge and says how much the chunk needs and what to raise
+// MemoryLimit to (it said "raise MemoryLimit", and not by how much); with
+// that limit the gradient is the default's, bit for bit.
+func TestEventGradMemoryLimit(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "decay", Dim: 2, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Mul(y[0]).Neg(), y[0]}
+	}}
+	ev := []ode.Event{{Name: "half", G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].Sub(y[0].Const(0.5)) },
+		Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].MulC(2), y[1]} }}}
+	p := ode.Problem{Field: f, Y0: []float64{1, 0, 2, 0, 3, 0}, P: []float64{1, 2, 3}, T1: 2, SaveAt: []float64{0.5, 1}}
+	grad := func(limit int64) (*ode.Gradient, error) {
+		sv, err := ode.NewSolver(f, &ode.Settings{Events: ev, MemoryLimit: limit, Exec: tape.ExecSettings{Workers: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sv.Grad(nil, &p, ode.SumSquares(), nil)
+	}
+	want, err := grad(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = grad(100)
+	if err == nil || !errors.Is(err, ode.ErrTooLarge) || !strings.Contains(err.Error(), "more than Settings.MemoryLimit = 100 bytes allows a worker") ||
+		!strings.Contains(err.Error(), "raise MemoryLimit to ") {
+		t.Fatalf("MemoryLimit 100: error %v; want one wrapping ErrTooLarge that says what to raise MemoryLimit to", err)
+	}
+	// "trajectories 0 to 2 need B (S steps of V values each)": B = 8·S·V.
+	var lo, hi, steps, vals int
+	var need, unit string
+	msg := err.Error()
+	if _, err := fmt.Sscanf(msg[strings.Index(msg, "trajectories "):], "trajectories %d to %d need %s %s (%d steps of %d values each;", &lo, &hi, &need, &unit, &steps, &vals); err != nil {
+		t.Fatalf("%v: %q", err, msg)
+	}
+	limit := int64(2 * 8 * steps * vals) // twice the need: the buffer grows by doubling
+	got, err := grad(limit)
+	if err != nil {
+		t.Fatalf("MemoryLimit %d (what the error said to raise it to): %v", limit, err)
+	}
+	if !slices.Equal(got.P, want.P) || !slices.Equal(got.Y0, want.Y0) || got.Loss != want.Loss {
+		t.Errorf("MemoryLimit %d: gradient %v, %v; want the default's %v, %v", limit, got.Y0, got.P, want.Y0, want.P)
 	}
 }

@@ -3,9 +3,11 @@ package ode
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 
+	"github.com/gradsolve-go/gradsolve/internal/sysmem"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -460,7 +462,9 @@ func (w *cpuWorker) locate(r *cpuRun, v *eventWork, d int) error {
 				return err
 			}
 		}
-		if err := w.fire(r, v, e, active, t, hs, tt, yy, p); err != nil {
+		// The fired condition at the event, before the jump (offRoot).
+		gpre := slices.Clone(g[e])
+		if err := w.fire(r, v, e, active, t, hs, tt, yy, p, gpre); err != nil {
 			return err
 		}
 	}
@@ -576,9 +580,10 @@ func illinois(lo, hi, g0, g1 []float64, active []bool, f func([]float64) ([]floa
 }
 
 // fire applies event e on the active located lanes: their step becomes
-// the event step hs (ending at tt in state yy), the jump is applied, and
-// the lanes stop (terminal) or go on from there.
-func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, tt []float64, yy [][]float64, p [][]float64) error {
+// the event step hs (ending at tt in state yy, where the condition is
+// gpre), the jump is applied, and the lanes stop (terminal) or go on from
+// there.
+func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, tt []float64, yy [][]float64, p [][]float64, gpre []float64) error {
 	pl, ep := w.ex.plan, w.ex.plan.Events
 	d := pl.Dim
 	q := len(active)
@@ -601,7 +606,8 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 		}
 	}
 	// The conditions from the new state; the fired one counts as 0 (it
-	// does not fire again at once).
+	// does not fire again at once) unless the jump moved it off its root
+	// (offRoot).
 	g := make([][]float64, len(ep.Names))
 	for x := range g {
 		g[x] = make([]float64, q)
@@ -660,7 +666,9 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 		for x := range g {
 			v.g[x][i] = g[x][k]
 		}
-		v.g[e][i] = leave[k]
+		if !offRoot(g[e][k], gpre[k]) {
+			v.g[e][i] = leave[k]
+		}
 		ended := w.stat[i] != StatusRunning // the controller's verdict on the step the event cut short
 		st2 := &w.st2
 		st2[StateT][i] = tt[k]
@@ -694,6 +702,24 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 	return nil
 }
 
+// offRoot reports whether the event's jump (Apply) moved the fired
+// condition off its root: its value after the jump, gnew, differs from
+// its value at the event, gpre, and is not 0. The next step then starts
+// from gnew (a dose that lifts the watched level back above the
+// threshold: the condition is positive again, and its next crossing is
+// the next dose); otherwise (no jump, a jump that leaves what the
+// condition reads, as a bounce leaves the height) from the smallest
+// number of the sign the condition leaves with, which does not fire
+// again at once but does when it comes back, however soon. Without this,
+// an event with Direction 0 whose jump moved its condition across zero
+// fired again at its own time, on the jump, and the trajectory ended with
+// TooManyEvents. The same program computes both values, so a jump that
+// does not change the condition's inputs gives gnew == gpre bit for bit.
+// Package cuda's event kernels make the same test.
+func offRoot(gnew, gpre float64) bool {
+	return gnew != gpre && gnew != 0
+}
+
 // refires reports whether an event fires again at the time it fired:
 // its condition stood at g0 at the start t of the step, ± the smallest
 // number where the event fired there (see fire), and the event step hs
@@ -717,18 +743,25 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 	ep := pl.Events
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
 	width := hi - lo
-	if j.Op == OpGrad && !w.storing {
-		return fmt.Errorf("ode: the states of a gradient with events must fit in Settings.MemoryLimit (%d bytes per worker here): raise MemoryLimit", r.stateBudget)
-	}
-	v, err := w.eventWork(r)
-	if err != nil {
-		return err
-	}
 	var lens []int
 	if j.Mesh != nil {
 		lens = j.Mesh.Len[lo:hi]
 	} else {
 		lens = res.Stats.Accepted[lo:hi]
+	}
+	if j.Op == OpGrad && !w.storing {
+		// The reverse sweep through events reads every state of the
+		// chunk (no checkpoints): say how much that is.
+		// (Its buffer grows by doubling, to less than twice the steps.)
+		need := int64(slices.Max(lens)) * int64((1+d)*width) * 8
+		return fmt.Errorf("ode: a gradient with events stores every state of a chunk of trajectories: trajectories %d to %d need %s (%d steps of %d values each; up to twice that as their buffer grows), more than Settings.MemoryLimit = %s allows a worker (%s, the limit shared by %d); "+
+			"raise MemoryLimit to %s or more, or use fewer trajectories per chunk (Exec.BlockSize) or fewer workers: %w",
+			lo, hi-1, sysmem.Format(float64(need)), slices.Max(lens), (1+d)*width, sysmem.Format(float64(r.stateBudget)*float64(r.budgetShare)),
+			sysmem.Format(float64(r.stateBudget)), r.budgetShare, sysmem.Format(2*float64(need)*float64(r.budgetShare)), ErrTooLarge)
+	}
+	v, err := w.eventWork(r)
+	if err != nil {
+		return err
 	}
 	ts, K := j.SaveAt, len(j.SaveAt)
 	for i, l := range lens {

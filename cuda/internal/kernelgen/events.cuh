@@ -252,12 +252,15 @@ GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t
     guess = gs_ev_min(gs_ev_max(guess, lo), hi);
   }
   hi = gs_ev_illinois(lo, hi, g0, g1, true, t, step);
-  // The event step: the end of the bracket where the event has crossed.
-  step(hi);
+  // The event step: the end of the bracket where the event has crossed
+  // (the fired condition there, before the jump: gpre).
+  const gs_real gpre = step(hi);
   // Fire: the jump, then the conditions and the field from the new state.
   // The fired condition counts as the smallest number of the sign it
   // leaves with (the sign of g_t + g_y.f), so that it does not fire again
-  // at once but does when it comes back, however soon.
+  // at once but does when it comes back, however soon; unless the jump
+  // moved it off its root (a value other than gpre and 0: ode's offRoot),
+  // where it is that value.
   gs_ev_jump(e, sh, tt, yy, p);
   gs_real gnew[GS_NE], k1n[GS_D], cg[GS_EV_CG];
   gs_a_cond(sh, tt, yy, p, gnew);
@@ -276,7 +279,7 @@ GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t
   (void)ks;
 {{- end}}
   for (int x = 0; x < GS_NE; x++) eg[x] = gnew[x];
-  eg[e] = gdot > 0 ? tiny : gdot < 0 ? -tiny : (gs_real)0;
+  if (gnew[e] == gpre || gnew[e] == 0) eg[e] = gdot > 0 ? tiny : gdot < 0 ? -tiny : (gs_real)0;
   // The controller's verdict on the step the event cut short.
   const bool ended = stat != (gs_real)GS_RUNNING;
   st2[GS_ST_T] = tt;
