@@ -167,7 +167,7 @@ func TestLossRegErrors(t *testing.T) {
 	}{
 		{"Reg panics", ode.Loss{F: term, Reg: func([]tape.V) tape.V { panic("no prior") }}, true, "Reg: tape: tracing loss.reg: panic: no prior"},
 		{"Reg returns the zero V", ode.Loss{F: term, Reg: func([]tape.V) tape.V { return tape.V{} }}, true, "Reg: tape: Build: argument 1 is the zero V"},
-		{"Reg reads the term's trace", ode.Loss{F: func(y, _, _ []tape.V) tape.V { outside = y[0]; return y[0] }, Reg: func(s []tape.V) tape.V { return s[0].Add(outside) }}, true, "from another trace"},
+		{"Reg reads the term's trace", ode.Loss{F: func(y, _, _ []tape.V) tape.V { outside = y[0]; return y[0] }, Reg: func(s []tape.V) tape.V { return s[0].Add(outside) }}, true, "Reg: tape: Add at"},
 		{"Reg NaN", ode.Loss{F: term, Reg: func(s []tape.V) tape.V { return s[0].Log() }}, false, "its Reg term is NaN"},
 		{"Reg infinite", ode.Loss{F: term, Reg: func(s []tape.V) tape.V { return s[0].Const(1).Div(s[0].Add(s[0].Const(1))) }}, false, "its Reg term is +Inf"},
 		{"term reads data past DataDim", ode.Loss{F: func(_, _, d []tape.V) tape.V { return d[0] }}, true, "lengths y 2 (Dim), ys 0 (Problem.SaveAt is empty, so ys has no values), data 0 (DataDim))"},

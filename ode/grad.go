@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
 	"github.com/gradsolve-go/gradsolve/internal/par"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // Gradient is the value and gradient of a loss, with the solution it was
@@ -171,6 +172,10 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	if err != nil {
 		return nil, err
 	}
+	rp, err := sv.reg(&loss, q.Field.Shared)
+	if err != nil {
+		return nil, err
+	}
 	given := m
 	q.omit = dst.omit()
 	// A record: the engine may write the end times and check the
@@ -198,7 +203,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		// The engine kept the per-trajectory results (Settings.KeepGrads)
 		// and found every trajectory well: the loss and the shared
 		// gradient now, the rest in HostGrads.
-		if err := used.gradScalars(dst, q, res, &loss); err != nil {
+		if err := used.gradScalars(dst, q, res, &loss, rp); err != nil {
 			return nil, err
 		}
 		dst.Y0, dst.P, dst.Solution, dst.Mesh = nil, nil, nil, nil
@@ -212,7 +217,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	if err := used.gradArrays(dst, q, res, given, reuse); err != nil {
 		return nil, err
 	}
-	if err := used.gradScalars(dst, q, res, &loss); err != nil {
+	if err := used.gradScalars(dst, q, res, &loss, rp); err != nil {
 		return nil, err
 	}
 	if err := checkGradient(dst, q.Field.Dim, q.Field.Params, res.GradFinite); err != nil {
@@ -223,10 +228,10 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 
 // gradScalars sets the loss (with its regularisation), the shared
 // gradient and the times of a Grad's result res in dst.
-func (sv *Solver) gradScalars(dst *Gradient, q *problem, res *Result, loss *Loss) error {
+func (sv *Solver) gradScalars(dst *Gradient, q *problem, res *Result, loss *Loss, rp *tape.Program) error {
 	dst.Loss = res.Loss
 	dst.Shared = append(dst.Shared[:0], res.GradS...)
-	r, err := sv.evalReg(loss, q.Shared, dst.Shared)
+	r, err := evalReg(loss, rp, q.Shared, dst.Shared)
 	if err != nil {
 		return err
 	}

@@ -229,13 +229,14 @@ func (sv *Solver) reg(l *Loss, ns int) (*tape.Program, error) {
 	return g, nil
 }
 
-// evalReg returns Reg(s) and adds ∂Reg/∂s to gs (if gs is not nil); a
-// Reg that is not finite at s, or (gs not nil) whose derivative is not,
-// is an error naming it (a run-time failure, as a loss term's).
-func (sv *Solver) evalReg(l *Loss, s, gs []float64) (float64, error) {
-	rp, err := sv.reg(l, len(s))
-	if err != nil || rp == nil {
-		return 0, err
+// evalReg returns Reg(s), rp being l's Reg program (Solver.reg, traced
+// where the call starts, so that a Reg that does not trace is refused
+// before the work; nil: no Reg), and adds ∂Reg/∂s to gs (if gs is not
+// nil); a Reg that is not finite at s, or (gs not nil) whose derivative
+// is not, is an error naming it (a run-time failure, as a loss term's).
+func evalReg(l *Loss, rp *tape.Program, s, gs []float64) (float64, error) {
+	if rp == nil {
+		return 0, nil
 	}
 	out := rp.Eval(nil, s)
 	const hint = "check Reg near these shared parameters: log or square root of a negative number, division by zero, overflow"
@@ -309,11 +310,6 @@ func (sv *Solver) planLoss(l *Loss, q *problem, scanData, expandData bool) (*Los
 	sv.giveTracer(lt)
 	if err != nil {
 		return nil, badInput(err)
-	}
-	// Reg is evaluated after the solve (evalReg): a Reg that does not
-	// trace is refused now, before the work, as CheckLoss promises.
-	if _, err := sv.reg(l, sh.s); err != nil {
-		return nil, err
 	}
 	if scanData {
 		if err := l.checkData(term, sh, n); err != nil {
@@ -409,6 +405,9 @@ func (sv *Solver) CheckLoss(p *Problem, loss Loss) error {
 	if err != nil {
 		return err
 	}
+	if _, err := sv.reg(&loss, q.Field.Shared); err != nil {
+		return err
+	}
 	_, err = sv.checkLossPlan(&loss, q)
 	return err
 }
@@ -418,6 +417,10 @@ func (sv *Solver) CheckLoss(p *Problem, loss Loss) error {
 // computed on. The mesh rules are those of Grad.
 func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, error) {
 	q, err := sv.checkProblem(p)
+	if err != nil {
+		return 0, nil, err
+	}
+	rp, err := sv.reg(&loss, q.Field.Shared)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -437,7 +440,7 @@ func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, erro
 		return 0, nil, err
 	}
 	v := res.Loss
-	r, err := used.evalReg(&loss, q.Shared, nil)
+	r, err := evalReg(&loss, rp, q.Shared, nil)
 	if err != nil {
 		return 0, nil, err
 	}
