@@ -92,7 +92,9 @@ type Settings struct {
 	// 0 means 1e-6 and 1e-9. RelTol must lie in [10ε, 1) (10ε ≈ 2.2e-15,
 	// the smallest relative tolerance float64 can meet, as in Hairer's
 	// codes); AbsTol must be positive and finite: a tiny AbsTol (1e-30)
-	// makes the tolerance purely relative.
+	// makes the tolerance purely relative, and a state no larger than
+	// AbsTol is solved to no relative accuracy at all (the default asks
+	// none of states of 1e-12), so set it well below the states' scale.
 	RelTol, AbsTol float64
 
 	// AbsTols, if not nil, gives each state component its own absolute

@@ -205,7 +205,8 @@ func (e panicError) Error() string { return fmt.Sprint("panic: ", e.v) }
 // problem may be stiff" for every step-size underflow: the cases are the
 // errors of real runs (lorenz with T1 = 1e300, with ρ = 1e300, with
 // Dt0 = 1e-300 at t = 1, on [1e20, 1e20 + 1e6]; y' = y² from y(0) = 1;
-// Tsit5 on Robertson; Rosenbrock23 on HIRES at RelTol 1e-12), and errors
+// Tsit5 on Robertson; Rosenbrock23 on HIRES at RelTol 1e-12; Tsit5 on
+// Lotka–Volterra with populations of 1e-12 at the default AbsTol), and errors
 // that know only their time and step fall back to the general advice.
 func TestFailureHints(t *testing.T) {
 	t.Parallel()
@@ -267,6 +268,21 @@ func TestFailureHints(t *testing.T) {
 			T1: 10, Accepted: 90, Rejected: 10, MaxSteps: 100},
 			[]string{"increase Settings.MaxSteps (to about 240: at its pace so far the trajectory needs about 200 steps) or loosen the tolerances"},
 			[]string{"use Rodas5P"}},
+		{"initial state below AbsTol (Lotka–Volterra with populations of 1e-12)", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 7.60572,
+			H: 7.11e-15, Method: "Tsit5", Failed: 1, T1: 10, Accepted: 60, RelTol: 1e-6, Y0: []float64{1e-12, 1e-12}, Y: []float64{3e-10, -2e-9},
+			AbsTol: []float64{1e-9, 1e-9}},
+			[]string{"step size underflow", "no larger than the absolute tolerance (max|y0| = 1e-12, AbsTol 1e-09)", "no relative accuracy",
+				"set AbsTol (or AbsTols, per component) well below the states' scale, as RelTol·max|y0| = 1e-18"},
+			[]string{"stiff"}},
+		{"non-finite, initial state below AbsTols", &ode.TrajectoryError{Status: ode.NonFinite, T: 2, H: 0.5, Method: "Rodas5P", Failed: 1,
+			T1: 10, Accepted: 6, RelTol: 1e-6, Y0: []float64{0, 3e-13}, AbsTol: []float64{1e-12, 1e-12}},
+			[]string{"non-finite state", "max|y0| = 3e-13, AbsTol 1e-12", "else check the field and parameters for overflow"}, nil},
+		{"initial state zero, below AbsTol: not the cause", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 3.2, H: 1e-15, Method: "Tsit5",
+			Failed: 1, T1: 10, Accepted: 50, Y0: []float64{0, 0}, Y: []float64{1, 2}, AbsTol: []float64{1e-9, 1e-9}},
+			[]string{"the problem may be stiff (try Rodas5P)"}, []string{"absolute tolerance"}},
+		{"one component above its AbsTol: not the cause", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 3.2, H: 1e-15, Method: "Tsit5",
+			Failed: 1, T1: 10, Accepted: 50, Y0: []float64{1e-12, 1e-3}, Y: []float64{1, 2}, AbsTol: []float64{1e-9, 1e-9}},
+			[]string{"the problem may be stiff (try Rodas5P)"}, []string{"absolute tolerance"}},
 		{"underflow, explicit, nothing known", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 3.2, H: 1e-15, Method: "Tsit5", Failed: 1},
 			[]string{"the problem may be stiff (try Rodas5P) or the solution may blow up near this time"}, nil},
 		{"underflow, step unknown (Solution.Err)", &ode.TrajectoryError{Status: ode.StepSizeUnderflow, T: 1, Method: "Tsit5", Failed: 1},

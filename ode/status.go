@@ -87,6 +87,7 @@ type TrajectoryError struct {
 	Accepted, Rejected int       // its steps so far
 	MaxSteps           int       // the step budget it ran under (Settings.MaxSteps)
 	RelTol             float64   // the relative tolerance (Settings.RelTol)
+	AbsTol             []float64 // each component's absolute tolerance [Dim] (Settings.AbsTol or AbsTols)
 	Stiff              bool      // the stiffness test of an explicit method fired on it
 	Y0                 []float64 // its initial state [Dim]
 	Y                  []float64 // its last accepted state [Dim], at T
@@ -216,6 +217,9 @@ func (e *TrajectoryError) nonFiniteHint() string {
 			"so the field may be stepped past its time scale: shift the span, solving from 0 to T1 − T0 = %.6g with the field's t replaced by t + T0 (an autonomous field needs no change); "+
 			"else %s", e.H, arith, e.T, e.T0, e.T1, span, statusTable[NonFinite].hint)
 	}
+	if e.belowAbsTol() {
+		return e.absTolHint() + "; else " + statusTable[NonFinite].hint
+	}
 	return statusTable[NonFinite].hint
 }
 
@@ -238,6 +242,8 @@ func (e *TrajectoryError) underflowHint() string {
 	case e.Accepted+e.Rejected > 0 && math.Abs(e.H) < 0x1p-1022: // H is known when the counts are
 		return fmt.Sprintf("the step size shrank to zero: no step, however small, met the tolerance at t=%.6g, so the field's values are out of all proportion to the state there; "+
 			"look for an extreme parameter or initial value (as 1e300) or an overflow inside the field", e.T)
+	case e.belowAbsTol():
+		return e.absTolHint()
 	case e.Y != nil && e.Y0 != nil && maxAbs(e.Y) > blowUpGrowth*math.Max(1, maxAbs(e.Y0)):
 		return fmt.Sprintf("the solution grew from max|y0| = %.3g to max|y| = %.3g: it seems to blow up near this time (a finite-time singularity near t=%.6g); "+
 			"end the span before it, or check the parameters and initial state", maxAbs(e.Y0), maxAbs(e.Y), e.T)
@@ -317,4 +323,35 @@ func (e *TrajectoryError) describe(q *problem, set *Settings, res *Result, eng E
 		e.Stiff = res.Stiff[i]
 	}
 	e.Y0 = append([]float64(nil), q.y0[i*d:(i+1)*d]...)
+	e.AbsTol = make([]float64, d)
+	for c := range e.AbsTol {
+		e.AbsTol[c] = set.absTol(c)
+	}
+}
+
+// belowAbsTol reports whether the trajectory's initial state is not zero
+// but no component of it exceeds its absolute tolerance: the error
+// control then asks no relative accuracy of the solution, whose steps
+// may follow a numerical solution far from the true one (LotkaVolterra
+// scaled to populations of 1e-12 at the default AbsTol 1e-9: Tsit5
+// wanders off until its step size underflows, Rodas5P ends with
+// populations of −1.5e-10).
+func (e *TrajectoryError) belowAbsTol() bool {
+	if len(e.AbsTol) != len(e.Y0) || maxAbs(e.Y0) == 0 {
+		return false
+	}
+	for c, y := range e.Y0 {
+		if math.Abs(y) > e.AbsTol[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// absTolHint is the advice of a failure whose initial state lies below
+// its absolute tolerances (belowAbsTol).
+func (e *TrajectoryError) absTolHint() string {
+	return fmt.Sprintf("the initial state is no larger than the absolute tolerance (max|y0| = %.3g, AbsTol %.3g), so the error control asks no relative accuracy of it "+
+		"and the steps may have followed a numerical solution far from the true one; set AbsTol (or AbsTols, per component) well below the states' scale, "+
+		"as RelTol·max|y0| = %.3g", maxAbs(e.Y0), maxAbs(e.AbsTol), e.RelTol*maxAbs(e.Y0))
 }

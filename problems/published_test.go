@@ -169,12 +169,13 @@ func publishedCases() []publishedCase {
 		// period (one ulp of y0[3] moves y(T) by 1.8e-10), so its global
 		// error is thousands of tolerances for any method (Hairer's DOP853
 		// of internal/refode: 8.6e-7 at rtol = atol = 1e-10, 8.6e3·rtol;
-		// Tsit5 and Vern7 here 250–9400·rtol), and float64 rounding alone
-		// leaves about 1e-9 (DOP853 at 1e-12 and 1e-13).
+		// Tsit5 and Vern7 here 250–9400·rtol; Vern7 at 1e-12 3,000·rtol), and
+		// float64 rounding alone leaves about 1e-9 (DOP853 at 1e-12 and
+		// 1e-13).
 		{name: "arenstorf", pr: ar, ref: arenstorfY0, source: "periodic: y(T) = y0 (HNW I, II.0)",
 			floor: 1, atol: same,
 			runs: []publishedRun{{ode.Tsit5, 1e-8, 2e4, false}, {ode.Tsit5, 1e-10, 2e4, true},
-				{ode.Vern7, 1e-8, 2e4, true}, {ode.Vern7, 1e-10, 2e4, false}},
+				{ode.Vern7, 1e-8, 2e4, true}, {ode.Vern7, 1e-10, 2e4, false}, {ode.Vern7, 1e-12, 2e4, false}},
 			k: 0, loss: ode.SumSquares(), lossF: sumSquares, fdMethod: ode.Vern7, fdRtol: 1e-12, fdRel: 1e-7,
 			gradRuns: []publishedRun{{ode.Tsit5, 1e-10, 1e-5, true}, {ode.Vern7, 1e-10, 1e-5, false}}},
 		// HIRES has no parameters: the gradient is with respect to y8(0).
@@ -207,6 +208,18 @@ func publishedCases() []publishedCase {
 			runs: []publishedRun{{ode.Rodas5P, 1e-8, 10, true}, {ode.Auto, 1e-8, 10, false}, {ode.Rosenbrock23, 1e-6, 1000, false}},
 			k:    1, loss: ode.SumSquares(), lossF: sumSquares, fdMethod: ode.Rodas5P, fdRtol: 1e-12, fdRel: 1e-5,
 			gradRuns: []publishedRun{{ode.Rodas5P, 1e-10, 1e-5, true}}},
+		// CHEMAKZO (more_test.go) as an ODE on y1…y5, y6 = Ks·y1·y4 (checked
+		// by TestChemAkzo). Measured: Rodas5P errs by 0.16 tolerances at
+		// 1e-6 and 0.07 at 1e-8, Rosenbrock23 by 2.5 at 1e-4 and 9.5 at
+		// 1e-6, Tsit5 by 1.1 at 1e-8 (the problem is only mildly stiff),
+		// Vern7 by 0.04 at 1e-10.
+		{name: "chemakzo", pr: chemAkzo(), ref: chemAkzoRef[:5], source: "chemakzo.f, PSIDE at rtol = atol = 1e-19",
+			atol: func(r float64) float64 { return 1e-4 * r },
+			runs: []publishedRun{{ode.Rodas5P, 1e-6, 2, true}, {ode.Rodas5P, 1e-8, 2, false},
+				{ode.Rosenbrock23, 1e-4, 15, true}, {ode.Rosenbrock23, 1e-6, 50, false},
+				{ode.Tsit5, 1e-8, 5, false}, {ode.Vern7, 1e-10, 1, true}},
+			k: 0, loss: ode.SumSquares(), lossF: sumSquares, fdMethod: ode.Rodas5P, fdRtol: 1e-12, fdRel: 1e-4,
+			gradRuns: []publishedRun{{ode.Rodas5P, 1e-8, 1e-5, true}, {ode.Rosenbrock23, 1e-6, 5e-5, false}, {ode.Vern7, 1e-10, 1e-5, false}}},
 		// ROBER to t = 1e11 at a pure relative tolerance (y2 falls to 8e-14).
 		// The loss is y1(T) = 2e-8, whose central differences are not
 		// swamped by the rounding of a component near 1.
@@ -232,7 +245,7 @@ func publishedError(y, ref []float64, floor float64) float64 {
 // methods and checks y(T1) against the published reference: error (see
 // publishedCase.floor) at most bound·rtol. Pleiades and Arenstorf with
 // Tsit5 and Vern7; HIRES, POLL, VDPOL (μ = 1e6) and ROBER (t = 1e11) with
-// Rodas5P and Rosenbrock23. Rosenbrock23 is second order: its global
+// Rodas5P and Rosenbrock23; CHEMAKZO with all four. Rosenbrock23 is second order: its global
 // error grows as rtol^{2/3}, 8 tolerances on HIRES at 1e-6 and 35 at 1e-8.
 func TestPublishedSolutions(t *testing.T) {
 	t.Parallel()
@@ -263,8 +276,8 @@ func TestPublishedSolutions(t *testing.T) {
 
 // TestPublishedGradients checks, on each published problem, the gradient
 // of its loss with respect to one parameter or initial value (Pleiades:
-// m7; Arenstorf: μ; HIRES: y8(0); POLL: k1; VDPOL: x(0); ROBER at t =
-// 1e11: ∂y1/∂k3) against the fourth-order central difference of solves
+// m7; Arenstorf: μ; HIRES: y8(0); POLL: k1; VDPOL: x(0); CHEMAKZO: k1;
+// ROBER at t = 1e11: ∂y1/∂k3) against the fourth-order central difference of solves
 // at tight tolerance (fdRtol 1e-12), whose own error is checked by a
 // second difference at a step ten times larger (agreement to 1e-6).
 // Grad's gradient is the exact derivative of the discrete solution on its

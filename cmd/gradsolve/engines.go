@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/ode"
 )
 
 // finishCompiles waits, before the process ends, for the GPU kernels
@@ -34,11 +35,12 @@ func finishCompiles(stderr io.Writer) {
 
 // errorText is the text of a failed run's error as the command reports it
 // (stderr, the report's status, JSON's status and error): the library's
-// advice in flags (cliHints) and, where a GPU engine was asked for on a
-// machine without a GPU or NVRTC, how to run the same command on the CPU.
+// advice in flags (cliHints) and, where the engine asked for cannot run
+// here (ode.ErrUnavailable: no GPU, no driver or NVRTC), how to run the
+// same command on the CPU.
 func errorText(err error) string {
 	s := cliHints.Replace(err.Error())
-	if errors.Is(err, cuda.ErrNoGPU) || errors.Is(err, cuda.ErrNoNVRTC) {
+	if errors.Is(err, ode.ErrUnavailable) || errors.Is(err, cuda.ErrNoGPU) || errors.Is(err, cuda.ErrNoNVRTC) {
 		s += "; to run on the CPU, leave out -engine (or give -engine cpu), or use -engine auto, which takes a GPU engine where one is available and the CPU elsewhere"
 	}
 	return s

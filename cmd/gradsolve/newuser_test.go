@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gradsolve-go/gradsolve/cuda"
+	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/problems"
 )
 
@@ -98,6 +99,7 @@ func TestEngineUnavailableSaysCPU(t *testing.T) {
 	}{
 		{fmt.Errorf("ode: engine %q is not available: %w", "cuda", fmt.Errorf("cuda: %w: libcuda.so.1 not found", cuda.ErrNoGPU)), true},
 		{fmt.Errorf("ode: engine %q is not available: %w", "cuda", cuda.ErrNoNVRTC), true},
+		{fmt.Errorf("ode: engine %q is %w: %w", "cuda-multi", ode.ErrUnavailable, errors.New("no driver")), true},
 		{errors.New("ode: trajectory 0: max steps reached"), false},
 	} {
 		if got := errorText(tc.err); strings.Contains(got, hint) != tc.hint {
