@@ -207,6 +207,28 @@ func testEventCoinciding(t *testing.T, engine string, gpu bool) {
 	}
 }
 
+// refillCase is y' = −k·y refilled to twice the level whenever it falls
+// to 0.5 (event "refill", Direction 0, its jump into the component its
+// condition watches: the condition goes from 0 to +0.5 at the event),
+// k per trajectory: ⌊k·T1/ln 2⌋ events each. The engine takes the
+// condition after such a jump as it is (ode's offRoot); before, it
+// fired again on the jump and ended the trajectory with TooManyEvents.
+func refillCase(m ode.Method) engineCase {
+	f := ode.Field{Name: "refill", Dim: 1, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0])}
+	}}
+	ev := ode.Event{Name: "refill", G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].AddC(-0.5) },
+		Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].MulC(2)} }}
+	ks := []float64{0.3, 1, 1.7, 2.2, 3.1}
+	return engineCase{
+		name: "refill-" + m.Name(),
+		prob: ode.Problem{Field: f, N: len(ks), Y0: []float64{1}, P: ks, T1: 2, SaveAt: []float64{0.5, 1.5}},
+		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}},
+		loss: ode.SumSquares(),
+		tol:  1e-10,
+	}
+}
+
 // TestHostEventCases runs the timed doses and the two-compartment doses
 // on the host engine against the CPU, and the timed doses' gradient
 // against the closed form y(τ) = y0·e^{−kτ} + [τ ≥ td]·e^{−k(τ−td)}
@@ -224,7 +246,8 @@ func TestHostEventCases(t *testing.T) {
 // trajectory or two allowed other step counts and the steps' drift
 // logged.
 func testEventCases(t *testing.T, engine string, gpu bool) {
-	for _, c := range []engineCase{timedDoseCase(ode.Tsit5, false), timedDoseCase(ode.Rodas5P, false), timedDoseCase(ode.Vern7, true), pkDoseCase(1, ode.Tsit5), pkDoseCase(37, ode.Tsit5)} {
+	for _, c := range []engineCase{timedDoseCase(ode.Tsit5, false), timedDoseCase(ode.Rodas5P, false), timedDoseCase(ode.Vern7, true), pkDoseCase(1, ode.Tsit5), pkDoseCase(37, ode.Tsit5),
+		refillCase(ode.Tsit5), refillCase(ode.Rodas5P)} {
 		t.Run(c.name, func(t *testing.T) {
 			o := eventOps
 			if gpu {

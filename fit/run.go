@@ -482,9 +482,14 @@ func (r *runner) init() error {
 	case c.BestStep < -1 || c.BestStep > c.Step:
 		return fmt.Errorf("fit: Resume: the checkpoint's best step %d is outside [-1, %d]: the checkpoint is damaged", c.BestStep, c.Step)
 	}
-	for i, v := range c.X {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("fit: Resume: the checkpoint's x[%d] (%s) is %v", i, f.blockOf(i), v)
+	// The values it resumes from, returns as the best, and records the
+	// mesh at: each a fit's values, finite.
+	for _, v := range []struct {
+		what string
+		x    []float64
+	}{{"x", c.X}, {"best values BestX", c.BestX}, {"mesh values MeshX", c.MeshX}} {
+		if i := finite.First(v.x); i >= 0 {
+			return fmt.Errorf("fit: Resume: the checkpoint's %s[%d] (%s) is %v: the checkpoint is damaged", v.what, i, f.blockOf(i), v.x[i])
 		}
 	}
 	copy(r.x, c.X)

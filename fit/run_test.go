@@ -441,6 +441,9 @@ func TestResumeRefusesDamagedBest(t *testing.T) {
 		{"-Inf loss", `"best_loss":"-Inf"`, "best loss"},
 		{"best step after the checkpoint", `"best_step":9`, "best step"},
 		{"best step below -1", `"best_step":-2`, "best step"},
+		// Returned as Result.BestX where no later loss is lower.
+		{"best values infinite", `"best_x":["+Inf",1]`, "best values BestX[0] (fit0.p) is +Inf"},
+		{"best values NaN", `"best_x":[1,"NaN"]`, "best values BestX[1] (fit1.p) is NaN"},
 	} {
 		b, err := json.Marshal(res.Checkpoint())
 		if err != nil {
@@ -450,6 +453,9 @@ func TestResumeRefusesDamagedBest(t *testing.T) {
 		key := tc.damage[:strings.Index(tc.damage, ":")+1]
 		i := strings.Index(s, key)
 		j := i + strings.IndexAny(s[i:], ",}")
+		if strings.HasSuffix(key, "[") || s[i+len(key)] == '[' {
+			j = i + strings.Index(s[i:], "]") + 1
+		}
 		s = s[:i] + tc.damage + s[j:]
 		var ck Checkpoint
 		if err := json.Unmarshal([]byte(s), &ck); err != nil {

@@ -207,6 +207,7 @@ type cpuRun struct {
 	lastH                        []float64 // [N] last step size tried by the failed trajectories (nil: none failed; under lastYMu)
 	rejected                     []int     // [N] the failed trajectories' rejected steps where Job.Omit leaves out Stats.Rejected (nil: none failed; under lastYMu)
 	stateBudget                  int64     // bytes of stored states a worker may hold
+	budgetShare                  int       // the workers Settings.MemoryLimit is shared by (stateBudget = MemoryLimit / budgetShare)
 
 	done        atomic.Int64
 	failed      atomic.Bool
@@ -259,6 +260,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 		limit = scan.DefaultMemoryLimit
 	}
 	r.stateBudget = max(1, limit/int64(workers)) // 0 would mean scan's default
+	r.budgetShare = workers
 	old := j.Reuse
 	if old == nil {
 		old = &Result{}

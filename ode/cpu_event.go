@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/gradsolve-go/gradsolve/internal/sysmem"
 	"github.com/gradsolve-go/gradsolve/scan"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -603,7 +604,7 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 		}
 		if order := coinciding(ep, v.ga, e, i, k, gpre); order != nil {
 			active[k] = false
-			if err := w.fireGroup(r, v, order, k, t[k], hs[k], tt[k], yy, p); err != nil {
+			if err := w.fireGroup(r, v, order, k, t[k], hs[k], tt[k], yy, gpre, p); err != nil {
 				return err
 			}
 		}
@@ -627,7 +628,8 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 		}
 	}
 	// The conditions from the new state; the fired one counts as 0 (it
-	// does not fire again at once).
+	// does not fire again at once) unless the jump moved it off its root
+	// (offRoot).
 	g := make([][]float64, len(ep.Names))
 	for x := range g {
 		g[x] = make([]float64, q)
@@ -685,7 +687,9 @@ func (w *cpuWorker) fire(r *cpuRun, v *eventWork, e int, active []bool, t, hs, t
 		for x := range g {
 			v.g[x][i] = g[x][k]
 		}
-		v.g[e][i] = leave[k]
+		if !offRoot(g[e][k], gpre[e][k]) {
+			v.g[e][i] = leave[k]
+		}
 		w.settle(r, v, i, slot, ep.Terminal[e], refires(v.ga[e][i], t[k], hs[k]), tt[k], hTrial)
 	}
 	return nil
@@ -782,7 +786,7 @@ func coinciding(ep *EventPlan, ga [][]float64, e, i, k int, gpre [][]float64) []
 // state. Its status is fire's, per event: the trajectory ends OK if the
 // last event is terminal, with TooManyEvents past MaxEvents (each event
 // counts) or where one of them fires again at the time it fired.
-func (w *cpuWorker) fireGroup(r *cpuRun, v *eventWork, order []int, k int, t, hs, tt float64, yy, p [][]float64) error {
+func (w *cpuWorker) fireGroup(r *cpuRun, v *eventWork, order []int, k int, t, hs, tt float64, yy, gpre, p [][]float64) error {
 	pl, ep := w.ex.plan, w.ex.plan.Events
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
 	i := v.lanes[k]
@@ -838,6 +842,9 @@ func (w *cpuWorker) fireGroup(r *cpuRun, v *eventWork, order []int, k int, t, hs
 		k1[c] = out[c][0]
 	}
 	for _, e := range order {
+		if offRoot(v.g[e][i], gpre[e][k]) {
+			continue // a jump moved it off its root: it starts from there
+		}
 		if err := v.condGrad[e].Run(out[:2+d+np+ns], args(), 1); err != nil {
 			return err
 		}
@@ -867,6 +874,24 @@ func (w *cpuWorker) fireGroup(r *cpuRun, v *eventWork, order []int, k int, t, hs
 	return nil
 }
 
+// offRoot reports whether the event's jump (Apply) moved the fired
+// condition off its root: its value after the jump, gnew, differs from
+// its value at the event, gpre, and is not 0. The next step then starts
+// from gnew (a dose that lifts the watched level back above the
+// threshold: the condition is positive again, and its next crossing is
+// the next dose); otherwise (no jump, a jump that leaves what the
+// condition reads, as a bounce leaves the height) from the smallest
+// number of the sign the condition leaves with, which does not fire
+// again at once but does when it comes back, however soon. Without this,
+// an event with Direction 0 whose jump moved its condition across zero
+// fired again at its own time, on the jump, and the trajectory ended with
+// TooManyEvents. The same program computes both values, so a jump that
+// does not change the condition's inputs gives gnew == gpre bit for bit.
+// Package cuda's event kernels make the same test.
+func offRoot(gnew, gpre float64) bool {
+	return gnew != gpre && gnew != 0
+}
+
 // refires reports whether an event fires again at the time it fired:
 // its condition stood at g0 at the start t of the step, ± the smallest
 // number where the event fired there (see fire), and the event step hs
@@ -890,18 +915,25 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 	ep := pl.Events
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
 	width := hi - lo
-	if j.Op == OpGrad && !w.storing {
-		return fmt.Errorf("ode: the states of a gradient with events must fit in Settings.MemoryLimit (%d bytes per worker here): raise MemoryLimit", r.stateBudget)
-	}
-	v, err := w.eventWork(r)
-	if err != nil {
-		return err
-	}
 	var lens []int
 	if j.Mesh != nil {
 		lens = j.Mesh.Len[lo:hi]
 	} else {
 		lens = res.Stats.Accepted[lo:hi]
+	}
+	if j.Op == OpGrad && !w.storing {
+		// The reverse sweep through events reads every state of the
+		// chunk (no checkpoints): say how much that is.
+		// (Its buffer grows by doubling, to less than twice the steps.)
+		need := int64(slices.Max(lens)) * int64((1+d)*width) * 8
+		return fmt.Errorf("ode: a gradient with events stores every state of a chunk of trajectories: trajectories %d to %d need %s (%d steps of %d values each; up to twice that as their buffer grows), more than Settings.MemoryLimit = %s allows a worker (%s, the limit shared by %d); "+
+			"raise MemoryLimit to %s or more, or use fewer trajectories per chunk (Exec.BlockSize) or fewer workers: %w",
+			lo, hi-1, sysmem.Format(float64(need)), slices.Max(lens), (1+d)*width, sysmem.Format(float64(r.stateBudget)*float64(r.budgetShare)),
+			sysmem.Format(float64(r.stateBudget)), r.budgetShare, sysmem.Format(2*float64(need)*float64(r.budgetShare)), ErrTooLarge)
+	}
+	v, err := w.eventWork(r)
+	if err != nil {
+		return err
 	}
 	ts, K := j.SaveAt, len(j.SaveAt)
 	for i, l := range lens {

@@ -39,7 +39,9 @@ import (
 // crossing means g goes from < 0 to ≥ 0 (rising) or from > 0 to ≤ 0
 // (falling) between two of them; g exactly 0 at the start of a step
 // (just after the event that put it there) is no crossing, so an event
-// does not fire twice at one time; where it would (its events
+// does not fire twice at one time (an Apply that moves g off its root,
+// as a refill of the level it watches, starts the next step from g's new
+// value, so the jump itself is no crossing either); where it would (its events
 // accumulating there, as a ball's bounces when it comes to rest: below
 // the rounding of its height, the state after a bounce is already under
 // the floor) the trajectory ends with TooManyEvents, as past

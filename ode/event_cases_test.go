@@ -141,3 +141,73 @@ func TestEventSaveAtTerminalTimeGrad(t *testing.T) {
 		}
 	}
 }
+
+// TestEventJumpOffRoot checks events whose jump moves their own
+// condition off its root: y' = −k·y refilled to twice the level whenever
+// it falls to 0.5 (the condition y − 0.5 goes from 0 to +0.5 at each
+// event). Closed form: events at n·ln2/k, y(t) = e^{−k(t − n·ln2/k)} after
+// the n-th (with y0 = 1). With Direction 0 (or +1), the condition's
+// rise on the jump was taken as a crossing: the event fired again at its
+// own time and the trajectory ended with TooManyEvents at the first
+// event. Every direction now gives the closed form, and the gradient
+// with respect to k its derivative; a jump that sets the condition to 0
+// exactly (a ball's height reset to the floor) still leaves with the
+// sign of its motion, as a bounce does.
+func TestEventJumpOffRoot(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "refill", Dim: 1, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0])}
+	}}
+	ks := []float64{0.3, 1, 1.7, 2.2, 3.1}
+	const T1 = 2.0
+	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P} {
+		for _, dir := range []int{0, -1, 1} {
+			ev := ode.Event{Name: "refill", Direction: dir, G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].AddC(-0.5) },
+				Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].MulC(2)} }}
+			sv, err := ode.NewSolver(f, &ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := ode.Problem{Field: f, N: len(ks), Y0: []float64{1}, P: ks, T1: T1}
+			g, err := sv.Grad(nil, &p, ode.Component(0), nil)
+			if err != nil {
+				t.Fatalf("%s, Direction %d: %v", m.Name(), dir, err)
+			}
+			for i, k := range ks {
+				n := math.Floor(k * T1 / math.Ln2) // falling crossings
+				if dir == 1 {
+					n = 0 // the level only falls through 0.5: no rising crossing
+				}
+				tn := n * math.Ln2 / k
+				y := math.Exp(-k * (T1 - tn))
+				dydk := -T1 * y // d/dk of e^{−k·T1 + n·ln2}
+				if got := g.Solution.Events[i]; got != int(n) || math.Abs(g.Solution.Y[i]-y) > 1e-8 || math.Abs(g.P[i]-dydk) > 1e-7*math.Abs(dydk) {
+					t.Errorf("%s, Direction %d, k = %v: %d events, y(T1) = %v, ∂y/∂k = %v; want %v, %v, %v",
+						m.Name(), dir, k, got, g.Solution.Y[i], g.P[i], n, y, dydk)
+				}
+			}
+		}
+	}
+	// A ball whose bounce sets its height to 0 exactly bounces as one
+	// whose bounce leaves the height (within rounding of 0) alone.
+	ball := ode.Field{Name: "ball", Dim: 2, F: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[1], y[1].Const(-9.81)} }}
+	counts := make([]int, 2)
+	for r, reset := range []bool{false, true} {
+		ev := ode.Event{Name: "floor", G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0] },
+			Apply: func(_ tape.V, y, _ []tape.V) []tape.V {
+				h := y[0]
+				if reset {
+					h = y[0].Const(0)
+				}
+				return []tape.V{h, y[1].MulC(-0.8)}
+			}}
+		sol, err := ode.Solve(ode.Problem{Field: ball, Y0: []float64{1, 0}, T1: 3}, &ode.Settings{RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}})
+		if err != nil {
+			t.Fatalf("reset %t: %v", reset, err)
+		}
+		counts[r] = sol.Events[0]
+	}
+	if counts[0] != counts[1] || counts[0] < 5 {
+		t.Errorf("bounces: %d with the height left, %d with it reset to 0; want the same, at least 5", counts[0], counts[1])
+	}
+}

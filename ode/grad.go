@@ -11,6 +11,7 @@ import (
 
 	"github.com/gradsolve-go/gradsolve/internal/buf"
 	"github.com/gradsolve-go/gradsolve/internal/par"
+	"github.com/gradsolve-go/gradsolve/tape"
 )
 
 // Gradient is the value and gradient of a loss, with the solution it was
@@ -142,7 +143,10 @@ func (o Omit) drop(sol *Solution, m *Mesh, recorded bool, spare *omitted) {
 // the solve (saves an engine kept, Solution.Resident, are written over or
 // released, as by SolveTo). Copy what you keep from dst before passing it
 // again; dst.Mesh itself may be passed as m (it is then replayed, not
-// overwritten). After an error, dst's contents are unspecified.
+// overwritten). An array of dst that shares storage with an input (p's
+// arrays, the loss's Data, m's steps and times: a dst.Y0 that is p.Y0) is
+// not reused, so the inputs are read as given and not changed. After an
+// error, dst's contents are unspecified.
 func Grad(dst *Gradient, p Problem, loss Loss, m *Mesh, s *Settings) (*Gradient, error) {
 	sv, err := NewSolver(p.Field, s)
 	if err != nil {
@@ -168,6 +172,10 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	if err != nil {
 		return nil, err
 	}
+	rp, err := sv.reg(&loss, q.Field.Shared)
+	if err != nil {
+		return nil, err
+	}
 	given := m
 	q.omit = dst.omit()
 	// A record: the engine may write the end times and check the
@@ -175,6 +183,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	q.ends = m == nil && sv.set.Method != Auto
 	// The engine may keep the per-trajectory results (Job.KeepGrads).
 	q.keep = sv.set.KeepGrads && sv.set.Method != Auto
+	dst.unalias(q.inputs(&loss, m))
 	reuse := dst.reusable(m == nil)
 	rg = trace.StartRegion(ctx, "ode.Grad.run")
 	res, used, err := sv.run(ctx, OpGrad, q, &loss, m, reuse)
@@ -194,7 +203,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 		// The engine kept the per-trajectory results (Settings.KeepGrads)
 		// and found every trajectory well: the loss and the shared
 		// gradient now, the rest in HostGrads.
-		if err := used.gradScalars(dst, q, res, &loss); err != nil {
+		if err := used.gradScalars(dst, q, res, &loss, rp); err != nil {
 			return nil, err
 		}
 		dst.Y0, dst.P, dst.Solution, dst.Mesh = nil, nil, nil, nil
@@ -208,7 +217,7 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 	if err := used.gradArrays(dst, q, res, given, reuse); err != nil {
 		return nil, err
 	}
-	if err := used.gradScalars(dst, q, res, &loss); err != nil {
+	if err := used.gradScalars(dst, q, res, &loss, rp); err != nil {
 		return nil, err
 	}
 	if err := checkGradient(dst, q.Field.Dim, q.Field.Params, res.GradFinite); err != nil {
@@ -219,10 +228,10 @@ func (sv *Solver) GradContext(ctx context.Context, dst *Gradient, p *Problem, lo
 
 // gradScalars sets the loss (with its regularisation), the shared
 // gradient and the times of a Grad's result res in dst.
-func (sv *Solver) gradScalars(dst *Gradient, q *problem, res *Result, loss *Loss) error {
+func (sv *Solver) gradScalars(dst *Gradient, q *problem, res *Result, loss *Loss, rp *tape.Program) error {
 	dst.Loss = res.Loss
 	dst.Shared = append(dst.Shared[:0], res.GradS...)
-	r, err := sv.evalReg(loss, q.Shared, dst.Shared)
+	r, err := evalReg(loss, rp, q.Shared, dst.Shared)
 	if err != nil {
 		return err
 	}
@@ -753,7 +762,7 @@ func (sv *Solver) checkMeshOf(q *problem, m *Mesh, resident bool) error {
 	if resident && m.vouched() {
 		// Its steps are those of a record whose trajectories all ended
 		// well (see stepsOK): the statuses are not read again.
-	} else if err := m.failed(nil, nil); err != nil {
+	} else if err := m.failed(end, nil); err != nil { // (end: the times its steps reach, nil if resident)
 		return fmt.Errorf("ode: not replaying a mesh with a failed trajectory: %w", err)
 	}
 	// Every trajectory's steps must reach its end time: a replay of a

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
 
@@ -107,8 +108,18 @@ func (l *Loss) term(sh lossShape, last *tape.Program, lt *lossTracer) (*tape.Pro
 	}, last)
 	if err != nil {
 		var re runtime.Error
-		if K == 0 && errors.As(err, &re) {
-			return nil, fmt.Errorf("ode: loss %s: %w (does the loss read saved states ys? Problem.SaveAt is empty, so ys has no values)", l.name(), err)
+		if errors.As(err, &re) {
+			// An index out of range, most often: say how long each
+			// argument is.
+			ys := fmt.Sprintf("ys %d (len(SaveAt)·Dim)", K*d)
+			if K == 0 {
+				ys = "ys 0 (Problem.SaveAt is empty, so ys has no values)"
+			}
+			ps := ""
+			if l.FP != nil {
+				ps = fmt.Sprintf(", p %d (Params), s %d (Shared)", sh.p, sh.s)
+			}
+			return nil, fmt.Errorf("ode: loss %s: %w (the term's arguments have lengths y %d (Dim), %s, data %d (DataDim)%s)", l.name(), err, d, ys, sh.data, ps)
 		}
 		return nil, fmt.Errorf("ode: loss %s: %w", l.name(), err)
 	}
@@ -218,13 +229,23 @@ func (sv *Solver) reg(l *Loss, ns int) (*tape.Program, error) {
 	return g, nil
 }
 
-// evalReg returns Reg(s) and adds ∂Reg/∂s to gs (if gs is not nil).
-func (sv *Solver) evalReg(l *Loss, s, gs []float64) (float64, error) {
-	rp, err := sv.reg(l, len(s))
-	if err != nil || rp == nil {
-		return 0, err
+// evalReg returns Reg(s), rp being l's Reg program (Solver.reg, traced
+// where the call starts, so that a Reg that does not trace is refused
+// before the work; nil: no Reg), and adds ∂Reg/∂s to gs (if gs is not
+// nil); a Reg that is not finite at s, or (gs not nil) whose derivative
+// is not, is an error naming it (a run-time failure, as a loss term's).
+func evalReg(l *Loss, rp *tape.Program, s, gs []float64) (float64, error) {
+	if rp == nil {
+		return 0, nil
 	}
 	out := rp.Eval(nil, s)
+	const hint = "check Reg near these shared parameters: log or square root of a negative number, division by zero, overflow"
+	if r := out[0]; math.IsNaN(r) || math.IsInf(r, 0) {
+		return 0, fmt.Errorf("ode: loss %s: its Reg term is %v; %s", l.name(), r, hint)
+	}
+	if i := finite.First(out[1:]); gs != nil && i >= 0 {
+		return 0, fmt.Errorf("ode: loss %s: the derivative of its Reg term with respect to Shared[%d] is %v; %s", l.name(), i, out[1+i], hint)
+	}
 	if gs != nil {
 		for c := range gs {
 			gs[c] += out[1+c]
@@ -373,7 +394,7 @@ func (l *Loss) checkData(term *tape.Program, sh lossShape, n int) error {
 // CheckLoss reports, without solving, the errors a Grad or Loss of p with
 // loss would report before its first step: the problem's inputs (as
 // Grad checks them) and the loss's shape and Data (len(Data), a
-// non-finite entry the loss reads). It traces the loss into the solver's
+// non-finite entry the loss reads) and a Reg that does not trace. It traces the loss into the solver's
 // cache, so the first Grad does not trace it again. It costs one read of
 // Y0, P, T1s and Data, on all cores, plus the trace of a loss not seen
 // before, and allocates nothing of size N: a single row of Y0, P or Data
@@ -382,6 +403,9 @@ func (l *Loss) checkData(term *tape.Program, sh lossShape, n int) error {
 func (sv *Solver) CheckLoss(p *Problem, loss Loss) error {
 	q, err := sv.validateProblem(p)
 	if err != nil {
+		return err
+	}
+	if _, err := sv.reg(&loss, q.Field.Shared); err != nil {
 		return err
 	}
 	_, err = sv.checkLossPlan(&loss, q)
@@ -393,6 +417,10 @@ func (sv *Solver) CheckLoss(p *Problem, loss Loss) error {
 // computed on. The mesh rules are those of Grad.
 func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, error) {
 	q, err := sv.checkProblem(p)
+	if err != nil {
+		return 0, nil, err
+	}
+	rp, err := sv.reg(&loss, q.Field.Shared)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -412,7 +440,7 @@ func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, erro
 		return 0, nil, err
 	}
 	v := res.Loss
-	r, err := used.evalReg(&loss, q.Shared, nil)
+	r, err := evalReg(&loss, rp, q.Shared, nil)
 	if err != nil {
 		return 0, nil, err
 	}

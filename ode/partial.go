@@ -62,6 +62,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		return nil, nil, err
 	}
 	q.omit = dst.omit()
+	dst.unalias(q.inputs(&loss, m))
 	n := q.n
 	if skip != nil && len(skip) != n {
 		return nil, nil, badInput(fmt.Errorf("ode: GradPartial: len(skip) = %d, want N = %d", len(skip), n))
@@ -70,6 +71,10 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		return nil, nil, badInput(fmt.Errorf("ode: mesh has %d trajectories (%d statuses), problem %d", m.N, len(m.Status), n))
 	}
 	if err := loss.checkDataLen(n); err != nil {
+		return nil, nil, err
+	}
+	rp, err := sv.reg(&loss, q.Field.Shared)
+	if err != nil {
 		return nil, nil, err
 	}
 	scale := 1.0
@@ -86,7 +91,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 	}
 	var first []*TrajectoryError
 	if none {
-		g, tf, err := sv.gradOnce(ctx, dst, q, &loss, m, scale)
+		g, tf, err := sv.gradOnce(ctx, dst, q, &loss, rp, m, scale)
 		if err != nil || tf == nil {
 			return g, nil, err
 		}
@@ -120,10 +125,14 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 			e.Failed = len(fails)
 		}
 		if out == n {
-			return sv.partialNone(dst, q, &loss, m, status), fails, nil
+			g, err := sv.partialNone(dst, q, &loss, rp, m, status)
+			if err != nil {
+				return nil, nil, err
+			}
+			return g, fails, nil
 		}
 		if out == 0 {
-			g, tf, err := sv.gradOnce(ctx, dst, q, &loss, m, scale)
+			g, tf, err := sv.gradOnce(ctx, dst, q, &loss, rp, m, scale)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -155,7 +164,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 				return nil, nil, err
 			}
 		}
-		g, tf, err := sv.gradOnce(ctx, nil, sq, sl, sm, scale)
+		g, tf, err := sv.gradOnce(ctx, nil, sq, sl, rp, sm, scale)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -188,7 +197,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 // gradOnce is GradContext on a checked problem, with the loss scaled by
 // scale in place of Loss.Mean's 1/N. If trajectories fail it returns a
 // nil gradient and their errors (in q's indices), with a nil error.
-func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss *Loss, m *Mesh, scale float64) (*Gradient, []*TrajectoryError, error) {
+func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss *Loss, rp *tape.Program, m *Mesh, scale float64) (*Gradient, []*TrajectoryError, error) {
 	if m != nil {
 		if err := sv.checkMesh(q, m); err != nil {
 			return nil, nil, err
@@ -223,7 +232,7 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 	dst.Y0 = reuseCopy(dst.Y0, res.GradY0)
 	dst.P = reuseCopy(dst.P, res.GradP)
 	dst.Shared = append(dst.Shared[:0], res.GradS...)
-	r, err := used.evalReg(loss, q.Shared, dst.Shared)
+	r, err := evalReg(loss, rp, q.Shared, dst.Shared)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -536,15 +545,27 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 }
 
 // partialNone returns the gradient of a call that left every trajectory
-// out: zero, with the Reg term alone as the loss.
-func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, m *Mesh, status []Status) *Gradient {
+// out: zero, with the Reg term alone as the loss; or the error of a loss
+// that does not trace (its Data's, its Reg's) or a Reg that is not
+// finite, as a call with trajectories in returns it.
+func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Program, m *Mesh, status []Status) (*Gradient, error) {
+	if _, err := sv.checkLossPlan(loss, q); err != nil {
+		return nil, err
+	}
 	n, d, np := q.n, q.Field.Dim, q.Field.Params
 	if dst == nil {
 		dst = &Gradient{}
 	}
 	dst.Y0, dst.P = zeros(dst.Y0, n*d), zeros(dst.P, n*np)
 	dst.Shared = zeros(dst.Shared, q.Field.Shared)
-	dst.Loss, _ = sv.evalReg(loss, q.Shared, dst.Shared)
+	r, err := evalReg(loss, rp, q.Shared, dst.Shared)
+	if err != nil {
+		return nil, err
+	}
+	dst.Loss = r
+	if err := checkGradient(dst, d, np, true); err != nil {
+		return nil, err
+	}
 	sol := &Solution{N: n, Dim: d, SaveAt: q.SaveAt, Method: sv.plan.Method, Engine: sv.engine.Name(),
 		T: make([]float64, n), Status: slices.Clone(status)}
 	for i := range sol.T {
@@ -563,7 +584,7 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, m *Mesh, st
 	}
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime, dst.StoredBytes = 0, 0, 0
-	return dst
+	return dst, nil
 }
 
 // expandInts returns x (over idx) as n entries, 0 elsewhere.

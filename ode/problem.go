@@ -302,7 +302,7 @@ func (s *Settings) withDefaults(f *Field) Settings {
 	}
 	set.Controller = set.Controller.withDefaults(set.Method)
 	if set.AbsTols != nil {
-		set.AbsTols = append([]float64(nil), set.AbsTols...)
+		set.AbsTols = slices.Clone(set.AbsTols) // (non-nil when empty: checkSettings refuses that)
 	}
 	return set
 }
@@ -513,7 +513,13 @@ func (m *Mesh) failed(t []float64, h []float64) error {
 	if m.Method != nil {
 		method = m.Method.Name()
 	}
-	return firstFailure(m.Status, t, h, method)
+	err := firstFailure(m.Status, t, h, method)
+	if e, ok := err.(*TrajectoryError); ok && (t == nil || e.Index >= len(m.Len) || m.Len[e.Index] == 0) {
+		// Where it stopped is not known: no times, or no steps kept
+		// (GradPartial's mesh keeps none of a failed trajectory).
+		e.noTime = true
+	}
+	return err
 }
 
 // firstFailure returns the first trajectory whose status is not OK as a
@@ -869,6 +875,8 @@ func checkSettings(f *Field, s *Settings) error {
 		return fmt.Errorf("ode: %s: Dt0 = %v must be positive (or 0 for automatic) and finite", name, s.Dt0)
 	case s.AbsTols != nil && len(s.AbsTols) != f.Dim:
 		return fmt.Errorf("ode: %s: len(AbsTols) = %d, want Dim = %d (one absolute tolerance per state component)", name, len(s.AbsTols), f.Dim)
+	case s.Saves != SaveInterpolate && s.Saves != SaveStep:
+		return fmt.Errorf("ode: %s: Saves = %v is not a save mode; use SaveInterpolate (the zero value) or SaveStep", name, s.Saves)
 	case s.Checkpoint < 0:
 		return fmt.Errorf("ode: %s: Checkpoint = %d is negative; use 0 to choose the interval from MemoryLimit, or k ≥ 1 to store every k-th state", name, s.Checkpoint)
 	case s.MemoryLimit < 0:

@@ -508,7 +508,9 @@ func (sv *Solver) SolveContext(ctx context.Context, p *Problem) (*Solution, erro
 // call, as Grad reuses its dst. Saves an engine kept (dst.Resident,
 // Settings.KeepSaves) are written over where the engine can (its own
 // memory, large enough) and released otherwise: read them (HostSaves)
-// before passing dst again.
+// before passing dst again. An array of dst that shares storage with an
+// input of p (a chained solve's p.Y0 = dst.Y) is not reused: the result
+// goes to new storage and the input is not changed.
 func (sv *Solver) SolveTo(dst *Solution, p *Problem) (*Solution, error) {
 	return sv.solveTo(context.Background(), dst, p)
 }
@@ -527,6 +529,7 @@ func (sv *Solver) solveTo(ctx context.Context, dst *Solution, p *Problem) (*Solu
 	}
 	var reuse *Result
 	if dst != nil {
+		dst.unalias(q.inputs(nil, nil))
 		reuse = &Result{Y: dst.Y, Ys: dst.Ys, T: dst.T, Status: dst.Status, Stats: dst.Stats, Stiff: dst.Stiff, Saves: dst.Resident}
 	}
 	res, used, err := sv.run(ctx, OpSolve, q, nil, nil, reuse)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Status is the outcome of one trajectory.
@@ -95,6 +96,10 @@ type TrajectoryError struct {
 	// with u = 2^-24), whose resolution of t the hints then name.
 	float32 bool
 
+	// noTime says T is not known (a mesh's status, without the steps
+	// that led to it): the message then names no time.
+	noTime bool
+
 	// Cause, if not nil, is what was not finite in a trajectory whose
 	// solve ended well (Status NonFinite from Solver.GradPartial): its
 	// loss term (a *tape.NonFiniteError naming the operation) or its
@@ -103,7 +108,22 @@ type TrajectoryError struct {
 }
 
 func (e *TrajectoryError) Error() string {
-	s := fmt.Sprintf("ode: trajectory %d stopped at t=%.6g (h=%.3g, %s): %v", e.Index, e.T, e.H, e.Method, e.Status)
+	// The last step tried and the method, where known (H is 0 where not).
+	var how []string
+	if e.H != 0 {
+		how = append(how, fmt.Sprintf("h=%.3g", e.H))
+	}
+	if e.Method != "" {
+		how = append(how, e.Method)
+	}
+	at := fmt.Sprintf("stopped at t=%.6g", e.T)
+	if e.noTime {
+		at = "failed"
+	}
+	if len(how) > 0 {
+		at += " (" + strings.Join(how, ", ") + ")"
+	}
+	s := fmt.Sprintf("ode: trajectory %d %s: %v", e.Index, at, e.Status)
 	if e.Cause != nil {
 		s = fmt.Sprintf("ode: trajectory %d reached t=%.6g (%s), but %v", e.Index, e.T, e.Method, e.Cause)
 	}

@@ -23,14 +23,25 @@ type HyperparameterError struct {
 	Value     float64 // the value found (for Schedule, its rate at Step)
 	Step      int     // the number of steps taken when it was found
 	Want      string  // what is allowed, in words
+
+	// Cause, for Field "Schedule", is the error of the schedule's own
+	// Validate, where it has one and refused its constants (nil where the
+	// rate alone is out of range).
+	Cause error
 }
 
 func (e *HyperparameterError) Error() string {
+	if e.Field == "Schedule" && e.Cause != nil {
+		return fmt.Sprintf("optim: %s: Schedule: %v", e.Optimizer, e.Cause)
+	}
 	if e.Field == "Schedule" {
 		return fmt.Sprintf("optim: %s: Schedule gives learning rate %v for step %d; want %s", e.Optimizer, e.Value, e.Step, e.Want)
 	}
 	return fmt.Sprintf("optim: %s: %s = %v; want %s", e.Optimizer, e.Field, e.Value, e.Want)
 }
+
+// Unwrap returns Cause.
+func (e *HyperparameterError) Unwrap() error { return e.Cause }
 
 // What the fields allow, in the words of HyperparameterError.Want.
 const (
@@ -54,7 +65,7 @@ func checkRate(kind string, sched Schedule, lr, r float64, k int) error {
 	if sched != nil {
 		if v, ok := sched.(interface{ Validate() error }); ok {
 			if err := v.Validate(); err != nil {
-				return &HyperparameterError{Optimizer: kind, Field: "Schedule", Value: r, Step: k, Want: wantSched + ": " + err.Error()}
+				return &HyperparameterError{Optimizer: kind, Field: "Schedule", Value: r, Step: k, Want: wantSched, Cause: err}
 			}
 		}
 		if !finiteNonNeg(r) {

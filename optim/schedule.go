@@ -74,14 +74,19 @@ type WarmupCosine struct {
 	Warmup, Steps     int
 }
 
-// Validate returns an error if Warmup < 0, Steps < Warmup, or a rate
-// constant is negative or not finite.
+// Validate returns an error if Warmup < 0, Steps < Warmup, a rate
+// constant is negative or not finite, or Steps is 0 while Init or Peak
+// differs from Final (the rate would be Final from the first step on,
+// Peak never reached: Steps left out).
 func (w WarmupCosine) Validate() error {
 	if w.Warmup < 0 || w.Steps < w.Warmup {
 		return fmt.Errorf("optim: WarmupCosine: Warmup = %d, Steps = %d; need 0 ≤ Warmup ≤ Steps", w.Warmup, w.Steps)
 	}
 	if !finiteNonNeg(w.Init) || !finiteNonNeg(w.Peak) || !finiteNonNeg(w.Final) {
 		return fmt.Errorf("optim: WarmupCosine: Init = %v, Peak = %v, Final = %v; need finite rates ≥ 0", w.Init, w.Peak, w.Final)
+	}
+	if w.Steps == 0 && (w.Peak != w.Final || w.Init != w.Final) {
+		return fmt.Errorf("optim: WarmupCosine: Steps = 0, so the rate is Final = %v from the first step on and Peak = %v is never reached; set Steps to the step at which the decay ends (a fit's Steps)", w.Final, w.Peak)
 	}
 	return nil
 }

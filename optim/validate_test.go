@@ -139,3 +139,43 @@ func TestLoadStateRefused(t *testing.T) {
 		t.Errorf("CheckLen(3) of a state for 2: %v", err)
 	}
 }
+
+// TestScheduleErrors checks the error of a schedule whose constants its
+// Validate refuses: it is the schedule's own (errors.Unwrap), and the
+// message does not blame the rate of the step (it read "Schedule gives
+// learning rate 0.1 for step 0; want a finite rate ≥ 0", a rate that is
+// one). A WarmupCosine without Steps (its rate Final from step 0, Peak
+// never reached: a fit that does not move) is refused; one whose rates
+// are all equal is a constant and allowed.
+func TestScheduleErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		sched Schedule
+		want  string // "" for a valid schedule
+	}{
+		{"Exponential Decay -1", Exponential{Init: 0.1, Decay: -1}, "optim: adam: Schedule: optim: Exponential: Init = 0.1 (want finite, ≥ 0), Decay = -1"},
+		{"Exponential Every -2", Exponential{Init: 0.1, Decay: 0.5, Every: -2}, "Every = -2 (want ≥ 0)"},
+		{"WarmupCosine Warmup > Steps", WarmupCosine{Peak: 0.1, Warmup: 10, Steps: 5}, "optim: adam: Schedule: optim: WarmupCosine: Warmup = 10, Steps = 5"},
+		{"WarmupCosine without Steps", WarmupCosine{Peak: 0.1}, "Steps = 0, so the rate is Final = 0 from the first step on and Peak = 0.1 is never reached"},
+		{"WarmupCosine without Steps, Init", WarmupCosine{Init: 0.1, Peak: 0.1, Final: 0.01}, "Peak = 0.1 is never reached"},
+		{"WarmupCosine constant", WarmupCosine{Init: 0.1, Peak: 0.1, Final: 0.1}, ""},
+		{"WarmupCosine from 0", WarmupCosine{Peak: 0.1, Warmup: 2, Steps: 4}, ""},
+		{"Exponential growing", Exponential{Init: 0.1, Decay: 2}, ""},
+	} {
+		o := &Adam{Schedule: tc.sched}
+		err := o.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: Validate: %v", tc.name, err)
+			}
+			continue
+		}
+		var herr *HyperparameterError
+		v, _ := tc.sched.(interface{ Validate() error })
+		if !errors.As(err, &herr) || herr.Field != "Schedule" || !strings.Contains(err.Error(), tc.want) ||
+			strings.Contains(err.Error(), "gives learning rate") || v == nil || errors.Unwrap(err).Error() != v.Validate().Error() {
+			t.Errorf("%s: error %v; want a *HyperparameterError containing %q that unwraps to the schedule's", tc.name, err, tc.want)
+		}
+	}
+}

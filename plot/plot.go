@@ -181,10 +181,67 @@ func checkSaved(sol *ode.Solution) error {
 	if err := sol.HostSaves(); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	if len(sol.SaveAt) == 0 || len(sol.Ys) != sol.N*len(sol.SaveAt)*sol.Dim {
+	if len(sol.SaveAt) == 0 {
 		return fmt.Errorf("plot: the solution has no saved states; give the problem save times (SaveAt) to plot against time")
 	}
+	if want := sol.N * len(sol.SaveAt) * sol.Dim; len(sol.Ys) != want {
+		return fmt.Errorf("plot: the solution has %d saved values, want N·len(SaveAt)·Dim = %d·%d·%d = %d", len(sol.Ys), sol.N, len(sol.SaveAt), sol.Dim, want)
+	}
 	return nil
+}
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// addRuns draws the points of xy in colour k as lines, one per run of
+// points whose coordinates are finite (a lone point as a dot, which a
+// line of one point is not): the others are gaps. Solutions have NaN
+// states where a trajectory failed or after a terminal event, fits NaN
+// or infinite losses at failed steps. It returns the first plotter
+// drawn, for a legend, or nil if no point is finite.
+func addRuns(p *gplot.Plot, xy plotter.XYs, k int) (gplot.Thumbnailer, error) {
+	var first gplot.Thumbnailer
+	ok := func(i int) bool { return finite(xy[i].X) && finite(xy[i].Y) }
+	for s := 0; s < len(xy); {
+		if !ok(s) {
+			s++
+			continue
+		}
+		e := s
+		for e < len(xy) && ok(e) {
+			e++
+		}
+		run := xy[s:e:e]
+		s = e
+		var th gplot.Thumbnailer
+		if len(run) == 1 {
+			sc, err := plotter.NewScatter(run)
+			if err != nil {
+				return nil, err
+			}
+			sc.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(k), Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
+			p.Add(sc)
+			th = sc
+		} else {
+			l, err := plotter.NewLine(run)
+			if err != nil {
+				return nil, err
+			}
+			styled(l, k)
+			p.Add(l)
+			th = l
+		}
+		if first == nil {
+			first = th
+		}
+	}
+	return first, nil
+}
+
+// errNoFinite is the error of a figure of saved states none of which is
+// finite.
+func errNoFinite(trajs []int) error {
+	return fmt.Errorf("plot: trajectories %v have no finite saved state to draw (a failed trajectory's states are NaN, as are save times after a terminal event)", trajs)
 }
 
 // saved returns the component c of trajectory i at every save time.
@@ -219,18 +276,23 @@ func Trajectories(sol *ode.Solution, trajs, comps []int, names []string) (*Figur
 		return nil, err
 	}
 	fig := newFigure("", "t", "y")
+	drawn := len(trajs) == 0 || len(comps) == 0
 	for ci, c := range comps {
-		for ti, i := range trajs {
-			l, err := plotter.NewLine(saved(sol, i, c))
+		legend := false
+		for _, i := range trajs {
+			th, err := addRuns(fig.Plot, saved(sol, i, c), ci)
 			if err != nil {
 				return nil, fmt.Errorf("plot: trajectory %d: %w", i, err)
 			}
-			styled(l, ci)
-			fig.Plot.Add(l)
-			if ti == 0 {
-				AddLegend(fig.Plot, ci, len(comps), compName(names, c), l)
+			if th != nil && !legend {
+				AddLegend(fig.Plot, ci, len(comps), compName(names, c), th)
+				legend = true
 			}
+			drawn = drawn || th != nil
 		}
+	}
+	if !drawn {
+		return nil, errNoFinite(trajs)
 	}
 	return fig, nil
 }
@@ -257,18 +319,21 @@ func Phase(sol *ode.Solution, trajs []int, cx, cy int, names []string) (*Figure,
 	}
 	fig := newFigure("", compName(names, cx), compName(names, cy))
 	K := len(sol.SaveAt)
+	drawn := len(trajs) == 0
 	for ti, i := range trajs {
 		xy := make(plotter.XYs, K)
 		for k := range K {
 			row := sol.Ys[(i*K+k)*sol.Dim:]
 			xy[k] = plotter.XY{X: row[cx], Y: row[cy]}
 		}
-		l, err := plotter.NewLine(xy)
+		th, err := addRuns(fig.Plot, xy, ti)
 		if err != nil {
 			return nil, fmt.Errorf("plot: trajectory %d: %w", i, err)
 		}
-		styled(l, ti)
-		fig.Plot.Add(l)
+		drawn = drawn || th != nil
+	}
+	if !drawn {
+		return nil, errNoFinite(trajs)
 	}
 	return fig, nil
 }
@@ -288,8 +353,10 @@ func Losses(labels []string, histories [][]float64) (*Figure, error) {
 	if len(labels) != len(histories) {
 		return nil, fmt.Errorf("plot: %d labels for %d loss histories", len(labels), len(histories))
 	}
+	if len(histories) == 0 {
+		return nil, fmt.Errorf("plot: no loss history to draw")
+	}
 	fig := newFigure("", "step", "loss")
-	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	positive := true
 	for k, h := range histories {
 		if len(h) == 0 {
@@ -310,39 +377,16 @@ func Losses(labels []string, histories [][]float64) (*Figure, error) {
 	}
 	for k, h := range histories {
 		// One line per run of finite values.
-		first := true
-		for s := 0; s < len(h); {
-			if !finite(h[s]) {
-				s++
-				continue
-			}
-			var xy plotter.XYs
-			for ; s < len(h) && finite(h[s]); s++ {
-				xy = append(xy, plotter.XY{X: float64(s), Y: h[s]})
-			}
-			var th gplot.Thumbnailer
-			if len(xy) == 1 {
-				// A lone step: a dot, which a line of one point is not.
-				sc, err := plotter.NewScatter(xy)
-				if err != nil {
-					return nil, fmt.Errorf("plot: loss history %d: %w", k, err)
-				}
-				sc.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(k), Radius: vg.Points(2), Shape: draw.CircleGlyph{}}
-				fig.Plot.Add(sc)
-				th = sc
-			} else {
-				l, err := plotter.NewLine(xy)
-				if err != nil {
-					return nil, fmt.Errorf("plot: loss history %d: %w", k, err)
-				}
-				styled(l, k)
-				fig.Plot.Add(l)
-				th = l
-			}
-			if first && labels[k] != "" {
-				AddLegend(fig.Plot, k, len(labels), labels[k], th)
-			}
-			first = false
+		xy := make(plotter.XYs, len(h))
+		for s, v := range h {
+			xy[s] = plotter.XY{X: float64(s), Y: v}
+		}
+		th, err := addRuns(fig.Plot, xy, k)
+		if err != nil {
+			return nil, fmt.Errorf("plot: loss history %d: %w", k, err)
+		}
+		if labels[k] != "" {
+			AddLegend(fig.Plot, k, len(labels), labels[k], th)
 		}
 	}
 	if y := &fig.Plot.Y; positive && y.Min == y.Max {
@@ -356,7 +400,8 @@ func Losses(labels []string, histories [][]float64) (*Figure, error) {
 // FitVsObserved plots observations as points and the fitted solution as
 // lines, for trajectories trajs and components comps. observed holds
 // each trajectory's observations at the solution's save times, row-major
-// [N×K×Dim] as Solution.Ys (a NaN marks a missing observation).
+// [N×K×Dim] as Solution.Ys (a NaN marks a missing observation; an
+// infinite one is left out as well).
 func FitVsObserved(fitted *ode.Solution, observed []float64, trajs, comps []int, names []string) (*Figure, error) {
 	if err := checkSaved(fitted); err != nil {
 		return nil, err
@@ -375,7 +420,7 @@ func FitVsObserved(fitted *ode.Solution, observed []float64, trajs, comps []int,
 		for ti, i := range trajs {
 			var xy plotter.XYs
 			for k, t := range fitted.SaveAt {
-				if v := observed[(i*K+k)*d+c]; !math.IsNaN(v) {
+				if v := observed[(i*K+k)*d+c]; finite(v) {
 					xy = append(xy, plotter.XY{X: t, Y: v})
 				}
 			}

@@ -241,3 +241,71 @@ func TestLegendFits(t *testing.T) {
 		}
 	}
 }
+
+// TestNonFiniteStates checks figures of solutions with NaN saved states,
+// as ode returns them for a failed trajectory (AllowFailures) and for
+// save times after a terminal event, and with infinite observations: the
+// finite states are drawn (the others are gaps) and the axes span them
+// only; a figure with nothing finite to draw, or of no loss history, is
+// an error naming why. Before, every such figure failed with gonum's
+// "plotter: NaN data point", and Losses(nil, nil) panicked.
+func TestNonFiniteStates(t *testing.T) {
+	t.Parallel()
+	nan, inf := math.NaN(), math.Inf(1)
+	sol := circle()
+	K := len(sol.SaveAt)
+	for k := range K {
+		if k >= 30 { // trajectory 0 stopped by a terminal event at SaveAt[29]
+			sol.Ys[k*2], sol.Ys[k*2+1] = nan, nan
+		}
+		sol.Ys[(K+k)*2], sol.Ys[(K+k)*2+1] = nan, nan // trajectory 1 failed
+	}
+	obs := slices.Clone(sol.Ys)
+	obs[4], obs[6] = inf, -inf
+	allNaN := circle()
+	for i := range allNaN.Ys {
+		allNaN.Ys[i] = nan
+	}
+	for _, c := range []struct {
+		name string
+		fig  func() (*Figure, error)
+		xMax float64 // the largest x drawn, 0 for an error
+		want string  // the error
+	}{
+		{"trajectories", func() (*Figure, error) { return Trajectories(sol, nil, nil, nil) }, sol.SaveAt[29], ""},
+		{"trajectory 1 alone", func() (*Figure, error) { return Trajectories(sol, []int{1}, nil, nil) }, 0, "trajectories [1] have no finite saved state"},
+		{"phase", func() (*Figure, error) { return Phase(sol, nil, 0, 1, nil) }, 1, ""},
+		{"fit vs observed", func() (*Figure, error) { return FitVsObserved(sol, obs, nil, nil, nil) }, sol.SaveAt[29], ""},
+		{"all NaN", func() (*Figure, error) { return Trajectories(allNaN, nil, nil, nil) }, 0, "trajectories [0 1] have no finite saved state"},
+		{"phase all NaN", func() (*Figure, error) { return Phase(allNaN, nil, 0, 1, nil) }, 0, "no finite saved state"},
+		{"no loss history", func() (*Figure, error) { return Losses(nil, nil) }, 0, "no loss history to draw"},
+		{"Ys short", func() (*Figure, error) { s := *sol; s.Ys = s.Ys[:7]; return Trajectories(&s, nil, nil, nil) }, 0, "the solution has 7 saved values, want N·len(SaveAt)·Dim = 2·50·2 = 200"},
+	} {
+		var fig *Figure
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panic: %v", r)
+				}
+			}()
+			fig, err = c.fig()
+		}()
+		if c.want != "" {
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if x := fig.Plot.X.Max; math.Abs(x-c.xMax) > 1e-12 {
+			t.Errorf("%s: the x axis ends at %v, want %v (the last finite point)", c.name, x, c.xMax)
+		}
+		if fig.PNG() == nil {
+			t.Errorf("%s: the figure does not draw", c.name)
+		}
+	}
+}

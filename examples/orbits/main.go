@@ -101,6 +101,9 @@ type outcome struct {
 }
 
 func run(ctx context.Context, c config, out io.Writer) (*outcome, error) {
+	if c.n < 1 || c.steps < 1 {
+		return nil, fmt.Errorf("-n %d, -steps %d: want at least 1 star and 1 step", c.n, c.steps)
+	}
 	rng := rand.New(rand.NewPCG(c.seed, c.seed))
 	ts := problems.LinSpace(make([]float64, 25), 0.5, 12)
 	y0 := make([]float64, 4*c.n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -36,6 +37,18 @@ func TestSmallRuns(t *testing.T) {
 		c := config{n: n, steps: 2, noise: 0.005, lr: 0.03, seed: 1, quiet: true, plot: filepath.Join(t.TempDir(), "orbits.svg")}
 		if _, err := run(context.Background(), c, io.Discard); err != nil {
 			t.Errorf("-n %d -steps 2: %v", n, err)
+		}
+	}
+}
+
+// TestBadSizes checks that -n and -steps below 1 are refused naming both
+// (-steps 0 ran fit's default 100 steps with a schedule of 0 steps).
+func TestBadSizes(t *testing.T) {
+	for _, c := range []config{{n: 0, steps: 2}, {n: -1, steps: 2}, {n: 2, steps: 0}, {n: 2, steps: -3}} {
+		c.noise, c.lr, c.seed, c.quiet = 0.005, 0.03, 1, true
+		_, err := run(context.Background(), c, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "want at least 1 star and 1 step") {
+			t.Errorf("-n %d -steps %d: error %v, want one naming both", c.n, c.steps, err)
 		}
 	}
 }

@@ -268,7 +268,9 @@ GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t
   // first terminal one. A fired condition counts as the smallest number
   // of the sign it leaves with (the sign of g_t + g_y.f at the new state),
   // so that it does not fire again at once but does when it comes back,
-  // however soon.
+  // however soon; unless a jump moved it off its root (a value other
+  // than its value before the jumps, gg, and 0: ode's offRoot), where it
+  // is that value.
   const gs_real tiny = (gs_real)GS_EV_TINY;
   bool fires[GS_NE];
   for (int x = 0; x < GS_NE; x++) fires[x] = x == e || gs_ev_crossed(gs_ev_dir(x), ga[x], gg[x]);
@@ -294,6 +296,7 @@ GS_DEVICE int gs_ev_step(const gs_real* sh, gs_real* st, gs_real* st2, gs_real t
   for (int x = 0; x < GS_NE; x++) eg[x] = gnew[x];
   for (int x = 0; x < GS_NE; x++) {
     if (!fires[x] || (gs_ev_terminal(x) && x != elast)) continue;
+    if (gnew[x] != gg[x] && gnew[x] != 0) continue;  // off its root
     gs_ev_condgrad(x, sh, tt, yy, p, cg);
     gs_real gdot = cg[1];
     for (int c = 0; c < GS_D; c++) gdot += cg[2 + c] * k1n[c];
