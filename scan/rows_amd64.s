@@ -471,3 +471,247 @@ pnext:
 
 pdone:
 	RET
+
+// The backward sweep's sums over a row's saves in the saves' own layout
+// (Saves.BarMajor false), one lane at a time (saveSweep.coefBarLanes,
+// addRowLanes): a lane's saves of the row are one span of its
+// trajectory's row, a save's d components side by side, so four
+// components are one vector and no lanes are transposed. Each sum is the
+// lane-by-lane loops' (addPowers, addRow) in the same order, each
+// operation with the operands in the order coefRowsAVX and addRowsAVX
+// give them.
+
+// CLTERM adds θ^j·ȳ (θ^j broadcast from off(DX), ȳ in Y1) to acc.
+#define CLTERM(off, acc) VBROADCASTSD off(DX), Y3; VMULPD Y1, Y3, Y4; VADDPD acc, Y4, acc
+
+// CLSTORE stores the four values of Y (X its low half) to lane R8's
+// entries (byte offset R8) of the four columns whose slice headers are
+// at AX, 24(AX), 48(AX) and 72(AX), then moves AX to the next term's
+// columns (R10 bytes on).
+#define CLSTORE(Y, X) MOVQ (AX), SI; VMOVSD X, (SI)(R8*1); MOVQ 24(AX), SI; VMOVHPD X, (SI)(R8*1); VEXTRACTF128 $1, Y, X3; MOVQ 48(AX), SI; VMOVSD X3, (SI)(R8*1); MOVQ 72(AX), SI; VMOVHPD X3, (SI)(R8*1); ADDQ R10, AX
+
+// func coefLaneAVX(wb *[]float64, i int, ys, ts, scr *float64, n int, t, h float64, d, terms int, scale float64)
+//
+// wb[j·d+c][i] = Σ_k θ_k^(j+1)·(ys[k·d+c]·scale) for j < terms (1…8), c < d
+// (a multiple of 4), over the n ≥ 1 saves k in order, θ_k = (ts[k] −
+// t)/h (VSUBPD, VDIVPD), θ^j by repeated multiplication, each sum from +0
+// (addPowers' values and order: the sums coefRowsAVX computes for a lane
+// whose saves ts[0…n-1] all have a term). First the powers of every save
+// to scr (four saves at a time: save 4q+r's θ^(j+1) at
+// scr[(q·terms+j)·4+r], ⌈n/4⌉·4·terms values), then, four components at a
+// time, the sums in Y5…Y12 over the saves.
+TEXT ·coefLaneAVX(SB), NOSPLIT, $0-88
+	MOVQ         ts+24(FP), R10
+	MOVQ         scr+32(FP), DI
+	MOVQ         n+40(FP), CX
+	VBROADCASTSD t+48(FP), Y14
+	VBROADCASTSD h+56(FP), Y15
+	MOVQ         terms+72(FP), R12
+	MOVQ         R12, R9
+	SHLQ         $5, R9          // four saves' powers' bytes
+
+clquads:
+	CMPQ    CX, $4
+	JLT     cltail
+	VMOVUPD (R10), Y0
+	VSUBPD  Y14, Y0, Y0
+	VDIVPD  Y15, Y0, Y0          // four saves' θ
+	VMOVAPD Y0, Y1
+	MOVQ    DI, SI
+	MOVQ    R12, DX
+
+clqpow:
+	VMOVUPD Y1, (SI)
+	ADDQ    $32, SI
+	VMULPD  Y0, Y1, Y1
+	DECQ    DX
+	JNZ     clqpow
+	ADDQ    R9, DI
+	ADDQ    $32, R10
+	SUBQ    $4, CX
+	JMP     clquads
+
+cltail:
+	MOVQ DI, BX                  // the last quad's first save
+
+clt:
+	TESTQ   CX, CX
+	JEQ     clsums
+	VMOVSD  (R10), X0
+	VSUBSD  X14, X0, X0
+	VDIVSD  X15, X0, X0          // θ
+	VMOVAPD X0, X1
+	MOVQ    BX, SI
+	MOVQ    R12, DX
+
+cltpow:
+	VMOVSD  X1, (SI)
+	ADDQ    $32, SI
+	VMULSD  X0, X1, X1
+	DECQ    DX
+	JNZ     cltpow
+	ADDQ    $8, BX
+	ADDQ    $8, R10
+	DECQ    CX
+	JMP     clt
+
+clsums:
+	VBROADCASTSD scale+80(FP), Y13
+	MOVQ         d+64(FP), R13
+	SHLQ         $3, R13         // a save's bytes
+	LEAQ         -24(R9), R11    // from save 4q+3's powers to save 4q+4's
+	MOVQ         i+8(FP), R8
+	SHLQ         $3, R8          // the lane's bytes in a column
+	XORQ         BX, BX          // the components' offset in bytes
+
+clblock:
+	CMPQ   BX, R13
+	JGE    cldone
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	VXORPD Y12, Y12, Y12
+	MOVQ   ys+16(FP), SI
+	ADDQ   BX, SI                // save 0's components
+	MOVQ   scr+32(FP), DX        // save 0's powers
+	MOVQ   n+40(FP), CX
+	XORQ   R14, R14              // the save's place in its quad
+
+clsave:
+	VMOVUPD (SI), Y1
+	VMULPD  Y13, Y1, Y1          // ȳ
+	CLTERM(0, Y5)
+	CMPQ    R12, $2
+	JLT     clnext
+	CLTERM(32, Y6)
+	CMPQ    R12, $3
+	JLT     clnext
+	CLTERM(64, Y7)
+	CMPQ    R12, $4
+	JLT     clnext
+	CLTERM(96, Y8)
+	CMPQ    R12, $5
+	JLT     clnext
+	CLTERM(128, Y9)
+	CMPQ    R12, $6
+	JLT     clnext
+	CLTERM(160, Y10)
+	CMPQ    R12, $7
+	JLT     clnext
+	CLTERM(192, Y11)
+	CMPQ    R12, $8
+	JLT     clnext
+	CLTERM(224, Y12)
+
+clnext:
+	ADDQ R13, SI
+	INCQ R14
+	CMPQ R14, $4
+	JEQ  clwrap
+	ADDQ $8, DX
+	DECQ CX
+	JNZ  clsave
+	JMP  clstore
+
+clwrap:
+	XORQ R14, R14
+	ADDQ R11, DX
+	DECQ CX
+	JNZ  clsave
+
+clstore:
+	MOVQ wb+0(FP), AX
+	LEAQ (BX)(BX*2), SI
+	ADDQ SI, AX                  // the headers of term 1's columns of these components
+	MOVQ R13, R10
+	LEAQ (R10)(R10*2), R10       // from a term's columns to the next's: d headers
+	CLSTORE(Y5, X5)
+	CMPQ R12, $2
+	JLT  clbnext
+	CLSTORE(Y6, X6)
+	CMPQ R12, $3
+	JLT  clbnext
+	CLSTORE(Y7, X7)
+	CMPQ R12, $4
+	JLT  clbnext
+	CLSTORE(Y8, X8)
+	CMPQ R12, $5
+	JLT  clbnext
+	CLSTORE(Y9, X9)
+	CMPQ R12, $6
+	JLT  clbnext
+	CLSTORE(Y10, X10)
+	CMPQ R12, $7
+	JLT  clbnext
+	CLSTORE(Y11, X11)
+	CMPQ R12, $8
+	JLT  clbnext
+	CLSTORE(Y12, X12)
+
+clbnext:
+	ADDQ $32, BX
+	JMP  clblock
+
+cldone:
+	VZEROUPPER
+	RET
+
+// func addLaneAVX(lam *[]float64, i int, ys *float64, n, d int, scale float64)
+//
+// lam[c][i] += ys[k·d+c]·scale for c < d (a multiple of 4) and each of the
+// n ≥ 1 saves k in order (addRowsAVX's sums for one lane), four
+// components at a time in a register.
+TEXT ·addLaneAVX(SB), NOSPLIT, $0-48
+	MOVQ         i+8(FP), R8
+	SHLQ         $3, R8          // the lane's bytes in a column
+	MOVQ         d+32(FP), R13
+	SHLQ         $3, R13         // a save's bytes
+	VBROADCASTSD scale+40(FP), Y13
+	XORQ         BX, BX          // the components' offset in bytes
+
+alblock:
+	CMPQ        BX, R13
+	JGE         aldone
+	MOVQ        lam+0(FP), AX
+	LEAQ        (BX)(BX*2), SI
+	ADDQ        SI, AX           // the headers of these components' columns
+	MOVQ        (AX), SI
+	VMOVSD      (SI)(R8*1), X0
+	MOVQ        24(AX), SI
+	VMOVHPD     (SI)(R8*1), X0, X0
+	MOVQ        48(AX), SI
+	VMOVSD      (SI)(R8*1), X2
+	MOVQ        72(AX), SI
+	VMOVHPD     (SI)(R8*1), X2, X2
+	VINSERTF128 $1, X2, Y0, Y0   // λ
+	MOVQ        ys+16(FP), SI
+	ADDQ        BX, SI
+	MOVQ        n+24(FP), CX
+
+alsave:
+	VMOVUPD (SI), Y1
+	VMULPD  Y13, Y1, Y1
+	VADDPD  Y0, Y1, Y0
+	ADDQ    R13, SI
+	DECQ    CX
+	JNZ     alsave
+
+	MOVQ         (AX), SI
+	VMOVSD       X0, (SI)(R8*1)
+	MOVQ         24(AX), SI
+	VMOVHPD      X0, (SI)(R8*1)
+	VEXTRACTF128 $1, Y0, X2
+	MOVQ         48(AX), SI
+	VMOVSD       X2, (SI)(R8*1)
+	MOVQ         72(AX), SI
+	VMOVHPD      X2, (SI)(R8*1)
+	ADDQ         $32, BX
+	JMP          alblock
+
+aldone:
+	VZEROUPPER
+	RET

@@ -594,6 +594,9 @@ func (sw *saveSweep) gatherRow(bar []float64, m int) {
 // lane's saves inside its step (bar laid out as Saves.BarMajor says),
 // zero elsewhere, each sum in time order.
 func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
+	if sw.byLanes() {
+		return sw.coefBarLanes(bar, t, h, m)
+	}
 	if sw.byRows() {
 		return sw.coefBarRows(bar, t, h, m)
 	}
@@ -625,6 +628,11 @@ func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
 // lanes (∂y(τ)/∂y_s = I), each lane's in time order, and moves the
 // cursors to the row's start.
 func (sw *saveSweep) addRow(lam [][]float64, bar []float64, m int) {
+	if sw.byLanes() {
+		sw.addRowLanes(lam, bar, m)
+		copy(sw.cur[:m], sw.end[:m])
+		return
+	}
 	if sw.byRows() {
 		sw.addRowRows(lam, bar, m)
 		copy(sw.cur[:m], sw.end[:m])
@@ -725,6 +733,66 @@ func (sw *saveSweep) barLayout() (rs, cs int) {
 // useRows lets tests compare coefBarRows and addRowRows with the
 // lane-by-lane loops.
 var useRows = true
+
+// byLanes reports whether coefBar and addRow run their AVX kernels lane
+// by lane on the cotangents in the saves' own layout (coefBarLanes,
+// addRowLanes): there a lane's saves of a row are one span, a save's
+// components side by side, which the kernels read as vectors of four
+// components (D a multiple of 4, at most 8 terms) where the row kernels
+// would gather and transpose four lanes' values one by one.
+func (sw *saveSweep) byLanes() bool {
+	return sw.byRows() && useLanes && !sw.sv.BarMajor && sw.d%4 == 0 && sw.m >= 1 && sw.m <= 8
+}
+
+// useLanes lets tests compare coefBarLanes and addRowLanes with the row
+// kernels.
+var useLanes = true
+
+// coefBarLanes is coefBar lane by lane (coefLaneAVX) on the cotangents in
+// the saves' own layout: the same sums, bit for bit. A lane's saves at
+// its step's start (the first of its range, θ = 0) have no term; a lane
+// with no term gets zeros.
+func (sw *saveSweep) coefBarLanes(bar, t, h []float64, m int) [][]float64 {
+	d, terms, ts := sw.d, sw.m, sw.sv.Times
+	if ns := (sw.k + 3) / 4 * 4 * terms; len(sw.rowPow) < ns {
+		sw.rowPow = make([]float64, ns)
+	}
+	_, cs := sw.barLayout()
+	scale := sw.barScale()
+	lo, hi, perm := sw.end[:m], sw.cur[:m], sw.l.perm[:m]
+	for i := range m {
+		if i&3 == 0 {
+			sw.prefetchGroup(bar, i+4, m)
+		}
+		k, e := lo[i], hi[i]
+		for k < e && !(ts[k] > t[i]) {
+			k++
+		}
+		if k == e {
+			for _, c := range sw.wbar {
+				c[i] = 0
+			}
+			continue
+		}
+		coefLaneAVX(&sw.wbar[0], i, &bar[perm[i]*cs+k*d], &ts[k], &sw.rowPow[0], e-k, t[i], h[i], d, terms, scale)
+	}
+	sw.rowKept = false
+	return sw.wbar
+}
+
+// addRowLanes is addRow's sums lane by lane (addLaneAVX) on the
+// cotangents in the saves' own layout: λ plus each lane's saves'
+// cotangents in time order, bit for bit.
+func (sw *saveSweep) addRowLanes(lam [][]float64, bar []float64, m int) {
+	_, cs := sw.barLayout()
+	d, scale := sw.d, sw.barScale()
+	lo, hi, perm := sw.end[:m], sw.cur[:m], sw.l.perm[:m]
+	for i := range m {
+		if k, e := lo[i], hi[i]; k < e {
+			addLaneAVX(&lam[0], i, &bar[perm[i]*cs+k*d], e-k, d, scale)
+		}
+	}
+}
 
 // group4 sets the columns (each trajectory's offset in the cotangents,
 // see barLayout), save ranges, start times and step sizes of the lanes

@@ -294,3 +294,100 @@ func TestCoefRowsAVX(t *testing.T) {
 		sameBits(t, what+": gb", wantGB, gb)
 	}
 }
+
+// TestCoefLaneAVX checks coefLaneAVX and addLaneAVX against addPowers'
+// and addRow's sums written out, bit for bit: D 4, 8 and 12, 1…8 terms,
+// 1…30 saves (the four-save blocks of powers and the rest), cotangents
+// scaled, with NaN, ±Inf and −0 among them, steps of size 0 (θ = +Inf), a
+// lane among others whose columns it must leave as they are.
+func TestCoefLaneAVX(t *testing.T) {
+	if !haveAVX {
+		t.Skip("no AVX")
+	}
+	rng := rand.New(rand.NewPCG(51, 2))
+	special := []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1)}
+	for c := 0; c < 500; c++ {
+		d, terms, n, lanes := 4*(1+rng.IntN(3)), 1+rng.IntN(8), 1+rng.IntN(30), 1+rng.IntN(6)
+		i := rng.IntN(lanes)
+		t0, h := rng.Float64(), 0.01+rng.Float64()
+		if c%25 == 0 {
+			h = 0
+		}
+		scale := []float64{1, 2, 0.3, -1.5}[c%4]
+		ts := make([]float64, n)
+		for k := range ts {
+			ts[k] = t0 + h*(float64(k)+rng.Float64())/float64(n)
+			if h == 0 {
+				ts[k] = t0 + float64(k+1)*0.01
+			}
+		}
+		ys := make([]float64, n*d)
+		for x := range ys {
+			ys[x] = rng.NormFloat64()
+			if rng.IntN(40) == 0 {
+				ys[x] = special[rng.IntN(len(special))]
+			}
+		}
+		// The lane-by-lane loops' sums: the scaled cotangents, then
+		// addPowers save by save from zero; λ plus each save's in order.
+		want := make([]float64, terms*d)
+		g := make([]float64, d)
+		for k := range n {
+			for x := range g {
+				g[x] = ys[k*d+x] * scale
+			}
+			addPowers(want, g, (ts[k]-t0)/h, terms)
+		}
+		lam0 := make([]float64, d)
+		for x := range lam0 {
+			lam0[x] = rng.NormFloat64()
+		}
+		wantLam := append([]float64(nil), lam0...)
+		for k := range n {
+			for x := range wantLam {
+				wantLam[x] += ys[k*d+x] * scale
+			}
+		}
+		fill := math.Float64frombits(0x7ff8dead00000000)
+		cols := func(w int) [][]float64 {
+			x := make([][]float64, w)
+			for j := range x {
+				x[j] = make([]float64, lanes)
+				for q := range x[j] {
+					x[j][q] = fill
+				}
+			}
+			return x
+		}
+		wb, lam := cols(terms*d), cols(d)
+		for x := range lam {
+			lam[x][i] = lam0[x]
+		}
+		scr := make([]float64, (n+3)/4*4*terms)
+		coefLaneAVX(&wb[0], i, &ys[0], &ts[0], &scr[0], n, t0, h, d, terms, scale)
+		addLaneAVX(&lam[0], i, &ys[0], n, d, scale)
+		what := fmt.Sprintf("case %d (d %d, terms %d, saves %d, h %v, scale %v)", c, d, terms, n, h, scale)
+		for x := range wb {
+			for q := range lanes {
+				w := fill
+				if q == i {
+					w = want[x]
+				}
+				if math.Float64bits(wb[x][q]) != math.Float64bits(w) {
+					t.Fatalf("%s: w̄[%d] of lane %d = %v, want %v bit for bit", what, x, q, wb[x][q], w)
+				}
+			}
+		}
+		for x := range lam {
+			for q := range lanes {
+				w := fill
+				if q == i {
+					w = wantLam[x]
+				}
+				if math.Float64bits(lam[x][q]) != math.Float64bits(w) {
+					t.Fatalf("%s: λ[%d] of lane %d = %v, want %v bit for bit", what, x, q, lam[x][q], w)
+				}
+			}
+		}
+	}
+}
