@@ -59,7 +59,7 @@ func gatherRows4AVX(dst, c0, c1, c2, c3 *float64, n, stride int)
 // lane; d a multiple of 4, terms 1…8, n ≥ 1.
 //
 //go:noescape
-func coefLaneAVX(wb *[]float64, i int, ys, ts, scr *float64, n int, t, h float64, d, terms int, scale float64)
+func coefLaneAVX(wb *[]float64, i int, gb, ys, ts, scr *float64, n int, t, h float64, d, terms int, scale float64)
 
 //go:noescape
 func addLaneAVX(lam *[]float64, i int, ys *float64, n, d int, scale float64)

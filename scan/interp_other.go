@@ -29,7 +29,7 @@ func prefetchSpans(base *float64, off, lines *int, n int) {}
 
 func gatherRows4AVX(dst, c0, c1, c2, c3 *float64, n, stride int) { panic("scan: no AVX") }
 
-func coefLaneAVX(wb *[]float64, i int, ys, ts, scr *float64, n int, t, h float64, d, terms int, scale float64) {
+func coefLaneAVX(wb *[]float64, i int, gb, ys, ts, scr *float64, n int, t, h float64, d, terms int, scale float64) {
 	panic("scan: no AVX")
 }
 

@@ -490,25 +490,31 @@ pdone:
 // columns (R10 bytes on).
 #define CLSTORE(Y, X) MOVQ (AX), SI; VMOVSD X, (SI)(R8*1); MOVQ 24(AX), SI; VMOVHPD X, (SI)(R8*1); VEXTRACTF128 $1, Y, X3; MOVQ 48(AX), SI; VMOVSD X3, (SI)(R8*1); MOVQ 72(AX), SI; VMOVHPD X3, (SI)(R8*1); ADDQ R10, AX
 
-// func coefLaneAVX(wb *[]float64, i int, ys, ts, scr *float64, n int, t, h float64, d, terms int, scale float64)
+// func coefLaneAVX(wb *[]float64, i int, gb, ys, ts, scr *float64, n int, t, h float64, d, terms int, scale float64)
 //
 // wb[j·d+c][i] = Σ_k θ_k^(j+1)·(ys[k·d+c]·scale) for j < terms (1…8), c < d
 // (a multiple of 4), over the n ≥ 1 saves k in order, θ_k = (ts[k] −
 // t)/h (VSUBPD, VDIVPD), θ^j by repeated multiplication, each sum from +0
 // (addPowers' values and order: the sums coefRowsAVX computes for a lane
-// whose saves ts[0…n-1] all have a term). First the powers of every save
-// to scr (four saves at a time: save 4q+r's θ^(j+1) at
-// scr[(q·terms+j)·4+r], ⌈n/4⌉·4·terms values), then, four components at a
-// time, the sums in Y5…Y12 over the saves.
-TEXT ·coefLaneAVX(SB), NOSPLIT, $0-88
-	MOVQ         ts+24(FP), R10
-	MOVQ         scr+32(FP), DI
-	MOVQ         n+40(FP), CX
-	VBROADCASTSD t+48(FP), Y14
-	VBROADCASTSD h+56(FP), Y15
-	MOVQ         terms+72(FP), R12
-	MOVQ         R12, R9
-	SHLQ         $5, R9          // four saves' powers' bytes
+// whose saves ts[0…n-1] all have a term); gb[k·d+c] = ys[k·d+c]·scale,
+// kept for addLaneAVX. First P = 4 (terms ≤ 4) or 8 powers of every save
+// to scr (four saves at a time: save 4q+r's θ^(j+1) at scr[(q·P+j)·4+r],
+// ⌈n/4⌉·4·P values), then, four components at a time, P sums in Y5…Y12
+// over the saves, without a test a term (those past terms are of no use).
+TEXT ·coefLaneAVX(SB), NOSPLIT, $0-96
+	MOVQ         ts+32(FP), R10
+	MOVQ         scr+40(FP), DI
+	MOVQ         n+48(FP), CX
+	VBROADCASTSD t+56(FP), Y14
+	VBROADCASTSD h+64(FP), Y15
+	MOVQ         $4, R12
+	CMPQ         terms+80(FP), $4
+	JLE          clp
+	MOVQ         $8, R12
+
+clp:
+	MOVQ R12, R9
+	SHLQ $5, R9                  // four saves' powers' bytes
 
 clquads:
 	CMPQ    CX, $4
@@ -556,8 +562,8 @@ cltpow:
 	JMP     clt
 
 clsums:
-	VBROADCASTSD scale+80(FP), Y13
-	MOVQ         d+64(FP), R13
+	VBROADCASTSD scale+88(FP), Y13
+	MOVQ         d+72(FP), R13
 	SHLQ         $3, R13         // a save's bytes
 	LEAQ         -24(R9), R11    // from save 4q+3's powers to save 4q+4's
 	MOVQ         i+8(FP), R8
@@ -575,80 +581,92 @@ clblock:
 	VXORPD Y10, Y10, Y10
 	VXORPD Y11, Y11, Y11
 	VXORPD Y12, Y12, Y12
-	MOVQ   ys+16(FP), SI
+	MOVQ   ys+24(FP), SI
 	ADDQ   BX, SI                // save 0's components
-	MOVQ   scr+32(FP), DX        // save 0's powers
-	MOVQ   n+40(FP), CX
+	MOVQ   gb+16(FP), DI
+	ADDQ   BX, DI                // their kept copy
+	MOVQ   scr+40(FP), DX        // save 0's powers
+	MOVQ   n+48(FP), CX
 	XORQ   R14, R14              // the save's place in its quad
+	CMPQ   R12, $8
+	JEQ    clsave8
 
-clsave:
+clsave4:
 	VMOVUPD (SI), Y1
 	VMULPD  Y13, Y1, Y1          // ȳ
+	VMOVUPD Y1, (DI)
 	CLTERM(0, Y5)
-	CMPQ    R12, $2
-	JLT     clnext
 	CLTERM(32, Y6)
-	CMPQ    R12, $3
-	JLT     clnext
 	CLTERM(64, Y7)
-	CMPQ    R12, $4
-	JLT     clnext
 	CLTERM(96, Y8)
-	CMPQ    R12, $5
-	JLT     clnext
-	CLTERM(128, Y9)
-	CMPQ    R12, $6
-	JLT     clnext
-	CLTERM(160, Y10)
-	CMPQ    R12, $7
-	JLT     clnext
-	CLTERM(192, Y11)
-	CMPQ    R12, $8
-	JLT     clnext
-	CLTERM(224, Y12)
+	ADDQ    R13, SI
+	ADDQ    R13, DI
+	LEAQ    8(DX), AX
+	INCQ    R14
+	CMPQ    R14, $4
+	JNE     cl4next
+	XORQ    R14, R14
+	LEAQ    (DX)(R11*1), AX
 
-clnext:
-	ADDQ R13, SI
-	INCQ R14
-	CMPQ R14, $4
-	JEQ  clwrap
-	ADDQ $8, DX
+cl4next:
+	MOVQ AX, DX
 	DECQ CX
-	JNZ  clsave
+	JNZ  clsave4
 	JMP  clstore
 
-clwrap:
-	XORQ R14, R14
-	ADDQ R11, DX
+clsave8:
+	VMOVUPD (SI), Y1
+	VMULPD  Y13, Y1, Y1          // ȳ
+	VMOVUPD Y1, (DI)
+	CLTERM(0, Y5)
+	CLTERM(32, Y6)
+	CLTERM(64, Y7)
+	CLTERM(96, Y8)
+	CLTERM(128, Y9)
+	CLTERM(160, Y10)
+	CLTERM(192, Y11)
+	CLTERM(224, Y12)
+	ADDQ    R13, SI
+	ADDQ    R13, DI
+	LEAQ    8(DX), AX
+	INCQ    R14
+	CMPQ    R14, $4
+	JNE     cl8next
+	XORQ    R14, R14
+	LEAQ    (DX)(R11*1), AX
+
+cl8next:
+	MOVQ AX, DX
 	DECQ CX
-	JNZ  clsave
+	JNZ  clsave8
 
 clstore:
+	MOVQ terms+80(FP), CX
 	MOVQ wb+0(FP), AX
 	LEAQ (BX)(BX*2), SI
 	ADDQ SI, AX                  // the headers of term 1's columns of these components
 	MOVQ R13, R10
 	LEAQ (R10)(R10*2), R10       // from a term's columns to the next's: d headers
 	CLSTORE(Y5, X5)
-	CMPQ R12, $2
+	CMPQ CX, $2
 	JLT  clbnext
 	CLSTORE(Y6, X6)
-	CMPQ R12, $3
+	CMPQ CX, $3
 	JLT  clbnext
 	CLSTORE(Y7, X7)
-	CMPQ R12, $4
+	CMPQ CX, $4
 	JLT  clbnext
 	CLSTORE(Y8, X8)
-	CMPQ R12, $5
+	CMPQ CX, $5
 	JLT  clbnext
 	CLSTORE(Y9, X9)
-	CMPQ R12, $6
+	CMPQ CX, $6
 	JLT  clbnext
 	CLSTORE(Y10, X10)
-	CMPQ R12, $7
+	CMPQ CX, $7
 	JLT  clbnext
 	CLSTORE(Y11, X11)
-	CMPQ R12, $8
+	CMPQ CX, $8
 	JLT  clbnext
 	CLSTORE(Y12, X12)
 
