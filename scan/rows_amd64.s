@@ -499,8 +499,9 @@ pdone:
 // whose saves ts[0…n-1] all have a term); gb[k·d+c] = ys[k·d+c]·scale,
 // kept for addLaneAVX. First P = 4 (terms ≤ 4) or 8 powers of every save
 // to scr (four saves at a time: save 4q+r's θ^(j+1) at scr[(q·P+j)·4+r],
-// ⌈n/4⌉·4·P values), then, four components at a time, P sums in Y5…Y12
-// over the saves, without a test a term (those past terms are of no use).
+// ⌈n/4⌉·4·P values), then, four components at a time, P sums (seven
+// where terms is 7) in Y5…Y12 over the saves, without a test a term (those
+// past terms are of no use).
 TEXT ·coefLaneAVX(SB), NOSPLIT, $0-96
 	MOVQ         ts+32(FP), R10
 	MOVQ         scr+40(FP), DI
@@ -589,7 +590,10 @@ clblock:
 	MOVQ   n+48(FP), CX
 	XORQ   R14, R14              // the save's place in its quad
 	CMPQ   R12, $8
-	JEQ    clsave8
+	JNE    clsave4
+	CMPQ   terms+80(FP), $7
+	JEQ    clsave7
+	JMP    clsave8
 
 clsave4:
 	VMOVUPD (SI), Y1
@@ -639,6 +643,32 @@ cl8next:
 	MOVQ AX, DX
 	DECQ CX
 	JNZ  clsave8
+	JMP  clstore
+
+clsave7: // (Vern7's seven terms: the eighth sum left out)
+	VMOVUPD (SI), Y1
+	VMULPD  Y13, Y1, Y1          // ȳ
+	VMOVUPD Y1, (DI)
+	CLTERM(0, Y5)
+	CLTERM(32, Y6)
+	CLTERM(64, Y7)
+	CLTERM(96, Y8)
+	CLTERM(128, Y9)
+	CLTERM(160, Y10)
+	CLTERM(192, Y11)
+	ADDQ    R13, SI
+	ADDQ    R13, DI
+	LEAQ    8(DX), AX
+	INCQ    R14
+	CMPQ    R14, $4
+	JNE     cl7next
+	XORQ    R14, R14
+	LEAQ    (DX)(R11*1), AX
+
+cl7next:
+	MOVQ AX, DX
+	DECQ CX
+	JNZ  clsave7
 
 clstore:
 	MOVQ terms+80(FP), CX
