@@ -63,3 +63,8 @@ func coefLaneAVX(wb *[]float64, i int, gb, ys, ts, scr *float64, n int, t, h flo
 
 //go:noescape
 func addLaneAVX(lam *[]float64, i int, ys *float64, n, d int, scale float64)
+
+// coefLanesAVX runs coefLaneAVX over the lanes of a row (rows_amd64.s).
+//
+//go:noescape
+func coefLanesAVX(wb *[]float64, gb, bar, ts, scr *float64, perm, lo, hi *int, t, h *float64, m, cs, d, terms, keep int, scale float64)

@@ -763,3 +763,160 @@ alsave:
 aldone:
 	VZEROUPPER
 	RET
+
+// func coefLanesAVX(wb *[]float64, gb, bar, ts, scr *float64, perm, lo, hi *int, t, h *float64, m, cs, d, terms, keep int, scale float64)
+//
+// coefLaneAVX for each lane i < m of a row: its saves lo[i] ≤ k < hi[i],
+// save k's cotangents at bar[perm[i]·cs + k·d:], the first of them with
+// ts[k] > t[i] on (those at the step's start have no term: their
+// cotangents, scaled, only go to gb); a lane with no term gets zeros. gb
+// receives every save's scaled cotangents, lane after lane (keep 1), or
+// each lane's over the last's (keep 0: a scratch of the most saves' d
+// values). Before each lane it prefetches the span of lane i+4's.
+TEXT ·coefLanesAVX(SB), NOSPLIT, $136-128
+	MOVQ $0, li-8(SP)
+	MOVQ gb+8(FP), AX
+	MOVQ AX, gp-16(SP)
+
+lanes:
+	MOVQ li-8(SP), CX
+	CMPQ CX, m+80(FP)
+	JGE  lanesdone
+
+	// Prefetch lane i+4's span.
+	LEAQ  4(CX), AX
+	CMPQ  AX, m+80(FP)
+	JGE   lane
+	MOVQ  perm+40(FP), SI
+	MOVQ  (SI)(AX*8), R8
+	IMULQ cs+88(FP), R8
+	MOVQ  lo+48(FP), SI
+	MOVQ  (SI)(AX*8), R9
+	MOVQ  hi+56(FP), SI
+	MOVQ  (SI)(AX*8), R10
+	SUBQ  R9, R10
+	IMULQ d+96(FP), R9
+	ADDQ  R9, R8
+	MOVQ  bar+16(FP), SI
+	LEAQ  (SI)(R8*8), SI          // its first save
+	IMULQ d+96(FP), R10
+	SHLQ  $3, R10
+	ADDQ  $63, R10
+	SHRQ  $6, R10
+	INCQ  R10                     // its lines (64 bytes), one more for a span across lines
+
+pf:
+	PREFETCHT0 (SI)
+	ADDQ       $64, SI
+	DECQ       R10
+	JNZ        pf
+
+lane:
+	MOVQ lo+48(FP), SI
+	MOVQ (SI)(CX*8), R9           // l
+	MOVQ hi+56(FP), SI
+	MOVQ (SI)(CX*8), R10          // e
+	CMPQ R9, R10
+	JEQ  zero
+	MOVQ  perm+40(FP), SI
+	MOVQ  (SI)(CX*8), R8
+	IMULQ cs+88(FP), R8
+	MOVQ  R9, AX
+	IMULQ d+96(FP), AX
+	ADDQ  AX, R8
+	MOVQ  bar+16(FP), SI
+	LEAQ  (SI)(R8*8), SI          // save l's cotangents
+	MOVQ  gp-16(SP), DI           // their kept copy
+	MOVQ  t+64(FP), AX
+	VMOVSD (AX)(CX*8), X1         // t[i]
+	MOVQ  ts+24(FP), BX
+	VBROADCASTSD scale+120(FP), Y13
+	MOVQ  d+96(FP), R13
+	SHLQ  $3, R13                 // a save's bytes
+	MOVQ  R9, R11                 // k
+
+prefix:
+	CMPQ     R11, R10
+	JGE      prefixdone
+	VMOVSD   (BX)(R11*8), X0
+	VUCOMISD X1, X0
+	JHI      prefixdone           // ts[k] > t[i]: the saves from k on have a term
+	XORQ     AX, AX
+
+pcopy:
+	VMOVUPD (SI)(AX*1), Y2
+	VMULPD  Y13, Y2, Y2
+	VMOVUPD Y2, (DI)(AX*1)
+	ADDQ    $32, AX
+	CMPQ    AX, R13
+	JLT     pcopy
+	ADDQ    R13, SI
+	ADDQ    R13, DI
+	INCQ    R11
+	JMP     prefix
+
+prefixdone:
+	MOVQ R10, R12
+	SUBQ R11, R12                 // the saves with a term
+	JEQ  nolterm
+	MOVQ wb+0(FP), AX
+	MOVQ AX, 0(SP)
+	MOVQ CX, 8(SP)
+	MOVQ DI, 16(SP)
+	MOVQ SI, 24(SP)
+	LEAQ (BX)(R11*8), AX
+	MOVQ AX, 32(SP)
+	MOVQ scr+32(FP), AX
+	MOVQ AX, 40(SP)
+	MOVQ R12, 48(SP)
+	VMOVSD X1, 56(SP)
+	MOVQ h+72(FP), AX
+	MOVQ (AX)(CX*8), AX
+	MOVQ AX, 64(SP)
+	MOVQ d+96(FP), AX
+	MOVQ AX, 72(SP)
+	MOVQ terms+104(FP), AX
+	MOVQ AX, 80(SP)
+	MOVQ scale+120(FP), AX
+	MOVQ AX, 88(SP)
+	CALL ·coefLaneAVX(SB)
+	JMP  advance
+
+nolterm:
+	JMP zerow
+
+advance:
+	CMPQ keep+112(FP), $0
+	JEQ  next
+	MOVQ li-8(SP), CX
+	MOVQ lo+48(FP), SI
+	MOVQ hi+56(FP), DI
+	MOVQ (DI)(CX*8), AX
+	SUBQ (SI)(CX*8), AX
+	IMULQ d+96(FP), AX
+	SHLQ $3, AX
+	ADDQ AX, gp-16(SP)
+	JMP  next
+
+zero:
+zerow: // w̄ = 0 for lane i (no term)
+	MOVQ  li-8(SP), R8
+	MOVQ  wb+0(FP), AX
+	MOVQ  terms+104(FP), DX
+	IMULQ d+96(FP), DX
+
+zloop:
+	MOVQ (AX), SI
+	MOVQ $0, (SI)(R8*8)
+	ADDQ $24, AX
+	DECQ DX
+	JNZ  zloop
+	JMP  advance
+
+next:
+	INCQ li-8(SP)
+	JMP  lanes
+
+lanesdone:
+	VZEROUPPER
+	RET

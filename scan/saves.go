@@ -230,9 +230,6 @@ type saveSweep struct {
 	rowPow  []float64
 	rowOff  []int
 	rowKept bool
-	// laneOff is coefBarLanes' rowBar offset of each lane's cotangents
-	// (−1 where not kept).
-	laneOff []int
 }
 
 // rowBarMax is the most cotangents coefBarRows keeps for addRowRows (4
@@ -751,66 +748,42 @@ func (sw *saveSweep) byLanes() bool {
 // kernels.
 var useLanes = true
 
-// coefBarLanes is coefBar lane by lane (coefLaneAVX) on the cotangents in
-// the saves' own layout: the same sums, bit for bit. A lane's saves at
-// its step's start (the first of its range, θ = 0) have no term; a lane
-// with no term gets zeros. It keeps each lane's cotangents, scaled, one
-// lane's after the other (rowBar, up to rowBarMax values a row; laneOff,
-// −1 past it), for addRowLanes to read back from there.
+// coefBarLanes is coefBar lane by lane (coefLanesAVX, coefLaneAVX) on the
+// cotangents in the saves' own layout: the same sums, bit for bit. A
+// lane's saves at its step's start (the first of its range, θ = 0) have
+// no term; a lane with no term gets zeros. Where the row's saves number
+// rowBarMax values or fewer it keeps their cotangents, scaled, one lane's
+// after the other (rowBar), for addRowLanes to read back from there.
 func (sw *saveSweep) coefBarLanes(bar, t, h []float64, m int) [][]float64 {
 	d, terms, ts := sw.d, sw.m, sw.sv.Times
 	if ns := (sw.k + 3) / 4 * 4 * 8; len(sw.rowPow) < ns {
 		sw.rowPow = make([]float64, ns)
 	}
-	if len(sw.rowScr) < sw.k*d {
+	lo, hi := sw.end[:m], sw.cur[:m]
+	total := 0
+	for i, l := range lo {
+		total += hi[i] - l
+	}
+	total *= d
+	keep, gb := 0, sw.rowScr
+	if total <= rowBarMax {
+		if len(sw.rowBar) < total {
+			sw.rowBar = make([]float64, min(rowBarMax, max(total, 2*len(sw.rowBar))))
+		}
+		keep, gb = 1, sw.rowBar
+	} else if len(sw.rowScr) < sw.k*d {
 		sw.rowScr = make([]float64, sw.k*d)
+		gb = sw.rowScr
 	}
-	if cap(sw.laneOff) < m {
-		sw.laneOff = make([]int, m)
+	if m > 0 && total > 0 {
+		_, cs := sw.barLayout()
+		coefLanesAVX(&sw.wbar[0], &gb[0], &bar[0], &ts[0], &sw.rowPow[0], &sw.l.perm[0], &lo[0], &hi[0], &t[0], &h[0], m, cs, d, terms, keep, sw.barScale())
+	} else {
+		for _, c := range sw.wbar {
+			clear(c[:m])
+		}
 	}
-	_, cs := sw.barLayout()
-	scale := sw.barScale()
-	lo, hi, perm, off := sw.end[:m], sw.cur[:m], sw.l.perm[:m], sw.laneOff[:m]
-	used := 0 // rowBar's values kept
-	for i := range m {
-		if i&3 == 0 {
-			sw.prefetchGroup(bar, i+4, m)
-		}
-		l, e := lo[i], hi[i]
-		off[i] = -1
-		if l == e {
-			for _, c := range sw.wbar {
-				c[i] = 0
-			}
-			continue
-		}
-		src := bar[perm[i]*cs+l*d : perm[i]*cs+e*d]
-		gb := sw.rowScr[:len(src)]
-		if need := len(src); used+need <= rowBarMax {
-			if len(sw.rowBar) < used+need {
-				b := make([]float64, min(rowBarMax, max(used+need, 2*len(sw.rowBar))))
-				copy(b, sw.rowBar[:used])
-				sw.rowBar = b
-			}
-			gb, off[i] = sw.rowBar[used:used+need], used
-			used += need
-		}
-		k := l
-		for k < e && !(ts[k] > t[i]) {
-			for x := range d {
-				gb[(k-l)*d+x] = src[(k-l)*d+x] * scale
-			}
-			k++
-		}
-		if k == e {
-			for _, c := range sw.wbar {
-				c[i] = 0
-			}
-			continue
-		}
-		coefLaneAVX(&sw.wbar[0], i, &gb[(k-l)*d], &src[(k-l)*d], &ts[k], &sw.rowPow[0], e-k, t[i], h[i], d, terms, scale)
-	}
-	sw.rowKept = true
+	sw.rowKept = keep == 1
 	return sw.wbar
 }
 
@@ -823,13 +796,15 @@ func (sw *saveSweep) addRowLanes(lam [][]float64, bar []float64, m int) {
 	kept := sw.rowKept
 	sw.rowKept = false
 	lo, hi, perm := sw.end[:m], sw.cur[:m], sw.l.perm[:m]
+	off := 0 // the lane's kept cotangents in rowBar
 	for i := range m {
 		k, e := lo[i], hi[i]
 		switch {
 		case k == e:
-		case kept && sw.laneOff[i] >= 0:
+		case kept:
 			// (kept scaled: ×1 leaves every value as it is)
-			addLaneAVX(&lam[0], i, &sw.rowBar[sw.laneOff[i]], e-k, d, 1)
+			addLaneAVX(&lam[0], i, &sw.rowBar[off], e-k, d, 1)
+			off += (e - k) * d
 		default:
 			addLaneAVX(&lam[0], i, &bar[perm[i]*cs+k*d], e-k, d, scale)
 		}
