@@ -30,7 +30,7 @@ const (
 	// extra steps, but each bracketing step computes its extension's
 	// coefficients (Vern7: six more stages) and each save time a Horner
 	// sum: on the CPU engine 1,000 save times of a Kepler ensemble cost
-	// about 1.4× one in Solve and 1.8× in Grad with Tsit5, 1.6× and 2.6×
+	// about 1.4× one in Solve and 1.6× in Grad with Tsit5, 1.6× and 2.4×
 	// with Vern7 (bench/RESULTS.md, docs/more-results.md). The
 	// accuracy is the extension's (see Problem.SaveAt): within a small
 	// multiple of the mesh states' error for Tsit5, Vern7 and

@@ -166,9 +166,9 @@
 // step, and each save time Terms·Dim multiply-adds and its Dim values.
 // Measured (BenchmarkSaveAtKeplerRatio, 4,096 Kepler orbits at RelTol
 // 1e-8, one core of a shared 2-core machine, CPU-time ratios, medians of
-// alternated runs; docs/more-results.md, sessions 48–50), 1 → 1,000 save
+// alternated runs; docs/more-results.md, sessions 48–51), 1 → 1,000 save
 // times: Solve 1.4× with Tsit5, 2.1× with Vern7; Grad (a loss of the
-// saves' squares) 1.75× with Tsit5 and 2.6× with Vern7 (70 → 181 ms
+// saves' squares) 1.6× with Tsit5 and 2.4× with Vern7 (74 → 182 ms
 // of CPU a call). Writing the 131 MB of output alone would take the 1-save
 // Solve to 1.14× (Tsit5) and 1.27× (Vern7); the rest is the extension's
 // coefficients (Vern7's six extra stages: 60% more field evaluations),

@@ -52,3 +52,19 @@ func prefetchSpans(base *float64, off, lines *int, n int)
 //
 //go:noescape
 func gatherRows4AVX(dst, c0, c1, c2, c3 *float64, n, stride int)
+
+// coefLaneAVX and addLaneAVX are coefBar's and addRow's kernels for one
+// lane whose cotangents are in the saves' own layout (rows_amd64.s): wb
+// and lam point to the first slice header of the columns (w̄, λ), i is the
+// lane; d a multiple of 4, terms 1…8, n ≥ 1.
+//
+//go:noescape
+func coefLaneAVX(wb *[]float64, i int, gb, ys, ts, scr *float64, n int, t, h float64, d, terms int, scale float64)
+
+//go:noescape
+func addLaneAVX(lam *[]float64, i int, ys *float64, n, d int, scale float64)
+
+// coefLanesAVX runs coefLaneAVX over the lanes of a row (rows_amd64.s).
+//
+//go:noescape
+func coefLanesAVX(wb *[]float64, gb, bar, ts, scr *float64, perm, lo, hi *int, t, h *float64, m, cs, d, terms, keep int, scale float64)

@@ -28,3 +28,13 @@ func scatterColAVX(dst, src *float64, n, stride int) { panic("scan: no AVX") }
 func prefetchSpans(base *float64, off, lines *int, n int) {}
 
 func gatherRows4AVX(dst, c0, c1, c2, c3 *float64, n, stride int) { panic("scan: no AVX") }
+
+func coefLaneAVX(wb *[]float64, i int, gb, ys, ts, scr *float64, n int, t, h float64, d, terms int, scale float64) {
+	panic("scan: no AVX")
+}
+
+func addLaneAVX(lam *[]float64, i int, ys *float64, n, d int, scale float64) { panic("scan: no AVX") }
+
+func coefLanesAVX(wb *[]float64, gb, bar, ts, scr *float64, perm, lo, hi *int, t, h *float64, m, cs, d, terms, keep int, scale float64) {
+	panic("scan: no AVX")
+}

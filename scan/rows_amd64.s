@@ -471,3 +471,452 @@ pnext:
 
 pdone:
 	RET
+
+// The backward sweep's sums over a row's saves in the saves' own layout
+// (Saves.BarMajor false), one lane at a time (saveSweep.coefBarLanes,
+// addRowLanes): a lane's saves of the row are one span of its
+// trajectory's row, a save's d components side by side, so four
+// components are one vector and no lanes are transposed. Each sum is the
+// lane-by-lane loops' (addPowers, addRow) in the same order, each
+// operation with the operands in the order coefRowsAVX and addRowsAVX
+// give them.
+
+// CLTERM adds θ^j·ȳ (θ^j broadcast from off(DX), ȳ in Y1) to acc.
+#define CLTERM(off, acc) VBROADCASTSD off(DX), Y3; VMULPD Y1, Y3, Y4; VADDPD acc, Y4, acc
+
+// CLSTORE stores the four values of Y (X its low half) to lane R8's
+// entries (byte offset R8) of the four columns whose slice headers are
+// at AX, 24(AX), 48(AX) and 72(AX), then moves AX to the next term's
+// columns (R10 bytes on).
+#define CLSTORE(Y, X) MOVQ (AX), SI; VMOVSD X, (SI)(R8*1); MOVQ 24(AX), SI; VMOVHPD X, (SI)(R8*1); VEXTRACTF128 $1, Y, X3; MOVQ 48(AX), SI; VMOVSD X3, (SI)(R8*1); MOVQ 72(AX), SI; VMOVHPD X3, (SI)(R8*1); ADDQ R10, AX
+
+// func coefLaneAVX(wb *[]float64, i int, gb, ys, ts, scr *float64, n int, t, h float64, d, terms int, scale float64)
+//
+// wb[j·d+c][i] = Σ_k θ_k^(j+1)·(ys[k·d+c]·scale) for j < terms (1…8), c < d
+// (a multiple of 4), over the n ≥ 1 saves k in order, θ_k = (ts[k] −
+// t)/h (VSUBPD, VDIVPD), θ^j by repeated multiplication, each sum from +0
+// (addPowers' values and order: the sums coefRowsAVX computes for a lane
+// whose saves ts[0…n-1] all have a term); gb[k·d+c] = ys[k·d+c]·scale,
+// kept for addLaneAVX. First P = 4 (terms ≤ 4) or 8 powers of every save
+// to scr (four saves at a time: save 4q+r's θ^(j+1) at scr[(q·P+j)·4+r],
+// ⌈n/4⌉·4·P values), then, four components at a time, P sums (seven
+// where terms is 7) in Y5…Y12 over the saves, without a test a term (those
+// past terms are of no use).
+TEXT ·coefLaneAVX(SB), NOSPLIT, $0-96
+	MOVQ         ts+32(FP), R10
+	MOVQ         scr+40(FP), DI
+	MOVQ         n+48(FP), CX
+	VBROADCASTSD t+56(FP), Y14
+	VBROADCASTSD h+64(FP), Y15
+	MOVQ         $4, R12
+	CMPQ         terms+80(FP), $4
+	JLE          clp
+	MOVQ         $8, R12
+
+clp:
+	MOVQ R12, R9
+	SHLQ $5, R9                  // four saves' powers' bytes
+
+clquads:
+	CMPQ    CX, $4
+	JLT     cltail
+	VMOVUPD (R10), Y0
+	VSUBPD  Y14, Y0, Y0
+	VDIVPD  Y15, Y0, Y0          // four saves' θ
+	VMOVAPD Y0, Y1
+	MOVQ    DI, SI
+	MOVQ    R12, DX
+
+clqpow:
+	VMOVUPD Y1, (SI)
+	ADDQ    $32, SI
+	VMULPD  Y0, Y1, Y1
+	DECQ    DX
+	JNZ     clqpow
+	ADDQ    R9, DI
+	ADDQ    $32, R10
+	SUBQ    $4, CX
+	JMP     clquads
+
+cltail:
+	MOVQ DI, BX                  // the last quad's first save
+
+clt:
+	TESTQ   CX, CX
+	JEQ     clsums
+	VMOVSD  (R10), X0
+	VSUBSD  X14, X0, X0
+	VDIVSD  X15, X0, X0          // θ
+	VMOVAPD X0, X1
+	MOVQ    BX, SI
+	MOVQ    R12, DX
+
+cltpow:
+	VMOVSD  X1, (SI)
+	ADDQ    $32, SI
+	VMULSD  X0, X1, X1
+	DECQ    DX
+	JNZ     cltpow
+	ADDQ    $8, BX
+	ADDQ    $8, R10
+	DECQ    CX
+	JMP     clt
+
+clsums:
+	VBROADCASTSD scale+88(FP), Y13
+	MOVQ         d+72(FP), R13
+	SHLQ         $3, R13         // a save's bytes
+	LEAQ         -24(R9), R11    // from save 4q+3's powers to save 4q+4's
+	MOVQ         i+8(FP), R8
+	SHLQ         $3, R8          // the lane's bytes in a column
+	XORQ         BX, BX          // the components' offset in bytes
+
+clblock:
+	CMPQ   BX, R13
+	JGE    cldone
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	VXORPD Y12, Y12, Y12
+	MOVQ   ys+24(FP), SI
+	ADDQ   BX, SI                // save 0's components
+	MOVQ   gb+16(FP), DI
+	ADDQ   BX, DI                // their kept copy
+	MOVQ   scr+40(FP), DX        // save 0's powers
+	MOVQ   n+48(FP), CX
+	XORQ   R14, R14              // the save's place in its quad
+	CMPQ   R12, $8
+	JNE    clsave4
+	CMPQ   terms+80(FP), $7
+	JEQ    clsave7
+	JMP    clsave8
+
+clsave4:
+	VMOVUPD (SI), Y1
+	VMULPD  Y13, Y1, Y1          // ȳ
+	VMOVUPD Y1, (DI)
+	CLTERM(0, Y5)
+	CLTERM(32, Y6)
+	CLTERM(64, Y7)
+	CLTERM(96, Y8)
+	ADDQ    R13, SI
+	ADDQ    R13, DI
+	LEAQ    8(DX), AX
+	INCQ    R14
+	CMPQ    R14, $4
+	JNE     cl4next
+	XORQ    R14, R14
+	LEAQ    (DX)(R11*1), AX
+
+cl4next:
+	MOVQ AX, DX
+	DECQ CX
+	JNZ  clsave4
+	JMP  clstore
+
+clsave8:
+	VMOVUPD (SI), Y1
+	VMULPD  Y13, Y1, Y1          // ȳ
+	VMOVUPD Y1, (DI)
+	CLTERM(0, Y5)
+	CLTERM(32, Y6)
+	CLTERM(64, Y7)
+	CLTERM(96, Y8)
+	CLTERM(128, Y9)
+	CLTERM(160, Y10)
+	CLTERM(192, Y11)
+	CLTERM(224, Y12)
+	ADDQ    R13, SI
+	ADDQ    R13, DI
+	LEAQ    8(DX), AX
+	INCQ    R14
+	CMPQ    R14, $4
+	JNE     cl8next
+	XORQ    R14, R14
+	LEAQ    (DX)(R11*1), AX
+
+cl8next:
+	MOVQ AX, DX
+	DECQ CX
+	JNZ  clsave8
+	JMP  clstore
+
+clsave7: // (Vern7's seven terms: the eighth sum left out)
+	VMOVUPD (SI), Y1
+	VMULPD  Y13, Y1, Y1          // ȳ
+	VMOVUPD Y1, (DI)
+	CLTERM(0, Y5)
+	CLTERM(32, Y6)
+	CLTERM(64, Y7)
+	CLTERM(96, Y8)
+	CLTERM(128, Y9)
+	CLTERM(160, Y10)
+	CLTERM(192, Y11)
+	ADDQ    R13, SI
+	ADDQ    R13, DI
+	LEAQ    8(DX), AX
+	INCQ    R14
+	CMPQ    R14, $4
+	JNE     cl7next
+	XORQ    R14, R14
+	LEAQ    (DX)(R11*1), AX
+
+cl7next:
+	MOVQ AX, DX
+	DECQ CX
+	JNZ  clsave7
+
+clstore:
+	MOVQ terms+80(FP), CX
+	MOVQ wb+0(FP), AX
+	LEAQ (BX)(BX*2), SI
+	ADDQ SI, AX                  // the headers of term 1's columns of these components
+	MOVQ R13, R10
+	LEAQ (R10)(R10*2), R10       // from a term's columns to the next's: d headers
+	CLSTORE(Y5, X5)
+	CMPQ CX, $2
+	JLT  clbnext
+	CLSTORE(Y6, X6)
+	CMPQ CX, $3
+	JLT  clbnext
+	CLSTORE(Y7, X7)
+	CMPQ CX, $4
+	JLT  clbnext
+	CLSTORE(Y8, X8)
+	CMPQ CX, $5
+	JLT  clbnext
+	CLSTORE(Y9, X9)
+	CMPQ CX, $6
+	JLT  clbnext
+	CLSTORE(Y10, X10)
+	CMPQ CX, $7
+	JLT  clbnext
+	CLSTORE(Y11, X11)
+	CMPQ CX, $8
+	JLT  clbnext
+	CLSTORE(Y12, X12)
+
+clbnext:
+	ADDQ $32, BX
+	JMP  clblock
+
+cldone:
+	VZEROUPPER
+	RET
+
+// func addLaneAVX(lam *[]float64, i int, ys *float64, n, d int, scale float64)
+//
+// lam[c][i] += ys[k·d+c]·scale for c < d (a multiple of 4) and each of the
+// n ≥ 1 saves k in order (addRowsAVX's sums for one lane), four
+// components at a time in a register.
+TEXT ·addLaneAVX(SB), NOSPLIT, $0-48
+	MOVQ         i+8(FP), R8
+	SHLQ         $3, R8          // the lane's bytes in a column
+	MOVQ         d+32(FP), R13
+	SHLQ         $3, R13         // a save's bytes
+	VBROADCASTSD scale+40(FP), Y13
+	XORQ         BX, BX          // the components' offset in bytes
+
+alblock:
+	CMPQ        BX, R13
+	JGE         aldone
+	MOVQ        lam+0(FP), AX
+	LEAQ        (BX)(BX*2), SI
+	ADDQ        SI, AX           // the headers of these components' columns
+	MOVQ        (AX), SI
+	VMOVSD      (SI)(R8*1), X0
+	MOVQ        24(AX), SI
+	VMOVHPD     (SI)(R8*1), X0, X0
+	MOVQ        48(AX), SI
+	VMOVSD      (SI)(R8*1), X2
+	MOVQ        72(AX), SI
+	VMOVHPD     (SI)(R8*1), X2, X2
+	VINSERTF128 $1, X2, Y0, Y0   // λ
+	MOVQ        ys+16(FP), SI
+	ADDQ        BX, SI
+	MOVQ        n+24(FP), CX
+
+alsave:
+	VMOVUPD (SI), Y1
+	VMULPD  Y13, Y1, Y1
+	VADDPD  Y0, Y1, Y0
+	ADDQ    R13, SI
+	DECQ    CX
+	JNZ     alsave
+
+	MOVQ         (AX), SI
+	VMOVSD       X0, (SI)(R8*1)
+	MOVQ         24(AX), SI
+	VMOVHPD      X0, (SI)(R8*1)
+	VEXTRACTF128 $1, Y0, X2
+	MOVQ         48(AX), SI
+	VMOVSD       X2, (SI)(R8*1)
+	MOVQ         72(AX), SI
+	VMOVHPD      X2, (SI)(R8*1)
+	ADDQ         $32, BX
+	JMP          alblock
+
+aldone:
+	VZEROUPPER
+	RET
+
+// func coefLanesAVX(wb *[]float64, gb, bar, ts, scr *float64, perm, lo, hi *int, t, h *float64, m, cs, d, terms, keep int, scale float64)
+//
+// coefLaneAVX for each lane i < m of a row: its saves lo[i] ≤ k < hi[i],
+// save k's cotangents at bar[perm[i]·cs + k·d:], the first of them with
+// ts[k] > t[i] on (those at the step's start have no term: their
+// cotangents, scaled, only go to gb); a lane with no term gets zeros. gb
+// receives every save's scaled cotangents, lane after lane (keep 1), or
+// each lane's over the last's (keep 0: a scratch of the most saves' d
+// values). Before each lane it prefetches the span of lane i+4's.
+TEXT ·coefLanesAVX(SB), NOSPLIT, $136-128
+	MOVQ $0, li-8(SP)
+	MOVQ gb+8(FP), AX
+	MOVQ AX, gp-16(SP)
+
+lanes:
+	MOVQ li-8(SP), CX
+	CMPQ CX, m+80(FP)
+	JGE  lanesdone
+
+	// Prefetch lane i+4's span.
+	LEAQ  4(CX), AX
+	CMPQ  AX, m+80(FP)
+	JGE   lane
+	MOVQ  perm+40(FP), SI
+	MOVQ  (SI)(AX*8), R8
+	IMULQ cs+88(FP), R8
+	MOVQ  lo+48(FP), SI
+	MOVQ  (SI)(AX*8), R9
+	MOVQ  hi+56(FP), SI
+	MOVQ  (SI)(AX*8), R10
+	SUBQ  R9, R10
+	IMULQ d+96(FP), R9
+	ADDQ  R9, R8
+	MOVQ  bar+16(FP), SI
+	LEAQ  (SI)(R8*8), SI          // its first save
+	IMULQ d+96(FP), R10
+	SHLQ  $3, R10
+	ADDQ  $63, R10
+	SHRQ  $6, R10
+	INCQ  R10                     // its lines (64 bytes), one more for a span across lines
+
+pf:
+	PREFETCHT0 (SI)
+	ADDQ       $64, SI
+	DECQ       R10
+	JNZ        pf
+
+lane:
+	MOVQ lo+48(FP), SI
+	MOVQ (SI)(CX*8), R9           // l
+	MOVQ hi+56(FP), SI
+	MOVQ (SI)(CX*8), R10          // e
+	CMPQ R9, R10
+	JEQ  zero
+	MOVQ  perm+40(FP), SI
+	MOVQ  (SI)(CX*8), R8
+	IMULQ cs+88(FP), R8
+	MOVQ  R9, AX
+	IMULQ d+96(FP), AX
+	ADDQ  AX, R8
+	MOVQ  bar+16(FP), SI
+	LEAQ  (SI)(R8*8), SI          // save l's cotangents
+	MOVQ  gp-16(SP), DI           // their kept copy
+	MOVQ  t+64(FP), AX
+	VMOVSD (AX)(CX*8), X1         // t[i]
+	MOVQ  ts+24(FP), BX
+	VBROADCASTSD scale+120(FP), Y13
+	MOVQ  d+96(FP), R13
+	SHLQ  $3, R13                 // a save's bytes
+	MOVQ  R9, R11                 // k
+
+prefix:
+	CMPQ     R11, R10
+	JGE      prefixdone
+	VMOVSD   (BX)(R11*8), X0
+	VUCOMISD X1, X0
+	JHI      prefixdone           // ts[k] > t[i]: the saves from k on have a term
+	XORQ     AX, AX
+
+pcopy:
+	VMOVUPD (SI)(AX*1), Y2
+	VMULPD  Y13, Y2, Y2
+	VMOVUPD Y2, (DI)(AX*1)
+	ADDQ    $32, AX
+	CMPQ    AX, R13
+	JLT     pcopy
+	ADDQ    R13, SI
+	ADDQ    R13, DI
+	INCQ    R11
+	JMP     prefix
+
+prefixdone:
+	MOVQ R10, R12
+	SUBQ R11, R12                 // the saves with a term
+	JEQ  nolterm
+	MOVQ wb+0(FP), AX
+	MOVQ AX, 0(SP)
+	MOVQ CX, 8(SP)
+	MOVQ DI, 16(SP)
+	MOVQ SI, 24(SP)
+	LEAQ (BX)(R11*8), AX
+	MOVQ AX, 32(SP)
+	MOVQ scr+32(FP), AX
+	MOVQ AX, 40(SP)
+	MOVQ R12, 48(SP)
+	VMOVSD X1, 56(SP)
+	MOVQ h+72(FP), AX
+	MOVQ (AX)(CX*8), AX
+	MOVQ AX, 64(SP)
+	MOVQ d+96(FP), AX
+	MOVQ AX, 72(SP)
+	MOVQ terms+104(FP), AX
+	MOVQ AX, 80(SP)
+	MOVQ scale+120(FP), AX
+	MOVQ AX, 88(SP)
+	CALL ·coefLaneAVX(SB)
+	JMP  advance
+
+nolterm:
+	JMP zerow
+
+advance:
+	CMPQ keep+112(FP), $0
+	JEQ  next
+	MOVQ li-8(SP), CX
+	MOVQ lo+48(FP), SI
+	MOVQ hi+56(FP), DI
+	MOVQ (DI)(CX*8), AX
+	SUBQ (SI)(CX*8), AX
+	IMULQ d+96(FP), AX
+	SHLQ $3, AX
+	ADDQ AX, gp-16(SP)
+	JMP  next
+
+zero:
+zerow: // w̄ = 0 for lane i (no term)
+	MOVQ  li-8(SP), R8
+	MOVQ  wb+0(FP), AX
+	MOVQ  terms+104(FP), DX
+	IMULQ d+96(FP), DX
+
+zloop:
+	MOVQ (AX), SI
+	MOVQ $0, (SI)(R8*8)
+	ADDQ $24, AX
+	DECQ DX
+	JNZ  zloop
+	JMP  advance
+
+next:
+	INCQ li-8(SP)
+	JMP  lanes
+
+lanesdone:
+	VZEROUPPER
+	RET

@@ -594,6 +594,9 @@ func (sw *saveSweep) gatherRow(bar []float64, m int) {
 // lane's saves inside its step (bar laid out as Saves.BarMajor says),
 // zero elsewhere, each sum in time order.
 func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
+	if sw.byLanes() {
+		return sw.coefBarLanes(bar, t, h, m)
+	}
 	if sw.byRows() {
 		return sw.coefBarRows(bar, t, h, m)
 	}
@@ -625,6 +628,11 @@ func (sw *saveSweep) coefBar(bar, t, h []float64, m int) [][]float64 {
 // lanes (∂y(τ)/∂y_s = I), each lane's in time order, and moves the
 // cursors to the row's start.
 func (sw *saveSweep) addRow(lam [][]float64, bar []float64, m int) {
+	if sw.byLanes() {
+		sw.addRowLanes(lam, bar, m)
+		copy(sw.cur[:m], sw.end[:m])
+		return
+	}
 	if sw.byRows() {
 		sw.addRowRows(lam, bar, m)
 		copy(sw.cur[:m], sw.end[:m])
@@ -725,6 +733,83 @@ func (sw *saveSweep) barLayout() (rs, cs int) {
 // useRows lets tests compare coefBarRows and addRowRows with the
 // lane-by-lane loops.
 var useRows = true
+
+// byLanes reports whether coefBar and addRow run their AVX kernels lane
+// by lane on the cotangents in the saves' own layout (coefBarLanes,
+// addRowLanes): there a lane's saves of a row are one span, a save's
+// components side by side, which the kernels read as vectors of four
+// components (D a multiple of 4, at most 8 terms) where the row kernels
+// would gather and transpose four lanes' values one by one.
+func (sw *saveSweep) byLanes() bool {
+	return sw.byRows() && useLanes && !sw.sv.BarMajor && sw.d%4 == 0 && sw.m >= 1 && sw.m <= 8
+}
+
+// useLanes lets tests compare coefBarLanes and addRowLanes with the row
+// kernels.
+var useLanes = true
+
+// coefBarLanes is coefBar lane by lane (coefLanesAVX, coefLaneAVX) on the
+// cotangents in the saves' own layout: the same sums, bit for bit. A
+// lane's saves at its step's start (the first of its range, θ = 0) have
+// no term; a lane with no term gets zeros. Where the row's saves number
+// rowBarMax values or fewer it keeps their cotangents, scaled, one lane's
+// after the other (rowBar), for addRowLanes to read back from there.
+func (sw *saveSweep) coefBarLanes(bar, t, h []float64, m int) [][]float64 {
+	d, terms, ts := sw.d, sw.m, sw.sv.Times
+	if ns := (sw.k + 3) / 4 * 4 * 8; len(sw.rowPow) < ns {
+		sw.rowPow = make([]float64, ns)
+	}
+	lo, hi := sw.end[:m], sw.cur[:m]
+	total := 0
+	for i, l := range lo {
+		total += hi[i] - l
+	}
+	total *= d
+	keep, gb := 0, sw.rowScr
+	if total <= rowBarMax {
+		if len(sw.rowBar) < total {
+			sw.rowBar = make([]float64, min(rowBarMax, max(total, 2*len(sw.rowBar))))
+		}
+		keep, gb = 1, sw.rowBar
+	} else if len(sw.rowScr) < sw.k*d {
+		sw.rowScr = make([]float64, sw.k*d)
+		gb = sw.rowScr
+	}
+	if m > 0 && total > 0 {
+		_, cs := sw.barLayout()
+		coefLanesAVX(&sw.wbar[0], &gb[0], &bar[0], &ts[0], &sw.rowPow[0], &sw.l.perm[0], &lo[0], &hi[0], &t[0], &h[0], m, cs, d, terms, keep, sw.barScale())
+	} else {
+		for _, c := range sw.wbar {
+			clear(c[:m])
+		}
+	}
+	sw.rowKept = keep == 1
+	return sw.wbar
+}
+
+// addRowLanes is addRow's sums lane by lane (addLaneAVX) on the
+// cotangents in the saves' own layout, or on those coefBarLanes kept: λ
+// plus each lane's saves' cotangents in time order, bit for bit.
+func (sw *saveSweep) addRowLanes(lam [][]float64, bar []float64, m int) {
+	_, cs := sw.barLayout()
+	d, scale := sw.d, sw.barScale()
+	kept := sw.rowKept
+	sw.rowKept = false
+	lo, hi, perm := sw.end[:m], sw.cur[:m], sw.l.perm[:m]
+	off := 0 // the lane's kept cotangents in rowBar
+	for i := range m {
+		k, e := lo[i], hi[i]
+		switch {
+		case k == e:
+		case kept:
+			// (kept scaled: ×1 leaves every value as it is)
+			addLaneAVX(&lam[0], i, &sw.rowBar[off], e-k, d, 1)
+			off += (e - k) * d
+		default:
+			addLaneAVX(&lam[0], i, &bar[perm[i]*cs+k*d], e-k, d, scale)
+		}
+	}
+}
 
 // group4 sets the columns (each trajectory's offset in the cotangents,
 // see barLayout), save ranges, start times and step sizes of the lanes

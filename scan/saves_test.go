@@ -35,6 +35,48 @@ func extMidpointStep(t *testing.T) *Step {
 	return st
 }
 
+// extMidpointStep4 is extMidpointStep on two copies of its system side by
+// side (D 4: a lane's save is one vector of four components for the
+// lane-by-lane kernels, coefBarLanes).
+func extMidpointStep4(t *testing.T) *Step {
+	t.Helper()
+	f := func(tt tape.V, y []tape.V, p, s tape.V) []tape.V {
+		return []tape.V{p.Mul(y[1]).Add(s.Mul(tt.Sin())), y[0].Mul(y[1]).Neg(), p.Mul(y[3]).Sub(y[0]), y[2].Mul(y[3]).Neg()}
+	}
+	in := []tape.Input{{Name: "t"}, {Name: "h"}, {Name: "y0"}, {Name: "y1"}, {Name: "y2"}, {Name: "y3"}, {Name: "p"}, {Name: "s", Shared: true}}
+	step := func(ext bool) func(in []tape.V) []tape.V {
+		return func(in []tape.V) []tape.V {
+			tt, h, y, p, s := in[0], in[1], in[2:6], in[6], in[7]
+			k1 := f(tt, y, p, s)
+			half := h.MulC(0.5)
+			ym := make([]tape.V, 4)
+			for c := range ym {
+				ym[c] = y[c].Add(half.Mul(k1[c]))
+			}
+			k2 := f(tt.Add(half), ym, p, s)
+			out := make([]tape.V, 12)
+			for c := range 4 {
+				out[c] = y[c].Add(h.Mul(k2[c]))
+				out[4+c] = h.Mul(k1[c])
+				out[8+c] = out[c].Sub(y[c]).Sub(out[4+c])
+			}
+			if !ext {
+				return out[:4]
+			}
+			return out
+		}
+	}
+	prog, err := tape.Trace("midpoint4", in, step(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := tape.Trace("midpoint4-ext", in, step(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Step{Prog: prog, D: 4, P: 1, S: 1, Ext: ext, Terms: 2}
+}
+
 // TestSaveRowsSameGradient checks that the backward sweep's sums over a
 // row's saves' cotangents are the same bit for bit four lanes at a time
 // (coefBarRows, addRowRows: a save's cotangents of four lanes side by
@@ -53,21 +95,29 @@ func TestSaveRowsSameGradient(t *testing.T) {
 	}
 	defer func(u bool) { useRows = u }(useRows)
 	defer func(m int) { rowBarMax = m }(rowBarMax)
+	defer func(u bool) { useLanes = u }(useLanes)
 	for _, keep := range []int{rowBarMax, 100, 0} {
 		rowBarMax = keep
-		saveRowsSameGradient(t)
+		for _, lanes := range []bool{true, false} {
+			useLanes = lanes
+			saveRowsSameGradient(t, extMidpointStep(t))
+			saveRowsSameGradient(t, extMidpointStep4(t))
+		}
 	}
 }
 
-func saveRowsSameGradient(t *testing.T) {
+func saveRowsSameGradient(t *testing.T, st *Step) {
 	for _, c := range []struct {
 		n      int
 		scale  float64
 		stored bool
 	}{{13, 1, true}, {13, 0.25, true}, {29, 0.3, false}, {4, 0, true}} {
 		rng := rand.New(rand.NewPCG(35, uint64(c.n)))
-		p := raggedProblem(extMidpointStep(t), c.n, rng, false)
-		n, d := c.n, 2
+		p := raggedProblem(st, c.n, rng, false)
+		n, d := c.n, st.D
+		for range (d - 2) * n { // (raggedProblem's states are of D 2)
+			p.Y0 = append(p.Y0, 0.2+0.1*rng.Float64())
+		}
 		times := []float64{-0.1, 0, 0}
 		for k := 1; k < 120; k++ {
 			times = append(times, 0.012*float64(k))
@@ -115,7 +165,7 @@ func saveRowsSameGradient(t *testing.T) {
 			}
 		}
 		for x, how := range []string{"save-major, by lanes", "own layout, by rows", "own layout, by lanes"} {
-			what := fmt.Sprintf("n %d, scale %v, stored %v, kept %d, %s", c.n, c.scale, c.stored, rowBarMax, how)
+			what := fmt.Sprintf("D %d, n %d, scale %v, stored %v, kept %d, lanes %v, %s", d, c.n, c.scale, c.stored, rowBarMax, useLanes, how)
 			sameBits(t, what+": ∂/∂y0", gs[x+1].Y0, gs[0].Y0)
 			sameBits(t, what+": ∂/∂p", gs[x+1].P, gs[0].P)
 			sameBits(t, what+": ∂/∂s", gs[x+1].Shared, gs[0].Shared)
@@ -292,5 +342,119 @@ func TestCoefRowsAVX(t *testing.T) {
 		what := fmt.Sprintf("case %d: terms %d, d %d, saves %d…%d of %d, scale %v", c, terms, d, k0, k1, K, scale)
 		sameBits(t, what, want[:terms*d*4], acc[:terms*d*4])
 		sameBits(t, what+": gb", wantGB, gb)
+	}
+}
+
+// TestCoefLaneAVX checks coefLaneAVX and addLaneAVX against addPowers'
+// and addRow's sums written out, bit for bit (and the cotangents
+// coefLaneAVX keeps, and λ from them): D 4, 8 and 12, 1…8 terms,
+// 1…30 saves (the four-save blocks of powers and the rest), cotangents
+// scaled, with NaN, ±Inf and −0 among them, steps of size 0 (θ = +Inf), a
+// lane among others whose columns it must leave as they are.
+func TestCoefLaneAVX(t *testing.T) {
+	if !haveAVX {
+		t.Skip("no AVX")
+	}
+	rng := rand.New(rand.NewPCG(51, 2))
+	special := []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1)}
+	for c := 0; c < 500; c++ {
+		d, terms, n, lanes := 4*(1+rng.IntN(3)), 1+rng.IntN(8), 1+rng.IntN(30), 1+rng.IntN(6)
+		i := rng.IntN(lanes)
+		t0, h := rng.Float64(), 0.01+rng.Float64()
+		if c%25 == 0 {
+			h = 0
+		}
+		scale := []float64{1, 2, 0.3, -1.5}[c%4]
+		ts := make([]float64, n)
+		for k := range ts {
+			ts[k] = t0 + h*(float64(k)+rng.Float64())/float64(n)
+			if h == 0 {
+				ts[k] = t0 + float64(k+1)*0.01
+			}
+		}
+		ys := make([]float64, n*d)
+		for x := range ys {
+			ys[x] = rng.NormFloat64()
+			if rng.IntN(40) == 0 {
+				ys[x] = special[rng.IntN(len(special))]
+			}
+		}
+		// The lane-by-lane loops' sums: the scaled cotangents, then
+		// addPowers save by save from zero; λ plus each save's in order.
+		want := make([]float64, terms*d)
+		g := make([]float64, d)
+		for k := range n {
+			for x := range g {
+				g[x] = ys[k*d+x] * scale
+			}
+			addPowers(want, g, (ts[k]-t0)/h, terms)
+		}
+		lam0 := make([]float64, d)
+		for x := range lam0 {
+			lam0[x] = rng.NormFloat64()
+		}
+		wantLam := append([]float64(nil), lam0...)
+		for k := range n {
+			for x := range wantLam {
+				wantLam[x] += ys[k*d+x] * scale
+			}
+		}
+		fill := math.Float64frombits(0x7ff8dead00000000)
+		cols := func(w int) [][]float64 {
+			x := make([][]float64, w)
+			for j := range x {
+				x[j] = make([]float64, lanes)
+				for q := range x[j] {
+					x[j][q] = fill
+				}
+			}
+			return x
+		}
+		wb, lam := cols(terms*d), cols(d)
+		for x := range lam {
+			lam[x][i] = lam0[x]
+		}
+		scr, gb := make([]float64, (n+3)/4*4*8), make([]float64, n*d)
+		coefLaneAVX(&wb[0], i, &gb[0], &ys[0], &ts[0], &scr[0], n, t0, h, d, terms, scale)
+		addLaneAVX(&lam[0], i, &ys[0], n, d, scale)
+		what := fmt.Sprintf("case %d (d %d, terms %d, saves %d, h %v, scale %v)", c, d, terms, n, h, scale)
+		for x, v := range ys {
+			if w := v * scale; math.Float64bits(gb[x]) != math.Float64bits(w) {
+				t.Fatalf("%s: kept cotangent %d = %v, want %v bit for bit", what, x, gb[x], w)
+			}
+		}
+		// The kept cotangents, added with scale 1, give the same λ.
+		lamKept := cols(d)
+		for x := range lamKept {
+			lamKept[x][i] = lam0[x]
+		}
+		addLaneAVX(&lamKept[0], i, &gb[0], n, d, 1)
+		for x := range lamKept {
+			if math.Float64bits(lamKept[x][i]) != math.Float64bits(wantLam[x]) {
+				t.Fatalf("%s: λ[%d] from the kept cotangents = %v, want %v bit for bit", what, x, lamKept[x][i], wantLam[x])
+			}
+		}
+		for x := range wb {
+			for q := range lanes {
+				w := fill
+				if q == i {
+					w = want[x]
+				}
+				if math.Float64bits(wb[x][q]) != math.Float64bits(w) {
+					t.Fatalf("%s: w̄[%d] of lane %d = %v, want %v bit for bit", what, x, q, wb[x][q], w)
+				}
+			}
+		}
+		for x := range lam {
+			for q := range lanes {
+				w := fill
+				if q == i {
+					w = wantLam[x]
+				}
+				if math.Float64bits(lam[x][q]) != math.Float64bits(w) {
+					t.Fatalf("%s: λ[%d] of lane %d = %v, want %v bit for bit", what, x, q, lam[x][q], w)
+				}
+			}
+		}
 	}
 }
