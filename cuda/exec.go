@@ -111,6 +111,10 @@ type kernelEntry struct {
 	start sync.Once     // starts the compile
 	done  chan struct{} // closed once the compile has set k, block and err
 	k     backendKernel
+	// sk is the module's saves kernel (kernelgen.SavesKernelName), which
+	// runs after k where k defers its save times (info.DeferRow); nil
+	// otherwise.
+	sk    backendKernel
 	block int // threads per block: set with the source, lowered by the compile
 	err   error
 
@@ -341,8 +345,15 @@ func (ex *executor) build(e *kernelEntry, tr *Trace) {
 	defer func() { tr.add(func(t *TraceStats) { t.Compile += time.Since(start) }) }()
 	units, whole := e.units, e.whole
 	e.units, e.whole = nil, nil // kept no longer than needed: hundreds of kilobytes
-	if e.k, e.err = compileKernel(ex.be, units, e.opts, whole, tr); e.err != nil {
+	if e.k, e.err = compileKernel(ex.be, units, kernelgen.KernelName, e.opts, whole, tr); e.err != nil {
 		return
+	}
+	if e.info.DeferRow > 0 {
+		// The same source's second kernel (a second compile of it under
+		// that name: the backend's compile returns one kernel).
+		if e.sk, e.err = compileKernel(ex.be, units, kernelgen.SavesKernelName, e.opts, whole, tr); e.err != nil {
+			return
+		}
 	}
 	if m := e.k.maxBlock(); m > 0 && m < e.block {
 		e.block = max(32, m/32*32)
@@ -372,19 +383,19 @@ func (ex *executor) wholeKernel(progs *kernelgen.StepPrograms, v kernelgen.Confi
 // device's tests of kernels in parts check that none did.
 var partsFailed atomic.Int64
 
-// compileKernel compiles the engine kernel (kernelgen.KernelName) of
-// units on be with the further options opts: one unit as one source
+// compileKernel compiles the kernel called name (kernelgen.KernelName,
+// or SavesKernelName) of units on be with the further options opts: one unit as one source
 // (backend.compile), more in parts (backend.compileUnits). Where the
 // parts fail (a unit's compile, or their link: the driver's linker
 // refuses what the compilers accepted), it compiles the kernel as one
 // unit (whole, if not nil) instead, and adds the parts' failure to tr
 // (TraceStats.PartsFailed, PartsError); its error is then the one
 // unit's, naming the parts' failure too.
-func compileKernel(be backend, units []kernelgen.Unit, opts []string, whole wholeKernel, tr *Trace) (backendKernel, error) {
+func compileKernel(be backend, units []kernelgen.Unit, name string, opts []string, whole wholeKernel, tr *Trace) (backendKernel, error) {
 	if len(units) == 1 {
-		return be.compile(units[0].Text, kernelgen.KernelName, opts)
+		return be.compile(units[0].Text, name, opts)
 	}
-	k, err := be.compileUnits(units, kernelgen.KernelName, opts)
+	k, err := be.compileUnits(units, name, opts)
 	if err == nil || whole == nil {
 		return k, err
 	}
@@ -392,7 +403,7 @@ func compileKernel(be backend, units []kernelgen.Unit, opts []string, whole whol
 	tr.add(func(t *TraceStats) { t.PartsFailed++; t.PartsError = err.Error() })
 	src, wopts, werr := whole()
 	if werr == nil {
-		k, werr = be.compile(src, kernelgen.KernelName, wopts)
+		k, werr = be.compile(src, name, wopts)
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("%w (compiled as one unit after its %d parts failed: %v)", werr, len(units), err)
@@ -798,7 +809,9 @@ func (ex *executor) runJobOf(ctx context.Context, j *ode.Job, cfg *kernelgen.Con
 	switch {
 	case !v.Adaptive:
 		rows = j.Mesh.Rows
-	case v.MeshOut || v.Store:
+	case v.MeshOut || v.Store || ke.info.DeferRow > 0:
+		// (A kernel that defers its save times evaluates those of the
+		// steps past its rows itself: they never overflow.)
 		rows = ex.rowsGuess(j.MaxSteps)
 	}
 	over, err := r.pass(ctx, nil, rows)
@@ -1269,6 +1282,11 @@ func (r *run) layout(n, rows int) layout {
 	}
 	if v.Store {
 		elems[argStore] = cnt(rows * (d + kernelgen.B2i(r.ke.info.StoreT) + kernelgen.B2i(r.ke.info.StoreEvent)))
+	}
+	if w := r.ke.info.DeferRow; w > 0 {
+		// The rows of the steps whose save times the saves kernel
+		// evaluates (kernelgen.Config.DeferSaves).
+		elems[argStore] = cnt(rows * w)
 	}
 	if v.LanesGlobal {
 		threads, _, _ := r.launchShape(n)
@@ -2358,7 +2376,30 @@ func (r *run) launchChunk(args *[numArgs]uint64, lo, hi int, c clock) error {
 	if err := q.enqueue(r.ke.k, hi-lo, bt, shmem, args[:]); err != nil {
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
 	}
+	if err := r.launchSaves(args); err != nil {
+		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
+	}
 	return q.mark(c, true)
+}
+
+// savesBlock is the threads per block of the saves kernel of a kernel
+// that defers its save times (kernelEntry.sk).
+const savesBlock = 256
+
+// launchSaves queues, after the engine kernel of a launch (or of a
+// chunk of it) with argument words args, its saves kernel where the
+// kernel defers its save times (kernelEntry.sk): a thread for each of
+// args' rows of each of its trajectories first … end−1, the same
+// argument words.
+func (r *run) launchSaves(args *[numArgs]uint64) error {
+	if r.ke.sk == nil {
+		return nil
+	}
+	threads := int(args[argEnd]-args[argFirst]) * int(args[argRows])
+	if threads == 0 {
+		return nil
+	}
+	return r.q.enqueue(r.ke.sk, threads, savesBlock, 0, args[:])
 }
 
 // readChunks copies the results of a launch of n trajectories in layout
@@ -3228,12 +3269,18 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 	threads, bt, shmem := r.launchShape(n)
 	q := r.q
 	if c == nil {
-		return q.enqueue(r.ke.k, threads, bt, shmem, args[:])
+		if err := q.enqueue(r.ke.k, threads, bt, shmem, args[:]); err != nil {
+			return err
+		}
+		return r.launchSaves(args)
 	}
 	if err := q.mark(c, false); err != nil {
 		return err
 	}
 	if err := q.enqueue(r.ke.k, threads, bt, shmem, args[:]); err != nil {
+		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
+	}
+	if err := r.launchSaves(args); err != nil {
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
 	}
 	return q.mark(c, true)
@@ -3625,7 +3672,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		r.sum, r.summed = sum.sum, g[n-1]+1
 	}
 	r.longest = max(r.longest, longest)
-	if v.Adaptive && (v.MeshOut || v.Store) {
+	if v.Adaptive && (v.MeshOut || v.Store || r.ke.info.DeferRow > 0) {
 		ex.notice(longest)
 	}
 	if v.MeshOut && r.hout != nil && !r.filling {

@@ -306,6 +306,65 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
     if (m < GS_SAVE_GROUP) return;
   }
 }
+{{- if .DeferSaves}}
+
+// Deferred save times (Config.DeferSaves): the forward pass keeps what
+// an accepted step's save times need in a row of a.store, and the saves
+// kernel (gs_engine_saves, after this kernel) evaluates them, a thread a
+// step, with gs_step_saves: the same function on the same values, so
+// the same saved states bit for bit. A row of step s of trajectory i
+// holds, at a.store[(s * GS_DSW + q) * n + i], q = 0 the step's start t,
+// 1 its size h, 2 its first save time k (GS_K where none lies on it),
+// then the state y it starts from and, where one of its save times lies
+// inside it (gs_inside), the extension's coefficients w (else w is not
+// written, and gs_step_saves does not read it). Steps from a.rows on
+// are evaluated here, as without deferring.
+#define GS_DSW (3 + GS_D + GS_DW)
+
+// gs_defer_step keeps accepted step s's save times (from k on, those
+// before t + h) for the saves kernel, or evaluates them (s >= a.rows),
+// and advances k past them, as gs_step_saves does.
+GS_DEVICE void gs_defer_step(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
+                             const gs_real* w) {
+  if (s >= a.rows) {
+    gs_step_saves(a, k, i, s, t, h, y, w);
+    return;
+  }
+  const long long n = a.n;
+  gs_real* row = a.store + (long long)s * GS_DSW * n + i;
+  const gs_real end = t + h;
+  if (k >= GS_K || !(a.saveat[k] < end)) {
+    if (GS_WRITER) row[2 * n] = (gs_real)GS_K;
+    return;
+  }
+  if (GS_WRITER) {
+    row[0] = t;
+    row[n] = h;
+    row[2 * n] = (gs_real)k;
+    for (int c = 0; c < GS_D; c++) row[(long long)(3 + c) * n] = y[c];
+    if (gs_inside(a, k, t, h))
+      for (int q = 0; q < GS_DW; q++) row[(long long)(3 + GS_D + q) * n] = w[q];
+  }
+  // The save times are sorted: those on the step are a run from k.
+  while (k < GS_K && a.saveat[k] < end) k++;
+}
+
+// gs_deferred_step sets the save times of step s of trajectory i kept
+// by gs_defer_step (none past the trajectory's accepted steps, a.acc).
+GS_DEVICE void gs_deferred_step(const gs_args& a, long long i, long long s) {
+  if (s >= a.acc[i]) return;
+  const long long n = a.n;
+  const gs_real* row = a.store + s * GS_DSW * n + i;
+  int k = (int)row[2 * n];
+  if (k >= GS_K) return;
+  const gs_real t = row[0], h = row[n];
+  gs_real y[GS_D], w[GS_DW];
+  for (int c = 0; c < GS_D; c++) y[c] = row[(long long)(3 + c) * n];
+  if (gs_inside(a, k, t, h))
+    for (int q = 0; q < GS_DW; q++) w[q] = row[(long long)(3 + GS_D + q) * n];
+  gs_step_saves(a, k, i, (int)s, t, h, y, w);
+}
+{{- end}}
 {{- if and .Adaptive (not .ShareFwd) (not .SwitchTrial) (not .Wide)}}
 
 // gs_saves sets the save times on accepted step s from (t, y) of size h of
@@ -473,3 +532,22 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 }
 {{- end}}
 {{template "entry" .}}
+{{- if .DeferSaves}}
+
+// gs_engine_saves (kernelgen.SavesKernelName) runs after the engine
+// kernel, over the same trajectories first ... end-1: thread id runs the
+// kept row of step id / m of trajectory first + id % m (m = end - first:
+// a warp's threads are consecutive trajectories of one step, its stores
+// of a save time one run), a.rows rows. On the host it is a loop.
+GS_GLOBAL void gs_engine_saves(const gs_args a) {
+  const long long m = a.end - a.first;
+#ifdef GS_CUDA
+  const long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (m <= 0 || id >= m * a.rows) return;
+  gs_deferred_step(a, a.first + id % m, id / m);
+#else
+  for (long long s = 0; s < a.rows; s++)
+    for (long long q = 0; q < m; q++) gs_deferred_step(a, a.first + q, s);
+#endif
+}
+{{- end}}

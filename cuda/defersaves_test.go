@@ -1,0 +1,168 @@
+package cuda
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/ode"
+)
+
+// deferSavesCases are TestHostEngineDeferSaves' cases: divideSavesCases
+// (Lorenz with 40 save times on mesh points, repeated, at T0 and T1;
+// Lorenz with Vern7 and 300; Kepler with the benchmark's 1,000; Lorenz
+// over [0, 1e-280]; bouncing balls with events, which do not defer), the
+// Lorenz case with a step budget that about half the trajectories
+// exhaust (their saves past the failure NaN), and Kepler with Vern7.
+// Their initial states are perturbed at random (seeded), so that the
+// trajectories of a launch differ.
+func deferSavesCases(t *testing.T, n int) []engineCase {
+	cases := divideSavesCases(t, n)
+	failing := saveTimesCase(t, lorenzCase(n, 1e-4), 20)
+	failing.name = "lorenz-failures"
+	failing.set.MaxSteps = medianSteps(t, failing, "cpu")
+	failing.set.AllowFailures = true
+	vern7 := keplerSavesCase(1000)
+	vern7.name, vern7.prob.N, vern7.set.Method = "kepler-vern7", n, ode.Vern7
+	cases = append(cases, failing, vern7)
+	rng := rand.New(rand.NewPCG(51, 3))
+	for k := range cases {
+		y0 := slices.Clone(cases[k].prob.Y0)
+		for i := range y0 {
+			y0[i] *= 1 + 1e-3*rng.Float64()
+		}
+		cases[k].prob.Y0 = y0
+	}
+	return cases
+}
+
+// deferTunings are the deferred saves' tunings TestHostEngineDeferSaves
+// compares with the default: as the engine chooses (rows a little more
+// than the longest trajectory seen), with 3 rows (every trajectory's
+// later steps evaluated in the forward pass), and with the results in
+// pipelined chunks of 32 trajectories (a kernel and a saves kernel per
+// chunk: launchChunks).
+var deferTunings = []struct {
+	name string
+	tun  Tuning
+}{
+	{"defer", Tuning{deferSaves: true}},
+	{"defer-rows3", Tuning{deferSaves: true, firstRows: 3}},
+	{"defer-chunks", Tuning{deferSaves: true, pipeChunk: 32}},
+}
+
+// TestHostEngineDeferSaves checks a solve's save times evaluated by the
+// saves kernel (Tuning.deferSaves: the forward pass keeps each step's
+// start, size, state and coefficients, gs_engine_saves interpolates)
+// against the default (the trajectory's thread interpolates in turn) bit
+// for bit on the host engine: solutions and gradients (sameRuns: the
+// gradient kernels do not defer, and must be unchanged), SolveTo with
+// the saves kept on the device (KeepSaves, read back with HostSaves),
+// for deferSavesCases and each of deferTunings, in float64 and float32;
+// that the solve's source defers where the switch is on (and the
+// gradient's, the events' and a kernel's without save times do not), and
+// that without deferring the source is the same as before.
+func TestHostEngineDeferSaves(t *testing.T) {
+	needHost(t)
+	for _, c := range deferSavesCases(t, 70) {
+		t.Run(c.name, func(t *testing.T) {
+			events := len(c.set.Events) > 0
+			src, info := kernelSourceInfo(t, c, ode.OpSolve, func(*kernelgen.Config) {})
+			def, dinfo := kernelSourceInfo(t, c, ode.OpSolve, func(v *kernelgen.Config) { v.DeferSaves = true })
+			if strings.Contains(src, "gs_defer_step(a, k") || info.DeferRow != 0 {
+				t.Fatal("the default solve defers its save times")
+			}
+			if got := strings.Contains(def, "gs_defer_step(a, k") && dinfo.DeferRow > 0; got == events {
+				t.Fatalf("the solve with Config.DeferSaves defers %t (DeferRow %d), want %t", got, dinfo.DeferRow, !events)
+			}
+			grad, _ := kernelSourceInfo(t, c, ode.OpGrad, func(v *kernelgen.Config) { v.DeferSaves = true })
+			if strings.Contains(grad, "gs_defer_step") {
+				t.Fatal("a gradient kernel defers its save times")
+			}
+			for _, dt := range deferTunings {
+				if dt.tun.firstRows > 0 && c.name != "lorenz-vern7-300" && c.name != "kepler-saves" {
+					continue
+				}
+				sameDeferRuns(t, c, c.solver(t, tuned(t, hostF64.name, dt.tun)), c.solver(t, hostF64.name), 0)
+				sameKeptSolveTo(t, c, tuned(t, residentEngine.name, dt.tun), residentEngine.name)
+			}
+			if c.name == "lorenz-40" || c.name == "kepler-saves" {
+				c32 := c
+				c32.set.RelTol, c32.set.AbsTol = 1e-4, 1e-7
+				sameRuns(t, c32, c32.solver(t, tuned(t, hostF32.name, Tuning{deferSaves: true})), c32.solver(t, hostF32.name))
+			}
+		})
+	}
+	t.Run("no-saves", func(t *testing.T) {
+		c := lorenzCase(5, 1e-6)
+		c.prob.SaveAt = nil
+		c.loss = ode.Loss{}
+		src, _ := kernelSourceInfo(t, c, ode.OpSolve, func(*kernelgen.Config) {})
+		def, _ := kernelSourceInfo(t, c, ode.OpSolve, func(v *kernelgen.Config) { v.DeferSaves = true })
+		if src != def {
+			t.Error("a kernel without save times: the sources differ with Config.DeferSaves")
+		}
+	})
+}
+
+// sameDeferRuns is sameRunsShared (shared gradients to sharedTol), or,
+// for a case whose trajectories may fail (Settings.AllowFailures: no
+// gradient), the two solvers' solves bit for bit.
+func sameDeferRuns(t *testing.T, c engineCase, got, want *ode.Solver, sharedTol float64) {
+	t.Helper()
+	if !c.set.AllowFailures {
+		sameRunsShared(t, c, got, want, sharedTol)
+		return
+	}
+	p := c.prob
+	ws, err := want.Solve(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := got.Solve(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSolution(t, c.name+" solve", gs, ws)
+}
+
+// sameKeptSolveTo checks SolveTo of case c with its saves kept on the
+// device (KeepSaves) on the engine got against engine want, its saves
+// read back (HostSaves), bit for bit (sameSolution).
+func sameKeptSolveTo(t *testing.T, c engineCase, got, want string) {
+	t.Helper()
+	c.set.KeepSaves = true
+	var sols [2]ode.Solution
+	for k, eng := range []string{got, want} {
+		if _, err := c.solver(t, eng).SolveTo(&sols[k], &c.prob); err != nil {
+			t.Fatalf("%s: SolveTo on %s: %v", c.name, eng, err)
+		}
+		if err := sols[k].HostSaves(); err != nil {
+			t.Fatalf("%s: HostSaves on %s: %v", c.name, eng, err)
+		}
+	}
+	sameSolution(t, c.name+" kept solveto", &sols[0], &sols[1])
+}
+
+// TestGPUDeferSaves is TestHostEngineDeferSaves' comparisons on the
+// device ("cuda", 1,000 trajectories, the engine's layout for each
+// case): the save times evaluated by the saves kernel
+// (Tuning.deferSaves) against the default bit for bit, solutions and
+// gradients (sameRunsShared: the shared gradients to 1e-13 relative, the
+// device's atomics add them in no fixed order) and the kept SolveTo. It
+// skips without a GPU.
+//
+//	cuda.test -test.run 'TestGPUDeferSaves' -test.v
+func TestGPUDeferSaves(t *testing.T) {
+	needGPUEngine(t)
+	for _, c := range deferSavesCases(t, 1000) {
+		t.Run(c.name, func(t *testing.T) {
+			for _, dt := range deferTunings {
+				sameDeferRuns(t, c, c.solver(t, tuned(t, "cuda", dt.tun)), c.solver(t, "cuda"), 1e-13)
+				sameKeptSolveTo(t, c, tuned(t, "cuda", dt.tun), "cuda")
+			}
+		})
+	}
+}
