@@ -88,6 +88,9 @@ func TestHostEngineDeferSaves(t *testing.T) {
 				sameDeferRuns(t, c, c.solver(t, tuned(t, hostF64.name, dt.tun)), c.solver(t, hostF64.name), 0)
 				sameKeptSolveTo(t, c, tuned(t, residentEngine.name, dt.tun), residentEngine.name)
 			}
+			if c.name == "lorenz-40" {
+				deferUnderLimit(t, c)
+			}
 			if c.name == "lorenz-40" || c.name == "kepler-saves" {
 				c32 := c
 				c32.set.RelTol, c32.set.AbsTol = 1e-4, 1e-7
@@ -126,6 +129,27 @@ func sameDeferRuns(t *testing.T, c engineCase, got, want *ode.Solver, sharedTol 
 		t.Fatal(err)
 	}
 	sameSolution(t, c.name+" solve", gs, ws)
+}
+
+// deferUnderLimit checks case c (70 trajectories of Lorenz, 40 save
+// times) under a MemoryLimit of 1 MiB, which its launch fits with 64
+// rows of deferred steps but not with the first guess's 128: the rows
+// are halved (deferRows; Trace's Rows), not the launch split, and the
+// results are the default's bit for bit.
+func deferUnderLimit(t *testing.T, c engineCase) {
+	t.Helper()
+	c.name += "-limit"
+	c.set.MemoryLimit = 1 << 20
+	eng := tuned(t, hostF64.name, Tuning{deferSaves: true, firstRows: 128})
+	var tr Trace
+	p := c.prob
+	if _, err := c.solver(t, eng).SolveContext(WithTrace(t.Context(), &tr), &p); err != nil {
+		t.Fatal(err)
+	}
+	if s := tr.Stats(); s.Rows <= 0 || s.Rows >= 128 || s.Launches != 1 {
+		t.Errorf("%s: %d rows of deferred steps in %d launches, want fewer than 128, more than 0, in 1", c.name, s.Rows, s.Launches)
+	}
+	sameRuns(t, c, c.solver(t, eng), c.solver(t, hostF64.name))
 }
 
 // sameKeptSolveTo checks SolveTo of case c with its saves kept on the

@@ -809,10 +809,12 @@ func (ex *executor) runJobOf(ctx context.Context, j *ode.Job, cfg *kernelgen.Con
 	switch {
 	case !v.Adaptive:
 		rows = j.Mesh.Rows
-	case v.MeshOut || v.Store || ke.info.DeferRow > 0:
-		// (A kernel that defers its save times evaluates those of the
-		// steps past its rows itself: they never overflow.)
+	case v.MeshOut || v.Store:
 		rows = ex.rowsGuess(j.MaxSteps)
+	case ke.info.DeferRow > 0:
+		if rows, err = r.deferRows(j.N, ex.rowsGuess(j.MaxSteps)); err != nil {
+			return nil, err
+		}
 	}
 	over, err := r.pass(ctx, nil, rows)
 	if err != nil {
@@ -844,6 +846,26 @@ func (ex *executor) runJobOf(ctx context.Context, j *ode.Job, cfg *kernelgen.Con
 		}
 	}
 	return r, nil
+}
+
+// deferRows returns the rows of a pass of m trajectories whose kernel
+// defers its save times (kernelgen.KernelInfo.DeferRow): rows, halved
+// while the pass would run in more launches with them than without
+// (Job.MemoryLimit, the device's free memory), down to none. The rows
+// are optional: the kernel evaluates the save times of the steps past
+// them itself, so they never overflow, and they never cost a pass its
+// single launch (nor a KeepSaves run its kept saves).
+func (r *run) deferRows(m, rows int) (int, error) {
+	c0, err := r.chunk(m, 0)
+	if err != nil {
+		return 0, err
+	}
+	for ; rows > 0; rows /= 2 {
+		if c, err := r.chunk(m, rows); err == nil && c >= c0 {
+			return rows, nil
+		}
+	}
+	return 0, nil
 }
 
 // wholeTiles returns the trajectories of the tiles of scan.TileSize

@@ -320,6 +320,7 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
 // written, and gs_step_saves does not read it). Steps from a.rows on
 // are evaluated here, as without deferring.
 #define GS_DSW (3 + GS_D + GS_DW)
+#define GS_DEFER_COUNT 8
 
 // gs_defer_step keeps accepted step s's save times (from k on, those
 // before t + h) for the saves kernel, or evaluates them (s >= a.rows),
@@ -345,8 +346,15 @@ GS_DEVICE void gs_defer_step(const gs_args& a, int& k, long long i, int s, gs_re
     if (gs_inside(a, k, t, h))
       for (int q = 0; q < GS_DW; q++) row[(long long)(3 + GS_D + q) * n] = w[q];
   }
-  // The save times are sorted: those on the step are a run from k.
-  while (k < GS_K && a.saveat[k] < end) k++;
+  // The save times are sorted: those on the step are a run from k,
+  // counted GS_DEFER_COUNT at a time (their loads independent: one
+  // latency for the lot, where a save time at a time waited for each).
+  while (k < GS_K) {
+    int m = 0;
+    for (int j = 0; j < GS_DEFER_COUNT; j++) m += k + j < GS_K && a.saveat[k + j < GS_K ? k + j : GS_K - 1] < end;
+    k += m;
+    if (m < GS_DEFER_COUNT) return;
+  }
 }
 
 // gs_deferred_step sets the save times of step s of trajectory i kept
