@@ -39,18 +39,22 @@ func deferSavesCases(t *testing.T, n int) []engineCase {
 }
 
 // deferTunings are the deferred saves' tunings TestHostEngineDeferSaves
-// compares with the default: as the engine chooses (rows a little more
-// than the longest trajectory seen), with 3 rows (every trajectory's
-// later steps evaluated in the forward pass), and with the results in
-// pipelined chunks of 32 trajectories (a kernel and a saves kernel per
-// chunk: launchChunks).
+// compares with the default, on the cases named in only (nil: all): as
+// the engine chooses (rows a little more than the longest trajectory
+// seen), with 3 rows (every trajectory's later steps evaluated in the
+// forward pass), with the results in pipelined chunks of 32
+// trajectories (a kernel and a saves kernel per chunk: launchChunks),
+// and compiled in parts (Tuning.SplitUnits, every function its own unit:
+// both kernels linked from them).
 var deferTunings = []struct {
 	name string
 	tun  Tuning
+	only []string
 }{
-	{"defer", Tuning{deferSaves: true}},
-	{"defer-rows3", Tuning{deferSaves: true, firstRows: 3}},
-	{"defer-chunks", Tuning{deferSaves: true, pipeChunk: 32}},
+	{"defer", Tuning{deferSaves: true}, nil},
+	{"defer-rows3", Tuning{deferSaves: true, firstRows: 3}, []string{"lorenz-vern7-300", "kepler-saves"}},
+	{"defer-chunks", Tuning{deferSaves: true, pipeChunk: 32}, nil},
+	{"defer-units", Tuning{deferSaves: true, SplitUnits: true, SplitFrom: 1}, []string{"kepler-vern7"}},
 }
 
 // TestHostEngineDeferSaves checks a solve's save times evaluated by the
@@ -82,7 +86,7 @@ func TestHostEngineDeferSaves(t *testing.T) {
 				t.Fatal("a gradient kernel defers its save times")
 			}
 			for _, dt := range deferTunings {
-				if dt.tun.firstRows > 0 && c.name != "lorenz-vern7-300" && c.name != "kepler-saves" {
+				if dt.only != nil && !slices.Contains(dt.only, c.name) {
 					continue
 				}
 				sameDeferRuns(t, c, c.solver(t, tuned(t, hostF64.name, dt.tun)), c.solver(t, hostF64.name), 0)
