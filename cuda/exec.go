@@ -349,9 +349,14 @@ func (ex *executor) build(e *kernelEntry, tr *Trace) {
 		return
 	}
 	if e.info.DeferRow > 0 {
-		// The same source's second kernel (a second compile of it under
-		// that name: the backend's compile returns one kernel).
-		if e.sk, e.err = compileKernel(ex.be, units, kernelgen.SavesKernelName, e.opts, whole, tr); e.err != nil {
+		// The module's second kernel; a backend that cannot take it from
+		// the module compiles the source again under its name.
+		if sb, ok := ex.be.(siblingBackend); ok {
+			e.sk, e.err = sb.sibling(e.k, kernelgen.SavesKernelName)
+		} else {
+			e.sk, e.err = compileKernel(ex.be, units, kernelgen.SavesKernelName, e.opts, whole, tr)
+		}
+		if e.err != nil {
 			return
 		}
 	}
