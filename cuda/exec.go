@@ -2417,7 +2417,8 @@ const savesBlock = 256
 // chunk of it) with argument words args, its saves kernel where the
 // kernel defers its save times (kernelEntry.sk): a thread for each of
 // args' rows of each of its trajectories first … end−1, the same
-// argument words.
+// argument words, in blocks of savesBlock threads (fewer where the
+// kernel allows fewer).
 func (r *run) launchSaves(args *[numArgs]uint64) error {
 	if r.ke.sk == nil {
 		return nil
@@ -2426,7 +2427,11 @@ func (r *run) launchSaves(args *[numArgs]uint64) error {
 	if threads == 0 {
 		return nil
 	}
-	return r.q.enqueue(r.ke.sk, threads, savesBlock, 0, args[:])
+	block := savesBlock
+	if m := r.ke.sk.maxBlock(); m > 0 && m < block {
+		block = max(32, m/32*32)
+	}
+	return r.q.enqueue(r.ke.sk, threads, block, 0, args[:])
 }
 
 // readChunks copies the results of a launch of n trajectories in layout
