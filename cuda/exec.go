@@ -115,6 +115,10 @@ type kernelEntry struct {
 	// runs after k where k defers its save times (info.DeferRow); nil
 	// otherwise.
 	sk    backendKernel
+	// rk is the module's reverse kernel (kernelgen.RevKernelName), which
+	// runs after sk where k is a gradient's that defers its save times
+	// (info.DeferGradRow); nil otherwise.
+	rk backendKernel
 	block int // threads per block: set with the source, lowered by the compile
 	err   error
 
@@ -348,15 +352,21 @@ func (ex *executor) build(e *kernelEntry, tr *Trace) {
 	if e.k, e.err = compileKernel(ex.be, units, kernelgen.KernelName, e.opts, whole, tr); e.err != nil {
 		return
 	}
-	if e.info.DeferRow > 0 {
-		// The module's second kernel; a backend that cannot take it from
-		// the module compiles the source again under its name.
+	// The module's other kernels; a backend that cannot take them from
+	// the module compiles the source again under their names.
+	other := func(name string) (backendKernel, error) {
 		if sb, ok := ex.be.(siblingBackend); ok {
-			e.sk, e.err = sb.sibling(e.k, kernelgen.SavesKernelName)
-		} else {
-			e.sk, e.err = compileKernel(ex.be, units, kernelgen.SavesKernelName, e.opts, whole, tr)
+			return sb.sibling(e.k, name)
 		}
-		if e.err != nil {
+		return compileKernel(ex.be, units, name, e.opts, whole, tr)
+	}
+	if e.info.DeferRow > 0 || e.info.DeferGradRow > 0 {
+		if e.sk, e.err = other(kernelgen.SavesKernelName); e.err != nil {
+			return
+		}
+	}
+	if e.info.DeferGradRow > 0 {
+		if e.rk, e.err = other(kernelgen.RevKernelName); e.err != nil {
 			return
 		}
 	}
@@ -1314,6 +1324,11 @@ func (r *run) layout(n, rows int) layout {
 		// The rows of the steps whose save times the saves kernel
 		// evaluates (kernelgen.Config.DeferSaves).
 		elems[argStore] = cnt(rows * w)
+	}
+	if w := r.ke.info.DeferGradRow; w > 0 {
+		// A deferring gradient's rows of its steps' save times and
+		// coefficients' cotangents (the thread layout's work array).
+		elems[argWork] = cnt(rows * w)
 	}
 	if v.LanesGlobal {
 		threads, _, _ := r.launchShape(n)
@@ -2403,7 +2418,7 @@ func (r *run) launchChunk(args *[numArgs]uint64, lo, hi int, c clock) error {
 	if err := q.enqueue(r.ke.k, hi-lo, bt, shmem, args[:]); err != nil {
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
 	}
-	if err := r.launchSaves(args); err != nil {
+	if err := r.launchSaves(args, hi-lo, bt, shmem); err != nil {
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
 	}
 	return q.mark(c, true)
@@ -2418,20 +2433,26 @@ const savesBlock = 256
 // kernel defers its save times (kernelEntry.sk): a thread for each of
 // args' rows of each of its trajectories first … end−1, the same
 // argument words, in blocks of savesBlock threads (fewer where the
-// kernel allows fewer).
-func (r *run) launchSaves(args *[numArgs]uint64) error {
+// kernel allows fewer); and then, where the kernel is a gradient's, its
+// reverse kernel (kernelEntry.rk) in the engine kernel's shape (threads,
+// block, shmem).
+func (r *run) launchSaves(args *[numArgs]uint64, threads, block, shmem int) error {
 	if r.ke.sk == nil {
 		return nil
 	}
-	threads := int(args[argEnd]-args[argFirst]) * int(args[argRows])
-	if threads == 0 {
+	if rows := int(args[argEnd]-args[argFirst]) * int(args[argRows]); rows > 0 {
+		sb := savesBlock
+		if m := r.ke.sk.maxBlock(); m > 0 && m < sb {
+			sb = max(32, m/32*32)
+		}
+		if err := r.q.enqueue(r.ke.sk, rows, sb, 0, args[:]); err != nil {
+			return err
+		}
+	}
+	if r.ke.rk == nil {
 		return nil
 	}
-	block := savesBlock
-	if m := r.ke.sk.maxBlock(); m > 0 && m < block {
-		block = max(32, m/32*32)
-	}
-	return r.q.enqueue(r.ke.sk, threads, block, 0, args[:])
+	return r.q.enqueue(r.ke.rk, threads, block, shmem, args[:])
 }
 
 // readChunks copies the results of a launch of n trajectories in layout
@@ -3304,7 +3325,7 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 		if err := q.enqueue(r.ke.k, threads, bt, shmem, args[:]); err != nil {
 			return err
 		}
-		return r.launchSaves(args)
+		return r.launchSaves(args, threads, bt, shmem)
 	}
 	if err := q.mark(c, false); err != nil {
 		return err
@@ -3312,7 +3333,7 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 	if err := q.enqueue(r.ke.k, threads, bt, shmem, args[:]); err != nil {
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
 	}
-	if err := r.launchSaves(args); err != nil {
+	if err := r.launchSaves(args, threads, bt, shmem); err != nil {
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
 	}
 	return q.mark(c, true)

@@ -9,6 +9,7 @@ them. The loss's own dL/ds without LossAcc goes where the layout's
 */ -}}
 {{define "cot-args"}}{{if .SaveCots}}sh, y, p, sc, {{end}}{{end}}
 {{- define "theta-arg"}}{{if .KeepThetas}}s > 0, {{end}}{{end}}
+{{- define "coef-bar"}}{{if .DeferGrad}}gs_wb_row(a, i, s, {{else}}gs_coef_bar(a, {{template "cot-args" .}}i, {{end}}{{end}}
 
 {{define "adjoint"}}
 // gs_take sets lambda and gp from the outputs of a reverse step (Reverse's
@@ -252,6 +253,21 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int k
 {{- end}}
 {{- end}}
 
+{{- if .DeferGrad}}
+// gs_wb_row sets wb to the cotangents of step s's coefficients the
+// saves kernel computed (gs_deferred_grad_step: gs_coef_bar's, with the
+// sweep's arguments; zeros where on is not set) and returns its flag.
+// The step's other arguments are gs_coef_bar's, unused.
+GS_DEVICE bool gs_wb_row(const gs_args& a, long long i, int s, bool on, int k0, int kq, gs_real ts, gs_real h,
+                         gs_real* wb) {
+  (void)k0, (void)kq, (void)ts, (void)h;
+  const long long n = a.n;
+  const gs_real* row = a.work + (long long)s * GS_GW * n + i;
+  for (int q = 0; q < GS_DW; q++) wb[q] = on ? row[(long long)(3 + GS_DW + q) * n] : (gs_real)0;
+  return on && row[(long long)(2 + GS_DW) * n] != 0;
+}
+
+{{end -}}
 // gs_backward is the adjoint of trajectory i (act false: a lane that only
 // takes part in the warp's reductions): the loss VJP, then the reverse
 // steps from the last to the first, with the save times' VJPs (in their
@@ -415,13 +431,13 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
       // One reverse step for all: the dense step's, with wb zero where no
       // save time lies inside the step (Reverse's results, bit for bit).
       gs_real wb[GS_DW];
-      gs_coef_bar(a, {{template "cot-args" .}}i, live, k0, kq, ts, h, {{template "theta-arg" .}}wb);
+      {{template "coef-bar" .}}live, k0, kq, ts, h, {{template "theta-arg" .}}wb);
       gs_take(gs_a_drev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, wb, gp), live, lam, gp);
 {{- else}}
 {{- if .Dense}}
       // The warp's lanes call one of the two steps alike.
       gs_real wb[GS_DW];
-      if (gs_warp_any(gs_coef_bar(a, {{template "cot-args" .}}i, live, k0, kq, ts, h, {{template "theta-arg" .}}wb)))
+      if (gs_warp_any({{template "coef-bar" .}}live, k0, kq, ts, h, {{template "theta-arg" .}}wb)))
         gs_take(gs_a_drev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, wb, gp), live, lam, gp);
       else
 {{- end}}
@@ -449,12 +465,12 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
 {{- if .ShareRev}}
         // One reverse step for all (as above).
         gs_real wb[GS_DW];
-        gs_coef_bar(a, {{template "cot-args" .}}i, true, k0, kq, ts, h, {{template "theta-arg" .}}wb);
+        {{template "coef-bar" .}}true, k0, kq, ts, h, {{template "theta-arg" .}}wb);
         r = gs_a_drev(sh, ts, h, ys, p, lam, wb, gp);
         gs_take(r, true, lam, gp);
 {{- else if .Dense}}
         gs_real wb[GS_DW];
-        dense = gs_coef_bar(a, {{template "cot-args" .}}i, true, k0, kq, ts, h, {{template "theta-arg" .}}wb);
+        dense = {{template "coef-bar" .}}true, k0, kq, ts, h, {{template "theta-arg" .}}wb);
         if (dense) {
           rd = gs_a_drev(sh, ts, h, ys, p, lam, wb, gp);
           gs_take(rd, true, lam, gp);

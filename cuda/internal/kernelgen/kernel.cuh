@@ -35,8 +35,8 @@ The layout's hooks define what the driver loop (gs_body) needs of it:
                    trajectories, which read them in the adjoint
   GS_LOSS_ACC_AT   where the loss's own dL/ds goes (a pointer)
 */ -}}
-{{define "fold-param"}}{{if .LossFold}}, gs_fold& lf{{end}}{{end}}
-{{- define "fold-arg"}}{{if .LossFold}}, lf{{end}}{{end -}}
+{{define "fold-param"}}{{if .FoldFwd}}, gs_fold& lf{{end}}{{end}}
+{{- define "fold-arg"}}{{if .FoldFwd}}, lf{{end}}{{end -}}
 // gradsolve CUDA engine: one kernel, GS_KERNEL_NAME, running the driver
 // loop of ode.Plan for the trajectories of a launch:
 //
@@ -160,7 +160,7 @@ GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const 
 {{- else}}
   (void)s;
 {{- end}}
-{{- if .LossFold}}
+{{- if .FoldFwd}}
   gs_fold_save(lf, a, k, i, y);
 {{- end}}
 }
@@ -373,6 +373,53 @@ GS_DEVICE void gs_deferred_step(const gs_args& a, long long i, long long s) {
   gs_step_saves(a, k, i, (int)s, t, h, y, w);
 }
 {{- end}}
+{{- if .DeferGrad}}
+
+// Deferred save times of a gradient (kernelPlan.DeferGrad): three
+// kernels. The engine kernel (the forward pass, no adjoint) keeps, for
+// each accepted step s below a.rows, its first save time k and their
+// count m, and the extension's coefficients w where one lies inside
+// it, in a row of a.work (GS_GW reals a step: [(s * GS_GW + q) * n +
+// i], q = 0 k, 1 m, then w, then the saves kernel's "any" flag and
+// the coefficients' cotangents wb); the step's t and y are the record's
+// (a.store), h the mesh's (a.hout). The saves kernel (gs_engine_saves)
+// sets the step's save times with gs_step_saves and computes the
+// cotangents of its coefficients with gs_coef_bar on the arguments the
+// reverse sweep passes it (step 0 from save time 0: those at or before
+// T0, whose theta is 0, add nothing), and gs_engine_rev runs the loss's
+// fold over the saved states in order and the adjoint (gs_backward,
+// which reads wb from the row: gs_wb_row). The same functions on the
+// same values in the same orders: the same results bit for bit.
+#define GS_GW (3 + 2 * GS_DW)
+
+// gs_defer_grad_step keeps accepted step s's save times (from k on,
+// those before t + h) for the saves kernel, or sets them (s >= a.rows:
+// a trajectory whose record overflows, which runs again), and advances
+// k past them.
+GS_DEVICE void gs_defer_grad_step(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
+                                  const gs_real* w) {
+  if (s >= a.rows) {
+    gs_step_saves(a, k, i, s, t, h, y, w);
+    return;
+  }
+  const long long n = a.n;
+  gs_real* row = a.work + (long long)s * GS_GW * n + i;
+  const gs_real end = t + h;
+  const int k0 = k;
+  while (k < GS_K) {
+    int m = 0;
+    for (int j = 0; j < 8; j++) m += k + j < GS_K && a.saveat[k + j < GS_K ? k + j : GS_K - 1] < end;
+    k += m;
+    if (m < 8) break;
+  }
+  if (GS_WRITER) {
+    row[0] = (gs_real)k0;
+    row[n] = (gs_real)(k - k0);
+    if (k > k0 && gs_inside(a, k0, t, h))
+      for (int q = 0; q < GS_DW; q++) row[(long long)(2 + q) * n] = w[q];
+  }
+}
+{{- end}}
 {{- if and .Adaptive (not .ShareFwd) (not .SwitchTrial) (not .Wide)}}
 
 // gs_saves sets the save times on accepted step s from (t, y) of size h of
@@ -506,7 +553,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
   bool overflow = false;
 {{- if .Saves}}
   int k = 0;
-{{- if .LossFold}}
+{{- if .FoldFwd}}
   gs_fold lf = {0, sh, p};
 {{- end}}
   if (valid) gs_save_states(a, k, i, 0, y, false, t0{{template "fold-arg" .}});
@@ -531,7 +578,11 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
     if (status == GS_OK && !overflow) a.loss[i] = gs_a_loss(sh, y, a.ys, n, i, a.data, p);
 {{- end}}
   }
-{{- if .Grad}}
+{{- if .DeferGrad}}
+  // The adjoint runs in gs_engine_rev, after the saves kernel
+  // (DeferGrad).
+  (void)acc;
+{{- else if .Grad}}
   GS_WRITTEN();
   gs_backward(a, sh, i, valid && status == GS_OK && !overflow, len, y, p, acc{{if .LossFold}}, lf.acc{{end}});
 {{- else}}
@@ -540,7 +591,68 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 }
 {{- end}}
 {{template "entry" .}}
-{{- if .DeferSaves}}
+{{- if .DeferGrad}}
+
+// gs_deferred_grad_step sets the save times of step s of trajectory i
+// kept by gs_defer_grad_step and, where the trajectory's gradient is
+// computed, the cotangents of the step's coefficients (gs_coef_bar).
+GS_DEVICE void gs_deferred_grad_step(const gs_args& a, long long i, long long s) {
+  const long long n = a.n;
+  if (s >= a.acc[i] || s >= a.rows) return;
+  gs_real* row = a.work + s * GS_GW * n + i;
+  const int k0 = (int)row[0], m = (int)row[n];
+  const gs_real* srow = a.store + s * GS_SW * n + i;
+  const gs_real t = srow[0], h = a.hout[s * n + i];
+  if (m > 0) {
+    gs_real y[GS_D], w[GS_DW];
+    for (int c = 0; c < GS_D; c++) y[c] = srow[(long long)(GS_STORE_T + c) * n];
+    if (gs_inside(a, k0, t, h))
+      for (int q = 0; q < GS_DW; q++) w[q] = row[(long long)(2 + q) * n];
+    int k = k0;
+    gs_step_saves(a, k, i, (int)s, t, h, y, w);
+  }
+  if (a.status[i] != GS_OK || (a.flags[i] & GS_FLAG_OVERFLOW) != 0) return;
+  const gs_real* sh = a.sh;
+  gs_real yf[GS_D], p[GS_NPX], wb[GS_DW];
+  for (int c = 0; c < GS_D; c++) yf[c] = a.y[(long long)c * n + i];
+  for (int c = 0; c < GS_NPX; c++) p[c] = c < GS_NP ? a.p[(long long)c * n + i] : (gs_real)0;
+  const bool any = gs_coef_bar(a, sh, yf, p, (gs_real)a.scale, i, true, s == 0 ? 0 : k0, k0 + m, t, h, wb);
+  row[(long long)(2 + GS_DW) * n] = any ? 1 : 0;
+  for (int q = 0; q < GS_DW; q++) row[(long long)(3 + GS_DW + q) * n] = wb[q];
+}
+
+// gs_rev_body is the adjoint of trajectory i after the saves kernel
+// (DeferGrad): gs_body's end state read back (the final state, the
+// parameters, the steps, the status), the loss's fold over the saved
+// states in order (gs_fold_save's, which the forward pass did not run),
+// then gs_backward.
+GS_DEVICE void gs_rev_body(const gs_args& a, const long long i, const bool valid, gs_real* acc, const gs_real* sh,
+                           const gs_real* csh) {
+  (void)csh;
+  const long long n = a.n;
+  gs_real y[GS_D], p[GS_NPX];
+  for (int c = 0; c < GS_D; c++) y[c] = valid ? a.y[(long long)c * n + i] : (gs_real)0;
+  for (int c = 0; c < GS_NPX; c++) p[c] = (valid && c < GS_NP) ? a.p[(long long)c * n + i] : (gs_real)0;
+  const int len = valid ? a.acc[i] : 0;
+  const bool act = valid && a.status[i] == GS_OK && (a.flags[i] & GS_FLAG_OVERFLOW) == 0;
+  gs_fold lf = {0, sh, p};
+  if (act)
+    for (int k = 0; k < GS_K; k++) {
+      gs_real x[GS_D];
+      for (int c = 0; c < GS_D; c++) x[c] = a.ys[((long long)k * GS_D + c) * n + i];
+      gs_fold_save(lf, a, k, i, x);
+    }
+  gs_backward(a, sh, i, act, len, y, p, acc, lf.acc);
+}
+
+// gs_engine_rev: the entry of the layout around gs_rev_body.
+#undef GS_KERNEL_NAME
+#define GS_KERNEL_NAME gs_engine_rev
+#define gs_body gs_rev_body
+{{template "entry" .}}
+#undef gs_body
+{{- end}}
+{{- if or .DeferSaves .DeferGrad}}
 
 // gs_engine_saves (kernelgen.SavesKernelName) runs after the engine
 // kernel, over the same trajectories first ... end-1: thread id runs the
@@ -552,10 +664,10 @@ GS_GLOBAL void gs_engine_saves(const gs_args a) {
 #ifdef GS_CUDA
   const long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (m <= 0 || id >= m * a.rows) return;
-  gs_deferred_step(a, a.first + id % m, id / m);
+  {{if .DeferGrad}}gs_deferred_grad_step{{else}}gs_deferred_step{{end}}(a, a.first + id % m, id / m);
 #else
   for (long long s = 0; s < a.rows; s++)
-    for (long long q = 0; q < m; q++) gs_deferred_step(a, a.first + q, s);
+    for (long long q = 0; q < m; q++) {{if .DeferGrad}}gs_deferred_grad_step{{else}}gs_deferred_step{{end}}(a, a.first + q, s);
 #endif
 }
 {{- end}}

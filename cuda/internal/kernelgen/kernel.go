@@ -537,7 +537,7 @@ func (v Config) threadBoundsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+divideSavesKey[v.DivideSaves && v.Saves > 0]+deferSavesKey[v.defersSaves()]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+divideSavesKey[v.DivideSaves && v.Saves > 0]+deferSavesKey[v.defersSaves() || v.defersGrad()]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad], v.lossKey)
 }
 
 // defersSaves reports whether kernel v may defer its save times to the
@@ -546,6 +546,15 @@ func (v Config) Key() string {
 func (v Config) defersSaves() bool {
 	return v.DeferSaves && v.Saves > 0 && v.Adaptive && !v.Grad && !v.Loss && !v.MeshOut && !v.Store && !v.Events &&
 		!v.Lanes && !v.Wide && !v.OldSaves
+}
+
+// defersGrad reports whether gradient kernel v (with its record) may
+// defer its save times (Config.DeferSaves; kernelPlan.DeferGrad also
+// needs the plan's extension read from the trial and its save times'
+// cotangents computed in the sweep).
+func (v Config) defersGrad() bool {
+	return v.DeferSaves && v.Saves > 0 && v.Adaptive && v.Grad && v.MeshOut && v.Store && !v.Events && !v.Lanes &&
+		!v.Wide && !v.OldSaves && !v.KeepThetas && !v.StoreSaveCots
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -618,7 +627,20 @@ type KernelInfo struct {
 	// (SavesKernelName) runs after it over the same trajectories, a
 	// thread a row and trajectory.
 	DeferRow int
+	// DeferGradRow, where positive, reports that the gradient kernel
+	// defers its save times (kernelPlan.DeferGrad): gs_args.work holds
+	// gs_args.rows rows of DeferGradRow reals a trajectory, and the
+	// module's saves kernel (SavesKernelName) and reverse kernel
+	// (RevKernelName) run after it, in that order, over the same
+	// trajectories: the saves kernel a thread a row and trajectory, the
+	// reverse kernel in the engine kernel's launch shape.
+	DeferGradRow int
 }
+
+// RevKernelName is the name of the third kernel of an engine module
+// whose gradient kernel defers its save times (KernelInfo.DeferGradRow):
+// the adjoint.
+const RevKernelName = "gs_engine_rev"
 
 // SavesKernelName is the name of the second kernel of an engine module
 // whose kernel defers its save times (KernelInfo.DeferRow).
@@ -716,6 +738,11 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 	if k.DeferSaves {
 		info.DeferRow = 3 + k.D + k.DenseTerms*k.D
 	}
+	k.DeferGrad = v.defersGrad() && (k.ShareFwd || k.SwitchTrial) && k.SaveCots && k.LossFold && k.StoreT && !k.KeepThetas
+	if k.DeferGrad {
+		info.DeferGradRow = 3 + 2*k.DenseTerms*k.D
+	}
+	k.FoldFwd = k.LossFold && !k.DeferGrad
 	info.StoreT, info.StoreEvent, info.SaveCots, info.LossFold, info.CotGroup = k.StoreT, k.StoreEv, k.SaveCots, k.LossFold, k.CotGroup
 	info.KeepThetas = k.KeepThetas
 	var sb strings.Builder
@@ -789,6 +816,17 @@ type kernelPlan struct {
 	// coefficients (gs_defer_step), and the saves kernel calls
 	// gs_step_saves on it (KernelInfo.DeferRow).
 	DeferSaves bool
+	// DeferGrad (Config.DeferSaves in a gradient kernel with its record,
+	// with ShareFwd or SwitchTrial, SaveCots and LossFold, the time in
+	// the stored rows, no KeepThetas) splits the gradient into three
+	// kernels (kernel.cuh: gs_defer_grad_step, gs_deferred_grad_step,
+	// gs_engine_rev): the forward pass, the save times and their
+	// coefficients' cotangents a thread a step, the fold and the adjoint
+	// (KernelInfo.DeferGradRow).
+	DeferGrad bool
+	// FoldFwd (LossFold without DeferGrad) folds the loss's value in the
+	// forward pass (gs_save_state); with DeferGrad gs_engine_rev folds it.
+	FoldFwd bool
 	// ShareRev (with Dense) runs DenseStepReverse on every step of the
 	// adjoint, with zero coefficient cotangents where no save time lies
 	// inside it, and Reverse on none: one reverse step in the source, not

@@ -117,6 +117,8 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
 {{- if or .ShareFwd .SwitchTrial}}
 {{- if .DeferSaves}}
     if (saving) gs_defer_step(a, k, i, (int)sv_s, sv_t, sv_h, sv_y, w);
+{{- else if .DeferGrad}}
+    if (saving) gs_defer_grad_step(a, k, i, (int)sv_s, sv_t, sv_h, sv_y, w);
 {{- else}}
     if (saving) gs_step_saves(a, k, i, (int)sv_s, sv_t, sv_h, sv_y, w{{template "fold-arg" .}});
 {{- end}}
