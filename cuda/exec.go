@@ -114,11 +114,11 @@ type kernelEntry struct {
 	// sk is the module's saves kernel (kernelgen.SavesKernelName), which
 	// runs after k where k defers its save times (info.DeferRow); nil
 	// otherwise.
-	sk    backendKernel
+	sk backendKernel
 	// rk is the module's reverse kernel (kernelgen.RevKernelName), which
 	// runs after sk where k is a gradient's that defers its save times
 	// (info.DeferGradRow); nil otherwise.
-	rk backendKernel
+	rk    backendKernel
 	block int // threads per block: set with the source, lowered by the compile
 	err   error
 
