@@ -1,12 +1,14 @@
 package cuda
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/cuda/internal/kernelgen"
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"github.com/gradsolve-go/gradsolve/ode"
 )
 
@@ -26,7 +28,9 @@ func deferSavesCases(t *testing.T, n int) []engineCase {
 	failing.set.AllowFailures = true
 	vern7 := keplerSavesCase(1000)
 	vern7.name, vern7.prob.N, vern7.set.Method = "kepler-vern7", n, ode.Vern7
-	cases = append(cases, failing, vern7)
+	squares := saveTimesCase(t, lorenzCase(n, 1e-6), 40)
+	squares.name, squares.loss = "lorenz-40-squares", odetest.SavedSquares()
+	cases = append(cases, failing, vern7, squares)
 	rng := rand.New(rand.NewPCG(51, 3))
 	for k := range cases {
 		y0 := slices.Clone(cases[k].prob.Y0)
@@ -37,6 +41,11 @@ func deferSavesCases(t *testing.T, n int) []engineCase {
 	}
 	return cases
 }
+
+// deferGradCases are the deferSavesCases whose gradient kernel defers
+// its save times (kernelgen's DeferGrad: a loss folded in the forward
+// pass, LossFold): the sum of the saved states' squares.
+var deferGradCases = []string{"kepler-saves", "kepler-vern7", "lorenz-40-squares"}
 
 // deferTunings are the deferred saves' tunings TestHostEngineDeferSaves
 // compares with the default, on the cases named in only (nil: all): as
@@ -81,9 +90,9 @@ func TestHostEngineDeferSaves(t *testing.T) {
 			if got := strings.Contains(def, "gs_defer_step(a, k") && dinfo.DeferRow > 0; got == events {
 				t.Fatalf("the solve with Config.DeferSaves defers %t (DeferRow %d), want %t", got, dinfo.DeferRow, !events)
 			}
-			grad, _ := kernelSourceInfo(t, c, ode.OpGrad, func(v *kernelgen.Config) { v.DeferSaves = true })
-			if strings.Contains(grad, "gs_defer_step") {
-				t.Fatal("a gradient kernel defers its save times")
+			grad, ginfo := kernelSourceInfo(t, c, ode.OpGrad, func(v *kernelgen.Config) { v.DeferSaves = true })
+			if got, want := strings.Contains(grad, "gs_defer_grad_step(a, k") && ginfo.DeferGradRow > 0, slices.Contains(deferGradCases, c.name); got != want {
+				t.Fatalf("the gradient kernel with Config.DeferSaves defers %t (DeferGradRow %d), want %t", got, ginfo.DeferGradRow, want)
 			}
 			for _, dt := range deferTunings {
 				if dt.only != nil && !slices.Contains(dt.only, c.name) {
@@ -91,6 +100,9 @@ func TestHostEngineDeferSaves(t *testing.T) {
 				}
 				sameDeferRuns(t, c, c.solver(t, tuned(t, hostF64.name, dt.tun)), c.solver(t, hostF64.name), 0)
 				sameKeptSolveTo(t, c, tuned(t, residentEngine.name, dt.tun), residentEngine.name)
+				if slices.Contains(deferGradCases, c.name) {
+					sameKeptGrad(t, c, tuned(t, residentEngine.name, dt.tun), residentEngine.name, 0)
+				}
 			}
 			if c.name == "lorenz-40" {
 				deferUnderLimit(t, c)
@@ -174,6 +186,43 @@ func sameKeptSolveTo(t *testing.T, c engineCase, got, want string) {
 	sameSolution(t, c.name+" kept solveto", &sols[0], &sols[1])
 }
 
+// sameKeptGrad checks Grad of case c with its saves kept on the device
+// (KeepSaves) on the engine got against engine want, the saves read back
+// (HostSaves), bit for bit: loss, gradients (the shared ones to
+// sharedTol relative) and solution.
+func sameKeptGrad(t *testing.T, c engineCase, got, want string, sharedTol float64) {
+	t.Helper()
+	c.set.KeepSaves = true
+	var gs [2]*ode.Gradient
+	for k, eng := range []string{got, want} {
+		g, err := c.solver(t, eng).Grad(nil, &c.prob, c.loss, nil)
+		if err != nil {
+			t.Fatalf("%s: Grad on %s: %v", c.name, eng, err)
+		}
+		if err := g.Solution.HostSaves(); err != nil {
+			t.Fatalf("%s: HostSaves on %s: %v", c.name, eng, err)
+		}
+		gs[k] = g
+	}
+	what := c.name + " kept grad"
+	sameSolution(t, what, gs[0].Solution, gs[1].Solution)
+	for _, f := range []struct {
+		name      string
+		got, want []float64
+		tol       float64
+	}{{"loss", []float64{gs[0].Loss}, []float64{gs[1].Loss}, 0}, {"dL/dY0", gs[0].Y0, gs[1].Y0, 0},
+		{"dL/dP", gs[0].P, gs[1].P, 0}, {"dL/dShared", gs[0].Shared, gs[1].Shared, sharedTol}} {
+		if len(f.got) != len(f.want) {
+			t.Fatalf("%s: %s has %d values, want %d", what, f.name, len(f.got), len(f.want))
+		}
+		for q := range f.got {
+			if math.Float64bits(f.got[q]) != math.Float64bits(f.want[q]) && !(f.tol > 0 && math.Abs(f.got[q]-f.want[q]) <= f.tol*math.Abs(f.want[q])) {
+				t.Fatalf("%s: %s differs at %d: %v, want %v", what, f.name, q, f.got[q], f.want[q])
+			}
+		}
+	}
+}
+
 // TestGPUDeferSaves is TestHostEngineDeferSaves' comparisons on the
 // device ("cuda", 1,000 trajectories, the engine's layout for each
 // case): the save times evaluated by the saves kernel
@@ -193,6 +242,9 @@ func TestGPUDeferSaves(t *testing.T) {
 				}
 				sameDeferRuns(t, c, c.solver(t, tuned(t, "cuda", dt.tun)), c.solver(t, "cuda"), 1e-13)
 				sameKeptSolveTo(t, c, tuned(t, "cuda", dt.tun), "cuda")
+				if slices.Contains(deferGradCases, c.name) {
+					sameKeptGrad(t, c, tuned(t, "cuda", dt.tun), "cuda", 1e-13)
+				}
 			}
 		})
 	}
