@@ -252,8 +252,8 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int k
 }
 {{- end}}
 {{- end}}
-
 {{- if .DeferGrad}}
+
 // gs_wb_row sets wb to the cotangents of step s's coefficients the
 // saves kernel computed (gs_deferred_grad_step: gs_coef_bar's, with the
 // sweep's arguments; zeros where on is not set) and returns its flag.
@@ -266,8 +266,8 @@ GS_DEVICE bool gs_wb_row(const gs_args& a, long long i, int s, bool on, int k0, 
   for (int q = 0; q < GS_DW; q++) wb[q] = on ? row[(long long)(3 + GS_DW + q) * n] : (gs_real)0;
   return on && row[(long long)(2 + GS_DW) * n] != 0;
 }
+{{- end}}
 
-{{end -}}
 // gs_backward is the adjoint of trajectory i (act false: a lane that only
 // takes part in the warp's reductions): the loss VJP, then the reverse
 // steps from the last to the first, with the save times' VJPs (in their
