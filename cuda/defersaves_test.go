@@ -17,9 +17,11 @@ import (
 // Lorenz with Vern7 and 300; Kepler with the benchmark's 1,000; Lorenz
 // over [0, 1e-280]; bouncing balls with events, which do not defer), the
 // Lorenz case with a step budget that about half the trajectories
-// exhaust (their saves past the failure NaN), and Kepler with Vern7.
-// Their initial states are perturbed at random (seeded), so that the
-// trajectories of a launch differ.
+// exhaust (their saves past the failure NaN), Kepler with Vern7, and
+// Lorenz's 40 save times with the saved states' squares as the loss
+// (folded in the forward pass: its gradient defers, with save times at
+// T0, on mesh points and repeated). Their initial states are perturbed
+// at random (seeded), so that the trajectories of a launch differ.
 func deferSavesCases(t *testing.T, n int) []engineCase {
 	cases := divideSavesCases(t, n)
 	failing := saveTimesCase(t, lorenzCase(n, 1e-4), 20)
@@ -66,17 +68,20 @@ var deferTunings = []struct {
 	{"defer-units", Tuning{deferSaves: true, SplitUnits: true, SplitFrom: 1}, []string{"kepler-vern7"}},
 }
 
-// TestHostEngineDeferSaves checks a solve's save times evaluated by the
-// saves kernel (Tuning.deferSaves: the forward pass keeps each step's
-// start, size, state and coefficients, gs_engine_saves interpolates)
-// against the default (the trajectory's thread interpolates in turn) bit
-// for bit on the host engine: solutions and gradients (sameRuns: the
-// gradient kernels do not defer, and must be unchanged), SolveTo with
-// the saves kept on the device (KeepSaves, read back with HostSaves),
-// for deferSavesCases and each of deferTunings, in float64 and float32;
-// that the solve's source defers where the switch is on (and the
-// gradient's, the events' and a kernel's without save times do not), and
-// that without deferring the source is the same as before.
+// TestHostEngineDeferSaves checks the save times evaluated by the saves
+// kernel (Tuning.deferSaves: the forward pass keeps what each step's
+// save times need, gs_engine_saves interpolates them, and in a gradient
+// whose loss is folded computes the steps' coefficient cotangents, the
+// fold and the adjoint running in gs_engine_rev) against the default
+// (the trajectory's thread does it all in turn) bit for bit on the host
+// engine: solutions and gradients with the record and on its mesh
+// (sameRuns), SolveTo and, where the gradient defers (deferGradCases),
+// Grad with the saves kept on the device (KeepSaves, read back with
+// HostSaves), for deferSavesCases and each of deferTunings, in float64
+// and float32 (Lorenz, Kepler), and under a MemoryLimit; that the solve's
+// and the folded gradient's sources defer where the switch is on (the
+// events' and a kernel's without save times do not), and that without
+// save times the source is the same.
 func TestHostEngineDeferSaves(t *testing.T) {
 	needHost(t)
 	for _, c := range deferSavesCases(t, 70) {
@@ -228,8 +233,8 @@ func sameKeptGrad(t *testing.T, c engineCase, got, want string, sharedTol float6
 // case): the save times evaluated by the saves kernel
 // (Tuning.deferSaves) against the default bit for bit, solutions and
 // gradients (sameRunsShared: the shared gradients to 1e-13 relative, the
-// device's atomics add them in no fixed order) and the kept SolveTo. It
-// skips without a GPU.
+// device's atomics add them in no fixed order), the kept SolveTo and the
+// kept Grad. It skips without a GPU.
 //
 //	cuda.test -test.run 'TestGPUDeferSaves' -test.v
 func TestGPUDeferSaves(t *testing.T) {

@@ -65,12 +65,13 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // Vern7's gradient kernels of Kepler, about 350 kB of source, are
 // otherwise compiled with --ptxas-options=-O1, from
 // defaultFastCompileFrom). The -defer variants of solveto-kept and
-// grad-kept run the engine with Tuning.deferSaves: a solve's forward pass
-// keeps each accepted step's start, size, state and coefficients in rows
-// on the device and a second kernel of the module (gs_engine_saves, a
-// thread a step and trajectory) interpolates the save times, the same
-// saves bit for bit; a gradient kernel does not defer (grad-kept-defer is
-// grad-kept's control). Their kernel-ms/op is both kernels'.
+// grad-kept run the engine with Tuning.deferSaves: the forward pass
+// keeps what each accepted step's save times need in rows on the device
+// and a second kernel of the module (gs_engine_saves, a thread a step
+// and trajectory) interpolates them (in a gradient also the cotangents
+// of the step's coefficients), a gradient's adjoint then running in a
+// third (gs_engine_rev): the same results bit for bit. Their
+// kernel-ms/op is all the kernels'.
 // grad-kept, solveto-kept and their -ungrouped,
 // -thetas, -divsaves, -defer and -full rows also report their kernel's
 // registers ("regs") and local memory a thread ("local-B": spills and

@@ -282,9 +282,13 @@ type Config struct {
 	// gs_args.store, and a second kernel of the same source
 	// (SavesKernelName: a thread a step and trajectory) evaluates them
 	// with the same function, gs_step_saves; steps from gs_args.rows on
-	// are evaluated in the forward pass as before. The same saved states
-	// bit for bit (package cuda's private Tuning.deferSaves: the switch
-	// of the device's comparison, BenchmarkGPUSaveSplit's -defer rows).
+	// are evaluated in the forward pass as before. In a gradient kernel
+	// with its record whose loss is folded in the forward pass
+	// (kernelPlan.DeferGrad) the saves kernel also computes each step's
+	// coefficient cotangents, and a third kernel (RevKernelName) folds
+	// the loss and runs the adjoint. The same results bit for bit
+	// (package cuda's private Tuning.deferSaves: the switch of the
+	// device's comparison, BenchmarkGPUSaveSplit's -defer rows).
 	DeferSaves bool
 	// WideScalars (with Wide, without WideShared) is the most replicated
 	// float64 values (a wide function's scalars outside its component
