@@ -95,6 +95,10 @@ GS_DEVICE void gs_prefetch_step(const gs_args& a, long long i, bool on, int s, i
   const gs_real* row = a.store + (long long)s * GS_SW * n + i;
   for (int c = 0; c < GS_D; c++) GS_PREFETCH(&row[(long long)(GS_STORE_T + c) * n]);
   GS_PREFETCH(&GS_HSRC[(long long)s * n + i]);
+{{- if .DeferGrad}}
+  // The step's coefficient cotangents and their flag (gs_wb_row).
+  for (int q = 0; q <= GS_DW; q++) GS_PREFETCH(&a.work[((long long)s * GS_GW + 2 + GS_DW + q) * n + i]);
+{{- end}}
   const int k1 = kq - k0 > GS_PF_SAVES ? k0 + GS_PF_SAVES : kq;
 {{- if .SaveCots}}
   for (int k = k0; k < k1; k++) gs_save_cot_prefetch(a.ys, n, i, a.data, k);

@@ -621,6 +621,9 @@ GS_DEVICE void gs_deferred_grad_step(const gs_args& a, long long i, long long s)
   for (int q = 0; q < GS_DW; q++) row[(long long)(3 + GS_DW + q) * n] = wb[q];
 }
 
+#define GS_FOLD_GROUP 8
+#define GS_FOLD_AHEAD 4
+
 // gs_rev_body is the adjoint of trajectory i after the saves kernel
 // (DeferGrad): gs_body's end state read back (the final state, the
 // parameters, the steps, the status), the loss's fold over the saved
@@ -637,10 +640,19 @@ GS_DEVICE void gs_rev_body(const gs_args& a, const long long i, const bool valid
   const bool act = valid && a.status[i] == GS_OK && (a.flags[i] & GS_FLAG_OVERFLOW) == 0;
   gs_fold lf = {0, sh, p};
   if (act)
-    for (int k = 0; k < GS_K; k++) {
-      gs_real x[GS_D];
-      for (int c = 0; c < GS_D; c++) x[c] = a.ys[((long long)k * GS_D + c) * n + i];
-      gs_fold_save(lf, a, k, i, x);
+    // GS_FOLD_GROUP save times' states loaded at once, then folded in
+    // order; those GS_FOLD_AHEAD groups on asked for (GS_PREFETCH), so
+    // that the fold's chain does not wait a memory latency a group.
+    for (int k0 = 0; k0 < GS_K; k0 += GS_FOLD_GROUP) {
+      for (int k = k0 + GS_FOLD_AHEAD * GS_FOLD_GROUP; k < k0 + (GS_FOLD_AHEAD + 1) * GS_FOLD_GROUP && k < GS_K; k++)
+        for (int c = 0; c < GS_D; c++) GS_PREFETCH(&a.ys[((long long)k * GS_D + c) * n + i]);
+      gs_real x[GS_FOLD_GROUP][GS_D];
+      for (int j = 0; j < GS_FOLD_GROUP; j++) {
+        const int k = k0 + j < GS_K ? k0 + j : GS_K - 1;
+        for (int c = 0; c < GS_D; c++) x[j][c] = a.ys[((long long)k * GS_D + c) * n + i];
+      }
+      for (int j = 0; j < GS_FOLD_GROUP; j++)
+        if (k0 + j < GS_K) gs_fold_save(lf, a, k0 + j, i, x[j]);
     }
   gs_backward(a, sh, i, act, len, y, p, acc, lf.acc);
 }
