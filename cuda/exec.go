@@ -399,8 +399,9 @@ func (ex *executor) wholeKernel(progs *kernelgen.StepPrograms, v kernelgen.Confi
 var partsFailed atomic.Int64
 
 // compileKernel compiles the kernel called name (kernelgen.KernelName,
-// or SavesKernelName) of units on be with the further options opts: one unit as one source
-// (backend.compile), more in parts (backend.compileUnits). Where the
+// SavesKernelName or RevKernelName) of units on be with the further
+// options opts: one unit as one source (backend.compile), more in parts
+// (backend.compileUnits). Where the
 // parts fail (a unit's compile, or their link: the driver's linker
 // refuses what the compilers accepted), it compiles the kernel as one
 // unit (whole, if not nil) instead, and adds the parts' failure to tr
