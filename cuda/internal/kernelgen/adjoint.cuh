@@ -96,8 +96,10 @@ GS_DEVICE void gs_prefetch_step(const gs_args& a, long long i, bool on, int s, i
   for (int c = 0; c < GS_D; c++) GS_PREFETCH(&row[(long long)(GS_STORE_T + c) * n]);
   GS_PREFETCH(&GS_HSRC[(long long)s * n + i]);
 {{- if .DeferGrad}}
-  // The step's coefficient cotangents and their flag (gs_wb_row).
-  for (int q = 0; q <= GS_DW; q++) GS_PREFETCH(&a.work[((long long)s * GS_GW + 2 + GS_DW + q) * n + i]);
+  // The step's coefficient cotangents and their flag (gs_wb_row: none
+  // without a save time on the step).
+  if (k0 < kq)
+    for (int q = 0; q <= GS_DW; q++) GS_PREFETCH(&a.work[((long long)s * GS_GW + 2 + GS_DW + q) * n + i]);
 {{- end}}
   const int k1 = kq - k0 > GS_PF_SAVES ? k0 + GS_PF_SAVES : kq;
 {{- if .SaveCots}}
@@ -260,15 +262,18 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int k
 
 // gs_wb_row sets wb to the cotangents of step s's coefficients the
 // saves kernel computed (gs_deferred_grad_step: gs_coef_bar's, with the
-// sweep's arguments; zeros where on is not set) and returns its flag.
-// The step's other arguments are gs_coef_bar's, unused.
+// sweep's arguments) and returns their flag: zeros and false where on is
+// not set, no save time lies on the step (k0 = kq: nothing read) or
+// none inside it (the flag false), as gs_coef_bar returns. Its other
+// arguments are gs_coef_bar's, unused.
 GS_DEVICE bool gs_wb_row(const gs_args& a, long long i, int s, bool on, int k0, int kq, gs_real ts, gs_real h,
                          gs_real* wb) {
-  (void)k0, (void)kq, (void)ts, (void)h;
+  (void)ts, (void)h;
   const long long n = a.n;
   const gs_real* row = a.work + (long long)s * GS_GW * n + i;
-  for (int q = 0; q < GS_DW; q++) wb[q] = on ? row[(long long)(3 + GS_DW + q) * n] : (gs_real)0;
-  return on && row[(long long)(2 + GS_DW) * n] != 0;
+  const bool any = on && k0 < kq && row[(long long)(2 + GS_DW) * n] != 0;
+  for (int q = 0; q < GS_DW; q++) wb[q] = any ? row[(long long)(3 + GS_DW + q) * n] : (gs_real)0;
+  return any;
 }
 {{- end}}
 

@@ -595,12 +595,18 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 
 // gs_deferred_grad_step sets the save times of step s of trajectory i
 // kept by gs_defer_grad_step and, where the trajectory's gradient is
-// computed, the cotangents of the step's coefficients (gs_coef_bar).
+// computed and the sweep's range of save times for the step, [kb, ke),
+// is not empty, the cotangents of the step's coefficients (gs_coef_bar)
+// and their flag (none where it is empty: gs_wb_row does not read them
+// there, and the sweep's gs_coef_bar would give zeros and false).
 GS_DEVICE void gs_deferred_grad_step(const gs_args& a, long long i, long long s) {
   const long long n = a.n;
   if (s >= a.acc[i] || s >= a.rows) return;
   gs_real* row = a.work + s * GS_GW * n + i;
   const int k0 = (int)row[0], m = (int)row[n];
+  const int kb = s == 0 ? 0 : k0, ke = k0 + m;
+  const bool grad = kb < ke && a.status[i] == GS_OK && (a.flags[i] & GS_FLAG_OVERFLOW) == 0;
+  if (m == 0 && !grad) return;
   const gs_real* srow = a.store + s * GS_SW * n + i;
   const gs_real t = srow[0], h = a.hout[s * n + i];
   if (m > 0) {
@@ -611,14 +617,15 @@ GS_DEVICE void gs_deferred_grad_step(const gs_args& a, long long i, long long s)
     int k = k0;
     gs_step_saves(a, k, i, (int)s, t, h, y, w);
   }
-  if (a.status[i] != GS_OK || (a.flags[i] & GS_FLAG_OVERFLOW) != 0) return;
+  if (!grad) return;
   const gs_real* sh = a.sh;
   gs_real yf[GS_D], p[GS_NPX], wb[GS_DW];
   for (int c = 0; c < GS_D; c++) yf[c] = a.y[(long long)c * n + i];
   for (int c = 0; c < GS_NPX; c++) p[c] = c < GS_NP ? a.p[(long long)c * n + i] : (gs_real)0;
-  const bool any = gs_coef_bar(a, sh, yf, p, (gs_real)a.scale, i, true, s == 0 ? 0 : k0, k0 + m, t, h, wb);
+  const bool any = gs_coef_bar(a, sh, yf, p, (gs_real)a.scale, i, true, kb, ke, t, h, wb);
   row[(long long)(2 + GS_DW) * n] = any ? 1 : 0;
-  for (int q = 0; q < GS_DW; q++) row[(long long)(3 + GS_DW + q) * n] = wb[q];
+  if (any)
+    for (int q = 0; q < GS_DW; q++) row[(long long)(3 + GS_DW + q) * n] = wb[q];
 }
 
 #define GS_FOLD_GROUP 8
