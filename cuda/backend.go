@@ -125,6 +125,33 @@ func newGPUBackend(d *driver.Device) *gpuBackend {
 type gpuKernel struct {
 	k     *driver.Kernel
 	attrs driver.KernelAttrs
+	m     *driver.Module // its module
+	// parent is the kernel whose module this one shares (siblingBackend),
+	// which it keeps reachable (its cleanup unloads the module); nil for
+	// the kernel a compile returned.
+	parent *gpuKernel
+}
+
+// siblingBackend is a backend that returns another kernel of the module
+// of a kernel it compiled without compiling again (an engine kernel's
+// saves kernel: kernelgen.SavesKernelName). A backend without it
+// compiles the source again under the other kernel's name.
+type siblingBackend interface {
+	sibling(k backendKernel, name string) (backendKernel, error)
+}
+
+// sibling returns the kernel called name of bk's module.
+func (b *gpuBackend) sibling(bk backendKernel, name string) (backendKernel, error) {
+	gk := bk.(*gpuKernel)
+	k, err := gk.m.Kernel(name)
+	if err != nil {
+		return nil, err
+	}
+	a, err := k.Attrs()
+	if err != nil {
+		return nil, err
+	}
+	return &gpuKernel{k: k, attrs: a, m: gk.m, parent: gk}, nil
 }
 
 // unload unloads a kernel's module once its gpuKernel is unreachable
@@ -181,7 +208,7 @@ func (b *gpuBackend) kernel(m *driver.Module, name string) (backendKernel, error
 			return nil, err
 		}
 	}
-	gk := &gpuKernel{k: k, attrs: a}
+	gk := &gpuKernel{k: k, attrs: a, m: m}
 	runtime.AddCleanup(gk, unload, m)
 	return gk, nil
 }

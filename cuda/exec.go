@@ -111,6 +111,14 @@ type kernelEntry struct {
 	start sync.Once     // starts the compile
 	done  chan struct{} // closed once the compile has set k, block and err
 	k     backendKernel
+	// sk is the module's saves kernel (kernelgen.SavesKernelName), which
+	// runs after k where k defers its save times (info.DeferRow); nil
+	// otherwise.
+	sk backendKernel
+	// rk is the module's reverse kernel (kernelgen.RevKernelName), which
+	// runs after sk where k is a gradient's that defers its save times
+	// (info.DeferGradRow); nil otherwise.
+	rk    backendKernel
 	block int // threads per block: set with the source, lowered by the compile
 	err   error
 
@@ -341,8 +349,26 @@ func (ex *executor) build(e *kernelEntry, tr *Trace) {
 	defer func() { tr.add(func(t *TraceStats) { t.Compile += time.Since(start) }) }()
 	units, whole := e.units, e.whole
 	e.units, e.whole = nil, nil // kept no longer than needed: hundreds of kilobytes
-	if e.k, e.err = compileKernel(ex.be, units, e.opts, whole, tr); e.err != nil {
+	if e.k, e.err = compileKernel(ex.be, units, kernelgen.KernelName, e.opts, whole, tr); e.err != nil {
 		return
+	}
+	// The module's other kernels; a backend that cannot take them from
+	// the module compiles the source again under their names.
+	other := func(name string) (backendKernel, error) {
+		if sb, ok := ex.be.(siblingBackend); ok {
+			return sb.sibling(e.k, name)
+		}
+		return compileKernel(ex.be, units, name, e.opts, whole, tr)
+	}
+	if e.info.DeferRow > 0 || e.info.DeferGradRow > 0 {
+		if e.sk, e.err = other(kernelgen.SavesKernelName); e.err != nil {
+			return
+		}
+	}
+	if e.info.DeferGradRow > 0 {
+		if e.rk, e.err = other(kernelgen.RevKernelName); e.err != nil {
+			return
+		}
 	}
 	if m := e.k.maxBlock(); m > 0 && m < e.block {
 		e.block = max(32, m/32*32)
@@ -372,19 +398,20 @@ func (ex *executor) wholeKernel(progs *kernelgen.StepPrograms, v kernelgen.Confi
 // device's tests of kernels in parts check that none did.
 var partsFailed atomic.Int64
 
-// compileKernel compiles the engine kernel (kernelgen.KernelName) of
-// units on be with the further options opts: one unit as one source
-// (backend.compile), more in parts (backend.compileUnits). Where the
+// compileKernel compiles the kernel called name (kernelgen.KernelName,
+// SavesKernelName or RevKernelName) of units on be with the further
+// options opts: one unit as one source (backend.compile), more in parts
+// (backend.compileUnits). Where the
 // parts fail (a unit's compile, or their link: the driver's linker
 // refuses what the compilers accepted), it compiles the kernel as one
 // unit (whole, if not nil) instead, and adds the parts' failure to tr
 // (TraceStats.PartsFailed, PartsError); its error is then the one
 // unit's, naming the parts' failure too.
-func compileKernel(be backend, units []kernelgen.Unit, opts []string, whole wholeKernel, tr *Trace) (backendKernel, error) {
+func compileKernel(be backend, units []kernelgen.Unit, name string, opts []string, whole wholeKernel, tr *Trace) (backendKernel, error) {
 	if len(units) == 1 {
-		return be.compile(units[0].Text, kernelgen.KernelName, opts)
+		return be.compile(units[0].Text, name, opts)
 	}
-	k, err := be.compileUnits(units, kernelgen.KernelName, opts)
+	k, err := be.compileUnits(units, name, opts)
 	if err == nil || whole == nil {
 		return k, err
 	}
@@ -392,7 +419,7 @@ func compileKernel(be backend, units []kernelgen.Unit, opts []string, whole whol
 	tr.add(func(t *TraceStats) { t.PartsFailed++; t.PartsError = err.Error() })
 	src, wopts, werr := whole()
 	if werr == nil {
-		k, werr = be.compile(src, kernelgen.KernelName, wopts)
+		k, werr = be.compile(src, name, wopts)
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("%w (compiled as one unit after its %d parts failed: %v)", werr, len(units), err)
@@ -800,6 +827,10 @@ func (ex *executor) runJobOf(ctx context.Context, j *ode.Job, cfg *kernelgen.Con
 		rows = j.Mesh.Rows
 	case v.MeshOut || v.Store:
 		rows = ex.rowsGuess(j.MaxSteps)
+	case ke.info.DeferRow > 0:
+		if rows, err = r.deferRows(j.N, ex.rowsGuess(j.MaxSteps)); err != nil {
+			return nil, err
+		}
 	}
 	over, err := r.pass(ctx, nil, rows)
 	if err != nil {
@@ -831,6 +862,26 @@ func (ex *executor) runJobOf(ctx context.Context, j *ode.Job, cfg *kernelgen.Con
 		}
 	}
 	return r, nil
+}
+
+// deferRows returns the rows of a pass of m trajectories whose kernel
+// defers its save times (kernelgen.KernelInfo.DeferRow): rows, halved
+// while the pass would run in more launches with them than without
+// (Job.MemoryLimit, the device's free memory), down to none. The rows
+// are optional: the kernel evaluates the save times of the steps past
+// them itself, so they never overflow, and they never cost a pass its
+// single launch (nor a KeepSaves run its kept saves).
+func (r *run) deferRows(m, rows int) (int, error) {
+	c0, err := r.chunk(m, 0)
+	if err != nil {
+		return 0, err
+	}
+	for ; rows > 0; rows /= 2 {
+		if c, err := r.chunk(m, rows); err == nil && c >= c0 {
+			return rows, nil
+		}
+	}
+	return 0, nil
 }
 
 // wholeTiles returns the trajectories of the tiles of scan.TileSize
@@ -1269,6 +1320,16 @@ func (r *run) layout(n, rows int) layout {
 	}
 	if v.Store {
 		elems[argStore] = cnt(rows * (d + kernelgen.B2i(r.ke.info.StoreT) + kernelgen.B2i(r.ke.info.StoreEvent)))
+	}
+	if w := r.ke.info.DeferRow; w > 0 {
+		// The rows of the steps whose save times the saves kernel
+		// evaluates (kernelgen.Config.DeferSaves).
+		elems[argStore] = cnt(rows * w)
+	}
+	if w := r.ke.info.DeferGradRow; w > 0 {
+		// A deferring gradient's rows of its steps' save times and
+		// coefficients' cotangents (the thread layout's work array).
+		elems[argWork] = cnt(rows * w)
 	}
 	if v.LanesGlobal {
 		threads, _, _ := r.launchShape(n)
@@ -2358,7 +2419,41 @@ func (r *run) launchChunk(args *[numArgs]uint64, lo, hi int, c clock) error {
 	if err := q.enqueue(r.ke.k, hi-lo, bt, shmem, args[:]); err != nil {
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
 	}
+	if err := r.launchSaves(args, hi-lo, bt, shmem); err != nil {
+		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
+	}
 	return q.mark(c, true)
+}
+
+// savesBlock is the threads per block of the saves kernel of a kernel
+// that defers its save times (kernelEntry.sk).
+const savesBlock = 256
+
+// launchSaves queues, after the engine kernel of a launch (or of a
+// chunk of it) with argument words args, its saves kernel where the
+// kernel defers its save times (kernelEntry.sk): a thread for each of
+// args' rows of each of its trajectories first … end−1, the same
+// argument words, in blocks of savesBlock threads (fewer where the
+// kernel allows fewer); and then, where the kernel is a gradient's, its
+// reverse kernel (kernelEntry.rk) in the engine kernel's shape (threads,
+// block, shmem).
+func (r *run) launchSaves(args *[numArgs]uint64, threads, block, shmem int) error {
+	if r.ke.sk == nil {
+		return nil
+	}
+	if rows := int(args[argEnd]-args[argFirst]) * int(args[argRows]); rows > 0 {
+		sb := savesBlock
+		if m := r.ke.sk.maxBlock(); m > 0 && m < sb {
+			sb = max(32, m/32*32)
+		}
+		if err := r.q.enqueue(r.ke.sk, rows, sb, 0, args[:]); err != nil {
+			return err
+		}
+	}
+	if r.ke.rk == nil {
+		return nil
+	}
+	return r.q.enqueue(r.ke.rk, threads, block, shmem, args[:])
 }
 
 // readChunks copies the results of a launch of n trajectories in layout
@@ -3228,12 +3323,18 @@ func (r *run) launchKernel(ar *arena, n, rows int, l *layout, c clock) error {
 	threads, bt, shmem := r.launchShape(n)
 	q := r.q
 	if c == nil {
-		return q.enqueue(r.ke.k, threads, bt, shmem, args[:])
+		if err := q.enqueue(r.ke.k, threads, bt, shmem, args[:]); err != nil {
+			return err
+		}
+		return r.launchSaves(args, threads, bt, shmem)
 	}
 	if err := q.mark(c, false); err != nil {
 		return err
 	}
 	if err := q.enqueue(r.ke.k, threads, bt, shmem, args[:]); err != nil {
+		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
+	}
+	if err := r.launchSaves(args, threads, bt, shmem); err != nil {
 		return fmt.Errorf("cuda: engine %s: %w", r.ex.name, err)
 	}
 	return q.mark(c, true)
@@ -3625,7 +3726,7 @@ func (r *run) scatter(down []byte, at *[numArgs]int64, ar *arena, g []int, rows 
 		r.sum, r.summed = sum.sum, g[n-1]+1
 	}
 	r.longest = max(r.longest, longest)
-	if v.Adaptive && (v.MeshOut || v.Store) {
+	if v.Adaptive && (v.MeshOut || v.Store || r.ke.info.DeferRow > 0) {
 		ex.notice(longest)
 	}
 	if v.MeshOut && r.hout != nil && !r.filling {

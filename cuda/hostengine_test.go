@@ -237,7 +237,7 @@ type hostKernel struct {
 func hostKernelArgs(name string) (words, ptr int, defs string) {
 	words, ptr, typ := numArgs, argSh, "gs_args"
 	switch name {
-	case kernelgen.KernelName:
+	case kernelgen.KernelName, kernelgen.SavesKernelName, kernelgen.RevKernelName:
 	case savesKernelName:
 		words, ptr, typ = numSavesWords, swStatus, "gs_sargs"
 	case meshColsKernelName:

@@ -313,6 +313,18 @@ type Tuning struct {
 	// (BenchmarkGPUSaveSplit's -divsaves rows). The same results bit for
 	// bit.
 	divideSaves bool
+	// deferSaves has a forward-only solve, or a gradient with its record
+	// whose loss is folded in the forward pass, whose save times read
+	// the trial's extension (kernelgen.Config.DeferSaves: no events, the
+	// thread layout) keep what each accepted step's save times need in
+	// rows on the device, and a second kernel, a thread a step and
+	// trajectory, evaluate the save times from them (a gradient's also
+	// its steps' coefficient cotangents, its adjoint then in a third
+	// kernel; a solve's steps past the rows in the forward pass, as
+	// without it), where by default the trajectory's thread evaluates
+	// them in turn: for the device's comparison (BenchmarkGPUSaveSplit's
+	// -defer rows). The same results bit for bit.
+	deferSaves bool
 	// compareEach compares a launch's inputs run ahead (sameHeld) one
 	// input after the other with par.Equal, as before session 47 (an
 	// array of up to par.FirstSerial elements on one core: the events
@@ -578,6 +590,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.KeepThetas = tun.keepThetas && v.Grad
 	v.OldSaves = tun.oldSaves && v.Saves > 0
 	v.DivideSaves = tun.divideSaves && v.Saves > 0
+	v.DeferSaves = tun.deferSaves && v.Saves > 0
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || tun.Layout == LayoutWide || v.Events:

@@ -64,8 +64,16 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // kernels compiled at full optimisation (Tuning.FastCompile "none":
 // Vern7's gradient kernels of Kepler, about 350 kB of source, are
 // otherwise compiled with --ptxas-options=-O1, from
-// defaultFastCompileFrom). grad-kept, solveto-kept and their -ungrouped,
-// -thetas, -divsaves and -full rows also report their kernel's
+// defaultFastCompileFrom). The -defer variants of solveto-kept and
+// grad-kept run the engine with Tuning.deferSaves: the forward pass
+// keeps what each accepted step's save times need in rows on the device
+// and a second kernel of the module (gs_engine_saves, a thread a step
+// and trajectory) interpolates them (in a gradient also the cotangents
+// of the step's coefficients), a gradient's adjoint then running in a
+// third (gs_engine_rev): the same results bit for bit. Their
+// kernel-ms/op is all the kernels'.
+// grad-kept, solveto-kept and their -ungrouped,
+// -thetas, -divsaves, -defer and -full rows also report their kernel's
 // registers ("regs") and local memory a thread ("local-B": spills and
 // local arrays).
 // solveto-kept-old and grad-kept-old are solveto-kept and
@@ -85,6 +93,10 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 //	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
 //	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/Vern7/saves=(1|1000)/$v\$" -test.benchtime 20x
 //	done; done
+//	for r in 1 2 3 4 5; do for v in solveto-kept solveto-kept-defer grad-kept grad-kept-defer; do
+//	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/saves=(1|1000)/$v\$" -test.benchtime 20x
+//	  cuda.test -test.run '^$' -test.bench "GPUSaveSplit/Vern7/saves=(1|1000)/$v\$" -test.benchtime 20x
+//	done; done
 //
 // The same calls with Vern7 are the Vern7 sub-benchmark's (its steps hold
 // about twice Tsit5's save times):
@@ -94,7 +106,8 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 	needGPUEngine(b)
 	engines := saveSplitEngines{engine: "cuda", stored: tuned(b, "cuda", Tuning{StoreSaveCots: true}), old: tuned(b, "cuda", Tuning{oldSaves: true}),
 		ungrouped: tuned(b, "cuda", Tuning{ungroupedCots: true}), thetas: tuned(b, "cuda", Tuning{keepThetas: true}),
-		divsaves: tuned(b, "cuda", Tuning{divideSaves: true}), full: tuned(b, "cuda", Tuning{FastCompile: "none"})}
+		divsaves: tuned(b, "cuda", Tuning{divideSaves: true}), full: tuned(b, "cuda", Tuning{FastCompile: "none"}),
+		deferred: tuned(b, "cuda", Tuning{deferSaves: true})}
 	benchSaveSplit(b, engines, 4096, []ode.Method{ode.Tsit5})
 	b.Run("Vern7", func(b *testing.B) { benchSaveSplit(b, engines, 4096, []ode.Method{ode.Vern7}) })
 }
@@ -112,36 +125,39 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 func BenchmarkHostSaveSplit(b *testing.B) {
 	needHost(b)
 	benchSaveHostOnce.Do(func() {
-		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped", "cuda-host-o2-bench-thetas", "cuda-host-o2-bench-divsaves"} {
+		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped", "cuda-host-o2-bench-thetas", "cuda-host-o2-bench-divsaves", "cuda-host-o2-bench-defer"} {
 			e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 32)}
 			e.be.(*hostBackend).optimize = true
 			tun := envTuning()
 			tun.WaitForCompile, tun.StoreSaveCots, tun.oldSaves, tun.ungroupedCots, tun.keepThetas, tun.divideSaves = true, k == 1, k == 2, k == 3, k == 4, k == 5
+			tun.deferSaves = k == 6
 			e.SetTuning(tun)
 			ode.Register(e)
 			benchSaveHost[k] = e
 		}
 	})
 	engines := saveSplitEngines{engine: benchSaveHost[0].Name(), stored: benchSaveHost[1].Name(), old: benchSaveHost[2].Name(),
-		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name(), divsaves: benchSaveHost[5].Name(), full: benchSaveHost[0].Name()}
+		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name(), divsaves: benchSaveHost[5].Name(), full: benchSaveHost[0].Name(),
+		deferred: benchSaveHost[6].Name()}
 	benchSaveSplit(b, engines, 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
 // benchSaveHost are BenchmarkHostSaveSplit's engines, registered at its
 // first run: cuda-host with kernels compiled with -O2, no memo, and the
 // same with Tuning.StoreSaveCots, with Tuning.oldSaves, with
-// Tuning.ungroupedCots, with Tuning.keepThetas and with
-// Tuning.divideSaves.
+// Tuning.ungroupedCots, with Tuning.keepThetas, with
+// Tuning.divideSaves and with Tuning.deferSaves.
 var (
 	benchSaveHostOnce sync.Once
-	benchSaveHost     [6]*Engine
+	benchSaveHost     [7]*Engine
 )
 
 // saveSplitAttrOps are the rows of BenchmarkGPUSaveSplit that report
 // their kernel's registers and local memory (a solve's for the solveto
 // rows, else the gradient's), with the tuning of their engine's kernel.
 var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-thetas": {keepThetas: true},
-	"grad-kept-divsaves": {divideSaves: true}, "solveto-kept": {}, "solveto-kept-divsaves": {divideSaves: true}, "grad-kept-full": {FastCompile: "none"}}
+	"grad-kept-divsaves": {divideSaves: true}, "solveto-kept": {}, "solveto-kept-divsaves": {divideSaves: true}, "grad-kept-full": {FastCompile: "none"},
+	"solveto-kept-defer": {deferSaves: true}, "grad-kept-defer": {deferSaves: true}}
 
 // saveSplitAttrs are the kernels' resources BenchmarkGPUSaveSplit reports,
 // by method, save times and row.
@@ -153,9 +169,9 @@ var saveSplitAttrs = map[string]driver.KernelAttrs{}
 // Tuning.ungroupedCots; thetas (-thetas) with Tuning.keepThetas;
 // divsaves (-divsaves) with Tuning.divideSaves; full (-full) with
 // Tuning.FastCompile "none" (on the host backend, which runs no NVRTC,
-// the default engine).
+// the default engine); deferred (-defer) with Tuning.deferSaves.
 type saveSplitEngines struct {
-	engine, stored, old, ungrouped, thetas, divsaves, full string
+	engine, stored, old, ungrouped, thetas, divsaves, full, deferred string
 }
 
 // benchSaveSplit runs BenchmarkGPUSaveSplit's calls on the engines e, for
@@ -226,13 +242,18 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	set.Engine = e.deferred
+	svKeepDefer, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, k := range []int{1, 1000} {
 		ts := make([]float64, k)
 		for j := range ts {
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas", "solveto-kept-divsaves", "grad-kept-divsaves", "grad-kept-full"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas", "solveto-kept-divsaves", "grad-kept-divsaves", "grad-kept-full", "solveto-kept-defer", "grad-kept-defer"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -257,6 +278,8 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 					solver = svKeepDivSaves
 				case op == "grad-kept-full":
 					solver = svKeepFull
+				case strings.HasSuffix(op, "-kept-defer"):
+					solver = svKeepDefer
 				case strings.HasSuffix(op, "-kept-old"):
 					solver = svKeepOld
 				case strings.Contains(op, "-kept"):

@@ -200,6 +200,9 @@ func (ex *executor) NewTrainer(j *ode.Job, spec *ode.TrainSpec) (ode.Trainer, er
 	// component-major (train.cuh).
 	v := ex.variant(j)
 	v.RowMajor = false
+	// The trainer launches the engine kernel alone (evalOps): its save
+	// times are not deferred to the module's other kernels.
+	v.DeferSaves = false
 	v, ke, err := ex.prepareConfig(context.Background(), v, j, nil)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ them. The loss's own dL/ds without LossAcc goes where the layout's
 */ -}}
 {{define "cot-args"}}{{if .SaveCots}}sh, y, p, sc, {{end}}{{end}}
 {{- define "theta-arg"}}{{if .KeepThetas}}s > 0, {{end}}{{end}}
+{{- define "coef-bar"}}{{if .DeferGrad}}gs_wb_row(a, i, s, {{else}}gs_coef_bar(a, {{template "cot-args" .}}i, {{end}}{{end}}
 
 {{define "adjoint"}}
 // gs_take sets lambda and gp from the outputs of a reverse step (Reverse's
@@ -94,6 +95,12 @@ GS_DEVICE void gs_prefetch_step(const gs_args& a, long long i, bool on, int s, i
   const gs_real* row = a.store + (long long)s * GS_SW * n + i;
   for (int c = 0; c < GS_D; c++) GS_PREFETCH(&row[(long long)(GS_STORE_T + c) * n]);
   GS_PREFETCH(&GS_HSRC[(long long)s * n + i]);
+{{- if .DeferGrad}}
+  // The step's coefficient cotangents and their flag (gs_wb_row: none
+  // without a save time on the step).
+  if (k0 < kq)
+    for (int q = 0; q <= GS_DW; q++) GS_PREFETCH(&a.work[((long long)s * GS_GW + 2 + GS_DW + q) * n + i]);
+{{- end}}
   const int k1 = kq - k0 > GS_PF_SAVES ? k0 + GS_PF_SAVES : kq;
 {{- if .SaveCots}}
   for (int k = k0; k < k1; k++) gs_save_cot_prefetch(a.ys, n, i, a.data, k);
@@ -250,6 +257,24 @@ GS_DEVICE bool gs_coef_bar(const gs_args& a, long long i, bool on, int k0, int k
   return any;
 }
 {{- end}}
+{{- end}}
+{{- if .DeferGrad}}
+
+// gs_wb_row sets wb to the cotangents of step s's coefficients the
+// saves kernel computed (gs_deferred_grad_step: gs_coef_bar's, with the
+// sweep's arguments) and returns their flag: zeros and false where on is
+// not set, no save time lies on the step (k0 = kq: nothing read) or
+// none inside it (the flag false), as gs_coef_bar returns. Its other
+// arguments are gs_coef_bar's, unused.
+GS_DEVICE bool gs_wb_row(const gs_args& a, long long i, int s, bool on, int k0, int kq, gs_real ts, gs_real h,
+                         gs_real* wb) {
+  (void)ts, (void)h;
+  const long long n = a.n;
+  const gs_real* row = a.work + (long long)s * GS_GW * n + i;
+  const bool any = on && k0 < kq && row[(long long)(2 + GS_DW) * n] != 0;
+  for (int q = 0; q < GS_DW; q++) wb[q] = any ? row[(long long)(3 + GS_DW + q) * n] : (gs_real)0;
+  return any;
+}
 {{- end}}
 
 // gs_backward is the adjoint of trajectory i (act false: a lane that only
@@ -415,13 +440,13 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
       // One reverse step for all: the dense step's, with wb zero where no
       // save time lies inside the step (Reverse's results, bit for bit).
       gs_real wb[GS_DW];
-      gs_coef_bar(a, {{template "cot-args" .}}i, live, k0, kq, ts, h, {{template "theta-arg" .}}wb);
+      {{template "coef-bar" .}}live, k0, kq, ts, h, {{template "theta-arg" .}}wb);
       gs_take(gs_a_drev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, wb, gp), live, lam, gp);
 {{- else}}
 {{- if .Dense}}
       // The warp's lanes call one of the two steps alike.
       gs_real wb[GS_DW];
-      if (gs_warp_any(gs_coef_bar(a, {{template "cot-args" .}}i, live, k0, kq, ts, h, {{template "theta-arg" .}}wb)))
+      if (gs_warp_any({{template "coef-bar" .}}live, k0, kq, ts, h, {{template "theta-arg" .}}wb)))
         gs_take(gs_a_drev(sh, acc, live, ts, live ? h : (gs_real)0, ys, p, lam, wb, gp), live, lam, gp);
       else
 {{- end}}
@@ -449,12 +474,12 @@ GS_DEVICE void gs_backward(const gs_args& a, const gs_real* sh, long long i, boo
 {{- if .ShareRev}}
         // One reverse step for all (as above).
         gs_real wb[GS_DW];
-        gs_coef_bar(a, {{template "cot-args" .}}i, true, k0, kq, ts, h, {{template "theta-arg" .}}wb);
+        {{template "coef-bar" .}}true, k0, kq, ts, h, {{template "theta-arg" .}}wb);
         r = gs_a_drev(sh, ts, h, ys, p, lam, wb, gp);
         gs_take(r, true, lam, gp);
 {{- else if .Dense}}
         gs_real wb[GS_DW];
-        dense = gs_coef_bar(a, {{template "cot-args" .}}i, true, k0, kq, ts, h, {{template "theta-arg" .}}wb);
+        dense = {{template "coef-bar" .}}true, k0, kq, ts, h, {{template "theta-arg" .}}wb);
         if (dense) {
           rd = gs_a_drev(sh, ts, h, ys, p, lam, wb, gp);
           gs_take(rd, true, lam, gp);

@@ -60,7 +60,13 @@
 // interpolants independent, the quotients from the step's reciprocal with
 // two corrections, gs_quot, the division's bits without its branch, so
 // that a group's chains interleave in one block; Config.DivideSaves
-// divides, as before session 49); and the adjoint finds the save times on a
+// divides, as before session 49; Config.DeferSaves, a forward-only solve,
+// has the forward pass keep each step's start, size, state and
+// coefficients in rows and a second kernel of the module,
+// gs_engine_saves, a thread a step and trajectory, call gs_step_saves on
+// them, and in a gradient with a folded loss gs_coef_bar too, the fold
+// and the adjoint then running in a third, gs_engine_rev); and the
+// adjoint finds the save times on a
 // step from the save times and the step's stored t (gs_dense_first_save),
 // not from a per-trajectory array of their steps. The sweep is
 // software-pipelined over the steps: a step's stored t is read two steps

@@ -35,8 +35,8 @@ The layout's hooks define what the driver loop (gs_body) needs of it:
                    trajectories, which read them in the adjoint
   GS_LOSS_ACC_AT   where the loss's own dL/ds goes (a pointer)
 */ -}}
-{{define "fold-param"}}{{if .LossFold}}, gs_fold& lf{{end}}{{end}}
-{{- define "fold-arg"}}{{if .LossFold}}, lf{{end}}{{end -}}
+{{define "fold-param"}}{{if .FoldFwd}}, gs_fold& lf{{end}}{{end}}
+{{- define "fold-arg"}}{{if .FoldFwd}}, lf{{end}}{{end -}}
 // gradsolve CUDA engine: one kernel, GS_KERNEL_NAME, running the driver
 // loop of ode.Plan for the trajectories of a launch:
 //
@@ -160,7 +160,7 @@ GS_DEVICE void gs_save_state(const gs_args& a, int k, long long i, int s, const 
 {{- else}}
   (void)s;
 {{- end}}
-{{- if .LossFold}}
+{{- if .FoldFwd}}
   gs_fold_save(lf, a, k, i, y);
 {{- end}}
 }
@@ -306,6 +306,120 @@ GS_DEVICE void gs_step_saves(const gs_args& a, int& k, long long i, int s, gs_re
     if (m < GS_SAVE_GROUP) return;
   }
 }
+{{- if .DeferSaves}}
+
+// Deferred save times (Config.DeferSaves): the forward pass keeps what
+// an accepted step's save times need in a row of a.store, and the saves
+// kernel (gs_engine_saves, after this kernel) evaluates them, a thread a
+// step, with gs_step_saves: the same function on the same values, so
+// the same saved states bit for bit. A row of step s of trajectory i
+// holds, at a.store[(s * GS_DSW + q) * n + i], q = 0 the step's start t,
+// 1 its size h, 2 its first save time k (GS_K where none lies on it),
+// then the state y it starts from and, where one of its save times lies
+// inside it (gs_inside), the extension's coefficients w (else w is not
+// written, and gs_step_saves does not read it). Steps from a.rows on
+// are evaluated here, as without deferring.
+#define GS_DSW (3 + GS_D + GS_DW)
+#define GS_DEFER_COUNT 8
+
+// gs_defer_step keeps accepted step s's save times (from k on, those
+// before t + h) for the saves kernel, or evaluates them (s >= a.rows),
+// and advances k past them, as gs_step_saves does.
+GS_DEVICE void gs_defer_step(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
+                             const gs_real* w) {
+  if (s >= a.rows) {
+    gs_step_saves(a, k, i, s, t, h, y, w);
+    return;
+  }
+  const long long n = a.n;
+  gs_real* row = a.store + (long long)s * GS_DSW * n + i;
+  const gs_real end = t + h;
+  if (k >= GS_K || !(a.saveat[k] < end)) {
+    if (GS_WRITER) row[2 * n] = (gs_real)GS_K;
+    return;
+  }
+  if (GS_WRITER) {
+    row[0] = t;
+    row[n] = h;
+    row[2 * n] = (gs_real)k;
+    for (int c = 0; c < GS_D; c++) row[(long long)(3 + c) * n] = y[c];
+    if (gs_inside(a, k, t, h))
+      for (int q = 0; q < GS_DW; q++) row[(long long)(3 + GS_D + q) * n] = w[q];
+  }
+  // The save times are sorted: those on the step are a run from k,
+  // counted GS_DEFER_COUNT at a time (their loads independent: one
+  // latency for the lot, where a save time at a time waited for each).
+  while (k < GS_K) {
+    int m = 0;
+    for (int j = 0; j < GS_DEFER_COUNT; j++) m += k + j < GS_K && a.saveat[k + j < GS_K ? k + j : GS_K - 1] < end;
+    k += m;
+    if (m < GS_DEFER_COUNT) return;
+  }
+}
+
+// gs_deferred_step sets the save times of step s of trajectory i kept
+// by gs_defer_step (none past the trajectory's accepted steps, a.acc).
+GS_DEVICE void gs_deferred_step(const gs_args& a, long long i, long long s) {
+  if (s >= a.acc[i]) return;
+  const long long n = a.n;
+  const gs_real* row = a.store + s * GS_DSW * n + i;
+  int k = (int)row[2 * n];
+  if (k >= GS_K) return;
+  const gs_real t = row[0], h = row[n];
+  gs_real y[GS_D], w[GS_DW];
+  for (int c = 0; c < GS_D; c++) y[c] = row[(long long)(3 + c) * n];
+  if (gs_inside(a, k, t, h))
+    for (int q = 0; q < GS_DW; q++) w[q] = row[(long long)(3 + GS_D + q) * n];
+  gs_step_saves(a, k, i, (int)s, t, h, y, w);
+}
+{{- end}}
+{{- if .DeferGrad}}
+
+// Deferred save times of a gradient (kernelPlan.DeferGrad): three
+// kernels. The engine kernel (the forward pass, no adjoint) keeps, for
+// each accepted step s below a.rows, its first save time k and their
+// count m, and the extension's coefficients w where one lies inside
+// it, in a row of a.work (GS_GW reals a step: [(s * GS_GW + q) * n +
+// i], q = 0 k, 1 m, then w, then the saves kernel's "any" flag and
+// the coefficients' cotangents wb); the step's t and y are the record's
+// (a.store), h the mesh's (a.hout). The saves kernel (gs_engine_saves)
+// sets the step's save times with gs_step_saves and computes the
+// cotangents of its coefficients with gs_coef_bar on the arguments the
+// reverse sweep passes it (step 0 from save time 0: those at or before
+// T0, whose theta is 0, add nothing), and gs_engine_rev runs the loss's
+// fold over the saved states in order and the adjoint (gs_backward,
+// which reads wb from the row: gs_wb_row). The same functions on the
+// same values in the same orders: the same results bit for bit.
+#define GS_GW (3 + 2 * GS_DW)
+
+// gs_defer_grad_step keeps accepted step s's save times (from k on,
+// those before t + h) for the saves kernel, or sets them (s >= a.rows:
+// a trajectory whose record overflows, which runs again), and advances
+// k past them.
+GS_DEVICE void gs_defer_grad_step(const gs_args& a, int& k, long long i, int s, gs_real t, gs_real h, const gs_real* y,
+                                  const gs_real* w) {
+  if (s >= a.rows) {
+    gs_step_saves(a, k, i, s, t, h, y, w);
+    return;
+  }
+  const long long n = a.n;
+  gs_real* row = a.work + (long long)s * GS_GW * n + i;
+  const gs_real end = t + h;
+  const int k0 = k;
+  while (k < GS_K) {
+    int m = 0;
+    for (int j = 0; j < 8; j++) m += k + j < GS_K && a.saveat[k + j < GS_K ? k + j : GS_K - 1] < end;
+    k += m;
+    if (m < 8) break;
+  }
+  if (GS_WRITER) {
+    row[0] = (gs_real)k0;
+    row[n] = (gs_real)(k - k0);
+    if (k > k0 && gs_inside(a, k0, t, h))
+      for (int q = 0; q < GS_DW; q++) row[(long long)(2 + q) * n] = w[q];
+  }
+}
+{{- end}}
 {{- if and .Adaptive (not .ShareFwd) (not .SwitchTrial) (not .Wide)}}
 
 // gs_saves sets the save times on accepted step s from (t, y) of size h of
@@ -439,7 +553,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
   bool overflow = false;
 {{- if .Saves}}
   int k = 0;
-{{- if .LossFold}}
+{{- if .FoldFwd}}
   gs_fold lf = {0, sh, p};
 {{- end}}
   if (valid) gs_save_states(a, k, i, 0, y, false, t0{{template "fold-arg" .}});
@@ -464,7 +578,11 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
     if (status == GS_OK && !overflow) a.loss[i] = gs_a_loss(sh, y, a.ys, n, i, a.data, p);
 {{- end}}
   }
-{{- if .Grad}}
+{{- if .DeferGrad}}
+  // The adjoint runs in gs_engine_rev, after the saves kernel
+  // (DeferGrad).
+  (void)acc;
+{{- else if .Grad}}
   GS_WRITTEN();
   gs_backward(a, sh, i, valid && status == GS_OK && !overflow, len, y, p, acc{{if .LossFold}}, lf.acc{{end}});
 {{- else}}
@@ -473,3 +591,102 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, const bool valid, gs
 }
 {{- end}}
 {{template "entry" .}}
+{{- if .DeferGrad}}
+
+// gs_deferred_grad_step sets the save times of step s of trajectory i
+// kept by gs_defer_grad_step and, where the trajectory's gradient is
+// computed and the sweep's range of save times for the step, [kb, ke),
+// is not empty, the cotangents of the step's coefficients (gs_coef_bar)
+// and their flag (none where it is empty: gs_wb_row does not read them
+// there, and the sweep's gs_coef_bar would give zeros and false).
+GS_DEVICE void gs_deferred_grad_step(const gs_args& a, long long i, long long s) {
+  const long long n = a.n;
+  if (s >= a.acc[i] || s >= a.rows) return;
+  gs_real* row = a.work + s * GS_GW * n + i;
+  const int k0 = (int)row[0], m = (int)row[n];
+  const int kb = s == 0 ? 0 : k0, ke = k0 + m;
+  const bool grad = kb < ke && a.status[i] == GS_OK && (a.flags[i] & GS_FLAG_OVERFLOW) == 0;
+  if (m == 0 && !grad) return;
+  const gs_real* srow = a.store + s * GS_SW * n + i;
+  const gs_real t = srow[0], h = a.hout[s * n + i];
+  if (m > 0) {
+    gs_real y[GS_D], w[GS_DW];
+    for (int c = 0; c < GS_D; c++) y[c] = srow[(long long)(GS_STORE_T + c) * n];
+    if (gs_inside(a, k0, t, h))
+      for (int q = 0; q < GS_DW; q++) w[q] = row[(long long)(2 + q) * n];
+    int k = k0;
+    gs_step_saves(a, k, i, (int)s, t, h, y, w);
+  }
+  if (!grad) return;
+  const gs_real* sh = a.sh;
+  gs_real yf[GS_D], p[GS_NPX], wb[GS_DW];
+  for (int c = 0; c < GS_D; c++) yf[c] = a.y[(long long)c * n + i];
+  for (int c = 0; c < GS_NPX; c++) p[c] = c < GS_NP ? a.p[(long long)c * n + i] : (gs_real)0;
+  const bool any = gs_coef_bar(a, sh, yf, p, (gs_real)a.scale, i, true, kb, ke, t, h, wb);
+  row[(long long)(2 + GS_DW) * n] = any ? 1 : 0;
+  if (any)
+    for (int q = 0; q < GS_DW; q++) row[(long long)(3 + GS_DW + q) * n] = wb[q];
+}
+
+#define GS_FOLD_GROUP 8
+#define GS_FOLD_AHEAD 4
+
+// gs_rev_body is the adjoint of trajectory i after the saves kernel
+// (DeferGrad): gs_body's end state read back (the final state, the
+// parameters, the steps, the status), the loss's fold over the saved
+// states in order (gs_fold_save's, which the forward pass did not run),
+// then gs_backward.
+GS_DEVICE void gs_rev_body(const gs_args& a, const long long i, const bool valid, gs_real* acc, const gs_real* sh,
+                           const gs_real* csh) {
+  (void)csh;
+  const long long n = a.n;
+  gs_real y[GS_D], p[GS_NPX];
+  for (int c = 0; c < GS_D; c++) y[c] = valid ? a.y[(long long)c * n + i] : (gs_real)0;
+  for (int c = 0; c < GS_NPX; c++) p[c] = (valid && c < GS_NP) ? a.p[(long long)c * n + i] : (gs_real)0;
+  const int len = valid ? a.acc[i] : 0;
+  const bool act = valid && a.status[i] == GS_OK && (a.flags[i] & GS_FLAG_OVERFLOW) == 0;
+  gs_fold lf = {0, sh, p};
+  if (act)
+    // GS_FOLD_GROUP save times' states loaded at once, then folded in
+    // order; those GS_FOLD_AHEAD groups on asked for (GS_PREFETCH), so
+    // that the fold's chain does not wait a memory latency a group.
+    for (int k0 = 0; k0 < GS_K; k0 += GS_FOLD_GROUP) {
+      for (int k = k0 + GS_FOLD_AHEAD * GS_FOLD_GROUP; k < k0 + (GS_FOLD_AHEAD + 1) * GS_FOLD_GROUP && k < GS_K; k++)
+        for (int c = 0; c < GS_D; c++) GS_PREFETCH(&a.ys[((long long)k * GS_D + c) * n + i]);
+      gs_real x[GS_FOLD_GROUP][GS_D];
+      for (int j = 0; j < GS_FOLD_GROUP; j++) {
+        const int k = k0 + j < GS_K ? k0 + j : GS_K - 1;
+        for (int c = 0; c < GS_D; c++) x[j][c] = a.ys[((long long)k * GS_D + c) * n + i];
+      }
+      for (int j = 0; j < GS_FOLD_GROUP; j++)
+        if (k0 + j < GS_K) gs_fold_save(lf, a, k0 + j, i, x[j]);
+    }
+  gs_backward(a, sh, i, act, len, y, p, acc, lf.acc);
+}
+
+// gs_engine_rev: the entry of the layout around gs_rev_body.
+#undef GS_KERNEL_NAME
+#define GS_KERNEL_NAME gs_engine_rev
+#define gs_body gs_rev_body
+{{template "entry" .}}
+#undef gs_body
+{{- end}}
+{{- if or .DeferSaves .DeferGrad}}
+
+// gs_engine_saves (kernelgen.SavesKernelName) runs after the engine
+// kernel, over the same trajectories first ... end-1: thread id runs the
+// kept row of step id / m of trajectory first + id % m (m = end - first:
+// a warp's threads are consecutive trajectories of one step, its stores
+// of a save time one run), a.rows rows. On the host it is a loop.
+GS_GLOBAL void gs_engine_saves(const gs_args a) {
+  const long long m = a.end - a.first;
+#ifdef GS_CUDA
+  const long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (m <= 0 || id >= m * a.rows) return;
+  {{if .DeferGrad}}gs_deferred_grad_step{{else}}gs_deferred_step{{end}}(a, a.first + id % m, id / m);
+#else
+  for (long long s = 0; s < a.rows; s++)
+    for (long long q = 0; q < m; q++) {{if .DeferGrad}}gs_deferred_grad_step{{else}}gs_deferred_step{{end}}(a, a.first + q, s);
+#endif
+}
+{{- end}}

@@ -272,6 +272,24 @@ type Config struct {
 	// bit for bit (package cuda's private Tuning.divideSaves: the switch
 	// of the device's comparison, BenchmarkGPUSaveSplit's -divsaves rows).
 	DivideSaves bool
+	// DeferSaves (a forward-only adaptive solve of the thread layout
+	// whose save times read the trial's extension: no loss, no record,
+	// no events, no lanes, no wide layout; kernelPlan.DeferSaves)
+	// moves the interpolation of the save times out of the trajectory's
+	// thread: the forward pass writes, for each accepted step s below
+	// gs_args.rows that holds a save time, the step's start, size, first
+	// save time, state and extension's coefficients to a row of
+	// gs_args.store, and a second kernel of the same source
+	// (SavesKernelName: a thread a step and trajectory) evaluates them
+	// with the same function, gs_step_saves; steps from gs_args.rows on
+	// are evaluated in the forward pass as before. In a gradient kernel
+	// with its record whose loss is folded in the forward pass
+	// (kernelPlan.DeferGrad) the saves kernel also computes each step's
+	// coefficient cotangents, and a third kernel (RevKernelName) folds
+	// the loss and runs the adjoint. The same results bit for bit
+	// (package cuda's private Tuning.deferSaves: the switch of the
+	// device's comparison, BenchmarkGPUSaveSplit's -defer rows).
+	DeferSaves bool
 	// WideScalars (with Wide, without WideShared) is the most replicated
 	// float64 values (a wide function's scalars outside its component
 	// loops, every lane's alike) kept live in registers at once; the
@@ -457,6 +475,9 @@ var oldSavesKey = map[bool]string{true: "oldsaves "}
 // divideSavesKey is Config.DivideSaves's part of a Key, likewise.
 var divideSavesKey = map[bool]string{true: "dividesaves "}
 
+// deferSavesKey is Config.DeferSaves's part of a Key, likewise.
+var deferSavesKey = map[bool]string{true: "defersaves "}
+
 // ungroupedKey is Config.UngroupedCots's part of a Key, likewise.
 var ungroupedKey = map[bool]string{true: "ungrouped "}
 
@@ -520,7 +541,24 @@ func (v Config) threadBoundsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+divideSavesKey[v.DivideSaves && v.Saves > 0]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+divideSavesKey[v.DivideSaves && v.Saves > 0]+deferSavesKey[v.defersSaves() || v.defersGrad()]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad], v.lossKey)
+}
+
+// defersSaves reports whether kernel v may defer its save times to the
+// saves kernel (Config.DeferSaves; kernelPlan.DeferSaves also needs the
+// plan's extension read from the trial).
+func (v Config) defersSaves() bool {
+	return v.DeferSaves && v.Saves > 0 && v.Adaptive && !v.Grad && !v.Loss && !v.MeshOut && !v.Store && !v.Events &&
+		!v.Lanes && !v.Wide && !v.OldSaves
+}
+
+// defersGrad reports whether gradient kernel v (with its record) may
+// defer its save times (Config.DeferSaves; kernelPlan.DeferGrad also
+// needs the plan's extension read from the trial and its save times'
+// cotangents computed in the sweep).
+func (v Config) defersGrad() bool {
+	return v.DeferSaves && v.Saves > 0 && v.Adaptive && v.Grad && v.MeshOut && v.Store && !v.Events && !v.Lanes &&
+		!v.Wide && !v.OldSaves && !v.KeepThetas && !v.StoreSaveCots
 }
 
 // StepPrograms are the plan's programs a kernel calls.
@@ -586,7 +624,31 @@ type KernelInfo struct {
 	// theta from the forward pass for its reverse sweep
 	// (kernelPlan.KeepThetas): gs_args.tb holds K reals a trajectory.
 	KeepThetas bool
+	// DeferRow, where positive, reports that the kernel defers its save
+	// times (kernelPlan.DeferSaves): gs_args.store holds gs_args.rows rows
+	// of DeferRow reals a trajectory (a step's t, h, first save time,
+	// state and coefficients), and the module's saves kernel
+	// (SavesKernelName) runs after it over the same trajectories, a
+	// thread a row and trajectory.
+	DeferRow int
+	// DeferGradRow, where positive, reports that the gradient kernel
+	// defers its save times (kernelPlan.DeferGrad): gs_args.work holds
+	// gs_args.rows rows of DeferGradRow reals a trajectory, and the
+	// module's saves kernel (SavesKernelName) and reverse kernel
+	// (RevKernelName) run after it, in that order, over the same
+	// trajectories: the saves kernel a thread a row and trajectory, the
+	// reverse kernel in the engine kernel's launch shape.
+	DeferGradRow int
 }
+
+// RevKernelName is the name of the third kernel of an engine module
+// whose gradient kernel defers its save times (KernelInfo.DeferGradRow):
+// the adjoint.
+const RevKernelName = "gs_engine_rev"
+
+// SavesKernelName is the name of the second kernel of an engine module
+// whose kernel defers its save times (KernelInfo.DeferRow).
+const SavesKernelName = "gs_engine_saves"
 
 // KernelSource returns the translation unit of kernel v of the plan
 // (with the loss lp for loss and gradient variants) in precision prec:
@@ -676,6 +738,15 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 		k.CotGroup = cotGroup(k.D)
 	}
 	k.KeepThetas = k.CotGroup > 0 && v.KeepThetas
+	k.DeferSaves = v.defersSaves() && (k.ShareFwd || k.SwitchTrial)
+	if k.DeferSaves {
+		info.DeferRow = 3 + k.D + k.DenseTerms*k.D
+	}
+	k.DeferGrad = v.defersGrad() && (k.ShareFwd || k.SwitchTrial) && k.SaveCots && k.LossFold && k.StoreT && !k.KeepThetas
+	if k.DeferGrad {
+		info.DeferGradRow = 3 + 2*k.DenseTerms*k.D
+	}
+	k.FoldFwd = k.LossFold && !k.DeferGrad
 	info.StoreT, info.StoreEvent, info.SaveCots, info.LossFold, info.CotGroup = k.StoreT, k.StoreEv, k.SaveCots, k.LossFold, k.CotGroup
 	info.KeepThetas = k.KeepThetas
 	var sb strings.Builder
@@ -741,6 +812,25 @@ type kernelPlan struct {
 	// Step 0's save times, of which those at or before T0 are saved
 	// before its size is known (gs_save_states), are divided as before.
 	KeepThetas bool
+	// DeferSaves (Config.DeferSaves, with ShareFwd or SwitchTrial)
+	// defers the interpolation of the save times inside accepted steps
+	// below gs_args.rows to the saves kernel (gs_engine_saves): the
+	// forward pass writes a row of the step's t, h, first save time
+	// (GS_K where none lies on it), state and, where one lies inside it,
+	// coefficients (gs_defer_step), and the saves kernel calls
+	// gs_step_saves on it (KernelInfo.DeferRow).
+	DeferSaves bool
+	// DeferGrad (Config.DeferSaves in a gradient kernel with its record,
+	// with ShareFwd or SwitchTrial, SaveCots and LossFold, the time in
+	// the stored rows, no KeepThetas) splits the gradient into three
+	// kernels (kernel.cuh: gs_defer_grad_step, gs_deferred_grad_step,
+	// gs_engine_rev): the forward pass, the save times and their
+	// coefficients' cotangents a thread a step, the fold and the adjoint
+	// (KernelInfo.DeferGradRow).
+	DeferGrad bool
+	// FoldFwd (LossFold without DeferGrad) folds the loss's value in the
+	// forward pass (gs_save_state); with DeferGrad gs_engine_rev folds it.
+	FoldFwd bool
 	// ShareRev (with Dense) runs DenseStepReverse on every step of the
 	// adjoint, with zero coefficient cotangents where no save time lies
 	// inside it, and Reverse on none: one reverse step in the source, not

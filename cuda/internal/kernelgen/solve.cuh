@@ -136,7 +136,13 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
     }
 {{- if .Saves}}
 {{- if or .ShareFwd .SwitchTrial}}
+{{- if .DeferSaves}}
+    if (saving) gs_defer_step(a, k, i, (int)sv_s, sv_t, sv_h, sv_y, w);
+{{- else if .DeferGrad}}
+    if (saving) gs_defer_grad_step(a, k, i, (int)sv_s, sv_t, sv_h, sv_y, w);
+{{- else}}
     if (saving) gs_step_saves(a, k, i, (int)sv_s, sv_t, sv_h, sv_y, w{{template "fold-arg" .}});
+{{- end}}
 {{- else}}
     gs_saves(a, sh, k, i, sv_s, sv_t, {{if .Dense}}sv_h{{else}}sv_t2{{end}}, sv_y, p, saving{{template "fold-arg" .}});
 {{- end}}
