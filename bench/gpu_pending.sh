@@ -955,7 +955,7 @@ tp calls 235 '^(TestGPUStageParts|TestGPUKeepGradsShared|TestGPUKeepGrads|TestGP
 # cases with the event-time save fixes in events.cuh, H5's trainer).
 tp new50 235 '^(TestGPUEventCases|TestGPUDenseSolution|TestGPUEventsSaveEdges|TestGPUEventsReruns|TestGPUEngineFloat32|TestGPUEventsFloat32|TestGPUTrainHugeGradient|TestGPUTrainResumeEveryStop|TestGPUTrainUpdateManySteps|TestGPUTrainMatchesHost|TestGPUTrainResume|TestGPUTrainUpdateBitwise)$' &
 # Session 51's (H1's events whose roots coincide, H4's problems).
-tp new51 235 '^(TestGPUEventCoinciding|TestGPUEngineMoreProblems)$' &
+tp new51 235 '^(TestGPUEventCoinciding|TestGPUEngineMoreProblems|TestGPUDeferSaves)$' &
 wait
 for f in wide wide2 saves calls new50 new51; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
 t l96 130 -test.run XXX -test.timeout 125s -test.bench 'GPUWideLanes/grad/(lorenz96-256/^(default|blocked|blocked-s48|recy|recy-outplace)|lorenz96-64/^(default|blocked|blocked-s48|recy-outplace))(#[0-9]+)?$' -test.benchtime 5x
@@ -980,8 +980,8 @@ MAX=${S49C_MAX:-425}
 gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
 t bound 50 -test.run '^$' -test.bench 'GPUCallBound/n=32768/' -test.benchtime 100x -test.count 3
 for r in 1 2; do
-	t saves-$r 50 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
-	t saves7-$r 50 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves)?$' -test.benchtime 20x
+	t saves-$r 80 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves|-defer)?$' -test.benchtime 20x
+	t saves7-$r 80 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves|-defer)?$' -test.benchtime 20x
 done
 for r in 1 2; do
 	t events-$r 35 -test.run '^$' -test.bench 'GradEventsCall/^cuda$/(ball|pk|suite-bounce|suite-threshold)/record-keep-untraced(-uploadshared)?$' -test.benchtime 400x
