@@ -65,6 +65,9 @@
 #   bash bench/gpu_pending.sh s49c (under 430 s): the changed-input call,
 #     the 1,000-save calls, the kept events calls beside b9a028d, and
 #     Diffrax's Lorenz-96 gradients.
+#   bash bench/gpu_pending.sh s51 (under 470 s): s49b's device tests with
+#     session 51's, Lorenz-96's kernels beside b9a028d, one round of the
+#     1,000-save calls with the deferred saves (-defer) and -divsaves.
 #   bash bench/gpu_pending.sh s49src (under 5 minutes): Nsight Compute's
 #     stall samples by SASS instruction of Lorenz-96 d = 256's gradient
 #     and the 1,000-save solve.
@@ -969,6 +972,34 @@ sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3
 echo main; sum "$out/l/l96.log" | sort
 echo base; sum "$out/l/l96-base.log" | sort
 jrows problem,n,grad_record_ms,grad_record_call_ms,grad_keep_call_ms,cpu_grad_record_call_ms,steps_per_traj l96.jsonl
+fi
+
+if [ "$part" = s51 ]; then
+# Session 51's one device call (under 470 s; S51_MAX), for a session whose
+# starts were mostly refused: the device tests of sessions 49-51's merged
+# helpers (s49b's six processes side by side), then Lorenz-96's gradient
+# kernels by default beside b9a028d (session 49 H8's loss VJP in shared
+# memory), and one round of the 1,000-save calls with H3's deferred saves
+# (-defer) and -divsaves beside the default.
+MAX=${S51_MAX:-465}
+gunzip -c $bin/base49.test.gz >/tmp/base49.test && chmod +x /tmp/base49.test
+tp wide 230 '^TestGPUWide$' &
+tp wide2 230 '^(TestGPUWideRecordY|TestGPUWideBlockedSame|TestGPUWideLanesShared)$' &
+tp saves 230 '^(TestGPUDivideSaves|TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUKeptThetas|TestGPUCotGroups|TestGPUSaveCots|TestGPUDeferSaves)$' &
+tp calls 230 '^(TestGPUStageParts|TestGPUKeepGradsShared|TestGPUKeepGrads|TestGPUKeepGradsAhead|TestGPUKeepGradsLossSum|TestGPUSplitDownload|TestGPUInputReuse|TestGPUGradAhead|TestGPUEndsInBatch)$' &
+tp new50 230 '^(TestGPUEventCases|TestGPUDenseSolution|TestGPUEventsSaveEdges|TestGPUEventsReruns|TestGPUEngineFloat32|TestGPUEventsFloat32|TestGPUTrainHugeGradient|TestGPUTrainResumeEveryStop|TestGPUTrainUpdateManySteps|TestGPUTrainMatchesHost|TestGPUTrainResume|TestGPUTrainUpdateBitwise)$' &
+tp new51 230 '^(TestGPUEventCoinciding|TestGPUEngineMoreProblems|TestGPUEventsAtRest|TestGPUEventsBadInput)$' &
+wait
+for f in wide wide2 saves calls new50 new51; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+t l96 45 -test.run XXX -test.timeout 40s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
+TB=/tmp/base49.test t l96-base 40 -test.run XXX -test.timeout 35s -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^default(#[0-9]+)?$' -test.benchtime 5x
+t bsaves 70 -test.run '^$' -test.bench 'GPUSaveSplit/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves|-defer)?$' -test.benchtime 20x
+t bsaves7 $((MAX - $(date +%s) + T0)) -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=(1|1000)/(solveto-kept|grad-kept)(-divsaves|-defer)?$' -test.benchtime 20x
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|regs|local-B|warps\/SM)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+echo main; sum "$out/l/l96.log" | sort
+echo base; sum "$out/l/l96-base.log" | sort
+sum "$out/l/bsaves.log" "$out/l/bsaves7.log" | sort
 fi
 
 if [ "$part" = s49c ]; then
