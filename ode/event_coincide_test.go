@@ -64,13 +64,7 @@ func TestEventCoincidingDoses(t *testing.T) {
 		y0[i] = 1 + 0.1*float64(i)
 		copy(p[5*i:], []float64{0.7, tt[0], tt[1], 0.5 + 0.1*float64(i), 1.25 - 0.05*float64(i)})
 	}
-	all := ode.Loss{Name: "all", F: func(y, ys, _ []tape.V) tape.V {
-		s := y[0]
-		for _, v := range ys {
-			s = s.Add(v)
-		}
-		return s
-	}}
+	all := endPlusSaves()
 	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23} {
 		t.Run(m.Name(), func(t *testing.T) {
 			t.Parallel()
