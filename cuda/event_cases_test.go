@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -41,7 +42,7 @@ func timedDoseCase(m ode.Method, stop bool) engineCase {
 		name: name + m.Name(),
 		prob: ode.Problem{Field: f, N: len(tds), Y0: y0, P: p, T1: 2, SaveAt: saveAt},
 		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}},
-		loss: endPlusSaves(),
+		loss: odetest.EndPlusSaves(),
 		tol:  1e-11,
 	}
 }
@@ -105,7 +106,7 @@ func twoDosesCase(m ode.Method) engineCase {
 		name: "two-doses-" + m.Name(),
 		prob: ode.Problem{Field: f, N: n, Y0: y0, P: p, T1: 2, SaveAt: []float64{0.5, 1, 1.5}},
 		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{dose("dose1", 1, 3), dose("dose2", 2, 4)}},
-		loss: endPlusSaves(),
+		loss: odetest.EndPlusSaves(),
 		tol:  1e-11,
 	}
 }
@@ -344,16 +345,4 @@ func testDenseSolution(t *testing.T, engine string, tol float64) {
 			}
 		})
 	}
-}
-
-// endPlusSaves is the loss y(T1) + Σ_s y(t_s) of a one-state problem
-// (the closed forms' checks take it term by term).
-func endPlusSaves() ode.Loss {
-	return ode.Loss{Name: "all", F: func(y, ys, _ []tape.V) tape.V {
-		s := y[0]
-		for _, v := range ys {
-			s = s.Add(v)
-		}
-		return s
-	}}
 }

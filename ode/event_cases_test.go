@@ -1,6 +1,7 @@
 package ode_test
 
 import (
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"math"
 	"testing"
 
@@ -54,7 +55,7 @@ func TestEventSaveAtEventTimeGrad(t *testing.T) {
 	for i, td := range tds {
 		y0[i], p[2*i], p[2*i+1] = 1+0.1*float64(i), k, td
 	}
-	all := endPlusSaves()
+	all := odetest.EndPlusSaves()
 	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23} {
 		t.Run(m.Name(), func(t *testing.T) {
 			t.Parallel()
@@ -204,16 +205,4 @@ func TestEventJumpOffRoot(t *testing.T) {
 	if counts[0] != counts[1] || counts[0] < 5 {
 		t.Errorf("bounces: %d with the height left, %d with it reset to 0; want the same, at least 5", counts[0], counts[1])
 	}
-}
-
-// endPlusSaves is the loss y(T1) + Σ_s y(t_s) of a one-state problem,
-// whose gradient the event tests' closed forms give term by term.
-func endPlusSaves() ode.Loss {
-	return ode.Loss{Name: "all", F: func(y, ys, _ []tape.V) tape.V {
-		s := y[0]
-		for _, v := range ys {
-			s = s.Add(v)
-		}
-		return s
-	}}
 }

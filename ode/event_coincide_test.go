@@ -1,6 +1,7 @@
 package ode_test
 
 import (
+	"github.com/gradsolve-go/gradsolve/internal/odetest"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -64,7 +65,7 @@ func TestEventCoincidingDoses(t *testing.T) {
 		y0[i] = 1 + 0.1*float64(i)
 		copy(p[5*i:], []float64{0.7, tt[0], tt[1], 0.5 + 0.1*float64(i), 1.25 - 0.05*float64(i)})
 	}
-	all := endPlusSaves()
+	all := odetest.EndPlusSaves()
 	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23} {
 		t.Run(m.Name(), func(t *testing.T) {
 			t.Parallel()
