@@ -174,7 +174,8 @@ func TestHostEventCoinciding(t *testing.T) {
 func testEventCoinciding(t *testing.T, engine string, gpu bool) {
 	cases := []engineCase{twoDosesCase(ode.Tsit5), twoDosesCase(ode.Rodas5P),
 		counterBallCase(5, ode.Tsit5, "bounce", "counter"), counterBallCase(37, ode.Vern7, "counter", "bounce"),
-		counterBallCase(5, ode.Tsit5, "stop", "counter", "bounce")}
+		counterBallCase(5, ode.Tsit5, "stop", "counter", "bounce"),
+		refillCountCase(ode.Tsit5, "refill"), refillCountCase(ode.Rodas5P, "count")}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			o := eventOps
@@ -193,6 +194,37 @@ func testEventCoinciding(t *testing.T, engine string, gpu bool) {
 				}
 			}
 		})
+	}
+}
+
+// refillCountCase is refillCase's refill with a counter on the same
+// condition (y1 += 1), both Direction 0, in the order first gives:
+// they fire together and the refill moves the condition off its root, so
+// both start the next step from +0.5 (ode's TestEventCoincidingOffRoot
+// checks the closed form); one refill each for k in [0.4, 0.65] to T1 = 2.
+func refillCountCase(m ode.Method, first string) engineCase {
+	f := ode.Field{Name: "refill-count", Dim: 2, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0]), y[1].Const(0)}
+	}}
+	level := func(_ tape.V, y, _ []tape.V) tape.V { return y[0].AddC(-0.5) }
+	evs := []ode.Event{
+		{Name: "refill", G: level, Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].MulC(2), y[1]} }},
+		{Name: "count", G: level, Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0], y[1].AddC(1)} }},
+	}
+	if first == "count" {
+		evs[0], evs[1] = evs[1], evs[0]
+	}
+	ks := []float64{0.4, 0.5, 0.6, 0.65}
+	y0 := make([]float64, 2*len(ks))
+	for i := range ks {
+		y0[2*i] = 1
+	}
+	return engineCase{
+		name: "refill-count-" + first + "-" + m.Name(),
+		prob: ode.Problem{Field: f, N: len(ks), Y0: y0, P: ks, T1: 2, SaveAt: []float64{0.5, 1.5}},
+		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: evs},
+		loss: ode.SumSquares(),
+		tol:  1e-10,
 	}
 }
 

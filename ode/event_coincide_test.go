@@ -310,3 +310,51 @@ func TestEventCoincidingMaxEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestEventCoincidingOffRoot checks a group of events on one condition
+// whose jump moves it off its root: y0' = −k·y0 refilled to 2·y0 when it
+// falls to 0.5 ("refill"), and a counter y1 += 1 on the same condition
+// ("count"), both Direction 0, in either order. After the group every
+// fired condition stands at +0.5 (the refill's level), not at the fired
+// marker, so neither fires again on the jump: ⌊k·T1/ln 2⌋ refills and as
+// many counts, y0(T1) = e^{−k·(T1 − t_n)} and ∂y0(T1)/∂k = −T1·y0(T1).
+func TestEventCoincidingOffRoot(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "refill-count", Dim: 2, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0]), y[1].Const(0)}
+	}}
+	level := func(_ tape.V, y, _ []tape.V) tape.V { return y[0].AddC(-0.5) }
+	refill := ode.Event{Name: "refill", G: level, Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].MulC(2), y[1]} }}
+	count := ode.Event{Name: "count", G: level, Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0], y[1].AddC(1)} }}
+	ks := []float64{0.3, 1, 1.7, 2.2, 3.1}
+	const T1 = 2.0
+	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23} {
+		for _, evs := range [][]ode.Event{{refill, count}, {count, refill}} {
+			sv := solverT(t, f, &ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: evs})
+			y0 := make([]float64, 2*len(ks))
+			for i := range ks {
+				y0[2*i] = 1
+			}
+			p := ode.Problem{Field: f, N: len(ks), Y0: y0, P: ks, T1: T1}
+			g, err := sv.Grad(nil, &p, ode.Component(0), nil)
+			if err != nil {
+				t.Fatalf("%s, %s first: %v", m.Name(), evs[0].Name, err)
+			}
+			tol := 1e-7
+			if m == ode.Rosenbrock23 {
+				tol = 1e-5
+			}
+			for i, k := range ks {
+				n := math.Floor(k * T1 / math.Ln2)
+				y := math.Exp(-k * (T1 - n*math.Ln2/k))
+				dydk := -T1 * y
+				s := g.Solution
+				if s.Status[i] != ode.OK || s.Events[i] != 2*int(n) || s.Y[2*i+1] != n ||
+					math.Abs(s.Y[2*i]-y) > tol || math.Abs(g.P[i]-dydk) > tol*math.Abs(dydk) {
+					t.Errorf("%s, %s first, k = %v: %v after %d events, y(T1) = (%v, %v), ∂y0/∂k = %v; want OK after %v, (%v, %v), %v",
+						m.Name(), evs[0].Name, k, s.Status[i], s.Events[i], s.Y[2*i], s.Y[2*i+1], g.P[i], 2*n, y, n, dydk)
+				}
+			}
+		}
+	}
+}
