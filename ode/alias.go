@@ -15,7 +15,9 @@ import "github.com/gradsolve-go/gradsolve/internal/buf"
 // its results: the problem's (as given and as expanded), the loss's data
 // and a given mesh's (loss and m may be nil).
 func (q *problem) inputs(loss *Loss, m *Mesh) [][]float64 {
-	in := [][]float64{q.Y0, q.y0, q.P, q.p, q.Shared, q.T1s, q.t1, q.SaveAt, q.t0s}
+	// Room for all thirteen: the list stays on the caller's stack (a
+	// kept call allocates nothing for it).
+	in := append(make([][]float64, 0, 13), q.Y0, q.y0, q.P, q.p, q.Shared, q.T1s, q.t1, q.SaveAt, q.t0s)
 	if loss != nil {
 		in = append(in, loss.Data)
 	}
