@@ -140,16 +140,7 @@ func sameDeferRuns(t *testing.T, c engineCase, got, want *ode.Solver, sharedTol 
 		sameRunsShared(t, c, got, want, sharedTol)
 		return
 	}
-	p := c.prob
-	ws, err := want.Solve(&p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs, err := got.Solve(&p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameSolution(t, c.name+" solve", gs, ws)
+	sameSolves(t, c, got, want)
 }
 
 // deferUnderLimit checks case c (70 trajectories of Lorenz, 40 save

@@ -70,15 +70,7 @@ func sameRunsLoss(t *testing.T, c engineCase, got, want *ode.Solver, what string
 func sameRunsShared(t *testing.T, c engineCase, got, want *ode.Solver, sharedTol float64) {
 	t.Helper()
 	p := c.prob
-	ws, err := want.Solve(&p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs, err := got.Solve(&p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameSolution(t, c.name+" solve", gs, ws)
+	sameSolves(t, c, got, want)
 	var mesh *ode.Mesh
 	for _, what := range []string{"grad", "grad on a mesh"} {
 		wg, err := want.Grad(nil, &p, c.loss, mesh)
@@ -119,6 +111,22 @@ func sameRunsShared(t *testing.T, c engineCase, got, want *ode.Solver, sharedTol
 			mesh = wg.Mesh
 		}
 	}
+}
+
+// sameSolves checks that got's and want's solves of case c are the
+// same bit for bit.
+func sameSolves(t *testing.T, c engineCase, got, want *ode.Solver) {
+	t.Helper()
+	p := c.prob
+	ws, err := want.Solve(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := got.Solve(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSolution(t, c.name+" solve", gs, ws)
 }
 
 // sameSolution checks that two solutions hold the same bits: times,
