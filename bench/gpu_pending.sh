@@ -325,7 +325,7 @@ grep -hE "split  |skipped" "$out"/l/cold-poll.log | cut -c1-220
 LARGE_S=240 bash "$0" large-go
 fi
 
-if [[ "$part" =~ ^s[34][0-9] ]] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
+if [[ "$part" =~ ^s[345][0-9] ]] || [ "$part" = regs ] || [ "$part" = regs-bench ]; then
 t() { # name, seconds, test binary arguments...
 	local name=$1 secs=$2
 	shift 2
