@@ -49,9 +49,16 @@ func deferSavesCases(t *testing.T, n int) []engineCase {
 // pass, LossFold): the sum of the saved states' squares.
 var deferGradCases = []string{"kepler-saves", "kepler-vern7", "lorenz-40-squares"}
 
-// deferTunings are the deferred saves' tunings TestHostEngineDeferSaves
-// compares with the default, on the cases named in only (nil: all): as
-// the engine chooses (rows a little more than the longest trajectory
+// inlineSaves is the tuning whose kernels evaluate save times in the
+// forward pass (Tuning.inlineSaves), the form the deferred saves are
+// compared with.
+var inlineSaves = Tuning{inlineSaves: true}
+
+// deferTunings are the tunings TestHostEngineDeferSaves compares with
+// the inline form (inlineSaves), on the cases named in only (nil: all):
+// the default (deferByDefault: the cases from deferSavesFrom save times
+// defer their solves, Vern7's gradient too), deferred wherever the
+// kernel can as the engine chooses (rows a little more than the longest trajectory
 // seen), with 3 rows (every trajectory's later steps evaluated in the
 // forward pass), with the results in pipelined chunks of 32
 // trajectories (a kernel and a saves kernel per chunk: launchChunks),
@@ -62,6 +69,7 @@ var deferTunings = []struct {
 	tun  Tuning
 	only []string
 }{
+	{"default", Tuning{}, nil},
 	{"defer", Tuning{deferSaves: true}, nil},
 	{"defer-rows3", Tuning{deferSaves: true, firstRows: 3}, []string{"lorenz-vern7-300", "kepler-saves"}},
 	{"defer-chunks", Tuning{deferSaves: true, pipeChunk: 32}, nil},
@@ -103,10 +111,10 @@ func TestHostEngineDeferSaves(t *testing.T) {
 				if dt.only != nil && !slices.Contains(dt.only, c.name) {
 					continue
 				}
-				sameDeferRuns(t, c, c.solver(t, tuned(t, hostF64.name, dt.tun)), c.solver(t, hostF64.name), 0)
-				sameKeptSolveTo(t, c, tuned(t, residentEngine.name, dt.tun), residentEngine.name)
+				sameDeferRuns(t, c, c.solver(t, tuned(t, hostF64.name, dt.tun)), c.solver(t, tuned(t, hostF64.name, inlineSaves)), 0)
+				sameKeptSolveTo(t, c, tuned(t, residentEngine.name, dt.tun), tuned(t, residentEngine.name, inlineSaves))
 				if slices.Contains(deferGradCases, c.name) {
-					sameKeptGrad(t, c, tuned(t, residentEngine.name, dt.tun), residentEngine.name, 0)
+					sameKeptGrad(t, c, tuned(t, residentEngine.name, dt.tun), tuned(t, residentEngine.name, inlineSaves), 0)
 				}
 			}
 			if c.name == "lorenz-40" {
@@ -115,7 +123,7 @@ func TestHostEngineDeferSaves(t *testing.T) {
 			if c.name == "lorenz-40" || c.name == "kepler-saves" {
 				c32 := c
 				c32.set.RelTol, c32.set.AbsTol = 1e-4, 1e-7
-				sameRuns(t, c32, c32.solver(t, tuned(t, hostF32.name, Tuning{deferSaves: true})), c32.solver(t, hostF32.name))
+				sameRuns(t, c32, c32.solver(t, tuned(t, hostF32.name, Tuning{deferSaves: true})), c32.solver(t, tuned(t, hostF32.name, inlineSaves)))
 			}
 		})
 	}
@@ -161,7 +169,7 @@ func deferUnderLimit(t *testing.T, c engineCase) {
 	if s := tr.Stats(); s.Rows <= 0 || s.Rows >= 128 || s.Launches != 1 {
 		t.Errorf("%s: %d rows of deferred steps in %d launches, want fewer than 128, more than 0, in 1", c.name, s.Rows, s.Launches)
 	}
-	sameRuns(t, c, c.solver(t, eng), c.solver(t, hostF64.name))
+	sameRuns(t, c, c.solver(t, eng), c.solver(t, tuned(t, hostF64.name, inlineSaves)))
 }
 
 // sameKeptSolveTo checks SolveTo of case c with its saves kept on the
@@ -236,12 +244,41 @@ func TestGPUDeferSaves(t *testing.T) {
 				if dt.only != nil && !slices.Contains(dt.only, c.name) {
 					continue
 				}
-				sameDeferRuns(t, c, c.solver(t, tuned(t, "cuda", dt.tun)), c.solver(t, "cuda"), 1e-13)
-				sameKeptSolveTo(t, c, tuned(t, "cuda", dt.tun), "cuda")
+				inline := tuned(t, "cuda", inlineSaves)
+				sameDeferRuns(t, c, c.solver(t, tuned(t, "cuda", dt.tun)), c.solver(t, inline), 1e-13)
+				sameKeptSolveTo(t, c, tuned(t, "cuda", dt.tun), inline)
 				if slices.Contains(deferGradCases, c.name) {
-					sameKeptGrad(t, c, tuned(t, "cuda", dt.tun), "cuda", 1e-13)
+					sameKeptGrad(t, c, tuned(t, "cuda", dt.tun), inline, 1e-13)
 				}
 			}
 		})
+	}
+}
+
+// TestDeferByDefault checks deferByDefault's rule on the plans of Tsit5
+// and Vern7 (extensions of 4 and 7 terms): solves from deferSavesFrom
+// save times, gradients only with Vern7's extension.
+func TestDeferByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		method      ode.Method
+		saves       int
+		solve, grad bool
+	}{
+		{ode.Tsit5, 1, false, false}, {ode.Tsit5, deferSavesFrom - 1, false, false}, {ode.Tsit5, deferSavesFrom, true, false}, {ode.Tsit5, 1000, true, false},
+		{ode.Vern7, 1, false, false}, {ode.Vern7, deferSavesFrom, true, true}, {ode.Vern7, 1000, true, true},
+	} {
+		c := lorenzCase(4, 1e-6)
+		c.set.Method = tc.method
+		pl := jobOf(t, c, ode.OpGrad).Plan
+		for _, grad := range []bool{false, true} {
+			v := kernelgen.Config{Adaptive: true, Saves: tc.saves, Grad: grad}
+			want := tc.solve
+			if grad {
+				want = tc.grad
+			}
+			if got := deferByDefault(v, pl); got != want {
+				t.Errorf("%v, %d save times, gradient %t: defers %t, want %t (extension of %d terms)", tc.method, tc.saves, grad, got, want, pl.DenseTerms)
+			}
+		}
 	}
 }

@@ -117,19 +117,22 @@ int main(int argc, char** argv) {
 `
 }
 
-// hostMain runs the kernel as a loop over the trajectories; hostSimMain
-// on a simulated warp, 32 threads each running it as one lane.
-var (
-	hostMain    = hostMainOf("  gs_engine(a);")
-	hostSimMain = hostMainOf(`  std::barrier<> bar(32);
+// hostMain runs the kernel as a loop over the trajectories.
+var hostMain = hostMainOf("  gs_engine(a);")
+
+// hostSimMainOf is the host executable's main that runs the module's
+// kernel name on a simulated warp, 32 threads each running it as one
+// lane.
+func hostSimMainOf(name string) string {
+	return hostMainOf(`  std::barrier<> bar(32);
   gs_sim_bar = &bar;
   std::vector<std::thread> th;
   for (int lane = 0; lane < 32; lane++) th.emplace_back([&, lane] {
     threadIdx.x = lane;
-    gs_engine(a);
+    ` + name + `(a);
   });
   for (auto& t : th) t.join();`)
-)
+}
 
 // hostBackend is the backend of the host engines.
 type hostBackend struct {
@@ -215,7 +218,7 @@ func newHostBackend(total int64) *hostBackend {
 	return &hostBackend{total: total, mem: make(map[uint64][]byte), exes: make(map[string]*hostKernel)}
 }
 
-// newSimBackend is newHostBackend on a simulated warp (hostSimMain).
+// newSimBackend is newHostBackend on a simulated warp (hostSimMainOf).
 func newSimBackend(total int64) *hostBackend {
 	b := newHostBackend(total)
 	b.sim = true
@@ -324,8 +327,10 @@ func (b *hostBackend) build(units []kernelgen.Unit, name string, opts []string) 
 		if b.optimize {
 			flags[1] = "-O2"
 		}
-		if b.sim && name != savesKernelName && name != meshColsKernelName && name != gradsKernelName { // (those kernels have no warp code: a loop)
-			if name != kernelgen.KernelName {
+		// (The saves kernels, the mesh's columns and the gradients' sums
+		// have no warp code: a loop.)
+		if b.sim && name != savesKernelName && name != meshColsKernelName && name != gradsKernelName && name != kernelgen.SavesKernelName {
+			if name != kernelgen.KernelName && name != kernelgen.RevKernelName {
 				k.err = fmt.Errorf("host backend: kernel %s on a simulated warp", name)
 				return
 			}
@@ -333,7 +338,7 @@ func (b *hostBackend) build(units []kernelgen.Unit, name string, opts []string) 
 				head, body, _ := strings.Cut(src, "#ifndef GS_PRELUDE_CUH")
 				return head + warpSim + "#ifndef GS_PRELUDE_CUH" + body
 			}
-			main = hostSimMain
+			main = hostSimMainOf(name)
 			flags = []string{"-std=c++20", "-O1", "-pthread"}
 		}
 		flags = append(append(flags, "-ffp-contract=off", "-fno-fast-math", "-w"), b.flags...)

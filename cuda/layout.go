@@ -321,10 +321,14 @@ type Tuning struct {
 	// trajectory, evaluate the save times from them (a gradient's also
 	// its steps' coefficient cotangents, its adjoint then in a third
 	// kernel; a solve's steps past the rows in the forward pass, as
-	// without it), where by default the trajectory's thread evaluates
-	// them in turn: for the device's comparison (BenchmarkGPUSaveSplit's
-	// -defer rows). The same results bit for bit.
-	deferSaves bool
+	// without it), where the inline form has the trajectory's thread
+	// evaluate them in turn. The same results bit for bit. By default
+	// (deferByDefault) a solve defers from deferSavesFrom save times, a
+	// gradient also only where its extension has at least
+	// deferGradTerms terms; deferSaves defers wherever the kernel can,
+	// inlineSaves nowhere (BenchmarkGPUSaveSplit's -defer and -inline
+	// rows).
+	deferSaves, inlineSaves bool
 	// compareEach compares a launch's inputs run ahead (sameHeld) one
 	// input after the other with par.Equal, as before session 47 (an
 	// array of up to par.FirstSerial elements on one core: the events
@@ -590,7 +594,7 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 	v.KeepThetas = tun.keepThetas && v.Grad
 	v.OldSaves = tun.oldSaves && v.Saves > 0
 	v.DivideSaves = tun.divideSaves && v.Saves > 0
-	v.DeferSaves = tun.deferSaves && v.Saves > 0
+	v.DeferSaves = v.Saves > 0 && (tun.deferSaves || !tun.inlineSaves && deferByDefault(v, pl))
 	forced := tun.Layout == LayoutLanes || tun.Layout == LayoutLanesGlobal || tun.Layout == LayoutTile
 	switch {
 	case sp == nil || tun.Layout == LayoutThread || tun.Layout == LayoutWide || v.Events:
@@ -907,4 +911,31 @@ func useTileMode(v kernelgen.Config, pl *ode.Plan, j layoutJob, prec Precision, 
 		return false
 	}
 	return layout == LayoutTile || kernelgen.TileModeFills(j.n, sms)
+}
+
+// deferSavesFrom and deferGradTerms are the defaults of Tuning's deferred
+// saves (deferByDefault). Measured on an H100 (session 52,
+// BenchmarkGPUSaveSplit, Kepler, n = 4,096, 20 calls, three rounds,
+// medians, ms whole / kernel): with 1,000 save times the deferred solve
+// (kept saves) took Tsit5 0.568 / 0.410 against the inline 0.622 / 0.447,
+// Vern7 0.529 / 0.376 against 0.625 / 0.448; the deferred gradient
+// Vern7 1.798 / 1.298 against 1.951 / 1.424 (its inline kernel spills
+// 480 B a thread at 255 registers, the deferred ones none), but Tsit5
+// 1.630 / 1.109 against 1.603 / 1.059. With one save time the solves'
+// second launch costs about 0.01 ms of kernel time and gains nothing.
+// Tsit5's extension has 4 terms, Vern7's 7 (six more stages); counts of
+// save times between 1 and 1,000 are not measured: 16 is a guess at
+// where a step's save times outweigh the second launch.
+const (
+	deferSavesFrom = 16
+	deferGradTerms = 6
+)
+
+// deferByDefault reports whether kernel v of plan pl defers its save
+// times by default (Tuning's deferSaves): a kernel with at least
+// deferSavesFrom save times, and for a gradient an extension of at least
+// deferGradTerms terms. kernelgen decides whether the kernel can
+// (Config.DeferSaves).
+func deferByDefault(v kernelgen.Config, pl *ode.Plan) bool {
+	return v.Saves >= deferSavesFrom && (!v.Grad || pl.DenseTerms >= deferGradTerms)
 }

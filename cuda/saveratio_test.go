@@ -71,9 +71,12 @@ func BenchmarkGPUSaveRatio(b *testing.B) {
 // and trajectory) interpolates them (in a gradient also the cotangents
 // of the step's coefficients), a gradient's adjoint then running in a
 // third (gs_engine_rev): the same results bit for bit. Their
-// kernel-ms/op is all the kernels'.
+// kernel-ms/op is all the kernels'. Since session 52 the default defers
+// a solve's save times from deferSavesFrom of them and Vern7's gradient's
+// (deferByDefault); the -inline variants run the engine with
+// Tuning.inlineSaves, every save time evaluated in the forward pass.
 // grad-kept, solveto-kept and their -ungrouped,
-// -thetas, -divsaves, -defer and -full rows also report their kernel's
+// -thetas, -divsaves, -defer, -inline and -full rows also report their kernel's
 // registers ("regs") and local memory a thread ("local-B": spills and
 // local arrays).
 // solveto-kept-old and grad-kept-old are solveto-kept and
@@ -107,7 +110,7 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 	engines := saveSplitEngines{engine: "cuda", stored: tuned(b, "cuda", Tuning{StoreSaveCots: true}), old: tuned(b, "cuda", Tuning{oldSaves: true}),
 		ungrouped: tuned(b, "cuda", Tuning{ungroupedCots: true}), thetas: tuned(b, "cuda", Tuning{keepThetas: true}),
 		divsaves: tuned(b, "cuda", Tuning{divideSaves: true}), full: tuned(b, "cuda", Tuning{FastCompile: "none"}),
-		deferred: tuned(b, "cuda", Tuning{deferSaves: true})}
+		deferred: tuned(b, "cuda", Tuning{deferSaves: true}), inline: tuned(b, "cuda", Tuning{inlineSaves: true})}
 	benchSaveSplit(b, engines, 4096, []ode.Method{ode.Tsit5})
 	b.Run("Vern7", func(b *testing.B) { benchSaveSplit(b, engines, 4096, []ode.Method{ode.Vern7}) })
 }
@@ -125,12 +128,12 @@ func BenchmarkGPUSaveSplit(b *testing.B) {
 func BenchmarkHostSaveSplit(b *testing.B) {
 	needHost(b)
 	benchSaveHostOnce.Do(func() {
-		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped", "cuda-host-o2-bench-thetas", "cuda-host-o2-bench-divsaves", "cuda-host-o2-bench-defer"} {
+		for k, name := range []string{"cuda-host-o2-bench", "cuda-host-o2-bench-tb", "cuda-host-o2-bench-old", "cuda-host-o2-bench-ungrouped", "cuda-host-o2-bench-thetas", "cuda-host-o2-bench-divsaves", "cuda-host-o2-bench-defer", "cuda-host-o2-bench-inline"} {
 			e := &Engine{name: name, prec: Float64, be: newHostBackend(1 << 32)}
 			e.be.(*hostBackend).optimize = true
 			tun := envTuning()
 			tun.WaitForCompile, tun.StoreSaveCots, tun.oldSaves, tun.ungroupedCots, tun.keepThetas, tun.divideSaves = true, k == 1, k == 2, k == 3, k == 4, k == 5
-			tun.deferSaves = k == 6
+			tun.deferSaves, tun.inlineSaves = k == 6, k == 7
 			e.SetTuning(tun)
 			ode.Register(e)
 			benchSaveHost[k] = e
@@ -138,7 +141,7 @@ func BenchmarkHostSaveSplit(b *testing.B) {
 	})
 	engines := saveSplitEngines{engine: benchSaveHost[0].Name(), stored: benchSaveHost[1].Name(), old: benchSaveHost[2].Name(),
 		ungrouped: benchSaveHost[3].Name(), thetas: benchSaveHost[4].Name(), divsaves: benchSaveHost[5].Name(), full: benchSaveHost[0].Name(),
-		deferred: benchSaveHost[6].Name()}
+		deferred: benchSaveHost[6].Name(), inline: benchSaveHost[7].Name()}
 	benchSaveSplit(b, engines, 256, []ode.Method{ode.Tsit5, ode.Vern7})
 }
 
@@ -146,10 +149,10 @@ func BenchmarkHostSaveSplit(b *testing.B) {
 // first run: cuda-host with kernels compiled with -O2, no memo, and the
 // same with Tuning.StoreSaveCots, with Tuning.oldSaves, with
 // Tuning.ungroupedCots, with Tuning.keepThetas, with
-// Tuning.divideSaves and with Tuning.deferSaves.
+// Tuning.divideSaves, with Tuning.deferSaves and with Tuning.inlineSaves.
 var (
 	benchSaveHostOnce sync.Once
-	benchSaveHost     [7]*Engine
+	benchSaveHost     [8]*Engine
 )
 
 // saveSplitAttrOps are the rows of BenchmarkGPUSaveSplit that report
@@ -157,7 +160,8 @@ var (
 // rows, else the gradient's), with the tuning of their engine's kernel.
 var saveSplitAttrOps = map[string]Tuning{"grad-kept": {}, "grad-kept-ungrouped": {ungroupedCots: true}, "grad-kept-thetas": {keepThetas: true},
 	"grad-kept-divsaves": {divideSaves: true}, "solveto-kept": {}, "solveto-kept-divsaves": {divideSaves: true}, "grad-kept-full": {FastCompile: "none"},
-	"solveto-kept-defer": {deferSaves: true}, "grad-kept-defer": {deferSaves: true}}
+	"solveto-kept-defer": {deferSaves: true}, "grad-kept-defer": {deferSaves: true},
+	"solveto-kept-inline": {inlineSaves: true}, "grad-kept-inline": {inlineSaves: true}}
 
 // saveSplitAttrs are the kernels' resources BenchmarkGPUSaveSplit reports,
 // by method, save times and row.
@@ -169,9 +173,10 @@ var saveSplitAttrs = map[string]driver.KernelAttrs{}
 // Tuning.ungroupedCots; thetas (-thetas) with Tuning.keepThetas;
 // divsaves (-divsaves) with Tuning.divideSaves; full (-full) with
 // Tuning.FastCompile "none" (on the host backend, which runs no NVRTC,
-// the default engine); deferred (-defer) with Tuning.deferSaves.
+// the default engine); deferred (-defer) with Tuning.deferSaves; inline
+// (-inline) with Tuning.inlineSaves.
 type saveSplitEngines struct {
-	engine, stored, old, ungrouped, thetas, divsaves, full, deferred string
+	engine, stored, old, ungrouped, thetas, divsaves, full, deferred, inline string
 }
 
 // benchSaveSplit runs BenchmarkGPUSaveSplit's calls on the engines e, for
@@ -247,13 +252,18 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	set.Engine = e.inline
+	svKeepInline, err := ode.NewSolver(kp.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, k := range []int{1, 1000} {
 		ts := make([]float64, k)
 		for j := range ts {
 			ts[j] = kp.T1 * float64(j+1) / float64(k)
 		}
 		p := ode.Problem{Field: kp.Field, N: n, Y0: kp.Y0, P: kp.P, T1: kp.T1, SaveAt: ts}
-		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas", "solveto-kept-divsaves", "grad-kept-divsaves", "grad-kept-full", "solveto-kept-defer", "grad-kept-defer"} {
+		for _, op := range []string{"solveto", "grad", "grad-tb", "grad-omit", "solveto-kept", "solveto-kept-old", "solveto-kept-read", "grad-kept", "grad-kept-old", "grad-kept-tb", "grad-kept-read", "grad-ungrouped", "grad-kept-ungrouped", "grad-thetas", "grad-kept-thetas", "solveto-kept-divsaves", "grad-kept-divsaves", "grad-kept-full", "solveto-kept-defer", "grad-kept-defer", "solveto-kept-inline", "grad-kept-inline"} {
 			b.Run(fmt.Sprintf("saves=%d/%s", k, op), func(b *testing.B) {
 				var sol ode.Solution
 				var g ode.Gradient
@@ -280,6 +290,8 @@ func benchSaveSplit(b *testing.B, e saveSplitEngines, n int, ms []ode.Method) {
 					solver = svKeepFull
 				case strings.HasSuffix(op, "-kept-defer"):
 					solver = svKeepDefer
+				case strings.HasSuffix(op, "-kept-inline"):
+					solver = svKeepInline
 				case strings.HasSuffix(op, "-kept-old"):
 					solver = svKeepOld
 				case strings.Contains(op, "-kept"):
