@@ -458,3 +458,48 @@ func TestCoefLaneAVX(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchFrom checks startFrom and EndFrom against the walks they stand
+// for, from every guess, on sorted save times with runs of equal times,
+// at times on, between, before and after them, ±Inf and NaN.
+func TestSearchFrom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 2))
+	for trial := range 300 {
+		ts := make([]float64, rng.IntN(12))
+		v := 0.0
+		for k := range ts {
+			if k == 0 || rng.IntN(3) > 0 {
+				v += float64(rng.IntN(3)) * 0.5
+			}
+			ts[k] = v
+		}
+		xs := []float64{math.NaN(), math.Inf(-1), math.Inf(1), -1, v + 1}
+		for _, x := range ts {
+			xs = append(xs, x, x+0.25)
+		}
+		for _, x := range xs {
+			for hi := 0; hi <= len(ts); hi++ {
+				want := hi
+				for want > 0 && ts[want-1] >= x {
+					want--
+				}
+				for guess := -2; guess <= len(ts)+2; guess++ {
+					if got := startFrom(ts, x, hi, guess); got != want {
+						t.Fatalf("trial %d: startFrom(%v, %v, %d, %d) = %d, the walk %d", trial, ts, x, hi, guess, got, want)
+					}
+				}
+			}
+			for lo := 0; lo <= len(ts); lo++ {
+				want := lo
+				for want < len(ts) && ts[want] < x {
+					want++
+				}
+				for guess := -2; guess <= len(ts)+2; guess++ {
+					if got := EndFrom(ts, x, lo, guess); got != want {
+						t.Fatalf("trial %d: EndFrom(%v, %v, %d, %d) = %d, the walk %d", trial, ts, x, lo, guess, got, want)
+					}
+				}
+			}
+		}
+	}
+}
