@@ -524,7 +524,6 @@ type cpuWorker struct {
 	cur                 []int       // each lane's next save time (Job.SaveAt)
 	lane                []float64   // one lane's state and coefficients
 	saveEnd             []int       // writeSaves: each lane's end of its save times on the step
-	saveHint            []int       // writeSaves: the number of save times on the last step with some, by lane position
 	saveRows            []float64   // writeSaves: the lanes' states and coefficients, a row each
 	in, out             [][]float64
 	hbuf, sbuf          []float64 // chunk's mesh rows [rows][cap] and states [rows][1+d][cap]

@@ -530,17 +530,14 @@ func (w *cpuWorker) writeSaves(r *cpuRun, acc []float64, dense bool) {
 		w.saveEnd = make([]int, m)
 	}
 	end := w.saveEnd[:m]
-	if len(w.saveHint) < m {
-		w.saveHint = make([]int, max(m, len(w.cur)))
-	}
-	hint := w.saveHint[:m] // each lane position's count on its last step: where the search starts
 	with := 0
 	for i, a := range acc {
 		e := w.cur[i]
 		if a != 0 {
-			e = scan.EndFrom(ts, t[i]+h[i], e, e+hint[i])
-			if n := e - w.cur[i]; n != 0 {
-				hint[i] = n
+			for next := t[i] + h[i]; e < K && ts[e] < next; {
+				e++
+			}
+			if e != w.cur[i] {
 				with++
 			}
 		}

@@ -197,9 +197,8 @@ type saveSweep struct {
 	l       *layout
 	d, m, k int // state dimension, terms, save times
 
-	cur  []int // [n] forward: the next save; backward: the end of the row's range
-	back []int // [n] backward: the number of saves of the lane's previous row (backwardRanges' guess)
-	end  []int // [n] the row's range: forward its end, backward its start
+	cur []int // [n] forward: the next save; backward: the end of the row's range
+	end []int // [n] the row's range: forward its end, backward its start
 
 	ext, extRev *tape.Exec
 	w, wbar     [][]float64 // [m·D][n]: a row's coefficients and their cotangents
@@ -511,77 +510,23 @@ func (sw *saveSweep) barStride() int {
 // backwardRanges sets the start of each of the first m lanes' saves on
 // row s, whose steps start at t, and reports whether one of them is
 // inside a step.
-//
-// Each lane's start is the one a walk down from its end finds (the first
-// save of a run at or after t[i] that ends there); the search starts at
-// as many saves below the end as the lane had on its previous row
-// (sw.back), where it usually finds it.
 func (sw *saveSweep) backwardRanges(t []float64, s, m int) bool {
 	ts := sw.sv.Times
 	inside := false
-	if len(sw.back) < len(sw.cur) {
-		sw.back = make([]int, len(sw.cur))
-	}
-	back := sw.back[:m]
 	for i, hi := range sw.cur[:m] {
 		lo := 0
 		if s > 0 {
-			lo = startFrom(ts, t[i], hi, hi-back[i])
+			lo = hi
+			for lo > 0 && ts[lo-1] >= t[i] {
+				lo--
+			}
 		}
-		back[i] = hi - lo
 		sw.end[i] = lo
 		if hi > lo && ts[hi-1] > t[i] {
 			inside = true
 		}
 	}
 	return inside
-}
-
-// startFrom returns the lo that the walk
-//
-//	lo := hi
-//	for lo > 0 && ts[lo-1] >= t { lo-- }
-//
-// returns, for ts non-decreasing (without NaN), searching from guess
-// (clamped to 0…hi): the same index, in as many steps as guess is from it.
-func startFrom(ts []float64, t float64, hi, guess int) int {
-	g := min(max(guess, 0), hi)
-	if g < hi && !(ts[g] >= t) {
-		// Below the start (or t is NaN: no save is at or after it, and
-		// the start is hi): up to the first save at or after t.
-		for g < hi && !(ts[g] >= t) {
-			g++
-		}
-		return g
-	}
-	for g > 0 && ts[g-1] >= t {
-		g--
-	}
-	return g
-}
-
-// EndFrom returns the e that the walk
-//
-//	e := lo
-//	for e < len(ts) && ts[e] < x { e++ }
-//
-// returns, for ts non-decreasing (without NaN), searching from guess
-// (clamped to lo…len(ts)): the same index, in as many steps as guess is
-// from it. A recorder that knows about how many save times its next step
-// holds finds the step's last one so.
-func EndFrom(ts []float64, x float64, lo, guess int) int {
-	g := min(max(guess, lo), len(ts))
-	if g > lo && !(ts[g-1] < x) {
-		// Past the end (or x is NaN: the end is lo): down to it.
-		for g > lo && !(ts[g-1] < x) {
-			g--
-		}
-		return g
-	}
-	for g < len(ts) && ts[g] < x {
-		g++
-	}
-	return g
 }
 
 // gatherRow reads the cotangents of the row's saves of the first m lanes
