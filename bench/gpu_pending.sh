@@ -68,6 +68,11 @@
 #   bash bench/gpu_pending.sh s51 (under 470 s): s49b's device tests with
 #     session 51's, Lorenz-96's kernels beside b9a028d, one round of the
 #     1,000-save calls with the deferred saves (-defer) and -divsaves.
+#   bash bench/gpu_pending.sh s52 (under 450 s): TestGPUWide and the save
+#     tests with the deferred saves by default, session 52's helpers' tests
+#     (S52_TESTS), the 1,000-save calls against -inline, Method Auto's
+#     benchmark, Vern7's gradient compiled cold at -O1 and in full, and
+#     Nsight Compute's stalls of Lorenz-96 d = 256's gradient.
 #   bash bench/gpu_pending.sh s49src (under 5 minutes): Nsight Compute's
 #     stall samples by SASS instruction of Lorenz-96 d = 256's gradient
 #     and the 1,000-save solve.
@@ -1000,6 +1005,36 @@ sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3
 echo main; sum "$out/l/l96.log" | sort
 echo base; sum "$out/l/l96-base.log" | sort
 sum "$out/l/bsaves.log" "$out/l/bsaves7.log" | sort
+fi
+
+if [ "$part" = s52 ]; then
+# Session 52's last device call (under 450 s; S52_MAX): the device tests
+# that session 52's first call cut (TestGPUWide, the save-time tests) with
+# the deferred saves now the default (deferByDefault) and session 52's
+# helpers' tests (Method Auto's scale-invariant stiffness test: H1; events:
+# H4), then the 1,000-save calls by default against -inline and -defer,
+# Method Auto's benchmark with its tight-tolerance rows, the cold compile
+# of Vern7's 1,000-save gradient at -O1 and at full optimisation, and
+# Nsight Compute's stall samples of Lorenz-96 d = 256's gradient.
+MAX=${S52_MAX:-445}
+tp wide 300 '^TestGPUWide$' &
+tp saves 300 '^(TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUSaveCots|TestGPUDeferSaves)$' &
+tp new52 300 "${S52_TESTS:-^(TestGPUAutoStiffTest|TestGPUAutoContinue|TestGPUAutoKeptGrads)\$}" &
+wait
+for f in wide saves new52; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+t bsaves 45 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-inline|-defer)?$' -test.benchtime 20x
+t auto 60 -test.run '^$' -test.bench 'GPUAuto$' -test.benchtime 3x
+GRADSOLVE_CUDA_CACHE=/tmp/gs-cold-1 t cold7 60 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=1000/grad-kept(-full)?$' -test.benchtime 1x
+echo "=== ncu source l96-256"
+timeout $((MAX - $(date +%s) + T0)) ncu --clock-control none -k regex:gs_engine --launch-skip 1 --launch-count 1 \
+	--section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+	--log-file "$out/l/src-l96-256.csv" "$bin/cuda.test" -test.run '^$' -test.bench 'GPUWideLanes/grad/lorenz96-256/default$' -test.benchtime 2x >"$out/l/src-l96-256.log" 2>&1
+el $?
+gzip -9 "$out/l/src-l96-256.csv"
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|compile-s|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+sum "$out/l/bsaves.log" "$out/l/cold7.log" | sort
+sum "$out/l/auto.log"
 fi
 
 if [ "$part" = s49c ]; then
