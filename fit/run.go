@@ -54,7 +54,10 @@ type Settings struct {
 	Callback func(*Step) error
 
 	// Progress, if not nil, is told the step count and loss after each
-	// step and finished when the fit ends (see package progress).
+	// step and finished when the fit ends (see package progress). The
+	// count is Result.Steps, those before a Resume included, so a
+	// reporter's total is Steps (progress.New(Steps, …)) for a resumed
+	// fit too.
 	Progress progress.Reporter
 
 	// SkipFinal leaves out the evaluation of the loss at the final

@@ -313,7 +313,7 @@ func (used *Solver) gradArrays(dst *Gradient, q *problem, res *Result, given *Me
 	default:
 		t = q.endTimes(reuse.T)
 	}
-	sol := used.solutionT(q, res, m.Status, t)
+	sol := used.solutionT(q, res, m.Status, t, dst.oldSaveAt())
 	if sol.Resident != nil {
 		sol.ysSpare = reuse.Ys // for HostSaves
 	}
@@ -486,6 +486,15 @@ func or[T any](a, b []T) []T {
 		return a
 	}
 	return b
+}
+
+// oldSaveAt returns the storage of the save times of g's Solution (nil
+// if g or its Solution is nil), for a call that reuses g.
+func (g *Gradient) oldSaveAt() []float64 {
+	if g == nil || g.Solution == nil {
+		return nil
+	}
+	return g.Solution.SaveAt
 }
 
 // reuseCopy returns src in dst's storage (src itself if it already is,
@@ -808,7 +817,7 @@ func (sv *Solver) Replay(p *Problem, m *Mesh) (*Solution, error) {
 	if err != nil {
 		return nil, err
 	}
-	sol := used.solution(q, res, m.Status)
+	sol := used.solution(q, res, m.Status, nil)
 	sol.Stats = m.Stats
 	return sol, nil
 }

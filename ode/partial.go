@@ -237,7 +237,7 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 		return nil, nil, err
 	}
 	dst.Loss += r
-	sol := used.solution(q, res, m.Status)
+	sol := used.solution(q, res, m.Status, dst.oldSaveAt())
 	sol.T = append(reuse.T[:0], q.t1...)
 	sol.Stats = m.Stats
 	q.omit.drop(sol, m, recorded, &dst.spare)
@@ -473,7 +473,7 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 	dst.Shared = append(dst.Shared[:0], g.Shared...)
 	gs := g.Solution
 	states, stats := q.omit&OmitStates == 0, q.omit&OmitStats == 0
-	sol := &Solution{N: n, Dim: d, SaveAt: q.SaveAt, Method: gs.Method, Engine: gs.Engine,
+	sol := &Solution{N: n, Dim: d, SaveAt: q.saveTimes(dst.oldSaveAt()), Method: gs.Method, Engine: gs.Engine,
 		T: make([]float64, n), Status: slices.Clone(status)}
 	K := len(q.SaveAt)
 	if states {
@@ -566,7 +566,7 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Pr
 	if err := checkGradient(dst, d, np, true); err != nil {
 		return nil, err
 	}
-	sol := &Solution{N: n, Dim: d, SaveAt: q.SaveAt, Method: sv.plan.Method, Engine: sv.engine.Name(),
+	sol := &Solution{N: n, Dim: d, SaveAt: q.saveTimes(dst.oldSaveAt()), Method: sv.plan.Method, Engine: sv.engine.Name(),
 		T: make([]float64, n), Status: slices.Clone(status)}
 	for i := range sol.T {
 		sol.T[i] = q.T0
@@ -578,8 +578,8 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Pr
 		}
 	}
 	if m == nil {
-		m = &Mesh{N: n, Len: make([]int, n), Status: sol.Status, T0: q.T0, T1: slices.Clone(q.t1), SaveAt: q.SaveAt,
-			Method: methodByName(sv.plan.Method), RelTol: sv.set.RelTol, AbsTol: sv.set.AbsTol, AbsTols: sv.set.AbsTols,
+		m = &Mesh{N: n, Len: make([]int, n), Status: sol.Status, T0: q.T0, T1: slices.Clone(q.t1), SaveAt: q.saveTimes(nil),
+			Method: methodByName(sv.plan.Method), RelTol: sv.set.RelTol, AbsTol: sv.set.AbsTol, AbsTols: slices.Clone(sv.set.AbsTols),
 			Fingerprint: sv.plan.Fingerprint, Engine: sv.engine.Name()}
 	}
 	dst.Solution, dst.Mesh = sol, m
