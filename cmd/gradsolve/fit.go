@@ -60,7 +60,8 @@ loss (a note names the lines). The save times are the distinct times of
 the file. Without -data the data are synthetic: the problem is solved at
 -p / -y0 (the truth) at -saveat times (default: 10 equal steps ending at
 t1), -noise adds Gaussian noise, and the fitted values start at -start
-(default: the truth times 1.1).
+(default: the truth times 1.1). Observations only at t0 see the initial
+states alone: with them, fitting a parameter is a command-line error.
 
 Loss: the mean over trajectories of the sum over observations of
 (y − observed)², missing values left out.
@@ -238,6 +239,35 @@ func parseFitVars(s string, pr problems.Problem) ([]fitVar, error) {
 	return vars, nil
 }
 
+// checkObservedAfterT0 refuses observation times (save times; fromData:
+// -data's) that all lie at t0 while parameters are fitted: the states at
+// t0 are the initial states whatever the parameters, so the loss could not
+// change with them (such a fit ran to "loss 0 -> 0" and returned its
+// start). Observations at t0 do inform fitted initial states.
+func checkObservedAfterT0(times []float64, t0, t1 float64, vars []fitVar, fromData bool) error {
+	if len(times) == 0 || times[len(times)-1] > t0 {
+		return nil
+	}
+	var params []string
+	for _, v := range vars {
+		if !v.y0 {
+			params = append(params, v.name)
+		}
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	what, them := "parameter "+params[0], "it"
+	if len(params) > 1 {
+		what, them = "parameters "+strings.Join(params, ", "), "them"
+	}
+	why := fmt.Sprintf("the states at t0 are the initial states, which do not depend on the fitted %s, so the loss could not change with %s", what, them)
+	if fromData {
+		return usagef("-data: every observation is at t0 = %v: %s; give observations after t0 (or an earlier -t0)", t0, why)
+	}
+	return usagef("-saveat: every time is t0 = %v: %s; give times after t0, as -saveat %v,%v (or leave -saveat out: 10 times up to -t1)", t0, why, t0+(t1-t0)/2, t1)
+}
+
 // fitOutcome is what a fit produced, for its outputs.
 type fitOutcome struct {
 	name, engine string
@@ -339,6 +369,9 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 		if prob.SaveAt[0] < prob.T0 || prob.SaveAt[len(prob.SaveAt)-1] > prob.T1 {
 			return usagef("-data: the times run from %v to %v, beyond [t0, t1] = [%v, %v]; set -t0/-t1", prob.SaveAt[0], prob.SaveAt[len(prob.SaveAt)-1], prob.T0, prob.T1)
 		}
+	}
+	if err := checkObservedAfterT0(prob.SaveAt, prob.T0, prob.T1, vars, ob != nil); err != nil {
+		return err
 	}
 
 	// The command line is valid: create the outputs, then work.

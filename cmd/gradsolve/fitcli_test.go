@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -273,4 +274,49 @@ func TestFitOutputs(t *testing.T) {
 		t.Errorf("-out %s: %v, %+v", js, err, obj)
 	}
 	checkNoTemp(t, dir)
+}
+
+// TestFitObservationTimes checks observation times that cannot inform the
+// fitted parameters: every save time (or every -data row) at t0, where the
+// states are the initial states whatever the parameters. Fitting a
+// parameter there is a command-line error naming the flag, the parameters
+// and the fix; fitting initial states there is a valid fit. Before, such
+// a fit ran: "loss 0 -> 0", the start value returned, no word of why.
+func TestFitObservationTimes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	atT0 := writeFile(t, dir, "t0.csv", "traj,t,x,v\n0,0,1,2\n1,0,1.5,0\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // in stderr; nil: the fit runs (exit 0)
+	}{
+		{"saveat 0", []string{"-problem", "lorenz", "-fit", "rho", "-saveat", "0"}, []string{"-saveat", "t0 = 0", "rho", "after t0"}},
+		{"saveat 0,0", []string{"-problem", "lorenz", "-fit", "rho", "-saveat", "0,0"}, []string{"-saveat", "rho"}},
+		{"saveat t0 = 1", []string{"-problem", "vdp", "-fit", "mu", "-t0", "1", "-t1", "2", "-saveat", "1"}, []string{"-saveat", "t0 = 1", "mu"}},
+		{"a parameter and y0", []string{"-problem", "lorenz", "-fit", "rho,y00", "-saveat", "0"}, []string{"-saveat", "rho"}},
+		{"data at t0", []string{"-problem", "vdp", "-fit", "mu", "-data", atT0}, []string{"-data", "t0 = 0", "mu"}},
+		{"y0 at t0", []string{"-problem", "lorenz", "-fit", "y00", "-saveat", "0"}, nil},
+		{"saveat 0,0.5", []string{"-problem", "lorenz", "-fit", "rho", "-saveat", "0,0.5"}, nil},
+	} {
+		args := append([]string{"fit", "-n", "2", "-steps", "2", "-t1", "1"}, tc.args...)
+		if slices.Contains(tc.args, "-t1") {
+			args = append([]string{"fit", "-n", "2", "-steps", "2"}, tc.args...)
+		}
+		code, _, stderr := runArgs(args...)
+		if tc.want == nil {
+			if code != exitOK {
+				t.Errorf("Case %s: exit %d, want 0:\n%s", tc.name, code, stderr)
+			}
+			continue
+		}
+		if code != exitUsage {
+			t.Errorf("Case %s: exit %d, want %d:\n%s", tc.name, code, exitUsage, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("Case %s: stderr lacks %q:\n%s", tc.name, w, stderr)
+			}
+		}
+	}
 }
