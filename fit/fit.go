@@ -126,8 +126,19 @@ func New(p Problem, s *ode.Settings) (*Fitter, error) {
 }
 
 // NewWithSolver is New with a solver built by the caller (for the same
-// field shape), so several fits can share one solver's programs.
+// field shape), so several fits can share one solver's programs. Its
+// errors are all about p: they wrap ode.ErrInput.
 func NewWithSolver(sv *ode.Solver, p Problem) (*Fitter, error) {
+	fr, err := newWithSolver(sv, p)
+	return fr, badInput(err)
+}
+
+// badInput returns err wrapping ode.ErrInput too, with its message (nil
+// for nil): the errors about the caller's problem, settings, checkpoint
+// and optimiser's hyperparameters.
+func badInput(err error) error { return ode.InputError(err) }
+
+func newWithSolver(sv *ode.Solver, p Problem) (*Fitter, error) {
 	f := p.ODE.Field
 	d, np := f.Dim, f.Params
 	n := p.ODE.N

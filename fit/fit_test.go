@@ -351,6 +351,9 @@ func TestNewErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Case %s: error %q does not mention %q", tc.name, err, tc.want)
 		}
+		if !errors.Is(err, ode.ErrInput) {
+			t.Errorf("Case %s: error %q does not wrap ode.ErrInput", tc.name, err)
+		}
 	}
 }
 

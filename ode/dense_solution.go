@@ -116,9 +116,9 @@ func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 		limit = scan.DefaultMemoryLimit
 	}
 	if ds.Bytes > limit {
-		return nil, fmt.Errorf("ode: %s: SolveDense: the dense output of %d trajectories (%d steps, %d bytes each) needs %s, more than MemoryLimit = %s: %w; "+
+		return nil, badInput(fmt.Errorf("ode: %s: SolveDense: the dense output of %d trajectories (%d steps, %d bytes each) needs %s, more than MemoryLimit = %s: %w; "+
 			"solve fewer trajectories per call, loosen RelTol (fewer steps), raise Settings.MemoryLimit, or give the times needed as Problem.SaveAt",
-			sv.field.name(), m.N, steps, denseStepBytes(d, terms), sysmem.Format(float64(ds.Bytes)), sysmem.Format(float64(limit)), ErrTooLarge)
+			sv.field.name(), m.N, steps, denseStepBytes(d, terms), sysmem.Format(float64(ds.Bytes)), sysmem.Format(float64(limit)), ErrTooLarge))
 	}
 	ds.th = make([]float64, 2*steps)
 	ds.yw = make([]float64, steps*d*(1+terms))
