@@ -166,8 +166,17 @@ func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
 		fmt.Fprintln(stderr, "Run 'gradsolve help fit' for usage.")
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "gradsolve fit: %s\n", errorText(err))
+	// (The library's "fit: " prefix would follow "gradsolve fit: ".)
+	fmt.Fprintf(stderr, "gradsolve fit: %s\n", strings.TrimPrefix(errorText(err), "fit: "))
 	return exitFail
+}
+
+// countMeshes returns "1 mesh" or "n meshes".
+func countMeshes(n int) string {
+	if n == 1 {
+		return "1 mesh"
+	}
+	return fmt.Sprintf("%d meshes", n)
 }
 
 // check checks fit's own numeric flags (the solver's are checked by
@@ -650,7 +659,7 @@ func (f *fitOutcome) writeHuman(w io.Writer) error {
 	}
 	bw := &errWriter{w: w}
 	fmt.Fprintf(bw, "fit %s (%s): %s, %s, %s, %s on the %s engine\n", f.name, strings.Join(varNames(vars), ", "), count(j.prob.N, "trajectory"), count(fo.fits, "fit"), src, j.method.Name(), f.engine)
-	fmt.Fprintf(bw, "%d Adam steps (%v), %d meshes recorded, %v\n", res.Steps, res.Status, res.Records, fmtDur(res.Time))
+	fmt.Fprintf(bw, "%s (%v), %s recorded, %v\n", count(res.Steps, "Adam step"), res.Status, countMeshes(res.Records), fmtDur(res.Time))
 	if res.DeviceSteps > 0 {
 		fmt.Fprintf(bw, "%d steps with the fit in device memory", res.DeviceSteps)
 		if res.DeviceNote != "" {
@@ -660,6 +669,9 @@ func (f *fitOutcome) writeHuman(w io.Writer) error {
 	}
 	if len(res.History) > 0 {
 		fmt.Fprintf(bw, "loss %.6g -> %.6g (best %.6g at step %d)\n", res.History[0], res.FinalLoss, res.BestLoss, res.BestStep)
+	}
+	if len(res.GradNorms) > 0 && res.GradNorms[0] == 0 {
+		fmt.Fprintln(bw, "note: the gradient was 0 at the start, so the fit could not move: the start fits the data exactly, or the observations do not depend on the fitted values")
 	}
 	var pIdx, yIdx []int // the positions in vars of the parameters and the initial-state components
 	for k, v := range vars {

@@ -320,3 +320,47 @@ func TestFitObservationTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestFitReportWords checks the words of fit's report for a new user:
+// counts of one in the singular ("1 Adam step", "1 mesh recorded", not
+// "1 Adam steps", "1 meshes"), a failure's advice in flags (-lr, -clip,
+// not Settings.ClipNorm) without a doubled "fit: fit: ", and a note where
+// the gradient was 0 at the start, so the fit could not move (it said
+// "loss 0 -> 0" and nothing else).
+func TestFitReportWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		args         []string
+		code         int
+		stdout, errs []string // in stdout, in stderr
+		notOut       []string // not in stdout or stderr
+	}{
+		{"diverges at step 0", []string{"-fit", "rho", "-lr", "1e308"}, exitFail,
+			[]string{"1 Adam step (failed), 1 mesh recorded"}, []string{"-lr", "-clip"}, []string{"Settings.ClipNorm", "fit: fit: ", "1 Adam steps", "1 meshes"}},
+		{"starts at the truth", []string{"-fit", "rho", "-start", "28", "-steps", "2"}, exitOK,
+			[]string{"2 Adam steps (max steps), 3 meshes recorded", "gradient was 0 at the start"}, nil, nil},
+		{"moves", []string{"-fit", "rho", "-steps", "2"}, exitOK,
+			[]string{"2 Adam steps"}, nil, []string{"gradient was 0"}},
+	} {
+		code, stdout, stderr := runArgs(append([]string{"fit", "-problem", "lorenz"}, tc.args...)...)
+		if code != tc.code {
+			t.Errorf("Case %s: exit %d, want %d:\n%s%s", tc.name, code, tc.code, stdout, stderr)
+		}
+		for _, w := range tc.stdout {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("Case %s: stdout lacks %q:\n%s", tc.name, w, stdout)
+			}
+		}
+		for _, w := range tc.errs {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("Case %s: stderr lacks %q:\n%s", tc.name, w, stderr)
+			}
+		}
+		for _, w := range tc.notOut {
+			if strings.Contains(stdout+stderr, w) {
+				t.Errorf("Case %s: the output says %q:\n%s%s", tc.name, w, stdout, stderr)
+			}
+		}
+	}
+}
