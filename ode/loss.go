@@ -447,5 +447,6 @@ func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, erro
 	sol := used.solution(q, res, m.Status, nil)
 	sol.T = append([]float64(nil), q.t1...)
 	sol.Stats = m.Stats
+	sol.meshArrays = true
 	return v + r, sol, nil
 }

@@ -241,7 +241,8 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 	sol.T = append(reuse.T[:0], q.t1...)
 	sol.Stats = m.Stats
 	q.omit.drop(sol, m, recorded, &dst.spare)
-	dst.Solution, dst.Mesh = sol, m
+	sol.meshArrays = true
+	dst.Solution, dst.Mesh, dst.meshGiven = sol, m, !recorded
 	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
 	dst.StoredBytes = res.StoredBytes
 	if tf := nonFiniteRows(dst, q, used.plan.Method); tf != nil {
@@ -509,7 +510,8 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 	if gs.Switch != nil {
 		sol.Switch = expandInts(gs.Switch, idx, n) // a left-out trajectory: Len 0, Switch 0
 	}
-	dst.Solution = sol
+	sol.meshArrays = true
+	dst.Solution, dst.meshGiven = sol, m != nil
 	if m == nil {
 		em := *gm
 		em.N = n
@@ -577,6 +579,8 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Pr
 			sol.Ys = nans(n * len(q.SaveAt) * d)
 		}
 	}
+	sol.meshArrays = true
+	dst.meshGiven = m != nil
 	if m == nil {
 		m = &Mesh{N: n, Len: make([]int, n), Status: sol.Status, T0: q.T0, T1: slices.Clone(q.t1), SaveAt: q.saveTimes(nil),
 			Method: methodByName(sv.plan.Method), RelTol: sv.set.RelTol, AbsTol: sv.set.AbsTol, AbsTols: slices.Clone(sv.set.AbsTols),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -180,6 +181,183 @@ func TestResultsOwnTheirArrays(t *testing.T) {
 				}
 				if !bitsEqualT(got2[k], w) {
 					t.Errorf("%s: a second call's %s is %v, the first's %v", name, k, got2[k], w)
+				}
+			}
+		}
+	}
+}
+
+// meshState is a copy of what a mesh records, for TestReusedResultsLeaveMeshes.
+type meshState struct {
+	h, t1  []float64
+	ints   [][]int // Len, Stats.Accepted, Stats.Rejected, Stats.FieldEvals
+	status []ode.Status
+	stiff  []bool
+}
+
+func meshStateOf(m *ode.Mesh) meshState {
+	return meshState{h: slices.Clone(m.H), t1: slices.Clone(m.T1),
+		ints:   [][]int{slices.Clone(m.Len), slices.Clone(m.Stats.Accepted), slices.Clone(m.Stats.Rejected), slices.Clone(m.Stats.FieldEvals)},
+		status: slices.Clone(m.Status), stiff: slices.Clone(m.Stiff)}
+}
+
+// same reports what of m differs from s ("" if nothing).
+func (s meshState) same(m *ode.Mesh) string {
+	now := meshStateOf(m)
+	var d []string
+	if !bitsEqualT(s.h, now.h) {
+		d = append(d, "H")
+	}
+	if !bitsEqualT(s.t1, now.t1) {
+		d = append(d, "T1")
+	}
+	for k, name := range []string{"Len", "Stats.Accepted", "Stats.Rejected", "Stats.FieldEvals"} {
+		if !slices.Equal(s.ints[k], now.ints[k]) {
+			d = append(d, name)
+		}
+	}
+	if !slices.Equal(s.status, now.status) {
+		d = append(d, "Status")
+	}
+	if !slices.Equal(s.stiff, now.stiff) {
+		d = append(d, "Stiff")
+	}
+	return strings.Join(d, ", ")
+}
+
+// TestReusedResultsLeaveMeshes checks results passed back as dst of a
+// later call (a Solution to SolveTo, a Gradient to Grad or GradPartial)
+// when they share arrays with a mesh the caller holds: Record's mesh (its
+// Solution's statuses and step counts are the mesh's), a mesh given to
+// Grad, Replay or Loss. The later call, of another problem, must leave
+// that mesh as it was, and its own results must be those of a fresh dst.
+// Before the fix SolveTo wrote its statuses and step counts over the
+// mesh's, which then claimed failed trajectories, and Grad with a
+// Gradient that had replayed a given mesh recorded into that mesh's
+// arrays (its steps, lengths and end times became another problem's).
+func TestReusedResultsLeaveMeshes(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "decay", Dim: 1, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{p[0].Mul(y[0]).Neg()} }}
+	p := ode.Problem{Field: f, N: 2, Y0: []float64{1, 2}, P: []float64{1, 0.5}, T1: 1}
+	// Another problem: other steps, and with MaxSteps 20 failed trajectories.
+	p2 := ode.Problem{Field: f, N: 2, Y0: []float64{1, 2}, P: []float64{300, 4000}, T1: 2}
+	// And one whose gradient exists, with other steps.
+	p3 := ode.Problem{Field: f, N: 2, Y0: []float64{1, 2}, P: []float64{2, 3}, T1: 1.5}
+	ctx := context.Background()
+	loss := ode.SumSquares()
+	for _, method := range []ode.Method{ode.Tsit5, ode.Rodas5P, ode.Auto} {
+		sv := mustSolver(t, f, &ode.Settings{Method: method, MaxSteps: 20, AllowFailures: true})
+		fresh, err := sv.Solve(&p2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		freshG, err := sv.Grad(nil, &p3, loss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			// first makes the results and returns the mesh the caller
+			// holds; then reuses them for a call of p2 (for Grad, of p3).
+			first func() (*ode.Mesh, func() (*ode.Solution, *ode.Gradient, error))
+		}{
+			{"Record, then SolveTo(sol)", func() (*ode.Mesh, func() (*ode.Solution, *ode.Gradient, error)) {
+				m, sol, err := sv.Record(&p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m, func() (*ode.Solution, *ode.Gradient, error) { s, err := sv.SolveTo(sol, &p2); return s, nil, err }
+			}},
+			{"Replay(m), then SolveTo(sol)", func() (*ode.Mesh, func() (*ode.Solution, *ode.Gradient, error)) {
+				m, _, err := sv.Record(&p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sol, err := sv.Replay(&p, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m, func() (*ode.Solution, *ode.Gradient, error) { s, err := sv.SolveTo(sol, &p2); return s, nil, err }
+			}},
+			{"Loss(m), then SolveTo(sol)", func() (*ode.Mesh, func() (*ode.Solution, *ode.Gradient, error)) {
+				m, _, err := sv.Record(&p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, sol, err := sv.Loss(&p, loss, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m, func() (*ode.Solution, *ode.Gradient, error) { s, err := sv.SolveTo(sol, &p2); return s, nil, err }
+			}},
+			{"Grad(m), then SolveTo(g.Solution)", func() (*ode.Mesh, func() (*ode.Solution, *ode.Gradient, error)) {
+				m, _, err := sv.Record(&p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := sv.Grad(nil, &p, loss, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m, func() (*ode.Solution, *ode.Gradient, error) {
+					s, err := sv.SolveTo(g.Solution, &p2)
+					return s, nil, err
+				}
+			}},
+			{"Grad(m), then Grad(g) recording", func() (*ode.Mesh, func() (*ode.Solution, *ode.Gradient, error)) {
+				m, _, err := sv.Record(&p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, err := sv.Grad(nil, &p, loss, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m, func() (*ode.Solution, *ode.Gradient, error) { g, err := sv.Grad(g, &p3, loss, nil); return nil, g, err }
+			}},
+			{"GradPartial(m), then GradPartial(g) recording", func() (*ode.Mesh, func() (*ode.Solution, *ode.Gradient, error)) {
+				m, _, err := sv.Record(&p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g, _, err := sv.GradPartial(ctx, nil, &p, loss, m, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m, func() (*ode.Solution, *ode.Gradient, error) {
+					g, _, err := sv.GradPartial(ctx, g, &p3, loss, nil, nil)
+					return nil, g, err
+				}
+			}},
+			{"Grad recording, then SolveTo(g.Solution)", func() (*ode.Mesh, func() (*ode.Solution, *ode.Gradient, error)) {
+				g, err := sv.Grad(nil, &p, loss, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g.Mesh, func() (*ode.Solution, *ode.Gradient, error) {
+					s, err := sv.SolveTo(g.Solution, &p2)
+					return s, nil, err
+				}
+			}},
+		} {
+			name := method.Name() + "/" + c.name
+			m, again := c.first()
+			was := meshStateOf(m)
+			sol, g, err := again()
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if d := was.same(m); d != "" {
+				t.Errorf("%s: the mesh's %s changed", name, d)
+			}
+			switch {
+			case sol != nil:
+				if !bitsEqualT(sol.Y, fresh.Y) || !slices.Equal(sol.Status, fresh.Status) || !slices.Equal(sol.Stats.Accepted, fresh.Stats.Accepted) {
+					t.Errorf("%s: SolveTo gave Y %v, statuses %v, accepted %v; a fresh dst %v, %v, %v", name, sol.Y, sol.Status, sol.Stats.Accepted, fresh.Y, fresh.Status, fresh.Stats.Accepted)
+				}
+			case g != nil:
+				if !bitsEqualT(g.P, freshG.P) || !bitsEqualT(g.Mesh.H, freshG.Mesh.H) || !slices.Equal(g.Mesh.Len, freshG.Mesh.Len) {
+					t.Errorf("%s: Grad gave dL/dP %v, a fresh dst %v", name, g.P, freshG.P)
 				}
 			}
 		}

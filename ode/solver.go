@@ -455,6 +455,12 @@ type Solution struct {
 	// Grad's dst) while Resident holds the saves, for HostSaves to fill.
 	ysSpare []float64
 
+	// meshArrays is set where Status, Stiff and the Stats arrays are a
+	// Mesh's (Record's, or the mesh a Grad, Replay or Loss recorded or
+	// was given): a call that reuses the Solution as dst (SolveTo) gives
+	// it arrays of its own for them, leaving the mesh as it was.
+	meshArrays bool
+
 	// Switch, if not nil, says where Method Auto switched trajectories
 	// from Tsit5 to Rodas5P (Method is then "Auto"): trajectory i took
 	// Switch[i] Tsit5 steps, then Rodas5P steps to its end (Switch[i] is
@@ -515,7 +521,9 @@ func (sv *Solver) SolveContext(ctx context.Context, p *Problem) (*Solution, erro
 // memory, large enough) and released otherwise: read them (HostSaves)
 // before passing dst again. An array of dst that shares storage with an
 // input of p (a chained solve's p.Y0 = dst.Y) is not reused: the result
-// goes to new storage and the input is not changed.
+// goes to new storage and the input is not changed. Nor are the statuses
+// and step counts of a dst that shares them with a Mesh (a Solution of
+// Record, Replay, Loss or a Gradient): that mesh is left as it was.
 func (sv *Solver) SolveTo(dst *Solution, p *Problem) (*Solution, error) {
 	return sv.solveTo(context.Background(), dst, p)
 }
@@ -536,6 +544,10 @@ func (sv *Solver) solveTo(ctx context.Context, dst *Solution, p *Problem) (*Solu
 	if dst != nil {
 		dst.unalias(q.inputs(nil, nil))
 		reuse = &Result{Y: dst.Y, Ys: dst.Ys, T: dst.T, Status: dst.Status, Stats: dst.Stats, Stiff: dst.Stiff, Saves: dst.Resident}
+		if dst.meshArrays {
+			// (They are a mesh's, which the caller may hold.)
+			reuse.Status, reuse.Stats, reuse.Stiff = nil, Stats{}, nil
+		}
 	}
 	res, used, err := sv.run(ctx, OpSolve, q, nil, nil, reuse)
 	if err != nil {
@@ -579,6 +591,7 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 		return nil, nil, err
 	}
 	sol := used.solution(q, res, res.Status, nil)
+	sol.meshArrays = true
 	m := used.mesh(q, res, nil)
 	if err := used.failure(q, res, res.Status, sol.Method); err != nil && !sv.set.AllowFailures {
 		return m, sol, err
