@@ -363,3 +363,43 @@ func TestReusedResultsLeaveMeshes(t *testing.T) {
 		}
 	}
 }
+
+// TestDenseSolutionOwnsItsState checks that a DenseSolution's Evaluate
+// does not change when its embedded Solution is passed to SolveTo as dst
+// (or changed by the caller): before the fix, Evaluate at a trajectory's
+// end returned the later solve's final state, and read its span and
+// status from the later solve.
+func TestDenseSolutionOwnsItsState(t *testing.T) {
+	t.Parallel()
+	f := decayField()
+	p := ode.Problem{Field: f, N: 2, Y0: []float64{1, 2}, P: []float64{1, 0.5}, T1: 1}
+	p2 := ode.Problem{Field: f, N: 2, Y0: []float64{1, 2}, P: []float64{3, 4}, T1: 0.5}
+	for _, method := range []ode.Method{ode.Tsit5, ode.Rodas5P, ode.Auto} {
+		sv := mustSolver(t, f, &ode.Settings{Method: method})
+		ds, err := sv.SolveDense(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		times := []float64{0, 0.3, 0.75, 1}
+		eval := func() []float64 {
+			var out []float64
+			for i := range p.N {
+				for _, tau := range times {
+					y, err := ds.Evaluate(nil, i, tau)
+					if err != nil {
+						t.Fatalf("%s: Evaluate(%d, %v): %v", method.Name(), i, tau, err)
+					}
+					out = append(out, y...)
+				}
+			}
+			return out
+		}
+		want := eval()
+		if _, err := sv.SolveTo(ds.Solution, &p2); err != nil {
+			t.Fatal(err)
+		}
+		if got := eval(); !bitsEqualT(got, want) {
+			t.Errorf("%s: Evaluate after SolveTo(ds.Solution) %v, before %v", method.Name(), got, want)
+		}
+	}
+}
