@@ -60,15 +60,18 @@ loss (a note names the lines). The save times are the distinct times of
 the file. Without -data the data are synthetic: the problem is solved at
 -p / -y0 (the truth) at -saveat times (default: 10 equal steps ending at
 t1), -noise adds Gaussian noise, and the fitted values start at -start
-(default: the truth times 1.1). Observations only at t0 see the initial
-states alone: with them, fitting a parameter is a command-line error.
+(default: the truth times 1.1, each fit's own where -vary sweeps a fitted
+parameter; a fit has one value of it, so it then needs one trajectory per
+fit, -fits n). Observations only at t0 see the initial states alone:
+with them, fitting a parameter is a command-line error.
 
 Loss: the mean over trajectories of the sum over observations of
 (y − observed)², missing values left out.
 
 JSON (-json): command, problem, method, engine, n, fits, fit (the names),
 data, observations (the observed values, repeated ones included), truth
-(synthetic data: the true values, trajectory 0's for y0K), status ("max
+(synthetic data: the true values, trajectory 0's: its y0K, and fit 0's
+of a parameter -vary sweeps, which the report lists for each fit), status ("max
 steps" when all -steps steps ran, the fit's normal end; "stiff", or the
 error text, when it failed), error (null, or the error text), steps,
 records, loss_first, loss_final (after the last step), loss_best,
@@ -248,6 +251,40 @@ func parseFitVars(s string, pr problems.Problem) ([]fitVar, error) {
 	return vars, nil
 }
 
+// fitTruths returns, for synthetic data, each fit's true values of the
+// fitted parameters (in vars order; NaN for y0K, fitted per trajectory),
+// or a command-line error where a -vary sweep of a fitted parameter gives
+// the trajectories of one fit different true values, which the fit's one
+// value could not match.
+func fitTruths(prob ode.Problem, vars []fitVar, fits int) ([][]float64, error) {
+	np := prob.Field.Params
+	per := prob.N / fits
+	val := func(r, k int) float64 {
+		if len(prob.P) == np {
+			return prob.P[k]
+		}
+		return prob.P[r*np+k]
+	}
+	out := make([][]float64, fits)
+	for b := range out {
+		out[b] = make([]float64, len(vars))
+		for i, v := range vars {
+			if v.y0 {
+				out[b][i] = math.NaN()
+				continue
+			}
+			out[b][i] = val(b*per, v.k)
+			for r := b*per + 1; r < (b+1)*per; r++ {
+				if val(r, v.k) != out[b][i] {
+					return nil, usagef("-vary gives %s a different value in each trajectory, but -fit fits one %s per fit of %d trajectories, which could not match them; give -fits %d (one trajectory per fit), or leave %s out of -vary",
+						v.name, v.name, per, prob.N, v.name)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
 // checkObservedAfterT0 refuses observation times (save times; fromData:
 // -data's) that all lie at t0 while parameters are fitted: the states at
 // t0 are the initial states whatever the parameters, so the loss could not
@@ -290,6 +327,7 @@ type fitOutcome struct {
 	fittedY0     [][]float64 // per trajectory: its fitted y0K values, in -fit order; nil if no y0K is fitted
 	truth        []float64   // synthetic data only: the true values, per var (trajectory 0's)
 	truthY0      [][]float64 // synthetic data only: per trajectory, its true y0K values
+	truthFit     [][]float64 // synthetic data only: per fit, its true values (vars order; y0K: NaN)
 	written      []string    // the lines of the report on the files written
 }
 
@@ -382,6 +420,12 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 	if err := checkObservedAfterT0(prob.SaveAt, prob.T0, prob.T1, vars, ob != nil); err != nil {
 		return err
 	}
+	var truthFit [][]float64 // synthetic data: per fit, the true values of the fitted parameters (vars order; y0K: NaN)
+	if ob == nil {
+		if truthFit, err = fitTruths(prob, vars, fo.fits); err != nil {
+			return err
+		}
+	}
 
 	// The command line is valid: create the outputs, then work.
 	var plotFile, outFile *atomicFile
@@ -423,17 +467,23 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 				truth = append(truth, prob.P[v.k])
 			}
 		}
-		if start == nil {
+		given := start != nil
+		if !given {
 			start = make([]float64, len(vars))
 			for i, t := range truth {
 				start[i] = 1.1 * t
 			}
 		}
 		prob.Y0, prob.P = slices.Clone(prob.Y0), slices.Clone(prob.P)
+		per := prob.N / fo.fits
 		for i, v := range vars {
 			for r := range prob.N {
 				if v.y0 {
 					prob.Y0[r*d+v.k] = start[i]
+				} else if !given {
+					// Each fit from its own truth × 1.1 (-vary of
+					// the parameter gives fits their own).
+					prob.P[r*np+v.k] = 1.1 * truthFit[r/per][i]
 				} else {
 					prob.P[r*np+v.k] = start[i]
 				}
@@ -458,7 +508,7 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 	if err != nil && res == nil {
 		return err
 	}
-	fo2 := &fitOutcome{name: pr.Name, engine: fr.Solver().Engine(), j: j, vars: vars, fo: fo, ob: ob, res: res, err: err, truth: truth}
+	fo2 := &fitOutcome{name: pr.Name, engine: fr.Solver().Engine(), j: j, vars: vars, fo: fo, ob: ob, res: res, err: err, truth: truth, truthFit: truthFit}
 	fo2.collect(prob.N, d, np)
 	if truth != nil && fo2.fittedY0 != nil {
 		fo2.truthY0 = make([][]float64, prob.N)
@@ -682,13 +732,26 @@ func (f *fitOutcome) writeHuman(w io.Writer) error {
 		}
 	}
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	// With -vary of a fitted parameter, each fit has its own truth: a
+	// column beside its values rather than one row.
+	perFit := false
+	for b := range f.truthFit {
+		for _, k := range pIdx {
+			perFit = perFit || f.truthFit[b][k] != f.truthFit[0][k]
+		}
+	}
 	if len(pIdx) > 0 {
 		fmt.Fprint(tw, "FIT")
 		for _, k := range pIdx {
 			fmt.Fprintf(tw, "\t%s", vars[k].name)
 		}
+		if perFit {
+			for _, k := range pIdx {
+				fmt.Fprintf(tw, "\t(truth %s)", vars[k].name)
+			}
+		}
 		fmt.Fprintln(tw)
-		if f.truth != nil {
+		if f.truth != nil && !perFit {
 			fmt.Fprint(tw, "truth")
 			for _, k := range pIdx {
 				fmt.Fprintf(tw, "\t%.6g", f.truth[k])
@@ -699,6 +762,11 @@ func (f *fitOutcome) writeHuman(w io.Writer) error {
 			fmt.Fprintf(tw, "%d", b)
 			for _, k := range pIdx {
 				fmt.Fprintf(tw, "\t%.6g", f.fitted[b][k])
+			}
+			if perFit {
+				for _, k := range pIdx {
+					fmt.Fprintf(tw, "\t%.6g", f.truthFit[b][k])
+				}
 			}
 			fmt.Fprintln(tw)
 		}

@@ -364,3 +364,37 @@ func TestFitReportWords(t *testing.T) {
 		}
 	}
 }
+
+// TestFitVaryFitted checks synthetic fits of a parameter that -vary
+// sweeps: with several trajectories per fit, whose one value could not
+// match their different true values, a command-line error naming -vary
+// and the fix; with one trajectory per fit, each fit's own truth beside
+// its value, and each fit starting from its own truth × 1.1. Before, both
+// ran, the report's one "truth" row gave trajectory 0's value for every
+// fit, and every fit started from trajectory 0's truth × 1.1.
+func TestFitVaryFitted(t *testing.T) {
+	t.Parallel()
+	base := []string{"fit", "-problem", "lorenz", "-fit", "rho", "-n", "4", "-steps", "1"}
+	code, _, stderr := runArgs(append(base, "-vary", "p1=20:30")...)
+	if code != exitUsage || !strings.Contains(stderr, "-vary gives rho a different value") || !strings.Contains(stderr, "-fits 4") {
+		t.Errorf("-fits 1: exit %d, want %d naming -vary and -fits 4:\n%s", code, exitUsage, stderr)
+	}
+	code, stdout, stderr := runArgs(append(base, "-vary", "p1=20:30", "-fits", "4", "-lr", "1e-9")...)
+	if code != exitOK {
+		t.Fatalf("-fits 4: exit %d:\n%s", code, stderr)
+	}
+	// With a tiny rate, each fit stays at its start: its truth × 1.1.
+	rowsSeen := map[string]bool{}
+	for _, line := range strings.Split(stdout, "\n") {
+		rowsSeen[strings.Join(strings.Fields(line), " ")] = true
+	}
+	for _, want := range []string{"FIT rho (truth rho)", "0 22 20", "1 25.6667 23.3333", "3 33 30"} {
+		if !rowsSeen[want] {
+			t.Errorf("-fits 4: the report lacks the row %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, stderr = runArgs(append(base, "-vary", "p0=9:11", "-fits", "2")...)
+	if code != exitOK || !strings.Contains(stdout, "truth  28") || strings.Contains(stdout, "(truth") {
+		t.Errorf("-vary of another parameter: exit %d, want one truth row:\n%s%s", code, stdout, stderr)
+	}
+}
