@@ -60,7 +60,8 @@ loss (a note names the lines). The save times are the distinct times of
 the file. Without -data the data are synthetic: the problem is solved at
 -p / -y0 (the truth) at -saveat times (default: 10 equal steps ending at
 t1), -noise adds Gaussian noise, and the fitted values start at -start
-(default: the truth times 1.1, each fit's own where -vary sweeps a fitted
+(default: the truth times 1.1, or 0.1 where the truth is 0; each fit's
+own where -vary sweeps a fitted
 parameter; a fit has one value of it, so it then needs one trajectory per
 fit, -fits n). Observations only at t0 see the initial states alone:
 with them, fitting a parameter is a command-line error.
@@ -124,7 +125,7 @@ func newFitFlagSet(o *options, fo *fitOptions, out io.Writer) *flag.FlagSet {
 	fs := newFlagSet("fit", o, out)
 	fs.StringVar(&fo.fit, "fit", "", "comma `list` of what to fit: pK or a parameter name, y0K")
 	fs.StringVar(&fo.data, "data", "", "observations, a CSV `file` (traj,t,y0,...; see Data above); none: synthetic data")
-	fs.StringVar(&fo.start, "start", "", "starting values of the fitted quantities, comma `list` in -fit order (synthetic data; default: truth × 1.1)")
+	fs.StringVar(&fo.start, "start", "", "starting values of the fitted quantities, comma `list` in -fit order (synthetic data; default: truth × 1.1, or 0.1 for a truth of 0)")
 	fs.Float64Var(&fo.noise, "noise", 0, "standard deviation of the Gaussian noise of synthetic data, 0 or more")
 	fs.IntVar(&fo.fits, "fits", 1, "independent fits B, at least 1, dividing n; each owns n/B consecutive trajectories")
 	fs.IntVar(&fo.steps, "steps", 200, "Adam steps, at least 1")
@@ -249,6 +250,16 @@ func parseFitVars(s string, pr problems.Problem) ([]fitVar, error) {
 		vars = append(vars, v)
 	}
 	return vars, nil
+}
+
+// defaultStart is the default starting value of a fitted quantity whose
+// true value is truth: truth × 1.1, or 0.1 where the truth is 0 (which
+// × 1.1 would start at the truth: vdp's y01, every initial velocity).
+func defaultStart(truth float64) float64 {
+	if truth == 0 {
+		return 0.1
+	}
+	return 1.1 * truth
 }
 
 // fitTruths returns, for synthetic data, each fit's true values of the
@@ -471,7 +482,7 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 		if !given {
 			start = make([]float64, len(vars))
 			for i, t := range truth {
-				start[i] = 1.1 * t
+				start[i] = defaultStart(t)
 			}
 		}
 		prob.Y0, prob.P = slices.Clone(prob.Y0), slices.Clone(prob.P)
@@ -483,7 +494,7 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 				} else if !given {
 					// Each fit from its own truth × 1.1 (-vary of
 					// the parameter gives fits their own).
-					prob.P[r*np+v.k] = 1.1 * truthFit[r/per][i]
+					prob.P[r*np+v.k] = defaultStart(truthFit[r/per][i])
 				} else {
 					prob.P[r*np+v.k] = start[i]
 				}

@@ -398,3 +398,14 @@ func TestFitVaryFitted(t *testing.T) {
 		t.Errorf("-vary of another parameter: exit %d, want one truth row:\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestFitDefaultStart checks the default start of a synthetic fit: the
+// truth × 1.1, and 0.1 for a truth of 0 (vdp's y01: × 1.1 started the
+// fit at the truth, so the help's example "fitted" it without moving).
+func TestFitDefaultStart(t *testing.T) {
+	t.Parallel()
+	r := runFitJSON(t, "-problem", "vdp", "-fit", "mu,y01", "-n", "2", "-steps", "1", "-lr", "1e-12")
+	if len(r.Fitted) != 1 || len(r.Fitted[0]) != 2 || math.Abs(r.Fitted[0][0]-1.1) > 1e-9 || math.Abs(r.Fitted[0][1]-0.1) > 1e-9 {
+		t.Errorf("fitted %v after one tiny step, want the start [1.1 0.1] (truth [1 0])", r.Fitted)
+	}
+}
