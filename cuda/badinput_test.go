@@ -19,8 +19,8 @@ func init() { ode.Register(tinyEngine) }
 // TestHostEngineLaunchTooLarge checks the error of a call whose smallest
 // launch (32 trajectories) does not fit: it wraps ode.ErrTooLarge and
 // names the limit that refused it and the fix, Settings.MemoryLimit where
-// the caller set it too small, the device's free memory otherwise, for
-// Solve and Grad.
+// the caller set it too small (an input error, ode.ErrInput), the
+// device's free memory otherwise (the engine's limit), for Solve and Grad.
 func TestHostEngineLaunchTooLarge(t *testing.T) {
 	needHost(t)
 	c := lorenzCase(40, 1e-6)
@@ -29,10 +29,11 @@ func TestHostEngineLaunchTooLarge(t *testing.T) {
 		engine string
 		limit  int64
 		want   []string
+		input  bool // the caller's MemoryLimit refused it: ode.ErrInput too
 	}{
-		{"MemoryLimit 1", hostF64.name, 1, []string{"more than Settings.MemoryLimit = 1 bytes", "raise MemoryLimit to at least"}},
-		{"MemoryLimit 1000", hostF64.name, 1000, []string{"more than Settings.MemoryLimit = 1000 bytes", "raise MemoryLimit to at least"}},
-		{"small device", tinyEngine.name, 0, []string{"bytes are free for it", "free device memory"}},
+		{"MemoryLimit 1", hostF64.name, 1, []string{"more than Settings.MemoryLimit = 1 bytes", "raise MemoryLimit to at least"}, true},
+		{"MemoryLimit 1000", hostF64.name, 1000, []string{"more than Settings.MemoryLimit = 1000 bytes", "raise MemoryLimit to at least"}, true},
+		{"small device", tinyEngine.name, 0, []string{"bytes are free for it", "free device memory"}, false},
 	}
 	for _, tc := range cases {
 		set := c.set
@@ -47,6 +48,9 @@ func TestHostEngineLaunchTooLarge(t *testing.T) {
 			if !errors.Is(err, ode.ErrTooLarge) {
 				t.Errorf("%s: %s: error %v, want one wrapping ErrTooLarge", tc.name, op, err)
 				continue
+			}
+			if errors.Is(err, ode.ErrInput) != tc.input {
+				t.Errorf("%s: %s: errors.Is(err, ErrInput) = %t, want %t: %v", tc.name, op, !tc.input, tc.input, err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

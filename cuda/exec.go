@@ -1539,8 +1539,8 @@ func (r *run) chunk(m, rows int) (int, error) {
 	if n < 32 {
 		need := r.layout(32, rows).size
 		if lim := r.j.MemoryLimit; lim > 0 && budget == lim {
-			return 0, fmt.Errorf("cuda: engine %s: a launch of 32 trajectories (the smallest) with %d record rows needs %d bytes of device memory, more than Settings.MemoryLimit = %d bytes: %w; "+
-				"raise MemoryLimit to at least %d bytes, or set it to 0 (the device's free memory)", r.ex.name, rows, need, lim, ode.ErrTooLarge, need)
+			return 0, ode.InputError(fmt.Errorf("cuda: engine %s: a launch of 32 trajectories (the smallest) with %d record rows needs %d bytes of device memory, more than Settings.MemoryLimit = %d bytes: %w; "+
+				"raise MemoryLimit to at least %d bytes, or set it to 0 (the device's free memory)", r.ex.name, rows, need, lim, ode.ErrTooLarge, need))
 		}
 		return 0, fmt.Errorf("cuda: engine %s: a launch of 32 trajectories (the smallest) with %d record rows needs %d bytes of device memory, but %d bytes are free for it: %w; "+
 			"free device memory (other processes or kept results: Release them), or run on the CPU engine", r.ex.name, rows, need, max(budget, 0), ode.ErrTooLarge)
@@ -4745,8 +4745,8 @@ func (r *run) pastTerminal() error {
 		if ep := j.Plan.Events; mark > 0 && int(mark) <= len(ep.Names) {
 			name = ep.Names[mark-1]
 		}
-		return fmt.Errorf("ode: trajectory %d: save time SaveAt[%d] = %v is after its terminal event (%s at t = %v), where it has no state (Solve returns NaN there): "+
-			"end the save times at the event, or make the event non-terminal", i, x, ts[x], name, res.T[i])
+		return ode.InputError(fmt.Errorf("ode: trajectory %d: save time SaveAt[%d] = %v is after its terminal event (%s at t = %v), where it has no state (Solve returns NaN there): "+
+			"end the save times at the event, or make the event non-terminal", i, x, ts[x], name, res.T[i]))
 	}
 	return nil
 }

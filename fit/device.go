@@ -92,7 +92,7 @@ func (r *runner) runDevice(d *device) (res *Result, done bool, err error) {
 		}
 		rule, err := d.rule.RuleAt(d.t)
 		if err != nil {
-			return r.deviceFinish(d, Failed, fmt.Errorf("fit: step %d: %w", k, err))
+			return r.deviceFinish(d, Failed, stepError(k, err))
 		}
 		r.st.Step = k
 		ev, err := d.tr.Eval(r.ctx)

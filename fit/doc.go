@@ -89,8 +89,12 @@
 // the optimiser's Validate before every step, so a schedule whose rate
 // turns invalid fails the fit with a clear error, never an update uphill
 // or to NaN); an optimiser state of another length is refused
-// (optim.CheckLen). The context reaches the solver: a step during which
-// it is cancelled is not applied.
+// (optim.CheckLen). These errors, and those of New (the problem, the
+// loss's data) and of a Resume's checkpoint, wrap ode.ErrInput, as the
+// solver's errors about its inputs do: errors.Is(err, ode.ErrInput)
+// tells a fit that cannot run as given from one that failed as it ran.
+// The context reaches the solver: a step during which it is cancelled is
+// not applied.
 //
 // Result.Checkpoint is where a fit stands at the end of a run; with the
 // optimiser's state (optim.SaveState), Settings.Resume continues it

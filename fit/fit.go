@@ -126,8 +126,19 @@ func New(p Problem, s *ode.Settings) (*Fitter, error) {
 }
 
 // NewWithSolver is New with a solver built by the caller (for the same
-// field shape), so several fits can share one solver's programs.
+// field shape), so several fits can share one solver's programs. Its
+// errors are all about p: they wrap ode.ErrInput.
 func NewWithSolver(sv *ode.Solver, p Problem) (*Fitter, error) {
+	fr, err := newWithSolver(sv, p)
+	return fr, badInput(err)
+}
+
+// badInput returns err wrapping ode.ErrInput too, with its message (nil
+// for nil): the errors about the caller's problem, settings, checkpoint
+// and optimiser's hyperparameters.
+func badInput(err error) error { return ode.InputError(err) }
+
+func newWithSolver(sv *ode.Solver, p Problem) (*Fitter, error) {
 	f := p.ODE.Field
 	d, np := f.Dim, f.Params
 	n := p.ODE.N
@@ -433,20 +444,22 @@ func (f *Fitter) reduce(dst []float64, g *ode.Gradient) {
 
 // Problem returns a copy of the ensemble with x written into it: the
 // fitted columns of P, components of Y0 and the shared parameters. Y0 and
-// P have N rows. It panics if len(x) != Len().
+// P have N rows; every array is the copy's own (T1s and SaveAt too). It
+// panics if len(x) != Len().
 func (f *Fitter) Problem(x []float64) ode.Problem {
 	var p ode.Problem
 	if f.owned {
 		f.scatter(x)
 		p = f.prob
 		p.Y0, p.P, p.Shared = slices.Clone(p.Y0), slices.Clone(p.P), slices.Clone(p.Shared)
-		return p
+	} else {
+		// One copy, from the caller's ensemble, without taking the host's.
+		d, np := f.in.Field.Dim, f.in.Field.Params
+		p = f.in
+		p.Y0, p.P, p.Shared = rows(f.in.Y0, d, f.n), rows(f.in.P, np, f.n), slices.Clone(f.in.Shared)
+		f.scatterInto(&p, x)
 	}
-	// One copy, from the caller's ensemble, without taking the host's.
-	d, np := f.in.Field.Dim, f.in.Field.Params
-	p = f.in
-	p.Y0, p.P, p.Shared = rows(f.in.Y0, d, f.n), rows(f.in.P, np, f.n), slices.Clone(f.in.Shared)
-	f.scatterInto(&p, x)
+	p.T1s, p.SaveAt = slices.Clone(p.T1s), slices.Clone(p.SaveAt)
 	return p
 }
 

@@ -351,6 +351,9 @@ func TestNewErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Case %s: error %q does not mention %q", tc.name, err, tc.want)
 		}
+		if !errors.Is(err, ode.ErrInput) {
+			t.Errorf("Case %s: error %q does not wrap ode.ErrInput", tc.name, err)
+		}
 	}
 }
 
@@ -404,6 +407,17 @@ func TestNewCopiesNothing(t *testing.T) {
 	}
 }
 
+// newCaller is New of prob with the observations data, Vars and Fits as
+// TestCallerArrays's.
+func newCaller(t *testing.T, prob ode.Problem, data []float64) *Fitter {
+	t.Helper()
+	f, err := New(Problem{ODE: prob, Loss: observed(data), Vars: Vars{P: []int{0}, Y0: []int{1}}, Fits: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // TestCallerArrays checks the host's copy taken at the first evaluation:
 // the caller's Y0 and P (one row, or N) are never written, the starting
 // values and Problem are the same before and after it, and Problem has N
@@ -434,6 +448,12 @@ func TestCallerArrays(t *testing.T) {
 		after := f.Problem(x)
 		if i := sameBits(before.Y0, after.Y0); i >= 0 || sameBits(before.P, after.P) >= 0 || before.N != after.N {
 			t.Errorf("Case %s: Problem(x) before the first evaluation %v %v, after %v %v", tc.name, before.Y0, before.P, after.Y0, after.P)
+		}
+		// Problem(x) is a copy: none of its arrays is the caller's (a
+		// caller who reuses its SaveAt or T1s slices leaves it unchanged).
+		tc.prob.T1s = []float64{2, 2, 2.5, 2}
+		if g := newCaller(t, tc.prob, data).Problem(x); len(g.SaveAt) == 0 || &g.SaveAt[0] == &tc.prob.SaveAt[0] || &g.T1s[0] == &tc.prob.T1s[0] {
+			t.Errorf("Case %s: Problem(x) shares the caller's SaveAt or T1s (len %d, %d)", tc.name, len(g.SaveAt), len(g.T1s))
 		}
 		if len(before.Y0) != 8 || len(before.P) != 8 {
 			t.Errorf("Case %s: Problem(x) has len(Y0) = %d, len(P) = %d; want N rows (8, 8)", tc.name, len(before.Y0), len(before.P))

@@ -54,7 +54,10 @@ type Settings struct {
 	Callback func(*Step) error
 
 	// Progress, if not nil, is told the step count and loss after each
-	// step and finished when the fit ends (see package progress).
+	// step and finished when the fit ends (see package progress). The
+	// count is Result.Steps, those before a Resume included, so a
+	// reporter's total is Steps (progress.New(Steps, …)) for a resumed
+	// fit too.
 	Progress progress.Reporter
 
 	// SkipFinal leaves out the evaluation of the loss at the final
@@ -319,6 +322,19 @@ func (r *Result) Checkpoint() *Checkpoint {
 	return &c
 }
 
+// stepError is the error of the optimiser at step k: an invalid
+// hyperparameter (optim.HyperparameterError, a learning rate a schedule
+// turns negative) is the caller's input, found as the run reaches it,
+// and wraps ode.ErrInput.
+func stepError(k int, err error) error {
+	err = fmt.Errorf("fit: step %d: %w", k, err)
+	var he *optim.HyperparameterError
+	if errors.As(err, &he) {
+		return badInput(err)
+	}
+	return err
+}
+
 // check validates the settings.
 func (s *Settings) check() error {
 	switch {
@@ -404,14 +420,14 @@ func (f *Fitter) Run(ctx context.Context, s *Settings) (*Result, error) {
 		return nil, err
 	}
 	if err := set.check(); err != nil {
-		return refuse(err)
+		return refuse(badInput(err))
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	opt := set.Optimizer
 	if err := optim.CheckLen(opt, f.Len()); err != nil {
-		return refuse(fmt.Errorf("fit: %w", err))
+		return refuse(badInput(fmt.Errorf("fit: %w", err)))
 	}
 	r := &runner{f: f, set: &set, opt: opt, ctx: ctx, start: time.Now()}
 	if err := r.init(); err != nil {
@@ -464,23 +480,23 @@ func (r *runner) init() error {
 	}
 	switch {
 	case c.Fit != "" && c.Fit != f.ID():
-		return fmt.Errorf("fit: Resume: the checkpoint is of another fit (id %.12s…, this fit's %.12s…: a different field, N, Fits or Vars): resume with the checkpoint of this fit, or clear Checkpoint.Fit to carry its values over", c.Fit, f.ID())
+		return badInput(fmt.Errorf("fit: Resume: the checkpoint is of another fit (id %.12s…, this fit's %.12s…: a different field, N, Fits or Vars): resume with the checkpoint of this fit, or clear Checkpoint.Fit to carry its values over", c.Fit, f.ID()))
 	case len(c.X) != f.Len():
-		return fmt.Errorf("fit: Resume: the checkpoint has %d values, the fit %d: resume with the checkpoint of this fit", len(c.X), f.Len())
+		return badInput(fmt.Errorf("fit: Resume: the checkpoint has %d values, the fit %d: resume with the checkpoint of this fit", len(c.X), f.Len()))
 	case c.Step < 0 || c.Step != r.opt.Steps():
-		return fmt.Errorf("fit: Resume: the checkpoint is at step %d but the optimiser has taken %d steps: load the optimiser state saved with the checkpoint", c.Step, r.opt.Steps())
+		return badInput(fmt.Errorf("fit: Resume: the checkpoint is at step %d but the optimiser has taken %d steps: load the optimiser state saved with the checkpoint", c.Step, r.opt.Steps()))
 	case c.MeshX != nil && (len(c.MeshX) != f.Len() || c.MeshStep < 0 || c.MeshStep > c.Step):
-		return fmt.Errorf("fit: Resume: the checkpoint's mesh values (%d, at step %d) do not fit a fit of %d values at step %d", len(c.MeshX), c.MeshStep, f.Len(), c.Step)
+		return badInput(fmt.Errorf("fit: Resume: the checkpoint's mesh values (%d, at step %d) do not fit a fit of %d values at step %d", len(c.MeshX), c.MeshStep, f.Len(), c.Step))
 	case c.BestX != nil && len(c.BestX) != f.Len():
-		return fmt.Errorf("fit: Resume: the checkpoint's best values have length %d, want %d", len(c.BestX), f.Len())
+		return badInput(fmt.Errorf("fit: Resume: the checkpoint's best values have length %d, want %d", len(c.BestX), f.Len()))
 	case c.Stale < 0:
-		return fmt.Errorf("fit: Resume: the checkpoint's patience count %d is negative", c.Stale)
+		return badInput(fmt.Errorf("fit: Resume: the checkpoint's patience count %d is negative", c.Stale))
 	case math.IsNaN(c.BestLoss) || math.IsInf(c.BestLoss, -1):
 		// No loss improves on it: the fit would keep no best values and
 		// stop for no progress.
-		return fmt.Errorf("fit: Resume: the checkpoint's best loss is %v; want a number or +Inf (none yet): the checkpoint is damaged", c.BestLoss)
+		return badInput(fmt.Errorf("fit: Resume: the checkpoint's best loss is %v; want a number or +Inf (none yet): the checkpoint is damaged", c.BestLoss))
 	case c.BestStep < -1 || c.BestStep > c.Step:
-		return fmt.Errorf("fit: Resume: the checkpoint's best step %d is outside [-1, %d]: the checkpoint is damaged", c.BestStep, c.Step)
+		return badInput(fmt.Errorf("fit: Resume: the checkpoint's best step %d is outside [-1, %d]: the checkpoint is damaged", c.BestStep, c.Step))
 	}
 	// The values it resumes from, returns as the best, and records the
 	// mesh at: each a fit's values, finite.
@@ -489,7 +505,7 @@ func (r *runner) init() error {
 		x    []float64
 	}{{"x", c.X}, {"best values BestX", c.BestX}, {"mesh values MeshX", c.MeshX}} {
 		if i := finite.First(v.x); i >= 0 {
-			return fmt.Errorf("fit: Resume: the checkpoint's %s[%d] (%s) is %v: the checkpoint is damaged", v.what, i, f.blockOf(i), v.x[i])
+			return badInput(fmt.Errorf("fit: Resume: the checkpoint's %s[%d] (%s) is %v: the checkpoint is damaged", v.what, i, f.blockOf(i), v.x[i]))
 		}
 	}
 	copy(r.x, c.X)
@@ -498,7 +514,7 @@ func (r *runner) init() error {
 	r.res.BestLoss, r.res.BestStep, r.res.BestX, r.stale = c.BestLoss, c.BestStep, slices.Clone([]float64(c.BestX)), c.Stale
 	for _, s := range c.Failed {
 		if s.Fit < 0 || s.Fit >= f.b || s.Step < 0 || s.Step > c.Step {
-			return fmt.Errorf("fit: Resume: the checkpoint names failed fit %d (at step %d) of %d fits at step %d", s.Fit, s.Step, f.b, c.Step)
+			return badInput(fmt.Errorf("fit: Resume: the checkpoint names failed fit %d (at step %d) of %d fits at step %d", s.Fit, s.Step, f.b, c.Step))
 		}
 		r.fail(s.Fit, s.Step, errors.New(s.Reason))
 	}
@@ -589,7 +605,7 @@ func (r *runner) run() (*Result, error) {
 			return r.finish(Cancelled, err)
 		}
 		if err := opt.Validate(); err != nil {
-			return r.finish(Failed, fmt.Errorf("fit: step %d: %w", k, err))
+			return r.finish(Failed, stepError(k, err))
 		}
 		r.st.Step = k
 		remesh := r.mesh == nil || set.remesh(k)
@@ -641,7 +657,7 @@ func (r *runner) run() (*Result, error) {
 		copy(r.prev, r.x)
 		opt.Step(r.x, r.grad)
 		if err := opt.Err(); err != nil {
-			return r.finish(Failed, fmt.Errorf("fit: step %d: %w", k, err))
+			return r.finish(Failed, stepError(k, err))
 		}
 		res.Steps++
 		r.pre.pending = false

@@ -103,7 +103,9 @@ func TestPatienceNegativeLoss(t *testing.T) {
 }
 
 // TestRunRefusesBadSettings checks that invalid settings and optimisers
-// are errors before any step, not panics or moves uphill.
+// are errors before any step, not panics or moves uphill, and that they
+// wrap ode.ErrInput (an optimiser's bad hyperparameter too, which the
+// run finds at a step: it did not).
 func TestRunRefusesBadSettings(t *testing.T) {
 	t.Parallel()
 	prob, data, _ := ensemble(2, 1, nil)
@@ -138,6 +140,9 @@ func TestRunRefusesBadSettings(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Case %s: error %v, want one naming %s", tc.name, err, tc.want)
+		}
+		if !errors.Is(err, ode.ErrInput) {
+			t.Errorf("Case %s: error %v does not wrap ode.ErrInput", tc.name, err)
 		}
 		if rep.n != 1 {
 			t.Errorf("Case %s: the reporter was finished %d times, want once", tc.name, rep.n)

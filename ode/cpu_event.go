@@ -926,10 +926,10 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 		// chunk (no checkpoints): say how much that is.
 		// (Its buffer grows by doubling, to less than twice the steps.)
 		need := int64(slices.Max(lens)) * int64((1+d)*width) * 8
-		return fmt.Errorf("ode: a gradient with events stores every state of a chunk of trajectories: trajectories %d to %d need %s (%d steps of %d values each; up to twice that as their buffer grows), more than Settings.MemoryLimit = %s allows a worker (%s, the limit shared by %d); "+
+		return badInput(fmt.Errorf("ode: a gradient with events stores every state of a chunk of trajectories: trajectories %d to %d need %s (%d steps of %d values each; up to twice that as their buffer grows), more than Settings.MemoryLimit = %s allows a worker (%s, the limit shared by %d); "+
 			"raise MemoryLimit to %s or more, or use fewer trajectories per chunk (Exec.BlockSize) or fewer workers: %w",
 			lo, hi-1, sysmem.Format(float64(need)), slices.Max(lens), (1+d)*width, sysmem.Format(float64(r.stateBudget)*float64(r.budgetShare)),
-			sysmem.Format(float64(r.stateBudget)), r.budgetShare, sysmem.Format(2*float64(need)*float64(r.budgetShare)), ErrTooLarge)
+			sysmem.Format(float64(r.stateBudget)), r.budgetShare, sysmem.Format(2*float64(need)*float64(r.budgetShare)), ErrTooLarge))
 	}
 	v, err := w.eventWork(r)
 	if err != nil {
@@ -939,8 +939,8 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 	for i, l := range lens {
 		if K > 0 && w.endsAtTerminal(i, l-1) && ts[K-1] > w.endT[i] {
 			k := sort.SearchFloat64s(ts, math.Nextafter(w.endT[i], math.Inf(1)))
-			return fmt.Errorf("ode: trajectory %d: save time SaveAt[%d] = %v is after its terminal event (%s at t = %v), where it has no state (Solve returns NaN there): "+
-				"end the save times at the event, or make the event non-terminal", lo+i, k, ts[k], ep.Names[v.marks[i][len(v.marks[i])-1].e], w.endT[i])
+			return badInput(fmt.Errorf("ode: trajectory %d: save time SaveAt[%d] = %v is after its terminal event (%s at t = %v), where it has no state (Solve returns NaN there): "+
+				"end the save times at the event, or make the event non-terminal", lo+i, k, ts[k], ep.Names[v.marks[i][len(v.marks[i])-1].e], w.endT[i]))
 		}
 	}
 	// The loss and its cotangents at the final and saved states.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 
 	"github.com/gradsolve-go/gradsolve/internal/par"
@@ -23,7 +24,10 @@ import (
 //
 // Memory: 8·(2 + Dim·(1 + DenseTerms)) bytes a step (Tsit5, Dim 4: 176;
 // Vern7, Dim 4: 272), Bytes in all, at most Settings.MemoryLimit.
-// A DenseSolution is safe for concurrent use by Evaluate.
+// A DenseSolution is safe for concurrent use by Evaluate. Evaluate reads
+// copies of its own of the ends, statuses and final states: the embedded
+// Solution may be changed, or passed to SolveTo as dst, without changing
+// what Evaluate returns.
 type DenseSolution struct {
 	*Solution
 	// T0 is the start of every trajectory's span; Solution.T holds their
@@ -41,6 +45,13 @@ type DenseSolution struct {
 	th   []float64 // [steps][2]: start time and size of each step
 	yw   []float64 // [steps][Dim·(1+Terms)]: the state before the step, then w_1 … w_m
 	last []float64 // [N×Dim] final states
+
+	// n, d, ends, status and method are Evaluate's copies of the
+	// Solution's N, Dim, T, Status and Method.
+	n, d   int
+	ends   []float64
+	status []Status
+	method string
 }
 
 // denseStepBytes returns the bytes a DenseSolution holds for one step.
@@ -102,7 +113,8 @@ func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 	if stiff != nil {
 		terms = max(terms, stiff.DenseTerms) // the fewer terms padded with zeros
 	}
-	ds := &DenseSolution{Solution: sol, T0: q.T0, Terms: terms, off: make([]int, m.N+1), last: sol.Y}
+	ds := &DenseSolution{Solution: sol, T0: q.T0, Terms: terms, off: make([]int, m.N+1), last: slices.Clone(sol.Y),
+		n: sol.N, d: sol.Dim, ends: slices.Clone(sol.T), status: slices.Clone(sol.Status), method: sol.Method}
 	for i, l := range m.Len {
 		if m.Status[i] != OK {
 			l = 0
@@ -116,9 +128,9 @@ func (sv *Solver) SolveDense(p *Problem) (*DenseSolution, error) {
 		limit = scan.DefaultMemoryLimit
 	}
 	if ds.Bytes > limit {
-		return nil, fmt.Errorf("ode: %s: SolveDense: the dense output of %d trajectories (%d steps, %d bytes each) needs %s, more than MemoryLimit = %s: %w; "+
+		return nil, badInput(fmt.Errorf("ode: %s: SolveDense: the dense output of %d trajectories (%d steps, %d bytes each) needs %s, more than MemoryLimit = %s: %w; "+
 			"solve fewer trajectories per call, loosen RelTol (fewer steps), raise Settings.MemoryLimit, or give the times needed as Problem.SaveAt",
-			sv.field.name(), m.N, steps, denseStepBytes(d, terms), sysmem.Format(float64(ds.Bytes)), sysmem.Format(float64(limit)), ErrTooLarge)
+			sv.field.name(), m.N, steps, denseStepBytes(d, terms), sysmem.Format(float64(ds.Bytes)), sysmem.Format(float64(limit)), ErrTooLarge))
 	}
 	ds.th = make([]float64, 2*steps)
 	ds.yw = make([]float64, steps*d*(1+terms))
@@ -299,9 +311,9 @@ func (ds *DenseSolution) fill(pl *Plan, q *problem, m *Mesh, set *Settings, from
 // if t is not finite or outside [T0, T[i]], or if trajectory i failed; it
 // panics if i is out of range or len(dst) is not Dim.
 func (ds *DenseSolution) Evaluate(dst []float64, i int, t float64) ([]float64, error) {
-	d := ds.Dim
-	if i < 0 || i >= ds.N {
-		panic(fmt.Sprintf("ode: DenseSolution.Evaluate: trajectory %d out of range [0, %d)", i, ds.N))
+	d := ds.d
+	if i < 0 || i >= ds.n {
+		panic(fmt.Sprintf("ode: DenseSolution.Evaluate: trajectory %d out of range [0, %d)", i, ds.n))
 	}
 	if dst == nil {
 		dst = make([]float64, d)
@@ -309,10 +321,10 @@ func (ds *DenseSolution) Evaluate(dst []float64, i int, t float64) ([]float64, e
 	if len(dst) != d {
 		panic(fmt.Sprintf("ode: DenseSolution.Evaluate: len(dst) = %d, want Dim = %d", len(dst), d))
 	}
-	if st := ds.Status[i]; st != OK {
-		return nil, &TrajectoryError{Index: i, T: ds.Solution.T[i], Status: st, Method: ds.Method, Failed: 1}
+	if st := ds.status[i]; st != OK {
+		return nil, &TrajectoryError{Index: i, T: ds.ends[i], Status: st, Method: ds.method, Failed: 1}
 	}
-	end := ds.Solution.T[i]
+	end := ds.ends[i]
 	if math.IsNaN(t) || t < ds.T0 || t > end {
 		return nil, badInput(fmt.Errorf("ode: DenseSolution.Evaluate: t = %v is outside trajectory %d's span [%v, %v]", t, i, ds.T0, end))
 	}

@@ -101,12 +101,16 @@
 // or with a failed trajectory, which also unwraps to its
 // *TrajectoryError), the Loss (no term, a trace that fails, Data's length
 // or a non-finite entry it reads, its Reg), GradPartial's skip,
-// NewTrainer's TrainSpec and the time given to DenseSolution.Evaluate.
+// NewTrainer's TrainSpec and the time given to DenseSolution.Evaluate;
+// also those a call finds only as it runs: a save time past the terminal
+// event that ended a trajectory (Grad, Loss), and work beyond
+// Settings.MemoryLimit (SolveDense's dense output, the stored states of a
+// gradient with events; these also wrap ErrTooLarge).
 // errors.Is(err, ErrInput) thus tells a call that cannot run as given from
 // a run-time failure, which does not wrap it: a *TrajectoryError, a
 // non-finite loss or gradient, a cancelled context, an engine's failure or
 // limit (an engine that is unavailable, ErrNoEvents, ErrNoTrainer, a GPU
-// engine's own ErrTooLarge), and ErrReleased, the error of a result's
+// engine's ErrTooLarge for its device's memory), and ErrReleased, the error of a result's
 // engine memory used after its Release.
 //
 // An explicit method on a stiff problem stays accurate (its controller

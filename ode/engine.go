@@ -153,6 +153,15 @@ func badInput(err error) error {
 	return &taggedError{err, ErrInput}
 }
 
+// InputError returns err, with its message unchanged, wrapping ErrInput
+// too (err itself where err is nil or wraps ErrInput already): for an
+// engine that finds, as it runs a job, an error of the job's inputs that
+// the checks before it could not see, such as a save time past the
+// terminal event that ends a trajectory, or a job beyond the
+// Settings.MemoryLimit the caller set. (An engine's own limits, as its
+// device's memory, are not input errors.)
+func InputError(err error) error { return badInput(err) }
+
 // taggedError is err with its message that also wraps a sentinel, tag
 // (ErrInput for badInput, ErrNoEvents for CheckEventJob).
 type taggedError struct{ err, tag error }

@@ -66,6 +66,11 @@ type Gradient struct {
 	// left them out, for the next call's reuse (see reusable).
 	spare omitted
 
+	// meshGiven is set where Mesh was given to the call, not recorded by
+	// it: the caller's, which a later call that records never writes
+	// into (see reusable).
+	meshGiven bool
+
 	// kept is what HostGrads needs, while Resident holds the results;
 	// spareGrads the engine memory of results HostGrads read, for the
 	// next call's (Job.Reuse.Grads).
@@ -138,7 +143,8 @@ func (o Omit) drop(sol *Solution, m *Mesh, recorded bool, spare *omitted) {
 //
 // dst may be nil. A dst from an earlier call is filled in place: its
 // gradient arrays, its Solution's arrays and (when m is nil, so that a
-// new mesh is recorded) its Mesh's arrays are reused where large enough,
+// new mesh is recorded, and dst.Mesh was recorded by the call that
+// filled dst, not given to it) its Mesh's arrays are reused where large enough,
 // which at millions of trajectories saves most of a call's time outside
 // the solve (saves an engine kept, Solution.Resident, are written over or
 // released, as by SolveTo). Copy what you keep from dst before passing it
@@ -313,13 +319,14 @@ func (used *Solver) gradArrays(dst *Gradient, q *problem, res *Result, given *Me
 	default:
 		t = q.endTimes(reuse.T)
 	}
-	sol := used.solutionT(q, res, m.Status, t)
+	sol := used.solutionT(q, res, m.Status, t, dst.oldSaveAt())
+	sol.meshArrays = true
 	if sol.Resident != nil {
 		sol.ysSpare = reuse.Ys // for HostSaves
 	}
 	sol.Stats = m.Stats
 	q.omit.drop(sol, m, given == nil, &dst.spare)
-	dst.Solution, dst.Mesh = sol, m
+	dst.Solution, dst.Mesh, dst.meshGiven = sol, m, given != nil
 	return nil
 }
 
@@ -420,6 +427,11 @@ func (g *Gradient) reusable(mesh bool) *Result {
 		g.kept, g.Resident = nil, nil
 		return k.res.reusable(mesh, k.given == nil)
 	}
+	if g.meshGiven {
+		// The mesh, and the Solution's statuses and step counts, are the
+		// caller's input: a record writes arrays of its own.
+		mesh = false
+	}
 	r := &Result{GradY0: g.Y0, GradP: g.P, Grads: g.spareGrads}
 	g.spareGrads = nil
 	// The storage of the arrays the last call dropped (Omit) first; the
@@ -486,6 +498,15 @@ func or[T any](a, b []T) []T {
 		return a
 	}
 	return b
+}
+
+// oldSaveAt returns the storage of the save times of g's Solution (nil
+// if g or its Solution is nil), for a call that reuses g.
+func (g *Gradient) oldSaveAt() []float64 {
+	if g == nil || g.Solution == nil {
+		return nil
+	}
+	return g.Solution.SaveAt
 }
 
 // reuseCopy returns src in dst's storage (src itself if it already is,
@@ -808,8 +829,9 @@ func (sv *Solver) Replay(p *Problem, m *Mesh) (*Solution, error) {
 	if err != nil {
 		return nil, err
 	}
-	sol := used.solution(q, res, m.Status)
+	sol := used.solution(q, res, m.Status, nil)
 	sol.Stats = m.Stats
+	sol.meshArrays = true
 	return sol, nil
 }
 

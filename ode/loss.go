@@ -444,8 +444,9 @@ func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	sol := used.solution(q, res, m.Status)
+	sol := used.solution(q, res, m.Status, nil)
 	sol.T = append([]float64(nil), q.t1...)
 	sol.Stats = m.Stats
+	sol.meshArrays = true
 	return v + r, sol, nil
 }

@@ -237,11 +237,12 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 		return nil, nil, err
 	}
 	dst.Loss += r
-	sol := used.solution(q, res, m.Status)
+	sol := used.solution(q, res, m.Status, dst.oldSaveAt())
 	sol.T = append(reuse.T[:0], q.t1...)
 	sol.Stats = m.Stats
 	q.omit.drop(sol, m, recorded, &dst.spare)
-	dst.Solution, dst.Mesh = sol, m
+	sol.meshArrays = true
+	dst.Solution, dst.Mesh, dst.meshGiven = sol, m, !recorded
 	dst.RecordTime, dst.GradTime = res.RecordTime, res.GradTime
 	dst.StoredBytes = res.StoredBytes
 	if tf := nonFiniteRows(dst, q, used.plan.Method); tf != nil {
@@ -473,7 +474,7 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 	dst.Shared = append(dst.Shared[:0], g.Shared...)
 	gs := g.Solution
 	states, stats := q.omit&OmitStates == 0, q.omit&OmitStats == 0
-	sol := &Solution{N: n, Dim: d, SaveAt: q.SaveAt, Method: gs.Method, Engine: gs.Engine,
+	sol := &Solution{N: n, Dim: d, SaveAt: q.saveTimes(dst.oldSaveAt()), Method: gs.Method, Engine: gs.Engine,
 		T: make([]float64, n), Status: slices.Clone(status)}
 	K := len(q.SaveAt)
 	if states {
@@ -509,7 +510,8 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 	if gs.Switch != nil {
 		sol.Switch = expandInts(gs.Switch, idx, n) // a left-out trajectory: Len 0, Switch 0
 	}
-	dst.Solution = sol
+	sol.meshArrays = true
+	dst.Solution, dst.meshGiven = sol, m != nil
 	if m == nil {
 		em := *gm
 		em.N = n
@@ -566,7 +568,7 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Pr
 	if err := checkGradient(dst, d, np, true); err != nil {
 		return nil, err
 	}
-	sol := &Solution{N: n, Dim: d, SaveAt: q.SaveAt, Method: sv.plan.Method, Engine: sv.engine.Name(),
+	sol := &Solution{N: n, Dim: d, SaveAt: q.saveTimes(dst.oldSaveAt()), Method: sv.plan.Method, Engine: sv.engine.Name(),
 		T: make([]float64, n), Status: slices.Clone(status)}
 	for i := range sol.T {
 		sol.T[i] = q.T0
@@ -577,9 +579,11 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Pr
 			sol.Ys = nans(n * len(q.SaveAt) * d)
 		}
 	}
+	sol.meshArrays = true
+	dst.meshGiven = m != nil
 	if m == nil {
-		m = &Mesh{N: n, Len: make([]int, n), Status: sol.Status, T0: q.T0, T1: slices.Clone(q.t1), SaveAt: q.SaveAt,
-			Method: methodByName(sv.plan.Method), RelTol: sv.set.RelTol, AbsTol: sv.set.AbsTol, AbsTols: sv.set.AbsTols,
+		m = &Mesh{N: n, Len: make([]int, n), Status: sol.Status, T0: q.T0, T1: slices.Clone(q.t1), SaveAt: q.saveTimes(nil),
+			Method: methodByName(sv.plan.Method), RelTol: sv.set.RelTol, AbsTol: sv.set.AbsTol, AbsTols: slices.Clone(sv.set.AbsTols),
 			Fingerprint: sv.plan.Fingerprint, Engine: sv.engine.Name()}
 	}
 	dst.Solution, dst.Mesh = sol, m

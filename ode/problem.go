@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gradsolve-go/gradsolve/internal/buf"
 	"github.com/gradsolve-go/gradsolve/internal/finite"
 	"github.com/gradsolve-go/gradsolve/internal/par"
 	"github.com/gradsolve-go/gradsolve/internal/sysmem"
@@ -454,7 +455,8 @@ type Mesh struct {
 	Stats  Stats
 
 	// What the mesh was recorded for; a replay checks them against its
-	// problem and plan.
+	// problem and plan. The arrays are the mesh's own copies (changing
+	// the problem's SaveAt or the settings' AbsTols later leaves them).
 	T0          float64
 	T1          []float64 // end time of each trajectory [N]
 	SaveAt      []float64 // the save times of the record
@@ -589,6 +591,20 @@ type problem struct {
 	// keep asks the executor of a Grad to keep its per-trajectory
 	// results (Job.KeepGrads).
 	keep bool
+}
+
+// saveTimes returns a copy of the save times (nil for none), the record
+// a Solution or Mesh keeps of them, in old's storage where it is large
+// enough and is not the problem's own: a caller may reuse or change its
+// SaveAt slice after the call.
+func (q *problem) saveTimes(old []float64) []float64 {
+	if len(q.SaveAt) == 0 {
+		return nil
+	}
+	if cap(old) < len(q.SaveAt) || buf.Overlap(old, q.SaveAt) {
+		old = nil
+	}
+	return append(old[:0], q.SaveAt...)
 }
 
 // endTimes returns the end times ([N]) in dst's storage where it is large

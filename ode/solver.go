@@ -238,8 +238,13 @@ func funcKey(f any) uintptr {
 	return v.Pointer()
 }
 
-// Settings returns the solver's settings with defaults filled in.
-func (sv *Solver) Settings() Settings { return sv.set }
+// Settings returns the solver's settings with defaults filled in, in
+// storage of their own (AbsTols is a copy).
+func (sv *Solver) Settings() Settings {
+	s := sv.set
+	s.AbsTols = slices.Clone(s.AbsTols)
+	return s
+}
 
 // Method returns the solver's method (Auto if the settings ask for it).
 func (sv *Solver) Method() Method { return sv.set.Method }
@@ -416,7 +421,7 @@ type Solution struct {
 	N, Dim int
 	T      []float64 // time reached by each trajectory [N]
 	Y      []float64 // final states [N×Dim]
-	SaveAt []float64 // the save times (Problem.SaveAt)
+	SaveAt []float64 // the save times: a copy of Problem.SaveAt, the Solution's own
 	Ys     []float64 // saved states [N×len(SaveAt)×Dim]: trajectory i, time k at Ys[(i*K+k)*Dim:]; nil while Resident holds them
 	Status []Status  // [N]
 	Stats  Stats
@@ -449,6 +454,12 @@ type Solution struct {
 	// ysSpare is the storage of an earlier call's Ys (SolveTo's dst,
 	// Grad's dst) while Resident holds the saves, for HostSaves to fill.
 	ysSpare []float64
+
+	// meshArrays is set where Status, Stiff and the Stats arrays are a
+	// Mesh's (Record's, or the mesh a Grad, Replay or Loss recorded or
+	// was given): a call that reuses the Solution as dst (SolveTo) gives
+	// it arrays of its own for them, leaving the mesh as it was.
+	meshArrays bool
 
 	// Switch, if not nil, says where Method Auto switched trajectories
 	// from Tsit5 to Rodas5P (Method is then "Auto"): trajectory i took
@@ -510,7 +521,9 @@ func (sv *Solver) SolveContext(ctx context.Context, p *Problem) (*Solution, erro
 // memory, large enough) and released otherwise: read them (HostSaves)
 // before passing dst again. An array of dst that shares storage with an
 // input of p (a chained solve's p.Y0 = dst.Y) is not reused: the result
-// goes to new storage and the input is not changed.
+// goes to new storage and the input is not changed. Nor are the statuses
+// and step counts of a dst that shares them with a Mesh (a Solution of
+// Record, Replay, Loss or a Gradient): that mesh is left as it was.
 func (sv *Solver) SolveTo(dst *Solution, p *Problem) (*Solution, error) {
 	return sv.solveTo(context.Background(), dst, p)
 }
@@ -531,6 +544,10 @@ func (sv *Solver) solveTo(ctx context.Context, dst *Solution, p *Problem) (*Solu
 	if dst != nil {
 		dst.unalias(q.inputs(nil, nil))
 		reuse = &Result{Y: dst.Y, Ys: dst.Ys, T: dst.T, Status: dst.Status, Stats: dst.Stats, Stiff: dst.Stiff, Saves: dst.Resident}
+		if dst.meshArrays {
+			// (They are a mesh's, which the caller may hold.)
+			reuse.Status, reuse.Stats, reuse.Stiff = nil, Stats{}, nil
+		}
 	}
 	res, used, err := sv.run(ctx, OpSolve, q, nil, nil, reuse)
 	if err != nil {
@@ -539,7 +556,11 @@ func (sv *Solver) solveTo(ctx context.Context, dst *Solution, p *Problem) (*Solu
 	if reuse != nil {
 		releaseOld(reuse.Saves, res.Saves)
 	}
-	sol := used.solution(q, res, res.Status)
+	var old []float64
+	if dst != nil {
+		old = dst.SaveAt
+	}
+	sol := used.solution(q, res, res.Status, old)
 	if dst != nil {
 		if sol.Resident != nil {
 			sol.ysSpare = or(dst.Ys, dst.ysSpare) // for HostSaves
@@ -569,7 +590,8 @@ func (sv *Solver) RecordContext(ctx context.Context, p *Problem) (*Mesh, *Soluti
 	if err != nil {
 		return nil, nil, err
 	}
-	sol := used.solution(q, res, res.Status)
+	sol := used.solution(q, res, res.Status, nil)
+	sol.meshArrays = true
 	m := used.mesh(q, res, nil)
 	if err := used.failure(q, res, res.Status, sol.Method); err != nil && !sv.set.AllowFailures {
 		return m, sol, err
@@ -797,18 +819,19 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 	return j
 }
 
-// solution returns the Solution of a result.
-func (sv *Solver) solution(q *problem, res *Result, status []Status) *Solution {
+// solution returns the Solution of a result; its SaveAt in old's storage
+// where large enough (old: an earlier call's Solution.SaveAt, or nil).
+func (sv *Solver) solution(q *problem, res *Result, status []Status, old []float64) *Solution {
 	t := res.T
 	if t == nil {
 		t = append([]float64(nil), q.t1...)
 	}
-	return sv.solutionT(q, res, status, t)
+	return sv.solutionT(q, res, status, t, old)
 }
 
 // solutionT is solution with the solution's times t ([N]).
-func (sv *Solver) solutionT(q *problem, res *Result, status []Status, t []float64) *Solution {
-	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: t, Y: res.Y, SaveAt: q.SaveAt, Ys: res.Ys, Resident: res.Saves, Status: status,
+func (sv *Solver) solutionT(q *problem, res *Result, status []Status, t, old []float64) *Solution {
+	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: t, Y: res.Y, SaveAt: q.saveTimes(old), Ys: res.Ys, Resident: res.Saves, Status: status,
 		Stats: res.Stats, Method: sv.plan.Method, Engine: sv.ranOn(res), Stiff: res.Stiff, Events: res.Events, Switch: res.Switch}
 	if res.Switch != nil {
 		sol.Method = Auto.Name()
@@ -849,8 +872,8 @@ func (sv *Solver) meshEnds(q *problem, res *Result, t1 []float64) *Mesh {
 	m.t1, m.t1Set = q.T1, q.T1s == nil
 	m.Method = methodByName(sv.plan.Method)
 	m.RelTol, m.AbsTol = sv.set.RelTol, sv.set.AbsTol
-	m.AbsTols = sv.set.AbsTols
-	m.SaveAt = append([]float64(nil), q.SaveAt...)
+	m.AbsTols = slices.Clone(sv.set.AbsTols) // (the mesh's own: not the solver's)
+	m.SaveAt = q.saveTimes(nil)
 	m.Fingerprint = sv.plan.Fingerprint
 	if ep := sv.plan.Events; ep != nil {
 		m.EventHash = ep.Hash

@@ -29,8 +29,11 @@ import (
 
 // Reporter shows the progress of work of a known total size.
 type Reporter interface {
-	// Report sets the amount of work done (0 ≤ done ≤ total) and the
-	// current loss; a NaN loss is not shown.
+	// Report sets the amount of work done and the current loss; a NaN
+	// loss is not shown. The display never goes back and never shows
+	// more than 100% (see Count): a done below one reported before shows
+	// the earlier, and from a done past the total (work that outran its
+	// estimate) on, the count alone is shown.
 	Report(done int, loss float64)
 	// Finish ends the display; later Reports are ignored.
 	Finish()
@@ -71,8 +74,29 @@ func RegisterNotebook(f NotebookFunc) {
 // InNotebook reports whether the program runs inside a GoNB notebook.
 func InNotebook() bool { return os.Getenv("GONB_PIPE") != "" }
 
+// Count is the work a display shows: Done, the largest amount reported
+// (at least 0), of Total; a Total ≤ 0 is unknown (a count without a
+// percentage). The zero value is unknown work, none done.
+type Count struct {
+	Done, Total int
+}
+
+// Set reports done units of work: Done becomes the larger of Done and
+// done, and a known Total that Done passes becomes unknown (0): the work
+// outran its estimate (more steps than planned, a resumed fit's count of
+// all its steps), so a display shows the count alone, never more than
+// 100%. It reports whether Total changed.
+func (c *Count) Set(done int) (changed bool) {
+	c.Done = max(c.Done, done)
+	if c.Total > 0 && c.Done > c.Total {
+		c.Total = 0
+		return true
+	}
+	return false
+}
+
 // New returns a reporter for total units of work, chosen as the package
-// doc says.
+// doc says; a total ≤ 0 is unknown (a count with a spinner).
 func New(total int, s *Settings) Reporter {
 	var set Settings
 	if s != nil {
@@ -99,7 +123,7 @@ func New(total int, s *Settings) Reporter {
 	if !set.Force && !IsTerminal(w) {
 		return Nop{}
 	}
-	return newText(total, w, &set)
+	return newText(total, w, &set, 100*time.Millisecond)
 }
 
 // IsTerminal reports whether w is a terminal.
@@ -119,14 +143,20 @@ func (Nop) Finish() {}
 
 // text is the terminal bar.
 type text struct {
-	mu   sync.Mutex
-	bar  *progressbar.ProgressBar
-	desc string
-	done bool
+	mu    sync.Mutex
+	bar   *progressbar.ProgressBar
+	opts  []progressbar.Option // bar's, for a new bar past the total
+	desc  string
+	count Count
+	done  bool
 }
 
-func newText(total int, w io.Writer, s *Settings) *text {
-	bar := progressbar.NewOptions(total,
+// newText returns a text bar drawing at most once every throttle.
+func newText(total int, w io.Writer, s *Settings, throttle time.Duration) *text {
+	if total <= 0 {
+		total = -1 // (progressbar's unknown total: a spinner)
+	}
+	opts := []progressbar.Option{
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(s.Description),
 		progressbar.OptionSetWidth(24),
@@ -134,10 +164,10 @@ func newText(total int, w io.Writer, s *Settings) *text {
 		progressbar.OptionShowIts(),
 		progressbar.OptionSetItsString(s.Unit),
 		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionThrottle(throttle),
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
-	)
-	return &text{bar: bar, desc: s.Description}
+	}
+	return &text{bar: progressbar.NewOptions(total, opts...), opts: opts, desc: s.Description, count: Count{Total: total}}
 }
 
 func (t *text) Report(done int, loss float64) {
@@ -146,10 +176,22 @@ func (t *text) Report(done int, loss float64) {
 	if t.done {
 		return
 	}
+	if t.count.Set(done) {
+		// The work passed its total: the count alone, with a spinner;
+		// on a line of its own where the bar drew its full line already
+		// (progressbar ends a bar that reaches its total).
+		if t.bar.IsFinished() {
+			// (Its first frame with the count: none at 0.)
+			t.bar = progressbar.NewOptions(-1, append(t.opts, progressbar.OptionSetRenderBlankState(false))...)
+			_ = t.bar.Set(t.count.Done)
+		} else {
+			t.bar.ChangeMax(-1)
+		}
+	}
 	if !math.IsNaN(loss) {
 		t.bar.Describe(Describe(t.desc, loss))
 	}
-	_ = t.bar.Set(done)
+	_ = t.bar.Set(t.count.Done)
 }
 
 func (t *text) Finish() {

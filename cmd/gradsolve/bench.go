@@ -273,12 +273,15 @@ func benchParseInts(s string) ([]int, error) {
 		return nil, nil
 	}
 	var out []int
-	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		if v <= 0 {
+	for i, f := range strings.Split(s, ",") {
+		t := strings.TrimSpace(f)
+		v, err := strconv.Atoi(t)
+		switch {
+		case t == "":
+			return nil, fmt.Errorf("element %d is empty", i+1)
+		case err != nil:
+			return nil, fmt.Errorf("element %d %q is not an integer", i+1, t)
+		case v <= 0:
 			return nil, fmt.Errorf("%d is not positive", v)
 		}
 		out = append(out, v)

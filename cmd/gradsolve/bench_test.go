@@ -50,6 +50,11 @@ func TestBenchDumpUsage(t *testing.T) {
 		{"bench -suite gpu-lorenz -engine nope -n 2 -reps 1", `-engine: "nope": unknown engine`},
 		{"bench -suite lorenz -problems hires", "-problems applies to the stiff and gpu-large suites"},
 		{"bench -suite gpu-large -engine cpu -n 2,4", "the gpu-large suite takes one size"},
+		// List elements are named as the other commands name them (it
+		// said `strconv.Atoi: parsing "abc": invalid syntax`).
+		{"bench -suite lorenz -n 64,abc", `-n "64,abc": element 2 "abc" is not an integer`},
+		{"bench -suite lorenz -n 64,", `-n "64,": element 2 is empty`},
+		{"bench -suite lorenz -n 1e3", `element 1 "1e3" is not an integer`},
 	} {
 		code, stdout, stderr := runCmd(t, tc.args)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) || stdout != "" {

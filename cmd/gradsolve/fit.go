@@ -60,14 +60,19 @@ loss (a note names the lines). The save times are the distinct times of
 the file. Without -data the data are synthetic: the problem is solved at
 -p / -y0 (the truth) at -saveat times (default: 10 equal steps ending at
 t1), -noise adds Gaussian noise, and the fitted values start at -start
-(default: the truth times 1.1).
+(default: the truth times 1.1, or 0.1 where the truth is 0; each fit's
+own where -vary sweeps a fitted
+parameter; a fit has one value of it, so it then needs one trajectory per
+fit, -fits n). Observations only at t0 see the initial states alone:
+with them, fitting a parameter is a command-line error.
 
 Loss: the mean over trajectories of the sum over observations of
 (y − observed)², missing values left out.
 
 JSON (-json): command, problem, method, engine, n, fits, fit (the names),
 data, observations (the observed values, repeated ones included), truth
-(synthetic data: the true values, trajectory 0's for y0K), status ("max
+(synthetic data: the true values, trajectory 0's: its y0K, and fit 0's
+of a parameter -vary sweeps, which the report lists for each fit), status ("max
 steps" when all -steps steps ran, the fit's normal end; "stiff", or the
 error text, when it failed), error (null, or the error text), steps,
 records, loss_first, loss_final (after the last step), loss_best,
@@ -120,7 +125,7 @@ func newFitFlagSet(o *options, fo *fitOptions, out io.Writer) *flag.FlagSet {
 	fs := newFlagSet("fit", o, out)
 	fs.StringVar(&fo.fit, "fit", "", "comma `list` of what to fit: pK or a parameter name, y0K")
 	fs.StringVar(&fo.data, "data", "", "observations, a CSV `file` (traj,t,y0,...; see Data above); none: synthetic data")
-	fs.StringVar(&fo.start, "start", "", "starting values of the fitted quantities, comma `list` in -fit order (synthetic data; default: truth × 1.1)")
+	fs.StringVar(&fo.start, "start", "", "starting values of the fitted quantities, comma `list` in -fit order (synthetic data; default: truth × 1.1, or 0.1 for a truth of 0)")
 	fs.Float64Var(&fo.noise, "noise", 0, "standard deviation of the Gaussian noise of synthetic data, 0 or more")
 	fs.IntVar(&fo.fits, "fits", 1, "independent fits B, at least 1, dividing n; each owns n/B consecutive trajectories")
 	fs.IntVar(&fo.steps, "steps", 200, "Adam steps, at least 1")
@@ -165,8 +170,17 @@ func fitCommand(args []string, stdout, stderr io.Writer, su setup) int {
 		fmt.Fprintln(stderr, "Run 'gradsolve help fit' for usage.")
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "gradsolve fit: %s\n", errorText(err))
+	// (The library's "fit: " prefix would follow "gradsolve fit: ".)
+	fmt.Fprintf(stderr, "gradsolve fit: %s\n", strings.TrimPrefix(errorText(err), "fit: "))
 	return exitFail
+}
+
+// countMeshes returns "1 mesh" or "n meshes".
+func countMeshes(n int) string {
+	if n == 1 {
+		return "1 mesh"
+	}
+	return fmt.Sprintf("%d meshes", n)
 }
 
 // check checks fit's own numeric flags (the solver's are checked by
@@ -238,6 +252,79 @@ func parseFitVars(s string, pr problems.Problem) ([]fitVar, error) {
 	return vars, nil
 }
 
+// defaultStart is the default starting value of a fitted quantity whose
+// true value is truth: truth × 1.1, or 0.1 where the truth is 0 (which
+// × 1.1 would start at the truth: vdp's y01, every initial velocity).
+func defaultStart(truth float64) float64 {
+	if truth == 0 {
+		return 0.1
+	}
+	return 1.1 * truth
+}
+
+// fitTruths returns, for synthetic data, each fit's true values of the
+// fitted parameters (in vars order; NaN for y0K, fitted per trajectory),
+// or a command-line error where a -vary sweep of a fitted parameter gives
+// the trajectories of one fit different true values, which the fit's one
+// value could not match.
+func fitTruths(prob ode.Problem, vars []fitVar, fits int) ([][]float64, error) {
+	np := prob.Field.Params
+	per := prob.N / fits
+	val := func(r, k int) float64 {
+		if len(prob.P) == np {
+			return prob.P[k]
+		}
+		return prob.P[r*np+k]
+	}
+	out := make([][]float64, fits)
+	for b := range out {
+		out[b] = make([]float64, len(vars))
+		for i, v := range vars {
+			if v.y0 {
+				out[b][i] = math.NaN()
+				continue
+			}
+			out[b][i] = val(b*per, v.k)
+			for r := b*per + 1; r < (b+1)*per; r++ {
+				if val(r, v.k) != out[b][i] {
+					return nil, usagef("-vary gives %s a different value in each trajectory, but -fit fits one %s per fit of %d trajectories, which could not match them; give -fits %d (one trajectory per fit), or leave %s out of -vary",
+						v.name, v.name, per, prob.N, v.name)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkObservedAfterT0 refuses observation times (save times; fromData:
+// -data's) that all lie at t0 while parameters are fitted: the states at
+// t0 are the initial states whatever the parameters, so the loss could not
+// change with them (such a fit ran to "loss 0 -> 0" and returned its
+// start). Observations at t0 do inform fitted initial states.
+func checkObservedAfterT0(times []float64, t0, t1 float64, vars []fitVar, fromData bool) error {
+	if len(times) == 0 || times[len(times)-1] > t0 {
+		return nil
+	}
+	var params []string
+	for _, v := range vars {
+		if !v.y0 {
+			params = append(params, v.name)
+		}
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	what, them := "parameter "+params[0], "it"
+	if len(params) > 1 {
+		what, them = "parameters "+strings.Join(params, ", "), "them"
+	}
+	why := fmt.Sprintf("the states at t0 are the initial states, which do not depend on the fitted %s, so the loss could not change with %s", what, them)
+	if fromData {
+		return usagef("-data: every observation is at t0 = %v: %s; give observations after t0 (or an earlier -t0)", t0, why)
+	}
+	return usagef("-saveat: every time is t0 = %v: %s; give times after t0, as -saveat %v,%v (or leave -saveat out: 10 times up to -t1)", t0, why, t0+(t1-t0)/2, t1)
+}
+
 // fitOutcome is what a fit produced, for its outputs.
 type fitOutcome struct {
 	name, engine string
@@ -251,6 +338,7 @@ type fitOutcome struct {
 	fittedY0     [][]float64 // per trajectory: its fitted y0K values, in -fit order; nil if no y0K is fitted
 	truth        []float64   // synthetic data only: the true values, per var (trajectory 0's)
 	truthY0      [][]float64 // synthetic data only: per trajectory, its true y0K values
+	truthFit     [][]float64 // synthetic data only: per fit, its true values (vars order; y0K: NaN)
 	written      []string    // the lines of the report on the files written
 }
 
@@ -340,6 +428,15 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 			return usagef("-data: the times run from %v to %v, beyond [t0, t1] = [%v, %v]; set -t0/-t1", prob.SaveAt[0], prob.SaveAt[len(prob.SaveAt)-1], prob.T0, prob.T1)
 		}
 	}
+	if err := checkObservedAfterT0(prob.SaveAt, prob.T0, prob.T1, vars, ob != nil); err != nil {
+		return err
+	}
+	var truthFit [][]float64 // synthetic data: per fit, the true values of the fitted parameters (vars order; y0K: NaN)
+	if ob == nil {
+		if truthFit, err = fitTruths(prob, vars, fo.fits); err != nil {
+			return err
+		}
+	}
 
 	// The command line is valid: create the outputs, then work.
 	var plotFile, outFile *atomicFile
@@ -381,17 +478,23 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 				truth = append(truth, prob.P[v.k])
 			}
 		}
-		if start == nil {
+		given := start != nil
+		if !given {
 			start = make([]float64, len(vars))
 			for i, t := range truth {
-				start[i] = 1.1 * t
+				start[i] = defaultStart(t)
 			}
 		}
 		prob.Y0, prob.P = slices.Clone(prob.Y0), slices.Clone(prob.P)
+		per := prob.N / fo.fits
 		for i, v := range vars {
 			for r := range prob.N {
 				if v.y0 {
 					prob.Y0[r*d+v.k] = start[i]
+				} else if !given {
+					// Each fit from its own truth × 1.1 (-vary of
+					// the parameter gives fits their own).
+					prob.P[r*np+v.k] = defaultStart(truthFit[r/per][i])
 				} else {
 					prob.P[r*np+v.k] = start[i]
 				}
@@ -416,7 +519,7 @@ func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.W
 	if err != nil && res == nil {
 		return err
 	}
-	fo2 := &fitOutcome{name: pr.Name, engine: fr.Solver().Engine(), j: j, vars: vars, fo: fo, ob: ob, res: res, err: err, truth: truth}
+	fo2 := &fitOutcome{name: pr.Name, engine: fr.Solver().Engine(), j: j, vars: vars, fo: fo, ob: ob, res: res, err: err, truth: truth, truthFit: truthFit}
 	fo2.collect(prob.N, d, np)
 	if truth != nil && fo2.fittedY0 != nil {
 		fo2.truthY0 = make([][]float64, prob.N)
@@ -617,7 +720,7 @@ func (f *fitOutcome) writeHuman(w io.Writer) error {
 	}
 	bw := &errWriter{w: w}
 	fmt.Fprintf(bw, "fit %s (%s): %s, %s, %s, %s on the %s engine\n", f.name, strings.Join(varNames(vars), ", "), count(j.prob.N, "trajectory"), count(fo.fits, "fit"), src, j.method.Name(), f.engine)
-	fmt.Fprintf(bw, "%d Adam steps (%v), %d meshes recorded, %v\n", res.Steps, res.Status, res.Records, fmtDur(res.Time))
+	fmt.Fprintf(bw, "%s (%v), %s recorded, %v\n", count(res.Steps, "Adam step"), res.Status, countMeshes(res.Records), fmtDur(res.Time))
 	if res.DeviceSteps > 0 {
 		fmt.Fprintf(bw, "%d steps with the fit in device memory", res.DeviceSteps)
 		if res.DeviceNote != "" {
@@ -628,6 +731,9 @@ func (f *fitOutcome) writeHuman(w io.Writer) error {
 	if len(res.History) > 0 {
 		fmt.Fprintf(bw, "loss %.6g -> %.6g (best %.6g at step %d)\n", res.History[0], res.FinalLoss, res.BestLoss, res.BestStep)
 	}
+	if len(res.GradNorms) > 0 && res.GradNorms[0] == 0 {
+		fmt.Fprintln(bw, "note: the gradient was 0 at the start, so the fit could not move: the start fits the data exactly, or the observations do not depend on the fitted values")
+	}
 	var pIdx, yIdx []int // the positions in vars of the parameters and the initial-state components
 	for k, v := range vars {
 		if v.y0 {
@@ -637,13 +743,26 @@ func (f *fitOutcome) writeHuman(w io.Writer) error {
 		}
 	}
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	// With -vary of a fitted parameter, each fit has its own truth: a
+	// column beside its values rather than one row.
+	perFit := false
+	for b := range f.truthFit {
+		for _, k := range pIdx {
+			perFit = perFit || f.truthFit[b][k] != f.truthFit[0][k]
+		}
+	}
 	if len(pIdx) > 0 {
 		fmt.Fprint(tw, "FIT")
 		for _, k := range pIdx {
 			fmt.Fprintf(tw, "\t%s", vars[k].name)
 		}
+		if perFit {
+			for _, k := range pIdx {
+				fmt.Fprintf(tw, "\t(truth %s)", vars[k].name)
+			}
+		}
 		fmt.Fprintln(tw)
-		if f.truth != nil {
+		if f.truth != nil && !perFit {
 			fmt.Fprint(tw, "truth")
 			for _, k := range pIdx {
 				fmt.Fprintf(tw, "\t%.6g", f.truth[k])
@@ -654,6 +773,11 @@ func (f *fitOutcome) writeHuman(w io.Writer) error {
 			fmt.Fprintf(tw, "%d", b)
 			for _, k := range pIdx {
 				fmt.Fprintf(tw, "\t%.6g", f.fitted[b][k])
+			}
+			if perFit {
+				for _, k := range pIdx {
+					fmt.Fprintf(tw, "\t%.6g", f.truthFit[b][k])
+				}
 			}
 			fmt.Fprintln(tw)
 		}

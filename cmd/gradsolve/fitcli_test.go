@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -273,4 +274,138 @@ func TestFitOutputs(t *testing.T) {
 		t.Errorf("-out %s: %v, %+v", js, err, obj)
 	}
 	checkNoTemp(t, dir)
+}
+
+// TestFitObservationTimes checks observation times that cannot inform the
+// fitted parameters: every save time (or every -data row) at t0, where the
+// states are the initial states whatever the parameters. Fitting a
+// parameter there is a command-line error naming the flag, the parameters
+// and the fix; fitting initial states there is a valid fit. Before, such
+// a fit ran: "loss 0 -> 0", the start value returned, no word of why.
+func TestFitObservationTimes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	atT0 := writeFile(t, dir, "t0.csv", "traj,t,x,v\n0,0,1,2\n1,0,1.5,0\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // in stderr; nil: the fit runs (exit 0)
+	}{
+		{"saveat 0", []string{"-problem", "lorenz", "-fit", "rho", "-saveat", "0"}, []string{"-saveat", "t0 = 0", "rho", "after t0"}},
+		{"saveat 0,0", []string{"-problem", "lorenz", "-fit", "rho", "-saveat", "0,0"}, []string{"-saveat", "rho"}},
+		{"saveat t0 = 1", []string{"-problem", "vdp", "-fit", "mu", "-t0", "1", "-t1", "2", "-saveat", "1"}, []string{"-saveat", "t0 = 1", "mu"}},
+		{"a parameter and y0", []string{"-problem", "lorenz", "-fit", "rho,y00", "-saveat", "0"}, []string{"-saveat", "rho"}},
+		{"data at t0", []string{"-problem", "vdp", "-fit", "mu", "-data", atT0}, []string{"-data", "t0 = 0", "mu"}},
+		{"y0 at t0", []string{"-problem", "lorenz", "-fit", "y00", "-saveat", "0"}, nil},
+		{"saveat 0,0.5", []string{"-problem", "lorenz", "-fit", "rho", "-saveat", "0,0.5"}, nil},
+	} {
+		args := append([]string{"fit", "-n", "2", "-steps", "2", "-t1", "1"}, tc.args...)
+		if slices.Contains(tc.args, "-t1") {
+			args = append([]string{"fit", "-n", "2", "-steps", "2"}, tc.args...)
+		}
+		code, _, stderr := runArgs(args...)
+		if tc.want == nil {
+			if code != exitOK {
+				t.Errorf("Case %s: exit %d, want 0:\n%s", tc.name, code, stderr)
+			}
+			continue
+		}
+		if code != exitUsage {
+			t.Errorf("Case %s: exit %d, want %d:\n%s", tc.name, code, exitUsage, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("Case %s: stderr lacks %q:\n%s", tc.name, w, stderr)
+			}
+		}
+	}
+}
+
+// TestFitReportWords checks the words of fit's report for a new user:
+// counts of one in the singular ("1 Adam step", "1 mesh recorded", not
+// "1 Adam steps", "1 meshes"), a failure's advice in flags (-lr, -clip,
+// not Settings.ClipNorm) without a doubled "fit: fit: ", and a note where
+// the gradient was 0 at the start, so the fit could not move (it said
+// "loss 0 -> 0" and nothing else).
+func TestFitReportWords(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		args         []string
+		code         int
+		stdout, errs []string // in stdout, in stderr
+		notOut       []string // not in stdout or stderr
+	}{
+		{"diverges at step 0", []string{"-fit", "rho", "-lr", "1e308"}, exitFail,
+			[]string{"1 Adam step (failed), 1 mesh recorded"}, []string{"-lr", "-clip"}, []string{"Settings.ClipNorm", "fit: fit: ", "1 Adam steps", "1 meshes"}},
+		{"starts at the truth", []string{"-fit", "rho", "-start", "28", "-steps", "2"}, exitOK,
+			[]string{"2 Adam steps (max steps), 3 meshes recorded", "gradient was 0 at the start"}, nil, nil},
+		{"moves", []string{"-fit", "rho", "-steps", "2"}, exitOK,
+			[]string{"2 Adam steps"}, nil, []string{"gradient was 0"}},
+	} {
+		code, stdout, stderr := runArgs(append([]string{"fit", "-problem", "lorenz"}, tc.args...)...)
+		if code != tc.code {
+			t.Errorf("Case %s: exit %d, want %d:\n%s%s", tc.name, code, tc.code, stdout, stderr)
+		}
+		for _, w := range tc.stdout {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("Case %s: stdout lacks %q:\n%s", tc.name, w, stdout)
+			}
+		}
+		for _, w := range tc.errs {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("Case %s: stderr lacks %q:\n%s", tc.name, w, stderr)
+			}
+		}
+		for _, w := range tc.notOut {
+			if strings.Contains(stdout+stderr, w) {
+				t.Errorf("Case %s: the output says %q:\n%s%s", tc.name, w, stdout, stderr)
+			}
+		}
+	}
+}
+
+// TestFitVaryFitted checks synthetic fits of a parameter that -vary
+// sweeps: with several trajectories per fit, whose one value could not
+// match their different true values, a command-line error naming -vary
+// and the fix; with one trajectory per fit, each fit's own truth beside
+// its value, and each fit starting from its own truth × 1.1. Before, both
+// ran, the report's one "truth" row gave trajectory 0's value for every
+// fit, and every fit started from trajectory 0's truth × 1.1.
+func TestFitVaryFitted(t *testing.T) {
+	t.Parallel()
+	base := []string{"fit", "-problem", "lorenz", "-fit", "rho", "-n", "4", "-steps", "1"}
+	code, _, stderr := runArgs(append(base, "-vary", "p1=20:30")...)
+	if code != exitUsage || !strings.Contains(stderr, "-vary gives rho a different value") || !strings.Contains(stderr, "-fits 4") {
+		t.Errorf("-fits 1: exit %d, want %d naming -vary and -fits 4:\n%s", code, exitUsage, stderr)
+	}
+	code, stdout, stderr := runArgs(append(base, "-vary", "p1=20:30", "-fits", "4", "-lr", "1e-9")...)
+	if code != exitOK {
+		t.Fatalf("-fits 4: exit %d:\n%s", code, stderr)
+	}
+	// With a tiny rate, each fit stays at its start: its truth × 1.1.
+	rowsSeen := map[string]bool{}
+	for _, line := range strings.Split(stdout, "\n") {
+		rowsSeen[strings.Join(strings.Fields(line), " ")] = true
+	}
+	for _, want := range []string{"FIT rho (truth rho)", "0 22 20", "1 25.6667 23.3333", "3 33 30"} {
+		if !rowsSeen[want] {
+			t.Errorf("-fits 4: the report lacks the row %q:\n%s", want, stdout)
+		}
+	}
+	code, stdout, stderr = runArgs(append(base, "-vary", "p0=9:11", "-fits", "2")...)
+	if code != exitOK || !strings.Contains(stdout, "truth  28") || strings.Contains(stdout, "(truth") {
+		t.Errorf("-vary of another parameter: exit %d, want one truth row:\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestFitDefaultStart checks the default start of a synthetic fit: the
+// truth × 1.1, and 0.1 for a truth of 0 (vdp's y01: × 1.1 started the
+// fit at the truth, so the help's example "fitted" it without moving).
+func TestFitDefaultStart(t *testing.T) {
+	t.Parallel()
+	r := runFitJSON(t, "-problem", "vdp", "-fit", "mu,y01", "-n", "2", "-steps", "1", "-lr", "1e-12")
+	if len(r.Fitted) != 1 || len(r.Fitted[0]) != 2 || math.Abs(r.Fitted[0][0]-1.1) > 1e-9 || math.Abs(r.Fitted[0][1]-0.1) > 1e-9 {
+		t.Errorf("fitted %v after one tiny step, want the start [1.1 0.1] (truth [1 0])", r.Fitted)
+	}
 }

@@ -367,6 +367,7 @@ var cliHints = strings.NewReplacer(
 	"Settings.MaxSteps", "-max-steps",
 	"use Rodas5P", "use -method rodas5p",
 	"try Rodas5P", "try -method rodas5p",
+	"lower the learning rate or clip the gradient (Settings.ClipNorm)", "lower -lr or clip the gradient (-clip)",
 )
 
 // jsonResult builds the -json object. Its keys are documented in

@@ -31,6 +31,7 @@ import (
 	"math/rand/v2"
 	"os"
 
+	"github.com/gradsolve-go/gradsolve/internal/exflag"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/tape"
 )
@@ -54,10 +55,20 @@ func main() {
 	flag.Float64Var(&c.T, "T", 1.6, "observation time (before the balls come to rest)")
 	flag.Uint64Var(&c.seed, "seed", 1, "random seed")
 	flag.Parse()
+	if err := c.check(flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "bouncing-ball:", err)
+		os.Exit(2)
+	}
 	if _, err := run(c, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "bouncing-ball:", err)
 		os.Exit(1)
 	}
+}
+
+// check refuses a command line that run cannot use (args: what is left
+// after the flags), naming the flag.
+func (c config) check(args []string) error {
+	return exflag.First(exflag.NoArgs(args), exflag.AtLeast("n", c.n, 1, "ball"), exflag.Positive("T", c.T))
 }
 
 func ball() (ode.Field, ode.Event) {
@@ -71,6 +82,9 @@ func ball() (ode.Field, ode.Event) {
 }
 
 func run(c config, w io.Writer) (*outcome, error) {
+	if err := c.check(nil); err != nil {
+		return nil, err
+	}
 	f, floor := ball()
 	rng := rand.New(rand.NewPCG(c.seed, 2))
 	y0 := make([]float64, 2*c.n)

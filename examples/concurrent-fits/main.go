@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/fit"
+	"github.com/gradsolve-go/gradsolve/internal/exflag"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
 	"github.com/gradsolve-go/gradsolve/problems"
@@ -70,6 +71,10 @@ func main() {
 	flag.Uint64Var(&c.seed, "seed", 1, "random seed")
 	flag.BoolVar(&c.quiet, "quiet", false, "no progress bar")
 	flag.Parse()
+	if err := c.check(flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "concurrent-fits:", err)
+		os.Exit(2)
+	}
 	if _, err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "concurrent-fits:", err)
 		os.Exit(1)
@@ -82,7 +87,18 @@ type outcome struct {
 	res        *fit.Result
 }
 
+// check refuses a command line that run cannot use (args: what is left
+// after the flags), naming the flag.
+func (c config) check(args []string) error {
+	return exflag.First(exflag.NoArgs(args),
+		exflag.AtLeast("fits", c.fits, 1, "fit"), exflag.AtLeast("per", c.per, 1, "trajectory per fit"),
+		exflag.AtLeast("steps", c.steps, 1, "step"), exflag.Positive("lr", c.lr), exflag.NonNegative("noise", c.noise))
+}
+
 func run(ctx context.Context, c config, out io.Writer) (*outcome, error) {
+	if err := c.check(nil); err != nil {
+		return nil, err
+	}
 	rng := rand.New(rand.NewPCG(c.seed, c.seed))
 	n := c.fits * c.per
 	ts := problems.LinSpace(make([]float64, 20), 0.4, 8)

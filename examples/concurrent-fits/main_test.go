@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"strings"
 	"testing"
 )
 
@@ -38,4 +40,39 @@ func TestConcurrentFits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBadFlags checks that flags run cannot use are refused before any
+// work, naming the flag: sizes below 1, rates and deviations that are
+// not finite or are negative, and -plot (-weights) files that cannot be
+// written (they failed after the whole fit, or gave the solver's error
+// about an empty ensemble, or ran fit's default steps for -steps 0).
+func TestBadFlags(t *testing.T) {
+	good := config{fits: 2, per: 2, steps: 2, noise: 0.01, lr: 0.02, seed: 1, quiet: true}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		set  func(c *config)
+		want string
+	}{
+		{"fits 0", func(c *config) { c.fits = 0 }, "-fits 0"},
+		{"per 0", func(c *config) { c.per = 0 }, "-per 0"},
+		{"steps 0", func(c *config) { c.steps = 0 }, "-steps 0"},
+		{"lr -1", func(c *config) { c.lr = -1 }, "-lr -1"},
+		{"lr NaN", func(c *config) { c.lr = math.NaN() }, "-lr NaN"},
+		{"noise NaN", func(c *config) { c.noise = math.NaN() }, "-noise NaN"},
+	} {
+		c := good
+		tc.set(&c)
+		if err := c.check(nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Case %s: error %v, want one naming %s", tc.name, err, tc.want)
+		}
+	}
+	if err := good.check(nil); err != nil {
+		t.Errorf("the good flags: %v", err)
+	}
+	if err := good.check([]string{"extra"}); err == nil {
+		t.Error("a stray argument was accepted")
+	}
+	_ = dir
 }

@@ -30,8 +30,10 @@ import (
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/fit"
+	"github.com/gradsolve-go/gradsolve/internal/exflag"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
+	"github.com/gradsolve-go/gradsolve/plot"
 	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/progress"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -61,6 +63,10 @@ func main() {
 	flag.StringVar(&c.plot, "plot", "", "write the loss curve to this file (.png, .svg)")
 	flag.BoolVar(&c.quiet, "quiet", false, "no progress bar")
 	flag.Parse()
+	if err := c.check(flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "lorenz-fit:", err)
+		os.Exit(2)
+	}
 	if _, err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lorenz-fit:", err)
 		os.Exit(1)
@@ -89,7 +95,20 @@ func mse(data []float64) ode.Loss {
 		}}
 }
 
+// check refuses a command line that run cannot use (args: what is left
+// after the flags), naming the flag.
+func (c config) check(args []string) error {
+	return exflag.First(exflag.NoArgs(args),
+		exflag.AtLeast("n", c.n, 1, "trajectory"), exflag.AtLeast("fits", c.fits, 1, "fit"),
+		exflag.AtLeast("steps", c.steps, 1, "step"), exflag.Positive("lr", c.lr), exflag.NonNegative("noise", c.noise),
+		exflag.Finite("offset", c.offset), exflag.AtLeast("remesh", c.remesh, -1, "(-1: record once; 0: every step; K: every K steps)"),
+		exflag.Writable("plot", c.plot, plot.Formats))
+}
+
 func run(ctx context.Context, c config, out io.Writer) (*outcome, error) {
+	if err := c.check(nil); err != nil {
+		return nil, err
+	}
 	if c.fits < 1 || c.n%c.fits != 0 {
 		return nil, fmt.Errorf("-fits %d must divide -n %d", c.fits, c.n)
 	}

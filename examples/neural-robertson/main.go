@@ -31,13 +31,15 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/fit"
+	"github.com/gradsolve-go/gradsolve/internal/atomicfile"
+	"github.com/gradsolve-go/gradsolve/internal/exflag"
 	"github.com/gradsolve-go/gradsolve/nn"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
+	"github.com/gradsolve-go/gradsolve/plot"
 	"github.com/gradsolve-go/gradsolve/problems"
 	"github.com/gradsolve-go/gradsolve/progress"
 	"github.com/gradsolve-go/gradsolve/tape"
@@ -61,6 +63,10 @@ func main() {
 	flag.StringVar(&c.plot, "plot", "", "write the loss curve to this file (.png, .svg)")
 	flag.BoolVar(&c.quiet, "quiet", false, "no progress bar")
 	flag.Parse()
+	if err := c.check(flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "neural-robertson:", err)
+		os.Exit(2)
+	}
 	if _, err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "neural-robertson:", err)
 		os.Exit(1)
@@ -109,9 +115,17 @@ func spread(n int, lo, hi float64) []float64 {
 	return problems.LinSpace(make([]float64, n), lo, hi)
 }
 
+// check refuses a command line that run cannot use (args: what is left
+// after the flags), naming the flag.
+func (c config) check(args []string) error {
+	return exflag.First(exflag.NoArgs(args),
+		exflag.AtLeast("n", c.n, 1, "trajectory"), exflag.AtLeast("steps", c.steps, 1, "step"), exflag.Positive("lr", c.lr),
+		exflag.Writable("plot", c.plot, plot.Formats), exflag.Writable("weights", c.weights, nil))
+}
+
 func run(ctx context.Context, c config, out io.Writer) (*outcome, error) {
-	if c.n < 1 || c.steps < 1 {
-		return nil, fmt.Errorf("-n %d, -steps %d: want at least 1 trajectory and 1 step", c.n, c.steps)
+	if err := c.check(nil); err != nil {
+		return nil, err
 	}
 	set := &ode.Settings{Method: ode.Rodas5P, RelTol: 1e-6, AbsTol: 1e-10}
 	k1s := spread(c.n, 0.02, 0.08)
@@ -212,25 +226,8 @@ func mlpProgram(mlp nn.MLP) (*tape.Program, error) {
 
 // saveWeights writes the network's weights w to path through a temporary
 // file in the same folder, synced and renamed into place, so that a failed
-// or interrupted write leaves an existing file as it was.
+// or interrupted write leaves an existing file as it was (errors name path,
+// not the temporary file).
 func saveWeights(path string, mlp nn.MLP, w []float64) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	err = nn.Save(f, mlp.Params(), w)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return atomicfile.Write(path, func(f io.Writer) error { return nn.Save(f, mlp.Params(), w) })
 }

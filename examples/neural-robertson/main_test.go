@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"io"
+	"math"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -54,4 +57,38 @@ func TestSmallRuns(t *testing.T) {
 			t.Errorf("-n %d -steps %d: error %v, want ok = %v", tc.n, tc.steps, err, tc.ok)
 		}
 	}
+}
+
+// TestBadFlags checks that flags run cannot use are refused before any
+// work, naming the flag: sizes below 1, rates and deviations that are
+// not finite or are negative, and -plot (-weights) files that cannot be
+// written (they failed after the whole fit, or gave the solver's error
+// about an empty ensemble, or ran fit's default steps for -steps 0).
+func TestBadFlags(t *testing.T) {
+	good := config{n: 2, steps: 2, lr: 0.01, seed: 1, quiet: true}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		set  func(c *config)
+		want string
+	}{
+		{"lr NaN", func(c *config) { c.lr = math.NaN() }, "-lr NaN"},
+		{"lr 0", func(c *config) { c.lr = 0 }, "-lr 0"},
+		{"plot .txt", func(c *config) { c.plot = filepath.Join(dir, "x.txt") }, "-plot"},
+		{"weights in a missing directory", func(c *config) { c.weights = filepath.Join(dir, "no", "w.json") }, "-weights: cannot write"},
+		{"weights a directory", func(c *config) { c.weights = dir }, "-weights: cannot write"},
+	} {
+		c := good
+		tc.set(&c)
+		if err := c.check(nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Case %s: error %v, want one naming %s", tc.name, err, tc.want)
+		}
+	}
+	if err := good.check(nil); err != nil {
+		t.Errorf("the good flags: %v", err)
+	}
+	if err := good.check([]string{"extra"}); err == nil {
+		t.Error("a stray argument was accepted")
+	}
+	_ = dir
 }

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/gradsolve-go/gradsolve/fit"
+	"github.com/gradsolve-go/gradsolve/internal/exflag"
 	"github.com/gradsolve-go/gradsolve/ode"
 	"github.com/gradsolve-go/gradsolve/optim"
 	"github.com/gradsolve-go/gradsolve/plot"
@@ -88,6 +89,10 @@ func main() {
 	flag.StringVar(&c.plot, "plot", "", "write the fitted and observed orbits to this file (.png, .svg)")
 	flag.BoolVar(&c.quiet, "quiet", false, "no progress bar")
 	flag.Parse()
+	if err := c.check(flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "orbits:", err)
+		os.Exit(2)
+	}
 	if _, err := run(context.Background(), c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "orbits:", err)
 		os.Exit(1)
@@ -100,9 +105,17 @@ type outcome struct {
 	res   *fit.Result
 }
 
+// check refuses a command line that run cannot use (args: what is left
+// after the flags), naming the flag.
+func (c config) check(args []string) error {
+	return exflag.First(exflag.NoArgs(args),
+		exflag.AtLeast("n", c.n, 1, "star"), exflag.AtLeast("steps", c.steps, 1, "step"), exflag.Positive("lr", c.lr),
+		exflag.NonNegative("noise", c.noise), exflag.Writable("plot", c.plot, plot.Formats))
+}
+
 func run(ctx context.Context, c config, out io.Writer) (*outcome, error) {
-	if c.n < 1 || c.steps < 1 {
-		return nil, fmt.Errorf("-n %d, -steps %d: want at least 1 star and 1 step", c.n, c.steps)
+	if err := c.check(nil); err != nil {
+		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(c.seed, c.seed))
 	ts := problems.LinSpace(make([]float64, 25), 0.5, 12)

@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/gradsolve-go/gradsolve/bench/scaleout"
+	"github.com/gradsolve-go/gradsolve/internal/exflag"
 )
 
 // config holds the command's flags.
@@ -55,6 +56,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "scaleout: -hosts:", err)
 		os.Exit(2)
 	}
+	if err := c.check(flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "scaleout:", err)
+		os.Exit(2)
+	}
 	c.cluster.Net = scaleout.Link{Latency: 1e-6 * c.cluster.Net.Latency, Bandwidth: scaleout.DefaultNet.Bandwidth}
 	c.cluster.NVLink = scaleout.Link{Latency: 1e-6 * c.cluster.NVLink.Latency, Bandwidth: scaleout.DefaultNVLink.Bandwidth}
 	c.cluster.CallOverhead *= 1e-6
@@ -77,7 +82,20 @@ func parseInts(s string) ([]int, error) {
 }
 
 // run writes the tables for c to w.
+// check refuses a command line that run cannot use (args: what is left
+// after the flags), naming the flag.
+func (c config) check(args []string) error {
+	return exflag.First(exflag.NoArgs(args), exflag.AtLeast("n", c.n, 1, "trajectory"),
+		exflag.AtLeast("shared", c.shared, 1, "shared parameter"), exflag.AtLeast("gpus", c.cluster.GPUsPerHost, 1, "GPU per host"),
+		exflag.Positive("lorenz-ms", c.lorenzMS), exflag.Positive("neural", c.neural),
+		exflag.NonNegative("net-us", c.cluster.Net.Latency), exflag.NonNegative("nvlink-us", c.cluster.NVLink.Latency),
+		exflag.NonNegative("call-us", c.cluster.CallOverhead))
+}
+
 func run(c config, w io.Writer) error {
+	if err := c.check(nil); err != nil {
+		return err
+	}
 	lorenz := c.lorenzMS * 1e-3 / (1 << 20)
 	cases := []scaleout.Case{
 		{Name: fmt.Sprintf("Lorenz-cost field: %.3f ns per trajectory per GPU, N = %d, S = %d", 1e9*lorenz, c.n, c.shared),

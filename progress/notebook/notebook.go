@@ -25,7 +25,7 @@ func init() { progress.RegisterNotebook(NewProgress) }
 type Progress struct {
 	mu         sync.Mutex
 	id         string
-	total      int
+	count      progress.Count
 	desc, unit string
 	start      time.Time
 	last       time.Time
@@ -35,7 +35,7 @@ type Progress struct {
 // NewProgress returns a progress block for total units of work. s may be
 // nil; its Description and Unit are used.
 func NewProgress(total int, s *progress.Settings) progress.Reporter {
-	p := &Progress{id: gonbui.UniqueID(), total: total, unit: "steps", start: time.Now()}
+	p := &Progress{id: gonbui.UniqueID(), count: progress.Count{Total: total}, unit: "steps", start: time.Now()}
 	if s != nil {
 		p.desc = s.Description
 		if s.Unit != "" {
@@ -45,34 +45,45 @@ func NewProgress(total int, s *progress.Settings) progress.Reporter {
 	return p
 }
 
-// Report updates the block (at most every 100 ms, and always at the end).
+// Report updates the block (at most every 100 ms, and always at the
+// end). As the text bar, it never goes back and never shows more than
+// 100%: past its total it shows the count alone (progress.Count).
 func (p *Progress) Report(done int, loss float64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done {
 		return
 	}
+	changed := p.count.Set(done)
 	now := time.Now()
-	if done < p.total && now.Sub(p.last) < 100*time.Millisecond {
+	if !changed && p.count.Done < p.count.Total && now.Sub(p.last) < 100*time.Millisecond {
 		return
 	}
 	p.last = now
-	gonbui.UpdateHTML(p.id, p.html(done, loss, now))
+	gonbui.UpdateHTML(p.id, p.html(loss, now))
 }
 
-// HTML returns the block's markup for done units with the given loss at
-// time now.
-func (p *Progress) html(done int, loss float64, now time.Time) string {
+// html returns the block's markup for the work done so far with the given
+// loss at time now: a bar of the total, or, where the total is unknown
+// (or the work passed it), an indeterminate bar and the count alone.
+func (p *Progress) html(loss float64, now time.Time) string {
+	done, total := p.count.Done, p.count.Total
 	el := now.Sub(p.start).Seconds()
 	rate := float64(done) / math.Max(el, 1e-9)
-	s := fmt.Sprintf(`<div style="font-family:monospace">%s <progress value="%d" max="%d"></progress> %d/%d`,
-		html.EscapeString(p.desc), done, p.total, done, p.total)
+	var s string
+	if total > 0 {
+		s = fmt.Sprintf(`<div style="font-family:monospace">%s <progress value="%d" max="%d"></progress> %d/%d`,
+			html.EscapeString(p.desc), done, total, done, total)
+	} else {
+		s = fmt.Sprintf(`<div style="font-family:monospace">%s <progress></progress> %d %s`,
+			html.EscapeString(p.desc), done, html.EscapeString(p.unit))
+	}
 	if !math.IsNaN(loss) {
 		s += fmt.Sprintf(" &middot; loss %.4g", loss)
 	}
 	s += fmt.Sprintf(" &middot; %.3g %s/s", rate, html.EscapeString(p.unit))
-	if done > 0 && done < p.total {
-		left := time.Duration(float64(p.total-done) / rate * float64(time.Second))
+	if done > 0 && done < total {
+		left := time.Duration(float64(total-done) / rate * float64(time.Second))
 		s += " &middot; ETA " + left.Round(time.Second/10).String()
 	}
 	return s + "</div>"
