@@ -376,7 +376,7 @@ func (autoMethod) Name() string  { return "Auto" }
 func (autoMethod) Order() int    { return Tsit5.Order() }
 func (autoMethod) ErrOrder() int { return Tsit5.ErrOrder() }
 func (autoMethod) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
-	return Tsit5.steps(f, fp)
+	return autoTsit5.steps(f, fp)
 }
 
 // methodByName returns the built-in method called name, or nil.
