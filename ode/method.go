@@ -342,9 +342,12 @@ func stiffnessEstimate(tab *ERKTableau, h tape.V, k, g [][]tape.V, scaled bool) 
 		floor = h.Const(0x1p-1000)
 	}
 	for c := range k[s-1] {
+		// (Traced in this order, the plain estimate's program is the
+		// one it always was.)
 		dk := k[s-1][c].Sub(k[s-2][c])
+		dk2 := dk.Square()
 		dg := g[s-1][c].Sub(g[s-2][c])
-		dk2, dg2 := dk.Square(), dg.Square()
+		dg2 := dg.Square()
 		if c == 0 {
 			num, den = dk2, dg2
 		} else {
