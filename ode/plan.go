@@ -48,8 +48,9 @@ type Plan struct {
 	// and of the initial step, for statistics.
 	TrialEvals, InitEvals int
 	// Fingerprint identifies the traced field and the method (a hash of
-	// the method's own trial program, a variant's too): a mesh records
-	// it, and a mesh is replayed only by a plan with the same fingerprint.
+	// the method's own trial program, also in a variant's plan, whose
+	// meshes are the method's): a mesh records it, and a mesh is replayed
+	// only by a plan with the same fingerprint.
 	Fingerprint string
 
 	// Variant names the plan's variant of the method's programs: "" for
@@ -202,11 +203,13 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 		Dim: f.Dim, Params: f.Params, Shared: f.Shared,
 		FSAL: sp.fsal, TrialEvals: sp.fevals, InitEvals: 2,
 		Field: fp, Trial: sp.trial, Replay: sp.replay,
-		Fingerprint: sp.trial.Hash()[:16], Variant: sp.variant,
+		Variant: sp.variant,
 	}
+	own := sp.trial
 	if sp.own != nil {
-		pl.Fingerprint = sp.own.Hash()[:16]
+		own = sp.own
 	}
+	pl.Fingerprint = own.Hash()[:16]
 	if s.Saves == SaveInterpolate {
 		if err := pl.setDense(f, sp); err != nil {
 			return nil, fmt.Errorf("ode: %s: building the %s dense output: %w", f.name(), m.Name(), err)
