@@ -1077,3 +1077,98 @@ func TestHostEngineAutoUploads(t *testing.T) {
 		})
 	}
 }
+
+// rotationEnsemble returns n trajectories of the damped rotation y' =
+// [[−a, ω], [−ω, −a]]·y, p = (a, ω), y0 = (1, 0), on [0, 0.05]: for even
+// i a = 1e3, ω from 1e4 up (eigenvalues −a ± iω, at 95.7° and beyond,
+// where Tsit5's stability boundary is below the stiffness test's
+// threshold, so Hairer's Euclidean estimate, exactly h·|λ| for this
+// normal Jacobian, never fires, and Method Auto's scale-invariant one
+// does), for odd i a slow rotation (a = 1, ω = 100·(1 + i): not stiff).
+func rotationEnsemble(n int) ode.Problem {
+	f := ode.Field{Name: "damped-rotation", Dim: 2, Params: 2, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		a, w := p[0], p[1]
+		return []tape.V{w.Mul(y[1]).Sub(a.Mul(y[0])), a.Mul(y[1]).Add(w.Mul(y[0])).Neg()}
+	}}
+	p := ode.Problem{Field: f, N: n, T1: 0.05}
+	for i := 0; i < n; i++ {
+		p.Y0 = append(p.Y0, 1, 0)
+		if i%2 == 0 {
+			p.P = append(p.P, 1e3, 1e4*(1+float64(i)/float64(n)))
+		} else {
+			p.P = append(p.P, 1, 100*float64(1+i))
+		}
+	}
+	return p
+}
+
+// autoStiffTest checks that Method Auto on engine runs Auto's own Tsit5
+// trial program, with the scale-invariant stiffness estimate (ode.Plan
+// Variant "auto"), and plain Tsit5 its own, on rotationEnsemble(n) at
+// rtol = atol = 1e-6: Auto on the CPU engine switches every stiff
+// trajectory within its steps and no slow one (which the Euclidean
+// estimate alone would not do), Auto on engine takes the same steps
+// and switch points (states within 1e-10 relative), and plain Tsit5 on
+// engine takes the CPU engine's Tsit5 steps and marks no trajectory
+// Stiff (its Euclidean estimate), the slow ones' steps Auto's.
+func autoStiffTest(t *testing.T, engine string, n int) {
+	p := rotationEnsemble(n)
+	solve := func(m ode.Method, e string) *ode.Solution {
+		t.Helper()
+		sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: m, Engine: e, RelTol: 1e-6, AbsTol: 1e-6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m == ode.Auto && (sv.Plan().Variant != "auto" || sv.Plan().Method != "Tsit5") {
+			t.Fatalf("Auto's plan: method %s, variant %q; want Tsit5, \"auto\"", sv.Plan().Method, sv.Plan().Variant)
+		}
+		sol, err := sv.Solve(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sol
+	}
+	ac, ae := solve(ode.Auto, "cpu"), solve(ode.Auto, engine)
+	tc, te := solve(ode.Tsit5, "cpu"), solve(ode.Tsit5, engine)
+	if ac.Switch == nil || ae.Switch == nil {
+		t.Fatalf("Auto switched no trajectory (cpu %v, %s %v)", ac.Switch, engine, ae.Switch)
+	}
+	for i := 0; i < n; i++ {
+		acc := ac.Stats.Accepted[i]
+		if stiff := i%2 == 0; stiff != (ac.Switch[i] < acc) {
+			t.Errorf("trajectory %d (a, ω = %v): the CPU engine's Auto switched after %d Tsit5 steps of %d; want a switch: %v",
+				i, p.P[2*i:2*i+2], ac.Switch[i], acc, stiff)
+		}
+		if ae.Status[i] != ode.OK || ae.Switch[i] != ac.Switch[i] || ae.Stats.Accepted[i] != acc || ae.Stats.Rejected[i] != ac.Stats.Rejected[i] {
+			t.Errorf("trajectory %d: %s's Auto: status %v, switch %d, %d accepted, %d rejected; the CPU engine's: switch %d, %d accepted, %d rejected",
+				i, engine, ae.Status[i], ae.Switch[i], ae.Stats.Accepted[i], ae.Stats.Rejected[i], ac.Switch[i], acc, ac.Stats.Rejected[i])
+		}
+		if te.Stiff[i] || tc.Stiff[i] || te.Stats.Accepted[i] != tc.Stats.Accepted[i] || te.Stats.Rejected[i] != tc.Stats.Rejected[i] {
+			t.Errorf("trajectory %d: Tsit5: Stiff %v (cpu %v), %d accepted, %d rejected (cpu %d, %d); want not Stiff (Hairer's estimate), the CPU engine's steps",
+				i, te.Stiff[i], tc.Stiff[i], te.Stats.Accepted[i], te.Stats.Rejected[i], tc.Stats.Accepted[i], tc.Stats.Rejected[i])
+		}
+		if i%2 == 1 && te.Stats.Accepted[i] != ae.Stats.Accepted[i] {
+			t.Errorf("trajectory %d (slow): Tsit5 took %d steps, Auto %d; want the same", i, te.Stats.Accepted[i], ae.Stats.Accepted[i])
+		}
+	}
+	odetest.Close(t, "Auto: Y", ae.Y, ac.Y, 1e-10)
+	odetest.Close(t, "Tsit5: Y", te.Y, tc.Y, 1e-10)
+	t.Logf("%s: Auto's switches %v of %v accepted steps", engine, ae.Switch, ae.Stats.Accepted)
+}
+
+// TestHostEngineAutoStiffTest runs autoStiffTest on cuda-host: the
+// kernels, compiled by g++, run Auto's trial program with the
+// scale-invariant stiffness estimate and Tsit5's with Hairer's.
+func TestHostEngineAutoStiffTest(t *testing.T) {
+	needHost(t)
+	autoStiffTest(t, "cuda-host", 6)
+}
+
+// TestGPUAutoStiffTest runs autoStiffTest on the GPU engine, on 64
+// trajectories (two warps). It skips without a GPU.
+//
+//	go test ./cuda -run 'TestGPUAutoStiffTest' -v
+func TestGPUAutoStiffTest(t *testing.T) {
+	needGPUEngine(t)
+	autoStiffTest(t, "cuda", 64)
+}

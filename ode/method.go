@@ -44,11 +44,22 @@ type stepPrograms struct {
 	terms         int
 	fsal          bool
 	fevals        int // field evaluations per trial step
+
+	// variant is Plan.Variant ("" for the method's own trial programs),
+	// and own, for a variant, the method's own trial program, whose hash
+	// is the plan's Fingerprint.
+	variant string
+	own     *tape.Program
 }
 
 // erk is an explicit Runge–Kutta method.
 type erk struct {
 	tab *ERKTableau
+
+	// scaled, for Method Auto's Tsit5 (autoTsit5), makes the trial
+	// step's stiffness estimate the scale-invariant one (see
+	// stiffnessEstimate); the method's other programs are its own.
+	scaled bool
 }
 
 var (
@@ -59,7 +70,17 @@ var (
 	// Vern7 is Verner's "most efficient" 7(6) Runge–Kutta pair (10
 	// stages): for tight tolerances.
 	Vern7 Method = &erk{tab: vern7Tableau}
+
+	// autoTsit5 is Tsit5 as Method Auto runs it: its plan's Trial and
+	// TrialDense compute the scale-invariant stiffness estimate (Plan.Variant
+	// "auto"; see stiffnessEstimate), its other programs and its name are
+	// Tsit5's, and its plan's Fingerprint is Tsit5's (a mesh of one is a
+	// mesh of the other: the same steps, replayed by the same program).
+	autoTsit5 Method = &erk{tab: tsit5Tableau, scaled: true}
 )
+
+// variantAuto is Plan.Variant of Method Auto's Tsit5 plan.
+const variantAuto = "auto"
 
 func (m *erk) Name() string  { return m.tab.Name }
 func (m *erk) Order() int    { return m.tab.Order }
@@ -96,6 +117,24 @@ func wsum(y tape.V, w []float64, k [][]tape.V, c int) (tape.V, bool) {
 }
 
 func (m *erk) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
+	if m.scaled {
+		// The method's own programs, then the variant's trial programs in
+		// place of its own: the replay, the dense step and the fingerprint
+		// stay the method's.
+		sp, err := (&erk{tab: m.tab}).steps(f, fp)
+		if err != nil {
+			return nil, err
+		}
+		sp.own = sp.trial
+		if sp.trial, err = m.trialProgram(f, fp, false); err != nil {
+			return nil, err
+		}
+		if sp.trialDense, err = m.trialProgram(f, fp, true); err != nil {
+			return nil, err
+		}
+		sp.variant = variantAuto
+		return sp, nil
+	}
 	tab, d := m.tab, f.Dim
 	fsal := tab.FSAL()
 	trial, err := m.trialProgram(f, fp, false)
@@ -156,6 +195,9 @@ func (m *erk) trialProgram(f *Field, fp *tape.Program, dense bool) (*tape.Progra
 	}
 	in := stepInputs(f, extra...)
 	name := fmt.Sprintf("%s.%s", fp.Name, tab.Name)
+	if m.scaled {
+		name += "." + variantAuto
+	}
 	if dense {
 		name += ".trial_dense"
 	}
@@ -179,7 +221,7 @@ func (m *erk) trialProgram(f *Field, fp *tape.Program, dense bool) (*tape.Progra
 			a = append(append([][]float64(nil), tab.A...), tab.Interp.ExtraA...)
 		}
 		k, g := erkStages(c, a, t, h, y, k1, call)
-		hrho = stiffnessEstimate(tab, h, k, g)
+		hrho = stiffnessEstimate(tab, h, k, g, m.scaled)
 		yNew = make([]tape.V, d)
 		errEst = make([]tape.V, d)
 		for c := 0; c < d; c++ {
@@ -273,23 +315,59 @@ func boolInt(b bool) int {
 // i < j that share the abscissa c = 1 (g are the stage inputs): Hairer's
 // stiffness test (Solving ODEs I, §IV.2). It is 0 if the method has no
 // such pair or the stage inputs coincide.
-func stiffnessEstimate(tab *ERKTableau, h tape.V, k, g [][]tape.V) tape.V {
+//
+// With scaled (Method Auto's Tsit5, autoTsit5), ρ = max(ρ_2, ρ_r): ρ_2 the
+// Euclidean ratio above and ρ_r the same ratio in relative norms, each
+// component of k_j − k_i and g_j − g_i divided by s_c = max(|g_i[c]|,
+// |g_j[c]|, 2^-1000). The Euclidean ratio is dominated by the large, slow
+// components and fires late where the stiff modes live in small ones (POLL
+// and ROBER at tight tolerances); ρ_r weights the components as a relative
+// tolerance's error norm does, without reading the tolerance (one program
+// serves every tolerance), and the larger of the two keeps every step the
+// Euclidean estimate calls stiff. It costs about ten traced values a
+// component, which is why the plain methods keep the Euclidean one.
+func stiffnessEstimate(tab *ERKTableau, h tape.V, k, g [][]tape.V, scaled bool) tape.V {
 	s := tab.Stages()
 	zero := h.Const(0)
 	if s < 2 || tab.C[s-1] != 1 || tab.C[s-2] != 1 {
 		return zero
 	}
-	var num, den tape.V
+	// ratio returns num/den, 0 where den is 0.
+	ratio := func(num, den tape.V) tape.V {
+		live := tape.Gt(den, zero)
+		return tape.Select(live, num.Div(tape.Select(live, den, h.Const(1))), zero)
+	}
+	var num, den, numr, denr, floor tape.V
+	if scaled {
+		floor = h.Const(0x1p-1000)
+	}
 	for c := range k[s-1] {
-		dk := k[s-1][c].Sub(k[s-2][c]).Square()
-		dg := g[s-1][c].Sub(g[s-2][c]).Square()
+		// (Traced in this order, the plain estimate's program is the
+		// one it always was.)
+		dk := k[s-1][c].Sub(k[s-2][c])
+		dk2 := dk.Square()
+		dg := g[s-1][c].Sub(g[s-2][c])
+		dg2 := dg.Square()
 		if c == 0 {
-			num, den = dk, dg
+			num, den = dk2, dg2
 		} else {
-			num, den = num.Add(dk), den.Add(dg)
+			num, den = num.Add(dk2), den.Add(dg2)
+		}
+		if !scaled {
+			continue
+		}
+		sc := tape.Max(tape.Max(g[s-1][c].Abs(), g[s-2][c].Abs()), floor)
+		dkr, dgr := dk.Div(sc).Square(), dg.Div(sc).Square()
+		if c == 0 {
+			numr, denr = dkr, dgr
+		} else {
+			numr, denr = numr.Add(dkr), denr.Add(dgr)
 		}
 	}
-	live := tape.Gt(den, zero)
-	safe := tape.Select(live, den, h.Const(1))
-	return tape.Select(live, h.Abs().Mul(num.Div(safe).Sqrt()), zero)
+	if !scaled {
+		live := tape.Gt(den, zero)
+		safe := tape.Select(live, den, h.Const(1))
+		return tape.Select(live, h.Abs().Mul(num.Div(safe).Sqrt()), zero)
+	}
+	return h.Abs().Mul(tape.Max(ratio(num, den), ratio(numr, denr)).Sqrt())
 }

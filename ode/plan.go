@@ -48,9 +48,19 @@ type Plan struct {
 	// and of the initial step, for statistics.
 	TrialEvals, InitEvals int
 	// Fingerprint identifies the traced field and the method (a hash of
-	// the trial program): a mesh records it, and a mesh is replayed only by
-	// a plan with the same fingerprint.
+	// the method's own trial program, also in a variant's plan, whose
+	// meshes are the method's): a mesh records it, and a mesh is replayed
+	// only by a plan with the same fingerprint.
 	Fingerprint string
+
+	// Variant names the plan's variant of the method's programs: "" for
+	// the method's own, "auto" for Method Auto's Tsit5 plan, whose Trial
+	// and TrialDense return as hρ the scale-invariant stiffness estimate
+	// h·max(ρ_2, ρ_r) (see Auto) where Tsit5's own return Hairer's h·ρ_2;
+	// its other programs, Method and Fingerprint are Tsit5's. Engines run
+	// the programs as they are; the variant is for reports and kernel
+	// names.
+	Variant string
 
 	// Field is the traced right-hand side: inputs t, y, p, s; outputs
 	// f[Dim].
@@ -193,8 +203,13 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 		Dim: f.Dim, Params: f.Params, Shared: f.Shared,
 		FSAL: sp.fsal, TrialEvals: sp.fevals, InitEvals: 2,
 		Field: fp, Trial: sp.trial, Replay: sp.replay,
-		Fingerprint: sp.trial.Hash()[:16],
+		Variant: sp.variant,
 	}
+	own := sp.trial
+	if sp.own != nil {
+		own = sp.own
+	}
+	pl.Fingerprint = own.Hash()[:16]
 	if s.Saves == SaveInterpolate {
 		if err := pl.setDense(f, sp); err != nil {
 			return nil, fmt.Errorf("ode: %s: building the %s dense output: %w", f.name(), m.Name(), err)

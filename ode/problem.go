@@ -311,10 +311,33 @@ func (s *Settings) withDefaults(f *Field) Settings {
 // Auto, as Settings.Method, integrates every trajectory with Tsit5 and
 // switches it to Rodas5P, during the solve, at the accepted step where its
 // stiffness test fires (Hairer's test: 15 steps at Tsit5's stability
-// boundary without a calm run between them). That trajectory goes on with
-// Rodas5P from the time and state reached there, with a first step of its
-// own (Settings.Dt0, or Hairer's estimate there) and its step counts
-// going on (MaxSteps bounds both methods' attempts together); the others
+// boundary without a calm run between them).
+//
+// The test's estimate of the step's dominant eigenvalue is Auto's own,
+// scale-invariant: ρ = max(ρ_2, ρ_r), where ρ_2 = ‖k7 − k6‖/‖g7 − g6‖ is
+// Hairer's (Tsit5's last two stages, both at t + h, and their inputs, in
+// Euclidean norms) and ρ_r the same ratio with each component of k7 − k6
+// and g7 − g6 divided by s_c = max(|g6_c|, |g7_c|, 2^-1000), the weighting
+// of a relative tolerance's error norm (without the tolerance: one trial
+// program serves every tolerance). ρ_2 alone is ruled by the large, slow
+// components and fires late where the stiff modes live in small ones: at
+// rtol 1e-8 and a purely relative tolerance POLL switched after 73,880
+// Tsit5 steps and ROBER (to t = 1e11) after 10,675, and with ρ_r after 643
+// and 2,031 (Rodas5P alone: 472 and 761 steps); the damped rotation y' =
+// [[−a, ω], [−ω, −a]]·y with ω = 10a, whose eigenvalues lie where Tsit5's
+// stability boundary is below the test's threshold, switches, where ρ_2
+// never fires (TestAutoSwitchPoint). Taking the larger keeps every step ρ_2
+// calls stiff, and no trajectory of the non-stiff test problems
+// (Pleiades, Lorenz, Kepler, Van der Pol at μ = 1, Lotka–Volterra,
+// Arenstorf, Lorenz-96) switches at rtol 1e-3 to 1e-12. ρ_r costs about
+// ten traced values a component in every trial step, so only Auto's Tsit5
+// computes it (its plan's Variant "auto", on every engine: the CPU's and
+// the GPU kernels run that plan's trial program); plain Tsit5 and Vern7
+// keep ρ_2 for their Stiff flags, and their cost.
+//
+// A trajectory whose test fired goes on with Rodas5P from the time and
+// state reached there, with a first step of its own (Settings.Dt0, or
+// Hairer's estimate there) and its step counts going on (MaxSteps bounds both methods' attempts together); the others
 // go on with Tsit5. The mesh records where each switched (Mesh.Switch,
 // Solution.Switch), and Replay, Grad, save times and SolveDense follow
 // the recorded methods: the gradient of a switched trajectory is the
@@ -377,7 +400,7 @@ func (autoMethod) Name() string  { return "Auto" }
 func (autoMethod) Order() int    { return Tsit5.Order() }
 func (autoMethod) ErrOrder() int { return Tsit5.ErrOrder() }
 func (autoMethod) steps(f *Field, fp *tape.Program) (*stepPrograms, error) {
-	return Tsit5.steps(f, fp)
+	return autoTsit5.steps(f, fp)
 }
 
 // methodByName returns the built-in method called name, or nil.

@@ -13,6 +13,10 @@ type AutoCase struct {
 	Name    string
 	P       ode.Problem
 	Methods []ode.Method
+
+	// RelTol and AbsTol are the case's tolerances; 0 means Auto's
+	// benchmark's, 1e-6 and 1e-9.
+	RelTol, AbsTol float64
 }
 
 // AutoCases returns Method Auto's benchmark ensembles of n trajectories
@@ -37,10 +41,30 @@ func AutoCases(n int) []AutoCase {
 	}
 	rob := ode.Problem{Field: rb.Field, N: n, Y0: rb.Y0, P: rp, T0: rb.T0, T1: rb.T1}
 	return []AutoCase{
-		{"vdp", vdp(0.5, 1.5, 10, false), []ode.Method{ode.Tsit5, ode.Rodas5P, ode.Auto}},
-		{"robertson", rob, []ode.Method{ode.Rodas5P, ode.Auto}},
-		{"vdp-stiff", vdp(500, 1000, 2, true), []ode.Method{ode.Rodas5P, ode.Auto}},
-		{"mixed", mixed, []ode.Method{ode.Tsit5, ode.Rodas5P, ode.Auto}},
+		{Name: "vdp", P: vdp(0.5, 1.5, 10, false), Methods: []ode.Method{ode.Tsit5, ode.Rodas5P, ode.Auto}},
+		{Name: "robertson", P: rob, Methods: []ode.Method{ode.Rodas5P, ode.Auto}},
+		{Name: "vdp-stiff", P: vdp(500, 1000, 2, true), Methods: []ode.Method{ode.Rodas5P, ode.Auto}},
+		{Name: "mixed", P: mixed, Methods: []ode.Method{ode.Tsit5, ode.Rodas5P, ode.Auto}},
+	}
+}
+
+// AutoTightCases returns Method Auto's benchmark ensembles of n
+// trajectories at a tight tolerance, where Auto's stiffness test must fire
+// early for Auto to stay near Rodas5P: Robertson's kinetics (k1 =
+// linspace(0.03, 0.05), the classic k2, k3) to t = 1e11 at rtol 1e-8,
+// atol 1e-30 (purely relative; y2 falls to 1e-13), the Bari test set's
+// ROBER. Tsit5 is left out (its solve runs at its stability limit for
+// 1e11 time units).
+func AutoTightCases(n int) []AutoCase {
+	rb := problems.Robertson()
+	k1 := problems.LinSpace(make([]float64, n), 0.03, 0.05)
+	rp := make([]float64, 3*n)
+	for i := range n {
+		rp[3*i], rp[3*i+1], rp[3*i+2] = k1[i], rb.P[1], rb.P[2]
+	}
+	rob := ode.Problem{Field: rb.Field, N: n, Y0: rb.Y0, P: rp, T0: rb.T0, T1: 1e11}
+	return []AutoCase{
+		{Name: "robertson-1e-8", P: rob, Methods: []ode.Method{ode.Rodas5P, ode.Auto}, RelTol: 1e-8, AbsTol: 1e-30},
 	}
 }
 
@@ -61,7 +85,11 @@ func AutoCases(n int) []AutoCase {
 //
 // The target: Auto within 1.5× of the better of Tsit5 and Rodas5P.
 func Auto(b *testing.B, n int, engine string, autoEngines ...string) {
-	for _, c := range AutoCases(n) {
+	for _, c := range append(AutoCases(n), AutoTightCases(n)...) {
+		rtol, atol := 1e-6, 1e-9
+		if c.RelTol != 0 {
+			rtol, atol = c.RelTol, c.AbsTol
+		}
 		for _, op := range []string{"solve", "grad"} {
 			for _, m := range c.Methods {
 				if c.Name == "mixed" && op == "grad" && m == ode.Tsit5 {
@@ -78,7 +106,7 @@ func Auto(b *testing.B, n int, engine string, autoEngines ...string) {
 					}
 					b.Run(c.Name+"/"+op+"/"+name, func(b *testing.B) {
 						p := c.P
-						sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: m, RelTol: 1e-6, AbsTol: 1e-9, Engine: e})
+						sv, err := ode.NewSolver(p.Field, &ode.Settings{Method: m, RelTol: rtol, AbsTol: atol, Engine: e})
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -50,7 +50,7 @@ The layout's hooks define what the driver loop (gs_body) needs of it:
 // The same text is host C++: without GS_CUDA the kernel is a loop over
 // the trajectories and the warp reductions are plain sums.
 //
-// Kernel {{.Name}} of method {{.Method}} (fingerprint {{.Fingerprint}}), layout {{.Layout}}: {{.Key}}
+// Kernel {{.Name}} of method {{.Method}}{{if .Variant}} (plan variant {{.Variant}}){{end}} (fingerprint {{.Fingerprint}}), layout {{.Layout}}: {{.Key}}
 #define GS_KERNEL_NAME {{.Name}}
 // The state, per-trajectory and shared parameters, save times.
 #define GS_D {{.D}}

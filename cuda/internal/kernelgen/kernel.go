@@ -703,7 +703,7 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 	if !v.Lanes && (!v.Wide || v.SplitUnits) {
 		src.splitFrom, src.splitUnits = v.SplitFrom, v.SplitUnits
 	}
-	k := &kernelPlan{Config: v, Name: KernelName, Method: pl.Method, Fingerprint: pl.Fingerprint,
+	k := &kernelPlan{Config: v, Name: KernelName, Method: pl.Method, Variant: pl.Variant, Fingerprint: pl.Fingerprint,
 		D: pl.Dim, NP: pl.Params, NS: pl.Shared, FSAL: pl.FSAL,
 		Dense: v.Saves > 0 && pl.DenseStep != nil, DenseTerms: pl.DenseTerms,
 		SharedAcc: v.SharedAcc(pl.Shared, prec), Xpose: v.Xpose(pl.Shared), Stage: src.Stage,
@@ -764,8 +764,9 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 type kernelPlan struct {
 	Config
 	Name, Method, Fingerprint string
-	D, NP, NS                 int  // state, per-trajectory and shared parameters
-	FSAL                      bool // the method's Trial takes k1
+	Variant                   string // ode.Plan.Variant: "" for the method's own programs ("auto": Method Auto's Tsit5 trial)
+	D, NP, NS                 int    // state, per-trajectory and shared parameters
+	FSAL                      bool   // the method's Trial takes k1
 	// Dense reports that save times are read from the continuous
 	// extension of the steps they lie on (Plan.DenseStep, of DenseTerms
 	// terms), else each is a step of its own (ode.SaveStep).
