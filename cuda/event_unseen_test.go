@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -148,6 +149,58 @@ func nearTangentCase(m ode.Method) engineCase {
 	}
 }
 
+// t1sDosesCase is the timed dose with an end time per trajectory
+// (Problem.T1s): doses before, at and after each trajectory's end, save
+// times up to the earliest end.
+func t1sDosesCase(m ode.Method) engineCase {
+	c := spanEdgesCase(m, 0)
+	tds, t1s := []float64{0.5, 1, 1.5, 2.5, 1.2}, []float64{1, 1, 2, 2, 1.2}
+	p := make([]float64, 2*len(tds))
+	for i, td := range tds {
+		p[2*i], p[2*i+1] = 0.7, td
+	}
+	c.name = "t1s-doses-" + m.Name()
+	c.prob.N, c.prob.P, c.prob.T1, c.prob.T1s, c.prob.SaveAt = len(tds), p, 0, t1s, []float64{0.25, 0.5, 1}
+	return c
+}
+
+// chainCase is a linear chain of d compartments (y_0' = −k·y_0, y_j' =
+// k·y_{j−1} − k·y_j, k per trajectory), refilled with the amount p[1]
+// when the last rises to 0.02 (a jump into the first) and stopped when
+// the first falls to 0.001 (one refill, then the stop): a state larger than the other cases',
+// with a Rosenbrock method's d×d LU in each thread.
+func chainCase(d int, m ode.Method) engineCase {
+	f := ode.Field{Name: "chain", Dim: d, Params: 2, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		out := []tape.V{p[0].Neg().Mul(y[0])}
+		for j := 1; j < d; j++ {
+			out = append(out, p[0].Mul(y[j-1].Sub(y[j])))
+		}
+		return out
+	}}
+	evs := []ode.Event{
+		{Name: "refill", Direction: 1, G: func(_ tape.V, y, _ []tape.V) tape.V { return y[d-1].AddC(-0.02) },
+			Apply: func(_ tape.V, y, p []tape.V) []tape.V {
+				out := append([]tape.V(nil), y...)
+				out[0] = y[0].Add(p[1])
+				return out
+			}},
+		{Name: "empty", Direction: -1, Terminal: true, G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0].AddC(-1e-3) }},
+	}
+	const n = 5
+	y0, p := make([]float64, d*n), make([]float64, 2*n)
+	for i := 0; i < n; i++ {
+		y0[d*i] = 1
+		p[2*i], p[2*i+1] = 2+0.5*float64(i), 0.3+0.1*float64(i)
+	}
+	return engineCase{
+		name: fmt.Sprintf("chain-%d-%s", d, m.Name()),
+		prob: ode.Problem{Field: f, N: n, Y0: y0, P: p, T1: 30, SaveAt: []float64{0.5, 1, 2}},
+		set:  ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: evs},
+		loss: ode.SumSquares(),
+		tol:  1e-10,
+	}
+}
+
 // TestHostEventUnseen runs the cases above on the host engine against
 // the CPU: events, steps, states, saves and gradients (shared ones
 // included), and for the trajectory past MaxEvents its status, time and
@@ -162,7 +215,8 @@ func TestHostEventUnseen(t *testing.T) {
 // gpu set, to 1e-10 with the steps' drift logged, as testEventCases).
 func testEventUnseen(t *testing.T, engine string, gpu bool) {
 	for _, c := range []engineCase{stiffPKCase(ode.Rodas5P), stiffPKCase(ode.Rosenbrock23), kickedOscCase(ode.Vern7),
-		manyRefillsCase(ode.Tsit5, false), spanEdgesCase(ode.Rodas5P, 0), spanEdgesCase(ode.Tsit5, 1e6), nearTangentCase(ode.Tsit5), nearTangentCase(ode.Rodas5P)} {
+		manyRefillsCase(ode.Tsit5, false), spanEdgesCase(ode.Rodas5P, 0), spanEdgesCase(ode.Tsit5, 1e6), nearTangentCase(ode.Tsit5), nearTangentCase(ode.Rodas5P),
+		t1sDosesCase(ode.Vern7), chainCase(12, ode.Rodas5P)} {
 		t.Run(c.name, func(t *testing.T) {
 			o := eventOps
 			// The stiff model's late steps (Rodas5P) and the
@@ -176,6 +230,18 @@ func testEventUnseen(t *testing.T, engine string, gpu bool) {
 				c.tol, o.knife, o.drift = max(c.tol, 1e-10), max(1, c.prob.N/20), true
 			}
 			compareEngines(t, engine, c, o)
+			if c.prob.Field.Name != "chain" {
+				return
+			}
+			sol, err := c.solver(t, engine).Solve(&c.prob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range sol.Events {
+				if e != 2 || sol.T[i] >= c.prob.T1 {
+					t.Errorf("trajectory %d: %d events, ends at %v; want a refill and the stop", i, e, sol.T[i])
+				}
+			}
 		})
 	}
 	c := manyRefillsCase(ode.Tsit5, true)
