@@ -566,7 +566,9 @@ func TestEventManyNearMax(t *testing.T) {
 // T0 + 1e-300), inside the last (T1 − 1e-12, the float before T1), on
 // spans far from zero ([1e6, 1e6 + 2], [−1e6 − 2, −1e6]: the event time
 // resolves to the spacing of floats there, 1e-10). A condition zero at T0
-// and a span with T1 < T0 are refused with errors that say so.
+// and a span with T1 < T0 are refused with errors that say so (the latter
+// how to integrate backward, events included: conditions in the reversed
+// time z(s) = y(−s) cross in the other direction).
 func TestEventSpanEdges(t *testing.T) {
 	t.Parallel()
 	f, ev := timedDose()
@@ -608,8 +610,24 @@ func TestEventSpanEdges(t *testing.T) {
 			t.Errorf("%s: a condition zero at T0: error %v", m.Name(), err)
 		}
 		_, err = sv.Solve(&ode.Problem{Field: f, N: 1, Y0: []float64{1}, P: []float64{k, 1}, T0: 2, T1: 0})
-		if err == nil || !strings.Contains(err.Error(), "forward in time only") {
+		if err == nil || !strings.Contains(err.Error(), "forward in time only") || !strings.Contains(err.Error(), "flip its Direction") {
 			t.Errorf("%s: T1 < T0: error %v", m.Name(), err)
+		}
+		// The error's recipe: from y(2) back to y(0) = 1 as z(s) =
+		// y(−s), z' = k·z on [−2, 0], the dose's condition −s − td
+		// falling, its jump undone.
+		back := ode.Field{Name: "growth", Dim: 1, Params: 2, F: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{p[0].Mul(y[0])} }}
+		undo := ode.Event{Name: "undose", Direction: -ev.Direction, G: func(s tape.V, _, p []tape.V) tape.V { return s.Neg().Sub(p[1]) },
+			Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0].AddC(-1)} }}
+		y2 := math.Exp(-2*k) + math.Exp(-k)
+		sol, err := solverT(t, back, &ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{undo}}).
+			Solve(&ode.Problem{Field: back, N: 1, Y0: []float64{y2}, P: []float64{k, 1}, T0: -2, T1: 0})
+		btol := 1e-9
+		if m == ode.Rosenbrock23 {
+			btol = 1e-6
+		}
+		if err != nil || sol.Events[0] != 1 || math.Abs(sol.Y[0]-1) > btol {
+			t.Errorf("%s: backward: %v, %v events, y(0) = %v, want 1 after 1", m.Name(), err, sol.Events, sol.Y)
 		}
 	}
 }
