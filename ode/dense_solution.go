@@ -24,6 +24,11 @@ import (
 // Memory: 8·(2 + Dim·(1 + DenseTerms)) bytes a step (Tsit5, Dim 4: 176;
 // Vern7, Dim 4: 272), Bytes in all, at most Settings.MemoryLimit.
 // A DenseSolution is safe for concurrent use by Evaluate.
+//
+// Evaluate's values have no derivative: for the gradient of a loss of
+// states at given times, give the times as Problem.SaveAt to Grad, which
+// reads them from the same extension and differentiates it exactly (with
+// respect to the event times too).
 type DenseSolution struct {
 	*Solution
 	// T0 is the start of every trajectory's span; Solution.T holds their
