@@ -576,7 +576,9 @@ func TestEventManyNearMax(t *testing.T) {
 // form of y(T1) and ∂y(T1)²/∂td: inside the first step (td = T0 + 1e-12,
 // T0 + 1e-300), inside the last (T1 − 1e-12, the float before T1), on
 // spans far from zero ([1e6, 1e6 + 2], [−1e6 − 2, −1e6]: the event time
-// resolves to the spacing of floats there, 1e-10). A condition zero at T0
+// resolves to the spacing of floats there, 1e-10), there too in the first
+// and last steps (the float after T0, T0 + 1e-6, T1 − 1e-6, the float
+// before T1). A condition zero at T0
 // and a span with T1 < T0 are refused with errors that say so (the latter
 // how to integrate backward, events included: conditions in the reversed
 // time z(s) = y(−s) cross in the other direction).
@@ -594,6 +596,10 @@ func TestEventSpanEdges(t *testing.T) {
 		{"last-ulp", 0, 2, math.Nextafter(2, 0)},
 		{"far", 1e6, 1e6 + 2, 1e6 + 0.7},
 		{"far-negative", -1e6 - 2, -1e6, -1e6 - 1.3},
+		{"far-first-ulp", 1e6, 1e6 + 2, math.Nextafter(1e6, 2e6)},
+		{"far-first-1e-6", 1e6, 1e6 + 2, 1e6 + 1e-6},
+		{"far-last-1e-6", 1e6, 1e6 + 2, 1e6 + 2 - 1e-6},
+		{"far-last-ulp", 1e6, 1e6 + 2, math.Nextafter(1e6+2, 0)},
 	}
 	for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23} {
 		sv := solverT(t, f, &ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: []ode.Event{ev}})
@@ -847,5 +853,110 @@ func TestDenseAutoAccuracy(t *testing.T) {
 		if switched == 0 || dense > 10*atMesh || around > 2*atMesh {
 			t.Errorf("RelTol %g: %d of %d switched; largest error of Evaluate %.2g, around the switch %.2g, of the mesh states %.2g", rtol, switched, n, dense, around, atMesh)
 		}
+	}
+}
+
+// rectifier is a stiff forced relaxation u' = −λ·(u − A·cos t) (λ per
+// trajectory, 100–1000) whose event "flip" (u falls through c, c per
+// trajectory) reverses the forcing's sign A (a state: the jump leaves u,
+// the condition's component, alone), and a terminal "stop" at t = Tend:
+// p = (λ, c, Tend), y = (u, A, s) with s' = 1 the time (for the
+// reference's autonomous flow; the field reads t itself, so the
+// Rosenbrock steps' ∂f/∂t enters the event steps).
+func rectifier() (ode.Field, []ode.Event, refProblem) {
+	f := ode.Field{Name: "rectifier", Dim: 3, Params: 3, Stiff: true, F: func(t tape.V, y, p []tape.V) []tape.V {
+		return []tape.V{p[0].Neg().Mul(y[0].Sub(y[1].Mul(t.Cos()))), y[1].Const(0), y[1].Const(1)}
+	}}
+	evs := []ode.Event{
+		{Name: "flip", Direction: -1, G: func(_ tape.V, y, p []tape.V) tape.V { return y[0].Sub(p[1]) },
+			Apply: func(_ tape.V, y, _ []tape.V) []tape.V { return []tape.V{y[0], y[1].Neg(), y[2]} }},
+		{Name: "stop", Direction: 1, Terminal: true, G: func(t tape.V, _, p []tape.V) tape.V { return t.Sub(p[2]) }},
+	}
+	// The forced part P(t) = λ·(λ·cos t + sin t)/(λ² + 1) per unit A.
+	forced := func(l, t float64) float64 { return l * (l*math.Cos(t) + math.Sin(t)) / (l*l + 1) }
+	ref := refProblem{scan: 1e-3,
+		flow: func(y, p []float64, tau float64) []float64 {
+			l, a, s := p[0], y[1], y[2]
+			return []float64{(y[0]-a*forced(l, s))*math.Exp(-l*tau) + a*forced(l, s+tau), a, s + tau}
+		},
+		events: []refEvent{
+			{g: func(_ float64, y, p []float64) float64 { return y[0] - p[1] }, dir: -1,
+				apply: func(_ float64, y, _ []float64) []float64 { return []float64{y[0], -y[1], y[2]} }},
+			{g: func(t float64, _, p []float64) float64 { return t - p[2] }, dir: 1, terminal: true},
+		},
+	}
+	return f, evs, ref
+}
+
+// TestEventStiffForced checks events on a stiff non-autonomous field
+// (rectifier: two or three flips, then the stop) with Rodas5P and
+// Rosenbrock23 against the closed-form reference: event times, final
+// states, and the gradient of the final states' squares with respect to
+// u0, A0, λ, c and Tend (central differences of the reference).
+func TestEventStiffForced(t *testing.T) {
+	t.Parallel()
+	f, evs, ref := rectifier()
+	const n, T = 5, 12.0
+	rng := rand.New(rand.NewPCG(52, 11))
+	y0, p := make([]float64, 3*n), make([]float64, 3*n)
+	for i := 0; i < n; i++ {
+		y0[3*i], y0[3*i+1] = 0.5+rng.Float64(), 0.8+0.4*rng.Float64()
+		p[3*i], p[3*i+1], p[3*i+2] = 100+900*rng.Float64(), 0.4*rng.Float64()-0.2, 7+4*rng.Float64()
+	}
+	pr := ode.Problem{Field: f, N: n, Y0: y0, P: p, T1: T}
+	for _, m := range []ode.Method{ode.Rodas5P, ode.Rosenbrock23} {
+		t.Run(m.Name(), func(t *testing.T) {
+			t.Parallel()
+			sv := solverT(t, f, &ode.Settings{Method: m, RelTol: 1e-10, AbsTol: 1e-12, Events: evs})
+			mesh, _, err := sv.Record(&pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := sv.Grad(nil, &pr, ode.SumSquares(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tolT, tolG := 1e-9, 1e-6
+			if m == ode.Rosenbrock23 {
+				tolT, tolG = 1e-6, 1e-4
+			}
+			wT, wG := 0.0, 0.0
+			for i := 0; i < n; i++ {
+				want := ref.solve(y0[3*i:3*i+3], p[3*i:3*i+3], 0, T, nil)
+				got, which := eventTimes(mesh, i)
+				if len(got) != len(want.times) || len(got) < 3 {
+					t.Errorf("trajectory %d: events %v at %v, reference %v at %v", i, which, got, want.which, want.times)
+					continue
+				}
+				for k := range got {
+					wT = max(wT, math.Abs(got[k]-want.times[k])/want.times[k])
+					if which[k] != want.which[k] || math.Abs(got[k]-want.times[k]) > tolT*want.times[k] {
+						t.Errorf("trajectory %d: event %d: %s at %.15g, reference %s at %.15g", i, k, evs[which[k]].Name, got[k], evs[want.which[k]].Name, want.times[k])
+					}
+				}
+				xs := [][]float64{y0[3*i : 3*i+3], p[3*i : 3*i+3]}
+				gs := [][]float64{g.Y0[3*i : 3*i+3], g.P[3*i : 3*i+3]}
+				for w, x := range xs {
+					for k := range x {
+						if w == 0 && k == 2 {
+							continue // s0 = T0 = 0: the clock, not an input
+						}
+						hk := 1e-6 * math.Max(1, math.Abs(x[k]))
+						at := func(dx float64) float64 {
+							xx := [][]float64{append([]float64(nil), xs[0]...), append([]float64(nil), xs[1]...)}
+							xx[w][k] += dx
+							o := ref.solve(xx[0], xx[1], 0, T, nil)
+							return o.y[0]*o.y[0] + o.y[1]*o.y[1] + o.y[2]*o.y[2]
+						}
+						fd := (at(hk) - at(-hk)) / (2 * hk)
+						wG = max(wG, math.Abs(gs[w][k]-fd)/math.Max(1, math.Abs(fd)))
+						if got := gs[w][k]; math.Abs(got-fd) > tolG*math.Max(1, math.Abs(fd)) {
+							t.Errorf("trajectory %d: ∂L/∂%s[%d] = %.10g, reference %.10g", i, []string{"y0", "p"}[w], k, got, fd)
+						}
+					}
+				}
+			}
+			t.Logf("%s: event times within %.2g relative, gradients %.2g", m.Name(), wT, wG)
+		})
 	}
 }
