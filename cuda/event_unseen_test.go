@@ -109,8 +109,8 @@ func manyRefillsCase(m ode.Method, over bool) engineCase {
 
 // spanEdgesCase is the timed dose (y' = −k·y, a dose of 1 at td per
 // trajectory) with doses inside the first step (the float after T0, T0 +
-// 1e-12·max(1, |T0|)) and the last (T1 − 1e-12·max(1, |T0|), the float
-// before T1), on [T0, T0 + 2].
+// 1e-12·max(1, |T0|), and 1e-300 where T0 = 0) and the last (T1 −
+// 1e-12·max(1, |T0|), the float before T1), on [T0, T0 + 2].
 func spanEdgesCase(m ode.Method, T0 float64) engineCase {
 	f := ode.Field{Name: "decay", Dim: 1, Params: 2, F: func(_ tape.V, y, p []tape.V) []tape.V {
 		return []tape.V{p[0].Neg().Mul(y[0])}
@@ -120,6 +120,12 @@ func spanEdgesCase(m ode.Method, T0 float64) engineCase {
 	T1 := T0 + 2
 	s := math.Max(1, math.Abs(T0))
 	tds := []float64{math.Nextafter(T0, T1), T0 + 1e-12*s, T1 - 1e-12*s, math.Nextafter(T1, T0), T0 + 0.7}
+	if T0 == 0 {
+		// A root 1e-300 of the bracket's width from its end: the
+		// secant runs from the nearer end (else it cancels, and
+		// bisection stops 100 halvings short).
+		tds = append(tds, 1e-300)
+	}
 	p := make([]float64, 2*len(tds))
 	for i, td := range tds {
 		p[2*i], p[2*i+1] = 0.7, td
@@ -230,6 +236,33 @@ func rectifierCase(m ode.Method) engineCase {
 	}
 }
 
+// checkTimedDoses checks that engine's record of spanEdgesCase c puts
+// each dose at its time td (a condition of time, located exactly: within
+// an ulp of td, or at the smallest step from T0 for a dose 1 ulp after
+// it), which compareEngines's mesh check, within 1e-8 of the span, does
+// not resolve near T0 = 0.
+func checkTimedDoses(t *testing.T, c engineCase, engine string) {
+	t.Helper()
+	m, _, err := c.solver(t, engine).Record(&c.prob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostMesh(t, m)
+	for i := 0; i < m.N; i++ {
+		td, tt, at := c.prob.P[2*i+1], m.T0, math.NaN()
+		for s := 0; s < m.Len[i]; s++ {
+			tt += m.H[s*m.N+i]
+			if m.Events[s*m.N+i] > 0 {
+				at = tt
+				break
+			}
+		}
+		if !(math.Abs(at-td) <= 2*(math.Nextafter(math.Abs(td), math.Inf(1))-math.Abs(td))) && td != math.Nextafter(m.T0, c.prob.T1) {
+			t.Errorf("trajectory %d: dose at %v, want %v", i, at, td)
+		}
+	}
+}
+
 // TestHostEventUnseen runs the cases above on the host engine against
 // the CPU: events, steps, states, saves and gradients (shared ones
 // included), and for the trajectory past MaxEvents its status, time and
@@ -260,6 +293,9 @@ func testEventUnseen(t *testing.T, engine string, gpu bool) {
 				c.tol, o.knife, o.drift = max(c.tol, 1e-10), max(1, c.prob.N/20), true
 			}
 			compareEngines(t, engine, c, o)
+			if c.prob.Field.Name == "decay" && c.prob.T1s == nil {
+				checkTimedDoses(t, c, engine)
+			}
 			if c.prob.Field.Name != "chain" {
 				return
 			}

@@ -573,8 +573,12 @@ func TestEventManyNearMax(t *testing.T) {
 
 // TestEventSpanEdges checks a timed dose (timedDose: y' = −k·y, a dose of
 // 1 at td) at the edges of the span, every method, against the closed
-// form of y(T1) and ∂y(T1)²/∂td: inside the first step (td = T0 + 1e-12,
-// T0 + 1e-300), inside the last (T1 − 1e-12, the float before T1), on
+// form of y(T1) and ∂y(T1)²/∂td, and the dense solution just before and
+// at the dose: inside the first step (td = T0 + 1e-12, T0 + 1e-300: the
+// root 1e-300 of a bracket's width from its end; the secant from the far
+// end cancelled to the end itself, and after 100 bisections the event
+// stood at 7e-48, before which Evaluate gave the state without the dose),
+// inside the last (T1 − 1e-12, the float before T1), on
 // spans far from zero ([1e6, 1e6 + 2], [−1e6 − 2, −1e6]: the event time
 // resolves to the spacing of floats there, 1e-10), there too in the first
 // and last steps (the float after T0, T0 + 1e-6, T1 − 1e-6, the float
@@ -620,6 +624,18 @@ func TestEventSpanEdges(t *testing.T) {
 			}
 			if got := g.P[1]; math.Abs(got-dtd) > tol*10*dtd {
 				t.Errorf("%s %s: ∂L/∂td = %.12g, closed form %.12g", m.Name(), c.name, got, dtd)
+			}
+			// The dense solution at the dose (after it) and at the float
+			// before (before it).
+			ds, err := sv.SolveDense(&ode.Problem{Field: f, N: 1, Y0: []float64{1}, P: []float64{k, c.td}, T0: c.T0, T1: c.T1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := math.Nextafter(c.td, c.T0)
+			for _, at := range []struct{ tau, want float64 }{{c.td, math.Exp(-k*(c.td-c.T0)) + 1}, {before, math.Exp(-k * (before - c.T0))}} {
+				if got, err := ds.Evaluate(nil, 0, at.tau); err != nil || math.Abs(got[0]-at.want) > tol*10 {
+					t.Errorf("%s %s: Evaluate(%v) = %v (%v), closed form %.15g", m.Name(), c.name, at.tau, got, err, at.want)
+				}
 			}
 		}
 		_, err := sv.Solve(&ode.Problem{Field: f, N: 1, Y0: []float64{1}, P: []float64{k, 0}, T1: 2})
