@@ -548,7 +548,16 @@ func illinois(lo, hi, g0, g1 []float64, active []bool, f func([]float64) ([]floa
 			// lo, where the condition has either sign (the state of an
 			// event step lies past its root by rounding), and would take
 			// the bracket down to lo, the event to a step of size 0.
+			// The secant runs from the end nearer the root (the smaller
+			// |g|): from the other, hi − (hi − root) cancels to hi or lo
+			// where the root lies within rounding of hi − lo from one
+			// end (an event 1e-300 after T0 = 0 in a bracket of 1e-3),
+			// and bisection from there stops at 100 halvings, 1e-30 of
+			// the bracket short of the root.
 			s := hi[k] - g1[k]*(hi[k]-lo[k])/(g1[k]-g0[k])
+			if math.Abs(g0[k]) < math.Abs(g1[k]) {
+				s = lo[k] - g0[k]*(hi[k]-lo[k])/(g1[k]-g0[k])
+			}
 			if !(s > lo[k] && s < hi[k]) || math.Abs(g0[k]) <= math.SmallestNonzeroFloat64 {
 				s = lo[k] + (hi[k]-lo[k])/2
 			}

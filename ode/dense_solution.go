@@ -28,6 +28,11 @@ import (
 // copies of its own of the ends, statuses and final states: the embedded
 // Solution may be changed, or passed to SolveTo as dst, without changing
 // what Evaluate returns.
+//
+// Evaluate's values have no derivative: for the gradient of a loss of
+// states at given times, give the times as Problem.SaveAt to Grad, which
+// reads them from the same extension and differentiates it exactly (with
+// respect to the event times too).
 type DenseSolution struct {
 	*Solution
 	// T0 is the start of every trajectory's span; Solution.T holds their

@@ -144,7 +144,7 @@ func TestDenseSolutionEvents(t *testing.T) {
 		{"terminal", floor, 0, 1.6, []float64{0.7, 0.85, 0.9}},
 		{"at rest", bounce, 6, 5, []float64{0.3, 0.85, 0.9}}, // trajectory 0 passes MaxEvents
 	} {
-		for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P} {
+		for _, m := range []ode.Method{ode.Tsit5, ode.Vern7, ode.Rodas5P, ode.Rosenbrock23} {
 			set := &ode.Settings{Method: m, RelTol: 1e-8, AbsTol: 1e-10, Events: []ode.Event{c.ev}, MaxEvents: c.max, AllowFailures: true}
 			sv := solverT(t, f, set)
 			pr := ode.Problem{Field: f, N: len(c.e), Y0: []float64{1, 0}, P: c.e, T1: c.T}

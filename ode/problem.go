@@ -35,7 +35,8 @@ type Problem struct {
 
 	// T0 and T1 bound the time span; T1 > T0 (the solvers integrate
 	// forward only: for backward integration solve z(s) = y(−s), z' =
-	// −F(−s, z, p) from −T0 to −T1), both finite, with T1 − T0
+	// −F(−s, z, p) from −T0 to −T1, an event's condition as G(−s, z, p)
+	// with its Direction flipped), both finite, with T1 − T0
 	// finite and at least 4ε·max(|T0|, |T1|), the smallest step the
 	// solver takes at those times (a span far from the origin, as
 	// [1e20, 1e20 + 1e5], resolves only steps of 4ε·|t|: shift the
@@ -678,7 +679,8 @@ func checkEndTime(f *Field, i int, t0, t1 float64) error {
 	switch {
 	case t1 < t0 && !math.IsInf(t1, 0):
 		return fmt.Errorf("ode: %s: end time %v of trajectory %d must be greater than T0 = %v: the solvers integrate forward in time only; "+
-			"to integrate backward, solve z' = −F(−s, z, p) (z(s) = y(−s)) from s = −T0 to −T1, whose end state is y(T1)", f.name(), t1, i, t0)
+			"to integrate backward, solve z' = −F(−s, z, p) (z(s) = y(−s)) from s = −T0 to −T1, whose end state is y(T1) "+
+			"(with events, write each condition of s, G(−s, z, p), and flip its Direction: a crossing that rises in t falls in s)", f.name(), t1, i, t0)
 	case t1 == t0:
 		return fmt.Errorf("ode: %s: end time %v of trajectory %d must be greater than T0 = %v: the span is empty (y(T0) is Y0)", f.name(), t1, i, t0)
 	case !(t1 > t0) || math.IsInf(t1, 0):

@@ -129,7 +129,10 @@ GS_DEVICE gs_real gs_ev_illinois(gs_real lo, gs_real hi, gs_real g0, gs_real g1,
     // Regula falsi within the bracket; bisection if it stalls, or if g0 is
     // the value a fired condition leaves with (GS_EV_TINY; or that halved),
     // no value of the condition (ode's illinois).
+    // The secant from the end nearer the root (the smaller |g|), which
+    // does not cancel where the root lies within rounding of one end.
     gs_real s = hi - g1 * (hi - lo) / (g1 - g0);
+    if (fabs(g0) < fabs(g1)) s = lo - g0 * (hi - lo) / (g1 - g0);
     if (!(s > lo && s < hi) || fabs(g0) <= (gs_real)GS_EV_TINY) s = lo + (hi - lo) / 2;
     const gs_real gx = f(s);
     if (gx != gx) break;
