@@ -68,9 +68,9 @@
 #   bash bench/gpu_pending.sh s51 (under 470 s): s49b's device tests with
 #     session 51's, Lorenz-96's kernels beside b9a028d, one round of the
 #     1,000-save calls with the deferred saves (-defer) and -divsaves.
-#   bash bench/gpu_pending.sh s52 (under 450 s): TestGPUWide and the save
+#   bash bench/gpu_pending.sh s52 (under 540 s): TestGPUWide and the save
 #     tests with the deferred saves by default, session 52's helpers' tests
-#     (S52_TESTS), the 1,000-save calls against -inline, Method Auto's
+#     (Method Auto's stiffness test, events on unseen cases), the 1,000-save calls against -inline, Method Auto's
 #     benchmark, Vern7's gradient compiled cold at -O1 and in full, and
 #     Nsight Compute's stalls of Lorenz-96 d = 256's gradient.
 #   bash bench/gpu_pending.sh s49src (under 5 minutes): Nsight Compute's
@@ -1008,7 +1008,7 @@ sum "$out/l/bsaves.log" "$out/l/bsaves7.log" | sort
 fi
 
 if [ "$part" = s52 ]; then
-# Session 52's last device call (under 450 s; S52_MAX): the device tests
+# Session 52's last device call (under 540 s; S52_MAX): the device tests
 # that session 52's first call cut (TestGPUWide, the save-time tests) with
 # the deferred saves now the default (deferByDefault) and session 52's
 # helpers' tests (Method Auto's scale-invariant stiffness test: H1; events:
@@ -1016,15 +1016,16 @@ if [ "$part" = s52 ]; then
 # Method Auto's benchmark with its tight-tolerance rows, the cold compile
 # of Vern7's 1,000-save gradient at -O1 and at full optimisation, and
 # Nsight Compute's stall samples of Lorenz-96 d = 256's gradient.
-MAX=${S52_MAX:-445}
+MAX=${S52_MAX:-530}
 tp wide 300 '^TestGPUWide$' &
 tp saves 300 '^(TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUSaveCots|TestGPUDeferSaves)$' &
-tp new52 300 "${S52_TESTS:-^(TestGPUAutoStiffTest|TestGPUAutoContinue|TestGPUAutoKeptGrads)\$}" &
+tp auto52 300 '^(TestGPUAutoStiffTest|TestGPUAutoContinue|TestGPUAutoKeptGrads|TestGPUEngineMoreProblems|TestGPUEnginePublished)$' &
+tp events52 300 '^(TestGPUEventUnseen|TestGPUEvents|TestGPUEventCases|TestGPUEventCoinciding|TestGPUEventsSaveEdges|TestGPUDenseSolution|TestGPUMultiEvents)$' &
 wait
-for f in wide saves new52; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
-t bsaves 45 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-inline|-defer)?$' -test.benchtime 20x
-t auto 60 -test.run '^$' -test.bench 'GPUAuto$' -test.benchtime 3x
-GRADSOLVE_CUDA_CACHE=/tmp/gs-cold-1 t cold7 60 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=1000/grad-kept(-full)?$' -test.benchtime 1x
+for f in wide saves auto52 events52; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+t bsaves 40 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-inline|-defer)?$' -test.benchtime 20x
+t auto 45 -test.run '^$' -test.bench '^BenchmarkGPUAuto$/^(vdp|mixed|robertson-1e-8)$/' -test.benchtime 3x
+GRADSOLVE_CUDA_CACHE=/tmp/gs-cold-1 t cold7 50 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=1000/grad-kept(-full)?$' -test.benchtime 1x
 echo "=== ncu source l96-256"
 timeout $((MAX - $(date +%s) + T0)) ncu --clock-control none -k regex:gs_engine --launch-skip 1 --launch-count 1 \
 	--section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
