@@ -1017,10 +1017,11 @@ if [ "$part" = s52 ]; then
 # of Vern7's 1,000-save gradient at -O1 and at full optimisation, and
 # Nsight Compute's stall samples of Lorenz-96 d = 256's gradient.
 MAX=${S52_MAX:-530}
-tp wide 300 '^TestGPUWide$' &
-tp saves 300 '^(TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUSaveCots|TestGPUDeferSaves)$' &
-tp auto52 300 '^(TestGPUAutoStiffTest|TestGPUAutoContinue|TestGPUAutoKeptGrads|TestGPUEngineMoreProblems|TestGPUEnginePublished)$' &
-tp events52 300 '^(TestGPUEventUnseen|TestGPUEvents|TestGPUEventCases|TestGPUEventCoinciding|TestGPUEventsSaveEdges|TestGPUDenseSolution|TestGPUMultiEvents)$' &
+TPS=${S52_TP:-300}
+tp wide $TPS '^TestGPUWide$' &
+tp saves $TPS '^(TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUSaveCots|TestGPUDeferSaves)$' &
+tp auto52 $TPS '^(TestGPUAutoStiffTest|TestGPUAutoContinue|TestGPUAutoKeptGrads|TestGPUEngineMoreProblems|TestGPUEnginePublished)$' &
+tp events52 $TPS '^(TestGPUEventUnseen|TestGPUEvents|TestGPUEventCases|TestGPUEventCoinciding|TestGPUEventsSaveEdges|TestGPUDenseSolution|TestGPUMultiEvents)$' &
 wait
 for f in wide saves auto52 events52; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
 t bsaves 40 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-inline|-defer)?$' -test.benchtime 20x
