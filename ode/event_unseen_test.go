@@ -806,10 +806,13 @@ func TestDenseEventAccuracy(t *testing.T) {
 // TestDenseAutoAccuracy checks DenseSolution.Evaluate across Method
 // Auto's switch against the closed form: stiffPK's field without events
 // (absorption 200–1000), 16 points in every step, at RelTol 1e-6 and
-// 1e-8 (where trajectories switch to Rodas5P before the end): its error
-// is within 10× the mesh states' (measured 5.7× and 5.4×, from Rodas5P's
-// extension after the switch), and at the steps around the switch within
-// 2× the mesh states'.
+// 1e-8 (where trajectories switch to Rodas5P before the end): on the
+// Tsit5 steps before the switch within 10× the mesh states' error, on
+// the Rodas5P steps after it within 40× (bench/RESULTS.md's bound for
+// Rodas5P's order-4 extension, coarser than its steps: measured 5.7× and
+// 5.4× with session 51's switch points, 10.9× at 1e-8 with Auto's own
+// stiffness test, which switches earlier), and at the steps around the
+// switch within 2× the mesh states'.
 func TestDenseAutoAccuracy(t *testing.T) {
 	t.Parallel()
 	f, _, ref := stiffPK()
@@ -836,7 +839,7 @@ func TestDenseAutoAccuracy(t *testing.T) {
 		if mesh.Switch == nil {
 			t.Fatalf("RelTol %g: no trajectory switched", rtol)
 		}
-		atMesh, dense, around, switched := 0.0, 0.0, 0.0, 0
+		atMesh, dense, denseStiff, around, switched := 0.0, 0.0, 0.0, 0.0, 0
 		for i := 0; i < n; i++ {
 			pi := append(append([]float64(nil), p[3*i:3*i+3]...), shared...)
 			tm := meshTimes(mesh, i)
@@ -854,9 +857,12 @@ func TestDenseAutoAccuracy(t *testing.T) {
 					w := ref.flow(y0[2*i:2*i+2], pi, tau)
 					for x := 0; x < 2; x++ {
 						e := math.Abs(got[x] - w[x])
-						if q == 0 {
+						switch {
+						case q == 0:
 							atMesh = max(atMesh, e)
-						} else {
+						case k >= sw:
+							denseStiff = max(denseStiff, e)
+						default:
 							dense = max(dense, e)
 						}
 						if k >= sw-2 && k <= sw+1 {
@@ -866,9 +872,11 @@ func TestDenseAutoAccuracy(t *testing.T) {
 				}
 			}
 		}
-		if switched == 0 || dense > 10*atMesh || around > 2*atMesh {
-			t.Errorf("RelTol %g: %d of %d switched; largest error of Evaluate %.2g, around the switch %.2g, of the mesh states %.2g", rtol, switched, n, dense, around, atMesh)
+		if switched == 0 || dense > 10*atMesh || denseStiff > 40*atMesh || around > 2*atMesh {
+			t.Errorf("RelTol %g: %d of %d switched; largest error of Evaluate on Tsit5's steps %.2g, on Rodas5P's %.2g, around the switch %.2g, of the mesh states %.2g",
+				rtol, switched, n, dense, denseStiff, around, atMesh)
 		}
+		t.Logf("RelTol %g: largest error of Evaluate on Tsit5's steps %.2g (%.1f× the mesh states'), on Rodas5P's %.2g (%.1f×)", rtol, dense, dense/atMesh, denseStiff, denseStiff/atMesh)
 	}
 }
 
