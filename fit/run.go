@@ -478,44 +478,14 @@ func (r *runner) init() error {
 	if c == nil {
 		return nil
 	}
-	switch {
-	case c.Fit != "" && c.Fit != f.ID():
-		return badInput(fmt.Errorf("fit: Resume: the checkpoint is of another fit (id %.12s…, this fit's %.12s…: a different field, N, Fits or Vars): resume with the checkpoint of this fit, or clear Checkpoint.Fit to carry its values over", c.Fit, f.ID()))
-	case len(c.X) != f.Len():
-		return badInput(fmt.Errorf("fit: Resume: the checkpoint has %d values, the fit %d: resume with the checkpoint of this fit", len(c.X), f.Len()))
-	case c.Step < 0 || c.Step != r.opt.Steps():
-		return badInput(fmt.Errorf("fit: Resume: the checkpoint is at step %d but the optimiser has taken %d steps: load the optimiser state saved with the checkpoint", c.Step, r.opt.Steps()))
-	case c.MeshX != nil && (len(c.MeshX) != f.Len() || c.MeshStep < 0 || c.MeshStep > c.Step):
-		return badInput(fmt.Errorf("fit: Resume: the checkpoint's mesh values (%d, at step %d) do not fit a fit of %d values at step %d", len(c.MeshX), c.MeshStep, f.Len(), c.Step))
-	case c.BestX != nil && len(c.BestX) != f.Len():
-		return badInput(fmt.Errorf("fit: Resume: the checkpoint's best values have length %d, want %d", len(c.BestX), f.Len()))
-	case c.Stale < 0:
-		return badInput(fmt.Errorf("fit: Resume: the checkpoint's patience count %d is negative", c.Stale))
-	case math.IsNaN(c.BestLoss) || math.IsInf(c.BestLoss, -1):
-		// No loss improves on it: the fit would keep no best values and
-		// stop for no progress.
-		return badInput(fmt.Errorf("fit: Resume: the checkpoint's best loss is %v; want a number or +Inf (none yet): the checkpoint is damaged", c.BestLoss))
-	case c.BestStep < -1 || c.BestStep > c.Step:
-		return badInput(fmt.Errorf("fit: Resume: the checkpoint's best step %d is outside [-1, %d]: the checkpoint is damaged", c.BestStep, c.Step))
-	}
-	// The values it resumes from, returns as the best, and records the
-	// mesh at: each a fit's values, finite.
-	for _, v := range []struct {
-		what string
-		x    []float64
-	}{{"x", c.X}, {"best values BestX", c.BestX}, {"mesh values MeshX", c.MeshX}} {
-		if i := finite.First(v.x); i >= 0 {
-			return badInput(fmt.Errorf("fit: Resume: the checkpoint's %s[%d] (%s) is %v: the checkpoint is damaged", v.what, i, f.blockOf(i), v.x[i]))
-		}
+	if err := f.checkResume(c, r.opt.Steps()); err != nil {
+		return badInput(err)
 	}
 	copy(r.x, c.X)
 	r.k0 = c.Step
 	r.res.Start, r.res.Steps = c.Step, c.Step
 	r.res.BestLoss, r.res.BestStep, r.res.BestX, r.stale = c.BestLoss, c.BestStep, slices.Clone([]float64(c.BestX)), c.Stale
 	for _, s := range c.Failed {
-		if s.Fit < 0 || s.Fit >= f.b || s.Step < 0 || s.Step > c.Step {
-			return badInput(fmt.Errorf("fit: Resume: the checkpoint names failed fit %d (at step %d) of %d fits at step %d", s.Fit, s.Step, f.b, c.Step))
-		}
 		r.fail(s.Fit, s.Step, errors.New(s.Reason))
 	}
 	if c.MeshX != nil && !set.remesh(c.Step) {
@@ -530,6 +500,48 @@ func (r *runner) init() error {
 		r.res.RecordTime += g.RecordTime
 		r.res.GradTime += g.GradTime
 		f.g = nil // the mesh is kept: the next record must not write into it
+	}
+	return nil
+}
+
+// checkResume checks checkpoint c against fit f and the optimiser's
+// steps taken (steps) before a Run resumes from it: its errors are about
+// the caller's checkpoint (Run wraps them in ode.ErrInput).
+func (f *Fitter) checkResume(c *Checkpoint, steps int) error {
+	switch {
+	case c.Fit != "" && c.Fit != f.ID():
+		return fmt.Errorf("fit: Resume: the checkpoint is of another fit (id %.12s…, this fit's %.12s…: a different field, N, Fits or Vars): resume with the checkpoint of this fit, or clear Checkpoint.Fit to carry its values over", c.Fit, f.ID())
+	case len(c.X) != f.Len():
+		return fmt.Errorf("fit: Resume: the checkpoint has %d values, the fit %d: resume with the checkpoint of this fit", len(c.X), f.Len())
+	case c.Step < 0 || c.Step != steps:
+		return fmt.Errorf("fit: Resume: the checkpoint is at step %d but the optimiser has taken %d steps: load the optimiser state saved with the checkpoint", c.Step, steps)
+	case c.MeshX != nil && (len(c.MeshX) != f.Len() || c.MeshStep < 0 || c.MeshStep > c.Step):
+		return fmt.Errorf("fit: Resume: the checkpoint's mesh values (%d, at step %d) do not fit a fit of %d values at step %d", len(c.MeshX), c.MeshStep, f.Len(), c.Step)
+	case c.BestX != nil && len(c.BestX) != f.Len():
+		return fmt.Errorf("fit: Resume: the checkpoint's best values have length %d, want %d", len(c.BestX), f.Len())
+	case c.Stale < 0:
+		return fmt.Errorf("fit: Resume: the checkpoint's patience count %d is negative", c.Stale)
+	case math.IsNaN(c.BestLoss) || math.IsInf(c.BestLoss, -1):
+		// No loss improves on it: the fit would keep no best values and
+		// stop for no progress.
+		return fmt.Errorf("fit: Resume: the checkpoint's best loss is %v; want a number or +Inf (none yet): the checkpoint is damaged", c.BestLoss)
+	case c.BestStep < -1 || c.BestStep > c.Step:
+		return fmt.Errorf("fit: Resume: the checkpoint's best step %d is outside [-1, %d]: the checkpoint is damaged", c.BestStep, c.Step)
+	}
+	// The values it resumes from, returns as the best, and records the
+	// mesh at: each a fit's values, finite.
+	for _, v := range []struct {
+		what string
+		x    []float64
+	}{{"x", c.X}, {"best values BestX", c.BestX}, {"mesh values MeshX", c.MeshX}} {
+		if i := finite.First(v.x); i >= 0 {
+			return fmt.Errorf("fit: Resume: the checkpoint's %s[%d] (%s) is %v: the checkpoint is damaged", v.what, i, f.blockOf(i), v.x[i])
+		}
+	}
+	for _, s := range c.Failed {
+		if s.Fit < 0 || s.Fit >= f.b || s.Step < 0 || s.Step > c.Step {
+			return fmt.Errorf("fit: Resume: the checkpoint names failed fit %d (at step %d) of %d fits at step %d", s.Fit, s.Step, f.b, c.Step)
+		}
 	}
 	return nil
 }
