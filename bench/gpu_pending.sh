@@ -1015,7 +1015,9 @@ if [ "$part" = s52 ]; then
 # H4), then the 1,000-save calls by default against -inline and -defer,
 # Method Auto's benchmark with its tight-tolerance rows, the cold compile
 # of Vern7's 1,000-save gradient at -O1 and at full optimisation, and
-# Nsight Compute's stall samples of Lorenz-96 d = 256's gradient.
+# Nsight Compute's stall samples of Lorenz-96 d = 256's gradient; a CPU
+# profile of 200 whole 1,000-save Tsit5 gradient calls (grad1000.prof: the
+# host's 0.56 ms a call beside the kernel's 1.06).
 MAX=${S52_MAX:-530}
 TPS=${S52_TP:-300}
 tp wide $TPS '^TestGPUWide$' &
@@ -1026,6 +1028,7 @@ wait
 for f in wide saves auto52 events52; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
 t bsaves 40 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-inline|-defer)?$' -test.benchtime 20x
 t auto 45 -test.run '^$' -test.bench '^BenchmarkGPUAuto$/^(vdp|mixed|robertson-1e-8)$/' -test.benchtime 3x
+t prof 30 -test.run '^$' -test.bench 'GPUSaveSplit/saves=1000/grad-kept$' -test.benchtime 200x -test.cpuprofile "$out/l/grad1000.prof"
 GRADSOLVE_CUDA_CACHE=/tmp/gs-cold-1 t cold7 50 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=1000/grad-kept(-full)?$' -test.benchtime 1x
 echo "=== ncu source l96-256"
 timeout $((MAX - $(date +%s) + T0)) ncu --clock-control none -k regex:gs_engine --launch-skip 1 --launch-count 1 \
