@@ -73,6 +73,9 @@
 #     (Method Auto's stiffness test, events on unseen cases), the 1,000-save calls against -inline, Method Auto's
 #     benchmark, Vern7's gradient compiled cold at -O1 and in full, and
 #     Nsight Compute's stalls of Lorenz-96 d = 256's gradient.
+#   bash bench/gpu_pending.sh s53 (under 540 s): s52 with session 53's H3
+#     merged (the wide layout on several warps a trajectory: TestGPUWideWarps,
+#     GPUWideLanes' warps= rows) and TestGPUWideRosenbrock.
 #   bash bench/gpu_pending.sh s49src (under 5 minutes): Nsight Compute's
 #     stall samples by SASS instruction of Lorenz-96 d = 256's gradient
 #     and the 1,000-save solve.
@@ -1038,6 +1041,42 @@ el $?
 gzip -9 "$out/l/src-l96-256.csv"
 echo "=== summary"
 sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|compile-s|regs|local-B)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+sum "$out/l/bsaves.log" "$out/l/cold7.log" | sort
+sum "$out/l/auto.log"
+fi
+
+if [ "$part" = s53 ]; then
+# Session 53's call (under 540 s; S53_MAX), with session 53's H3 merged
+# (the wide layout on several warps a trajectory): s52's device tests
+# (TestGPUWide and the save tests with the deferred saves by default,
+# Method Auto's stiffness test, events on unseen cases) beside
+# TestGPUWideWarps, Lorenz-96's gradient kernels on 1, 2 and 4 warps a
+# trajectory, then s52's benchmarks (1,000 saves against -inline, Method
+# Auto, the 1,000-save gradient's host profile, Vern7's cold compile at
+# -O1 and in full) and Nsight Compute's stalls of d = 256's gradient.
+MAX=${S53_MAX:-540}
+TPS=${S53_TP:-230}
+tp warps53 $TPS '^(TestGPUWideWarps|TestGPUWideRosenbrock)$' &
+tp wide $TPS '^TestGPUWide$' &
+tp saves $TPS '^(TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUSaveCots|TestGPUDeferSaves)$' &
+tp auto52 $TPS '^(TestGPUAutoStiffTest|TestGPUAutoContinue|TestGPUAutoKeptGrads|TestGPUEngineMoreProblems|TestGPUEnginePublished)$' &
+tp events52 $TPS '^(TestGPUEventUnseen|TestGPUEvents|TestGPUEventCases|TestGPUEventCoinciding|TestGPUEventsSaveEdges|TestGPUDenseSolution|TestGPUMultiEvents)$' &
+wait
+for f in warps53 wide saves auto52 events52; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+t l96w 85 -test.run '^$' -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/(default|warps=2|warps=4|warps=2-b0|warps=4-b0)$' -test.benchtime 5x -test.count 2
+t bsaves 40 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-inline|-defer)?$' -test.benchtime 20x
+t auto 40 -test.run '^$' -test.bench '^BenchmarkGPUAuto$/^(vdp|mixed|robertson-1e-8)$/' -test.benchtime 3x
+t prof 25 -test.run '^$' -test.bench 'GPUSaveSplit/saves=1000/grad-kept$' -test.benchtime 200x -test.cpuprofile "$out/l/grad1000.prof"
+GRADSOLVE_CUDA_CACHE=/tmp/gs-cold-1 t cold7 45 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=1000/grad-kept(-full)?$' -test.benchtime 1x
+echo "=== ncu source l96-256"
+timeout $((MAX - $(date +%s) + T0)) ncu --clock-control none -k regex:gs_engine --launch-skip 1 --launch-count 1 \
+	--section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+	--log-file "$out/l/src-l96-256.csv" "$bin/cuda.test" -test.run '^$' -test.bench 'GPUWideLanes/grad/lorenz96-256/default$' -test.benchtime 2x >"$out/l/src-l96-256.log" 2>&1
+el $?
+gzip -9 "$out/l/src-l96-256.csv"
+echo "=== summary"
+sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|compile-s|regs|local-B|warps\/SM)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
+sum "$out/l/l96w.log" | sort
 sum "$out/l/bsaves.log" "$out/l/cold7.log" | sort
 sum "$out/l/auto.log"
 fi
