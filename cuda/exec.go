@@ -4809,7 +4809,7 @@ func (r *run) lossError(i int) error {
 			err = rerr
 		}
 	}
-	return fmt.Errorf("ode: loss %s: %w", lp.Term.Name, err)
+	return fmt.Errorf("ode: %s: %w", lp.Label(), err)
 }
 
 // reals is a view of device-format reals (float64 or float32) in a byte

@@ -867,7 +867,7 @@ func hostLoss(lp *LossPlan, grad bool, sq *problem, y, ys []float64) ([]float64,
 		out[o] = make([]float64, k)
 	}
 	if err := ex.Run(out, in, k); err != nil {
-		return nil, nil, fmt.Errorf("ode: loss %s: %w", lp.Term.Name, err)
+		return nil, nil, fmt.Errorf("ode: %s: %w", lp.Label(), err)
 	}
 	return out[0], out, nil
 }

@@ -294,7 +294,7 @@ func (w *cpuWorker) lossRun(r *cpuRun, lo, hi int, y, ys, p []float64, bs int, f
 		if errors.As(err, &nf) {
 			nf.Trajectory += lo // the chunk's lane to the ensemble's trajectory
 		}
-		return nil, fmt.Errorf("ode: loss %s: %w", lp.Term.Name, err)
+		return nil, fmt.Errorf("ode: %s: %w", lp.Label(), err)
 	}
 	copy(r.lossTerms[lo:hi], lout[0])
 	return lbuf, nil

@@ -386,6 +386,10 @@ type LossPlan struct {
 	Hash string
 }
 
+// Label names the loss in messages: "loss NAME", or "the loss" where it
+// was given no Name (a loss named "loss" reads the same).
+func (lp *LossPlan) Label() string { return lossLabel(lp.Term.Name) }
+
 // Result is what an Executor returns. Per-trajectory arrays are
 // row-major with N rows; fields an operation does not produce are nil.
 type Result struct {

@@ -71,6 +71,19 @@ func Component(k int) Loss {
 	}}
 }
 
+// what names the loss in messages: "ode: loss NAME", or "ode: the loss"
+// where it has no Name.
+func (l *Loss) what() string { return "ode: " + lossLabel(l.name()) }
+
+// lossLabel names a loss whose trace is called name in messages: "loss
+// NAME", or "the loss" for a loss without a Name (traced as "loss").
+func lossLabel(name string) string {
+	if name == "loss" {
+		return "the loss"
+	}
+	return "loss " + name
+}
+
 func (l *Loss) name() string {
 	if l.Name == "" {
 		return "loss"
@@ -90,10 +103,7 @@ type lossShape struct {
 // program of its own.
 func (l *Loss) term(sh lossShape, last *tape.Program, lt *lossTracer) (*tape.Program, error) {
 	if l.F == nil && l.FP == nil {
-		if l.Name == "" {
-			return nil, errors.New("ode: the loss has no F (or FP): set its per-trajectory term")
-		}
-		return nil, fmt.Errorf("ode: loss %s has no F (or FP): set its per-trajectory term", l.Name)
+		return nil, fmt.Errorf("%s has no F (or FP): set its per-trajectory term", l.what())
 	}
 	d, K := sh.d, sh.k
 	p, err := lt.t.Retrace(l.name(), termInputs(sh), func(v []tape.V) []tape.V {
@@ -119,9 +129,9 @@ func (l *Loss) term(sh lossShape, last *tape.Program, lt *lossTracer) (*tape.Pro
 			if l.FP != nil {
 				ps = fmt.Sprintf(", p %d (Params), s %d (Shared)", sh.p, sh.s)
 			}
-			return nil, fmt.Errorf("ode: loss %s: %w (the term's arguments have lengths y %d (Dim), %s, data %d (DataDim)%s)", l.name(), err, d, ys, sh.data, ps)
+			return nil, fmt.Errorf("%s: %w (the term's arguments have lengths y %d (Dim), %s, data %d (DataDim)%s)", l.what(), err, d, ys, sh.data, ps)
 		}
-		return nil, fmt.Errorf("ode: loss %s: %w", l.name(), err)
+		return nil, fmt.Errorf("%s: %w", l.what(), err)
 	}
 	return p, nil
 }
@@ -190,7 +200,7 @@ func (l *Loss) termGrad(p *tape.Program, sh lossShape) (*tape.Program, error) {
 	}
 	g, err := tape.Grad(p, wrt)
 	if err != nil {
-		return nil, fmt.Errorf("ode: loss %s: %w", l.name(), err)
+		return nil, fmt.Errorf("%s: %w", l.what(), err)
 	}
 	for k := range g.Outputs {
 		g.Outputs[k].Sum = false
@@ -212,7 +222,7 @@ func (sv *Solver) reg(l *Loss, ns int) (*tape.Program, error) {
 	}
 	p, err := tape.Trace(l.name()+".reg", in, func(v []tape.V) []tape.V { return []tape.V{l.Reg(v)} })
 	if err != nil {
-		return nil, badInput(fmt.Errorf("ode: loss %s: Reg: %w", l.name(), err))
+		return nil, badInput(fmt.Errorf("%s: Reg: %w", l.what(), err))
 	}
 	if ns == 0 {
 		return p, nil
@@ -241,10 +251,10 @@ func evalReg(l *Loss, rp *tape.Program, s, gs []float64) (float64, error) {
 	out := rp.Eval(nil, s)
 	const hint = "check Reg near these shared parameters: log or square root of a negative number, division by zero, overflow"
 	if r := out[0]; math.IsNaN(r) || math.IsInf(r, 0) {
-		return 0, fmt.Errorf("ode: loss %s: its Reg term is %v; %s", l.name(), r, hint)
+		return 0, fmt.Errorf("%s: its Reg term is %v; %s", l.what(), r, hint)
 	}
 	if i := finite.First(out[1:]); gs != nil && i >= 0 {
-		return 0, fmt.Errorf("ode: loss %s: the derivative of its Reg term with respect to Shared[%d] is %v; %s", l.name(), i, out[1+i], hint)
+		return 0, fmt.Errorf("%s: the derivative of its Reg term with respect to Shared[%d] is %v; %s", l.what(), i, out[1+i], hint)
 	}
 	if gs != nil {
 		for c := range gs {
@@ -281,9 +291,9 @@ func (sv *Solver) lossPlanChecked(l *Loss, q *problem) (*LossPlan, error) {
 func (l *Loss) checkDataLen(n int) error {
 	switch {
 	case l.DataDim < 0:
-		return badInput(fmt.Errorf("ode: loss %s: DataDim = %d is negative; it is the width of a row of Data (0 for a loss without data)", l.name(), l.DataDim))
+		return badInput(fmt.Errorf("%s: DataDim = %d is negative; it is the width of a row of Data (0 for a loss without data)", l.what(), l.DataDim))
 	case len(l.Data) != l.DataDim && len(l.Data) != n*l.DataDim:
-		return badInput(fmt.Errorf("ode: loss %s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.name(), len(l.Data), l.DataDim, n*l.DataDim))
+		return badInput(fmt.Errorf("%s: len(Data) = %d, want DataDim = %d or N*DataDim = %d", l.what(), len(l.Data), l.DataDim, n*l.DataDim))
 	}
 	return nil
 }
@@ -384,9 +394,9 @@ func (l *Loss) checkData(term *tape.Program, sh lossShape, n int) error {
 		if len(l.Data) == sh.data && n != 1 {
 			row = "the row of every trajectory"
 		}
-		return fmt.Errorf("ode: loss %s: Data[%d] = %v is not finite (%s, column %d of DataDim = %d), and the loss reads it, so the loss and its gradient would be NaN; "+
+		return fmt.Errorf("%s: Data[%d] = %v is not finite (%s, column %d of DataDim = %d), and the loss reads it, so the loss and its gradient would be NaN; "+
 			"give missing observations a finite value and leave them out of the loss (say, a 0/1 mask column in Data multiplying their residuals)",
-			l.name(), i, l.Data[i], row, c, sh.data)
+			l.what(), i, l.Data[i], row, c, sh.data)
 	}
 	return nil
 }

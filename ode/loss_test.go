@@ -100,12 +100,16 @@ func TestLossErrors(t *testing.T) {
 		loss ode.Loss
 		want string
 	}{
-		{ode.Loss{}, "the loss has no F"},
-		{ode.Loss{Name: "obs", F: func(_, ys, _ []tape.V) tape.V { return ys[0] }}, "SaveAt is empty"},
+		{ode.Loss{}, "ode: the loss has no F"},
+		{ode.Loss{Name: "obs"}, "ode: loss obs has no F"},
+		{ode.Loss{Name: "obs", F: func(_, ys, _ []tape.V) tape.V { return ys[0] }}, "ode: loss obs: tape: tracing obs: runtime error: index out of range"},
+		{ode.Loss{F: func(_, ys, _ []tape.V) tape.V { return ys[0] }}, "ode: the loss: tape: tracing loss: runtime error: index out of range"},
+		{ode.Loss{F: func(y, _, _ []tape.V) tape.V { return y[0] }, DataDim: -1}, "ode: the loss: DataDim = -1 is negative"},
+		{ode.Loss{F: func(y, _, _ []tape.V) tape.V { return y[0].Neg().Log() }}, "ode: the loss: "}, // a run-time failure: log of −y(T)[0] < 0
 	}
 	for _, c := range cases {
 		_, err := ode.Grad(nil, pr, c.loss, nil, nil)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "loss loss") {
 			t.Errorf("loss %q: error %v, want one containing %q", c.loss.Name, err, c.want)
 		}
 	}

@@ -163,7 +163,7 @@ func (sv *Solver) NewTrainer(p *Problem, loss Loss, spec *TrainSpec) (Trainer, e
 		return nil, fmt.Errorf("ode: engine %s: %w", sv.engine.Name(), ErrNoTrainer)
 	}
 	if loss.Reg != nil {
-		return nil, fmt.Errorf("ode: loss %s has a Reg term, which is evaluated on the host: %w", loss.name(), ErrNoTrainer)
+		return nil, fmt.Errorf("%s has a Reg term, which is evaluated on the host: %w", loss.what(), ErrNoTrainer)
 	}
 	if spec == nil {
 		return nil, badInput(fmt.Errorf("ode: NewTrainer: the TrainSpec is nil; give the layout of the fitted values"))
