@@ -1,0 +1,49 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestFlagMissingValue checks that a flag given without its value, so
+// that package flag takes the next flag as the value, is reported as a
+// missing value of that flag, naming both, on every command, whatever
+// the next flag's form (-name, --name, -name=value) and wherever the
+// error would otherwise surface: a leftover argument ("unexpected
+// argument"), a value the flag's parser refuses, or a value the command
+// would only reject later (or, for -plot and -out, take as a file
+// name). Before session 53 "solve -problem -n 3" said `unexpected
+// argument "3"`, and "fit -fit -data obs.csv" said `unexpected argument
+// "obs.csv"`. Negative numbers stay values.
+func TestFlagMissingValue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ args, flag, took string }{
+		{"solve -problem -n 3", "-problem", "-n"},
+		{"grad -problem -n=3", "-problem", "-n=3"},
+		{"solve -saveat -t1 2", "-saveat", "-t1"},
+		{"solve -t1 -quiet", "-t1", "-quiet"},
+		{"grad -loss --json", "-loss", "--json"},
+		{"solve -out -json", "-out", "-json"},
+		{"fit -problem vdp -fit -data obs.csv", "-fit", "-data"},
+		{"bench -suite -quiet", "-suite", "-quiet"},
+	} {
+		t.Run(tc.args, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runCmd(t, tc.args)
+			want := tc.flag + ": no value"
+			if code != exitUsage || !strings.Contains(stderr, want) || !strings.Contains(stderr, tc.took) {
+				t.Errorf("exit %d, want %d; stderr lacks %q or %q:\n%s\nstdout:\n%s", code, exitUsage, want, tc.took, stderr, stdout)
+			}
+		})
+	}
+	// Values that begin with - but name no flag are values.
+	for _, args := range []string{
+		"solve -problem vdp -y0 -1,0 -t1 0.5 -quiet",
+		"solve -problem vdp -t0 -1 -t1 -0.5 -quiet",
+		"grad -problem linear -p -0.5 -t1 0.5 -quiet",
+	} {
+		if code, stdout, stderr := runCmd(t, args); code != exitOK {
+			t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
+		}
+	}
+}
