@@ -185,7 +185,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 			return sv.partialExpand(dst, q, g, m, idx, status), fails, nil
 		}
 		for _, e := range tf {
-			e.Index = idx[e.Index]
+			e.reindex(idx)
 			status[e.Index] = e.Status
 			out++
 		}
@@ -213,7 +213,7 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 				what = "the derivative of its loss term"
 			}
 			e := &TrajectoryError{Index: nf.Trajectory, T: q.t1[nf.Trajectory], Status: NonFinite, Method: used.plan.Method, Failed: 1,
-				Cause: fmt.Errorf("%s is not finite: %w", what, nf)}
+				Cause: &nonFiniteCause{what: what, nf: nf}}
 			return nil, []*TrajectoryError{e}, nil
 		}
 		return nil, nil, err
@@ -293,6 +293,28 @@ func (sv *Solver) failures(q *problem, res *Result, m *Mesh) []*TrajectoryError 
 		return []*TrajectoryError{{Index: i, T: q.T0, Status: NotRun, Method: sv.plan.Method, Failed: notRun}}
 	}
 	return tf
+}
+
+// nonFiniteCause is the Cause of a trajectory whose loss term, or its
+// derivative, is not finite. Its message is formed when read, so that
+// reindex's change of the trajectory shows in it.
+type nonFiniteCause struct {
+	what string // "its loss term" or "the derivative of its loss term"
+	nf   *tape.NonFiniteError
+}
+
+func (c *nonFiniteCause) Error() string { return c.what + " is not finite: " + c.nf.Error() }
+func (c *nonFiniteCause) Unwrap() error { return c.nf }
+
+// reindex maps e, a failure of the subset idx of an ensemble, to the
+// ensemble's index: its Index, and the Trajectory of a *tape.NonFiniteError
+// its Cause wraps (its message names the trajectory).
+func (e *TrajectoryError) reindex(idx []int) {
+	e.Index = idx[e.Index]
+	var nf *tape.NonFiniteError
+	if errors.As(e.Cause, &nf) && nf.Trajectory >= 0 && nf.Trajectory < len(idx) {
+		nf.Trajectory = idx[nf.Trajectory]
+	}
 }
 
 // nonFiniteRows returns a NonFinite *TrajectoryError for each trajectory
