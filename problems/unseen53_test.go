@@ -309,7 +309,7 @@ func TestUnseen53Heat40(t *testing.T) {
 	}
 }
 
-// pendulum is the damped driven pendulum θ” = −γ·θ' − sin θ + A·cos Ωt
+// pendulum is the damped driven pendulum d²θ/dt² = −γ·dθ/dt − sin θ + A·cos Ωt
 // (Baker & Gollub, Chaotic Dynamics), p = (γ, A) per trajectory, shared
 // (Ω, κ) with κ the kick of the events below.
 func pendulum() ode.Field {
