@@ -763,3 +763,32 @@ func TestUnseen53EquilibriumKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestUnseen53SizedNames checks that ByName finds the problems Lorenz96
+// and Brusselator name for any size (their Name round-trips: before
+// session 53, ByName(Lorenz96(40).Name) was an unknown problem), and
+// refuses sizes out of range, leading zeros and other suffixes with the
+// valid names.
+func TestUnseen53SizedNames(t *testing.T) {
+	t.Parallel()
+	for _, pr := range []Problem{Lorenz96(4), Lorenz96(8), Lorenz96(40), Lorenz96(64), Lorenz96(1000), Brusselator(1), Brusselator(20), Brusselator(32)} {
+		got, err := ByName(pr.Name)
+		if err != nil {
+			t.Errorf("ByName(%q): %v", pr.Name, err)
+			continue
+		}
+		if got.Name != pr.Name || got.Field.Dim != pr.Field.Dim || got.T1 != pr.T1 || relErr2(got.Y0, pr.Y0) != 0 {
+			t.Errorf("ByName(%q) = %s (d = %d), want d = %d", pr.Name, got.Name, got.Field.Dim, pr.Field.Dim)
+		}
+	}
+	if got, err := ByName("lorenz96-8"); err != nil || got.Name != "lorenz96" || got.Field.Dim != 8 {
+		t.Errorf(`ByName("lorenz96-8") = %q, %v; want Lorenz96(8)`, got.Name, err)
+	}
+	for _, name := range []string{"lorenz96-3", "lorenz96-0", "lorenz96--5", "lorenz96-040", "lorenz96-", "lorenz96-x", "lorenz96-70000",
+		"brusselator-0", "brusselator-40000", "brusselator-1.5", "lorenz-3"} {
+		_, err := ByName(name)
+		if err == nil || !strings.Contains(err.Error(), "valid names are lorenz,") || !strings.Contains(err.Error(), "lorenz96-<d>") {
+			t.Errorf("ByName(%q): %v; want an error with the valid names", name, err)
+		}
+	}
+}

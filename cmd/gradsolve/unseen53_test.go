@@ -47,3 +47,30 @@ func TestFlagMissingValue(t *testing.T) {
 		}
 	}
 }
+
+// TestSizedProblemNames checks that -problem takes the names Lorenz96 and
+// Brusselator give other sizes (lorenz96-40, brusselator-3), on solve,
+// grad and fit, and that a size out of range says which sizes there are.
+func TestSizedProblemNames(t *testing.T) {
+	t.Parallel()
+	for _, args := range []string{
+		"solve -problem lorenz96-40 -t1 0.1 -quiet",
+		"grad -problem brusselator-3 -t1 0.1 -quiet",
+		"grad -problem lorenz96-5 -n 3 -vary p0=7:9 -t1 0.2 -quiet",
+	} {
+		code, stdout, stderr := runCmd(t, args)
+		if code != exitOK || !strings.Contains(stdout, strings.Fields(args)[2]) {
+			t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
+		}
+	}
+	for _, tc := range []struct{ args, want string }{
+		{"solve -problem lorenz96-3", `-problem: "lorenz96-3": lorenz96-<d> takes a state dimension d from 4 to`},
+		{"fit -problem brusselator-0 -fit p0", `-problem: "brusselator-0": brusselator-<cells> takes a number of cells from 1 to`},
+		{"grad -problem lorenz96-040", `-problem: "lorenz96-040" is not a built-in problem; valid names are lorenz,`},
+	} {
+		code, _, stderr := runCmd(t, tc.args)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d; stderr lacks %q:\n%s", tc.args, code, tc.want, stderr)
+		}
+	}
+}
