@@ -792,3 +792,55 @@ func TestUnseen53SizedNames(t *testing.T) {
 		}
 	}
 }
+
+// TestUnseen53EventTimeClosedForm stops the Prothero–Robinson problem
+// (λ = −1, −100 and, for the stiff methods, −1e4) where y falls through
+// 0, with a clock y2' = 1 in the state so that the loss y2(t*) is the
+// event time: t* and dt*/dy0, dt*/dλ, dt*/dω against the implicit
+// function theorem on the closed form, −(∂y/∂x)/(∂y/∂t) at t*.
+func TestUnseen53EventTimeClosedForm(t *testing.T) {
+	t.Parallel()
+	f := ode.Field{Name: "pr-clock", Dim: 2, Params: 1, Shared: 1, F: func(t tape.V, y, p []tape.V) []tape.V {
+		wt := p[1].Mul(t)
+		return []tape.V{p[0].Mul(y[0].Sub(wt.Sin())).Add(p[1].Mul(wt.Cos())), y[0].Const(1)}
+	}}
+	events := []ode.Event{{Name: "zero", Direction: -1, Terminal: true, G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0] }}}
+	y0 := []float64{0.5, 0, 1, 0, 0.2, 0}
+	lam := []float64{-1, -100, -1e4}
+	const om = 2.0
+	for _, c := range []struct {
+		m          ode.Method
+		tTol, gTol float64
+	}{
+		// Measured: t* within 1.1e-11, 9.4e-13, 9.8e-12 and 1.9e-8
+		// (Rosenbrock23); gradients within 4.2e-11, 4.1e-12, 1.6e-12,
+		// 5.5e-8.
+		{ode.Tsit5, 1e-9, 1e-8}, {ode.Vern7, 1e-9, 1e-8}, {ode.Rodas5P, 1e-9, 1e-8}, {ode.Rosenbrock23, 1e-7, 1e-6},
+	} {
+		prob := ode.Problem{Field: f, Y0: y0, P: lam, Shared: []float64{om}, T1: 3}
+		if explicit53(c.m) {
+			prob.Y0, prob.P = y0[:4], lam[:2]
+		}
+		g, err := ode.Grad(nil, prob, ode.Component(1), nil, &ode.Settings{Method: c.m, RelTol: 1e-10, AbsTol: 1e-12, Events: events})
+		if err != nil {
+			t.Fatalf("%s: %v", c.m.Name(), err)
+		}
+		worstT, worstG, gom := 0.0, 0.0, 0.0
+		for i := range prob.P {
+			a, l := y0[2*i], lam[i]
+			ts := math.Pi / om // Newton from the zero of sin ωt
+			for range 50 {
+				ts -= (math.Sin(om*ts) + a*math.Exp(l*ts)) / (om*math.Cos(om*ts) + l*a*math.Exp(l*ts))
+			}
+			dydt := om*math.Cos(om*ts) + l*a*math.Exp(l*ts)
+			gom += -ts * math.Cos(om*ts) / dydt
+			worstT = math.Max(worstT, math.Abs(g.Solution.T[i]-ts))
+			worstG = math.Max(worstG, math.Max(errScaled(g.Y0[2*i], -math.Exp(l*ts)/dydt), errScaled(g.P[i], -a*ts*math.Exp(l*ts)/dydt)))
+		}
+		worstG = math.Max(worstG, errScaled(g.Shared[0], gom))
+		t.Logf("%s: t* %v within %.2g; gradients within %.2g", c.m.Name(), g.Solution.T, worstT, worstG)
+		if !(worstT <= c.tTol) || !(worstG <= c.gTol) {
+			t.Errorf("%s: t* within %.3g (want ≤ %g), gradients within %.3g (want ≤ %g)", c.m.Name(), worstT, c.tTol, worstG, c.gTol)
+		}
+	}
+}
