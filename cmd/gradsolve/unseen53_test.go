@@ -63,6 +63,9 @@ func TestSizedProblemNames(t *testing.T) {
 			t.Errorf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
 		}
 	}
+	if code, stdout, _ := runCmd(t, "problems"); code != exitOK || !strings.Contains(stdout, "lorenz96-<d> (d ≥ 4) and brusselator-<cells>") {
+		t.Errorf("gradsolve problems: exit %d; the list does not mention the sized names:\n%s", code, stdout)
+	}
 	for _, tc := range []struct{ args, want string }{
 		{"solve -problem lorenz96-3", `-problem: "lorenz96-3": lorenz96-<d> takes a state dimension d from 4 to`},
 		{"fit -problem brusselator-0 -fit p0", `-problem: "brusselator-0": brusselator-<cells> takes a number of cells from 1 to`},
