@@ -238,7 +238,13 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 	}
 	dst.Loss += r
 	sol := used.solution(q, res, m.Status, dst.oldSaveAt())
-	sol.T = append(reuse.T[:0], q.t1...)
+	// The solution's times, as Grad's: a terminal event's where one fired
+	// (the times the record reached, with events), else the end times.
+	if used.plan.Events != nil && res.T != nil {
+		sol.T = append(reuse.T[:0], res.T...)
+	} else {
+		sol.T = append(reuse.T[:0], q.t1...)
+	}
 	sol.Stats = m.Stats
 	q.omit.drop(sol, m, recorded, &dst.spare)
 	sol.meshArrays = true
@@ -532,6 +538,9 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 	if gs.Switch != nil {
 		sol.Switch = expandInts(gs.Switch, idx, n) // a left-out trajectory: Len 0, Switch 0
 	}
+	if sv.plan.Events != nil {
+		sol.Events = expandInts(gs.Events, idx, n) // a left-out trajectory: no events
+	}
 	sol.meshArrays = true
 	dst.Solution, dst.meshGiven = sol, m != nil
 	if m == nil {
@@ -594,6 +603,9 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Pr
 		T: make([]float64, n), Status: slices.Clone(status)}
 	for i := range sol.T {
 		sol.T[i] = q.T0
+	}
+	if sv.plan.Events != nil {
+		sol.Events = make([]int, n)
 	}
 	if q.omit&OmitStates == 0 {
 		sol.Y = nans(n * d)

@@ -52,3 +52,58 @@ func TestGradPartialCauseIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestGradPartialEventsReported checks that GradPartial reports what
+// Grad reports of a problem with events: Solution.T the time of a
+// terminal event where one fired (not T1) and Solution.Events the count
+// of each trajectory (not nil), whether it leaves trajectories out or
+// not; a left-out trajectory counts 0 events, as its Len is 0. A falling
+// ball (x'' = −1, from x = 1) bounces (v ← −e·v where x falls through
+// 0, e per trajectory) and stops at t = p[1] (a terminal event of time).
+// Before session 53 GradPartial gave T = T1 for the stopped ones, and
+// Events nil where it left trajectories out.
+func TestGradPartialEventsReported(t *testing.T) {
+	f := ode.Field{Name: "ball", Dim: 2, Params: 2, F: func(_ tape.V, y, _ []tape.V) []tape.V {
+		return []tape.V{y[1], y[0].Const(-1)}
+	}}
+	events := []ode.Event{
+		{Name: "bounce", Direction: -1, G: func(_ tape.V, y, _ []tape.V) tape.V { return y[0] },
+			Apply: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{y[0], y[1].Mul(p[0]).Neg()} }},
+		{Name: "stop", Terminal: true, G: func(t tape.V, _, p []tape.V) tape.V { return t.Sub(p[1]) }},
+	}
+	prob := ode.Problem{Field: f, N: 3, Y0: []float64{1, 0}, P: []float64{0.8, 2.5, 0.9, 10, 0.7, 3}, T1: 4}
+	for _, m := range []ode.Method{ode.Tsit5, ode.Rodas5P} {
+		sv, err := ode.NewSolver(f, &ode.Settings{Method: m, RelTol: 1e-8, Events: events})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := sv.Grad(nil, &prob, ode.SumSquares(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Solution.T[0] != 2.5 || g.Solution.T[1] != 4 || g.Solution.T[2] != 3 {
+			t.Fatalf("%s: Grad's T = %v, want [2.5 4 3]", m.Name(), g.Solution.T)
+		}
+		for _, skip := range [][]bool{nil, {false, true, false}, {true, true, true}} {
+			p, _, err := sv.GradPartial(context.Background(), nil, &prob, ode.SumSquares(), nil, skip)
+			if err != nil {
+				t.Fatalf("%s skip %v: %v", m.Name(), skip, err)
+			}
+			sol := p.Solution
+			if len(sol.Events) != 3 {
+				t.Errorf("%s skip %v: Events = %v, want 3 counts", m.Name(), skip, sol.Events)
+				continue
+			}
+			for i := range 3 {
+				wantT, wantEv := g.Solution.T[i], g.Solution.Events[i]
+				if skip != nil && skip[i] {
+					wantT, wantEv = prob.T0, 0
+				}
+				if sol.T[i] != wantT || sol.Events[i] != wantEv {
+					t.Errorf("%s skip %v: trajectory %d: T %v, %d events; want %v, %d (Grad's T %v, events %v)",
+						m.Name(), skip, i, sol.T[i], sol.Events[i], wantT, wantEv, g.Solution.T, g.Solution.Events)
+				}
+			}
+		}
+	}
+}
