@@ -58,7 +58,7 @@ func TestGradPartialCauseIndex(t *testing.T) {
 // terminal event where one fired (not T1) and Solution.Events the count
 // of each trajectory (not nil), whether it leaves trajectories out or
 // not; a left-out trajectory counts 0 events, as its Len is 0. A falling
-// ball (x” = −1, from x = 1) bounces (v ← −e·v where x falls through
+// ball (d²x/dt² = −1, from x = 1) bounces (v ← −e·v where x falls through
 // 0, e per trajectory) and stops at t = p[1] (a terminal event of time).
 // Before session 53 GradPartial gave T = T1 for the stopped ones, and
 // Events nil where it left trajectories out.
