@@ -238,13 +238,7 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 	}
 	dst.Loss += r
 	sol := used.solution(q, res, m.Status, dst.oldSaveAt())
-	// The solution's times, as Grad's: a terminal event's where one fired
-	// (the times the record reached, with events), else the end times.
-	if used.plan.Events != nil && res.T != nil {
-		sol.T = append(reuse.T[:0], res.T...)
-	} else {
-		sol.T = append(reuse.T[:0], q.t1...)
-	}
+	sol.T = used.solutionTimes(reuse.T, q, res)
 	sol.Stats = m.Stats
 	q.omit.drop(sol, m, recorded, &dst.spare)
 	sol.meshArrays = true

@@ -829,6 +829,16 @@ func (sv *Solver) solution(q *problem, res *Result, status []Status, old []float
 	return sv.solutionT(q, res, status, t, old)
 }
 
+// solutionTimes returns in dst (reused) the solution's times, as Grad
+// gives them: with events, the times the record reached (res.T: a
+// terminal event's where one fired), else each trajectory's end time.
+func (sv *Solver) solutionTimes(dst []float64, q *problem, res *Result) []float64 {
+	if sv.plan.Events != nil && res.T != nil {
+		return append(dst[:0], res.T...)
+	}
+	return append(dst[:0], q.t1...)
+}
+
 // solutionT is solution with the solution's times t ([N]).
 func (sv *Solver) solutionT(q *problem, res *Result, status []Status, t, old []float64) *Solution {
 	sol := &Solution{N: q.n, Dim: q.Field.Dim, T: t, Y: res.Y, SaveAt: q.saveTimes(old), Ys: res.Ys, Resident: res.Saves, Status: status,

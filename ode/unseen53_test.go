@@ -53,15 +53,15 @@ func TestGradPartialCauseIndex(t *testing.T) {
 	}
 }
 
-// TestGradPartialEventsReported checks that GradPartial reports what
-// Grad reports of a problem with events: Solution.T the time of a
+// TestGradPartialEventsReported checks that GradPartial and Loss report
+// what Grad reports of a problem with events: Solution.T the time of a
 // terminal event where one fired (not T1) and Solution.Events the count
 // of each trajectory (not nil), whether it leaves trajectories out or
 // not; a left-out trajectory counts 0 events, as its Len is 0. A falling
 // ball (d²x/dt² = −1, from x = 1) bounces (v ← −e·v where x falls through
 // 0, e per trajectory) and stops at t = p[1] (a terminal event of time).
-// Before session 53 GradPartial gave T = T1 for the stopped ones, and
-// Events nil where it left trajectories out.
+// Before session 53 GradPartial and Loss gave T = T1 for the stopped
+// ones, and GradPartial Events nil where it left trajectories out.
 func TestGradPartialEventsReported(t *testing.T) {
 	f := ode.Field{Name: "ball", Dim: 2, Params: 2, F: func(_ tape.V, y, _ []tape.V) []tape.V {
 		return []tape.V{y[1], y[0].Const(-1)}
@@ -83,6 +83,19 @@ func TestGradPartialEventsReported(t *testing.T) {
 		}
 		if g.Solution.T[0] != 2.5 || g.Solution.T[1] != 4 || g.Solution.T[2] != 3 {
 			t.Fatalf("%s: Grad's T = %v, want [2.5 4 3]", m.Name(), g.Solution.T)
+		}
+		// Loss reports the solution it evaluated, with or without a mesh.
+		for _, mesh := range []*ode.Mesh{nil, g.Mesh} {
+			_, sol, err := sv.Loss(&prob, ode.SumSquares(), mesh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if sol.T[i] != g.Solution.T[i] || sol.Events == nil || sol.Events[i] != g.Solution.Events[i] {
+					t.Errorf("%s Loss (mesh given: %v): T %v, events %v; Grad's %v, %v", m.Name(), mesh != nil, sol.T, sol.Events, g.Solution.T, g.Solution.Events)
+					break
+				}
+			}
 		}
 		for _, skip := range [][]bool{nil, {false, true, false}, {true, true, true}} {
 			p, _, err := sv.GradPartial(context.Background(), nil, &prob, ode.SumSquares(), nil, skip)
