@@ -434,7 +434,9 @@ type Solution struct {
 	Events []int
 
 	// Stiff marks the trajectories on which the stiffness test of an
-	// explicit method fired ([N], nil for Rosenbrock methods): their
+	// explicit method fired ([N] wherever the call recorded a mesh, false
+	// throughout for the Rosenbrock methods, which run no test; nil from
+	// Replay, which records none): their
 	// solution is accurate, but the method ran at its stability limit, so
 	// it was slow and a gradient of its replay would be meaningless (Grad
 	// refuses it). Rodas5P, or Method Auto, suits them. Method Auto
