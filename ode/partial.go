@@ -601,6 +601,12 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Pr
 	if sv.plan.Events != nil {
 		sol.Events = make([]int, n)
 	}
+	// Every trajectory left out: zero counts, as partialExpand gives the
+	// left-out ones.
+	sol.Stats = Stats{Accepted: make([]int, n)}
+	if q.omit&OmitStats == 0 {
+		sol.Stats.Rejected, sol.Stats.FieldEvals = make([]int, n), make([]int, n)
+	}
 	if q.omit&OmitStates == 0 {
 		sol.Y = nans(n * d)
 		if len(q.SaveAt) > 0 {
@@ -612,7 +618,7 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Pr
 	if m == nil {
 		m = &Mesh{N: n, Len: make([]int, n), Status: sol.Status, T0: q.T0, T1: slices.Clone(q.t1), SaveAt: q.saveTimes(nil),
 			Method: methodByName(sv.plan.Method), RelTol: sv.set.RelTol, AbsTol: sv.set.AbsTol, AbsTols: slices.Clone(sv.set.AbsTols),
-			Fingerprint: sv.plan.Fingerprint, Engine: sv.engine.Name()}
+			Fingerprint: sv.plan.Fingerprint, Engine: sv.engine.Name(), Stats: sol.Stats}
 	}
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime, dst.StoredBytes = 0, 0, 0

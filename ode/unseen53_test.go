@@ -120,3 +120,34 @@ func TestGradPartialEventsReported(t *testing.T) {
 		}
 	}
 }
+
+// TestGradPartialAllLeftOutShapes checks that a GradPartial that leaves
+// every trajectory out returns the arrays any other call returns, N
+// entries each (zero counts): Stats.Accepted, and Rejected and
+// FieldEvals unless Omit has OmitStats, in the Solution and in the Mesh.
+// Before session 53 they were nil there, so code that reads
+// Stats.Accepted[i] after a GradPartial panicked when every trajectory
+// was skipped or had failed.
+func TestGradPartialAllLeftOutShapes(t *testing.T) {
+	f := ode.Field{Name: "decay", Dim: 1, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V { return []tape.V{p[0].Mul(y[0]).Neg()} }}
+	prob := ode.Problem{Field: f, Y0: []float64{1, 2, 3}, P: []float64{1, 2, 3}, T1: 1}
+	sv, err := ode.NewSolver(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, omit := range []ode.Omit{0, ode.OmitStates, ode.OmitStats} {
+		g, _, err := sv.GradPartial(context.Background(), &ode.Gradient{Omit: omit}, &prob, ode.SumSquares(), nil, []bool{true, true, true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range []ode.Stats{g.Solution.Stats, g.Mesh.Stats} {
+			counts := st.Rejected == nil && st.FieldEvals == nil
+			if omit&ode.OmitStats == 0 {
+				counts = len(st.Rejected) == 3 && len(st.FieldEvals) == 3
+			}
+			if len(st.Accepted) != 3 || !counts {
+				t.Errorf("Omit %v: Stats %+v; want 3 accepted counts (and rejected and field evaluations unless OmitStats)", omit, st)
+			}
+		}
+	}
+}
