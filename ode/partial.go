@@ -62,6 +62,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		return nil, nil, err
 	}
 	q.omit = dst.omit()
+	q.recordAll = true // every failure in one run (Job.RecordAll)
 	dst.unalias(q.inputs(&loss, m))
 	n := q.n
 	if skip != nil && len(skip) != n {
@@ -157,7 +158,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		if err != nil {
 			return nil, nil, err
 		}
-		sq.omit = q.omit
+		sq.omit, sq.recordAll = q.omit, true
 		var sm *Mesh
 		if m != nil {
 			if sm, err = m.subset(idx, false, nil); err != nil {

@@ -624,6 +624,10 @@ type problem struct {
 	// keep asks the executor of a Grad to keep its per-trajectory
 	// results (Job.KeepGrads).
 	keep bool
+
+	// recordAll asks the executor of GradPartial's record to record every
+	// trajectory though one fails (Job.RecordAll).
+	recordAll bool
 }
 
 // saveTimes returns a copy of the save times (nil for none), the record

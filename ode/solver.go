@@ -795,6 +795,7 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 	if op == OpGrad {
 		j.Omit, j.EndTimes = q.omit, q.ends && m == nil
 		j.KeepGrads = q.keep
+		j.RecordAll = q.recordAll && m == nil
 	}
 	// Method Auto merges its segments' saves on the host; omitted states
 	// are dropped.
