@@ -209,3 +209,36 @@ func TestGradPartialRunsTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestGradEventsStoredBytes checks that Gradient.StoredBytes reports the
+// states a gradient with events stores (every state of its chunk: at
+// least (1 + Dim) values a step), as it does without events. Before
+// session 53 it was 0 with events.
+func TestGradEventsStoredBytes(t *testing.T) {
+	const d = 5
+	f := ode.Field{Name: "decay5", Dim: d, Params: 1, F: func(_ tape.V, y, p []tape.V) []tape.V {
+		out := make([]tape.V, d)
+		for c := range out {
+			out[c] = p[0].Mul(y[c]).MulC(-float64(c + 1))
+		}
+		return out
+	}}
+	dose := ode.Event{Name: "dose", G: func(t tape.V, _, _ []tape.V) tape.V { return t.AddC(-0.7) },
+		Apply: func(_ tape.V, y, _ []tape.V) []tape.V {
+			out := append([]tape.V(nil), y...)
+			out[0] = y[0].AddC(1)
+			return out
+		}}
+	prob := ode.Problem{Field: f, Y0: []float64{1, 1, 1, 1, 1}, P: []float64{1}, T1: 2}
+	for _, m := range []ode.Method{ode.Tsit5, ode.Rodas5P} {
+		for _, events := range [][]ode.Event{nil, {dose}} {
+			g, err := ode.Grad(nil, prob, ode.SumSquares(), nil, &ode.Settings{Method: m, Events: events})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if least := int64((1+d)*8) * int64(g.Mesh.Len[0]); events != nil && g.StoredBytes < least || g.StoredBytes <= 0 {
+				t.Errorf("%s, %d events: StoredBytes = %d for %d steps of %d values", m.Name(), len(events), g.StoredBytes, g.Mesh.Len[0], 1+d)
+			}
+		}
+	}
+}
