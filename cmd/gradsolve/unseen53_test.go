@@ -77,3 +77,21 @@ func TestSizedProblemNames(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchProblemsChecked checks that bench refuses an unknown -problems
+// name as a bad command line (exit 2, nothing on stdout) before any suite
+// runs. Before session 53 it printed the suite's header, ran, and failed
+// with exit 1 ("bench: unknown stiff problem ...").
+func TestBenchProblemsChecked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ args, want string }{
+		{"bench -suite stiff -problems foo -n 2 -reps 1", `-problems "foo": element 1 "foo" is not a problem of -suite stiff; valid names are robertson, hires`},
+		{"bench -suite all -problems robertson,, -n 2 -reps 1", `-problems "robertson,,": element 2 "" is not a problem of -suite all`},
+		{"bench -suite gpu-large -engine cpu -problems hires,lorenz96-40 -n 2 -reps 1", `element 2 "lorenz96-40" is not a problem of -suite gpu-large; valid names are lorenz96-64`},
+	} {
+		code, stdout, stderr := runCmd(t, tc.args)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%s: exit %d (want %d); stderr lacks %q:\n%s\nstdout:\n%s", tc.args, code, exitUsage, tc.want, stderr, stdout)
+		}
+	}
+}
