@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 
 	"github.com/gradsolve-go/gradsolve/internal/refode"
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -189,8 +190,12 @@ func StiffEnsemble(name string, n int, t1 float64) (ode.Problem, func(i int) ([]
 		}
 		return prob, ref, nil
 	}
-	return ode.Problem{}, nil, fmt.Errorf("bench: unknown stiff problem %q; valid names are robertson, hires, pollution, brusselator", name)
+	return ode.Problem{}, nil, fmt.Errorf("bench: unknown stiff problem %q; valid names are %s", name, strings.Join(StiffCases(), ", "))
 }
+
+// StiffCases returns the problem names StiffEnsemble (and StiffConfig's
+// Problems) accept.
+func StiffCases() []string { return []string{"robertson", "hires", "pollution", "brusselator"} }
 
 // radau5Field returns a function that integrates the field f (one
 // trajectory, per-trajectory parameters p, no shared ones) from y0 at t0

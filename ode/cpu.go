@@ -209,8 +209,12 @@ type cpuRun struct {
 	stateBudget                  int64     // bytes of stored states a worker may hold
 	budgetShare                  int       // the workers Settings.MemoryLimit is shared by (stateBudget = MemoryLimit / budgetShare)
 
-	done        atomic.Int64
-	failed      atomic.Bool
+	done   atomic.Int64
+	failed atomic.Bool
+	// anyFailed is set where a trajectory failed in a run with
+	// Job.RecordAll: the chunks go on recording (failed stops them
+	// otherwise) but compute no loss or gradient, which is not used.
+	anyFailed   atomic.Bool
 	recordNanos atomic.Int64
 	storedPeak  atomic.Int64
 	errMu       sync.Mutex
@@ -652,10 +656,17 @@ func (w *cpuWorker) runChunk(r *cpuRun, c int) error {
 					}
 				}
 			}
+		case !ok && j.RecordAll:
+			// A failed trajectory where the caller wants them all
+			// (GradPartial): the other chunks record on.
+			r.anyFailed.Store(true)
 		case !ok:
 			// A failed (or, with StopOnStiff, stiff) trajectory: no loss,
 			// no gradient (Grad reports it).
 			r.failed.Store(j.Op == OpGrad || j.Op == OpLoss)
+		case j.RecordAll && r.anyFailed.Load():
+			// Another chunk failed: this run's gradient is not used (its
+			// caller runs again on the trajectories that did not fail).
 		case w.ex.plan.Events != nil:
 			if err := w.eventGrad(r, lo, hi); err != nil {
 				return err

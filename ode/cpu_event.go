@@ -940,6 +940,9 @@ func (w *cpuWorker) eventGrad(r *cpuRun, lo, hi int) error {
 			lo, hi-1, sysmem.Format(float64(need)), slices.Max(lens), (1+d)*width, sysmem.Format(float64(r.stateBudget)*float64(r.budgetShare)),
 			sysmem.Format(float64(r.stateBudget)), r.budgetShare, sysmem.Format(2*float64(need)*float64(r.budgetShare)), ErrTooLarge))
 	}
+	if j.Op == OpGrad {
+		r.peak(int64(len(w.sbuf)) * 8) // the chunk's stored states (Gradient.StoredBytes)
+	}
 	v, err := w.eventWork(r)
 	if err != nil {
 		return err

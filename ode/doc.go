@@ -136,6 +136,18 @@
 // mesh of a mixed ensemble keeps the pass's mesh for it): a loop that
 // passes its Gradient back allocates none from call to call.
 //
+// The test estimates the stiffness along the solution's own increments,
+// so it does not see a stiff mode the solution does not move in: at an
+// exact equilibrium of a stiff field (y' = −1000·(y − 1) from y0 = 1,
+// where the steps grow to the span), or from an initial state in a slow
+// invariant subspace (the heat equation from its lowest eigenvector), the
+// steps pass the stability limit in that mode, the solution stays right,
+// and Grad returns the unstable replay's derivative without an error
+// (∂y(1)/∂y0 = 1.3e38 with Tsit5 where the true value is e^−1000;
+// docs/more-results.md, sessions 52 and 53). Use Rodas5P (or
+// Rosenbrock23) for the gradient of a field known to be stiff, wherever
+// its solution starts.
+//
 // # Time and accuracy
 //
 // Every step the controller tries is an exact advance of t: h is

@@ -303,6 +303,17 @@ type Job struct {
 	// method's stability limit, which would be wasted work.
 	StopOnStiff bool
 
+	// RecordAll asks an OpGrad that records (Mesh nil) to record every
+	// trajectory even after one fails: GradPartial sets it, which runs
+	// again on the trajectories that did not fail, so a run that reports
+	// every failure at once saves it a run per batch of failures. An
+	// engine that stops early where a trajectory fails (the CPU engine
+	// leaves the chunks after a failed one NotRun) records them instead;
+	// the gradient of such a run is not used, so it may skip the loss and
+	// the reverse sweep of every chunk after the failure. An engine may
+	// ignore it (GradPartial then runs again on those it left NotRun).
+	RecordAll bool
+
 	// Continues, with StopOnStiff, says that the caller runs the stopped
 	// trajectories on from where they stopped (Method Auto's pass): an
 	// engine may then copy their times and last steps back with its other

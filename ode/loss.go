@@ -455,7 +455,7 @@ func (sv *Solver) Loss(p *Problem, loss Loss, m *Mesh) (float64, *Solution, erro
 		return 0, nil, err
 	}
 	sol := used.solution(q, res, m.Status, nil)
-	sol.T = append([]float64(nil), q.t1...)
+	sol.T = used.solutionTimes(nil, q, res)
 	sol.Stats = m.Stats
 	sol.meshArrays = true
 	return v + r, sol, nil

@@ -62,6 +62,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		return nil, nil, err
 	}
 	q.omit = dst.omit()
+	q.recordAll = true // every failure in one run (Job.RecordAll)
 	dst.unalias(q.inputs(&loss, m))
 	n := q.n
 	if skip != nil && len(skip) != n {
@@ -157,7 +158,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 		if err != nil {
 			return nil, nil, err
 		}
-		sq.omit = q.omit
+		sq.omit, sq.recordAll = q.omit, true
 		var sm *Mesh
 		if m != nil {
 			if sm, err = m.subset(idx, false, nil); err != nil {
@@ -185,7 +186,7 @@ func (sv *Solver) GradPartial(ctx context.Context, dst *Gradient, p *Problem, lo
 			return sv.partialExpand(dst, q, g, m, idx, status), fails, nil
 		}
 		for _, e := range tf {
-			e.Index = idx[e.Index]
+			e.reindex(idx)
 			status[e.Index] = e.Status
 			out++
 		}
@@ -213,7 +214,7 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 				what = "the derivative of its loss term"
 			}
 			e := &TrajectoryError{Index: nf.Trajectory, T: q.t1[nf.Trajectory], Status: NonFinite, Method: used.plan.Method, Failed: 1,
-				Cause: fmt.Errorf("%s is not finite: %w", what, nf)}
+				Cause: &nonFiniteCause{what: what, nf: nf}}
 			return nil, []*TrajectoryError{e}, nil
 		}
 		return nil, nil, err
@@ -238,7 +239,7 @@ func (sv *Solver) gradOnce(ctx context.Context, dst *Gradient, q *problem, loss 
 	}
 	dst.Loss += r
 	sol := used.solution(q, res, m.Status, dst.oldSaveAt())
-	sol.T = append(reuse.T[:0], q.t1...)
+	sol.T = used.solutionTimes(reuse.T, q, res)
 	sol.Stats = m.Stats
 	q.omit.drop(sol, m, recorded, &dst.spare)
 	sol.meshArrays = true
@@ -293,6 +294,28 @@ func (sv *Solver) failures(q *problem, res *Result, m *Mesh) []*TrajectoryError 
 		return []*TrajectoryError{{Index: i, T: q.T0, Status: NotRun, Method: sv.plan.Method, Failed: notRun}}
 	}
 	return tf
+}
+
+// nonFiniteCause is the Cause of a trajectory whose loss term, or its
+// derivative, is not finite. Its message is formed when read, so that
+// reindex's change of the trajectory shows in it.
+type nonFiniteCause struct {
+	what string // "its loss term" or "the derivative of its loss term"
+	nf   *tape.NonFiniteError
+}
+
+func (c *nonFiniteCause) Error() string { return c.what + " is not finite: " + c.nf.Error() }
+func (c *nonFiniteCause) Unwrap() error { return c.nf }
+
+// reindex maps e, a failure of the subset idx of an ensemble, to the
+// ensemble's index: its Index, and the Trajectory of a *tape.NonFiniteError
+// its Cause wraps (its message names the trajectory).
+func (e *TrajectoryError) reindex(idx []int) {
+	e.Index = idx[e.Index]
+	var nf *tape.NonFiniteError
+	if errors.As(e.Cause, &nf) && nf.Trajectory >= 0 && nf.Trajectory < len(idx) {
+		nf.Trajectory = idx[nf.Trajectory]
+	}
 }
 
 // nonFiniteRows returns a NonFinite *TrajectoryError for each trajectory
@@ -510,6 +533,9 @@ func (sv *Solver) partialExpand(dst *Gradient, q *problem, g *Gradient, m *Mesh,
 	if gs.Switch != nil {
 		sol.Switch = expandInts(gs.Switch, idx, n) // a left-out trajectory: Len 0, Switch 0
 	}
+	if sv.plan.Events != nil {
+		sol.Events = expandInts(gs.Events, idx, n) // a left-out trajectory: no events
+	}
 	sol.meshArrays = true
 	dst.Solution, dst.meshGiven = sol, m != nil
 	if m == nil {
@@ -573,6 +599,15 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Pr
 	for i := range sol.T {
 		sol.T[i] = q.T0
 	}
+	if sv.plan.Events != nil {
+		sol.Events = make([]int, n)
+	}
+	// Every trajectory left out: zero counts, as partialExpand gives the
+	// left-out ones.
+	sol.Stats = Stats{Accepted: make([]int, n)}
+	if q.omit&OmitStats == 0 {
+		sol.Stats.Rejected, sol.Stats.FieldEvals = make([]int, n), make([]int, n)
+	}
 	if q.omit&OmitStates == 0 {
 		sol.Y = nans(n * d)
 		if len(q.SaveAt) > 0 {
@@ -584,7 +619,7 @@ func (sv *Solver) partialNone(dst *Gradient, q *problem, loss *Loss, rp *tape.Pr
 	if m == nil {
 		m = &Mesh{N: n, Len: make([]int, n), Status: sol.Status, T0: q.T0, T1: slices.Clone(q.t1), SaveAt: q.saveTimes(nil),
 			Method: methodByName(sv.plan.Method), RelTol: sv.set.RelTol, AbsTol: sv.set.AbsTol, AbsTols: slices.Clone(sv.set.AbsTols),
-			Fingerprint: sv.plan.Fingerprint, Engine: sv.engine.Name()}
+			Fingerprint: sv.plan.Fingerprint, Engine: sv.engine.Name(), Stats: sol.Stats}
 	}
 	dst.Solution, dst.Mesh = sol, m
 	dst.RecordTime, dst.GradTime, dst.StoredBytes = 0, 0, 0

@@ -434,7 +434,9 @@ type Solution struct {
 	Events []int
 
 	// Stiff marks the trajectories on which the stiffness test of an
-	// explicit method fired ([N], nil for Rosenbrock methods): their
+	// explicit method fired ([N] wherever the call recorded a mesh, false
+	// throughout for the Rosenbrock methods, which run no test; nil from
+	// Replay, which records none): their
 	// solution is accurate, but the method ran at its stability limit, so
 	// it was slow and a gradient of its replay would be meaningless (Grad
 	// refuses it). Rodas5P, or Method Auto, suits them. Method Auto
@@ -793,6 +795,7 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 	if op == OpGrad {
 		j.Omit, j.EndTimes = q.omit, q.ends && m == nil
 		j.KeepGrads = q.keep
+		j.RecordAll = q.recordAll && m == nil
 	}
 	// Method Auto merges its segments' saves on the host; omitted states
 	// are dropped.
@@ -827,6 +830,16 @@ func (sv *Solver) solution(q *problem, res *Result, status []Status, old []float
 		t = append([]float64(nil), q.t1...)
 	}
 	return sv.solutionT(q, res, status, t, old)
+}
+
+// solutionTimes returns in dst (reused) the solution's times, as Grad
+// gives them: with events, the times the record reached (res.T: a
+// terminal event's where one fired), else each trajectory's end time.
+func (sv *Solver) solutionTimes(dst []float64, q *problem, res *Result) []float64 {
+	if sv.plan.Events != nil && res.T != nil {
+		return append(dst[:0], res.T...)
+	}
+	return append(dst[:0], q.t1...)
 }
 
 // solutionT is solution with the solution's times t ([N]).

@@ -40,7 +40,7 @@ func ExampleByName() {
 	// lorenz: dim 3, 3 parameters, t in [0, 1]
 	// f(y0) = [-10 28 0]
 	// 12 [10 20 2.6666666666666665 10 23.333333333333332 2.6666666666666665 10 26.666666666666668 2.6666666666666665 10 30 2.6666666666666665]
-	// problems: unknown problem "lorentz"; valid names are lorenz, vdp, vdp-stiff, lorenz96, lorenz96-64, lorenz96-256, linear, kepler, robertson, hires, pollution, brusselator, neural-robertson, pleiades
+	// problems: unknown problem "lorentz"; valid names are lorenz, vdp, vdp-stiff, lorenz96, lorenz96-64, lorenz96-256, linear, kepler, robertson, hires, pollution, brusselator, neural-robertson, pleiades, and lorenz96-<d> (d ≥ 4), brusselator-<cells> (cells ≥ 1) of other sizes
 }
 
 // ExampleBouncingBall drops a ball from 1 m with restitution 0.8, solves

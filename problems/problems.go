@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 
 	"github.com/gradsolve-go/gradsolve/nn"
@@ -403,15 +404,55 @@ func Names() []string {
 // Lorenz96(64); lorenz96-256 Lorenz96(256); brusselator Brusselator(32)
 // (d = 64); linear Linear with
 // d = 3 and A = [[−0.5, 2, 0], [−2, −0.5, 0], [0.5, 0, −1]];
-// neural-robertson NeuralRobertson(1). An unknown name gives an error
-// listing the valid ones.
+// neural-robertson NeuralRobertson(1).
+//
+// It also accepts the names Lorenz96 and Brusselator give the other sizes,
+// so that a problem's Name finds it again: "lorenz96-<d>" is Lorenz96(d)
+// for 4 ≤ d ≤ MaxSizedDim and "brusselator-<cells>" Brusselator(cells)
+// for 1 ≤ cells ≤ MaxSizedDim/2, the number in decimal without leading
+// zeros (as "lorenz96-40"). An unknown name, or a size out of range,
+// gives an error that lists the valid names.
 func ByName(name string) (Problem, error) {
 	for _, e := range byName {
 		if e.name == name {
 			return e.f(), nil
 		}
 	}
-	return Problem{}, fmt.Errorf("problems: unknown problem %q; valid names are %s", name, strings.Join(Names(), ", "))
+	for _, s := range sized {
+		num, ok := strings.CutPrefix(name, s.prefix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(num)
+		if err != nil || strconv.Itoa(n) != num {
+			break
+		}
+		if n < s.min || n > s.max {
+			return Problem{}, fmt.Errorf("problems: %q: %s takes %s from %d to %d; valid names are %s", name, s.pattern, s.what, s.min, s.max, validNames())
+		}
+		return s.f(n), nil
+	}
+	return Problem{}, fmt.Errorf("problems: unknown problem %q; valid names are %s", name, validNames())
+}
+
+// MaxSizedDim bounds the state dimension of the problems ByName makes
+// from a sized name ("lorenz96-<d>", "brusselator-<cells>"): larger ones
+// would take a long time to trace before they fail elsewhere.
+const MaxSizedDim = 1 << 16
+
+// sized lists the name patterns ByName accepts besides Names.
+var sized = []struct {
+	prefix, pattern, what string
+	min, max              int
+	f                     func(int) Problem
+}{
+	{"lorenz96-", "lorenz96-<d>", "a state dimension d", 4, MaxSizedDim, Lorenz96},
+	{"brusselator-", "brusselator-<cells>", "a number of cells", 1, MaxSizedDim / 2, Brusselator},
+}
+
+// validNames lists Names and the sized patterns, for errors.
+func validNames() string {
+	return strings.Join(Names(), ", ") + ", and lorenz96-<d> (d ≥ 4), brusselator-<cells> (cells ≥ 1) of other sizes"
 }
 
 // isFinite reports whether x is neither NaN nor infinite.

@@ -131,6 +131,19 @@ func benchCommand(args []string, stdout, stderr io.Writer, lim limits, bars barC
 	if *problemList != "" && *suite != "stiff" && *suite != "all" && *suite != "gpu-large" {
 		return usagef("-problems applies to the stiff and gpu-large suites, not -suite %s", *suite)
 	}
+	if *problemList != "" {
+		// Checked here, not by the suite once it runs: a bad command
+		// line prints nothing and exits 2.
+		valid := bench.StiffCases()
+		if *suite == "gpu-large" {
+			valid = bench.LargeCases()
+		}
+		for i, name := range strings.Split(*problemList, ",") {
+			if !slices.Contains(valid, name) {
+				return usagef("-problems %q: element %d %q is not a problem of -suite %s; valid names are %s", *problemList, i+1, name, *suite, strings.Join(valid, ", "))
+			}
+		}
+	}
 	if *suite == "gpu-large" && len(ns) > 1 {
 		return usagef("-n: the gpu-large suite takes one size, for every problem (default: each problem's, 4096 or 1024)")
 	}

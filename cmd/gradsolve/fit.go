@@ -347,7 +347,7 @@ type fitOutcome struct {
 func runFit(ctx context.Context, o *options, fo *fitOptions, stdout, stderr io.Writer, su setup) error {
 	pr, err := problems.ByName(strings.TrimSpace(o.problem))
 	if err != nil {
-		return usagef("-problem: %q is not a built-in problem; valid names are %s", o.problem, strings.Join(problems.Names(), ", "))
+		return problemError(o.problem, err)
 	}
 	vars, err := parseFitVars(fo.fit, pr)
 	if err != nil {

@@ -251,6 +251,8 @@ trajectory, with their names, and shared), stiffness, the default method and
 time span, and a one-line description with the equations and a reference.
 A long list of parameter names is shortened in the table (k1, k2, k3, …,
 k25); -json gives every name (param_names), with the default y0 and p.
+-problem also takes lorenz96-<d> (d ≥ 4) and brusselator-<cells> (cells ≥ 1)
+for the other sizes of those two, as lorenz96-40.
 `
 
 // shortNames joins names with commas, keeping the table narrow: more than
@@ -317,6 +319,7 @@ func problemsCommand(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		return writeJSON(stdout, stderr, list)
 	}
+	fmt.Fprintln(tw, "\nlorenz96-<d> (d ≥ 4) and brusselator-<cells> (cells ≥ 1) name the other sizes of those two, as -problem lorenz96-40.")
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintf(stderr, "gradsolve problems: %v\n", err)
 		return exitFail

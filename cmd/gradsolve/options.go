@@ -102,7 +102,7 @@ func newFlagSet(cmd string, o *options, stderr io.Writer) *flag.FlagSet {
 	o.cmd = cmd
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.problem, "problem", "lorenz", "built-in problem `name` (see gradsolve problems)")
+	fs.StringVar(&o.problem, "problem", "lorenz", "built-in problem `name` (see gradsolve problems), or lorenz96-<d> and brusselator-<cells> of other sizes")
 	fs.StringVar(&o.p, "p", "", "per-trajectory parameters, comma `list`: one row for every trajectory, or n rows (default: the problem's)")
 	fs.StringVar(&o.y0, "y0", "", "initial state, comma `list`: one row for every trajectory, or n rows (default: the problem's)")
 	fs.Float64Var(&o.t0, "t0", 0, "start `time` (default: the problem's)")
@@ -181,7 +181,7 @@ func (j *job) n() int { return j.prob.N }
 func (o *options) build(lim limits) (*job, error) {
 	pr, err := problems.ByName(strings.TrimSpace(o.problem))
 	if err != nil {
-		return nil, usagef("-problem: %q is not a built-in problem; valid names are %s", o.problem, strings.Join(problems.Names(), ", "))
+		return nil, problemError(o.problem, err)
 	}
 	f := pr.Field
 	d, np := f.Dim, f.Params
@@ -522,4 +522,16 @@ func paramNames(pr problems.Problem) []string {
 		names[i] = fmt.Sprintf("p%d", i)
 	}
 	return names
+}
+
+// problemError is the usage error of a -problem that problems.ByName
+// refused with err: its reason where the name has a size out of range
+// ("lorenz96-3"), else that it is not a built-in problem; either way
+// with the valid names.
+func problemError(name string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "problems: ")
+	if reason, ok := strings.CutPrefix(msg, fmt.Sprintf("unknown problem %q; ", strings.TrimSpace(name))); ok {
+		return usagef("-problem: %q is not a built-in problem; %s", name, reason)
+	}
+	return usagef("-problem: %s", msg)
 }

@@ -251,6 +251,9 @@ func parseEngine(s string) (string, error) {
 // Every command parses its flags through it. Errors other than
 // flag.ErrHelp are *usageError values.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := flagAsValue(fs, args); err != nil {
+		return err
+	}
 	err := fs.Parse(args)
 	if err == nil || err == flag.ErrHelp {
 		return err
@@ -279,6 +282,60 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		}
 	}
 	return &usageError{msg: msg}
+}
+
+// flagAsValue reports a flag given without its value: package flag takes
+// the argument after a non-boolean flag as its value even where that is
+// another flag, so "-problem -n 3" would set -problem to "-n" and leave
+// "3" as an unexpected argument, and "-out -json" would write a file
+// named -json. It walks args as fs.Parse does (up to the first
+// non-flag argument or "--") and returns a *usageError naming both flags
+// where a non-boolean flag's value is -name, --name or -name=value for a
+// flag of fs (or -h, -help). Other values that begin with "-", as the
+// negative numbers of -p or -t0, are values.
+func flagAsValue(fs *flag.FlagSet, args []string) error {
+	for i := 0; i < len(args); i++ {
+		name, ok := flagName(args[i])
+		if !ok {
+			return nil // the first non-flag argument, or "--": parsing stops
+		}
+		if strings.Contains(name, "=") {
+			continue // -name=value carries its value
+		}
+		f := fs.Lookup(name)
+		if f == nil || i+1 == len(args) {
+			return nil // fs.Parse reports an unknown flag or a missing last value
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		v := args[i+1]
+		if other, ok := flagName(v); ok {
+			other, _, _ = strings.Cut(other, "=")
+			if fs.Lookup(other) != nil || other == "h" || other == "help" {
+				return &usageError{msg: fmt.Sprintf("-%s: no value: it would take %q, a flag, as its value; give -%s a value before the next flag",
+					f.Name, v, f.Name)}
+			}
+		}
+		i++ // the value
+	}
+	return nil
+}
+
+// flagName returns the name of a flag argument "-name" or "--name" (with
+// any "=value"), and false for a non-flag argument, "-" or "--".
+func flagName(arg string) (string, bool) {
+	if len(arg) < 2 || arg[0] != '-' || arg == "--" {
+		return "", false
+	}
+	name := arg[1:]
+	if name[0] == '-' {
+		name = name[1:]
+	}
+	if name == "" || name[0] == '-' || name[0] == '=' {
+		return "", false
+	}
+	return name, true
 }
 
 // badFlagValue matches package flag's errors for a value its flag does not
