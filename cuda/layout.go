@@ -913,7 +913,7 @@ func wideTrajMinBlocks(warps, per, limit, tun int) int {
 	case tun < 0:
 		return 0
 	}
-	if on := min(kernelgen.WideTrajOccupancy(per, limit), wideTrajMaxWarps/warps); on > 1 {
+	if on := min(kernelgen.WideTrajOccupancy(warps, per, limit), wideTrajMaxWarps/warps); on > 1 {
 		return on
 	}
 	return 0

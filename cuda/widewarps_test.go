@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,15 +53,16 @@ func wideWarpsResults(t *testing.T, c engineCase, engine, op string) ([]float64,
 // threads, the block's barriers for __syncwarp(), the carried sums'
 // butterflies finished across the warps through the block's exchange
 // slots) on a simulated block (kerneltest.WarpSim: 64 or 128 threads,
-// each warp's shuffles its own), three trajectories, forward (solve)
+// each warp's shuffles its own), three trajectories (every component of
+// y0 its own: sums of equal terms would hide the order), forward (solve)
 // and gradient with the record (grad), against a warp per trajectory:
 // the same accepted and rejected steps of every trajectory, and every
 // result within 1e-12 relative (of max(|x|, 1e-3 × the largest): the
 // lanes' partial sums are added in another order, so the bits may
 // differ). Cases: Lorenz-96 with d = 64 and 256 (Tsit5, its loss of the
 // final state) and Lorenz-96 with two shared parameters and five save
-// times (wideSavesCase: the dense step forward and reverse, the shared
-// gradient's sums). It fails if the layout does not give the kernel the
+// times (wideWarpsSaves: the dense step forward and reverse, the shared
+// gradient's sums), all to t = 0.25. It fails if the layout does not give the kernel the
 // warps asked (chooseLayout) or its source does not define
 // GS_WIDE_WARPS, or where the simulated block's collectives mix its
 // warps (a deadlock or other results).
@@ -67,23 +70,78 @@ func TestHostWideWarps(t *testing.T) {
 	needHost(t)
 	t.Parallel()
 	l96 := func(d int) engineCase {
-		c := wideCase(3, d)
+		c := wideWarpsSpread(wideCase(3, d))
 		c.prob.T1 = 0.25
 		return c
 	}
-	saves := wideSavesCase(3, 64)
-	type tc struct {
-		c     engineCase
-		warps int
-	}
-	cases := []tc{{l96(64), 2}, {l96(64), 4}, {saves, 2}}
+	saves := wideWarpsSaves(3)
+	cases := []wideWarpsCase{{l96(64), 2}, {l96(64), 4}, {saves, 2}}
 	if !testing.Short() {
-		cases = append(cases, tc{l96(256), 2}, tc{l96(256), 4}, tc{saves, 4})
+		cases = append(cases, wideWarpsCase{l96(256), 2}, wideWarpsCase{l96(256), 4}, wideWarpsCase{saves, 4})
 	}
+	testWideWarps(t, "cuda-host-sim", device{sharedLimit: maxShared}, cases)
+}
+
+// TestGPUWideWarps is TestHostWideWarps on the device, 1,000
+// trajectories to t = 0.25 (Lorenz-96 with d = 64 and 256 on 2 and 4
+// warps a trajectory; with shared parameters and save times, d = 64, on
+// 2 and 4): the same steps of every trajectory as on a warp each, every
+// result within 1e-12 relative (of max(|x|, 1e-3 × the largest); the
+// shared gradient's atomics add in no fixed order either way). It skips
+// without a GPU.
+func TestGPUWideWarps(t *testing.T) {
+	needGPUEngine(t)
+	l96 := func(d int) engineCase {
+		c := wideWarpsSpread(wideCase(1000, d))
+		c.prob.T1 = 0.25
+		return c
+	}
+	saves := wideWarpsSaves(1000)
+	testWideWarps(t, "cuda", device{sms: 132, sharedLimit: 227 << 10}, []wideWarpsCase{
+		{l96(64), 2}, {l96(64), 4}, {l96(256), 2}, {l96(256), 4}, {saves, 2}, {saves, 4},
+	})
+}
+
+// wideWarpsCase is a case of testWideWarps: an ensemble and the warps a
+// trajectory.
+type wideWarpsCase struct {
+	c     engineCase
+	warps int
+}
+
+// wideWarpsSpread returns c with every component of y0 its own
+// (lorenz96Case's differ in one only, whose equal terms a sum adds
+// exactly in any order).
+func wideWarpsSpread(c engineCase) engineCase {
+	d := c.prob.Field.Dim
+	c.prob.Y0 = slices.Clone(c.prob.Y0)
+	for k := range c.prob.Y0 {
+		c.prob.Y0[k] += 0.5 * math.Sin(1.7*float64(k%d)+0.3*float64(k/d))
+	}
+	return c
+}
+
+// wideWarpsSaves is wideSavesCase with d = 64 and n trajectories to t =
+// 0.25 (Lorenz-96's chaos amplifies the sums' rounding: to 0.5 its
+// dL/dShared moved 1.1e-12 relative between the two orders), its save
+// times at t0, inside steps, one twice and at T1, y0 spread
+// (wideWarpsSpread).
+func wideWarpsSaves(n int) engineCase {
+	c := wideWarpsSpread(wideSavesCase(n, 64))
+	c.prob.T1 = 0.25
+	c.prob.SaveAt = []float64{0, 0.1, 0.2, 0.2, 0.25}
+	return c
+}
+
+// testWideWarps runs the cases on engine (TestHostWideWarps,
+// TestGPUWideWarps), whose layouts chooseLayout makes as on dev.
+func testWideWarps(t *testing.T, engine string, dev device, cases []wideWarpsCase) {
 	const relTol = 1e-12
 	for _, x := range cases {
 		t.Run(fmt.Sprintf("%s-d=%d/warps=%d", x.c.name, x.c.prob.Field.Dim, x.warps), func(t *testing.T) {
-			t.Parallel()
+			if engine != "cuda" {
+				t.Parallel()
+			}
 			src := kernelSourceWith(t, x.c, ode.OpGrad, func(v *kernelgen.Config) {
 				v.Wide, v.RowMajor, v.WideRows, v.WideTrajWarps = true, true, true, int8(x.warps)
 			})
@@ -96,12 +154,12 @@ func TestHostWideWarps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := chooseLayout(kernelgen.ConfigOf(j), j.Plan, sp, layoutJob{n: x.c.prob.N}, Float64, false, device{sharedLimit: maxShared}, tun)
+			v := chooseLayout(kernelgen.ConfigOf(j), j.Plan, sp, layoutJob{n: x.c.prob.N}, Float64, false, dev, tun)
 			if !v.Wide || v.WideWarpsOf() != x.warps {
 				t.Fatalf("wideWarps %d: chooseLayout gives wide %v on %d warps a trajectory", x.warps, v.Wide, v.WideWarpsOf())
 			}
-			ref := tuned(t, "cuda-host-sim", Tuning{Layout: LayoutWide, wideLanes: -1, wideWarps: -1})
-			eng := tuned(t, "cuda-host-sim", tun)
+			ref := tuned(t, engine, Tuning{Layout: LayoutWide, wideLanes: -1, wideWarps: -1})
+			eng := tuned(t, engine, tun)
 			for _, op := range []string{"solve", "grad"} {
 				want, wst := wideWarpsResults(t, x.c, ref, op)
 				got, gst := wideWarpsResults(t, x.c, eng, op)
@@ -196,7 +254,7 @@ func TestWideWarpsLayout(t *testing.T) {
 				t.Fatal(err)
 			}
 			per += 8 * kernelgen.WideExchange(x.want)
-			on := kernelgen.WideTrajOccupancy(per, h100.sharedLimit)
+			on := kernelgen.WideTrajOccupancy(x.want, per, h100.sharedLimit)
 			if want := min(on, wideTrajMaxWarps/x.want); v.WideMinBlocks != want {
 				t.Errorf("%s wideWarps %d: bounds of %d blocks, want %d (%d trajectories a multiprocessor by shared memory, %d B each)", x.c.name, x.want, v.WideMinBlocks, want, on, per)
 			}

@@ -450,7 +450,8 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
 // + blocks, ... of the launch.
 {{- if gt .WideMinBlocks 0}}
 // Config.WideMinBlocks: at least {{.WideMinBlocks}} blocks of {{.WideWarps}} warps per
-// multiprocessor (GS_UNITS: none, as above).
+// multiprocessor, so that ptxas caps a thread's registers to let them run;
+// none in a kernel compiled in parts (GS_UNITS: Config.UnitRegs).
 #if defined(GS_CUDA) && !defined(GS_UNITS)
 #define GS_BOUNDS __launch_bounds__({{.WideWarps}} * 32, {{.WideMinBlocks}})
 #else

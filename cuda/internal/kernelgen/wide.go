@@ -121,17 +121,25 @@ func WideTrajLaunch(n, warps, perTraj int) (threads, block, shmem int) {
 	return n * warps * LaneWidth, warps * LaneWidth, perTraj
 }
 
-// WideTrajOccupancy returns the trajectories of warps warps each (above
-// 1: a block each) a multiprocessor runs at once by its shared memory
-// (limit + 1 KiB, a block's reserve each), each taking perTraj bytes
-// (the trajectory's part of a warp's WideSharedPerWarp plus its exchange
-// slots); 0 where limit is 0, unknown, or no block fits.
-func WideTrajOccupancy(perTraj, limit int) int {
+// WideTrajOccupancy returns the trajectories of warps warps each (a
+// block each) a multiprocessor runs at once by its shared memory (limit
+// + 1 KiB, a block's reserve each), each taking perTraj bytes (the
+// trajectory's part of a warp's WideSharedPerWarp plus its exchange
+// slots), at most wideSMBlocks blocks and wideSMWarps warps; 0 where
+// limit is 0, unknown, or no block fits.
+func WideTrajOccupancy(warps, perTraj, limit int) int {
 	if limit <= 0 || perTraj > limit {
 		return 0
 	}
-	return (limit + wideBlockReserve) / (perTraj + wideBlockReserve)
+	return min((limit+wideBlockReserve)/(perTraj+wideBlockReserve), wideSMBlocks, wideSMWarps/max(warps, 1))
 }
+
+// wideSMBlocks and wideSMWarps are the most blocks and warps a
+// multiprocessor runs at once (compute capability 8.0 and 9.0).
+const (
+	wideSMBlocks = 32
+	wideSMWarps  = 64
+)
 
 // wideBlockReserve is the shared memory a multiprocessor reserves per
 // block (1 KiB on the H100), and the multiprocessor's shared memory is
