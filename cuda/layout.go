@@ -456,7 +456,8 @@ type Tuning struct {
 	// memory), where the kernel allows it (an explicit method, not the
 	// blocked element split) and a trajectory's shared memory and its
 	// exchange slots fit the device's limit (wideWarpsFor); then
-	// wideLanes does not apply. 0: defaultWideWarps (a warp or fewer
+	// wideLanes and wideRound do not apply (the launch bounds are
+	// wideTrajMinBlocks', or WideMinBlocks'). 0: defaultWideWarps (a warp or fewer
 	// lanes until the device measures more); 1 or negative: a warp or
 	// fewer lanes. Results agree with a warp per trajectory to rounding
 	// (the lanes' partial sums added in another order; the same steps:

@@ -648,7 +648,9 @@ type KernelInfo struct {
 	// a gradient through events (Config.Events).
 	StoreEvent bool
 	// WideShared is the shared memory of a warp of a kernel of the wide
-	// layout, in bytes (Config.Wide; WideLaunch).
+	// layout, in bytes (Config.Wide; WideLaunch); of a block, a
+	// trajectory's with its exchange slots, where a trajectory runs on
+	// several warps (Config.WideTrajWarps; WideTrajLaunch).
 	WideShared int
 	// SaveCots reports that the kernel computes its save times'
 	// cotangents in the reverse sweep (kernelPlan.SaveCots): it reads and
