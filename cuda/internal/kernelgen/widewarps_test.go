@@ -1,8 +1,11 @@
 package kernelgen
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/gradsolve-go/gradsolve/ode"
 )
 
 // TestWideTrajLaunch checks the launch of a wide kernel whose
@@ -67,6 +70,73 @@ func TestWideWarpsOf(t *testing.T) {
 		}
 		if k := v.Key(); strings.Contains(k, "widewarps") != (c.want > 1) {
 			t.Errorf("WideTrajWarps %d: key %q", c.w, k)
+		}
+	}
+}
+
+// TestWideWarpsSameFunctions checks that a kernel on several warps a
+// trajectory (Config.WideTrajWarps) is the one-warp kernel's text but
+// for its define of GS_WIDE_WARPS, its helper (wideWarpsHelper for
+// wideHelper), its key and its entry: the same wide functions and
+// driver, for Lorenz-96 (d = 64 and 256, Tsit5), a solve's and a
+// record's kernel (a gradient's needs a loss: package cuda's
+// TestHostWideWarps runs those), with and without launch bounds.
+func TestWideWarpsSameFunctions(t *testing.T) {
+	t.Parallel()
+	for _, d := range []int{64, 256} {
+		pl := widePlan(t, d, ode.Tsit5)
+		sp, err := NewStepPrograms(pl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range []bool{false, true} {
+			for _, bounds := range []int{0, 10} {
+				v := Config{Adaptive: true, Wide: true, RowMajor: true, WideRows: true, Store: rec, MeshOut: rec, WideMinBlocks: bounds}
+				one, _, err := KernelSource(sp, v, nil, Float64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v.WideTrajWarps = 2
+				two, info, err := KernelSource(sp, v, nil, Float64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				what := fmt.Sprintf("d = %d, record %v, bounds %d", d, rec, bounds)
+				if !strings.Contains(two, wideWarpsHelper) || strings.Contains(two, wideHelper) || !strings.Contains(one, wideHelper) {
+					t.Fatalf("%s: the helpers are not wideHelper on a warp and wideWarpsHelper on two", what)
+				}
+				// The kernels' text up to the entry, the key's line aside.
+				cut := func(src string) string {
+					src = strings.Replace(src, "#define GS_WIDE_WARPS 2\n", "", 1)
+					src = strings.Replace(src, wideWarpsHelper, wideHelper, 1)
+					src = strings.Replace(src, "widewarps2 ", "", 1)
+					at := strings.Index(src, "\n// A block of 2 warps")
+					if at < 0 {
+						t.Fatalf("%s: no entry's comment", what)
+					}
+					return src[:at]
+				}
+				if a, b := cut(one), cut(two); a != b {
+					i := 0
+					for i < min(len(a), len(b)) && a[i] == b[i] {
+						i++
+					}
+					t.Errorf("%s: the kernels differ before the entry, at byte %d: %q against %q", what, i, a[i:min(len(a), i+80)], b[i:min(len(b), i+80)])
+				}
+				if !strings.Contains(two, "gs_real* ws = gs_smem + GS_WIDE_WARPS;") || !strings.Contains(two, "for (long long i = blockIdx.x; i < a.n; i += gridDim.x)") {
+					t.Errorf("%s: the entry does not run a trajectory a block after the exchange slots", what)
+				}
+				if bounds > 0 && !strings.Contains(two, fmt.Sprintf("__launch_bounds__(2 * 32, %d)", bounds)) {
+					t.Errorf("%s: no launch bounds of blocks of 2 warps", what)
+				}
+				per, err := sp.WideSharedPerWarpFor(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.WideShared != per+8*WideExchange(2) {
+					t.Errorf("%s: KernelInfo.WideShared %d, want the trajectory's %d and its slots' 16", what, info.WideShared, per)
+				}
+			}
 		}
 	}
 }
