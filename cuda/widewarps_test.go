@@ -62,7 +62,9 @@ func wideWarpsResults(t *testing.T, c engineCase, engine, op string) ([]float64,
 // differ). Cases: Lorenz-96 with d = 64 and 256 (Tsit5, its loss of the
 // final state) and Lorenz-96 with two shared parameters and five save
 // times (wideWarpsSaves: the dense step forward and reverse, the shared
-// gradient's sums), all to t = 0.25. It fails if the layout does not give the kernel the
+// gradient's sums), all to t = 0.25; on 2 warps also with every array in
+// shared memory (Tuning.NoWidePrivate) and with the replicated scalars
+// past 4 in shared slots (WideScalars 4). It fails if the layout does not give the kernel the
 // warps asked (chooseLayout) or its source does not define
 // GS_WIDE_WARPS, or where the simulated block's collectives mix its
 // warps (a deadlock or other results).
@@ -75,9 +77,13 @@ func TestHostWideWarps(t *testing.T) {
 		return c
 	}
 	saves := wideWarpsSaves(3)
-	cases := []wideWarpsCase{{l96(64), 2}, {l96(64), 4}, {saves, 2}}
+	cases := []wideWarpsCase{{c: l96(64), warps: 2}, {c: l96(64), warps: 4}, {c: saves, warps: 2}}
 	if !testing.Short() {
-		cases = append(cases, wideWarpsCase{l96(256), 2}, wideWarpsCase{l96(256), 4}, wideWarpsCase{saves, 4})
+		cases = append(cases, wideWarpsCase{c: l96(256), warps: 2}, wideWarpsCase{c: l96(256), warps: 4}, wideWarpsCase{c: saves, warps: 4},
+			// Every array in shared memory (the copies' layout), and the
+			// replicated scalars past 4 in the trajectory's slots
+			// (widespill.go: slots shared by the block's warps).
+			wideWarpsCase{c: l96(64), warps: 2, tun: Tuning{NoWidePrivate: true}}, wideWarpsCase{c: saves, warps: 2, tun: Tuning{WideScalars: 4}})
 	}
 	testWideWarps(t, "cuda-host-sim", device{sharedLimit: maxShared}, cases)
 }
@@ -98,7 +104,8 @@ func TestGPUWideWarps(t *testing.T) {
 	}
 	saves := wideWarpsSaves(1000)
 	testWideWarps(t, "cuda", device{sms: 132, sharedLimit: 227 << 10}, []wideWarpsCase{
-		{l96(64), 2}, {l96(64), 4}, {l96(256), 2}, {l96(256), 4}, {saves, 2}, {saves, 4},
+		{c: l96(64), warps: 2}, {c: l96(64), warps: 4}, {c: l96(256), warps: 2}, {c: l96(256), warps: 4}, {c: saves, warps: 2}, {c: saves, warps: 4},
+		{c: l96(256), warps: 2, tun: Tuning{WideScalars: 4}},
 	})
 }
 
@@ -107,6 +114,8 @@ func TestGPUWideWarps(t *testing.T) {
 type wideWarpsCase struct {
 	c     engineCase
 	warps int
+	// tun is the tuning of both kernels, but for their layout and warps.
+	tun Tuning
 }
 
 // wideWarpsSpread returns c with every component of y0 its own
@@ -138,7 +147,14 @@ func wideWarpsSaves(n int) engineCase {
 func testWideWarps(t *testing.T, engine string, dev device, cases []wideWarpsCase) {
 	const relTol = 1e-12
 	for _, x := range cases {
-		t.Run(fmt.Sprintf("%s-d=%d/warps=%d", x.c.name, x.c.prob.Field.Dim, x.warps), func(t *testing.T) {
+		name := fmt.Sprintf("%s-d=%d/warps=%d", x.c.name, x.c.prob.Field.Dim, x.warps)
+		switch {
+		case x.tun.NoWidePrivate:
+			name += "-shared"
+		case x.tun.WideScalars != 0:
+			name += fmt.Sprintf("-scalars=%d", x.tun.WideScalars)
+		}
+		t.Run(name, func(t *testing.T) {
 			if engine != "cuda" {
 				t.Parallel()
 			}
@@ -148,7 +164,8 @@ func testWideWarps(t *testing.T, engine string, dev device, cases []wideWarpsCas
 			if !strings.Contains(src, fmt.Sprintf("#define GS_WIDE_WARPS %d\n", x.warps)) {
 				t.Fatalf("WideTrajWarps %d: the gradient kernel's source does not define GS_WIDE_WARPS", x.warps)
 			}
-			tun := Tuning{Layout: LayoutWide, wideWarps: x.warps}
+			tun := x.tun
+			tun.Layout, tun.wideWarps = LayoutWide, x.warps
 			j := jobOf(t, x.c, ode.OpGrad)
 			sp, err := kernelgen.NewStepPrograms(j.Plan)
 			if err != nil {
@@ -158,7 +175,9 @@ func testWideWarps(t *testing.T, engine string, dev device, cases []wideWarpsCas
 			if !v.Wide || v.WideWarpsOf() != x.warps {
 				t.Fatalf("wideWarps %d: chooseLayout gives wide %v on %d warps a trajectory", x.warps, v.Wide, v.WideWarpsOf())
 			}
-			ref := tuned(t, engine, Tuning{Layout: LayoutWide, wideLanes: -1, wideWarps: -1})
+			one := x.tun
+			one.Layout, one.wideLanes, one.wideWarps = LayoutWide, -1, -1
+			ref := tuned(t, engine, one)
 			eng := tuned(t, engine, tun)
 			for _, op := range []string{"solve", "grad"} {
 				want, wst := wideWarpsResults(t, x.c, ref, op)
