@@ -855,10 +855,7 @@ func wideLanesFor(lanes, per, limit int) int {
 // defaultWideLanes) at every d until the device measures several warps a
 // trajectory (Tuning.wideWarps; BenchmarkGPUWideLanes' "warps=2" and
 // "warps=4" rows of Lorenz-96 with d = 64 and 256).
-func defaultWideWarps(d int, factors bool) int {
-	_, _ = d, factors
-	return 1
-}
+func defaultWideWarps(d int, factors bool) int { return 1 }
 
 // warpsFor returns the warps a wide kernel of plan pl's trajectories ask
 // for under tun (Tuning.wideWarps; 0: defaultWideWarps, negative: 1).

@@ -63,8 +63,10 @@ func wideWarpsResults(t *testing.T, c engineCase, engine, op string) ([]float64,
 // final state) and Lorenz-96 with two shared parameters and five save
 // times (wideWarpsSaves: the dense step forward and reverse, the shared
 // gradient's sums), all to t = 0.25; on 2 warps also with every array in
-// shared memory (Tuning.NoWidePrivate) and with the replicated scalars
-// past 4 in shared slots (WideScalars 4). It fails if the layout does not give the kernel the
+// shared memory (Tuning.NoWidePrivate), with the replicated scalars
+// past 4 in shared slots (WideScalars 4), and (d = 256) with the reverse
+// steps' y from the record and the returned arrays at their outputs
+// (wideRecY, wideOutPlace). It fails if the layout does not give the kernel the
 // warps asked (chooseLayout) or its source does not define
 // GS_WIDE_WARPS, or where the simulated block's collectives mix its
 // warps (a deadlock or other results).
@@ -83,7 +85,11 @@ func TestHostWideWarps(t *testing.T) {
 			// Every array in shared memory (the copies' layout), and the
 			// replicated scalars past 4 in the trajectory's slots
 			// (widespill.go: slots shared by the block's warps).
-			wideWarpsCase{c: l96(64), warps: 2, tun: Tuning{NoWidePrivate: true}}, wideWarpsCase{c: saves, warps: 2, tun: Tuning{WideScalars: 4}})
+			wideWarpsCase{c: l96(64), warps: 2, tun: Tuning{NoWidePrivate: true}}, wideWarpsCase{c: saves, warps: 2, tun: Tuning{WideScalars: 4}},
+			// The reverse steps' y from the record and the returned
+			// arrays at their outputs (BenchmarkGPUWideLanes'
+			// warps=2-recy-outplace).
+			wideWarpsCase{c: l96(256), warps: 2, tun: Tuning{wideRecY: true, wideOutPlace: true}})
 	}
 	testWideWarps(t, "cuda-host-sim", device{sharedLimit: maxShared}, cases)
 }
@@ -153,6 +159,8 @@ func testWideWarps(t *testing.T, engine string, dev device, cases []wideWarpsCas
 			name += "-shared"
 		case x.tun.WideScalars != 0:
 			name += fmt.Sprintf("-scalars=%d", x.tun.WideScalars)
+		case x.tun.wideRecY:
+			name += "-recy-outplace"
 		}
 		t.Run(name, func(t *testing.T) {
 			if engine != "cuda" {
