@@ -296,15 +296,19 @@ var wideLanesVariants = []struct {
 	{"recy-outplace", Tuning{wideRecY: true, wideOutPlace: true}, ""},
 	// A trajectory on several warps, a block each (Tuning.wideWarps,
 	// session 53): by default's launch bounds (wideTrajMinBlocks), without
-	// bounds (-b0: the registers the compiler wants), and on 2 warps with
+	// bounds (-b0: the registers the compiler wants), with bounds of 128
+	// registers (-b8 on 2 warps, -b4 on 4: Lorenz-96 d = 256's kernel on a
+	// warp used 164 of its 168), and on 2 warps with
 	// the reverse steps' y from the record and the returned arrays at
 	// their outputs (less shared memory a trajectory: more of them a
 	// multiprocessor).
 	{"warps=2", Tuning{wideWarps: 2}, ""},
 	{"warps=2-b0", Tuning{wideWarps: 2, WideMinBlocks: -1}, ""},
+	{"warps=2-b8", Tuning{wideWarps: 2, WideMinBlocks: 8}, ""}, // 128 registers
 	{"warps=2-recy-outplace", Tuning{wideWarps: 2, wideRecY: true, wideOutPlace: true}, ""},
 	{"warps=4", Tuning{wideWarps: 4}, ""},
 	{"warps=4-b0", Tuning{wideWarps: 4, WideMinBlocks: -1}, ""},
+	{"warps=4-b4", Tuning{wideWarps: 4, WideMinBlocks: 4}, ""}, // 128 registers
 	{"tile", Tuning{Layout: LayoutTile}, "tile"},
 	{"thread", Tuning{Layout: LayoutThread}, "thread"},
 }
@@ -326,8 +330,9 @@ var wideLanesVariants = []struct {
 // their outputs (Tuning.wideOutPlace: outplace) and both
 // (recy-outplace), and a trajectory on 2 or 4 warps (Tuning.wideWarps,
 // session 53: warps=2, warps=4; without launch bounds warps=2-b0,
-// warps=4-b0; on 2 with recy-outplace's shared memory
-// warps=2-recy-outplace); on the Brusselator (d = 64: its 70 KB
+// warps=4-b0; with bounds of 128 registers warps=2-b8, warps=4-b4; on 2
+// with recy-outplace's shared memory warps=2-recy-outplace); on the
+// Brusselator (d = 64: its 70 KB
 // trajectories would run 2 a multiprocessor in groups of 16 lanes where
 // 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
 // the default's kernel) the default, lanes16 and dense (its band's
