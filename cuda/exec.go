@@ -1658,6 +1658,9 @@ func (r *run) launchShape(n int) (threads, block, shmem int) {
 		return threads, block, shmem
 	}
 	if v.Wide {
+		if w := v.WideWarpsOf(); w > 1 {
+			return kernelgen.WideTrajLaunch(n, w, r.ke.info.WideShared)
+		}
 		return kernelgen.WideLaunch(n, v.WideLanesOf(), r.ke.info.WideShared, be.sharedLimit())
 	}
 	block, shmem = launchShape(n, r.ke.block, be.sms(), v, r.ns, ex.prec)

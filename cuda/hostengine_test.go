@@ -122,16 +122,27 @@ var hostMain = hostMainOf("  gs_engine(a);")
 
 // hostSimMainOf is the host executable's main that runs the module's
 // kernel name on a simulated warp, 32 threads each running it as one
-// lane.
+// lane, or for a wide kernel of several warps a trajectory
+// (GS_WIDE_WARPS) on a simulated block of that many warps.
 func hostSimMainOf(name string) string {
-	return hostMainOf(`  std::barrier<> bar(32);
+	return hostMainOf(`#ifdef GS_WIDE_WARPS
+  const int warps = GS_WIDE_WARPS;
+#else
+  const int warps = 1;
+#endif
+  std::barrier<> bar(32);
   gs_sim_bar = &bar;
+  std::vector<std::barrier<>*> wbars;
+  for (int w = 1; w < warps; w++) wbars.push_back(gs_sim_wbars[w] = new std::barrier<>(32));
+  std::barrier<> bbar(32 * warps);
+  gs_sim_bbar = &bbar;
   std::vector<std::thread> th;
-  for (int lane = 0; lane < 32; lane++) th.emplace_back([&, lane] {
+  for (int lane = 0; lane < 32 * warps; lane++) th.emplace_back([&, lane] {
     threadIdx.x = lane;
     ` + name + `(a);
   });
-  for (auto& t : th) t.join();`)
+  for (auto& t : th) t.join();
+  for (auto* b : wbars) delete b;`)
 }
 
 // hostBackend is the backend of the host engines.

@@ -449,6 +449,21 @@ type Tuning struct {
 	// Results are the same bit for bit (the lanes' partial sums kept by
 	// lane of a warp, kernelgen's gs_wide_sums; TestHostWideLanesSame).
 	wideLanes int
+	// wideWarps, a power of two from 2 to kernelgen.WideMaxTrajWarps,
+	// runs a wide kernel's trajectories on that many warps each, a block
+	// a trajectory (kernelgen.Config.WideTrajWarps, issue 26: a large
+	// state's warps latency-bound, few a multiprocessor by shared
+	// memory), where the kernel allows it (an explicit method, not the
+	// blocked element split) and a trajectory's shared memory and its
+	// exchange slots fit the device's limit (wideWarpsFor); then
+	// wideLanes and wideRound do not apply (the launch bounds are
+	// wideTrajMinBlocks', or WideMinBlocks'). 0: defaultWideWarps (a warp or fewer
+	// lanes until the device measures more); 1 or negative: a warp or
+	// fewer lanes. Results agree with a warp per trajectory to rounding
+	// (the lanes' partial sums added in another order; the same steps:
+	// TestHostWideWarps), for the device's A/B (BenchmarkGPUWideLanes'
+	// "warps=2", "warps=4" rows).
+	wideWarps int
 	// denseLU keeps the wide layout's LU factors and solves dense
 	// (kernelgen.Config.WideDenseLU), the form before session 47, where
 	// by default a factor whose matrix has structural zeros runs only
@@ -620,7 +635,15 @@ func chooseLayout(base kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepProgram
 		if v.Wide && !tun.NoWidePrivate {
 			v.WideScalars = tun.WideScalars
 		}
-		if v.Wide {
+		if w := wideWarpsFor(tun.warpsFor(pl), v, pl, per, dev.sharedLimit); w > 1 {
+			// A block a trajectory: its part and its exchange slots.
+			per += kernelgen.WideExchange(w) * prec.Size()
+			v.WideTrajWarps = int8(w)
+			v.WideMinBlocks = wideTrajMinBlocks(w, per, dev.sharedLimit, tun.WideMinBlocks)
+			v.WideMinSplit = tun.WideMinSplit
+			v.WideDenseLU = tun.denseLU
+			v.WidePivots = tun.widePivots
+		} else if v.Wide {
 			warps := j.n // the launch's warps
 			if l := wideLanesFor(tun.lanesFor(pl), per, dev.sharedLimit); l < kernelgen.LaneWidth {
 				g := kernelgen.LaneWidth / l
@@ -824,6 +847,74 @@ func wideLanesFor(lanes, per, limit int) int {
 		return kernelgen.LaneWidth
 	}
 	return l
+}
+
+// defaultWideWarps returns the warps a trajectory of a wide kernel of
+// state dimension d runs on by default, factors true for a Rosenbrock
+// method's kernel (kernelgen.WideFactors): 1 (a warp or fewer lanes,
+// defaultWideLanes) at every d until the device measures several warps a
+// trajectory (Tuning.wideWarps; BenchmarkGPUWideLanes' "warps=2" and
+// "warps=4" rows of Lorenz-96 with d = 64 and 256).
+func defaultWideWarps(d int, factors bool) int { return 1 }
+
+// warpsFor returns the warps a wide kernel of plan pl's trajectories ask
+// for under tun (Tuning.wideWarps; 0: defaultWideWarps, negative: 1).
+func (tun Tuning) warpsFor(pl *ode.Plan) int {
+	switch {
+	case tun.wideWarps < 0:
+		return 1
+	case tun.wideWarps == 0:
+		return defaultWideWarps(pl.Dim, kernelgen.WideFactors(pl))
+	}
+	return tun.wideWarps
+}
+
+// wideWarpsFor returns the warps a trajectory of wide kernel v (its
+// layout chosen but for them) of plan pl runs on under warps asked
+// (warpsFor), whose trajectory takes per bytes of shared memory, on a
+// device whose blocks may take limit bytes (0: unknown, a host
+// backend): warps where they are a power of two from 2 to
+// kernelgen.WideMaxTrajWarps, the kernel allows them (kernelgen's
+// wideCheck: an explicit method, not the blocked element split) and the
+// trajectory with its exchange slots fits the limit; else 1.
+func wideWarpsFor(warps int, v kernelgen.Config, pl *ode.Plan, per, limit int) int {
+	if !v.Wide || warps <= 1 || warps > kernelgen.WideMaxTrajWarps || warps&(warps-1) != 0 {
+		return 1
+	}
+	if kernelgen.WideFactors(pl) || v.WideBlocked && !v.WideShared {
+		return 1
+	}
+	if limit > 0 && per+8*kernelgen.WideExchange(warps) > limit {
+		return 1
+	}
+	return warps
+}
+
+// wideTrajMaxWarps is the most warps a multiprocessor runs at once that
+// wideTrajMinBlocks' launch bounds ask for by default: 32 warps cap a
+// thread's registers at 64 (kernelgen.BoundsRegs). A proposal, not yet
+// measured on a device.
+const wideTrajMaxWarps = 32
+
+// wideTrajMinBlocks returns the launch bounds' blocks per multiprocessor
+// (kernelgen.Config.WideMinBlocks; 0: no bounds) of a wide kernel whose
+// trajectories run on warps warps, a block each, of per bytes of shared
+// memory (their exchange slots included), on a device whose blocks may
+// take limit bytes (0: unknown), tuned by tun (Tuning.WideMinBlocks): tun
+// if positive, none if negative; by default as many blocks as the
+// device's shared memory lets run at once (kernelgen.WideTrajOccupancy),
+// at most wideTrajMaxWarps warps' worth; none where one block runs.
+func wideTrajMinBlocks(warps, per, limit, tun int) int {
+	switch {
+	case tun > 0:
+		return tun
+	case tun < 0:
+		return 0
+	}
+	if on := min(kernelgen.WideTrajOccupancy(warps, per, limit), wideTrajMaxWarps/warps); on > 1 {
+		return on
+	}
+	return 0
 }
 
 // wideRoundMaxBlocks is the most blocks per multiprocessor

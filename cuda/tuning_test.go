@@ -51,7 +51,7 @@ func tuned(t testing.TB, name string, tun Tuning) string {
 	for _, f := range []struct {
 		v    int64
 		name string
-	}{{int64(tun.firstRows), "rows"}, {int64(tun.meshChunk), "chunk"}, {tun.maxStaging, "staging"}, {int64(tun.maxSource), "source"}, {int64(tun.bcastSeed), "bcast"}, {int64(tun.pipeChunk), "pipe"}, {int64(tun.pipeMin), "pipemin"}, {int64(tun.splitMin), "splitmin"}, {int64(tun.saveGroup), "savegroup"}, {int64(tun.wideFill), "widefill"}, {int64(tun.wideLanes), "widelanes"}, {int64(tun.tierMin), "tiermin"}, {int64(tun.hostWorkers), "workers"}, {int64(tun.headsWorkers), "heads"}} {
+	}{{int64(tun.firstRows), "rows"}, {int64(tun.meshChunk), "chunk"}, {tun.maxStaging, "staging"}, {int64(tun.maxSource), "source"}, {int64(tun.bcastSeed), "bcast"}, {int64(tun.pipeChunk), "pipe"}, {int64(tun.pipeMin), "pipemin"}, {int64(tun.splitMin), "splitmin"}, {int64(tun.saveGroup), "savegroup"}, {int64(tun.wideFill), "widefill"}, {int64(tun.wideLanes), "widelanes"}, {int64(tun.wideWarps), "widewarps"}, {int64(tun.tierMin), "tiermin"}, {int64(tun.hostWorkers), "workers"}, {int64(tun.headsWorkers), "heads"}} {
 		if f.v != 0 {
 			tn += fmt.Sprintf(",%s=%d", f.name, f.v)
 		}

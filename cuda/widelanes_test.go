@@ -294,6 +294,21 @@ var wideLanesVariants = []struct {
 	{"recy", Tuning{wideRecY: true}, ""},                                    // the reverse steps' y from the record (session 49)
 	{"outplace", Tuning{wideOutPlace: true}, ""},                            // the functions' returned arrays at their outputs (session 49)
 	{"recy-outplace", Tuning{wideRecY: true, wideOutPlace: true}, ""},
+	// A trajectory on several warps, a block each (Tuning.wideWarps,
+	// session 53): by default's launch bounds (wideTrajMinBlocks), without
+	// bounds (-b0: the registers the compiler wants), with bounds of 128
+	// registers (-b8 on 2 warps, -b4 on 4: Lorenz-96 d = 256's kernel on a
+	// warp used 164 of its 168), and on 2 warps with
+	// the reverse steps' y from the record and the returned arrays at
+	// their outputs (less shared memory a trajectory: more of them a
+	// multiprocessor).
+	{"warps=2", Tuning{wideWarps: 2}, ""},
+	{"warps=2-b0", Tuning{wideWarps: 2, WideMinBlocks: -1}, ""},
+	{"warps=2-b8", Tuning{wideWarps: 2, WideMinBlocks: 8}, ""}, // 128 registers
+	{"warps=2-recy-outplace", Tuning{wideWarps: 2, wideRecY: true, wideOutPlace: true}, ""},
+	{"warps=4", Tuning{wideWarps: 4}, ""},
+	{"warps=4-b0", Tuning{wideWarps: 4, WideMinBlocks: -1}, ""},
+	{"warps=4-b4", Tuning{wideWarps: 4, WideMinBlocks: 4}, ""}, // 128 registers
 	{"tile", Tuning{Layout: LayoutTile}, "tile"},
 	{"thread", Tuning{Layout: LayoutThread}, "thread"},
 }
@@ -313,7 +328,11 @@ var wideLanesVariants = []struct {
 // warp (warp-blocked), and the reverse steps' y read from the record
 // (Tuning.wideRecY, session 49: recy), the functions' returned arrays at
 // their outputs (Tuning.wideOutPlace: outplace) and both
-// (recy-outplace); on the Brusselator (d = 64: its 70 KB
+// (recy-outplace), and a trajectory on 2 or 4 warps (Tuning.wideWarps,
+// session 53: warps=2, warps=4; without launch bounds warps=2-b0,
+// warps=4-b0; with bounds of 128 registers warps=2-b8, warps=4-b4; on 2
+// with recy-outplace's shared memory warps=2-recy-outplace); on the
+// Brusselator (d = 64: its 70 KB
 // trajectories would run 2 a multiprocessor in groups of 16 lanes where
 // 3 run a warp each, so wideLanesFor keeps a warp each and lanes16 is
 // the default's kernel) the default, lanes16 and dense (its band's
@@ -332,6 +351,8 @@ func wideLanesRuns(c, v string) bool {
 	case v == "pivots":
 		return c == "pollution"
 	case v == "blocked" || v == "blocked-s48" || v == "recy" || v == "outplace" || v == "recy-outplace":
+		return c == "lorenz96-64" || c == "lorenz96-256"
+	case strings.HasPrefix(v, "warps="):
 		return c == "lorenz96-64" || c == "lorenz96-256"
 	case c == "hires":
 		return true
@@ -356,7 +377,8 @@ func wideLanesRuns(c, v string) bool {
 // layout (LayoutAuto: the wide layout but for neural Robertson's lanes
 // mode) or the variant's, with wideLanesVariants in turn (wideLanesRuns), three rounds
 // (later rounds' names end in #01, #02). It reports the kernel's lanes
-// a trajectory (lanes), launch bounds' blocks (bounds-blocks) and warps
+// a trajectory (lanes; 32 on several warps), warps a trajectory
+// (warps), launch bounds' blocks (bounds-blocks) and warps
 // a multiprocessor by shared memory (warps/SM) as chooseLayout sets them
 // on an H100's 132 multiprocessors, and in the first round the compiled
 // kernel's registers (regs) and local memory (local-B) a thread.
@@ -405,7 +427,11 @@ func BenchmarkGPUWideLanes(b *testing.B) {
 					}
 					v, per := wideLanesConfig(b, c, x.tun)
 					_, on := kernelgen.WideOccupancy(per, 227<<10)
+					if w := v.WideWarpsOf(); w > 1 {
+						on = w * kernelgen.WideTrajOccupancy(w, per, 227<<10)
+					}
 					b.ReportMetric(float64(v.WideLanesOf()), "lanes")
+					b.ReportMetric(float64(v.WideWarpsOf()), "warps")
 					b.ReportMetric(float64(v.WideMinBlocks), "bounds-blocks")
 					b.ReportMetric(float64(on), "warps/SM")
 					if round == 0 {
@@ -425,7 +451,9 @@ func BenchmarkGPUWideLanes(b *testing.B) {
 // trajectory's, kernelgen.WideSharedPerWarp, or with the reverse steps'
 // y from the record or the returned arrays at their outputs,
 // Config.WideRecordY and WideOutInPlace, its own; times the trajectories
-// a warp; 0 for a kernel of another layout).
+// a warp; on several warps a trajectory, Config.WideTrajWarps, a
+// block's: the trajectory's and its exchange slots; 0 for a kernel of
+// another layout).
 func wideLanesConfig(tb testing.TB, c engineCase, tun Tuning) (kernelgen.Config, int) {
 	tb.Helper()
 	j := jobOf(tb, c, ode.OpGrad)
@@ -440,6 +468,9 @@ func wideLanesConfig(tb testing.TB, c engineCase, tun Tuning) (kernelgen.Config,
 	per, err := sp.WideSharedPerWarpFor(kernelgen.Config{Grad: true, WideRecordY: v.WideRecordY, WideOutInPlace: v.WideOutInPlace})
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if w := v.WideWarpsOf(); w > 1 {
+		return v, per + 8*kernelgen.WideExchange(w) // a block's: the trajectory's and its exchange slots
 	}
 	return v, kernelgen.LaneWidth / v.WideLanesOf() * per
 }
@@ -494,16 +525,23 @@ func TestWideLanesShapes(t *testing.T) {
 			}
 			_, on := kernelgen.WideOccupancy(per, 227<<10)
 			g := kernelgen.LaneWidth / v.WideLanesOf()
-			if want := wideLanesFor(x.tun.lanesFor(jobOf(t, c, ode.OpGrad).Plan), per/g, 227<<10); v.WideLanesOf() != want {
+			if w := v.WideWarpsOf(); w > 1 {
+				on = w * kernelgen.WideTrajOccupancy(w, per, 227<<10)
+			}
+			want := wideLanesFor(x.tun.lanesFor(jobOf(t, c, ode.OpGrad).Plan), per/g, 227<<10)
+			if v.WideWarpsOf() > 1 {
+				want = kernelgen.LaneWidth // a trajectory on several warps: whole warps
+			}
+			if v.WideLanesOf() != want {
 				t.Errorf("%s/%s: %d lanes, want %d (wideLanesFor)", name, x.name, v.WideLanesOf(), want)
 			}
 			// The warps the registers let run: the bounds' cap (255 without).
 			regs := 255
 			if v.WideMinBlocks > 0 {
-				regs = kernelgen.BoundsRegs(kernelgen.WideWarps*kernelgen.LaneWidth, v.WideMinBlocks)
+				regs = kernelgen.BoundsRegs(v.WideBlockWarps()*kernelgen.LaneWidth, v.WideMinBlocks)
 			}
 			byRegs := min(64, 65536/(regs*kernelgen.LaneWidth))
-			w := min(on, byRegs)
+			w := min(on, byRegs) / v.WideWarpsOf() // in units of a trajectory's warps (1 unless WideTrajWarps)
 			t.Logf("%s/%s: %d lanes, bounds %d blocks (%d registers), %d B a warp; warps a multiprocessor %d by shared memory, %d by registers: %d trajectories, n = %d in %.2f rounds",
 				name, x.name, v.WideLanesOf(), v.WideMinBlocks, regs, per, on, byRegs, w*g, c.prob.N, float64(c.prob.N)/float64(max(w*g*132, 1)))
 		}

@@ -160,6 +160,10 @@ type Source struct {
 	// wideOutPlace places the arrays that the wide functions return
 	// whole at their outputs (Config.WideOutInPlace; outputsInPlace).
 	wideOutPlace bool
+	// wideWarps runs the wide functions on that many warps a trajectory
+	// where above 1 (Config.WideTrajWarps: wideWarpsHelper in place of
+	// wideHelper; the functions' code is the same).
+	wideWarps int
 	// wideWindowsCyclic keeps the window loops cyclic where wideBlocked
 	// (Config.WideWindowsCyclic).
 	wideWindowsCyclic bool

@@ -110,7 +110,12 @@
 // (widelu.go) are arrays in the warp's shared memory: the updates of each
 // elimination step split over the lanes (the thread layout's factors bit
 // for bit), the triangular solves column by column, a column's rows split
-// over the lanes (docs/wide-layout.md).
+// over the lanes (docs/wide-layout.md). Config.WideTrajWarps runs an
+// explicit method's trajectory on 2 to WideMaxTrajWarps warps, a block
+// each (the same functions' code: its loops strided by 32 times the
+// warps, GS_SYNCWARP the block's barrier, the sums' butterflies finished
+// across the warps through exchange slots at the start of the block's
+// shared memory: wideWarpsHelper).
 //
 // A large kernel may compile its large step programs as functions of
 // their own (Config.SplitFrom: GS_STEP, __noinline__; split.go), in the

@@ -109,7 +109,25 @@ type Config struct {
 	// of the blocked window loops (session 49; package cuda's
 	// Tuning.wideCyclicWindows).
 	WideWindowsCyclic bool
-	LanesMinBlocks    int
+	// WideTrajWarps (with Wide), if a power of two from 2 to
+	// WideMaxTrajWarps, runs each trajectory on that many warps, a block
+	// a trajectory (issue 26: a large state's warp is latency-bound, its
+	// multiprocessor holding few trajectories by shared memory): the
+	// wide functions' loops over the components strided by 32 ×
+	// WideTrajWarps lanes, every __syncwarp() a barrier of the block, the
+	// carried sums' butterflies finished across the warps through
+	// exchange slots at the start of the block's shared memory
+	// (GS_WIDE_WARPS, wide.go's wideWarpsHelper), after which every
+	// thread holds the same bits; the controller's scalars replicated in
+	// every thread. Explicit methods only, not with WideBlocked
+	// (wideCheck). The sums add the lanes' partial sums in another order
+	// than a warp's: the results agree with a warp per trajectory to
+	// rounding. 0 or 1: a warp per trajectory or less (WideLanes), the
+	// source as before; WideLanes is then ignored (package cuda's
+	// Tuning.wideWarps). An int8 in the padding before LanesMinBlocks
+	// (TestConfigSize).
+	WideTrajWarps  int8
+	LanesMinBlocks int
 	// LanesShuffle takes vectors' elements by shuffles rather than through
 	// the warps' staging rows (Source.stage).
 	LanesShuffle bool
@@ -301,7 +319,8 @@ type Config struct {
 	// same results bit for bit (package cuda's Tuning.WideScalars).
 	WideScalars int
 	// WideMinBlocks (with Wide), if positive, declares the kernel's
-	// launch bounds: blocks of WideWarps warps, at least WideMinBlocks of
+	// launch bounds: blocks of WideWarps warps (WideBlockWarps: a
+	// trajectory's with WideTrajWarps), at least WideMinBlocks of
 	// them per multiprocessor (__launch_bounds__(32·WideWarps,
 	// WideMinBlocks)), so that the compiler caps its registers at
 	// BoundsRegs(32·WideWarps, WideMinBlocks) per thread (5-6 blocks
@@ -401,10 +420,30 @@ type Config struct {
 // WideLanesOf returns the lanes a trajectory of kernel v runs on in the
 // wide layout (Config.WideLanes): 32 unless v sets a power of two below.
 func (v Config) WideLanesOf() int {
-	if l := v.WideLanes; l > 0 && l < LaneWidth && l&(l-1) == 0 {
+	if l := v.WideLanes; l > 0 && l < LaneWidth && l&(l-1) == 0 && v.WideWarpsOf() == 1 {
 		return l
 	}
 	return LaneWidth
+}
+
+// WideWarpsOf returns the warps a trajectory of kernel v runs on in the
+// wide layout (Config.WideTrajWarps): 1 unless v sets a power of two
+// from 2 to WideMaxTrajWarps.
+func (v Config) WideWarpsOf() int {
+	if w := int(v.WideTrajWarps); w > 1 && w <= WideMaxTrajWarps && w&(w-1) == 0 {
+		return w
+	}
+	return 1
+}
+
+// WideBlockWarps returns the warps of a block of kernel v in the wide
+// layout (its launch bounds' block): a trajectory's (WideWarpsOf) where
+// a trajectory runs on several, else WideWarps.
+func (v Config) WideBlockWarps() int {
+	if w := v.WideWarpsOf(); w > 1 {
+		return w
+	}
+	return WideWarps
 }
 
 // WorkAccs reports whether the warps' accumulators of a lanes-mode
@@ -501,6 +540,9 @@ func (v Config) wideRegsKey() string {
 	}
 	if l := v.WideLanesOf(); v.Wide && l < LaneWidth {
 		k += fmt.Sprintf("widelanes%d ", l)
+	}
+	if w := v.WideWarpsOf(); v.Wide && w > 1 {
+		k += fmt.Sprintf("widewarps%d ", w)
 	}
 	if v.Wide && v.WideDenseLU {
 		k += "widedenselu "
@@ -606,7 +648,9 @@ type KernelInfo struct {
 	// a gradient through events (Config.Events).
 	StoreEvent bool
 	// WideShared is the shared memory of a warp of a kernel of the wide
-	// layout, in bytes (Config.Wide; WideLaunch).
+	// layout, in bytes (Config.Wide; WideLaunch); of a block, a
+	// trajectory's with its exchange slots, where a trajectory runs on
+	// several warps (Config.WideTrajWarps; WideTrajLaunch).
 	WideShared int
 	// SaveCots reports that the kernel computes its save times'
 	// cotangents in the reverse sweep (kernelPlan.SaveCots): it reads and
@@ -728,6 +772,11 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 		}
 		k.W = w
 		info.WideShared = LaneWidth / v.WideLanesOf() * w.Len * prec.Size()
+		if tw := v.WideWarpsOf(); tw > 1 {
+			// A block's trajectory and its exchange slots.
+			info.WideShared = (w.Len + WideExchange(tw)) * prec.Size()
+			k.WideWarps = tw
+		}
 		if err := g.wideLoss(pl, v, lp, k); err != nil {
 			return nil, info, err
 		}
@@ -871,7 +920,8 @@ type kernelPlan struct {
 	// W is the wide layout's shared memory of a warp and its functions
 	// (Config.Wide).
 	W wideLayout
-	// WideWarps is the package's constant.
+	// WideWarps is the warps of a wide kernel's block: the package's
+	// constant, or a trajectory's warps (Config.WideBlockWarps).
 	WideWarps int
 }
 
@@ -935,6 +985,9 @@ func (v Config) preludeDefines(ns int) []string {
 	}
 	if l := v.WideLanesOf(); v.Wide && l < LaneWidth {
 		defs = append(defs, fmt.Sprintf("GS_WIDE_LANES %d", l))
+	}
+	if w := v.WideWarpsOf(); v.Wide && w > 1 {
+		defs = append(defs, fmt.Sprintf("GS_WIDE_WARPS %d", w))
 	}
 	return defs
 }

@@ -203,7 +203,7 @@ func BoundsRegs(threads, minBlocks int) int {
 // UnitRegs returns the register cap of every unit of kernel v compiled
 // in parts (NVRTC's --maxrregcount; 0: none), the cap its launch bounds
 // give the kernel compiled as one unit: a wide kernel's
-// (WideMinBlocks: blocks of WideWarps warps), a thread kernel's
+// (WideMinBlocks: blocks of WideBlockWarps warps), a thread kernel's
 // (ThreadMinBlocks: blocks of ThreadBoundsBlock threads), none for a
 // kernel without bounds. Lanes and tile kernels, which have bounds,
 // never split.
@@ -214,7 +214,7 @@ func (v Config) UnitRegs() int {
 	if !v.Wide {
 		return BoundsRegs(ThreadBoundsBlock, int(v.ThreadMinBlocks))
 	}
-	return BoundsRegs(WideWarps*LaneWidth, v.WideMinBlocks)
+	return BoundsRegs(v.WideBlockWarps()*LaneWidth, v.WideMinBlocks)
 }
 
 // gsIdent matches the generated C names (functions, their result

@@ -394,7 +394,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
 }
 {{- end}}
 
-{{define "entry"}}
+{{define "entry"}}{{if gt .WideWarpsOf 1}}{{template "entry-warps" .}}{{else}}
 // A block of {{.WideWarps}} warps, each with GS_W_LEN reals of the block's dynamic
 // shared memory, each running trajectories warp, warp + warps, ... of
 // the launch.
@@ -435,6 +435,41 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
 #endif
 {{- end}}
   for (long long i = g; i < a.n; i += 32 / GS_WSTRIDE) gs_body(a, i, ws + g * GS_W_LEN, a.sh, a.sh + GS_NS, a.gs);
+#else
+  // On the host one thread runs every trajectory.
+  static gs_real ws[GS_W_LEN];
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, ws, a.sh, a.sh + GS_NS, a.gs);
+#endif
+}
+{{- end}}{{end}}
+
+{{define "entry-warps"}}
+// A block of {{.WideWarps}} warps a trajectory (Config.WideTrajWarps), its
+// dynamic shared memory the exchange slots (GS_WIDE_WARPS reals, GS_WX)
+// and the trajectory's GS_W_LEN reals, running trajectories block, block
+// + blocks, ... of the launch.
+{{- if gt .WideMinBlocks 0}}
+// Config.WideMinBlocks: at least {{.WideMinBlocks}} blocks of {{.WideWarps}} warps per
+// multiprocessor, so that ptxas caps a thread's registers to let them run;
+// none in a kernel compiled in parts (GS_UNITS: Config.UnitRegs).
+#if defined(GS_CUDA) && !defined(GS_UNITS)
+#define GS_BOUNDS __launch_bounds__({{.WideWarps}} * 32, {{.WideMinBlocks}})
+#else
+#define GS_BOUNDS
+#endif
+GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
+{{- else}}
+GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
+{{- end}}
+#ifdef GS_CUDA
+  extern __shared__ gs_real gs_smem[];
+  gs_real* ws = gs_smem + GS_WIDE_WARPS;
+  for (long long i = blockIdx.x; i < a.n; i += gridDim.x) gs_body(a, i, ws, a.sh, a.sh + GS_NS, a.gs);
+#elif defined(GS_WARP_SIM)
+  // On the host one simulated block (GS_WARP_SIM: 32 * GS_WIDE_WARPS
+  // threads sharing the static array) runs every trajectory.
+  static gs_real ws[GS_W_LEN];
+  for (long long i = 0; i < a.n; i++) gs_body(a, i, ws, a.sh, a.sh + GS_NS, a.gs);
 #else
   // On the host one thread runs every trajectory.
   static gs_real ws[GS_W_LEN];

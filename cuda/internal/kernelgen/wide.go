@@ -92,8 +92,54 @@ const (
 	WideFillMinDimFactor = 8
 )
 
-// WideWarps is the number of warps of a wide-layout block (at most).
+// WideWarps is the number of warps of a wide-layout block (at most),
+// where a trajectory runs on a warp or fewer lanes.
 const WideWarps = 2
+
+// WideMaxTrajWarps is the most warps a trajectory of the wide layout
+// runs on (Config.WideTrajWarps).
+const WideMaxTrajWarps = 8
+
+// WideExchange returns the reals at the start of a wide-layout block's
+// shared memory that a trajectory on warps warps (Config.WideTrajWarps)
+// exchanges its warps' partial sums and single values through
+// (GS_WX: wideWarpsHelper), before the trajectory's part; none on a warp.
+func WideExchange(warps int) int {
+	if warps <= 1 {
+		return 0
+	}
+	return warps
+}
+
+// WideTrajLaunch returns the threads, threads per block and bytes of
+// dynamic shared memory of a wide-layout launch of n trajectories on
+// warps warps each (Config.WideTrajWarps above 1), a block a trajectory
+// (its barriers are the block's), whose block takes perTraj bytes of
+// shared memory (KernelInfo.WideShared: the trajectory's part and its
+// exchange slots).
+func WideTrajLaunch(n, warps, perTraj int) (threads, block, shmem int) {
+	return n * warps * LaneWidth, warps * LaneWidth, perTraj
+}
+
+// WideTrajOccupancy returns the trajectories of warps warps each (a
+// block each) a multiprocessor runs at once by its shared memory (limit
+// + 1 KiB, a block's reserve each), each taking perTraj bytes (the
+// trajectory's part of a warp's WideSharedPerWarp plus its exchange
+// slots), at most wideSMBlocks blocks and wideSMWarps warps; 0 where
+// limit is 0, unknown, or no block fits.
+func WideTrajOccupancy(warps, perTraj, limit int) int {
+	if limit <= 0 || perTraj > limit {
+		return 0
+	}
+	return min((limit+wideBlockReserve)/(perTraj+wideBlockReserve), wideSMBlocks, wideSMWarps/max(warps, 1))
+}
+
+// wideSMBlocks and wideSMWarps are the most blocks and warps a
+// multiprocessor runs at once (compute capability 8.0 and 9.0).
+const (
+	wideSMBlocks = 32
+	wideSMWarps  = 64
+)
 
 // wideBlockReserve is the shared memory a multiprocessor reserves per
 // block (1 KiB on the H100), and the multiprocessor's shared memory is
@@ -158,6 +204,7 @@ var (
 	errWideFloat64   = errors.New("cuda: the wide layout runs in float64 only")
 	errWidePlan      = errors.New("cuda: the wide layout needs the plan's Init, Trial and Control")
 	errWideDenseSave = errors.New("cuda: the wide layout reads save times from the continuous extension only (Settings.Saves = SaveInterpolate)")
+	errWideWarps     = errors.New("cuda: the wide layout runs a trajectory on several warps (Config.WideTrajWarps) for explicit methods only, without the blocked element split (Config.WideBlocked): a Rosenbrock method's factors and the blocked split's neighbours take a warp's shuffles")
 )
 
 // wideCheck returns why kernel v of pl cannot run in the wide layout, or
@@ -172,6 +219,8 @@ func wideCheck(v Config, pl *ode.Plan, prec Precision) error {
 		return errWidePlan
 	case v.Saves > 0 && pl.DenseStep == nil:
 		return errWideDenseSave
+	case v.WideWarpsOf() > 1 && (WideFactors(pl) || v.WideBlocked && !v.WideShared):
+		return errWideWarps
 	}
 	return nil
 }
@@ -436,13 +485,24 @@ type wideVariant struct {
 	denseLU bool
 	// pivots is Config.WidePivots.
 	pivots PivotSeq
+	// warps is Config.WideWarpsOf where above 1, else 0.
+	warps int
 }
 
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
 	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled, blocked: v.WideBlocked && !v.WideShared,
 		recY: v.WideRecordY && v.Grad && !v.WideShared && !v.WideBlocked, outPlace: v.WideOutInPlace && !v.WideShared && !v.WideBlocked, cycWindows: v.WideBlocked && v.WideWindowsCyclic && !v.WideShared,
-		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots}
+		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots, warps: wideWarpsOf(v)}
+}
+
+// wideWarpsOf returns kernel v's warps a trajectory where above 1
+// (Config.WideWarpsOf), else 0 (wideVariant.warps).
+func wideWarpsOf(v Config) int {
+	if w := v.WideWarpsOf(); w > 1 {
+		return w
+	}
+	return 0
 }
 
 // DefaultWideMinSplit is Config.WideMinSplit's default in a Rosenbrock
@@ -496,6 +556,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU, src.wideTables, src.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		src.widePivots = k.pivots
 		src.wideBlocked, src.wideRecY, src.wideOutPlace, src.wideWindowsCyclic = k.blocked, k.recY, k.outPlace, k.cycWindows
+		src.wideWarps = k.warps
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -518,6 +579,7 @@ func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU, s.wideTables, s.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		s.widePivots = k.pivots
 		s.wideBlocked, s.wideRecY, s.wideOutPlace, s.wideWindowsCyclic = k.blocked, k.recY, k.outPlace, k.cycWindows
+		s.wideWarps = k.warps
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -754,6 +816,95 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 }
 `
 
+// wideWarpsHelper is wideHelper for a trajectory on GS_WIDE_WARPS warps
+// (Config.WideTrajWarps: a block a trajectory): the lanes are the
+// block's threads, the component loops strided by 32 · GS_WIDE_WARPS,
+// GS_SYNCWARP a barrier of the block (the functions' code is
+// wideHelper's), the lanes' sums a warp's butterfly then the warps'
+// sums through the block's exchange slots GS_WX (WideExchange: the
+// first GS_WIDE_WARPS reals of its shared memory; on the simulated
+// block, kerneltest.WarpSim, its own array), added by every thread in
+// warp order, so that every thread holds the same bits.
+const wideWarpsHelper = `// The wide layout (wide.go) on GS_WIDE_WARPS warps a trajectory, a block
+// a trajectory (Config.WideTrajWarps): component loops run component c on
+// thread c mod GS_WSTRIDE of the block; GS_SYNCWARP() is the block's
+// barrier; gs_wide_sum sums a value over the block's threads (each warp's
+// butterfly, then the warps' sums in warp order through the exchange
+// slots GS_WX, the block's first GS_WIDE_WARPS reals: every thread gets
+// the same bits).
+#ifdef GS_WARPS
+#define GS_WLANE ((int)(threadIdx.x & (32 * GS_WIDE_WARPS - 1)))
+#define GS_WSTRIDE (32 * GS_WIDE_WARPS)
+#define GS_WMASK 0xffffffffu
+#undef GS_SYNCWARP
+#ifdef GS_WARP_SIM
+#define GS_SYNCWARP() gs_sim_syncthreads()
+#define GS_WX gs_sim_wx
+#else
+#define GS_SYNCWARP() __syncthreads()
+extern __shared__ gs_real gs_smem[];
+#define GS_WX gs_smem
+#endif
+#else
+#define GS_WLANE 0
+#define GS_WSTRIDE 1
+#endif
+// A lane-private array (wideprivate.go) holds component c at row
+// c / GS_WSTRIDE of its GS_WPRIV rows per 32 components (one: the
+// thread's rows are fewer).
+#ifdef GS_WARPS
+#define GS_WPRIV 1
+#else
+#define GS_WPRIV 32
+#endif
+#ifdef GS_CUDA
+#define GS_WIDE_TABLE __device__ const
+#else
+#define GS_WIDE_TABLE static const
+#endif
+// GS_WROT(c, b, k, n) is entry c of a gather whose index table would be
+// b + (c + k) mod n (wide.go's rotation), 0 <= c, k < n: the index
+// computed in place of the table's load.
+#define GS_WROT(c, b, k, n) ((b) + ((c) + (k) >= (n) ? (c) + (k) - (n) : (c) + (k)))
+GS_DEVICE gs_real gs_wide_sum(gs_real x) {
+#ifdef GS_WARPS
+  for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(GS_WMASK, x, o);
+  if ((threadIdx.x & 31) == 0) GS_WX[GS_WLANE >> 5] = x;
+  GS_SYNCWARP();
+  x = GS_WX[0];
+  for (int w = 1; w < GS_WIDE_WARPS; w++) x = x + GS_WX[w];
+  GS_SYNCWARP();  // every thread has read the slots
+#endif
+  return x;
+}
+// A chained sum split over the lanes keeps one partial sum a thread
+// (GS_WSUMS slots, wideHelper's interface), summed by gs_wide_sums.
+#define GS_WSUMS 1
+GS_DEVICE void gs_wsum_zero(gs_real* x) { x[0] = (gs_real)-0.0; }
+GS_DEVICE gs_real gs_wsum_get(const gs_real* x, int c) {
+  (void)c;
+  return x[0];
+}
+GS_DEVICE void gs_wsum_set(gs_real* x, int c, gs_real v) {
+  (void)c;
+  x[0] = v;
+}
+GS_DEVICE gs_real gs_wide_sums(gs_real* x) { return gs_wide_sum(x[0]); }
+// gs_wide_from returns thread l's x (of the trajectory's threads) in
+// every thread, through the exchange slots.
+GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
+#ifdef GS_WARPS
+  if (GS_WLANE == l) GS_WX[0] = x;
+  GS_SYNCWARP();
+  x = GS_WX[0];
+  GS_SYNCWARP();  // every thread has read the slot
+#else
+  (void)l;
+#endif
+  return x;
+}
+`
+
 // wideFunc emits p, inlined, as a warp-cooperative function (see the
 // wide layout above), its per-trajectory inputs in order in gs_a, or
 // input j at gs_a[pos[j]] (pos not nil: wideLayout.inputs), its gathers
@@ -769,7 +920,11 @@ GS_DEVICE gs_real gs_wide_from(gs_real x, int l) {
 // since gs_a was written; the outputs are visible to every lane when it
 // returns.
 func (s *Source) wideFunc(p *tape.Program, pos []int, noRuns bool, privOut int, rec inSpan) (string, int, error) {
-	s.helper(wideHelper)
+	if s.wideWarps > 1 {
+		s.helper(wideWarpsHelper)
+	} else {
+		s.helper(wideHelper)
+	}
 	in, err := tape.Inline(p)
 	if err != nil {
 		return "", 0, err

@@ -53,6 +53,10 @@ func FirstLines(s string, n int) string {
 // WarpSim simulates a warp on the host: 32 threads, shuffles through a
 // shared slot array and a barrier (a barrier of their own for the
 // collectives of a group of consecutive lanes, a mask below the warp's),
+// or a block of up to 8 such warps (the wide layout's trajectory on
+// several warps, GS_WIDE_WARPS: each warp's collectives on its own
+// slots and barrier, gs_sim_wbars, the block's barrier
+// gs_sim_syncthreads and exchange slots gs_sim_wx),
 // atomics under a lock, and turns that order the trajectories of a warp's
 // groups of lanes in the wide layout (gs_sim_turn). It is defined
 // before the prelude, whose warp collectives (GS_WARP_SIM) then run the
@@ -71,8 +75,22 @@ const WarpSim = `
 struct gs_sim_idx { unsigned x; };
 inline thread_local gs_sim_idx threadIdx;
 inline std::barrier<>* gs_sim_bar;
-inline double gs_sim_slot[32];
+inline double gs_sim_slot[32 * 8];
 inline std::mutex gs_sim_mu;
+// gs_sim_wbars[w] is warp w's barrier in a simulated block of several
+// warps (warp 0's is gs_sim_bar), gs_sim_bbar the block's, gs_sim_wx
+// the block's exchange slots (the wide layout's GS_WX).
+inline std::barrier<>* gs_sim_wbars[8];
+inline std::barrier<>* gs_sim_bbar;
+inline double gs_sim_wx[8];
+static void gs_sim_syncthreads() { gs_sim_bbar->arrive_and_wait(); }
+// gs_sim_warp_bar is the calling thread's warp's barrier, gs_sim_base
+// its warp's first slot.
+static std::barrier<>* gs_sim_warp_bar() {
+  const unsigned w = threadIdx.x >> 5;
+  return w == 0 ? gs_sim_bar : gs_sim_wbars[w];
+}
+static int gs_sim_base() { return (int)(threadIdx.x & ~31u); }
 // gs_sim_gbar[k][s] is the barrier of the 2^k lanes from lane s (k < 5),
 // for the collectives of a mask of consecutive lanes below the warp
 // (the wide layout's groups, GS_WIDE_LANES): the warp's gs_sim_bar for
@@ -84,37 +102,37 @@ inline bool gs_sim_gbar_made = [] {
   return true;
 }();
 static std::barrier<>* gs_sim_barrier(unsigned m) {
-  if (m == 0xffffffffu) return gs_sim_bar;
+  if (m == 0xffffffffu) return gs_sim_warp_bar();
   return gs_sim_gbar[__builtin_ctz(__builtin_popcount(m))][__builtin_ctz(m)];
 }
 template <class T> T __shfl_xor_sync(unsigned m, T v, int o) {
   const int lane = threadIdx.x & 31;
   std::barrier<>* bar = gs_sim_barrier(m);
-  gs_sim_slot[lane] = (double)v;
+  gs_sim_slot[gs_sim_base() + lane] = (double)v;
   bar->arrive_and_wait();
-  T r = (T)gs_sim_slot[lane ^ o];
+  T r = (T)gs_sim_slot[gs_sim_base() + (lane ^ o)];
   bar->arrive_and_wait();
   return r;
 }
 static int __any_sync(unsigned, bool p) {
   const int lane = threadIdx.x & 31;
-  gs_sim_slot[lane] = p ? 1 : 0;
-  gs_sim_bar->arrive_and_wait();
+  gs_sim_slot[gs_sim_base() + lane] = p ? 1 : 0;
+  gs_sim_warp_bar()->arrive_and_wait();
   int any = 0;
-  for (int l = 0; l < 32; l++) any |= gs_sim_slot[l] != 0;
-  gs_sim_bar->arrive_and_wait();
+  for (int l = 0; l < 32; l++) any |= gs_sim_slot[gs_sim_base() + l] != 0;
+  gs_sim_warp_bar()->arrive_and_wait();
   return any;
 }
 template <class T> T __shfl_sync(unsigned m, T v, int src, int width = 32) {
   const int lane = threadIdx.x & 31;
   std::barrier<>* bar = gs_sim_barrier(m);
-  gs_sim_slot[lane] = (double)v;
+  gs_sim_slot[gs_sim_base() + lane] = (double)v;
   bar->arrive_and_wait();
-  T r = (T)gs_sim_slot[(lane & ~(width - 1)) | (src & (width - 1))];
+  T r = (T)gs_sim_slot[gs_sim_base() + ((lane & ~(width - 1)) | (src & (width - 1)))];
   bar->arrive_and_wait();
   return r;
 }
-static void __syncwarp() { gs_sim_bar->arrive_and_wait(); }
+static void __syncwarp() { gs_sim_warp_bar()->arrive_and_wait(); }
 static void __syncwarp(unsigned m) { gs_sim_barrier(m)->arrive_and_wait(); }
 inline double gs_sim_slot2[32];
 // gs_sim_mma is the m8n8k4 float64 product D = A·B + D (see gs_mma884):
