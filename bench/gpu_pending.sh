@@ -75,7 +75,9 @@
 #     Nsight Compute's stalls of Lorenz-96 d = 256's gradient.
 #   bash bench/gpu_pending.sh s53 (under 540 s): s52 with session 53's H3
 #     merged (the wide layout on several warps a trajectory: TestGPUWideWarps,
-#     GPUWideLanes' warps= rows) and TestGPUWideRosenbrock.
+#     GPUWideLanes' warps= rows: warps=2, -b0, -b8, -recy-outplace, warps=4,
+#     -b0, -b4; if one wins, set defaultWideWarps from d and the bounds from
+#     the -b0 rows' registers) and TestGPUWideRosenbrock.
 #   bash bench/gpu_pending.sh s49src (under 5 minutes): Nsight Compute's
 #     stall samples by SASS instruction of Lorenz-96 d = 256's gradient
 #     and the 1,000-save solve.
@@ -1056,14 +1058,14 @@ if [ "$part" = s53 ]; then
 # -O1 and in full) and Nsight Compute's stalls of d = 256's gradient.
 MAX=${S53_MAX:-540}
 TPS=${S53_TP:-230}
-tp warps53 $TPS '^(TestGPUWideWarps|TestGPUWideRosenbrock)$' &
+tp warps53 $TPS '^(TestGPUWideWarps|TestGPUWideRosenbrock|TestGPUWideLanesSame|TestGPUWideLanesShared)$' &
 tp wide $TPS '^TestGPUWide$' &
 tp saves $TPS '^(TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUSaveCots|TestGPUDeferSaves)$' &
 tp auto52 $TPS '^(TestGPUAutoStiffTest|TestGPUAutoContinue|TestGPUAutoKeptGrads|TestGPUEngineMoreProblems|TestGPUEnginePublished)$' &
 tp events52 $TPS '^(TestGPUEventUnseen|TestGPUEvents|TestGPUEventCases|TestGPUEventCoinciding|TestGPUEventsSaveEdges|TestGPUDenseSolution|TestGPUMultiEvents)$' &
 wait
 for f in warps53 wide saves auto52 events52; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
-t l96w 85 -test.run '^$' -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/(default|warps=2|warps=4|warps=2-b0|warps=4-b0)$' -test.benchtime 5x -test.count 2
+t l96w 100 -test.run '^$' -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^(default|warps=[^#]*)(#0[12])?$' -test.benchtime 5x
 t bsaves 40 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-inline|-defer)?$' -test.benchtime 20x
 t auto 40 -test.run '^$' -test.bench '^BenchmarkGPUAuto$/^(vdp|mixed|robertson-1e-8)$/' -test.benchtime 3x
 t prof 25 -test.run '^$' -test.bench 'GPUSaveSplit/saves=1000/grad-kept$' -test.benchtime 200x -test.cpuprofile "$out/l/grad1000.prof"
