@@ -229,7 +229,7 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 	if pl.Init, err = buildInit(f, fp, m.Order(), s.Dt0); err != nil {
 		return nil, err
 	}
-	if pl.Control, err = buildControl(s.Controller, f.Dim, stabilitySize(m.Name())); err != nil {
+	if pl.Control, err = buildControl(s.Controller, f.Dim, stabilitySize(m.Name()), stiffTestOf(sp.variant)); err != nil {
 		return nil, fmt.Errorf("ode: %s: building the controller: %w", f.name(), err)
 	}
 	return pl, nil
