@@ -316,23 +316,27 @@ func (s *Settings) withDefaults(f *Field) Settings {
 //
 // The test is Auto's own (its Tsit5 plan's trial and control programs,
 // Plan.Variant "auto"). Its estimate of the step's dominant eigenvalue is
-// ρ = max(ρ_r, ρ_e), two scale-invariant ratios: each component divided by
-// s_c = max(|g6_c|, |g7_c|, 2^-1000), the weighting of a relative
-// tolerance's error norm (without the tolerance: one trial program serves
-// every tolerance). ρ_r = ‖(k7 − k6)/s‖/‖(g7 − g6)/s‖ is Hairer's ratio
-// (Tsit5's last two stages, both at t + h, and their inputs) in that norm;
-// ρ_e = ‖Σ e_j k_j/s‖/‖Σ e_j g_j/s‖ (e = b − b̂, the error weights) is the
-// same quotient along the error estimate's direction, exact for an affine
-// field, where the stiff modes are at the stability limit (they are what
-// the controller rejects) though they stay too small in g7 − g6 for ρ_r.
-// Hairer's Euclidean ρ_2 is ruled by the large, slow components: at rtol
-// 1e-8 and a purely relative tolerance POLL switched after 73,880 Tsit5
-// steps and ROBER (to t = 1e11) after 10,675; with ρ_r after 643 and
-// 2,031; with ρ_e and the boundary below after 96 and 106 (Rodas5P alone:
-// 472 and 761 steps; Rodas5P reaches the switch times in 50 and 98). The
-// damped rotation y' = [[−a, ω], [−ω, −a]]·y with ω = 10a, whose
-// eigenvalues lie where Tsit5's stability boundary is below the test's
-// threshold, switches, where ρ_2 never fires (TestAutoSwitchPoint).
+// ρ = max(ρ_2, ρ_r, ρ_e). ρ_2 = ‖k7 − k6‖/‖g7 − g6‖ is Hairer's (Tsit5's
+// last two stages, both at t + h, and their inputs, in Euclidean norms);
+// ρ_r and ρ_e are scale-invariant, each component divided by s_c =
+// max(|g6_c|, |g7_c|, 2^-1000), the weighting of a relative tolerance's
+// error norm (without the tolerance: one trial program serves every
+// tolerance): ρ_r is ρ_2's ratio in that norm, and ρ_e = ‖Σ e_j k_j/s‖ /
+// ‖Σ e_j g_j/s‖ (e = b − b̂, the error weights) the same quotient along
+// the error estimate's direction, exact for an affine field, where the
+// stiff modes are at the stability limit (they are what the controller
+// rejects) though they stay too small in g7 − g6 for ρ_r. ρ_2 is ruled by
+// the large, slow components: at rtol 1e-8 and a purely relative
+// tolerance POLL switched after 73,880 Tsit5 steps and ROBER (to t =
+// 1e11) after 10,675; with ρ_r after 643 and 2,031; with ρ_e and the
+// boundary below after 96 and 106 (Rodas5P alone: 472 and 761 steps;
+// Rodas5P reaches the switch times in 50 and 98). The damped rotation y'
+// = [[−a, ω], [−ω, −a]]·y with ω = 10a, whose eigenvalues lie where
+// Tsit5's stability boundary is below the test's threshold, switches,
+// where ρ_2 never fires; a fast mode in a large component near its
+// equilibrium beside one decaying to 0, which the relative norms weigh
+// by its own rate however small it is, switches by ρ_2
+// (TestAutoSwitchPoint).
 //
 // A step counts where h·ρ exceeds 0.9 times Tsit5's stability size 3.5068
 // (DifferentialEquations.jl's AutoSwitch margin; plain Tsit5's flag keeps
@@ -345,7 +349,7 @@ func (s *Settings) withDefaults(f *Field) Settings {
 // Lorenz, Kepler, Van der Pol at μ = 1, Lotka–Volterra, Arenstorf,
 // Lorenz-96, a chain whose products grow from 0) switches at rtol 1e-3 to
 // 1e-12, nor at a purely relative tolerance. The estimates cost about
-// fourteen traced values a component in every trial step, so only Auto's
+// eighteen traced values a component in every trial step, so only Auto's
 // Tsit5 computes them (on every engine: the CPU's and the GPU kernels run
 // that plan's trial and control programs); plain Tsit5 and Vern7 keep
 // Hairer's ρ_2 and DOPRI5's boundary for their Stiff flags, and their

@@ -30,6 +30,21 @@ func dampedRotation(a, omega, t1 float64) Problem {
 	}
 }
 
+// largeFast returns y1' = −3e3·(y1 − 1e3), y2' = −1e3·y2, y3' = 0.1·y2 −
+// 0.5·y3 from (1e3 + 1, 1e-3, 1e-2) on [0, 10]: stiff, its fast mode in
+// the large component y1 near its equilibrium, y2 decaying to 0.
+func largeFast() Problem {
+	return Problem{
+		Name: "large-fast",
+		Field: ode.Field{Name: "large-fast", Dim: 3,
+			F: func(_ tape.V, y, _ []tape.V) []tape.V {
+				return []tape.V{y[0].MulC(-3e3).AddC(3e6), y[1].MulC(-1e3), y[1].MulC(0.1).Sub(y[2].MulC(0.5))}
+			}},
+		Y0: []float64{1e3 + 1, 1e-3, 1e-2},
+		T1: 10,
+	}
+}
+
 // growthChain returns A → B, A + B → C, B + C → D with unit rates from
 // (1, 0, 0, 0) on [0, 10]: a non-stiff field whose products grow from 0
 // (as t, t², t³), so that at a purely relative tolerance Hairer's initial
@@ -125,6 +140,11 @@ func TestAutoSwitchPoint(t *testing.T) {
 		{dampedRotation(1e3, 1e4, 0.05), 1e-8, same, 600, 0},
 		{dampedRotation(1e3, 1e5, 0.05), 1e-6, same, 1800, 0},
 		{dampedRotation(1e3, 1e5, 0.05), 1e-8, same, 5000, 0},
+		// A fast mode in a large component near its equilibrium, beside
+		// one decaying to 0: the relative estimates weigh the latter by
+		// its own rate however small it is; Hairer's ρ_2 fires.
+		{largeFast(), 1e-6, same, 60, 0},
+		{largeFast(), 1e-8, pure, 500, 0},
 	} {
 		name := fmt.Sprintf("%s/%g", c.pr.Name, c.rtol)
 		t.Run(name, func(t *testing.T) {
