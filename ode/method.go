@@ -57,8 +57,8 @@ type erk struct {
 	tab *ERKTableau
 
 	// scaled, for Method Auto's Tsit5 (autoTsit5), makes the trial
-	// step's stiffness estimate the scale-invariant one (see
-	// stiffnessEstimate); the method's other programs are its own.
+	// step's stiffness estimate Auto's, with the scale-invariant ratios
+	// (see stiffnessEstimate); the method's other programs are its own.
 	scaled bool
 }
 
@@ -72,8 +72,9 @@ var (
 	Vern7 Method = &erk{tab: vern7Tableau}
 
 	// autoTsit5 is Tsit5 as Method Auto runs it: its plan's Trial and
-	// TrialDense compute the scale-invariant stiffness estimate (Plan.Variant
-	// "auto"; see stiffnessEstimate), its other programs and its name are
+	// TrialDense compute Auto's stiffness estimate and its Control runs
+	// Auto's test (Plan.Variant "auto"; see stiffnessEstimate and
+	// stiffTestOf), its other programs and its name are
 	// Tsit5's, and its plan's Fingerprint is Tsit5's (a mesh of one is a
 	// mesh of the other: the same steps, replayed by the same program).
 	autoTsit5 Method = &erk{tab: tsit5Tableau, scaled: true}
