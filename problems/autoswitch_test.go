@@ -2,6 +2,8 @@ package problems
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/gradsolve-go/gradsolve/ode"
@@ -293,5 +295,61 @@ func BenchmarkAutoMatrix(b *testing.B) {
 				}
 			}
 		}
+	}
+}
+
+// TestAutoNoSwitchEnsembles checks that Method Auto switches no
+// trajectory of non-stiff ensembles of 64: Van der Pol with μ =
+// linspace(0.5, 3) on [0, 30], Lorenz with ρ = linspace(10, 40) on [0,
+// 10], Kepler with GM = linspace(0.8, 2) over two of its default
+// periods, at rtol = atol 1e-4, 1e-6, 1e-8 and 1e-10, and that their steps
+// are Tsit5's.
+func TestAutoNoSwitchEnsembles(t *testing.T) {
+	t.Parallel()
+	const n = 64
+	vary := func(pr Problem, k int, lo, hi, t1 float64) ode.Problem {
+		np := len(pr.P)
+		p := make([]float64, n*np)
+		v := LinSpace(make([]float64, n), lo, hi)
+		for i := range n {
+			copy(p[i*np:], pr.P)
+			p[i*np+k] = v[i]
+		}
+		return ode.Problem{Field: pr.Field, N: n, Y0: pr.Y0, P: p, T0: pr.T0, T1: t1}
+	}
+	for _, c := range []struct {
+		name string
+		p    ode.Problem
+	}{
+		{"vdp", vary(VanDerPol(), 0, 0.5, 3, 30)},
+		{"lorenz", vary(Lorenz(), 1, 10, 40, 10)},
+		{"kepler", vary(Kepler(), 0, 0.8, 2, 4*math.Pi)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			for _, rtol := range []float64{1e-4, 1e-6, 1e-8, 1e-10} {
+				steps := map[ode.Method][]int{}
+				for _, m := range []ode.Method{ode.Auto, ode.Tsit5} {
+					sv, err := ode.NewSolver(c.p.Field, &ode.Settings{Method: m, RelTol: rtol, AbsTol: rtol})
+					if err != nil {
+						t.Fatal(err)
+					}
+					sol, err := sv.Solve(&c.p)
+					if err != nil {
+						t.Fatalf("%s rtol %g: %v", m.Name(), rtol, err)
+					}
+					steps[m] = sol.Stats.Accepted
+					for i, sw := range sol.Switch {
+						if sw != sol.Stats.Accepted[i] {
+							t.Errorf("%s rtol %g: trajectory %d (p = %v) switched after %d Tsit5 steps of %d; it is not stiff",
+								c.name, rtol, i, c.p.P[i*len(c.p.P)/n:(i+1)*len(c.p.P)/n], sw, sol.Stats.Accepted[i])
+						}
+					}
+				}
+				if !slices.Equal(steps[ode.Auto], steps[ode.Tsit5]) {
+					t.Errorf("%s rtol %g: Auto's steps %v, Tsit5's %v", c.name, rtol, steps[ode.Auto], steps[ode.Tsit5])
+				}
+			}
+		})
 	}
 }
