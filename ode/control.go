@@ -43,6 +43,43 @@ const (
 	calmRuns      = 6
 )
 
+// Method Auto's stiffness test (its Tsit5 plan's control, Plan.Variant
+// "auto"; see Auto): a step counts where h·ρ exceeds autoBoundary times
+// the stability size, DifferentialEquations.jl's AutoSwitch margin
+// (stifftol 9/10), and its error norm is at least autoMinErr.
+//
+// At the stability limit the controller settles where h·ρ sits a few per
+// cent below the stability size (Tsit5 on ROBER at rtol 1e-8: h·ρ = 3.35
+// to 3.45 for 1,900 steps, with the error norm 0.59 at every step), under
+// DOPRI5's margin 3.45. The error floor keeps out the steps whose size the
+// controller's growth limit chose, not their error (the first steps from
+// Hairer's initial estimate, 1e-21 on POLL, each 5× the last with error
+// norms below 1e-4): their h·ρ measures how fast components grow from 0
+// relative to themselves (about 4 on POLL, at every step of the ramp),
+// not the step's stability, and the estimates' differences there are at
+// the rounding of the stages.
+const (
+	autoBoundary = 0.9
+	autoMinErr   = 0.01
+)
+
+// stiffTest is a control program's stiffness test: a step counts where
+// h·ρ > boundary·stab and its error norm is at least minErr.
+type stiffTest struct {
+	boundary, minErr float64
+}
+
+// plainStiffTest is the test of Tsit5's and Vern7's own plans.
+var plainStiffTest = stiffTest{boundary: stiffBoundary}
+
+// stiffTestOf returns the stiffness test of a plan of variant v.
+func stiffTestOf(v string) stiffTest {
+	if v == variantAuto {
+		return stiffTest{boundary: autoBoundary, minErr: autoMinErr}
+	}
+	return plainStiffTest
+}
+
 // controlInputs lists the inputs of the control program for dimension d.
 func controlInputs(d int) []tape.Input {
 	names := [NumState]string{"t", "h", "errprev", "last", "accepted", "rejected", "nonfinite", "stiffrun", "calmrun", "stiff"}
@@ -66,7 +103,7 @@ func controlInputs(d int) []tape.Input {
 
 // buildControl traces the control program of a method with controller ctl
 // for dimension d. stab is the method's real-axis stability size (0: no
-// stiffness test).
+// stiffness test), and test the stiffness test's boundary and error floor.
 //
 // Inputs (per trajectory unless noted): state[NumState] (see StateT), t1,
 // y[d] (the state before the step), y⁺[d] and err[d] (the trial step's
@@ -97,7 +134,7 @@ func controlInputs(d int) []tape.Input {
 // float64 resolves 1.2e-4) the steps then sum exactly to T1 − T0 and a
 // replay's t += h reproduces the record's times; near the origin h
 // changes by at most half an ulp of t.
-func buildControl(ctl Controller, d int, stab float64) (*tape.Program, error) {
+func buildControl(ctl Controller, d int, stab float64, test stiffTest) (*tape.Program, error) {
 	in := controlInputs(d)
 	return tape.Trace("control", in, func(v []tape.V) []tape.V {
 		st := v[:NumState]
@@ -156,7 +193,10 @@ func buildControl(ctl Controller, d int, stab float64) (*tape.Program, error) {
 		// The stiffness test on accepted steps.
 		sr, cr, stiff := st[StateStiffRun], st[StateCalmRun], st[StateStiff]
 		if stab > 0 {
-			hot := and(accept, tape.Gt(hrho, c(stiffBoundary*stab)))
+			hot := and(accept, tape.Gt(hrho, c(test.boundary*stab)))
+			if test.minErr > 0 {
+				hot = and(hot, tape.Ge(errn, c(test.minErr)))
+			}
 			calm := and(accept, not(hot))
 			sr = tape.Select(hot, sr.Add(one), sr)
 			cr = tape.Select(hot, zero, tape.Select(calm, cr.Add(one), cr))

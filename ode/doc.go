@@ -123,8 +123,9 @@
 // does (Robertson: 42 Tsit5 steps, to t = 0.048, against 42 Rodas5P steps
 // for the whole span), and the error names the time where it stopped.
 // Method Auto switches such a trajectory to Rodas5P there instead (its
-// Tsit5 runs the test on a scale-invariant estimate, which fires early
-// where the stiff modes live in small components: see Auto), and
+// Tsit5 runs its own test, on scale-invariant estimates and a lower
+// boundary, which fires early where the stiff modes live in small
+// components: see Auto), and
 // goes on from where it is (Mesh.Switch), on every engine: the CPU's in
 // place, the GPU engines in a job of the stopped trajectories that starts
 // each at its own time (see Auto). There the steps of the mesh, the

@@ -57,8 +57,8 @@ type erk struct {
 	tab *ERKTableau
 
 	// scaled, for Method Auto's Tsit5 (autoTsit5), makes the trial
-	// step's stiffness estimate the scale-invariant one (see
-	// stiffnessEstimate); the method's other programs are its own.
+	// step's stiffness estimate Auto's, with the scale-invariant ratios
+	// (see stiffnessEstimate); the method's other programs are its own.
 	scaled bool
 }
 
@@ -72,8 +72,9 @@ var (
 	Vern7 Method = &erk{tab: vern7Tableau}
 
 	// autoTsit5 is Tsit5 as Method Auto runs it: its plan's Trial and
-	// TrialDense compute the scale-invariant stiffness estimate (Plan.Variant
-	// "auto"; see stiffnessEstimate), its other programs and its name are
+	// TrialDense compute Auto's stiffness estimate and its Control runs
+	// Auto's test (Plan.Variant "auto"; see stiffnessEstimate and
+	// stiffTestOf), its other programs and its name are
 	// Tsit5's, and its plan's Fingerprint is Tsit5's (a mesh of one is a
 	// mesh of the other: the same steps, replayed by the same program).
 	autoTsit5 Method = &erk{tab: tsit5Tableau, scaled: true}
@@ -316,31 +317,46 @@ func boolInt(b bool) int {
 // stiffness test (Solving ODEs I, §IV.2). It is 0 if the method has no
 // such pair or the stage inputs coincide.
 //
-// With scaled (Method Auto's Tsit5, autoTsit5), ρ = max(ρ_2, ρ_r): ρ_2 the
-// Euclidean ratio above and ρ_r the same ratio in relative norms, each
-// component of k_j − k_i and g_j − g_i divided by s_c = max(|g_i[c]|,
-// |g_j[c]|, 2^-1000). The Euclidean ratio is dominated by the large, slow
-// components and fires late where the stiff modes live in small ones (POLL
-// and ROBER at tight tolerances); ρ_r weights the components as a relative
-// tolerance's error norm does, without reading the tolerance (one program
-// serves every tolerance), and the larger of the two keeps every step the
-// Euclidean estimate calls stiff. It costs about ten traced values a
-// component, which is why the plain methods keep the Euclidean one.
+// With scaled (Method Auto's Tsit5, autoTsit5), ρ = max(ρ_2, ρ_r, ρ_e):
+// ρ_2 the Euclidean ratio above and two ratios in relative norms, each
+// component divided by s_c = max(|g_i[c]|, |g_j[c]|, 2^-1000) (the
+// weighting of a relative tolerance's error norm, without reading the
+// tolerance: one program serves every tolerance):
+//
+//   - ρ_r is the ratio above, ‖(k_j − k_i)/s‖/‖(g_j − g_i)/s‖. The
+//     Euclidean ratio is ruled by the large, slow components and fires
+//     late where the stiff modes live in small ones (POLL and ROBER at
+//     tight tolerances).
+//   - ρ_e is the ratio along the error estimate's own direction: with e =
+//     b − b̂ (Σ e = 0), Σ_j e_j·k_j = J·u, u = Σ_j e_j·g_j, exactly for an
+//     affine field y' = J·y + c, so ρ_e = ‖Σ e_j k_j/s‖/‖Σ e_j g_j/s‖ is a
+//     Rayleigh quotient of J along u. Where the steps are at the stability
+//     limit the error estimate, and u, are the stiff modes' (they are what
+//     the controller rejects), though these modes stay too small in g_j −
+//     g_i for ρ_r to see them (POLL at 1e-8: ρ_r reaches the boundary 560
+//     steps after the steps did). Σ e_j k_j is the error estimate's own
+//     sum; u is summed from the stage states themselves, so that where
+//     the step is below the rounding of y (the first steps of Hairer's
+//     initial estimate) u is rounding of y's size and h·ρ_e is small.
+//
+// The relative norms weigh a component that decays towards 0 by its own
+// rate however small it is, so they can miss a fast mode in a large
+// component near its equilibrium beside one decaying to 0, which ρ_2
+// sees (y1' = −3e3·(y1 − 1e3), y2' = −1e3·y2: ρ_2 fires after 27–96
+// Tsit5 steps, the relative ratios after 600); the largest of the three
+// keeps every step that any of them calls stiff. They cost about eighteen
+// traced values a component in every trial step, which is why the plain
+// methods keep the Euclidean ratio alone.
 func stiffnessEstimate(tab *ERKTableau, h tape.V, k, g [][]tape.V, scaled bool) tape.V {
 	s := tab.Stages()
 	zero := h.Const(0)
 	if s < 2 || tab.C[s-1] != 1 || tab.C[s-2] != 1 {
 		return zero
 	}
-	// ratio returns num/den, 0 where den is 0.
-	ratio := func(num, den tape.V) tape.V {
-		live := tape.Gt(den, zero)
-		return tape.Select(live, num.Div(tape.Select(live, den, h.Const(1))), zero)
-	}
-	var num, den, numr, denr, floor tape.V
 	if scaled {
-		floor = h.Const(0x1p-1000)
+		return scaledStiffnessEstimate(tab, h, k, g)
 	}
+	var num, den tape.V
 	for c := range k[s-1] {
 		// (Traced in this order, the plain estimate's program is the
 		// one it always was.)
@@ -353,21 +369,39 @@ func stiffnessEstimate(tab *ERKTableau, h tape.V, k, g [][]tape.V, scaled bool) 
 		} else {
 			num, den = num.Add(dk2), den.Add(dg2)
 		}
-		if !scaled {
-			continue
-		}
-		sc := tape.Max(tape.Max(g[s-1][c].Abs(), g[s-2][c].Abs()), floor)
-		dkr, dgr := dk.Div(sc).Square(), dg.Div(sc).Square()
-		if c == 0 {
-			numr, denr = dkr, dgr
-		} else {
-			numr, denr = numr.Add(dkr), denr.Add(dgr)
-		}
 	}
-	if !scaled {
+	live := tape.Gt(den, zero)
+	safe := tape.Select(live, den, h.Const(1))
+	return tape.Select(live, h.Abs().Mul(num.Div(safe).Sqrt()), zero)
+}
+
+// scaledStiffnessEstimate is stiffnessEstimate's h·max(ρ_r, ρ_e).
+func scaledStiffnessEstimate(tab *ERKTableau, h tape.V, k, g [][]tape.V) tape.V {
+	s := tab.Stages()
+	zero := h.Const(0)
+	floor := h.Const(0x1p-1000)
+	// ratio returns num/den, 0 where den is 0.
+	ratio := func(num, den tape.V) tape.V {
 		live := tape.Gt(den, zero)
-		safe := tape.Select(live, den, h.Const(1))
-		return tape.Select(live, h.Abs().Mul(num.Div(safe).Sqrt()), zero)
+		return tape.Select(live, num.Div(tape.Select(live, den, h.Const(1))), zero)
 	}
-	return h.Abs().Mul(tape.Max(ratio(num, den), ratio(numr, denr)).Sqrt())
+	var n2, d2, nr, dr, ne, de tape.V
+	for c := range k[s-1] {
+		inv := h.Const(1).Div(tape.Max(tape.Max(g[s-1][c].Abs(), g[s-2][c].Abs()), floor))
+		dk := k[s-1][c].Sub(k[s-2][c])
+		dg := g[s-1][c].Sub(g[s-2][c])
+		dk2, dg2 := dk.Square(), dg.Square()
+		dkr, dgr := dk.Mul(inv).Square(), dg.Mul(inv).Square()
+		// Σ e_j k_j as the error estimate sums it (wsum: the same traced
+		// value), and Σ e_j g_j.
+		ek := sumK(zero, tab.E, k, c).Mul(inv).Square()
+		eg := sumK(zero, tab.E, g, c).Mul(inv).Square()
+		if c == 0 {
+			n2, d2, nr, dr, ne, de = dk2, dg2, dkr, dgr, ek, eg
+		} else {
+			n2, d2 = n2.Add(dk2), d2.Add(dg2)
+			nr, dr, ne, de = nr.Add(dkr), dr.Add(dgr), ne.Add(ek), de.Add(eg)
+		}
+	}
+	return h.Abs().Mul(tape.Max(tape.Max(ratio(n2, d2), ratio(nr, dr)), ratio(ne, de)).Sqrt())
 }

@@ -55,11 +55,12 @@ type Plan struct {
 
 	// Variant names the plan's variant of the method's programs: "" for
 	// the method's own, "auto" for Method Auto's Tsit5 plan, whose Trial
-	// and TrialDense return as hρ the scale-invariant stiffness estimate
-	// h·max(ρ_2, ρ_r) (see Auto) where Tsit5's own return Hairer's h·ρ_2;
-	// its other programs, Method and Fingerprint are Tsit5's. Engines run
-	// the programs as they are; the variant is for reports and kernel
-	// names.
+	// and TrialDense return as hρ the stiffness estimate h·max(ρ_2, ρ_r,
+	// ρ_e) (see Auto) where Tsit5's own return Hairer's h·ρ_2, and whose
+	// Control runs Auto's stiffness test (a lower boundary, and an error
+	// floor; see stiffTestOf); its other programs, Method and Fingerprint
+	// are Tsit5's. Engines run the programs as they are; the variant is for
+	// reports and kernel names.
 	Variant string
 
 	// Field is the traced right-hand side: inputs t, y, p, s; outputs
@@ -229,7 +230,7 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 	if pl.Init, err = buildInit(f, fp, m.Order(), s.Dt0); err != nil {
 		return nil, err
 	}
-	if pl.Control, err = buildControl(s.Controller, f.Dim, stabilitySize(m.Name())); err != nil {
+	if pl.Control, err = buildControl(s.Controller, f.Dim, stabilitySize(m.Name()), stiffTestOf(sp.variant)); err != nil {
 		return nil, fmt.Errorf("ode: %s: building the controller: %w", f.name(), err)
 	}
 	return pl, nil

@@ -321,29 +321,48 @@ func (s *Settings) withDefaults(f *Field) Settings {
 // Auto, as Settings.Method, integrates every trajectory with Tsit5 and
 // switches it to Rodas5P, during the solve, at the accepted step where its
 // stiffness test fires (Hairer's test: 15 steps at Tsit5's stability
-// boundary without a calm run between them).
+// boundary without 6 calm steps between them).
 //
-// The test's estimate of the step's dominant eigenvalue is Auto's own,
-// scale-invariant: ρ = max(ρ_2, ρ_r), where ρ_2 = ‖k7 − k6‖/‖g7 − g6‖ is
-// Hairer's (Tsit5's last two stages, both at t + h, and their inputs, in
-// Euclidean norms) and ρ_r the same ratio with each component of k7 − k6
-// and g7 − g6 divided by s_c = max(|g6_c|, |g7_c|, 2^-1000), the weighting
-// of a relative tolerance's error norm (without the tolerance: one trial
-// program serves every tolerance). ρ_2 alone is ruled by the large, slow
-// components and fires late where the stiff modes live in small ones: at
-// rtol 1e-8 and a purely relative tolerance POLL switched after 73,880
-// Tsit5 steps and ROBER (to t = 1e11) after 10,675, and with ρ_r after 643
-// and 2,031 (Rodas5P alone: 472 and 761 steps); the damped rotation y' =
-// [[−a, ω], [−ω, −a]]·y with ω = 10a, whose eigenvalues lie where Tsit5's
-// stability boundary is below the test's threshold, switches, where ρ_2
-// never fires (TestAutoSwitchPoint). Taking the larger keeps every step ρ_2
-// calls stiff, and no trajectory of the non-stiff test problems
-// (Pleiades, Lorenz, Kepler, Van der Pol at μ = 1, Lotka–Volterra,
-// Arenstorf, Lorenz-96) switches at rtol 1e-3 to 1e-12. ρ_r costs about
-// ten traced values a component in every trial step, so only Auto's Tsit5
-// computes it (its plan's Variant "auto", on every engine: the CPU's and
-// the GPU kernels run that plan's trial program); plain Tsit5 and Vern7
-// keep ρ_2 for their Stiff flags, and their cost.
+// The test is Auto's own (its Tsit5 plan's trial and control programs,
+// Plan.Variant "auto"). Its estimate of the step's dominant eigenvalue is
+// ρ = max(ρ_2, ρ_r, ρ_e). ρ_2 = ‖k7 − k6‖/‖g7 − g6‖ is Hairer's (Tsit5's
+// last two stages, both at t + h, and their inputs, in Euclidean norms);
+// ρ_r and ρ_e are scale-invariant, each component divided by s_c =
+// max(|g6_c|, |g7_c|, 2^-1000), the weighting of a relative tolerance's
+// error norm (without the tolerance: one trial program serves every
+// tolerance): ρ_r is ρ_2's ratio in that norm, and ρ_e = ‖Σ e_j k_j/s‖ /
+// ‖Σ e_j g_j/s‖ (e = b − b̂, the error weights) the same quotient along
+// the error estimate's direction, exact for an affine field, where the
+// stiff modes are at the stability limit (they are what the controller
+// rejects) though they stay too small in g7 − g6 for ρ_r. ρ_2 is ruled by
+// the large, slow components: at rtol 1e-8 and a purely relative
+// tolerance POLL switched after 73,880 Tsit5 steps and ROBER (to t =
+// 1e11) after 10,675; with ρ_r after 643 and 2,031; with ρ_e and the
+// boundary below after 96 and 106 (Rodas5P alone: 472 and 761 steps;
+// Rodas5P reaches the switch times in 50 and 98). The damped rotation y'
+// = [[−a, ω], [−ω, −a]]·y with ω = 10a, whose eigenvalues lie where
+// Tsit5's stability boundary is below the test's threshold, switches,
+// where ρ_2 never fires; a fast mode in a large component near its
+// equilibrium beside one decaying to 0, which the relative norms weigh
+// by its own rate however small it is, switches by ρ_2
+// (TestAutoSwitchPoint).
+//
+// A step counts where h·ρ exceeds 0.9 times Tsit5's stability size 3.5068
+// (DifferentialEquations.jl's AutoSwitch margin; plain Tsit5's flag keeps
+// DOPRI5's 3.25/3.3: at the stability limit the controller settles a few
+// per cent below the stability size, ROBER's steps at h·ρ = 3.35–3.45 for
+// 1,900 steps) and its error norm is at least 0.01, so that the steps of
+// Hairer's initial ramp, whose size the controller's growth limit chose
+// and whose relative estimates read how fast components grow from 0,
+// never count. No trajectory of the non-stiff test problems (Pleiades,
+// Lorenz, Kepler, Van der Pol at μ = 1, Lotka–Volterra, Arenstorf,
+// Lorenz-96, a chain whose products grow from 0) switches at rtol 1e-3 to
+// 1e-12, nor at a purely relative tolerance. The estimates cost about
+// eighteen traced values a component in every trial step, so only Auto's
+// Tsit5 computes them (on every engine: the CPU's and the GPU kernels run
+// that plan's trial and control programs); plain Tsit5 and Vern7 keep
+// Hairer's ρ_2 and DOPRI5's boundary for their Stiff flags, and their
+// cost.
 //
 // A trajectory whose test fired goes on with Rodas5P from the time and
 // state reached there, with a first step of its own (Settings.Dt0, or
@@ -358,7 +377,7 @@ func (s *Settings) withDefaults(f *Field) Settings {
 // never returns the gradient of an explicit method at its stability limit.
 //
 // Cost: a switched trajectory pays its Tsit5 steps up to the switch
-// (Robertson: 42 Tsit5 steps, to t = 0.048), then Rodas5P's, so an
+// (Robertson: 26 Tsit5 steps, to t = 0.030), then Rodas5P's, so an
 // ensemble costs about what the better of Tsit5 and Rodas5P alone costs
 // on it, within 1.1× at 256 trajectories (bench/RESULTS.md, "Method
 // Auto"). Auto does not run events.

@@ -70,7 +70,7 @@ func NewSolver(f Field, s *Settings) (*Solver, error) {
 	}
 	method := set.Method
 	if method == Auto {
-		set.Method = autoTsit5 // Tsit5 with the scale-invariant stiffness test
+		set.Method = autoTsit5 // Tsit5 with Auto's own stiffness test
 	}
 	pl, err := planFor(&f, fp, &set)
 	if err != nil {

@@ -75,8 +75,10 @@ func TestStiffGradient(t *testing.T) {
 		}
 	}
 
-	// -method auto: Tsit5 switched to Rodas5P, exit 0; its gradient is
-	// Rodas5P's to the tolerance.
+	// -method auto: Tsit5 switched to Rodas5P, exit 0; its gradient, and
+	// Rodas5P's, are within 3e-3 of a reference (Rodas5P at rtol 1e-12):
+	// at the default rtol 1e-6 their ∂L/∂y0[0] are 1.6e-3 and 5.5e-4 off
+	// it, and 1.1e-3 apart (session 53).
 	code, stdout, stderr = runCmd(t, "grad -problem vdp-stiff -method auto -json")
 	if code != exitOK {
 		t.Fatalf("auto: exit %d\n%s", code, stderr)
@@ -87,12 +89,16 @@ func TestStiffGradient(t *testing.T) {
 	}
 	_, stdout, _ = runCmd(t, "grad -problem vdp-stiff -method rodas5p -json")
 	rodas := decodeObject(t, stdout)
-	_, gp, gy := checkGradObject(t, auto, 1, 2, 1)
-	_, wp, wy := checkGradObject(t, rodas, 1, 2, 1)
-	for name, pair := range map[string][2][]float64{"grad_p": {gp, wp}, "grad_y0": {gy, wy}} {
-		for i, want := range pair[1] {
-			if got := pair[0][i]; !(math.Abs(got-want) <= 1e-3*math.Max(1, math.Abs(want))) {
-				t.Errorf("auto %s[%d] = %v, Rodas5P's %v", name, i, got, want)
+	_, stdout, _ = runCmd(t, "grad -problem vdp-stiff -method rodas5p -rtol 1e-12 -atol 1e-14 -json")
+	ref := decodeObject(t, stdout)
+	_, wp, wy := checkGradObject(t, ref, 1, 2, 1)
+	for what, obj := range map[string]map[string]any{"auto": auto, "rodas5p": rodas} {
+		_, gp, gy := checkGradObject(t, obj, 1, 2, 1)
+		for name, pair := range map[string][2][]float64{"grad_p": {gp, wp}, "grad_y0": {gy, wy}} {
+			for i, want := range pair[1] {
+				if got := pair[0][i]; !(math.Abs(got-want) <= 3e-3*math.Max(1, math.Abs(want))) {
+					t.Errorf("%s %s[%d] = %v, the reference's %v", what, name, i, got, want)
+				}
 			}
 		}
 	}
