@@ -79,6 +79,33 @@ type Plan struct {
 	// outputs, and the State constants for the controller state.
 	Control *tape.Program
 
+	// Probe is the stability probe of an explicit method (nil for the
+	// Rosenbrock methods), which a record with Job.CheckStability runs
+	// beside the loop above to find modes of J = ∂f/∂y that the steps
+	// leave outside the method's stability region although the solution
+	// does not excite them (the controller's stiffness test reads the
+	// stages, so it cannot see those; the discrete adjoint of such a mesh
+	// amplifies them, and the gradient is meaningless). It is one step of
+	// power iteration on J with the growth of the probed mode over the
+	// step: inputs t, h, y, p, s, v[Dim], rprev, u, accept; outputs
+	// v'[Dim], rprev', u', stiff (see buildProbe for the arithmetic).
+	// Per trajectory an engine keeps v (ProbeStart at T0), rprev (0) and
+	// u (1), and on every trial whose count before it (accepted +
+	// rejected) is a multiple of ProbeEvery, after Control, runs
+	//
+	//	v, rprev, u, stiff = Probe(t, h, y, p, s, v, rprev, u, accept)
+	//	if stiff == 1: state'[StateStiff] = 1
+	//
+	// with t, h and y the trial's step and the state it started from,
+	// accept Control's. The trajectory then counts as stiff (Result.Stiff;
+	// with Job.StopOnStiff it stops there with status Stiff) once the
+	// probed steps amplify the dominant mode of J, taken as −ρ on the
+	// real axis, more than ProbeGrowth times over some run of them.
+	Probe       *tape.Program
+	ProbeEvery  int       // trials between probes (see Probe)
+	ProbeStart  []float64 // the start vector v [Dim]
+	ProbeGrowth float64   // the growth at which the probe marks a trajectory stiff (the output stiff)
+
 	// Replay is the replay step: inputs t, h, y, p, s; outputs y⁺[Dim], bit
 	// for bit Trial's y⁺.
 	Replay *tape.Program
@@ -231,6 +258,12 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 	}
 	if pl.Control, err = buildControl(s.Controller, f.Dim, stabilitySize(m.Name())); err != nil {
 		return nil, fmt.Errorf("ode: %s: building the controller: %w", f.name(), err)
+	}
+	if e, ok := m.(*erk); ok && stabilitySize(m.Name()) > 0 {
+		if pl.Probe, err = buildProbe(f, fp, stabilityPoly(e.tab), probeGrowth); err != nil {
+			return nil, err
+		}
+		pl.ProbeEvery, pl.ProbeGrowth, pl.ProbeStart = probeEvery, probeGrowth, probeStart(f.Dim)
 	}
 	return pl, nil
 }

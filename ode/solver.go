@@ -790,6 +790,9 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 		Workers: set.Exec.Workers, ChunkSize: set.Exec.BlockSize, Progress: set.Progress}
 	j.Checks = q.checks
 	j.T0s = q.t0s
+	// The records whose meshes a gradient differentiates check the steps'
+	// stability for every mode of ∂f/∂y (Plan.Probe).
+	j.CheckStability = !probeOff.Load() && m == nil && sv.plan.Probe != nil && (op == OpGrad || op == OpLoss || op == OpRecord)
 	if op == OpGrad {
 		j.Omit, j.EndTimes = q.omit, q.ends && m == nil
 		j.KeepGrads = q.keep
