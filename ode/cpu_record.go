@@ -242,7 +242,7 @@ func (w *cpuWorker) steps(r *cpuRun, lo, width, m int) (bool, error) {
 		// lane tried iter steps before this one, so the trials whose
 		// count is a multiple of ProbeEvery are this iteration's.
 		if r.probing && w.prb != nil && iter%pl.ProbeEvery == 0 {
-			if err := w.probe(r, m); err != nil {
+			if err := w.probe(r, m, j.StopOnStiff || switching); err != nil {
 				return false, err
 			}
 		}
@@ -475,8 +475,11 @@ func (w *cpuWorker) move(from, to int) {
 
 // probe runs the stability probe (Plan.Probe) on the first m lanes
 // after the controller, at the state each trial started from, and marks
-// the lanes where it fires stiff (state'[StateStiff] = 1).
-func (w *cpuWorker) probe(r *cpuRun, m int) error {
+// the lanes where it fires stiff (state'[StateStiff] = 1). With veto (the
+// lanes that the probe marks stop, Job.StopOnStiff, or switch to Method
+// Auto's stiff plan) an accepted step where it fires is rejected instead:
+// the lane stops at the state the step started from (see Plan.Probe).
+func (w *cpuWorker) probe(r *cpuRun, m int, veto bool) error {
 	in := append(w.in[:0], w.st[StateT][:m], w.st[StateH][:m])
 	in = appendPrefix(in, w.y, m)
 	in = appendPrefix(in, w.p, m)
@@ -492,10 +495,26 @@ func (w *cpuWorker) probe(r *cpuRun, m int) error {
 	w.pv, w.pw = w.pw, w.pv
 	w.pr, w.pr2 = w.pr2, w.pr
 	w.pu, w.pu2 = w.pu2, w.pu
-	stiff := w.st2[StateStiff][:m]
 	for i, s := range w.pst[:m] {
-		if s != 0 {
-			stiff[i] = 1
+		if s == 0 {
+			continue
+		}
+		w.st2[StateStiff][i] = 1
+		if !veto || w.acc[i] == 0 {
+			continue
+		}
+		// The lane stops (or switches) here: before the step that the
+		// probe found outside the stability region, which counts as
+		// rejected, so that the mesh holds no such step (Method Auto's
+		// stiff plan takes it instead).
+		w.acc[i] = 0
+		for _, k := range [...]int{StateT, StateErrPrev, StateLast, StateAccepted, StateStiffRun, StateCalmRun} {
+			w.st2[k][i] = w.st[k][i]
+		}
+		w.st2[StateH][i] = w.st[StateH][i]
+		w.st2[StateRejected][i] = w.st[StateRejected][i] + 1
+		if w.stat[i] == float64(OK) {
+			w.stat[i] = StatusRunning
 		}
 	}
 	return nil

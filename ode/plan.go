@@ -100,7 +100,14 @@ type Plan struct {
 	// accept Control's. The trajectory then counts as stiff (Result.Stiff;
 	// with Job.StopOnStiff it stops there with status Stiff) once the
 	// probed steps amplify the dominant mode of J, taken as −ρ on the
-	// real axis, more than ProbeGrowth times over some run of them.
+	// real axis, more than ProbeGrowth times over some run of them. Where
+	// the trajectory stops or switches there (Job.StopOnStiff, or Method
+	// Auto's switch in place), an accepted trial on which stiff is 1 is
+	// rejected instead, so that no mesh holds it (Method Auto's stiff plan
+	// takes that step): accept becomes 0, state' is state but for
+	// rejected + 1 and StateStiff = 1, and a status OK becomes
+	// StatusRunning; the trajectory stops at the state the step started
+	// from.
 	Probe       *tape.Program
 	ProbeEvery  int       // trials between probes (see Probe)
 	ProbeStart  []float64 // the start vector v [Dim]

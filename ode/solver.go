@@ -438,7 +438,12 @@ type Solution struct {
 	// solution is accurate, but the method ran at its stability limit, so
 	// it was slow and a gradient of its replay would be meaningless (Grad
 	// refuses it). Rodas5P, or Method Auto, suits them. Method Auto
-	// switches such trajectories instead (Switch).
+	// switches such trajectories instead (Switch). In the records of
+	// gradients (Grad, Loss, Record) it also marks the trajectories whose
+	// steps lie outside the method's stability region for a mode of ∂f/∂y
+	// that the solution does not excite (the stability probe, Plan.Probe;
+	// see the package documentation): Solve does not run the probe, so
+	// its Stiff may be false where a gradient's is true.
 	Stiff []bool
 
 	// Resident, if not nil, holds the saved states on the engine that
