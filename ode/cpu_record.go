@@ -240,8 +240,9 @@ func (w *cpuWorker) steps(r *cpuRun, lo, width, m int) (bool, error) {
 		}
 		// The stability probe (Job.CheckStability, Plan.Probe): every
 		// lane tried iter steps before this one, so the trials whose
-		// count is a multiple of ProbeEvery are this iteration's.
-		if r.probing && w.prb != nil && iter%pl.ProbeEvery == 0 {
+		// count is a multiple of ProbeEvery are this iteration's; Method
+		// Auto's probe every trial.
+		if r.probing && w.prb != nil && (iter%pl.ProbeEvery == 0 || switching || j.Continues) {
 			if err := w.probe(r, m, j.StopOnStiff || switching); err != nil {
 				return false, err
 			}

@@ -91,7 +91,10 @@ type Plan struct {
 	// v'[Dim], rprev', u', stiff (see buildProbe for the arithmetic).
 	// Per trajectory an engine keeps v (ProbeStart at T0), rprev (0) and
 	// u (1), and on every trial whose count before it (accepted +
-	// rejected) is a multiple of ProbeEvery, after Control, runs
+	// rejected) is a multiple of ProbeEvery (every trial where the
+	// trajectory switches to Method Auto's stiff plan where it stops:
+	// Job.Continues, or the CPU engine's switch in place), after Control,
+	// runs
 	//
 	//	v, rprev, u, stiff = Probe(t, h, y, p, s, v, rprev, u, accept)
 	//	if stiff == 1: state'[StateStiff] = 1
