@@ -239,10 +239,9 @@ func (w *cpuWorker) steps(r *cpuRun, lo, width, m int) (bool, error) {
 			return false, err
 		}
 		// The stability probe (Job.CheckStability, Plan.Probe): every
-		// lane tried iter steps before this one, so the trials whose
-		// count is a multiple of ProbeEvery are this iteration's; Method
-		// Auto's probe every trial.
-		if r.probing && w.prb != nil && (iter%pl.ProbeEvery == 0 || switching || j.Continues) {
+		// lane tried iter steps before this one, so the trials it probes
+		// are this iteration's; Method Auto's probe every trial.
+		if r.probing && w.prb != nil && (pl.ProbeDue(iter) || switching || j.Continues) {
 			if err := w.probe(r, m, j.StopOnStiff || switching); err != nil {
 				return false, err
 			}

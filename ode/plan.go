@@ -90,8 +90,9 @@ type Plan struct {
 	// step: inputs t, h, y, p, s, v[Dim], rprev, u, accept; outputs
 	// v'[Dim], rprev', u', stiff (see buildProbe for the arithmetic).
 	// Per trajectory an engine keeps v (ProbeStart at T0), rprev (0) and
-	// u (1), and on every trial whose count before it (accepted +
-	// rejected) is a multiple of ProbeEvery (every trial where the
+	// u (1), and on every trial whose count n before it (accepted +
+	// rejected) is due (ProbeDue(n): the multiples of ProbeEvery and
+	// ProbeEvery/4; every trial where the
 	// trajectory switches to Method Auto's stiff plan where it stops:
 	// Job.Continues, or the CPU engine's switch in place), after Control,
 	// runs
@@ -112,7 +113,7 @@ type Plan struct {
 	// StatusRunning; the trajectory stops at the state the step started
 	// from.
 	Probe       *tape.Program
-	ProbeEvery  int       // trials between probes (see Probe)
+	ProbeEvery  int       // trials between probes (see Probe and ProbeDue)
 	ProbeStart  []float64 // the start vector v [Dim]
 	ProbeGrowth float64   // the growth at which the probe marks a trajectory stiff (the output stiff)
 
@@ -176,6 +177,21 @@ type Plan struct {
 	stepOnce     sync.Once
 	stepErr      error
 	cpu          cpuPrepared // the CPU engine's preparation (Plan.cpuMasters)
+}
+
+// ProbeDue reports whether the stability probe (Probe) runs on the trial
+// whose count before it (accepted + rejected steps) is n: n a multiple of
+// ProbeEvery (n = 0 included), or n = ProbeEvery/4. The extra early probe
+// is there because a trajectory's steps grow fastest from Init's step,
+// which is small (up to Controller.FactorMax a step), and a short
+// trajectory may have no sixteenth trial: a mode its first steps leave
+// outside the stability region is then found by its fifth. False
+// without a probe.
+func (pl *Plan) ProbeDue(n int) bool {
+	if pl.ProbeEvery <= 0 {
+		return false
+	}
+	return n%pl.ProbeEvery == 0 || n == pl.ProbeEvery/4
 }
 
 // Reverse returns the reverse (VJP) program of Replay: inputs t, h, y, p,
