@@ -419,3 +419,46 @@ func TestProbeGradientsLeftRight(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeAutoPollution checks Method Auto's gradient on POLL (the
+// pollution problem, 20 species, most of them 0 at T0: fast modes the
+// first steps do not excite), at RelTol 1e-8, against Rodas5P's at
+// 1e-11: with the probe, which switches it to Rodas5P at its first step,
+// within 1e-4 (ℓ∞ of ∂L/∂y0, relative to its largest entry; 4.0e-6
+// measured); without, Tsit5's first steps outside the stability region
+// left it 3.2e-2 off (22 Tsit5 steps before the switch), more than 1e-3.
+func TestProbeAutoPollution(t *testing.T) {
+	pb := problems.Pollution()
+	pr := &ode.Problem{Field: pb.Field, N: 1, Y0: pb.Y0, P: pb.P, Shared: pb.Shared, T1: pb.T1}
+	ref, err := ode.Grad(nil, *pr, ode.SumSquares(), nil, &ode.Settings{Method: ode.Rodas5P, RelTol: 1e-11, AbsTol: 1e-14, MaxSteps: 1 << 22})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errOf := func(g *ode.Gradient) float64 {
+		e, s := 0.0, 0.0
+		for k := range ref.Y0 {
+			e, s = math.Max(e, math.Abs(g.Y0[k]-ref.Y0[k])), math.Max(s, math.Abs(ref.Y0[k]))
+		}
+		return e / s
+	}
+	sv, err := ode.NewSolver(pb.Field, &ode.Settings{Method: ode.Auto, RelTol: 1e-8, AbsTol: 1e-11, MaxSteps: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := sv.Grad(nil, pr, ode.SumSquares(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := ode.SetProbeOff(true)
+	g0, err := sv.Grad(nil, pr, ode.SumSquares(), nil)
+	restore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, e0 := errOf(g), errOf(g0); !(e < 1e-4) || !(e0 > 1e-3) {
+		t.Errorf("Auto's ∂L/∂y0 off by %.2g with the probe (want < 1e-4), %.2g without (want > 1e-3: else the test checks nothing); switched after %v steps",
+			e, e0, g.Solution.Switch)
+	} else {
+		t.Logf("Auto's ∂L/∂y0 off by %.2g with the probe (switched after %v Tsit5 steps), %.2g without (after %v)", e, g.Solution.Switch, e0, g0.Solution.Switch)
+	}
+}
