@@ -13,17 +13,16 @@ import (
 )
 
 // The stability probe of package ode (ode.Plan.Probe, ode.Job.CheckStability)
-// is not yet in the generated kernels: a GPU engine ignores
-// Job.CheckStability, so a gradient of Tsit5 or Vern7 on a fast mode that
-// the solution does not excite is refused on the CPU engine (Status
-// Stiff) and returned on the GPU engines as the unstable map's
-// derivative. The tests below check that the engines agree; they fail
-// until the kernels run the probe (see docs/more-results.md, "Session 53
-// (H1)", for the plan), so they run only with -gpuprobe:
+// in the kernels (solve.cuh, kernelgen.Config.Probe): a gradient of Tsit5
+// or Vern7 on a fast mode that the solution does not excite is refused
+// on every engine alike (Status Stiff), and Method Auto switches it to
+// Rodas5P before its first unstable step. The wide layout does not run
+// the probe yet (its records run without it; docs/more-results.md,
+// "Session 53 (H1)"): TestGPUProbeWide, which fails until it does, runs
+// only with -gpuprobe:
 //
-//	go test ./cuda -run 'TestHostEngineProbe$' -args -gpuprobe
-//	./cuda.test -test.run '^TestGPUProbe$' -test.v -gpuprobe
-var gpuProbe = flag.Bool("gpuprobe", false, "run the tests of the stability probe in the kernels (they fail until the kernels run ode.Plan.Probe)")
+//	./cuda.test -test.run '^TestGPUProbe' -test.v -gpuprobe
+var gpuProbe = flag.Bool("gpuprobe", false, "run the test of the stability probe in the wide layout (it fails until that layout runs ode.Plan.Probe)")
 
 // probeCase returns a PK ensemble (a' = −ka·a, c' = ka·a − ke·c) of n
 // trajectories on [0, 2]: for even i nothing in the gut (a0 = 0) and
@@ -108,23 +107,39 @@ func probeAgree(t *testing.T, engine string, n int) {
 	}
 }
 
-// TestHostEngineProbe runs probeAgree on the host engine (the generated
-// kernels compiled by g++). It fails until the kernels run the probe, so
-// it runs only with -gpuprobe.
+// TestHostEngineProbe runs probeAgree on the host engines (the generated
+// kernels compiled by g++): a thread per trajectory, and on the simulated
+// warp the lanes and tile layouts (where the probe is called in lockstep).
 func TestHostEngineProbe(t *testing.T) {
-	if !*gpuProbe {
-		t.Skip("the kernels do not run ode.Plan.Probe yet: run with -gpuprobe once they do")
-	}
 	needHost(t)
-	probeAgree(t, hostF64.name, 8)
+	for _, c := range []struct {
+		engine string
+		layout Layout
+	}{{hostF64.name, LayoutThread}, {hostSim.name, LayoutLanes}, {hostSim.name, LayoutTile}} {
+		t.Run(string(c.layout), func(t *testing.T) {
+			probeAgree(t, tuned(t, c.engine, Tuning{Layout: c.layout}), 8)
+		})
+	}
 }
 
 // TestGPUProbe runs probeAgree on the GPU engine, on 64 trajectories. It
-// skips without a GPU, and without -gpuprobe.
+// skips without a GPU.
+//
+//	./cuda.test -test.run '^TestGPUProbe$' -test.v
 func TestGPUProbe(t *testing.T) {
-	if !*gpuProbe {
-		t.Skip("the kernels do not run ode.Plan.Probe yet: run with -gpuprobe once they do")
-	}
 	needGPUEngine(t)
 	probeAgree(t, "cuda", 64)
+}
+
+// TestHostEngineProbeWide runs probeAgree on the host engine's wide
+// layout, which does not run the probe yet: it fails until it does, so it
+// runs only with -gpuprobe.
+//
+//	go test ./cuda -run 'TestHostEngineProbeWide$' -args -gpuprobe
+func TestHostEngineProbeWide(t *testing.T) {
+	if !*gpuProbe {
+		t.Skip("the wide layout does not run ode.Plan.Probe yet: run with -gpuprobe once it does")
+	}
+	needHost(t)
+	probeAgree(t, tuned(t, hostSim.name, Tuning{Layout: LayoutWide}), 8)
 }

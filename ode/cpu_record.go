@@ -508,11 +508,11 @@ func (w *cpuWorker) probe(r *cpuRun, m int, veto bool) error {
 		// rejected, so that the mesh holds no such step (Method Auto's
 		// stiff plan takes it instead).
 		w.acc[i] = 0
-		for _, k := range [...]int{StateT, StateErrPrev, StateLast, StateAccepted, StateStiffRun, StateCalmRun} {
+		for k := range w.st2 {
 			w.st2[k][i] = w.st[k][i]
 		}
-		w.st2[StateH][i] = w.st[StateH][i]
 		w.st2[StateRejected][i] = w.st[StateRejected][i] + 1
+		w.st2[StateStiff][i] = 1
 		if w.stat[i] == float64(OK) {
 			w.stat[i] = StatusRunning
 		}

@@ -90,9 +90,10 @@ type Plan struct {
 	// step: inputs t, h, y, p, s, v[Dim], rprev, u, accept; outputs
 	// v'[Dim], rprev', u', stiff (see buildProbe for the arithmetic).
 	// Per trajectory an engine keeps v (ProbeStart at T0), rprev (0) and
-	// u (1), and on every trial whose count n before it (accepted +
-	// rejected) is due (ProbeDue(n): the multiples of ProbeEvery and
-	// ProbeEvery/4; every trial where the
+	// u (1), and on every trial whose index n (the trials it tried
+	// before: accepted + rejected, as the trials of a solve from T0
+	// without events count) is due (ProbeDue(n): the multiples of
+	// ProbeEvery and ProbeEvery/4; every trial where the
 	// trajectory switches to Method Auto's stiff plan where it stops:
 	// Job.Continues, or the CPU engine's switch in place), after Control,
 	// runs
