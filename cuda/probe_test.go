@@ -143,3 +143,22 @@ func TestHostEngineProbeWide(t *testing.T) {
 	needHost(t)
 	probeAgree(t, tuned(t, hostSim.name, Tuning{Layout: LayoutWide}), 8)
 }
+
+// BenchmarkGPUProbeCost times whole Grad calls of 2^20 Lorenz
+// trajectories on the device (timeGradCalls: rtol 1e-6, the record) with
+// the stability probe in the record kernel (the default) and without it
+// (Tuning.noProbe); run with -count to alternate them:
+//
+//	./cuda.test -test.run '^$' -test.bench 'GPUProbeCost' -test.count 5
+func BenchmarkGPUProbeCost(b *testing.B) {
+	needGPUEngine(b)
+	for _, off := range []bool{false, true} {
+		name := "probe"
+		if off {
+			name = "noprobe"
+		}
+		b.Run(name, func(b *testing.B) {
+			timeGradCalls(b, 1<<20, Tuning{noProbe: off}, 0)
+		})
+	}
+}
