@@ -138,6 +138,15 @@ type Config struct {
 	// they would be shared (kernelPlan.ShareFwd, ShareRev). For the tests
 	// that compare the two forms.
 	SeparateSteps bool
+	// Probe (an adaptive record with ode.Job.CheckStability, of a plan
+	// with a probe) runs ode.Plan.Probe on the trials ode.Plan.ProbeDue
+	// names, or on every trial with ProbeAll (ode.Job.Continues: Method
+	// Auto's pass), and marks the trajectories where it fires stiff; with
+	// StopStiff it rejects the step where it fires, so the trajectory
+	// stops before it, as the CPU engine does. Not in the wide layout
+	// (whose records then run without it). (Declared here, in the
+	// padding before SplitFrom: TestConfigSize.)
+	Probe, ProbeAll bool
 	// SplitFrom, if positive, compiles the large step programs of a
 	// kernel of the thread layout whose functions of programs total at
 	// least SplitFrom bytes (Source.FuncBytes: the generated code, without
@@ -164,14 +173,6 @@ type Config struct {
 	// fires, as the CPU engine does, instead of running it to its end for
 	// a gradient that will be refused.
 	StopStiff bool
-	// Probe (an adaptive record with ode.Job.CheckStability, of a plan
-	// with a probe) runs ode.Plan.Probe on the trials ode.Plan.ProbeDue
-	// names, or on every trial with ProbeAll (ode.Job.Continues: Method
-	// Auto's pass), and marks the trajectories where it fires stiff; with
-	// StopStiff it rejects the step where it fires, so the trajectory
-	// stops before it, as the CPU engine does. Not in the wide layout
-	// (whose records then run without it).
-	Probe, ProbeAll bool
 	// Events (a plan with events, Plan.Events) checks the events'
 	// conditions after every accepted step of an adaptive kernel and
 	// replaces a step where one crosses by the event step, as the CPU
