@@ -280,7 +280,11 @@
 // float32 or on cuda-multi returns a host mesh as before. A record for a
 // gradient stops a trajectory where the stiffness test of an explicit
 // method fires (ode.Job.StopOnStiff), as the CPU engine does, keeping its
-// state there and its saves before it.
+// state there and its saves before it. The records of gradients run the
+// stability probe too (ode.Plan.Probe, ode.Job.CheckStability: a mode of
+// ∂f/∂y that the solution does not excite, left outside the method's
+// stability region), with the CPU engine's statuses and step counts, in
+// every layout but the wide one, whose records do not run it yet.
 //
 // # Method Auto continues stiff trajectories
 //

@@ -289,6 +289,11 @@ type Tuning struct {
 	splitMin   int   // the smallest launch of one copy whose results come back in two parts (defaultSplitMin); negative: none
 	tierMin    int   // the smallest source whose compile runs in the background (defaultTierFrom; tier.go)
 	saveGroup  int   // the smallest group of saved states' bytes copied back on its own (saveGroupMin)
+	// noProbe runs the records of gradients without the stability probe
+	// (ode.Job.CheckStability cleared): for the device's measure of its
+	// cost (BenchmarkGPUProbeCost). It changes no result but the
+	// statuses of the trajectories the probe marks.
+	noProbe bool
 	// ungroupedCots keeps a gradient kernel's reverse sweep reading its
 	// save times' cotangents one save time at a time
 	// (kernelgen.Config.UngroupedCots), as before session 47, where by

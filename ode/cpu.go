@@ -51,6 +51,9 @@ func (cpuEngine) Prepare(pl *Plan) (Executor, error) {
 	if m.trialDense != nil {
 		ex.trialDense = m.trialDense.Clone(0, 0)
 	}
+	if m.probe != nil {
+		ex.probe = m.probe.Clone(0, 0)
+	}
 	// Save times interpolate from the steps that bracket them (DenseStep,
 	// no extra steps), never through Dense.
 	ex.step = &scan.Step{Prog: pl.Replay, Ext: pl.DenseStep, Terms: pl.DenseTerms, D: pl.Dim, P: pl.Params, S: pl.Shared}
@@ -62,9 +65,9 @@ func (cpuEngine) Prepare(pl *Plan) (Executor, error) {
 // executors of the Solvers that share a cached plan (see planFor) clone
 // them.
 type cpuPrepared struct {
-	once                             sync.Once
-	init, trial, control, trialDense *tape.Exec
-	err                              error
+	once                                    sync.Once
+	init, trial, control, trialDense, probe *tape.Exec
+	err                                     error
 }
 
 // cpuMasters returns the plan's CPU preparation, building it on first use.
@@ -82,7 +85,12 @@ func (pl *Plan) cpuMasters() (*cpuPrepared, error) {
 			return
 		}
 		if pl.TrialDense != nil {
-			m.trialDense, m.err = tape.NewExec(pl.TrialDense, set)
+			if m.trialDense, m.err = tape.NewExec(pl.TrialDense, set); m.err != nil {
+				return
+			}
+		}
+		if pl.Probe != nil {
+			m.probe, m.err = tape.NewExec(pl.Probe, set)
 		}
 	})
 	return m, m.err
@@ -93,6 +101,7 @@ type cpuExec struct {
 	plan                 *Plan
 	init, trial, control *tape.Exec // masters, cloned by workers
 	trialDense           *tape.Exec // master of Plan.TrialDense (nil without)
+	probe                *tape.Exec // master of Plan.Probe (nil without)
 
 	stepOnce sync.Once
 	step     *scan.Step // master of the replay step and its reverse
@@ -185,6 +194,9 @@ type cpuRun struct {
 	res     *Result
 
 	keepMesh, keepStates bool
+	// probing: the record runs the stability probe (Job.CheckStability,
+	// Plan.Probe).
+	probing bool
 	// recordSaves: the record reads the save times from its accepted
 	// steps' continuous extension (TrialDense) and writes them to Ys.
 	recordSaves bool
@@ -259,6 +271,7 @@ func (ex *cpuExec) Run(ctx context.Context, j *Job) (*Result, error) {
 	r.fused = ex.fused(r)
 	r.keepMesh = recording && (j.Op != OpSolve || len(j.SaveAt) > 0 && !r.recordSaves)
 	r.keepStates = recording && j.Op == OpGrad
+	r.probing = recording && j.CheckStability && ex.probe != nil && (j.Op == OpGrad || j.Op == OpRecord || j.Op == OpLoss)
 	limit := j.MemoryLimit
 	if limit <= 0 {
 		limit = scan.DefaultMemoryLimit
@@ -515,6 +528,7 @@ type cpuWorker struct {
 	tri  *tape.Exec
 	trd  *tape.Exec // TrialDense
 	ctl  *tape.Exec
+	prb  *tape.Exec // Plan.Probe (nil without)
 	step *scan.Step
 	loss map[string]*tape.Exec
 
@@ -572,6 +586,13 @@ type cpuWorker struct {
 	altTp  *scan.Taps     // the stiff segment's re-stepped save times
 	altRes scan.Result    // the stiff segment's replay, reused
 	iscr   [2][]int       // see intScratch
+
+	// The stability probe's lane state (Plan.Probe) and its outputs,
+	// swapped after each probe: v and v', rprev and rprev', u and u', and
+	// the output stiff.
+	pv, pw           [][]float64
+	pr, pr2, pu, pu2 []float64
+	pst              []float64
 }
 
 func cols(w, n int) [][]float64 {
@@ -593,6 +614,11 @@ func (w *cpuWorker) size(c int) {
 	w.init = ex.init.Clone(c, 1)
 	w.tri = ex.trial.Clone(c, 1)
 	w.ctl = ex.control.Clone(c, 1)
+	if ex.probe != nil {
+		w.prb = ex.probe.Clone(c, 1)
+		w.pv, w.pw = cols(d, c), cols(d, c)
+		w.pr, w.pr2, w.pu, w.pu2, w.pst = make([]float64, c), make([]float64, c), make([]float64, c), make([]float64, c), make([]float64, c)
+	}
 	if ex.trialDense != nil {
 		w.trd = ex.trialDense.Clone(c, 1)
 		w.wc = cols(pl.DenseTerms*d, c)

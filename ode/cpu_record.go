@@ -57,6 +57,17 @@ func (w *cpuWorker) record(r *cpuRun, chunk, lo, hi int) (bool, error) {
 			w.p[c][i] = j.P[g*np+c]
 		}
 	}
+	if r.probing {
+		for c, v := range pl.ProbeStart {
+			for i := range w.pv[c][:m] {
+				w.pv[c][i] = v
+			}
+		}
+		clear(w.pr[:m])
+		for i := range w.pu[:m] {
+			w.pu[i] = 1
+		}
+	}
 
 	// The initial step: h, last and k1 = f(t0, y0).
 	in := append(w.in[:0], w.t0s[:m], w.t1[:m])
@@ -226,6 +237,14 @@ func (w *cpuWorker) steps(r *cpuRun, lo, width, m int) (bool, error) {
 		w.in, w.out = in, out
 		if err := w.ctl.Run(out, in, m); err != nil {
 			return false, err
+		}
+		// The stability probe (Job.CheckStability, Plan.Probe): every
+		// lane tried iter steps before this one, so the trials it probes
+		// are this iteration's; Method Auto's probe every trial.
+		if r.probing && w.prb != nil && (pl.ProbeDue(iter) || switching || j.Continues) {
+			if err := w.probe(r, m, j.StopOnStiff || switching); err != nil {
+				return false, err
+			}
 		}
 		// Events: an accepted step where a condition crosses becomes the
 		// event step.
@@ -446,6 +465,59 @@ func (w *cpuWorker) move(from, to int) {
 			c[to] = c[from]
 		}
 	}
+	if w.prb != nil {
+		for _, c := range w.pv {
+			c[to] = c[from]
+		}
+		w.pr[to], w.pu[to] = w.pr[from], w.pu[from]
+	}
+}
+
+// probe runs the stability probe (Plan.Probe) on the first m lanes
+// after the controller, at the state each trial started from, and marks
+// the lanes where it fires stiff (state'[StateStiff] = 1). With veto (the
+// lanes that the probe marks stop, Job.StopOnStiff, or switch to Method
+// Auto's stiff plan) an accepted step where it fires is rejected instead:
+// the lane stops at the state the step started from (see Plan.Probe).
+func (w *cpuWorker) probe(r *cpuRun, m int, veto bool) error {
+	in := append(w.in[:0], w.st[StateT][:m], w.st[StateH][:m])
+	in = appendPrefix(in, w.y, m)
+	in = appendPrefix(in, w.p, m)
+	in = append(in, r.shared...)
+	in = appendPrefix(in, w.pv, m)
+	in = append(in, w.pr[:m], w.pu[:m], w.acc[:m])
+	out := appendPrefix(w.out[:0], w.pw, m)
+	out = append(out, w.pr2[:m], w.pu2[:m], w.pst[:m])
+	w.in, w.out = in, out
+	if err := w.prb.Run(out, in, m); err != nil {
+		return err
+	}
+	w.pv, w.pw = w.pw, w.pv
+	w.pr, w.pr2 = w.pr2, w.pr
+	w.pu, w.pu2 = w.pu2, w.pu
+	for i, s := range w.pst[:m] {
+		if s == 0 {
+			continue
+		}
+		w.st2[StateStiff][i] = 1
+		if !veto || w.acc[i] == 0 {
+			continue
+		}
+		// The lane stops (or switches) here: before the step that the
+		// probe found outside the stability region, which counts as
+		// rejected, so that the mesh holds no such step (Method Auto's
+		// stiff plan takes it instead).
+		w.acc[i] = 0
+		for k := range w.st2 {
+			w.st2[k][i] = w.st[k][i]
+		}
+		w.st2[StateRejected][i] = w.st[StateRejected][i] + 1
+		w.st2[StateStiff][i] = 1
+		if w.stat[i] == float64(OK) {
+			w.stat[i] = StatusRunning
+		}
+	}
+	return nil
 }
 
 // storedStates returns the chunk's stored states for scan, or nil if they

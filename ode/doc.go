@@ -122,6 +122,23 @@
 // (Job.StopOnStiff), so the refusal costs about what the Rodas5P solve
 // does (Robertson: 42 Tsit5 steps, to t = 0.048, against 42 Rodas5P steps
 // for the whole span), and the error names the time where it stopped.
+// The test reads the stages, so it sees only the modes the solution
+// excites: a fast mode that it does not excite (a component that stays
+// exactly 0, as an empty gut compartment of a pharmacokinetic model, or a
+// chemical system at rest) leaves the error estimate alone, the steps
+// follow the slow modes far outside the stability region of the fast
+// one, and the replay's derivative amplifies that mode by |R(hμ)| a step
+// (Tsit5 on such a model: ∂c(T)/∂a0 = −1.2e116, the closed form 0.549).
+// The records of gradients (Grad, Loss and Record, not Solve) therefore
+// also run a stability probe (Plan.Probe): every 16 trials (and on the
+// fifth; on every trial with Method Auto), one Jacobian-vector product of
+// the field continues a power iteration for the dominant mode of ∂f/∂y,
+// and a trajectory whose probed steps amplify that mode more than 1000
+// times over some run of them counts as stiff too (Solution.Stiff, Status
+// Stiff), with the same refusal, or Method Auto's switch before that
+// step. It costs about 2% of a gradient with its record (Lorenz) and
+// changes nothing else: the steps and the results of the trajectories it
+// does not mark are those without it, bit for bit.
 // Method Auto switches such a trajectory to Rodas5P there instead (its
 // Tsit5 runs its own test, on scale-invariant estimates and a lower
 // boundary, which fires early where the stiff modes live in small

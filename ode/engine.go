@@ -314,6 +314,19 @@ type Job struct {
 	// ignore it (GradPartial then runs again on those it left NotRun).
 	RecordAll bool
 
+	// CheckStability asks a record of an explicit method (Plan.Probe not
+	// nil) to run the stability probe as Plan.Probe describes: a
+	// trajectory whose recorded steps amplify a mode of ∂f/∂y, excited by
+	// the solution or not, more than Plan.ProbeGrowth times then counts
+	// as stiff (Result.Stiff, and with StopOnStiff it stops there with
+	// status Stiff), as if the controller's stiffness test had fired.
+	// Package ode sets it on the records whose mesh a gradient
+	// differentiates: OpGrad and OpLoss without a mesh, and OpRecord
+	// (not OpSolve, which then costs nothing more). An engine that
+	// ignores it leaves such trajectories unmarked, and their gradients
+	// are the unstable discrete map's.
+	CheckStability bool
+
 	// Continues, with StopOnStiff, says that the caller runs the stopped
 	// trajectories on from where they stopped (Method Auto's pass): an
 	// engine may then copy their times and last steps back with its other

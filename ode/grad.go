@@ -138,8 +138,10 @@ func (o Omit) drop(sol *Solution, m *Mesh, recorded bool, spare *omitted) {
 // may differ from the record's, within the same span). The step sizes are held fixed: the result is the exact
 // derivative of the replay, the frozen-mesh discrete adjoint. A mesh with
 // a failed trajectory is never replayed, and a mesh on which an explicit
-// method ran at its stability limit (Solution.Stiff) is not differentiated:
-// Grad returns a *TrajectoryError.
+// method ran at its stability limit, or past it for a mode of ∂f/∂y that
+// the solution does not excite (Solution.Stiff: the stiffness test and,
+// in the record, the stability probe), is not differentiated: Grad
+// returns a *TrajectoryError (Status Stiff, unwrapping to ErrStiff).
 //
 // dst may be nil. A dst from an earlier call is filled in place: its
 // gradient arrays, its Solution's arrays and (when m is nil, so that a

@@ -80,6 +80,45 @@ type Plan struct {
 	// outputs, and the State constants for the controller state.
 	Control *tape.Program
 
+	// Probe is the stability probe of an explicit method (nil for the
+	// Rosenbrock methods), which a record with Job.CheckStability runs
+	// beside the loop above to find modes of J = ∂f/∂y that the steps
+	// leave outside the method's stability region although the solution
+	// does not excite them (the controller's stiffness test reads the
+	// stages, so it cannot see those; the discrete adjoint of such a mesh
+	// amplifies them, and the gradient is meaningless). It is one step of
+	// power iteration on J with the growth of the probed mode over the
+	// step: inputs t, h, y, p, s, v[Dim], rprev, u, accept; outputs
+	// v'[Dim], rprev', u', stiff (see buildProbe for the arithmetic).
+	// Per trajectory an engine keeps v (ProbeStart at T0), rprev (0) and
+	// u (1), and on every trial whose index n (the trials it tried
+	// before: accepted + rejected, as the trials of a solve from T0
+	// without events count) is due (ProbeDue(n): the multiples of
+	// ProbeEvery and ProbeEvery/4; every trial where the
+	// trajectory switches to Method Auto's stiff plan where it stops:
+	// Job.Continues, or the CPU engine's switch in place), after Control,
+	// runs
+	//
+	//	v, rprev, u, stiff = Probe(t, h, y, p, s, v, rprev, u, accept)
+	//	if stiff == 1: state'[StateStiff] = 1
+	//
+	// with t, h and y the trial's step and the state it started from,
+	// accept Control's. The trajectory then counts as stiff (Result.Stiff;
+	// with Job.StopOnStiff it stops there with status Stiff) once the
+	// probed steps amplify the dominant mode of J, taken as −ρ on the
+	// real axis, more than ProbeGrowth times over some run of them. Where
+	// the trajectory stops or switches there (Job.StopOnStiff, or Method
+	// Auto's switch in place), an accepted trial on which stiff is 1 is
+	// rejected instead, so that no mesh holds it (Method Auto's stiff plan
+	// takes that step): accept becomes 0, state' is state but for
+	// rejected + 1 and StateStiff = 1, and a status OK becomes
+	// StatusRunning; the trajectory stops at the state the step started
+	// from.
+	Probe       *tape.Program
+	ProbeEvery  int       // trials between probes (see Probe and ProbeDue)
+	ProbeStart  []float64 // the start vector v [Dim]
+	ProbeGrowth float64   // the growth at which the probe marks a trajectory stiff (the output stiff)
+
 	// Replay is the replay step: inputs t, h, y, p, s; outputs y⁺[Dim], bit
 	// for bit Trial's y⁺.
 	Replay *tape.Program
@@ -140,6 +179,21 @@ type Plan struct {
 	stepOnce     sync.Once
 	stepErr      error
 	cpu          cpuPrepared // the CPU engine's preparation (Plan.cpuMasters)
+}
+
+// ProbeDue reports whether the stability probe (Probe) runs on the trial
+// whose count before it (accepted + rejected steps) is n: n a multiple of
+// ProbeEvery (n = 0 included), or n = ProbeEvery/4. The extra early probe
+// is there because a trajectory's steps grow fastest from Init's step,
+// which is small (up to Controller.FactorMax a step), and a short
+// trajectory may have no sixteenth trial: a mode its first steps leave
+// outside the stability region is then found by its fifth. False
+// without a probe.
+func (pl *Plan) ProbeDue(n int) bool {
+	if pl.ProbeEvery <= 0 {
+		return false
+	}
+	return n%pl.ProbeEvery == 0 || n == pl.ProbeEvery/4
 }
 
 // Reverse returns the reverse (VJP) program of Replay: inputs t, h, y, p,
@@ -232,6 +286,12 @@ func newPlan(f *Field, fp *tape.Program, s *Settings) (*Plan, error) {
 	}
 	if pl.Control, err = buildControl(s.Controller, f.Dim, stabilitySize(m.Name()), stiffTestOf(sp.variant)); err != nil {
 		return nil, fmt.Errorf("ode: %s: building the controller: %w", f.name(), err)
+	}
+	if e, ok := m.(*erk); ok && stabilitySize(m.Name()) > 0 {
+		if pl.Probe, err = buildProbe(f, fp, stabilityPoly(e.tab), probeGrowth); err != nil {
+			return nil, err
+		}
+		pl.ProbeEvery, pl.ProbeGrowth, pl.ProbeStart = probeEvery, probeGrowth, probeStart(f.Dim)
 	}
 	return pl, nil
 }

@@ -440,7 +440,12 @@ type Solution struct {
 	// solution is accurate, but the method ran at its stability limit, so
 	// it was slow and a gradient of its replay would be meaningless (Grad
 	// refuses it). Rodas5P, or Method Auto, suits them. Method Auto
-	// switches such trajectories instead (Switch).
+	// switches such trajectories instead (Switch). In the records of
+	// gradients (Grad, Loss, Record) it also marks the trajectories whose
+	// steps lie outside the method's stability region for a mode of ∂f/∂y
+	// that the solution does not excite (the stability probe, Plan.Probe;
+	// see the package documentation): Solve does not run the probe, so
+	// its Stiff may be false where a gradient's is true.
 	Stiff []bool
 
 	// Resident, if not nil, holds the saved states on the engine that
@@ -792,6 +797,9 @@ func (sv *Solver) job(op Op, q *problem, m *Mesh) *Job {
 		Workers: set.Exec.Workers, ChunkSize: set.Exec.BlockSize, Progress: set.Progress}
 	j.Checks = q.checks
 	j.T0s = q.t0s
+	// The records whose meshes a gradient differentiates check the steps'
+	// stability for every mode of ∂f/∂y (Plan.Probe).
+	j.CheckStability = !probeOff.Load() && m == nil && sv.plan.Probe != nil && (op == OpGrad || op == OpLoss || op == OpRecord)
 	if op == OpGrad {
 		j.Omit, j.EndTimes = q.omit, q.ends && m == nil
 		j.KeepGrads = q.keep

@@ -16,7 +16,7 @@ const (
 	StepSizeUnderflow               // the step size fell below the resolution of t
 	NonFinite                       // the state or the error estimate stayed NaN or infinite
 	NotRun                          // not integrated (another trajectory failed first)
-	Stiff                           // an explicit method ran at its stability limit: no gradient
+	Stiff                           // an explicit method ran at its stability limit, or past it for a mode the solution does not excite (a gradient's record): no gradient
 	EventNonFinite                  // an event's condition was NaN or infinite
 	EventAtStart                    // an event's condition was exactly 0 at T0
 	TooManyEvents                   // more events than Settings.MaxEvents, or events accumulating at one time
@@ -44,7 +44,8 @@ var statusTable = [...]struct {
 	NonFinite: {"non-finite state", ErrNonFinite, "check the field and parameters for overflow, division by zero or log of a negative number near this state " +
 		"(and, if it stopped at an event, the state the event's Apply returns there)"},
 	NotRun: {"not run", nil, ""},
-	Stiff: {"stiff for the explicit method", ErrStiff, "the explicit method ran at the edge of its stability region, where the exact derivative of its replay grows without bound; " +
+	Stiff: {"stiff for the explicit method", ErrStiff, "the explicit method ran at the edge of its stability region, or outside it for a fast mode of ∂f/∂y that the solution does not excite " +
+		"(a component that stays 0, as an empty compartment, or a state at rest), where the exact derivative of its replay grows without bound; " +
 		"use Rodas5P (Settings.Method), or Auto to switch when the stiffness test fires"},
 	EventNonFinite: {"non-finite event condition", ErrEventNonFinite, "an event's condition G returned NaN or an infinity at this state: check it for division by zero, log of a negative number or overflow"},
 	EventAtStart:   {"event condition zero at the start", ErrEventAtStart, "an event's condition G is exactly 0 at T0, so whether it fires there is undefined: start the trajectory off the condition (or move T0)"},

@@ -150,6 +150,13 @@ func (g *adapters) kernelAdapters(sp *StepPrograms, v Config, lp *ode.LossPlan, 
 				"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* k1, gs_real* yn, gs_real* e, gs_real* ks, gs_real* hrho, gs_real* w",
 				tin, cat(tout, []string{"*hrho"}, idx("w", pl.DenseTerms*d)))
 		}
+		if k.ProbeOn {
+			// Probe: t, h, y, p, v, rprev, u, accept → v', rprev', u', stiff.
+			g.adapter("gs_a_probe", pl.Probe, "void",
+				"const gs_real* sh, gs_real t, gs_real h, const gs_real* y, const gs_real* p, const gs_real* v, gs_real rprev, gs_real u, gs_real accept, gs_real* v2, gs_real* rprev2, gs_real* u2, gs_real* pst",
+				cat([]string{"t", "h"}, y, p, idx("v", d), []string{"rprev", "u", "accept"}),
+				cat(idx("v2", d), []string{"*rprev2", "*u2", "*pst"}))
+		}
 		// Control: state, t1, y, y⁺, err, hρ → state', accept, status.
 		g.adapter("gs_a_control", pl.Control, "void",
 			"const gs_real* sh, const gs_real* st, gs_real t1, const gs_real* y, const gs_real* yn, const gs_real* e, gs_real hrho, gs_real* st2, gs_real* accept, gs_real* status",

@@ -3,6 +3,7 @@ package kernelgen
 import (
 	"embed"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"text/template"
@@ -155,6 +156,15 @@ type Config struct {
 	// they would be shared (kernelPlan.ShareFwd, ShareRev). For the tests
 	// that compare the two forms.
 	SeparateSteps bool
+	// Probe (an adaptive record with ode.Job.CheckStability, of a plan
+	// with a probe) runs ode.Plan.Probe on the trials ode.Plan.ProbeDue
+	// names, or on every trial with ProbeAll (ode.Job.Continues: Method
+	// Auto's pass), and marks the trajectories where it fires stiff; with
+	// StopStiff it rejects the step where it fires, so the trajectory
+	// stops before it, as the CPU engine does. Not in the wide layout
+	// (whose records then run without it). (Declared here, in the
+	// padding before SplitFrom: TestConfigSize.)
+	Probe, ProbeAll bool
 	// SplitFrom, if positive, compiles the large step programs of a
 	// kernel of the thread layout whose functions of programs total at
 	// least SplitFrom bytes (Source.FuncBytes: the generated code, without
@@ -468,6 +478,8 @@ func ConfigOf(j *ode.Job) Config {
 		v.lossKey = j.Loss.Hash
 	}
 	v.StopStiff = j.StopOnStiff && v.Adaptive
+	v.Probe = j.CheckStability && v.Adaptive && j.Plan != nil && j.Plan.Probe != nil
+	v.ProbeAll = v.Probe && j.Continues
 	v.Events = j.Plan != nil && j.Plan.Events != nil
 	return v
 }
@@ -583,7 +595,19 @@ func (v Config) threadBoundsKey() string {
 // Key identifies the kernel among those of one plan.
 func (v Config) Key() string {
 	return fmt.Sprintf("a%t m%t s%t l%t g%t k%d dd%d t%t w%t%d%t%t%t%t sa%t ss%t td%t st%t ev%t sep%t %s%s", v.Adaptive, v.MeshOut, v.Store, v.Loss, v.Grad, v.Saves, v.DataDim,
-		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+divideSavesKey[v.DivideSaves && v.Saves > 0]+deferSavesKey[v.defersSaves() || v.defersGrad()]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad], v.lossKey)
+		v.TileSums, v.Lanes, v.LanesMinBlocks, v.LanesGlobal, v.LanesBlockAcc, v.LanesShuffle, v.TileMode, v.TileSharedAcc, v.TileSharedSh, v.TileDynamic, v.StopStiff, v.Events, v.SeparateSteps, unrolledKey[v.Unrolled]+wideKey[v.Wide]+rowMajorKey[v.RowMajor]+wideSharedKey[v.WideShared]+wideRowsKey[v.WideRows]+v.wideRegsKey()+v.threadBoundsKey()+storeCotsKey[v.StoreSaveCots && v.Grad]+oldSavesKey[v.OldSaves && v.Saves > 0]+divideSavesKey[v.DivideSaves && v.Saves > 0]+deferSavesKey[v.defersSaves() || v.defersGrad()]+ungroupedKey[v.UngroupedCots && v.Grad]+thetasKey[v.KeepThetas && v.Grad]+v.probeKey(), v.lossKey)
+}
+
+// probeKey is Config.Probe's part of a Key (none without the probe, so
+// that the keys of other kernels stay as they were).
+func (v Config) probeKey() string {
+	switch {
+	case v.ProbeAll:
+		return "probeall "
+	case v.Probe:
+		return "probe "
+	}
+	return ""
 }
 
 // defersSaves reports whether kernel v may defer its save times to the
@@ -764,6 +788,12 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 	if v.Events {
 		k.setEvents(pl)
 	}
+	if k.ProbeOn = v.Probe && !v.Wide && pl.Probe != nil; k.ProbeOn {
+		k.ProbeEvery = pl.ProbeEvery
+		for _, x := range pl.ProbeStart {
+			k.ProbeStart = append(k.ProbeStart, strconv.FormatFloat(x, 'x', -1, 64))
+		}
+	}
 	g := &adapters{src: src}
 	if v.Wide {
 		w, err := src.wideFuncsOf(sp, v)
@@ -903,6 +933,13 @@ type kernelPlan struct {
 	SharedAcc, Xpose bool // thread layout: Config.SharedAcc, Config.Xpose
 	Stage            bool // lanes layout: the warps' staging rows (Source.Stage)
 	StiffStatus      int  // ode.Stiff (Config.StopStiff)
+	// ProbeOn (Config.Probe, not in the wide layout): the record runs
+	// the plan's stability probe every ProbeEvery trials (and on trial
+	// ProbeEvery/4; every trial with Config.ProbeAll) from the start
+	// vector ProbeStart (C literals).
+	ProbeOn    bool
+	ProbeEvery int
+	ProbeStart []string
 	// LanesBlock, LanesAccBlock and TileWidth are the package's constants.
 	LanesBlock, LanesAccBlock, TileWidth int
 	// ThreadBoundsBlock is the package's constant (Config.ThreadMinBlocks).

@@ -13,6 +13,13 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
   gs_start(st, t0, h0, last);
   gs_real lasth = h0;
   bool run = valid;
+{{- if .ProbeOn}}
+  // The stability probe's state (ode.Plan.Probe): the vector v, the
+  // last ratio, the growth, and the trials tried so far.
+  gs_real pv[GS_D] = { {{- range $c, $x := .ProbeStart}}{{if $c}}, {{end}}(gs_real){{$x}}{{end -}} };
+  gs_real prv = 0, pu = 1;
+  long long ntrial = 0;
+{{- end}}
 {{- if .Events}}
   // The events' conditions at the state (a trajectory where one is not
   // finite or exactly 0 at T0 ends here) and the events so far.
@@ -64,6 +71,42 @@ passes; see kernel.cuh for the hooks (GS_ANY, GS_WRITER).
 {{- end}}
     if (run) {
       gs_a_control(csh, st, t1, y, yn, e, hrho, st2, &accept, &stat);
+{{- if .ProbeOn}}
+    }
+    // The stability probe on its trials (ode.Plan.ProbeDue{{if .ProbeAll}}; Method
+    // Auto's pass: every trial{{end}}), at the state the trial started from,
+    // between the controller and the commit. It is called by the
+    // trajectories run in lockstep together (GS_ANY: a tile's field may
+    // be a warp's collective), and kept by those due.
+    {
+      const bool pdue = run && ({{if .ProbeAll}}true{{else}}ntrial % {{.ProbeEvery}} == 0 || ntrial == {{.ProbeEvery}} / 4{{end}});
+      if (GS_ANY(pdue)) {
+        gs_real pv2[GS_D], prv2, pu2, pst;
+        gs_a_probe(sh, st[GS_ST_T], st[GS_ST_H], y, p, pv, prv, pu, run ? accept : 0, pv2, &prv2, &pu2, &pst);
+        if (pdue) {
+          for (int c = 0; c < GS_D; c++) pv[c] = pv2[c];
+          prv = prv2;
+          pu = pu2;
+          if (pst != 0) {
+            st2[GS_ST_STIFF] = 1;
+{{- if .StopStiff}}
+            // The trajectory stops here: before the step the probe found
+            // outside the stability region, which counts as rejected.
+            if (accept != 0) {
+              for (int q = 0; q < GS_NSTATE; q++) st2[q] = st[q];
+              st2[GS_ST_REJECTED] = st[GS_ST_REJECTED] + 1;
+              st2[GS_ST_STIFF] = 1;
+              accept = 0;
+              if (stat == (gs_real)GS_OK) stat = (gs_real)GS_RUNNING;
+            }
+{{- end}}
+          }
+        }
+      }
+      if (run) ntrial++;
+    }
+    if (run) {
+{{- end}}
 {{- if .Events}}
       // An accepted step where a condition crosses becomes the event step;
       // an event whose root coincides with its event's is a step of size 0
