@@ -231,6 +231,12 @@ func testUnseen53(t *testing.T, engine string, all, gpu bool) {
 	if testing.Short() && !all {
 		cases = cases[:3]
 	}
+	runUnseen53(t, engine, cases, gpu)
+}
+
+// runUnseen53 compares the cases on engine with the CPU (on a GPU, gpu
+// set, with the other GPU comparisons' slack in the steps).
+func runUnseen53(t *testing.T, engine string, cases []engineCase, gpu bool) {
 	for _, c := range cases {
 		t.Run(c.name+"-n"+strconv.Itoa(c.prob.N), func(t *testing.T) {
 			o := eventOps
@@ -363,4 +369,21 @@ func testUnseen53BadInput(t *testing.T, engine string) {
 			t.Logf("%s", msgs["cpu grad"])
 		})
 	}
+}
+
+// TestHostSimEngineUnseen53 runs two of the cases on the simulated warp
+// (cuda-host-sim, the kernels' device branch on 32 host threads): 37
+// trajectories of a d = 1 field with a data loss (a full warp and a
+// partial one) and the pendulum's events; with -unseen53.gpu every case.
+func TestHostSimEngineUnseen53(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	if testing.Short() && !*unseen53GPU {
+		t.Skip("-short")
+	}
+	cases := []engineCase{logisticCase53(ode.Vern7, 37), pendulumCase53(ode.Tsit5)}
+	if *unseen53GPU || *long {
+		cases = unseen53Cases(true)
+	}
+	runUnseen53(t, "cuda-host-sim", cases, false)
 }
