@@ -387,3 +387,29 @@ func TestHostSimEngineUnseen53(t *testing.T) {
 	}
 	runUnseen53(t, "cuda-host-sim", cases, false)
 }
+
+// TestHostSimEngineUnseen53Layouts runs cases on the simulated warp with
+// each warp layout forced (lanes, tile, wide; a job a layout does not
+// run falls back as the layout's doc says, and the layout that ran is
+// logged): the 40-point heat equation (explicit and Rosenbrock), the
+// logistic field's 37 trajectories with a data loss, the pendulum's
+// events. Behind -unseen53.gpu (g++ compiles each layout's kernels).
+func TestHostSimEngineUnseen53Layouts(t *testing.T) {
+	needHost(t)
+	t.Parallel()
+	if !*unseen53GPU && !*long {
+		t.Skip("-unseen53.gpu")
+	}
+	for _, l := range []Layout{LayoutLanes, LayoutTile, LayoutWide} {
+		t.Run(string(l), func(t *testing.T) {
+			name := tuned(t, "cuda-host-sim", Tuning{Layout: l})
+			cases := []engineCase{heatCase53(ode.Tsit5, []float64{0.01, 1, 100}), heatCase53(ode.Rodas5P, []float64{0.01, 1, 100}),
+				logisticCase53(ode.Vern7, 37), pendulumCase53(ode.Tsit5)}
+			for _, c := range cases {
+				_, st := c.tracedGrad(t, c.solver(t, name))
+				t.Logf("%s: layout %s", c.name, st.Layout)
+			}
+			runUnseen53(t, name, cases, false)
+		})
+	}
+}
