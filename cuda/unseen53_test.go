@@ -400,16 +400,27 @@ func TestHostSimEngineUnseen53Layouts(t *testing.T) {
 	if !*unseen53GPU && !*long {
 		t.Skip("-unseen53.gpu")
 	}
+	testUnseen53Layouts(t, "cuda-host-sim", false)
+}
+
+// TestGPUEngineUnseen53Layouts is TestHostSimEngineUnseen53Layouts on
+// the GPU.
+func TestGPUEngineUnseen53Layouts(t *testing.T) {
+	needGPUEngine(t)
+	testUnseen53Layouts(t, "cuda", true)
+}
+
+func testUnseen53Layouts(t *testing.T, engine string, gpu bool) {
 	for _, l := range []Layout{LayoutLanes, LayoutTile, LayoutWide} {
 		t.Run(string(l), func(t *testing.T) {
-			name := tuned(t, "cuda-host-sim", Tuning{Layout: l})
+			name := tuned(t, engine, Tuning{Layout: l})
 			cases := []engineCase{heatCase53(ode.Tsit5, []float64{0.01, 1, 100}), heatCase53(ode.Rodas5P, []float64{0.01, 1, 100}),
 				logisticCase53(ode.Vern7, 37), pendulumCase53(ode.Tsit5)}
 			for _, c := range cases {
 				_, st := c.tracedGrad(t, c.solver(t, name))
 				t.Logf("%s: layout %s", c.name, st.Layout)
 			}
-			runUnseen53(t, name, cases, false)
+			runUnseen53(t, name, cases, gpu)
 		})
 	}
 }
