@@ -722,6 +722,15 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 		widePer = func(grad, saves bool) (int, error) { return kernelgen.WideSharedPerWarp(pl, grad, saves) }
 	}
 	per, err := widePer(v.Grad, v.Saves > 0)
+	if v.Probe && pl.Probe != nil {
+		// A record with the stability probe (kernelgen.Config.Probe): its
+		// vector and scalars, in and out (kernelgen's wideLayout.PV, PO),
+		// 2d + 6 reals more at most; the measure (kernelSet.widePerWarp,
+		// shared with the kernels without it) does not emit its function,
+		// whose scratch, one Jacobian-vector product of the field, lay
+		// within Trial's for Lorenz-96 with Tsit5 and Vern7 (d = 64, 256).
+		per += 8 * (2*pl.Dim + 6)
+	}
 	if err != nil || dev.sharedLimit > 0 && per > dev.sharedLimit {
 		return false, 0
 	}
