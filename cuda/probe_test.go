@@ -127,14 +127,20 @@ func TestGPUProbe(t *testing.T) {
 
 // TestHostEngineProbeWide runs probeAgree on the host engine's wide
 // layout (the simulated warp; wide.cuh's gs_body calls the probe's wide
-// function): a warp a trajectory, and two warps a trajectory (the
-// simulated block; Config.WideTrajWarps).
+// function): 8 lanes a trajectory (the default at d = 2), a warp a
+// trajectory with every array in shared memory (the copies' layout,
+// Tuning.NoWidePrivate), and two warps a trajectory (the simulated
+// block; Config.WideTrajWarps).
 func TestHostEngineProbeWide(t *testing.T) {
 	needHost(t)
 	for _, c := range []struct {
 		name string
 		tun  Tuning
-	}{{"warp", Tuning{Layout: LayoutWide}}, {"warps=2", Tuning{Layout: LayoutWide, wideWarps: 2}}} {
+	}{
+		{"lanes=8", Tuning{Layout: LayoutWide}},
+		{"warp-shared", Tuning{Layout: LayoutWide, wideLanes: -1, NoWidePrivate: true}},
+		{"warps=2", Tuning{Layout: LayoutWide, wideWarps: 2}},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			probeAgree(t, tuned(t, hostSim.name, c.tun), 8)
 		})
