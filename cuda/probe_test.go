@@ -125,24 +125,41 @@ func TestGPUProbe(t *testing.T) {
 	probeAgree(t, "cuda", 64)
 }
 
+// probeWideTunings are the wide layout's forms that TestHostEngineProbeWide
+// and TestGPUProbeWide run: 8 lanes a trajectory (the default at d = 2),
+// a warp a trajectory with every array in shared memory (the copies'
+// layout, Tuning.NoWidePrivate), and two warps a trajectory
+// (Config.WideTrajWarps).
+var probeWideTunings = []struct {
+	name string
+	tun  Tuning
+}{
+	{"lanes=8", Tuning{Layout: LayoutWide}},
+	{"warp-shared", Tuning{Layout: LayoutWide, wideLanes: -1, NoWidePrivate: true}},
+	{"warps=2", Tuning{Layout: LayoutWide, wideWarps: 2}},
+}
+
 // TestHostEngineProbeWide runs probeAgree on the host engine's wide
-// layout (the simulated warp; wide.cuh's gs_body calls the probe's wide
-// function): 8 lanes a trajectory (the default at d = 2), a warp a
-// trajectory with every array in shared memory (the copies' layout,
-// Tuning.NoWidePrivate), and two warps a trajectory (the simulated
-// block; Config.WideTrajWarps).
+// layout (the simulated warp or block; wide.cuh's gs_body calls the
+// probe's wide function) in the forms of probeWideTunings.
 func TestHostEngineProbeWide(t *testing.T) {
 	needHost(t)
-	for _, c := range []struct {
-		name string
-		tun  Tuning
-	}{
-		{"lanes=8", Tuning{Layout: LayoutWide}},
-		{"warp-shared", Tuning{Layout: LayoutWide, wideLanes: -1, NoWidePrivate: true}},
-		{"warps=2", Tuning{Layout: LayoutWide, wideWarps: 2}},
-	} {
+	for _, c := range probeWideTunings {
 		t.Run(c.name, func(t *testing.T) {
 			probeAgree(t, tuned(t, hostSim.name, c.tun), 8)
+		})
+	}
+}
+
+// TestGPUProbeWide is TestHostEngineProbeWide on the device, on 64
+// trajectories. It skips without a GPU.
+//
+//	./cuda.test -test.run '^TestGPUProbeWide$' -test.v
+func TestGPUProbeWide(t *testing.T) {
+	needGPUEngine(t)
+	for _, c := range probeWideTunings {
+		t.Run(c.name, func(t *testing.T) {
+			probeAgree(t, tuned(t, "cuda", c.tun), 64)
 		})
 	}
 }
