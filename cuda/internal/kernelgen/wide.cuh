@@ -36,8 +36,9 @@ per-trajectory inputs and results y0, p, y, gy0 and gp (GS_WAT).
 #define GS_W_DO {{.W.DO}}
 {{- end}}
 {{- if .W.Probe}}
-// The stability probe's own inputs (v[D], rprev, u, accept: v kept
-// between the probed trials) and outputs (v'[D], rprev', u', stiff).
+// The stability probe's vector v[D] (kept between the probed trials; its
+// rprev, u and accept in CI's place) and its outputs (v'[D], rprev', u',
+// stiff; in SCR, after the probe's scratch).
 #define GS_W_PV {{.W.PV}}
 #define GS_W_PO {{.W.PO}}
 {{- end}}
@@ -352,16 +353,18 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
     bool pmark = false, pveto = false;
     if ({{if .ProbeAll}}true{{else}}ntrial % {{.ProbeEvery}} == 0 || ntrial == {{.ProbeEvery}} / 4{{end}}) {
       if (lane == 0) {
-        pv[GS_D] = prv;
-        pv[GS_D + 1] = pu;
-        pv[GS_D + 2] = accept;
+        ci[0] = prv;
+        ci[1] = pu;
+        ci[2] = accept;
       }
       GS_SYNCWARP();
       {{.W.Probe}}(sh, ws, ws + GS_W_PO, scr);
       for (int c = lane; c < GS_D; c += GS_WSTRIDE) pv[c] = po[c];
       prv = po[GS_D];
       pu = po[GS_D + 1];
-      if (po[GS_D + 2] != 0) {
+      const bool pst = po[GS_D + 2] != 0;
+      GS_SYNCWARP();  // the outputs (in SCR) are read
+      if (pst) {
         pmark = true;
 {{- if .StopStiff}}
         if (accept != 0) {

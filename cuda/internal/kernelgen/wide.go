@@ -292,13 +292,16 @@ type wideLayout struct {
 	Init, Trial, Control, Dense, Rev, DRev string
 	// Probe is the name of the wide function of the plan's stability
 	// probe (ode.Plan.Probe; Config.Probe), "" where the kernel has none.
-	// Its inputs t, h, y and p are the trial's (TI), v[D], rprev, u and
-	// accept at PV; its outputs v'[D], rprev', u' and stiff at PO.
+	// Its inputs t, h, y and p are the trial's (TI), v[D] at PV, rprev,
+	// u and accept at CI's first three places (the controller's inputs,
+	// read before the probe runs); its outputs v'[D], rprev', u' and
+	// stiff at PO.
 	Probe string
-	// PV and PO (with Probe) are the probe's own inputs (v[D] kept
-	// between the probed trials, rprev, u, accept: D + 3 reals) and its
-	// outputs (D + 3), after the forward loop's other arrays, before
-	// SCR.
+	// PV (with Probe) is the probe's vector v[D], kept between the
+	// probed trials, after the forward loop's other arrays, before SCR;
+	// PO its outputs (D + 3 reals) in SCR, after the probe's own scratch
+	// (the scratch grows only where the other forward functions' is
+	// smaller than the two together).
 	PV, PO int
 }
 
@@ -358,17 +361,18 @@ func (w wideLayout) inputs(pl *ode.Plan, p *tape.Program, control bool) ([]int, 
 // probeInputs returns the places, from the warp's part's start, of the
 // per-trajectory inputs of plan pl's stability probe p (ode.Plan.Probe:
 // t, h, y[D], p[NP], v[D], rprev, u, accept): t, h, y and p the trial's
-// (TI), the others at PV. It returns an error where p's inputs are not
-// those.
+// (TI), v at PV, rprev, u and accept at CI. It returns an error where
+// p's inputs are not those.
 func (w wideLayout) probeInputs(pl *ode.Plan, p *tape.Program) ([]int, error) {
 	d, np := pl.Dim, pl.Params
 	var pos []int
 	for j := 0; j < 2+d+np; j++ {
 		pos = append(pos, j)
 	}
-	for j := 0; j < d+3; j++ {
+	for j := 0; j < d; j++ {
 		pos = append(pos, w.PV+j)
 	}
+	pos = append(pos, w.CI, w.CI+1, w.CI+2)
 	own := 0
 	for _, x := range p.Inputs {
 		if !x.Shared {
@@ -404,8 +408,7 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 	}
 	if k.probe {
 		w.PV = w.SCR
-		w.PO = w.PV + d + 3
-		w.SCR = w.PO + d + 3
+		w.SCR += d
 	}
 	w.Len = w.SCR + k.scratch
 	if k.grad {
@@ -699,6 +702,7 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 		}
 	}
 	names := make([]string, 7)
+	probeScr := 0                // the probe's scratch (its outputs follow it in SCR)
 	base := newWideLayout(pl, k) // the driver's arrays: no scratch yet
 	for m, p := range append(fwd, rev...) {
 		if p == nil {
@@ -737,9 +741,12 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 		if err != nil {
 			return wideLayout{}, err
 		}
-		if m < len(fwd) {
+		switch {
+		case m == probeAt:
+			probeScr = scr
+		case m < len(fwd):
 			k.scratch = max(k.scratch, scr)
-		} else {
+		default:
 			k.revScratch = max(k.revScratch, scr)
 		}
 		at := m
@@ -751,7 +758,13 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 		}
 		names[at] = name
 	}
+	if k.probe {
+		k.scratch = max(k.scratch, probeScr+pl.Dim+3)
+	}
 	w := newWideLayout(pl, k)
+	if k.probe {
+		w.PO = w.SCR + probeScr
+	}
 	w.Init, w.Trial, w.Control, w.Dense, w.Rev, w.DRev, w.Probe = names[0], names[1], names[2], names[3], names[4], names[5], names[6]
 	return w, nil
 }
