@@ -237,9 +237,9 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
 
 // The stability probe's start vector (ode.Plan.ProbeStart).
 #ifdef GS_CUDA
-__device__ const gs_real gs_w_pstart[GS_D] = { {{- range $c, $x := .ProbeStart}}{{if $c}}, {{end}}(gs_real){{$x}}{{end -}} };
+__device__ const gs_real gs_w_pstart[] = { {{- range $c, $x := .ProbeStart}}{{if $c}}, {{end}}(gs_real){{$x}}{{end -}} };
 #else
-static const gs_real gs_w_pstart[GS_D] = { {{- range $c, $x := .ProbeStart}}{{if $c}}, {{end}}(gs_real){{$x}}{{end -}} };
+static const gs_real gs_w_pstart[] = { {{- range $c, $x := .ProbeStart}}{{if $c}}, {{end}}(gs_real){{$x}}{{end -}} };
 #endif
 {{- end}}
 
