@@ -131,14 +131,22 @@
 // (Tsit5 on such a model: ∂c(T)/∂a0 = −1.2e116, the closed form 0.549).
 // The records of gradients (Grad, Loss and Record, not Solve) therefore
 // also run a stability probe (Plan.Probe): every 16 trials (and on the
-// fifth; on every trial with Method Auto), one Jacobian-vector product of
-// the field continues a power iteration for the dominant mode of ∂f/∂y,
-// and a trajectory whose probed steps amplify that mode more than 1000
-// times over some run of them counts as stiff too (Solution.Stiff, Status
-// Stiff), with the same refusal, or Method Auto's switch before that
-// step. It costs about 2% of a gradient with its record (Lorenz) and
-// changes nothing else: the steps and the results of the trajectories it
-// does not mark are those without it, bit for bit.
+// fifth; on every trial with Method Auto), two Jacobian-vector products
+// of the field continue a power iteration for the dominant mode of
+// ∂f/∂y (its size the geometric mean of the two ratios, which a far from
+// normal Jacobian, as of an orbit passing close to a mass, does not
+// inflate), and a trajectory whose probed steps amplify that mode more
+// than 1000 times over some run of them counts as stiff too
+// (Solution.Stiff, Status Stiff), with the same refusal, or Method Auto's
+// switch before that step. It costs about 3% of a gradient with its
+// record (Lorenz) and changes nothing else: the steps and the results of
+// the trajectories it does not mark are those without it, bit for bit.
+// (Method Auto's gradient may thus switch a stiff trajectory sooner than
+// its Solve, which runs no probe: their states then agree to the
+// tolerance, not bit for bit.) The probe samples the steps: a run so
+// short that its steps grow past the stability limit between two probes
+// (an exact equilibrium of a stiff field, whose error estimate is 0 and
+// whose steps grow tenfold a step) is not caught.
 // Method Auto switches such a trajectory to Rodas5P there instead (its
 // Tsit5 runs its own test, on scale-invariant estimates and a lower
 // boundary, which fires early where the stiff modes live in small

@@ -86,7 +86,7 @@ type Plan struct {
 	// leave outside the method's stability region although the solution
 	// does not excite them (the controller's stiffness test reads the
 	// stages, so it cannot see those; the discrete adjoint of such a mesh
-	// amplifies them, and the gradient is meaningless). It is one step of
+	// amplifies them, and the gradient is meaningless). It is two steps of
 	// power iteration on J with the growth of the probed mode over the
 	// step: inputs t, h, y, p, s, v[Dim], rprev, u, accept; outputs
 	// v'[Dim], rprev', u', stiff (see buildProbe for the arithmetic).

@@ -23,7 +23,7 @@ import (
 // |R(hμ)| ≫ 1 a step, where the problem damps it, and the exact
 // derivative of the replay (the discrete adjoint) is that amplification:
 // a gradient of 1e116 where the true one is 0.55. The probe finds such
-// modes by power iteration on ∂f/∂y with one Jacobian-vector product
+// modes by power iteration on ∂f/∂y with two Jacobian-vector products
 // every ProbeEvery trials (Plan.ProbeDue), and bounds the amplification
 // the probed steps give the dominant mode.
 const (
@@ -51,14 +51,16 @@ var probeOff atomic.Bool
 // growth of the probed mode over the trial's step if accepted.
 //
 // Inputs: t, h, y[d], p[Params], s[Shared] (shared), v[d], rprev, u,
-// accept. Outputs: v'[d], rprev', u', stiff. With w = Jv and r =
-// ‖w‖₂/‖v‖₂ (r = 0, v' = v and rprev' = rprev where w is 0 or not finite,
-// or v is 0): v' = w/‖w‖₂, rprev' = r, and the estimate ρ = √(r·rprev)
-// where rprev > 0, else r (the geometric mean of two ratios: a dominant
-// pair ±μ, as of x” = g(x), whose single ratios alternate about |μ|,
-// gives |μ|). Where accept is 1 and ρ > 0, u' = max(1, u·|R(−|h|·ρ)|),
-// R(z) = Σ_j gamma_j z^j by Horner's rule (u' = +Inf where |h|·ρ >
-// 1e30), else u' = u; stiff is 1 where u' > growth, else 0.
+// accept. Outputs: v'[d], rprev', u', stiff. Two steps of power
+// iteration from v: w1 = Jv, r1 = ‖w1‖₂/‖v‖₂, w2 = J·w1/‖w1‖₂, r2 =
+// ‖w2‖₂; v' = w2/‖w2‖₂, rprev' = r2 and the estimate ρ = √(r1·r2) (the
+// geometric mean of two ratios: a single ratio is bounded by ‖J‖₂, which
+// a far from normal Jacobian puts far above its modes, and a dominant
+// pair ±μ, as of x” = g(x), makes single ratios alternate about |μ|).
+// Where a norm is 0 or not finite, v' = v, rprev' = rprev and u' = u.
+// Where accept is 1, u' = max(1, u·|R(−|h|·ρ)|), R(z) = Σ_j gamma_j z^j
+// by Horner's rule (u' = +Inf where |h|·ρ > 1e30), else u' = u; stiff
+// is 1 where u' > growth, else 0. It costs two Jacobian-vector products.
 func buildProbe(f *Field, fp *tape.Program, gamma []float64, growth float64) (*tape.Program, error) {
 	d := f.Dim
 	wrt := make([]int, d)
@@ -81,27 +83,44 @@ func buildProbe(f *Field, fp *tape.Program, gamma []float64, growth float64) (*t
 		args := append([]tape.V{x[0]}, x[2:1+nf]...)
 		v := x[1+nf : 1+nf+d]
 		rprev, u, accept := x[1+nf+d], x[2+nf+d], x[3+nf+d]
-		w := tape.Call(jvp, append(args, v...))[d:]
 		c := func(a float64) tape.V { return h.Const(a) }
 		zero, one := c(0), c(1)
-		var nv, nw tape.V
-		for i := 0; i < d; i++ {
-			if i == 0 {
-				nv, nw = v[i].Square(), w[i].Square()
-			} else {
-				nv, nw = nv.Add(v[i].Square()), nw.Add(w[i].Square())
+		norm2 := func(x []tape.V) tape.V {
+			n := x[0].Square()
+			for _, xi := range x[1:] {
+				n = n.Add(xi.Square())
 			}
+			return n
 		}
-		// live: ‖Jv‖ and ‖v‖ positive and finite (x − x is 0 exactly
-		// when x is finite).
-		live := tape.Min(tape.Min(tape.Gt(nw, zero), tape.Gt(nv, zero)), tape.Eq(nw.Sub(nw), zero))
-		nrm := tape.Select(live, nw, one).Sqrt()
+		// finite: x − x is 0 exactly when x is finite.
+		finite := func(x tape.V) tape.V { return tape.Eq(x.Sub(x), zero) }
+		// Two steps of the power iteration, w1 = Jv and w2 = J·w1/‖w1‖:
+		// ρ = √(r1·r2), the geometric mean of their ratios. A single
+		// ratio ‖Jv‖/‖v‖ is bounded by ‖J‖₂, not ρ(J), and a far from
+		// normal Jacobian reads far above its modes (a close approach to
+		// a point mass, J = [[0, I], [G, B]] with G ~ 2μ/r³ ≈ 1e5 and
+		// modes ±√‖G‖ ≈ ±300: Arenstorf's orbit at its start), where the
+		// pair's product is ‖G‖ and its root the modes' size; a dominant
+		// pair ±μ, whose single ratios alternate about |μ|, also gives |μ|.
+		w1 := tape.Call(jvp, append(args, v...))[d:]
+		nv, nw1 := norm2(v), norm2(w1)
+		live1 := tape.Min(tape.Min(tape.Gt(nw1, zero), tape.Gt(nv, zero)), finite(nw1))
+		n1 := tape.Select(live1, nw1, one).Sqrt()
+		u1v := make([]tape.V, d)
+		for i := 0; i < d; i++ {
+			u1v[i] = tape.Select(live1, w1[i].Div(n1), v[i])
+		}
+		w2 := tape.Call(jvp, append(args, u1v...))[d:]
+		nw2 := norm2(w2)
+		live := tape.Min(live1, tape.Min(tape.Gt(nw2, zero), finite(nw2)))
+		n2 := tape.Select(live, nw2, one).Sqrt()
 		out := make([]tape.V, d, d+3)
 		for i := 0; i < d; i++ {
-			out[i] = tape.Select(live, w[i].Div(nrm), v[i])
+			out[i] = tape.Select(live, w2[i].Div(n2), v[i])
 		}
-		r := nrm.Div(tape.Select(live, nv, one).Sqrt())
-		rho := tape.Select(tape.Gt(rprev, zero), r.Mul(rprev).Sqrt(), r)
+		r1 := n1.Div(tape.Select(live, nv, one).Sqrt())
+		r := n2 // ‖J·w1/‖w1‖‖: the second ratio
+		rho := r1.Mul(r).Sqrt()
 		// |R(−x)|, x = |h|·ρ.
 		xx := h.Abs().Mul(rho)
 		z := xx.Neg()

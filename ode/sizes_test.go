@@ -114,8 +114,22 @@ func TestEnsembleSizes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sameBitsF(t, "Solve and Grad's final states", sol.Y, g.Solution.Y)
 			d, np, kd := c.d, c.np, len(c.save)*c.d
+			if c.m == ode.Auto {
+				// Method Auto's records run the stability probe on every
+				// Tsit5 trial (Plan.Probe), which may switch a stiff
+				// trajectory to Rodas5P before the stiffness test that a
+				// Solve runs alone: Solve's states agree to the tolerance,
+				// and the trajectories alone are compared with Grad's.
+				for i := range sol.Y {
+					if e := math.Abs(sol.Y[i]-g.Solution.Y[i]) / (1e-9 + 1e-7*math.Abs(sol.Y[i])); !(e <= 100) {
+						t.Errorf("Solve and Grad's final states[%d] = %v, %v: %.3g tolerances apart", i, sol.Y[i], g.Solution.Y[i], e)
+					}
+				}
+				sol = g.Solution
+			} else {
+				sameBitsF(t, "Solve and Grad's final states", sol.Y, g.Solution.Y)
+			}
 			for _, i := range []int{0, c.n - 1, rng.IntN(c.n)} {
 				q := pr
 				q.N, q.Y0, q.P = 1, pr.Y0[i*d:(i+1)*d], pr.P[i*np:(i+1)*np]

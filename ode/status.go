@@ -176,6 +176,10 @@ const blowUpGrowth = 1e6
 // than the budget, to be named as the cause of MaxStepsReached.
 const farSpan = 1e3
 
+// minPaceSteps is the fewest attempts from which a trajectory that ran out
+// of steps has its need of steps estimated from its pace (maxStepsHint).
+const minPaceSteps = 20
+
 // hint returns the advice of the error's message: the likely cause, from
 // what the error knows, and the fix.
 func (e *TrajectoryError) hint() string {
@@ -266,10 +270,19 @@ func (e *TrajectoryError) maxStepsHint() string {
 	if e.Stiff && explicit {
 		return fmt.Sprintf("the stiffness test fired on this trajectory: %s is held to small steps by its stability, not by the tolerances; use Rodas5P", e.Method)
 	}
-	// need estimates the attempts the whole span takes at the pace so far.
+	// need estimates the attempts the whole span takes: at the pace so
+	// far, or, where fewer, the attempts so far and the rest of the span
+	// at the last step size (a pace that averages in the controller's
+	// ramp from its small first steps reads thousands of steps for a span
+	// that a dozen more cover).
+	// The first minPaceSteps attempts are mostly the ramp itself (steps
+	// growing up to tenfold from the first): no estimate from them.
 	need := math.Inf(1)
-	if e.spanKnown() && tries > 0 && e.T > e.T0 {
+	if e.spanKnown() && tries >= minPaceSteps && e.T > e.T0 {
 		need = float64(tries) * (e.T1 - e.T0) / (e.T - e.T0)
+		if h := math.Abs(e.H); h > 0 && !math.IsInf(h, 0) {
+			need = math.Min(need, float64(tries)+(e.T1-e.T)/h)
+		}
 	}
 	budget := float64(max(e.MaxSteps, tries))
 	ifStiff := ""
@@ -277,7 +290,7 @@ func (e *TrajectoryError) maxStepsHint() string {
 		ifStiff = " (or, if the problem is stiff, use Rodas5P)"
 	}
 	switch {
-	case e.spanKnown() && tries > 0 && e.T > e.T0 && need > farSpan*budget:
+	case !math.IsInf(need, 1) && need > farSpan*budget:
 		return fmt.Sprintf("at its pace so far (%d steps for t from %.6g to %.6g) the span T1 − T0 = %.3g needs about %.2g steps: it is far beyond the field's time scale; "+
 			"shorten the span or rescale time%s", tries, e.T0, e.T, e.T1-e.T0, need, ifStiff)
 	case e.Method == Rosenbrock23.Name():

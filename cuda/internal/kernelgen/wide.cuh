@@ -472,20 +472,7 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
 // A block of {{.WideWarps}} warps, each with GS_W_LEN reals of the block's dynamic
 // shared memory, each running trajectories warp, warp + warps, ... of
 // the launch.
-{{- if gt .WideMinBlocks 0}}
-// Config.WideMinBlocks: at least {{.WideMinBlocks}} blocks of {{.WideWarps}} warps per
-// multiprocessor, so that ptxas caps a thread's registers to let them run;
-// none in a kernel compiled in parts (GS_UNITS), whose units are compiled
-// with that cap instead (Config.UnitRegs).
-#if defined(GS_CUDA) && !defined(GS_UNITS)
-#define GS_BOUNDS __launch_bounds__({{.WideWarps}} * 32, {{.WideMinBlocks}})
-#else
-#define GS_BOUNDS
-#endif
-GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
-{{- else}}
-GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
-{{- end}}
+{{- template "wide-signature" .}}
 #ifdef GS_CUDA
   // A trajectory's GS_WSTRIDE lanes (a warp, or with GS_WIDE_LANES part
   // of one) share its GS_W_LEN reals.
@@ -522,19 +509,7 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
 // dynamic shared memory the exchange slots (GS_WIDE_WARPS reals, GS_WX)
 // and the trajectory's GS_W_LEN reals, running trajectories block, block
 // + blocks, ... of the launch.
-{{- if gt .WideMinBlocks 0}}
-// Config.WideMinBlocks: at least {{.WideMinBlocks}} blocks of {{.WideWarps}} warps per
-// multiprocessor, so that ptxas caps a thread's registers to let them run;
-// none in a kernel compiled in parts (GS_UNITS: Config.UnitRegs).
-#if defined(GS_CUDA) && !defined(GS_UNITS)
-#define GS_BOUNDS __launch_bounds__({{.WideWarps}} * 32, {{.WideMinBlocks}})
-#else
-#define GS_BOUNDS
-#endif
-GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
-{{- else}}
-GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
-{{- end}}
+{{- template "wide-signature" .}}
 #ifdef GS_CUDA
   extern __shared__ gs_real gs_smem[];
   gs_real* ws = gs_smem + GS_WIDE_WARPS;
@@ -551,3 +526,19 @@ GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
 #endif
 }
 {{- end}}
+
+{{define "wide-signature"}}
+{{- if gt .WideMinBlocks 0}}
+// Config.WideMinBlocks: at least {{.WideMinBlocks}} blocks of {{.WideWarps}} warps per
+// multiprocessor, so that ptxas caps a thread's registers to let them run;
+// none in a kernel compiled in parts (GS_UNITS), whose units are compiled
+// with that cap instead (Config.UnitRegs).
+#if defined(GS_CUDA) && !defined(GS_UNITS)
+#define GS_BOUNDS __launch_bounds__({{.WideWarps}} * 32, {{.WideMinBlocks}})
+#else
+#define GS_BOUNDS
+#endif
+GS_GLOBAL void GS_BOUNDS GS_KERNEL_NAME(const gs_args a) {
+{{- else}}
+GS_GLOBAL void GS_KERNEL_NAME(const gs_args a) {
+{{- end}}{{end}}

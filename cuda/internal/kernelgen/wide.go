@@ -798,6 +798,20 @@ func recInputs(p *tape.Program, d int) ([]int, error) {
 	return pos, nil
 }
 
+// wideTables is wideHelper's and wideWarpsHelper's part for the
+// gathers: where their index tables live, and the rotation computed in
+// place of one.
+const wideTables = `#ifdef GS_CUDA
+#define GS_WIDE_TABLE __device__ const
+#else
+#define GS_WIDE_TABLE static const
+#endif
+// GS_WROT(c, b, k, n) is entry c of a gather whose index table would be
+// b + (c + k) mod n (wide.go's rotation), 0 <= c, k < n: the index
+// computed in place of the table's load.
+#define GS_WROT(c, b, k, n) ((b) + ((c) + (k) >= (n) ? (c) + (k) - (n) : (c) + (k)))
+`
+
 // wideHelper defines what the wide functions use: the lane and the lanes'
 // stride (one lane on the host), the lanes' sum and the qualifier of the
 // gathers' index tables.
@@ -826,16 +840,7 @@ const wideHelper = `// The wide layout (wide.go): component loops run component 
 // A lane-private array (wideprivate.go) holds component c at row
 // c / GS_WSTRIDE of its GS_WPRIV rows per 32 components.
 #define GS_WPRIV (32 / GS_WSTRIDE)
-#ifdef GS_CUDA
-#define GS_WIDE_TABLE __device__ const
-#else
-#define GS_WIDE_TABLE static const
-#endif
-// GS_WROT(c, b, k, n) is entry c of a gather whose index table would be
-// b + (c + k) mod n (wide.go's rotation), 0 <= c, k < n: the index
-// computed in place of the table's load.
-#define GS_WROT(c, b, k, n) ((b) + ((c) + (k) >= (n) ? (c) + (k) - (n) : (c) + (k)))
-GS_DEVICE gs_real gs_wide_sum(gs_real x) {
+` + wideTables + `GS_DEVICE gs_real gs_wide_sum(gs_real x) {
 #ifdef GS_WARPS
   for (int o = GS_WSTRIDE / 2; o > 0; o >>= 1) x = x + __shfl_xor_sync(GS_WMASK, x, o);
 #endif
@@ -932,16 +937,7 @@ extern __shared__ gs_real gs_smem[];
 #else
 #define GS_WPRIV 32
 #endif
-#ifdef GS_CUDA
-#define GS_WIDE_TABLE __device__ const
-#else
-#define GS_WIDE_TABLE static const
-#endif
-// GS_WROT(c, b, k, n) is entry c of a gather whose index table would be
-// b + (c + k) mod n (wide.go's rotation), 0 <= c, k < n: the index
-// computed in place of the table's load.
-#define GS_WROT(c, b, k, n) ((b) + ((c) + (k) >= (n) ? (c) + (k) - (n) : (c) + (k)))
-GS_DEVICE gs_real gs_wide_sum(gs_real x) {
+` + wideTables + `GS_DEVICE gs_real gs_wide_sum(gs_real x) {
 #ifdef GS_WARPS
   for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(GS_WMASK, x, o);
   if ((threadIdx.x & 31) == 0) GS_WX[GS_WLANE >> 5] = x;
