@@ -284,7 +284,8 @@
 // stability probe too (ode.Plan.Probe, ode.Job.CheckStability: a mode of
 // ∂f/∂y that the solution does not excite, left outside the method's
 // stability region), with the CPU engine's statuses and step counts, in
-// every layout but the wide one, whose records do not run it yet.
+// every layout (the wide one's gs_body calls it as a warp-distributed
+// function, on a warp, on fewer lanes or on several warps a trajectory).
 //
 // # Method Auto continues stiff trajectories
 //

@@ -756,10 +756,10 @@ func (ex *executor) layout(v kernelgen.Config, n int, lp *ode.LossPlan, wait boo
 			set.mu.Unlock()
 		}
 		return x
-	}, widePer: func(grad, saves bool) (int, error) {
-		if per, ok, err := ex.set.widePerWarpKnown(grad, saves); ok || wait {
+	}, widePer: func(grad, saves, probe bool) (int, error) {
+		if per, ok, err := ex.set.widePerWarpKnown(grad, saves, probe); ok || wait {
 			if !ok {
-				per, err = ex.set.widePerWarp(ex.plan, grad, saves)
+				per, err = ex.set.widePerWarp(ex.plan, grad, saves, probe)
 			}
 			return per, err
 		}

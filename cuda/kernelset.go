@@ -25,11 +25,12 @@ type kernelSet struct {
 	progErr  error
 
 	// The wide layout's shared memory per warp (kernelgen.WideSharedPerWarp)
-	// of the plan's kernels, by 2·gradient + save times.
-	wideOnce [4]sync.Once
-	widePer  [4]int
-	wideErr  [4]error
-	wideSet  [4]atomic.Bool // widePer and wideErr are set (widePerWarpKnown)
+	// of the plan's kernels, by 4·probe + 2·gradient + save times (probe:
+	// a record with the stability probe, kernelgen.Config.Probe).
+	wideOnce [8]sync.Once
+	widePer  [8]int
+	wideErr  [8]error
+	wideSet  [8]atomic.Bool // widePer and wideErr are set (widePerWarpKnown)
 
 	mu          sync.Mutex
 	kernels     *lru[string, *kernelEntry] // by Config.Key, under mu
@@ -105,18 +106,23 @@ func trainSetOf(be backend, tun Tuning) *trainSet {
 }
 
 // widePerWarp returns the shared memory per warp of plan pl's gradient
-// kernels (grad) or other kernels, with save times (saves) or not, in the
-// wide layout, computed once. It generates the wide functions, which the
+// kernels (grad) or other kernels, with save times (saves) or not, with
+// the stability probe (probe: kernelgen.Config.Probe, a plan with one) or
+// not, in the wide layout, computed once. It generates the wide functions, which the
 // plan's step programs keep for the kernel's source
 // (kernelgen.StepPrograms.WideSharedPerWarp): a first call's measure and
 // source, both on its way to a tiered result (tier.go), generate them
 // once.
-func (s *kernelSet) widePerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
-	k := 2*kernelgen.B2i(grad) + kernelgen.B2i(saves)
+func (s *kernelSet) widePerWarp(pl *ode.Plan, grad, saves, probe bool) (int, error) {
+	k := 4*kernelgen.B2i(probe) + 2*kernelgen.B2i(grad) + kernelgen.B2i(saves)
 	s.wideOnce[k].Do(func() {
-		if sp, err := s.stepPrograms(pl); err == nil {
+		sp, err := s.stepPrograms(pl)
+		switch {
+		case err == nil && probe:
+			s.widePer[k], s.wideErr[k] = sp.WideSharedPerWarpFor(kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), Probe: true})
+		case err == nil:
 			s.widePer[k], s.wideErr[k] = sp.WideSharedPerWarp(grad, saves)
-		} else {
+		default:
 			s.widePer[k], s.wideErr[k] = kernelgen.WideSharedPerWarp(pl, grad, saves)
 		}
 		s.wideSet[k].Store(true)
@@ -126,8 +132,8 @@ func (s *kernelSet) widePerWarp(pl *ode.Plan, grad, saves bool) (int, error) {
 
 // widePerWarpKnown is widePerWarp where it has been computed (ok), and
 // returns ok false, at once, where it has not.
-func (s *kernelSet) widePerWarpKnown(grad, saves bool) (per int, ok bool, err error) {
-	k := 2*kernelgen.B2i(grad) + kernelgen.B2i(saves)
+func (s *kernelSet) widePerWarpKnown(grad, saves, probe bool) (per int, ok bool, err error) {
+	k := 4*kernelgen.B2i(probe) + 2*kernelgen.B2i(grad) + kernelgen.B2i(saves)
 	if !s.wideSet[k].Load() {
 		return 0, false, nil
 	}

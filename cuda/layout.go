@@ -560,9 +560,11 @@ type layoutJob struct {
 	lossVectors func() bool // called only where it matters
 	// widePer returns the shared memory a warp of the plan's wide
 	// layout takes, in a gradient's kernel (grad) or another, with save
-	// times (saves) or not (kernelgen.WideSharedPerWarp, which generates
-	// the wide functions: the kernel set keeps it); nil: computed here.
-	widePer func(grad, saves bool) (int, error)
+	// times (saves) or not, with the stability probe (probe:
+	// kernelgen.Config.Probe) or not (kernelgen.WideSharedPerWarp, which
+	// generates the wide functions: the kernel set keeps it); nil:
+	// computed here.
+	widePer func(grad, saves, probe bool) (int, error)
 }
 
 // chooseLayout returns the kernel configuration of job j (base, from
@@ -703,25 +705,26 @@ func useWide(v kernelgen.Config, pl *ode.Plan, sp *kernelgen.StepPrograms, j lay
 		return false, 0
 	}
 	widePer := j.widePer
+	probe := v.Probe && pl.Probe != nil // the record's stability probe: its function and arrays
 	switch {
-	case tun.WideMinSplit != 0 || tun.recY(pl) || tun.outPlace(pl):
-		widePer = func(grad, saves bool) (int, error) {
-			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit, WideRecordY: tun.recY(pl), WideOutInPlace: tun.outPlace(pl)}
+	case tun.WideMinSplit != 0 || tun.recY(pl) || tun.outPlace(pl) || probe && (tun.NoWidePrivate || tun.WideScalars != 0 || widePer == nil):
+		widePer = func(grad, saves, probe bool) (int, error) {
+			w := kernelgen.Config{Grad: grad, Saves: kernelgen.B2i(saves), WideShared: tun.NoWidePrivate, WideMinSplit: tun.WideMinSplit, WideRecordY: tun.recY(pl), WideOutInPlace: tun.outPlace(pl), Probe: probe}
 			if !tun.NoWidePrivate {
 				w.WideScalars = tun.WideScalars
 			}
 			return sp.WideSharedPerWarpFor(w)
 		}
 	case tun.NoWidePrivate:
-		widePer = func(grad, saves bool) (int, error) { return sp.WideSharedPerWarpOf(grad, saves, true) }
+		widePer = func(grad, saves, _ bool) (int, error) { return sp.WideSharedPerWarpOf(grad, saves, true) }
 	case tun.WideScalars != 0:
-		widePer = func(grad, saves bool) (int, error) {
+		widePer = func(grad, saves, _ bool) (int, error) {
 			return sp.WideSharedPerWarpScalars(grad, saves, false, tun.WideScalars)
 		}
 	case widePer == nil:
-		widePer = func(grad, saves bool) (int, error) { return kernelgen.WideSharedPerWarp(pl, grad, saves) }
+		widePer = func(grad, saves, _ bool) (int, error) { return kernelgen.WideSharedPerWarp(pl, grad, saves) }
 	}
-	per, err := widePer(v.Grad, v.Saves > 0)
+	per, err := widePer(v.Grad, v.Saves > 0, probe)
 	if err != nil || dev.sharedLimit > 0 && per > dev.sharedLimit {
 		return false, 0
 	}

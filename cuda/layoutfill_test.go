@@ -86,9 +86,9 @@ func TestWideMinDim(t *testing.T) {
 // wide functions do not emit stay in the thread layout.
 func TestChooseLayoutWide(t *testing.T) {
 	t.Parallel()
-	fits := func(bool, bool) (int, error) { return 4 << 10, nil }
-	tooBig := func(bool, bool) (int, error) { return h100.sharedLimit + 8, nil }
-	fails := func(bool, bool) (int, error) { return 0, errors.New("no wide functions") }
+	fits := func(bool, bool, bool) (int, error) { return 4 << 10, nil }
+	tooBig := func(bool, bool, bool) (int, error) { return h100.sharedLimit + 8, nil }
+	fails := func(bool, bool, bool) (int, error) { return 0, errors.New("no wide functions") }
 	for _, c := range []engineCase{
 		problemCase(t, "robertson", ode.Rodas5P, 4),
 		problemCase(t, "neural-robertson", ode.Rodas5P, 4),
@@ -101,7 +101,7 @@ func TestChooseLayoutWide(t *testing.T) {
 			t.Fatal(err)
 		}
 		base := kernelgen.ConfigOf(j)
-		layout := func(n int, tun Tuning, per func(bool, bool) (int, error), events bool) kernelgen.Config {
+		layout := func(n int, tun Tuning, per func(bool, bool, bool) (int, error), events bool) kernelgen.Config {
 			v := base
 			v.Events = events
 			return chooseLayout(v, pl, sp, layoutJob{n: n, widePer: per}, Float64, false, h100, tun)
@@ -113,7 +113,7 @@ func TestChooseLayoutWide(t *testing.T) {
 			what   string
 			n      int
 			tun    Tuning
-			per    func(bool, bool) (int, error)
+			per    func(bool, bool, bool) (int, error)
 			events bool
 			wide   bool
 		}{

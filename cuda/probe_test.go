@@ -3,7 +3,6 @@ package cuda
 import (
 	"context"
 	"errors"
-	"flag"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -16,13 +15,8 @@ import (
 // in the kernels (solve.cuh, kernelgen.Config.Probe): a gradient of Tsit5
 // or Vern7 on a fast mode that the solution does not excite is refused
 // on every engine alike (Status Stiff), and Method Auto switches it to
-// Rodas5P before its first unstable step. The wide layout does not run
-// the probe yet (its records run without it; docs/more-results.md,
-// "Session 53 (H1)"): TestGPUProbeWide, which fails until it does, runs
-// only with -gpuprobe:
-//
-//	./cuda.test -test.run '^TestGPUProbe' -test.v -gpuprobe
-var gpuProbe = flag.Bool("gpuprobe", false, "run the test of the stability probe in the wide layout (it fails until that layout runs ode.Plan.Probe)")
+// Rodas5P before its first unstable step; in every layout, the wide one
+// included (docs/more-results.md, "Session 53 (H1)" and "(H5)").
 
 // probeCase returns a PK ensemble (a' = −ka·a, c' = ka·a − ke·c) of n
 // trajectories on [0, 2]: for even i nothing in the gut (a0 = 0) and
@@ -131,17 +125,43 @@ func TestGPUProbe(t *testing.T) {
 	probeAgree(t, "cuda", 64)
 }
 
+// probeWideTunings are the wide layout's forms that TestHostEngineProbeWide
+// and TestGPUProbeWide run: 8 lanes a trajectory (the default at d = 2),
+// a warp a trajectory with every array in shared memory (the copies'
+// layout, Tuning.NoWidePrivate), and two warps a trajectory
+// (Config.WideTrajWarps).
+var probeWideTunings = []struct {
+	name string
+	tun  Tuning
+}{
+	{"lanes=8", Tuning{Layout: LayoutWide}},
+	{"warp-shared", Tuning{Layout: LayoutWide, wideLanes: -1, NoWidePrivate: true}},
+	{"warps=2", Tuning{Layout: LayoutWide, wideWarps: 2}},
+}
+
 // TestHostEngineProbeWide runs probeAgree on the host engine's wide
-// layout, which does not run the probe yet: it fails until it does, so it
-// runs only with -gpuprobe.
-//
-//	go test ./cuda -run 'TestHostEngineProbeWide$' -args -gpuprobe
+// layout (the simulated warp or block; wide.cuh's gs_body calls the
+// probe's wide function) in the forms of probeWideTunings.
 func TestHostEngineProbeWide(t *testing.T) {
-	if !*gpuProbe {
-		t.Skip("the wide layout does not run ode.Plan.Probe yet: run with -gpuprobe once it does")
-	}
 	needHost(t)
-	probeAgree(t, tuned(t, hostSim.name, Tuning{Layout: LayoutWide}), 8)
+	for _, c := range probeWideTunings {
+		t.Run(c.name, func(t *testing.T) {
+			probeAgree(t, tuned(t, hostSim.name, c.tun), 8)
+		})
+	}
+}
+
+// TestGPUProbeWide is TestHostEngineProbeWide on the device, on 64
+// trajectories. It skips without a GPU.
+//
+//	./cuda.test -test.run '^TestGPUProbeWide$' -test.v
+func TestGPUProbeWide(t *testing.T) {
+	needGPUEngine(t)
+	for _, c := range probeWideTunings {
+		t.Run(c.name, func(t *testing.T) {
+			probeAgree(t, tuned(t, "cuda", c.tun), 64)
+		})
+	}
 }
 
 // BenchmarkGPUProbeCost times whole Grad calls of 2^20 Lorenz

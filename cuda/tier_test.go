@@ -675,7 +675,7 @@ func TestHostEngineTierWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	ks := kernelSetOf(h.tb, sv.Plan(), Float64, Tuning{tierMin: 1})
-	if _, ok, _ := ks.widePerWarpKnown(true, true); ok {
+	if _, ok, _ := ks.widePerWarpKnown(true, true, false); ok {
 		t.Fatal("the wide layout's measure is known before the first call")
 	}
 	g, s := c.tracedGrad(t, sv)
@@ -685,7 +685,7 @@ func TestHostEngineTierWide(t *testing.T) {
 	if ok, i := bitsEqual(gradValues(g), gradValues(want)); !ok {
 		t.Errorf("results differ from the CPU engine's at %d", i)
 	}
-	if _, ok, _ := ks.widePerWarpKnown(true, true); !ok {
+	if _, ok, _ := ks.widePerWarpKnown(true, true, false); !ok {
 		t.Error("the wide layout's measure is not known after the first call")
 	}
 	h.release()

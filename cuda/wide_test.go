@@ -481,8 +481,15 @@ func wideGradSource(t *testing.T, c engineCase, saves bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if per != info.WideShared {
-		t.Errorf("%s d = %d: WideSharedPerWarp %d, the kernel's %d", c.name, d, per, info.WideShared)
+	// The kernel's record runs the stability probe (v.Probe), whose
+	// vector the forward loop keeps: the measure with it (per above is
+	// the layout's without, for the reverse scratch below).
+	withProbe, err := sp.WideSharedPerWarpFor(kernelgen.Config{Grad: true, Saves: kernelgen.B2i(saves), Probe: v.Probe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withProbe != info.WideShared {
+		t.Errorf("%s d = %d: WideSharedPerWarpFor (Probe %v) %d, the kernel's %d", c.name, d, v.Probe, withProbe, info.WideShared)
 	}
 	// The reverse steps write λ' into the lanes' own rows
 	// (kernelgen's wideLayout.PrivOut), not the warp's shared memory.

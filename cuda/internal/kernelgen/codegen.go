@@ -164,6 +164,9 @@ type Source struct {
 	// where above 1 (Config.WideTrajWarps: wideWarpsHelper in place of
 	// wideHelper; the functions' code is the same).
 	wideWarps int
+	// wideProbe emits the plan's stability probe (ode.Plan.Probe) among
+	// the wide functions (wideLayout.Probe; Config.Probe).
+	wideProbe bool
 	// wideWindowsCyclic keeps the window loops cyclic where wideBlocked
 	// (Config.WideWindowsCyclic).
 	wideWindowsCyclic bool

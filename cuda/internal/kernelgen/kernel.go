@@ -161,8 +161,8 @@ type Config struct {
 	// names, or on every trial with ProbeAll (ode.Job.Continues: Method
 	// Auto's pass), and marks the trajectories where it fires stiff; with
 	// StopStiff it rejects the step where it fires, so the trajectory
-	// stops before it, as the CPU engine does. Not in the wide layout
-	// (whose records then run without it). (Declared here, in the
+	// stops before it, as the CPU engine does; in the wide layout too
+	// (its own wide function, wideLayout.Probe). (Declared here, in the
 	// padding before SplitFrom: TestConfigSize.)
 	Probe, ProbeAll bool
 	// SplitFrom, if positive, compiles the large step programs of a
@@ -788,7 +788,10 @@ func kernelUnit(sp *StepPrograms, v Config, lp *ode.LossPlan, prec Precision) (*
 	if v.Events {
 		k.setEvents(pl)
 	}
-	if k.ProbeOn = v.Probe && !v.Wide && pl.Probe != nil; k.ProbeOn {
+	// The wide layout runs the probe as its own function (wideLayout.Probe,
+	// wide.cuh), with ProbeEvery and ProbeStart.
+	k.ProbeOn = v.Probe && !v.Wide && pl.Probe != nil
+	if v.Probe && pl.Probe != nil {
 		k.ProbeEvery = pl.ProbeEvery
 		for _, x := range pl.ProbeStart {
 			k.ProbeStart = append(k.ProbeStart, strconv.FormatFloat(x, 'x', -1, 64))
@@ -933,10 +936,11 @@ type kernelPlan struct {
 	SharedAcc, Xpose bool // thread layout: Config.SharedAcc, Config.Xpose
 	Stage            bool // lanes layout: the warps' staging rows (Source.Stage)
 	StiffStatus      int  // ode.Stiff (Config.StopStiff)
-	// ProbeOn (Config.Probe, not in the wide layout): the record runs
-	// the plan's stability probe every ProbeEvery trials (and on trial
-	// ProbeEvery/4; every trial with Config.ProbeAll) from the start
-	// vector ProbeStart (C literals).
+	// ProbeOn (Config.Probe, not in the wide layout, whose W.Probe names
+	// its probe instead): the record runs the plan's stability probe
+	// every ProbeEvery trials (and on trial ProbeEvery/4; every trial
+	// with Config.ProbeAll) from the start vector ProbeStart (C
+	// literals; both set in the wide layout too).
 	ProbeOn    bool
 	ProbeEvery int
 	ProbeStart []string

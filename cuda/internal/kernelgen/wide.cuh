@@ -35,6 +35,13 @@ per-trajectory inputs and results y0, p, y, gy0 and gp (GS_WAT).
 // The dense step's outputs (y+, w), with save times.
 #define GS_W_DO {{.W.DO}}
 {{- end}}
+{{- if .W.Probe}}
+// The stability probe's vector v[D] (kept between the probed trials; its
+// rprev, u and accept in CI's place) and its outputs (v'[D], rprev', u',
+// stiff; in SCR, after the probe's scratch).
+#define GS_W_PV {{.W.PV}}
+#define GS_W_PO {{.W.PO}}
+{{- end}}
 {{- if .Grad}}
 // The reverse sweep: the step's inputs from the start (t, h, y, p, lambda,
 // then gp, or with save times wbar and gp for the dense step's reverse),
@@ -226,6 +233,16 @@ GS_DEVICE void gs_wide_backward(const gs_args& a, const gs_real* sh, const long 
 }
 {{- end}}
 
+{{- if .W.Probe}}
+
+// The stability probe's start vector (ode.Plan.ProbeStart).
+#ifdef GS_CUDA
+__device__ const gs_real gs_w_pstart[] = { {{- range $c, $x := .ProbeStart}}{{if $c}}, {{end}}(gs_real){{$x}}{{end -}} };
+#else
+static const gs_real gs_w_pstart[] = { {{- range $c, $x := .ProbeStart}}{{if $c}}, {{end}}(gs_real){{$x}}{{end -}} };
+#endif
+{{- end}}
+
 // gs_body runs trajectory i on the calling warp, whose shared memory is
 // ws (GS_W_LEN reals): Init, then Trial and Control until the controller
 // ends it{{if or .MeshOut .Store}}, recording its accepted steps{{end}}; its final state and outcome{{if .Grad}},
@@ -285,6 +302,16 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
   for (; k < GS_K && a.saveat[k] <= t0; k++) gs_wide_save(a, k, i, 0, y, y, 0);
   gs_real* dout = ws + GS_W_DO;
 {{- end}}
+{{- if .W.Probe}}
+  // The stability probe's state (ode.Plan.Probe): the vector v (in ws,
+  // every lane its components), the last ratio and the growth (every
+  // lane's own, the same in every lane), and the trials tried so far.
+  gs_real* pv = ws + GS_W_PV;
+  const gs_real* po = ws + GS_W_PO;
+  for (int c = lane; c < GS_D; c += GS_WSTRIDE) pv[c] = gs_w_pstart[c];
+  gs_real prv = 0, pu = 1;
+  long long ntrial = 0;
+{{- end}}
   while (run) {
     GS_SYNCWARP();  // the last step's reads of ti and ci are done
     if (lane == 0) {
@@ -315,8 +342,44 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
     GS_SYNCWARP();
     {{.W.Control}}(csh, ws, co, scr);
 {{- end}}
+{{- if .W.Probe}}
+    gs_real accept = co[GS_NSTATE];
+    gs_real stat = co[GS_NSTATE + 1];
+    // The stability probe on its trials (ode.Plan.ProbeDue{{if .ProbeAll}}; Method
+    // Auto's pass: every trial{{end}}), at the state the trial started from
+    // (t, h, y and p where the trial read them), between the controller
+    // and the commit: pmark marks the trajectory stiff{{if .StopStiff}}, pveto rejects
+    // the accepted step where it fires (the trajectory stops before it){{end}}.
+    bool pmark = false, pveto = false;
+    if ({{if .ProbeAll}}true{{else}}ntrial % {{.ProbeEvery}} == 0 || ntrial == {{.ProbeEvery}} / 4{{end}}) {
+      if (lane == 0) {
+        ci[0] = prv;
+        ci[1] = pu;
+        ci[2] = accept;
+      }
+      GS_SYNCWARP();
+      {{.W.Probe}}(sh, ws, ws + GS_W_PO, scr);
+      for (int c = lane; c < GS_D; c += GS_WSTRIDE) pv[c] = po[c];
+      prv = po[GS_D];
+      pu = po[GS_D + 1];
+      const bool pst = po[GS_D + 2] != 0;
+      GS_SYNCWARP();  // the outputs (in SCR) are read
+      if (pst) {
+        pmark = true;
+{{- if .StopStiff}}
+        if (accept != 0) {
+          pveto = true;
+          accept = 0;
+          if (stat == (gs_real)GS_OK) stat = (gs_real)GS_RUNNING;
+        }
+{{- end}}
+      }
+    }
+    ntrial++;
+{{- else}}
     const gs_real accept = co[GS_NSTATE];
     gs_real stat = co[GS_NSTATE + 1];
+{{- end}}
     lasth = st[GS_ST_H];
     if (accept != 0) {
 {{- if or .MeshOut .Store .Saves}}
@@ -353,7 +416,18 @@ GS_DEVICE void gs_body(const gs_args& a, const long long i, gs_real* ws, const g
       for (int c = lane; c < GS_D; c += GS_WSTRIDE) k1[c] = to[2 * GS_D + c];
 #endif
     }
+{{- if .W.Probe}}
+    if (pveto) {
+      // The step the probe found outside the stability region counts as
+      // rejected (solve.cuh's veto): the state but for that.
+      st[GS_ST_REJECTED] += 1;
+    } else {
+      for (int q = 0; q < GS_NSTATE; q++) st[q] = co[q];
+    }
+    if (pmark) st[GS_ST_STIFF] = 1;
+{{- else}}
     for (int q = 0; q < GS_NSTATE; q++) st[q] = co[q];
+{{- end}}
 {{- if .StopStiff}}
     // The stiffness test fired: the gradient will be refused, so the
     // trajectory ends here with status Stiff.

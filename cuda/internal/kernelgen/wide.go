@@ -290,6 +290,19 @@ type wideLayout struct {
 	// (a gradient) of Reverse, DRev (a gradient with save times) of
 	// DenseStepReverse; "" where the kernel has none.
 	Init, Trial, Control, Dense, Rev, DRev string
+	// Probe is the name of the wide function of the plan's stability
+	// probe (ode.Plan.Probe; Config.Probe), "" where the kernel has none.
+	// Its inputs t, h, y and p are the trial's (TI), v[D] at PV, rprev,
+	// u and accept at CI's first three places (the controller's inputs,
+	// read before the probe runs); its outputs v'[D], rprev', u' and
+	// stiff at PO.
+	Probe string
+	// PV (with Probe) is the probe's vector v[D], kept between the
+	// probed trials, after the forward loop's other arrays, before SCR;
+	// PO its outputs (D + 3 reals) in SCR, after the probe's own scratch
+	// (the scratch grows only where the other forward functions' is
+	// smaller than the two together).
+	PV, PO int
 }
 
 // wideKind is what of a kernel shapes its wide layout: a gradient, save
@@ -302,7 +315,10 @@ type wideKind struct {
 	privOut bool
 	// recY: the reverse steps read y from the record's row
 	// (wideLayout.RecY).
-	recY                bool
+	recY bool
+	// probe: the forward loop runs the plan's stability probe
+	// (wideLayout.Probe).
+	probe               bool
 	scratch, revScratch int
 }
 
@@ -342,6 +358,33 @@ func (w wideLayout) inputs(pl *ode.Plan, p *tape.Program, control bool) ([]int, 
 	return pos, nil
 }
 
+// probeInputs returns the places, from the warp's part's start, of the
+// per-trajectory inputs of plan pl's stability probe p (ode.Plan.Probe:
+// t, h, y[D], p[NP], v[D], rprev, u, accept): t, h, y and p the trial's
+// (TI), v at PV, rprev, u and accept at CI. It returns an error where
+// p's inputs are not those.
+func (w wideLayout) probeInputs(pl *ode.Plan, p *tape.Program) ([]int, error) {
+	d, np := pl.Dim, pl.Params
+	var pos []int
+	for j := 0; j < 2+d+np; j++ {
+		pos = append(pos, j)
+	}
+	for j := 0; j < d; j++ {
+		pos = append(pos, w.PV+j)
+	}
+	pos = append(pos, w.CI, w.CI+1, w.CI+2)
+	own := 0
+	for _, x := range p.Inputs {
+		if !x.Shared {
+			own++
+		}
+	}
+	if own != len(pos) {
+		return nil, fmt.Errorf("cuda: the wide layout: probe %s has %d per-trajectory inputs, want %d", p.Name, own, len(pos))
+	}
+	return pos, nil
+}
+
 // newWideLayout returns the layout of plan pl's kernel of kind k.
 func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 	d, np, ns := pl.Dim, pl.Params, pl.Shared
@@ -362,6 +405,10 @@ func newWideLayout(pl *ode.Plan, k wideKind) wideLayout {
 	w.SCR = w.DO
 	if k.saves {
 		w.SCR += d + dw
+	}
+	if k.probe {
+		w.PV = w.SCR
+		w.SCR += d
 	}
 	w.Len = w.SCR + k.scratch
 	if k.grad {
@@ -435,9 +482,10 @@ func (sp *StepPrograms) WideSharedPerWarpScalars(grad, saves, all bool, scalars 
 
 // WideSharedPerWarpFor is WideSharedPerWarp of kernel v's wide
 // functions: its Grad, Saves, WideShared, WideScalars, WideMinSplit,
-// WideRecordY and WideOutInPlace.
+// WideRecordY, WideOutInPlace and Probe (the stability probe's function
+// and arrays).
 func (sp *StepPrograms) WideSharedPerWarpFor(v Config) (int, error) {
-	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit, WideRecordY: v.WideRecordY, WideOutInPlace: v.WideOutInPlace}, sp.plan))
+	r := sp.wide(wideVariantOf(Config{Grad: v.Grad, Saves: v.Saves, WideShared: v.WideShared, WideScalars: v.WideScalars, WideMinSplit: v.WideMinSplit, WideRecordY: v.WideRecordY, WideOutInPlace: v.WideOutInPlace, Probe: v.Probe}, sp.plan))
 	return 8 * r.w.Len, r.err
 }
 
@@ -487,13 +535,16 @@ type wideVariant struct {
 	pivots PivotSeq
 	// warps is Config.WideWarpsOf where above 1, else 0.
 	warps int
+	// probe is Config.Probe (the plan's stability probe among the
+	// forward functions).
+	probe bool
 }
 
 // wideVariantOf returns kernel v's wide variant, of plan pl.
 func wideVariantOf(v Config, pl *ode.Plan) wideVariant {
 	return wideVariant{grad: v.Grad, saves: v.Saves > 0, all: v.WideShared, rows: v.WideRows && !v.WideShared, tables: v.WideTables, rolled: v.WideRolled, blocked: v.WideBlocked && !v.WideShared,
 		recY: v.WideRecordY && v.Grad && !v.WideShared && !v.WideBlocked, outPlace: v.WideOutInPlace && !v.WideShared && !v.WideBlocked, cycWindows: v.WideBlocked && v.WideWindowsCyclic && !v.WideShared,
-		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots, warps: wideWarpsOf(v)}
+		scalars: wideScalarsOf(v.WideScalars), minSplit: wideMinSplitOf(v.WideMinSplit, pl), denseLU: v.WideDenseLU, pivots: v.WidePivots, warps: wideWarpsOf(v), probe: v.Probe && pl.Probe != nil}
 }
 
 // wideWarpsOf returns kernel v's warps a trajectory where above 1
@@ -556,7 +607,7 @@ func (sp *StepPrograms) wide(k wideVariant) *wideRecord {
 		src.wideShared, src.wideRows, src.wideScalars, src.wideMinSplit, src.wideDenseLU, src.wideTables, src.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		src.widePivots = k.pivots
 		src.wideBlocked, src.wideRecY, src.wideOutPlace, src.wideWindowsCyclic = k.blocked, k.recY, k.outPlace, k.cycWindows
-		src.wideWarps = k.warps
+		src.wideWarps, src.wideProbe = k.warps, k.probe
 		w, err := src.wideFuncs(sp.plan, k.grad, k.saves)
 		o.rec = &wideRecord{w: w, err: err, src: src}
 	})
@@ -579,7 +630,7 @@ func (s *Source) wideFuncsOf(sp *StepPrograms, v Config) (wideLayout, error) {
 		s.wideShared, s.wideRows, s.wideScalars, s.wideMinSplit, s.wideDenseLU, s.wideTables, s.wideRolled = k.all, k.rows, k.scalars, k.minSplit, k.denseLU, k.tables, k.rolled
 		s.widePivots = k.pivots
 		s.wideBlocked, s.wideRecY, s.wideOutPlace, s.wideWindowsCyclic = k.blocked, k.recY, k.outPlace, k.cycWindows
-		s.wideWarps = k.warps
+		s.wideWarps, s.wideProbe = k.warps, k.probe
 		return s.wideFuncs(sp.plan, k.grad, k.saves)
 	}
 	r := sp.wide(k)
@@ -626,9 +677,15 @@ func (s *Source) adopt(o *Source) {
 func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 	k := wideKind{grad: grad, saves: saves, copies: s.wideShared, privOut: grad && !s.wideShared}
 	k.recY = k.privOut && s.wideRecY && !s.wideBlocked
+	k.probe = s.wideProbe && pl.Probe != nil
 	fwd := []*tape.Program{pl.Init, pl.Trial, pl.Control}
 	if saves {
 		fwd = append(fwd, pl.DenseStep)
+	}
+	probeAt := -1 // the probe's index in fwd (k.probe)
+	if k.probe {
+		probeAt = len(fwd)
+		fwd = append(fwd, pl.Probe)
 	}
 	var rev []*tape.Program
 	if grad {
@@ -644,7 +701,8 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 			rev = append(rev, r)
 		}
 	}
-	names := make([]string, 6)
+	names := make([]string, 7)
+	probeScr := 0                // the probe's scratch (its outputs follow it in SCR)
 	base := newWideLayout(pl, k) // the driver's arrays: no scratch yet
 	for m, p := range append(fwd, rev...) {
 		if p == nil {
@@ -654,6 +712,11 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 		var err error
 		if (m == 0 || m == 2) && !k.copies { // Init and Control read the driver's arrays
 			if pos, err = base.inputs(pl, p, m == 2); err != nil {
+				return wideLayout{}, err
+			}
+		}
+		if m == probeAt {
+			if pos, err = base.probeInputs(pl, p); err != nil {
 				return wideLayout{}, err
 			}
 		}
@@ -678,19 +741,31 @@ func (s *Source) wideFuncs(pl *ode.Plan, grad, saves bool) (wideLayout, error) {
 		if err != nil {
 			return wideLayout{}, err
 		}
-		if m < len(fwd) {
+		switch {
+		case m == probeAt:
+			probeScr = scr
+		case m < len(fwd):
 			k.scratch = max(k.scratch, scr)
-		} else {
+		default:
 			k.revScratch = max(k.revScratch, scr)
 		}
 		at := m
-		if m >= len(fwd) {
+		switch {
+		case m == probeAt:
+			at = 6
+		case m >= len(fwd):
 			at = 4 + m - len(fwd)
 		}
 		names[at] = name
 	}
+	if k.probe {
+		k.scratch = max(k.scratch, probeScr+pl.Dim+3)
+	}
 	w := newWideLayout(pl, k)
-	w.Init, w.Trial, w.Control, w.Dense, w.Rev, w.DRev = names[0], names[1], names[2], names[3], names[4], names[5]
+	if k.probe {
+		w.PO = w.SCR + probeScr
+	}
+	w.Init, w.Trial, w.Control, w.Dense, w.Rev, w.DRev, w.Probe = names[0], names[1], names[2], names[3], names[4], names[5], names[6]
 	return w, nil
 }
 
