@@ -77,7 +77,9 @@
 #     merged (the wide layout on several warps a trajectory: TestGPUWideWarps,
 #     GPUWideLanes' warps= rows: warps=2, -b0, -b8, -recy-outplace, warps=4,
 #     -b0, -b4; if one wins, set defaultWideWarps from d and the bounds from
-#     the -b0 rows' registers) and TestGPUWideRosenbrock.
+#     the -b0 rows' registers) and TestGPUWideRosenbrock, the stability
+#     probe's tests (TestGPUProbe, TestGPUProbeWide) and cost (GPUProbeCost),
+#     and the unseen problems on the device (TestGPUEngineUnseen53*).
 #   bash bench/gpu_pending.sh s49src (under 5 minutes): Nsight Compute's
 #     stall samples by SASS instruction of Lorenz-96 d = 256's gradient
 #     and the 1,000-save solve.
@@ -1032,12 +1034,14 @@ tp wide $TPS '^TestGPUWide$' &
 tp saves $TPS '^(TestGPUEngineSaveTimes|TestGPUThreadSaves|TestGPUKeepSaves|TestGPUSaveCots|TestGPUDeferSaves)$' &
 tp auto52 $TPS '^(TestGPUAutoStiffTest|TestGPUAutoContinue|TestGPUAutoKeptGrads|TestGPUEngineMoreProblems|TestGPUEnginePublished)$' &
 tp events52 $TPS '^(TestGPUEventUnseen|TestGPUEvents|TestGPUEventCases|TestGPUEventCoinciding|TestGPUEventsSaveEdges|TestGPUDenseSolution|TestGPUMultiEvents)$' &
+tp probe53 $TPS '^(TestGPUProbe|TestGPUProbeWide|TestGPUEngineUnseen53|TestGPUEngineUnseen53BadInput|TestGPUEngineUnseen53Layouts)$' &
 wait
-for f in warps53 wide saves auto52 events52; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
+for f in warps53 wide saves auto52 events52 probe53; do echo "--- $f"; grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|panic|out of memory' -A2 "$out/l/$f.log" | grep -v '^    --- PASS' | head -14; done
 t l96w 100 -test.run '^$' -test.bench 'GPUWideLanes/grad/lorenz96-(64|256)/^(default|warps=[^#]*)(#0[12])?$' -test.benchtime 5x
 t bsaves 40 -test.run '^$' -test.bench 'GPUSaveSplit/(Vern7/)?saves=(1|1000)/(solveto-kept|grad-kept)(-inline|-defer)?$' -test.benchtime 20x
 t auto 40 -test.run '^$' -test.bench '^BenchmarkGPUAuto$/^(vdp|mixed|robertson-1e-8)$/' -test.benchtime 3x
 t prof 25 -test.run '^$' -test.bench 'GPUSaveSplit/saves=1000/grad-kept$' -test.benchtime 200x -test.cpuprofile "$out/l/grad1000.prof"
+t probecost 25 -test.run '^$' -test.bench 'GPUProbeCost' -test.count 3
 GRADSOLVE_CUDA_CACHE=/tmp/gs-cold-1 t cold7 45 -test.run '^$' -test.bench 'GPUSaveSplit/Vern7/saves=1000/grad-kept(-full)?$' -test.benchtime 1x
 echo "=== ncu source l96-256"
 timeout $((MAX - $(date +%s) + T0)) ncu --clock-control none -k regex:gs_engine --launch-skip 1 --launch-count 1 \
@@ -1049,7 +1053,7 @@ echo "=== summary"
 sum() { grep -h '^Benchmark' "$@" | sed 's/#0[0-9]//' | awk '{m = ""; for (i = 3; i < NF; i++) if ($(i+1) ~ /^(kernel-ms\/op|compile-s|regs|local-B|warps\/SM)$/) m = m " " $(i+1) " " $i; print $1, $3 / 1e6, m}'; }
 sum "$out/l/l96w.log" | sort
 sum "$out/l/bsaves.log" "$out/l/cold7.log" | sort
-sum "$out/l/auto.log"
+sum "$out/l/auto.log" "$out/l/probecost.log"
 fi
 
 if [ "$part" = s49c ]; then
