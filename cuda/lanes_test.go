@@ -428,7 +428,10 @@ func TestLanesStageSource(t *testing.T) {
 	stage := regexp.MustCompile(`GS_STAGE\((\d+), u\d+\);`)
 	for _, shuffle := range []bool{false, true} {
 		v := kernelgen.ConfigOf(j)
-		v.Lanes, v.LanesMinBlocks, v.LanesShuffle = true, 4, shuffle
+		// The step programs' reads: the stability probe (Config.Probe) of
+		// the record reads the network's inputs through shuffles, staged or
+		// not (its JVPs are not staged: session 53, for a device's measure).
+		v.Lanes, v.LanesMinBlocks, v.LanesShuffle, v.Probe = true, 4, shuffle, false
 		src, _, err := kernelgen.KernelSource(sp, v, j.Loss, Float64)
 		if err != nil {
 			t.Fatal(err)
