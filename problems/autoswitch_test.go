@@ -201,29 +201,33 @@ func BenchmarkAutoTight(b *testing.B) {
 	rob.T1 = 1e11
 	for _, pr := range []Problem{Pollution(), rob} {
 		for _, m := range []ode.Method{ode.Rodas5P, ode.Auto} {
-			b.Run(pr.Name+"/"+m.Name(), func(b *testing.B) {
-				sv, err := ode.NewSolver(pr.Field, &ode.Settings{Method: m, RelTol: 1e-8, AbsTol: 1e-30})
-				if err != nil {
-					b.Fatal(err)
-				}
-				p := ode.Problem{Field: pr.Field, Y0: pr.Y0, P: pr.P, T0: pr.T0, T1: pr.T1}
-				// A first call builds what Solve builds on first need (Auto's
-				// Rodas5P solver: its plan, with the Jacobian's programs).
-				sol, err := sv.Solve(&p)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for range b.N {
-					if sol, err = sv.Solve(&p); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(sol.Stats.Accepted[0]), "steps")
-				b.ReportMetric(float64(sol.Stats.FieldEvals[0]), "evals")
-			})
+			p := ode.Problem{Field: pr.Field, Y0: pr.Y0, P: pr.P, T0: pr.T0, T1: pr.T1}
+			b.Run(pr.Name+"/"+m.Name(), func(b *testing.B) { benchSolve(b, &p, ode.Settings{Method: m, RelTol: 1e-8, AbsTol: 1e-30}) })
 		}
 	}
+}
+
+// benchSolve times Solve of p with settings set after one untimed call
+// (which builds what Solve builds on first need: Method Auto's Rodas5P
+// solver, its plan with the Jacobian's programs), reporting the first
+// trajectory's accepted steps and field evaluations.
+func benchSolve(b *testing.B, p *ode.Problem, set ode.Settings) {
+	sv, err := ode.NewSolver(p.Field, &set)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sol, err := sv.Solve(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if sol, err = sv.Solve(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(sol.Stats.Accepted[0]), "steps")
+	b.ReportMetric(float64(sol.Stats.FieldEvals[0]), "evals")
 }
 
 // BenchmarkAutoMatrix times Method Auto against Tsit5 and Rodas5P on one
@@ -273,24 +277,7 @@ func BenchmarkAutoMatrix(b *testing.B) {
 				}
 				for _, m := range methods {
 					b.Run(fmt.Sprintf("%s/%g/n%d/%s", pr.Name, rtol, n, m.Name()), func(b *testing.B) {
-						sv, err := ode.NewSolver(pr.Field, &ode.Settings{Method: m, RelTol: rtol, AbsTol: atol})
-						if err != nil {
-							b.Fatal(err)
-						}
-						// A first call builds what Solve builds on first need
-						// (Auto's Rodas5P solver).
-						sol, err := sv.Solve(&p)
-						if err != nil {
-							b.Fatal(err)
-						}
-						b.ResetTimer()
-						for range b.N {
-							if sol, err = sv.Solve(&p); err != nil {
-								b.Fatal(err)
-							}
-						}
-						b.ReportMetric(float64(sol.Stats.Accepted[0]), "steps")
-						b.ReportMetric(float64(sol.Stats.FieldEvals[0]), "evals")
+						benchSolve(b, &p, ode.Settings{Method: m, RelTol: rtol, AbsTol: atol})
 					})
 				}
 			}
